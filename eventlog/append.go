@@ -1,0 +1,284 @@
+package eventlog
+
+import (
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Expected stream versions for Expectation.Version. Any other value v > 0
+// demands that the stream be exactly at version v.
+const (
+	Any      int64 = -1 // no check
+	NoStream int64 = 0  // the stream must not exist yet
+)
+
+// Expectation is an optimistic-concurrency check on one stream, evaluated
+// after the writes before it in the same append.
+type Expectation struct {
+	Stream  string
+	Version int64
+}
+
+// Write is one decided unit of an append: a command's events and, when
+// CommandID is set, its outcome for the command-id table. Its events are
+// stamped with CommandID. A rejection is a
+// Write with Code set (and possibly events, e.g. delegate.requested +
+// delegate.rejected); a write with neither events nor a command id is
+// invalid.
+type Write struct {
+	CommandID string
+	Expected  []Expectation
+	Events    []Event
+	Code      string // rejection code; "" = accepted
+	Reason    string
+	Result    []byte // opaque response recorded with the outcome
+}
+
+// Append commits the writes atomically in one synced Pebble batch and
+// returns the position of the first event (0 if no write has events).
+//
+// Append assigns Position, StreamVersion and Hash in place in every event of
+// ws, in order: positions are gapless across writes and appends. It returns
+// only after the batch is durable. An error before the hand-off to Pebble
+// (invalid input, *ConflictError, ErrDuplicateCommand) leaves no trace and no
+// gap. An I/O error fails the log (see ErrFailed); the failed append is then
+// either wholly present or wholly absent after reopening, never partial —
+// which is why commands carry ids.
+func (l *Log) Append(ws ...Write) (first uint64, err error) {
+	if l.opts.ReadOnly {
+		return 0, ErrReadOnly
+	}
+	b, first, ids, last, err := l.stage(ws)
+	if err != nil {
+		return 0, err
+	}
+	defer l.inflight.Done()
+	// The sync is awaited outside the mutex so that later appends can join
+	// the same WAL fsync (Pebble's commit pipeline groups them).
+	serr := b.SyncWait()
+	b.Close()
+	l.mu.Lock()
+	for _, id := range ids {
+		delete(l.pending, id)
+	}
+	if serr != nil && l.failed == nil {
+		l.failed = serr
+	}
+	l.mu.Unlock()
+	if serr != nil {
+		return 0, fmt.Errorf("%w: sync: %v", ErrFailed, serr)
+	}
+	if last.Position > 0 {
+		l.advanceDurable(last)
+	}
+	return first, nil
+}
+
+// stage validates ws, assigns positions and versions, encodes the batch and
+// hands it to Pebble, all under l.mu so that hand-off order is position
+// order. On success the caller owns one l.inflight count.
+func (l *Log) stage(ws []Write) (b *pebble.Batch, first uint64, ids []string, last head, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.closed.Load():
+		return nil, 0, nil, head{}, ErrClosed
+	case l.failed != nil:
+		return nil, 0, nil, head{}, fmt.Errorf("%w (cause: %v)", ErrFailed, l.failed)
+	}
+	if len(ws) == 0 {
+		return nil, 0, nil, head{}, fmt.Errorf("%w: no writes", ErrInvalid)
+	}
+
+	// Validate everything before assigning anything, so that a refused
+	// append leaves no trace.
+	touched := make(map[string]uint64) // stream → version after the writes so far
+	seen := make(map[string]struct{}, len(ws))
+	for i := range ws {
+		w := &ws[i]
+		if len(w.Events) == 0 && w.CommandID == "" {
+			return nil, 0, nil, head{}, fmt.Errorf("%w: write %d has neither events nor a command id", ErrInvalid, i)
+		}
+		if len(w.CommandID) > MaxIDLen {
+			return nil, 0, nil, head{}, fmt.Errorf("%w: command id of %d bytes exceeds %d", ErrInvalid, len(w.CommandID), MaxIDLen)
+		}
+		if w.CommandID != "" {
+			if err := l.checkNewCommand(w.CommandID, seen); err != nil {
+				return nil, 0, nil, head{}, err
+			}
+		}
+		for _, x := range w.Expected {
+			v, err := l.streamVersion(x.Stream, touched)
+			if err != nil {
+				return nil, 0, nil, head{}, err
+			}
+			if x.Version != Any && (x.Version < 0 || uint64(x.Version) != v) {
+				return nil, 0, nil, head{}, &ConflictError{Stream: x.Stream, Expected: x.Version, Actual: v}
+			}
+		}
+		for j := range w.Events {
+			e := &w.Events[j]
+			if err := e.validate(l.opts.MaxPayloadBytes); err != nil {
+				return nil, 0, nil, head{}, fmt.Errorf("write %d event %d: %w", i, j, err)
+			}
+			if e.CommandID != "" && e.CommandID != w.CommandID {
+				return nil, 0, nil, head{}, fmt.Errorf("%w: write %d event %d carries command id %q, the write %q",
+					ErrInvalid, i, j, e.CommandID, w.CommandID)
+			}
+			v, err := l.streamVersion(e.Stream, touched)
+			if err != nil {
+				return nil, 0, nil, head{}, err
+			}
+			touched[e.Stream] = v + 1
+		}
+	}
+
+	// Assign, encode and chain.
+	b = l.db.NewBatch()
+	pos, prev := l.next, l.prevHash
+	first = 0
+	key := make([]byte, 0, 64)
+	runs := make(map[string]*indexRun)
+	for i := range ws {
+		w := &ws[i]
+		wfirst := uint64(0)
+		for j := range w.Events {
+			e := &w.Events[j]
+			e.Position = pos
+			e.CommandID = w.CommandID
+			l.versions[e.Stream]++
+			e.StreamVersion = l.versions[e.Stream]
+			l.scratch = appendRecord(l.scratch[:0], &prev, e)
+			prev = e.Hash
+			key = appendEventKey(key[:0], pos)
+			_ = b.Set(key, l.scratch, nil)
+			r := runs[e.Stream]
+			if r == nil {
+				r = &indexRun{first: e.StreamVersion}
+				runs[e.Stream] = r
+			}
+			r.positions = append(r.positions, pos)
+			if wfirst == 0 {
+				wfirst = pos
+			}
+			pos++
+		}
+		if first == 0 {
+			first = wfirst
+		}
+		if w.CommandID != "" {
+			o := Outcome{First: wfirst, Count: uint64(len(w.Events)), Code: w.Code, Reason: w.Reason, Result: w.Result}
+			_ = b.Set(commandKey(w.CommandID), o.encode(), nil)
+			ids = append(ids, w.CommandID)
+		}
+	}
+	for stream, r := range runs {
+		key = appendStreamKey(key[:0], stream, r.first)
+		l.scratch = appendIndexValue(l.scratch[:0], r.positions)
+		_ = b.Set(key, l.scratch, nil)
+	}
+	if pos > l.next {
+		last = head{Position: pos - 1, Hash: prev}
+		_ = b.Set(keyHead, last.encode(), nil)
+	}
+
+	if err := l.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
+		// Nothing was handed to the WAL; still, a Pebble write error means
+		// the store is in doubt: fail stop.
+		// The batch is not closed: Pebble may still reference it, and the log
+		// is dead anyway.
+		l.failed = err
+		l.rollbackVersions(ws)
+		return nil, 0, nil, head{}, fmt.Errorf("%w: apply: %v", ErrFailed, err)
+	}
+	l.next, l.prevHash = pos, prev
+	for _, id := range ids {
+		l.pending[id] = struct{}{}
+	}
+	l.inflight.Add(1)
+	return b, first, ids, last, nil
+}
+
+// rollbackVersions undoes the version increments of a batch Pebble refused.
+func (l *Log) rollbackVersions(ws []Write) {
+	for i := range ws {
+		for j := range ws[i].Events {
+			l.versions[ws[i].Events[j].Stream]--
+		}
+	}
+}
+
+// checkNewCommand refuses a command id that is recorded, pending, or repeated
+// within the same append.
+func (l *Log) checkNewCommand(id string, seen map[string]struct{}) error {
+	if _, dup := seen[id]; dup {
+		return fmt.Errorf("%w: %q appears twice in one append", ErrDuplicateCommand, id)
+	}
+	seen[id] = struct{}{}
+	if _, dup := l.pending[id]; dup {
+		return fmt.Errorf("%w: %q", ErrDuplicateCommand, id)
+	}
+	_, closer, err := l.db.Get(commandKey(id))
+	if err == nil {
+		closer.Close()
+		return fmt.Errorf("%w: %q", ErrDuplicateCommand, id)
+	}
+	if !isNotFound(err) {
+		return fmt.Errorf("eventlog: read command table: %w", err)
+	}
+	return nil
+}
+
+// streamVersion is the version of stream after the writes staged so far.
+// The per-stream cache is filled lazily from the index, so opening a log
+// costs nothing per stream.
+func (l *Log) streamVersion(stream string, touched map[string]uint64) (uint64, error) {
+	if v, ok := touched[stream]; ok {
+		return v, nil
+	}
+	if v, ok := l.versions[stream]; ok {
+		return v, nil
+	}
+	v, err := l.lastIndexedVersion(stream)
+	if err != nil {
+		return 0, err
+	}
+	l.versions[stream] = v
+	return v, nil
+}
+
+// lastIndexedVersion seeks to the stream's last index entry.
+func (l *Log) lastIndexedVersion(stream string) (uint64, error) {
+	lower := appendStreamPrefix(nil, stream)
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixUpper(lower)})
+	if err != nil {
+		return 0, fmt.Errorf("eventlog: %w", err)
+	}
+	var v uint64
+	if it.Last() {
+		var val []byte
+		if val, err = it.ValueAndErr(); err == nil {
+			v, err = lastVersionOf(it.Key(), val)
+		}
+	}
+	if cerr := it.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("eventlog: %w", cerr)
+	}
+	return v, err
+}
+
+// advanceDurable moves the durable head forward to h if it is ahead.
+// Syncs complete in WAL order, so a synced batch implies every earlier one
+// is synced too, even if its appender has not woken yet.
+func (l *Log) advanceDurable(h head) {
+	for {
+		cur := l.durable.Load()
+		if cur.Position >= h.Position {
+			return
+		}
+		if l.durable.CompareAndSwap(cur, &h) {
+			return
+		}
+	}
+}

@@ -1,0 +1,70 @@
+// Package eventlog is crewlog's storage: an append-only, gapless,
+// checksummed, hash-chained event log in Pebble. It is the only package that
+// imports Pebble.
+//
+// # Guarantees
+//
+//   - Append commits a group of writes atomically in one synced batch and
+//     returns only after the fsync. Positions are global, gapless from 1 and
+//     assigned inside the commit; stream versions are gapless from 1 per
+//     stream. An append refused before the hand-off to Pebble (bad input,
+//     version conflict, duplicate command id) leaves no trace and no gap.
+//   - Readers (Read, ReadStream, Event, Outcome, Head) never observe an
+//     append before it is durable: Pebble makes a batch visible before its
+//     WAL sync, so every read is bounded by the durable head.
+//   - Every record carries a crc32c and a SHA-256 hash chained to the
+//     previous record; the head (last position + hash) is written in the same
+//     batch as the records it covers. Verify detects any flipped byte in any
+//     record, index entry, outcome, snapshot or the head, and names the first
+//     bad position.
+//   - Fail stop: after a write or sync error every later Append returns
+//     ErrFailed. Reopening recovers every acknowledged append; the failed
+//     append is wholly present or wholly absent.
+//   - Nothing is ever deleted but superseded snapshots.
+//
+// It does not interpret event types or payloads, and it does not group
+// commits itself: concurrent appenders share WAL fsyncs through Pebble's
+// commit pipeline, and the single-writer engine above batches many commands
+// into one Append.
+//
+// # Key layout
+//
+//	key                                      value
+//	'e' | pos:8 BE                           event record (below)
+//	's' | uvarint len | stream | ver:8 BE    pos:8 BE (stream index)
+//	'c' | command id                         sealed outcome
+//	'n' | pos:8 BE                           sealed snapshot (only the newest is kept)
+//	'm' "format"                             sealed uint32 BE format version
+//	'm' "head"                               sealed pos:8 BE | hash:32
+//
+// # Event record
+//
+//	+---------+-------------+--------------+---------------------------------+
+//	| ver:1   | crc32c:4 BE | hash:32      | body (msgpack array of 12)      |
+//	+---------+-------------+--------------+---------------------------------+
+//	          crc32c (Castagnoli) covers hash ‖ body
+//	          hash = SHA-256(hash of position-1 ‖ body); position 1 chains to 32 zero bytes
+//
+//	body = [ position uint, stream str, streamVersion uint, type str,
+//	         schemaVersion uint, time int (unix ns), commandId str,
+//	         causationId str, correlationId str, actorRole str, actorTask str,
+//	         payload bin (the event's msgpack payload) ]
+//
+// The body is canonical msgpack (shortest encodings), written and read by a
+// hand-made codec: decoding is the cost of replay, and a reflection-based
+// decode of this envelope is an order of magnitude slower.
+//
+// # Sealed values
+//
+//	+---------+-------------+------------------+
+//	| ver:1   | crc32c:4 BE | payload          |
+//	+---------+-------------+------------------+
+//
+// An outcome's payload is a msgpack array [first uint, count uint, code str,
+// reason str, result bin]; code "" means accepted.
+//
+// # Format version
+//
+// 'm' "format" is written when the store is created (CurrentFormat). Open
+// refuses a store with a newer format with ErrFormatTooNew.
+package eventlog

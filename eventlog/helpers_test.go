@@ -1,0 +1,46 @@
+package eventlog
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+)
+
+// openMem opens a log on a fresh in-memory file system.
+func openMem(t testing.TB) (*Log, vfs.FS) {
+	t.Helper()
+	fs := vfs.NewMem()
+	l, err := Open("db", &Options{FS: fs})
+	require.NoError(t, err)
+	return l, fs
+}
+
+func ev(stream, typ string) Event {
+	return Event{
+		Stream: stream, Type: typ, SchemaVersion: 1, Time: 1_700_000_000_000_000_000,
+		ActorRole: "worker", ActorTask: "01_explore",
+		Payload: []byte{0x81, 0xa1, 'k', 0xa1, 'v'},
+	}
+}
+
+func evs(stream string, n int) []Event {
+	out := make([]Event, n)
+	for i := range out {
+		out[i] = ev(stream, fmt.Sprintf("test.e%d", i))
+	}
+	return out
+}
+
+// readAll returns every durable event.
+func readAll(t testing.TB, l *Log) []Event {
+	t.Helper()
+	var out []Event
+	it := l.Read(1)
+	for it.Next() {
+		out = append(out, *it.Event())
+	}
+	require.NoError(t, it.Close())
+	return out
+}

@@ -1,0 +1,105 @@
+package eventlog
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+)
+
+// Key prefixes. One byte each keeps keys short: every byte of a key is paid
+// for in the memtable, the WAL and every block index.
+const (
+	prefixEvent    = 'e' // e | pos:8 BE                     → event record
+	prefixStream   = 's' // s | uvarint len | stream | ver:8 → pos:8 BE
+	prefixCommand  = 'c' // c | command id                   → outcome
+	prefixSnapshot = 'n' // n | pos:8 BE                     → snapshot
+	prefixMeta     = 'm' // m | name                         → metadata
+)
+
+var (
+	keyFormat = []byte("mformat")
+	keyHead   = []byte("mhead")
+)
+
+func eventKey(pos uint64) []byte { return appendEventKey(make([]byte, 0, 9), pos) }
+
+func appendEventKey(dst []byte, pos uint64) []byte {
+	dst = append(dst, prefixEvent)
+	return binary.BigEndian.AppendUint64(dst, pos)
+}
+
+// streamPrefix is s | uvarint(len) | stream. The length prefix keeps one
+// stream's keys from interleaving with another's whose name it prefixes.
+func appendStreamPrefix(dst []byte, stream string) []byte {
+	dst = append(dst, prefixStream)
+	dst = binary.AppendUvarint(dst, uint64(len(stream)))
+	return append(dst, stream...)
+}
+
+func appendStreamKey(dst []byte, stream string, version uint64) []byte {
+	dst = appendStreamPrefix(dst, stream)
+	return binary.BigEndian.AppendUint64(dst, version)
+}
+
+// parseStreamKey splits an index key; ok is false for a malformed key.
+func parseStreamKey(k []byte) (stream string, version uint64, ok bool) {
+	if len(k) < 1+1+8 || k[0] != prefixStream {
+		return "", 0, false
+	}
+	n, w := binary.Uvarint(k[1:])
+	if w <= 0 || uint64(len(k)) != 1+uint64(w)+n+8 {
+		return "", 0, false
+	}
+	s := k[1+w : 1+w+int(n)]
+	return string(s), binary.BigEndian.Uint64(k[len(k)-8:]), true
+}
+
+func commandKey(id string) []byte {
+	k := make([]byte, 0, 1+len(id))
+	k = append(k, prefixCommand)
+	return append(k, id...)
+}
+
+func snapshotKey(pos uint64) []byte {
+	k := make([]byte, 0, 9)
+	k = append(k, prefixSnapshot)
+	return binary.BigEndian.AppendUint64(k, pos)
+}
+
+// prefixUpper returns the smallest key greater than every key with prefix p.
+func prefixUpper(p []byte) []byte {
+	u := append([]byte(nil), p...)
+	for i := len(u) - 1; i >= 0; i-- {
+		if u[i] != 0xff {
+			u[i]++
+			return u[:i+1]
+		}
+	}
+	return nil // every byte 0xff: no upper bound
+}
+
+// keyString prints a key for error messages and tools.
+func keyString(k []byte) string {
+	if len(k) == 0 {
+		return "<empty key>"
+	}
+	switch k[0] {
+	case prefixEvent:
+		if len(k) == 9 {
+			return "e/" + strconv.FormatUint(binary.BigEndian.Uint64(k[1:]), 10)
+		}
+	case prefixSnapshot:
+		if len(k) == 9 {
+			return "n/" + strconv.FormatUint(binary.BigEndian.Uint64(k[1:]), 10)
+		}
+	case prefixStream:
+		if s, v, ok := parseStreamKey(k); ok {
+			return fmt.Sprintf("s/%q/%d", s, v)
+		}
+	case prefixCommand:
+		return fmt.Sprintf("c/%q", k[1:])
+	case prefixMeta:
+		return "m/" + string(k[1:])
+	}
+	return fmt.Sprintf("%q", k)
+}

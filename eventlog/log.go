@@ -1,0 +1,247 @@
+package eventlog
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// CurrentFormat is the store format this build writes. A store whose format
+// is newer is refused by Open; an older one is upgraded by the migrations
+// package before use.
+const CurrentFormat uint32 = 1
+
+// Log is the append-only event log of one crewlog store.
+//
+// Concurrency: all methods are safe for concurrent use. Appends are
+// serialised up to the hand-off to Pebble's commit pipeline and then wait
+// for their fsync concurrently, so concurrent appenders share fsyncs.
+// Readers never observe an append before it is durable.
+//
+// Errors: after any write or sync error the log fails stop: every later
+// Append returns an error wrapping ErrFailed until the store is reopened.
+type Log struct {
+	db   *pebble.DB
+	opts Options
+
+	mu       sync.Mutex // guards the fields below and the order of hand-off to Pebble
+	next     uint64     // next position to assign
+	prevHash [32]byte   // hash of position next-1
+	versions map[string]uint64
+	pending  map[string]struct{} // command ids handed to Pebble but not yet synced
+	failed   error
+	closed   atomic.Bool // set under mu; read without it
+	scratch  []byte
+
+	durable  atomic.Pointer[head] // last position whose append has synced
+	inflight sync.WaitGroup       // appends waiting for their sync
+}
+
+// Open opens (creating if needed) the store in dir.
+func Open(dir string, opts *Options) (*Log, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	o := opts.withDefaults()
+	db, err := pebble.Open(dir, &pebble.Options{
+		FS:                 o.FS,
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             pebbleLogger{o.Logger},
+		CacheSize:          o.CacheSize,
+		ReadOnly:           o.ReadOnly,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("eventlog: open %s: %w", dir, err)
+	}
+	l := &Log{
+		db:       db,
+		opts:     o,
+		versions: make(map[string]uint64),
+		pending:  make(map[string]struct{}),
+	}
+	if err := l.recover(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// recover checks the format and loads the head.
+func (l *Log) recover() error {
+	format, err := l.getFormat()
+	switch {
+	case errors.Is(err, ErrNotFound):
+		if empty, err := l.isEmpty(); err != nil {
+			return err
+		} else if !empty {
+			return corruptf(0, keyFormat, "missing format marker in a non-empty store")
+		}
+		if l.opts.ReadOnly {
+			return fmt.Errorf("eventlog: %w: the store is empty and was opened read-only", ErrNotFound)
+		}
+		if err := l.db.Set(keyFormat, encodeFormat(CurrentFormat), pebble.Sync); err != nil {
+			return fmt.Errorf("eventlog: write format: %w", err)
+		}
+		format = CurrentFormat
+	case err != nil:
+		return err
+	}
+	if format > CurrentFormat {
+		return fmt.Errorf("%w: store format %d, this build supports up to %d; use a newer crewlog",
+			ErrFormatTooNew, format, CurrentFormat)
+	}
+
+	h, err := l.loadHead()
+	if err != nil {
+		return err
+	}
+	l.next = h.Position + 1
+	l.prevHash = h.Hash
+	l.durable.Store(&h)
+	if !l.opts.ReadOnly && h.Position > 0 {
+		// Whatever Pebble replayed from the WAL is now served as durable;
+		// flushing makes that true even if it was never fsynced before a
+		// process crash.
+		if err := l.db.Flush(); err != nil {
+			return fmt.Errorf("eventlog: flush recovered state: %w", err)
+		}
+	}
+	return nil
+}
+
+// Format returns the store's format version.
+func (l *Log) Format() (uint32, error) {
+	if err := l.readable(); err != nil {
+		return 0, err
+	}
+	return l.getFormat()
+}
+
+func (l *Log) getFormat() (uint32, error) {
+	v, closer, err := l.db.Get(keyFormat)
+	if err != nil {
+		if isNotFound(err) {
+			return 0, ErrNotFound
+		}
+		return 0, fmt.Errorf("eventlog: read format: %w", err)
+	}
+	defer closer.Close()
+	return decodeFormat(v)
+}
+
+func (l *Log) isEmpty() (bool, error) {
+	it, err := l.db.NewIter(nil)
+	if err != nil {
+		return false, fmt.Errorf("eventlog: %w", err)
+	}
+	empty := !it.First()
+	return empty, it.Close()
+}
+
+// loadHead reads the persisted head and checks it against the records: the
+// record at the head exists with the head's hash, and none follows it.
+func (l *Log) loadHead() (head, error) {
+	v, closer, err := l.db.Get(keyHead)
+	var h head
+	switch {
+	case isNotFound(err):
+		// No head: no event may exist.
+	case err != nil:
+		return head{}, fmt.Errorf("eventlog: read head: %w", err)
+	default:
+		h, err = decodeHead(v)
+		closer.Close()
+		if err != nil {
+			return head{}, err
+		}
+	}
+	if h.Position > 0 {
+		rec, err := l.rawRecord(h.Position)
+		if err != nil {
+			return head{}, err
+		}
+		if err := checkRecord(rec); err != nil {
+			return head{}, &CorruptError{Position: h.Position, Key: keyString(eventKey(h.Position)), Reason: err.Error()}
+		}
+		if recordHash(rec) != h.Hash {
+			return head{}, corruptf(h.Position, keyHead, "head hash does not match the record at position %d", h.Position)
+		}
+	}
+	if _, err := l.rawRecord(h.Position + 1); err == nil {
+		return head{}, corruptf(h.Position+1, keyHead, "a record exists beyond the head at position %d", h.Position)
+	} else if !errors.Is(err, ErrNotFound) {
+		return head{}, err
+	}
+	return h, nil
+}
+
+// rawRecord returns a copy of the stored value at pos.
+func (l *Log) rawRecord(pos uint64) ([]byte, error) {
+	k := eventKey(pos)
+	v, closer, err := l.db.Get(k)
+	if err != nil {
+		if isNotFound(err) {
+			return nil, fmt.Errorf("%w: position %d", ErrNotFound, pos)
+		}
+		return nil, fmt.Errorf("eventlog: read %s: %w", keyString(k), err)
+	}
+	defer closer.Close()
+	return append([]byte(nil), v...), nil
+}
+
+// Head returns the last durable position and its hash (0 and the zero hash
+// for an empty log).
+func (l *Log) Head() (position uint64, hash [32]byte) {
+	h := l.durable.Load()
+	return h.Position, h.Hash
+}
+
+// Event reads the durable event at pos.
+func (l *Log) Event(pos uint64) (Event, error) {
+	if err := l.readable(); err != nil {
+		return Event{}, err
+	}
+	if pos == 0 || pos > l.durable.Load().Position {
+		return Event{}, fmt.Errorf("%w: position %d", ErrNotFound, pos)
+	}
+	v, err := l.rawRecord(pos)
+	if err != nil {
+		return Event{}, err
+	}
+	var ev Event
+	if err := DecodeRecord(v, &ev); err != nil {
+		return Event{}, &CorruptError{Position: pos, Key: keyString(eventKey(pos)), Reason: err.Error()}
+	}
+	if ev.Position != pos {
+		return Event{}, corruptf(pos, eventKey(pos), "record says position %d", ev.Position)
+	}
+	return ev, nil
+}
+
+// Close waits for in-flight appends and closes the store. Every iterator
+// must be closed first, and no read may run concurrently with Close.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed.Load() {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	l.closed.Store(true)
+	l.mu.Unlock()
+	l.inflight.Wait()
+	return l.db.Close()
+}
+
+// readable guards reads. Close must not race with reads or open iterators
+// (it waits only for appends), so an atomic check is enough.
+func (l *Log) readable() error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+func isNotFound(err error) bool { return errors.Is(err, pebble.ErrNotFound) }

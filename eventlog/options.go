@@ -1,0 +1,70 @@
+package eventlog
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Defaults applied by Open for zero-valued options.
+const (
+	DefaultCacheSize       = 64 << 20
+	DefaultMaxPayloadBytes = 1 << 20
+	maxMaxPayloadBytes     = 64 << 20
+)
+
+// Options configure Open. A nil *Options means all defaults; zero fields
+// mean their default.
+type Options struct {
+	// FS is the file system the store lives on: vfs.Default in production,
+	// vfs.NewCrashableMem or an errorfs wrapper in tests.
+	FS vfs.FS
+	// Logger receives Pebble's messages (info at debug level). Nil discards.
+	Logger *slog.Logger
+	// CacheSize is the block cache size in bytes (default 64 MiB).
+	CacheSize int64
+	// MaxPayloadBytes bounds one event's payload (default 1 MiB, at most
+	// 64 MiB). Larger payloads are refused by Append with ErrInvalid.
+	MaxPayloadBytes int
+	// ReadOnly opens an existing store without writing to it. Append,
+	// SaveSnapshot and Checkpoint-free writes return ErrReadOnly.
+	ReadOnly bool
+}
+
+// Validate reports every problem with the options at once.
+func (o *Options) Validate() error {
+	if o == nil {
+		return nil
+	}
+	var errs []error
+	if o.CacheSize < 0 {
+		errs = append(errs, fmt.Errorf("eventlog: CacheSize %d is negative", o.CacheSize))
+	}
+	if o.MaxPayloadBytes < 0 || o.MaxPayloadBytes > maxMaxPayloadBytes {
+		errs = append(errs, fmt.Errorf("eventlog: MaxPayloadBytes %d is outside 0..%d", o.MaxPayloadBytes, maxMaxPayloadBytes))
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults returns a copy with every zero field set.
+func (o *Options) withDefaults() Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.FS == nil {
+		c.FS = vfs.Default
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.CacheSize == 0 {
+		c.CacheSize = DefaultCacheSize
+	}
+	if c.MaxPayloadBytes == 0 {
+		c.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	return c
+}

@@ -1,0 +1,272 @@
+package eventlog
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// VerifyReport summarises a successful Verify.
+type VerifyReport struct {
+	Head      uint64
+	HeadHash  [32]byte
+	Streams   int
+	Commands  int
+	Snapshots int
+}
+
+// VerifyOptions tune Verify; nil means defaults.
+type VerifyOptions struct {
+	// Progress, when set, is called now and then with the number of events
+	// checked so far and the durable head.
+	Progress func(done, total uint64)
+}
+
+// Verify walks the whole store and checks, in order: the format marker;
+// every record's checksum and structure; that positions run gapless from 1;
+// that each record's position matches its key; the hash chain; that every
+// stream's versions run gapless from 1 and its index entries point at
+// exactly its records; the head; the command-id table (each outcome
+// decodes, points inside the log, at events of that command); and the
+// snapshot slot. The first problem is returned as a *CorruptError (wrapping
+// ErrCorrupt) naming the first bad position when the damage is in a record.
+//
+// Verify reads a consistent Pebble snapshot, so it may run while appends
+// continue; it checks the log up to the durable head at its start.
+func (l *Log) Verify(opts *VerifyOptions) (VerifyReport, error) {
+	var rep VerifyReport
+	if err := l.readable(); err != nil {
+		return rep, err
+	}
+	var progress func(done, total uint64)
+	if opts != nil {
+		progress = opts.Progress
+	}
+	snap := l.db.NewSnapshot()
+	defer snap.Close()
+
+	if v, closer, err := snap.Get(keyFormat); err != nil {
+		return rep, orErr(err, nil)
+	} else {
+		f, err := decodeFormat(v)
+		closer.Close()
+		if err != nil {
+			return rep, err
+		}
+		if f > CurrentFormat {
+			return rep, fmt.Errorf("%w: format %d", ErrFormatTooNew, f)
+		}
+	}
+
+	// Storage head: the persisted head as of the snapshot.
+	var h head
+	if v, closer, err := snap.Get(keyHead); err == nil {
+		h, err = decodeHead(v)
+		closer.Close()
+		if err != nil {
+			return rep, err
+		}
+	} else if !isNotFound(err) {
+		return rep, orErr(err, nil)
+	}
+
+	streams, err := verifyRecords(snap, h, progress)
+	if err != nil {
+		return rep, err
+	}
+	if err := verifyIndex(snap, streams); err != nil {
+		return rep, err
+	}
+	n, err := verifyCommands(snap, h.Position)
+	if err != nil {
+		return rep, err
+	}
+	s, err := verifySnapshots(snap, h.Position)
+	if err != nil {
+		return rep, err
+	}
+	rep = VerifyReport{Head: h.Position, HeadHash: h.Hash, Streams: len(streams), Commands: n, Snapshots: s}
+	return rep, nil
+}
+
+// verifyRecords checks every record and the head, and returns, per stream,
+// the positions of its versions 1..n.
+func verifyRecords(snap *pebble.Snapshot, h head, progress func(done, total uint64)) (map[string][]uint64, error) {
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixEvent}, UpperBound: []byte{prefixEvent + 1}})
+	if err != nil {
+		return nil, orErr(err, nil)
+	}
+	defer it.Close()
+	streams := make(map[string][]uint64)
+	var prev [32]byte
+	want := uint64(1)
+	var ev Event
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if len(k) != 9 {
+			return nil, corruptf(want, k, "malformed event key")
+		}
+		pos := binary.BigEndian.Uint64(k[1:])
+		if pos != want {
+			return nil, corruptf(want, eventKey(want), "missing record (next stored position is %d)", pos)
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return nil, orErr(err, nil)
+		}
+		if err := DecodeRecord(v, &ev); err != nil {
+			return nil, &CorruptError{Position: pos, Key: keyString(k), Reason: err.Error()}
+		}
+		if ev.Position != pos {
+			return nil, corruptf(pos, k, "record says position %d", ev.Position)
+		}
+		if chainHash(&prev, recordBody(v)) != ev.Hash {
+			return nil, corruptf(pos, k, "hash chain broken")
+		}
+		vers := streams[ev.Stream]
+		if ev.StreamVersion != uint64(len(vers))+1 {
+			return nil, corruptf(pos, k, "stream %q version %d follows version %d", ev.Stream, ev.StreamVersion, len(vers))
+		}
+		streams[ev.Stream] = append(vers, pos)
+		prev = ev.Hash
+		want++
+		if progress != nil && want%65536 == 0 {
+			progress(want-1, h.Position)
+		}
+	}
+	if err := it.Error(); err != nil {
+		return nil, orErr(err, nil)
+	}
+	last := want - 1
+	switch {
+	case last != h.Position:
+		return nil, corruptf(min(last, h.Position)+1, keyHead, "head says %d, the log ends at %d", h.Position, last)
+	case prev != h.Hash:
+		return nil, corruptf(last, keyHead, "head hash does not match the last record")
+	}
+	if progress != nil {
+		progress(last, h.Position)
+	}
+	return streams, nil
+}
+
+// verifyIndex checks that the stream index entries of each stream cover its
+// versions 1..n exactly once, in order, each pointing at its record.
+func verifyIndex(snap *pebble.Snapshot, streams map[string][]uint64) error {
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixStream}, UpperBound: []byte{prefixStream + 1}})
+	if err != nil {
+		return orErr(err, nil)
+	}
+	defer it.Close()
+	covered := make(map[string]uint64, len(streams))
+	var positions []uint64
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		stream, first, valid := parseStreamKey(k)
+		if !valid {
+			return corruptf(0, k, "malformed stream index key")
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return orErr(err, nil)
+		}
+		if positions, err = decodePositions(k, v, positions[:0]); err != nil {
+			return err
+		}
+		vers := streams[stream]
+		if first != covered[stream]+1 {
+			return corruptf(0, k, "index entry starts at version %d, want %d", first, covered[stream]+1)
+		}
+		if first+uint64(len(positions))-1 > uint64(len(vers)) {
+			return corruptf(0, k, "index entry covers versions the log does not have")
+		}
+		for i, pos := range positions {
+			if want := vers[first-1+uint64(i)]; pos != want {
+				return corruptf(want, k, "index points to position %d, the record is at %d", pos, want)
+			}
+		}
+		covered[stream] += uint64(len(positions))
+	}
+	if err := it.Error(); err != nil {
+		return orErr(err, nil)
+	}
+	for stream, vers := range streams {
+		if covered[stream] != uint64(len(vers)) {
+			return corruptf(vers[covered[stream]], appendStreamPrefix(nil, stream),
+				"stream index covers %d of %d versions", covered[stream], len(vers))
+		}
+	}
+	return nil
+}
+
+// verifyCommands checks every outcome of the command-id table.
+func verifyCommands(snap *pebble.Snapshot, headPos uint64) (int, error) {
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixCommand}, UpperBound: []byte{prefixCommand + 1}})
+	if err != nil {
+		return 0, orErr(err, nil)
+	}
+	defer it.Close()
+	n := 0
+	var ev Event
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return n, orErr(err, nil)
+		}
+		o, err := decodeOutcome(k, v)
+		if err != nil {
+			return n, err
+		}
+		if o.Count > 0 {
+			if o.First+o.Count-1 > headPos || o.First+o.Count-1 < o.First {
+				return n, corruptf(0, k, "outcome positions %d+%d beyond the head %d", o.First, o.Count, headPos)
+			}
+			for _, pos := range []uint64{o.First, o.First + o.Count - 1} {
+				rv, closer, err := snap.Get(eventKey(pos))
+				if err != nil {
+					return n, orErr(err, nil)
+				}
+				err = DecodeRecord(rv, &ev)
+				closer.Close()
+				if err != nil {
+					return n, &CorruptError{Position: pos, Key: keyString(eventKey(pos)), Reason: err.Error()}
+				}
+				if ev.CommandID != o.CommandID {
+					return n, corruptf(0, k, "outcome points to position %d, which belongs to command %q", pos, ev.CommandID)
+				}
+			}
+		}
+		n++
+	}
+	return n, orErr(it.Error(), nil)
+}
+
+// verifySnapshots checks the snapshot slot.
+func verifySnapshots(snap *pebble.Snapshot, headPos uint64) (int, error) {
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixSnapshot}, UpperBound: []byte{prefixSnapshot + 1}})
+	if err != nil {
+		return 0, orErr(err, nil)
+	}
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if len(k) != 9 {
+			return n, corruptf(0, k, "malformed snapshot key")
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return n, orErr(err, nil)
+		}
+		if _, err := unseal(k, v); err != nil {
+			return n, err
+		}
+		if pos := binary.BigEndian.Uint64(k[1:]); pos > headPos {
+			return n, corruptf(0, k, "snapshot at %d is beyond the head %d", pos, headPos)
+		}
+		n++
+	}
+	return n, orErr(it.Error(), nil)
+}

@@ -1,0 +1,133 @@
+package eventlog
+
+import (
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/stretchr/testify/require"
+)
+
+// buildSample writes a small log with several streams, commands and a
+// snapshot.
+func buildSample(t *testing.T) *Log {
+	l, _ := openMem(t)
+	for i := 0; i < 4; i++ {
+		_, err := l.Append(
+			Write{CommandID: "cmd-" + string(rune('a'+i)), Events: []Event{ev("run-1", "x"), ev("run-2", "y")}},
+			Write{CommandID: "rej-" + string(rune('a'+i)), Code: "bad-params", Reason: "no"},
+		)
+		require.NoError(t, err)
+	}
+	require.NoError(t, l.SaveSnapshot(6, []byte("state at 6")))
+	rep, err := l.Verify(nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 8, rep.Head)
+	require.Equal(t, 2, rep.Streams)
+	require.Equal(t, 8, rep.Commands)
+	require.Equal(t, 1, rep.Snapshots)
+	return l
+}
+
+func rawGet(t *testing.T, l *Log, k []byte) []byte {
+	v, closer, err := l.db.Get(k)
+	require.NoError(t, err)
+	defer closer.Close()
+	return append([]byte(nil), v...)
+}
+
+// Flipping any single bit pattern in any byte of any record, the head, an
+// index entry, an outcome or the snapshot is detected, and a damaged record
+// is named by its position.
+func TestVerifyDetectsEveryFlippedByte(t *testing.T) {
+	l := buildSample(t)
+	defer l.Close()
+
+	type target struct {
+		key []byte
+		pos uint64 // expected first bad position, 0 when not a record
+	}
+	var targets []target
+	for p := uint64(1); p <= 8; p++ {
+		targets = append(targets, target{eventKey(p), p})
+		e, err := l.Event(p)
+		require.NoError(t, err)
+		targets = append(targets, target{appendStreamKey(nil, e.Stream, e.StreamVersion), 0})
+	}
+	targets = append(targets, target{keyHead, 0}, target{keyFormat, 0}, target{snapshotKey(6), 0},
+		target{commandKey("cmd-b"), 0}, target{commandKey("rej-c"), 0})
+
+	for _, tg := range targets {
+		orig := rawGet(t, l, tg.key)
+		for i := range orig {
+			for _, mask := range []byte{0x01, 0x80, 0xff} {
+				bad := append([]byte(nil), orig...)
+				bad[i] ^= mask
+				require.NoError(t, l.db.Set(tg.key, bad, pebble.NoSync))
+				_, err := l.Verify(nil)
+				require.ErrorIs(t, err, ErrCorrupt, "%s byte %d mask %#x", keyString(tg.key), i, mask)
+				if tg.pos > 0 {
+					var ce *CorruptError
+					require.ErrorAs(t, err, &ce)
+					require.Equal(t, tg.pos, ce.Position, "%s byte %d: %v", keyString(tg.key), i, err)
+				}
+			}
+		}
+		require.NoError(t, l.db.Set(tg.key, orig, pebble.NoSync))
+	}
+	_, err := l.Verify(nil)
+	require.NoError(t, err)
+}
+
+func TestVerifyDetectsStructuralDamage(t *testing.T) {
+	cases := map[string]struct {
+		damage func(t *testing.T, l *Log)
+		pos    uint64
+	}{
+		"deleted record": {func(t *testing.T, l *Log) {
+			require.NoError(t, l.db.Delete(eventKey(3), pebble.Sync))
+		}, 3},
+		"deleted index entry": {func(t *testing.T, l *Log) {
+			require.NoError(t, l.db.Delete(appendStreamKey(nil, "run-1", 2), pebble.Sync))
+		}, 0},
+		"extra index entry": {func(t *testing.T, l *Log) {
+			require.NoError(t, l.db.Set(appendStreamKey(nil, "run-1", 9), eventKey(1)[1:], pebble.Sync))
+		}, 0},
+		"record replaced by a valid record of another chain": {func(t *testing.T, l *Log) {
+			e, err := l.Event(5)
+			require.NoError(t, err)
+			e.Time++
+			require.NoError(t, l.db.Set(eventKey(5), appendRecord(nil, &[32]byte{}, &e), pebble.Sync))
+		}, 5},
+		"outcome pointing at another command": {func(t *testing.T, l *Log) {
+			o := Outcome{First: 1, Count: 2}
+			require.NoError(t, l.db.Set(commandKey("cmd-c"), o.encode(), pebble.Sync))
+		}, 0},
+		"truncated tail with stale head": {func(t *testing.T, l *Log) {
+			require.NoError(t, l.db.Delete(eventKey(8), pebble.Sync))
+		}, 8},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			l := buildSample(t)
+			defer l.Close()
+			c.damage(t, l)
+			_, err := l.Verify(nil)
+			require.ErrorIs(t, err, ErrCorrupt)
+			if c.pos > 0 {
+				var ce *CorruptError
+				require.ErrorAs(t, err, &ce)
+				require.Equal(t, c.pos, ce.Position, "%v", err)
+			}
+		})
+	}
+}
+
+func TestVerifyReportsProgress(t *testing.T) {
+	l := buildSample(t)
+	defer l.Close()
+	var last, total uint64
+	_, err := l.Verify(&VerifyOptions{Progress: func(d, n uint64) { last, total = d, n }})
+	require.NoError(t, err)
+	require.EqualValues(t, 8, last)
+	require.EqualValues(t, 8, total)
+}
