@@ -1,0 +1,74 @@
+// Package wire is the byte format of the crewlog broker protocol: frames, their envelopes and the error-code
+// registry. The broker server and the Go client both build on it. It has no sockets, goroutines or state beyond a
+// Reader's buffer; it imports only the standard library.
+//
+// The protocol is pi-crew's broker protocol version 1 (D§7), kept wire-compatible so a pi-crew runtime can talk to
+// crewlog, plus the resync frame of SPEC §5.
+//
+// # Framing
+//
+// A connection carries NDJSON in both directions: UTF-8 JSON objects, one per line, each followed by '\n'.
+//
+//	+---------------------- frame: at most maxFrame bytes -----------------------+
+//	| {"id":"7","method":"ping","params":null}                                | \n |
+//	+-------------------------------------------------------------------------+----+
+//	  one JSON object, compact, no raw newline (strings escape it)             terminator
+//
+// maxFrame is 262144 bytes by default (pi-crew's MAX_BROKER_FRAME_BYTES), configurable 1024..1048576, and counts
+// the newline. Reading:
+//
+//   - a line longer than the cap allows is refused as soon as its length passes the cap, before the rest of it is
+//     read: ErrFrameTooLarge, and the broker closes the connection without a frame;
+//   - a complete line that is not one JSON object in valid UTF-8: ErrMalformed, close without a frame;
+//   - a '\r' before the '\n' is dropped; blank lines (empty or only spaces, tabs, '\r') are skipped;
+//   - end of stream inside a line: ErrTruncated; at a line boundary (or after only blanks): io.EOF.
+//
+// Writing refuses a value that does not encode to one object or whose frame would exceed the cap.
+//
+// # Frames
+//
+//	request   client → broker   {"id":"<1..256 chars>","method":"<^[a-zA-Z][a-zA-Z0-9._-]{0,63}$>","params":<any JSON>}
+//	result    broker → client   {"id":"<request id>","result":<any JSON>}
+//	error     broker → client   {"id":"<request id>","error":{"code":"<Code>","message":"<text>"}}
+//	push      broker → client   {"event":"mailbox.message"|"team.event","data":<any JSON>,"seq":<uint>}
+//	resync    broker → client   {"event":"resync","data":{"fromSeq":<uint>}}          (crewlog only, no seq)
+//
+// The params key must be present (null is fine); a request that fails these rules is answered like a malformed
+// line, by closing without a frame (code protocol). "chars" are UTF-16 code units, as JavaScript counts them
+// (UTF16Len). A client matches a response to its request by id, and tells a push from a response by its "event"
+// key, which no response has.
+//
+// # Handshake
+//
+//	client                                                       broker
+//	  | connect                                                    |  starts a 1 s timer (HelloTimeout)
+//	  | {"id":"1","method":"hello","params":{"protocol":1,         |
+//	  |   "runId":"r","taskId":"t","token":"<secret>"}}        --> |
+//	  |                                                        <-- | {"id":"1","result":{"protocol":1,
+//	  |                                                            |   "session":"s","run":"r","ok":true}}
+//	  | … requests, responses, pushes …                            |
+//
+// No hello within HelloTimeout: close. First request not hello: error protocol "hello required", close. A second
+// hello: error protocol "hello already completed", close. Bad hello shape, protocol other than 1 or an unknown
+// token: error auth "hello rejected", close (never saying which field). A revoked credential: error revoked
+// "token revoked", close — checked again before every later frame. The ack never echoes the token.
+//
+// # Guarantees
+//
+//   - A Reader never holds more than maxFrame-1 bytes of a line, plus a read-ahead buffer of at most 4 KiB, however
+//     long the peer's line is, and it stops reading from its source at its first error.
+//   - Every frame ReadFrame returns is one JSON object in valid UTF-8 without '\n'; DecodeRequest and DecodeHello
+//     apply pi-crew's rules (exact key names, lengths in UTF-16 units, the last of duplicate keys wins) and never
+//     panic on any input.
+//   - AppendFrame's output is always a single line within the cap, or nothing.
+//   - Codes are pi-crew's spellings; Code.Closes tells which ones end the connection.
+//
+// # Not guaranteed
+//
+//   - Byte-identical output to JSON.stringify: encoding/json escapes U+2028 and U+2029 and orders map keys. Key
+//     order of this package's own frame types does match pi-crew's.
+//   - Redaction: messages in *Error and payloads in Event are sent as given (pi-crew redacts; the broker must).
+//   - Flow control, timeouts and close reasons: the broker's. Nothing here blocks except the Reader's source.
+//   - pi-crew rejects a line of only spaces as malformed; this package skips it, and also refuses invalid UTF-8
+//     that Node would have replaced with U+FFFD. No pi-crew peer sends either.
+package wire

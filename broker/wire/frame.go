@@ -1,0 +1,59 @@
+package wire
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// Framing errors. All three mean the byte stream can no longer be trusted: the broker closes the connection without
+// writing an error frame (D§7.2 — no request id is known), mapping ErrFrameTooLarge to code oversize-frame and the
+// others to protocol in its logs. Match them with errors.Is; the returned errors carry detail after the sentinel.
+var (
+	// ErrFrameTooLarge: a line (or an outbound frame) would exceed the frame cap, newline included.
+	ErrFrameTooLarge = errors.New("wire: frame too large")
+	// ErrMalformed: a complete line that is not a single JSON object in valid UTF-8, or an object that is not a
+	// valid request (DecodeRequest).
+	ErrMalformed = errors.New("wire: malformed frame")
+	// ErrTruncated: the stream ended in the middle of a line.
+	ErrTruncated = errors.New("wire: truncated frame")
+)
+
+func malformed(why string) error { return fmt.Errorf("%w: %s", ErrMalformed, why) }
+
+func tooLarge(limit int) error {
+	return fmt.Errorf("%w: exceeds %d bytes including the newline", ErrFrameTooLarge, limit)
+}
+
+// checkFrame accepts exactly one JSON object, optionally surrounded by JSON whitespace.
+//
+// NB: invalid UTF-8 is refused although Node would decode it to U+FFFD and carry on. A pi-crew peer never sends it
+// (Node encodes strings as valid UTF-8), and accepting it would let the broker store text that differs from what
+// the peer sent.
+func checkFrame(line []byte) error {
+	if !utf8.Valid(line) {
+		return malformed("invalid UTF-8")
+	}
+	if i := skipSpace(line); i == len(line) || line[i] != '{' {
+		return malformed("not a JSON object")
+	}
+	if !json.Valid(line) {
+		return malformed("invalid JSON")
+	}
+	return nil
+}
+
+// skipSpace returns the index of the first byte of b that is not JSON whitespace.
+func skipSpace(b []byte) int {
+	for i, c := range b {
+		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+			return i
+		}
+	}
+	return len(b)
+}
+
+// isBlank reports a line holding only JSON whitespace. pi-crew skips empty lines; a line of spaces would fail its
+// JSON.parse, but skipping it too costs nothing and cannot change the meaning of any frame.
+func isBlank(b []byte) bool { return skipSpace(b) == len(b) }

@@ -1,0 +1,91 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+)
+
+// fuzzLimit is the smallest cap, so that short fuzz inputs reach the oversize paths.
+const fuzzLimit = MaxFrameFloor
+
+// readOutcome is everything a Reader reports about a stream: the frames and the final error's text.
+type readOutcome struct {
+	Frames []string
+	Err    string
+}
+
+func FuzzReadFrame(f *testing.F) {
+	for _, seed := range []string{
+		"", "\n", "{}\n", "{}", "{}\r\n{}\n", "\n\n{}\n \n", "{}{}\n", "[1]\n", "{\"a\":\"\xff\"}\n",
+		"{\"id\":\"1\",\"method\":\"ping\",\"params\":null}\n",
+		object(fuzzLimit-1) + "\n", object(fuzzLimit) + "\n", object(fuzzLimit-2) + "\r\n{}\n",
+		"{}\n" + object(fuzzLimit+100), "{\"a\":1}\r", "\r", " {\"a\":[1,2,{\"b\":null}]} \n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var outcomes []readOutcome
+		for _, split := range []func([]byte) io.Reader{splits["whole"], splits["halves"], splits["one byte"]} {
+			frames, err := readAll(split(data), fuzzLimit)
+			require.True(t, err == io.EOF || errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrMalformed) ||
+				errors.Is(err, ErrTruncated), "unexpected error %v", err)
+			for _, fr := range frames {
+				require.Less(t, len(fr), fuzzLimit)
+				require.NotContains(t, fr, "\n")
+				require.True(t, utf8.ValidString(fr))
+				require.True(t, json.Valid([]byte(fr)))
+				require.Equal(t, byte('{'), bytes.TrimLeft([]byte(fr), " \t\r")[0])
+			}
+			outcomes = append(outcomes, readOutcome{frames, err.Error()})
+		}
+		require.Equal(t, outcomes[0], outcomes[1], "whole vs halves")
+		require.Equal(t, outcomes[0], outcomes[2], "whole vs one byte at a time")
+	})
+}
+
+func FuzzDecodeRequest(f *testing.F) {
+	for _, seed := range []string{
+		`{"id":"1","method":"ping","params":null}`,
+		`{"id":"1","method":"hello","params":{"protocol":1,"runId":"r","taskId":"t","token":"k"}}`,
+		`{"id":"1","method":"hello","params":{"protocol":1.0,"runId":"","taskId":"t","token":7}}`,
+		`{"id":"1","id":"2","method":"m","params":[]}`,
+		`{"ID":"1","method":"m","params":{}}`,
+		`{"id":"\ud800","method":"a.b-c_d","params":"x"}`,
+		`{"id":"1","method":"ping"}`, `[]`, `null`, `{`, "{\"id\":\"\xff\"}", `{"id":"1","method":"9","params":0}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		req, err := DecodeRequest(frame)
+		if err != nil {
+			require.ErrorIs(t, err, ErrMalformed)
+			return
+		}
+		require.True(t, ValidMethod(req.Method))
+		require.True(t, req.ID != "" && UTF16Len(req.ID) <= MaxIDLen)
+		require.True(t, json.Valid(req.Params))
+
+		// What we encode, we decode to the same request.
+		enc, err := json.Marshal(req)
+		require.NoError(t, err)
+		again, err := DecodeRequest(enc)
+		require.NoError(t, err)
+		require.Equal(t, req.ID, again.ID)
+		require.Equal(t, req.Method, again.Method)
+		var compact bytes.Buffer
+		require.NoError(t, json.Compact(&compact, req.Params))
+		require.Equal(t, compact.String(), string(again.Params))
+
+		if req.Method == MethodHello {
+			if _, err := DecodeHello(req.Params); err != nil {
+				require.Equal(t, &Error{Code: CodeAuth, Message: MsgHelloRejected}, err)
+			}
+		}
+	})
+}

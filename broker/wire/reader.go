@@ -1,0 +1,183 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// readAhead is how much the Reader asks its source for at a time. Most frames fit, and then they are returned from
+// this buffer without a copy.
+const readAhead = 4096
+
+// maxEmptyReads bounds how often a source may return (0, nil) in a row before the Reader gives up, as bufio does.
+const maxEmptyReads = 100
+
+// Reader splits an NDJSON stream into frames and enforces the frame cap while it reads, so that a peer can never
+// make it hold more than one frame's worth of bytes: a line is refused as soon as it is longer than the cap allows,
+// without reading the rest of it.
+//
+// Concurrency: a Reader is not safe for concurrent use; a connection has one reading goroutine.
+//
+// Errors: ReadFrame returns io.EOF at a clean end of stream, and otherwise an error matching ErrFrameTooLarge,
+// ErrMalformed or ErrTruncated, or the source's error wrapped. Every error is sticky: once ReadFrame has failed it
+// returns the same error forever, because the position in the stream is no longer a frame boundary that both
+// sides agree on.
+type Reader struct {
+	src   io.Reader
+	limit int    // frame cap, newline included
+	buf   []byte // read-ahead; buf[start:end] is read but not yet consumed
+	start int
+	end   int
+
+	// A line longer than buf spills here, in chunks that are never copied while the line grows: the total
+	// allocated for a refused line is at most limit-1 bytes, however long the peer's line is.
+	spill  [][]byte
+	nspill int // bytes held in spill
+	cspill int // bytes allocated in spill
+
+	srcErr error // the source's error, reported once the bytes read before it are consumed
+	err    error
+}
+
+// NewReader returns a Reader of frames from r with a cap of maxFrame bytes per frame, newline included. A maxFrame of
+// 0 means DefaultMaxFrame; any other value must pass ValidateMaxFrame, or NewReader panics, because a cap out of
+// range is a configuration bug that ValidateMaxFrame exists to catch earlier.
+func NewReader(r io.Reader, maxFrame int) *Reader {
+	limit, err := resolveMaxFrame(maxFrame)
+	if err != nil {
+		panic(err)
+	}
+	return &Reader{src: r, limit: limit, buf: make([]byte, min(readAhead, limit))}
+}
+
+// ReadFrame returns the next frame without its '\n' (and without a '\r' before it, so CRLF peers work). Blank lines
+// are skipped. A frame is a single JSON object in valid UTF-8 of at most maxFrame-1 bytes.
+//
+// The returned slice is only valid until the next call to ReadFrame; copy it to keep it.
+func (r *Reader) ReadFrame() ([]byte, error) {
+	for r.err == nil {
+		line, err := r.line()
+		if err != nil {
+			r.err = err
+			break
+		}
+		if n := len(line); n > 0 && line[n-1] == '\r' {
+			line = line[:n-1]
+		}
+		if isBlank(line) {
+			continue
+		}
+		if err := checkFrame(line); err != nil {
+			r.err = err
+			break
+		}
+		return line, nil
+	}
+	return nil, r.err
+}
+
+// line returns the next line without its '\n'.
+func (r *Reader) line() ([]byte, error) {
+	emptyReads := 0
+	for {
+		if i := bytes.IndexByte(r.buf[r.start:r.end], '\n'); i >= 0 {
+			seg := r.buf[r.start : r.start+i]
+			r.start += i + 1
+			// The frame is the line plus its newline.
+			if r.nspill+len(seg)+1 > r.limit {
+				return nil, tooLarge(r.limit)
+			}
+			if r.nspill == 0 {
+				return seg, nil
+			}
+			r.spillBytes(seg)
+			return r.takeSpill(), nil
+		}
+		// No newline yet. Refuse now if even a newline as the very next byte would make the frame too large: this
+		// is what stops a long line before it is buffered.
+		if r.nspill+(r.end-r.start)+1 > r.limit {
+			return nil, tooLarge(r.limit)
+		}
+		if r.srcErr != nil {
+			return nil, r.endOfStream()
+		}
+		if r.start == r.end {
+			r.start, r.end = 0, 0
+		} else if r.start > 0 {
+			r.end = copy(r.buf, r.buf[r.start:r.end])
+			r.start = 0
+		}
+		if r.end == len(r.buf) {
+			r.spillBytes(r.buf)
+			r.start, r.end = 0, 0
+		}
+		n, err := r.src.Read(r.buf[r.end:])
+		if n < 0 || n > len(r.buf)-r.end {
+			return nil, errors.New("wire: source returned an invalid count from Read")
+		}
+		r.end += n
+		switch {
+		case err != nil:
+			r.srcErr = err
+		case n == 0:
+			if emptyReads++; emptyReads >= maxEmptyReads {
+				return nil, fmt.Errorf("wire: read frame: %w", io.ErrNoProgress)
+			}
+		default:
+			emptyReads = 0
+		}
+	}
+}
+
+// endOfStream classifies the source's error given the unterminated bytes still held. Trailing whitespace is not a
+// frame, so it does not make the end of the stream a truncation.
+func (r *Reader) endOfStream() error {
+	partial := !isBlank(r.buf[r.start:r.end])
+	for _, c := range r.spill {
+		partial = partial || !isBlank(c)
+	}
+	r.spill, r.nspill, r.cspill = nil, 0, 0
+	r.start, r.end = 0, 0
+	switch {
+	case r.srcErr != io.EOF:
+		return fmt.Errorf("wire: read frame: %w", r.srcErr)
+	case partial:
+		return ErrTruncated
+	default:
+		return io.EOF
+	}
+}
+
+// spillBytes appends p to the spilled line. Callers have checked that the line still fits, so the chunks, which
+// double the total each time and are clamped to the cap, never add up to more than limit-1 bytes.
+func (r *Reader) spillBytes(p []byte) {
+	for len(p) > 0 {
+		k := len(r.spill) - 1
+		if k < 0 || len(r.spill[k]) == cap(r.spill[k]) {
+			size := min(max(len(r.buf), r.cspill), r.limit-1-r.cspill)
+			r.spill = append(r.spill, make([]byte, 0, size))
+			r.cspill += size
+			k++
+		}
+		n := min(len(p), cap(r.spill[k])-len(r.spill[k]))
+		r.spill[k] = append(r.spill[k], p[:n]...)
+		r.nspill += n
+		p = p[n:]
+	}
+}
+
+// takeSpill returns the spilled line as one slice and lets go of the chunks, so a connection that once sent a big
+// frame does not keep its memory.
+func (r *Reader) takeSpill() []byte {
+	line := r.spill[0]
+	if len(r.spill) > 1 {
+		line = make([]byte, 0, r.nspill)
+		for _, c := range r.spill {
+			line = append(line, c...)
+		}
+	}
+	r.spill, r.nspill, r.cspill = nil, 0, 0
+	return line
+}

@@ -1,0 +1,223 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/stretchr/testify/require"
+)
+
+// object returns a JSON object of exactly n bytes (n ≥ 8).
+func object(n int) string { return `{"a":"` + strings.Repeat("x", n-8) + `"}` }
+
+// readAll reads frames until an error and returns them with that error.
+func readAll(src io.Reader, maxFrame int) ([]string, error) {
+	r := NewReader(src, maxFrame)
+	var frames []string
+	for {
+		f, err := r.ReadFrame()
+		if err != nil {
+			return frames, err
+		}
+		frames = append(frames, string(f))
+	}
+}
+
+// splits feeds the same input whole, in two halves and one byte at a time; the Reader must not care.
+var splits = map[string]func([]byte) io.Reader{
+	"whole": func(b []byte) io.Reader { return bytes.NewReader(b) },
+	"halves": func(b []byte) io.Reader {
+		return io.MultiReader(bytes.NewReader(b[:len(b)/2]), bytes.NewReader(b[len(b)/2:]))
+	},
+	"one byte": func(b []byte) io.Reader { return iotest.OneByteReader(bytes.NewReader(b)) },
+}
+
+func TestReadFrame(t *testing.T) {
+	const limit = MaxFrameFloor
+	for _, tc := range []struct {
+		name   string
+		input  string
+		frames []string
+		err    error
+	}{
+		{"empty stream", "", nil, io.EOF},
+		{"one frame", "{}\n", []string{"{}"}, io.EOF},
+		{"several frames", `{"id":"1"}` + "\n" + `{"id":"2"}` + "\n", []string{`{"id":"1"}`, `{"id":"2"}`}, io.EOF},
+		{"crlf", "{\"a\":1}\r\n{}\r\n", []string{`{"a":1}`, `{}`}, io.EOF},
+		{"blank lines skipped", "\n\r\n  \t\n{}\n\n", []string{"{}"}, io.EOF},
+		{"surrounding space kept", " {} \n", []string{" {} "}, io.EOF},
+		{"truncated", "{}\n{\"a\":", []string{"{}"}, ErrTruncated},
+		{"truncated complete object", "{}", nil, ErrTruncated},
+		{"trailing blanks at end", "{}\n  \r", []string{"{}"}, io.EOF},
+		{"invalid json", "{}\n{\"a\":}\n{}\n", []string{"{}"}, ErrMalformed},
+		{"two objects on a line", "{}{}\n", nil, ErrMalformed},
+		{"array", "[1]\n", nil, ErrMalformed},
+		{"string", "\"x\"\n", nil, ErrMalformed},
+		{"null", "null\n", nil, ErrMalformed},
+		{"invalid utf-8", "{\"a\":\"\xff\"}\n", nil, ErrMalformed},
+		{"utf-8 multibyte", "{\"a\":\"é😀\"}\n", []string{"{\"a\":\"é😀\"}"}, io.EOF},
+		{"lone cr inside is not a newline", "{}\r{}\n", nil, ErrMalformed},
+		{"frame of exactly the cap", object(limit-1) + "\n", []string{object(limit - 1)}, io.EOF},
+		{"crlf frame of exactly the cap", object(limit-2) + "\r\n", []string{object(limit - 2)}, io.EOF},
+		{"frame one over the cap", object(limit) + "\n{}\n", nil, ErrFrameTooLarge},
+		{"unterminated line over the cap", object(limit), nil, ErrFrameTooLarge},
+		{"blank line over the cap", strings.Repeat(" ", limit) + "\n", nil, ErrFrameTooLarge},
+		{"big frame after small ones", "{}\n" + object(limit-1) + "\n{}\n", []string{"{}", object(limit - 1), "{}"}, io.EOF},
+	} {
+		for name, split := range splits {
+			t.Run(tc.name+"/"+name, func(t *testing.T) {
+				frames, err := readAll(split([]byte(tc.input)), limit)
+				require.Equal(t, tc.frames, frames)
+				require.ErrorIs(t, err, tc.err)
+			})
+		}
+	}
+}
+
+func TestReadFrameDefaultCap(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		size int // bytes before the newline
+		err  error
+	}{
+		{"exactly the cap", DefaultMaxFrame - 1, io.EOF},
+		{"one over the cap", DefaultMaxFrame, ErrFrameTooLarge},
+		{"300 KiB", 300 << 10, ErrFrameTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			frames, err := readAll(strings.NewReader(object(tc.size)+"\n"), 0)
+			require.ErrorIs(t, err, tc.err)
+			if tc.err == io.EOF {
+				require.Equal(t, []string{object(tc.size)}, frames)
+			}
+		})
+	}
+}
+
+// endless yields a prefix and then the same byte forever, counting what it hands out.
+type endless struct {
+	prefix string
+	fill   byte
+	n      int
+}
+
+func (e *endless) Read(p []byte) (int, error) {
+	k := copy(p, e.prefix)
+	e.prefix = e.prefix[k:]
+	for i := k; i < len(p); i++ {
+		p[i] = e.fill
+	}
+	e.n += len(p)
+	return len(p), nil
+}
+
+// A peer's endless line must be refused after at most one frame and one read-ahead of input, holding no more than
+// one frame's worth of memory: a 300 KiB (or infinite) line never costs 300 KiB.
+func TestReadFrameStopsEarly(t *testing.T) {
+	for _, limit := range []int{MaxFrameFloor, DefaultMaxFrame, MaxFrameCeiling} {
+		for name, wrap := range map[string]func(io.Reader) io.Reader{
+			"whole":    func(r io.Reader) io.Reader { return r },
+			"one byte": iotest.OneByteReader,
+		} {
+			t.Run(name+"/"+strconv.Itoa(limit), func(t *testing.T) {
+				src := &endless{prefix: `{"a":"`, fill: 'x'}
+				r := NewReader(wrap(src), limit)
+
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				_, err := r.ReadFrame()
+				runtime.ReadMemStats(&after)
+
+				require.ErrorIs(t, err, ErrFrameTooLarge)
+				require.LessOrEqual(t, src.n, limit+readAhead, "read past the cap")
+				require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(limit+32<<10), "allocated more than a frame")
+				require.LessOrEqual(t, r.cspill, limit-1)
+
+				// Sticky: nothing more is read.
+				n := src.n
+				_, err = r.ReadFrame()
+				require.ErrorIs(t, err, ErrFrameTooLarge)
+				require.Equal(t, n, src.n)
+			})
+		}
+	}
+}
+
+// The cap must be enforced on an oversize line of blanks too: blank lines are only skipped once they are complete.
+func TestReadFrameEndlessBlanks(t *testing.T) {
+	src := &endless{fill: ' '}
+	_, err := NewReader(src, MaxFrameFloor).ReadFrame()
+	require.ErrorIs(t, err, ErrFrameTooLarge)
+	require.LessOrEqual(t, src.n, MaxFrameFloor+readAhead)
+}
+
+// repeat yields the same frame forever.
+type repeat struct {
+	frame string
+	off   int
+}
+
+func (r *repeat) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		k := copy(p[n:], r.frame[r.off:])
+		r.off = (r.off + k) % len(r.frame)
+		n += k
+	}
+	return n, nil
+}
+
+// Frames that fit the read-ahead are returned in place: the steady state of a connection allocates nothing.
+func TestReadFrameAllocs(t *testing.T) {
+	r := NewReader(&repeat{frame: `{"id":"1","method":"ping","params":{}}` + "\n"}, 0)
+	allocs := testing.AllocsPerRun(1000, func() {
+		if _, err := r.ReadFrame(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	require.Zero(t, allocs)
+}
+
+func TestReadFrameSourceError(t *testing.T) {
+	boom := errors.New("boom")
+	frames, err := readAll(io.MultiReader(strings.NewReader("{}\n{\"a\""), iotest.ErrReader(boom)), 0)
+	require.Equal(t, []string{"{}"}, frames)
+	require.ErrorIs(t, err, boom)
+	require.EqualError(t, err, "wire: read frame: boom")
+
+	// Data delivered together with the error is still read.
+	frames, err = readAll(iotest.DataErrReader(strings.NewReader("{}\n{}\n")), 0)
+	require.Equal(t, []string{"{}", "{}"}, frames)
+	require.ErrorIs(t, err, io.EOF)
+}
+
+type stuck struct{}
+
+func (stuck) Read([]byte) (int, error) { return 0, nil }
+
+func TestReadFrameNoProgress(t *testing.T) {
+	_, err := NewReader(stuck{}, 0).ReadFrame()
+	require.ErrorIs(t, err, io.ErrNoProgress)
+}
+
+func TestReadFrameErrorsAreSticky(t *testing.T) {
+	r := NewReader(strings.NewReader("[]\n{}\n"), 0)
+	_, err := r.ReadFrame()
+	require.ErrorIs(t, err, ErrMalformed)
+	_, err2 := r.ReadFrame()
+	require.Equal(t, err, err2)
+}
+
+func TestNewReaderCap(t *testing.T) {
+	require.PanicsWithError(t, "wire: max frame 100 bytes is outside 1024..1048576", func() {
+		NewReader(strings.NewReader(""), 100)
+	})
+	require.Equal(t, DefaultMaxFrame, NewReader(strings.NewReader(""), 0).limit)
+}

@@ -1,0 +1,88 @@
+package wire
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestDecodeRequest(t *testing.T) {
+	long := strings.Repeat("i", MaxIDLen)
+	emoji := strings.Repeat("😀", MaxIDLen/2) // 256 UTF-16 units in 512 bytes
+	for _, tc := range []struct {
+		name  string
+		frame string
+		want  Request
+		err   string // "" means valid
+	}{
+		{"minimal", `{"id":"1","method":"ping","params":null}`, Request{"1", "ping", json.RawMessage(`null`)}, ""},
+		{"object params", `{"id":"x","method":"msg.send","params":{"to":"all"}}`,
+			Request{"x", "msg.send", json.RawMessage(`{"to":"all"}`)}, ""},
+		{"any params", `{"id":"x","method":"m","params":[1,"a"]}`, Request{"x", "m", json.RawMessage(`[1,"a"]`)}, ""},
+		{"extra keys ignored", `{"id":"1","method":"m","params":1,"jsonrpc":"2.0"}`,
+			Request{"1", "m", json.RawMessage(`1`)}, ""},
+		{"last duplicate wins", `{"id":"1","id":"2","method":"m","params":{}}`,
+			Request{"2", "m", json.RawMessage(`{}`)}, ""},
+		{"whitespace", " { \"id\" : \"1\" , \"method\" : \"m\" , \"params\" : 0 } ",
+			Request{"1", "m", json.RawMessage(`0`)}, ""},
+		{"id of 256 chars", `{"id":"` + long + `","method":"m","params":{}}`, Request{long, "m", json.RawMessage(`{}`)}, ""},
+		{"id of 256 UTF-16 units", `{"id":"` + emoji + `","method":"m","params":{}}`,
+			Request{emoji, "m", json.RawMessage(`{}`)}, ""},
+		{"method of 64 chars", `{"id":"1","method":"` + strings.Repeat("a", 64) + `","params":{}}`,
+			Request{"1", strings.Repeat("a", 64), json.RawMessage(`{}`)}, ""},
+
+		{"params missing", `{"id":"1","method":"ping"}`, Request{}, "request has no params"},
+		{"id missing", `{"method":"ping","params":{}}`, Request{}, "request id"},
+		{"id empty", `{"id":"","method":"ping","params":{}}`, Request{}, "request id"},
+		{"id number", `{"id":1,"method":"ping","params":{}}`, Request{}, "request id"},
+		{"id null", `{"id":null,"method":"ping","params":{}}`, Request{}, "request id"},
+		{"id too long", `{"id":"` + long + `i","method":"m","params":{}}`, Request{}, "request id"},
+		{"id too long in UTF-16 units", `{"id":"` + emoji + `a","method":"m","params":{}}`, Request{}, "request id"},
+		{"keys are case-sensitive", `{"ID":"1","method":"ping","params":{}}`, Request{}, "request id"},
+		{"method missing", `{"id":"1","params":{}}`, Request{}, "request method"},
+		{"method empty", `{"id":"1","method":"","params":{}}`, Request{}, "request method"},
+		{"method not a string", `{"id":"1","method":["ping"],"params":{}}`, Request{}, "request method"},
+		{"method bad start", `{"id":"1","method":"1ping","params":{}}`, Request{}, "request method"},
+		{"method bad char", `{"id":"1","method":"pi ng","params":{}}`, Request{}, "request method"},
+		{"method too long", `{"id":"1","method":"` + strings.Repeat("a", 65) + `","params":{}}`, Request{}, "request method"},
+		{"array", `[{"id":"1","method":"m","params":{}}]`, Request{}, "not a JSON object"},
+		{"null", `null`, Request{}, "not a JSON object"},
+		{"invalid json", `{"id":"1",}`, Request{}, "not a JSON object"},
+		{"invalid utf-8", "{\"id\":\"\xff\",\"method\":\"m\",\"params\":{}}", Request{}, "invalid UTF-8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := DecodeRequest([]byte(tc.frame))
+			if tc.err == "" {
+				require.NoError(t, err)
+				require.Equal(t, tc.want, got)
+				return
+			}
+			require.ErrorIs(t, err, ErrMalformed)
+			require.ErrorContains(t, err, tc.err)
+			require.Equal(t, Request{}, got)
+		})
+	}
+}
+
+// DecodeRequest's result must not alias the frame: the Reader reuses its buffer.
+func TestDecodeRequestCopies(t *testing.T) {
+	frame := []byte(`{"id":"1","method":"m","params":{"a":1}}`)
+	req, err := DecodeRequest(frame)
+	require.NoError(t, err)
+	for i := range frame {
+		frame[i] = ' '
+	}
+	require.Equal(t, `{"a":1}`, string(req.Params))
+}
+
+func TestValidMethod(t *testing.T) {
+	for name, ok := range map[string]bool{
+		"ping": true, "msg.send": true, "task.waitStatus": true, "a": true, "Z9._-": true,
+		strings.Repeat("m", 64): true, strings.Repeat("m", 65): false,
+		"": false, "9a": false, ".a": false, "_a": false, "a b": false, "a/b": false, "é": false, "a\n": false,
+	} {
+		require.Equal(t, ok, ValidMethod(name), "%q", name)
+	}
+}

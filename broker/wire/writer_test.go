@@ -1,0 +1,103 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestAppendFrame(t *testing.T) {
+	const limit = MaxFrameFloor
+	prefix := []byte("earlier\n")
+	for _, tc := range []struct {
+		name string
+		v    any
+		want string // frame without the newline; "" when refused
+		err  error  // matched with ErrorIs when not nil
+		msg  string // error text otherwise
+	}{
+		{"object", map[string]int{"a": 1}, `{"a":1}`, nil, ""},
+		{"exactly the cap", rawObject(limit - 1), object(limit - 1), nil, ""},
+		{"one over the cap", rawObject(limit), "", ErrFrameTooLarge, ""},
+		{"newline in a string is escaped", map[string]string{"s": "a\nb"}, `{"s":"a\nb"}`, nil, ""},
+		{"no html escaping", map[string]string{"s": "<&>"}, `{"s":"<&>"}`, nil, ""},
+		{"not an object", []int{1}, "", nil, "wire: encode frame: not a JSON object"},
+		{"nil", nil, "", nil, "wire: encode frame: not a JSON object"},
+		{"unencodable", map[string]any{"c": make(chan int)}, "", nil,
+			"wire: encode frame: json: unsupported type: chan int"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := append([]byte(nil), prefix...)
+			out, err := AppendFrame(dst, tc.v, limit)
+			if tc.want != "" {
+				require.NoError(t, err)
+				require.Equal(t, string(prefix)+tc.want+"\n", string(out))
+				return
+			}
+			if tc.err != nil {
+				require.ErrorIs(t, err, tc.err)
+			} else {
+				require.EqualError(t, err, tc.msg)
+			}
+			require.Equal(t, string(prefix), string(out), "dst must come back unchanged")
+		})
+	}
+}
+
+func TestAppendFrameBadCap(t *testing.T) {
+	out, err := AppendFrame([]byte("x"), map[string]int{}, 10)
+	require.EqualError(t, err, "wire: max frame 10 bytes is outside 1024..1048576")
+	require.Equal(t, "x", string(out))
+}
+
+// What the writer produces at the cap, the reader accepts, and one byte more neither will.
+func TestWriterReaderAgree(t *testing.T) {
+	for _, size := range []int{MaxFrameFloor - 1, MaxFrameFloor} {
+		frame, werr := AppendFrame(nil, rawObject(size), MaxFrameFloor)
+		_, rerr := readAll(strings.NewReader(object(size)+"\n"), MaxFrameFloor)
+		if werr == nil {
+			require.ErrorIs(t, rerr, io.EOF)
+			require.Len(t, frame, size+1)
+		} else {
+			require.ErrorIs(t, werr, ErrFrameTooLarge)
+			require.ErrorIs(t, rerr, ErrFrameTooLarge)
+		}
+	}
+}
+
+type countingWriter struct {
+	bytes.Buffer
+	writes int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.writes++
+	return w.Buffer.Write(p)
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
+
+func TestWriteFrame(t *testing.T) {
+	var w countingWriter
+	require.NoError(t, WriteFrame(&w, Event{Name: EventTeamEvent, Seq: 1}, 0))
+	require.Equal(t, `{"event":"team.event","data":null,"seq":1}`+"\n", w.String())
+	require.Equal(t, 1, w.writes, "one frame, one Write")
+
+	require.ErrorIs(t, WriteFrame(&w, rawObject(MaxFrameFloor), MaxFrameFloor), ErrFrameTooLarge)
+	require.Equal(t, 1, w.writes, "nothing written for a refused frame")
+
+	require.EqualError(t, WriteFrame(failingWriter{}, map[string]int{}, 0), "wire: write frame: broken pipe")
+}
+
+// rawObject is object(n) as a value AppendFrame encodes to exactly those bytes.
+func rawObject(n int) any { return rawJSON(object(n)) }
+
+type rawJSON string
+
+func (r rawJSON) MarshalJSON() ([]byte, error) { return []byte(r), nil }
