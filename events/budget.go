@@ -1,0 +1,35 @@
+package events
+
+// Budget ledger event types (D§4.4, pi-crew 0.11.46 semantics: the
+// reservation is the spend, no refund, excess usage is charged at settle).
+const (
+	TypeBudgetReserved = "budget.reserved"
+	TypeBudgetCharged  = "budget.charged"
+)
+
+// BudgetReserved charges a metered admission's reservation to the parent
+// task's allocation: tokensSpent += Tokens. It follows delegate.admitted in
+// the same batch and is written for every metered admission, even with
+// Tokens = 0.
+//
+// GrantedTokens is the grant in force (the parent's tokensGranted, or the
+// run's budgetTotal when the parent had no allocation yet). It seeds the
+// allocation on the first reservation; tokensGranted is write-once, so later
+// values are informational only.
+type BudgetReserved struct {
+	TaskID        string `json:"taskId" msgpack:"taskId"`
+	SubID         string `json:"subId" msgpack:"subId"`
+	Tokens        int64  `json:"tokens" msgpack:"tokens"`
+	GrantedTokens int64  `json:"grantedTokens" msgpack:"grantedTokens"`
+}
+
+// BudgetCharged charges self-reported usage above the reservation at
+// settlement: Tokens = UsageTokens − ReservedTokens (> 0), added to the
+// parent's tokensSpent. Only written when the excess is positive.
+type BudgetCharged struct {
+	TaskID         string `json:"taskId" msgpack:"taskId"`
+	SubID          string `json:"subId" msgpack:"subId"`
+	Tokens         int64  `json:"tokens" msgpack:"tokens"`
+	UsageTokens    int64  `json:"usageTokens" msgpack:"usageTokens"`
+	ReservedTokens int64  `json:"reservedTokens" msgpack:"reservedTokens"`
+}

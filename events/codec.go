@@ -1,0 +1,123 @@
+package events
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Errors of the codec. Callers test them with errors.Is; the returned errors
+// wrap them with the type and the cause.
+var (
+	// ErrUnknownType: the type is not part of the contract (or the payload
+	// given to EncodePayload is not a payload struct).
+	ErrUnknownType = errors.New("events: unknown type")
+	// ErrBadPayload: the bytes do not decode into the type's payload.
+	ErrBadPayload = errors.New("events: bad payload")
+	// ErrUnsupportedVersion: the schema version is 0, newer than this build
+	// knows, or older with no upcaster.
+	ErrUnsupportedVersion = errors.New("events: unsupported schema version")
+)
+
+// maxPooledBuffer bounds the buffers kept in the encoder pool, so one huge
+// payload does not pin its buffer forever.
+const maxPooledBuffer = 64 << 10
+
+type encoder struct {
+	buf bytes.Buffer
+	enc *msgpack.Encoder
+}
+
+type decoder struct {
+	r   bytes.Reader
+	dec *msgpack.Decoder
+}
+
+// Encoders and decoders are pooled: building one per event costs more than
+// encoding a small payload, and replay decodes millions of them.
+var (
+	encoders = sync.Pool{New: func() any {
+		e := new(encoder)
+		e.enc = msgpack.NewEncoder(&e.buf)
+		return e
+	}}
+	decoders = sync.Pool{New: func() any {
+		d := new(decoder)
+		d.dec = msgpack.NewDecoder(&d.r)
+		return d
+	}}
+)
+
+// EncodePayload encodes a payload struct (or a pointer to one) as a msgpack
+// map. The result is deterministic and owned by the caller. Safe for
+// concurrent use.
+func EncodePayload(p any) ([]byte, error) {
+	t, ok := TypeOf(p)
+	if !ok {
+		return nil, fmt.Errorf("%w: payload %T", ErrUnknownType, p)
+	}
+	e := encoders.Get().(*encoder)
+	e.buf.Reset()
+	err := e.enc.Encode(p)
+	out := bytes.Clone(e.buf.Bytes())
+	if e.buf.Cap() <= maxPooledBuffer {
+		encoders.Put(e)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("events: encoding %s: %w", t, err)
+	}
+	return out, nil
+}
+
+// DecodePayload decodes b, written at schema version version of type t, into
+// a pointer to t's current payload struct. Older versions are upcast first.
+// It never panics: errors wrap ErrUnknownType, ErrUnsupportedVersion or
+// ErrBadPayload. b is not retained. Safe for concurrent use.
+func DecodePayload(t string, version uint16, b []byte) (any, error) {
+	k, ok := registry[t]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownType, t)
+	}
+	switch {
+	case version == 0 || version > k.version:
+		return nil, fmt.Errorf("%w: %s v%d (current v%d)", ErrUnsupportedVersion, t, version, k.version)
+	case version < k.version:
+		var err error
+		if b, err = upcast(t, version, k.version, b); err != nil {
+			return nil, err
+		}
+	}
+	p := k.zero()
+	if err := decodeInto(p, b); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrBadPayload, t, err)
+	}
+	return p, nil
+}
+
+// decodeInto decodes exactly b into p: trailing bytes are an error, because a
+// record holds one payload and anything after it means corruption.
+func decodeInto(p any, b []byte) (err error) {
+	d := decoders.Get().(*decoder)
+	defer func() {
+		// NB: msgpack decodes untrusted lengths and types by reflection; a
+		// panic there must become an error, never take the daemon down. A
+		// decoder that panicked is dropped rather than pooled.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("decoder panic: %v", r)
+			return
+		}
+		decoders.Put(d)
+	}()
+	d.r.Reset(b)
+	d.dec.Reset(&d.r)
+	if err := d.dec.Decode(p); err != nil {
+		return err
+	}
+	if n := d.r.Len(); n != 0 {
+		return fmt.Errorf("%d trailing bytes", n)
+	}
+	return nil
+}

@@ -1,0 +1,78 @@
+package events
+
+// Run lifecycle event types (D§3.3). run.<status> is one type per status of
+// the D§2.2 machine.
+const (
+	TypeRunCreated       = "run.created"
+	TypeRunQueued        = "run.queued"
+	TypeRunPlanning      = "run.planning"
+	TypeRunRunning       = "run.running"
+	TypeRunBlocked       = "run.blocked"
+	TypeRunCompleted     = "run.completed"
+	TypeRunFailed        = "run.failed"
+	TypeRunCancelled     = "run.cancelled"
+	TypeRunBudgetWarning = "run.budget_warning"
+	TypeRunBudgetAbort   = "run.budget_abort"
+)
+
+// RunCreated opens a run. Unlike pi-crew's {team, workflow} it carries every
+// manifest field the engine keeps, so the run is rebuilt from the log alone.
+// A new run starts in status queued.
+type RunCreated struct {
+	Team     string `json:"team" msgpack:"team"`
+	Workflow string `json:"workflow,omitempty" msgpack:"workflow,omitempty"`
+	Goal     string `json:"goal" msgpack:"goal"`
+	Cwd      string `json:"cwd" msgpack:"cwd"`
+	// BudgetTotal is the run-level token cap; 0 means unset.
+	BudgetTotal     int64 `json:"budgetTotal,omitempty" msgpack:"budgetTotal,omitempty"`
+	BudgetUnlimited bool  `json:"budgetUnlimited,omitempty" msgpack:"budgetUnlimited,omitempty"`
+	// BudgetWarning and BudgetAbort are fractions of BudgetTotal; 0 means
+	// unset, and enforcement then uses pi-crew's defaults 0.8 and 0.95.
+	BudgetWarning float64 `json:"budgetWarning,omitempty" msgpack:"budgetWarning,omitempty"`
+	BudgetAbort   float64 `json:"budgetAbort,omitempty" msgpack:"budgetAbort,omitempty"`
+}
+
+// RunStatusChanged is the payload shared in shape by every run.<status>
+// event; the new status is the type itself. pi-crew put the summary in the
+// envelope's message; crewlog keeps it in the payload.
+type RunStatusChanged struct {
+	Summary string `json:"summary,omitempty" msgpack:"summary,omitempty"`
+	Reason  string `json:"reason,omitempty" msgpack:"reason,omitempty"`
+}
+
+// One named payload type per run.<status> event, so a payload identifies its
+// event type on its own.
+type (
+	RunQueued    RunStatusChanged
+	RunPlanning  RunStatusChanged
+	RunRunning   RunStatusChanged
+	RunBlocked   RunStatusChanged
+	RunCompleted RunStatusChanged
+	RunFailed    RunStatusChanged
+	RunCancelled RunStatusChanged
+)
+
+// RunBudget is the shape of run.budget_warning and run.budget_abort (D§3.3).
+type RunBudget struct {
+	BudgetTotal int64 `json:"budgetTotal" msgpack:"budgetTotal"`
+	// BudgetUsed is Σ task usage input+output+cacheWrite when the threshold was crossed.
+	BudgetUsed int64 `json:"budgetUsed" msgpack:"budgetUsed"`
+	// Threshold is "warning" or "abort".
+	Threshold string `json:"threshold" msgpack:"threshold"`
+}
+
+// Run budget payloads.
+type (
+	RunBudgetWarning RunBudget
+	RunBudgetAbort   RunBudget
+)
+
+// RunStatusType names the run.<status> event of a D§2.2 status; ok is false
+// for anything that is not a run status.
+func RunStatusType(status string) (typ string, ok bool) {
+	switch status {
+	case "queued", "planning", "running", "blocked", "completed", "failed", "cancelled":
+		return "run." + status, true
+	}
+	return "", false
+}

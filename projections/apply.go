@@ -1,0 +1,63 @@
+package projections
+
+import (
+	"strings"
+
+	"github.com/crewlog/crewlog/events"
+)
+
+// Apply folds one event into s. It does no validation (commands validate
+// before an event exists) and never panics on a well-formed event: an event
+// that refers to something missing (a run, a task, a message) is ignored,
+// and a payload of the wrong type is ignored. It is deterministic: the same
+// events in the same order give the same state, on any machine.
+//
+// NB: s may keep references to slices inside ev.Payload; the payload must not
+// be mutated after it was applied.
+func Apply(s *State, ev events.Event) {
+	if ev.Position != 0 {
+		s.Position = ev.Position
+	}
+	switch ev.Type {
+	case events.TypeEngineConfigured:
+		applyConfig(s, ev)
+		return
+	case events.TypeRunCreated:
+		applyRunCreated(s, ev)
+		return
+	}
+	r := s.runs[ev.Stream]
+	if r == nil {
+		return
+	}
+	r.run.UpdatedAt = ev.UnixMilli()
+	family, _, _ := strings.Cut(ev.Type, ".")
+	switch family {
+	case "run":
+		applyRun(r, ev)
+	case "task":
+		applyTask(r, ev)
+	case "delegate":
+		applyDelegation(s, r, ev)
+	case "budget":
+		applyLedger(r, ev)
+	case "mailbox", "steer":
+		applyMailbox(r, ev)
+	case "ask":
+		applyAsk(r, ev)
+	case "credential":
+		applyCredential(r, ev)
+	}
+}
+
+// payload returns ev's payload as a *T, accepting a T too; nil when the
+// payload is of another type.
+func payload[T any](ev events.Event) *T {
+	switch p := ev.Payload.(type) {
+	case *T:
+		return p
+	case T:
+		return &p
+	}
+	return nil
+}

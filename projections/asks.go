@@ -1,0 +1,99 @@
+package projections
+
+import "github.com/crewlog/crewlog/events"
+
+// AskStatus is the state of a question (GS-17).
+type AskStatus string
+
+// Ask statuses.
+const (
+	AskPending  AskStatus = "pending"
+	AskAnswered AskStatus = "answered"
+	AskTimedOut AskStatus = "timedout"
+)
+
+// Ask is the read model of a question a task parked on. Times are unix
+// milliseconds.
+type Ask struct {
+	RunID      string    `json:"runId" msgpack:"runId"`
+	TaskID     string    `json:"taskId" msgpack:"taskId"`
+	QuestionID string    `json:"questionId" msgpack:"questionId"`
+	Question   string    `json:"question" msgpack:"question"`
+	Options    []string  `json:"options" msgpack:"options"`
+	AskedAt    int64     `json:"askedAt" msgpack:"askedAt"`
+	Deadline   int64     `json:"deadline" msgpack:"deadline"`
+	TimeoutSec int64     `json:"timeoutSec" msgpack:"timeoutSec"`
+	Clamped    bool      `json:"clamped" msgpack:"clamped"`
+	Status     AskStatus `json:"status" msgpack:"status"`
+	ResolvedAt int64     `json:"resolvedAt,omitempty" msgpack:"resolvedAt"`
+}
+
+func (a *Ask) clone() *Ask {
+	c := *a
+	c.Options = cloneSlice(a.Options)
+	return &c
+}
+
+func (r *runState) addAsk(a *Ask) {
+	r.asks[a.QuestionID] = a
+	r.askOrder = append(r.askOrder, a.QuestionID)
+}
+
+func applyAsk(r *runState, ev events.Event) {
+	at := ev.UnixMilli()
+	switch ev.Type {
+	case events.TypeAskRequested:
+		p := payload[events.AskRequested](ev)
+		if p == nil || r.asks[p.QuestionID] != nil {
+			return
+		}
+		r.addAsk(&Ask{
+			RunID: r.run.RunID, TaskID: p.TaskID, QuestionID: p.QuestionID, Question: p.Question,
+			Options: p.Options, AskedAt: p.AskedAt, Deadline: p.Deadline, TimeoutSec: p.TimeoutSec,
+			Clamped: p.Clamped, Status: AskPending,
+		})
+		// One park slot per run: a newer question takes it.
+		r.run.WaitState = &WaitState{TaskID: p.TaskID, QuestionID: p.QuestionID, AskedAt: p.AskedAt}
+	case events.TypeAskAnswered:
+		if p := payload[events.AskAnswered](ev); p != nil {
+			resolveAsk(r, p.TaskID, p.QuestionID, AskAnswered, at)
+		}
+	case events.TypeAskTimedOut:
+		if p := payload[events.AskTimedOut](ev); p != nil {
+			resolveAsk(r, p.TaskID, p.QuestionID, AskTimedOut, at)
+		}
+	}
+}
+
+func resolveAsk(r *runState, taskID, questionID string, st AskStatus, at int64) {
+	if a := r.asks[questionID]; a != nil && a.Status == AskPending {
+		a.Status = st
+		a.ResolvedAt = at
+	}
+	// R4: waitState is cleared only when it points at this task+question.
+	if w := r.run.WaitState; w != nil && w.TaskID == taskID && w.QuestionID == questionID {
+		r.run.WaitState = nil
+	}
+}
+
+// Ask returns question questionID of run runID.
+func (s *State) Ask(runID, questionID string) (Ask, bool) {
+	r := s.runs[runID]
+	if r == nil || r.asks[questionID] == nil {
+		return Ask{}, false
+	}
+	return *r.asks[questionID].clone(), true
+}
+
+// Asks returns the questions of run runID in the order they were asked.
+func (s *State) Asks(runID string) []Ask {
+	r := s.runs[runID]
+	if r == nil {
+		return nil
+	}
+	out := make([]Ask, 0, len(r.askOrder))
+	for _, id := range r.askOrder {
+		out = append(out, *r.asks[id].clone())
+	}
+	return out
+}

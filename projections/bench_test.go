@@ -1,0 +1,60 @@
+package projections
+
+import (
+	"testing"
+)
+
+// BenchmarkApply folds a realistic event mix (see realisticHistory) into a
+// fresh state; events/s is the replay rate of the fold alone, without
+// storage or payload decoding.
+func BenchmarkApply(b *testing.B) {
+	for _, n := range []struct {
+		name string
+		n    int
+	}{{"100k", 100_000}, {"1M", 1_000_000}} {
+		b.Run(n.name, func(b *testing.B) {
+			evs := realisticHistory(n.n)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				s := New()
+				for _, ev := range evs {
+					Apply(s, ev)
+				}
+			}
+			perOp := b.Elapsed().Seconds() / float64(b.N)
+			b.ReportMetric(float64(len(evs))/perOp, "events/s")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(evs)), "ns/event")
+		})
+	}
+}
+
+// BenchmarkSnapshot measures encoding and decoding the state of a 100k-event
+// history.
+func BenchmarkSnapshot(b *testing.B) {
+	s := fold(realisticHistory(100_000))
+	enc, err := EncodeSnapshot(s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("encode", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := EncodeSnapshot(s); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(len(enc)), "bytes")
+	})
+	b.Run("decode", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := DecodeSnapshot(enc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("clone", func(b *testing.B) {
+		for b.Loop() {
+			s.Clone()
+		}
+	})
+}

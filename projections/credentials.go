@@ -1,0 +1,70 @@
+package projections
+
+import "github.com/crewlog/crewlog/events"
+
+// Credential is the read model of a run credential: a key (a task id, or
+// events.OrchestratorKey) with the sha-256 digest of its current secret. The
+// secret itself is never part of the state. Times are unix milliseconds.
+type Credential struct {
+	RunID     string `json:"runId" msgpack:"runId"`
+	Key       string `json:"key" msgpack:"key"`
+	Role      string `json:"role" msgpack:"role"`
+	Digest    string `json:"digest" msgpack:"digest"`
+	Revoked   bool   `json:"revoked,omitempty" msgpack:"revoked"`
+	IssuedAt  int64  `json:"issuedAt" msgpack:"issuedAt"`
+	RevokedAt int64  `json:"revokedAt,omitempty" msgpack:"revokedAt"`
+}
+
+// Valid reports whether a secret with this digest authenticates the key:
+// a re-issue replaces the digest, so older secrets stop working too.
+func (c Credential) Valid(digest string) bool { return !c.Revoked && c.Digest == digest }
+
+func (r *runState) addCredential(c *Credential) {
+	r.creds[c.Key] = c
+	r.credOrder = append(r.credOrder, c.Key)
+}
+
+func applyCredential(r *runState, ev events.Event) {
+	at := ev.UnixMilli()
+	switch ev.Type {
+	case events.TypeCredentialIssued:
+		if p := payload[events.CredentialIssued](ev); p != nil {
+			c := r.creds[p.TaskID]
+			if c == nil {
+				c = &Credential{RunID: r.run.RunID, Key: p.TaskID}
+				r.addCredential(c)
+			}
+			c.Role, c.Digest, c.IssuedAt = p.Role, p.Digest, at
+			c.Revoked, c.RevokedAt = false, 0
+		}
+	case events.TypeCredentialRevoked:
+		if p := payload[events.CredentialRevoked](ev); p != nil {
+			if c := r.creds[p.TaskID]; c != nil && !c.Revoked {
+				c.Revoked, c.RevokedAt = true, at
+			}
+		}
+	}
+}
+
+// Credential returns the credential of key in run runID.
+func (s *State) Credential(runID, key string) (Credential, bool) {
+	r := s.runs[runID]
+	if r == nil || r.creds[key] == nil {
+		return Credential{}, false
+	}
+	return *r.creds[key], true
+}
+
+// Credentials returns the credentials of run runID in the order their keys
+// were first issued.
+func (s *State) Credentials(runID string) []Credential {
+	r := s.runs[runID]
+	if r == nil {
+		return nil
+	}
+	out := make([]Credential, 0, len(r.credOrder))
+	for _, k := range r.credOrder {
+		out = append(out, *r.creds[k])
+	}
+	return out
+}

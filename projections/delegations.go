@@ -1,0 +1,225 @@
+package projections
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/crewlog/crewlog/events"
+)
+
+// DelegationStatus is the lifecycle of a delegation (SPEC §1):
+// queued → running → completed / failed / timed_out / cancelled.
+type DelegationStatus string
+
+// Delegation statuses.
+const (
+	DelegationQueued    DelegationStatus = "queued"
+	DelegationRunning   DelegationStatus = "running"
+	DelegationCompleted DelegationStatus = "completed"
+	DelegationFailed    DelegationStatus = "failed"
+	DelegationTimedOut  DelegationStatus = "timed_out"
+	DelegationCancelled DelegationStatus = "cancelled"
+)
+
+// Terminal reports whether the delegation has settled (its slot is free).
+func (st DelegationStatus) Terminal() bool {
+	return st != DelegationQueued && st != DelegationRunning
+}
+
+// taskStatus is the status the shadow task takes when its delegation does:
+// the task machine has no timed_out, so a timed-out shadow task is failed.
+func (st DelegationStatus) taskStatus() TaskStatus {
+	switch st {
+	case DelegationQueued:
+		return TaskQueued
+	case DelegationRunning:
+		return TaskRunning
+	case DelegationCompleted:
+		return TaskCompleted
+	case DelegationCancelled:
+		return TaskCancelled
+	}
+	return TaskFailed
+}
+
+// Delegation is the read model of an admitted delegation (a grandchild).
+// Rejected requests leave no delegation. Times are unix milliseconds.
+type Delegation struct {
+	RunID        string           `json:"runId" msgpack:"runId"`
+	SubID        string           `json:"subId" msgpack:"subId"`
+	ParentTaskID string           `json:"parentTaskId" msgpack:"parentTaskId"`
+	Role         string           `json:"role" msgpack:"role"`
+	Depth        int              `json:"depth" msgpack:"depth"`
+	Model        string           `json:"model,omitempty" msgpack:"model"`
+	TimeoutSec   float64          `json:"timeoutSec" msgpack:"timeoutSec"`
+	Deadline     int64            `json:"deadline" msgpack:"deadline"`
+	Cwd          string           `json:"cwd" msgpack:"cwd"`
+	Title        string           `json:"title" msgpack:"title"`
+	Metered      bool             `json:"metered" msgpack:"metered"`
+	Reserved     int64            `json:"reservedTokens" msgpack:"reservedTokens"`
+	Status       DelegationStatus `json:"status" msgpack:"status"`
+	// CancelRequested is set by delegate.cancel_requested while in flight;
+	// the runtime is expected to settle with cancelled.
+	CancelRequested bool  `json:"cancelRequested,omitempty" msgpack:"cancelRequested"`
+	PID             int   `json:"pid,omitempty" msgpack:"pid"`
+	AdmittedAt      int64 `json:"admittedAt" msgpack:"admittedAt"`
+	SettledAt       int64 `json:"settledAt,omitempty" msgpack:"settledAt"`
+	// AdmittedPosition is the log position of delegate.admitted, whose
+	// payload holds what the state does not keep (the prompt, maxTurns).
+	AdmittedPosition uint64 `json:"admittedPosition" msgpack:"admittedPosition"`
+	// Outcome details from the terminal event.
+	OK          bool   `json:"ok,omitempty" msgpack:"ok"`
+	UsageTokens int64  `json:"usageTokens,omitempty" msgpack:"usageTokens"`
+	Expired     bool   `json:"expired,omitempty" msgpack:"expired"`
+	MessageID   string `json:"messageId,omitempty" msgpack:"messageId"`
+}
+
+func applyDelegation(s *State, r *runState, ev events.Event) {
+	at := ev.UnixMilli()
+	switch ev.Type {
+	case events.TypeDelegateAdmitted:
+		if p := payload[events.DelegateAdmitted](ev); p != nil && r.dels[p.SubID] == nil {
+			admit(s, r, p, at, ev.Position)
+		}
+	case events.TypeDelegateSpawned:
+		p := payload[events.DelegateSpawned](ev)
+		if p == nil {
+			return
+		}
+		// Promotion only from queued: a late report after a terminal state
+		// (or a second report) changes nothing.
+		if d := r.dels[p.SubID]; d != nil && d.Status == DelegationQueued {
+			d.Status = DelegationRunning
+			d.PID = p.PID
+			if t := r.tasks[p.SubID]; t != nil && t.Status == TaskQueued {
+				t.setStatus(TaskRunning)
+			}
+		}
+	case events.TypeDelegateCancelRequested:
+		if p := payload[events.DelegateCancelRequested](ev); p != nil {
+			if d := r.dels[p.SubID]; d != nil && !d.Status.Terminal() {
+				d.CancelRequested = true
+			}
+		}
+	case events.TypeDelegateCompleted:
+		settle(s, r, DelegationCompleted, (*events.DelegateSettled)(payload[events.DelegateCompleted](ev)), at)
+	case events.TypeDelegateFailed:
+		settle(s, r, DelegationFailed, (*events.DelegateSettled)(payload[events.DelegateFailed](ev)), at)
+	case events.TypeDelegateTimedOut:
+		settle(s, r, DelegationTimedOut, (*events.DelegateSettled)(payload[events.DelegateTimedOut](ev)), at)
+	case events.TypeDelegateCancelled:
+		settle(s, r, DelegationCancelled, (*events.DelegateSettled)(payload[events.DelegateCancelled](ev)), at)
+	}
+	// delegate.requested and delegate.rejected are audit records: a
+	// rejection has no side effect (D2), and requested never stands alone.
+}
+
+// admit creates the delegation, its shadow task (D§2.5) and takes its slot.
+func admit(s *State, r *runState, p *events.DelegateAdmitted, at int64, pos uint64) {
+	r.dels[p.SubID] = &Delegation{
+		RunID:            r.run.RunID,
+		SubID:            p.SubID,
+		ParentTaskID:     p.TaskID,
+		Role:             p.Role,
+		Depth:            p.ChildDepth,
+		Model:            p.Model,
+		TimeoutSec:       p.TimeoutSec,
+		Deadline:         p.Deadline,
+		Cwd:              p.Cwd,
+		Title:            p.Title,
+		Metered:          p.Metered(),
+		Reserved:         p.ReservedTokens,
+		Status:           DelegationQueued,
+		AdmittedAt:       at,
+		AdmittedPosition: pos,
+	}
+	r.delOrder = append(r.delOrder, p.SubID)
+	holdSlot(s, r.run.RunID, p.SubID)
+	if r.tasks[p.SubID] != nil {
+		return
+	}
+	depth := p.ChildDepth
+	if depth == 0 {
+		depth = 2 // pi-crew's fallback for a missing childDepth
+	}
+	r.addTask(&Task{
+		RunID:     r.run.RunID,
+		TaskID:    p.SubID,
+		Role:      p.Role,
+		Agent:     events.DelegateAgent,
+		Title:     p.Title,
+		Status:    TaskQueued,
+		Cwd:       p.Cwd,
+		Depth:     depth,
+		Model:     p.Model,
+		CreatedAt: at,
+		StartedAt: at,
+	})
+}
+
+// settle applies a terminal delegate event: the first one wins (a terminal
+// state is never left, D6), the slot frees, and the shadow task flips to the
+// matching terminal status whatever it was ("terminal flips always win").
+func settle(s *State, r *runState, st DelegationStatus, p *events.DelegateSettled, at int64) {
+	if p == nil {
+		return
+	}
+	d := r.dels[p.SubID]
+	if d == nil || d.Status.Terminal() {
+		return
+	}
+	d.Status = st
+	d.SettledAt = at
+	d.OK = p.OK
+	d.UsageTokens = p.UsageTokens
+	d.Expired = p.Expired
+	d.MessageID = p.MessageID
+	releaseSlot(s, p.SubID)
+	if t := r.tasks[p.SubID]; t != nil {
+		t.setStatus(st.taskStatus())
+		t.FinishedAt = at
+		t.Error = p.Error
+	}
+}
+
+// Delegation returns delegation subID of run runID.
+func (s *State) Delegation(runID, subID string) (Delegation, bool) {
+	r := s.runs[runID]
+	if r == nil || r.dels[subID] == nil {
+		return Delegation{}, false
+	}
+	return *r.dels[subID], true
+}
+
+// Delegations returns the delegations of run runID in admission order.
+func (s *State) Delegations(runID string) []Delegation {
+	r := s.runs[runID]
+	if r == nil {
+		return nil
+	}
+	out := make([]Delegation, 0, len(r.delOrder))
+	for _, id := range r.delOrder {
+		out = append(out, *r.dels[id])
+	}
+	return out
+}
+
+// InFlight returns every delegation that holds a slot, daemon-wide, ordered
+// by deadline then subId: the order in which the engine's clock expires
+// them. Its size is bounded by the slot capacity.
+func (s *State) InFlight() []Delegation {
+	out := make([]Delegation, 0, len(s.held))
+	for sub, run := range s.held {
+		out = append(out, *s.runs[run].dels[sub])
+	}
+	slices.SortFunc(out, func(a, b Delegation) int {
+		if a.Deadline != b.Deadline {
+			if a.Deadline < b.Deadline {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.SubID, b.SubID)
+	})
+	return out
+}

@@ -1,0 +1,53 @@
+// Package projections holds crewlog's read models and folds events into them.
+//
+// # Guarantees
+//
+//   - State is a pure fold: Apply(state, event) does no IO, reads no clock,
+//     uses no randomness and never iterates a map where the order could show
+//     in a result. The same events in the same order give the same State on
+//     any machine; the same code runs live, at start-up and during replay.
+//   - Apply does no validation: commands validate before events exist. It
+//     never panics on well-formed events; an event that refers to something
+//     missing is ignored, and first-wins rules (a second run.created, a second
+//     terminal delegate event, a duplicate message id) keep the state sane.
+//   - Progress is a position, never a timestamp: State.Position is the
+//     position of the last applied committed event.
+//   - Every read model is derived from events alone: runs, tasks (shadow tasks
+//     included), delegations, the budget ledger, the nested slot pool (held =
+//     admitted and not terminal, so it survives restarts), mailboxes, asks,
+//     credentials (digests only) and the engine config in force.
+//   - Queries are methods on *State, return copies (never internal pointers)
+//     and list in a deterministic order: creation order, or sorted keys.
+//   - Clone is a deep copy; two copies fed the same events stay equal.
+//   - Replay cost is O(1) map work per event, with allocations only for what
+//     an event adds (a record, a list entry).
+//
+// # Time
+//
+// Every timestamp in a read model (createdAt, admittedAt, deadline, ...) is
+// unix milliseconds; createdAt/updatedAt-like fields come from Event.Time.
+//
+// # Snapshot format
+//
+// EncodeSnapshot writes two msgpack values: the format version (uint16,
+// SnapshotFormat = 1) and a map
+//
+//	{position, config, runs: [{run, tasks, delegations, accounts, messages, asks, credentials}]}
+//
+// with every list in the state's own order, so the encoding is
+// deterministic. Only primary records are stored; indexes (slots held,
+// mailbox boxes, order slices) are rebuilt on decode by the fold's helpers,
+// and DecodeSnapshot(EncodeSnapshot(s)) equals s exactly. Decoding is
+// defensive: the bytes are first checked structurally (every declared length
+// backed by real bytes, bounded nesting), so bad bytes give ErrBadSnapshot,
+// never a panic or a runaway allocation. The storage layer adds the checksum;
+// a snapshot is an optimisation only, and rebuilding from position 1 must
+// give the identical state.
+//
+// # What it does not do
+//
+// It does not decide anything (commands do), enforce transition tables, store
+// secrets or delegate prompts (the prompt stays in the delegate.admitted
+// event, found through Delegation.AdmittedPosition), or lock: a State is
+// owned by one goroutine at a time.
+package projections

@@ -1,0 +1,106 @@
+package projections
+
+import "github.com/crewlog/crewlog/events"
+
+// Account is a task's delegation budget ledger (D§4.4): the source of the
+// task's allocation. Invariants, by construction of the fold:
+// TokensSpent = Reserved + Charged = Σ Reservations + Σ Charges; TokensSpent
+// never decreases; TokensGranted is set once, when the account opens.
+type Account struct {
+	RunID         string        `json:"runId" msgpack:"runId"`
+	TaskID        string        `json:"taskId" msgpack:"taskId"`
+	TokensGranted int64         `json:"tokensGranted" msgpack:"tokensGranted"`
+	TokensSpent   int64         `json:"tokensSpent" msgpack:"tokensSpent"`
+	Reserved      int64         `json:"reserved" msgpack:"reserved"`
+	Charged       int64         `json:"charged" msgpack:"charged"`
+	Reservations  []Reservation `json:"reservations" msgpack:"reservations"`
+	Charges       []Charge      `json:"charges" msgpack:"charges"`
+}
+
+// Reservation is one metered admission's reservation (budget.reserved).
+type Reservation struct {
+	SubID  string `json:"subId" msgpack:"subId"`
+	Tokens int64  `json:"tokens" msgpack:"tokens"`
+	At     int64  `json:"at" msgpack:"at"`
+}
+
+// Charge is one settlement's excess usage (budget.charged).
+type Charge struct {
+	SubID          string `json:"subId" msgpack:"subId"`
+	Tokens         int64  `json:"tokens" msgpack:"tokens"`
+	UsageTokens    int64  `json:"usageTokens" msgpack:"usageTokens"`
+	ReservedTokens int64  `json:"reservedTokens" msgpack:"reservedTokens"`
+	At             int64  `json:"at" msgpack:"at"`
+}
+
+// Remaining is what a metered admission may still reserve.
+func (a Account) Remaining() int64 { return a.TokensGranted - a.TokensSpent }
+
+func (a *Account) clone() *Account {
+	c := *a
+	c.Reservations = cloneSlice(a.Reservations)
+	c.Charges = cloneSlice(a.Charges)
+	return &c
+}
+
+// account returns taskID's account, opening it with grant when it has none:
+// that is the write-once seeding of tokensGranted.
+func (r *runState) account(taskID string, grant int64) *Account {
+	a := r.accounts[taskID]
+	if a == nil {
+		a = &Account{RunID: r.run.RunID, TaskID: taskID, TokensGranted: grant}
+		r.addAccount(a)
+	}
+	return a
+}
+
+func (r *runState) addAccount(a *Account) {
+	r.accounts[a.TaskID] = a
+	r.accountOrder = append(r.accountOrder, a.TaskID)
+}
+
+func applyLedger(r *runState, ev events.Event) {
+	at := ev.UnixMilli()
+	switch ev.Type {
+	case events.TypeBudgetReserved:
+		if p := payload[events.BudgetReserved](ev); p != nil {
+			a := r.account(p.TaskID, p.GrantedTokens)
+			a.Reservations = append(a.Reservations, Reservation{SubID: p.SubID, Tokens: p.Tokens, At: at})
+			a.Reserved += p.Tokens
+			a.TokensSpent += p.Tokens
+		}
+	case events.TypeBudgetCharged:
+		if p := payload[events.BudgetCharged](ev); p != nil {
+			// NB: a charge only follows a metered admission, whose
+			// reservation opened the account; opening one here (grant 0)
+			// only keeps a malformed log from losing the charge.
+			a := r.account(p.TaskID, 0)
+			a.Charges = append(a.Charges, Charge{SubID: p.SubID, Tokens: p.Tokens, UsageTokens: p.UsageTokens, ReservedTokens: p.ReservedTokens, At: at})
+			a.Charged += p.Tokens
+			a.TokensSpent += p.Tokens
+		}
+	}
+}
+
+// Account returns the ledger account of task taskID in run runID; ok is
+// false when the task never had a metered delegation (no allocation).
+func (s *State) Account(runID, taskID string) (Account, bool) {
+	r := s.runs[runID]
+	if r == nil || r.accounts[taskID] == nil {
+		return Account{}, false
+	}
+	return *r.accounts[taskID].clone(), true
+}
+
+// Ledger returns the accounts of run runID in the order they were opened.
+func (s *State) Ledger(runID string) []Account {
+	r := s.runs[runID]
+	if r == nil {
+		return nil
+	}
+	out := make([]Account, 0, len(r.accountOrder))
+	for _, id := range r.accountOrder {
+		out = append(out, *r.accounts[id].clone())
+	}
+	return out
+}

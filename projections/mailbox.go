@@ -1,0 +1,159 @@
+package projections
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/crewlog/crewlog/events"
+)
+
+// MessageStatus is a message's delivery state: one field, one source of
+// truth (pi-crew split it between two files, P18), only ever moving forward.
+type MessageStatus string
+
+// Message statuses, in order.
+const (
+	MessageQueued       MessageStatus = "queued"
+	MessageDelivered    MessageStatus = "delivered"
+	MessageAcknowledged MessageStatus = "acknowledged"
+)
+
+// Message is the read model of a mailbox message (D§2.6). To is the
+// recipient: a task id, or events.RunInbox ("") for the run-level inbox.
+// Times are unix milliseconds.
+type Message struct {
+	RunID          string              `json:"runId" msgpack:"runId"`
+	ID             string              `json:"id" msgpack:"id"`
+	To             string              `json:"to" msgpack:"to"`
+	From           string              `json:"from" msgpack:"from"`
+	Kind           string              `json:"kind" msgpack:"kind"`
+	Priority       string              `json:"priority" msgpack:"priority"`
+	DeliveryMode   string              `json:"deliveryMode" msgpack:"deliveryMode"`
+	Body           string              `json:"body" msgpack:"body"`
+	Subject        string              `json:"subject,omitempty" msgpack:"subject"`
+	QuestionID     string              `json:"questionId,omitempty" msgpack:"questionId"`
+	ReplyTo        string              `json:"replyTo,omitempty" msgpack:"replyTo"`
+	Rerouted       bool                `json:"rerouted,omitempty" msgpack:"rerouted"`
+	Data           *events.MessageData `json:"data,omitempty" msgpack:"data"`
+	Status         MessageStatus       `json:"status" msgpack:"status"`
+	CreatedAt      int64               `json:"createdAt" msgpack:"createdAt"`
+	DeliveredAt    int64               `json:"deliveredAt,omitempty" msgpack:"deliveredAt"`
+	AcknowledgedAt int64               `json:"acknowledgedAt,omitempty" msgpack:"acknowledgedAt"`
+}
+
+func (m Message) clone() Message {
+	if m.Data != nil {
+		d := *m.Data
+		m.Data = &d
+	}
+	return m
+}
+
+// addMessage appends m to the run's log of messages and its recipient's box.
+func (r *runState) addMessage(m Message) {
+	r.msgIndex[m.ID] = len(r.msgs)
+	r.boxes[m.To] = append(r.boxes[m.To], len(r.msgs))
+	r.msgs = append(r.msgs, m)
+}
+
+func applyMailbox(r *runState, ev events.Event) {
+	at := ev.UnixMilli()
+	switch ev.Type {
+	case events.TypeMailboxAppended:
+		p := payload[events.MailboxAppended](ev)
+		if p == nil {
+			return
+		}
+		if _, dup := r.msgIndex[p.ID]; dup {
+			return
+		}
+		r.addMessage(Message{
+			RunID: r.run.RunID, ID: p.ID, To: p.To, From: p.From, Kind: p.Kind, Priority: p.Priority,
+			DeliveryMode: p.DeliveryMode, Body: p.Body, Subject: p.Subject, QuestionID: p.QuestionID,
+			ReplyTo: p.ReplyTo, Rerouted: p.Rerouted, Data: p.Data, Status: MessageQueued, CreatedAt: at,
+		})
+	case events.TypeMailboxDelivered:
+		if p := payload[events.MailboxDelivered](ev); p != nil {
+			if i, ok := r.msgIndex[p.MessageID]; ok && r.msgs[i].Status == MessageQueued {
+				r.msgs[i].Status = MessageDelivered
+				r.msgs[i].DeliveredAt = at
+			}
+		}
+	case events.TypeMailboxAcknowledged:
+		if p := payload[events.MailboxAcknowledged](ev); p != nil {
+			if i, ok := r.msgIndex[p.MessageID]; ok && r.msgs[i].Status != MessageAcknowledged {
+				r.msgs[i].Status = MessageAcknowledged
+				r.msgs[i].AcknowledgedAt = at
+			}
+		}
+	}
+	// steer.pushed is the durable steering entry of a message appended in
+	// the same batch; the message already carries everything it says.
+}
+
+// MailboxFilter selects a page of one recipient's mailbox, in append order.
+type MailboxFilter struct {
+	// Pending drops acknowledged messages (what msg.inbox lists).
+	Pending bool
+	// Limit caps the page; 0 means no cap.
+	Limit int
+	// Cursor is NextCursor of the previous page; empty starts at the first.
+	Cursor string
+}
+
+// MailboxPage is one page of messages. Total counts the recipient's messages
+// that pass the filter, from the start. NextCursor is empty on the last page.
+type MailboxPage struct {
+	Messages   []Message
+	NextCursor string
+	Total      int
+}
+
+// Mailbox returns a page of recipient's messages in run runID (recipient
+// events.RunInbox for the run inbox). Messages are never removed, so a cursor
+// (an offset into the recipient's append-only box) stays valid.
+func (s *State) Mailbox(runID, recipient string, f MailboxFilter) (MailboxPage, error) {
+	r := s.runs[runID]
+	if r == nil {
+		return MailboxPage{}, nil
+	}
+	box := r.boxes[recipient]
+	start := 0
+	if f.Cursor != "" {
+		c, err := strconv.ParseUint(f.Cursor, 36, 32)
+		if err != nil || c > uint64(len(box)) {
+			return MailboxPage{}, fmt.Errorf("%w: %q", ErrBadCursor, f.Cursor)
+		}
+		start = int(c)
+	}
+	var page MailboxPage
+	for i, mi := range box {
+		m := &r.msgs[mi]
+		if f.Pending && m.Status == MessageAcknowledged {
+			continue
+		}
+		page.Total++
+		if i < start || page.NextCursor != "" {
+			continue
+		}
+		if f.Limit > 0 && len(page.Messages) == f.Limit {
+			page.NextCursor = strconv.FormatUint(uint64(i), 36)
+			continue
+		}
+		page.Messages = append(page.Messages, m.clone())
+	}
+	return page, nil
+}
+
+// Message returns message id of run runID.
+func (s *State) Message(runID, id string) (Message, bool) {
+	r := s.runs[runID]
+	if r == nil {
+		return Message{}, false
+	}
+	i, ok := r.msgIndex[id]
+	if !ok {
+		return Message{}, false
+	}
+	return r.msgs[i].clone(), true
+}

@@ -1,0 +1,209 @@
+package projections
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/crewlog/crewlog/events"
+)
+
+// RunStatus is a status of the D§2.2 run machine.
+type RunStatus string
+
+// Run statuses (D§2.2). A run starts queued.
+const (
+	RunQueued    RunStatus = "queued"
+	RunPlanning  RunStatus = "planning"
+	RunRunning   RunStatus = "running"
+	RunBlocked   RunStatus = "blocked"
+	RunCompleted RunStatus = "completed"
+	RunFailed    RunStatus = "failed"
+	RunCancelled RunStatus = "cancelled"
+)
+
+// Stale reports whether worker credentials of a run in this status are
+// refused (the broker's set: completed, failed, cancelled; blocked is
+// recoverable and deliberately excluded).
+func (st RunStatus) Stale() bool {
+	return st == RunCompleted || st == RunFailed || st == RunCancelled
+}
+
+// Run is the read model of a run: its manifest fields, status and budget use.
+// Times are unix milliseconds of event times.
+type Run struct {
+	RunID    string    `json:"runId" msgpack:"runId"`
+	Team     string    `json:"team" msgpack:"team"`
+	Workflow string    `json:"workflow" msgpack:"workflow"`
+	Goal     string    `json:"goal" msgpack:"goal"`
+	Cwd      string    `json:"cwd" msgpack:"cwd"`
+	Status   RunStatus `json:"status" msgpack:"status"`
+	// Summary and Reason come from the last run.<status> event.
+	Summary         string  `json:"summary,omitempty" msgpack:"summary"`
+	Reason          string  `json:"reason,omitempty" msgpack:"reason"`
+	BudgetTotal     int64   `json:"budgetTotal,omitempty" msgpack:"budgetTotal"`
+	BudgetUnlimited bool    `json:"budgetUnlimited,omitempty" msgpack:"budgetUnlimited"`
+	BudgetWarning   float64 `json:"budgetWarning,omitempty" msgpack:"budgetWarning"`
+	BudgetAbort     float64 `json:"budgetAbort,omitempty" msgpack:"budgetAbort"`
+	// BudgetUsed is Σ over the run's tasks of usage input+output+cacheWrite
+	// (what run budget enforcement counts, D§4.4), kept incrementally.
+	BudgetUsed    int64      `json:"budgetUsed" msgpack:"budgetUsed"`
+	BudgetWarned  bool       `json:"budgetWarned,omitempty" msgpack:"budgetWarned"`
+	BudgetAborted bool       `json:"budgetAborted,omitempty" msgpack:"budgetAborted"`
+	WaitState     *WaitState `json:"waitState,omitempty" msgpack:"waitState"`
+	CreatedAt     int64      `json:"createdAt" msgpack:"createdAt"`
+	UpdatedAt     int64      `json:"updatedAt" msgpack:"updatedAt"`
+}
+
+// WaitState is the run's single "park" slot, set by ask.requested; the run
+// status does not change while parked.
+type WaitState struct {
+	TaskID     string `json:"taskId" msgpack:"taskId"`
+	QuestionID string `json:"questionId" msgpack:"questionId"`
+	AskedAt    int64  `json:"askedAt" msgpack:"askedAt"`
+}
+
+func (r Run) clone() Run {
+	if r.WaitState != nil {
+		w := *r.WaitState
+		r.WaitState = &w
+	}
+	return r
+}
+
+func applyRunCreated(s *State, ev events.Event) {
+	p := payload[events.RunCreated](ev)
+	if p == nil || s.runs[ev.Stream] != nil {
+		return
+	}
+	at := ev.UnixMilli()
+	s.addRun(newRunState(Run{
+		RunID:           ev.Stream,
+		Team:            p.Team,
+		Workflow:        p.Workflow,
+		Goal:            p.Goal,
+		Cwd:             p.Cwd,
+		Status:          RunQueued,
+		BudgetTotal:     p.BudgetTotal,
+		BudgetUnlimited: p.BudgetUnlimited,
+		BudgetWarning:   p.BudgetWarning,
+		BudgetAbort:     p.BudgetAbort,
+		CreatedAt:       at,
+		UpdatedAt:       at,
+	}))
+}
+
+func (s *State) addRun(r *runState) {
+	s.runs[r.run.RunID] = r
+	s.runOrder = append(s.runOrder, r.run.RunID)
+}
+
+func applyRun(r *runState, ev events.Event) {
+	switch ev.Type {
+	case events.TypeRunQueued:
+		setRunStatus(r, RunQueued, (*events.RunStatusChanged)(payload[events.RunQueued](ev)))
+	case events.TypeRunPlanning:
+		setRunStatus(r, RunPlanning, (*events.RunStatusChanged)(payload[events.RunPlanning](ev)))
+	case events.TypeRunRunning:
+		setRunStatus(r, RunRunning, (*events.RunStatusChanged)(payload[events.RunRunning](ev)))
+	case events.TypeRunBlocked:
+		setRunStatus(r, RunBlocked, (*events.RunStatusChanged)(payload[events.RunBlocked](ev)))
+	case events.TypeRunCompleted:
+		setRunStatus(r, RunCompleted, (*events.RunStatusChanged)(payload[events.RunCompleted](ev)))
+	case events.TypeRunFailed:
+		setRunStatus(r, RunFailed, (*events.RunStatusChanged)(payload[events.RunFailed](ev)))
+	case events.TypeRunCancelled:
+		setRunStatus(r, RunCancelled, (*events.RunStatusChanged)(payload[events.RunCancelled](ev)))
+	case events.TypeRunBudgetWarning:
+		if payload[events.RunBudgetWarning](ev) != nil {
+			r.run.BudgetWarned = true
+		}
+	case events.TypeRunBudgetAbort:
+		if payload[events.RunBudgetAbort](ev) != nil {
+			r.run.BudgetAborted = true
+		}
+	}
+}
+
+func setRunStatus(r *runState, st RunStatus, p *events.RunStatusChanged) {
+	if p == nil {
+		return
+	}
+	r.run.Status = st
+	r.run.Summary = p.Summary
+	r.run.Reason = p.Reason
+}
+
+// Run returns the run runID.
+func (s *State) Run(runID string) (Run, bool) {
+	r := s.runs[runID]
+	if r == nil {
+		return Run{}, false
+	}
+	return r.run.clone(), true
+}
+
+// RunFilter selects a page of runs. Runs are listed in creation order
+// (oldest first, or newest first with Newest), which is deterministic; runs
+// are never removed, so a cursor stays valid while new runs are created.
+type RunFilter struct {
+	// Statuses keeps only runs in one of these statuses; empty keeps all.
+	Statuses []RunStatus
+	// Limit caps the page; 0 means no cap.
+	Limit  int
+	Newest bool
+	// Cursor is NextCursor of the previous page; empty starts at the first.
+	Cursor string
+}
+
+// RunPage is one page of runs; NextCursor is empty on the last page.
+type RunPage struct {
+	Runs       []Run
+	NextCursor string
+}
+
+// ErrBadCursor is returned for a cursor that no query of this state made.
+var ErrBadCursor = errors.New("projections: bad cursor")
+
+// Runs returns a page of runs matching f.
+func (s *State) Runs(f RunFilter) (RunPage, error) {
+	n := len(s.runOrder)
+	// The cursor is the creation ordinal of the next run to visit, so it
+	// does not move when runs are created between two pages.
+	i, step := 0, 1
+	if f.Newest {
+		i, step = n-1, -1
+	}
+	if f.Cursor != "" {
+		c, err := strconv.ParseUint(f.Cursor, 36, 32)
+		if err != nil || c >= uint64(n) {
+			return RunPage{}, fmt.Errorf("%w: %q", ErrBadCursor, f.Cursor)
+		}
+		i = int(c)
+	}
+	var page RunPage
+	for ; i >= 0 && i < n; i += step {
+		r := s.runs[s.runOrder[i]]
+		if !statusIn(r.run.Status, f.Statuses) {
+			continue
+		}
+		if f.Limit > 0 && len(page.Runs) == f.Limit {
+			page.NextCursor = strconv.FormatUint(uint64(i), 36)
+			break
+		}
+		page.Runs = append(page.Runs, r.run.clone())
+	}
+	return page, nil
+}
+
+func statusIn(st RunStatus, set []RunStatus) bool {
+	if len(set) == 0 {
+		return true
+	}
+	for _, x := range set {
+		if x == st {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,178 @@
+package projections
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// SnapshotFormat is the version of the snapshot encoding written by
+// EncodeSnapshot. DecodeSnapshot refuses any other: a snapshot is only an
+// optimisation, so an unreadable one is rebuilt from the log, never migrated.
+const SnapshotFormat uint16 = 1
+
+// ErrBadSnapshot wraps every DecodeSnapshot failure.
+var ErrBadSnapshot = errors.New("projections: bad snapshot")
+
+// snapshot is the encoded form of a State: its primary records only, each
+// list in the state's own deterministic order. Indexes (slots held, mailbox
+// boxes, message index, order slices) are rebuilt on decode by the same
+// helpers the fold uses.
+type snapshot struct {
+	Position uint64        `msgpack:"position"`
+	Config   Config        `msgpack:"config"`
+	Runs     []snapshotRun `msgpack:"runs"`
+}
+
+type snapshotRun struct {
+	Run         *Run          `msgpack:"run"`
+	Tasks       []*Task       `msgpack:"tasks"`
+	Delegations []*Delegation `msgpack:"delegations"`
+	Accounts    []*Account    `msgpack:"accounts"`
+	Messages    []Message     `msgpack:"messages"`
+	Asks        []*Ask        `msgpack:"asks"`
+	Credentials []*Credential `msgpack:"credentials"`
+}
+
+// EncodeSnapshot encodes s: the format version (a msgpack uint16) followed by
+// one msgpack map. The same state always gives the same bytes. The storage
+// layer adds the checksum.
+func EncodeSnapshot(s *State) ([]byte, error) {
+	snap := snapshot{Position: s.Position, Config: s.config, Runs: make([]snapshotRun, 0, len(s.runOrder))}
+	for _, id := range s.runOrder {
+		r := s.runs[id]
+		sr := snapshotRun{
+			Run:         &r.run,
+			Tasks:       make([]*Task, 0, len(r.taskOrder)),
+			Delegations: make([]*Delegation, 0, len(r.delOrder)),
+			Accounts:    make([]*Account, 0, len(r.accountOrder)),
+			Messages:    r.msgs,
+			Asks:        make([]*Ask, 0, len(r.askOrder)),
+			Credentials: make([]*Credential, 0, len(r.credOrder)),
+		}
+		for _, k := range r.taskOrder {
+			sr.Tasks = append(sr.Tasks, r.tasks[k])
+		}
+		for _, k := range r.delOrder {
+			sr.Delegations = append(sr.Delegations, r.dels[k])
+		}
+		for _, k := range r.accountOrder {
+			sr.Accounts = append(sr.Accounts, r.accounts[k])
+		}
+		for _, k := range r.askOrder {
+			sr.Asks = append(sr.Asks, r.asks[k])
+		}
+		for _, k := range r.credOrder {
+			sr.Credentials = append(sr.Credentials, r.creds[k])
+		}
+		snap.Runs = append(snap.Runs, sr)
+	}
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	if err := enc.EncodeUint16(SnapshotFormat); err != nil {
+		return nil, fmt.Errorf("projections: encoding snapshot: %w", err)
+	}
+	if err := enc.Encode(&snap); err != nil {
+		return nil, fmt.Errorf("projections: encoding snapshot: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// DecodeSnapshot rebuilds a State from EncodeSnapshot's bytes. It never
+// panics: bad bytes, another format version or records that contradict each
+// other give an error wrapping ErrBadSnapshot. b is not retained.
+func DecodeSnapshot(b []byte) (s *State, err error) {
+	if err := checkMsgpack(b, 2); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+	}
+	defer func() {
+		// Belt and braces: checkMsgpack bounds every allocation; anything
+		// else msgpack's reflection might panic on becomes an error.
+		if r := recover(); r != nil {
+			s, err = nil, fmt.Errorf("%w: decoder panic: %v", ErrBadSnapshot, r)
+		}
+	}()
+	dec := msgpack.NewDecoder(bytes.NewReader(b))
+	format, err := dec.DecodeUint16()
+	if err != nil {
+		return nil, fmt.Errorf("%w: format version: %v", ErrBadSnapshot, err)
+	}
+	if format != SnapshotFormat {
+		return nil, fmt.Errorf("%w: format %d, want %d", ErrBadSnapshot, format, SnapshotFormat)
+	}
+	var snap snapshot
+	if err := dec.Decode(&snap); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+	}
+	s, err = fromSnapshot(&snap)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+	}
+	return s, nil
+}
+
+// fromSnapshot rebuilds the state with the fold's own helpers, refusing
+// missing or duplicate records so that no later Apply or query can meet a
+// nil or an index that points nowhere.
+func fromSnapshot(snap *snapshot) (*State, error) {
+	s := New()
+	s.Position = snap.Position
+	s.config = snap.Config
+	for i := range snap.Runs {
+		sr := &snap.Runs[i]
+		if sr.Run == nil || s.runs[sr.Run.RunID] != nil {
+			return nil, fmt.Errorf("run %d missing or duplicate", i)
+		}
+		r := newRunState(*sr.Run)
+		s.addRun(r)
+		for _, t := range sr.Tasks {
+			if t == nil || r.tasks[t.TaskID] != nil {
+				return nil, fmt.Errorf("run %s: task missing or duplicate", r.run.RunID)
+			}
+			t.Allocation = nil // derived from the ledger by queries
+			r.addTask(t)
+		}
+		for _, d := range sr.Delegations {
+			if d == nil || r.dels[d.SubID] != nil {
+				return nil, fmt.Errorf("run %s: delegation missing or duplicate", r.run.RunID)
+			}
+			if _, held := s.held[d.SubID]; held {
+				// subIds are UUIDs, unique daemon-wide; the slot pool is
+				// keyed by them.
+				return nil, fmt.Errorf("run %s: delegation missing or duplicate", r.run.RunID)
+			}
+			r.dels[d.SubID] = d
+			r.delOrder = append(r.delOrder, d.SubID)
+			if !d.Status.Terminal() {
+				holdSlot(s, r.run.RunID, d.SubID)
+			}
+		}
+		for _, a := range sr.Accounts {
+			if a == nil || r.accounts[a.TaskID] != nil {
+				return nil, fmt.Errorf("run %s: account missing or duplicate", r.run.RunID)
+			}
+			r.addAccount(a)
+		}
+		for _, m := range sr.Messages {
+			if _, dup := r.msgIndex[m.ID]; dup {
+				return nil, fmt.Errorf("run %s: duplicate message %q", r.run.RunID, m.ID)
+			}
+			r.addMessage(m)
+		}
+		for _, a := range sr.Asks {
+			if a == nil || r.asks[a.QuestionID] != nil {
+				return nil, fmt.Errorf("run %s: ask missing or duplicate", r.run.RunID)
+			}
+			r.addAsk(a)
+		}
+		for _, c := range sr.Credentials {
+			if c == nil || r.creds[c.Key] != nil {
+				return nil, fmt.Errorf("run %s: credential missing or duplicate", r.run.RunID)
+			}
+			r.addCredential(c)
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,141 @@
+package projections
+
+// State is every read model of crewlog, folded from the event log.
+//
+// Concurrency: a State is not safe for concurrent use while it is being
+// applied to; readers may share a State nobody applies to any more (the
+// engine publishes such views, made with Clone). Queries never return
+// internal pointers, so what they return may be kept and mutated freely.
+type State struct {
+	// Position is the position of the last applied committed event: the
+	// progress of the fold. Events applied before their commit (position 0)
+	// leave it unchanged.
+	Position uint64
+
+	runs     map[string]*runState // by run id
+	runOrder []string             // run ids in creation order
+	held     map[string]string    // nested slots held: subId → run id
+	config   Config
+}
+
+// runState is everything scoped to one run. Records live in maps keyed by id
+// for O(1) apply; the order slices give every query a deterministic order
+// (creation order) without sorting or iterating a map.
+type runState struct {
+	run Run
+
+	tasks     map[string]*Task
+	taskOrder []string
+
+	dels     map[string]*Delegation // by subId
+	delOrder []string
+
+	accounts     map[string]*Account // by task id
+	accountOrder []string
+
+	msgs     []Message        // every message of the run, in append order
+	msgIndex map[string]int   // message id → index in msgs
+	boxes    map[string][]int // recipient → indexes in msgs
+
+	asks     map[string]*Ask // by question id
+	askOrder []string
+
+	creds     map[string]*Credential // by key
+	credOrder []string
+}
+
+// New returns an empty state with the default engine config in force.
+func New() *State {
+	return &State{
+		runs:   make(map[string]*runState),
+		held:   make(map[string]string),
+		config: DefaultConfig(),
+	}
+}
+
+// NB: every map is made up front (never lazily) so a state folded from events
+// and one decoded from a snapshot are identical, down to nil versus empty.
+func newRunState(r Run) *runState {
+	return &runState{
+		run:      r,
+		tasks:    make(map[string]*Task),
+		dels:     make(map[string]*Delegation),
+		accounts: make(map[string]*Account),
+		msgIndex: make(map[string]int),
+		boxes:    make(map[string][]int),
+		asks:     make(map[string]*Ask),
+		creds:    make(map[string]*Credential),
+	}
+}
+
+// Clone returns a deep copy: applying events to the copy never changes s.
+// The engine keeps a working state and a published one and applies the same
+// events to both.
+func (s *State) Clone() *State {
+	c := &State{
+		Position: s.Position,
+		runs:     make(map[string]*runState, len(s.runs)),
+		runOrder: cloneSlice(s.runOrder),
+		held:     make(map[string]string, len(s.held)),
+		config:   s.config.clone(),
+	}
+	for id, r := range s.runs {
+		c.runs[id] = r.clone()
+	}
+	for sub, run := range s.held {
+		c.held[sub] = run
+	}
+	return c
+}
+
+func (r *runState) clone() *runState {
+	c := newRunState(r.run.clone())
+	for id, t := range r.tasks {
+		c.tasks[id] = t.clone()
+	}
+	c.taskOrder = cloneSlice(r.taskOrder)
+	for id, d := range r.dels {
+		dd := *d
+		c.dels[id] = &dd
+	}
+	c.delOrder = cloneSlice(r.delOrder)
+	for id, a := range r.accounts {
+		c.accounts[id] = a.clone()
+	}
+	c.accountOrder = cloneSlice(r.accountOrder)
+	if r.msgs != nil {
+		c.msgs = make([]Message, len(r.msgs))
+		for i := range r.msgs {
+			c.msgs[i] = r.msgs[i].clone()
+		}
+	}
+	for id, i := range r.msgIndex {
+		c.msgIndex[id] = i
+	}
+	for to, idx := range r.boxes {
+		c.boxes[to] = cloneSlice(idx)
+	}
+	for id, a := range r.asks {
+		c.asks[id] = a.clone()
+	}
+	c.askOrder = cloneSlice(r.askOrder)
+	for k, cr := range r.creds {
+		cc := *cr
+		c.creds[k] = &cc
+	}
+	c.credOrder = cloneSlice(r.credOrder)
+	return c
+}
+
+// cloneSlice copies s keeping nil as nil and empty as empty, and with a
+// capacity of exactly len(s): two states must never share a backing array
+// that either could append into.
+func cloneSlice[T any](s []T) []T {
+	if s == nil {
+		return nil
+	}
+	return append(make([]T, 0, len(s)), s...)
+}
+
+// run returns the state of runID, or nil.
+func (s *State) run(runID string) *runState { return s.runs[runID] }

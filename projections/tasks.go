@@ -1,0 +1,268 @@
+package projections
+
+import "github.com/crewlog/crewlog/events"
+
+// TaskStatus is a status of the D§2.4 task machine.
+type TaskStatus string
+
+// Task statuses (D§2.4). A task starts queued.
+const (
+	TaskQueued         TaskStatus = "queued"
+	TaskRunning        TaskStatus = "running"
+	TaskWaiting        TaskStatus = "waiting"
+	TaskCompleted      TaskStatus = "completed"
+	TaskFailed         TaskStatus = "failed"
+	TaskCancelled      TaskStatus = "cancelled"
+	TaskSkipped        TaskStatus = "skipped"
+	TaskNeedsAttention TaskStatus = "needs_attention"
+)
+
+// Terminal reports whether st is in pi-crew's terminal set.
+func (st TaskStatus) Terminal() bool {
+	switch st {
+	case TaskCompleted, TaskFailed, TaskCancelled, TaskSkipped, TaskNeedsAttention:
+		return true
+	}
+	return false
+}
+
+// Task is the read model of a task. Shadow tasks (delegations) are tasks too:
+// they have no StepID and Agent "delegate", and a grandchild that delegates
+// finds its own record here. Times are unix milliseconds.
+type Task struct {
+	RunID  string     `json:"runId" msgpack:"runId"`
+	TaskID string     `json:"id" msgpack:"id"`
+	StepID string     `json:"stepId,omitempty" msgpack:"stepId"`
+	Role   string     `json:"role" msgpack:"role"`
+	Agent  string     `json:"agent" msgpack:"agent"`
+	Title  string     `json:"title" msgpack:"title"`
+	Status TaskStatus `json:"status" msgpack:"status"`
+	Cwd    string     `json:"cwd" msgpack:"cwd"`
+	// DependsOn may alias the payload it came from; it is never mutated.
+	DependsOn []string `json:"dependsOn" msgpack:"dependsOn"`
+	// Depth 0 means absent, which counts as 1; see EffectiveDepth.
+	Depth int    `json:"depth,omitempty" msgpack:"depth"`
+	Model string `json:"model,omitempty" msgpack:"model"`
+	// Allocation is the task's delegation budget, filled by queries from the
+	// ledger (the single source); nil when the task has no ledger account.
+	// NB: always nil inside the state.
+	Allocation   *Allocation `json:"allocation,omitempty" msgpack:"allocation,omitempty"`
+	Waiting      *Waiting    `json:"waiting,omitempty" msgpack:"waiting"`
+	Usage        Usage       `json:"usage" msgpack:"usage"`
+	Error        string      `json:"error,omitempty" msgpack:"error"`
+	FailureCause string      `json:"failureCause,omitempty" msgpack:"failureCause"`
+	// StatusReason is the reason of the last cancel, skip or retry.
+	StatusReason string `json:"statusReason,omitempty" msgpack:"statusReason"`
+	// Retries counts task.retried events.
+	Retries    int   `json:"retries,omitempty" msgpack:"retries"`
+	CreatedAt  int64 `json:"createdAt" msgpack:"createdAt"`
+	StartedAt  int64 `json:"startedAt,omitempty" msgpack:"startedAt"`
+	FinishedAt int64 `json:"finishedAt,omitempty" msgpack:"finishedAt"`
+}
+
+// Allocation is a task's delegation budget (D§2.3): tokensGranted is
+// write-once, tokensSpent never decreases.
+type Allocation struct {
+	TokensGranted int64 `json:"tokensGranted" msgpack:"tokensGranted"`
+	TokensSpent   int64 `json:"tokensSpent" msgpack:"tokensSpent"`
+}
+
+// Waiting is the park marker of a task parked on a question; a task carries
+// it iff its status is waiting (R4).
+type Waiting struct {
+	QuestionID string   `json:"questionId" msgpack:"questionId"`
+	AskedAt    int64    `json:"askedAt" msgpack:"askedAt"`
+	Deadline   int64    `json:"deadline" msgpack:"deadline"`
+	Options    []string `json:"options" msgpack:"options"`
+}
+
+// Usage is the task's cumulative token usage, as last reported.
+type Usage struct {
+	Input      int64   `json:"input" msgpack:"input"`
+	Output     int64   `json:"output" msgpack:"output"`
+	CacheRead  int64   `json:"cacheRead" msgpack:"cacheRead"`
+	CacheWrite int64   `json:"cacheWrite" msgpack:"cacheWrite"`
+	Cost       float64 `json:"cost,omitempty" msgpack:"cost"`
+	Turns      int64   `json:"turns,omitempty" msgpack:"turns"`
+}
+
+// Budgeted is the usage run budget enforcement counts: input + output +
+// cacheWrite, not cacheRead (D§2.3).
+func (u Usage) Budgeted() int64 { return u.Input + u.Output + u.CacheWrite }
+
+// EffectiveDepth is the task's depth with absent counted as 1 (a worker).
+func (t Task) EffectiveDepth() int {
+	if t.Depth == 0 {
+		return 1
+	}
+	return t.Depth
+}
+
+// Shadow reports whether the task is a delegation's shadow task: the
+// structural discriminator is the absent stepId (BR-09).
+func (t Task) Shadow() bool { return t.StepID == "" }
+
+func (t *Task) clone() *Task {
+	c := *t
+	c.DependsOn = cloneSlice(t.DependsOn)
+	if t.Waiting != nil {
+		w := *t.Waiting
+		w.Options = cloneSlice(w.Options)
+		c.Waiting = &w
+	}
+	if t.Allocation != nil {
+		a := *t.Allocation
+		c.Allocation = &a
+	}
+	return &c
+}
+
+func (r *runState) addTask(t *Task) {
+	r.tasks[t.TaskID] = t
+	r.taskOrder = append(r.taskOrder, t.TaskID)
+}
+
+// setStatus moves t to st at time at; leaving waiting drops the park marker,
+// so "waiting iff marker" holds whatever event moved the task.
+func (t *Task) setStatus(st TaskStatus) {
+	t.Status = st
+	if st != TaskWaiting {
+		t.Waiting = nil
+	}
+}
+
+func applyTask(r *runState, ev events.Event) {
+	at := ev.UnixMilli()
+	if ev.Type == events.TypeTaskCreated {
+		p := payload[events.TaskCreated](ev)
+		if p == nil || r.tasks[p.TaskID] != nil {
+			return
+		}
+		r.addTask(&Task{
+			RunID:     r.run.RunID,
+			TaskID:    p.TaskID,
+			StepID:    p.StepID,
+			Role:      p.Role,
+			Agent:     p.Agent,
+			Title:     p.Title,
+			Status:    TaskQueued,
+			Cwd:       p.Cwd,
+			DependsOn: p.DependsOn,
+			Depth:     p.Depth,
+			Model:     p.Model,
+			CreatedAt: at,
+		})
+		return
+	}
+	switch ev.Type {
+	case events.TypeTaskStarted:
+		if p := payload[events.TaskStarted](ev); p != nil {
+			if t := r.tasks[p.TaskID]; t != nil {
+				t.setStatus(TaskRunning)
+				t.StartedAt = at
+				if p.Cwd != "" {
+					t.Cwd = p.Cwd
+				}
+			}
+		}
+	case events.TypeTaskCompleted:
+		endTask(r, TaskCompleted, (*events.TaskEnded)(payload[events.TaskCompleted](ev)), at)
+	case events.TypeTaskFailed:
+		endTask(r, TaskFailed, (*events.TaskEnded)(payload[events.TaskFailed](ev)), at)
+	case events.TypeTaskNeedsAttention:
+		endTask(r, TaskNeedsAttention, (*events.TaskEnded)(payload[events.TaskNeedsAttention](ev)), at)
+	case events.TypeTaskCancelled:
+		if p := payload[events.TaskCancelled](ev); p != nil {
+			if t := r.tasks[p.TaskID]; t != nil {
+				t.setStatus(TaskCancelled)
+				t.StatusReason = p.Reason
+				t.FinishedAt = at
+			}
+		}
+	case events.TypeTaskSkipped:
+		if p := payload[events.TaskSkipped](ev); p != nil {
+			if t := r.tasks[p.TaskID]; t != nil {
+				t.setStatus(TaskSkipped)
+				t.StatusReason = p.Reason
+				t.FinishedAt = at
+			}
+		}
+	case events.TypeTaskRetried:
+		if p := payload[events.TaskRetried](ev); p != nil {
+			if t := r.tasks[p.TaskID]; t != nil {
+				// Like pi-crew's crash recovery: back to queued with the
+				// run-specific fields cleared.
+				t.setStatus(TaskQueued)
+				t.StatusReason = p.Reason
+				t.StartedAt, t.FinishedAt = 0, 0
+				t.Error, t.FailureCause = "", ""
+				t.Retries++
+			}
+		}
+	case events.TypeTaskWaiting:
+		if p := payload[events.TaskWaiting](ev); p != nil {
+			if t := r.tasks[p.TaskID]; t != nil {
+				t.setStatus(TaskWaiting)
+				t.Waiting = &Waiting{QuestionID: p.QuestionID, AskedAt: p.AskedAt, Deadline: p.Deadline, Options: p.Options}
+			}
+		}
+	case events.TypeTaskResumed:
+		if p := payload[events.TaskResumed](ev); p != nil {
+			if t := r.tasks[p.TaskID]; t != nil {
+				t.setStatus(TaskRunning)
+			}
+		}
+	case events.TypeTaskUsage:
+		if p := payload[events.TaskUsage](ev); p != nil {
+			if t := r.tasks[p.TaskID]; t != nil {
+				u := Usage{Input: p.Input, Output: p.Output, CacheRead: p.CacheRead, CacheWrite: p.CacheWrite, Cost: p.Cost, Turns: p.Turns}
+				r.run.BudgetUsed += u.Budgeted() - t.Usage.Budgeted()
+				t.Usage = u
+			}
+		}
+	}
+}
+
+func endTask(r *runState, st TaskStatus, p *events.TaskEnded, at int64) {
+	if p == nil {
+		return
+	}
+	if t := r.tasks[p.TaskID]; t != nil {
+		t.setStatus(st)
+		t.Error = p.Error
+		t.FailureCause = p.FailureCause
+		t.FinishedAt = at
+	}
+}
+
+// Task returns task taskID of run runID (shadow tasks included), with its
+// allocation.
+func (s *State) Task(runID, taskID string) (Task, bool) {
+	r := s.runs[runID]
+	if r == nil || r.tasks[taskID] == nil {
+		return Task{}, false
+	}
+	return r.taskView(r.tasks[taskID]), true
+}
+
+// Tasks returns the tasks of run runID in creation order (shadow tasks
+// included, at their admission), each with its allocation.
+func (s *State) Tasks(runID string) []Task {
+	r := s.runs[runID]
+	if r == nil {
+		return nil
+	}
+	out := make([]Task, 0, len(r.taskOrder))
+	for _, id := range r.taskOrder {
+		out = append(out, r.taskView(r.tasks[id]))
+	}
+	return out
+}
+
+func (r *runState) taskView(t *Task) Task {
+	v := *t.clone()
+	if a := r.accounts[t.TaskID]; a != nil {
+		v.Allocation = &Allocation{TokensGranted: a.TokensGranted, TokensSpent: a.TokensSpent}
+	}
+	return v
+}
