@@ -193,6 +193,15 @@ var streamNames = func() []string {
 	return out
 }()
 
+// TestMain removes the benchmark store once every benchmark has used it.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if readStore.dir != "" {
+		os.RemoveAll(readStore.dir)
+	}
+	os.Exit(code)
+}
+
 // readStore is a 1,000,000-event store built once per process (it takes a
 // while: ~300 MB of records).
 var readStore struct {
@@ -241,7 +250,6 @@ func millionEventStore(b *testing.B) (string, int) {
 // touching every value, and reports both rates and their ratio.
 func BenchmarkReadAll(b *testing.B) {
 	dir, n := millionEventStore(b)
-	b.Cleanup(func() { os.RemoveAll(dir) })
 	l, err := Open(dir, nil)
 	require.NoError(b, err)
 	defer l.Close()

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 )
 
 // CurrentFormat is the store format this build writes. A store whose format
@@ -46,13 +47,18 @@ func Open(dir string, opts *Options) (*Log, error) {
 		return nil, err
 	}
 	o := opts.withDefaults()
-	db, err := pebble.Open(dir, &pebble.Options{
+	po := &pebble.Options{
 		FS:                 o.FS,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             pebbleLogger{o.Logger},
 		CacheSize:          o.CacheSize,
+		MemTableSize:       o.MemTableSize,
 		ReadOnly:           o.ReadOnly,
-	})
+	}
+	// Bloom filters make the command-id lookups every command does cheap
+	// when the id is new, which is the common case.
+	po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("eventlog: open %s: %w", dir, err)
 	}

@@ -12,6 +12,7 @@ import (
 const (
 	DefaultCacheSize       = 64 << 20
 	DefaultMaxPayloadBytes = 1 << 20
+	DefaultMemTableSize    = 64 << 20
 	maxMaxPayloadBytes     = 64 << 20
 )
 
@@ -25,6 +26,9 @@ type Options struct {
 	Logger *slog.Logger
 	// CacheSize is the block cache size in bytes (default 64 MiB).
 	CacheSize int64
+	// MemTableSize is Pebble's memtable size (default 64 MiB): a larger one
+	// means fewer flushes and compactions competing with appends for CPU.
+	MemTableSize uint64
 	// MaxPayloadBytes bounds one event's payload (default 1 MiB, at most
 	// 64 MiB). Larger payloads are refused by Append with ErrInvalid.
 	MaxPayloadBytes int
@@ -41,6 +45,9 @@ func (o *Options) Validate() error {
 	var errs []error
 	if o.CacheSize < 0 {
 		errs = append(errs, fmt.Errorf("eventlog: CacheSize %d is negative", o.CacheSize))
+	}
+	if o.MemTableSize > 1<<30 {
+		errs = append(errs, fmt.Errorf("eventlog: MemTableSize %d exceeds 1 GiB", o.MemTableSize))
 	}
 	if o.MaxPayloadBytes < 0 || o.MaxPayloadBytes > maxMaxPayloadBytes {
 		errs = append(errs, fmt.Errorf("eventlog: MaxPayloadBytes %d is outside 0..%d", o.MaxPayloadBytes, maxMaxPayloadBytes))
@@ -62,6 +69,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.CacheSize == 0 {
 		c.CacheSize = DefaultCacheSize
+	}
+	if c.MemTableSize == 0 {
+		c.MemTableSize = DefaultMemTableSize
 	}
 	if c.MaxPayloadBytes == 0 {
 		c.MaxPayloadBytes = DefaultMaxPayloadBytes
