@@ -4,6 +4,7 @@ go 1.26
 
 require (
 	github.com/cockroachdb/pebble/v2 v2.1.7
+	github.com/google/uuid v1.3.0
 	github.com/stretchr/testify v1.12.1
 	github.com/vmihailenco/msgpack/v5 v5.4.1
 )

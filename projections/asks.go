@@ -97,3 +97,19 @@ func (s *State) Asks(runID string) []Ask {
 	}
 	return out
 }
+
+// DueAsks returns the pending questions, daemon-wide, whose deadline (unix
+// ms) is at or before now: what the engine clock must time out. It walks
+// the runs without copying them.
+func (s *State) DueAsks(now int64) []Ask {
+	var out []Ask
+	for _, id := range s.runOrder {
+		r := s.runs[id]
+		for _, qid := range r.askOrder {
+			if a := r.asks[qid]; a.Status == AskPending && a.Deadline <= now {
+				out = append(out, *a.clone())
+			}
+		}
+	}
+	return out
+}

@@ -150,6 +150,7 @@ func admit(s *State, r *runState, p *events.DelegateAdmitted, at int64, pos uint
 		Title:     p.Title,
 		Status:    TaskQueued,
 		Cwd:       p.Cwd,
+		DependsOn: []string{},
 		Depth:     depth,
 		Model:     p.Model,
 		CreatedAt: at,

@@ -104,3 +104,15 @@ func (s *State) Ledger(runID string) []Account {
 	}
 	return out
 }
+
+// Allocation returns task taskID's allocation (grant and spend) in O(1),
+// without copying the account's history: the admission check runs it on
+// every delegate.request. ok is false when the task has no account.
+func (s *State) Allocation(runID, taskID string) (Allocation, bool) {
+	r := s.runs[runID]
+	if r == nil || r.accounts[taskID] == nil {
+		return Allocation{}, false
+	}
+	a := r.accounts[taskID]
+	return Allocation{TokensGranted: a.TokensGranted, TokensSpent: a.TokensSpent}, true
+}

@@ -22,7 +22,7 @@ func TestScenarioMeteredDelegation(t *testing.T) {
 	sh, ok := s.Task(runR, "gc-1")
 	require.True(t, ok)
 	require.Equal(t, Task{RunID: runR, TaskID: "gc-1", Role: "explorer", Agent: "delegate", Title: "delegate: search",
-		Status: TaskQueued, Cwd: "/w", Depth: 2, Model: "anthropic/m1", CreatedAt: at(admittedPos), StartedAt: at(admittedPos)}, sh)
+		Status: TaskQueued, Cwd: "/w", DependsOn: []string{}, Depth: 2, Model: "anthropic/m1", CreatedAt: at(admittedPos), StartedAt: at(admittedPos)}, sh)
 	require.True(t, sh.Shadow())
 	parent, _ := s.Task(runR, taskP)
 	require.Equal(t, &Allocation{TokensGranted: 100_000, TokensSpent: 20_000}, parent.Allocation, "GS-04")

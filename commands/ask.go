@@ -1,0 +1,180 @@
+package commands
+
+import (
+	"math"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// Ask bounds (D§7.5, R5).
+const (
+	MaxQuestionChars    = 8192
+	MaxAskOptions       = 16
+	MaxAskOptionChars   = 256
+	MaxQuestionIDChars  = 128
+	DefaultAskTimeout   = 600
+	MaxAskTimeoutSec    = 3600
+	minAskTimeoutSecond = 1
+)
+
+// WaitRequest is a worker's wait.request (D§7.5, GS-17): its task parks on a
+// question. The task goes waiting and the run's waitState points at the
+// question; the run status does not change.
+type WaitRequest struct {
+	RunID    string
+	TaskID   string // the caller's own task, from its credential
+	Question string
+	Options  []string
+	// TimeoutSec is clamped to min(max(1, floor(t)), 3600); nil means 600.
+	TimeoutSec *float64
+}
+
+// Kind implements Command.
+func (*WaitRequest) Kind() string { return "wait.request" }
+
+// WaitResult is the answer to wait.request. AskedAt and Deadline are unix
+// milliseconds; Clamped says the timeout used differs from the one asked.
+type WaitResult struct {
+	OK         bool   `json:"ok"`
+	QuestionID string `json:"questionId"`
+	AskedAt    int64  `json:"askedAt"`
+	Deadline   int64  `json:"deadline"`
+	TimeoutSec int64  `json:"timeoutSec"`
+	Clamped    bool   `json:"clamped"`
+}
+
+func (c *WaitRequest) decide(s *projections.State, env *Env) (Decision, error) {
+	n := utf8.RuneCountInString(c.Question)
+	switch {
+	case n == 0 || n > MaxQuestionChars:
+		return Decision{}, badParams("wait.request: question must be 1..%d chars", MaxQuestionChars)
+	case len(c.Options) > MaxAskOptions:
+		return Decision{}, badParams("wait.request: at most %d options", MaxAskOptions)
+	case c.TimeoutSec != nil && (math.IsNaN(*c.TimeoutSec) || math.IsInf(*c.TimeoutSec, 0)):
+		return Decision{}, badParams("wait.request: timeoutSec must be a finite number")
+	}
+	for _, o := range c.Options {
+		if m := utf8.RuneCountInString(o); m == 0 || m > MaxAskOptionChars {
+			return Decision{}, badParams("wait.request: each option must be 1..%d chars", MaxAskOptionChars)
+		}
+	}
+	if _, ok := s.Run(c.RunID); !ok {
+		return Decision{}, reject(CodeNoManifest, "no-manifest", "run %q not found", c.RunID)
+	}
+	t, ok := s.Task(c.RunID, c.TaskID)
+	if !ok {
+		return Decision{}, reject(CodeNoTask, "no-task", "task %q not found in run %q", c.TaskID, c.RunID)
+	}
+	if t.Status != projections.TaskRunning {
+		return Decision{}, badParams("wait.request: task %s is %s, not running", c.TaskID, t.Status)
+	}
+	timeout, clamped := askTimeout(c.TimeoutSec)
+	qid := env.NewID()
+	askedAt := env.millis()
+	deadline := askedAt + timeout*1000
+	var opts []string
+	if len(c.Options) > 0 {
+		opts = slices.Clone(c.Options) // the payload must not alias the caller's slice
+	}
+	evs := []events.Event{
+		env.event(c.RunID, events.TypeTaskWaiting, &events.TaskWaiting{
+			TaskID: c.TaskID, QuestionID: qid, AskedAt: askedAt, Deadline: deadline, Options: opts,
+		}),
+		env.event(c.RunID, events.TypeAskRequested, &events.AskRequested{
+			TaskID: c.TaskID, QuestionID: qid, Question: c.Question, AskedAt: askedAt, Deadline: deadline,
+			TimeoutSec: timeout, Clamped: clamped, Options: opts,
+		}),
+	}
+	return Decision{Events: evs, Result: WaitResult{
+		OK: true, QuestionID: qid, AskedAt: askedAt, Deadline: deadline, TimeoutSec: timeout, Clamped: clamped,
+	}}, nil
+}
+
+// askTimeout applies pi-crew's clamp min(max(1, floor(t)), 3600), default
+// 600. clamped reports that the result is not exactly what was asked.
+func askTimeout(t *float64) (sec int64, clamped bool) {
+	if t == nil {
+		return DefaultAskTimeout, false
+	}
+	f := math.Min(math.Max(minAskTimeoutSecond, math.Floor(*t)), MaxAskTimeoutSec)
+	return int64(f), f != *t
+}
+
+// WaitResolve is a worker's wait.resolve (D§7.5, GS-17): its task, parked on
+// QuestionID, resumes. Any other question id is bad-params and changes
+// nothing (R4).
+type WaitResolve struct {
+	RunID      string
+	TaskID     string // the caller's own task
+	QuestionID string
+}
+
+// Kind implements Command.
+func (*WaitResolve) Kind() string { return "wait.resolve" }
+
+// ResolveResult is the answer to wait.resolve.
+type ResolveResult struct {
+	OK         bool   `json:"ok"`
+	TaskID     string `json:"taskId"`
+	QuestionID string `json:"questionId"`
+}
+
+func (c *WaitResolve) decide(s *projections.State, env *Env) (Decision, error) {
+	if c.QuestionID == "" || len(c.QuestionID) > MaxQuestionIDChars {
+		return Decision{}, badParams("wait.resolve: questionId must be 1..%d chars", MaxQuestionIDChars)
+	}
+	if _, ok := s.Run(c.RunID); !ok {
+		return Decision{}, reject(CodeNoManifest, "no-manifest", "run %q not found", c.RunID)
+	}
+	t, ok := s.Task(c.RunID, c.TaskID)
+	if !ok {
+		return Decision{}, reject(CodeNoTask, "no-task", "task %q not found in run %q", c.TaskID, c.RunID)
+	}
+	if t.Status != projections.TaskWaiting || t.Waiting == nil || t.Waiting.QuestionID != c.QuestionID {
+		return Decision{}, badParams("wait.resolve: task %s is not waiting on question %q", c.TaskID, c.QuestionID)
+	}
+	evs := []events.Event{
+		env.event(c.RunID, events.TypeAskAnswered, &events.AskAnswered{TaskID: c.TaskID, QuestionID: c.QuestionID}),
+		env.event(c.RunID, events.TypeTaskResumed, &events.TaskResumed{TaskID: c.TaskID, QuestionID: c.QuestionID}),
+	}
+	return Decision{Events: evs, Result: ResolveResult{OK: true, TaskID: c.TaskID, QuestionID: c.QuestionID}}, nil
+}
+
+// AskExpire is submitted by the engine clock for a pending question past its
+// deadline: the question times out and, if its task is still parked on it,
+// the task resumes (running), so no worker waits past the server-clamped
+// deadline. A question whose task already left waiting (cancelled by a
+// budget abort, say) is closed all the same, which clears the run's
+// waitState.
+type AskExpire struct {
+	RunID      string
+	QuestionID string
+}
+
+// Kind implements Command.
+func (*AskExpire) Kind() string { return "ask.expire" }
+
+func (c *AskExpire) decide(s *projections.State, env *Env) (Decision, error) {
+	if _, ok := s.Run(c.RunID); !ok {
+		return Decision{}, reject(CodeNoManifest, "no-manifest", "run %q not found", c.RunID)
+	}
+	a, ok := s.Ask(c.RunID, c.QuestionID)
+	switch {
+	case !ok:
+		return Decision{}, badParams("ask.expire: question %q not found in run %q", c.QuestionID, c.RunID)
+	case a.Status != projections.AskPending:
+		return Decision{}, badParams("ask.expire: question %q is already %s", c.QuestionID, a.Status)
+	case env.millis() < a.Deadline:
+		return Decision{}, badParams("ask.expire: question %q expires at %d, not before", c.QuestionID, a.Deadline)
+	}
+	evs := []events.Event{env.event(c.RunID, events.TypeAskTimedOut, &events.AskTimedOut{TaskID: a.TaskID, QuestionID: a.QuestionID})}
+	resumed := false
+	if t, ok := s.Task(c.RunID, a.TaskID); ok && t.Status == projections.TaskWaiting && t.Waiting != nil && t.Waiting.QuestionID == a.QuestionID {
+		evs = append(evs, env.event(c.RunID, events.TypeTaskResumed, &events.TaskResumed{TaskID: a.TaskID, QuestionID: a.QuestionID}))
+		resumed = true
+	}
+	return Decision{Events: evs, Result: map[string]any{"ok": true, "taskId": a.TaskID, "questionId": a.QuestionID, "resumed": resumed}}, nil
+}

@@ -1,0 +1,62 @@
+package commands
+
+import (
+	"context"
+	"time"
+
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// clock is the engine clock: it times out overdue delegations and overdue
+// questions by submitting ordinary commands, so expiry is recorded and replayable, and a
+// crash loses nothing (the next tick after a restart finds the same overdue
+// delegations in the rebuilt state).
+func (e *Engine) clock() {
+	defer e.wg.Done()
+	t := time.NewTicker(e.opts.ExpiryInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.quit:
+			return
+		case <-t.C:
+			e.Tick(context.Background())
+		}
+	}
+}
+
+// Tick submits an expiry for every in-flight delegation past its deadline
+// plus grace and for every pending question past its deadline, and returns
+// how many it expired. The command id is derived from the delegation or the
+// question, so two ticks (or a tick racing a restart) expire it once.
+func (e *Engine) Tick(ctx context.Context) int {
+	now := e.opts.Clock().UnixMilli()
+	var due []Request
+	engine := events.Actor{Role: events.RoleEngine}
+	e.Read(func(s *projections.State) {
+		cfg := s.Config()
+		for _, d := range s.InFlight() {
+			if ExpiresAt(d, cfg) <= now {
+				due = append(due, Request{CommandID: "expire:" + d.RunID + ":" + d.SubID, Actor: engine,
+					Command: &DelegateExpire{RunID: d.RunID, SubID: d.SubID}})
+			}
+		}
+		for _, a := range s.DueAsks(now) {
+			due = append(due, Request{CommandID: "ask-expire:" + a.RunID + ":" + a.QuestionID, Actor: engine,
+				Command: &AskExpire{RunID: a.RunID, QuestionID: a.QuestionID}})
+		}
+	})
+	n := 0
+	for _, r := range due {
+		reply, err := e.Submit(ctx, r)
+		if err != nil {
+			e.opts.Logger.Warn("expiry not submitted", "commandId", r.CommandID, "err", err)
+			continue
+		}
+		if reply.Rejected == nil && !reply.Replayed {
+			n++
+		}
+	}
+	return n
+}

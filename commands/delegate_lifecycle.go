@@ -1,0 +1,239 @@
+package commands
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// Settlement outcomes of delegate.settle (SPEC §4.3).
+const (
+	OutcomeOK        = "ok"
+	OutcomeFailed    = "failed"
+	OutcomeTimedOut  = "timed_out"
+	OutcomeCancelled = "cancelled"
+)
+
+// DelegateSpawned is the runtime's report that the grandchild process
+// exists: queued → running. A late or repeated report is a no-op.
+type DelegateSpawned struct {
+	RunID string
+	SubID string
+	PID   int
+}
+
+// Kind implements Command.
+func (*DelegateSpawned) Kind() string { return "delegate.spawned" }
+
+func (c *DelegateSpawned) decide(s *projections.State, env *Env) (Decision, error) {
+	d, err := delegation(s, c.RunID, c.SubID)
+	if err != nil {
+		return Decision{}, err
+	}
+	if c.PID <= 0 {
+		return Decision{}, badParams("delegate.spawned: pid must be a positive integer")
+	}
+	res := map[string]any{"ok": true, "subId": c.SubID, "status": string(d.Status)}
+	if d.Status != projections.DelegationQueued {
+		return Decision{Result: res}, nil // idempotent: nothing to change
+	}
+	res["status"] = string(projections.DelegationRunning)
+	ev := env.event(c.RunID, events.TypeDelegateSpawned, &events.DelegateSpawned{TaskID: d.ParentTaskID, SubID: c.SubID, PID: c.PID})
+	return Decision{Events: []events.Event{ev}, Result: res}, nil
+}
+
+// DelegateSettle records a grandchild's end (SPEC §4.3): in one batch, the
+// fenced result delivered to the parent (or rerouted to the run inbox when
+// the parent is terminal), any over-run charge, and the terminal event that
+// frees the slot.
+type DelegateSettle struct {
+	RunID       string
+	SubID       string
+	Outcome     string
+	Text        string
+	UsageTokens *int64
+}
+
+// Kind implements Command.
+func (*DelegateSettle) Kind() string { return "delegate.settle" }
+
+// SettleResult is the answer to delegate.settle.
+type SettleResult struct {
+	OK        bool   `json:"ok"`
+	SubID     string `json:"subId"`
+	Status    string `json:"status"`
+	MessageID string `json:"messageId"`
+	To        string `json:"to"`
+	Rerouted  bool   `json:"rerouted"`
+	Charged   int64  `json:"chargedTokens"`
+}
+
+func (c *DelegateSettle) decide(s *projections.State, env *Env) (Decision, error) {
+	d, err := delegation(s, c.RunID, c.SubID)
+	if err != nil {
+		return Decision{}, err
+	}
+	if d.Status.Terminal() {
+		return Decision{}, badParams("delegate.settle: delegation %s is already settled (%s)", c.SubID, d.Status)
+	}
+	if c.UsageTokens != nil && *c.UsageTokens < 0 {
+		return Decision{}, badParams("delegate.settle: usageTokens must not be negative")
+	}
+	var usage int64
+	if c.UsageTokens != nil {
+		usage = *c.UsageTokens
+	}
+	switch c.Outcome {
+	case OutcomeOK, OutcomeFailed, OutcomeTimedOut, OutcomeCancelled:
+	default:
+		return Decision{}, badParams("delegate.settle: outcome must be ok, failed, timed_out or cancelled")
+	}
+	evs, res := settlement(s, env, d, c.Outcome, c.Text, usage, false)
+	return Decision{Events: evs, Result: res}, nil
+}
+
+// settlement builds the events that end delegation d: delivery, charge and
+// the terminal event, in that order (D8: the result is durable before the
+// terminal event, in the same batch).
+func settlement(s *projections.State, env *Env, d projections.Delegation, outcome, text string, usage int64, expired bool) ([]events.Event, SettleResult) {
+	ok := outcome == OutcomeOK
+	tag, typ := "ok", events.TypeDelegateCompleted
+	switch outcome {
+	case OutcomeFailed:
+		tag, typ = "failed", events.TypeDelegateFailed
+	case OutcomeTimedOut:
+		tag, typ = "timed out", events.TypeDelegateTimedOut
+	case OutcomeCancelled:
+		tag, typ = "cancelled", events.TypeDelegateCancelled
+	}
+	to, rerouted := d.ParentTaskID, false
+	if parent, found := s.Task(d.RunID, d.ParentTaskID); !found || parent.Status.Terminal() {
+		to, rerouted = events.RunInbox, true
+	}
+	msgID := messageID(env)
+	evs := []events.Event{env.event(d.RunID, events.TypeMailboxAppended, &events.MailboxAppended{
+		ID: msgID, To: to, From: "delegate:" + d.SubID, Kind: events.KindResponse, Priority: events.PriorityNormal,
+		DeliveryMode: events.DeliveryNextTurn, Body: fence(d.SubID, tag, text), Rerouted: rerouted,
+		Data: &events.MessageData{SubID: d.SubID, OK: ok, TimedOut: outcome == OutcomeTimedOut, Cancelled: outcome == OutcomeCancelled},
+	})}
+	res := SettleResult{OK: true, SubID: d.SubID, Status: outcomeStatus(outcome), MessageID: msgID, To: to, Rerouted: rerouted}
+	if d.Metered && usage > d.Reserved {
+		res.Charged = usage - d.Reserved
+		evs = append(evs, env.event(d.RunID, events.TypeBudgetCharged, &events.BudgetCharged{
+			TaskID: d.ParentTaskID, SubID: d.SubID, Tokens: res.Charged, UsageTokens: usage, ReservedTokens: d.Reserved,
+		}))
+	}
+	term := &events.DelegateSettled{TaskID: d.ParentTaskID, SubID: d.SubID, OK: ok, UsageTokens: usage, MessageID: msgID, Expired: expired}
+	var payload any
+	switch typ {
+	case events.TypeDelegateCompleted:
+		payload = (*events.DelegateCompleted)(term)
+	case events.TypeDelegateFailed:
+		payload = (*events.DelegateFailed)(term)
+	case events.TypeDelegateTimedOut:
+		payload = (*events.DelegateTimedOut)(term)
+	default:
+		payload = (*events.DelegateCancelled)(term)
+	}
+	evs = append(evs, env.event(d.RunID, typ, payload))
+	return evs, res
+}
+
+func outcomeStatus(outcome string) string {
+	if outcome == OutcomeOK {
+		return string(projections.DelegationCompleted)
+	}
+	return outcome
+}
+
+// DelegateCancel records the intent to cancel an in-flight delegation; the
+// runtime kills the grandchild and settles it with outcome cancelled. A
+// repeated cancel is a no-op.
+type DelegateCancel struct {
+	RunID  string
+	SubID  string
+	Reason string
+}
+
+// Kind implements Command.
+func (*DelegateCancel) Kind() string { return "delegate.cancel" }
+
+func (c *DelegateCancel) decide(s *projections.State, env *Env) (Decision, error) {
+	d, err := delegation(s, c.RunID, c.SubID)
+	if err != nil {
+		return Decision{}, err
+	}
+	if d.Status.Terminal() {
+		return Decision{}, badParams("delegate.cancel: delegation %s is already settled (%s)", c.SubID, d.Status)
+	}
+	res := map[string]any{"ok": true, "subId": c.SubID, "cancelRequested": true}
+	if d.CancelRequested {
+		return Decision{Result: res}, nil
+	}
+	ev := env.event(c.RunID, events.TypeDelegateCancelRequested,
+		&events.DelegateCancelRequested{TaskID: d.ParentTaskID, SubID: c.SubID, Reason: c.Reason})
+	return Decision{Events: []events.Event{ev}, Result: res}, nil
+}
+
+// DelegateExpire is submitted by the engine clock for a delegation not
+// settled by admittedAt + timeoutSec + grace (SPEC §4.3): it times the
+// delegation out, delivers a "(timed out)" result so the parent is never
+// left waiting, and frees the slot. The reservation stays spent.
+type DelegateExpire struct {
+	RunID string
+	SubID string
+}
+
+// Kind implements Command.
+func (*DelegateExpire) Kind() string { return "delegate.expire" }
+
+func (c *DelegateExpire) decide(s *projections.State, env *Env) (Decision, error) {
+	d, err := delegation(s, c.RunID, c.SubID)
+	if err != nil {
+		return Decision{}, err
+	}
+	if d.Status.Terminal() {
+		return Decision{}, badParams("delegate.expire: delegation %s is already settled (%s)", c.SubID, d.Status)
+	}
+	if at := ExpiresAt(d, env.Config); env.millis() < at {
+		return Decision{}, badParams("delegate.expire: delegation %s expires at %d, not before", c.SubID, at)
+	}
+	evs, res := settlement(s, env, d, OutcomeTimedOut, "[delegate timed out]", 0, true)
+	return Decision{Events: evs, Result: res}, nil
+}
+
+// ExpiresAt is when the engine times delegation d out, unix ms: its
+// deadline (admission + timeoutSec) plus the configured settle grace.
+func ExpiresAt(d projections.Delegation, cfg projections.Config) int64 {
+	return d.Deadline + int64(cfg.SettleGraceSec)*1000
+}
+
+// delegation finds a delegation or explains why not.
+func delegation(s *projections.State, runID, subID string) (projections.Delegation, error) {
+	if _, ok := s.Run(runID); !ok {
+		return projections.Delegation{}, reject(CodeNoManifest, "no-manifest", "run %q not found", runID)
+	}
+	d, ok := s.Delegation(runID, subID)
+	if !ok {
+		return projections.Delegation{}, reject(CodeNoTask, "no-delegation", "delegation %q not found in run %q", subID, runID)
+	}
+	return d, nil
+}
+
+// messageID mints a mailbox message id in pi-crew's shape,
+// msg_<base36 ms>_<12 chars>, from the env's clock and id source.
+func messageID(env *Env) string {
+	id := env.NewID()
+	suffix := ""
+	for _, r := range id {
+		if (r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') {
+			suffix += string(r)
+			if len(suffix) == 12 {
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("msg_%s_%s", strconv.FormatInt(env.millis(), 36), suffix)
+}

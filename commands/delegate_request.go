@@ -1,0 +1,274 @@
+package commands
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// Parameter bounds of delegate.request (D§4.1, SPEC §4.1 step 2).
+const (
+	MaxPromptChars      = 32768
+	MaxDescriptionChars = 512
+	MaxModelChars       = 256
+	MaxTurnsLimit       = 200
+	MaxBudgetTokens     = 100_000_000
+	DefaultTimeoutSec   = 900
+	MaxTimeoutSec       = 86400
+	DefaultDelegateRole = "explorer"
+	// rejectedMessageChars bounds delegate.rejected's message, as pi-crew.
+	rejectedMessageChars = 120
+)
+
+// Roles a grandchild may take (D§4.3 check 1) and those that can write.
+var (
+	delegateRoles = []string{"explorer", "analyst", "executor"}
+	writeRoles    = []string{"executor", "test-engineer"}
+)
+
+// DelegateRequest is a worker's request to spawn a grandchild (SPEC §4.1).
+// RunID and TaskID (the parent) come from the worker's task-scoped
+// credential, never from the params. Optional params are pointers: absent
+// and zero are different things to the policy.
+type DelegateRequest struct {
+	RunID        string
+	TaskID       string
+	Prompt       string
+	Description  *string
+	Role         *string
+	Model        *string
+	MaxTurns     *int
+	BudgetTokens *int64
+	TimeoutSec   *float64
+	// Untrusted marks an escalation context the trust gate refuses
+	// (D§4.3 check 2). crewlog's broker never sets it: enabling nesting is
+	// the trust decision.
+	Untrusted bool
+}
+
+// Kind implements Command.
+func (*DelegateRequest) Kind() string { return "delegate.request" }
+
+// DelegateResult is the answer to an admitted request (D§7.5).
+type DelegateResult struct {
+	OK                bool    `json:"ok"`
+	GrandchildTaskRef string  `json:"grandchildTaskRef"`
+	ChildDepth        int     `json:"childDepth"`
+	TimeoutSec        float64 `json:"timeoutSec"`
+}
+
+func (c *DelegateRequest) decide(s *projections.State, env *Env) (Decision, error) {
+	// Step 2: params. No event: nothing about the request is trustworthy.
+	if err := c.validate(); err != nil {
+		return Decision{}, err
+	}
+	// Step 3: the run must exist. No event.
+	run, ok := s.Run(c.RunID)
+	if !ok {
+		return Decision{}, reject(CodeNoManifest, "no-manifest", "run %q not found", c.RunID)
+	}
+	cfg := env.Config
+	role := DefaultDelegateRole
+	if c.Role != nil {
+		role = *c.Role
+	}
+	policy := &events.Policy{
+		NestingEnabled: cfg.NestingEnabled, Trusted: !c.Untrusted, Role: role,
+		MaxDepth: cfg.MaxDepth, Held: s.SlotsHeld(), Capacity: cfg.MaxSlots,
+		UnmeteredDelegates: cfg.UnmeteredDelegates, CatalogSize: catalogSize(cfg.ModelCatalog),
+		Serialize: cfg.SerializeOnPathOverlap, TimeoutSec: c.timeout(),
+	}
+	if c.Model != nil {
+		policy.Model = strings.TrimSpace(*c.Model)
+	}
+	if c.BudgetTokens != nil {
+		policy.Requested = *c.BudgetTokens
+	}
+
+	// Step 4: the capability gate, before a subId exists.
+	if !cfg.NestingEnabled {
+		ev := env.event(c.RunID, events.TypeDelegateRejected, &events.DelegateRejected{
+			TaskID: c.TaskID, Reason: events.ReasonNestingDisabled,
+			Message: "delegate rejected: nesting is disabled (nesting.enabled=false)", Policy: policy,
+		})
+		return Decision{Events: []events.Event{ev}}, reject(CodePolicyDisabled, events.ReasonNestingDisabled,
+			"delegate.request: nesting is disabled (nesting.enabled=false)")
+	}
+
+	// Step 5: mint the subId; requested and the decision commit together.
+	subID := "gc-" + env.NewID()
+	requested := env.event(c.RunID, events.TypeDelegateRequested,
+		&events.DelegateRequested{TaskID: c.TaskID, SubID: subID, Role: role})
+	deny := func(code, reason, wireMsg, eventMsg string) (Decision, error) {
+		rej := env.event(c.RunID, events.TypeDelegateRejected, &events.DelegateRejected{
+			TaskID: c.TaskID, SubID: subID, Reason: reason, Message: truncate(eventMsg, rejectedMessageChars), Policy: policy,
+		})
+		return Decision{Events: []events.Event{requested, rej}}, reject(code, reason, "%s", wireMsg)
+	}
+
+	// Step 6: policy checks, in order.
+	parent, ok := s.Task(c.RunID, c.TaskID)
+	if !ok {
+		msg := fmt.Sprintf("delegate: parent task '%s' not found", c.TaskID)
+		return deny(CodeNoTask, events.ReasonNoTask, msg, msg)
+	}
+	policy.ParentStatus, policy.ParentRole = string(parent.Status), parent.Role
+	policy.Depth = parent.EffectiveDepth()
+	policy.ChildDepth = policy.Depth + 1
+	if parent.Status != projections.TaskRunning {
+		return deny(CodeBadParams, events.ReasonParentNotRunning,
+			fmt.Sprintf("delegate: parent task '%s' is %s, not running", c.TaskID, parent.Status),
+			fmt.Sprintf("task is %s", parent.Status))
+	}
+	// A run that ended takes its tasks with it (GS-14): no grandchild may
+	// start after the run's delegations were asked to cancel.
+	if run.Status.Stale() {
+		return deny(CodeBadParams, events.ReasonParentNotRunning,
+			fmt.Sprintf("delegate: run '%s' is %s, its tasks cannot delegate", c.RunID, run.Status),
+			fmt.Sprintf("run is %s", run.Status))
+	}
+	denied := func(reason, msg string) (Decision, error) { return deny(CodePolicyDenied, reason, msg, msg) }
+	if !slices.Contains(delegateRoles, role) {
+		return denied(events.ReasonRoleDenied, fmt.Sprintf(
+			"delegate rejected: requested grandchild role '%s' is not one of explorer/analyst/executor", role))
+	}
+	if c.Untrusted {
+		return denied(events.ReasonTrustDenied, "delegate rejected: untrusted escalation context (trust gate is manual-only)")
+	}
+	if policy.ChildDepth > cfg.MaxDepth {
+		return denied(events.ReasonDepthExceeded, fmt.Sprintf(
+			"delegate rejected: spawn depth %d exceeds maxDepth %d (parent task '%s' is at depth %d)",
+			policy.ChildDepth, cfg.MaxDepth, c.TaskID, policy.Depth))
+	}
+	if policy.Held >= policy.Capacity {
+		return denied(events.ReasonSlotsExhausted, fmt.Sprintf(
+			"delegate rejected: nested spawn budget exhausted; %d/%d in flight", policy.Held, policy.Capacity))
+	}
+	b := meter(s, run, c.TaskID)
+	policy.Metered, policy.Granted, policy.Spent = b.metered, b.granted, b.spent
+	if b.metered {
+		if policy.Requested > b.granted-b.spent {
+			return denied(events.ReasonBudgetInsufficient, fmt.Sprintf(
+				"delegate rejected: requested budget %d tokens exceeds parent task '%s' remaining allocation %d (%d granted - %d spent)",
+				policy.Requested, c.TaskID, b.granted-b.spent, b.granted, b.spent))
+		}
+	} else if cfg.UnmeteredDelegates == events.UnmeteredDeny {
+		return denied(events.ReasonUnmeteredDenied,
+			"delegate rejected: the run has no budget to meter this delegation and unmeteredDelegates is deny")
+	}
+	if c.Model != nil && cfg.ModelCatalog != nil && !slices.Contains(cfg.ModelCatalog, strings.TrimSpace(*c.Model)) {
+		return denied(events.ReasonModelInvalid, fmt.Sprintf(
+			"delegate rejected: model '%s' is not in the resolved model catalog", strings.TrimSpace(*c.Model)))
+	}
+	timeout := c.timeout()
+	if math.IsNaN(timeout) || math.IsInf(timeout, 0) || timeout < 1 || timeout > MaxTimeoutSec {
+		return denied(events.ReasonTimeoutInvalid, fmt.Sprintf(
+			"delegate rejected: timeoutSec %v is outside 1..%d (default %d)", timeout, MaxTimeoutSec, DefaultTimeoutSec))
+	}
+	if slices.Contains(writeRoles, role) && !cfg.SerializeOnPathOverlap {
+		policy.Overlapping = overlappingExecutors(s, c.RunID, c.TaskID, parent.Cwd)
+		if policy.Overlapping > 0 {
+			return denied(events.ReasonWorkspaceConflict, fmt.Sprintf(
+				"delegate rejected: cwd '%s' overlaps %d in-flight executor(s) and limits.serializeOnPathOverlap is off — "+
+					"use a read-only grandchild role (explorer/analyst) or enable serialization", parent.Cwd, policy.Overlapping))
+		}
+	}
+
+	// Admitted: the shadow task, the slot and the reservation all follow
+	// from these events.
+	model := parent.Model
+	if c.Model != nil {
+		model = strings.TrimSpace(*c.Model)
+	}
+	title := "delegate: " + subID
+	desc := ""
+	if c.Description != nil {
+		desc = *c.Description
+		title = "delegate: " + desc
+	}
+	admitted := &events.DelegateAdmitted{
+		TaskID: c.TaskID, SubID: subID, ChildDepth: policy.ChildDepth, Role: role, Unmetered: !b.metered,
+		Model: model, TimeoutSec: timeout, Deadline: env.millis() + int64(timeout*1000), Cwd: parent.Cwd,
+		Title: title, Description: desc, Prompt: c.Prompt, ParentRole: parent.Role, Policy: policy,
+	}
+	if c.MaxTurns != nil {
+		admitted.MaxTurns = *c.MaxTurns
+	}
+	if b.metered && policy.Requested > 0 {
+		admitted.ReservedTokens = policy.Requested
+	}
+	evs := []events.Event{requested, env.event(c.RunID, events.TypeDelegateAdmitted, admitted)}
+	if b.metered {
+		evs = append(evs, env.event(c.RunID, events.TypeBudgetReserved, &events.BudgetReserved{
+			TaskID: c.TaskID, SubID: subID, Tokens: policy.Requested, GrantedTokens: b.granted,
+		}))
+	}
+	return Decision{Events: evs, Result: DelegateResult{
+		OK: true, GrandchildTaskRef: subID, ChildDepth: policy.ChildDepth, TimeoutSec: timeout,
+	}}, nil
+}
+
+func (c *DelegateRequest) timeout() float64 {
+	if c.TimeoutSec == nil {
+		return DefaultTimeoutSec
+	}
+	return *c.TimeoutSec
+}
+
+// validate is SPEC §4.1 step 2. The allowed role set and the timeout range
+// are policy checks (recorded), not parameter checks.
+func (c *DelegateRequest) validate() error {
+	invalid := func(what string) error { return badParams("delegate.request: invalid params: %s", what) }
+	n := utf8.RuneCountInString(c.Prompt)
+	switch {
+	case c.RunID == "" || c.TaskID == "":
+		return reject(CodeForbidden, "no-task-credential",
+			"delegate requires a task-scoped token; re-dispatch with PI_CREW_BROKER_TASK_ID")
+	case strings.TrimSpace(c.Prompt) == "" || n > MaxPromptChars:
+		return invalid(fmt.Sprintf("prompt must be a non-empty string of at most %d chars", MaxPromptChars))
+	case c.Description != nil && (*c.Description == "" || utf8.RuneCountInString(*c.Description) > MaxDescriptionChars):
+		return invalid(fmt.Sprintf("description must be 1..%d chars", MaxDescriptionChars))
+	case c.Model != nil && (strings.TrimSpace(*c.Model) == "" || utf8.RuneCountInString(*c.Model) > MaxModelChars):
+		return invalid(fmt.Sprintf("model must be 1..%d chars", MaxModelChars))
+	case c.MaxTurns != nil && (*c.MaxTurns < 1 || *c.MaxTurns > MaxTurnsLimit):
+		return invalid(fmt.Sprintf("maxTurns must be an integer in 1..%d", MaxTurnsLimit))
+	case c.BudgetTokens != nil && (*c.BudgetTokens < 0 || *c.BudgetTokens > MaxBudgetTokens):
+		return invalid(fmt.Sprintf("budgetTokens must be an integer in 0..%d", MaxBudgetTokens))
+	case c.Role != nil && (*c.Role == "" || len(*c.Role) > 64):
+		return invalid("role must be a non-empty string")
+	}
+	return nil
+}
+
+// overlappingExecutors counts the run's other running executor-class tasks
+// whose cwd is exactly cwd (D§4.7: exact equality, not prefix).
+func overlappingExecutors(s *projections.State, runID, self, cwd string) int {
+	n := 0
+	for _, t := range s.Tasks(runID) {
+		if t.TaskID != self && t.Status == projections.TaskRunning && t.Cwd == cwd && slices.Contains(writeRoles, t.Role) {
+			n++
+		}
+	}
+	return n
+}
+
+func catalogSize(c []string) int {
+	if c == nil {
+		return -1
+	}
+	return len(c)
+}
+
+// truncate cuts s to at most n characters.
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n])
+}

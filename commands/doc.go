@@ -1,0 +1,52 @@
+// Package commands decides every state change of crewlog and writes it.
+//
+// Two layers:
+//
+//   - Decide(state, command, env) is pure: given the read models as of the
+//     latest durable position, a command, and an Env (the engine config in
+//     force, a clock reading, an id source, the caller), it returns the
+//     events to append and the answer, or a *RejectedError carrying the
+//     reason and the wire code. Time and ids that influenced a decision are
+//     recorded in its events, so replaying a log gives the same state on any
+//     machine, and a recorded decision can be re-run to explain it.
+//   - Engine is the single writer of DESIGN.md: commands queue; one
+//     goroutine decides a group of them against the working state (each sees
+//     the effects of the ones before it), appends all their events in one
+//     synced batch, publishes the new state and answers every command of the
+//     group.
+//
+// # Guarantees
+//
+//   - A command's events commit atomically or not at all, and its answer
+//     comes only after they are durable. A rejection that the policy decided
+//     (delegate.rejected) is recorded in the same way.
+//   - A command carrying a CommandID that was already decided is answered
+//     with the recorded outcome — the same result fields or the same code,
+//     reason and message — forever, across restarts. A retry never causes a
+//     second admission.
+//   - Read sees a published state that never contains undurable events;
+//     readers never block the writer for longer than their own query.
+//   - A commit error makes the engine fail stop (ErrFailed): nothing more is
+//     decided, and the state is rebuilt from the log on restart.
+//   - Delegation expiry is driven by the engine clock as ordinary commands
+//     (delegate.expire), so it is recorded, replayable and survives crashes.
+//
+// # delegate.request (SPEC §4.1)
+//
+// Checks, in order: task-scoped worker credential (forbidden) → params
+// (bad-params) → run exists (no-manifest) → nesting enabled
+// (delegate.rejected nesting-disabled, policy-disabled) → mint the subId →
+// parent exists (no-task) → parent running (parent-not-running, bad-params)
+// → role, trust, depth, slots, budget (metered) or unmetered-denied, model
+// catalog, timeout, workspace overlap (all policy-denied). Everything from
+// the subId on is one batch: delegate.requested followed by
+// delegate.rejected, or by delegate.admitted and (metered) budget.reserved.
+// Every rejection records the policy inputs it saw (events.Policy).
+//
+// # Budget (SPEC §4.2)
+//
+// Metered iff the run is not budgetUnlimited and the parent has an
+// allocation or the run a budgetTotal; the grant is seeded once from
+// budgetTotal; the reservation is the spend, never refunded; usage above the
+// reservation is charged at settlement.
+package commands

@@ -1,0 +1,317 @@
+package commands
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// Engine errors.
+var (
+	// ErrClosed is returned by Submit after Close.
+	ErrClosed = errors.New("commands: engine closed")
+	// ErrFailed is returned by Submit after a commit error: the engine fails
+	// stop, and the daemon must restart (rebuilding from the log).
+	ErrFailed = errors.New("commands: engine failed after a commit error; restart to recover")
+)
+
+// Options configure an Engine. Zero fields mean defaults.
+type Options struct {
+	// Clock is the engine clock (default time.Now). Its readings are
+	// recorded in events, so replay does not need it.
+	Clock func() time.Time
+	// NewID mints ids (default random UUIDs).
+	NewID func() string
+	// Config, when set, is put in force at start (engine.configured is
+	// recorded if it differs from the one in the log).
+	Config *projections.Config
+	// MaxGroup bounds the commands decided and committed together
+	// (default 1024).
+	MaxGroup int
+	// SnapshotEvery is how many events pass between snapshots (default
+	// 100,000; negative disables).
+	SnapshotEvery int64
+	// ExpiryInterval is the engine clock's tick, which times out overdue
+	// delegations (default 1 s; negative disables the ticker: call Tick).
+	ExpiryInterval time.Duration
+	// Logger (default discard).
+	Logger *slog.Logger
+}
+
+// Request is one command submitted to the engine.
+type Request struct {
+	// CommandID is the caller's idempotency key: a request whose id was
+	// already decided is answered with the recorded outcome, forever.
+	CommandID string
+	Actor     events.Actor
+	Command   Command
+}
+
+// Reply is the engine's answer to a request. Exactly one of Result and
+// Rejected is set.
+type Reply struct {
+	Result   json.RawMessage
+	Rejected *RejectedError
+	// Position is the last position the command wrote (0 when none).
+	Position uint64
+	// Replayed is set when the answer is the recorded outcome of an earlier
+	// attempt with the same command id.
+	Replayed bool
+}
+
+// Engine is crewlog's single writer (DESIGN.md): commands queue, one
+// goroutine decides a group of them against the working state (each sees
+// the effects of those before it), commits all their events in one synced
+// append, publishes the new state and answers.
+//
+// Concurrency: Submit and Read are safe from any goroutine. Errors: a commit
+// error makes the engine fail stop (ErrFailed); rejections are answers, not
+// errors.
+type Engine struct {
+	log  *eventlog.Log
+	opts Options
+	in   chan *pending
+	quit chan struct{}
+	done chan struct{}
+
+	pub  atomic.Pointer[view] // the published copy
+	work *view                // the writer's copy, write-locked while unpublished
+	next uint64               // the next position the log will assign
+
+	failed    atomic.Pointer[error]
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+
+	changed   atomic.Pointer[chan struct{}] // closed and replaced at every publish
+	stats     struct{ groups, commands, events atomic.Uint64 }
+	snapping  atomic.Bool
+	lastSnap  uint64
+	loadInfo  projections.LoadInfo
+	closedErr error
+}
+
+type pending struct {
+	req    Request
+	reply  Reply
+	err    error
+	done   chan struct{}
+	follow *pending // a duplicate command id in the same group: answer as it
+}
+
+// Open rebuilds the state from l (newest valid snapshot + tail) and starts
+// the writer. The engine does not own l: close the engine, then the log.
+func Open(l *eventlog.Log, opts Options) (*Engine, error) {
+	o := opts
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.NewID == nil {
+		o.NewID = uuid.NewString
+	}
+	if o.MaxGroup <= 0 {
+		o.MaxGroup = 1024
+	}
+	if o.SnapshotEvery == 0 {
+		o.SnapshotEvery = 100_000
+	}
+	if o.ExpiryInterval == 0 {
+		o.ExpiryInterval = time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Config != nil {
+		if err := ValidateConfig(*o.Config); err != nil {
+			return nil, fmt.Errorf("commands: engine config: %w", err)
+		}
+	}
+	s, info, err := projections.Load(l)
+	if err != nil {
+		return nil, fmt.Errorf("commands: rebuild state: %w", err)
+	}
+	if info.SnapshotPosition > 0 || s.Position > 0 {
+		o.Logger.Info("state rebuilt", "snapshot", info.SnapshotPosition, "replayed", info.Replayed,
+			"snapshotError", errString(info.SnapshotError))
+	}
+	head, _ := l.Head()
+	e := &Engine{
+		log: l, opts: o, in: make(chan *pending, 4*o.MaxGroup),
+		quit: make(chan struct{}), done: make(chan struct{}),
+		next: head + 1, lastSnap: info.SnapshotPosition, loadInfo: info,
+	}
+	pub := &view{s: s}
+	e.work = &view{s: s.Clone()}
+	e.work.mu.Lock()
+	e.pub.Store(pub)
+	ch := make(chan struct{})
+	e.changed.Store(&ch)
+	go e.run()
+	if o.Config != nil {
+		r, err := e.Submit(context.Background(), Request{Actor: events.Actor{Role: events.RoleEngine}, Command: &Configure{Config: *o.Config}})
+		if err == nil && r.Rejected != nil {
+			err = r.Rejected
+		}
+		if err != nil {
+			e.Close()
+			return nil, fmt.Errorf("commands: put config in force: %w", err)
+		}
+	}
+	if o.ExpiryInterval > 0 {
+		e.wg.Add(1)
+		go e.clock()
+	}
+	return e, nil
+}
+
+// Stats counts the engine's work since Open.
+type Stats struct {
+	Groups   uint64 // committed groups (one synced append each)
+	Commands uint64 // commands answered, replays of recorded outcomes included
+	Events   uint64 // events appended
+}
+
+// Stats returns the counters; Commands/Groups is the mean group size.
+func (e *Engine) Stats() Stats {
+	return Stats{Groups: e.stats.groups.Load(), Commands: e.stats.commands.Load(), Events: e.stats.events.Load()}
+}
+
+// LoadInfo tells how the state was rebuilt at Open.
+func (e *Engine) LoadInfo() projections.LoadInfo { return e.loadInfo }
+
+// Submit queues a request and waits for its answer. The answer comes only
+// after the command's events are durable and visible to Read. If ctx ends
+// first, Submit returns ctx.Err() and the command may still be decided: retry
+// with the same CommandID to learn its outcome.
+func (e *Engine) Submit(ctx context.Context, r Request) (Reply, error) {
+	if r.Command == nil {
+		return Reply{}, fmt.Errorf("commands: request without a command")
+	}
+	if err := e.failure(); err != nil {
+		return Reply{}, err
+	}
+	p := &pending{req: r, done: make(chan struct{})}
+	select {
+	case e.in <- p:
+	case <-e.quit:
+		return Reply{}, ErrClosed
+	case <-ctx.Done():
+		return Reply{}, ctx.Err()
+	}
+	select {
+	case <-p.done:
+		return p.reply, p.err
+	case <-e.done:
+		// The writer stopped; it may have answered p just before.
+		select {
+		case <-p.done:
+			return p.reply, p.err
+		default:
+			return Reply{}, ErrClosed
+		}
+	case <-ctx.Done():
+		return Reply{}, ctx.Err()
+	}
+}
+
+// Head is the last durable position the published state reflects.
+func (e *Engine) Head() uint64 {
+	var pos uint64
+	e.Read(func(s *projections.State) { pos = s.Position })
+	return pos
+}
+
+// Changed returns a channel that is closed at the next publish: a cheap way
+// for followers (subscriptions) to wait for new durable events.
+func (e *Engine) Changed() <-chan struct{} { return *e.changed.Load() }
+
+// Close stops the writer after the group in progress and waits for the
+// background goroutines. Requests still queued are answered ErrClosed.
+func (e *Engine) Close() error {
+	e.closeOnce.Do(func() {
+		close(e.quit)
+		<-e.done
+		e.wg.Wait()
+	})
+	return nil
+}
+
+func (e *Engine) failure() error {
+	if p := e.failed.Load(); p != nil {
+		return fmt.Errorf("%w: %v", ErrFailed, *p)
+	}
+	return nil
+}
+
+// run is the single writer.
+func (e *Engine) run() {
+	defer close(e.done)
+	group := make([]*pending, 0, e.opts.MaxGroup)
+	for {
+		select {
+		case <-e.quit:
+			e.drain(ErrClosed)
+			return
+		case p := <-e.in:
+			group = append(group[:0], p)
+		}
+	fill:
+		for len(group) < e.opts.MaxGroup {
+			select {
+			case p := <-e.in:
+				group = append(group, p)
+			default:
+				break fill
+			}
+		}
+		if err := e.commit(group); err != nil {
+			e.failed.Store(&err)
+			e.opts.Logger.Error("commit failed; engine stopped", "err", err)
+			ferr := fmt.Errorf("%w: %v", ErrFailed, err)
+			for _, p := range group {
+				p.reply, p.err = Reply{}, ferr
+				close(p.done)
+			}
+			// Fail stop: answer whatever still arrives until Close.
+			for {
+				select {
+				case p := <-e.in:
+					p.err = ferr
+					close(p.done)
+				case <-e.quit:
+					return
+				}
+			}
+		}
+	}
+}
+
+// drain answers every queued request with err.
+func (e *Engine) drain(err error) {
+	for {
+		select {
+		case p := <-e.in:
+			p.err = err
+			close(p.done)
+		default:
+			return
+		}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

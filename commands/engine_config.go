@@ -1,0 +1,75 @@
+package commands
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// Bounds of the engine config (D§2.10).
+const (
+	MinMaxDepth, MaxMaxDepth = 1, 10
+	MinMaxSlots, MaxMaxSlots = 1, 64
+	MaxSettleGraceSec        = 86400
+)
+
+// Configure puts a new engine config in force. It records engine.configured
+// only when the config differs from the one in force, so a daemon that
+// restarts with the same flags adds nothing to the log.
+type Configure struct {
+	Config projections.Config
+}
+
+// Kind implements Command.
+func (*Configure) Kind() string { return "engine.configure" }
+
+// ValidateConfig reports every problem with c at once.
+func ValidateConfig(c projections.Config) error {
+	var errs []error
+	if c.MaxDepth < MinMaxDepth || c.MaxDepth > MaxMaxDepth {
+		errs = append(errs, fmt.Errorf("maxDepth %d is outside %d..%d", c.MaxDepth, MinMaxDepth, MaxMaxDepth))
+	}
+	if c.MaxSlots < MinMaxSlots || c.MaxSlots > MaxMaxSlots {
+		errs = append(errs, fmt.Errorf("maxSlots %d is outside %d..%d", c.MaxSlots, MinMaxSlots, MaxMaxSlots))
+	}
+	if c.UnmeteredDelegates != events.UnmeteredAllow && c.UnmeteredDelegates != events.UnmeteredDeny {
+		errs = append(errs, fmt.Errorf("unmeteredDelegates %q is neither allow nor deny", c.UnmeteredDelegates))
+	}
+	if c.SettleGraceSec < 0 || c.SettleGraceSec > MaxSettleGraceSec {
+		errs = append(errs, fmt.Errorf("settle grace %d s is outside 0..%d", c.SettleGraceSec, MaxSettleGraceSec))
+	}
+	for _, m := range c.ModelCatalog {
+		if m == "" || len(m) > MaxModelChars {
+			errs = append(errs, fmt.Errorf("model catalog entry %q must be 1..%d chars", m, MaxModelChars))
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// SameConfig reports whether a and b put the same knobs in force.
+func SameConfig(a, b projections.Config) bool {
+	return a.NestingEnabled == b.NestingEnabled && a.MaxDepth == b.MaxDepth && a.MaxSlots == b.MaxSlots &&
+		a.SerializeOnPathOverlap == b.SerializeOnPathOverlap && a.UnmeteredDelegates == b.UnmeteredDelegates &&
+		a.SettleGraceSec == b.SettleGraceSec && (a.ModelCatalog == nil) == (b.ModelCatalog == nil) &&
+		slices.Equal(a.ModelCatalog, b.ModelCatalog)
+}
+
+func (c *Configure) decide(s *projections.State, env *Env) (Decision, error) {
+	if err := ValidateConfig(c.Config); err != nil {
+		return Decision{}, badParams("engine.configure: %v", err)
+	}
+	res := map[string]any{"ok": true}
+	if SameConfig(c.Config, s.Config()) {
+		return Decision{Result: res}, nil
+	}
+	ev := env.event(events.EngineStream, events.TypeEngineConfigured, &events.EngineConfigured{
+		NestingEnabled: c.Config.NestingEnabled, MaxDepth: c.Config.MaxDepth, MaxSlots: c.Config.MaxSlots,
+		SerializeOnPathOverlap: c.Config.SerializeOnPathOverlap, UnmeteredDelegates: c.Config.UnmeteredDelegates,
+		ModelCatalog: slices.Clone(c.Config.ModelCatalog), SettleGraceSec: c.Config.SettleGraceSec,
+	})
+	return Decision{Events: []events.Event{ev}, Result: res}, nil
+}

@@ -1,0 +1,86 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// testClock is a settable engine clock.
+type testClock struct{ ns atomic.Int64 }
+
+func newTestClock() *testClock {
+	c := &testClock{}
+	c.ns.Store(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+func (c *testClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *testClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// counterIDs mints readable deterministic ids.
+func counterIDs() func() string {
+	var n atomic.Int64
+	return func() string { return fmt.Sprintf("%08d", n.Add(1)) }
+}
+
+type engineFixture struct {
+	t     testing.TB
+	fs    vfs.FS
+	log   *eventlog.Log
+	eng   *Engine
+	clock *testClock
+}
+
+func openEngine(t testing.TB, fs vfs.FS, clock *testClock, cfg *projections.Config) *engineFixture {
+	t.Helper()
+	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+	require.NoError(t, err)
+	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), Config: cfg, ExpiryInterval: -1})
+	require.NoError(t, err)
+	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
+	t.Cleanup(f.close)
+	return f
+}
+
+func (f *engineFixture) close() {
+	if f.eng != nil {
+		f.eng.Close()
+		f.log.Close()
+		f.eng = nil
+	}
+}
+
+var (
+	orchestrator = events.Actor{Role: events.RoleOrchestrator}
+	admin        = events.Actor{Role: events.RoleAdmin}
+)
+
+// do submits a command and requires that it be accepted.
+func (f *engineFixture) do(c Command) Reply {
+	f.t.Helper()
+	r, err := f.eng.Submit(context.Background(), Request{Actor: orchestrator, Command: c})
+	require.NoError(f.t, err)
+	require.Nil(f.t, r.Rejected, "%s rejected", c.Kind())
+	return r
+}
+
+// seedRun creates a running run with one running executor task 02_exec.
+func (f *engineFixture) seedRun(runID string, budget int64) {
+	f.do(&RunCreate{RunID: runID, Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: budget})
+	f.do(&RunTransition{RunID: runID, To: "running"})
+	f.do(&TaskCreate{RunID: runID, TaskID: "02_exec", Role: "executor", Agent: "a", Title: "exec", Cwd: "/w", StepID: "exec", Model: "anthropic/m1"})
+	f.do(&TaskTransition{RunID: runID, TaskID: "02_exec", To: "running"})
+}
+
+func worker(task string) events.Actor { return events.Actor{Role: events.RoleWorker, TaskID: task} }
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,205 @@
+package commands
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+func TestEngineAdmitsAndPublishes(t *testing.T) {
+	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
+	f.seedRun("R", 100000)
+	r, err := f.eng.Submit(context.Background(), Request{CommandID: "c1", Actor: worker("02_exec"),
+		Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "find X", BudgetTokens: ptr(int64(20000))}})
+	require.NoError(t, err)
+	require.Nil(t, r.Rejected)
+	require.JSONEq(t, `{"ok":true,"grandchildTaskRef":"gc-00000001","childDepth":2,"timeoutSec":900}`, string(r.Result))
+
+	// The answer comes after the publish: the effects are visible at once.
+	f.eng.Read(func(s *projections.State) {
+		require.Equal(t, r.Position, s.Position)
+		a, ok := s.Account("R", "02_exec")
+		require.True(t, ok)
+		require.EqualValues(t, 100000, a.TokensGranted)
+		require.EqualValues(t, 20000, a.TokensSpent)
+		require.Equal(t, 1, s.SlotsHeld())
+	})
+	head, _ := f.log.Head()
+	require.Equal(t, head, r.Position)
+}
+
+func TestEngineIdempotentCommandIDAcrossRestart(t *testing.T) {
+	fs := vfs.NewMem()
+	clock := newTestClock()
+	f := openEngine(t, fs, clock, nil)
+	f.seedRun("R", 0)
+	req := Request{CommandID: "retry-me", Actor: worker("02_exec"),
+		Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p"}}
+	first, err := f.eng.Submit(context.Background(), req)
+	require.NoError(t, err)
+	require.False(t, first.Replayed)
+
+	again, err := f.eng.Submit(context.Background(), req)
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.JSONEq(t, string(first.Result), string(again.Result), "the same grandchildTaskRef")
+	require.Equal(t, first.Position, again.Position)
+
+	denied := Request{CommandID: "denied", Actor: worker("02_exec"),
+		Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p", Role: ptr("reviewer")}}
+	d1, err := f.eng.Submit(context.Background(), denied)
+	require.NoError(t, err)
+	require.Equal(t, "role-denied", d1.Rejected.Reason)
+
+	f.close()
+	f = openEngine(t, fs, clock, nil)
+	again, err = f.eng.Submit(context.Background(), req)
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.JSONEq(t, string(first.Result), string(again.Result))
+	d2, err := f.eng.Submit(context.Background(), denied)
+	require.NoError(t, err)
+	require.True(t, d2.Replayed)
+	require.Equal(t, d1.Rejected, d2.Rejected, "the same code, reason and message")
+	f.eng.Read(func(s *projections.State) {
+		require.Len(t, s.Delegations("R"), 1, "the retry never caused a second admission")
+	})
+}
+
+func TestEngineConcurrentDuplicateIDs(t *testing.T) {
+	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
+	f.seedRun("R", 0)
+	results := make(chan Reply, 2)
+	for i := 0; i < 2; i++ {
+		go func() {
+			r, err := f.eng.Submit(context.Background(), Request{CommandID: "same", Actor: worker("02_exec"),
+				Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p"}})
+			require.NoError(t, err)
+			results <- r
+		}()
+	}
+	a, b := <-results, <-results
+	require.JSONEq(t, string(a.Result), string(b.Result))
+	f.eng.Read(func(s *projections.State) { require.Len(t, s.Delegations("R"), 1) })
+}
+
+func TestEngineConfigRecordedOnlyOnChange(t *testing.T) {
+	fs := vfs.NewMem()
+	clock := newTestClock()
+	cfg := projections.DefaultConfig()
+	cfg.MaxSlots = 5
+	f := openEngine(t, fs, clock, &cfg)
+	head1, _ := f.log.Head()
+	require.EqualValues(t, 1, head1)
+	f.close()
+	f = openEngine(t, fs, clock, &cfg)
+	head2, _ := f.log.Head()
+	require.Equal(t, head1, head2, "the same config adds nothing")
+	f.eng.Read(func(s *projections.State) { require.Equal(t, 5, s.Config().MaxSlots) })
+
+	bad := cfg
+	bad.MaxDepth = 11
+	l, err := eventlog.Open("db2", &eventlog.Options{FS: fs})
+	require.NoError(t, err)
+	defer l.Close()
+	_, err = Open(l, Options{Config: &bad})
+	require.ErrorContains(t, err, "maxDepth")
+}
+
+func TestEngineExpiresOverdueDelegations(t *testing.T) {
+	clock := newTestClock()
+	f := openEngine(t, vfs.NewMem(), clock, nil)
+	f.seedRun("R", 0)
+	r, err := f.eng.Submit(context.Background(), Request{Actor: worker("02_exec"),
+		Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p", TimeoutSec: ptr(5.0)}})
+	require.NoError(t, err)
+	var res DelegateResult
+	require.NoError(t, json.Unmarshal(r.Result, &res))
+
+	clock.Advance(34_000_000_000) // 5 s + 30 s grace not yet passed
+	require.Zero(t, f.eng.Tick(context.Background()))
+	clock.Advance(2_000_000_000)
+	require.Equal(t, 1, f.eng.Tick(context.Background()))
+	require.Zero(t, f.eng.Tick(context.Background()), "expired once")
+	f.eng.Read(func(s *projections.State) {
+		d, ok := s.Delegation("R", res.GrandchildTaskRef)
+		require.True(t, ok)
+		require.Equal(t, projections.DelegationTimedOut, d.Status)
+		require.True(t, d.Expired)
+		require.Zero(t, s.SlotsHeld())
+		page, err := s.Mailbox("R", "02_exec", projections.MailboxFilter{})
+		require.NoError(t, err)
+		require.Len(t, page.Messages, 1)
+		require.True(t, strings.Contains(page.Messages[0].Body, "(timed out)"))
+	})
+}
+
+// A commit error fails the engine stop: the request is answered with an
+// error, every later one too, and the published state never shows the
+// failed group.
+func TestEngineFailsStopOnCommitError(t *testing.T) {
+	mem := vfs.NewMem()
+	toggle := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasSuffix(op.Path, ".log") && (op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData || op.Kind == errorfs.OpFileWrite) {
+			return errorfs.ErrInjected
+		}
+		return nil
+	})}
+	f := openEngine(t, errorfs.Wrap(mem, toggle), newTestClock(), nil)
+	f.seedRun("R", 0)
+	before := f.eng.Head()
+	toggle.On()
+	_, err := f.eng.Submit(context.Background(), Request{Actor: worker("02_exec"),
+		Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p"}})
+	require.ErrorIs(t, err, ErrFailed)
+	toggle.Off()
+	_, err = f.eng.Submit(context.Background(), Request{Actor: orchestrator, Command: &RunTransition{RunID: "R", To: "blocked"}})
+	require.ErrorIs(t, err, ErrFailed)
+	require.Equal(t, before, f.eng.Head())
+	f.eng.Read(func(s *projections.State) { require.Zero(t, s.SlotsHeld()) })
+}
+
+func TestEngineSnapshotsAndRestartsFromThem(t *testing.T) {
+	fs := vfs.NewMem()
+	clock := newTestClock()
+	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+	require.NoError(t, err)
+	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), SnapshotEvery: 10, ExpiryInterval: -1})
+	require.NoError(t, err)
+	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
+	for i := 0; i < 5; i++ {
+		f.seedRun(fmt.Sprintf("R%d", i), 1000)
+	}
+	var want *projections.State
+	e.Read(func(s *projections.State) { want = s.Clone() })
+	require.NoError(t, e.Close()) // waits for the background snapshot
+	require.NoError(t, l.Close())
+
+	l, err = eventlog.Open("db", &eventlog.Options{FS: fs})
+	require.NoError(t, err)
+	defer l.Close()
+	snap, err := l.LatestSnapshot()
+	require.NoError(t, err)
+	require.NotZero(t, snap.Position)
+	e, err = Open(l, Options{Clock: clock.Now, ExpiryInterval: -1})
+	require.NoError(t, err)
+	defer e.Close()
+	require.Equal(t, snap.Position, e.LoadInfo().SnapshotPosition)
+	e.Read(func(s *projections.State) { require.Equal(t, want, s) })
+
+	full := projections.New()
+	require.NoError(t, projections.Replay(full, l, 0))
+	require.Equal(t, want, full, "snapshot + tail == fold from position 1")
+}
+
+var _ = events.RoleEngine

@@ -1,0 +1,36 @@
+package commands
+
+import "fmt"
+
+// Wire codes a rejection carries (D§7.6). The broker maps a *RejectedError
+// to an error frame with exactly this code.
+const (
+	CodeForbidden      = "forbidden"
+	CodeBadParams      = "bad-params"
+	CodeNoManifest     = "no-manifest"
+	CodeNoTask         = "no-task"
+	CodePolicyDisabled = "policy-disabled"
+	CodePolicyDenied   = "policy-denied"
+)
+
+// RejectedError is a decided rejection. Code is the wire code; Reason is the
+// machine-readable reason (a delegate.rejected reason such as
+// "slots-exhausted", or a short word such as "invalid-params" for rejections
+// that record no event); Message is the human text sent to the caller.
+type RejectedError struct {
+	Code    string
+	Reason  string
+	Message string
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("commands: rejected (%s/%s): %s", e.Code, e.Reason, e.Message)
+}
+
+func reject(code, reason, format string, args ...any) *RejectedError {
+	return &RejectedError{Code: code, Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+func badParams(format string, args ...any) *RejectedError {
+	return reject(CodeBadParams, "invalid-params", format, args...)
+}

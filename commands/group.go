@@ -1,0 +1,166 @@
+package commands
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// commit decides, appends and publishes one group. An error means the
+// group's events are not known to be durable: the caller fails stop, and
+// every request of the group is answered with that error.
+func (e *Engine) commit(group []*pending) error {
+	w := e.work
+	seen := make(map[string]*pending, len(group))
+	writes := make([]eventlog.Write, 0, len(group))
+	owners := make([]*pending, 0, len(group)) // owners[i] wrote writes[i]
+	var applied []events.Event
+	next := e.next
+
+	for _, p := range group {
+		id := p.req.CommandID
+		if id != "" {
+			if first, dup := seen[id]; dup {
+				p.follow = first
+				continue
+			}
+			o, err := e.log.Outcome(id)
+			if err == nil {
+				p.reply = recorded(o)
+				continue
+			}
+			if !errors.Is(err, eventlog.ErrNotFound) {
+				return fmt.Errorf("commands: look up command %q: %w", id, err)
+			}
+			seen[id] = p
+		}
+		env := Env{Config: w.s.Config(), Now: e.opts.Clock().UnixNano(), NewID: e.opts.NewID, Actor: p.req.Actor, CommandID: id}
+		dec, err := decideSafely(w.s, p.req.Command, env)
+		var rej *RejectedError
+		if err != nil && !errors.As(err, &rej) {
+			p.err = err // a bug, not a decision: nothing is applied or recorded
+			continue
+		}
+		wr := eventlog.Write{CommandID: id, Events: make([]eventlog.Event, len(dec.Events))}
+		for i := range dec.Events {
+			dec.Events[i].Position = next
+			next++
+			if wr.Events[i], err = toLog(&dec.Events[i]); err != nil {
+				return err
+			}
+		}
+		// Apply only once everything encoded: the working state must hold
+		// exactly what the batch holds.
+		for i := range dec.Events {
+			projections.Apply(w.s, dec.Events[i])
+		}
+		applied = append(applied, dec.Events...)
+		if rej != nil {
+			wr.Code, wr.Reason = rej.Code, rej.Reason
+			wr.Result = []byte(rej.Message)
+			p.reply = Reply{Rejected: rej}
+		} else {
+			res, err := json.Marshal(dec.Result)
+			if err != nil {
+				return fmt.Errorf("commands: encode result of %s: %w", p.req.Command.Kind(), err)
+			}
+			wr.Result = res
+			p.reply = Reply{Result: res}
+		}
+		if len(dec.Events) > 0 {
+			p.reply.Position = next - 1
+		}
+		if len(wr.Events) > 0 || id != "" {
+			writes = append(writes, wr)
+			owners = append(owners, p)
+		}
+	}
+
+	if len(writes) > 0 {
+		first, err := e.log.Append(writes...)
+		if err != nil {
+			return err
+		}
+		if len(applied) > 0 && first != e.next {
+			return fmt.Errorf("commands: log assigned position %d, the engine expected %d (another writer?)", first, e.next)
+		}
+		// The log assigned stream versions; carry them into the events the
+		// other copy will fold.
+		k := 0
+		for _, wr := range writes {
+			for i := range wr.Events {
+				applied[k].StreamVersion = wr.Events[i].StreamVersion
+				k++
+			}
+		}
+	}
+	e.next = next
+	if len(writes) > 0 {
+		e.stats.groups.Add(1)
+	}
+	e.stats.commands.Add(uint64(len(group)))
+	e.stats.events.Add(uint64(len(applied)))
+
+	// Publish, answer, then bring the other copy up to date.
+	old := e.pub.Load()
+	e.pub.Store(w)
+	w.mu.Unlock()
+	ch := make(chan struct{})
+	close(*e.changed.Swap(&ch))
+	for _, p := range group {
+		if p.follow != nil {
+			p.reply, p.err = p.follow.reply, p.follow.err
+			p.reply.Replayed = true
+		}
+		close(p.done)
+	}
+	old.mu.Lock()
+	for _, ev := range applied {
+		projections.Apply(old.s, ev)
+	}
+	e.work = old
+	e.maybeSnapshot()
+	return nil
+}
+
+// decideSafely turns a panic in a decision into an error, so one bad
+// command cannot take the writer down.
+func decideSafely(s *projections.State, c Command, env Env) (d Decision, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			d, err = Decision{}, fmt.Errorf("commands: %s panicked: %v", c.Kind(), r)
+		}
+	}()
+	return Decide(s, c, env)
+}
+
+// recorded rebuilds the answer of an earlier attempt from its outcome.
+func recorded(o eventlog.Outcome) Reply {
+	r := Reply{Replayed: true}
+	if o.Count > 0 {
+		r.Position = o.First + o.Count - 1
+	}
+	if o.Accepted() {
+		r.Result = json.RawMessage(o.Result)
+		return r
+	}
+	r.Rejected = &RejectedError{Code: o.Code, Reason: o.Reason, Message: string(o.Result)}
+	return r
+}
+
+// toLog encodes a domain event for the log.
+func toLog(ev *events.Event) (eventlog.Event, error) {
+	p, err := events.EncodePayload(ev.Payload)
+	if err != nil {
+		return eventlog.Event{}, fmt.Errorf("commands: encode %s: %w", ev.Type, err)
+	}
+	return eventlog.Event{
+		Stream: ev.Stream, Type: ev.Type, SchemaVersion: ev.SchemaVersion, Time: ev.Time,
+		CommandID: ev.CommandID, CausationID: ev.CausationID, CorrelationID: ev.CorrelationID,
+		ActorRole: ev.Actor.Role, ActorTask: ev.Actor.TaskID, Payload: p,
+	}, nil
+}

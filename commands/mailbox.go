@@ -1,0 +1,322 @@
+package commands
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// Mailbox bounds (D§7.5).
+const (
+	MaxRecipients   = 64
+	MaxSubjectChars = 256
+	// MaxMessageIDs bounds the ids one mailbox.deliver / mailbox.ack names.
+	MaxMessageIDs = 1024
+)
+
+// Special recipients of msg.send and escalate (D§7.5).
+const (
+	// ToAll (orchestrator only) is every non-terminal workflow task of the run.
+	ToAll = "all"
+	// ToParent is the run inbox, which the orchestrator consumes.
+	ToParent = "parent"
+	// ToGroup (worker only) is every other non-terminal workflow task of the
+	// sender's run.
+	ToGroup = "group"
+)
+
+// orchestratorSender is the From of messages the orchestrator (or an admin
+// acting for it) sends.
+const orchestratorSender = events.OrchestratorKey
+
+// MessageSend is msg.send (D§7.5): one mailbox.appended per recipient, all in
+// one batch, so a message reaches every recipient or none.
+//
+// The orchestrator may address any task of the run, the run inbox
+// ("parent") or "all", with any kind. A worker (FromTask set) is bounded
+// (M2): to ∈ {"parent", "group", a task of its run}, kind notify or message,
+// and the message is from its own task.
+type MessageSend struct {
+	RunID string
+	// FromTask is the sending worker's task id, from its credential; empty
+	// when the orchestrator sends.
+	FromTask string
+	// To lists the recipients: task ids, ToParent, ToAll, ToGroup.
+	// Duplicates are sent once.
+	To   []string
+	Body string
+	// MessageKind is the mailbox kind (default message); Kind is the
+	// command's method name.
+	MessageKind string
+	Priority    string // default normal
+	ReplyTo     string
+	Subject     string
+}
+
+// Kind implements Command.
+func (*MessageSend) Kind() string { return "msg.send" }
+
+// SendResult is the answer to msg.send. MessageID is the id shared by the
+// per-recipient copies, whose ids are <MessageID>_<label>.
+type SendResult struct {
+	MessageID          string `json:"messageId"`
+	RecipientCount     int    `json:"recipientCount"`
+	DurableStatus      string `json:"durableStatus"`
+	LiveDeliveryStatus string `json:"liveDeliveryStatus"`
+}
+
+// recipient is one resolved destination: the mailbox key (a task id or
+// events.RunInbox) and the label its copy's id ends with.
+type recipient struct{ box, label string }
+
+func (c *MessageSend) decide(s *projections.State, env *Env) (Decision, error) {
+	worker := c.FromTask != ""
+	kind, priority := c.MessageKind, c.Priority
+	if kind == "" {
+		kind = events.KindMessage
+	}
+	if priority == "" {
+		priority = events.PriorityNormal
+	}
+	switch {
+	case worker && kind != events.KindMessage && kind != events.KindNotify:
+		return Decision{}, badParams("msg.send: worker kind must be 'notify' or 'message'")
+	case !validKind(kind):
+		return Decision{}, badParams("msg.send: kind must be message, notify, steer, follow-up, response or group_join")
+	case !validPriority(priority):
+		return Decision{}, badParams("msg.send: priority must be urgent, normal or low")
+	case c.Body == "" || utf8.RuneCountInString(c.Body) > MaxBodyChars:
+		return Decision{}, badParams("msg.send: body must be 1..%d chars", MaxBodyChars)
+	case utf8.RuneCountInString(c.Subject) > MaxSubjectChars:
+		return Decision{}, badParams("msg.send: subject must be at most %d chars", MaxSubjectChars)
+	case len(c.ReplyTo) > MaxIDChars:
+		return Decision{}, badParams("msg.send: replyTo must be at most %d chars", MaxIDChars)
+	case len(c.To) == 0 || len(c.To) > MaxRecipients:
+		return Decision{}, badParams("msg.send: recipient count out of range")
+	}
+	if _, ok := s.Run(c.RunID); !ok {
+		return Decision{}, reject(CodeNoManifest, "no-manifest", "run %q not found", c.RunID)
+	}
+	from := orchestratorSender
+	if worker {
+		if _, ok := s.Task(c.RunID, c.FromTask); !ok {
+			return Decision{}, reject(CodeNoTask, "no-task", "task %q not found in run %q", c.FromTask, c.RunID)
+		}
+		from = c.FromTask
+	}
+	rcpts, err := c.recipients(s)
+	if err != nil {
+		return Decision{}, err
+	}
+	if len(rcpts) == 0 || len(rcpts) > MaxRecipients {
+		return Decision{}, badParams("msg.send: recipient count out of range")
+	}
+	id := messageID(env)
+	evs := make([]events.Event, 0, len(rcpts))
+	for _, r := range rcpts {
+		evs = append(evs, env.event(c.RunID, events.TypeMailboxAppended, &events.MailboxAppended{
+			ID: id + "_" + r.label, To: r.box, From: from, Kind: kind, Priority: priority,
+			DeliveryMode: events.DeliveryNextTurn, Body: c.Body, Subject: c.Subject, ReplyTo: c.ReplyTo,
+		}))
+	}
+	return Decision{Events: evs, Result: SendResult{
+		MessageID: id, RecipientCount: len(rcpts), DurableStatus: "ok", LiveDeliveryStatus: "ok",
+	}}, nil
+}
+
+// recipients resolves To into mailboxes, in the order given (expansions in
+// task creation order), each once.
+func (c *MessageSend) recipients(s *projections.State) ([]recipient, error) {
+	worker := c.FromTask != ""
+	var out []recipient
+	seen := make(map[string]bool, len(c.To))
+	add := func(box, label string) {
+		if !seen[label] {
+			seen[label] = true
+			out = append(out, recipient{box: box, label: label})
+		}
+	}
+	for _, to := range c.To {
+		switch {
+		case to == ToParent:
+			add(events.RunInbox, ToParent)
+		case to == ToAll && !worker, to == ToGroup && worker:
+			for _, t := range s.Tasks(c.RunID) {
+				if !t.Shadow() && !t.Status.Terminal() && t.TaskID != c.FromTask {
+					add(t.TaskID, t.TaskID)
+				}
+			}
+		case to == ToAll || to == ToGroup:
+			if worker {
+				return nil, reject(CodeForbidden, "forbidden", "msg.send: a worker may send only to parent, group or a task of its run")
+			}
+			return nil, badParams("msg.send: %q is for workers; the orchestrator names tasks or \"all\"", to)
+		default:
+			if _, ok := s.Task(c.RunID, to); !ok {
+				return nil, badParams("msg.send: recipient %q is not a task of run %q", to, c.RunID)
+			}
+			add(to, to)
+		}
+	}
+	return out, nil
+}
+
+func validKind(k string) bool {
+	switch k {
+	case events.KindMessage, events.KindNotify, events.KindSteer, events.KindFollowUp, events.KindResponse, events.KindGroupJoin:
+		return true
+	}
+	return false
+}
+
+func validPriority(p string) bool {
+	return p == events.PriorityUrgent || p == events.PriorityNormal || p == events.PriorityLow
+}
+
+// Escalate is escalate (D§7.5): a follow-up message, to the sender's own
+// task unless To says otherwise. Unlike pi-crew, To is validated: the run
+// inbox ("parent") or a task of the run.
+type Escalate struct {
+	RunID string
+	// FromTask is the sending worker's task id; empty for the orchestrator,
+	// which then has no default recipient and must name one.
+	FromTask string
+	To       string
+	Body     string
+	Priority string // default normal
+}
+
+// Kind implements Command.
+func (*Escalate) Kind() string { return "escalate" }
+
+// EscalateResult is the answer to escalate.
+type EscalateResult struct {
+	MessageID string `json:"messageId"`
+	To        string `json:"to"`
+	Durable   bool   `json:"durable"`
+}
+
+func (c *Escalate) decide(s *projections.State, env *Env) (Decision, error) {
+	to, priority := c.To, c.Priority
+	if to == "" {
+		to = c.FromTask
+	}
+	if priority == "" {
+		priority = events.PriorityNormal
+	}
+	switch {
+	case c.Body == "" || utf8.RuneCountInString(c.Body) > MaxBodyChars:
+		return Decision{}, badParams("escalate: body must be 1..%d chars", MaxBodyChars)
+	case !validPriority(priority):
+		return Decision{}, badParams("escalate: priority must be urgent, normal or low")
+	case to == "":
+		return Decision{}, badParams("escalate: to is required without a task-scoped credential")
+	}
+	if _, ok := s.Run(c.RunID); !ok {
+		return Decision{}, reject(CodeNoManifest, "no-manifest", "run %q not found", c.RunID)
+	}
+	from := orchestratorSender
+	if c.FromTask != "" {
+		if _, ok := s.Task(c.RunID, c.FromTask); !ok {
+			return Decision{}, reject(CodeNoTask, "no-task", "task %q not found in run %q", c.FromTask, c.RunID)
+		}
+		from = c.FromTask
+	}
+	box := to
+	if to == ToParent {
+		box = events.RunInbox
+	} else if _, ok := s.Task(c.RunID, to); !ok {
+		return Decision{}, badParams("escalate: recipient %q is not a task of run %q", to, c.RunID)
+	}
+	id := "esc_" + strings.TrimPrefix(messageID(env), "msg_")
+	ev := env.event(c.RunID, events.TypeMailboxAppended, &events.MailboxAppended{
+		ID: id, To: box, From: from, Kind: events.KindFollowUp, Priority: priority,
+		DeliveryMode: events.DeliveryNextTurn, Body: c.Body,
+	})
+	return Decision{Events: []events.Event{ev}, Result: EscalateResult{MessageID: id, To: to, Durable: true}}, nil
+}
+
+// MailboxDeliver marks messages of one mailbox delivered (pushed live or
+// read). Messages already delivered or acknowledged are left alone, so a
+// repeated report is a no-op.
+type MailboxDeliver struct {
+	RunID string
+	// Recipient is the mailbox: a task id, or events.RunInbox.
+	Recipient  string
+	MessageIDs []string
+}
+
+// Kind implements Command.
+func (*MailboxDeliver) Kind() string { return "mailbox.deliver" }
+
+// MailboxAck acknowledges messages of one mailbox, from queued or
+// delivered. Acknowledged messages are left alone (idempotent).
+type MailboxAck struct {
+	RunID      string
+	Recipient  string
+	MessageIDs []string
+}
+
+// Kind implements Command.
+func (*MailboxAck) Kind() string { return "mailbox.ack" }
+
+// MailboxResult is the answer to mailbox.deliver and mailbox.ack: Changed
+// lists the ids whose status this command moved, in the order given.
+type MailboxResult struct {
+	OK      bool     `json:"ok"`
+	Changed []string `json:"changed"`
+}
+
+func (c *MailboxDeliver) decide(s *projections.State, env *Env) (Decision, error) {
+	return markMessages(s, env, c.Kind(), c.RunID, c.Recipient, c.MessageIDs, projections.MessageDelivered)
+}
+
+func (c *MailboxAck) decide(s *projections.State, env *Env) (Decision, error) {
+	return markMessages(s, env, c.Kind(), c.RunID, c.Recipient, c.MessageIDs, projections.MessageAcknowledged)
+}
+
+// markMessages moves the named messages of recipient's mailbox forward to
+// st. Every id must name a message of that mailbox; otherwise nothing is
+// recorded, so a caller cannot touch another task's mailbox.
+func markMessages(s *projections.State, env *Env, method, runID, rcpt string, ids []string, st projections.MessageStatus) (Decision, error) {
+	if len(ids) == 0 || len(ids) > MaxMessageIDs {
+		return Decision{}, badParams("%s: messageIds must list 1..%d ids", method, MaxMessageIDs)
+	}
+	if _, ok := s.Run(runID); !ok {
+		return Decision{}, reject(CodeNoManifest, "no-manifest", "run %q not found", runID)
+	}
+	res := MailboxResult{OK: true, Changed: []string{}}
+	var evs []events.Event
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		m, ok := s.Message(runID, id)
+		if !ok || m.To != rcpt {
+			return Decision{}, badParams("%s: message %q is not in mailbox %q of run %q", method, id, mailboxName(rcpt), runID)
+		}
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		switch {
+		case st == projections.MessageDelivered && m.Status == projections.MessageQueued:
+			evs = append(evs, env.event(runID, events.TypeMailboxDelivered, &events.MailboxDelivered{MessageID: id, Recipient: rcpt}))
+		case st == projections.MessageAcknowledged && m.Status != projections.MessageAcknowledged:
+			evs = append(evs, env.event(runID, events.TypeMailboxAcknowledged, &events.MailboxAcknowledged{MessageID: id, Recipient: rcpt}))
+		default:
+			continue
+		}
+		res.Changed = append(res.Changed, id)
+	}
+	return Decision{Events: evs, Result: res}, nil
+}
+
+// mailboxName is how messages name a mailbox: the task id, or "parent" for
+// the run inbox.
+func mailboxName(rcpt string) string {
+	if rcpt == events.RunInbox {
+		return ToParent
+	}
+	return rcpt
+}

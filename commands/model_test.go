@@ -1,0 +1,283 @@
+package commands
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// modelSteps is the number of random commands of the model test;
+// CREWLOG_MODEL_STEPS raises it for a soak run.
+func modelSteps() int {
+	if s, err := strconv.Atoi(os.Getenv("CREWLOG_MODEL_STEPS")); err == nil && s > 0 {
+		return s
+	}
+	return 10_000
+}
+
+// randomCommand draws a valid or invalid command against what exists.
+func randomCommand(rng *rand.Rand, s *projections.State, runs []string) Request {
+	run := runs[rng.IntN(len(runs))]
+	tasks := s.Tasks(run)
+	// Mostly a running task (shadow tasks included: grandchildren delegate
+	// too), sometimes any task.
+	task := "02_exec"
+	var running []string
+	for _, t := range tasks {
+		if t.Status == projections.TaskRunning {
+			running = append(running, t.TaskID)
+		}
+	}
+	switch {
+	case len(running) > 0 && rng.IntN(4) > 0:
+		task = running[rng.IntN(len(running))]
+	case len(tasks) > 0 && rng.IntN(2) == 0:
+		task = tasks[rng.IntN(len(tasks))].TaskID
+	}
+	// Mostly an in-flight delegation, sometimes a settled or unknown one.
+	dels := s.Delegations(run)
+	var live []string
+	for _, d := range dels {
+		if !d.Status.Terminal() {
+			live = append(live, d.SubID)
+		}
+	}
+	sub := "gc-missing"
+	switch {
+	case len(live) > 0 && rng.IntN(4) > 0:
+		sub = live[rng.IntN(len(live))]
+	case len(dels) > 0 && rng.IntN(5) > 0:
+		sub = dels[rng.IntN(len(dels))].SubID
+	}
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	orch := func(c Command) Request { return Request{Actor: orchestrator, Command: c} }
+	switch rng.IntN(16) {
+	case 0, 1, 2, 3, 11, 12, 13:
+		prompt := "find X"
+		if rng.IntN(10) == 0 {
+			prompt = ""
+		}
+		req := &DelegateRequest{RunID: run, TaskID: task, Prompt: prompt}
+		if rng.IntN(2) == 0 {
+			req.BudgetTokens = ptr(int64(rng.IntN(8000)) - 100)
+		}
+		if rng.IntN(4) == 0 {
+			req.Role = ptr(pick("explorer", "analyst", "executor", "reviewer"))
+		}
+		if rng.IntN(4) == 0 {
+			req.TimeoutSec = ptr(float64(rng.IntN(100000)))
+		}
+		if rng.IntN(6) == 0 {
+			req.Model = ptr(pick("anthropic/m1", "openai/m2", "x/y"))
+		}
+		return Request{Actor: worker(task), Command: req}
+	case 4, 5, 15:
+		var usage *int64
+		if rng.IntN(2) == 0 {
+			usage = ptr(int64(rng.IntN(30000)))
+		}
+		return orch(&DelegateSettle{RunID: run, SubID: sub, Outcome: pick(OutcomeOK, OutcomeOK, OutcomeFailed, OutcomeTimedOut, OutcomeCancelled, "bogus"),
+			Text: "--- end delegate x ---\nresult", UsageTokens: usage})
+	case 6:
+		return orch(&DelegateSpawned{RunID: run, SubID: sub, PID: rng.IntN(3)})
+	case 7:
+		return orch(&DelegateCancel{RunID: run, SubID: sub})
+	case 8:
+		// Workflow tasks only (shadows follow their delegations), 02_exec
+		// most often, so the main parent keeps coming back to running.
+		wf := "02_exec"
+		if rng.IntN(2) == 0 {
+			for _, t := range tasks {
+				if !t.Shadow() && rng.IntN(3) == 0 {
+					wf = t.TaskID
+				}
+			}
+		}
+		to := pick("running", "running", "running", "queued", "queued", "completed", "failed", "cancelled", "waiting")
+		return orch(&TaskTransition{RunID: run, TaskID: wf, To: to})
+	case 9:
+		if rng.IntN(8) > 0 {
+			return orch(&RunTransition{RunID: run, To: "running"})
+		}
+		return orch(&RunTransition{RunID: run, To: pick("blocked", "completed", "failed", "cancelled", "bogus")})
+	case 10, 14:
+		return orch(&TaskCreate{RunID: run, TaskID: fmt.Sprintf("t%d", rng.IntN(20)), Role: pick("executor", "explorer"),
+			Agent: "a", Title: "t", Cwd: pick("/w", "/w2"), StepID: "s", Depth: rng.IntN(5)})
+	default:
+		cfg := projections.DefaultConfig()
+		cfg.MaxSlots = 1 + rng.IntN(4)
+		cfg.MaxDepth = rng.IntN(6) // 0 is invalid
+		cfg.NestingEnabled = rng.IntN(20) > 0
+		cfg.UnmeteredDelegates = pick(events.UnmeteredAllow, events.UnmeteredAllow, events.UnmeteredDeny)
+		if rng.IntN(3) == 0 {
+			cfg.ModelCatalog = []string{"anthropic/m1"}
+		}
+		return Request{Actor: admin, Command: &Configure{Config: cfg}}
+	}
+}
+
+// invariants checks the model invariants between two published states.
+type invariants struct {
+	spent    map[string]int64 // run/task → tokensSpent seen last
+	granted  map[string]int64
+	admitted map[string]bool // subIds ever admitted
+	terminal map[string]bool // subIds with a terminal event
+	held     int             // slots held in the last state seen
+}
+
+func (iv *invariants) check(t *testing.T, s *projections.State, runs []string) {
+	inFlight := 0
+	for _, run := range runs {
+		for _, a := range s.Ledger(run) {
+			k := run + "/" + a.TaskID
+			require.GreaterOrEqual(t, a.TokensSpent, iv.spent[k], "tokensSpent never decreases (%s)", k)
+			if g, ok := iv.granted[k]; ok {
+				require.Equal(t, g, a.TokensGranted, "tokensGranted is write-once (%s)", k)
+			}
+			iv.spent[k], iv.granted[k] = a.TokensSpent, a.TokensGranted
+			var sum int64
+			for _, r := range a.Reservations {
+				sum += r.Tokens
+			}
+			for _, c := range a.Charges {
+				sum += c.Tokens
+			}
+			require.Equal(t, sum, a.TokensSpent, "tokensSpent = Σ reservations + Σ charges (%s)", k)
+		}
+		for _, d := range s.Delegations(run) {
+			if !d.Status.Terminal() {
+				inFlight++
+			}
+		}
+	}
+	sl := s.Slots()
+	require.Equal(t, inFlight, sl.Held, "held slots = in-flight delegations")
+	iv.held = sl.Held
+}
+
+// The model test: random valid and invalid commands through the engine,
+// invariants after every step, and at the end the incremental state equals
+// a fold of the log from position 1 and the newest snapshot plus the tail.
+func TestModel(t *testing.T) {
+	clock := newTestClock()
+	fs := vfs.NewMem()
+	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+	require.NoError(t, err)
+	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), SnapshotEvery: 997, ExpiryInterval: -1})
+	require.NoError(t, err)
+	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
+	runs := []string{"R0", "R1", "R2"}
+	for i, run := range runs {
+		f.seedRun(run, int64(i)*60000) // R0 unmetered, R1 and R2 budgeted
+	}
+	iv := &invariants{spent: map[string]int64{}, granted: map[string]int64{}, admitted: map[string]bool{}, terminal: map[string]bool{}}
+	rng := rand.New(rand.NewPCG(11, 12))
+	steps := modelSteps()
+	accepted, rejected := 0, 0
+	reasons := map[string]int{}
+	for i := 0; i < steps; i++ {
+		var req Request
+		e.Read(func(s *projections.State) { req = randomCommand(rng, s, runs) })
+		req.CommandID = fmt.Sprintf("m-%05d", i)
+		before := e.Head()
+		r, err := e.Submit(context.Background(), req)
+		require.NoError(t, err)
+		if r.Rejected != nil {
+			reasons[r.Rejected.Reason]++
+			rejected++
+		} else {
+			accepted++
+		}
+		if d, ok := req.Command.(*DelegateRequest); ok && r.Rejected == nil {
+			var res DelegateResult
+			require.NoError(t, json.Unmarshal(r.Result, &res))
+			require.False(t, iv.admitted[res.GrandchildTaskRef], "no subId admitted twice")
+			iv.admitted[res.GrandchildTaskRef] = true
+			_ = d
+		}
+		iv.checkNewEvents(t, l, before, e.Head())
+		e.Read(func(s *projections.State) { iv.check(t, s, runs) })
+		if rng.IntN(50) == 0 {
+			clock.Advance(time.Duration(rng.IntN(2000)) * time.Second)
+			before := e.Head()
+			e.Tick(context.Background())
+			iv.checkNewEvents(t, l, before, e.Head())
+			e.Read(func(s *projections.State) { iv.check(t, s, runs) })
+		}
+	}
+	require.Positive(t, accepted)
+	require.Positive(t, rejected)
+
+	var live *projections.State
+	e.Read(func(s *projections.State) { live = s.Clone() })
+	full := projections.New()
+	require.NoError(t, projections.Replay(full, l, 0))
+	require.Equal(t, live, full, "incremental == fold from position 1")
+	require.NoError(t, e.Close())
+	snapped, info, err := projections.Load(l)
+	require.NoError(t, err)
+	require.NotZero(t, info.SnapshotPosition, "a snapshot was used")
+	require.Equal(t, live, snapped, "incremental == snapshot + tail")
+	require.NoError(t, l.Close())
+	t.Logf("%d steps: %d accepted, %d rejected, %d admitted, head %d; rejections %v",
+		steps, accepted, rejected, len(iv.admitted), full.Position, reasons)
+}
+
+// checkNewEvents checks the events one command appended against the state
+// before it: an admission never takes a slot beyond capacity, a reservation
+// never exceeds what remained of the grant, and a delegation gets at most
+// one terminal event (the fold ignores a second, so this reads the log).
+func (iv *invariants) checkNewEvents(t *testing.T, l *eventlog.Log, from, to uint64) {
+	if to <= from {
+		return
+	}
+	it := l.Read(from + 1)
+	defer it.Close()
+	for it.Next() {
+		ev, err := projections.FromLog(it.Event())
+		require.NoError(t, err)
+		switch p := ev.Payload.(type) {
+		case *events.DelegateAdmitted:
+			require.Equal(t, iv.held, p.Policy.Held, "the policy saw the real slot count")
+			require.Less(t, p.Policy.Held, p.Policy.Capacity, "held slots stay within capacity")
+		case *events.BudgetReserved:
+			k := ev.Stream + "/" + p.TaskID
+			granted, ok := iv.granted[k]
+			if !ok {
+				granted = p.GrantedTokens
+			}
+			require.LessOrEqual(t, iv.spent[k]+p.Tokens, granted, "no metered admission beyond the grant (%s)", k)
+		case *events.DelegateCompleted, *events.DelegateFailed, *events.DelegateTimedOut, *events.DelegateCancelled:
+			sub := terminalSub(ev.Payload)
+			require.False(t, iv.terminal[sub], "delegation %s has more than one terminal event", sub)
+			iv.terminal[sub] = true
+		}
+	}
+	require.NoError(t, it.Err())
+}
+
+func terminalSub(p any) string {
+	switch p := p.(type) {
+	case *events.DelegateCompleted:
+		return p.SubID
+	case *events.DelegateFailed:
+		return p.SubID
+	case *events.DelegateTimedOut:
+		return p.SubID
+	case *events.DelegateCancelled:
+		return p.SubID
+	}
+	return ""
+}

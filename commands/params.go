@@ -1,0 +1,517 @@
+package commands
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/crewlog/crewlog/events"
+)
+
+// ErrUnknownMethod is returned (wrapped, with the method) by ParseCommand for
+// a method it does not know; the broker answers it not-implemented.
+var ErrUnknownMethod = errors.New("commands: unknown method")
+
+// Caller is the identity a request authenticated as: Role is
+// events.RoleWorker, events.RoleOrchestrator or events.RoleAdmin; RunID and
+// TaskID are what the credential is scoped to (an admin has neither).
+type Caller struct {
+	Role   string
+	RunID  string
+	TaskID string
+}
+
+// method is one entry of the method table: who may call it, whether unknown
+// params keys are refused, and how params become a command.
+type method struct {
+	who    audience
+	strict bool
+	parse  func(p *paramReader, c Caller, runID string) Command
+}
+
+// audience is the set of roles a method admits.
+type audience int
+
+const (
+	anyRole     audience = iota // worker, orchestrator or admin
+	runtimeRole                 // orchestrator or admin
+	workerRole                  // a worker with a task-scoped credential
+	adminRole                   // the daemon's admin credential
+)
+
+// methods is every method ParseCommand knows. pi-crew's own methods
+// tolerate unknown params keys, as pi-crew does (a pi-crew client may send
+// more than crewlog reads); crewlog's engine methods refuse them, so a
+// misspelt key is an error rather than a silently ignored field.
+var methods = map[string]method{
+	"delegate.request": {workerRole, false, parseDelegateRequest},
+	"msg.send":         {anyRole, false, parseMessageSend},
+	"steer.push":       {runtimeRole, false, parseSteerPush},
+	"escalate":         {anyRole, false, parseEscalate},
+	"wait.request":     {workerRole, false, parseWaitRequest},
+	"wait.resolve":     {workerRole, false, parseWaitResolve},
+
+	"run.create":        {adminRole, true, parseRunCreate},
+	"run.transition":    {runtimeRole, true, parseRunTransition},
+	"task.create":       {runtimeRole, true, parseTaskCreate},
+	"task.transition":   {runtimeRole, true, parseTaskTransition},
+	"task.usage":        {runtimeRole, true, parseTaskUsage},
+	"credential.issue":  {runtimeRole, true, parseCredentialIssue},
+	"credential.revoke": {runtimeRole, true, parseCredentialRevoke},
+	"delegate.spawned":  {runtimeRole, true, parseDelegateSpawned},
+	"delegate.settle":   {runtimeRole, true, parseDelegateSettle},
+	"delegate.cancel":   {runtimeRole, true, parseDelegateCancel},
+	"mailbox.deliver":   {anyRole, true, parseMailboxDeliver},
+	"mailbox.ack":       {anyRole, true, parseMailboxAck},
+}
+
+// Methods lists every method ParseCommand knows, sorted.
+func Methods() []string {
+	out := make([]string, 0, len(methods))
+	for m := range methods {
+		out = append(out, m)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ParseCommand turns a request (method and JSON params) from an
+// authenticated caller into a command. The run and, for workers, the task
+// come from the credential, never from params; an admin, scoped to no run,
+// names it with params.runId.
+//
+// Errors: a *RejectedError (forbidden for a role the method does not admit,
+// bad-params for params of the wrong shape or type) to answer as is, or an
+// error wrapping ErrUnknownMethod. Range checks are left to Decide, except
+// for delegate.request, whose parameter checks SPEC §4.1 puts before
+// anything else. It never panics.
+func ParseCommand(name string, params json.RawMessage, c Caller) (Command, error) {
+	m, ok := methods[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownMethod, name)
+	}
+	if err := m.who.admits(name, c); err != nil {
+		return nil, err
+	}
+	p, err := readParams(name, params)
+	if err != nil {
+		return nil, err
+	}
+	runID, err := p.runID(c, name != "run.create")
+	if err != nil {
+		return nil, err
+	}
+	cmd := m.parse(p, c, runID)
+	if m.strict {
+		p.refuseUnknown()
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	if dr, ok := cmd.(*DelegateRequest); ok {
+		if err := dr.validate(); err != nil {
+			return nil, err
+		}
+	}
+	return cmd, nil
+}
+
+func (a audience) admits(name string, c Caller) error {
+	switch {
+	case c.Role != events.RoleWorker && c.Role != events.RoleOrchestrator && c.Role != events.RoleAdmin:
+		return reject(CodeForbidden, "forbidden", "%s: unknown caller role %q", name, c.Role)
+	case a == workerRole && (c.Role != events.RoleWorker || c.TaskID == "" || c.RunID == ""):
+		if name == "delegate.request" {
+			return reject(CodeForbidden, "no-task-credential",
+				"delegate requires a task-scoped token; re-dispatch with PI_CREW_BROKER_TASK_ID")
+		}
+		return reject(CodeForbidden, "no-task-credential",
+			"%s requires a task-scoped token; re-dispatch with PI_CREW_BROKER_TASK_ID", name)
+	case a == runtimeRole && c.Role == events.RoleWorker:
+		return reject(CodeForbidden, "forbidden", "%s requires an orchestrator or admin credential", name)
+	case a == adminRole && c.Role != events.RoleAdmin:
+		return reject(CodeForbidden, "forbidden", "%s requires the admin credential", name)
+	case c.Role == events.RoleWorker && (c.TaskID == "" || c.RunID == ""):
+		return reject(CodeForbidden, "no-task-credential",
+			"%s requires a task-scoped token; re-dispatch with PI_CREW_BROKER_TASK_ID", name)
+	}
+	return nil
+}
+
+// runID is the run a request is about: the credential's, or for an admin
+// params.runId (required when need). A runId in params that names another
+// run than the credential's is forbidden.
+func (p *paramReader) runID(c Caller, need bool) (string, error) {
+	id := p.str("runId", false)
+	if p.err != nil {
+		return "", p.err
+	}
+	if c.Role == events.RoleAdmin {
+		if id == "" && need {
+			return "", badParams("%s: invalid params: runId is required with the admin credential", p.method)
+		}
+		return id, nil
+	}
+	if id != "" && id != c.RunID {
+		return "", reject(CodeForbidden, "forbidden", "%s: the credential is scoped to another run", p.method)
+	}
+	return c.RunID, nil
+}
+
+func parseDelegateRequest(p *paramReader, c Caller, runID string) Command {
+	return &DelegateRequest{
+		RunID: runID, TaskID: c.TaskID, Prompt: p.str("prompt", true), Description: p.optStr("description"),
+		Role: p.optStr("role"), Model: p.optStr("model"), MaxTurns: p.optInt("maxTurns"),
+		BudgetTokens: p.optInt64("budgetTokens"), TimeoutSec: p.optFloat("timeoutSec"),
+	}
+}
+
+func parseMessageSend(p *paramReader, c Caller, runID string) Command {
+	cmd := &MessageSend{
+		RunID: runID, To: p.recipients("to"), Body: p.body("body"), MessageKind: p.str("kind", false),
+		Priority: p.str("priority", false), ReplyTo: p.str("replyTo", false), Subject: p.str("subject", false),
+	}
+	if c.Role == events.RoleWorker {
+		cmd.FromTask = c.TaskID
+	}
+	return cmd
+}
+
+func parseSteerPush(p *paramReader, _ Caller, runID string) Command {
+	return &SteerPush{RunID: runID, TaskID: p.str("taskId", true), Body: p.str("body", true), Priority: p.str("priority", false)}
+}
+
+func parseEscalate(p *paramReader, c Caller, runID string) Command {
+	cmd := &Escalate{RunID: runID, To: p.str("to", false), Body: p.body("body"), Priority: p.str("priority", false)}
+	if c.Role == events.RoleWorker {
+		cmd.FromTask = c.TaskID
+	}
+	return cmd
+}
+
+func parseWaitRequest(p *paramReader, c Caller, runID string) Command {
+	p.ownTask(c)
+	var opts []string
+	if p.has("options") {
+		opts = p.strs("options")
+	}
+	return &WaitRequest{RunID: runID, TaskID: c.TaskID, Question: p.str("question", true), Options: opts, TimeoutSec: p.optFloat("timeoutSec")}
+}
+
+func parseWaitResolve(p *paramReader, c Caller, runID string) Command {
+	p.ownTask(c)
+	return &WaitResolve{RunID: runID, TaskID: c.TaskID, QuestionID: p.str("questionId", true)}
+}
+
+func parseRunCreate(p *paramReader, _ Caller, runID string) Command {
+	// NB: the broker sets OrchestratorDigest after minting the
+	// orchestrator's secret; it is never a param.
+	return &RunCreate{
+		RunID: runID, Team: p.str("team", true), Workflow: p.str("workflow", false), Goal: p.str("goal", true),
+		Cwd: p.str("cwd", true), BudgetTotal: p.int64("budgetTotal", false), BudgetUnlimited: p.bool("budgetUnlimited"),
+		BudgetWarning: p.float("budgetWarning"), BudgetAbort: p.float("budgetAbort"),
+	}
+}
+
+func parseRunTransition(p *paramReader, _ Caller, runID string) Command {
+	return &RunTransition{RunID: runID, To: p.str("to", true), Summary: p.str("summary", false), Reason: p.str("reason", false)}
+}
+
+func parseTaskCreate(p *paramReader, _ Caller, runID string) Command {
+	var deps []string
+	if p.has("dependsOn") {
+		deps = p.strs("dependsOn")
+	}
+	return &TaskCreate{
+		RunID: runID, TaskID: p.str("taskId", true), Role: p.str("role", true), Agent: p.str("agent", true),
+		Title: p.str("title", true), Cwd: p.str("cwd", true), DependsOn: deps, StepID: p.str("stepId", false),
+		Model: p.str("model", false), Depth: int(p.int64("depth", false)),
+	}
+}
+
+func parseTaskTransition(p *paramReader, _ Caller, runID string) Command {
+	return &TaskTransition{
+		RunID: runID, TaskID: p.str("taskId", true), To: p.str("to", true), Error: p.str("error", false),
+		Reason: p.str("reason", false), Cwd: p.str("cwd", false),
+	}
+}
+
+func parseTaskUsage(p *paramReader, _ Caller, runID string) Command {
+	return &TaskUsage{
+		RunID: runID, TaskID: p.str("taskId", true), Input: p.int64("input", true), Output: p.int64("output", true),
+		CacheRead: p.int64("cacheRead", true), CacheWrite: p.int64("cacheWrite", true), Cost: p.float("cost"),
+		Turns: p.int64("turns", false),
+	}
+}
+
+func parseCredentialIssue(p *paramReader, _ Caller, runID string) Command {
+	// NB: Digest stays empty; the broker sets it after minting the secret.
+	return &CredentialIssue{RunID: runID, TaskID: p.str("taskId", true)}
+}
+
+func parseCredentialRevoke(p *paramReader, _ Caller, runID string) Command {
+	return &CredentialRevoke{RunID: runID, TaskID: p.str("taskId", true), Reason: p.str("reason", false)}
+}
+
+func parseDelegateSpawned(p *paramReader, _ Caller, runID string) Command {
+	return &DelegateSpawned{RunID: runID, SubID: p.str("subId", true), PID: int(p.int64("pid", true))}
+}
+
+func parseDelegateSettle(p *paramReader, _ Caller, runID string) Command {
+	return &DelegateSettle{
+		RunID: runID, SubID: p.str("subId", true), Outcome: p.str("outcome", true), Text: p.str("text", true),
+		UsageTokens: p.optInt64("usageTokens"),
+	}
+}
+
+func parseDelegateCancel(p *paramReader, _ Caller, runID string) Command {
+	return &DelegateCancel{RunID: runID, SubID: p.str("subId", true), Reason: p.str("reason", false)}
+}
+
+func parseMailboxDeliver(p *paramReader, c Caller, runID string) Command {
+	return &MailboxDeliver{RunID: runID, Recipient: p.mailbox(c), MessageIDs: p.strs("messageIds")}
+}
+
+func parseMailboxAck(p *paramReader, c Caller, runID string) Command {
+	return &MailboxAck{RunID: runID, Recipient: p.mailbox(c), MessageIDs: p.strs("messageIds")}
+}
+
+// paramReader reads typed fields out of a params object. The first problem
+// is kept in err and every later read is a no-op, so parse functions read
+// straight through and ParseCommand checks once.
+type paramReader struct {
+	method string
+	m      map[string]json.RawMessage
+	read   map[string]bool
+	err    error
+}
+
+func readParams(method string, params json.RawMessage) (*paramReader, error) {
+	p := &paramReader{method: method, m: map[string]json.RawMessage{}, read: map[string]bool{}}
+	raw := bytes.TrimSpace(params)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return p, nil // pi-crew sends null for "no params"
+	}
+	if raw[0] != '{' {
+		return nil, p.invalid("params must be an object")
+	}
+	if err := json.Unmarshal(raw, &p.m); err != nil {
+		return nil, p.invalid("params are not valid JSON")
+	}
+	return p, nil
+}
+
+func (p *paramReader) invalid(format string, args ...any) *RejectedError {
+	return badParams("%s: invalid params: %s", p.method, fmt.Sprintf(format, args...))
+}
+
+func (p *paramReader) fail(key, want string) {
+	if p.err == nil {
+		p.err = p.invalid("%s must be %s", key, want)
+	}
+}
+
+// get returns key's raw value; absent and null are both "not given".
+func (p *paramReader) get(key string, required bool, want string) (json.RawMessage, bool) {
+	p.read[key] = true
+	v, ok := p.m[key]
+	if !ok || string(v) == "null" {
+		if required {
+			p.fail(key, want)
+		}
+		return nil, false
+	}
+	return v, p.err == nil
+}
+
+// has reports whether key is given (not absent, not null); it counts as a
+// read of key.
+func (p *paramReader) has(key string) bool {
+	p.read[key] = true
+	v, ok := p.m[key]
+	return ok && string(v) != "null"
+}
+
+func (p *paramReader) str(key string, required bool) string {
+	v, ok := p.get(key, required, "a string")
+	if !ok {
+		return ""
+	}
+	var s string
+	if v[0] != '"' || json.Unmarshal(v, &s) != nil {
+		p.fail(key, "a string")
+	}
+	return s
+}
+
+func (p *paramReader) optStr(key string) *string {
+	if !p.has(key) {
+		return nil
+	}
+	s := p.str(key, true)
+	return &s
+}
+
+// body reads a message body: a string as is, any other JSON value as its
+// compact JSON text (pi-crew stringifies non-string bodies).
+func (p *paramReader) body(key string) string {
+	v, ok := p.get(key, true, "present")
+	if !ok {
+		return ""
+	}
+	if v[0] == '"' {
+		return p.str(key, true)
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, v) != nil {
+		p.fail(key, "JSON")
+	}
+	return b.String()
+}
+
+// int64 reads an integer. Like pi-crew's Number.isInteger, an integral
+// number written with a fraction or exponent (2.0, 1e3) is accepted; 1.5,
+// strings and anything beyond int64 are not.
+func (p *paramReader) int64(key string, required bool) int64 {
+	v, ok := p.get(key, required, "an integer")
+	if !ok {
+		return 0
+	}
+	if v[0] != '-' && (v[0] < '0' || v[0] > '9') {
+		p.fail(key, "an integer")
+		return 0
+	}
+	if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+		return n
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil || f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
+		p.fail(key, "an integer")
+		return 0
+	}
+	return int64(f)
+}
+
+func (p *paramReader) optInt64(key string) *int64 {
+	if !p.has(key) {
+		return nil
+	}
+	n := p.int64(key, true)
+	return &n
+}
+
+func (p *paramReader) optInt(key string) *int {
+	n := p.optInt64(key)
+	if n == nil {
+		return nil
+	}
+	if *n < math.MinInt32 || *n > math.MaxInt32 {
+		p.fail(key, "an integer")
+	}
+	i := int(*n)
+	return &i
+}
+
+func (p *paramReader) float(key string) float64 {
+	v, ok := p.get(key, false, "a number")
+	if !ok {
+		return 0
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if v[0] != '-' && (v[0] < '0' || v[0] > '9') || err != nil {
+		p.fail(key, "a finite number")
+	}
+	return f
+}
+
+func (p *paramReader) optFloat(key string) *float64 {
+	if !p.has(key) {
+		return nil
+	}
+	f := p.float(key)
+	return &f
+}
+
+func (p *paramReader) bool(key string) bool {
+	v, ok := p.get(key, false, "a boolean")
+	if !ok {
+		return false
+	}
+	if string(v) != "true" && string(v) != "false" {
+		p.fail(key, "a boolean")
+	}
+	return string(v) == "true"
+}
+
+// strs reads a required array of strings.
+func (p *paramReader) strs(key string) []string {
+	v, ok := p.get(key, true, "an array of strings")
+	if !ok {
+		return nil
+	}
+	var out []string
+	if v[0] != '[' || json.Unmarshal(v, &out) != nil {
+		p.fail(key, "an array of strings")
+		return nil
+	}
+	return out
+}
+
+// recipients reads msg.send's to: one string or an array of strings.
+func (p *paramReader) recipients(key string) []string {
+	v, ok := p.get(key, true, "a string or an array of strings")
+	if !ok {
+		return nil
+	}
+	if v[0] == '"' {
+		return []string{p.str(key, true)}
+	}
+	var out []string
+	if v[0] != '[' || json.Unmarshal(v, &out) != nil {
+		p.fail(key, "a string or an array of strings")
+	}
+	return out
+}
+
+// ownTask checks wait.*'s to, which must name the caller's own task
+// (GS-17); it may be left out.
+func (p *paramReader) ownTask(c Caller) {
+	if to := p.str("to", false); p.err == nil && to != "" && to != c.TaskID {
+		p.err = reject(CodeForbidden, "forbidden", "%s: to must be the caller's own task", p.method)
+	}
+}
+
+// mailbox is the mailbox mailbox.deliver / mailbox.ack touch: a worker's
+// own task's; for the orchestrator, params.taskId or the run inbox.
+func (p *paramReader) mailbox(c Caller) string {
+	id := p.str("taskId", false)
+	if c.Role != events.RoleWorker {
+		return id
+	}
+	if p.err == nil && id != "" && id != c.TaskID {
+		p.err = reject(CodeForbidden, "forbidden", "%s: a worker may touch only its own mailbox", p.method)
+	}
+	return c.TaskID
+}
+
+// refuseUnknown fails on the first params key no read asked for (in key
+// order, so the message is deterministic).
+func (p *paramReader) refuseUnknown() {
+	if p.err != nil {
+		return
+	}
+	keys := make([]string, 0, len(p.m))
+	for k := range p.m {
+		if !p.read[k] {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) > 0 {
+		slices.Sort(keys)
+		p.err = p.invalid("unknown field %q", keys[0])
+	}
+}

@@ -1,0 +1,30 @@
+package commands
+
+import "github.com/crewlog/crewlog/projections"
+
+// maybeSnapshot starts a background snapshot when enough events have passed
+// since the last one. The state is cloned under the read lock (the writer
+// waits at most for the clone) and encoded and saved off the write path.
+func (e *Engine) maybeSnapshot() {
+	if e.opts.SnapshotEvery < 0 || e.next-1 < e.lastSnap+uint64(e.opts.SnapshotEvery) {
+		return
+	}
+	if !e.snapping.CompareAndSwap(false, true) {
+		return
+	}
+	e.lastSnap = e.next - 1
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		defer e.snapping.Store(false)
+		var c *projections.State
+		e.Read(func(s *projections.State) { c = s.Clone() })
+		b, err := projections.EncodeSnapshot(c)
+		if err == nil {
+			err = e.log.SaveSnapshot(c.Position, b)
+		}
+		if err != nil {
+			e.opts.Logger.Warn("snapshot not saved", "position", c.Position, "err", err)
+		}
+	}()
+}

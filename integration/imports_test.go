@@ -1,0 +1,55 @@
+package integration
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const module = "github.com/crewlog/crewlog"
+
+// allowedImports is the layering of DESIGN.md: which project packages each
+// package may import. A package missing here may import anything (mains,
+// tests).
+var allowedImports = map[string][]string{
+	"eventlog":    {},
+	"events":      {},
+	"projections": {"events", "eventlog"},
+	"commands":    {"events", "projections", "eventlog"},
+	"migrations":  {"events", "eventlog"},
+	"broker/wire": {},
+	"broker":      {"commands", "projections", "events", "eventlog", "broker/wire"},
+}
+
+// TestImportRules enforces the package layering and that only eventlog
+// imports Pebble (direct, non-test imports).
+func TestImportRules(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json=ImportPath,Imports", module+"/...").Output()
+	require.NoError(t, err)
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	seen := 0
+	for dec.More() {
+		var p struct {
+			ImportPath string
+			Imports    []string
+		}
+		require.NoError(t, dec.Decode(&p))
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		allowed, ruled := allowedImports[rel]
+		for _, imp := range p.Imports {
+			if strings.HasPrefix(imp, "github.com/cockroachdb/pebble") {
+				require.Equal(t, "eventlog", rel, "%s imports Pebble; only eventlog may", p.ImportPath)
+			}
+			if !ruled || !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			dep := strings.TrimPrefix(imp, module+"/")
+			require.Contains(t, allowed, dep, "%s may not import %s", rel, dep)
+		}
+		seen++
+	}
+	require.Greater(t, seen, 4)
+}
