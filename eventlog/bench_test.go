@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -61,9 +62,13 @@ func openDisk(b *testing.B, name string) *Log {
 	return l
 }
 
+// openPebble opens the plain baseline with the Pebble options crewlog uses
+// (cache, memtable, bloom filters), so the ratio measures crewlog's own work.
 func openPebble(b *testing.B, dir string) *pebble.DB {
-	db, err := pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, CacheSize: DefaultCacheSize,
-		Logger: pebbleLogger{slog.New(slog.DiscardHandler)}})
+	o := &pebble.Options{FormatMajorVersion: pebble.FormatNewest, CacheSize: DefaultCacheSize,
+		MemTableSize: DefaultMemTableSize, Logger: pebbleLogger{slog.New(slog.DiscardHandler)}}
+	o.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	db, err := pebble.Open(dir, o)
 	require.NoError(b, err)
 	return db
 }
