@@ -134,8 +134,17 @@ func (l *Log) stage(ws []Write) (b *pebble.Batch, first uint64, ids []string, la
 		}
 	}
 
-	// Assign, encode and chain.
-	b = l.db.NewBatch()
+	// Assign, encode and chain. Sizing the batch up front saves its
+	// buffer's regrowth copies.
+	size := 64
+	for i := range ws {
+		for j := range ws[i].Events {
+			e := &ws[i].Events[j]
+			size += 2*len(e.Stream) + len(e.Type) + len(e.Payload) + len(e.CommandID) + len(e.CausationID) +
+				len(e.CorrelationID) + len(e.ActorRole) + len(e.ActorTask) + 128
+		}
+	}
+	b = l.db.NewBatchWithSize(size)
 	pos, prev := l.next, l.prevHash
 	first = 0
 	key := make([]byte, 0, 64)

@@ -42,16 +42,14 @@ func appendBody(b []byte, ev *Event) []byte {
 // ev.Hash. Position and StreamVersion must already be assigned.
 func appendRecord(dst []byte, prev *[32]byte, ev *Event) []byte {
 	start := len(dst)
-	dst = append(dst, recordVersion)
-	dst = append(dst, make([]byte, 4+sha256.Size)...)
+	dst = append(dst, recordVersion, 0, 0, 0, 0)
+	// NB: the hash slot first holds prev, so that one Sum256 over the slot
+	// and the body is H(prev ‖ body) without a streaming hasher; the slot
+	// then receives the result.
+	dst = append(dst, prev[:]...)
 	dst = appendBody(dst, ev)
-	body := dst[start+recordHeaderLen:]
-
-	h := sha256.New()
-	h.Write(prev[:])
-	h.Write(body)
-	h.Sum(dst[start+5 : start+5 : start+recordHeaderLen])
-	copy(ev.Hash[:], dst[start+5:start+recordHeaderLen])
+	ev.Hash = sha256.Sum256(dst[start+5:])
+	copy(dst[start+5:start+recordHeaderLen], ev.Hash[:])
 
 	crc := crc32.Checksum(dst[start+5:], castagnoli)
 	binary.BigEndian.PutUint32(dst[start+1:start+5], crc)
