@@ -203,3 +203,36 @@ func TestEngineSnapshotsAndRestartsFromThem(t *testing.T) {
 }
 
 var _ = events.RoleEngine
+
+// An event the log would refuse (here: a payload over the log's limit) is
+// a rejected command, never a failed group: the engine keeps serving.
+func TestEngineRefusesWhatTheLogWouldNot(t *testing.T) {
+	l, err := eventlog.Open("db", &eventlog.Options{FS: vfs.NewMem(), MaxPayloadBytes: 1024})
+	require.NoError(t, err)
+	defer l.Close()
+	e, err := Open(l, Options{Clock: newTestClock().Now, NewID: counterIDs(), ExpiryInterval: -1})
+	require.NoError(t, err)
+	defer e.Close()
+
+	r, err := e.Submit(context.Background(), Request{CommandID: "big", Actor: admin,
+		Command: &RunCreate{RunID: "R", Team: "t", Goal: strings.Repeat("g", 2000), Cwd: "/w"}})
+	require.NoError(t, err)
+	require.NotNil(t, r.Rejected)
+	require.Equal(t, CodeBadParams, r.Rejected.Code)
+	require.Contains(t, r.Rejected.Message, "payload")
+
+	r, err = e.Submit(context.Background(), Request{CommandID: strings.Repeat("x", 300), Actor: admin,
+		Command: &RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"}})
+	require.NoError(t, err)
+	require.Equal(t, CodeBadParams, r.Rejected.Code, "an over-long command id is refused, not written")
+
+	r, err = e.Submit(context.Background(), Request{CommandID: "small", Actor: admin,
+		Command: &RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"}})
+	require.NoError(t, err)
+	require.Nil(t, r.Rejected, "the engine still serves")
+	again, err := e.Submit(context.Background(), Request{CommandID: "big", Actor: admin,
+		Command: &RunCreate{RunID: "R2", Team: "t", Goal: "g", Cwd: "/w"}})
+	require.NoError(t, err)
+	require.True(t, again.Replayed, "the refusal was recorded under its command id")
+	require.Equal(t, CodeBadParams, again.Rejected.Code)
+}

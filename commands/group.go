@@ -23,6 +23,10 @@ func (e *Engine) commit(group []*pending) error {
 
 	for _, p := range group {
 		id := p.req.CommandID
+		if len(id) > eventlog.MaxIDLen {
+			p.reply = Reply{Rejected: badParams("commandId must be at most %d bytes", eventlog.MaxIDLen)}
+			continue
+		}
 		if id != "" {
 			if first, dup := seen[id]; dup {
 				p.follow = first
@@ -47,11 +51,20 @@ func (e *Engine) commit(group []*pending) error {
 		}
 		wr := eventlog.Write{CommandID: id, Events: make([]eventlog.Event, len(dec.Events))}
 		for i := range dec.Events {
-			dec.Events[i].Position = next
-			next++
 			if wr.Events[i], err = toLog(&dec.Events[i]); err != nil {
 				return err
 			}
+			if err := e.log.CheckEvent(&wr.Events[i]); err != nil {
+				// Too large for the log (a huge message body, say): refuse
+				// the command rather than fail the whole group's append.
+				rej = badParams("%s: %v", p.req.Command.Kind(), err)
+				dec.Events, wr.Events = nil, nil
+				break
+			}
+		}
+		for i := range dec.Events {
+			dec.Events[i].Position = next
+			next++
 		}
 		// Apply only once everything encoded: the working state must hold
 		// exactly what the batch holds.

@@ -48,3 +48,9 @@ func (e *Event) validate(maxPayload int) error {
 	}
 	return nil
 }
+
+// CheckEvent reports whether Append would accept e (the caller-supplied
+// fields only). A writer that applies events to its own state before the
+// append checks them first, so that a refused append never leaves that
+// state ahead of the log.
+func (l *Log) CheckEvent(e *Event) error { return e.validate(l.opts.MaxPayloadBytes) }
