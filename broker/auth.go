@@ -1,0 +1,117 @@
+package broker
+
+import (
+	"encoding/json"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// Hello answers (D§7.4). Every failure closes the connection.
+var (
+	errHelloRejected = wire.NewError(wire.CodeAuth, wire.MsgHelloRejected)
+	errStaleToken    = wire.NewError(wire.CodeStaleToken, wire.MsgStaleToken)
+	errRunTerminal   = wire.NewError(wire.CodeStaleToken, wire.MsgRunTerminal)
+	errRevoked       = wire.NewError(wire.CodeRevoked, wire.MsgTokenRevoked)
+)
+
+// adminHello is the admin form of hello: {"protocol":1,"role":"admin","token":…}, with no runId or taskId. The
+// role field is otherwise ignored (pi-crew derives the role from the token), so a client cannot claim admin: it
+// still needs the admin token.
+type adminHello struct {
+	Protocol json.RawMessage `json:"protocol"`
+	Role     string          `json:"role"`
+	Token    *string         `json:"token"`
+	RunID    *string         `json:"runId"`
+	TaskID   *string         `json:"taskId"`
+}
+
+// authenticate decides a hello. It returns the identity, or the *wire.Error to send before closing.
+func (s *Server) authenticate(params json.RawMessage) (identity, *wire.Error) {
+	var a adminHello
+	if json.Unmarshal(params, &a) == nil && a.Role == events.RoleAdmin && a.RunID == nil && a.TaskID == nil {
+		return s.authenticateAdmin(a)
+	}
+	h, err := wire.DecodeHello(params)
+	if err != nil {
+		return identity{}, errHelloRejected
+	}
+	digest := digestOf(h.Token)
+	var (
+		id  identity
+		bad *wire.Error
+	)
+	s.eng.Read(func(st *projections.State) { id, bad = classify(st, h.RunID, h.TaskID, digest) })
+	return id, bad
+}
+
+func (s *Server) authenticateAdmin(a adminHello) (identity, *wire.Error) {
+	var protocol float64
+	if json.Unmarshal(a.Protocol, &protocol) != nil || protocol != wire.ProtocolVersion || a.Token == nil ||
+		*a.Token == "" || wire.UTF16Len(*a.Token) > 256 || s.opts.AdminDigest == "" {
+		return identity{}, errHelloRejected
+	}
+	if !sameDigest(digestOf(*a.Token), s.opts.AdminDigest) {
+		return identity{}, errHelloRejected
+	}
+	return identity{role: events.RoleAdmin}, nil
+}
+
+// classify resolves a run-scoped hello against the credentials in st (D§7.4 [idx], SPEC §5):
+//
+//  1. the run's orchestrator credential matches → orchestrator, whatever taskId the hello names (pi-crew checks
+//     the orchestrator token first; GS-20(c));
+//  2. the credential of (runId, taskId) matches → worker, unless the run is completed/failed/cancelled
+//     (stale-token "run is already terminal");
+//  3. the secret is the revoked secret of either key → revoked;
+//  4. no match, but the run has that task (or that credential key) → stale-token — wrong, superseded and
+//     never-issued tokens look the same to the broker;
+//  5. anything else → auth "hello rejected".
+func classify(st *projections.State, runID, taskID, digest string) (identity, *wire.Error) {
+	run, ok := st.Run(runID)
+	if !ok {
+		return identity{}, errHelloRejected
+	}
+	orch, hasOrch := st.Credential(runID, events.OrchestratorKey)
+	if hasOrch && !orch.Revoked && sameDigest(orch.Digest, digest) {
+		return identity{role: events.RoleOrchestrator, runID: runID, key: events.OrchestratorKey, digest: digest}, nil
+	}
+	cred, hasCred := st.Credential(runID, taskID)
+	if hasCred && taskID != events.OrchestratorKey && !cred.Revoked && sameDigest(cred.Digest, digest) {
+		if run.Status.Stale() {
+			return identity{}, errRunTerminal
+		}
+		return identity{role: events.RoleWorker, runID: runID, taskID: taskID, key: taskID, digest: digest}, nil
+	}
+	if hasOrch && orch.Revoked && sameDigest(orch.Digest, digest) || hasCred && cred.Revoked && sameDigest(cred.Digest, digest) {
+		return identity{}, errRevoked
+	}
+	if _, hasTask := st.Task(runID, taskID); hasTask || hasCred {
+		return identity{}, errStaleToken
+	}
+	return identity{}, errHelloRejected
+}
+
+// recheck re-validates an authenticated connection's credential against the newest published state; it runs
+// before every request, so a revocation takes effect at the connection's next frame. The check is by secret:
+// a re-issued credential for the same key does not rescue a connection that used the old secret.
+func (s *Server) recheck(id identity) *wire.Error {
+	if id.role == events.RoleAdmin {
+		return nil // the admin digest is daemon configuration, not state; it changes only with a restart
+	}
+	var bad *wire.Error
+	s.eng.Read(func(st *projections.State) {
+		cred, ok := st.Credential(id.runID, id.key)
+		if !ok || cred.Revoked || !sameDigest(cred.Digest, id.digest) {
+			bad = errRevoked
+			return
+		}
+		if id.role == events.RoleWorker {
+			if run, ok := st.Run(id.runID); !ok || run.Status.Stale() {
+				bad = errRunTerminal
+			}
+		}
+	})
+	return bad
+}

@@ -1,0 +1,125 @@
+package broker
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/events"
+)
+
+// TestHelloClassification is D§7.4's classification, one hello per case on a fresh connection.
+func TestHelloClassification(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	s := f.seed()
+	type hello map[string]any
+	cases := []struct {
+		name  string
+		hello hello
+		code  wire.Code // "" = accepted
+		msg   string
+	}{
+		{"worker", hello{"protocol": 1, "runId": runR, "taskId": taskP, "token": s.p}, "", ""},
+		{"worker with pi-crew's ignored role", hello{"protocol": 1, "runId": runR, "taskId": taskP, "token": s.p, "role": "orchestrator"}, "", ""},
+		{"orchestrator", hello{"protocol": 1, "runId": runR, "taskId": events.OrchestratorKey, "token": s.orch}, "", ""},
+		{"orchestrator naming a task", hello{"protocol": 1, "runId": runR, "taskId": taskQ, "token": s.orch}, "", ""},
+		{"protocol 1.0 is 1", hello{"protocol": 1.0, "runId": runR, "taskId": taskP, "token": s.p}, "", ""},
+		{"admin", hello{"protocol": 1, "role": "admin", "token": testAdminToken}, "", ""},
+		{"wrong token, task exists", hello{"protocol": 1, "runId": runR, "taskId": taskP, "token": "nope"}, wire.CodeStaleToken, wire.MsgStaleToken},
+		{"another task's token", hello{"protocol": 1, "runId": runR, "taskId": taskQ, "token": s.p}, wire.CodeStaleToken, wire.MsgStaleToken},
+		{"wrong orchestrator token", hello{"protocol": 1, "runId": runR, "taskId": events.OrchestratorKey, "token": "nope"}, wire.CodeStaleToken, wire.MsgStaleToken},
+		{"unknown task", hello{"protocol": 1, "runId": runR, "taskId": "ZZ", "token": s.p}, wire.CodeAuth, wire.MsgHelloRejected},
+		{"unknown run", hello{"protocol": 1, "runId": "R404", "taskId": taskP, "token": s.p}, wire.CodeAuth, wire.MsgHelloRejected},
+		{"protocol 2", hello{"protocol": 2, "runId": runR, "taskId": taskP, "token": s.p}, wire.CodeAuth, wire.MsgHelloRejected},
+		{"protocol string", hello{"protocol": "1", "runId": runR, "taskId": taskP, "token": s.p}, wire.CodeAuth, wire.MsgHelloRejected},
+		{"no token", hello{"protocol": 1, "runId": runR, "taskId": taskP}, wire.CodeAuth, wire.MsgHelloRejected},
+		{"token of 257 chars", hello{"protocol": 1, "runId": runR, "taskId": taskP, "token": strings.Repeat("a", 257)}, wire.CodeAuth, wire.MsgHelloRejected},
+		{"empty runId", hello{"protocol": 1, "runId": "", "taskId": taskP, "token": s.p}, wire.CodeAuth, wire.MsgHelloRejected},
+		{"wrong admin token", hello{"protocol": 1, "role": "admin", "token": "nope"}, wire.CodeAuth, wire.MsgHelloRejected},
+		{"admin token as a worker", hello{"protocol": 1, "runId": runR, "taskId": taskP, "token": testAdminToken}, wire.CodeStaleToken, wire.MsgStaleToken},
+		{"worker token as admin", hello{"protocol": 1, "role": "admin", "token": s.p}, wire.CodeAuth, wire.MsgHelloRejected},
+		{"params null", nil, wire.CodeAuth, wire.MsgHelloRejected},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := f.dialAs(t)
+			var params any = tc.hello
+			if tc.hello == nil {
+				params = nil
+			}
+			r := c.call("hello", params)
+			if tc.code == "" {
+				require.Nil(t, r.Error)
+				require.Equal(t, true, c.ok("ping", nil)["pong"])
+				return
+			}
+			require.NotNil(t, r.Error)
+			require.Equal(t, tc.code, r.Error.Code)
+			require.Equal(t, tc.msg, r.Error.Message)
+			c.closed()
+		})
+	}
+}
+
+// TestRevocationAtNextFrame: a credential revoked (or re-issued, or its run ended) while a connection is idle is
+// refused at that connection's next request, whichever path changed the state.
+func TestRevocationAtNextFrame(t *testing.T) {
+	cases := []struct {
+		name   string
+		change commands.Command
+		who    func(s seeded) (task, token string)
+		code   wire.Code
+	}{
+		{"worker revoked", &commands.CredentialRevoke{RunID: runR, TaskID: taskP}, func(s seeded) (string, string) { return taskP, s.p }, wire.CodeRevoked},
+		{"worker re-issued", &commands.CredentialIssue{RunID: runR, TaskID: taskP, Digest: digestOf("other")}, func(s seeded) (string, string) { return taskP, s.p }, wire.CodeRevoked},
+		{"run completed", &commands.RunTransition{RunID: runR, To: "completed"}, func(s seeded) (string, string) { return taskP, s.p }, wire.CodeStaleToken},
+		{"orchestrator revoked", &commands.CredentialRevoke{RunID: runR, TaskID: events.OrchestratorKey}, func(s seeded) (string, string) { return events.OrchestratorKey, s.orch }, wire.CodeRevoked},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{})
+			s := f.seed()
+			c := f.dial()
+			task, token := tc.who(s)
+			c.hello(runR, task, token)
+			c.ok("ping", nil)
+			r, err := f.eng.Submit(context.Background(), commands.Request{Actor: events.Actor{Role: events.RoleAdmin}, Command: tc.change})
+			require.NoError(t, err)
+			require.Nil(t, r.Rejected)
+			c.fails("ping", nil, tc.code)
+			c.closed()
+		})
+	}
+}
+
+// TestTokenDerivation pins the token formula others rely on (a retry with the same commandId gets the same
+// token) and that the log only ever holds the digest.
+func TestTokenDerivation(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	a, err := mintToken(key, "R", "P", "cmd-1")
+	require.NoError(t, err)
+	b, _ := mintToken(key, "R", "P", "cmd-1")
+	require.Equal(t, a, b)
+	for _, other := range [][3]string{{"R", "Q", "cmd-1"}, {"S", "P", "cmd-1"}, {"R", "P", "cmd-2"}, {"RP", "", "cmd-1"}} {
+		o, _ := mintToken(key, other[0], other[1], other[2])
+		require.NotEqual(t, a, o, "%v", other)
+	}
+	r1, _ := mintToken(key, "R", "P", "")
+	r2, _ := mintToken(key, "R", "P", "")
+	require.NotEqual(t, r1, r2, "without a commandId every token is fresh")
+	require.Len(t, a, 43) // base64url of 32 bytes, unpadded
+
+	f := newFixture(t, fixtureOpts{})
+	s := f.seed()
+	it := f.log.Read(1)
+	defer it.Close()
+	for it.Next() {
+		for _, tok := range []string{s.orch, s.p, s.q} {
+			require.NotContains(t, string(it.Event().Payload), tok, "a secret reached the log")
+		}
+	}
+}

@@ -1,0 +1,240 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/wire"
+)
+
+var worker = Hello{RunID: "r1", TaskID: "t1", Token: "secret-w"}
+
+// testCtx bounds a test that would otherwise hang on a bug; it is not a timing assertion.
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func dialT(t *testing.T, b *fakeBroker, h Hello, o *Options) *Client {
+	t.Helper()
+	c, err := Dial(testCtx(t), b.path, h, o)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func pingHandler(t *testing.T) func(fc *fakeConn, req wire.Request) {
+	return func(fc *fakeConn, req wire.Request) {
+		switch req.Method {
+		case wire.MethodPing:
+			fc.reply(t, req.ID, map[string]any{"pong": true, "protocol": 1})
+		default:
+			fc.send(t, wire.Response{ID: req.ID, Error: wire.NotImplemented(req.Method)})
+		}
+	}
+}
+
+func TestHelloShapes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		hello Hello
+		want  string
+	}{
+		{"admin", Hello{Role: "admin", Token: "adm-secret"}, `{"protocol":1,"role":"admin","token":"adm-secret"}`},
+		{"orchestrator", Hello{RunID: "r1", TaskID: "orchestrator", Token: "orch-secret"}, `{"protocol":1,"runId":"r1","taskId":"orchestrator","token":"orch-secret"}`},
+		{"worker", worker, `{"protocol":1,"runId":"r1","taskId":"t1","token":"secret-w"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newFakeBroker(t, pingHandler(t))
+			got := make(chan string, 1)
+			b.hello = func(p json.RawMessage) *wire.Error { got <- string(p); return nil }
+			c := dialT(t, b, tc.hello, nil)
+			require.JSONEq(t, tc.want, <-got)
+			require.Equal(t, wire.HelloAck{Protocol: 1, Session: "fake", Run: tc.hello.RunID, OK: true}, c.Ack())
+			require.NotContains(t, tc.hello.String(), tc.hello.Token)
+		})
+	}
+}
+
+func TestDialRefused(t *testing.T) {
+	b := newFakeBroker(t, pingHandler(t))
+	b.hello = func(json.RawMessage) *wire.Error { return wire.NewError(wire.CodeAuth, wire.MsgHelloRejected) }
+	_, err := Dial(testCtx(t), b.path, worker, nil)
+	var we *wire.Error
+	require.ErrorAs(t, err, &we)
+	require.Equal(t, wire.CodeAuth, we.Code)
+	require.True(t, strings.HasPrefix(err.Error(), "client: "), err.Error())
+}
+
+func TestDialFailures(t *testing.T) {
+	t.Run("no socket", func(t *testing.T) {
+		_, err := Dial(testCtx(t), filepath.Join(t.TempDir(), "none.sock"), worker, nil)
+		require.ErrorContains(t, err, "client: connect")
+	})
+	t.Run("hello never answered", func(t *testing.T) {
+		b := newFakeBroker(t, pingHandler(t))
+		block := make(chan struct{})
+		t.Cleanup(func() { close(block) })
+		b.hello = func(json.RawMessage) *wire.Error { <-block; return nil }
+		_, err := Dial(testCtx(t), b.path, worker, &Options{DialTimeout: 50 * time.Millisecond})
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	})
+	t.Run("bad options", func(t *testing.T) {
+		_, err := Dial(testCtx(t), "x", worker, &Options{MaxFrame: 10, DialTimeout: -1, EventBuffer: -1})
+		require.ErrorContains(t, err, "max frame")
+		require.ErrorContains(t, err, "dial timeout")
+		require.ErrorContains(t, err, "event buffer")
+	})
+}
+
+func TestCallResultAndErrorFrame(t *testing.T) {
+	b := newFakeBroker(t, func(fc *fakeConn, req wire.Request) {
+		if req.Method == "deny" {
+			fc.fail(t, req.ID, wire.CodePolicyDenied, "slots exhausted")
+			return
+		}
+		pingHandler(t)(fc, req)
+	})
+	c := dialT(t, b, worker, nil)
+	var pong struct{ Pong bool }
+	require.NoError(t, c.Call(testCtx(t), wire.MethodPing, nil, &pong))
+	require.True(t, pong.Pong)
+
+	err := c.Call(testCtx(t), "deny", map[string]any{"x": 1}, nil)
+	var we *wire.Error
+	require.ErrorAs(t, err, &we)
+	require.Equal(t, wire.Error{Code: wire.CodePolicyDenied, Message: "slots exhausted"}, *we)
+	require.NotErrorIs(t, err, ErrClosed)
+	require.NoError(t, c.Err(), "an error frame leaves the connection up")
+}
+
+// TestCallConcurrentOutOfOrder answers 64 concurrent calls in the reverse of their arrival order: every caller
+// must get its own answer.
+func TestCallConcurrentOutOfOrder(t *testing.T) {
+	const n = 64
+	var mu sync.Mutex
+	var held []wire.Request
+	b := newFakeBroker(t, func(fc *fakeConn, req wire.Request) {
+		mu.Lock()
+		held = append(held, req)
+		all := len(held) == n
+		mu.Unlock()
+		if !all {
+			return
+		}
+		for i := n - 1; i >= 0; i-- {
+			fc.send(t, wire.Response{ID: held[i].ID, Result: held[i].Params})
+		}
+	})
+	c := dialT(t, b, worker, nil)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var got struct{ N int }
+			if err := c.Call(testCtx(t), "echo", map[string]int{"n": i}, &got); err != nil {
+				errs <- err
+			} else if got.N != i {
+				errs <- errors.New("wrong answer")
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}
+
+func TestCallRefusedLocally(t *testing.T) {
+	b := newFakeBroker(t, pingHandler(t))
+	c := dialT(t, b, worker, &Options{MaxFrame: 1024})
+	ctx := testCtx(t)
+	require.ErrorContains(t, c.Call(ctx, "no spaces", nil, nil), "client: method name")
+	require.ErrorContains(t, c.Call(ctx, "x", make(chan int), nil), "encode params")
+	err := c.Call(ctx, "x", strings.Repeat("a", 2000), nil)
+	require.ErrorIs(t, err, wire.ErrFrameTooLarge)
+	var we *wire.Error
+	require.False(t, errors.As(err, &we), "a local refusal is not a broker error")
+	require.NoError(t, c.Call(ctx, wire.MethodPing, nil, nil), "the connection survives local refusals")
+}
+
+func TestConnectionLostFailsPendingAndLater(t *testing.T) {
+	b := newFakeBroker(t, func(fc *fakeConn, req wire.Request) { fc.conn.Close() })
+	c := dialT(t, b, worker, nil)
+	err := c.Call(testCtx(t), "anything", nil, nil)
+	require.ErrorIs(t, err, ErrClosed)
+	<-c.Done()
+	require.ErrorIs(t, c.Err(), ErrClosed)
+	require.ErrorIs(t, c.Call(testCtx(t), wire.MethodPing, nil, nil), ErrClosed)
+}
+
+func TestOversizeFrameFromBrokerCloses(t *testing.T) {
+	b := newFakeBroker(t, func(fc *fakeConn, req wire.Request) {
+		fc.reply(t, req.ID, strings.Repeat("z", 4000))
+	})
+	c := dialT(t, b, worker, &Options{MaxFrame: 1024})
+	err := c.Call(testCtx(t), "big", nil, nil)
+	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, err, wire.ErrFrameTooLarge)
+}
+
+func TestCallContextEndsThenLateAnswerIgnored(t *testing.T) {
+	held := make(chan struct{})
+	var slowID string // written and read on the connection's one handler goroutine
+	b := newFakeBroker(t, func(fc *fakeConn, req wire.Request) {
+		switch req.Method {
+		case "slow":
+			slowID = req.ID
+			close(held)
+		case wire.MethodPing:
+			// Answer the abandoned request first: the client must drop it and still match the ping.
+			fc.reply(t, slowID, "late")
+			fc.reply(t, req.ID, map[string]bool{"pong": true})
+		}
+	})
+	c := dialT(t, b, worker, nil)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	go func() {
+		<-held // the broker holds the request: give up waiting for it
+		cancel()
+	}()
+	require.ErrorIs(t, c.Call(ctx, "slow", nil, nil), context.Canceled)
+	var pong struct{ Pong bool }
+	require.NoError(t, c.Call(testCtx(t), wire.MethodPing, nil, &pong))
+	require.True(t, pong.Pong)
+}
+
+func TestMailboxPushesReachHandlerInOrder(t *testing.T) {
+	b := newFakeBroker(t, func(fc *fakeConn, req wire.Request) {
+		fc.push(t, wire.EventMailboxMessage, 0, map[string]string{"id": "m1", "body": "hi"})
+		fc.push(t, "some.future.push", 0, nil)
+		fc.reply(t, req.ID, true)
+	})
+	var got []wire.Event
+	c := dialT(t, b, worker, &Options{OnMailbox: func(ev wire.Event) { got = append(got, ev) }})
+	require.NoError(t, c.Call(testCtx(t), "poke", nil, nil))
+	// The reader handles frames in order, so the push was handled before the answer was delivered.
+	require.Len(t, got, 1)
+	require.Equal(t, wire.EventMailboxMessage, got[0].Name)
+	require.JSONEq(t, `{"id":"m1","body":"hi"}`, string(got[0].Data))
+}
+
+func TestCloseIsIdempotent(t *testing.T) {
+	b := newFakeBroker(t, pingHandler(t))
+	c := dialT(t, b, worker, nil)
+	require.NoError(t, c.Close())
+	require.NoError(t, c.Close())
+	require.ErrorIs(t, c.Call(testCtx(t), wire.MethodPing, nil, nil), ErrClosed)
+}

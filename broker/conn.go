@@ -1,0 +1,226 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/crewlog/crewlog/broker/wire"
+)
+
+// closeReason says why a connection ended; it is logged at debug (nats client.go's ClosedState).
+type closeReason int
+
+const (
+	reasonUnknown      closeReason = iota
+	reasonClientClosed             // EOF at a frame boundary
+	reasonReadError                // the socket failed, or EOF inside a frame
+	reasonOversize                 // a line over the frame cap
+	reasonMalformed                // not JSON, or not a valid request
+	reasonHelloTimeout             // no hello within HelloTimeout
+	reasonProtocol                 // first request not hello, or a second hello
+	reasonAuth                     // hello rejected, stale token, revoked credential
+	reasonWriteError               // writing to the client failed
+	reasonSlowConsumer             // the client did not read for writeTimeout
+	reasonServerClosed             // Server.Close
+	reasonMaxConns                 // too many connections
+	reasonPanic                    // a bug; recovered so the daemon keeps serving
+)
+
+var reasonNames = [...]string{
+	"unknown", "client-closed", "read-error", "oversize-frame", "malformed-frame", "hello-timeout", "protocol",
+	"auth", "write-error", "slow-consumer", "server-closed", "max-conns", "panic",
+}
+
+func (r closeReason) String() string {
+	if int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return fmt.Sprintf("closeReason(%d)", int(r))
+}
+
+// identity is what a hello authenticated. A zero identity is an unauthenticated connection.
+type identity struct {
+	role   string // events.RoleWorker, RoleOrchestrator or RoleAdmin
+	runID  string // "" for admin
+	taskID string // the worker's task; "" otherwise
+	key    string // credential key: taskID or events.OrchestratorKey; "" for admin
+	digest string // sha-256 of the secret it authenticated with, re-checked before every request
+}
+
+// maxWaits bounds the task.waitStatus requests one connection may have in flight.
+const maxWaits = 16
+
+// conn is one client connection: a reader goroutine that decodes and dispatches requests, a writer goroutine that
+// drains the outbound queue, and at most one subscription plus maxWaits waiters, all tracked by the server's wait
+// group.
+type conn struct {
+	s   *Server
+	nc  *net.UnixConn
+	seq uint64
+	out *outbound
+
+	ctx    context.Context // cancelled when the connection closes: ends Submit waits and subscriptions
+	cancel context.CancelFunc
+	done   <-chan struct{}
+
+	id     identity // written by the reader during hello, before bind publishes the connection
+	authed bool     // reader only
+
+	mu    sync.Mutex
+	sub   *subscription
+	waits int
+
+	closeOnce sync.Once
+	reason    closeReason
+}
+
+func newConn(s *Server, nc *net.UnixConn, seq uint64) *conn {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &conn{s: s, nc: nc, seq: seq, out: newOutbound(s.opts.OutboundQueueCap), ctx: ctx, cancel: cancel, done: ctx.Done()}
+}
+
+// close ends the connection once: cancels its context, closes the socket (unblocking reader and writer) and
+// drops queued frames.
+func (c *conn) close(r closeReason) {
+	c.closeOnce.Do(func() {
+		c.reason = r
+		c.s.forget(c) // first: once the peer sees the close, the connection no longer counts against MaxConns
+		c.cancel()
+		c.nc.Close()
+		c.out.close()
+		c.s.lg.Debug("connection closed", "conn", c.seq, "reason", r.String(), "role", c.id.role, "runId", c.id.runID,
+			"taskId", c.id.taskID)
+	})
+}
+
+// recover turns a panic in one of the connection's goroutines into a logged close of that connection only.
+func (c *conn) recover() {
+	if r := recover(); r != nil {
+		c.s.lg.Error("broker: panic serving a connection; closing it", "conn", c.seq, "panic", fmt.Sprint(r),
+			"stack", string(debug.Stack()))
+		c.close(reasonPanic)
+	}
+}
+
+func (c *conn) readLoop() {
+	defer c.s.wg.Done()
+	defer c.recover()
+	// The hello deadline is a read deadline: a client that sends half a hello and stalls is cut off too.
+	c.nc.SetReadDeadline(time.Now().Add(c.s.opts.HelloTimeout))
+	rd := wire.NewReader(c.nc, c.s.opts.MaxFrame)
+	for {
+		frame, err := rd.ReadFrame()
+		if err != nil {
+			c.close(c.readFailure(err))
+			return
+		}
+		req, err := wire.DecodeRequest(frame)
+		if err != nil {
+			// pi-crew: an invalid request gets no frame (its id cannot be trusted), only the close.
+			c.close(reasonMalformed)
+			return
+		}
+		if !c.handle(req) {
+			return
+		}
+	}
+}
+
+// readFailure classifies why reading stopped.
+func (c *conn) readFailure(err error) closeReason {
+	switch {
+	case errors.Is(err, io.EOF):
+		return reasonClientClosed
+	case errors.Is(err, wire.ErrFrameTooLarge):
+		return reasonOversize
+	case errors.Is(err, wire.ErrMalformed):
+		return reasonMalformed
+	case errors.Is(err, os.ErrDeadlineExceeded) && !c.authed:
+		return reasonHelloTimeout
+	}
+	return reasonReadError
+}
+
+func (c *conn) writeLoop() {
+	defer c.s.wg.Done()
+	defer c.recover()
+	var buf [][]byte
+	for {
+		frames, final, reason, ok := c.out.take(buf, c.done)
+		if !ok {
+			return
+		}
+		c.nc.SetWriteDeadline(time.Now().Add(c.s.writeTimeout))
+		bufs := net.Buffers(frames)
+		if _, err := bufs.WriteTo(c.nc); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				c.close(reasonSlowConsumer)
+			} else {
+				c.close(reasonWriteError)
+			}
+			return
+		}
+		if final {
+			c.close(reason)
+			return
+		}
+		clear(frames)
+		buf = frames
+	}
+}
+
+// respond queues the answer to request id: result on success, else the mapped error. It reports false when the
+// connection is closing (an error with a closing code closes it).
+func (c *conn) respond(id, method string, result any, err error) bool {
+	if err != nil {
+		we, logFull := toWire(err, method)
+		if logFull {
+			c.s.lg.Error("broker: request failed", "conn", c.seq, "method", method, "err", err)
+		}
+		return c.sendError(id, we)
+	}
+	raw, ok := result.(json.RawMessage)
+	if !ok {
+		b, merr := json.Marshal(result)
+		if merr != nil {
+			c.s.lg.Error("broker: encode result", "method", method, "err", merr)
+			return c.sendError(id, wire.NewError(wire.CodeInternal, ""))
+		}
+		raw = b
+	}
+	frame, ferr := wire.AppendFrame(nil, wire.Response{ID: id, Result: raw}, c.s.opts.MaxFrame)
+	if ferr != nil {
+		we, _ := toWire(fmt.Errorf("%w: %s", errTooLarge, method), method)
+		if !errors.Is(ferr, wire.ErrFrameTooLarge) {
+			c.s.lg.Error("broker: encode response", "method", method, "err", ferr)
+			we = wire.NewError(wire.CodeInternal, "")
+		}
+		return c.sendError(id, we)
+	}
+	return c.out.pushWait(frame, c.done)
+}
+
+// sendError queues an error frame; a closing code makes it the connection's final frame.
+func (c *conn) sendError(id string, we *wire.Error) bool {
+	frame, err := wire.AppendFrame(nil, wire.Response{ID: id, Error: we}, c.s.opts.MaxFrame)
+	if err != nil { // only an absurd message could do this; never leave the client without an answer
+		frame, _ = wire.AppendFrame(nil, wire.Response{ID: id, Error: wire.NewError(we.Code, "")}, c.s.opts.MaxFrame)
+	}
+	if we.Code.Closes() {
+		reason := reasonAuth
+		if we.Code == wire.CodeProtocol {
+			reason = reasonProtocol
+		}
+		c.out.pushFinal(frame, reason)
+		return false
+	}
+	return c.out.pushWait(frame, c.done)
+}

@@ -1,0 +1,53 @@
+// Package broker is crewlog's unix-socket server: pi-crew's broker protocol v1 (D§7, SPEC §5), wire-compatible so a
+// pi-crew runtime can use it, plus crewlog's engine methods and queries for the runtime. It decodes NDJSON frames
+// (package wire), authenticates connections against the credential digests in the projections, maps each method
+// to a command (commands.ParseCommand + Engine.Submit) or a query (Engine.Read), and streams the event log to
+// subscribers. docs/protocol.md describes every method; a test keeps the two in step.
+//
+// # Connection lifecycle
+//
+//	accept ──(MaxConns reached)──────────────────────────────────────────────▶ close, no frame
+//	  │
+//	  ▼ start reader + writer goroutines; read deadline = HelloTimeout
+//	awaiting hello ──(deadline, EOF, oversize/malformed/truncated line)──────▶ close, no frame
+//	  │         ├──(first request not hello)──▶ error protocol "hello required" ─▶ close
+//	  │         └──(bad shape / unknown token)─▶ error auth | stale-token | revoked ─▶ close
+//	  ▼ hello ok: ack {protocol:1, session, run, ok:true}; deadline cleared; indexed by run for mailbox pushes
+//	authenticated ◀────────────────────────────────────────────┐
+//	  │ each request: credential re-checked (revoked / stale-token ─▶ error ─▶ close)
+//	  │               second hello ─▶ error protocol "hello already completed" ─▶ close
+//	  │               dispatch ─▶ result | per-request error ───┘ (connection stays)
+//	  │ pushes: team.event (subscription), mailbox.message (feed), resync (once, on overflow)
+//	  ▼
+//	closed: EOF, read/write error, write stalled > 10 s (slow consumer), Server.Close, recovered panic
+//
+// Every connection has exactly one reader goroutine (wire.Reader with the MaxFrame cap, dispatching requests in
+// order) and one writer goroutine (draining a bounded outbound queue with a write deadline), plus at most one
+// subscription goroutine and a bounded number of task.waitStatus waiters. All are tracked by the server's
+// WaitGroup; Close returns only when every one has ended. Close reasons are an enum, logged at debug.
+//
+// # Guarantees
+//
+//   - No client can block another, the engine or the server: producers only append to a connection's queue; the
+//     connection's writer is the only goroutine that blocks on its socket. A response waits for room in its own
+//     connection's queue (back-pressure on that client only); a push never waits.
+//   - events.subscribe delivers every event type (optionally filtered) in seq order (seq = the event's version in
+//     the run's stream), replay then live, never repeating or skipping one; it reads only durable events. On
+//     overflow it sends ONE {"event":"resync","data":{"fromSeq":N}} (N = first seq not delivered), stops, and
+//     the connection stays authenticated.
+//   - mailbox.message pushes follow durability (they are read back from the log) and are best effort.
+//   - Revocation takes effect at the next frame: every request of a worker or orchestrator connection re-checks
+//     its credential by the digest of the secret it authenticated with.
+//   - Secrets: the broker mints tokens (see mintToken) and hands each only to the caller of run.create or
+//     credential.issue; the engine and the log see sha-256 digests. No token reaches a log line or an error.
+//   - A client cannot make the daemon panic (a recovered panic closes that connection only), nor grow memory
+//     without bound: frames ≤ MaxFrame, queue ≤ OutboundQueueCap (+ one resync and one final frame),
+//     connections ≤ MaxConns, waits ≤ 16 per connection, params bounded by ParseCommand and the handlers.
+//   - Errors map to wire codes in one table (errors.go); anything unmapped is "internal", logged in full.
+//
+// # Not guaranteed
+//
+//   - Mailbox pushes can be dropped (full queue, frame over the cap); msg.inbox is authoritative.
+//   - A client that pipelines requests without reading answers is slowed, then disconnected after 10 s.
+//   - pi-crew's stale-token after a restart: crewlog persists credential digests, so a valid token keeps working.
+package broker

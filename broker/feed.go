@@ -1,0 +1,100 @@
+package broker
+
+import (
+	"encoding/json"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// mailboxPush is the data of a mailbox.message push (D§7.7): {id, from, to, body, kind, priority}.
+type mailboxPush struct {
+	ID       string `json:"id"`
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Body     string `json:"body"`
+	Kind     string `json:"kind"`
+	Priority string `json:"priority"`
+}
+
+// feed pushes mailbox.message frames. One goroutine follows the whole log from the head at start (reading only
+// durable events, so a push never precedes durability), and for each mailbox.appended finds the connections of
+// that run whose recipient it is: the worker of the task, or the orchestrator for the run inbox. One follower
+// for the server, not one per connection: idle connections cost nothing per event.
+//
+// Pushes are best effort, as in pi-crew: a push that finds a connection's queue full is dropped (the message is
+// durable; msg.inbox is the source of truth). A frame over the cap is not pushed either.
+func (s *Server) feed() {
+	defer s.wg.Done()
+	defer func() {
+		if r := recover(); r != nil {
+			s.lg.Error("broker: panic in the mailbox feed; pushes stop", "panic", r)
+		}
+	}()
+	next, _ := s.log.Head()
+	next++
+	for {
+		changed := s.eng.Changed()
+		it := s.log.Read(next)
+		for it.Next() {
+			r := it.Event()
+			next = r.Position + 1
+			if r.Type != events.TypeMailboxAppended || !s.hasConns(r.Stream) {
+				continue
+			}
+			ev, err := projections.FromLog(r)
+			if err != nil {
+				s.lg.Error("broker: mailbox feed cannot decode an event", "position", r.Position, "err", err)
+				continue
+			}
+			if p, ok := ev.Payload.(*events.MailboxAppended); ok {
+				s.pushMessage(ev.Stream, p)
+			}
+		}
+		if err := it.Close(); err != nil {
+			s.lg.Error("broker: mailbox feed read failed; retrying at the next commit", "err", err)
+		}
+		select {
+		case <-changed:
+		case <-s.quit:
+			return
+		}
+	}
+}
+
+func (s *Server) hasConns(runID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.byRun[runID]) > 0
+}
+
+func (s *Server) pushMessage(runID string, m *events.MailboxAppended) {
+	to := m.To
+	if to == events.RunInbox {
+		to = runInboxName
+	}
+	data, err := json.Marshal(mailboxPush{ID: m.ID, From: m.From, To: to, Body: m.Body, Kind: m.Kind, Priority: m.Priority})
+	if err != nil {
+		return
+	}
+	frame, err := wire.AppendFrame(nil, wire.Event{Name: wire.EventMailboxMessage, Data: data}, s.opts.MaxFrame)
+	if err != nil {
+		s.lg.Debug("mailbox push over the frame cap; not pushed", "runId", runID, "id", m.ID)
+		return
+	}
+	s.mu.Lock()
+	var targets []*conn
+	for c := range s.byRun[runID] {
+		if c.id.role == events.RoleWorker && c.id.taskID == m.To ||
+			c.id.role == events.RoleOrchestrator && m.To == events.RunInbox {
+			targets = append(targets, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range targets {
+		if !c.out.tryPush(frame) {
+			s.lg.Debug("mailbox push dropped: outbound queue full", "conn", c.seq, "id", m.ID)
+		}
+	}
+}

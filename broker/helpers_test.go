@@ -1,0 +1,241 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// testAdminToken is the admin secret of every test server.
+const testAdminToken = "admin-secret-for-tests"
+
+// guard bounds how long a test waits for a frame before failing: a failure guard, never a synchronisation.
+const guard = 10 * time.Second
+
+// fixture is an engine on an in-memory log and a broker serving it on a real unix socket in t.TempDir().
+type fixture struct {
+	t     testing.TB
+	log   *eventlog.Log
+	eng   *commands.Engine
+	srv   *Server
+	cfg   projections.Config
+	errc  chan error
+	clock atomic.Int64
+}
+
+type fixtureOpts struct {
+	opts   Options
+	config *projections.Config
+	write  time.Duration // writeTimeout override
+}
+
+func newFixture(t testing.TB, fo fixtureOpts) *fixture {
+	t.Helper()
+	f := &fixture{t: t, errc: make(chan error, 1)}
+	f.clock.Store(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixNano())
+	l, err := eventlog.Open("db", &eventlog.Options{FS: vfs.NewMem()})
+	require.NoError(t, err)
+	var n atomic.Int64
+	cfg := projections.DefaultConfig()
+	if fo.config != nil {
+		cfg = *fo.config
+	}
+	f.cfg = cfg
+	eng, err := commands.Open(l, commands.Options{
+		Clock:          func() time.Time { return time.Unix(0, f.clock.Add(int64(time.Millisecond))) },
+		NewID:          func() string { return fmt.Sprintf("%08d", n.Add(1)) },
+		Config:         &cfg,
+		ExpiryInterval: -1,
+	})
+	require.NoError(t, err)
+	f.log, f.eng = l, eng
+	o := fo.opts
+	if o.SocketPath == "" {
+		o.SocketPath = filepath.Join(t.TempDir(), "d", "b.sock")
+	}
+	if o.AdminDigest == "" {
+		o.AdminDigest = digestOf(testAdminToken)
+	}
+	if o.ServerKey == nil {
+		o.ServerKey = []byte("0123456789abcdef0123456789abcdef")
+	}
+	if o.SessionID == "" {
+		o.SessionID = "test"
+	}
+	srv, err := New(eng, l, o)
+	require.NoError(t, err)
+	if fo.write > 0 {
+		srv.writeTimeout = fo.write
+	}
+	require.NoError(t, srv.Listen())
+	f.srv = srv
+	go func() { f.errc <- srv.Serve(context.Background()) }()
+	t.Cleanup(f.close)
+	return f
+}
+
+func (f *fixture) close() {
+	if f.srv == nil {
+		return
+	}
+	require.NoError(f.t, f.srv.Close())
+	require.NoError(f.t, <-f.errc)
+	f.eng.Close()
+	f.log.Close()
+	f.srv = nil
+}
+
+// client is a raw NDJSON client of the fixture's socket.
+type client struct {
+	t       testing.TB
+	nc      net.Conn
+	rd      *wire.Reader
+	pending [][]byte // frames read but not yet matched
+	n       int
+}
+
+func (f *fixture) dial() *client { return f.dialAs(f.t) }
+
+// dialAs connects on behalf of t (a subtest or a fuzz target, which must not use the fixture's own T).
+func (f *fixture) dialAs(t testing.TB) *client {
+	t.Helper()
+	nc, err := net.Dial("unix", f.srv.Addr())
+	require.NoError(t, err)
+	t.Cleanup(func() { nc.Close() })
+	return &client{t: t, nc: nc, rd: wire.NewReader(nc, wire.MaxFrameCeiling)}
+}
+
+func (c *client) sendLine(line string) {
+	c.t.Helper()
+	c.nc.SetWriteDeadline(time.Now().Add(guard))
+	_, err := c.nc.Write([]byte(line + "\n"))
+	require.NoError(c.t, err)
+}
+
+// read returns the next frame from the socket (not the pending buffer).
+func (c *client) read() ([]byte, error) {
+	c.nc.SetReadDeadline(time.Now().Add(guard))
+	f, err := c.rd.ReadFrame()
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(nil), f...), nil
+}
+
+// call sends a request and returns the response with its id, skipping (and keeping) pushes.
+func (c *client) call(method string, params any) wire.Response {
+	c.t.Helper()
+	c.n++
+	id := fmt.Sprintf("c%d", c.n)
+	b, err := json.Marshal(map[string]any{"id": id, "method": method, "params": params})
+	require.NoError(c.t, err)
+	c.sendLine(string(b))
+	for {
+		f, err := c.read()
+		require.NoError(c.t, err, "waiting for the answer to %s", method)
+		var probe struct {
+			ID *string `json:"id"`
+		}
+		require.NoError(c.t, json.Unmarshal(f, &probe))
+		if probe.ID == nil || *probe.ID != id {
+			c.pending = append(c.pending, f)
+			continue
+		}
+		var r wire.Response
+		require.NoError(c.t, json.Unmarshal(f, &r))
+		return r
+	}
+}
+
+// ok calls and requires a result, decoded into a map.
+func (c *client) ok(method string, params any) map[string]any {
+	c.t.Helper()
+	r := c.call(method, params)
+	require.Nil(c.t, r.Error, "%s failed", method)
+	var m map[string]any
+	require.NoError(c.t, json.Unmarshal(r.Result, &m))
+	return m
+}
+
+// fails calls and requires an error with code.
+func (c *client) fails(method string, params any, code wire.Code) *wire.Error {
+	c.t.Helper()
+	r := c.call(method, params)
+	require.NotNil(c.t, r.Error, "%s: expected %s, got result %s", method, code, r.Result)
+	require.Equal(c.t, code, r.Error.Code, "%s: %s", method, r.Error.Message)
+	return r.Error
+}
+
+// closed requires the server to close the connection, with no frame before the end.
+func (c *client) closed() {
+	c.t.Helper()
+	f, err := c.read()
+	require.Error(c.t, err, "expected close, got frame %s", f)
+	require.True(c.t, isEOF(err), "expected EOF, got %v", err)
+}
+
+// isEOF accepts the ways a closed unix socket ends a read: EOF, or a reset when the server closed with our
+// bytes unread.
+func isEOF(err error) bool { return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) }
+
+// hello authenticates as a run-scoped credential.
+func (c *client) hello(runID, taskID, token string) {
+	c.t.Helper()
+	c.ok("hello", map[string]any{"protocol": 1, "runId": runID, "taskId": taskID, "token": token})
+}
+
+func (c *client) helloAdmin() {
+	c.t.Helper()
+	c.ok("hello", map[string]any{"protocol": 1, "role": "admin", "token": testAdminToken})
+}
+
+// seeded is the standard run: R1 running, tasks P (executor) and Q (reviewer) running, with their tokens.
+type seeded struct {
+	orch, p, q string
+}
+
+const (
+	runR  = "R1"
+	taskP = "P"
+	taskQ = "Q"
+)
+
+func (f *fixture) seed() seeded {
+	f.t.Helper()
+	a := f.dial()
+	a.helloAdmin()
+	res := a.ok("run.create", map[string]any{"runId": runR, "team": "t", "goal": "g", "cwd": "/w"})
+	var s seeded
+	s.orch = res["orchestratorToken"].(string)
+	o := f.dial()
+	o.hello(runR, "orchestrator", s.orch)
+	o.ok("run.transition", map[string]any{"to": "running"})
+	for _, task := range []struct{ id, role string }{{taskP, "executor"}, {taskQ, "reviewer"}} {
+		o.ok("task.create", map[string]any{"taskId": task.id, "role": task.role, "agent": "a", "title": task.id,
+			"cwd": "/w/" + task.id, "stepId": "s" + task.id, "model": "anthropic/m1"})
+		o.ok("task.transition", map[string]any{"taskId": task.id, "to": "running"})
+	}
+	s.p = o.ok("credential.issue", map[string]any{"taskId": taskP})["token"].(string)
+	s.q = o.ok("credential.issue", map[string]any{"taskId": taskQ})["token"].(string)
+	a.nc.Close()
+	o.nc.Close()
+	return s
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -1,0 +1,128 @@
+package broker
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// msg.inbox paging (D§7.5): limit ≥ 1, clamped to 1000, default 100.
+const (
+	defaultInboxLimit = 100
+	maxInboxLimit     = 1000
+)
+
+// runInboxName is how the run inbox appears in pi-crew's message shape: workers address it as "parent".
+const runInboxName = "parent"
+
+// wireMessage is a mailbox message in pi-crew's MailboxMessage shape (D§2.6): times as ISO strings, the run inbox
+// named "parent", and one status field (crewlog has a single source of truth for it).
+type wireMessage struct {
+	ID             string              `json:"id"`
+	RunID          string              `json:"runId"`
+	Direction      string              `json:"direction"`
+	From           string              `json:"from"`
+	To             string              `json:"to"`
+	TaskID         string              `json:"taskId,omitempty"`
+	Body           string              `json:"body"`
+	Subject        string              `json:"subject,omitempty"`
+	Kind           string              `json:"kind"`
+	Priority       string              `json:"priority"`
+	DeliveryMode   string              `json:"deliveryMode,omitempty"`
+	Status         string              `json:"status"`
+	QuestionID     string              `json:"questionId,omitempty"`
+	ReplyTo        string              `json:"replyTo,omitempty"`
+	Rerouted       bool                `json:"rerouted,omitempty"`
+	Data           *events.MessageData `json:"data,omitempty"`
+	CreatedAt      string              `json:"createdAt"`
+	DeliveredAt    string              `json:"deliveredAt,omitempty"`
+	AcknowledgedAt string              `json:"acknowledgedAt,omitempty"`
+}
+
+func isoTime(ms int64) string {
+	if ms == 0 {
+		return ""
+	}
+	return time.UnixMilli(ms).UTC().Format(isoMillis)
+}
+
+func toWireMessage(m projections.Message) wireMessage {
+	to := m.To
+	if to == events.RunInbox {
+		to = runInboxName
+	}
+	return wireMessage{
+		ID: m.ID, RunID: m.RunID, Direction: "inbox", From: m.From, To: to, TaskID: m.To, Body: m.Body,
+		Subject: m.Subject, Kind: m.Kind, Priority: m.Priority, DeliveryMode: m.DeliveryMode, Status: string(m.Status),
+		QuestionID: m.QuestionID, ReplyTo: m.ReplyTo, Rerouted: m.Rerouted, Data: m.Data,
+		CreatedAt: isoTime(m.CreatedAt), DeliveredAt: isoTime(m.DeliveredAt), AcknowledgedAt: isoTime(m.AcknowledgedAt),
+	}
+}
+
+type inboxResult struct {
+	Messages   []wireMessage `json:"messages"`
+	NextCursor string        `json:"nextCursor,omitempty"`
+	HasMore    bool          `json:"hasMore"`
+	Total      int           `json:"total"`
+}
+
+// handleInbox: {limit?, cursor?} → {messages, nextCursor?, hasMore, total}: the messages of the caller's mailbox
+// not yet acknowledged, in append order. A worker reads its task's mailbox, the orchestrator the run inbox, the
+// admin params.taskId's (or the run inbox) of params.runId.
+func handleInbox(cl *call) (any, error) {
+	p := readParams(cl)
+	limit := int(min(p.int("limit", 1, 1<<53, defaultInboxLimit), maxInboxLimit))
+	cursor := p.str("cursor", false, 64)
+	box := events.RunInbox
+	switch cl.c.id.role {
+	case events.RoleWorker:
+		box = cl.c.id.taskID
+	case events.RoleAdmin:
+		box = p.str("taskId", false, 256)
+	}
+	runID := p.run(cl)
+	if p.err != nil {
+		return nil, p.err
+	}
+	return mailboxPage(cl, runID, box, projections.MailboxFilter{Pending: true, Limit: limit, Cursor: cursor})
+}
+
+// mailboxPage reads a page and, when it would not fit in a frame, shortens it (the projection's cursor then
+// points at the first message left out). A single message too large for a frame is oversize-frame.
+func mailboxPage(cl *call, runID, box string, f projections.MailboxFilter) (inboxResult, error) {
+	s := cl.c.s
+	budget := s.opts.MaxFrame - frameSlack - len(cl.id)
+	for {
+		var (
+			page projections.MailboxPage
+			err  error
+		)
+		s.eng.Read(func(st *projections.State) { page, err = st.Mailbox(runID, box, f) })
+		if err != nil {
+			return inboxResult{}, err
+		}
+		res := inboxResult{Messages: make([]wireMessage, 0, len(page.Messages)), NextCursor: page.NextCursor,
+			HasMore: page.NextCursor != "", Total: page.Total}
+		size, fit := 0, 0
+		for _, m := range page.Messages {
+			wm := toWireMessage(m)
+			b, _ := json.Marshal(wm)
+			if size+len(b)+1 > budget {
+				break
+			}
+			size += len(b) + 1
+			fit++
+			res.Messages = append(res.Messages, wm)
+		}
+		if fit == len(page.Messages) {
+			return res, nil
+		}
+		if fit == 0 {
+			return inboxResult{}, fmt.Errorf("%w: %s", errTooLarge, cl.method)
+		}
+		f.Limit = fit // re-read with the limit that fits, so the projection computes the cursor
+	}
+}

@@ -1,0 +1,118 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// probeTimeout bounds the connect probe of an existing socket file (D§7.1: 250 ms).
+const probeTimeout = 250 * time.Millisecond
+
+// Listen binds the socket, with pi-crew's and tailscale's (safesocket/unixsocket.go) precautions:
+//
+//  1. the socket's directory is created 0700 if missing; an existing one must be a real directory (not a
+//     symlink) owned by this user without the sticky bit, and is then chmod'ed 0700. NB: only that directory — a
+//     shared parent such as /tmp is never chmod'ed, which would strip its sticky bit;
+//  2. lstat of the socket path: a symlink is refused, and so is anything that is not a socket;
+//  3. an existing socket is probed by connecting (250 ms): a live listener means another broker serves there
+//     ("already serving"); a dead file is unlinked;
+//  4. listen, then chmod the socket 0600 (the directory is the outer defence against the window in between).
+func (s *Server) Listen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closing:
+		return errors.New("broker: Listen after Close")
+	case s.ln != nil:
+		return errors.New("broker: Listen called twice")
+	}
+	path := s.opts.SocketPath
+	if err := prepareDir(filepath.Dir(path)); err != nil {
+		return err
+	}
+	if err := clearStale(path); err != nil {
+		return err
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return fmt.Errorf("broker: listen: %w", err)
+	}
+	// Close unlinks only if the file is still ours (see unlink), so the listener must not do it blindly.
+	ln.SetUnlinkOnClose(false)
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		os.Remove(path)
+		return fmt.Errorf("broker: chmod socket: %w", err)
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("broker: stat socket: %w", err)
+	}
+	s.ln, s.lnInfo = ln, fi
+	return nil
+}
+
+// prepareDir makes dir a private directory of this user.
+func prepareDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("broker: create socket directory: %w", err)
+		}
+		fi, err = os.Lstat(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("broker: socket directory: %w", err)
+	}
+	switch {
+	case fi.Mode()&os.ModeSymlink != 0:
+		return fmt.Errorf("broker: socket directory %s is a symlink; refusing", dir)
+	case !fi.IsDir():
+		return fmt.Errorf("broker: socket directory %s is not a directory", dir)
+	case fi.Mode()&os.ModeSticky != 0:
+		return fmt.Errorf("broker: socket directory %s is shared (sticky); use a private subdirectory", dir)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("broker: socket directory %s belongs to another user", dir)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("broker: chmod socket directory: %w", err)
+		}
+	}
+	return nil
+}
+
+// clearStale refuses a symlink or a non-socket at path, refuses a live socket, and unlinks a dead one.
+func clearStale(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("broker: stat socket path: %w", err)
+	}
+	switch {
+	case fi.Mode()&os.ModeSymlink != 0:
+		return fmt.Errorf("broker: socket path %s is a symlink; refusing", path)
+	case fi.Mode()&os.ModeSocket == 0:
+		return fmt.Errorf("broker: socket path %s exists and is not a socket; refusing", path)
+	}
+	c, err := net.DialTimeout("unix", path, probeTimeout)
+	if err == nil {
+		c.Close()
+		return fmt.Errorf("broker: %s: already serving", path)
+	}
+	// Nobody answers: a leftover of a broker that died. NB: the kernel completes a connect to a live listener
+	// whether or not it calls accept, so only a live broker with a full backlog could be mistaken for a dead one.
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("broker: remove stale socket: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,223 @@
+package broker
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// call is one authenticated request being served.
+type call struct {
+	c      *conn
+	id     string // request id
+	method string
+	params json.RawMessage
+	// after runs once the response is queued: events.subscribe starts its pushes there, so the
+	// {"subscribed":true} answer always precedes the first team.event.
+	after func()
+	// async is set by a handler that answers later from its own goroutine (task.waitStatus).
+	async bool
+}
+
+// handler serves one method. It returns the result (any JSON-encodable value or json.RawMessage) or an error
+// that the mapping table turns into a code.
+type handler func(cl *call) (any, error)
+
+// brokerMethods are the methods the broker serves itself; every method of commands.Methods() is served by
+// runCommand. Together with hello they are the protocol (docs/protocol.md is checked against Methods()).
+var brokerMethods = map[string]handler{
+	wire.MethodPing:            handlePing,
+	wire.MethodMsgInbox:        handleInbox,
+	wire.MethodEventsSince:     handleEventsSince,
+	wire.MethodEventsSubscribe: handleSubscribe,
+	wire.MethodTaskWaitStatus:  handleWaitStatus,
+	"query.run":                handleQueryRun,
+	"query.runs":               handleQueryRuns,
+	"query.tasks":              handleQueryTasks,
+	"query.delegations":        handleQueryDelegations,
+	"query.ledger":             handleQueryLedger,
+	"query.slots":              handleQuerySlots,
+	"query.mailbox":            handleQueryMailbox,
+}
+
+// Methods lists every method the server answers, hello included, sorted.
+func Methods() []string {
+	out := []string{wire.MethodHello}
+	for m := range brokerMethods {
+		out = append(out, m)
+	}
+	out = append(out, commands.Methods()...)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// handle serves one decoded request; false means the connection is closing and the reader must stop.
+func (c *conn) handle(req wire.Request) bool {
+	if !c.authed {
+		if req.Method != wire.MethodHello {
+			return c.sendError(req.ID, wire.NewError(wire.CodeProtocol, wire.MsgHelloRequired))
+		}
+		id, bad := c.s.authenticate(req.Params)
+		if bad != nil {
+			c.s.lg.Debug("hello rejected", "conn", c.seq, "code", string(bad.Code))
+			return c.sendError(req.ID, bad)
+		}
+		c.id, c.authed = id, true
+		c.nc.SetReadDeadline(time.Time{})
+		c.s.bind(c)
+		c.s.lg.Debug("hello", "conn", c.seq, "role", id.role, "runId", id.runID, "taskId", id.taskID)
+		return c.respond(req.ID, req.Method, wire.HelloAck{
+			Protocol: wire.ProtocolVersion, Session: c.s.opts.SessionID, Run: id.runID, OK: true,
+		}, nil)
+	}
+	if req.Method == wire.MethodHello {
+		return c.sendError(req.ID, wire.NewError(wire.CodeProtocol, wire.MsgHelloCompleted))
+	}
+	if bad := c.s.recheck(c.id); bad != nil {
+		return c.sendError(req.ID, bad)
+	}
+	cl := &call{c: c, id: req.ID, method: req.Method, params: req.Params}
+	var (
+		result any
+		err    error
+	)
+	if h, ok := brokerMethods[req.Method]; ok {
+		result, err = h(cl)
+	} else {
+		result, err = runCommand(cl)
+	}
+	if cl.async {
+		return true
+	}
+	ok := c.respond(req.ID, req.Method, result, err)
+	if ok && cl.after != nil {
+		cl.after()
+	}
+	return ok
+}
+
+// caller is the commands.Caller of the connection.
+func (c *conn) caller() commands.Caller {
+	return commands.Caller{Role: c.id.role, RunID: c.id.runID, TaskID: c.id.taskID}
+}
+
+func handlePing(*call) (any, error) {
+	return map[string]any{"pong": true, "protocol": wire.ProtocolVersion}, nil
+}
+
+// runCommand serves every engine command: strip commandId, ParseCommand, mint a secret where the command records
+// a credential, Submit, and add the secret to the answer of the caller that asked for it.
+func runCommand(cl *call) (any, error) {
+	c := cl.c
+	commandID, params, err := stripCommandID(cl.method, cl.params)
+	if err != nil {
+		return nil, err
+	}
+	cmd, err := commands.ParseCommand(cl.method, params, c.caller())
+	if err != nil {
+		return nil, err
+	}
+	var (
+		token, tokenField, tokenRun, tokenKey string
+	)
+	switch x := cmd.(type) {
+	case *commands.RunCreate:
+		tokenField, tokenRun, tokenKey = "orchestratorToken", x.RunID, events.OrchestratorKey
+		if token, err = mintToken(c.s.opts.ServerKey, tokenRun, tokenKey, commandID); err != nil {
+			return nil, err
+		}
+		x.OrchestratorDigest = digestOf(token)
+	case *commands.CredentialIssue:
+		tokenField, tokenRun, tokenKey = "token", x.RunID, x.TaskID
+		if token, err = mintToken(c.s.opts.ServerKey, tokenRun, tokenKey, commandID); err != nil {
+			return nil, err
+		}
+		x.Digest = digestOf(token)
+	}
+	actor := events.Actor{Role: c.id.role}
+	if c.id.role == events.RoleWorker {
+		actor.TaskID = c.id.taskID
+	}
+	reply, err := c.s.eng.Submit(c.ctx, commands.Request{CommandID: commandID, Actor: actor, Command: cmd})
+	if err != nil {
+		return nil, err
+	}
+	if reply.Rejected != nil {
+		return nil, reply.Rejected
+	}
+	if token == "" {
+		return reply.Result, nil
+	}
+	return withToken(c.s, reply, tokenField, token, tokenRun, tokenKey)
+}
+
+// withToken adds the minted secret to the answer, after checking that it is the secret the recorded credential
+// holds. NB: a replayed outcome (same commandId) was decided for whatever request first used that id; if that
+// request differed, or the credential has been re-issued since, our derivation is not the credential's secret
+// and must not be handed out as if it were.
+func withToken(s *Server, reply commands.Reply, field, token, runID, key string) (any, error) {
+	var res map[string]json.RawMessage
+	if err := json.Unmarshal(reply.Result, &res); err != nil {
+		return nil, fmt.Errorf("broker: decode engine result: %w", err)
+	}
+	if runID == "" { // run.create minted the run id
+		if err := json.Unmarshal(res["runId"], &runID); err != nil {
+			return nil, fmt.Errorf("broker: run.create result without runId: %w", err)
+		}
+	}
+	valid := false
+	s.eng.Read(func(st *projections.State) {
+		cred, ok := st.Credential(runID, key)
+		valid = ok && !cred.Revoked && sameDigest(cred.Digest, digestOf(token))
+	})
+	if !valid {
+		return nil, wire.NewError(wire.CodeBadParams,
+			"commandId was already used for a request whose credential is not current; retry with a new commandId")
+	}
+	t, _ := json.Marshal(token)
+	res[field] = t
+	return res, nil
+}
+
+// maxCommandID bounds commandId: the log refuses longer ids, and a refused append stops the engine.
+const maxCommandID = eventlog.MaxIDLen
+
+// stripCommandID removes the optional commandId from params (ParseCommand refuses unknown keys of crewlog's
+// methods) and returns it.
+func stripCommandID(method string, params json.RawMessage) (string, json.RawMessage, error) {
+	raw := bytes.TrimSpace(params)
+	if len(raw) == 0 || raw[0] != '{' {
+		return "", params, nil // ParseCommand answers null and non-objects
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return "", params, nil
+	}
+	v, ok := m["commandId"]
+	if !ok {
+		return "", params, nil
+	}
+	var id string
+	if string(v) != "null" {
+		if len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &id) != nil || id == "" || len(id) > maxCommandID ||
+			!utf8.ValidString(id) {
+			return "", nil, badParams(method, "commandId must be a string of 1..%d bytes", maxCommandID)
+		}
+	}
+	delete(m, "commandId")
+	out, err := json.Marshal(m)
+	if err != nil {
+		return "", nil, errors.Join(errors.New("broker: re-encode params"), err)
+	}
+	return id, out, nil
+}

@@ -1,0 +1,143 @@
+package broker
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"slices"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// params reads the params of a method the broker serves itself. The first problem is kept and later reads are
+// no-ops, so handlers read straight through and check err once. pi-crew's methods tolerate unknown keys (a
+// pi-crew client may send more than crewlog reads); crewlog's query.* methods refuse them (strict).
+type params struct {
+	method string
+	m      map[string]json.RawMessage
+	read   map[string]bool
+	err    error
+}
+
+func readParams(cl *call) *params {
+	p := &params{method: cl.method, m: map[string]json.RawMessage{}, read: map[string]bool{}}
+	raw := bytes.TrimSpace(cl.params)
+	if len(raw) == 0 || string(raw) == "null" {
+		return p
+	}
+	if raw[0] != '{' || json.Unmarshal(raw, &p.m) != nil {
+		p.err = badParams(p.method, "params must be an object")
+	}
+	return p
+}
+
+func (p *params) fail(key, want string) {
+	if p.err == nil {
+		p.err = badParams(p.method, "%s must be %s", key, want)
+	}
+}
+
+// get returns key's value; absent and null both mean "not given".
+func (p *params) get(key string) (json.RawMessage, bool) {
+	p.read[key] = true
+	v, ok := p.m[key]
+	if p.err != nil || !ok || string(v) == "null" {
+		return nil, false
+	}
+	return v, true
+}
+
+// int reads an integer in lo..hi, def when absent. Like Number.isInteger, 2.0 counts as an integer.
+func (p *params) int(key string, lo, hi, def int64) int64 {
+	v, ok := p.get(key)
+	if !ok {
+		return def
+	}
+	var f float64
+	if v[0] == '"' || json.Unmarshal(v, &f) != nil || f != math.Trunc(f) || f < float64(lo) || f > float64(hi) {
+		p.fail(key, "an integer in "+itoa(lo)+".."+itoa(hi))
+		return def
+	}
+	return int64(f)
+}
+
+// str reads a string of at most max UTF-16 units; required makes absence (or "") an error.
+func (p *params) str(key string, required bool, max int) string {
+	v, ok := p.get(key)
+	if !ok {
+		if required {
+			p.fail(key, "a non-empty string")
+		}
+		return ""
+	}
+	var s string
+	if v[0] != '"' || json.Unmarshal(v, &s) != nil || wire.UTF16Len(s) > max || required && s == "" {
+		p.fail(key, "a string of at most "+itoa(int64(max))+" chars")
+	}
+	return s
+}
+
+// strs reads an optional array of at most n strings of at most max chars each.
+func (p *params) strs(key string, n, max int) []string {
+	v, ok := p.get(key)
+	if !ok {
+		return nil
+	}
+	var out []string
+	if v[0] != '[' || json.Unmarshal(v, &out) != nil || len(out) > n || slices.ContainsFunc(out, func(s string) bool {
+		return s == "" || wire.UTF16Len(s) > max
+	}) {
+		p.fail(key, "an array of at most "+itoa(int64(n))+" non-empty strings")
+		return nil
+	}
+	return out
+}
+
+// strict refuses keys no read asked for.
+func (p *params) strict() {
+	if p.err != nil {
+		return
+	}
+	keys := make([]string, 0)
+	for k := range p.m {
+		if !p.read[k] {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) > 0 {
+		slices.Sort(keys)
+		p.err = badParams(p.method, "unknown field %q", keys[0])
+	}
+}
+
+// run is the run a request is about: the credential's, or for the admin params.runId (required). A runId naming
+// another run than the credential's is forbidden, as in ParseCommand. The run must exist (no-manifest).
+func (p *params) run(cl *call) string {
+	id := p.str("runId", false, 256)
+	if p.err != nil {
+		return ""
+	}
+	c := cl.c
+	if c.id.role == events.RoleAdmin {
+		if id == "" {
+			p.err = badParams(p.method, "runId is required with the admin credential")
+			return ""
+		}
+	} else {
+		if id != "" && id != c.id.runID {
+			p.err = forbidden("%s: the credential is scoped to another run", p.method)
+			return ""
+		}
+		id = c.id.runID
+	}
+	exists := false
+	c.s.eng.Read(func(st *projections.State) { _, exists = st.Run(id) })
+	if !exists {
+		p.err = wire.Errorf(wire.CodeNoManifest, "run %q not found", id)
+	}
+	return id
+}
+
+func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }

@@ -1,0 +1,249 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
+)
+
+// writeTimeout bounds one write to a client. A client that reads nothing for this long is a slow consumer and is
+// disconnected: its writer goroutine is the only thing it ever blocked.
+const writeTimeout = 10 * time.Second
+
+// Server is crewlog's broker: a unix-socket NDJSON server speaking pi-crew's protocol v1 plus crewlog's engine
+// methods, in front of one commands.Engine and its eventlog.Log.
+//
+// Concurrency: every method is safe for concurrent use. Listen once, then Serve once (typically in its own
+// goroutine); Close at any time, as often as you like. Errors start with "broker: ".
+type Server struct {
+	eng  *commands.Engine
+	log  *eventlog.Log
+	opts Options
+	lg   *slog.Logger
+
+	writeTimeout time.Duration // writeTimeout, shortened by tests
+
+	mu       sync.Mutex
+	ln       *net.UnixListener
+	lnInfo   os.FileInfo // the socket file we created, so Close unlinks only ours
+	serving  bool
+	closing  bool
+	conns    map[*conn]struct{}
+	byRun    map[string]map[*conn]struct{} // authenticated run-bound connections, for mailbox pushes
+	nextConn uint64
+
+	quit      chan struct{} // closed when Close starts
+	serveDone chan struct{} // closed when Serve's accept loop has returned
+	closed    chan struct{} // closed when Close has finished
+	closeOnce sync.Once
+	wg        sync.WaitGroup // every goroutine but Serve's own
+}
+
+// New returns a server for eng and log (the log the engine writes; subscriptions and events.since read it). It
+// does not touch the file system: call Listen, then Serve.
+func New(eng *commands.Engine, log *eventlog.Log, opts Options) (*Server, error) {
+	var errs []error
+	if eng == nil {
+		errs = append(errs, errors.New("broker: engine is required"))
+	}
+	if log == nil {
+		errs = append(errs, errors.New("broker: event log is required"))
+	}
+	if err := opts.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	o := opts.withDefaults()
+	return &Server{
+		eng: eng, log: log, opts: o, lg: o.Logger, writeTimeout: writeTimeout,
+		conns: make(map[*conn]struct{}), byRun: make(map[string]map[*conn]struct{}),
+		quit: make(chan struct{}), serveDone: make(chan struct{}), closed: make(chan struct{}),
+	}, nil
+}
+
+// Addr is the socket path.
+func (s *Server) Addr() string { return s.opts.SocketPath }
+
+// Serve accepts connections until ctx ends or Close is called, and returns nil on such a clean stop (after the
+// server has fully closed when ctx ended). It returns an error if Listen has not succeeded, if Serve was already
+// called, or if accepting fails for good.
+func (s *Server) Serve(ctx context.Context) error {
+	s.mu.Lock()
+	switch {
+	case s.closing:
+		s.mu.Unlock()
+		return nil
+	case s.ln == nil:
+		s.mu.Unlock()
+		return errors.New("broker: Serve before a successful Listen")
+	case s.serving:
+		s.mu.Unlock()
+		return errors.New("broker: Serve called twice")
+	}
+	s.serving = true
+	ln := s.ln
+	s.mu.Unlock()
+
+	stop := make(chan struct{})
+	byCtx := make(chan struct{})
+	go func() { // not in wg: Close waits for the accept loop, and this goroutine may be the one calling Close
+		select {
+		case <-ctx.Done():
+			close(byCtx)
+			s.Close()
+		case <-stop:
+		}
+	}()
+	s.wg.Add(1)
+	go s.feed() // mailbox.message pushes
+	err := s.acceptLoop(ln)
+	close(s.serveDone)
+	close(stop)
+	select {
+	case <-byCtx:
+		<-s.closed
+	default:
+	}
+	return err
+}
+
+func (s *Server) acceptLoop(ln *net.UnixListener) error {
+	var backoff time.Duration
+	for {
+		nc, err := ln.AcceptUnix()
+		if err != nil {
+			select {
+			case <-s.quit:
+				return nil
+			default:
+			}
+			if ne, ok := err.(net.Error); ok && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) || isTemporary(err) {
+				// EMFILE and friends: back off as net/http does instead of spinning; not a synchronisation.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.lg.Warn("broker: accept failed; retrying", "err", err, "backoff", backoff)
+				select {
+				case <-time.After(backoff):
+				case <-s.quit:
+					return nil
+				}
+				continue
+			}
+			return fmt.Errorf("broker: accept: %w", err)
+		}
+		backoff = 0
+		s.admit(nc)
+	}
+}
+
+// isTemporary reports accept errors that pass (descriptor exhaustion, aborted handshakes).
+func isTemporary(err error) bool {
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
+}
+
+// admit registers a new connection and starts its goroutines, or closes it when the server is full or closing.
+func (s *Server) admit(nc *net.UnixConn) {
+	s.mu.Lock()
+	if s.closing || len(s.conns) >= s.opts.MaxConns {
+		full := !s.closing
+		s.mu.Unlock()
+		nc.Close()
+		if full {
+			s.lg.Debug("connection closed", "reason", reasonMaxConns)
+		}
+		return
+	}
+	s.nextConn++
+	c := newConn(s, nc, s.nextConn)
+	s.conns[c] = struct{}{}
+	s.wg.Add(2)
+	s.mu.Unlock()
+	go c.readLoop()
+	go c.writeLoop()
+}
+
+// bind indexes an authenticated connection by run, for mailbox pushes.
+func (s *Server) bind(c *conn) {
+	if c.id.runID == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, live := s.conns[c]; !live {
+		return
+	}
+	set := s.byRun[c.id.runID]
+	if set == nil {
+		set = make(map[*conn]struct{})
+		s.byRun[c.id.runID] = set
+	}
+	set[c] = struct{}{}
+}
+
+// forget removes a closed connection from every index.
+func (s *Server) forget(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, c)
+	if set := s.byRun[c.id.runID]; set != nil {
+		delete(set, c)
+		if len(set) == 0 {
+			delete(s.byRun, c.id.runID)
+		}
+	}
+}
+
+// Close stops accepting, closes every connection, waits for every goroutine the server started and unlinks the
+// socket. It is idempotent and safe to call concurrently; every call returns after the first has finished.
+func (s *Server) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		close(s.quit)
+		ln, serving := s.ln, s.serving
+		conns := make([]*conn, 0, len(s.conns))
+		for c := range s.conns {
+			conns = append(conns, c)
+		}
+		s.mu.Unlock()
+		if ln != nil {
+			ln.Close() // unblocks Accept; NB: SetUnlinkOnClose(false) was set, we unlink below only our own file
+		}
+		if serving {
+			<-s.serveDone
+		}
+		for _, c := range conns {
+			c.close(reasonServerClosed)
+		}
+		s.wg.Wait()
+		if ln != nil {
+			err = s.unlink()
+		}
+		close(s.closed)
+	})
+	<-s.closed
+	return err
+}
+
+// unlink removes the socket file if it is still the one Listen created (another server may have replaced it).
+func (s *Server) unlink() error {
+	fi, err := os.Lstat(s.opts.SocketPath)
+	if err != nil || !os.SameFile(fi, s.lnInfo) {
+		return nil
+	}
+	if err := os.Remove(s.opts.SocketPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("broker: unlink socket: %w", err)
+	}
+	return nil
+}

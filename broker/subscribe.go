@@ -1,0 +1,154 @@
+package broker
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/eventlog"
+)
+
+// Bounds of events.subscribe's type filter.
+const (
+	maxTypeFilter = 64
+	maxTypeLen    = 128
+)
+
+// subscription streams a run's events to one connection as team.event pushes: replay from sinceSeq, then live,
+// by pulling the log from a cursor and waiting on the engine's Changed signal between pulls. Because there is
+// one cursor, a seq is never repeated or skipped across replay and live (GS-18) — filtered types advance it too.
+//
+// It never blocks on the client: a push that finds the connection's queue full ends the subscription with ONE
+// resync frame, {"event":"resync","data":{"fromSeq":N}}, N being the first seq not delivered. The connection
+// stays authenticated; the client replays from N with events.since or subscribes again with sinceSeq N-1.
+type subscription struct {
+	c     *conn
+	runID string
+	next  uint64          // the next seq to deliver
+	types map[string]bool // nil: every type
+	stop  chan struct{}
+	done  chan struct{} // closed when the goroutine has returned
+}
+
+type subscribeResult struct {
+	Subscribed bool   `json:"subscribed"`
+	SinceSeq   uint64 `json:"sinceSeq"`
+}
+
+// handleSubscribe: {sinceSeq? (default 0: the whole stream), types?: [string]} → {subscribed:true, sinceSeq}.
+// A connection has at most one subscription: a new events.subscribe replaces the previous one (which is stopped
+// before the answer, so no push of the old one follows it).
+func handleSubscribe(cl *call) (any, error) {
+	p := readParams(cl)
+	since := uint64(p.int("sinceSeq", 0, 1<<53, 0))
+	types := p.strs("types", maxTypeFilter, maxTypeLen)
+	runID := p.run(cl)
+	if p.err != nil {
+		return nil, p.err
+	}
+	c := cl.c
+	sub := &subscription{c: c, runID: runID, next: since + 1, stop: make(chan struct{}), done: make(chan struct{})}
+	if types != nil {
+		sub.types = make(map[string]bool, len(types))
+		for _, t := range types {
+			sub.types[t] = true
+		}
+	}
+	c.mu.Lock()
+	old := c.sub
+	c.sub = sub
+	c.mu.Unlock()
+	if old != nil {
+		close(old.stop)
+		<-old.done
+	}
+	cl.after = func() {
+		c.s.wg.Add(1)
+		go sub.run()
+	}
+	return subscribeResult{Subscribed: true, SinceSeq: since}, nil
+}
+
+func (sub *subscription) run() {
+	c := sub.c
+	defer c.s.wg.Done()
+	defer close(sub.done)
+	defer c.recover()
+	for {
+		changed := c.s.eng.Changed() // taken before reading, so a commit after the read still wakes us
+		if !sub.pull() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-sub.stop:
+			return
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// pull delivers every durable event from the cursor on; false ends the subscription.
+func (sub *subscription) pull() bool {
+	c := sub.c
+	it := c.s.log.ReadStream(sub.runID, sub.next)
+	defer it.Close()
+	for it.Next() {
+		select {
+		case <-sub.stop:
+			return false
+		default:
+		}
+		r := it.Event()
+		if sub.types != nil && !sub.types[r.Type] {
+			sub.next = r.StreamVersion + 1
+			continue
+		}
+		frame, err := sub.frame(r.StreamVersion, r)
+		if err != nil {
+			c.s.lg.Error("broker: subscription cannot render an event; sending resync", "runId", sub.runID,
+				"seq", r.StreamVersion, "err", err)
+			return sub.resync()
+		}
+		if !c.out.tryPush(frame) {
+			return sub.resync()
+		}
+		sub.next = r.StreamVersion + 1
+	}
+	if err := it.Close(); err != nil {
+		c.s.lg.Error("broker: subscription read failed; sending resync", "runId", sub.runID, "err", err)
+		return sub.resync()
+	}
+	return true
+}
+
+// frame encodes the push of the iterator's current event, omitting its data if it would not fit.
+func (sub *subscription) frame(seq uint64, r *eventlog.Event) ([]byte, error) {
+	te, err := renderEvent(r)
+	if err != nil {
+		return nil, err
+	}
+	max := sub.c.s.opts.MaxFrame
+	for _, t := range []teamEvent{te, te.omitData()} {
+		data, err := json.Marshal(t)
+		if err != nil {
+			return nil, err
+		}
+		f, err := wire.AppendFrame(nil, wire.Event{Name: wire.EventTeamEvent, Data: data, Seq: seq}, max)
+		if err == nil {
+			return f, nil
+		}
+	}
+	return nil, fmt.Errorf("broker: team.event %d does not fit in a frame", seq)
+}
+
+// resync queues the one resync frame and ends the subscription.
+func (sub *subscription) resync() bool {
+	f, _ := wire.AppendFrame(nil, wire.Resync{FromSeq: sub.next}, sub.c.s.opts.MaxFrame)
+	if sub.c.out.pushControl(f) {
+		sub.c.s.lg.Debug("subscription overflow; resync sent", "conn", sub.c.seq, "runId", sub.runID,
+			"fromSeq", sub.next)
+	}
+	return false
+}

@@ -1,0 +1,109 @@
+package broker
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// teamEvent is an event as pi-crew's TeamEvent (D§3.1), the "data" of a team.event push and an element of
+// events.since's "events":
+//
+//	{"time":"2026-11-30T12:00:00.000Z","type":"delegate.admitted","runId":"R","taskId":"P",
+//	 "message":"delegate.admitted: {…}","data":{…payload…},
+//	 "metadata":{"seq":7,"provenance":"api","position":42,"schemaVersion":1,"commandId":"…","actor":{"role":"worker","taskId":"P"}}}
+//
+// seq is the event's version in the run's stream (gapless from 1), which is what sinceSeq and fromSeq count.
+// taskId is lifted from the payload's taskId (for delegate events the parent task, as in pi-crew). message is
+// pi-crew's "<type>: <JSON data>" cut to 200 chars, on delegate events only. crewlog adds position (global log
+// position), schemaVersion, commandId, causationId, correlationId and actor to metadata.
+type teamEvent struct {
+	Time     string          `json:"time"`
+	Type     string          `json:"type"`
+	RunID    string          `json:"runId"`
+	TaskID   string          `json:"taskId,omitempty"`
+	Message  string          `json:"message,omitempty"`
+	Data     json.RawMessage `json:"data"`
+	Metadata teamMetadata    `json:"metadata"`
+}
+
+type teamMetadata struct {
+	Seq           uint64       `json:"seq"`
+	Provenance    string       `json:"provenance"`
+	Position      uint64       `json:"position"`
+	SchemaVersion uint16       `json:"schemaVersion"`
+	CommandID     string       `json:"commandId,omitempty"`
+	CausationID   string       `json:"causationId,omitempty"`
+	CorrelationID string       `json:"correlationId,omitempty"`
+	Actor         events.Actor `json:"actor"`
+	// Omitted is set when data was left out because the event would not fit in one frame; the seq is still
+	// delivered so a client never sees a gap.
+	Omitted bool `json:"omitted,omitempty"`
+}
+
+// isoMillis is JavaScript's Date.prototype.toISOString layout.
+const isoMillis = "2006-01-02T15:04:05.000Z"
+
+// renderEvent decodes a stored record into its TeamEvent. NB: credential events lose their digest here: a digest
+// is not a secret, but no client needs another key's digest, so it never leaves the daemon.
+func renderEvent(r *eventlog.Event) (teamEvent, error) {
+	ev, err := projections.FromLog(r)
+	if err != nil {
+		return teamEvent{}, err
+	}
+	data, err := json.Marshal(ev.Payload)
+	if err != nil {
+		return teamEvent{}, fmt.Errorf("broker: encode %s payload: %w", ev.Type, err)
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(data, &fields) == nil && fields != nil {
+		if _, ok := fields["digest"]; ok && strings.HasPrefix(ev.Type, "credential.") {
+			delete(fields, "digest")
+			data, _ = json.Marshal(fields)
+		}
+	}
+	te := teamEvent{
+		Time:  time.Unix(0, ev.Time).UTC().Format(isoMillis),
+		Type:  ev.Type,
+		RunID: ev.Stream,
+		Data:  data,
+		Metadata: teamMetadata{
+			Seq: ev.StreamVersion, Provenance: "api", Position: ev.Position, SchemaVersion: ev.SchemaVersion,
+			CommandID: ev.CommandID, CausationID: ev.CausationID, CorrelationID: ev.CorrelationID, Actor: ev.Actor,
+		},
+	}
+	if raw, ok := fields["taskId"]; ok {
+		json.Unmarshal(raw, &te.TaskID)
+	}
+	if strings.HasPrefix(ev.Type, "delegate.") {
+		te.Message = truncateUTF16(ev.Type+": "+string(data), 200)
+	}
+	return te, nil
+}
+
+// omitData replaces an event's data that cannot fit in a frame; see teamMetadata.Omitted.
+func (te teamEvent) omitData() teamEvent {
+	te.Data, te.Message, te.Metadata.Omitted = json.RawMessage(`null`), "", true
+	return te
+}
+
+// truncateUTF16 cuts s to at most n UTF-16 units (pi-crew slices JavaScript strings), never inside a character.
+func truncateUTF16(s string, n int) string {
+	units := 0
+	for i, r := range s {
+		w := 1
+		if r >= 0x10000 {
+			w = 2
+		}
+		if units+w > n {
+			return s[:i]
+		}
+		units += w
+	}
+	return s
+}

@@ -1,0 +1,53 @@
+package broker
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+)
+
+// tokenDomain separates broker tokens from any other use of the server key.
+const tokenDomain = "crewlog-token\x00"
+
+// mintToken derives the secret of credential (runID, key):
+//
+//	base64url(HMAC-SHA256(ServerKey, "crewlog-token\x00" + runID + "\x00" + key + "\x00" + nonce))
+//
+// nonce is the request's commandId, so that an idempotent retry of run.create or credential.issue — which the
+// engine answers with the recorded outcome — hands back the same secret whose digest that outcome recorded. Without
+// a commandId the nonce is 16 random bytes and every call mints a fresh secret. NB: a derivation, not storage: the
+// broker keeps no secret, the log keeps only sha256hex(token), and a restarted daemon with the same key still
+// accepts the token because the digest persists.
+func mintToken(serverKey []byte, runID, key, commandID string) (string, error) {
+	nonce := commandID
+	if nonce == "" {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		nonce = string(b[:])
+	}
+	m := hmac.New(sha256.New, serverKey)
+	m.Write([]byte(tokenDomain))
+	m.Write([]byte(runID))
+	m.Write([]byte{0})
+	m.Write([]byte(key))
+	m.Write([]byte{0})
+	m.Write([]byte(nonce))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)), nil
+}
+
+// digestOf is the lowercase hex sha-256 of a secret: the only form in which a token reaches the engine and the log.
+func digestOf(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// sameDigest compares two digests in constant time (length mismatch is false), so a prober cannot learn a
+// stored digest byte by byte from response timing.
+func sameDigest(a, b string) bool {
+	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}

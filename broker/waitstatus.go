@@ -1,0 +1,105 @@
+package broker
+
+import (
+	"time"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// task.waitStatus bounds (D§7.5).
+const (
+	defaultWaitMs = 30000
+	maxWaitMs     = 60000
+)
+
+// waitUntil is the set of statuses task.waitStatus accepts in until (D§7.5). "blocked" is accepted for pi-crew
+// compatibility although no crewlog task is ever blocked: such a wait ends only by timeout.
+var waitUntil = map[string]bool{
+	"queued": true, "running": true, "waiting": true, "completed": true, "failed": true, "blocked": true,
+	"cancelled": true,
+}
+
+type waitResult struct {
+	TaskID   string `json:"taskId"`
+	Status   string `json:"status"`
+	WaitedMs int64  `json:"waitedMs"`
+}
+
+// handleWaitStatus: {taskId, until, timeoutMs? 0..60000 (default 30000)} → {taskId, status, waitedMs} once the
+// task's status equals until — any terminal status satisfies a terminal until — or wait-timeout. It waits on the
+// engine's Changed signal (no polling) in its own goroutine, so the connection keeps serving other requests;
+// at most maxWaits per connection (busy beyond).
+func handleWaitStatus(cl *call) (any, error) {
+	p := readParams(cl)
+	taskID := p.str("taskId", true, 256)
+	until := p.str("until", true, 32)
+	timeout := time.Duration(p.int("timeoutMs", 0, maxWaitMs, defaultWaitMs)) * time.Millisecond
+	if p.err == nil && !waitUntil[until] {
+		p.fail("until", "one of queued, running, waiting, completed, failed, blocked, cancelled")
+	}
+	runID := p.run(cl)
+	if p.err != nil {
+		return nil, p.err
+	}
+	c := cl.c
+	if _, ok := taskStatus(c.s, runID, taskID); !ok {
+		return nil, wire.Errorf(wire.CodeNoTask, "task %q not found in run %q", taskID, runID)
+	}
+	c.mu.Lock()
+	if c.waits >= maxWaits {
+		c.mu.Unlock()
+		return nil, errTooManyWaits
+	}
+	c.waits++
+	c.mu.Unlock()
+	cl.async = true
+	c.s.wg.Add(1)
+	go func() {
+		defer c.s.wg.Done()
+		defer c.recover()
+		defer func() { c.mu.Lock(); c.waits--; c.mu.Unlock() }()
+		res, err := waitFor(c, runID, taskID, projections.TaskStatus(until), timeout)
+		c.respond(cl.id, cl.method, res, err)
+	}()
+	return nil, nil
+}
+
+func waitFor(c *conn, runID, taskID string, until projections.TaskStatus, timeout time.Duration) (any, error) {
+	start := time.Now()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		changed := c.s.eng.Changed() // before the read: a publish after it still wakes us
+		st, ok := taskStatus(c.s, runID, taskID)
+		if !ok {
+			return nil, wire.Errorf(wire.CodeNoTask, "task %q not found in run %q", taskID, runID)
+		}
+		if st == until || st.Terminal() && until.Terminal() {
+			return waitResult{TaskID: taskID, Status: string(st), WaitedMs: time.Since(start).Milliseconds()}, nil
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return nil, errWaitTimeout
+		case <-c.done:
+			return nil, errConnClosing
+		case <-c.s.quit:
+			return nil, errConnClosing
+		}
+	}
+}
+
+func taskStatus(s *Server, runID, taskID string) (projections.TaskStatus, bool) {
+	var (
+		st projections.TaskStatus
+		ok bool
+	)
+	s.eng.Read(func(state *projections.State) {
+		var t projections.Task
+		if t, ok = state.Task(runID, taskID); ok {
+			st = t.Status
+		}
+	})
+	return st, ok
+}

@@ -1,0 +1,412 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// Bounds of the broker's outbound queue: pi-crew's outboundQueueCap (D§7.7). A test checks them against the
+// broker's own, which validates them again.
+const (
+	defaultOutboundQueueCap = 256
+	minOutboundQueueCap     = 32
+	maxOutboundQueueCap     = 4096
+)
+
+// maxSocketPath is the longest path a unix socket can be bound at on Linux (sun_path minus its NUL).
+const maxSocketPath = 107
+
+// ErrHelp is returned by Load when --help or -h was given; the caller prints Usage and exits 0.
+var ErrHelp = errors.New("daemon: help requested")
+
+// Env is what the defaults depend on, so tests can supply their own.
+type Env struct {
+	Getenv func(string) string
+	UID    int
+}
+
+// OSEnv is the process's environment.
+func OSEnv() Env { return Env{Getenv: os.Getenv, UID: os.Getuid()} }
+
+// Config is everything crewd runs with, resolved from flags, the config file and the environment.
+type Config struct {
+	DataDir    string // holds admin.token, server.key and the store
+	SocketPath string
+	ConfigFile string // "" when none was given
+
+	// Engine is put in force at start; engine.configured is recorded only when it differs from the log's.
+	Engine           projections.Config
+	ModelCatalogFile string // "" when no catalog is configured
+
+	MaxFrame         int
+	OutboundQueueCap int
+
+	LogLevel  slog.Level
+	LogFormat string // "text" or "json"
+
+	// Warnings are problems that do not stop the daemon (an unreadable model catalog means an empty one); they
+	// are logged once the logger exists.
+	Warnings []string
+}
+
+type kind int
+
+const (
+	kindString kind = iota
+	kindBool
+	kindInt
+	kindDuration
+)
+
+// option is one setting: a flag --name and the key "name" of the config file. def computes the default from the
+// environment; it returns "" when there is none.
+type option struct {
+	name  string
+	kind  kind
+	arg   string // the value's placeholder in --help
+	usage string
+	def   func(Env) string
+}
+
+func fixed(s string) func(Env) string { return func(Env) string { return s } }
+
+var options = []option{
+	{"data", kindString, "DIR", "data directory: admin.token, server.key and the event store (store/)", defaultDataDir},
+	{"socket", kindString, "PATH", "unix socket path the broker listens on (its directory is made 0700)", defaultSocketPath},
+	{"config", kindString, "FILE", "JSON file with any of these settings by flag name, e.g. {\"max-slots\": 4}; flags override it", fixed("")},
+	{"nesting", kindBool, "[=BOOL]", "allow workers to delegate (nesting.enabled)", fixed("true")},
+	{"max-depth", kindInt, "N", fmt.Sprintf("deepest delegation depth, %d..%d", commands.MinMaxDepth, commands.MaxMaxDepth), fixed("4")},
+	{"max-slots", kindInt, "N", fmt.Sprintf("delegations in flight at once, %d..%d", commands.MinMaxSlots, commands.MaxMaxSlots), fixed("2")},
+	{"serialize-on-path-overlap", kindBool, "[=BOOL]", "tolerate a write-capable delegation in the cwd of another running executor (off: refuse it, workspace-conflict)", fixed("false")},
+	{"unmetered-delegates", kindString, "allow|deny", "admit delegations that no budget meters: allow or deny", fixed(events.UnmeteredAllow)},
+	{"model-catalog", kindString, "FILE", "file of allowed models, one per line ('#' comments); absent: no model check; unreadable: every explicit model is denied", fixed("")},
+	{"settle-grace", kindDuration, "DURATION", fmt.Sprintf("time after a delegation's timeout before the engine times it out, whole seconds, 0s..%ds", commands.MaxSettleGraceSec), fixed("30s")},
+	{"max-frame", kindInt, "BYTES", fmt.Sprintf("broker frame cap in bytes, newline included, %d..%d", wire.MaxFrameFloor, wire.MaxFrameCeiling), fixed(strconv.Itoa(wire.DefaultMaxFrame))},
+	{"outbound-queue-cap", kindInt, "N", fmt.Sprintf("frames queued per connection before a subscriber is resynced, %d..%d", minOutboundQueueCap, maxOutboundQueueCap), fixed(strconv.Itoa(defaultOutboundQueueCap))},
+	{"log-level", kindString, "LEVEL", "debug, info, warn or error", fixed("info")},
+	{"log-format", kindString, "FORMAT", "text or json (logs go to stderr)", fixed("text")},
+}
+
+// defaultDataDir follows the XDG base directory spec, which ignores relative values.
+func defaultDataDir(env Env) string {
+	if d := env.Getenv("XDG_DATA_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "crewlog")
+	}
+	if h := env.Getenv("HOME"); filepath.IsAbs(h) {
+		return filepath.Join(h, ".local", "share", "crewlog")
+	}
+	return ""
+}
+
+// defaultSocketPath is under the per-user runtime dir, else a per-user dir in the temp dir (as pi-crew's is,
+// D§7.1), since a socket belongs on a file system that is cleared at boot.
+func defaultSocketPath(env Env) string {
+	if d := env.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
+		return filepath.Join(d, "crewlog", "crewd.sock")
+	}
+	tmp := env.Getenv("TMPDIR") // what os.TempDir reads on Unix
+	if !filepath.IsAbs(tmp) {
+		tmp = "/tmp"
+	}
+	return filepath.Join(tmp, fmt.Sprintf("crewlog-%d", env.UID), "crewd.sock")
+}
+
+// rawValue records a flag's text; every value is checked after parsing, so all problems are reported together.
+type rawValue struct {
+	kind kind
+	set  bool
+	text string
+}
+
+func (v *rawValue) String() string     { return v.text }
+func (v *rawValue) Set(s string) error { v.set, v.text = true, s; return nil }
+func (v *rawValue) IsBoolFlag() bool   { return v.kind == kindBool }
+
+// Usage writes the --help text, with the defaults this environment gives.
+func Usage(w io.Writer, env Env) {
+	fmt.Fprint(w, `crewd: the crewlog daemon. It keeps the event log in <data>/store, serves the broker protocol on a
+unix socket, and on first start writes a random admin token to <data>/admin.token and a server key to
+<data>/server.key (both 0600; existing ones are reused, group- or world-readable ones refused).
+On start it prints the socket path and the admin token file (never the token) to stdout.
+SIGINT or SIGTERM shuts it down gracefully. Exit status: 0 clean, 1 runtime error, 2 bad flags or config.
+
+Usage: crewd [flags]
+
+`)
+	for _, o := range options {
+		sep := " "
+		if o.kind == kindBool {
+			sep = ""
+		}
+		fmt.Fprintf(w, "  --%s%s%s\n      %s", o.name, sep, o.arg, o.usage)
+		if d := o.def(env); d != "" {
+			fmt.Fprintf(w, " (default %s)", d)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprint(w, `
+Defaults: --data is $XDG_DATA_HOME/crewlog, else ~/.local/share/crewlog; --socket is
+$XDG_RUNTIME_DIR/crewlog/crewd.sock, else $TMPDIR (or /tmp)/crewlog-<uid>/crewd.sock.
+`)
+}
+
+// Load resolves the config from args (flags), the --config file and env. It returns ErrHelp for --help, and
+// otherwise every problem found, joined, each starting with "daemon: ".
+func Load(args []string, env Env) (Config, error) {
+	fs := flag.NewFlagSet("crewd", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	raws := make(map[string]*rawValue, len(options))
+	for _, o := range options {
+		raws[o.name] = &rawValue{kind: o.kind}
+		fs.Var(raws[o.name], o.name, o.usage)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return Config{}, ErrHelp
+		}
+		return Config{}, fmt.Errorf("daemon: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("daemon: unexpected arguments %q", fs.Args())
+	}
+
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf("daemon: "+format, args...)) }
+	// Each value remembers where it came from, so an error names the flag or the file key to fix.
+	type value struct{ text, src string }
+	vals := make(map[string]value, len(options))
+	for _, o := range options {
+		if r := raws[o.name]; r.set {
+			vals[o.name] = value{r.text, "--" + o.name}
+		}
+	}
+	var c Config
+	if v, ok := vals["config"]; ok && v.text != "" {
+		c.ConfigFile = absPath(v.text)
+		fileVals, ferrs := readConfigFile(c.ConfigFile)
+		errs = append(errs, ferrs...)
+		for name, text := range fileVals {
+			if _, byFlag := vals[name]; !byFlag {
+				vals[name] = value{text, fmt.Sprintf("%s in %s", name, c.ConfigFile)}
+			}
+		}
+	}
+	for _, o := range options {
+		if _, ok := vals[o.name]; !ok {
+			vals[o.name] = value{o.def(env), "default --" + o.name}
+		}
+	}
+
+	str := func(name string) (string, string) { v := vals[name]; return v.text, v.src }
+	boolean := func(name string) bool {
+		text, src := str(name)
+		b, err := strconv.ParseBool(text)
+		if err != nil {
+			fail("%s: %q is not true or false", src, text)
+		}
+		return b
+	}
+	integer := func(name string, lo, hi int) int {
+		text, src := str(name)
+		n, err := strconv.Atoi(text)
+		switch {
+		case err != nil:
+			fail("%s: %q is not an integer", src, text)
+		case n < lo || n > hi:
+			fail("%s: %d is outside %d..%d", src, n, lo, hi)
+		}
+		return n
+	}
+	oneOf := func(name string, allowed ...string) string {
+		text, src := str(name)
+		for _, a := range allowed {
+			if text == a {
+				return text
+			}
+		}
+		fail("%s: %q is not one of %s", src, text, strings.Join(allowed, ", "))
+		return text
+	}
+	path := func(name string) string {
+		text, src := str(name)
+		if text == "" {
+			fail("%s: a path is required (no default applies: set $HOME or pass the flag)", src)
+			return ""
+		}
+		return absPath(text)
+	}
+
+	c.DataDir = path("data")
+	c.SocketPath = path("socket")
+	if len(c.SocketPath) > maxSocketPath {
+		_, src := str("socket")
+		fail("%s: %q is %d bytes; a unix socket path is at most %d", src, c.SocketPath, len(c.SocketPath), maxSocketPath)
+	}
+	c.Engine = projections.Config{
+		NestingEnabled:         boolean("nesting"),
+		MaxDepth:               integer("max-depth", commands.MinMaxDepth, commands.MaxMaxDepth),
+		MaxSlots:               integer("max-slots", commands.MinMaxSlots, commands.MaxMaxSlots),
+		SerializeOnPathOverlap: boolean("serialize-on-path-overlap"),
+		UnmeteredDelegates:     oneOf("unmetered-delegates", events.UnmeteredAllow, events.UnmeteredDeny),
+	}
+	{
+		text, src := str("settle-grace")
+		d, err := time.ParseDuration(text)
+		switch {
+		case err != nil:
+			fail("%s: %q is not a duration (e.g. 30s)", src, text)
+		case d%time.Second != 0:
+			fail("%s: %s is not a whole number of seconds", src, d)
+		case d < 0 || d > commands.MaxSettleGraceSec*time.Second:
+			fail("%s: %s is outside 0s..%ds", src, d, commands.MaxSettleGraceSec)
+		}
+		c.Engine.SettleGraceSec = int(d / time.Second)
+	}
+	if text, _ := str("model-catalog"); text != "" {
+		c.ModelCatalogFile = absPath(text)
+		catalog, err := readModelCatalog(c.ModelCatalogFile)
+		if err != nil {
+			// Fail closed (D§4.5): a catalog that was asked for but cannot be read denies every explicit model.
+			c.Warnings = append(c.Warnings, fmt.Sprintf("model catalog unreadable, every explicit model is denied: %v", err))
+		}
+		c.Engine.ModelCatalog = catalog
+	}
+	c.MaxFrame = integer("max-frame", wire.MaxFrameFloor, wire.MaxFrameCeiling)
+	c.OutboundQueueCap = integer("outbound-queue-cap", minOutboundQueueCap, maxOutboundQueueCap)
+	switch oneOf("log-level", "debug", "info", "warn", "error") {
+	case "debug":
+		c.LogLevel = slog.LevelDebug
+	case "warn":
+		c.LogLevel = slog.LevelWarn
+	case "error":
+		c.LogLevel = slog.LevelError
+	default:
+		c.LogLevel = slog.LevelInfo
+	}
+	c.LogFormat = oneOf("log-format", "text", "json")
+
+	if len(errs) == 0 {
+		// The engine's own check as a backstop: it also vets the catalog's entries.
+		if err := commands.ValidateConfig(c.Engine); err != nil {
+			fail("engine config: %w", err)
+		}
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// absPath makes p absolute, so the paths crewd prints and uses do not depend on where it was started from.
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+// readConfigFile returns the settings of a config file as flag texts, checking each key's JSON type against its
+// option. Every problem is returned.
+func readConfigFile(path string) (map[string]string, []error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, []error{fmt.Errorf("daemon: config file: %w", err)}
+	}
+	var fields map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&fields); err != nil || fields == nil || dec.More() {
+		return nil, []error{fmt.Errorf("daemon: config file %s: not one JSON object", path)}
+	}
+	var errs []error
+	out := make(map[string]string, len(fields))
+	for key, raw := range fields {
+		o, ok := lookupOption(key)
+		if !ok || key == "config" {
+			errs = append(errs, fmt.Errorf("daemon: config file %s: unknown key %q", path, key))
+			continue
+		}
+		text, err := jsonText(o.kind, raw)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("daemon: config file %s: %s: %w", path, key, err))
+			continue
+		}
+		out[key] = text
+	}
+	return out, errs
+}
+
+func lookupOption(name string) (option, bool) {
+	for _, o := range options {
+		if o.name == name {
+			return o, true
+		}
+	}
+	return option{}, false
+}
+
+// jsonText turns a config file value into the text its flag would have: booleans must be JSON booleans, integers
+// JSON numbers, strings JSON strings; a duration is a string ("30s") or a number of seconds.
+func jsonText(k kind, raw json.RawMessage) (string, error) {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "", err
+	}
+	switch x := v.(type) {
+	case bool:
+		if k == kindBool {
+			return strconv.FormatBool(x), nil
+		}
+	case float64:
+		switch k {
+		case kindInt:
+			return string(raw), nil
+		case kindDuration:
+			return string(raw) + "s", nil
+		}
+	case string:
+		if k == kindString || k == kindDuration {
+			return x, nil
+		}
+	}
+	want := map[kind]string{kindBool: "a boolean", kindInt: "a number", kindString: "a string", kindDuration: `a string like "30s" or a number of seconds`}[k]
+	return "", fmt.Errorf("must be %s", want)
+}
+
+// readModelCatalog reads one model per line; blank lines and lines starting with '#' are skipped. On error it
+// returns an empty, non-nil catalog: a configured catalog that cannot be read denies every explicit model.
+func readModelCatalog(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return []string{}, err
+	}
+	defer f.Close()
+	catalog := []string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		catalog = append(catalog, line)
+	}
+	if err := sc.Err(); err != nil {
+		return []string{}, err
+	}
+	return catalog, nil
+}

@@ -1,0 +1,215 @@
+package daemon
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+func envOf(vars map[string]string) Env {
+	return Env{Getenv: func(k string) string { return vars[k] }, UID: 1234}
+}
+
+var homeEnv = envOf(map[string]string{"HOME": "/home/u"})
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	return p
+}
+
+func TestLoadDefaults(t *testing.T) {
+	c, err := Load(nil, homeEnv)
+	require.NoError(t, err)
+	require.Equal(t, Config{
+		DataDir:          "/home/u/.local/share/crewlog",
+		SocketPath:       "/tmp/crewlog-1234/crewd.sock",
+		Engine:           projections.DefaultConfig(),
+		MaxFrame:         262144,
+		OutboundQueueCap: 256,
+		LogLevel:         slog.LevelInfo,
+		LogFormat:        "text",
+	}, c)
+	require.Nil(t, c.Engine.ModelCatalog, "no flag: no catalog")
+}
+
+func TestLoadPathDefaultsFromEnv(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		vars         map[string]string
+		data, socket string
+	}{
+		{"xdg", map[string]string{"HOME": "/home/u", "XDG_DATA_HOME": "/xdg/data", "XDG_RUNTIME_DIR": "/run/user/1234"},
+			"/xdg/data/crewlog", "/run/user/1234/crewlog/crewd.sock"},
+		{"home and tmpdir", map[string]string{"HOME": "/home/u", "TMPDIR": "/var/tmp"},
+			"/home/u/.local/share/crewlog", "/var/tmp/crewlog-1234/crewd.sock"},
+		{"relative xdg values are ignored", map[string]string{"HOME": "/home/u", "XDG_DATA_HOME": "rel", "XDG_RUNTIME_DIR": "rel", "TMPDIR": "rel"},
+			"/home/u/.local/share/crewlog", "/tmp/crewlog-1234/crewd.sock"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(nil, envOf(tc.vars))
+			require.NoError(t, err)
+			require.Equal(t, tc.data, c.DataDir)
+			require.Equal(t, tc.socket, c.SocketPath)
+		})
+	}
+	t.Run("no home", func(t *testing.T) {
+		_, err := Load(nil, envOf(nil))
+		require.ErrorContains(t, err, "default --data: a path is required")
+		c, err := Load([]string{"--data", "/d"}, envOf(nil))
+		require.NoError(t, err)
+		require.Equal(t, "/d", c.DataDir)
+	})
+}
+
+func TestLoadFlagsOverride(t *testing.T) {
+	catalog := writeFile(t, "models", "# allowed\nclaude-sonnet\n\n  gpt-x  \n")
+	c, err := Load([]string{
+		"--data", "/d", "--socket=/s/crewd.sock", "--nesting=false", "--max-depth", "10", "--max-slots", "64",
+		"--serialize-on-path-overlap", "--unmetered-delegates", "deny", "--model-catalog", catalog,
+		"--settle-grace", "2m", "--max-frame", "1024", "--outbound-queue-cap", "4096",
+		"-log-level", "debug", "--log-format", "json",
+	}, homeEnv)
+	require.NoError(t, err)
+	require.Equal(t, Config{
+		DataDir: "/d", SocketPath: "/s/crewd.sock",
+		Engine: projections.Config{
+			NestingEnabled: false, MaxDepth: 10, MaxSlots: 64, SerializeOnPathOverlap: true,
+			UnmeteredDelegates: events.UnmeteredDeny, ModelCatalog: []string{"claude-sonnet", "gpt-x"}, SettleGraceSec: 120,
+		},
+		ModelCatalogFile: catalog, MaxFrame: 1024, OutboundQueueCap: 4096, LogLevel: slog.LevelDebug, LogFormat: "json",
+	}, c)
+}
+
+func TestLoadRelativePathsBecomeAbsolute(t *testing.T) {
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	c, err := Load([]string{"--data", "d", "--socket", "s.sock"}, homeEnv)
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(wd, "d"), c.DataDir)
+	require.Equal(t, filepath.Join(wd, "s.sock"), c.SocketPath)
+}
+
+func TestLoadModelCatalogUnreadableIsEmpty(t *testing.T) {
+	c, err := Load([]string{"--model-catalog", filepath.Join(t.TempDir(), "missing")}, homeEnv)
+	require.NoError(t, err)
+	require.NotNil(t, c.Engine.ModelCatalog, "fail closed: an empty catalog, not none")
+	require.Empty(t, c.Engine.ModelCatalog)
+	require.Len(t, c.Warnings, 1)
+	require.Contains(t, c.Warnings[0], "every explicit model is denied")
+
+	c, err = Load([]string{"--model-catalog", writeFile(t, "empty", "\n# nothing\n")}, homeEnv)
+	require.NoError(t, err)
+	require.NotNil(t, c.Engine.ModelCatalog)
+	require.Empty(t, c.Engine.ModelCatalog)
+	require.Empty(t, c.Warnings)
+}
+
+func TestLoadConfigFile(t *testing.T) {
+	file := writeFile(t, "crewd.json", `{"data": "/from-file", "max-slots": 8, "nesting": false, "settle-grace": 45,
+		"unmetered-delegates": "deny", "log-format": "json"}`)
+	c, err := Load([]string{"--config", file, "--max-slots", "3"}, homeEnv)
+	require.NoError(t, err)
+	require.Equal(t, file, c.ConfigFile)
+	require.Equal(t, "/from-file", c.DataDir)
+	require.Equal(t, 3, c.Engine.MaxSlots, "a flag overrides the file")
+	require.False(t, c.Engine.NestingEnabled)
+	require.Equal(t, 45, c.Engine.SettleGraceSec, "a number of seconds")
+	require.Equal(t, events.UnmeteredDeny, c.Engine.UnmeteredDelegates)
+	require.Equal(t, "json", c.LogFormat)
+	require.Equal(t, 4, c.Engine.MaxDepth, "keys the file leaves out keep their defaults")
+}
+
+// TestLoadInvalid checks every invalid value, and that one Load reports all the problems it has.
+func TestLoadInvalid(t *testing.T) {
+	long := "/" + strings.Repeat("s", 120)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"unknown flag", []string{"--nope"}, []string{"daemon: flag provided but not defined: -nope"}},
+		{"stray argument", []string{"serve"}, []string{"unexpected arguments"}},
+		{"nesting", []string{"--nesting=maybe"}, []string{`--nesting: "maybe" is not true or false`}},
+		{"serialize", []string{"--serialize-on-path-overlap=2"}, []string{`--serialize-on-path-overlap: "2" is not true or false`}},
+		{"max-depth low", []string{"--max-depth", "0"}, []string{"--max-depth: 0 is outside 1..10"}},
+		{"max-depth high", []string{"--max-depth", "11"}, []string{"--max-depth: 11 is outside 1..10"}},
+		{"max-depth text", []string{"--max-depth", "four"}, []string{`--max-depth: "four" is not an integer`}},
+		{"max-slots low", []string{"--max-slots", "0"}, []string{"--max-slots: 0 is outside 1..64"}},
+		{"max-slots high", []string{"--max-slots", "65"}, []string{"--max-slots: 65 is outside 1..64"}},
+		{"unmetered", []string{"--unmetered-delegates", "maybe"}, []string{`--unmetered-delegates: "maybe" is not one of allow, deny`}},
+		{"grace text", []string{"--settle-grace", "soon"}, []string{`--settle-grace: "soon" is not a duration`}},
+		{"grace fraction", []string{"--settle-grace", "1500ms"}, []string{"--settle-grace: 1.5s is not a whole number of seconds"}},
+		{"grace negative", []string{"--settle-grace", "-1s"}, []string{"--settle-grace: -1s is outside 0s..86400s"}},
+		{"grace high", []string{"--settle-grace", "25h"}, []string{"--settle-grace: 25h0m0s is outside 0s..86400s"}},
+		{"max-frame low", []string{"--max-frame", "1023"}, []string{"--max-frame: 1023 is outside 1024..1048576"}},
+		{"max-frame high", []string{"--max-frame", "1048577"}, []string{"--max-frame: 1048577 is outside 1024..1048576"}},
+		{"queue low", []string{"--outbound-queue-cap", "31"}, []string{"--outbound-queue-cap: 31 is outside 32..4096"}},
+		{"queue high", []string{"--outbound-queue-cap", "4097"}, []string{"--outbound-queue-cap: 4097 is outside 32..4096"}},
+		{"log level", []string{"--log-level", "loud"}, []string{`--log-level: "loud" is not one of debug, info, warn, error`}},
+		{"log format", []string{"--log-format", "xml"}, []string{`--log-format: "xml" is not one of text, json`}},
+		{"empty data", []string{"--data", ""}, []string{"--data: a path is required"}},
+		{"socket too long", []string{"--socket", long}, []string{"a unix socket path is at most 107"}},
+		{"missing config file", []string{"--config", "/nonexistent/crewd.json"}, []string{"daemon: config file: open /nonexistent/crewd.json"}},
+		{"catalog entry too long", []string{"--model-catalog", writeFile(t, "m", strings.Repeat("m", 300))}, []string{"engine config: model catalog entry"}},
+		{"all at once", []string{"--max-depth", "0", "--max-slots", "99", "--log-format", "xml", "--settle-grace", "x"},
+			[]string{"--max-depth: 0", "--max-slots: 99", "--log-format", "--settle-grace"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(tc.args, homeEnv)
+			require.Error(t, err)
+			for _, w := range tc.want {
+				require.ErrorContains(t, err, w)
+			}
+			for _, line := range strings.Split(err.Error(), "\n") {
+				require.True(t, strings.HasPrefix(line, "daemon: "), "error line %q", line)
+			}
+		})
+	}
+}
+
+func TestLoadInvalidConfigFile(t *testing.T) {
+	for _, tc := range []struct {
+		name, content string
+		want          []string
+	}{
+		{"not json", `{`, []string{"not one JSON object"}},
+		{"array", `[]`, []string{"not one JSON object"}},
+		{"two objects", `{} {}`, []string{"not one JSON object"}},
+		{"unknown key and bad types", `{"max-slot": 3, "config": "x", "nesting": "yes", "max-depth": "4", "data": 1, "settle-grace": true}`,
+			[]string{`unknown key "max-slot"`, `unknown key "config"`, "nesting: must be a boolean", "max-depth: must be a number",
+				"data: must be a string", "settle-grace: must be a string"}},
+		{"bad values", `{"max-depth": 11, "max-slots": 2.5}`, []string{"max-depth in ", ": 11 is outside 1..10", `max-slots in `, `"2.5" is not an integer`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load([]string{"--config", writeFile(t, "c.json", tc.content)}, homeEnv)
+			require.Error(t, err)
+			for _, w := range tc.want {
+				require.ErrorContains(t, err, w)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, arg := range []string{"--help", "-h"} {
+		_, err := Load([]string{arg}, homeEnv)
+		require.ErrorIs(t, err, ErrHelp)
+	}
+	var b bytes.Buffer
+	Usage(&b, homeEnv)
+	for _, o := range options {
+		require.Regexp(t, `(?m)^  --`+o.name+`[ \[]`, b.String(), "--help documents --%s", o.name)
+	}
+	require.Contains(t, b.String(), "(default /home/u/.local/share/crewlog)")
+	require.Contains(t, b.String(), "Exit status")
+}

@@ -1,0 +1,28 @@
+// Package daemon is crewd: configuration (flags, a JSON config file, XDG defaults), the secret files of the data
+// directory, and the start-up and shutdown order of the event log, the engine and the broker. cmd/crewd's main
+// only calls Main.
+//
+// # Data directory
+//
+//	<data>/admin.token   the admin credential, 64 hex chars (0600)     created at first start, then reused
+//	<data>/server.key    32 random bytes keying minted tokens (0600)   created at first start, then reused
+//	<data>/store/        the event log (package eventlog)
+//
+// # Guarantees
+//
+//   - Every problem with the flags and the config file is reported at once, each naming the flag or file key to
+//     fix; Main then exits 2 without touching the data directory.
+//   - A secret file is created atomically (written, synced, then linked into place), so a crash never leaves an
+//     empty or partial one. A secret file that is a symlink, not a regular file, or accessible to group or others
+//     is refused, never silently fixed: its secret may have leaked.
+//   - The admin token never reaches stdout, the logs or the event log; the broker gets only its sha-256 digest.
+//   - Keeping server.key and the store keeps every issued token valid across restarts (SPEC §5).
+//   - Shutdown on SIGINT or SIGTERM: the broker stops accepting and closes connections, the engine finishes the
+//     group it is committing, the log closes; exit 0. A second signal during shutdown kills the process.
+//
+// # Not guaranteed
+//
+//   - Single instance: two daemons on one data directory are refused by the store's lock, not by this package.
+//   - The model catalog is read once at start; change it by restarting (the change is then recorded as
+//     engine.configured).
+package daemon

@@ -1,0 +1,43 @@
+package daemon
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker"
+)
+
+// TestOutboundQueueBoundsMatchBroker: the flag's bounds are pi-crew's numbers, and must stay the broker's.
+func TestOutboundQueueBoundsMatchBroker(t *testing.T) {
+	require.Equal(t, broker.DefaultOutboundQueueCap, defaultOutboundQueueCap)
+	require.Equal(t, broker.MinOutboundQueueCap, minOutboundQueueCap)
+	require.Equal(t, broker.MaxOutboundQueueCap, maxOutboundQueueCap)
+}
+
+func TestMainExitStatus(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	sock := filepath.Join(dir, "crewd.sock")
+	var out, errs bytes.Buffer
+
+	require.Equal(t, ExitOK, Main([]string{"--help"}, &out, &errs))
+	require.Contains(t, out.String(), "Usage: crewd [flags]")
+
+	require.Equal(t, ExitUsage, Main([]string{"--data", data, "--max-slots", "0"}, &out, &errs))
+	require.Contains(t, errs.String(), "--max-slots: 0 is outside 1..64")
+	require.NoDirExists(t, data)
+
+	// A leaked admin token stops the start: a runtime error, reported before anything listens.
+	require.NoError(t, os.MkdirAll(data, 0o700))
+	tok := filepath.Join(data, AdminTokenFile)
+	require.NoError(t, os.WriteFile(tok, []byte("tok\n"), 0o600))
+	require.NoError(t, os.Chmod(tok, 0o644))
+	errs.Reset()
+	require.Equal(t, ExitRuntime, Main([]string{"--data", data, "--socket", sock}, &out, &errs))
+	require.Contains(t, errs.String(), "has mode 0644")
+	require.NoFileExists(t, sock)
+}

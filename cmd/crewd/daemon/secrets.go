@@ -1,0 +1,157 @@
+package daemon
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// File names in the data directory.
+const (
+	AdminTokenFile = "admin.token"
+	ServerKeyFile  = "server.key"
+	StoreDir       = "store"
+)
+
+// serverKeyLen is the length of a new server key: HMAC-SHA256 wants a key as long as its output, and the broker
+// refuses shorter ones.
+const serverKeyLen = 32
+
+// maxTokenLen is the longest token a hello can carry (wire: 1..256 chars).
+const maxTokenLen = 256
+
+// AdminToken returns the admin token in dataDir/admin.token, creating the file with a new random token at first
+// start. The token is 64 hex chars (256 random bits).
+func AdminToken(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, AdminTokenFile)
+	b, err := loadOrCreate(path, func() ([]byte, error) {
+		k, err := randomBytes(32)
+		return []byte(hex.EncodeToString(k) + "\n"), err
+	})
+	if err != nil {
+		return "", err
+	}
+	tok := string(bytes.TrimSpace(b))
+	if tok == "" || len(tok) > maxTokenLen || bytes.ContainsAny([]byte(tok), " \t\r\n") {
+		return "", fmt.Errorf("daemon: %s must hold one token of 1..%d chars", path, maxTokenLen)
+	}
+	return tok, nil
+}
+
+// ServerKey returns the key in dataDir/server.key, creating the file with 32 random bytes at first start. The
+// broker derives the tokens it mints from it, so keeping it across restarts is what keeps issued tokens valid.
+func ServerKey(dataDir string) ([]byte, error) {
+	path := filepath.Join(dataDir, ServerKeyFile)
+	key, err := loadOrCreate(path, func() ([]byte, error) { return randomBytes(serverKeyLen) })
+	if err != nil {
+		return nil, err
+	}
+	if len(key) < serverKeyLen {
+		return nil, fmt.Errorf("daemon: %s holds %d bytes; a server key has at least %d", path, len(key), serverKeyLen)
+	}
+	return key, nil
+}
+
+// Digest is the lowercase hex sha-256 of a token: the only form in which the broker holds the admin token.
+func Digest(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+func randomBytes(n int) ([]byte, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("daemon: random: %w", err)
+	}
+	return b, nil
+}
+
+// loadOrCreate returns the contents of the secret file at path, creating it from gen() when absent.
+//
+// A secret file must be a regular file (not a symlink, which could point anywhere) that neither group nor others
+// may read or write: one that is gets refused rather than fixed, since its secret may already have leaked.
+//
+// Creation is atomic: the secret is written and synced to a temporary file, then hard-linked into place, so a
+// crash never leaves an empty or partial secret, and of two daemons racing the first link wins and the second
+// reads the winner's secret.
+func loadOrCreate(path string, gen func() ([]byte, error)) ([]byte, error) {
+	b, err := readSecret(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return b, err
+	}
+	secret, err := gen()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return nil, fmt.Errorf("daemon: create %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	// CreateTemp makes the file 0600; chmod anyway, in case a future Go or umask quirk differs.
+	if err := tmp.Chmod(0o600); err == nil {
+		if _, err = tmp.Write(secret); err == nil {
+			err = tmp.Sync()
+		}
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("daemon: write %s: %w", path, err)
+	}
+	if err := os.Link(tmp.Name(), path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return readSecret(path)
+		}
+		return nil, fmt.Errorf("daemon: create %s: %w", path, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return nil, err
+	}
+	return secret, nil
+}
+
+func readSecret(path string) ([]byte, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return nil, fmt.Errorf("daemon: %s is a symlink; a secret file must be a regular file", path)
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("daemon: %s is not a regular file", path)
+	case fi.Mode().Perm()&0o077 != 0:
+		return nil, fmt.Errorf("daemon: %s has mode %04o: group or others may access it, so its secret may have leaked; "+
+			"remove it to have a new one made, or chmod 600 it if you are sure", path, fi.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	return b, nil
+}
+
+// syncDir makes a new directory entry durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("daemon: sync %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("daemon: sync %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func mode(t *testing.T, path string) os.FileMode {
+	fi, err := os.Lstat(path)
+	require.NoError(t, err)
+	return fi.Mode().Perm()
+}
+
+func TestSecretsCreatedOnceAndReused(t *testing.T) {
+	dir := t.TempDir()
+	tok, err := AdminToken(dir)
+	require.NoError(t, err)
+	require.Len(t, tok, 64)
+	key, err := ServerKey(dir)
+	require.NoError(t, err)
+	require.Len(t, key, 32)
+	require.Equal(t, os.FileMode(0o600), mode(t, filepath.Join(dir, AdminTokenFile)))
+	require.Equal(t, os.FileMode(0o600), mode(t, filepath.Join(dir, ServerKeyFile)))
+
+	tok2, err := AdminToken(dir)
+	require.NoError(t, err)
+	require.Equal(t, tok, tok2, "the token is reused")
+	key2, err := ServerKey(dir)
+	require.NoError(t, err)
+	require.Equal(t, key, key2, "the key is reused")
+
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 2, "no temporary file is left behind")
+
+	other, err := AdminToken(t.TempDir())
+	require.NoError(t, err)
+	require.NotEqual(t, tok, other, "tokens are random")
+	require.Len(t, Digest(tok), 64)
+}
+
+func TestSecretsUmaskDoesNotWiden(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o777))
+	_, err := AdminToken(dir)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), mode(t, filepath.Join(dir, AdminTokenFile)))
+}
+
+// withMode writes a secret file and then sets its mode, which the umask would otherwise narrow.
+func withMode(m os.FileMode) func(t *testing.T, p string) {
+	return func(t *testing.T, p string) {
+		require.NoError(t, os.WriteFile(p, []byte("tok"), 0o600))
+		require.NoError(t, os.Chmod(p, m))
+	}
+}
+
+func TestSecretsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, path string)
+		want  string
+	}{
+		{"group readable", withMode(0o640), "has mode 0640"},
+		{"world readable", withMode(0o604), "has mode 0604"},
+		{"group writable", withMode(0o620), "has mode 0620"},
+		{"symlink", func(t *testing.T, p string) {
+			target := filepath.Join(t.TempDir(), "elsewhere")
+			require.NoError(t, os.WriteFile(target, []byte("tok"), 0o600))
+			require.NoError(t, os.Symlink(target, p))
+		}, "is a symlink"},
+		{"directory", func(t *testing.T, p string) { require.NoError(t, os.Mkdir(p, 0o700)) }, "not a regular file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, name := range []string{AdminTokenFile, ServerKeyFile} {
+				tc.setup(t, filepath.Join(dir, name))
+			}
+			_, err := AdminToken(dir)
+			require.ErrorContains(t, err, tc.want)
+			require.ErrorContains(t, err, "daemon: ")
+			_, err = ServerKey(dir)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestSecretsBadContent(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, AdminTokenFile), []byte("two words\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ServerKeyFile), []byte("short"), 0o600))
+	_, err := AdminToken(dir)
+	require.ErrorContains(t, err, "must hold one token")
+	_, err = ServerKey(dir)
+	require.ErrorContains(t, err, "holds 5 bytes")
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, AdminTokenFile), []byte("  my-token\n"), 0o600))
+	tok, err := AdminToken(dir)
+	require.NoError(t, err)
+	require.Equal(t, "my-token", tok, "a hand-written token is accepted, trimmed")
+}
+
+func TestSecretsUnwritableDir(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root writes anywhere")
+	}
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o500))
+	t.Cleanup(func() { os.Chmod(dir, 0o700) })
+	_, err := AdminToken(dir)
+	require.ErrorContains(t, err, "daemon: create")
+}

@@ -1,0 +1,214 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/client"
+)
+
+// binDir holds the crewd binary built for this test binary; TestMain removes it.
+var binDir string
+
+var build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "crewlog-integration-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration:", err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// crewdBinary builds cmd/crewd once per test binary, on first use, so a run of only the import rules builds
+// nothing. The build uses the normal build cache: a cold build compiles Pebble and takes minutes.
+func crewdBinary(t *testing.T) string {
+	t.Helper()
+	build.once.Do(func() {
+		build.path = filepath.Join(binDir, "crewd")
+		out, err := exec.Command("go", "build", "-o", build.path, module+"/cmd/crewd").CombinedOutput()
+		if err != nil {
+			build.err = fmt.Errorf("integration: go build crewd: %w\n%s", err, out)
+		}
+	})
+	require.NoError(t, build.err)
+	return build.path
+}
+
+// daemon is one crewd process on a data directory and socket that outlive it, so it can be restarted.
+type daemon struct {
+	t      *testing.T
+	bin    string
+	data   string
+	socket string
+	args   []string
+
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has been waited for
+	state  *os.ProcessState
+	logs   *os.File
+	// printed is what the last start wrote to stdout before it was ready.
+	printed []string
+}
+
+// startTimeout bounds how long a start may take to print its socket line; it guards against a hung test, and
+// measures nothing.
+const startTimeout = 60 * time.Second
+
+func newDaemon(t *testing.T, args ...string) *daemon {
+	dir := t.TempDir()
+	return &daemon{
+		t: t, bin: crewdBinary(t), data: filepath.Join(dir, "data"), socket: filepath.Join(dir, "run", "crewd.sock"),
+		args: args,
+	}
+}
+
+// start runs crewd and returns once it has printed its socket line, which it does only after the socket
+// accepts connections: a signal, so nothing polls.
+func (d *daemon) start() {
+	d.t.Helper()
+	logs, err := os.OpenFile(filepath.Join(filepath.Dir(d.data), "crewd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	require.NoError(d.t, err)
+	d.logs = logs
+	args := append([]string{"--data", d.data, "--socket", d.socket, "--log-level", "warn"}, d.args...)
+	cmd := exec.Command(d.bin, args...)
+	cmd.Stderr = logs
+	// NB: an os.Pipe rather than StdoutPipe, whose reader Wait closes: here Wait runs concurrently with the read.
+	stdout, w, err := os.Pipe()
+	require.NoError(d.t, err)
+	cmd.Stdout = w
+	err = cmd.Start()
+	w.Close()
+	require.NoError(d.t, err)
+	d.cmd, d.exited, d.state = cmd, make(chan struct{}), nil
+
+	lines := make(chan string, 16)
+	go func() {
+		defer stdout.Close()
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default: // lines after the start are not read; keep the pipe drained
+			}
+		}
+		close(lines)
+	}()
+	go func() {
+		cmd.Wait()
+		d.state = cmd.ProcessState
+		close(d.exited)
+	}()
+	timeout := time.After(startTimeout)
+	var got []string
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				<-d.exited
+				d.t.Fatalf("crewd exited during start (%v), stdout %q; log:\n%s", d.state, got, d.log())
+			}
+			got = append(got, line)
+			if line == "crewd: socket "+d.socket {
+				d.printed = got
+				return
+			}
+		case <-timeout:
+			d.t.Fatalf("crewd did not start within %v; stdout %q; log:\n%s", startTimeout, got, d.log())
+		}
+	}
+}
+
+func (d *daemon) log() string {
+	b, _ := os.ReadFile(filepath.Join(filepath.Dir(d.data), "crewd.log"))
+	return string(b)
+}
+
+// stop sends SIGTERM and requires a clean exit (status 0).
+func (d *daemon) stop() {
+	d.t.Helper()
+	require.NoError(d.t, d.cmd.Process.Signal(syscall.SIGTERM))
+	d.wait()
+	require.True(d.t, d.state.Success(), "crewd exit on SIGTERM: %v; log:\n%s", d.state, d.log())
+}
+
+// kill sends SIGKILL: no shutdown code runs.
+func (d *daemon) kill() {
+	d.t.Helper()
+	require.NoError(d.t, d.cmd.Process.Kill())
+	d.wait()
+}
+
+func (d *daemon) wait() {
+	d.t.Helper()
+	select {
+	case <-d.exited:
+	case <-time.After(startTimeout):
+		d.t.Fatalf("crewd did not exit within %v", startTimeout)
+	}
+	d.logs.Close()
+}
+
+// cleanup kills a daemon the test left running.
+func (d *daemon) cleanup() {
+	if d.cmd != nil && d.exited != nil {
+		select {
+		case <-d.exited:
+		default:
+			d.cmd.Process.Kill()
+			<-d.exited
+		}
+	}
+}
+
+func (d *daemon) adminToken() string {
+	d.t.Helper()
+	b, err := os.ReadFile(filepath.Join(d.data, "admin.token"))
+	require.NoError(d.t, err)
+	return strings.TrimSpace(string(b))
+}
+
+func (d *daemon) dial(ctx context.Context, h client.Hello) (*client.Client, error) {
+	return client.Dial(ctx, d.socket, h, nil)
+}
+
+func (d *daemon) mustDial(ctx context.Context, h client.Hello) *client.Client {
+	d.t.Helper()
+	c, err := d.dial(ctx, h)
+	require.NoError(d.t, err, "dial as %s", h)
+	d.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// testContext bounds a whole test so a bug hangs nothing; it is not a timing assertion.
+func testContext(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// lostAnswer reports an error after which a command's outcome is unknown (the connection went or the wait
+// ended), as opposed to an answer from the broker.
+func lostAnswer(err error) bool {
+	return errors.Is(err, client.ErrClosed) || errors.Is(err, context.DeadlineExceeded)
+}

@@ -1,0 +1,416 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/client"
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+)
+
+// tortureWorkers is how many client goroutines submit commands at once.
+const tortureWorkers = 64
+
+// tortureRounds is CREWLOG_TORTURE_ROUNDS, default 20.
+func tortureRounds(t *testing.T) int {
+	s := os.Getenv("CREWLOG_TORTURE_ROUNDS")
+	if s == "" {
+		return 20
+	}
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err, "CREWLOG_TORTURE_ROUNDS")
+	require.Positive(t, n, "CREWLOG_TORTURE_ROUNDS")
+	return n
+}
+
+// generations tells client goroutines when a restarted daemon is ready, so they wait for a signal instead of
+// polling a socket that is not there.
+type generations struct {
+	mu      sync.Mutex
+	gen     int
+	ready   bool
+	changed chan struct{} // closed and replaced at every change
+}
+
+func newGenerations() *generations { return &generations{ready: true, changed: make(chan struct{})} }
+
+func (g *generations) state() (int, bool, <-chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gen, g.ready, g.changed
+}
+
+func (g *generations) set(next, ready bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if next {
+		g.gen++
+	}
+	g.ready = ready
+	close(g.changed)
+	g.changed = make(chan struct{})
+}
+
+// down starts the next generation, not yet ready (call before the kill); up makes it ready (after the start).
+func (g *generations) down() { g.set(true, false) }
+func (g *generations) up()   { g.set(false, true) }
+
+// await waits for a ready generation numbered at least min and returns its number.
+func (g *generations) await(ctx context.Context, min int) (int, error) {
+	for {
+		gen, ready, changed := g.state()
+		if gen >= min && ready {
+			return gen, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// ack is an acknowledged command: what was sent and what the broker answered.
+type ack struct {
+	method string
+	as     client.Hello
+	params map[string]any // with the commandId
+	result json.RawMessage
+	err    *wire.Error
+}
+
+// lost counts answers lost to a kill (and so retried with the same commandId): the test is only worth something
+// when it is above zero.
+var lost atomic.Int64
+
+// session keeps one connection per identity for a goroutine and redials after a kill.
+type session struct {
+	d    *daemon
+	gens *generations
+	as   client.Hello
+	c    *client.Client
+	gen  int // the generation c was dialed in
+	min  int // the generation to wait for before dialing again
+}
+
+// call sends the command until the broker answers it: a lost answer (the daemon was killed) is retried with the
+// same commandId on the next generation, which answers with the recorded outcome if the first attempt committed.
+func (s *session) call(ctx context.Context, method string, params map[string]any) (ack, error) {
+	for {
+		if s.c == nil {
+			gen, err := s.gens.await(ctx, s.min)
+			if err != nil {
+				return ack{}, err
+			}
+			c, err := s.d.dial(ctx, s.as)
+			if err != nil {
+				var we *wire.Error
+				if errors.As(err, &we) {
+					return ack{}, fmt.Errorf("hello as %s refused: %w", s.as, err)
+				}
+				s.min = gen + 1 // killed while dialing: wait for the restart
+				continue
+			}
+			s.c, s.gen = c, gen
+		}
+		var res json.RawMessage
+		err := s.c.Call(ctx, method, params, &res)
+		var we *wire.Error
+		switch {
+		case err == nil:
+			return ack{method: method, as: s.as, params: params, result: res}, nil
+		case errors.As(err, &we):
+			return ack{method: method, as: s.as, params: params, err: we}, nil
+		case errors.Is(err, client.ErrClosed):
+			lost.Add(1)
+			s.c.Close()
+			s.c, s.min = nil, s.gen+1
+		default:
+			return ack{}, err
+		}
+	}
+}
+
+func (s *session) close() {
+	if s.c != nil {
+		s.c.Close()
+	}
+}
+
+// TestKillNineTorture: 64 goroutines submit delegate.request and delegate.settle with commandIds while crewd is
+// SIGKILLed at random moments and restarted. Afterwards: every acknowledged command, retried with its commandId,
+// gets the same answer; every command in the log is whole; nothing is left in flight; a token issued before a kill
+// works after it; and the store verifies.
+func TestKillNineTorture(t *testing.T) {
+	rounds := tortureRounds(t)
+	ctx := testContext(t, 10*time.Minute)
+	// NB: one run per goroutine keeps each run's query.delegations answer (which is not paged) within a frame.
+	d := newDaemon(t, "--max-slots", strconv.Itoa(tortureWorkers), "--max-frame", strconv.Itoa(wire.MaxFrameCeiling))
+	t.Cleanup(d.cleanup)
+	d.start()
+
+	crews := make([]*crew, tortureWorkers)
+	for i := range crews {
+		crews[i] = newCrew(ctx, t, d, "W")
+	}
+	gens := newGenerations()
+
+	var (
+		mu     sync.Mutex
+		acks   []ack
+		count  atomic.Int64
+		stop   atomic.Bool
+		moved  = make(chan struct{}, 1) // a non-blocking nudge at every acknowledgement
+		wg     sync.WaitGroup
+		failed = make(chan error, tortureWorkers)
+	)
+	record := func(a ack) {
+		mu.Lock()
+		acks = append(acks, a)
+		mu.Unlock()
+		count.Add(1)
+		select {
+		case moved <- struct{}{}:
+		default:
+		}
+	}
+	for i, crew := range crews {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := &session{d: d, gens: gens, as: crew.workers["W"]}
+			o := &session{d: d, gens: gens, as: crew.orch}
+			defer w.close()
+			defer o.close()
+			for n := 0; !stop.Load(); n++ {
+				id := fmt.Sprintf("w%02d-%d", i, n)
+				a, err := w.call(ctx, "delegate.request", delegateParams(id))
+				if err != nil {
+					failed <- err
+					return
+				}
+				record(a)
+				if a.err != nil {
+					continue
+				}
+				var adm admitted
+				if err := json.Unmarshal(a.result, &adm); err != nil || adm.GrandchildTaskRef == "" {
+					failed <- fmt.Errorf("delegate.request %s: unexpected answer %s", id, a.result)
+					return
+				}
+				s, err := o.call(ctx, "delegate.settle", map[string]any{
+					"subId": adm.GrandchildTaskRef, "outcome": "ok", "text": "result of " + id, "commandId": "s-" + id,
+				})
+				if err != nil {
+					failed <- err
+					return
+				}
+				record(s)
+			}
+		}()
+	}
+
+	// Tokens issued just before a kill, checked just after it.
+	crew := crews[0]
+	orch := &session{d: d, gens: gens, as: crew.orch}
+	defer orch.close()
+	start := time.Now()
+	for round := range rounds {
+		// Kill only once the load is flowing in this generation, then at a random moment of it.
+		target := count.Load() + tortureWorkers
+		for count.Load() < target {
+			select {
+			case err := <-failed:
+				t.Fatalf("round %d: %v", round, err)
+			case <-ctx.Done():
+				t.Fatalf("round %d: no progress: %v", round, ctx.Err())
+			case <-moved:
+			}
+		}
+		task := fmt.Sprintf("K%02d", round)
+		a, err := orch.call(ctx, "task.create", map[string]any{
+			"taskId": task, "role": "explorer", "agent": "agent", "title": task, "cwd": "/repo", "commandId": "create-" + task,
+		})
+		require.NoError(t, err)
+		require.Nil(t, a.err)
+		a, err = orch.call(ctx, "credential.issue", map[string]any{"taskId": task, "commandId": "issue-" + task})
+		require.NoError(t, err)
+		require.Nil(t, a.err, "credential.issue %s", task)
+		var cred credential
+		require.NoError(t, json.Unmarshal(a.result, &cred))
+
+		<-time.After(time.Duration(rand.IntN(20)) * time.Millisecond) // the kill moment, not a synchronisation
+		gens.down()
+		d.kill()
+		d.start()
+		gens.up()
+
+		k := d.mustDial(ctx, client.Hello{RunID: crew.runID, TaskID: task, Token: cred.Token})
+		require.NoError(t, k.Call(ctx, wire.MethodPing, nil, nil), "a token issued before the kill works after it")
+		k.Close()
+	}
+	stop.Store(true)
+	wg.Wait()
+	close(failed)
+	for err := range failed {
+		require.NoError(t, err)
+	}
+	t.Logf("%d rounds, %d acknowledged commands, %d answers lost to a kill and retried, in %v",
+		rounds, len(acks), lost.Load(), time.Since(start).Round(time.Millisecond))
+	require.Positive(t, lost.Load(), "no command was in flight at any kill")
+
+	checkReplays(ctx, t, d, acks)
+	for _, crew := range crews {
+		checkNothingInFlight(ctx, t, d, crew, acks)
+	}
+	checkNoSlotHeld(ctx, t, d, crews[0])
+	d.stop()
+	checkStore(t, d, acks)
+}
+
+// checkReplays sends every acknowledged command again with its commandId: the answer must be the recorded one.
+func checkReplays(ctx context.Context, t *testing.T, d *daemon, acks []ack) {
+	byIdentity := map[client.Hello][]ack{}
+	for _, a := range acks {
+		byIdentity[a.as] = append(byIdentity[a.as], a)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(byIdentity))
+	for as, list := range byIdentity {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := d.dial(ctx, as)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			for _, a := range list {
+				var res json.RawMessage
+				err := c.Call(ctx, a.method, a.params, &res)
+				var we *wire.Error
+				switch {
+				case a.err != nil && !errors.As(err, &we):
+					errs <- fmt.Errorf("%s %v: was %v, replay gave %v", a.method, a.params["commandId"], a.err, err)
+				case a.err != nil && *we != *a.err:
+					errs <- fmt.Errorf("%s %v: was %v, replay gave %v", a.method, a.params["commandId"], a.err, we)
+				case a.err == nil && err != nil:
+					errs <- fmt.Errorf("%s %v: was %s, replay gave %v", a.method, a.params["commandId"], a.result, err)
+				case a.err == nil && !jsonEqual(a.result, res):
+					errs <- fmt.Errorf("%s %v: was %s, replay gave %s", a.method, a.params["commandId"], a.result, res)
+				default:
+					continue
+				}
+				return
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
+}
+
+// checkNothingInFlight: every admitted delegation of crew's run was settled (each goroutine retried its settle
+// until answered), so the state has them all completed, and no other.
+func checkNothingInFlight(ctx context.Context, t *testing.T, d *daemon, crew *crew, acks []ack) {
+	orch, err := client.Dial(ctx, d.socket, crew.orch, &client.Options{MaxFrame: wire.MaxFrameCeiling})
+	require.NoError(t, err)
+	defer orch.Close()
+	var dels delegations
+	require.NoError(t, orch.Call(ctx, "query.delegations", nil, &dels))
+	status := map[string]string{}
+	for _, dl := range dels.Delegations {
+		status[dl.SubID] = dl.Status
+	}
+	admittedIDs := 0
+	for _, a := range acks {
+		if a.method != "delegate.request" || a.err != nil || a.as.RunID != crew.runID {
+			continue
+		}
+		var adm admitted
+		require.NoError(t, json.Unmarshal(a.result, &adm))
+		require.Equal(t, "completed", status[adm.GrandchildTaskRef], "delegation %s of %v", adm.GrandchildTaskRef, a.params["commandId"])
+		admittedIDs++
+	}
+	require.Len(t, status, admittedIDs, "every delegation in the state was acknowledged")
+}
+
+// checkNoSlotHeld: the daemon-wide slot pool is empty once everything settled.
+func checkNoSlotHeld(ctx context.Context, t *testing.T, d *daemon, crew *crew) {
+	orch := d.mustDial(ctx, crew.orch)
+	var slots struct {
+		Held int `json:"held"`
+	}
+	require.NoError(t, orch.Call(ctx, "query.slots", nil, &slots))
+	require.Zero(t, slots.Held)
+}
+
+// checkStore opens the stopped daemon's store: it verifies, and every command's events are whole — a
+// delegate.request is requested+admitted(+reserved) or requested+rejected, a settle delivers and terminates —
+// and each of them was acknowledged.
+func checkStore(t *testing.T, d *daemon, acks []ack) {
+	l, err := eventlog.Open(filepath.Join(d.data, "store"), &eventlog.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer l.Close()
+	rep, err := l.Verify(nil)
+	require.NoError(t, err)
+	t.Logf("store verified: head %d, %d commands", rep.Head, rep.Commands)
+
+	byCommand := map[string][]string{}
+	it := l.Read(1)
+	for it.Next() {
+		ev := it.Event()
+		if ev.CommandID != "" {
+			byCommand[ev.CommandID] = append(byCommand[ev.CommandID], ev.Type)
+		}
+	}
+	require.NoError(t, it.Err())
+	require.NoError(t, it.Close())
+
+	acked := map[string]bool{}
+	for _, a := range acks {
+		acked[a.params["commandId"].(string)] = true
+	}
+	whole := [][]string{
+		{events.TypeDelegateRequested, events.TypeDelegateAdmitted},
+		{events.TypeDelegateRequested, events.TypeDelegateAdmitted, events.TypeBudgetReserved},
+		{events.TypeDelegateRequested, events.TypeDelegateRejected},
+	}
+	for id, types := range byCommand {
+		switch {
+		case strings.HasPrefix(id, "w"):
+			require.True(t, slices.ContainsFunc(whole, func(w []string) bool { return slices.Equal(w, types) }),
+				"command %s has events %v", id, types)
+			require.True(t, acked[id], "command %s is in the log but was never acknowledged", id)
+		case strings.HasPrefix(id, "s-"):
+			require.Contains(t, types, events.TypeMailboxAppended, "settle %s", id)
+			require.Equal(t, events.TypeDelegateCompleted, types[len(types)-1], "settle %s has events %v", id, types)
+			require.True(t, acked[id], "command %s is in the log but was never acknowledged", id)
+		}
+	}
+}
