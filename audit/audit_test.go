@@ -1,0 +1,96 @@
+package audit
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+)
+
+// TestCheckFindsBrokenInvariants writes decided events, then hand-made
+// ones that break an invariant each, and expects Check to name the
+// position of each.
+func TestCheckFindsBrokenInvariants(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	l, err := eventlog.Open(dir, nil)
+	require.NoError(t, err)
+	w := audittest.NewWorld(l, audittest.Epoch.UnixNano())
+	const run = "team_20261001090000_0000000000000001"
+	for _, c := range []struct {
+		actor events.Actor
+		cmd   commands.Command
+	}{
+		{audittest.Admin, &commands.RunCreate{RunID: run, Team: "crew", Cwd: "/srv", BudgetTotal: 1000}},
+		{audittest.Orchestrator, &commands.RunTransition{RunID: run, To: "running"}},
+		{audittest.Orchestrator, &commands.TaskCreate{RunID: run, TaskID: "t1", Role: "explorer", Agent: "explorer", StepID: "s"}},
+		{audittest.Orchestrator, &commands.TaskTransition{RunID: run, TaskID: "t1", To: "running"}},
+		{audittest.Worker("t1"), &commands.DelegateRequest{RunID: run, TaskID: "t1", Prompt: "p", BudgetTokens: audittest.Ptr[int64](100)}},
+		{audittest.Orchestrator, &commands.DelegateSettle{RunID: run, SubID: "gc-00000001", Outcome: commands.OutcomeOK}},
+	} {
+		_, err := w.Do(c.actor, c.cmd)
+		require.NoError(t, err)
+	}
+	head, _ := l.Head()
+	// A second terminal event for the same delegation.
+	second := events.DelegateFailed{TaskID: "t1", SubID: "gc-00000001"}
+	require.NoError(t, w.Raw(events.Event{Stream: run, Type: events.TypeDelegateFailed, Payload: &second}))
+	// A terminal event for a delegation never admitted.
+	ghost := events.DelegateCompleted{TaskID: "t1", SubID: "gc-ghost"}
+	require.NoError(t, w.Raw(events.Event{Stream: run, Type: events.TypeDelegateCompleted, Payload: &ghost}))
+	require.NoError(t, w.Flush())
+	require.NoError(t, l.Close())
+
+	l, err = Open(dir)
+	require.NoError(t, err)
+	defer l.Close()
+	rep, err := Check(l, nil)
+	require.NoError(t, err)
+	require.Len(t, rep.Problems, 3, "the two events, then the end state")
+	require.Equal(t, head+1, rep.Problems[0].Position)
+	require.Equal(t, InvariantTerminal, rep.Problems[0].Invariant)
+	require.Equal(t, head+2, rep.Problems[1].Position)
+	require.Contains(t, rep.Problems[1].Detail, "never admitted")
+}
+
+func TestDiffPaths(t *testing.T) {
+	a := map[string]any{"runs": []any{map[string]any{"status": "running", "n": 1}}, "x": true}
+	b := map[string]any{"runs": []any{map[string]any{"status": "completed", "n": 1}, 2}, "y": false}
+	d, err := Diff(a, b)
+	require.NoError(t, err)
+	require.Equal(t, []Difference{
+		{"$.runs[0].status", `"running"`, `"completed"`},
+		{"$.runs[1]", absent, "2"},
+		{"$.x", "true", absent},
+		{"$.y", absent, "false"},
+	}, d)
+}
+
+// TestExplainScenario: every decision of the engine-written scenario is
+// re-run without drift, and each kind of decision is covered.
+func TestExplainScenario(t *testing.T) {
+	dir := t.TempDir()
+	audittest.Scenario(t, dir)
+	l, err := Open(dir)
+	require.NoError(t, err)
+	defer l.Close()
+	res, err := Replay(l, ReplayOptions{Explain: true})
+	require.NoError(t, err)
+	require.Zero(t, res.Drift())
+	kinds := map[string]int{}
+	for _, d := range res.Decisions {
+		kinds[d.Command]++
+	}
+	require.Equal(t, map[string]int{"engine.configure": 2, "delegate.request": 8, "delegate.settle": 3, "delegate.expire": 1}, kinds)
+}
+
+func TestOpenRefusesMissingStore(t *testing.T) {
+	_, err := Open(filepath.Join(t.TempDir(), "none"))
+	require.ErrorIs(t, err, ErrNoStore)
+	_, err = Open(t.TempDir())
+	require.Error(t, err)
+}

@@ -1,0 +1,139 @@
+package audit
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/eventlog"
+)
+
+// The benchmarks replay and verify a 1,000,000-event log of decisions
+// (CREWLOG_BENCH_EVENTS=N changes the size), built once per process, and
+// measure in the same run the eventlog's plain iteration with decode (a
+// Read loop), reporting each rate and its ratio to the iteration: absolute
+// numbers on a shared VM move by tens of percent between runs, ratios much
+// less.
+//
+//	go test ./audit -run '^$' -bench . -benchtime 3x
+
+var benchStore struct {
+	once sync.Once
+	dir  string
+	n    uint64
+	err  error
+}
+
+func benchLog(b *testing.B) (*eventlog.Log, uint64) {
+	benchStore.once.Do(func() {
+		n := 1_000_000
+		if s := os.Getenv("CREWLOG_BENCH_EVENTS"); s != "" {
+			fmt.Sscan(s, &n)
+		}
+		dir, err := os.MkdirTemp("", "crewlog-audit-bench-")
+		if err != nil {
+			benchStore.err = err
+			return
+		}
+		benchStore.dir = dir
+		l, err := eventlog.Open(dir, nil)
+		if err != nil {
+			benchStore.err = err
+			return
+		}
+		benchStore.n, benchStore.err = audittest.Large(l, n)
+		if err := l.Close(); benchStore.err == nil {
+			benchStore.err = err
+		}
+	})
+	require.NoError(b, benchStore.err)
+	l, err := Open(benchStore.dir)
+	require.NoError(b, err)
+	b.Cleanup(func() { l.Close() })
+	return l, benchStore.n
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchStore.dir != "" {
+		os.RemoveAll(benchStore.dir)
+	}
+	os.Exit(code)
+}
+
+// iterate is the baseline: eventlog.Read with record decode, touching each
+// event.
+func iterate(b *testing.B, l *eventlog.Log) uint64 {
+	it := l.Read(1)
+	var n, sum uint64
+	for it.Next() {
+		e := it.Event()
+		sum += e.StreamVersion + uint64(len(e.Payload))
+		n++
+	}
+	require.NoError(b, it.Close())
+	_ = sum
+	return n
+}
+
+// measure alternates the baseline and op, one unmeasured pass of each
+// first so both see a warm cache, and reports both rates and the ratio.
+func measure(b *testing.B, name string, op func(l *eventlog.Log)) {
+	l, n := benchLog(b)
+	iterate(b, l)
+	op(l)
+	var tIter, tOp time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		require.Equal(b, n, iterate(b, l))
+		t1 := time.Now()
+		op(l)
+		tIter += t1.Sub(t0)
+		tOp += time.Since(t1)
+	}
+	b.StopTimer()
+	ev := float64(n) * float64(b.N)
+	b.ReportMetric(ev/tOp.Seconds(), name+"-events/s")
+	b.ReportMetric(ev/tIter.Seconds(), "iterate-events/s")
+	b.ReportMetric(tIter.Seconds()/tOp.Seconds(), "ratio")
+	b.ReportMetric(float64(n), "events")
+}
+
+// BenchmarkReplay is `crewctl replay` without printing: the fold from
+// position 1 with payload decode. Goal: ≥ 250,000 events/s and ≥ 0.6× the
+// iteration.
+func BenchmarkReplay(b *testing.B) {
+	measure(b, "replay", func(l *eventlog.Log) {
+		res, err := Replay(l, ReplayOptions{})
+		require.NoError(b, err)
+		require.NotZero(b, res.State.Position)
+	})
+}
+
+// BenchmarkReplayExplain re-runs every decision as well.
+func BenchmarkReplayExplain(b *testing.B) {
+	measure(b, "explain", func(l *eventlog.Log) {
+		res, err := Replay(l, ReplayOptions{Explain: true})
+		require.NoError(b, err)
+		require.Zero(b, res.Drift())
+	})
+}
+
+// BenchmarkVerify is `crewctl verify`: eventlog.Verify (checksums, chain,
+// index, commands, snapshot) then the invariant fold. Goal: ≥ 0.5× the
+// iteration.
+func BenchmarkVerify(b *testing.B) {
+	measure(b, "verify", func(l *eventlog.Log) {
+		_, err := l.Verify(nil)
+		require.NoError(b, err)
+		rep, err := Check(l, nil)
+		require.NoError(b, err)
+		require.Empty(b, rep.Problems)
+	})
+}

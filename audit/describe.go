@@ -1,0 +1,64 @@
+package audit
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/crewlog/crewlog/events"
+)
+
+// Describe says in one line what an event means: not its payload, but what
+// it did to the crew ("delegate gc-… admitted at depth 2, reserved 20000 of
+// 100000", "rejected: slots-exhausted (2/2 in flight)"). Each event family
+// has its own describer; an event this build does not know is shown by its
+// type alone.
+func Describe(ev events.Event) string {
+	family, _, _ := strings.Cut(ev.Type, ".")
+	switch family {
+	case "delegate":
+		return describeDelegate(ev)
+	case "budget":
+		return describeBudget(ev)
+	case "run":
+		return describeRun(ev)
+	case "task":
+		return describeTask(ev)
+	case "mailbox", "steer":
+		return describeMailbox(ev)
+	case "ask":
+		return describeAsk(ev)
+	case "credential":
+		return describeCredential(ev)
+	case "engine":
+		return describeEngine(ev)
+	}
+	return ev.Type
+}
+
+// payload returns ev's payload as a *T, accepting a T too; nil for any
+// other type (a describer then falls back to the type name).
+func payload[T any](ev events.Event) *T {
+	switch p := ev.Payload.(type) {
+	case *T:
+		return p
+	case T:
+		return &p
+	}
+	return nil
+}
+
+// orDash shows an empty string as "-", so columns never collapse.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// withReason appends ": reason" when there is one.
+func withReason(s, reason string) string {
+	if reason == "" {
+		return s
+	}
+	return fmt.Sprintf("%s: %s", s, reason)
+}

@@ -1,0 +1,24 @@
+package audit
+
+import (
+	"fmt"
+
+	"github.com/crewlog/crewlog/events"
+)
+
+// describeBudget tells the ledger: a reservation is the spend (no refund),
+// a charge is usage above the reservation.
+func describeBudget(ev events.Event) string {
+	switch ev.Type {
+	case events.TypeBudgetReserved:
+		if p := payload[events.BudgetReserved](ev); p != nil {
+			return fmt.Sprintf("budget reserved %d for %s from %s (grant %d)", p.Tokens, p.SubID, p.TaskID, p.GrantedTokens)
+		}
+	case events.TypeBudgetCharged:
+		if p := payload[events.BudgetCharged](ev); p != nil {
+			return fmt.Sprintf("budget charged %d over the reservation to %s (used %d, reserved %d)",
+				p.Tokens, p.TaskID, p.UsageTokens, p.ReservedTokens)
+		}
+	}
+	return ev.Type
+}

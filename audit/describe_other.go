@@ -1,0 +1,77 @@
+package audit
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/crewlog/crewlog/events"
+)
+
+// describeMailbox tells message traffic; bodies are never shown (they may
+// be long and are not the audit's business).
+func describeMailbox(ev events.Event) string {
+	switch p := ev.Payload.(type) {
+	case *events.MailboxAppended:
+		to := p.To
+		if to == events.RunInbox {
+			to = "the run inbox"
+		}
+		s := fmt.Sprintf("%s %s from %s to %s", p.Kind, p.ID, p.From, to)
+		if p.Rerouted {
+			s += " (rerouted: parent ended)"
+		}
+		return s
+	case *events.MailboxDelivered:
+		return fmt.Sprintf("message %s delivered to %s", p.MessageID, orDash(p.Recipient))
+	case *events.MailboxAcknowledged:
+		return fmt.Sprintf("message %s acknowledged by %s", p.MessageID, orDash(p.Recipient))
+	case *events.SteerPushed:
+		return fmt.Sprintf("steering %s pushed to %s", p.MessageID, p.TaskID)
+	}
+	return ev.Type
+}
+
+// describeAsk tells questions and their ends.
+func describeAsk(ev events.Event) string {
+	switch p := ev.Payload.(type) {
+	case *events.AskRequested:
+		return fmt.Sprintf("%s asks %s (timeout %ds)", p.TaskID, p.QuestionID, p.TimeoutSec)
+	case *events.AskAnswered:
+		return fmt.Sprintf("question %s of %s answered", p.QuestionID, p.TaskID)
+	case *events.AskTimedOut:
+		return fmt.Sprintf("question %s of %s timed out", p.QuestionID, p.TaskID)
+	}
+	return ev.Type
+}
+
+// describeCredential tells who got or lost a credential; digests are not
+// shown.
+func describeCredential(ev events.Event) string {
+	switch p := ev.Payload.(type) {
+	case *events.CredentialIssued:
+		return fmt.Sprintf("%s credential issued for %s", p.Role, p.TaskID)
+	case *events.CredentialRevoked:
+		return withReason(fmt.Sprintf("credential of %s revoked", p.TaskID), p.Reason)
+	}
+	return ev.Type
+}
+
+// describeEngine tells the admission knobs put in force.
+func describeEngine(ev events.Event) string {
+	p := payload[events.EngineConfigured](ev)
+	if p == nil {
+		return ev.Type
+	}
+	return "config: " + ConfigSummary(p.NestingEnabled, p.MaxDepth, p.MaxSlots, p.SerializeOnPathOverlap,
+		p.UnmeteredDelegates, p.ModelCatalog, p.SettleGraceSec)
+}
+
+// ConfigSummary is the one-line form of the admission knobs.
+func ConfigSummary(nesting bool, maxDepth, maxSlots int, serialize bool, unmetered string, catalog []string, grace int) string {
+	cat := "any model"
+	if catalog != nil {
+		cat = "catalog [" + strings.Join(catalog, ",") + "]"
+	}
+	return fmt.Sprintf("nesting=%t maxDepth=%d maxSlots=%d serialize=%t unmetered=%s %s grace=%ds",
+		nesting, maxDepth, maxSlots, serialize, unmetered, cat, grace)
+}

@@ -1,0 +1,32 @@
+// Package audit answers "what happened, and why" from a crewlog store, with
+// no daemon: it replays the log into projections up to a position or a
+// time, describes every event in one line, re-runs every recorded decision
+// with today's code to find policy drift, compares rebuilt state with a
+// snapshot or another view, and checks the domain invariants the fold must
+// keep. cmd/crewctl is a thin shell over it.
+//
+// # Guarantees
+//
+//   - Nothing here writes to a store: Open is read-only, and Replay and
+//     Check only read.
+//   - Replay folds with projections.Apply, the same code the daemon runs,
+//     so the rebuilt state is the daemon's state at that position.
+//   - Explain re-runs a decision with commands.Decide on the state just
+//     before it, with the config in force then, the recorded time as the
+//     clock and the recorded ids as the id source. The decision is pure, so
+//     a difference between decided and recorded events is a difference in
+//     the code (policy drift), never in the machine or the moment.
+//   - Every problem names the first bad position.
+//
+// # Limits
+//
+//   - A request's prompt is recorded only on admission and a result's text
+//     only inside its message body: a rebuilt rejected request carries a
+//     placeholder prompt, and a settlement's message body is not compared.
+//     Neither is read by any policy check.
+//   - Decisions other than admissions, settlements, expiries and config
+//     changes (run and task transitions, messages, asks) are folded but not
+//     re-run.
+//   - Pebble locks a store even for read-only opens: a store held by a
+//     running daemon is refused with ErrLocked. Audit a backup instead.
+package audit

@@ -1,0 +1,372 @@
+package audit
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// promptNotRecorded stands in for the prompt of a rejected request: the
+// prompt is recorded only on admission, and no policy check reads it.
+const promptNotRecorded = "(prompt not recorded on a rejection)"
+
+// explainGroup re-runs the decision recorded as group against s, the state
+// just before it. ok is false for groups that are not decisions audit
+// explains (run and task transitions, messages, ...).
+func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
+	first := group[0]
+	d := Decision{
+		Position: first.Position, Last: group[len(group)-1].Position, Time: time.Unix(0, first.Time).UTC(),
+		Run: first.Stream, Actor: ActorString(first.Actor),
+	}
+	var (
+		cmd commands.Command
+		id  string // what the recorded decision minted
+	)
+	switch first.Type {
+	case events.TypeDelegateRequested, events.TypeDelegateRejected:
+		var sub string
+		cmd, sub = requestFrom(group)
+		d.Command, d.Subject = "delegate.request", sub
+		if sub == "" {
+			d.Subject = cmd.(*commands.DelegateRequest).TaskID
+		}
+		id = strings.TrimPrefix(sub, "gc-")
+	case events.TypeEngineConfigured:
+		p := payload[events.EngineConfigured](first)
+		if p == nil {
+			return d, false
+		}
+		d.Command = "engine.configure"
+		cmd = &commands.Configure{Config: projections.Config{
+			NestingEnabled: p.NestingEnabled, MaxDepth: p.MaxDepth, MaxSlots: p.MaxSlots,
+			SerializeOnPathOverlap: p.SerializeOnPathOverlap, UnmeteredDelegates: p.UnmeteredDelegates,
+			ModelCatalog: p.ModelCatalog, SettleGraceSec: p.SettleGraceSec,
+		}}
+	case events.TypeMailboxAppended:
+		var ok bool
+		if cmd, id, ok = settlementFrom(group); !ok {
+			return d, false
+		}
+		d.Command = cmd.Kind()
+		d.Subject = settledOf(group[len(group)-1]).SubID
+	default:
+		return d, false
+	}
+	env := commands.Env{
+		Config: s.Config(), Now: first.Time, Actor: first.Actor, CommandID: first.CommandID,
+		NewID: func() string { return id },
+	}
+	dec, err := commands.Decide(s, cmd, env)
+	d.Recorded = outcome(group, nil)
+	d.Today = outcome(dec.Events, err)
+	d.Rule = rule(s, env.Config, cmd, dec.Events, err)
+	diffs, derr := Diff(comparable(group, group), comparable(dec.Events, group))
+	if derr != nil {
+		diffs = []Difference{{Path: "$", Left: "(events)", Right: derr.Error()}}
+	}
+	d.Differences = collapse(diffs)
+	d.Drift = len(diffs) > 0
+	return d, true
+}
+
+// requestFrom rebuilds the DelegateRequest recorded by a request group:
+// delegate.requested (absent for nesting-disabled) and the decision. The
+// policy inputs recorded with the decision give the requested budget,
+// model, timeout and trust; an admission also gives the prompt,
+// description and maxTurns.
+func requestFrom(group []events.Event) (*commands.DelegateRequest, string) {
+	first := group[0]
+	c := &commands.DelegateRequest{RunID: first.Stream, Prompt: promptNotRecorded}
+	var (
+		sub string
+		pol *events.Policy
+		adm *events.DelegateAdmitted
+	)
+	for _, ev := range group {
+		switch p := ev.Payload.(type) {
+		case *events.DelegateRequested:
+			c.TaskID, sub = p.TaskID, p.SubID
+			c.Role = &p.Role
+		case *events.DelegateRejected:
+			c.TaskID, pol = p.TaskID, p.Policy
+			if sub == "" {
+				sub = p.SubID
+			}
+		case *events.DelegateAdmitted:
+			c.TaskID, pol, adm = p.TaskID, p.Policy, p
+		}
+	}
+	if adm != nil {
+		c.Prompt = adm.Prompt
+		if adm.Description != "" {
+			c.Description = &adm.Description
+		}
+		if adm.MaxTurns > 0 {
+			c.MaxTurns = &adm.MaxTurns
+		}
+		if pol == nil {
+			c.Model, c.BudgetTokens, c.TimeoutSec = &adm.Model, &adm.ReservedTokens, &adm.TimeoutSec
+		}
+	}
+	if pol != nil {
+		if c.Role == nil && pol.Role != "" {
+			c.Role = &pol.Role
+		}
+		if pol.Model != "" {
+			c.Model = &pol.Model
+		}
+		c.BudgetTokens, c.TimeoutSec, c.Untrusted = &pol.Requested, &pol.TimeoutSec, !pol.Trusted
+	}
+	return c, sub
+}
+
+// settlementFrom rebuilds a delegate.settle (or, for a timeout the engine
+// clock decided, a delegate.expire) from its events: the result message, an
+// optional charge and the terminal event. id is what the decision minted:
+// the message id's suffix.
+func settlementFrom(group []events.Event) (commands.Command, string, bool) {
+	msg := payload[events.MailboxAppended](group[0])
+	last := group[len(group)-1]
+	term := settledOf(last)
+	if msg == nil || term == nil || !strings.HasPrefix(msg.From, "delegate:") {
+		return nil, "", false
+	}
+	id := msg.ID
+	if i := strings.LastIndexByte(id, '_'); i >= 0 {
+		id = id[i+1:]
+	}
+	if last.Type == events.TypeDelegateTimedOut && term.Expired {
+		return &commands.DelegateExpire{RunID: last.Stream, SubID: term.SubID}, id, true
+	}
+	out := map[string]string{
+		events.TypeDelegateCompleted: commands.OutcomeOK, events.TypeDelegateFailed: commands.OutcomeFailed,
+		events.TypeDelegateTimedOut: commands.OutcomeTimedOut, events.TypeDelegateCancelled: commands.OutcomeCancelled,
+	}[last.Type]
+	c := &commands.DelegateSettle{RunID: last.Stream, SubID: term.SubID, Outcome: out, Text: "(result text)"}
+	if term.UsageTokens > 0 {
+		c.UsageTokens = &term.UsageTokens
+	}
+	return c, id, true
+}
+
+// settledOf returns the payload of a terminal delegate event, or nil.
+func settledOf(ev events.Event) *events.DelegateSettled {
+	switch p := ev.Payload.(type) {
+	case *events.DelegateCompleted:
+		return (*events.DelegateSettled)(p)
+	case *events.DelegateFailed:
+		return (*events.DelegateSettled)(p)
+	case *events.DelegateTimedOut:
+		return (*events.DelegateSettled)(p)
+	case *events.DelegateCancelled:
+		return (*events.DelegateSettled)(p)
+	}
+	return nil
+}
+
+// outcome summarises a decision's events (and error): "admitted gc-…",
+// "rejected: slots-exhausted", "completed, charged 5000", ...
+func outcome(evs []events.Event, err error) string {
+	var parts []string
+	for _, ev := range evs {
+		switch p := ev.Payload.(type) {
+		case *events.DelegateAdmitted:
+			parts = append(parts, "admitted "+p.SubID)
+		case *events.DelegateRejected:
+			parts = append(parts, "rejected: "+p.Reason)
+		case *events.BudgetReserved:
+			parts = append(parts, fmt.Sprintf("reserved %d", p.Tokens))
+		case *events.BudgetCharged:
+			parts = append(parts, fmt.Sprintf("charged %d", p.Tokens))
+		case *events.EngineConfigured:
+			parts = append(parts, "config changed")
+		case *events.MailboxAppended:
+			if p.Rerouted {
+				parts = append(parts, "result rerouted to the run inbox")
+			}
+		default:
+			if t := settledOf(ev); t != nil {
+				parts = append(parts, strings.TrimPrefix(ev.Type, "delegate."))
+			}
+		}
+	}
+	var rej *commands.RejectedError
+	if len(evs) == 0 {
+		switch {
+		case errors.As(err, &rej):
+			return fmt.Sprintf("refused with no event: %s (%s)", rej.Code, rej.Reason)
+		case err != nil:
+			return "error: " + err.Error()
+		}
+		return "no event (nothing to change)"
+	}
+	if len(parts) == 0 {
+		return "recorded"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// rule names the rule that decided cmd today, with the inputs it read.
+func rule(s *projections.State, cfg projections.Config, cmd commands.Command, evs []events.Event, err error) string {
+	var rej *commands.RejectedError
+	if len(evs) == 0 && errors.As(err, &rej) {
+		return fmt.Sprintf("%s: %s", rej.Reason, rej.Message)
+	}
+	switch c := cmd.(type) {
+	case *commands.DelegateRequest:
+		for _, ev := range evs {
+			switch p := ev.Payload.(type) {
+			case *events.DelegateRejected:
+				return RejectionRule(p)
+			case *events.DelegateAdmitted:
+				return admissionRule(s, c.RunID, p)
+			}
+		}
+	case *commands.DelegateSettle, *commands.DelegateExpire:
+		return settlementRule(s, cfg, cmd, evs)
+	case *commands.Configure:
+		if len(evs) == 0 {
+			return "config unchanged: nothing recorded"
+		}
+		return "config change: " + configChange(s.Config(), c.Config)
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return "-"
+}
+
+func admissionRule(s *projections.State, runID string, p *events.DelegateAdmitted) string {
+	pol := p.Policy
+	if pol == nil {
+		return "admitted"
+	}
+	checks := fmt.Sprintf("depth %d <= %d, slots %d/%d", pol.ChildDepth, pol.MaxDepth, pol.Held, pol.Capacity)
+	if p.Unmetered {
+		why := "the run has no budgetTotal and the parent no allocation"
+		if run, ok := s.Run(runID); ok && run.BudgetUnlimited {
+			why = "the run's budget is unlimited"
+		}
+		return fmt.Sprintf("admitted: unmetered (%s; unmeteredDelegates=%s), %s", why, orDash(pol.UnmeteredDelegates), checks)
+	}
+	return fmt.Sprintf("admitted: metered, within grant (reserves %d of remaining %d = %d granted - %d spent), %s",
+		pol.Requested, pol.Granted-pol.Spent, pol.Granted, pol.Spent, checks)
+}
+
+func settlementRule(s *projections.State, cfg projections.Config, cmd commands.Command, evs []events.Event) string {
+	var runID, subID string
+	switch c := cmd.(type) {
+	case *commands.DelegateSettle:
+		runID, subID = c.RunID, c.SubID
+	case *commands.DelegateExpire:
+		runID, subID = c.RunID, c.SubID
+	}
+	d, ok := s.Delegation(runID, subID)
+	if !ok {
+		return "delegation not found"
+	}
+	var b strings.Builder
+	if _, expire := cmd.(*commands.DelegateExpire); expire {
+		fmt.Fprintf(&b, "expired: deadline %s + grace %ds passed; ",
+			time.UnixMilli(d.Deadline).UTC().Format(time.RFC3339), cfg.SettleGraceSec)
+	}
+	var usage int64
+	if c, ok := cmd.(*commands.DelegateSettle); ok && c.UsageTokens != nil {
+		usage = *c.UsageTokens
+	}
+	switch {
+	case !d.Metered:
+		b.WriteString("unmetered: nothing charged")
+	case usage > d.Reserved:
+		fmt.Fprintf(&b, "usage %d > reserved %d: charged %d", usage, d.Reserved, usage-d.Reserved)
+	default:
+		fmt.Fprintf(&b, "usage %d within reserved %d: no charge, no refund", usage, d.Reserved)
+	}
+	for _, ev := range evs {
+		if p := payload[events.MailboxAppended](ev); p != nil && p.Rerouted {
+			b.WriteString("; result rerouted to the run inbox (parent ended)")
+		}
+	}
+	b.WriteString("; slot freed")
+	return b.String()
+}
+
+// configChange lists the knobs that differ.
+func configChange(from, to projections.Config) string {
+	var ch []string
+	add := func(name string, a, b any) {
+		if fmt.Sprint(a) != fmt.Sprint(b) {
+			ch = append(ch, fmt.Sprintf("%s %v -> %v", name, a, b))
+		}
+	}
+	catalog := func(c []string) string {
+		if c == nil {
+			return "any"
+		}
+		return "[" + strings.Join(c, ",") + "]"
+	}
+	add("nesting", from.NestingEnabled, to.NestingEnabled)
+	add("maxDepth", from.MaxDepth, to.MaxDepth)
+	add("maxSlots", from.MaxSlots, to.MaxSlots)
+	add("serialize", from.SerializeOnPathOverlap, to.SerializeOnPathOverlap)
+	add("unmetered", from.UnmeteredDelegates, to.UnmeteredDelegates)
+	add("catalog", catalog(from.ModelCatalog), catalog(to.ModelCatalog))
+	add("grace", from.SettleGraceSec, to.SettleGraceSec)
+	if len(ch) == 0 {
+		return "none"
+	}
+	return strings.Join(ch, ", ")
+}
+
+// comparable is the form in which recorded and decided events are compared:
+// type, stream and payload. The result message's body is left out (its text
+// is not recorded anywhere else, so it cannot be re-derived), and so is a
+// payload's policy when the recorded event has none (older writers).
+func comparable(evs []events.Event, recorded []events.Event) []map[string]any {
+	out := make([]map[string]any, 0, len(evs))
+	for i, ev := range evs {
+		p, _ := generic(ev.Payload)
+		m, _ := p.(map[string]any)
+		if m != nil {
+			if ev.Type == events.TypeMailboxAppended {
+				delete(m, "body")
+			}
+			if i < len(recorded) {
+				if rp, _ := generic(recorded[i].Payload); rp != nil {
+					if rm, ok := rp.(map[string]any); ok {
+						if _, has := rm["policy"]; !has {
+							delete(m, "policy")
+						}
+					}
+				}
+			}
+		}
+		out = append(out, map[string]any{"type": ev.Type, "stream": ev.Stream, "payload": p})
+	}
+	return out
+}
+
+// collapse keeps only the type difference of an event whose type changed:
+// its payload fields all differ, which says nothing more.
+func collapse(diffs []Difference) []Difference {
+	changed := map[string]bool{}
+	for _, d := range diffs {
+		if prefix, ok := strings.CutSuffix(d.Path, ".type"); ok {
+			changed[prefix+"."] = true
+		}
+	}
+	out := diffs[:0]
+	for _, d := range diffs {
+		if i := strings.Index(d.Path, "]."); i >= 0 && changed[d.Path[:i+2]] && !strings.HasSuffix(d.Path, ".type") {
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
+}

@@ -1,0 +1,143 @@
+package audit
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// Entry is one line of a timeline: where, when, who, what, and what it
+// meant.
+type Entry struct {
+	Position uint64    `json:"position"`
+	Time     time.Time `json:"time"`
+	Run      string    `json:"run"`
+	Actor    string    `json:"actor"`
+	Type     string    `json:"type"`
+	Meaning  string    `json:"meaning"`
+}
+
+// ReplayOptions choose what Replay rebuilds and reports. The zero value
+// rebuilds the whole log and reports nothing but the state.
+type ReplayOptions struct {
+	// Run restricts the timeline and the explained decisions to one run
+	// (engine.configured events are kept: they change every run's policy).
+	// The state is always the whole store's: admission depends on slots
+	// held by other runs.
+	Run string
+	// To is the last position to fold (0 = the durable head).
+	To uint64
+	// At, when set, stops at the last event whose time is ≤ At. Positions,
+	// not times, order the log: the replay stops at the first event later
+	// than At.
+	At time.Time
+	// Explain re-runs every recorded decision (see Explain).
+	Explain bool
+	// Timeline, when set, receives every event of the selection in order.
+	Timeline func(Entry)
+	// Progress, when set, is called now and then with the events folded
+	// and the number to fold.
+	Progress func(done, total uint64)
+}
+
+// Result is what Replay rebuilt.
+type Result struct {
+	State *projections.State
+	// Head is the durable head of the log; State.Position is where the
+	// replay stopped.
+	Head uint64
+	// Decisions are the explained decisions (with Explain), in log order.
+	Decisions []Decision
+}
+
+// Drift counts the decisions today's code takes differently.
+func (r *Result) Drift() int {
+	n := 0
+	for _, d := range r.Decisions {
+		if d.Drift {
+			n++
+		}
+	}
+	return n
+}
+
+// progressEvery is how many events pass between two Progress calls: often
+// enough for a smooth bar, rare enough to cost nothing.
+const progressEvery = 1 << 14
+
+// Replay folds the log from position 1 into a fresh state up to the chosen
+// position or time, calling o.Timeline for each event of the selection and,
+// with o.Explain, re-running each recorded decision against the state just
+// before it. It never writes. Errors wrap eventlog.ErrCorrupt when a record
+// or a payload is damaged.
+func Replay(l *eventlog.Log, o ReplayOptions) (*Result, error) {
+	head, _ := l.Head()
+	res := &Result{State: projections.New(), Head: head}
+	total := head
+	if o.To > 0 && o.To < total {
+		total = o.To
+	}
+	var at int64
+	if !o.At.IsZero() {
+		at = o.At.UnixNano()
+	}
+	ex := explainer{run: o.Run, res: res}
+	it := l.Read(1)
+	defer it.Close()
+	var done uint64
+	for it.Next() {
+		r := it.Event()
+		if (o.To > 0 && r.Position > o.To) || (at != 0 && r.Time > at) {
+			break
+		}
+		ev, err := projections.FromLog(r)
+		if err != nil {
+			return nil, fmt.Errorf("audit: replay: %w", err)
+		}
+		if o.Timeline != nil && selected(o.Run, ev.Stream) {
+			o.Timeline(entryOf(ev))
+		}
+		if o.Explain {
+			ex.add(ev)
+		} else {
+			projections.Apply(res.State, ev)
+		}
+		if done++; o.Progress != nil && done%progressEvery == 0 {
+			o.Progress(done, total)
+		}
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("audit: replay: %w", err)
+	}
+	if o.Explain {
+		ex.flush()
+	}
+	if o.Progress != nil {
+		o.Progress(done, done)
+	}
+	return res, nil
+}
+
+// selected reports whether an event of stream belongs to the run
+// selection.
+func selected(run, stream string) bool {
+	return run == "" || stream == run || stream == events.EngineStream
+}
+
+func entryOf(ev events.Event) Entry {
+	return Entry{
+		Position: ev.Position, Time: time.Unix(0, ev.Time).UTC(), Run: ev.Stream,
+		Actor: ActorString(ev.Actor), Type: ev.Type, Meaning: Describe(ev),
+	}
+}
+
+// ActorString is role/task, or the role alone.
+func ActorString(a events.Actor) string {
+	if a.TaskID == "" || a.TaskID == a.Role {
+		return orDash(a.Role)
+	}
+	return a.Role + "/" + a.TaskID
+}

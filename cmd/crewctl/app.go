@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crewlog/crewlog/audit"
+	"github.com/crewlog/crewlog/eventlog"
+)
+
+// stdio is where a command writes.
+type stdio struct {
+	out io.Writer
+	err io.Writer
+}
+
+// app is the state shared by the command tree: global flags and how to
+// reach the daemon.
+type app struct {
+	io        stdio
+	dial      dialer
+	dataDir   string
+	socket    string
+	tokenFile string
+	json      bool
+}
+
+// run executes the command line and returns the exit code.
+func run(ctx context.Context, args []string, io stdio, dial dialer) int {
+	a := &app{io: io, dial: dial}
+	root := a.root()
+	root.SetArgs(args)
+	root.SetOut(io.out)
+	root.SetErr(io.err)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if !errors.As(err, &ee) || !ee.quiet {
+		fmt.Fprintln(io.err, err)
+	}
+	code := codeOf(err)
+	if code == exitUsage && !errors.As(err, &ee) {
+		fmt.Fprintln(io.err, "Run 'crewctl --help' for usage.")
+	}
+	return code
+}
+
+func (a *app) root() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "crewctl",
+		Short: "Inspect and operate a crewlog store and its daemon",
+		Long: `crewctl inspects and operates crewlog.
+
+Offline (reads the store directly, read-only; the daemon must not hold it):
+  replay, verify, backup, restore
+Live (asks crewd over its socket with the admin token):
+  runs, show run, tasks, delegations, ledger, slots, events
+
+Exit codes: 0 ok, 1 problem found (corruption, broken invariant, policy
+drift, differences), 2 usage error, 3 cannot open the store or reach crewd.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("%v", err) })
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.dataDir, "data", defaultDataDir(), "crewd's data directory (the store)")
+	pf.StringVar(&a.socket, "socket", defaultSocket(), "crewd's unix socket")
+	pf.StringVar(&a.tokenFile, "token-file", "", "admin token file (default <data>/admin.token)")
+	pf.BoolVar(&a.json, "json", false, "print JSON for scripts instead of text")
+	root.AddCommand(a.replayCmd(), a.verifyCmd(), a.backupCmd(), a.restoreCmd(),
+		a.runsCmd(), a.showCmd(), a.tasksCmd(), a.delegationsCmd(), a.ledgerCmd(), a.slotsCmd(), a.eventsCmd())
+	return root
+}
+
+// args validates positional arguments as a usage error.
+func args(n int, names string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, got []string) error {
+		if len(got) != n {
+			return usagef("expected %s, got %d argument(s)", names, len(got))
+		}
+		return nil
+	}
+}
+
+// open opens the store read-only, mapping failures to exit codes: a
+// damaged store is a finding (1), anything else means it cannot be read (3).
+func (a *app) open(dir string) (*eventlog.Log, error) {
+	if dir == "" {
+		return nil, usagef("no data directory: pass --data")
+	}
+	l, err := audit.Open(dir)
+	if err == nil {
+		return l, nil
+	}
+	var ce *eventlog.CorruptError
+	if errors.As(err, &ce) {
+		return nil, problemf("store %s is corrupt: %v", dir, err)
+	}
+	if errors.Is(err, audit.ErrLocked) {
+		return nil, openErr(fmt.Errorf("crewctl: %w\n  crewd is running on this store; stop it, or run this command on a backup (crewctl backup needs the store too: stop crewd for it)", err))
+	}
+	return nil, openErr(fmt.Errorf("crewctl: %w", err))
+}
+
+// token returns the admin token from --token-file or <data>/admin.token.
+func (a *app) token() (string, error) {
+	path := a.tokenFile
+	if path == "" {
+		if a.dataDir == "" {
+			return "", usagef("no admin token file: pass --token-file or --data")
+		}
+		path = filepath.Join(a.dataDir, adminTokenFile)
+	}
+	tok, err := readToken(path)
+	if err != nil {
+		return "", openErr(err)
+	}
+	return tok, nil
+}
+
+// connect dials crewd with the admin token.
+func (a *app) connect(ctx context.Context) (Broker, error) {
+	tok, err := a.token()
+	if err != nil {
+		return nil, err
+	}
+	b, err := a.dial(ctx, a.socket, tok)
+	if err != nil {
+		return nil, openErr(fmt.Errorf("crewctl: connect to crewd at %s: %w", a.socket, err))
+	}
+	return b, nil
+}
+
+// call runs one broker call; a refusal by the broker is a problem (1), a
+// lost connection a failure to connect (3).
+func call(ctx context.Context, b Broker, method string, params, result any) error {
+	err := b.Call(ctx, method, params, result)
+	if err == nil {
+		return nil
+	}
+	if isWireError(err) {
+		return problemf("%s: %v", method, err)
+	}
+	return openErr(fmt.Errorf("crewctl: %s: %w", method, err))
+}
+
+// printJSON writes v as indented JSON.
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.io.out)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return problemf("encode output: %v", err)
+	}
+	return nil
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crewlog/crewlog/eventlog"
+)
+
+// backupOutput is the --json document of backup and restore.
+type backupOutput struct {
+	From      string       `json:"from"`
+	To        string       `json:"to"`
+	Head      uint64       `json:"head"`
+	Online    bool         `json:"online"`
+	ServerKey bool         `json:"serverKey"`
+	Verify    verifyOutput `json:"verify"`
+}
+
+func (a *app) backupCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "backup DIR",
+		Short: "Write a consistent, verified copy of the store to DIR",
+		Long: `backup writes a consistent checkpoint of the store to DIR (which must not
+exist) as a data directory (DIR/store, and DIR/server.key so the tokens crewd
+minted stay valid after a restore; the admin token is not copied), then
+verifies the copy.
+
+crewd offers no online checkpoint over its socket yet, so backup opens the
+store itself: stop crewd first (its lock refuses other openers, exit 3).`,
+		Args: args(1, "the backup directory"),
+		RunE: func(_ *cobra.Command, argv []string) error { return a.backup(argv[0]) },
+	}
+}
+
+func (a *app) backup(dest string) error {
+	if _, err := os.Lstat(dest); err == nil {
+		return usagef("backup: %s exists; name a new directory", dest)
+	}
+	src := storePath(a.dataDir)
+	// Read-only first: it tells a missing, locked or damaged store apart
+	// without creating anything. Pebble refuses a checkpoint of a
+	// read-only database, so the copy is then taken from a writable open
+	// (which only flushes what the WAL holds).
+	ro, err := a.open(src)
+	if err != nil {
+		return err
+	}
+	ro.Close()
+	l, err := eventlog.Open(src, nil)
+	if err != nil {
+		return openErr(fmt.Errorf("crewctl: backup: %w", err))
+	}
+	head, _ := l.Head()
+	if err := os.MkdirAll(dest, 0o700); err != nil {
+		l.Close()
+		return openErr(fmt.Errorf("crewctl: backup: %w", err))
+	}
+	err = l.Checkpoint(filepath.Join(dest, storeDir))
+	l.Close()
+	if err != nil {
+		return problemf("backup: %v", err)
+	}
+	out := backupOutput{From: a.dataDir, To: dest, Head: head}
+	if out.ServerKey, err = copySecret(filepath.Join(a.dataDir, serverKeyFile), filepath.Join(dest, serverKeyFile)); err != nil {
+		return problemf("backup: %v", err)
+	}
+	return a.finishCopy(out, filepath.Join(dest, storeDir), "backup")
+}
+
+func (a *app) restoreCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "restore BACKUP --data DIR",
+		Short: "Verify a backup, then restore it into an empty data directory",
+		Long: `restore verifies BACKUP (integrity and invariants) and copies it into the data
+directory named by --data, which must be empty or absent: restore never
+overwrites a store. Start crewd on DIR afterwards.`,
+		Args: args(1, "the backup directory"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			if !cmd.Flags().Changed("data") {
+				return usagef("restore: name the target with --data")
+			}
+			return a.restore(argv[0], a.dataDir)
+		},
+	}
+}
+
+func (a *app) restore(backup, target string) error {
+	if entries, err := os.ReadDir(target); err == nil && len(entries) > 0 {
+		return problemf("restore: %s is not empty; restore only into an empty or new directory", target)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return openErr(fmt.Errorf("crewctl: restore: %w", err))
+	}
+	check, err := a.verifyStore(storePath(backup), "verify backup")
+	if err != nil {
+		return err
+	}
+	if !check.OK {
+		if a.json {
+			_ = a.printJSON(backupOutput{From: backup, To: target, Verify: check})
+		} else {
+			printVerify(a.io.out, check)
+		}
+		return found(fmt.Sprintf("restore: backup %s failed verification; nothing restored", backup))
+	}
+	// The backup is a closed store: a plain copy of its files is a
+	// consistent one, and the backup is left untouched.
+	if err := os.MkdirAll(target, 0o700); err != nil {
+		return openErr(fmt.Errorf("crewctl: restore: %w", err))
+	}
+	if err := copyDir(storePath(backup), filepath.Join(target, storeDir)); err != nil {
+		return problemf("restore: %v", err)
+	}
+	out := backupOutput{From: backup, To: target, Head: check.Head}
+	if out.ServerKey, err = copySecret(filepath.Join(backup, serverKeyFile), filepath.Join(target, serverKeyFile)); err != nil {
+		return problemf("restore: %v", err)
+	}
+	return a.finishCopy(out, filepath.Join(target, storeDir), "verify restore")
+}
+
+// finishCopy verifies a written copy and reports it.
+func (a *app) finishCopy(out backupOutput, store, label string) error {
+	v, err := a.verifyStore(store, label)
+	if err != nil {
+		return err
+	}
+	out.Verify = v
+	if a.json {
+		if err := a.printJSON(out); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(a.io.out, "copied %s to %s at head %d (offline checkpoint; crewd offers no online one yet)\n", out.From, out.To, out.Head)
+		if out.ServerKey {
+			fmt.Fprintln(a.io.out, "server.key copied (0600): tokens crewd minted stay valid")
+		}
+		printVerify(a.io.out, v)
+	}
+	if !v.OK {
+		return found("the copy failed verification")
+	}
+	return nil
+}
+
+// copyDir copies the regular files of a store directory (Pebble keeps no
+// subdirectories) into a new directory, syncing each.
+func copyDir(from, to string) error {
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		return err
+	}
+	if err := os.Mkdir(to, 0o700); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			return fmt.Errorf("%s: %s is not a regular file", from, e.Name())
+		}
+		if err := copyFile(filepath.Join(from, e.Name()), filepath.Join(to, e.Name()), 0o600); err != nil {
+			return err
+		}
+	}
+	d, err := os.Open(to)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func copyFile(from, to string, mode os.FileMode) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// copySecret copies a 0600 secret file when it exists; it never reads
+// through a symlink and never widens the mode.
+func copySecret(from, to string) (bool, error) {
+	st, err := os.Lstat(from)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !st.Mode().IsRegular() {
+		return false, fmt.Errorf("%s is not a regular file", from)
+	}
+	return true, copyFile(from, to, 0o600)
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/crewlog/crewlog/broker/client"
+	"github.com/crewlog/crewlog/broker/wire"
+)
+
+// Broker is what crewctl needs from a connection to crewd: calls and a
+// live event stream. The real one is broker/client; tests use a fake.
+type Broker interface {
+	Call(ctx context.Context, method string, params any, result any) error
+	// Subscribe streams the run's events after sinceSeq (a stream
+	// version), of the given types (none: all), replaying then following.
+	Subscribe(ctx context.Context, runID string, sinceSeq uint64, types []string) (Stream, error)
+	Close() error
+}
+
+// Stream is a live tail of one run's events, in seq order, each once.
+type Stream interface {
+	Next(ctx context.Context) (json.RawMessage, error)
+	Close() error
+}
+
+// dialer connects to the daemon with the admin token.
+type dialer func(ctx context.Context, socket, token string) (Broker, error)
+
+// readToken reads the admin token file; the token itself is never printed.
+func readToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("crewctl: admin token: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("crewctl: admin token file %s is empty", path)
+	}
+	return tok, nil
+}
+
+// dialBroker is the real dialer: broker/client with the admin hello.
+func dialBroker(ctx context.Context, socket, token string) (Broker, error) {
+	c, err := client.Dial(ctx, socket, client.Hello{Role: "admin", Token: token}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &realBroker{c: c}, nil
+}
+
+type realBroker struct{ c *client.Client }
+
+func (b *realBroker) Call(ctx context.Context, method string, params any, result any) error {
+	return b.c.Call(ctx, method, params, result)
+}
+
+func (b *realBroker) Close() error { return b.c.Close() }
+
+// Subscribe uses events.subscribe through client.Subscribe, which resumes
+// by itself after a resync frame. NB: client.Subscribe sends no runId, and
+// the broker requires one from the admin; until the client can name the run
+// the subscription is refused, and the tail falls back to paging
+// events.since on a short interval (the broker offers no other signal).
+func (b *realBroker) Subscribe(ctx context.Context, runID string, sinceSeq uint64, types []string) (Stream, error) {
+	sub, err := b.c.Subscribe(ctx, sinceSeq, types)
+	if err == nil {
+		return &realStream{sub: sub}, nil
+	}
+	var we *wire.Error
+	if !errors.As(err, &we) {
+		return nil, err
+	}
+	return &pollStream{b: b, runID: runID, since: sinceSeq, types: types}, nil
+}
+
+type realStream struct{ sub *client.Subscription }
+
+func (s *realStream) Next(ctx context.Context) (json.RawMessage, error) {
+	ev, err := s.sub.Next(ctx)
+	return ev.Data, err
+}
+
+func (s *realStream) Close() error { return s.sub.Close() }
+
+// pollStream pages events.since; see realBroker.Subscribe.
+type pollStream struct {
+	b     Broker
+	runID string
+	since uint64
+	types []string
+	buf   []json.RawMessage
+}
+
+// pollInterval is how often the fallback tail asks for new events.
+const pollInterval = 500 * time.Millisecond
+
+func (s *pollStream) Next(ctx context.Context) (json.RawMessage, error) {
+	for len(s.buf) == 0 {
+		var page sincePage
+		if err := s.b.Call(ctx, "events.since", map[string]any{"runId": s.runID, "sinceSeq": s.since}, &page); err != nil {
+			return nil, err
+		}
+		for _, raw := range page.Events {
+			if typeIn(raw, s.types) {
+				s.buf = append(s.buf, raw)
+			}
+		}
+		s.since = page.NextSeq
+		if len(s.buf) > 0 || page.HasMore {
+			continue
+		}
+		t := time.NewTimer(pollInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+	raw := s.buf[0]
+	s.buf = s.buf[1:]
+	return raw, nil
+}
+
+func (s *pollStream) Close() error { return nil }
+
+// sincePage is the answer of events.since.
+type sincePage struct {
+	Events  []json.RawMessage `json:"events"`
+	NextSeq uint64            `json:"nextSeq"`
+	HasMore bool              `json:"hasMore"`
+}
+
+func typeIn(raw json.RawMessage, types []string) bool {
+	if len(types) == 0 {
+		return true
+	}
+	var ev struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(raw, &ev)
+	for _, t := range types {
+		if t == ev.Type {
+			return true
+		}
+	}
+	return false
+}
+
+// isWireError reports whether the broker answered err (an error frame), as
+// opposed to a local or connection failure.
+func isWireError(err error) bool {
+	var we *wire.Error
+	return errors.As(err, &we)
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crewlog/crewlog/audit"
+	"github.com/crewlog/crewlog/events"
+)
+
+// teamEvent is the part of the broker's event encoding crewctl shows.
+type teamEvent struct {
+	Time     string          `json:"time"`
+	Type     string          `json:"type"`
+	RunID    string          `json:"runId"`
+	TaskID   string          `json:"taskId,omitempty"`
+	Data     json.RawMessage `json:"data"`
+	Metadata struct {
+		Seq      uint64       `json:"seq"`
+		Position uint64       `json:"position"`
+		Actor    events.Actor `json:"actor"`
+	} `json:"metadata"`
+}
+
+func (a *app) eventsCmd() *cobra.Command {
+	var run string
+	var types []string
+	var follow bool
+	var since uint64
+	c := &cobra.Command{
+		Use:   "events --run ID",
+		Short: "Print a run's events; --follow tails them live (events.since, events.subscribe)",
+		Long: `events pages through a run's events (events.since) and, with --follow, keeps
+printing new ones as they commit (events.subscribe), resuming by itself after a
+resync frame. With --json each event is one JSON line, as the broker sends it.`,
+		Args: args(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if run == "" {
+				return usagef("events: name the run with --run (events are per run)")
+			}
+			return a.view(cmd.Context(), func(b Broker) error {
+				return a.events(cmd.Context(), b, run, since, types, follow)
+			})
+		},
+	}
+	c.Flags().StringVar(&run, "run", "", "the run")
+	c.Flags().StringSliceVar(&types, "type", nil, "only these event types (repeat or comma-separate)")
+	c.Flags().BoolVar(&follow, "follow", false, "keep printing new events until interrupted")
+	c.Flags().Uint64Var(&since, "since", 0, "start after this seq (the run's stream version)")
+	return c
+}
+
+func (a *app) events(ctx context.Context, b Broker, run string, since uint64, types []string, follow bool) error {
+	print := func(raw json.RawMessage) error {
+		if a.json {
+			_, err := fmt.Fprintf(a.io.out, "%s\n", compact(raw))
+			return err
+		}
+		return printEvent(a.io.out, raw)
+	}
+	for {
+		var page sincePage
+		if err := call(ctx, b, "events.since", map[string]any{"runId": run, "sinceSeq": since}, &page); err != nil {
+			return err
+		}
+		for _, raw := range page.Events {
+			if typeIn(raw, types) {
+				if err := print(raw); err != nil {
+					return problemf("%v", err)
+				}
+			}
+		}
+		since = page.NextSeq
+		if !page.HasMore {
+			break
+		}
+	}
+	if !follow {
+		return nil
+	}
+	st, err := b.Subscribe(ctx, run, since, types)
+	if err != nil {
+		return openErr(fmt.Errorf("crewctl: events.subscribe: %w", err))
+	}
+	defer st.Close()
+	for {
+		raw, err := st.Next(ctx)
+		if err != nil {
+			if errors.Is(err, context.Canceled) || ctx.Err() != nil {
+				return nil // interrupted: the normal end of a tail
+			}
+			return openErr(fmt.Errorf("crewctl: events.subscribe: %w", err))
+		}
+		if err := print(raw); err != nil {
+			return problemf("%v", err)
+		}
+	}
+}
+
+func compact(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// printEvent prints one line: seq, position, time, actor, type and what it
+// meant (the payload decoded into its type and described as replay does).
+func printEvent(w io.Writer, raw json.RawMessage) error {
+	var te teamEvent
+	if err := json.Unmarshal(raw, &te); err != nil {
+		return fmt.Errorf("crewctl: undecodable event: %w", err)
+	}
+	meaning := te.Type
+	if p := events.NewPayload(te.Type); p != nil && json.Unmarshal(te.Data, p) == nil {
+		meaning = audit.Describe(events.Event{Type: te.Type, Stream: te.RunID, Payload: p})
+	}
+	at := te.Time
+	if t, err := time.Parse(time.RFC3339Nano, te.Time); err == nil {
+		at = t.UTC().Format(time.RFC3339)
+	}
+	_, err := fmt.Fprintf(w, "%d\t#%d\t%s\t%s\t%s\t%s\n", te.Metadata.Seq, te.Metadata.Position, at,
+		audit.ActorString(te.Metadata.Actor), te.Type, meaning)
+	return err
+}

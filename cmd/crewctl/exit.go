@@ -1,0 +1,53 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Exit codes. Scripts branch on them, so each means one thing.
+const (
+	exitOK      = 0 // done, nothing wrong
+	exitProblem = 1 // the command ran and found a problem: corruption, a broken invariant, drift, differences
+	exitUsage   = 2 // the command line is wrong
+	exitOpen    = 3 // the store could not be opened or the daemon not reached
+)
+
+// exitError carries an exit code out of a command. Commands return one for
+// every failure; anything else that reaches run came from parsing the
+// command line.
+type exitError struct {
+	code int
+	err  error
+	// quiet is set when the command already printed its findings, so only
+	// the code is left to give.
+	quiet bool
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf("crewctl: "+format, args...)}
+}
+
+func openErr(err error) error { return &exitError{code: exitOpen, err: err} }
+
+func problemf(format string, args ...any) error {
+	return &exitError{code: exitProblem, err: fmt.Errorf("crewctl: "+format, args...)}
+}
+
+// found is the error of a command that printed its findings; stderr gets
+// the one-line summary.
+func found(what string) error {
+	return &exitError{code: exitProblem, err: errors.New("crewctl: " + what)}
+}
+
+// codeOf maps an error returned by the command tree to the exit code.
+func codeOf(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return exitUsage
+}

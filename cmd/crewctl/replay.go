@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crewlog/crewlog/audit"
+	"github.com/crewlog/crewlog/projections"
+)
+
+type replayFlags struct {
+	run     string
+	to      uint64
+	at      string
+	explain bool
+	diff    bool
+}
+
+// replayOutput is replay's --json document.
+type replayOutput struct {
+	Head      uint64             `json:"head"`
+	Position  uint64             `json:"position"`
+	Run       string             `json:"run,omitempty"`
+	Timeline  []audit.Entry      `json:"timeline"`
+	Decisions []audit.Decision   `json:"decisions,omitempty"`
+	Drift     int                `json:"drift"`
+	Diff      *diffOutput        `json:"diff,omitempty"`
+	Slots     projections.Slots  `json:"slots"`
+	Config    projections.Config `json:"config"`
+	Runs      []projections.Run  `json:"runs"`
+	Explained bool               `json:"explained"`
+}
+
+// diffOutput is the comparison --diff made.
+type diffOutput struct {
+	Against  string `json:"against"` // "snapshot" or "daemon"
+	Position uint64 `json:"position"`
+	// SnapshotPosition is where the snapshot was taken (against snapshot).
+	SnapshotPosition uint64             `json:"snapshotPosition,omitempty"`
+	Differences      []audit.Difference `json:"differences"`
+}
+
+func (a *app) replayCmd() *cobra.Command {
+	var f replayFlags
+	c := &cobra.Command{
+		Use:   "replay",
+		Short: "Rebuild state from the log and print each run's timeline",
+		Long: `replay opens the store read-only, rebuilds the projections up to --to (a
+position) or --at (RFC3339: the last event at or before that time) and prints
+the timeline: position, time, actor, event type and what it meant.
+
+--explain re-runs every recorded decision (admissions and rejections,
+settlements, expiries, config changes) with today's code against the state
+just before it and the config then in force, says which rule decided it, and
+exits 1 when today's code decides any of them differently (policy drift).
+
+--diff compares the rebuilt state with the newest snapshot, or with the live
+daemon's views when --socket is given (the token from --token-file or
+<data>/admin.token), and exits 1 on any difference.
+
+The store must not be held by a running crewd (Pebble locks it even for
+readers): stop crewd, or replay a backup made with 'crewctl backup'.`,
+		Args: args(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.replay(cmd.Context(), f, cmd.Flags().Changed("socket"))
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.run, "run", "", "only this run's timeline and decisions")
+	fl.Uint64Var(&f.to, "to", 0, "stop after this position")
+	fl.StringVar(&f.at, "at", "", "stop at the last event at or before this RFC3339 time")
+	fl.BoolVar(&f.explain, "explain", false, "re-run every recorded decision and report policy drift")
+	fl.BoolVar(&f.diff, "diff", false, "compare the rebuilt state with the newest snapshot or the live daemon")
+	return c
+}
+
+func (a *app) replay(ctx context.Context, f replayFlags, live bool) error {
+	o := audit.ReplayOptions{Run: f.run, To: f.to, Explain: f.explain}
+	if f.at != "" {
+		if f.to != 0 {
+			return usagef("replay: --to and --at exclude each other")
+		}
+		at, err := time.Parse(time.RFC3339Nano, f.at)
+		if err != nil {
+			return usagef("replay: --at %q is not an RFC3339 time", f.at)
+		}
+		o.At = at
+	}
+	l, err := a.open(storePath(a.dataDir))
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	out := replayOutput{Run: f.run, Timeline: []audit.Entry{}, Explained: f.explain}
+	o.Timeline = func(e audit.Entry) { out.Timeline = append(out.Timeline, e) }
+	bar := newProgress(a.io, "replay")
+	o.Progress = bar.update
+	res, err := audit.Replay(l, o)
+	bar.finish()
+	if err != nil {
+		return problemf("%v", err)
+	}
+	s := res.State
+	if f.run != "" {
+		if _, ok := s.Run(f.run); !ok {
+			return problemf("replay: run %s not found at position %d", f.run, s.Position)
+		}
+	}
+	out.Head, out.Position = res.Head, s.Position
+	out.Decisions, out.Drift = res.Decisions, res.Drift()
+	out.Slots, out.Config = s.Slots(), s.Config()
+	page, _ := s.Runs(projections.RunFilter{})
+	for _, r := range page.Runs {
+		if f.run == "" || r.RunID == f.run {
+			out.Runs = append(out.Runs, r)
+		}
+	}
+	if f.diff {
+		if out.Diff, err = a.diffState(ctx, l, s, f.run, live); err != nil {
+			return err
+		}
+	}
+	if a.json {
+		if err := a.printJSON(out); err != nil {
+			return err
+		}
+	} else {
+		printReplay(a.io.out, out)
+	}
+	switch {
+	case out.Drift > 0:
+		return found(fmt.Sprintf("policy drift in %d decision(s)", out.Drift))
+	case out.Diff != nil && len(out.Diff.Differences) > 0:
+		return found(fmt.Sprintf("%d difference(s) with the %s", len(out.Diff.Differences), out.Diff.Against))
+	}
+	return nil
+}
+
+func printReplay(w io.Writer, out replayOutput) {
+	fmt.Fprintf(w, "replayed to position %d of %d", out.Position, out.Head)
+	if out.Run != "" {
+		fmt.Fprintf(w, ", run %s", out.Run)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "POS\tTIME\tRUN\tACTOR\tEVENT\tMEANING")
+	for _, e := range out.Timeline {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", e.Position, e.Time.Format(time.RFC3339), e.Run, e.Actor, e.Type, e.Meaning)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nstate at %d: %d run(s), slots %d/%d held, config %s\n", out.Position, len(out.Runs),
+		out.Slots.Held, out.Slots.Capacity, audit.ConfigSummary(out.Config.NestingEnabled, out.Config.MaxDepth,
+			out.Config.MaxSlots, out.Config.SerializeOnPathOverlap, out.Config.UnmeteredDelegates,
+			out.Config.ModelCatalog, out.Config.SettleGraceSec))
+	if out.Explained {
+		fmt.Fprintf(w, "\ndecisions re-run with today's code: %d, drift: %d\n", len(out.Decisions), out.Drift)
+		for _, d := range out.Decisions {
+			subject := d.Subject
+			if subject == "" {
+				subject = "-"
+			}
+			mark := "ok   "
+			if d.Drift {
+				mark = "DRIFT"
+			}
+			fmt.Fprintf(w, "%s #%d %s %s %s by %s\n", mark, d.Position, d.Time.Format(time.RFC3339), d.Command, subject, d.Actor)
+			fmt.Fprintf(w, "      recorded: %s\n", d.Recorded)
+			if d.Drift {
+				fmt.Fprintf(w, "      today:    %s\n", d.Today)
+			}
+			fmt.Fprintf(w, "      rule:     %s\n", d.Rule)
+			for _, df := range d.Differences {
+				fmt.Fprintf(w, "      differs at %s: recorded %s, today %s\n", df.Path, df.Left, df.Right)
+			}
+		}
+	}
+	if out.Diff != nil {
+		against := out.Diff.Against
+		if out.Diff.SnapshotPosition > 0 {
+			against = fmt.Sprintf("snapshot taken at %d", out.Diff.SnapshotPosition)
+		}
+		fmt.Fprintf(w, "\ndiff with the %s, compared at position %d: %d difference(s)\n", against, out.Diff.Position, len(out.Diff.Differences))
+		for _, df := range out.Diff.Differences {
+			fmt.Fprintf(w, "  %s: rebuilt %s, %s %s\n", df.Path, df.Left, out.Diff.Against, df.Right)
+		}
+	}
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/audit/audittest"
+)
+
+func TestReplayGolden(t *testing.T) {
+	data := scenarioData(t)
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"replay.txt", nil},
+		{"replay-explain.txt", []string{"--explain"}},
+		{"replay-run-explain.txt", []string{"--run", audittest.RunUnlimited, "--explain"}},
+		{"replay-to.txt", []string{"--to", "15"}},
+		{"replay-at.txt", []string{"--at", "2026-10-01T09:00:10Z", "--run", audittest.RunBudget}},
+		{"replay-diff.txt", []string{"--diff"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := crewctl(t, nil, append([]string{"replay", "--data", data}, c.args...)...)
+			require.Equal(t, exitOK, r.code, r.err)
+			golden(t, c.name, r.out)
+		})
+	}
+}
+
+func TestReplayJSON(t *testing.T) {
+	data := scenarioData(t)
+	r := crewctl(t, nil, "replay", "--data", data, "--explain", "--diff", "--json")
+	require.Equal(t, exitOK, r.code, r.err)
+	var out replayOutput
+	require.NoError(t, json.Unmarshal([]byte(r.out), &out))
+	require.Equal(t, scenario.head, out.Position)
+	require.Len(t, out.Timeline, int(scenario.head))
+	require.NotEmpty(t, out.Decisions)
+	require.Zero(t, out.Drift)
+	require.NotNil(t, out.Diff)
+	require.Empty(t, out.Diff.Differences)
+}
+
+// TestReplayBeforeSnapshot compares a fold that stops before the snapshot
+// with a fresh fold to it: still no difference.
+func TestReplayBeforeSnapshot(t *testing.T) {
+	data := scenarioData(t)
+	r := crewctl(t, nil, "replay", "--data", data, "--to", "5", "--diff")
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Contains(t, r.out, fmt.Sprintf("diff with the snapshot taken at %d, compared at position %d: 0 difference(s)", audittest.SnapshotAt, audittest.SnapshotAt))
+}
+
+// TestPolicyDrift: a log recording an admission today's code rejects.
+func TestPolicyDrift(t *testing.T) {
+	dir := t.TempDir()
+	audittest.Drift(t, filepath.Join(dir, storeDir))
+	r := crewctl(t, nil, "replay", "--data", dir, "--explain")
+	require.Equal(t, exitProblem, r.code, r.err)
+	require.Contains(t, r.err, "policy drift in 1 decision(s)")
+	golden(t, "replay-drift.txt", r.out)
+
+	r = crewctl(t, nil, "replay", "--data", dir, "--explain", "--json")
+	require.Equal(t, exitProblem, r.code)
+	var out replayOutput
+	require.NoError(t, json.Unmarshal([]byte(r.out), &out))
+	require.Equal(t, 1, out.Drift)
+	for _, d := range out.Decisions {
+		if d.Drift {
+			require.Equal(t, audittest.DriftAt, d.Position)
+			require.Equal(t, "rejected: slots-exhausted", d.Today)
+		}
+	}
+}
+
+func TestReplayUsageAndOpenErrors(t *testing.T) {
+	data := scenarioData(t)
+	r := crewctl(t, nil, "replay", "--data", data, "--to", "3", "--at", "2026-10-01T09:00:10Z")
+	require.Equal(t, exitUsage, r.code)
+	r = crewctl(t, nil, "replay", "--data", data, "--at", "yesterday")
+	require.Equal(t, exitUsage, r.code)
+	r = crewctl(t, nil, "replay", "--bogus")
+	require.Equal(t, exitUsage, r.code)
+	r = crewctl(t, nil, "frobnicate")
+	require.Equal(t, exitUsage, r.code)
+	r = crewctl(t, nil, "replay", "--data", filepath.Join(t.TempDir(), "missing"))
+	require.Equal(t, exitOpen, r.code, r.err)
+	r = crewctl(t, nil, "replay", "--data", data, "--run", "no-such-run")
+	require.Equal(t, exitProblem, r.code)
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crewlog/crewlog/audit"
+	"github.com/crewlog/crewlog/eventlog"
+)
+
+// verifyOutput is verify's --json document.
+type verifyOutput struct {
+	OK         bool            `json:"ok"`
+	Head       uint64          `json:"head"`
+	HeadHash   string          `json:"headHash,omitempty"`
+	Streams    int             `json:"streams"`
+	Commands   int             `json:"commands"`
+	Snapshots  int             `json:"snapshots"`
+	Events     uint64          `json:"events"`
+	Corrupt    *corruptOutput  `json:"corrupt,omitempty"`
+	Problems   []audit.Problem `json:"problems"`
+	FirstBad   uint64          `json:"firstBadPosition,omitempty"`
+	Invariants bool            `json:"invariantsChecked"`
+}
+
+type corruptOutput struct {
+	Position uint64 `json:"position"`
+	Key      string `json:"key,omitempty"`
+	Reason   string `json:"reason"`
+}
+
+func (a *app) verifyCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "verify",
+		Short: "Check the store's integrity and the domain invariants",
+		Long: `verify checks the store (checksums, gapless positions, the hash chain, the
+head, the stream index, the command table and the snapshot) and then folds the
+log and checks the domain invariants: per task tokensSpent = Σ reservations +
+Σ charges, tokensGranted written once, held slots = in-flight delegations,
+one terminal event per ended delegation. It names the first bad position and
+exits 1 on any problem.`,
+		Args: args(0, "no arguments"),
+		RunE: func(*cobra.Command, []string) error { return a.verify(storePath(a.dataDir)) },
+	}
+}
+
+func (a *app) verify(dir string) error {
+	out, err := a.verifyStore(dir, "verify")
+	if err != nil {
+		return err
+	}
+	if a.json {
+		if err := a.printJSON(out); err != nil {
+			return err
+		}
+	} else {
+		printVerify(a.io.out, out)
+	}
+	if !out.OK {
+		return found(fmt.Sprintf("store %s has problems (first bad position %d)", dir, out.FirstBad))
+	}
+	return nil
+}
+
+// verifyStore runs both checks on the store in dir.
+func (a *app) verifyStore(dir, label string) (verifyOutput, error) {
+	out := verifyOutput{Problems: []audit.Problem{}}
+	l, err := a.open(dir)
+	if err != nil {
+		var ce *eventlog.CorruptError
+		if errors.As(err, &ce) {
+			out.Corrupt = &corruptOutput{Position: ce.Position, Key: ce.Key, Reason: ce.Reason}
+			out.FirstBad = ce.Position
+			return out, nil
+		}
+		return out, err
+	}
+	defer l.Close()
+	bar := newProgress(a.io, label)
+	rep, err := l.Verify(&eventlog.VerifyOptions{Progress: bar.update})
+	bar.finish()
+	var ce *eventlog.CorruptError
+	switch {
+	case errors.As(err, &ce):
+		out.Corrupt = &corruptOutput{Position: ce.Position, Key: ce.Key, Reason: ce.Reason}
+		out.FirstBad = ce.Position
+		return out, nil
+	case err != nil:
+		out.Corrupt = &corruptOutput{Reason: err.Error()}
+		return out, nil
+	}
+	out.Head, out.HeadHash = rep.Head, hex.EncodeToString(rep.HeadHash[:])
+	out.Streams, out.Commands, out.Snapshots = rep.Streams, rep.Commands, rep.Snapshots
+	bar = newProgress(a.io, label+" invariants")
+	chk, err := audit.Check(l, &audit.CheckOptions{Progress: bar.update})
+	bar.finish()
+	if err != nil {
+		if errors.As(err, &ce) {
+			out.Corrupt = &corruptOutput{Position: ce.Position, Key: ce.Key, Reason: ce.Reason}
+			out.FirstBad = ce.Position
+			return out, nil
+		}
+		return out, problemf("%v", err)
+	}
+	out.Invariants, out.Events, out.Problems = true, chk.Events, chk.Problems
+	if len(chk.Problems) > 0 {
+		out.FirstBad = chk.Problems[0].Position
+	}
+	out.OK = len(chk.Problems) == 0
+	return out, nil
+}
+
+func printVerify(w io.Writer, out verifyOutput) {
+	if out.Corrupt != nil {
+		if out.Corrupt.Position > 0 {
+			fmt.Fprintf(w, "CORRUPT at position %d (%s): %s\n", out.Corrupt.Position, out.Corrupt.Key, out.Corrupt.Reason)
+		} else {
+			fmt.Fprintf(w, "CORRUPT %s: %s\n", out.Corrupt.Key, out.Corrupt.Reason)
+		}
+		return
+	}
+	fmt.Fprintf(w, "store ok: head %d (hash %.16s…), %d stream(s), %d command(s), %d snapshot(s)\n",
+		out.Head, out.HeadHash, out.Streams, out.Commands, out.Snapshots)
+	if len(out.Problems) == 0 {
+		fmt.Fprintf(w, "invariants ok over %d event(s)\n", out.Events)
+		return
+	}
+	fmt.Fprintf(w, "INVARIANTS BROKEN: %d problem(s), first at position %d\n", len(out.Problems), out.FirstBad)
+	for _, p := range out.Problems {
+		fmt.Fprintf(w, "  %s\n", p)
+	}
+}

@@ -1,0 +1,281 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crewlog/crewlog/projections"
+)
+
+// The live views ask crewd with the admin token. Each prints a table by
+// default and the broker's answer, decoded and re-encoded, with --json.
+
+// view connects, runs fn and closes.
+func (a *app) view(ctx context.Context, fn func(b Broker) error) error {
+	b, err := a.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	return fn(b)
+}
+
+func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
+
+func millis(ms int64) string {
+	if ms == 0 {
+		return "-"
+	}
+	return time.UnixMilli(ms).UTC().Format(time.RFC3339)
+}
+
+type runsPage struct {
+	Runs       []projections.Run `json:"runs"`
+	NextCursor string            `json:"nextCursor,omitempty"`
+}
+
+func (a *app) runsCmd() *cobra.Command {
+	var status, cursor string
+	var limit int
+	var newest bool
+	c := &cobra.Command{
+		Use:   "runs",
+		Short: "List runs (query.runs)",
+		Args:  args(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p := map[string]any{}
+			if status != "" {
+				p["status"] = strings.Split(status, ",")
+			}
+			if limit > 0 {
+				p["limit"] = limit
+			}
+			if cursor != "" {
+				p["cursor"] = cursor
+			}
+			if newest {
+				p["newest"] = true
+			}
+			return a.view(cmd.Context(), func(b Broker) error {
+				var page runsPage
+				if err := call(cmd.Context(), b, "query.runs", p, &page); err != nil {
+					return err
+				}
+				if page.Runs == nil {
+					page.Runs = []projections.Run{}
+				}
+				if a.json {
+					return a.printJSON(page)
+				}
+				tw := table(a.io.out)
+				fmt.Fprintln(tw, "RUN\tSTATUS\tTEAM\tBUDGET USED\tUPDATED\tGOAL")
+				for _, r := range page.Runs {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Status, r.Team, budgetOf(r), millis(r.UpdatedAt), r.Goal)
+				}
+				tw.Flush()
+				if page.NextCursor != "" {
+					fmt.Fprintf(a.io.out, "more: crewctl runs --cursor %s\n", page.NextCursor)
+				}
+				return nil
+			})
+		},
+	}
+	c.Flags().StringVar(&status, "status", "", "only runs in these statuses (comma-separated)")
+	c.Flags().IntVar(&limit, "limit", 0, "page size (the daemon's default when 0)")
+	c.Flags().StringVar(&cursor, "cursor", "", "continue after a previous page")
+	c.Flags().BoolVar(&newest, "newest", false, "newest first")
+	return c
+}
+
+func budgetOf(r projections.Run) string {
+	switch {
+	case r.BudgetUnlimited:
+		return fmt.Sprintf("%d/unlimited", r.BudgetUsed)
+	case r.BudgetTotal > 0:
+		return fmt.Sprintf("%d/%d", r.BudgetUsed, r.BudgetTotal)
+	}
+	return fmt.Sprintf("%d/-", r.BudgetUsed)
+}
+
+// runViews is one run's views from the daemon.
+type runViews struct {
+	Run         projections.Run          `json:"run"`
+	Tasks       []projections.Task       `json:"tasks"`
+	Delegations []projections.Delegation `json:"delegations"`
+	Ledger      []projections.Account    `json:"ledger"`
+}
+
+func (a *app) fetch(ctx context.Context, b Broker, runID string) (runViews, error) {
+	rv, err := fetchRun(ctx, b, runID)
+	return runViews{Run: rv.Run, Tasks: nonNil(rv.Tasks), Delegations: nonNil(rv.Delegations), Ledger: nonNil(rv.Ledger)}, err
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func (a *app) showCmd() *cobra.Command {
+	show := &cobra.Command{Use: "show", Short: "Show one object in detail"}
+	show.AddCommand(&cobra.Command{
+		Use:   "run ID",
+		Short: "A run's task tree: depth, status, role and each parent's budget use",
+		Args:  args(1, "a run id"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			return a.view(cmd.Context(), func(b Broker) error {
+				rv, err := a.fetch(cmd.Context(), b, argv[0])
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(rv)
+				}
+				printTree(a.io.out, rv)
+				return nil
+			})
+		},
+	})
+	return show
+}
+
+// printTree prints the run and its tasks, each delegation's shadow task
+// under its parent.
+func printTree(w io.Writer, rv runViews) {
+	r := rv.Run
+	fmt.Fprintf(w, "run %s  %s  team %s  budget %s\n  goal: %s\n", r.RunID, r.Status, r.Team, budgetOf(r), r.Goal)
+	parentOf := map[string]string{}
+	for _, d := range rv.Delegations {
+		parentOf[d.SubID] = d.ParentTaskID
+	}
+	children := map[string][]projections.Task{}
+	var roots []projections.Task
+	for _, t := range rv.Tasks {
+		if p, ok := parentOf[t.TaskID]; ok {
+			children[p] = append(children[p], t)
+		} else {
+			roots = append(roots, t)
+		}
+	}
+	var walk func(ts []projections.Task, prefix string)
+	walk = func(ts []projections.Task, prefix string) {
+		for i, t := range ts {
+			branch, next := "├─ ", "│  "
+			if i == len(ts)-1 {
+				branch, next = "└─ ", "   "
+			}
+			line := fmt.Sprintf("%s%s%s  %s  %s  depth %d", prefix, branch, t.TaskID, t.Role, t.Status, t.EffectiveDepth())
+			if t.Allocation != nil {
+				line += fmt.Sprintf("  budget %d/%d spent", t.Allocation.TokensSpent, t.Allocation.TokensGranted)
+			}
+			if n := len(children[t.TaskID]); n > 0 {
+				line += fmt.Sprintf("  %d delegation(s)", n)
+			}
+			fmt.Fprintln(w, line)
+			walk(children[t.TaskID], prefix+next)
+		}
+	}
+	walk(roots, "")
+}
+
+func (a *app) runScoped(use, short string, print func(w io.Writer, rv runViews) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use + " RUN",
+		Short: short,
+		Args:  args(1, "a run id"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			return a.view(cmd.Context(), func(b Broker) error {
+				rv, err := a.fetch(cmd.Context(), b, argv[0])
+				if err != nil {
+					return err
+				}
+				return print(a.io.out, rv)
+			})
+		},
+	}
+}
+
+func (a *app) tasksCmd() *cobra.Command {
+	return a.runScoped("tasks", "A run's tasks, shadow tasks included (query.tasks)", func(w io.Writer, rv runViews) error {
+		if a.json {
+			return a.printJSON(map[string]any{"tasks": rv.Tasks})
+		}
+		tw := table(w)
+		fmt.Fprintln(tw, "TASK\tROLE\tSTATUS\tDEPTH\tALLOCATION\tUSAGE\tTITLE")
+		for _, t := range rv.Tasks {
+			alloc := "-"
+			if t.Allocation != nil {
+				alloc = fmt.Sprintf("%d/%d", t.Allocation.TokensSpent, t.Allocation.TokensGranted)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\n", t.TaskID, t.Role, t.Status, t.EffectiveDepth(), alloc, t.Usage.Budgeted(), t.Title)
+		}
+		return tw.Flush()
+	})
+}
+
+func (a *app) delegationsCmd() *cobra.Command {
+	return a.runScoped("delegations", "A run's delegations (query.delegations)", func(w io.Writer, rv runViews) error {
+		if a.json {
+			return a.printJSON(map[string]any{"delegations": rv.Delegations})
+		}
+		tw := table(w)
+		fmt.Fprintln(tw, "SUB\tPARENT\tROLE\tSTATUS\tDEPTH\tMETERED\tRESERVED\tUSED\tADMITTED\tDEADLINE")
+		for _, d := range rv.Delegations {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%t\t%d\t%d\t%s\t%s\n", d.SubID, d.ParentTaskID, d.Role, d.Status, d.Depth,
+				d.Metered, d.Reserved, d.UsageTokens, millis(d.AdmittedAt), millis(d.Deadline))
+		}
+		return tw.Flush()
+	})
+}
+
+func (a *app) ledgerCmd() *cobra.Command {
+	return a.runScoped("ledger", "A run's budget ledger per parent task (query.ledger)", func(w io.Writer, rv runViews) error {
+		if a.json {
+			return a.printJSON(map[string]any{"accounts": rv.Ledger})
+		}
+		tw := table(w)
+		fmt.Fprintln(tw, "TASK\tGRANTED\tSPENT\tRESERVED\tCHARGED\tREMAINING")
+		for _, ac := range rv.Ledger {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", ac.TaskID, ac.TokensGranted, ac.TokensSpent, ac.Reserved, ac.Charged, ac.Remaining())
+			for _, r := range ac.Reservations {
+				fmt.Fprintf(tw, "  reserve\t\t%d\t\t\t%s %s\n", r.Tokens, r.SubID, millis(r.At))
+			}
+			for _, c := range ac.Charges {
+				fmt.Fprintf(tw, "  charge\t\t%d\t\t\t%s %s (used %d, reserved %d)\n", c.Tokens, c.SubID, millis(c.At), c.UsageTokens, c.ReservedTokens)
+			}
+		}
+		return tw.Flush()
+	})
+}
+
+func (a *app) slotsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "slots",
+		Short: "The daemon-wide nested slot pool (query.slots)",
+		Args:  args(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.view(cmd.Context(), func(b Broker) error {
+				var s projections.Slots
+				if err := call(cmd.Context(), b, "query.slots", map[string]any{}, &s); err != nil {
+					return err
+				}
+				s.SubIDs = nonNil(s.SubIDs)
+				if a.json {
+					return a.printJSON(s)
+				}
+				fmt.Fprintf(a.io.out, "slots %d/%d held\n", s.Held, s.Capacity)
+				for _, sub := range s.SubIDs {
+					fmt.Fprintf(a.io.out, "  %s\n", sub)
+				}
+				return nil
+			})
+		},
+	}
+}

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// fakeBroker answers the query methods from a state folded from the
+// scenario log, in the shapes the broker documents (query.run → the run;
+// query.tasks → {tasks}; query.delegations → {delegations}; query.ledger →
+// {accounts}; query.slots → {held, capacity, subIds}; query.runs → {runs,
+// nextCursor}; events.since → {events, nextSeq, hasMore}), and streams the
+// recorded events for events.subscribe.
+type fakeBroker struct {
+	s      *projections.State
+	events map[string][]json.RawMessage // per run, in seq order
+	calls  []string
+	// stop ends a follow once the stream ran dry, as an interrupt would.
+	stop context.CancelFunc
+}
+
+func newFake(t *testing.T) *fakeBroker {
+	l, err := eventlog.Open(filepath.Join(scenarioData(t), storeDir), &eventlog.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer l.Close()
+	s, _, err := projections.Load(l)
+	require.NoError(t, err)
+	f := &fakeBroker{s: s, events: map[string][]json.RawMessage{}}
+	it := l.Read(1)
+	for it.Next() {
+		r := it.Event()
+		ev, err := projections.FromLog(r)
+		require.NoError(t, err)
+		data, err := json.Marshal(ev.Payload)
+		require.NoError(t, err)
+		var task struct {
+			TaskID string `json:"taskId"`
+		}
+		_ = json.Unmarshal(data, &task)
+		raw, err := json.Marshal(map[string]any{
+			"time": time.Unix(0, r.Time).UTC().Format("2006-01-02T15:04:05.000Z"), "type": r.Type, "runId": r.Stream,
+			"taskId": task.TaskID, "data": json.RawMessage(data),
+			"metadata": map[string]any{"seq": r.StreamVersion, "provenance": "api", "position": r.Position,
+				"schemaVersion": r.SchemaVersion, "commandId": r.CommandID, "actor": ev.Actor},
+		})
+		require.NoError(t, err)
+		f.events[r.Stream] = append(f.events[r.Stream], raw)
+	}
+	require.NoError(t, it.Close())
+	return f
+}
+
+func (f *fakeBroker) dial(ctx context.Context, socket, token string) (Broker, error) {
+	if token != "t0ken" {
+		return nil, fmt.Errorf("fake: bad token %q", token)
+	}
+	return f, nil
+}
+
+func (f *fakeBroker) Close() error { return nil }
+
+func (f *fakeBroker) Call(_ context.Context, method string, params, result any) error {
+	f.calls = append(f.calls, method)
+	b, _ := json.Marshal(params)
+	var p struct {
+		RunID    string `json:"runId"`
+		SinceSeq uint64 `json:"sinceSeq"`
+		Limit    int    `json:"limit"`
+	}
+	_ = json.Unmarshal(b, &p)
+	if strings.HasPrefix(method, "query.") && method != "query.runs" && method != "query.slots" {
+		if _, ok := f.s.Run(p.RunID); !ok {
+			return wire.Errorf(wire.CodeNoManifest, "run %q not found", p.RunID)
+		}
+	}
+	var res any
+	switch method {
+	case "query.runs":
+		page, err := f.s.Runs(projections.RunFilter{Limit: p.Limit})
+		if err != nil {
+			return err
+		}
+		res = map[string]any{"runs": page.Runs, "nextCursor": page.NextCursor}
+	case "query.run":
+		res, _ = f.s.Run(p.RunID)
+	case "query.tasks":
+		res = map[string]any{"tasks": f.s.Tasks(p.RunID)}
+	case "query.delegations":
+		res = map[string]any{"delegations": f.s.Delegations(p.RunID)}
+	case "query.ledger":
+		res = map[string]any{"accounts": f.s.Ledger(p.RunID)}
+	case "query.slots":
+		res = f.s.Slots()
+	case "events.since":
+		evs := f.events[p.RunID]
+		from := min(int(p.SinceSeq), len(evs))
+		page := evs[from:min(from+20, len(evs))] // small pages exercise paging
+		res = sincePage{Events: page, NextSeq: uint64(from + len(page)), HasMore: from+len(page) < len(evs)}
+	default:
+		return wire.Errorf(wire.CodeNotImplemented, "%s", method)
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, result)
+}
+
+func (f *fakeBroker) Subscribe(ctx context.Context, runID string, since uint64, types []string) (Stream, error) {
+	return &fakeStream{f: f, evs: f.events[runID][since:], types: types}, nil
+}
+
+type fakeStream struct {
+	f     *fakeBroker
+	evs   []json.RawMessage
+	types []string
+}
+
+func (s *fakeStream) Next(ctx context.Context) (json.RawMessage, error) {
+	for len(s.evs) > 0 {
+		raw := s.evs[0]
+		s.evs = s.evs[1:]
+		if typeIn(raw, s.types) {
+			return raw, nil
+		}
+	}
+	s.f.stop()
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (s *fakeStream) Close() error { return nil }
+
+func TestViewsGolden(t *testing.T) {
+	f := newFake(t)
+	tok := filepath.Join(t.TempDir(), "admin.token")
+	require.NoError(t, writeFile(tok, "t0ken\n"))
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"runs.txt", []string{"runs"}},
+		{"show-run.txt", []string{"show", "run", audittest.RunBudget}},
+		{"tasks.txt", []string{"tasks", audittest.RunBudget}},
+		{"delegations.txt", []string{"delegations", audittest.RunBudget}},
+		{"ledger.txt", []string{"ledger", audittest.RunBudget}},
+		{"slots.txt", []string{"slots"}},
+		{"events.txt", []string{"events", "--run", audittest.RunBudget}},
+		{"events-type.txt", []string{"events", "--run", audittest.RunBudget, "--type", "delegate.admitted,delegate.rejected"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := crewctl(t, f.dial, append(c.args, "--token-file", tok)...)
+			require.Equal(t, exitOK, r.code, r.err)
+			golden(t, c.name, r.out)
+
+			r = crewctl(t, f.dial, append(c.args, "--token-file", tok, "--json")...)
+			require.Equal(t, exitOK, r.code, r.err)
+			requireJSON(t, r.out)
+		})
+	}
+}
+
+// requireJSON accepts one JSON document or JSON lines.
+func requireJSON(t *testing.T, out string) {
+	t.Helper()
+	if json.Valid([]byte(out)) {
+		return
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		require.True(t, json.Valid([]byte(line)), "not JSON: %s", line)
+	}
+}
+
+// TestEventsFollow replays the run's first events with events.since, then
+// tails the rest through events.subscribe; every seq shows once, in order.
+func TestEventsFollow(t *testing.T) {
+	f := newFake(t)
+	tok := filepath.Join(t.TempDir(), "admin.token")
+	require.NoError(t, writeFile(tok, "t0ken"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f.stop = cancel
+	var out, errb strings.Builder
+	code := run(ctx, []string{"events", "--run", audittest.RunUnlimited, "--follow", "--since", "3", "--json", "--token-file", tok},
+		stdio{out: &out, err: &errb}, f.dial)
+	require.Equal(t, exitOK, code, errb.String())
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, len(f.events[audittest.RunUnlimited])-3)
+	for i, line := range lines {
+		var ev teamEvent
+		require.NoError(t, json.Unmarshal([]byte(line), &ev))
+		require.Equal(t, uint64(i+4), ev.Metadata.Seq)
+	}
+}
+
+func TestViewErrors(t *testing.T) {
+	f := newFake(t)
+	tok := filepath.Join(t.TempDir(), "admin.token")
+	require.NoError(t, writeFile(tok, "t0ken"))
+	r := crewctl(t, f.dial, "tasks", "no-such-run", "--token-file", tok)
+	require.Equal(t, exitProblem, r.code, "a broker refusal is a finding")
+	require.Contains(t, r.err, "no-manifest")
+	r = crewctl(t, f.dial, "tasks", "--token-file", tok)
+	require.Equal(t, exitUsage, r.code)
+	r = crewctl(t, f.dial, "events", "--token-file", tok)
+	require.Equal(t, exitUsage, r.code, "events needs --run")
+	r = crewctl(t, f.dial, "runs", "--token-file", filepath.Join(t.TempDir(), "missing"))
+	require.Equal(t, exitOpen, r.code)
+	r = crewctl(t, nil, "runs", "--token-file", tok)
+	require.Equal(t, exitOpen, r.code, "no daemon")
+	bad := filepath.Join(t.TempDir(), "admin.token")
+	require.NoError(t, writeFile(bad, "wrong"))
+	r = crewctl(t, f.dial, "slots", "--token-file", bad)
+	require.Equal(t, exitOpen, r.code)
+}
+
+// TestReplayDiffLive compares the rebuilt state with the (fake) daemon's
+// views: they agree.
+func TestReplayDiffLive(t *testing.T) {
+	f := newFake(t)
+	tok := filepath.Join(t.TempDir(), "admin.token")
+	require.NoError(t, writeFile(tok, "t0ken"))
+	r := crewctl(t, f.dial, "replay", "--data", scenarioData(t), "--diff", "--socket", "fake.sock", "--token-file", tok)
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Contains(t, r.out, "diff with the daemon, compared at position 46: 0 difference(s)")
+
+	// A daemon that moved on differs, by JSON path.
+	f.s = f.s.Clone()
+	r = crewctl(t, f.dial, "replay", "--data", scenarioData(t), "--to", "30", "--diff", "--socket", "fake.sock", "--token-file", tok)
+	require.Equal(t, exitProblem, r.code)
+	require.Contains(t, r.out, "$.runs[0].run.status: rebuilt \"running\", daemon \"completed\"")
+}
