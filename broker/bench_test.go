@@ -20,11 +20,12 @@ const benchConns = 64
 
 // BenchmarkSocketDelegate: 64 worker connections each sending delegate.request over the socket, an orchestrator
 // connection settling every admitted delegation so slots free; then, in the same run, 64 goroutines doing the
-// same against the in-process Engine. Reports both rates, their ratio and the socket's p50/p99.
+// same against the in-process Engine. The store is on the real disk: every command is durable before its answer.
+// Reports both rates, their ratio and the socket's p50/p99.
 func BenchmarkSocketDelegate(b *testing.B) {
 	cfg := projections.DefaultConfig()
 	cfg.MaxSlots = 64
-	f := newFixture(b, fixtureOpts{config: &cfg})
+	f := newFixture(b, fixtureOpts{config: &cfg, disk: true})
 	a := f.dial()
 	a.helloAdmin()
 	orchToken := a.ok("run.create", map[string]any{"runId": runR, "team": "t", "goal": "g", "cwd": "/w"})["orchestratorToken"].(string)

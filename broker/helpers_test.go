@@ -43,13 +43,18 @@ type fixtureOpts struct {
 	opts   Options
 	config *projections.Config
 	write  time.Duration // writeTimeout override
+	disk   bool          // keep the store on the real disk (benchmarks: the fsync is part of the cost)
 }
 
 func newFixture(t testing.TB, fo fixtureOpts) *fixture {
 	t.Helper()
 	f := &fixture{t: t, errc: make(chan error, 1)}
 	f.clock.Store(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixNano())
-	l, err := eventlog.Open("db", &eventlog.Options{FS: vfs.NewMem()})
+	dir, lo := "db", &eventlog.Options{FS: vfs.NewMem()}
+	if fo.disk {
+		dir, lo = filepath.Join(t.TempDir(), "store"), nil
+	}
+	l, err := eventlog.Open(dir, lo)
 	require.NoError(t, err)
 	var n atomic.Int64
 	cfg := projections.DefaultConfig()
