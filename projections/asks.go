@@ -19,7 +19,7 @@ type Ask struct {
 	TaskID     string    `json:"taskId" msgpack:"taskId"`
 	QuestionID string    `json:"questionId" msgpack:"questionId"`
 	Question   string    `json:"question" msgpack:"question"`
-	Options    []string  `json:"options" msgpack:"options"`
+	Options    []string  `json:"options,omitempty" msgpack:"options"`
 	AskedAt    int64     `json:"askedAt" msgpack:"askedAt"`
 	Deadline   int64     `json:"deadline" msgpack:"deadline"`
 	TimeoutSec int64     `json:"timeoutSec" msgpack:"timeoutSec"`

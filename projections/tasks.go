@@ -73,7 +73,7 @@ type Waiting struct {
 	QuestionID string   `json:"questionId" msgpack:"questionId"`
 	AskedAt    int64    `json:"askedAt" msgpack:"askedAt"`
 	Deadline   int64    `json:"deadline" msgpack:"deadline"`
-	Options    []string `json:"options" msgpack:"options"`
+	Options    []string `json:"options,omitempty" msgpack:"options"`
 }
 
 // Usage is the task's cumulative token usage, as last reported.
