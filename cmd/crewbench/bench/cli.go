@@ -1,0 +1,86 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// Main is crewbench: it parses args, runs the subcommand and returns the exit
+// status (0 ok, 1 failure, 2 usage).
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := &cobra.Command{
+		Use:           "crewbench",
+		Short:         "Measure crewlog against its alternatives, and drive a running crewd with a simulated crew",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetArgs(args)
+	root.AddCommand(compareCommand(stdout, stderr), simCommand(stdout))
+	err := root.ExecuteContext(ctx)
+	var u usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &u):
+		fmt.Fprintln(stderr, "crewbench:", err)
+		return 2
+	default:
+		fmt.Fprintln(stderr, "crewbench:", err)
+		return 1
+	}
+}
+
+type usageError struct{ error }
+
+var errBadSimFlags = errors.New("--duration, --runs and --workers must be positive")
+
+func compareCommand(stdout, stderr io.Writer) *cobra.Command {
+	var o CompareOptions
+	var out string
+	c := &cobra.Command{
+		Use:   "compare",
+		Short: "Time one delegate-admission workload on crewlog and six alternatives; print a markdown table",
+		Long: `compare runs the same workload — a delegate admission: read the run's state, check slots and budget,
+append three events atomically — on the physical limit (file + fdatasync), plain Pebble, crewlog in-process,
+crewlog over its socket, SQLite, NATS JetStream and pi-crew's files, at each client count with all clients on
+one run and each on its own. Each implementation must first leave the same state as crewlog on a small
+check workload, or it is reported and not timed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Duration <= 0 {
+				return usageError{fmt.Errorf("--duration must be positive")}
+			}
+			o.Progress = stderr
+			cmp, err := Compare(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			w := stdout
+			if out != "" {
+				f, err := os.Create(out)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				w = f
+			}
+			return cmp.WriteMarkdown(w)
+		},
+	}
+	f := c.Flags()
+	f.DurationVar(&o.Duration, "duration", 5*time.Second, "measured window per cell")
+	f.IntSliceVar(&o.Clients, "clients", []int{1, 8, 64}, "concurrent clients per cell (1..64)")
+	f.StringSliceVar(&o.Only, "only", nil, "only these implementations: file, pebble, crewlog, socket, sqlite, jetstream, picrew")
+	f.StringVar(&o.Dir, "dir", "", "directory for the stores (default: a temporary one, removed after)")
+	f.StringVar(&out, "out", "", "write the markdown table to this file instead of stdout")
+	f.IntVar(&o.Rounds, "rounds", 1, "interleaved rounds; the table shows medians")
+	return c
+}

@@ -1,0 +1,122 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// engineStore is crewlog in-process: commands.Engine on an eventlog.Log on
+// the real disk, driven with Submit like the broker does.
+//
+// NB: crewlog's slot pool is daemon-wide (SPEC §1), the alternatives' is per
+// run. The check keeps one run's delegations in flight at a time and the timed
+// cells never hold more than one delegation per client (capacity 64), so the
+// two rules decide alike in every workload crewbench runs.
+type engineStore struct {
+	dir string
+	log *eventlog.Log
+	eng *commands.Engine
+}
+
+var (
+	orchestrator = events.Actor{Role: events.RoleOrchestrator}
+	worker       = events.Actor{Role: events.RoleWorker, TaskID: parentTask}
+)
+
+func openEngineStore(dir string, slots int) (*engineStore, error) {
+	l, err := eventlog.Open(filepath.Join(dir, "crewlog"), nil)
+	if err != nil {
+		return nil, err
+	}
+	cfg := projections.DefaultConfig()
+	cfg.MaxSlots = slots
+	e, err := commands.Open(l, commands.Options{Config: &cfg, ExpiryInterval: -1})
+	if err != nil {
+		_ = l.Close()
+		return nil, err
+	}
+	return &engineStore{dir: dir, log: l, eng: e}, nil
+}
+
+func (s *engineStore) do(ctx context.Context, actor events.Actor, c commands.Command) (commands.Reply, error) {
+	r, err := s.eng.Submit(ctx, commands.Request{Actor: actor, Command: c})
+	if err == nil && r.Rejected != nil && c.Kind() != "delegate.request" {
+		err = fmt.Errorf("bench: %s: %w", c.Kind(), r.Rejected)
+	}
+	return r, err
+}
+
+// setupEngineRuns creates each run with its running parent task.
+func setupEngineRuns(ctx context.Context, e *engineStore, runs []string, spec Spec) error {
+	for _, r := range runs {
+		for _, c := range []commands.Command{
+			&commands.RunCreate{RunID: r, Team: "bench", Goal: "benchmark", Cwd: "/w", BudgetTotal: spec.Budget},
+			&commands.RunTransition{RunID: r, To: "running"},
+			&commands.TaskCreate{RunID: r, TaskID: parentTask, Role: "executor", Agent: "a", Title: "work", Cwd: "/w", StepID: "work", Model: "anthropic/m1"},
+			&commands.TaskTransition{RunID: r, TaskID: parentTask, To: "running"},
+		} {
+			if _, err := e.do(ctx, orchestrator, c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *engineStore) Setup(ctx context.Context, runs []string, spec Spec) error {
+	return setupEngineRuns(ctx, s, runs, spec)
+}
+
+func (s *engineStore) Admit(ctx context.Context, run string, tokens int64) (Admission, error) {
+	desc := delegateDesc
+	r, err := s.do(ctx, worker, &commands.DelegateRequest{RunID: run, TaskID: parentTask, Prompt: delegatePrompt,
+		Description: &desc, BudgetTokens: &tokens})
+	if err != nil {
+		return Admission{}, err
+	}
+	if r.Rejected != nil {
+		return Admission{Reason: r.Rejected.Reason}, nil
+	}
+	var res commands.DelegateResult
+	if err := json.Unmarshal(r.Result, &res); err != nil {
+		return Admission{}, fmt.Errorf("bench: delegate result: %w", err)
+	}
+	return Admission{SubID: res.GrandchildTaskRef}, nil
+}
+
+func (s *engineStore) Settle(ctx context.Context, run, subID, outcome string) error {
+	_, err := s.do(ctx, orchestrator, &commands.DelegateSettle{RunID: run, SubID: subID, Outcome: outcome, Text: resultText})
+	return err
+}
+
+func (s *engineStore) Final(context.Context) (map[string]Final, error) {
+	return logFinal(s.log)
+}
+
+// logFinal reads every run's events back from the log.
+func logFinal(l *eventlog.Log) (map[string]Final, error) {
+	f := finals{}
+	it := l.Read(1)
+	for it.Next() {
+		ev := it.Event()
+		p, err := events.DecodePayload(ev.Type, ev.SchemaVersion, ev.Payload)
+		if err != nil {
+			return nil, errors.Join(err, it.Close())
+		}
+		tokens, reason := summary(p)
+		f.add(ev.Stream, ev.Type, tokens, reason)
+	}
+	return f, errors.Join(it.Err(), it.Close())
+}
+
+func (s *engineStore) Close() error {
+	return errors.Join(s.eng.Close(), s.log.Close())
+}

@@ -1,0 +1,236 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/crewlog/crewlog/events"
+)
+
+// sink is where a group committer writes, with a single sync per group (one
+// write + fdatasync, or one synced Pebble batch).
+type sink interface {
+	// Write makes one group durable: recs are its records, buf their
+	// bytes back to back.
+	Write(recs []sinkRecord, buf []byte) error
+	// ReadAll calls fn for every record, in position order.
+	ReadAll(fn func(decodedRecord) error) error
+	Close() error
+}
+
+// sinkRecord is one encoded record with its stream key.
+type sinkRecord struct {
+	Pos, Version uint64
+	Stream       string
+	Bytes        []byte // the whole record (appendRecord)
+}
+
+// groupStore is the scheme crewlog uses, with the thinnest storage under
+// it: one committer goroutine takes the first queued request, drains
+// whatever else is queued (up to maxGroup), decides each against the
+// working state — so each sees the ones before it, and the version check of
+// optimistic concurrency cannot fail —, writes the whole group with one sync
+// and answers. It is the reference's group-commit committer loop.
+//
+// Concurrency: Admit and Settle from any goroutine. Errors: after a sink
+// error the store fails stop.
+type groupStore struct {
+	sink  sink
+	reqs  chan *groupReq
+	done  chan struct{}
+	quit  chan struct{}        // closed when the committer has returned
+	runs  map[string]*runState // owned by the committer after Setup
+	pos   uint64
+	mu    sync.Mutex
+	fail  error
+	close sync.Once
+}
+
+const maxGroup = 1024
+
+type groupReq struct {
+	run     string
+	tokens  int64  // admission
+	subID   string // settlement when set
+	outcome string
+	answer  Admission
+	err     error
+	ready   chan struct{}
+}
+
+func newGroupStore(s sink) *groupStore {
+	g := &groupStore{sink: s, reqs: make(chan *groupReq, 4*maxGroup), done: make(chan struct{}), runs: map[string]*runState{}}
+	return g
+}
+
+func (g *groupStore) Setup(_ context.Context, runs []string, spec Spec) error {
+	var recs []sinkRecord
+	var buf []byte
+	now := time.Now()
+	for _, r := range runs {
+		st := &runState{Granted: spec.Budget, Slots: spec.Slots}
+		rc, err := events.EncodePayload(runCreated(spec.Budget).Payload)
+		if err != nil {
+			return err
+		}
+		g.pos++
+		st.Version++
+		rec := appendRecord(nil, g.pos, r, st.Version, events.TypeRunCreated, now.UnixNano(), rc)
+		recs = append(recs, sinkRecord{Pos: g.pos, Version: st.Version, Stream: r, Bytes: rec})
+		buf = append(buf, rec...)
+		g.runs[r] = st
+	}
+	if err := g.sink.Write(recs, buf); err != nil {
+		return err
+	}
+	g.quit = make(chan struct{})
+	go g.commit()
+	return nil
+}
+
+func (g *groupStore) submit(ctx context.Context, r *groupReq) error {
+	r.ready = make(chan struct{})
+	select {
+	case g.reqs <- r:
+	case <-g.done:
+		return errors.New("bench: store closed")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-r.ready:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *groupStore) Admit(ctx context.Context, run string, tokens int64) (Admission, error) {
+	r := &groupReq{run: run, tokens: tokens}
+	if err := g.submit(ctx, r); err != nil {
+		// NB: the committer may still be deciding r: its answer is not ours
+		// to read.
+		return Admission{}, err
+	}
+	return r.answer, nil
+}
+
+func (g *groupStore) Settle(ctx context.Context, run, subID, outcome string) error {
+	return g.submit(ctx, &groupReq{run: run, subID: subID, outcome: outcome})
+}
+
+func (g *groupStore) commit() {
+	defer close(g.quit)
+	var pend []*groupReq
+	var recs []sinkRecord
+	var buf []byte
+	for {
+		var first *groupReq
+		select {
+		case first = <-g.reqs:
+		case <-g.done:
+			return
+		}
+		pend = append(pend[:0], first)
+	drain:
+		for len(pend) < maxGroup {
+			select {
+			case r := <-g.reqs:
+				pend = append(pend, r)
+			default:
+				break drain
+			}
+		}
+		recs, buf = recs[:0], buf[:0]
+		now := time.Now()
+		for _, r := range pend {
+			recs, buf, r.answer, r.err = g.decide(r, recs, buf, now)
+		}
+		// NB: records point into buf, which may have moved while growing:
+		// slice them only now.
+		off := 0
+		for i := range recs {
+			n := len(recs[i].Bytes)
+			recs[i].Bytes = buf[off : off+n]
+			off += n
+		}
+		err := g.failure()
+		if err == nil && len(recs) > 0 {
+			if err = g.sink.Write(recs, buf); err != nil {
+				g.mu.Lock()
+				g.fail = fmt.Errorf("bench: commit: %w", err)
+				g.mu.Unlock()
+				err = g.failure()
+			}
+		}
+		for _, r := range pend {
+			if err != nil {
+				r.err = err
+			}
+			close(r.ready)
+		}
+	}
+}
+
+// decide runs one request against the working state and encodes its events.
+func (g *groupStore) decide(r *groupReq, recs []sinkRecord, buf []byte, now time.Time) ([]sinkRecord, []byte, Admission, error) {
+	st, ok := g.runs[r.run]
+	if !ok {
+		return recs, buf, Admission{}, fmt.Errorf("bench: no run %s", r.run)
+	}
+	var evs []event
+	var ans Admission
+	if r.subID != "" {
+		var err error
+		if evs, err = settleEvents(r.subID, r.outcome); err != nil {
+			return recs, buf, ans, err
+		}
+		if err := st.settle(r.subID); err != nil {
+			return recs, buf, ans, err
+		}
+	} else {
+		sub := newSubID()
+		reason := st.decide(r.tokens)
+		evs = decisionEvents(st, sub, reason, r.tokens, now.UnixMilli())
+		if reason == "" {
+			st.admit(sub, r.tokens)
+			ans.SubID = sub
+		}
+		ans.Reason = reason
+	}
+	for _, e := range evs {
+		p, err := events.EncodePayload(e.Payload)
+		if err != nil {
+			return recs, buf, ans, err
+		}
+		g.pos++
+		st.Version++
+		start := len(buf)
+		buf = appendRecord(buf, g.pos, r.run, st.Version, e.Type, now.UnixNano(), p)
+		recs = append(recs, sinkRecord{Pos: g.pos, Version: st.Version, Stream: r.run, Bytes: buf[start:]})
+	}
+	return recs, buf, ans, nil
+}
+
+func (g *groupStore) failure() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.fail
+}
+
+func (g *groupStore) Final(context.Context) (map[string]Final, error) {
+	f := finals{}
+	err := g.sink.ReadAll(f.addRecord)
+	return f, err
+}
+
+func (g *groupStore) Close() error {
+	g.close.Do(func() { close(g.done) })
+	if g.quit != nil {
+		<-g.quit // the committer may be inside a Write
+	}
+	return g.sink.Close()
+}

@@ -1,0 +1,203 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/crewlog/crewlog/events"
+)
+
+// jetStreamStore is NATS JetStream embedded: nats-server in this process
+// (no listener; the client connects in-process), file storage with
+// sync_interval always (SyncAlways: every stored message is fsynced), one
+// subject per run. An admission reads the run's last message (its state
+// travels in every commit), decides, and publishes one message holding the
+// decision's events with Nats-Expected-Last-Subject-Sequence set to the
+// sequence it read; a wrong-last-sequence answer means another client got
+// there first: re-read and retry.
+//
+// NB: one message per decision keeps the three events atomic without
+// JetStream's atomic batch publish, which stages every batch in a store of
+// its own; that choice can only flatter JetStream.
+type jetStreamStore struct {
+	srv       *server.Server
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	stream    jetstream.Stream
+	conflicts atomic.Int64
+}
+
+// jsCommit is one JetStream message: the events of one decision and the
+// run's state after them.
+type jsCommit struct {
+	State  runState  `msgpack:"s"`
+	Events []jsEvent `msgpack:"e"`
+}
+
+type jsEvent struct {
+	Type    string `msgpack:"t"`
+	Payload []byte `msgpack:"p"`
+}
+
+const jsStream = "CREW"
+
+func openJetStreamStore(dir string) (*jetStreamStore, error) {
+	srv, err := server.NewServer(&server.Options{ServerName: "crewbench", DontListen: true, JetStream: true,
+		StoreDir: dir, SyncAlways: true, NoLog: true, NoSigs: true})
+	if err != nil {
+		return nil, fmt.Errorf("bench: nats server: %w", err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		return nil, errors.New("bench: nats server did not start")
+	}
+	s := &jetStreamStore{srv: srv}
+	if s.nc, err = nats.Connect("", nats.InProcessServer(srv)); err != nil {
+		return nil, errors.Join(fmt.Errorf("bench: nats connect: %w", err), s.Close())
+	}
+	if s.js, err = jetstream.New(s.nc); err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
+	s.stream, err = s.js.CreateStream(context.Background(), jetstream.StreamConfig{Name: jsStream,
+		Subjects: []string{"run.>"}, Storage: jetstream.FileStorage, Replicas: 1, AllowDirect: true})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("bench: jetstream stream: %w", err), s.Close())
+	}
+	return s, nil
+}
+
+func subjectOf(run string) string { return "run." + run }
+
+func (s *jetStreamStore) Setup(ctx context.Context, runs []string, spec Spec) error {
+	for _, r := range runs {
+		st := runState{Granted: spec.Budget, Slots: spec.Slots}
+		if err := s.publish(ctx, r, &st, []event{runCreated(spec.Budget)}, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// publish appends evs to run's subject, expecting last to be its last
+// sequence (0: the subject must be empty).
+func (s *jetStreamStore) publish(ctx context.Context, run string, st *runState, evs []event, last uint64) error {
+	c := jsCommit{Events: make([]jsEvent, len(evs))}
+	for i, e := range evs {
+		p, err := events.EncodePayload(e.Payload)
+		if err != nil {
+			return err
+		}
+		c.Events[i] = jsEvent{Type: e.Type, Payload: p}
+	}
+	st.Version += uint64(len(evs))
+	c.State = *st
+	data, err := msgpack.Marshal(&c)
+	if err != nil {
+		return err
+	}
+	_, err = s.js.PublishMsg(ctx, &nats.Msg{Subject: subjectOf(run), Data: data},
+		jetstream.WithExpectLastSequencePerSubject(last))
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		s.conflicts.Add(1)
+		return errConflict
+	}
+	if err != nil {
+		return fmt.Errorf("bench: jetstream publish: %w", err)
+	}
+	return nil
+}
+
+// update is the read-check-append loop of one decision.
+func (s *jetStreamStore) update(ctx context.Context, run string, decide func(*runState) ([]event, error)) error {
+	for {
+		m, err := s.stream.GetLastMsgForSubject(ctx, subjectOf(run))
+		if err != nil {
+			return fmt.Errorf("bench: jetstream read %s: %w", run, err)
+		}
+		var c jsCommit
+		if err := msgpack.Unmarshal(m.Data, &c); err != nil {
+			return fmt.Errorf("bench: jetstream state: %w", err)
+		}
+		st := c.State.clone()
+		evs, err := decide(st)
+		if err != nil {
+			return err
+		}
+		if err := s.publish(ctx, run, st, evs, m.Sequence); !errors.Is(err, errConflict) {
+			return err
+		}
+	}
+}
+
+func (s *jetStreamStore) Admit(ctx context.Context, run string, tokens int64) (Admission, error) {
+	var a Admission
+	err := s.update(ctx, run, func(st *runState) ([]event, error) {
+		a = Admission{}
+		sub := newSubID()
+		a.Reason = st.decide(tokens)
+		evs := decisionEvents(st, sub, a.Reason, tokens, time.Now().UnixMilli())
+		if a.Reason == "" {
+			st.admit(sub, tokens)
+			a.SubID = sub
+		}
+		return evs, nil
+	})
+	return a, err
+}
+
+func (s *jetStreamStore) Settle(ctx context.Context, run, subID, outcome string) error {
+	return s.update(ctx, run, func(st *runState) ([]event, error) {
+		if err := st.settle(subID); err != nil {
+			return nil, err
+		}
+		return settleEvents(subID, outcome)
+	})
+}
+
+// Retries counts optimistic-concurrency conflicts.
+func (s *jetStreamStore) Retries() int64 { return s.conflicts.Load() }
+
+func (s *jetStreamStore) Final(ctx context.Context) (map[string]Final, error) {
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bench: jetstream info: %w", err)
+	}
+	f := finals{}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
+		m, err := s.stream.GetMsg(ctx, seq)
+		if err != nil {
+			return nil, fmt.Errorf("bench: jetstream read %d: %w", seq, err)
+		}
+		var c jsCommit
+		if err := msgpack.Unmarshal(m.Data, &c); err != nil {
+			return nil, fmt.Errorf("bench: jetstream read %d: %w", seq, err)
+		}
+		run := m.Subject[len("run."):]
+		for _, e := range c.Events {
+			if err := f.addRecord(decodedRecord{Stream: run, Type: e.Type, Payload: e.Payload}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return f, nil
+}
+
+func (s *jetStreamStore) Close() error {
+	if s.nc != nil {
+		s.nc.Close()
+	}
+	s.srv.Shutdown()
+	s.srv.WaitForShutdown()
+	return nil
+}

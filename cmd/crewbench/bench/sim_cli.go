@@ -1,0 +1,43 @@
+package bench
+
+import (
+	"io"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crewlog/crewlog/cmd/crewd/daemon"
+)
+
+func simCommand(stdout io.Writer) *cobra.Command {
+	o := SimOptions{Out: stdout}
+	// The defaults are crewd's, so `crewd` then `crewbench sim` just works.
+	if cfg, err := daemon.Load(nil, daemon.OSEnv()); err == nil {
+		o.Socket, o.TokenFile = cfg.SocketPath, filepath.Join(cfg.DataDir, daemon.AdminTokenFile)
+	}
+	c := &cobra.Command{
+		Use:   "sim",
+		Short: "Drive a running crewd with a simulated crew and print a summary",
+		Long: `sim connects to a running crewd as its admin and plays a crew: per run an orchestrator that creates the
+run and its tasks, spawns and settles every admitted delegation (ok, failed, timed out, cancelled) and steers
+its workers; workers that delegate with budgets, ask questions and message their parent; grandchildren that
+sometimes delegate further. It prints progress every second and a summary: commands, events, rejections by
+reason, latency percentiles.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Duration <= 0 || o.Runs <= 0 || o.Workers <= 0 {
+				return usageError{errBadSimFlags}
+			}
+			return Simulate(cmd.Context(), o)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.Socket, "socket", o.Socket, "crewd's socket (default: crewd's default)")
+	f.StringVar(&o.TokenFile, "token-file", o.TokenFile, "crewd's admin token file (default: crewd's default)")
+	f.IntVar(&o.Runs, "runs", 2, "runs worked on at once")
+	f.IntVar(&o.Workers, "workers", 4, "worker tasks per run")
+	f.DurationVar(&o.Duration, "duration", 20*time.Second, "how long the crew works before winding down")
+	f.Uint64Var(&o.Seed, "seed", 0, "random seed (0: random; the summary names it)")
+	return c
+}

@@ -1,0 +1,210 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/crewlog/crewlog/broker"
+	"github.com/crewlog/crewlog/broker/client"
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/cmd/crewd/daemon"
+	"github.com/crewlog/crewlog/events"
+)
+
+// socketStore is crewlog over its socket: an in-process broker.Server on a
+// real unix socket in front of the engine, driven through broker/client —
+// every request is NDJSON-encoded, authenticated and answered over the
+// socket, as a worker and its runtime would. In-process avoids building
+// crewd; the bytes on the wire are the same.
+//
+// With several clients on one run each is a worker task of the run with a
+// connection of its own (the budget the check exercises is the first task's;
+// the timed workload's budget never binds), so the run is still the one
+// stream every admission contends on.
+type socketStore struct {
+	*engineStore
+	srv     *broker.Server
+	sockDir string
+	served  chan error
+	admin   *client.Client
+	workers map[string]chan *client.Client // per run: one connection per client
+	orchs   map[string]chan *client.Client
+	all     []*client.Client
+}
+
+func openSocketStore(dir string, slots int) (*socketStore, error) {
+	e, err := openEngineStore(dir, slots)
+	if err != nil {
+		return nil, err
+	}
+	// NB: a short directory of its own: unix socket paths are limited to
+	// 108 bytes and the data directory may be deep.
+	sockDir, err := os.MkdirTemp("", "crewbench-")
+	if err != nil {
+		return nil, errors.Join(err, e.Close())
+	}
+	s := &socketStore{engineStore: e, sockDir: sockDir, served: make(chan error, 1),
+		workers: map[string]chan *client.Client{}, orchs: map[string]chan *client.Client{}}
+	tok, key := randomHex(32), []byte(randomHex(32))
+	s.srv, err = broker.New(e.eng, e.log, broker.Options{SocketPath: filepath.Join(sockDir, "s", "crewd.sock"),
+		AdminDigest: daemon.Digest(tok), ServerKey: key, SessionID: "crewbench"})
+	if err == nil {
+		err = s.srv.Listen()
+	}
+	if err != nil {
+		return nil, errors.Join(err, e.Close(), os.RemoveAll(sockDir))
+	}
+	go func() { s.served <- s.srv.Serve(context.Background()) }()
+	s.admin, err = client.Dial(context.Background(), s.srv.Addr(), client.Hello{Role: "admin", Token: tok}, nil)
+	if err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
+	s.all = append(s.all, s.admin)
+	return s, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n/2)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (s *socketStore) dial(ctx context.Context, h client.Hello) (*client.Client, error) {
+	c, err := client.Dial(ctx, s.srv.Addr(), h, nil)
+	if err == nil {
+		s.all = append(s.all, c)
+	}
+	return c, err
+}
+
+func (s *socketStore) Setup(ctx context.Context, runs []string, spec Spec) error {
+	n := max(spec.Clients, 1)
+	for _, r := range runs {
+		var created struct{ OrchestratorToken string }
+		if err := s.admin.Call(ctx, "run.create", map[string]any{"runId": r, "team": "bench", "goal": "benchmark",
+			"cwd": "/w", "budgetTotal": spec.Budget}, &created); err != nil {
+			return err
+		}
+		orch, err := s.dial(ctx, client.Hello{RunID: r, TaskID: events.OrchestratorKey, Token: created.OrchestratorToken})
+		if err != nil {
+			return err
+		}
+		for _, st := range []struct{ method, to string }{{"run.transition", "running"}} {
+			if err := orch.Call(ctx, st.method, map[string]any{"to": st.to}, nil); err != nil {
+				return err
+			}
+		}
+		s.workers[r], s.orchs[r] = make(chan *client.Client, n), make(chan *client.Client, n)
+		s.orchs[r] <- orch
+		for i := 0; i < n; i++ {
+			// NB: each client is a worker task of its own, as in a crew: a
+			// settlement's result is pushed to the parent task's connections,
+			// and 64 connections sharing one task would each get every push.
+			task := parentTask
+			if i > 0 {
+				task = fmt.Sprintf("%s_%02d", parentTask, i)
+			}
+			var issued struct{ Token string }
+			for _, step := range []struct {
+				method string
+				params map[string]any
+				into   any
+			}{
+				{"task.create", map[string]any{"taskId": task, "role": "executor", "agent": "a", "title": "work", "cwd": "/w", "stepId": "work", "model": "anthropic/m1"}, nil},
+				{"task.transition", map[string]any{"taskId": task, "to": "running"}, nil},
+				{"credential.issue", map[string]any{"taskId": task}, &issued},
+			} {
+				if err := orch.Call(ctx, step.method, step.params, step.into); err != nil {
+					return err
+				}
+			}
+			w, err := s.dial(ctx, client.Hello{RunID: r, TaskID: task, Token: issued.Token})
+			if err != nil {
+				return err
+			}
+			s.workers[r] <- w
+			if i > 0 {
+				o, err := s.dial(ctx, client.Hello{RunID: r, TaskID: events.OrchestratorKey, Token: created.OrchestratorToken})
+				if err != nil {
+					return err
+				}
+				s.orchs[r] <- o
+			}
+		}
+	}
+	return nil
+}
+
+// take borrows one of the run's connections: each concurrent client gets its
+// own, as each worker has its own socket.
+func take(ctx context.Context, pool chan *client.Client) (*client.Client, error) {
+	select {
+	case c := <-pool:
+		return c, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (s *socketStore) Admit(ctx context.Context, run string, tokens int64) (Admission, error) {
+	pool, ok := s.workers[run]
+	if !ok {
+		return Admission{}, fmt.Errorf("bench: no run %s", run)
+	}
+	w, err := take(ctx, pool)
+	if err != nil {
+		return Admission{}, err
+	}
+	defer func() { pool <- w }()
+	var res struct{ GrandchildTaskRef string }
+	err = w.Call(ctx, "delegate.request", map[string]any{"prompt": delegatePrompt, "description": delegateDesc,
+		"budgetTokens": tokens}, &res)
+	if err != nil {
+		if c := wire.CodeOf(err); c == wire.CodePolicyDenied {
+			return Admission{Reason: reasonOfMessage(err.Error())}, nil
+		}
+		return Admission{}, err
+	}
+	return Admission{SubID: res.GrandchildTaskRef}, nil
+}
+
+// reasonOfMessage recovers the policy rule from a policy-denied message (the
+// wire carries the code and the message, not the reason).
+func reasonOfMessage(msg string) string {
+	switch {
+	case strings.Contains(msg, "nested spawn budget exhausted"):
+		return ReasonSlots
+	case strings.Contains(msg, "requested budget"):
+		return ReasonBudget
+	}
+	return "policy-denied: " + msg
+}
+
+func (s *socketStore) Settle(ctx context.Context, run, subID, outcome string) error {
+	pool := s.orchs[run]
+	o, err := take(ctx, pool)
+	if err != nil {
+		return err
+	}
+	defer func() { pool <- o }()
+	return o.Call(ctx, "delegate.settle", map[string]any{"subId": subID, "outcome": outcome, "text": resultText}, nil)
+}
+
+func (s *socketStore) Close() error {
+	var errs []error
+	for _, c := range s.all {
+		_ = c.Close()
+	}
+	if s.srv != nil {
+		errs = append(errs, s.srv.Close())
+		errs = append(errs, <-s.served)
+	}
+	errs = append(errs, s.engineStore.Close(), os.RemoveAll(s.sockDir))
+	return errors.Join(errs...)
+}

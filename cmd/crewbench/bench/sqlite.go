@@ -1,0 +1,184 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+	_ "modernc.org/sqlite" // the pure-Go driver "sqlite"
+
+	"github.com/crewlog/crewlog/events"
+)
+
+// sqliteStore is the common relational event store: one events table with a
+// global autoincrement position and unique (stream, version), plus the run's
+// state row (its version is the optimistic-concurrency token), in SQLite
+// (modernc.org/sqlite, pure Go) with WAL and synchronous=FULL. Each admission
+// is one transaction: read the state row, check, insert the events, update
+// the row where the version is still the one read, commit (one WAL fsync).
+//
+// One connection: SQLite has one writer at a time, and database/sql queues
+// callers on the connection instead of SQLite's sleeping busy handler.
+type sqliteStore struct{ db *sql.DB }
+
+const sqliteSchema = `
+CREATE TABLE events(
+  position INTEGER PRIMARY KEY AUTOINCREMENT,
+  stream   TEXT    NOT NULL,
+  version  INTEGER NOT NULL,
+  type     TEXT    NOT NULL,
+  data     BLOB    NOT NULL,
+  UNIQUE(stream, version)
+);
+CREATE TABLE streams(
+  stream  TEXT PRIMARY KEY,
+  version INTEGER NOT NULL,
+  state   BLOB    NOT NULL
+);`
+
+func openSQLiteStore(dir string) (*sqliteStore, error) {
+	dsn := "file:" + filepath.Join(dir, "events.db") +
+		"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("bench: sqlite: %w", err)
+	}
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec(sqliteSchema); err != nil {
+		return nil, errors.Join(fmt.Errorf("bench: sqlite schema: %w", err), db.Close())
+	}
+	return &sqliteStore{db: db}, nil
+}
+
+func (s *sqliteStore) Setup(ctx context.Context, runs []string, spec Spec) error {
+	for _, r := range runs {
+		st := &runState{Granted: spec.Budget, Slots: spec.Slots}
+		if err := s.tx(ctx, r, func(*runState) ([]event, error) { return []event{runCreated(spec.Budget)}, nil }, st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tx runs one read-check-append transaction on run, retrying on a version
+// conflict. decide sees the state read in the transaction and returns the
+// events to append; it may change the state. init is the state of a new run.
+func (s *sqliteStore) tx(ctx context.Context, run string, decide func(*runState) ([]event, error), init *runState) error {
+	for {
+		err := s.try(ctx, run, decide, init)
+		if !errors.Is(err, errConflict) {
+			return err
+		}
+	}
+}
+
+func (s *sqliteStore) try(ctx context.Context, run string, decide func(*runState) ([]event, error), init *runState) (err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("bench: sqlite begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	st := init
+	var blob []byte
+	var version uint64
+	switch err := tx.QueryRowContext(ctx, `SELECT version, state FROM streams WHERE stream = ?`, run).Scan(&version, &blob); {
+	case errors.Is(err, sql.ErrNoRows) && init != nil:
+	case err != nil:
+		return fmt.Errorf("bench: sqlite read %s: %w", run, err)
+	default:
+		st = &runState{}
+		if err := msgpack.Unmarshal(blob, st); err != nil {
+			return fmt.Errorf("bench: sqlite state: %w", err)
+		}
+	}
+	read := st.Version
+	evs, err := decide(st)
+	if err != nil {
+		return err
+	}
+	for _, e := range evs {
+		p, err := events.EncodePayload(e.Payload)
+		if err != nil {
+			return err
+		}
+		st.Version++
+		if _, err := tx.ExecContext(ctx, `INSERT INTO events(stream, version, type, data) VALUES (?, ?, ?, ?)`,
+			run, st.Version, e.Type, p); err != nil {
+			if strings.Contains(err.Error(), "UNIQUE constraint") {
+				return fmt.Errorf("bench: sqlite insert: %w (%w)", err, errConflict)
+			}
+			return fmt.Errorf("bench: sqlite insert: %w", err)
+		}
+	}
+	if blob, err = msgpack.Marshal(st); err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO streams(stream, version, state) VALUES (?, ?, ?)
+		ON CONFLICT(stream) DO UPDATE SET version = excluded.version, state = excluded.state WHERE streams.version = ?`,
+		run, st.Version, blob, read)
+	if err != nil {
+		return fmt.Errorf("bench: sqlite state: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return errConflict
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("bench: sqlite commit: %w", err)
+	}
+	return nil
+}
+
+func (s *sqliteStore) Admit(ctx context.Context, run string, tokens int64) (Admission, error) {
+	var a Admission
+	err := s.tx(ctx, run, func(st *runState) ([]event, error) {
+		a = Admission{}
+		sub := newSubID()
+		a.Reason = st.decide(tokens)
+		evs := decisionEvents(st, sub, a.Reason, tokens, time.Now().UnixMilli())
+		if a.Reason == "" {
+			st.admit(sub, tokens)
+			a.SubID = sub
+		}
+		return evs, nil
+	}, nil)
+	return a, err
+}
+
+func (s *sqliteStore) Settle(ctx context.Context, run, subID, outcome string) error {
+	return s.tx(ctx, run, func(st *runState) ([]event, error) {
+		if err := st.settle(subID); err != nil {
+			return nil, err
+		}
+		return settleEvents(subID, outcome)
+	}, nil)
+}
+
+func (s *sqliteStore) Final(ctx context.Context) (map[string]Final, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT stream, type, data FROM events ORDER BY position`)
+	if err != nil {
+		return nil, fmt.Errorf("bench: sqlite read: %w", err)
+	}
+	defer rows.Close()
+	f := finals{}
+	for rows.Next() {
+		var r decodedRecord
+		if err := rows.Scan(&r.Stream, &r.Type, &r.Payload); err != nil {
+			return nil, fmt.Errorf("bench: sqlite read: %w", err)
+		}
+		if err := f.addRecord(r); err != nil {
+			return nil, err
+		}
+	}
+	return f, rows.Err()
+}
+
+func (s *sqliteStore) Close() error { return s.db.Close() }
