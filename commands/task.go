@@ -53,7 +53,7 @@ func (c *TaskCreate) decide(s *projections.State, env *Env) (Decision, error) {
 	deps := append([]string{}, c.DependsOn...)
 	ev := env.event(c.RunID, events.TypeTaskCreated, &events.TaskCreated{
 		TaskID: c.TaskID, Role: c.Role, Agent: c.Agent, Title: c.Title, Cwd: c.Cwd, DependsOn: deps,
-		StepID: c.StepID, Depth: c.Depth, Model: c.Model,
+		StepID: c.StepID, Depth: c.Depth, Model: c.Model, Kind: events.TaskKindOf(c.StepID),
 	})
 	return Decision{Events: []events.Event{ev}, Result: map[string]any{"ok": true, "taskId": c.TaskID, "status": "queued"}}, nil
 }

@@ -46,10 +46,17 @@ type Write struct {
 // either wholly present or wholly absent after reopening, never partial —
 // which is why commands carry ids.
 func (l *Log) Append(ws ...Write) (first uint64, err error) {
+	return l.appendBatch(ws, nil, nil)
+}
+
+// appendBatch is Append with two additions for format steps (upgrade.go):
+// base, when set, is a batch already holding writes that must commit
+// atomically with ws, and extra adds keys to the batch after ws's.
+func (l *Log) appendBatch(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (first uint64, err error) {
 	if l.opts.ReadOnly {
 		return 0, ErrReadOnly
 	}
-	b, first, ids, last, err := l.stage(ws)
+	b, first, ids, last, err := l.stage(ws, base, extra)
 	if err != nil {
 		return 0, err
 	}
@@ -78,7 +85,7 @@ func (l *Log) Append(ws ...Write) (first uint64, err error) {
 // stage validates ws, assigns positions and versions, encodes the batch and
 // hands it to Pebble, all under l.mu so that hand-off order is position
 // order. On success the caller owns one l.inflight count.
-func (l *Log) stage(ws []Write) (b *pebble.Batch, first uint64, ids []string, last head, err error) {
+func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (b *pebble.Batch, first uint64, ids []string, last head, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -144,7 +151,9 @@ func (l *Log) stage(ws []Write) (b *pebble.Batch, first uint64, ids []string, la
 				len(e.CorrelationID) + len(e.ActorRole) + len(e.ActorTask) + 128
 		}
 	}
-	b = l.db.NewBatchWithSize(size)
+	if b = base; b == nil {
+		b = l.db.NewBatchWithSize(size)
+	}
 	pos, prev := l.next, l.prevHash
 	first = 0
 	key := make([]byte, 0, 64)
@@ -162,6 +171,11 @@ func (l *Log) stage(ws []Write) (b *pebble.Batch, first uint64, ids []string, la
 			prev = e.Hash
 			key = appendEventKey(key[:0], pos)
 			_ = b.Set(key, l.scratch, nil)
+			if e.StreamVersion == 1 {
+				// The stream catalog entry (format 2) is written with the
+				// stream's first event, so it is never behind the log.
+				_ = b.Set(catalogKey(e.Stream), encodeCatalog(pos, e.Time), nil)
+			}
 			r := runs[e.Stream]
 			if r == nil {
 				r = &indexRun{first: e.StreamVersion}
@@ -190,6 +204,9 @@ func (l *Log) stage(ws []Write) (b *pebble.Batch, first uint64, ids []string, la
 	if pos > l.next {
 		last = head{Position: pos - 1, Hash: prev}
 		_ = b.Set(keyHead, last.encode(), nil)
+	}
+	if extra != nil {
+		extra(b)
 	}
 
 	if err := l.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {

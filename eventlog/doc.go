@@ -34,6 +34,7 @@
 //	's' | uvarint len | stream | ver:8 BE    pos:8 BE (stream index)
 //	'c' | command id                         sealed outcome
 //	'n' | pos:8 BE                           sealed snapshot (only the newest is kept)
+//	'r' | stream                             sealed [first pos, time] (stream catalog, format 2)
 //	'm' "format"                             sealed uint32 BE format version
 //	'm' "head"                               sealed pos:8 BE | hash:32
 //
@@ -65,6 +66,12 @@
 //
 // # Format version
 //
-// 'm' "format" is written when the store is created (CurrentFormat). Open
-// refuses a store with a newer format with ErrFormatTooNew.
+// 'm' "format" is written when the store is created (CurrentFormat) and only
+// ever ratchets up, one step at a time (format.go lists the formats; the
+// migrations package holds the steps, run through Upgrade, which commits the
+// new marker in the same batch as the step's last write). Open refuses a
+// store with a newer format (*FormatError wrapping ErrFormatTooNew), and a
+// store with an older one unless it is opened read-only or with
+// AllowOlderFormat (ErrFormatTooOld): a writer never appends to a store
+// that lacks what the current format guarantees.
 package eventlog

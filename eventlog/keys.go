@@ -98,6 +98,8 @@ func keyString(k []byte) string {
 		}
 	case prefixCommand:
 		return fmt.Sprintf("c/%q", k[1:])
+	case prefixCatalog:
+		return fmt.Sprintf("r/%q", k[1:])
 	case prefixMeta:
 		return "m/" + string(k[1:])
 	}

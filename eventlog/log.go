@@ -10,10 +10,11 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 )
 
-// CurrentFormat is the store format this build writes. A store whose format
-// is newer is refused by Open; an older one is upgraded by the migrations
-// package before use.
-const CurrentFormat uint32 = 1
+// CurrentFormat is the store format this build writes (see format.go). A
+// store whose format is newer is refused by Open; an older one is opened only
+// read-only or with Options.AllowOlderFormat, and is upgraded by the
+// migrations package before a writer uses it.
+const CurrentFormat = FormatStreamCatalog
 
 // Log is the append-only event log of one crewlog store.
 //
@@ -95,9 +96,8 @@ func (l *Log) recover() error {
 	case err != nil:
 		return err
 	}
-	if format > CurrentFormat {
-		return fmt.Errorf("%w: store format %d, this build supports up to %d; use a newer crewlog",
-			ErrFormatTooNew, format, CurrentFormat)
+	if err := checkFormat(format, &l.opts); err != nil {
+		return err
 	}
 
 	h, err := l.loadHead()

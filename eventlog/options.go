@@ -35,6 +35,11 @@ type Options struct {
 	// ReadOnly opens an existing store without writing to it. Append,
 	// SaveSnapshot and Checkpoint-free writes return ErrReadOnly.
 	ReadOnly bool
+	// AllowOlderFormat opens a store whose format is older than
+	// CurrentFormat for writing. Only the migrations set it: any other
+	// writer would append to a store that lacks what the current format
+	// guarantees (Open refuses with ErrFormatTooOld).
+	AllowOlderFormat bool
 }
 
 // Validate reports every problem with the options at once.

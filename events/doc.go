@@ -36,10 +36,13 @@
 //
 // # Schema versions and upcasting
 //
-// Every type is at schema version 1. When a payload changes shape its version
-// is bumped and an upcaster from the old version is registered in upcast.go;
-// DecodePayload then rewrites old bytes step by step to the current version
-// before decoding, so projections only ever see current structs.
+// Every type is at schema version 1 but task.created, at version 2 (it
+// gained kind). When a payload changes shape its version is bumped and an
+// upcaster from the old version is registered in upcast.go; DecodePayload
+// then rewrites old bytes step by step to the current version before
+// decoding, so projections only ever see current structs. Stored events keep
+// their bytes (the hash chain covers them); new events are written at the
+// current version.
 //
 // # What this package does not do
 //

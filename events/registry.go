@@ -14,6 +14,8 @@ type kind struct {
 
 func v1[T any]() kind { return kind{version: 1, zero: func() any { return new(T) }} }
 
+func v2[T any]() kind { return kind{version: 2, zero: func() any { return new(T) }} }
+
 // registry is every event type of the contract. NB: it is read-only after
 // package initialisation; nothing may add to it at run time.
 var registry = map[string]kind{
@@ -28,7 +30,7 @@ var registry = map[string]kind{
 	TypeRunBudgetWarning: v1[RunBudgetWarning](),
 	TypeRunBudgetAbort:   v1[RunBudgetAbort](),
 
-	TypeTaskCreated:        v1[TaskCreated](),
+	TypeTaskCreated:        v2[TaskCreated](), // v2: kind (upcast.go)
 	TypeTaskStarted:        v1[TaskStarted](),
 	TypeTaskCompleted:      v1[TaskCompleted](),
 	TypeTaskFailed:         v1[TaskFailed](),
@@ -66,6 +68,8 @@ var registry = map[string]kind{
 	TypeCredentialRevoked: v1[CredentialRevoked](),
 
 	TypeEngineConfigured: v1[EngineConfigured](),
+
+	TypeStoreMigrated: v1[StoreMigrated](),
 }
 
 // typeOf maps a payload struct type back to its event type. Every event type

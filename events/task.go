@@ -15,8 +15,28 @@ const (
 	TypeTaskUsage          = "task.usage"
 )
 
-// TaskCreated adds a workflow task in status queued. It carries every field
+// Task kinds of TaskCreated.Kind (schema version 2).
+const (
+	TaskKindWorkflow = "workflow" // a task materialised from a workflow step
+	TaskKindShadow   = "shadow"   // a delegation's shadow task (pi-crew: no stepId)
+)
+
+// TaskKindOf is the kind pi-crew's structural rule (BR-09) gives a task: a
+// shadow has no stepId. It is the derived default of Kind for version-1
+// payloads, which predate the field.
+func TaskKindOf(stepID string) string {
+	if stepID == "" {
+		return TaskKindShadow
+	}
+	return TaskKindWorkflow
+}
+
+// TaskCreated adds a task in status queued. It carries every field
 // pi-crew's reconstruction lost (role, agent, title, cwd, dependsOn).
+//
+// Schema version 2 added Kind, so that readers (subscribers, the importer,
+// tools) need not know that "no stepId" means a shadow; version-1 payloads
+// are upcast with Kind = TaskKindOf(StepID).
 type TaskCreated struct {
 	TaskID    string   `json:"taskId" msgpack:"taskId"`
 	Role      string   `json:"role" msgpack:"role"`
@@ -29,7 +49,12 @@ type TaskCreated struct {
 	// Depth 0 means absent, which counts as depth 1 (a worker).
 	Depth int    `json:"depth,omitempty" msgpack:"depth,omitempty"`
 	Model string `json:"model,omitempty" msgpack:"model,omitempty"`
+	// Kind is TaskKindWorkflow or TaskKindShadow (version 2).
+	Kind string `json:"kind" msgpack:"kind"`
 }
+
+// Shadow reports whether the payload creates a delegation's shadow task.
+func (p *TaskCreated) Shadow() bool { return p.Kind == TaskKindShadow }
 
 // TaskStarted moves a task to running (D§3.4 payload). A non-empty Cwd
 // replaces the task's cwd: in worktree mode the execution cwd is only known

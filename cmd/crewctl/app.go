@@ -60,9 +60,12 @@ func (a *app) root() *cobra.Command {
 		Long: `crewctl inspects and operates crewlog.
 
 Offline (reads the store directly, read-only; the daemon must not hold it):
-  replay, verify, backup, restore
+  replay, verify, restore
+Offline, writing (the daemon must not hold the store):
+  migrate, import picrew
 Live (asks crewd over its socket with the admin token):
   runs, show run, tasks, delegations, ledger, slots, events
+Either: backup (a checkpoint through crewd when it answers, else offline)
 
 Exit codes: 0 ok, 1 problem found (corruption, broken invariant, policy
 drift, differences), 2 usage error, 3 cannot open the store or reach crewd.`,
@@ -77,7 +80,8 @@ drift, differences), 2 usage error, 3 cannot open the store or reach crewd.`,
 	pf.StringVar(&a.tokenFile, "token-file", "", "admin token file (default <data>/admin.token)")
 	pf.BoolVar(&a.json, "json", false, "print JSON for scripts instead of text")
 	root.AddCommand(a.replayCmd(), a.verifyCmd(), a.backupCmd(), a.restoreCmd(),
-		a.runsCmd(), a.showCmd(), a.tasksCmd(), a.delegationsCmd(), a.ledgerCmd(), a.slotsCmd(), a.eventsCmd())
+		a.runsCmd(), a.showCmd(), a.tasksCmd(), a.delegationsCmd(), a.ledgerCmd(), a.slotsCmd(), a.eventsCmd(),
+		a.migrateCmd(), a.importCmd())
 	return root
 }
 
@@ -106,7 +110,7 @@ func (a *app) open(dir string) (*eventlog.Log, error) {
 		return nil, problemf("store %s is corrupt: %v", dir, err)
 	}
 	if errors.Is(err, audit.ErrLocked) {
-		return nil, openErr(fmt.Errorf("crewctl: %w\n  crewd is running on this store; stop it, or run this command on a backup (crewctl backup needs the store too: stop crewd for it)", err))
+		return nil, openErr(fmt.Errorf("crewctl: %w\n  crewd is running on this store; stop it, or run this command on a backup (crewctl backup takes one through crewd)", err))
 	}
 	return nil, openErr(fmt.Errorf("crewctl: %w", err))
 }

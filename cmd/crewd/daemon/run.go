@@ -86,7 +86,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 
 	log, err := eventlog.Open(filepath.Join(cfg.DataDir, StoreDir), &eventlog.Options{Logger: lg.With("component", "eventlog")})
 	if err != nil {
-		return fmt.Errorf("daemon: open the event log: %w", err)
+		return openError(cfg.DataDir, err)
 	}
 	defer func() {
 		if cerr := log.Close(); cerr != nil && err == nil {

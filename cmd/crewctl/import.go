@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/migrations/picrew"
+)
+
+func (a *app) importCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "import",
+		Short: "Import state from another runtime into the store",
+	}
+	var dryRun bool
+	pc := &cobra.Command{
+		Use:   "picrew STATE_ROOT",
+		Short: "Import a pi-crew crew root (runs, tasks, events, mailboxes, steering)",
+		Long: `import picrew reads the pi-crew crew root STATE_ROOT (the directory holding
+state/runs/<runId>/ and artifacts/) and appends the equivalent crewlog events,
+keeping pi-crew's run ids, task ids, times, statuses, allocations and delegate
+events. pi-crew's event log may be compacted; its manifest.json and
+tasks.json decide where each run, task and delegation ended.
+
+It is idempotent: every write carries a command id import:<runId>:<what>, so
+a second import of the same root adds nothing. Corrupt lines, seq gaps,
+quarantined .corrupt-* files, lock files and anything else left out are listed
+one per line at the end (and in --json). The store is created when absent.
+
+The store must not be held by a running crewd: stop it first.`,
+		Args: args(1, "the pi-crew crew root"),
+		RunE: func(_ *cobra.Command, argv []string) error { return a.importPicrew(argv[0], dryRun) },
+	}
+	pc.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be imported without writing")
+	c.AddCommand(pc)
+	return c
+}
+
+func (a *app) importPicrew(root string, dryRun bool) error {
+	if st, err := os.Stat(root); err != nil || !st.IsDir() {
+		return usagef("import picrew: %s is not a directory", root)
+	}
+	store := storePath(a.dataDir)
+	if store == "" {
+		return usagef("no data directory: pass --data")
+	}
+	if !isStore(store) {
+		// A new data directory gets its store where crewd looks for it.
+		store = filepath.Join(a.dataDir, storeDir)
+	}
+	if isStore(store) {
+		// An existing store: the read-only open names a running crewd, a
+		// damaged store or one that needs a migration before anything else.
+		ro, err := a.open(store)
+		if err != nil {
+			return err
+		}
+		ro.Close()
+	}
+	l, err := eventlog.Open(store, nil)
+	if err != nil {
+		return openErr(fmt.Errorf("crewctl: import picrew: %w", err))
+	}
+	defer l.Close()
+	bar := newProgress(a.io, "import")
+	sum, err := picrew.Import(l, root, &picrew.Options{DryRun: dryRun, Progress: bar.update})
+	bar.finish()
+	if err != nil {
+		return problemf("%v", err)
+	}
+	if a.json {
+		return a.printJSON(sum)
+	}
+	w := a.io.out
+	verb := "appended"
+	if dryRun {
+		verb = "would append"
+	}
+	for _, r := range sum.Runs {
+		fmt.Fprintf(w, "run %s (%s): %d task(s), %d shadow(s), %d event(s), %d message(s), %d steer(s): %s %d event(s), %d write(s) already imported\n",
+			r.RunID, r.Status, r.Tasks, r.Shadows, r.Events, r.Messages, r.Steers, verb, r.Appended, r.Existing)
+	}
+	fmt.Fprintf(w, "%d run(s): %s %d event(s); %d write(s) already imported; %d item(s) skipped\n",
+		len(sum.Runs), verb, sum.Appended, sum.Existing, len(sum.Skipped))
+	for _, s := range sum.Skipped {
+		fmt.Fprintf(w, "  skipped %s\n", s)
+	}
+	return nil
+}
+
+// isStore reports whether dir holds a Pebble store (its OPTIONS file).
+func isStore(dir string) bool {
+	m, _ := filepath.Glob(filepath.Join(dir, "OPTIONS-*"))
+	return len(m) > 0
+}

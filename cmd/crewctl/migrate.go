@@ -1,0 +1,135 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/migrations"
+)
+
+// migrateOutput is migrate's --json document.
+type migrateOutput struct {
+	migrations.Report
+	Backup string `json:"backup,omitempty"`
+}
+
+func (a *app) migrateCmd() *cobra.Command {
+	var dryRun bool
+	c := &cobra.Command{
+		Use:   "migrate",
+		Short: "Bring the store up to this build's format (backup first)",
+		Long: `migrate upgrades the store to the format this crewlog writes, one step at a
+time, and records each step as a store.migrated event. crewd refuses to start
+on a store that needs this.
+
+Before the first step it writes a checkpoint of the store to
+<data>/backups/pre-migrate-<format>-<time> (next to a bare store:
+<store>.backups/...). Every step is idempotent and commits its format marker
+with its last write, so an interrupted migrate is finished by running it
+again. --dry-run lists the pending steps and writes nothing.
+
+The store must not be held by a running crewd: stop it first.`,
+		Args: args(0, "no arguments"),
+		RunE: func(*cobra.Command, []string) error { return a.migrate(dryRun) },
+	}
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "list the pending steps without running them")
+	return c
+}
+
+func (a *app) migrate(dryRun bool) error {
+	store := storePath(a.dataDir)
+	// Read-only first: it tells a missing, locked, damaged or too new store
+	// apart without writing, and is all a dry run needs.
+	ro, err := a.open(store)
+	if err != nil {
+		return err
+	}
+	if dryRun {
+		rep, err := migrations.Run(ro, &migrations.Options{DryRun: true})
+		ro.Close()
+		if err != nil {
+			return problemf("migrate: %v", err)
+		}
+		return a.printMigrate(migrateOutput{Report: rep})
+	}
+	format, err := ro.Format()
+	ro.Close()
+	if err != nil {
+		return problemf("migrate: %v", err)
+	}
+	if format == eventlog.CurrentFormat {
+		return a.printMigrate(migrateOutput{Report: migrations.Report{From: format, To: format, Applied: []migrations.Applied{}}})
+	}
+	l, err := eventlog.Open(store, &eventlog.Options{AllowOlderFormat: true})
+	if err != nil {
+		return openErr(fmt.Errorf("crewctl: migrate: %w", err))
+	}
+	defer l.Close()
+	backup := filepath.Join(a.backupsDir(store), fmt.Sprintf("pre-migrate-%d-%s", format, time.Now().UTC().Format("20060102T150405Z")))
+	if err := os.MkdirAll(filepath.Dir(backup), 0o700); err != nil {
+		return openErr(fmt.Errorf("crewctl: migrate: %w", err))
+	}
+	if err := l.Checkpoint(backup); err != nil {
+		return problemf("migrate: no backup, nothing migrated: %v", err)
+	}
+	var bar *progress
+	rep, err := migrations.Run(l, &migrations.Options{Progress: func(m migrations.Migration, done, total uint64) {
+		if bar == nil {
+			bar = newProgress(a.io, "migrate "+m.Name)
+		}
+		bar.update(done, total)
+	}})
+	if bar != nil {
+		bar.finish()
+	}
+	if err != nil {
+		if errors.Is(err, eventlog.ErrCorrupt) {
+			return problemf("migrate: %v (backup in %s)", err, backup)
+		}
+		return problemf("migrate: %v\n  the store is at the format of the last finished step; run migrate again (backup in %s)", err, backup)
+	}
+	return a.printMigrate(migrateOutput{Report: rep, Backup: backup})
+}
+
+// backupsDir is <data>/backups for a data directory, and <store>.backups
+// beside a bare store: a Pebble directory must hold nothing but Pebble's
+// files.
+func (a *app) backupsDir(store string) string {
+	if filepath.Clean(store) == filepath.Clean(a.dataDir) {
+		return filepath.Clean(store) + ".backups"
+	}
+	return filepath.Join(a.dataDir, "backups")
+}
+
+func (a *app) printMigrate(out migrateOutput) error {
+	if a.json {
+		return a.printJSON(out)
+	}
+	w := a.io.out
+	switch {
+	case len(out.Applied) == 0:
+		fmt.Fprintf(w, "store is at format %d, the current one: nothing to do\n", out.To)
+		return nil
+	case out.DryRun:
+		fmt.Fprintf(w, "store is at format %d; %d step(s) pending (dry run, nothing written):\n", out.From, len(out.Applied))
+	default:
+		fmt.Fprintf(w, "backup written to %s\n", out.Backup)
+	}
+	for _, m := range out.Applied {
+		if out.DryRun {
+			fmt.Fprintf(w, "  %d → %d %s: %s\n", m.From, m.To, m.Name, m.Doc)
+		} else {
+			fmt.Fprintf(w, "  %d → %d %s: done, %d key(s) written, recorded at position %d\n", m.From, m.To, m.Name, m.Changed, m.Position)
+		}
+	}
+	if !out.DryRun {
+		fmt.Fprintf(w, "store is now at format %d\n", out.To)
+	}
+	return nil
+}

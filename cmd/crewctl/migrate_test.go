@@ -1,0 +1,74 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/migrations/migrationstest"
+)
+
+// migrate on a copy of the committed format-1 store: the dry run writes
+// nothing, the real run takes a backup (still at format 1) first, a second
+// run has nothing to do.
+func TestMigrate(t *testing.T) {
+	data := t.TempDir()
+	store := migrationstest.CopyDir(t, filepath.Join("..", "..", "migrations", "testdata", "format1"))
+	require.NoError(t, os.Rename(store, filepath.Join(data, storeDir)))
+
+	r := crewctl(t, nil, "migrate", "--data", data, "--dry-run")
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Contains(t, r.out, "store is at format 1; 1 step(s) pending (dry run, nothing written)")
+	require.Contains(t, r.out, "1 → 2 stream-catalog")
+
+	r = crewctl(t, nil, "migrate", "--data", data, "--json")
+	require.Equal(t, exitOK, r.code, r.err)
+	var out migrateOutput
+	require.NoError(t, json.Unmarshal([]byte(r.out), &out))
+	require.Equal(t, uint32(1), out.From)
+	require.Equal(t, eventlog.CurrentFormat, out.To)
+	require.Len(t, out.Applied, 1)
+	rel, err := filepath.Rel(data, out.Backup)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(rel, filepath.Join("backups", "pre-migrate-1-")), rel)
+
+	b, err := eventlog.Open(out.Backup, &eventlog.Options{ReadOnly: true})
+	require.NoError(t, err, "the backup is a store")
+	f, err := b.Format()
+	require.NoError(t, err)
+	require.Equal(t, eventlog.FormatInitial, f, "taken before the first step")
+	require.NoError(t, b.Close())
+
+	r = crewctl(t, nil, "migrate", "--data", data)
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Equal(t, "store is at format 2, the current one: nothing to do\n", r.out)
+	r = crewctl(t, nil, "verify", "--data", data)
+	require.Equal(t, exitOK, r.code, r.out+r.err)
+}
+
+func TestImportPicrewCommand(t *testing.T) {
+	data := t.TempDir()
+	root := filepath.Join("..", "..", "migrations", "picrew", "testdata", "root")
+	r := crewctl(t, nil, "import", "picrew", root, "--data", data)
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Contains(t, r.out, "2 run(s): appended ")
+	require.Contains(t, r.out, "skipped state/runs/team_20261002080000_0123456789abcdef/events.jsonl:8: corrupt event line: skipped")
+
+	r = crewctl(t, nil, "import", "picrew", root, "--data", data, "--json")
+	require.Equal(t, exitOK, r.code, r.err)
+	var sum struct {
+		Appended int `json:"appended"`
+		Existing int `json:"existing"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.out), &sum))
+	require.Zero(t, sum.Appended, "a second import adds nothing")
+	require.Positive(t, sum.Existing)
+
+	r = crewctl(t, nil, "verify", "--data", data)
+	require.Equal(t, exitOK, r.code, r.out+r.err)
+}

@@ -1,0 +1,137 @@
+package eventlog
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+)
+
+// rewind makes l a format-1 store: no catalog, marker 1.
+func rewind(t *testing.T, l *Log) {
+	t.Helper()
+	b := l.db.NewBatch()
+	require.NoError(t, b.DeleteRange([]byte{prefixCatalog}, []byte{prefixCatalog + 1}, nil))
+	require.NoError(t, b.Set(keyFormat, encodeFormat(FormatInitial), nil))
+	require.NoError(t, b.Commit(pebble.Sync))
+	require.NoError(t, b.Close())
+}
+
+func backfill(u *Upgrade) error { _, err := u.BackfillStreamCatalog(); return err }
+
+// manyStreams appends n streams of two events each, so the backfill spans
+// several chunks.
+func manyStreams(t *testing.T, l *Log, n int) {
+	t.Helper()
+	var ws []Write
+	for i := range n {
+		ws = append(ws, Write{CommandID: fmt.Sprintf("c%d", i), Events: evs(fmt.Sprintf("run-%04d", i), 2)})
+	}
+	_, err := l.Append(ws...)
+	require.NoError(t, err)
+}
+
+func TestFormatGate(t *testing.T) {
+	fs := vfs.NewMem()
+	l, err := Open("db", &Options{FS: fs})
+	require.NoError(t, err)
+	manyStreams(t, l, 3)
+	rewind(t, l)
+	require.NoError(t, l.Close())
+
+	_, err = Open("db", &Options{FS: fs})
+	var fe *FormatError
+	require.ErrorAs(t, err, &fe)
+	require.ErrorIs(t, err, ErrFormatTooOld)
+	require.Equal(t, FormatError{Store: 1, Supported: CurrentFormat}, *fe)
+	require.Contains(t, err.Error(), "store format 1 is older than format 2")
+
+	ro, err := Open("db", &Options{FS: fs, ReadOnly: true})
+	require.NoError(t, err, "read-only tools read an old store")
+	_, err = ro.Streams()
+	require.ErrorIs(t, err, ErrFormatTooOld, "no partial catalog from an old store")
+	_, err = ro.Verify(nil)
+	require.NoError(t, err)
+	require.NoError(t, ro.Close())
+
+	l, err = Open("db", &Options{FS: fs, AllowOlderFormat: true})
+	require.NoError(t, err)
+	require.ErrorIs(t, l.Upgrade(2, 3, nil, nil), ErrInvalid, "no step beyond this build")
+	require.ErrorIs(t, l.Upgrade(0, 1, nil, nil), ErrInvalid, "not the store's format")
+	require.NoError(t, l.Close())
+}
+
+func TestUpgradeBackfillsCatalogAtomically(t *testing.T) {
+	fs := vfs.NewCrashableMem()
+	l, err := Open("db", &Options{FS: fs})
+	require.NoError(t, err)
+	manyStreams(t, l, 2*upgradeChunk+10)
+	want, err := l.Streams()
+	require.NoError(t, err)
+	rewind(t, l)
+	require.NoError(t, l.Close())
+
+	// A step that dies after writing some chunks: the format stays 1 and
+	// a crash then loses nothing that matters.
+	l, err = Open("db", &Options{FS: fs, AllowOlderFormat: true})
+	require.NoError(t, err)
+	boom := errors.New("boom")
+	err = l.Upgrade(1, 2, func(u *Upgrade) error {
+		_, err := u.BackfillStreamCatalog()
+		require.NoError(t, err)
+		return boom
+	}, nil, Write{CommandID: "migrate:2:test", Events: []Event{ev("$engine", "store.migrated")}})
+	require.ErrorIs(t, err, boom)
+	crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 50, RNG: rand.New(rand.NewPCG(1, 2))})
+	require.NoError(t, l.Close())
+
+	l, err = Open("db", &Options{FS: crashed, AllowOlderFormat: true})
+	require.NoError(t, err)
+	f, err := l.Format()
+	require.NoError(t, err)
+	require.Equal(t, FormatInitial, f)
+	_, err = l.Outcome("migrate:2:test")
+	require.ErrorIs(t, err, ErrNotFound)
+
+	// Run again: idempotent over the partial backfill; marker, record and
+	// last chunk land together.
+	var calls int
+	err = l.Upgrade(1, 2, backfill, &UpgradeOptions{Progress: func(done, total uint64) { calls++ }},
+		Write{CommandID: "migrate:2:test", Events: []Event{ev("$engine", "store.migrated")}})
+	require.NoError(t, err)
+	require.Positive(t, calls)
+	durable := crashed.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	require.NoError(t, l.Close())
+
+	l, err = Open("db", &Options{FS: durable})
+	require.NoError(t, err, "a migrated store opens normally")
+	defer l.Close()
+	f, err = l.Format()
+	require.NoError(t, err)
+	require.Equal(t, FormatStreamCatalog, f)
+	got, err := l.Streams()
+	require.NoError(t, err)
+	require.Len(t, got, len(want)+1) // and $engine, created by the record
+	require.Equal(t, want, got[1:])  // "$engine" sorts first
+	_, err = l.Outcome("migrate:2:test")
+	require.NoError(t, err)
+	_, err = l.Verify(nil)
+	require.NoError(t, err)
+}
+
+func TestVerifyChecksCatalog(t *testing.T) {
+	l, _ := openMem(t)
+	defer l.Close()
+	manyStreams(t, l, 3)
+	_, err := l.Verify(nil)
+	require.NoError(t, err)
+	require.NoError(t, l.db.Delete(catalogKey("run-0001"), pebble.Sync))
+	_, err = l.Verify(nil)
+	var ce *CorruptError
+	require.ErrorAs(t, err, &ce)
+	require.Contains(t, ce.Reason, "no catalog entry")
+}

@@ -1,0 +1,24 @@
+// Package migrations owns the store-format ratchet: the ordered list of
+// format steps from FormatInitial up to eventlog.CurrentFormat, and Run,
+// which applies the steps a store still needs. Its sibling package
+// migrations/picrew imports pi-crew's file state into a store.
+//
+// # Guarantees
+//
+//   - The format only goes up, one step at a time, in list order (pebble's
+//     FormatMajorVersion is the model). A store newer than this build is
+//     refused by eventlog.Open with ErrFormatTooNew and never touched.
+//   - Every step is idempotent and crash-safe: its last write, its
+//     store.migrated event (stream events.EngineStream, command id
+//     "migrate:<to>:<name>") and the new format marker commit in one synced
+//     batch, so after a crash the store is either at the old format (run
+//     the step again) or at the new one with the event recorded.
+//   - Run on a current store does nothing and writes nothing.
+//
+// It does not take the pre-migration backup (crewctl migrate does, with
+// eventlog.Log.Checkpoint, before calling Run) and it does not stop a
+// running daemon: the caller opens the store with AllowOlderFormat, which
+// Pebble's directory lock keeps exclusive.
+//
+// It imports only events and eventlog (DESIGN.md).
+package migrations

@@ -1,0 +1,101 @@
+package picrew
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/crewlog/crewlog/eventlog"
+)
+
+// RunSummary is what the import did for one run.
+type RunSummary struct {
+	RunID    string `json:"runId"`
+	Status   string `json:"status"`
+	Tasks    int    `json:"tasks"`   // workflow tasks in tasks.json
+	Shadows  int    `json:"shadows"` // shadow tasks in tasks.json
+	Events   int    `json:"events"`  // pi-crew events read (after merging archives)
+	Messages int    `json:"messages"`
+	Steers   int    `json:"steers"`
+	// Writes counts the import's commands for the run; Existing those
+	// already in the store from an earlier import, Appended the events
+	// written now.
+	Writes   int `json:"writes"`
+	Existing int `json:"existing"`
+	Appended int `json:"appended"`
+}
+
+// Summary is the report of Import.
+type Summary struct {
+	Runs     []RunSummary `json:"runs"`
+	Appended int          `json:"appended"` // events written, all runs
+	Existing int          `json:"existing"` // writes skipped as already imported
+	Skipped  []Skipped    `json:"skipped"`
+}
+
+// Options tune Import; nil means defaults.
+type Options struct {
+	// DryRun plans and reports without writing.
+	DryRun bool
+	// Progress, when set, is called after each run with runs done and total.
+	Progress func(done, total uint64)
+}
+
+// Import reads the pi-crew crew root at root and appends the equivalent
+// crewlog events to l, one atomic append per run. It is idempotent (see the
+// package doc). A damaged file is reported in Summary.Skipped, never fatal;
+// an error is returned only when root is not a crew root or the store
+// fails.
+func Import(l *eventlog.Log, root string, opts *Options) (Summary, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	src := &source{root: root}
+	runs, err := src.readRuns()
+	if err != nil {
+		return Summary{}, err
+	}
+	sum := Summary{Runs: []RunSummary{}}
+	for i, r := range runs {
+		p := newPlanner(src, r)
+		writes := p.plan()
+		rs := RunSummary{RunID: r.id, Status: r.manifest.Status, Events: len(r.events), Messages: len(r.messages),
+			Steers: len(r.steers), Writes: len(writes)}
+		for _, t := range r.tasks {
+			if t.shadow() {
+				rs.Shadows++
+			} else {
+				rs.Tasks++
+			}
+		}
+		var todo []eventlog.Write
+		for _, w := range writes {
+			_, err := l.Outcome(w.id)
+			switch {
+			case err == nil:
+				rs.Existing++
+				continue
+			case !errors.Is(err, eventlog.ErrNotFound):
+				return sum, fmt.Errorf("picrew: run %s: %w", r.id, err)
+			}
+			todo = append(todo, eventlog.Write{CommandID: w.id, Events: w.events})
+			rs.Appended += len(w.events)
+		}
+		if len(todo) > 0 && !o.DryRun {
+			if _, err := l.Append(todo...); err != nil {
+				return sum, fmt.Errorf("picrew: run %s: %w", r.id, err)
+			}
+		}
+		sum.Runs = append(sum.Runs, rs)
+		sum.Appended += rs.Appended
+		sum.Existing += rs.Existing
+		if o.Progress != nil {
+			o.Progress(uint64(i+1), uint64(len(runs)))
+		}
+	}
+	sum.Skipped = src.skipped
+	if sum.Skipped == nil {
+		sum.Skipped = []Skipped{}
+	}
+	return sum, nil
+}

@@ -1,0 +1,568 @@
+package picrew
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+)
+
+// pi-crew's default delegate timeout (D§4.2): an imported admission that
+// carries none gets it, so the engine's expiry can still end a delegation
+// whose process died with pi-crew's broker.
+const defaultTimeoutSec = 900
+
+// planned is one write of the import, before the command-id check.
+type planned struct {
+	id     string // command id
+	events []eventlog.Event
+}
+
+// planner turns one run's files into writes, tracking just enough state
+// (statuses, starts, allocations) to reconcile the history with the files.
+type planner struct {
+	s      *source
+	r      *run
+	writes []planned
+	cur    *planned
+
+	runStatus string
+	tasks     map[string]*task // by id, from tasks.json
+	status    map[string]string
+	started   map[string]bool
+	dels      map[string]string // subId → "queued", "running" or a terminal delegation status
+	spent     map[string]int64  // parent task → tokens reserved or charged so far
+	accounts  map[string]bool
+	msgIDs    map[string]bool
+	unmapped  map[string]int
+}
+
+func newPlanner(s *source, r *run) *planner {
+	p := &planner{s: s, r: r, tasks: map[string]*task{}, status: map[string]string{}, started: map[string]bool{},
+		dels: map[string]string{}, spent: map[string]int64{}, accounts: map[string]bool{}, msgIDs: map[string]bool{},
+		unmapped: map[string]int{}}
+	for i := range r.tasks {
+		p.tasks[r.tasks[i].ID] = &r.tasks[i]
+	}
+	return p
+}
+
+// begin starts the write with command id import:<runId>:<what>.
+func (p *planner) begin(what string) {
+	p.writes = append(p.writes, planned{id: "import:" + p.r.id + ":" + what})
+	p.cur = &p.writes[len(p.writes)-1]
+}
+
+// add appends an event to the current write; atMs is a pi-crew time.
+func (p *planner) add(atMs int64, payload any) {
+	typ, ok := events.TypeOf(payload)
+	if !ok {
+		panic(fmt.Sprintf("picrew: %T is not a payload", payload)) // a programming error, not input
+	}
+	b, err := events.EncodePayload(payload)
+	if err != nil {
+		panic(err) // payload structs always encode
+	}
+	if atMs == 0 {
+		atMs = int64(p.r.manifest.CreatedAt)
+	}
+	p.cur.events = append(p.cur.events, eventlog.Event{
+		Stream: p.r.id, Type: typ, SchemaVersion: events.SchemaVersion(typ), Time: atMs * 1e6,
+		CorrelationID: "import:picrew", ActorRole: events.RoleAdmin, Payload: b,
+	})
+}
+
+// plan returns the run's writes in order: the run, its workflow tasks, the
+// history, the mailbox, the steering entries, then the reconciliation.
+func (p *planner) plan() []planned {
+	m := p.r.manifest
+	p.begin("run")
+	p.add(int64(m.CreatedAt), &events.RunCreated{Team: m.Team, Workflow: m.Workflow, Goal: m.Goal, Cwd: m.Cwd,
+		BudgetTotal: int64(m.BudgetTotal), BudgetUnlimited: m.BudgetUnlimited, BudgetWarning: m.BudgetWarning, BudgetAbort: m.BudgetAbort})
+	p.runStatus = "queued"
+
+	for _, t := range p.r.tasks {
+		if t.shadow() {
+			continue // created by its delegate.admitted, or by the reconcile
+		}
+		p.begin("task:" + t.ID)
+		deps := t.DependsOn
+		if deps == nil {
+			deps = []string{}
+		}
+		p.add(int64(m.CreatedAt), &events.TaskCreated{TaskID: t.ID, Role: t.Role, Agent: t.Agent, Title: t.Title, Cwd: t.Cwd,
+			DependsOn: deps, StepID: *t.StepID, Depth: t.Depth, Model: t.Model, Kind: events.TaskKindWorkflow})
+		p.status[t.ID] = "queued"
+	}
+	for i := range p.r.events {
+		p.event(&p.r.events[i])
+	}
+	p.mailbox()
+	p.steering()
+	p.reconcile()
+	types := make([]string, 0, len(p.unmapped))
+	for t := range p.unmapped {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	for _, t := range types {
+		p.s.skip(p.r.id, "state/runs/"+p.r.id+"/events.jsonl", 0, 0,
+			"%d %s event(s): no crewlog counterpart, not imported", p.unmapped[t], t)
+	}
+	return p.writes
+}
+
+// data decodes an event's data into v; a malformed one is reported.
+func (p *planner) data(ev *teamEvent, v any) bool {
+	if len(ev.Data) == 0 || string(ev.Data) == "null" {
+		return true
+	}
+	if err := json.Unmarshal(ev.Data, v); err != nil {
+		p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "%s data does not decode: skipped", ev.Type)
+		return false
+	}
+	return true
+}
+
+// event maps one pi-crew event (D§3.3–3.6).
+func (p *planner) event(ev *teamEvent) {
+	at := int64(ev.Time)
+	what := fmt.Sprintf("seq:%d", ev.Metadata.Seq)
+	switch ev.Type {
+	case "run.created", "task.created":
+		return // from the manifest and tasks.json, which carry every field
+	case "run.queued", "run.planning", "run.running", "run.blocked", "run.completed", "run.failed", "run.cancelled":
+		p.begin(what)
+		p.addRunStatus(at, ev.Type, ev.Message, "")
+	case "run.budget_warning", "run.budget_abort":
+		var d events.RunBudget
+		if !p.data(ev, &d) {
+			return
+		}
+		p.begin(what)
+		if ev.Type == "run.budget_warning" {
+			p.add(at, (*events.RunBudgetWarning)(&d))
+		} else {
+			p.add(at, (*events.RunBudgetAbort)(&d))
+		}
+	case "task.started", "task.completed", "task.failed", "task.needs_attention", "task.cancelled", "task.skipped",
+		"task.retried", "task.waiting", "task.resumed":
+		p.taskEvent(ev, what, at)
+	case "delegate.requested", "delegate.admitted", "delegate.rejected", "delegate.completed", "delegate.failed",
+		"delegate.timed_out", "delegate.cancelled":
+		p.delegateEvent(ev, what, at)
+	case "ask.requested", "ask.answered", "ask.timedout":
+		p.askEvent(ev, what, at)
+	default:
+		p.unmapped[ev.Type]++
+	}
+}
+
+func (p *planner) addRunStatus(at int64, typ, summary, reason string) {
+	c := events.RunStatusChanged{Summary: summary, Reason: reason}
+	var pl any
+	switch typ {
+	case "run.queued":
+		pl = (*events.RunQueued)(&c)
+	case "run.planning":
+		pl = (*events.RunPlanning)(&c)
+	case "run.running":
+		pl = (*events.RunRunning)(&c)
+	case "run.blocked":
+		pl = (*events.RunBlocked)(&c)
+	case "run.completed":
+		pl = (*events.RunCompleted)(&c)
+	case "run.failed":
+		pl = (*events.RunFailed)(&c)
+	default:
+		pl = (*events.RunCancelled)(&c)
+	}
+	p.add(at, pl)
+	p.runStatus = typ[len("run."):]
+}
+
+func (p *planner) taskEvent(ev *teamEvent, what string, at int64) {
+	if p.tasks[ev.TaskID] == nil || p.tasks[ev.TaskID].shadow() {
+		p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "%s names task %q, not a workflow task of tasks.json: skipped", ev.Type, ev.TaskID)
+		return
+	}
+	id := ev.TaskID
+	var d struct {
+		Role, Agent, Runtime, Cwd, WorktreePath, WorktreeBranch string
+		WorktreeReused                                          bool
+		FailureCause, Reason, Phase, QuestionID                 string
+		Deadline                                                flexTime
+		Options                                                 []string
+	}
+	if !p.data(ev, &d) {
+		return
+	}
+	p.begin(what)
+	switch ev.Type {
+	case "task.started":
+		p.add(at, &events.TaskStarted{TaskID: id, Role: d.Role, Agent: d.Agent, Runtime: d.Runtime, Cwd: d.Cwd,
+			WorktreePath: d.WorktreePath, WorktreeBranch: d.WorktreeBranch, WorktreeReused: d.WorktreeReused})
+		p.status[id], p.started[id] = "running", true
+	case "task.completed":
+		p.add(at, &events.TaskCompleted{TaskID: id, FailureCause: d.FailureCause})
+		p.status[id] = "completed"
+	case "task.failed":
+		p.add(at, &events.TaskFailed{TaskID: id, Error: ev.Message, FailureCause: d.FailureCause})
+		p.status[id] = "failed"
+	case "task.needs_attention":
+		p.add(at, &events.TaskNeedsAttention{TaskID: id, Error: ev.Message, FailureCause: d.FailureCause})
+		p.status[id] = "needs_attention"
+	case "task.cancelled":
+		p.add(at, &events.TaskCancelled{TaskID: id, Reason: d.Reason, Phase: d.Phase})
+		p.status[id] = "cancelled"
+	case "task.skipped":
+		p.add(at, &events.TaskSkipped{TaskID: id, Reason: firstOf(d.Reason, ev.Message)})
+		p.status[id] = "skipped"
+	case "task.retried":
+		p.add(at, &events.TaskRetried{TaskID: id, Reason: ev.Message})
+		p.status[id], p.started[id] = "queued", false
+	case "task.waiting":
+		p.add(at, &events.TaskWaiting{TaskID: id, QuestionID: d.QuestionID, AskedAt: at, Deadline: int64(d.Deadline), Options: d.Options})
+		p.status[id] = "waiting"
+	case "task.resumed":
+		p.add(at, &events.TaskResumed{TaskID: id, QuestionID: d.QuestionID})
+		p.status[id] = "running"
+	}
+}
+
+func firstOf(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
+func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
+	var d struct {
+		SubID          string  `json:"subId"`
+		Role           string  `json:"role"`
+		ChildDepth     int     `json:"childDepth"`
+		Unmetered      bool    `json:"unmetered"`
+		ReservedTokens int64   `json:"reservedTokens"`
+		Reason         string  `json:"reason"`
+		Message        string  `json:"message"`
+		OK             bool    `json:"ok"`
+		TimeoutSec     float64 `json:"timeoutSec"`
+	}
+	if !p.data(ev, &d) {
+		return
+	}
+	parent := ev.TaskID
+	switch ev.Type {
+	case "delegate.requested":
+		p.begin(what)
+		p.add(at, &events.DelegateRequested{TaskID: parent, SubID: d.SubID, Role: d.Role})
+	case "delegate.rejected":
+		p.begin(what)
+		p.add(at, &events.DelegateRejected{TaskID: parent, SubID: d.SubID, Reason: d.Reason, Message: d.Message})
+	case "delegate.admitted":
+		if p.dels[d.SubID] != "" {
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "second delegate.admitted for %s: skipped", d.SubID)
+			return
+		}
+		p.begin(what)
+		p.admit(at, parent, d.SubID, d.Role, d.ChildDepth, d.Unmetered, d.ReservedTokens, d.TimeoutSec)
+	default: // terminal
+		if p.dels[d.SubID] == "" {
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "%s for %s, which was never admitted in the events: the files decide", ev.Type, d.SubID)
+			return
+		}
+		if terminal(p.dels[d.SubID]) {
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "%s for %s, already settled: skipped", ev.Type, d.SubID)
+			return
+		}
+		outcome := map[string]string{"delegate.timed_out": "timed_out", "delegate.cancelled": "cancelled", "delegate.failed": "failed"}[ev.Type]
+		if outcome == "" { // pi-crew's delegate.completed carries {ok}
+			outcome = "completed"
+			if !d.OK {
+				outcome = "failed"
+			}
+		}
+		p.begin(what)
+		p.settle(at, parent, d.SubID, outcome)
+	}
+}
+
+// admit writes delegate.admitted (and budget.reserved when metered) with the
+// shadow record's cwd and title.
+func (p *planner) admit(at int64, parent, subID, role string, depth int, unmetered bool, reserved int64, timeoutSec float64) {
+	sh := p.tasks[subID]
+	cwd, title := "", "delegate: "+subID
+	if sh != nil {
+		cwd, title = sh.Cwd, firstOf(sh.Title, title)
+		if depth == 0 {
+			depth = sh.Depth
+		}
+		if role == "" {
+			role = sh.Role
+		}
+	}
+	if timeoutSec <= 0 {
+		timeoutSec = defaultTimeoutSec
+	}
+	p.add(at, &events.DelegateAdmitted{TaskID: parent, SubID: subID, ChildDepth: depth, Role: firstOf(role, "explorer"),
+		Unmetered: unmetered, ReservedTokens: reserved, TimeoutSec: timeoutSec, Deadline: at + int64(timeoutSec*1000),
+		Cwd: cwd, Title: title, ParentRole: p.roleOf(parent)})
+	p.dels[subID] = "queued"
+	if !unmetered {
+		p.add(at, &events.BudgetReserved{TaskID: parent, SubID: subID, Tokens: reserved, GrantedTokens: p.grant(parent)})
+		p.spent[parent] += reserved
+		p.accounts[parent] = true
+	}
+}
+
+func (p *planner) roleOf(taskID string) string {
+	if t := p.tasks[taskID]; t != nil {
+		return t.Role
+	}
+	return ""
+}
+
+// grant is the parent's write-once tokensGranted: tasks.json's allocation,
+// else the run's budgetTotal (SPEC §4.2 seeding).
+func (p *planner) grant(parent string) int64 {
+	if t := p.tasks[parent]; t != nil && t.Allocation != nil {
+		return t.Allocation.TokensGranted
+	}
+	return int64(p.r.manifest.BudgetTotal)
+}
+
+func terminal(st string) bool {
+	return st == "completed" || st == "failed" || st == "timed_out" || st == "cancelled"
+}
+
+func (p *planner) settle(at int64, parent, subID, outcome string) {
+	s := events.DelegateSettled{TaskID: parent, SubID: subID, OK: outcome == "completed"}
+	switch outcome {
+	case "completed":
+		p.add(at, (*events.DelegateCompleted)(&s))
+	case "failed":
+		p.add(at, (*events.DelegateFailed)(&s))
+	case "timed_out":
+		p.add(at, (*events.DelegateTimedOut)(&s))
+	default:
+		p.add(at, (*events.DelegateCancelled)(&s))
+	}
+	p.dels[subID] = outcome
+}
+
+func (p *planner) askEvent(ev *teamEvent, what string, at int64) {
+	var d struct {
+		QuestionID string   `json:"questionId"`
+		Deadline   flexTime `json:"deadline"`
+		TimeoutSec int64    `json:"timeoutSec"`
+		Clamped    bool     `json:"clamped"`
+		Options    []string `json:"options"`
+	}
+	if !p.data(ev, &d) {
+		return
+	}
+	p.begin(what)
+	switch ev.Type {
+	case "ask.requested":
+		p.add(at, &events.AskRequested{TaskID: ev.TaskID, QuestionID: d.QuestionID, Question: ev.Message, AskedAt: at,
+			Deadline: int64(d.Deadline), TimeoutSec: d.TimeoutSec, Clamped: d.Clamped, Options: d.Options})
+	case "ask.answered":
+		p.add(at, &events.AskAnswered{TaskID: ev.TaskID, QuestionID: d.QuestionID})
+	default:
+		p.add(at, &events.AskTimedOut{TaskID: ev.TaskID, QuestionID: d.QuestionID})
+	}
+}
+
+// mailbox writes each message with its delivery state; delivery.json is
+// the status source (the JSONL line keeps "queued" after an ack, D§2.6).
+func (p *planner) mailbox() {
+	for _, m := range p.r.messages {
+		p.begin("msg:" + m.ID)
+		to := m.TaskID
+		if to == "" && m.Direction != "outbox" {
+			to = m.file
+		}
+		if m.Direction == "outbox" {
+			to = events.RunInbox // a task's outbox is read by the orchestrator
+		}
+		ma := &events.MailboxAppended{ID: m.ID, To: to, From: m.From, Kind: firstOf(m.Kind, events.KindMessage),
+			Priority: firstOf(m.Priority, events.PriorityNormal), DeliveryMode: firstOf(m.DeliveryMode, events.DeliveryNextTurn),
+			Body: m.Body, QuestionID: m.QuestionID, ReplyTo: m.ReplyTo}
+		if m.Data != nil {
+			ma.Data = &events.MessageData{SubID: m.Data.SubID, OK: m.Data.OK, TimedOut: m.Data.TimedOut, Cancelled: m.Data.Cancelled}
+		}
+		at := int64(m.CreatedAt)
+		p.add(at, ma)
+		p.msgIDs[m.ID] = true
+		st := firstOf(p.r.delivery[m.ID], m.Status)
+		if st == "delivered" || st == "acknowledged" {
+			p.add(at, &events.MailboxDelivered{MessageID: m.ID, Recipient: to})
+		}
+		if st == "acknowledged" {
+			p.add(at, &events.MailboxAcknowledged{MessageID: m.ID, Recipient: to})
+		}
+	}
+}
+
+// steering writes each steering line as steer.pushed after its message:
+// the broker's dual write (D§2.7) already put most in the mailbox; a
+// legacy line without an id, or whose message is gone, gets its message
+// here, with an id derived from its place in the file.
+func (p *planner) steering() {
+	for _, st := range p.r.steers {
+		id := st.ID
+		if id == "" {
+			id = fmt.Sprintf("steer_import_%s_%d", st.taskID, st.line)
+		}
+		p.begin("steer:" + st.taskID + ":" + id)
+		at := int64(st.TS)
+		if !p.msgIDs[id] {
+			p.add(at, &events.MailboxAppended{ID: id, To: st.taskID, From: "orchestrator", Kind: events.KindSteer,
+				Priority: events.PriorityUrgent, DeliveryMode: events.DeliveryInterrupt, Body: st.Message})
+			p.msgIDs[id] = true
+		}
+		p.add(at, &events.SteerPushed{TaskID: st.taskID, MessageID: id})
+	}
+}
+
+// reconcile appends what the (possibly compacted) history lacks so that
+// the run ends as its files say. Each write's id names the end state, so
+// a later import of files that moved on reconciles again.
+func (p *planner) reconcile() {
+	m := p.r.manifest
+	for _, t := range p.r.tasks {
+		if t.shadow() {
+			p.reconcileShadow(t)
+			continue
+		}
+		p.reconcileTask(t)
+	}
+	for _, t := range p.r.tasks {
+		p.reconcileAllocation(t)
+	}
+	if m.Status != "" && m.Status != p.runStatus {
+		if _, ok := events.RunStatusType(m.Status); !ok {
+			p.s.skip(p.r.id, "state/runs/"+p.r.id+"/manifest.json", 0, 0, "run status %q is not a pi-crew status: left %s", m.Status, p.runStatus)
+			return
+		}
+		p.begin("reconcile:run:" + m.Status)
+		p.addRunStatus(int64(m.UpdatedAt), "run."+m.Status, "", "import: status from manifest.json")
+	}
+}
+
+func (p *planner) reconcileTask(t task) {
+	id, want := t.ID, t.Status
+	if want == "" || want == p.status[id] {
+		p.reconcileUsage(t)
+		return
+	}
+	p.begin("reconcile:task:" + id + ":" + want)
+	needsStart := want == "running" || want == "waiting" || want == "completed" || want == "failed" || want == "needs_attention"
+	if needsStart && p.status[id] != "running" && (want == "running" || want == "waiting" || !p.started[id]) {
+		p.add(int64(t.StartedAt), &events.TaskStarted{TaskID: id, Role: t.Role, Agent: t.Agent, Cwd: t.Cwd})
+	}
+	end := int64(t.FinishedAt)
+	switch want {
+	case "queued":
+		p.add(int64(p.r.manifest.UpdatedAt), &events.TaskRetried{TaskID: id, Reason: "import: status from tasks.json"})
+	case "waiting":
+		w := &events.TaskWaiting{TaskID: id}
+		if t.Waiting != nil {
+			w.QuestionID, w.AskedAt, w.Deadline, w.Options = t.Waiting.QuestionID, int64(t.Waiting.AskedAt), int64(t.Waiting.Deadline), t.Waiting.Options
+		}
+		p.add(w.AskedAt, w)
+	case "completed":
+		p.add(end, &events.TaskCompleted{TaskID: id, FailureCause: t.FailureCause})
+	case "failed":
+		p.add(end, &events.TaskFailed{TaskID: id, Error: t.Error, FailureCause: t.FailureCause})
+	case "needs_attention":
+		p.add(end, &events.TaskNeedsAttention{TaskID: id, Error: t.Error, FailureCause: t.FailureCause})
+	case "cancelled":
+		p.add(end, &events.TaskCancelled{TaskID: id, Reason: "import: status from tasks.json"})
+	case "skipped":
+		p.add(end, &events.TaskSkipped{TaskID: id, Reason: "import: status from tasks.json"})
+	}
+	p.status[id] = want
+	p.reconcileUsage(t)
+}
+
+func (p *planner) reconcileUsage(t task) {
+	if t.Usage == nil {
+		return
+	}
+	u := t.Usage
+	p.begin("usage:" + t.ID)
+	p.add(int64(max(t.FinishedAt, t.StartedAt)), &events.TaskUsage{TaskID: t.ID, Input: u.Input, Output: u.Output,
+		CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Cost: u.Cost, Turns: u.Turns})
+}
+
+// reconcileShadow ends a delegation as its shadow record says; a shadow
+// without delegate events becomes a bare task.created of kind "shadow".
+func (p *planner) reconcileShadow(t task) {
+	st := p.dels[t.ID]
+	if st == "" {
+		p.begin("shadow:" + t.ID)
+		p.add(int64(t.StartedAt), &events.TaskCreated{TaskID: t.ID, Role: t.Role, Agent: firstOf(t.Agent, events.DelegateAgent),
+			Title: t.Title, Cwd: t.Cwd, DependsOn: []string{}, Depth: t.Depth, Model: t.Model, Kind: events.TaskKindShadow})
+		p.s.skip(p.r.id, "state/runs/"+p.r.id+"/tasks.json", 0, 0,
+			"shadow %s has no delegate.admitted in the events (lost or compacted): imported as a shadow task without a delegation, parent unknown", t.ID)
+		p.status[t.ID] = "queued"
+		p.reconcileTask(t)
+		return
+	}
+	want := map[string]string{"running": "running", "completed": "completed", "failed": "failed", "cancelled": "cancelled"}[t.Status]
+	if want == "" || want == st || terminal(st) {
+		return
+	}
+	parent := p.parentOf(t.ID)
+	p.begin("reconcile:delegate:" + t.ID + ":" + want)
+	if want == "running" {
+		p.add(int64(t.StartedAt), &events.DelegateSpawned{TaskID: parent, SubID: t.ID})
+		p.dels[t.ID] = "running"
+		return
+	}
+	p.settle(int64(t.FinishedAt), parent, t.ID, want)
+}
+
+// parentOf finds the parent task of a delegation in the written events.
+func (p *planner) parentOf(subID string) string {
+	for _, w := range p.writes {
+		for _, e := range w.events {
+			if e.Type != events.TypeDelegateAdmitted {
+				continue
+			}
+			pl, err := events.DecodePayload(e.Type, e.SchemaVersion, e.Payload)
+			if a, ok := pl.(*events.DelegateAdmitted); err == nil && ok && a.SubID == subID {
+				return a.TaskID
+			}
+		}
+	}
+	return ""
+}
+
+// reconcileAllocation makes the parent's ledger match tasks.json. Spend
+// only grows (SPEC §4.2), so a file that shows less than the events
+// reserved (pi-crew 0.10.1's settle-time refunds) is reported, not undone.
+func (p *planner) reconcileAllocation(t task) {
+	a := t.Allocation
+	if a == nil {
+		return
+	}
+	have := p.spent[t.ID]
+	switch {
+	case a.TokensSpent > have || !p.accounts[t.ID]:
+		p.begin(fmt.Sprintf("reconcile:allocation:%s:%d", t.ID, a.TokensSpent))
+		p.add(int64(p.r.manifest.UpdatedAt), &events.BudgetReserved{TaskID: t.ID, SubID: "import:picrew",
+			Tokens: a.TokensSpent - have, GrantedTokens: a.TokensGranted})
+		p.spent[t.ID], p.accounts[t.ID] = a.TokensSpent, true
+	case a.TokensSpent < have:
+		p.s.skip(p.r.id, "state/runs/"+p.r.id+"/tasks.json", 0, 0,
+			"task %s: tasks.json shows %d tokens spent, the imported reservations %d; crewlog never refunds, so %d stays",
+			t.ID, a.TokensSpent, have, have)
+	}
+}

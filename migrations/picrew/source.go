@@ -1,0 +1,532 @@
+package picrew
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Skipped is one thing the import left out, and why. Path is relative to
+// the crew root (slash-separated), so a report never names this machine.
+type Skipped struct {
+	Run    string `json:"run,omitempty"`
+	Path   string `json:"path"`
+	Line   int    `json:"line,omitempty"`
+	Seq    uint64 `json:"seq,omitempty"`
+	Reason string `json:"reason"`
+}
+
+func (s Skipped) String() string {
+	loc := s.Path
+	if s.Line > 0 {
+		loc += ":" + strconv.Itoa(s.Line)
+	}
+	if s.Seq > 0 {
+		loc += fmt.Sprintf(" (seq %d)", s.Seq)
+	}
+	return loc + ": " + s.Reason
+}
+
+// runIDPattern is pi-crew's safe-path charset, which crewlog's stream
+// names share.
+var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}$`)
+
+// flexTime is a pi-crew time: an ISO string, or unix milliseconds.
+type flexTime int64 // unix ms; 0 = absent
+
+func (t *flexTime) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		if s == "" {
+			return nil
+		}
+		tm, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return err
+		}
+		*t = flexTime(tm.UnixMilli())
+		return nil
+	}
+	var n float64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return err
+	}
+	*t = flexTime(int64(n))
+	return nil
+}
+
+// flexInt is an integer that pi-crew may write as a number, "" or null.
+type flexInt int64
+
+func (n *flexInt) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		if s == "" {
+			return nil
+		}
+		v, err := strconv.ParseInt(s, 10, 64)
+		*n = flexInt(v)
+		return err
+	}
+	if string(b) == "null" {
+		return nil
+	}
+	var f float64
+	err := json.Unmarshal(b, &f)
+	*n = flexInt(int64(f))
+	return err
+}
+
+// manifest is the part of TeamRunManifest (D§2.1) the import keeps.
+type manifest struct {
+	RunID           string   `json:"runId"`
+	Team            string   `json:"team"`
+	Workflow        string   `json:"workflow"`
+	Goal            string   `json:"goal"`
+	Status          string   `json:"status"`
+	Cwd             string   `json:"cwd"`
+	ArtifactsRoot   string   `json:"artifactsRoot"`
+	CreatedAt       flexTime `json:"createdAt"`
+	UpdatedAt       flexTime `json:"updatedAt"`
+	BudgetTotal     flexInt  `json:"budgetTotal"`
+	BudgetWarning   float64  `json:"budgetWarning"`
+	BudgetAbort     float64  `json:"budgetAbort"`
+	BudgetUnlimited bool     `json:"budgetUnlimited"`
+}
+
+// task is the part of TeamTaskState (D§2.3) the import keeps. StepID is a
+// pointer because absent (a shadow, BR-09) differs from empty.
+type task struct {
+	ID           string   `json:"id"`
+	StepID       *string  `json:"stepId"`
+	Role         string   `json:"role"`
+	Agent        string   `json:"agent"`
+	Title        string   `json:"title"`
+	Status       string   `json:"status"`
+	Cwd          string   `json:"cwd"`
+	DependsOn    []string `json:"dependsOn"`
+	StartedAt    flexTime `json:"startedAt"`
+	FinishedAt   flexTime `json:"finishedAt"`
+	Error        string   `json:"error"`
+	FailureCause string   `json:"failureCause"`
+	Model        string   `json:"model"`
+	Depth        int      `json:"depth"`
+	Allocation   *struct {
+		TokensGranted int64 `json:"tokensGranted"`
+		TokensSpent   int64 `json:"tokensSpent"`
+	} `json:"allocation"`
+	Waiting *struct {
+		QuestionID string   `json:"questionId"`
+		AskedAt    flexTime `json:"askedAt"`
+		Deadline   flexTime `json:"deadline"`
+		Options    []string `json:"options"`
+	} `json:"waiting"`
+	Usage *struct {
+		Input      int64   `json:"input"`
+		Output     int64   `json:"output"`
+		CacheRead  int64   `json:"cacheRead"`
+		CacheWrite int64   `json:"cacheWrite"`
+		Cost       float64 `json:"cost"`
+		Turns      int64   `json:"turns"`
+	} `json:"usage"`
+}
+
+func (t *task) shadow() bool { return t.StepID == nil }
+
+// teamEvent is one line of events.jsonl (D§3.1).
+type teamEvent struct {
+	Time     flexTime        `json:"time"`
+	Type     string          `json:"type"`
+	RunID    string          `json:"runId"`
+	TaskID   string          `json:"taskId"`
+	Message  string          `json:"message"`
+	Data     json.RawMessage `json:"data"`
+	Metadata struct {
+		Seq uint64 `json:"seq"`
+	} `json:"metadata"`
+	line string // where it came from, for the report
+}
+
+// message is a MailboxMessage (D§2.6).
+type message struct {
+	ID           string   `json:"id"`
+	Direction    string   `json:"direction"`
+	From         string   `json:"from"`
+	To           string   `json:"to"`
+	Body         string   `json:"body"`
+	CreatedAt    flexTime `json:"createdAt"`
+	Status       string   `json:"status"`
+	Kind         string   `json:"kind"`
+	Priority     string   `json:"priority"`
+	DeliveryMode string   `json:"deliveryMode"`
+	TaskID       string   `json:"taskId"`
+	QuestionID   string   `json:"questionId"`
+	ReplyTo      string   `json:"replyTo"`
+	Data         *struct {
+		SubID     string `json:"subId"`
+		OK        bool   `json:"ok"`
+		TimedOut  bool   `json:"timedOut"`
+		Cancelled bool   `json:"cancelled"`
+	} `json:"data"`
+	file string // the mailbox file's task id ("" for the run-level files)
+}
+
+// steer is one line of a steering file (D§2.7).
+type steer struct {
+	Type    string   `json:"type"`
+	Message string   `json:"message"`
+	ID      string   `json:"id"`
+	TS      flexTime `json:"ts"`
+	taskID  string
+	line    int
+}
+
+// run is everything read for one run.
+type run struct {
+	id       string
+	manifest manifest
+	tasks    []task
+	events   []teamEvent // by seq, deduplicated
+	messages []message   // deduplicated by id, in file order
+	delivery map[string]string
+	steers   []steer
+}
+
+// source reads a crew root and collects what it skips.
+type source struct {
+	root    string
+	skipped []Skipped
+}
+
+func (s *source) skip(run, p string, line int, seq uint64, format string, args ...any) {
+	s.skipped = append(s.skipped, Skipped{Run: run, Path: p, Line: line, Seq: seq, Reason: fmt.Sprintf(format, args...)})
+}
+
+// rel is p relative to the root, slash-separated.
+func (s *source) rel(p string) string {
+	r, err := filepath.Rel(s.root, p)
+	if err != nil {
+		return filepath.ToSlash(p)
+	}
+	return filepath.ToSlash(r)
+}
+
+// readRuns reads every run under state/runs, in run-id order.
+func (s *source) readRuns() ([]*run, error) {
+	dir := filepath.Join(s.root, "state", "runs")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("picrew: %s is not a pi-crew crew root: %w", s.root, err)
+	}
+	var runs []*run
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		if !e.IsDir() {
+			s.skip("", s.rel(p), 0, 0, "%s", classify(e.Name(), "not a run directory"))
+			continue
+		}
+		if !runIDPattern.MatchString(e.Name()) {
+			s.skip("", s.rel(p), 0, 0, "directory name is not a pi-crew run id")
+			continue
+		}
+		if r := s.readRun(e.Name(), p); r != nil {
+			runs = append(runs, r)
+		}
+	}
+	return runs, nil
+}
+
+// classify names why a file that is not imported is left out.
+func classify(name, otherwise string) string {
+	switch {
+	case strings.Contains(name, ".corrupt-"):
+		return "quarantined by pi-crew (.corrupt-*): not imported"
+	case name == "run.lock" || strings.HasSuffix(name, ".lock") || strings.HasSuffix(name, ".flock") ||
+		strings.HasSuffix(name, ".mkdirlock") || strings.HasSuffix(name, ".alock") || strings.HasSuffix(name, ".seqlock"):
+		return "lock left behind by pi-crew: ignored"
+	case strings.HasSuffix(name, ".seq") || strings.HasSuffix(name, ".gen"):
+		return "event-log sidecar: ignored (seq is read from the events)"
+	case strings.HasSuffix(name, ".tmp") || strings.Contains(name, ".tmp-"):
+		return "temporary file of an unfinished atomic write: ignored"
+	case name == "agents.json" || name == "agents" || name == "plans" || name == "active-run-index.json" ||
+		name == "active-run-index.bin" || name == "heartbeat.json":
+		return "derived view, rebuilt by crewlog's projections: not imported"
+	}
+	return otherwise
+}
+
+func (s *source) readRun(id, dir string) *run {
+	r := &run{id: id, delivery: map[string]string{}}
+	mp := filepath.Join(dir, "manifest.json")
+	if err := readJSON(mp, &r.manifest); err != nil {
+		s.skip(id, s.rel(mp), 0, 0, "run not imported: manifest unreadable: %v", err)
+		return nil
+	}
+	if r.manifest.RunID != "" && r.manifest.RunID != id {
+		s.skip(id, s.rel(mp), 0, 0, "run not imported: manifest names run %q", r.manifest.RunID)
+		return nil
+	}
+	r.tasks = s.readTasks(id, filepath.Join(dir, "tasks.json"))
+
+	var eventFiles, mailFiles []string
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		name, p := e.Name(), filepath.Join(dir, e.Name())
+		switch {
+		case name == "manifest.json" || name == "tasks.json":
+		case name == "events.jsonl" || (strings.HasPrefix(name, "events.jsonl.") && strings.HasSuffix(name, ".archive.jsonl")):
+			eventFiles = append(eventFiles, p)
+		case name == "mailbox" && e.IsDir():
+			mailFiles = s.mailboxFiles(id, p)
+		default:
+			s.skip(id, s.rel(p), 0, 0, "%s", classify(name, "unknown file: not imported"))
+		}
+	}
+	r.events = s.readEvents(id, eventFiles)
+	r.messages = s.readMessages(id, mailFiles)
+	dp := filepath.Join(dir, "mailbox", "delivery.json")
+	var delivery struct {
+		Messages map[string]string `json:"messages"`
+	}
+	if err := readJSON(dp, &delivery); err == nil {
+		r.delivery = delivery.Messages
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		s.skip(id, s.rel(dp), 0, 0, "delivery state unreadable, message statuses taken from the mailbox lines: %v", err)
+	}
+	art := r.manifest.ArtifactsRoot
+	if art == "" || !isDir(art) {
+		art = filepath.Join(s.root, "artifacts", id)
+	}
+	r.steers = s.readSteers(id, filepath.Join(art, "steering"))
+	return r
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+func readJSON(p string, v any) error {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// readTasks reads tasks.json in both forms pi-crew reads (D§1): a bare
+// array, or the {schemaVersion, tasks} envelope.
+func (s *source) readTasks(id, p string) []task {
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		s.skip(id, s.rel(p), 0, 0, "tasks unreadable, tasks come from the events only: %v", err)
+		return nil
+	}
+	var tasks []task
+	if bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
+		var env struct {
+			Tasks []task `json:"tasks"`
+		}
+		err = json.Unmarshal(b, &env)
+		tasks = env.Tasks
+	} else {
+		err = json.Unmarshal(b, &tasks)
+	}
+	if err != nil {
+		s.skip(id, s.rel(p), 0, 0, "tasks.json does not decode, tasks come from the events only: %v", err)
+		return nil
+	}
+	out := tasks[:0]
+	seen := map[string]bool{}
+	for i, t := range tasks {
+		switch {
+		case !runIDPattern.MatchString(t.ID):
+			s.skip(id, s.rel(p), 0, 0, "task %d has an unusable id %q", i, t.ID)
+		case seen[t.ID]:
+			s.skip(id, s.rel(p), 0, 0, "task %s appears twice: the first is kept", t.ID)
+		default:
+			seen[t.ID] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// readEvents merges the archives and the live log by seq, like pi-crew's
+// readEvents, reporting corrupt lines, events without a seq, conflicting
+// duplicates and gaps.
+func (s *source) readEvents(id string, files []string) []teamEvent {
+	sort.Strings(files) // archives (events.jsonl.<ts>.archive.jsonl) sort after the live file; order is by seq anyway
+	bySeq := map[uint64]teamEvent{}
+	for _, f := range files {
+		s.readLines(id, f, func(line int, b []byte) {
+			var ev teamEvent
+			if err := json.Unmarshal(b, &ev); err != nil || ev.Type == "" {
+				s.skip(id, s.rel(f), line, 0, "corrupt event line: skipped")
+				return
+			}
+			ev.line = fmt.Sprintf("%s:%d", s.rel(f), line)
+			if ev.Metadata.Seq == 0 {
+				s.skip(id, s.rel(f), line, 0, "event %s has no metadata.seq: skipped", ev.Type)
+				return
+			}
+			if old, dup := bySeq[ev.Metadata.Seq]; dup {
+				if old.Type != ev.Type || old.TaskID != ev.TaskID || !bytes.Equal(old.Data, ev.Data) {
+					s.skip(id, s.rel(f), line, ev.Metadata.Seq, "seq already used by %s (%s) for another event: skipped", old.Type, old.line)
+				}
+				return
+			}
+			bySeq[ev.Metadata.Seq] = ev
+		})
+	}
+	out := make([]teamEvent, 0, len(bySeq))
+	for _, ev := range bySeq {
+		out = append(out, ev)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Metadata.Seq < out[j].Metadata.Seq })
+	var prev uint64
+	for _, ev := range out {
+		if seq := ev.Metadata.Seq; seq > prev+1 {
+			s.skip(id, path.Join("state/runs", id, "events.jsonl"), 0, prev+1,
+				"seq %d..%d missing (compacted or a failed append): the files supply the end state", prev+1, seq-1)
+		}
+		prev = ev.Metadata.Seq
+	}
+	return out
+}
+
+// readLines calls fn for each non-empty line of p.
+func (s *source) readLines(id, p string, fn func(line int, b []byte)) {
+	f, err := os.Open(p)
+	if err != nil {
+		s.skip(id, s.rel(p), 0, 0, "unreadable: %v", err)
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	n := 0
+	for sc.Scan() {
+		n++
+		if b := bytes.TrimSpace(sc.Bytes()); len(b) > 0 {
+			fn(n, b)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		s.skip(id, s.rel(p), n+1, 0, "rest of the file unreadable: %v", err)
+	}
+}
+
+// mailboxFiles lists the mailbox JSONL files of a run (run-level and
+// per-task, live and archived) and reports everything else in mailbox/.
+func (s *source) mailboxFiles(id, dir string) []string {
+	var out []string
+	isMail := func(name string) bool {
+		for _, d := range []string{"inbox.jsonl", "outbox.jsonl"} {
+			if name == d || (strings.HasPrefix(name, d+".") && strings.HasSuffix(name, ".archive.jsonl")) {
+				return true
+			}
+		}
+		return false
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		name, p := e.Name(), filepath.Join(dir, e.Name())
+		switch {
+		case name == "delivery.json":
+		case isMail(name) && !e.IsDir():
+			out = append(out, p)
+		case name == "tasks" && e.IsDir():
+			tasks, _ := os.ReadDir(p)
+			for _, t := range tasks {
+				tp := filepath.Join(p, t.Name())
+				if !t.IsDir() || !runIDPattern.MatchString(t.Name()) {
+					s.skip(id, s.rel(tp), 0, 0, "%s", classify(t.Name(), "not a task mailbox: not imported"))
+					continue
+				}
+				files, _ := os.ReadDir(tp)
+				for _, f := range files {
+					fp := filepath.Join(tp, f.Name())
+					if isMail(f.Name()) && !f.IsDir() {
+						out = append(out, fp)
+					} else {
+						s.skip(id, s.rel(fp), 0, 0, "%s", classify(f.Name(), "unknown mailbox file: not imported"))
+					}
+				}
+			}
+		default:
+			s.skip(id, s.rel(p), 0, 0, "%s", classify(name, "unknown mailbox file: not imported"))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (s *source) readMessages(id string, files []string) []message {
+	var out []message
+	seen := map[string]bool{}
+	for _, f := range files {
+		owner := ""
+		if parts := strings.Split(filepath.ToSlash(s.rel(f)), "/"); len(parts) >= 3 && parts[len(parts)-3] == "tasks" {
+			owner = parts[len(parts)-2]
+		}
+		s.readLines(id, f, func(line int, b []byte) {
+			var m message
+			if err := json.Unmarshal(b, &m); err != nil || m.ID == "" {
+				s.skip(id, s.rel(f), line, 0, "corrupt mailbox line: skipped")
+				return
+			}
+			if seen[m.ID] {
+				return // the same message in an archive and the live file
+			}
+			seen[m.ID] = true
+			m.file = owner
+			out = append(out, m)
+		})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt < out[j].CreatedAt })
+	return out
+}
+
+func (s *source) readSteers(id, dir string) []steer {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []steer
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		taskID, ok := strings.CutSuffix(e.Name(), ".jsonl")
+		if e.IsDir() || !ok || !runIDPattern.MatchString(taskID) {
+			s.skip(id, s.rel(p), 0, 0, "%s", classify(e.Name(), "not a steering file: not imported"))
+			continue
+		}
+		s.readLines(id, p, func(line int, b []byte) {
+			var st steer
+			if err := json.Unmarshal(b, &st); err != nil || st.Message == "" {
+				s.skip(id, s.rel(p), line, 0, "corrupt steering line: skipped")
+				return
+			}
+			st.taskID, st.line = taskID, line
+			out = append(out, st)
+		})
+	}
+	return out
+}
