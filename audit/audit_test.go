@@ -55,6 +55,10 @@ func TestCheckFindsBrokenInvariants(t *testing.T) {
 	require.Equal(t, InvariantTerminal, rep.Problems[0].Invariant)
 	require.Equal(t, head+2, rep.Problems[1].Position)
 	require.Contains(t, rep.Problems[1].Detail, "never admitted")
+
+	one, err := Verify(l, nil)
+	require.NoError(t, err)
+	require.Equal(t, rep, one.Check, "the one-pass verify finds the same problems")
 }
 
 func TestDiffPaths(t *testing.T) {
@@ -93,4 +97,25 @@ func TestOpenRefusesMissingStore(t *testing.T) {
 	require.ErrorIs(t, err, ErrNoStore)
 	_, err = Open(t.TempDir())
 	require.Error(t, err)
+}
+
+// TestVerifyMatchesCheck: the one-pass Verify finds what Verify then Check
+// find, on a clean scenario and on a log with broken invariants.
+func TestVerifyMatchesCheck(t *testing.T) {
+	dir := t.TempDir()
+	audittest.Scenario(t, dir)
+	l, err := Open(dir)
+	require.NoError(t, err)
+	defer l.Close()
+	want, err := Check(l, nil)
+	require.NoError(t, err)
+	store, err := l.Verify(nil)
+	require.NoError(t, err)
+	var calls int
+	got, err := Verify(l, &VerifyOptions{Progress: func(done, total uint64) { calls++ }})
+	require.NoError(t, err)
+	require.Equal(t, want, got.Check)
+	require.Equal(t, store, got.Store)
+	require.Positive(t, calls)
+	require.Equal(t, store.Head, got.Check.Events)
 }

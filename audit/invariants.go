@@ -2,6 +2,7 @@ package audit
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
@@ -58,52 +59,94 @@ type CheckReport struct {
 // 100). An error means the log could not be read (it wraps
 // eventlog.ErrCorrupt for damaged records).
 func Check(l *eventlog.Log, o *CheckOptions) (CheckReport, error) {
-	var rep CheckReport
 	head, _ := l.Head()
-	c := checker{
-		s: projections.New(), spent: map[key]int64{}, granted: map[key]int64{},
-		inFlight: map[key]bool{}, admitted: map[key]bool{}, terminals: map[key]int{},
-	}
+	c := newChecker()
 	it := l.Read(1)
 	defer it.Close()
-	for it.Next() {
-		ev, err := projections.FromLog(it.Event())
-		if err != nil {
-			return rep, fmt.Errorf("audit: check: %w", err)
+	for it.Next() && !c.full() {
+		if err := c.visit(it.Event()); err != nil {
+			return CheckReport{Events: c.events}, fmt.Errorf("audit: check: %w", err)
 		}
-		c.step(ev)
-		if rep.Events++; o != nil && o.Progress != nil && rep.Events%progressEvery == 0 {
-			o.Progress(rep.Events, head)
-		}
-		if len(c.problems) >= maxProblems {
-			c.problems = append(c.problems[:maxProblems-1], Problem{Position: ev.Position, Invariant: "-", Detail: problemsTruncated})
-			break
+		if o != nil && o.Progress != nil && c.events%progressEvery == 0 {
+			o.Progress(c.events, head)
 		}
 	}
 	if err := it.Close(); err != nil {
-		return rep, fmt.Errorf("audit: check: %w", err)
-	}
-	if len(c.problems) < maxProblems {
-		c.finish()
+		return CheckReport{Events: c.events}, fmt.Errorf("audit: check: %w", err)
 	}
 	if o != nil && o.Progress != nil {
-		o.Progress(rep.Events, rep.Events)
+		o.Progress(c.events, c.events)
 	}
-	rep.Problems = c.problems
-	return rep, nil
+	return c.report(), nil
 }
 
 // key names a task or a delegation within its run.
 type key struct{ run, id string }
 
+// delegation is what the checker counts of one delegation.
+type delegation struct {
+	admitted  bool
+	inFlight  bool
+	terminals int
+}
+
+// account is what the checker counts of one parent task's ledger.
+type account struct {
+	spent   int64 // Σ reserved + charged, from the events
+	granted int64 // tokensGranted when the account opened
+	opened  bool
+}
+
+// checker folds events and checks each against its own counts. One map per
+// subject (delegation, account) rather than one per count keeps it at a
+// lookup and a store per event, and nothing it does per event allocates
+// (maps grow, amortised), so the check costs little next to the fold.
 type checker struct {
-	s         *projections.State
-	spent     map[key]int64 // Σ reserved + charged per parent task, from the events
-	granted   map[key]int64 // tokensGranted when the account opened
-	inFlight  map[key]bool
-	admitted  map[key]bool
-	terminals map[key]int
-	problems  []Problem
+	s           *projections.State
+	dec         *events.Decoder
+	runs        map[string]string // stream → one copy of the run id, for the keys
+	delegations map[key]delegation
+	accounts    map[key]account
+	inFlight    int
+	events      uint64
+	problems    []Problem
+}
+
+func newChecker() *checker {
+	return &checker{
+		s: projections.New(), dec: events.NewDecoder(), runs: map[string]string{},
+		delegations: map[key]delegation{}, accounts: map[key]account{},
+	}
+}
+
+// full reports whether Check has stopped collecting (maxProblems).
+func (c *checker) full() bool { return len(c.problems) >= maxProblems }
+
+// visit decodes and checks one record; an error is a payload that does not
+// decode (it wraps eventlog.ErrCorrupt). Once full it ignores the rest.
+func (c *checker) visit(r *eventlog.Event) error {
+	if c.full() {
+		return nil
+	}
+	ev, err := projections.FromLogWith(c.dec, r)
+	if err != nil {
+		return err
+	}
+	c.events++
+	c.step(ev)
+	if c.full() {
+		c.problems = append(c.problems[:maxProblems-1], Problem{Position: ev.Position, Invariant: "-", Detail: problemsTruncated})
+	}
+	return nil
+}
+
+// report finishes the check (the end-state invariants, unless the
+// problems were capped) and returns what it found.
+func (c *checker) report() CheckReport {
+	if !c.full() {
+		c.finish()
+	}
+	return CheckReport{Events: c.events, Problems: c.problems}
 }
 
 func (c *checker) fail(ev events.Event, k key, inv, format string, args ...any) {
@@ -112,31 +155,53 @@ func (c *checker) fail(ev events.Event, k key, inv, format string, args ...any) 
 	})
 }
 
+// run returns the checker's copy of a stream name. NB: a record's strings
+// share one buffer with the whole record, so a key holding ev.Stream would
+// keep a record alive per delegation.
+func (c *checker) run(stream string) string {
+	if r, ok := c.runs[stream]; ok {
+		return r
+	}
+	r := strings.Clone(stream)
+	c.runs[r] = r
+	return r
+}
+
 func (c *checker) step(ev events.Event) {
 	projections.Apply(c.s, ev)
 	switch p := ev.Payload.(type) {
 	case *events.BudgetReserved:
-		c.ledger(ev, key{ev.Stream, p.TaskID}, p.Tokens)
+		c.ledger(ev, key{c.run(ev.Stream), p.TaskID}, p.Tokens)
 	case *events.BudgetCharged:
-		c.ledger(ev, key{ev.Stream, p.TaskID}, p.Tokens)
+		c.ledger(ev, key{c.run(ev.Stream), p.TaskID}, p.Tokens)
 	case *events.DelegateAdmitted:
-		k := key{ev.Stream, p.SubID}
-		if c.admitted[k] {
+		k := key{c.run(ev.Stream), p.SubID}
+		d := c.delegations[k]
+		if d.admitted {
 			c.fail(ev, k, InvariantAdmission, "admitted a second time")
 		}
-		c.admitted[k], c.inFlight[k] = true, true
+		if !d.inFlight {
+			c.inFlight++
+		}
+		d.admitted, d.inFlight = true, true
+		c.delegations[k] = d
 		c.slots(ev, k)
 	default:
 		if t := settledOf(ev); t != nil {
-			k := key{ev.Stream, t.SubID}
-			c.terminals[k]++
+			k := key{c.run(ev.Stream), t.SubID}
+			d := c.delegations[k]
+			d.terminals++
 			switch {
-			case !c.admitted[k]:
+			case !d.admitted:
 				c.fail(ev, k, InvariantTerminal, "%s for a delegation never admitted", ev.Type)
-			case c.terminals[k] > 1:
-				c.fail(ev, k, InvariantTerminal, "%s is terminal event number %d", ev.Type, c.terminals[k])
+			case d.terminals > 1:
+				c.fail(ev, k, InvariantTerminal, "%s is terminal event number %d", ev.Type, d.terminals)
 			}
-			delete(c.inFlight, k)
+			if d.inFlight {
+				c.inFlight--
+			}
+			d.inFlight = false
+			c.delegations[k] = d
 			c.slots(ev, k)
 		}
 	}
@@ -144,29 +209,34 @@ func (c *checker) step(ev events.Event) {
 
 // ledger checks the account of k after a reservation or charge of tokens.
 func (c *checker) ledger(ev events.Event, k key, tokens int64) {
-	c.spent[k] += tokens
+	acc := c.accounts[k]
+	acc.spent += tokens
+	c.checkAccount(ev, k, &acc)
+	c.accounts[k] = acc
+}
+
+func (c *checker) checkAccount(ev events.Event, k key, acc *account) {
 	a, ok := c.s.Allocation(k.run, k.id)
 	if !ok {
 		c.fail(ev, k, InvariantSpent, "no account after a %s", ev.Type)
 		return
 	}
-	if a.TokensSpent != c.spent[k] {
-		c.fail(ev, k, InvariantSpent, "tokensSpent %d != %d = Σ reservations + Σ charges", a.TokensSpent, c.spent[k])
+	if a.TokensSpent != acc.spent {
+		c.fail(ev, k, InvariantSpent, "tokensSpent %d != %d = Σ reservations + Σ charges", a.TokensSpent, acc.spent)
 	}
-	g, seen := c.granted[k]
 	switch {
-	case !seen:
-		c.granted[k] = a.TokensGranted
-	case g != a.TokensGranted:
-		c.fail(ev, k, InvariantGranted, "tokensGranted changed from %d to %d", g, a.TokensGranted)
-		c.granted[k] = a.TokensGranted
+	case !acc.opened:
+		acc.granted, acc.opened = a.TokensGranted, true
+	case acc.granted != a.TokensGranted:
+		c.fail(ev, k, InvariantGranted, "tokensGranted changed from %d to %d", acc.granted, a.TokensGranted)
+		acc.granted = a.TokensGranted
 	}
 }
 
 // slots checks the pool after a delegation took or freed a slot.
 func (c *checker) slots(ev events.Event, k key) {
-	if held := c.s.SlotsHeld(); held != len(c.inFlight) {
-		c.fail(ev, k, InvariantSlots, "%d slots held, %d delegations in flight", held, len(c.inFlight))
+	if held := c.s.SlotsHeld(); held != c.inFlight {
+		c.fail(ev, k, InvariantSlots, "%d slots held, %d delegations in flight", held, c.inFlight)
 	}
 }
 
@@ -178,17 +248,18 @@ func (c *checker) finish() {
 	for _, r := range page.Runs {
 		for _, a := range c.s.Ledger(r.RunID) {
 			k := key{r.RunID, a.TaskID}
-			if a.TokensSpent != c.spent[k] {
-				c.fail(end, k, InvariantSpent, "at the head tokensSpent %d != %d = Σ reservations + Σ charges", a.TokensSpent, c.spent[k])
+			acc := c.accounts[k]
+			if a.TokensSpent != acc.spent {
+				c.fail(end, k, InvariantSpent, "at the head tokensSpent %d != %d = Σ reservations + Σ charges", a.TokensSpent, acc.spent)
 			}
-			if g, ok := c.granted[k]; ok && g != a.TokensGranted {
-				c.fail(end, k, InvariantGranted, "at the head tokensGranted is %d, opened with %d", a.TokensGranted, g)
+			if acc.opened && acc.granted != a.TokensGranted {
+				c.fail(end, k, InvariantGranted, "at the head tokensGranted is %d, opened with %d", a.TokensGranted, acc.granted)
 			}
 		}
 		for _, d := range c.s.Delegations(r.RunID) {
 			k := key{r.RunID, d.SubID}
-			if d.Status.Terminal() && c.terminals[k] != 1 {
-				c.fail(end, k, InvariantTerminal, "status %s with %d terminal events", d.Status, c.terminals[k])
+			if n := c.delegations[k].terminals; d.Status.Terminal() && n != 1 {
+				c.fail(end, k, InvariantTerminal, "status %s with %d terminal events", d.Status, n)
 			}
 		}
 	}

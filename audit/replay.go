@@ -85,32 +85,29 @@ func Replay(l *eventlog.Log, o ReplayOptions) (*Result, error) {
 		at = o.At.UnixNano()
 	}
 	ex := explainer{run: o.Run, res: res}
-	it := l.Read(1)
-	defer it.Close()
+	d := decode(l, func(r *eventlog.Event) bool {
+		return (o.To > 0 && r.Position > o.To) || (at != 0 && r.Time > at)
+	})
+	defer d.stop()
 	var done uint64
-	for it.Next() {
-		r := it.Event()
-		if (o.To > 0 && r.Position > o.To) || (at != 0 && r.Time > at) {
-			break
+	for b := range d.out {
+		for _, ev := range b.evs {
+			if o.Timeline != nil && selected(o.Run, ev.Stream) {
+				o.Timeline(entryOf(ev))
+			}
+			if o.Explain {
+				ex.add(ev)
+			} else {
+				projections.Apply(res.State, ev)
+			}
+			if done++; o.Progress != nil && done%progressEvery == 0 {
+				o.Progress(done, total)
+			}
 		}
-		ev, err := projections.FromLog(r)
-		if err != nil {
-			return nil, fmt.Errorf("audit: replay: %w", err)
+		if b.err != nil {
+			return nil, fmt.Errorf("audit: replay: %w", b.err)
 		}
-		if o.Timeline != nil && selected(o.Run, ev.Stream) {
-			o.Timeline(entryOf(ev))
-		}
-		if o.Explain {
-			ex.add(ev)
-		} else {
-			projections.Apply(res.State, ev)
-		}
-		if done++; o.Progress != nil && done%progressEvery == 0 {
-			o.Progress(done, total)
-		}
-	}
-	if err := it.Close(); err != nil {
-		return nil, fmt.Errorf("audit: replay: %w", err)
+		d.recycle(b)
 	}
 	if o.Explain {
 		ex.flush()

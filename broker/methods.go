@@ -48,6 +48,7 @@ var brokerMethods = map[string]handler{
 	"query.ledger":             handleQueryLedger,
 	"query.slots":              handleQuerySlots,
 	"query.mailbox":            handleQueryMailbox,
+	methodAdminCheckpoint:      handleCheckpoint,
 }
 
 // Methods lists every method the server answers, hello included, sorted.

@@ -77,13 +77,26 @@ func EncodePayload(p any) ([]byte, error) {
 // It never panics: errors wrap ErrUnknownType, ErrUnsupportedVersion or
 // ErrBadPayload. b is not retained. Safe for concurrent use.
 func DecodePayload(t string, version uint16, b []byte) (any, error) {
+	return decodePayload(t, version, b, nil)
+}
+
+// decodePayload is DecodePayload, sharing strings through strs when it is
+// not nil (see Decoder).
+func decodePayload(t string, version uint16, b []byte, strs *Decoder) (any, error) {
 	k, ok := registry[t]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownType, t)
 	}
+	if version == k.version {
+		if p, st := decodeFast(t, version, b, strs); st == fastOK {
+			return p, nil
+		}
+	}
 	switch {
 	case version == 0 || version > k.version:
 		return nil, fmt.Errorf("%w: %s v%d (current v%d)", ErrUnsupportedVersion, t, version, k.version)
+	case !lengthsFit(b):
+		return nil, fmt.Errorf("%w: %s: a length runs past the end of the payload", ErrBadPayload, t)
 	case version < k.version:
 		var err error
 		if b, err = upcast(t, version, k.version, b); err != nil {

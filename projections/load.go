@@ -10,8 +10,13 @@ import (
 // FromLog turns a stored record into a domain event, decoding (and, for an
 // older schema version, upcasting) its payload. A payload that does not
 // decode is corruption of the log, reported as such.
-func FromLog(r *eventlog.Event) (events.Event, error) {
-	p, err := events.DecodePayload(r.Type, r.SchemaVersion, r.Payload)
+func FromLog(r *eventlog.Event) (events.Event, error) { return FromLogWith(nil, r) }
+
+// FromLogWith is FromLog decoding with dec, which shares repeated strings
+// between the payloads it decodes (see events.Decoder); a nil dec is
+// FromLog. Like dec, it belongs to one goroutine.
+func FromLogWith(dec *events.Decoder, r *eventlog.Event) (events.Event, error) {
+	p, err := dec.Decode(r.Type, r.SchemaVersion, r.Payload)
 	if err != nil {
 		return events.Event{}, &eventlog.CorruptError{
 			Position: r.Position, Key: fmt.Sprintf("e/%d", r.Position), Reason: err.Error(),

@@ -30,7 +30,7 @@
 // # Not guaranteed
 //
 //   - Reconnection: a lost connection fails every pending and later Call with ErrClosed. Dial again; a lost
-//     Subscription is resumed with Subscribe(ctx, s.Last(), types).
+//     Subscription is resumed with Subscribe(ctx, s.Last(), types, opts...).
 //   - Mailbox pushes are a latency hint, as in pi-crew: the inbox (msg.inbox) is authoritative. OnMailbox runs on
 //     the reader goroutine, so it must return quickly and must not wait for a Call on the same Client.
 //   - Pushes of team.event on a Client that is not a Subscription's are dropped: use Subscribe, not a raw

@@ -176,3 +176,28 @@ func readSeqs(ctx context.Context, t *testing.T, s *client.Subscription, n int) 
 	}
 	return seqs
 }
+
+// TestRealBrokerAdminSubscribesToANamedRun: the admin credential is scoped to no run, so its subscription must
+// name one (WithRun); without it the broker refuses with bad_params.
+func TestRealBrokerAdminSubscribesToANamedRun(t *testing.T) {
+	sock := realBroker(t)
+	ctx := ctxFor(t)
+	admin, err := client.Dial(ctx, sock, client.Hello{Role: "admin", Token: adminToken}, nil)
+	require.NoError(t, err)
+	defer admin.Close()
+	var run struct {
+		RunID string `json:"runId"`
+	}
+	require.NoError(t, admin.Call(ctx, "run.create", map[string]any{"team": "t", "goal": "g", "cwd": "/w"}, &run))
+
+	_, err = admin.Subscribe(ctx, 0, nil)
+	require.Equal(t, wire.CodeBadParams, wire.CodeOf(err), "%v", err)
+
+	sub, err := admin.Subscribe(ctx, 0, nil, client.WithRun(run.RunID))
+	require.NoError(t, err)
+	defer sub.Close()
+	ev, err := sub.Next(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, ev.Seq)
+	require.Contains(t, string(ev.Data), run.RunID)
+}

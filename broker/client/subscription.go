@@ -21,8 +21,18 @@ type Event struct {
 
 // subscribeParams is the params of events.subscribe. SinceSeq is exclusive: the broker replays from SinceSeq+1.
 type subscribeParams struct {
+	RunID    string   `json:"runId,omitempty"`
 	SinceSeq uint64   `json:"sinceSeq"`
 	Types    []string `json:"types,omitempty"`
+}
+
+// SubscribeOption refines a Subscribe.
+type SubscribeOption func(*subscribeParams)
+
+// WithRun names the run to subscribe to. A run-scoped credential (orchestrator, worker) always gets its own run
+// and may omit it; the admin credential is scoped to no run and must name one.
+func WithRun(runID string) SubscribeOption {
+	return func(p *subscribeParams) { p.RunID = runID }
 }
 
 // Subscription is a stream of log events on a connection of its own. Next yields them in increasing seq order,
@@ -33,6 +43,7 @@ type subscribeParams struct {
 type Subscription struct {
 	c     *Client
 	types []string
+	runID string // "" for the credential's own run
 
 	last    uint64             // highest seq yielded (or the starting sinceSeq)
 	held    *wire.Event        // a push taken from the buffer before Next ran
@@ -45,14 +56,19 @@ type Subscription struct {
 }
 
 // Subscribe opens a new connection with the Client's hello and subscribes to the events after sinceSeq whose type
-// is in types (nil or empty: every type). It returns once the broker has accepted the subscription (its answer or
-// its first push), or with the broker's refusal as a *wire.Error.
-func (c *Client) Subscribe(ctx context.Context, sinceSeq uint64, types []string) (*Subscription, error) {
+// is in types (nil or empty: every type), of the credential's run or of the one named WithRun. It returns once the
+// broker has accepted the subscription (its answer or its first push), or with the broker's refusal as a
+// *wire.Error.
+func (c *Client) Subscribe(ctx context.Context, sinceSeq uint64, types []string, opts ...SubscribeOption) (*Subscription, error) {
+	var p subscribeParams
+	for _, o := range opts {
+		o(&p)
+	}
 	sc, err := dial(ctx, c.path, c.hello, c.opts, make(chan wire.Event, c.opts.EventBuffer))
 	if err != nil {
 		return nil, err
 	}
-	s := &Subscription{c: sc, types: append([]string(nil), types...), last: sinceSeq}
+	s := &Subscription{c: sc, types: append([]string(nil), types...), runID: p.RunID, last: sinceSeq}
 	s.subscribe(sinceSeq)
 	// NB: a push before the answer also means the broker accepted; holding it (rather than waiting on for the
 	// answer) keeps the reader from blocking on a full buffer with the answer queued behind it.
@@ -144,7 +160,8 @@ func (s *Subscription) handle(ev wire.Event) (Event, bool) {
 func (s *Subscription) subscribe(since uint64) {
 	// NB: a background context is safe: this connection has at most one request in flight, so the writer
 	// queue always has room, and the send fails at once if the connection is gone.
-	_, ch, err := s.c.start(context.Background(), wire.MethodEventsSubscribe, subscribeParams{SinceSeq: since, Types: s.types})
+	_, ch, err := s.c.start(context.Background(), wire.MethodEventsSubscribe,
+		subscribeParams{RunID: s.runID, SinceSeq: since, Types: s.types})
 	if err != nil {
 		s.err = err
 		return

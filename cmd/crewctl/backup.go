@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -31,17 +32,71 @@ exist) as a data directory (DIR/store, and DIR/server.key so the tokens crewd
 minted stay valid after a restore; the admin token is not copied), then
 verifies the copy.
 
-crewd offers no online checkpoint over its socket yet, so backup opens the
-store itself: stop crewd first (its lock refuses other openers, exit 3).`,
+While crewd runs (its socket answers the admin token) the daemon writes the
+checkpoint itself (admin.checkpoint) and keeps serving; otherwise backup opens
+the store directly.`,
 		Args: args(1, "the backup directory"),
-		RunE: func(_ *cobra.Command, argv []string) error { return a.backup(argv[0]) },
+		RunE: func(cmd *cobra.Command, argv []string) error { return a.backup(cmd.Context(), argv[0]) },
 	}
 }
 
-func (a *app) backup(dest string) error {
+func (a *app) backup(ctx context.Context, dest string) error {
 	if _, err := os.Lstat(dest); err == nil {
 		return usagef("backup: %s exists; name a new directory", dest)
 	}
+	// NB: crewd resolves the path, and its working directory is not ours.
+	abs, err := filepath.Abs(dest)
+	if err != nil {
+		return usagef("backup: %v", err)
+	}
+	if b, ok := a.reachDaemon(ctx); ok {
+		defer b.Close()
+		return a.backupOnline(ctx, b, abs)
+	}
+	return a.backupOffline(abs)
+}
+
+// reachDaemon connects to crewd when it is running: without a token or an
+// answering socket, backup takes the offline path (which tells a store
+// held by an unreachable daemon apart by its lock).
+func (a *app) reachDaemon(ctx context.Context) (Broker, bool) {
+	tok, err := a.token()
+	if err != nil || a.dial == nil {
+		return nil, false
+	}
+	b, err := a.dial(ctx, a.socket, tok)
+	if err != nil {
+		return nil, false
+	}
+	return b, true
+}
+
+// checkpointResult is the answer of admin.checkpoint.
+type checkpointResult struct {
+	Dir  string `json:"dir"`
+	Head uint64 `json:"head"`
+}
+
+// backupOnline has crewd write the checkpoint while it keeps committing.
+func (a *app) backupOnline(ctx context.Context, b Broker, dest string) error {
+	if err := os.MkdirAll(dest, 0o700); err != nil {
+		return openErr(fmt.Errorf("crewctl: backup: %w", err))
+	}
+	var res checkpointResult
+	if err := call(ctx, b, "admin.checkpoint", map[string]any{"dir": filepath.Join(dest, storeDir)}, &res); err != nil {
+		os.Remove(dest) // still empty: leave nothing half-made behind
+		return err
+	}
+	out := backupOutput{From: a.dataDir, To: dest, Head: res.Head, Online: true}
+	var err error
+	if out.ServerKey, err = copySecret(filepath.Join(a.dataDir, serverKeyFile), filepath.Join(dest, serverKeyFile)); err != nil {
+		return problemf("backup: %v", err)
+	}
+	return a.finishCopy(out, filepath.Join(dest, storeDir), "backup")
+}
+
+// backupOffline opens the store itself: crewd is not running.
+func (a *app) backupOffline(dest string) error {
 	src := storePath(a.dataDir)
 	// Read-only first: it tells a missing, locked or damaged store apart
 	// without creating anything. Pebble refuses a checkpoint of a
@@ -135,7 +190,11 @@ func (a *app) finishCopy(out backupOutput, store, label string) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(a.io.out, "copied %s to %s at head %d (offline checkpoint; crewd offers no online one yet)\n", out.From, out.To, out.Head)
+		how := "offline checkpoint"
+		if out.Online {
+			how = "online checkpoint by crewd"
+		}
+		fmt.Fprintf(a.io.out, "copied %s to %s at head %d (%s)\n", out.From, out.To, out.Head, how)
 		if out.ServerKey {
 			fmt.Fprintln(a.io.out, "server.key copied (0600): tokens crewd minted stay valid")
 		}

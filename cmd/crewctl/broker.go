@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/crewlog/crewlog/broker/client"
 	"github.com/crewlog/crewlog/broker/wire"
@@ -62,21 +61,15 @@ func (b *realBroker) Call(ctx context.Context, method string, params any, result
 
 func (b *realBroker) Close() error { return b.c.Close() }
 
-// Subscribe uses events.subscribe through client.Subscribe, which resumes
-// by itself after a resync frame. NB: client.Subscribe sends no runId, and
-// the broker requires one from the admin; until the client can name the run
-// the subscription is refused, and the tail falls back to paging
-// events.since on a short interval (the broker offers no other signal).
+// Subscribe uses events.subscribe through client.Subscribe, naming the run
+// (the admin credential is scoped to none); the client resumes by itself
+// after a resync frame.
 func (b *realBroker) Subscribe(ctx context.Context, runID string, sinceSeq uint64, types []string) (Stream, error) {
-	sub, err := b.c.Subscribe(ctx, sinceSeq, types)
-	if err == nil {
-		return &realStream{sub: sub}, nil
-	}
-	var we *wire.Error
-	if !errors.As(err, &we) {
+	sub, err := b.c.Subscribe(ctx, sinceSeq, types, client.WithRun(runID))
+	if err != nil {
 		return nil, err
 	}
-	return &pollStream{b: b, runID: runID, since: sinceSeq, types: types}, nil
+	return &realStream{sub: sub}, nil
 }
 
 type realStream struct{ sub *client.Subscription }
@@ -87,48 +80,6 @@ func (s *realStream) Next(ctx context.Context) (json.RawMessage, error) {
 }
 
 func (s *realStream) Close() error { return s.sub.Close() }
-
-// pollStream pages events.since; see realBroker.Subscribe.
-type pollStream struct {
-	b     Broker
-	runID string
-	since uint64
-	types []string
-	buf   []json.RawMessage
-}
-
-// pollInterval is how often the fallback tail asks for new events.
-const pollInterval = 500 * time.Millisecond
-
-func (s *pollStream) Next(ctx context.Context) (json.RawMessage, error) {
-	for len(s.buf) == 0 {
-		var page sincePage
-		if err := s.b.Call(ctx, "events.since", map[string]any{"runId": s.runID, "sinceSeq": s.since}, &page); err != nil {
-			return nil, err
-		}
-		for _, raw := range page.Events {
-			if typeIn(raw, s.types) {
-				s.buf = append(s.buf, raw)
-			}
-		}
-		s.since = page.NextSeq
-		if len(s.buf) > 0 || page.HasMore {
-			continue
-		}
-		t := time.NewTimer(pollInterval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
-		}
-	}
-	raw := s.buf[0]
-	s.buf = s.buf[1:]
-	return raw, nil
-}
-
-func (s *pollStream) Close() error { return nil }
 
 // sincePage is the answer of events.since.
 type sincePage struct {

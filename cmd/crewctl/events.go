@@ -87,6 +87,9 @@ func (a *app) events(ctx context.Context, b Broker, run string, since uint64, ty
 	}
 	st, err := b.Subscribe(ctx, run, since, types)
 	if err != nil {
+		if isWireError(err) {
+			return problemf("events.subscribe: %v", err)
+		}
 		return openErr(fmt.Errorf("crewctl: events.subscribe: %w", err))
 	}
 	defer st.Close()

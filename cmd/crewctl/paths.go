@@ -1,46 +1,24 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/crewlog/crewlog/cmd/crewd/daemon"
 )
 
-// The defaults are crewd's own, so crewctl with no flags finds the daemon
-// and the store a crewd with no flags uses.
+// The defaults are crewd's own (package daemon), so crewctl with no flags
+// finds the daemon and the store a crewd with no flags uses.
 
-// defaultDataDir is $XDG_DATA_HOME/crewlog, else ~/.local/share/crewlog.
-func defaultDataDir() string {
-	if d := os.Getenv("XDG_DATA_HOME"); filepath.IsAbs(d) {
-		return filepath.Join(d, "crewlog")
-	}
-	if h := os.Getenv("HOME"); filepath.IsAbs(h) {
-		return filepath.Join(h, ".local", "share", "crewlog")
-	}
-	return ""
-}
+func defaultDataDir() string { return daemon.DefaultDataDir(daemon.OSEnv()) }
 
-// defaultSocket is $XDG_RUNTIME_DIR/crewlog/crewd.sock, else
-// <os.TempDir()>/crewlog-<uid>/crewd.sock.
-func defaultSocket() string {
-	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
-		return filepath.Join(d, "crewlog", "crewd.sock")
-	}
-	tmp := os.TempDir()
-	if !filepath.IsAbs(tmp) {
-		tmp = "/tmp"
-	}
-	return filepath.Join(tmp, fmt.Sprintf("crewlog-%d", os.Getuid()), "crewd.sock")
-}
-
-// adminTokenFile is the admin credential crewd writes into its data
-// directory.
-const adminTokenFile = "admin.token"
+func defaultSocket() string { return daemon.DefaultSocketPath(daemon.OSEnv()) }
 
 // Inside crewd's data directory.
 const (
-	storeDir      = "store"      // the event log
-	serverKeyFile = "server.key" // keys the tokens crewd mints; kept with a backup so they stay valid
+	adminTokenFile = daemon.AdminTokenFile // the admin credential crewd writes
+	storeDir       = daemon.StoreDir       // the event log
+	serverKeyFile  = daemon.ServerKeyFile  // keys the tokens crewd mints; kept with a backup so they stay valid
 )
 
 // storePath is the store of a data directory: <data>/store, or the

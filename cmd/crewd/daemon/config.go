@@ -87,8 +87,8 @@ type option struct {
 func fixed(s string) func(Env) string { return func(Env) string { return s } }
 
 var options = []option{
-	{"data", kindString, "DIR", "data directory: admin.token, server.key and the event store (store/)", defaultDataDir},
-	{"socket", kindString, "PATH", "unix socket path the broker listens on (its directory is made 0700)", defaultSocketPath},
+	{"data", kindString, "DIR", "data directory: admin.token, server.key and the event store (store/)", DefaultDataDir},
+	{"socket", kindString, "PATH", "unix socket path the broker listens on (its directory is made 0700)", DefaultSocketPath},
 	{"config", kindString, "FILE", "JSON file with any of these settings by flag name, e.g. {\"max-slots\": 4}; flags override it", fixed("")},
 	{"nesting", kindBool, "[=BOOL]", "allow workers to delegate (nesting.enabled)", fixed("true")},
 	{"max-depth", kindInt, "N", fmt.Sprintf("deepest delegation depth, %d..%d", commands.MinMaxDepth, commands.MaxMaxDepth), fixed("4")},
@@ -103,8 +103,9 @@ var options = []option{
 	{"log-format", kindString, "FORMAT", "text or json (logs go to stderr)", fixed("text")},
 }
 
-// defaultDataDir follows the XDG base directory spec, which ignores relative values.
-func defaultDataDir(env Env) string {
+// DefaultDataDir is crewd's data directory when --data is not given ("" when env names none). It follows the XDG
+// base directory spec, which ignores relative values. crewctl uses it too, so both find the same store.
+func DefaultDataDir(env Env) string {
 	if d := env.Getenv("XDG_DATA_HOME"); filepath.IsAbs(d) {
 		return filepath.Join(d, "crewlog")
 	}
@@ -114,9 +115,10 @@ func defaultDataDir(env Env) string {
 	return ""
 }
 
-// defaultSocketPath is under the per-user runtime dir, else a per-user dir in the temp dir (as pi-crew's is,
-// D§7.1), since a socket belongs on a file system that is cleared at boot.
-func defaultSocketPath(env Env) string {
+// DefaultSocketPath is crewd's socket when --socket is not given (crewctl's default too): under the per-user
+// runtime dir, else a per-user dir in the temp dir (as pi-crew's is, D§7.1), since a socket belongs on a file
+// system that is cleared at boot.
+func DefaultSocketPath(env Env) string {
 	if d := env.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
 		return filepath.Join(d, "crewlog", "crewd.sock")
 	}

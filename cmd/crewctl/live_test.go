@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker"
+	"github.com/crewlog/crewlog/broker/client"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
+)
+
+const liveToken = "live-admin-token"
+
+// liveDaemon serves the real broker in-process on a fresh data directory
+// (store, admin.token, server.key), as crewd lays it out, and returns the
+// data directory and the socket.
+func liveDaemon(t *testing.T) (data, socket string) {
+	data = t.TempDir()
+	l, err := eventlog.Open(filepath.Join(data, storeDir), nil)
+	require.NoError(t, err)
+	eng, err := commands.Open(l, commands.Options{})
+	require.NoError(t, err)
+	key := []byte(strings.Repeat("k", 32))
+	require.NoError(t, os.WriteFile(filepath.Join(data, adminTokenFile), []byte(liveToken+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(data, serverKeyFile), key, 0o600))
+	sum := sha256.Sum256([]byte(liveToken))
+	srv, err := broker.New(eng, l, broker.Options{
+		SocketPath: filepath.Join(t.TempDir(), "crewd.sock"), AdminDigest: hex.EncodeToString(sum[:]), ServerKey: key,
+	})
+	require.NoError(t, err)
+	require.NoError(t, srv.Listen())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(context.Background()) }()
+	t.Cleanup(func() {
+		srv.Close()
+		require.NoError(t, <-served)
+		eng.Close()
+		l.Close()
+	})
+	return data, srv.Addr()
+}
+
+func createRun(t *testing.T, ctx context.Context, socket string) string {
+	c, err := client.Dial(ctx, socket, client.Hello{Role: "admin", Token: liveToken}, nil)
+	require.NoError(t, err)
+	defer c.Close()
+	var run struct {
+		RunID string `json:"runId"`
+	}
+	require.NoError(t, c.Call(ctx, "run.create", map[string]any{"team": "t", "goal": "g", "cwd": "/w"}, &run))
+	return run.RunID
+}
+
+// TestBackupWhileCrewdRuns: with crewd reachable, backup has it write the
+// checkpoint (the store stays locked by the daemon) and verifies the copy.
+func TestBackupWhileCrewdRuns(t *testing.T) {
+	data, socket := liveDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	createRun(t, ctx, socket)
+	dest := filepath.Join(t.TempDir(), "backup")
+	r := crewctl(t, dialBroker, "backup", dest, "--data", data, "--socket", socket, "--json")
+	require.Equal(t, exitOK, r.code, "%s%s", r.out, r.err)
+	var out backupOutput
+	require.NoError(t, json.Unmarshal([]byte(r.out), &out))
+	require.True(t, out.Online)
+	require.True(t, out.ServerKey)
+	require.True(t, out.Verify.OK)
+	require.Positive(t, out.Head)
+	require.LessOrEqual(t, out.Head, out.Verify.Head)
+
+	r = crewctl(t, dialBroker, "backup", dest, "--data", data, "--socket", socket)
+	require.Equal(t, exitUsage, r.code, "the backup directory exists")
+}
+
+// lockedBuffer is an output written by the command and read by the test;
+// wrote signals each write.
+type lockedBuffer struct {
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{}
+}
+
+func (w *lockedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	select {
+	case w.wrote <- struct{}{}:
+	default:
+	}
+	return w.b.Write(p)
+}
+
+func (w *lockedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// TestEventsFollowUsesTheSubscription: events --follow prints the events
+// committed after it started, pushed by events.subscribe for the named run.
+func TestEventsFollowUsesTheSubscription(t *testing.T) {
+	data, socket := liveDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run := createRun(t, ctx, socket)
+
+	followCtx, stop := context.WithCancel(ctx)
+	out, errb := lockedBuffer{wrote: make(chan struct{}, 1)}, lockedBuffer{}
+	code := make(chan int, 1)
+	go func() {
+		code <- runWith(followCtx, []string{"events", "--run", run, "--follow", "--json", "--data", data, "--socket", socket},
+			stdio{out: &out, err: &errb})
+	}()
+	waitFor := func(typ string) {
+		for !strings.Contains(out.String(), `"`+typ+`"`) {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("no %s in %q (stderr %q)", typ, out.String(), errb.String())
+			case <-out.wrote:
+			}
+		}
+	}
+	waitFor("credential.issued") // the last event of the first page: what follows comes from the subscription
+	c, err := client.Dial(ctx, socket, client.Hello{Role: "admin", Token: liveToken}, nil)
+	require.NoError(t, err)
+	defer c.Close()
+	for _, to := range []string{"planning", "running"} {
+		require.NoError(t, c.Call(ctx, "run.transition", map[string]any{"runId": run, "to": to}, nil))
+	}
+	waitFor("run.running")
+	stop()
+	require.Equal(t, exitOK, <-code, errb.String())
+	var seqs []uint64
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var ev teamEvent
+		require.NoError(t, json.Unmarshal([]byte(line), &ev))
+		seqs = append(seqs, ev.Metadata.Seq)
+	}
+	require.Equal(t, []uint64{1, 2, 3, 4}, seqs, "every event once, in order")
+}
+
+func runWith(ctx context.Context, args []string, io stdio) int { return run(ctx, args, io, dialBroker) }
