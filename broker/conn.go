@@ -92,12 +92,12 @@ func newConn(s *Server, nc *net.UnixConn, seq uint64) *conn {
 func (c *conn) close(r closeReason) {
 	c.closeOnce.Do(func() {
 		c.reason = r
-		c.s.forget(c) // first: once the peer sees the close, the connection no longer counts against MaxConns
+		id := c.s.forget(c) // first: once the peer sees the close, the connection no longer counts against MaxConns
 		c.cancel()
 		c.nc.Close()
 		c.out.close()
-		c.s.lg.Debug("connection closed", "conn", c.seq, "reason", r.String(), "role", c.id.role, "runId", c.id.runID,
-			"taskId", c.id.taskID)
+		c.s.lg.Debug("connection closed", "conn", c.seq, "reason", r.String(), "role", id.role, "runId", id.runID,
+			"taskId", id.taskID)
 	})
 }
 

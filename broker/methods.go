@@ -73,9 +73,9 @@ func (c *conn) handle(req wire.Request) bool {
 			c.s.lg.Debug("hello rejected", "conn", c.seq, "code", string(bad.Code))
 			return c.sendError(req.ID, bad)
 		}
-		c.id, c.authed = id, true
+		c.authed = true
 		c.nc.SetReadDeadline(time.Time{})
-		c.s.bind(c)
+		c.s.bind(c, id)
 		c.s.lg.Debug("hello", "conn", c.seq, "role", id.role, "runId", id.runID, "taskId", id.taskID)
 		return c.respond(req.ID, req.Method, wire.HelloAck{
 			Protocol: wire.ProtocolVersion, Session: c.s.opts.SessionID, Run: id.runID, OK: true,

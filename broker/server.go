@@ -173,25 +173,26 @@ func (s *Server) admit(nc *net.UnixConn) {
 }
 
 // bind indexes an authenticated connection by run, for mailbox pushes.
-func (s *Server) bind(c *conn) {
-	if c.id.runID == "" {
-		return
-	}
+func (s *Server) bind(c *conn, id identity) {
+	// NB: c.id is written under s.mu because Close (another goroutine) reads
+	// it in forget while the reader may be binding.
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, live := s.conns[c]; !live {
+	c.id = id
+	if id.runID == "" {
 		return
 	}
-	set := s.byRun[c.id.runID]
+	set := s.byRun[id.runID]
 	if set == nil {
 		set = make(map[*conn]struct{})
-		s.byRun[c.id.runID] = set
+		s.byRun[id.runID] = set
 	}
 	set[c] = struct{}{}
 }
 
-// forget removes a closed connection from every index.
-func (s *Server) forget(c *conn) {
+// forget removes a closed connection from every index and returns the
+// identity it was bound to.
+func (s *Server) forget(c *conn) identity {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.conns, c)
@@ -201,6 +202,7 @@ func (s *Server) forget(c *conn) {
 			delete(s.byRun, c.id.runID)
 		}
 	}
+	return c.id
 }
 
 // Close stops accepting, closes every connection, waits for every goroutine the server started and unlinks the
