@@ -200,6 +200,11 @@ func stripCommandID(method string, params json.RawMessage) (string, json.RawMess
 	if len(raw) == 0 || raw[0] != '{' {
 		return "", params, nil // ParseCommand answers null and non-objects
 	}
+	// Most requests carry no commandId: skip the decode and re-encode. A
+	// key spelt with \u escapes still takes the slow path.
+	if !bytes.Contains(raw, []byte("commandId")) && !bytes.Contains(raw, []byte(`\u`)) {
+		return "", params, nil
+	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return "", params, nil
