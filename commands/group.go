@@ -17,7 +17,6 @@ func (e *Engine) commit(group []*pending) error {
 	w := e.work
 	seen := make(map[string]*pending, len(group))
 	writes := make([]eventlog.Write, 0, len(group))
-	owners := make([]*pending, 0, len(group)) // owners[i] wrote writes[i]
 	var applied []events.Event
 	next := e.next
 
@@ -89,7 +88,6 @@ func (e *Engine) commit(group []*pending) error {
 		}
 		if len(wr.Events) > 0 || id != "" {
 			writes = append(writes, wr)
-			owners = append(owners, p)
 		}
 	}
 
