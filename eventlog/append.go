@@ -222,6 +222,8 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (
 	for _, id := range ids {
 		l.pending[id] = struct{}{}
 	}
+	l.gen++
+	clear(l.absent)
 	l.inflight.Add(1)
 	return b, first, ids, last, nil
 }
@@ -244,6 +246,9 @@ func (l *Log) checkNewCommand(id string, seen map[string]struct{}) error {
 	seen[id] = struct{}{}
 	if _, dup := l.pending[id]; dup {
 		return fmt.Errorf("%w: %q", ErrDuplicateCommand, id)
+	}
+	if g, ok := l.absent[id]; ok && g == l.gen {
+		return nil // looked up since the last append: still unrecorded
 	}
 	_, closer, err := l.db.Get(commandKey(id))
 	if err == nil {

@@ -34,9 +34,16 @@ type Log struct {
 	prevHash [32]byte   // hash of position next-1
 	versions map[string]uint64
 	pending  map[string]struct{} // command ids handed to Pebble but not yet synced
-	failed   error
-	closed   atomic.Bool // set under mu; read without it
-	scratch  []byte
+	// gen counts appends handed to Pebble; absent holds command ids an
+	// Outcome lookup found unrecorded, with the gen it saw. Until the next
+	// append nothing can record them, so Append may skip its own lookup:
+	// a writer that looks an id up before appending it pays one Get, not
+	// two.
+	gen     uint64
+	absent  map[string]uint64
+	failed  error
+	closed  atomic.Bool // set under mu; read without it
+	scratch []byte
 
 	durable  atomic.Pointer[head] // last position whose append has synced
 	inflight sync.WaitGroup       // appends waiting for their sync
@@ -68,6 +75,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 		opts:     o,
 		versions: make(map[string]uint64),
 		pending:  make(map[string]struct{}),
+		absent:   make(map[string]uint64),
 	}
 	if err := l.recover(); err != nil {
 		_ = db.Close()

@@ -384,3 +384,29 @@ func TestKeys(t *testing.T) {
 	require.Nil(t, prefixUpper([]byte{0xff}))
 	require.EqualValues(t, 9, binary.BigEndian.Uint64(eventKey(9)[1:]))
 }
+
+// A command id looked up just before its append is not looked up again by
+// the append, and every duplicate is still refused.
+func TestAppendTrustsAFreshAbsentLookup(t *testing.T) {
+	l, _ := openMem(t)
+	defer l.Close()
+	_, err := l.Outcome("a")
+	require.ErrorIs(t, err, ErrNotFound)
+	require.Contains(t, l.absent, "a")
+	_, err = l.Append(Write{CommandID: "a", Events: evs("s", 1)})
+	require.NoError(t, err)
+	require.Empty(t, l.absent, "an append makes every earlier observation stale")
+
+	_, err = l.Outcome("b")
+	require.ErrorIs(t, err, ErrNotFound)
+	_, err = l.Append(Write{CommandID: "c", Events: evs("s", 1)})
+	require.NoError(t, err)
+	_, err = l.Append(Write{CommandID: "a"})
+	require.ErrorIs(t, err, ErrDuplicateCommand, "a recorded id is refused")
+	_, err = l.Append(Write{CommandID: "b"}, Write{CommandID: "b"})
+	require.ErrorIs(t, err, ErrDuplicateCommand, "twice in one append is refused")
+
+	_, err = l.Outcome("a")
+	require.NoError(t, err, "recorded ids are never remembered as absent")
+	require.NotContains(t, l.absent, "a")
+}

@@ -71,6 +71,7 @@ func (l *Log) Outcome(commandID string) (Outcome, error) {
 	}
 	l.mu.Lock()
 	_, pending := l.pending[commandID]
+	gen := l.gen
 	l.mu.Unlock()
 	if pending {
 		return Outcome{}, fmt.Errorf("%w: command %q is being recorded", ErrNotFound, commandID)
@@ -79,10 +80,25 @@ func (l *Log) Outcome(commandID string) (Outcome, error) {
 	v, closer, err := l.db.Get(key)
 	if err != nil {
 		if isNotFound(err) {
+			l.noteAbsent(commandID, gen)
 			return Outcome{}, fmt.Errorf("%w: command %q", ErrNotFound, commandID)
 		}
 		return Outcome{}, fmt.Errorf("eventlog: read outcome: %w", err)
 	}
 	defer closer.Close()
 	return decodeOutcome(key, v)
+}
+
+// maxAbsent bounds the ids remembered as absent between two appends.
+const maxAbsent = 1 << 16
+
+// noteAbsent remembers that id had no outcome when no append had been
+// staged since gen. If one was staged meanwhile, the observation may be
+// stale and is dropped.
+func (l *Log) noteAbsent(id string, gen uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gen == gen && len(l.absent) < maxAbsent {
+		l.absent[id] = gen
+	}
 }
