@@ -35,18 +35,6 @@ func Describe(ev events.Event) string {
 	return ev.Type
 }
 
-// payload returns ev's payload as a *T, accepting a T too; nil for any
-// other type (a describer then falls back to the type name).
-func payload[T any](ev events.Event) *T {
-	switch p := ev.Payload.(type) {
-	case *T:
-		return p
-	case T:
-		return &p
-	}
-	return nil
-}
-
 // orDash shows an empty string as "-", so columns never collapse.
 func orDash(s string) string {
 	if s == "" {

@@ -11,11 +11,11 @@ import (
 func describeBudget(ev events.Event) string {
 	switch ev.Type {
 	case events.TypeBudgetReserved:
-		if p := payload[events.BudgetReserved](ev); p != nil {
+		if p := events.PayloadAs[events.BudgetReserved](ev); p != nil {
 			return fmt.Sprintf("budget reserved %d for %s from %s (grant %d)", p.Tokens, p.SubID, p.TaskID, p.GrantedTokens)
 		}
 	case events.TypeBudgetCharged:
-		if p := payload[events.BudgetCharged](ev); p != nil {
+		if p := events.PayloadAs[events.BudgetCharged](ev); p != nil {
 			return fmt.Sprintf("budget charged %d over the reservation to %s (used %d, reserved %d)",
 				p.Tokens, p.TaskID, p.UsageTokens, p.ReservedTokens)
 		}

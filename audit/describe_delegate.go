@@ -11,33 +11,33 @@ import (
 func describeDelegate(ev events.Event) string {
 	switch ev.Type {
 	case events.TypeDelegateRequested:
-		if p := payload[events.DelegateRequested](ev); p != nil {
+		if p := events.PayloadAs[events.DelegateRequested](ev); p != nil {
 			return fmt.Sprintf("%s requests grandchild %s (role %s)", p.TaskID, p.SubID, p.Role)
 		}
 	case events.TypeDelegateAdmitted:
-		if p := payload[events.DelegateAdmitted](ev); p != nil {
+		if p := events.PayloadAs[events.DelegateAdmitted](ev); p != nil {
 			return describeAdmitted(p)
 		}
 	case events.TypeDelegateRejected:
-		if p := payload[events.DelegateRejected](ev); p != nil {
+		if p := events.PayloadAs[events.DelegateRejected](ev); p != nil {
 			return "rejected: " + RejectionRule(p)
 		}
 	case events.TypeDelegateSpawned:
-		if p := payload[events.DelegateSpawned](ev); p != nil {
+		if p := events.PayloadAs[events.DelegateSpawned](ev); p != nil {
 			return fmt.Sprintf("delegate %s running (pid %d)", p.SubID, p.PID)
 		}
 	case events.TypeDelegateCancelRequested:
-		if p := payload[events.DelegateCancelRequested](ev); p != nil {
+		if p := events.PayloadAs[events.DelegateCancelRequested](ev); p != nil {
 			return withReason(fmt.Sprintf("delegate %s asked to cancel", p.SubID), p.Reason)
 		}
 	case events.TypeDelegateCompleted:
-		return describeSettled(ev, (*events.DelegateSettled)(payload[events.DelegateCompleted](ev)), "completed")
+		return describeSettled(ev, (*events.DelegateSettled)(events.PayloadAs[events.DelegateCompleted](ev)), "completed")
 	case events.TypeDelegateFailed:
-		return describeSettled(ev, (*events.DelegateSettled)(payload[events.DelegateFailed](ev)), "failed")
+		return describeSettled(ev, (*events.DelegateSettled)(events.PayloadAs[events.DelegateFailed](ev)), "failed")
 	case events.TypeDelegateTimedOut:
-		return describeSettled(ev, (*events.DelegateSettled)(payload[events.DelegateTimedOut](ev)), "timed out")
+		return describeSettled(ev, (*events.DelegateSettled)(events.PayloadAs[events.DelegateTimedOut](ev)), "timed out")
 	case events.TypeDelegateCancelled:
-		return describeSettled(ev, (*events.DelegateSettled)(payload[events.DelegateCancelled](ev)), "cancelled")
+		return describeSettled(ev, (*events.DelegateSettled)(events.PayloadAs[events.DelegateCancelled](ev)), "cancelled")
 	}
 	return ev.Type
 }

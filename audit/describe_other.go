@@ -58,7 +58,7 @@ func describeCredential(ev events.Event) string {
 
 // describeEngine tells the admission knobs put in force.
 func describeEngine(ev events.Event) string {
-	p := payload[events.EngineConfigured](ev)
+	p := events.PayloadAs[events.EngineConfigured](ev)
 	if p == nil {
 		return ev.Type
 	}

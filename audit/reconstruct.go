@@ -38,7 +38,7 @@ func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
 		}
 		id = strings.TrimPrefix(sub, "gc-")
 	case events.TypeEngineConfigured:
-		p := payload[events.EngineConfigured](first)
+		p := events.PayloadAs[events.EngineConfigured](first)
 		if p == nil {
 			return d, false
 		}
@@ -131,7 +131,7 @@ func requestFrom(group []events.Event) (*commands.DelegateRequest, string) {
 // optional charge and the terminal event. id is what the decision minted:
 // the message id's suffix.
 func settlementFrom(group []events.Event) (commands.Command, string, bool) {
-	msg := payload[events.MailboxAppended](group[0])
+	msg := events.PayloadAs[events.MailboxAppended](group[0])
 	last := group[len(group)-1]
 	term := settledOf(last)
 	if msg == nil || term == nil || !strings.HasPrefix(msg.From, "delegate:") {
@@ -289,7 +289,7 @@ func settlementRule(s *projections.State, cfg projections.Config, cmd commands.C
 		fmt.Fprintf(&b, "usage %d within reserved %d: no charge, no refund", usage, d.Reserved)
 	}
 	for _, ev := range evs {
-		if p := payload[events.MailboxAppended](ev); p != nil && p.Rerouted {
+		if p := events.PayloadAs[events.MailboxAppended](ev); p != nil && p.Rerouted {
 			b.WriteString("; result rerouted to the run inbox (parent ended)")
 		}
 	}

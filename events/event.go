@@ -43,3 +43,16 @@ const EngineStream = "$engine"
 // UnixMilli converts the event time (unix nanoseconds) to the unix
 // milliseconds used by every timestamp inside payloads and read models.
 func (e Event) UnixMilli() int64 { return e.Time / 1e6 }
+
+// PayloadAs returns ev's payload as a *T, accepting a T too; nil when the
+// payload is of another type. Folds and describers read payloads with it
+// instead of a type switch each.
+func PayloadAs[T any](ev Event) *T {
+	switch p := ev.Payload.(type) {
+	case *T:
+		return p
+	case T:
+		return &p
+	}
+	return nil
+}

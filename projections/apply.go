@@ -49,15 +49,3 @@ func Apply(s *State, ev events.Event) {
 		applyCredential(r, ev)
 	}
 }
-
-// payload returns ev's payload as a *T, accepting a T too; nil when the
-// payload is of another type.
-func payload[T any](ev events.Event) *T {
-	switch p := ev.Payload.(type) {
-	case *T:
-		return p
-	case T:
-		return &p
-	}
-	return nil
-}

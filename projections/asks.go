@@ -43,7 +43,7 @@ func applyAsk(r *runState, ev events.Event) {
 	at := ev.UnixMilli()
 	switch ev.Type {
 	case events.TypeAskRequested:
-		p := payload[events.AskRequested](ev)
+		p := events.PayloadAs[events.AskRequested](ev)
 		if p == nil || r.asks[p.QuestionID] != nil {
 			return
 		}
@@ -55,11 +55,11 @@ func applyAsk(r *runState, ev events.Event) {
 		// One park slot per run: a newer question takes it.
 		r.run.WaitState = &WaitState{TaskID: p.TaskID, QuestionID: p.QuestionID, AskedAt: p.AskedAt}
 	case events.TypeAskAnswered:
-		if p := payload[events.AskAnswered](ev); p != nil {
+		if p := events.PayloadAs[events.AskAnswered](ev); p != nil {
 			resolveAsk(r, p.TaskID, p.QuestionID, AskAnswered, at)
 		}
 	case events.TypeAskTimedOut:
-		if p := payload[events.AskTimedOut](ev); p != nil {
+		if p := events.PayloadAs[events.AskTimedOut](ev); p != nil {
 			resolveAsk(r, p.TaskID, p.QuestionID, AskTimedOut, at)
 		}
 	}

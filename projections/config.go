@@ -37,7 +37,7 @@ func (c Config) clone() Config {
 }
 
 func applyConfig(s *State, ev events.Event) {
-	p := payload[events.EngineConfigured](ev)
+	p := events.PayloadAs[events.EngineConfigured](ev)
 	if p == nil {
 		return
 	}

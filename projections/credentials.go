@@ -28,7 +28,7 @@ func applyCredential(r *runState, ev events.Event) {
 	at := ev.UnixMilli()
 	switch ev.Type {
 	case events.TypeCredentialIssued:
-		if p := payload[events.CredentialIssued](ev); p != nil {
+		if p := events.PayloadAs[events.CredentialIssued](ev); p != nil {
 			c := r.creds[p.TaskID]
 			if c == nil {
 				c = &Credential{RunID: r.run.RunID, Key: p.TaskID}
@@ -38,7 +38,7 @@ func applyCredential(r *runState, ev events.Event) {
 			c.Revoked, c.RevokedAt = false, 0
 		}
 	case events.TypeCredentialRevoked:
-		if p := payload[events.CredentialRevoked](ev); p != nil {
+		if p := events.PayloadAs[events.CredentialRevoked](ev); p != nil {
 			if c := r.creds[p.TaskID]; c != nil && !c.Revoked {
 				c.Revoked, c.RevokedAt = true, at
 			}

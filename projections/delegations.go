@@ -78,11 +78,11 @@ func applyDelegation(s *State, r *runState, ev events.Event) {
 	at := ev.UnixMilli()
 	switch ev.Type {
 	case events.TypeDelegateAdmitted:
-		if p := payload[events.DelegateAdmitted](ev); p != nil && r.dels[p.SubID] == nil {
+		if p := events.PayloadAs[events.DelegateAdmitted](ev); p != nil && r.dels[p.SubID] == nil {
 			admit(s, r, p, at, ev.Position)
 		}
 	case events.TypeDelegateSpawned:
-		p := payload[events.DelegateSpawned](ev)
+		p := events.PayloadAs[events.DelegateSpawned](ev)
 		if p == nil {
 			return
 		}
@@ -96,19 +96,19 @@ func applyDelegation(s *State, r *runState, ev events.Event) {
 			}
 		}
 	case events.TypeDelegateCancelRequested:
-		if p := payload[events.DelegateCancelRequested](ev); p != nil {
+		if p := events.PayloadAs[events.DelegateCancelRequested](ev); p != nil {
 			if d := r.dels[p.SubID]; d != nil && !d.Status.Terminal() {
 				d.CancelRequested = true
 			}
 		}
 	case events.TypeDelegateCompleted:
-		settle(s, r, DelegationCompleted, (*events.DelegateSettled)(payload[events.DelegateCompleted](ev)), at)
+		settle(s, r, DelegationCompleted, (*events.DelegateSettled)(events.PayloadAs[events.DelegateCompleted](ev)), at)
 	case events.TypeDelegateFailed:
-		settle(s, r, DelegationFailed, (*events.DelegateSettled)(payload[events.DelegateFailed](ev)), at)
+		settle(s, r, DelegationFailed, (*events.DelegateSettled)(events.PayloadAs[events.DelegateFailed](ev)), at)
 	case events.TypeDelegateTimedOut:
-		settle(s, r, DelegationTimedOut, (*events.DelegateSettled)(payload[events.DelegateTimedOut](ev)), at)
+		settle(s, r, DelegationTimedOut, (*events.DelegateSettled)(events.PayloadAs[events.DelegateTimedOut](ev)), at)
 	case events.TypeDelegateCancelled:
-		settle(s, r, DelegationCancelled, (*events.DelegateSettled)(payload[events.DelegateCancelled](ev)), at)
+		settle(s, r, DelegationCancelled, (*events.DelegateSettled)(events.PayloadAs[events.DelegateCancelled](ev)), at)
 	}
 	// delegate.requested and delegate.rejected are audit records: a
 	// rejection has no side effect (D2), and requested never stands alone.

@@ -63,14 +63,14 @@ func applyLedger(r *runState, ev events.Event) {
 	at := ev.UnixMilli()
 	switch ev.Type {
 	case events.TypeBudgetReserved:
-		if p := payload[events.BudgetReserved](ev); p != nil {
+		if p := events.PayloadAs[events.BudgetReserved](ev); p != nil {
 			a := r.account(p.TaskID, p.GrantedTokens)
 			a.Reservations = append(a.Reservations, Reservation{SubID: p.SubID, Tokens: p.Tokens, At: at})
 			a.Reserved += p.Tokens
 			a.TokensSpent += p.Tokens
 		}
 	case events.TypeBudgetCharged:
-		if p := payload[events.BudgetCharged](ev); p != nil {
+		if p := events.PayloadAs[events.BudgetCharged](ev); p != nil {
 			// NB: a charge only follows a metered admission, whose
 			// reservation opened the account; opening one here (grant 0)
 			// only keeps a malformed log from losing the charge.

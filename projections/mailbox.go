@@ -60,7 +60,7 @@ func applyMailbox(r *runState, ev events.Event) {
 	at := ev.UnixMilli()
 	switch ev.Type {
 	case events.TypeMailboxAppended:
-		p := payload[events.MailboxAppended](ev)
+		p := events.PayloadAs[events.MailboxAppended](ev)
 		if p == nil {
 			return
 		}
@@ -73,14 +73,14 @@ func applyMailbox(r *runState, ev events.Event) {
 			ReplyTo: p.ReplyTo, Rerouted: p.Rerouted, Data: p.Data, Status: MessageQueued, CreatedAt: at,
 		})
 	case events.TypeMailboxDelivered:
-		if p := payload[events.MailboxDelivered](ev); p != nil {
+		if p := events.PayloadAs[events.MailboxDelivered](ev); p != nil {
 			if i, ok := r.msgIndex[p.MessageID]; ok && r.msgs[i].Status == MessageQueued {
 				r.msgs[i].Status = MessageDelivered
 				r.msgs[i].DeliveredAt = at
 			}
 		}
 	case events.TypeMailboxAcknowledged:
-		if p := payload[events.MailboxAcknowledged](ev); p != nil {
+		if p := events.PayloadAs[events.MailboxAcknowledged](ev); p != nil {
 			if i, ok := r.msgIndex[p.MessageID]; ok && r.msgs[i].Status != MessageAcknowledged {
 				r.msgs[i].Status = MessageAcknowledged
 				r.msgs[i].AcknowledgedAt = at

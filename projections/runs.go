@@ -72,7 +72,7 @@ func (r Run) clone() Run {
 }
 
 func applyRunCreated(s *State, ev events.Event) {
-	p := payload[events.RunCreated](ev)
+	p := events.PayloadAs[events.RunCreated](ev)
 	if p == nil || s.runs[ev.Stream] != nil {
 		return
 	}
@@ -101,25 +101,25 @@ func (s *State) addRun(r *runState) {
 func applyRun(r *runState, ev events.Event) {
 	switch ev.Type {
 	case events.TypeRunQueued:
-		setRunStatus(r, RunQueued, (*events.RunStatusChanged)(payload[events.RunQueued](ev)))
+		setRunStatus(r, RunQueued, (*events.RunStatusChanged)(events.PayloadAs[events.RunQueued](ev)))
 	case events.TypeRunPlanning:
-		setRunStatus(r, RunPlanning, (*events.RunStatusChanged)(payload[events.RunPlanning](ev)))
+		setRunStatus(r, RunPlanning, (*events.RunStatusChanged)(events.PayloadAs[events.RunPlanning](ev)))
 	case events.TypeRunRunning:
-		setRunStatus(r, RunRunning, (*events.RunStatusChanged)(payload[events.RunRunning](ev)))
+		setRunStatus(r, RunRunning, (*events.RunStatusChanged)(events.PayloadAs[events.RunRunning](ev)))
 	case events.TypeRunBlocked:
-		setRunStatus(r, RunBlocked, (*events.RunStatusChanged)(payload[events.RunBlocked](ev)))
+		setRunStatus(r, RunBlocked, (*events.RunStatusChanged)(events.PayloadAs[events.RunBlocked](ev)))
 	case events.TypeRunCompleted:
-		setRunStatus(r, RunCompleted, (*events.RunStatusChanged)(payload[events.RunCompleted](ev)))
+		setRunStatus(r, RunCompleted, (*events.RunStatusChanged)(events.PayloadAs[events.RunCompleted](ev)))
 	case events.TypeRunFailed:
-		setRunStatus(r, RunFailed, (*events.RunStatusChanged)(payload[events.RunFailed](ev)))
+		setRunStatus(r, RunFailed, (*events.RunStatusChanged)(events.PayloadAs[events.RunFailed](ev)))
 	case events.TypeRunCancelled:
-		setRunStatus(r, RunCancelled, (*events.RunStatusChanged)(payload[events.RunCancelled](ev)))
+		setRunStatus(r, RunCancelled, (*events.RunStatusChanged)(events.PayloadAs[events.RunCancelled](ev)))
 	case events.TypeRunBudgetWarning:
-		if payload[events.RunBudgetWarning](ev) != nil {
+		if events.PayloadAs[events.RunBudgetWarning](ev) != nil {
 			r.run.BudgetWarned = true
 		}
 	case events.TypeRunBudgetAbort:
-		if payload[events.RunBudgetAbort](ev) != nil {
+		if events.PayloadAs[events.RunBudgetAbort](ev) != nil {
 			r.run.BudgetAborted = true
 		}
 	}

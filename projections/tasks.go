@@ -134,7 +134,7 @@ func (t *Task) setStatus(st TaskStatus) {
 func applyTask(r *runState, ev events.Event) {
 	at := ev.UnixMilli()
 	if ev.Type == events.TypeTaskCreated {
-		p := payload[events.TaskCreated](ev)
+		p := events.PayloadAs[events.TaskCreated](ev)
 		if p == nil || r.tasks[p.TaskID] != nil {
 			return
 		}
@@ -156,7 +156,7 @@ func applyTask(r *runState, ev events.Event) {
 	}
 	switch ev.Type {
 	case events.TypeTaskStarted:
-		if p := payload[events.TaskStarted](ev); p != nil {
+		if p := events.PayloadAs[events.TaskStarted](ev); p != nil {
 			if t := r.tasks[p.TaskID]; t != nil {
 				t.setStatus(TaskRunning)
 				t.StartedAt = at
@@ -166,13 +166,13 @@ func applyTask(r *runState, ev events.Event) {
 			}
 		}
 	case events.TypeTaskCompleted:
-		endTask(r, TaskCompleted, (*events.TaskEnded)(payload[events.TaskCompleted](ev)), at)
+		endTask(r, TaskCompleted, (*events.TaskEnded)(events.PayloadAs[events.TaskCompleted](ev)), at)
 	case events.TypeTaskFailed:
-		endTask(r, TaskFailed, (*events.TaskEnded)(payload[events.TaskFailed](ev)), at)
+		endTask(r, TaskFailed, (*events.TaskEnded)(events.PayloadAs[events.TaskFailed](ev)), at)
 	case events.TypeTaskNeedsAttention:
-		endTask(r, TaskNeedsAttention, (*events.TaskEnded)(payload[events.TaskNeedsAttention](ev)), at)
+		endTask(r, TaskNeedsAttention, (*events.TaskEnded)(events.PayloadAs[events.TaskNeedsAttention](ev)), at)
 	case events.TypeTaskCancelled:
-		if p := payload[events.TaskCancelled](ev); p != nil {
+		if p := events.PayloadAs[events.TaskCancelled](ev); p != nil {
 			if t := r.tasks[p.TaskID]; t != nil {
 				t.setStatus(TaskCancelled)
 				t.StatusReason = p.Reason
@@ -180,7 +180,7 @@ func applyTask(r *runState, ev events.Event) {
 			}
 		}
 	case events.TypeTaskSkipped:
-		if p := payload[events.TaskSkipped](ev); p != nil {
+		if p := events.PayloadAs[events.TaskSkipped](ev); p != nil {
 			if t := r.tasks[p.TaskID]; t != nil {
 				t.setStatus(TaskSkipped)
 				t.StatusReason = p.Reason
@@ -188,7 +188,7 @@ func applyTask(r *runState, ev events.Event) {
 			}
 		}
 	case events.TypeTaskRetried:
-		if p := payload[events.TaskRetried](ev); p != nil {
+		if p := events.PayloadAs[events.TaskRetried](ev); p != nil {
 			if t := r.tasks[p.TaskID]; t != nil {
 				// Like pi-crew's crash recovery: back to queued with the
 				// run-specific fields cleared.
@@ -200,20 +200,20 @@ func applyTask(r *runState, ev events.Event) {
 			}
 		}
 	case events.TypeTaskWaiting:
-		if p := payload[events.TaskWaiting](ev); p != nil {
+		if p := events.PayloadAs[events.TaskWaiting](ev); p != nil {
 			if t := r.tasks[p.TaskID]; t != nil {
 				t.setStatus(TaskWaiting)
 				t.Waiting = &Waiting{QuestionID: p.QuestionID, AskedAt: p.AskedAt, Deadline: p.Deadline, Options: p.Options}
 			}
 		}
 	case events.TypeTaskResumed:
-		if p := payload[events.TaskResumed](ev); p != nil {
+		if p := events.PayloadAs[events.TaskResumed](ev); p != nil {
 			if t := r.tasks[p.TaskID]; t != nil {
 				t.setStatus(TaskRunning)
 			}
 		}
 	case events.TypeTaskUsage:
-		if p := payload[events.TaskUsage](ev); p != nil {
+		if p := events.PayloadAs[events.TaskUsage](ev); p != nil {
 			if t := r.tasks[p.TaskID]; t != nil {
 				u := Usage{Input: p.Input, Output: p.Output, CacheRead: p.CacheRead, CacheWrite: p.CacheWrite, Cost: p.Cost, Turns: p.Turns}
 				r.run.BudgetUsed += u.Budgeted() - t.Usage.Budgeted()
