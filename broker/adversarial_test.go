@@ -1,18 +1,15 @@
 package broker
 
 import (
-	"context"
 	"encoding/json"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker/wire"
-	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/events"
 )
 
@@ -106,26 +103,7 @@ func TestSlowSubscriberGetsResync(t *testing.T) {
 	before := ping()
 
 	const n = 10000
-	var wg sync.WaitGroup
-	for g := 0; g < 8; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := g; i < n; i += 8 {
-				r, err := f.eng.Submit(context.Background(), commands.Request{
-					Actor:   events.Actor{Role: events.RoleOrchestrator},
-					Command: &commands.TaskUsage{RunID: runR, TaskID: taskQ, Input: int64(i), Output: 1},
-				})
-				if err != nil || r.Rejected != nil {
-					t.Errorf("usage %d: %v %v", i, err, r.Rejected)
-					return
-				}
-			}
-		}()
-	}
-	start := time.Now()
-	wg.Wait()
-	commit := time.Since(start)
+	commit := f.streamUsage(t, n)
 	after := ping()
 	t.Logf("10,000 events committed in %v with a stalled subscriber; other client's ping before %v, after %v",
 		commit, before, after)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
 
@@ -244,3 +246,29 @@ func (f *fixture) seed() seeded {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// streamUsage commits n task.usage events on run R from 8 goroutines and
+// returns how long that took: a steady stream of small commits for the
+// back-pressure tests.
+func (f *fixture) streamUsage(tb testing.TB, n int) time.Duration {
+	start := time.Now()
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < n; i += 8 {
+				r, err := f.eng.Submit(context.Background(), commands.Request{
+					Actor:   events.Actor{Role: events.RoleOrchestrator},
+					Command: &commands.TaskUsage{RunID: runR, TaskID: taskQ, Input: int64(i), Output: 1},
+				})
+				if err != nil || r.Rejected != nil {
+					tb.Errorf("usage %d: %v %v", i, err, r.Rejected)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(start)
+}

@@ -1,16 +1,12 @@
 package broker
 
 import (
-	"context"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/crewlog/crewlog/commands"
-	"github.com/crewlog/crewlog/events"
 )
 
 // BenchmarkStalledSubscriber measures what a client that never reads costs
@@ -66,27 +62,7 @@ func BenchmarkStalledSubscriber(b *testing.B) {
 				lat = append(lat, time.Since(t0))
 			}
 		}()
-		const n = 10000
-		start := time.Now()
-		var wg sync.WaitGroup
-		for g := 0; g < 8; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := g; i < n; i += 8 {
-					r, err := f.eng.Submit(context.Background(), commands.Request{
-						Actor:   events.Actor{Role: events.RoleOrchestrator},
-						Command: &commands.TaskUsage{RunID: runR, TaskID: taskQ, Input: int64(i), Output: 1},
-					})
-					if err != nil || r.Rejected != nil {
-						b.Errorf("usage %d: %v %v", i, err, r.Rejected)
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		commit = time.Since(start)
+		commit = f.streamUsage(b, 10000)
 		close(done)
 		pinger.Wait()
 		close(stopRead)
