@@ -157,11 +157,13 @@ func TestRandomBytesNoPanic(t *testing.T) {
 		c.nc.Write([]byte("\n"))
 		for {
 			if _, err := c.read(); err != nil {
-				break // closed, as it must be for garbage
+				require.True(t, isEOF(err), "garbage closes the connection: %v", err)
+				break
 			}
 		}
 	}
 	c := f.dial()
 	c.hello(runR, taskQ, s.q)
 	require.Equal(t, true, c.ok("ping", nil)["pong"])
+	require.Zero(t, f.panics.Load())
 }

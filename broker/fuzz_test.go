@@ -47,5 +47,8 @@ func FuzzDispatch(f *testing.F) {
 			}
 		}
 		c.nc.Close()
+		if fx.panics.Load() > 0 {
+			t.Fatalf("the server panicked on frame %q", frame)
+		}
 	})
 }

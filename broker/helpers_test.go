@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -39,7 +41,23 @@ type fixture struct {
 	cfg   projections.Config
 	errc  chan error
 	clock atomic.Int64
+	// panics counts the panics the server recovered from (it logs each and
+	// closes that connection, so a client alone cannot tell one happened).
+	panics atomic.Int64
 }
+
+// panicCounter is a slog handler that counts the server's recovered panics.
+type panicCounter struct{ n *atomic.Int64 }
+
+func (h panicCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h panicCounter) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError && strings.Contains(r.Message, "panic") {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h panicCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h panicCounter) WithGroup(string) slog.Handler      { return h }
 
 type fixtureOpts struct {
 	opts   Options
@@ -85,6 +103,9 @@ func newFixture(t testing.TB, fo fixtureOpts) *fixture {
 	if o.SessionID == "" {
 		o.SessionID = "test"
 	}
+	if o.Logger == nil {
+		o.Logger = slog.New(panicCounter{&f.panics})
+	}
 	srv, err := New(eng, l, o)
 	require.NoError(t, err)
 	if fo.write > 0 {
@@ -101,6 +122,7 @@ func (f *fixture) close() {
 	if f.srv == nil {
 		return
 	}
+	require.Zero(f.t, f.panics.Load(), "the server recovered from a panic")
 	require.NoError(f.t, f.srv.Close())
 	require.NoError(f.t, <-f.errc)
 	f.eng.Close()
