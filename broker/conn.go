@@ -79,7 +79,6 @@ type conn struct {
 	waits int
 
 	closeOnce sync.Once
-	reason    closeReason
 }
 
 func newConn(s *Server, nc *net.UnixConn, seq uint64) *conn {
@@ -91,7 +90,6 @@ func newConn(s *Server, nc *net.UnixConn, seq uint64) *conn {
 // drops queued frames.
 func (c *conn) close(r closeReason) {
 	c.closeOnce.Do(func() {
-		c.reason = r
 		id := c.s.forget(c) // first: once the peer sees the close, the connection no longer counts against MaxConns
 		c.cancel()
 		c.nc.Close()

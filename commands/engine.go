@@ -93,12 +93,11 @@ type Engine struct {
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 
-	changed   atomic.Pointer[chan struct{}] // closed and replaced at every publish
-	stats     struct{ groups, commands, events atomic.Uint64 }
-	snapping  atomic.Bool
-	lastSnap  uint64
-	loadInfo  projections.LoadInfo
-	closedErr error
+	changed  atomic.Pointer[chan struct{}] // closed and replaced at every publish
+	stats    struct{ groups, commands, events atomic.Uint64 }
+	snapping atomic.Bool
+	lastSnap uint64
+	loadInfo projections.LoadInfo
 }
 
 type pending struct {

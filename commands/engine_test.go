@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/eventlog"
-	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
 
@@ -79,17 +78,22 @@ func TestEngineIdempotentCommandIDAcrossRestart(t *testing.T) {
 func TestEngineConcurrentDuplicateIDs(t *testing.T) {
 	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
 	f.seedRun("R", 0)
-	results := make(chan Reply, 2)
+	type answer struct {
+		r   Reply
+		err error
+	}
+	results := make(chan answer, 2)
 	for i := 0; i < 2; i++ {
 		go func() {
 			r, err := f.eng.Submit(context.Background(), Request{CommandID: "same", Actor: worker("02_exec"),
 				Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p"}})
-			require.NoError(t, err)
-			results <- r
+			results <- answer{r, err}
 		}()
 	}
 	a, b := <-results, <-results
-	require.JSONEq(t, string(a.Result), string(b.Result))
+	require.NoError(t, a.err)
+	require.NoError(t, b.err)
+	require.JSONEq(t, string(a.r.Result), string(b.r.Result))
 	f.eng.Read(func(s *projections.State) { require.Len(t, s.Delegations("R"), 1) })
 }
 
@@ -201,8 +205,6 @@ func TestEngineSnapshotsAndRestartsFromThem(t *testing.T) {
 	require.NoError(t, projections.Replay(full, l, 0))
 	require.Equal(t, want, full, "snapshot + tail == fold from position 1")
 }
-
-var _ = events.RoleEngine
 
 // An event the log would refuse (here: a payload over the log's limit) is
 // a rejected command, never a failed group: the engine keeps serving.

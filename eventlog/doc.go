@@ -31,7 +31,9 @@
 //
 //	key                                      value
 //	'e' | pos:8 BE                           event record (below)
-//	's' | uvarint len | stream | ver:8 BE    pos:8 BE (stream index)
+//	's' | uvarint len | stream | ver:8 BE    stream index entry: the positions one append
+//	                                         gave the stream from version ver on:
+//	                                         uvarint n | uvarint pos_1 | uvarint deltas … (see index.go)
 //	'c' | command id                         sealed outcome
 //	'n' | pos:8 BE                           sealed snapshot (only the newest is kept)
 //	'r' | stream                             sealed [first pos, time] (stream catalog, format 2)

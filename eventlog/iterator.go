@@ -25,7 +25,6 @@ import (
 // report the first error; corruption wraps ErrCorrupt and names the
 // position.
 type Iterator struct {
-	l      *Log
 	it     *pebble.Iterator // over event records
 	idx    *pebble.Iterator // over a stream's index entries; nil for Read
 	stream string
@@ -46,7 +45,7 @@ func (l *Log) Read(from uint64) *Iterator {
 	if from == 0 {
 		from = 1
 	}
-	t := &Iterator{l: l, want: from, limit: l.durable.Load().Position}
+	t := &Iterator{want: from, limit: l.durable.Load().Position}
 	if t.err = l.readable(); t.err != nil || from > t.limit {
 		t.done = true
 		return t
@@ -68,7 +67,7 @@ func (l *Log) ReadStream(stream string, from uint64) *Iterator {
 	if from == 0 {
 		from = 1
 	}
-	t := &Iterator{l: l, stream: stream, want: from, limit: l.durable.Load().Position}
+	t := &Iterator{stream: stream, want: from, limit: l.durable.Load().Position}
 	if t.err = l.readable(); t.err != nil {
 		t.done = true
 		return t

@@ -10,7 +10,7 @@ import (
 // for in the memtable, the WAL and every block index.
 const (
 	prefixEvent    = 'e' // e | pos:8 BE                     → event record
-	prefixStream   = 's' // s | uvarint len | stream | ver:8 → pos:8 BE
+	prefixStream   = 's' // s | uvarint len | stream | first ver:8 → positions (index.go)
 	prefixCommand  = 'c' // c | command id                   → outcome
 	prefixSnapshot = 'n' // n | pos:8 BE                     → snapshot
 	prefixMeta     = 'm' // m | name                         → metadata

@@ -141,5 +141,3 @@ func recordHash(value []byte) (h [32]byte) {
 	copy(h[:], value[5:recordHeaderLen])
 	return h
 }
-
-func crcOf(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }

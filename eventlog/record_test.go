@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"errors"
+	"hash/crc32"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -110,3 +111,5 @@ func FuzzDecodeRecordBody(f *testing.F) {
 		}
 	})
 }
+
+func crcOf(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }

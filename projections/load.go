@@ -33,12 +33,13 @@ func FromLogWith(dec *events.Decoder, r *eventlog.Event) (events.Event, error) {
 // including to (0 = the durable head) into s.
 func Replay(s *State, l *eventlog.Log, to uint64) error {
 	it := l.Read(s.Position + 1)
+	dec := events.NewDecoder() // shares repeated strings across the fold
 	for it.Next() {
 		r := it.Event()
 		if to > 0 && r.Position > to {
 			break
 		}
-		ev, err := FromLog(r)
+		ev, err := FromLogWith(dec, r)
 		if err != nil {
 			it.Close()
 			return err

@@ -132,18 +132,6 @@ func (w *World) Flush() error {
 	return nil
 }
 
-// Snapshot saves the world's current state as the store's snapshot.
-func (w *World) Snapshot() error {
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	b, err := projections.EncodeSnapshot(w.State)
-	if err != nil {
-		return err
-	}
-	return w.Log.SaveSnapshot(w.State.Position, b)
-}
-
 // Actors used by the generators.
 var (
 	Admin        = events.Actor{Role: events.RoleAdmin}

@@ -30,9 +30,8 @@ type fakeBroker struct {
 }
 
 type fakeConn struct {
-	conn  net.Conn
-	mu    sync.Mutex
-	index int // 0 for the first connection accepted, 1 for the next, …
+	conn net.Conn
+	mu   sync.Mutex
 }
 
 func (fc *fakeConn) send(t *testing.T, v any) {
@@ -94,7 +93,7 @@ func (b *fakeBroker) accept() {
 			return
 		}
 		b.mu.Lock()
-		fc := &fakeConn{conn: conn, index: len(b.conns)}
+		fc := &fakeConn{conn: conn}
 		b.conns = append(b.conns, fc)
 		b.mu.Unlock()
 		b.wg.Add(1)

@@ -43,9 +43,7 @@ func run(ctx context.Context, args []string, io stdio, dial dialer) int {
 		return exitOK
 	}
 	var ee *exitError
-	if !errors.As(err, &ee) || !ee.quiet {
-		fmt.Fprintln(io.err, err)
-	}
+	fmt.Fprintln(io.err, err)
 	code := codeOf(err)
 	if code == exitUsage && !errors.As(err, &ee) {
 		fmt.Fprintln(io.err, "Run 'crewctl --help' for usage.")
@@ -107,7 +105,7 @@ func (a *app) open(dir string) (*eventlog.Log, error) {
 	}
 	var ce *eventlog.CorruptError
 	if errors.As(err, &ce) {
-		return nil, problemf("store %s is corrupt: %v", dir, err)
+		return nil, problemf("store %s is corrupt: %w", dir, err)
 	}
 	if errors.Is(err, audit.ErrLocked) {
 		return nil, openErr(fmt.Errorf("crewctl: %w\n  crewd is running on this store; stop it, or run this command on a backup (crewctl backup takes one through crewd)", err))

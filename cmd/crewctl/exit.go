@@ -19,9 +19,6 @@ const (
 type exitError struct {
 	code int
 	err  error
-	// quiet is set when the command already printed its findings, so only
-	// the code is left to give.
-	quiet bool
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
