@@ -47,6 +47,9 @@ type generations struct {
 	gen     int
 	ready   bool
 	changed chan struct{} // closed and replaced at every change
+	// lost counts answers lost to a kill (and so retried with the same
+	// commandId): the test is only worth something when it is above zero.
+	lost atomic.Int64
 }
 
 func newGenerations() *generations { return &generations{ready: true, changed: make(chan struct{})} }
@@ -96,10 +99,6 @@ type ack struct {
 	err    *wire.Error
 }
 
-// lost counts answers lost to a kill (and so retried with the same commandId): the test is only worth something
-// when it is above zero.
-var lost atomic.Int64
-
 // session keeps one connection per identity for a goroutine and redials after a kill.
 type session struct {
 	d    *daemon
@@ -139,7 +138,7 @@ func (s *session) call(ctx context.Context, method string, params map[string]any
 		case errors.As(err, &we):
 			return ack{method: method, as: s.as, params: params, err: we}, nil
 		case errors.Is(err, client.ErrClosed):
-			lost.Add(1)
+			s.gens.lost.Add(1)
 			s.c.Close()
 			s.c, s.min = nil, s.gen+1
 		default:
@@ -273,8 +272,8 @@ func TestKillNineTorture(t *testing.T) {
 		require.NoError(t, err)
 	}
 	t.Logf("%d rounds, %d acknowledged commands, %d answers lost to a kill and retried, in %v",
-		rounds, len(acks), lost.Load(), time.Since(start).Round(time.Millisecond))
-	require.Positive(t, lost.Load(), "no command was in flight at any kill")
+		rounds, len(acks), gens.lost.Load(), time.Since(start).Round(time.Millisecond))
+	require.Positive(t, gens.lost.Load(), "no command was in flight at any kill")
 
 	checkReplays(ctx, t, d, acks)
 	for _, crew := range crews {
