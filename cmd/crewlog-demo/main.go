@@ -11,7 +11,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/crewlog/crewlog/audit"
 	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
 )
 
 func main() {
@@ -39,14 +41,39 @@ func run(dir string) error {
 	defer l.Close()
 
 	run := fmt.Sprintf("team_%s_demo", time.Now().UTC().Format("20060102150405"))
-	now := time.Now().UnixNano()
-	mk := func(typ string) eventlog.Event {
-		return eventlog.Event{Stream: run, Type: typ, SchemaVersion: 1, Time: now, ActorRole: "orchestrator"}
+	now := time.Now()
+	var mkErr error
+	// mk records a real payload, so the store is one every crewlog tool
+	// (crewctl replay, verify) reads.
+	mk := func(p any) eventlog.Event {
+		typ, _ := events.TypeOf(p)
+		b, err := events.EncodePayload(p)
+		if err != nil && mkErr == nil {
+			mkErr = err
+		}
+		return eventlog.Event{Stream: run, Type: typ, SchemaVersion: events.SchemaVersion(typ), Time: now.UnixNano(),
+			ActorRole: events.RoleOrchestrator, Payload: b}
+	}
+	const task, sub = "01_build", "gc-demo-1"
+	create := []eventlog.Event{
+		mk(&events.RunCreated{Team: "demo", Goal: "show the log", Cwd: "/src", BudgetTotal: 100000}),
+		mk(&events.TaskCreated{TaskID: task, Role: "executor", Agent: "executor", Title: "build", Cwd: "/src",
+			DependsOn: []string{}, StepID: "build", Kind: events.TaskKindWorkflow}),
+	}
+	delegate := []eventlog.Event{
+		mk(&events.DelegateRequested{TaskID: task, SubID: sub, Role: "explorer"}),
+		mk(&events.DelegateAdmitted{TaskID: task, SubID: sub, ChildDepth: 2, Role: "explorer", ReservedTokens: 20000,
+			TimeoutSec: 900, Deadline: now.Add(900 * time.Second).UnixMilli(), Cwd: "/src", Title: "delegate: search",
+			Prompt: "find X"}),
+		mk(&events.BudgetReserved{TaskID: task, SubID: sub, Tokens: 20000, GrantedTokens: 100000}),
+	}
+	if mkErr != nil {
+		return mkErr
 	}
 	first, err := l.Append(
 		eventlog.Write{CommandID: run + "-create", Expected: []eventlog.Expectation{{Stream: run, Version: eventlog.NoStream}},
-			Events: []eventlog.Event{mk("run.created"), mk("task.created")}},
-		eventlog.Write{CommandID: run + "-delegate", Events: []eventlog.Event{mk("delegate.requested"), mk("delegate.admitted"), mk("budget.reserved")}},
+			Events: create},
+		eventlog.Write{CommandID: run + "-delegate", Events: delegate},
 	)
 	if err != nil {
 		return err
@@ -66,10 +93,15 @@ func run(dir string) error {
 		return err
 	}
 	fmt.Printf("command %s: accepted=%v, events %d..%d\n", o.CommandID, o.Accepted(), o.First, o.First+o.Count-1)
-	rep, err := l.Verify(nil)
+	// The whole store: checksums, chain and index, and the domain
+	// invariants over the decoded events.
+	rep, err := audit.Verify(l, nil)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("verify: ok, head %d, %d streams, %d commands\n", rep.Head, rep.Streams, rep.Commands)
+	if len(rep.Check.Problems) > 0 {
+		return fmt.Errorf("verify: %d problem(s), first: %+v", len(rep.Check.Problems), rep.Check.Problems[0])
+	}
+	fmt.Printf("verify: ok, head %d, %d streams, %d commands, invariants hold\n", rep.Store.Head, rep.Store.Streams, rep.Store.Commands)
 	return nil
 }
