@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
-	"syscall"
 
 	"github.com/crewlog/crewlog/eventlog"
 )
@@ -29,7 +27,7 @@ func Open(dir string) (*eventlog.Log, error) {
 	switch {
 	case err == nil:
 		return l, nil
-	case errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) || strings.Contains(err.Error(), "lock"):
+	case errors.Is(err, eventlog.ErrLocked):
 		return nil, fmt.Errorf("%w (%s): %w", ErrLocked, dir, err)
 	case errors.Is(err, eventlog.ErrNotFound) || errors.Is(err, os.ErrNotExist):
 		return nil, fmt.Errorf("%w in %s: %w", ErrNoStore, dir, err)

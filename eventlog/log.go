@@ -68,6 +68,9 @@ func Open(dir string, opts *Options) (*Log, error) {
 	po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
 	db, err := pebble.Open(dir, po)
 	if err != nil {
+		if isLockConflict(err) {
+			return nil, fmt.Errorf("%w: %s: %v", ErrLocked, dir, err)
+		}
 		return nil, fmt.Errorf("eventlog: open %s: %w", dir, err)
 	}
 	l := &Log{

@@ -410,3 +410,15 @@ func TestAppendTrustsAFreshAbsentLookup(t *testing.T) {
 	require.NoError(t, err, "recorded ids are never remembered as absent")
 	require.NotContains(t, l.absent, "a")
 }
+
+func TestOpenReportsALockedStore(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, nil)
+	require.NoError(t, err)
+	defer l.Close()
+	_, err = Open(dir, &Options{ReadOnly: true})
+	require.ErrorIs(t, err, ErrLocked)
+	_, err = Open(t.TempDir()+"/missing/deeper", &Options{ReadOnly: true})
+	require.Error(t, err)
+	require.NotErrorIs(t, err, ErrLocked)
+}
