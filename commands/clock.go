@@ -2,6 +2,8 @@ package commands
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/crewlog/crewlog/events"
@@ -47,16 +49,24 @@ func (e *Engine) Tick(ctx context.Context) int {
 				Command: &AskExpire{RunID: a.RunID, QuestionID: a.QuestionID}})
 		}
 	})
-	n := 0
+	// Submitted together, the expiries join the same group: one synced
+	// commit for all of them, not one each.
+	var n atomic.Int64
+	var wg sync.WaitGroup
 	for _, r := range due {
-		reply, err := e.Submit(ctx, r)
-		if err != nil {
-			e.opts.Logger.Warn("expiry not submitted", "commandId", r.CommandID, "err", err)
-			continue
-		}
-		if reply.Rejected == nil && !reply.Replayed {
-			n++
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reply, err := e.Submit(ctx, r)
+			if err != nil {
+				e.opts.Logger.Warn("expiry not submitted", "commandId", r.CommandID, "err", err)
+				return
+			}
+			if reply.Rejected == nil && !reply.Replayed {
+				n.Add(1)
+			}
+		}()
 	}
-	return n
+	wg.Wait()
+	return int(n.Load())
 }
