@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/crewlog/crewlog/audit"
 	"github.com/crewlog/crewlog/eventlog"
@@ -65,7 +66,9 @@ func liveView(ctx context.Context, b Broker, s *projections.State, run string) (
 }
 
 // fetchRun reads one run's views from the daemon.
-func fetchRun(ctx context.Context, b Broker, runID string) (audit.RunView, error) {
+// fetchRun asks the daemon for a run's views: all of them, or only the
+// queries named in only (a one-table view needs one round trip, not four).
+func fetchRun(ctx context.Context, b Broker, runID string, only ...string) (audit.RunView, error) {
 	var rv audit.RunView
 	p := map[string]any{"runId": runID}
 	var tasks struct {
@@ -81,6 +84,9 @@ func fetchRun(ctx context.Context, b Broker, runID string) (audit.RunView, error
 		method string
 		into   any
 	}{{"query.run", &rv.Run}, {"query.tasks", &tasks}, {"query.delegations", &dels}, {"query.ledger", &ledger}} {
+		if len(only) > 0 && !slices.Contains(only, q.method) {
+			continue
+		}
 		if err := call(ctx, b, q.method, p, q.into); err != nil {
 			return rv, err
 		}

@@ -111,8 +111,8 @@ type runViews struct {
 	Ledger      []projections.Account    `json:"ledger"`
 }
 
-func (a *app) fetch(ctx context.Context, b Broker, runID string) (runViews, error) {
-	rv, err := fetchRun(ctx, b, runID)
+func (a *app) fetch(ctx context.Context, b Broker, runID string, only ...string) (runViews, error) {
+	rv, err := fetchRun(ctx, b, runID, only...)
 	return runViews{Run: rv.Run, Tasks: nonNil(rv.Tasks), Delegations: nonNil(rv.Delegations), Ledger: nonNil(rv.Ledger)}, err
 }
 
@@ -185,14 +185,15 @@ func printTree(w io.Writer, rv runViews) {
 	walk(roots, "")
 }
 
-func (a *app) runScoped(use, short string, print func(w io.Writer, rv runViews) error) *cobra.Command {
+// runScoped is a one-table view of a run, answered by one query.
+func (a *app) runScoped(use, short, query string, print func(w io.Writer, rv runViews) error) *cobra.Command {
 	return &cobra.Command{
 		Use:   use + " RUN",
 		Short: short,
 		Args:  args(1, "a run id"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			return a.view(cmd.Context(), func(b Broker) error {
-				rv, err := a.fetch(cmd.Context(), b, argv[0])
+				rv, err := a.fetch(cmd.Context(), b, argv[0], query)
 				if err != nil {
 					return err
 				}
@@ -203,7 +204,7 @@ func (a *app) runScoped(use, short string, print func(w io.Writer, rv runViews) 
 }
 
 func (a *app) tasksCmd() *cobra.Command {
-	return a.runScoped("tasks", "A run's tasks, shadow tasks included (query.tasks)", func(w io.Writer, rv runViews) error {
+	return a.runScoped("tasks", "A run's tasks, shadow tasks included (query.tasks)", "query.tasks", func(w io.Writer, rv runViews) error {
 		if a.json {
 			return a.printJSON(map[string]any{"tasks": rv.Tasks})
 		}
@@ -221,7 +222,7 @@ func (a *app) tasksCmd() *cobra.Command {
 }
 
 func (a *app) delegationsCmd() *cobra.Command {
-	return a.runScoped("delegations", "A run's delegations (query.delegations)", func(w io.Writer, rv runViews) error {
+	return a.runScoped("delegations", "A run's delegations (query.delegations)", "query.delegations", func(w io.Writer, rv runViews) error {
 		if a.json {
 			return a.printJSON(map[string]any{"delegations": rv.Delegations})
 		}
@@ -236,7 +237,7 @@ func (a *app) delegationsCmd() *cobra.Command {
 }
 
 func (a *app) ledgerCmd() *cobra.Command {
-	return a.runScoped("ledger", "A run's budget ledger per parent task (query.ledger)", func(w io.Writer, rv runViews) error {
+	return a.runScoped("ledger", "A run's budget ledger per parent task (query.ledger)", "query.ledger", func(w io.Writer, rv runViews) error {
 		if a.json {
 			return a.printJSON(map[string]any{"accounts": rv.Ledger})
 		}
