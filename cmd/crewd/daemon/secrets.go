@@ -95,16 +95,9 @@ func loadOrCreate(path string, gen func() ([]byte, error)) ([]byte, error) {
 		return nil, fmt.Errorf("daemon: create %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name())
-	// CreateTemp makes the file 0600; chmod anyway, in case a future Go or umask quirk differs.
-	if err := tmp.Chmod(0o600); err == nil {
-		if _, err = tmp.Write(secret); err == nil {
-			err = tmp.Sync()
-		}
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	// NB: every step's error must reach the check below; a lost write or sync error would link an empty or
+	// partial secret into place (a full disk does exactly that).
+	if err := writeSecret(tmp, secret); err != nil {
 		return nil, fmt.Errorf("daemon: write %s: %w", path, err)
 	}
 	if err := os.Link(tmp.Name(), path); err != nil {
@@ -117,6 +110,25 @@ func loadOrCreate(path string, gen func() ([]byte, error)) ([]byte, error) {
 		return nil, err
 	}
 	return secret, nil
+}
+
+// syncFile is (*os.File).Sync; tests replace it to make a sync fail, which no file system does on demand.
+var syncFile = (*os.File).Sync
+
+// writeSecret writes secret to the new temporary file f, syncs and closes it. CreateTemp makes the file 0600; it is
+// chmod-ed anyway, in case a future Go or umask quirk differs.
+func writeSecret(f *os.File, secret []byte) error {
+	err := f.Chmod(0o600)
+	if err == nil {
+		_, err = f.Write(secret)
+	}
+	if err == nil {
+		err = syncFile(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func readSecret(path string) ([]byte, error) {

@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -103,13 +105,28 @@ func TestSecretsBadContent(t *testing.T) {
 	require.Equal(t, "my-token", tok, "a hand-written token is accepted, trimmed")
 }
 
-func TestSecretsUnwritableDir(t *testing.T) {
-	if os.Geteuid() == 0 {
-		t.Skip("root writes anywhere")
-	}
+// TestSecretsFailedSyncLinksNothing: a secret whose write or sync failed is never linked into place, so a full
+// disk cannot leave an empty or partial token behind. A forced sync error works as root, unlike a read-only dir.
+func TestSecretsFailedSyncLinksNothing(t *testing.T) {
 	dir := t.TempDir()
-	require.NoError(t, os.Chmod(dir, 0o500))
-	t.Cleanup(func() { os.Chmod(dir, 0o700) })
+	errSync := errors.New("sync: no space left on device")
+	syncFile = func(*os.File) error { return errSync }
+	t.Cleanup(func() { syncFile = (*os.File).Sync })
+
 	_, err := AdminToken(dir)
-	require.ErrorContains(t, err, "daemon: create")
+	require.ErrorIs(t, err, errSync)
+	require.ErrorContains(t, err, "daemon: write")
+	_, err = ServerKey(dir)
+	require.ErrorIs(t, err, errSync)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "neither a secret nor a temporary file is left behind")
+}
+
+// TestSecretsCreateFails: the data directory is a regular file, which fails creation for root too.
+func TestSecretsCreateFails(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(dir, nil, 0o600))
+	_, err := AdminToken(dir)
+	require.ErrorIs(t, err, syscall.ENOTDIR)
 }
