@@ -3,7 +3,6 @@ package integration
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -205,10 +204,4 @@ func testContext(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// lostAnswer reports an error after which a command's outcome is unknown (the connection went or the wait
-// ended), as opposed to an answer from the broker.
-func lostAnswer(err error) bool {
-	return errors.Is(err, client.ErrClosed) || errors.Is(err, context.DeadlineExceeded)
 }

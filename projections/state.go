@@ -136,6 +136,3 @@ func cloneSlice[T any](s []T) []T {
 	}
 	return append(make([]T, 0, len(s)), s...)
 }
-
-// run returns the state of runID, or nil.
-func (s *State) run(runID string) *runState { return s.runs[runID] }

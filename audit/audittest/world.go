@@ -27,7 +27,6 @@ type World struct {
 	cmds     int
 	next     uint64 // position the next appended event gets
 	buffered []eventlog.Write
-	pending  []events.Event // decided, applied, not yet appended
 }
 
 // NewWorld starts a world on an open, empty, writable log.

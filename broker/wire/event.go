@@ -45,7 +45,7 @@ type resyncFrame struct {
 
 // MarshalJSON encodes the resync frame.
 func (r Resync) MarshalJSON() ([]byte, error) {
-	return marshal(resyncFrame{EventResync, resyncData{r.FromSeq}})
+	return marshal(resyncFrame{EventResync, resyncData(r)})
 }
 
 // UnmarshalJSON decodes a resync frame; a frame for another event is an error matching ErrMalformed.

@@ -33,7 +33,6 @@ type simulation struct {
 	o        SimOptions
 	stats    *simStats
 	inFlight atomic.Int64
-	conns    sync.WaitGroup
 	mu       sync.Mutex
 	open     []*client.Client
 }
