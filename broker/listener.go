@@ -15,13 +15,16 @@ const probeTimeout = 250 * time.Millisecond
 
 // Listen binds the socket, with pi-crew's and tailscale's (safesocket/unixsocket.go) precautions:
 //
-//  1. the socket's directory is created 0700 if missing; an existing one must be a real directory (not a
-//     symlink) owned by this user without the sticky bit, and is then chmod'ed 0700. NB: only that directory — a
-//     shared parent such as /tmp is never chmod'ed, which would strip its sticky bit;
+//  1. the socket's directory is created if missing: 0700, or 0750 with group SocketGroup when one is set; an
+//     existing one must be a real directory (not a symlink) owned by this user without the sticky bit, that no
+//     one else may write to or list: 0700 (or, with SocketGroup, group SocketGroup and at most 0750). Anything
+//     else is refused, never chmod-ed: the directory may be shared, and its files may already have been reached;
 //  2. lstat of the socket path: a symlink is refused, and so is anything that is not a socket;
 //  3. an existing socket is probed by connecting (250 ms): a live listener means another broker serves there
 //     ("already serving"); a dead file is unlinked;
-//  4. listen, then chmod the socket 0600 (the directory is the outer defence against the window in between).
+//  4. listen, then chmod the socket 0600 (0660 with group SocketGroup); the directory is the outer defence
+//     against the window in between. Every accepted connection is then checked by its peer's credentials
+//     (peercred.go).
 func (s *Server) Listen() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -32,7 +35,7 @@ func (s *Server) Listen() error {
 		return errors.New("broker: Listen called twice")
 	}
 	path := s.opts.SocketPath
-	if err := prepareDir(filepath.Dir(path)); err != nil {
+	if err := prepareDir(filepath.Dir(path), s.opts.SocketGroup); err != nil {
 		return err
 	}
 	if err := clearStale(path); err != nil {
@@ -44,10 +47,10 @@ func (s *Server) Listen() error {
 	}
 	// Close unlinks only if the file is still ours (see unlink), so the listener must not do it blindly.
 	ln.SetUnlinkOnClose(false)
-	if err := os.Chmod(path, 0o600); err != nil {
+	if err := setSocketMode(path, s.opts.SocketGroup); err != nil {
 		ln.Close()
 		os.Remove(path)
-		return fmt.Errorf("broker: chmod socket: %w", err)
+		return err
 	}
 	fi, err := os.Lstat(path)
 	if err != nil {
@@ -58,12 +61,22 @@ func (s *Server) Listen() error {
 	return nil
 }
 
-// prepareDir makes dir a private directory of this user.
-func prepareDir(dir string) error {
+// prepareDir makes dir a private directory of this user (shared with group gid when gid is not 0), or refuses an
+// existing one that is not.
+func prepareDir(dir string, gid int) error {
 	fi, err := os.Lstat(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return fmt.Errorf("broker: create socket directory: %w", err)
+		}
+		if gid != 0 {
+			// Our own new directory: giving it to the group changes nothing anyone else had.
+			if err := os.Chown(dir, -1, gid); err != nil {
+				return fmt.Errorf("broker: socket directory: chgrp %d: %w", gid, err)
+			}
+			if err := os.Chmod(dir, 0o750); err != nil {
+				return fmt.Errorf("broker: socket directory: %w", err)
+			}
 		}
 		fi, err = os.Lstat(dir)
 	}
@@ -78,13 +91,36 @@ func prepareDir(dir string) error {
 	case fi.Mode()&os.ModeSticky != 0:
 		return fmt.Errorf("broker: socket directory %s is shared (sticky); use a private subdirectory", dir)
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("broker: socket directory %s: no owner information", dir)
+	}
+	if int(st.Uid) != os.Geteuid() {
 		return fmt.Errorf("broker: socket directory %s belongs to another user", dir)
 	}
-	if fi.Mode().Perm() != 0o700 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return fmt.Errorf("broker: chmod socket directory: %w", err)
+	perm := fi.Mode().Perm()
+	switch {
+	case gid == 0 && perm&0o077 != 0:
+		return fmt.Errorf("broker: socket directory %s has mode %04o: others may reach the socket; "+
+			"chmod 700 it or name a private directory (it is not changed for you: it may be shared)", dir, perm)
+	case gid != 0 && (perm&0o027 != 0 || int(st.Gid) != gid):
+		return fmt.Errorf("broker: socket directory %s has mode %04o and group %d: with a socket group it must "+
+			"have group %d and at most mode 0750 (it is not changed for you: it may be shared)", dir, perm, st.Gid, gid)
+	}
+	return nil
+}
+
+// setSocketMode makes the new socket 0600, or 0660 with group gid when gid is not 0.
+func setSocketMode(path string, gid int) error {
+	mode := os.FileMode(0o600)
+	if gid != 0 {
+		mode = 0o660
+		if err := os.Chown(path, -1, gid); err != nil {
+			return fmt.Errorf("broker: socket: chgrp %d: %w", gid, err)
 		}
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		return fmt.Errorf("broker: chmod socket: %w", err)
 	}
 	return nil
 }

@@ -1,9 +1,11 @@
 package broker
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -31,16 +33,16 @@ func TestListenModes(t *testing.T) {
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "socket")
 	require.NotZero(t, fi.Mode()&os.ModeSocket)
 
-	// An existing private directory with loose bits is tightened; its parent is never touched.
-	loose := filepath.Join(base, "loose")
-	require.NoError(t, os.Mkdir(loose, 0o755))
-	parentBefore, _ := os.Stat(base)
-	s2 := newServerAt(t, filepath.Join(loose, "b.sock"))
-	require.NoError(t, s2.Listen())
-	fi, _ = os.Stat(loose)
-	require.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
-	parentAfter, _ := os.Stat(base)
-	require.Equal(t, parentBefore.Mode(), parentAfter.Mode())
+	// An existing directory others may reach is refused and left as it was: it may be shared.
+	for _, m := range []os.FileMode{0o755, 0o750, 0o701, 0o770} {
+		loose := filepath.Join(base, fmt.Sprintf("loose-%o", m))
+		require.NoError(t, os.Mkdir(loose, 0o700))
+		require.NoError(t, os.Chmod(loose, m))
+		s2 := newServerAt(t, filepath.Join(loose, "b.sock"))
+		require.ErrorContains(t, s2.Listen(), fmt.Sprintf("has mode %04o", m))
+		fi, _ = os.Stat(loose)
+		require.Equal(t, m, fi.Mode().Perm(), "not chmod-ed")
+	}
 
 	// Close unlinks the socket.
 	require.NoError(t, s.Close())
@@ -123,4 +125,73 @@ func TestOptionsValidate(t *testing.T) {
 	}
 	ok := Options{SocketPath: "/x/b.sock", ServerKey: make([]byte, 32), AdminDigest: digestOf("a")}
 	require.NoError(t, ok.Validate())
+}
+
+// TestListenSocketGroup: with a socket group, a new directory is 0750 and the socket 0660, both of that group; an
+// existing directory of another group is refused. The checks read modes and owners, so they hold as root too.
+func TestListenSocketGroup(t *testing.T) {
+	gid := os.Getegid()
+	if gid == 0 {
+		gid = 65534 // root may give its files to any group; others use their own
+	}
+	base := t.TempDir()
+	path := filepath.Join(base, "new", "b.sock")
+	f := newFixture(t, fixtureOpts{})
+	s, err := New(f.eng, f.log, Options{SocketPath: path, ServerKey: make([]byte, 32), SocketGroup: gid})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	require.NoError(t, s.Listen())
+	for p, want := range map[string]os.FileMode{filepath.Dir(path): 0o750, path: 0o660} {
+		fi, err := os.Lstat(p)
+		require.NoError(t, err)
+		require.Equal(t, want, fi.Mode().Perm(), p)
+		require.EqualValues(t, gid, fi.Sys().(*syscall.Stat_t).Gid, p)
+	}
+
+	other := filepath.Join(base, "other")
+	require.NoError(t, os.Mkdir(other, 0o750))
+	s2, err := New(f.eng, f.log, Options{SocketPath: filepath.Join(other, "b.sock"), ServerKey: make([]byte, 32), SocketGroup: gid + 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { s2.Close() })
+	require.ErrorContains(t, s2.Listen(), "must have group")
+}
+
+func TestAllowedPeer(t *testing.T) {
+	const uid, group = 1000, 2000
+	for _, tc := range []struct {
+		name  string
+		p     peer
+		group int
+		want  bool
+	}{
+		{"same uid", peer{UID: uid, GID: 1}, 0, true},
+		{"other uid, no group", peer{UID: 1001, GID: group}, 0, false},
+		{"root is another uid", peer{UID: 0, GID: 0}, 0, false},
+		{"other uid, primary group", peer{UID: 1001, GID: group}, group, true},
+		{"other uid, supplementary group", peer{UID: 1001, GID: 1, Groups: []int{5, group}}, group, true},
+		{"other uid, other groups", peer{UID: 1001, GID: 1, Groups: []int{5}}, group, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, allowedPeer(tc.p, uid, tc.group))
+		})
+	}
+}
+
+// TestPeerCredentials: the kernel's record of a real peer is read, and this process's own uid is let in.
+func TestPeerCredentials(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	path := filepath.Join(t.TempDir(), "p.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	require.NoError(t, err)
+	defer ln.Close()
+	c, err := net.Dial("unix", path)
+	require.NoError(t, err)
+	defer c.Close()
+	nc, err := ln.AcceptUnix()
+	require.NoError(t, err)
+	defer nc.Close()
+	p, err := peerOf(nc)
+	require.NoError(t, err)
+	require.Equal(t, peer{PID: os.Getpid(), UID: os.Geteuid(), GID: os.Getegid()}, p)
+	require.NoError(t, f.srv.checkPeer(nc))
 }

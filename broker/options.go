@@ -26,8 +26,13 @@ const (
 
 // Options configure a Server. Zero fields mean their default; Validate reports every problem at once.
 type Options struct {
-	// SocketPath is where the unix socket is bound (required). Its directory is made 0700 and the socket 0600.
+	// SocketPath is where the unix socket is bound (required). A new directory is made 0700 and the socket 0600;
+	// an existing directory that others may reach is refused (see Listen).
 	SocketPath string
+	// SocketGroup, when not 0, is the group id whose members may connect: the socket is 0660 and its directory
+	// 0750 with that group, and peers of another uid are accepted when they are in it. 0 (root's group, which
+	// needs no grant) means only this process's uid may connect.
+	SocketGroup int
 	// AdminDigest is the lowercase hex sha-256 of the admin token. Empty disables the admin credential.
 	AdminDigest string
 	// ServerKey (≥ 32 random bytes, kept by the daemon) keys the derivation of every token the broker mints.
@@ -73,6 +78,9 @@ func (o *Options) Validate() error {
 	}
 	if o.HelloTimeout < 0 {
 		add("HelloTimeout must not be negative")
+	}
+	if o.SocketGroup < 0 {
+		add("SocketGroup must not be negative")
 	}
 	if o.MaxConns < 0 {
 		add("MaxConns must not be negative")

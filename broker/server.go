@@ -153,6 +153,11 @@ func isTemporary(err error) bool {
 
 // admit registers a new connection and starts its goroutines, or closes it when the server is full or closing.
 func (s *Server) admit(nc *net.UnixConn) {
+	if err := s.checkPeer(nc); err != nil {
+		nc.Close()
+		s.lg.Warn("connection refused", "reason", "peer-credentials", "err", err)
+		return
+	}
 	s.mu.Lock()
 	if s.closing || len(s.conns) >= s.opts.MaxConns {
 		full := !s.closing
