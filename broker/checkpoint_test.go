@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -22,6 +23,25 @@ func TestAdminCheckpoint(t *testing.T) {
 	res := a.ok(methodAdminCheckpoint, map[string]any{"dir": dir})
 	require.Equal(t, dir, res["dir"])
 	require.EqualValues(t, head, res["head"])
+	// The copy is private whatever the umask (the test's is usually 022): directories 0700, files 0600.
+	files := 0
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		fi, err := d.Info()
+		require.NoError(t, err)
+		want := os.FileMode(0o600)
+		if d.IsDir() {
+			want = 0o700
+		} else {
+			files++
+		}
+		require.Equal(t, want, fi.Mode().Perm(), p)
+		return nil
+	}))
+	require.Positive(t, files)
+	entries, err := os.ReadDir(filepath.Dir(dir))
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "no staging directory is left behind")
 	l, err := eventlog.Open(dir, &eventlog.Options{ReadOnly: true})
 	require.NoError(t, err)
 	rep, err := l.Verify(nil)

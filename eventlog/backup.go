@@ -1,21 +1,88 @@
 package eventlog
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Checkpoint writes a consistent copy of the store to destDir (which must
 // not exist) while the log stays online. The copy is a complete store that
 // Open accepts; it holds at least every append acknowledged before the call.
 // On the same file system most files are hard links, so it is cheap.
+//
+// On the operating system's file system the copy is private whatever the
+// umask: it is built in a 0700 staging directory next to destDir, its
+// directories are made 0700 and its files 0600 (hard-linked files are the
+// store's own, which are private too), and only then is it renamed to
+// destDir.
 func (l *Log) Checkpoint(destDir string) error {
 	if err := l.readable(); err != nil {
 		return err
 	}
+	if l.opts.FS != vfs.Default {
+		// In-memory and fault-injecting test file systems have no modes.
+		return l.checkpoint(destDir)
+	}
+	if _, err := os.Lstat(destDir); err == nil {
+		return fmt.Errorf("eventlog: checkpoint to %s: %w", destDir, fs.ErrExist)
+	}
+	stage, err := os.MkdirTemp(filepath.Dir(destDir), "."+filepath.Base(destDir)+".tmp-")
+	if err != nil {
+		return fmt.Errorf("eventlog: checkpoint to %s: %w", destDir, err)
+	}
+	defer os.RemoveAll(stage)
+	tmp := filepath.Join(stage, "store")
+	if err := l.checkpoint(tmp); err != nil {
+		return err
+	}
+	if err := restrictTree(tmp); err != nil {
+		return fmt.Errorf("eventlog: checkpoint to %s: %w", destDir, err)
+	}
+	if err := os.Rename(tmp, destDir); err != nil {
+		return fmt.Errorf("eventlog: checkpoint to %s: %w", destDir, err)
+	}
+	return syncDir(filepath.Dir(destDir))
+}
+
+func (l *Log) checkpoint(destDir string) error {
 	if err := l.db.Checkpoint(destDir, pebble.WithFlushedWAL()); err != nil {
 		return fmt.Errorf("eventlog: checkpoint to %s: %w", destDir, err)
+	}
+	return nil
+}
+
+// restrictTree makes every directory under root 0700 and every file 0600.
+func restrictTree(root string) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		mode := os.FileMode(0o600)
+		if d.IsDir() {
+			mode = 0o700
+		}
+		return os.Chmod(p, mode)
+	})
+}
+
+// syncDir makes a new directory entry in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("eventlog: sync %s: %w", dir, err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil && !errors.Is(err, os.ErrInvalid) {
+		return fmt.Errorf("eventlog: sync %s: %w", dir, err)
 	}
 	return nil
 }
