@@ -66,7 +66,7 @@ func openDisk(b *testing.B, name string) *Log {
 // (cache, memtable, bloom filters), so the ratio measures crewlog's own work.
 func openPebble(b *testing.B, dir string) *pebble.DB {
 	o := &pebble.Options{FormatMajorVersion: pebble.FormatNewest, CacheSize: DefaultCacheSize,
-		MemTableSize: DefaultMemTableSize, Logger: pebbleLogger{slog.New(slog.DiscardHandler)}}
+		MemTableSize: DefaultMemTableSize, Logger: newPebbleLogger(slog.New(slog.DiscardHandler))}
 	o.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
 	db, err := pebble.Open(dir, o)
 	require.NoError(b, err)

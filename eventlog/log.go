@@ -58,7 +58,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 	po := &pebble.Options{
 		FS:                 o.FS,
 		FormatMajorVersion: pebble.FormatNewest,
-		Logger:             pebbleLogger{o.Logger},
+		Logger:             newPebbleLogger(o.Logger),
 		CacheSize:          o.CacheSize,
 		MemTableSize:       o.MemTableSize,
 		ReadOnly:           o.ReadOnly,
