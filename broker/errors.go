@@ -44,6 +44,7 @@ var mapping = []struct {
 	{is(context.Canceled), wire.CodeClose, true},
 	{is(errTooManyWaits), wire.CodeBusy, true},
 	{is(errTooLarge), wire.CodeOversizeFrame, true},
+	{is(commands.ErrNoSpace), wire.CodeDiskFull, true},
 }
 
 func is(target error) func(error) bool { return func(err error) bool { return errors.Is(err, target) } }

@@ -34,6 +34,8 @@ func TestErrorMapping(t *testing.T) {
 		{errConnClosing, wire.CodeClose, "connection closing", false},
 		{errTooManyWaits, wire.CodeBusy, "too many concurrent waits on this connection", false},
 		{fmt.Errorf("%w: m", errTooLarge), wire.CodeOversizeFrame, "result exceeds the frame cap: m", false},
+		{fmt.Errorf("%w: %w", commands.ErrNoSpace, errors.New("daemon: 3 MiB free")), wire.CodeDiskFull,
+			"commands: too little free disk space; retry later: daemon: 3 MiB free", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.err.Error(), func(t *testing.T) {

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,7 +60,9 @@ func (e *Engine) Tick(ctx context.Context) int {
 			defer wg.Done()
 			reply, err := e.Submit(ctx, r)
 			if err != nil {
-				e.opts.Logger.Warn("expiry not submitted", "commandId", r.CommandID, "err", err)
+				if !errors.Is(err, ErrNoSpace) { // the daemon reports low space itself; the next tick retries
+					e.opts.Logger.Warn("expiry not submitted", "commandId", r.CommandID, "err", err)
+				}
 				return
 			}
 			if reply.Rejected == nil && !reply.Replayed {

@@ -24,7 +24,18 @@ var (
 	// ErrFailed is returned by Submit after a commit error: the engine fails
 	// stop, and the daemon must restart (rebuilding from the log).
 	ErrFailed = errors.New("commands: engine failed after a commit error; restart to recover")
+	// ErrNoSpace is returned by Submit while Options.Space reports too little
+	// free space. The command was not decided and nothing was recorded, so
+	// the same command id may be retried once space is back.
+	ErrNoSpace = errors.New("commands: too little free disk space; retry later")
 )
+
+// SpaceGuard is asked before every command is queued. CheckSpace returns an
+// error while the store's disk is too full to take more writes; it must be
+// cheap (it runs on the caller's goroutine for every Submit).
+type SpaceGuard interface {
+	CheckSpace() error
+}
 
 // Options configure an Engine. Zero fields mean defaults.
 type Options struct {
@@ -47,6 +58,10 @@ type Options struct {
 	ExpiryInterval time.Duration
 	// Logger (default discard).
 	Logger *slog.Logger
+	// Space, when set, refuses commands with ErrNoSpace before they reach
+	// the writer, so a full disk is met before Pebble fails (which would
+	// stop the engine).
+	Space SpaceGuard
 }
 
 // Request is one command submitted to the engine.
@@ -90,6 +105,7 @@ type Engine struct {
 	next uint64               // the next position the log will assign
 
 	failed    atomic.Pointer[error]
+	stopped   chan struct{} // closed when the engine fails stop
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 
@@ -146,7 +162,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 	head, _ := l.Head()
 	e := &Engine{
 		log: l, opts: o, in: make(chan *pending, 4*o.MaxGroup),
-		quit: make(chan struct{}), done: make(chan struct{}),
+		quit: make(chan struct{}), done: make(chan struct{}), stopped: make(chan struct{}),
 		next: head + 1, lastSnap: info.SnapshotPosition, loadInfo: info,
 	}
 	pub := &view{s: s}
@@ -199,6 +215,11 @@ func (e *Engine) Submit(ctx context.Context, r Request) (Reply, error) {
 	if err := e.failure(); err != nil {
 		return Reply{}, err
 	}
+	if e.opts.Space != nil {
+		if err := e.opts.Space.CheckSpace(); err != nil {
+			return Reply{}, fmt.Errorf("%w: %w", ErrNoSpace, err)
+		}
+	}
 	p := &pending{req: r, done: make(chan struct{})}
 	select {
 	case e.in <- p:
@@ -245,6 +266,15 @@ func (e *Engine) Close() error {
 	return nil
 }
 
+// Failed returns a channel that is closed when a commit error has made the
+// engine fail stop; Err then tells why. Reads keep working; every Submit
+// answers ErrFailed. A daemon exits on it, so its supervisor restarts it.
+func (e *Engine) Failed() <-chan struct{} { return e.stopped }
+
+// Err returns the failure that stopped the engine (wrapping ErrFailed), or
+// nil while it runs.
+func (e *Engine) Err() error { return e.failure() }
+
 func (e *Engine) failure() error {
 	if p := e.failed.Load(); p != nil {
 		return fmt.Errorf("%w: %v", ErrFailed, *p)
@@ -275,6 +305,7 @@ func (e *Engine) run() {
 		}
 		if err := e.commit(group); err != nil {
 			e.failed.Store(&err)
+			close(e.stopped)
 			e.opts.Logger.Error("commit failed; engine stopped", "err", err)
 			ferr := fmt.Errorf("%w: %v", ErrFailed, err)
 			for _, p := range group {

@@ -3,8 +3,10 @@ package commands
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -162,10 +164,18 @@ func TestEngineFailsStopOnCommitError(t *testing.T) {
 	f := openEngine(t, errorfs.Wrap(mem, toggle), newTestClock(), nil)
 	f.seedRun("R", 0)
 	before := f.eng.Head()
+	select {
+	case <-f.eng.Failed():
+		t.Fatal("Failed is closed before any commit failed")
+	default:
+	}
+	require.NoError(t, f.eng.Err())
 	toggle.On()
 	_, err := f.eng.Submit(context.Background(), Request{Actor: worker("02_exec"),
 		Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p"}})
 	require.ErrorIs(t, err, ErrFailed)
+	<-f.eng.Failed() // closed by the failed commit: a daemon waiting on it exits
+	require.ErrorIs(t, f.eng.Err(), ErrFailed)
 	toggle.Off()
 	_, err = f.eng.Submit(context.Background(), Request{Actor: orchestrator, Command: &RunTransition{RunID: "R", To: "blocked"}})
 	require.ErrorIs(t, err, ErrFailed)
@@ -237,4 +247,50 @@ func TestEngineRefusesWhatTheLogWouldNot(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, again.Replayed, "the refusal was recorded under its command id")
 	require.Equal(t, CodeBadParams, again.Rejected.Code)
+}
+
+// spaceGuard reports low space while low is set.
+type spaceGuard struct{ low atomic.Bool }
+
+var errLowSpace = errors.New("test: 1 MiB free, below the minimum")
+
+func (g *spaceGuard) CheckSpace() error {
+	if g.low.Load() {
+		return errLowSpace
+	}
+	return nil
+}
+
+// TestEngineRefusesWritesWhileSpaceIsLow: below the space threshold a command is refused with ErrNoSpace and
+// nothing is decided or recorded, so retrying the same command id once space is back gets it decided then;
+// reads keep working.
+func TestEngineRefusesWritesWhileSpaceIsLow(t *testing.T) {
+	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
+	f.seedRun("R", 0)
+	require.NoError(t, f.eng.Close()) // idempotent: the fixture's cleanup closes it again
+	guard := &spaceGuard{}
+	e, err := Open(f.log, Options{Clock: f.clock.Now, ExpiryInterval: -1, Space: guard})
+	require.NoError(t, err)
+	defer e.Close()
+
+	before := e.Head()
+	guard.low.Store(true)
+	req := Request{CommandID: "c-1", Actor: orchestrator, Command: &RunTransition{RunID: "R", To: "blocked"}}
+	_, err = e.Submit(context.Background(), req)
+	require.ErrorIs(t, err, ErrNoSpace)
+	require.ErrorIs(t, err, errLowSpace)
+	require.Equal(t, before, e.Head(), "nothing was written")
+	e.Read(func(s *projections.State) { require.NotNil(t, s) }) // reads still answer
+	select {
+	case <-e.Failed():
+		t.Fatal("low space must not fail the engine")
+	default:
+	}
+
+	guard.low.Store(false)
+	reply, err := e.Submit(context.Background(), req)
+	require.NoError(t, err)
+	require.Nil(t, reply.Rejected)
+	require.False(t, reply.Replayed, "the refusal was not recorded as the command's outcome")
+	require.Greater(t, e.Head(), before)
 }

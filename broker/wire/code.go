@@ -62,6 +62,9 @@ const (
 	// CodeInternal: crewlog's code for a failure the broker did not map to a code; the message is generic and
 	// the full error goes to the log. Not in pi-crew's type.
 	CodeInternal Code = "internal"
+	// CodeDiskFull: crewlog's code for a write refused because the daemon's disk has less free space than its
+	// configured minimum. Nothing was decided or recorded: retry later with the same commandId.
+	CodeDiskFull Code = "disk-full"
 )
 
 // Client-local codes: a client reports these for failures that never reached a broker. A broker never sends them.
@@ -131,6 +134,7 @@ var registry = []codeInfo{
 	{CodeTimeout, "timed out", false, false},
 	{CodeRateLimit, "rate limited", false, false},
 	{CodeInternal, "internal error", false, false},
+	{CodeDiskFull, "disk full, retry later", false, false},
 	{CodeFallbackSticky, "broker unavailable until reconnect", false, true},
 	{CodeBadMethod, "invalid method name", false, true},
 	{CodeNoSocket, "no broker socket", false, true},
