@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -28,6 +29,9 @@ const (
 	minOutboundQueueCap     = 32
 	maxOutboundQueueCap     = 4096
 )
+
+// maxMinFreeMiB bounds --min-free-mib (1 TiB).
+const maxMinFreeMiB = 1 << 20
 
 // maxSocketPath is the longest path a unix socket can be bound at on Linux (sun_path minus its NUL).
 const maxSocketPath = 107
@@ -56,6 +60,14 @@ type Config struct {
 
 	MaxFrame         int
 	OutboundQueueCap int
+
+	// MinFreeBytes: below this much free space on the data directory's file system crewd refuses to start and
+	// answers writes disk-full (0 disables the check).
+	MinFreeBytes uint64
+	// OpenTimeout bounds opening the store and rebuilding the state (0: no bound).
+	OpenTimeout time.Duration
+	// SocketGroup is the gid whose members may connect (0: only crewd's uid).
+	SocketGroup int
 
 	LogLevel  slog.Level
 	LogFormat string // "text" or "json"
@@ -88,7 +100,8 @@ func fixed(s string) func(Env) string { return func(Env) string { return s } }
 
 var options = []option{
 	{"data", kindString, "DIR", "data directory: admin.token, server.key and the event store (store/)", DefaultDataDir},
-	{"socket", kindString, "PATH", "unix socket path the broker listens on (its directory is made 0700)", DefaultSocketPath},
+	{"socket", kindString, "PATH", "unix socket path the broker listens on (a new directory is made 0700; an existing one others may reach is refused)", DefaultSocketPath},
+	{"socket-group", kindString, "GROUP", "group (name or id) whose members may connect: the socket is made 0660 and a new directory 0750, with that group (default: only crewd's own user)", fixed("")},
 	{"config", kindString, "FILE", "JSON file with any of these settings by flag name, e.g. {\"max-slots\": 4}; flags override it", fixed("")},
 	{"nesting", kindBool, "[=BOOL]", "allow workers to delegate (nesting.enabled)", fixed("true")},
 	{"max-depth", kindInt, "N", fmt.Sprintf("deepest delegation depth, %d..%d", commands.MinMaxDepth, commands.MaxMaxDepth), fixed("4")},
@@ -99,6 +112,8 @@ var options = []option{
 	{"settle-grace", kindDuration, "DURATION", fmt.Sprintf("time after a delegation's timeout before the engine times it out, whole seconds, 0s..%ds", commands.MaxSettleGraceSec), fixed("30s")},
 	{"max-frame", kindInt, "BYTES", fmt.Sprintf("broker frame cap in bytes, newline included, %d..%d", wire.MaxFrameFloor, wire.MaxFrameCeiling), fixed(strconv.Itoa(wire.DefaultMaxFrame))},
 	{"outbound-queue-cap", kindInt, "N", fmt.Sprintf("frames queued per connection before a subscriber is resynced, %d..%d", minOutboundQueueCap, maxOutboundQueueCap), fixed(strconv.Itoa(defaultOutboundQueueCap))},
+	{"min-free-mib", kindInt, "MIB", fmt.Sprintf("free space (MiB) the data directory's file system must keep: below it crewd does not start and answers writes disk-full; 0 disables, 0..%d", maxMinFreeMiB), fixed("256")},
+	{"open-timeout", kindDuration, "DURATION", "longest time opening the store and rebuilding the state may take before crewd exits 1; 0s: no limit", fixed("5m")},
 	{"log-level", kindString, "LEVEL", "debug, info, warn or error", fixed("info")},
 	{"log-format", kindString, "FORMAT", "text or json (logs go to stderr)", fixed("text")},
 }
@@ -290,6 +305,28 @@ func Load(args []string, env Env) (Config, error) {
 		c.Engine.ModelCatalog = catalog
 	}
 	c.MaxFrame = integer("max-frame", wire.MaxFrameFloor, wire.MaxFrameCeiling)
+	c.MinFreeBytes = uint64(integer("min-free-mib", 0, maxMinFreeMiB)) << 20
+	{
+		text, src := str("open-timeout")
+		d, err := time.ParseDuration(text)
+		switch {
+		case err != nil:
+			fail("%s: %q is not a duration (e.g. 5m)", src, text)
+		case d < 0:
+			fail("%s: %s is negative", src, d)
+		}
+		c.OpenTimeout = d
+	}
+	if text, src := str("socket-group"); text != "" {
+		gid, err := lookupGroup(text)
+		switch {
+		case err != nil:
+			fail("%s: %v", src, err)
+		case gid == 0:
+			fail("%s: %q is root's group, which needs no grant; name the group the workers are in", src, text)
+		}
+		c.SocketGroup = gid
+	}
 	c.OutboundQueueCap = integer("outbound-queue-cap", minOutboundQueueCap, maxOutboundQueueCap)
 	switch oneOf("log-level", "debug", "info", "warn", "error") {
 	case "debug":
@@ -388,6 +425,21 @@ func jsonText(k kind, raw json.RawMessage) (string, error) {
 	}
 	want := map[kind]string{kindBool: "a boolean", kindInt: "a number", kindString: "a string", kindDuration: `a string like "30s" or a number of seconds`}[k]
 	return "", fmt.Errorf("must be %s", want)
+}
+
+// lookupGroup resolves a group name or numeric id to a gid.
+func lookupGroup(name string) (int, error) {
+	if gid, err := strconv.Atoi(name); err == nil {
+		if gid < 0 {
+			return 0, fmt.Errorf("%d is not a group id", gid)
+		}
+		return gid, nil
+	}
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(g.Gid)
 }
 
 // readModelCatalog reads one model per line; blank lines and lines starting with '#' are skipped. On error it

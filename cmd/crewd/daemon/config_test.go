@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -36,6 +37,8 @@ func TestLoadDefaults(t *testing.T) {
 		Engine:           projections.DefaultConfig(),
 		MaxFrame:         262144,
 		OutboundQueueCap: 256,
+		MinFreeBytes:     256 << 20,
+		OpenTimeout:      5 * time.Minute,
 		LogLevel:         slog.LevelInfo,
 		LogFormat:        "text",
 	}, c)
@@ -77,7 +80,7 @@ func TestLoadFlagsOverride(t *testing.T) {
 		"--data", "/d", "--socket=/s/crewd.sock", "--nesting=false", "--max-depth", "10", "--max-slots", "64",
 		"--serialize-on-path-overlap", "--unmetered-delegates", "deny", "--model-catalog", catalog,
 		"--settle-grace", "2m", "--max-frame", "1024", "--outbound-queue-cap", "4096",
-		"-log-level", "debug", "--log-format", "json",
+		"-log-level", "debug", "--log-format", "json", "--min-free-mib", "0", "--open-timeout", "0s", "--socket-group", "4242",
 	}, homeEnv)
 	require.NoError(t, err)
 	require.Equal(t, Config{
@@ -87,6 +90,7 @@ func TestLoadFlagsOverride(t *testing.T) {
 			UnmeteredDelegates: events.UnmeteredDeny, ModelCatalog: []string{"claude-sonnet", "gpt-x"}, SettleGraceSec: 120,
 		},
 		ModelCatalogFile: catalog, MaxFrame: 1024, OutboundQueueCap: 4096, LogLevel: slog.LevelDebug, LogFormat: "json",
+		SocketGroup: 4242,
 	}, c)
 }
 
@@ -158,6 +162,11 @@ func TestLoadInvalid(t *testing.T) {
 		{"log level", []string{"--log-level", "loud"}, []string{`--log-level: "loud" is not one of debug, info, warn, error`}},
 		{"log format", []string{"--log-format", "xml"}, []string{`--log-format: "xml" is not one of text, json`}},
 		{"empty data", []string{"--data", ""}, []string{"--data: a path is required"}},
+		{"min free high", []string{"--min-free-mib", "1048577"}, []string{"--min-free-mib: 1048577 is outside 0..1048576"}},
+		{"open timeout text", []string{"--open-timeout", "long"}, []string{`--open-timeout: "long" is not a duration`}},
+		{"open timeout negative", []string{"--open-timeout", "-1s"}, []string{"--open-timeout: -1s is negative"}},
+		{"socket group root", []string{"--socket-group", "0"}, []string{"root's group"}},
+		{"socket group unknown", []string{"--socket-group", "no-such-group-crewlog"}, []string{"--socket-group: "}},
 		{"socket too long", []string{"--socket", long}, []string{"a unix socket path is at most 107"}},
 		{"missing config file", []string{"--config", "/nonexistent/crewd.json"}, []string{"daemon: config file: open /nonexistent/crewd.json"}},
 		{"catalog entry too long", []string{"--model-catalog", writeFile(t, "m", strings.Repeat("m", 300))}, []string{"engine config: model catalog entry"}},

@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/crewlog/crewlog/broker"
 	"github.com/crewlog/crewlog/commands"
@@ -26,6 +28,9 @@ const (
 // Main is crewd: it parses args, runs the daemon until SIGINT or SIGTERM and returns the exit status. stdout gets
 // the start-up lines (and --help), stderr the logs.
 func Main(args []string, stdout, stderr io.Writer) int {
+	// Everything crewd creates — the store, secrets, checkpoints, the socket — is for its own user: no file starts
+	// out readable by others, whatever umask it was started with. The socket group is granted explicitly.
+	syscall.Umask(0o077)
 	env := OSEnv()
 	cfg, err := Load(args, env)
 	switch {
@@ -61,15 +66,41 @@ func NewLogger(w io.Writer, cfg Config) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, ho))
 }
 
+// failDrain is how long a daemon whose engine failed keeps answering reads before it exits.
+const failDrain = 2 * time.Second
+
+// errOpenTimeout is the cause of an open that outlived cfg.OpenTimeout.
+var errOpenTimeout = errors.New("open timeout reached (--open-timeout)")
+
 // Run starts the daemon of cfg and serves until ctx ends, then shuts down in order: the broker stops accepting
 // and closes its connections, the engine finishes the group it is committing, the log closes. It prints the
 // socket path and the admin token file (never the token) to stdout once the socket accepts connections.
+//
+// It refuses to start on a data directory that others may reach, or with less free space than cfg.MinFreeBytes.
+// Opening the store and rebuilding the state end early, with an error, when ctx ends or cfg.OpenTimeout passes.
+// If a commit error stops the engine, Run answers reads for failDrain, shuts down and returns an error wrapping
+// commands.ErrFailed, so the process exits non-zero and its supervisor restarts it.
 func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (err error) {
 	for _, w := range cfg.Warnings {
 		lg.Warn(w)
 	}
+	storeDir := filepath.Join(cfg.DataDir, StoreDir)
+	if err := checkPrivateDir(cfg.DataDir); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("daemon: data directory: %w", err)
+	}
+	if err := checkPrivateDir(storeDir); err != nil {
+		return err
+	}
+	space, err := newSpaceGuard(cfg.DataDir, cfg.MinFreeBytes, lg.With("component", "space"))
+	if err != nil {
+		return err
+	}
+	if err := space.CheckSpace(); err != nil {
+		// NB: before Pebble opens: on a full disk its recovery flush fails and is retried forever.
+		return fmt.Errorf("daemon: disk-full: %w; free space or lower --min-free-mib, then start again", err)
 	}
 	token, err := AdminToken(cfg.DataDir)
 	if err != nil {
@@ -84,9 +115,20 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 		return err
 	}
 
-	log, err := eventlog.Open(filepath.Join(cfg.DataDir, StoreDir), &eventlog.Options{Logger: lg.With("component", "eventlog")})
+	openCtx, cancelOpen := ctx, context.CancelFunc(func() {})
+	if cfg.OpenTimeout > 0 {
+		openCtx, cancelOpen = context.WithTimeoutCause(ctx, cfg.OpenTimeout, errOpenTimeout)
+	}
+	defer cancelOpen()
+	log, err := interruptible(openCtx, "open the event log", func() (*eventlog.Log, error) {
+		l, err := eventlog.Open(storeDir, &eventlog.Options{Logger: lg.With("component", "eventlog")})
+		if err != nil {
+			return nil, openError(cfg.DataDir, err)
+		}
+		return l, nil
+	}, func(l *eventlog.Log) { l.Close() })
 	if err != nil {
-		return openError(cfg.DataDir, err)
+		return err
 	}
 	defer func() {
 		if cerr := log.Close(); cerr != nil && err == nil {
@@ -94,18 +136,30 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 		}
 	}()
 	head, _ := log.Head()
-	lg.Info("event log open", "dir", filepath.Join(cfg.DataDir, StoreDir), "head", head)
+	lg.Info("event log open", "dir", storeDir, "head", head)
 
 	engineConfig := cfg.Engine
-	eng, err := commands.Open(log, commands.Options{Config: &engineConfig, Logger: lg.With("component", "engine")})
+	eng, err := interruptible(openCtx, "open the engine", func() (*commands.Engine, error) {
+		opts := commands.Options{Config: &engineConfig, Logger: lg.With("component", "engine")}
+		if cfg.MinFreeBytes > 0 {
+			opts.Space = space
+		}
+		e, err := commands.Open(log, opts)
+		if err != nil {
+			return nil, fmt.Errorf("daemon: open the engine: %w", err)
+		}
+		return e, nil
+	}, func(e *commands.Engine) { e.Close() })
 	if err != nil {
-		return fmt.Errorf("daemon: open the engine: %w", err)
+		return err
 	}
+	cancelOpen()
 	// NB: deferred after the log's close, so it runs first: the engine finishes its group before the log closes.
 	defer eng.Close()
 
 	srv, err := broker.New(eng, log, broker.Options{
 		SocketPath:       cfg.SocketPath,
+		SocketGroup:      cfg.SocketGroup,
 		AdminDigest:      Digest(token),
 		ServerKey:        key,
 		MaxFrame:         cfg.MaxFrame,
@@ -130,9 +184,72 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 		"maxSlots", engineConfig.MaxSlots, "serializeOnPathOverlap", engineConfig.SerializeOnPathOverlap,
 		"unmeteredDelegates", engineConfig.UnmeteredDelegates, "modelCatalog", catalog,
 		"settleGraceSec", engineConfig.SettleGraceSec)
-	if err := srv.Serve(ctx); err != nil {
+	serveCtx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	go func() {
+		select {
+		case <-eng.Failed():
+			lg.Error("the engine stopped after a commit error; answering reads, then exiting so a supervisor restarts crewd",
+				"err", eng.Err(), "drain", failDrain)
+			select {
+			case <-time.After(failDrain):
+			case <-serveCtx.Done():
+			}
+			stopServing()
+		case <-serveCtx.Done():
+		}
+	}()
+	if err := srv.Serve(serveCtx); err != nil {
 		return fmt.Errorf("daemon: %w", err)
+	}
+	if err := eng.Err(); err != nil {
+		return fmt.Errorf("daemon: exiting: %w", err)
 	}
 	lg.Info("shutting down")
 	return nil
+}
+
+// interruptible runs open on its own goroutine and returns its result, or gives up as soon as ctx ends (a signal,
+// or the open deadline) with an error naming the cause. Pebble's open takes no context and may retry a failing
+// flush for minutes; giving up on it lets the first SIGTERM end crewd. An open that finishes after Run gave up is
+// closed with drop.
+func interruptible[T any](ctx context.Context, what string, open func() (T, error), drop func(T)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	var (
+		mu     sync.Mutex
+		gaveUp bool
+		done   = make(chan result, 1)
+	)
+	go func() {
+		v, err := open()
+		mu.Lock()
+		defer mu.Unlock()
+		if gaveUp {
+			if err == nil {
+				drop(v)
+			}
+			return
+		}
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	gaveUp = true
+	mu.Unlock()
+	select {
+	case r := <-done: // finished just as ctx ended
+		if r.err == nil {
+			drop(r.v)
+		}
+	default:
+	}
+	var zero T
+	return zero, fmt.Errorf("daemon: %s: gave up: %w", what, context.Cause(ctx))
 }

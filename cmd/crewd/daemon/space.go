@@ -1,0 +1,92 @@
+package daemon
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// spaceCheckInterval is how often the free space is read at most: statfs is cheap, but not free at every command.
+const spaceCheckInterval = 100 * time.Millisecond
+
+// spaceGuard is the engine's commands.SpaceGuard: it refuses writes while the file system of the data directory
+// has less free space than min, so a full disk is met by a clear disk-full answer and not by a Pebble write error,
+// which stops the engine. It reads the space available to an unprivileged user (statfs f_bavail), a little less
+// than root may use.
+//
+// Concurrency: CheckSpace is safe from any goroutine; one caller refreshes the reading at a time.
+type spaceGuard struct {
+	dir string
+	min uint64
+	lg  *slog.Logger
+	now func() time.Time
+
+	free    atomic.Uint64
+	checked atomic.Int64 // unix nanoseconds of the last reading
+	mu      sync.Mutex   // held by the refreshing caller
+	low     bool         // the last reading was below min (guarded by mu), to log transitions once
+}
+
+// newSpaceGuard reads the free space of dir once; a failure is an error, since crewd cannot then know whether it
+// may write.
+func newSpaceGuard(dir string, min uint64, lg *slog.Logger) (*spaceGuard, error) {
+	g := &spaceGuard{dir: dir, min: min, lg: lg, now: time.Now}
+	free, err := freeBytes(dir)
+	if err != nil {
+		return nil, err
+	}
+	g.free.Store(free)
+	g.checked.Store(g.now().UnixNano())
+	g.low = free < min
+	return g, nil
+}
+
+// freeBytes is the space of dir's file system available to an unprivileged user.
+func freeBytes(dir string) (uint64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("daemon: free space of %s: %w", dir, err)
+	}
+	return st.Bavail * uint64(st.Bsize), nil
+}
+
+// CheckSpace returns an error while the free space is below the minimum.
+func (g *spaceGuard) CheckSpace() error {
+	if now := g.now().UnixNano(); now-g.checked.Load() >= int64(spaceCheckInterval) && g.mu.TryLock() {
+		g.refresh(now)
+		g.mu.Unlock()
+	}
+	if free := g.free.Load(); free < g.min {
+		return g.shortage(free)
+	}
+	return nil
+}
+
+// refresh reads the free space again; the caller holds mu. A failed read keeps the last reading: a statfs error
+// says nothing about the space, and refusing every write for it would be worse.
+func (g *spaceGuard) refresh(now int64) {
+	g.checked.Store(now)
+	free, err := freeBytes(g.dir)
+	if err != nil {
+		g.lg.Warn("free space unknown; keeping the last reading", "err", err)
+		return
+	}
+	g.free.Store(free)
+	switch low := free < g.min; {
+	case low && !g.low:
+		g.lg.Error("disk nearly full: refusing writes (disk-full) until space is freed", "dir", g.dir,
+			"freeMiB", free>>20, "minFreeMiB", g.min>>20)
+	case !low && g.low:
+		g.lg.Warn("disk space is back: accepting writes", "dir", g.dir, "freeMiB", free>>20)
+	}
+	g.low = free < g.min
+}
+
+func (g *spaceGuard) shortage(free uint64) error {
+	return fmt.Errorf("daemon: %d MiB free on the data directory's file system, below the minimum of %d MiB",
+		free>>20, g.min>>20)
+}

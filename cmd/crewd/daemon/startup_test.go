@@ -1,0 +1,134 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func testConfig(t *testing.T) Config {
+	t.Helper()
+	c, err := Load(nil, envOf(map[string]string{"HOME": "/nonexistent"}))
+	require.NoError(t, err)
+	dir := t.TempDir()
+	c.DataDir, c.SocketPath = filepath.Join(dir, "data"), filepath.Join(dir, "run", "crewd.sock")
+	c.MinFreeBytes = 0
+	return c
+}
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// TestRunRefusesUnsafeDataDir: a data directory (or store) that group or others may reach, or that another user
+// owns, stops the start and is left as it was. Modes are checked, not access, so this holds as root.
+func TestRunRefusesUnsafeDataDir(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sub  string // the directory made loose: "" the data directory, else a subdirectory
+		mode os.FileMode
+	}{
+		{"world readable data", "", 0o755},
+		{"group readable data", "", 0o750},
+		{"others may enter data", "", 0o701},
+		{"world readable store", StoreDir, 0o755},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testConfig(t)
+			dir := filepath.Join(c.DataDir, tc.sub)
+			require.NoError(t, os.MkdirAll(dir, 0o700))
+			require.NoError(t, os.Chmod(dir, tc.mode))
+			err := Run(context.Background(), c, io.Discard, discard())
+			require.ErrorContains(t, err, "has mode 0"+formatMode(tc.mode))
+			fi, err := os.Stat(dir)
+			require.NoError(t, err)
+			require.Equal(t, tc.mode, fi.Mode().Perm(), "not chmod-ed")
+			require.NoFileExists(t, filepath.Join(c.DataDir, AdminTokenFile), "nothing was written")
+		})
+	}
+
+	t.Run("another owner", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("only root can give a directory away") // the mode cases above run everywhere
+		}
+		c := testConfig(t)
+		require.NoError(t, os.MkdirAll(c.DataDir, 0o700))
+		require.NoError(t, os.Chown(c.DataDir, 65534, 65534))
+		require.ErrorContains(t, Run(context.Background(), c, io.Discard, discard()), "belongs to uid 65534")
+	})
+}
+
+func formatMode(m os.FileMode) string { return string([]byte{'0' + byte(m>>6&7), '0' + byte(m>>3&7), '0' + byte(m&7)}) }
+
+// TestRunRefusesLowSpace: below --min-free-mib crewd does not start (and so never opens Pebble on a full disk).
+func TestRunRefusesLowSpace(t *testing.T) {
+	c := testConfig(t)
+	c.MinFreeBytes = 1 << 62
+	err := Run(context.Background(), c, io.Discard, discard())
+	require.ErrorContains(t, err, "daemon: disk-full: ")
+	require.ErrorContains(t, err, "--min-free-mib")
+	require.NoDirExists(t, filepath.Join(c.DataDir, StoreDir))
+}
+
+func TestSpaceGuard(t *testing.T) {
+	dir := t.TempDir()
+	g, err := newSpaceGuard(dir, 0, discard())
+	require.NoError(t, err)
+	require.NoError(t, g.CheckSpace(), "no minimum")
+
+	free, err := freeBytes(dir)
+	require.NoError(t, err)
+	g, err = newSpaceGuard(dir, free+1<<40, discard())
+	require.NoError(t, err)
+	require.ErrorContains(t, g.CheckSpace(), "below the minimum")
+
+	// The reading is refreshed at most every spaceCheckInterval: space freed shows after the next refresh.
+	g, err = newSpaceGuard(dir, 1, discard())
+	require.NoError(t, err)
+	now := time.Now()
+	g.now = func() time.Time { return now }
+	g.checked.Store(now.UnixNano())
+	g.free.Store(0) // as if the disk had been full at the last reading
+	require.ErrorContains(t, g.CheckSpace(), "0 MiB free", "the cached reading still says full")
+	now = now.Add(spaceCheckInterval)
+	require.NoError(t, g.CheckSpace())
+}
+
+// TestInterruptible: an open that hangs (Pebble retrying a flush on a full disk) is given up when ctx ends, with
+// the cause; when it finishes later, what it opened is closed.
+func TestInterruptible(t *testing.T) {
+	release := make(chan struct{})
+	dropped := make(chan int, 1)
+	errDeadline := errors.New("deadline")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errDeadline)
+	_, err := interruptible(ctx, "open the thing", func() (int, error) {
+		<-release
+		return 7, nil
+	}, func(v int) { dropped <- v })
+	require.ErrorIs(t, err, errDeadline)
+	require.ErrorContains(t, err, "daemon: open the thing: gave up")
+	close(release)
+	require.Equal(t, 7, <-dropped)
+
+	v, err := interruptible(context.Background(), "open", func() (int, error) { return 3, nil }, func(int) { t.Error("dropped") })
+	require.NoError(t, err)
+	require.Equal(t, 3, v)
+}
+
+// TestMainUmask: crewd's files are private whatever umask it starts with.
+func TestMainUmask(t *testing.T) {
+	var out, errs bytes.Buffer
+	require.Equal(t, ExitOK, Main([]string{"--help"}, &out, &errs))
+	f := filepath.Join(t.TempDir(), "f")
+	require.NoError(t, os.WriteFile(f, nil, 0o666))
+	fi, err := os.Stat(f)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+}
