@@ -28,6 +28,9 @@ var build struct {
 }
 
 func TestMain(m *testing.M) {
+	if socket := os.Getenv(probeSocketEnv); socket != "" {
+		os.Exit(peerProbe(socket))
+	}
 	dir, err := os.MkdirTemp("", "crewlog-integration-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration:", err)
@@ -61,6 +64,8 @@ type daemon struct {
 	data   string
 	socket string
 	args   []string
+	// cred, when set, runs crewd as another user (root only).
+	cred *syscall.Credential
 
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has been waited for
@@ -91,6 +96,9 @@ func (d *daemon) start() {
 	d.logs = logs
 	args := append([]string{"--data", d.data, "--socket", d.socket, "--log-level", "warn"}, d.args...)
 	cmd := exec.Command(d.bin, args...)
+	if d.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: d.cred}
+	}
 	cmd.Stderr = logs
 	// NB: an os.Pipe rather than StdoutPipe, whose reader Wait closes: here Wait runs concurrently with the read.
 	stdout, w, err := os.Pipe()
