@@ -6,7 +6,8 @@
 //
 // # Connection lifecycle
 //
-//	accept ──(MaxConns reached)──────────────────────────────────────────────▶ close, no frame
+//	accept ──(peer neither our uid nor in SocketGroup, by SO_PEERCRED)───────▶ close, no frame
+//	  ├─────(MaxConns reached)───────────────────────────────────────────────▶ close, no frame
 //	  │
 //	  ▼ start reader + writer goroutines; read deadline = HelloTimeout
 //	awaiting hello ──(deadline, EOF, oversize/malformed/truncated line)──────▶ close, no frame
@@ -44,6 +45,10 @@
 //     without bound: frames ≤ MaxFrame, queue ≤ OutboundQueueCap (+ one resync and one final frame),
 //     connections ≤ MaxConns, waits ≤ 16 per connection, params bounded by ParseCommand and the handlers.
 //   - Errors map to wire codes in one table (errors.go); anything unmapped is "internal", logged in full.
+//   - The socket is reachable only by the daemon's uid (socket 0600 in a 0700 directory), or also by SocketGroup
+//     (0660 / 0750 with that group); an existing directory others may reach is refused, never chmod-ed. Every
+//     accepted connection's peer is checked by the kernel's credentials (SO_PEERCRED), so a peer that file
+//     modes do not stop (root, a leaked descriptor) is refused too. See docs/security.md.
 //
 // # Not guaranteed
 //

@@ -27,7 +27,12 @@
 //   - Read sees a published state that never contains undurable events;
 //     readers never block the writer for longer than their own query.
 //   - A commit error makes the engine fail stop (ErrFailed): nothing more is
-//     decided, and the state is rebuilt from the log on restart.
+//     decided, and the state is rebuilt from the log on restart. Failed is
+//     closed then, so the daemon can exit for its supervisor to restart it.
+//   - With Options.Space, a command submitted while the disk is below its
+//     free-space minimum is answered ErrNoSpace before it is decided: nothing
+//     is recorded, so the same CommandID retried later is decided then. The
+//     check runs in Submit, outside Decide, which stays pure.
 //   - Delegation expiry is driven by the engine clock as ordinary commands
 //     (delegate.expire), so it is recorded, replayable and survives crashes.
 //

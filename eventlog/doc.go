@@ -21,6 +21,10 @@
 //     ErrFailed. Reopening recovers every acknowledged append; the failed
 //     append is wholly present or wholly absent.
 //   - Nothing is ever deleted but superseded snapshots.
+//   - Checkpoint copies on the operating system's file system are private
+//     (directories 0700, files 0600) whatever the umask.
+//   - Pebble's errors reach the Logger at most once per 10 s per kind, with
+//     the count left out: a flush retried on a full disk does not flood it.
 //
 // It does not interpret event types or payloads, and it does not group
 // commits itself: concurrent appenders share WAL fsyncs through Pebble's

@@ -10,6 +10,14 @@
 //
 // # Guarantees
 //
+//   - crewd runs with umask 077. A data directory or store that another user owns or that group or others may
+//     reach is refused (exit 1), never chmod-ed.
+//   - Below --min-free-mib of free space crewd does not start (Pebble never opens on a full disk, where its
+//     recovery flush retries without end), and while running it answers writes disk-full before Pebble fails;
+//     nothing refused is recorded, reads keep working.
+//   - Opening the store and rebuilding the state end at the first SIGINT/SIGTERM or at --open-timeout (exit 1).
+//   - A commit error that stops the engine ends crewd: reads are answered for 2 s, then it shuts down and exits
+//     1, for its supervisor to restart it (docs/crewd.service).
 //   - Every problem with the flags and the config file is reported at once, each naming the flag or file key to
 //     fix; Main then exits 2 without touching the data directory.
 //   - A secret file is created atomically (written, synced, then linked into place), so a crash never leaves an
@@ -18,7 +26,8 @@
 //   - The admin token never reaches stdout, the logs or the event log; the broker gets only its sha-256 digest.
 //   - Keeping server.key and the store keeps every issued token valid across restarts (SPEC §5).
 //   - Shutdown on SIGINT or SIGTERM: the broker stops accepting and closes connections, the engine finishes the
-//     group it is committing, the log closes; exit 0. A second signal during shutdown kills the process.
+//     group it is committing, the log closes; exit 0 (1 if the signal came during the start). A second signal
+//     during shutdown kills the process.
 //
 // # Not guaranteed
 //
