@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,7 +115,7 @@ func TestDedicatedUserAndPeerCredentials(t *testing.T) {
 
 	// Root may open the socket whatever its mode, but is another uid outside the group: refused at accept.
 	_, err = d.dial(ctx, client.Hello{Role: "admin", Token: d.adminToken()})
-	require.ErrorIs(t, err, io.EOF, "%v", err)
+	require.ErrorIs(t, err, client.ErrClosed, "closed before any frame: %v", err)
 	d.stop()
 	require.Contains(t, d.log(), "peer-credentials")
 	require.True(t, strings.Contains(d.log(), "peer uid 0"), d.log())
