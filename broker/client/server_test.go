@@ -32,8 +32,9 @@ func realBroker(t *testing.T) string {
 	eng, err := commands.Open(l, commands.Options{})
 	require.NoError(t, err)
 	sum := sha256.Sum256([]byte(adminToken))
+	// NB: the broker makes run/ 0700; t.TempDir's own directory has the umask's mode, which it refuses.
 	srv, err := broker.New(eng, l, broker.Options{
-		SocketPath: filepath.Join(dir, "b.sock"), AdminDigest: hex.EncodeToString(sum[:]),
+		SocketPath: filepath.Join(dir, "run", "b.sock"), AdminDigest: hex.EncodeToString(sum[:]),
 		ServerKey: []byte(strings.Repeat("k", 32)), OutboundQueueCap: broker.MinOutboundQueueCap,
 	})
 	require.NoError(t, err)

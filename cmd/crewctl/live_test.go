@@ -36,8 +36,9 @@ func liveDaemon(t *testing.T) (data, socket string) {
 	require.NoError(t, os.WriteFile(filepath.Join(data, adminTokenFile), []byte(liveToken+"\n"), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(data, serverKeyFile), key, 0o600))
 	sum := sha256.Sum256([]byte(liveToken))
+	// NB: the broker makes run/ 0700; t.TempDir's own directory has the umask's mode, which it refuses.
 	srv, err := broker.New(eng, l, broker.Options{
-		SocketPath: filepath.Join(t.TempDir(), "crewd.sock"), AdminDigest: hex.EncodeToString(sum[:]), ServerKey: key,
+		SocketPath: filepath.Join(t.TempDir(), "run", "crewd.sock"), AdminDigest: hex.EncodeToString(sum[:]), ServerKey: key,
 	})
 	require.NoError(t, err)
 	require.NoError(t, srv.Listen())

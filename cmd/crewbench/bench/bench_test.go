@@ -103,7 +103,7 @@ func (s *socketLine) Write(p []byte) (int, error) {
 
 // TestSim runs the simulation for a few seconds against an in-process crewd.
 func TestSim(t *testing.T) {
-	data := t.TempDir()
+	data := filepath.Join(t.TempDir(), "data") // crewd makes it 0700; t.TempDir's own is 0777 minus the umask
 	// NB: a short socket directory: unix socket paths are limited to 108 bytes.
 	sockDir, err := os.MkdirTemp("", "crewbench-sim-")
 	require.NoError(t, err)
