@@ -38,7 +38,7 @@ func TestLoadDefaults(t *testing.T) {
 		MaxFrame:         262144,
 		OutboundQueueCap: 256,
 		MinFreeBytes:     256 << 20,
-		OpenTimeout:      5 * time.Minute,
+		OpenTimeout:      2 * time.Minute,
 		LogLevel:         slog.LevelInfo,
 		LogFormat:        "text",
 	}, c)
