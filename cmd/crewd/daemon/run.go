@@ -69,6 +69,9 @@ func NewLogger(w io.Writer, cfg Config) *slog.Logger {
 // failDrain is how long a daemon whose engine failed keeps answering reads before it exits.
 const failDrain = 2 * time.Second
 
+// errGaveUp marks an open that interruptible stopped waiting for.
+var errGaveUp = errors.New("gave up")
+
 // errOpenTimeout is the cause of an open that outlived cfg.OpenTimeout.
 var errOpenTimeout = errors.New("open timeout reached (--open-timeout)")
 
@@ -130,7 +133,13 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	if err != nil {
 		return err
 	}
+	// logInUse is set when the engine's open was given up while it may still read the log: closing the log under
+	// a reader is not allowed, so the abandoned open closes it when it ends (the process is exiting anyway).
+	logInUse := false
 	defer func() {
+		if logInUse {
+			return
+		}
 		if cerr := log.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("daemon: close the event log: %w", cerr)
 		}
@@ -149,7 +158,10 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 			return nil, fmt.Errorf("daemon: open the engine: %w", err)
 		}
 		return e, nil
-	}, func(e *commands.Engine) { e.Close() })
+	}, func(e *commands.Engine) { e.Close(); log.Close() })
+	if errors.Is(err, errGaveUp) {
+		logInUse = true
+	}
 	if err != nil {
 		return err
 	}
@@ -251,5 +263,5 @@ func interruptible[T any](ctx context.Context, what string, open func() (T, erro
 	default:
 	}
 	var zero T
-	return zero, fmt.Errorf("daemon: %s: gave up: %w", what, context.Cause(ctx))
+	return zero, fmt.Errorf("daemon: %s: %w: %w", what, errGaveUp, context.Cause(ctx))
 }

@@ -115,6 +115,7 @@ func TestInterruptible(t *testing.T) {
 		return 7, nil
 	}, func(v int) { dropped <- v })
 	require.ErrorIs(t, err, errDeadline)
+	require.ErrorIs(t, err, errGaveUp)
 	require.ErrorContains(t, err, "daemon: open the thing: gave up")
 	close(release)
 	require.Equal(t, 7, <-dropped)
