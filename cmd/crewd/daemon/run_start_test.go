@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -45,7 +46,7 @@ func TestRunRefusesUnsafeDataDir(t *testing.T) {
 			require.NoError(t, os.MkdirAll(dir, 0o700))
 			require.NoError(t, os.Chmod(dir, tc.mode))
 			err := Run(context.Background(), c, io.Discard, discard())
-			require.ErrorContains(t, err, "has mode 0"+formatMode(tc.mode))
+			require.ErrorContains(t, err, fmt.Sprintf("has mode %04o", tc.mode))
 			fi, err := os.Stat(dir)
 			require.NoError(t, err)
 			require.Equal(t, tc.mode, fi.Mode().Perm(), "not chmod-ed")
