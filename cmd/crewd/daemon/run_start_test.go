@@ -65,10 +65,6 @@ func TestRunRefusesUnsafeDataDir(t *testing.T) {
 	})
 }
 
-func formatMode(m os.FileMode) string {
-	return string([]byte{'0' + byte(m>>6&7), '0' + byte(m>>3&7), '0' + byte(m&7)})
-}
-
 // TestRunRefusesLowSpace: below --min-free-mib crewd does not start (and so never opens Pebble on a full disk).
 func TestRunRefusesLowSpace(t *testing.T) {
 	c := testConfig(t)
