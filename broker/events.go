@@ -21,7 +21,8 @@ type sinceResult struct {
 // handleEventsSince pages through the run's stream: {sinceSeq? ≥0 (default 0), limit? 1..1000 (default 1000)} →
 // {events, nextSeq, hasMore}, the events after sinceSeq in seq order. nextSeq is the seq of the last event returned
 // (sinceSeq when none), so passing it back as sinceSeq continues without a repeat or a gap (GS-18). A page also
-// stops short of the limit when one more event would not fit in a frame (hasMore tells).
+// stops short of the limit when one more event would not fit in the rest of the frame (hasMore tells): that event
+// opens the next page. Only an event too large for a page of its own is sent omitted (its data left out).
 func handleEventsSince(cl *call) (any, error) {
 	p := readParams(cl)
 	since := uint64(p.int("sinceSeq", 0, 1<<53, 0))
@@ -32,7 +33,8 @@ func handleEventsSince(cl *call) (any, error) {
 	}
 	s := cl.c.s
 	res := sinceResult{Events: []json.RawMessage{}, NextSeq: since}
-	budget := s.opts.MaxFrame - frameSlack - len(cl.id)
+	pageBudget := s.opts.MaxFrame - frameSlack - len(cl.id)
+	budget := pageBudget // what is left of this page
 	it := s.log.ReadStream(runID, since+1)
 	defer it.Close()
 	for it.Next() {
@@ -45,7 +47,7 @@ func handleEventsSince(cl *call) (any, error) {
 			return nil, fmt.Errorf("%w: %w", errReplay, err)
 		}
 		b, err := json.Marshal(te)
-		if err == nil && len(b) > budget {
+		if err == nil && len(b)+1 > pageBudget {
 			b, err = json.Marshal(te.omitData())
 		}
 		if err != nil {

@@ -1,8 +1,6 @@
 package broker
 
 import (
-	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/crewlog/crewlog/events"
@@ -93,36 +91,17 @@ func handleInbox(cl *call) (any, error) {
 // mailboxPage reads a page and, when it would not fit in a frame, shortens it (the projection's cursor then
 // points at the first message left out). A single message too large for a frame is oversize-frame.
 func mailboxPage(cl *call, runID, box string, f projections.MailboxFilter) (inboxResult, error) {
-	s := cl.c.s
-	budget := s.opts.MaxFrame - frameSlack - len(cl.id)
-	for {
+	p, err := fitPage(cl, f.Limit, func(limit int) (page[projections.Message], error) {
+		f.Limit = limit
 		var (
-			page projections.MailboxPage
-			err  error
+			mp  projections.MailboxPage
+			err error
 		)
-		s.eng.Read(func(st *projections.State) { page, err = st.Mailbox(runID, box, f) })
-		if err != nil {
-			return inboxResult{}, err
-		}
-		res := inboxResult{Messages: make([]wireMessage, 0, len(page.Messages)), NextCursor: page.NextCursor,
-			HasMore: page.NextCursor != "", Total: page.Total}
-		size, fit := 0, 0
-		for _, m := range page.Messages {
-			wm := toWireMessage(m)
-			b, _ := json.Marshal(wm)
-			if size+len(b)+1 > budget {
-				break
-			}
-			size += len(b) + 1
-			fit++
-			res.Messages = append(res.Messages, wm)
-		}
-		if fit == len(page.Messages) {
-			return res, nil
-		}
-		if fit == 0 {
-			return inboxResult{}, fmt.Errorf("%w: %s", errTooLarge, cl.method)
-		}
-		f.Limit = fit // re-read with the limit that fits, so the projection computes the cursor
+		cl.c.s.eng.Read(func(st *projections.State) { mp, err = st.Mailbox(runID, box, f) })
+		return page[projections.Message]{items: mp.Messages, next: mp.NextCursor, total: mp.Total}, err
+	}, toWireMessage)
+	if err != nil {
+		return inboxResult{}, err
 	}
+	return inboxResult{Messages: p.items, NextCursor: p.next, HasMore: p.next != "", Total: p.total}, nil
 }

@@ -89,47 +89,70 @@ func handleQueryRuns(cl *call) (any, error) {
 	return runsResult{Runs: page.Runs, NextCursor: page.NextCursor}, nil
 }
 
-// query.tasks {} → {tasks} (shadow tasks included; allocations filled from the ledger).
+// query.tasks {limit? 1..1000 (default 100), cursor?} → {tasks, nextCursor?, hasMore, total} (shadow tasks
+// included; allocations filled from the ledger).
 func handleQueryTasks(cl *call) (any, error) {
-	p, runID := queryParams(cl, nil)
-	if p.err != nil {
-		return nil, p.err
-	}
-	return map[string]any{"tasks": nonNil(readState(cl, func(st *projections.State) []projections.Task {
-		return st.Tasks(runID)
-	}))}, nil
+	return queryRunPage(cl, "tasks", (*projections.State).TasksPage)
 }
 
-// query.delegations {} → {delegations}.
+// query.delegations {limit?, cursor?} → {delegations, nextCursor?, hasMore, total}.
 func handleQueryDelegations(cl *call) (any, error) {
-	p, runID := queryParams(cl, nil)
-	if p.err != nil {
-		return nil, p.err
-	}
-	return map[string]any{"delegations": nonNil(readState(cl, func(st *projections.State) []projections.Delegation {
-		return st.Delegations(runID)
-	}))}, nil
+	return queryRunPage(cl, "delegations", (*projections.State).DelegationsPage)
 }
 
-// query.ledger {} → {accounts}.
+// query.ledger {limit?, cursor?} → {accounts, nextCursor?, hasMore, total}.
 func handleQueryLedger(cl *call) (any, error) {
-	p, runID := queryParams(cl, nil)
-	if p.err != nil {
-		return nil, p.err
-	}
-	return map[string]any{"accounts": nonNil(readState(cl, func(st *projections.State) []projections.Account {
-		return st.Ledger(runID)
-	}))}, nil
+	return queryRunPage(cl, "accounts", (*projections.State).LedgerPage)
 }
 
-// query.slots {} → the daemon-wide slot pool {held, capacity, subIds}. It is not per run, but the orchestrator of
-// any existing run may read it (admission depends on it); the admin still names a run, for uniformity.
-func handleQuerySlots(cl *call) (any, error) {
-	p, _ := queryParams(cl, nil)
+// queryRunPage answers a paged query over one run's records, in creation order, shortening the page to what fits
+// in a frame (the cursor then points at the first record left out).
+func queryRunPage[T any](cl *call, key string,
+	read func(st *projections.State, runID string, f projections.PageFilter) (projections.Page[T], error)) (any, error) {
+	var (
+		limit  int
+		cursor string
+	)
+	p, runID := queryParams(cl, func(p *params) { limit, cursor = pageParams(p) })
 	if p.err != nil {
 		return nil, p.err
 	}
-	return readState(cl, func(st *projections.State) projections.Slots { return st.Slots() }), nil
+	pg, err := fitPage(cl, limit, func(limit int) (page[T], error) {
+		var (
+			pp  projections.Page[T]
+			err error
+		)
+		cl.c.s.eng.Read(func(st *projections.State) {
+			pp, err = read(st, runID, projections.PageFilter{Limit: limit, Cursor: cursor})
+		})
+		return page[T]{items: pp.Items, next: pp.NextCursor, total: pp.Total}, err
+	}, same[T])
+	if err != nil {
+		return nil, err
+	}
+	return pagedResult(key, pg), nil
+}
+
+// query.slots {} → the daemon-wide slot pool {held, capacity, subIds}. It is not per run: the admin needs no
+// runId (one it names must exist), and the orchestrator of any existing run may read it (admission depends on it).
+// A worker may read it too, but sees only its own run's holders in subIds (held and capacity stay daemon-wide):
+// other runs' delegation ids are not its business.
+func handleQuerySlots(cl *call) (any, error) {
+	p := readParams(cl)
+	runID := ""
+	if _, named := p.get("runId"); named || cl.c.id.role != events.RoleAdmin {
+		runID = p.run(cl)
+	}
+	p.strict()
+	if p.err != nil {
+		return nil, p.err
+	}
+	return readState(cl, func(st *projections.State) projections.Slots {
+		if cl.c.id.role == events.RoleWorker {
+			return st.SlotsOf(runID)
+		}
+		return st.Slots()
+	}), nil
 }
 
 // query.mailbox {taskId?, limit? 1..1000 (default 100), cursor?, pending?} → {messages, nextCursor?, hasMore,
@@ -142,8 +165,7 @@ func handleQueryMailbox(cl *call) (any, error) {
 	)
 	p, runID := queryParams(cl, func(p *params) {
 		box = p.str("taskId", false, 256)
-		limit = int(p.int("limit", 1, 1000, 100))
-		cursor = p.str("cursor", false, 64)
+		limit, cursor = pageParams(p)
 		if v, ok := p.get("pending"); ok {
 			pending = string(v) == "true"
 			if !pending && string(v) != "false" {

@@ -194,15 +194,8 @@ func (s *State) Delegation(runID, subID string) (Delegation, bool) {
 
 // Delegations returns the delegations of run runID in admission order.
 func (s *State) Delegations(runID string) []Delegation {
-	r := s.runs[runID]
-	if r == nil {
-		return nil
-	}
-	out := make([]Delegation, 0, len(r.delOrder))
-	for _, id := range r.delOrder {
-		out = append(out, *r.dels[id])
-	}
-	return out
+	p, _ := s.DelegationsPage(runID, PageFilter{})
+	return p.Items
 }
 
 // InFlight returns every delegation that holds a slot, daemon-wide, ordered

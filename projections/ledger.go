@@ -94,15 +94,8 @@ func (s *State) Account(runID, taskID string) (Account, bool) {
 
 // Ledger returns the accounts of run runID in the order they were opened.
 func (s *State) Ledger(runID string) []Account {
-	r := s.runs[runID]
-	if r == nil {
-		return nil
-	}
-	out := make([]Account, 0, len(r.accountOrder))
-	for _, id := range r.accountOrder {
-		out = append(out, *r.accounts[id].clone())
-	}
-	return out
+	p, _ := s.LedgerPage(runID, PageFilter{})
+	return p.Items
 }
 
 // Allocation returns task taskID's allocation (grant and spend) in O(1),

@@ -33,3 +33,11 @@ func (s *State) Slots() Slots {
 
 // SlotsHeld is the held count alone, O(1), for the admission check.
 func (s *State) SlotsHeld() int { return len(s.held) }
+
+// SlotsOf is the pool as a worker of run runID may see it: the daemon-wide
+// held count and capacity, but only runID's holders.
+func (s *State) SlotsOf(runID string) Slots {
+	out := s.Slots()
+	out.SubIDs = slices.DeleteFunc(out.SubIDs, func(sub string) bool { return s.held[sub] != runID })
+	return out
+}

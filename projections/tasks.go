@@ -248,15 +248,8 @@ func (s *State) Task(runID, taskID string) (Task, bool) {
 // Tasks returns the tasks of run runID in creation order (shadow tasks
 // included, at their admission), each with its allocation.
 func (s *State) Tasks(runID string) []Task {
-	r := s.runs[runID]
-	if r == nil {
-		return nil
-	}
-	out := make([]Task, 0, len(r.taskOrder))
-	for _, id := range r.taskOrder {
-		out = append(out, r.taskView(r.tasks[id]))
-	}
-	return out
+	p, _ := s.TasksPage(runID, PageFilter{})
+	return p.Items
 }
 
 func (r *runState) taskView(t *Task) Task {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 
@@ -65,32 +66,58 @@ func liveView(ctx context.Context, b Broker, s *projections.State, run string) (
 	return v, nil
 }
 
-// fetchRun reads one run's views from the daemon.
 // fetchRun asks the daemon for a run's views: all of them, or only the
-// queries named in only (a one-table view needs one round trip, not four).
+// queries named in only (a one-table view needs one query, not four). The
+// paged queries are followed to their last page.
 func fetchRun(ctx context.Context, b Broker, runID string, only ...string) (audit.RunView, error) {
 	var rv audit.RunView
-	p := map[string]any{"runId": runID}
-	var tasks struct {
-		Tasks []projections.Task `json:"tasks"`
+	want := func(method string) bool { return len(only) == 0 || slices.Contains(only, method) }
+	var err error
+	if want("query.run") {
+		err = call(ctx, b, "query.run", map[string]any{"runId": runID}, &rv.Run)
 	}
-	var dels struct {
-		Delegations []projections.Delegation `json:"delegations"`
+	if err == nil && want("query.tasks") {
+		rv.Tasks, err = callPaged[projections.Task](ctx, b, "query.tasks", "tasks", runID)
 	}
-	var ledger struct {
-		Accounts []projections.Account `json:"accounts"`
+	if err == nil && want("query.delegations") {
+		rv.Delegations, err = callPaged[projections.Delegation](ctx, b, "query.delegations", "delegations", runID)
 	}
-	for _, q := range []struct {
-		method string
-		into   any
-	}{{"query.run", &rv.Run}, {"query.tasks", &tasks}, {"query.delegations", &dels}, {"query.ledger", &ledger}} {
-		if len(only) > 0 && !slices.Contains(only, q.method) {
-			continue
-		}
-		if err := call(ctx, b, q.method, p, q.into); err != nil {
-			return rv, err
-		}
+	if err == nil && want("query.ledger") {
+		rv.Ledger, err = callPaged[projections.Account](ctx, b, "query.ledger", "accounts", runID)
 	}
-	rv.Tasks, rv.Delegations, rv.Ledger = tasks.Tasks, dels.Delegations, ledger.Accounts
-	return rv, nil
+	return rv, err
 }
+
+// callPaged reads every page of a paged run query ({limit, cursor} →
+// {<key>, nextCursor?}) and returns the items of all of them, in order.
+func callPaged[T any](ctx context.Context, b Broker, method, key, runID string) ([]T, error) {
+	all := []T{}
+	p := map[string]any{"runId": runID, "limit": maxPageLimit}
+	for {
+		var page map[string]json.RawMessage
+		if err := call(ctx, b, method, p, &page); err != nil {
+			return all, err
+		}
+		var items []T
+		if err := json.Unmarshal(page[key], &items); err != nil {
+			return all, problemf("%s: %s: %v", method, key, err)
+		}
+		all = append(all, items...)
+		var next string
+		if c, ok := page["nextCursor"]; ok {
+			if err := json.Unmarshal(c, &next); err != nil {
+				return all, problemf("%s: nextCursor: %v", method, err)
+			}
+		}
+		if next == "" {
+			return all, nil
+		}
+		if next == p["cursor"] || len(items) == 0 {
+			return all, problemf("%s: the daemon returned cursor %q again", method, next)
+		}
+		p["cursor"] = next
+	}
+}
+
+// maxPageLimit is the largest page the daemon's paged queries answer.
+const maxPageLimit = 1000

@@ -78,6 +78,7 @@ func (f *fakeBroker) Call(_ context.Context, method string, params, result any) 
 		RunID    string `json:"runId"`
 		SinceSeq uint64 `json:"sinceSeq"`
 		Limit    int    `json:"limit"`
+		Cursor   string `json:"cursor"`
 	}
 	_ = json.Unmarshal(b, &p)
 	if strings.HasPrefix(method, "query.") && method != "query.runs" && method != "query.slots" {
@@ -95,12 +96,13 @@ func (f *fakeBroker) Call(_ context.Context, method string, params, result any) 
 		res = map[string]any{"runs": page.Runs, "nextCursor": page.NextCursor}
 	case "query.run":
 		res, _ = f.s.Run(p.RunID)
+	// Pages of two, whatever the limit asked: crewctl must follow the cursor.
 	case "query.tasks":
-		res = map[string]any{"tasks": f.s.Tasks(p.RunID)}
+		res = fakePage(f.s.TasksPage(p.RunID, projections.PageFilter{Limit: 2, Cursor: p.Cursor}))("tasks")
 	case "query.delegations":
-		res = map[string]any{"delegations": f.s.Delegations(p.RunID)}
+		res = fakePage(f.s.DelegationsPage(p.RunID, projections.PageFilter{Limit: 2, Cursor: p.Cursor}))("delegations")
 	case "query.ledger":
-		res = map[string]any{"accounts": f.s.Ledger(p.RunID)}
+		res = fakePage(f.s.LedgerPage(p.RunID, projections.PageFilter{Limit: 2, Cursor: p.Cursor}))("accounts")
 	case "query.slots":
 		res = f.s.Slots()
 	case "events.since":
@@ -116,6 +118,16 @@ func (f *fakeBroker) Call(_ context.Context, method string, params, result any) 
 		return err
 	}
 	return json.Unmarshal(b, result)
+}
+
+// fakePage renders a projection page in the broker's paged shape.
+func fakePage[T any](p projections.Page[T], err error) func(key string) map[string]any {
+	return func(key string) map[string]any {
+		if err != nil {
+			return map[string]any{key: []T{}, "error": err.Error()}
+		}
+		return map[string]any{key: p.Items, "nextCursor": p.NextCursor, "hasMore": p.NextCursor != "", "total": p.Total}
+	}
 }
 
 func (f *fakeBroker) Subscribe(ctx context.Context, runID string, since uint64, types []string) (Stream, error) {
@@ -233,7 +245,7 @@ func TestReplayDiffLive(t *testing.T) {
 	tok := filepath.Join(t.TempDir(), "admin.token")
 	require.NoError(t, writeFile(tok, "t0ken"))
 	r := crewctl(t, f.dial, "replay", "--data", scenarioData(t), "--diff", "--socket", "fake.sock", "--token-file", tok)
-	require.Equal(t, exitOK, r.code, r.err)
+	require.Equal(t, exitOK, r.code, r.err+r.out)
 	require.Contains(t, r.out, "diff with the daemon, compared at position 46: 0 difference(s)")
 
 	// A daemon that moved on differs, by JSON path.
