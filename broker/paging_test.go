@@ -1,0 +1,134 @@
+package broker
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/events"
+)
+
+// TestEventsSinceLargeEventsKeepTheirData: in a run of 100 KB messages a page holds two, and the third opens the
+// next page with its data, rather than being sent omitted because it did not fit in what was left of the page.
+// Only an event too large for a page of its own is omitted.
+func TestEventsSinceLargeEventsKeepTheirData(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	s := f.seed()
+	o := f.dial()
+	o.hello(runR, events.OrchestratorKey, s.orch)
+	const n = 10
+	for i := range n {
+		o.ok("msg.send", map[string]any{"to": taskP, "body": fmt.Sprintf("%d:%s", i, strings.Repeat("x", 100_000))})
+	}
+	p := f.dial()
+	p.hello(runR, taskP, s.p)
+	since, pages, bodies := 0.0, 0, 0
+	for {
+		res := p.ok("events.since", map[string]any{"sinceSeq": since})
+		pages++
+		for _, raw := range res["events"].([]any) {
+			ev := raw.(map[string]any)
+			require.NotEqual(t, true, ev["metadata"].(map[string]any)["omitted"], "event %v omitted", ev["metadata"])
+			if ev["type"] == events.TypeMailboxAppended {
+				require.Len(t, ev["data"].(map[string]any)["body"], 100_002, "the body arrives whole")
+				bodies++
+			}
+		}
+		since = res["nextSeq"].(float64)
+		if res["hasMore"] != true {
+			break
+		}
+	}
+	require.Equal(t, n, bodies)
+	require.GreaterOrEqual(t, pages, n/2, "two 100 KB events per 256 KB page")
+
+	// With a 16 KiB frame a 15,800-char message fits a request but its event cannot fit any page: it alone is sent
+	// omitted, and paging goes on.
+	small := newFixture(t, fixtureOpts{opts: Options{MaxFrame: 16 << 10}})
+	ss := small.seed()
+	so := small.dial()
+	so.hello(runR, events.OrchestratorKey, ss.orch)
+	so.ok("msg.send", map[string]any{"to": taskP, "body": strings.Repeat("y", 15_800)})
+	so.ok("msg.send", map[string]any{"to": taskP, "body": "small"})
+	sp := small.dial()
+	sp.hello(runR, taskP, ss.p)
+	res := sp.ok("events.since", map[string]any{})
+	var omitted, whole []string
+	for _, raw := range res["events"].([]any) {
+		ev := raw.(map[string]any)
+		if ev["type"] != events.TypeMailboxAppended {
+			continue
+		}
+		if ev["metadata"].(map[string]any)["omitted"] == true {
+			omitted = append(omitted, fmt.Sprint(ev["data"]))
+		} else {
+			whole = append(whole, ev["data"].(map[string]any)["body"].(string))
+		}
+	}
+	require.Len(t, omitted, 1)
+	require.Equal(t, []string{"small"}, whole)
+}
+
+// TestTwoThousandDelegationsReadableByPages: a run with 2,000 delegations (2,002 tasks, 2,000 accounts) is fully
+// readable through query.tasks, query.delegations and query.ledger by following nextCursor, each item once and in
+// creation order; the largest page is cut to what fits in a frame instead of failing oversize-frame.
+func TestTwoThousandDelegationsReadableByPages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("2,000 delegations")
+	}
+	f := newFixture(t, fixtureOpts{})
+	a := f.dial()
+	a.helloAdmin()
+	orch := a.ok("run.create", map[string]any{"runId": runR, "team": "t", "goal": "g", "cwd": "/w",
+		"budgetTotal": 100_000_000})["orchestratorToken"].(string)
+	o := f.dial()
+	o.hello(runR, events.OrchestratorKey, orch)
+	o.ok("run.transition", map[string]any{"to": "running"})
+	o.ok("task.create", map[string]any{"taskId": taskP, "role": "executor", "agent": "a", "title": "P", "cwd": "/w/P"})
+	o.ok("task.transition", map[string]any{"taskId": taskP, "to": "running"})
+	p := f.dial()
+	p.hello(runR, taskP, o.ok("credential.issue", map[string]any{"taskId": taskP})["token"].(string))
+	const n = 2000
+	want := make([]string, 0, n)
+	for i := range n {
+		sub := p.ok("delegate.request", map[string]any{"prompt": fmt.Sprintf("look %d", i),
+			"description": strings.Repeat("d", 200), "budgetTokens": 1})["grandchildTaskRef"].(string)
+		o.ok("delegate.settle", map[string]any{"subId": sub, "outcome": "ok", "text": "done"})
+		want = append(want, sub)
+	}
+
+	readAll := func(method, key, id string, minPages int) []string {
+		var ids []string
+		cursor, pages := "", 0
+		for {
+			params := map[string]any{"limit": 1000}
+			if cursor != "" {
+				params["cursor"] = cursor
+			}
+			res := o.ok(method, params)
+			pages++
+			require.EqualValues(t, res["hasMore"], res["nextCursor"] != nil)
+			for _, it := range res[key].([]any) {
+				ids = append(ids, it.(map[string]any)[id].(string))
+			}
+			if res["hasMore"] != true {
+				require.GreaterOrEqual(t, pages, minPages, "%s: 1000 items do not fit one frame: the page is cut", method)
+				return ids
+			}
+			cursor = res["nextCursor"].(string)
+		}
+	}
+	require.Equal(t, want, readAll("query.delegations", "delegations", "subId", 3))
+	require.Equal(t, append([]string{taskP}, want...), readAll("query.tasks", "tasks", "id", 3))
+	ledger := readAll("query.ledger", "accounts", "taskId", 1)
+	require.Equal(t, []string{taskP}, ledger, "one account, the parent's")
+
+	// The whole result of a cut page still fits in a frame.
+	res := o.call("query.delegations", map[string]any{"limit": 1000})
+	b, err := json.Marshal(res)
+	require.NoError(t, err)
+	require.Less(t, len(b), 262144)
+}
