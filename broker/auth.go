@@ -65,9 +65,14 @@ func (s *Server) authenticateAdmin(a adminHello) (identity, *wire.Error) {
 //  2. the credential of (runId, taskId) matches → worker, unless the run is completed/failed/cancelled
 //     (stale-token "run is already terminal");
 //  3. the secret is the revoked secret of either key → revoked;
-//  4. no match, but the run has that task (or that credential key) → stale-token — wrong, superseded and
-//     never-issued tokens look the same to the broker;
+//  4. no match, but the run has that task → stale-token — wrong, superseded and never-issued tokens look the same
+//     to the broker (D§7.4 [idx], GS-19: pi-crew's client re-issues on it);
 //  5. anything else → auth "hello rejected".
+//
+// NB: an unknown run, an unknown task and the orchestrator key of any run (known or not) with a wrong token all
+// answer auth "hello rejected", so a hello cannot tell whether a run exists. Only a caller that already names an
+// existing run and one of its tasks learns that the pair exists (stale-token): that is pi-crew's contract, which its
+// client depends on, and it reveals nothing a caller could enumerate without knowing the run id.
 func classify(st *projections.State, runID, taskID, digest string) (identity, *wire.Error) {
 	run, ok := st.Run(runID)
 	if !ok {
@@ -87,7 +92,7 @@ func classify(st *projections.State, runID, taskID, digest string) (identity, *w
 	if hasOrch && orch.Revoked && sameDigest(orch.Digest, digest) || hasCred && cred.Revoked && sameDigest(cred.Digest, digest) {
 		return identity{}, errRevoked
 	}
-	if _, hasTask := st.Task(runID, taskID); hasTask || hasCred {
+	if _, hasTask := st.Task(runID, taskID); hasTask {
 		return identity{}, errStaleToken
 	}
 	return identity{}, errHelloRejected

@@ -31,7 +31,11 @@ func TestHelloClassification(t *testing.T) {
 		{"admin", hello{"protocol": 1, "role": "admin", "token": testAdminToken}, "", ""},
 		{"wrong token, task exists", hello{"protocol": 1, "runId": runR, "taskId": taskP, "token": "nope"}, wire.CodeStaleToken, wire.MsgStaleToken},
 		{"another task's token", hello{"protocol": 1, "runId": runR, "taskId": taskQ, "token": s.p}, wire.CodeStaleToken, wire.MsgStaleToken},
-		{"wrong orchestrator token", hello{"protocol": 1, "runId": runR, "taskId": events.OrchestratorKey, "token": "nope"}, wire.CodeStaleToken, wire.MsgStaleToken},
+		// The orchestrator key exists in every run: a wrong token for it must not tell that the run exists.
+		{"wrong orchestrator token", hello{"protocol": 1, "runId": runR, "taskId": events.OrchestratorKey, "token": "nope"}, wire.CodeAuth, wire.MsgHelloRejected},
+		{"wrong orchestrator token, unknown run", hello{"protocol": 1, "runId": "R404", "taskId": events.OrchestratorKey, "token": "nope"}, wire.CodeAuth, wire.MsgHelloRejected},
+		{"wrong token, unknown task", hello{"protocol": 1, "runId": runR, "taskId": "ZZ", "token": "nope"}, wire.CodeAuth, wire.MsgHelloRejected},
+		{"wrong token, unknown run", hello{"protocol": 1, "runId": "R404", "taskId": "ZZ", "token": "nope"}, wire.CodeAuth, wire.MsgHelloRejected},
 		{"unknown task", hello{"protocol": 1, "runId": runR, "taskId": "ZZ", "token": s.p}, wire.CodeAuth, wire.MsgHelloRejected},
 		{"unknown run", hello{"protocol": 1, "runId": "R404", "taskId": taskP, "token": s.p}, wire.CodeAuth, wire.MsgHelloRejected},
 		{"protocol 2", hello{"protocol": 2, "runId": runR, "taskId": taskP, "token": s.p}, wire.CodeAuth, wire.MsgHelloRejected},
