@@ -43,11 +43,7 @@ func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
 			return d, false
 		}
 		d.Command = "engine.configure"
-		cmd = &commands.Configure{Config: projections.Config{
-			NestingEnabled: p.NestingEnabled, MaxDepth: p.MaxDepth, MaxSlots: p.MaxSlots,
-			SerializeOnPathOverlap: p.SerializeOnPathOverlap, UnmeteredDelegates: p.UnmeteredDelegates,
-			ModelCatalog: p.ModelCatalog, SettleGraceSec: p.SettleGraceSec,
-		}}
+		cmd = &commands.Configure{Config: projections.ConfigOf(p)}
 	case events.TypeMailboxAppended:
 		var ok bool
 		if cmd, id, ok = settlementFrom(group); !ok {

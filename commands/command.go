@@ -52,7 +52,8 @@ func Decide(s *projections.State, cmd Command, env Env) (Decision, error) {
 	if env.NewID == nil {
 		env.NewID = func() string { return "" }
 	}
-	return cmd.decide(s, &env)
+	d, err := cmd.decide(s, &env)
+	return withQuota(s, cmd, &env, d, err)
 }
 
 // event builds an event of type typ on stream with the env's envelope.

@@ -150,7 +150,8 @@ func outcomeStatus(outcome string) string {
 
 // DelegateCancel records the intent to cancel an in-flight delegation; the
 // runtime kills the grandchild and settles it with outcome cancelled. A
-// repeated cancel is a no-op.
+// repeated cancel is a no-op. The admin may leave RunID empty: the slot pool
+// is daemon-wide, so the run is the one whose delegation holds the slot.
 type DelegateCancel struct {
 	RunID  string
 	SubID  string
@@ -161,7 +162,16 @@ type DelegateCancel struct {
 func (*DelegateCancel) Kind() string { return "delegate.cancel" }
 
 func (c *DelegateCancel) decide(s *projections.State, env *Env) (Decision, error) {
-	d, err := delegation(s, c.RunID, c.SubID)
+	runID := c.RunID
+	if runID == "" {
+		run, ok := s.SlotHolder(c.SubID)
+		if !ok {
+			return Decision{}, reject(CodeNoTask, "no-delegation",
+				"delegate.cancel: no delegation %q holds a slot; name its runId", c.SubID)
+		}
+		runID = run
+	}
+	d, err := delegation(s, runID, c.SubID)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -172,7 +182,7 @@ func (c *DelegateCancel) decide(s *projections.State, env *Env) (Decision, error
 	if d.CancelRequested {
 		return Decision{Result: res}, nil
 	}
-	ev := env.event(c.RunID, events.TypeDelegateCancelRequested,
+	ev := env.event(runID, events.TypeDelegateCancelRequested,
 		&events.DelegateCancelRequested{TaskID: d.ParentTaskID, SubID: c.SubID, Reason: c.Reason})
 	return Decision{Events: []events.Event{ev}, Result: res}, nil
 }

@@ -149,6 +149,9 @@ func (c *DelegateRequest) decide(s *projections.State, env *Env) (Decision, erro
 		return denied(events.ReasonSlotsExhausted, fmt.Sprintf(
 			"delegate rejected: nested spawn budget exhausted; %d/%d in flight", policy.Held, policy.Capacity))
 	}
+	if msg, unfair := slotShareExceeded(s, c.RunID, env, policy); unfair {
+		return denied(events.ReasonSlotShareExceeded, msg)
+	}
 	b := meter(s, run, c.TaskID)
 	policy.Metered, policy.Granted, policy.Spent = b.metered, b.granted, b.spent
 	if b.metered {

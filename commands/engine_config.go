@@ -41,6 +41,7 @@ func ValidateConfig(c projections.Config) error {
 	if c.SettleGraceSec < 0 || c.SettleGraceSec > MaxSettleGraceSec {
 		errs = append(errs, fmt.Errorf("settle grace %d s is outside 0..%d", c.SettleGraceSec, MaxSettleGraceSec))
 	}
+	errs = append(errs, validateFairness(c)...)
 	for _, m := range c.ModelCatalog {
 		if m == "" || len(m) > MaxModelChars {
 			errs = append(errs, fmt.Errorf("model catalog entry %q must be 1..%d chars", m, MaxModelChars))
@@ -55,7 +56,8 @@ func SameConfig(a, b projections.Config) bool {
 	return a.NestingEnabled == b.NestingEnabled && a.MaxDepth == b.MaxDepth && a.MaxSlots == b.MaxSlots &&
 		a.SerializeOnPathOverlap == b.SerializeOnPathOverlap && a.UnmeteredDelegates == b.UnmeteredDelegates &&
 		a.SettleGraceSec == b.SettleGraceSec && (a.ModelCatalog == nil) == (b.ModelCatalog == nil) &&
-		slices.Equal(a.ModelCatalog, b.ModelCatalog)
+		slices.Equal(a.ModelCatalog, b.ModelCatalog) && a.SlotShare == b.SlotShare && a.SlotWaitSec == b.SlotWaitSec &&
+		a.QuotaEvents == b.QuotaEvents && a.QuotaBytes == b.QuotaBytes && a.QuotaMsgsPerMin == b.QuotaMsgsPerMin
 }
 
 func (c *Configure) decide(s *projections.State, env *Env) (Decision, error) {
@@ -66,10 +68,6 @@ func (c *Configure) decide(s *projections.State, env *Env) (Decision, error) {
 	if SameConfig(c.Config, s.Config()) {
 		return Decision{Result: res}, nil
 	}
-	ev := env.event(events.EngineStream, events.TypeEngineConfigured, &events.EngineConfigured{
-		NestingEnabled: c.Config.NestingEnabled, MaxDepth: c.Config.MaxDepth, MaxSlots: c.Config.MaxSlots,
-		SerializeOnPathOverlap: c.Config.SerializeOnPathOverlap, UnmeteredDelegates: c.Config.UnmeteredDelegates,
-		ModelCatalog: slices.Clone(c.Config.ModelCatalog), SettleGraceSec: c.Config.SettleGraceSec,
-	})
+	ev := env.event(events.EngineStream, events.TypeEngineConfigured, c.Config.Event())
 	return Decision{Events: []events.Event{ev}, Result: res}, nil
 }

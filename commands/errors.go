@@ -11,6 +11,10 @@ const (
 	CodeNoTask         = "no-task"
 	CodePolicyDisabled = "policy-disabled"
 	CodePolicyDenied   = "policy-denied"
+	// CodeQuotaExceeded and CodeRateLimit refuse a command because its run
+	// reached a quota (crewlog only; rate-limit is a code pi-crew reserved).
+	CodeQuotaExceeded = "quota-exceeded"
+	CodeRateLimit     = "rate-limit"
 )
 
 // RejectedError is a decided rejection. Code is the wire code; Reason is the

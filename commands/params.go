@@ -101,7 +101,8 @@ func ParseCommand(name string, params json.RawMessage, c Caller) (Command, error
 	if err != nil {
 		return nil, err
 	}
-	runID, err := p.runID(c, name != "run.create")
+	// delegate.cancel lets the admin name a slot holder by subId alone (the pool is daemon-wide).
+	runID, err := p.runID(c, name != "run.create" && name != "delegate.cancel")
 	if err != nil {
 		return nil, err
 	}

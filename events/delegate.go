@@ -20,13 +20,16 @@ const DelegateAgent = "delegate"
 // Rejection reasons of delegate.rejected (D§3.5 plus crewlog's
 // unmetered-denied). run-lock-busy does not exist: crewlog has no run lock.
 const (
-	ReasonNestingDisabled    = "nesting-disabled"
-	ReasonNoTask             = "no-task"
-	ReasonParentNotRunning   = "parent-not-running"
-	ReasonRoleDenied         = "role-denied"
-	ReasonTrustDenied        = "trust-denied"
-	ReasonDepthExceeded      = "depth-exceeded"
-	ReasonSlotsExhausted     = "slots-exhausted"
+	ReasonNestingDisabled  = "nesting-disabled"
+	ReasonNoTask           = "no-task"
+	ReasonParentNotRunning = "parent-not-running"
+	ReasonRoleDenied       = "role-denied"
+	ReasonTrustDenied      = "trust-denied"
+	ReasonDepthExceeded    = "depth-exceeded"
+	ReasonSlotsExhausted   = "slots-exhausted"
+	// ReasonSlotShareExceeded: the requesting run already holds its share
+	// of the pool while another run waits for a slot (crewlog only).
+	ReasonSlotShareExceeded  = "slot-share-exceeded"
 	ReasonBudgetInsufficient = "budget-insufficient"
 	ReasonUnmeteredDenied    = "unmetered-denied"
 	ReasonModelInvalid       = "model-invalid"
@@ -125,6 +128,13 @@ type Policy struct {
 	// Workspace gate inputs.
 	Serialize   bool `json:"serializeOnPathOverlap" msgpack:"serializeOnPathOverlap"`
 	Overlapping int  `json:"overlapping" msgpack:"overlapping"`
+	// Slot share inputs (crewlog only), recorded when at least one other
+	// run waited for a slot: Waiting other runs waited, the requesting run
+	// held RunHeld slots, and its share was SlotShare. Absent when no run
+	// waited, so the share played no part.
+	Waiting   int `json:"waiting,omitempty" msgpack:"waiting,omitempty"`
+	RunHeld   int `json:"runHeld,omitempty" msgpack:"runHeld,omitempty"`
+	SlotShare int `json:"slotShare,omitempty" msgpack:"slotShare,omitempty"`
 }
 
 // DelegateSpawned is the runtime's report that the grandchild process exists:

@@ -23,4 +23,11 @@ type EngineConfigured struct {
 	// this field must never be omitempty.
 	ModelCatalog   []string `json:"modelCatalog" msgpack:"modelCatalog"`
 	SettleGraceSec int      `json:"settleGraceSec" msgpack:"settleGraceSec"`
+	// Fair slots and run quotas (crewlog only). Zero switches a rule off,
+	// which is also what a log written before these knobs existed means.
+	SlotShare       int   `json:"slotShare,omitempty" msgpack:"slotShare,omitempty"`
+	SlotWaitSec     int   `json:"slotWaitSec,omitempty" msgpack:"slotWaitSec,omitempty"`
+	QuotaEvents     int64 `json:"quotaEvents,omitempty" msgpack:"quotaEvents,omitempty"`
+	QuotaBytes      int64 `json:"quotaBytes,omitempty" msgpack:"quotaBytes,omitempty"`
+	QuotaMsgsPerMin int   `json:"quotaMsgsPerMin,omitempty" msgpack:"quotaMsgsPerMin,omitempty"`
 }

@@ -30,6 +30,7 @@ var fastDecoders = map[string]fastDecoder{
 	TypeRunCancelled:     v1Fast(func(r *fastReader, p *RunCancelled) { r.readRunStatusChanged((*RunStatusChanged)(p)) }),
 	TypeRunBudgetWarning: v1Fast(func(r *fastReader, p *RunBudgetWarning) { r.readRunBudget((*RunBudget)(p)) }),
 	TypeRunBudgetAbort:   v1Fast(func(r *fastReader, p *RunBudgetAbort) { r.readRunBudget((*RunBudget)(p)) }),
+	TypeRunQuotaExceeded: v1Fast((*fastReader).readRunQuotaExceeded),
 
 	TypeTaskCreated:        v1Fast((*fastReader).readTaskCreated),
 	TypeTaskStarted:        v1Fast((*fastReader).readTaskStarted),
@@ -592,6 +593,15 @@ func (r *fastReader) readPolicy(p *Policy) {
 		case "overlapping":
 			r.once(&seen, 19)
 			p.Overlapping = int(r.int())
+		case "waiting":
+			r.once(&seen, 20)
+			p.Waiting = int(r.int())
+		case "runHeld":
+			r.once(&seen, 21)
+			p.RunHeld = int(r.int())
+		case "slotShare":
+			r.once(&seen, 22)
+			p.SlotShare = int(r.int())
 		default:
 			r.skip()
 		}
@@ -959,6 +969,49 @@ func (r *fastReader) readEngineConfigured(p *EngineConfigured) {
 		case "settleGraceSec":
 			r.once(&seen, 6)
 			p.SettleGraceSec = int(r.int())
+		case "slotShare":
+			r.once(&seen, 7)
+			p.SlotShare = int(r.int())
+		case "slotWaitSec":
+			r.once(&seen, 8)
+			p.SlotWaitSec = int(r.int())
+		case "quotaEvents":
+			r.once(&seen, 9)
+			p.QuotaEvents = r.int()
+		case "quotaBytes":
+			r.once(&seen, 10)
+			p.QuotaBytes = r.int()
+		case "quotaMsgsPerMin":
+			r.once(&seen, 11)
+			p.QuotaMsgsPerMin = int(r.int())
+		default:
+			r.skip()
+		}
+	}
+}
+
+func (r *fastReader) readRunQuotaExceeded(p *RunQuotaExceeded) {
+	var seen fieldSet
+	for n := r.mapLen(); n > 0 && r.ok(); n-- {
+		switch r.key() {
+		case "method":
+			r.once(&seen, 0)
+			p.Method = r.str()
+		case "taskId":
+			r.once(&seen, 1)
+			p.TaskID = r.str()
+		case "quota":
+			r.once(&seen, 2)
+			p.Quota = r.str()
+		case "used":
+			r.once(&seen, 3)
+			p.Used = r.int()
+		case "adding":
+			r.once(&seen, 4)
+			p.Adding = r.int()
+		case "max":
+			r.once(&seen, 5)
+			p.Max = r.int()
 		default:
 			r.skip()
 		}

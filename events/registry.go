@@ -29,6 +29,7 @@ var registry = map[string]kind{
 	TypeRunCancelled:     v1[RunCancelled](),
 	TypeRunBudgetWarning: v1[RunBudgetWarning](),
 	TypeRunBudgetAbort:   v1[RunBudgetAbort](),
+	TypeRunQuotaExceeded: v1[RunQuotaExceeded](),
 
 	TypeTaskCreated:        v2[TaskCreated](), // v2: kind (upcast.go)
 	TypeTaskStarted:        v1[TaskStarted](),

@@ -13,7 +13,36 @@ const (
 	TypeRunCancelled     = "run.cancelled"
 	TypeRunBudgetWarning = "run.budget_warning"
 	TypeRunBudgetAbort   = "run.budget_abort"
+	// TypeRunQuotaExceeded records that a run's quota refused a command
+	// (crewlog only); see RunQuotaExceeded.
+	TypeRunQuotaExceeded = "run.quota_exceeded"
 )
+
+// Quota names: the per-run limit a run.quota_exceeded reports.
+const (
+	QuotaEvents  = "events"   // events in the run's stream
+	QuotaBytes   = "bytes"    // bytes of message bodies and subjects the run holds
+	QuotaMsgRate = "msg-rate" // messages appended in the last minute
+)
+
+// RunQuotaExceeded records a command a run quota refused: which command of
+// which caller, the quota, what the run had used (Used) and what the
+// command would have added (Adding) against the limit (Max). Refusals are
+// recorded at most once per run per minute (QuotaWindowSec), so a flood of
+// refused commands cannot grow the log it is being kept from growing; each
+// refusal still answers quota-exceeded.
+type RunQuotaExceeded struct {
+	Method string `json:"method" msgpack:"method"`
+	TaskID string `json:"taskId,omitempty" msgpack:"taskId,omitempty"`
+	Quota  string `json:"quota" msgpack:"quota"`
+	Used   int64  `json:"used" msgpack:"used"`
+	Adding int64  `json:"adding" msgpack:"adding"`
+	Max    int64  `json:"max" msgpack:"max"`
+}
+
+// QuotaWindowSec is the window of the message rate quota, and the least
+// time between two run.quota_exceeded of one run.
+const QuotaWindowSec = 60
 
 // RunCreated opens a run. Unlike pi-crew's {team, workflow} it carries every
 // manifest field the engine keeps, so the run is rebuilt from the log alone.

@@ -31,10 +31,14 @@ func Apply(s *State, ev events.Event) {
 		return
 	}
 	r.run.UpdatedAt = ev.UnixMilli()
+	r.run.Usage.Events++
 	family, _, _ := strings.Cut(ev.Type, ".")
 	switch family {
 	case "run":
 		applyRun(r, ev)
+		if r.run.Status.Stale() {
+			stopWaiting(s, r)
+		}
 	case "task":
 		applyTask(r, ev)
 	case "delegate":

@@ -35,7 +35,7 @@ func TestApplyRuns(t *testing.T) {
 			r, ok := s.Run("r1")
 			require.True(t, ok)
 			require.Equal(t, Run{RunID: "r1", Team: "t", Workflow: "w", Goal: "g", Cwd: "/c", Status: RunQueued,
-				BudgetTotal: 5000, BudgetWarning: 0.5, BudgetAbort: 0.9, CreatedAt: at(1), UpdatedAt: at(1)}, r)
+				BudgetTotal: 5000, BudgetWarning: 0.5, BudgetAbort: 0.9, CreatedAt: at(1), UpdatedAt: at(1), Usage: RunUsage{Events: 1}}, r)
 		}},
 		{"status events and a second create", func(h *history) {
 			h.add("r1", events.TypeRunCreated, &events.RunCreated{Team: "t"})

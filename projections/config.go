@@ -1,6 +1,10 @@
 package projections
 
-import "github.com/crewlog/crewlog/events"
+import (
+	"slices"
+
+	"github.com/crewlog/crewlog/events"
+)
 
 // Config is the engine configuration in force: the last engine.configured,
 // or DefaultConfig before any.
@@ -14,13 +18,28 @@ type Config struct {
 	// explicit model is denied (fail-closed, D§4.5).
 	ModelCatalog   []string `json:"modelCatalog" msgpack:"modelCatalog"`
 	SettleGraceSec int      `json:"settleGraceSec" msgpack:"settleGraceSec"`
+	// SlotShare is how many slots one run may hold while another run waits
+	// for one (see State.SlotWaiters); 0 switches the rule off.
+	SlotShare int `json:"slotShare,omitempty" msgpack:"slotShare,omitempty"`
+	// SlotWaitSec is how long a run refused a slot counts as waiting for
+	// one, unless it is admitted first; 0 switches fair slots off.
+	SlotWaitSec int `json:"slotWaitSec,omitempty" msgpack:"slotWaitSec,omitempty"`
+	// Run quotas, each 0 for no limit: events in a run's stream, bytes of
+	// message bodies and subjects a run holds, and messages appended to a
+	// run in the last minute.
+	QuotaEvents     int64 `json:"quotaEvents,omitempty" msgpack:"quotaEvents,omitempty"`
+	QuotaBytes      int64 `json:"quotaBytes,omitempty" msgpack:"quotaBytes,omitempty"`
+	QuotaMsgsPerMin int   `json:"quotaMsgsPerMin,omitempty" msgpack:"quotaMsgsPerMin,omitempty"`
 	// Position of the engine.configured in force; 0 for the defaults.
 	Position uint64 `json:"position" msgpack:"position"`
 }
 
 // DefaultConfig is pi-crew's current defaults (D§2.10, D§5, SPEC §4):
 // nesting on, maxDepth 4, 2 slots, serialize off, unmetered allowed, no
-// catalog, 30 s settle grace.
+// catalog, 30 s settle grace; and crewlog's fair slots and quotas: a run
+// holds at most DefaultSlotShare of the pool while another run waits (a
+// refusal counts as waiting for DefaultSlotWaitSec), and the Default*
+// quotas.
 func DefaultConfig() Config {
 	return Config{
 		NestingEnabled:     true,
@@ -28,8 +47,26 @@ func DefaultConfig() Config {
 		MaxSlots:           2,
 		UnmeteredDelegates: events.UnmeteredAllow,
 		SettleGraceSec:     30,
+		SlotShare:          DefaultSlotShare(2),
+		SlotWaitSec:        DefaultSlotWaitSec,
+		QuotaEvents:        DefaultQuotaEvents,
+		QuotaBytes:         DefaultQuotaBytes,
+		QuotaMsgsPerMin:    DefaultQuotaMsgsPerMin,
 	}
 }
+
+// Defaults of the fair-slot and quota knobs.
+const (
+	DefaultSlotWaitSec     = 120
+	DefaultQuotaEvents     = 1_000_000
+	DefaultQuotaBytes      = 256 << 20
+	DefaultQuotaMsgsPerMin = 6000
+)
+
+// DefaultSlotShare is the share of a pool of maxSlots: half of it (at least
+// one), so that one run never holds the whole pool while another waits
+// (except in a pool of one slot, which cannot be shared).
+func DefaultSlotShare(maxSlots int) int { return max(1, maxSlots/2) }
 
 func (c Config) clone() Config {
 	c.ModelCatalog = cloneSlice(c.ModelCatalog)
@@ -41,7 +78,13 @@ func applyConfig(s *State, ev events.Event) {
 	if p == nil {
 		return
 	}
-	s.config = Config{
+	s.config = ConfigOf(p)
+	s.config.Position = ev.Position
+}
+
+// ConfigOf is the config an engine.configured puts in force (Position 0).
+func ConfigOf(p *events.EngineConfigured) Config {
+	return Config{
 		NestingEnabled:         p.NestingEnabled,
 		MaxDepth:               p.MaxDepth,
 		MaxSlots:               p.MaxSlots,
@@ -49,7 +92,22 @@ func applyConfig(s *State, ev events.Event) {
 		UnmeteredDelegates:     p.UnmeteredDelegates,
 		ModelCatalog:           p.ModelCatalog,
 		SettleGraceSec:         p.SettleGraceSec,
-		Position:               ev.Position,
+		SlotShare:              p.SlotShare,
+		SlotWaitSec:            p.SlotWaitSec,
+		QuotaEvents:            p.QuotaEvents,
+		QuotaBytes:             p.QuotaBytes,
+		QuotaMsgsPerMin:        p.QuotaMsgsPerMin,
+	}
+}
+
+// Event is the engine.configured payload that puts c in force.
+func (c Config) Event() *events.EngineConfigured {
+	return &events.EngineConfigured{
+		NestingEnabled: c.NestingEnabled, MaxDepth: c.MaxDepth, MaxSlots: c.MaxSlots,
+		SerializeOnPathOverlap: c.SerializeOnPathOverlap, UnmeteredDelegates: c.UnmeteredDelegates,
+		ModelCatalog: slices.Clone(c.ModelCatalog), SettleGraceSec: c.SettleGraceSec,
+		SlotShare: c.SlotShare, SlotWaitSec: c.SlotWaitSec,
+		QuotaEvents: c.QuotaEvents, QuotaBytes: c.QuotaBytes, QuotaMsgsPerMin: c.QuotaMsgsPerMin,
 	}
 }
 

@@ -80,6 +80,12 @@ func applyDelegation(s *State, r *runState, ev events.Event) {
 	case events.TypeDelegateAdmitted:
 		if p := events.PayloadAs[events.DelegateAdmitted](ev); p != nil && r.dels[p.SubID] == nil {
 			admit(s, r, p, at, ev.Position)
+			stopWaiting(s, r)
+		}
+	case events.TypeDelegateRejected:
+		if p := events.PayloadAs[events.DelegateRejected](ev); p != nil &&
+			(p.Reason == events.ReasonSlotsExhausted || p.Reason == events.ReasonSlotShareExceeded) {
+			startWaiting(s, r, at)
 		}
 	case events.TypeDelegateSpawned:
 		p := events.PayloadAs[events.DelegateSpawned](ev)
@@ -111,7 +117,8 @@ func applyDelegation(s *State, r *runState, ev events.Event) {
 		settle(s, r, DelegationCancelled, (*events.DelegateSettled)(events.PayloadAs[events.DelegateCancelled](ev)), at)
 	}
 	// delegate.requested and delegate.rejected are audit records: a
-	// rejection has no side effect (D2), and requested never stands alone.
+	// rejection has no side effect on the delegations (D2), and requested
+	// never stands alone. A refused slot only marks the run as waiting.
 }
 
 // admit creates the delegation, its shadow task (D§2.5) and takes its slot.

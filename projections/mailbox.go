@@ -67,6 +67,7 @@ func applyMailbox(r *runState, ev events.Event) {
 		if _, dup := r.msgIndex[p.ID]; dup {
 			return
 		}
+		r.run.Usage.MsgBytes += int64(len(p.Body) + len(p.Subject))
 		r.addMessage(Message{
 			RunID: r.run.RunID, ID: p.ID, To: p.To, From: p.From, Kind: p.Kind, Priority: p.Priority,
 			DeliveryMode: p.DeliveryMode, Body: p.Body, Subject: p.Subject, QuestionID: p.QuestionID,

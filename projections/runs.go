@@ -53,6 +53,24 @@ type Run struct {
 	WaitState     *WaitState `json:"waitState,omitempty" msgpack:"waitState"`
 	CreatedAt     int64      `json:"createdAt" msgpack:"createdAt"`
 	UpdatedAt     int64      `json:"updatedAt" msgpack:"updatedAt"`
+	// Usage is what the run quotas and fair slots count, folded from the
+	// run's events. It is engine bookkeeping, not part of the wire shape.
+	Usage RunUsage `json:"-" msgpack:"usage"`
+}
+
+// RunUsage is a run's counters for its quotas and the slot pool's fairness.
+// Times are unix milliseconds of event times.
+type RunUsage struct {
+	// Events is the number of events in the run's stream.
+	Events int64 `msgpack:"events"`
+	// MsgBytes is Σ len(body)+len(subject) of the run's mailbox messages:
+	// what the run's messages hold in memory.
+	MsgBytes int64 `msgpack:"msgBytes"`
+	// SlotWaitAt is when the run was last refused a slot (slots-exhausted
+	// or slot-share-exceeded), cleared by its next admission or its end.
+	SlotWaitAt int64 `msgpack:"slotWaitAt"`
+	// QuotaNotedAt is the time of the run's last run.quota_exceeded.
+	QuotaNotedAt int64 `msgpack:"quotaNotedAt"`
 }
 
 // WaitState is the run's single "park" slot, set by ask.requested; the run
@@ -90,6 +108,7 @@ func applyRunCreated(s *State, ev events.Event) {
 		BudgetAbort:     p.BudgetAbort,
 		CreatedAt:       at,
 		UpdatedAt:       at,
+		Usage:           RunUsage{Events: 1},
 	}))
 }
 
@@ -121,6 +140,10 @@ func applyRun(r *runState, ev events.Event) {
 	case events.TypeRunBudgetAbort:
 		if events.PayloadAs[events.RunBudgetAbort](ev) != nil {
 			r.run.BudgetAborted = true
+		}
+	case events.TypeRunQuotaExceeded:
+		if events.PayloadAs[events.RunQuotaExceeded](ev) != nil {
+			r.run.Usage.QuotaNotedAt = ev.UnixMilli()
 		}
 	}
 }

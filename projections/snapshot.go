@@ -127,6 +127,9 @@ func fromSnapshot(snap *snapshot) (*State, error) {
 		}
 		r := newRunState(*sr.Run)
 		s.addRun(r)
+		if r.run.Usage.SlotWaitAt != 0 {
+			s.waiting[r.run.RunID] = struct{}{}
+		}
 		for _, t := range sr.Tasks {
 			if t == nil || r.tasks[t.TaskID] != nil {
 				return nil, fmt.Errorf("run %s: task missing or duplicate", r.run.RunID)

@@ -15,7 +15,10 @@ type State struct {
 	runs     map[string]*runState // by run id
 	runOrder []string             // run ids in creation order
 	held     map[string]string    // nested slots held: subId → run id
-	config   Config
+	// waiting holds the runs whose Usage.SlotWaitAt is set: the candidates
+	// of SlotWaiters, so it never scans every run.
+	waiting map[string]struct{}
+	config  Config
 }
 
 // runState is everything scoped to one run. Records live in maps keyed by id
@@ -47,9 +50,10 @@ type runState struct {
 // New returns an empty state with the default engine config in force.
 func New() *State {
 	return &State{
-		runs:   make(map[string]*runState),
-		held:   make(map[string]string),
-		config: DefaultConfig(),
+		runs:    make(map[string]*runState),
+		held:    make(map[string]string),
+		waiting: make(map[string]struct{}),
+		config:  DefaultConfig(),
 	}
 }
 
@@ -77,7 +81,11 @@ func (s *State) Clone() *State {
 		runs:     make(map[string]*runState, len(s.runs)),
 		runOrder: cloneSlice(s.runOrder),
 		held:     make(map[string]string, len(s.held)),
+		waiting:  make(map[string]struct{}, len(s.waiting)),
 		config:   s.config.clone(),
+	}
+	for run := range s.waiting {
+		c.waiting[run] = struct{}{}
 	}
 	for id, r := range s.runs {
 		c.runs[id] = r.clone()

@@ -57,7 +57,8 @@ const (
 	CodeNotImplemented Code = "not-implemented"
 	// CodeTimeout: in pi-crew's type but never sent by its broker; reserved. Its client also uses it locally.
 	CodeTimeout Code = "timeout"
-	// CodeRateLimit: in pi-crew's type but never sent (pi-crew has no rate limiting); reserved.
+	// CodeRateLimit: in pi-crew's type but never sent by pi-crew (it has no rate limiting); crewlog sends it when
+	// a run's message rate quota refuses a message.
 	CodeRateLimit Code = "rate-limit"
 	// CodeInternal: crewlog's code for a failure the broker did not map to a code; the message is generic and
 	// the full error goes to the log. Not in pi-crew's type.
@@ -65,6 +66,9 @@ const (
 	// CodeDiskFull: crewlog's code for a write refused because the daemon's disk has less free space than its
 	// configured minimum. Nothing was decided or recorded: retry later with the same commandId.
 	CodeDiskFull Code = "disk-full"
+	// CodeQuotaExceeded: crewlog's code for a command refused because its run reached a quota (events in its
+	// stream, bytes of its messages); the message names the quota. Not in pi-crew's type.
+	CodeQuotaExceeded Code = "quota-exceeded"
 )
 
 // Client-local codes: a client reports these for failures that never reached a broker. A broker never sends them.
@@ -135,6 +139,7 @@ var registry = []codeInfo{
 	{CodeRateLimit, "rate limited", false, false},
 	{CodeInternal, "internal error", false, false},
 	{CodeDiskFull, "disk full, retry later", false, false},
+	{CodeQuotaExceeded, "run quota exceeded", false, false},
 	{CodeFallbackSticky, "broker unavailable until reconnect", false, true},
 	{CodeBadMethod, "invalid method name", false, true},
 	{CodeNoSocket, "no broker socket", false, true},

@@ -1,0 +1,70 @@
+package commands
+
+import (
+	"fmt"
+
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// Bound of the slot wait window.
+const MaxSlotWaitSec = 86400
+
+// Fair slots (SPEC §5, per-run slot share). The pool is daemon-wide and
+// crewlog cannot take a slot back from a running grandchild, so fairness is
+// decided at admission: a run that already holds its share of the pool
+// (config slotShare, default half the pool) is refused another slot while
+// another run waits for one.
+//
+// "Waits" is exact and a pure function of the state, the config and the
+// engine clock (projections.State.SlotWaiters): run W waits at clock reading
+// now when W is not ended, W was refused a slot (slots-exhausted or
+// slot-share-exceeded) at or after now − slotWaitSec and has not been
+// admitted since, and W holds fewer slots than its share. Replay and
+// `crewctl replay --explain` give the same answer from the same log.
+//
+// NB: the rule is work-conserving: with nobody waiting a run may fill the
+// whole pool, as pi-crew's does (GS-09). A run that filled it before another
+// asked keeps its slots until they settle or expire; the admin frees one at
+// once with delegate.cancel and delegate.settle for any run.
+
+// slotShareExceeded is the fair-slot check of delegate.request, made after
+// slots-exhausted. It records its inputs in policy whenever another run
+// waits, and returns the refusal message when the run holds its share.
+func slotShareExceeded(s *projections.State, runID string, env *Env, policy *events.Policy) (string, bool) {
+	cfg := env.Config
+	if cfg.SlotShare <= 0 || cfg.SlotWaitSec <= 0 {
+		return "", false
+	}
+	waiting := s.SlotWaiters(runID, env.millis(), int64(cfg.SlotWaitSec)*1000, cfg.SlotShare)
+	if waiting == 0 {
+		return "", false
+	}
+	policy.Waiting, policy.RunHeld, policy.SlotShare = waiting, s.SlotsHeldBy(runID), cfg.SlotShare
+	if policy.RunHeld < cfg.SlotShare {
+		return "", false
+	}
+	return fmt.Sprintf("delegate rejected: run holds %d slot(s), its share of the pool, while %d other run(s) wait; %d/%d in flight",
+		policy.RunHeld, waiting, policy.Held, policy.Capacity), true
+}
+
+// validateFairness checks the fair-slot and quota knobs.
+func validateFairness(c projections.Config) []error {
+	var errs []error
+	if c.SlotShare < 0 || c.SlotShare > MaxMaxSlots {
+		errs = append(errs, fmt.Errorf("slotShare %d is outside 0..%d", c.SlotShare, MaxMaxSlots))
+	}
+	if c.SlotWaitSec < 0 || c.SlotWaitSec > MaxSlotWaitSec {
+		errs = append(errs, fmt.Errorf("slot wait %d s is outside 0..%d", c.SlotWaitSec, MaxSlotWaitSec))
+	}
+	if c.QuotaEvents < 0 {
+		errs = append(errs, fmt.Errorf("quotaEvents %d is negative", c.QuotaEvents))
+	}
+	if c.QuotaBytes < 0 {
+		errs = append(errs, fmt.Errorf("quotaBytes %d is negative", c.QuotaBytes))
+	}
+	if c.QuotaMsgsPerMin < 0 {
+		errs = append(errs, fmt.Errorf("quotaMsgsPerMin %d is negative", c.QuotaMsgsPerMin))
+	}
+	return errs
+}

@@ -1,0 +1,149 @@
+package commands
+
+import (
+	"fmt"
+
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// Run quotas (SPEC §5). A run's callers grow it through a few commands;
+// each such decision is measured by the events it would append — events in
+// the run's stream, bytes of message bodies and subjects, messages — and
+// refused when the run would pass a quota of the config in force:
+// quotaEvents (events in the stream), quotaBytes (message bytes the run
+// holds) or quotaMsgsPerMin (messages appended in the last minute by the
+// engine clock, Env.Now). Everything the check reads is in the state, the
+// config and the clock reading, so replay decides the same.
+//
+// Commands that wind a run down or settle its work (transitions, settle,
+// spawned, cancel, revoke, deliver/ack, the clock's expiries) are never
+// refused by a quota: a run at its quota can always finish.
+//
+// A refusal answers quota-exceeded (events, bytes) or rate-limit (message
+// rate) and records run.quota_exceeded with what the check saw — at most one
+// per run per QuotaWindowSec, so a flood of refused commands cannot grow the
+// log it is kept from growing.
+var quotaGated = map[string]bool{
+	"msg.send": true, "escalate": true, "steer.push": true, "delegate.request": true, "wait.request": true,
+	"task.create": true,
+}
+
+// Growth is what a decision would add to its run.
+type Growth struct {
+	Events int64
+	Bytes  int64
+	Msgs   int64
+}
+
+// growthOf measures the events of a decision on run runID.
+func growthOf(runID string, evs []events.Event) Growth {
+	var g Growth
+	for _, ev := range evs {
+		if ev.Stream != runID {
+			continue
+		}
+		g.Events++
+		if p := events.PayloadAs[events.MailboxAppended](ev); p != nil && ev.Type == events.TypeMailboxAppended {
+			g.Bytes += int64(len(p.Body) + len(p.Subject))
+			g.Msgs++
+		}
+	}
+	return g
+}
+
+// withQuota replaces a gated command's decision by a quota refusal when the
+// decision would take its run past a quota.
+func withQuota(s *projections.State, cmd Command, env *Env, d Decision, err error) (Decision, error) {
+	if !quotaGated[cmd.Kind()] || len(d.Events) == 0 {
+		return d, err
+	}
+	runID := d.Events[0].Stream
+	if q, over := overQuota(s, runID, growthOf(runID, d.Events), env); over {
+		q.Method = cmd.Kind()
+		return refuseQuota(s, runID, q, env)
+	}
+	return d, err
+}
+
+// overQuota checks growth g of run runID against the quotas, in the order
+// events, bytes, message rate, and reports the first one it passes.
+func overQuota(s *projections.State, runID string, g Growth, env *Env) (events.RunQuotaExceeded, bool) {
+	run, ok := s.Run(runID)
+	if !ok {
+		return events.RunQuotaExceeded{}, false
+	}
+	cfg, u := env.Config, run.Usage
+	switch {
+	case cfg.QuotaEvents > 0 && g.Events > 0 && u.Events+g.Events > cfg.QuotaEvents:
+		return events.RunQuotaExceeded{Quota: events.QuotaEvents, Used: u.Events, Adding: g.Events, Max: cfg.QuotaEvents}, true
+	case cfg.QuotaBytes > 0 && g.Bytes > 0 && u.MsgBytes+g.Bytes > cfg.QuotaBytes:
+		return events.RunQuotaExceeded{Quota: events.QuotaBytes, Used: u.MsgBytes, Adding: g.Bytes, Max: cfg.QuotaBytes}, true
+	case cfg.QuotaMsgsPerMin > 0 && g.Msgs > 0:
+		limit := int64(cfg.QuotaMsgsPerMin)
+		since := env.millis() - events.QuotaWindowSec*1000 + 1
+		recent := int64(s.MessagesSince(runID, since, cfg.QuotaMsgsPerMin+1))
+		if recent+g.Msgs > limit {
+			return events.RunQuotaExceeded{Quota: events.QuotaMsgRate, Used: recent, Adding: g.Msgs, Max: limit}, true
+		}
+	}
+	return events.RunQuotaExceeded{}, false
+}
+
+// refuseQuota is the refusal of q: the error, and run.quota_exceeded unless
+// the run recorded one less than QuotaWindowSec ago.
+func refuseQuota(s *projections.State, runID string, q events.RunQuotaExceeded, env *Env) (Decision, error) {
+	q.TaskID = env.Actor.TaskID
+	code, what := CodeQuotaExceeded, map[string]string{
+		events.QuotaEvents: "events in the run", events.QuotaBytes: "bytes of the run's messages",
+	}[q.Quota]
+	if q.Quota == events.QuotaMsgRate {
+		code, what = CodeRateLimit, "messages to the run in the last minute"
+	}
+	rej := reject(code, "quota-"+q.Quota, "%s: run quota exceeded: %d %s + %d > %d (%s quota)",
+		q.Method, q.Used, what, q.Adding, q.Max, q.Quota)
+	var d Decision
+	run, _ := s.Run(runID)
+	if noted := run.Usage.QuotaNotedAt; noted == 0 || env.millis()-noted >= events.QuotaWindowSec*1000 {
+		p := q
+		d.Events = []events.Event{env.event(runID, events.TypeRunQuotaExceeded, &p)}
+	}
+	return d, rej
+}
+
+// QuotaRecheck re-decides a recorded run.quota_exceeded for replay
+// --explain: the quota check of the state before it, with the growth the
+// event recorded for that quota. It is never submitted by a client.
+type QuotaRecheck struct {
+	RunID string
+	// Recorded is the run.quota_exceeded payload being re-decided.
+	Recorded events.RunQuotaExceeded
+}
+
+// Kind implements Command.
+func (*QuotaRecheck) Kind() string { return "quota.check" }
+
+func (c *QuotaRecheck) decide(s *projections.State, env *Env) (Decision, error) {
+	var g Growth
+	switch c.Recorded.Quota {
+	case events.QuotaEvents:
+		g.Events = c.Recorded.Adding
+	case events.QuotaBytes:
+		g.Bytes = c.Recorded.Adding
+	case events.QuotaMsgRate:
+		g.Msgs = c.Recorded.Adding
+	default:
+		return Decision{}, badParams("quota.check: unknown quota %q", c.Recorded.Quota)
+	}
+	q, over := overQuota(s, c.RunID, g, env)
+	if !over {
+		return Decision{Result: map[string]any{"ok": true}}, nil
+	}
+	q.Method = c.Recorded.Method
+	return refuseQuota(s, c.RunID, q, env)
+}
+
+// QuotaRule explains a quota decision in words, for replay --explain.
+func QuotaRule(q events.RunQuotaExceeded) string {
+	return fmt.Sprintf("quota %s: used %d + adding %d > max %d", q.Quota, q.Used, q.Adding, q.Max)
+}

@@ -1,0 +1,69 @@
+package projections
+
+// Fair slots: a run waits for a slot from the moment it is refused one
+// (slots-exhausted or slot-share-exceeded) until its next admission or its
+// end. The fold records the moment; whether it still counts is decided with
+// the engine's clock (SlotWaiters), so the answer is a pure function of the
+// state, the config and the clock reading, and replay reproduces it.
+
+func startWaiting(s *State, r *runState, at int64) {
+	r.run.Usage.SlotWaitAt = at
+	s.waiting[r.run.RunID] = struct{}{}
+}
+
+func stopWaiting(s *State, r *runState) {
+	r.run.Usage.SlotWaitAt = 0
+	delete(s.waiting, r.run.RunID)
+}
+
+// SlotsHeldBy counts the slots run runID holds. The pool is at most
+// MaxMaxSlots (64) big, so this is a short loop.
+func (s *State) SlotsHeldBy(runID string) int {
+	n := 0
+	for _, run := range s.held {
+		if run == runID {
+			n++
+		}
+	}
+	return n
+}
+
+// SlotHolder returns the run whose delegation subID holds a slot.
+func (s *State) SlotHolder(subID string) (runID string, ok bool) {
+	runID, ok = s.held[subID]
+	return runID, ok
+}
+
+// SlotWaiters counts the runs other than except that wait for a slot at
+// clock reading now (unix ms): runs not ended (completed, failed, cancelled)
+// that were refused a slot at or after now − waitMs and not admitted since,
+// and that hold fewer than share slots (a run holding its share waits for
+// nothing it is owed).
+func (s *State) SlotWaiters(except string, now, waitMs int64, share int) int {
+	n := 0
+	for id := range s.waiting {
+		r := s.runs[id]
+		if id == except || r == nil || r.run.Status.Stale() || r.run.Usage.SlotWaitAt < now-waitMs {
+			continue
+		}
+		if s.SlotsHeldBy(id) < share {
+			n++
+		}
+	}
+	return n
+}
+
+// MessagesSince counts run runID's messages appended at or after since
+// (unix ms), counting from the newest and stopping once it has counted
+// upTo: the cost is bounded by the limit it is checked against.
+func (s *State) MessagesSince(runID string, since int64, upTo int) int {
+	r := s.runs[runID]
+	if r == nil {
+		return 0
+	}
+	n := 0
+	for i := len(r.msgs) - 1; i >= 0 && n < upTo && r.msgs[i].CreatedAt >= since; i-- {
+		n++
+	}
+	return n
+}
