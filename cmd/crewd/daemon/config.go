@@ -102,6 +102,9 @@ type option struct {
 
 func fixed(s string) func(Env) string { return func(Env) string { return s } }
 
+// maxQuota bounds the run quota knobs (2^40: a terabyte, a trillion events).
+const maxQuota = 1 << 40
+
 var options = []option{
 	{"data", kindString, "DIR", "data directory: admin.token, server.key and the event store (store/)", DefaultDataDir},
 	{"socket", kindString, "PATH", "unix socket path the broker listens on (a new directory is made 0700; an existing one others may reach is refused)", DefaultSocketPath},
@@ -114,6 +117,11 @@ var options = []option{
 	{"unmetered-delegates", kindString, "allow|deny", "admit delegations that no budget meters: allow or deny", fixed(events.UnmeteredAllow)},
 	{"model-catalog", kindString, "FILE", "file of allowed models, one per line ('#' comments); absent: no model check; unreadable: every explicit model is denied", fixed("")},
 	{"settle-grace", kindDuration, "DURATION", fmt.Sprintf("time after a delegation's timeout before the engine times it out, whole seconds, 0s..%ds", commands.MaxSettleGraceSec), fixed("30s")},
+	{"slot-share", kindString, "N|auto", fmt.Sprintf("slots one run may hold while another run waits for one, 0..%d (0: no share); auto: half of --max-slots, at least 1", commands.MaxMaxSlots), fixed("auto")},
+	{"slot-wait", kindDuration, "DURATION", fmt.Sprintf("how long a run refused a slot counts as waiting for one, whole seconds, 0s..%ds (0s: no fair slots)", commands.MaxSlotWaitSec), fixed(fmt.Sprintf("%ds", projections.DefaultSlotWaitSec))},
+	{"quota-events", kindInt, "N", fmt.Sprintf("events one run may hold, 0..%d (0: no limit)", maxQuota), fixed(strconv.Itoa(projections.DefaultQuotaEvents))},
+	{"quota-bytes", kindInt, "BYTES", fmt.Sprintf("bytes of message bodies and subjects one run may hold, 0..%d (0: no limit)", maxQuota), fixed(strconv.Itoa(projections.DefaultQuotaBytes))},
+	{"quota-msg-rate", kindInt, "N", fmt.Sprintf("messages one run may take per minute, 0..%d (0: no limit)", maxQuota), fixed(strconv.Itoa(projections.DefaultQuotaMsgsPerMin))},
 	{"max-frame", kindInt, "BYTES", fmt.Sprintf("broker frame cap in bytes, newline included, %d..%d", wire.MaxFrameFloor, wire.MaxFrameCeiling), fixed(strconv.Itoa(wire.DefaultMaxFrame))},
 	{"outbound-queue-cap", kindInt, "N", fmt.Sprintf("frames queued per connection before a subscriber is resynced, %d..%d", minOutboundQueueCap, maxOutboundQueueCap), fixed(strconv.Itoa(defaultOutboundQueueCap))},
 	{"min-free-mib", kindInt, "MIB", fmt.Sprintf("free space (MiB) the data directory's file system must keep: below it crewd does not start and answers writes disk-full; 0 disables, 0..%d", maxMinFreeMiB), fixed("256")},
@@ -286,19 +294,29 @@ func Load(args []string, env Env) (Config, error) {
 		SerializeOnPathOverlap: boolean("serialize-on-path-overlap"),
 		UnmeteredDelegates:     oneOf("unmetered-delegates", events.UnmeteredAllow, events.UnmeteredDeny),
 	}
-	{
-		text, src := str("settle-grace")
+	seconds := func(name string, maxSec int) int {
+		text, src := str(name)
 		d, err := time.ParseDuration(text)
 		switch {
 		case err != nil:
 			fail("%s: %q is not a duration (e.g. 30s)", src, text)
 		case d%time.Second != 0:
 			fail("%s: %s is not a whole number of seconds", src, d)
-		case d < 0 || d > commands.MaxSettleGraceSec*time.Second:
-			fail("%s: %s is outside 0s..%ds", src, d, commands.MaxSettleGraceSec)
+		case d < 0 || d > time.Duration(maxSec)*time.Second:
+			fail("%s: %s is outside 0s..%ds", src, d, maxSec)
 		}
-		c.Engine.SettleGraceSec = int(d / time.Second)
+		return int(d / time.Second)
 	}
+	c.Engine.SettleGraceSec = seconds("settle-grace", commands.MaxSettleGraceSec)
+	if text, _ := str("slot-share"); text == "auto" {
+		c.Engine.SlotShare = projections.DefaultSlotShare(c.Engine.MaxSlots)
+	} else {
+		c.Engine.SlotShare = integer("slot-share", 0, commands.MaxMaxSlots)
+	}
+	c.Engine.SlotWaitSec = seconds("slot-wait", commands.MaxSlotWaitSec)
+	c.Engine.QuotaEvents = int64(integer("quota-events", 0, maxQuota))
+	c.Engine.QuotaBytes = int64(integer("quota-bytes", 0, maxQuota))
+	c.Engine.QuotaMsgsPerMin = integer("quota-msg-rate", 0, maxQuota)
 	if text, _ := str("model-catalog"); text != "" {
 		c.ModelCatalogFile = absPath(text)
 		catalog, err := readModelCatalog(c.ModelCatalogFile)

@@ -81,6 +81,7 @@ func TestLoadFlagsOverride(t *testing.T) {
 		"--serialize-on-path-overlap", "--unmetered-delegates", "deny", "--model-catalog", catalog,
 		"--settle-grace", "2m", "--max-frame", "1024", "--outbound-queue-cap", "4096",
 		"-log-level", "debug", "--log-format", "json", "--min-free-mib", "0", "--open-timeout", "0s", "--socket-group", "4242",
+		"--slot-share", "3", "--slot-wait", "30s", "--quota-events", "5000", "--quota-bytes", "1048576", "--quota-msg-rate", "0",
 	}, homeEnv)
 	require.NoError(t, err)
 	require.Equal(t, Config{
@@ -88,6 +89,7 @@ func TestLoadFlagsOverride(t *testing.T) {
 		Engine: projections.Config{
 			NestingEnabled: false, MaxDepth: 10, MaxSlots: 64, SerializeOnPathOverlap: true,
 			UnmeteredDelegates: events.UnmeteredDeny, ModelCatalog: []string{"claude-sonnet", "gpt-x"}, SettleGraceSec: 120,
+			SlotShare: 3, SlotWaitSec: 30, QuotaEvents: 5000, QuotaBytes: 1 << 20, QuotaMsgsPerMin: 0,
 		},
 		ModelCatalogFile: catalog, MaxFrame: 1024, OutboundQueueCap: 4096, LogLevel: slog.LevelDebug, LogFormat: "json",
 		SocketGroup: 4242,
