@@ -100,6 +100,9 @@ func RejectionRule(p *events.DelegateRejected) string {
 		why = fmt.Sprintf("child depth %d > maxDepth %d", pol.ChildDepth, pol.MaxDepth)
 	case events.ReasonSlotsExhausted:
 		why = fmt.Sprintf("%d/%d in flight", pol.Held, pol.Capacity)
+	case events.ReasonSlotShareExceeded:
+		why = fmt.Sprintf("the run holds %d >= its share %d while %d other run(s) wait; %d/%d in flight",
+			pol.RunHeld, pol.SlotShare, pol.Waiting, pol.Held, pol.Capacity)
 	case events.ReasonBudgetInsufficient:
 		why = fmt.Sprintf("requested %d > remaining %d = %d granted - %d spent",
 			pol.Requested, pol.Granted-pol.Spent, pol.Granted, pol.Spent)

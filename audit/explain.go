@@ -89,7 +89,7 @@ func sameDecision(first, last, ev events.Event) bool {
 		return true
 	}
 	switch ev.Type {
-	case events.TypeDelegateRequested, events.TypeEngineConfigured:
+	case events.TypeDelegateRequested, events.TypeEngineConfigured, events.TypeRunQuotaExceeded:
 		return false
 	case events.TypeDelegateRejected:
 		return last.Type == events.TypeDelegateRequested

@@ -44,6 +44,13 @@ func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
 		}
 		d.Command = "engine.configure"
 		cmd = &commands.Configure{Config: projections.ConfigOf(p)}
+	case events.TypeRunQuotaExceeded:
+		p := events.PayloadAs[events.RunQuotaExceeded](first)
+		if p == nil {
+			return d, false
+		}
+		cmd = &commands.QuotaRecheck{RunID: first.Stream, Recorded: *p}
+		d.Command, d.Subject = p.Method, p.TaskID
 	case events.TypeMailboxAppended:
 		var ok bool
 		if cmd, id, ok = settlementFrom(group); !ok {
@@ -182,6 +189,8 @@ func outcome(evs []events.Event, err error) string {
 			parts = append(parts, fmt.Sprintf("charged %d", p.Tokens))
 		case *events.EngineConfigured:
 			parts = append(parts, "config changed")
+		case *events.RunQuotaExceeded:
+			parts = append(parts, "refused: "+p.Quota+" quota")
 		case *events.MailboxAppended:
 			if p.Rerouted {
 				parts = append(parts, "result rerouted to the run inbox")
@@ -231,6 +240,15 @@ func rule(s *projections.State, cfg projections.Config, cmd commands.Command, ev
 			return "config unchanged: nothing recorded"
 		}
 		return "config change: " + configChange(s.Config(), c.Config)
+	case *commands.QuotaRecheck:
+		for _, ev := range evs {
+			if p, ok := ev.Payload.(*events.RunQuotaExceeded); ok {
+				return commands.QuotaRule(*p)
+			}
+		}
+		if err == nil {
+			return fmt.Sprintf("within quota %s (max %d) today", c.Recorded.Quota, c.Recorded.Max)
+		}
 	}
 	if err != nil {
 		return err.Error()
@@ -314,6 +332,11 @@ func configChange(from, to projections.Config) string {
 	add("unmetered", from.UnmeteredDelegates, to.UnmeteredDelegates)
 	add("catalog", catalog(from.ModelCatalog), catalog(to.ModelCatalog))
 	add("grace", from.SettleGraceSec, to.SettleGraceSec)
+	add("slotShare", from.SlotShare, to.SlotShare)
+	add("slotWait", from.SlotWaitSec, to.SlotWaitSec)
+	add("quotaEvents", from.QuotaEvents, to.QuotaEvents)
+	add("quotaBytes", from.QuotaBytes, to.QuotaBytes)
+	add("quotaMsgsPerMin", from.QuotaMsgsPerMin, to.QuotaMsgsPerMin)
 	if len(ch) == 0 {
 		return "none"
 	}
