@@ -106,12 +106,7 @@ func (w *scenarioWorld) given(typ, stream, payload string) error {
 // keep projections.DefaultConfig's values, and catalog absent means no
 // catalog while "catalog=" is the empty (deny-all) catalog.
 func (w *scenarioWorld) config(words []string) error {
-	d := projections.DefaultConfig()
-	p := &events.EngineConfigured{
-		NestingEnabled: d.NestingEnabled, MaxDepth: d.MaxDepth, MaxSlots: d.MaxSlots,
-		SerializeOnPathOverlap: d.SerializeOnPathOverlap, UnmeteredDelegates: d.UnmeteredDelegates,
-		ModelCatalog: d.ModelCatalog, SettleGraceSec: d.SettleGraceSec,
-	}
+	p := projections.DefaultConfig().Event()
 	for _, kv := range words {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
@@ -131,6 +126,16 @@ func (w *scenarioWorld) config(words []string) error {
 			p.UnmeteredDelegates = v
 		case "settleGraceSec":
 			p.SettleGraceSec, err = strconv.Atoi(v)
+		case "slotShare":
+			p.SlotShare, err = strconv.Atoi(v)
+		case "slotWaitSec":
+			p.SlotWaitSec, err = strconv.Atoi(v)
+		case "quotaEvents":
+			p.QuotaEvents, err = strconv.ParseInt(v, 10, 64)
+		case "quotaBytes":
+			p.QuotaBytes, err = strconv.ParseInt(v, 10, 64)
+		case "quotaMsgsPerMin":
+			p.QuotaMsgsPerMin, err = strconv.Atoi(v)
 		case "catalog":
 			p.ModelCatalog = []string{}
 			if v != "" {

@@ -22,7 +22,8 @@ import (
 //	case <name>                starts a case (a subtest with a fresh state);
 //	                           lines before the first case run first in every case
 //	config k=v …               engine.configured (defaults of projections.DefaultConfig;
-//	                           catalog=a,b · catalog= is the empty catalog)
+//	                           catalog=a,b · catalog= is the empty catalog; slotShare,
+//	                           slotWaitSec, quotaEvents, quotaBytes, quotaMsgsPerMin)
 //	given <type> <stream> <json>  an event, decoded with events.NewPayload, folded
 //	clock +<duration>          advances the clock (time.ParseDuration)
 //	when <role> <run> <task> <method> <json>

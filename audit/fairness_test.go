@@ -1,0 +1,66 @@
+package audit
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// TestExplainQuotaAndSlotShare: replay --explain re-decides a recorded quota refusal and a slot-share refusal
+// with the config, state and clock of the time, without drift, and names the rule and its inputs.
+func TestExplainQuotaAndSlotShare(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	l, err := eventlog.Open(dir, nil)
+	require.NoError(t, err)
+	w := audittest.NewWorld(l, audittest.Epoch.UnixNano())
+	cfg := projections.DefaultConfig()
+	cfg.MaxSlots, cfg.SlotShare, cfg.QuotaMsgsPerMin = 2, 1, 2
+	const a, b = "team_20261001090000_0000000000000001", "team_20261001090000_0000000000000002"
+	do := func(actor events.Actor, cmd commands.Command) error {
+		_, err := w.Do(actor, cmd)
+		return err
+	}
+	require.NoError(t, do(audittest.Admin, &commands.Configure{Config: cfg}))
+	for _, run := range []string{a, b} {
+		require.NoError(t, do(audittest.Admin, &commands.RunCreate{RunID: run, Team: "crew", Cwd: "/" + run}))
+		require.NoError(t, do(audittest.Orchestrator, &commands.RunTransition{RunID: run, To: "running"}))
+		require.NoError(t, do(audittest.Orchestrator, &commands.TaskCreate{RunID: run, TaskID: "t1", Role: "explorer", Agent: "explorer", Cwd: "/" + run}))
+		require.NoError(t, do(audittest.Orchestrator, &commands.TaskTransition{RunID: run, TaskID: "t1", To: "running"}))
+	}
+	worker := audittest.Worker("t1")
+	for range 2 {
+		require.NoError(t, do(worker, &commands.DelegateRequest{RunID: a, TaskID: "t1", Prompt: "p"}))
+	}
+	var rej *commands.RejectedError
+	require.ErrorAs(t, do(worker, &commands.DelegateRequest{RunID: b, TaskID: "t1", Prompt: "p"}), &rej)
+	require.Equal(t, events.ReasonSlotsExhausted, rej.Reason)
+	require.NoError(t, do(audittest.Orchestrator, &commands.DelegateSettle{RunID: a, SubID: "gc-00000001", Outcome: commands.OutcomeOK}))
+	require.ErrorAs(t, do(worker, &commands.DelegateRequest{RunID: a, TaskID: "t1", Prompt: "p"}), &rej)
+	require.Equal(t, events.ReasonSlotShareExceeded, rej.Reason)
+	// The settlement delivered one message to the run: one more fits the rate of two a minute.
+	require.NoError(t, do(worker, &commands.MessageSend{RunID: a, FromTask: "t1", To: []string{"parent"}, Body: "hi"}))
+	require.ErrorAs(t, do(worker, &commands.MessageSend{RunID: a, FromTask: "t1", To: []string{"parent"}, Body: "hi"}), &rej)
+	require.Equal(t, commands.CodeRateLimit, rej.Code)
+	require.NoError(t, l.Close())
+
+	l2, err := Open(dir)
+	require.NoError(t, err)
+	defer l2.Close()
+	res, err := Replay(l2, ReplayOptions{Explain: true})
+	require.NoError(t, err)
+	require.Zero(t, res.Drift())
+	rules := map[string]string{}
+	for _, d := range res.Decisions {
+		rules[d.Command+" "+d.Recorded] = d.Rule
+	}
+	require.Equal(t, "quota msg-rate: used 2 + adding 1 > max 2", rules["msg.send refused: msg-rate quota"])
+	require.Contains(t, rules["delegate.request rejected: slot-share-exceeded"],
+		"the run holds 1 >= its share 1 while 1 other run(s) wait; 1/2 in flight")
+}
