@@ -98,7 +98,7 @@ func TestMessageFloodHitsRunQuota(t *testing.T) {
 		return tl
 	}
 	var (
-		wg                sync.WaitGroup
+		wg                 sync.WaitGroup
 		small, large, fair *tally
 	)
 	wg.Add(3)
