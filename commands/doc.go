@@ -42,11 +42,22 @@
 // (bad-params) → run exists (no-manifest) → nesting enabled
 // (delegate.rejected nesting-disabled, policy-disabled) → mint the subId →
 // parent exists (no-task) → parent running (parent-not-running, bad-params)
-// → role, trust, depth, slots, budget (metered) or unmetered-denied, model
-// catalog, timeout, workspace overlap (all policy-denied). Everything from
+// → role, trust, depth, slots, slot share (fair_slots.go), budget (metered)
+// or unmetered-denied, model catalog, timeout, workspace overlap (all
+// policy-denied). Everything from
 // the subId on is one batch: delegate.requested followed by
 // delegate.rejected, or by delegate.admitted and (metered) budget.reserved.
 // Every rejection records the policy inputs it saw (events.Policy).
+//
+// # Run quotas (quota.go)
+//
+// Decide measures the decision of a command that grows a run (msg.send,
+// escalate, steer.push, delegate.request, wait.request, task.create) and
+// replaces it by a quota refusal (quota-exceeded, rate-limit) when the run
+// would pass its events, message-bytes or message-rate quota. The check reads
+// only the state, the config and Env.Now; a refusal records
+// run.quota_exceeded at most once per run per minute. Commands that settle
+// or wind a run down are never refused by a quota.
 //
 // # Budget (SPEC §4.2)
 //

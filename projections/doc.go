@@ -15,7 +15,12 @@
 //   - Every read model is derived from events alone: runs, tasks (shadow tasks
 //     included), delegations, the budget ledger, the nested slot pool (held =
 //     admitted and not terminal, so it survives restarts), mailboxes, asks,
-//     credentials (digests only) and the engine config in force.
+//     credentials (digests only), the engine config in force, and each run's
+//     usage for its quotas and the slot pool's fairness (Run.Usage: events,
+//     message bytes, when it last waited for a slot; fairness.go).
+//   - Paged queries (TasksPage, DelegationsPage, LedgerPage, Mailbox, Runs)
+//     take a cursor that is an ordinal into an append-only list, so it stays
+//     valid while the run grows.
 //   - Queries are methods on *State, return copies (never internal pointers)
 //     and list in a deterministic order: creation order, or sorted keys.
 //   - Clone is a deep copy; two copies fed the same events stay equal.
@@ -30,7 +35,7 @@
 // # Snapshot format
 //
 // EncodeSnapshot writes two msgpack values: the format version (uint16,
-// SnapshotFormat = 1) and a map
+// SnapshotFormat = 2) and a map
 //
 //	{position, config, runs: [{run, tasks, delegations, accounts, messages, asks, credentials}]}
 //

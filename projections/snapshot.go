@@ -11,7 +11,9 @@ import (
 // SnapshotFormat is the version of the snapshot encoding written by
 // EncodeSnapshot. DecodeSnapshot refuses any other: a snapshot is only an
 // optimisation, so an unreadable one is rebuilt from the log, never migrated.
-const SnapshotFormat uint16 = 1
+// Format 2 added each run's usage counters (Run.Usage): a format 1 snapshot
+// lacks them, so it is refused and the state rebuilt.
+const SnapshotFormat uint16 = 2
 
 // ErrBadSnapshot wraps every DecodeSnapshot failure.
 var ErrBadSnapshot = errors.New("projections: bad snapshot")

@@ -38,6 +38,9 @@ func openEngineStore(dir string, slots int) (*engineStore, error) {
 	}
 	cfg := projections.DefaultConfig()
 	cfg.MaxSlots = slots
+	// The implementations compared decide pi-crew's policy, which has no slot shares: crewlog's fair slots are
+	// off here so that all of them make the same decisions.
+	cfg.SlotShare = 0
 	e, err := commands.Open(l, commands.Options{Config: &cfg, ExpiryInterval: -1})
 	if err != nil {
 		_ = l.Close()

@@ -1,0 +1,109 @@
+package projections
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/events"
+)
+
+// TestRunUsageAndSlotWaiters: the fold counts a run's events and message bytes, marks a run waiting from a slot
+// refusal until its next admission or its end, and the queries see it the same after a snapshot round trip.
+func TestRunUsageAndSlotWaiters(t *testing.T) {
+	var h history
+	for _, run := range []string{"A", "B", "C"} {
+		h.add(run, events.TypeRunCreated, &events.RunCreated{Team: "t"})
+		h.add(run, events.TypeRunRunning, &events.RunRunning{})
+	}
+	h.add("A", events.TypeDelegateAdmitted, &events.DelegateAdmitted{TaskID: "a", SubID: "gc-a1"})
+	h.add("A", events.TypeDelegateAdmitted, &events.DelegateAdmitted{TaskID: "a", SubID: "gc-a2"})
+	h.add("A", events.TypeMailboxAppended, &events.MailboxAppended{ID: "m1", To: "a", Body: "hello", Subject: "hi"})
+	refusedB := h.add("B", events.TypeDelegateRejected, &events.DelegateRejected{TaskID: "b", Reason: events.ReasonSlotsExhausted})
+	h.add("C", events.TypeDelegateRejected, &events.DelegateRejected{TaskID: "c", Reason: events.ReasonBudgetInsufficient})
+	s := fold(h.evs)
+
+	a, _ := s.Run("A")
+	require.Equal(t, RunUsage{Events: 5, MsgBytes: 7}, a.Usage)
+	require.Equal(t, 2, s.SlotsHeldBy("A"))
+	run, ok := s.SlotHolder("gc-a2")
+	require.True(t, ok)
+	require.Equal(t, "A", run)
+	require.Equal(t, []string{}, s.SlotsOf("B").SubIDs, "a worker of B sees none of A's holders")
+	require.Equal(t, []string{"gc-a1", "gc-a2"}, s.SlotsOf("A").SubIDs)
+	require.Equal(t, 2, s.SlotsOf("B").Held)
+
+	now := refusedB.UnixMilli()
+	require.Equal(t, 1, s.SlotWaiters("A", now, 60_000, 1), "B waits; C's refusal was not for a slot")
+	require.Equal(t, 0, s.SlotWaiters("B", now, 60_000, 1), "a run never waits on itself")
+	require.Equal(t, 0, s.SlotWaiters("A", now+60_001, 60_000, 1), "the wait lapses")
+	require.Equal(t, 0, s.SlotWaiters("C", now, 60_000, 0), "a run holding its share waits for nothing")
+	dec, err := DecodeSnapshot(mustEncode(t, s))
+	require.NoError(t, err)
+	require.Equal(t, 1, dec.SlotWaiters("A", now, 60_000, 1), "the wait survives a snapshot")
+
+	// Admission, or the run's end, ends the wait.
+	admitted := fold(append(h.evs, events.Event{Position: uint64(len(h.evs) + 1), Stream: "B",
+		Type: events.TypeDelegateAdmitted, Time: refusedB.Time, Payload: &events.DelegateAdmitted{TaskID: "b", SubID: "gc-b1"}}))
+	require.Equal(t, 0, admitted.SlotWaiters("A", now, 60_000, 1))
+	h.add("B", events.TypeRunCancelled, &events.RunCancelled{})
+	require.Equal(t, 0, fold(h.evs).SlotWaiters("A", now, 60_000, 1))
+}
+
+func mustEncode(t *testing.T, s *State) []byte {
+	t.Helper()
+	b, err := EncodeSnapshot(s)
+	require.NoError(t, err)
+	return b
+}
+
+// TestMessagesSinceIsBounded: MessagesSince counts from the newest message back and stops at its bound.
+func TestMessagesSinceIsBounded(t *testing.T) {
+	var h history
+	h.add("A", events.TypeRunCreated, &events.RunCreated{Team: "t"})
+	for i := range 10 {
+		h.add("A", events.TypeMailboxAppended, &events.MailboxAppended{ID: fmt.Sprint(i), To: "a", Body: "x"})
+	}
+	s := fold(h.evs)
+	require.Equal(t, 10, s.MessagesSince("A", 0, 100))
+	require.Equal(t, 4, s.MessagesSince("A", 0, 4))
+	require.Equal(t, 3, s.MessagesSince("A", at(9), 100), "positions 9, 10 and 11")
+	require.Zero(t, s.MessagesSince("nope", 0, 100))
+}
+
+// TestPagesFollowTheCursor: every page query returns each record once, in order, and refuses a cursor it did not
+// make.
+func TestPagesFollowTheCursor(t *testing.T) {
+	var h history
+	h.add("A", events.TypeRunCreated, &events.RunCreated{Team: "t"})
+	var want []string
+	for i := range 7 {
+		id := fmt.Sprintf("t%d", i)
+		want = append(want, id)
+		h.add("A", events.TypeTaskCreated, &events.TaskCreated{TaskID: id, Role: "executor"})
+	}
+	s := fold(h.evs)
+	var got []string
+	cursor := ""
+	for {
+		p, err := s.TasksPage("A", PageFilter{Limit: 3, Cursor: cursor})
+		require.NoError(t, err)
+		require.Equal(t, 7, p.Total)
+		for _, tk := range p.Items {
+			got = append(got, tk.TaskID)
+		}
+		if p.NextCursor == "" {
+			break
+		}
+		cursor = p.NextCursor
+	}
+	require.Equal(t, want, got)
+	for _, bad := range []string{"zz", "-1", "!"} {
+		_, err := s.DelegationsPage("A", PageFilter{Cursor: bad})
+		require.ErrorIs(t, err, ErrBadCursor, bad)
+	}
+	p, err := s.LedgerPage("nope", PageFilter{Limit: 1})
+	require.NoError(t, err)
+	require.Empty(t, p.Items)
+}
