@@ -47,7 +47,8 @@ func (c *DelegateSpawned) decide(s *projections.State, env *Env) (Decision, erro
 // DelegateSettle records a grandchild's end (SPEC §4.3): in one batch, the
 // fenced result delivered to the parent (or rerouted to the run inbox when
 // the parent is terminal), any over-run charge, and the terminal event that
-// frees the slot.
+// frees the slot. The admin may leave RunID empty (see heldDelegation), to
+// free any run's slot.
 type DelegateSettle struct {
 	RunID       string
 	SubID       string
@@ -71,7 +72,7 @@ type SettleResult struct {
 }
 
 func (c *DelegateSettle) decide(s *projections.State, env *Env) (Decision, error) {
-	d, err := delegation(s, c.RunID, c.SubID)
+	d, err := heldDelegation(s, c.Kind(), c.RunID, c.SubID)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -150,8 +151,8 @@ func outcomeStatus(outcome string) string {
 
 // DelegateCancel records the intent to cancel an in-flight delegation; the
 // runtime kills the grandchild and settles it with outcome cancelled. A
-// repeated cancel is a no-op. The admin may leave RunID empty: the slot pool
-// is daemon-wide, so the run is the one whose delegation holds the slot.
+// repeated cancel is a no-op. The admin may leave RunID empty (see
+// heldDelegation).
 type DelegateCancel struct {
 	RunID  string
 	SubID  string
@@ -162,16 +163,7 @@ type DelegateCancel struct {
 func (*DelegateCancel) Kind() string { return "delegate.cancel" }
 
 func (c *DelegateCancel) decide(s *projections.State, env *Env) (Decision, error) {
-	runID := c.RunID
-	if runID == "" {
-		run, ok := s.SlotHolder(c.SubID)
-		if !ok {
-			return Decision{}, reject(CodeNoTask, "no-delegation",
-				"delegate.cancel: no delegation %q holds a slot; name its runId", c.SubID)
-		}
-		runID = run
-	}
-	d, err := delegation(s, runID, c.SubID)
+	d, err := heldDelegation(s, c.Kind(), c.RunID, c.SubID)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -182,7 +174,7 @@ func (c *DelegateCancel) decide(s *projections.State, env *Env) (Decision, error
 	if d.CancelRequested {
 		return Decision{Result: res}, nil
 	}
-	ev := env.event(runID, events.TypeDelegateCancelRequested,
+	ev := env.event(d.RunID, events.TypeDelegateCancelRequested,
 		&events.DelegateCancelRequested{TaskID: d.ParentTaskID, SubID: c.SubID, Reason: c.Reason})
 	return Decision{Events: []events.Event{ev}, Result: res}, nil
 }
@@ -218,6 +210,21 @@ func (c *DelegateExpire) decide(s *projections.State, env *Env) (Decision, error
 // deadline (admission + timeoutSec) plus the configured settle grace.
 func ExpiresAt(d projections.Delegation, cfg projections.Config) int64 {
 	return d.Deadline + int64(cfg.SettleGraceSec)*1000
+}
+
+// heldDelegation is delegation for delegate.cancel and delegate.settle, whose
+// admin caller may leave runID empty: the slot pool is daemon-wide, so the
+// run is the one whose delegation holds slot subID.
+func heldDelegation(s *projections.State, method, runID, subID string) (projections.Delegation, error) {
+	if runID == "" {
+		run, ok := s.SlotHolder(subID)
+		if !ok {
+			return projections.Delegation{}, reject(CodeNoTask, "no-delegation",
+				"%s: no delegation %q holds a slot; name its runId", method, subID)
+		}
+		runID = run
+	}
+	return delegation(s, runID, subID)
 }
 
 // delegation finds a delegation or explains why not.

@@ -101,8 +101,9 @@ func ParseCommand(name string, params json.RawMessage, c Caller) (Command, error
 	if err != nil {
 		return nil, err
 	}
-	// delegate.cancel lets the admin name a slot holder by subId alone (the pool is daemon-wide).
-	runID, err := p.runID(c, name != "run.create" && name != "delegate.cancel")
+	// delegate.cancel and delegate.settle let the admin name a slot holder by subId alone (the pool is
+	// daemon-wide).
+	runID, err := p.runID(c, name != "run.create" && name != "delegate.cancel" && name != "delegate.settle")
 	if err != nil {
 		return nil, err
 	}

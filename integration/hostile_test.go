@@ -67,16 +67,21 @@ func TestHostileRunsAgainstCrewd(t *testing.T) {
 	hogW, honestW := d.mustDial(ctx, hog.workers["h1"]), d.mustDial(ctx, honest.workers["w1"])
 	admin := d.mustDial(ctx, adminHello(d))
 
-	// Slots: the hog fills the pool while nobody waits; the honest run is refused and waits; the admin frees one
-	// of the hog's slots by subId; the hog is then refused its share and the honest run admitted.
+	// Slots: the hog fills the pool while nobody waits; the honest run is refused and waits; the operator frees
+	// one of the hog's slots by subId (crewctl cancel --free); the hog is then refused its share and the honest
+	// run admitted.
 	long := map[string]any{"prompt": "forever", "timeoutSec": 86400}
 	var s1, s2 admitted
 	require.NoError(t, hogW.Call(ctx, "delegate.request", long, &s1))
 	require.NoError(t, hogW.Call(ctx, "delegate.request", long, &s2))
 	require.Equal(t, wire.CodePolicyDenied, wireCode(honestW.Call(ctx, "delegate.request", delegateParams(""), nil)))
-	require.NoError(t, admin.Call(ctx, "delegate.cancel", map[string]any{"subId": s1.GrandchildTaskRef}, nil))
-	require.NoError(t, admin.Call(ctx, "delegate.settle", map[string]any{"runId": hog.runID,
-		"subId": s1.GrandchildTaskRef, "outcome": "cancelled", "text": "freed by the operator"}, nil))
+	require.Contains(t, d.crewctl(t, "slots"), s1.GrandchildTaskRef, "crewctl slots works with the admin token alone")
+	require.Contains(t, d.crewctl(t, "cancel", s1.GrandchildTaskRef, "--free", "--reason", "slot hog"), "its slot is free")
+	var slots struct {
+		SubIDs []string `json:"subIds"`
+	}
+	require.NoError(t, admin.Call(ctx, "query.slots", nil, &slots))
+	require.Equal(t, []string{s2.GrandchildTaskRef}, slots.SubIDs)
 	err := hogW.Call(ctx, "delegate.request", long, nil)
 	require.Equal(t, wire.CodePolicyDenied, wireCode(err))
 	require.Contains(t, err.Error(), "its share of the pool")

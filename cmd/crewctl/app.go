@@ -63,6 +63,8 @@ Offline, writing (the daemon must not hold the store):
   migrate, import picrew
 Live (asks crewd over its socket with the admin token):
   runs, show run, tasks, delegations, ledger, slots, events
+Live, writing (with the admin token):
+  cancel
 Either: backup (a checkpoint through crewd when it answers, else offline)
 
 Exit codes: 0 ok, 1 problem found (corruption, broken invariant, policy
@@ -79,7 +81,7 @@ drift, differences), 2 usage error, 3 cannot open the store or reach crewd.`,
 	pf.BoolVar(&a.json, "json", false, "print JSON for scripts instead of text")
 	root.AddCommand(a.replayCmd(), a.verifyCmd(), a.backupCmd(), a.restoreCmd(),
 		a.runsCmd(), a.showCmd(), a.tasksCmd(), a.delegationsCmd(), a.ledgerCmd(), a.slotsCmd(), a.eventsCmd(),
-		a.migrateCmd(), a.importCmd())
+		a.cancelCmd(), a.migrateCmd(), a.importCmd())
 	return root
 }
 

@@ -27,6 +27,8 @@ type fakeBroker struct {
 	s      *projections.State
 	events map[string][]json.RawMessage // per run, in seq order
 	calls  []string
+	// writes are the mutating calls, with their params.
+	writes []string
 	// stop ends a follow once the stream ran dry, as an interrupt would.
 	stop context.CancelFunc
 }
@@ -105,6 +107,10 @@ func (f *fakeBroker) Call(_ context.Context, method string, params, result any) 
 		res = fakePage(f.s.LedgerPage(p.RunID, projections.PageFilter{Limit: 2, Cursor: p.Cursor}))("accounts")
 	case "query.slots":
 		res = f.s.Slots()
+	case "delegate.cancel", "delegate.settle":
+		b, _ := json.Marshal(params)
+		f.writes = append(f.writes, method+" "+string(b))
+		res = map[string]any{"ok": true}
 	case "events.since":
 		evs := f.events[p.RunID]
 		from := min(int(p.SinceSeq), len(evs))
@@ -114,7 +120,7 @@ func (f *fakeBroker) Call(_ context.Context, method string, params, result any) 
 		return wire.Errorf(wire.CodeNotImplemented, "%s", method)
 	}
 	b, err := json.Marshal(res)
-	if err != nil {
+	if err != nil || result == nil {
 		return err
 	}
 	return json.Unmarshal(b, result)
@@ -253,4 +259,27 @@ func TestReplayDiffLive(t *testing.T) {
 	r = crewctl(t, f.dial, "replay", "--data", scenarioData(t), "--to", "30", "--diff", "--socket", "fake.sock", "--token-file", tok)
 	require.Equal(t, exitProblem, r.code)
 	require.Contains(t, r.out, "$.runs[0].run.status: rebuilt \"running\", daemon \"completed\"")
+}
+
+// TestCancelAnyRunsDelegation: crewctl cancel names only the subId (the admin's delegate.cancel finds the run);
+// --free also settles it cancelled, which frees the slot.
+func TestCancelAnyRunsDelegation(t *testing.T) {
+	f := newFake(t)
+	tok := filepath.Join(t.TempDir(), "admin.token")
+	require.NoError(t, writeFile(tok, "t0ken"))
+	r := crewctl(t, f.dial, "cancel", "gc-1", "--token-file", tok)
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Contains(t, r.out, "gc-1 asked to cancel")
+	require.Equal(t, []string{`delegate.cancel {"subId":"gc-1"}`}, f.writes)
+
+	f.writes = nil
+	r = crewctl(t, f.dial, "cancel", "gc-2", "--reason", "slot hog", "--free", "--json", "--token-file", tok)
+	require.Equal(t, exitOK, r.code, r.err)
+	require.JSONEq(t, `{"subId":"gc-2","cancelRequested":true,"freed":true}`, r.out)
+	require.Equal(t, []string{
+		`delegate.cancel {"reason":"slot hog","subId":"gc-2"}`,
+		`delegate.settle {"outcome":"cancelled","subId":"gc-2","text":"cancelled by the operator: slot hog"}`,
+	}, f.writes)
+	r = crewctl(t, f.dial, "cancel", "--token-file", tok)
+	require.Equal(t, exitUsage, r.code)
 }
