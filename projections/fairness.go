@@ -39,14 +39,23 @@ func (s *State) SlotHolder(subID string) (runID string, ok bool) {
 // that were refused a slot at or after now − waitMs and not admitted since,
 // and that hold fewer than share slots (a run holding its share waits for
 // nothing it is owed).
+//
+// Cost: one pass over the waiting runs and one over the pool.
 func (s *State) SlotWaiters(except string, now, waitMs int64, share int) int {
+	if len(s.waiting) == 0 {
+		return 0
+	}
+	held := make(map[string]int, len(s.held))
+	for _, run := range s.held {
+		held[run]++
+	}
 	n := 0
 	for id := range s.waiting {
 		r := s.runs[id]
 		if id == except || r == nil || r.run.Status.Stale() || r.run.Usage.SlotWaitAt < now-waitMs {
 			continue
 		}
-		if s.SlotsHeldBy(id) < share {
+		if held[id] < share {
 			n++
 		}
 	}
