@@ -21,11 +21,14 @@ import (
 // binDir holds the crewd binary built for this test binary; TestMain removes it.
 var binDir string
 
-var build struct {
+// binaryBuild is one command of the module built once per test binary.
+type binaryBuild struct {
 	once sync.Once
 	path string
 	err  error
 }
+
+var build binaryBuild
 
 func TestMain(m *testing.M) {
 	if socket := os.Getenv(probeSocketEnv); socket != "" {
@@ -44,17 +47,20 @@ func TestMain(m *testing.M) {
 
 // crewdBinary builds cmd/crewd once per test binary, on first use, so a run of only the import rules builds
 // nothing. The build uses the normal build cache: a cold build compiles Pebble and takes minutes.
-func crewdBinary(t *testing.T) string {
+func crewdBinary(t *testing.T) string { return build.binary(t, "crewd") }
+
+// binary builds cmd/<name> into binDir on first use and returns its path.
+func (b *binaryBuild) binary(t *testing.T, name string) string {
 	t.Helper()
-	build.once.Do(func() {
-		build.path = filepath.Join(binDir, "crewd")
-		out, err := exec.Command("go", "build", "-o", build.path, module+"/cmd/crewd").CombinedOutput()
+	b.once.Do(func() {
+		b.path = filepath.Join(binDir, name)
+		out, err := exec.Command("go", "build", "-o", b.path, module+"/cmd/"+name).CombinedOutput()
 		if err != nil {
-			build.err = fmt.Errorf("integration: go build crewd: %w\n%s", err, out)
+			b.err = fmt.Errorf("integration: go build %s: %w\n%s", name, err, out)
 		}
 	})
-	require.NoError(t, build.err)
-	return build.path
+	require.NoError(t, b.err)
+	return b.path
 }
 
 // daemon is one crewd process on a data directory and socket that outlive it, so it can be restarted.

@@ -3,9 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,25 +14,10 @@ import (
 	"github.com/crewlog/crewlog/broker/wire"
 )
 
-var crewctlBuild struct {
-	once sync.Once
-	path string
-	err  error
-}
+var crewctlBuild binaryBuild
 
 // crewctlBinary builds cmd/crewctl once per test binary, like crewdBinary.
-func crewctlBinary(t *testing.T) string {
-	t.Helper()
-	crewctlBuild.once.Do(func() {
-		crewctlBuild.path = filepath.Join(binDir, "crewctl")
-		out, err := exec.Command("go", "build", "-o", crewctlBuild.path, module+"/cmd/crewctl").CombinedOutput()
-		if err != nil {
-			crewctlBuild.err = fmt.Errorf("integration: go build crewctl: %w\n%s", err, out)
-		}
-	})
-	require.NoError(t, crewctlBuild.err)
-	return crewctlBuild.path
-}
+func crewctlBinary(t *testing.T) string { return crewctlBuild.binary(t, "crewctl") }
 
 // crewctl runs crewctl against d and returns its stdout; it must succeed.
 func (d *daemon) crewctl(t *testing.T, args ...string) string {
