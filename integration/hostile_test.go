@@ -2,7 +2,6 @@ package integration
 
 import (
 	"encoding/json"
-	"errors"
 	"os/exec"
 	"strings"
 	"sync"
@@ -28,15 +27,6 @@ func (d *daemon) crewctl(t *testing.T, args ...string) string {
 	out, err := cmd.Output()
 	require.NoError(t, err, "crewctl %v: %s", args, stderr.String())
 	return string(out)
-}
-
-// wireCode is the code of a broker error frame, or "" when err is not one.
-func wireCode(err error) wire.Code {
-	var we *wire.Error
-	if errors.As(err, &we) {
-		return we.Code
-	}
-	return ""
 }
 
 // TestHostileRunsAgainstCrewd: a real crewd decides a slot-share refusal and a message rate refusal; the daemon
