@@ -19,9 +19,10 @@ const MaxSlotWaitSec = 86400
 // "Waits" is exact and a pure function of the state, the config and the
 // engine clock (projections.State.SlotWaiters): run W waits at clock reading
 // now when W is not ended, W was refused a slot (slots-exhausted or
-// slot-share-exceeded) at or after now − slotWaitSec and has not been
-// admitted since, and W holds fewer slots than its share. Replay and
-// `crewctl replay --explain` give the same answer from the same log.
+// slot-share-exceeded) at or after now − slotWaitSec while it held fewer
+// slots than its share, has not been admitted since, and still holds fewer
+// than its share. Replay and `crewctl replay --explain` give the same answer
+// from the same log.
 //
 // NB: the rule is work-conserving: with nobody waiting a run may fill the
 // whole pool, as pi-crew's does (GS-09). A run that filled it before another

@@ -85,7 +85,7 @@ func applyDelegation(s *State, r *runState, ev events.Event) {
 	case events.TypeDelegateRejected:
 		if p := events.PayloadAs[events.DelegateRejected](ev); p != nil &&
 			(p.Reason == events.ReasonSlotsExhausted || p.Reason == events.ReasonSlotShareExceeded) {
-			startWaiting(s, r, at)
+			refusedSlot(s, r, at)
 		}
 	case events.TypeDelegateSpawned:
 		p := events.PayloadAs[events.DelegateSpawned](ev)

@@ -1,12 +1,18 @@
 package projections
 
 // Fair slots: a run waits for a slot from the moment it is refused one
-// (slots-exhausted or slot-share-exceeded) until its next admission or its
-// end. The fold records the moment; whether it still counts is decided with
-// the engine's clock (SlotWaiters), so the answer is a pure function of the
-// state, the config and the clock reading, and replay reproduces it.
+// (slots-exhausted or slot-share-exceeded) while it holds fewer than its
+// share (the config's SlotShare in force), until its next admission or its
+// end. A run refused while it already held its share is owed nothing and does
+// not wait. The fold records the moment; whether it still counts is decided
+// with the engine's clock (SlotWaiters), so the answer is a pure function of
+// the state, the config and the clock reading, and replay reproduces it.
 
-func startWaiting(s *State, r *runState, at int64) {
+// refusedSlot folds a slot refusal of run r at time at.
+func refusedSlot(s *State, r *runState, at int64) {
+	if s.SlotsHeldBy(r.run.RunID) >= s.config.SlotShare {
+		return
+	}
 	r.run.Usage.SlotWaitAt = at
 	s.waiting[r.run.RunID] = struct{}{}
 }

@@ -22,10 +22,12 @@ func TestRunUsageAndSlotWaiters(t *testing.T) {
 	h.add("A", events.TypeMailboxAppended, &events.MailboxAppended{ID: "m1", To: "a", Body: "hello", Subject: "hi"})
 	refusedB := h.add("B", events.TypeDelegateRejected, &events.DelegateRejected{TaskID: "b", Reason: events.ReasonSlotsExhausted})
 	h.add("C", events.TypeDelegateRejected, &events.DelegateRejected{TaskID: "c", Reason: events.ReasonBudgetInsufficient})
+	// A, refused while it holds 2 >= its share (1 by default), is owed nothing and does not wait.
+	h.add("A", events.TypeDelegateRejected, &events.DelegateRejected{TaskID: "a", Reason: events.ReasonSlotsExhausted})
 	s := fold(h.evs)
 
 	a, _ := s.Run("A")
-	require.Equal(t, RunUsage{Events: 5, MsgBytes: 7}, a.Usage)
+	require.Equal(t, RunUsage{Events: 6, MsgBytes: 7}, a.Usage)
 	require.Equal(t, 2, s.SlotsHeldBy("A"))
 	run, ok := s.SlotHolder("gc-a2")
 	require.True(t, ok)
@@ -36,6 +38,7 @@ func TestRunUsageAndSlotWaiters(t *testing.T) {
 
 	now := refusedB.UnixMilli()
 	require.Equal(t, 1, s.SlotWaiters("A", now, 60_000, 1), "B waits; C's refusal was not for a slot")
+	require.Equal(t, 1, s.SlotWaiters("C", now, 60_000, 1), "B waits, A does not")
 	require.Equal(t, 0, s.SlotWaiters("B", now, 60_000, 1), "a run never waits on itself")
 	require.Equal(t, 0, s.SlotWaiters("A", now+60_001, 60_000, 1), "the wait lapses")
 	require.Equal(t, 0, s.SlotWaiters("C", now, 60_000, 0), "a run holding its share waits for nothing")

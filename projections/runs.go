@@ -67,7 +67,8 @@ type RunUsage struct {
 	// what the run's messages hold in memory.
 	MsgBytes int64 `msgpack:"msgBytes"`
 	// SlotWaitAt is when the run was last refused a slot (slots-exhausted
-	// or slot-share-exceeded), cleared by its next admission or its end.
+	// or slot-share-exceeded) while it held fewer than its share, cleared by
+	// its next admission or its end.
 	SlotWaitAt int64 `msgpack:"slotWaitAt"`
 	// QuotaNotedAt is the time of the run's last run.quota_exceeded.
 	QuotaNotedAt int64 `msgpack:"quotaNotedAt"`

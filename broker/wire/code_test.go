@@ -14,7 +14,7 @@ func TestCodes(t *testing.T) {
 		"protocol", "auth", "stale-token", "revoked",
 		"oversize-frame", "forbidden", "bad-params", "no-manifest", "no-task", "durable-failed", "replay-failed",
 		"close", "wait-timeout", "wait-failed", "steer-failed", "escalate-failed", "policy-disabled",
-		"policy-denied", "busy", "not-implemented", "timeout", "rate-limit", "internal", "disk-full",
+		"policy-denied", "busy", "not-implemented", "timeout", "rate-limit", "internal", "disk-full", "quota-exceeded",
 		"fallback-sticky", "bad-method", "no-socket", "encode-failed", "missing-credentials", "closed",
 		"exhausted", "request-failed", "socket-error",
 	}, Codes())
