@@ -21,19 +21,31 @@ type Expectation struct {
 }
 
 // Write is one decided unit of an append: a command's events and, when
-// CommandID is set, its outcome for the command-id table. Its events are
-// stamped with CommandID. A rejection is a
-// Write with Code set (and possibly events, e.g. delegate.requested +
-// delegate.rejected); a write with neither events nor a command id is
-// invalid.
+// CommandID is set, its outcome for the outcome table under (Principal,
+// CommandID). Its events are stamped with CommandID (the principal is not
+// stamped: the caller can tell it from the events' envelope, see
+// VerifyOptions.Principal). A rejection is a Write with Code set (and
+// possibly events, e.g. delegate.requested + delegate.rejected); a write
+// with neither events nor a command id is invalid.
 type Write struct {
-	CommandID string
-	Expected  []Expectation
-	Events    []Event
-	Code      string // rejection code; "" = accepted
-	Reason    string
-	Result    []byte // opaque response recorded with the outcome
+	// Principal is whose CommandID it is, in the caller's canonical
+	// encoding; opaque to the log, at most MaxPrincipalLen bytes.
+	Principal   string
+	CommandID   string
+	Expected    []Expectation
+	Events      []Event
+	Code        string // rejection code; "" = accepted
+	Reason      string
+	Result      []byte // opaque response recorded with the outcome
+	Fingerprint []byte // opaque digest of the request, at most MaxFingerprintLen bytes
 }
+
+// Limits of the outcome key and value fields a Write adds to the log's
+// other limits (MaxIDLen).
+const (
+	MaxPrincipalLen   = 1024
+	MaxFingerprintLen = 64
+)
 
 // Append commits the writes atomically in one synced Pebble batch and
 // returns the position of the first event (0 if no write has events).
@@ -61,6 +73,9 @@ func (l *Log) appendBatch(ws []Write, base *pebble.Batch, extra func(*pebble.Bat
 		return 0, err
 	}
 	defer l.inflight.Done()
+	if l.opts.BeforeSync != nil {
+		l.opts.BeforeSync()
+	}
 	// The sync is awaited outside the mutex so that later appends can join
 	// the same WAL fsync (Pebble's commit pipeline groups them).
 	serr := b.SyncWait()
@@ -107,11 +122,16 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (
 		if len(w.Events) == 0 && w.CommandID == "" {
 			return nil, 0, nil, head{}, fmt.Errorf("%w: write %d has neither events nor a command id", ErrInvalid, i)
 		}
-		if len(w.CommandID) > MaxIDLen {
+		switch {
+		case len(w.CommandID) > MaxIDLen:
 			return nil, 0, nil, head{}, fmt.Errorf("%w: command id of %d bytes exceeds %d", ErrInvalid, len(w.CommandID), MaxIDLen)
+		case len(w.Principal) > MaxPrincipalLen:
+			return nil, 0, nil, head{}, fmt.Errorf("%w: principal of %d bytes exceeds %d", ErrInvalid, len(w.Principal), MaxPrincipalLen)
+		case len(w.Fingerprint) > MaxFingerprintLen:
+			return nil, 0, nil, head{}, fmt.Errorf("%w: fingerprint of %d bytes exceeds %d", ErrInvalid, len(w.Fingerprint), MaxFingerprintLen)
 		}
 		if w.CommandID != "" {
-			if err := l.checkNewCommand(w.CommandID, seen); err != nil {
+			if err := l.checkNewCommand(w.Principal, w.CommandID, seen); err != nil {
 				return nil, 0, nil, head{}, err
 			}
 		}
@@ -191,9 +211,11 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (
 			first = wfirst
 		}
 		if w.CommandID != "" {
-			o := Outcome{First: wfirst, Count: uint64(len(w.Events)), Code: w.Code, Reason: w.Reason, Result: w.Result}
-			_ = b.Set(commandKey(w.CommandID), o.encode(), nil)
-			ids = append(ids, w.CommandID)
+			o := Outcome{First: wfirst, Count: uint64(len(w.Events)), Code: w.Code, Reason: w.Reason, Result: w.Result,
+				Fingerprint: w.Fingerprint}
+			okey := outcomeKey(w.Principal, w.CommandID)
+			_ = b.Set(okey, o.encode(), nil)
+			ids = append(ids, string(okey))
 		}
 	}
 	for stream, r := range runs {
@@ -237,20 +259,21 @@ func (l *Log) rollbackVersions(ws []Write) {
 	}
 }
 
-// checkNewCommand refuses a command id that is recorded, pending, or repeated
-// within the same append.
-func (l *Log) checkNewCommand(id string, seen map[string]struct{}) error {
-	if _, dup := seen[id]; dup {
+// checkNewCommand refuses a principal's command id that is recorded,
+// pending, or repeated within the same append.
+func (l *Log) checkNewCommand(principal, id string, seen map[string]struct{}) error {
+	key := outcomeKey(principal, id)
+	if _, dup := seen[string(key)]; dup {
 		return fmt.Errorf("%w: %q appears twice in one append", ErrDuplicateCommand, id)
 	}
-	seen[id] = struct{}{}
-	if _, dup := l.pending[id]; dup {
+	seen[string(key)] = struct{}{}
+	if _, dup := l.pending[string(key)]; dup {
 		return fmt.Errorf("%w: %q", ErrDuplicateCommand, id)
 	}
-	if g, ok := l.absent[id]; ok && g == l.gen {
+	if g, ok := l.absent[string(key)]; ok && g == l.gen {
 		return nil // looked up since the last append: still unrecorded
 	}
-	_, closer, err := l.db.Get(commandKey(id))
+	_, closer, err := l.db.Get(key)
 	if err == nil {
 		closer.Close()
 		return fmt.Errorf("%w: %q", ErrDuplicateCommand, id)

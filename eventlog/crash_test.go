@@ -82,7 +82,7 @@ func TestCrashAfterEveryAppend(t *testing.T) {
 		require.LessOrEqual(t, headPos, uint64(len(final)))
 		require.Equal(t, final[headPos-1].Hash, headHash, "crash %d: not a prefix of the attempted log", c.k)
 		for _, id := range c.acked {
-			o, err := r.Outcome(id)
+			o, err := r.Outcome("", id)
 			require.NoError(t, err, "crash %d lost command %s", c.k, id)
 			require.LessOrEqual(t, o.First+o.Count-1, headPos)
 		}
@@ -141,7 +141,7 @@ func TestWALErrorFailsStop(t *testing.T) {
 			headPos, _ := r.Head()
 			require.Contains(t, []uint64{20, 23}, headPos, "wholly present or wholly absent")
 			for i := 0; i < 10; i++ {
-				_, err := r.Outcome(fmt.Sprintf("ok-%d", i))
+				_, err := r.Outcome("", fmt.Sprintf("ok-%d", i))
 				require.NoError(t, err)
 			}
 			_, err = r.Append(Write{Events: evs("run", 1)})

@@ -20,6 +20,12 @@ const (
 	// entry when a stream receives its version 1; the step to this format
 	// backfills the streams created before it.
 	FormatStreamCatalog uint32 = 2
+	// FormatPrincipalOutcomes keys every recorded outcome by its principal
+	// and command id ('o' keys, see outcome.go) and records the request's
+	// fingerprint; formats 1 and 2 keyed outcomes by the command id alone
+	// ('c' keys). The step to this format moves each 'c' outcome to the
+	// principal its events name (MoveOutcomes).
+	FormatPrincipalOutcomes uint32 = 3
 )
 
 // ErrFormatTooOld is returned by Open for a store written at an older

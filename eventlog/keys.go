@@ -11,7 +11,8 @@ import (
 const (
 	prefixEvent    = 'e' // e | pos:8 BE                     → event record
 	prefixStream   = 's' // s | uvarint len | stream | first ver:8 → positions (index.go)
-	prefixCommand  = 'c' // c | command id                   → outcome
+	prefixCommand  = 'c' // c | command id                   → outcome (format ≤ 2 only)
+	prefixOutcome  = 'o' // o | uvarint len | principal | command id → outcome (format 3)
 	prefixSnapshot = 'n' // n | pos:8 BE                     → snapshot
 	prefixMeta     = 'm' // m | name                         → metadata
 )
@@ -54,10 +55,41 @@ func parseStreamKey(k []byte) (stream string, version uint64, ok bool) {
 	return string(s), binary.BigEndian.Uint64(k[len(k)-8:]), true
 }
 
-func commandKey(id string) []byte {
+// legacyCommandKey is the outcome key of formats 1 and 2, which knew no
+// principals; only the step to format 3 and Verify of an older store read
+// it.
+func legacyCommandKey(id string) []byte {
 	k := make([]byte, 0, 1+len(id))
 	k = append(k, prefixCommand)
 	return append(k, id...)
+}
+
+// outcomeKey is o | uvarint(len principal) | principal | command id. The
+// length prefix makes the pair unambiguous: no two (principal, id) pairs
+// share a key, whatever bytes either holds. NB: a new prefix rather than
+// 'c' with a new layout, so that a key of each layout can never be
+// mistaken for the other while the step to format 3 runs.
+func outcomeKey(principal, id string) []byte {
+	return appendOutcomeKey(make([]byte, 0, 1+binary.MaxVarintLen16+len(principal)+len(id)), principal, id)
+}
+
+func appendOutcomeKey(dst []byte, principal, id string) []byte {
+	dst = append(dst, prefixOutcome)
+	dst = binary.AppendUvarint(dst, uint64(len(principal)))
+	dst = append(dst, principal...)
+	return append(dst, id...)
+}
+
+// parseOutcomeKey splits an outcome key; ok is false for a malformed key.
+func parseOutcomeKey(k []byte) (principal, id string, ok bool) {
+	if len(k) < 2 || k[0] != prefixOutcome {
+		return "", "", false
+	}
+	n, w := binary.Uvarint(k[1:])
+	if w <= 0 || uint64(len(k)-1-w) < n {
+		return "", "", false
+	}
+	return string(k[1+w : 1+w+int(n)]), string(k[1+w+int(n):]), true
 }
 
 func snapshotKey(pos uint64) []byte {
@@ -98,6 +130,10 @@ func keyString(k []byte) string {
 		}
 	case prefixCommand:
 		return fmt.Sprintf("c/%q", k[1:])
+	case prefixOutcome:
+		if p, id, ok := parseOutcomeKey(k); ok {
+			return fmt.Sprintf("o/%q/%q", p, id)
+		}
 	case prefixCatalog:
 		return fmt.Sprintf("r/%q", k[1:])
 	case prefixMeta:

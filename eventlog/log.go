@@ -14,7 +14,7 @@ import (
 // store whose format is newer is refused by Open; an older one is opened only
 // read-only or with Options.AllowOlderFormat, and is upgraded by the
 // migrations package before a writer uses it.
-const CurrentFormat = FormatStreamCatalog
+const CurrentFormat = FormatPrincipalOutcomes
 
 // Log is the append-only event log of one crewlog store.
 //
@@ -33,8 +33,8 @@ type Log struct {
 	next     uint64     // next position to assign
 	prevHash [32]byte   // hash of position next-1
 	versions map[string]uint64
-	pending  map[string]struct{} // command ids handed to Pebble but not yet synced
-	// gen counts appends handed to Pebble; absent holds command ids an
+	pending  map[string]struct{} // outcome keys handed to Pebble but not yet synced
+	// gen counts appends handed to Pebble; absent holds outcome keys an
 	// Outcome lookup found unrecorded, with the gen it saw. Until the next
 	// append nothing can record them, so Append may skip its own lookup:
 	// a writer that looks an id up before appending it pays one Get, not

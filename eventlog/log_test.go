@@ -154,18 +154,18 @@ func TestCommandOutcomes(t *testing.T) {
 	require.NoError(t, err)
 
 	check := func(l *Log) {
-		o, err := l.Outcome("ok-1")
+		o, err := l.Outcome("", "ok-1")
 		require.NoError(t, err)
 		require.True(t, o.Accepted())
 		require.Equal(t, Outcome{CommandID: "ok-1", First: 2, Count: 2, Result: []byte(`{"grandchildTaskRef":"gc-1"}`)}, o)
-		o, err = l.Outcome("denied-1")
+		o, err = l.Outcome("", "denied-1")
 		require.NoError(t, err)
 		require.False(t, o.Accepted())
 		require.Equal(t, Outcome{CommandID: "denied-1", First: 4, Count: 2, Code: "policy-denied", Reason: "slots-exhausted", Result: []byte{}}, o)
-		o, err = l.Outcome("bad-1")
+		o, err = l.Outcome("", "bad-1")
 		require.NoError(t, err)
 		require.Equal(t, Outcome{CommandID: "bad-1", Code: "bad-params", Reason: "prompt is empty", Result: []byte{}}, o)
-		_, err = l.Outcome("never")
+		_, err = l.Outcome("", "never")
 		require.ErrorIs(t, err, ErrNotFound)
 	}
 	check(l)
@@ -390,14 +390,14 @@ func TestKeys(t *testing.T) {
 func TestAppendTrustsAFreshAbsentLookup(t *testing.T) {
 	l, _ := openMem(t)
 	defer l.Close()
-	_, err := l.Outcome("a")
+	_, err := l.Outcome("", "a")
 	require.ErrorIs(t, err, ErrNotFound)
-	require.Contains(t, l.absent, "a")
+	require.Contains(t, l.absent, string(outcomeKey("", "a")))
 	_, err = l.Append(Write{CommandID: "a", Events: evs("s", 1)})
 	require.NoError(t, err)
 	require.Empty(t, l.absent, "an append makes every earlier observation stale")
 
-	_, err = l.Outcome("b")
+	_, err = l.Outcome("", "b")
 	require.ErrorIs(t, err, ErrNotFound)
 	_, err = l.Append(Write{CommandID: "c", Events: evs("s", 1)})
 	require.NoError(t, err)
@@ -406,9 +406,9 @@ func TestAppendTrustsAFreshAbsentLookup(t *testing.T) {
 	_, err = l.Append(Write{CommandID: "b"}, Write{CommandID: "b"})
 	require.ErrorIs(t, err, ErrDuplicateCommand, "twice in one append is refused")
 
-	_, err = l.Outcome("a")
+	_, err = l.Outcome("", "a")
 	require.NoError(t, err, "recorded ids are never remembered as absent")
-	require.NotContains(t, l.absent, "a")
+	require.NotContains(t, l.absent, string(outcomeKey("", "a")))
 }
 
 func TestOpenReportsALockedStore(t *testing.T) {

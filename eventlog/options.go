@@ -40,6 +40,10 @@ type Options struct {
 	// writer would append to a store that lacks what the current format
 	// guarantees (Open refuses with ErrFormatTooOld).
 	AllowOlderFormat bool
+	// BeforeSync, when set, is called by every Append after its batch is
+	// handed to Pebble and before its sync is awaited: a crash point for
+	// tests (take a vfs.CrashableMem clone there). Nil in production.
+	BeforeSync func()
 }
 
 // Validate reports every problem with the options at once.

@@ -5,51 +5,87 @@ import (
 	"fmt"
 )
 
-// Outcome is what the command-id table records for a decided command: the
+// Outcome is what the outcome table records for a decided command: the
 // positions of its events and, for a rejection, the code and reason. Result
 // is an opaque blob the caller stores so that a retry can be answered with
-// exactly the response the first attempt got.
+// exactly the response the first attempt got; Fingerprint is the caller's
+// digest of the request, so that a retry can be told from another request
+// reusing the id.
+//
+// The table is keyed by (Principal, CommandID): Principal is opaque to the
+// log (the caller's canonical encoding of whose id it is), and two
+// principals' ids never meet.
 type Outcome struct {
-	CommandID string
-	First     uint64 // position of the command's first event; 0 when Count is 0
-	Count     uint64 // number of events the command wrote (a rejection may write some)
-	Code      string // "" means accepted
-	Reason    string
-	Result    []byte
+	Principal   string
+	CommandID   string
+	First       uint64 // position of the command's first event; 0 when Count is 0
+	Count       uint64 // number of events the command wrote (a rejection may write some)
+	Code        string // "" means accepted
+	Reason      string
+	Result      []byte
+	Fingerprint []byte // empty for an outcome recorded before format 3
 }
 
 // Accepted reports whether the command was accepted.
 func (o *Outcome) Accepted() bool { return o.Code == "" }
 
-const outcomeFields = 5
+const (
+	outcomeFields       = 6
+	legacyOutcomeFields = 5 // formats 1 and 2: no fingerprint
+)
 
 func (o *Outcome) encode() []byte {
-	b := make([]byte, 0, 32+len(o.Code)+len(o.Reason)+len(o.Result))
+	b := make([]byte, 0, 40+len(o.Code)+len(o.Reason)+len(o.Result)+len(o.Fingerprint))
 	b = appendArrayHeader(b, outcomeFields)
 	b = appendUint(b, o.First)
 	b = appendUint(b, o.Count)
 	b = appendStr(b, o.Code)
 	b = appendStr(b, o.Reason)
 	b = appendBin(b, o.Result)
+	b = appendBin(b, o.Fingerprint)
 	return seal(b)
 }
 
+// decodeOutcome decodes an entry of the outcome table (format 3).
 func decodeOutcome(key, value []byte) (Outcome, error) {
+	principal, id, ok := parseOutcomeKey(key)
+	if !ok {
+		return Outcome{}, corruptf(0, key, "malformed outcome key")
+	}
+	o, err := decodeOutcomeValue(key, value, outcomeFields)
+	o.Principal, o.CommandID = principal, id
+	return o, err
+}
+
+// decodeLegacyOutcome decodes an entry of the command table of formats 1
+// and 2 (key c | command id, no principal, no fingerprint).
+func decodeLegacyOutcome(key, value []byte) (Outcome, error) {
+	o, err := decodeOutcomeValue(key, value, legacyOutcomeFields)
+	o.CommandID = string(key[1:])
+	return o, err
+}
+
+func decodeOutcomeValue(key, value []byte, fields int) (Outcome, error) {
 	p, err := unseal(key, value)
 	if err != nil {
 		return Outcome{}, err
 	}
 	owned := append([]byte(nil), p...)
 	r := reader{b: owned}
-	if n := r.arrayLen(); r.err == nil && n != outcomeFields {
-		return Outcome{}, corruptf(0, key, "outcome has %d fields, want %d", n, outcomeFields)
+	if n := r.arrayLen(); r.err == nil && n != fields {
+		return Outcome{}, corruptf(0, key, "outcome has %d fields, want %d", n, fields)
 	}
-	o := Outcome{CommandID: string(key[1:])}
+	var o Outcome
 	o.First = r.uint()
 	o.Count = r.uint()
 	o.Code = r.str()
 	o.Reason = r.str()
 	o.Result = r.bin()
+	if fields == outcomeFields {
+		if fp := r.bin(); len(fp) > 0 {
+			o.Fingerprint = fp
+		}
+	}
 	if r.err == nil && r.off != len(r.b) {
 		r.err = errors.New("trailing bytes")
 	}
@@ -62,25 +98,29 @@ func decodeOutcome(key, value []byte) (Outcome, error) {
 	return o, nil
 }
 
-// Outcome returns the recorded outcome of a command id, or an error wrapping
-// ErrNotFound. Only durable outcomes are returned: an outcome whose append
-// has not finished syncing is reported as not found.
-func (l *Log) Outcome(commandID string) (Outcome, error) {
+// Outcome returns the recorded outcome of principal's command id, or an
+// error wrapping ErrNotFound. Only durable outcomes are returned: an
+// outcome whose append has not finished syncing is reported as not found.
+// Another principal's outcome under the same id is never looked at.
+//
+// On a store older than format 3 (read-only, or before its migration) the
+// outcomes recorded before the upgrade are not found.
+func (l *Log) Outcome(principal, commandID string) (Outcome, error) {
 	if err := l.readable(); err != nil {
 		return Outcome{}, err
 	}
+	key := outcomeKey(principal, commandID)
 	l.mu.Lock()
-	_, pending := l.pending[commandID]
+	_, pending := l.pending[string(key)]
 	gen := l.gen
 	l.mu.Unlock()
 	if pending {
 		return Outcome{}, fmt.Errorf("%w: command %q is being recorded", ErrNotFound, commandID)
 	}
-	key := commandKey(commandID)
 	v, closer, err := l.db.Get(key)
 	if err != nil {
 		if isNotFound(err) {
-			l.noteAbsent(commandID, gen)
+			l.noteAbsent(string(key), gen)
 			return Outcome{}, fmt.Errorf("%w: command %q", ErrNotFound, commandID)
 		}
 		return Outcome{}, fmt.Errorf("eventlog: read outcome: %w", err)
@@ -89,16 +129,17 @@ func (l *Log) Outcome(commandID string) (Outcome, error) {
 	return decodeOutcome(key, v)
 }
 
-// maxAbsent bounds the ids remembered as absent between two appends.
+// maxAbsent bounds the outcome keys remembered as absent between two
+// appends.
 const maxAbsent = 1 << 16
 
-// noteAbsent remembers that id had no outcome when no append had been
+// noteAbsent remembers that key had no outcome when no append had been
 // staged since gen. If one was staged meanwhile, the observation may be
 // stale and is dropped.
-func (l *Log) noteAbsent(id string, gen uint64) {
+func (l *Log) noteAbsent(key string, gen uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.gen == gen && len(l.absent) < maxAbsent {
-		l.absent[id] = gen
+		l.absent[key] = gen
 	}
 }

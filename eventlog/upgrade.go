@@ -26,6 +26,17 @@ type Upgrade struct {
 // BackfillStreamCatalog for why that is safe).
 func (u *Upgrade) set(k, v []byte) error {
 	_ = u.b.Set(k, v, nil)
+	return u.staged()
+}
+
+// del stages the deletion of one key, like set.
+func (u *Upgrade) del(k []byte) error {
+	_ = u.b.Delete(k, nil)
+	return u.staged()
+}
+
+// staged counts one staged key and commits a full chunk.
+func (u *Upgrade) staged() error {
 	u.n++
 	if u.n < upgradeChunk {
 		return nil

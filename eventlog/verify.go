@@ -28,15 +28,22 @@ type VerifyOptions struct {
 	// valid, as with Iterator.Event. An error from Visit stops Verify and
 	// is returned unwrapped.
 	Visit func(ev *Event) error
+	// Principal, when set, names the principal (in the encoding the writer
+	// used for Write.Principal) whose command wrote ev; Verify then checks
+	// that every outcome's events name its principal as well as its command
+	// id. Without it only the command id is checked: the log does not
+	// interpret envelopes.
+	Principal func(ev *Event) string
 }
 
 // Verify walks the whole store and checks, in order: the format marker;
 // every record's checksum and structure; that positions run gapless from 1;
 // that each record's position matches its key; the hash chain; that every
 // stream's versions run gapless from 1 and its index entries point at
-// exactly its records; the head; the command-id table (each outcome
-// decodes, points inside the log, at events of that command); and the
-// snapshot slot. The first problem is returned as a *CorruptError (wrapping
+// exactly its records; the head; the outcome table (each outcome decodes,
+// points inside the log, at events of that command and, with
+// VerifyOptions.Principal, of that principal; a format-3 store holds no
+// outcome of the older layout); and the snapshot slot. The first problem is returned as a *CorruptError (wrapping
 // ErrCorrupt) naming the first bad position when the damage is in a record.
 //
 // Verify reads a consistent Pebble snapshot, so it may run while appends
@@ -47,11 +54,12 @@ func (l *Log) Verify(opts *VerifyOptions) (VerifyReport, error) {
 		return rep, err
 	}
 	var (
-		progress func(done, total uint64)
-		visit    func(ev *Event) error
+		progress  func(done, total uint64)
+		visit     func(ev *Event) error
+		principal func(ev *Event) string
 	)
 	if opts != nil {
-		progress, visit = opts.Progress, opts.Visit
+		progress, visit, principal = opts.Progress, opts.Visit, opts.Principal
 	}
 	snap := l.db.NewSnapshot()
 	defer snap.Close()
@@ -84,7 +92,8 @@ func (l *Log) Verify(opts *VerifyOptions) (VerifyReport, error) {
 	}
 
 	seed := maphash.MakeSeed()
-	streams, cmds, err := verifyRecords(snap, h, seed, progress, visit)
+	ch := commandHasher{seed: seed, principal: principal}
+	streams, cmds, err := verifyRecords(snap, h, ch, progress, visit)
 	if err != nil {
 		return rep, err
 	}
@@ -96,10 +105,15 @@ func (l *Log) Verify(opts *VerifyOptions) (VerifyReport, error) {
 			return rep, err
 		}
 	}
-	n, err := verifyCommands(snap, h.Position, seed, cmds)
+	n, err := verifyCommands(snap, h.Position, ch, cmds)
 	if err != nil {
 		return rep, err
 	}
+	legacy, err := verifyLegacyCommands(snap, h.Position, format, seed, cmds)
+	if err != nil {
+		return rep, err
+	}
+	n += legacy
 	s, err := verifySnapshots(snap, h.Position)
 	if err != nil {
 		return rep, err
@@ -108,10 +122,47 @@ func (l *Log) Verify(opts *VerifyOptions) (VerifyReport, error) {
 	return rep, nil
 }
 
+// commandHasher hashes what an outcome and the records it points at must
+// agree on: the command id and, when the caller can tell it from a record,
+// the principal.
+type commandHasher struct {
+	seed      maphash.Seed
+	principal func(ev *Event) string
+}
+
+// ofRecord hashes a record's (principal, command id), or only its command
+// id when principals are not checked.
+func (ch commandHasher) ofRecord(ev *Event) uint64 {
+	if ch.principal == nil || ev.CommandID == "" {
+		return ch.of("", ev.CommandID)
+	}
+	return ch.of(ch.principal(ev), ev.CommandID)
+}
+
+// ofOutcome hashes an outcome's (principal, command id) the way ofRecord
+// hashes its records.
+func (ch commandHasher) ofOutcome(o *Outcome) uint64 {
+	if ch.principal == nil || o.CommandID == "" {
+		return ch.of("", o.CommandID)
+	}
+	return ch.of(o.Principal, o.CommandID)
+}
+
+func (ch commandHasher) of(principal, id string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(ch.seed)
+	var n [binary.MaxVarintLen64]byte
+	h.Write(n[:binary.PutUvarint(n[:], uint64(len(principal)))])
+	h.WriteString(principal)
+	h.WriteString(id)
+	return h.Sum64()
+}
+
 // verifyRecords checks every record and the head, and returns, per stream,
 // the positions of its versions 1..n, and per position (from 1) the hash of
-// its command id under seed, which verifyCommands compares outcomes with.
-func verifyRecords(snap *pebble.Snapshot, h head, seed maphash.Seed, progress func(done, total uint64),
+// its principal and command id (commandHasher), which verifyCommands
+// compares outcomes with.
+func verifyRecords(snap *pebble.Snapshot, h head, ch commandHasher, progress func(done, total uint64),
 	visit func(*Event) error) (map[string][]uint64, []uint64, error) {
 	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixEvent}, UpperBound: []byte{prefixEvent + 1}})
 	if err != nil {
@@ -151,7 +202,7 @@ func verifyRecords(snap *pebble.Snapshot, h head, seed maphash.Seed, progress fu
 			return nil, nil, corruptf(pos, k, "stream %q version %d follows version %d", ev.Stream, ev.StreamVersion, len(vers))
 		}
 		streams[ev.Stream] = append(vers, pos)
-		cmds = append(cmds, maphash.String(seed, ev.CommandID))
+		cmds = append(cmds, ch.ofRecord(&ev))
 		prev = ev.Hash
 		if visit != nil {
 			if err := visit(&ev); err != nil {
@@ -228,23 +279,22 @@ func verifyIndex(snap *pebble.Snapshot, streams map[string][]uint64) error {
 	return nil
 }
 
-// verifyCommands checks every outcome of the command-id table.
+// verifyCommands checks every outcome of the outcome table.
 //
-// cmds holds, per position, the seeded hash of the record's command id
-// (verifyRecords): an outcome whose two ends hash like its command id is
+// cmds holds, per position, the seeded hash of the record's principal and
+// command id (verifyRecords): an outcome whose two ends hash like it is
 // taken as pointing at that command's records, and only a mismatch is read
 // back, for the exact report. NB: two point reads per command cost more than
 // all the rest of Verify; the records themselves are checksummed and
 // chained, and a collision of a per-run random 64-bit seeded hash is not a
 // risk that matters next to that.
-func verifyCommands(snap *pebble.Snapshot, headPos uint64, seed maphash.Seed, cmds []uint64) (int, error) {
-	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixCommand}, UpperBound: []byte{prefixCommand + 1}})
+func verifyCommands(snap *pebble.Snapshot, headPos uint64, ch commandHasher, cmds []uint64) (int, error) {
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixOutcome}, UpperBound: []byte{prefixOutcome + 1}})
 	if err != nil {
 		return 0, orErr(err, nil)
 	}
 	defer it.Close()
 	n := 0
-	var ev Event
 	for ok := it.First(); ok; ok = it.Next() {
 		k := it.Key()
 		v, err := it.ValueAndErr()
@@ -255,31 +305,83 @@ func verifyCommands(snap *pebble.Snapshot, headPos uint64, seed maphash.Seed, cm
 		if err != nil {
 			return n, err
 		}
-		if o.Count > 0 {
-			if o.First+o.Count-1 > headPos || o.First+o.Count-1 < o.First {
-				return n, corruptf(0, k, "outcome positions %d+%d beyond the head %d", o.First, o.Count, headPos)
-			}
-			for _, pos := range [2]uint64{o.First, o.First + o.Count - 1} {
-				if pos-1 < uint64(len(cmds)) && cmds[pos-1] == maphash.String(seed, o.CommandID) {
-					continue
-				}
-				rv, closer, err := snap.Get(eventKey(pos))
-				if err != nil {
-					return n, orErr(err, nil)
-				}
-				err = DecodeRecord(rv, &ev)
-				closer.Close()
-				if err != nil {
-					return n, &CorruptError{Position: pos, Key: keyString(eventKey(pos)), Reason: err.Error()}
-				}
-				if ev.CommandID != o.CommandID {
-					return n, corruptf(0, k, "outcome points to position %d, which belongs to command %q", pos, ev.CommandID)
-				}
-			}
+		if err := verifyOutcome(snap, headPos, k, &o, ch.ofOutcome(&o), cmds, ch); err != nil {
+			return n, err
 		}
 		n++
 	}
 	return n, orErr(it.Error(), nil)
+}
+
+// verifyLegacyCommands checks the command table of formats 1 and 2 ('c'
+// keys, command id only), which a store keeps until its step to format 3.
+// A format-3 store must hold none.
+func verifyLegacyCommands(snap *pebble.Snapshot, headPos uint64, format uint32, seed maphash.Seed, cmds []uint64) (int, error) {
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixCommand}, UpperBound: []byte{prefixCommand + 1}})
+	if err != nil {
+		return 0, orErr(err, nil)
+	}
+	defer it.Close()
+	idOnly := commandHasher{seed: seed}
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if format >= FormatPrincipalOutcomes {
+			return n, corruptf(0, k, "outcome of the format-2 layout in a format-%d store", format)
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return n, orErr(err, nil)
+		}
+		o, err := decodeLegacyOutcome(k, v)
+		if err != nil {
+			return n, err
+		}
+		// NB: cmds hashes principals when the caller checks them; a legacy
+		// outcome has none, so every comparison reads the record back.
+		if err := verifyOutcome(snap, headPos, k, &o, 0, nil, idOnly); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, orErr(it.Error(), nil)
+}
+
+// verifyOutcome checks that o (stored under key k) points inside the log at
+// records of its command: want is o's hash as cmds holds its records'; a
+// record whose hash differs (or every record, when cmds is nil) is read
+// back and compared by ch.
+func verifyOutcome(snap *pebble.Snapshot, headPos uint64, k []byte, o *Outcome, want uint64, cmds []uint64, ch commandHasher) error {
+	if o.Count == 0 {
+		return nil
+	}
+	if o.First+o.Count-1 > headPos || o.First+o.Count-1 < o.First {
+		return corruptf(0, k, "outcome positions %d+%d beyond the head %d", o.First, o.Count, headPos)
+	}
+	var ev Event
+	for _, pos := range [2]uint64{o.First, o.First + o.Count - 1} {
+		if cmds != nil && pos-1 < uint64(len(cmds)) && cmds[pos-1] == want {
+			continue
+		}
+		rv, closer, err := snap.Get(eventKey(pos))
+		if err != nil {
+			return orErr(err, nil)
+		}
+		err = DecodeRecord(rv, &ev)
+		closer.Close()
+		if err != nil {
+			return &CorruptError{Position: pos, Key: keyString(eventKey(pos)), Reason: err.Error()}
+		}
+		if ev.CommandID != o.CommandID {
+			return corruptf(0, k, "outcome points to position %d, which belongs to command %q", pos, ev.CommandID)
+		}
+		if ch.principal != nil && o.CommandID != "" {
+			if p := ch.principal(&ev); p != o.Principal {
+				return corruptf(0, k, "outcome of principal %q points to position %d, written by principal %q", o.Principal, pos, p)
+			}
+		}
+	}
+	return nil
 }
 
 // verifySnapshots checks the snapshot slot.

@@ -54,7 +54,7 @@ func TestVerifyDetectsEveryFlippedByte(t *testing.T) {
 		targets = append(targets, target{appendStreamKey(nil, e.Stream, e.StreamVersion), 0})
 	}
 	targets = append(targets, target{keyHead, 0}, target{keyFormat, 0}, target{snapshotKey(6), 0},
-		target{commandKey("cmd-b"), 0}, target{commandKey("rej-c"), 0})
+		target{outcomeKey("", "cmd-b"), 0}, target{outcomeKey("", "rej-c"), 0})
 
 	for _, tg := range targets {
 		orig := rawGet(t, l, tg.key)
@@ -100,7 +100,7 @@ func TestVerifyDetectsStructuralDamage(t *testing.T) {
 		}, 5},
 		"outcome pointing at another command": {func(t *testing.T, l *Log) {
 			o := Outcome{First: 1, Count: 2}
-			require.NoError(t, l.db.Set(commandKey("cmd-c"), o.encode(), pebble.Sync))
+			require.NoError(t, l.db.Set(outcomeKey("", "cmd-c"), o.encode(), pebble.Sync))
 		}, 0},
 		"truncated tail with stale head": {func(t *testing.T, l *Log) {
 			require.NoError(t, l.db.Delete(eventKey(8), pebble.Sync))

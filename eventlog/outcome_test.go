@@ -1,0 +1,201 @@
+package eventlog
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/stretchr/testify/require"
+)
+
+// No two (principal, command id) pairs share an outcome key, whatever bytes
+// they hold, and every key parses back to its pair.
+func TestOutcomeKeyIsUnambiguous(t *testing.T) {
+	pairs := []struct{ principal, id string }{
+		{"", ""}, {"", "a"}, {"a", ""}, {"a", "b"}, {"ab", ""}, {"", "ab"},
+		{"o\x01R", "x"}, {"o\x01", "Rx"}, {"o", "\x01Rx"},
+		{"w\x01R\x01T", "id"}, {"w\x01R", "\x01Tid"}, {"\x00", "\x00"}, {"\x00\x00", ""},
+		{string(make([]byte, 300)), "k"}, {string(make([]byte, 299)), "\x00k"},
+	}
+	seen := map[string]int{}
+	for i, p := range pairs {
+		k := outcomeKey(p.principal, p.id)
+		require.Equal(t, byte(prefixOutcome), k[0])
+		if j, dup := seen[string(k)]; dup {
+			t.Fatalf("pairs %d and %d share the key %q", j, i, k)
+		}
+		seen[string(k)] = i
+		principal, id, ok := parseOutcomeKey(k)
+		require.True(t, ok, "pair %d", i)
+		require.Equal(t, p.principal, principal, "pair %d", i)
+		require.Equal(t, p.id, id, "pair %d", i)
+	}
+	for _, bad := range [][]byte{nil, {prefixOutcome}, {prefixCommand, 0}, {prefixOutcome, 5, 'a'}, {prefixOutcome, 0x80}} {
+		_, _, ok := parseOutcomeKey(bad)
+		require.False(t, ok, "%q", bad)
+	}
+}
+
+// Outcome looks a command id up under its principal only: the same id of
+// another principal is another command, and each keeps its own answer and
+// fingerprint.
+func TestOutcomePerPrincipal(t *testing.T) {
+	l, _ := openMem(t)
+	defer l.Close()
+	writes := []Write{
+		{Principal: "oA", CommandID: "create-task-1", Events: evs("A", 1), Result: []byte(`"A"`), Fingerprint: []byte{1}},
+		{Principal: "oB", CommandID: "create-task-1", Events: evs("B", 2), Result: []byte(`"B"`), Fingerprint: []byte{2}},
+		{Principal: "e", CommandID: "expire:A:gc-1", Code: "bad-params", Reason: "r"},
+	}
+	_, err := l.Append(writes...)
+	require.NoError(t, err)
+
+	cases := []struct {
+		name, principal, id string
+		want                *Outcome
+	}{
+		{"first principal", "oA", "create-task-1", &Outcome{Principal: "oA", CommandID: "create-task-1", First: 1, Count: 1,
+			Result: []byte(`"A"`), Fingerprint: []byte{1}}},
+		{"second principal, same id", "oB", "create-task-1", &Outcome{Principal: "oB", CommandID: "create-task-1", First: 2,
+			Count: 2, Result: []byte(`"B"`), Fingerprint: []byte{2}}},
+		{"engine rejection without events", "e", "expire:A:gc-1", &Outcome{Principal: "e", CommandID: "expire:A:gc-1",
+			Code: "bad-params", Reason: "r", Result: []byte{}}},
+		{"a third principal", "wA\x00T", "create-task-1", nil},
+		{"a client asking for the engine's id", "oA", "expire:A:gc-1", nil},
+		{"the empty principal", "", "create-task-1", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o, err := l.Outcome(c.principal, c.id)
+			if c.want == nil {
+				require.ErrorIs(t, err, ErrNotFound)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, *c.want, o)
+		})
+	}
+
+	_, err = l.Append(Write{Principal: "oA", CommandID: "create-task-1"})
+	require.ErrorIs(t, err, ErrDuplicateCommand, "a principal's recorded id is refused")
+	_, err = l.Append(Write{Principal: "oC", CommandID: "create-task-1"}, Write{Principal: "oC", CommandID: "create-task-1"})
+	require.ErrorIs(t, err, ErrDuplicateCommand, "twice in one append under one principal")
+	_, err = l.Append(Write{Principal: "oC", CommandID: "create-task-1", Events: evs("C", 1)})
+	require.NoError(t, err, "a new principal's first use of the id")
+
+	_, err = l.Append(Write{Principal: string(make([]byte, MaxPrincipalLen+1)), CommandID: "x"})
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = l.Append(Write{Principal: "a", CommandID: "x", Fingerprint: make([]byte, MaxFingerprintLen+1)})
+	require.ErrorIs(t, err, ErrInvalid)
+
+	rep, err := l.Verify(&VerifyOptions{Principal: func(ev *Event) string { return "o" + ev.Stream }})
+	require.NoError(t, err)
+	require.Equal(t, 4, rep.Commands)
+}
+
+// Verify with a principal mapping refuses an outcome whose events another
+// principal wrote.
+func TestVerifyChecksOutcomePrincipal(t *testing.T) {
+	l, _ := openMem(t)
+	defer l.Close()
+	_, err := l.Append(Write{Principal: "oA", CommandID: "c", Events: evs("A", 2)})
+	require.NoError(t, err)
+	byStream := &VerifyOptions{Principal: func(ev *Event) string { return "o" + ev.Stream }}
+	_, err = l.Verify(byStream)
+	require.NoError(t, err)
+
+	// The same outcome moved to another principal.
+	v := rawGet(t, l, outcomeKey("oA", "c"))
+	require.NoError(t, l.db.Set(outcomeKey("oB", "c"), v, pebble.Sync))
+	_, err = l.Verify(nil)
+	require.NoError(t, err, "without a mapping only the command id is checked")
+	_, err = l.Verify(byStream)
+	var ce *CorruptError
+	require.ErrorAs(t, err, &ce)
+	require.Contains(t, ce.Reason, `principal "oB" points to position 1, written by principal "oA"`)
+}
+
+// toLegacy rewrites every outcome in the format-2 layout, as a format-2
+// build wrote it, and sets the marker to 2.
+func toLegacy(t *testing.T, l *Log) {
+	t.Helper()
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixOutcome}, UpperBound: []byte{prefixOutcome + 1}})
+	require.NoError(t, err)
+	b := l.db.NewBatch()
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		require.NoError(t, err)
+		o, err := decodeOutcome(it.Key(), v)
+		require.NoError(t, err)
+		require.NoError(t, b.Set(legacyCommandKey(o.CommandID), o.encodeLegacy(), nil))
+		require.NoError(t, b.Delete(it.Key(), nil))
+	}
+	require.NoError(t, it.Close())
+	require.NoError(t, b.Set(keyFormat, encodeFormat(FormatStreamCatalog), nil))
+	require.NoError(t, b.Commit(pebble.Sync))
+	require.NoError(t, b.Close())
+}
+
+// The step to format 3 moves each outcome to the principal of its first
+// event (or the fallback when it wrote none), drops nothing, is idempotent
+// after a step that died half way, and the result verifies.
+func TestMoveOutcomes(t *testing.T) {
+	l, _ := openMem(t)
+	_, err := l.Append(
+		Write{CommandID: "a", Events: evs("A", 2), Result: []byte("ra")},
+		Write{CommandID: "b", Events: evs("B", 1)},
+		Write{CommandID: "rej", Code: "bad-params", Reason: "no"},
+	)
+	require.NoError(t, err)
+	toLegacy(t, l)
+	_, err = l.Verify(nil)
+	require.NoError(t, err, "a format-2 command table verifies")
+	_, err = l.Outcome("", "a")
+	require.ErrorIs(t, err, ErrNotFound, "a legacy outcome is not an outcome of any principal")
+	require.NoError(t, l.Close())
+
+	fs := l.opts.FS
+	l, err = Open("db", &Options{FS: fs, AllowOlderFormat: true})
+	require.NoError(t, err)
+	defer l.Close()
+	principalOf := func(first *Event) string {
+		if first == nil {
+			return "admin"
+		}
+		return "o" + first.Stream
+	}
+	boom := errors.New("boom")
+	err = l.Upgrade(FormatStreamCatalog, FormatPrincipalOutcomes, func(u *Upgrade) error {
+		n, err := u.MoveOutcomes(principalOf)
+		require.Equal(t, 3, n)
+		require.NoError(t, err)
+		return boom
+	}, nil)
+	require.ErrorIs(t, err, boom)
+	f, err := l.Format()
+	require.NoError(t, err)
+	require.Equal(t, FormatStreamCatalog, f, "a failed step leaves the format")
+
+	var moved int
+	require.NoError(t, l.Upgrade(FormatStreamCatalog, FormatPrincipalOutcomes, func(u *Upgrade) error {
+		moved, err = u.MoveOutcomes(principalOf)
+		return err
+	}, nil))
+	require.LessOrEqual(t, moved, 3)
+	for _, c := range []struct{ principal, id string }{{"oA", "a"}, {"oB", "b"}, {"admin", "rej"}} {
+		o, err := l.Outcome(c.principal, c.id)
+		require.NoError(t, err, c.id)
+		require.Nil(t, o.Fingerprint, "a moved outcome has no fingerprint")
+	}
+	o, err := l.Outcome("oA", "a")
+	require.NoError(t, err)
+	require.Equal(t, Outcome{Principal: "oA", CommandID: "a", First: 1, Count: 2, Result: []byte("ra")}, o)
+	rep, err := l.Verify(&VerifyOptions{Principal: func(ev *Event) string { return "o" + ev.Stream }})
+	require.NoError(t, err)
+	require.Equal(t, 3, rep.Commands)
+
+	// A legacy outcome left in a format-3 store is corruption.
+	require.NoError(t, l.db.Set(legacyCommandKey("zz"), (&Outcome{}).encodeLegacy(), pebble.Sync))
+	_, err = l.Verify(nil)
+	require.ErrorIs(t, err, ErrCorrupt)
+}
