@@ -213,7 +213,7 @@ func TestTickExpiresAsks(t *testing.T) {
 		task, _ := s.Task("R", "02_exec")
 		require.Equal(t, projections.TaskRunning, task.Status)
 	})
-	o, err := l.Outcome("ask-expire:R:" + res.QuestionID)
+	o, err := l.Outcome(events.EnginePrincipal().Key(), "ask-expire:R:"+res.QuestionID)
 	require.NoError(t, err)
 	require.True(t, o.Accepted())
 }

@@ -32,21 +32,26 @@ func (e *Engine) clock() {
 // Tick submits an expiry for every in-flight delegation past its deadline
 // plus grace and for every pending question past its deadline, and returns
 // how many it expired. The command id is derived from the delegation or the
-// question, so two ticks (or a tick racing a restart) expire it once.
+// question, so two ticks (or a tick racing a restart) expire it once; it is
+// the engine principal's, so no client can claim it first (a client's
+// "expire:…" id is its own, unrelated command). An expiry that changes
+// nothing is not recorded (group.go), so one refused as not yet due (the
+// clock stepped back, say) is decided again at the next tick.
 func (e *Engine) Tick(ctx context.Context) int {
 	now := e.opts.Clock().UnixMilli()
 	var due []Request
-	engine := events.Actor{Role: events.RoleEngine}
+	principal := events.EnginePrincipal()
+	engine := principal.Actor()
 	e.Read(func(s *projections.State) {
 		cfg := s.Config()
 		for _, d := range s.InFlight() {
 			if ExpiresAt(d, cfg) <= now {
-				due = append(due, Request{CommandID: "expire:" + d.RunID + ":" + d.SubID, Actor: engine,
+				due = append(due, Request{Principal: principal, CommandID: "expire:" + d.RunID + ":" + d.SubID, Actor: engine,
 					Command: &DelegateExpire{RunID: d.RunID, SubID: d.SubID}})
 			}
 		}
 		for _, a := range s.DueAsks(now) {
-			due = append(due, Request{CommandID: "ask-expire:" + a.RunID + ":" + a.QuestionID, Actor: engine,
+			due = append(due, Request{Principal: principal, CommandID: "ask-expire:" + a.RunID + ":" + a.QuestionID, Actor: engine,
 				Command: &AskExpire{RunID: a.RunID, QuestionID: a.QuestionID}})
 		}
 	})

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -62,12 +63,21 @@ type Options struct {
 	// the writer, so a full disk is met before Pebble fails (which would
 	// stop the engine).
 	Space SpaceGuard
+
+	hooks *testHooks // crash points for tests; nil in production
 }
 
 // Request is one command submitted to the engine.
 type Request struct {
-	// CommandID is the caller's idempotency key: a request whose id was
-	// already decided is answered with the recorded outcome, forever.
+	// Principal is whose CommandID it is: the caller's authenticated
+	// identity (events.AdminPrincipal, OrchestratorPrincipal of its run,
+	// WorkerPrincipal of its task), or events.EnginePrincipal for the
+	// engine's own commands. Required with a CommandID.
+	Principal events.Principal
+	// CommandID is the caller's idempotency key, scoped to Principal: a
+	// request whose (principal, id) was already decided for the same
+	// request is answered with the recorded outcome, forever; for another
+	// request it is refused bad-params, and nothing is recorded.
 	CommandID string
 	Actor     events.Actor
 	Command   Command
@@ -117,11 +127,14 @@ type Engine struct {
 }
 
 type pending struct {
-	req    Request
-	reply  Reply
-	err    error
-	done   chan struct{}
-	follow *pending // a duplicate command id in the same group: answer as it
+	req       Request
+	principal string // req.Principal.Key(), when req has a CommandID
+	slot      string // principal and command id, unambiguously (the group's duplicate check)
+	fp        []byte // fingerprint(req.Command), when req has a CommandID
+	reply     Reply
+	err       error
+	done      chan struct{}
+	follow    *pending // the same principal's command id earlier in the group, same request: answer as it
 }
 
 // Open rebuilds the state from l (newest valid snapshot + tail) and starts
@@ -221,12 +234,25 @@ func (e *Engine) Submit(ctx context.Context, r Request) (Reply, error) {
 		}
 	}
 	p := &pending{req: r, done: make(chan struct{})}
+	if r.CommandID != "" {
+		if p.principal = r.Principal.Key(); p.principal == "" {
+			return Reply{}, fmt.Errorf("commands: %s: a command id needs a principal", r.Command.Kind())
+		}
+		var err error
+		if p.fp, err = fingerprint(r.Command); err != nil {
+			return Reply{}, err
+		}
+		p.slot = string(binary.AppendUvarint(nil, uint64(len(p.principal)))) + p.principal + r.CommandID
+	}
 	select {
 	case e.in <- p:
 	case <-e.quit:
 		return Reply{}, ErrClosed
 	case <-ctx.Done():
 		return Reply{}, ctx.Err()
+	}
+	if h := e.opts.hooks; h != nil && h.queued != nil {
+		h.queued()
 	}
 	select {
 	case <-p.done:

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
 
@@ -60,7 +61,7 @@ func benchEngine(b *testing.B, submitters int) {
 			lat[g] = make([]time.Duration, 0, per)
 			for i := 0; i < per; i++ {
 				s := time.Now()
-				r, err := e.Submit(context.Background(), Request{CommandID: fmt.Sprintf("b-%d-%d", g, i), Actor: worker("02_exec"),
+				r, err := e.Submit(context.Background(), Request{Principal: events.WorkerPrincipal("R", "02_exec"), CommandID: fmt.Sprintf("b-%d-%d", g, i), Actor: worker("02_exec"),
 					Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "find X", BudgetTokens: ptr(int64(1000))}})
 				lat[g] = append(lat[g], time.Since(s))
 				if err != nil || r.Rejected != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
 
@@ -26,7 +27,7 @@ func mixedWorkload(f *engineFixture, emit func(id string, r Request)) {
 		actor.CommandID = id
 		emit(id, actor)
 	}
-	orch := func(c Command) { next(Request{Actor: orchestrator, Command: c}) }
+	orch := func(c Command) { next(Request{Principal: events.AdminPrincipal(), Actor: admin, Command: c}) }
 	for r := 0; r < 2; r++ {
 		run := fmt.Sprintf("R%d", r)
 		orch(&RunCreate{RunID: run, Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: int64(50000 * r)})
@@ -43,7 +44,7 @@ func mixedWorkload(f *engineFixture, emit func(id string, r Request)) {
 		if i%5 == 4 {
 			req.Role = ptr("reviewer") // a recorded rejection
 		}
-		next(Request{Actor: worker("02_exec"), Command: req})
+		next(Request{Principal: events.WorkerPrincipal(run, "02_exec"), Actor: worker("02_exec"), Command: req})
 		if len(subs) > 0 && i%3 == 2 {
 			sub := subs[0]
 			subs = subs[1:]
@@ -88,6 +89,7 @@ func TestEngineCrashAtEveryCommit(t *testing.T) {
 		fs     *vfs.MemFS
 		state  *projections.State
 		lastID string
+		lastRq Request
 		last   Reply
 	}
 	var crashes []crash
@@ -98,7 +100,7 @@ func TestEngineCrashAtEveryCommit(t *testing.T) {
 		clock.Advance(time.Second)
 		var st *projections.State
 		e.Read(func(s *projections.State) { st = s.Clone() })
-		c := crash{state: st, lastID: id, last: reply}
+		c := crash{state: st, lastID: id, lastRq: r, last: reply}
 		c.fs = fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: rng.IntN(2) * 50, RNG: rng})
 		crashes = append(crashes, c)
 	})
@@ -119,8 +121,7 @@ func TestEngineCrashAtEveryCommit(t *testing.T) {
 		require.NoError(t, err, "crash %d", i)
 		e.Read(func(s *projections.State) { require.Equal(t, c.state, s, "crash %d", i) })
 		if c.lastID != "" {
-			r, err := e.Submit(context.Background(), Request{CommandID: c.lastID, Actor: orchestrator,
-				Command: &RunTransition{RunID: "R0", To: "failed"}})
+			r, err := e.Submit(context.Background(), c.lastRq)
 			require.NoError(t, err)
 			require.True(t, r.Replayed, "crash %d: %s is decided", i, c.lastID)
 			require.Equal(t, c.last.Rejected, r.Rejected)

@@ -60,7 +60,7 @@ func TestEngineConcurrentAdmissionsNeverOverAdmit(t *testing.T) {
 			// Each submitter goes on until the grant is spent (bounded).
 			for i := 0; i < maxEach; i++ {
 				id := fmt.Sprintf("req-%02d-%02d", g, i)
-				r, err := f.eng.Submit(context.Background(), Request{CommandID: id, Actor: worker("02_exec"),
+				r, err := f.eng.Submit(context.Background(), Request{Principal: events.WorkerPrincipal("R", "02_exec"), CommandID: id, Actor: worker("02_exec"),
 					Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p", BudgetTokens: ptr(int64(ask))}})
 				require.NoError(t, err)
 				a := answer{id: id, rej: r.Rejected}

@@ -14,13 +14,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
 
 func TestEngineAdmitsAndPublishes(t *testing.T) {
 	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
 	f.seedRun("R", 100000)
-	r, err := f.eng.Submit(context.Background(), Request{CommandID: "c1", Actor: worker("02_exec"),
+	r, err := f.eng.Submit(context.Background(), Request{Principal: events.WorkerPrincipal("R", "02_exec"), CommandID: "c1", Actor: worker("02_exec"),
 		Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "find X", BudgetTokens: ptr(int64(20000))}})
 	require.NoError(t, err)
 	require.Nil(t, r.Rejected)
@@ -44,7 +45,7 @@ func TestEngineIdempotentCommandIDAcrossRestart(t *testing.T) {
 	clock := newTestClock()
 	f := openEngine(t, fs, clock, nil)
 	f.seedRun("R", 0)
-	req := Request{CommandID: "retry-me", Actor: worker("02_exec"),
+	req := Request{Principal: events.WorkerPrincipal("R", "02_exec"), CommandID: "retry-me", Actor: worker("02_exec"),
 		Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p"}}
 	first, err := f.eng.Submit(context.Background(), req)
 	require.NoError(t, err)
@@ -56,7 +57,7 @@ func TestEngineIdempotentCommandIDAcrossRestart(t *testing.T) {
 	require.JSONEq(t, string(first.Result), string(again.Result), "the same grandchildTaskRef")
 	require.Equal(t, first.Position, again.Position)
 
-	denied := Request{CommandID: "denied", Actor: worker("02_exec"),
+	denied := Request{Principal: events.WorkerPrincipal("R", "02_exec"), CommandID: "denied", Actor: worker("02_exec"),
 		Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p", Role: ptr("reviewer")}}
 	d1, err := f.eng.Submit(context.Background(), denied)
 	require.NoError(t, err)
@@ -87,7 +88,7 @@ func TestEngineConcurrentDuplicateIDs(t *testing.T) {
 	results := make(chan answer, 2)
 	for i := 0; i < 2; i++ {
 		go func() {
-			r, err := f.eng.Submit(context.Background(), Request{CommandID: "same", Actor: worker("02_exec"),
+			r, err := f.eng.Submit(context.Background(), Request{Principal: events.WorkerPrincipal("R", "02_exec"), CommandID: "same", Actor: worker("02_exec"),
 				Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p"}})
 			results <- answer{r, err}
 		}()
@@ -226,24 +227,24 @@ func TestEngineRefusesWhatTheLogWouldNot(t *testing.T) {
 	require.NoError(t, err)
 	defer e.Close()
 
-	r, err := e.Submit(context.Background(), Request{CommandID: "big", Actor: admin,
+	r, err := e.Submit(context.Background(), Request{Principal: events.AdminPrincipal(), CommandID: "big", Actor: admin,
 		Command: &RunCreate{RunID: "R", Team: "t", Goal: strings.Repeat("g", 2000), Cwd: "/w"}})
 	require.NoError(t, err)
 	require.NotNil(t, r.Rejected)
 	require.Equal(t, CodeBadParams, r.Rejected.Code)
 	require.Contains(t, r.Rejected.Message, "payload")
 
-	r, err = e.Submit(context.Background(), Request{CommandID: strings.Repeat("x", 300), Actor: admin,
+	r, err = e.Submit(context.Background(), Request{Principal: events.AdminPrincipal(), CommandID: strings.Repeat("x", 300), Actor: admin,
 		Command: &RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"}})
 	require.NoError(t, err)
 	require.Equal(t, CodeBadParams, r.Rejected.Code, "an over-long command id is refused, not written")
 
-	r, err = e.Submit(context.Background(), Request{CommandID: "small", Actor: admin,
+	r, err = e.Submit(context.Background(), Request{Principal: events.AdminPrincipal(), CommandID: "small", Actor: admin,
 		Command: &RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"}})
 	require.NoError(t, err)
 	require.Nil(t, r.Rejected, "the engine still serves")
-	again, err := e.Submit(context.Background(), Request{CommandID: "big", Actor: admin,
-		Command: &RunCreate{RunID: "R2", Team: "t", Goal: "g", Cwd: "/w"}})
+	again, err := e.Submit(context.Background(), Request{Principal: events.AdminPrincipal(), CommandID: "big", Actor: admin,
+		Command: &RunCreate{RunID: "R", Team: "t", Goal: strings.Repeat("g", 2000), Cwd: "/w"}})
 	require.NoError(t, err)
 	require.True(t, again.Replayed, "the refusal was recorded under its command id")
 	require.Equal(t, CodeBadParams, again.Rejected.Code)

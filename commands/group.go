@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,19 +28,35 @@ func (e *Engine) commit(group []*pending) error {
 			continue
 		}
 		if id != "" {
-			if first, dup := seen[id]; dup {
+			if len(p.principal) > eventlog.MaxPrincipalLen {
+				p.reply = Reply{Rejected: badParams("principal of %d bytes exceeds %d", len(p.principal), eventlog.MaxPrincipalLen)}
+				continue
+			}
+			if first, dup := seen[p.slot]; dup {
+				// NB: the same principal's id twice in one group: the second
+				// is a retry of the first only if it is the same request.
+				if !bytes.Equal(first.fp, p.fp) {
+					p.reply = Reply{Rejected: reusedID()}
+					continue
+				}
 				p.follow = first
 				continue
 			}
-			o, err := e.log.Outcome(id)
+			o, err := e.log.Outcome(p.principal, id)
 			if err == nil {
+				// An outcome moved from before format 3 has no fingerprint:
+				// it answers any retry, as it did then.
+				if len(o.Fingerprint) > 0 && !bytes.Equal(o.Fingerprint, p.fp) {
+					p.reply = Reply{Rejected: reusedID()}
+					continue
+				}
 				p.reply = recorded(o)
 				continue
 			}
 			if !errors.Is(err, eventlog.ErrNotFound) {
 				return fmt.Errorf("commands: look up command %q: %w", id, err)
 			}
-			seen[id] = p
+			seen[p.slot] = p
 		}
 		env := Env{Config: w.s.Config(), Now: e.opts.Clock().UnixNano(), NewID: e.opts.NewID, Actor: p.req.Actor, CommandID: id}
 		dec, err := decideSafely(w.s, p.req.Command, env)
@@ -48,7 +65,7 @@ func (e *Engine) commit(group []*pending) error {
 			p.err = err // a bug, not a decision: nothing is applied or recorded
 			continue
 		}
-		wr := eventlog.Write{CommandID: id, Events: make([]eventlog.Event, len(dec.Events))}
+		wr := eventlog.Write{Principal: p.principal, CommandID: id, Fingerprint: p.fp, Events: make([]eventlog.Event, len(dec.Events))}
 		for i := range dec.Events {
 			if wr.Events[i], err = toLog(&dec.Events[i]); err != nil {
 				return err
@@ -86,14 +103,25 @@ func (e *Engine) commit(group []*pending) error {
 		if len(dec.Events) > 0 {
 			p.reply.Position = next - 1
 		}
-		if len(wr.Events) > 0 || id != "" {
+		// NB: an engine command that changed nothing (an expiry not yet
+		// due, or of something already settled) is not recorded: it is
+		// decided again next time, so no recorded "not yet" outlives the
+		// reason for it.
+		record := id != "" && !(p.req.Principal.Role == events.RoleEngine && len(wr.Events) == 0)
+		if len(wr.Events) > 0 || record {
 			writes = append(writes, wr)
 		}
 	}
 
+	if err := e.hook(pointDecided); err != nil {
+		return err
+	}
 	if len(writes) > 0 {
 		first, err := e.log.Append(writes...)
 		if err != nil {
+			return err
+		}
+		if err := e.hook(pointDurable); err != nil {
 			return err
 		}
 		if len(applied) > 0 && first != e.next {
@@ -122,6 +150,9 @@ func (e *Engine) commit(group []*pending) error {
 	w.mu.Unlock()
 	ch := make(chan struct{})
 	close(*e.changed.Swap(&ch))
+	if err := e.hook(pointPublished); err != nil {
+		return err
+	}
 	for _, p := range group {
 		if p.follow != nil {
 			p.reply, p.err = p.follow.reply, p.follow.err

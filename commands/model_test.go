@@ -62,7 +62,9 @@ func randomCommand(rng *rand.Rand, s *projections.State, runs []string) Request 
 		sub = dels[rng.IntN(len(dels))].SubID
 	}
 	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
-	orch := func(c Command) Request { return Request{Actor: orchestrator, Command: c} }
+	orch := func(c Command) Request {
+		return Request{Principal: events.OrchestratorPrincipal(run), Actor: orchestrator, Command: c}
+	}
 	switch rng.IntN(16) {
 	case 0, 1, 2, 3, 11, 12, 13:
 		prompt := "find X"
@@ -82,7 +84,7 @@ func randomCommand(rng *rand.Rand, s *projections.State, runs []string) Request 
 		if rng.IntN(6) == 0 {
 			req.Model = ptr(pick("anthropic/m1", "openai/m2", "x/y"))
 		}
-		return Request{Actor: worker(task), Command: req}
+		return Request{Principal: events.WorkerPrincipal(run, task), Actor: worker(task), Command: req}
 	case 4, 5, 15:
 		var usage *int64
 		if rng.IntN(2) == 0 {
@@ -124,7 +126,7 @@ func randomCommand(rng *rand.Rand, s *projections.State, runs []string) Request 
 		if rng.IntN(3) == 0 {
 			cfg.ModelCatalog = []string{"anthropic/m1"}
 		}
-		return Request{Actor: admin, Command: &Configure{Config: cfg}}
+		return Request{Principal: events.AdminPrincipal(), Actor: admin, Command: &Configure{Config: cfg}}
 	}
 }
 
@@ -170,6 +172,12 @@ func (iv *invariants) check(t *testing.T, s *projections.State, runs []string) {
 // The model test: random valid and invalid commands through the engine,
 // invariants after every step, and at the end the incremental state equals
 // a fold of the log from position 1 and the newest snapshot plus the tail.
+//
+// Command ids: a quarter of the commands draw theirs from a small pool
+// shared by every principal (orchestrators of three runs, their workers, the
+// admin), and some are exact retries, so ids collide within and across
+// principals all the time; idModel checks every answer against what that
+// principal was answered before.
 func TestModel(t *testing.T) {
 	clock := newTestClock()
 	fs := vfs.NewMem()
@@ -182,6 +190,7 @@ func TestModel(t *testing.T) {
 	for i, run := range runs {
 		f.seedRun(run, int64(i)*60000) // R0 unmetered, R1 and R2 budgeted
 	}
+	ids := &idModel{recorded: map[string]*idRecord{}, users: map[string]map[string]bool{}}
 	iv := &invariants{spent: map[string]int64{}, granted: map[string]int64{}, admitted: map[string]bool{}, terminal: map[string]bool{}}
 	rng := rand.New(rand.NewPCG(11, 12))
 	steps := modelSteps()
@@ -191,9 +200,18 @@ func TestModel(t *testing.T) {
 		var req Request
 		e.Read(func(s *projections.State) { req = randomCommand(rng, s, runs) })
 		req.CommandID = fmt.Sprintf("m-%05d", i)
+		if rng.IntN(4) == 0 {
+			req.CommandID = idPool[rng.IntN(len(idPool))]
+		}
+		if rng.IntN(10) == 0 && len(ids.order) > 0 {
+			req = ids.recorded[ids.order[rng.IntN(len(ids.order))]].req // an exact retry
+		}
 		before := e.Head()
 		r, err := e.Submit(context.Background(), req)
 		require.NoError(t, err)
+		if !ids.check(t, l, req, r, before, e.Head()) {
+			continue // answered from the record or refused: nothing was decided
+		}
 		if r.Rejected != nil {
 			reasons[r.Rejected.Reason]++
 			rejected++
@@ -219,6 +237,11 @@ func TestModel(t *testing.T) {
 	}
 	require.Positive(t, accepted)
 	require.Positive(t, rejected)
+	require.Positive(t, ids.replayed, "exact retries were answered from the record")
+	require.Positive(t, ids.reused, "reused ids were refused")
+	require.Positive(t, ids.shared, "principals shared ids")
+	_, err = l.Verify(&eventlog.VerifyOptions{Principal: eventPrincipal})
+	require.NoError(t, err, "every outcome names the principal its events do")
 
 	var live *projections.State
 	e.Read(func(s *projections.State) { live = s.Clone() })
@@ -231,8 +254,8 @@ func TestModel(t *testing.T) {
 	require.NotZero(t, info.SnapshotPosition, "a snapshot was used")
 	require.Equal(t, live, snapped, "incremental == snapshot + tail")
 	require.NoError(t, l.Close())
-	t.Logf("%d steps: %d accepted, %d rejected, %d admitted, head %d; rejections %v",
-		steps, accepted, rejected, len(iv.admitted), full.Position, reasons)
+	t.Logf("%d steps: %d accepted, %d rejected, %d admitted, head %d; rejections %v; ids: %d replayed, %d refused as reused, %d shared across principals",
+		steps, accepted, rejected, len(iv.admitted), full.Position, reasons, ids.replayed, ids.reused, ids.shared)
 }
 
 // checkNewEvents checks the events one command appended against the state
@@ -280,4 +303,77 @@ func terminalSub(p any) string {
 		return p.SubID
 	}
 	return ""
+}
+
+// idPool is the small set of command ids every principal of the model test
+// draws from, so that ids collide; "expire:…" looks like the engine's own.
+var idPool = []string{"k0", "k1", "k2", "create-task-1", "expire:R1:gc-00000001"}
+
+// idModel is what each principal's command ids were answered: the model of
+// SPEC §2 "Whose id it is".
+type idModel struct {
+	recorded map[string]*idRecord       // principal key + NUL + id → first decision
+	order    []string                   // keys of recorded, in order (deterministic picks)
+	users    map[string]map[string]bool // id → principal keys that used it
+	replayed, reused, shared int
+}
+
+type idRecord struct {
+	req   Request
+	fp    []byte
+	reply Reply
+}
+
+// check checks one answer against the model and records a new decision. It
+// reports whether the command was decided now (not answered from the
+// record, not refused as a reused id).
+func (m *idModel) check(t *testing.T, l *eventlog.Log, req Request, r Reply, before, after uint64) bool {
+	t.Helper()
+	pk := req.Principal.Key()
+	key := pk + "\x00" + req.CommandID
+	fp, err := fingerprint(req.Command)
+	require.NoError(t, err)
+	if prev, ok := m.recorded[key]; ok {
+		require.Equal(t, before, after, "an id already decided for %s writes nothing", key)
+		if string(prev.fp) != string(fp) {
+			require.Equal(t, reusedID(), r.Rejected, "the same principal's id for another request is refused (%q)", key)
+			require.False(t, r.Replayed)
+			m.reused++
+			return false
+		}
+		require.True(t, r.Replayed, "a retry is answered from the record (%q)", key)
+		require.Equal(t, prev.reply.Rejected, r.Rejected, "a principal gets its own answer back (%q)", key)
+		require.Equal(t, string(prev.reply.Result), string(r.Result), "a principal gets its own answer back (%q)", key)
+		m.replayed++
+		return false
+	}
+	require.False(t, r.Replayed, "a principal's new id is decided, whoever used it before (%q)", key)
+	if users := m.users[req.CommandID]; len(users) > 0 {
+		m.shared++
+	} else {
+		m.users[req.CommandID] = map[string]bool{}
+	}
+	m.users[req.CommandID][pk] = true
+	m.recorded[key] = &idRecord{req: req, fp: fp, reply: r}
+	m.order = append(m.order, key)
+	// Every event it wrote carries its id and names its principal.
+	if after > before {
+		it := l.Read(before + 1)
+		defer it.Close()
+		for it.Next() {
+			ev := it.Event()
+			require.Equal(t, req.CommandID, ev.CommandID)
+			require.Equal(t, pk, eventPrincipal(ev), "events of %q name its principal", key)
+		}
+		require.NoError(t, it.Err())
+	}
+	o, err := l.Outcome(pk, req.CommandID)
+	require.NoError(t, err, "a decided command with an id is recorded (%q)", key)
+	require.Equal(t, fp, o.Fingerprint)
+	return true
+}
+
+// eventPrincipal is the principal whose command wrote a record.
+func eventPrincipal(ev *eventlog.Event) string {
+	return events.EventPrincipal(ev.ActorRole, ev.Stream, ev.ActorTask, ev.CorrelationID).Key()
 }
