@@ -312,9 +312,9 @@ var idPool = []string{"k0", "k1", "k2", "create-task-1", "expire:R1:gc-00000001"
 // idModel is what each principal's command ids were answered: the model of
 // SPEC §2 "Whose id it is".
 type idModel struct {
-	recorded map[string]*idRecord       // principal key + NUL + id → first decision
-	order    []string                   // keys of recorded, in order (deterministic picks)
-	users    map[string]map[string]bool // id → principal keys that used it
+	recorded                 map[string]*idRecord       // principal key + NUL + id → first decision
+	order                    []string                   // keys of recorded, in order (deterministic picks)
+	users                    map[string]map[string]bool // id → principal keys that used it
 	replayed, reused, shared int
 }
 

@@ -21,9 +21,11 @@ type Principal struct {
 }
 
 // Principals of the four kinds.
-func AdminPrincipal() Principal               { return Principal{Role: RoleAdmin} }
-func EnginePrincipal() Principal              { return Principal{Role: RoleEngine} }
-func OrchestratorPrincipal(run string) Principal { return Principal{Role: RoleOrchestrator, RunID: run} }
+func AdminPrincipal() Principal  { return Principal{Role: RoleAdmin} }
+func EnginePrincipal() Principal { return Principal{Role: RoleEngine} }
+func OrchestratorPrincipal(run string) Principal {
+	return Principal{Role: RoleOrchestrator, RunID: run}
+}
 func WorkerPrincipal(run, task string) Principal {
 	return Principal{Role: RoleWorker, RunID: run, TaskID: task}
 }
