@@ -113,7 +113,7 @@ func (e *Engine) commit(group []*pending) error {
 		}
 	}
 
-	if err := e.hook(pointDecided); err != nil {
+	if err := e.hook(pointDecided, group); err != nil {
 		return err
 	}
 	if len(writes) > 0 {
@@ -121,7 +121,7 @@ func (e *Engine) commit(group []*pending) error {
 		if err != nil {
 			return err
 		}
-		if err := e.hook(pointDurable); err != nil {
+		if err := e.hook(pointDurable, group); err != nil {
 			return err
 		}
 		if len(applied) > 0 && first != e.next {
@@ -150,7 +150,7 @@ func (e *Engine) commit(group []*pending) error {
 	w.mu.Unlock()
 	ch := make(chan struct{})
 	close(*e.changed.Swap(&ch))
-	if err := e.hook(pointPublished); err != nil {
+	if err := e.hook(pointPublished, group); err != nil {
 		return err
 	}
 	for _, p := range group {

@@ -20,15 +20,16 @@ const (
 type testHooks struct {
 	// queued is called by Submit once its request is in the queue.
 	queued func()
-	// commit is called by the writer at each commitPoint; a non-nil error
-	// fails the commit there (the engine fails stop), as a crash would.
-	commit func(commitPoint) error
+	// commit is called by the writer at each commitPoint with the group
+	// being committed; a non-nil error fails the commit there (the engine
+	// fails stop), as a crash would.
+	commit func(point commitPoint, group []*pending) error
 }
 
 // hook runs the commit hook at point, if a test set one.
-func (e *Engine) hook(point commitPoint) error {
+func (e *Engine) hook(point commitPoint, group []*pending) error {
 	if h := e.opts.hooks; h != nil && h.commit != nil {
-		return h.commit(point)
+		return h.commit(point, group)
 	}
 	return nil
 }
