@@ -330,7 +330,10 @@ type idRecord struct {
 func (m *idModel) check(t *testing.T, l *eventlog.Log, req Request, r Reply, before, after uint64) bool {
 	t.Helper()
 	pk := req.Principal.Key()
-	key := pk + "\x00" + req.CommandID
+	// NB: the model names principals its own way, not by Key, so a Key
+	// that merged two principals is caught.
+	p := req.Principal
+	key := fmt.Sprintf("%q/%q/%q/%q", p.Role, p.RunID, p.TaskID, req.CommandID)
 	fp, err := fingerprint(req.Command)
 	require.NoError(t, err)
 	if prev, ok := m.recorded[key]; ok {
@@ -353,7 +356,7 @@ func (m *idModel) check(t *testing.T, l *eventlog.Log, req Request, r Reply, bef
 	} else {
 		m.users[req.CommandID] = map[string]bool{}
 	}
-	m.users[req.CommandID][pk] = true
+	m.users[req.CommandID][key] = true
 	m.recorded[key] = &idRecord{req: req, fp: fp, reply: r}
 	m.order = append(m.order, key)
 	// Every event it wrote carries its id and names its principal.
