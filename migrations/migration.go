@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
 )
 
 // Migration is one format step.
@@ -19,8 +20,9 @@ type Migration struct {
 	Step func(u *eventlog.Upgrade) (changed int, err error)
 }
 
-// CommandID is the step's deterministic command id: the command-id table
-// then refuses a second record of the same step.
+// CommandID is the step's deterministic command id, the engine
+// principal's: the outcome table then refuses a second record of the same
+// step, and no client id can reach it.
 func (m Migration) CommandID() string { return fmt.Sprintf("migrate:%d:%s", m.To, m.Name) }
 
 // all is every format step, in order. NB: never edit or remove a released
@@ -32,6 +34,27 @@ var all = []Migration{
 			"so listing a store's runs does not scan the log",
 		Step: func(u *eventlog.Upgrade) (int, error) { return u.BackfillStreamCatalog() },
 	},
+	{
+		From: eventlog.FormatStreamCatalog, To: eventlog.FormatPrincipalOutcomes, Name: "principal-outcomes",
+		Doc: "key every recorded command outcome by its principal and command id: each outcome moves to the " +
+			"principal its events name (the engine; a run's orchestrator; a worker of a task), or to the admin " +
+			"when it wrote no events; moved outcomes have no fingerprint and answer any retry, as before",
+		Step: func(u *eventlog.Upgrade) (int, error) { return u.MoveOutcomes(outcomePrincipal) },
+	},
+}
+
+// outcomePrincipal is the principal an outcome recorded before format 3
+// moves to: the one its first event names (events.EventPrincipal), or the
+// admin when it wrote none. NB: an outcome without events (a rejection
+// recorded with no event) does not say whose it was; the admin is the one
+// principal that may send every command, so a retry by any other principal
+// is decided afresh rather than answered with a record that may not be its
+// own.
+func outcomePrincipal(first *eventlog.Event) string {
+	if first == nil {
+		return events.AdminPrincipal().Key()
+	}
+	return events.EventPrincipal(first.ActorRole, first.Stream, first.ActorTask, first.CorrelationID).Key()
 }
 
 // List returns every format step, in order.

@@ -48,7 +48,7 @@ func TestMigrateFixtures(t *testing.T) {
 	for _, fx := range []struct {
 		dir    string
 		format uint32
-	}{{"testdata/format1", eventlog.FormatInitial}} {
+	}{{"testdata/format1", eventlog.FormatInitial}, {"testdata/format2", eventlog.FormatStreamCatalog}} {
 		t.Run(fx.dir, func(t *testing.T) {
 			dir := migrationstest.CopyDir(t, fx.dir)
 			_, err := eventlog.Open(dir, nil)
@@ -108,4 +108,57 @@ func TestMigrateFixtures(t *testing.T) {
 			require.NoError(t, l.Close())
 		})
 	}
+}
+
+// The format-2 fixture was written by crewlog at format 2 (commit 052e7aa)
+// through its engine: an admin's run.create, the orchestrator's run and
+// task commands, a worker's admission and recorded rejection, an
+// orchestrator's rejection that wrote no event, and a clock expiry. After
+// the step to format 3 every outcome sits under the principal its events
+// name (the admin when it wrote none), none is lost, and verify checks each
+// against its events.
+func TestFormat2OutcomesMoveToTheirPrincipals(t *testing.T) {
+	dir := migrationstest.CopyDir(t, "testdata/format2")
+	l, err := eventlog.Open(dir, &eventlog.Options{AllowOlderFormat: true})
+	require.NoError(t, err)
+	defer l.Close()
+	before, err := l.Verify(nil)
+	require.NoError(t, err)
+	_, err = migrations.Run(l, &migrations.Options{Now: fixedNow})
+	require.NoError(t, err)
+
+	const run = "team_20261101090000_a1b2c3d4e5f60002"
+	want := map[string]events.Principal{
+		"create-run":                     events.AdminPrincipal(),
+		"run-running":                    events.OrchestratorPrincipal(run),
+		"create-task-1":                  events.OrchestratorPrincipal(run),
+		"start-task-1":                   events.OrchestratorPrincipal(run),
+		"d-1":                            events.WorkerPrincipal(run, "02_exec"),
+		"d-2":                            events.WorkerPrincipal(run, "02_exec"),
+		"bad-transition":                 events.AdminPrincipal(),
+		"expire:" + run + ":gc-00000001": events.EnginePrincipal(),
+	}
+	all := []events.Principal{events.AdminPrincipal(), events.EnginePrincipal(), events.OrchestratorPrincipal(run),
+		events.WorkerPrincipal(run, "02_exec")}
+	for id, p := range want {
+		o, err := l.Outcome(p.Key(), id)
+		require.NoError(t, err, "%s moved to %+v", id, p)
+		require.Nil(t, o.Fingerprint, "a moved outcome has no fingerprint")
+		for _, other := range all {
+			if other != p {
+				_, err := l.Outcome(other.Key(), id)
+				require.ErrorIs(t, err, eventlog.ErrNotFound, "%s is only %+v's", id, p)
+			}
+		}
+	}
+	d2, err := l.Outcome(events.WorkerPrincipal(run, "02_exec").Key(), "d-2")
+	require.NoError(t, err)
+	require.Equal(t, "role-denied", d2.Reason, "the recorded answer moved with it")
+
+	rep, err := l.Verify(&eventlog.VerifyOptions{Principal: func(ev *eventlog.Event) string {
+		return events.EventPrincipal(ev.ActorRole, ev.Stream, ev.ActorTask, ev.CorrelationID).Key()
+	}})
+	require.NoError(t, err)
+	require.Equal(t, before.Commands+1, rep.Commands, "every outcome moved, plus the step's own record")
+	require.Equal(t, len(want), before.Commands)
 }

@@ -96,11 +96,12 @@ func record(m Migration, now time.Time) (eventlog.Write, error) {
 		return eventlog.Write{}, fmt.Errorf("migrations: %w", err)
 	}
 	return eventlog.Write{
+		Principal: events.EnginePrincipal().Key(),
 		CommandID: m.CommandID(),
 		Events: []eventlog.Event{{
 			Stream: events.EngineStream, Type: events.TypeStoreMigrated,
 			SchemaVersion: events.SchemaVersion(events.TypeStoreMigrated),
-			Time:          now.UnixNano(), ActorRole: events.RoleAdmin, Payload: p,
+			Time:          now.UnixNano(), ActorRole: events.RoleEngine, Payload: p,
 		}},
 	}, nil
 }

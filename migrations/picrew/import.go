@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
 )
 
 // RunSummary is what the import did for one run.
@@ -56,6 +57,9 @@ func Import(l *eventlog.Log, root string, opts *Options) (Summary, error) {
 		return Summary{}, err
 	}
 	sum := Summary{Runs: []RunSummary{}}
+	// The import is the engine's command: its ids are the engine
+	// principal's, out of every client's reach.
+	engine := events.EnginePrincipal().Key()
 	for i, r := range runs {
 		p := newPlanner(src, r)
 		writes := p.plan()
@@ -70,7 +74,7 @@ func Import(l *eventlog.Log, root string, opts *Options) (Summary, error) {
 		}
 		var todo []eventlog.Write
 		for _, w := range writes {
-			_, err := l.Outcome(w.id)
+			_, err := l.Outcome(engine, w.id)
 			switch {
 			case err == nil:
 				rs.Existing++
@@ -78,7 +82,7 @@ func Import(l *eventlog.Log, root string, opts *Options) (Summary, error) {
 			case !errors.Is(err, eventlog.ErrNotFound):
 				return sum, fmt.Errorf("picrew: run %s: %w", r.id, err)
 			}
-			todo = append(todo, eventlog.Write{CommandID: w.id, Events: w.events})
+			todo = append(todo, eventlog.Write{Principal: engine, CommandID: w.id, Events: w.events})
 			rs.Appended += len(w.events)
 		}
 		if len(todo) > 0 && !o.DryRun {

@@ -70,7 +70,7 @@ func (p *planner) add(atMs int64, payload any) {
 	}
 	p.cur.events = append(p.cur.events, eventlog.Event{
 		Stream: p.r.id, Type: typ, SchemaVersion: events.SchemaVersion(typ), Time: atMs * 1e6,
-		CorrelationID: "import:picrew", ActorRole: events.RoleAdmin, Payload: b,
+		CorrelationID: events.ImportCorrelation + "picrew", ActorRole: events.RoleAdmin, Payload: b,
 	})
 }
 
