@@ -5,6 +5,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
 )
 
 func TestStripCommandID(t *testing.T) {
@@ -30,5 +33,56 @@ func TestStripCommandID(t *testing.T) {
 			require.Equal(t, c.id, id)
 			require.JSONEq(t, c.rest, string(rest))
 		})
+	}
+}
+
+// The principals that may issue one run's credentials never derive the same secret from the same commandId, and a
+// principal's retry derives its own secret again.
+func TestTokenNoncePerPrincipal(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	mint := func(p events.Principal, id string) string {
+		tok, err := mintToken(key, "R", "T1", tokenNonce(p, id))
+		require.NoError(t, err)
+		return tok
+	}
+	admin, orch := events.AdminPrincipal(), events.OrchestratorPrincipal("R")
+	require.Equal(t, mint(orch, "ci-1"), mint(orch, "ci-1"), "a retry derives the same secret")
+	require.NotEqual(t, mint(admin, "ci-1"), mint(orch, "ci-1"))
+	require.NotEqual(t, mint(orch, "ci-1"), mint(events.OrchestratorPrincipal("R2"), "ci-1"))
+	require.Equal(t, "ci-1", tokenNonce(admin, "ci-1"), "the admin's nonce is the id, as before format 3")
+	require.Empty(t, tokenNonce(orch, ""), "no id: a fresh random nonce")
+}
+
+// A worker sees the commandId of its own commands only; the run's orchestrator and the admin see every one.
+func TestRenderEventShowsCommandIDsToTheirPrincipal(t *testing.T) {
+	p, err := events.EncodePayload(&events.RunRunning{})
+	require.NoError(t, err)
+	rec := func(role, task string) *eventlog.Event {
+		return &eventlog.Event{Stream: "R", StreamVersion: 1, Position: 1, Type: events.TypeRunRunning,
+			SchemaVersion: events.SchemaVersion(events.TypeRunRunning), CommandID: "id-" + role + task,
+			ActorRole: role, ActorTask: task, Payload: p}
+	}
+	byOrch, byT1, byT2, byEngine := rec(events.RoleOrchestrator, ""), rec(events.RoleWorker, "T1"),
+		rec(events.RoleWorker, "T2"), rec(events.RoleEngine, "")
+	viewers := map[string]identity{
+		"worker T1":    {role: events.RoleWorker, runID: "R", taskID: "T1"},
+		"orchestrator": {role: events.RoleOrchestrator, runID: "R"},
+		"admin":        {role: events.RoleAdmin},
+	}
+	want := map[string][4]bool{ // sees the id of: orchestrator's, T1's, T2's, the engine's
+		"worker T1":    {false, true, false, false},
+		"orchestrator": {true, true, true, true},
+		"admin":        {true, true, true, true},
+	}
+	for name, v := range viewers {
+		for i, r := range []*eventlog.Event{byOrch, byT1, byT2, byEngine} {
+			te, err := renderEvent(r, v)
+			require.NoError(t, err)
+			if want[name][i] {
+				require.Equal(t, r.CommandID, te.Metadata.CommandID, "%s sees %s", name, r.CommandID)
+			} else {
+				require.Empty(t, te.Metadata.CommandID, "%s does not see %s", name, r.CommandID)
+			}
+		}
 	}
 }

@@ -42,7 +42,7 @@ func handleEventsSince(cl *call) (any, error) {
 			res.HasMore = true
 			break
 		}
-		te, err := renderEvent(it.Event())
+		te, err := renderEvent(it.Event(), cl.c.id)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", errReplay, err)
 		}

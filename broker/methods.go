@@ -112,6 +112,18 @@ func (c *conn) caller() commands.Caller {
 	return commands.Caller{Role: c.id.role, RunID: c.id.runID, TaskID: c.id.taskID}
 }
 
+// principal is whose command ids the connection's are (SPEC §2): always its authenticated identity, never anything
+// it sends, so no client reaches another principal's ids or the engine's.
+func (id identity) principal() events.Principal {
+	switch id.role {
+	case events.RoleAdmin:
+		return events.AdminPrincipal()
+	case events.RoleOrchestrator:
+		return events.OrchestratorPrincipal(id.runID)
+	}
+	return events.WorkerPrincipal(id.runID, id.taskID)
+}
+
 func handlePing(*call) (any, error) {
 	return map[string]any{"pong": true, "protocol": wire.ProtocolVersion}, nil
 }
@@ -131,25 +143,24 @@ func runCommand(cl *call) (any, error) {
 	var (
 		token, tokenField, tokenRun, tokenKey string
 	)
+	principal := c.id.principal()
+	nonce := tokenNonce(principal, commandID)
 	switch x := cmd.(type) {
 	case *commands.RunCreate:
 		tokenField, tokenRun, tokenKey = "orchestratorToken", x.RunID, events.OrchestratorKey
-		if token, err = mintToken(c.s.opts.ServerKey, tokenRun, tokenKey, commandID); err != nil {
+		if token, err = mintToken(c.s.opts.ServerKey, tokenRun, tokenKey, nonce); err != nil {
 			return nil, err
 		}
 		x.OrchestratorDigest = digestOf(token)
 	case *commands.CredentialIssue:
 		tokenField, tokenRun, tokenKey = "token", x.RunID, x.TaskID
-		if token, err = mintToken(c.s.opts.ServerKey, tokenRun, tokenKey, commandID); err != nil {
+		if token, err = mintToken(c.s.opts.ServerKey, tokenRun, tokenKey, nonce); err != nil {
 			return nil, err
 		}
 		x.Digest = digestOf(token)
 	}
-	actor := events.Actor{Role: c.id.role}
-	if c.id.role == events.RoleWorker {
-		actor.TaskID = c.id.taskID
-	}
-	reply, err := c.s.eng.Submit(c.ctx, commands.Request{CommandID: commandID, Actor: actor, Command: cmd})
+	reply, err := c.s.eng.Submit(c.ctx, commands.Request{Principal: principal, CommandID: commandID,
+		Actor: principal.Actor(), Command: cmd})
 	if err != nil {
 		return nil, err
 	}
@@ -163,9 +174,11 @@ func runCommand(cl *call) (any, error) {
 }
 
 // withToken adds the minted secret to the answer, after checking that it is the secret the recorded credential
-// holds. NB: a replayed outcome (same commandId) was decided for whatever request first used that id; if that
-// request differed, or the credential has been re-issued since, our derivation is not the credential's secret
-// and must not be handed out as if it were.
+// holds. NB: a replayed outcome is the same principal's answer to the same request (same fingerprint, which covers
+// the digest we derived), so the derivation matches what was recorded — except when the credential has been
+// re-issued or revoked since, or the outcome predates fingerprints (format 3) and so may have answered another
+// request under that id. In those cases our derivation is not the credential's secret and must not be handed out
+// as if it were.
 func withToken(s *Server, reply commands.Reply, field, token, runID, key string) (any, error) {
 	var res map[string]json.RawMessage
 	if err := json.Unmarshal(reply.Result, &res); err != nil {

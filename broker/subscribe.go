@@ -125,7 +125,7 @@ func (sub *subscription) pull() bool {
 
 // frame encodes the push of the iterator's current event, omitting its data if it would not fit.
 func (sub *subscription) frame(seq uint64, r *eventlog.Event) ([]byte, error) {
-	te, err := renderEvent(r)
+	te, err := renderEvent(r, sub.c.id)
 	if err != nil {
 		return nil, err
 	}

@@ -49,9 +49,11 @@ type teamMetadata struct {
 // isoMillis is JavaScript's Date.prototype.toISOString layout.
 const isoMillis = "2006-01-02T15:04:05.000Z"
 
-// renderEvent decodes a stored record into its TeamEvent. NB: credential events lose their digest here: a digest
-// is not a secret, but no client needs another key's digest, so it never leaves the daemon.
-func renderEvent(r *eventlog.Event) (teamEvent, error) {
+// renderEvent decodes a stored record into its TeamEvent as viewer sees it. NB: credential events lose their digest
+// here: a digest is not a secret, but no client needs another key's digest, so it never leaves the daemon. And a
+// worker sees the commandId of its own commands only (SPEC §2): ids are per principal, so another's id is no lever,
+// but it is not the worker's to read either.
+func renderEvent(r *eventlog.Event, viewer identity) (teamEvent, error) {
 	ev, err := projections.FromLog(r)
 	if err != nil {
 		return teamEvent{}, err
@@ -76,6 +78,9 @@ func renderEvent(r *eventlog.Event) (teamEvent, error) {
 			Seq: ev.StreamVersion, Provenance: "api", Position: ev.Position, SchemaVersion: ev.SchemaVersion,
 			CommandID: ev.CommandID, CausationID: ev.CausationID, CorrelationID: ev.CorrelationID, Actor: ev.Actor,
 		},
+	}
+	if !viewer.seesCommandOf(r) {
+		te.Metadata.CommandID = ""
 	}
 	if raw, ok := fields["taskId"]; ok {
 		json.Unmarshal(raw, &te.TaskID)
@@ -106,4 +111,13 @@ func truncateUTF16(s string, n int) string {
 		units += w
 	}
 	return s
+}
+
+// seesCommandOf reports whether the viewer may read the command id of r: the admin and the run's orchestrator see
+// every id of what they may read; a worker only the ids of its own commands.
+func (id identity) seesCommandOf(r *eventlog.Event) bool {
+	if id.role != events.RoleWorker {
+		return true
+	}
+	return events.EventPrincipal(r.ActorRole, r.Stream, r.ActorTask, r.CorrelationID) == id.principal()
 }

@@ -7,6 +7,8 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+
+	"github.com/crewlog/crewlog/events"
 )
 
 // tokenDomain separates broker tokens from any other use of the server key.
@@ -16,9 +18,9 @@ const tokenDomain = "crewlog-token\x00"
 //
 //	base64url(HMAC-SHA256(ServerKey, "crewlog-token\x00" + runID + "\x00" + key + "\x00" + nonce))
 //
-// nonce is the request's commandId, so that an idempotent retry of run.create or credential.issue — which the
-// engine answers with the recorded outcome — hands back the same secret whose digest that outcome recorded. Without
-// a commandId the nonce is 16 random bytes and every call mints a fresh secret. NB: a derivation, not storage: the
+// nonce is tokenNonce(principal, commandId), so that an idempotent retry of run.create or credential.issue — which
+// the engine answers with the recorded outcome — hands back the same secret whose digest that outcome recorded.
+// Without a commandId the nonce is 16 random bytes and every call mints a fresh secret. NB: a derivation, not storage: the
 // broker keeps no secret, the log keeps only sha256hex(token), and a restarted daemon with the same key still
 // accepts the token because the digest persists.
 func mintToken(serverKey []byte, runID, key, commandID string) (string, error) {
@@ -50,4 +52,17 @@ func digestOf(token string) string {
 // stored digest byte by byte from response timing.
 func sameDigest(a, b string) bool {
 	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+// tokenNonce is the nonce of a credential minted for principal's commandId. Ids are per principal (SPEC §2), so the
+// nonce names the principal too: the admin and a run's orchestrator, who may both issue that run's credentials,
+// never derive the same secret from the same id, and a re-issue always rotates the secret. NB: the admin's nonce is
+// the bare id, as before format 3, so a run.create retried across the upgrade still derives the secret its
+// recorded digest holds; only the admin could pick an id that spells another principal's nonce, and the admin may
+// issue every credential anyway.
+func tokenNonce(p events.Principal, commandID string) string {
+	if commandID == "" || p.Role == events.RoleAdmin {
+		return commandID
+	}
+	return p.Key() + "\x00" + commandID
 }
