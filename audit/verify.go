@@ -2,6 +2,7 @@ package audit
 
 import (
 	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
 )
 
 // VerifyOptions tune Verify; nil means defaults.
@@ -19,8 +20,9 @@ type VerifyReport struct {
 }
 
 // Verify checks the store's integrity (eventlog.Log.Verify: checksums,
-// positions, the hash chain, the stream index, the command table, the
-// snapshot) and the domain invariants of Check in one pass over the log:
+// positions, the hash chain, the stream index, the outcome table — each
+// outcome against the command id and the principal its events name
+// (events.EventPrincipal) — the snapshot) and the domain invariants of Check in one pass over the log:
 // the invariant fold consumes each record the integrity walk has just
 // decoded and checked, instead of reading the log a second time.
 //
@@ -35,7 +37,7 @@ type VerifyReport struct {
 func Verify(l *eventlog.Log, o *VerifyOptions) (VerifyReport, error) {
 	c := newChecker()
 	f := startFold(c)
-	vo := &eventlog.VerifyOptions{Visit: f.visit}
+	vo := &eventlog.VerifyOptions{Visit: f.visit, Principal: EventPrincipal}
 	if o != nil {
 		vo.Progress = o.Progress
 	}
@@ -118,4 +120,10 @@ func (f *fold) close() error {
 	close(f.q)
 	<-f.done
 	return f.err
+}
+
+// EventPrincipal is the principal (events.Principal.Key) whose command wrote
+// a record, as its envelope names it.
+func EventPrincipal(ev *eventlog.Event) string {
+	return events.EventPrincipal(ev.ActorRole, ev.Stream, ev.ActorTask, ev.CorrelationID).Key()
 }

@@ -3,6 +3,7 @@ package audittest
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -81,7 +82,7 @@ func Scenario(t testing.TB, dir string) uint64 {
 		n++
 		clk.advance(time.Second)
 		r, err := eng.Submit(context.Background(), commands.Request{
-			CommandID: fmt.Sprintf("cmd-%03d", n), Actor: actor, Command: cmd,
+			Principal: principalOf(actor, cmd), CommandID: fmt.Sprintf("cmd-%03d", n), Actor: actor, Command: cmd,
 		})
 		require.NoError(t, err)
 		return r
@@ -182,4 +183,20 @@ func snapshotPosition(t testing.TB, l *eventlog.Log) uint64 {
 	require.NoError(t, it.Err())
 	t.Fatal("audittest: no second engine.configured")
 	return 0
+}
+
+// principalOf is the principal an actor acting on cmd's run authenticates
+// as: the admin, the run's orchestrator or a worker of the run's task.
+func principalOf(actor events.Actor, cmd commands.Command) events.Principal {
+	var run string
+	if f := reflect.ValueOf(cmd).Elem().FieldByName("RunID"); f.IsValid() {
+		run = f.String()
+	}
+	switch actor.Role {
+	case events.RoleOrchestrator:
+		return events.OrchestratorPrincipal(run)
+	case events.RoleWorker:
+		return events.WorkerPrincipal(run, actor.TaskID)
+	}
+	return events.AdminPrincipal()
 }

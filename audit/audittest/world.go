@@ -90,6 +90,10 @@ func (w *World) Raw(evs ...events.Event) error {
 
 func (w *World) stage(id string, evs []events.Event) error {
 	wr := eventlog.Write{CommandID: id, Events: make([]eventlog.Event, len(evs))}
+	if len(evs) > 0 {
+		a := evs[0].Actor
+		wr.Principal = events.EventPrincipal(a.Role, evs[0].Stream, a.TaskID, evs[0].CorrelationID).Key()
+	}
 	for i := range evs {
 		p, err := events.EncodePayload(evs[i].Payload)
 		if err != nil {

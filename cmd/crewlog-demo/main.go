@@ -70,10 +70,13 @@ func run(dir string) error {
 	if mkErr != nil {
 		return mkErr
 	}
+	// The run's orchestrator wrote them (the actor of every event): its
+	// command ids are its own, the outcome table is keyed by both.
+	orch := events.OrchestratorPrincipal(run).Key()
 	first, err := l.Append(
-		eventlog.Write{CommandID: run + "-create", Expected: []eventlog.Expectation{{Stream: run, Version: eventlog.NoStream}},
-			Events: create},
-		eventlog.Write{CommandID: run + "-delegate", Events: delegate},
+		eventlog.Write{Principal: orch, CommandID: run + "-create",
+			Expected: []eventlog.Expectation{{Stream: run, Version: eventlog.NoStream}}, Events: create},
+		eventlog.Write{Principal: orch, CommandID: run + "-delegate", Events: delegate},
 	)
 	if err != nil {
 		return err
@@ -88,7 +91,7 @@ func run(dir string) error {
 	if err := it.Close(); err != nil {
 		return err
 	}
-	o, err := l.Outcome(run + "-delegate")
+	o, err := l.Outcome(orch, run+"-delegate")
 	if err != nil {
 		return err
 	}
