@@ -23,8 +23,9 @@ func TestMigrate(t *testing.T) {
 
 	r := crewctl(t, nil, "migrate", "--data", data, "--dry-run")
 	require.Equal(t, exitOK, r.code, r.err)
-	require.Contains(t, r.out, "store is at format 1; 1 step(s) pending (dry run, nothing written)")
+	require.Contains(t, r.out, "store is at format 1; 2 step(s) pending (dry run, nothing written)")
 	require.Contains(t, r.out, "1 → 2 stream-catalog")
+	require.Contains(t, r.out, "2 → 3 principal-outcomes")
 
 	r = crewctl(t, nil, "migrate", "--data", data, "--json")
 	require.Equal(t, exitOK, r.code, r.err)
@@ -32,7 +33,7 @@ func TestMigrate(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.out), &out))
 	require.Equal(t, uint32(1), out.From)
 	require.Equal(t, eventlog.CurrentFormat, out.To)
-	require.Len(t, out.Applied, 1)
+	require.Len(t, out.Applied, 2)
 	rel, err := filepath.Rel(data, out.Backup)
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(rel, filepath.Join("backups", "pre-migrate-1-")), rel)
@@ -46,7 +47,22 @@ func TestMigrate(t *testing.T) {
 
 	r = crewctl(t, nil, "migrate", "--data", data)
 	require.Equal(t, exitOK, r.code, r.err)
-	require.Equal(t, "store is at format 2, the current one: nothing to do\n", r.out)
+	require.Equal(t, "store is at format 3, the current one: nothing to do\n", r.out)
+	r = crewctl(t, nil, "verify", "--data", data)
+	require.Equal(t, exitOK, r.code, r.out+r.err)
+}
+
+// migrate takes a store written at format 2 to format 3: its outcomes move to their principals and verify, which
+// checks each against its events, passes.
+func TestMigrateFormat2(t *testing.T) {
+	data := t.TempDir()
+	store := migrationstest.CopyDir(t, filepath.Join("..", "..", "migrations", "testdata", "format2"))
+	require.NoError(t, os.Rename(store, filepath.Join(data, storeDir)))
+	r := crewctl(t, nil, "verify", "--data", data)
+	require.Equal(t, exitOK, r.code, "a format-2 store verifies read-only: %s", r.out+r.err)
+	r = crewctl(t, nil, "migrate", "--data", data)
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Contains(t, r.out, "2 → 3 principal-outcomes")
 	r = crewctl(t, nil, "verify", "--data", data)
 	require.Equal(t, exitOK, r.code, r.out+r.err)
 }
