@@ -41,6 +41,10 @@
 //     its credential by the digest of the secret it authenticated with.
 //   - Secrets: the broker mints tokens (see mintToken) and hands each only to the caller of run.create or
 //     credential.issue; the engine and the log see sha-256 digests. No token reaches a log line or an error.
+//   - Command ids belong to their caller (SPEC §2): a command's principal is the connection's authenticated
+//     identity (admin; orchestrator of its run; worker of its task), never anything in params, so no client can
+//     reach another principal's recorded outcomes or the engine's. A worker is shown the commandId of its own
+//     commands only (events.since, subscriptions); the orchestrator and the admin see every id they may read.
 //   - A client cannot make the daemon panic (a recovered panic closes that connection only), nor grow memory
 //     without bound: frames ≤ MaxFrame, queue ≤ OutboundQueueCap (+ one resync and one final frame),
 //     connections ≤ MaxConns, waits ≤ 16 per connection, params bounded by ParseCommand and the handlers.

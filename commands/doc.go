@@ -20,10 +20,26 @@
 //   - A command's events commit atomically or not at all, and its answer
 //     comes only after they are durable. A rejection that the policy decided
 //     (delegate.rejected) is recorded in the same way.
-//   - A command carrying a CommandID that was already decided is answered
-//     with the recorded outcome — the same result fields or the same code,
-//     reason and message — forever, across restarts. A retry never causes a
-//     second admission.
+//   - Command ids belong to their principal (SPEC §2, Request.Principal):
+//     the recorded outcome is keyed by (principal, CommandID) and records
+//     the request's fingerprint (SHA-256 of the method and the canonical
+//     msgpack of the parsed command, fingerprint.go). The same principal, id
+//     and fingerprint is answered with the recorded outcome — the same
+//     result fields or the same code, reason and message — forever, across
+//     restarts; a retry never causes a second admission. The same principal
+//     and id with another request is refused bad-params
+//     ("commandid-reused") and nothing is recorded. Another principal's id
+//     is never looked at. Within one group the same rules hold: a second
+//     equal request follows the first's answer, a different one is refused.
+//     An outcome moved from a format-2 store has no fingerprint and answers
+//     any retry of its principal, as it did.
+//   - The engine's own commands (clock expiries, config) are the engine
+//     principal's, which no client credential maps to, so a client naming
+//     its id "expire:<run>:<subId>" claims nothing of the engine's. An
+//     engine command that changes nothing (an expiry not yet due because
+//     the clock stepped back, or of something already settled) is not
+//     recorded: the next tick decides it again, so every delegation expires
+//     within one tick after deadline + grace whatever ids clients send.
 //   - Read sees a published state that never contains undurable events;
 //     readers never block the writer for longer than their own query.
 //   - A commit error makes the engine fail stop (ErrFailed): nothing more is
@@ -33,6 +49,10 @@
 //     free-space minimum is answered ErrNoSpace before it is decided: nothing
 //     is recorded, so the same CommandID retried later is decided then. The
 //     check runs in Submit, outside Decide, which stays pure.
+//   - Tests hold the commit path at its points (hooks.go: decided, durable,
+//     published; eventlog.Options.BeforeSync between hand-off and sync) to
+//     check, with several submitters in one group, that nobody is answered
+//     and nothing is published before the group is durable.
 //   - Delegation expiry is driven by the engine clock as ordinary commands
 //     (delegate.expire), so it is recorded, replayable and survives crashes.
 //

@@ -20,7 +20,8 @@
 //   - Fail stop: after a write or sync error every later Append returns
 //     ErrFailed. Reopening recovers every acknowledged append; the failed
 //     append is wholly present or wholly absent.
-//   - Nothing is ever deleted but superseded snapshots.
+//   - Nothing is ever deleted but superseded snapshots (and, by the step to
+//     format 3, the format-2 outcome keys it has moved).
 //   - Checkpoint copies on the operating system's file system are private
 //     (directories 0700, files 0600) whatever the umask.
 //   - Pebble's errors reach the Logger at most once per 10 s per kind, with
@@ -38,7 +39,8 @@
 //	's' | uvarint len | stream | ver:8 BE    stream index entry: the positions one append
 //	                                         gave the stream from version ver on:
 //	                                         uvarint n | uvarint pos_1 | uvarint deltas … (see index.go)
-//	'c' | command id                         sealed outcome
+//	'o' | uvarint len | principal | id       sealed outcome (format 3)
+//	'c' | command id                         sealed outcome (formats 1 and 2; moved by the step to 3)
 //	'n' | pos:8 BE                           sealed snapshot (only the newest is kept)
 //	'r' | stream                             sealed [first pos, time] (stream catalog, format 2)
 //	'm' "format"                             sealed uint32 BE format version
@@ -68,7 +70,27 @@
 //	+---------+-------------+------------------+
 //
 // An outcome's payload is a msgpack array [first uint, count uint, code str,
-// reason str, result bin]; code "" means accepted.
+// reason str, result bin, fingerprint bin]; code "" means accepted (formats
+// 1 and 2: the first five).
+//
+// # Outcomes by principal
+//
+// The outcome table is keyed by (principal, command id): the principal is
+// the caller's opaque, canonical encoding of whose id it is (crewlog's is
+// events.Principal.Key), length-prefixed so that no two pairs share a key
+// whatever bytes they hold, and under a prefix of its own ('o', not 'c'),
+// so keys of the old and new layouts never meet while the step to format 3
+// runs. Outcome(principal, id) never looks at another principal's outcome
+// under the same id. The fingerprint is the caller's digest of the request;
+// the log stores it and compares nothing.
+//
+// Records keep the plain command id (the record format is unchanged); the
+// principal is not stored in them, since the caller can tell it from the
+// envelope (actor, stream): Verify, given VerifyOptions.Principal, checks
+// every outcome's first and last events against its principal and id. The
+// step to format 3 (Upgrade.MoveOutcomes) moves each 'c' outcome to the
+// principal its first event names (the caller decides, and names one for
+// outcomes that wrote no events); moved outcomes have no fingerprint.
 //
 // # Format version
 //

@@ -14,6 +14,23 @@
 //     batch, so after a crash the store is either at the old format (run
 //     the step again) or at the new one with the event recorded.
 //   - Run on a current store does nothing and writes nothing.
+//   - The step records and the imports are the engine's commands: their
+//     outcomes are the engine principal's (events.EnginePrincipal), which no
+//     client credential maps to.
+//
+// # Format 3: outcomes by principal
+//
+// The step "principal-outcomes" moves every outcome of the format-2 command
+// table to its principal (eventlog.Upgrade.MoveOutcomes): the principal
+// that events.EventPrincipal names from the outcome's first event (its
+// actor, its stream and, for imports, its correlation id), or the admin when
+// the command wrote no event (a rejection recorded without one: the admin
+// may send every command, so no other principal is answered with a record
+// that may not be its own; its retry is decided afresh). Moved outcomes have
+// no fingerprint, and commands answers them to any retry of their principal,
+// as before format 3. The fixture testdata/format2 is a store written at
+// format 2 by crewlog's own engine, so the step is tested on what the old
+// code wrote.
 //
 // It does not take the pre-migration backup (crewctl migrate does, with
 // eventlog.Log.Checkpoint, before calling Run) and it does not stop a
