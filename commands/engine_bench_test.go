@@ -181,3 +181,15 @@ func (quiet) Errorf(string, ...any) {}
 func (q quiet) Fatalf(f string, a ...any) {
 	panic(fmt.Sprintf(f, a...))
 }
+
+// BenchmarkFingerprint is the per-command cost command ids add on the
+// submitter's goroutine (the writer only compares bytes).
+func BenchmarkFingerprint(b *testing.B) {
+	c := &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "find X in the tree and report", BudgetTokens: ptr(int64(1000))}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := fingerprint(c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
