@@ -276,7 +276,8 @@ func TestEngineRefusesWritesWhileSpaceIsLow(t *testing.T) {
 
 	before := e.Head()
 	guard.low.Store(true)
-	req := Request{CommandID: "c-1", Actor: orchestrator, Command: &RunTransition{RunID: "R", To: "blocked"}}
+	req := Request{Principal: events.OrchestratorPrincipal("R"), CommandID: "c-1", Actor: orchestrator,
+		Command: &RunTransition{RunID: "R", To: "blocked"}}
 	_, err = e.Submit(context.Background(), req)
 	require.ErrorIs(t, err, ErrNoSpace)
 	require.ErrorIs(t, err, errLowSpace)
