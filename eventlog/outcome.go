@@ -34,15 +34,20 @@ const (
 	legacyOutcomeFields = 5 // formats 1 and 2: no fingerprint
 )
 
-func (o *Outcome) encode() []byte {
+func (o *Outcome) encode() []byte { return o.encodeFields(outcomeFields) }
+
+// encodeFields encodes the first fields fields of o's value.
+func (o *Outcome) encodeFields(fields int) []byte {
 	b := make([]byte, 0, 40+len(o.Code)+len(o.Reason)+len(o.Result)+len(o.Fingerprint))
-	b = appendArrayHeader(b, outcomeFields)
+	b = appendArrayHeader(b, fields)
 	b = appendUint(b, o.First)
 	b = appendUint(b, o.Count)
 	b = appendStr(b, o.Code)
 	b = appendStr(b, o.Reason)
 	b = appendBin(b, o.Result)
-	b = appendBin(b, o.Fingerprint)
+	if fields == outcomeFields {
+		b = appendBin(b, o.Fingerprint)
+	}
 	return seal(b)
 }
 

@@ -3,6 +3,7 @@ package eventlog
 import (
 	"encoding/binary"
 	"hash/maphash"
+	"io"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -105,15 +106,10 @@ func (l *Log) Verify(opts *VerifyOptions) (VerifyReport, error) {
 			return rep, err
 		}
 	}
-	n, err := verifyCommands(snap, h.Position, ch, cmds)
+	n, err := verifyCommands(snap, h.Position, format, ch, cmds)
 	if err != nil {
 		return rep, err
 	}
-	legacy, err := verifyLegacyCommands(snap, h.Position, format, seed, cmds)
-	if err != nil {
-		return rep, err
-	}
-	n += legacy
 	s, err := verifySnapshots(snap, h.Position)
 	if err != nil {
 		return rep, err
@@ -279,7 +275,9 @@ func verifyIndex(snap *pebble.Snapshot, streams map[string][]uint64) error {
 	return nil
 }
 
-// verifyCommands checks every outcome of the outcome table.
+// verifyCommands checks every outcome of the outcome table, and the
+// command table of formats 1 and 2 ('c' keys, command id only), which a
+// store keeps until its step to format 3; a format-3 store must hold none.
 //
 // cmds holds, per position, the seeded hash of the record's principal and
 // command id (verifyRecords): an outcome whose two ends hash like it is
@@ -288,24 +286,54 @@ func verifyIndex(snap *pebble.Snapshot, streams map[string][]uint64) error {
 // all the rest of Verify; the records themselves are checksummed and
 // chained, and a collision of a per-run random 64-bit seeded hash is not a
 // risk that matters next to that.
-func verifyCommands(snap *pebble.Snapshot, headPos uint64, ch commandHasher, cmds []uint64) (int, error) {
-	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixOutcome}, UpperBound: []byte{prefixOutcome + 1}})
+func verifyCommands(snap *pebble.Snapshot, headPos uint64, format uint32, ch commandHasher, cmds []uint64) (int, error) {
+	n, err := eachKey(snap, prefixOutcome, func(k, v []byte) error {
+		o, err := decodeOutcome(k, v)
+		if err != nil {
+			return err
+		}
+		return verifyOutcome(snap, headPos, k, &o, ch.ofOutcome(&o), cmds, ch)
+	})
+	if err != nil {
+		return n, err
+	}
+	idOnly := commandHasher{seed: ch.seed}
+	legacy, err := eachKey(snap, prefixCommand, func(k, v []byte) error {
+		if format >= FormatPrincipalOutcomes {
+			return corruptf(0, k, "outcome of the format-2 layout in a format-%d store", format)
+		}
+		o, err := decodeLegacyOutcome(k, v)
+		if err != nil {
+			return err
+		}
+		// NB: cmds hashes principals when the caller checks them; a legacy
+		// outcome has none, so every comparison reads the record back.
+		return verifyOutcome(snap, headPos, k, &o, 0, nil, idOnly)
+	})
+	return n + legacy, err
+}
+
+// iterable is what eachKey reads: a *pebble.DB or a *pebble.Snapshot.
+type iterable interface {
+	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
+}
+
+// eachKey calls fn with every key with the one-byte prefix and its value,
+// in order, and returns how many it visited before fn's first error. The
+// slices are valid only during the call.
+func eachKey(r iterable, prefix byte, fn func(k, v []byte) error) (int, error) {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}})
 	if err != nil {
 		return 0, orErr(err, nil)
 	}
 	defer it.Close()
 	n := 0
 	for ok := it.First(); ok; ok = it.Next() {
-		k := it.Key()
 		v, err := it.ValueAndErr()
 		if err != nil {
 			return n, orErr(err, nil)
 		}
-		o, err := decodeOutcome(k, v)
-		if err != nil {
-			return n, err
-		}
-		if err := verifyOutcome(snap, headPos, k, &o, ch.ofOutcome(&o), cmds, ch); err != nil {
+		if err := fn(it.Key(), v); err != nil {
 			return n, err
 		}
 		n++
@@ -313,38 +341,23 @@ func verifyCommands(snap *pebble.Snapshot, headPos uint64, ch commandHasher, cmd
 	return n, orErr(it.Error(), nil)
 }
 
-// verifyLegacyCommands checks the command table of formats 1 and 2 ('c'
-// keys, command id only), which a store keeps until its step to format 3.
-// A format-3 store must hold none.
-func verifyLegacyCommands(snap *pebble.Snapshot, headPos uint64, format uint32, seed maphash.Seed, cmds []uint64) (int, error) {
-	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixCommand}, UpperBound: []byte{prefixCommand + 1}})
+// getter is what readRecord reads: a *pebble.DB or a *pebble.Snapshot.
+type getter interface {
+	Get(key []byte) ([]byte, io.Closer, error)
+}
+
+// readRecord decodes the record at pos into ev.
+func readRecord(g getter, pos uint64, ev *Event) error {
+	rv, closer, err := g.Get(eventKey(pos))
 	if err != nil {
-		return 0, orErr(err, nil)
+		return orErr(err, nil)
 	}
-	defer it.Close()
-	idOnly := commandHasher{seed: seed}
-	n := 0
-	for ok := it.First(); ok; ok = it.Next() {
-		k := it.Key()
-		if format >= FormatPrincipalOutcomes {
-			return n, corruptf(0, k, "outcome of the format-2 layout in a format-%d store", format)
-		}
-		v, err := it.ValueAndErr()
-		if err != nil {
-			return n, orErr(err, nil)
-		}
-		o, err := decodeLegacyOutcome(k, v)
-		if err != nil {
-			return n, err
-		}
-		// NB: cmds hashes principals when the caller checks them; a legacy
-		// outcome has none, so every comparison reads the record back.
-		if err := verifyOutcome(snap, headPos, k, &o, 0, nil, idOnly); err != nil {
-			return n, err
-		}
-		n++
+	err = DecodeRecord(rv, ev)
+	closer.Close()
+	if err != nil {
+		return &CorruptError{Position: pos, Key: keyString(eventKey(pos)), Reason: err.Error()}
 	}
-	return n, orErr(it.Error(), nil)
+	return nil
 }
 
 // verifyOutcome checks that o (stored under key k) points inside the log at
@@ -363,14 +376,8 @@ func verifyOutcome(snap *pebble.Snapshot, headPos uint64, k []byte, o *Outcome, 
 		if cmds != nil && pos-1 < uint64(len(cmds)) && cmds[pos-1] == want {
 			continue
 		}
-		rv, closer, err := snap.Get(eventKey(pos))
-		if err != nil {
-			return orErr(err, nil)
-		}
-		err = DecodeRecord(rv, &ev)
-		closer.Close()
-		if err != nil {
-			return &CorruptError{Position: pos, Key: keyString(eventKey(pos)), Reason: err.Error()}
+		if err := readRecord(snap, pos, &ev); err != nil {
+			return err
 		}
 		if ev.CommandID != o.CommandID {
 			return corruptf(0, k, "outcome points to position %d, which belongs to command %q", pos, ev.CommandID)
