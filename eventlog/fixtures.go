@@ -10,16 +10,23 @@ import (
 
 // RewindFormatForFixtures turns a freshly written store into one written
 // at an older format, for the fixture generators (build tag
-// crewlog_fixtures): it drops what the later formats added and sets the
-// marker. It exists only in fixture builds; nothing may ever lower the
-// format of a real store.
+// crewlog_fixtures): it drops or rewrites what the later formats added and
+// sets the marker — below format 3 every outcome goes back to the command
+// table of formats 1 and 2 (c | command id, no fingerprint, no principal),
+// below format 2 the stream catalog goes. It exists only in fixture builds;
+// nothing may ever lower the format of a real store.
 func (l *Log) RewindFormatForFixtures(to uint32) error {
-	if to != FormatInitial {
+	if to < FormatInitial || to >= FormatPrincipalOutcomes {
 		return fmt.Errorf("eventlog: no rewind to format %d", to)
 	}
 	b := l.db.NewBatch()
 	defer b.Close()
-	_ = b.DeleteRange([]byte{prefixCatalog}, []byte{prefixCatalog + 1}, nil)
+	if err := l.stageLegacyOutcomes(b); err != nil {
+		return fmt.Errorf("eventlog: rewind format: %w", err)
+	}
+	if to < FormatStreamCatalog {
+		_ = b.DeleteRange([]byte{prefixCatalog}, []byte{prefixCatalog + 1}, nil)
+	}
 	_ = b.Set(keyFormat, encodeFormat(to), nil)
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("eventlog: rewind format: %w", err)

@@ -119,18 +119,8 @@ func TestVerifyChecksOutcomePrincipal(t *testing.T) {
 // build wrote it, and sets the marker to 2.
 func toLegacy(t *testing.T, l *Log) {
 	t.Helper()
-	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixOutcome}, UpperBound: []byte{prefixOutcome + 1}})
-	require.NoError(t, err)
 	b := l.db.NewBatch()
-	for ok := it.First(); ok; ok = it.Next() {
-		v, err := it.ValueAndErr()
-		require.NoError(t, err)
-		o, err := decodeOutcome(it.Key(), v)
-		require.NoError(t, err)
-		require.NoError(t, b.Set(legacyCommandKey(o.CommandID), o.encodeLegacy(), nil))
-		require.NoError(t, b.Delete(it.Key(), nil))
-	}
-	require.NoError(t, it.Close())
+	require.NoError(t, l.stageLegacyOutcomes(b))
 	require.NoError(t, b.Set(keyFormat, encodeFormat(FormatStreamCatalog), nil))
 	require.NoError(t, b.Commit(pebble.Sync))
 	require.NoError(t, b.Close())

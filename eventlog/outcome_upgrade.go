@@ -2,6 +2,8 @@ package eventlog
 
 import (
 	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // MoveOutcomes moves every outcome of the format-2 command table (c |
@@ -52,6 +54,21 @@ func (u *Upgrade) MoveOutcomes(principalOf func(first *Event) string) (moved int
 		return nil
 	})
 	return moved, err
+}
+
+// stageLegacyOutcomes stages into b the rewrite of every outcome in the
+// layout of formats 1 and 2 — MoveOutcomes backwards, dropping principal and
+// fingerprint — for fixture builds and tests that make an old store.
+func (l *Log) stageLegacyOutcomes(b *pebble.Batch) error {
+	_, err := eachKey(l.db, prefixOutcome, func(k, v []byte) error {
+		o, err := decodeOutcome(k, v)
+		if err != nil {
+			return err
+		}
+		_ = b.Set(legacyCommandKey(o.CommandID), o.encodeLegacy(), nil)
+		return b.Delete(k, nil)
+	})
+	return err
 }
 
 // encodeLegacy encodes o in the layout of formats 1 and 2 (no fingerprint),

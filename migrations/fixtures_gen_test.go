@@ -28,8 +28,11 @@ type taskCreatedV1 struct {
 	Model     string   `msgpack:"model,omitempty"`
 }
 
-// TestGenerateFixtures writes testdata/format1, a small store of every
-// past format (only format 1 so far). Run it with
+// TestGenerateFixtures writes testdata/format1, a small store at format 1.
+// (testdata/format2 is not generated here: it was written at format 2 by
+// crewlog's own engine, commit 052e7aa, so that the step to format 3 is
+// tested on what that code wrote; see TestFormat2OutcomesMoveToTheirPrincipals.)
+// Run it with
 //
 //	go test -tags crewlog_fixtures -run TestGenerateFixtures ./migrations/
 //
