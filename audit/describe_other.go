@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // describeMailbox tells message traffic; bodies are never shown (they may
@@ -62,16 +63,22 @@ func describeEngine(ev events.Event) string {
 	if p == nil {
 		return ev.Type
 	}
-	return "config: " + ConfigSummary(p.NestingEnabled, p.MaxDepth, p.MaxSlots, p.SerializeOnPathOverlap,
-		p.UnmeteredDelegates, p.ModelCatalog, p.SettleGraceSec)
+	return "config: " + ConfigSummary(projections.ConfigOf(p))
 }
 
-// ConfigSummary is the one-line form of the admission knobs.
-func ConfigSummary(nesting bool, maxDepth, maxSlots int, serialize bool, unmetered string, catalog []string, grace int) string {
+// ConfigSummary is the one-line form of the admission knobs; the fair-slot
+// and quota knobs follow when any is set (a log written before they existed
+// has none).
+func ConfigSummary(c projections.Config) string {
 	cat := "any model"
-	if catalog != nil {
-		cat = "catalog [" + strings.Join(catalog, ",") + "]"
+	if c.ModelCatalog != nil {
+		cat = "catalog [" + strings.Join(c.ModelCatalog, ",") + "]"
 	}
-	return fmt.Sprintf("nesting=%t maxDepth=%d maxSlots=%d serialize=%t unmetered=%s %s grace=%ds",
-		nesting, maxDepth, maxSlots, serialize, unmetered, cat, grace)
+	s := fmt.Sprintf("nesting=%t maxDepth=%d maxSlots=%d serialize=%t unmetered=%s %s grace=%ds",
+		c.NestingEnabled, c.MaxDepth, c.MaxSlots, c.SerializeOnPathOverlap, c.UnmeteredDelegates, cat, c.SettleGraceSec)
+	if c.SlotShare != 0 || c.SlotWaitSec != 0 || c.QuotaEvents != 0 || c.QuotaBytes != 0 || c.QuotaMsgsPerMin != 0 {
+		s += fmt.Sprintf(" slotShare=%d slotWait=%ds quotaEvents=%d quotaBytes=%d quotaMsgsPerMin=%d",
+			c.SlotShare, c.SlotWaitSec, c.QuotaEvents, c.QuotaBytes, c.QuotaMsgsPerMin)
+	}
+	return s
 }

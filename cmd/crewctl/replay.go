@@ -154,9 +154,7 @@ func printReplay(w io.Writer, out replayOutput) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nstate at %d: %d run(s), slots %d/%d held, config %s\n", out.Position, len(out.Runs),
-		out.Slots.Held, out.Slots.Capacity, audit.ConfigSummary(out.Config.NestingEnabled, out.Config.MaxDepth,
-			out.Config.MaxSlots, out.Config.SerializeOnPathOverlap, out.Config.UnmeteredDelegates,
-			out.Config.ModelCatalog, out.Config.SettleGraceSec))
+		out.Slots.Held, out.Slots.Capacity, audit.ConfigSummary(out.Config))
 	if out.Explained {
 		fmt.Fprintf(w, "\ndecisions re-run with today's code: %d, drift: %d\n", len(out.Decisions), out.Drift)
 		for _, d := range out.Decisions {
