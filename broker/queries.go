@@ -30,13 +30,28 @@ func readState[T any](cl *call, fn func(st *projections.State) T) T {
 	return out
 }
 
-// query.run {} → the run.
+// runResult is query.run's answer: the run, and what its quotas and the slot pool count for it.
+type runResult struct {
+	projections.Run
+	Usage runUsage `json:"usage"`
+}
+
+type runUsage struct {
+	Events    int64 `json:"events"`
+	MsgBytes  int64 `json:"msgBytes"`
+	SlotsHeld int   `json:"slotsHeld"`
+}
+
+// query.run {} → the run, with usage {events, msgBytes, slotsHeld}.
 func handleQueryRun(cl *call) (any, error) {
 	p, runID := queryParams(cl, nil)
 	if p.err != nil {
 		return nil, p.err
 	}
-	return readState(cl, func(st *projections.State) projections.Run { r, _ := st.Run(runID); return r }), nil
+	return readState(cl, func(st *projections.State) runResult {
+		r, _ := st.Run(runID)
+		return runResult{Run: r, Usage: runUsage{Events: r.Usage.Events, MsgBytes: r.Usage.MsgBytes, SlotsHeld: st.SlotsHeldBy(runID)}}
+	}), nil
 }
 
 type runsResult struct {
