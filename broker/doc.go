@@ -48,6 +48,14 @@
 //   - A client cannot make the daemon panic (a recovered panic closes that connection only), nor grow memory
 //     without bound: frames ≤ MaxFrame, queue ≤ OutboundQueueCap (+ one resync and one final frame),
 //     connections ≤ MaxConns, waits ≤ 16 per connection, params bounded by ParseCommand and the handlers.
+//   - Every list a query answers is reachable whatever its size: query.tasks, query.delegations, query.ledger and
+//     query.mailbox page by cursor, and a page whose items would not fit in a frame is cut short (hasMore) rather
+//     than refused (paging.go); events.since ends a page before an event that does not fit in the rest of it and
+//     sends an event without its data (omitted) only when it cannot fit a page of its own. Only a single item
+//     larger than a frame is oversize-frame.
+//   - A hello cannot probe which runs exist: an unknown run, an unknown task and a wrong orchestrator token all
+//     answer auth; stale-token (pi-crew's answer, which its client acts on) needs an existing run and task named.
+//     query.slots shows a worker only its own run's holders.
 //   - Errors map to wire codes in one table (errors.go); anything unmapped is "internal", logged in full.
 //   - The socket is reachable only by the daemon's uid (socket 0600 in a 0700 directory), or also by SocketGroup
 //     (0660 / 0750 with that group); an existing directory others may reach is refused, never chmod-ed. Every
