@@ -33,8 +33,8 @@ func handleEventsSince(cl *call) (any, error) {
 	}
 	s := cl.c.s
 	res := sinceResult{Events: []json.RawMessage{}, NextSeq: since}
-	pageBudget := s.opts.MaxFrame - frameSlack - len(cl.id)
-	budget := pageBudget // what is left of this page
+	empty := pageBudget(cl)
+	budget := empty // what is left of this page
 	it := s.log.ReadStream(runID, since+1)
 	defer it.Close()
 	for it.Next() {
@@ -47,7 +47,7 @@ func handleEventsSince(cl *call) (any, error) {
 			return nil, fmt.Errorf("%w: %w", errReplay, err)
 		}
 		b, err := json.Marshal(te)
-		if err == nil && len(b)+1 > pageBudget {
+		if err == nil && len(b)+1 > empty {
 			b, err = json.Marshal(te.omitData())
 		}
 		if err != nil {

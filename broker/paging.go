@@ -24,7 +24,7 @@ type page[T any] struct {
 // in a response frame it reads again with the limit that fits, so the projection computes the cursor (pointing at
 // the first item left out) and no item is ever skipped. A single item too large for a frame is oversize-frame.
 func fitPage[T, W any](cl *call, limit int, read func(limit int) (page[T], error), render func(T) W) (page[W], error) {
-	budget := cl.c.s.opts.MaxFrame - frameSlack - len(cl.id)
+	budget := pageBudget(cl)
 	for {
 		p, err := read(limit)
 		if err != nil {
@@ -50,6 +50,9 @@ func fitPage[T, W any](cl *call, limit int, read func(limit int) (page[T], error
 		limit = len(out.items)
 	}
 }
+
+// pageBudget is the bytes a response page may take: the frame, less room for the envelope around it.
+func pageBudget(cl *call) int { return cl.c.s.opts.MaxFrame - frameSlack - len(cl.id) }
 
 // pageParams reads {limit?, cursor?} of a paged query.
 func pageParams(p *params) (limit int, cursor string) {

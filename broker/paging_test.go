@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/events"
 )
 
@@ -131,4 +132,63 @@ func TestTwoThousandDelegationsReadableByPages(t *testing.T) {
 	b, err := json.Marshal(res)
 	require.NoError(t, err)
 	require.Less(t, len(b), 262144)
+}
+
+// TestLedgerHistoryPagedWhenTooLarge: with a 16 KiB frame, a parent's account after 300 metered delegations is too
+// large to send whole: query.ledger sends it without its history (historyOmitted), and query.ledger {taskId} pages
+// the history — every reservation once, in order — so nothing is out of reach.
+func TestLedgerHistoryPagedWhenTooLarge(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: 16 << 10}})
+	a := f.dial()
+	a.helloAdmin()
+	orch := a.ok("run.create", map[string]any{"runId": runR, "team": "t", "goal": "g", "cwd": "/w",
+		"budgetTotal": 100_000_000})["orchestratorToken"].(string)
+	o := f.dial()
+	o.hello(runR, events.OrchestratorKey, orch)
+	o.ok("run.transition", map[string]any{"to": "running"})
+	o.ok("task.create", map[string]any{"taskId": taskP, "role": "executor", "agent": "a", "title": "P", "cwd": "/w/P"})
+	o.ok("task.transition", map[string]any{"taskId": taskP, "to": "running"})
+	p := f.dial()
+	p.hello(runR, taskP, o.ok("credential.issue", map[string]any{"taskId": taskP})["token"].(string))
+	const n = 300
+	var want []any
+	for range n {
+		sub := p.ok("delegate.request", map[string]any{"prompt": "look", "budgetTokens": 7})["grandchildTaskRef"].(string)
+		o.ok("delegate.settle", map[string]any{"subId": sub, "outcome": "ok", "text": "done", "usageTokens": 9})
+		want = append(want, sub)
+	}
+
+	res := o.ok("query.ledger", nil)
+	accounts := res["accounts"].([]any)
+	require.Len(t, accounts, 1)
+	acct := accounts[0].(map[string]any)
+	require.Equal(t, true, acct["historyOmitted"])
+	require.Nil(t, acct["reservations"])
+	require.EqualValues(t, n*9, acct["tokensSpent"], "the totals are whole")
+
+	var reserved, charged []any
+	cursor, pages := "", 0
+	for {
+		params := map[string]any{"taskId": taskP, "limit": 1000}
+		if cursor != "" {
+			params["cursor"] = cursor
+		}
+		h := o.ok("query.ledger", params)
+		pages++
+		require.EqualValues(t, 2*n, h["total"])
+		for _, r := range h["reservations"].([]any) {
+			reserved = append(reserved, r.(map[string]any)["subId"])
+		}
+		for _, c := range h["charges"].([]any) {
+			charged = append(charged, c.(map[string]any)["subId"])
+		}
+		if h["hasMore"] != true {
+			break
+		}
+		cursor = h["nextCursor"].(string)
+	}
+	require.Greater(t, pages, 2, "600 entries do not fit one 16 KiB frame")
+	require.Equal(t, want, reserved)
+	require.Equal(t, want, charged)
+	require.Equal(t, wire.CodeNoTask, o.fails("query.ledger", map[string]any{"taskId": "nobody"}, wire.CodeNoTask).Code)
 }

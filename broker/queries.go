@@ -115,11 +115,6 @@ func handleQueryDelegations(cl *call) (any, error) {
 	return queryRunPage(cl, "delegations", (*projections.State).DelegationsPage)
 }
 
-// query.ledger {limit?, cursor?} → {accounts, nextCursor?, hasMore, total}.
-func handleQueryLedger(cl *call) (any, error) {
-	return queryRunPage(cl, "accounts", (*projections.State).LedgerPage)
-}
-
 // queryRunPage answers a paged query over one run's records, in creation order, shortening the page to what fits
 // in a frame (the cursor then points at the first record left out).
 func queryRunPage[T any](cl *call, key string,
@@ -132,7 +127,18 @@ func queryRunPage[T any](cl *call, key string,
 	if p.err != nil {
 		return nil, p.err
 	}
-	pg, err := fitPage(cl, limit, func(limit int) (page[T], error) {
+	pg, err := runPage(cl, runID, limit, cursor, read, same[T])
+	if err != nil {
+		return nil, err
+	}
+	return pagedResult(key, pg), nil
+}
+
+// runPage reads a page of one run's records with read and renders it for the wire, cut to what fits in a frame.
+func runPage[T, W any](cl *call, runID string, limit int, cursor string,
+	read func(st *projections.State, runID string, f projections.PageFilter) (projections.Page[T], error),
+	render func(T) W) (page[W], error) {
+	return fitPage(cl, limit, func(limit int) (page[T], error) {
 		var (
 			pp  projections.Page[T]
 			err error
@@ -141,11 +147,7 @@ func queryRunPage[T any](cl *call, key string,
 			pp, err = read(st, runID, projections.PageFilter{Limit: limit, Cursor: cursor})
 		})
 		return page[T]{items: pp.Items, next: pp.NextCursor, total: pp.Total}, err
-	}, same[T])
-	if err != nil {
-		return nil, err
-	}
-	return pagedResult(key, pg), nil
+	}, render)
 }
 
 // query.slots {} → the daemon-wide slot pool {held, capacity, subIds}. It is not per run: the admin needs no

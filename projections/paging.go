@@ -26,25 +26,33 @@ type Page[T any] struct {
 // creation order. The cursor is the ordinal of the next id to return, so it
 // stays valid while records are added between two pages (none is removed).
 func pageOf[T any](order []string, f PageFilter, item func(id string) T) (Page[T], error) {
-	start := 0
-	if f.Cursor != "" {
-		c, err := strconv.ParseUint(f.Cursor, 36, 32)
-		if err != nil || c > uint64(len(order)) {
-			return Page[T]{}, fmt.Errorf("%w: %q", ErrBadCursor, f.Cursor)
-		}
-		start = int(c)
+	start, end, next, err := pageRange(len(order), f)
+	if err != nil {
+		return Page[T]{}, err
 	}
-	end := len(order)
-	page := Page[T]{Total: len(order)}
-	if f.Limit > 0 && end-start > f.Limit {
-		end = start + f.Limit
-		page.NextCursor = strconv.FormatUint(uint64(end), 36)
-	}
-	page.Items = make([]T, 0, end-start)
+	page := Page[T]{Total: len(order), NextCursor: next, Items: make([]T, 0, end-start)}
 	for _, id := range order[start:end] {
 		page.Items = append(page.Items, item(id))
 	}
 	return page, nil
+}
+
+// pageRange is the page [start, end) of a list of n entries that f selects,
+// and the cursor of the next page ("" on the last).
+func pageRange(n int, f PageFilter) (start, end int, next string, err error) {
+	if f.Cursor != "" {
+		c, err := strconv.ParseUint(f.Cursor, 36, 32)
+		if err != nil || c > uint64(n) {
+			return 0, 0, "", fmt.Errorf("%w: %q", ErrBadCursor, f.Cursor)
+		}
+		start = int(c)
+	}
+	end = n
+	if f.Limit > 0 && end-start > f.Limit {
+		end = start + f.Limit
+		next = strconv.FormatUint(uint64(end), 36)
+	}
+	return start, end, next, nil
 }
 
 // TasksPage returns a page of run runID's tasks in creation order (shadow
@@ -75,4 +83,38 @@ func (s *State) LedgerPage(runID string, f PageFilter) (Page[Account], error) {
 		return Page[Account]{}, nil
 	}
 	return pageOf(r.accountOrder, f, func(id string) Account { return *r.accounts[id].clone() })
+}
+
+// LedgerHistory is one page of an account's history: its reservations, then
+// its charges, as one list (entries 0..len(reservations)-1 are the
+// reservations). Total is the length of that list.
+type LedgerHistory struct {
+	Reservations []Reservation
+	Charges      []Charge
+	NextCursor   string
+	Total        int
+}
+
+// AccountHistory returns a page of the history of task taskID's account in
+// run runID; ok is false when the task has no account. The cursor is an
+// ordinal into the append-only list, so it stays valid as the account grows.
+func (s *State) AccountHistory(runID, taskID string, f PageFilter) (h LedgerHistory, ok bool, err error) {
+	r := s.runs[runID]
+	if r == nil || r.accounts[taskID] == nil {
+		return LedgerHistory{}, false, nil
+	}
+	a := r.accounts[taskID]
+	nr := len(a.Reservations)
+	start, end, next, err := pageRange(nr+len(a.Charges), f)
+	if err != nil {
+		return LedgerHistory{}, true, err
+	}
+	h = LedgerHistory{Reservations: []Reservation{}, Charges: []Charge{}, NextCursor: next, Total: nr + len(a.Charges)}
+	if start < nr {
+		h.Reservations = append(h.Reservations, a.Reservations[start:min(end, nr)]...)
+	}
+	if end > nr {
+		h.Charges = append(h.Charges, a.Charges[max(start, nr)-nr:end-nr]...)
+	}
+	return h, true, nil
 }

@@ -83,9 +83,56 @@ func fetchRun(ctx context.Context, b Broker, runID string, only ...string) (audi
 		rv.Delegations, err = callPaged[projections.Delegation](ctx, b, "query.delegations", "delegations", runID)
 	}
 	if err == nil && want("query.ledger") {
-		rv.Ledger, err = callPaged[projections.Account](ctx, b, "query.ledger", "accounts", runID)
+		rv.Ledger, err = fetchLedger(ctx, b, runID)
 	}
 	return rv, err
+}
+
+// ledgerAccount is an account as query.ledger sends it: one too large for a frame comes without its history.
+type ledgerAccount struct {
+	projections.Account
+	HistoryOmitted bool `json:"historyOmitted"`
+}
+
+// fetchLedger reads every account of the run and, for an account sent without its history, the history page by
+// page (query.ledger {taskId}).
+func fetchLedger(ctx context.Context, b Broker, runID string) ([]projections.Account, error) {
+	accounts, err := callPaged[ledgerAccount](ctx, b, "query.ledger", "accounts", runID)
+	out := make([]projections.Account, 0, len(accounts))
+	for _, a := range accounts {
+		if err == nil && a.HistoryOmitted {
+			a.Reservations, a.Charges, err = fetchHistory(ctx, b, runID, a.TaskID)
+		}
+		out = append(out, a.Account)
+	}
+	return out, err
+}
+
+// fetchHistory reads one account's reservations and charges, following the cursor.
+func fetchHistory(ctx context.Context, b Broker, runID, taskID string) ([]projections.Reservation, []projections.Charge, error) {
+	var (
+		res []projections.Reservation
+		chg []projections.Charge
+	)
+	p := map[string]any{"runId": runID, "taskId": taskID, "limit": maxPageLimit}
+	for {
+		var h struct {
+			Reservations []projections.Reservation `json:"reservations"`
+			Charges      []projections.Charge      `json:"charges"`
+			NextCursor   string                    `json:"nextCursor"`
+		}
+		if err := call(ctx, b, "query.ledger", p, &h); err != nil {
+			return res, chg, err
+		}
+		res, chg = append(res, h.Reservations...), append(chg, h.Charges...)
+		if h.NextCursor == "" {
+			return res, chg, nil
+		}
+		if h.NextCursor == p["cursor"] {
+			return res, chg, problemf("query.ledger: the daemon returned cursor %q again", h.NextCursor)
+		}
+		p["cursor"] = h.NextCursor
+	}
 }
 
 // callPaged reads every page of a paged run query ({limit, cursor} →
