@@ -81,17 +81,7 @@ func TestTwoThousandDelegationsReadableByPages(t *testing.T) {
 		t.Skip("2,000 delegations")
 	}
 	f := newFixture(t, fixtureOpts{})
-	a := f.dial()
-	a.helloAdmin()
-	orch := a.ok("run.create", map[string]any{"runId": runR, "team": "t", "goal": "g", "cwd": "/w",
-		"budgetTotal": 100_000_000})["orchestratorToken"].(string)
-	o := f.dial()
-	o.hello(runR, events.OrchestratorKey, orch)
-	o.ok("run.transition", map[string]any{"to": "running"})
-	o.ok("task.create", map[string]any{"taskId": taskP, "role": "executor", "agent": "a", "title": "P", "cwd": "/w/P"})
-	o.ok("task.transition", map[string]any{"taskId": taskP, "to": "running"})
-	p := f.dial()
-	p.hello(runR, taskP, o.ok("credential.issue", map[string]any{"taskId": taskP})["token"].(string))
+	o, p := f.meteredRun()
 	const n = 2000
 	want := make([]string, 0, n)
 	for i := range n {
@@ -139,17 +129,7 @@ func TestTwoThousandDelegationsReadableByPages(t *testing.T) {
 // the history — every reservation once, in order — so nothing is out of reach.
 func TestLedgerHistoryPagedWhenTooLarge(t *testing.T) {
 	f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: 16 << 10}})
-	a := f.dial()
-	a.helloAdmin()
-	orch := a.ok("run.create", map[string]any{"runId": runR, "team": "t", "goal": "g", "cwd": "/w",
-		"budgetTotal": 100_000_000})["orchestratorToken"].(string)
-	o := f.dial()
-	o.hello(runR, events.OrchestratorKey, orch)
-	o.ok("run.transition", map[string]any{"to": "running"})
-	o.ok("task.create", map[string]any{"taskId": taskP, "role": "executor", "agent": "a", "title": "P", "cwd": "/w/P"})
-	o.ok("task.transition", map[string]any{"taskId": taskP, "to": "running"})
-	p := f.dial()
-	p.hello(runR, taskP, o.ok("credential.issue", map[string]any{"taskId": taskP})["token"].(string))
+	o, p := f.meteredRun()
 	const n = 300
 	var want []any
 	for range n {
@@ -191,4 +171,21 @@ func TestLedgerHistoryPagedWhenTooLarge(t *testing.T) {
 	require.Equal(t, want, reserved)
 	require.Equal(t, want, charged)
 	require.Equal(t, wire.CodeNoTask, o.fails("query.ledger", map[string]any{"taskId": "nobody"}, wire.CodeNoTask).Code)
+}
+
+// meteredRun creates run R with a budget and its running parent P, and returns the orchestrator's and P's
+// connections.
+func (f *fixture) meteredRun() (orch, parent *client) {
+	f.t.Helper()
+	a := f.dial()
+	a.helloAdmin()
+	orch = f.dial()
+	orch.hello(runR, events.OrchestratorKey, a.ok("run.create", map[string]any{"runId": runR, "team": "t", "goal": "g",
+		"cwd": "/w", "budgetTotal": 100_000_000})["orchestratorToken"].(string))
+	orch.ok("run.transition", map[string]any{"to": "running"})
+	orch.ok("task.create", map[string]any{"taskId": taskP, "role": "executor", "agent": "a", "title": "P", "cwd": "/w/P"})
+	orch.ok("task.transition", map[string]any{"taskId": taskP, "to": "running"})
+	parent = f.dial()
+	parent.hello(runR, taskP, orch.ok("credential.issue", map[string]any{"taskId": taskP})["token"].(string))
+	return orch, parent
 }
