@@ -25,7 +25,7 @@ func TestCheckFindsBrokenInvariants(t *testing.T) {
 		actor events.Actor
 		cmd   commands.Command
 	}{
-		{audittest.Admin, &commands.RunCreate{RunID: run, Team: "crew", Cwd: "/srv", BudgetTotal: 1000}},
+		{audittest.Admin, &commands.RunCreate{RunID: run, Team: "crew", Cwd: "/srv", BudgetTotal: new(int64(1000))}},
 		{audittest.Orchestrator, &commands.RunTransition{RunID: run, To: "running"}},
 		{audittest.Orchestrator, &commands.TaskCreate{RunID: run, TaskID: "t1", Role: "explorer", Agent: "explorer", StepID: "s"}},
 		{audittest.Orchestrator, &commands.TaskTransition{RunID: run, TaskID: "t1", To: "running"}},

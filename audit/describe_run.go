@@ -15,8 +15,8 @@ func describeRun(ev events.Event) string {
 		switch {
 		case p.BudgetUnlimited:
 			s += ", budget unlimited"
-		case p.BudgetTotal > 0:
-			s += fmt.Sprintf(", budget %d tokens", p.BudgetTotal)
+		case p.BudgetTotal != nil:
+			s += fmt.Sprintf(", budget %d tokens", *p.BudgetTotal)
 		}
 		return s
 	case *events.RunBudgetWarning:

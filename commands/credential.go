@@ -50,7 +50,7 @@ func (c *CredentialIssue) decide(s *projections.State, env *Env) (Decision, erro
 	if !ok {
 		return Decision{}, reject(CodeNoTask, "no-task", "task %q not found in run %q", c.TaskID, c.RunID)
 	}
-	if limit := env.Config.MaxDepth; t.Agent == events.DelegateAgent && t.Shadow() && t.EffectiveDepth() >= limit {
+	if limit := env.Config.MaxDepth; t.Shadow() && t.EffectiveDepth() >= limit {
 		return Decision{}, reject(CodeForbidden, events.ReasonDepthExceeded,
 			"credential.issue: task %s is at depth %d and maxDepth is %d; a grandchild at the depth limit cannot delegate",
 			c.TaskID, t.EffectiveDepth(), limit)

@@ -79,8 +79,8 @@ func (c *DelegateSettle) decide(s *projections.State, env *Env) (Decision, error
 	if d.Status.Terminal() {
 		return Decision{}, badParams("delegate.settle: delegation %s is already settled (%s)", c.SubID, d.Status)
 	}
-	if c.UsageTokens != nil && *c.UsageTokens < 0 {
-		return Decision{}, badParams("delegate.settle: usageTokens must not be negative")
+	if c.UsageTokens != nil && (*c.UsageTokens < 0 || *c.UsageTokens > MaxUsageTokens) {
+		return Decision{}, badParams("delegate.settle: usageTokens must be an integer in 0..%d", int64(MaxUsageTokens))
 	}
 	var usage int64
 	if c.UsageTokens != nil {
@@ -121,10 +121,21 @@ func settlement(s *projections.State, env *Env, d projections.Delegation, outcom
 	})}
 	res := SettleResult{OK: true, SubID: d.SubID, Status: outcomeStatus(outcome), MessageID: msgID, To: to, Rerouted: rerouted}
 	if d.Metered && usage > d.Reserved {
-		res.Charged = usage - d.Reserved
-		evs = append(evs, env.event(d.RunID, events.TypeBudgetCharged, &events.BudgetCharged{
-			TaskID: d.ParentTaskID, SubID: d.SubID, Tokens: res.Charged, UsageTokens: usage, ReservedTokens: d.Reserved,
-		}))
+		charge := &events.BudgetCharged{
+			TaskID: d.ParentTaskID, SubID: d.SubID, Tokens: usage - d.Reserved, UsageTokens: usage, ReservedTokens: d.Reserved,
+		}
+		// Nested budget mode: a charge never takes the parent past what
+		// it may still spend; the rest is recorded as uncharged.
+		if run, found := s.Run(d.RunID); found && env.Config.BudgetMode == events.BudgetModeNested {
+			if b := meter(s, run, d.ParentTaskID, env.Config); b.metered {
+				charge.Tokens = max(0, min(charge.Tokens, b.remaining()))
+				charge.Uncharged = usage - d.Reserved - charge.Tokens
+			}
+		}
+		res.Charged = charge.Tokens
+		if charge.Tokens > 0 || charge.Uncharged > 0 {
+			evs = append(evs, env.event(d.RunID, events.TypeBudgetCharged, charge))
+		}
 	}
 	term := &events.DelegateSettled{TaskID: d.ParentTaskID, SubID: d.SubID, OK: ok, UsageTokens: usage, MessageID: msgID, Expired: expired}
 	var payload any

@@ -23,6 +23,13 @@ const (
 	DefaultDelegateRole = "explorer"
 	// rejectedMessageChars bounds delegate.rejected's message, as pi-crew.
 	rejectedMessageChars = 120
+	// MaxRecordedRoleChars bounds the requested role as crewlog records and
+	// quotes it (delegate.requested, the policy inputs, the role-denied
+	// message). Any string is a valid request and an unknown role is a
+	// recorded role-denied (SPEC §4.1), but a huge one must not bloat the
+	// log; every allowed role is far shorter, so the cut never changes a
+	// decision and replay reaches the same one.
+	MaxRecordedRoleChars = 64
 )
 
 // Roles a grandchild may take (D§4.3 check 1) and those that can write.
@@ -75,13 +82,16 @@ func (c *DelegateRequest) decide(s *projections.State, env *Env) (Decision, erro
 	cfg := env.Config
 	role := DefaultDelegateRole
 	if c.Role != nil {
-		role = *c.Role
+		role = truncate(*c.Role, MaxRecordedRoleChars)
 	}
 	policy := &events.Policy{
 		NestingEnabled: cfg.NestingEnabled, Trusted: !c.Untrusted, Role: role,
 		MaxDepth: cfg.MaxDepth, Held: s.SlotsHeld(), Capacity: cfg.MaxSlots,
 		UnmeteredDelegates: cfg.UnmeteredDelegates, CatalogSize: catalogSize(cfg.ModelCatalog),
 		Serialize: cfg.SerializeOnPathOverlap, TimeoutSec: c.timeout(),
+	}
+	if cfg.BudgetMode != events.BudgetModePicrew {
+		policy.BudgetMode = cfg.BudgetMode
 	}
 	if c.Model != nil {
 		policy.Model = strings.TrimSpace(*c.Model)
@@ -94,10 +104,10 @@ func (c *DelegateRequest) decide(s *projections.State, env *Env) (Decision, erro
 	if !cfg.NestingEnabled {
 		ev := env.event(c.RunID, events.TypeDelegateRejected, &events.DelegateRejected{
 			TaskID: c.TaskID, Reason: events.ReasonNestingDisabled,
-			Message: "delegate rejected: nesting is disabled (nesting.enabled=false)", Policy: policy,
+			Message: truncate(nestingDisabledPolicyMessage, rejectedMessageChars), Policy: policy,
 		})
 		return Decision{Events: []events.Event{ev}}, reject(CodePolicyDisabled, events.ReasonNestingDisabled,
-			"delegate.request: nesting is disabled (nesting.enabled=false)")
+			"%s", nestingDisabledMessage)
 	}
 
 	// Step 5: mint the subId; requested and the decision commit together.
@@ -114,7 +124,7 @@ func (c *DelegateRequest) decide(s *projections.State, env *Env) (Decision, erro
 	// Step 6: policy checks, in order.
 	parent, ok := s.Task(c.RunID, c.TaskID)
 	if !ok {
-		msg := fmt.Sprintf("delegate: parent task '%s' not found", c.TaskID)
+		msg := fmt.Sprintf("task '%s' not found", c.TaskID)
 		return deny(CodeNoTask, events.ReasonNoTask, msg, msg)
 	}
 	policy.ParentStatus, policy.ParentRole = string(parent.Status), parent.Role
@@ -152,13 +162,21 @@ func (c *DelegateRequest) decide(s *projections.State, env *Env) (Decision, erro
 	if msg, unfair := slotShareExceeded(s, c.RunID, env, policy); unfair {
 		return denied(events.ReasonSlotShareExceeded, msg)
 	}
-	b := meter(s, run, c.TaskID)
+	b := meter(s, run, c.TaskID, cfg)
 	policy.Metered, policy.Granted, policy.Spent = b.metered, b.granted, b.spent
+	if b.nested {
+		policy.RunPool, policy.RunSpent = b.pool, b.poolSpent
+	}
 	if b.metered {
 		if policy.Requested > b.granted-b.spent {
 			return denied(events.ReasonBudgetInsufficient, fmt.Sprintf(
 				"delegate rejected: requested budget %d tokens exceeds parent task '%s' remaining allocation %d (%d granted - %d spent)",
 				policy.Requested, c.TaskID, b.granted-b.spent, b.granted, b.spent))
+		}
+		if policy.Requested > b.remaining() {
+			return denied(events.ReasonBudgetInsufficient, fmt.Sprintf(
+				"delegate rejected: requested budget %d tokens exceeds the run's remaining budget %d (%d budgetTotal - %d spent by its tasks; budget mode nested)",
+				policy.Requested, b.remaining(), b.pool, b.poolSpent))
 		}
 	} else if cfg.UnmeteredDelegates == events.UnmeteredDeny {
 		return denied(events.ReasonUnmeteredDenied,
@@ -171,14 +189,14 @@ func (c *DelegateRequest) decide(s *projections.State, env *Env) (Decision, erro
 	timeout := c.timeout()
 	if math.IsNaN(timeout) || math.IsInf(timeout, 0) || timeout < 1 || timeout > MaxTimeoutSec {
 		return denied(events.ReasonTimeoutInvalid, fmt.Sprintf(
-			"delegate rejected: timeoutSec %v is outside 1..%d (default %d)", timeout, MaxTimeoutSec, DefaultTimeoutSec))
+			"delegate rejected: timeoutSec %s is outside 1..%d (default %d)", jsNumber(timeout), MaxTimeoutSec, DefaultTimeoutSec))
 	}
 	if slices.Contains(writeRoles, role) && !cfg.SerializeOnPathOverlap {
 		policy.Overlapping = overlappingExecutors(s, c.RunID, c.TaskID, parent.Cwd)
 		if policy.Overlapping > 0 {
 			return denied(events.ReasonWorkspaceConflict, fmt.Sprintf(
-				"delegate rejected: cwd '%s' overlaps %d in-flight executor(s) and limits.serializeOnPathOverlap is off — "+
-					"use a read-only grandchild role (explorer/analyst) or enable serialization", parent.Cwd, policy.Overlapping))
+				"delegate rejected: parent task '%s' cwd overlaps %d in-flight executor(s) and limits.serializeOnPathOverlap is off — "+
+					"use a read-only grandchild role (explorer/analyst) or enable serialization", c.TaskID, policy.Overlapping))
 		}
 	}
 
@@ -224,7 +242,8 @@ func (c *DelegateRequest) timeout() float64 {
 }
 
 // validate is SPEC §4.1 step 2. The allowed role set and the timeout range
-// are policy checks (recorded), not parameter checks.
+// are policy checks (recorded), not parameter checks: any role string,
+// empty or long, is decided by the role gate.
 func (c *DelegateRequest) validate() error {
 	invalid := func(what string) error { return badParams("delegate.request: invalid params: %s", what) }
 	n := utf8.RuneCountInString(c.Prompt)
@@ -242,11 +261,16 @@ func (c *DelegateRequest) validate() error {
 		return invalid(fmt.Sprintf("maxTurns must be an integer in 1..%d", MaxTurnsLimit))
 	case c.BudgetTokens != nil && (*c.BudgetTokens < 0 || *c.BudgetTokens > MaxBudgetTokens):
 		return invalid(fmt.Sprintf("budgetTokens must be an integer in 0..%d", MaxBudgetTokens))
-	case c.Role != nil && (*c.Role == "" || len(*c.Role) > 64):
-		return invalid("role must be a non-empty string")
 	}
 	return nil
 }
+
+// pi-crew's texts for a delegate.request refused at the capability gate: the
+// wire message of the broker, and the policy's message recorded on the event.
+const (
+	nestingDisabledMessage       = "delegate is disabled: nesting.enabled=false (fail-closed default; delegate.rejected recorded in events.jsonl)"
+	nestingDisabledPolicyMessage = "delegate rejected: governed nesting is disabled (nesting.enabled=false, the fail-closed default; enable it in USER config)"
+)
 
 // overlappingExecutors counts the run's other running executor-class tasks
 // whose cwd is exactly cwd (D§4.7: exact equality, not prefix).

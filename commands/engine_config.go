@@ -42,6 +42,9 @@ func ValidateConfig(c projections.Config) error {
 		errs = append(errs, fmt.Errorf("settle grace %d s is outside 0..%d", c.SettleGraceSec, MaxSettleGraceSec))
 	}
 	errs = append(errs, validateFairness(c)...)
+	if c.BudgetMode != "" && c.BudgetMode != events.BudgetModePicrew && c.BudgetMode != events.BudgetModeNested {
+		errs = append(errs, fmt.Errorf("budgetMode %q is neither %s nor %s", c.BudgetMode, events.BudgetModePicrew, events.BudgetModeNested))
+	}
 	for _, m := range c.ModelCatalog {
 		if m == "" || len(m) > MaxModelChars {
 			errs = append(errs, fmt.Errorf("model catalog entry %q must be 1..%d chars", m, MaxModelChars))
@@ -57,7 +60,8 @@ func SameConfig(a, b projections.Config) bool {
 		a.SerializeOnPathOverlap == b.SerializeOnPathOverlap && a.UnmeteredDelegates == b.UnmeteredDelegates &&
 		a.SettleGraceSec == b.SettleGraceSec && (a.ModelCatalog == nil) == (b.ModelCatalog == nil) &&
 		slices.Equal(a.ModelCatalog, b.ModelCatalog) && a.SlotShare == b.SlotShare && a.SlotWaitSec == b.SlotWaitSec &&
-		a.QuotaEvents == b.QuotaEvents && a.QuotaBytes == b.QuotaBytes && a.QuotaMsgsPerMin == b.QuotaMsgsPerMin
+		a.QuotaEvents == b.QuotaEvents && a.QuotaBytes == b.QuotaBytes && a.QuotaMsgsPerMin == b.QuotaMsgsPerMin &&
+		recordedBudgetMode(a.BudgetMode) == recordedBudgetMode(b.BudgetMode)
 }
 
 func (c *Configure) decide(s *projections.State, env *Env) (Decision, error) {
@@ -70,4 +74,14 @@ func (c *Configure) decide(s *projections.State, env *Env) (Decision, error) {
 	}
 	ev := env.event(events.EngineStream, events.TypeEngineConfigured, c.Config.Event())
 	return Decision{Events: []events.Event{ev}, Result: res}, nil
+}
+
+// recordedBudgetMode is the budget mode as engine.configured records it: the
+// default is left out, so a log written in picrew mode reads the same as one
+// written before the knob existed.
+func recordedBudgetMode(mode string) string {
+	if mode == events.BudgetModePicrew {
+		return ""
+	}
+	return mode
 }

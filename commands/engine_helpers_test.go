@@ -75,7 +75,7 @@ func (f *engineFixture) do(c Command) Reply {
 
 // seedRun creates a running run with one running executor task 02_exec.
 func (f *engineFixture) seedRun(runID string, budget int64) {
-	f.do(&RunCreate{RunID: runID, Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: budget})
+	f.do(&RunCreate{RunID: runID, Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: optBudget(budget)})
 	f.do(&RunTransition{RunID: runID, To: "running"})
 	f.do(&TaskCreate{RunID: runID, TaskID: "02_exec", Role: "executor", Agent: "a", Title: "exec", Cwd: "/w", StepID: "exec", Model: "anthropic/m1"})
 	f.do(&TaskTransition{RunID: runID, TaskID: "02_exec", To: "running"})
@@ -84,3 +84,11 @@ func (f *engineFixture) seedRun(runID string, budget int64) {
 func worker(task string) events.Actor { return events.Actor{Role: events.RoleWorker, TaskID: task} }
 
 func ptr[T any](v T) *T { return &v }
+
+// optBudget is a fixture's budgetTotal: 0 stands for unset.
+func optBudget(n int64) *int64 {
+	if n == 0 {
+		return nil
+	}
+	return &n
+}

@@ -214,8 +214,8 @@ func parseRunCreate(p *paramReader, _ Caller, runID string) Command {
 	// orchestrator's secret; it is never a param.
 	return &RunCreate{
 		RunID: runID, Team: p.str("team", true), Workflow: p.str("workflow", false), Goal: p.str("goal", true),
-		Cwd: p.str("cwd", true), BudgetTotal: p.int64("budgetTotal", false), BudgetUnlimited: p.bool("budgetUnlimited"),
-		BudgetWarning: p.float("budgetWarning"), BudgetAbort: p.float("budgetAbort"),
+		Cwd: p.str("cwd", true), BudgetTotal: p.optInt64("budgetTotal"), BudgetUnlimited: p.bool("budgetUnlimited"),
+		BudgetWarning: p.optFloat("budgetWarning"), BudgetAbort: p.optFloat("budgetAbort"),
 	}
 }
 

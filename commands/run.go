@@ -12,15 +12,17 @@ import (
 // batch when OrchestratorDigest is set: the broker mints the secret and
 // passes only its sha-256 digest, so the secret never reaches the log).
 type RunCreate struct {
-	RunID              string // minted when empty
-	Team               string
-	Workflow           string
-	Goal               string
-	Cwd                string
-	BudgetTotal        int64
+	RunID    string // minted when empty
+	Team     string
+	Workflow string
+	Goal     string
+	Cwd      string
+	// BudgetTotal, BudgetWarning and BudgetAbort are nil when not given;
+	// a given 0 is kept (events.RunCreated).
+	BudgetTotal        *int64
 	BudgetUnlimited    bool
-	BudgetWarning      float64
-	BudgetAbort        float64
+	BudgetWarning      *float64
+	BudgetAbort        *float64
 	OrchestratorDigest string
 }
 
@@ -46,7 +48,7 @@ func (c *RunCreate) decide(s *projections.State, env *Env) (Decision, error) {
 		return Decision{}, badParams("run.create: team must be 1..%d chars", MaxIDChars)
 	case len(c.Goal) > MaxBodyChars || len(c.Workflow) > MaxIDChars || len(c.Cwd) > 4096:
 		return Decision{}, badParams("run.create: goal, workflow or cwd too long")
-	case c.BudgetTotal < 0:
+	case c.BudgetTotal != nil && *c.BudgetTotal < 0:
 		return Decision{}, badParams("run.create: budgetTotal must not be negative")
 	case !fraction(c.BudgetWarning) || !fraction(c.BudgetAbort):
 		return Decision{}, badParams("run.create: budgetWarning and budgetAbort must be fractions in [0,1]")
@@ -69,7 +71,7 @@ func (c *RunCreate) decide(s *projections.State, env *Env) (Decision, error) {
 	return Decision{Events: evs, Result: RunCreateResult{RunID: id, Status: string(projections.RunQueued)}}, nil
 }
 
-func fraction(f float64) bool { return !math.IsNaN(f) && f >= 0 && f <= 1 }
+func fraction(f *float64) bool { return f == nil || !math.IsNaN(*f) && *f >= 0 && *f <= 1 }
 
 // runTransitions is the D§2.2 machine (from === to is always allowed).
 var runTransitions = map[projections.RunStatus][]projections.RunStatus{

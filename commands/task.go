@@ -53,7 +53,9 @@ func (c *TaskCreate) decide(s *projections.State, env *Env) (Decision, error) {
 	deps := append([]string{}, c.DependsOn...)
 	ev := env.event(c.RunID, events.TypeTaskCreated, &events.TaskCreated{
 		TaskID: c.TaskID, Role: c.Role, Agent: c.Agent, Title: c.Title, Cwd: c.Cwd, DependsOn: deps,
-		StepID: c.StepID, Depth: c.Depth, Model: c.Model, Kind: events.TaskKindOf(c.StepID),
+		// NB: task.create makes workflow tasks only, with or without a
+		// stepId; shadow tasks come from delegate.admitted.
+		StepID: c.StepID, Depth: c.Depth, Model: c.Model, Kind: events.TaskKindWorkflow,
 	})
 	return Decision{Events: []events.Event{ev}, Result: map[string]any{"ok": true, "taskId": c.TaskID, "status": "queued"}}, nil
 }
@@ -95,7 +97,7 @@ func (c *TaskTransition) decide(s *projections.State, env *Env) (Decision, error
 	if !ok {
 		return Decision{}, reject(CodeNoTask, "no-task", "task %q not found in run %q", c.TaskID, c.RunID)
 	}
-	if t.Agent == events.DelegateAgent && t.StepID == "" {
+	if t.Shadow() {
 		return Decision{}, badParams("task.transition: %s is a delegation's shadow task; settle or cancel the delegation", c.TaskID)
 	}
 	to := projections.TaskStatus(c.To)

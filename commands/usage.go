@@ -40,13 +40,16 @@ func (*TaskUsage) Kind() string { return "task.usage" }
 
 // UsageResult is the answer to task.usage. BudgetUsed is the run's
 // Σ input+output+cacheWrite after the report; Warning and Aborted say
-// whether this report crossed the warning or abort threshold.
+// whether this report crossed the warning or abort threshold (one report
+// that crosses both only aborts), FairShare whether it took the task above
+// its fair share.
 type UsageResult struct {
 	OK         bool   `json:"ok"`
 	TaskID     string `json:"taskId"`
 	BudgetUsed int64  `json:"budgetUsed"`
 	Warning    bool   `json:"budgetWarning,omitempty"`
 	Aborted    bool   `json:"budgetAbort,omitempty"`
+	FairShare  bool   `json:"budgetFairShare,omitempty"`
 }
 
 func (c *TaskUsage) decide(s *projections.State, env *Env) (Decision, error) {
@@ -73,35 +76,64 @@ func (c *TaskUsage) decide(s *projections.State, env *Env) (Decision, error) {
 	})}
 	// The projection keeps the run's sum incrementally; this report replaces
 	// the task's previous totals, exactly as Apply will.
-	used := run.BudgetUsed - t.Usage.Budgeted() + u.Budgeted()
+	used := projections.SaturatingAdd(run.BudgetUsed, u.Budgeted()-t.Usage.Budgeted())
 	res := UsageResult{OK: true, TaskID: c.TaskID, BudgetUsed: used}
-	if run.BudgetTotal <= 0 || run.BudgetUnlimited {
+	total, _ := run.Budget()
+	if total <= 0 || run.BudgetUnlimited {
 		return Decision{Events: evs, Result: res}, nil
 	}
-	budget := events.RunBudget{BudgetTotal: run.BudgetTotal, BudgetUsed: used}
-	if !run.BudgetWarned && reached(used, run.BudgetTotal, run.BudgetWarning, DefaultBudgetWarning) {
-		budget.Threshold = "warning"
-		w := events.RunBudgetWarning(budget)
-		evs = append(evs, env.event(c.RunID, events.TypeRunBudgetWarning, &w))
-		res.Warning = true
-	}
-	if !run.BudgetAborted && reached(used, run.BudgetTotal, run.BudgetAbort, DefaultBudgetAbort) {
+	budget := events.RunBudget{BudgetTotal: total, BudgetUsed: used}
+	// pi-crew's checkPerTaskBudget: an abort says it all; the warning and
+	// the fair-share flag are for a run that goes on.
+	if !run.BudgetAborted && reached(used, total, run.BudgetAbort, DefaultBudgetAbort) {
 		budget.Threshold = "abort"
 		a := events.RunBudgetAbort(budget)
 		evs = append(evs, env.event(c.RunID, events.TypeRunBudgetAbort, &a))
 		evs = append(evs, budgetAbort(s, env, run)...)
 		res.Aborted = true
+		return Decision{Events: evs, Result: res}, nil
+	}
+	if !run.BudgetWarned && reached(used, total, run.BudgetWarning, DefaultBudgetWarning) {
+		budget.Threshold = "warning"
+		w := events.RunBudgetWarning(budget)
+		evs = append(evs, env.event(c.RunID, events.TypeRunBudgetWarning, &w))
+		res.Warning = true
+	}
+	if overFairShare(u.Budgeted(), total) && !overFairShare(t.Usage.Budgeted(), total) {
+		evs = append(evs, env.event(c.RunID, events.TypeTaskBudgetFairShare, &events.TaskBudgetFairShare{
+			TaskID: c.TaskID, BudgetTotal: total, TaskUsage: u.Budgeted(),
+		}))
+		res.FairShare = true
 	}
 	return Decision{Events: evs, Result: res}, nil
 }
 
 // reached reports whether used ≥ fraction·total, fraction defaulting to def
-// when the run left it unset (0).
-func reached(used, total int64, fraction, def float64) bool {
-	if fraction <= 0 {
-		fraction = def
+// when the run left it unset. An explicit 0 is kept, as pi-crew's
+// `budgetAbort ?? 0.95`: every report reaches it.
+func reached(used, total int64, fraction *float64, def float64) bool {
+	f := def
+	if fraction != nil {
+		f = *fraction
 	}
-	return float64(used) >= fraction*float64(total)
+	return float64(used) >= f*float64(total)
+}
+
+// FairShareFraction is the share of budgetTotal above which one task's usage
+// is flagged (task.budget_fair_share), provided it is also above
+// fairShareFloor of it (pi-crew's checkPerTaskBudget).
+const (
+	FairShareFraction = 0.5
+	fairShareFloor    = 0.1
+)
+
+// overFairShare reports whether a task that used taskUsage is above its fair
+// share of total. A report flags the task when it goes above, not on every
+// report after (pi-crew re-flags on each scheduler pass; a log records the
+// crossing once).
+func overFairShare(taskUsage, total int64) bool {
+	u := float64(taskUsage)
+	return u > FairShareFraction*float64(total) && u > fairShareFloor*float64(total)
 }
 
 // budgetAbort is what an abort does to the run (D§4.4): workflow tasks that

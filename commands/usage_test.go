@@ -68,7 +68,7 @@ func (l *fxLog) apply(dec Decision) {
 // fxRunning is a running run in /w with the workflow task 02_exec running.
 func fxRunning(t *testing.T, budgetTotal int64) *fxLog {
 	l := fxNew(t)
-	l.add(events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: budgetTotal})
+	l.add(events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: optBudget(budgetTotal)})
 	l.add(events.TypeRunRunning, &events.RunRunning{})
 	return l.task("02_exec", projections.TaskRunning)
 }
@@ -239,7 +239,7 @@ func TestTaskUsageBudgetSkipped(t *testing.T) {
 		rc   events.RunCreated
 	}{
 		{"no budgetTotal", events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"}},
-		{"unlimited", events.RunCreated{Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: 10, BudgetUnlimited: true}},
+		{"unlimited", events.RunCreated{Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: new(int64(10)), BudgetUnlimited: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := fxNew(t).add(events.TypeRunCreated, &tc.rc).add(events.TypeRunRunning, &events.RunRunning{})
@@ -253,7 +253,7 @@ func TestTaskUsageBudgetSkipped(t *testing.T) {
 
 func TestTaskUsageCustomThresholds(t *testing.T) {
 	l := fxNew(t).add(events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w",
-		BudgetTotal: 1000, BudgetWarning: 0.5, BudgetAbort: 0.6})
+		BudgetTotal: new(int64(1000)), BudgetWarning: new(0.5), BudgetAbort: new(0.6)})
 	l.task("02_exec", projections.TaskRunning)
 	dec, err := fxDecide(t, l.s, &TaskUsage{RunID: fxRun, TaskID: "02_exec", Input: 500})
 	require.NoError(t, err)

@@ -32,4 +32,8 @@ type BudgetCharged struct {
 	Tokens         int64  `json:"tokens" msgpack:"tokens"`
 	UsageTokens    int64  `json:"usageTokens" msgpack:"usageTokens"`
 	ReservedTokens int64  `json:"reservedTokens" msgpack:"reservedTokens"`
+	// Uncharged is the excess the budget could not cover (nested budget
+	// mode only: a charge never takes the parent past its grant). Tokens +
+	// Uncharged = UsageTokens − ReservedTokens.
+	Uncharged int64 `json:"uncharged,omitempty" msgpack:"uncharged,omitempty"`
 }

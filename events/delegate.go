@@ -120,6 +120,12 @@ type Policy struct {
 	Spent              int64  `json:"spent" msgpack:"spent"`
 	Requested          int64  `json:"requested" msgpack:"requested"`
 	UnmeteredDelegates string `json:"unmeteredDelegates,omitempty" msgpack:"unmeteredDelegates,omitempty"`
+	// BudgetMode is the config's budget mode when it is not the default;
+	// in nested mode RunPool and RunSpent are the run's budgetTotal and the
+	// spend of its workflow tasks, the pool a workflow task draws from.
+	BudgetMode string `json:"budgetMode,omitempty" msgpack:"budgetMode,omitempty"`
+	RunPool    int64  `json:"runPool,omitempty" msgpack:"runPool,omitempty"`
+	RunSpent   int64  `json:"runSpent,omitempty" msgpack:"runSpent,omitempty"`
 	// Model is the requested model; CatalogSize is -1 when no catalog is
 	// configured (every model allowed) and 0 for an empty catalog (none).
 	Model       string  `json:"model,omitempty" msgpack:"model,omitempty"`

@@ -9,6 +9,19 @@ const (
 	UnmeteredDeny  = "deny"
 )
 
+// Values of EngineConfigured.BudgetMode: how a delegation's grant is found.
+//
+//   - picrew (the default, pi-crew 0.11.46): every task without an
+//     allocation, a shadow task too, is seeded with the run's whole
+//     budgetTotal, so spend across depths is not bounded by it;
+//   - nested: a shadow task's grant is the reservation its parent made for
+//     it, and the run's workflow tasks share one pool of budgetTotal, so
+//     the run's total spend never exceeds budgetTotal.
+const (
+	BudgetModePicrew = "picrew"
+	BudgetModeNested = "nested"
+)
+
 // EngineConfigured records the admission knobs in force, written whenever
 // they change, so replay re-evaluates a decision with the config that made
 // it. Its stream is EngineStream.
@@ -30,4 +43,7 @@ type EngineConfigured struct {
 	QuotaEvents     int64 `json:"quotaEvents,omitempty" msgpack:"quotaEvents,omitempty"`
 	QuotaBytes      int64 `json:"quotaBytes,omitempty" msgpack:"quotaBytes,omitempty"`
 	QuotaMsgsPerMin int   `json:"quotaMsgsPerMin,omitempty" msgpack:"quotaMsgsPerMin,omitempty"`
+	// BudgetMode is BudgetModePicrew (absent, the default) or
+	// BudgetModeNested.
+	BudgetMode string `json:"budgetMode,omitempty" msgpack:"budgetMode,omitempty"`
 }

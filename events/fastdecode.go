@@ -32,6 +32,8 @@ var fastDecoders = map[string]fastDecoder{
 	TypeRunBudgetAbort:   v1Fast(func(r *fastReader, p *RunBudgetAbort) { r.readRunBudget((*RunBudget)(p)) }),
 	TypeRunQuotaExceeded: v1Fast((*fastReader).readRunQuotaExceeded),
 
+	TypeTaskBudgetFairShare: v1Fast((*fastReader).readTaskBudgetFairShare),
+
 	TypeTaskCreated:        v1Fast((*fastReader).readTaskCreated),
 	TypeTaskStarted:        v1Fast((*fastReader).readTaskStarted),
 	TypeTaskCompleted:      v1Fast(func(r *fastReader, p *TaskCompleted) { r.readTaskEnded((*TaskEnded)(p)) }),
@@ -163,16 +165,44 @@ func (r *fastReader) readRunCreated(p *RunCreated) {
 			p.Cwd = r.str()
 		case "budgetTotal":
 			r.once(&seen, 4)
-			p.BudgetTotal = r.int()
+			if !r.peekNil() {
+				v := r.int()
+				p.BudgetTotal = &v
+			}
 		case "budgetUnlimited":
 			r.once(&seen, 5)
 			p.BudgetUnlimited = r.bool()
 		case "budgetWarning":
 			r.once(&seen, 6)
-			p.BudgetWarning = r.float()
+			if !r.peekNil() {
+				v := r.float()
+				p.BudgetWarning = &v
+			}
 		case "budgetAbort":
 			r.once(&seen, 7)
-			p.BudgetAbort = r.float()
+			if !r.peekNil() {
+				v := r.float()
+				p.BudgetAbort = &v
+			}
+		default:
+			r.skip()
+		}
+	}
+}
+
+func (r *fastReader) readTaskBudgetFairShare(p *TaskBudgetFairShare) {
+	var seen fieldSet
+	for n := r.mapLen(); n > 0 && r.ok(); n-- {
+		switch r.key() {
+		case "taskId":
+			r.once(&seen, 0)
+			p.TaskID = r.str()
+		case "budgetTotal":
+			r.once(&seen, 1)
+			p.BudgetTotal = r.int()
+		case "taskUsage":
+			r.once(&seen, 2)
+			p.TaskUsage = r.int()
 		default:
 			r.skip()
 		}
@@ -602,6 +632,15 @@ func (r *fastReader) readPolicy(p *Policy) {
 		case "slotShare":
 			r.once(&seen, 22)
 			p.SlotShare = int(r.int())
+		case "budgetMode":
+			r.once(&seen, 23)
+			p.BudgetMode = r.str()
+		case "runPool":
+			r.once(&seen, 24)
+			p.RunPool = r.int()
+		case "runSpent":
+			r.once(&seen, 25)
+			p.RunSpent = r.int()
 		default:
 			r.skip()
 		}
@@ -718,6 +757,9 @@ func (r *fastReader) readBudgetCharged(p *BudgetCharged) {
 		case "reservedTokens":
 			r.once(&seen, 4)
 			p.ReservedTokens = r.int()
+		case "uncharged":
+			r.once(&seen, 5)
+			p.Uncharged = r.int()
 		default:
 			r.skip()
 		}
@@ -984,6 +1026,9 @@ func (r *fastReader) readEngineConfigured(p *EngineConfigured) {
 		case "quotaMsgsPerMin":
 			r.once(&seen, 11)
 			p.QuotaMsgsPerMin = int(r.int())
+		case "budgetMode":
+			r.once(&seen, 12)
+			p.BudgetMode = r.str()
 		default:
 			r.skip()
 		}

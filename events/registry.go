@@ -31,6 +31,8 @@ var registry = map[string]kind{
 	TypeRunBudgetAbort:   v1[RunBudgetAbort](),
 	TypeRunQuotaExceeded: v1[RunQuotaExceeded](),
 
+	TypeTaskBudgetFairShare: v1[TaskBudgetFairShare](),
+
 	TypeTaskCreated:        v2[TaskCreated](), // v2: kind (upcast.go)
 	TypeTaskStarted:        v1[TaskStarted](),
 	TypeTaskCompleted:      v1[TaskCompleted](),

@@ -16,6 +16,9 @@ const (
 	// TypeRunQuotaExceeded records that a run's quota refused a command
 	// (crewlog only); see RunQuotaExceeded.
 	TypeRunQuotaExceeded = "run.quota_exceeded"
+	// TypeTaskBudgetFairShare is run budget enforcement's per-task flag
+	// (D§4.4); it lives with the run budget events it accompanies.
+	TypeTaskBudgetFairShare = "task.budget_fair_share"
 )
 
 // Quota names: the per-run limit a run.quota_exceeded reports.
@@ -52,13 +55,17 @@ type RunCreated struct {
 	Workflow string `json:"workflow,omitempty" msgpack:"workflow,omitempty"`
 	Goal     string `json:"goal" msgpack:"goal"`
 	Cwd      string `json:"cwd" msgpack:"cwd"`
-	// BudgetTotal is the run-level token cap; 0 means unset.
-	BudgetTotal     int64 `json:"budgetTotal,omitempty" msgpack:"budgetTotal,omitempty"`
-	BudgetUnlimited bool  `json:"budgetUnlimited,omitempty" msgpack:"budgetUnlimited,omitempty"`
-	// BudgetWarning and BudgetAbort are fractions of BudgetTotal; 0 means
-	// unset, and enforcement then uses pi-crew's defaults 0.8 and 0.95.
-	BudgetWarning float64 `json:"budgetWarning,omitempty" msgpack:"budgetWarning,omitempty"`
-	BudgetAbort   float64 `json:"budgetAbort,omitempty" msgpack:"budgetAbort,omitempty"`
+	// BudgetTotal is the run-level token cap; nil means unset. A defined
+	// budgetTotal meters delegations, 0 included (a grant of 0), as
+	// pi-crew's `budgetTotal !== undefined`. NB: before explicit values were
+	// kept, 0 was written as absent; such payloads still read as unset.
+	BudgetTotal     *int64 `json:"budgetTotal,omitempty" msgpack:"budgetTotal,omitempty"`
+	BudgetUnlimited bool   `json:"budgetUnlimited,omitempty" msgpack:"budgetUnlimited,omitempty"`
+	// BudgetWarning and BudgetAbort are fractions of BudgetTotal; nil means
+	// unset, and enforcement then uses pi-crew's defaults 0.8 and 0.95. An
+	// explicit 0 is kept (pi-crew's `budgetWarning ?? 0.8`).
+	BudgetWarning *float64 `json:"budgetWarning,omitempty" msgpack:"budgetWarning,omitempty"`
+	BudgetAbort   *float64 `json:"budgetAbort,omitempty" msgpack:"budgetAbort,omitempty"`
 }
 
 // RunStatusChanged is the payload shared in shape by every run.<status>
@@ -95,6 +102,16 @@ type (
 	RunBudgetWarning RunBudget
 	RunBudgetAbort   RunBudget
 )
+
+// TaskBudgetFairShare flags a task whose own usage (input+output+cacheWrite)
+// went above its fair share of the run budget: more than half of
+// BudgetTotal (and more than a tenth), as pi-crew's checkPerTaskBudget. It
+// is a warning; the task keeps running.
+type TaskBudgetFairShare struct {
+	TaskID      string `json:"taskId" msgpack:"taskId"`
+	BudgetTotal int64  `json:"budgetTotal" msgpack:"budgetTotal"`
+	TaskUsage   int64  `json:"taskUsage" msgpack:"taskUsage"`
+}
 
 // RunStatusType names the run.<status> event of a D§2.2 status; ok is false
 // for anything that is not a run status.

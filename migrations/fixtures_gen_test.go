@@ -69,7 +69,7 @@ func TestGenerateFixtures(t *testing.T) {
 	}
 	write("cfg", ev(events.EngineStream, &events.EngineConfigured{NestingEnabled: true, MaxDepth: 4, MaxSlots: 2,
 		UnmeteredDelegates: events.UnmeteredAllow, SettleGraceSec: 30}))
-	write("run", ev(run, &events.RunCreated{Team: "core", Workflow: "build", Goal: "ship the parser", Cwd: "/srv/app", BudgetTotal: 100000}),
+	write("run", ev(run, &events.RunCreated{Team: "core", Workflow: "build", Goal: "ship the parser", Cwd: "/srv/app", BudgetTotal: new(int64(100000))}),
 		ev(run, &events.RunRunning{}))
 	write("t1", ev(run, taskCreatedV1{TaskID: "01_build", Role: "executor", Agent: "executor", Title: "build the parser",
 		Cwd: "/srv/app", DependsOn: []string{}, StepID: "build"}))

@@ -30,12 +30,12 @@ func TestApplyRuns(t *testing.T) {
 	runCases(t, []applyCase{
 		{"created carries the manifest", func(h *history) {
 			h.add("r1", events.TypeRunCreated, &events.RunCreated{Team: "t", Workflow: "w", Goal: "g", Cwd: "/c",
-				BudgetTotal: 5000, BudgetWarning: 0.5, BudgetAbort: 0.9})
+				BudgetTotal: new(int64(5000)), BudgetWarning: new(0.5), BudgetAbort: new(0.9)})
 		}, func(t *testing.T, s *State) {
 			r, ok := s.Run("r1")
 			require.True(t, ok)
 			require.Equal(t, Run{RunID: "r1", Team: "t", Workflow: "w", Goal: "g", Cwd: "/c", Status: RunQueued,
-				BudgetTotal: 5000, BudgetWarning: 0.5, BudgetAbort: 0.9, CreatedAt: at(1), UpdatedAt: at(1), Usage: RunUsage{Events: 1}}, r)
+				BudgetTotal: new(int64(5000)), BudgetWarning: new(0.5), BudgetAbort: new(0.9), CreatedAt: at(1), UpdatedAt: at(1), Usage: RunUsage{Events: 1}}, r)
 		}},
 		{"status events and a second create", func(h *history) {
 			h.add("r1", events.TypeRunCreated, &events.RunCreated{Team: "t"})
@@ -52,7 +52,7 @@ func TestApplyRuns(t *testing.T) {
 			require.False(t, r.Status.Stale())
 		}},
 		{"budget thresholds", func(h *history) {
-			h.add("r1", events.TypeRunCreated, &events.RunCreated{BudgetTotal: 100})
+			h.add("r1", events.TypeRunCreated, &events.RunCreated{BudgetTotal: new(int64(100))})
 			h.add("r1", events.TypeRunBudgetWarning, &events.RunBudgetWarning{BudgetTotal: 100, BudgetUsed: 80, Threshold: "warning"})
 			h.add("r1", events.TypeRunBudgetAbort, &events.RunBudgetAbort{BudgetTotal: 100, BudgetUsed: 95, Threshold: "abort"})
 		}, func(t *testing.T, s *State) {

@@ -30,16 +30,19 @@ type Config struct {
 	QuotaEvents     int64 `json:"quotaEvents,omitempty" msgpack:"quotaEvents,omitempty"`
 	QuotaBytes      int64 `json:"quotaBytes,omitempty" msgpack:"quotaBytes,omitempty"`
 	QuotaMsgsPerMin int   `json:"quotaMsgsPerMin,omitempty" msgpack:"quotaMsgsPerMin,omitempty"`
+	// BudgetMode is events.BudgetModePicrew or events.BudgetModeNested; an
+	// engine.configured written before the knob existed reads as picrew.
+	BudgetMode string `json:"budgetMode" msgpack:"budgetMode"`
 	// Position of the engine.configured in force; 0 for the defaults.
 	Position uint64 `json:"position" msgpack:"position"`
 }
 
 // DefaultConfig is pi-crew's current defaults (D§2.10, D§5, SPEC §4):
 // nesting on, maxDepth 4, 2 slots, serialize off, unmetered allowed, no
-// catalog, 30 s settle grace; and crewlog's fair slots and quotas: a run
-// holds at most DefaultSlotShare of the pool while another run waits (a
-// refusal counts as waiting for DefaultSlotWaitSec), and the Default*
-// quotas.
+// catalog, 30 s settle grace, pi-crew's budget mode; and crewlog's fair
+// slots and quotas: a run holds at most DefaultSlotShare of the pool while
+// another run waits (a refusal counts as waiting for DefaultSlotWaitSec),
+// and the Default* quotas.
 func DefaultConfig() Config {
 	return Config{
 		NestingEnabled:     true,
@@ -52,6 +55,7 @@ func DefaultConfig() Config {
 		QuotaEvents:        DefaultQuotaEvents,
 		QuotaBytes:         DefaultQuotaBytes,
 		QuotaMsgsPerMin:    DefaultQuotaMsgsPerMin,
+		BudgetMode:         events.BudgetModePicrew,
 	}
 }
 
@@ -84,7 +88,7 @@ func applyConfig(s *State, ev events.Event) {
 
 // ConfigOf is the config an engine.configured puts in force (Position 0).
 func ConfigOf(p *events.EngineConfigured) Config {
-	return Config{
+	c := Config{
 		NestingEnabled:         p.NestingEnabled,
 		MaxDepth:               p.MaxDepth,
 		MaxSlots:               p.MaxSlots,
@@ -97,18 +101,29 @@ func ConfigOf(p *events.EngineConfigured) Config {
 		QuotaEvents:            p.QuotaEvents,
 		QuotaBytes:             p.QuotaBytes,
 		QuotaMsgsPerMin:        p.QuotaMsgsPerMin,
+		BudgetMode:             p.BudgetMode,
 	}
+	if c.BudgetMode == "" {
+		c.BudgetMode = events.BudgetModePicrew
+	}
+	return c
 }
 
-// Event is the engine.configured payload that puts c in force.
+// Event is the engine.configured payload that puts c in force. The default
+// budget mode is left out, so a log written in picrew mode reads the same as
+// one written before the knob existed.
 func (c Config) Event() *events.EngineConfigured {
-	return &events.EngineConfigured{
+	e := &events.EngineConfigured{
 		NestingEnabled: c.NestingEnabled, MaxDepth: c.MaxDepth, MaxSlots: c.MaxSlots,
 		SerializeOnPathOverlap: c.SerializeOnPathOverlap, UnmeteredDelegates: c.UnmeteredDelegates,
 		ModelCatalog: slices.Clone(c.ModelCatalog), SettleGraceSec: c.SettleGraceSec,
 		SlotShare: c.SlotShare, SlotWaitSec: c.SlotWaitSec,
 		QuotaEvents: c.QuotaEvents, QuotaBytes: c.QuotaBytes, QuotaMsgsPerMin: c.QuotaMsgsPerMin,
 	}
+	if c.BudgetMode != events.BudgetModePicrew {
+		e.BudgetMode = c.BudgetMode
+	}
+	return e
 }
 
 // Config returns the engine config in force.

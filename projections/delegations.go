@@ -152,6 +152,7 @@ func admit(s *State, r *runState, p *events.DelegateAdmitted, at int64, pos uint
 	r.addTask(&Task{
 		RunID:     r.run.RunID,
 		TaskID:    p.SubID,
+		Kind:      events.TaskKindShadow,
 		Role:      p.Role,
 		Agent:     events.DelegateAgent,
 		Title:     p.Title,

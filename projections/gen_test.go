@@ -33,7 +33,7 @@ func randomEvent(rng *rand.Rand) (stream, typ string, p any) {
 	}
 	switch typ {
 	case events.TypeRunCreated:
-		p = &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: n(), BudgetUnlimited: rng.IntN(4) == 0, BudgetWarning: 0.8}
+		p = &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: new(n()), BudgetUnlimited: rng.IntN(4) == 0, BudgetWarning: new(0.8)}
 	case events.TypeTaskCreated:
 		p = &events.TaskCreated{TaskID: task, Role: "executor", Agent: "a", Title: "T", Cwd: "/w", DependsOn: opts(), StepID: "s", Depth: rng.IntN(3)}
 	case events.TypeTaskStarted:
@@ -148,7 +148,7 @@ func realisticHistory(n int) []events.Event {
 		MaxSlots: 64, UnmeteredDelegates: events.UnmeteredAllow, SettleGraceSec: 30})
 	for r := 0; len(h.evs) < n; r++ {
 		run := fmt.Sprintf("team_20261001000000_%016x", r)
-		h.add(run, events.TypeRunCreated, &events.RunCreated{Team: "default", Workflow: "default", Goal: "g", Cwd: "/w", BudgetTotal: 1_000_000})
+		h.add(run, events.TypeRunCreated, &events.RunCreated{Team: "default", Workflow: "default", Goal: "g", Cwd: "/w", BudgetTotal: new(int64(1_000_000))})
 		h.add(run, events.TypeCredentialIssued, &events.CredentialIssued{TaskID: events.OrchestratorKey, Role: events.RoleOrchestrator, Digest: "d"})
 		h.add(run, events.TypeRunRunning, &events.RunRunning{})
 		for i := range 4 {

@@ -48,7 +48,7 @@ func fold(evs []events.Event) *State {
 // (executor, running, depth absent, model anthropic/m1).
 func fixture(h *history, budgetTotal int64, unlimited bool) {
 	h.add(runR, events.TypeRunCreated, &events.RunCreated{Team: "default", Workflow: "default", Goal: "ship", Cwd: "/w",
-		BudgetTotal: budgetTotal, BudgetUnlimited: unlimited})
+		BudgetTotal: optBudget(budgetTotal), BudgetUnlimited: unlimited})
 	h.add(runR, events.TypeRunRunning, &events.RunRunning{})
 	h.add(runR, events.TypeTaskCreated, &events.TaskCreated{TaskID: taskP, Role: "executor", Agent: "executor",
 		Title: "exec", Cwd: "/w", DependsOn: []string{"01_explore"}, StepID: "exec", Model: "anthropic/m1"})
@@ -142,4 +142,12 @@ func checkInvariants(t *testing.T, s *State) {
 		require.Len(t, r.msgIndex, len(r.msgs))
 	}
 	require.Equal(t, inFlight, s.Slots().Held)
+}
+
+// optBudget is a fixture's budgetTotal: 0 stands for unset.
+func optBudget(n int64) *int64 {
+	if n == 0 {
+		return nil
+	}
+	return &n
 }

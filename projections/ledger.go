@@ -5,7 +5,9 @@ import "github.com/crewlog/crewlog/events"
 // Account is a task's delegation budget ledger (D§4.4): the source of the
 // task's allocation. Invariants, by construction of the fold:
 // TokensSpent = Reserved + Charged = Σ Reservations + Σ Charges; TokensSpent
-// never decreases; TokensGranted is set once, when the account opens.
+// never decreases; TokensGranted is set once, when the account opens. Every
+// sum saturates at MaxInt64 and ignores a negative amount (which no decision
+// writes), so no log, however malformed, makes a spend go down.
 type Account struct {
 	RunID         string        `json:"runId" msgpack:"runId"`
 	TaskID        string        `json:"taskId" msgpack:"taskId"`
@@ -66,8 +68,8 @@ func applyLedger(r *runState, ev events.Event) {
 		if p := events.PayloadAs[events.BudgetReserved](ev); p != nil {
 			a := r.account(p.TaskID, p.GrantedTokens)
 			a.Reservations = append(a.Reservations, Reservation{SubID: p.SubID, Tokens: p.Tokens, At: at})
-			a.Reserved += p.Tokens
-			a.TokensSpent += p.Tokens
+			a.Reserved = addSpend(a.Reserved, p.Tokens)
+			a.TokensSpent = addSpend(a.TokensSpent, p.Tokens)
 		}
 	case events.TypeBudgetCharged:
 		if p := events.PayloadAs[events.BudgetCharged](ev); p != nil {
@@ -76,10 +78,27 @@ func applyLedger(r *runState, ev events.Event) {
 			// only keeps a malformed log from losing the charge.
 			a := r.account(p.TaskID, 0)
 			a.Charges = append(a.Charges, Charge{SubID: p.SubID, Tokens: p.Tokens, UsageTokens: p.UsageTokens, ReservedTokens: p.ReservedTokens, At: at})
-			a.Charged += p.Tokens
-			a.TokensSpent += p.Tokens
+			a.Charged = addSpend(a.Charged, p.Tokens)
+			a.TokensSpent = addSpend(a.TokensSpent, p.Tokens)
 		}
 	}
+}
+
+// RootSpent is Σ tokensSpent over the accounts of run runID's workflow
+// (non-shadow) tasks: the run pool's spend in nested budget mode, where a
+// shadow task spends out of the reservation its parent already counted.
+func (s *State) RootSpent(runID string) int64 {
+	r := s.runs[runID]
+	if r == nil {
+		return 0
+	}
+	var sum int64
+	for id, a := range r.accounts {
+		if t := r.tasks[id]; t == nil || !t.Shadow() {
+			sum = addSpend(sum, a.TokensSpent)
+		}
+	}
+	return sum
 }
 
 // Account returns the ledger account of task taskID in run runID; ok is

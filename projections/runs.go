@@ -39,12 +39,15 @@ type Run struct {
 	Cwd      string    `json:"cwd" msgpack:"cwd"`
 	Status   RunStatus `json:"status" msgpack:"status"`
 	// Summary and Reason come from the last run.<status> event.
-	Summary         string  `json:"summary,omitempty" msgpack:"summary"`
-	Reason          string  `json:"reason,omitempty" msgpack:"reason"`
-	BudgetTotal     int64   `json:"budgetTotal,omitempty" msgpack:"budgetTotal"`
-	BudgetUnlimited bool    `json:"budgetUnlimited,omitempty" msgpack:"budgetUnlimited"`
-	BudgetWarning   float64 `json:"budgetWarning,omitempty" msgpack:"budgetWarning"`
-	BudgetAbort     float64 `json:"budgetAbort,omitempty" msgpack:"budgetAbort"`
+	Summary string `json:"summary,omitempty" msgpack:"summary"`
+	Reason  string `json:"reason,omitempty" msgpack:"reason"`
+	// BudgetTotal, BudgetWarning and BudgetAbort are nil when the run left
+	// them unset (see events.RunCreated); a defined 0 is kept. NB: the
+	// pointers are shared by clones and never written through.
+	BudgetTotal     *int64   `json:"budgetTotal,omitempty" msgpack:"budgetTotal"`
+	BudgetUnlimited bool     `json:"budgetUnlimited,omitempty" msgpack:"budgetUnlimited"`
+	BudgetWarning   *float64 `json:"budgetWarning,omitempty" msgpack:"budgetWarning"`
+	BudgetAbort     *float64 `json:"budgetAbort,omitempty" msgpack:"budgetAbort"`
 	// BudgetUsed is Σ over the run's tasks of usage input+output+cacheWrite
 	// (what run budget enforcement counts, D§4.4), kept incrementally.
 	BudgetUsed    int64      `json:"budgetUsed" msgpack:"budgetUsed"`
@@ -80,6 +83,14 @@ type WaitState struct {
 	TaskID     string `json:"taskId" msgpack:"taskId"`
 	QuestionID string `json:"questionId" msgpack:"questionId"`
 	AskedAt    int64  `json:"askedAt" msgpack:"askedAt"`
+}
+
+// Budget returns the run's budgetTotal and whether it is defined.
+func (r Run) Budget() (total int64, defined bool) {
+	if r.BudgetTotal == nil {
+		return 0, false
+	}
+	return *r.BudgetTotal, true
 }
 
 func (r Run) clone() Run {

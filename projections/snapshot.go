@@ -11,9 +11,11 @@ import (
 // SnapshotFormat is the version of the snapshot encoding written by
 // EncodeSnapshot. DecodeSnapshot refuses any other: a snapshot is only an
 // optimisation, so an unreadable one is rebuilt from the log, never migrated.
-// Format 2 added each run's usage counters (Run.Usage): a format 1 snapshot
-// lacks them, so it is refused and the state rebuilt.
-const SnapshotFormat uint16 = 2
+// Format 2 added each run's usage counters (Run.Usage); format 3 each
+// task's kind, a run's explicit budgetTotal 0 and thresholds, and the
+// config's budget mode. An older snapshot lacks them, so it is refused and
+// the state rebuilt.
+const SnapshotFormat uint16 = 3
 
 // ErrBadSnapshot wraps every DecodeSnapshot failure.
 var ErrBadSnapshot = errors.New("projections: bad snapshot")

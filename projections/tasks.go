@@ -27,11 +27,15 @@ func (st TaskStatus) Terminal() bool {
 }
 
 // Task is the read model of a task. Shadow tasks (delegations) are tasks too:
-// they have no StepID and Agent "delegate", and a grandchild that delegates
-// finds its own record here. Times are unix milliseconds.
+// Kind shadow and Agent "delegate", and a grandchild that delegates finds
+// its own record here. Times are unix milliseconds.
 type Task struct {
-	RunID  string     `json:"runId" msgpack:"runId"`
-	TaskID string     `json:"id" msgpack:"id"`
+	RunID  string `json:"runId" msgpack:"runId"`
+	TaskID string `json:"id" msgpack:"id"`
+	// Kind is events.TaskKindWorkflow or events.TaskKindShadow, as
+	// task.created (v2) or delegate.admitted recorded it. It is not on the
+	// wire: a task's JSON keeps pi-crew's shape.
+	Kind   string     `json:"-" msgpack:"kind"`
 	StepID string     `json:"stepId,omitempty" msgpack:"stepId"`
 	Role   string     `json:"role" msgpack:"role"`
 	Agent  string     `json:"agent" msgpack:"agent"`
@@ -88,7 +92,9 @@ type Usage struct {
 
 // Budgeted is the usage run budget enforcement counts: input + output +
 // cacheWrite, not cacheRead (D§2.3).
-func (u Usage) Budgeted() int64 { return u.Input + u.Output + u.CacheWrite }
+// Each counter is bounded (commands.MaxUsageTokens); the sum saturates
+// anyway, so a malformed log cannot wrap it negative.
+func (u Usage) Budgeted() int64 { return SaturatingAdd(SaturatingAdd(u.Input, u.Output), u.CacheWrite) }
 
 // EffectiveDepth is the task's depth with absent counted as 1 (a worker).
 func (t Task) EffectiveDepth() int {
@@ -98,9 +104,12 @@ func (t Task) EffectiveDepth() int {
 	return t.Depth
 }
 
-// Shadow reports whether the task is a delegation's shadow task: the
-// structural discriminator is the absent stepId (BR-09).
-func (t Task) Shadow() bool { return t.StepID == "" }
+// Shadow reports whether the task is a delegation's shadow task. It is the
+// one definition every rule uses (budget abort, msg.send "all",
+// task.transition, credential.issue): the kind recorded when the task was
+// created, never the absent stepId, which task.create allows for workflow
+// tasks too.
+func (t Task) Shadow() bool { return t.Kind == events.TaskKindShadow }
 
 func (t *Task) clone() *Task {
 	c := *t
@@ -141,6 +150,7 @@ func applyTask(r *runState, ev events.Event) {
 		r.addTask(&Task{
 			RunID:     r.run.RunID,
 			TaskID:    p.TaskID,
+			Kind:      p.Kind,
 			StepID:    p.StepID,
 			Role:      p.Role,
 			Agent:     p.Agent,
@@ -216,7 +226,7 @@ func applyTask(r *runState, ev events.Event) {
 		if p := events.PayloadAs[events.TaskUsage](ev); p != nil {
 			if t := r.tasks[p.TaskID]; t != nil {
 				u := Usage{Input: p.Input, Output: p.Output, CacheRead: p.CacheRead, CacheWrite: p.CacheWrite, Cost: p.Cost, Turns: p.Turns}
-				r.run.BudgetUsed += u.Budgeted() - t.Usage.Budgeted()
+				r.run.BudgetUsed = SaturatingAdd(r.run.BudgetUsed, u.Budgeted()-t.Usage.Budgeted())
 				t.Usage = u
 			}
 		}

@@ -36,7 +36,7 @@ func Drift(t testing.TB, dir string) {
 		require.NoError(t, err)
 	}
 	must(w.Do(Admin, &commands.Configure{Config: cfg}))
-	must(w.Do(Admin, &commands.RunCreate{RunID: DriftRun, Team: "crew", Goal: "old policy", Cwd: "/srv/old", BudgetTotal: 50000}))
+	must(w.Do(Admin, &commands.RunCreate{RunID: DriftRun, Team: "crew", Goal: "old policy", Cwd: "/srv/old", BudgetTotal: new(int64(50000))}))
 	must(w.Do(Orchestrator, &commands.RunTransition{RunID: DriftRun, To: "running"}))
 	must(w.Do(Orchestrator, &commands.TaskCreate{RunID: DriftRun, TaskID: "01_lead", Role: "executor", Agent: "executor", Title: "lead", Cwd: "/srv/old", StepID: "lead"}))
 	must(w.Do(Orchestrator, &commands.TaskTransition{RunID: DriftRun, TaskID: "01_lead", To: "running"}))

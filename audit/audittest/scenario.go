@@ -101,7 +101,7 @@ func Scenario(t testing.TB, dir string) uint64 {
 	f64 := Ptr[float64]
 
 	// Run 1: a metered run of 100,000 tokens.
-	do(Admin, &commands.RunCreate{RunID: RunBudget, Team: "crew", Goal: "ship the parser", Cwd: "/srv/app", BudgetTotal: 100000})
+	do(Admin, &commands.RunCreate{RunID: RunBudget, Team: "crew", Goal: "ship the parser", Cwd: "/srv/app", BudgetTotal: new(int64(100000))})
 	do(Orchestrator, &commands.RunTransition{RunID: RunBudget, To: "running"})
 	do(Orchestrator, &commands.TaskCreate{RunID: RunBudget, TaskID: "01_build", Role: "executor", Agent: "executor", Title: "build the parser", Cwd: "/srv/app", StepID: "build"})
 	do(Orchestrator, &commands.TaskCreate{RunID: RunBudget, TaskID: "02_explore", Role: "explorer", Agent: "explorer", Title: "read the docs", Cwd: "/srv/app/docs", StepID: "explore"})

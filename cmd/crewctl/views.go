@@ -97,8 +97,8 @@ func budgetOf(r projections.Run) string {
 	switch {
 	case r.BudgetUnlimited:
 		return fmt.Sprintf("%d/unlimited", r.BudgetUsed)
-	case r.BudgetTotal > 0:
-		return fmt.Sprintf("%d/%d", r.BudgetUsed, r.BudgetTotal)
+	case r.BudgetTotal != nil:
+		return fmt.Sprintf("%d/%d", r.BudgetUsed, *r.BudgetTotal)
 	}
 	return fmt.Sprintf("%d/-", r.BudgetUsed)
 }

@@ -56,7 +56,7 @@ func run(dir string) error {
 	}
 	const task, sub = "01_build", "gc-demo-1"
 	create := []eventlog.Event{
-		mk(&events.RunCreated{Team: "demo", Goal: "show the log", Cwd: "/src", BudgetTotal: 100000}),
+		mk(&events.RunCreated{Team: "demo", Goal: "show the log", Cwd: "/src", BudgetTotal: new(int64(100000))}),
 		mk(&events.TaskCreated{TaskID: task, Role: "executor", Agent: "executor", Title: "build", Cwd: "/src",
 			DependsOn: []string{}, StepID: "build", Kind: events.TaskKindWorkflow}),
 	}

@@ -80,7 +80,7 @@ func (p *planner) plan() []planned {
 	m := p.r.manifest
 	p.begin("run")
 	p.add(int64(m.CreatedAt), &events.RunCreated{Team: m.Team, Workflow: m.Workflow, Goal: m.Goal, Cwd: m.Cwd,
-		BudgetTotal: int64(m.BudgetTotal), BudgetUnlimited: m.BudgetUnlimited, BudgetWarning: m.BudgetWarning, BudgetAbort: m.BudgetAbort})
+		BudgetTotal: importedBudget(m.BudgetTotal), BudgetUnlimited: m.BudgetUnlimited, BudgetWarning: m.BudgetWarning, BudgetAbort: m.BudgetAbort})
 	p.runStatus = "queued"
 
 	for _, t := range p.r.tasks {
@@ -565,4 +565,14 @@ func (p *planner) reconcileAllocation(t task) {
 			"task %s: tasks.json shows %d tokens spent, the imported reservations %d; crewlog never refunds, so %d stays",
 			t.ID, a.TokensSpent, have, have)
 	}
+}
+
+// importedBudget is a manifest's budgetTotal as crewlog records it. NB: a
+// flexInt cannot tell 0 from absent (pi-crew writes both "" and null), so 0
+// imports as unset, as crewlog read it before a defined 0 was kept.
+func importedBudget(n flexInt) *int64 {
+	if n == 0 {
+		return nil
+	}
+	return new(int64(n))
 }

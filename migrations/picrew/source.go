@@ -103,8 +103,8 @@ type manifest struct {
 	CreatedAt       flexTime `json:"createdAt"`
 	UpdatedAt       flexTime `json:"updatedAt"`
 	BudgetTotal     flexInt  `json:"budgetTotal"`
-	BudgetWarning   float64  `json:"budgetWarning"`
-	BudgetAbort     float64  `json:"budgetAbort"`
+	BudgetWarning   *float64 `json:"budgetWarning"`
+	BudgetAbort     *float64 `json:"budgetAbort"`
 	BudgetUnlimited bool     `json:"budgetUnlimited"`
 }
 

@@ -61,7 +61,7 @@ func (s *engineStore) do(ctx context.Context, actor events.Actor, c commands.Com
 func setupEngineRuns(ctx context.Context, e *engineStore, runs []string, spec Spec) error {
 	for _, r := range runs {
 		for _, c := range []commands.Command{
-			&commands.RunCreate{RunID: r, Team: "bench", Goal: "benchmark", Cwd: "/w", BudgetTotal: spec.Budget},
+			&commands.RunCreate{RunID: r, Team: "bench", Goal: "benchmark", Cwd: "/w", BudgetTotal: new(spec.Budget)},
 			&commands.RunTransition{RunID: r, To: "running"},
 			&commands.TaskCreate{RunID: r, TaskID: parentTask, Role: "executor", Agent: "a", Title: "work", Cwd: "/w", StepID: "work", Model: "anthropic/m1"},
 			&commands.TaskTransition{RunID: r, TaskID: parentTask, To: "running"},

@@ -86,7 +86,7 @@ func settleEvents(subID, outcome string) ([]event, error) {
 
 // runCreated is the setup event every alternative writes first per run.
 func runCreated(budget int64) event {
-	return event{events.TypeRunCreated, &events.RunCreated{Team: "bench", Goal: "benchmark", Cwd: "/w", BudgetTotal: budget}}
+	return event{events.TypeRunCreated, &events.RunCreated{Team: "bench", Goal: "benchmark", Cwd: "/w", BudgetTotal: new(budget)}}
 }
 
 // summary extracts what Final needs from a decoded payload.
