@@ -30,7 +30,7 @@ func mixedWorkload(f *engineFixture, emit func(id string, r Request)) {
 	orch := func(c Command) { next(Request{Principal: events.AdminPrincipal(), Actor: admin, Command: c}) }
 	for r := 0; r < 2; r++ {
 		run := fmt.Sprintf("R%d", r)
-		orch(&RunCreate{RunID: run, Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: new(int64(50000 * r))})
+		orch(&RunCreate{RunID: run, Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: optBudget(int64(50000 * r))})
 		orch(&RunTransition{RunID: run, To: "running"})
 		orch(&TaskCreate{RunID: run, TaskID: "02_exec", Role: "executor", Agent: "a", Title: "x", Cwd: "/w", StepID: "s"})
 		orch(&TaskTransition{RunID: run, TaskID: "02_exec", To: "running"})

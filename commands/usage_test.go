@@ -218,7 +218,9 @@ func TestTaskUsageBudgetWarningOnce(t *testing.T) {
 	l := fxRunning(t, 1000)
 	dec, err := fxDecide(t, l.s, &TaskUsage{RunID: fxRun, TaskID: "02_exec", Input: 799})
 	require.NoError(t, err)
-	require.Equal(t, []string{events.TypeTaskUsage}, fxTypes(dec.Events), "799 < 0.8·1000")
+	require.Equal(t, []string{events.TypeTaskUsage, events.TypeTaskBudgetFairShare}, fxTypes(dec.Events),
+		"799 < 0.8·1000, but one task above half of the budget is flagged")
+	l.apply(dec)
 
 	dec, err = fxDecide(t, l.s, &TaskUsage{RunID: fxRun, TaskID: "02_exec", Input: 700, Output: 50, CacheRead: 999, CacheWrite: 50})
 	require.NoError(t, err)
@@ -260,8 +262,9 @@ func TestTaskUsageCustomThresholds(t *testing.T) {
 	require.Equal(t, []string{events.TypeTaskUsage, events.TypeRunBudgetWarning}, fxTypes(dec.Events))
 	dec, err = fxDecide(t, l.s, &TaskUsage{RunID: fxRun, TaskID: "02_exec", Input: 600})
 	require.NoError(t, err)
-	require.Equal(t, []string{events.TypeTaskUsage, events.TypeRunBudgetWarning, events.TypeRunBudgetAbort,
-		events.TypeTaskCancelled, events.TypeRunFailed}, fxTypes(dec.Events), "a queued run may fail")
+	require.Equal(t, []string{events.TypeTaskUsage, events.TypeRunBudgetAbort,
+		events.TypeTaskCancelled, events.TypeRunFailed}, fxTypes(dec.Events),
+		"a queued run may fail; a report that crosses both thresholds only aborts")
 }
 
 func TestTaskUsageBudgetAbort(t *testing.T) {
@@ -312,6 +315,6 @@ func TestTaskUsageAbortOfACompletedRunDoesNotFailIt(t *testing.T) {
 	l.add(events.TypeRunCompleted, &events.RunCompleted{})
 	dec, err := fxDecide(t, l.s, &TaskUsage{RunID: fxRun, TaskID: "02_exec", Output: 100})
 	require.NoError(t, err)
-	require.Equal(t, []string{events.TypeTaskUsage, events.TypeRunBudgetWarning, events.TypeRunBudgetAbort},
+	require.Equal(t, []string{events.TypeTaskUsage, events.TypeRunBudgetAbort},
 		fxTypes(dec.Events), "completed → failed is not a D§2.2 transition")
 }

@@ -49,10 +49,12 @@ func filled(t string) any {
 }
 
 func TestRegistryCoversContract(t *testing.T) {
-	// Every type named by the contract (SPEC §3), spelled out so a missing
-	// or misspelt constant fails here.
+	// Every type named by the contract (SPEC §3, plus D§4.4's
+	// task.budget_fair_share), spelled out so a missing or misspelt
+	// constant fails here.
 	want := strings.Fields(`run.created run.queued run.planning run.running run.blocked run.completed run.failed
-		run.cancelled run.budget_warning run.budget_abort run.quota_exceeded task.created task.started task.completed task.failed
+		run.cancelled run.budget_warning run.budget_abort run.quota_exceeded task.budget_fair_share task.created task.started
+		task.completed task.failed
 		task.cancelled task.skipped task.needs_attention task.retried task.waiting task.resumed task.usage
 		delegate.requested delegate.admitted delegate.rejected delegate.spawned delegate.completed
 		delegate.failed delegate.timed_out delegate.cancel_requested delegate.cancelled budget.reserved

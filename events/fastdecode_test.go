@@ -337,6 +337,10 @@ func (w *variantWriter) value(v reflect.Value) {
 			w.b = append(w.b, 0xc0)
 			return
 		}
+		if v.Elem().Kind() != reflect.Struct {
+			w.value(v.Elem()) // an optional scalar: present, maybe zero
+			return
+		}
 		w.structMap(v.Elem())
 	case reflect.String:
 		w.str(v.String())

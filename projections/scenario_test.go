@@ -21,7 +21,7 @@ func TestScenarioMeteredDelegation(t *testing.T) {
 	s := fold(h.evs)
 	sh, ok := s.Task(runR, "gc-1")
 	require.True(t, ok)
-	require.Equal(t, Task{RunID: runR, TaskID: "gc-1", Role: "explorer", Agent: "delegate", Title: "delegate: search",
+	require.Equal(t, Task{RunID: runR, TaskID: "gc-1", Kind: events.TaskKindShadow, Role: "explorer", Agent: "delegate", Title: "delegate: search",
 		Status: TaskQueued, Cwd: "/w", DependsOn: []string{}, Depth: 2, Model: "anthropic/m1", CreatedAt: at(admittedPos), StartedAt: at(admittedPos)}, sh)
 	require.True(t, sh.Shadow())
 	parent, _ := s.Task(runR, taskP)
