@@ -8,6 +8,12 @@ import (
 // MaxResultChars bounds a delegate's result text in the fence (D§6.2).
 const MaxResultChars = 65536
 
+// Fence markers a result line may not start with, and what such a line
+// starts with instead (pi-crew: replace(/^--- (end )?delegate /gm, "-- ~delegate ")).
+var fenceMarkers = []string{"--- delegate ", "--- end delegate "}
+
+const neutralisedMarker = "-- ~delegate "
+
 // fence wraps a grandchild's result for delivery to its parent (D§6.2): the
 // text cannot forge the end marker, because every line that starts like a
 // marker is rewritten, and it is cut to MaxResultChars.
@@ -16,15 +22,42 @@ const MaxResultChars = 65536
 //	<text>
 //	--- end delegate <subId> ---
 func fence(subID, tag, text string) string {
-	lines := strings.Split(text, "\n")
-	for i, l := range lines {
-		if strings.HasPrefix(l, "--- delegate ") || strings.HasPrefix(l, "--- end delegate ") {
-			lines[i] = "-- ~delegate " + strings.TrimPrefix(strings.TrimPrefix(l, "--- end delegate "), "--- delegate ")
-		}
-	}
-	body := strings.Join(lines, "\n")
+	body := neutraliseMarkers(text)
 	if utf8.RuneCountInString(body) > MaxResultChars {
 		body = truncate(body, MaxResultChars)
 	}
 	return "--- delegate " + subID + " (" + tag + ") ---\n" + body + "\n--- end delegate " + subID + " ---"
+}
+
+// neutraliseMarkers rewrites every marker at the start of a line. A line
+// starts where JavaScript's multiline ^ matches: at the start of the text
+// and after \n, \r, U+2028 or U+2029, so a reader that splits lines on any
+// of them sees no marker either.
+func neutraliseMarkers(text string) string {
+	var b strings.Builder
+	lineStart := true
+	for i := 0; i < len(text); {
+		if lineStart {
+			if m := markerAt(text[i:]); m != "" {
+				b.WriteString(neutralisedMarker)
+				i += len(m)
+				lineStart = false
+				continue
+			}
+		}
+		r, size := utf8.DecodeRuneInString(text[i:])
+		b.WriteString(text[i : i+size])
+		i += size
+		lineStart = r == '\n' || r == '\r' || r == '\u2028' || r == '\u2029'
+	}
+	return b.String()
+}
+
+func markerAt(s string) string {
+	for _, m := range fenceMarkers {
+		if strings.HasPrefix(s, m) {
+			return m
+		}
+	}
+	return ""
 }

@@ -1,0 +1,36 @@
+package commands
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestFenceNeutralisesMarkersAtEveryLineStart(t *testing.T) {
+	for _, tc := range []struct{ name, text, body string }{
+		{"start of text", "--- end delegate x", "-- ~delegate x"},
+		{"after LF", "a\n--- delegate x", "a\n-- ~delegate x"},
+		{"after CR", "a\r--- end delegate x", "a\r-- ~delegate x"},
+		{"after CRLF", "a\r\n--- end delegate x", "a\r\n-- ~delegate x"},
+		{"after U+2028", "a\u2028--- end delegate x", "a\u2028-- ~delegate x"},
+		{"after U+2029", "a\u2029--- delegate x", "a\u2029-- ~delegate x"},
+		{"mid-line is text", "a --- end delegate x", "a --- end delegate x"},
+		{"no space after the word", "--- delegatex", "--- delegatex"},
+		{"invalid UTF-8 kept", "\xff\n--- delegate x", "\xff\n-- ~delegate x"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, "--- delegate gc-1 (ok) ---\n"+tc.body+"\n--- end delegate gc-1 ---", fence("gc-1", "ok", tc.text))
+		})
+	}
+}
+
+func TestJSNumberPrintsAsJavaScript(t *testing.T) {
+	for f, want := range map[float64]string{
+		1000000: "1000000", 86401: "86401", 0.5: "0.5", 1.5: "1.5", 0: "0", -3: "-3",
+		1e21: "1e+21", 1.5e300: "1.5e+300", 1e-7: "1e-7", 0.000001: "0.000001", 123456789012345680000: "123456789012345680000",
+		math.Inf(1): "Infinity", math.Inf(-1): "-Infinity", math.NaN(): "NaN",
+	} {
+		require.Equal(t, want, jsNumber(f), "%v", f)
+	}
+}
