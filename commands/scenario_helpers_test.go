@@ -136,6 +136,8 @@ func (w *scenarioWorld) config(words []string) error {
 			p.QuotaBytes, err = strconv.ParseInt(v, 10, 64)
 		case "quotaMsgsPerMin":
 			p.QuotaMsgsPerMin, err = strconv.Atoi(v)
+		case "budgetMode":
+			p.BudgetMode = recordedBudgetMode(v)
 		case "catalog":
 			p.ModelCatalog = []string{}
 			if v != "" {
