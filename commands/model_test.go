@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -72,7 +73,11 @@ func randomCommand(rng *rand.Rand, s *projections.State, runs []string) Request 
 			prompt = ""
 		}
 		req := &DelegateRequest{RunID: run, TaskID: task, Prompt: prompt}
-		if rng.IntN(2) == 0 {
+		switch rng.IntN(12) {
+		case 0:
+			// Extremes: the bound, just above it, and what no bound expects.
+			req.BudgetTokens = ptr(pickInt64(rng, MaxBudgetTokens, MaxBudgetTokens+1, math.MaxInt64, math.MinInt64))
+		case 1, 2, 3, 4, 5:
 			req.BudgetTokens = ptr(int64(rng.IntN(8000)) - 100)
 		}
 		if rng.IntN(4) == 0 {
@@ -87,7 +92,12 @@ func randomCommand(rng *rand.Rand, s *projections.State, runs []string) Request 
 		return Request{Principal: events.WorkerPrincipal(run, task), Actor: worker(task), Command: req}
 	case 4, 5, 15:
 		var usage *int64
-		if rng.IntN(2) == 0 {
+		switch rng.IntN(10) {
+		case 0:
+			// Extremes: the bound (accepted), above it and MaxInt64
+			// (refused), so a wrapped sum would show in the ledger.
+			usage = ptr(pickInt64(rng, MaxUsageTokens, MaxUsageTokens+1, math.MaxInt64))
+		case 1, 2, 3, 4:
 			usage = ptr(int64(rng.IntN(30000)))
 		}
 		return orch(&DelegateSettle{RunID: run, SubID: sub, Outcome: pick(OutcomeOK, OutcomeOK, OutcomeFailed, OutcomeTimedOut, OutcomeCancelled, "bogus"),
@@ -123,12 +133,15 @@ func randomCommand(rng *rand.Rand, s *projections.State, runs []string) Request 
 		cfg.MaxDepth = rng.IntN(6) // 0 is invalid
 		cfg.NestingEnabled = rng.IntN(20) > 0
 		cfg.UnmeteredDelegates = pick(events.UnmeteredAllow, events.UnmeteredAllow, events.UnmeteredDeny)
+		cfg.BudgetMode = pick(events.BudgetModePicrew, events.BudgetModePicrew, events.BudgetModeNested)
 		if rng.IntN(3) == 0 {
 			cfg.ModelCatalog = []string{"anthropic/m1"}
 		}
 		return Request{Principal: events.AdminPrincipal(), Actor: admin, Command: &Configure{Config: cfg}}
 	}
 }
+
+func pickInt64(rng *rand.Rand, xs ...int64) int64 { return xs[rng.IntN(len(xs))] }
 
 // invariants checks the model invariants between two published states.
 type invariants struct {
