@@ -74,8 +74,9 @@ func ConfigSummary(c projections.Config) string {
 	if c.ModelCatalog != nil {
 		cat = "catalog [" + strings.Join(c.ModelCatalog, ",") + "]"
 	}
-	s := fmt.Sprintf("nesting=%t maxDepth=%d maxSlots=%d serialize=%t unmetered=%s %s grace=%ds",
-		c.NestingEnabled, c.MaxDepth, c.MaxSlots, c.SerializeOnPathOverlap, c.UnmeteredDelegates, cat, c.SettleGraceSec)
+	s := fmt.Sprintf("nesting=%t maxDepth=%d maxSlots=%d serialize=%t unmetered=%s %s grace=%ds budgetMode=%s",
+		c.NestingEnabled, c.MaxDepth, c.MaxSlots, c.SerializeOnPathOverlap, c.UnmeteredDelegates, cat, c.SettleGraceSec,
+		budgetMode(c.BudgetMode))
 	if c.SlotShare != 0 || c.SlotWaitSec != 0 || c.QuotaEvents != 0 || c.QuotaBytes != 0 || c.QuotaMsgsPerMin != 0 {
 		s += fmt.Sprintf(" slotShare=%d slotWait=%ds quotaEvents=%d quotaBytes=%d quotaMsgsPerMin=%d",
 			c.SlotShare, c.SlotWaitSec, c.QuotaEvents, c.QuotaBytes, c.QuotaMsgsPerMin)

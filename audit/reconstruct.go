@@ -269,8 +269,29 @@ func admissionRule(s *projections.State, runID string, p *events.DelegateAdmitte
 		}
 		return fmt.Sprintf("admitted: unmetered (%s; unmeteredDelegates=%s), %s", why, orDash(pol.UnmeteredDelegates), checks)
 	}
-	return fmt.Sprintf("admitted: metered, within grant (reserves %d of remaining %d = %d granted - %d spent), %s",
-		pol.Requested, pol.Granted-pol.Spent, pol.Granted, pol.Spent, checks)
+	return fmt.Sprintf("admitted: metered (budget mode %s), within grant (reserves %d of remaining %s), %s",
+		budgetMode(pol.BudgetMode), pol.Requested, remainingInputs(pol), checks)
+}
+
+// budgetMode names a recorded budget mode; absent is the default.
+func budgetMode(m string) string {
+	if m == "" {
+		return events.BudgetModePicrew
+	}
+	return m
+}
+
+// remainingInputs shows how a metered decision found what remained: the
+// parent's grant less its spend and, in nested mode for a workflow task,
+// the run pool less the spend of the run's workflow tasks.
+func remainingInputs(pol *events.Policy) string {
+	own := pol.Granted - pol.Spent
+	s := fmt.Sprintf("%d = %d granted - %d spent", own, pol.Granted, pol.Spent)
+	if pol.RunPool > 0 || pol.RunSpent > 0 {
+		s = fmt.Sprintf("%d = min(%d granted - %d spent, run pool %d budgetTotal - %d spent by its workflow tasks)",
+			min(own, pol.RunPool-pol.RunSpent), pol.Granted, pol.Spent, pol.RunPool, pol.RunSpent)
+	}
+	return s
 }
 
 func settlementRule(s *projections.State, cfg projections.Config, cmd commands.Command, evs []events.Event) string {
@@ -299,6 +320,13 @@ func settlementRule(s *projections.State, cfg projections.Config, cmd commands.C
 		b.WriteString("unmetered: nothing charged")
 	case usage > d.Reserved:
 		fmt.Fprintf(&b, "usage %d > reserved %d: charged %d", usage, d.Reserved, usage-d.Reserved)
+		for _, ev := range evs {
+			if p := events.PayloadAs[events.BudgetCharged](ev); p != nil && p.Uncharged > 0 {
+				b.Reset()
+				fmt.Fprintf(&b, "usage %d > reserved %d: charged %d, %d uncharged (budget mode %s: a charge stops at what the parent may still spend)",
+					usage, d.Reserved, p.Tokens, p.Uncharged, budgetMode(cfg.BudgetMode))
+			}
+		}
 	default:
 		fmt.Fprintf(&b, "usage %d within reserved %d: no charge, no refund", usage, d.Reserved)
 	}
@@ -337,6 +365,7 @@ func configChange(from, to projections.Config) string {
 	add("quotaEvents", from.QuotaEvents, to.QuotaEvents)
 	add("quotaBytes", from.QuotaBytes, to.QuotaBytes)
 	add("quotaMsgsPerMin", from.QuotaMsgsPerMin, to.QuotaMsgsPerMin)
+	add("budgetMode", budgetMode(from.BudgetMode), budgetMode(to.BudgetMode))
 	if len(ch) == 0 {
 		return "none"
 	}

@@ -78,7 +78,8 @@ func (c *Configure) decide(s *projections.State, env *Env) (Decision, error) {
 
 // recordedBudgetMode is the budget mode as engine.configured records it: the
 // default is left out, so a log written in picrew mode reads the same as one
-// written before the knob existed.
+// written before the knob existed. A config that leaves the mode empty means
+// the default too.
 func recordedBudgetMode(mode string) string {
 	if mode == events.BudgetModePicrew {
 		return ""

@@ -115,6 +115,7 @@ var options = []option{
 	{"max-slots", kindInt, "N", fmt.Sprintf("delegations in flight at once, %d..%d", commands.MinMaxSlots, commands.MaxMaxSlots), fixed("2")},
 	{"serialize-on-path-overlap", kindBool, "[=BOOL]", "tolerate a write-capable delegation in the cwd of another running executor (off: refuse it, workspace-conflict)", fixed("false")},
 	{"unmetered-delegates", kindString, "allow|deny", "admit delegations that no budget meters: allow or deny", fixed(events.UnmeteredAllow)},
+	{"budget-mode", kindString, "picrew|nested", "how a delegation's grant is found: picrew (every task seeded with the run's budgetTotal) or nested (a grandchild's grant is its reservation; a run never spends more than budgetTotal)", fixed(events.BudgetModePicrew)},
 	{"model-catalog", kindString, "FILE", "file of allowed models, one per line ('#' comments); absent: no model check; unreadable: every explicit model is denied", fixed("")},
 	{"settle-grace", kindDuration, "DURATION", fmt.Sprintf("time after a delegation's timeout before the engine times it out, whole seconds, 0s..%ds", commands.MaxSettleGraceSec), fixed("30s")},
 	{"slot-share", kindString, "N|auto", fmt.Sprintf("slots one run may hold while another run waits for one, 0..%d (0: no share); auto: half of --max-slots, at least 1", commands.MaxMaxSlots), fixed("auto")},
@@ -293,6 +294,7 @@ func Load(args []string, env Env) (Config, error) {
 		MaxSlots:               integer("max-slots", commands.MinMaxSlots, commands.MaxMaxSlots),
 		SerializeOnPathOverlap: boolean("serialize-on-path-overlap"),
 		UnmeteredDelegates:     oneOf("unmetered-delegates", events.UnmeteredAllow, events.UnmeteredDeny),
+		BudgetMode:             oneOf("budget-mode", events.BudgetModePicrew, events.BudgetModeNested),
 	}
 	seconds := func(name string, maxSec int) int {
 		text, src := str(name)

@@ -79,7 +79,7 @@ func TestLoadFlagsOverride(t *testing.T) {
 	c, err := Load([]string{
 		"--data", "/d", "--socket=/s/crewd.sock", "--nesting=false", "--max-depth", "10", "--max-slots", "64",
 		"--serialize-on-path-overlap", "--unmetered-delegates", "deny", "--model-catalog", catalog,
-		"--settle-grace", "2m", "--max-frame", "1024", "--outbound-queue-cap", "4096",
+		"--settle-grace", "2m", "--max-frame", "1024", "--outbound-queue-cap", "4096", "--budget-mode", "nested",
 		"-log-level", "debug", "--log-format", "json", "--min-free-mib", "0", "--open-timeout", "0s", "--socket-group", "4242",
 		"--slot-share", "3", "--slot-wait", "30s", "--quota-events", "5000", "--quota-bytes", "1048576", "--quota-msg-rate", "0",
 	}, homeEnv)
@@ -90,6 +90,7 @@ func TestLoadFlagsOverride(t *testing.T) {
 			NestingEnabled: false, MaxDepth: 10, MaxSlots: 64, SerializeOnPathOverlap: true,
 			UnmeteredDelegates: events.UnmeteredDeny, ModelCatalog: []string{"claude-sonnet", "gpt-x"}, SettleGraceSec: 120,
 			SlotShare: 3, SlotWaitSec: 30, QuotaEvents: 5000, QuotaBytes: 1 << 20, QuotaMsgsPerMin: 0,
+			BudgetMode: events.BudgetModeNested,
 		},
 		ModelCatalogFile: catalog, MaxFrame: 1024, OutboundQueueCap: 4096, LogLevel: slog.LevelDebug, LogFormat: "json",
 		SocketGroup: 4242,
@@ -122,7 +123,7 @@ func TestLoadModelCatalogUnreadableIsEmpty(t *testing.T) {
 
 func TestLoadConfigFile(t *testing.T) {
 	file := writeFile(t, "crewd.json", `{"data": "/from-file", "max-slots": 8, "nesting": false, "settle-grace": 45,
-		"unmetered-delegates": "deny", "log-format": "json"}`)
+		"unmetered-delegates": "deny", "log-format": "json", "budget-mode": "nested"}`)
 	c, err := Load([]string{"--config", file, "--max-slots", "3"}, homeEnv)
 	require.NoError(t, err)
 	require.Equal(t, file, c.ConfigFile)
@@ -131,6 +132,7 @@ func TestLoadConfigFile(t *testing.T) {
 	require.False(t, c.Engine.NestingEnabled)
 	require.Equal(t, 45, c.Engine.SettleGraceSec, "a number of seconds")
 	require.Equal(t, events.UnmeteredDeny, c.Engine.UnmeteredDelegates)
+	require.Equal(t, events.BudgetModeNested, c.Engine.BudgetMode)
 	require.Equal(t, "json", c.LogFormat)
 	require.Equal(t, 4, c.Engine.MaxDepth, "keys the file leaves out keep their defaults")
 }
@@ -153,6 +155,7 @@ func TestLoadInvalid(t *testing.T) {
 		{"max-slots low", []string{"--max-slots", "0"}, []string{"--max-slots: 0 is outside 1..64"}},
 		{"max-slots high", []string{"--max-slots", "65"}, []string{"--max-slots: 65 is outside 1..64"}},
 		{"unmetered", []string{"--unmetered-delegates", "maybe"}, []string{`--unmetered-delegates: "maybe" is not one of allow, deny`}},
+		{"budget mode", []string{"--budget-mode", "flat"}, []string{`--budget-mode: "flat" is not one of picrew, nested`}},
 		{"grace text", []string{"--settle-grace", "soon"}, []string{`--settle-grace: "soon" is not a duration`}},
 		{"grace fraction", []string{"--settle-grace", "1500ms"}, []string{"--settle-grace: 1.5s is not a whole number of seconds"}},
 		{"grace negative", []string{"--settle-grace", "-1s"}, []string{"--settle-grace: -1s is outside 0s..86400s"}},

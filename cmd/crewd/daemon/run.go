@@ -190,7 +190,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	}
 	lg.Info("serving", "socket", srv.Addr(), "nesting", engineConfig.NestingEnabled, "maxDepth", engineConfig.MaxDepth,
 		"maxSlots", engineConfig.MaxSlots, "serializeOnPathOverlap", engineConfig.SerializeOnPathOverlap,
-		"unmeteredDelegates", engineConfig.UnmeteredDelegates, "modelCatalog", catalog,
+		"unmeteredDelegates", engineConfig.UnmeteredDelegates, "budgetMode", engineConfig.BudgetMode, "modelCatalog", catalog,
 		"settleGraceSec", engineConfig.SettleGraceSec, "slotShare", engineConfig.SlotShare,
 		"slotWaitSec", engineConfig.SlotWaitSec, "quotaEvents", engineConfig.QuotaEvents,
 		"quotaBytes", engineConfig.QuotaBytes, "quotaMsgsPerMin", engineConfig.QuotaMsgsPerMin)
