@@ -10,6 +10,7 @@ import (
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // TestCheckFindsBrokenInvariants writes decided events, then hand-made
@@ -118,4 +119,54 @@ func TestVerifyMatchesCheck(t *testing.T) {
 	require.Equal(t, store, got.Store)
 	require.Positive(t, calls)
 	require.Equal(t, store.Head, got.Check.Events)
+}
+
+// TestCheckFindsReservationBeyondGrant hand-writes budget.reserved events
+// that a budget bug would: one above what remained of the grant, and, in
+// nested budget mode, one that seeds a grandchild with the whole run budget
+// instead of its own reservation. crewctl verify must name both.
+func TestCheckFindsReservationBeyondGrant(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	l, err := eventlog.Open(dir, nil)
+	require.NoError(t, err)
+	w := audittest.NewWorld(l, audittest.Epoch.UnixNano())
+	const run = "team_20261001090000_0000000000000002"
+	cfg := projections.DefaultConfig()
+	cfg.BudgetMode = events.BudgetModeNested
+	for _, c := range []struct {
+		actor events.Actor
+		cmd   commands.Command
+	}{
+		{audittest.Admin, &commands.Configure{Config: cfg}},
+		{audittest.Admin, &commands.RunCreate{RunID: run, Team: "crew", Cwd: "/srv", BudgetTotal: new(int64(1000))}},
+		{audittest.Orchestrator, &commands.RunTransition{RunID: run, To: "running"}},
+		{audittest.Orchestrator, &commands.TaskCreate{RunID: run, TaskID: "t1", Role: "executor", Agent: "executor", StepID: "s"}},
+		{audittest.Orchestrator, &commands.TaskTransition{RunID: run, TaskID: "t1", To: "running"}},
+		{audittest.Worker("t1"), &commands.DelegateRequest{RunID: run, TaskID: "t1", Prompt: "p", BudgetTokens: audittest.Ptr[int64](600)}},
+		{audittest.Orchestrator, &commands.DelegateSpawned{RunID: run, SubID: "gc-00000001", PID: 7}},
+	} {
+		_, err := w.Do(c.actor, c.cmd)
+		require.NoError(t, err)
+	}
+	head, _ := l.Head()
+	// 500 more from t1, with 400 left of its grant of 1000.
+	require.NoError(t, w.Raw(events.Event{Stream: run, Type: events.TypeBudgetReserved,
+		Payload: &events.BudgetReserved{TaskID: "t1", SubID: "gc-x", Tokens: 500, GrantedTokens: 1000}}))
+	// The grandchild seeded with the run's budgetTotal (picrew's rule) in
+	// nested mode, although its parent reserved 600 for it.
+	require.NoError(t, w.Raw(events.Event{Stream: run, Type: events.TypeBudgetReserved,
+		Payload: &events.BudgetReserved{TaskID: "gc-00000001", SubID: "gc-y", Tokens: 100, GrantedTokens: 1000}}))
+	require.NoError(t, w.Flush())
+	require.NoError(t, l.Close())
+
+	l, err = Open(dir)
+	require.NoError(t, err)
+	defer l.Close()
+	rep, err := Verify(l, nil)
+	require.NoError(t, err)
+	require.Len(t, rep.Check.Problems, 2)
+	require.Equal(t, Problem{Position: head + 1, Run: run, Subject: "t1", Invariant: InvariantReservation,
+		Detail: "reserved 500 with 400 remaining (1000 granted - 600 spent)"}, rep.Check.Problems[0])
+	require.Equal(t, Problem{Position: head + 2, Run: run, Subject: "gc-00000001", Invariant: InvariantReservation,
+		Detail: "nested budget mode: shadow seeded with 1000, its own reservation was 600"}, rep.Check.Problems[1])
 }

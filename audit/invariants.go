@@ -11,13 +11,17 @@ import (
 
 // Names of the domain invariants Check verifies.
 const (
-	InvariantSpent     = "tokens-spent"      // tokensSpent = Σ reservations + Σ charges
-	InvariantGranted   = "tokens-granted"    // tokensGranted is written once
-	InvariantSlots     = "slots-held"        // held slots = in-flight delegations
-	InvariantTerminal  = "one-terminal"      // a delegation ends exactly once
-	InvariantAdmission = "admitted-once"     // a delegation is admitted once
-	maxProblems        = 100                 // past this, Check stops collecting
-	problemsTruncated  = "too many problems" // Detail of the last Problem when capped
+	InvariantSpent     = "tokens-spent"   // tokensSpent = Σ reservations + Σ charges
+	InvariantGranted   = "tokens-granted" // tokensGranted is written once
+	InvariantSlots     = "slots-held"     // held slots = in-flight delegations
+	InvariantTerminal  = "one-terminal"   // a delegation ends exactly once
+	InvariantAdmission = "admitted-once"  // a delegation is admitted once
+	// InvariantReservation: a reservation is at most what remained of the
+	// parent's grant when it was admitted (and, in nested budget mode, of
+	// the run pool; a shadow's grant is its own reservation).
+	InvariantReservation = "reservation-within-grant"
+	maxProblems          = 100                 // past this, Check stops collecting
+	problemsTruncated    = "too many problems" // Detail of the last Problem when capped
 )
 
 // Problem is one broken invariant, at the first position where it shows.
@@ -53,7 +57,11 @@ type CheckReport struct {
 //   - tokensGranted never changes once the account is open;
 //   - held slots = delegations admitted and not terminal;
 //   - every delegation is admitted once, and a terminal delegation has
-//     exactly one terminal event (none for one never admitted).
+//     exactly one terminal event (none for one never admitted);
+//   - a reservation is never above what remained of the grant at its
+//     admission (granted − spent, from the checker's own sums), nor, in
+//     nested budget mode, above the run pool (workflow tasks) or seeded
+//     with anything but the shadow's own reservation.
 //
 // Problems are listed in log order, the first bad position first (at most
 // 100). An error means the log could not be read (it wraps
@@ -168,6 +176,9 @@ func (c *checker) run(stream string) string {
 }
 
 func (c *checker) step(ev events.Event) {
+	if p, ok := ev.Payload.(*events.BudgetReserved); ok {
+		c.reservation(ev, p) // against the state before it
+	}
 	projections.Apply(c.s, ev)
 	switch p := ev.Payload.(type) {
 	case *events.BudgetReserved:
@@ -207,10 +218,42 @@ func (c *checker) step(ev events.Event) {
 	}
 }
 
+// reservation checks a reservation against what remained of its parent's
+// grant just before it: the checker's own sums once the account is open,
+// else the grant the reservation seeds.
+func (c *checker) reservation(ev events.Event, p *events.BudgetReserved) {
+	k := key{c.run(ev.Stream), p.TaskID}
+	acc := c.accounts[k]
+	granted, spent := p.GrantedTokens, int64(0)
+	if acc.opened {
+		granted, spent = acc.granted, acc.spent
+	}
+	if p.Tokens < 0 || p.Tokens > granted-spent {
+		c.fail(ev, k, InvariantReservation, "reserved %d with %d remaining (%d granted - %d spent)", p.Tokens, granted-spent, granted, spent)
+		return
+	}
+	if c.s.Config().BudgetMode != events.BudgetModeNested {
+		return
+	}
+	task, _ := c.s.Task(k.run, k.id)
+	if task.Shadow() {
+		if d, _ := c.s.Delegation(k.run, k.id); !acc.opened && p.GrantedTokens != d.Reserved {
+			c.fail(ev, k, InvariantReservation, "nested budget mode: shadow seeded with %d, its own reservation was %d", p.GrantedTokens, d.Reserved)
+		}
+		return
+	}
+	run, _ := c.s.Run(k.run)
+	if total, ok := run.Budget(); ok {
+		if pool := total - c.s.RootSpent(k.run); p.Tokens > pool {
+			c.fail(ev, k, InvariantReservation, "nested budget mode: reserved %d with %d left in the run pool (%d budgetTotal)", p.Tokens, pool, total)
+		}
+	}
+}
+
 // ledger checks the account of k after a reservation or charge of tokens.
 func (c *checker) ledger(ev events.Event, k key, tokens int64) {
 	acc := c.accounts[k]
-	acc.spent += tokens
+	acc.spent = projections.SaturatingAdd(acc.spent, tokens)
 	c.checkAccount(ev, k, &acc)
 	c.accounts[k] = acc
 }

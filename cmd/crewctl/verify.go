@@ -40,9 +40,10 @@ func (a *app) verifyCmd() *cobra.Command {
 		Long: `verify checks the store (checksums, gapless positions, the hash chain, the
 head, the stream index, the command table and the snapshot) and then folds the
 log and checks the domain invariants: per task tokensSpent = Σ reservations +
-Σ charges, tokensGranted written once, held slots = in-flight delegations,
-one terminal event per ended delegation. It names the first bad position and
-exits 1 on any problem.`,
+Σ charges, tokensGranted written once, every reservation within what
+remained of the grant at its admission (and of the run pool in nested budget
+mode), held slots = in-flight delegations, one terminal event per ended
+delegation. It names the first bad position and exits 1 on any problem.`,
 		Args: args(0, "no arguments"),
 		RunE: func(*cobra.Command, []string) error { return a.verify(storePath(a.dataDir)) },
 	}
