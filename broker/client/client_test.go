@@ -32,13 +32,13 @@ func dialT(t *testing.T, b *fakeBroker, h Hello, o *Options) *Client {
 	return c
 }
 
-func pingHandler(t *testing.T) func(fc *fakeConn, req wire.Request) {
+func pingHandler() func(fc *fakeConn, req wire.Request) {
 	return func(fc *fakeConn, req wire.Request) {
 		switch req.Method {
 		case wire.MethodPing:
-			fc.reply(t, req.ID, map[string]any{"pong": true, "protocol": 1})
+			fc.reply(req.ID, map[string]any{"pong": true, "protocol": 1})
 		default:
-			fc.send(t, wire.Response{ID: req.ID, Error: wire.NotImplemented(req.Method)})
+			fc.send(wire.Response{ID: req.ID, Error: wire.NotImplemented(req.Method)})
 		}
 	}
 }
@@ -54,7 +54,7 @@ func TestHelloShapes(t *testing.T) {
 		{"worker", worker, `{"protocol":1,"runId":"r1","taskId":"t1","token":"secret-w"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := newFakeBroker(t, pingHandler(t))
+			b := newFakeBroker(t, pingHandler())
 			got := make(chan string, 1)
 			b.hello = func(p json.RawMessage) *wire.Error { got <- string(p); return nil }
 			c := dialT(t, b, tc.hello, nil)
@@ -66,7 +66,7 @@ func TestHelloShapes(t *testing.T) {
 }
 
 func TestDialRefused(t *testing.T) {
-	b := newFakeBroker(t, pingHandler(t))
+	b := newFakeBroker(t, pingHandler())
 	b.hello = func(json.RawMessage) *wire.Error { return wire.NewError(wire.CodeAuth, wire.MsgHelloRejected) }
 	_, err := Dial(testCtx(t), b.path, worker, nil)
 	var we *wire.Error
@@ -81,7 +81,7 @@ func TestDialFailures(t *testing.T) {
 		require.ErrorContains(t, err, "client: connect")
 	})
 	t.Run("hello never answered", func(t *testing.T) {
-		b := newFakeBroker(t, pingHandler(t))
+		b := newFakeBroker(t, pingHandler())
 		block := make(chan struct{})
 		t.Cleanup(func() { close(block) })
 		b.hello = func(json.RawMessage) *wire.Error { <-block; return nil }
@@ -99,10 +99,10 @@ func TestDialFailures(t *testing.T) {
 func TestCallResultAndErrorFrame(t *testing.T) {
 	b := newFakeBroker(t, func(fc *fakeConn, req wire.Request) {
 		if req.Method == "deny" {
-			fc.fail(t, req.ID, wire.CodePolicyDenied, "slots exhausted")
+			fc.fail(req.ID, wire.CodePolicyDenied, "slots exhausted")
 			return
 		}
-		pingHandler(t)(fc, req)
+		pingHandler()(fc, req)
 	})
 	c := dialT(t, b, worker, nil)
 	var pong struct{ Pong bool }
@@ -132,7 +132,7 @@ func TestCallConcurrentOutOfOrder(t *testing.T) {
 			return
 		}
 		for i := n - 1; i >= 0; i-- {
-			fc.send(t, wire.Response{ID: held[i].ID, Result: held[i].Params})
+			fc.send(wire.Response{ID: held[i].ID, Result: held[i].Params})
 		}
 	})
 	c := dialT(t, b, worker, nil)
@@ -158,7 +158,7 @@ func TestCallConcurrentOutOfOrder(t *testing.T) {
 }
 
 func TestCallRefusedLocally(t *testing.T) {
-	b := newFakeBroker(t, pingHandler(t))
+	b := newFakeBroker(t, pingHandler())
 	c := dialT(t, b, worker, &Options{MaxFrame: 1024})
 	ctx := testCtx(t)
 	require.ErrorContains(t, c.Call(ctx, "no spaces", nil, nil), "client: method name")
@@ -182,7 +182,7 @@ func TestConnectionLostFailsPendingAndLater(t *testing.T) {
 
 func TestOversizeFrameFromBrokerCloses(t *testing.T) {
 	b := newFakeBroker(t, func(fc *fakeConn, req wire.Request) {
-		fc.reply(t, req.ID, strings.Repeat("z", 4000))
+		fc.reply(req.ID, strings.Repeat("z", 4000))
 	})
 	c := dialT(t, b, worker, &Options{MaxFrame: 1024})
 	err := c.Call(testCtx(t), "big", nil, nil)
@@ -200,8 +200,8 @@ func TestCallContextEndsThenLateAnswerIgnored(t *testing.T) {
 			close(held)
 		case wire.MethodPing:
 			// Answer the abandoned request first: the client must drop it and still match the ping.
-			fc.reply(t, slowID, "late")
-			fc.reply(t, req.ID, map[string]bool{"pong": true})
+			fc.reply(slowID, "late")
+			fc.reply(req.ID, map[string]bool{"pong": true})
 		}
 	})
 	c := dialT(t, b, worker, nil)
@@ -218,9 +218,9 @@ func TestCallContextEndsThenLateAnswerIgnored(t *testing.T) {
 
 func TestMailboxPushesReachHandlerInOrder(t *testing.T) {
 	b := newFakeBroker(t, func(fc *fakeConn, req wire.Request) {
-		fc.push(t, wire.EventMailboxMessage, 0, map[string]string{"id": "m1", "body": "hi"})
-		fc.push(t, "some.future.push", 0, nil)
-		fc.reply(t, req.ID, true)
+		fc.push(wire.EventMailboxMessage, 0, map[string]string{"id": "m1", "body": "hi"})
+		fc.push("some.future.push", 0, nil)
+		fc.reply(req.ID, true)
 	})
 	var got []wire.Event
 	c := dialT(t, b, worker, &Options{OnMailbox: func(ev wire.Event) { got = append(got, ev) }})
@@ -232,7 +232,7 @@ func TestMailboxPushesReachHandlerInOrder(t *testing.T) {
 }
 
 func TestCloseIsIdempotent(t *testing.T) {
-	b := newFakeBroker(t, pingHandler(t))
+	b := newFakeBroker(t, pingHandler())
 	c := dialT(t, b, worker, nil)
 	require.NoError(t, c.Close())
 	require.NoError(t, c.Close())

@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"path/filepath"
 	"sync"
@@ -14,6 +15,9 @@ import (
 
 // fakeBroker is a minimal broker for the client's tests: it speaks the framing and the hello, and hands every
 // later request to the test's handler, so the client is tested without the server package.
+//
+// Handlers run on the broker's goroutines, never the test's: they report a failure with errorf, and the
+// broker's cleanup asserts, on the test goroutine, that none was reported.
 type fakeBroker struct {
 	t    *testing.T
 	path string
@@ -26,35 +30,50 @@ type fakeBroker struct {
 
 	mu    sync.Mutex
 	conns []*fakeConn
+	errs  []error // what a handler reported, asserted by the cleanup
 	wg    sync.WaitGroup
 }
 
+// errorf records a failure seen on a broker goroutine.
+func (b *fakeBroker) errorf(format string, args ...any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.errs = append(b.errs, fmt.Errorf(format, args...))
+}
+
 type fakeConn struct {
+	b    *fakeBroker
 	conn net.Conn
 	mu   sync.Mutex
 }
 
-func (fc *fakeConn) send(t *testing.T, v any) {
+func (fc *fakeConn) send(v any) {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
 	// A write to a client that has gone is not the test's failure.
 	_ = wire.WriteFrame(fc.conn, v, wire.MaxFrameCeiling)
 }
 
-func (fc *fakeConn) reply(t *testing.T, id string, result any) {
+func (fc *fakeConn) reply(id string, result any) {
 	raw, err := json.Marshal(result)
-	require.NoError(t, err)
-	fc.send(t, wire.Response{ID: id, Result: raw})
+	if err != nil {
+		fc.b.errorf("reply %s: %w", id, err)
+		return
+	}
+	fc.send(wire.Response{ID: id, Result: raw})
 }
 
-func (fc *fakeConn) fail(t *testing.T, id string, code wire.Code, msg string) {
-	fc.send(t, wire.Response{ID: id, Error: wire.NewError(code, msg)})
+func (fc *fakeConn) fail(id string, code wire.Code, msg string) {
+	fc.send(wire.Response{ID: id, Error: wire.NewError(code, msg)})
 }
 
-func (fc *fakeConn) push(t *testing.T, name string, seq uint64, data any) {
+func (fc *fakeConn) push(name string, seq uint64, data any) {
 	raw, err := json.Marshal(data)
-	require.NoError(t, err)
-	fc.send(t, wire.Event{Name: name, Data: raw, Seq: seq})
+	if err != nil {
+		fc.b.errorf("push %s: %w", name, err)
+		return
+	}
+	fc.send(wire.Event{Name: name, Data: raw, Seq: seq})
 }
 
 func newFakeBroker(t *testing.T, handle func(fc *fakeConn, req wire.Request)) *fakeBroker {
@@ -65,7 +84,12 @@ func newFakeBroker(t *testing.T, handle func(fc *fakeConn, req wire.Request)) *f
 	b := &fakeBroker{t: t, path: path, ln: ln, handle: handle}
 	b.wg.Add(1)
 	go b.accept()
-	t.Cleanup(b.stop)
+	t.Cleanup(func() {
+		b.stop()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		require.Empty(t, b.errs, "the fake broker's handlers reported failures")
+	})
 	return b
 }
 
@@ -93,7 +117,7 @@ func (b *fakeBroker) accept() {
 			return
 		}
 		b.mu.Lock()
-		fc := &fakeConn{conn: conn}
+		fc := &fakeConn{b: b, conn: conn}
 		b.conns = append(b.conns, fc)
 		b.mu.Unlock()
 		b.wg.Add(1)
@@ -117,12 +141,12 @@ func (b *fakeBroker) serve(fc *fakeConn) {
 		}
 		if !authed {
 			if req.Method != wire.MethodHello {
-				fc.fail(b.t, req.ID, wire.CodeProtocol, wire.MsgHelloRequired)
+				fc.fail(req.ID, wire.CodeProtocol, wire.MsgHelloRequired)
 				return
 			}
 			if b.hello != nil {
 				if e := b.hello(req.Params); e != nil {
-					fc.send(b.t, wire.Response{ID: req.ID, Error: e})
+					fc.send(wire.Response{ID: req.ID, Error: e})
 					return
 				}
 			}
@@ -130,7 +154,7 @@ func (b *fakeBroker) serve(fc *fakeConn) {
 				RunID string `json:"runId"`
 			}
 			_ = json.Unmarshal(req.Params, &h)
-			fc.reply(b.t, req.ID, wire.HelloAck{Protocol: 1, Session: "fake", Run: h.RunID, OK: true})
+			fc.reply(req.ID, wire.HelloAck{Protocol: 1, Session: "fake", Run: h.RunID, OK: true})
 			authed = true
 			continue
 		}

@@ -16,14 +16,17 @@ type subscribeScript struct {
 	calls []subscribeParams
 }
 
-func (s *subscribeScript) handler(t *testing.T, steps func(k int, fc *fakeConn, id string)) func(*fakeConn, wire.Request) {
+func (s *subscribeScript) handler(steps func(k int, fc *fakeConn, id string)) func(*fakeConn, wire.Request) {
 	return func(fc *fakeConn, req wire.Request) {
 		if req.Method != wire.MethodEventsSubscribe {
-			pingHandler(t)(fc, req)
+			pingHandler()(fc, req)
 			return
 		}
 		var p subscribeParams
-		require.NoError(t, json.Unmarshal(req.Params, &p))
+		if err := json.Unmarshal(req.Params, &p); err != nil {
+			fc.b.errorf("events.subscribe params: %w", err)
+			return
+		}
 		s.mu.Lock()
 		k := len(s.calls)
 		s.calls = append(s.calls, p)
@@ -38,12 +41,12 @@ func (s *subscribeScript) params() []subscribeParams {
 	return append([]subscribeParams(nil), s.calls...)
 }
 
-func teamEvent(t *testing.T, fc *fakeConn, seq uint64) {
-	fc.push(t, wire.EventTeamEvent, seq, map[string]any{"type": "task.started", "position": seq})
+func teamEvent(fc *fakeConn, seq uint64) {
+	fc.push(wire.EventTeamEvent, seq, map[string]any{"type": "task.started", "position": seq})
 }
 
-func subscribed(t *testing.T, fc *fakeConn, id string, since uint64) {
-	fc.reply(t, id, map[string]any{"subscribed": true, "sinceSeq": since})
+func subscribed(fc *fakeConn, id string, since uint64) {
+	fc.reply(id, map[string]any{"subscribed": true, "sinceSeq": since})
 }
 
 // collect reads n events from s and returns their seqs.
@@ -65,19 +68,19 @@ func collect(t *testing.T, s *Subscription, n int) []uint64 {
 // client re-subscribes after 3, and the overlap the broker replays (3 again) is not yielded twice.
 func TestSubscriptionResyncIsTransparent(t *testing.T) {
 	var script subscribeScript
-	b := newFakeBroker(t, script.handler(t, func(k int, fc *fakeConn, id string) {
+	b := newFakeBroker(t, script.handler(func(k int, fc *fakeConn, id string) {
 		switch k {
 		case 0:
-			subscribed(t, fc, id, 0)
+			subscribed(fc, id, 0)
 			for seq := uint64(1); seq <= 3; seq++ {
-				teamEvent(t, fc, seq)
+				teamEvent(fc, seq)
 			}
-			fc.push(t, wire.EventMailboxMessage, 0, map[string]string{"id": "m"}) // not for a subscription
-			fc.send(t, wire.Resync{FromSeq: 4})
+			fc.push(wire.EventMailboxMessage, 0, map[string]string{"id": "m"}) // not for a subscription
+			fc.send(wire.Resync{FromSeq: 4})
 		case 1:
-			subscribed(t, fc, id, 3)
+			subscribed(fc, id, 3)
 			for seq := uint64(3); seq <= 6; seq++ {
-				teamEvent(t, fc, seq)
+				teamEvent(fc, seq)
 			}
 		}
 	}))
@@ -103,11 +106,11 @@ func TestSubscriptionResyncIsTransparent(t *testing.T) {
 // deadlock the subscription.
 func TestSubscriptionPushesBeforeAnswer(t *testing.T) {
 	var script subscribeScript
-	b := newFakeBroker(t, script.handler(t, func(k int, fc *fakeConn, id string) {
+	b := newFakeBroker(t, script.handler(func(k int, fc *fakeConn, id string) {
 		for seq := uint64(11); seq <= 30; seq++ {
-			teamEvent(t, fc, seq)
+			teamEvent(fc, seq)
 		}
-		subscribed(t, fc, id, 10)
+		subscribed(fc, id, 10)
 	}))
 	c := dialT(t, b, worker, &Options{EventBuffer: 4})
 	s, err := c.Subscribe(testCtx(t), 10, nil)
@@ -125,16 +128,16 @@ func TestSubscriptionPushesBeforeAnswer(t *testing.T) {
 // once that answer is in.
 func TestSubscriptionResyncWhileSubscribing(t *testing.T) {
 	var script subscribeScript
-	b := newFakeBroker(t, script.handler(t, func(k int, fc *fakeConn, id string) {
+	b := newFakeBroker(t, script.handler(func(k int, fc *fakeConn, id string) {
 		switch k {
 		case 0:
-			teamEvent(t, fc, 1)
-			fc.send(t, wire.Resync{FromSeq: 2})
-			subscribed(t, fc, id, 0)
+			teamEvent(fc, 1)
+			fc.send(wire.Resync{FromSeq: 2})
+			subscribed(fc, id, 0)
 		case 1:
-			subscribed(t, fc, id, 1)
-			teamEvent(t, fc, 2)
-			teamEvent(t, fc, 3)
+			subscribed(fc, id, 1)
+			teamEvent(fc, 2)
+			teamEvent(fc, 3)
 		}
 	}))
 	c := dialT(t, b, worker, nil)
@@ -147,8 +150,8 @@ func TestSubscriptionResyncWhileSubscribing(t *testing.T) {
 
 func TestSubscriptionRefused(t *testing.T) {
 	var script subscribeScript
-	b := newFakeBroker(t, script.handler(t, func(k int, fc *fakeConn, id string) {
-		fc.fail(t, id, wire.CodeForbidden, "forbidden")
+	b := newFakeBroker(t, script.handler(func(k int, fc *fakeConn, id string) {
+		fc.fail(id, wire.CodeForbidden, "forbidden")
 	}))
 	c := dialT(t, b, worker, nil)
 	_, err := c.Subscribe(testCtx(t), 0, nil)
@@ -157,11 +160,11 @@ func TestSubscriptionRefused(t *testing.T) {
 
 func TestSubscriptionGapIsAnError(t *testing.T) {
 	var script subscribeScript
-	b := newFakeBroker(t, script.handler(t, func(k int, fc *fakeConn, id string) {
-		subscribed(t, fc, id, 0)
-		teamEvent(t, fc, 1)
-		teamEvent(t, fc, 3)
-		fc.send(t, wire.Resync{FromSeq: 2}) // says 2 was dropped, after 3 was delivered
+	b := newFakeBroker(t, script.handler(func(k int, fc *fakeConn, id string) {
+		subscribed(fc, id, 0)
+		teamEvent(fc, 1)
+		teamEvent(fc, 3)
+		fc.send(wire.Resync{FromSeq: 2}) // says 2 was dropped, after 3 was delivered
 	}))
 	c := dialT(t, b, worker, nil)
 	s, err := c.Subscribe(testCtx(t), 0, nil)
@@ -176,8 +179,8 @@ func TestSubscriptionGapIsAnError(t *testing.T) {
 
 func TestSubscriptionCloseEndsNext(t *testing.T) {
 	var script subscribeScript
-	b := newFakeBroker(t, script.handler(t, func(k int, fc *fakeConn, id string) {
-		subscribed(t, fc, id, 0)
+	b := newFakeBroker(t, script.handler(func(k int, fc *fakeConn, id string) {
+		subscribed(fc, id, 0)
 	}))
 	c := dialT(t, b, worker, nil)
 	s, err := c.Subscribe(testCtx(t), 0, nil)
@@ -193,10 +196,10 @@ func TestSubscriptionCloseEndsNext(t *testing.T) {
 
 func TestSubscriptionDrainsBufferBeforeReportingClose(t *testing.T) {
 	var script subscribeScript
-	b := newFakeBroker(t, script.handler(t, func(k int, fc *fakeConn, id string) {
-		subscribed(t, fc, id, 0)
-		teamEvent(t, fc, 1)
-		teamEvent(t, fc, 2)
+	b := newFakeBroker(t, script.handler(func(k int, fc *fakeConn, id string) {
+		subscribed(fc, id, 0)
+		teamEvent(fc, 1)
+		teamEvent(fc, 2)
 		fc.conn.Close()
 	}))
 	c := dialT(t, b, worker, nil)
