@@ -43,16 +43,15 @@ func (e *Engine) Tick(ctx context.Context) int {
 	principal := events.EnginePrincipal()
 	engine := principal.Actor()
 	e.Read(func(s *projections.State) {
-		cfg := s.Config()
-		for _, d := range s.InFlight() {
-			if ExpiresAt(d, cfg) <= now {
-				due = append(due, Request{Principal: principal, CommandID: "expire:" + d.RunID + ":" + d.SubID, Actor: engine,
-					Command: &DelegateExpire{RunID: d.RunID, SubID: d.SubID}})
+		for _, c := range DueExpiries(s, now) {
+			var id string
+			switch c := c.(type) {
+			case *DelegateExpire:
+				id = "expire:" + c.RunID + ":" + c.SubID
+			case *AskExpire:
+				id = "ask-expire:" + c.RunID + ":" + c.QuestionID
 			}
-		}
-		for _, a := range s.DueAsks(now) {
-			due = append(due, Request{Principal: principal, CommandID: "ask-expire:" + a.RunID + ":" + a.QuestionID, Actor: engine,
-				Command: &AskExpire{RunID: a.RunID, QuestionID: a.QuestionID}})
+			due = append(due, Request{Principal: principal, CommandID: id, Actor: engine, Command: c})
 		}
 	})
 	// Submitted together, the expiries join the same group: one synced

@@ -198,46 +198,28 @@ func (w *scenarioWorld) digest() string {
 	return hex.EncodeToString(sum[:])
 }
 
-// tick is the engine clock's pass (Engine.Tick), as the engine actor: one
-// delegate.expire for every in-flight delegation past deadline + grace, then
-// one ask.expire for every pending question past its deadline.
+// tick is the engine clock's pass, as the engine actor: the commands
+// DueExpiries chooses (the choice Engine.Tick makes), decided in order.
 func (w *scenarioWorld) tick() (scenarioOutcome, error) {
-	var out scenarioOutcome
+	out := scenarioOutcome{result: []any{}}
 	results := []any{}
-	cfg := w.s.Config()
-	for _, d := range w.s.InFlight() {
-		if ExpiresAt(d, cfg) > w.now/1e6 {
-			continue
+	for _, c := range DueExpiries(w.s, w.now/1e6) {
+		var runID string
+		switch c := c.(type) {
+		case *DelegateExpire:
+			runID = c.RunID
+		case *AskExpire:
+			runID = c.RunID
 		}
-		o, err := w.decide(&DelegateExpire{RunID: d.RunID, SubID: d.SubID}, events.Actor{Role: events.RoleEngine}, d.RunID)
+		o, err := w.decide(c, events.Actor{Role: events.RoleEngine}, runID)
 		if err != nil {
 			return out, err
 		}
 		if o.err != nil {
-			return out, fmt.Errorf("tick: expiry of %s rejected: %v", d.SubID, o.err)
+			return out, fmt.Errorf("tick: %s rejected: %v", c.Kind(), o.err)
 		}
 		out.events = append(out.events, o.events...)
 		results = append(results, o.result)
-	}
-	page, err := w.s.Runs(projections.RunFilter{})
-	if err != nil {
-		return out, err
-	}
-	for _, run := range page.Runs {
-		for _, a := range w.s.Asks(run.RunID) {
-			if a.Status != projections.AskPending || a.Deadline > w.now/1e6 {
-				continue
-			}
-			o, err := w.decide(&AskExpire{RunID: a.RunID, QuestionID: a.QuestionID}, events.Actor{Role: events.RoleEngine}, a.RunID)
-			if err != nil {
-				return out, err
-			}
-			if o.err != nil {
-				return out, fmt.Errorf("tick: expiry of question %s rejected: %v", a.QuestionID, o.err)
-			}
-			out.events = append(out.events, o.events...)
-			results = append(results, o.result)
-		}
 	}
 	out.result = results
 	return out, nil
