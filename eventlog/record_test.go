@@ -1,6 +1,8 @@
 package eventlog
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"hash/crc32"
 	"testing"
@@ -85,10 +87,40 @@ func FuzzDecodeRecord(f *testing.F) {
 			require.ErrorIs(t, err, ErrCorrupt)
 			return
 		}
-		// Whatever decodes re-encodes to the same body when canonical, and
-		// never panics on the way.
-		_ = appendBody(nil, &out)
+		requireRoundTrip(t, &out, recordBody(b))
 	})
+}
+
+// requireRoundTrip checks that a decoded event re-encodes to a record that
+// decodes to the same event, whose body is a fixed point of decode and
+// encode, and that a canonical body (what appendBody writes) re-encodes to
+// itself byte for byte.
+func requireRoundTrip(t *testing.T, out *Event, body []byte) {
+	t.Helper()
+	again := appendBody(nil, out)
+	v := make([]byte, recordHeaderLen, recordHeaderLen+len(again))
+	v[0] = recordVersion
+	copy(v[5:], out.Hash[:])
+	v = append(v, again...)
+	binary.BigEndian.PutUint32(v[1:5], crcOf(v[5:]))
+	var back Event
+	require.NoError(t, DecodeRecord(v, &back), "a re-encoded record decodes")
+	require.Equal(t, *out, back, "decode(encode(e)) = e")
+	require.Equal(t, again, appendBody(nil, &back), "the re-encoded body is a fixed point")
+	if isCanonical(body) {
+		require.Equal(t, body, again, "a canonical body re-encodes to itself")
+	}
+}
+
+// isCanonical reports whether body is what appendBody writes for the event
+// it decodes to: the shortest encoding of every field.
+func isCanonical(body []byte) bool {
+	var e Event
+	v := make([]byte, recordHeaderLen, recordHeaderLen+len(body))
+	v[0] = recordVersion
+	v = append(v, body...)
+	binary.BigEndian.PutUint32(v[1:5], crcOf(v[5:]))
+	return DecodeRecord(v, &e) == nil && bytes.Equal(appendBody(nil, &e), body)
 }
 
 // The fuzzer must also reach the body parser, which the checksum normally
@@ -108,7 +140,9 @@ func FuzzDecodeRecordBody(f *testing.F) {
 		var out Event
 		if err := DecodeRecord(v, &out); err != nil {
 			require.ErrorIs(t, err, ErrCorrupt)
+			return
 		}
+		requireRoundTrip(t, &out, body)
 	})
 }
 
