@@ -177,6 +177,9 @@ func (l *Log) loadHead() (head, error) {
 	}
 	if h.Position > 0 {
 		rec, err := l.rawRecord(h.Position)
+		if errors.Is(err, ErrNotFound) {
+			return head{}, corruptf(h.Position, keyHead, "the head names position %d, which holds no record", h.Position)
+		}
 		if err != nil {
 			return head{}, err
 		}

@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"encoding/binary"
+	iofs "io/fs"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -65,7 +66,11 @@ func TestAppendRejectsInvalidInput(t *testing.T) {
 			l, _ := openMem(t)
 			defer l.Close()
 			_, err := l.Append(ws...)
-			require.Error(t, err)
+			want := ErrInvalid
+			if name == "duplicate id in one call" {
+				want = ErrDuplicateCommand
+			}
+			require.ErrorIs(t, err, want)
 			// No trace, no gap: the next append starts at position 1.
 			first, err := l.Append(Write{Events: evs("a", 1)})
 			require.NoError(t, err)
@@ -303,7 +308,10 @@ func TestFormatVersion(t *testing.T) {
 func TestReadOnly(t *testing.T) {
 	fs := vfs.NewMem()
 	_, err := Open("db", &Options{FS: fs, ReadOnly: true})
-	require.Error(t, err, "an empty store cannot be opened read-only")
+	// NB: pebble reports a read-only open of a missing store without a
+	// sentinel (its ErrDBDoesNotExist is for ErrorIfNotExists), so the
+	// text is what says which error it is.
+	require.ErrorContains(t, err, `database "db" does not exist`, "an empty store cannot be opened read-only")
 
 	l, err := Open("db", &Options{FS: fs})
 	require.NoError(t, err)
@@ -335,10 +343,12 @@ func TestCheckpoint(t *testing.T) {
 	rep, err := b.Verify(nil)
 	require.NoError(t, err)
 	require.EqualValues(t, 4, rep.Head)
-	require.Error(t, b.Checkpoint("backup"), "the destination must not exist")
+	require.ErrorIs(t, b.Checkpoint("backup"), iofs.ErrExist, "the destination must not exist")
 }
 
 func TestOpenDetectsDamagedHead(t *testing.T) {
+	// The position each damage must be reported at.
+	at := map[string]uint64{"record beyond head": 3, "head hash differs": 2, "head points past the log": 9}
 	cases := map[string]func(l *Log){
 		"record beyond head": func(l *Log) {
 			e := ev("a", "x")
@@ -364,7 +374,10 @@ func TestOpenDetectsDamagedHead(t *testing.T) {
 			damage(l)
 			require.NoError(t, l.Close())
 			_, err = Open("db", &Options{FS: fs})
-			require.Error(t, err)
+			var ce *CorruptError
+			require.ErrorAs(t, err, &ce)
+			require.ErrorIs(t, err, ErrCorrupt)
+			require.Equal(t, at[name], ce.Position, "%v", err)
 		})
 	}
 }
@@ -419,6 +432,6 @@ func TestOpenReportsALockedStore(t *testing.T) {
 	_, err = Open(dir, &Options{ReadOnly: true})
 	require.ErrorIs(t, err, ErrLocked)
 	_, err = Open(t.TempDir()+"/missing/deeper", &Options{ReadOnly: true})
-	require.Error(t, err)
+	require.ErrorContains(t, err, "missing/deeper\" does not exist")
 	require.NotErrorIs(t, err, ErrLocked)
 }

@@ -3,7 +3,6 @@ package eventlog
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"hash/crc32"
 	"testing"
 
@@ -64,8 +63,7 @@ func TestDecodeRecordRejectsDamage(t *testing.T) {
 		bad[i] ^= 0x20
 		var out Event
 		err := DecodeRecord(bad, &out)
-		require.Error(t, err, "flip at byte %d", i)
-		require.True(t, errors.Is(err, ErrCorrupt), "flip at byte %d: %v", i, err)
+		require.ErrorIs(t, err, ErrCorrupt, "flip at byte %d", i)
 	}
 	for n := 0; n < len(good); n++ {
 		var out Event
