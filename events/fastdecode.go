@@ -34,7 +34,7 @@ var fastDecoders = map[string]fastDecoder{
 
 	TypeTaskBudgetFairShare: v1Fast((*fastReader).readTaskBudgetFairShare),
 
-	TypeTaskCreated:        v1Fast((*fastReader).readTaskCreated),
+	TypeTaskCreated:        v2Fast((*fastReader).readTaskCreated),
 	TypeTaskStarted:        v1Fast((*fastReader).readTaskStarted),
 	TypeTaskCompleted:      v1Fast(func(r *fastReader, p *TaskCompleted) { r.readTaskEnded((*TaskEnded)(p)) }),
 	TypeTaskFailed:         v1Fast(func(r *fastReader, p *TaskFailed) { r.readTaskEnded((*TaskEnded)(p)) }),
@@ -75,8 +75,13 @@ var fastDecoders = map[string]fastDecoder{
 }
 
 // v1Fast is the decoder of a type at schema version 1.
-func v1Fast[T any](read func(*fastReader, *T)) fastDecoder {
-	return fastDecoder{version: 1, decode: func(r *fastReader) any {
+func v1Fast[T any](read func(*fastReader, *T)) fastDecoder { return fastAt(1, read) }
+
+// v2Fast is the decoder of a type at schema version 2.
+func v2Fast[T any](read func(*fastReader, *T)) fastDecoder { return fastAt(2, read) }
+
+func fastAt[T any](version uint16, read func(*fastReader, *T)) fastDecoder {
+	return fastDecoder{version: version, decode: func(r *fastReader) any {
 		p := new(T)
 		read(r, p)
 		return p
@@ -275,6 +280,9 @@ func (r *fastReader) readTaskCreated(p *TaskCreated) {
 		case "model":
 			r.once(&seen, 8)
 			p.Model = r.str()
+		case "kind":
+			r.once(&seen, 9)
+			p.Kind = r.str()
 		default:
 			r.skip()
 		}
