@@ -67,7 +67,15 @@
 // policy-denied). Everything from
 // the subId on is one batch: delegate.requested followed by
 // delegate.rejected, or by delegate.admitted and (metered) budget.reserved.
-// Every rejection records the policy inputs it saw (events.Policy).
+// Every rejection records the policy inputs it saw (events.Policy). Any role
+// string is a valid request (the role gate decides it); what is recorded of
+// it is cut to MaxRecordedRoleChars. Messages are pi-crew's text, numbers
+// printed as JavaScript prints them.
+//
+// A task is a delegation's shadow task iff it was created as one (kind
+// shadow on task.created v2, or by delegate.admitted): projections.Task.Shadow
+// is the one definition that budget abort, msg.send "all", task.transition
+// and credential.issue use. task.create makes workflow tasks only.
 //
 // # Run quotas (quota.go)
 //
@@ -82,7 +90,25 @@
 // # Budget (SPEC §4.2)
 //
 // Metered iff the run is not budgetUnlimited and the parent has an
-// allocation or the run a budgetTotal; the grant is seeded once from
-// budgetTotal; the reservation is the spend, never refunded; usage above the
-// reservation is charged at settlement.
+// allocation or the run a budgetTotal (a defined 0 included); the grant is
+// seeded once; the reservation is the spend, never refunded; usage above the
+// reservation is charged at settlement. Usage counts are bounded
+// (MaxUsageTokens) and every ledger sum saturates, so tokensSpent never
+// decreases.
+//
+// The seed depends on the engine config's budget mode. picrew (the
+// default): every task without an allocation, a shadow task too, is seeded
+// with the run's budgetTotal, as pi-crew 0.11.46, so spend across depths is
+// not bounded by it. nested: a shadow task's grant is the reservation its
+// parent made for it, the run's workflow tasks share one pool of
+// budgetTotal, and a settlement charge stops at what the parent may still
+// spend (the rest is recorded as uncharged), so a run's total spend never
+// exceeds budgetTotal.
+//
+// Run budget enforcement (task.usage, D§4.4): a report that reaches the
+// abort threshold records run.budget_abort and its consequences only; one
+// that reaches the warning threshold (and not the abort) records
+// run.budget_warning, once; a report that takes its task above half of
+// budgetTotal records task.budget_fair_share. Explicit thresholds, 0
+// included, are kept; absent ones default to 0.8 and 0.95.
 package commands

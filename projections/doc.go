@@ -21,6 +21,11 @@
 //   - Paged queries (TasksPage, DelegationsPage, LedgerPage, Mailbox, Runs)
 //     take a cursor that is an ordinal into an append-only list, so it stays
 //     valid while the run grows.
+//   - A task is a shadow task iff it was created as one (Task.Kind, from
+//     task.created v2 or delegate.admitted); Task.Shadow is the only test.
+//   - Token sums (the ledger, a run's budget use) saturate instead of
+//     wrapping, and a ledger amount below 0 adds nothing: tokensSpent never
+//     decreases, whatever a log holds.
 //   - Queries are methods on *State, return copies (never internal pointers)
 //     and list in a deterministic order: creation order, or sorted keys.
 //   - Clone is a deep copy; two copies fed the same events stay equal.
@@ -35,7 +40,7 @@
 // # Snapshot format
 //
 // EncodeSnapshot writes two msgpack values: the format version (uint16,
-// SnapshotFormat = 2) and a map
+// SnapshotFormat = 3) and a map
 //
 //	{position, config, runs: [{run, tasks, delegations, accounts, messages, asks, credentials}]}
 //
