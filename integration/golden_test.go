@@ -57,10 +57,10 @@ func gs01(t *testing.T, pool *daemonPool) {
 	w := s.worker(P)
 	seq := s.head()
 	s.refused(w, "delegate.request", map[string]any{"prompt": "x"}, wire.CodePolicyDisabled,
-		"delegate.request: nesting is disabled (nesting.enabled=false)")
+		"delegate is disabled: nesting.enabled=false (fail-closed default; delegate.rejected recorded in events.jsonl)")
 	evs := s.appended(seq, "delegate.rejected")
 	fields(t, evs[0].Data, `{"taskId":"02_exec","reason":"nesting-disabled",
-		"message":"delegate rejected: nesting is disabled (nesting.enabled=false)"}`)
+		"message":"delegate rejected: governed nesting is disabled (nesting.enabled=false, the fail-closed default; enable it in USER confi"}`)
 	lacks(t, evs[0].Data, "subId")
 	requireMessage(t, evs[0])
 	fields(t, evs[0].Data["policy"].(map[string]any), `{"nestingEnabled":false,"held":0,"capacity":2}`)
@@ -493,7 +493,7 @@ func gs11(t *testing.T, pool *daemonPool) {
 // GS-12: a write-capable grandchild in the exact cwd of another running executor-class task is refused unless
 // serializeOnPathOverlap is on.
 func gs12(t *testing.T, pool *daemonPool) {
-	conflict := "delegate rejected: cwd '/w' overlaps 1 in-flight executor(s) and limits.serializeOnPathOverlap is off — use a read-only grandchild role (explorer/analyst) or enable serialization"
+	conflict := "delegate rejected: parent task '02_exec' cwd overlaps 1 in-flight executor(s) and limits.serializeOnPathOverlap is off — use a read-only grandchild role (explorer/analyst) or enable serialization"
 
 	s := newScenario(t, pool.get(t, "fixture"), "gs12", nil)
 	s.addTask("03_test", "test-engineer", "/w", map[string]any{"stepId": "test"})
