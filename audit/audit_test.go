@@ -17,25 +17,15 @@ import (
 // ones that break an invariant each, and expects Check to name the
 // position of each.
 func TestCheckFindsBrokenInvariants(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "store")
-	l, err := eventlog.Open(dir, nil)
-	require.NoError(t, err)
-	w := audittest.NewWorld(l, audittest.Epoch.UnixNano())
 	const run = "team_20261001090000_0000000000000001"
-	for _, c := range []struct {
-		actor events.Actor
-		cmd   commands.Command
-	}{
+	w, l, dir := decidedLog(t, []decided{
 		{audittest.Admin, &commands.RunCreate{RunID: run, Team: "crew", Cwd: "/srv", BudgetTotal: new(int64(1000))}},
 		{audittest.Orchestrator, &commands.RunTransition{RunID: run, To: "running"}},
 		{audittest.Orchestrator, &commands.TaskCreate{RunID: run, TaskID: "t1", Role: "explorer", Agent: "explorer", StepID: "s"}},
 		{audittest.Orchestrator, &commands.TaskTransition{RunID: run, TaskID: "t1", To: "running"}},
 		{audittest.Worker("t1"), &commands.DelegateRequest{RunID: run, TaskID: "t1", Prompt: "p", BudgetTokens: audittest.Ptr[int64](100)}},
 		{audittest.Orchestrator, &commands.DelegateSettle{RunID: run, SubID: "gc-00000001", Outcome: commands.OutcomeOK}},
-	} {
-		_, err := w.Do(c.actor, c.cmd)
-		require.NoError(t, err)
-	}
+	})
 	head, _ := l.Head()
 	// A second terminal event for the same delegation.
 	second := events.DelegateFailed{TaskID: "t1", SubID: "gc-00000001"}
@@ -43,12 +33,7 @@ func TestCheckFindsBrokenInvariants(t *testing.T) {
 	// A terminal event for a delegation never admitted.
 	ghost := events.DelegateCompleted{TaskID: "t1", SubID: "gc-ghost"}
 	require.NoError(t, w.Raw(events.Event{Stream: run, Type: events.TypeDelegateCompleted, Payload: &ghost}))
-	require.NoError(t, w.Flush())
-	require.NoError(t, l.Close())
-
-	l, err = Open(dir)
-	require.NoError(t, err)
-	defer l.Close()
+	l = reopened(t, w, l, dir)
 	rep, err := Check(l, nil)
 	require.NoError(t, err)
 	require.Len(t, rep.Problems, 3, "the two events, then the end state")
@@ -126,17 +111,10 @@ func TestVerifyMatchesCheck(t *testing.T) {
 // nested budget mode, one that seeds a grandchild with the whole run budget
 // instead of its own reservation. crewctl verify must name both.
 func TestCheckFindsReservationBeyondGrant(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "store")
-	l, err := eventlog.Open(dir, nil)
-	require.NoError(t, err)
-	w := audittest.NewWorld(l, audittest.Epoch.UnixNano())
 	const run = "team_20261001090000_0000000000000002"
 	cfg := projections.DefaultConfig()
 	cfg.BudgetMode = events.BudgetModeNested
-	for _, c := range []struct {
-		actor events.Actor
-		cmd   commands.Command
-	}{
+	w, l, dir := decidedLog(t, []decided{
 		{audittest.Admin, &commands.Configure{Config: cfg}},
 		{audittest.Admin, &commands.RunCreate{RunID: run, Team: "crew", Cwd: "/srv", BudgetTotal: new(int64(1000))}},
 		{audittest.Orchestrator, &commands.RunTransition{RunID: run, To: "running"}},
@@ -144,10 +122,7 @@ func TestCheckFindsReservationBeyondGrant(t *testing.T) {
 		{audittest.Orchestrator, &commands.TaskTransition{RunID: run, TaskID: "t1", To: "running"}},
 		{audittest.Worker("t1"), &commands.DelegateRequest{RunID: run, TaskID: "t1", Prompt: "p", BudgetTokens: audittest.Ptr[int64](600)}},
 		{audittest.Orchestrator, &commands.DelegateSpawned{RunID: run, SubID: "gc-00000001", PID: 7}},
-	} {
-		_, err := w.Do(c.actor, c.cmd)
-		require.NoError(t, err)
-	}
+	})
 	head, _ := l.Head()
 	// 500 more from t1, with 400 left of its grant of 1000.
 	require.NoError(t, w.Raw(events.Event{Stream: run, Type: events.TypeBudgetReserved,
@@ -156,12 +131,7 @@ func TestCheckFindsReservationBeyondGrant(t *testing.T) {
 	// nested mode, although its parent reserved 600 for it.
 	require.NoError(t, w.Raw(events.Event{Stream: run, Type: events.TypeBudgetReserved,
 		Payload: &events.BudgetReserved{TaskID: "gc-00000001", SubID: "gc-y", Tokens: 100, GrantedTokens: 1000}}))
-	require.NoError(t, w.Flush())
-	require.NoError(t, l.Close())
-
-	l, err = Open(dir)
-	require.NoError(t, err)
-	defer l.Close()
+	l = reopened(t, w, l, dir)
 	rep, err := Verify(l, nil)
 	require.NoError(t, err)
 	require.Len(t, rep.Check.Problems, 2)
@@ -169,4 +139,35 @@ func TestCheckFindsReservationBeyondGrant(t *testing.T) {
 		Detail: "reserved 500 with 400 remaining (1000 granted - 600 spent)"}, rep.Check.Problems[0])
 	require.Equal(t, Problem{Position: head + 2, Run: run, Subject: "gc-00000001", Invariant: InvariantReservation,
 		Detail: "nested budget mode: shadow seeded with 1000, its own reservation was 600"}, rep.Check.Problems[1])
+}
+
+// decided is one command a test log records, decided by today's code.
+type decided struct {
+	actor events.Actor
+	cmd   commands.Command
+}
+
+// decidedLog opens a store in a temporary directory and records steps in it.
+func decidedLog(t *testing.T, steps []decided) (*audittest.World, *eventlog.Log, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "store")
+	l, err := eventlog.Open(dir, nil)
+	require.NoError(t, err)
+	w := audittest.NewWorld(l, audittest.Epoch.UnixNano())
+	for _, c := range steps {
+		_, err := w.Do(c.actor, c.cmd)
+		require.NoError(t, err)
+	}
+	return w, l, dir
+}
+
+// reopened writes what w holds, closes l and opens the store as audit does.
+func reopened(t *testing.T, w *audittest.World, l *eventlog.Log, dir string) *eventlog.Log {
+	t.Helper()
+	require.NoError(t, w.Flush())
+	require.NoError(t, l.Close())
+	l, err := Open(dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	return l
 }
