@@ -84,6 +84,8 @@ func describeTask(ev events.Event) string {
 	case *events.TaskUsage:
 		return fmt.Sprintf("task %s usage: %d in, %d out, %d cache write (%d counted)",
 			p.TaskID, p.Input, p.Output, p.CacheWrite, p.Input+p.Output+p.CacheWrite)
+	case *events.TaskBudgetFairShare:
+		return fmt.Sprintf("task %s above its fair share: %d of a run budget of %d", p.TaskID, p.TaskUsage, p.BudgetTotal)
 	}
 	return ev.Type
 }
