@@ -152,3 +152,44 @@ func TestPicrewBudgetModeOverspendsAcrossDepths(t *testing.T) {
 	}
 	require.Positive(t, violations)
 }
+
+// BenchmarkDecideMeteredAdmission is the pure cost of deciding a metered
+// delegate.request in each budget mode, on a run with 64 workflow tasks
+// that each hold an account (nested mode sums the run pool over them):
+//
+//	go test ./commands -run '^$' -bench DecideMeteredAdmission -count 6
+func BenchmarkDecideMeteredAdmission(b *testing.B) {
+	for _, mode := range []string{events.BudgetModePicrew, events.BudgetModeNested} {
+		b.Run(mode, func(b *testing.B) {
+			s := projections.New()
+			pos := uint64(0)
+			apply := func(stream, typ string, p any) {
+				pos++
+				projections.Apply(s, events.Event{Position: pos, Stream: stream, Type: typ,
+					SchemaVersion: events.SchemaVersion(typ), Time: fxNow, Payload: p})
+			}
+			cfg := projections.DefaultConfig()
+			cfg.BudgetMode = mode
+			apply(events.EngineStream, events.TypeEngineConfigured, cfg.Event())
+			total := int64(1 << 40)
+			apply(fxRun, events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: &total})
+			apply(fxRun, events.TypeRunRunning, &events.RunRunning{})
+			for i := range 64 {
+				id := fmt.Sprintf("t%02d", i)
+				apply(fxRun, events.TypeTaskCreated, &events.TaskCreated{TaskID: id, Role: "executor", Agent: "a", Cwd: "/w" + id,
+					DependsOn: []string{}, StepID: "s", Kind: events.TaskKindWorkflow})
+				apply(fxRun, events.TypeTaskStarted, &events.TaskStarted{TaskID: id})
+				apply(fxRun, events.TypeBudgetReserved, &events.BudgetReserved{TaskID: id, SubID: "gc-" + id, Tokens: 1, GrantedTokens: total})
+			}
+			env := Env{Config: s.Config(), Now: fxNow, Actor: events.Actor{Role: events.RoleWorker, TaskID: "t00"},
+				NewID: func() string { return "00000001" }}
+			cmd := &DelegateRequest{RunID: fxRun, TaskID: "t00", Prompt: "p", BudgetTokens: ptr(int64(1000))}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Decide(s, cmd, env); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

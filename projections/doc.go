@@ -42,7 +42,7 @@
 // EncodeSnapshot writes two msgpack values: the format version (uint16,
 // SnapshotFormat = 3) and a map
 //
-//	{position, config, runs: [{run, tasks, delegations, accounts, messages, asks, credentials}]}
+//	{position, config, runs: [{run, tasks, delegations, accounts, messages, asks, credentials, rootSpent}]}
 //
 // with every list in the state's own order, so the encoding is
 // deterministic. Only primary records are stored; indexes (slots held,

@@ -70,6 +70,7 @@ func applyLedger(r *runState, ev events.Event) {
 			a.Reservations = append(a.Reservations, Reservation{SubID: p.SubID, Tokens: p.Tokens, At: at})
 			a.Reserved = addSpend(a.Reserved, p.Tokens)
 			a.TokensSpent = addSpend(a.TokensSpent, p.Tokens)
+			r.countRootSpend(p.TaskID, p.Tokens)
 		}
 	case events.TypeBudgetCharged:
 		if p := events.PayloadAs[events.BudgetCharged](ev); p != nil {
@@ -80,25 +81,39 @@ func applyLedger(r *runState, ev events.Event) {
 			a.Charges = append(a.Charges, Charge{SubID: p.SubID, Tokens: p.Tokens, UsageTokens: p.UsageTokens, ReservedTokens: p.ReservedTokens, At: at})
 			a.Charged = addSpend(a.Charged, p.Tokens)
 			a.TokensSpent = addSpend(a.TokensSpent, p.Tokens)
+			r.countRootSpend(p.TaskID, p.Tokens)
 		}
 	}
 }
 
-// RootSpent is Σ tokensSpent over the accounts of run runID's workflow
-// (non-shadow) tasks: the run pool's spend in nested budget mode, where a
+// RootSpent is the run pool's spend in nested budget mode: Σ of the
+// reservations and charges of run runID's workflow (non-shadow) tasks; a
 // shadow task spends out of the reservation its parent already counted.
+// O(1): the fold counts each amount as it is written (an amount for a task
+// not yet created counts toward the pool, as only a malformed log has one).
 func (s *State) RootSpent(runID string) int64 {
+	if r := s.runs[runID]; r != nil {
+		return r.rootSpent
+	}
+	return 0
+}
+
+// countRootSpend adds tokens spent by task taskID to the run pool's spend
+// when the task is not a shadow task.
+func (r *runState) countRootSpend(taskID string, tokens int64) {
+	if t := r.tasks[taskID]; t == nil || !t.Shadow() {
+		r.rootSpent = addSpend(r.rootSpent, tokens)
+	}
+}
+
+// IsShadow reports whether task taskID of run runID exists and is a
+// delegation's shadow task (Task.Shadow), without copying the task.
+func (s *State) IsShadow(runID, taskID string) bool {
 	r := s.runs[runID]
-	if r == nil {
-		return 0
+	if r == nil || r.tasks[taskID] == nil {
+		return false
 	}
-	var sum int64
-	for id, a := range r.accounts {
-		if t := r.tasks[id]; t == nil || !t.Shadow() {
-			sum = addSpend(sum, a.TokensSpent)
-		}
-	}
-	return sum
+	return r.tasks[taskID].Shadow()
 }
 
 // Account returns the ledger account of task taskID in run runID; ok is

@@ -38,6 +38,9 @@ type snapshotRun struct {
 	Messages    []Message     `msgpack:"messages"`
 	Asks        []*Ask        `msgpack:"asks"`
 	Credentials []*Credential `msgpack:"credentials"`
+	// RootSpent is the run pool's spend (State.RootSpent), kept as the
+	// fold counted it.
+	RootSpent int64 `msgpack:"rootSpent"`
 }
 
 // EncodeSnapshot encodes s: the format version (a msgpack uint16) followed by
@@ -52,6 +55,7 @@ func EncodeSnapshot(s *State) ([]byte, error) {
 			Tasks:       make([]*Task, 0, len(r.taskOrder)),
 			Delegations: make([]*Delegation, 0, len(r.delOrder)),
 			Accounts:    make([]*Account, 0, len(r.accountOrder)),
+			RootSpent:   r.rootSpent,
 			Messages:    r.msgs,
 			Asks:        make([]*Ask, 0, len(r.askOrder)),
 			Credentials: make([]*Credential, 0, len(r.credOrder)),
@@ -162,6 +166,7 @@ func fromSnapshot(snap *snapshot) (*State, error) {
 			}
 			r.addAccount(a)
 		}
+		r.rootSpent = sr.RootSpent
 		for _, m := range sr.Messages {
 			if _, dup := r.msgIndex[m.ID]; dup {
 				return nil, fmt.Errorf("run %s: duplicate message %q", r.run.RunID, m.ID)

@@ -35,6 +35,10 @@ type runState struct {
 
 	accounts     map[string]*Account // by task id
 	accountOrder []string
+	// rootSpent is Σ tokensSpent of the accounts of workflow tasks (see
+	// RootSpent), kept with every ledger event so that a nested-mode
+	// admission reads it in O(1).
+	rootSpent int64
 
 	msgs     []Message        // every message of the run, in append order
 	msgIndex map[string]int   // message id → index in msgs
@@ -111,6 +115,7 @@ func (r *runState) clone() *runState {
 		c.accounts[id] = a.clone()
 	}
 	c.accountOrder = cloneSlice(r.accountOrder)
+	c.rootSpent = r.rootSpent
 	if r.msgs != nil {
 		c.msgs = make([]Message, len(r.msgs))
 		for i := range r.msgs {
