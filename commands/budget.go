@@ -54,7 +54,7 @@ func meter(s *projections.State, run projections.Run, taskID string, cfg project
 	var b budget
 	if a, ok := s.Allocation(run.RunID, taskID); ok {
 		b = budget{metered: true, granted: a.TokensGranted, spent: a.TokensSpent}
-	} else if nested && isShadow(s, run.RunID, taskID) {
+	} else if nested && s.IsShadow(run.RunID, taskID) {
 		// The shadow's grant is what its parent reserved for it; an
 		// unmetered delegation gives its shadow no budget to meter.
 		d, ok := s.Delegation(run.RunID, taskID)
@@ -67,15 +67,8 @@ func meter(s *projections.State, run projections.Run, taskID string, cfg project
 	} else {
 		return budget{}
 	}
-	if nested && defined && !isShadow(s, run.RunID, taskID) {
+	if nested && defined && !s.IsShadow(run.RunID, taskID) {
 		b.nested, b.pool, b.poolSpent = true, total, s.RootSpent(run.RunID)
 	}
 	return b
-}
-
-// isShadow reports whether task taskID of run runID is a delegation's
-// shadow task (projections.Task.Shadow, the one definition).
-func isShadow(s *projections.State, runID, taskID string) bool {
-	t, ok := s.Task(runID, taskID)
-	return ok && t.Shadow()
 }
