@@ -41,7 +41,10 @@ func upcast(t string, from, to uint16, b []byte) ([]byte, error) {
 
 // taskCreatedV1toV2 adds kind, derived from stepId by pi-crew's rule
 // (TaskKindOf): version 1 had no kind, and a task without a stepId was a
-// shadow by definition.
+// shadow by definition. NB: a version-1 workflow task created without a
+// stepId therefore reads as a shadow, as every decision recorded then
+// treated it; replay of an old log decides as the log did. Tasks created
+// since carry the kind their creator recorded (task.create: workflow).
 func taskCreatedV1toV2(b []byte) ([]byte, error) {
 	var v1 struct {
 		StepID string `msgpack:"stepId"`
