@@ -194,7 +194,12 @@ func (w *scenarioWorld) when(role, runID, taskID, method string, params json.Raw
 // secret-2, … in a scenario.
 func (w *scenarioWorld) digest() string {
 	w.secrets++
-	sum := sha256.Sum256([]byte(fmt.Sprintf("secret-%d", w.secrets)))
+	return digestHex(fmt.Sprintf("secret-%d", w.secrets))
+}
+
+// digestHex is the credential digest of a secret, as the broker computes it.
+func digestHex(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(sum[:])
 }
 
