@@ -294,3 +294,26 @@ func (f *fixture) streamUsage(tb testing.TB, n int) time.Duration {
 	wg.Wait()
 	return time.Since(start)
 }
+
+// wideOpen are options whose per-principal limits let one credential hold thousands of connections, waits and
+// subscriptions: for tests that measure what many clients cost, not the limits themselves.
+func wideOpen() Options {
+	return Options{MaxConns: 8192}
+}
+
+// seedRun creates run runID, running, with one running task taskID, and returns its orchestrator token.
+func (f *fixture) seedRun(runID, taskID string) string {
+	f.t.Helper()
+	a := f.dial()
+	a.helloAdmin()
+	orch := a.ok("run.create", map[string]any{"runId": runID, "team": "t", "goal": "g", "cwd": "/w"})["orchestratorToken"].(string)
+	o := f.dial()
+	o.hello(runID, events.OrchestratorKey, orch)
+	o.ok("run.transition", map[string]any{"to": "running"})
+	o.ok("task.create", map[string]any{"taskId": taskID, "role": "executor", "agent": "a", "title": taskID,
+		"cwd": "/w/" + taskID, "stepId": "s" + taskID, "model": "anthropic/m1"})
+	o.ok("task.transition", map[string]any{"taskId": taskID, "to": "running"})
+	a.nc.Close()
+	o.nc.Close()
+	return orch
+}
