@@ -120,6 +120,7 @@ type Engine struct {
 	wg        sync.WaitGroup
 
 	changed  atomic.Pointer[chan struct{}] // closed and replaced at every publish
+	runs     runNotifier                   // per-run channels, closed at a publish of that run's events
 	stats    struct{ groups, commands, events atomic.Uint64 }
 	snapping atomic.Bool
 	lastSnap uint64

@@ -150,6 +150,7 @@ func (e *Engine) commit(group []*pending) error {
 	w.mu.Unlock()
 	ch := make(chan struct{})
 	close(*e.changed.Swap(&ch))
+	e.runs.publish(applied)
 	if err := e.hook(pointPublished, group); err != nil {
 		return err
 	}
