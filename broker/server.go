@@ -40,6 +40,8 @@ type Server struct {
 	byRun    map[string]map[*conn]struct{} // authenticated run-bound connections, for mailbox pushes
 	nextConn uint64
 
+	waits waitHub // task.waitStatus waiters, woken per task
+
 	quit      chan struct{} // closed when Close starts
 	serveDone chan struct{} // closed when Serve's accept loop has returned
 	closed    chan struct{} // closed when Close has finished
@@ -64,11 +66,13 @@ func New(eng *commands.Engine, log *eventlog.Log, opts Options) (*Server, error)
 		return nil, err
 	}
 	o := opts.withDefaults()
-	return &Server{
+	s := &Server{
 		eng: eng, log: log, opts: o, lg: o.Logger, writeTimeout: writeTimeout,
 		conns: make(map[*conn]struct{}), byRun: make(map[string]map[*conn]struct{}),
 		quit: make(chan struct{}), serveDone: make(chan struct{}), closed: make(chan struct{}),
-	}, nil
+	}
+	s.waits = waitHub{s: s, byRun: make(map[string]*runWaits)}
+	return s, nil
 }
 
 // Addr is the socket path.

@@ -15,7 +15,8 @@ const (
 )
 
 // subscription streams a run's events to one connection as team.event pushes: replay from sinceSeq, then live,
-// by pulling the log from a cursor and waiting on the engine's Changed signal between pulls. Because there is
+// by pulling the log from a cursor and waiting on the engine's signal for that run between pulls (a commit of
+// another run wakes no subscriber of this one). Because there is
 // one cursor, a seq is never repeated or skipped across replay and live (GS-18) — filtered types advance it too.
 //
 // It never blocks on the client: a push that finds the connection's queue full ends the subscription with ONE
@@ -75,7 +76,7 @@ func (sub *subscription) run() {
 	defer close(sub.done)
 	defer c.recover()
 	for {
-		changed := c.s.eng.Changed() // taken before reading, so a commit after the read still wakes us
+		changed := c.s.eng.RunChanged(sub.runID) // taken before reading, so a commit after the read still wakes us
 		if !sub.pull() {
 			return
 		}

@@ -27,8 +27,8 @@ type waitResult struct {
 }
 
 // handleWaitStatus: {taskId, until, timeoutMs? 0..60000 (default 30000)} → {taskId, status, waitedMs} once the
-// task's status equals until — any terminal status satisfies a terminal until — or wait-timeout. It waits on the
-// engine's Changed signal (no polling) in its own goroutine, so the connection keeps serving other requests;
+// task's status equals until — any terminal status satisfies a terminal until — or wait-timeout. It waits on its
+// task's change signal (waitHub: no polling, no wake for other tasks' commits) in its own goroutine, so the connection keeps serving other requests;
 // at most maxWaits per connection (busy beyond).
 func handleWaitStatus(cl *call) (any, error) {
 	p := readParams(cl)
@@ -69,9 +69,11 @@ func waitFor(c *conn, runID, taskID string, until projections.TaskStatus, timeou
 	start := time.Now()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
+	hub := &c.s.waits
+	hub.add(runID, taskID)
+	defer hub.release(runID, taskID)
 	for {
-		changed := c.s.eng.Changed() // before the read: a publish after it still wakes us
-		st, ok := taskStatus(c.s, runID, taskID)
+		st, ok, changed := hub.current(runID, taskID)
 		if !ok {
 			return nil, wire.Errorf(wire.CodeNoTask, "task %q not found in run %q", taskID, runID)
 		}
