@@ -83,7 +83,7 @@ type conn struct {
 
 func newConn(s *Server, nc *net.UnixConn, seq uint64) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &conn{s: s, nc: nc, seq: seq, out: newOutbound(s.opts.OutboundQueueCap), ctx: ctx, cancel: cancel, done: ctx.Done()}
+	return &conn{s: s, nc: nc, seq: seq, out: newOutbound(s.opts.OutboundQueueCap, s.opts.OutboundBytes, &s.outBudget), ctx: ctx, cancel: cancel, done: ctx.Done()}
 }
 
 // close ends the connection once: cancels its context, closes the socket (unblocking reader and writer) and
@@ -157,8 +157,14 @@ func (c *conn) writeLoop() {
 			return
 		}
 		c.nc.SetWriteDeadline(time.Now().Add(c.s.writeTimeout))
+		n := 0
+		for _, f := range frames {
+			n += len(f)
+		}
 		bufs := net.Buffers(frames)
-		if _, err := bufs.WriteTo(c.nc); err != nil {
+		_, err := bufs.WriteTo(c.nc)
+		c.out.written(n) // NB: only now: the batch being written counts against the budgets until it is out
+		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				c.close(reasonSlowConsumer)
 			} else {

@@ -16,6 +16,18 @@ const (
 	MinOutboundQueueCap     = 32
 	MaxOutboundQueueCap     = 4096
 	DefaultMaxConns         = 4096
+	// DefaultMaxConnsPerCredential bounds one token's connections: a runtime needs a handful, a loop needs them all.
+	DefaultMaxConnsPerCredential = 64
+	DefaultMaxConnsPerRun        = 1024
+	// DefaultIdleTimeout closes a connection that sent no request for that long and holds no subscription or wait.
+	DefaultIdleTimeout                   = 30 * time.Minute
+	DefaultMaxWaitsPerConn               = 16
+	DefaultMaxWaitsPerCredential         = 64
+	DefaultMaxSubscriptionsPerCredential = 16
+	// DefaultOutboundBytes is one connection's outbound budget: 16 frames at the default frame cap.
+	DefaultOutboundBytes = 4 << 20
+	// DefaultGlobalOutboundBytes is the daemon's outbound budget, shared by every connection.
+	DefaultGlobalOutboundBytes = 256 << 20
 	// MinServerKeyLen is the shortest ServerKey: HMAC-SHA256 gains nothing from a longer key than its block and
 	// loses strength with a shorter one than its output.
 	MinServerKeyLen = 32
@@ -43,8 +55,35 @@ type Options struct {
 	OutboundQueueCap int
 	// HelloTimeout is how long a new connection has to send its hello (default 1 s).
 	HelloTimeout time.Duration
-	// MaxConns bounds open connections; extra ones are accepted and closed at once (default 4096).
+	// MaxConns bounds open connections; an extra one is answered one too-many-connections error frame and closed
+	// (default 4096).
 	MaxConns int
+	// ReservedConns of the MaxConns are kept for the admin and orchestrators: a worker's hello is refused
+	// (too-many-connections) once worker connections hold MaxConns-ReservedConns (default MaxConns/16; negative:
+	// none).
+	ReservedConns int
+	// MaxConnsPerCredential bounds the connections authenticated by one credential (default 64); the admin's are
+	// bounded by MaxConns only.
+	MaxConnsPerCredential int
+	// MaxConnsPerRun bounds the connections bound to one run, orchestrators included (default 1024).
+	MaxConnsPerRun int
+	// IdleTimeout closes, after one idle-timeout error frame, an authenticated connection that sent no request
+	// for that long and holds no subscription and no wait (default 30 min; negative: never).
+	IdleTimeout time.Duration
+	// MaxWaitsPerConn bounds the task.waitStatus requests in flight on one connection (default 16), and
+	// MaxWaitsPerCredential those of one credential over all its connections (default 64); the admin's are
+	// bounded per connection only. Beyond either: too-many-waits.
+	MaxWaitsPerConn       int
+	MaxWaitsPerCredential int
+	// MaxSubscriptionsPerCredential bounds the connections of one credential that hold a subscription (default
+	// 16; a connection holds at most one). Beyond it: too-many-subscriptions.
+	MaxSubscriptionsPerCredential int
+	// OutboundBytes is one connection's outbound budget in bytes, counting the frames queued and the batch being
+	// written (default 4 MiB, at least MaxFrame). GlobalOutboundBytes is the budget of all connections together
+	// (default 256 MiB, at least OutboundBytes). A push that does not fit either is refused (a subscription gets
+	// its resync frame), a response waits; a connection holding nothing always takes one frame.
+	OutboundBytes       int
+	GlobalOutboundBytes int64
 	// SessionID is echoed in the hello ack's "session".
 	SessionID string
 	// Logger receives connection lifecycle at debug and failures at warn/error (default discard). It never
@@ -82,8 +121,28 @@ func (o *Options) Validate() error {
 	if o.SocketGroup < 0 {
 		add("SocketGroup must not be negative")
 	}
-	if o.MaxConns < 0 {
-		add("MaxConns must not be negative")
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"MaxConns", int64(o.MaxConns)}, {"MaxConnsPerCredential", int64(o.MaxConnsPerCredential)},
+		{"MaxConnsPerRun", int64(o.MaxConnsPerRun)}, {"MaxWaitsPerConn", int64(o.MaxWaitsPerConn)},
+		{"MaxWaitsPerCredential", int64(o.MaxWaitsPerCredential)},
+		{"MaxSubscriptionsPerCredential", int64(o.MaxSubscriptionsPerCredential)},
+		{"OutboundBytes", int64(o.OutboundBytes)}, {"GlobalOutboundBytes", o.GlobalOutboundBytes},
+	} {
+		if f.v < 0 {
+			add("%s must not be negative", f.name)
+		}
+	}
+	if d := o.withDefaults(); o.ReservedConns >= 0 && d.ReservedConns >= d.MaxConns && d.MaxConns > 0 {
+		add("ReservedConns %d must be below MaxConns %d", d.ReservedConns, d.MaxConns)
+	}
+	if d := o.withDefaults(); d.OutboundBytes < d.MaxFrame {
+		add("OutboundBytes %d must be at least MaxFrame %d", d.OutboundBytes, d.MaxFrame)
+	}
+	if d := o.withDefaults(); d.GlobalOutboundBytes < int64(d.OutboundBytes) {
+		add("GlobalOutboundBytes %d must be at least OutboundBytes %d", d.GlobalOutboundBytes, d.OutboundBytes)
 	}
 	if wire.UTF16Len(o.SessionID) > maxSessionID {
 		add("SessionID must be at most %d chars", maxSessionID)
@@ -105,11 +164,34 @@ func (o Options) withDefaults() Options {
 	if o.MaxConns == 0 {
 		o.MaxConns = DefaultMaxConns
 	}
+	switch {
+	case o.ReservedConns == 0:
+		o.ReservedConns = o.MaxConns / 16
+	case o.ReservedConns < 0:
+		o.ReservedConns = 0
+	}
+	o.MaxConnsPerCredential = orDefault(o.MaxConnsPerCredential, DefaultMaxConnsPerCredential)
+	o.MaxConnsPerRun = orDefault(o.MaxConnsPerRun, DefaultMaxConnsPerRun)
+	o.IdleTimeout = orDefault(o.IdleTimeout, DefaultIdleTimeout)
+	o.MaxWaitsPerConn = orDefault(o.MaxWaitsPerConn, DefaultMaxWaitsPerConn)
+	o.MaxWaitsPerCredential = orDefault(o.MaxWaitsPerCredential, DefaultMaxWaitsPerCredential)
+	o.MaxSubscriptionsPerCredential = orDefault(o.MaxSubscriptionsPerCredential, DefaultMaxSubscriptionsPerCredential)
+	o.OutboundBytes = orDefault(o.OutboundBytes, DefaultOutboundBytes)
+	o.GlobalOutboundBytes = orDefault(o.GlobalOutboundBytes, DefaultGlobalOutboundBytes)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	o.ServerKey = append([]byte(nil), o.ServerKey...) // the caller may wipe or reuse its slice
 	return o
+}
+
+// orDefault is v, or def when v is zero.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
 }
 
 // validDigest reports whether d is a lowercase hex sha-256 digest.

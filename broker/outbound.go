@@ -2,15 +2,20 @@ package broker
 
 import (
 	"sync"
+	"sync/atomic"
 )
 
 // outbound is one connection's queue of encoded frames, drained by its writer goroutine. It is what keeps a slow
 // client from slowing anyone else: producers (the reader answering requests, the subscription, the mailbox feed)
 // only ever append to it, and only the connection's writer blocks on the socket.
 //
-// Bounds: at most limit frames of the ordinary kinds. Beyond that:
+// Bounds, in frames and in bytes. The bytes a connection holds are those queued plus the batch its writer is
+// writing: a batch is released only when its write has completed. An ordinary frame fits when the connection
+// holds nothing, or when it keeps the connection within limit frames queued, within maxBytes held, and the
+// daemon-wide budget within its own limit. Beyond that:
 //   - a push (team.event, mailbox.message) is refused at once — the subscription then queues a resync and stops;
-//   - a response waits for room (back-pressure on the connection's own reader and waiters only);
+//   - a response waits for room (back-pressure on the connection's own reader and waiters only): its own writer
+//     finishing a write is what makes room, since an empty connection always takes one frame;
 //   - a control frame (resync) and the final frame (an error that closes the connection) are always accepted:
 //     each subscription queues at most one resync and a connection one final frame, so the excess is bounded.
 //
@@ -18,18 +23,41 @@ import (
 //
 // Concurrency: every method is safe for concurrent use.
 type outbound struct {
-	mu     sync.Mutex
-	frames [][]byte
-	limit  int
-	final  bool        // the final frame is queued
-	reason closeReason // why the connection closes after the final frame
-	closed bool        // the connection is closed: drop everything
-	ready  chan struct{}
-	space  chan struct{} // closed and replaced whenever the writer takes frames
+	mu       sync.Mutex
+	frames   [][]byte
+	limit    int
+	maxBytes int
+	held     int // bytes queued plus bytes of the batch being written
+	global   *outboundBudget
+	final    bool        // the final frame is queued
+	reason   closeReason // why the connection closes after the final frame
+	closed   bool        // the connection is closed: drop everything
+	ready    chan struct{}
+	space    chan struct{} // closed and replaced whenever the writer releases bytes
 }
 
-func newOutbound(limit int) *outbound {
-	return &outbound{limit: limit, ready: make(chan struct{}, 1), space: make(chan struct{})}
+// outboundBudget is the daemon-wide count of bytes held by every connection's outbound queue.
+type outboundBudget struct {
+	used  atomic.Int64
+	limit int64
+}
+
+// reserve counts n bytes if they fit within the limit.
+func (b *outboundBudget) reserve(n int) bool {
+	for {
+		u := b.used.Load()
+		if u+int64(n) > b.limit {
+			return false
+		}
+		if b.used.CompareAndSwap(u, u+int64(n)) {
+			return true
+		}
+	}
+}
+
+func newOutbound(limit, maxBytes int, global *outboundBudget) *outbound {
+	return &outbound{limit: limit, maxBytes: maxBytes, global: global, ready: make(chan struct{}, 1),
+		space: make(chan struct{})}
 }
 
 func (q *outbound) signal() {
@@ -39,11 +67,31 @@ func (q *outbound) signal() {
 	}
 }
 
-// tryPush queues a push frame if there is room; false means it was not queued (queue full or connection closing).
+// admit counts f against the bounds if it fits, with q.mu held.
+func (q *outbound) admit(f []byte) bool {
+	if q.held == 0 { // a connection may always hold one frame, whatever the budgets
+		q.held = len(f)
+		q.global.used.Add(int64(len(f)))
+		return true
+	}
+	if len(q.frames) >= q.limit || q.held+len(f) > q.maxBytes || !q.global.reserve(len(f)) {
+		return false
+	}
+	q.held += len(f)
+	return true
+}
+
+// force counts f without checking the bounds (control and final frames), with q.mu held.
+func (q *outbound) force(f []byte) {
+	q.held += len(f)
+	q.global.used.Add(int64(len(f)))
+}
+
+// tryPush queues a push frame if it fits; false means it was not queued (over a bound, or connection closing).
 func (q *outbound) tryPush(f []byte) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed || q.final || len(q.frames) >= q.limit {
+	if q.closed || q.final || !q.admit(f) {
 		return false
 	}
 	q.frames = append(q.frames, f)
@@ -51,7 +99,7 @@ func (q *outbound) tryPush(f []byte) bool {
 	return true
 }
 
-// pushWait queues a response, waiting while the queue is full. It gives up (false) when the connection closes.
+// pushWait queues a response, waiting while it does not fit. It gives up (false) when the connection closes.
 func (q *outbound) pushWait(f []byte, done <-chan struct{}) bool {
 	for {
 		q.mu.Lock()
@@ -59,7 +107,7 @@ func (q *outbound) pushWait(f []byte, done <-chan struct{}) bool {
 			q.mu.Unlock()
 			return false
 		}
-		if len(q.frames) < q.limit {
+		if q.admit(f) {
 			q.frames = append(q.frames, f)
 			q.signal()
 			q.mu.Unlock()
@@ -75,13 +123,14 @@ func (q *outbound) pushWait(f []byte, done <-chan struct{}) bool {
 	}
 }
 
-// pushControl queues a frame regardless of the limit (the resync frame).
+// pushControl queues a frame regardless of the bounds (the resync frame).
 func (q *outbound) pushControl(f []byte) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed || q.final {
 		return false
 	}
+	q.force(f)
 	q.frames = append(q.frames, f)
 	q.signal()
 	return true
@@ -96,13 +145,14 @@ func (q *outbound) pushFinal(f []byte, reason closeReason) bool {
 		return false
 	}
 	q.final, q.reason = true, reason
+	q.force(f)
 	q.frames = append(q.frames, f)
 	q.signal()
 	return true
 }
 
-// take waits for frames and returns all of them. final is set when the batch ends with the final frame; ok is
-// false when the connection closed first.
+// take waits for frames and returns all of them; their bytes stay held until the writer calls written. final is
+// set when the batch ends with the final frame; ok is false when the connection closed first.
 func (q *outbound) take(buf [][]byte, done <-chan struct{}) (frames [][]byte, final bool, reason closeReason, ok bool) {
 	for {
 		q.mu.Lock()
@@ -114,6 +164,7 @@ func (q *outbound) take(buf [][]byte, done <-chan struct{}) (frames [][]byte, fi
 			frames = append(buf[:0], q.frames...)
 			clear(q.frames)
 			q.frames = q.frames[:0]
+			// The frame count bounds what is queued, so room for frames opens now; bytes open at written.
 			close(q.space)
 			q.space = make(chan struct{})
 			final, reason = q.final, q.reason
@@ -129,10 +180,28 @@ func (q *outbound) take(buf [][]byte, done <-chan struct{}) (frames [][]byte, fi
 	}
 }
 
-// close drops queued frames and refuses new ones.
+// written releases the bytes of a batch whose write has completed.
+func (q *outbound) written(n int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return // close released everything
+	}
+	q.held -= n
+	q.global.used.Add(-int64(n))
+	close(q.space)
+	q.space = make(chan struct{})
+}
+
+// close drops queued frames, releases every byte the connection held and refuses new frames.
 func (q *outbound) close() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.closed {
+		return
+	}
 	q.closed = true
 	q.frames = nil
+	q.global.used.Add(-int64(q.held))
+	q.held = 0
 }

@@ -40,7 +40,8 @@ type Server struct {
 	byRun    map[string]map[*conn]struct{} // authenticated run-bound connections, for mailbox pushes
 	nextConn uint64
 
-	waits waitHub // task.waitStatus waiters, woken per task
+	waits     waitHub        // task.waitStatus waiters, woken per task
+	outBudget outboundBudget // bytes held by every connection's outbound queue
 
 	quit      chan struct{} // closed when Close starts
 	serveDone chan struct{} // closed when Serve's accept loop has returned
@@ -72,6 +73,7 @@ func New(eng *commands.Engine, log *eventlog.Log, opts Options) (*Server, error)
 		quit: make(chan struct{}), serveDone: make(chan struct{}), closed: make(chan struct{}),
 	}
 	s.waits = waitHub{s: s, byRun: make(map[string]*runWaits)}
+	s.outBudget.limit = o.GlobalOutboundBytes
 	return s, nil
 }
 

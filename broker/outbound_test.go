@@ -1,0 +1,61 @@
+package broker
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func frameOf(n int) []byte { return bytes.Repeat([]byte("x"), n) }
+
+// TestOutboundBytesCountTheBatchBeingWritten: a connection's budget counts what its writer has taken but not yet
+// written; the bytes come back only when the write completes.
+func TestOutboundBytesCountTheBatchBeingWritten(t *testing.T) {
+	global := &outboundBudget{limit: 1 << 20}
+	q := newOutbound(256, 100, global)
+	require.True(t, q.tryPush(frameOf(60)))
+	require.False(t, q.tryPush(frameOf(60)), "60+60 bytes exceed the connection's 100")
+	frames, _, _, ok := q.take(nil, nil)
+	require.True(t, ok)
+	require.Len(t, frames, 1)
+	require.False(t, q.tryPush(frameOf(60)), "the batch being written still counts")
+	require.Equal(t, int64(60), global.used.Load())
+	q.written(60)
+	require.Zero(t, global.used.Load())
+	require.True(t, q.tryPush(frameOf(60)))
+}
+
+// TestOutboundGlobalBudget: the daemon-wide budget refuses a push that fits its connection's own budget; an
+// empty connection still takes one frame; closing a connection gives its bytes back.
+func TestOutboundGlobalBudget(t *testing.T) {
+	global := &outboundBudget{limit: 150}
+	a, b, c := newOutbound(256, 100, global), newOutbound(256, 100, global), newOutbound(256, 100, global)
+	require.True(t, a.tryPush(frameOf(60)))
+	require.True(t, b.tryPush(frameOf(60)))
+	require.False(t, a.tryPush(frameOf(40)), "a holds 100 ≤ its 100, but everyone would hold 160 > 150")
+	require.True(t, c.tryPush(frameOf(90)), "a connection holding nothing always takes one frame")
+	require.Equal(t, int64(210), global.used.Load())
+	require.True(t, a.pushControl(frameOf(10)), "the resync frame ignores the budgets")
+	a.close()
+	b.close()
+	c.close()
+	require.Zero(t, global.used.Load(), "closed connections hold nothing")
+}
+
+// TestOutboundResponseWaitsForItsWriter: a response over the connection's budget waits until its writer has
+// written, then goes in; it gives up when the connection closes.
+func TestOutboundResponseWaitsForItsWriter(t *testing.T) {
+	q := newOutbound(256, 100, &outboundBudget{limit: 1 << 20})
+	require.True(t, q.tryPush(frameOf(80)))
+	frames, _, _, _ := q.take(nil, nil)
+	queued := make(chan bool)
+	go func() { queued <- q.pushWait(frameOf(80), nil) }()
+	q.written(len(frames[0]))
+	require.True(t, <-queued)
+
+	done := make(chan struct{})
+	go func() { queued <- q.pushWait(frameOf(80), done) }()
+	close(done)
+	require.False(t, <-queued, "a closing connection ends the wait")
+}
