@@ -13,6 +13,7 @@ var (
 	errHelloRejected = wire.NewError(wire.CodeAuth, wire.MsgHelloRejected)
 	errStaleToken    = wire.NewError(wire.CodeStaleToken, wire.MsgStaleToken)
 	errRunTerminal   = wire.NewError(wire.CodeStaleToken, wire.MsgRunTerminal)
+	errTaskTerminal  = wire.NewError(wire.CodeStaleToken, wire.MsgTaskTerminal)
 	errRevoked       = wire.NewError(wire.CodeRevoked, wire.MsgTokenRevoked)
 )
 
@@ -63,7 +64,7 @@ func (s *Server) authenticateAdmin(a adminHello) (identity, *wire.Error) {
 //  1. the run's orchestrator credential matches → orchestrator, whatever taskId the hello names (pi-crew checks
 //     the orchestrator token first; GS-20(c));
 //  2. the credential of (runId, taskId) matches → worker, unless the run is completed/failed/cancelled
-//     (stale-token "run is already terminal");
+//     (stale-token "run is already terminal") or the task is terminal (stale-token "task is already terminal");
 //  3. the secret is the revoked secret of either key → revoked;
 //  4. no match, but the run has that task → stale-token — wrong, superseded and never-issued tokens look the same
 //     to the broker (D§7.4 [idx], GS-19: pi-crew's client re-issues on it);
@@ -74,8 +75,7 @@ func (s *Server) authenticateAdmin(a adminHello) (identity, *wire.Error) {
 // existing run and one of its tasks learns that the pair exists (stale-token): that is pi-crew's contract, which its
 // client depends on, and it reveals nothing a caller could enumerate without knowing the run id.
 func classify(st *projections.State, runID, taskID, digest string) (identity, *wire.Error) {
-	run, ok := st.Run(runID)
-	if !ok {
+	if _, ok := st.Run(runID); !ok {
 		return identity{}, errHelloRejected
 	}
 	orch, hasOrch := st.Credential(runID, events.OrchestratorKey)
@@ -84,8 +84,8 @@ func classify(st *projections.State, runID, taskID, digest string) (identity, *w
 	}
 	cred, hasCred := st.Credential(runID, taskID)
 	if hasCred && taskID != events.OrchestratorKey && !cred.Revoked && sameDigest(cred.Digest, digest) {
-		if run.Status.Stale() {
-			return identity{}, errRunTerminal
+		if bad := workerEnded(st, runID, taskID); bad != nil {
+			return identity{}, bad
 		}
 		return identity{role: events.RoleWorker, runID: runID, taskID: taskID, key: taskID, digest: digest}, nil
 	}
@@ -98,25 +98,38 @@ func classify(st *projections.State, runID, taskID, digest string) (identity, *w
 	return identity{}, errHelloRejected
 }
 
+// workerEnded is the answer to a worker whose run or task has ended, nil while both go on.
+func workerEnded(st *projections.State, runID, taskID string) *wire.Error {
+	if run, ok := st.Run(runID); !ok || run.Status.Stale() {
+		return errRunTerminal
+	}
+	if task, ok := st.Task(runID, taskID); ok && task.Status.Terminal() {
+		return errTaskTerminal
+	}
+	return nil
+}
+
 // recheck re-validates an authenticated connection's credential against the newest published state; it runs
-// before every request, so a revocation takes effect at the connection's next frame. The check is by secret:
-// a re-issued credential for the same key does not rescue a connection that used the old secret.
+// before every request, and the feed runs it for a run's connections when the run's credentials, status or task
+// statuses change (closeEnded), so a revocation takes effect at the connection's next frame. The check is by
+// secret: a re-issued credential for the same key does not rescue a connection that used the old secret.
 func (s *Server) recheck(id identity) *wire.Error {
+	var bad *wire.Error
+	s.eng.Read(func(st *projections.State) { bad = checkCredential(st, id) })
+	return bad
+}
+
+// checkCredential is recheck against st.
+func checkCredential(st *projections.State, id identity) *wire.Error {
 	if id.role == events.RoleAdmin {
 		return nil // the admin digest is daemon configuration, not state; it changes only with a restart
 	}
-	var bad *wire.Error
-	s.eng.Read(func(st *projections.State) {
-		cred, ok := st.Credential(id.runID, id.key)
-		if !ok || cred.Revoked || !sameDigest(cred.Digest, id.digest) {
-			bad = errRevoked
-			return
-		}
-		if id.role == events.RoleWorker {
-			if run, ok := st.Run(id.runID); !ok || run.Status.Stale() {
-				bad = errRunTerminal
-			}
-		}
-	})
-	return bad
+	cred, ok := st.Credential(id.runID, id.key)
+	if !ok || cred.Revoked || !sameDigest(cred.Digest, id.digest) {
+		return errRevoked
+	}
+	if id.role == events.RoleWorker {
+		return workerEnded(st, id.runID, id.taskID)
+	}
+	return nil
 }

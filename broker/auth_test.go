@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -69,19 +70,23 @@ func TestHelloClassification(t *testing.T) {
 	}
 }
 
-// TestRevocationAtNextFrame: a credential revoked (or re-issued, or its run ended) while a connection is idle is
-// refused at that connection's next request, whichever path changed the state.
-func TestRevocationAtNextFrame(t *testing.T) {
+// TestEndedCredentialClosesConnection: a credential revoked (or re-issued), or its worker's run or task ended,
+// while a connection is idle and subscribed, ends that connection at once: the subscription pushes nothing the
+// change published or later, then ONE error frame that answers no request (id ""), then the close.
+func TestEndedCredentialClosesConnection(t *testing.T) {
+	worker := func(s seeded) (string, string) { return taskP, s.p }
 	cases := []struct {
 		name   string
 		change commands.Command
 		who    func(s seeded) (task, token string)
 		code   wire.Code
+		msg    string
 	}{
-		{"worker revoked", &commands.CredentialRevoke{RunID: runR, TaskID: taskP}, func(s seeded) (string, string) { return taskP, s.p }, wire.CodeRevoked},
-		{"worker re-issued", &commands.CredentialIssue{RunID: runR, TaskID: taskP, Digest: digestOf("other")}, func(s seeded) (string, string) { return taskP, s.p }, wire.CodeRevoked},
-		{"run completed", &commands.RunTransition{RunID: runR, To: "completed"}, func(s seeded) (string, string) { return taskP, s.p }, wire.CodeStaleToken},
-		{"orchestrator revoked", &commands.CredentialRevoke{RunID: runR, TaskID: events.OrchestratorKey}, func(s seeded) (string, string) { return events.OrchestratorKey, s.orch }, wire.CodeRevoked},
+		{"worker revoked", &commands.CredentialRevoke{RunID: runR, TaskID: taskP}, worker, wire.CodeRevoked, wire.MsgTokenRevoked},
+		{"worker re-issued", &commands.CredentialIssue{RunID: runR, TaskID: taskP, Digest: digestOf("other")}, worker, wire.CodeRevoked, wire.MsgTokenRevoked},
+		{"run completed", &commands.RunTransition{RunID: runR, To: "completed"}, worker, wire.CodeStaleToken, wire.MsgRunTerminal},
+		{"task completed", &commands.TaskTransition{RunID: runR, TaskID: taskP, To: "completed"}, worker, wire.CodeStaleToken, wire.MsgTaskTerminal},
+		{"orchestrator revoked", &commands.CredentialRevoke{RunID: runR, TaskID: events.OrchestratorKey}, func(s seeded) (string, string) { return events.OrchestratorKey, s.orch }, wire.CodeRevoked, wire.MsgTokenRevoked},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,14 +95,37 @@ func TestRevocationAtNextFrame(t *testing.T) {
 			c := f.dial()
 			task, token := tc.who(s)
 			c.hello(runR, task, token)
-			c.ok("ping", nil)
+			c.ok("events.subscribe", map[string]any{"sinceSeq": 0})
+			before := f.eng.Head()
 			r, err := f.eng.Submit(context.Background(), commands.Request{Actor: events.Actor{Role: events.RoleAdmin}, Command: tc.change})
 			require.NoError(t, err)
 			require.Nil(t, r.Rejected)
-			c.fails("ping", nil, tc.code)
+			end := c.untilError()
+			require.Equal(t, "", end.ID, "the final frame answers no request")
+			require.Equal(t, tc.code, end.Error.Code)
+			require.Equal(t, tc.msg, end.Error.Message)
+			for _, fr := range c.pending {
+				var ev struct{ Data teamEvent }
+				require.NoError(t, json.Unmarshal(fr, &ev))
+				require.LessOrEqual(t, ev.Data.Metadata.Position, before, "pushed an event the change published: %s", fr)
+			}
 			c.closed()
 		})
 	}
+}
+
+// TestRunEndKeepsOrchestrator: a terminal run ends its workers' connections, not its orchestrator's (pi-crew
+// exempts orchestrator connections; the runtime still reads the finished run).
+func TestRunEndKeepsOrchestrator(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	s := f.seed()
+	w, o := f.dial(), f.dial()
+	w.hello(runR, taskP, s.p)
+	o.hello(runR, events.OrchestratorKey, s.orch)
+	o.ok("run.transition", map[string]any{"to": "completed"})
+	require.Equal(t, wire.CodeStaleToken, w.untilError().Error.Code)
+	w.closed()
+	require.Equal(t, true, o.ok("ping", nil)["pong"])
 }
 
 // TestTokenDerivation pins the token formula others rely on (a retry with the same commandId gets the same

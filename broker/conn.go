@@ -32,11 +32,13 @@ const (
 	reasonServerClosed             // Server.Close
 	reasonMaxConns                 // too many connections
 	reasonPanic                    // a bug; recovered so the daemon keeps serving
+	reasonIdle                     // no request for IdleTimeout, no subscription, no wait
+	reasonEnded                    // the credential was revoked, or its run or task ended, between requests
 )
 
 var reasonNames = [...]string{
 	"unknown", "client-closed", "read-error", "oversize-frame", "malformed-frame", "hello-timeout", "protocol",
-	"auth", "write-error", "slow-consumer", "server-closed", "max-conns", "panic",
+	"auth", "write-error", "slow-consumer", "server-closed", "max-conns", "panic", "idle", "credential-ended",
 }
 
 func (r closeReason) String() string {
@@ -55,12 +57,9 @@ type identity struct {
 	digest string // sha-256 of the secret it authenticated with, re-checked before every request
 }
 
-// maxWaits bounds the task.waitStatus requests one connection may have in flight.
-const maxWaits = 16
-
 // conn is one client connection: a reader goroutine that decodes and dispatches requests, a writer goroutine that
-// drains the outbound queue, and at most one subscription plus maxWaits waiters, all tracked by the server's wait
-// group.
+// drains the outbound queue, and at most one subscription plus MaxWaitsPerConn waiters, all tracked by the server's
+// wait group.
 type conn struct {
 	s   *Server
 	nc  *net.UnixConn
@@ -71,12 +70,17 @@ type conn struct {
 	cancel context.CancelFunc
 	done   <-chan struct{}
 
-	id     identity // written by the reader during hello, before bind publishes the connection
-	authed bool     // reader only
+	id         identity // written by the reader during hello, before bind publishes the connection
+	authed     bool     // reader only
+	bound      bool     // counted by bind (under the server's mu)
+	subCounted bool     // counted in the credential's subscriptions (under the server's mu)
 
-	mu    sync.Mutex
-	sub   *subscription
-	waits int
+	mu      sync.Mutex
+	sub     *subscription
+	waits   int
+	serving bool        // the reader is serving a request: a final frame decided elsewhere waits for its answer
+	ending  *finalError // the connection ends with this frame (terminate)
+	idle    *time.Timer // IdleTimeout after the last request; nil before hello or when disabled
 
 	closeOnce sync.Once
 }
@@ -91,6 +95,11 @@ func newConn(s *Server, nc *net.UnixConn, seq uint64) *conn {
 func (c *conn) close(r closeReason) {
 	c.closeOnce.Do(func() {
 		id := c.s.forget(c) // first: once the peer sees the close, the connection no longer counts against MaxConns
+		c.mu.Lock()
+		if c.idle != nil {
+			c.idle.Stop()
+		}
+		c.mu.Unlock()
 		c.cancel()
 		c.nc.Close()
 		c.out.close()
@@ -214,17 +223,110 @@ func (c *conn) respond(id, method string, result any, err error) bool {
 
 // sendError queues an error frame; a closing code makes it the connection's final frame.
 func (c *conn) sendError(id string, we *wire.Error) bool {
-	frame, err := wire.AppendFrame(nil, wire.Response{ID: id, Error: we}, c.s.opts.MaxFrame)
-	if err != nil { // only an absurd message could do this; never leave the client without an answer
-		frame, _ = wire.AppendFrame(nil, wire.Response{ID: id, Error: wire.NewError(we.Code, "")}, c.s.opts.MaxFrame)
-	}
+	frame := errorFrame(id, we, c.s.opts.MaxFrame)
 	if we.Code.Closes() {
 		reason := reasonAuth
-		if we.Code == wire.CodeProtocol {
+		switch we.Code {
+		case wire.CodeProtocol:
 			reason = reasonProtocol
+		case wire.CodeTooManyConnections:
+			reason = reasonMaxConns
 		}
 		c.out.pushFinal(frame, reason)
 		return false
 	}
 	return c.out.pushWait(frame, c.done)
+}
+
+// errorFrame encodes an error frame answering request id ("" for a frame that answers no request).
+func errorFrame(id string, we *wire.Error, maxFrame int) []byte {
+	frame, err := wire.AppendFrame(nil, wire.Response{ID: id, Error: we}, maxFrame)
+	if err != nil { // only an absurd message could do this; never leave the client without an answer
+		frame, _ = wire.AppendFrame(nil, wire.Response{ID: id, Error: wire.NewError(we.Code, "")}, maxFrame)
+	}
+	return frame
+}
+
+// finalError is an error that ends the connection, decided outside its reader: a revocation, the end of the
+// credential's run or task, the idle timeout.
+type finalError struct {
+	we     *wire.Error
+	reason closeReason
+}
+
+// terminate ends the connection after one error frame with id "" (it answers no request). If the reader is
+// serving a request, the frame follows that request's answer, so an answer already decided is never replaced;
+// otherwise it is queued now. Either way no request is served after it, pushes stop (the queue refuses them),
+// and waits and the subscription end when the writer has written it and closed the connection.
+func (c *conn) terminate(we *wire.Error, reason closeReason) {
+	c.mu.Lock()
+	if c.ending != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.ending = &finalError{we, reason}
+	serving := c.serving
+	c.mu.Unlock()
+	if !serving {
+		c.out.pushFinal(errorFrame("", we, c.s.opts.MaxFrame), reason)
+	}
+}
+
+// begin marks the reader as serving a request; false means the connection is ending and the reader must stop.
+func (c *conn) begin() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ending != nil {
+		return false
+	}
+	c.serving = true
+	if c.idle != nil {
+		c.idle.Stop()
+	}
+	return true
+}
+
+// end marks the reader idle again and sends a final frame decided while it served; false means it was sent.
+func (c *conn) end() bool {
+	c.mu.Lock()
+	c.serving = false
+	e := c.ending
+	if e == nil && c.idle != nil {
+		c.idle.Reset(c.s.opts.IdleTimeout)
+	}
+	c.mu.Unlock()
+	if e != nil {
+		c.out.pushFinal(errorFrame("", e.we, c.s.opts.MaxFrame), e.reason)
+		return false
+	}
+	return true
+}
+
+// startIdleTimer arms the idle timeout after hello (IdleTimeout < 0 disables it).
+func (c *conn) startIdleTimer() {
+	if c.s.opts.IdleTimeout < 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.idle = time.AfterFunc(c.s.opts.IdleTimeout, c.idleExpired)
+}
+
+// idleExpired closes an idle connection, unless it holds a subscription or a wait: those are what it waits for,
+// and they are bounded per credential.
+func (c *conn) idleExpired() {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	c.mu.Lock()
+	busy := c.serving || c.waits > 0 || c.sub != nil && !c.sub.ended()
+	if busy {
+		c.idle.Reset(c.s.opts.IdleTimeout)
+	}
+	c.mu.Unlock()
+	if !busy {
+		c.terminate(wire.NewError(wire.CodeIdleTimeout, ""), reasonIdle)
+	}
 }

@@ -19,8 +19,6 @@ var (
 	errWaitTimeout = errors.New("broker: wait timed out")
 	// errConnClosing: the connection or the server closed while a request waited (close).
 	errConnClosing = errors.New("broker: connection closing")
-	// errTooManyWaits: the connection has too many task.waitStatus requests in flight (busy).
-	errTooManyWaits = errors.New("broker: too many concurrent waits on this connection")
 	// errTooLarge: a result does not fit in one frame (oversize-frame).
 	errTooLarge = errors.New("broker: result exceeds the frame cap")
 )
@@ -42,7 +40,6 @@ var mapping = []struct {
 	{is(errWaitTimeout), wire.CodeWaitTimeout, true},
 	{is(errConnClosing), wire.CodeClose, true},
 	{is(context.Canceled), wire.CodeClose, true},
-	{is(errTooManyWaits), wire.CodeBusy, true},
 	{is(errTooLarge), wire.CodeOversizeFrame, true},
 	{is(commands.ErrNoSpace), wire.CodeDiskFull, true},
 }

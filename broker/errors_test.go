@@ -32,7 +32,6 @@ func TestErrorMapping(t *testing.T) {
 		{fmt.Errorf("%w: disk", errReplay), wire.CodeReplayFailed, "event replay failed", true},
 		{errWaitTimeout, wire.CodeWaitTimeout, "wait timed out", false},
 		{errConnClosing, wire.CodeClose, "connection closing", false},
-		{errTooManyWaits, wire.CodeBusy, "too many concurrent waits on this connection", false},
 		{fmt.Errorf("%w: m", errTooLarge), wire.CodeOversizeFrame, "result exceeds the frame cap: m", false},
 		{fmt.Errorf("%w: %w", commands.ErrNoSpace, errors.New("daemon: 3 MiB free")), wire.CodeDiskFull,
 			"commands: too little free disk space; retry later: daemon: 3 MiB free", false},

@@ -18,10 +18,12 @@ type mailboxPush struct {
 	Priority string `json:"priority"`
 }
 
-// feed pushes mailbox.message frames. One goroutine follows the whole log from the head at start (reading only
-// durable events, so a push never precedes durability), and for each mailbox.appended finds the connections of
-// that run whose recipient it is: the worker of the task, or the orchestrator for the run inbox. One follower
-// for the server, not one per connection: idle connections cost nothing per event.
+// feed follows the whole log for two jobs that need every run's events: mailbox.message pushes, and ending the
+// connections whose credential an event ended (revocation, a terminal run or task: closeEnded). One goroutine
+// follows the log from the head at start, reading only events the published state holds (so a push never
+// precedes durability, and a re-check sees the event that triggered it), and for each mailbox.appended finds the
+// connections of that run whose recipient it is: the worker of the task, or the orchestrator for the run inbox.
+// One follower for the server, not one per connection: idle connections cost nothing per event.
 //
 // Pushes are best effort, as in pi-crew: a push that finds a connection's queue full is dropped (the message is
 // durable; msg.inbox is the source of truth). A frame over the cap is not pushed either.
@@ -32,15 +34,25 @@ func (s *Server) feed() {
 			s.lg.Error("broker: panic in the mailbox feed; pushes stop", "panic", r)
 		}
 	}()
-	next, _ := s.log.Head()
-	next++
+	next := s.eng.Head() + 1
 	for {
 		changed := s.eng.Changed()
+		head := s.eng.Head() // NB: after Changed: a publish past head wakes us again
 		it := s.log.Read(next)
-		for it.Next() {
+		for next <= head && it.Next() {
 			r := it.Event()
+			if r.Position > head {
+				break
+			}
 			next = r.Position + 1
-			if r.Type != events.TypeMailboxAppended || !s.hasConns(r.Stream) {
+			if !s.hasConns(r.Stream) {
+				continue
+			}
+			if endsCredentials(r.Type) {
+				s.closeEnded(r.Stream) // now, before any later push of this run
+				continue
+			}
+			if r.Type != events.TypeMailboxAppended {
 				continue
 			}
 			ev, err := projections.FromLog(r)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -211,6 +212,20 @@ func (c *client) fails(method string, params any, code wire.Code) *wire.Error {
 	return r.Error
 }
 
+// untilError reads frames until an error frame, keeping the others in pending, and returns it.
+func (c *client) untilError() wire.Response {
+	c.t.Helper()
+	for {
+		f, err := c.read()
+		require.NoError(c.t, err, "waiting for an error frame")
+		var r wire.Response
+		if json.Unmarshal(f, &r) == nil && r.Error != nil {
+			return r
+		}
+		c.pending = append(c.pending, f)
+	}
+}
+
 // closed requires the server to close the connection, with no frame before the end.
 func (c *client) closed() {
 	c.t.Helper()
@@ -298,7 +313,28 @@ func (f *fixture) streamUsage(tb testing.TB, n int) time.Duration {
 // wideOpen are options whose per-principal limits let one credential hold thousands of connections, waits and
 // subscriptions: for tests that measure what many clients cost, not the limits themselves.
 func wideOpen() Options {
-	return Options{MaxConns: 8192}
+	return Options{MaxConns: 8192, MaxConnsPerCredential: 8192, MaxConnsPerRun: 8192, MaxWaitsPerCredential: 1 << 20,
+		MaxSubscriptionsPerCredential: 8192}
+}
+
+// medianPing is the median latency of n pings on c.
+func medianPing(c *client, n int) time.Duration {
+	lat := make([]time.Duration, n)
+	for i := range lat {
+		start := time.Now()
+		c.ok("ping", nil)
+		lat[i] = time.Since(start)
+	}
+	slices.Sort(lat)
+	return lat[n/2]
+}
+
+// requireWithin requires got ≤ factor × base: a claim that something is "not held up", measured as a ratio of two
+// measurements taken in the same run (never against a wall-clock constant).
+func requireWithin(t testing.TB, base, got time.Duration, factor float64, what string) {
+	t.Helper()
+	base = max(base, 50*time.Microsecond) // below this, scheduler noise is the whole measurement
+	require.LessOrEqual(t, float64(got)/float64(base), factor, "%s: %v vs %v alone (limit %.0f×)", what, got, base, factor)
 }
 
 // seedRun creates run runID, running, with one running task taskID, and returns its orchestrator token.

@@ -73,14 +73,29 @@ func (c *conn) handle(req wire.Request) bool {
 			c.s.lg.Debug("hello rejected", "conn", c.seq, "code", string(bad.Code))
 			return c.sendError(req.ID, bad)
 		}
+		if bad := c.s.bind(c, id); bad != nil {
+			c.s.lg.Debug("hello refused", "conn", c.seq, "code", string(bad.Code), "message", bad.Message)
+			return c.sendError(req.ID, bad)
+		}
 		c.authed = true
 		c.nc.SetReadDeadline(time.Time{})
-		c.s.bind(c, id)
+		c.startIdleTimer()
 		c.s.lg.Debug("hello", "conn", c.seq, "role", id.role, "runId", id.runID, "taskId", id.taskID)
 		return c.respond(req.ID, req.Method, wire.HelloAck{
 			Protocol: wire.ProtocolVersion, Session: c.s.opts.SessionID, Run: id.runID, OK: true,
 		}, nil)
 	}
+	if !c.begin() {
+		return false
+	}
+	if !c.serve(req) {
+		return false
+	}
+	return c.end()
+}
+
+// serve answers one request of an authenticated connection; false means the connection is closing.
+func (c *conn) serve(req wire.Request) bool {
 	if req.Method == wire.MethodHello {
 		return c.sendError(req.ID, wire.NewError(wire.CodeProtocol, wire.MsgHelloCompleted))
 	}

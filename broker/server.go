@@ -10,8 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
 )
 
 // writeTimeout bounds one write to a client. A client that reads nothing for this long is a slow consumer and is
@@ -39,6 +41,11 @@ type Server struct {
 	conns    map[*conn]struct{}
 	byRun    map[string]map[*conn]struct{} // authenticated run-bound connections, for mailbox pushes
 	nextConn uint64
+	// Per-principal counts (limits.go), keyed by credential (credKey); the admin is not counted.
+	credConns map[string]int // authenticated connections
+	credWaits map[string]int // task.waitStatus requests in flight
+	credSubs  map[string]int // connections holding a subscription
+	workers   int            // authenticated worker connections, bounded by MaxConns-ReservedConns
 
 	waits     waitHub        // task.waitStatus waiters, woken per task
 	outBudget outboundBudget // bytes held by every connection's outbound queue
@@ -70,6 +77,7 @@ func New(eng *commands.Engine, log *eventlog.Log, opts Options) (*Server, error)
 	s := &Server{
 		eng: eng, log: log, opts: o, lg: o.Logger, writeTimeout: writeTimeout,
 		conns: make(map[*conn]struct{}), byRun: make(map[string]map[*conn]struct{}),
+		credConns: make(map[string]int), credWaits: make(map[string]int), credSubs: make(map[string]int),
 		quit: make(chan struct{}), serveDone: make(chan struct{}), closed: make(chan struct{}),
 	}
 	s.waits = waitHub{s: s, byRun: make(map[string]*runWaits)}
@@ -157,7 +165,8 @@ func isTemporary(err error) bool {
 	return errors.As(err, &t) && t.Temporary()
 }
 
-// admit registers a new connection and starts its goroutines, or closes it when the server is full or closing.
+// admit registers a new connection and starts its goroutines, or closes it when the server is closing, or is full
+// (after one too-many-connections error frame: the client learns why instead of seeing a reset).
 func (s *Server) admit(nc *net.UnixConn) {
 	if err := s.checkPeer(nc); err != nil {
 		nc.Close()
@@ -168,10 +177,11 @@ func (s *Server) admit(nc *net.UnixConn) {
 	if s.closing || len(s.conns) >= s.opts.MaxConns {
 		full := !s.closing
 		s.mu.Unlock()
-		nc.Close()
 		if full {
+			refuseFull(nc, s.opts.MaxFrame)
 			s.lg.Debug("connection closed", "reason", reasonMaxConns)
 		}
+		nc.Close()
 		return
 	}
 	s.nextConn++
@@ -183,15 +193,25 @@ func (s *Server) admit(nc *net.UnixConn) {
 	go c.writeLoop()
 }
 
-// bind indexes an authenticated connection by run, for mailbox pushes.
-func (s *Server) bind(c *conn, id identity) {
+// bind indexes an authenticated connection by run, for mailbox pushes, once the per-principal connection limits
+// allow it; otherwise it returns the too-many-connections answer to send instead of the hello ack.
+func (s *Server) bind(c *conn, id identity) *wire.Error {
 	// NB: c.id is written under s.mu because Close (another goroutine) reads
 	// it in forget while the reader may be binding.
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c.id = id
+	if bad := s.connLimit(id); bad != nil {
+		return bad
+	}
+	c.id, c.bound = id, true
+	if k := credKey(id); k != "" {
+		s.credConns[k]++
+	}
+	if id.role == events.RoleWorker {
+		s.workers++
+	}
 	if id.runID == "" {
-		return
+		return nil
 	}
 	set := s.byRun[id.runID]
 	if set == nil {
@@ -199,14 +219,24 @@ func (s *Server) bind(c *conn, id identity) {
 		s.byRun[id.runID] = set
 	}
 	set[c] = struct{}{}
+	return nil
 }
 
-// forget removes a closed connection from every index and returns the
-// identity it was bound to.
+// forget removes a closed connection from every index and count and returns the identity it was bound to.
 func (s *Server) forget(c *conn) identity {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.conns, c)
+	if c.bound {
+		k := credKey(c.id)
+		decrement(s.credConns, k)
+		if c.subCounted {
+			decrement(s.credSubs, k)
+		}
+		if c.id.role == events.RoleWorker {
+			s.workers--
+		}
+	}
 	if set := s.byRun[c.id.runID]; set != nil {
 		delete(set, c)
 		if len(set) == 0 {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // Bounds of events.subscribe's type filter.
@@ -48,6 +49,9 @@ func handleSubscribe(cl *call) (any, error) {
 		return nil, p.err
 	}
 	c := cl.c
+	if err := c.acquireSubscription(); err != nil {
+		return nil, err
+	}
 	sub := &subscription{c: c, runID: runID, next: since + 1, stop: make(chan struct{}), done: make(chan struct{})}
 	if types != nil {
 		sub.types = make(map[string]bool, len(types))
@@ -70,6 +74,16 @@ func handleSubscribe(cl *call) (any, error) {
 	return subscribeResult{Subscribed: true, SinceSeq: since}, nil
 }
 
+// ended reports whether the subscription's goroutine has returned (resync, replacement, close).
+func (sub *subscription) ended() bool {
+	select {
+	case <-sub.done:
+		return true
+	default:
+		return false
+	}
+}
+
 func (sub *subscription) run() {
 	c := sub.c
 	defer c.s.wg.Done()
@@ -90,12 +104,26 @@ func (sub *subscription) run() {
 	}
 }
 
-// pull delivers every durable event from the cursor on; false ends the subscription.
+// pull delivers every published event from the cursor on; false ends the subscription. It re-checks the
+// connection's credential against the state it reads up to: an event published with or after a revocation, or
+// the end of the credential's run or task, is never pushed — the connection ends instead.
 func (sub *subscription) pull() bool {
 	c := sub.c
+	var (
+		head uint64
+		bad  *wire.Error
+	)
+	c.s.eng.Read(func(st *projections.State) { head, bad = st.Position, checkCredential(st, c.id) })
+	if bad != nil {
+		c.terminate(bad, reasonEnded)
+		return false
+	}
 	it := c.s.log.ReadStream(sub.runID, sub.next)
 	defer it.Close()
 	for it.Next() {
+		if it.Event().Position > head {
+			break // not published yet: the next pull checks the state that holds it
+		}
 		select {
 		case <-sub.stop:
 			return false

@@ -29,7 +29,8 @@ type waitResult struct {
 // handleWaitStatus: {taskId, until, timeoutMs? 0..60000 (default 30000)} → {taskId, status, waitedMs} once the
 // task's status equals until — any terminal status satisfies a terminal until — or wait-timeout. It waits on its
 // task's change signal (waitHub: no polling, no wake for other tasks' commits) in its own goroutine, so the connection keeps serving other requests;
-// at most maxWaits per connection (busy beyond).
+// at most MaxWaitsPerConn per connection and
+// MaxWaitsPerCredential per credential (too-many-waits beyond).
 func handleWaitStatus(cl *call) (any, error) {
 	p := readParams(cl)
 	taskID := p.str("taskId", true, 256)
@@ -46,19 +47,15 @@ func handleWaitStatus(cl *call) (any, error) {
 	if _, ok := taskStatus(c.s, runID, taskID); !ok {
 		return nil, wire.Errorf(wire.CodeNoTask, "task %q not found in run %q", taskID, runID)
 	}
-	c.mu.Lock()
-	if c.waits >= maxWaits {
-		c.mu.Unlock()
-		return nil, errTooManyWaits
+	if err := c.acquireWait(); err != nil {
+		return nil, err
 	}
-	c.waits++
-	c.mu.Unlock()
 	cl.async = true
 	c.s.wg.Add(1)
 	go func() {
 		defer c.s.wg.Done()
 		defer c.recover()
-		defer func() { c.mu.Lock(); c.waits--; c.mu.Unlock() }()
+		defer c.releaseWait()
 		res, err := waitFor(c, runID, taskID, projections.TaskStatus(until), timeout)
 		c.respond(cl.id, cl.method, res, err)
 	}()

@@ -18,6 +18,13 @@ const (
 	CodeStaleToken Code = "stale-token"
 	// CodeRevoked: the credential the connection authenticated with has been revoked; checked before every frame.
 	CodeRevoked Code = "revoked"
+	// CodeTooManyConnections: crewlog's. The daemon, the run or the credential holds as many connections as it may
+	// (or the rest are reserved for the admin and orchestrators). Sent instead of the hello ack, or as the only
+	// frame of a connection over the daemon's cap.
+	CodeTooManyConnections Code = "too-many-connections"
+	// CodeIdleTimeout: crewlog's. The connection sent no request for the idle timeout and held no subscription
+	// or wait.
+	CodeIdleTimeout Code = "idle-timeout"
 )
 
 // Per-request codes: the connection stays open.
@@ -53,6 +60,11 @@ const (
 	// CodeBusy: retry later. pi-crew sends it when a run lock is contended; crewlog has no such lock but keeps
 	// the code so clients that handle it keep working.
 	CodeBusy Code = "busy"
+	// CodeTooManyWaits: crewlog's. The connection or its credential has as many task.waitStatus requests in
+	// flight as it may; retry when one has ended.
+	CodeTooManyWaits Code = "too-many-waits"
+	// CodeTooManySubscriptions: crewlog's. The credential's connections hold as many subscriptions as they may.
+	CodeTooManySubscriptions Code = "too-many-subscriptions"
 	// CodeNotImplemented: unknown method; see NotImplemented for pi-crew's message.
 	CodeNotImplemented Code = "not-implemented"
 	// CodeTimeout: in pi-crew's type but never sent by its broker; reserved. Its client also uses it locally.
@@ -95,12 +107,13 @@ const (
 
 // Messages pi-crew sends verbatim (D§7.4, D§7.5); the broker uses them so a pi-crew client sees the same text.
 const (
-	MsgHelloRequired  = "hello required"          // protocol: first frame was not hello
-	MsgHelloCompleted = "hello already completed" // protocol: second hello
-	MsgHelloRejected  = "hello rejected"          // auth: any hello shape, protocol or token mismatch
-	MsgNotAuthed      = "not authed"              // auth: run-scoped method without a bound run
-	MsgTokenRevoked   = "token revoked"           // revoked
-	MsgRunTerminal    = "run is already terminal" // stale-token: worker token for a finished run
+	MsgHelloRequired  = "hello required"           // protocol: first frame was not hello
+	MsgHelloCompleted = "hello already completed"  // protocol: second hello
+	MsgHelloRejected  = "hello rejected"           // auth: any hello shape, protocol or token mismatch
+	MsgNotAuthed      = "not authed"               // auth: run-scoped method without a bound run
+	MsgTokenRevoked   = "token revoked"            // revoked
+	MsgRunTerminal    = "run is already terminal"  // stale-token: worker token for a finished run
+	MsgTaskTerminal   = "task is already terminal" // stale-token: worker token for a finished task (crewlog's)
 	MsgStaleToken     = "run/task exist but this broker did not issue the token; re-issue required"
 	MsgInvalidParams  = "invalid params" // bad-params: generic shape failure
 )
@@ -112,13 +125,15 @@ type codeInfo struct {
 	local   bool
 }
 
-// registry lists every code once, in the order of D§7.6. A table rather than a map so Codes has a stable order
+// registry lists every code once, in the order of D§7.6, crewlog's own next to their kind. A table rather than a map so Codes has a stable order
 // that generated documentation can follow.
 var registry = []codeInfo{
 	{CodeProtocol, "protocol error", true, false},
 	{CodeAuth, MsgNotAuthed, true, false},
 	{CodeStaleToken, MsgStaleToken, true, false},
 	{CodeRevoked, MsgTokenRevoked, true, false},
+	{CodeTooManyConnections, "too many connections", true, false},
+	{CodeIdleTimeout, "idle connection closed", true, false},
 	{CodeOversizeFrame, "frame too large", false, false},
 	{CodeForbidden, "forbidden", false, false},
 	{CodeBadParams, MsgInvalidParams, false, false},
@@ -134,6 +149,8 @@ var registry = []codeInfo{
 	{CodePolicyDisabled, "disabled by policy", false, false},
 	{CodePolicyDenied, "denied by policy", false, false},
 	{CodeBusy, "busy, retry later", false, false},
+	{CodeTooManyWaits, "too many waits in flight", false, false},
+	{CodeTooManySubscriptions, "too many subscriptions", false, false},
 	{CodeNotImplemented, "method is not implemented", false, false},
 	{CodeTimeout, "timed out", false, false},
 	{CodeRateLimit, "rate limited", false, false},

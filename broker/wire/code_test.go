@@ -11,10 +11,11 @@ import (
 // The spellings are the contract with pi-crew (D§7.6); a rename here breaks its clients.
 func TestCodes(t *testing.T) {
 	require.Equal(t, []Code{
-		"protocol", "auth", "stale-token", "revoked",
+		"protocol", "auth", "stale-token", "revoked", "too-many-connections", "idle-timeout",
 		"oversize-frame", "forbidden", "bad-params", "no-manifest", "no-task", "durable-failed", "replay-failed",
 		"close", "wait-timeout", "wait-failed", "steer-failed", "escalate-failed", "policy-disabled",
-		"policy-denied", "busy", "not-implemented", "timeout", "rate-limit", "internal", "disk-full", "quota-exceeded",
+		"policy-denied", "busy", "too-many-waits", "too-many-subscriptions", "not-implemented", "timeout", "rate-limit",
+		"internal", "disk-full", "quota-exceeded",
 		"fallback-sticky", "bad-method", "no-socket", "encode-failed", "missing-credentials", "closed",
 		"exhausted", "request-failed", "socket-error",
 	}, Codes())
@@ -30,7 +31,8 @@ func TestCodes(t *testing.T) {
 			local = append(local, c)
 		}
 	}
-	require.Equal(t, []Code{CodeProtocol, CodeAuth, CodeStaleToken, CodeRevoked}, closing)
+	require.Equal(t, []Code{CodeProtocol, CodeAuth, CodeStaleToken, CodeRevoked, CodeTooManyConnections,
+		CodeIdleTimeout}, closing)
 	require.Len(t, local, 9)
 
 	for _, c := range []Code{"", "bad-request", "Auth", "unknown"} {

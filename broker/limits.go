@@ -1,0 +1,147 @@
+package broker
+
+import (
+	"net"
+	"time"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/events"
+)
+
+// Per-principal limits. A client that hits one gets an error frame with its own code, never a reset:
+//
+//	daemon full (MaxConns)                       too-many-connections, the connection's only frame, then close
+//	worker hello over MaxConns-ReservedConns      too-many-connections instead of the hello ack, then close
+//	hello over MaxConnsPerRun / PerCredential     too-many-connections instead of the hello ack, then close
+//	task.waitStatus over MaxWaitsPerConn/-Cred    too-many-waits (the connection stays)
+//	events.subscribe over MaxSubscriptionsPerCred too-many-subscriptions (the connection stays)
+//
+// The admin credential is bounded by MaxConns and MaxWaitsPerConn only: it is the operator's.
+
+// credKey names the credential of id for the per-credential counts; "" for the admin.
+func credKey(id identity) string {
+	if id.role == events.RoleAdmin {
+		return ""
+	}
+	return id.runID + "\x00" + id.key
+}
+
+func decrement(m map[string]int, k string) {
+	if m[k]--; m[k] <= 0 {
+		delete(m, k)
+	}
+}
+
+// connLimit is the refusal of a hello by id when a connection limit is reached, with s.mu held.
+func (s *Server) connLimit(id identity) *wire.Error {
+	o := &s.opts
+	switch {
+	case id.role == events.RoleAdmin:
+		return nil
+	case id.role == events.RoleWorker && s.workers >= o.MaxConns-o.ReservedConns:
+		return wire.Errorf(wire.CodeTooManyConnections, "too many worker connections (%d; the rest are reserved)",
+			o.MaxConns-o.ReservedConns)
+	case len(s.byRun[id.runID]) >= o.MaxConnsPerRun:
+		return wire.Errorf(wire.CodeTooManyConnections, "too many connections for this run (limit %d)", o.MaxConnsPerRun)
+	case s.credConns[credKey(id)] >= o.MaxConnsPerCredential:
+		return wire.Errorf(wire.CodeTooManyConnections, "too many connections for this credential (limit %d)",
+			o.MaxConnsPerCredential)
+	}
+	return nil
+}
+
+// refuseFull writes the one frame of a connection over MaxConns. The socket is new, so its send buffer is empty
+// and the write does not block; the deadline is a guard for the accept loop, which must never wait on a client.
+func refuseFull(nc *net.UnixConn, maxFrame int) {
+	nc.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
+	nc.Write(errorFrame("", wire.Errorf(wire.CodeTooManyConnections, "too many connections"), maxFrame))
+}
+
+// acquireWait counts one task.waitStatus of c against MaxWaitsPerConn and MaxWaitsPerCredential, or returns the
+// too-many-waits error.
+func (c *conn) acquireWait() error {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := credKey(c.id)
+	switch {
+	case c.waits >= s.opts.MaxWaitsPerConn:
+		return wire.Errorf(wire.CodeTooManyWaits, "too many task.waitStatus requests in flight on this connection (limit %d)",
+			s.opts.MaxWaitsPerConn)
+	case k != "" && s.credWaits[k] >= s.opts.MaxWaitsPerCredential:
+		return wire.Errorf(wire.CodeTooManyWaits, "too many task.waitStatus requests in flight for this credential (limit %d)",
+			s.opts.MaxWaitsPerCredential)
+	}
+	c.waits++
+	if k != "" {
+		s.credWaits[k]++
+	}
+	return nil
+}
+
+// releaseWait ends a wait counted by acquireWait.
+func (c *conn) releaseWait() {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.waits--
+	if k := credKey(c.id); k != "" {
+		decrement(s.credWaits, k)
+	}
+}
+
+// acquireSubscription counts c's first subscription against MaxSubscriptionsPerCredential (a replacement is
+// free: a connection holds one), or returns the too-many-subscriptions error.
+func (c *conn) acquireSubscription() error {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := credKey(c.id)
+	if c.subCounted || k == "" {
+		return nil
+	}
+	if s.credSubs[k] >= s.opts.MaxSubscriptionsPerCredential {
+		return wire.Errorf(wire.CodeTooManySubscriptions, "too many subscriptions for this credential (limit %d)",
+			s.opts.MaxSubscriptionsPerCredential)
+	}
+	s.credSubs[k]++
+	c.subCounted = true
+	return nil
+}
+
+// closeEnded re-checks the credential of every connection of runID (its credentials, status or a task's status
+// changed) and ends, after one error frame, those the check refuses: revoked, stale-token for an ended run or
+// task. Called by the feed only for events that can end a credential, after they are published.
+func (s *Server) closeEnded(runID string) {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.byRun[runID]))
+	for c := range s.byRun[runID] {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		if bad := s.recheck(c.id); bad != nil {
+			s.lg.Debug("credential ended; closing its connection", "conn", c.seq, "code", string(bad.Code),
+				"runId", c.id.runID, "taskId", c.id.taskID)
+			c.terminate(bad, reasonEnded)
+		}
+	}
+}
+
+// endsCredentials reports event types after which a connection of the run may no longer pass recheck.
+func endsCredentials(eventType string) bool {
+	switch eventType {
+	case events.TypeCredentialIssued, events.TypeCredentialRevoked,
+		events.TypeRunCompleted, events.TypeRunFailed, events.TypeRunCancelled,
+		events.TypeTaskCompleted, events.TypeTaskFailed, events.TypeTaskCancelled, events.TypeTaskSkipped,
+		events.TypeTaskNeedsAttention,
+		events.TypeDelegateCompleted, events.TypeDelegateFailed, events.TypeDelegateTimedOut,
+		events.TypeDelegateCancelled:
+		return true
+	}
+	return false
+}
