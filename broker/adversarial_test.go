@@ -180,3 +180,26 @@ func TestRandomBytesNoPanic(t *testing.T) {
 	require.Equal(t, true, c.ok("ping", nil)["pong"])
 	require.Zero(t, f.panics.Load())
 }
+
+// TestSubscriberOverByteBudgetGetsResync: the byte budget, not only the frame count, ends a stalled subscription:
+// with room for 4,096 frames but 64 KiB, the resync comes long before 4,096 frames.
+func TestSubscriberOverByteBudgetGetsResync(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{OutboundQueueCap: 4096, OutboundBytes: 64 << 10, MaxFrame: 16 << 10}, write: time.Minute})
+	s := f.seed()
+	slow := f.dial()
+	slow.hello(runR, taskP, s.p)
+	f.streamUsage(t, 10000)
+	slow.ok("events.subscribe", map[string]any{"sinceSeq": 0})
+	for {
+		fr, err := slow.read()
+		require.NoError(t, err)
+		var ev wire.Event
+		require.NoError(t, json.Unmarshal(fr, &ev))
+		if ev.Name == wire.EventResync {
+			var r wire.Resync
+			require.NoError(t, json.Unmarshal(fr, &r))
+			require.Less(t, r.FromSeq, uint64(4096), "the byte budget ended the subscription before the frame cap")
+			return
+		}
+	}
+}

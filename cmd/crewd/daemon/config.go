@@ -64,6 +64,7 @@ type Config struct {
 
 	MaxFrame         int
 	OutboundQueueCap int
+	Limits           Limits // per-principal limits of the broker (limits.go)
 
 	// MinFreeBytes: below this much free space on the data directory's file system crewd refuses to start and
 	// answers writes disk-full (0 disables the check).
@@ -352,6 +353,7 @@ func Load(args []string, env Env) (Config, error) {
 		c.SocketGroup = gid
 	}
 	c.OutboundQueueCap = integer("outbound-queue-cap", minOutboundQueueCap, maxOutboundQueueCap)
+	c.Limits = loadLimits(integer, str, fail)
 	switch oneOf("log-level", "debug", "info", "warn", "error") {
 	case "debug":
 		c.LogLevel = slog.LevelDebug

@@ -39,6 +39,7 @@ func TestLoadDefaults(t *testing.T) {
 		OutboundQueueCap: 256,
 		MinFreeBytes:     256 << 20,
 		OpenTimeout:      2 * time.Minute,
+		Limits:           defaultLimits,
 		LogLevel:         slog.LevelInfo,
 		LogFormat:        "text",
 	}, c)
@@ -92,8 +93,8 @@ func TestLoadFlagsOverride(t *testing.T) {
 			SlotShare: 3, SlotWaitSec: 30, QuotaEvents: 5000, QuotaBytes: 1 << 20, QuotaMsgsPerMin: 0,
 			BudgetMode: events.BudgetModeNested,
 		},
-		ModelCatalogFile: catalog, MaxFrame: 1024, OutboundQueueCap: 4096, LogLevel: slog.LevelDebug, LogFormat: "json",
-		SocketGroup: 4242,
+		ModelCatalogFile: catalog, MaxFrame: 1024, OutboundQueueCap: 4096, Limits: defaultLimits,
+		LogLevel: slog.LevelDebug, LogFormat: "json", SocketGroup: 4242,
 	}, c)
 }
 

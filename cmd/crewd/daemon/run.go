@@ -165,7 +165,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	// NB: deferred after the log's close, so it runs first: the engine finishes its group before the log closes.
 	defer eng.Close()
 
-	srv, err := broker.New(eng, log, broker.Options{
+	bopts := broker.Options{
 		SocketPath:       cfg.SocketPath,
 		SocketGroup:      cfg.SocketGroup,
 		AdminDigest:      Digest(token),
@@ -174,7 +174,9 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 		OutboundQueueCap: cfg.OutboundQueueCap,
 		SessionID:        fmt.Sprintf("crewd-%x", session),
 		Logger:           lg.With("component", "broker"),
-	})
+	}
+	cfg.Limits.apply(&bopts)
+	srv, err := broker.New(eng, log, bopts)
 	if err != nil {
 		return fmt.Errorf("daemon: %w", err)
 	}

@@ -1,0 +1,149 @@
+package broker
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/events"
+)
+
+// refusedHello sends a hello and requires it answered with code, then the close.
+func (c *client) refusedHello(runID, taskID, token string, code wire.Code) *wire.Error {
+	c.t.Helper()
+	e := c.fails("hello", map[string]any{"protocol": 1, "runId": runID, "taskId": taskID, "token": token}, code)
+	c.closed()
+	return e
+}
+
+// TestConnectionsPerCredential: one worker token gets MaxConnsPerCredential connections and a clear refusal
+// beyond; another credential of the same run is unaffected, and a closed connection frees its place.
+func TestConnectionsPerCredential(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{MaxConnsPerCredential: 3}})
+	s := f.seed()
+	held := make([]*client, 3)
+	for i := range held {
+		held[i] = f.dial()
+		held[i].hello(runR, taskP, s.p)
+	}
+	e := f.dial().refusedHello(runR, taskP, s.p, wire.CodeTooManyConnections)
+	require.Contains(t, e.Message, "credential")
+	f.dial().hello(runR, taskQ, s.q)
+	// The server closes held[0] (second hello); by the time it sees the close, its place is free.
+	held[0].fails("hello", map[string]any{"protocol": 1, "runId": runR, "taskId": taskP, "token": s.p}, wire.CodeProtocol)
+	held[0].closed()
+	f.dial().hello(runR, taskP, s.p)
+}
+
+// TestConnectionsPerRunAndReserve: a run's connections are bounded, and workers cannot take the capacity kept
+// for the admin and orchestrators.
+func TestConnectionsPerRunAndReserve(t *testing.T) {
+	t.Run("per run", func(t *testing.T) {
+		f := newFixture(t, fixtureOpts{opts: Options{MaxConnsPerRun: 2}})
+		s := f.seed()
+		f.dial().hello(runR, taskP, s.p)
+		f.dial().hello(runR, taskQ, s.q)
+		e := f.dial().refusedHello(runR, events.OrchestratorKey, s.orch, wire.CodeTooManyConnections)
+		require.Contains(t, e.Message, "run")
+		f.dial().helloAdmin() // the admin is bound to no run
+	})
+	t.Run("reserve", func(t *testing.T) {
+		f := newFixture(t, fixtureOpts{opts: Options{MaxConns: 6, ReservedConns: 3}})
+		s := f.seed()
+		for i := 0; i < 3; i++ {
+			f.dial().hello(runR, taskP, s.p)
+		}
+		e := f.dial().refusedHello(runR, taskQ, s.q, wire.CodeTooManyConnections)
+		require.Contains(t, e.Message, "reserved")
+		f.dial().hello(runR, events.OrchestratorKey, s.orch)
+		f.dial().helloAdmin()
+	})
+}
+
+// TestWaitsAndSubscriptionsPerCredential: the limits count over all of a credential's connections, refusals are
+// per request (the connection stays), and an ended wait frees its place.
+func TestWaitsAndSubscriptionsPerCredential(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{MaxWaitsPerCredential: 3, MaxSubscriptionsPerCredential: 2}})
+	s := f.seed()
+	a, b := f.dial(), f.dial()
+	a.hello(runR, taskP, s.p)
+	b.hello(runR, taskP, s.p)
+	for i := 0; i < 2; i++ {
+		a.sendLine(fmt.Sprintf(`{"id":"w%d","method":"task.waitStatus","params":{"taskId":"Q","until":"completed","timeoutMs":60000}}`, i))
+	}
+	a.ok("ping", nil) // the reader serves in order: both waits are counted
+	b.sendLine(`{"id":"w2","method":"task.waitStatus","params":{"taskId":"Q","until":"completed","timeoutMs":60000}}`)
+	b.ok("ping", nil)
+	e := b.fails("task.waitStatus", map[string]any{"taskId": "Q", "until": "completed"}, wire.CodeTooManyWaits)
+	require.Contains(t, e.Message, "credential")
+	// A short wait ends with wait-timeout and gives its place back... once the other credential's waits are out
+	// of the way: Q completes, all three answer, and a new wait is accepted.
+	o := f.dial()
+	o.hello(runR, events.OrchestratorKey, s.orch)
+	o.ok("task.transition", map[string]any{"taskId": taskQ, "to": "completed"})
+	for _, id := range []string{"w0", "w1"} {
+		require.Equal(t, id, a.answerOf(id).ID)
+	}
+	require.Equal(t, "w2", b.answerOf("w2").ID)
+	b.ok("ping", nil)
+	r := b.call("task.waitStatus", map[string]any{"taskId": "Q", "until": "completed"})
+	require.Nil(t, r.Error, "the ended waits gave their places back")
+
+	a.ok("events.subscribe", map[string]any{"sinceSeq": 0})
+	a.ok("events.subscribe", map[string]any{"sinceSeq": 0}) // a replacement takes no new place
+	b.ok("events.subscribe", map[string]any{"sinceSeq": 0})
+	c := f.dial()
+	c.hello(runR, taskP, s.p)
+	e = c.fails("events.subscribe", map[string]any{"sinceSeq": 0}, wire.CodeTooManySubscriptions)
+	require.True(t, strings.Contains(e.Message, "limit 2"), e.Message)
+	require.Equal(t, true, c.ok("ping", nil)["pong"], "the refusal leaves the connection open")
+}
+
+// answerOf returns the response with id, from what was read already or from the socket.
+func (c *client) answerOf(id string) wire.Response {
+	c.t.Helper()
+	for i, f := range c.pending {
+		var r wire.Response
+		if jsonUnmarshal(f, &r) == nil && r.ID == id {
+			c.pending = append(c.pending[:i], c.pending[i+1:]...)
+			return r
+		}
+	}
+	for {
+		f, err := c.read()
+		require.NoError(c.t, err, "waiting for the answer to %s", id)
+		var r wire.Response
+		if jsonUnmarshal(f, &r) == nil && r.ID == id {
+			return r
+		}
+		c.pending = append(c.pending, f)
+	}
+}
+
+// TestIdleTimeout: an authenticated connection that sends nothing is closed after IdleTimeout with one
+// idle-timeout frame; one that holds a wait is not, and any request restarts the clock.
+func TestIdleTimeout(t *testing.T) {
+	const idle = 100 * time.Millisecond
+	f := newFixture(t, fixtureOpts{opts: Options{IdleTimeout: idle}})
+	s := f.seed()
+	waiting := f.dial()
+	waiting.hello(runR, taskP, s.p)
+	waiting.sendLine(`{"id":"w","method":"task.waitStatus","params":{"taskId":"Q","until":"completed","timeoutMs":60000}}`)
+	waiting.ok("ping", nil) // its idle clock starts after this answer, before the idle connections' below
+	for i := 0; i < 2; i++ {
+		c := f.dial()
+		start := time.Now()
+		c.hello(runR, taskP, s.p)
+		end := c.untilError()
+		require.Equal(t, "", end.ID)
+		require.Equal(t, wire.CodeIdleTimeout, end.Error.Code)
+		require.GreaterOrEqual(t, time.Since(start), idle)
+		c.closed()
+	}
+	// The waiting connection's clock ran out before each of the idle ones' did: it is still served.
+	require.Equal(t, true, waiting.ok("ping", nil)["pong"])
+}

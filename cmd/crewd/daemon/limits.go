@@ -1,0 +1,87 @@
+package daemon
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/crewlog/crewlog/broker"
+)
+
+// Limits are the broker's per-principal limits (broker.Options; docs/protocol.md lists what each refusal looks
+// like). Load fills every field; the broker validates them again.
+type Limits struct {
+	MaxConns                      int
+	ReservedConns                 int
+	MaxConnsPerCredential         int
+	MaxConnsPerRun                int
+	IdleTimeout                   time.Duration // 0: never
+	MaxWaitsPerConn               int
+	MaxWaitsPerCredential         int
+	MaxSubscriptionsPerCredential int
+	OutboundBytes                 int
+	GlobalOutboundBytes           int
+}
+
+const maxLimit = 1 << 20 // a bound on counts no deployment reaches, so a typo is refused, not obeyed
+
+var limitOptions = []option{
+	{"max-conns", kindInt, "N", fmt.Sprintf("open connections, 1..%d; one more gets too-many-connections", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxConns))},
+	{"reserved-conns", kindInt, "N", "connections of max-conns only the admin and orchestrators may use, 0..max-conns-1", fixed(strconv.Itoa(broker.DefaultMaxConns / 16))},
+	{"max-conns-per-credential", kindInt, "N", fmt.Sprintf("connections of one token, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxConnsPerCredential))},
+	{"max-conns-per-run", kindInt, "N", fmt.Sprintf("connections of one run, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxConnsPerRun))},
+	{"idle-timeout", kindDuration, "DURATION", "close a connection that sent no request for this long and holds no subscription or wait; 0s: never", fixed(broker.DefaultIdleTimeout.String())},
+	{"max-waits-per-conn", kindInt, "N", fmt.Sprintf("task.waitStatus in flight on one connection, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxWaitsPerConn))},
+	{"max-waits-per-credential", kindInt, "N", fmt.Sprintf("task.waitStatus in flight for one token, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxWaitsPerCredential))},
+	{"max-subscriptions-per-credential", kindInt, "N", fmt.Sprintf("connections of one token holding a subscription, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxSubscriptionsPerCredential))},
+	{"outbound-bytes", kindInt, "BYTES", "bytes queued or being written to one connection before a subscriber is resynced, at least max-frame", fixed(strconv.Itoa(broker.DefaultOutboundBytes))},
+	{"global-outbound-bytes", kindInt, "BYTES", "bytes queued or being written to all connections together, at least outbound-bytes", fixed(strconv.Itoa(broker.DefaultGlobalOutboundBytes))},
+}
+
+func init() { options = append(options, limitOptions...) }
+
+// loadLimits reads the limit options with Load's helpers.
+func loadLimits(integer func(name string, lo, hi int) int, str func(name string) (text, src string),
+	fail func(format string, args ...any)) Limits {
+	l := Limits{
+		MaxConns:                      integer("max-conns", 1, maxLimit),
+		ReservedConns:                 integer("reserved-conns", 0, maxLimit),
+		MaxConnsPerCredential:         integer("max-conns-per-credential", 1, maxLimit),
+		MaxConnsPerRun:                integer("max-conns-per-run", 1, maxLimit),
+		MaxWaitsPerConn:               integer("max-waits-per-conn", 1, maxLimit),
+		MaxWaitsPerCredential:         integer("max-waits-per-credential", 1, maxLimit),
+		MaxSubscriptionsPerCredential: integer("max-subscriptions-per-credential", 1, maxLimit),
+		OutboundBytes:                 integer("outbound-bytes", 1024, 1<<30),
+		GlobalOutboundBytes:           integer("global-outbound-bytes", 1024, 1<<40),
+	}
+	if l.ReservedConns >= l.MaxConns {
+		_, src := str("reserved-conns")
+		fail("%s: %d must be below max-conns %d", src, l.ReservedConns, l.MaxConns)
+	}
+	text, src := str("idle-timeout")
+	d, err := time.ParseDuration(text)
+	switch {
+	case err != nil:
+		fail("%s: %q is not a duration (e.g. 30m)", src, text)
+	case d < 0:
+		fail("%s: %s is negative", src, d)
+	}
+	l.IdleTimeout = d
+	return l
+}
+
+// apply puts the limits into the broker's options.
+func (l Limits) apply(o *broker.Options) {
+	o.MaxConns, o.MaxConnsPerCredential, o.MaxConnsPerRun = l.MaxConns, l.MaxConnsPerCredential, l.MaxConnsPerRun
+	o.ReservedConns = l.ReservedConns
+	if l.ReservedConns == 0 {
+		o.ReservedConns = -1 // the broker reads 0 as "its default"
+	}
+	o.IdleTimeout = l.IdleTimeout
+	if l.IdleTimeout == 0 {
+		o.IdleTimeout = -1
+	}
+	o.MaxWaitsPerConn, o.MaxWaitsPerCredential = l.MaxWaitsPerConn, l.MaxWaitsPerCredential
+	o.MaxSubscriptionsPerCredential = l.MaxSubscriptionsPerCredential
+	o.OutboundBytes, o.GlobalOutboundBytes = l.OutboundBytes, int64(l.GlobalOutboundBytes)
+}
