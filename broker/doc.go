@@ -7,25 +7,30 @@
 // # Connection lifecycle
 //
 //	accept ──(peer neither our uid nor in SocketGroup, by SO_PEERCRED)───────▶ close, no frame
-//	  ├─────(MaxConns reached)───────────────────────────────────────────────▶ close, no frame
+//	  ├─────(MaxConns reached)────────────────▶ error too-many-connections (id "") ─▶ close
 //	  │
 //	  ▼ start reader + writer goroutines; read deadline = HelloTimeout
 //	awaiting hello ──(deadline, EOF, oversize/malformed/truncated line)──────▶ close, no frame
 //	  │         ├──(first request not hello)──▶ error protocol "hello required" ─▶ close
-//	  │         └──(bad shape / unknown token)─▶ error auth | stale-token | revoked ─▶ close
-//	  ▼ hello ok: ack {protocol:1, session, run, ok:true}; deadline cleared; indexed by run for mailbox pushes
+//	  │         ├──(bad shape / unknown token)─▶ error auth | stale-token | revoked ─▶ close
+//	  │         └──(a connection limit)────────▶ error too-many-connections ─▶ close
+//	  ▼ hello ok: ack {protocol:1, session, run, ok:true}; deadline cleared; idle timer armed; indexed by run
 //	authenticated ◀────────────────────────────────────────────┐
 //	  │ each request: credential re-checked (revoked / stale-token ─▶ error ─▶ close)
 //	  │               second hello ─▶ error protocol "hello already completed" ─▶ close
 //	  │               dispatch ─▶ result | per-request error ───┘ (connection stays)
 //	  │ pushes: team.event (subscription), mailbox.message (feed), resync (once, on overflow)
+//	  │ credential ended (revoked, re-issued, worker's run or task terminal) ─▶ error (id "") ─▶ close
+//	  │ IdleTimeout without a request, subscription or wait ─▶ error idle-timeout (id "") ─▶ close
 //	  ▼
 //	closed: EOF, read/write error, write stalled > 10 s (slow consumer), Server.Close, recovered panic
 //
 // Every connection has exactly one reader goroutine (wire.Reader with the MaxFrame cap, dispatching requests in
 // order) and one writer goroutine (draining a bounded outbound queue with a write deadline), plus at most one
-// subscription goroutine and a bounded number of task.waitStatus waiters. All are tracked by the server's
-// WaitGroup; Close returns only when every one has ended. Close reasons are an enum, logged at debug.
+// subscription goroutine and a bounded number of task.waitStatus waiters. Server-wide: one feed goroutine following
+// the log (mailbox pushes, ending connections whose credential ended) and one wait follower per run with waiters.
+// All are tracked by the server's WaitGroup; Close returns only when every one has ended. Close reasons are an
+// enum, logged at debug.
 //
 // # Guarantees
 //
@@ -37,8 +42,21 @@
 //     overflow it sends ONE {"event":"resync","data":{"fromSeq":N}} (N = first seq not delivered), stops, and
 //     the connection stays authenticated.
 //   - mailbox.message pushes follow durability (they are read back from the log) and are best effort.
-//   - Revocation takes effect at the next frame: every request of a worker or orchestrator connection re-checks
-//     its credential by the digest of the secret it authenticated with.
+//   - A credential's end takes effect within one frame: every request of a worker or orchestrator connection
+//     re-checks its credential by the digest of the secret it authenticated with, and when a published event may
+//     end credentials of a run (revocation, re-issue, the run or a task terminal) the feed re-checks that run's
+//     connections and ends the refused ones with ONE error frame (id "": revoked or stale-token), after the answer
+//     of a request being served. A subscription checks the credential against the state it reads up to, so no
+//     event published with or after the change is pushed; waits and the subscription end with the connection.
+//     Orchestrators survive their run's end (pi-crew exempts them), not a revocation.
+//   - Wake only who cares: a subscription waits on its run's signal (commands.Engine.RunChanged), a
+//     task.waitStatus waiter on its task's status (waitHub): a commit of another run, or one that moves no waited
+//     task, wakes none of them.
+//   - Limits per principal (limits.go), each refusal an error frame with its own code, never a reset:
+//     connections (MaxConns, MaxConnsPerRun, MaxConnsPerCredential, ReservedConns kept for the admin and
+//     orchestrators: too-many-connections), waits (MaxWaitsPerConn, MaxWaitsPerCredential: too-many-waits),
+//     subscriptions (MaxSubscriptionsPerCredential: too-many-subscriptions), idle connections (IdleTimeout:
+//     idle-timeout).
 //   - Secrets: the broker mints tokens (see mintToken) and hands each only to the caller of run.create or
 //     credential.issue; the engine and the log see sha-256 digests. No token reaches a log line or an error.
 //   - Command ids belong to their caller (SPEC §2): a command's principal is the connection's authenticated
@@ -46,8 +64,11 @@
 //     reach another principal's recorded outcomes or the engine's. A worker is shown the commandId of its own
 //     commands only (events.since, subscriptions); the orchestrator and the admin see every id they may read.
 //   - A client cannot make the daemon panic (a recovered panic closes that connection only), nor grow memory
-//     without bound: frames ≤ MaxFrame, queue ≤ OutboundQueueCap (+ one resync and one final frame),
-//     connections ≤ MaxConns, waits ≤ 16 per connection, params bounded by ParseCommand and the handlers.
+//     without bound: frames ≤ MaxFrame; a connection's outbound bytes (queued plus the batch being written) ≤
+//     OutboundBytes and everyone's ≤ GlobalOutboundBytes, except that a connection holding nothing takes one
+//     frame — so outbound memory ≤ GlobalOutboundBytes + MaxConns × MaxFrame (+ one resync and one final frame
+//     per connection); queue ≤ OutboundQueueCap frames; connections ≤ MaxConns; waits and subscriptions bounded
+//     per connection and credential; params bounded by ParseCommand and the handlers.
 //   - Every list a query answers is reachable whatever its size: query.tasks, query.delegations, query.ledger and
 //     query.mailbox page by cursor, and a page whose items would not fit in a frame is cut short (hasMore) rather
 //     than refused (paging.go); events.since ends a page before an event that does not fit in the rest of it and
@@ -66,5 +87,9 @@
 //
 //   - Mailbox pushes can be dropped (full queue, frame over the cap); msg.inbox is authoritative.
 //   - A client that pipelines requests without reading answers is slowed, then disconnected after 10 s.
+//   - Connections that never say hello are bounded by MaxConns and HelloTimeout only: a flood of them can fill
+//     the daemon for HelloTimeout, during which new connections, orchestrators' included, are refused
+//     (too-many-connections, so they can retry).
+//   - A wait's answer that was already queued when its credential ended may precede the final frame.
 //   - pi-crew's stale-token after a restart: crewlog persists credential digests, so a valid token keeps working.
 package broker
