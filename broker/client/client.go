@@ -317,6 +317,11 @@ func (c *Client) dispatch(frame []byte) error {
 		if err := json.Unmarshal(frame, &resp); err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
+		if resp.ID == "" && resp.Error != nil {
+			// The broker ends the connection with a frame that answers no request (revoked, stale-token,
+			// idle-timeout, too-many-connections): its error is why the connection is gone.
+			return resp.Error
+		}
 		c.mu.Lock()
 		ch, ok := c.pending[resp.ID]
 		delete(c.pending, resp.ID)

@@ -180,6 +180,20 @@ func TestConnectionLostFailsPendingAndLater(t *testing.T) {
 	require.ErrorIs(t, c.Call(testCtx(t), wire.MethodPing, nil, nil), ErrClosed)
 }
 
+// TestFinalFrameIsTheCause: an error frame that answers no request (id "") is the broker's reason for ending the
+// connection; pending and later calls fail with ErrClosed carrying that error.
+func TestFinalFrameIsTheCause(t *testing.T) {
+	b := newFakeBroker(t, func(fc *fakeConn, req wire.Request) {
+		fc.fail(t, "", wire.CodeRevoked, wire.MsgTokenRevoked)
+	})
+	c := dialT(t, b, worker, nil)
+	err := c.Call(testCtx(t), "anything", nil, nil)
+	require.ErrorIs(t, err, ErrClosed)
+	require.Equal(t, wire.CodeRevoked, wire.CodeOf(err))
+	<-c.Done()
+	require.Equal(t, wire.CodeRevoked, wire.CodeOf(c.Err()))
+}
+
 func TestOversizeFrameFromBrokerCloses(t *testing.T) {
 	b := newFakeBroker(t, func(fc *fakeConn, req wire.Request) {
 		fc.reply(req.ID, strings.Repeat("z", 4000))

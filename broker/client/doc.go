@@ -18,10 +18,12 @@
 //   - Every frame read is at most the frame cap (Options.MaxFrame, wire.DefaultMaxFrame by default); a longer or
 //     malformed frame from the broker closes the connection. Memory is bounded: one frame in the reader, a fixed
 //     writer queue, and a fixed number of buffered frames per Subscription.
-//   - Call returns a *wire.Error exactly when the broker answered with an error frame (errors.As works through the
-//     wrapping). Any other failure is local: a request that could not be encoded or has an invalid method name was
-//     not sent; an error matching ErrClosed means the connection is gone and the request may or may not have been
-//     decided; a context error means the caller stopped waiting and, likewise, the outcome is unknown. Commands
+//   - Call returns a *wire.Error not matching ErrClosed exactly when the broker answered the request with an error
+//     frame (errors.As works through the wrapping). Any other failure is local: a request that could not be
+//     encoded or has an invalid method name was not sent; an error matching ErrClosed means the connection is gone
+//     and the request may or may not have been decided — when the broker ended the connection with an error frame
+//     that answers no request (revoked, stale-token, idle-timeout, too-many-connections), that *wire.Error is
+//     wrapped in it, so wire.CodeOf tells why; a context error means the caller stopped waiting and, likewise, the outcome is unknown. Commands
 //     carrying a commandId can be retried with the same id to learn what happened.
 //   - Subscription.Next yields team events in strictly increasing seq order and never the same seq twice. When
 //     the broker reports an overflow with a resync frame, the subscription re-subscribes on its own from the
