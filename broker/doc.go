@@ -56,7 +56,8 @@
 //     connections (MaxConns, MaxConnsPerRun, MaxConnsPerCredential, ReservedConns kept for the admin and
 //     orchestrators: too-many-connections), waits (MaxWaitsPerConn, MaxWaitsPerCredential: too-many-waits),
 //     subscriptions (MaxSubscriptionsPerCredential: too-many-subscriptions), idle connections (IdleTimeout:
-//     idle-timeout).
+//     idle-timeout). Page reads (events.since, msg.inbox, query.*) take turns per credential
+//     (MaxReadsPerCredential), so a token's connections share the CPU of that many readers.
 //   - Secrets: the broker mints tokens (see mintToken) and hands each only to the caller of run.create or
 //     credential.issue; the engine and the log see sha-256 digests. No token reaches a log line or an error.
 //   - Command ids belong to their caller (SPEC §2): a command's principal is the connection's authenticated

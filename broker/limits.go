@@ -2,6 +2,7 @@ package broker
 
 import (
 	"net"
+	"strings"
 	"time"
 
 	"github.com/crewlog/crewlog/broker/wire"
@@ -15,6 +16,7 @@ import (
 //	hello over MaxConnsPerRun / PerCredential     too-many-connections instead of the hello ack, then close
 //	task.waitStatus over MaxWaitsPerConn/-Cred    too-many-waits (the connection stays)
 //	events.subscribe over MaxSubscriptionsPerCred too-many-subscriptions (the connection stays)
+//	page reads over MaxReadsPerCredential         no refusal: the read waits for the credential's turn
 //
 // The admin credential is bounded by MaxConns and MaxWaitsPerConn only: it is the operator's.
 
@@ -144,4 +146,35 @@ func endsCredentials(eventType string) bool {
 		return true
 	}
 	return false
+}
+
+// pageRead reports methods that read and render a page of the log or the state: the requests whose CPU a
+// credential could otherwise multiply by opening connections (events.since, msg.inbox, query.*).
+func pageRead(method string) bool {
+	return method == wire.MethodEventsSince || method == wire.MethodMsgInbox || strings.HasPrefix(method, "query.")
+}
+
+// readTurn waits until the credential of c has fewer than MaxReadsPerCredential page reads in progress and
+// returns the function that ends this one; ok is false when the connection closed first. The admin's reads are
+// not counted. Fairness, not a refusal: a credential that floods page reads from many connections gets the CPU of
+// MaxReadsPerCredential readers, and everyone else keeps theirs.
+func (c *conn) readTurn() (done func(), ok bool) {
+	k := credKey(c.id)
+	if k == "" {
+		return func() {}, true
+	}
+	s := c.s
+	s.mu.Lock()
+	sem := s.readSems[k]
+	if sem == nil {
+		sem = make(chan struct{}, s.opts.MaxReadsPerCredential)
+		s.readSems[k] = sem // NB: one small channel per credential that ever read; credentials are bounded by state
+	}
+	s.mu.Unlock()
+	select {
+	case sem <- struct{}{}:
+		return func() { <-sem }, true
+	case <-c.done:
+		return nil, false
+	}
 }

@@ -147,3 +147,33 @@ func TestIdleTimeout(t *testing.T) {
 	// The waiting connection's clock ran out before each of the idle ones' did: it is still served.
 	require.Equal(t, true, waiting.ok("ping", nil)["pong"])
 }
+
+// TestReadTurnsPerCredential: a credential has at most MaxReadsPerCredential page reads in progress; another
+// credential's reads and the admin's are not held by it, and a read waiting its turn ends with its connection.
+func TestReadTurnsPerCredential(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{MaxReadsPerCredential: 1}})
+	mk := func(role, task string, done chan struct{}) *conn {
+		return &conn{s: f.srv, id: identity{role: role, runID: runR, taskID: task, key: task}, done: done}
+	}
+	gone := make(chan struct{})
+	p1, p2 := mk(events.RoleWorker, taskP, make(chan struct{})), mk(events.RoleWorker, taskP, gone)
+	end, ok := p1.readTurn()
+	require.True(t, ok)
+	q := mk(events.RoleWorker, taskQ, make(chan struct{}))
+	endQ, ok := q.readTurn()
+	require.True(t, ok, "another credential reads meanwhile")
+	endQ()
+	admin := &conn{s: f.srv, id: identity{role: events.RoleAdmin}, done: make(chan struct{})}
+	_, ok = admin.readTurn()
+	require.True(t, ok, "the admin is not counted")
+	close(gone)
+	_, ok = p2.readTurn()
+	require.False(t, ok, "P's second read waits for P's turn, and gives up when its connection closes")
+	end()
+	p3 := mk(events.RoleWorker, taskP, make(chan struct{}))
+	end, ok = p3.readTurn()
+	require.True(t, ok, "the ended read gave its turn back")
+	end()
+	require.True(t, pageRead("events.since") && pageRead("msg.inbox") && pageRead("query.tasks"))
+	require.False(t, pageRead("ping") || pageRead("msg.send") || pageRead("task.waitStatus"))
+}

@@ -108,6 +108,13 @@ func (c *conn) serve(req wire.Request) bool {
 		err    error
 	)
 	if h, ok := brokerMethods[req.Method]; ok {
+		if pageRead(req.Method) {
+			done, ok := c.readTurn()
+			if !ok {
+				return false
+			}
+			defer done()
+		}
 		result, err = h(cl)
 	} else {
 		result, err = runCommand(cl)

@@ -24,6 +24,7 @@ const (
 	DefaultMaxWaitsPerConn               = 16
 	DefaultMaxWaitsPerCredential         = 64
 	DefaultMaxSubscriptionsPerCredential = 16
+	DefaultMaxReadsPerCredential         = 2
 	// DefaultOutboundBytes is one connection's outbound budget: 16 frames at the default frame cap.
 	DefaultOutboundBytes = 4 << 20
 	// DefaultGlobalOutboundBytes is the daemon's outbound budget, shared by every connection.
@@ -78,6 +79,9 @@ type Options struct {
 	// MaxSubscriptionsPerCredential bounds the connections of one credential that hold a subscription (default
 	// 16; a connection holds at most one). Beyond it: too-many-subscriptions.
 	MaxSubscriptionsPerCredential int
+	// MaxReadsPerCredential bounds the page reads (events.since, msg.inbox, query.*) one credential has in
+	// progress over all its connections (default 2); more wait their turn. The admin's are not bounded.
+	MaxReadsPerCredential int
 	// OutboundBytes is one connection's outbound budget in bytes, counting the frames queued and the batch being
 	// written (default 4 MiB, at least MaxFrame). GlobalOutboundBytes is the budget of all connections together
 	// (default 256 MiB, at least OutboundBytes). A push that does not fit either is refused (a subscription gets
@@ -129,6 +133,7 @@ func (o *Options) Validate() error {
 		{"MaxConnsPerRun", int64(o.MaxConnsPerRun)}, {"MaxWaitsPerConn", int64(o.MaxWaitsPerConn)},
 		{"MaxWaitsPerCredential", int64(o.MaxWaitsPerCredential)},
 		{"MaxSubscriptionsPerCredential", int64(o.MaxSubscriptionsPerCredential)},
+		{"MaxReadsPerCredential", int64(o.MaxReadsPerCredential)},
 		{"OutboundBytes", int64(o.OutboundBytes)}, {"GlobalOutboundBytes", o.GlobalOutboundBytes},
 	} {
 		if f.v < 0 {
@@ -176,6 +181,7 @@ func (o Options) withDefaults() Options {
 	o.MaxWaitsPerConn = orDefault(o.MaxWaitsPerConn, DefaultMaxWaitsPerConn)
 	o.MaxWaitsPerCredential = orDefault(o.MaxWaitsPerCredential, DefaultMaxWaitsPerCredential)
 	o.MaxSubscriptionsPerCredential = orDefault(o.MaxSubscriptionsPerCredential, DefaultMaxSubscriptionsPerCredential)
+	o.MaxReadsPerCredential = orDefault(o.MaxReadsPerCredential, DefaultMaxReadsPerCredential)
 	o.OutboundBytes = orDefault(o.OutboundBytes, DefaultOutboundBytes)
 	o.GlobalOutboundBytes = orDefault(o.GlobalOutboundBytes, DefaultGlobalOutboundBytes)
 	if o.Logger == nil {

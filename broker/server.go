@@ -42,10 +42,11 @@ type Server struct {
 	byRun    map[string]map[*conn]struct{} // authenticated run-bound connections, for mailbox pushes
 	nextConn uint64
 	// Per-principal counts (limits.go), keyed by credential (credKey); the admin is not counted.
-	credConns map[string]int // authenticated connections
-	credWaits map[string]int // task.waitStatus requests in flight
-	credSubs  map[string]int // connections holding a subscription
-	workers   int            // authenticated worker connections, bounded by MaxConns-ReservedConns
+	credConns map[string]int           // authenticated connections
+	credWaits map[string]int           // task.waitStatus requests in flight
+	credSubs  map[string]int           // connections holding a subscription
+	readSems  map[string]chan struct{} // page reads in progress, MaxReadsPerCredential at most
+	workers   int                      // authenticated worker connections, bounded by MaxConns-ReservedConns
 
 	waits     waitHub        // task.waitStatus waiters, woken per task
 	outBudget outboundBudget // bytes held by every connection's outbound queue
@@ -78,7 +79,8 @@ func New(eng *commands.Engine, log *eventlog.Log, opts Options) (*Server, error)
 		eng: eng, log: log, opts: o, lg: o.Logger, writeTimeout: writeTimeout,
 		conns: make(map[*conn]struct{}), byRun: make(map[string]map[*conn]struct{}),
 		credConns: make(map[string]int), credWaits: make(map[string]int), credSubs: make(map[string]int),
-		quit: make(chan struct{}), serveDone: make(chan struct{}), closed: make(chan struct{}),
+		readSems: make(map[string]chan struct{}),
+		quit:     make(chan struct{}), serveDone: make(chan struct{}), closed: make(chan struct{}),
 	}
 	s.waits = waitHub{s: s, byRun: make(map[string]*runWaits)}
 	s.outBudget.limit = o.GlobalOutboundBytes

@@ -19,6 +19,7 @@ type Limits struct {
 	MaxWaitsPerConn               int
 	MaxWaitsPerCredential         int
 	MaxSubscriptionsPerCredential int
+	MaxReadsPerCredential         int
 	OutboundBytes                 int
 	GlobalOutboundBytes           int
 }
@@ -34,6 +35,7 @@ var limitOptions = []option{
 	{"max-waits-per-conn", kindInt, "N", fmt.Sprintf("task.waitStatus in flight on one connection, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxWaitsPerConn))},
 	{"max-waits-per-credential", kindInt, "N", fmt.Sprintf("task.waitStatus in flight for one token, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxWaitsPerCredential))},
 	{"max-subscriptions-per-credential", kindInt, "N", fmt.Sprintf("connections of one token holding a subscription, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxSubscriptionsPerCredential))},
+	{"max-reads-per-credential", kindInt, "N", fmt.Sprintf("page reads (events.since, msg.inbox, query.*) of one token in progress at once, 1..%d; more wait their turn", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxReadsPerCredential))},
 	{"outbound-bytes", kindInt, "BYTES", "bytes queued or being written to one connection before a subscriber is resynced, at least max-frame", fixed(strconv.Itoa(broker.DefaultOutboundBytes))},
 	{"global-outbound-bytes", kindInt, "BYTES", "bytes queued or being written to all connections together, at least outbound-bytes", fixed(strconv.Itoa(broker.DefaultGlobalOutboundBytes))},
 }
@@ -51,6 +53,7 @@ func loadLimits(integer func(name string, lo, hi int) int, str func(name string)
 		MaxWaitsPerConn:               integer("max-waits-per-conn", 1, maxLimit),
 		MaxWaitsPerCredential:         integer("max-waits-per-credential", 1, maxLimit),
 		MaxSubscriptionsPerCredential: integer("max-subscriptions-per-credential", 1, maxLimit),
+		MaxReadsPerCredential:         integer("max-reads-per-credential", 1, maxLimit),
 		OutboundBytes:                 integer("outbound-bytes", 1024, 1<<30),
 		GlobalOutboundBytes:           integer("global-outbound-bytes", 1024, 1<<40),
 	}
@@ -83,5 +86,6 @@ func (l Limits) apply(o *broker.Options) {
 	}
 	o.MaxWaitsPerConn, o.MaxWaitsPerCredential = l.MaxWaitsPerConn, l.MaxWaitsPerCredential
 	o.MaxSubscriptionsPerCredential = l.MaxSubscriptionsPerCredential
+	o.MaxReadsPerCredential = l.MaxReadsPerCredential
 	o.OutboundBytes, o.GlobalOutboundBytes = l.OutboundBytes, int64(l.GlobalOutboundBytes)
 }
