@@ -51,7 +51,10 @@
 // No hello within HelloTimeout: close. First request not hello: error protocol "hello required", close. A second
 // hello: error protocol "hello already completed", close. Bad hello shape, protocol other than 1 or an unknown
 // token: error auth "hello rejected", close (never saying which field). A revoked credential: error revoked
-// "token revoked", close — checked again before every later frame. The ack never echoes the token.
+// "token revoked", close — checked again before every later frame. The ack never echoes the token. A connection
+// the broker ends between requests (the credential ended, idle, over a limit) gets one error frame whose id is
+// "" — it answers no request — and is closed; codes are pi-crew's plus crewlog's too-many-connections,
+// idle-timeout, too-many-waits and too-many-subscriptions.
 //
 // # Guarantees
 //
@@ -61,7 +64,8 @@
 //     apply pi-crew's rules (exact key names, lengths in UTF-16 units, the last of duplicate keys wins) and never
 //     panic on any input.
 //   - AppendFrame's output is always a single line within the cap, or nothing.
-//   - Codes are pi-crew's spellings; Code.Closes tells which ones end the connection.
+//   - Codes are pi-crew's spellings plus crewlog's own (marked in code.go); Code.Closes tells which ones end the
+//     connection.
 //
 // # Not guaranteed
 //
