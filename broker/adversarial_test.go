@@ -190,6 +190,12 @@ func TestSubscriberOverByteBudgetGetsResync(t *testing.T) {
 	slow.hello(runR, taskP, s.p)
 	f.streamUsage(t, 10000)
 	slow.ok("events.subscribe", map[string]any{"sinceSeq": 0})
+	// Read nothing until the server's subscription has ended: a stalled subscriber, whatever the scheduler does.
+	select {
+	case <-f.serverSubscription(taskP).done:
+	case <-time.After(guard):
+		t.Fatal("the subscription never ended")
+	}
 	for {
 		fr, err := slow.read()
 		require.NoError(t, err)

@@ -353,3 +353,20 @@ func (f *fixture) seedRun(runID, taskID string) string {
 	o.nc.Close()
 	return orch
 }
+
+// serverSubscription is the server side of the subscription of task taskID's connection (there must be one).
+func (f *fixture) serverSubscription(taskID string) *subscription {
+	f.t.Helper()
+	f.srv.mu.Lock()
+	defer f.srv.mu.Unlock()
+	for c := range f.srv.conns {
+		c.mu.Lock()
+		sub := c.sub
+		c.mu.Unlock()
+		if c.id.taskID == taskID && sub != nil {
+			return sub
+		}
+	}
+	f.t.Fatalf("no subscription for task %s", taskID)
+	return nil
+}

@@ -91,8 +91,12 @@ func (sub *subscription) run() {
 	defer c.recover()
 	for {
 		changed := c.s.eng.RunChanged(sub.runID) // taken before reading, so a commit after the read still wakes us
-		if !sub.pull() {
+		ok, more := sub.pull()
+		if !ok {
 			return
+		}
+		if more {
+			continue // the scan stopped at maxScan to let the credential's other reads take their turn
 		}
 		select {
 		case <-changed:
@@ -104,11 +108,21 @@ func (sub *subscription) run() {
 	}
 }
 
-// pull delivers every published event from the cursor on; false ends the subscription. It re-checks the
-// connection's credential against the state it reads up to: an event published with or after a revocation, or
-// the end of the credential's run or task, is never pushed — the connection ends instead.
-func (sub *subscription) pull() bool {
+// maxScan bounds the events one pull reads: a replay (or a type filter that matches little of a long run) is a
+// page read like events.since, and takes turns with the credential's other page reads (readTurn).
+const maxScan = 4096
+
+// pull delivers published events from the cursor on, at most maxScan of them; ok false ends the subscription, more
+// says the scan stopped at maxScan. It re-checks the connection's credential against the state it reads up to: an
+// event published with or after a revocation, or the end of the credential's run or task, is never pushed — the
+// connection ends instead.
+func (sub *subscription) pull() (ok, more bool) {
 	c := sub.c
+	done, ok := c.readTurn()
+	if !ok {
+		return false, false
+	}
+	defer done()
 	var (
 		head uint64
 		bad  *wire.Error
@@ -116,17 +130,20 @@ func (sub *subscription) pull() bool {
 	c.s.eng.Read(func(st *projections.State) { head, bad = st.Position, checkCredential(st, c.id) })
 	if bad != nil {
 		c.terminate(bad, reasonEnded)
-		return false
+		return false, false
 	}
 	it := c.s.log.ReadStream(sub.runID, sub.next)
 	defer it.Close()
-	for it.Next() {
+	for scanned := 0; it.Next(); scanned++ {
+		if scanned == maxScan {
+			return true, true
+		}
 		if it.Event().Position > head {
 			break // not published yet: the next pull checks the state that holds it
 		}
 		select {
 		case <-sub.stop:
-			return false
+			return false, false
 		default:
 		}
 		r := it.Event()
@@ -138,18 +155,18 @@ func (sub *subscription) pull() bool {
 		if err != nil {
 			c.s.lg.Error("broker: subscription cannot render an event; sending resync", "runId", sub.runID,
 				"seq", r.StreamVersion, "err", err)
-			return sub.resync()
+			return sub.resync(), false
 		}
 		if !c.out.tryPush(frame) {
-			return sub.resync()
+			return sub.resync(), false
 		}
 		sub.next = r.StreamVersion + 1
 	}
 	if err := it.Close(); err != nil {
 		c.s.lg.Error("broker: subscription read failed; sending resync", "runId", sub.runID, "err", err)
-		return sub.resync()
+		return sub.resync(), false
 	}
-	return true
+	return true, false
 }
 
 // frame encodes the push of the iterator's current event, omitting its data if it would not fit.
