@@ -30,8 +30,8 @@ func TestOversizeLineClosesWithoutFrame(t *testing.T) {
 func TestNoHelloClosedAfterTimeout(t *testing.T) {
 	const timeout = 50 * time.Millisecond
 	f := newFixture(t, fixtureOpts{opts: Options{HelloTimeout: timeout}})
+	start := time.Now() // before the dial: the server's deadline starts at accept
 	c := f.dial()
-	start := time.Now()
 	c.closed() // the read blocks until the server closes: a signal, not a sleep
 	waited := time.Since(start)
 	require.GreaterOrEqual(t, waited, timeout, "closed before the hello deadline")
