@@ -184,7 +184,7 @@ func TestConnectionLostFailsPendingAndLater(t *testing.T) {
 // connection; pending and later calls fail with ErrClosed carrying that error.
 func TestFinalFrameIsTheCause(t *testing.T) {
 	b := newFakeBroker(t, func(fc *fakeConn, req wire.Request) {
-		fc.fail(t, "", wire.CodeRevoked, wire.MsgTokenRevoked)
+		fc.fail("", wire.CodeRevoked, wire.MsgTokenRevoked)
 	})
 	c := dialT(t, b, worker, nil)
 	err := c.Call(testCtx(t), "anything", nil, nil)
