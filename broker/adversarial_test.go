@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"encoding/json"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -123,30 +122,13 @@ func TestSlowSubscriberGetsResync(t *testing.T) {
 
 	// Now read what the slow client was sent.
 	want := uint64(1)
-	frames := append([][]byte(nil), slow.pending...)
-	for {
-		var fr []byte
-		if len(frames) > 0 {
-			fr, frames = frames[0], frames[1:]
-		} else {
-			var err error
-			fr, err = slow.read()
-			require.NoError(t, err)
-		}
-		var ev wire.Event
-		require.NoError(t, json.Unmarshal(fr, &ev))
-		if ev.Name == wire.EventResync {
-			var r wire.Resync
-			require.NoError(t, json.Unmarshal(fr, &r))
-			require.Equal(t, want, r.FromSeq, "resync names the first seq not delivered")
-			require.Less(t, r.FromSeq, uint64(n), "the overflow happened")
-			t.Logf("resync fromSeq %d after %d delivered frames", r.FromSeq, r.FromSeq-1)
-			break
-		}
+	r := slow.untilResync(func(ev wire.Event) {
 		require.Equal(t, wire.EventTeamEvent, ev.Name)
 		require.Equal(t, want, ev.Seq, "no seq skipped or repeated")
 		want++
-	}
+	})
+	require.Equal(t, want, r.FromSeq, "resync names the first seq not delivered")
+	require.Less(t, r.FromSeq, uint64(n), "the overflow happened")
 	// The connection is still authenticated, and the subscription can resume from fromSeq.
 	require.Equal(t, true, slow.ok("ping", nil)["pong"])
 	res := slow.ok("events.since", map[string]any{"sinceSeq": want - 1, "limit": 1})
@@ -196,16 +178,6 @@ func TestSubscriberOverByteBudgetGetsResync(t *testing.T) {
 	case <-time.After(guard):
 		t.Fatal("the subscription never ended")
 	}
-	for {
-		fr, err := slow.read()
-		require.NoError(t, err)
-		var ev wire.Event
-		require.NoError(t, json.Unmarshal(fr, &ev))
-		if ev.Name == wire.EventResync {
-			var r wire.Resync
-			require.NoError(t, json.Unmarshal(fr, &r))
-			require.Less(t, r.FromSeq, uint64(4096), "the byte budget ended the subscription before the frame cap")
-			return
-		}
-	}
+	r := slow.untilResync(func(wire.Event) {})
+	require.Less(t, r.FromSeq, uint64(4096), "the byte budget ended the subscription before the frame cap")
 }

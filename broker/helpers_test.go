@@ -370,3 +370,29 @@ func (f *fixture) serverSubscription(taskID string) *subscription {
 	f.t.Fatalf("no subscription for task %s", taskID)
 	return nil
 }
+
+// untilResync reads the pushes c was sent (those already read first), passing each one before the resync frame to
+// onEvent, and returns the resync.
+func (c *client) untilResync(onEvent func(wire.Event)) wire.Resync {
+	c.t.Helper()
+	frames := c.pending
+	c.pending = nil
+	for {
+		var fr []byte
+		if len(frames) > 0 {
+			fr, frames = frames[0], frames[1:]
+		} else {
+			var err error
+			fr, err = c.read()
+			require.NoError(c.t, err)
+		}
+		var ev wire.Event
+		require.NoError(c.t, json.Unmarshal(fr, &ev))
+		if ev.Name == wire.EventResync {
+			var r wire.Resync
+			require.NoError(c.t, json.Unmarshal(fr, &r))
+			return r
+		}
+		onEvent(ev)
+	}
+}

@@ -264,6 +264,17 @@ func Load(args []string, env Env) (Config, error) {
 		}
 		return n
 	}
+	duration := func(name string) time.Duration {
+		text, src := str(name)
+		d, err := time.ParseDuration(text)
+		switch {
+		case err != nil:
+			fail("%s: %q is not a duration (e.g. 2m)", src, text)
+		case d < 0:
+			fail("%s: %s is negative", src, d)
+		}
+		return d
+	}
 	oneOf := func(name string, allowed ...string) string {
 		text, src := str(name)
 		for _, a := range allowed {
@@ -331,17 +342,7 @@ func Load(args []string, env Env) (Config, error) {
 	}
 	c.MaxFrame = integer("max-frame", wire.MaxFrameFloor, wire.MaxFrameCeiling)
 	c.MinFreeBytes = uint64(integer("min-free-mib", 0, maxMinFreeMiB)) << 20
-	{
-		text, src := str("open-timeout")
-		d, err := time.ParseDuration(text)
-		switch {
-		case err != nil:
-			fail("%s: %q is not a duration (e.g. 2m)", src, text)
-		case d < 0:
-			fail("%s: %s is negative", src, d)
-		}
-		c.OpenTimeout = d
-	}
+	c.OpenTimeout = duration("open-timeout")
 	if text, src := str("socket-group"); text != "" {
 		gid, err := lookupGroup(text)
 		switch {
@@ -353,7 +354,7 @@ func Load(args []string, env Env) (Config, error) {
 		c.SocketGroup = gid
 	}
 	c.OutboundQueueCap = integer("outbound-queue-cap", minOutboundQueueCap, maxOutboundQueueCap)
-	c.Limits = loadLimits(integer, str, fail)
+	c.Limits = loadLimits(integer, duration, str, fail)
 	switch oneOf("log-level", "debug", "info", "warn", "error") {
 	case "debug":
 		c.LogLevel = slog.LevelDebug

@@ -43,13 +43,14 @@ var limitOptions = []option{
 func init() { options = append(options, limitOptions...) }
 
 // loadLimits reads the limit options with Load's helpers.
-func loadLimits(integer func(name string, lo, hi int) int, str func(name string) (text, src string),
-	fail func(format string, args ...any)) Limits {
+func loadLimits(integer func(name string, lo, hi int) int, duration func(name string) time.Duration,
+	str func(name string) (text, src string), fail func(format string, args ...any)) Limits {
 	l := Limits{
 		MaxConns:                      integer("max-conns", 1, maxLimit),
 		ReservedConns:                 integer("reserved-conns", 0, maxLimit),
 		MaxConnsPerCredential:         integer("max-conns-per-credential", 1, maxLimit),
 		MaxConnsPerRun:                integer("max-conns-per-run", 1, maxLimit),
+		IdleTimeout:                   duration("idle-timeout"),
 		MaxWaitsPerConn:               integer("max-waits-per-conn", 1, maxLimit),
 		MaxWaitsPerCredential:         integer("max-waits-per-credential", 1, maxLimit),
 		MaxSubscriptionsPerCredential: integer("max-subscriptions-per-credential", 1, maxLimit),
@@ -61,15 +62,6 @@ func loadLimits(integer func(name string, lo, hi int) int, str func(name string)
 		_, src := str("reserved-conns")
 		fail("%s: %d must be below max-conns %d", src, l.ReservedConns, l.MaxConns)
 	}
-	text, src := str("idle-timeout")
-	d, err := time.ParseDuration(text)
-	switch {
-	case err != nil:
-		fail("%s: %q is not a duration (e.g. 30m)", src, text)
-	case d < 0:
-		fail("%s: %s is negative", src, d)
-	}
-	l.IdleTimeout = d
 	return l
 }
 
