@@ -197,6 +197,21 @@ func (s *scenario) closedBy(c *client.Client) {
 	require.ErrorIs(s.t, c.Call(s.ctx, "ping", nil, nil), client.ErrClosed)
 }
 
+// ended requires that the broker ends c's connection, without a request, with one error frame of code and message:
+// what a connection gets when its credential is revoked or its run or task ends.
+func (s *scenario) ended(c *client.Client, code wire.Code, message string) {
+	s.t.Helper()
+	select {
+	case <-c.Done():
+	case <-s.ctx.Done():
+		s.t.Fatal("the connection was not ended")
+	}
+	var we *wire.Error
+	require.True(s.t, errors.As(c.Err(), &we), "the connection ended without a final frame: %v", c.Err())
+	require.Equal(s.t, code, we.Code, we.Message)
+	require.Equal(s.t, message, we.Message)
+}
+
 // dialRefused requires that a hello with h is refused with code and message (message "" = any).
 func (s *scenario) dialRefused(h client.Hello, code wire.Code, message string) {
 	s.t.Helper()

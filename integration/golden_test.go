@@ -423,18 +423,21 @@ func gs10(t *testing.T, pool *daemonPool) {
 	s.issue("03_next")
 	notRunning(s.worker("03_next"), "03_next", "queued")
 
-	// Cancelled.
+	// Cancelled, completed: a terminal task's credential ends (SPEC §5), so its worker cannot ask at all — its
+	// open connection is cut with stale-token and a new hello is refused; the engine's parent-not-running for a
+	// terminal parent is pinned by the commands scenarios.
 	s.addTask("04_gone", "executor", "/w/4", nil)
 	w4 := s.worker("04_gone")
+	seq := s.head()
 	s.must(s.orch, "task.transition", map[string]any{"taskId": "04_gone", "to": "cancelled", "reason": "user"}, nil)
-	notRunning(w4, "04_gone", "cancelled")
-
-	// Completed.
+	s.ended(w4, wire.CodeStaleToken, wire.MsgTaskTerminal)
+	s.dialRefused(s.workers["04_gone"], wire.CodeStaleToken, wire.MsgTaskTerminal)
 	s.must(s.orch, "task.transition", map[string]any{"taskId": P, "to": "completed"}, nil)
-	notRunning(w, P, "completed")
+	s.ended(w, wire.CodeStaleToken, wire.MsgTaskTerminal)
+	s.appended(seq, "task.cancelled", "task.completed")
 
 	// Missing: the broker issues no credential for a task that does not exist, and refuses a hello naming one.
-	seq := s.head()
+	seq = s.head()
 	s.refused(s.orch, "credential.issue", map[string]any{"taskId": "09_gone"}, wire.CodeNoTask, "")
 	s.dialRefused(client.Hello{RunID: s.runID, TaskID: "09_gone", Token: s.workers[P].Token}, wire.CodeAuth, wire.MsgHelloRejected)
 	s.nothingAppended(seq)
@@ -1101,7 +1104,7 @@ func gs20(t *testing.T, pool *daemonPool) {
 	s.requireSlots(2)
 
 	// (b) A blocked run is recoverable: its worker is accepted. A completed one refuses it: stale-token, at the
-	// hello and at the next frame of an open connection.
+	// hello, and an open connection is ended at once with that frame.
 	s = newScenario(t, d, "gs20b", nil)
 	w = s.worker(P)
 	s.must(s.orch, "task.create", map[string]any{"taskId": "03_test", "role": "test-engineer", "agent": "tester",
@@ -1113,13 +1116,12 @@ func gs20(t *testing.T, pool *daemonPool) {
 	s.must(s.worker("03_test"), "ping", nil, nil)
 	s.must(s.orch, "run.transition", map[string]any{"to": "running"}, nil)
 	s.must(s.orch, "run.transition", map[string]any{"to": "completed"}, nil)
-	s.refused(w, "ping", nil, wire.CodeStaleToken, wire.MsgRunTerminal)
-	s.closedBy(w)
+	s.ended(w, wire.CodeStaleToken, wire.MsgRunTerminal)
 	s.dialRefused(s.workers[P], wire.CodeStaleToken, wire.MsgRunTerminal)
 	s.refused(s.orch, "credential.issue", map[string]any{"taskId": P}, wire.CodeForbidden, "credential.issue: run gs20b is completed")
 
-	// (c) Revocation while P's connection is open: its next request is refused revoked and the connection
-	// closes; a new hello with the same secret is revoked; the orchestrator naming P still gets in; a new
+	// (c) Revocation while P's connection is open: the connection is ended at once with a revoked frame; a new
+	// hello with the same secret is revoked; the orchestrator naming P still gets in; a new
 	// credential works.
 	s = newScenario(t, d, "gs20c", nil)
 	w = s.worker(P)
@@ -1127,8 +1129,7 @@ func gs20(t *testing.T, pool *daemonPool) {
 	old := s.workers[P]
 	fields(t, s.obj(s.orch, "credential.revoke", map[string]any{"taskId": P, "reason": "rotated"}),
 		fmt.Sprintf(`{"ok":true,"taskId":%q,"role":"worker","revoked":true}`, P))
-	s.refused(w, "ping", nil, wire.CodeRevoked, wire.MsgTokenRevoked)
-	s.closedBy(w)
+	s.ended(w, wire.CodeRevoked, wire.MsgTokenRevoked)
 	s.dialRefused(old, wire.CodeRevoked, wire.MsgTokenRevoked)
 	asP := d.mustDial(s.ctx, client.Hello{RunID: s.runID, TaskID: P, Token: s.orchH.Token})
 	s.must(asP, "query.slots", nil, nil)
