@@ -92,5 +92,9 @@
 //     the daemon for HelloTimeout, during which new connections, orchestrators' included, are refused
 //     (too-many-connections, so they can retry).
 //   - A wait's answer that was already queued when its credential ended may precede the final frame.
+//   - CPU: the limits bound counts, bytes and page-read concurrency per principal, not CPU time. A token that keeps
+//     the daemon busy with requests within its limits (a request flood, a write flood on its own run) slows every
+//     other client on a small machine; there is no per-principal request rate yet (docs/benchmarks.md, "Hostile
+//     mix").
 //   - pi-crew's stale-token after a restart: crewlog persists credential digests, so a valid token keeps working.
 package broker
