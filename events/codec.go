@@ -26,25 +26,17 @@ var (
 // payload does not pin its buffer forever.
 const maxPooledBuffer = 64 << 10
 
-type encoder struct {
-	buf bytes.Buffer
-	enc *msgpack.Encoder
-}
-
 type decoder struct {
 	r   bytes.Reader
 	dec *msgpack.Decoder
 }
 
-// Encoders and decoders are pooled: building one per event costs more than
-// encoding a small payload, and replay decodes millions of them.
+// Encode buffers and reflection decoders are pooled: growing a buffer per
+// event costs more than encoding a small payload, building a decoder per
+// payload more than decoding it, and replay decodes millions of them.
 var (
-	encoders = sync.Pool{New: func() any {
-		e := new(encoder)
-		e.enc = msgpack.NewEncoder(&e.buf)
-		return e
-	}}
-	decoders = sync.Pool{New: func() any {
+	encodeBuffers = sync.Pool{New: func() any { return new([]byte) }}
+	decoders      = sync.Pool{New: func() any {
 		d := new(decoder)
 		d.dec = msgpack.NewDecoder(&d.r)
 		return d
@@ -52,22 +44,20 @@ var (
 )
 
 // EncodePayload encodes a payload struct (or a pointer to one) as a msgpack
-// map. The result is deterministic and owned by the caller. Safe for
-// concurrent use.
+// map, with the generated encoder of its type (payload_codec_gen.go). The
+// result is deterministic and owned by the caller. Safe for concurrent use.
 func EncodePayload(p any) ([]byte, error) {
-	t, ok := TypeOf(p)
+	buf := encodeBuffers.Get().(*[]byte)
+	b, ok := appendPayload((*buf)[:0], p)
 	if !ok {
+		encodeBuffers.Put(buf)
 		return nil, fmt.Errorf("%w: payload %T", ErrUnknownType, p)
 	}
-	e := encoders.Get().(*encoder)
-	e.buf.Reset()
-	err := e.enc.Encode(p)
-	out := bytes.Clone(e.buf.Bytes())
-	if e.buf.Cap() <= maxPooledBuffer {
-		encoders.Put(e)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("events: encoding %s: %w", t, err)
+	// One exact-size copy: the caller keeps it, the pool keeps the room.
+	out := bytes.Clone(b)
+	if cap(b) <= maxPooledBuffer {
+		*buf = b
+		encodeBuffers.Put(buf)
 	}
 	return out, nil
 }

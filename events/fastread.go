@@ -366,7 +366,7 @@ func lengthsFit(b []byte) bool {
 // fieldSet detects a key given twice in one map: reflection would merge the
 // second value into the first (a struct pointer, a slice kept on nil), so
 // such a map is left to it.
-type fieldSet uint32
+type fieldSet uint64
 
 func (r *fastReader) once(s *fieldSet, field uint) {
 	if *s&(1<<field) != 0 {
