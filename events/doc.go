@@ -34,6 +34,22 @@
 // deterministic: the same payload always yields the same bytes, which the
 // storage layer's hash chain relies on.
 //
+// The encoder and the decoder of every payload type are generated from the
+// struct definitions and the registry (payload_codec_gen.go, written by
+// internal/gen; run `go generate ./events` after changing a payload struct
+// or a schema version). The generated encoder writes byte for byte what
+// msgpack's reflection encoder writes with default options (int compact,
+// int64 and uint32 at full width, float64 as a double, omitempty as msgpack
+// decides emptiness), so logs written before and after it are the same
+// bytes; tests compare the two over random payloads of every type. The
+// generated decoder reads the current schema version of every type whose
+// fields it handles (all but store.migrated) into exactly what reflection
+// decodes; an encoding it does not take on (a struct as an array, a
+// duplicate key, an older schema version) is decoded by reflection, and a
+// length that runs past the payload is refused before anything is sized by
+// it. A test regenerates the file in memory and fails when the committed one
+// is stale, so CI catches a struct changed without regenerating.
+//
 // # Schema versions and upcasting
 //
 // Every type is at schema version 1 but task.created, at version 2 (it
