@@ -12,24 +12,20 @@ import (
 // so a byte of difference would be a different event.
 // TestGeneratedEncoderMatchesReflection holds them to it.
 
-func appendMapLen(b []byte, n int) []byte {
-	switch {
-	case n < 16:
-		return append(b, 0x80|byte(n))
-	case n <= math.MaxUint16:
-		return binary.BigEndian.AppendUint16(append(b, 0xde), uint16(n))
-	}
-	return binary.BigEndian.AppendUint32(append(b, 0xdf), uint32(n))
-}
+func appendMapLen(b []byte, n int) []byte { return appendLen(b, n, 0x80, 0xde, 0xdf) }
 
-func appendArrayLen(b []byte, n int) []byte {
+func appendArrayLen(b []byte, n int) []byte { return appendLen(b, n, 0x90, 0xdc, 0xdd) }
+
+// appendLen writes a map or an array header: the fixed form below 16, then
+// 16 and 32 bits.
+func appendLen(b []byte, n int, fixed, code16, code32 byte) []byte {
 	switch {
 	case n < 16:
-		return append(b, 0x90|byte(n))
+		return append(b, fixed|byte(n))
 	case n <= math.MaxUint16:
-		return binary.BigEndian.AppendUint16(append(b, 0xdc), uint16(n))
+		return binary.BigEndian.AppendUint16(append(b, code16), uint16(n))
 	}
-	return binary.BigEndian.AppendUint32(append(b, 0xdd), uint32(n))
+	return binary.BigEndian.AppendUint32(append(b, code32), uint32(n))
 }
 
 func appendString(b []byte, s string) []byte {

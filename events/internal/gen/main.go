@@ -441,22 +441,12 @@ func (p *pkg) writeEncoder(pf func(string, ...any), s *shape) {
 		}
 		var enc string
 		switch f.kind {
-		case kindString:
-			enc = fmt.Sprintf("b = appendString(b, %s)", v)
-		case kindBool:
-			enc = fmt.Sprintf("b = appendBool(b, %s)", v)
-		case kindInt:
-			enc = fmt.Sprintf("b = appendInt(b, int64(%s))", v)
-		case kindInt64:
-			enc = fmt.Sprintf("b = appendInt64(b, %s)", v)
-		case kindUint32:
-			enc = fmt.Sprintf("b = appendUint32(b, %s)", v)
-		case kindFloat64:
-			enc = fmt.Sprintf("b = appendFloat64(b, %s)", v)
-		case kindStrings:
-			enc = fmt.Sprintf("b = appendStrings(b, %s)", v)
 		case kindStruct:
 			enc = fmt.Sprintf("if %s == nil {\n\t\tb = append(b, 0xc0)\n\t} else {\n\t\tb = append%s(b, %s)\n\t}", v, f.elem, v)
+		case kindInt:
+			enc = fmt.Sprintf("b = appendInt(b, int64(%s))", v)
+		default:
+			enc = fmt.Sprintf("b = %s(b, %s)", writeFunc[f.kind], v)
 		}
 		if f.optional && !f.omitEmpty {
 			enc = fmt.Sprintf("if p.%s == nil {\n\t\tb = append(b, 0xc0)\n\t} else {\n\t\t%s\n\t}", f.goName, enc)
@@ -492,6 +482,12 @@ func (p *pkg) writeDecoder(pf func(string, ...any), s *shape) {
 		}
 	}
 	pf("\t\tdefault:\n\t\t\tr.skip()\n\t\t}\n\t}\n}\n\n")
+}
+
+// writeFunc is the fastwrite.go function that writes a kind.
+var writeFunc = map[fieldKind]string{
+	kindString: "appendString", kindBool: "appendBool", kindInt64: "appendInt64", kindUint32: "appendUint32",
+	kindFloat64: "appendFloat64", kindStrings: "appendStrings",
 }
 
 // readExpr reads a value of a kind the fast reader takes, as the field's
