@@ -73,6 +73,8 @@ type conn struct {
 	id         identity // written by the reader during hello, before bind publishes the connection
 	authed     bool     // reader only
 	bound      bool     // counted by bind (under the server's mu)
+	pending    bool     // counted in the server's pending for peerPID until its hello ends (under the server's mu)
+	peerPID    int      // the connecting process (SO_PEERCRED)
 	subCounted bool     // counted in the credential's subscriptions (under the server's mu)
 
 	mu      sync.Mutex

@@ -88,9 +88,11 @@
 //
 //   - Mailbox pushes can be dropped (full queue, frame over the cap); msg.inbox is authoritative.
 //   - A client that pipelines requests without reading answers is slowed, then disconnected after 10 s.
-//   - Connections that never say hello are bounded by MaxConns and HelloTimeout only: a flood of them can fill
-//     the daemon for HelloTimeout, during which new connections, orchestrators' included, are refused
-//     (too-many-connections, so they can retry).
+//   - Connections that have not said hello are bounded per connecting process (MaxPendingPerPeer, by the pid
+//     SO_PEERCRED reports) and by HelloTimeout: one process cannot fill the daemon with them, but many processes
+//     of the socket's users together can, for HelloTimeout, during which new connections, orchestrators'
+//     included, are refused (too-many-connections, so they can retry). Per-pid is the finest identity a
+//     connection has before its hello; a worker that forks to get around it pays a process per 128 connections.
 //   - A wait's answer that was already queued when its credential ended may precede the final frame.
 //   - CPU: the limits bound counts, bytes and page-read concurrency per principal, not CPU time. A token that keeps
 //     the daemon busy with requests within its limits (a request flood, a write flood on its own run) slows every

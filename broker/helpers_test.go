@@ -313,7 +313,7 @@ func (f *fixture) streamUsage(tb testing.TB, n int) time.Duration {
 // wideOpen are options whose per-principal limits let one credential hold thousands of connections, waits and
 // subscriptions: for tests that measure what many clients cost, not the limits themselves.
 func wideOpen() Options {
-	return Options{MaxConns: 8192, MaxConnsPerCredential: 8192, MaxConnsPerRun: 8192, MaxWaitsPerCredential: 1 << 20,
+	return Options{MaxConns: 8192, MaxConnsPerCredential: 8192, MaxConnsPerRun: 8192, MaxPendingPerPeer: 8192, MaxWaitsPerCredential: 1 << 20,
 		MaxSubscriptionsPerCredential: 8192}
 }
 

@@ -12,6 +12,7 @@ import (
 // Per-principal limits. A client that hits one gets an error frame with its own code, never a reset:
 //
 //	daemon full (MaxConns)                       too-many-connections, the connection's only frame, then close
+//	a process's hello-less conns (PendingPerPeer) too-many-connections, the connection's only frame, then close
 //	worker hello over MaxConns-ReservedConns      too-many-connections instead of the hello ack, then close
 //	hello over MaxConnsPerRun / PerCredential     too-many-connections instead of the hello ack, then close
 //	task.waitStatus over MaxWaitsPerConn/-Cred    too-many-waits (the connection stays)
@@ -28,7 +29,7 @@ func credKey(id identity) string {
 	return id.runID + "\x00" + id.key
 }
 
-func decrement(m map[string]int, k string) {
+func decrement[K comparable](m map[K]int, k K) {
 	if m[k]--; m[k] <= 0 {
 		delete(m, k)
 	}
@@ -52,11 +53,21 @@ func (s *Server) connLimit(id identity) *wire.Error {
 	return nil
 }
 
-// refuseFull writes the one frame of a connection over MaxConns. The socket is new, so its send buffer is empty
-// and the write does not block; the deadline is a guard for the accept loop, which must never wait on a client.
-func refuseFull(nc *net.UnixConn, maxFrame int) {
+// refuse writes the one frame of a connection over MaxConns or MaxPendingPerPeer. The socket is new, so its send
+// buffer is empty and the write does not block; the deadline is a guard for the accept loop, which must never wait
+// on a client.
+func refuse(nc *net.UnixConn, maxFrame int, msg string) {
 	nc.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
-	nc.Write(errorFrame("", wire.Errorf(wire.CodeTooManyConnections, "too many connections"), maxFrame))
+	nc.Write(errorFrame("", wire.Errorf(wire.CodeTooManyConnections, "%s", msg), maxFrame))
+}
+
+// helloDone stops counting c against its peer's MaxPendingPerPeer (at its hello's end, or its close), with s.mu
+// held. It is idempotent.
+func (s *Server) helloDone(c *conn) {
+	if c.pending {
+		c.pending = false
+		decrement(s.pending, c.peerPID)
+	}
 }
 
 // acquireWait counts one task.waitStatus of c against MaxWaitsPerConn and MaxWaitsPerCredential, or returns the

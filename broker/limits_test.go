@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -176,4 +177,26 @@ func TestReadTurnsPerCredential(t *testing.T) {
 	end()
 	require.True(t, pageRead("events.since") && pageRead("msg.inbox") && pageRead("query.tasks"))
 	require.False(t, pageRead("ping") || pageRead("msg.send") || pageRead("task.waitStatus"))
+}
+
+// TestPendingPerPeer: one process's connections that never say hello are bounded, so it cannot fill the daemon
+// with them (they have no credential to count against); the extra one is told why, a hello frees a place, and a
+// connection closed before its hello frees its place too.
+func TestPendingPerPeer(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{MaxPendingPerPeer: 3, HelloTimeout: time.Minute}})
+	silent := []*client{f.dial(), f.dial(), f.dial()}
+	extra := f.dial()
+	end := extra.untilError()
+	require.Equal(t, wire.CodeTooManyConnections, end.Error.Code)
+	require.Contains(t, end.Error.Message, "awaiting hello")
+	extra.closed()
+
+	silent[0].helloAdmin() // said hello: no longer pending
+	f.dial().helloAdmin()  // so another connection gets in, and says hello too
+	silent[1].nc.Close()   // closed before its hello: its place frees once the server sees the close
+	require.Eventually(t, func() bool {
+		f.srv.mu.Lock()
+		defer f.srv.mu.Unlock()
+		return f.srv.pending[os.Getpid()] == 1 // silent[2] alone
+	}, 10*time.Second, time.Millisecond)
 }

@@ -193,5 +193,7 @@ func TestPeerCredentials(t *testing.T) {
 	p, err := peerOf(nc)
 	require.NoError(t, err)
 	require.Equal(t, peer{PID: os.Getpid(), UID: os.Geteuid(), GID: os.Getegid()}, p)
-	require.NoError(t, f.srv.checkPeer(nc))
+	got, err := f.srv.checkPeer(nc)
+	require.NoError(t, err)
+	require.Equal(t, p, got)
 }

@@ -18,7 +18,10 @@ const (
 	DefaultMaxConns         = 4096
 	// DefaultMaxConnsPerCredential bounds one token's connections: a runtime needs a handful, a loop needs them all.
 	DefaultMaxConnsPerCredential = 64
-	DefaultMaxConnsPerRun        = 1024
+	// DefaultMaxPendingPerPeer bounds one process's connections that have not said hello yet: a runtime that
+	// dials all its clients at once (64 in crewbench) stays well below it.
+	DefaultMaxPendingPerPeer = 128
+	DefaultMaxConnsPerRun    = 1024
 	// DefaultIdleTimeout closes a connection that sent no request for that long and holds no subscription or wait.
 	DefaultIdleTimeout                   = 30 * time.Minute
 	DefaultMaxWaitsPerConn               = 16
@@ -68,6 +71,11 @@ type Options struct {
 	MaxConnsPerCredential int
 	// MaxConnsPerRun bounds the connections bound to one run, orchestrators included (default 1024).
 	MaxConnsPerRun int
+	// MaxPendingPerPeer bounds the connections of one peer process (its pid, from SO_PEERCRED) that have not
+	// finished their hello (default 128). A connection without a hello holds a place of MaxConns for up to
+	// HelloTimeout and has no credential to count against, so without this one process could fill the daemon
+	// with connections that never say hello. An extra one gets one too-many-connections frame and is closed.
+	MaxPendingPerPeer int
 	// IdleTimeout closes, after one idle-timeout error frame, an authenticated connection that sent no request
 	// for that long and holds no subscription and no wait (default 30 min; negative: never).
 	IdleTimeout time.Duration
@@ -130,7 +138,7 @@ func (o *Options) Validate() error {
 		v    int64
 	}{
 		{"MaxConns", int64(o.MaxConns)}, {"MaxConnsPerCredential", int64(o.MaxConnsPerCredential)},
-		{"MaxConnsPerRun", int64(o.MaxConnsPerRun)}, {"MaxWaitsPerConn", int64(o.MaxWaitsPerConn)},
+		{"MaxConnsPerRun", int64(o.MaxConnsPerRun)}, {"MaxPendingPerPeer", int64(o.MaxPendingPerPeer)}, {"MaxWaitsPerConn", int64(o.MaxWaitsPerConn)},
 		{"MaxWaitsPerCredential", int64(o.MaxWaitsPerCredential)},
 		{"MaxSubscriptionsPerCredential", int64(o.MaxSubscriptionsPerCredential)},
 		{"MaxReadsPerCredential", int64(o.MaxReadsPerCredential)},
@@ -177,6 +185,7 @@ func (o Options) withDefaults() Options {
 	}
 	o.MaxConnsPerCredential = orDefault(o.MaxConnsPerCredential, DefaultMaxConnsPerCredential)
 	o.MaxConnsPerRun = orDefault(o.MaxConnsPerRun, DefaultMaxConnsPerRun)
+	o.MaxPendingPerPeer = orDefault(o.MaxPendingPerPeer, DefaultMaxPendingPerPeer)
 	o.IdleTimeout = orDefault(o.IdleTimeout, DefaultIdleTimeout)
 	o.MaxWaitsPerConn = orDefault(o.MaxWaitsPerConn, DefaultMaxWaitsPerConn)
 	o.MaxWaitsPerCredential = orDefault(o.MaxWaitsPerCredential, DefaultMaxWaitsPerCredential)

@@ -69,18 +69,19 @@ func allowedPeer(p peer, uid, group int) bool {
 	return group != 0 && (p.GID == group || slices.Contains(p.Groups, group))
 }
 
-// checkPeer refuses a connection whose peer is neither this process's uid nor in the socket group.
-func (s *Server) checkPeer(nc *net.UnixConn) error {
+// checkPeer returns the peer of nc, or refuses a connection whose peer is neither this process's uid nor in the
+// socket group.
+func (s *Server) checkPeer(nc *net.UnixConn) (peer, error) {
 	p, err := peerOf(nc)
 	if err != nil {
-		return err
+		return peer{}, err
 	}
 	uid := os.Geteuid()
 	if p.UID != uid && s.opts.SocketGroup != 0 && p.GID != s.opts.SocketGroup {
 		p.Groups = supplementaryGroups(p.PID)
 	}
 	if !allowedPeer(p, uid, s.opts.SocketGroup) {
-		return fmt.Errorf("broker: peer uid %d gid %d (pid %d) is neither uid %d nor in the socket group", p.UID, p.GID, p.PID, uid)
+		return peer{}, fmt.Errorf("broker: peer uid %d gid %d (pid %d) is neither uid %d nor in the socket group", p.UID, p.GID, p.PID, uid)
 	}
-	return nil
+	return p, nil
 }

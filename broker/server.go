@@ -47,6 +47,7 @@ type Server struct {
 	credSubs  map[string]int           // connections holding a subscription
 	readSems  map[string]chan struct{} // page reads in progress, MaxReadsPerCredential at most
 	workers   int                      // authenticated worker connections, bounded by MaxConns-ReservedConns
+	pending   map[int]int              // peer pid → its connections that have not finished hello (MaxPendingPerPeer)
 
 	waits     waitHub        // task.waitStatus waiters, woken per task
 	outBudget outboundBudget // bytes held by every connection's outbound queue
@@ -78,7 +79,7 @@ func New(eng *commands.Engine, log *eventlog.Log, opts Options) (*Server, error)
 	s := &Server{
 		eng: eng, log: log, opts: o, lg: o.Logger, writeTimeout: writeTimeout,
 		conns: make(map[*conn]struct{}), byRun: make(map[string]map[*conn]struct{}),
-		credConns: make(map[string]int), credWaits: make(map[string]int), credSubs: make(map[string]int),
+		credConns: make(map[string]int), credWaits: make(map[string]int), credSubs: make(map[string]int), pending: make(map[int]int),
 		readSems: make(map[string]chan struct{}),
 		quit:     make(chan struct{}), serveDone: make(chan struct{}), closed: make(chan struct{}),
 	}
@@ -170,17 +171,22 @@ func isTemporary(err error) bool {
 // admit registers a new connection and starts its goroutines, or closes it when the server is closing, or is full
 // (after one too-many-connections error frame: the client learns why instead of seeing a reset).
 func (s *Server) admit(nc *net.UnixConn) {
-	if err := s.checkPeer(nc); err != nil {
+	p, err := s.checkPeer(nc)
+	if err != nil {
 		nc.Close()
 		s.lg.Warn("connection refused", "reason", "peer-credentials", "err", err)
 		return
 	}
 	s.mu.Lock()
-	if s.closing || len(s.conns) >= s.opts.MaxConns {
-		full := !s.closing
+	if s.closing || len(s.conns) >= s.opts.MaxConns || s.pending[p.PID] >= s.opts.MaxPendingPerPeer {
+		full, perPeer := !s.closing, len(s.conns) < s.opts.MaxConns
 		s.mu.Unlock()
-		if full {
-			refuseFull(nc, s.opts.MaxFrame)
+		switch {
+		case full && perPeer:
+			refuse(nc, s.opts.MaxFrame, "too many connections awaiting hello from this process")
+			s.lg.Debug("connection closed", "reason", reasonMaxConns, "pid", p.PID)
+		case full:
+			refuse(nc, s.opts.MaxFrame, "too many connections")
 			s.lg.Debug("connection closed", "reason", reasonMaxConns)
 		}
 		nc.Close()
@@ -188,6 +194,8 @@ func (s *Server) admit(nc *net.UnixConn) {
 	}
 	s.nextConn++
 	c := newConn(s, nc, s.nextConn)
+	c.peerPID, c.pending = p.PID, true
+	s.pending[p.PID]++
 	s.conns[c] = struct{}{}
 	s.wg.Add(2)
 	s.mu.Unlock()
@@ -205,6 +213,7 @@ func (s *Server) bind(c *conn, id identity) *wire.Error {
 	if bad := s.connLimit(id); bad != nil {
 		return bad
 	}
+	s.helloDone(c)
 	c.id, c.bound = id, true
 	if k := credKey(id); k != "" {
 		s.credConns[k]++
@@ -229,6 +238,7 @@ func (s *Server) forget(c *conn) identity {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.conns, c)
+	s.helloDone(c)
 	if c.bound {
 		k := credKey(c.id)
 		decrement(s.credConns, k)

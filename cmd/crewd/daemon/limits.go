@@ -15,6 +15,7 @@ type Limits struct {
 	ReservedConns                 int
 	MaxConnsPerCredential         int
 	MaxConnsPerRun                int
+	MaxPendingPerProcess          int
 	IdleTimeout                   time.Duration // 0: never
 	MaxWaitsPerConn               int
 	MaxWaitsPerCredential         int
@@ -31,6 +32,7 @@ var limitOptions = []option{
 	{"reserved-conns", kindInt, "N", "connections of max-conns only the admin and orchestrators may use, 0..max-conns-1", fixed(strconv.Itoa(broker.DefaultMaxConns / 16))},
 	{"max-conns-per-credential", kindInt, "N", fmt.Sprintf("connections of one token, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxConnsPerCredential))},
 	{"max-conns-per-run", kindInt, "N", fmt.Sprintf("connections of one run, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxConnsPerRun))},
+	{"max-pending-per-process", kindInt, "N", fmt.Sprintf("connections of one client process that have not finished their hello, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxPendingPerPeer))},
 	{"idle-timeout", kindDuration, "DURATION", "close a connection that sent no request for this long and holds no subscription or wait; 0s: never", fixed(broker.DefaultIdleTimeout.String())},
 	{"max-waits-per-conn", kindInt, "N", fmt.Sprintf("task.waitStatus in flight on one connection, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxWaitsPerConn))},
 	{"max-waits-per-credential", kindInt, "N", fmt.Sprintf("task.waitStatus in flight for one token, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxWaitsPerCredential))},
@@ -50,6 +52,7 @@ func loadLimits(integer func(name string, lo, hi int) int, duration func(name st
 		ReservedConns:                 integer("reserved-conns", 0, maxLimit),
 		MaxConnsPerCredential:         integer("max-conns-per-credential", 1, maxLimit),
 		MaxConnsPerRun:                integer("max-conns-per-run", 1, maxLimit),
+		MaxPendingPerProcess:          integer("max-pending-per-process", 1, maxLimit),
 		IdleTimeout:                   duration("idle-timeout"),
 		MaxWaitsPerConn:               integer("max-waits-per-conn", 1, maxLimit),
 		MaxWaitsPerCredential:         integer("max-waits-per-credential", 1, maxLimit),
@@ -68,6 +71,7 @@ func loadLimits(integer func(name string, lo, hi int) int, duration func(name st
 // apply puts the limits into the broker's options.
 func (l Limits) apply(o *broker.Options) {
 	o.MaxConns, o.MaxConnsPerCredential, o.MaxConnsPerRun = l.MaxConns, l.MaxConnsPerCredential, l.MaxConnsPerRun
+	o.MaxPendingPerPeer = l.MaxPendingPerProcess
 	o.ReservedConns = l.ReservedConns
 	if l.ReservedConns == 0 {
 		o.ReservedConns = -1 // the broker reads 0 as "its default"

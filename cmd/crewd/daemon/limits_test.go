@@ -10,7 +10,7 @@ import (
 )
 
 var defaultLimits = Limits{
-	MaxConns: 4096, ReservedConns: 256, MaxConnsPerCredential: 64, MaxConnsPerRun: 1024, IdleTimeout: 30 * time.Minute,
+	MaxConns: 4096, ReservedConns: 256, MaxConnsPerCredential: 64, MaxConnsPerRun: 1024, MaxPendingPerProcess: 128, IdleTimeout: 30 * time.Minute,
 	MaxWaitsPerConn: 16, MaxWaitsPerCredential: 64, MaxSubscriptionsPerCredential: 16, MaxReadsPerCredential: 2,
 	OutboundBytes: 4 << 20, GlobalOutboundBytes: 256 << 20,
 }
@@ -30,13 +30,14 @@ func TestLimitDefaultsAreTheBrokers(t *testing.T) {
 
 func TestLimitFlags(t *testing.T) {
 	c, err := Load([]string{"--max-conns", "100", "--reserved-conns", "0", "--max-conns-per-credential", "5",
-		"--max-conns-per-run", "50", "--idle-timeout", "0s", "--max-waits-per-conn", "2", "--max-waits-per-credential", "3",
+		"--max-conns-per-run", "50", "--max-pending-per-process", "7", "--idle-timeout", "0s", "--max-waits-per-conn", "2", "--max-waits-per-credential", "3",
 		"--max-subscriptions-per-credential", "4", "--max-reads-per-credential", "3", "--outbound-bytes", "65536", "--global-outbound-bytes", "1048576"}, homeEnv)
 	require.NoError(t, err)
-	require.Equal(t, Limits{MaxConns: 100, MaxConnsPerCredential: 5, MaxConnsPerRun: 50, MaxWaitsPerConn: 2,
+	require.Equal(t, Limits{MaxConns: 100, MaxConnsPerCredential: 5, MaxConnsPerRun: 50, MaxPendingPerProcess: 7, MaxWaitsPerConn: 2,
 		MaxWaitsPerCredential: 3, MaxSubscriptionsPerCredential: 4, MaxReadsPerCredential: 3, OutboundBytes: 65536, GlobalOutboundBytes: 1 << 20}, c.Limits)
 	var o broker.Options
 	c.Limits.apply(&o)
+	require.Equal(t, 7, o.MaxPendingPerPeer)
 	require.Equal(t, -1, o.ReservedConns, "0 reserved is none, not the broker's default")
 	require.Equal(t, time.Duration(-1), o.IdleTimeout, "0s is never, not the broker's default")
 
