@@ -126,6 +126,9 @@ func (c *conn) readLoop() {
 	c.nc.SetReadDeadline(time.Now().Add(c.s.opts.HelloTimeout))
 	rd := wire.NewReader(c.nc, c.s.opts.MaxFrame)
 	for {
+		if c.authed && !c.pace(credKey(c.id), nil) {
+			return // closing: whoever closed it logged why
+		}
 		frame, err := rd.ReadFrame()
 		if err != nil {
 			c.close(c.readFailure(err))

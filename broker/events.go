@@ -67,5 +67,6 @@ func handleEventsSince(cl *call) (any, error) {
 	if err := it.Close(); err != nil {
 		return nil, fmt.Errorf("%w: %w", errReplay, err)
 	}
+	cl.c.charge(len(res.Events)) // a page of events costs its events: the reader waits for them before the next request
 	return res, nil
 }

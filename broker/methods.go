@@ -73,6 +73,12 @@ func (c *conn) handle(req wire.Request) bool {
 			c.s.lg.Debug("hello rejected", "conn", c.seq, "code", string(bad.Code))
 			return c.sendError(req.ID, bad)
 		}
+		// A hello costs its credential a unit like any request, so a token that dials in a loop is paced too.
+		k := credKey(id)
+		if !c.pace(k, nil) {
+			return false
+		}
+		c.s.pacer.charge(k, 1, c.s.pacer.now())
 		if bad := c.s.bind(c, id); bad != nil {
 			c.s.lg.Debug("hello refused", "conn", c.seq, "code", string(bad.Code), "message", bad.Message)
 			return c.sendError(req.ID, bad)
@@ -88,6 +94,7 @@ func (c *conn) handle(req wire.Request) bool {
 	if !c.begin() {
 		return false
 	}
+	c.charge(1)
 	if !c.serve(req) {
 		return false
 	}

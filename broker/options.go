@@ -28,6 +28,10 @@ const (
 	DefaultMaxWaitsPerCredential         = 64
 	DefaultMaxSubscriptionsPerCredential = 16
 	DefaultMaxReadsPerCredential         = 2
+	// DefaultRatePerCredential is the units per second (a request, or an event sent by events.since or a
+	// subscription) one credential is served: far above what a pi-crew worker or orchestrator asks, far below what
+	// a loop can.
+	DefaultRatePerCredential = 5000
 	// DefaultOutboundBytes is one connection's outbound budget: 16 frames at the default frame cap.
 	DefaultOutboundBytes = 4 << 20
 	// DefaultGlobalOutboundBytes is the daemon's outbound budget, shared by every connection.
@@ -96,6 +100,13 @@ type Options struct {
 	// its resync frame), a response waits; a connection holding nothing always takes one frame.
 	OutboundBytes       int
 	GlobalOutboundBytes int64
+	// RatePerCredential paces each credential but the admin's to that many units per second (a request is one
+	// unit; every event events.since or a subscription sends it is one more), with bursts of BurstPerCredential
+	// units (default: one second's worth). A credential over its rate is not refused: its connections' next
+	// requests are read, and its subscriptions pull, only when its budget allows (pacer.go). Default 5000;
+	// negative: no pacing.
+	RatePerCredential  int
+	BurstPerCredential int
 	// SessionID is echoed in the hello ack's "session".
 	SessionID string
 	// Logger receives connection lifecycle at debug and failures at warn/error (default discard). It never
@@ -143,6 +154,7 @@ func (o *Options) Validate() error {
 		{"MaxSubscriptionsPerCredential", int64(o.MaxSubscriptionsPerCredential)},
 		{"MaxReadsPerCredential", int64(o.MaxReadsPerCredential)},
 		{"OutboundBytes", int64(o.OutboundBytes)}, {"GlobalOutboundBytes", o.GlobalOutboundBytes},
+		{"BurstPerCredential", int64(o.BurstPerCredential)},
 	} {
 		if f.v < 0 {
 			add("%s must not be negative", f.name)
@@ -193,6 +205,8 @@ func (o Options) withDefaults() Options {
 	o.MaxReadsPerCredential = orDefault(o.MaxReadsPerCredential, DefaultMaxReadsPerCredential)
 	o.OutboundBytes = orDefault(o.OutboundBytes, DefaultOutboundBytes)
 	o.GlobalOutboundBytes = orDefault(o.GlobalOutboundBytes, DefaultGlobalOutboundBytes)
+	o.RatePerCredential = orDefault(o.RatePerCredential, DefaultRatePerCredential)
+	o.BurstPerCredential = orDefault(o.BurstPerCredential, max(o.RatePerCredential, 1))
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

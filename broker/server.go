@@ -48,6 +48,7 @@ type Server struct {
 	readSems  map[string]chan struct{} // page reads in progress, MaxReadsPerCredential at most
 	workers   int                      // authenticated worker connections, bounded by MaxConns-ReservedConns
 	pending   map[int]int              // peer pid → its connections that have not finished hello (MaxPendingPerPeer)
+	pacer     *pacer                   // per-credential request and replay rate (pacer.go)
 
 	waits     waitHub        // task.waitStatus waiters, woken per task
 	outBudget outboundBudget // bytes held by every connection's outbound queue
@@ -80,8 +81,8 @@ func New(eng *commands.Engine, log *eventlog.Log, opts Options) (*Server, error)
 		eng: eng, log: log, opts: o, lg: o.Logger, writeTimeout: writeTimeout,
 		conns: make(map[*conn]struct{}), byRun: make(map[string]map[*conn]struct{}),
 		credConns: make(map[string]int), credWaits: make(map[string]int), credSubs: make(map[string]int), pending: make(map[int]int),
-		readSems: make(map[string]chan struct{}),
-		quit:     make(chan struct{}), serveDone: make(chan struct{}), closed: make(chan struct{}),
+		readSems: make(map[string]chan struct{}), pacer: newPacer(o.RatePerCredential, o.BurstPerCredential),
+		quit: make(chan struct{}), serveDone: make(chan struct{}), closed: make(chan struct{}),
 	}
 	s.waits = waitHub{s: s, byRun: make(map[string]*runWaits)}
 	s.outBudget.limit = o.GlobalOutboundBytes

@@ -91,6 +91,9 @@ func (sub *subscription) run() {
 	defer c.recover()
 	for {
 		changed := c.s.eng.RunChanged(sub.runID) // taken before reading, so a commit after the read still wakes us
+		if !c.pace(credKey(c.id), sub.stop) {
+			return
+		}
 		ok, more := sub.pull()
 		if !ok {
 			return
@@ -157,6 +160,7 @@ func (sub *subscription) pull() (ok, more bool) {
 				"seq", r.StreamVersion, "err", err)
 			return sub.resync(), false
 		}
+		c.charge(1) // every event rendered costs its credential one unit: a replay is paced like requests
 		if !c.out.tryPush(frame) {
 			return sub.resync(), false
 		}

@@ -23,6 +23,8 @@ type Limits struct {
 	MaxReadsPerCredential         int
 	OutboundBytes                 int
 	GlobalOutboundBytes           int
+	RatePerCredential             int // 0: no pacing
+	BurstPerCredential            int
 }
 
 const maxLimit = 1 << 20 // a bound on counts no deployment reaches, so a typo is refused, not obeyed
@@ -40,6 +42,8 @@ var limitOptions = []option{
 	{"max-reads-per-credential", kindInt, "N", fmt.Sprintf("page reads (events.since, msg.inbox, query.*) of one token in progress at once, 1..%d; more wait their turn", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxReadsPerCredential))},
 	{"outbound-bytes", kindInt, "BYTES", "bytes queued or being written to one connection before a subscriber is resynced, at least max-frame", fixed(strconv.Itoa(broker.DefaultOutboundBytes))},
 	{"global-outbound-bytes", kindInt, "BYTES", "bytes queued or being written to all connections together, at least outbound-bytes", fixed(strconv.Itoa(broker.DefaultGlobalOutboundBytes))},
+	{"rate-per-credential", kindInt, "N", fmt.Sprintf("units per second one token is served (a request, or an event events.since or a subscription sends), 0..%d; beyond it its requests wait; 0: no pacing", maxLimit), fixed(strconv.Itoa(broker.DefaultRatePerCredential))},
+	{"burst-per-credential", kindInt, "N", fmt.Sprintf("units one token may use at once above its rate, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultRatePerCredential))},
 }
 
 func init() { options = append(options, limitOptions...) }
@@ -60,6 +64,8 @@ func loadLimits(integer func(name string, lo, hi int) int, duration func(name st
 		MaxReadsPerCredential:         integer("max-reads-per-credential", 1, maxLimit),
 		OutboundBytes:                 integer("outbound-bytes", 1024, 1<<30),
 		GlobalOutboundBytes:           integer("global-outbound-bytes", 1024, 1<<40),
+		RatePerCredential:             integer("rate-per-credential", 0, maxLimit),
+		BurstPerCredential:            integer("burst-per-credential", 1, maxLimit),
 	}
 	if l.ReservedConns >= l.MaxConns {
 		_, src := str("reserved-conns")
@@ -84,4 +90,8 @@ func (l Limits) apply(o *broker.Options) {
 	o.MaxSubscriptionsPerCredential = l.MaxSubscriptionsPerCredential
 	o.MaxReadsPerCredential = l.MaxReadsPerCredential
 	o.OutboundBytes, o.GlobalOutboundBytes = l.OutboundBytes, int64(l.GlobalOutboundBytes)
+	o.RatePerCredential, o.BurstPerCredential = l.RatePerCredential, l.BurstPerCredential
+	if l.RatePerCredential == 0 {
+		o.RatePerCredential = -1 // the broker reads 0 as "its default"
+	}
 }

@@ -1,0 +1,108 @@
+package broker
+
+import (
+	"sync"
+	"time"
+)
+
+// Per-credential pacing: CPU fairness between principals. Every credential but the admin's has a token bucket of
+// RatePerCredential units per second holding at most BurstPerCredential. A request costs one unit, and every
+// event a credential is sent by events.since or by its subscription costs one more (a replay from seq 0 is the
+// most expensive thing a client can ask for). The bucket may go into debt: a page is served whole and charged
+// after. A connection's reader reads its next request only when its credential's bucket holds a unit, and a
+// subscription pulls only then, so a credential that asks for more than its rate is back-pressured by its own
+// socket and costs the daemon no CPU while it waits. No refusal: a paced client is only slower.
+
+// pacer holds the buckets of every credential that was charged. Its methods take the time, so tests drive them
+// with an injected clock.
+type pacer struct {
+	rate  float64 // units per second; 0 disables pacing
+	burst float64 // units a full bucket holds
+
+	now    func() time.Time // time.Now; tests freeze it
+	onWait func()           // nil; tests learn that a credential waits
+
+	mu      sync.Mutex
+	buckets map[string]*bucket // NB: one per credential that ever sent a request; credentials are bounded by state
+}
+
+// bucket is one credential's budget: level units at time at (negative: owed).
+type bucket struct {
+	level float64
+	at    time.Time
+}
+
+// newPacer returns a pacer of rate units per second and burst units; rate ≤ 0 disables it.
+func newPacer(rate, burst int) *pacer {
+	if rate <= 0 {
+		return &pacer{now: time.Now}
+	}
+	return &pacer{rate: float64(rate), burst: float64(max(burst, 1)), now: time.Now, buckets: make(map[string]*bucket)}
+}
+
+// refill returns k's bucket brought up to now, with p.mu held.
+func (p *pacer) refill(k string, now time.Time) *bucket {
+	b := p.buckets[k]
+	if b == nil {
+		b = &bucket{level: p.burst, at: now}
+		p.buckets[k] = b
+		return b
+	}
+	if dt := now.Sub(b.at); dt > 0 {
+		b.level = min(p.burst, b.level+p.rate*dt.Seconds())
+		b.at = now
+	}
+	return b
+}
+
+// charge takes n units from the bucket of credential k ("" is the admin, never paced) at now.
+func (p *pacer) charge(k string, n int, now time.Time) {
+	if p.rate == 0 || k == "" || n <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refill(k, now).level -= float64(n)
+}
+
+// delay is how long credential k must wait from now until its bucket holds one unit; 0 when it does.
+func (p *pacer) delay(k string, now time.Time) time.Duration {
+	if p.rate == 0 || k == "" {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b := p.refill(k, now)
+	if b.level >= 1 {
+		return 0
+	}
+	return time.Duration((1 - b.level) / p.rate * float64(time.Second))
+}
+
+// pace waits until credential k may be served again, for connection c; false when c closed or stop was closed
+// first (nil: never).
+func (c *conn) pace(k string, stop <-chan struct{}) bool {
+	p := c.s.pacer
+	for {
+		d := p.delay(k, p.now())
+		if d <= 0 {
+			return true
+		}
+		if p.onWait != nil {
+			p.onWait()
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-c.done:
+			t.Stop()
+			return false
+		case <-stop:
+			t.Stop()
+			return false
+		}
+	}
+}
+
+// charge counts n units of work done for c against its credential's bucket.
+func (c *conn) charge(n int) { c.s.pacer.charge(credKey(c.id), n, c.s.pacer.now()) }

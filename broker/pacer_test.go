@@ -1,0 +1,172 @@
+package broker
+
+import (
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/events"
+)
+
+// TestPacerBucket: a credential's bucket starts full, pays one unit per unit of work, may go into debt, refills
+// at the rate up to the burst; the admin and a disabled pacer never wait, and credentials do not share buckets.
+func TestPacerBucket(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	p := newPacer(100, 10) // 10 ms a unit
+	for i := 0; i < 10; i++ {
+		require.Zero(t, p.delay("a", t0), "unit %d of the burst", i)
+		p.charge("a", 1, t0)
+	}
+	require.Equal(t, 10*time.Millisecond, p.delay("a", t0), "the burst is spent: one unit's time")
+	require.Zero(t, p.delay("b", t0), "another credential has its own bucket")
+	require.Zero(t, p.delay("a", t0.Add(10*time.Millisecond)), "one unit refilled")
+
+	p.charge("a", 1000, t0.Add(10*time.Millisecond)) // a replay of 1,000 events, charged after it was served
+	require.Equal(t, 10*time.Second, p.delay("a", t0.Add(10*time.Millisecond)), "the debt and one unit, at the rate")
+	require.Zero(t, p.delay("a", t0.Add(10*time.Millisecond+10*time.Second)))
+
+	require.Zero(t, p.delay("a", t0.Add(time.Hour)))
+	p.charge("a", 11, t0.Add(time.Hour))
+	require.Equal(t, 20*time.Millisecond, p.delay("a", t0.Add(time.Hour)), "an idle hour refills the burst, not more")
+
+	p.charge("", 1e6, t0)
+	require.Zero(t, p.delay("", t0), "the admin is not paced")
+	off := newPacer(-1, 10)
+	off.charge("a", 1e6, t0)
+	require.Zero(t, off.delay("a", t0), "rate ≤ 0: no pacing")
+}
+
+// pacerClock drives the clock of f's pacer: real time until freeze, then only what advance adds.
+type pacerClock struct {
+	p      *pacer
+	frozen atomic.Int64 // unix nanoseconds; 0: real time
+}
+
+// installPacerClock must be called before f's first connection (the pacer's goroutines read its clock).
+func installPacerClock(f *fixture) *pacerClock {
+	c := &pacerClock{p: f.srv.pacer}
+	c.p.now = func() time.Time {
+		if ns := c.frozen.Load(); ns != 0 {
+			return time.Unix(0, ns)
+		}
+		return time.Now()
+	}
+	return c
+}
+
+// freeze stops the clock an hour ahead, so every bucket is full from then on.
+func (c *pacerClock) freeze()                  { c.frozen.Store(time.Now().Add(time.Hour).UnixNano()) }
+func (c *pacerClock) advance(d time.Duration) { c.frozen.Add(int64(d)) }
+
+// level is the units in credential k's bucket now.
+func (c *pacerClock) level(k string) float64 {
+	c.p.mu.Lock()
+	defer c.p.mu.Unlock()
+	return c.p.refill(k, c.p.now()).level
+}
+
+func workerKey(task string) string {
+	return credKey(identity{role: events.RoleWorker, runID: runR, taskID: task, key: task})
+}
+
+// TestPacingChargesRequestsAndReplays: a hello and every request cost one unit, and every event events.since or a
+// subscription sends costs one more, on the credential that asked; the admin pays nothing.
+func TestPacingChargesRequestsAndReplays(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{RatePerCredential: 1, BurstPerCredential: 1 << 20}})
+	clock := installPacerClock(f)
+	s := f.seed()
+	clock.freeze()
+	level := clock.level
+	const full = 1 << 20
+	p := f.dial()
+	p.hello(runR, taskP, s.p)
+	p.ok("ping", nil)
+	require.Equal(t, float64(full-2), level(workerKey(taskP)), "hello and ping")
+
+	page := p.ok("events.since", map[string]any{"sinceSeq": 0, "limit": 1000})
+	n := len(page["events"].([]any))
+	require.Positive(t, n)
+	require.Equal(t, false, page["hasMore"])
+	require.Equal(t, float64(full-2-1-n), level(workerKey(taskP)), "events.since: the request and its %d events", n)
+
+	p.ok("events.subscribe", map[string]any{"sinceSeq": 0})
+	pushes := 0
+	for _, f := range p.pending {
+		pushes += teamEvents(t, f)
+	}
+	for pushes < n {
+		f, err := p.read()
+		require.NoError(t, err)
+		pushes += teamEvents(t, f)
+	}
+	require.Equal(t, float64(full-2-2*(1+n)), level(workerKey(taskP)), "the subscription: the request and its replay")
+	require.Equal(t, float64(full), level(workerKey(taskQ)), "Q did nothing")
+
+	a := f.dial()
+	a.helloAdmin()
+	a.ok("events.since", map[string]any{"runId": runR, "sinceSeq": 0})
+	require.Equal(t, float64(full), level(credKey(identity{role: events.RoleAdmin})), "the admin is not charged")
+}
+
+// teamEvents is 1 when frame is a team.event push.
+func teamEvents(t *testing.T, frame []byte) int {
+	var ev struct {
+		Event string `json:"event"`
+	}
+	require.NoError(t, json.Unmarshal(frame, &ev))
+	if ev.Event == wire.EventTeamEvent {
+		return 1
+	}
+	return 0
+}
+
+// TestPacingHoldsTheReader: once a credential's bucket is empty its connection's next request is not read until
+// the bucket refills (here: until the frozen clock moves), while another credential is served meanwhile.
+func TestPacingHoldsTheReader(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{RatePerCredential: 1000, BurstPerCredential: 3}})
+	clock := installPacerClock(f)
+	waiting := make(chan struct{}, 1)
+	var armed atomic.Bool
+	f.srv.pacer.onWait = func() {
+		if armed.CompareAndSwap(true, false) {
+			waiting <- struct{}{}
+		}
+	}
+	s := f.seed()
+	clock.freeze()
+	armed.Store(true)
+	p := f.dial()
+	p.hello(runR, taskP, s.p) // unit 1 of 3
+	// Units 2 and 3, and a fourth request pipelined behind them.
+	for _, id := range []string{"a", "b", "c"} {
+		p.sendLine(`{"id":"` + id + `","method":"ping","params":{}}`)
+	}
+	for _, id := range []string{"a", "b"} {
+		f, err := p.read()
+		require.NoError(t, err)
+		var r wire.Response
+		require.NoError(t, json.Unmarshal(f, &r))
+		require.Equal(t, id, r.ID)
+	}
+	select {
+	case <-waiting:
+	case <-time.After(guard):
+		t.Fatal("the reader did not wait for its credential's budget")
+	}
+	require.Equal(t, float64(0), clock.level(workerKey(taskP)), "the third ping is not read while the bucket is empty")
+
+	q := f.dial()
+	q.hello(runR, taskQ, s.q)
+	q.ok("ping", nil) // another credential is served while P waits
+
+	clock.advance(time.Millisecond) // one unit at 1,000 a second
+	frame, err := p.read()
+	require.NoError(t, err)
+	var r wire.Response
+	require.NoError(t, json.Unmarshal(frame, &r))
+	require.Equal(t, "c", r.ID, "the refilled bucket lets the reader go on")
+}
