@@ -14,8 +14,10 @@
 //	  │         ├──(first request not hello)──▶ error protocol "hello required" ─▶ close
 //	  │         ├──(bad shape / unknown token)─▶ error auth | stale-token | revoked ─▶ close
 //	  │         └──(a connection limit)────────▶ error too-many-connections ─▶ close
-//	  ▼ hello ok: ack {protocol:1, session, run, ok:true}; deadline cleared; idle timer armed; indexed by run
+//	  ▼ hello ok (once its credential's bucket holds a unit): ack {protocol:1, session, run, ok:true}; deadline
+//	    cleared; idle timer armed; indexed by run
 //	authenticated ◀────────────────────────────────────────────┐
+//	  │ before each read: wait while the credential's bucket is empty (RatePerCredential, pacer.go)
 //	  │ each request: credential re-checked (revoked / stale-token ─▶ error ─▶ close)
 //	  │               second hello ─▶ error protocol "hello already completed" ─▶ close
 //	  │               dispatch ─▶ result | per-request error ───┘ (connection stays)
@@ -58,6 +60,12 @@
 //     subscriptions (MaxSubscriptionsPerCredential: too-many-subscriptions), idle connections (IdleTimeout:
 //     idle-timeout). Page reads (events.since, msg.inbox, query.*) take turns per credential
 //     (MaxReadsPerCredential), so a token's connections share the CPU of that many readers.
+//   - CPU per principal (pacer.go): every credential but the admin's is served at most RatePerCredential units a
+//     second with bursts of BurstPerCredential; a request is one unit, a hello helloCost (50), each event
+//     events.since returns or a subscription reads (pushed or filtered out) one more. A credential with an empty
+//     bucket is not refused: its hellos are not answered, its connections' readers read no next frame and its
+//     subscriptions pull nothing until the bucket refills, so a flood is back-pressured by the flooder's own
+//     socket and costs the daemon no CPU while it waits.
 //   - Secrets: the broker mints tokens (see mintToken) and hands each only to the caller of run.create or
 //     credential.issue; the engine and the log see sha-256 digests. No token reaches a log line or an error.
 //   - Command ids belong to their caller (SPEC §2): a command's principal is the connection's authenticated
@@ -94,9 +102,9 @@
 //     included, are refused (too-many-connections, so they can retry). Per-pid is the finest identity a
 //     connection has before its hello; a worker that forks to get around it pays a process per 128 connections.
 //   - A wait's answer that was already queued when its credential ended may precede the final frame.
-//   - CPU: the limits bound counts, bytes and page-read concurrency per principal, not CPU time. A token that keeps
-//     the daemon busy with requests within its limits (a request flood, a write flood on its own run) slows every
-//     other client on a small machine; there is no per-principal request rate yet (docs/benchmarks.md, "Hostile
-//     mix").
+//   - CPU time itself: pacing counts requests and events, not nanoseconds, so requests of unequal cost (a commit, a
+//     large query page) weigh alike, and up to RatePerCredential units per second of every credential still run;
+//     many credentials (a run can issue many) together get more than one. The engine's queue is shared: a run's
+//     commits within its rate go ahead of another run's in arrival order (docs/benchmarks.md, "Hostile mix").
 //   - pi-crew's stale-token after a restart: crewlog persists credential digests, so a valid token keeps working.
 package broker

@@ -73,12 +73,12 @@ func (c *conn) handle(req wire.Request) bool {
 			c.s.lg.Debug("hello rejected", "conn", c.seq, "code", string(bad.Code))
 			return c.sendError(req.ID, bad)
 		}
-		// A hello costs its credential a unit like any request, so a token that dials in a loop is paced too.
+		// A hello costs its credential helloCost units, so a token that dials in a loop is paced too.
 		k := credKey(id)
 		if !c.pace(k, nil) {
 			return false
 		}
-		c.s.pacer.charge(k, 1, c.s.pacer.now())
+		c.s.pacer.charge(k, helloCost, c.s.pacer.now())
 		if bad := c.s.bind(c, id); bad != nil {
 			c.s.lg.Debug("hello refused", "conn", c.seq, "code", string(bad.Code), "message", bad.Message)
 			return c.sendError(req.ID, bad)

@@ -28,8 +28,8 @@ const (
 	DefaultMaxWaitsPerCredential         = 64
 	DefaultMaxSubscriptionsPerCredential = 16
 	DefaultMaxReadsPerCredential         = 2
-	// DefaultRatePerCredential is the units per second (a request, or an event sent by events.since or a
-	// subscription) one credential is served: far above what a pi-crew worker or orchestrator asks, far below what
+	// DefaultRatePerCredential is the units per second (a request, or an event events.since returns or a
+	// subscription reads) one credential is served: far above what a pi-crew worker or orchestrator asks, far below what
 	// a loop can.
 	DefaultRatePerCredential = 5000
 	// DefaultOutboundBytes is one connection's outbound budget: 16 frames at the default frame cap.
@@ -101,10 +101,10 @@ type Options struct {
 	OutboundBytes       int
 	GlobalOutboundBytes int64
 	// RatePerCredential paces each credential but the admin's to that many units per second (a request is one
-	// unit; every event events.since or a subscription sends it is one more), with bursts of BurstPerCredential
-	// units (default: one second's worth). A credential over its rate is not refused: its connections' next
-	// requests are read, and its subscriptions pull, only when its budget allows (pacer.go). Default 5000;
-	// negative: no pacing.
+	// unit, a hello 50; every event events.since returns it or its subscription reads is one more), with bursts of
+	// BurstPerCredential units (default: one second's worth). A credential over its rate is not refused: its
+	// connections' next requests are read, and its subscriptions pull, only when its budget allows (pacer.go).
+	// Default 5000; negative: no pacing.
 	RatePerCredential  int
 	BurstPerCredential int
 	// SessionID is echoed in the hello ack's "session".

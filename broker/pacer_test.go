@@ -59,7 +59,7 @@ func installPacerClock(f *fixture) *pacerClock {
 }
 
 // freeze stops the clock an hour ahead, so every bucket is full from then on.
-func (c *pacerClock) freeze()                  { c.frozen.Store(time.Now().Add(time.Hour).UnixNano()) }
+func (c *pacerClock) freeze()                 { c.frozen.Store(time.Now().Add(time.Hour).UnixNano()) }
 func (c *pacerClock) advance(d time.Duration) { c.frozen.Add(int64(d)) }
 
 // level is the units in credential k's bucket now.
@@ -73,7 +73,7 @@ func workerKey(task string) string {
 	return credKey(identity{role: events.RoleWorker, runID: runR, taskID: task, key: task})
 }
 
-// TestPacingChargesRequestsAndReplays: a hello and every request cost one unit, and every event events.since or a
+// TestPacingChargesRequestsAndReplays: a hello costs helloCost units, every request one, and every event events.since or a
 // subscription sends costs one more, on the credential that asked; the admin pays nothing.
 func TestPacingChargesRequestsAndReplays(t *testing.T) {
 	f := newFixture(t, fixtureOpts{opts: Options{RatePerCredential: 1, BurstPerCredential: 1 << 20}})
@@ -85,13 +85,13 @@ func TestPacingChargesRequestsAndReplays(t *testing.T) {
 	p := f.dial()
 	p.hello(runR, taskP, s.p)
 	p.ok("ping", nil)
-	require.Equal(t, float64(full-2), level(workerKey(taskP)), "hello and ping")
+	require.Equal(t, float64(full-helloCost-1), level(workerKey(taskP)), "hello and ping")
 
 	page := p.ok("events.since", map[string]any{"sinceSeq": 0, "limit": 1000})
 	n := len(page["events"].([]any))
 	require.Positive(t, n)
 	require.Equal(t, false, page["hasMore"])
-	require.Equal(t, float64(full-2-1-n), level(workerKey(taskP)), "events.since: the request and its %d events", n)
+	require.Equal(t, float64(full-helloCost-1-1-n), level(workerKey(taskP)), "events.since: the request and its %d events", n)
 
 	p.ok("events.subscribe", map[string]any{"sinceSeq": 0})
 	pushes := 0
@@ -103,7 +103,7 @@ func TestPacingChargesRequestsAndReplays(t *testing.T) {
 		require.NoError(t, err)
 		pushes += teamEvents(t, f)
 	}
-	require.Equal(t, float64(full-2-2*(1+n)), level(workerKey(taskP)), "the subscription: the request and its replay")
+	require.Equal(t, float64(full-helloCost-1-2*(1+n)), level(workerKey(taskP)), "the subscription: the request and its replay")
 	require.Equal(t, float64(full), level(workerKey(taskQ)), "Q did nothing")
 
 	a := f.dial()
@@ -127,7 +127,7 @@ func teamEvents(t *testing.T, frame []byte) int {
 // TestPacingHoldsTheReader: once a credential's bucket is empty its connection's next request is not read until
 // the bucket refills (here: until the frozen clock moves), while another credential is served meanwhile.
 func TestPacingHoldsTheReader(t *testing.T) {
-	f := newFixture(t, fixtureOpts{opts: Options{RatePerCredential: 1000, BurstPerCredential: 3}})
+	f := newFixture(t, fixtureOpts{opts: Options{RatePerCredential: 1000, BurstPerCredential: helloCost + 2}})
 	clock := installPacerClock(f)
 	waiting := make(chan struct{}, 1)
 	var armed atomic.Bool
@@ -140,8 +140,8 @@ func TestPacingHoldsTheReader(t *testing.T) {
 	clock.freeze()
 	armed.Store(true)
 	p := f.dial()
-	p.hello(runR, taskP, s.p) // unit 1 of 3
-	// Units 2 and 3, and a fourth request pipelined behind them.
+	p.hello(runR, taskP, s.p) // helloCost units: 2 left
+	// The 2 left, and a third request pipelined behind them.
 	for _, id := range []string{"a", "b", "c"} {
 		p.sendLine(`{"id":"` + id + `","method":"ping","params":{}}`)
 	}

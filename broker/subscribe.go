@@ -137,7 +137,11 @@ func (sub *subscription) pull() (ok, more bool) {
 	}
 	it := c.s.log.ReadStream(sub.runID, sub.next)
 	defer it.Close()
-	for scanned := 0; it.Next(); scanned++ {
+	scanned := 0
+	// Every event read costs its credential one unit, pushed or filtered out: a replay, or a filter that matches
+	// little of a long run, is paced like requests.
+	defer func() { c.charge(scanned) }()
+	for ; it.Next(); scanned++ {
 		if scanned == maxScan {
 			return true, true
 		}
@@ -160,7 +164,6 @@ func (sub *subscription) pull() (ok, more bool) {
 				"seq", r.StreamVersion, "err", err)
 			return sub.resync(), false
 		}
-		c.charge(1) // every event rendered costs its credential one unit: a replay is paced like requests
 		if !c.out.tryPush(frame) {
 			return sub.resync(), false
 		}
