@@ -76,6 +76,7 @@ type conn struct {
 	pending    bool     // counted in the server's pending for peerPID until its hello ends (under the server's mu)
 	peerPID    int      // the connecting process (SO_PEERCRED)
 	subCounted bool     // counted in the credential's subscriptions (under the server's mu)
+	boundAt    uint64   // the published head at hello: mailbox pushes are of later messages (under the server's mu)
 
 	mu      sync.Mutex
 	sub     *subscription

@@ -43,7 +43,8 @@
 //     the run's stream), replay then live, never repeating or skipping one; it reads only durable events. On
 //     overflow it sends ONE {"event":"resync","data":{"fromSeq":N}} (N = first seq not delivered), stops, and
 //     the connection stays authenticated.
-//   - mailbox.message pushes follow durability (they are read back from the log) and are best effort.
+//   - mailbox.message pushes follow durability (they are read back from the log) and are best effort; a
+//     connection is pushed only messages published after its hello (earlier ones are msg.inbox's).
 //   - A credential's end takes effect within one frame: every request of a worker or orchestrator connection
 //     re-checks its credential by the digest of the secret it authenticated with, and when a published event may
 //     end credentials of a run (revocation, re-issue, the run or a task terminal) the feed re-checks that run's

@@ -61,7 +61,7 @@ func (s *Server) feed() {
 				continue
 			}
 			if p, ok := ev.Payload.(*events.MailboxAppended); ok {
-				s.pushMessage(ev.Stream, p)
+				s.pushMessage(ev.Stream, r.Position, p)
 			}
 		}
 		if err := it.Close(); err != nil {
@@ -81,7 +81,10 @@ func (s *Server) hasConns(runID string) bool {
 	return len(s.byRun[runID]) > 0
 }
 
-func (s *Server) pushMessage(runID string, m *events.MailboxAppended) {
+// pushMessage pushes message m, appended at log position pos, to its recipient's connections of runID that said
+// hello after it was published: a message that was already in the inbox at hello is msg.inbox's to show, so
+// whether it is pushed does not depend on how far the feed has got.
+func (s *Server) pushMessage(runID string, pos uint64, m *events.MailboxAppended) {
 	to := m.To
 	if to == events.RunInbox {
 		to = runInboxName
@@ -98,8 +101,8 @@ func (s *Server) pushMessage(runID string, m *events.MailboxAppended) {
 	s.mu.Lock()
 	var targets []*conn
 	for c := range s.byRun[runID] {
-		if c.id.role == events.RoleWorker && c.id.taskID == m.To ||
-			c.id.role == events.RoleOrchestrator && m.To == events.RunInbox {
+		if c.boundAt < pos && (c.id.role == events.RoleWorker && c.id.taskID == m.To ||
+			c.id.role == events.RoleOrchestrator && m.To == events.RunInbox) {
 			targets = append(targets, c)
 		}
 	}

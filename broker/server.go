@@ -209,13 +209,14 @@ func (s *Server) admit(nc *net.UnixConn) {
 func (s *Server) bind(c *conn, id identity) *wire.Error {
 	// NB: c.id is written under s.mu because Close (another goroutine) reads
 	// it in forget while the reader may be binding.
+	head := s.eng.Head() // before s.mu: the engine's lock is never taken under it
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if bad := s.connLimit(id); bad != nil {
 		return bad
 	}
 	s.helloDone(c)
-	c.id, c.bound = id, true
+	c.id, c.bound, c.boundAt = id, true, head
 	if k := credKey(id); k != "" {
 		s.credConns[k]++
 	}
