@@ -14,14 +14,6 @@ import (
 // credential that asks for more than its rate is back-pressured by its own socket and costs the daemon no CPU
 // while it waits. No refusal: a paced client is only slower.
 
-// helloCost, and
-// every event events.since returns to a credential, or its subscription reads from the log (pushed or filtered
-// out), costs one more (a replay from seq 0 is the most expensive thing a client can ask for). The bucket may go
-// into debt: a page is served whole and charged after. A connection's reader reads its next request only when its
-// credential's bucket holds a unit, and a subscription pulls only then, so a credential that asks for more than
-// its rate is back-pressured by its own socket and costs the daemon no CPU while it waits. No refusal: a paced
-// client is only slower.
-
 // helloCost is what a hello costs its credential, accepted or refused by a connection limit: a connection's
 // setup and teardown (accept, the peer check, two goroutines, the digest check, the close) and the client's own
 // cost many times a small request, so a token dialling in a loop gets about a hundred connections a second at
