@@ -1,0 +1,77 @@
+package bench
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/audit"
+	"github.com/crewlog/crewlog/cmd/crewd/daemon"
+	"github.com/crewlog/crewlog/events"
+)
+
+// TestWriteHistory writes a small history and checks that the store
+// verifies, holds the events asked for (give or take one step of a run's
+// work), has the runs asked for — all but the active ones completed, each
+// active one with its delegation still in flight — and the whole mix.
+func TestWriteHistory(t *testing.T) {
+	const want, runs, active = 3000, 24, 3
+	dir := t.TempDir()
+	st, err := WriteHistory(context.Background(), HistoryOptions{Events: want, Runs: runs, Active: active, Dir: dir, Submitters: 8})
+	require.NoError(t, err)
+	require.InDelta(t, want, st.Head, maxStepEvents, "events in the store")
+
+	byType := verifiedHistory(t, dir, st.Head)
+	require.Equal(t, runs, byType[events.TypeRunCreated])
+	require.Equal(t, runs-active, byType[events.TypeRunCompleted])
+	require.Equal(t, active, byType[events.TypeDelegateAdmitted]-byType[events.TypeDelegateCompleted],
+		"each active run has one delegation in flight")
+	for _, typ := range []string{events.TypeDelegateRejected, events.TypeBudgetCharged, events.TypeAskAnswered,
+		events.TypeTaskUsage, events.TypeMailboxDelivered, events.TypeMailboxAcknowledged, events.TypeCredentialIssued} {
+		require.Positive(t, byType[typ], typ)
+	}
+
+	_, err = WriteHistory(context.Background(), HistoryOptions{Events: want, Runs: runs, Active: active, Dir: dir})
+	require.ErrorIs(t, err, errStoreExists)
+}
+
+// TestWriteHistoryNoneActive: with no active run the last one is held open
+// for the top-up and completed after it, so the count is still met.
+func TestWriteHistoryNoneActive(t *testing.T) {
+	const want, runs = 1000, 10
+	dir := t.TempDir()
+	st, err := WriteHistory(context.Background(), HistoryOptions{Events: want, Runs: runs, Dir: dir})
+	require.NoError(t, err)
+	require.InDelta(t, want, st.Head, maxStepEvents, "events in the store")
+	byType := verifiedHistory(t, dir, st.Head)
+	require.Equal(t, runs, byType[events.TypeRunCompleted])
+	require.Equal(t, byType[events.TypeDelegateAdmitted], byType[events.TypeDelegateCompleted], "nothing in flight")
+}
+
+func TestWriteHistoryTooFewEvents(t *testing.T) {
+	_, err := WriteHistory(context.Background(), HistoryOptions{Events: 100, Runs: 10, Dir: t.TempDir()})
+	require.ErrorIs(t, err, errHistoryEvents)
+}
+
+// verifiedHistory checks the store in dir (integrity and invariants, head)
+// and counts its events by type.
+func verifiedHistory(t *testing.T, dir string, head uint64) map[string]int {
+	t.Helper()
+	l, err := audit.Open(filepath.Join(dir, daemon.StoreDir))
+	require.NoError(t, err)
+	defer l.Close()
+	rep, err := audit.Verify(l, nil)
+	require.NoError(t, err)
+	require.Empty(t, rep.Check.Problems)
+	require.Equal(t, head, rep.Store.Head)
+	byType := map[string]int{}
+	it := l.Read(1)
+	for it.Next() {
+		byType[it.Event().Type]++
+	}
+	require.NoError(t, it.Err())
+	require.NoError(t, it.Close())
+	return byType
+}
