@@ -23,7 +23,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetArgs(args)
-	root.AddCommand(compareCommand(stdout, stderr), simCommand(stdout))
+	root.AddCommand(compareCommand(stdout, stderr), simCommand(stdout), historyCommand(stdout, stderr))
 	err := root.ExecuteContext(ctx)
 	var u usageError
 	switch {

@@ -1,0 +1,97 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+)
+
+var errHistoryData = errors.New("--data is required")
+
+func historyCommand(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		o           HistoryOptions
+		mo          MeasureOptions
+		onlyWrite   bool
+		onlyMeasure bool
+	)
+	c := &cobra.Command{
+		Use:   "history",
+		Short: "Write a store of N events over R runs (A left active) through the engine, then measure crewd on it",
+		Long: `history writes --events events over --runs runs into a new store in --data through commands.Engine in
+process, with many concurrent submitters: each run is created with 4 tasks and their credentials, worked
+through delegations (admitted, spawned, settled with a result message, every other one charged for usage above
+its reservation, every tenth refused by the policy), asks, usage reports and messages to the run's inbox, then
+completed — except the last --active runs, which are left running with a delegation in flight.
+
+Then it measures crewd (--crewd) on the store: the time from exec to the first answered ping over --starts
+starts, VmRSS once ready, the latency of the dashboard's queries for finished runs (admin, over the socket,
+--calls each), VmHWM after them, and VmHWM again after writing over the socket until crewd takes a snapshot.
+crewd runs with the engine config the history was written under, so starting it records nothing.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Dir == "" {
+				return usageError{errHistoryData}
+			}
+			if o.Runs < 1 || o.Active < 0 || o.Active > o.Runs {
+				return usageError{errHistoryShape}
+			}
+			o.Progress, mo.Progress = stderr, stderr
+			rep := HistoryReport{Events: o.Events, Runs: o.Runs, Active: o.Active}
+			if !onlyMeasure {
+				st, err := WriteHistory(cmd.Context(), o)
+				if err != nil {
+					return err
+				}
+				rep.Written = st
+				fmt.Fprintf(stderr, "history: wrote %d events in %s\n", st.Head, st.Elapsed)
+			}
+			if onlyWrite {
+				return nil
+			}
+			if mo.Crewd == "" {
+				mo.Crewd = findCrewd()
+			}
+			mo.Dir, mo.Runs, mo.Active = o.Dir, o.Runs, o.Active
+			m, err := MeasureHistory(cmd.Context(), mo)
+			if err != nil {
+				return err
+			}
+			rep.Measure = m
+			return rep.WriteMarkdown(stdout)
+		},
+	}
+	f := c.Flags()
+	f.Int64Var(&o.Events, "events", 1_000_000, "events in the store")
+	f.IntVar(&o.Runs, "runs", 1000, "runs in the store")
+	f.IntVar(&o.Active, "active", 10, "runs left running (the newest)")
+	f.StringVar(&o.Dir, "data", "", "crewd data directory to write the store into (its store/ must not exist)")
+	f.IntVar(&o.Submitters, "submitters", 64, "concurrent submitters while writing")
+	f.StringVar(&mo.Crewd, "crewd", "", "the crewd binary (default: crewd next to crewbench, else on PATH)")
+	f.IntVar(&mo.Starts, "starts", 3, "times crewd is started to time its start-up")
+	f.IntVar(&mo.Calls, "calls", 200, "calls of each query")
+	f.IntVar(&mo.Write, "write", -1, "events to write over the socket after the queries (-1: enough for crewd to snapshot)")
+	f.BoolVar(&onlyWrite, "write-only", false, "write the store, do not measure")
+	f.BoolVar(&onlyMeasure, "measure-only", false, "measure the store already in --data (written with the same --runs and --active)")
+	return c
+}
+
+// findCrewd is crewd next to this executable, else the one on PATH, else
+// plain "crewd" (starting it then fails with a clear error).
+func findCrewd() string {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "crewd")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("crewd"); err == nil {
+		return p
+	}
+	return "crewd"
+}

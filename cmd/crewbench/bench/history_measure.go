@@ -1,0 +1,308 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/crewlog/crewlog/audit"
+	"github.com/crewlog/crewlog/broker/client"
+	"github.com/crewlog/crewlog/cmd/crewd/daemon"
+)
+
+// MeasureOptions say how to measure crewd on a store WriteHistory wrote.
+type MeasureOptions struct {
+	Dir    string // the data directory
+	Crewd  string // the crewd binary
+	Runs   int    // as written: the runs' ids follow from them
+	Active int
+	// Starts is how many times crewd is started and stopped to time its
+	// start-up (default 3).
+	Starts int
+	// Calls is how many times each query is timed (default 200).
+	Calls int
+	// Write is how many events to write over the socket after the queries,
+	// so that crewd takes a snapshot while it is watched; < 0: enough to
+	// reach crewd's snapshot interval; 0: none.
+	Write    int
+	Progress io.Writer
+}
+
+// crewdSnapshotEvery is crewd's snapshot interval (commands.Options'
+// default), which the write phase reaches.
+const crewdSnapshotEvery = 100_000
+
+// HistoryMeasure is crewd measured on a history store.
+type HistoryMeasure struct {
+	Head       uint64 // events in the store when crewd first started
+	SnapshotAt uint64 // its newest snapshot then (0: none)
+	StoreBytes int64
+	Ready      []time.Duration // exec → first answered ping, per start
+	RSS        []int64         // VmRSS once ready, per start (bytes)
+	// PeakServing is VmHWM after the last start and every query;
+	// PeakWriting is VmHWM when crewd exits after the write phase, which
+	// covers the snapshot it took (SnapshotAfter, when it took one).
+	PeakServing, PeakWriting int64
+	Wrote                    int // events written over the socket
+	SnapshotAfter            uint64
+	Queries                  []QueryLatency
+	Machine                  Machine
+}
+
+// QueryLatency is one query's round trip over the socket, as the admin
+// sees it, for finished runs.
+type QueryLatency struct {
+	Method        string
+	Calls         int
+	P50, P99, Max time.Duration
+}
+
+// MeasureHistory times crewd's start-up on the store in o.Dir, reads its
+// memory, times the dashboard's queries for finished runs, then writes over
+// the socket until crewd snapshots and reads its peak memory again.
+func MeasureHistory(ctx context.Context, o MeasureOptions) (HistoryMeasure, error) {
+	if o.Starts <= 0 {
+		o.Starts = 3
+	}
+	if o.Calls <= 0 {
+		o.Calls = 200
+	}
+	progress := o.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	var m HistoryMeasure
+	var err error
+	storeDir := filepath.Join(o.Dir, daemon.StoreDir)
+	if m.Head, m.SnapshotAt, err = storeHead(storeDir); err != nil {
+		return m, err
+	}
+	m.StoreBytes = dirBytes(storeDir)
+	m.Machine = describeMachine(o.Dir)
+	sockDir, err := os.MkdirTemp("", "crewbench-")
+	if err != nil {
+		return m, err
+	}
+	defer os.RemoveAll(sockDir)
+	logFile := filepath.Join(o.Dir, "crewd-history.log")
+	for i := range o.Starts {
+		p, err := startCrewd(ctx, o.Crewd, o.Dir, sockDir, logFile)
+		if err != nil {
+			return m, err
+		}
+		mem, err := readMemory(p.cmd.Process.Pid)
+		m.Ready, m.RSS = append(m.Ready, p.ready), append(m.RSS, mem.rss)
+		fmt.Fprintf(progress, "history: start %d: ready in %s, RSS %s\n", i+1, fmtDur(p.ready), fmtBytes(mem.rss))
+		if err := errors.Join(err, p.stop()); err != nil {
+			return m, err
+		}
+	}
+	p, err := startCrewd(ctx, o.Crewd, o.Dir, sockDir, logFile)
+	if err != nil {
+		return m, err
+	}
+	defer p.stop()
+	stopWatch := p.watchMemory()
+	if m.Queries, err = timeQueries(ctx, p.admin, finishedRunSample(o.Runs, o.Active), o.Calls); err != nil {
+		return m, err
+	}
+	mem, err := readMemory(p.cmd.Process.Pid)
+	if err != nil {
+		return m, err
+	}
+	m.PeakServing = mem.hwm
+	n := o.Write
+	if n < 0 {
+		n = max(1, int(int64(m.SnapshotAt)+crewdSnapshotEvery-int64(m.Head)))
+	}
+	if n > 0 && o.Active > 0 {
+		fmt.Fprintf(progress, "history: writing %d events over the socket\n", n)
+		if m.Wrote, err = writeOverSocket(ctx, p, activeRuns(o.Runs, o.Active), n); err != nil {
+			return m, err
+		}
+	}
+	if err := p.stop(); err != nil {
+		return m, err
+	}
+	m.PeakWriting = stopWatch().hwm
+	_, m.SnapshotAfter, err = storeHead(storeDir)
+	return m, err
+}
+
+// storeHead reads the store's head and newest snapshot position (0: none).
+func storeHead(dir string) (head, snapshot uint64, err error) {
+	l, err := audit.Open(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer l.Close()
+	head, _ = l.Head()
+	if s, err := l.LatestSnapshot(); err == nil {
+		snapshot = s.Position
+	}
+	return head, snapshot, nil
+}
+
+// dirBytes is the size of the files under dir.
+func dirBytes(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// finishedRunSample is up to 50 finished runs spread over the history, the
+// oldest and the newest included.
+func finishedRunSample(runs, active int) []string {
+	finished := runs - active
+	n := min(finished, 50)
+	out := make([]string, 0, n)
+	for i := range n {
+		k := 0
+		if n > 1 {
+			k = i * (finished - 1) / (n - 1)
+		}
+		out = append(out, historyRunID(k))
+	}
+	return out
+}
+
+func activeRuns(runs, active int) []string {
+	out := make([]string, 0, active)
+	for k := runs - active; k < runs; k++ {
+		out = append(out, historyRunID(k))
+	}
+	return out
+}
+
+// dashboardQueries are what a dashboard asks about one run, as the admin.
+var dashboardQueries = []struct {
+	method string
+	params func(run string) map[string]any
+}{
+	{"query.run", func(run string) map[string]any { return map[string]any{"runId": run} }},
+	{"query.tasks", func(run string) map[string]any { return map[string]any{"runId": run, "limit": 100} }},
+	{"query.delegations", func(run string) map[string]any { return map[string]any{"runId": run, "limit": 100} }},
+	{"query.ledger", func(run string) map[string]any { return map[string]any{"runId": run, "limit": 100} }},
+	{"query.mailbox", func(run string) map[string]any {
+		return map[string]any{"runId": run, "taskId": "00_work", "limit": 100}
+	}},
+	{"msg.inbox", func(run string) map[string]any { return map[string]any{"runId": run} }},
+	{"query.slots", func(run string) map[string]any { return map[string]any{"runId": run} }},
+	{"events.since", func(run string) map[string]any { return map[string]any{"runId": run, "limit": 100} }},
+}
+
+// timeQueries calls every dashboard query calls times, the queries taking
+// turns and each call on the next run of the sample, one call at a time.
+func timeQueries(ctx context.Context, admin *client.Client, sample []string, calls int) ([]QueryLatency, error) {
+	if len(sample) == 0 {
+		return nil, nil
+	}
+	lat := make([][]time.Duration, len(dashboardQueries))
+	for i := range calls {
+		run := sample[i%len(sample)]
+		for q, dq := range dashboardQueries {
+			var res json.RawMessage
+			t := time.Now()
+			if err := admin.Call(ctx, dq.method, dq.params(run), &res); err != nil {
+				return nil, fmt.Errorf("bench: %s of %s: %w", dq.method, run, err)
+			}
+			lat[q] = append(lat[q], time.Since(t))
+		}
+	}
+	out := make([]QueryLatency, len(dashboardQueries))
+	for q, l := range lat {
+		slices.Sort(l)
+		out[q] = QueryLatency{Method: dashboardQueries[q].method, Calls: len(l), P50: percentile(l, 50),
+			P99: percentile(l, 99), Max: percentile(l, 100)}
+	}
+	return out, nil
+}
+
+// socketCycleEvents are the events of one delegation written over the
+// socket: requested, admitted, reserved, spawned, the result's
+// mailbox.appended and completed (no usage is reported, so no charge).
+const socketCycleEvents = 6
+
+// writeOverSocket has a worker of every task of the active runs delegate
+// (and the admin spawn and settle each grandchild) until about n events are
+// written, and returns how many were.
+func writeOverSocket(ctx context.Context, p *crewdProcess, runs []string, n int) (int, error) {
+	var cycles atomic.Int64
+	want := int64((n + socketCycleEvents - 1) / socketCycleEvents)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	issued := 0
+	for _, run := range runs {
+		for t := range historyTasks {
+			task := fmt.Sprintf("%02d_work", t)
+			var cred struct{ Token string }
+			if err := p.admin.Call(ctx, "credential.issue", map[string]any{"runId": run, "taskId": task}, &cred); err != nil {
+				return 0, fmt.Errorf("bench: credential for %s/%s: %w", run, task, err)
+			}
+			issued++
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := delegateUntil(ctx, p, run, task, cred.Token, &cycles, want)
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return issued + int(cycles.Load())*socketCycleEvents, errors.Join(errs...)
+}
+
+// delegateUntil is one worker's loop of writeOverSocket, with an admin
+// connection of its own for the runtime's side.
+func delegateUntil(ctx context.Context, p *crewdProcess, run, task, token string, cycles *atomic.Int64, want int64) error {
+	w, err := client.Dial(ctx, p.socket, client.Hello{RunID: run, TaskID: task, Token: token}, nil)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	rt, err := client.Dial(ctx, p.socket, client.Hello{Role: "admin", Token: p.token}, nil)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	for cycles.Add(1) <= want {
+		var res struct{ GrandchildTaskRef string }
+		if err := w.Call(ctx, "delegate.request", map[string]any{"prompt": "look again", "description": "explore",
+			"role": "analyst", "budgetTokens": 100}, &res); err != nil {
+			return err
+		}
+		sub := res.GrandchildTaskRef
+		if err := rt.Call(ctx, "delegate.spawned", map[string]any{"runId": run, "subId": sub, "pid": 4242}, nil); err != nil {
+			return err
+		}
+		if err := rt.Call(ctx, "delegate.settle", map[string]any{"runId": run, "subId": sub, "outcome": "ok",
+			"text": "nothing new"}, nil); err != nil {
+			return err
+		}
+	}
+	cycles.Add(-1) // the increment that ended the loop wrote nothing
+	return nil
+}
+
+func fmtBytes(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }

@@ -1,0 +1,70 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"time"
+)
+
+// HistoryReport is one `crewbench history`: the store written (Written is
+// zero when an existing store was measured) and crewd measured on it.
+type HistoryReport struct {
+	Events  int64
+	Runs    int
+	Active  int
+	Written HistoryStats
+	Measure HistoryMeasure
+}
+
+// WriteMarkdown prints the report: a summary line, a table of start-up and
+// memory, and one of the queries' latencies.
+func (r *HistoryReport) WriteMarkdown(w io.Writer) error {
+	m := r.Measure
+	fmt.Fprintf(w, "crewbench history: %d events (head %d) in %d runs, %d active; store %s; snapshot at %d\n",
+		r.Events, m.Head, r.Runs, r.Active, fmtBytes(m.StoreBytes), m.SnapshotAt)
+	if st := r.Written; st.Elapsed > 0 {
+		fmt.Fprintf(w, "written in %s: %.0f events/s, %d commands in %d groups (mean group %.1f)\n",
+			st.Elapsed.Round(time.Second), float64(st.Head)/st.Elapsed.Seconds(), st.Commands, st.Groups,
+			float64(st.Commands)/float64(max(st.Groups, 1)))
+	}
+	mc := m.Machine
+	fmt.Fprintf(w, "machine: %d × %s, %s, %s, %s\n\n", mc.NProc, mc.CPU, mc.Kernel, mc.FS, mc.GoVersion)
+	fmt.Fprintf(w, "| crewd | value |\n|---|---|\n")
+	fmt.Fprintf(w, "| ready (exec → first ping), median of %d starts | %s (%s) |\n", len(m.Ready),
+		fmtDur(medianDuration(m.Ready)), joinDurs(m.Ready))
+	rss := slices.Clone(m.RSS)
+	slices.Sort(rss)
+	if len(rss) > 0 {
+		fmt.Fprintf(w, "| RSS once ready, median | %s |\n", fmtBytes(rss[len(rss)/2]))
+	}
+	fmt.Fprintf(w, "| peak RSS (VmHWM) after start and the queries | %s |\n", fmtBytes(m.PeakServing))
+	snap := "no new snapshot"
+	if m.SnapshotAfter > m.SnapshotAt {
+		snap = fmt.Sprintf("snapshot at %d", m.SnapshotAfter)
+	}
+	fmt.Fprintf(w, "| peak RSS (VmHWM) after writing %d events over the socket (%s) | %s |\n\n", m.Wrote, snap,
+		fmtBytes(m.PeakWriting))
+	fmt.Fprintf(w, "| query of a finished run (admin, over the socket) | calls | p50 | p99 | max |\n|---|---:|---:|---:|---:|\n")
+	for _, q := range m.Queries {
+		fmt.Fprintf(w, "| `%s` | %d | %s | %s | %s |\n", q.Method, q.Calls, fmtDur(q.P50), fmtDur(q.P99), fmtDur(q.Max))
+	}
+	return nil
+}
+
+func medianDuration(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return percentile(s, 50)
+}
+
+func joinDurs(ds []time.Duration) string {
+	out := ""
+	for i, d := range ds {
+		if i > 0 {
+			out += ", "
+		}
+		out += fmtDur(d)
+	}
+	return out
+}
