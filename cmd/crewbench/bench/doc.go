@@ -33,4 +33,20 @@
 //
 // Simulate plays a crew against a running crewd over its socket (see its
 // documentation) and prints progress and a summary.
+//
+// # history
+//
+// WriteHistory writes a store of N events over R runs, A of them left
+// running, through commands.Engine in process with many concurrent
+// submitters (so groups are large): each run is set up with its tasks and
+// credentials, worked through delegations (admitted, spawned, settled with a
+// result message, some charged, some refused), asks, usage reports and
+// inbox messages, and completed unless it is one of the A. Every run gets an
+// equal share of the events and the remainder is written into the active
+// runs, so the store holds N events give or take one step of a run's work;
+// it verifies like any store crewd wrote. MeasureHistory then runs crewd on
+// it: exec → first answered ping, VmRSS once ready, the dashboard's queries
+// for finished runs over the socket (p50/p99), and VmHWM while it serves and
+// after writes that make it snapshot. It guarantees the store's shape, not
+// the numbers: they are this machine's on the day.
 package bench
