@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -74,4 +75,22 @@ func verifiedHistory(t *testing.T, dir string, head uint64) map[string]int {
 	require.NoError(t, it.Err())
 	require.NoError(t, it.Close())
 	return byType
+}
+
+func TestFinishedRunSample(t *testing.T) {
+	s := finishedRunSample(1000, 10)
+	require.Len(t, s, 50)
+	require.Equal(t, historyRunID(0), s[0], "the oldest run")
+	require.Equal(t, historyRunID(989), s[49], "the newest finished run")
+	require.NotContains(t, s, historyRunID(990), "an active run")
+	require.Equal(t, []string{historyRunID(0)}, finishedRunSample(3, 2))
+	require.Empty(t, finishedRunSample(2, 2))
+	require.Equal(t, []string{historyRunID(8), historyRunID(9)}, activeRuns(10, 2))
+}
+
+func TestReadMemory(t *testing.T) {
+	m, err := readMemory(os.Getpid())
+	require.NoError(t, err)
+	require.Positive(t, m.rss)
+	require.GreaterOrEqual(t, m.hwm, m.rss)
 }
