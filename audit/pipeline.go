@@ -35,23 +35,23 @@ type decoder struct {
 	done chan struct{} // closed when the reader has returned
 }
 
-// decode starts reading l from position 1; stopAt reports the first record
-// not to decode (nil: read to the durable head).
-func decode(l *eventlog.Log, stopAt func(r *eventlog.Event) bool) *decoder {
+// decode starts reading l from position from; stopAt reports the first
+// record not to decode (nil: read to the durable head).
+func decode(l *eventlog.Log, from uint64, stopAt func(r *eventlog.Event) bool) *decoder {
 	d := &decoder{
 		out:  make(chan *batch, batchesAhead),
 		free: make(chan *batch, batchesAhead+2),
 		quit: make(chan struct{}),
 		done: make(chan struct{}),
 	}
-	go d.run(l, stopAt)
+	go d.run(l, from, stopAt)
 	return d
 }
 
-func (d *decoder) run(l *eventlog.Log, stopAt func(r *eventlog.Event) bool) {
+func (d *decoder) run(l *eventlog.Log, from uint64, stopAt func(r *eventlog.Event) bool) {
 	defer close(d.done)
 	defer close(d.out)
-	it := l.Read(1)
+	it := l.Read(from)
 	dec := events.NewDecoder()
 	b := d.batch()
 	send := func() bool {

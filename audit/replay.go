@@ -41,6 +41,11 @@ type ReplayOptions struct {
 	// Progress, when set, is called now and then with the events folded
 	// and the number to fold.
 	Progress func(done, total uint64)
+	// From, when set, is a state already folded up to its Position (an
+	// earlier Replay's, say): Replay folds the events after it into it
+	// instead of starting from position 1. It is modified: pass a clone
+	// of a state you keep. The result is the same as a replay from 1.
+	From *projections.State
 }
 
 // Result is what Replay rebuilt.
@@ -76,6 +81,9 @@ const progressEvery = 1 << 14
 func Replay(l *eventlog.Log, o ReplayOptions) (*Result, error) {
 	head, _ := l.Head()
 	res := &Result{State: projections.New(), Head: head}
+	if o.From != nil {
+		res.State = o.From
+	}
 	total := head
 	if o.To > 0 && o.To < total {
 		total = o.To
@@ -85,7 +93,7 @@ func Replay(l *eventlog.Log, o ReplayOptions) (*Result, error) {
 		at = o.At.UnixNano()
 	}
 	ex := explainer{run: o.Run, res: res}
-	d := decode(l, func(r *eventlog.Event) bool {
+	d := decode(l, res.State.Position+1, func(r *eventlog.Event) bool {
 		return (o.To > 0 && r.Position > o.To) || (at != 0 && r.Time > at)
 	})
 	defer d.stop()

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/crewlog/crewlog/broker/wire"
@@ -49,6 +50,7 @@ type Server struct {
 	workers   int                      // authenticated worker connections, bounded by MaxConns-ReservedConns
 	pending   map[int]int              // peer pid → its connections that have not finished hello (MaxPendingPerPeer)
 	pacer     *pacer                   // per-credential request and replay rate (pacer.go)
+	resyncs   atomic.Uint64            // resync frames sent (Stats)
 
 	waits     waitHub        // task.waitStatus waiters, woken per task
 	outBudget outboundBudget // bytes held by every connection's outbound queue

@@ -200,6 +200,7 @@ func (sub *subscription) frame(seq uint64, r *eventlog.Event) ([]byte, error) {
 func (sub *subscription) resync() bool {
 	f, _ := wire.AppendFrame(nil, wire.Resync{FromSeq: sub.next}, sub.c.s.opts.MaxFrame)
 	if sub.c.out.pushControl(f) {
+		sub.c.s.resyncs.Add(1)
 		sub.c.s.lg.Debug("subscription overflow; resync sent", "conn", sub.c.seq, "runId", sub.runID,
 			"fromSeq", sub.next)
 	}

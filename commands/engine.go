@@ -63,6 +63,8 @@ type Options struct {
 	// the writer, so a full disk is met before Pebble fails (which would
 	// stop the engine).
 	Space SpaceGuard
+	// Observer, when set, is told about every group and snapshot (metrics).
+	Observer Observer
 
 	hooks *testHooks // crash points for tests; nil in production
 }
@@ -125,6 +127,7 @@ type Engine struct {
 	snapping atomic.Bool
 	lastSnap uint64
 	loadInfo projections.LoadInfo
+	rep      GroupReport // reused by report (writer only)
 }
 
 type pending struct {

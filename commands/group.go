@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
@@ -15,6 +16,8 @@ import (
 // group's events are not known to be durable: the caller fails stop, and
 // every request of the group is answered with that error.
 func (e *Engine) commit(group []*pending) error {
+	started := time.Now()
+	var appendTook time.Duration
 	w := e.work
 	seen := make(map[string]*pending, len(group))
 	writes := make([]eventlog.Write, 0, len(group))
@@ -117,7 +120,9 @@ func (e *Engine) commit(group []*pending) error {
 		return err
 	}
 	if len(writes) > 0 {
+		t := time.Now()
 		first, err := e.log.Append(writes...)
+		appendTook = time.Since(t)
 		if err != nil {
 			return err
 		}
@@ -166,6 +171,7 @@ func (e *Engine) commit(group []*pending) error {
 		projections.Apply(old.s, ev)
 	}
 	e.work = old
+	e.report(group, len(applied), started, appendTook)
 	e.maybeSnapshot()
 	return nil
 }

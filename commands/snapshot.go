@@ -1,6 +1,10 @@
 package commands
 
-import "github.com/crewlog/crewlog/projections"
+import (
+	"time"
+
+	"github.com/crewlog/crewlog/projections"
+)
 
 // maybeSnapshot starts a background snapshot when enough events have passed
 // since the last one. The state is cloned under the read lock (the writer
@@ -25,6 +29,10 @@ func (e *Engine) maybeSnapshot() {
 		}
 		if err != nil {
 			e.opts.Logger.Warn("snapshot not saved", "position", c.Position, "err", err)
+			return
+		}
+		if o := e.opts.Observer; o != nil {
+			o.Snapshotted(c.Position, len(b), time.Now())
 		}
 	}()
 }

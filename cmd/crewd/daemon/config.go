@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/crewlog/crewlog/broker/httpapi"
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/events"
@@ -77,6 +78,13 @@ type Config struct {
 	LogLevel  slog.Level
 	LogFormat string // "text" or "json"
 
+	// HTTPAddr is the dashboard API's address ("" turns HTTP off); HTTPAddrSet says it was given rather than
+	// defaulted (a default address in use only disables HTTP, with a warning). HTTPAllowRemote permits a
+	// non-loopback address.
+	HTTPAddr        string
+	HTTPAddrSet     bool
+	HTTPAllowRemote bool
+
 	// Warnings are problems that do not stop the daemon (an unreadable model catalog means an empty one); they
 	// are logged once the logger exists.
 	Warnings []string
@@ -128,6 +136,8 @@ var options = []option{
 	{"outbound-queue-cap", kindInt, "N", fmt.Sprintf("frames queued per connection before a subscriber is resynced, %d..%d", minOutboundQueueCap, maxOutboundQueueCap), fixed(strconv.Itoa(defaultOutboundQueueCap))},
 	{"min-free-mib", kindInt, "MIB", fmt.Sprintf("free space (MiB) the data directory's file system must keep: below it crewd does not start and answers writes disk-full; 0 disables, 0..%d", maxMinFreeMiB), fixed("256")},
 	{"open-timeout", kindDuration, "DURATION", "longest time opening the store and rebuilding the state may take before crewd exits 1; 0s: no limit", fixed("2m")},
+	{"http", kindString, "ADDR", "address of the dashboard and its read-only HTTP API (host:port); \"\" turns HTTP off", fixed(httpapi.DefaultAddr)},
+	{"http-allow-remote", kindBool, "[=BOOL]", "allow --http on a non-loopback address (the API then answers other machines; put TLS in front)", fixed("false")},
 	{"log-level", kindString, "LEVEL", "debug, info, warn or error", fixed("info")},
 	{"log-format", kindString, "FORMAT", "text or json (logs go to stderr)", fixed("text")},
 }
@@ -366,6 +376,15 @@ func Load(args []string, env Env) (Config, error) {
 		c.LogLevel = slog.LevelInfo
 	}
 	c.LogFormat = oneOf("log-format", "text", "json")
+	c.HTTPAllowRemote = boolean("http-allow-remote")
+	c.HTTPAddr, _ = str("http")
+	c.HTTPAddrSet = !strings.HasPrefix(vals["http"].src, "default ")
+	if c.HTTPAddr != "" {
+		_, src := str("http")
+		if err := httpapi.CheckAddr(c.HTTPAddr, c.HTTPAllowRemote); err != nil {
+			fail("%s: %v", src, err)
+		}
+	}
 
 	if len(errs) == 0 {
 		// The engine's own check as a backstop: it also vets the catalog's entries.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/crewlog/crewlog/broker"
+	"github.com/crewlog/crewlog/broker/httpapi"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
 )
@@ -144,8 +145,9 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	lg.Info("event log open", "dir", storeDir, "head", head)
 
 	engineConfig := cfg.Engine
+	metrics := httpapi.NewMetrics()
 	eng, err := interruptible(openCtx, "open the engine", func() (*commands.Engine, error) {
-		opts := commands.Options{Config: &engineConfig, Logger: lg.With("component", "engine")}
+		opts := commands.Options{Config: &engineConfig, Logger: lg.With("component", "engine"), Observer: metrics}
 		if cfg.MinFreeBytes > 0 {
 			opts.Space = space
 		}
@@ -184,8 +186,20 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	if err := srv.Listen(); err != nil {
 		return fmt.Errorf("daemon: %w", err)
 	}
+	web, err := startHTTP(cfg, eng, log, srv, metrics, Digest(token), lg)
+	if err != nil {
+		return err
+	}
+	if web != nil {
+		defer web.Close()
+	}
 	// NB: the socket line comes last: scripts and tests take it as the sign that crewd accepts connections.
-	fmt.Fprintf(stdout, "crewd: admin token file %s\ncrewd: socket %s\n", filepath.Join(cfg.DataDir, AdminTokenFile), srv.Addr())
+	fmt.Fprintf(stdout, "crewd: admin token file %s\n", filepath.Join(cfg.DataDir, AdminTokenFile))
+	if web != nil {
+		login, _ := web.LoginURL(0)
+		fmt.Fprintf(stdout, "crewd: dashboard %s\n", login)
+	}
+	fmt.Fprintf(stdout, "crewd: socket %s\n", srv.Addr())
 	catalog := "none"
 	if engineConfig.ModelCatalog != nil {
 		catalog = fmt.Sprintf("%d models", len(engineConfig.ModelCatalog))
@@ -211,6 +225,13 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 		case <-serveCtx.Done():
 		}
 	}()
+	if web != nil {
+		go func() {
+			if err := web.Serve(serveCtx); err != nil {
+				lg.Error("the dashboard's HTTP server stopped", "err", err)
+			}
+		}()
+	}
 	if err := srv.Serve(serveCtx); err != nil {
 		return fmt.Errorf("daemon: %w", err)
 	}

@@ -1,0 +1,25 @@
+package broker
+
+import (
+	"encoding/json"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// The socket's wire shapes, for crewlog's other read-only front end (package broker/httpapi): an event and a
+// message look the same over HTTP as in a team.event push and a msg.inbox answer.
+
+// AdminEventJSON renders a stored event as team.event data, as the admin sees it: every field, credential
+// digests removed (see renderEvent).
+func AdminEventJSON(r *eventlog.Event) (json.RawMessage, error) {
+	te, err := renderEvent(r, identity{role: events.RoleAdmin})
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(te)
+}
+
+// WireMessage is a mailbox message in msg.inbox's shape.
+func WireMessage(m projections.Message) any { return toWireMessage(m) }

@@ -1,0 +1,171 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/crewlog/crewlog/audit"
+	"github.com/crewlog/crewlog/broker"
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// Bounds of the events route.
+const (
+	maxTypeFilter = 64
+	maxTypeLen    = 128
+	// maxEventScan bounds the events one page looks at when a type filter matches little: the page then ends
+	// early with hasMore, and nextCursor continues after the last event looked at.
+	maxEventScan = 20000
+)
+
+type eventsResult struct {
+	Events     []json.RawMessage `json:"events"`
+	HasMore    bool              `json:"hasMore"`
+	NextCursor string            `json:"nextCursor,omitempty"`
+}
+
+// GET /api/v1/runs/{runId}/events?cursor=POSITION&type=…&limit=
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ principal) {
+	runID, e := runParam(r)
+	p := newParams(r.URL)
+	limit := int(p.uint("limit", 1, maxLimit, defaultLimit))
+	cursor := p.str("cursor", maxCursorLen)
+	types := typeSet(p.strs("type", maxTypeFilter, maxTypeLen))
+	if e == nil {
+		e = p.strict()
+	}
+	var after uint64
+	if e == nil && cursor != "" {
+		n, err := strconv.ParseUint(cursor, 10, 64)
+		if err != nil {
+			e = badCursor(cursor)
+		}
+		after = n
+	}
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	var (
+		head  uint64
+		found bool
+	)
+	s.opts.Engine.Read(func(st *projections.State) {
+		head = st.Position
+		_, found = st.Run(runID)
+	})
+	if !found {
+		writeError(w, noRun(runID))
+		return
+	}
+	from, err := versionAfter(s.opts.Log, runID, after)
+	if err != nil {
+		writeError(w, s.internal(r, err))
+		return
+	}
+	res := eventsResult{Events: []json.RawMessage{}}
+	it := s.opts.Log.ReadStream(runID, from)
+	defer it.Close()
+	var last uint64
+	for scanned := 0; it.Next(); scanned++ {
+		rec := it.Event()
+		if rec.Position > head {
+			break // not published yet
+		}
+		if len(res.Events) == limit || scanned == maxEventScan {
+			res.HasMore = true
+			break
+		}
+		last = rec.Position
+		if types != nil && !types[rec.Type] {
+			continue
+		}
+		b, err := eventJSON(rec)
+		if err != nil {
+			writeError(w, s.internal(r, err))
+			return
+		}
+		res.Events = append(res.Events, b)
+	}
+	if err := it.Close(); err != nil {
+		writeError(w, s.internal(r, err))
+		return
+	}
+	if res.HasMore {
+		res.NextCursor = strconv.FormatUint(last, 10)
+	}
+	writeJSON(w, res)
+}
+
+func typeSet(types []string) map[string]bool {
+	if len(types) == 0 {
+		return nil
+	}
+	m := make(map[string]bool, len(types))
+	for _, t := range types {
+		m[t] = true
+	}
+	return m
+}
+
+// eventJSON is the socket's team.event data for rec plus "meaning", the line crewctl replay prints for it.
+func eventJSON(rec *eventlog.Event) (json.RawMessage, error) {
+	b, err := broker.AdminEventJSON(rec)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := projections.FromLog(rec)
+	if err != nil {
+		return nil, err
+	}
+	meaning, _ := json.Marshal(audit.Describe(ev))
+	// NB: b is a JSON object: splice the field in before its closing brace.
+	out := make([]byte, 0, len(b)+len(meaning)+12)
+	out = append(out, b[:len(b)-1]...)
+	out = append(out, `,"meaning":`...)
+	out = append(out, meaning...)
+	return append(out, '}'), nil
+}
+
+// versionAfter is the first version of stream whose position is after pos (1 when pos is 0). Versions and
+// positions grow together, so an exponential then binary search over versions finds it in O(log n) reads.
+func versionAfter(l *eventlog.Log, stream string, pos uint64) (uint64, error) {
+	if pos == 0 {
+		return 1, nil
+	}
+	// posOf is the position of version v, or ok false past the end.
+	posOf := func(v uint64) (uint64, bool, error) {
+		it := l.ReadStream(stream, v)
+		defer it.Close()
+		if !it.Next() {
+			return 0, false, it.Close()
+		}
+		return it.Event().Position, true, nil
+	}
+	lo, hi := uint64(1), uint64(1) // the answer is in [lo, hi]
+	for {
+		p, ok, err := posOf(hi)
+		if err != nil {
+			return 0, err
+		}
+		if !ok || p > pos {
+			break
+		}
+		lo, hi = hi+1, hi*2
+	}
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		p, ok, err := posOf(mid)
+		if err != nil {
+			return 0, err
+		}
+		if !ok || p > pos {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo, nil
+}

@@ -1,0 +1,338 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/crewlog/crewlog/broker"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// A run's lists read the same projection queries as the socket's query.* methods, through Engine.Read, and copy
+// only the page inside the read (the writer waits at most for that), rendering outside it.
+
+// listPage is what a list read found: the items, the cursor of the first one left out ("" on the last page) and
+// the count of all.
+type listPage struct {
+	items any
+	next  string
+	total int
+}
+
+// runList parses the run id and the route's params (read, which must call p.page itself if it pages), then
+// answers {key: items, hasMore, nextCursor?, total} from list, run inside Engine.Read. An unknown run is 404, a
+// cursor the projection refuses is 400 bad-cursor.
+func (s *Server) runList(w http.ResponseWriter, r *http.Request, key string, read func(p *params),
+	list func(st *projections.State, runID string) (listPage, error)) {
+	runID, e := runParam(r)
+	if e == nil {
+		p := newParams(r.URL)
+		read(p)
+		e = p.strict()
+	}
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	var (
+		pg    listPage
+		err   error
+		found bool
+	)
+	s.opts.Engine.Read(func(st *projections.State) {
+		if _, found = st.Run(runID); found {
+			pg, err = list(st, runID)
+		}
+	})
+	var ae *apiError
+	switch {
+	case !found:
+		writeError(w, noRun(runID))
+	case errors.As(err, &ae):
+		writeError(w, ae)
+	case err != nil:
+		writeError(w, s.internal(r, err))
+	default:
+		res := map[string]any{key: pg.items, "hasMore": pg.next != "", "total": pg.total}
+		if pg.next != "" {
+			res["nextCursor"] = pg.next
+		}
+		writeJSON(w, res)
+	}
+}
+
+// cursorErr maps the projection's bad cursor to 400.
+func cursorErr(err error, cursor string) error {
+	if errors.Is(err, projections.ErrBadCursor) {
+		return badCursor(cursor)
+	}
+	return err
+}
+
+// taskItem is a task with its kind, which the socket's shape leaves out.
+type taskItem struct {
+	projections.Task
+	Kind string `json:"kind"`
+}
+
+// GET /api/v1/runs/{runId}/tasks?limit=&cursor=
+func (s *Server) handleTasks(w http.ResponseWriter, r *http.Request, _ principal) {
+	var (
+		limit  int
+		cursor string
+	)
+	s.runList(w, r, "tasks", func(p *params) { limit, cursor = p.page() },
+		func(st *projections.State, runID string) (listPage, error) {
+			pg, err := st.TasksPage(runID, projections.PageFilter{Limit: limit, Cursor: cursor})
+			if err != nil {
+				return listPage{}, cursorErr(err, cursor)
+			}
+			items := make([]taskItem, len(pg.Items))
+			for i, t := range pg.Items {
+				items[i] = taskOf(t)
+			}
+			return listPage{items: items, next: pg.NextCursor, total: pg.Total}, nil
+		})
+}
+
+func taskOf(t projections.Task) taskItem {
+	kind := events.TaskKindWorkflow
+	if t.Shadow() {
+		kind = events.TaskKindShadow
+	}
+	return taskItem{Task: t, Kind: kind}
+}
+
+// delegationItem is a delegation and whether it holds a slot of the pool now.
+type delegationItem struct {
+	projections.Delegation
+	HoldsSlot bool `json:"holdsSlot"`
+}
+
+// GET /api/v1/runs/{runId}/delegations?limit=&cursor=
+func (s *Server) handleDelegations(w http.ResponseWriter, r *http.Request, _ principal) {
+	var (
+		limit  int
+		cursor string
+	)
+	s.runList(w, r, "delegations", func(p *params) { limit, cursor = p.page() },
+		func(st *projections.State, runID string) (listPage, error) {
+			pg, err := st.DelegationsPage(runID, projections.PageFilter{Limit: limit, Cursor: cursor})
+			if err != nil {
+				return listPage{}, cursorErr(err, cursor)
+			}
+			items := make([]delegationItem, len(pg.Items))
+			for i, d := range pg.Items {
+				items[i] = delegationOf(st, d)
+			}
+			return listPage{items: items, next: pg.NextCursor, total: pg.Total}, nil
+		})
+}
+
+func delegationOf(st *projections.State, d projections.Delegation) delegationItem {
+	_, held := st.SlotHolder(d.SubID)
+	return delegationItem{Delegation: d, HoldsSlot: held}
+}
+
+// accountItem is a ledger account without its history, which GET …/ledger?taskId= pages.
+type accountItem struct {
+	RunID            string `json:"runId"`
+	TaskID           string `json:"taskId"`
+	TokensGranted    int64  `json:"tokensGranted"`
+	TokensSpent      int64  `json:"tokensSpent"`
+	Reserved         int64  `json:"reserved"`
+	Charged          int64  `json:"charged"`
+	Remaining        int64  `json:"remaining"`
+	ReservationCount int    `json:"reservationCount"`
+	ChargeCount      int    `json:"chargeCount"`
+}
+
+func accountOf(a projections.Account) accountItem {
+	return accountItem{RunID: a.RunID, TaskID: a.TaskID, TokensGranted: a.TokensGranted, TokensSpent: a.TokensSpent,
+		Reserved: a.Reserved, Charged: a.Charged, Remaining: a.TokensGranted - a.TokensSpent,
+		ReservationCount: len(a.Reservations), ChargeCount: len(a.Charges)}
+}
+
+type historyResult struct {
+	TaskID       string                    `json:"taskId"`
+	Reservations []projections.Reservation `json:"reservations"`
+	Charges      []projections.Charge      `json:"charges"`
+	HasMore      bool                      `json:"hasMore"`
+	NextCursor   string                    `json:"nextCursor,omitempty"`
+	Total        int                       `json:"total"`
+}
+
+// GET /api/v1/runs/{runId}/ledger?limit=&cursor= | ?taskId=T&limit=&cursor=
+func (s *Server) handleLedger(w http.ResponseWriter, r *http.Request, _ principal) {
+	var (
+		limit          int
+		cursor, taskID string
+	)
+	read := func(p *params) {
+		limit, cursor = p.page()
+		taskID = p.str("taskId", maxIDLen)
+	}
+	if r.URL.Query().Has("taskId") {
+		s.accountHistory(w, r, read, &taskID, &limit, &cursor)
+		return
+	}
+	s.runList(w, r, "accounts", read, func(st *projections.State, runID string) (listPage, error) {
+		pg, err := st.LedgerPage(runID, projections.PageFilter{Limit: limit, Cursor: cursor})
+		if err != nil {
+			return listPage{}, cursorErr(err, cursor)
+		}
+		items := make([]accountItem, len(pg.Items))
+		for i, a := range pg.Items {
+			items[i] = accountOf(a)
+		}
+		return listPage{items: items, next: pg.NextCursor, total: pg.Total}, nil
+	})
+}
+
+// accountHistory answers one account's reservations and charges, paged.
+func (s *Server) accountHistory(w http.ResponseWriter, r *http.Request, read func(p *params), taskID *string, limit *int, cursor *string) {
+	runID, e := runParam(r)
+	if e == nil {
+		p := newParams(r.URL)
+		read(p)
+		e = p.strict()
+	}
+	if e == nil && *taskID == "" {
+		e = badParams("taskId must not be empty")
+	}
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	var (
+		h            projections.LedgerHistory
+		found, hasAc bool
+		err          error
+	)
+	s.opts.Engine.Read(func(st *projections.State) {
+		if _, found = st.Run(runID); found {
+			h, hasAc, err = st.AccountHistory(runID, *taskID, projections.PageFilter{Limit: *limit, Cursor: *cursor})
+		}
+	})
+	switch {
+	case !found:
+		writeError(w, noRun(runID))
+	case err != nil && errors.Is(err, projections.ErrBadCursor):
+		writeError(w, badCursor(*cursor))
+	case err != nil:
+		writeError(w, s.internal(r, err))
+	case !hasAc:
+		writeError(w, notFound("task %q of run %q has no ledger account", *taskID, runID))
+	default:
+		writeJSON(w, historyResult{TaskID: *taskID, Reservations: nonNil(h.Reservations), Charges: nonNil(h.Charges),
+			HasMore: h.NextCursor != "", NextCursor: h.NextCursor, Total: h.Total})
+	}
+}
+
+// GET /api/v1/runs/{runId}/mailbox?taskId=&pending=&limit=&cursor=
+func (s *Server) handleMailbox(w http.ResponseWriter, r *http.Request, _ principal) {
+	var (
+		f   projections.MailboxFilter
+		box string
+	)
+	s.runList(w, r, "messages", func(p *params) {
+		box = p.str("taskId", maxIDLen)
+		f.Pending = p.bool("pending")
+		f.Limit, f.Cursor = p.page()
+	}, func(st *projections.State, runID string) (listPage, error) {
+		mp, err := st.Mailbox(runID, box, f)
+		if err != nil {
+			return listPage{}, cursorErr(err, f.Cursor)
+		}
+		items := make([]any, len(mp.Messages))
+		for i, m := range mp.Messages {
+			items[i] = broker.WireMessage(m)
+		}
+		return listPage{items: items, next: mp.NextCursor, total: mp.Total}, nil
+	})
+}
+
+// ordinalPage pages a list the projection returns whole: the cursor is the ordinal (base 36) of the next item to
+// look at, so it stays valid as items are added at the end. keep filters; total counts the items kept.
+func ordinalPage[T any](all []T, limit int, cursor string, keep func(T) bool) (listPage, error) {
+	start := 0
+	if cursor != "" {
+		c, err := strconv.ParseUint(cursor, 36, 32)
+		if err != nil || c > uint64(len(all)) {
+			return listPage{}, badCursor(cursor)
+		}
+		start = int(c)
+	}
+	items, total := make([]T, 0, min(limit, len(all)-start)), 0
+	next := ""
+	for i, it := range all {
+		if !keep(it) {
+			continue
+		}
+		total++
+		if i < start || next != "" {
+			continue
+		}
+		if len(items) == limit {
+			next = strconv.FormatUint(uint64(i), 36)
+			continue
+		}
+		items = append(items, it)
+	}
+	return listPage{items: items, next: next, total: total}, nil
+}
+
+// GET /api/v1/runs/{runId}/asks?pending=&limit=&cursor=
+func (s *Server) handleAsks(w http.ResponseWriter, r *http.Request, _ principal) {
+	var (
+		pending bool
+		limit   int
+		cursor  string
+	)
+	s.runList(w, r, "asks", func(p *params) {
+		pending = p.bool("pending")
+		limit, cursor = p.page()
+	}, func(st *projections.State, runID string) (listPage, error) {
+		return ordinalPage(st.Asks(runID), limit, cursor, func(a projections.Ask) bool {
+			return !pending || a.Status == projections.AskPending
+		})
+	})
+}
+
+type slotsResult struct {
+	Held     int          `json:"held"`
+	Capacity int          `json:"capacity"`
+	Holders  []slotHolder `json:"holders"`
+}
+
+type slotHolder struct {
+	SubID string `json:"subId"`
+	RunID string `json:"runId"`
+}
+
+// GET /api/v1/slots
+func (s *Server) handleSlots(w http.ResponseWriter, r *http.Request, _ principal) {
+	if e := newParams(r.URL).strict(); e != nil {
+		writeError(w, e)
+		return
+	}
+	var res slotsResult
+	s.opts.Engine.Read(func(st *projections.State) {
+		sl := st.Slots()
+		res = slotsResult{Held: sl.Held, Capacity: sl.Capacity, Holders: make([]slotHolder, 0, len(sl.SubIDs))}
+		for _, id := range sl.SubIDs {
+			run, _ := st.SlotHolder(id)
+			res.Holders = append(res.Holders, slotHolder{SubID: id, RunID: run})
+		}
+	})
+	writeJSON(w, res)
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

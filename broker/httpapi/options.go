@@ -1,0 +1,116 @@
+package httpapi
+
+import (
+	"errors"
+	"io/fs"
+	"log/slog"
+	"time"
+
+	"github.com/crewlog/crewlog/broker"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
+)
+
+// Defaults and bounds of Options.
+const (
+	// DefaultAddr is crewd's --http default: loopback only.
+	DefaultAddr = "127.0.0.1:7717"
+	// DefaultStreamBytes is one stream's outbound budget, as one socket connection's (broker.DefaultOutboundBytes).
+	DefaultStreamBytes = broker.DefaultOutboundBytes
+	// DefaultStreamGlobalBytes is the budget of every stream together.
+	DefaultStreamGlobalBytes = 256 << 20
+	// DefaultMaxStreams bounds open streams; DefaultMaxStreamsPerPrincipal those of one credential or session.
+	DefaultMaxStreams             = 512
+	DefaultMaxStreamsPerPrincipal = 64
+	// DefaultKeepAlive is the interval of the stream's comment lines, which keep proxies from closing it.
+	DefaultKeepAlive = 15 * time.Second
+	// DefaultMaxSessions bounds the login sessions kept; the oldest goes first.
+	DefaultMaxSessions = 1024
+	// SessionLifetime is how long a session cookie is honoured.
+	SessionLifetime = 7 * 24 * time.Hour
+	// LoginCodeLifetime is how long a login code minted by POST /api/v1/login is valid. The code printed at start
+	// is valid until it is used or crewd stops.
+	LoginCodeLifetime = 10 * time.Minute
+)
+
+// TokenChecker knows the read-only tokens. Valid reports whether a token with this sha-256 digest (lowercase hex)
+// is one, now: a revoked token is refused at its next request. It must be safe for concurrent use and cheap.
+type TokenChecker interface {
+	Valid(digest string) bool
+}
+
+// BrokerStats is the socket server's census, for metrics (implemented by *broker.Server).
+type BrokerStats interface {
+	Stats() broker.Stats
+}
+
+// Options configure a Server. Engine and Log are required; zero fields mean their defaults.
+type Options struct {
+	// Engine answers every query (Engine.Read) and is the readiness signal; Log is the log it writes, read by
+	// events, the stream, state?at and explain.
+	Engine *commands.Engine
+	Log    *eventlog.Log
+	// AdminDigest is the lowercase hex sha-256 of the admin token; empty: no admin bearer.
+	AdminDigest string
+	// ReadOnly knows the read-only tokens (nil: none).
+	ReadOnly TokenChecker
+	// UI is the dashboard's files, served at / (nil: a placeholder page). See package webui.
+	UI fs.FS
+	// AllowRemote lets Listen bind a non-loopback address. Without it Listen refuses one, and the handler refuses
+	// a request whose Host is not a loopback name (DNS rebinding).
+	AllowRemote bool
+	// Metrics, when set, is served at /metrics (see NewMetrics). Broker adds the socket's census to it.
+	Metrics *Metrics
+	Broker  BrokerStats
+	// Stream budgets and limits (see the Default constants).
+	StreamBytes            int
+	StreamGlobalBytes      int64
+	MaxStreams             int
+	MaxStreamsPerPrincipal int
+	KeepAlive              time.Duration
+	MaxSessions            int
+	// Now is the clock of sessions and login codes (default time.Now).
+	Now func() time.Time
+	// Logger gets failures at warn/error (default discard). It never receives a token, code or cookie.
+	Logger *slog.Logger
+}
+
+// validate reports every problem at once.
+func (o *Options) validate() error {
+	var errs []error
+	if o.Engine == nil {
+		errs = append(errs, errors.New("httpapi: Engine is required"))
+	}
+	if o.Log == nil {
+		errs = append(errs, errors.New("httpapi: Log is required"))
+	}
+	if o.StreamBytes < 0 || o.StreamGlobalBytes < 0 || o.MaxStreams < 0 || o.MaxStreamsPerPrincipal < 0 ||
+		o.KeepAlive < 0 || o.MaxSessions < 0 {
+		errs = append(errs, errors.New("httpapi: limits must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+func (o Options) withDefaults() Options {
+	o.StreamBytes = orDefault(o.StreamBytes, DefaultStreamBytes)
+	o.StreamGlobalBytes = orDefault(o.StreamGlobalBytes, DefaultStreamGlobalBytes)
+	o.MaxStreams = orDefault(o.MaxStreams, DefaultMaxStreams)
+	o.MaxStreamsPerPrincipal = orDefault(o.MaxStreamsPerPrincipal, DefaultMaxStreamsPerPrincipal)
+	o.KeepAlive = orDefault(o.KeepAlive, DefaultKeepAlive)
+	o.MaxSessions = orDefault(o.MaxSessions, DefaultMaxSessions)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,171 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/crewlog/crewlog/projections"
+)
+
+// maxSearchScan bounds the runs one page of a search (q) looks at: a search that matches little answers fewer
+// than limit runs with hasMore, rather than scanning the whole store in one request.
+const maxSearchScan = 5000
+
+// searchChunk is how many runs one read of a search takes: the writer never waits for more than one chunk.
+const searchChunk = 500
+
+// runItem is a run on the API: the socket's query.run shape plus the count of its delegations in flight.
+type runItem struct {
+	projections.Run
+	Usage             runUsage `json:"usage"`
+	ActiveDelegations int      `json:"activeDelegations"`
+}
+
+type runUsage struct {
+	Events    int64 `json:"events"`
+	MsgBytes  int64 `json:"msgBytes"`
+	SlotsHeld int   `json:"slotsHeld"`
+}
+
+func itemOf(st *projections.State, r projections.Run) runItem {
+	held := st.SlotsHeldBy(r.RunID)
+	return runItem{Run: r, Usage: runUsage{Events: r.Usage.Events, MsgBytes: r.Usage.MsgBytes, SlotsHeld: held},
+		ActiveDelegations: held}
+}
+
+type runsResult struct {
+	Runs       []runItem `json:"runs"`
+	HasMore    bool      `json:"hasMore"`
+	NextCursor string    `json:"nextCursor,omitempty"`
+}
+
+// runStatuses are the values status may take.
+var runStatuses = []projections.RunStatus{projections.RunQueued, projections.RunPlanning, projections.RunRunning,
+	projections.RunBlocked, projections.RunCompleted, projections.RunFailed, projections.RunCancelled}
+
+// GET /api/v1/runs?status=…&newest=true&q=…&limit=&cursor=
+func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal) {
+	p := newParams(r.URL)
+	var statuses []projections.RunStatus
+	for _, v := range p.strs("status", len(runStatuses), 32) {
+		st := projections.RunStatus(v)
+		if !containsStatus(runStatuses, st) {
+			p.fail(badParams("status %q is not a run status", v))
+		}
+		statuses = append(statuses, st)
+	}
+	newest := p.bool("newest")
+	q := strings.ToLower(p.str("q", maxIDLen))
+	limit, cursor := p.page()
+	if e := p.strict(); e != nil {
+		writeError(w, e)
+		return
+	}
+	res := runsResult{Runs: []runItem{}}
+	scanned := 0
+	for {
+		want := limit - len(res.Runs)
+		if q != "" {
+			want = min(want, searchChunk, maxSearchScan-scanned)
+		}
+		var (
+			page projections.RunPage
+			err  error
+		)
+		s.opts.Engine.Read(func(st *projections.State) {
+			page, err = st.Runs(projections.RunFilter{Statuses: statuses, Limit: want, Newest: newest, Cursor: cursor})
+			if err != nil {
+				return
+			}
+			for _, run := range page.Runs {
+				if q == "" || matches(run, q) {
+					res.Runs = append(res.Runs, itemOf(st, run))
+				}
+			}
+		})
+		if errors.Is(err, projections.ErrBadCursor) {
+			writeError(w, badCursor(cursor))
+			return
+		}
+		if err != nil {
+			writeError(w, s.internal(r, err))
+			return
+		}
+		scanned += len(page.Runs)
+		cursor = page.NextCursor
+		if cursor == "" || len(res.Runs) == limit || scanned >= maxSearchScan {
+			break
+		}
+	}
+	res.NextCursor, res.HasMore = cursor, cursor != ""
+	writeJSON(w, res)
+}
+
+func containsStatus(all []projections.RunStatus, st projections.RunStatus) bool {
+	for _, s := range all {
+		if s == st {
+			return true
+		}
+	}
+	return false
+}
+
+// matches is the run list's search: a case-insensitive substring of the run's id, team, workflow or goal.
+func matches(r projections.Run, q string) bool {
+	for _, f := range []string{r.RunID, r.Team, r.Workflow, r.Goal} {
+		if strings.Contains(strings.ToLower(f), q) {
+			return true
+		}
+	}
+	return false
+}
+
+type runResult struct {
+	runItem
+	Position uint64 `json:"position"`
+}
+
+// GET /api/v1/runs/{runId}
+func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, _ principal) {
+	runID, e := runParam(r)
+	if e == nil {
+		e = newParams(r.URL).strict()
+	}
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	var (
+		res runResult
+		ok  bool
+	)
+	s.opts.Engine.Read(func(st *projections.State) {
+		var run projections.Run
+		if run, ok = st.Run(runID); ok {
+			res = runResult{runItem: itemOf(st, run), Position: st.Position}
+		}
+	})
+	if !ok {
+		writeError(w, noRun(runID))
+		return
+	}
+	writeJSON(w, res)
+}
+
+// runParam is the path's run id.
+func runParam(r *http.Request) (string, *apiError) {
+	id := r.PathValue("runId")
+	if id == "" || len(id) > maxIDLen {
+		return "", badParams("runId must be 1..%d bytes", maxIDLen)
+	}
+	return id, nil
+}
+
+func noRun(runID string) *apiError { return notFound("no run %q", runID) }
+
+// internal logs err in full and answers a generic 500.
+func (s *Server) internal(r *http.Request, err error) *apiError {
+	s.opts.Logger.Error("httpapi: request failed", "path", r.URL.Path, "err", err)
+	return errorf(http.StatusInternalServerError, codeInternal, "internal error; the daemon's log says more")
+}

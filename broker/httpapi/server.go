@@ -1,0 +1,240 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Server is crewlog's read-only HTTP API, live stream, metrics and page, in front of one commands.Engine and its
+// eventlog.Log.
+//
+// Concurrency: every method is safe for concurrent use. Listen once, then Serve once; Close at any time. Handler
+// may be served by another http.Server (tests). Errors start with "httpapi: ".
+type Server struct {
+	opts     Options
+	handler  http.Handler
+	sessions *secrets
+	codes    *secrets
+	streams  streamLimits
+	states   stateCache
+	issuers  issuerCache
+
+	mu       sync.Mutex
+	ln       net.Listener
+	hs       *http.Server
+	baseURL  string
+	loopback bool          // the listener is on a loopback address: check Host
+	quit     chan struct{} // closed by Close: ends every stream
+	closed   bool
+}
+
+// New returns a server for opts. It does not listen: call Listen, then Serve (or serve Handler yourself).
+func New(opts Options) (*Server, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	o := opts.withDefaults()
+	s := &Server{
+		opts: o, sessions: newSecrets(o.MaxSessions), codes: newSecrets(maxLoginCodes),
+		quit: make(chan struct{}), loopback: !o.AllowRemote,
+	}
+	s.streams.init(o)
+	s.streams.hub.init(s)
+	s.streams.hub.start()
+	s.states.init()
+	s.issuers.init()
+	if o.Metrics != nil {
+		o.Metrics.attach(s)
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler is the server's http.Handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// CheckAddr reports whether addr is a host:port the server may listen on: a loopback host, or any with
+// allowRemote. An empty host (":7717") means every interface, so it needs allowRemote too.
+func CheckAddr(addr string, allowRemote bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %w", addr, err)
+	}
+	if !allowRemote && !loopbackHost(host) {
+		return fmt.Errorf("%q is not a loopback address; the dashboard API would be reachable from other machines: "+
+			"pass --http-allow-remote to mean it", addr)
+	}
+	return nil
+}
+
+// Listen binds addr (host:port; port 0 picks one). A non-loopback address is refused unless AllowRemote.
+func (s *Server) Listen(addr string) error {
+	if err := CheckAddr(addr, s.opts.AllowRemote); err != nil {
+		return fmt.Errorf("httpapi: %w", err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("httpapi: listen: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		ln.Close()
+		return errors.New("httpapi: closed")
+	}
+	s.ln = ln
+	a := ln.Addr().(*net.TCPAddr)
+	h := a.IP.String()
+	if a.IP.IsUnspecified() {
+		h = "127.0.0.1"
+	}
+	s.baseURL = "http://" + net.JoinHostPort(h, fmt.Sprint(a.Port))
+	s.hs = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          nil,
+	}
+	return nil
+}
+
+// BaseURL is http://host:port of the listener ("" before Listen).
+func (s *Server) BaseURL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.baseURL
+}
+
+// Serve serves until ctx ends or Close is called; it returns nil on such a stop.
+func (s *Server) Serve(ctx context.Context) error {
+	s.mu.Lock()
+	hs, ln := s.hs, s.ln
+	s.mu.Unlock()
+	if hs == nil {
+		return errors.New("httpapi: Serve before a successful Listen")
+	}
+	stop := context.AfterFunc(ctx, func() { s.Close() })
+	defer stop()
+	err := hs.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return fmt.Errorf("httpapi: serve: %w", err)
+}
+
+// Close ends every stream and stops the listener; requests in progress get 2 s to finish.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.quit)
+	hs := s.hs
+	s.mu.Unlock()
+	if hs == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(ctx); err != nil {
+		hs.Close()
+	}
+	return nil
+}
+
+// loopbackHost reports whether host (no port) names the loopback interface.
+func loopbackHost(host string) bool {
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// hostAllowed is the DNS-rebinding check: on a loopback listener the Host header must name loopback too.
+func (s *Server) hostAllowed(r *http.Request) bool {
+	if !s.loopback {
+		return true
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return loopbackHost(host)
+}
+
+// authed is a route that needs a principal.
+type authed func(w http.ResponseWriter, r *http.Request, p principal)
+
+// routes is the whole URL space (docs/dashboard-api.md).
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	api := func(pattern string, h authed) {
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			p, e := s.authenticate(r)
+			if e != nil {
+				writeError(w, e)
+				return
+			}
+			h(w, r, p)
+		})
+	}
+	get := func(pattern string, h authed) {
+		api(pattern, func(w http.ResponseWriter, r *http.Request, p principal) {
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				writeError(w, errorf(http.StatusMethodNotAllowed, codeMethod, "%s %s: the API is read-only; use GET", r.Method, r.URL.Path))
+				return
+			}
+			h(w, r, p)
+		})
+	}
+	get("/api/v1/runs", s.handleRuns)
+	get("/api/v1/runs/{runId}", s.handleRun)
+	get("/api/v1/runs/{runId}/tasks", s.handleTasks)
+	get("/api/v1/runs/{runId}/delegations", s.handleDelegations)
+	get("/api/v1/runs/{runId}/ledger", s.handleLedger)
+	get("/api/v1/runs/{runId}/mailbox", s.handleMailbox)
+	get("/api/v1/runs/{runId}/asks", s.handleAsks)
+	get("/api/v1/runs/{runId}/credentials", s.handleCredentials)
+	get("/api/v1/runs/{runId}/events", s.handleEvents)
+	get("/api/v1/runs/{runId}/state", s.handleState)
+	get("/api/v1/slots", s.handleSlots)
+	get("/api/v1/events/{position}/explain", s.handleExplain)
+	get("/api/v1/stream", s.handleStream)
+	api("/api/v1/login", s.handleNewLogin)
+	api("/api/", func(w http.ResponseWriter, r *http.Request, _ principal) {
+		writeError(w, notFound("no route %s", r.URL.Path))
+	})
+	get("/metrics", s.handleMetrics)
+	mux.HandleFunc("/healthz", s.handleHealthz)
+	mux.HandleFunc("/readyz", s.handleReadyz)
+	mux.HandleFunc("/login", s.handleLogin)
+	mux.Handle("/", s.uiHandler())
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.hostAllowed(r) {
+			writeError(w, errorf(http.StatusForbidden, codeForbidden, "Host %q is not a loopback name; crewd serves this "+
+				"address to local clients only", r.Host))
+			return
+		}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.opts.Logger.Error("httpapi: handler panicked", "path", r.URL.Path, "panic", v)
+				writeError(w, errorf(http.StatusInternalServerError, codeInternal, "internal error"))
+			}
+		}()
+		mux.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,289 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// Stream pacing and bounds.
+const (
+	// streamWriteTimeout bounds one write to a stream's client: one that reads nothing for that long is gone.
+	streamWriteTimeout = 10 * time.Second
+	// streamBatchBytes bounds the frames one write carries (at least one frame).
+	streamBatchBytes = 256 << 10
+	// streamCoalesce is the least time between two writes to one stream: a dashboard gets its events in batches
+	// of up to this age, and 50 dashboards cost the daemon a few hundred writes a second, not one per commit each.
+	streamCoalesce = 100 * time.Millisecond
+	// catchUpEvents bounds the events one read of a catch-up takes from the log.
+	catchUpEvents = 256
+)
+
+// streamLimits counts open streams, in total and per principal.
+type streamLimits struct {
+	mu          sync.Mutex
+	total       int
+	per         map[string]int
+	max, maxPer int
+	resyncs     atomic.Uint64
+	hub         hub
+}
+
+func (l *streamLimits) init(o Options) {
+	l.per = make(map[string]int)
+	l.max, l.maxPer = o.MaxStreams, o.MaxStreamsPerPrincipal
+}
+
+func (l *streamLimits) acquire(key string) *apiError {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.total >= l.max {
+		return errorf(http.StatusTooManyRequests, codeTooManyStreams, "too many open streams (limit %d)", l.max)
+	}
+	if l.per[key] >= l.maxPer {
+		return errorf(http.StatusTooManyRequests, codeTooManyStreams, "too many open streams for this credential (limit %d)", l.maxPer)
+	}
+	l.total++
+	l.per[key]++
+	return nil
+}
+
+func (l *streamLimits) release(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.total--
+	if l.per[key]--; l.per[key] <= 0 {
+		delete(l.per, key)
+	}
+}
+
+// open is the number of open streams.
+func (l *streamLimits) open() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.total
+}
+
+type helloData struct {
+	Head uint64 `json:"head"`
+	Run  string `json:"run,omitempty"`
+	// After is the position the stream starts after.
+	After uint64 `json:"after"`
+}
+
+// GET /api/v1/stream?run=ID&type=T…&after=POSITION (or Last-Event-ID: POSITION)
+func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, pr principal) {
+	p := newParams(r.URL)
+	runID := p.str("run", maxIDLen)
+	types := typeSet(p.strs("type", maxTypeFilter, maxTypeLen))
+	afterParam := p.str("after", 20)
+	if e := p.strict(); e != nil {
+		writeError(w, e)
+		return
+	}
+	head := s.opts.Engine.Head()
+	after := head
+	for _, v := range []string{afterParam, r.Header.Get("Last-Event-ID")} {
+		if v == "" {
+			continue
+		}
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			writeError(w, badParams("after and Last-Event-ID must be a log position, got %q", v))
+			return
+		}
+		after = min(n, head)
+	}
+	if runID != "" {
+		var found bool
+		s.opts.Engine.Read(func(st *projections.State) { _, found = st.Run(runID) })
+		if !found {
+			writeError(w, noRun(runID))
+			return
+		}
+	}
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, errorf(http.StatusInternalServerError, codeInternal, "streaming is not supported here"))
+		return
+	}
+	if e := s.streams.acquire(pr.key); e != nil {
+		writeError(w, e)
+		return
+	}
+	defer s.streams.release(pr.key)
+	h := &s.streams.hub
+	h.join()
+	defer h.leave()
+
+	st := &sseStream{s: s, w: w, fl: fl, rc: http.NewResponseController(w), run: runID, types: types, cursor: after}
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	hello, _ := jsonBytes(helloData{Head: head, Run: runID, After: after})
+	if !st.write([]byte("retry: 2000\n\n"), []byte("event: hello\ndata: "+string(hello)+"\n\n")) {
+		return
+	}
+	st.serve(r)
+}
+
+// sseStream is one client's stream: its filter, its cursor (the last position sent or skipped) and its writes.
+type sseStream struct {
+	s     *Server
+	w     http.ResponseWriter
+	fl    http.Flusher
+	rc    *http.ResponseController
+	run   string
+	types map[string]bool
+	// cursor is the last position delivered or filtered out: the stream resumes after it.
+	cursor uint64
+	// live is set once the stream reads from the hub's ring; from then on falling out of it is a resync.
+	live bool
+}
+
+func (st *sseStream) keep(run, typ string) bool {
+	return (st.run == "" || run == st.run) && (st.types == nil || st.types[typ])
+}
+
+// serve writes events until the client goes, the server closes, or a resync ends the stream.
+func (st *sseStream) serve(r *http.Request) {
+	s, h := st.s, &st.s.streams.hub
+	keepAlive := time.NewTicker(s.opts.KeepAlive)
+	defer keepAlive.Stop()
+	var lastWrite time.Time
+	for {
+		frames, next, lag, wait, inRing := h.take(st.cursor, st.keep, streamBatchBytes)
+		switch {
+		case !inRing && st.live:
+			st.resync("the stream fell out of the server's buffer")
+			return
+		case !inRing:
+			// Older than the ring: read the log directly (a resumed or long-behind stream).
+			ok, err := st.catchUp(h)
+			if err != nil {
+				s.opts.Logger.Error("httpapi: stream catch-up failed; sending resync", "err", err)
+				st.resync("the server could not read the log")
+				return
+			}
+			if !ok {
+				return
+			}
+			continue
+		case lag > uint64(s.opts.StreamBytes):
+			st.resync("client fell behind its byte budget")
+			return
+		}
+		st.live = true
+		if len(frames) > 0 {
+			if wait := streamCoalesce - time.Since(lastWrite); wait > 0 {
+				// NB: pacing, not synchronisation: batch what arrives in the meantime into fewer writes.
+				select {
+				case <-time.After(wait):
+				case <-r.Context().Done():
+					return
+				case <-s.quit:
+					return
+				}
+				continue // take again: more may have arrived
+			}
+			if !st.write(frames...) {
+				return
+			}
+			lastWrite = time.Now()
+		}
+		st.cursor = next
+		if len(frames) > 0 {
+			continue // the batch may have stopped at streamBatchBytes
+		}
+		select {
+		case <-wait:
+		case <-keepAlive.C:
+			if !st.write([]byte(": keep-alive\n\n")) {
+				return
+			}
+		case <-r.Context().Done():
+			return
+		case <-s.quit:
+			return
+		}
+	}
+}
+
+// catchUp sends, from the log, up to catchUpEvents events after the cursor that the ring does not hold; false
+// means the client is gone.
+func (st *sseStream) catchUp(h *hub) (bool, error) {
+	head := st.s.opts.Engine.Head()
+	var it *eventlog.Iterator
+	if st.run != "" {
+		from, err := versionAfter(st.s.opts.Log, st.run, st.cursor)
+		if err != nil {
+			return false, err
+		}
+		it = st.s.opts.Log.ReadStream(st.run, from)
+	} else {
+		it = st.s.opts.Log.Read(st.cursor + 1)
+	}
+	defer it.Close()
+	var frames [][]byte
+	next, n := st.cursor, 0
+	for n < catchUpEvents && it.Next() {
+		rec := it.Event()
+		if rec.Position > head {
+			break
+		}
+		n++
+		next = rec.Position
+		if !st.keep(rec.Stream, rec.Type) {
+			continue
+		}
+		f, err := eventFrame(rec)
+		if err != nil {
+			return false, err
+		}
+		frames = append(frames, f)
+	}
+	if err := it.Close(); err != nil {
+		return false, err
+	}
+	if n == 0 {
+		// Nothing in the log after the cursor up to the head: the ring starts later only because the hub has not
+		// read those events yet (or the run has none after the cursor): jump to the head.
+		next = max(st.cursor, head)
+		h.mu.Lock()
+		if next+1 < h.first {
+			next = h.first - 1
+		}
+		h.mu.Unlock()
+	}
+	if len(frames) > 0 && !st.write(frames...) {
+		return false, nil
+	}
+	st.cursor = next
+	return true, nil
+}
+
+// write sends frames and flushes; false means the client is gone (or stalled past streamWriteTimeout).
+func (st *sseStream) write(frames ...[]byte) bool {
+	st.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	for _, f := range frames {
+		if _, err := st.w.Write(f); err != nil {
+			return false
+		}
+	}
+	return st.rc.Flush() == nil
+}
+
+// resync sends the one resync event; the stream then ends.
+func (st *sseStream) resync(reason string) {
+	st.s.streams.resyncs.Add(1)
+	data, _ := jsonBytes(map[string]any{"fromPosition": st.cursor + 1, "reason": reason})
+	st.write([]byte(fmt.Sprintf("event: resync\ndata: %s\n\n", data)))
+}

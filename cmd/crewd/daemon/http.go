@@ -1,0 +1,42 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"syscall"
+
+	"github.com/crewlog/crewlog/broker"
+	"github.com/crewlog/crewlog/broker/httpapi"
+	"github.com/crewlog/crewlog/broker/httpapi/webui"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
+)
+
+// startHTTP makes the dashboard's HTTP server and binds cfg.HTTPAddr; nil when HTTP is off. A default address
+// that is already in use (another crewd, say) turns HTTP off with a warning; an address given explicitly that
+// cannot be bound stops the start.
+func startHTTP(cfg Config, eng *commands.Engine, log *eventlog.Log, srv *broker.Server, metrics *httpapi.Metrics,
+	adminDigest string, lg *slog.Logger) (*httpapi.Server, error) {
+	if cfg.HTTPAddr == "" {
+		return nil, nil
+	}
+	hl := lg.With("component", "http")
+	web, err := httpapi.New(httpapi.Options{
+		Engine: eng, Log: log, AdminDigest: adminDigest, UI: webui.FS(), AllowRemote: cfg.HTTPAllowRemote,
+		ReadOnly: NewReadOnlyTokens(cfg.DataDir, func(err error) { hl.Warn("read-only tokens unreadable; none accepted", "err", err) }),
+		Metrics:  metrics, Broker: srv, Logger: hl,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	if err := web.Listen(cfg.HTTPAddr); err != nil {
+		web.Close()
+		if !cfg.HTTPAddrSet && errors.Is(err, syscall.EADDRINUSE) {
+			lg.Warn("the dashboard's default address is in use; serving without HTTP (pass --http ADDR)", "addr", cfg.HTTPAddr)
+			return nil, nil
+		}
+		return nil, fmt.Errorf("daemon: --http: %w", err)
+	}
+	return web, nil
+}

@@ -1,0 +1,64 @@
+package commands
+
+import "time"
+
+// Observer is told what the writer did, for metrics. Its methods run on the writer's goroutine (Committed) or
+// the snapshot goroutine (Snapshotted), after the group's answers are sent: they must be quick and must not call
+// the engine. The report and its slices are reused: copy what you keep.
+type Observer interface {
+	Committed(g *GroupReport)
+	Snapshotted(position uint64, bytes int, at time.Time)
+}
+
+// GroupReport is one decided group.
+type GroupReport struct {
+	// Commands are the group's commands in order, with their outcomes.
+	Commands []CommandReport
+	// Events is how many events the group appended.
+	Events int
+	// Head is the last durable position after the group.
+	Head uint64
+	// Commit is the time from taking the group to answering it; Append the time of the synced append alone
+	// (zero when the group wrote nothing).
+	Commit, Append time.Duration
+}
+
+// Outcomes of a command in a GroupReport.
+const (
+	OutcomeAdmitted = "admitted" // decided and accepted (or a recorded acceptance replayed)
+	OutcomeRejected = "rejected" // a typed rejection; Reason says which
+	OutcomeError    = "error"    // not decided: a bug or an engine failure
+)
+
+// CommandReport is one command's method and outcome; Reason is the rejection's reason (its code when it has
+// none).
+type CommandReport struct {
+	Method  string
+	Outcome string
+	Reason  string
+}
+
+// report fills e.rep for group and hands it to the observer.
+func (e *Engine) report(group []*pending, evs int, started time.Time, appendTook time.Duration) {
+	o := e.opts.Observer
+	if o == nil {
+		return
+	}
+	r := &e.rep
+	r.Commands = r.Commands[:0]
+	for _, p := range group {
+		c := CommandReport{Method: p.req.Command.Kind(), Outcome: OutcomeAdmitted}
+		switch {
+		case p.err != nil:
+			c.Outcome = OutcomeError
+		case p.reply.Rejected != nil:
+			c.Outcome, c.Reason = OutcomeRejected, p.reply.Rejected.Reason
+			if c.Reason == "" {
+				c.Reason = p.reply.Rejected.Code
+			}
+		}
+		r.Commands = append(r.Commands, c)
+	}
+	r.Events, r.Head, r.Commit, r.Append = evs, e.next-1, time.Since(started), appendTook
+	o.Committed(r)
+}
