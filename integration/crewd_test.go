@@ -100,7 +100,8 @@ func (d *daemon) start() {
 	logs, err := os.OpenFile(filepath.Join(filepath.Dir(d.data), "crewd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	require.NoError(d.t, err)
 	d.logs = logs
-	args := append([]string{"--data", d.data, "--socket", d.socket, "--log-level", "warn"}, d.args...)
+	// NB: port 0: tests run many daemons at once, and the default port would go to the first of them only.
+	args := append([]string{"--data", d.data, "--socket", d.socket, "--log-level", "warn", "--http", "127.0.0.1:0"}, d.args...)
 	cmd := exec.Command(d.bin, args...)
 	if d.cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: d.cred}

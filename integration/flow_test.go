@@ -106,7 +106,10 @@ func TestDelegateFlow(t *testing.T) {
 	t.Cleanup(d.cleanup)
 	d.start()
 
-	require.Equal(t, []string{"crewd: admin token file " + filepath.Join(d.data, "admin.token"), "crewd: socket " + d.socket}, d.printed)
+	require.Len(t, d.printed, 3)
+	require.Equal(t, "crewd: admin token file "+filepath.Join(d.data, "admin.token"), d.printed[0])
+	require.Regexp(t, `^crewd: dashboard http://127\.0\.0\.1:[0-9]+/login\?code=[A-Za-z0-9_-]{22}$`, d.printed[1])
+	require.Equal(t, "crewd: socket "+d.socket, d.printed[2])
 	require.NotContains(t, strings.Join(d.printed, "\n"), d.adminToken(), "the token itself is never printed")
 	c := newCrew(ctx, t, d, "P")
 	worker := d.mustDial(ctx, c.workers["P"])

@@ -171,6 +171,8 @@ func (h *hub) join() uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.streams++
+	close(h.notify) // NB: a spurious wake-up for the streams; lets a test wait for a join
+	h.notify = make(chan struct{})
 	return h.first
 }
 

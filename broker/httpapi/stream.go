@@ -119,10 +119,12 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, pr princip
 	}
 	defer s.streams.release(pr.key)
 	h := &s.streams.hub
-	h.join()
+	first := h.join()
 	defer h.leave()
 
-	st := &sseStream{s: s, w: w, fl: fl, rc: http.NewResponseController(w), run: runID, types: types, cursor: after}
+	// A stream that starts inside the ring is live at once; an older start catches up from the log first.
+	st := &sseStream{s: s, w: w, fl: fl, rc: http.NewResponseController(w), run: runID, types: types, cursor: after,
+		live: after+1 >= first}
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-store")

@@ -66,6 +66,8 @@ Live (asks crewd over its socket with the admin token):
 Live, writing (with the admin token):
   cancel
 Either: backup (a checkpoint through crewd when it answers, else offline)
+Either, writing <data>/readonly.tokens: token create --read-only, token list,
+  token revoke (read-only tokens of the dashboard's HTTP API)
 
 Exit codes: 0 ok, 1 problem found (corruption, broken invariant, policy
 drift, differences), 2 usage error, 3 cannot open the store or reach crewd.`,
@@ -81,7 +83,7 @@ drift, differences), 2 usage error, 3 cannot open the store or reach crewd.`,
 	pf.BoolVar(&a.json, "json", false, "print JSON for scripts instead of text")
 	root.AddCommand(a.replayCmd(), a.verifyCmd(), a.backupCmd(), a.restoreCmd(),
 		a.runsCmd(), a.showCmd(), a.tasksCmd(), a.delegationsCmd(), a.ledgerCmd(), a.slotsCmd(), a.eventsCmd(),
-		a.cancelCmd(), a.migrateCmd(), a.importCmd())
+		a.cancelCmd(), a.migrateCmd(), a.importCmd(), a.tokenCmd())
 	return root
 }
 

@@ -1,0 +1,447 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/events"
+)
+
+var (
+	budgetRun = "/api/v1/runs/" + audittest.RunBudget
+	livePath  = "/api/v1/runs/" + liveRun
+)
+
+// pagedRoutes are the lists that page by cursor, with the key holding their items.
+var pagedRoutes = []struct{ path, key string }{
+	{"/api/v1/runs", "runs"},
+	{budgetRun + "/tasks", "tasks"},
+	{budgetRun + "/delegations", "delegations"},
+	{budgetRun + "/ledger", "accounts"},
+	{budgetRun + "/ledger?taskId=01_build", "reservations"},
+	{budgetRun + "/mailbox?taskId=01_build", "messages"},
+	{livePath + "/asks", "asks"},
+	{livePath + "/credentials", "credentials"},
+	{budgetRun + "/events", "events"},
+}
+
+// everyRoute is one GET of each route, for the refusals every route must give.
+var everyRoute = []string{
+	"/api/v1/runs", budgetRun, budgetRun + "/tasks", budgetRun + "/delegations", budgetRun + "/ledger",
+	budgetRun + "/mailbox", budgetRun + "/asks", budgetRun + "/credentials", budgetRun + "/events",
+	budgetRun + "/state?at=5", "/api/v1/slots", "/api/v1/events/3/explain", "/api/v1/stream", "/metrics",
+}
+
+func with(path, query string) string {
+	if strings.Contains(path, "?") {
+		return path + "&" + query
+	}
+	return path + "?" + query
+}
+
+func TestRouteShapes(t *testing.T) {
+	f := newFixture(t, Options{Metrics: NewMetrics()})
+
+	runs := f.ok("/api/v1/runs")["runs"].([]any)
+	require.Len(t, runs, 3)
+	first := runs[0].(map[string]any)
+	for _, k := range []string{"runId", "team", "goal", "status", "budgetUsed", "createdAt", "usage", "activeDelegations"} {
+		require.Contains(t, first, k)
+	}
+	require.Equal(t, audittest.RunBudget, first["runId"])
+	require.Equal(t, 100000.0, first["budgetTotal"])
+
+	run := f.ok(budgetRun)
+	require.Equal(t, "completed", run["status"])
+	require.Equal(t, float64(head(f)), run["position"])
+
+	tasks := f.ok(budgetRun + "/tasks")
+	require.Equal(t, false, tasks["hasMore"])
+	kinds := map[string]string{}
+	for _, it := range tasks["tasks"].([]any) {
+		task := it.(map[string]any)
+		kinds[task["id"].(string)] = task["kind"].(string)
+	}
+	require.Equal(t, "workflow", kinds["01_build"])
+	require.Equal(t, "shadow", kinds["gc-00000001"], "shadow tasks are listed, marked")
+
+	dels := f.ok(budgetRun + "/delegations")["delegations"].([]any)
+	d := dels[0].(map[string]any)
+	require.Equal(t, "gc-00000001", d["subId"])
+	require.Equal(t, "completed", d["status"])
+	require.Equal(t, false, d["holdsSlot"])
+
+	acc := f.ok(budgetRun + "/ledger")["accounts"].([]any)[0].(map[string]any)
+	require.Equal(t, "01_build", acc["taskId"])
+	require.Equal(t, acc["tokensGranted"].(float64)-acc["tokensSpent"].(float64), acc["remaining"])
+	require.NotContains(t, acc, "reservations", "the list leaves the history out")
+	hist := f.ok(budgetRun + "/ledger?taskId=01_build")
+	require.NotEmpty(t, hist["reservations"])
+	require.NotEmpty(t, hist["charges"], "01_build's first delegation used more than it reserved")
+	f.fails(budgetRun+"/ledger?taskId=nobody", http.StatusNotFound, codeNotFound)
+
+	msgs := f.ok(budgetRun + "/mailbox?taskId=01_build")["messages"].([]any)
+	require.NotEmpty(t, msgs)
+	require.Contains(t, msgs[0].(map[string]any), "kind")
+
+	creds := f.ok(budgetRun + "/credentials")["credentials"].([]any)
+	require.Empty(t, creds, "the scenario issues no credential")
+
+	evs := f.ok(budgetRun + "/events?type=delegate.rejected")["events"].([]any)
+	require.Len(t, evs, 4)
+	ev := evs[0].(map[string]any)
+	require.Equal(t, "delegate.rejected", ev["type"])
+	require.Equal(t, "slots-exhausted", ev["data"].(map[string]any)["reason"])
+	require.Contains(t, ev["meaning"], "slots-exhausted")
+	require.Contains(t, ev["metadata"], "position")
+
+	slots := f.ok("/api/v1/slots")
+	require.Equal(t, 3.0, slots["capacity"])
+	require.Equal(t, []any{}, slots["holders"])
+}
+
+// TestCredentialsShowWhoNeverDigest: issued and revoked with their actors, the task's status, no digest.
+func TestCredentialsShowWhoNeverDigest(t *testing.T) {
+	f := newFixture(t, Options{})
+	digest := digestOf("tok-01_lead")
+	f.do(audittest.Admin, &commands.CredentialRevoke{RunID: liveRun, TaskID: "01_lead", Reason: "rotated"})
+	body := f.ok("/api/v1/runs/" + liveRun + "/credentials")
+	creds := body["credentials"].([]any)
+	require.Len(t, creds, len(liveTasks))
+	c := creds[0].(map[string]any)
+	require.Equal(t, "01_lead", c["key"])
+	require.Equal(t, "orchestrator", c["issuedBy"])
+	require.Equal(t, true, c["revoked"])
+	require.Equal(t, "admin", c["revokedBy"])
+	require.Equal(t, "rotated", c["revokedReason"])
+	require.Equal(t, "waiting", c["taskStatus"], "it asked a question")
+	require.Equal(t, false, creds[1].(map[string]any)["revoked"])
+	require.NotContains(t, creds[1], "revokedBy")
+	require.NotContains(t, fmt.Sprint(body), digest)
+	evs := f.ok("/api/v1/runs/" + liveRun + "/events?type=credential.issued")
+	require.NotContains(t, fmt.Sprint(evs), digest, "events never carry a digest either")
+}
+
+// TestPagingVisitsEveryItemOnce pages every list one item at a time and compares with one big page.
+func TestPagingVisitsEveryItemOnce(t *testing.T) {
+	f := newFixture(t, Options{})
+	for _, r := range pagedRoutes {
+		t.Run(r.path, func(t *testing.T) {
+			all := f.ok(with(r.path, "limit=1000"))
+			require.Equal(t, false, all["hasMore"])
+			want := all[r.key].([]any)
+			require.NotEmpty(t, want, "the fixture has items here")
+			var got []any
+			cursor := ""
+			for pages := 0; ; pages++ {
+				require.Less(t, pages, 1000)
+				q := "limit=1"
+				if cursor != "" {
+					q += "&cursor=" + url.QueryEscape(cursor)
+				}
+				page := f.ok(with(r.path, q))
+				items := page[r.key].([]any)
+				got = append(got, items...)
+				if page["hasMore"] != true {
+					require.NotContains(t, page, "nextCursor")
+					break
+				}
+				cursor = page["nextCursor"].(string)
+			}
+			if r.key == "reservations" { // the history pages over reservations then charges
+				return
+			}
+			require.Equal(t, want, got)
+		})
+	}
+}
+
+func TestBadCursorIs400(t *testing.T) {
+	f := newFixture(t, Options{})
+	for _, r := range pagedRoutes {
+		for _, c := range []string{"zz!", "99999"} {
+			if r.key == "events" && c == "99999" {
+				continue // a position past the head is a valid, empty page
+			}
+			msg := f.fails(with(r.path, "cursor="+url.QueryEscape(c)), http.StatusBadRequest, codeBadCursor)
+			require.Contains(t, msg, c, r.path)
+			require.Contains(t, msg, "start again without cursor")
+		}
+	}
+	for _, q := range []string{"limit=0", "limit=1001", "limit=x", "newest=maybe", "status=sleeping", "bogus=1", "limit=1&limit=2"} {
+		f.fails("/api/v1/runs?"+q, http.StatusBadRequest, codeBadParams)
+	}
+	f.fails(budgetRun+"/state", http.StatusBadRequest, codeBadParams)
+	f.fails(budgetRun+"/state?at=yesterday", http.StatusBadRequest, codeBadParams)
+	f.fails("/api/v1/events/x/explain", http.StatusBadRequest, codeBadParams)
+	f.fails("/api/v1/stream?after=x", http.StatusBadRequest, codeBadParams)
+}
+
+func TestNotFound(t *testing.T) {
+	f := newFixture(t, Options{})
+	for _, p := range []string{"/api/v1/runs/nope", "/api/v1/runs/nope/tasks", "/api/v1/runs/nope/events",
+		"/api/v1/runs/nope/credentials", "/api/v1/runs/nope/state?at=5", "/api/v1/stream?run=nope",
+		"/api/v1/nothing", fmt.Sprintf("/api/v1/events/%d/explain", head(f)+1), budgetRun + "/state?at=0"} {
+		f.fails(p, http.StatusNotFound, codeNotFound)
+	}
+}
+
+func TestAuthRefusals(t *testing.T) {
+	f := newFixture(t, Options{Metrics: NewMetrics()})
+	for _, p := range everyRoute {
+		code, m := f.getAs(p, "")
+		require.Equal(t, http.StatusUnauthorized, code, p)
+		require.Equal(t, codeAuth, m["error"].(map[string]any)["code"], p)
+		for _, bad := range []string{"Bearer wrong", "Basic " + adminToken, "Bearer ", "Bearer " + strings.Repeat("x", 300)} {
+			code, _ = f.getAs(p, bad)
+			require.Equal(t, http.StatusUnauthorized, code, "%s with %q", p, bad)
+		}
+	}
+	// A read-only token reads; revoked, it is refused at its next request.
+	code, _ := f.getAs("/api/v1/runs", "Bearer "+roToken)
+	require.Equal(t, http.StatusOK, code)
+	f.tokens.set(roToken, false)
+	code, _ = f.getAs("/api/v1/runs", "Bearer "+roToken)
+	require.Equal(t, http.StatusUnauthorized, code)
+
+	// The API is read-only: no route takes another method.
+	for _, p := range everyRoute {
+		req, _ := http.NewRequest(http.MethodPost, f.web.URL+p, nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		code, m := f.send(req)
+		require.Equal(t, http.StatusMethodNotAllowed, code, p)
+		require.Equal(t, codeMethod, m["error"].(map[string]any)["code"])
+	}
+
+	// DNS rebinding: a page of another site that resolves its name to 127.0.0.1 sends its own Host.
+	req, _ := http.NewRequest(http.MethodGet, f.web.URL+"/api/v1/runs", nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Host = "evil.example:80"
+	code, m := f.send(req)
+	require.Equal(t, http.StatusForbidden, code)
+	require.Equal(t, codeForbidden, m["error"].(map[string]any)["code"])
+	req.Host = "localhost:7717"
+	code, _ = f.send(req)
+	require.Equal(t, http.StatusOK, code)
+}
+
+// TestLoginCodeOnceThenSessionCookie: the printed link's code is spent by its first use and sets an HttpOnly,
+// SameSite=Strict session cookie that then authenticates the page; only a bearer can mint another link.
+func TestLoginCodeOnceThenSessionCookie(t *testing.T) {
+	f := newFixture(t, Options{})
+	link, _ := f.srv.LoginURL(0)
+	require.True(t, strings.HasPrefix(link, f.web.URL+"/login?code="))
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Get(link)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/", resp.Header.Get("Location"))
+	cookies := resp.Cookies()
+	require.Len(t, cookies, 1)
+	c := cookies[0]
+	require.Equal(t, sessionCookie, c.Name)
+	require.True(t, c.HttpOnly)
+	require.Equal(t, http.SameSiteStrictMode, c.SameSite)
+	require.Equal(t, "/", c.Path)
+
+	resp, err = noRedirect.Get(link)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a login code works once")
+	require.Empty(t, resp.Cookies())
+
+	req, _ := http.NewRequest(http.MethodGet, f.web.URL+"/api/v1/runs", nil)
+	req.AddCookie(c)
+	code, _ := f.send(req)
+	require.Equal(t, http.StatusOK, code, "the session cookie reads the API")
+	req, _ = http.NewRequest(http.MethodGet, f.web.URL+"/api/v1/runs", nil)
+	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: "forged"})
+	code, _ = f.send(req)
+	require.Equal(t, http.StatusUnauthorized, code)
+
+	// A session cannot mint a login link; a bearer can, and that link works once.
+	req, _ = http.NewRequest(http.MethodPost, f.web.URL+"/api/v1/login", nil)
+	req.AddCookie(c)
+	code, _ = f.send(req)
+	require.Equal(t, http.StatusForbidden, code)
+	req, _ = http.NewRequest(http.MethodPost, f.web.URL+"/api/v1/login", nil)
+	req.Header.Set("Authorization", "Bearer "+roToken)
+	code, m := f.send(req)
+	require.Equal(t, http.StatusOK, code)
+	resp, err = noRedirect.Get(m["url"].(string))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+}
+
+// TestSessionsExpire: a session older than SessionLifetime, and a minted code older than LoginCodeLifetime, are
+// refused.
+func TestSessionsExpire(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	f := newFixture(t, Options{Now: func() time.Time { return clock() }})
+	sess := f.srv.sessions.add(now.Add(SessionLifetime), now)
+	link, _ := f.srv.LoginURL(LoginCodeLifetime)
+	code := strings.TrimPrefix(link, f.web.URL+"/login?code=")
+	_, ok := f.srv.sessions.valid(sess, now.Add(SessionLifetime-time.Second))
+	require.True(t, ok)
+	_, ok = f.srv.sessions.valid(sess, now.Add(SessionLifetime))
+	require.False(t, ok)
+	require.False(t, f.srv.codes.spend(code, now.Add(LoginCodeLifetime)))
+}
+
+func TestSecretsAreBounded(t *testing.T) {
+	now := time.Now()
+	ss := newSecrets(3)
+	var all []string
+	for i := 0; i < 10; i++ {
+		all = append(all, ss.add(now.Add(time.Duration(i)*time.Minute), now))
+	}
+	require.Len(t, ss.m, 3)
+	for i, s := range all {
+		_, ok := ss.valid(s, now)
+		require.Equal(t, i >= 7, ok, "the newest 3 are kept (%d)", i)
+	}
+}
+
+func TestRunsFilterAndSearch(t *testing.T) {
+	f := newFixture(t, Options{})
+	ids := func(m map[string]any) []string {
+		var out []string
+		for _, r := range m["runs"].([]any) {
+			out = append(out, r.(map[string]any)["runId"].(string))
+		}
+		return out
+	}
+	require.Equal(t, []string{liveRun}, ids(f.ok("/api/v1/runs?status=running")))
+	require.Equal(t, []string{audittest.RunUnlimited}, ids(f.ok("/api/v1/runs?q=TRIAGE")))
+	require.Equal(t, []string{audittest.RunBudget, audittest.RunUnlimited}, ids(f.ok("/api/v1/runs?status=completed&status=cancelled")))
+	require.Equal(t, liveRun, ids(f.ok("/api/v1/runs?newest=true"))[0])
+	// A search pages too.
+	p1 := f.ok("/api/v1/runs?q=team_&limit=2")
+	require.Len(t, ids(p1), 2)
+	p2 := f.ok("/api/v1/runs?q=team_&limit=2&cursor=" + p1["nextCursor"].(string))
+	require.Len(t, ids(p2), 1)
+}
+
+// TestStateAtIsTheReplayAtThatPosition: the run as of an earlier position or time shows what it was then.
+func TestStateAtIsTheReplayAtThatPosition(t *testing.T) {
+	f := newFixture(t, Options{})
+	evs := f.ok(budgetRun + "/events?type=delegate.admitted")["events"].([]any)
+	second := evs[1].(map[string]any)["metadata"].(map[string]any)["position"].(float64)
+	before := uint64(second) - 1
+
+	st := f.ok(fmt.Sprintf("%s/state?at=%d", budgetRun, before))
+	require.Equal(t, float64(before), st["position"])
+	require.Equal(t, "running", st["run"].(map[string]any)["status"])
+	require.Len(t, st["delegations"].([]any), 1, "one delegation admitted before the second")
+	now := f.ok(budgetRun + "/state?at=" + strconv.FormatUint(head(f)+100, 10))
+	require.Equal(t, float64(head(f)), now["position"], "a position past the head is the head")
+	require.Equal(t, "completed", now["run"].(map[string]any)["status"])
+	require.Len(t, now["delegations"].([]any), 3)
+
+	// By time: the scenario's clock moves one second per command from audittest.Epoch.
+	at := audittest.Epoch.Add(8 * time.Second).Format(time.RFC3339)
+	byTime := f.ok(budgetRun + "/state?at=" + url.QueryEscape(at))
+	require.Len(t, byTime["delegations"].([]any), 2)
+	require.Equal(t, at, byTime["at"])
+	// The run did not exist at position 1 (engine.configured).
+	f.fails(budgetRun+"/state?at=1", http.StatusNotFound, codeNotFound)
+}
+
+// TestExplainARejection: the "why?" of a rejection is the recorded decision re-run.
+func TestExplainARejection(t *testing.T) {
+	f := newFixture(t, Options{})
+	evs := f.ok(budgetRun + "/events?type=delegate.rejected")["events"].([]any)
+	for _, e := range evs {
+		ev := e.(map[string]any)
+		pos := int(ev["metadata"].(map[string]any)["position"].(float64))
+		reason := ev["data"].(map[string]any)["reason"].(string)
+		x := f.ok(fmt.Sprintf("/api/v1/events/%d/explain", pos))
+		d, ok := x["decision"].(map[string]any)
+		require.True(t, ok, "a rejection is a decision audit re-runs: %v", x)
+		require.Equal(t, "delegate.request", d["command"])
+		require.Contains(t, d["recorded"], reason)
+		require.Contains(t, d["rule"], reason)
+		require.Equal(t, false, d["drift"])
+		require.LessOrEqual(t, d["position"].(float64), float64(pos))
+		require.GreaterOrEqual(t, d["last"].(float64), float64(pos))
+	}
+	x := f.ok("/api/v1/events/2/explain")
+	require.Nil(t, x["decision"], "run.created is not a decision audit re-runs")
+	require.Equal(t, "run.created", x["event"].(map[string]any)["type"])
+}
+
+func TestHealthAndPage(t *testing.T) {
+	f := newFixture(t, Options{})
+	for _, p := range []string{"/healthz", "/readyz", "/", "/runs/abc", "/app.js"} {
+		resp, err := f.web.Client().Get(f.web.URL + p)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, p)
+	}
+	f.fails("/api/v1/nothing", http.StatusNotFound, codeNotFound)
+	require.NoError(t, f.eng.Close())
+	resp, err := f.web.Client().Get(f.web.URL + "/readyz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "a closed engine has not failed")
+}
+
+// TestMetricsSeries: the series are served, and a run's budget gauges exist only while it runs.
+func TestMetricsSeries(t *testing.T) {
+	m := NewMetrics()
+	f := newFixture(t, Options{Metrics: m})
+	// The fixture's engine has no observer: feed one group by hand, as the engine does.
+	m.Committed(&commands.GroupReport{Commands: []commands.CommandReport{
+		{Method: "delegate.request", Outcome: commands.OutcomeAdmitted},
+		{Method: "delegate.request", Outcome: commands.OutcomeRejected, Reason: events.ReasonSlotsExhausted},
+	}, Events: 4, Head: 9, Commit: time.Millisecond, Append: time.Millisecond})
+	m.Snapshotted(9, 1234, time.Now())
+	text := metricsText(t, f)
+	for _, s := range []string{
+		`crewlog_commands_total{method="delegate.request",outcome="admitted"} 1`,
+		`crewlog_commands_rejected_total{method="delegate.request",reason="slots-exhausted"} 1`,
+		"crewlog_group_size_count 1", "crewlog_commit_seconds_count 1", "crewlog_fsync_seconds_count 1",
+		"crewlog_events_appended_total 4", "crewlog_log_head ", "crewlog_slots_held 0", "crewlog_slots_capacity 3",
+		`crewlog_resyncs_total{transport="sse"} 0`, "crewlog_http_streams 0", "crewlog_snapshot_bytes 1234",
+		`crewlog_budget_tokens_granted{run="` + liveRun + `"}`,
+	} {
+		require.Contains(t, text, s)
+	}
+	require.NotContains(t, text, audittest.RunBudget, "an ended run has no series")
+	f.do(audittest.Orchestrator, &commands.RunTransition{RunID: liveRun, To: "cancelled", Reason: "done"})
+	require.NotContains(t, metricsText(t, f), liveRun, "its series go when the run ends")
+}
+
+func metricsText(t *testing.T, f *fixture) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, f.web.URL+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := f.web.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var b strings.Builder
+	_, err = fmt.Fprint(&b, readAll(t, resp))
+	require.NoError(t, err)
+	return b.String()
+}
+
+func TestBoundedLabels(t *testing.T) {
+	b := boundedLabels{max: 2}
+	require.Equal(t, "a", b.value("a"))
+	require.Equal(t, "b", b.value("b"))
+	require.Equal(t, "other", b.value("c"))
+	require.Equal(t, "a", b.value("a"))
+}

@@ -1,0 +1,250 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+const (
+	adminToken = "admin-secret-token"
+	roToken    = "crro_read-only-secret"
+	// liveRun is a run the fixture creates after the scenario, left running.
+	liveRun = "team_20261001100000_a1b2c3d4e5f60009"
+)
+
+// liveTasks are liveRun's tasks, each running, with a credential and a pending question.
+var liveTasks = []string{"01_lead", "02_help", "03_check"}
+
+// staticTokens is a TokenChecker over a fixed set, which a test may change.
+type staticTokens struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+func (s *staticTokens) Valid(d string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[d]
+}
+
+func (s *staticTokens) set(tok string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[digestOf(tok)] = ok
+}
+
+// fixture is a store holding audittest's scenario (two ended runs, every decision replay --explain re-runs) plus
+// one running run, an engine over it, and the API served by httptest.
+type fixture struct {
+	t      testing.TB
+	log    *eventlog.Log
+	eng    *commands.Engine
+	srv    *Server
+	web    *httptest.Server
+	tokens *staticTokens
+	n      int // commands submitted by the fixture
+}
+
+func newFixture(t testing.TB, opts Options) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	audittest.Scenario(t, dir)
+	l, err := eventlog.Open(dir, nil)
+	require.NoError(t, err)
+	eng, err := commands.Open(l, commands.Options{SnapshotEvery: -1, ExpiryInterval: -1})
+	require.NoError(t, err)
+	f := &fixture{t: t, log: l, eng: eng, tokens: &staticTokens{m: map[string]bool{}}}
+	f.tokens.set(roToken, true)
+	opts.Engine, opts.Log, opts.AdminDigest, opts.ReadOnly = eng, l, digestOf(adminToken), f.tokens
+	if opts.UI == nil {
+		opts.UI = fstest.MapFS{"index.html": {Data: []byte("<h1>page</h1>")}, "app.js": {Data: []byte("1")}}
+	}
+	f.srv, err = New(opts)
+	require.NoError(t, err)
+	f.web = httptest.NewServer(f.srv.Handler())
+	// LoginURL names the listener's address; the test's listener is httptest's.
+	f.srv.baseURL = f.web.URL
+	t.Cleanup(func() {
+		f.web.CloseClientConnections()
+		f.srv.Close()
+		f.web.Close()
+		require.NoError(t, eng.Close())
+		require.NoError(t, l.Close())
+	})
+	f.do(audittest.Admin, &commands.RunCreate{RunID: liveRun, Team: "live", Goal: "keep going", Cwd: "/srv/live",
+		BudgetTotal: new(int64(5000))})
+	f.do(audittest.Orchestrator, &commands.RunTransition{RunID: liveRun, To: "running"})
+	for _, task := range liveTasks {
+		f.do(audittest.Orchestrator, &commands.TaskCreate{RunID: liveRun, TaskID: task, Role: "executor",
+			Agent: "executor", Title: task, Cwd: "/srv/live/" + task, StepID: task})
+		f.do(audittest.Orchestrator, &commands.TaskTransition{RunID: liveRun, TaskID: task, To: "running"})
+		f.do(audittest.Orchestrator, &commands.CredentialIssue{RunID: liveRun, TaskID: task, Digest: digestOf("tok-" + task)})
+		r := f.do(audittest.Worker(task), &commands.WaitRequest{RunID: liveRun, TaskID: task, Question: "go on?"})
+		require.Nil(t, r.Rejected, "%v", r.Rejected)
+	}
+	return f
+}
+
+// do submits a command as actor and requires an answer (a rejection is an answer).
+func (f *fixture) do(actor events.Actor, cmd commands.Command) commands.Reply {
+	f.t.Helper()
+	f.n++
+	r, err := f.eng.Submit(context.Background(), commands.Request{Actor: actor, Command: cmd})
+	require.NoError(f.t, err)
+	return r
+}
+
+// get requests path with the admin token and decodes the JSON answer.
+func (f *fixture) get(path string) (int, map[string]any) {
+	f.t.Helper()
+	return f.getAs(path, "Bearer "+adminToken)
+}
+
+func (f *fixture) getAs(path, auth string) (int, map[string]any) {
+	f.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, f.web.URL+path, nil)
+	require.NoError(f.t, err)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	return f.send(req)
+}
+
+func (f *fixture) send(req *http.Request) (int, map[string]any) {
+	f.t.Helper()
+	resp, err := f.web.Client().Do(req)
+	require.NoError(f.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(f.t, err)
+	var m map[string]any
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		require.NoError(f.t, json.Unmarshal(b, &m), "body %s", b)
+	}
+	return resp.StatusCode, m
+}
+
+// ok requires a 200 and returns the body.
+func (f *fixture) ok(path string) map[string]any {
+	f.t.Helper()
+	code, m := f.get(path)
+	require.Equal(f.t, http.StatusOK, code, "GET %s: %v", path, m)
+	return m
+}
+
+// fails requires status and error code.
+func (f *fixture) fails(path string, status int, code string) string {
+	f.t.Helper()
+	got, m := f.get(path)
+	require.Equal(f.t, status, got, "GET %s: %v", path, m)
+	e, _ := m["error"].(map[string]any)
+	require.Equal(f.t, code, e["code"], "GET %s: %v", path, m)
+	msg, _ := e["message"].(string)
+	require.NotEmpty(f.t, msg)
+	return msg
+}
+
+// streamReader reads SSE frames from a response body.
+type sseFrame struct {
+	id, event, data string
+}
+
+func readFrames(body io.Reader, frames chan<- sseFrame) {
+	defer close(frames)
+	buf := make([]byte, 0, 1<<16)
+	tmp := make([]byte, 32<<10)
+	for {
+		n, err := body.Read(tmp)
+		buf = append(buf, tmp[:n]...)
+		for {
+			i := strings.Index(string(buf), "\n\n")
+			if i < 0 {
+				break
+			}
+			var fr sseFrame
+			for _, line := range strings.Split(string(buf[:i]), "\n") {
+				switch {
+				case strings.HasPrefix(line, "id: "):
+					fr.id = line[4:]
+				case strings.HasPrefix(line, "event: "):
+					fr.event = line[7:]
+				case strings.HasPrefix(line, "data: "):
+					fr.data = line[6:]
+				}
+			}
+			buf = buf[i+2:]
+			if fr.event != "" {
+				frames <- fr
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// openStream opens the stream at path and returns its frames; it ends with the test.
+func (f *fixture) openStream(path string, header http.Header) <-chan sseFrame {
+	f.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	f.t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.web.URL+path, nil)
+	require.NoError(f.t, err)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := f.web.Client().Do(req)
+	require.NoError(f.t, err)
+	require.Equal(f.t, http.StatusOK, resp.StatusCode)
+	require.Equal(f.t, "text/event-stream", resp.Header.Get("Content-Type"))
+	frames := make(chan sseFrame, 1024)
+	go func() {
+		defer resp.Body.Close()
+		readFrames(resp.Body, frames)
+	}()
+	return frames
+}
+
+// next is the next frame, failing the test if none comes within a minute (a guard against a hang, not a timing
+// assertion).
+func next(t testing.TB, frames <-chan sseFrame) sseFrame {
+	t.Helper()
+	select {
+	case fr, ok := <-frames:
+		require.True(t, ok, "the stream ended")
+		return fr
+	case <-time.After(time.Minute):
+		t.Fatal("no frame within a minute")
+		return sseFrame{}
+	}
+}
+
+func head(f *fixture) uint64 {
+	var h uint64
+	f.eng.Read(func(st *projections.State) { h = st.Position })
+	return h
+}
+
+func readAll(t testing.TB, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}

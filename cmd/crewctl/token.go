@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crewlog/crewlog/cmd/crewd/daemon"
+)
+
+// tokenCmd manages the read-only tokens of crewd's HTTP API. They live in <data>/readonly.tokens as digests
+// only, so these commands edit that file directly: crewd need not run, and a running crewd picks a change up at
+// the next request (within a second).
+func (a *app) tokenCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "token",
+		Short: "Create, list and revoke read-only tokens for the dashboard's HTTP API",
+	}
+	var (
+		readOnly bool
+		name     string
+	)
+	create := &cobra.Command{
+		Use:   "create --read-only [--name NAME]",
+		Short: "Create a read-only token (printed once; crewd keeps only its digest)",
+		Args:  args(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !readOnly {
+				return usagef("only read-only tokens can be created (--read-only); the admin token is <data>/%s", adminTokenFile)
+			}
+			if a.dataDir == "" {
+				return usagef("no data directory: pass --data")
+			}
+			tok, rec, err := daemon.CreateReadOnlyToken(a.dataDir, name, time.Now())
+			if err != nil {
+				return openErr(fmt.Errorf("crewctl: %w", err))
+			}
+			if a.json {
+				return a.printJSON(map[string]any{"id": rec.ID, "name": rec.Name, "created": rec.Created, "token": tok})
+			}
+			fmt.Fprintf(a.io.out, "%s\n", tok)
+			fmt.Fprintf(a.io.err, "read-only token %s created; it is shown only now (use it as Authorization: Bearer TOKEN)\n", rec.ID)
+			return nil
+		},
+	}
+	create.Flags().BoolVar(&readOnly, "read-only", false, "the token may read the HTTP API and nothing else (required)")
+	create.Flags().StringVar(&name, "name", "", "a note saying who or what uses it")
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the read-only tokens (ids, names, creation times; never the tokens)",
+		Args:  args(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ts, err := daemon.ListReadOnlyTokens(a.dataDir)
+			if err != nil {
+				return openErr(fmt.Errorf("crewctl: %w", err))
+			}
+			if a.json {
+				if ts == nil {
+					ts = []daemon.ReadOnlyToken{}
+				}
+				return a.printJSON(map[string]any{"tokens": ts})
+			}
+			for _, t := range ts {
+				fmt.Fprintf(a.io.out, "%s  %s  %s\n", t.ID, t.Created.Format(time.RFC3339), t.Name)
+			}
+			return nil
+		},
+	}
+	revoke := &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke a read-only token (refused from its next request on)",
+		Args:  args(1, "a token id (crewctl token list shows them)"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			ok, err := daemon.RevokeReadOnlyToken(a.dataDir, argv[0])
+			if err != nil {
+				return openErr(fmt.Errorf("crewctl: %w", err))
+			}
+			if !ok {
+				return problemf("no read-only token %q", argv[0])
+			}
+			fmt.Fprintf(a.io.out, "read-only token %s revoked\n", argv[0])
+			return nil
+		},
+	}
+	c.AddCommand(create, list, revoke)
+	return c
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/cmd/crewd/daemon"
+)
+
+// TestTokenCreateListRevoke: a read-only token is printed once, kept as a digest, listed without it, and
+// revoked by id.
+func TestTokenCreateListRevoke(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	r := crewctl(t, nil, "token", "create", "--data", data)
+	require.Equal(t, exitUsage, r.code, "only --read-only tokens exist: %s", r.err)
+
+	r = crewctl(t, nil, "token", "create", "--read-only", "--name", "grafana", "--data", data, "--json")
+	require.Equal(t, exitOK, r.code, r.err)
+	var made struct{ ID, Name, Token string }
+	require.NoError(t, json.Unmarshal([]byte(r.out), &made))
+	require.True(t, strings.HasPrefix(made.Token, "crro_"))
+	require.Equal(t, "grafana", made.Name)
+
+	checker := daemon.NewReadOnlyTokens(data, nil)
+	require.True(t, checker.Valid(daemon.Digest(made.Token)))
+	raw, err := daemon.ListReadOnlyTokens(data)
+	require.NoError(t, err)
+	require.Len(t, raw, 1)
+
+	r = crewctl(t, nil, "token", "list", "--data", data)
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Contains(t, r.out, made.ID)
+	require.Contains(t, r.out, "grafana")
+	require.NotContains(t, r.out, made.Token)
+
+	r = crewctl(t, nil, "token", "revoke", made.ID, "--data", data)
+	require.Equal(t, exitOK, r.code, r.err)
+	r = crewctl(t, nil, "token", "revoke", made.ID, "--data", data)
+	require.Equal(t, exitProblem, r.code)
+	list, err := daemon.ListReadOnlyTokens(data)
+	require.NoError(t, err)
+	require.Empty(t, list)
+}

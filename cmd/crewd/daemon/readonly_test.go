@@ -1,0 +1,49 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestReadOnlyTokensFollowTheFile: crewd's view follows crewctl's edits (after its recheck interval), keeps only
+// digests, and refuses a file others may read.
+func TestReadOnlyTokensFollowTheFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data") // made 0700 by the first edit
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	ro := NewReadOnlyTokens(dir, nil)
+	ro.now = func() time.Time { return now }
+	require.False(t, ro.Valid(Digest("anything")), "no file: no token")
+
+	tok, rec, err := CreateReadOnlyToken(dir, "  ci   bot ", now)
+	require.NoError(t, err)
+	require.Equal(t, "ci bot", rec.Name)
+	b, err := os.ReadFile(filepath.Join(dir, ReadOnlyTokensFile))
+	require.NoError(t, err)
+	require.NotContains(t, string(b), tok, "the file keeps the digest only")
+	require.Contains(t, string(b), Digest(tok))
+	fi, err := os.Stat(filepath.Join(dir, ReadOnlyTokensFile))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+
+	require.False(t, ro.Valid(Digest(tok)), "looked at less than a second ago")
+	now = now.Add(recheckEvery)
+	require.True(t, ro.Valid(Digest(tok)))
+
+	ok, err := RevokeReadOnlyToken(dir, rec.ID)
+	require.NoError(t, err)
+	require.True(t, ok)
+	now = now.Add(recheckEvery)
+	require.False(t, ro.Valid(Digest(tok)))
+
+	_, _, err = CreateReadOnlyToken(dir, "", now)
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(filepath.Join(dir, ReadOnlyTokensFile), 0o644))
+	var warned error
+	ro2 := NewReadOnlyTokens(dir, func(err error) { warned = err })
+	require.False(t, ro2.Valid(Digest(tok)))
+	require.ErrorContains(t, warned, "group or others may access it")
+}
