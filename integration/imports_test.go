@@ -24,6 +24,9 @@ var allowedImports = map[string][]string{
 	"migrations/picrew": {"events", "eventlog"},
 	"broker/wire":       {},
 	"broker":            {"commands", "projections", "events", "eventlog", "broker/wire"},
+	// The HTTP API reads what the broker and crewctl read; it decides nothing.
+	"broker/httpapi":       {"broker", "commands", "projections", "events", "eventlog", "audit"},
+	"broker/httpapi/webui": {},
 }
 
 // TestImportRules enforces the package layering and that only eventlog

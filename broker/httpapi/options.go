@@ -17,8 +17,6 @@ const (
 	DefaultAddr = "127.0.0.1:7717"
 	// DefaultStreamBytes is one stream's outbound budget, as one socket connection's (broker.DefaultOutboundBytes).
 	DefaultStreamBytes = broker.DefaultOutboundBytes
-	// DefaultStreamGlobalBytes is the budget of every stream together.
-	DefaultStreamGlobalBytes = 256 << 20
 	// DefaultMaxStreams bounds open streams; DefaultMaxStreamsPerPrincipal those of one credential or session.
 	DefaultMaxStreams             = 512
 	DefaultMaxStreamsPerPrincipal = 64
@@ -62,9 +60,9 @@ type Options struct {
 	// Metrics, when set, is served at /metrics (see NewMetrics). Broker adds the socket's census to it.
 	Metrics *Metrics
 	Broker  BrokerStats
-	// Stream budgets and limits (see the Default constants).
+	// StreamBytes is one stream's outbound budget (the hub's ring holds twice that); MaxStreams and
+	// MaxStreamsPerPrincipal bound open streams. See the Default constants.
 	StreamBytes            int
-	StreamGlobalBytes      int64
 	MaxStreams             int
 	MaxStreamsPerPrincipal int
 	KeepAlive              time.Duration
@@ -84,7 +82,7 @@ func (o *Options) validate() error {
 	if o.Log == nil {
 		errs = append(errs, errors.New("httpapi: Log is required"))
 	}
-	if o.StreamBytes < 0 || o.StreamGlobalBytes < 0 || o.MaxStreams < 0 || o.MaxStreamsPerPrincipal < 0 ||
+	if o.StreamBytes < 0 || o.MaxStreams < 0 || o.MaxStreamsPerPrincipal < 0 ||
 		o.KeepAlive < 0 || o.MaxSessions < 0 {
 		errs = append(errs, errors.New("httpapi: limits must not be negative"))
 	}
@@ -93,7 +91,6 @@ func (o *Options) validate() error {
 
 func (o Options) withDefaults() Options {
 	o.StreamBytes = orDefault(o.StreamBytes, DefaultStreamBytes)
-	o.StreamGlobalBytes = orDefault(o.StreamGlobalBytes, DefaultStreamGlobalBytes)
 	o.MaxStreams = orDefault(o.MaxStreams, DefaultMaxStreams)
 	o.MaxStreamsPerPrincipal = orDefault(o.MaxStreamsPerPrincipal, DefaultMaxStreamsPerPrincipal)
 	o.KeepAlive = orDefault(o.KeepAlive, DefaultKeepAlive)

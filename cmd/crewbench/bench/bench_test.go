@@ -109,7 +109,8 @@ func TestSim(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
 	sock := filepath.Join(sockDir, "s", "crewd.sock")
-	cfg, err := daemon.Load([]string{"--data", data, "--socket", sock, "--max-slots", "8", "--log-level", "error"},
+	cfg, err := daemon.Load([]string{"--data", data, "--socket", sock, "--max-slots", "8", "--log-level", "error",
+		"--http", "127.0.0.1:0"},
 		daemon.Env{Getenv: func(string) string { return "" }, UID: os.Getuid()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -135,6 +136,19 @@ func TestSim(t *testing.T) {
 		require.Contains(t, s, want)
 	}
 	require.NotContains(t, s, "transport errors", s)
+
+	// --dashboard asks crewd for a login link to print.
+	out.mu.Lock()
+	printed := out.buf.String()
+	out.mu.Unlock()
+	_, rest, ok := strings.Cut(printed, "crewd: dashboard http://")
+	require.True(t, ok, printed)
+	addr := rest[:strings.Index(rest, "/")]
+	link, err := dashboardLink(context.Background(), addr, filepath.Join(data, daemon.AdminTokenFile))
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(link, "http://"+addr+"/login?code="), link)
+	_, err = dashboardLink(context.Background(), addr, filepath.Join(data, "no-such-token"))
+	require.ErrorIs(t, err, os.ErrNotExist)
 	cancel()
 	require.NoError(t, <-ran)
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"io"
 	"path/filepath"
 	"time"
@@ -12,9 +13,14 @@ import (
 
 func simCommand(stdout io.Writer) *cobra.Command {
 	o := SimOptions{Out: stdout}
+	var (
+		dashboard bool
+		httpAddr  string
+	)
 	// The defaults are crewd's, so `crewd` then `crewbench sim` just works.
 	if cfg, err := daemon.Load(nil, daemon.OSEnv()); err == nil {
 		o.Socket, o.TokenFile = cfg.SocketPath, filepath.Join(cfg.DataDir, daemon.AdminTokenFile)
+		httpAddr = cfg.HTTPAddr
 	}
 	c := &cobra.Command{
 		Use:   "sim",
@@ -29,6 +35,13 @@ reason, latency percentiles.`,
 			if o.Duration <= 0 || o.Runs <= 0 || o.Workers <= 0 {
 				return usageError{errBadSimFlags}
 			}
+			if dashboard {
+				link, err := dashboardLink(cmd.Context(), httpAddr, o.TokenFile)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "dashboard: %s  (open it in a browser; the link works once)\n", link)
+			}
 			return Simulate(cmd.Context(), o)
 		},
 	}
@@ -39,5 +52,7 @@ reason, latency percentiles.`,
 	f.IntVar(&o.Workers, "workers", 4, "worker tasks per run")
 	f.DurationVar(&o.Duration, "duration", 20*time.Second, "how long the crew works before winding down")
 	f.Uint64Var(&o.Seed, "seed", 0, "random seed (0: random; the summary names it)")
+	f.BoolVar(&dashboard, "dashboard", false, "print a one-time login link to crewd's dashboard before starting (opens nothing)")
+	f.StringVar(&httpAddr, "http", httpAddr, "crewd's --http address, for --dashboard (default: crewd's default)")
 	return c
 }

@@ -42,6 +42,7 @@ func TestLoadDefaults(t *testing.T) {
 		Limits:           defaultLimits,
 		LogLevel:         slog.LevelInfo,
 		LogFormat:        "text",
+		HTTPAddr:         "127.0.0.1:7717",
 	}, c)
 	require.Nil(t, c.Engine.ModelCatalog, "no flag: no catalog")
 }
@@ -83,6 +84,7 @@ func TestLoadFlagsOverride(t *testing.T) {
 		"--settle-grace", "2m", "--max-frame", "1024", "--outbound-queue-cap", "4096", "--budget-mode", "nested",
 		"-log-level", "debug", "--log-format", "json", "--min-free-mib", "0", "--open-timeout", "0s", "--socket-group", "4242",
 		"--slot-share", "3", "--slot-wait", "30s", "--quota-events", "5000", "--quota-bytes", "1048576", "--quota-msg-rate", "0",
+		"--http", "0.0.0.0:8080", "--http-allow-remote",
 	}, homeEnv)
 	require.NoError(t, err)
 	require.Equal(t, Config{
@@ -95,7 +97,27 @@ func TestLoadFlagsOverride(t *testing.T) {
 		},
 		ModelCatalogFile: catalog, MaxFrame: 1024, OutboundQueueCap: 4096, Limits: defaultLimits,
 		LogLevel: slog.LevelDebug, LogFormat: "json", SocketGroup: 4242,
+		HTTPAddr: "0.0.0.0:8080", HTTPAddrSet: true, HTTPAllowRemote: true,
 	}, c)
+}
+
+// TestLoadHTTP: --http "" turns HTTP off; a non-loopback address needs --http-allow-remote; a malformed one is
+// refused naming the flag.
+func TestLoadHTTP(t *testing.T) {
+	c, err := Load([]string{"--http", ""}, homeEnv)
+	require.NoError(t, err)
+	require.Empty(t, c.HTTPAddr)
+	require.True(t, c.HTTPAddrSet)
+	for _, addr := range []string{"0.0.0.0:7717", ":7717", "192.0.2.1:80"} {
+		_, err = Load([]string{"--http", addr}, homeEnv)
+		require.ErrorContains(t, err, "--http: ")
+		require.ErrorContains(t, err, "--http-allow-remote")
+	}
+	_, err = Load([]string{"--http", "localhost"}, homeEnv)
+	require.ErrorContains(t, err, "not host:port")
+	c, err = Load([]string{"--http", "[::1]:0"}, homeEnv)
+	require.NoError(t, err)
+	require.Equal(t, "[::1]:0", c.HTTPAddr)
 }
 
 func TestLoadRelativePathsBecomeAbsolute(t *testing.T) {

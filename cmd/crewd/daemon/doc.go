@@ -7,6 +7,7 @@
 //	<data>/admin.token   the admin credential, 64 hex chars (0600)     created at first start, then reused
 //	<data>/server.key    32 random bytes keying minted tokens (0600)   created at first start, then reused
 //	<data>/store/        the event log (package eventlog)
+//	<data>/readonly.tokens  read-only tokens of the HTTP API, digests only (0600)   written by crewctl token
 //
 // # Guarantees
 //
@@ -25,6 +26,10 @@
 //     is refused, never silently fixed: its secret may have leaked.
 //   - The admin token never reaches stdout, the logs or the event log; the broker gets only its sha-256 digest.
 //   - Keeping server.key and the store keeps every issued token valid across restarts (SPEC §5).
+//   - The dashboard's HTTP API (package broker/httpapi) listens on --http (default 127.0.0.1:7717; "" turns it
+//     off), loopback only unless --http-allow-remote. A default address already in use turns HTTP off with a
+//     warning; an address given explicitly that cannot be bound stops the start. crewd prints a one-time login
+//     link (crewd: dashboard URL) before the socket line; the link's code is a secret for whoever reads stdout.
 //   - Shutdown on SIGINT or SIGTERM: the broker stops accepting and closes connections, the engine finishes the
 //     group it is committing, the log closes; exit 0 (1 if the signal came during the start). A second signal
 //     during shutdown kills the process.
