@@ -77,24 +77,30 @@ type taskItem struct {
 	Kind string `json:"kind"`
 }
 
-// GET /api/v1/runs/{runId}/tasks?limit=&cursor=
-func (s *Server) handleTasks(w http.ResponseWriter, r *http.Request, _ principal) {
-	var (
-		limit  int
-		cursor string
-	)
-	s.runList(w, r, "tasks", func(p *params) { limit, cursor = p.page() },
+// projectionPage answers a run's list that the projection pages itself (tasks, delegations, ledger accounts):
+// {key: [render(item)…], hasMore, nextCursor?, total}, limit and cursor from the query.
+func projectionPage[T, W any](s *Server, w http.ResponseWriter, r *http.Request, key string,
+	read func(st *projections.State, runID string, f projections.PageFilter) (projections.Page[T], error),
+	render func(st *projections.State, it T) W) {
+	var f projections.PageFilter
+	s.runList(w, r, key, func(p *params) { f.Limit, f.Cursor = p.page() },
 		func(st *projections.State, runID string) (listPage, error) {
-			pg, err := st.TasksPage(runID, projections.PageFilter{Limit: limit, Cursor: cursor})
+			pg, err := read(st, runID, f)
 			if err != nil {
-				return listPage{}, cursorErr(err, cursor)
+				return listPage{}, cursorErr(err, f.Cursor)
 			}
-			items := make([]taskItem, len(pg.Items))
-			for i, t := range pg.Items {
-				items[i] = taskOf(t)
+			items := make([]W, len(pg.Items))
+			for i, it := range pg.Items {
+				items[i] = render(st, it)
 			}
 			return listPage{items: items, next: pg.NextCursor, total: pg.Total}, nil
 		})
+}
+
+// GET /api/v1/runs/{runId}/tasks?limit=&cursor=
+func (s *Server) handleTasks(w http.ResponseWriter, r *http.Request, _ principal) {
+	projectionPage(s, w, r, "tasks", (*projections.State).TasksPage,
+		func(_ *projections.State, t projections.Task) taskItem { return taskOf(t) })
 }
 
 func taskOf(t projections.Task) taskItem {
@@ -113,22 +119,7 @@ type delegationItem struct {
 
 // GET /api/v1/runs/{runId}/delegations?limit=&cursor=
 func (s *Server) handleDelegations(w http.ResponseWriter, r *http.Request, _ principal) {
-	var (
-		limit  int
-		cursor string
-	)
-	s.runList(w, r, "delegations", func(p *params) { limit, cursor = p.page() },
-		func(st *projections.State, runID string) (listPage, error) {
-			pg, err := st.DelegationsPage(runID, projections.PageFilter{Limit: limit, Cursor: cursor})
-			if err != nil {
-				return listPage{}, cursorErr(err, cursor)
-			}
-			items := make([]delegationItem, len(pg.Items))
-			for i, d := range pg.Items {
-				items[i] = delegationOf(st, d)
-			}
-			return listPage{items: items, next: pg.NextCursor, total: pg.Total}, nil
-		})
+	projectionPage(s, w, r, "delegations", (*projections.State).DelegationsPage, delegationOf)
 }
 
 func delegationOf(st *projections.State, d projections.Delegation) delegationItem {
@@ -178,17 +169,8 @@ func (s *Server) handleLedger(w http.ResponseWriter, r *http.Request, _ principa
 		s.accountHistory(w, r, read, &taskID, &limit, &cursor)
 		return
 	}
-	s.runList(w, r, "accounts", read, func(st *projections.State, runID string) (listPage, error) {
-		pg, err := st.LedgerPage(runID, projections.PageFilter{Limit: limit, Cursor: cursor})
-		if err != nil {
-			return listPage{}, cursorErr(err, cursor)
-		}
-		items := make([]accountItem, len(pg.Items))
-		for i, a := range pg.Items {
-			items[i] = accountOf(a)
-		}
-		return listPage{items: items, next: pg.NextCursor, total: pg.Total}, nil
-	})
+	projectionPage(s, w, r, "accounts", (*projections.State).LedgerPage,
+		func(_ *projections.State, a projections.Account) accountItem { return accountOf(a) })
 }
 
 // accountHistory answers one account's reservations and charges, paged.

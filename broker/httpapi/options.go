@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"errors"
 	"io/fs"
 	"log/slog"
@@ -90,11 +91,11 @@ func (o *Options) validate() error {
 }
 
 func (o Options) withDefaults() Options {
-	o.StreamBytes = orDefault(o.StreamBytes, DefaultStreamBytes)
-	o.MaxStreams = orDefault(o.MaxStreams, DefaultMaxStreams)
-	o.MaxStreamsPerPrincipal = orDefault(o.MaxStreamsPerPrincipal, DefaultMaxStreamsPerPrincipal)
-	o.KeepAlive = orDefault(o.KeepAlive, DefaultKeepAlive)
-	o.MaxSessions = orDefault(o.MaxSessions, DefaultMaxSessions)
+	o.StreamBytes = cmp.Or(o.StreamBytes, DefaultStreamBytes)
+	o.MaxStreams = cmp.Or(o.MaxStreams, DefaultMaxStreams)
+	o.MaxStreamsPerPrincipal = cmp.Or(o.MaxStreamsPerPrincipal, DefaultMaxStreamsPerPrincipal)
+	o.KeepAlive = cmp.Or(o.KeepAlive, DefaultKeepAlive)
+	o.MaxSessions = cmp.Or(o.MaxSessions, DefaultMaxSessions)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -102,12 +103,4 @@ func (o Options) withDefaults() Options {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return o
-}
-
-func orDefault[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
