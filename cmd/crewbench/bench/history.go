@@ -31,6 +31,11 @@ type HistoryOptions struct {
 	// 64): each works through runs one at a time, so the engine's groups
 	// hold up to this many commands.
 	Submitters int
+	// Span is how far back the history begins (default a week): the
+	// engine's clock runs from then to now as the events are written, so
+	// the runs end at times spread over it, as in a daemon that has served
+	// a team that long, and not all within the minutes it takes to write.
+	Span time.Duration
 	// Progress, when set, gets a line every few seconds.
 	Progress io.Writer
 }
@@ -84,6 +89,9 @@ func WriteHistory(ctx context.Context, o HistoryOptions) (HistoryStats, error) {
 	if o.Submitters <= 0 {
 		o.Submitters = 64
 	}
+	if o.Span <= 0 {
+		o.Span = 7 * 24 * time.Hour
+	}
 	share := (o.Events - 1) / int64(o.Runs) // engine.configured is the one event outside every run
 	if share < minRunEvents {
 		return HistoryStats{}, fmt.Errorf("%w: %d runs need at least %d events", errHistoryEvents, o.Runs, int64(o.Runs)*minRunEvents+1)
@@ -101,12 +109,13 @@ func WriteHistory(ctx context.Context, o HistoryOptions) (HistoryStats, error) {
 		return HistoryStats{}, err
 	}
 	cfg := historyConfig()
-	e, err := commands.Open(l, commands.Options{Config: &cfg, ExpiryInterval: -1})
+	g := &historyWriter{share: share, span: o.Span, target: uint64(o.Events)}
+	e, err := commands.Open(l, commands.Options{Config: &cfg, ExpiryInterval: -1, Clock: g.clock})
 	if err != nil {
 		return HistoryStats{}, errors.Join(err, l.Close())
 	}
+	g.eng = e
 	start := time.Now()
-	g := &historyWriter{eng: e, share: share}
 	stopProgress := g.report(o.Progress, o.Events)
 	err = g.write(ctx, o)
 	stopProgress()
@@ -118,9 +127,20 @@ func WriteHistory(ctx context.Context, o HistoryOptions) (HistoryStats, error) {
 
 // historyWriter submits the commands of every run's life to one engine.
 type historyWriter struct {
-	eng   *commands.Engine
-	share int64 // events each run is given
-	ids   atomic.Uint64
+	eng    *commands.Engine
+	share  int64 // events each run is given
+	ids    atomic.Uint64
+	span   time.Duration
+	target uint64        // events to write
+	head   atomic.Uint64 // the highest position a reply named
+}
+
+// clock is the engine's: span before now at the first event, now at the
+// last, in proportion to the events written. It never goes back: the head
+// only grows, and so does time.Now.
+func (g *historyWriter) clock() time.Time {
+	left := 1 - float64(min(g.head.Load(), g.target))/float64(g.target)
+	return time.Now().Add(-time.Duration(left * float64(g.span)))
 }
 
 // write plays every run's life on o.Submitters goroutines, then tops the
@@ -136,7 +156,7 @@ func (g *historyWriter) write(ctx context.Context, o HistoryOptions) error {
 		go func() {
 			defer wg.Done()
 			for k := range runs {
-				l := newRunLife(g, k, k >= o.Runs-o.Active, o.Active == 0 && k == o.Runs-1)
+				l := newRunLife(g, k, k >= o.Runs-max(o.Active, 1))
 				if err := l.live(ctx); err != nil {
 					cancel(err)
 					return
@@ -158,16 +178,26 @@ feed:
 	if err := context.Cause(ctx); err != nil {
 		return err
 	}
-	if o.Active > 0 {
-		return g.topUp(ctx, lives[o.Runs-o.Active:], uint64(o.Events))
-	}
 	// With no run left active, the last run stays open for the top-up and
 	// is completed after it.
-	last := lives[o.Runs-1]
-	if err := g.topUp(ctx, lives[o.Runs-1:], uint64(o.Events)-closeEvents); err != nil {
+	open := lives[o.Runs-max(o.Active, 1):]
+	if o.Active == 0 {
+		if err := g.topUp(ctx, open, uint64(o.Events)-closeEvents); err != nil {
+			return err
+		}
+		return open[0].complete(ctx)
+	}
+	// NB: the delegations left in flight come last, so that they are young
+	// when crewd starts: its clock times out one older than its timeout.
+	if err := g.topUp(ctx, open, uint64(o.Events)-uint64(o.Active*inFlightEvents)); err != nil {
 		return err
 	}
-	return last.complete(ctx)
+	for _, l := range open {
+		if _, err := l.delegate(ctx, l.tasks[0]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // topUp writes into the open runs until the store holds target events:
@@ -229,6 +259,15 @@ func (g *historyWriter) report(w io.Writer, target int64) (stop func()) {
 	return func() { close(done); wg.Wait() }
 }
 
+// raiseHead records that a reply named position p, for the clock.
+func (g *historyWriter) raiseHead(p uint64) {
+	for h := g.head.Load(); p > h; h = g.head.Load() {
+		if g.head.CompareAndSwap(h, p) {
+			return
+		}
+	}
+}
+
 // runEvents is how many events run holds, as the engine's published state
 // counts them.
 func (g *historyWriter) runEvents(run string) int64 {
@@ -245,6 +284,7 @@ func (g *historyWriter) runEvents(run string) int64 {
 // non-nil). A rejection is an error unless rejectionOK.
 func (g *historyWriter) submit(ctx context.Context, p events.Principal, c commands.Command, into any, rejectionOK bool) error {
 	r, err := g.eng.Submit(ctx, commands.Request{Principal: p, CommandID: g.commandID(), Actor: p.Actor(), Command: c})
+	g.raiseHead(r.Position)
 	switch {
 	case err != nil:
 		return fmt.Errorf("bench: history: %s: %w", c.Kind(), err)

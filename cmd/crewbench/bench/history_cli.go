@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -72,6 +73,7 @@ crewd runs with the engine config the history was written under, so starting it 
 	f.IntVar(&o.Active, "active", 10, "runs left running (the newest)")
 	f.StringVar(&o.Dir, "data", "", "crewd data directory to write the store into (its store/ must not exist)")
 	f.IntVar(&o.Submitters, "submitters", 64, "concurrent submitters while writing")
+	f.DurationVar(&o.Span, "span", 7*24*time.Hour, "how far back the history's engine clock begins (it ends now)")
 	f.StringVar(&mo.Crewd, "crewd", "", "the crewd binary (default: crewd next to crewbench, else on PATH)")
 	f.IntVar(&mo.Starts, "starts", 3, "times crewd is started to time its start-up")
 	f.IntVar(&mo.Calls, "calls", 200, "calls of each query")

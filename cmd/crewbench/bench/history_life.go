@@ -20,13 +20,14 @@ const (
 	// closeEvents: task.completed per task, run.completed.
 	closeEvents = historyTasks + 1
 	// inFlightEvents: the delegation an active run is left with
-	// (requested, admitted, reserved, spawned).
+	// (requested, admitted, reserved, spawned). NB: no more than
+	// closeEvents, which every run's share keeps free.
 	inFlightEvents = 4
 	// maxStepEvents bounds the events of one step of a run's work (a
 	// delegation: requested, admitted, reserved, spawned, mailbox.appended,
 	// charged, completed, and its result's acknowledgement).
 	maxStepEvents = 8
-	minRunEvents  = setupEvents + closeEvents + inFlightEvents + maxStepEvents
+	minRunEvents  = setupEvents + closeEvents + maxStepEvents
 	// historyTimeoutSec keeps an active run's delegation in flight for a
 	// day: the engine clock must not time it out while crewd is measured.
 	historyTimeoutSec = 86400
@@ -35,18 +36,20 @@ const (
 // runLife is one run of the history: its ids and where its work has got to.
 // Concurrency: one goroutine at a time.
 type runLife struct {
-	g      *historyWriter
-	run    string
-	active bool // left running, with a delegation in flight
-	held   bool // left running for now: the writer completes it later
-	tasks  [historyTasks]string
-	steps  int
-	usage  [historyTasks]int64 // each task's cumulative usage, as reported
-	orch   events.Principal
+	g   *historyWriter
+	run string
+	// open: live leaves the run running; the writer tops the store up in
+	// it, then leaves it with a delegation in flight (an active run) or
+	// completes it.
+	open  bool
+	tasks [historyTasks]string
+	steps int
+	usage [historyTasks]int64 // each task's cumulative usage, as reported
+	orch  events.Principal
 }
 
-func newRunLife(g *historyWriter, k int, active, held bool) *runLife {
-	l := &runLife{g: g, run: historyRunID(k), active: active, held: held}
+func newRunLife(g *historyWriter, k int, open bool) *runLife {
+	l := &runLife{g: g, run: historyRunID(k), open: open}
 	for i := range l.tasks {
 		l.tasks[i] = fmt.Sprintf("%02d_work", i)
 	}
@@ -58,26 +61,17 @@ func newRunLife(g *historyWriter, k int, active, held bool) *runLife {
 func historyRunID(k int) string { return fmt.Sprintf("team_20261001090000_%08x", k) }
 
 // live plays the run: set up, work until its share of events is nearly
-// used, then complete it — or, for an active run, leave a delegation in
-// flight, and for a held one, nothing yet.
+// used, then complete it unless it is open.
 func (l *runLife) live(ctx context.Context) error {
 	if err := l.setUp(ctx); err != nil {
 		return err
 	}
-	end := int64(closeEvents)
-	if l.active {
-		end = inFlightEvents
-	}
-	for l.g.runEvents(l.run)+maxStepEvents+end <= l.g.share {
+	for l.g.runEvents(l.run)+maxStepEvents+closeEvents <= l.g.share {
 		if err := l.step(ctx); err != nil {
 			return err
 		}
 	}
-	switch {
-	case l.active:
-		_, err := l.delegate(ctx, l.tasks[0])
-		return err
-	case l.held:
+	if l.open {
 		return nil
 	}
 	return l.complete(ctx)

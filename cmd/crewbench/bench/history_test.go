@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -20,11 +21,15 @@ import (
 func TestWriteHistory(t *testing.T) {
 	const want, runs, active = 3000, 24, 3
 	dir := t.TempDir()
-	st, err := WriteHistory(context.Background(), HistoryOptions{Events: want, Runs: runs, Active: active, Dir: dir, Submitters: 8})
+	const span = 48 * time.Hour
+	st, err := WriteHistory(context.Background(), HistoryOptions{Events: want, Runs: runs, Active: active, Dir: dir,
+		Submitters: 8, Span: span})
 	require.NoError(t, err)
 	require.InDelta(t, want, st.Head, maxStepEvents, "events in the store")
 
-	byType := verifiedHistory(t, dir, st.Head)
+	byType, first, last := verifiedHistory(t, dir, st.Head)
+	require.Greater(t, last.Sub(first), span-time.Hour, "the events spread over the span")
+	require.WithinDuration(t, time.Now(), last, time.Minute, "the history ends now, with the delegations left in flight")
 	require.Equal(t, runs, byType[events.TypeRunCreated])
 	require.Equal(t, runs-active, byType[events.TypeRunCompleted])
 	require.Equal(t, active, byType[events.TypeDelegateAdmitted]-byType[events.TypeDelegateCompleted],
@@ -46,7 +51,7 @@ func TestWriteHistoryNoneActive(t *testing.T) {
 	st, err := WriteHistory(context.Background(), HistoryOptions{Events: want, Runs: runs, Dir: dir})
 	require.NoError(t, err)
 	require.InDelta(t, want, st.Head, maxStepEvents, "events in the store")
-	byType := verifiedHistory(t, dir, st.Head)
+	byType, _, _ := verifiedHistory(t, dir, st.Head)
 	require.Equal(t, runs, byType[events.TypeRunCompleted])
 	require.Equal(t, byType[events.TypeDelegateAdmitted], byType[events.TypeDelegateCompleted], "nothing in flight")
 }
@@ -56,9 +61,9 @@ func TestWriteHistoryTooFewEvents(t *testing.T) {
 	require.ErrorIs(t, err, errHistoryEvents)
 }
 
-// verifiedHistory checks the store in dir (integrity and invariants, head)
-// and counts its events by type.
-func verifiedHistory(t *testing.T, dir string, head uint64) map[string]int {
+// verifiedHistory checks the store in dir (integrity and invariants, head),
+// counts its events by type and returns the first and the last event's time.
+func verifiedHistory(t *testing.T, dir string, head uint64) (byType map[string]int, first, last time.Time) {
 	t.Helper()
 	l, err := audit.Open(filepath.Join(dir, daemon.StoreDir))
 	require.NoError(t, err)
@@ -67,14 +72,19 @@ func verifiedHistory(t *testing.T, dir string, head uint64) map[string]int {
 	require.NoError(t, err)
 	require.Empty(t, rep.Check.Problems)
 	require.Equal(t, head, rep.Store.Head)
-	byType := map[string]int{}
+	byType = map[string]int{}
 	it := l.Read(1)
 	for it.Next() {
-		byType[it.Event().Type]++
+		ev := it.Event()
+		byType[ev.Type]++
+		if first.IsZero() {
+			first = time.Unix(0, ev.Time)
+		}
+		last = time.Unix(0, ev.Time)
 	}
 	require.NoError(t, it.Err())
 	require.NoError(t, it.Close())
-	return byType
+	return byType, first, last
 }
 
 func TestFinishedRunSample(t *testing.T) {
