@@ -41,7 +41,10 @@ func startCrewd(ctx context.Context, bin, dataDir, sockDir, logFile string) (*cr
 		return nil, err
 	}
 	socket := filepath.Join(sockDir, "crewd.sock")
-	args := append([]string{"--data", dataDir, "--socket", socket, "--log-level", "info"}, historyDaemonFlags...)
+	// NB: the dashboard's HTTP server runs as by default, on a port of its
+	// own choosing, so that no other crewd on the machine is in its way.
+	args := append([]string{"--data", dataDir, "--socket", socket, "--http", "127.0.0.1:0", "--log-level", "info"},
+		historyDaemonFlags...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stderr = logs
 	// NB: an io.Pipe, not StdoutPipe: Wait may then run while the reader
