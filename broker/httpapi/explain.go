@@ -51,12 +51,14 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request, _ princip
 		return
 	}
 	out := explainResult{Event: data, Meaning: audit.Describe(ev)}
-	// The decision may have started a few events before pos: rebuild from a state well before it.
-	var baseMax uint64 // 0: from position 1
+	// The decision may have started a few events before pos. Fold (cheaply, and kept for the next question) up to
+	// well before it, then re-run only the decisions from there to a little after it: explaining is the costly
+	// part, so it covers at most 2 × explainReach + 1 events.
+	var baseAt uint64 // 0: from position 1
 	if pos > explainReach+1 {
-		baseMax = pos - 1 - explainReach
+		baseAt = pos - 1 - explainReach
 	}
-	res, err := s.rebuild(r.Context(), min(pos+explainReach, head), rec.Stream, true, baseMax)
+	res, err := s.explainFrom(r.Context(), baseAt, min(pos+explainReach, head), rec.Stream)
 	if err != nil {
 		if r.Context().Err() != nil {
 			return

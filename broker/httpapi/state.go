@@ -56,19 +56,22 @@ func (c *stateCache) keep(s *projections.State) {
 	c.states = append(c.states, s)
 }
 
-// rebuild returns the state folded up to position pos by audit.Replay (with explain, the decisions it re-ran of
-// run's events), starting from the nearest kept state at or before baseMax. It waits for its turn, or for ctx.
-func (s *Server) rebuild(ctx context.Context, pos uint64, run string, explain bool, baseMax uint64) (*audit.Result, error) {
-	select {
-	case s.states.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+// rebuild returns the state folded up to position pos by audit.Replay, starting from the nearest kept state. It
+// waits for its turn, or for ctx. The state is shared: never modify it.
+func (s *Server) rebuild(ctx context.Context, pos uint64) (*projections.State, error) {
+	if err := s.states.turn(ctx); err != nil {
+		return nil, err
 	}
-	defer func() { <-s.states.sem }()
-	o := audit.ReplayOptions{To: pos, Run: run, Explain: explain}
-	if b := s.states.base(min(pos, baseMax)); b != nil {
-		if b.Position == pos && !explain {
-			return &audit.Result{State: b}, nil
+	defer s.states.done()
+	return s.fold(pos)
+}
+
+// fold is rebuild during the caller's turn.
+func (s *Server) fold(pos uint64) (*projections.State, error) {
+	o := audit.ReplayOptions{To: pos}
+	if b := s.states.base(pos); b != nil {
+		if b.Position == pos {
+			return b, nil
 		}
 		o.From = b.Clone()
 	}
@@ -77,8 +80,37 @@ func (s *Server) rebuild(ctx context.Context, pos uint64, run string, explain bo
 		return nil, err
 	}
 	s.states.keep(res.State)
-	return res, nil
+	return res.State, nil
 }
+
+// explainFrom re-runs the recorded decisions of run's events in (base, to] (audit.Replay with Explain) on the
+// state folded up to base.
+func (s *Server) explainFrom(ctx context.Context, base, to uint64, run string) (*audit.Result, error) {
+	if err := s.states.turn(ctx); err != nil {
+		return nil, err
+	}
+	defer s.states.done()
+	o := audit.ReplayOptions{To: to, Run: run, Explain: true}
+	if base > 0 {
+		st, err := s.fold(base)
+		if err != nil {
+			return nil, err
+		}
+		o.From = st.Clone()
+	}
+	return audit.Replay(s.opts.Log, o)
+}
+
+func (c *stateCache) turn(ctx context.Context) error {
+	select {
+	case c.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *stateCache) done() { <-c.sem }
 
 // positionAt is the position of the last event whose time is ≤ at, by binary search: event times follow
 // positions (one engine clock), which is what crewctl replay --at assumes too.
@@ -151,15 +183,25 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request, _ principal
 		writeError(w, notFound("run %q did not exist yet at position 0", runID))
 		return
 	}
-	res, err := s.rebuild(r.Context(), pos, runID, false, pos)
-	if err != nil {
-		if r.Context().Err() != nil {
-			return // the client went
+	var (
+		out stateResult
+		ok  bool
+	)
+	if pos >= head {
+		// The published state is the rebuild at the head (a rebuild from position 1 gives the same state, which
+		// the engine's tests prove): read it instead of folding the whole log again.
+		s.opts.Engine.Read(func(st *projections.State) { out, ok = runView(st, runID) })
+	} else {
+		st, err := s.rebuild(r.Context(), pos)
+		if err != nil {
+			if r.Context().Err() != nil {
+				return // the client went
+			}
+			writeError(w, s.internal(r, err))
+			return
 		}
-		writeError(w, s.internal(r, err))
-		return
+		out, ok = runView(st, runID)
 	}
-	out, ok := runView(res.State, runID)
 	if !ok {
 		writeError(w, notFound("run %q did not exist yet at position %d", runID, pos))
 		return
