@@ -11,10 +11,10 @@ import (
 // The socket's wire shapes, for crewlog's other read-only front end (package broker/httpapi): an event and a
 // message look the same over HTTP as in a team.event push and a msg.inbox answer.
 
-// AdminEventJSON renders a stored event as team.event data, as the admin sees it: every field, credential
-// digests removed (see renderEvent).
-func AdminEventJSON(r *eventlog.Event) (json.RawMessage, error) {
-	te, err := renderEvent(r, identity{role: events.RoleAdmin})
+// AdminEventJSON renders a stored event, whose payload ev the caller decoded (projections.FromLog), as
+// team.event data as the admin sees it: every field, credential digests removed (see renderEvent).
+func AdminEventJSON(r *eventlog.Event, ev events.Event) (json.RawMessage, error) {
+	te, err := renderDecoded(r, ev, identity{role: events.RoleAdmin})
 	if err != nil {
 		return nil, err
 	}

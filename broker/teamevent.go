@@ -58,6 +58,11 @@ func renderEvent(r *eventlog.Event, viewer identity) (teamEvent, error) {
 	if err != nil {
 		return teamEvent{}, err
 	}
+	return renderDecoded(r, ev, viewer)
+}
+
+// renderDecoded is renderEvent of r, whose payload ev the caller has decoded already.
+func renderDecoded(r *eventlog.Event, ev events.Event, viewer identity) (teamEvent, error) {
 	data, err := json.Marshal(ev.Payload)
 	if err != nil {
 		return teamEvent{}, fmt.Errorf("broker: encode %s payload: %w", ev.Type, err)

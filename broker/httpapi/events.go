@@ -112,11 +112,11 @@ func typeSet(types []string) map[string]bool {
 
 // eventJSON is the socket's team.event data for rec plus "meaning", the line crewctl replay prints for it.
 func eventJSON(rec *eventlog.Event) (json.RawMessage, error) {
-	b, err := broker.AdminEventJSON(rec)
+	ev, err := projections.FromLog(rec)
 	if err != nil {
 		return nil, err
 	}
-	ev, err := projections.FromLog(rec)
+	b, err := broker.AdminEventJSON(rec, ev)
 	if err != nil {
 		return nil, err
 	}

@@ -121,6 +121,7 @@ func bigViews(rejectedAt, head uint64) []string {
 		run + "/mailbox?taskId=00_work&limit=1000",
 		run + "/asks",
 		run + "/credentials",
+		run + "/events",
 		run + "/events?limit=1000",
 		run + fmt.Sprintf("/events?limit=1000&cursor=%d", head-1000),
 		run + "/events?type=delegate.rejected&limit=1000",
