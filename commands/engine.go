@@ -59,6 +59,14 @@ type Options struct {
 	ExpiryInterval time.Duration
 	// Logger (default discard).
 	Logger *slog.Logger
+	// Retention is how long a run that ended (completed, failed,
+	// cancelled) stays in memory after its last event before it goes cold:
+	// read back from the log when asked for (tier.go). Default
+	// DefaultRetention; negative means no retention (cold at once).
+	Retention time.Duration
+	// ColdCache is how many cold runs read back from the log stay decoded
+	// (default projections.DefaultColdCache).
+	ColdCache int
 	// Space, when set, refuses commands with ErrNoSpace before they reach
 	// the writer, so a full disk is met before Pebble fails (which would
 	// stop the engine).
@@ -128,6 +136,10 @@ type Engine struct {
 	lastSnap uint64
 	loadInfo projections.LoadInfo
 	rep      GroupReport // reused by report (writer only)
+	// nextEvict is when the writer next looks for runs to make cold;
+	// lastNow the clock reading of the writer's last decision.
+	nextEvict time.Time
+	lastNow   time.Time
 }
 
 type pending struct {
@@ -168,7 +180,9 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 			return nil, fmt.Errorf("commands: engine config: %w", err)
 		}
 	}
-	s, info, err := projections.Load(l)
+	s, info, err := projections.LoadTiered(l, projections.Tiering{
+		Retention: time.Duration(o.retention()) * time.Millisecond, Cache: o.ColdCache,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("commands: rebuild state: %w", err)
 	}
@@ -316,11 +330,21 @@ func (e *Engine) failure() error {
 func (e *Engine) run() {
 	defer close(e.done)
 	group := make([]*pending, 0, e.opts.MaxGroup)
+	// An idle writer still makes runs cold once their retention passed.
+	var idle <-chan time.Time
+	if e.opts.ExpiryInterval > 0 {
+		t := time.NewTicker(evictPassEvery)
+		defer t.Stop()
+		idle = t.C
+	}
 	for {
 		select {
 		case <-e.quit:
 			e.drain(ErrClosed)
 			return
+		case <-idle:
+			_ = e.publish(nil, nil, e.evictPass(e.opts.Clock())) // no group: no hook, no error
+			continue
 		case p := <-e.in:
 			group = append(group[:0], p)
 		}

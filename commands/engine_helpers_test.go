@@ -92,3 +92,12 @@ func optBudget(n int64) *int64 {
 	}
 	return &n
 }
+
+// whole is s with every cold run read back and hot (projections.State.Whole):
+// two states with the same answers are equal whatever each keeps cold.
+func whole(t testing.TB, s *projections.State) *projections.State {
+	t.Helper()
+	w, err := s.Whole()
+	require.NoError(t, err)
+	return w
+}

@@ -22,6 +22,7 @@ func (e *Engine) commit(group []*pending) error {
 	seen := make(map[string]*pending, len(group))
 	writes := make([]eventlog.Write, 0, len(group))
 	var applied []events.Event
+	var faulted []projections.Thawed // cold runs made hot for this group
 	next := e.next
 
 	for _, p := range group {
@@ -61,7 +62,11 @@ func (e *Engine) commit(group []*pending) error {
 			}
 			seen[p.slot] = p
 		}
-		env := Env{Config: w.s.Config(), Now: e.opts.Clock().UnixNano(), NewID: e.opts.NewID, Actor: p.req.Actor, CommandID: id}
+		if err := e.faultIn(runOf(p.req.Command), &faulted); err != nil {
+			return err
+		}
+		e.lastNow = e.opts.Clock()
+		env := Env{Config: w.s.Config(), Now: e.lastNow.UnixNano(), NewID: e.opts.NewID, Actor: p.req.Actor, CommandID: id}
 		dec, err := decideSafely(w.s, p.req.Command, env)
 		var rej *RejectedError
 		if err != nil && !errors.As(err, &rej) {
@@ -88,6 +93,9 @@ func (e *Engine) commit(group []*pending) error {
 		// Apply only once everything encoded: the working state must hold
 		// exactly what the batch holds.
 		for i := range dec.Events {
+			if err := e.faultIn(dec.Events[i].Stream, &faulted); err != nil {
+				return err
+			}
 			projections.Apply(w.s, dec.Events[i])
 		}
 		applied = append(applied, dec.Events...)
@@ -149,29 +157,53 @@ func (e *Engine) commit(group []*pending) error {
 	e.stats.commands.Add(uint64(len(group)))
 	e.stats.events.Add(uint64(len(applied)))
 
+	evicted := e.evictPass(e.lastNow)
 	// Publish, answer, then bring the other copy up to date.
+	if err := e.publish(group, applied, evicted, faulted...); err != nil {
+		return err
+	}
+	e.report(group, len(applied), started, appendTook)
+	return nil
+}
+
+// publish publishes the working copy, answers group, and brings the other
+// copy up to date: the same cold runs faulted in, the same events applied,
+// the same runs made cold. It returns an error only from a test hook, before
+// anyone is answered.
+func (e *Engine) publish(group []*pending, applied []events.Event, evicted []string, faulted ...projections.Thawed) error {
+	if group == nil && len(evicted) == 0 {
+		return nil
+	}
+	w := e.work
 	old := e.pub.Load()
 	e.pub.Store(w)
 	w.mu.Unlock()
-	ch := make(chan struct{})
-	close(*e.changed.Swap(&ch))
-	e.runs.publish(applied)
-	if err := e.hook(pointPublished, group); err != nil {
-		return err
-	}
-	for _, p := range group {
-		if p.follow != nil {
-			p.reply, p.err = p.follow.reply, p.follow.err
-			p.reply.Replayed = true
+	if group != nil {
+		ch := make(chan struct{})
+		close(*e.changed.Swap(&ch))
+		e.runs.publish(applied)
+		if err := e.hook(pointPublished, group); err != nil {
+			return err
 		}
-		close(p.done)
+		for _, p := range group {
+			if p.follow != nil {
+				p.reply, p.err = p.follow.reply, p.follow.err
+				p.reply.Replayed = true
+			}
+			close(p.done)
+		}
 	}
 	old.mu.Lock()
+	for _, t := range faulted {
+		old.s.ThawFrom(t)
+	}
 	for _, ev := range applied {
 		projections.Apply(old.s, ev)
 	}
+	for _, id := range evicted {
+		old.s.Evict(id)
+	}
 	e.work = old
-	e.report(group, len(applied), started, appendTook)
 	e.maybeSnapshot()
 	return nil
 }

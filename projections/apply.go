@@ -32,6 +32,9 @@ func Apply(s *State, ev events.Event) {
 	}
 	r.run.UpdatedAt = ev.UnixMilli()
 	r.run.Usage.Events++
+	if ev.Position != 0 {
+		r.last = ev.Position
+	}
 	family, _, _ := strings.Cut(ev.Type, ".")
 	switch family {
 	case "run":
@@ -39,6 +42,7 @@ func Apply(s *State, ev events.Event) {
 		if r.run.Status.Stale() {
 			stopWaiting(s, r)
 		}
+		s.trackEnded(r)
 	case "task":
 		applyTask(r, ev)
 	case "delegate":

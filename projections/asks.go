@@ -1,6 +1,10 @@
 package projections
 
-import "github.com/crewlog/crewlog/events"
+import (
+	"slices"
+
+	"github.com/crewlog/crewlog/events"
+)
 
 // AskStatus is the state of a question (GS-17).
 type AskStatus string
@@ -78,7 +82,7 @@ func resolveAsk(r *runState, taskID, questionID string, st AskStatus, at int64) 
 
 // Ask returns question questionID of run runID.
 func (s *State) Ask(runID, questionID string) (Ask, bool) {
-	r := s.runs[runID]
+	r := s.run(runID)
 	if r == nil || r.asks[questionID] == nil {
 		return Ask{}, false
 	}
@@ -87,7 +91,7 @@ func (s *State) Ask(runID, questionID string) (Ask, bool) {
 
 // Asks returns the questions of run runID in the order they were asked.
 func (s *State) Asks(runID string) []Ask {
-	r := s.runs[runID]
+	r := s.run(runID)
 	if r == nil {
 		return nil
 	}
@@ -99,12 +103,22 @@ func (s *State) Asks(runID string) []Ask {
 }
 
 // DueAsks returns the pending questions, daemon-wide, whose deadline (unix
-// ms) is at or before now: what the engine clock must time out. It walks
-// the runs without copying them.
+// ms) is at or before now: what the engine clock must time out, in run
+// creation order then asking order. It walks the hot runs without copying
+// them (a cold run has no pending question).
 func (s *State) DueAsks(now int64) []Ask {
+	var due []*runState
+	for _, r := range s.runs {
+		for _, qid := range r.askOrder {
+			if a := r.asks[qid]; a.Status == AskPending && a.Deadline <= now {
+				due = append(due, r)
+				break
+			}
+		}
+	}
+	slices.SortFunc(due, func(a, b *runState) int { return a.ord - b.ord })
 	var out []Ask
-	for _, id := range s.runOrder {
-		r := s.runs[id]
+	for _, r := range due {
 		for _, qid := range r.askOrder {
 			if a := r.asks[qid]; a.Status == AskPending && a.Deadline <= now {
 				out = append(out, *a.clone())

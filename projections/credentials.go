@@ -48,7 +48,7 @@ func applyCredential(r *runState, ev events.Event) {
 
 // Credential returns the credential of key in run runID.
 func (s *State) Credential(runID, key string) (Credential, bool) {
-	r := s.runs[runID]
+	r := s.run(runID)
 	if r == nil || r.creds[key] == nil {
 		return Credential{}, false
 	}
@@ -58,7 +58,7 @@ func (s *State) Credential(runID, key string) (Credential, bool) {
 // Credentials returns the credentials of run runID in the order their keys
 // were first issued.
 func (s *State) Credentials(runID string) []Credential {
-	r := s.runs[runID]
+	r := s.run(runID)
 	if r == nil {
 		return nil
 	}

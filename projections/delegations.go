@@ -193,7 +193,7 @@ func settle(s *State, r *runState, st DelegationStatus, p *events.DelegateSettle
 
 // Delegation returns delegation subID of run runID.
 func (s *State) Delegation(runID, subID string) (Delegation, bool) {
-	r := s.runs[runID]
+	r := s.run(runID)
 	if r == nil || r.dels[subID] == nil {
 		return Delegation{}, false
 	}

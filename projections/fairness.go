@@ -72,7 +72,7 @@ func (s *State) SlotWaiters(except string, now, waitMs int64, share int) int {
 // (unix ms), counting from the newest and stopping once it has counted
 // upTo: the cost is bounded by the limit it is checked against.
 func (s *State) MessagesSince(runID string, since int64, upTo int) int {
-	r := s.runs[runID]
+	r := s.run(runID)
 	if r == nil {
 		return 0
 	}

@@ -108,7 +108,7 @@ func checkInvariants(t *testing.T, s *State) {
 	t.Helper()
 	inFlight := 0
 	for _, runID := range s.runOrder {
-		r := s.runs[runID]
+		r := s.run(runID)
 		for _, d := range s.Delegations(runID) {
 			_, held := s.held[d.SubID]
 			require.Equal(t, !d.Status.Terminal(), held, "D4: a slot is held iff the delegation is in flight")

@@ -92,7 +92,7 @@ func applyLedger(r *runState, ev events.Event) {
 // O(1): the fold counts each amount as it is written (an amount for a task
 // not yet created counts toward the pool, as only a malformed log has one).
 func (s *State) RootSpent(runID string) int64 {
-	if r := s.runs[runID]; r != nil {
+	if r := s.run(runID); r != nil {
 		return r.rootSpent
 	}
 	return 0
@@ -109,7 +109,7 @@ func (r *runState) countRootSpend(taskID string, tokens int64) {
 // IsShadow reports whether task taskID of run runID exists and is a
 // delegation's shadow task (Task.Shadow), without copying the task.
 func (s *State) IsShadow(runID, taskID string) bool {
-	r := s.runs[runID]
+	r := s.run(runID)
 	if r == nil || r.tasks[taskID] == nil {
 		return false
 	}
@@ -119,7 +119,7 @@ func (s *State) IsShadow(runID, taskID string) bool {
 // Account returns the ledger account of task taskID in run runID; ok is
 // false when the task never had a metered delegation (no allocation).
 func (s *State) Account(runID, taskID string) (Account, bool) {
-	r := s.runs[runID]
+	r := s.run(runID)
 	if r == nil || r.accounts[taskID] == nil {
 		return Account{}, false
 	}
@@ -136,7 +136,7 @@ func (s *State) Ledger(runID string) []Account {
 // without copying the account's history: the admission check runs it on
 // every delegate.request. ok is false when the task has no account.
 func (s *State) Allocation(runID, taskID string) (Allocation, bool) {
-	r := s.runs[runID]
+	r := s.run(runID)
 	if r == nil || r.accounts[taskID] == nil {
 		return Allocation{}, false
 	}

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
@@ -30,8 +31,37 @@ func FromLogWith(dec *events.Decoder, r *eventlog.Event) (events.Event, error) {
 }
 
 // Replay folds the durable events from position s.Position+1 up to and
-// including to (0 = the durable head) into s.
+// including to (0 = the durable head) into s. An event of a cold run faults
+// the run in first (FaultIn); a state with cold runs and no ColdStore (one
+// decoded from a snapshot) gets one reading l. Replay makes no run cold.
 func Replay(s *State, l *eventlog.Log, to uint64) error {
+	return replay(s, l, to, Tiering{Retention: -1})
+}
+
+// Tiering says which runs a loaded state keeps hot (tier.go).
+type Tiering struct {
+	// Retention is how long an ended run stays hot after its last event,
+	// by event time while the log is folded and by Now at the end; < 0
+	// keeps every run hot.
+	Retention time.Duration
+	// Now is the clock reading (unix ms) the final eviction is measured
+	// against; 0 skips it.
+	Now int64
+	// Cache is the ColdStore's cache size (DefaultColdCache when ≤ 0).
+	Cache int
+}
+
+// evictEvery is how much event time passes between two eviction passes of
+// a fold: with retention R, an ended run goes cold within R + evictEvery of
+// its last event.
+const evictEvery = int64(1000)
+
+func replay(s *State, l *eventlog.Log, to uint64, t Tiering) error {
+	if s.store == nil && (len(s.cold) > 0 || t.Retention >= 0) {
+		s.store = NewColdStore(l, t.Cache)
+	}
+	retention := t.Retention.Milliseconds()
+	nextPass := int64(0)
 	it := l.Read(s.Position + 1)
 	dec := events.NewDecoder() // shares repeated strings across the fold
 	for it.Next() {
@@ -40,14 +70,35 @@ func Replay(s *State, l *eventlog.Log, to uint64) error {
 			break
 		}
 		ev, err := FromLogWith(dec, r)
+		if err == nil {
+			_, err = s.FaultIn(ev.Stream)
+		}
 		if err != nil {
 			it.Close()
 			return err
 		}
 		Apply(s, ev)
+		if at := ev.UnixMilli(); t.Retention >= 0 && at >= nextPass {
+			s.evict(at, retention)
+			nextPass = at + evictEvery
+		}
 	}
 	return it.Close()
 }
+
+// evict makes cold every run Evictable at now.
+func (s *State) evict(now, retention int64) []string {
+	ids := s.Evictable(now, retention)
+	for _, id := range ids {
+		s.Evict(id)
+	}
+	return ids
+}
+
+// EvictAll makes cold every run Evictable at now (unix ms) with retention
+// (ms), and returns their ids in the order evicted. The engine calls it on
+// its working state and repeats the same ids on its other copy with Evict.
+func (s *State) EvictAll(now, retention int64) []string { return s.evict(now, retention) }
 
 // LoadInfo tells how Load built the state.
 type LoadInfo struct {
@@ -64,7 +115,15 @@ type LoadInfo struct {
 // plus the tail after it, or a fold from position 1 when there is no usable
 // snapshot. A snapshot is an optimisation only: both paths give the same
 // state, and a corrupt snapshot is reported in LoadInfo, never trusted.
+// Every run the fold meets stays hot (runs cold in the snapshot stay cold).
 func Load(l *eventlog.Log) (*State, LoadInfo, error) {
+	return LoadTiered(l, Tiering{Retention: -1})
+}
+
+// LoadTiered is Load keeping hot only what t says: while the log is folded,
+// every ended run past the retention by event time goes cold, so a fold
+// from position 1 never holds every run; at the end, those past it at t.Now.
+func LoadTiered(l *eventlog.Log, t Tiering) (*State, LoadInfo, error) {
 	var info LoadInfo
 	s := New()
 	snap, err := l.LatestSnapshot()
@@ -81,9 +140,13 @@ func Load(l *eventlog.Log) (*State, LoadInfo, error) {
 	if err != nil {
 		info.SnapshotError = err
 	}
+	s.store = NewColdStore(l, t.Cache)
 	from := s.Position
-	if err := Replay(s, l, 0); err != nil {
+	if err := replay(s, l, 0, t); err != nil {
 		return nil, info, err
+	}
+	if t.Retention >= 0 && t.Now != 0 {
+		s.evict(t.Now, t.Retention.Milliseconds())
 	}
 	info.Replayed = s.Position - from
 	return s, info, nil

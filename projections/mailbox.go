@@ -114,7 +114,7 @@ type MailboxPage struct {
 // events.RunInbox for the run inbox). Messages are never removed, so a cursor
 // (an offset into the recipient's append-only box) stays valid.
 func (s *State) Mailbox(runID, recipient string, f MailboxFilter) (MailboxPage, error) {
-	r := s.runs[runID]
+	r := s.run(runID)
 	if r == nil {
 		return MailboxPage{}, nil
 	}
@@ -148,7 +148,7 @@ func (s *State) Mailbox(runID, recipient string, f MailboxFilter) (MailboxPage, 
 
 // Message returns message id of run runID.
 func (s *State) Message(runID, id string) (Message, bool) {
-	r := s.runs[runID]
+	r := s.run(runID)
 	if r == nil {
 		return Message{}, false
 	}

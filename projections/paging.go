@@ -58,7 +58,7 @@ func pageRange(n int, f PageFilter) (start, end int, next string, err error) {
 // TasksPage returns a page of run runID's tasks in creation order (shadow
 // tasks included), each with its allocation. An unknown run has no tasks.
 func (s *State) TasksPage(runID string, f PageFilter) (Page[Task], error) {
-	r := s.runs[runID]
+	r := s.run(runID)
 	if r == nil {
 		return Page[Task]{}, nil
 	}
@@ -68,7 +68,7 @@ func (s *State) TasksPage(runID string, f PageFilter) (Page[Task], error) {
 // DelegationsPage returns a page of run runID's delegations in admission
 // order.
 func (s *State) DelegationsPage(runID string, f PageFilter) (Page[Delegation], error) {
-	r := s.runs[runID]
+	r := s.run(runID)
 	if r == nil {
 		return Page[Delegation]{}, nil
 	}
@@ -78,7 +78,7 @@ func (s *State) DelegationsPage(runID string, f PageFilter) (Page[Delegation], e
 // LedgerPage returns a page of run runID's accounts in the order they were
 // opened.
 func (s *State) LedgerPage(runID string, f PageFilter) (Page[Account], error) {
-	r := s.runs[runID]
+	r := s.run(runID)
 	if r == nil {
 		return Page[Account]{}, nil
 	}
@@ -99,7 +99,7 @@ type LedgerHistory struct {
 // run runID; ok is false when the task has no account. The cursor is an
 // ordinal into the append-only list, so it stays valid as the account grows.
 func (s *State) AccountHistory(runID, taskID string, f PageFilter) (h LedgerHistory, ok bool, err error) {
-	r := s.runs[runID]
+	r := s.run(runID)
 	if r == nil || r.accounts[taskID] == nil {
 		return LedgerHistory{}, false, nil
 	}

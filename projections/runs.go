@@ -103,7 +103,7 @@ func (r Run) clone() Run {
 
 func applyRunCreated(s *State, ev events.Event) {
 	p := events.PayloadAs[events.RunCreated](ev)
-	if p == nil || s.runs[ev.Stream] != nil {
+	if p == nil || s.runs[ev.Stream] != nil || s.cold[ev.Stream] != nil {
 		return
 	}
 	at := ev.UnixMilli()
@@ -121,12 +121,14 @@ func applyRunCreated(s *State, ev events.Event) {
 		CreatedAt:       at,
 		UpdatedAt:       at,
 		Usage:           RunUsage{Events: 1},
-	}))
+	}), ev.Position)
 }
 
-func (s *State) addRun(r *runState) {
+func (s *State) addRun(r *runState, last uint64) {
+	r.ord, r.last = len(s.runOrder), last
 	s.runs[r.run.RunID] = r
 	s.runOrder = append(s.runOrder, r.run.RunID)
+	s.trackEnded(r)
 }
 
 func applyRun(r *runState, ev events.Event) {
@@ -171,11 +173,13 @@ func setRunStatus(r *runState, st RunStatus, p *events.RunStatusChanged) {
 
 // Run returns the run runID.
 func (s *State) Run(runID string) (Run, bool) {
-	r := s.runs[runID]
-	if r == nil {
-		return Run{}, false
+	if r := s.run(runID); r != nil {
+		return r.run.clone(), true
 	}
-	return r.run.clone(), true
+	if cr := s.cold[runID]; cr != nil {
+		return cr.run.clone(), true
+	}
+	return Run{}, false
 }
 
 // RunFilter selects a page of runs. Runs are listed in creation order
@@ -218,17 +222,25 @@ func (s *State) Runs(f RunFilter) (RunPage, error) {
 	}
 	var page RunPage
 	for ; i >= 0 && i < n; i += step {
-		r := s.runs[s.runOrder[i]]
-		if !statusIn(r.run.Status, f.Statuses) {
+		run := s.summary(s.runOrder[i])
+		if !statusIn(run.Status, f.Statuses) {
 			continue
 		}
 		if f.Limit > 0 && len(page.Runs) == f.Limit {
 			page.NextCursor = strconv.FormatUint(uint64(i), 36)
 			break
 		}
-		page.Runs = append(page.Runs, r.run.clone())
+		page.Runs = append(page.Runs, run.clone())
 	}
 	return page, nil
+}
+
+// summary is the Run record of a known run, hot or cold, not copied.
+func (s *State) summary(id string) *Run {
+	if r := s.runs[id]; r != nil {
+		return &r.run
+	}
+	return &s.cold[id].run
 }
 
 func statusIn(st RunStatus, set []RunStatus) bool {

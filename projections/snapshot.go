@@ -13,9 +13,10 @@ import (
 // optimisation, so an unreadable one is rebuilt from the log, never migrated.
 // Format 2 added each run's usage counters (Run.Usage); format 3 each
 // task's kind, a run's explicit budgetTotal 0 and thresholds, and the
-// config's budget mode. An older snapshot lacks them, so it is refused and
-// the state rebuilt.
-const SnapshotFormat uint16 = 3
+// config's budget mode; format 4 each run's last position and cold runs as
+// a summary only. An older snapshot lacks them, so it is refused and the
+// state rebuilt.
+const SnapshotFormat uint16 = 4
 
 // ErrBadSnapshot wraps every DecodeSnapshot failure.
 var ErrBadSnapshot = errors.New("projections: bad snapshot")
@@ -31,7 +32,11 @@ type snapshot struct {
 }
 
 type snapshotRun struct {
-	Run         *Run          `msgpack:"run"`
+	Run *Run `msgpack:"run"`
+	// Last is the position of the run's last event; Cold marks a cold run,
+	// stored as its Run alone (its records are re-folded from the log).
+	Last        uint64        `msgpack:"last"`
+	Cold        bool          `msgpack:"cold"`
 	Tasks       []*Task       `msgpack:"tasks"`
 	Delegations []*Delegation `msgpack:"delegations"`
 	Accounts    []*Account    `msgpack:"accounts"`
@@ -50,8 +55,14 @@ func EncodeSnapshot(s *State) ([]byte, error) {
 	snap := snapshot{Position: s.Position, Config: s.config, Runs: make([]snapshotRun, 0, len(s.runOrder))}
 	for _, id := range s.runOrder {
 		r := s.runs[id]
+		if r == nil {
+			cr := s.cold[id]
+			snap.Runs = append(snap.Runs, snapshotRun{Run: &cr.run, Last: cr.last, Cold: true})
+			continue
+		}
 		sr := snapshotRun{
 			Run:         &r.run,
+			Last:        r.last,
 			Tasks:       make([]*Task, 0, len(r.taskOrder)),
 			Delegations: make([]*Delegation, 0, len(r.delOrder)),
 			Accounts:    make([]*Account, 0, len(r.accountOrder)),
@@ -130,11 +141,19 @@ func fromSnapshot(snap *snapshot) (*State, error) {
 	s.config = snap.Config
 	for i := range snap.Runs {
 		sr := &snap.Runs[i]
-		if sr.Run == nil || s.runs[sr.Run.RunID] != nil {
+		if sr.Run == nil || s.runs[sr.Run.RunID] != nil || s.cold[sr.Run.RunID] != nil {
 			return nil, fmt.Errorf("run %d missing or duplicate", i)
 		}
+		if sr.Cold {
+			if !sr.Run.Status.Stale() {
+				return nil, fmt.Errorf("run %s: cold but not ended", sr.Run.RunID)
+			}
+			s.cold[sr.Run.RunID] = &coldRun{run: *sr.Run, last: sr.Last, ord: len(s.runOrder)}
+			s.runOrder = append(s.runOrder, sr.Run.RunID)
+			continue
+		}
 		r := newRunState(*sr.Run)
-		s.addRun(r)
+		s.addRun(r, sr.Last)
 		if r.run.Usage.SlotWaitAt != 0 {
 			s.waiting[r.run.RunID] = struct{}{}
 		}

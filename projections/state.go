@@ -12,8 +12,14 @@ type State struct {
 	// leave it unchanged.
 	Position uint64
 
-	runs     map[string]*runState // by run id
-	runOrder []string             // run ids in creation order
+	runs     map[string]*runState // hot runs, by run id
+	runOrder []string             // run ids in creation order, hot and cold
+	// cold holds the summary of each cold run (tier.go); store reads the
+	// rest back from the log. ended holds the hot runs whose status is
+	// ended: the candidates for going cold.
+	cold  map[string]*coldRun
+	ended map[string]struct{}
+	store *ColdStore
 	held     map[string]string    // nested slots held: subId → run id
 	// waiting holds the runs whose Usage.SlotWaitAt is set: the candidates
 	// of SlotWaiters, so it never scans every run.
@@ -25,7 +31,9 @@ type State struct {
 // for O(1) apply; the order slices give every query a deterministic order
 // (creation order) without sorting or iterating a map.
 type runState struct {
-	run Run
+	run  Run
+	ord  int    // index in State.runOrder
+	last uint64 // position of the run's last committed event
 
 	tasks     map[string]*Task
 	taskOrder []string
@@ -55,6 +63,8 @@ type runState struct {
 func New() *State {
 	return &State{
 		runs:    make(map[string]*runState),
+		cold:    make(map[string]*coldRun),
+		ended:   make(map[string]struct{}),
 		held:    make(map[string]string),
 		waiting: make(map[string]struct{}),
 		config:  DefaultConfig(),
@@ -78,18 +88,28 @@ func newRunState(r Run) *runState {
 
 // Clone returns a deep copy: applying events to the copy never changes s.
 // The engine keeps a working state and a published one and applies the same
-// events to both.
+// events to both. The copy shares s's ColdStore and the summaries of its
+// cold runs, which nothing mutates.
 func (s *State) Clone() *State {
 	c := &State{
 		Position: s.Position,
 		runs:     make(map[string]*runState, len(s.runs)),
 		runOrder: cloneSlice(s.runOrder),
+		cold:     make(map[string]*coldRun, len(s.cold)),
+		ended:    make(map[string]struct{}, len(s.ended)),
+		store:    s.store,
 		held:     make(map[string]string, len(s.held)),
 		waiting:  make(map[string]struct{}, len(s.waiting)),
 		config:   s.config.clone(),
 	}
 	for run := range s.waiting {
 		c.waiting[run] = struct{}{}
+	}
+	for run := range s.ended {
+		c.ended[run] = struct{}{}
+	}
+	for id, cr := range s.cold {
+		c.cold[id] = cr // summaries are never mutated
 	}
 	for id, r := range s.runs {
 		c.runs[id] = r.clone()
@@ -102,6 +122,7 @@ func (s *State) Clone() *State {
 
 func (r *runState) clone() *runState {
 	c := newRunState(r.run.clone())
+	c.ord, c.last = r.ord, r.last
 	for id, t := range r.tasks {
 		c.tasks[id] = t.clone()
 	}

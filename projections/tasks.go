@@ -248,7 +248,7 @@ func endTask(r *runState, st TaskStatus, p *events.TaskEnded, at int64) {
 // Task returns task taskID of run runID (shadow tasks included), with its
 // allocation.
 func (s *State) Task(runID, taskID string) (Task, bool) {
-	r := s.runs[runID]
+	r := s.run(runID)
 	if r == nil || r.tasks[taskID] == nil {
 		return Task{}, false
 	}

@@ -72,6 +72,8 @@ type Config struct {
 	MinFreeBytes uint64
 	// OpenTimeout bounds opening the store and rebuilding the state (0: no bound).
 	OpenTimeout time.Duration
+	// Retention is how long an ended run stays in memory after its last event (0: it leaves at once).
+	Retention time.Duration
 	// SocketGroup is the gid whose members may connect (0: only crewd's uid).
 	SocketGroup int
 
@@ -135,6 +137,7 @@ var options = []option{
 	{"max-frame", kindInt, "BYTES", fmt.Sprintf("broker frame cap in bytes, newline included, %d..%d", wire.MaxFrameFloor, wire.MaxFrameCeiling), fixed(strconv.Itoa(wire.DefaultMaxFrame))},
 	{"outbound-queue-cap", kindInt, "N", fmt.Sprintf("frames queued per connection before a subscriber is resynced, %d..%d", minOutboundQueueCap, maxOutboundQueueCap), fixed(strconv.Itoa(defaultOutboundQueueCap))},
 	{"min-free-mib", kindInt, "MIB", fmt.Sprintf("free space (MiB) the data directory's file system must keep: below it crewd does not start and answers writes disk-full; 0 disables, 0..%d", maxMinFreeMiB), fixed("256")},
+	{"retention", kindDuration, "DURATION", "how long a run that ended (completed, failed, cancelled) stays in memory after its last event; later it is read back from the store when asked for; 0s: it leaves memory at once", fixed(commands.DefaultRetention.String())},
 	{"open-timeout", kindDuration, "DURATION", "longest time opening the store and rebuilding the state may take before crewd exits 1; 0s: no limit", fixed("2m")},
 	{"http", kindString, "ADDR", "address of the dashboard and its read-only HTTP API (host:port); \"\" turns HTTP off", fixed(httpapi.DefaultAddr)},
 	{"http-allow-remote", kindBool, "[=BOOL]", "allow --http on a non-loopback address (the API then answers other machines; put TLS in front)", fixed("false")},
@@ -353,6 +356,7 @@ func Load(args []string, env Env) (Config, error) {
 	c.MaxFrame = integer("max-frame", wire.MaxFrameFloor, wire.MaxFrameCeiling)
 	c.MinFreeBytes = uint64(integer("min-free-mib", 0, maxMinFreeMiB)) << 20
 	c.OpenTimeout = duration("open-timeout")
+	c.Retention = duration("retention")
 	if text, src := str("socket-group"); text != "" {
 		gid, err := lookupGroup(text)
 		switch {

@@ -1,0 +1,131 @@
+package commands
+
+import (
+	"time"
+
+	"github.com/crewlog/crewlog/projections"
+)
+
+// Tiers (projections/tier.go): the engine keeps hot the runs that have not
+// ended and those that ended less than Options.Retention ago; the others go
+// cold and are read back from the log when asked for. The writer faults a
+// cold run in (IO, at the edge) before it decides a command naming it and
+// before it applies an event of it, so Decide and Apply always see the
+// whole run, and both copies of the state (views.go) fault in, apply and
+// evict the same runs in the same order.
+
+// DefaultRetention is how long an ended run stays hot after its last event
+// when Options.Retention is 0.
+const DefaultRetention = 10 * time.Minute
+
+// evictPassEvery bounds how often the writer looks for runs to make cold
+// (each pass is one walk over the ended hot runs).
+const evictPassEvery = time.Second
+
+// retention is the retention in force, in ms (0 = cold at once).
+func (o *Options) retention() int64 {
+	switch {
+	case o.Retention < 0:
+		return 0
+	case o.Retention == 0:
+		return DefaultRetention.Milliseconds()
+	}
+	return o.Retention.Milliseconds()
+}
+
+// evictPass makes cold, in the working state, the runs whose retention has
+// passed, at most once per evictPassEvery (every group with no retention);
+// it returns their ids for the other copy. now is a reading the writer
+// already took (a test clock may count readings).
+func (e *Engine) evictPass(now time.Time) []string {
+	if now.IsZero() || now.Before(e.nextEvict) {
+		return nil
+	}
+	e.nextEvict = now.Add(min(time.Duration(e.opts.retention())*time.Millisecond, evictPassEvery))
+	return e.work.s.EvictAll(now.UnixMilli(), e.opts.retention())
+}
+
+// faultIn makes run id hot in the working state and notes it, so the other
+// copy faults in the same run.
+func (e *Engine) faultIn(id string, faulted *[]projections.Thawed) error {
+	if id == "" || !e.work.s.IsCold(id) {
+		return nil
+	}
+	t, err := e.work.s.FaultIn(id)
+	if err != nil {
+		return err
+	}
+	*faulted = append(*faulted, t)
+	return nil
+}
+
+// runOf names the run a command reads and writes ("" for none). It only
+// saves a read: a command missing here is decided against the cold run
+// read back from the log (the same records), and its events fault the run
+// in before they are applied.
+func runOf(c Command) string {
+	switch c := c.(type) {
+	case *WaitRequest:
+		return c.RunID
+	case *WaitResolve:
+		return c.RunID
+	case *AskExpire:
+		return c.RunID
+	case *CredentialIssue:
+		return c.RunID
+	case *CredentialRevoke:
+		return c.RunID
+	case *DelegateSpawned:
+		return c.RunID
+	case *DelegateSettle:
+		return c.RunID
+	case *DelegateCancel:
+		return c.RunID
+	case *DelegateExpire:
+		return c.RunID
+	case *DelegateRequest:
+		return c.RunID
+	case *MessageSend:
+		return c.RunID
+	case *Escalate:
+		return c.RunID
+	case *MailboxDeliver:
+		return c.RunID
+	case *MailboxAck:
+		return c.RunID
+	case *QuotaRecheck:
+		return c.RunID
+	case *RunCreate:
+		return c.RunID
+	case *RunTransition:
+		return c.RunID
+	case *SteerPush:
+		return c.RunID
+	case *TaskCreate:
+		return c.RunID
+	case *TaskTransition:
+		return c.RunID
+	case *TaskUsage:
+		return c.RunID
+	}
+	return ""
+}
+
+// Warm reads cold run runID into the cold runs' cache outside the published
+// state's lock, so that a query for it right after does not hold the lock
+// (and so the writer) while the run is read back from the log. A no-op for
+// a hot or unknown run.
+func (e *Engine) Warm(runID string) {
+	var load func()
+	e.Read(func(s *projections.State) { load = s.Warm(runID) })
+	if load != nil {
+		load()
+	}
+}
+
+// Tiers counts the runs held whole (hot) and as a summary (cold) in the
+// published state.
+func (e *Engine) Tiers() (hot, cold int) {
+	e.Read(func(s *projections.State) { hot, cold = s.HotRuns(), s.ColdRuns() })
+	return hot, cold
+}

@@ -1,0 +1,339 @@
+package projections
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+)
+
+// Tiers: a State holds its hot runs whole (hot: every record in memory) and
+// its cold runs as a summary only. A run may go cold (Evict) once it has
+// ended (completed, failed, cancelled) and holds nothing daemon-wide: no
+// slot, no pending question, no place among the slot waiters. What a cold run
+// is made of is re-folded from the log on demand: its own stream and the
+// engine stream (whose config the fold reads), up to the position of the
+// run's last event, so a cold run is exactly what the full fold would hold.
+// Nothing about a cold run is written anywhere but the log: going cold needs
+// no write, and a crash at any moment loses nothing.
+//
+// Queries find a cold run through the ColdStore, which keeps the few runs
+// decoded last in a small cache; the writer faults a cold run back in
+// (FaultIn) before a command or an event touches it, so Decide and Apply
+// only ever see whole runs.
+
+// coldRun is what stays in memory of a cold run: its Run record (what the
+// runs list shows), the position of its last event (the version of what
+// the log holds for it) and its creation ordinal.
+type coldRun struct {
+	run  Run
+	last uint64
+	ord  int
+}
+
+// DefaultColdCache is how many decoded cold runs a ColdStore keeps.
+const DefaultColdCache = 8
+
+// ColdStore reads cold runs back from the log. One store serves every
+// State made from the same log (the engine's copies, their clones), and is
+// safe for concurrent use.
+type ColdStore struct {
+	log *eventlog.Log
+
+	mu    sync.Mutex
+	cache []*cachedRun // most recently used last; at most size
+	size  int
+	err   error // the last load error, for the daemon to report
+}
+
+type cachedRun struct {
+	id   string
+	last uint64
+	r    *runState // never mutated: fault-in clones it
+}
+
+// NewColdStore returns a store reading l, keeping the cache decoded runs
+// (DefaultColdCache when cache ≤ 0).
+func NewColdStore(l *eventlog.Log, cache int) *ColdStore {
+	if cache <= 0 {
+		cache = DefaultColdCache
+	}
+	return &ColdStore{log: l, size: cache}
+}
+
+// Err returns the last error met reading a cold run back (nil when none).
+// A query that meets one answers as if the run held nothing.
+func (c *ColdStore) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *ColdStore) cached(id string, last uint64) *runState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, e := range c.cache {
+		if e.id == id && e.last == last {
+			c.cache = append(append(c.cache[:i:i], c.cache[i+1:]...), e)
+			return e.r
+		}
+	}
+	return nil
+}
+
+func (c *ColdStore) keep(id string, last uint64, r *runState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cache = slices.DeleteFunc(c.cache, func(e *cachedRun) bool { return e.id == id })
+	if len(c.cache) >= c.size {
+		c.cache = append(c.cache[:0], c.cache[1:]...)
+	}
+	c.cache = append(c.cache, &cachedRun{id: id, last: last, r: r})
+}
+
+// load returns the cold run cr (never to be mutated), from the cache or
+// re-folded from the log.
+func (c *ColdStore) load(id string, cr *coldRun) (*runState, error) {
+	if r := c.cached(id, cr.last); r != nil {
+		return r, nil
+	}
+	r, err := c.fold(id, cr)
+	if err != nil {
+		c.mu.Lock()
+		c.err = err
+		c.mu.Unlock()
+		return nil, err
+	}
+	c.keep(id, cr.last, r)
+	return r, nil
+}
+
+// fold re-folds run id from the log up to cr.last: the run's stream merged,
+// by position, with the engine stream (the slot share a refusal is measured
+// against is the config's in force at that moment). The fold is the same
+// Apply the whole log goes through, into a state that holds only this run.
+func (c *ColdStore) fold(id string, cr *coldRun) (*runState, error) {
+	scratch := New()
+	cfgs, err := c.readStream(events.EngineStream, cr.last)
+	if err != nil {
+		return nil, err
+	}
+	it := c.log.ReadStream(id, 1)
+	dec := events.NewDecoder()
+	for it.Next() {
+		e := it.Event()
+		if e.Position > cr.last {
+			break
+		}
+		for len(cfgs) > 0 && cfgs[0].Position < e.Position {
+			Apply(scratch, cfgs[0])
+			cfgs = cfgs[1:]
+		}
+		ev, err := FromLogWith(dec, e)
+		if err != nil {
+			it.Close()
+			return nil, err
+		}
+		Apply(scratch, ev)
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("projections: re-fold run %s: %w", id, err)
+	}
+	r := scratch.runs[id]
+	if r == nil || r.last != cr.last {
+		return nil, fmt.Errorf("%w: run %s re-folded from its stream does not reach position %d", eventlog.ErrCorrupt, id, cr.last)
+	}
+	r.ord = cr.ord
+	return r, nil
+}
+
+// readStream returns the events of stream up to position upTo.
+func (c *ColdStore) readStream(stream string, upTo uint64) ([]events.Event, error) {
+	var out []events.Event
+	it := c.log.ReadStream(stream, 1)
+	for it.Next() {
+		e := it.Event()
+		if e.Position > upTo {
+			break
+		}
+		ev, err := FromLog(e)
+		if err != nil {
+			it.Close()
+			return nil, err
+		}
+		out = append(out, ev)
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("projections: read stream %s: %w", stream, err)
+	}
+	return out, nil
+}
+
+// SetColdStore makes c serve s's cold runs. Only a state with a store can
+// evict.
+func (s *State) SetColdStore(c *ColdStore) { s.store = c }
+
+// ColdStore returns the store serving s's cold runs (nil when none).
+func (s *State) ColdStore() *ColdStore { return s.store }
+
+// run returns run id whole, hot or read back from the log (nil when
+// unknown, or when the log could not be read: see ColdStore.Err). A cold
+// run is shared with other readers and must not be mutated.
+func (s *State) run(id string) *runState {
+	if r := s.runs[id]; r != nil {
+		return r
+	}
+	cr := s.cold[id]
+	if cr == nil || s.store == nil {
+		return nil
+	}
+	r, err := s.store.load(id, cr)
+	if err != nil {
+		return nil
+	}
+	return r
+}
+
+// IsCold reports whether run id is known and cold.
+func (s *State) IsCold(id string) bool { _, ok := s.cold[id]; return ok }
+
+// HotRuns is the number of runs held whole in memory; ColdRuns the number
+// held as a summary.
+func (s *State) HotRuns() int  { return len(s.runs) }
+func (s *State) ColdRuns() int { return len(s.cold) }
+
+// Warm reads cold run id into the store's cache, so that a query made soon
+// after finds it there. It returns a function to call outside any lock the
+// state is read under (it may read the log), or nil when there is nothing
+// to read: id is hot, unknown or already cached.
+func (s *State) Warm(id string) func() {
+	cr := s.cold[id]
+	if cr == nil || s.store == nil || s.store.cached(id, cr.last) != nil {
+		return nil
+	}
+	store, c := s.store, *cr
+	return func() { _, _ = store.load(id, &c) }
+}
+
+// FaultIn makes cold run id hot again, read back from the log; it is a
+// no-op for a hot or unknown run (the Thawed is then empty). The writer
+// calls it before a command or an event touches the run, so Decide and
+// Apply see the whole run. Errors are the log's (a read failure or
+// corruption). The Thawed makes the same run hot in another copy of the
+// state (ThawFrom), with no IO and no error.
+func (s *State) FaultIn(id string) (Thawed, error) {
+	cr := s.cold[id]
+	if cr == nil {
+		return Thawed{}, nil
+	}
+	if s.store == nil {
+		return Thawed{}, fmt.Errorf("projections: run %s is cold and the state has no store to read it from", id)
+	}
+	r, err := s.store.load(id, cr)
+	if err != nil {
+		return Thawed{}, err
+	}
+	t := Thawed{id: id, r: r}
+	s.ThawFrom(t)
+	return t, nil
+}
+
+// Thawed is a cold run read back from the log, as FaultIn made it hot.
+type Thawed struct {
+	id string
+	r  *runState // never mutated: ThawFrom clones it
+}
+
+// ThawFrom makes t's run hot in s as FaultIn did in another copy of the
+// same state. A no-op unless the run is cold in s.
+func (s *State) ThawFrom(t Thawed) {
+	if t.r == nil || s.cold[t.id] == nil {
+		return
+	}
+	delete(s.cold, t.id)
+	h := t.r.clone()
+	s.runs[t.id] = h
+	s.trackEnded(h)
+}
+
+// Evictable returns the hot runs that may go cold at clock reading now
+// (unix ms) with the given retention (ms): ended (completed, failed,
+// cancelled) for at least the retention since their last event, holding no
+// slot, no pending question, not waiting for a slot. Sorted, so the choice
+// is deterministic. Cost: one pass over the ended hot runs.
+func (s *State) Evictable(now, retention int64) []string {
+	if s.store == nil || len(s.ended) == 0 {
+		return nil
+	}
+	var out []string
+	for id := range s.ended {
+		if r := s.runs[id]; r != nil && r.run.UpdatedAt <= now-retention && s.mayEvict(r) {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (s *State) mayEvict(r *runState) bool {
+	if !r.run.Status.Stale() || s.SlotsHeldBy(r.run.RunID) > 0 || r.run.WaitState != nil {
+		return false
+	}
+	if _, waiting := s.waiting[r.run.RunID]; waiting {
+		return false
+	}
+	for _, a := range r.asks {
+		if a.Status == AskPending {
+			return false
+		}
+	}
+	return true
+}
+
+// Evict makes hot run id cold, keeping its summary; it is a no-op for a run
+// that may not go cold (see Evictable) or a state without a store. The
+// evicted records are offered to the store's cache, so the next query for
+// the run need not read the log.
+func (s *State) Evict(id string) {
+	r := s.runs[id]
+	if r == nil || s.store == nil || !s.mayEvict(r) {
+		return
+	}
+	delete(s.runs, id)
+	delete(s.ended, id)
+	s.cold[id] = &coldRun{run: r.run.clone(), last: r.last, ord: r.ord}
+	s.store.keep(id, r.last, r)
+}
+
+// trackEnded keeps s.ended (the eviction candidates) in step with r's
+// status.
+func (s *State) trackEnded(r *runState) {
+	if r.run.Status.Stale() {
+		s.ended[r.run.RunID] = struct{}{}
+	} else {
+		delete(s.ended, r.run.RunID)
+	}
+}
+
+// Whole returns a deep copy of s with every cold run read back from the
+// log and hot, and no store: the state a fold that never evicts would hold.
+// It holds every run in memory: for tests and tools comparing states, not
+// for the daemon.
+func (s *State) Whole() (*State, error) {
+	c := s.Clone()
+	c.store = nil
+	for _, id := range s.runOrder {
+		cr := s.cold[id]
+		if cr == nil {
+			continue
+		}
+		r, err := s.store.load(id, cr)
+		if err != nil {
+			return nil, err
+		}
+		c.ThawFrom(Thawed{id: id, r: r})
+	}
+	return c, nil
+}
