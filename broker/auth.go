@@ -39,6 +39,7 @@ func (s *Server) authenticate(params json.RawMessage) (identity, *wire.Error) {
 		return identity{}, errHelloRejected
 	}
 	digest := digestOf(h.Token)
+	s.eng.Warm(h.RunID) // a cold run's credentials are read back outside the state's lock
 	var (
 		id  identity
 		bad *wire.Error

@@ -136,7 +136,11 @@ func (p *params) run(cl *call) string {
 	c.s.eng.Read(func(st *projections.State) { _, exists = st.Run(id) })
 	if !exists {
 		p.err = wire.Errorf(wire.CodeNoManifest, "run %q not found", id)
+		return id
 	}
+	// A run that ended long ago is cold (commands/tier.go): read it back now, outside the state's lock, rather
+	// than inside the query (which would hold the writer while it reads).
+	c.s.eng.Warm(id)
 	return id
 }
 

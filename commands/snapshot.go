@@ -21,18 +21,25 @@ func (e *Engine) maybeSnapshot() {
 	go func() {
 		defer e.wg.Done()
 		defer e.snapping.Store(false)
-		var c *projections.State
-		e.Read(func(s *projections.State) { c = s.Clone() })
-		b, err := projections.EncodeSnapshot(c)
-		if err == nil {
-			err = e.log.SaveSnapshot(c.Position, b)
-		}
-		if err != nil {
-			e.opts.Logger.Warn("snapshot not saved", "position", c.Position, "err", err)
-			return
-		}
-		if o := e.opts.Observer; o != nil {
-			o.Snapshotted(c.Position, len(b), time.Now())
-		}
+		e.saveSnapshot()
 	}()
+}
+
+// saveSnapshot encodes and saves the published state. The state is cloned
+// under the read lock (the writer waits at most for the clone: the hot runs
+// and the cold runs' summaries) and encoded and saved off the write path.
+func (e *Engine) saveSnapshot() {
+	var c *projections.State
+	e.Read(func(s *projections.State) { c = s.Clone() })
+	b, err := projections.EncodeSnapshot(c)
+	if err == nil {
+		err = e.log.SaveSnapshot(c.Position, b)
+	}
+	if err != nil {
+		e.opts.Logger.Warn("snapshot not saved", "position", c.Position, "err", err)
+		return
+	}
+	if o := e.opts.Observer; o != nil {
+		o.Snapshotted(c.Position, len(b), time.Now())
+	}
 }

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -49,7 +50,12 @@ type Tiering struct {
 	Now int64
 	// Cache is the ColdStore's cache size (DefaultColdCache when ≤ 0).
 	Cache int
+	// NoSnapshot folds from position 1 even when there is a snapshot: the
+	// check that a snapshot is an optimisation only.
+	NoSnapshot bool
 }
+
+var errSnapshotSkipped = errors.New("projections: snapshot not read (Tiering.NoSnapshot)")
 
 // evictEvery is how much event time passes between two eviction passes of
 // a fold: with retention R, an ended run goes cold within R + evictEvery of
@@ -127,6 +133,9 @@ func LoadTiered(l *eventlog.Log, t Tiering) (*State, LoadInfo, error) {
 	var info LoadInfo
 	s := New()
 	snap, err := l.LatestSnapshot()
+	if t.NoSnapshot {
+		snap, err = eventlog.Snapshot{}, errSnapshotSkipped
+	}
 	if err == nil {
 		var decoded *State
 		decoded, err = DecodeSnapshot(snap.Data)
