@@ -41,7 +41,21 @@
 //     recorded: the next tick decides it again, so every delegation expires
 //     within one tick after deadline + grace whatever ids clients send.
 //   - Read sees a published state that never contains undurable events;
-//     readers never block the writer for longer than their own query.
+//     readers never block the writer for longer than their own query. A
+//     query of a cold run reads it back from the log inside that query
+//     unless Warm read it into the cache first (the broker does, outside the
+//     lock).
+//   - Hot and cold (tier.go, projections/tier.go): runs that have not ended,
+//     and ended runs for Options.Retention after their last event, are held
+//     whole; the others go cold (at most one pass a second, an idle writer
+//     included) and are read back from the log when asked for. Before it
+//     decides a command the writer faults in the run the command names, and
+//     before it applies an event the event's run, so Decide and Apply always
+//     see whole runs; both copies of the state fault in, apply and evict the
+//     same runs in the same order. Start-up (projections.LoadTiered) reads
+//     the snapshot, which holds the hot runs and a summary of each cold one,
+//     plus the tail, faulting in the cold runs the tail touches; a fold from
+//     position 1 makes ended runs cold as it goes, by event time.
 //   - A commit error makes the engine fail stop (ErrFailed): nothing more is
 //     decided, and the state is rebuilt from the log on restart. Failed is
 //     closed then, so the daemon can exit for its supervisor to restart it.

@@ -28,7 +28,26 @@
 //     decreases, whatever a log holds.
 //   - Queries are methods on *State, return copies (never internal pointers)
 //     and list in a deterministic order: creation order, or sorted keys.
-//   - Clone is a deep copy; two copies fed the same events stay equal.
+//   - Clone is a deep copy of the hot runs; two copies fed the same events
+//     stay equal. Copies share the ColdStore and the cold runs' summaries,
+//     which nothing mutates.
+//   - Hot and cold (tier.go): a run is hot (whole in memory) unless it went
+//     cold through Evict, which only an ended run holding nothing
+//     daemon-wide (no slot, no pending question, no parked wait, not
+//     waiting for a slot) may. Of a cold run the state keeps its Run record,
+//     the position of its last event and its creation ordinal; the rest is
+//     re-folded from the log when asked for (ColdStore: the run's stream
+//     merged with the engine stream, up to that position, through the same
+//     Apply), so every query answers for a cold run exactly what it answers
+//     for the same run hot. Daemon-wide state (slots, slot waiters, config)
+//     involves hot runs only. A query that cannot read a cold run back (a
+//     log error) answers as for an unknown run and ColdStore.Err says why.
+//   - Apply never reads the log: an event of a cold run must be preceded by
+//     FaultIn (Replay and the engine do it); Apply ignores an event whose run
+//     is not hot. Whole returns the state with every run hot, for tests and
+//     tools that compare states.
+//   - LoadTiered makes ended runs cold while it folds (by event time, once
+//     per second of it), so a fold from position 1 never holds every run.
 //   - Replay cost is O(1) map work per event, with allocations only for what
 //     an event adds (a record, a list entry).
 //
@@ -40,14 +59,18 @@
 // # Snapshot format
 //
 // EncodeSnapshot writes two msgpack values: the format version (uint16,
-// SnapshotFormat = 3) and a map
+// SnapshotFormat = 4) and a map
 //
-//	{position, config, runs: [{run, tasks, delegations, accounts, messages, asks, credentials, rootSpent}]}
+//	{position, config, runs: [{run, last, cold, tasks, delegations, accounts, messages, asks, credentials, rootSpent}]}
 //
+// A cold run is stored as {run, last, cold: true} alone: its records are
+// re-folded from the log, so the snapshot grows with the active work plus a
+// small summary per run ever seen.
 // with every list in the state's own order, so the encoding is
 // deterministic. Only primary records are stored; indexes (slots held,
 // mailbox boxes, order slices) are rebuilt on decode by the fold's helpers,
-// and DecodeSnapshot(EncodeSnapshot(s)) equals s exactly. Decoding is
+// and DecodeSnapshot(EncodeSnapshot(s)) equals s exactly (but for the
+// ColdStore, which Load and Replay attach). Decoding is
 // defensive: the bytes are first checked structurally (every declared length
 // backed by real bytes, bounded nesting), so bad bytes give ErrBadSnapshot,
 // never a panic or a runaway allocation. The storage layer adds the checksum;
