@@ -26,16 +26,9 @@ const tierRuns = 10
 // an end for every run but T00 and T01. With no retention, the ended runs go
 // cold as soon as nothing daemon-wide holds them.
 func tierWorkload(t *testing.T, f *engineFixture) {
-	submit := func(actor events.Actor, c Command) Reply {
+	submit, must := f.submitAs, func(actor events.Actor, c Command) Reply {
 		t.Helper()
-		r, err := f.eng.Submit(context.Background(), Request{Actor: actor, Command: c})
-		require.NoError(t, err)
-		f.clock.Advance(time.Second)
-		return r
-	}
-	must := func(actor events.Actor, c Command) Reply {
-		t.Helper()
-		r := submit(actor, c)
+		r := f.submitAs(actor, c)
 		require.Nil(t, r.Rejected, "%s", c.Kind())
 		return r
 	}
@@ -93,33 +86,45 @@ func tierWorkload(t *testing.T, f *engineFixture) {
 	must(orchestrator, &TaskUsage{RunID: "T01", TaskID: "02_exec", Input: 5, Turns: 1})
 }
 
-// touchCold sends commands to cold runs: a reopened run that then works and
-// ends again, a revoked credential, a message and a refused delegation.
-func touchCold(t *testing.T, f *engineFixture) {
+// submitAs submits c as actor, requires an answer (a rejection is one),
+// and moves the clock on a second.
+func (f *engineFixture) submitAs(actor events.Actor, c Command) Reply {
+	f.t.Helper()
+	r, err := f.eng.Submit(context.Background(), Request{Actor: actor, Command: c})
+	require.NoError(f.t, err)
+	f.clock.Advance(time.Second)
+	return r
+}
+
+// touchCold sends commands to cold runs, calling after once after each: a
+// reopened run that then works and ends again, a revoked credential, a
+// message, a refused delegation and a repeated end.
+func touchCold(t *testing.T, f *engineFixture, after func()) {
 	f.eng.Read(func(s *projections.State) {
 		for _, run := range []string{"T03", "T04", "T05", "T06", "T07"} {
 			require.True(t, s.IsCold(run), "%s is cold before it is touched", run)
 		}
 	})
-	submit := func(actor events.Actor, c Command) Reply {
-		t.Helper()
-		r, err := f.eng.Submit(context.Background(), Request{Actor: actor, Command: c})
-		require.NoError(t, err)
-		f.clock.Advance(time.Second)
-		return r
+	steps := []struct {
+		actor    events.Actor
+		c        Command
+		accepted bool // else either answer will do
+	}{
+		{orchestrator, &RunTransition{RunID: "T03", To: "running"}, true}, // completed → running
+		{worker("02_exec"), &TaskUsage{RunID: "T03", TaskID: "02_exec", Input: 7, Turns: 1}, true},
+		{orchestrator, &MessageSend{RunID: "T03", To: []string{"03_rev"}, Body: "again"}, true},
+		{orchestrator, &RunTransition{RunID: "T03", To: "completed"}, true},
+		{admin, &CredentialRevoke{RunID: "T04", TaskID: "02_exec", Reason: "gone"}, true},
+		{orchestrator, &MessageSend{RunID: "T05", To: []string{"02_exec"}, Body: "late"}, false},
+		{worker("02_exec"), &DelegateRequest{RunID: "T06", TaskID: "02_exec", Prompt: "p"}, false},
+		{orchestrator, &RunTransition{RunID: "T07", To: "cancelled"}, false},
 	}
-	must := func(actor events.Actor, c Command) {
-		t.Helper()
-		require.Nil(t, submit(actor, c).Rejected, "%s", c.Kind())
+	for _, st := range steps {
+		if r := f.submitAs(st.actor, st.c); st.accepted {
+			require.Nil(t, r.Rejected, "%s", st.c.Kind())
+		}
+		after()
 	}
-	must(orchestrator, &RunTransition{RunID: "T03", To: "running"}) // completed → running
-	must(worker("02_exec"), &TaskUsage{RunID: "T03", TaskID: "02_exec", Input: 7, Turns: 1})
-	must(orchestrator, &MessageSend{RunID: "T03", To: []string{"03_rev"}, Body: "again"})
-	must(orchestrator, &RunTransition{RunID: "T03", To: "completed"})
-	must(admin, &CredentialRevoke{RunID: "T04", TaskID: "02_exec", Reason: "gone"})
-	submit(orchestrator, &MessageSend{RunID: "T05", To: []string{"02_exec"}, Body: "late"})
-	submit(worker("02_exec"), &DelegateRequest{RunID: "T06", TaskID: "02_exec", Prompt: "p"})
-	submit(orchestrator, &RunTransition{RunID: "T07", To: "cancelled"})
 }
 
 // Every query answers the same for every run, hot or cold, whether the
@@ -160,7 +165,7 @@ func TestTieredStateAnswersAsTheFullFold(t *testing.T) {
 	tierWorkload(t, f)
 	check(f, "after the workload")
 	f.eng.saveSnapshot() // holds cold runs
-	touchCold(t, f)
+	touchCold(t, f, func() {})
 	check(f, "after touching cold runs")
 	f.close()
 
@@ -198,7 +203,7 @@ func TestTieredEngineCrashAtEveryCommit(t *testing.T) {
 	// Crash after each command that touches a cold run, with a snapshot
 	// after each of the first few.
 	touched := 0
-	touchColdEach(t, f, func() {
+	touchCold(t, f, func() {
 		touched++
 		if touched <= 3 {
 			e.saveSnapshot()
@@ -221,27 +226,6 @@ func TestTieredEngineCrashAtEveryCommit(t *testing.T) {
 		})
 		require.NoError(t, e.Close())
 		require.NoError(t, l.Close())
-	}
-}
-
-// touchColdEach sends commands to cold runs (some refused), calling after
-// once after each.
-func touchColdEach(t *testing.T, f *engineFixture, after func()) {
-	steps := []struct {
-		actor events.Actor
-		c     Command
-	}{
-		{orchestrator, &RunTransition{RunID: "T03", To: "running"}},
-		{worker("02_exec"), &TaskUsage{RunID: "T03", TaskID: "02_exec", Input: 7, Turns: 1}},
-		{orchestrator, &RunTransition{RunID: "T03", To: "completed"}},
-		{admin, &CredentialRevoke{RunID: "T04", TaskID: "02_exec", Reason: "gone"}},
-		{worker("02_exec"), &DelegateRequest{RunID: "T06", TaskID: "02_exec", Prompt: "p"}},
-	}
-	for _, st := range steps {
-		_, err := f.eng.Submit(context.Background(), Request{Actor: st.actor, Command: st.c})
-		require.NoError(t, err)
-		f.clock.Advance(time.Second)
-		after()
 	}
 }
 
@@ -319,10 +303,9 @@ func queryAnswers(t *testing.T, s *projections.State, now int64) map[string]any 
 		q("RootSpent", s.RootSpent(run))
 		tasks := s.Tasks(run)
 		q("Tasks", tasks)
-		pages(t, q, "TasksPage", func(f projections.PageFilter) (string, any) {
+		recordPages(t, q, "TasksPage", func(f projections.PageFilter) (string, any, error) {
 			p, err := s.TasksPage(run, f)
-			require.NoError(t, err)
-			return p.NextCursor, p
+			return p.NextCursor, p, err
 		})
 		recipients := []string{events.RunInbox, "nobody"}
 		for _, task := range append(tasks, projections.Task{TaskID: "nope"}) {
@@ -335,18 +318,16 @@ func queryAnswers(t *testing.T, s *projections.State, now int64) map[string]any 
 			q("Account/"+id, a, ok)
 			al, ok := s.Allocation(run, id)
 			q("Allocation/"+id, al, ok)
-			pages(t, q, "AccountHistory/"+id, func(f projections.PageFilter) (string, any) {
+			recordPages(t, q, "AccountHistory/"+id, func(f projections.PageFilter) (string, any, error) {
 				h, ok, err := s.AccountHistory(run, id, f)
-				require.NoError(t, err)
-				return h.NextCursor, []any{h, ok}
+				return h.NextCursor, []any{h, ok}, err
 			})
 		}
 		dels := s.Delegations(run)
 		q("Delegations", dels)
-		pages(t, q, "DelegationsPage", func(f projections.PageFilter) (string, any) {
+		recordPages(t, q, "DelegationsPage", func(f projections.PageFilter) (string, any, error) {
 			p, err := s.DelegationsPage(run, f)
-			require.NoError(t, err)
-			return p.NextCursor, p
+			return p.NextCursor, p, err
 		})
 		for _, d := range dels {
 			dd, ok := s.Delegation(run, d.SubID)
@@ -355,10 +336,9 @@ func queryAnswers(t *testing.T, s *projections.State, now int64) map[string]any 
 			q("SlotHolder/"+d.SubID, h, ok)
 		}
 		q("Ledger", s.Ledger(run))
-		pages(t, q, "LedgerPage", func(f projections.PageFilter) (string, any) {
+		recordPages(t, q, "LedgerPage", func(f projections.PageFilter) (string, any, error) {
 			p, err := s.LedgerPage(run, f)
-			require.NoError(t, err)
-			return p.NextCursor, p
+			return p.NextCursor, p, err
 		})
 		for _, to := range recipients {
 			for _, pending := range []bool{false, true} {
@@ -410,11 +390,12 @@ func requireSameAnswers(t *testing.T, want, got map[string]any, what string) {
 	require.Len(t, got, len(want), what)
 }
 
-// pages reads every page of size 2 of a paged query.
-func pages(t *testing.T, q func(string, ...any), name string, read func(projections.PageFilter) (next string, page any)) {
+// recordPages reads every page of size 2 of a paged query.
+func recordPages(t *testing.T, q func(string, ...any), name string, read func(projections.PageFilter) (next string, page any, err error)) {
 	f := projections.PageFilter{Limit: 2}
 	for p := 0; ; p++ {
-		next, page := read(f)
+		next, page, err := read(f)
+		require.NoError(t, err)
 		q(fmt.Sprintf("%s/%d", name, p), page)
 		if next == "" {
 			return
