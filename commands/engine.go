@@ -136,6 +136,8 @@ type Engine struct {
 	lastSnap uint64
 	loadInfo projections.LoadInfo
 	rep      GroupReport // reused by report (writer only)
+	// coldSinceSnap counts the runs made cold since the last snapshot.
+	coldSinceSnap int
 	// nextEvict is when the writer next looks for runs to make cold;
 	// lastNow the clock reading of the writer's last decision.
 	nextEvict time.Time
@@ -194,7 +196,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 	e := &Engine{
 		log: l, opts: o, in: make(chan *pending, 4*o.MaxGroup),
 		quit: make(chan struct{}), done: make(chan struct{}), stopped: make(chan struct{}),
-		next: head + 1, lastSnap: info.SnapshotPosition, loadInfo: info,
+		next: head + 1, lastSnap: info.SnapshotPosition, loadInfo: info, coldSinceSnap: info.Evicted,
 	}
 	pub := &view{s: s}
 	e.work = &view{s: s.Clone()}

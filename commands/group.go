@@ -203,6 +203,7 @@ func (e *Engine) publish(group []*pending, applied []events.Event, evicted []str
 	for _, id := range evicted {
 		old.s.Evict(id)
 	}
+	e.coldSinceSnap += len(evicted)
 	e.work = old
 	e.maybeSnapshot()
 	return nil

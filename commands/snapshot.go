@@ -6,17 +6,27 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
+// snapshotAfterCold is how many runs may go cold before the next snapshot
+// is taken at once, however few events passed: the snapshot holds hot runs
+// whole, so it shrinks as soon as they go cold rather than SnapshotEvery
+// events later (and a restart does not decode them again).
+const snapshotAfterCold = 64
+
 // maybeSnapshot starts a background snapshot when enough events have passed
-// since the last one. The state is cloned under the read lock (the writer
-// waits at most for the clone) and encoded and saved off the write path.
+// since the last one, or enough runs went cold. The state is cloned under
+// the read lock (the writer waits at most for the clone) and encoded and
+// saved off the write path.
 func (e *Engine) maybeSnapshot() {
-	if e.opts.SnapshotEvery < 0 || e.next-1 < e.lastSnap+uint64(e.opts.SnapshotEvery) {
+	if e.opts.SnapshotEvery < 0 || e.next <= 1 {
+		return
+	}
+	if e.next-1 < e.lastSnap+uint64(e.opts.SnapshotEvery) && e.coldSinceSnap < snapshotAfterCold {
 		return
 	}
 	if !e.snapping.CompareAndSwap(false, true) {
 		return
 	}
-	e.lastSnap = e.next - 1
+	e.lastSnap, e.coldSinceSnap = e.next-1, 0
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()

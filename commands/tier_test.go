@@ -403,3 +403,30 @@ func recordPages(t *testing.T, q func(string, ...any), name string, read func(pr
 		f.Cursor = next
 	}
 }
+
+// Once enough runs went cold, a snapshot is taken at once, however few
+// events passed: it holds them as summaries, so a restart does not decode
+// them whole again.
+func TestEngineSnapshotsOnceRunsGoCold(t *testing.T) {
+	fs := vfs.NewMem()
+	clock := newTestClock()
+	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+	require.NoError(t, err)
+	defer l.Close()
+	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 1_000_000, Retention: -1})
+	require.NoError(t, err)
+	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
+	for i := 0; i < snapshotAfterCold; i++ {
+		run := fmt.Sprintf("C%02d", i)
+		require.Nil(t, f.submitAs(admin, &RunCreate{RunID: run, Team: "t", Goal: "g", Cwd: "/w"}).Rejected)
+		require.Nil(t, f.submitAs(orchestrator, &RunTransition{RunID: run, To: "running"}).Rejected)
+		require.Nil(t, f.submitAs(orchestrator, &RunTransition{RunID: run, To: "completed"}).Rejected)
+	}
+	require.NoError(t, e.Close()) // waits for the background snapshot
+	snap, err := l.LatestSnapshot()
+	require.NoError(t, err)
+	s, err := projections.DecodeSnapshot(snap.Data)
+	require.NoError(t, err)
+	require.Equal(t, snapshotAfterCold, s.ColdRuns())
+	require.Zero(t, s.HotRuns())
+}

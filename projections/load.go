@@ -36,7 +36,8 @@ func FromLogWith(dec *events.Decoder, r *eventlog.Event) (events.Event, error) {
 // the run in first (FaultIn); a state with cold runs and no ColdStore (one
 // decoded from a snapshot) gets one reading l. Replay makes no run cold.
 func Replay(s *State, l *eventlog.Log, to uint64) error {
-	return replay(s, l, to, Tiering{Retention: -1})
+	_, err := replay(s, l, to, Tiering{Retention: -1})
+	return err
 }
 
 // Tiering says which runs a loaded state keeps hot (tier.go).
@@ -62,7 +63,7 @@ var errSnapshotSkipped = errors.New("projections: snapshot not read (Tiering.NoS
 // its last event.
 const evictEvery = int64(1000)
 
-func replay(s *State, l *eventlog.Log, to uint64, t Tiering) error {
+func replay(s *State, l *eventlog.Log, to uint64, t Tiering) (evicted int, err error) {
 	if s.store == nil && (len(s.cold) > 0 || t.Retention >= 0) {
 		s.store = NewColdStore(l, t.Cache)
 	}
@@ -81,15 +82,15 @@ func replay(s *State, l *eventlog.Log, to uint64, t Tiering) error {
 		}
 		if err != nil {
 			it.Close()
-			return err
+			return evicted, err
 		}
 		Apply(s, ev)
 		if at := ev.UnixMilli(); t.Retention >= 0 && at >= nextPass {
-			s.evict(at, retention)
+			evicted += len(s.evict(at, retention))
 			nextPass = at + evictEvery
 		}
 	}
-	return it.Close()
+	return evicted, it.Close()
 }
 
 // evict makes cold every run Evictable at now.
@@ -115,6 +116,9 @@ type LoadInfo struct {
 	SnapshotError error
 	// Replayed is the number of events folded after the snapshot.
 	Replayed uint64
+	// Evicted is the number of runs LoadTiered made cold (runs hot in the
+	// snapshot included): what a new snapshot would no longer hold whole.
+	Evicted int
 }
 
 // Load builds the state of the whole durable log: the newest valid snapshot
@@ -151,11 +155,11 @@ func LoadTiered(l *eventlog.Log, t Tiering) (*State, LoadInfo, error) {
 	}
 	s.store = NewColdStore(l, t.Cache)
 	from := s.Position
-	if err := replay(s, l, 0, t); err != nil {
+	if info.Evicted, err = replay(s, l, 0, t); err != nil {
 		return nil, info, err
 	}
 	if t.Retention >= 0 && t.Now != 0 {
-		s.evict(t.Now, t.Retention.Milliseconds())
+		info.Evicted += len(s.evict(t.Now, t.Retention.Milliseconds()))
 	}
 	info.Replayed = s.Position - from
 	return s, info, nil
