@@ -190,7 +190,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 	}
 	if info.SnapshotPosition > 0 || s.Position > 0 {
 		o.Logger.Info("state rebuilt", "snapshot", info.SnapshotPosition, "replayed", info.Replayed,
-			"snapshotError", errString(info.SnapshotError))
+			"snapshotError", errString(info.SnapshotError), "hotRuns", s.HotRuns(), "coldRuns", s.ColdRuns())
 	}
 	head, _ := l.Head()
 	e := &Engine{

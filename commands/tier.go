@@ -122,10 +122,3 @@ func (e *Engine) Warm(runID string) {
 		load()
 	}
 }
-
-// Tiers counts the runs held whole (hot) and as a summary (cold) in the
-// published state.
-func (e *Engine) Tiers() (hot, cold int) {
-	e.Read(func(s *projections.State) { hot, cold = s.HotRuns(), s.ColdRuns() })
-	return hot, cold
-}
