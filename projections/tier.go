@@ -33,8 +33,14 @@ type coldRun struct {
 	ord  int
 }
 
-// DefaultColdCache is how many decoded cold runs a ColdStore keeps.
-const DefaultColdCache = 8
+// DefaultColdCache is how many decoded cold runs a ColdStore keeps at most;
+// coldCacheEvents bounds their size, counted in the events they fold
+// (≈ 0.3–0.5 KB of memory each): a few large runs, or many of the usual
+// size. The run read last is kept whatever its size.
+const (
+	DefaultColdCache = 64
+	coldCacheEvents  = 100_000
+)
 
 // ColdStore reads cold runs back from the log. One store serves every
 // State made from the same log (the engine's copies, their clones), and is
@@ -42,10 +48,11 @@ const DefaultColdCache = 8
 type ColdStore struct {
 	log *eventlog.Log
 
-	mu    sync.Mutex
-	cache []*cachedRun // most recently used last; at most size
-	size  int
-	err   error // the last load error, for the daemon to report
+	mu     sync.Mutex
+	cache  []*cachedRun // most recently used last; at most size
+	size   int
+	events int64 // Σ Usage.Events of the cached runs, at most coldCacheEvents but for the last
+	err    error // the last load error, for the daemon to report
 }
 
 type cachedRun struct {
@@ -54,8 +61,8 @@ type cachedRun struct {
 	r    *runState // never mutated: fault-in clones it
 }
 
-// NewColdStore returns a store reading l, keeping the cache decoded runs
-// (DefaultColdCache when cache ≤ 0).
+// NewColdStore returns a store reading l, keeping at most cache decoded
+// runs (DefaultColdCache when cache ≤ 0).
 func NewColdStore(l *eventlog.Log, cache int) *ColdStore {
 	if cache <= 0 {
 		cache = DefaultColdCache
@@ -86,11 +93,18 @@ func (c *ColdStore) cached(id string, last uint64) *runState {
 func (c *ColdStore) keep(id string, last uint64, r *runState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.cache = slices.DeleteFunc(c.cache, func(e *cachedRun) bool { return e.id == id })
-	if len(c.cache) >= c.size {
+	c.cache = slices.DeleteFunc(c.cache, func(e *cachedRun) bool {
+		if e.id == id {
+			c.events -= e.r.run.Usage.Events
+		}
+		return e.id == id
+	})
+	c.cache = append(c.cache, &cachedRun{id: id, last: last, r: r})
+	c.events += r.run.Usage.Events
+	for len(c.cache) > 1 && (len(c.cache) > c.size || c.events > coldCacheEvents) {
+		c.events -= c.cache[0].r.run.Usage.Events
 		c.cache = append(c.cache[:0], c.cache[1:]...)
 	}
-	c.cache = append(c.cache, &cachedRun{id: id, last: last, r: r})
 }
 
 // load returns the cold run cr (never to be mutated), from the cache or
