@@ -28,7 +28,7 @@ type eventsResult struct {
 
 // GET /api/v1/runs/{runId}/events?cursor=POSITION&type=…&limit=
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ principal) {
-	runID, e := runParam(r)
+	runID, e := s.runParam(r)
 	p := newParams(r.URL)
 	limit := int(p.uint("limit", 1, maxLimit, defaultLimit))
 	cursor := p.str("cursor", maxCursorLen)

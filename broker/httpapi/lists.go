@@ -26,7 +26,7 @@ type listPage struct {
 // cursor the projection refuses is 400 bad-cursor.
 func (s *Server) runList(w http.ResponseWriter, r *http.Request, key string, read func(p *params),
 	list func(st *projections.State, runID string) (listPage, error)) {
-	runID, e := runParam(r)
+	runID, e := s.runParam(r)
 	if e == nil {
 		p := newParams(r.URL)
 		read(p)
@@ -175,7 +175,7 @@ func (s *Server) handleLedger(w http.ResponseWriter, r *http.Request, _ principa
 
 // accountHistory answers one account's reservations and charges, paged.
 func (s *Server) accountHistory(w http.ResponseWriter, r *http.Request, read func(p *params), taskID *string, limit *int, cursor *string) {
-	runID, e := runParam(r)
+	runID, e := s.runParam(r)
 	if e == nil {
 		p := newParams(r.URL)
 		read(p)

@@ -128,7 +128,7 @@ type runResult struct {
 
 // GET /api/v1/runs/{runId}
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, _ principal) {
-	runID, e := runParam(r)
+	runID, e := s.runParam(r)
 	if e == nil {
 		e = newParams(r.URL).strict()
 	}
@@ -153,12 +153,14 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, _ principal) 
 	writeJSON(w, res)
 }
 
-// runParam is the path's run id.
-func runParam(r *http.Request) (string, *apiError) {
+// runParam is the path's run id. A run that ended long ago is cold (commands/tier.go): it is read back from the
+// log here, outside the state's lock, rather than inside the query (which would hold the writer while it reads).
+func (s *Server) runParam(r *http.Request) (string, *apiError) {
 	id := r.PathValue("runId")
 	if id == "" || len(id) > maxIDLen {
 		return "", badParams("runId must be 1..%d bytes", maxIDLen)
 	}
+	s.opts.Engine.Warm(id)
 	return id, nil
 }
 

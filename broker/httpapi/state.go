@@ -147,7 +147,7 @@ type stateResult struct {
 
 // GET /api/v1/runs/{runId}/state?at=POSITION|TIME
 func (s *Server) handleState(w http.ResponseWriter, r *http.Request, _ principal) {
-	runID, e := runParam(r)
+	runID, e := s.runParam(r)
 	p := newParams(r.URL)
 	atParam := p.str("at", 64)
 	if e == nil {
