@@ -1,5 +1,3 @@
-// Package webui holds the dashboard page's files, embedded in the binary so crewd serves the page offline with no
-// build step. crewd passes FS to httpapi.Options.UI.
 package webui
 
 import (
@@ -8,13 +6,13 @@ import (
 )
 
 //go:embed static
-var static embed.FS
+var files embed.FS
 
-// FS is the page's files, rooted at static/ (index.html at the top).
+// FS returns the page's files, rooted at static/ (index.html at the top). It is safe for concurrent use.
 func FS() fs.FS {
-	sub, err := fs.Sub(static, "static")
+	sub, err := fs.Sub(files, "static")
 	if err != nil {
-		panic(err) // NB: static/ is embedded above; Sub fails only on an invalid name
+		panic("webui: " + err.Error()) // NB: cannot happen: "static" is a valid path embedded above
 	}
 	return sub
 }

@@ -1,0 +1,28 @@
+// Package webui is the crew dashboard: the page crewd serves next to its HTTP API (docs/dashboard-api.md). Its
+// files live in static/ and are embedded with go:embed; FS hands them to the server (httpapi.Options.UI).
+//
+// # Guarantees
+//
+//   - Nothing to build: the page is plain JavaScript modules and CSS that browsers load as they are, so
+//     `go run ./cmd/crewd` serves it on a machine without Node, and what is reviewed is what runs.
+//   - Offline: every file the page loads is in static/ and referenced by a root-relative path; nothing comes
+//     from another origin (no CDN, no web font). A test checks both.
+//   - Read-only: the page only sends GET requests to /api/v1/ and opens /api/v1/stream; it changes nothing.
+//   - Untrusted text stays text: goals, titles, message bodies and reasons come from clients of the daemon, so
+//     they reach the page as text nodes and attribute values (dom.js), never through innerHTML; the page needs
+//     no inline script or style, so a strict Content-Security-Policy can forbid both.
+//   - Live without reload: one EventSource on /api/v1/stream feeds every view; a resync (the page read too
+//     slowly) makes the views re-read what they show and reopens the stream live.
+//
+// # Layout of static/
+//
+//	index.html, app.css, favicon.svg   the shell: header, theme (light and dark), main
+//	js/main.js                          routing (#/runs, #/health, #/run/ID/TAB), stream, keyboard
+//	js/api.js                           the API as functions; paging; the stream
+//	js/model.js, js/format.js           pure shaping and wording (timeline, tree, health, policy inputs)
+//	js/views/*.js                       run list and slot pool, run view with its tabs, health
+//
+// The pure modules and the stream (against a fake EventSource) are tested with node --test (jstest/, run by
+// TestJavaScriptUnits when node is on PATH); the whole page is tested in headless Chromium against a real crewd
+// by integration's TestDashboard.
+package webui

@@ -1,0 +1,157 @@
+// api.js: the dashboard API (docs/dashboard-api.md) as functions. The page is
+// served by crewd on the same origin and authenticates with its session
+// cookie, so every request is same-origin with credentials.
+
+const base = '/api/v1';
+
+/** ApiError carries the API's {error:{code,message}} and the HTTP status. */
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message || code || `HTTP ${status}`);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** get fetches a JSON route; params are added as query parameters (arrays repeat). */
+export async function get(path, params = {}, { signal } = {}) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (v === undefined || v === null || v === '' || v === false) continue;
+    for (const one of Array.isArray(v) ? v : [v]) q.append(k, String(one));
+  }
+  const url = base + path + (q.size ? `?${q}` : '');
+  const res = await fetch(url, { credentials: 'same-origin', headers: { Accept: 'application/json' }, signal });
+  let body = null;
+  try {
+    body = await res.json();
+  } catch {
+    // a non-JSON answer (a proxy's page): reported by status below
+  }
+  if (!res.ok) {
+    const e = body && body.error;
+    throw new ApiError(res.status, e && e.code, e && e.message);
+  }
+  return body;
+}
+
+const run = (id) => `/runs/${encodeURIComponent(id)}`;
+
+/**
+ * all pages through a list route until it ends or max items were read, and
+ * returns {items, truncated, total}. key is the list's field ("tasks", ...).
+ */
+export async function all(path, key, params = {}, { max = 20000, signal, onPage } = {}) {
+  const items = [];
+  let cursor;
+  let total;
+  for (;;) {
+    const page = await get(path, { ...params, limit: 1000, cursor }, { signal });
+    items.push(...(page[key] || []));
+    total = page.total ?? total;
+    if (onPage) onPage(items, page);
+    if (!page.hasMore || !page.nextCursor) return { items, truncated: false, total };
+    if (items.length >= max) return { items, truncated: true, total };
+    cursor = page.nextCursor;
+  }
+}
+
+export const api = {
+  runs: (params, opts) => get('/runs', params, opts),
+  run: (id, opts) => get(run(id), {}, opts),
+  tasks: (id, opts) => all(`${run(id)}/tasks`, 'tasks', {}, opts),
+  delegations: (id, opts) => all(`${run(id)}/delegations`, 'delegations', {}, opts),
+  ledger: (id, opts) => all(`${run(id)}/ledger`, 'accounts', {}, opts),
+  ledgerHistory: (id, taskId, opts) => get(`${run(id)}/ledger`, { taskId, limit: 1000 }, opts),
+  mailbox: (id, taskId, opts) => all(`${run(id)}/mailbox`, 'messages', { taskId }, { max: 2000, ...opts }),
+  asks: (id, opts) => all(`${run(id)}/asks`, 'asks', {}, opts),
+  credentials: (id, opts) => all(`${run(id)}/credentials`, 'credentials', {}, opts),
+  events: (id, after, opts) => all(`${run(id)}/events`, 'events', { cursor: after || undefined }, { max: 50000, ...opts }),
+  stateAt: (id, at, opts) => get(`${run(id)}/state`, { at }, opts),
+  slots: (opts) => get('/slots', {}, opts),
+  explain: (position, opts) => get(`/events/${encodeURIComponent(position)}/explain`, {}, opts),
+};
+
+/**
+ * Stream follows /api/v1/stream with EventSource. onEvent gets every
+ * TeamEvent (by position, never twice); onResync is called when the server
+ * ended the stream because this page read too slowly: the views must be
+ * re-read, and the stream is reopened live. onState reports 'live',
+ * 'connecting' or 'offline'; onHello each (re)connection, after which every
+ * event is delivered: a view reads what it may have missed before it.
+ */
+export class Stream {
+  constructor({ onEvent, onResync, onState, onHello }) {
+    this.onEvent = onEvent;
+    this.onResync = onResync;
+    this.onHello = onHello || (() => {});
+    this.onState = onState || (() => {});
+    this.last = 0;
+    this.es = null;
+  }
+
+  open(after) {
+    this.close();
+    const q = new URLSearchParams();
+    if (after) q.set('after', String(after));
+    const es = new EventSource(`${base}/stream${q.size ? `?${q}` : ''}`);
+    this.es = es;
+    this.onState('connecting');
+    es.addEventListener('hello', (m) => {
+      const hello = safeParse(m.data);
+      if (hello && !this.last) this.last = hello.head || 0;
+      this.onState('live');
+      // Events committed between a view's first read and this hello reach no stream: views catch up.
+      this.onHello();
+    });
+    es.addEventListener('resync', () => {
+      // The server ends the stream after a resync; EventSource would reconnect
+      // from its last id and fall behind again, so start over live instead.
+      this.close();
+      this.onResync();
+      this.open();
+    });
+    es.onerror = () => this.onState(es.readyState === EventSource.CLOSED ? 'offline' : 'connecting');
+    es.onmessage = (m) => this.deliver(m); // frames without an event name, should the server send one
+    this.typed = (m) => this.deliver(m);
+    for (const t of eventTypes) es.addEventListener(t, this.typed);
+  }
+
+  deliver(m) {
+    const ev = safeParse(m.data);
+    if (!ev || !ev.metadata) return;
+    const pos = ev.metadata.position;
+    if (pos <= this.last) return;
+    this.last = pos;
+    this.onEvent(ev);
+  }
+
+  close() {
+    if (this.es) this.es.close();
+    this.es = null;
+  }
+}
+
+function safeParse(s) {
+  try {
+    return JSON.parse(s);
+  } catch {
+    return null;
+  }
+}
+
+// The SSE event name is the event type, and EventSource only dispatches named
+// events to listeners registered for that name: these are every type of
+// package events (a test in this package keeps the list complete).
+export const eventTypes = [
+  'run.created', 'run.queued', 'run.planning', 'run.running', 'run.blocked', 'run.completed', 'run.failed',
+  'run.cancelled', 'run.budget_warning', 'run.budget_abort', 'run.quota_exceeded',
+  'task.created', 'task.started', 'task.completed', 'task.failed', 'task.cancelled', 'task.skipped',
+  'task.needs_attention', 'task.retried', 'task.waiting', 'task.resumed', 'task.usage', 'task.budget_fair_share',
+  'delegate.requested', 'delegate.admitted', 'delegate.rejected', 'delegate.spawned', 'delegate.completed',
+  'delegate.failed', 'delegate.timed_out', 'delegate.cancel_requested', 'delegate.cancelled',
+  'budget.reserved', 'budget.charged',
+  'mailbox.appended', 'mailbox.delivered', 'mailbox.acknowledged', 'steer.pushed',
+  'ask.requested', 'ask.answered', 'ask.timedout',
+  'credential.issued', 'credential.revoked', 'engine.configured', 'store.migrated',
+];
