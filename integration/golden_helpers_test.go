@@ -366,7 +366,8 @@ type teamEvent struct {
 	Message  string         `json:"message"`
 	Data     map[string]any `json:"data"`
 	Metadata struct {
-		Seq uint64 `json:"seq"`
+		Seq      uint64 `json:"seq"`
+		Position uint64 `json:"position"`
 	} `json:"metadata"`
 }
 
