@@ -241,6 +241,7 @@ func TestDashboard(t *testing.T) {
 		chromedp.WaitVisible(fmt.Sprintf(`[data-travel="past"][data-position="%d"]`, evs[before].Metadata.Position), chromedp.ByQuery),
 		chromedp.WaitNotPresent(secondNode, chromedp.ByQuery),
 		chromedp.WaitNotPresent(`[data-rejection]`, chromedp.ByQuery),
+		chromedp.WaitNotPresent(`[data-health-item]`, chromedp.ByQuery), // health is about now, not then
 		chromedp.WaitVisible(firstNode, chromedp.ByQuery))
 	var firstStatus string
 	b.run(chromedp.Text(firstNode+` .pill`, &firstStatus, chromedp.ByQuery))

@@ -195,6 +195,7 @@ export class RunView {
       this.past = st;
       if (index === undefined) this.travelIndex = nearestIndex(this.positions, st.position);
       this.drawHead();
+      this.drawHealth();
       this.drawTravel();
       this.draw();
     } catch (err) {
@@ -210,6 +211,7 @@ export class RunView {
     this.travelIndex = undefined;
     this.travelError = null;
     this.drawTravel();
+    this.drawHead();
     this.refresh.now();
   }
 
