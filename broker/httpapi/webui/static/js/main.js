@@ -49,6 +49,9 @@ const stream = new Stream({
   onState: (state) => {
     liveEl.dataset.state = state;
     liveEl.textContent = state === 'live' ? 'live' : state === 'connecting' ? 'reconnecting…' : 'offline';
+    // EventSource gives up on an HTTP error without saying which; a restarted crewd forgot its sessions, so ask
+    // the API whether this page is still signed in.
+    if (state === 'offline') api.slots().catch(signedOut);
   },
 });
 
