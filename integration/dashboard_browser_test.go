@@ -187,7 +187,9 @@ func TestDashboard(t *testing.T) {
 	// The run view: the task tree with the first delegation under its parent. A marker on window proves later
 	// that nothing reloaded the page.
 	firstNode := fmt.Sprintf(`[data-node=%q]`, first.GrandchildTaskRef)
-	b.run(chromedp.Click(runRow, chromedp.ByQuery), chromedp.WaitVisible(firstNode, chromedp.ByQuery),
+	// Keyboard: j focuses the first row (the newest run, the crew's), Enter opens it.
+	b.run(chromedp.KeyEvent("j"), chromedp.WaitVisible(runRow+`:focus`, chromedp.ByQuery), chromedp.KeyEvent("\r"),
+		chromedp.WaitVisible(firstNode, chromedp.ByQuery),
 		chromedp.Evaluate(`window.crewlogNoReload = true`, nil))
 
 	// Live: a delegation admitted now appears in the open page.
