@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,29 +16,83 @@ import (
 	"github.com/crewlog/crewlog/cmd/crewd/daemon"
 )
 
-// TestCompareTiny runs compare on every implementation at 1 and 8 clients
-// with a tiny window, so neither the check nor any implementation can rot.
+func TestMain(m *testing.M) {
+	// A file store whose sync was removed: the pre-check must refuse it.
+	extraImpls = append(extraImpls, Impl{Name: "file-nosync", open: func(dir string, _ Spec) (Store, error) {
+		f, err := openRawFile(dir)
+		if err != nil {
+			return nil, err
+		}
+		f.noSync = true
+		return newGroupStore(f), nil
+	}})
+	// The pre-check runs its phases in a child process: this binary.
+	if status, ok := PrecheckChild(os.Stdout, os.Stderr); ok {
+		os.Exit(status)
+	}
+	os.Exit(m.Run())
+}
+
+// longEnv runs the slow tests (every implementation timed and pre-checked).
+const longEnv = "CREWBENCH_LONG"
+
+// TestCompareTiny runs compare on a few implementations with a tiny window
+// and two rounds, so the pre-check, the rounds and the report cannot rot;
+// with CREWBENCH_LONG=1, on every implementation.
 func TestCompareTiny(t *testing.T) {
+	o := CompareOptions{Duration: 150 * time.Millisecond, Clients: []int{3}, Rounds: 2, Dir: t.TempDir(),
+		Only: []string{"file", "crewlog", "socket", "picrew"}}
+	if os.Getenv(longEnv) != "" {
+		o.Only, o.Clients = nil, []int{1, 8}
+	}
 	var progress bytes.Buffer
-	cmp, err := Compare(context.Background(), CompareOptions{Duration: 200 * time.Millisecond, Clients: []int{1, 8},
-		Dir: t.TempDir(), Progress: &progress})
+	o.Progress = &progress
+	cmp, err := Compare(context.Background(), o)
 	require.NoError(t, err, progress.String())
 	require.Empty(t, cmp.Excluded, progress.String())
-	require.Len(t, cmp.Results, len(Impls)*4)
-	// NB: a 200 ms cell on a stalled VM may count nothing, so admissions
-	// are required per implementation over its four cells, not per cell.
-	ops := map[string]int64{}
-	for _, r := range cmp.Results {
-		require.NoError(t, r.Err, "%s %s", r.Impl, r.Cell)
-		ops[r.Impl] += int64(r.Ops)
+	impls, err := selectImpls(o.Only)
+	require.NoError(t, err)
+	require.Len(t, cmp.Summary, len(impls)*2*len(o.Clients))
+	require.Len(t, cmp.Rounds, 2)
+	// NB: a 150 ms cell on a stalled VM may count nothing, so operations
+	// are required per implementation over its cells, not per cell.
+	ops := map[string]int{}
+	for _, rs := range cmp.Rounds {
+		for _, r := range rs {
+			require.NoError(t, r.Err, "%s %s", r.Impl, r.Cell)
+			ops[r.Impl] += r.Ops
+		}
 	}
-	for _, im := range Impls {
-		require.Positive(t, ops[im.Name], "%s counted no admission in any cell", im.Name)
+	for _, im := range impls {
+		require.Positive(t, ops[im.Name], "%s counted no operation in any cell", im.Name)
+		rep := cmp.Checks[im.Name]
+		require.Positive(t, rep.Concurrent.Durable, im.Name)
+		if _, err := exec.LookPath("strace"); err == nil {
+			require.GreaterOrEqual(t, rep.Sequential.Syncs, rep.Sequential.Durable, im.Name)
+		}
+	}
+	for _, s := range cmp.Summary {
+		if s.Impl == reference {
+			require.InDelta(t, 1, s.VsCrewlog.Median, 1e-9)
+			require.Equal(t, 2, s.VsCrewlog.N)
+		}
 	}
 	var md bytes.Buffer
 	require.NoError(t, cmp.WriteMarkdown(&md))
-	require.Contains(t, md.String(), "| 8 | own | picrew")
+	require.Contains(t, md.String(), "| 3 | own | picrew")
 	require.Contains(t, md.String(), "Machine: ")
+}
+
+// TestCompareOpenLoop: in the open loop the scheduled rate is what is
+// offered, and the latency counts from the scheduled time.
+func TestCompareOpenLoop(t *testing.T) {
+	ctx := context.Background()
+	im, _ := implByName("file")
+	r := runCell(ctx, im, t.TempDir(), Cell{Clients: 4}, 100*time.Millisecond, 500*time.Millisecond, Load{Rate: 200})
+	require.NoError(t, r.Err)
+	// 200/s over 0.5 s: 100 ops scheduled in the window, all counted
+	// (the ones in flight at its end are finished).
+	require.Equal(t, 100, r.Ops)
 }
 
 // lessWork is a store that claims the work but skipped the reservations.
@@ -53,27 +108,64 @@ func (l lessWork) Final(ctx context.Context) (map[string]Final, error) {
 	return f, err
 }
 
+// inProcess runs pre-check phases in this process, without counting syncs.
+type inProcess struct{}
+
+func (inProcess) Run(ctx context.Context, im Impl, phase, dir string) (PhaseResult, error) {
+	return runPhase(ctx, im, phase, dir, func(bool) {})
+}
+
 // TestCheckRefusesLessWork: an implementation whose persisted state differs
 // from crewlog's is reported, not timed.
 func TestCheckRefusesLessWork(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	ref, err := runCheck(ctx, Impls[2], filepath.Join(dir, "ref"))
+	crewlog, _ := implByName(reference)
+	ref, err := precheck(ctx, crewlog, filepath.Join(dir, "ref"), inProcess{}, nil)
 	require.NoError(t, err)
-	require.Equal(t, reference, Impls[2].Name)
-	require.Positive(t, ref.Answers[ReasonSlots])
-	require.Positive(t, ref.Answers[ReasonBudget])
-	file := Impls[0]
-	got, err := runCheck(ctx, file, filepath.Join(dir, "file"))
+	require.Empty(t, ref.Why)
+	require.Positive(t, ref.Sequential.Check.Answers[ReasonSlots])
+	require.Positive(t, ref.Sequential.Check.Answers[ReasonBudget])
+	file, _ := implByName("file")
+	got, err := precheck(ctx, file, filepath.Join(dir, "file"), inProcess{}, &ref)
 	require.NoError(t, err)
-	require.Empty(t, diffCheck(ref, got))
+	require.Empty(t, got.Why)
 	cheat := Impl{Name: "cheat", open: func(d string, s Spec) (Store, error) {
 		st, err := file.open(d, s)
 		return lessWork{st}, err
 	}}
-	bad, err := runCheck(ctx, cheat, filepath.Join(dir, "cheat"))
+	bad, err := precheck(ctx, cheat, filepath.Join(dir, "cheat"), inProcess{}, &ref)
 	require.NoError(t, err)
-	require.Contains(t, diffCheck(ref, bad), "budget.reserved")
+	require.Contains(t, bad.Why, "budget.reserved")
+}
+
+// TestPrecheckCountsSyncs: the pre-check counts the sync calls of a store
+// from outside it and refuses the file store with its fdatasync removed,
+// which passes every other check.
+func TestPrecheckCountsSyncs(t *testing.T) {
+	if _, err := exec.LookPath("strace"); err != nil {
+		t.Skip("strace is not installed")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	crewlog, _ := implByName(reference)
+	ref, err := precheck(ctx, crewlog, filepath.Join(dir, "ref"), straceCounter{}, nil)
+	require.NoError(t, err)
+	require.Empty(t, ref.Why)
+	require.GreaterOrEqual(t, ref.Sequential.Syncs, ref.Sequential.Durable)
+	file, _ := implByName("file")
+	good, err := precheck(ctx, file, filepath.Join(dir, "file"), straceCounter{}, &ref)
+	require.NoError(t, err)
+	require.Empty(t, good.Why)
+	// The file store syncs once per group: in the sequential phase one per
+	// answer (rejections included), under 8 clients once per commit.
+	require.Equal(t, good.Sequential.Commits, good.Sequential.Syncs)
+	require.Equal(t, good.Concurrent.Commits, good.Concurrent.Syncs)
+	nosync, _ := implByName("file-nosync")
+	bad, err := precheck(ctx, nosync, filepath.Join(dir, "nosync"), straceCounter{}, &ref)
+	require.NoError(t, err)
+	require.Contains(t, bad.Why, "0 sync calls for")
+	require.NotContains(t, bad.Why, "run ", "the store without its sync leaves the same state: only the sync count tells")
 }
 
 func TestMainUsage(t *testing.T) {

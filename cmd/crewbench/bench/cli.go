@@ -6,14 +6,19 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Main is crewbench: it parses args, runs the subcommand and returns the exit
 // status (0 ok, 1 failure, 2 usage).
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if status, ok := PrecheckChild(stdout, stderr); ok {
+		return status
+	}
 	root := &cobra.Command{
 		Use:           "crewbench",
 		Short:         "Measure crewlog against its alternatives, and drive a running crewd with a simulated crew",
@@ -47,18 +52,29 @@ func compareCommand(stdout, stderr io.Writer) *cobra.Command {
 	var out string
 	c := &cobra.Command{
 		Use:   "compare",
-		Short: "Time one delegate-admission workload on crewlog and six alternatives; print a markdown table",
+		Short: "Time one delegate-admission workload on crewlog and its alternatives; print a markdown table",
 		Long: `compare runs the same workload — a delegate admission: read the run's state, check slots and budget,
-append three events atomically — on the physical limit (file + fdatasync), plain Pebble, crewlog in-process,
-crewlog over its socket, SQLite, NATS JetStream and pi-crew's files, at each client count with all clients on
-one run and each on its own. Each implementation must first leave the same state as crewlog on a small
-check workload, or it is reported and not timed.`,
+append three events atomically, then its settlement — on the physical limit (a preallocated file +
+fdatasync), plain Pebble, crewlog in-process and over its socket, SQLite and NATS JetStream each behind the
+same group committer and in their naive forms, and pi-crew's files, at each client count with all clients on
+one run and each on its own. Each implementation must first pass the pre-check (sequential and 8 concurrent
+clients, payloads read back, sync calls counted under strace), or it is reported and not timed.
+Ratios are taken within a round and summarised over rounds as median (min–max).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Duration <= 0 {
 				return usageError{fmt.Errorf("--duration must be positive")}
 			}
+			if o.Load.Rate < 0 {
+				return usageError{fmt.Errorf("--rate must not be negative")}
+			}
 			o.Progress = stderr
+			o.Command = "crewbench compare"
+			cmd.Flags().Visit(func(f *pflag.Flag) {
+				if f.Name != "out" && f.Name != "dir" {
+					o.Command += fmt.Sprintf(" --%s %s", f.Name, strings.Trim(f.Value.String(), "[]"))
+				}
+			})
 			cmp, err := Compare(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -78,9 +94,10 @@ check workload, or it is reported and not timed.`,
 	f := c.Flags()
 	f.DurationVar(&o.Duration, "duration", 5*time.Second, "measured window per cell")
 	f.IntSliceVar(&o.Clients, "clients", []int{1, 8, 64}, "concurrent clients per cell (1..64)")
-	f.StringSliceVar(&o.Only, "only", nil, "only these implementations: file, pebble, crewlog, socket, sqlite, jetstream, picrew")
+	f.StringSliceVar(&o.Only, "only", nil, "only these implementations ("+strings.Join(implNames(), ", ")+"; default all but crewlog-noid)")
 	f.StringVar(&o.Dir, "dir", "", "directory for the stores (default: a temporary one, removed after)")
 	f.StringVar(&out, "out", "", "write the markdown table to this file instead of stdout")
-	f.IntVar(&o.Rounds, "rounds", 1, "interleaved rounds; the table shows medians")
+	f.IntVar(&o.Rounds, "rounds", 3, "rounds of the whole matrix, implementation order rotated; medians and ranges over rounds")
+	f.Float64Var(&o.Load.Rate, "rate", 0, "open loop: operations per second scheduled at fixed times, latency from the scheduled time (0: closed loop)")
 	return c
 }

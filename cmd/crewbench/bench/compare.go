@@ -16,27 +16,35 @@ type CompareOptions struct {
 	Duration time.Duration // measured window per cell (default 5 s)
 	Warmup   time.Duration // before the window, not counted (default min(500 ms, Duration/4))
 	Clients  []int         // default 1, 8, 64
-	Only     []string      // implementation names; default all
+	Only     []string      // implementation names; default the Default ones
 	Dir      string        // parent of every store (default a temporary directory, removed after)
-	Rounds   int           // interleaved rounds; the table shows medians (default 1)
-	Progress io.Writer     // one line per step (default discard)
+	Rounds   int           // rounds of the whole matrix (default 3)
+	Load     Load          // closed loop unless Load.Rate > 0
+	// SyncCount is how the pre-check counts sync calls (default
+	// straceCounter; tests substitute their own).
+	SyncCount SyncCounter
+	Progress  io.Writer // one line per step (default discard)
+	Command   string    // the command line, for the report
 }
 
 // Comparison is the outcome of Compare.
 type Comparison struct {
 	Machine  Machine
 	Opts     CompareOptions
-	Checks   map[string]string // implementation → "" (passed) or why it failed
-	Results  []Result          // medians over rounds, per implementation and cell
+	Checks   map[string]PrecheckReport // implementation → its pre-check
+	Rounds   [][]Result                // per round, every timed implementation in every cell
+	Summary  []Summary                 // per implementation and cell, in table order
 	Elapsed  time.Duration
 	Timed    []Impl
 	Excluded []Impl
 }
 
-// Compare checks every selected implementation against crewlog, then times
-// the ones that passed: for each cell (clients × one run / own runs) every
-// implementation runs back to back, so drift in the machine's noise hits them
-// alike, and ratios are taken within the cell.
+// Compare pre-checks every selected implementation, then times the ones
+// that passed: Rounds times the whole matrix of cells; within a cell every
+// implementation runs back to back on a fresh directory, in an order
+// rotated from round to round and cell to cell, so drift in the machine's
+// noise and the position in the sequence hit them alike. Ratios are taken
+// within a round and cell, then summarised over rounds (median and range).
 func Compare(ctx context.Context, o CompareOptions) (*Comparison, error) {
 	if o.Duration <= 0 {
 		o.Duration = 5 * time.Second
@@ -48,10 +56,13 @@ func Compare(ctx context.Context, o CompareOptions) (*Comparison, error) {
 		o.Clients = []int{1, 8, 64}
 	}
 	if o.Rounds <= 0 {
-		o.Rounds = 1
+		o.Rounds = 3
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
+	}
+	if o.SyncCount == nil {
+		o.SyncCount = straceCounter{}
 	}
 	for _, c := range o.Clients {
 		if c < 1 || c > timedSlots {
@@ -72,33 +83,30 @@ func Compare(ctx context.Context, o CompareOptions) (*Comparison, error) {
 		return nil, err
 	}
 	began := time.Now()
-	cmp := &Comparison{Machine: describeMachine(dir), Opts: o, Checks: map[string]string{}}
+	cmp := &Comparison{Machine: describeMachine(dir), Opts: o, Checks: map[string]PrecheckReport{}}
 
-	ref, err := checkOne(ctx, Impls[slices.IndexFunc(Impls, func(i Impl) bool { return i.Name == reference })], dir)
+	refImpl, _ := implByName(reference)
+	ref, err := precheck(ctx, refImpl, dir, o.SyncCount, nil)
 	if err != nil {
-		return nil, fmt.Errorf("bench: the reference check failed: %w", err)
+		return nil, fmt.Errorf("bench: the reference pre-check failed: %w", err)
+	}
+	if ref.Why != "" {
+		return nil, fmt.Errorf("bench: the reference pre-check failed: %s", ref.Why)
 	}
 	for _, im := range impls {
-		// The reference is what the others are compared with: its own run
-		// above is its check.
-		got, err := ref, error(nil)
+		rep := ref
 		if im.Name != reference {
-			got, err = checkOne(ctx, im, dir)
+			if rep, err = precheck(ctx, im, dir, o.SyncCount, &ref); err != nil {
+				rep.Why = err.Error()
+			}
 		}
-		why := ""
-		switch {
-		case err != nil:
-			why = err.Error()
-		default:
-			why = diffCheck(ref, got)
-		}
-		cmp.Checks[im.Name] = why
-		if why == "" {
+		cmp.Checks[im.Name] = rep
+		if rep.Why == "" {
 			cmp.Timed = append(cmp.Timed, im)
-			fmt.Fprintf(o.Progress, "check %-9s ok: %v\n", im.Name, got.Answers)
+			fmt.Fprintf(o.Progress, "check %-15s ok: %s\n", im.Name, rep)
 		} else {
 			cmp.Excluded = append(cmp.Excluded, im)
-			fmt.Fprintf(o.Progress, "check %-9s FAILED, not timed: %s\n", im.Name, why)
+			fmt.Fprintf(o.Progress, "check %-15s FAILED, not timed: %s\n", im.Name, rep.Why)
 		}
 	}
 
@@ -106,67 +114,143 @@ func Compare(ctx context.Context, o CompareOptions) (*Comparison, error) {
 	for _, c := range o.Clients {
 		cells = append(cells, Cell{Clients: c}, Cell{Clients: c, OwnRuns: true})
 	}
-	runs := map[string][]Result{}
-	key := func(im string, c Cell) string { return fmt.Sprintf("%s/%d/%v", im, c.Clients, c.OwnRuns) }
 	n := 0
 	for round := 0; round < o.Rounds; round++ {
-		for _, cell := range cells {
-			for _, im := range cmp.Timed {
+		var results []Result
+		for ci, cell := range cells {
+			for _, im := range rotate(cmp.Timed, round+ci) {
 				if err := ctx.Err(); err != nil {
 					return nil, err
 				}
 				n++
 				d := filepath.Join(dir, fmt.Sprintf("cell-%d", n))
-				r := runCell(ctx, im, d, cell, o.Warmup, o.Duration)
+				r := runCell(ctx, im, d, cell, o.Warmup, o.Duration, o.Load)
 				if err := os.RemoveAll(d); err != nil && r.Err == nil {
 					r.Err = err
 				}
-				runs[key(im.Name, cell)] = append(runs[key(im.Name, cell)], r)
+				results = append(results, r)
 				if r.Err != nil {
-					fmt.Fprintf(o.Progress, "round %d  %-22s %-9s ERROR %v\n", round+1, cell, im.Name, r.Err)
+					fmt.Fprintf(o.Progress, "round %d  %-22s %-15s ERROR %v\n", round+1, cell, im.Name, r.Err)
 				} else {
-					fmt.Fprintf(o.Progress, "round %d  %-22s %-9s %8.0f ops/s  p50 %-9s p99 %s\n",
+					fmt.Fprintf(o.Progress, "round %d  %-22s %-15s %8.0f ops/s  p50 %-9s p99 %s\n",
 						round+1, cell, im.Name, r.PerSec, fmtDur(r.P50), fmtDur(r.P99))
 				}
 			}
 		}
+		cmp.Rounds = append(cmp.Rounds, results)
 	}
 	for _, cell := range cells {
 		for _, im := range cmp.Timed {
-			cmp.Results = append(cmp.Results, median(runs[key(im.Name, cell)]))
+			cmp.Summary = append(cmp.Summary, cmp.summarise(im.Name, cell))
 		}
 	}
 	cmp.Elapsed = time.Since(began)
 	return cmp, nil
 }
 
-func checkOne(ctx context.Context, im Impl, dir string) (CheckResult, error) {
-	d := filepath.Join(dir, "check-"+im.Name)
-	res, err := runCheck(ctx, im, d)
-	return res, errors.Join(err, os.RemoveAll(d))
+// rotate returns impls starting at index k mod len.
+func rotate(impls []Impl, k int) []Impl {
+	if len(impls) == 0 {
+		return nil
+	}
+	k %= len(impls)
+	return slices.Concat(impls[k:], impls[:k])
 }
 
-// median of each measure over rounds; an error in any round is the result.
-func median(rs []Result) Result {
-	out := rs[0]
-	for _, r := range rs {
-		if r.Err != nil {
-			out.Err = r.Err
-			return out
-		}
-	}
-	pick := func(get func(Result) float64) float64 {
-		v := make([]float64, len(rs))
-		for i, r := range rs {
-			v[i] = get(r)
-		}
-		slices.Sort(v)
-		return v[len(v)/2]
-	}
-	out.PerSec = pick(func(r Result) float64 { return r.PerSec })
-	out.P50 = time.Duration(pick(func(r Result) float64 { return float64(r.P50) }))
-	out.P99 = time.Duration(pick(func(r Result) float64 { return float64(r.P99) }))
-	out.Retries = pick(func(r Result) float64 { return r.Retries })
-	out.Ops = int(pick(func(r Result) float64 { return float64(r.Ops) }))
-	return out
+// Spread is a ratio over rounds: its median and range.
+type Spread struct {
+	Median, Min, Max float64
+	N                int // rounds it was measured in (0: never)
 }
+
+func spreadOf(v []float64) Spread {
+	if len(v) == 0 {
+		return Spread{}
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return Spread{Median: medianOf(s), Min: s[0], Max: s[len(s)-1], N: len(s)}
+}
+
+// medianOf a sorted slice: the middle value, or the mean of the middle two.
+func medianOf(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+// Summary is one implementation in one cell over all rounds.
+type Summary struct {
+	Impl                     string
+	Cell                     Cell
+	PerSec, P50, P99, Retry  Spread // each measure's own median and range over rounds
+	VsCrewlog, VsSocket      Spread // this ÷ crewlog in-process, this ÷ crewlog over its socket, per round
+	Err                      error  // the first error of any round
+	ErrRounds, MeasuredRound int
+}
+
+// result finds im's result in cell in one round.
+func findResult(rs []Result, im string, cell Cell) (Result, bool) {
+	for _, r := range rs {
+		if r.Impl == im && r.Cell == cell {
+			return r, true
+		}
+	}
+	return Result{}, false
+}
+
+func (c *Comparison) summarise(im string, cell Cell) Summary {
+	s := Summary{Impl: im, Cell: cell}
+	var rate, p50, p99, retry, vsRef, vsSock []float64
+	for _, rs := range c.Rounds {
+		r, ok := findResult(rs, im, cell)
+		if !ok {
+			continue
+		}
+		if r.Err != nil {
+			if s.Err == nil {
+				s.Err = r.Err
+			}
+			s.ErrRounds++
+			continue
+		}
+		rate, p50, p99, retry = append(rate, r.PerSec), append(p50, float64(r.P50)), append(p99, float64(r.P99)), append(retry, r.Retries)
+		if x, ok := findResult(rs, reference, cell); ok && x.Err == nil && x.PerSec > 0 {
+			vsRef = append(vsRef, r.PerSec/x.PerSec)
+		}
+		if x, ok := findResult(rs, "socket", cell); ok && x.Err == nil && x.PerSec > 0 {
+			vsSock = append(vsSock, r.PerSec/x.PerSec)
+		}
+	}
+	s.PerSec, s.P50, s.P99, s.Retry = spreadOf(rate), spreadOf(p50), spreadOf(p99), spreadOf(retry)
+	s.VsCrewlog, s.VsSocket = spreadOf(vsRef), spreadOf(vsSock)
+	s.MeasuredRound = len(rate)
+	return s
+}
+
+// RatioOver is, per round, a ÷ the best of bs (the highest rate among bs in
+// that round) in cell, summarised over rounds.
+func (c *Comparison) RatioOver(a string, bs []string, cell Cell) Spread {
+	var v []float64
+	for _, rs := range c.Rounds {
+		x, ok := findResult(rs, a, cell)
+		if !ok || x.Err != nil {
+			continue
+		}
+		best := 0.0
+		for _, b := range bs {
+			if y, ok := findResult(rs, b, cell); ok && y.Err == nil {
+				best = max(best, y.PerSec)
+			}
+		}
+		if best > 0 {
+			v = append(v, x.PerSec/best)
+		}
+	}
+	return spreadOf(v)
+}
+
+// errNoSuchImpl is an unknown implementation name.
+var errNoSuchImpl = errors.New("bench: unknown implementation")

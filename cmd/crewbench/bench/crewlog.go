@@ -24,6 +24,10 @@ type engineStore struct {
 	dir string
 	log *eventlog.Log
 	eng *commands.Engine
+	// withIDs sends a commandId with every workload command, as a runtime
+	// that retries safely does, so the engine pays for the outcome it
+	// records and the lookup of earlier ones.
+	withIDs bool
 }
 
 var (
@@ -31,7 +35,7 @@ var (
 	worker       = events.Actor{Role: events.RoleWorker, TaskID: parentTask}
 )
 
-func openEngineStore(dir string, slots int) (*engineStore, error) {
+func openEngineStore(dir string, slots int, withIDs bool) (*engineStore, error) {
 	l, err := eventlog.Open(filepath.Join(dir, "crewlog"), nil)
 	if err != nil {
 		return nil, err
@@ -46,11 +50,26 @@ func openEngineStore(dir string, slots int) (*engineStore, error) {
 		_ = l.Close()
 		return nil, err
 	}
-	return &engineStore{dir: dir, log: l, eng: e}, nil
+	return &engineStore{dir: dir, log: l, eng: e, withIDs: withIDs}, nil
 }
 
 func (s *engineStore) do(ctx context.Context, actor events.Actor, c commands.Command) (commands.Reply, error) {
-	r, err := s.eng.Submit(ctx, commands.Request{Actor: actor, Command: c})
+	return s.submit(ctx, commands.Request{Actor: actor, Command: c})
+}
+
+// doWithID submits c with a fresh commandId of principal when the store
+// sends ids.
+func (s *engineStore) doWithID(ctx context.Context, p events.Principal, actor events.Actor, c commands.Command) (commands.Reply, error) {
+	req := commands.Request{Actor: actor, Command: c}
+	if s.withIDs {
+		req.Principal, req.CommandID = p, newCommandID()
+	}
+	return s.submit(ctx, req)
+}
+
+func (s *engineStore) submit(ctx context.Context, req commands.Request) (commands.Reply, error) {
+	c := req.Command
+	r, err := s.eng.Submit(ctx, req)
 	if err == nil && r.Rejected != nil && c.Kind() != "delegate.request" {
 		err = fmt.Errorf("bench: %s: %w", c.Kind(), r.Rejected)
 	}
@@ -80,7 +99,7 @@ func (s *engineStore) Setup(ctx context.Context, runs []string, spec Spec) error
 
 func (s *engineStore) Admit(ctx context.Context, run string, tokens int64) (Admission, error) {
 	desc := delegateDesc
-	r, err := s.do(ctx, worker, &commands.DelegateRequest{RunID: run, TaskID: parentTask, Prompt: delegatePrompt,
+	r, err := s.doWithID(ctx, events.WorkerPrincipal(run, parentTask), worker, &commands.DelegateRequest{RunID: run, TaskID: parentTask, Prompt: delegatePrompt,
 		Description: &desc, BudgetTokens: &tokens})
 	if err != nil {
 		return Admission{}, err
@@ -96,7 +115,7 @@ func (s *engineStore) Admit(ctx context.Context, run string, tokens int64) (Admi
 }
 
 func (s *engineStore) Settle(ctx context.Context, run, subID, outcome string) error {
-	_, err := s.do(ctx, orchestrator, &commands.DelegateSettle{RunID: run, SubID: subID, Outcome: outcome, Text: resultText})
+	_, err := s.doWithID(ctx, events.OrchestratorPrincipal(run), orchestrator, &commands.DelegateSettle{RunID: run, SubID: subID, Outcome: outcome, Text: resultText})
 	return err
 }
 
@@ -106,7 +125,7 @@ func (s *engineStore) Final(context.Context) (map[string]Final, error) {
 
 // logFinal reads every run's events back from the log.
 func logFinal(l *eventlog.Log) (map[string]Final, error) {
-	f := finals{}
+	f := newFinals()
 	it := l.Read(1)
 	for it.Next() {
 		ev := it.Event()
@@ -114,11 +133,13 @@ func logFinal(l *eventlog.Log) (map[string]Final, error) {
 		if err != nil {
 			return nil, errors.Join(err, it.Close())
 		}
-		tokens, reason := summary(p)
-		f.add(ev.Stream, ev.Type, tokens, reason)
+		f.add(ev.Stream, ev.Type, p)
 	}
-	return f, errors.Join(it.Err(), it.Close())
+	return f.result(), errors.Join(it.Err(), it.Close())
 }
+
+// Commits counts the engine's committed groups.
+func (s *engineStore) Commits() int64 { return int64(s.eng.Stats().Groups) }
 
 func (s *engineStore) Close() error {
 	return errors.Join(s.eng.Close(), s.log.Close())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/crewlog/crewlog/events"
@@ -24,9 +25,14 @@ type sink interface {
 // sinkRecord is one encoded record with its stream key.
 type sinkRecord struct {
 	Pos, Version uint64
-	Stream       string
+	Stream, Type string
+	TimeNs       int64
 	Bytes        []byte // the whole record (appendRecord)
+	PayloadLen   int    // the payload is the record's last PayloadLen bytes
 }
+
+// Payload is the record's event payload.
+func (r sinkRecord) Payload() []byte { return r.Bytes[len(r.Bytes)-r.PayloadLen:] }
 
 // groupStore is the scheme crewlog uses, with the thinnest storage under
 // it: one committer goroutine takes the first queued request, drains
@@ -47,6 +53,8 @@ type groupStore struct {
 	mu    sync.Mutex
 	fail  error
 	close sync.Once
+	// commits counts the groups written (one sync each).
+	commits atomic.Int64
 }
 
 const maxGroup = 1024
@@ -79,7 +87,8 @@ func (g *groupStore) Setup(_ context.Context, runs []string, spec Spec) error {
 		g.pos++
 		st.Version++
 		rec := appendRecord(nil, g.pos, r, st.Version, events.TypeRunCreated, now.UnixNano(), rc)
-		recs = append(recs, sinkRecord{Pos: g.pos, Version: st.Version, Stream: r, Bytes: rec})
+		recs = append(recs, sinkRecord{Pos: g.pos, Version: st.Version, Stream: r, Type: events.TypeRunCreated,
+			TimeNs: now.UnixNano(), Bytes: rec, PayloadLen: len(rc)})
 		buf = append(buf, rec...)
 		g.runs[r] = st
 	}
@@ -159,6 +168,7 @@ func (g *groupStore) commit() {
 		}
 		err := g.failure()
 		if err == nil && len(recs) > 0 {
+			g.commits.Add(1)
 			if err = g.sink.Write(recs, buf); err != nil {
 				g.mu.Lock()
 				g.fail = fmt.Errorf("bench: commit: %w", err)
@@ -210,10 +220,14 @@ func (g *groupStore) decide(r *groupReq, recs []sinkRecord, buf []byte, now time
 		st.Version++
 		start := len(buf)
 		buf = appendRecord(buf, g.pos, r.run, st.Version, e.Type, now.UnixNano(), p)
-		recs = append(recs, sinkRecord{Pos: g.pos, Version: st.Version, Stream: r.run, Bytes: buf[start:]})
+		recs = append(recs, sinkRecord{Pos: g.pos, Version: st.Version, Stream: r.run, Type: e.Type,
+			TimeNs: now.UnixNano(), Bytes: buf[start:], PayloadLen: len(p)})
 	}
 	return recs, buf, ans, nil
 }
+
+// Commits counts the groups written.
+func (g *groupStore) Commits() int64 { return g.commits.Load() }
 
 func (g *groupStore) failure() error {
 	g.mu.Lock()
@@ -222,9 +236,9 @@ func (g *groupStore) failure() error {
 }
 
 func (g *groupStore) Final(context.Context) (map[string]Final, error) {
-	f := finals{}
+	f := newFinals()
 	err := g.sink.ReadAll(f.addRecord)
-	return f, err
+	return f.result(), err
 }
 
 func (g *groupStore) Close() error {

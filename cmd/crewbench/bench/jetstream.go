@@ -33,6 +33,7 @@ type jetStreamStore struct {
 	js        jetstream.JetStream
 	stream    jetstream.Stream
 	conflicts atomic.Int64
+	stored    atomic.Int64 // messages acknowledged
 }
 
 // jsCommit is one JetStream message: the events of one decision and the
@@ -50,8 +51,14 @@ type jsEvent struct {
 const jsStream = "CREW"
 
 func openJetStreamStore(dir string) (*jetStreamStore, error) {
+	return startJetStream(dir, 0, "run.>")
+}
+
+// startJetStream starts the embedded server (maxPayload 0: the default) and
+// creates the stream on subjects.
+func startJetStream(dir string, maxPayload int32, subjects string) (*jetStreamStore, error) {
 	srv, err := server.NewServer(&server.Options{ServerName: "crewbench", DontListen: true, JetStream: true,
-		StoreDir: dir, SyncAlways: true, NoLog: true, NoSigs: true})
+		StoreDir: dir, SyncAlways: true, NoLog: true, NoSigs: true, MaxPayload: maxPayload})
 	if err != nil {
 		return nil, fmt.Errorf("bench: nats server: %w", err)
 	}
@@ -68,7 +75,7 @@ func openJetStreamStore(dir string) (*jetStreamStore, error) {
 		return nil, errors.Join(err, s.Close())
 	}
 	s.stream, err = s.js.CreateStream(context.Background(), jetstream.StreamConfig{Name: jsStream,
-		Subjects: []string{"run.>"}, Storage: jetstream.FileStorage, Replicas: 1, AllowDirect: true})
+		Subjects: []string{subjects}, Storage: jetstream.FileStorage, Replicas: 1, AllowDirect: true})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("bench: jetstream stream: %w", err), s.Close())
 	}
@@ -115,8 +122,12 @@ func (s *jetStreamStore) publish(ctx context.Context, run string, st *runState, 
 	if err != nil {
 		return fmt.Errorf("bench: jetstream publish: %w", err)
 	}
+	s.stored.Add(1)
 	return nil
 }
+
+// Commits counts the messages stored (one sync each with sync always).
+func (s *jetStreamStore) Commits() int64 { return s.stored.Load() }
 
 // update is the read-check-append loop of one decision.
 func (s *jetStreamStore) update(ctx context.Context, run string, decide func(*runState) ([]event, error)) error {
@@ -169,28 +180,39 @@ func (s *jetStreamStore) Settle(ctx context.Context, run, subID, outcome string)
 func (s *jetStreamStore) Retries() int64 { return s.conflicts.Load() }
 
 func (s *jetStreamStore) Final(ctx context.Context) (map[string]Final, error) {
-	info, err := s.stream.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("bench: jetstream info: %w", err)
-	}
-	f := finals{}
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
-		m, err := s.stream.GetMsg(ctx, seq)
-		if err != nil {
-			return nil, fmt.Errorf("bench: jetstream read %d: %w", seq, err)
-		}
+	f := newFinals()
+	err := s.eachMessage(ctx, func(m *jetstream.RawStreamMsg) error {
 		var c jsCommit
 		if err := msgpack.Unmarshal(m.Data, &c); err != nil {
-			return nil, fmt.Errorf("bench: jetstream read %d: %w", seq, err)
+			return fmt.Errorf("bench: jetstream read %d: %w", m.Sequence, err)
 		}
 		run := m.Subject[len("run."):]
 		for _, e := range c.Events {
 			if err := f.addRecord(decodedRecord{Stream: run, Type: e.Type, Payload: e.Payload}); err != nil {
-				return nil, err
+				return err
 			}
 		}
+		return nil
+	})
+	return f.result(), err
+}
+
+// eachMessage calls fn for every message of the stream, in order.
+func (s *jetStreamStore) eachMessage(ctx context.Context, fn func(*jetstream.RawStreamMsg) error) error {
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("bench: jetstream info: %w", err)
 	}
-	return f, nil
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
+		m, err := s.stream.GetMsg(ctx, seq)
+		if err != nil {
+			return fmt.Errorf("bench: jetstream read %d: %w", seq, err)
+		}
+		if err := fn(m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *jetStreamStore) Close() error {
@@ -200,4 +222,50 @@ func (s *jetStreamStore) Close() error {
 	s.srv.Shutdown()
 	s.srv.WaitForShutdown()
 	return nil
+}
+
+// jetStreamSink is JetStream as a competent user would put it behind the
+// group committer: the single writer publishes one message per group — the
+// group's records back to back, in the file sink's record format — on one
+// subject, and waits for its acknowledgement, which with sync_interval
+// always comes after the message is fsynced. With one writer there is
+// nothing to conflict with, so no expected-sequence header; the run's state
+// lives in the committer's memory, as for the other sinks.
+type jetStreamSink struct {
+	*jetStreamStore
+}
+
+// jsMaxGroupBytes bounds one message: a group of maxGroup requests.
+const jsMaxGroupBytes = 16 << 20
+
+func openJetStreamSink(dir string) (*jetStreamSink, error) {
+	s, err := startJetStream(dir, jsMaxGroupBytes, "log")
+	if err != nil {
+		return nil, err
+	}
+	return &jetStreamSink{s}, nil
+}
+
+func (s *jetStreamSink) Write(_ []sinkRecord, buf []byte) error {
+	if _, err := s.js.Publish(context.Background(), "log", buf); err != nil {
+		return fmt.Errorf("bench: jetstream publish: %w", err)
+	}
+	s.stored.Add(1)
+	return nil
+}
+
+func (s *jetStreamSink) ReadAll(fn func(decodedRecord) error) error {
+	return s.eachMessage(context.Background(), func(m *jetstream.RawStreamMsg) error {
+		for b := m.Data; len(b) > 0; {
+			r, rest, err := nextRecord(b)
+			if err != nil {
+				return err
+			}
+			if err := fn(r); err != nil {
+				return err
+			}
+			b = rest
+		}
+		return nil
+	})
 }

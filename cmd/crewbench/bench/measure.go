@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,14 +25,14 @@ func (c Cell) String() string {
 	return fmt.Sprintf("%d clients, one run", c.Clients)
 }
 
-// Result is one implementation timed in one cell.
+// Result is one implementation timed in one cell in one round.
 type Result struct {
 	Impl     string
 	Cell     Cell
-	Ops      int // admissions counted in the window
+	Ops      int // operations whose admission started (closed loop) or was scheduled (open loop) in the window
 	PerSec   float64
 	P50, P99 time.Duration
-	Retries  float64 // conflicts or busy locks per counted admission
+	Retries  float64 // conflicts or busy locks per counted operation
 	Err      error
 }
 
@@ -41,28 +43,39 @@ const (
 	timedSlots  = 64 // crewlog's largest slot pool; each client holds at most one delegation
 )
 
+// drainLimit bounds how long the operations in flight at the end of the
+// window may take to finish: one that takes longer fails the cell.
+const drainLimit = 60 * time.Second
+
 // retrier is a store that counts retries (optimistic conflicts, busy locks).
 type retrier interface{ Retries() int64 }
 
-// runCell times im in cell for warm + window on a fresh store in dir. One op
-// is a delegate admission (its latency is the one reported) followed by the
-// settlement that frees its slot; an op counts when its admission started
-// after the warm-up and its settlement finished inside the window.
-func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window time.Duration) Result {
+// Load is how operations arrive.
+type Load struct {
+	// Rate, when positive, is the open loop: operations are scheduled at
+	// fixed times Rate per second for the whole cell, whichever client
+	// takes them, and an admission's latency is measured from its
+	// scheduled time, so a stall delays every operation scheduled during
+	// it (no coordinated omission). Zero is the closed loop: each client
+	// starts its next operation when its last one ended.
+	Rate float64
+}
+
+// runCell times im in cell for warm + window on a fresh store in dir.
+//
+// One op is a delegate admission (its latency is the one reported) followed
+// by the settlement that frees its slot. An op counts when its admission
+// started (closed loop) or was scheduled (open loop) inside the window; the
+// ops in flight when the window ends are finished and counted, and no op
+// starts after it, so an implementation is never credited or charged for
+// where the window's edge fell inside a slow op.
+func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window time.Duration, load Load) Result {
 	res := Result{Impl: im.Name, Cell: cell}
 	res.Err = func() error {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return err
 		}
-		runs := []string{"run-0"}
-		perRun := cell.Clients
-		if cell.OwnRuns {
-			runs, perRun = make([]string, cell.Clients), 1
-			for i := range runs {
-				runs[i] = fmt.Sprintf("run-%d", i)
-			}
-		}
-		spec := Spec{Budget: timedBudget, Slots: timedSlots, Clients: perRun}
+		runs, spec := cellRuns(cell)
 		s, err := im.open(dir, spec)
 		if err != nil {
 			return err
@@ -75,35 +88,51 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 		if r, ok := s.(retrier); ok {
 			before = r.Retries()
 		}
+		dctx, cancel := context.WithTimeout(ctx, warm+window+drainLimit)
+		defer cancel()
 		start := time.Now()
 		from, to := start.Add(warm), start.Add(warm+window)
-		cctx, cancel := context.WithDeadline(ctx, to)
-		defer cancel()
 		lats := make([][]time.Duration, cell.Clients)
 		errs := make([]error, cell.Clients)
+		var next atomic.Int64 // open loop: the next scheduled op
+		var done atomic.Int64 // ops finished, warm-up included
 		var wg sync.WaitGroup
 		for c := 0; c < cell.Clients; c++ {
 			wg.Add(1)
 			go func(c int) {
 				defer wg.Done()
 				run := runs[c%len(runs)]
-				for cctx.Err() == nil {
-					t0 := time.Now()
-					a, err := s.Admit(cctx, run, timedTokens)
-					lat := time.Since(t0)
+				for {
+					// due is when the op was meant to start: now in the
+					// closed loop, its slot in the schedule in the open one.
+					due := time.Now()
+					if load.Rate > 0 {
+						i := next.Add(1) - 1
+						due = start.Add(time.Duration(float64(i) * float64(time.Second) / load.Rate))
+						if !due.Before(to) {
+							return
+						}
+						if err := sleepUntil(dctx, due); err != nil {
+							errs[c] = err
+							return
+						}
+					} else if !due.Before(to) {
+						return
+					}
+					a, err := s.Admit(dctx, run, timedTokens)
+					lat := time.Since(due)
 					if err == nil && !a.Admitted() {
 						err = fmt.Errorf("bench: %s refused a timed admission: %s", im.Name, a.Reason)
 					}
 					if err == nil {
-						err = s.Settle(cctx, run, a.SubID, "ok")
+						err = s.Settle(dctx, run, a.SubID, "ok")
 					}
 					if err != nil {
-						if cctx.Err() == nil {
-							errs[c] = err
-						}
+						errs[c] = err
 						return
 					}
-					if t0.After(from) && time.Now().Before(to) {
+					done.Add(1)
+					if !due.Before(from) {
 						lats[c] = append(lats[c], lat)
 					}
 				}
@@ -112,6 +141,13 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
 			return err
+		}
+		f, err := s.Final(ctx)
+		if err != nil {
+			return err
+		}
+		if why := checkTimed(f, runs, done.Load()); why != "" {
+			return fmt.Errorf("bench: %s: the state after the timed run: %s", im.Name, why)
 		}
 		all := slices.Concat(lats...)
 		slices.Sort(all)
@@ -126,10 +162,59 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 	return res
 }
 
+// cellRuns are the runs of cell and the spec of each.
+func cellRuns(cell Cell) ([]string, Spec) {
+	runs := []string{"run-0"}
+	perRun := cell.Clients
+	if cell.OwnRuns {
+		runs, perRun = make([]string, cell.Clients), 1
+		for i := range runs {
+			runs[i] = fmt.Sprintf("run-%d", i)
+		}
+	}
+	return runs, Spec{Budget: timedBudget, Slots: timedSlots, Clients: perRun}
+}
+
+func sleepUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	return sleep(ctx, d)
+}
+
 // percentile of sorted durations (nearest rank below).
 func percentile(sorted []time.Duration, p int) time.Duration {
 	if len(sorted) == 0 {
 		return 0
 	}
 	return sorted[(len(sorted)-1)*p/100]
+}
+
+// checkTimed is the re-check of a timed run's state, read back from the
+// store: every op the clients finished is an admission and a settlement
+// persisted whole, payloads as written.
+func checkTimed(f map[string]Final, runs []string, ops int64) string {
+	var bad []string
+	total := 0
+	for _, run := range runs {
+		x := f[run]
+		total += x.Admitted
+		n := x.Admitted
+		for _, typ := range []string{"delegate.requested", "budget.reserved", "mailbox.appended", "delegate.completed"} {
+			if x.Events[typ] != n {
+				bad = append(bad, fmt.Sprintf("run %s: %d %s for %d admissions", run, x.Events[typ], typ, n))
+			}
+		}
+		if x.Spent != int64(n)*timedTokens || len(x.Rejected) > 0 || x.Unmatched > 0 || len(x.Bad) > 0 {
+			bad = append(bad, fmt.Sprintf("run %s: spent %d, rejected %v, %d unmatched, bad payloads %v", run, x.Spent, x.Rejected, x.Unmatched, x.Bad))
+		}
+	}
+	if int64(total) != ops {
+		bad = append(bad, fmt.Sprintf("%d admissions persisted for %d operations finished", total, ops))
+	}
+	if len(bad) > 3 {
+		bad = append(bad[:3], fmt.Sprintf("and %d more", len(bad)-3))
+	}
+	return strings.Join(bad, "; ")
 }

@@ -34,6 +34,10 @@ func policyOf(st *runState, tokens int64) *events.Policy {
 // newSubID mints a delegation id the way crewlog and pi-crew do.
 func newSubID() string { return "gc-" + uuid.NewString() }
 
+// newCommandID mints a command id the way pi-crew's client mints request
+// ids (r-<uuid>).
+func newCommandID() string { return "r-" + uuid.NewString() }
+
 // decisionEvents are the events of one admission decision against st (before
 // the decision is applied): requested + admitted + reserved, or requested +
 // rejected.
@@ -73,8 +77,7 @@ func settleEvents(subID, outcome string) ([]event, error) {
 	default:
 		return nil, fmt.Errorf("bench: unknown outcome %q", outcome)
 	}
-	body := "--- delegate " + subID + " (" + strings.ReplaceAll(outcome, "_", " ") + ") ---\n" + resultText +
-		"\n--- end delegate " + subID + " ---"
+	body := fencedResult(subID, outcome)
 	return []event{
 		{events.TypeMailboxAppended, &events.MailboxAppended{
 			ID: msgID, To: parentTask, From: "delegate:" + subID, Kind: events.KindResponse, Priority: events.PriorityNormal,
@@ -84,18 +87,13 @@ func settleEvents(subID, outcome string) ([]event, error) {
 	}, nil
 }
 
+// fencedResult is the body of a delegation's result message (D§6.2).
+func fencedResult(subID, outcome string) string {
+	return "--- delegate " + subID + " (" + strings.ReplaceAll(outcome, "_", " ") + ") ---\n" + resultText +
+		"\n--- end delegate " + subID + " ---"
+}
+
 // runCreated is the setup event every alternative writes first per run.
 func runCreated(budget int64) event {
 	return event{events.TypeRunCreated, &events.RunCreated{Team: "bench", Goal: "benchmark", Cwd: "/w", BudgetTotal: new(budget)}}
-}
-
-// summary extracts what Final needs from a decoded payload.
-func summary(p any) (tokens int64, reason string) {
-	switch v := p.(type) {
-	case *events.BudgetReserved:
-		return v.Tokens, ""
-	case *events.DelegateRejected:
-		return 0, v.Reason
-	}
-	return 0, ""
 }

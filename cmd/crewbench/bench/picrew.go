@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,44 +9,71 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/crewlog/crewlog/events"
 )
 
-// piCrewStore is pi-crew's file approach as D§8 describes it, per run
-// directory:
+// piCrewStore is what pi-crew's broker does for a delegation (D§4.2, D§6.3,
+// D§8; its delegate.request handler and finalizeDelegateResult), per run
+// directory, in one process as pi-crew's broker is:
 //
-//   - run lock: run.lock created with O_CREAT|O_EXCL (0600) holding {kind,
-//     pid, createdAt, token}; a live holder means busy, retried after 50,
-//     100, 200, 400 and 800 ms (withRunLockBusyRetry); release is
-//     token-guarded (read, compare, unlink);
-//   - inside the lock, a fresh read of manifest.json and tasks.json, the
-//     policy, and — when admitted — the whole task array rewritten through a
-//     temp file + fsync + rename + fsync of the directory (atomicWriteFile,
-//     durability "full"), the shadow task appended to it;
-//   - after the lock (events are appended outside it), events.jsonl under the
-//     event-log family lock (a mkdir lock with a pid file) with the sequence
-//     reserved under the seq lock (a mkdir lock and the .seq sidecar), one
-//     write of the decision's JSON lines and an fsync.
+//   - admission: delegate.requested appended (fire-and-forget), then under
+//     run.lock (O_CREAT|O_EXCL, {kind, pid, createdAt, token}; a busy lock
+//     is retried after 50, 100, 200, 400 and 800 ms, then asked again) a
+//     fresh read of manifest.json and tasks.json, the policy, and two
+//     whole-array rewrites of tasks.json — the parent's allocation with the
+//     reservation, then the same array with the shadow task appended — each
+//     a temp file + fsync + rename + fsync of the directory (atomicWriteFile,
+//     durability "full"); token-guarded unlock; then delegate.admitted
+//     (and the reservation) appended, fire-and-forget. The worker's answer
+//     does not wait for the appends.
+//   - settlement: under run.lock, a fresh read, the result message appended
+//     to the parent task's inbox.jsonl under its .flock (no fsync), then
+//     delivery.json read, updated and rewritten under its .flock with
+//     durability "full", then tasks.json rewritten with the shadow's terminal
+//     status; unlock; the terminal delegate event appended, fire-and-forget.
+//   - events.jsonl appends: one event at a time, in the process's queue per
+//     file (one goroutine per run here), each under the async family lock
+//     (the .alock directory with a pid file) with its seq reserved under the
+//     .seqlock directory and the .seq sidecar (no fsync), then one write,
+//     no fsync: delegate events are not terminal types (D§3.1, D§3.7).
+//   - reads go through pi-crew's in-process caches, valid while the file's
+//     modification time and size are unchanged (loadRunManifestById's cache,
+//     which saveRunTasks refreshes, and the delivery cache of FIND-01), so a
+//     file this process wrote itself is not parsed again.
 //
-// NB: two simplifications favour pi-crew: the decision's events go in one
-// append + fsync (pi-crew appends delegate.requested before the lock and
-// the rest after), and a busy retry budget that runs out retries the request
-// instead of recording delegate.rejected {run-lock-busy}.
+// NB: pi-crew never removes a shadow task from tasks.json nor, below 10,000
+// entries, a message from delivery.json, so their rewrites grow with the
+// run. The harness holds both at piCrewHistory settled delegations — a run
+// that has settled that many before — so the cost per operation does not
+// depend on how long a cell runs; a longer run costs pi-crew more. Left
+// out, also in pi-crew's favour: delegate.rolled_up (0.10.1 only), the
+// run-lock-busy rejection when the retry budget runs out (the request is
+// asked again instead), event-log compaction and rotation, and the JSON
+// redaction pass over every event and message.
 type piCrewStore struct {
-	dir   string
-	pid   int
-	busy  atomic.Int64
-	token atomic.Int64
+	dir       string
+	pid       int
+	busy      atomic.Int64
+	token     atomic.Int64
+	durable   atomic.Int64 // atomicWrite calls with durability "full"
+	mu        sync.Mutex
+	appenders map[string]*piAppender
+	cache     sync.Map // path → piCached: the stat-gated read caches
 }
+
+// piCrewHistory is how many settled delegations tasks.json and
+// delivery.json hold (see piCrewStore).
+const piCrewHistory = 50
 
 // busyDelays is pi-crew's withRunLockBusyRetry schedule for broker handlers.
 var busyDelays = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond,
 	400 * time.Millisecond, 800 * time.Millisecond}
 
-// mkdirLockRetry is the retry step of the event-log and seq mkdir locks.
+// mkdirLockRetry is the retry step of the event-log, seq and file locks.
 const mkdirLockRetry = 5 * time.Millisecond
 
 type piManifest struct {
@@ -61,64 +87,190 @@ type piAllocation struct {
 	TokensSpent   int64 `json:"tokensSpent"`
 }
 
+// piTask is a TeamTaskState with the fields the workload touches; a shadow
+// task has no stepId.
 type piTask struct {
-	ID             string        `json:"id"`
-	Role           string        `json:"role"`
-	Agent          string        `json:"agent"`
-	Title          string        `json:"title"`
-	Status         string        `json:"status"`
-	Cwd            string        `json:"cwd"`
-	Depth          int           `json:"depth,omitempty"`
-	ParentTaskID   string        `json:"parentTaskId,omitempty"`
-	Shadow         bool          `json:"shadow,omitempty"`
-	ReservedTokens int64         `json:"reservedTokens,omitempty"`
-	Allocation     *piAllocation `json:"allocation,omitempty"`
-	CreatedAt      string        `json:"createdAt"`
-	UpdatedAt      string        `json:"updatedAt"`
+	ID          string        `json:"id"`
+	RunID       string        `json:"runId"`
+	StepID      string        `json:"stepId,omitempty"`
+	Role        string        `json:"role"`
+	Agent       string        `json:"agent"`
+	Title       string        `json:"title"`
+	Status      string        `json:"status"`
+	DependsOn   []string      `json:"dependsOn"`
+	Cwd         string        `json:"cwd"`
+	Depth       int           `json:"depth,omitempty"`
+	Model       string        `json:"model,omitempty"`
+	Allocation  *piAllocation `json:"allocation,omitempty"`
+	StartedAt   string        `json:"startedAt,omitempty"`
+	CompletedAt string        `json:"completedAt,omitempty"`
 }
 
+func (t piTask) shadow() bool { return t.StepID == "" }
+
 type piEvent struct {
+	Time     string          `json:"time"`
 	Type     string          `json:"type"`
 	RunID    string          `json:"runId"`
-	Time     string          `json:"time"`
-	Metadata map[string]any  `json:"metadata"`
+	TaskID   string          `json:"taskId"`
+	Message  string          `json:"message"`
 	Data     json.RawMessage `json:"data"`
+	Metadata piEventMeta     `json:"metadata"`
+}
+
+type piEventMeta struct {
+	Seq        int64  `json:"seq"`
+	Provenance string `json:"provenance"`
+}
+
+// piMessage is a MailboxMessage as appendMailboxMessage writes it.
+type piMessage struct {
+	ID           string              `json:"id"`
+	RunID        string              `json:"runId"`
+	Direction    string              `json:"direction"`
+	From         string              `json:"from"`
+	To           string              `json:"to"`
+	Body         string              `json:"body"`
+	CreatedAt    string              `json:"createdAt"`
+	Status       string              `json:"status"`
+	Kind         string              `json:"kind"`
+	Priority     string              `json:"priority,omitempty"`
+	DeliveryMode string              `json:"deliveryMode,omitempty"`
+	TaskID       string              `json:"taskId"`
+	Data         *events.MessageData `json:"data"`
+}
+
+type piDelivery struct {
+	Messages  map[string]string `json:"messages"`
+	UpdatedAt string            `json:"updatedAt"`
+	order     []string          // oldest first, for the history bound
 }
 
 func openPiCrewStore(dir string) (*piCrewStore, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "runs"), 0o700); err != nil {
 		return nil, fmt.Errorf("bench: pi-crew: %w", err)
 	}
-	return &piCrewStore{dir: dir, pid: os.Getpid()}, nil
+	return &piCrewStore{dir: dir, pid: os.Getpid(), appenders: map[string]*piAppender{}}, nil
 }
 
 func (s *piCrewStore) runDir(run string) string { return filepath.Join(s.dir, "runs", run) }
 
-func (s *piCrewStore) Setup(ctx context.Context, runs []string, spec Spec) error {
-	now := time.Now().UTC().Format(time.RFC3339Nano)
+func nowISO() string { return time.Now().UTC().Format("2006-01-02T15:04:05.000Z") }
+
+func (s *piCrewStore) Setup(_ context.Context, runs []string, spec Spec) error {
+	now := nowISO()
 	for _, r := range runs {
 		d := s.runDir(r)
-		if err := os.MkdirAll(d, 0o700); err != nil {
+		if err := os.MkdirAll(filepath.Join(d, "mailbox", "tasks", parentTask), 0o700); err != nil {
 			return fmt.Errorf("bench: pi-crew: %w", err)
 		}
 		m, _ := json.MarshalIndent(piManifest{RunID: r, BudgetTotal: spec.Budget, MaxSlots: spec.Slots}, "", "  ")
-		if err := atomicWrite(d, "manifest.json", m); err != nil {
+		if err := s.atomicWrite(d, "manifest.json", m); err != nil {
 			return err
 		}
-		tasks := []piTask{{ID: parentTask, Role: "executor", Agent: "a", Title: "work", Status: "running", Cwd: "/w",
-			Allocation: &piAllocation{TokensGranted: spec.Budget}, CreatedAt: now, UpdatedAt: now}}
-		b, _ := json.MarshalIndent(tasks, "", "  ")
-		if err := atomicWrite(d, "tasks.json", b); err != nil {
+		tasks := []piTask{{ID: parentTask, RunID: r, StepID: "work", Role: "executor", Agent: "a", Title: "work",
+			Status: "running", DependsOn: []string{}, Cwd: "/w", Depth: 1, Model: "anthropic/m1",
+			Allocation: &piAllocation{TokensGranted: spec.Budget}, StartedAt: now}}
+		del := &piDelivery{Messages: map[string]string{}, UpdatedAt: now}
+		for i := 0; i < piCrewHistory; i++ {
+			sub := newSubID()
+			tasks = append(tasks, piTask{ID: sub, RunID: r, Role: "explorer", Agent: "delegate", Title: "delegate: " + delegateDesc,
+				Status: "completed", DependsOn: []string{}, Cwd: "/w", Depth: 2, StartedAt: now, CompletedAt: now})
+			id := "msg_" + sub[3:16]
+			del.Messages[id], del.order = "queued", append(del.order, id)
+		}
+		if err := s.saveTasks(r, tasks); err != nil {
 			return err
 		}
-		if err := s.appendEvents(ctx, r, []event{runCreated(spec.Budget)}); err != nil {
+		if err := s.saveDelivery(r, del); err != nil {
 			return err
+		}
+		s.record(r, runCreated(spec.Budget))
+	}
+	return s.flush()
+}
+
+// piCached is a parsed file and the modification time and size it had.
+type piCached struct {
+	mod  time.Time
+	size int64
+	val  any
+}
+
+// readCached returns path's parsed content, parsing (with parse) only when
+// the file changed since it was cached.
+func (s *piCrewStore) readCached(path string, parse func([]byte) (any, error)) (any, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: pi-crew: %w", err)
+	}
+	if c, ok := s.cache.Load(path); ok {
+		if c := c.(piCached); c.mod.Equal(fi.ModTime()) && c.size == fi.Size() {
+			return c.val, nil
 		}
 	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: pi-crew: %w", err)
+	}
+	v, err := parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("bench: pi-crew %s: %w", filepath.Base(path), err)
+	}
+	s.cache.Store(path, piCached{mod: fi.ModTime(), size: fi.Size(), val: v})
+	return v, nil
+}
+
+// remember refreshes path's cache entry after this process wrote val to it.
+func (s *piCrewStore) remember(path string, val any) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("bench: pi-crew: %w", err)
+	}
+	s.cache.Store(path, piCached{mod: fi.ModTime(), size: fi.Size(), val: val})
 	return nil
 }
 
+// loadRun is loadRunManifestById: the manifest and the task array.
+func (s *piCrewStore) loadRun(run string) (piManifest, []piTask, error) {
+	d := s.runDir(run)
+	m, err := s.readCached(filepath.Join(d, "manifest.json"), func(b []byte) (any, error) {
+		var m piManifest
+		return m, json.Unmarshal(b, &m)
+	})
+	if err != nil {
+		return piManifest{}, nil, err
+	}
+	t, err := s.readCached(filepath.Join(d, "tasks.json"), func(b []byte) (any, error) {
+		var t []piTask
+		return t, json.Unmarshal(b, &t)
+	})
+	if err != nil {
+		return piManifest{}, nil, err
+	}
+	// NB: the cache's array is shared: callers copy before changing it.
+	return m.(piManifest), t.([]piTask), nil
+}
+
+// saveTasks is saveRunTasks: the whole array, compact JSON, atomically.
+func (s *piCrewStore) saveTasks(run string, tasks []piTask) error {
+	b, err := json.Marshal(tasks)
+	if err != nil {
+		return err
+	}
+	d := s.runDir(run)
+	if err := s.atomicWrite(d, "tasks.json", b); err != nil {
+		return err
+	}
+	return s.remember(filepath.Join(d, "tasks.json"), tasks)
+}
+
 // atomicWrite is pi-crew's atomicWriteFile with durability "full".
+func (s *piCrewStore) atomicWrite(dir, name string, data []byte) error {
+	s.durable.Add(1)
+	return atomicWrite(dir, name, data)
+}
+
 func atomicWrite(dir, name string, data []byte) error {
 	tmp := filepath.Join(dir, fmt.Sprintf(".%s.%d.%d.tmp", name, os.Getpid(), time.Now().UnixNano()))
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
@@ -140,7 +292,7 @@ func atomicWrite(dir, name string, data []byte) error {
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
-		return fmt.Errorf("bench: pi-crew: %w", err)
+		return fmt.Errorf("bench: sync directory: %w", err)
 	}
 	return errors.Join(d.Sync(), d.Close())
 }
@@ -151,18 +303,12 @@ func (s *piCrewStore) runLock(ctx context.Context, run string) (func() error, er
 	path := filepath.Join(s.runDir(run), "run.lock")
 	for {
 		for i := 0; ; i++ {
-			tok := strconv.FormatInt(s.token.Add(1), 10)
-			payload, _ := json.Marshal(map[string]any{"kind": "run", "pid": s.pid, "createdAt": time.Now().UnixMilli(), "token": tok})
-			f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+			release, err := s.tryLockFile(path, "run")
 			if err == nil {
-				_, werr := f.Write(payload)
-				if err := errors.Join(werr, f.Close()); err != nil {
-					return nil, fmt.Errorf("bench: pi-crew lock: %w", err)
-				}
-				return func() error { return releaseLock(path, tok) }, nil
+				return release, nil
 			}
 			if !errors.Is(err, os.ErrExist) {
-				return nil, fmt.Errorf("bench: pi-crew lock: %w", err)
+				return nil, err
 			}
 			if i == len(busyDelays) {
 				break // "run.lock busy (bounded retry budget exhausted)"; the worker asks again
@@ -173,6 +319,38 @@ func (s *piCrewStore) runLock(ctx context.Context, run string) (func() error, er
 			}
 		}
 	}
+}
+
+// fileLock is withFileLockSync's .flock sidecar, retried until free.
+func (s *piCrewStore) fileLock(ctx context.Context, file string) (func() error, error) {
+	for {
+		release, err := s.tryLockFile(file+".flock", "file")
+		if !errors.Is(err, os.ErrExist) {
+			return release, err
+		}
+		if err := sleep(ctx, mkdirLockRetry); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// tryLockFile creates an O_EXCL lock file holding {kind, pid, createdAt,
+// token}; os.ErrExist means it is held.
+func (s *piCrewStore) tryLockFile(path, kind string) (func() error, error) {
+	tok := strconv.FormatInt(s.token.Add(1), 10)
+	payload, _ := json.Marshal(map[string]any{"kind": kind, "pid": s.pid, "createdAt": time.Now().UnixMilli(), "token": tok})
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("bench: pi-crew lock: %w", err)
+	}
+	_, werr := f.Write(payload)
+	if err := errors.Join(werr, f.Close()); err != nil {
+		return nil, fmt.Errorf("bench: pi-crew lock: %w", err)
+	}
+	return func() error { return releaseLock(path, tok) }, nil
 }
 
 // releaseLock removes the lock only if it is still ours (token-guarded).
@@ -226,77 +404,8 @@ func mkdirLock(ctx context.Context, path string, pid bool) (func() error, error)
 	}, nil
 }
 
-// appendEvents appends evs to the run's events.jsonl with one write and an
-// fsync, under the event-log lock, their seqs reserved under the seq lock.
-func (s *piCrewStore) appendEvents(ctx context.Context, run string, evs []event) (err error) {
-	d := s.runDir(run)
-	path := filepath.Join(d, "events.jsonl")
-	unlock, err := mkdirLock(ctx, path+".mkdirlock", true)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, unlock()) }()
-	unseq, err := mkdirLock(ctx, path+".seqlock", false)
-	if err != nil {
-		return err
-	}
-	seq := int64(0)
-	if b, err := os.ReadFile(path + ".seq"); err == nil {
-		seq, _ = strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
-	}
-	first := seq + 1
-	seq += int64(len(evs))
-	// The sidecar is written best-effort (no fsync), as pi-crew does.
-	werr := os.WriteFile(path+".seq", []byte(strconv.FormatInt(seq, 10)), 0o600)
-	if err := errors.Join(werr, unseq()); err != nil {
-		return fmt.Errorf("bench: pi-crew seq: %w", err)
-	}
-	var buf bytes.Buffer
-	now := time.Now().UTC().Format(time.RFC3339Nano)
-	for i, e := range evs {
-		data, err := json.Marshal(e.Payload)
-		if err != nil {
-			return err
-		}
-		line, err := json.Marshal(piEvent{Type: e.Type, RunID: run, Time: now, Metadata: map[string]any{"seq": first + int64(i)}, Data: data})
-		if err != nil {
-			return err
-		}
-		buf.Write(line)
-		buf.WriteByte('\n')
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("bench: pi-crew events: %w", err)
-	}
-	_, werr = f.Write(buf.Bytes())
-	serr := unix.Fdatasync(int(f.Fd()))
-	if err := errors.Join(werr, serr, f.Close()); err != nil {
-		return fmt.Errorf("bench: pi-crew events: %w", err)
-	}
-	return nil
-}
-
-func (s *piCrewStore) readRun(run string) (piManifest, []piTask, error) {
-	var m piManifest
-	var tasks []piTask
-	b, err := os.ReadFile(filepath.Join(s.runDir(run), "manifest.json"))
-	if err == nil {
-		err = json.Unmarshal(b, &m)
-	}
-	if err == nil {
-		b, err = os.ReadFile(filepath.Join(s.runDir(run), "tasks.json"))
-	}
-	if err == nil {
-		err = json.Unmarshal(b, &tasks)
-	}
-	if err != nil {
-		return m, nil, fmt.Errorf("bench: pi-crew read %s: %w", run, err)
-	}
-	return m, tasks, nil
-}
-
-// stateOf derives the policy's view from the run's files.
+// stateOf derives the policy's view from the run's files: the parent's
+// allocation and the shadow tasks still queued or running.
 func stateOf(m piManifest, tasks []piTask) (*runState, int) {
 	st := &runState{Slots: m.MaxSlots}
 	parent := -1
@@ -307,7 +416,7 @@ func stateOf(m piManifest, tasks []piTask) (*runState, int) {
 			if t.Allocation != nil {
 				st.Granted, st.Spent = t.Allocation.TokensGranted, t.Allocation.TokensSpent
 			}
-		case t.Shadow && (t.Status == "queued" || t.Status == "running"):
+		case t.shadow() && (t.Status == "queued" || t.Status == "running"):
 			st.InFlight = append(st.InFlight, t.ID)
 		}
 	}
@@ -315,37 +424,51 @@ func stateOf(m piManifest, tasks []piTask) (*runState, int) {
 }
 
 func (s *piCrewStore) Admit(ctx context.Context, run string, tokens int64) (Admission, error) {
+	// The handler checks the run exists before the lock (cached read).
+	if _, _, err := s.loadRun(run); err != nil {
+		return Admission{}, err
+	}
+	sub := newSubID()
+	s.record(run, event{events.TypeDelegateRequested, &events.DelegateRequested{TaskID: parentTask, SubID: sub, Role: "explorer"}})
 	unlock, err := s.runLock(ctx, run)
 	if err != nil {
 		return Admission{}, err
 	}
-	m, tasks, err := s.readRun(run)
+	m, fresh, err := s.loadRun(run)
 	if err != nil {
 		return Admission{}, errors.Join(err, unlock())
 	}
-	st, parent := stateOf(m, tasks)
+	st, parent := stateOf(m, fresh)
 	if parent < 0 {
 		return Admission{}, errors.Join(fmt.Errorf("bench: pi-crew: no parent task in %s", run), unlock())
 	}
-	sub := newSubID()
 	a := Admission{Reason: st.decide(tokens)}
 	evs := decisionEvents(st, sub, a.Reason, tokens, time.Now().UnixMilli())
-	if a.Reason == "" {
-		a.SubID = sub
-		now := time.Now().UTC().Format(time.RFC3339Nano)
-		tasks[parent].Allocation.TokensSpent += tokens
-		tasks = append(tasks, piTask{ID: sub, Role: "explorer", Agent: "delegate", Title: "delegate: " + delegateDesc,
-			Status: "queued", Cwd: "/w", Depth: 2, ParentTaskID: parentTask, Shadow: true, ReservedTokens: tokens,
-			CreatedAt: now, UpdatedAt: now})
-		b, _ := json.MarshalIndent(tasks, "", "  ")
-		if err := atomicWrite(s.runDir(run), "tasks.json", b); err != nil {
-			return Admission{}, errors.Join(err, unlock())
-		}
+	if a.Reason != "" {
+		s.record(run, evs[1])
+		return a, unlock()
+	}
+	a.SubID = sub
+	reserved := make([]piTask, len(fresh), len(fresh)+1)
+	copy(reserved, fresh)
+	alloc := *reserved[parent].Allocation
+	alloc.TokensSpent += tokens
+	reserved[parent].Allocation = &alloc
+	if err := s.saveTasks(run, reserved); err != nil {
+		return Admission{}, errors.Join(err, unlock())
+	}
+	withShadow := append(reserved, piTask{ID: sub, RunID: run, Role: "explorer", Agent: "delegate",
+		Title: "delegate: " + delegateDesc, Status: "queued", DependsOn: []string{}, Cwd: "/w", Depth: 2, StartedAt: nowISO()})
+	if err := s.saveTasks(run, withShadow); err != nil {
+		return Admission{}, errors.Join(err, unlock())
 	}
 	if err := unlock(); err != nil {
 		return Admission{}, err
 	}
-	return a, s.appendEvents(ctx, run, evs)
+	for _, e := range evs[1:] {
+		s.record(run, e)
+	}
+	return a, nil
 }
 
 func (s *piCrewStore) Settle(ctx context.Context, run, subID, outcome string) error {
@@ -357,65 +480,223 @@ func (s *piCrewStore) Settle(ctx context.Context, run, subID, outcome string) er
 	if err != nil {
 		return err
 	}
-	m, tasks, err := s.readRun(run)
-	if err != nil {
-		return errors.Join(err, unlock())
-	}
-	st, _ := stateOf(m, tasks)
-	if err := st.settle(subID); err != nil {
-		return errors.Join(err, unlock())
-	}
-	status := map[string]string{"ok": "completed", "failed": "failed", "timed_out": "timed_out", "cancelled": "cancelled"}[outcome]
-	for i := range tasks {
-		if tasks[i].ID == subID {
-			tasks[i].Status, tasks[i].UpdatedAt = status, time.Now().UTC().Format(time.RFC3339Nano)
-		}
-	}
-	b, _ := json.MarshalIndent(tasks, "", "  ")
-	if err := atomicWrite(s.runDir(run), "tasks.json", b); err != nil {
+	if err := s.finalize(ctx, run, subID, outcome, evs[0].Payload.(*events.MailboxAppended)); err != nil {
 		return errors.Join(err, unlock())
 	}
 	if err := unlock(); err != nil {
 		return err
 	}
-	return s.appendEvents(ctx, run, evs)
+	s.record(run, evs[1])
+	return nil
+}
+
+// finalize is finalizeDelegateResult under the run lock: durable delivery,
+// then the shadow's terminal flip.
+func (s *piCrewStore) finalize(ctx context.Context, run, subID, outcome string, msg *events.MailboxAppended) error {
+	m, fresh, err := s.loadRun(run)
+	if err != nil {
+		return err
+	}
+	st, _ := stateOf(m, fresh)
+	if err := st.settle(subID); err != nil {
+		return err
+	}
+	if err := s.deliver(ctx, run, msg); err != nil {
+		return err
+	}
+	status := "failed"
+	if outcome == "ok" {
+		status = "completed"
+	}
+	now := nowISO()
+	tasks := make([]piTask, 0, len(fresh))
+	settled := 0
+	for _, t := range fresh {
+		if t.shadow() && (t.Status == "completed" || t.Status == "failed") {
+			settled++
+		}
+	}
+	for _, t := range fresh {
+		if t.ID == subID {
+			t.Status, t.CompletedAt = status, now
+		}
+		// The history bound (see piCrewStore): the oldest settled shadow
+		// makes room for this one.
+		if settled >= piCrewHistory && t.shadow() && (t.Status == "completed" || t.Status == "failed") && t.ID != subID {
+			settled--
+			continue
+		}
+		tasks = append(tasks, t)
+	}
+	return s.saveTasks(run, tasks)
+}
+
+// deliver is appendMailboxMessageAsync to the parent task's inbox: the line
+// under the mailbox file's lock, then delivery.json's read-modify-write
+// under its own, durability "full".
+func (s *piCrewStore) deliver(ctx context.Context, run string, msg *events.MailboxAppended) error {
+	d := s.runDir(run)
+	inbox := filepath.Join(d, "mailbox", "tasks", parentTask, "inbox.jsonl")
+	line, err := json.Marshal(piMessage{ID: msg.ID, RunID: run, Direction: "inbox", From: msg.From, To: msg.To, Body: msg.Body,
+		CreatedAt: nowISO(), Status: "queued", Kind: msg.Kind, Priority: msg.Priority, DeliveryMode: msg.DeliveryMode,
+		TaskID: parentTask, Data: msg.Data})
+	if err != nil {
+		return err
+	}
+	unlock, err := s.fileLock(ctx, inbox)
+	if err != nil {
+		return err
+	}
+	if err := errors.Join(appendLine(inbox, append(line, '\n')), unlock()); err != nil {
+		return err
+	}
+	path := filepath.Join(d, "mailbox", "delivery.json")
+	unlock, err = s.fileLock(ctx, path)
+	if err != nil {
+		return err
+	}
+	v, err := s.readCached(path, func(b []byte) (any, error) {
+		var del piDelivery
+		return &del, json.Unmarshal(b, &del)
+	})
+	if err != nil {
+		return errors.Join(err, unlock())
+	}
+	old := v.(*piDelivery)
+	if len(old.order) != len(old.Messages) { // parsed, not written by this process: order unknown
+		old.order = old.order[:0]
+		for k := range old.Messages {
+			old.order = append(old.order, k)
+		}
+	}
+	del := &piDelivery{Messages: make(map[string]string, len(old.Messages)+1), UpdatedAt: nowISO(), order: append([]string(nil), old.order...)}
+	for k, x := range old.Messages {
+		del.Messages[k] = x
+	}
+	del.Messages[msg.ID], del.order = "queued", append(del.order, msg.ID)
+	for len(del.order) > piCrewHistory && len(del.order) > 0 {
+		delete(del.Messages, del.order[0])
+		del.order = del.order[1:]
+	}
+	return errors.Join(s.saveDelivery(run, del), unlock())
+}
+
+func (s *piCrewStore) saveDelivery(run string, del *piDelivery) error {
+	b, err := json.MarshalIndent(del, "", "  ")
+	if err != nil {
+		return err
+	}
+	d := filepath.Join(s.runDir(run), "mailbox")
+	if err := s.atomicWrite(d, "delivery.json", append(b, '\n')); err != nil {
+		return err
+	}
+	return s.remember(filepath.Join(d, "delivery.json"), del)
+}
+
+func appendLine(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("bench: pi-crew append: %w", err)
+	}
+	_, werr := f.Write(b)
+	if err := errors.Join(werr, f.Close()); err != nil {
+		return fmt.Errorf("bench: pi-crew append: %w", err)
+	}
+	return nil
 }
 
 // Retries counts waits for a busy run lock.
 func (s *piCrewStore) Retries() int64 { return s.busy.Load() }
 
+// Commits counts the durable writes (each one fsync of the file and one of
+// its directory).
+func (s *piCrewStore) Commits() int64 { return s.durable.Load() }
+
 func (s *piCrewStore) Final(context.Context) (map[string]Final, error) {
+	if err := s.flush(); err != nil {
+		return nil, err
+	}
 	dirs, err := os.ReadDir(filepath.Join(s.dir, "runs"))
 	if err != nil {
 		return nil, fmt.Errorf("bench: pi-crew: %w", err)
 	}
-	f := finals{}
+	f := newFinals()
 	for _, d := range dirs {
-		file, err := os.Open(filepath.Join(s.dir, "runs", d.Name(), "events.jsonl"))
-		if err != nil {
-			return nil, fmt.Errorf("bench: pi-crew: %w", err)
-		}
-		sc := bufio.NewScanner(file)
-		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-		for sc.Scan() {
-			var e piEvent
-			var p struct {
-				Tokens int64  `json:"tokens"`
-				Reason string `json:"reason"`
-			}
-			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-				return nil, errors.Join(fmt.Errorf("bench: pi-crew events: %w", err), file.Close())
-			}
-			if err := json.Unmarshal(e.Data, &p); err != nil {
-				return nil, errors.Join(fmt.Errorf("bench: pi-crew events: %w", err), file.Close())
-			}
-			f.add(e.RunID, e.Type, p.Tokens, p.Reason)
-		}
-		if err := errors.Join(sc.Err(), file.Close()); err != nil {
+		if err := s.readBack(f, d.Name()); err != nil {
 			return nil, err
 		}
 	}
-	return f, nil
+	return f.result(), nil
 }
 
-func (s *piCrewStore) Close() error { return nil }
+// readBack folds one run's events.jsonl into f, with each result message
+// from the parent's inbox folded in just before its terminal event (where
+// crewlog records mailbox.appended).
+func (s *piCrewStore) readBack(f *finals, run string) error {
+	d := s.runDir(run)
+	inbox := map[string]*events.MailboxAppended{}
+	err := eachLine(filepath.Join(d, "mailbox", "tasks", parentTask, "inbox.jsonl"), func(b []byte) error {
+		var m events.MailboxAppended
+		if err := json.Unmarshal(b, &m); err != nil {
+			return err
+		}
+		if m.Data != nil {
+			inbox[m.Data.SubID] = &m
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	err = eachLine(filepath.Join(d, "events.jsonl"), func(b []byte) error {
+		var e piEvent
+		if err := json.Unmarshal(b, &e); err != nil {
+			return err
+		}
+		p := events.NewPayload(e.Type)
+		if p == nil {
+			return fmt.Errorf("unknown event type %q", e.Type)
+		}
+		if err := json.Unmarshal(e.Data, p); err != nil {
+			return err
+		}
+		if t := settledOf(p); t.SubID != "" {
+			if m, ok := inbox[t.SubID]; ok {
+				f.add(run, events.TypeMailboxAppended, m)
+				delete(inbox, t.SubID)
+			}
+		}
+		f.add(e.RunID, e.Type, p)
+		return nil
+	})
+	for _, m := range inbox {
+		f.add(run, events.TypeMailboxAppended, m)
+	}
+	return err
+}
+
+func eachLine(path string, fn func([]byte) error) error {
+	file, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("bench: pi-crew: %w", err)
+	}
+	sc := bufio.NewScanner(file)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		if err := fn(sc.Bytes()); err != nil {
+			return errors.Join(fmt.Errorf("bench: pi-crew %s: %w", filepath.Base(path), err), file.Close())
+		}
+	}
+	return errors.Join(sc.Err(), file.Close())
+}
+
+func (s *piCrewStore) Close() error {
+	err := s.flush()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for run, a := range s.appenders {
+		close(a.q)
+		delete(s.appenders, run)
+	}
+	return err
+}

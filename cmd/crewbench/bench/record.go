@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
-
-	"github.com/crewlog/crewlog/events"
 )
 
 // A record is how the physical-limit file and the plain Pebble baseline
@@ -75,15 +73,4 @@ func nextRecord(b []byte) (decodedRecord, []byte, error) {
 	}
 	r.Payload = body
 	return r, rest, nil
-}
-
-// addRecord folds a read-back record into f.
-func (f finals) addRecord(r decodedRecord) error {
-	p, err := events.DecodePayload(r.Type, events.SchemaVersion(r.Type), r.Payload)
-	if err != nil {
-		return err
-	}
-	tokens, reason := summary(p)
-	f.add(r.Stream, r.Type, tokens, reason)
-	return nil
 }

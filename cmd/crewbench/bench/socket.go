@@ -39,7 +39,7 @@ type socketStore struct {
 }
 
 func openSocketStore(dir string, slots int) (*socketStore, error) {
-	e, err := openEngineStore(dir, slots)
+	e, err := openEngineStore(dir, slots, true)
 	if err != nil {
 		return nil, err
 	}
@@ -102,16 +102,16 @@ func (s *socketStore) Setup(ctx context.Context, runs []string, spec Spec) error
 		}
 		s.workers[r], s.orchs[r] = make(chan *client.Client, n), make(chan *client.Client, n)
 		s.orchs[r] <- orch
+		var issued struct{ Token string }
 		for i := 0; i < n; i++ {
 			// NB: each client is a worker task of its own, as in a crew: a
 			// settlement's result is pushed to the parent task's connections,
 			// and 64 connections sharing one task would each get every push.
 			task := parentTask
-			if i > 0 {
+			if i > 0 && !spec.OneParent {
 				task = fmt.Sprintf("%s_%02d", parentTask, i)
 			}
-			var issued struct{ Token string }
-			for _, step := range []struct {
+			steps := []struct {
 				method string
 				params map[string]any
 				into   any
@@ -119,7 +119,11 @@ func (s *socketStore) Setup(ctx context.Context, runs []string, spec Spec) error
 				{"task.create", map[string]any{"taskId": task, "role": "executor", "agent": "a", "title": "work", "cwd": "/w", "stepId": "work", "model": "anthropic/m1"}, nil},
 				{"task.transition", map[string]any{"taskId": task, "to": "running"}, nil},
 				{"credential.issue", map[string]any{"taskId": task}, &issued},
-			} {
+			}
+			if i > 0 && spec.OneParent {
+				steps = nil // one credential, a connection per client
+			}
+			for _, step := range steps {
 				if err := orch.Call(ctx, step.method, step.params, step.into); err != nil {
 					return err
 				}
@@ -164,7 +168,7 @@ func (s *socketStore) Admit(ctx context.Context, run string, tokens int64) (Admi
 	defer func() { pool <- w }()
 	var res struct{ GrandchildTaskRef string }
 	err = w.Call(ctx, "delegate.request", map[string]any{"prompt": delegatePrompt, "description": delegateDesc,
-		"budgetTokens": tokens}, &res)
+		"budgetTokens": tokens, "commandId": newCommandID()}, &res)
 	if err != nil {
 		if c := wire.CodeOf(err); c == wire.CodePolicyDenied {
 			return Admission{Reason: reasonOfMessage(err.Error())}, nil
@@ -193,7 +197,8 @@ func (s *socketStore) Settle(ctx context.Context, run, subID, outcome string) er
 		return err
 	}
 	defer func() { pool <- o }()
-	return o.Call(ctx, "delegate.settle", map[string]any{"subId": subID, "outcome": outcome, "text": resultText}, nil)
+	return o.Call(ctx, "delegate.settle", map[string]any{"subId": subID, "outcome": outcome, "text": resultText,
+		"commandId": newCommandID()}, nil)
 }
 
 func (s *socketStore) Close() error {

@@ -38,6 +38,10 @@ type Spec struct {
 	// Clients is how many clients will work on each run at once (the
 	// socket store opens that many connections per run).
 	Clients int
+	// OneParent makes every client of a run act for the run's one parent
+	// task (the socket store otherwise gives each its own worker task), so
+	// the pre-check's budget binds them all.
+	OneParent bool
 }
 
 // Admission is the answer to one Admit.
@@ -48,14 +52,6 @@ type Admission struct {
 
 // Admitted tells whether the request was admitted.
 func (a Admission) Admitted() bool { return a.Reason == "" }
-
-// Final is what a run's persisted events say after a workload.
-type Final struct {
-	Admitted int            // delegate.admitted events
-	Spent    int64          // tokens of budget.reserved events
-	Events   map[string]int // workload events by type
-	Rejected map[string]int // delegate.rejected by reason
-}
 
 // Rejection reasons the workload can produce (the same strings as crewlog's).
 const (
@@ -122,27 +118,4 @@ var errConflict = errors.New("bench: version conflict")
 var workloadTypes = []string{
 	"delegate.requested", "delegate.admitted", "delegate.rejected", "budget.reserved",
 	"mailbox.appended", "delegate.completed", "delegate.failed", "delegate.timed_out", "delegate.cancelled",
-}
-
-// finals accumulates Final values from a read-back.
-type finals map[string]Final
-
-func (f finals) add(run, typ string, tokens int64, reason string) {
-	if !slices.Contains(workloadTypes, typ) {
-		return
-	}
-	r, ok := f[run]
-	if !ok {
-		r = Final{Events: map[string]int{}, Rejected: map[string]int{}}
-	}
-	r.Events[typ]++
-	switch typ {
-	case "delegate.admitted":
-		r.Admitted++
-	case "budget.reserved":
-		r.Spent += tokens
-	case "delegate.rejected":
-		r.Rejected[reason]++
-	}
-	f[run] = r
 }
