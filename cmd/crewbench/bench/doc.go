@@ -8,25 +8,34 @@
 // budget.reserved atomically (or delegate.requested + delegate.rejected), with
 // optimistic concurrency on the run; each admission is followed by its
 // settlement (mailbox.appended + the terminal delegate event) so its slot
-// frees. Seven implementations (Impls) run it: the physical limit (file
-// append + fdatasync behind a group committer), plain Pebble behind the same
-// committer, crewlog's Engine in-process, crewlog over its socket, an SQLite
-// event store, NATS JetStream embedded, and pi-crew's files (D§8). Every
+// frees. The implementations (Impls): the physical limit (a preallocated
+// file + fdatasync behind a group committer), plain Pebble, SQLite and NATS
+// JetStream behind the same committer, crewlog's Engine in-process and over
+// its socket (a commandId with every command), SQLite and JetStream in their
+// naive forms (a transaction, or an optimistic publish, per operation), and
+// pi-crew's files as its broker writes them (D§4.2, D§6.3, D§8). Every
 // alternative encodes the same payload structs crewlog records.
 //
-// Before it is timed, each implementation runs a sequential check script
-// (200 admissions over 4 runs, 2 slots per run, budgets that run out) and
-// must leave the same persisted state as crewlog — admissions, spend, events
-// by type and rejections by reason per run, read back from its storage — or
-// it is reported and not timed, so no alternative is measured doing less work.
+// Guarantees:
 //
-// Cells are clients × (all on one run | each on its own run); within a cell
-// every implementation runs back to back on a fresh directory, and the table
-// reports admissions/s, the admission's p50 and p99, and the ratio to crewlog
-// in-process in the same cell (pebble-perf.md's method: interleaved, ratios
-// from one run, medians over rounds).
+//   - Nothing is timed that did not pass the pre-check (check.go): a
+//     sequential script whose persisted state must equal crewlog's, and 8
+//     concurrent clients whose answers must match what was persisted under
+//     the policy's invariants; every payload read back as written; a
+//     decision's events next to each other; and sync calls, counted under
+//     strace in a child process (synccount.go), at least one per durable
+//     answer given alone and one per commit under concurrency. Without
+//     strace the syncs are reported as not counted.
+//   - After every timed cell the store's state is read back and must hold
+//     exactly the operations the clients finished, whole.
+//   - An operation counts when it started (closed loop) or was scheduled
+//     (open loop, Load.Rate) inside the window; those in flight at its end
+//     are finished and counted, and none starts after it.
+//   - Every ratio is taken within one round and cell, then summarised over
+//     the rounds as median and range; the implementation order rotates from
+//     round to round and cell to cell.
 //
-// It guarantees nothing about absolute numbers: on a noisy VM they move by
+// It guarantees nothing about absolute numbers: on a shared VM they move by
 // ±30 % between runs and p99 measures the VM.
 //
 // # sim
