@@ -18,11 +18,21 @@ import (
 
 // piCrewStore is what pi-crew's broker does for a delegation (D§4.2, D§6.3,
 // D§8; its delegate.request handler and finalizeDelegateResult), per run
-// directory, in one process as pi-crew's broker is:
+// directory, in one process as pi-crew's broker is.
+//
+// The broker is one Node.js process, and the run-locked sections are
+// synchronous code (withRunLockSync, atomicWriteFile's fsyncs): each runs to
+// its end on the event loop before any other request's code runs, so two
+// broker requests never find run.lock held by each other, and no two of
+// those sections — nor their fsyncs — overlap, on one run or many. The
+// store holds one mutex, the loop, over each of them (the lock file is still
+// created and removed on disk: its cost is real); a busy lock, which only
+// another process could hold, would be waited out on withRunLockBusyRetry's
+// schedule off the loop. The event appends are asynchronous (fs.promises)
+// and run off the loop.
 //
 //   - admission: delegate.requested appended (fire-and-forget), then under
-//     run.lock (O_CREAT|O_EXCL, {kind, pid, createdAt, token}; a busy lock
-//     is retried after 50, 100, 200, 400 and 800 ms, then asked again) a
+//     run.lock (O_CREAT|O_EXCL, {kind, pid, createdAt, token}) a
 //     fresh read of manifest.json and tasks.json, the policy, and two
 //     whole-array rewrites of tasks.json — the parent's allocation with the
 //     reservation, then the same array with the shadow task appended — each
@@ -30,11 +40,13 @@ import (
 //     durability "full"); token-guarded unlock; then delegate.admitted
 //     (and the reservation) appended, fire-and-forget. The worker's answer
 //     does not wait for the appends.
-//   - settlement: under run.lock, a fresh read, the result message appended
-//     to the parent task's inbox.jsonl under its .flock (no fsync), then
-//     delivery.json read, updated and rewritten under its .flock with
-//     durability "full", then tasks.json rewritten with the shadow's terminal
-//     status; unlock; the terminal delegate event appended, fire-and-forget.
+//   - settlement (finalizeDelegateResult: delivery, charge and terminal flip
+//     inside one run lock, D§6.3): under run.lock, a fresh read, the result
+//     message appended to the parent task's inbox.jsonl under its .flock (no
+//     fsync), then delivery.json read, updated and rewritten under its
+//     .flock with durability "full", then tasks.json rewritten with the
+//     shadow's terminal status; unlock; the terminal delegate event
+//     appended, fire-and-forget.
 //   - events.jsonl appends: one event at a time, in the process's queue per
 //     file (one goroutine per run here), each under the async family lock
 //     (the .alock directory with a pid file) with its seq reserved under the
@@ -52,14 +64,17 @@ import (
 // depend on how long a cell runs; a longer run costs pi-crew more. Left
 // out, also in pi-crew's favour: delegate.rolled_up (0.10.1 only), the
 // run-lock-busy rejection when the retry budget runs out (the request is
-// asked again instead), event-log compaction and rotation, and the JSON
-// redaction pass over every event and message.
+// asked again instead), event-log compaction and rotation, the JSON
+// redaction pass over every event and message, and the single thread: JSON
+// and the appends' bookkeeping, which pi-crew runs on its one event loop,
+// run here in parallel outside the locked sections.
 type piCrewStore struct {
 	dir       string
 	pid       int
 	busy      atomic.Int64
 	token     atomic.Int64
 	durable   atomic.Int64 // atomicWrite calls with durability "full"
+	loop      sync.Mutex   // the broker process's event loop (see above)
 	mu        sync.Mutex
 	appenders map[string]*piAppender
 	cache     sync.Map // path → piCached: the stat-gated read caches
@@ -297,28 +312,11 @@ func syncDir(dir string) error {
 	return errors.Join(d.Sync(), d.Close())
 }
 
-// runLock acquires run.lock, retrying a busy lock on pi-crew's schedule and
-// starting over when it runs out. It returns the release function.
-func (s *piCrewStore) runLock(ctx context.Context, run string) (func() error, error) {
-	path := filepath.Join(s.runDir(run), "run.lock")
-	for {
-		for i := 0; ; i++ {
-			release, err := s.tryLockFile(path, "run")
-			if err == nil {
-				return release, nil
-			}
-			if !errors.Is(err, os.ErrExist) {
-				return nil, err
-			}
-			if i == len(busyDelays) {
-				break // "run.lock busy (bounded retry budget exhausted)"; the worker asks again
-			}
-			s.busy.Add(1)
-			if err := sleep(ctx, busyDelays[i]); err != nil {
-				return nil, err
-			}
-		}
-	}
+// waitBusy waits out a busy run lock on pi-crew's schedule (50, 100, 200,
+// 400, 800 ms, then again from the start: the worker asks again).
+func (s *piCrewStore) waitBusy(ctx context.Context, attempt int) error {
+	s.busy.Add(1)
+	return sleep(ctx, busyDelays[attempt%len(busyDelays)])
 }
 
 // fileLock is withFileLockSync's .flock sidecar, retried until free.
@@ -424,45 +422,41 @@ func stateOf(m piManifest, tasks []piTask) (*runState, int) {
 }
 
 func (s *piCrewStore) Admit(ctx context.Context, run string, tokens int64) (Admission, error) {
-	// The handler checks the run exists before the lock (cached read).
-	if _, _, err := s.loadRun(run); err != nil {
+	// The handler checks the run exists before the lock (a cached read).
+	if err := s.onLoop(func() error { _, _, err := s.loadRun(run); return err }); err != nil {
 		return Admission{}, err
 	}
 	sub := newSubID()
 	s.record(run, event{events.TypeDelegateRequested, &events.DelegateRequested{TaskID: parentTask, SubID: sub, Role: "explorer"}})
-	unlock, err := s.runLock(ctx, run)
+	var a Admission
+	var evs []event
+	err := s.withRunLock(ctx, run, func() error {
+		m, fresh, err := s.loadRun(run)
+		if err != nil {
+			return err
+		}
+		st, parent := stateOf(m, fresh)
+		if parent < 0 {
+			return fmt.Errorf("bench: pi-crew: no parent task in %s", run)
+		}
+		a = Admission{Reason: st.decide(tokens)}
+		evs = decisionEvents(st, sub, a.Reason, tokens, time.Now().UnixMilli())
+		if a.Reason != "" {
+			return nil
+		}
+		a.SubID = sub
+		reserved := make([]piTask, len(fresh), len(fresh)+1)
+		copy(reserved, fresh)
+		alloc := *reserved[parent].Allocation
+		alloc.TokensSpent += tokens
+		reserved[parent].Allocation = &alloc
+		if err := s.saveTasks(run, reserved); err != nil {
+			return err
+		}
+		return s.saveTasks(run, append(reserved, piTask{ID: sub, RunID: run, Role: "explorer", Agent: "delegate",
+			Title: "delegate: " + delegateDesc, Status: "queued", DependsOn: []string{}, Cwd: "/w", Depth: 2, StartedAt: nowISO()}))
+	})
 	if err != nil {
-		return Admission{}, err
-	}
-	m, fresh, err := s.loadRun(run)
-	if err != nil {
-		return Admission{}, errors.Join(err, unlock())
-	}
-	st, parent := stateOf(m, fresh)
-	if parent < 0 {
-		return Admission{}, errors.Join(fmt.Errorf("bench: pi-crew: no parent task in %s", run), unlock())
-	}
-	a := Admission{Reason: st.decide(tokens)}
-	evs := decisionEvents(st, sub, a.Reason, tokens, time.Now().UnixMilli())
-	if a.Reason != "" {
-		s.record(run, evs[1])
-		return a, unlock()
-	}
-	a.SubID = sub
-	reserved := make([]piTask, len(fresh), len(fresh)+1)
-	copy(reserved, fresh)
-	alloc := *reserved[parent].Allocation
-	alloc.TokensSpent += tokens
-	reserved[parent].Allocation = &alloc
-	if err := s.saveTasks(run, reserved); err != nil {
-		return Admission{}, errors.Join(err, unlock())
-	}
-	withShadow := append(reserved, piTask{ID: sub, RunID: run, Role: "explorer", Agent: "delegate",
-		Title: "delegate: " + delegateDesc, Status: "queued", DependsOn: []string{}, Cwd: "/w", Depth: 2, StartedAt: nowISO()})
-	if err := s.saveTasks(run, withShadow); err != nil {
-		return Admission{}, errors.Join(err, unlock())
-	}
-	if err := unlock(); err != nil {
 		return Admission{}, err
 	}
 	for _, e := range evs[1:] {
@@ -476,18 +470,44 @@ func (s *piCrewStore) Settle(ctx context.Context, run, subID, outcome string) er
 	if err != nil {
 		return err
 	}
-	unlock, err := s.runLock(ctx, run)
+	err = s.withRunLock(ctx, run, func() error {
+		return s.finalize(ctx, run, subID, outcome, evs[0].Payload.(*events.MailboxAppended))
+	})
 	if err != nil {
-		return err
-	}
-	if err := s.finalize(ctx, run, subID, outcome, evs[0].Payload.(*events.MailboxAppended)); err != nil {
-		return errors.Join(err, unlock())
-	}
-	if err := unlock(); err != nil {
 		return err
 	}
 	s.record(run, evs[1])
 	return nil
+}
+
+// onLoop runs fn as pi-crew's synchronous code runs: alone on the broker
+// process's event loop.
+func (s *piCrewStore) onLoop(fn func() error) error {
+	s.loop.Lock()
+	defer s.loop.Unlock()
+	return fn()
+}
+
+// withRunLock is withRunLockBusyRetry around withRunLockSync: the lock
+// taken, fn, the lock released, all on the event loop. (A busy lock would
+// be waited for off the loop; only another process can hold it then.)
+func (s *piCrewStore) withRunLock(ctx context.Context, run string, fn func() error) error {
+	for attempt := 0; ; attempt++ {
+		s.loop.Lock()
+		release, err := s.tryLockFile(filepath.Join(s.runDir(run), "run.lock"), "run")
+		if err == nil {
+			err = errors.Join(fn(), release())
+			s.loop.Unlock()
+			return err
+		}
+		s.loop.Unlock()
+		if !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		if err := s.waitBusy(ctx, attempt); err != nil {
+			return err
+		}
+	}
 }
 
 // finalize is finalizeDelegateResult under the run lock: durable delivery,
