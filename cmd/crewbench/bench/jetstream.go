@@ -256,16 +256,6 @@ func (s *jetStreamSink) Write(_ []sinkRecord, buf []byte) error {
 
 func (s *jetStreamSink) ReadAll(fn func(decodedRecord) error) error {
 	return s.eachMessage(context.Background(), func(m *jetstream.RawStreamMsg) error {
-		for b := m.Data; len(b) > 0; {
-			r, rest, err := nextRecord(b)
-			if err != nil {
-				return err
-			}
-			if err := fn(r); err != nil {
-				return err
-			}
-			b = rest
-		}
-		return nil
+		return eachRecord(m.Data, fn)
 	})
 }

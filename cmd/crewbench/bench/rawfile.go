@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -91,18 +90,7 @@ func (r *rawFile) ReadAll(fn func(decodedRecord) error) error {
 	if err != nil {
 		return fmt.Errorf("bench: raw file read: %w", err)
 	}
-	// The zero-filled tail reads as a record of length 0: the end.
-	for len(b) >= 8 && !bytes.Equal(b[:8], make([]byte, 8)) {
-		rec, rest, err := nextRecord(b)
-		if err != nil {
-			return err
-		}
-		if err := fn(rec); err != nil {
-			return err
-		}
-		b = rest
-	}
-	return nil
+	return eachRecord(b, fn)
 }
 
 func (r *rawFile) Close() error { return r.f.Close() }

@@ -74,3 +74,19 @@ func nextRecord(b []byte) (decodedRecord, []byte, error) {
 	r.Payload = body
 	return r, rest, nil
 }
+
+// eachRecord calls fn for every record of b, in order, up to its end or to
+// a zero header (the zero-filled tail of a preallocated file).
+func eachRecord(b []byte, fn func(decodedRecord) error) error {
+	for len(b) >= 8 && binary.BigEndian.Uint64(b) != 0 {
+		rec, rest, err := nextRecord(b)
+		if err != nil {
+			return err
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
+		b = rest
+	}
+	return nil
+}
