@@ -88,5 +88,8 @@ func eachRecord(b []byte, fn func(decodedRecord) error) error {
 		}
 		b = rest
 	}
+	if len(b) > 0 && len(b) < 8 {
+		return errBadRecord
+	}
 	return nil
 }
