@@ -29,6 +29,7 @@ type sinkRecord struct {
 	TimeNs       int64
 	Bytes        []byte // the whole record (appendRecord)
 	PayloadLen   int    // the payload is the record's last PayloadLen bytes
+	First        bool   // the first record of a decision or settlement
 }
 
 // Payload is the record's event payload.
@@ -88,7 +89,7 @@ func (g *groupStore) Setup(_ context.Context, runs []string, spec Spec) error {
 		st.Version++
 		rec := appendRecord(nil, g.pos, r, st.Version, events.TypeRunCreated, now.UnixNano(), rc)
 		recs = append(recs, sinkRecord{Pos: g.pos, Version: st.Version, Stream: r, Type: events.TypeRunCreated,
-			TimeNs: now.UnixNano(), Bytes: rec, PayloadLen: len(rc)})
+			TimeNs: now.UnixNano(), Bytes: rec, PayloadLen: len(rc), First: true})
 		buf = append(buf, rec...)
 		g.runs[r] = st
 	}
@@ -211,7 +212,7 @@ func (g *groupStore) decide(r *groupReq, recs []sinkRecord, buf []byte, now time
 		}
 		ans.Reason = reason
 	}
-	for _, e := range evs {
+	for i, e := range evs {
 		p, err := events.EncodePayload(e.Payload)
 		if err != nil {
 			return recs, buf, ans, err
@@ -221,7 +222,7 @@ func (g *groupStore) decide(r *groupReq, recs []sinkRecord, buf []byte, now time
 		start := len(buf)
 		buf = appendRecord(buf, g.pos, r.run, st.Version, e.Type, now.UnixNano(), p)
 		recs = append(recs, sinkRecord{Pos: g.pos, Version: st.Version, Stream: r.run, Type: e.Type,
-			TimeNs: now.UnixNano(), Bytes: buf[start:], PayloadLen: len(p)})
+			TimeNs: now.UnixNano(), Bytes: buf[start:], PayloadLen: len(p), First: i == 0})
 	}
 	return recs, buf, ans, nil
 }

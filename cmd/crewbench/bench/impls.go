@@ -47,6 +47,8 @@ var Impls = []Impl{
 		return openSQLiteStore(dir)
 	}},
 	{Name: "jetstream-group", Label: "NATS JetStream (sync always), group commit, one message per group", open: group(openJetStreamSink)},
+	{Name: "jetstream-async", Label: "NATS JetStream (sync always), group commit, one async message per decision", Optional: true,
+		open: group(openJetStreamAsyncSink)},
 	{Name: "jetstream-naive", Label: "NATS JetStream (sync always), optimistic writers, one message per operation", open: func(dir string, _ Spec) (Store, error) {
 		return openJetStreamStore(dir)
 	}},

@@ -259,3 +259,55 @@ func (s *jetStreamSink) ReadAll(fn func(decodedRecord) error) error {
 		return eachRecord(m.Data, fn)
 	})
 }
+
+// jetStreamAsyncSink is the other way a competent user would write to
+// JetStream: the single writer publishes one message per decision (its
+// events, so they stay atomic), asynchronously, on the run's subject, with
+// every publish of a group in flight at once, and answers when all of them
+// are acknowledged.
+type jetStreamAsyncSink struct {
+	*jetStreamStore
+}
+
+func openJetStreamAsyncSink(dir string) (*jetStreamAsyncSink, error) {
+	s, err := startJetStream(dir, 0, "run.>")
+	if err != nil {
+		return nil, err
+	}
+	return &jetStreamAsyncSink{s}, nil
+}
+
+func (s *jetStreamAsyncSink) Write(recs []sinkRecord, _ []byte) error {
+	var acks []jetstream.PubAckFuture
+	for i := 0; i < len(recs); {
+		j := i + 1
+		for j < len(recs) && !recs[j].First {
+			j++
+		}
+		// The decision's records are contiguous in the group's buffer.
+		n := 0
+		for _, r := range recs[i:j] {
+			n += len(r.Bytes)
+		}
+		a, err := s.js.PublishAsync(subjectOf(recs[i].Stream), recs[i].Bytes[:n:n])
+		if err != nil {
+			return fmt.Errorf("bench: jetstream publish: %w", err)
+		}
+		acks = append(acks, a)
+		i = j
+	}
+	for _, a := range acks {
+		select {
+		case <-a.Ok():
+		case err := <-a.Err():
+			return fmt.Errorf("bench: jetstream publish: %w", err)
+		}
+	}
+	return nil
+}
+
+func (s *jetStreamAsyncSink) ReadAll(fn func(decodedRecord) error) error {
+	return s.eachMessage(context.Background(), func(m *jetstream.RawStreamMsg) error {
+		return eachRecord(m.Data, fn)
+	})
+}
