@@ -186,6 +186,7 @@ type Summary struct {
 	Impl                     string
 	Cell                     Cell
 	PerSec, P50, P99, Retry  Spread // each measure's own median and range over rounds
+	CPUPerOp                 Spread // nanoseconds of CPU per operation
 	VsCrewlog, VsSocket      Spread // this ÷ crewlog in-process, this ÷ crewlog over its socket, per round
 	Err                      error  // the first error of any round
 	ErrRounds, MeasuredRound int
@@ -203,7 +204,7 @@ func findResult(rs []Result, im string, cell Cell) (Result, bool) {
 
 func (c *Comparison) summarise(im string, cell Cell) Summary {
 	s := Summary{Impl: im, Cell: cell}
-	var rate, p50, p99, retry, vsRef, vsSock []float64
+	var rate, p50, p99, retry, cpu, vsRef, vsSock []float64
 	for _, rs := range c.Rounds {
 		r, ok := findResult(rs, im, cell)
 		if !ok {
@@ -217,6 +218,7 @@ func (c *Comparison) summarise(im string, cell Cell) Summary {
 			continue
 		}
 		rate, p50, p99, retry = append(rate, r.PerSec), append(p50, float64(r.P50)), append(p99, float64(r.P99)), append(retry, r.Retries)
+		cpu = append(cpu, float64(r.CPUPerOp))
 		if x, ok := findResult(rs, reference, cell); ok && x.Err == nil && x.PerSec > 0 {
 			vsRef = append(vsRef, r.PerSec/x.PerSec)
 		}
@@ -224,7 +226,7 @@ func (c *Comparison) summarise(im string, cell Cell) Summary {
 			vsSock = append(vsSock, r.PerSec/x.PerSec)
 		}
 	}
-	s.PerSec, s.P50, s.P99, s.Retry = spreadOf(rate), spreadOf(p50), spreadOf(p99), spreadOf(retry)
+	s.PerSec, s.P50, s.P99, s.Retry, s.CPUPerOp = spreadOf(rate), spreadOf(p50), spreadOf(p99), spreadOf(retry), spreadOf(cpu)
 	s.VsCrewlog, s.VsSocket = spreadOf(vsRef), spreadOf(vsSock)
 	s.MeasuredRound = len(rate)
 	return s

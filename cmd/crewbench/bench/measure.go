@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Cell is one configuration of the timed workload.
@@ -33,6 +35,10 @@ type Result struct {
 	PerSec   float64
 	P50, P99 time.Duration
 	Retries  float64 // conflicts or busy locks per counted operation
+	// CPUPerOp is this process's CPU time (user + system, every thread:
+	// the store's, the embedded servers') from the first operation to the
+	// last finished, per operation finished.
+	CPUPerOp time.Duration
 	Err      error
 }
 
@@ -90,6 +96,7 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 		}
 		dctx, cancel := context.WithTimeout(ctx, warm+window+drainLimit)
 		defer cancel()
+		cpu0 := processCPU()
 		start := time.Now()
 		from, to := start.Add(warm), start.Add(warm+window)
 		lats := make([][]time.Duration, cell.Clients)
@@ -139,6 +146,9 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 			}(c)
 		}
 		wg.Wait()
+		if n := done.Load(); n > 0 {
+			res.CPUPerOp = (processCPU() - cpu0) / time.Duration(n)
+		}
 		if err := errors.Join(errs...); err != nil {
 			return err
 		}
@@ -217,4 +227,13 @@ func checkTimed(f map[string]Final, runs []string, ops int64) string {
 		bad = append(bad[:3], fmt.Sprintf("and %d more", len(bad)-3))
 	}
 	return strings.Join(bad, "; ")
+}
+
+// processCPU is the CPU time this process has used (user + system).
+func processCPU() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

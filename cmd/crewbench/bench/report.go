@@ -57,8 +57,8 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 	}
 	b.WriteString("\n")
 
-	b.WriteString("| clients | runs | implementation | admissions/s | p50 | p99 | × crewlog | × socket | retries/op |\n")
-	b.WriteString("|---:|---|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| clients | runs | implementation | admissions/s | p50 | p99 | × crewlog | × socket | CPU/op | retries/op |\n")
+	b.WriteString("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range c.Summary {
 		runs := "one"
 		if s.Cell.OwnRuns {
@@ -69,7 +69,7 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 			label = fmt.Sprintf("%s — %s", im.Name, im.Label)
 		}
 		if s.Err != nil {
-			fmt.Fprintf(&b, "| %d | %s | %s | error in %d of %d rounds: %s | | | | | |\n", s.Cell.Clients, runs, label,
+			fmt.Fprintf(&b, "| %d | %s | %s | error in %d of %d rounds: %s | | | | | | |\n", s.Cell.Clients, runs, label,
 				s.ErrRounds, s.ErrRounds+s.MeasuredRound, escapeCell(s.Err.Error()))
 			continue
 		}
@@ -77,9 +77,9 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 		if s.Retry.Median > 0 {
 			retries = fmt.Sprintf("%.2f", s.Retry.Median)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Cell.Clients, runs, label,
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Cell.Clients, runs, label,
 			fmtRate(s.PerSec.Median), fmtDur(time.Duration(s.P50.Median)), fmtDur(time.Duration(s.P99.Median)),
-			fmtSpread(s.VsCrewlog), fmtSpread(s.VsSocket), retries)
+			fmtSpread(s.VsCrewlog), fmtSpread(s.VsSocket), fmtDur(time.Duration(s.CPUPerOp.Median)), retries)
 	}
 	if g := c.goals(); g != "" {
 		b.WriteString("\n" + g)
