@@ -183,12 +183,15 @@ func medianOf(sorted []float64) float64 {
 
 // Summary is one implementation in one cell over all rounds.
 type Summary struct {
-	Impl                     string
-	Cell                     Cell
-	PerSec, P50, P99, Retry  Spread // each measure's own median and range over rounds
-	CPUPerOp                 Spread // nanoseconds of CPU per operation
-	VsCrewlog, VsSocket      Spread // this ÷ crewlog in-process, this ÷ crewlog over its socket, per round
-	Err                      error  // the first error of any round
+	Impl                    string
+	Cell                    Cell
+	PerSec, P50, P99, Retry Spread // each measure's own median and range over rounds
+	CPUPerOp                Spread // nanoseconds of CPU per operation
+	// VsCrewlog and VsSocket are, per round, this ÷ crewlog in-process and
+	// this ÷ crewlog over its socket: of admissions/s in the closed loop,
+	// of p99 in the open loop.
+	VsCrewlog, VsSocket      Spread
+	Err                      error // the first error of any round
 	ErrRounds, MeasuredRound int
 }
 
@@ -219,11 +222,23 @@ func (c *Comparison) summarise(im string, cell Cell) Summary {
 		}
 		rate, p50, p99, retry = append(rate, r.PerSec), append(p50, float64(r.P50)), append(p99, float64(r.P99)), append(retry, r.Retries)
 		cpu = append(cpu, float64(r.CPUPerOp))
-		if x, ok := findResult(rs, reference, cell); ok && x.Err == nil && x.PerSec > 0 {
-			vsRef = append(vsRef, r.PerSec/x.PerSec)
+		// The closed loop compares rates; the open loop offers every
+		// implementation the same rate and compares p99s.
+		ratio := func(x Result) (float64, bool) {
+			if c.Opts.Load.Rate > 0 {
+				return float64(r.P99) / float64(x.P99), x.Err == nil && x.P99 > 0
+			}
+			return r.PerSec / x.PerSec, x.Err == nil && x.PerSec > 0
 		}
-		if x, ok := findResult(rs, "socket", cell); ok && x.Err == nil && x.PerSec > 0 {
-			vsSock = append(vsSock, r.PerSec/x.PerSec)
+		if x, ok := findResult(rs, reference, cell); ok {
+			if v, ok := ratio(x); ok {
+				vsRef = append(vsRef, v)
+			}
+		}
+		if x, ok := findResult(rs, "socket", cell); ok {
+			if v, ok := ratio(x); ok {
+				vsSock = append(vsSock, v)
+			}
 		}
 	}
 	s.PerSec, s.P50, s.P99, s.Retry, s.CPUPerOp = spreadOf(rate), spreadOf(p50), spreadOf(p99), spreadOf(retry), spreadOf(cpu)

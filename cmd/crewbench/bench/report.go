@@ -57,7 +57,11 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 	}
 	b.WriteString("\n")
 
-	b.WriteString("| clients | runs | implementation | admissions/s | p50 | p99 | × crewlog | × socket | CPU/op | retries/op |\n")
+	ratio := "× crewlog | × socket"
+	if c.Opts.Load.Rate > 0 {
+		ratio = "p99 × crewlog's | p99 × socket's"
+	}
+	b.WriteString("| clients | runs | implementation | admissions/s | p50 | p99 | " + ratio + " | CPU/op | retries/op |\n")
 	b.WriteString("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range c.Summary {
 		runs := "one"
@@ -81,7 +85,7 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 			fmtRate(s.PerSec.Median), fmtDur(time.Duration(s.P50.Median)), fmtDur(time.Duration(s.P99.Median)),
 			fmtSpread(s.VsCrewlog), fmtSpread(s.VsSocket), fmtDur(time.Duration(s.CPUPerOp.Median)), retries)
 	}
-	if g := c.goals(); g != "" {
+	if g := c.goals(); g != "" && c.Opts.Load.Rate == 0 {
 		b.WriteString("\n" + g)
 	}
 	_, err := io.WriteString(w, b.String())
