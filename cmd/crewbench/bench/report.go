@@ -107,9 +107,17 @@ func fmtSpread(s Spread) string {
 	case s.N == 0:
 		return "–"
 	case s.N == 1:
-		return fmt.Sprintf("%.2f", s.Median)
+		return fmtRatio(s.Median)
 	}
-	return fmt.Sprintf("%.2f (%.2f–%.2f)", s.Median, s.Min, s.Max)
+	return fmt.Sprintf("%s (%s–%s)", fmtRatio(s.Median), fmtRatio(s.Min), fmtRatio(s.Max))
+}
+
+// fmtRatio keeps two significant digits below 0.1.
+func fmtRatio(v float64) string {
+	if v < 0.1 && v > 0 {
+		return fmt.Sprintf("%.2g", v)
+	}
+	return fmt.Sprintf("%.2f", v)
 }
 
 // goals renders the goal table when the 64-clients-on-one-run cell ran:
@@ -121,7 +129,16 @@ func (c *Comparison) goals() string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("Goals at 64 clients on one run (ratios within each round; median and range over rounds):\n\n")
+	b.WriteString("Headline ratios at 64 clients on one run, crewlog ÷ the other (within each round; median and range over rounds):\n\n")
+	b.WriteString("| crewlog ÷ | in-process | over its socket |\n|---|---:|---:|\n")
+	for _, im := range c.Timed {
+		if im.Name == reference || im.Name == "socket" {
+			continue
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", im.Name, fmtSpread(c.RatioOver(reference, []string{im.Name}, cell)),
+			fmtSpread(c.RatioOver("socket", []string{im.Name}, cell)))
+	}
+	b.WriteString("\nGoals at 64 clients on one run (ratios within each round; median and range over rounds):\n\n")
 	b.WriteString("| crewlog ÷ | goal | in-process | met | over its socket |\n|---|---:|---:|---|---:|\n")
 	for _, g := range c.Goals() {
 		fmt.Fprintf(&b, "| %s | ≥ %g× | %s | %s | %s |\n", g.Name, g.Goal.Ratio, fmtSpread(g.InProcess), g.Met, fmtSpread(g.Socket))
