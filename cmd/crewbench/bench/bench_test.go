@@ -121,6 +121,22 @@ func (l lessWork) Final(ctx context.Context) (map[string]Final, error) {
 	return f, err
 }
 
+// TestTimedRunRechecked: the state after a timed cell is read back, and a
+// store that lost work fails the cell.
+func TestTimedRunRechecked(t *testing.T) {
+	ctx := context.Background()
+	pebble, _ := implByName("pebble")
+	good := runCell(ctx, pebble, t.TempDir(), Cell{Clients: 2}, 20*time.Millisecond, 100*time.Millisecond, Load{})
+	require.NoError(t, good.Err)
+	cheat := Impl{Name: "cheat", open: func(d string, s Spec) (Store, error) {
+		st, err := pebble.open(d, s)
+		return lessWork{st}, err
+	}}
+	bad := runCell(ctx, cheat, t.TempDir(), Cell{Clients: 2}, 20*time.Millisecond, 100*time.Millisecond, Load{})
+	require.ErrorContains(t, bad.Err, "the state after the timed run")
+	require.ErrorContains(t, bad.Err, "budget.reserved")
+}
+
 // inProcess runs pre-check phases in this process, without counting syncs.
 type inProcess struct{}
 
