@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -190,9 +189,10 @@ type Summary struct {
 	// VsCrewlog and VsSocket are, per round, this ÷ crewlog in-process and
 	// this ÷ crewlog over its socket: of admissions/s in the closed loop,
 	// of p99 in the open loop.
-	VsCrewlog, VsSocket      Spread
-	Err                      error // the first error of any round
-	ErrRounds, MeasuredRound int
+	VsCrewlog, VsSocket Spread
+	Err                 error // the first error of any round
+	// ErrRounds and Rounds count the rounds that failed and those measured.
+	ErrRounds, Rounds int
 }
 
 // result finds im's result in cell in one round.
@@ -243,7 +243,7 @@ func (c *Comparison) summarise(im string, cell Cell) Summary {
 	}
 	s.PerSec, s.P50, s.P99, s.Retry, s.CPUPerOp = spreadOf(rate), spreadOf(p50), spreadOf(p99), spreadOf(retry), spreadOf(cpu)
 	s.VsCrewlog, s.VsSocket = spreadOf(vsRef), spreadOf(vsSock)
-	s.MeasuredRound = len(rate)
+	s.Rounds = len(rate)
 	return s
 }
 
@@ -268,6 +268,3 @@ func (c *Comparison) RatioOver(a string, bs []string, cell Cell) Spread {
 	}
 	return spreadOf(v)
 }
-
-// errNoSuchImpl is an unknown implementation name.
-var errNoSuchImpl = errors.New("bench: unknown implementation")

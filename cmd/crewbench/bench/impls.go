@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -56,6 +57,9 @@ var Impls = []Impl{
 		return openPiCrewStore(dir)
 	}},
 }
+
+// errNoSuchImpl is an unknown implementation name.
+var errNoSuchImpl = errors.New("bench: unknown implementation")
 
 // reference is the implementation the ratios are taken against.
 const reference = "crewlog"

@@ -74,7 +74,7 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 		}
 		if s.Err != nil {
 			fmt.Fprintf(&b, "| %d | %s | %s | error in %d of %d rounds: %s | | | | | | |\n", s.Cell.Clients, runs, label,
-				s.ErrRounds, s.ErrRounds+s.MeasuredRound, escapeCell(s.Err.Error()))
+				s.ErrRounds, s.ErrRounds+s.Rounds, escapeCell(s.Err.Error()))
 			continue
 		}
 		retries := ""
