@@ -445,3 +445,39 @@ func TestBoundedLabels(t *testing.T) {
 	require.Equal(t, "other", b.value("c"))
 	require.Equal(t, "a", b.value("a"))
 }
+
+// TestEventsNewestFirst: order=desc pages back from the newest event (or from before a cursor), and its pages
+// together are the ascending list reversed, with or without a type filter.
+func TestEventsNewestFirst(t *testing.T) {
+	f := newFixture(t, Options{})
+	for _, filter := range []string{"", "&type=delegate.rejected&type=delegate.admitted"} {
+		asc := f.ok(budgetRun + "/events?limit=1000" + filter)["events"].([]any)
+		require.NotEmpty(t, asc)
+		var desc []any
+		cursor := ""
+		for pages := 0; ; pages++ {
+			require.Less(t, pages, 1000)
+			q := "?order=desc&limit=2" + filter
+			if cursor != "" {
+				q += "&cursor=" + cursor
+			}
+			page := f.ok(budgetRun + "/events" + q)
+			desc = append(desc, page["events"].([]any)...)
+			if page["hasMore"] != true {
+				break
+			}
+			cursor = page["nextCursor"].(string)
+		}
+		require.Len(t, desc, len(asc), filter)
+		for i := range asc {
+			require.Equal(t, asc[i], desc[len(desc)-1-i], filter)
+		}
+	}
+	// A cursor in desc is "before this position".
+	asc := f.ok(budgetRun + "/events?limit=1000")["events"].([]any)
+	third := asc[2].(map[string]any)["metadata"].(map[string]any)["position"].(float64)
+	page := f.ok(fmt.Sprintf("%s/events?order=desc&cursor=%d", budgetRun, int(third)))
+	require.Equal(t, []any{asc[1], asc[0]}, page["events"])
+	require.Equal(t, false, page["hasMore"])
+	f.fails(budgetRun+"/events?order=sideways", http.StatusBadRequest, codeBadParams)
+}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -26,13 +27,21 @@ type eventsResult struct {
 	NextCursor string            `json:"nextCursor,omitempty"`
 }
 
-// GET /api/v1/runs/{runId}/events?cursor=POSITION&type=…&limit=
+// GET /api/v1/runs/{runId}/events?cursor=POSITION&type=…&limit=&order=asc|desc
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ principal) {
 	runID, e := s.runParam(r)
 	p := newParams(r.URL)
 	limit := int(p.uint("limit", 1, maxLimit, defaultLimit))
 	cursor := p.str("cursor", maxCursorLen)
 	types := typeSet(p.strs("type", maxTypeFilter, maxTypeLen))
+	desc := false
+	switch o := p.str("order", 4); o {
+	case "", "asc":
+	case "desc":
+		desc = true
+	default:
+		p.fail(badParams("order must be asc or desc, got %q", o))
+	}
 	if e == nil {
 		e = p.strict()
 	}
@@ -49,15 +58,21 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ principa
 		return
 	}
 	var (
-		head  uint64
-		found bool
+		head, length uint64
+		found        bool
 	)
 	s.opts.Engine.Read(func(st *projections.State) {
 		head = st.Position
-		_, found = st.Run(runID)
+		var run projections.Run
+		run, found = st.Run(runID)
+		length = uint64(run.Usage.Events)
 	})
 	if !found {
 		writeError(w, noRun(runID))
+		return
+	}
+	if desc {
+		s.eventsBackward(w, r, runID, cursor != "", after, length, head, limit, types)
 		return
 	}
 	from, err := versionAfter(s.opts.Log, runID, after)
@@ -92,6 +107,73 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ principa
 	if err := it.Close(); err != nil {
 		writeError(w, s.internal(r, err))
 		return
+	}
+	if res.HasMore {
+		res.NextCursor = strconv.FormatUint(last, 10)
+	}
+	writeJSON(w, res)
+}
+
+// eventsBackward answers order=desc: the run's events before position `before` (all when !hasCursor), newest
+// first. It reads the stream forward in chunks that end where the previous one began.
+func (s *Server) eventsBackward(w http.ResponseWriter, r *http.Request, runID string, hasCursor bool, before,
+	length, head uint64, limit int, types map[string]bool) {
+	end := length // the last version to look at
+	if hasCursor {
+		v, err := versionAfter(s.opts.Log, runID, before-min(before, 1))
+		if err != nil {
+			writeError(w, s.internal(r, err))
+			return
+		}
+		end = min(end, v-1)
+	}
+	res := eventsResult{Events: []json.RawMessage{}}
+	scanned := 0
+	var last uint64 // the oldest position looked at
+	chunk := uint64(max(limit, 256))
+	for end >= 1 && !res.HasMore {
+		from := end - min(end-1, chunk-1)
+		var recs []eventlog.Event
+		it := s.opts.Log.ReadStream(runID, from)
+		for it.Next() {
+			rec := it.Event()
+			if rec.StreamVersion > end {
+				break
+			}
+			if rec.Position > head {
+				continue // not published yet
+			}
+			c := *rec
+			if types != nil && !types[c.Type] {
+				c.Payload = nil // NB: only its position and type are needed
+			} else {
+				c.Payload = bytes.Clone(c.Payload) // the iterator reuses its buffer
+			}
+			recs = append(recs, c)
+		}
+		if err := it.Close(); err != nil {
+			writeError(w, s.internal(r, err))
+			return
+		}
+		for i := len(recs) - 1; i >= 0; i-- {
+			if len(res.Events) == limit || scanned == maxEventScan {
+				res.HasMore = true
+				break
+			}
+			scanned++
+			rec := &recs[i]
+			last = rec.Position
+			if types != nil && !types[rec.Type] {
+				continue
+			}
+			b, err := eventJSON(rec)
+			if err != nil {
+				writeError(w, s.internal(r, err))
+				return
+			}
+			res.Events = append(res.Events, b)
+		}
+		end = from - 1
 	}
 	if res.HasMore {
 		res.NextCursor = strconv.FormatUint(last, 10)

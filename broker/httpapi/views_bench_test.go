@@ -123,6 +123,7 @@ func bigViews(rejectedAt, head uint64) []string {
 		run + "/credentials",
 		run + "/events",
 		run + "/events?limit=1000",
+		run + "/events?order=desc",
 		run + fmt.Sprintf("/events?limit=1000&cursor=%d", head-1000),
 		run + "/events?type=delegate.rejected&limit=1000",
 		"/api/v1/slots",
