@@ -187,7 +187,8 @@ func Usage(w io.Writer, env Env) {
 	fmt.Fprint(w, `crewd: the crewlog daemon. It keeps the event log in <data>/store, serves the broker protocol on a
 unix socket, and on first start writes a random admin token to <data>/admin.token and a server key to
 <data>/server.key (both 0600; existing ones are reused, group- or world-readable ones refused).
-On start it prints the socket path and the admin token file (never the token) to stdout.
+On start it prints the admin token file (never the token), a one-time login link to the dashboard
+(--http) and the socket path to stdout.
 SIGINT or SIGTERM shuts it down gracefully. Exit status: 0 clean, 1 runtime error, 2 bad flags or config.
 
 Usage: crewd [flags]

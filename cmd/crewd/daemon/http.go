@@ -22,11 +22,15 @@ func startHTTP(cfg Config, eng *commands.Engine, log *eventlog.Log, srv *broker.
 		return nil, nil
 	}
 	hl := lg.With("component", "http")
-	web, err := httpapi.New(httpapi.Options{
+	opts := httpapi.Options{
 		Engine: eng, Log: log, AdminDigest: adminDigest, UI: webui.FS(), AllowRemote: cfg.HTTPAllowRemote,
 		ReadOnly: NewReadOnlyTokens(cfg.DataDir, func(err error) { hl.Warn("read-only tokens unreadable; none accepted", "err", err) }),
-		Metrics:  metrics, Broker: srv, Logger: hl,
-	})
+		Metrics:  metrics, Logger: hl,
+	}
+	if srv != nil {
+		opts.Broker = srv
+	}
+	web, err := httpapi.New(opts)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}

@@ -74,7 +74,8 @@ var errOpenTimeout = errors.New("open timeout reached (--open-timeout)")
 
 // Run starts the daemon of cfg and serves until ctx ends, then shuts down in order: the broker stops accepting
 // and closes its connections, the engine finishes the group it is committing, the log closes. It prints the
-// socket path and the admin token file (never the token) to stdout once the socket accepts connections.
+// admin token file (never the token), the dashboard's one-time login link (when HTTP is on) and, last, the socket
+// path to stdout once the socket accepts connections.
 //
 // It refuses to start on a data directory that others may reach, or with less free space than cfg.MinFreeBytes.
 // Opening the store and rebuilding the state end early, with an error, when ctx ends or cfg.OpenTimeout passes.
