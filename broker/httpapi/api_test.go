@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -480,4 +481,51 @@ func TestEventsNewestFirst(t *testing.T) {
 	require.Equal(t, []any{asc[1], asc[0]}, page["events"])
 	require.Equal(t, false, page["hasMore"])
 	f.fails(budgetRun+"/events?order=sideways", http.StatusBadRequest, codeBadParams)
+}
+
+// TestRebuildsBoundedPerPrincipal: a credential with maxRebuildsPerPrincipal rebuilds in progress or waiting is
+// refused another (429); another credential is not, and the first gets its turn back when one ends.
+func TestRebuildsBoundedPerPrincipal(t *testing.T) {
+	f := newFixture(t, Options{})
+	c := &f.srv.states
+	admin := principal{kind: kindAdmin, key: "admin"}
+	ctx := t.Context()
+	require.NoError(t, c.turn(ctx, admin)) // holds the rebuild slot
+	waiting := make(chan error, maxRebuildsPerPrincipal)
+	for i := 1; i < maxRebuildsPerPrincipal; i++ {
+		go func() {
+			err := c.turn(ctx, admin)
+			if err == nil {
+				c.done(admin)
+			}
+			waiting <- err
+		}()
+	}
+	// The waiters count as soon as they are queued: wait for the count, which turn takes under c.mu.
+	for {
+		c.mu.Lock()
+		n := c.queued[admin.key]
+		c.mu.Unlock()
+		if n == maxRebuildsPerPrincipal {
+			break
+		}
+		runtime.Gosched()
+	}
+	code, m := f.get(budgetRun + "/state?at=5")
+	require.Equal(t, http.StatusTooManyRequests, code)
+	require.Equal(t, codeTooManyRebuilds, m["error"].(map[string]any)["code"])
+	f.fails("/api/v1/events/5/explain", http.StatusTooManyRequests, codeTooManyRebuilds)
+	ro := principal{kind: kindReadOnly, key: "ro"}
+	go func() {
+		err := c.turn(ctx, ro) // another credential waits its turn rather than being refused
+		if err == nil {
+			c.done(ro)
+		}
+		waiting <- err
+	}()
+	c.done(admin)
+	for i := 0; i < maxRebuildsPerPrincipal; i++ {
+		require.NoError(t, <-waiting)
+	}
+	f.ok(budgetRun + "/state?at=5")
 }

@@ -31,7 +31,8 @@
 //     not sent) and ends — the socket's rule. Memory: the ring plus ≤ 256 KiB in flight per stream.
 //   - A stream delivers events in position order from its start (Last-Event-ID / after, else the head), never
 //     repeating or skipping one; a start older than the ring replays from the log first.
-//   - state?at and explain rebuild one at a time, from the nearest of the last 4 rebuilt states (or position 1).
+//   - state?at and explain rebuild one at a time, from the nearest of the last 4 rebuilt states (or position 1);
+//     a credential or session has at most 4 of them in progress or waiting (429 too-many-rebuilds beyond).
 //
 // # Not guaranteed
 //

@@ -15,9 +15,8 @@ const (
 	codeNotFound        = "not-found"
 	codeMethod          = "method-not-allowed"
 	codeTooManyStreams  = "too-many-streams"
-	codeNotReady        = "not-ready"
+	codeTooManyRebuilds = "too-many-rebuilds"
 	codeInternal        = "internal"
-	codeRebuildCanceled = "rebuild-cancelled"
 )
 
 // apiError is an answer other than 200: its status, code and a message for people.

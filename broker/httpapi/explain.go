@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -20,7 +21,7 @@ type explainResult struct {
 }
 
 // GET /api/v1/events/{position}/explain
-func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request, _ principal) {
+func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request, pr principal) {
 	pos, err := strconv.ParseUint(r.PathValue("position"), 10, 64)
 	if err != nil || pos == 0 {
 		writeError(w, badParams("position must be a log position (an integer ≥ 1), got %q", r.PathValue("position")))
@@ -58,9 +59,14 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request, _ princip
 	if pos > explainReach+1 {
 		baseAt = pos - 1 - explainReach
 	}
-	res, err := s.explainFrom(r.Context(), baseAt, min(pos+explainReach, head), rec.Stream)
+	res, err := s.explainFrom(r.Context(), pr, baseAt, min(pos+explainReach, head), rec.Stream)
 	if err != nil {
 		if r.Context().Err() != nil {
+			return
+		}
+		var ae *apiError
+		if errors.As(err, &ae) {
+			writeError(w, ae)
 			return
 		}
 		writeError(w, s.internal(r, err))

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"sync"
@@ -22,11 +23,19 @@ type stateCache struct {
 	sem    chan struct{}
 	mu     sync.Mutex
 	states []*projections.State // newest use last
+	queued map[string]int       // rebuild requests in progress or waiting, per principal
 }
 
 const maxCachedStates = 4
 
-func (c *stateCache) init() { c.sem = make(chan struct{}, 1) }
+// maxRebuildsPerPrincipal bounds the rebuild requests (state?at, explain) one credential or session has in
+// progress or waiting: rebuilds take turns, and one client must not queue up the CPU of all the others' turns.
+const maxRebuildsPerPrincipal = 4
+
+func (c *stateCache) init() {
+	c.sem = make(chan struct{}, 1)
+	c.queued = make(map[string]int)
+}
 
 // base is the kept state with the greatest position ≤ pos, or nil.
 func (c *stateCache) base(pos uint64) *projections.State {
@@ -58,11 +67,11 @@ func (c *stateCache) keep(s *projections.State) {
 
 // rebuild returns the state folded up to position pos by audit.Replay, starting from the nearest kept state. It
 // waits for its turn, or for ctx. The state is shared: never modify it.
-func (s *Server) rebuild(ctx context.Context, pos uint64) (*projections.State, error) {
-	if err := s.states.turn(ctx); err != nil {
+func (s *Server) rebuild(ctx context.Context, p principal, pos uint64) (*projections.State, error) {
+	if err := s.states.turn(ctx, p); err != nil {
 		return nil, err
 	}
-	defer s.states.done()
+	defer s.states.done(p)
 	return s.fold(pos)
 }
 
@@ -85,11 +94,11 @@ func (s *Server) fold(pos uint64) (*projections.State, error) {
 
 // explainFrom re-runs the recorded decisions of run's events in (base, to] (audit.Replay with Explain) on the
 // state folded up to base.
-func (s *Server) explainFrom(ctx context.Context, base, to uint64, run string) (*audit.Result, error) {
-	if err := s.states.turn(ctx); err != nil {
+func (s *Server) explainFrom(ctx context.Context, p principal, base, to uint64, run string) (*audit.Result, error) {
+	if err := s.states.turn(ctx, p); err != nil {
 		return nil, err
 	}
-	defer s.states.done()
+	defer s.states.done(p)
 	o := audit.ReplayOptions{To: to, Run: run, Explain: true}
 	if base > 0 {
 		st, err := s.fold(base)
@@ -101,16 +110,38 @@ func (s *Server) explainFrom(ctx context.Context, base, to uint64, run string) (
 	return audit.Replay(s.opts.Log, o)
 }
 
-func (c *stateCache) turn(ctx context.Context) error {
+// turn waits for the one rebuild slot; it refuses a principal that already has maxRebuildsPerPrincipal requests
+// in progress or waiting (429).
+func (c *stateCache) turn(ctx context.Context, p principal) error {
+	c.mu.Lock()
+	if c.queued[p.key] >= maxRebuildsPerPrincipal {
+		c.mu.Unlock()
+		return errorf(http.StatusTooManyRequests, codeTooManyRebuilds,
+			"%d rebuilds of this credential are in progress or waiting; wait for their answers", maxRebuildsPerPrincipal)
+	}
+	c.queued[p.key]++
+	c.mu.Unlock()
 	select {
 	case c.sem <- struct{}{}:
 		return nil
 	case <-ctx.Done():
+		c.release(p)
 		return ctx.Err()
 	}
 }
 
-func (c *stateCache) done() { <-c.sem }
+func (c *stateCache) done(p principal) {
+	<-c.sem
+	c.release(p)
+}
+
+func (c *stateCache) release(p principal) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.queued[p.key]--; c.queued[p.key] <= 0 {
+		delete(c.queued, p.key)
+	}
+}
 
 // positionAt is the position of the last event whose time is ≤ at, by binary search: event times follow
 // positions (one engine clock), which is what crewctl replay --at assumes too.
@@ -146,7 +177,7 @@ type stateResult struct {
 }
 
 // GET /api/v1/runs/{runId}/state?at=POSITION|TIME
-func (s *Server) handleState(w http.ResponseWriter, r *http.Request, _ principal) {
+func (s *Server) handleState(w http.ResponseWriter, r *http.Request, pr principal) {
 	runID, e := s.runParam(r)
 	p := newParams(r.URL)
 	atParam := p.str("at", 64)
@@ -192,10 +223,15 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request, _ principal
 		// the engine's tests prove): read it instead of folding the whole log again.
 		s.opts.Engine.Read(func(st *projections.State) { out, ok = runView(st, runID) })
 	} else {
-		st, err := s.rebuild(r.Context(), pos)
+		st, err := s.rebuild(r.Context(), pr, pos)
 		if err != nil {
 			if r.Context().Err() != nil {
 				return // the client went
+			}
+			var ae *apiError
+			if errors.As(err, &ae) {
+				writeError(w, ae)
+				return
 			}
 			writeError(w, s.internal(r, err))
 			return
