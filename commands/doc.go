@@ -46,8 +46,8 @@
 //     unless Warm read it into the cache first (the broker does, outside the
 //     lock).
 //   - Hot and cold (tier.go, projections/tier.go): runs that have not ended,
-//     and ended runs for Options.Retention after their last event, are held
-//     whole; the others go cold (at most one pass a second, an idle writer
+//     and ended runs for Options.Retention after their last event (at most
+//     MaxRetainedRuns of those, the latest to end), are held whole; the others go cold (at most one pass a second, an idle writer
 //     included) and are read back from the log when asked for. Before it
 //     decides a command the writer faults in the run the command names, and
 //     before it applies an event the event's run, so Decide and Apply always

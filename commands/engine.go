@@ -183,7 +183,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 		}
 	}
 	s, info, err := projections.LoadTiered(l, projections.Tiering{
-		Retention: time.Duration(o.retention()) * time.Millisecond, Cache: o.ColdCache,
+		Retention: time.Duration(o.retention()) * time.Millisecond, MaxRetained: MaxRetainedRuns, Cache: o.ColdCache,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("commands: rebuild state: %w", err)

@@ -18,6 +18,13 @@ import (
 // when Options.Retention is 0.
 const DefaultRetention = 10 * time.Minute
 
+// MaxRetainedRuns caps the ended runs kept in memory within the retention:
+// beyond it, the ones that ended first go cold at once. Without it, the
+// memory of ended runs would grow with the rate at which runs end (a
+// daemon ending a run a second holds 600 of them for a 10-minute
+// retention).
+const MaxRetainedRuns = 64
+
 // evictPassEvery bounds how often the writer looks for runs to make cold
 // (each pass is one walk over the ended hot runs).
 const evictPassEvery = time.Second
@@ -42,7 +49,7 @@ func (e *Engine) evictPass(now time.Time) []string {
 		return nil
 	}
 	e.nextEvict = now.Add(min(time.Duration(e.opts.retention())*time.Millisecond, evictPassEvery))
-	return e.work.s.EvictAll(now.UnixMilli(), e.opts.retention())
+	return e.work.s.EvictAll(now.UnixMilli(), e.opts.retention(), MaxRetainedRuns)
 }
 
 // faultIn makes run id hot in the working state and notes it, so the other

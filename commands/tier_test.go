@@ -430,3 +430,31 @@ func TestEngineSnapshotsOnceRunsGoCold(t *testing.T) {
 	require.Equal(t, snapshotAfterCold, s.ColdRuns())
 	require.Zero(t, s.HotRuns())
 }
+
+// Within the retention, at most MaxRetainedRuns ended runs stay hot: the
+// ones that ended first go cold beyond it, so the memory of ended runs does
+// not grow with the rate at which they end.
+func TestEngineRetainsAtMostMaxRetainedRuns(t *testing.T) {
+	fs := vfs.NewMem()
+	clock := newTestClock()
+	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+	require.NoError(t, err)
+	defer l.Close()
+	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: -1, Retention: time.Hour})
+	require.NoError(t, err)
+	defer e.Close()
+	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
+	const extra = 6
+	for i := 0; i < MaxRetainedRuns+extra; i++ {
+		run := fmt.Sprintf("C%02d", i)
+		require.Nil(t, f.submitAs(admin, &RunCreate{RunID: run, Team: "t", Goal: "g", Cwd: "/w"}).Rejected)
+		require.Nil(t, f.submitAs(orchestrator, &RunTransition{RunID: run, To: "running"}).Rejected)
+		require.Nil(t, f.submitAs(orchestrator, &RunTransition{RunID: run, To: "completed"}).Rejected)
+	}
+	e.Read(func(s *projections.State) {
+		require.Equal(t, extra, s.ColdRuns())
+		for i := 0; i < extra; i++ {
+			require.True(t, s.IsCold(fmt.Sprintf("C%02d", i)), "the runs that ended first went cold")
+		}
+	})
+}

@@ -49,6 +49,9 @@ type Tiering struct {
 	// Now is the clock reading (unix ms) the final eviction is measured
 	// against; 0 skips it.
 	Now int64
+	// MaxRetained, when > 0, caps the ended runs kept hot within the
+	// retention: the ones that ended first go cold beyond it (Evictable).
+	MaxRetained int
 	// Cache is the ColdStore's cache size (DefaultColdCache when ≤ 0).
 	Cache int
 	// NoSnapshot folds from position 1 even when there is a snapshot: the
@@ -86,7 +89,7 @@ func replay(s *State, l *eventlog.Log, to uint64, t Tiering) (evicted int, err e
 		}
 		Apply(s, ev)
 		if at := ev.UnixMilli(); t.Retention >= 0 && at >= nextPass {
-			evicted += len(s.evict(at, retention))
+			evicted += len(s.evict(at, retention, t.MaxRetained))
 			nextPass = at + evictEvery
 		}
 	}
@@ -94,8 +97,8 @@ func replay(s *State, l *eventlog.Log, to uint64, t Tiering) (evicted int, err e
 }
 
 // evict makes cold every run Evictable at now.
-func (s *State) evict(now, retention int64) []string {
-	ids := s.Evictable(now, retention)
+func (s *State) evict(now, retention int64, maxRetained int) []string {
+	ids := s.Evictable(now, retention, maxRetained)
 	for _, id := range ids {
 		s.Evict(id)
 	}
@@ -103,9 +106,12 @@ func (s *State) evict(now, retention int64) []string {
 }
 
 // EvictAll makes cold every run Evictable at now (unix ms) with retention
-// (ms), and returns their ids in the order evicted. The engine calls it on
-// its working state and repeats the same ids on its other copy with Evict.
-func (s *State) EvictAll(now, retention int64) []string { return s.evict(now, retention) }
+// (ms) and maxRetained, and returns their ids in the order evicted. The
+// engine calls it on its working state and repeats the same ids on its
+// other copy with Evict.
+func (s *State) EvictAll(now, retention int64, maxRetained int) []string {
+	return s.evict(now, retention, maxRetained)
+}
 
 // LoadInfo tells how Load built the state.
 type LoadInfo struct {
@@ -159,7 +165,7 @@ func LoadTiered(l *eventlog.Log, t Tiering) (*State, LoadInfo, error) {
 		return nil, info, err
 	}
 	if t.Retention >= 0 && t.Now != 0 {
-		info.Evicted += len(s.evict(t.Now, t.Retention.Milliseconds()))
+		info.Evicted += len(s.evict(t.Now, t.Retention.Milliseconds(), t.MaxRetained))
 	}
 	info.Replayed = s.Position - from
 	return s, info, nil

@@ -1,8 +1,10 @@
 package projections
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/crewlog/crewlog/eventlog"
@@ -275,16 +277,36 @@ func (s *State) ThawFrom(t Thawed) {
 // Evictable returns the hot runs that may go cold at clock reading now
 // (unix ms) with the given retention (ms): ended (completed, failed,
 // cancelled) for at least the retention since their last event, holding no
-// slot, no pending question, not waiting for a slot. Sorted, so the choice
-// is deterministic. Cost: one pass over the ended hot runs.
-func (s *State) Evictable(now, retention int64) []string {
+// slot, no pending question, not waiting for a slot; and, when more than
+// maxRetained (> 0) such runs are still within the retention, the ones
+// that ended first beyond that many, so the memory of ended runs does not
+// grow with the rate at which runs end. Sorted, so the choice is
+// deterministic. Cost: one pass over the ended hot runs.
+func (s *State) Evictable(now, retention int64, maxRetained int) []string {
 	if s.store == nil || len(s.ended) == 0 {
 		return nil
 	}
 	var out []string
+	var retained []*runState
 	for id := range s.ended {
-		if r := s.runs[id]; r != nil && r.run.UpdatedAt <= now-retention && s.mayEvict(r) {
+		r := s.runs[id]
+		switch {
+		case r == nil || !s.mayEvict(r):
+		case r.run.UpdatedAt <= now-retention:
 			out = append(out, id)
+		default:
+			retained = append(retained, r)
+		}
+	}
+	if maxRetained > 0 && len(retained) > maxRetained {
+		slices.SortFunc(retained, func(a, b *runState) int {
+			if a.run.UpdatedAt != b.run.UpdatedAt {
+				return cmp.Compare(a.run.UpdatedAt, b.run.UpdatedAt)
+			}
+			return strings.Compare(a.run.RunID, b.run.RunID)
+		})
+		for _, r := range retained[:len(retained)-maxRetained] {
+			out = append(out, r.run.RunID)
 		}
 	}
 	slices.Sort(out)
