@@ -59,3 +59,11 @@ export function ticker(fn) {
   }, 1000);
   return () => clearInterval(id);
 }
+
+/**
+ * background runs a read nobody awaits (a catch-up, a tab's first read): a failure is logged, never left as an
+ * unhandled rejection; the next live refresh or reconnect reads again.
+ */
+export function background(promise, what) {
+  promise.catch((err) => console.warn(`${what} failed:`, err));
+}

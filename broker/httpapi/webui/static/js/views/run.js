@@ -7,7 +7,7 @@
 import { h, replace } from '../dom.js';
 import { api } from '../api.js';
 import { age, clock, countdown, parseTime, tokens } from '../format.js';
-import { coalesce, ticker } from '../live.js';
+import { background, coalesce, ticker } from '../live.js';
 import { delegationTimeline, healthItems, nearestIndex } from '../model.js';
 import { pill, budgetBar } from '../widgets.js';
 import { tabs } from './tabs.js';
@@ -59,7 +59,7 @@ export class RunView {
     this.draw();
     this.stopTick = ticker(() => this.tick());
     await eventsLoad;
-    this.fetchLive(['credentials', 'delegations']).then(() => this.drawHealth());
+    background(this.fetchLive(['credentials', 'delegations']).then(() => this.drawHealth()), 'reading the run’s health');
   }
 
   // --- data ---------------------------------------------------------------
@@ -90,7 +90,7 @@ export class RunView {
   }
 
   onConnected() {
-    this.catchUp();
+    background(this.catchUp(), 'catching up the run’s events');
   }
 
   /** addEvents adds events not held yet, keeping position order; O(1) per event in the usual (ascending) case. */
@@ -181,7 +181,7 @@ export class RunView {
   }
 
   onResync() {
-    this.loadEvents().then(() => this.refresh.now());
+    background(this.loadEvents().then(() => this.refresh.now()), 're-reading the run after a resync');
   }
 
   // --- time travel ---------------------------------------------------------
@@ -276,11 +276,11 @@ export class RunView {
       this.travelError = null;
     } else if (this.past) {
       const p = this.past.pending ? this.positions[idx] : this.past.position;
-      replace(this.where, h('span', { 'data-travel': 'past', 'data-position': p },
+      replace(this.where, h('span', { 'data-travel': 'past', 'data-position': p, 'data-pending': this.past.pending ? '' : null },
         h('b', 'as of position ', String(p)), ev ? ` · ${clock(parseTime(ev.time))} · ${ev.type}` : '',
         this.past.pending ? ' · reading…' : '', loading));
     } else {
-      replace(this.where, h('span', { 'data-travel': 'live' }, h('b', 'live'),
+      replace(this.where, h('span', { 'data-travel': 'live', 'data-ready': this.eventsReady ? '' : null }, h('b', 'live'),
         ` · position ${this.lastPosition || (this.live.run && this.live.run.position) || '–'} · ${n} events${loading}`));
     }
   }
@@ -350,7 +350,7 @@ export class RunView {
     this.tab = tab;
     this.drawTabBar();
     const missing = needs[tab].filter((k) => !this.loaded.has(k));
-    if (missing.length && !this.past) this.fetchLive(missing).then(() => this.draw());
+    if (missing.length && !this.past) background(this.fetchLive(missing).then(() => this.draw()), `reading ${missing.join(', ')}`);
     this.draw();
   }
 

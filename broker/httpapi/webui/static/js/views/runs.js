@@ -4,7 +4,7 @@
 import { h, replace } from '../dom.js';
 import { api } from '../api.js';
 import { age, middle } from '../format.js';
-import { coalesce, ticker } from '../live.js';
+import { background, coalesce, ticker } from '../live.js';
 import { pill, budgetBar, gauge, table } from '../widgets.js';
 
 const statusFilters = {
@@ -120,7 +120,7 @@ export class RunsView {
     }
     replace(this.list, t);
     replace(this.more, this.hasMore
-      ? h('div.row', { style: { marginTop: '8px' } }, h('button', { type: 'button', onclick: () => this.load(true) }, 'load more'),
+      ? h('div.row', { style: { marginTop: '8px' } }, h('button', { type: 'button', onclick: () => background(this.load(true), 'reading more runs') }, 'load more'),
         h('span.muted.small', `${this.runs.length} shown`))
       : h('p.muted.small', `${this.runs.length} run${this.runs.length === 1 ? '' : 's'}`));
     if (focused) {
