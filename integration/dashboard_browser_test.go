@@ -240,7 +240,7 @@ func TestDashboard(t *testing.T) {
 			s.value = '%d';
 			s.dispatchEvent(new Event('input', { bubbles: true }));
 		})()`, before), nil),
-		chromedp.WaitVisible(fmt.Sprintf(`[data-travel="past"][data-position="%d"]`, evs[before].Metadata.Position), chromedp.ByQuery),
+		chromedp.WaitVisible(fmt.Sprintf(`[data-travel="past"][data-position="%d"]:not([data-pending])`, evs[before].Metadata.Position), chromedp.ByQuery),
 		chromedp.WaitNotPresent(secondNode, chromedp.ByQuery),
 		chromedp.WaitNotPresent(`[data-rejection]`, chromedp.ByQuery),
 		chromedp.WaitNotPresent(`[data-health-item]`, chromedp.ByQuery), // health is about now, not then
@@ -280,7 +280,7 @@ func TestDashboard(t *testing.T) {
 	var noReload bool
 	b.run(chromedp.Evaluate(`window.crewlogNoReload === true`, &noReload))
 	require.True(t, noReload, "the page was reloaded")
-	require.Empty(t, b.exceptions(), "the page threw")
+	require.Empty(t, b.exceptions(), "the page threw; console and chromedp: %v", b.consoleLogs())
 	t.Logf("screenshots in %s: %s", shots, strings.Join(shotNames, ", "))
 
 	if *updateScreenshots {
@@ -299,7 +299,8 @@ type browser struct {
 
 	mu     sync.Mutex
 	thrown []string
-	// logs are chromedp's own complaints (events of newer Chromium it does not know, say): shown on failure.
+	// logs are the page's console warnings and chromedp's own complaints (events of a newer Chromium it does not
+	// know, say): shown on failure.
 	logs []string
 }
 
@@ -324,10 +325,20 @@ func newBrowser(ctx context.Context, t *testing.T, path string) *browser {
 	})
 	b.ctx = tabCtx
 	chromedp.ListenTarget(tabCtx, func(ev any) {
-		if e, ok := ev.(*runtime.EventExceptionThrown); ok {
-			b.mu.Lock()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		switch e := ev.(type) {
+		case *runtime.EventExceptionThrown:
 			b.thrown = append(b.thrown, e.ExceptionDetails.Error())
-			b.mu.Unlock()
+		case *runtime.EventConsoleAPICalled:
+			// The page's warnings (a read that failed) explain a failure; they are shown with it.
+			if e.Type == runtime.APITypeWarning || e.Type == runtime.APITypeError {
+				var args []string
+				for _, a := range e.Args {
+					args = append(args, string(a.Value)+a.Description)
+				}
+				b.logs = append(b.logs, "console."+string(e.Type)+": "+strings.Join(args, " "))
+			}
 		}
 	})
 	// NB: the first Run starts the browser and ties it to its context, so it must be the tab's own, not a
@@ -349,14 +360,17 @@ func (b *browser) step(what string, actions ...chromedp.Action) {
 	if err := chromedp.Run(ctx, actions...); err != nil {
 		var html string
 		_ = chromedp.Run(b.ctx, chromedp.OuterHTML("main", &html, chromedp.ByQuery))
-		b.mu.Lock()
-		logs := slices.Clone(b.logs)
-		b.mu.Unlock()
-		b.t.Fatalf("%s: %v\npage exceptions: %v\nchromedp: %v\nmain: %s", what, err, b.exceptions(), logs, html)
+		b.t.Fatalf("%s: %v\npage exceptions: %v\nconsole and chromedp: %v\nmain: %s", what, err, b.exceptions(), b.consoleLogs(), html)
 	}
 }
 
 const stepTimeout = 20 * time.Second
+
+func (b *browser) consoleLogs() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.logs)
+}
 
 func (b *browser) exceptions() []string {
 	b.mu.Lock()
