@@ -143,7 +143,8 @@ export class RunView {
   /** data is what the tabs draw: the live projections, or the run as of the travel position. */
   data() {
     const timeline = this.timeline();
-    if (this.past) {
+    // A past state on its way is not shown yet: the tabs keep drawing what they had.
+    if (this.past && !this.past.pending) {
       const p = this.past;
       const upto = p.position;
       const upTo = this.events.filter((e) => e.metadata.position <= upto);
@@ -186,9 +187,19 @@ export class RunView {
 
   // --- time travel ---------------------------------------------------------
 
+  /**
+   * travelTo shows the run as of at (a position or a time). One rebuild at a time: crewd rebuilds a past state
+   * for each request and bounds how many one credential may have waiting, so moves made while one is on its way
+   * only remember the latest target, asked for when the answer arrives.
+   */
   async travelTo(at, { index } = {}) {
     this.travelSeq = (this.travelSeq || 0) + 1;
     const seq = this.travelSeq;
+    if (this.travelling) {
+      this.travelNext = { at, index, seq };
+      return;
+    }
+    this.travelling = true;
     try {
       const st = await api.stateAt(this.runId, at);
       if (seq !== this.travelSeq) return; // a later move won
@@ -202,6 +213,12 @@ export class RunView {
       if (seq !== this.travelSeq) return;
       this.travelError = err.message;
       this.drawTravel();
+    } finally {
+      this.travelling = false;
+      const next = this.travelNext;
+      this.travelNext = null;
+      // Only the latest move is asked for; going live since made it stale (goLive moves travelSeq on).
+      if (next && next.seq === this.travelSeq) this.travelTo(next.at, { index: next.index });
     }
   }
 
@@ -222,6 +239,7 @@ export class RunView {
     const to = Math.max(0, Math.min(last, from + delta));
     if (to === last && delta > 0) return this.goLive();
     this.travelIndex = to;
+    this.past = this.past || { pending: true, position: this.positions[to] };
     this.drawTravel();
     this.travelTo(this.positions[to], { index: to });
   }
