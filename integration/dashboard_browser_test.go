@@ -250,6 +250,12 @@ func TestDashboard(t *testing.T) {
 	require.Equal(t, "completed", firstStatus)
 	screenshot("dashboard-time-travel.png")
 
+	// [ steps one event further back: the first delegation's settlement is not there yet, so it still runs.
+	b.run(chromedp.KeyEvent("["),
+		chromedp.WaitVisible(fmt.Sprintf(`[data-travel="past"][data-position="%d"]:not([data-pending])`, evs[before-1].Metadata.Position), chromedp.ByQuery),
+		chromedp.Text(firstNode+` .pill`, &firstStatus, chromedp.ByQuery))
+	require.Equal(t, "running", firstStatus)
+
 	// Back to live with l.
 	b.run(chromedp.KeyEvent("l"), chromedp.WaitVisible(`[data-travel="live"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(secondNode, chromedp.ByQuery))
