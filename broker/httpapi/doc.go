@@ -21,7 +21,7 @@
 //     header that does not name loopback (DNS rebinding).
 //   - Every client-controlled size is bounded: limit 1..1000, cursors ≤ 64 bytes, ids ≤ 256, type filters ≤ 64,
 //     a search scans ≤ 5,000 runs per page, an events page looks at ≤ 20,000 events, streams ≤ MaxStreams and
-//     ≤ MaxStreamsPerPrincipal, sessions ≤ MaxSessions, login codes ≤ 64, per-run metric series ≤ 1,000; a
+//     ≤ MaxStreamsPerPrincipal, open connections ≤ MaxConns (Accept waits), sessions ≤ MaxSessions, login codes ≤ 64, per-run metric series ≤ 1,000; a
 //     handler panic answers 500 and is logged, the daemon goes on.
 //   - Paging never skips or repeats an item; a cursor the route did not hand out is 400 bad-cursor.
 //   - The writer never waits for HTTP: reads hold the engine's read lock only while copying a page, and streams

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"time"
@@ -23,6 +24,8 @@ const (
 	DefaultMaxStreamsPerPrincipal = 64
 	// DefaultKeepAlive is the interval of the stream's comment lines, which keep proxies from closing it.
 	DefaultKeepAlive = 15 * time.Second
+	// DefaultMaxConns bounds the HTTP connections open at once (keep-alive ones included).
+	DefaultMaxConns = 1024
 	// DefaultMaxSessions bounds the login sessions kept; the oldest goes first.
 	DefaultMaxSessions = 1024
 	// SessionLifetime is how long a session cookie is honoured.
@@ -68,6 +71,9 @@ type Options struct {
 	MaxStreamsPerPrincipal int
 	KeepAlive              time.Duration
 	MaxSessions            int
+	// MaxConns bounds the connections Listen's listener holds open at once (default 1024; it must exceed
+	// MaxStreams, since each stream holds one).
+	MaxConns int
 	// Now is the clock of sessions and login codes (default time.Now).
 	Now func() time.Time
 	// Logger gets failures at warn/error (default discard). It never receives a token, code or cookie.
@@ -84,8 +90,12 @@ func (o *Options) validate() error {
 		errs = append(errs, errors.New("httpapi: Log is required"))
 	}
 	if o.StreamBytes < 0 || o.MaxStreams < 0 || o.MaxStreamsPerPrincipal < 0 ||
-		o.KeepAlive < 0 || o.MaxSessions < 0 {
+		o.KeepAlive < 0 || o.MaxSessions < 0 || o.MaxConns < 0 {
 		errs = append(errs, errors.New("httpapi: limits must not be negative"))
+	}
+	if d := o.withDefaults(); d.MaxConns <= d.MaxStreams {
+		errs = append(errs, fmt.Errorf("httpapi: MaxConns %d must exceed MaxStreams %d (each stream holds a connection)",
+			d.MaxConns, d.MaxStreams))
 	}
 	return errors.Join(errs...)
 }
@@ -96,6 +106,7 @@ func (o Options) withDefaults() Options {
 	o.MaxStreamsPerPrincipal = cmp.Or(o.MaxStreamsPerPrincipal, DefaultMaxStreamsPerPrincipal)
 	o.KeepAlive = cmp.Or(o.KeepAlive, DefaultKeepAlive)
 	o.MaxSessions = cmp.Or(o.MaxSessions, DefaultMaxSessions)
+	o.MaxConns = cmp.Or(o.MaxConns, DefaultMaxConns)
 	if o.Now == nil {
 		o.Now = time.Now
 	}

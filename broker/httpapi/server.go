@@ -88,7 +88,7 @@ func (s *Server) Listen(addr string) error {
 		ln.Close()
 		return errors.New("httpapi: closed")
 	}
-	s.ln = ln
+	s.ln = newLimitListener(ln, s.opts.MaxConns)
 	a := ln.Addr().(*net.TCPAddr)
 	h := a.IP.String()
 	if a.IP.IsUnspecified() {
