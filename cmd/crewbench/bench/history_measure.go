@@ -54,8 +54,12 @@ type HistoryMeasure struct {
 	PeakServing, PeakWriting int64
 	Wrote                    int // events written over the socket
 	SnapshotAfter            uint64
-	Queries                  []QueryLatency
-	Machine                  Machine
+	// Spread: each call of a query on the next of the sampled runs, so a
+	// run was last read 200 calls before (more runs than crewd's cache of
+	// read-back runs holds). Dashboard: the queries in a row on one run,
+	// then the next run, as a dashboard opening a run asks them.
+	Spread, Dashboard []QueryLatency
+	Machine           Machine
 }
 
 // QueryLatency is one query's round trip over the socket, as the admin
@@ -112,7 +116,11 @@ func MeasureHistory(ctx context.Context, o MeasureOptions) (HistoryMeasure, erro
 	}
 	defer p.stop()
 	stopWatch := p.watchMemory()
-	if m.Queries, err = timeQueries(ctx, p.admin, finishedRunSample(o.Runs, o.Active), o.Calls); err != nil {
+	sample := finishedRunSample(o.Runs, o.Active)
+	if m.Spread, err = timeQueries(ctx, p.admin, sample, o.Calls, false); err != nil {
+		return m, err
+	}
+	if m.Dashboard, err = timeQueries(ctx, p.admin, sample, o.Calls, true); err != nil {
 		return m, err
 	}
 	mem, err := readMemory(p.cmd.Process.Pid)
@@ -166,11 +174,16 @@ func dirBytes(dir string) int64 {
 	return n
 }
 
-// finishedRunSample is up to 50 finished runs spread over the history, the
-// oldest and the newest included.
+// querySample is how many finished runs the queries go round: more than
+// crewd keeps read back from the log (projections.DefaultColdCache), so
+// that a run is not still cached from its last turn.
+const querySample = 200
+
+// finishedRunSample is up to querySample finished runs spread over the
+// history, the oldest and the newest included.
 func finishedRunSample(runs, active int) []string {
 	finished := runs - active
-	n := min(finished, 50)
+	n := min(finished, querySample)
 	out := make([]string, 0, n)
 	for i := range n {
 		k := 0
@@ -207,22 +220,37 @@ var dashboardQueries = []struct {
 	{"events.since", func(run string) map[string]any { return map[string]any{"runId": run, "limit": 100} }},
 }
 
-// timeQueries calls every dashboard query calls times, the queries taking
-// turns and each call on the next run of the sample, one call at a time.
-func timeQueries(ctx context.Context, admin *client.Client, sample []string, calls int) ([]QueryLatency, error) {
+// timeQueries calls every dashboard query calls times, one call at a time,
+// each query's calls going round the sample's runs (spread) or, byRun, all
+// the queries on one run before the next run.
+func timeQueries(ctx context.Context, admin *client.Client, sample []string, calls int, byRun bool) ([]QueryLatency, error) {
 	if len(sample) == 0 {
 		return nil, nil
 	}
 	lat := make([][]time.Duration, len(dashboardQueries))
-	for i := range calls {
-		run := sample[i%len(sample)]
-		for q, dq := range dashboardQueries {
-			var res json.RawMessage
-			t := time.Now()
-			if err := admin.Call(ctx, dq.method, dq.params(run), &res); err != nil {
-				return nil, fmt.Errorf("bench: %s of %s: %w", dq.method, run, err)
-			}
-			lat[q] = append(lat[q], time.Since(t))
+	call := func(q, i int) error {
+		dq, run := dashboardQueries[q], sample[i%len(sample)]
+		var res json.RawMessage
+		t := time.Now()
+		if err := admin.Call(ctx, dq.method, dq.params(run), &res); err != nil {
+			return fmt.Errorf("bench: %s of %s: %w", dq.method, run, err)
+		}
+		lat[q] = append(lat[q], time.Since(t))
+		return nil
+	}
+	type turn struct{ q, i int }
+	turns := make([]turn, 0, calls*len(dashboardQueries))
+	for q := range dashboardQueries {
+		for i := range calls {
+			turns = append(turns, turn{q, i})
+		}
+	}
+	if byRun {
+		slices.SortStableFunc(turns, func(a, b turn) int { return a.i - b.i })
+	}
+	for _, t := range turns {
+		if err := call(t.q, t.i); err != nil {
+			return nil, err
 		}
 	}
 	out := make([]QueryLatency, len(dashboardQueries))

@@ -89,9 +89,9 @@ func verifiedHistory(t *testing.T, dir string, head uint64) (byType map[string]i
 
 func TestFinishedRunSample(t *testing.T) {
 	s := finishedRunSample(1000, 10)
-	require.Len(t, s, 50)
+	require.Len(t, s, querySample)
 	require.Equal(t, historyRunID(0), s[0], "the oldest run")
-	require.Equal(t, historyRunID(989), s[49], "the newest finished run")
+	require.Equal(t, historyRunID(989), s[querySample-1], "the newest finished run")
 	require.NotContains(t, s, historyRunID(990), "an active run")
 	require.Equal(t, []string{historyRunID(0)}, finishedRunSample(3, 2))
 	require.Empty(t, finishedRunSample(2, 2))
