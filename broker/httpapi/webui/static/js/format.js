@@ -159,6 +159,11 @@ export function policyInputs(policy) {
   return out;
 }
 
+/** shortId shortens a delegation's gc-<uuid> to its first characters (the title attribute keeps it whole). */
+export function shortId(id) {
+  return id.startsWith('gc-') && id.length > 14 ? `${id.slice(0, 11)}…` : id;
+}
+
 /** middle shortens a long id by its middle, where generated ids (team_<time>_<random>) differ least. */
 export function middle(s, max) {
   if (!s || s.length <= max) return s;

@@ -168,3 +168,8 @@ function explanation(x, fallbackEvent) {
 function kv(k, v) {
   return [h('dt', k), h('dd', v)];
 }
+
+/** pastNote says what a tab shows while travelling. */
+export function pastNote(d, what) {
+  return d.past ? h('p.muted.small', `${what} as of position ${d.position}.`) : null;
+}
