@@ -263,11 +263,18 @@ func TestDashboard(t *testing.T) {
 	// Every other view draws without an error: the ledger, asks, mailbox, credentials and events tabs, and health.
 	for _, tab := range []struct{ key, ready string }{
 		{"3", `[data-key="acct:planner"]`},
+		// Enter on the planner's account opens its history: two reservations and a charge, each with its why?.
+		{"\r", `[data-history="planner"] tbody tr:nth-child(3) button.why`},
 		{"4", `section[data-tab="asks"] [data-deadline]`},
 		{"5", `section[data-tab="mailbox"] .kind-group[data-kind="response"]`},
 		{"6", `section[data-tab="credentials"] tbody tr`},
 		{"7", `section[data-tab="events"] button.why`},
 	} {
+		if tab.key == "\r" {
+			b.step("ledger history", chromedp.Focus(`[data-key="acct:planner"]`, chromedp.ByQuery), chromedp.KeyEvent(tab.key),
+				chromedp.WaitVisible(tab.ready, chromedp.ByQuery))
+			continue
+		}
 		b.step("tab "+tab.key, chromedp.KeyEvent(tab.key), chromedp.WaitVisible(tab.ready, chromedp.ByQuery))
 		screenshot("dashboard-tab-" + tab.key + ".png")
 	}
