@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,22 +38,8 @@ const (
 	streamInFlight = 256 << 10
 )
 
-func loadDuration(t *testing.T) time.Duration {
-	if os.Getenv("CREWLOG_DASHBOARD_LOAD") != "1" {
-		t.Skip("set CREWLOG_DASHBOARD_LOAD=1 to run the dashboard load test (CREWLOG_DASHBOARD_LOAD_DURATION, default 2m)")
-	}
-	s := os.Getenv("CREWLOG_DASHBOARD_LOAD_DURATION")
-	if s == "" {
-		return 2 * time.Minute
-	}
-	d, err := time.ParseDuration(s)
-	require.NoError(t, err, "CREWLOG_DASHBOARD_LOAD_DURATION")
-	require.Positive(t, d)
-	return d
-}
-
 func TestDashboardLoad(t *testing.T) {
-	total := loadDuration(t)
+	total := gatedDuration(t, "CREWLOG_DASHBOARD_LOAD", "the dashboard load test", 2*time.Minute)
 	window := min(max(total/8, 10*time.Second), time.Minute)
 	windows := max(int(total/window)&^1, 2)
 	ctx := testContext(t, total+5*time.Minute)

@@ -40,16 +40,22 @@ const (
 )
 
 func soakDuration(t *testing.T) time.Duration {
-	if os.Getenv("CREWLOG_SOAK") != "1" {
-		t.Skip("set CREWLOG_SOAK=1 to run the hostile-mix soak (CREWLOG_SOAK_DURATION, default 30m)")
+	return gatedDuration(t, "CREWLOG_SOAK", "the hostile-mix soak", 30*time.Minute)
+}
+
+// gatedDuration skips t unless $gate is 1, and returns $gate_DURATION (default def): the length of a long run
+// that the default suite leaves out.
+func gatedDuration(t *testing.T, gate, what string, def time.Duration) time.Duration {
+	if os.Getenv(gate) != "1" {
+		t.Skipf("set %s=1 to run %s (%s_DURATION, default %v)", gate, what, gate, def)
 	}
-	s := os.Getenv("CREWLOG_SOAK_DURATION")
+	s := os.Getenv(gate + "_DURATION")
 	if s == "" {
-		return 30 * time.Minute
+		return def
 	}
 	d, err := time.ParseDuration(s)
-	require.NoError(t, err, "CREWLOG_SOAK_DURATION")
-	require.Positive(t, d, "CREWLOG_SOAK_DURATION")
+	require.NoError(t, err, gate+"_DURATION")
+	require.Positive(t, d, gate+"_DURATION")
 	return d
 }
 

@@ -94,15 +94,10 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ principa
 			break
 		}
 		last = rec.Position
-		if types != nil && !types[rec.Type] {
-			continue
-		}
-		b, err := eventJSON(rec)
-		if err != nil {
+		if err := res.add(rec, types); err != nil {
 			writeError(w, s.internal(r, err))
 			return
 		}
-		res.Events = append(res.Events, b)
 	}
 	if err := it.Close(); err != nil {
 		writeError(w, s.internal(r, err))
@@ -163,15 +158,10 @@ func (s *Server) eventsBackward(w http.ResponseWriter, r *http.Request, runID st
 			scanned++
 			rec := &recs[i]
 			last = rec.Position
-			if types != nil && !types[rec.Type] {
-				continue
-			}
-			b, err := eventJSON(rec)
-			if err != nil {
+			if err := res.add(rec, types); err != nil {
 				writeError(w, s.internal(r, err))
 				return
 			}
-			res.Events = append(res.Events, b)
 		}
 		end = from - 1
 	}
@@ -179,6 +169,19 @@ func (s *Server) eventsBackward(w http.ResponseWriter, r *http.Request, runID st
 		res.NextCursor = strconv.FormatUint(last, 10)
 	}
 	writeJSON(w, res)
+}
+
+// add appends rec to the page when the type filter keeps it.
+func (res *eventsResult) add(rec *eventlog.Event, types map[string]bool) error {
+	if types != nil && !types[rec.Type] {
+		return nil
+	}
+	b, err := eventJSON(rec)
+	if err != nil {
+		return err
+	}
+	res.Events = append(res.Events, b)
+	return nil
 }
 
 func typeSet(types []string) map[string]bool {

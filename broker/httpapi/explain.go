@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 
@@ -61,15 +60,7 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request, pr princi
 	}
 	res, err := s.explainFrom(r.Context(), pr, baseAt, min(pos+explainReach, head), rec.Stream)
 	if err != nil {
-		if r.Context().Err() != nil {
-			return
-		}
-		var ae *apiError
-		if errors.As(err, &ae) {
-			writeError(w, ae)
-			return
-		}
-		writeError(w, s.internal(r, err))
+		s.rebuildFailed(w, r, err)
 		return
 	}
 	for i := range res.Decisions {

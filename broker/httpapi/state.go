@@ -143,6 +143,19 @@ func (c *stateCache) release(p principal) {
 	}
 }
 
+// rebuildFailed answers a rebuild that did not finish: nothing when the client went, the refusal when it was
+// refused its turn, else a 500.
+func (s *Server) rebuildFailed(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apiError
+	switch {
+	case r.Context().Err() != nil:
+	case errors.As(err, &ae):
+		writeError(w, ae)
+	default:
+		writeError(w, s.internal(r, err))
+	}
+}
+
 // positionAt is the position of the last event whose time is ≤ at, by binary search: event times follow
 // positions (one engine clock), which is what crewctl replay --at assumes too.
 func positionAt(l *eventlog.Log, head uint64, at time.Time) (uint64, error) {
@@ -225,15 +238,7 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request, pr principa
 	} else {
 		st, err := s.rebuild(r.Context(), pr, pos)
 		if err != nil {
-			if r.Context().Err() != nil {
-				return // the client went
-			}
-			var ae *apiError
-			if errors.As(err, &ae) {
-				writeError(w, ae)
-				return
-			}
-			writeError(w, s.internal(r, err))
+			s.rebuildFailed(w, r, err)
 			return
 		}
 		out, ok = runView(st, runID)
