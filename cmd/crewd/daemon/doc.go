@@ -8,6 +8,7 @@
 //	<data>/server.key    32 random bytes keying minted tokens (0600)   created at first start, then reused
 //	<data>/store/        the event log (package eventlog)
 //	<data>/readonly.tokens  read-only tokens of the HTTP API, digests only (0600)   written by crewctl token
+//	                        (readonly.tokens.lock serialises two crewctl editing it at once)
 //
 // # Guarantees
 //
