@@ -1,0 +1,60 @@
+package projections_test
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// BenchmarkColdRun reads a finished run of about 1,000 events back from the
+// log with an empty cache: what the first query of a cold run costs.
+//
+//	go test ./projections -run '^$' -bench ColdRun
+func BenchmarkColdRun(b *testing.B) {
+	l, err := eventlog.Open(filepath.Join(b.TempDir(), "log"), nil)
+	require.NoError(b, err)
+	defer l.Close()
+	w := audittest.NewWorld(l, audittest.Epoch.UnixNano())
+	do := func(actor events.Actor, c commands.Command) {
+		if _, err := w.Buffer(actor, c); err != nil {
+			var rej *commands.RejectedError
+			require.ErrorAs(b, err, &rej)
+		}
+	}
+	const run = "R"
+	do(audittest.Admin, &commands.RunCreate{RunID: run, Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: audittest.Ptr[int64](1 << 40)})
+	do(audittest.Orchestrator, &commands.RunTransition{RunID: run, To: "running"})
+	do(audittest.Orchestrator, &commands.TaskCreate{RunID: run, TaskID: "01_work", Role: "explorer", Agent: "a", Title: "w", Cwd: "/w", StepID: "s"})
+	do(audittest.Orchestrator, &commands.TaskTransition{RunID: run, TaskID: "01_work", To: "running"})
+	worker := audittest.Worker("01_work")
+	for i := 0; w.State.Position < 1000; i++ {
+		do(worker, &commands.DelegateRequest{RunID: run, TaskID: "01_work", Prompt: "look", Role: audittest.Ptr("analyst"), BudgetTokens: audittest.Ptr[int64](100)})
+		for _, d := range w.State.InFlight() {
+			do(audittest.Orchestrator, &commands.DelegateSpawned{RunID: run, SubID: d.SubID, PID: 7})
+			do(audittest.Orchestrator, &commands.DelegateSettle{RunID: run, SubID: d.SubID, Outcome: commands.OutcomeOK, Text: "found it", UsageTokens: audittest.Ptr[int64](150)})
+		}
+		do(worker, &commands.MessageSend{RunID: run, FromTask: "01_work", To: []string{commands.ToParent}, Body: "progress"})
+		do(worker, &commands.TaskUsage{RunID: run, TaskID: "01_work", Input: int64(100 * i), Turns: 1})
+	}
+	do(audittest.Orchestrator, &commands.RunTransition{RunID: run, To: "completed"})
+	require.NoError(b, w.Flush())
+	s, _, err := projections.LoadTiered(l, projections.Tiering{Now: time.Now().UnixMilli()})
+	require.NoError(b, err)
+	require.True(b, s.IsCold(run))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s.SetColdStore(projections.NewColdStore(l, 0))
+		if len(s.Tasks(run)) == 0 {
+			b.Fatal("the cold run was not read back")
+		}
+	}
+	b.ReportMetric(float64(w.State.Position), "events")
+}
