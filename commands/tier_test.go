@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"reflect"
-	"slices"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
+	"github.com/crewlog/crewlog/projections/projectionstest"
 )
 
 // tierRuns is how many runs tierWorkload makes; T00 and T01 never end.
@@ -149,15 +148,15 @@ func TestTieredStateAnswersAsTheFullFold(t *testing.T) {
 		full := projections.New()
 		require.NoError(t, projections.Replay(full, f.log, 0))
 		now := clock.Now().UnixMilli()
-		want := queryAnswers(t, full, now)
+		want := projectionstest.Answers(t, full, now)
 		f.eng.Read(func(s *projections.State) {
 			require.Positive(t, s.ColdRuns(), "%s: some runs are cold", what)
-			requireSameAnswers(t, want, queryAnswers(t, s, now), what+": live")
+			projectionstest.RequireSame(t, want, projectionstest.Answers(t, s, now), what+": live")
 		})
 		rebuilt, _, err := projections.LoadTiered(f.log, projections.Tiering{NoSnapshot: true, Now: now})
 		require.NoError(t, err)
 		require.Positive(t, rebuilt.ColdRuns(), "%s: the fold from position 1 made runs cold", what)
-		requireSameAnswers(t, want, queryAnswers(t, rebuilt, now), what+": rebuilt from position 1")
+		projectionstest.RequireSame(t, want, projectionstest.Answers(t, rebuilt, now), what+": rebuilt from position 1")
 		t.Logf("%s: %d answers, %d cold, %d hot, position %d", what, len(want), rebuilt.ColdRuns(), rebuilt.HotRuns(), rebuilt.Position)
 	}
 
@@ -222,187 +221,14 @@ func TestTieredEngineCrashAtEveryCommit(t *testing.T) {
 		e.Read(func(s *projections.State) {
 			require.Positive(t, s.ColdRuns(), "crash %d", i)
 			require.Equal(t, c.state, whole(t, s), "crash %d", i)
-			requireSameAnswers(t, queryAnswers(t, c.state, now), queryAnswers(t, s, now), fmt.Sprintf("crash %d", i))
+			projectionstest.RequireSame(t, projectionstest.Answers(t, c.state, now), projectionstest.Answers(t, s, now), fmt.Sprintf("crash %d", i))
 		})
 		require.NoError(t, e.Close())
 		require.NoError(t, l.Close())
 	}
 }
 
-// stateQueries are the methods of *projections.State that answer
-// questions; queryAnswers asks each of them. The others change a state or
-// say how it is held.
-var (
-	stateQueries = []string{
-		"Account", "AccountHistory", "Allocation", "Ask", "Asks", "Config", "Credential", "Credentials",
-		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage",
-		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "Runs", "SlotHolder", "SlotWaiters", "Slots",
-		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "Task", "Tasks", "TasksPage",
-	}
-	stateNotQueries = []string{
-		"Clone", "ColdRuns", "ColdStore", "EvictAll", "Evict", "Evictable", "FaultIn", "HotRuns", "IsCold",
-		"SetColdStore", "ThawFrom", "Warm", "Whole",
-	}
-)
-
-func TestQueryAnswersAskEveryQuery(t *testing.T) {
-	typ := reflect.TypeOf(&projections.State{})
-	for i := 0; i < typ.NumMethod(); i++ {
-		name := typ.Method(i).Name
-		require.True(t, slices.Contains(stateQueries, name) || slices.Contains(stateNotQueries, name),
-			"projections.State.%s is new: make queryAnswers ask it, or list it as no query", name)
-	}
-}
-
-// queryAnswers asks every query of s (stateQueries) about every run, and
-// every record of each, paged and whole, plus an unknown run.
-func queryAnswers(t *testing.T, s *projections.State, now int64) map[string]any {
-	t.Helper()
-	out := map[string]any{}
-	put := func(k string, v ...any) {
-		_, dup := out[k]
-		require.False(t, dup, k)
-		out[k] = v
-	}
-	put("Position", s.Position)
-	put("Config", s.Config())
-	put("Slots", s.Slots())
-	put("SlotsHeld", s.SlotsHeld())
-	put("InFlight", s.InFlight())
-	put("DueAsks", s.DueAsks(now))
-	put("DueAsksLater", s.DueAsks(now+int64(time.Hour/time.Millisecond)))
-	statusSets := [][]projections.RunStatus{nil, {projections.RunCompleted}, {projections.RunRunning, projections.RunCancelled}}
-	for _, newest := range []bool{false, true} {
-		for si, st := range statusSets {
-			f := projections.RunFilter{Statuses: st, Limit: 3, Newest: newest}
-			for p := 0; ; p++ {
-				page, err := s.Runs(f)
-				require.NoError(t, err)
-				put(fmt.Sprintf("Runs/%v/%d/%d", newest, si, p), page)
-				if page.NextCursor == "" {
-					break
-				}
-				f.Cursor = page.NextCursor
-			}
-		}
-	}
-	all, err := s.Runs(projections.RunFilter{})
-	require.NoError(t, err)
-	ids := []string{"nope"}
-	for _, r := range all.Runs {
-		ids = append(ids, r.RunID)
-	}
-	for _, run := range ids {
-		q := func(k string, v ...any) { put(run+"/"+k, v...) }
-		r, ok := s.Run(run)
-		q("Run", r, ok)
-		q("SlotsHeldBy", s.SlotsHeldBy(run))
-		q("SlotsOf", s.SlotsOf(run))
-		q("SlotWaiters", s.SlotWaiters(run, now, 1e9, 2))
-		q("MessagesSince", s.MessagesSince(run, 0, 1000))
-		q("RootSpent", s.RootSpent(run))
-		tasks := s.Tasks(run)
-		q("Tasks", tasks)
-		recordPages(t, q, "TasksPage", func(f projections.PageFilter) (string, any, error) {
-			p, err := s.TasksPage(run, f)
-			return p.NextCursor, p, err
-		})
-		recipients := []string{events.RunInbox, "nobody"}
-		for _, task := range append(tasks, projections.Task{TaskID: "nope"}) {
-			id := task.TaskID
-			recipients = append(recipients, id)
-			tk, ok := s.Task(run, id)
-			q("Task/"+id, tk, ok)
-			q("IsShadow/"+id, s.IsShadow(run, id))
-			a, ok := s.Account(run, id)
-			q("Account/"+id, a, ok)
-			al, ok := s.Allocation(run, id)
-			q("Allocation/"+id, al, ok)
-			recordPages(t, q, "AccountHistory/"+id, func(f projections.PageFilter) (string, any, error) {
-				h, ok, err := s.AccountHistory(run, id, f)
-				return h.NextCursor, []any{h, ok}, err
-			})
-		}
-		dels := s.Delegations(run)
-		q("Delegations", dels)
-		recordPages(t, q, "DelegationsPage", func(f projections.PageFilter) (string, any, error) {
-			p, err := s.DelegationsPage(run, f)
-			return p.NextCursor, p, err
-		})
-		for _, d := range dels {
-			dd, ok := s.Delegation(run, d.SubID)
-			q("Delegation/"+d.SubID, dd, ok)
-			h, ok := s.SlotHolder(d.SubID)
-			q("SlotHolder/"+d.SubID, h, ok)
-		}
-		q("Ledger", s.Ledger(run))
-		recordPages(t, q, "LedgerPage", func(f projections.PageFilter) (string, any, error) {
-			p, err := s.LedgerPage(run, f)
-			return p.NextCursor, p, err
-		})
-		for _, to := range recipients {
-			for _, pending := range []bool{false, true} {
-				var msgs []projections.Message
-				for p, f := 0, (projections.MailboxFilter{Pending: pending, Limit: 2}); ; p++ {
-					page, err := s.Mailbox(run, to, f)
-					require.NoError(t, err)
-					q(fmt.Sprintf("Mailbox/%s/%v/%d", to, pending, p), page)
-					msgs = append(msgs, page.Messages...)
-					if page.NextCursor == "" {
-						break
-					}
-					f.Cursor = page.NextCursor
-				}
-				for _, m := range msgs {
-					mm, ok := s.Message(run, m.ID)
-					q(fmt.Sprintf("Message/%s/%v/%s", to, pending, m.ID), mm, ok)
-				}
-			}
-		}
-		asks := s.Asks(run)
-		q("Asks", asks)
-		for _, a := range asks {
-			aa, ok := s.Ask(run, a.QuestionID)
-			q("Ask/"+a.QuestionID, aa, ok)
-		}
-		creds := s.Credentials(run)
-		q("Credentials", creds)
-		for _, c := range append(creds, projections.Credential{Key: "nope"}) {
-			cc, ok := s.Credential(run, c.Key)
-			q("Credential/"+c.Key, cc, ok)
-		}
-	}
-	return out
-}
-
-// requireSameAnswers compares two queryAnswers one answer at a time, so a
-// difference names its query.
-func requireSameAnswers(t *testing.T, want, got map[string]any, what string) {
-	t.Helper()
-	keys := make([]string, 0, len(want))
-	for k := range want {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		require.Equal(t, want[k], got[k], "%s: %s", what, k)
-	}
-	require.Len(t, got, len(want), what)
-}
-
-// recordPages reads every page of size 2 of a paged query.
-func recordPages(t *testing.T, q func(string, ...any), name string, read func(projections.PageFilter) (next string, page any, err error)) {
-	f := projections.PageFilter{Limit: 2}
-	for p := 0; ; p++ {
-		next, page, err := read(f)
-		require.NoError(t, err)
-		q(fmt.Sprintf("%s/%d", name, p), page)
-		if next == "" {
-			return
-		}
-		f.Cursor = next
-	}
-}
+func TestTierAnswersAskEveryQuery(t *testing.T) { projectionstest.RequireEveryQueryAsked(t) }
 
 // Once enough runs went cold, a snapshot is taken at once, however few
 // events passed: it holds them as summaries, so a restart does not decode

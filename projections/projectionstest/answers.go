@@ -1,0 +1,197 @@
+// Package projectionstest compares states by their answers: every query of
+// projections.State asked about every run and record. Tests of the hot and
+// cold tiers use it to check that a state that keeps runs cold answers as
+// the full fold does.
+package projectionstest
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// stateQueries are the methods of *projections.State that answer
+// questions; Answers asks each of them. The others change a state or
+// say how it is held.
+var (
+	stateQueries = []string{
+		"Account", "AccountHistory", "Allocation", "Ask", "Asks", "Config", "Credential", "Credentials",
+		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage",
+		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "Runs", "SlotHolder", "SlotWaiters", "Slots",
+		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "Task", "Tasks", "TasksPage",
+	}
+	stateNotQueries = []string{
+		"Clone", "ColdRuns", "ColdStore", "EvictAll", "Evict", "Evictable", "FaultIn", "HotRuns", "IsCold",
+		"SetColdStore", "ThawFrom", "Warm", "Whole",
+	}
+)
+
+// RequireEveryQueryAsked fails when *projections.State has a method that is
+// neither asked by Answers nor listed as no query: a new query must be
+// compared too.
+func RequireEveryQueryAsked(t testing.TB) {
+	typ := reflect.TypeOf(&projections.State{})
+	for i := 0; i < typ.NumMethod(); i++ {
+		name := typ.Method(i).Name
+		require.True(t, slices.Contains(stateQueries, name) || slices.Contains(stateNotQueries, name),
+			"projections.State.%s is new: make Answers ask it, or list it as no query", name)
+	}
+}
+
+// Answers asks every query of s (stateQueries) about every run, and every
+// record of each, paged and whole, plus an unknown run, at clock reading now
+// (unix ms). Two states that answer alike give equal maps.
+func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
+	t.Helper()
+	out := map[string]any{}
+	put := func(k string, v ...any) {
+		_, dup := out[k]
+		require.False(t, dup, k)
+		out[k] = v
+	}
+	put("Position", s.Position)
+	put("Config", s.Config())
+	put("Slots", s.Slots())
+	put("SlotsHeld", s.SlotsHeld())
+	put("InFlight", s.InFlight())
+	put("DueAsks", s.DueAsks(now))
+	put("DueAsksLater", s.DueAsks(now+int64(time.Hour/time.Millisecond)))
+	statusSets := [][]projections.RunStatus{nil, {projections.RunCompleted}, {projections.RunRunning, projections.RunCancelled}}
+	for _, newest := range []bool{false, true} {
+		for si, st := range statusSets {
+			f := projections.RunFilter{Statuses: st, Limit: 3, Newest: newest}
+			for p := 0; ; p++ {
+				page, err := s.Runs(f)
+				require.NoError(t, err)
+				put(fmt.Sprintf("Runs/%v/%d/%d", newest, si, p), page)
+				if page.NextCursor == "" {
+					break
+				}
+				f.Cursor = page.NextCursor
+			}
+		}
+	}
+	all, err := s.Runs(projections.RunFilter{})
+	require.NoError(t, err)
+	ids := []string{"nope"}
+	for _, r := range all.Runs {
+		ids = append(ids, r.RunID)
+	}
+	for _, run := range ids {
+		q := func(k string, v ...any) { put(run+"/"+k, v...) }
+		r, ok := s.Run(run)
+		q("Run", r, ok)
+		q("SlotsHeldBy", s.SlotsHeldBy(run))
+		q("SlotsOf", s.SlotsOf(run))
+		q("SlotWaiters", s.SlotWaiters(run, now, 1e9, 2))
+		q("MessagesSince", s.MessagesSince(run, 0, 1000))
+		q("RootSpent", s.RootSpent(run))
+		tasks := s.Tasks(run)
+		q("Tasks", tasks)
+		recordPages(t, q, "TasksPage", func(f projections.PageFilter) (string, any, error) {
+			p, err := s.TasksPage(run, f)
+			return p.NextCursor, p, err
+		})
+		recipients := []string{events.RunInbox, "nobody"}
+		for _, task := range append(tasks, projections.Task{TaskID: "nope"}) {
+			id := task.TaskID
+			recipients = append(recipients, id)
+			tk, ok := s.Task(run, id)
+			q("Task/"+id, tk, ok)
+			q("IsShadow/"+id, s.IsShadow(run, id))
+			a, ok := s.Account(run, id)
+			q("Account/"+id, a, ok)
+			al, ok := s.Allocation(run, id)
+			q("Allocation/"+id, al, ok)
+			recordPages(t, q, "AccountHistory/"+id, func(f projections.PageFilter) (string, any, error) {
+				h, ok, err := s.AccountHistory(run, id, f)
+				return h.NextCursor, []any{h, ok}, err
+			})
+		}
+		dels := s.Delegations(run)
+		q("Delegations", dels)
+		recordPages(t, q, "DelegationsPage", func(f projections.PageFilter) (string, any, error) {
+			p, err := s.DelegationsPage(run, f)
+			return p.NextCursor, p, err
+		})
+		for _, d := range dels {
+			dd, ok := s.Delegation(run, d.SubID)
+			q("Delegation/"+d.SubID, dd, ok)
+			h, ok := s.SlotHolder(d.SubID)
+			q("SlotHolder/"+d.SubID, h, ok)
+		}
+		q("Ledger", s.Ledger(run))
+		recordPages(t, q, "LedgerPage", func(f projections.PageFilter) (string, any, error) {
+			p, err := s.LedgerPage(run, f)
+			return p.NextCursor, p, err
+		})
+		for _, to := range recipients {
+			for _, pending := range []bool{false, true} {
+				var msgs []projections.Message
+				for p, f := 0, (projections.MailboxFilter{Pending: pending, Limit: 2}); ; p++ {
+					page, err := s.Mailbox(run, to, f)
+					require.NoError(t, err)
+					q(fmt.Sprintf("Mailbox/%s/%v/%d", to, pending, p), page)
+					msgs = append(msgs, page.Messages...)
+					if page.NextCursor == "" {
+						break
+					}
+					f.Cursor = page.NextCursor
+				}
+				for _, m := range msgs {
+					mm, ok := s.Message(run, m.ID)
+					q(fmt.Sprintf("Message/%s/%v/%s", to, pending, m.ID), mm, ok)
+				}
+			}
+		}
+		asks := s.Asks(run)
+		q("Asks", asks)
+		for _, a := range asks {
+			aa, ok := s.Ask(run, a.QuestionID)
+			q("Ask/"+a.QuestionID, aa, ok)
+		}
+		creds := s.Credentials(run)
+		q("Credentials", creds)
+		for _, c := range append(creds, projections.Credential{Key: "nope"}) {
+			cc, ok := s.Credential(run, c.Key)
+			q("Credential/"+c.Key, cc, ok)
+		}
+	}
+	return out
+}
+
+// RequireSame compares two Answers one answer at a time, so a difference
+// names its query.
+func RequireSame(t testing.TB, want, got map[string]any, what string) {
+	t.Helper()
+	keys := make([]string, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		require.Equal(t, want[k], got[k], "%s: %s", what, k)
+	}
+	require.Len(t, got, len(want), what)
+}
+
+// recordPages reads every page of size 2 of a paged query.
+func recordPages(t testing.TB, q func(string, ...any), name string, read func(projections.PageFilter) (next string, page any, err error)) {
+	f := projections.PageFilter{Limit: 2}
+	for p := 0; ; p++ {
+		next, page, err := read(f)
+		require.NoError(t, err)
+		q(fmt.Sprintf("%s/%d", name, p), page)
+		if next == "" {
+			return
+		}
+		f.Cursor = next
+	}
+}
