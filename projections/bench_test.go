@@ -2,6 +2,8 @@ package projections
 
 import (
 	"testing"
+
+	"github.com/crewlog/crewlog/events"
 )
 
 // BenchmarkApply folds a realistic event mix (see realisticHistory) into a
@@ -57,4 +59,24 @@ func BenchmarkSnapshot(b *testing.B) {
 			s.Clone()
 		}
 	})
+}
+
+// BenchmarkCloneRun measures copying one run that holds the records of a
+// 100k-event history (its runs' streams folded into one): what a
+// copy-on-write publication would pay, per group, for a long run that every
+// group touches, against the second fold of the group's events that
+// left-right publication pays (BenchmarkApply's ns/event).
+func BenchmarkCloneRun(b *testing.B) {
+	evs := realisticHistory(100_000)
+	for i := range evs {
+		if evs[i].Stream != events.EngineStream {
+			evs[i].Stream = "R"
+		}
+	}
+	big := fold(evs).runs["R"]
+	for b.Loop() {
+		big.clone()
+	}
+	b.ReportMetric(float64(big.run.Usage.Events), "run-events")
+	b.ReportMetric(float64(len(big.dels)), "delegations")
 }
