@@ -104,3 +104,13 @@ func TestReadMemory(t *testing.T) {
 	require.Positive(t, m.rss)
 	require.GreaterOrEqual(t, m.hwm, m.rss)
 }
+
+// TestHistoryDaemonFlags: crewd started with historyDaemonFlags puts in
+// force the config the history was written under, so it records nothing.
+func TestHistoryDaemonFlags(t *testing.T) {
+	dir := t.TempDir()
+	args := append([]string{"--data", dir, "--socket", filepath.Join(dir, "s", "crewd.sock")}, historyDaemonFlags...)
+	cfg, err := daemon.Load(args, daemon.Env{Getenv: func(string) string { return "" }, UID: os.Getuid()})
+	require.NoError(t, err)
+	require.Equal(t, historyConfig(), cfg.Engine)
+}
