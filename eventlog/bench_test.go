@@ -1,7 +1,9 @@
 package eventlog
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -343,4 +345,50 @@ func scanRaw(b *testing.B, l *Log) {
 	}
 	require.NoError(b, it.Close())
 	_ = sum
+}
+
+// BenchmarkOutcome looks up command outcomes in a store of 120,000
+// commands whose first 100,000 were compacted to the bottom level (the
+// steady state of a long-lived store) and whose last 20,000 are recent:
+// "new-id" asks for ids never recorded (what the engine does for every
+// new command), "recent" for ids among the last 20,000 (a retry).
+//
+//	go test ./eventlog -run '^$' -bench Outcome -benchtime 200000x
+func BenchmarkOutcome(b *testing.B) {
+	l := openDisk(b, "outcomes")
+	const old, recent, perAppend = 100_000, 20_000, 500
+	principal := "w\x00R\x0002_exec"
+	appendCommands := func(from, to int) {
+		for i := from; i < to; i += perAppend {
+			ws := make([]Write, 0, perAppend)
+			for j := i; j < min(i+perAppend, to); j++ {
+				ws = append(ws, Write{Principal: principal, CommandID: fmt.Sprintf("cmd-%d", j),
+					Events: []Event{benchEvent(j)}, Result: []byte(`{"grandchildTaskRef":"gc-1"}`), Fingerprint: make([]byte, 32)})
+			}
+			_, err := l.Append(ws...)
+			require.NoError(b, err)
+		}
+	}
+	appendCommands(0, old)
+	require.NoError(b, l.db.Compact(context.Background(), []byte{0}, []byte{0xff}, false))
+	appendCommands(old, old+recent)
+	b.Run("new-id", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			_, err := l.Outcome(principal, fmt.Sprintf("new-%d", i))
+			if !errors.Is(err, ErrNotFound) {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	b.Run("recent", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			if _, err := l.Outcome(principal, fmt.Sprintf("cmd-%d", old+i%recent)); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
 }
