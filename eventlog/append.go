@@ -68,7 +68,7 @@ func (l *Log) appendBatch(ws []Write, base *pebble.Batch, extra func(*pebble.Bat
 	if l.opts.ReadOnly {
 		return 0, ErrReadOnly
 	}
-	b, first, ids, last, err := l.stage(ws, base, extra)
+	b, first, recorded, last, err := l.stage(ws, base, extra)
 	if err != nil {
 		return 0, err
 	}
@@ -81,8 +81,14 @@ func (l *Log) appendBatch(ws []Write, base *pebble.Batch, extra func(*pebble.Bat
 	serr := b.SyncWait()
 	b.Close()
 	l.mu.Lock()
-	for _, id := range ids {
-		delete(l.pending, id)
+	for i := range recorded {
+		r := &recorded[i]
+		delete(l.pending, r.key)
+		if serr == nil {
+			// In the same critical section as leaving pending, so that a
+			// lookup finds the outcome in one place or the other.
+			l.recent.add(r.key, &r.outcome)
+		}
 	}
 	if serr != nil && l.failed == nil {
 		l.failed = serr
@@ -100,7 +106,7 @@ func (l *Log) appendBatch(ws []Write, base *pebble.Batch, extra func(*pebble.Bat
 // stage validates ws, assigns positions and versions, encodes the batch and
 // hands it to Pebble, all under l.mu so that hand-off order is position
 // order. On success the caller owns one l.inflight count.
-func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (b *pebble.Batch, first uint64, ids []string, last head, err error) {
+func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (b *pebble.Batch, first uint64, recorded []stagedOutcome, last head, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -215,7 +221,7 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (
 				Fingerprint: w.Fingerprint}
 			okey := outcomeKey(w.Principal, w.CommandID)
 			_ = b.Set(okey, o.encode(), nil)
-			ids = append(ids, string(okey))
+			recorded = append(recorded, stagedOutcome{key: string(okey), outcome: o})
 		}
 	}
 	for stream, r := range runs {
@@ -241,13 +247,19 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (
 		return nil, 0, nil, head{}, fmt.Errorf("%w: apply: %v", ErrFailed, err)
 	}
 	l.next, l.prevHash = pos, prev
-	for _, id := range ids {
-		l.pending[id] = struct{}{}
+	for i := range recorded {
+		l.pending[recorded[i].key] = struct{}{}
 	}
 	l.gen++
 	clear(l.absent)
 	l.inflight.Add(1)
-	return b, first, ids, last, nil
+	return b, first, recorded, last, nil
+}
+
+// stagedOutcome is an outcome handed to Pebble, under its key.
+type stagedOutcome struct {
+	key     string
+	outcome Outcome
 }
 
 // rollbackVersions undoes the version increments of a batch Pebble refused.
@@ -270,16 +282,18 @@ func (l *Log) checkNewCommand(principal, id string, seen map[string]struct{}) er
 	if _, dup := l.pending[string(key)]; dup {
 		return fmt.Errorf("%w: %q", ErrDuplicateCommand, id)
 	}
+	if l.recent.contains(string(key)) {
+		return fmt.Errorf("%w: %q", ErrDuplicateCommand, id)
+	}
 	if g, ok := l.absent[string(key)]; ok && g == l.gen {
 		return nil // looked up since the last append: still unrecorded
 	}
-	_, closer, err := l.db.Get(key)
-	if err == nil {
-		closer.Close()
-		return fmt.Errorf("%w: %q", ErrDuplicateCommand, id)
+	_, found, err := l.lookupOutcome(key)
+	if err != nil {
+		return err
 	}
-	if !isNotFound(err) {
-		return fmt.Errorf("eventlog: read command table: %w", err)
+	if found {
+		return fmt.Errorf("%w: %q", ErrDuplicateCommand, id)
 	}
 	return nil
 }

@@ -41,6 +41,7 @@ type Log struct {
 	// two.
 	gen     uint64
 	absent  map[string]uint64
+	recent  *recentOutcomes // outcomes synced since Open, bounded (recent.go)
 	failed  error
 	closed  atomic.Bool // set under mu; read without it
 	scratch []byte
@@ -59,7 +60,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 		FS:                 o.FS,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             newPebbleLogger(o.Logger),
-		CacheSize:          o.CacheSize,
+		CacheSize:          o.CacheSize + memTableReservation(o.MemTableSize),
 		MemTableSize:       o.MemTableSize,
 		ReadOnly:           o.ReadOnly,
 	}
@@ -79,6 +80,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 		versions: make(map[string]uint64),
 		pending:  make(map[string]struct{}),
 		absent:   make(map[string]uint64),
+		recent:   newRecentOutcomes(o.RecentOutcomes, o.RecentOutcomeBytes),
 	}
 	if err := l.recover(); err != nil {
 		_ = db.Close()
@@ -86,6 +88,16 @@ func Open(dir string, opts *Options) (*Log, error) {
 	}
 	return l, nil
 }
+
+// memTableReservation is what Pebble takes out of the block cache for its
+// memtables in steady state: the mutable one and the one it keeps for
+// recycling (more while flushes queue up).
+//
+// NB: Pebble charges memtables to the block cache. A cache of CacheSize
+// next to memtables of MemTableSize ≥ CacheSize holds no block at all:
+// every read, the command-id lookup of every command included, then reads,
+// checksums and decompresses its blocks again.
+func memTableReservation(memTableSize uint64) int64 { return 2 * int64(memTableSize) }
 
 // recover checks the format and loads the head.
 func (l *Log) recover() error {

@@ -13,6 +13,8 @@ const (
 	DefaultCacheSize       = 64 << 20
 	DefaultMaxPayloadBytes = 1 << 20
 	DefaultMemTableSize    = 64 << 20
+	DefaultRecentOutcomes  = 1 << 16
+	DefaultRecentBytes     = 16 << 20
 	maxMaxPayloadBytes     = 64 << 20
 )
 
@@ -24,7 +26,9 @@ type Options struct {
 	FS vfs.FS
 	// Logger receives Pebble's messages (info at debug level). Nil discards.
 	Logger *slog.Logger
-	// CacheSize is the block cache size in bytes (default 64 MiB).
+	// CacheSize is the block cache size in bytes (default 64 MiB), on top
+	// of what Pebble reserves in its cache for memtables (2 × MemTableSize
+	// in steady state).
 	CacheSize int64
 	// MemTableSize is Pebble's memtable size (default 64 MiB): a larger one
 	// means fewer flushes and compactions competing with appends for CPU.
@@ -40,6 +44,13 @@ type Options struct {
 	// writer would append to a store that lacks what the current format
 	// guarantees (Open refuses with ErrFormatTooOld).
 	AllowOlderFormat bool
+	// RecentOutcomes and RecentOutcomeBytes bound the in-memory index of
+	// the outcomes this log recorded most recently (default 65,536 entries
+	// and 16 MiB), which answers Outcome and the duplicate check of Append
+	// without a Pebble read. Negative disables the index; answers are the
+	// same either way.
+	RecentOutcomes     int
+	RecentOutcomeBytes int
 	// BeforeSync, when set, is called by every Append after its batch is
 	// handed to Pebble and before its sync is awaited: a crash point for
 	// tests (take a vfs.CrashableMem clone there). Nil in production.
@@ -81,6 +92,12 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.MemTableSize == 0 {
 		c.MemTableSize = DefaultMemTableSize
+	}
+	if c.RecentOutcomes == 0 {
+		c.RecentOutcomes = DefaultRecentOutcomes
+	}
+	if c.RecentOutcomeBytes == 0 {
+		c.RecentOutcomeBytes = DefaultRecentBytes
 	}
 	if c.MaxPayloadBytes == 0 {
 		c.MaxPayloadBytes = DefaultMaxPayloadBytes

@@ -1,8 +1,11 @@
 package eventlog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // Outcome is what the outcome table records for a decided command: the
@@ -117,21 +120,59 @@ func (l *Log) Outcome(principal, commandID string) (Outcome, error) {
 	key := outcomeKey(principal, commandID)
 	l.mu.Lock()
 	_, pending := l.pending[string(key)]
+	o, recent := l.recent.get(string(key))
 	gen := l.gen
 	l.mu.Unlock()
 	if pending {
 		return Outcome{}, fmt.Errorf("%w: command %q is being recorded", ErrNotFound, commandID)
 	}
-	v, closer, err := l.db.Get(key)
-	if err != nil {
-		if isNotFound(err) {
-			l.noteAbsent(string(key), gen)
-			return Outcome{}, fmt.Errorf("%w: command %q", ErrNotFound, commandID)
-		}
-		return Outcome{}, fmt.Errorf("eventlog: read outcome: %w", err)
+	if recent {
+		o = o.clone()
+		o.Principal, o.CommandID = principal, commandID
+		return o, nil
 	}
-	defer closer.Close()
+	v, found, err := l.lookupOutcome(key)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if !found {
+		l.noteAbsent(string(key), gen)
+		return Outcome{}, fmt.Errorf("%w: command %q", ErrNotFound, commandID)
+	}
 	return decodeOutcome(key, v)
+}
+
+// lookupOutcome reads key from the outcome table; v is a copy.
+//
+// NB: not Pebble's Get, which never consults the bloom filters of the
+// bottom level (their blocks can be large, and a Get is expected to find
+// its key). A command id is new far more often than not, and in a store
+// that has compacted its outcomes to the bottom level every such Get reads
+// and decompresses an index and a data block of a table that compactions
+// keep rewriting. A prefix seek that opts into those filters answers most
+// new ids from the filter block alone.
+func (l *Log) lookupOutcome(key []byte) (v []byte, found bool, err error) {
+	bounds := make([]byte, 0, 2*len(key)+1)
+	bounds = append(bounds, key...)
+	upper := append(bounds[len(bounds):], key...)
+	upper = append(upper, 0) // the smallest key after key
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: bounds, UpperBound: upper, UseL6Filters: true})
+	if err != nil {
+		return nil, false, fmt.Errorf("eventlog: read outcome: %w", err)
+	}
+	if it.SeekPrefixGE(key) && bytes.Equal(it.Key(), key) {
+		var val []byte
+		if val, err = it.ValueAndErr(); err == nil {
+			v, found = append([]byte(nil), val...), true
+		}
+	}
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("eventlog: read outcome: %w", err)
+	}
+	return v, found, nil
 }
 
 // maxAbsent bounds the outcome keys remembered as absent between two

@@ -59,7 +59,13 @@ func (u *Upgrade) MoveOutcomes(principalOf func(first *Event) string) (moved int
 // stageLegacyOutcomes stages into b the rewrite of every outcome in the
 // layout of formats 1 and 2 — MoveOutcomes backwards, dropping principal and
 // fingerprint — for fixture builds and tests that make an old store.
+//
+// NB: the only deletion of outcome keys there is, so it empties the index
+// of recent outcomes, which may hold them (recent.go).
 func (l *Log) stageLegacyOutcomes(b *pebble.Batch) error {
+	l.mu.Lock()
+	l.recent.reset()
+	l.mu.Unlock()
 	_, err := eachKey(l.db, prefixOutcome, func(k, v []byte) error {
 		o, err := decodeOutcome(k, v)
 		if err != nil {

@@ -1,0 +1,152 @@
+package eventlog
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+)
+
+// outcomeAnswer is what Outcome said: the outcome, or that it found none.
+type outcomeAnswer struct {
+	Outcome  Outcome
+	NotFound bool
+}
+
+func askOutcome(t *testing.T, l *Log, principal, id string) outcomeAnswer {
+	t.Helper()
+	o, err := l.Outcome(principal, id)
+	if err != nil {
+		require.ErrorIs(t, err, ErrNotFound)
+		return outcomeAnswer{NotFound: true}
+	}
+	return outcomeAnswer{Outcome: o}
+}
+
+// A log with the index of recent outcomes answers exactly as one without
+// it — for recorded ids, unknown ids, another principal's id, an id two
+// principals share with different fingerprints, rejections with and
+// without events, outcomes the bounds have evicted — and so does each after
+// a reopen, when the index starts empty.
+func TestRecentOutcomesAnswerAsPebble(t *testing.T) {
+	logs := map[string]*Options{
+		"indexed":   nil,
+		"tiny":      {RecentOutcomes: 3, RecentOutcomeBytes: 1 << 20},
+		"few bytes": {RecentOutcomes: 1000, RecentOutcomeBytes: 2 * recentOverhead},
+		"unindexed": {RecentOutcomes: -1},
+	}
+	fss := map[string]vfs.FS{}
+	open := func(name string) *Log {
+		var o Options
+		if logs[name] != nil {
+			o = *logs[name]
+		}
+		if fss[name] == nil {
+			fss[name] = vfs.NewMem()
+		}
+		o.FS = fss[name]
+		l, err := Open("db", &o)
+		require.NoError(t, err)
+		return l
+	}
+	appends := [][]Write{
+		{
+			{Principal: "oA", CommandID: "x", Events: evs("A", 2), Result: []byte(`{"ref":"gc-1"}`), Fingerprint: []byte{1, 2}},
+			// The same id, another principal and another request.
+			{Principal: "oB", CommandID: "x", Events: evs("B", 1), Result: []byte(`{"ref":"gc-2"}`), Fingerprint: []byte{9}},
+			{Principal: "e", CommandID: "expire:A:gc-1", Code: "bad-params", Reason: "r", Result: []byte("m")},
+		},
+		{{Principal: "oA", CommandID: "rejected", Events: evs("A", 2), Code: "slots-exhausted", Reason: "full", Fingerprint: []byte{3}}},
+		{{Principal: "wA\x00T", CommandID: "empty", Events: evs("A", 1)}},
+	}
+	for i := range 6 {
+		appends = append(appends, []Write{{Principal: "oA", CommandID: fmt.Sprintf("later-%d", i), Events: evs("C", 1),
+			Result: make([]byte, 40*i), Fingerprint: []byte{byte(i)}}})
+	}
+	queries := [][2]string{
+		{"oA", "x"}, {"oB", "x"}, {"oC", "x"}, {"", "x"}, {"e", "expire:A:gc-1"}, {"oA", "expire:A:gc-1"},
+		{"oA", "rejected"}, {"oB", "rejected"}, {"wA\x00T", "empty"}, {"wA", "\x00Tempty"}, {"oA", "never"},
+	}
+	for i := range 6 {
+		queries = append(queries, [2]string{"oA", fmt.Sprintf("later-%d", i)})
+	}
+
+	answers := func(l *Log) []outcomeAnswer {
+		var out []outcomeAnswer
+		for _, q := range queries {
+			out = append(out, askOutcome(t, l, q[0], q[1]))
+		}
+		return out
+	}
+	got := map[string][]outcomeAnswer{}
+	for name := range logs {
+		l := open(name)
+		for _, ws := range appends {
+			// Each log gets its own copy: Append stamps the events.
+			cp := make([]Write, len(ws))
+			for i, w := range ws {
+				cp[i] = w
+				cp[i].Events = append([]Event(nil), w.Events...)
+			}
+			_, err := l.Append(cp...)
+			require.NoError(t, err)
+		}
+		got[name] = answers(l)
+		// A caller that changes what it got changes nothing in the log.
+		o, err := l.Outcome("oA", "x")
+		require.NoError(t, err)
+		o.Result[0], o.Fingerprint[0] = 'X', 0xff
+		// A recorded id is refused, whether the index or Pebble knows it.
+		for _, q := range [][2]string{{"oA", "x"}, {"oB", "x"}, {"e", "expire:A:gc-1"}, {"oA", "later-5"}} {
+			_, err := l.Append(Write{Principal: q[0], CommandID: q[1], Fingerprint: []byte{7}})
+			require.ErrorIs(t, err, ErrDuplicateCommand, "%s %v", name, q)
+		}
+		require.Equal(t, got[name], answers(l), "%s: answers changed by a caller's edit or a refused append", name)
+		require.NoError(t, l.Close())
+
+		l = open(name)
+		require.Equal(t, got[name], answers(l), "%s: after reopen", name)
+		require.NoError(t, l.Close())
+	}
+	want := got["unindexed"]
+	require.True(t, want[2].NotFound && !want[0].NotFound, "the queries cover found and not found")
+	require.Equal(t, []byte{1, 2}, want[0].Outcome.Fingerprint, "the id's first request")
+	require.Equal(t, []byte{9}, want[1].Outcome.Fingerprint, "the other principal's request under the same id")
+	for name := range logs {
+		require.Equal(t, want, got[name], name)
+	}
+}
+
+// The index holds at most its bounds, evicts the oldest first, and never
+// indexes an outcome larger than its byte bound.
+func TestRecentOutcomesBounded(t *testing.T) {
+	r := newRecentOutcomes(4, 10*recentOverhead)
+	o := Outcome{First: 1, Count: 1, Result: []byte("r")}
+	for i := range 100 {
+		r.add(fmt.Sprintf("k%d", i), &o)
+		require.LessOrEqual(t, len(r.byKey), 4)
+		require.Equal(t, len(r.byKey), r.n)
+	}
+	for i := range 100 {
+		_, ok := r.get(fmt.Sprintf("k%d", i))
+		require.Equal(t, i >= 96, ok, "k%d", i)
+	}
+
+	big := Outcome{Result: make([]byte, 3*recentOverhead)}
+	for i := range 10 {
+		r.add(fmt.Sprintf("big%d", i), &big)
+		require.LessOrEqual(t, r.bytes, r.maxBytes)
+	}
+	require.True(t, r.contains("big9"))
+	require.False(t, r.contains("big7"), "three big entries do not fit in ten overheads")
+	require.False(t, r.contains("k99"), "the oldest went first")
+
+	huge := Outcome{Result: make([]byte, 10*recentOverhead)}
+	r.add("huge", &huge)
+	require.False(t, r.contains("huge"))
+	require.True(t, r.contains("big9"), "an outcome too large to index evicts nothing")
+
+	require.Nil(t, newRecentOutcomes(-1, 1<<20), "disabled")
+	require.Nil(t, newRecentOutcomes(10, -1), "disabled")
+}
