@@ -114,6 +114,29 @@ func TestEndedCredentialClosesConnection(t *testing.T) {
 	}
 }
 
+// TestSettlementEndsOnlyItsShadowTask: a delegation's settlement ends the connection of its shadow task's worker
+// (the grandchild) and re-checks no other: its parent's, another worker's and the orchestrator's keep working.
+func TestSettlementEndsOnlyItsShadowTask(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	s := f.seed()
+	p, q, o := f.dial(), f.dial(), f.dial()
+	p.hello(runR, taskP, s.p)
+	q.hello(runR, taskQ, s.q)
+	o.hello(runR, events.OrchestratorKey, s.orch)
+	sub := p.ok("delegate.request", map[string]any{"prompt": "p", "description": "d"})["grandchildTaskRef"].(string)
+	g := f.dial()
+	g.hello(runR, sub, o.ok("credential.issue", map[string]any{"taskId": sub})["token"].(string))
+	require.Equal(t, true, g.ok("ping", nil)["pong"])
+	o.ok("delegate.settle", map[string]any{"subId": sub, "outcome": "ok", "text": "done"})
+	end := g.untilError()
+	require.Equal(t, wire.CodeStaleToken, end.Error.Code)
+	require.Equal(t, wire.MsgTaskTerminal, end.Error.Message)
+	g.closed()
+	for _, c := range []*client{p, q, o} {
+		require.Equal(t, true, c.ok("ping", nil)["pong"])
+	}
+}
+
 // TestRunEndKeepsOrchestrator: a terminal run ends its workers' connections, not its orchestrator's (pi-crew
 // exempts orchestrator connections; the runtime still reads the finished run).
 func TestRunEndKeepsOrchestrator(t *testing.T) {

@@ -25,7 +25,11 @@ const benchConns = 64
 func BenchmarkSocketDelegate(b *testing.B) {
 	cfg := projections.DefaultConfig()
 	cfg.MaxSlots = 64
-	f := newFixture(b, fixtureOpts{config: &cfg, disk: true})
+	// The settlers share one orchestrator credential: lift the per-credential limits and pace, which would
+	// otherwise measure the policy (5,000 requests/s per credential, 64 connections) rather than the socket.
+	opts := wideOpen()
+	opts.RatePerCredential, opts.MaxReadsPerCredential = -1, benchConns+1
+	f := newFixture(b, fixtureOpts{opts: opts, config: &cfg, disk: true})
 	a := f.dial()
 	a.helloAdmin()
 	orchToken := a.ok("run.create", map[string]any{"runId": runR, "team": "t", "goal": "g", "cwd": "/w"})["orchestratorToken"].(string)

@@ -49,7 +49,7 @@ func (s *Server) feed() {
 				continue
 			}
 			if endsCredentials(r.Type) {
-				s.closeEnded(r.Stream) // now, before any later push of this run
+				s.closeEnded(r.Stream, endedTask(r)) // now, before any later push of this run
 				continue
 			}
 			if r.Type != events.TypeMailboxAppended {

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // Per-principal limits. A client that hits one gets an error frame with its own code, never a reset:
@@ -128,12 +130,15 @@ func (c *conn) acquireSubscription() error {
 
 // closeEnded re-checks the credential of every connection of runID (its credentials, status or a task's status
 // changed) and ends, after one error frame, those the check refuses: revoked, stale-token for an ended run or
-// task. Called by the feed only for events that can end a credential, after they are published.
-func (s *Server) closeEnded(runID string) {
+// task. Called by the feed only for events that can end a credential, after they are published. onlyTask, when
+// set, narrows the re-check to the worker connections of that task: the event changed nothing else the check reads.
+func (s *Server) closeEnded(runID, onlyTask string) {
 	s.mu.Lock()
 	conns := make([]*conn, 0, len(s.byRun[runID]))
 	for c := range s.byRun[runID] {
-		conns = append(conns, c)
+		if onlyTask == "" || c.id.role == events.RoleWorker && c.id.taskID == onlyTask {
+			conns = append(conns, c)
+		}
 	}
 	s.mu.Unlock()
 	for _, c := range conns {
@@ -157,6 +162,35 @@ func endsCredentials(eventType string) bool {
 		return true
 	}
 	return false
+}
+
+// endedTask names the one task whose worker connections ev, an event that ends credentials, can end, or "" when
+// it can end any connection of its run. A delegation's settlement (every admitted delegation has one) only ends
+// its shadow task (projections' settle): re-checking the run's other connections, one engine read and task view
+// each, made every settlement cost O(connections of the run) on the feed.
+func endedTask(ev *eventlog.Event) string {
+	switch ev.Type {
+	case events.TypeDelegateCompleted, events.TypeDelegateFailed, events.TypeDelegateTimedOut,
+		events.TypeDelegateCancelled:
+	default:
+		return ""
+	}
+	dec, err := projections.FromLog(ev)
+	if err != nil {
+		return ""
+	}
+	var sub string
+	switch p := dec.Payload.(type) {
+	case *events.DelegateCompleted:
+		sub = p.SubID
+	case *events.DelegateFailed:
+		sub = p.SubID
+	case *events.DelegateTimedOut:
+		sub = p.SubID
+	case *events.DelegateCancelled:
+		sub = p.SubID
+	}
+	return sub
 }
 
 // pageRead reports methods that read and render a page of the log or the state: the requests whose CPU a
