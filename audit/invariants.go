@@ -140,12 +140,20 @@ func (c *checker) visit(r *eventlog.Event) error {
 	if err != nil {
 		return err
 	}
+	c.check(ev)
+	return nil
+}
+
+// check checks one decoded event. Once full it ignores the rest.
+func (c *checker) check(ev events.Event) {
+	if c.full() {
+		return
+	}
 	c.events++
 	c.step(ev)
 	if c.full() {
 		c.problems = append(c.problems[:maxProblems-1], Problem{Position: ev.Position, Invariant: "-", Detail: problemsTruncated})
 	}
-	return nil
 }
 
 // report finishes the check (the end-state invariants, unless the

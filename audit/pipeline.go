@@ -6,20 +6,30 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
-// Replay splits the work over two goroutines: one reads the log and decodes
-// payloads (storage scan, record and payload decode: about half the cost),
-// the other folds (projections.Apply and what the options ask for). Batches
-// travel in log order over a bounded channel, so the fold sees exactly the
-// sequence a single loop would: the result is the same, only sooner.
+// Replay and Verify split their work over three goroutines: one reads the
+// log (storage scan and record decode, and for Verify the checksums, the
+// hash chain and the index bookkeeping), one decodes payloads, and the
+// caller's folds (projections.Apply and what the options ask for). Each of
+// the three costs about a third of the whole, so on two cores no stage
+// waits for a single one that does two thirds. Batches travel in log order
+// over bounded channels, so the fold sees exactly the sequence a single
+// loop would: the result is the same, only sooner.
 
 const (
 	// batchSize events per hand-over: channel operations cost nothing next
 	// to decoding that many payloads.
 	batchSize = 256
-	// batchesAhead bounds how far decoding runs ahead of the fold, and with
-	// it the memory held by decoded, unfolded events.
+	// batchesAhead bounds how far each stage runs ahead of the next, and
+	// with it the memory held by events read but not yet folded.
 	batchesAhead = 8
 )
+
+// rawBatch is a run of records as the log returned them; err, on the last
+// batch, ends the stream.
+type rawBatch struct {
+	recs []eventlog.Event
+	err  error
+}
 
 // batch is a run of decoded events; err, on the last batch, ends the stream.
 type batch struct {
@@ -27,10 +37,109 @@ type batch struct {
 	err error
 }
 
-// decoder reads and decodes the log on its own goroutine.
+// payloads decodes the payloads of raw batches on its own goroutine, in
+// order. The producer sends on in and closes it; the consumer receives on
+// out until it is closed and hands batches back with recycle. After a
+// payload that does not decode, the batch holding the events before it
+// carries the error, and the rest of in is drained unread, so the producer
+// never blocks on a failed stage.
+type payloads struct {
+	in      chan *rawBatch
+	rawFree chan *rawBatch
+	out     chan *batch
+	free    chan *batch
+	quit    <-chan struct{} // closed when the consumer is gone; nil: it drains out to the end
+	done    chan struct{}
+}
+
+func startPayloads(quit <-chan struct{}) *payloads {
+	p := &payloads{
+		in: make(chan *rawBatch, batchesAhead), rawFree: make(chan *rawBatch, batchesAhead+2),
+		out: make(chan *batch, batchesAhead), free: make(chan *batch, batchesAhead+2),
+		quit: quit, done: make(chan struct{}),
+	}
+	go p.run()
+	return p
+}
+
+func (p *payloads) run() {
+	defer close(p.done)
+	defer close(p.out)
+	dec := events.NewDecoder() // shares repeated strings across the fold
+	failed := false
+	for rb := range p.in {
+		if failed {
+			p.recycleRaw(rb)
+			continue
+		}
+		b := p.batch()
+		for i := range rb.recs {
+			ev, err := projections.FromLogWith(dec, &rb.recs[i])
+			if err != nil {
+				b.err = err
+				break
+			}
+			b.evs = append(b.evs, ev)
+		}
+		if b.err == nil {
+			b.err = rb.err
+		}
+		failed = b.err != nil
+		p.recycleRaw(rb)
+		select {
+		case p.out <- b:
+		case <-p.quit:
+			for rb := range p.in { // the producer closes in once it sees quit too
+				p.recycleRaw(rb)
+			}
+			return
+		}
+	}
+}
+
+// rawBatch returns an empty raw batch, a decoded one when there is one.
+func (p *payloads) rawBatch() *rawBatch {
+	select {
+	case rb := <-p.rawFree:
+		clear(rb.recs) // NB: drop the records' bytes, so decoded records are not kept alive by the pool
+		rb.recs, rb.err = rb.recs[:0], nil
+		return rb
+	default:
+		return &rawBatch{recs: make([]eventlog.Event, 0, batchSize)}
+	}
+}
+
+func (p *payloads) recycleRaw(rb *rawBatch) {
+	select {
+	case p.rawFree <- rb:
+	default:
+	}
+}
+
+// batch returns an empty batch, a folded one when there is one.
+func (p *payloads) batch() *batch {
+	select {
+	case b := <-p.free:
+		clear(b.evs) // NB: drop the payload pointers, so folded events are not kept alive by the pool
+		b.evs, b.err = b.evs[:0], nil
+		return b
+	default:
+		return &batch{evs: make([]events.Event, 0, batchSize)}
+	}
+}
+
+// recycle hands a folded batch back to the decoder.
+func (p *payloads) recycle(b *batch) {
+	select {
+	case p.free <- b:
+	default:
+	}
+}
+
+// decoder reads the log on one goroutine and decodes its payloads on
+// another.
 type decoder struct {
-	out  chan *batch
-	free chan *batch   // folded batches, for reuse
+	*payloads
 	quit chan struct{} // closed by stop: the reader returns
 	done chan struct{} // closed when the reader has returned
 }
@@ -38,26 +147,22 @@ type decoder struct {
 // decode starts reading l from position from; stopAt reports the first
 // record not to decode (nil: read to the durable head).
 func decode(l *eventlog.Log, from uint64, stopAt func(r *eventlog.Event) bool) *decoder {
-	d := &decoder{
-		out:  make(chan *batch, batchesAhead),
-		free: make(chan *batch, batchesAhead+2),
-		quit: make(chan struct{}),
-		done: make(chan struct{}),
-	}
+	quit := make(chan struct{})
+	d := &decoder{payloads: startPayloads(quit), quit: quit, done: make(chan struct{})}
 	go d.run(l, from, stopAt)
 	return d
 }
 
 func (d *decoder) run(l *eventlog.Log, from uint64, stopAt func(r *eventlog.Event) bool) {
 	defer close(d.done)
-	defer close(d.out)
+	defer close(d.in)
 	it := l.Read(from)
-	dec := events.NewDecoder()
-	b := d.batch()
+	defer it.Close()
+	rb := d.rawBatch()
 	send := func() bool {
 		select {
-		case d.out <- b:
-			b = d.batch()
+		case d.in <- rb:
+			rb = d.rawBatch()
 			return true
 		case <-d.quit:
 			return false
@@ -68,45 +173,19 @@ func (d *decoder) run(l *eventlog.Log, from uint64, stopAt func(r *eventlog.Even
 		if stopAt != nil && stopAt(r) {
 			break
 		}
-		ev, err := projections.FromLogWith(dec, r)
-		if err != nil {
-			it.Close()
-			b.err = err
-			send()
-			return
-		}
-		if b.evs = append(b.evs, ev); len(b.evs) == batchSize && !send() {
-			it.Close()
+		if rb.recs = append(rb.recs, *r); len(rb.recs) == batchSize && !send() {
 			return
 		}
 	}
-	b.err = it.Close()
+	rb.err = it.Close()
 	send()
 }
 
-// batch returns an empty batch, a folded one when there is one.
-func (d *decoder) batch() *batch {
-	select {
-	case b := <-d.free:
-		clear(b.evs) // NB: drop the payload pointers, so folded events are not kept alive by the pool
-		b.evs, b.err = b.evs[:0], nil
-		return b
-	default:
-		return &batch{evs: make([]events.Event, 0, batchSize)}
-	}
-}
-
-// recycle hands a folded batch back to the reader.
-func (d *decoder) recycle(b *batch) {
-	select {
-	case d.free <- b:
-	default:
-	}
-}
-
-// stop ends the reader (if it is still running) and waits for it, so the
-// log's iterator is closed before the caller may close the log.
+// stop ends the reader and the decoder (if they are still running) and
+// waits for them, so the log's iterator is closed before the caller may
+// close the log.
 func (d *decoder) stop() {
 	close(d.quit)
 	<-d.done
+	<-d.payloads.done
 }

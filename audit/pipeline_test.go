@@ -65,3 +65,32 @@ func snapshotOf(t *testing.T, s *projections.State) []byte {
 	require.NoError(t, err)
 	return b
 }
+
+// TestVerifyReportsUndecodablePayload: Verify names the first record whose
+// payload does not decode, after checking every event before it, and no
+// stage is left running (the log can be closed at once).
+func TestVerifyReportsUndecodablePayload(t *testing.T) {
+	dir := t.TempDir()
+	l, err := eventlog.Open(dir, nil)
+	require.NoError(t, err)
+	_, err = audittest.Large(l, 2*batchSize+7)
+	require.NoError(t, err)
+	bad := func() eventlog.Write {
+		return eventlog.Write{Events: []eventlog.Event{{Stream: "run-x", Type: "delegate.admitted", SchemaVersion: 1,
+			Payload: []byte{0xc1}}}}
+	}
+	_, err = l.Append(bad())
+	require.NoError(t, err)
+	head, _ := l.Head()
+	_, err = l.Append(bad())
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	l, err = Open(dir)
+	require.NoError(t, err)
+	rep, err := Verify(l, nil)
+	var ce *eventlog.CorruptError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, head, ce.Position)
+	require.Equal(t, head-1, rep.Check.Events, "every event before it was checked")
+	require.NoError(t, l.Close())
+}

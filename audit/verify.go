@@ -30,10 +30,11 @@ type VerifyReport struct {
 // first bad position when the damage is in a record); broken invariants
 // are Problems of the report, as with Check.
 //
-// The integrity walk and the invariant fold run on two goroutines: the walk
-// hands each checked record, in order, to the fold through a bounded queue
-// of batches, so on two cores the fold's decoding and bookkeeping overlap
-// the walk's checksums and hashing.
+// The integrity walk, the payload decoding and the invariant fold run on
+// three goroutines (pipeline.go): the walk hands each checked record, in
+// order, to the decoder through a bounded queue of batches, so on two cores
+// the fold's decoding and bookkeeping overlap the walk's checksums and
+// hashing.
 func Verify(l *eventlog.Log, o *VerifyOptions) (VerifyReport, error) {
 	c := newChecker()
 	f := startFold(c)
@@ -52,45 +53,32 @@ func Verify(l *eventlog.Log, o *VerifyOptions) (VerifyReport, error) {
 	return VerifyReport{Store: rep, Check: c.report()}, nil
 }
 
-// foldBatch is how many records cross to the fold goroutine at a time, and
-// foldQueue how many batches may wait: enough to keep both cores busy,
-// bounded so a fast walk cannot buffer the whole log.
-const (
-	foldBatch = 256
-	foldQueue = 8
-)
-
-// fold runs the invariant checker on its own goroutine.
+// fold runs the invariant checker: the payloads of the records the walk
+// hands over are decoded on one goroutine (pipeline.go) and checked on
+// another, in order.
 type fold struct {
-	c    *checker
-	cur  []eventlog.Event
-	q    chan []eventlog.Event
-	free chan []eventlog.Event
+	c   *checker
+	p   *payloads
+	cur *rawBatch
+	// NB: written by the checking goroutine only, read after done.
+	err  error // the first error: a payload that does not decode
 	done chan struct{}
-	err  error // the first error of the checker; read after done
 }
 
 func startFold(c *checker) *fold {
-	f := &fold{c: c, q: make(chan []eventlog.Event, foldQueue), free: make(chan []eventlog.Event, foldQueue+2),
-		done: make(chan struct{})}
+	f := &fold{c: c, p: startPayloads(nil), done: make(chan struct{})}
 	go f.run()
 	return f
 }
 
-// visit is the walk's callback. The record is copied: the walk reuses its
-// struct, but the strings and payload it points to are owned and immutable.
+// visit is eventlog.VerifyOptions.Visit: it queues a copy of the record.
 func (f *fold) visit(r *eventlog.Event) error {
 	if f.cur == nil {
-		select {
-		case f.cur = <-f.free:
-			f.cur = f.cur[:0]
-		default:
-			f.cur = make([]eventlog.Event, 0, foldBatch)
-		}
+		f.cur = f.p.rawBatch()
 	}
-	f.cur = append(f.cur, *r)
-	if len(f.cur) == foldBatch {
-		f.q <- f.cur
+	f.cur.recs = append(f.cur.recs, *r)
+	if len(f.cur.recs) == batchSize {
+		f.p.in <- f.cur
 		f.cur = nil
 	}
 	return nil
@@ -98,26 +86,26 @@ func (f *fold) visit(r *eventlog.Event) error {
 
 func (f *fold) run() {
 	defer close(f.done)
-	for b := range f.q {
-		for i := range b {
+	for b := range f.p.out {
+		for _, ev := range b.evs {
 			if f.err == nil {
-				f.err = f.c.visit(&b[i])
+				f.c.check(ev)
 			}
 		}
-		select {
-		case f.free <- b:
-		default:
+		if f.err == nil {
+			f.err = b.err
 		}
+		f.p.recycle(b)
 	}
 }
 
 // close hands over the last batch, waits for the fold and returns its
 // first error.
 func (f *fold) close() error {
-	if len(f.cur) > 0 {
-		f.q <- f.cur
+	if f.cur != nil && len(f.cur.recs) > 0 {
+		f.p.in <- f.cur
 	}
-	close(f.q)
+	close(f.p.in)
 	<-f.done
 	return f.err
 }
