@@ -124,7 +124,7 @@ func (l *Log) Outcome(principal, commandID string) (Outcome, error) {
 	gen := l.gen
 	l.mu.Unlock()
 	if pending {
-		return Outcome{}, fmt.Errorf("%w: command %q is being recorded", ErrNotFound, commandID)
+		return Outcome{}, &unrecordedError{commandID: commandID, pending: true}
 	}
 	if recent {
 		o = o.clone()
@@ -137,10 +137,27 @@ func (l *Log) Outcome(principal, commandID string) (Outcome, error) {
 	}
 	if !found {
 		l.noteAbsent(string(key), gen)
-		return Outcome{}, fmt.Errorf("%w: command %q", ErrNotFound, commandID)
+		return Outcome{}, &unrecordedError{commandID: commandID}
 	}
 	return decodeOutcome(key, v)
 }
+
+// unrecordedError is Outcome's answer for an id with no durable outcome; it
+// wraps ErrNotFound. NB: formatted only when printed: the writer asks about
+// every new command id and only tests errors.Is.
+type unrecordedError struct {
+	commandID string
+	pending   bool // handed to Pebble, not yet synced
+}
+
+func (e *unrecordedError) Error() string {
+	if e.pending {
+		return fmt.Sprintf("%v: command %q is being recorded", ErrNotFound, e.commandID)
+	}
+	return fmt.Sprintf("%v: command %q", ErrNotFound, e.commandID)
+}
+
+func (e *unrecordedError) Unwrap() error { return ErrNotFound }
 
 // lookupOutcome reads key from the outcome table; v is a copy.
 //

@@ -150,3 +150,14 @@ func TestRecentOutcomesBounded(t *testing.T) {
 	require.Nil(t, newRecentOutcomes(-1, 1<<20), "disabled")
 	require.Nil(t, newRecentOutcomes(10, -1), "disabled")
 }
+
+// Outcome's not-found answers wrap ErrNotFound and name the command id.
+func TestOutcomeNotFoundMessage(t *testing.T) {
+	l, _ := openMem(t)
+	defer l.Close()
+	_, err := l.Outcome("oA", "cmd-7")
+	require.ErrorIs(t, err, ErrNotFound)
+	require.EqualError(t, err, `eventlog: not found: command "cmd-7"`)
+	require.EqualError(t, &unrecordedError{commandID: "x", pending: true}, `eventlog: not found: command "x" is being recorded`)
+	require.ErrorIs(t, &unrecordedError{pending: true}, ErrNotFound)
+}
