@@ -48,7 +48,8 @@
 //   - A credential's end takes effect within one frame: every request of a worker or orchestrator connection
 //     re-checks its credential by the digest of the secret it authenticated with, and when a published event may
 //     end credentials of a run (revocation, re-issue, the run or a task terminal) the feed re-checks that run's
-//     connections and ends the refused ones with ONE error frame (id "": revoked or stale-token), after the answer
+//     connections (for a delegation's settlement, only its shadow task's worker connections: the one task it
+//     ends) and ends the refused ones with ONE error frame (id "": revoked or stale-token), after the answer
 //     of a request being served. A subscription checks the credential against the state it reads up to, so no
 //     event published with or after the change is pushed; waits and the subscription end with the connection.
 //     Orchestrators survive their run's end (pi-crew exempts them), not a revocation.

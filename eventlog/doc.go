@@ -84,6 +84,15 @@
 // under the same id. The fingerprint is the caller's digest of the request;
 // the log stores it and compares nothing.
 //
+// Outcome and the duplicate check of Append first ask a bounded in-memory
+// index of the outcomes this log recorded since it was opened (recent.go;
+// Options.RecentOutcomes and RecentOutcomeBytes bound it by count and
+// bytes, oldest out first). An outcome enters it once its append has
+// synced, exactly as the table holds it, and outcomes are never rewritten,
+// so it answers what Pebble would; a miss reads Pebble. A read of the
+// table consults the bloom filters of every level, the bottom one
+// included, so a new id (the common case) rarely reads a data block.
+//
 // Records keep the plain command id (the record format is unchanged); the
 // principal is not stored in them, since the caller can tell it from the
 // envelope (actor, stream): Verify, given VerifyOptions.Principal, checks
