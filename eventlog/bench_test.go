@@ -392,3 +392,36 @@ func BenchmarkOutcome(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkFollowHead is a reader that follows the head, as the broker's
+// feed and every subscription do: after each one-event append it reads
+// from the next position, on a store whose newest flushed events sit next
+// to a 30 MB snapshot.
+//
+//	go test ./eventlog -run '^$' -bench FollowHead -benchtime 2000x
+func BenchmarkFollowHead(b *testing.B) {
+	l := openDisk(b, "follow")
+	for i := range 5000 {
+		_, err := l.Append(Write{Events: []Event{benchEvent(i)}})
+		require.NoError(b, err)
+	}
+	snap := make([]byte, 30<<20)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range snap {
+		snap[i] = byte(rng.Uint32())
+	}
+	head, _ := l.Head()
+	require.NoError(b, l.SaveSnapshot(head, snap))
+	require.NoError(b, l.db.Flush())
+	next := head + 1
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_, err := l.Append(Write{Events: []Event{benchEvent(i)}})
+		require.NoError(b, err)
+		it := l.Read(next)
+		for it.Next() {
+			next = it.Event().Position + 1
+		}
+		require.NoError(b, it.Close())
+	}
+}
