@@ -89,3 +89,58 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 	})
 }
+
+// decodeRequestReference is DecodeRequest as first written, straightforwardly: the member map of
+// encoding/json and a second decode of id and method. DecodeRequest must agree with it on every input.
+func decodeRequestReference(frame []byte) (Request, error) {
+	if !utf8.Valid(frame) {
+		return Request{}, malformed("invalid UTF-8")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(frame, &fields); err != nil || fields == nil {
+		return Request{}, malformed("request is not a JSON object")
+	}
+	str := func(key string) (string, bool) {
+		raw, ok := fields[key]
+		if !ok || len(raw) == 0 || raw[0] != '"' {
+			return "", false
+		}
+		var s string
+		return s, json.Unmarshal(raw, &s) == nil
+	}
+	id, ok := str("id")
+	if !ok || id == "" || UTF16Len(id) > MaxIDLen {
+		return Request{}, malformed("request id must be a string of 1..256 characters")
+	}
+	method, ok := str("method")
+	if !ok || !ValidMethod(method) {
+		return Request{}, malformed("request method must match ^[a-zA-Z][a-zA-Z0-9._-]{0,63}$")
+	}
+	params, ok := fields["params"]
+	if !ok {
+		return Request{}, malformed("request has no params")
+	}
+	return Request{ID: id, Method: method, Params: params}, nil
+}
+
+// FuzzDecodeRequestAgreesWithReference: the one-scan DecodeRequest answers every input as the reference does.
+func FuzzDecodeRequestAgreesWithReference(f *testing.F) {
+	for _, seed := range []string{
+		`{"id":"1","method":"ping","params":null}`, `{"id":"1","id":"2","method":"m","params":[]}`,
+		`{"ID":"1","method":"m","params":{}}`, `{"i\u0064":"1","method":"m","params":{}}`,
+		`{"id":"\ud800","method":"a.b-c_d","params":"x"}`, `{"id":"a\"b","method":"m","params":{"x":"}\"]"}}`,
+		` { "id" : "1" , "method" : "m" , "params" : [ 1 , { "a" : [ ] } ] , "x" : -1.5e3 } `,
+		`{"id":"1","method":"ping"}`, `[]`, `null`, `{`, `{}`, "{\"id\":\"\xff\"}", `"x"`, `1`,
+		`{"id":"1","method":"m","params":true,"params":false}`, `{"id":"1","method":"m","params":null}x`,
+		`{"id":"1","method":"\u0070ing","params":0}`, `{"id":null,"method":"m","params":0}`,
+		"{\"id\":\"1\",\"method\":\"m\",\"params\":{\"a\":\"\\\\\"}}",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		got, gotErr := DecodeRequest(frame)
+		want, wantErr := decodeRequestReference(frame)
+		require.Equal(t, wantErr, gotErr, "%q", frame)
+		require.Equal(t, want, got, "%q", frame)
+	})
+}

@@ -62,7 +62,7 @@ func DecodeHello(params json.RawMessage) (Hello, error) {
 		key string
 		dst *string
 	}{{"runId", &h.RunID}, {"taskId", &h.TaskID}, {"token", &h.Token}} {
-		s, ok := stringField(fields, f.key)
+		s, ok := jsonString(fields[f.key])
 		if !ok || s == "" || UTF16Len(s) > maxCredentialLen {
 			return Hello{}, rejected
 		}

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 	"unicode/utf8"
 )
@@ -35,23 +36,121 @@ func DecodeRequest(frame []byte) (Request, error) {
 	if !utf8.Valid(frame) {
 		return Request{}, malformed("invalid UTF-8")
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(frame, &fields); err != nil || fields == nil {
+	// NB: one validation pass and one scan of the top level instead of a map of every member and a second
+	// decode of two of them: a request frame is decoded for every call over the socket. The test keeps the
+	// straightforward decoding as the reference this must agree with on every input.
+	if !json.Valid(frame) {
 		return Request{}, malformed("request is not a JSON object")
 	}
-	id, ok := stringField(fields, "id")
-	if !ok || id == "" || UTF16Len(id) > MaxIDLen {
+	id, method, params, ok := requestMembers(frame)
+	if !ok {
+		return Request{}, malformed("request is not a JSON object")
+	}
+	idStr, ok := jsonString(id)
+	if !ok || idStr == "" || UTF16Len(idStr) > MaxIDLen {
 		return Request{}, malformed("request id must be a string of 1..256 characters")
 	}
-	method, ok := stringField(fields, "method")
-	if !ok || !ValidMethod(method) {
+	methodStr, ok := jsonString(method)
+	if !ok || !ValidMethod(methodStr) {
 		return Request{}, malformed("request method must match ^[a-zA-Z][a-zA-Z0-9._-]{0,63}$")
 	}
-	params, ok := fields["params"]
-	if !ok {
+	if params == nil {
 		return Request{}, malformed("request has no params")
 	}
-	return Request{ID: id, Method: method, Params: params}, nil
+	return Request{ID: idStr, Method: methodStr, Params: append(json.RawMessage(nil), params...)}, nil
+}
+
+// requestMembers returns the raw values of the last "id", "method" and "params" members of frame, which must be
+// valid JSON (json.Valid); ok is false when it is not an object. Keys match exactly, as in JSON.parse.
+func requestMembers(frame []byte) (id, method, params []byte, ok bool) {
+	i := after(frame, 0)
+	if i == len(frame) || frame[i] != '{' {
+		return nil, nil, nil, false
+	}
+	i = after(frame, i+1)
+	for i < len(frame) && frame[i] == '"' {
+		keyEnd := skipString(frame, i)
+		key := frame[i:keyEnd]
+		i = after(frame, keyEnd)
+		i = after(frame, i+1) // the colon
+		valEnd := skipValue(frame, i)
+		val := frame[i:valEnd]
+		switch k, _ := jsonString(key); k {
+		case "id":
+			id = val
+		case "method":
+			method = val
+		case "params":
+			params = val
+		}
+		i = after(frame, valEnd)
+		if i < len(frame) && frame[i] == ',' {
+			i = after(frame, i+1)
+		}
+	}
+	return id, method, params, true
+}
+
+// jsonString decodes raw, a valid JSON value, when it is a string (never from null, unlike unmarshalling into a
+// string).
+func jsonString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", false
+	}
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return string(raw[1 : len(raw)-1]), true // valid UTF-8 without escapes: the bytes are the string
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// after returns the index of the first non-space byte of b at or after i.
+func after(b []byte, i int) int { return i + skipSpace(b[i:]) }
+
+// skipString returns the index after the string starting at b[i] (a quote), in valid JSON.
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
+}
+
+// skipValue returns the index after the value starting at b[i], in valid JSON.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return i
+	}
+	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
+		i++ // a number or a literal
+	}
+	return i
 }
 
 // ValidMethod reports whether name matches pi-crew's method syntax ^[a-zA-Z][a-zA-Z0-9._-]{0,63}$. A name that
@@ -70,16 +169,3 @@ func ValidMethod(name string) bool {
 }
 
 func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
-
-// stringField returns fields[key] when it is a JSON string. Unmarshalling into a string would also accept null.
-func stringField(fields map[string]json.RawMessage, key string) (string, bool) {
-	raw, ok := fields[key]
-	if !ok || len(raw) == 0 || raw[0] != '"' {
-		return "", false
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", false
-	}
-	return s, true
-}

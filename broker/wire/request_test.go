@@ -86,3 +86,25 @@ func TestValidMethod(t *testing.T) {
 		require.Equal(t, ok, ValidMethod(name), "%q", name)
 	}
 }
+
+// BenchmarkDecodeRequest decodes a delegate.request frame with DecodeRequest and with the reference decoding it
+// replaced (fuzz_test.go), in the same run.
+//
+//	go test ./broker/wire -run '^$' -bench DecodeRequest -benchmem
+func BenchmarkDecodeRequest(b *testing.B) {
+	frame := []byte(`{"id":"c1942","method":"delegate.request","params":{"prompt":"find X in the tree and report",` +
+		`"description":"look for X","budgetTokens":1000,"model":"anthropic/m1","commandId":"b-12-345"}}`)
+	for _, d := range []struct {
+		name   string
+		decode func([]byte) (Request, error)
+	}{{"one-scan", DecodeRequest}, {"reference", decodeRequestReference}} {
+		b.Run(d.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := d.decode(frame); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

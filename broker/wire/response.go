@@ -43,7 +43,7 @@ func (r *Response) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &fields); err != nil || fields == nil {
 		return malformed("response is not a JSON object")
 	}
-	id, ok := stringField(fields, "id")
+	id, ok := jsonString(fields["id"])
 	if !ok {
 		return malformed("response id must be a string")
 	}
