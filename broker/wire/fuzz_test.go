@@ -144,3 +144,41 @@ func FuzzDecodeRequestAgreesWithReference(f *testing.F) {
 		require.Equal(t, want, got, "%q", frame)
 	})
 }
+
+// genericFrame is AppendFrame's encoding through encoding/json, which appendResult must reproduce byte for byte.
+func genericFrame(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// FuzzAppendResultAgreesWithEncodingJSON: a success response's frame is encoding/json's, byte for byte, whatever
+// the id and the result; a result that is not JSON fails as encoding/json fails.
+func FuzzAppendResultAgreesWithEncodingJSON(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"c1", `{"grandchildTaskRef":"gc-1","admitted":true}`}, {"1", ` { "a" : [ 1 , 2 ] } `}, {"x", `null`},
+		{"<&>", `"<&>\u2028"`}, {"a\"b", `1`}, {"é", `"é"`}, {"\u2028", `{}`}, {"t\x01", `[]`}, {"k", `{"a":`},
+		{"", ``}, {"id", "\"\xff\""}, {"id", "{\"a\":\"\u2029\"}"}, {"\\", `true`},
+	} {
+		f.Add(seed[0], []byte(seed[1]), seed[1] == "")
+	}
+	f.Fuzz(func(t *testing.T, id string, result []byte, nilResult bool) {
+		r := Response{ID: id, Result: result}
+		if nilResult {
+			r.Result = nil
+		}
+		want, wantErr := genericFrame(r)
+		got, gotErr := AppendFrame([]byte("prefix"), r, 0)
+		if wantErr != nil {
+			require.Error(t, gotErr)
+			require.Equal(t, "prefix", string(got))
+			return
+		}
+		require.NoError(t, gotErr)
+		require.Equal(t, "prefix"+string(want), string(got), "id %q result %q", id, result)
+	})
+}

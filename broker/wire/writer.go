@@ -23,6 +23,14 @@ func AppendFrame(dst []byte, v any, maxFrame int) ([]byte, error) {
 	if err != nil {
 		return dst, err
 	}
+	if r, ok := v.(Response); ok && r.Error == nil && plainString(r.ID) {
+		if out, ok := appendResult(dst, r); ok {
+			if n := len(out) - len(dst); n > limit {
+				return dst, fmt.Errorf("%w: %d bytes exceeds %d including the newline", ErrFrameTooLarge, n, limit)
+			}
+			return out, nil
+		}
+	}
 	buf := bytes.NewBuffer(dst)
 	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
@@ -38,6 +46,36 @@ func AppendFrame(dst []byte, v any, maxFrame int) ([]byte, error) {
 		return dst, fmt.Errorf("%w: %d bytes exceeds %d including the newline", ErrFrameTooLarge, len(frame), limit)
 	}
 	return out, nil
+}
+
+// appendResult encodes a success response whose id needs no escaping, without reflection: the shape every
+// answered call takes. The bytes are encoding/json's (a test compares them): the id as is between quotes, the
+// result compacted as encoding/json compacts a json.RawMessage without HTML escaping. ok is false for a result
+// that is not valid JSON: the caller encodes generically, to fail as encoding/json does.
+func appendResult(dst []byte, r Response) (out []byte, ok bool) {
+	out = append(dst, `{"id":"`...)
+	out = append(out, r.ID...)
+	out = append(out, `","result":`...)
+	if r.Result == nil {
+		out = append(out, "null"...)
+	} else {
+		buf := bytes.NewBuffer(out)
+		if json.Compact(buf, r.Result) != nil {
+			return dst, false
+		}
+		out = buf.Bytes()
+	}
+	return append(out, '}', '\n'), true
+}
+
+// plainString reports whether s encodes in JSON as itself between quotes: printable ASCII without '"' and '\\'.
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // WriteFrame encodes v as AppendFrame does and writes the frame to w with a single Write, so frames from one
