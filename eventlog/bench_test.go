@@ -405,15 +405,7 @@ func BenchmarkFollowHead(b *testing.B) {
 		_, err := l.Append(Write{Events: []Event{benchEvent(i)}})
 		require.NoError(b, err)
 	}
-	snap := make([]byte, 30<<20)
-	rng := rand.New(rand.NewPCG(3, 4))
-	for i := range snap {
-		snap[i] = byte(rng.Uint32())
-	}
-	head, _ := l.Head()
-	require.NoError(b, l.SaveSnapshot(head, snap))
-	require.NoError(b, l.db.Flush())
-	next := head + 1
+	next := flushNextToSnapshot(b, l, 30<<20) + 1
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		_, err := l.Append(Write{Events: []Event{benchEvent(i)}})

@@ -22,14 +22,7 @@ func TestFollowingTheHeadSkipsTheSnapshotBlock(t *testing.T) {
 	for i := range 200 {
 		appendOne(i)
 	}
-	snap := make([]byte, 3<<20) // incompressible, larger than the whole cache
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range snap {
-		snap[i] = byte(rng.Uint32())
-	}
-	head, _ := l.Head()
-	require.NoError(t, l.SaveSnapshot(head, snap))
-	require.NoError(t, l.db.Flush())
+	head := flushNextToSnapshot(t, l, 3<<20) // larger than the whole cache
 
 	before := l.db.Metrics().BlockCache
 	next := head + 1
@@ -44,4 +37,19 @@ func TestFollowingTheHeadSkipsTheSnapshotBlock(t *testing.T) {
 	after := l.db.Metrics().BlockCache
 	require.Equal(t, head+51, next)
 	require.Less(t, after.Misses-before.Misses, int64(10), "tail reads missed the block cache %d times", after.Misses-before.Misses)
+}
+
+// flushNextToSnapshot saves an incompressible snapshot of size bytes at the
+// head, flushes the memtable so that the newest events and the snapshot
+// share a table, and returns the head.
+func flushNextToSnapshot(t testing.TB, l *Log, size int) uint64 {
+	snap := make([]byte, size)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range snap {
+		snap[i] = byte(rng.Uint32())
+	}
+	head, _ := l.Head()
+	require.NoError(t, l.SaveSnapshot(head, snap))
+	require.NoError(t, l.db.Flush())
+	return head
 }

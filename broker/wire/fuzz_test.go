@@ -147,13 +147,11 @@ func FuzzDecodeRequestAgreesWithReference(f *testing.F) {
 
 // genericFrame is AppendFrame's encoding through encoding/json, which appendResult must reproduce byte for byte.
 func genericFrame(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	b, err := marshal(v)
+	if err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	return append(b, '\n'), nil
 }
 
 // FuzzAppendResultAgreesWithEncodingJSON: a success response's frame is encoding/json's, byte for byte, whatever
