@@ -188,6 +188,9 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("commands: rebuild state: %w", err)
 	}
+	s.ColdStore().ReportErrors(func(run string, err error) {
+		o.Logger.Error("a cold run could not be read back from the log; queries answer as if it held nothing", "run", run, "err", err)
+	})
 	if info.SnapshotPosition > 0 || s.Position > 0 {
 		o.Logger.Info("state rebuilt", "snapshot", info.SnapshotPosition, "replayed", info.Replayed,
 			"snapshotError", errString(info.SnapshotError), "hotRuns", s.HotRuns(), "coldRuns", s.ColdRuns())

@@ -55,6 +55,7 @@ type ColdStore struct {
 	size   int
 	events int64 // Σ Usage.Events of the cached runs, at most coldCacheEvents but for the last
 	err    error // the last load error, for the daemon to report
+	report func(run string, err error)
 }
 
 type cachedRun struct {
@@ -71,6 +72,12 @@ func NewColdStore(l *eventlog.Log, cache int) *ColdStore {
 	}
 	return &ColdStore{log: l, size: cache}
 }
+
+// ReportErrors makes c call report with every error met reading a cold run
+// back (a query that meets one answers as if the run held nothing, so the
+// daemon logs it). Call it before c is shared; report must be safe for
+// concurrent use.
+func (c *ColdStore) ReportErrors(report func(run string, err error)) { c.report = report }
 
 // Err returns the last error met reading a cold run back (nil when none).
 // A query that meets one answers as if the run held nothing.
@@ -120,6 +127,9 @@ func (c *ColdStore) load(id string, cr *coldRun) (*runState, error) {
 		c.mu.Lock()
 		c.err = err
 		c.mu.Unlock()
+		if c.report != nil {
+			c.report(id, err)
+		}
 		return nil, err
 	}
 	c.keep(id, cr.last, r)

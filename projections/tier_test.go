@@ -4,7 +4,11 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
 )
 
 // The cold runs' cache keeps at most its size in runs and
@@ -38,4 +42,42 @@ func TestColdCacheIsBoundedInRunsAndEvents(t *testing.T) {
 	c.keep("big", 2, run("big", 10))
 	require.Equal(t, []string{"big"}, ids())
 	require.EqualValues(t, 10, c.events, "a run kept again replaces its older copy")
+}
+
+// A cold run the log cannot give back as recorded (here: its summary names
+// a position its stream never reaches) is reported, and its queries answer
+// as for an unknown run, never with a partial run.
+func TestColdRunNotReadBackIsReported(t *testing.T) {
+	l, err := eventlog.Open("db", &eventlog.Options{FS: vfs.NewMem()})
+	require.NoError(t, err)
+	defer l.Close()
+	evs := realisticHistory(300)
+	var writes []eventlog.Write
+	for _, ev := range evs {
+		p, err := events.EncodePayload(ev.Payload)
+		require.NoError(t, err)
+		writes = append(writes, eventlog.Write{Events: []eventlog.Event{{Stream: ev.Stream, Type: ev.Type,
+			SchemaVersion: ev.SchemaVersion, Time: ev.Time, Payload: p}}})
+	}
+	_, err = l.Append(writes...)
+	require.NoError(t, err)
+	s, _, err := LoadTiered(l, Tiering{Now: evs[len(evs)-1].UnixMilli() + 1})
+	require.NoError(t, err)
+	var cold string
+	for id := range s.cold {
+		cold = id
+	}
+	require.NotEmpty(t, cold, "the history has an ended run")
+	var reported []string
+	s.store.ReportErrors(func(run string, err error) {
+		require.ErrorIs(t, err, eventlog.ErrCorrupt)
+		reported = append(reported, run)
+	})
+	s.cold[cold].last++ // a position the run's stream never reaches
+	_, ok := s.Task(cold, "00_step")
+	require.False(t, ok)
+	require.Equal(t, []string{cold}, reported)
+	require.ErrorIs(t, s.store.Err(), eventlog.ErrCorrupt)
+	_, err = s.FaultIn(cold)
+	require.ErrorIs(t, err, eventlog.ErrCorrupt, "the writer fails rather than decide on a partial run")
 }
