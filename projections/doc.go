@@ -41,7 +41,8 @@
 //     Apply), so every query answers for a cold run exactly what it answers
 //     for the same run hot. Daemon-wide state (slots, slot waiters, config)
 //     involves hot runs only. A query that cannot read a cold run back (a
-//     log error) answers as for an unknown run and ColdStore.Err says why.
+//     log error) answers as for an unknown run, never with a partial run;
+//     ColdStore.Err and ReportErrors say why.
 //   - Apply never reads the log: an event of a cold run must be preceded by
 //     FaultIn (Replay and the engine do it); Apply ignores an event whose run
 //     is not hot. Whole returns the state with every run hot, for tests and
