@@ -25,6 +25,12 @@ const DefaultEventBuffer = 256
 // writeQueue bounds requests encoded but not yet written; callers beyond it wait (or give up with their context).
 const writeQueue = 64
 
+// drainAfterWriteError bounds how long the reader reads on after a write failed. The broker writes its final
+// error frame before it closes the connection, so a write can fail on that close while the frame still waits to be
+// read; a broker that closed is at EOF right after it, so the bound only matters for a peer that stopped reading
+// but not writing.
+const drainAfterWriteError = 5 * time.Second
+
 // ErrClosed matches every error that says the connection is gone: Close was called, the broker closed it, or a
 // read, write or framing error ended it. A request pending at that moment may or may not have been decided.
 var ErrClosed = errors.New("client: connection closed")
@@ -123,6 +129,9 @@ type Client struct {
 	failOnce sync.Once
 	cause    error // why done was closed; written once before close(done)
 	wg       sync.WaitGroup
+
+	writeDead chan struct{} // closed when a write failed; the reader then ends the connection
+	writeErr  error         // why the write failed; written once before close(writeDead)
 }
 
 // Dial connects to the broker at socketPath and authenticates with hello. It returns a *wire.Error (wrapped) when
@@ -146,7 +155,7 @@ func dial(ctx context.Context, path string, hello Hello, o Options, sink chan wi
 	c := &Client{
 		conn: conn, path: path, hello: hello, opts: o,
 		out: make(chan []byte, writeQueue), pending: map[string]chan wire.Response{},
-		sink: sink, done: make(chan struct{}),
+		sink: sink, done: make(chan struct{}), writeDead: make(chan struct{}),
 	}
 	c.wg.Add(2)
 	go c.read()
@@ -277,13 +286,24 @@ func (c *Client) write() {
 		select {
 		case frame := <-c.out:
 			if _, err := c.conn.Write(frame); err != nil {
-				c.fail(fmt.Errorf("write: %w", err))
+				c.writeFailed(err)
 				return
 			}
 		case <-c.done:
 			return
 		}
 	}
+}
+
+// writeFailed stops writing and leaves ending the connection to the reader. When the broker ends a connection it
+// writes one error frame (revoked, stale-token, idle-timeout) and closes, so a request written after the close
+// fails with "broken pipe" while that frame is still unread: failing now would close the socket under the reader
+// and lose the broker's reason. The reader reads on to the broker's EOF (at most drainAfterWriteError), so the
+// cause is the broker's frame when it sent one, else this write error.
+func (c *Client) writeFailed(err error) {
+	c.writeErr = fmt.Errorf("write: %w", err)
+	close(c.writeDead)
+	c.conn.SetReadDeadline(time.Now().Add(drainAfterWriteError))
 }
 
 // read is the only goroutine that reads the socket: it routes answers to their callers and pushes to their
@@ -294,7 +314,12 @@ func (c *Client) read() {
 	for {
 		frame, err := r.ReadFrame()
 		if err != nil {
-			c.fail(fmt.Errorf("read: %w", err))
+			select {
+			case <-c.writeDead: // the read failed because the connection is gone, which the write saw first
+				c.fail(c.writeErr)
+			default:
+				c.fail(fmt.Errorf("read: %w", err))
+			}
 			return
 		}
 		if err := c.dispatch(frame); err != nil {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -192,6 +193,46 @@ func TestFinalFrameIsTheCause(t *testing.T) {
 	require.Equal(t, wire.CodeRevoked, wire.CodeOf(err))
 	<-c.Done()
 	require.Equal(t, wire.CodeRevoked, wire.CodeOf(c.Err()))
+}
+
+// TestFinalFrameIsTheCauseWhenAWriteFailsFirst: the broker writes its final frame and closes; a request written
+// after the close fails with a broken pipe before the reader has read that frame (here the reader is held in
+// OnMailbox, as a loaded machine may leave it unscheduled). The broker's error is still the cause.
+func TestFinalFrameIsTheCauseWhenAWriteFailsFirst(t *testing.T) {
+	closed := make(chan struct{})
+	b := newFakeBroker(t, func(fc *fakeConn, req wire.Request) {
+		if req.Method != "poke" {
+			return
+		}
+		fc.push(wire.EventMailboxMessage, 0, map[string]string{"id": "m1"})
+		fc.fail("", wire.CodeRevoked, wire.MsgTokenRevoked)
+		fc.conn.Close()
+		close(closed)
+	})
+	inMailbox, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	c := dialT(t, b, worker, &Options{OnMailbox: func(wire.Event) {
+		close(inMailbox)
+		<-release
+	}})
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // runs before the client's Close
+	ctx := testCtx(t)
+
+	_, _, err := c.start(ctx, "poke", nil)
+	require.NoError(t, err)
+	<-inMailbox
+	<-closed
+	_, _, err = c.start(ctx, wire.MethodPing, nil) // queued: the writer writes it into the closed socket
+	require.NoError(t, err)
+	<-c.writeDead
+	require.ErrorIs(t, c.writeErr, syscall.EPIPE)
+	releaseOnce.Do(func() { close(release) })
+
+	<-c.Done()
+	require.ErrorIs(t, c.Err(), ErrClosed)
+	require.Equal(t, wire.CodeRevoked, wire.CodeOf(c.Err()), "%v", c.Err())
+	err = c.Call(ctx, wire.MethodPing, nil, nil)
+	require.Equal(t, wire.CodeRevoked, wire.CodeOf(err), "%v", err)
 }
 
 func TestOversizeFrameFromBrokerCloses(t *testing.T) {
