@@ -329,14 +329,6 @@ func medianPing(c *client, n int) time.Duration {
 	return lat[n/2]
 }
 
-// requireWithin requires got ≤ factor × base: a claim that something is "not held up", measured as a ratio of two
-// measurements taken in the same run (never against a wall-clock constant).
-func requireWithin(t testing.TB, base, got time.Duration, factor float64, what string) {
-	t.Helper()
-	base = max(base, 50*time.Microsecond) // below this, scheduler noise is the whole measurement
-	require.LessOrEqual(t, float64(got)/float64(base), factor, "%s: %v vs %v alone (limit %.0f×)", what, got, base, factor)
-}
-
 // seedRun creates run runID, running, with one running task taskID, and returns its orchestrator token.
 func (f *fixture) seedRun(runID, taskID string) string {
 	f.t.Helper()
