@@ -53,14 +53,7 @@ func TestSecondHello(t *testing.T) {
 // BenchmarkIdleConnections' report, not an assertion: a before/after ratio fails when the machine's load changes
 // between the two measurements.
 func TestThousandIdleConnections(t *testing.T) {
-	f := newFixture(t, fixtureOpts{opts: wideOpen()})
-	s := f.seed()
-	orch2 := f.seedRun("R2", "T2")
-	c := f.dial()
-	c.hello(runR, taskQ, s.q)
-	o2 := f.dial()
-	o2.hello("R2", events.OrchestratorKey, orch2)
-
+	f, s, c, o2 := idleScene(t)
 	idle := openIdle(f, s, 1000)
 	woken := f.srv.waits.woken.Load()
 	for i := 0; i < 20; i++ {
@@ -77,6 +70,19 @@ func TestThousandIdleConnections(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, string(fr), `"mailbox.message"`)
 	}
+}
+
+// idleScene seeds run R and run R2 (task T2) and connects a worker of Q and R2's orchestrator: the clients whose
+// service idle connections must not hold up.
+func idleScene(tb testing.TB) (f *fixture, s seeded, q, o2 *client) {
+	f = newFixture(tb, fixtureOpts{opts: wideOpen()})
+	s = f.seed()
+	orch2 := f.seedRun("R2", "T2")
+	q = f.dial()
+	q.hello(runR, taskQ, s.q)
+	o2 = f.dial()
+	o2.hello("R2", events.OrchestratorKey, orch2)
+	return f, s, q, o2
 }
 
 // openIdle opens n connections of task P, each subscribed from the head and with a task.waitStatus in flight.

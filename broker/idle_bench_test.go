@@ -3,8 +3,6 @@ package broker
 import (
 	"testing"
 	"time"
-
-	"github.com/crewlog/crewlog/events"
 )
 
 // BenchmarkIdleConnections measures what 1,000 idle connections (subscribed, with a wait in flight) cost everyone
@@ -15,13 +13,7 @@ import (
 //	go test ./broker -run '^$' -bench IdleConnections -benchtime 1x
 func BenchmarkIdleConnections(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		f := newFixture(b, fixtureOpts{opts: wideOpen()})
-		s := f.seed()
-		orch2 := f.seedRun("R2", "T2")
-		c := f.dial()
-		c.hello(runR, taskQ, s.q)
-		o2 := f.dial()
-		o2.hello("R2", events.OrchestratorKey, orch2)
+		f, s, c, o2 := idleScene(b)
 		usage := func() time.Duration {
 			start := time.Now()
 			for i := 0; i < 20; i++ {
