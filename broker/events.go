@@ -18,14 +18,14 @@ type sinceResult struct {
 	HasMore bool              `json:"hasMore"`
 }
 
-// handleEventsSince pages through the run's stream: {sinceSeq? ≥0 (default 0), limit? 1..1000 (default 1000)} →
+// handleEventsSince pages through the run's stream: {sinceSeq? (default 0; negative counts as 0), limit? 1..1000 (default 1000)} →
 // {events, nextSeq, hasMore}, the events after sinceSeq in seq order. nextSeq is the seq of the last event returned
 // (sinceSeq when none), so passing it back as sinceSeq continues without a repeat or a gap (GS-18). A page also
 // stops short of the limit when one more event would not fit in the rest of the frame (hasMore tells): that event
 // opens the next page. Only an event too large for a page of its own is sent omitted (its data left out).
 func handleEventsSince(cl *call) (any, error) {
 	p := readParams(cl)
-	since := uint64(p.int("sinceSeq", 0, 1<<53, 0))
+	since := p.sinceSeq()
 	limit := int(p.int("limit", 1, maxSinceLimit, maxSinceLimit))
 	runID := p.run(cl)
 	if p.err != nil {

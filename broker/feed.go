@@ -8,14 +8,16 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
-// mailboxPush is the data of a mailbox.message push (D§7.7): {id, from, to, body, kind, priority}.
+// mailboxPush is the data of a mailbox.message push (D§7.7): {id, from, to, body, kind, priority}, and the
+// questionId of a response that answers a parked question, so a waiting ask tool learns of its answer from the push.
 type mailboxPush struct {
-	ID       string `json:"id"`
-	From     string `json:"from"`
-	To       string `json:"to"`
-	Body     string `json:"body"`
-	Kind     string `json:"kind"`
-	Priority string `json:"priority"`
+	ID         string `json:"id"`
+	From       string `json:"from"`
+	To         string `json:"to"`
+	Body       string `json:"body"`
+	Kind       string `json:"kind"`
+	Priority   string `json:"priority"`
+	QuestionID string `json:"questionId,omitempty"`
 }
 
 // feed follows the whole log for two jobs that need every run's events: mailbox.message pushes, and ending the
@@ -89,7 +91,8 @@ func (s *Server) pushMessage(runID string, pos uint64, m *events.MailboxAppended
 	if to == events.RunInbox {
 		to = runInboxName
 	}
-	data, err := json.Marshal(mailboxPush{ID: m.ID, From: m.From, To: to, Body: m.Body, Kind: m.Kind, Priority: m.Priority})
+	data, err := json.Marshal(mailboxPush{ID: m.ID, From: m.From, To: to, Body: m.Body, Kind: m.Kind, Priority: m.Priority,
+		QuestionID: m.QuestionID})
 	if err != nil {
 		return
 	}

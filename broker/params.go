@@ -63,6 +63,21 @@ func (p *params) int(key string, lo, hi, def int64) int64 {
 	return int64(f)
 }
 
+// sinceSeq reads a stream position as pi-crew does (D§7.5): a number is floored and a negative one counts as 0,
+// so a client that passes lastSeq-1 from an empty stream still reads from the start. Past 2^53 is bad-params.
+func (p *params) sinceSeq() uint64 {
+	v, ok := p.get("sinceSeq")
+	if !ok {
+		return 0
+	}
+	var f float64
+	if v[0] == '"' || json.Unmarshal(v, &f) != nil || f > 1<<53 {
+		p.fail("sinceSeq", "a number of at most 2^53")
+		return 0
+	}
+	return uint64(math.Max(0, math.Floor(f)))
+}
+
 // str reads a string of at most max UTF-16 units; required makes absence (or "") an error.
 func (p *params) str(key string, required bool, max int) string {
 	v, ok := p.get(key)

@@ -37,12 +37,12 @@ type subscribeResult struct {
 	SinceSeq   uint64 `json:"sinceSeq"`
 }
 
-// handleSubscribe: {sinceSeq? (default 0: the whole stream), types?: [string]} → {subscribed:true, sinceSeq}.
+// handleSubscribe: {sinceSeq? (default 0: the whole stream; negative counts as 0), types?: [string]} → {subscribed:true, sinceSeq}.
 // A connection has at most one subscription: a new events.subscribe replaces the previous one (which is stopped
 // before the answer, so no push of the old one follows it).
 func handleSubscribe(cl *call) (any, error) {
 	p := readParams(cl)
-	since := uint64(p.int("sinceSeq", 0, 1<<53, 0))
+	since := p.sinceSeq()
 	types := p.strs("types", maxTypeFilter, maxTypeLen)
 	runID := p.run(cl)
 	if p.err != nil {

@@ -20,7 +20,7 @@ import (
 //
 // seq is the event's version in the run's stream (gapless from 1), which is what sinceSeq and fromSeq count.
 // taskId is lifted from the payload's taskId (for delegate events the parent task, as in pi-crew). message is
-// pi-crew's "<type>: <JSON data>" cut to 200 chars, on delegate events only. crewlog adds position (global log
+// pi-crew's "<type>: <JSON data>" cut to 200 chars on delegate events, the question on ask.requested. crewlog adds position (global log
 // position), schemaVersion, commandId, causationId, correlationId and actor to metadata.
 type teamEvent struct {
 	Time     string          `json:"time"`
@@ -90,7 +90,9 @@ func renderDecoded(r *eventlog.Event, ev events.Event, viewer identity) (teamEve
 	if raw, ok := fields["taskId"]; ok {
 		json.Unmarshal(raw, &te.TaskID)
 	}
-	if strings.HasPrefix(ev.Type, "delegate.") {
+	if ask := events.PayloadAs[events.AskRequested](ev); ask != nil {
+		te.Message = ask.Question // pi-crew puts the question in ask.requested's message (D§3.6)
+	} else if strings.HasPrefix(ev.Type, "delegate.") {
 		te.Message = truncateUTF16(ev.Type+": "+string(data), 200)
 	}
 	return te, nil

@@ -33,7 +33,8 @@ import (
 //	closed NAME              the server closes NAME with no further frame
 //	usage N                  the engine commits N task.usage events for P (in process)
 //
-// Expected JSON is compared as values. "<any>" matches any value, "<capture:NAME>" matches any value and sets
+// Expected JSON is compared as values. "<any>" matches any value, "<iso-time>" a string in JavaScript's
+// toISOString layout, "<capture:NAME>" matches any value and sets
 // $NAME, and an object with the key "<more>" may have keys the expectation does not list. Every frame a
 // connection received must have been matched by the end.
 func TestTranscripts(t *testing.T) {
@@ -215,6 +216,14 @@ func matchValue(exp, act any, captures map[string]string) bool {
 	case string:
 		if e == "<any>" {
 			return true
+		}
+		if e == "<iso-time>" {
+			s, ok := act.(string)
+			if !ok {
+				return false
+			}
+			_, err := time.Parse(isoMillis, s)
+			return err == nil
 		}
 		if name, ok := strings.CutPrefix(e, "<capture:"); ok && strings.HasSuffix(name, ">") {
 			if s, ok := act.(string); ok {

@@ -3,6 +3,7 @@ package commands
 import (
 	"math"
 	"slices"
+	"time"
 	"unicode/utf8"
 
 	"github.com/crewlog/crewlog/events"
@@ -35,12 +36,13 @@ type WaitRequest struct {
 // Kind implements Command.
 func (*WaitRequest) Kind() string { return "wait.request" }
 
-// WaitResult is the answer to wait.request. AskedAt and Deadline are unix
+// WaitResult is the answer to wait.request. AskedAt is an ISO-8601 time
+// (JavaScript's toISOString, as pi-crew answers) and Deadline unix
 // milliseconds; Clamped says the timeout used differs from the one asked.
 type WaitResult struct {
 	OK         bool   `json:"ok"`
 	QuestionID string `json:"questionId"`
-	AskedAt    int64  `json:"askedAt"`
+	AskedAt    string `json:"askedAt"`
 	Deadline   int64  `json:"deadline"`
 	TimeoutSec int64  `json:"timeoutSec"`
 	Clamped    bool   `json:"clamped"`
@@ -89,9 +91,12 @@ func (c *WaitRequest) decide(s *projections.State, env *Env) (Decision, error) {
 		}),
 	}
 	return Decision{Events: evs, Result: WaitResult{
-		OK: true, QuestionID: qid, AskedAt: askedAt, Deadline: deadline, TimeoutSec: timeout, Clamped: clamped,
+		OK: true, QuestionID: qid, AskedAt: isoMillis(askedAt), Deadline: deadline, TimeoutSec: timeout, Clamped: clamped,
 	}}, nil
 }
+
+// isoMillis formats unix milliseconds as JavaScript's Date.prototype.toISOString.
+func isoMillis(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z") }
 
 // askTimeout applies pi-crew's clamp min(max(1, floor(t)), 3600), default
 // 600. clamped reports that the result is not exactly what was asked.

@@ -32,7 +32,7 @@ func TestAskParkAndResolve(t *testing.T) {
 			Deadline: ms + 3600_000, Options: []string{"a", "b"}}},
 		fxE{events.TypeAskRequested, &events.AskRequested{TaskID: "02_exec", QuestionID: "id1", Question: "Which API?",
 			AskedAt: ms, Deadline: ms + 3600_000, TimeoutSec: 3600, Clamped: true, Options: []string{"a", "b"}}})
-	require.Equal(t, WaitResult{OK: true, QuestionID: "id1", AskedAt: ms, Deadline: ms + 3600_000, TimeoutSec: 3600, Clamped: true}, dec.Result)
+	require.Equal(t, WaitResult{OK: true, QuestionID: "id1", AskedAt: time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z"), Deadline: ms + 3600_000, TimeoutSec: 3600, Clamped: true}, dec.Result)
 	l.apply(dec)
 
 	task, _ := l.s.Task(fxRun, "02_exec")
@@ -90,7 +90,7 @@ func TestAskTimeoutClamp(t *testing.T) {
 		res := dec.Result.(WaitResult)
 		require.Equal(t, tc.want, res.TimeoutSec)
 		require.Equal(t, tc.clamped, res.Clamped)
-		require.Equal(t, res.AskedAt+tc.want*1000, res.Deadline)
+		require.Equal(t, fxNow/1e6+tc.want*1000, res.Deadline)
 	}
 }
 

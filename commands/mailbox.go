@@ -18,7 +18,8 @@ const (
 
 // Special recipients of msg.send and escalate (D§7.5).
 const (
-	// ToAll (orchestrator only) is every non-terminal workflow task of the run.
+	// ToAll (orchestrator only) is every workflow task of the run, finished
+	// ones included, as in pi-crew; grandchild (shadow) records are not.
 	ToAll = "all"
 	// ToParent is the run inbox, which the orchestrator consumes.
 	ToParent = "parent"
@@ -53,6 +54,10 @@ type MessageSend struct {
 	Priority    string // default normal
 	ReplyTo     string
 	Subject     string
+	// QuestionID (orchestrator only, kind response) names the parked
+	// question the message answers: pi-crew's ask tool takes only a
+	// response carrying exactly that id.
+	QuestionID string
 }
 
 // Kind implements Command.
@@ -93,6 +98,10 @@ func (c *MessageSend) decide(s *projections.State, env *Env) (Decision, error) {
 		return Decision{}, badParams("msg.send: subject must be at most %d chars", MaxSubjectChars)
 	case len(c.ReplyTo) > MaxIDChars:
 		return Decision{}, badParams("msg.send: replyTo must be at most %d chars", MaxIDChars)
+	case len(c.QuestionID) > MaxQuestionIDChars:
+		return Decision{}, badParams("msg.send: questionId must be at most %d chars", MaxQuestionIDChars)
+	case c.QuestionID != "" && kind != events.KindResponse:
+		return Decision{}, badParams("msg.send: questionId goes with kind 'response' only")
 	case len(c.To) == 0 || len(c.To) > MaxRecipients:
 		return Decision{}, badParams("msg.send: recipient count out of range")
 	}
@@ -119,6 +128,7 @@ func (c *MessageSend) decide(s *projections.State, env *Env) (Decision, error) {
 		evs = append(evs, env.event(c.RunID, events.TypeMailboxAppended, &events.MailboxAppended{
 			ID: id + "_" + r.label, To: r.box, From: from, Kind: kind, Priority: priority,
 			DeliveryMode: events.DeliveryNextTurn, Body: c.Body, Subject: c.Subject, ReplyTo: c.ReplyTo,
+			QuestionID: c.QuestionID,
 		}))
 	}
 	return Decision{Events: evs, Result: SendResult{
@@ -142,7 +152,13 @@ func (c *MessageSend) recipients(s *projections.State) ([]recipient, error) {
 		switch {
 		case to == ToParent:
 			add(events.RunInbox, ToParent)
-		case to == ToAll && !worker, to == ToGroup && worker:
+		case to == ToAll && !worker:
+			for _, t := range s.Tasks(c.RunID) {
+				if !t.Shadow() {
+					add(t.TaskID, t.TaskID)
+				}
+			}
+		case to == ToGroup && worker:
 			for _, t := range s.Tasks(c.RunID) {
 				if !t.Shadow() && !t.Status.Terminal() && t.TaskID != c.FromTask {
 					add(t.TaskID, t.TaskID)

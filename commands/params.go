@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/crewlog/crewlog/events"
 )
@@ -174,8 +175,9 @@ func parseDelegateRequest(p *paramReader, c Caller, runID string) Command {
 
 func parseMessageSend(p *paramReader, c Caller, runID string) Command {
 	cmd := &MessageSend{
-		RunID: runID, To: p.recipients("to"), Body: p.body("body"), MessageKind: p.str("kind", false),
+		RunID: runID, To: p.recipients("to"), Body: p.jsonBody("body"), MessageKind: p.str("kind", false),
 		Priority: p.str("priority", false), ReplyTo: p.str("replyTo", false), Subject: p.str("subject", false),
+		QuestionID: p.str("questionId", false),
 	}
 	if c.Role == events.RoleWorker {
 		cmd.FromTask = c.TaskID
@@ -375,6 +377,29 @@ func (p *paramReader) body(key string) string {
 	return b.String()
 }
 
+// jsonBody reads msg.send's body as pi-crew stores it (safeStringify, D§7.5): the JSON text of whatever value was
+// given, a string included ("hi" is stored as "\"hi\""). A string is re-encoded the way JSON.stringify writes it
+// (no HTML escaping); other values keep their key order and are only compacted.
+func (p *paramReader) jsonBody(key string) string {
+	v, ok := p.get(key, true, "present")
+	if !ok {
+		return ""
+	}
+	if v[0] == '"' {
+		s := p.str(key, true)
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		enc.Encode(s) // a decoded string always encodes
+		return strings.TrimSuffix(b.String(), "\n")
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, v) != nil {
+		p.fail(key, "JSON")
+	}
+	return b.String()
+}
+
 // int64 reads an integer. Like pi-crew's Number.isInteger, an integral
 // number written with a fraction or exponent (2.0, 1e3) is accepted; 1.5,
 // strings and anything beyond int64 are not.
@@ -483,7 +508,7 @@ func (p *paramReader) recipients(key string) []string {
 // (GS-17); it may be left out.
 func (p *paramReader) ownTask(c Caller) {
 	if to := p.str("to", false); p.err == nil && to != "" && to != c.TaskID {
-		p.err = reject(CodeForbidden, "forbidden", "%s: to must be the caller's own task", p.method)
+		p.err = reject(CodeForbidden, "forbidden", "%s: 'to' must match the authenticated task", p.method)
 	}
 }
 

@@ -837,9 +837,9 @@ func gs17(t *testing.T, pool *daemonPool) {
 	// Only the caller's own task, and only a worker.
 	seq = s.head()
 	s.refused(w, "wait.request", map[string]any{"to": "03_test", "question": "Which API?"}, wire.CodeForbidden,
-		"wait.request: to must be the caller's own task")
+		"wait.request: 'to' must match the authenticated task")
 	s.refused(w, "wait.resolve", map[string]any{"to": "03_test", "questionId": Q}, wire.CodeForbidden,
-		"wait.resolve: to must be the caller's own task")
+		"wait.resolve: 'to' must match the authenticated task")
 	s.refused(s.orch, "wait.request", map[string]any{"question": "Which API?"}, wire.CodeForbidden,
 		"wait.request requires a task-scoped token; re-dispatch with PI_CREW_BROKER_TASK_ID")
 	s.nothingAppended(seq)

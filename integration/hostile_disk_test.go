@@ -134,7 +134,7 @@ func TestDiskFullRefusesWritesThenRecovers(t *testing.T) {
 	var box inbox
 	require.NoError(t, orch.Call(ctx, "query.mailbox", map[string]any{}, &box))
 	for _, m := range box.Messages {
-		require.NotEqual(t, refusedID, m.Body, "the refused message was not recorded")
+		require.NotEqual(t, `"`+refusedID+`"`, m.Body, "the refused message was not recorded") // bodies are stored as JSON
 	}
 
 	require.NoError(t, os.Remove(filler))
@@ -155,7 +155,7 @@ func TestDiskFullRefusesWritesThenRecovers(t *testing.T) {
 	require.NoError(t, orch.Call(ctx, "query.mailbox", map[string]any{"limit": 1000}, &box))
 	n := 0
 	for _, m := range box.Messages {
-		if m.Body == refusedID {
+		if m.Body == `"`+refusedID+`"` {
 			n++
 		}
 	}
