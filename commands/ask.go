@@ -66,6 +66,9 @@ func (c *WaitRequest) decide(s *projections.State, env *Env) (Decision, error) {
 	if _, ok := s.Run(c.RunID); !ok {
 		return Decision{}, reject(CodeNoManifest, "no-manifest", "run %q not found", c.RunID)
 	}
+	if !s.Config().WaitMethodsEnabled {
+		return waitMethodsOff(c.RunID, c.TaskID, c.Kind(), env)
+	}
 	t, ok := s.Task(c.RunID, c.TaskID)
 	if !ok {
 		return Decision{}, reject(CodeNoTask, "no-task", "task %q not found in run %q", c.TaskID, c.RunID)
@@ -93,6 +96,16 @@ func (c *WaitRequest) decide(s *projections.State, env *Env) (Decision, error) {
 	return Decision{Events: evs, Result: WaitResult{
 		OK: true, QuestionID: qid, AskedAt: isoMillis(askedAt), Deadline: deadline, TimeoutSec: timeout, Clamped: clamped,
 	}}, nil
+}
+
+// waitMethodsOff refuses a wait method that the config switches off: policy-disabled in pi-crew's words, with a
+// policy.action event, so the refusal leaves a trace (D§3.6).
+func waitMethodsOff(runID, taskID, method string, env *Env) (Decision, error) {
+	ev := env.event(runID, events.TypePolicyAction, &events.PolicyAction{
+		TaskID: taskID, Action: method, Reason: events.ReasonWaitMethodsDisabled, Policy: events.PolicyWaitMethodsOff,
+	})
+	return Decision{Events: []events.Event{ev}}, reject(CodePolicyDisabled, events.ReasonWaitMethodsDisabled,
+		"%s is disabled: broker.waitMethodsEnabled=false (fail-closed; policy.action recorded)", method)
 }
 
 // isoMillis formats unix milliseconds as JavaScript's Date.prototype.toISOString.
@@ -133,6 +146,9 @@ func (c *WaitResolve) decide(s *projections.State, env *Env) (Decision, error) {
 	}
 	if _, ok := s.Run(c.RunID); !ok {
 		return Decision{}, reject(CodeNoManifest, "no-manifest", "run %q not found", c.RunID)
+	}
+	if !s.Config().WaitMethodsEnabled {
+		return waitMethodsOff(c.RunID, c.TaskID, c.Kind(), env)
 	}
 	t, ok := s.Task(c.RunID, c.TaskID)
 	if !ok {

@@ -46,4 +46,8 @@ type EngineConfigured struct {
 	// BudgetMode is BudgetModePicrew (absent, the default) or
 	// BudgetModeNested.
 	BudgetMode string `json:"budgetMode,omitempty" msgpack:"budgetMode,omitempty"`
+	// WaitMethodsDisabled switches wait.request / wait.resolve off
+	// (pi-crew's broker.waitMethodsEnabled=false). Absent, as in every log
+	// written before the switch existed, they are on.
+	WaitMethodsDisabled bool `json:"waitMethodsDisabled,omitempty" msgpack:"waitMethodsDisabled,omitempty"`
 }

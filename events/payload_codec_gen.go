@@ -146,6 +146,13 @@ func appendPayload(b []byte, p any) (_ []byte, ok bool) {
 		return appendMailboxDelivered(b, p), true
 	case MailboxDelivered:
 		return appendMailboxDelivered(b, &p), true
+	case *PolicyAction:
+		if p == nil {
+			return append(b, 0xc0), true
+		}
+		return appendPolicyAction(b, p), true
+	case PolicyAction:
+		return appendPolicyAction(b, &p), true
 	case *RunBlocked:
 		if p == nil {
 			return append(b, 0xc0), true
@@ -426,6 +433,11 @@ var payloadDecoders = map[string]payloadDecoder{
 	TypeMailboxDelivered: {version: 1, decode: func(r *fastReader) any {
 		p := new(MailboxDelivered)
 		r.readMailboxDelivered(p)
+		return p
+	}},
+	TypePolicyAction: {version: 1, decode: func(r *fastReader) any {
+		p := new(PolicyAction)
+		r.readPolicyAction(p)
 		return p
 	}},
 	TypeRunBlocked: {version: 1, decode: func(r *fastReader) any {
@@ -1203,6 +1215,9 @@ func appendEngineConfigured(b []byte, p *EngineConfigured) []byte {
 	if len(p.BudgetMode) != 0 {
 		n++
 	}
+	if p.WaitMethodsDisabled {
+		n++
+	}
 	b = appendMapLen(b, n)
 	b = append(b, "\xaenestingEnabled"...)
 	b = appendBool(b, p.NestingEnabled)
@@ -1241,6 +1256,10 @@ func appendEngineConfigured(b []byte, p *EngineConfigured) []byte {
 	if len(p.BudgetMode) != 0 {
 		b = append(b, "\xaabudgetMode"...)
 		b = appendString(b, p.BudgetMode)
+	}
+	if p.WaitMethodsDisabled {
+		b = append(b, "\xb3waitMethodsDisabled"...)
+		b = appendBool(b, p.WaitMethodsDisabled)
 	}
 	return b
 }
@@ -1288,6 +1307,9 @@ func (r *fastReader) readEngineConfigured(p *EngineConfigured) {
 		case "budgetMode":
 			r.once(&seen, 12)
 			p.BudgetMode = r.str()
+		case "waitMethodsDisabled":
+			r.once(&seen, 13)
+			p.WaitMethodsDisabled = r.bool()
 		default:
 			r.skip()
 		}
@@ -1691,6 +1713,41 @@ func (r *fastReader) readPolicy(p *Policy) {
 		case "slotShare":
 			r.once(&seen, 25)
 			p.SlotShare = int(r.int())
+		default:
+			r.skip()
+		}
+	}
+}
+
+func appendPolicyAction(b []byte, p *PolicyAction) []byte {
+	b = appendMapLen(b, 4)
+	b = append(b, "\xa6taskId"...)
+	b = appendString(b, p.TaskID)
+	b = append(b, "\xa6action"...)
+	b = appendString(b, p.Action)
+	b = append(b, "\xa6reason"...)
+	b = appendString(b, p.Reason)
+	b = append(b, "\xa6policy"...)
+	b = appendString(b, p.Policy)
+	return b
+}
+
+func (r *fastReader) readPolicyAction(p *PolicyAction) {
+	var seen fieldSet
+	for n := r.mapLen(); n > 0 && r.ok(); n-- {
+		switch r.key() {
+		case "taskId":
+			r.once(&seen, 0)
+			p.TaskID = r.str()
+		case "action":
+			r.once(&seen, 1)
+			p.Action = r.str()
+		case "reason":
+			r.once(&seen, 2)
+			p.Reason = r.str()
+		case "policy":
+			r.once(&seen, 3)
+			p.Policy = r.str()
 		default:
 			r.skip()
 		}

@@ -67,6 +67,8 @@ var registry = map[string]kind{
 	TypeAskAnswered:  v1[AskAnswered](),
 	TypeAskTimedOut:  v1[AskTimedOut](),
 
+	TypePolicyAction: v1[PolicyAction](),
+
 	TypeCredentialIssued:  v1[CredentialIssued](),
 	TypeCredentialRevoked: v1[CredentialRevoked](),
 

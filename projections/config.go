@@ -33,12 +33,17 @@ type Config struct {
 	// BudgetMode is events.BudgetModePicrew or events.BudgetModeNested; an
 	// engine.configured written before the knob existed reads as picrew.
 	BudgetMode string `json:"budgetMode" msgpack:"budgetMode"`
+	// WaitMethodsEnabled lets workers park on questions (wait.request /
+	// wait.resolve); off, they are refused policy-disabled with a
+	// policy.action trace, as pi-crew's broker.waitMethodsEnabled=false.
+	WaitMethodsEnabled bool `json:"waitMethodsEnabled" msgpack:"waitMethodsEnabled"`
 	// Position of the engine.configured in force; 0 for the defaults.
 	Position uint64 `json:"position" msgpack:"position"`
 }
 
-// DefaultConfig is pi-crew's current defaults (D§2.10, D§5, SPEC §4):
-// nesting on, maxDepth 4, 2 slots, serialize off, unmetered allowed, no
+// DefaultConfig is the config a log holds before its first engine.configured,
+// so it must never change (replay decides with it): pi-crew's D8 defaults
+// (D§2.10, D§5, SPEC §4): nesting on, maxDepth 4, wait methods on, 2 slots, serialize off, unmetered allowed, no
 // catalog, 30 s settle grace, pi-crew's budget mode; and crewlog's fair
 // slots and quotas: a run holds at most DefaultSlotShare of the pool while
 // another run waits (a refusal counts as waiting for DefaultSlotWaitSec),
@@ -56,6 +61,7 @@ func DefaultConfig() Config {
 		QuotaBytes:         DefaultQuotaBytes,
 		QuotaMsgsPerMin:    DefaultQuotaMsgsPerMin,
 		BudgetMode:         events.BudgetModePicrew,
+		WaitMethodsEnabled: true,
 	}
 }
 
@@ -102,6 +108,7 @@ func ConfigOf(p *events.EngineConfigured) Config {
 		QuotaBytes:             p.QuotaBytes,
 		QuotaMsgsPerMin:        p.QuotaMsgsPerMin,
 		BudgetMode:             p.BudgetMode,
+		WaitMethodsEnabled:     !p.WaitMethodsDisabled,
 	}
 	if c.BudgetMode == "" {
 		c.BudgetMode = events.BudgetModePicrew
@@ -119,6 +126,7 @@ func (c Config) Event() *events.EngineConfigured {
 		ModelCatalog: slices.Clone(c.ModelCatalog), SettleGraceSec: c.SettleGraceSec,
 		SlotShare: c.SlotShare, SlotWaitSec: c.SlotWaitSec,
 		QuotaEvents: c.QuotaEvents, QuotaBytes: c.QuotaBytes, QuotaMsgsPerMin: c.QuotaMsgsPerMin,
+		WaitMethodsDisabled: !c.WaitMethodsEnabled,
 	}
 	if c.BudgetMode != events.BudgetModePicrew {
 		e.BudgetMode = c.BudgetMode

@@ -121,8 +121,10 @@ var options = []option{
 	{"socket", kindString, "PATH", "unix socket path the broker listens on (a new directory is made 0700; an existing one others may reach is refused)", DefaultSocketPath},
 	{"socket-group", kindString, "GROUP", "group (name or id) whose members may connect: the socket is made 0660 and a new directory 0750, with that group (default: only crewd's own user)", fixed("")},
 	{"config", kindString, "FILE", "JSON file with any of these settings by flag name, e.g. {\"max-slots\": 4}; flags override it", fixed("")},
-	{"nesting", kindBool, "[=BOOL]", "allow workers to delegate (nesting.enabled)", fixed("true")},
-	{"max-depth", kindInt, "N", fmt.Sprintf("deepest delegation depth, %d..%d", commands.MinMaxDepth, commands.MaxMaxDepth), fixed("4")},
+	{"picrew-config", kindString, "FILE", "a pi-crew config file (JSON) whose nesting.* and broker.* keys set --nesting, --max-depth, --max-slots, --wait-methods, --max-frame and --outbound-queue-cap; unknown keys are reported; --config and flags override it", fixed("")},
+	{"nesting", kindBool, "[=BOOL]", "allow workers to delegate (nesting.enabled; off by default, as pi-crew ships)", fixed("false")},
+	{"max-depth", kindInt, "N", fmt.Sprintf("deepest delegation depth, %d..%d (nesting.maxDepth)", commands.MinMaxDepth, commands.MaxMaxDepth), fixed("2")},
+	{"wait-methods", kindBool, "[=BOOL]", "let workers park on questions with wait.request / wait.resolve (broker.waitMethodsEnabled; off by default, as pi-crew ships: refused policy-disabled with a policy.action event)", fixed("false")},
 	{"max-slots", kindInt, "N", fmt.Sprintf("delegations in flight at once, %d..%d", commands.MinMaxSlots, commands.MaxMaxSlots), fixed("2")},
 	{"serialize-on-path-overlap", kindBool, "[=BOOL]", "tolerate a write-capable delegation in the cwd of another running executor (off: refuse it, workspace-conflict)", fixed("false")},
 	{"unmetered-delegates", kindString, "allow|deny", "admit delegations that no budget meters: allow or deny", fixed(events.UnmeteredAllow)},
@@ -252,6 +254,17 @@ func Load(args []string, env Env) (Config, error) {
 			}
 		}
 	}
+	if v, ok := vals["picrew-config"]; ok && v.text != "" {
+		file := absPath(v.text)
+		picrewVals, warnings, perrs := readPicrewConfig(file)
+		errs = append(errs, perrs...)
+		c.Warnings = append(c.Warnings, warnings...)
+		for name, text := range picrewVals {
+			if _, set := vals[name]; !set {
+				vals[name] = value{text, fmt.Sprintf("%s (from %s)", name, file)}
+			}
+		}
+	}
 	for _, o := range options {
 		if _, ok := vals[o.name]; !ok {
 			vals[o.name] = value{o.def(env), "default --" + o.name}
@@ -321,6 +334,7 @@ func Load(args []string, env Env) (Config, error) {
 		SerializeOnPathOverlap: boolean("serialize-on-path-overlap"),
 		UnmeteredDelegates:     oneOf("unmetered-delegates", events.UnmeteredAllow, events.UnmeteredDeny),
 		BudgetMode:             oneOf("budget-mode", events.BudgetModePicrew, events.BudgetModeNested),
+		WaitMethodsEnabled:     boolean("wait-methods"),
 	}
 	seconds := func(name string, maxSec int) int {
 		text, src := str(name)
@@ -427,7 +441,7 @@ func readConfigFile(path string) (map[string]string, []error) {
 	out := make(map[string]string, len(fields))
 	for key, raw := range fields {
 		o, ok := lookupOption(key)
-		if !ok || key == "config" {
+		if !ok || key == "config" || key == "picrew-config" {
 			errs = append(errs, fmt.Errorf("daemon: config file %s: unknown key %q", path, key))
 			continue
 		}

@@ -31,10 +31,13 @@ func writeFile(t *testing.T, name, content string) string {
 func TestLoadDefaults(t *testing.T) {
 	c, err := Load(nil, homeEnv)
 	require.NoError(t, err)
+	// pi-crew ships fail-closed (D§2.10): nesting off, depth 2, wait methods off; the rest is the engine's.
+	engine := projections.DefaultConfig()
+	engine.NestingEnabled, engine.MaxDepth, engine.WaitMethodsEnabled = false, 2, false
 	require.Equal(t, Config{
 		DataDir:          "/home/u/.local/share/crewlog",
 		SocketPath:       "/tmp/crewlog-1234/crewd.sock",
-		Engine:           projections.DefaultConfig(),
+		Engine:           engine,
 		MaxFrame:         262144,
 		OutboundQueueCap: 256,
 		MinFreeBytes:     256 << 20,
@@ -158,7 +161,7 @@ func TestLoadConfigFile(t *testing.T) {
 	require.Equal(t, events.UnmeteredDeny, c.Engine.UnmeteredDelegates)
 	require.Equal(t, events.BudgetModeNested, c.Engine.BudgetMode)
 	require.Equal(t, "json", c.LogFormat)
-	require.Equal(t, 4, c.Engine.MaxDepth, "keys the file leaves out keep their defaults")
+	require.Equal(t, 2, c.Engine.MaxDepth, "keys the file leaves out keep their defaults")
 }
 
 // TestLoadInvalid checks every invalid value, and that one Load reports all the problems it has.
@@ -251,4 +254,31 @@ func TestHelp(t *testing.T) {
 	}
 	require.Contains(t, b.String(), "(default /home/u/.local/share/crewlog)")
 	require.Contains(t, b.String(), "Exit status")
+}
+
+func TestLoadPicrewConfig(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "pi-crew.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{
+		"nesting": {"enabled": true, "maxDepth": 3, "maxSlots": 4, "maxDeph": 9},
+		"broker": {"enabled": true, "waitMethodsEnabled": true, "outboundQueueCap": 64, "maxFrameBytes": 4096},
+		"limits": {"maxConcurrentWorkers": 8}
+	}`), 0o600))
+	c, err := Load([]string{"--picrew-config", file, "--max-slots", "3"}, homeEnv)
+	require.NoError(t, err)
+	require.True(t, c.Engine.NestingEnabled)
+	require.Equal(t, 3, c.Engine.MaxDepth)
+	require.Equal(t, 3, c.Engine.MaxSlots, "a flag overrides the pi-crew file")
+	require.True(t, c.Engine.WaitMethodsEnabled)
+	require.Equal(t, 64, c.OutboundQueueCap)
+	require.Equal(t, 4096, c.MaxFrame)
+	require.Equal(t, []string{
+		"pi-crew config " + file + ": unknown key nesting.maxDeph; ignored",
+		"pi-crew config " + file + ": broker.enabled does not apply to crewd; ignored",
+	}, c.Warnings)
+
+	require.NoError(t, os.WriteFile(file, []byte(`{"nesting": {"enabled": "yes", "maxDepth": 11}}`), 0o600))
+	_, err = Load([]string{"--picrew-config", file}, homeEnv)
+	require.ErrorContains(t, err, "nesting.enabled: must be a boolean")
+	require.ErrorContains(t, err, "max-depth (from "+file+"): 11 is outside 1..10")
 }
