@@ -24,7 +24,7 @@ import (
 // TestTranscripts runs testdata/transcripts/*.txt: raw NDJSON exchanged with a real server over its unix socket.
 //
 //	# comment
-//	server queue=32 maxframe=2048 hello=100ms nesting=off slots=4   options; before anything else (optional)
+//	server queue=32 maxframe=2048 hello=100ms nesting=off slots=4 waits=off   options; before anything else (optional)
 //	seed                     the standard run R1 (tasks P, Q running); sets $ORCH, $P, $Q and $ADMIN
 //	conn NAME                open a connection
 //	send NAME <line>         send the line as is, after $VAR substitution
@@ -120,6 +120,8 @@ func (tr *transcript) do(verb, rest string) {
 				cfg.NestingEnabled = v == "on"
 			case "slots":
 				cfg.MaxSlots, _ = strconv.Atoi(v)
+			case "waits":
+				cfg.WaitMethodsEnabled = v == "on"
 			default:
 				t.Fatalf("%s: unknown server option %q", at, k)
 			}

@@ -61,7 +61,7 @@ func SameConfig(a, b projections.Config) bool {
 		a.SettleGraceSec == b.SettleGraceSec && (a.ModelCatalog == nil) == (b.ModelCatalog == nil) &&
 		slices.Equal(a.ModelCatalog, b.ModelCatalog) && a.SlotShare == b.SlotShare && a.SlotWaitSec == b.SlotWaitSec &&
 		a.QuotaEvents == b.QuotaEvents && a.QuotaBytes == b.QuotaBytes && a.QuotaMsgsPerMin == b.QuotaMsgsPerMin &&
-		recordedBudgetMode(a.BudgetMode) == recordedBudgetMode(b.BudgetMode)
+		recordedBudgetMode(a.BudgetMode) == recordedBudgetMode(b.BudgetMode) && a.WaitMethodsEnabled == b.WaitMethodsEnabled
 }
 
 func (c *Configure) decide(s *projections.State, env *Env) (Decision, error) {

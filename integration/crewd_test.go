@@ -101,7 +101,10 @@ func (d *daemon) start() {
 	require.NoError(d.t, err)
 	d.logs = logs
 	// NB: port 0: tests run many daemons at once, and the default port would go to the first of them only.
-	args := append([]string{"--data", d.data, "--socket", d.socket, "--log-level", "warn", "--http", "127.0.0.1:0"}, d.args...)
+	// NB: crewd ships fail-closed as pi-crew does (nesting off, depth 2, wait methods off); these tests drive
+	// delegation and asks, so they ask for them, and a test's own flags come later and win.
+	args := append([]string{"--data", d.data, "--socket", d.socket, "--log-level", "warn", "--http", "127.0.0.1:0",
+		"--nesting", "--max-depth=4", "--wait-methods"}, d.args...)
 	cmd := exec.Command(d.bin, args...)
 	if d.cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: d.cred}

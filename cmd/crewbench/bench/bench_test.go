@@ -231,7 +231,7 @@ func TestSim(t *testing.T) {
 	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
 	sock := filepath.Join(sockDir, "s", "crewd.sock")
 	cfg, err := daemon.Load([]string{"--data", data, "--socket", sock, "--max-slots", "8", "--log-level", "error",
-		"--http", "127.0.0.1:0"},
+		"--http", "127.0.0.1:0", "--nesting", "--max-depth=4", "--wait-methods"},
 		daemon.Env{Getenv: func(string) string { return "" }, UID: os.Getuid()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

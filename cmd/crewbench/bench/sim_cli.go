@@ -29,7 +29,8 @@ func simCommand(stdout io.Writer) *cobra.Command {
 run and its tasks, spawns and settles every admitted delegation (ok, failed, timed out, cancelled) and steers
 its workers; workers that delegate with budgets, ask questions and message their parent; grandchildren that
 sometimes delegate further. It prints progress every second and a summary: commands, events, rejections by
-reason, latency percentiles.`,
+reason, latency percentiles. crewd ships with delegation and asks off, as pi-crew does: start it with
+--nesting --max-depth=4 --wait-methods, or most of the crew's requests are refused.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Duration <= 0 || o.Runs <= 0 || o.Workers <= 0 {
