@@ -63,7 +63,7 @@ func Scenario(t testing.TB, dir string) uint64 {
 	ids := 0
 	var idMu sync.Mutex
 	cfg := projections.Config{NestingEnabled: true, MaxDepth: 3, MaxSlots: 2,
-		UnmeteredDelegates: events.UnmeteredAllow, SettleGraceSec: 30}
+		UnmeteredDelegates: events.UnmeteredAllow, SettleGraceSec: 30, WaitMethodsEnabled: true}
 	eng, err := commands.Open(l, commands.Options{
 		Clock: clk.Now,
 		NewID: func() string {

@@ -71,7 +71,8 @@ func historyConfig() projections.Config {
 }
 
 // historyDaemonFlags are crewd's flags for historyConfig.
-var historyDaemonFlags = []string{"--max-slots", fmt.Sprint(commands.MaxMaxSlots), "--slot-share", "0",
+var historyDaemonFlags = []string{"--nesting", "--max-depth=4", "--wait-methods",
+	"--max-slots", fmt.Sprint(commands.MaxMaxSlots), "--slot-share", "0",
 	"--quota-events", "0", "--quota-bytes", "0", "--quota-msg-rate", "0"}
 
 // WriteHistory writes o.Events events (give or take one command's) through
