@@ -49,7 +49,7 @@ func (s *State) SlotHolder(subID string) (runID string, ok bool) {
 // Cost: one pass over the waiting runs and one over the pool.
 func (s *State) SlotWaiters(except string, now, waitMs int64, share int) int {
 	if len(s.waiting) == 0 {
-		return 0
+		return s.assumedWaiters
 	}
 	held := make(map[string]int, len(s.held))
 	for _, run := range s.held {
@@ -65,7 +65,7 @@ func (s *State) SlotWaiters(except string, now, waitMs int64, share int) int {
 			n++
 		}
 	}
-	return n
+	return n + s.assumedWaiters
 }
 
 // MessagesSince counts run runID's messages appended at or after since

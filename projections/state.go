@@ -25,6 +25,9 @@ type State struct {
 	// of SlotWaiters, so it never scans every run.
 	waiting map[string]struct{}
 	config  Config
+	// assumedWaiters are other runs' waits a recorded decision saw, set by
+	// AssumePool on a state folded from one run: zero in every fold.
+	assumedWaiters int
 }
 
 // runState is everything scoped to one run. Records live in maps keyed by id

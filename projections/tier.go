@@ -141,31 +141,9 @@ func (c *ColdStore) load(id string, cr *coldRun) (*runState, error) {
 // against is the config's in force at that moment). The fold is the same
 // Apply the whole log goes through, into a state that holds only this run.
 func (c *ColdStore) fold(id string, cr *coldRun) (*runState, error) {
-	scratch := New()
-	cfgs, err := c.readStream(events.EngineStream, cr.last)
+	scratch, err := foldRun(c.log, id, cr.last)
 	if err != nil {
 		return nil, err
-	}
-	it := c.log.ReadStream(id, 1)
-	dec := events.NewDecoder()
-	for it.Next() {
-		e := it.Event()
-		if e.Position > cr.last {
-			break
-		}
-		for len(cfgs) > 0 && cfgs[0].Position < e.Position {
-			Apply(scratch, cfgs[0])
-			cfgs = cfgs[1:]
-		}
-		ev, err := FromLogWith(dec, e)
-		if err != nil {
-			it.Close()
-			return nil, err
-		}
-		Apply(scratch, ev)
-	}
-	if err := it.Close(); err != nil {
-		return nil, fmt.Errorf("projections: re-fold run %s: %w", id, err)
 	}
 	r := scratch.runs[id]
 	if r == nil || r.last != cr.last {
@@ -176,9 +154,9 @@ func (c *ColdStore) fold(id string, cr *coldRun) (*runState, error) {
 }
 
 // readStream returns the events of stream up to position upTo.
-func (c *ColdStore) readStream(stream string, upTo uint64) ([]events.Event, error) {
+func readStream(l *eventlog.Log, stream string, upTo uint64) ([]events.Event, error) {
 	var out []events.Event
-	it := c.log.ReadStream(stream, 1)
+	it := l.ReadStream(stream, 1)
 	for it.Next() {
 		e := it.Event()
 		if e.Position > upTo {

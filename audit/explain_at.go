@@ -1,0 +1,101 @@
+package audit
+
+import (
+	"fmt"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// ExplainReach is how many events of its stream before a position ExplainAt
+// reads to find the whole decision holding it: a decision's events are one
+// command's, a handful.
+const ExplainReach = 64
+
+// ExplainAt explains the recorded decision holding position pos, as Replay
+// with Explain does, at O(the decision's run) instead of O(the log): the
+// decision is re-run on its run's state just before it, folded from the
+// run's own stream and the engine stream (projections.RunAt).
+//
+// That state holds no other run, so the daemon-wide inputs of a delegation
+// request — the slots held in all, the other runs waiting for one — are
+// taken from the decision's record (events.Policy.Held and Waiting,
+// projections.State.AssumePool), and Recorded is true. Today is then
+// today's policy on the inputs the decision recorded: a recorded pool count
+// that the other runs' events contradict is not found here, only by a full
+// Replay with Explain, which folds every run.
+//
+// ok is false when the event at pos is not part of a decision audit
+// re-runs (run and task transitions, messages, ...).
+func ExplainAt(l *eventlog.Log, pos uint64) (d Decision, recorded, ok bool, err error) {
+	group, err := decisionAt(l, pos)
+	if err != nil || group == nil {
+		return Decision{}, false, false, err
+	}
+	first := group[0]
+	s, _, err := projections.RunAt(l, first.Stream, first.Position-1)
+	if err != nil {
+		return Decision{}, false, false, err
+	}
+	if p := policyOf(group); p != nil {
+		s.AssumePool(p.Held, p.Waiting)
+		recorded = true
+	}
+	d, ok = explainGroup(s, group)
+	return d, recorded && ok, ok, nil
+}
+
+// decisionAt returns the events of the decision holding pos, grouped as
+// Replay groups them: the events of pos's stream read from ExplainReach
+// before it, split where sameDecision splits them or where the positions
+// are not consecutive (another stream's event between two of them closes a
+// decision in the whole log too). nil when pos is past the head.
+func decisionAt(l *eventlog.Log, pos uint64) ([]events.Event, error) {
+	rec, err := l.Event(pos)
+	if err != nil {
+		return nil, err
+	}
+	from := uint64(1) // a stream version
+	if rec.StreamVersion > ExplainReach {
+		from = rec.StreamVersion - ExplainReach
+	}
+	it := l.ReadStream(rec.Stream, from)
+	defer it.Close()
+	var group []events.Event
+	for it.Next() {
+		e := it.Event()
+		ev, err := projections.FromLog(e)
+		if err != nil {
+			return nil, err
+		}
+		if n := len(group); n > 0 && (ev.Position != group[n-1].Position+1 || !sameDecision(group[0], group[n-1], ev)) {
+			if group[n-1].Position >= pos {
+				break
+			}
+			group = nil
+		}
+		group = append(group, ev)
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("audit: explain position %d: %w", pos, err)
+	}
+	if len(group) == 0 || group[0].Position > pos {
+		return nil, nil
+	}
+	return group, nil
+}
+
+// policyOf is the policy inputs a request decision recorded, nil for
+// other decisions.
+func policyOf(group []events.Event) *events.Policy {
+	for _, ev := range group {
+		switch p := ev.Payload.(type) {
+		case *events.DelegateRejected:
+			return p.Policy
+		case *events.DelegateAdmitted:
+			return p.Policy
+		}
+	}
+	return nil
+}

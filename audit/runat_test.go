@@ -1,0 +1,169 @@
+package audit_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/audit"
+	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// contendedLog writes a log of runs competing for a small slot pool: requests admitted and refused (slots
+// exhausted, the run's fair share while others wait), spawns, settlements with usage, config changes and runs
+// that end, in a seeded random order. It returns the log and the run ids.
+func contendedLog(t *testing.T, seed uint64, steps int) (*eventlog.Log, []string) {
+	t.Helper()
+	l, err := eventlog.Open(t.TempDir(), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	w := audittest.NewWorld(l, audittest.Epoch.UnixNano())
+	do := func(actor events.Actor, cmd commands.Command) commands.Decision {
+		t.Helper()
+		d, err := w.Do(actor, cmd)
+		if rej := (*commands.RejectedError)(nil); err != nil && !errors.As(err, &rej) {
+			require.NoError(t, err)
+		}
+		return d
+	}
+	cfg := projections.DefaultConfig()
+	cfg.MaxSlots, cfg.SlotShare, cfg.SlotWaitSec = 3, 1, 20
+	do(audittest.Admin, &commands.Configure{Config: cfg})
+	rng := rand.New(rand.NewPCG(seed, 1))
+	var runs []string
+	tasks := map[string][]string{}
+	for r := range 4 {
+		run := fmt.Sprintf("team_20261001090000_%016x", r)
+		runs = append(runs, run)
+		do(audittest.Admin, &commands.RunCreate{RunID: run, Team: "crew", Goal: "contend", Cwd: "/srv", BudgetTotal: new(int64(1_000_000))})
+		do(audittest.Orchestrator, &commands.RunTransition{RunID: run, To: "running"})
+		for k := range 2 {
+			id := fmt.Sprintf("%02d_work", k)
+			do(audittest.Orchestrator, &commands.TaskCreate{RunID: run, TaskID: id, Role: "explorer", Agent: "explorer", Title: "work", Cwd: "/srv", StepID: id})
+			do(audittest.Orchestrator, &commands.TaskTransition{RunID: run, TaskID: id, To: "running"})
+			tasks[run] = append(tasks[run], id)
+		}
+	}
+	type flight struct{ run, sub string }
+	var inFlight []flight
+	ended := map[string]bool{}
+	for i := 0; i < steps; i++ {
+		switch k := rng.IntN(20); {
+		case k < 10:
+			run := runs[rng.IntN(len(runs))]
+			if ended[run] {
+				continue
+			}
+			task := tasks[run][rng.IntN(2)]
+			d := do(audittest.Worker(task), &commands.DelegateRequest{RunID: run, TaskID: task, Prompt: "look",
+				Role: audittest.Ptr("analyst"), BudgetTokens: audittest.Ptr[int64](100)})
+			for _, ev := range d.Events {
+				if p, ok := ev.Payload.(*events.DelegateAdmitted); ok {
+					inFlight = append(inFlight, flight{run, p.SubID})
+					do(audittest.Orchestrator, &commands.DelegateSpawned{RunID: run, SubID: p.SubID, PID: 1000 + i})
+				}
+			}
+		case k < 18 && len(inFlight) > 0:
+			j := rng.IntN(len(inFlight))
+			f := inFlight[j]
+			inFlight = append(inFlight[:j], inFlight[j+1:]...)
+			do(audittest.Orchestrator, &commands.DelegateSettle{RunID: f.run, SubID: f.sub, Outcome: commands.OutcomeOK,
+				Text: "done", UsageTokens: audittest.Ptr(int64(rng.IntN(200)))})
+		case k == 18:
+			cfg.MaxSlots, cfg.SlotShare = 2+rng.IntN(3), 1+rng.IntN(2)
+			do(audittest.Admin, &commands.Configure{Config: cfg})
+		case k == 19 && i > steps/2:
+			run := runs[rng.IntN(len(runs))]
+			holds := false
+			for _, f := range inFlight {
+				holds = holds || f.run == run
+			}
+			if !ended[run] && !holds {
+				ended[run] = true
+				do(audittest.Orchestrator, &commands.RunTransition{RunID: run, To: "completed"})
+			}
+		}
+	}
+	return l, runs
+}
+
+// runAtView is what a run's state shows of it: its records, its questions, the slots it holds and the config in
+// force.
+type runAtView struct {
+	View    audit.View
+	Asks    []projections.Ask
+	Holders []string
+	Held    int
+}
+
+func viewOfRun(s *projections.State, run string) runAtView {
+	v := audit.ViewOf(s, run)
+	v.Slots = projections.Slots{} // daemon-wide: compared on its own below
+	return runAtView{View: v, Asks: s.Asks(run), Holders: s.SlotsOf(run).SubIDs, Held: s.SlotsHeldBy(run)}
+}
+
+// TestRunAtIsTheFullRebuild: every run folded alone up to a position shows what the full rebuild (Replay from
+// position 1, what crewctl replay --to does) shows of it there, at every position of a generated log.
+func TestRunAtIsTheFullRebuild(t *testing.T) {
+	l, runs := contendedLog(t, 7, 400)
+	head, _ := l.Head()
+	full := projections.New()
+	for pos := uint64(1); pos <= head; pos++ {
+		res, err := audit.Replay(l, audit.ReplayOptions{To: pos, From: full})
+		require.NoError(t, err)
+		full = res.State
+		for _, run := range runs {
+			one, ok, err := projections.RunAt(l, run, pos)
+			require.NoError(t, err)
+			_, existed := full.Run(run)
+			require.Equal(t, existed, ok, "run %s at %d", run, pos)
+			if !ok {
+				continue
+			}
+			require.Equal(t, viewOfRun(full, run), viewOfRun(one, run), "run %s at %d", run, pos)
+		}
+	}
+}
+
+// TestExplainAtIsTheFullExplain: every recorded decision explained from its run alone, with the daemon-wide
+// inputs it recorded, is the decision a full replay --explain re-runs, whichever of its events is asked for.
+func TestExplainAtIsTheFullExplain(t *testing.T) {
+	l, _ := contendedLog(t, 11, 400)
+	res, err := audit.Replay(l, audit.ReplayOptions{Explain: true})
+	require.NoError(t, err)
+	require.Zero(t, res.Drift())
+	rejections := map[string]int{}
+	explained := map[uint64]bool{}
+	for _, want := range res.Decisions {
+		for pos := want.Position; pos <= want.Last; pos++ {
+			got, recorded, ok, err := audit.ExplainAt(l, pos)
+			require.NoError(t, err)
+			require.True(t, ok, "decision at %d", pos)
+			require.Equal(t, want, got, "decision at %d", pos)
+			require.Equal(t, want.Command == "delegate.request", recorded)
+			explained[pos] = true
+		}
+		if r, ok := strings.CutPrefix(want.Recorded, "rejected: "); ok {
+			rejections[r]++
+		}
+	}
+	// Every other event is not a decision.
+	for pos := uint64(1); pos <= res.Head; pos++ {
+		if !explained[pos] {
+			_, _, ok, err := audit.ExplainAt(l, pos)
+			require.NoError(t, err)
+			require.False(t, ok, "position %d", pos)
+		}
+	}
+	// The log exercises both daemon-wide inputs: the slots held in all and the other runs waiting.
+	require.Positive(t, rejections[events.ReasonSlotsExhausted], "rejections: %v", rejections)
+	require.Positive(t, rejections[events.ReasonSlotShareExceeded], "rejections: %v", rejections)
+}

@@ -1,0 +1,83 @@
+package projections
+
+import (
+	"fmt"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+)
+
+// RunAt folds run id alone as the full fold up to position to holds it: the
+// run's stream merged, by position, with the engine stream, both read up to
+// to, through the same Apply (the fold a cold run is read back with). It
+// costs O(the run's events up to to + the engine stream's), not O(the log).
+//
+// The state's Position is to and its config the one in force at to. It
+// holds no other run, so its daemon-wide records are the run's share of
+// them only: the slot pool's holders are the run's own (SlotsHeld counts
+// only them) and no other run waits for a slot. ok is false when the run
+// has no event at or before to.
+func RunAt(l *eventlog.Log, id string, to uint64) (s *State, ok bool, err error) {
+	s, err = foldRun(l, id, to)
+	if err != nil {
+		return nil, false, err
+	}
+	s.Position = to
+	_, ok = s.runs[id]
+	return s, ok, nil
+}
+
+// foldRun folds run id and the engine stream up to position upTo into a
+// fresh state.
+func foldRun(l *eventlog.Log, id string, upTo uint64) (*State, error) {
+	scratch := New()
+	cfgs, err := readStream(l, events.EngineStream, upTo)
+	if err != nil {
+		return nil, err
+	}
+	if id == events.EngineStream {
+		for _, c := range cfgs {
+			Apply(scratch, c)
+		}
+		return scratch, nil
+	}
+	it := l.ReadStream(id, 1)
+	dec := events.NewDecoder()
+	for it.Next() {
+		e := it.Event()
+		if e.Position > upTo {
+			break
+		}
+		for len(cfgs) > 0 && cfgs[0].Position < e.Position {
+			Apply(scratch, cfgs[0])
+			cfgs = cfgs[1:]
+		}
+		ev, err := FromLogWith(dec, e)
+		if err != nil {
+			it.Close()
+			return nil, err
+		}
+		Apply(scratch, ev)
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("projections: re-fold run %s: %w", id, err)
+	}
+	for _, c := range cfgs {
+		Apply(scratch, c)
+	}
+	return scratch, nil
+}
+
+// AssumePool makes the slot pool of s, a state RunAt folded from one run,
+// what a recorded decision saw daemon-wide: held slots in all (the other
+// runs' as anonymous holders, which no query lists by subId) and waiting
+// other runs waiting for a slot, which SlotWaiters counts on top of the
+// runs s holds. It is for re-running a recorded decision on the run's state
+// with the daemon-wide inputs the decision recorded (events.Policy.Held and
+// Waiting); a state so changed must not be folded further or published.
+func (s *State) AssumePool(held, waiting int) {
+	for i := len(s.held); i < held; i++ {
+		s.held[fmt.Sprintf("\x00other-%d", i)] = ""
+	}
+	s.assumedWaiters = max(waiting, 0)
+}
