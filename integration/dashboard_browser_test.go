@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
@@ -294,6 +295,9 @@ func TestDashboard(t *testing.T) {
 	b.run(chromedp.Evaluate(`window.crewlogNoReload === true`, &noReload))
 	require.True(t, noReload, "the page was reloaded")
 	require.Empty(t, b.exceptions(), "the page threw; console and chromedp: %v", b.consoleLogs())
+	var violations []string
+	b.run(chromedp.Evaluate(`window.crewlogCSPViolations || []`, &violations))
+	require.Empty(t, violations, "the page broke its Content-Security-Policy")
 	t.Logf("screenshots in %s: %s", shots, strings.Join(shotNames, ", "))
 
 	if *updateScreenshots {
@@ -304,6 +308,12 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 }
+
+// recordCSPViolations runs before the page's own scripts in every document and keeps each
+// securitypolicyviolation the document reports in window.crewlogCSPViolations.
+const recordCSPViolations = `window.crewlogCSPViolations = [];
+document.addEventListener('securitypolicyviolation', e =>
+  window.crewlogCSPViolations.push(e.violatedDirective + ' refused ' + (e.blockedURI || 'inline') + ' at ' + e.sourceFile + ':' + e.lineNumber));`
 
 // browser is one headless Chromium tab at 1280×800 that records the page's uncaught exceptions.
 type browser struct {
@@ -355,8 +365,13 @@ func newBrowser(ctx context.Context, t *testing.T, path string) *browser {
 		}
 	})
 	// NB: the first Run starts the browser and ties it to its context, so it must be the tab's own, not a
-	// step's (which ends with the step).
-	require.NoError(t, chromedp.Run(tabCtx, chromedp.EmulateViewport(1280, 800)))
+	// step's (which ends with the step). Every document the tab loads records the Content-Security-Policy
+	// violations it meets (an inline style the policy refuses, say), for the test to read at the end.
+	require.NoError(t, chromedp.Run(tabCtx, chromedp.EmulateViewport(1280, 800),
+		chromedp.ActionFunc(func(ctx context.Context) error {
+			_, err := page.AddScriptToEvaluateOnNewDocument(recordCSPViolations).Do(ctx)
+			return err
+		})))
 	return b
 }
 

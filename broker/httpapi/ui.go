@@ -31,7 +31,7 @@ func (s *Server) uiHandler() http.Handler {
 		h := w.Header()
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
-		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'")
+		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; frame-ancestors 'none'")
 		h.Set("Referrer-Policy", "no-referrer")
 		name := strings.TrimPrefix(path.Clean(r.URL.Path), "/")
 		if name == "" {
