@@ -30,9 +30,9 @@ type ReplayOptions struct {
 	Run string
 	// To is the last position to fold (0 = the durable head).
 	To uint64
-	// At, when set, stops at the last event whose time is ≤ At. Positions,
-	// not times, order the log: the replay stops at the first event later
-	// than At.
+	// At, when set, stops at the last event whose time is ≤ At, found by
+	// PositionAt (and at To, when that is earlier). Nothing is folded when
+	// the first event is later than At.
 	At time.Time
 	// Explain re-runs every recorded decision (see Explain).
 	Explain bool
@@ -84,17 +84,25 @@ func Replay(l *eventlog.Log, o ReplayOptions) (*Result, error) {
 	if o.From != nil {
 		res.State = o.From
 	}
+	if !o.At.IsZero() {
+		p, err := PositionAt(l, head, o.At)
+		if err != nil {
+			return nil, fmt.Errorf("audit: replay: %w", err)
+		}
+		if p == 0 {
+			return res, nil
+		}
+		if o.To == 0 || p < o.To {
+			o.To = p
+		}
+	}
 	total := head
 	if o.To > 0 && o.To < total {
 		total = o.To
 	}
-	var at int64
-	if !o.At.IsZero() {
-		at = o.At.UnixNano()
-	}
 	ex := explainer{run: o.Run, res: res}
 	d := decode(l, res.State.Position+1, func(r *eventlog.Event) bool {
-		return (o.To > 0 && r.Position > o.To) || (at != 0 && r.Time > at)
+		return o.To > 0 && r.Position > o.To
 	})
 	defer d.stop()
 	var done uint64

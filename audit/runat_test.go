@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -166,4 +167,28 @@ func TestExplainAtIsTheFullExplain(t *testing.T) {
 	// The log exercises both daemon-wide inputs: the slots held in all and the other runs waiting.
 	require.Positive(t, rejections[events.ReasonSlotsExhausted], "rejections: %v", rejections)
 	require.Positive(t, rejections[events.ReasonSlotShareExceeded], "rejections: %v", rejections)
+}
+
+// TestPositionAtIsTheFirstLaterEvent: the time a replay --at stops at is the position before the first event
+// later than it (what a replay reading the log in order finds), for times at, between and around the events'.
+func TestPositionAtIsTheFirstLaterEvent(t *testing.T) {
+	l, _ := contendedLog(t, 3, 100)
+	head, _ := l.Head()
+	var times []int64
+	for pos := uint64(1); pos <= head; pos++ {
+		e, err := l.Event(pos)
+		require.NoError(t, err)
+		times = append(times, e.Time)
+	}
+	for _, ns := range append([]int64{times[0] - 1, times[len(times)-1] + 1}, times...) {
+		for _, at := range []int64{ns - 500e6, ns, ns + 500e6} {
+			want := uint64(0)
+			for want < head && times[want] <= at {
+				want++
+			}
+			got, err := audit.PositionAt(l, head, time.Unix(0, at))
+			require.NoError(t, err)
+			require.Equal(t, want, got, "at %d", at)
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/crewlog/crewlog/audit"
 	"github.com/crewlog/crewlog/audit/audittest"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/events"
@@ -346,8 +347,14 @@ func TestStateAtIsTheReplayAtThatPosition(t *testing.T) {
 	require.Equal(t, float64(before), st["position"])
 	require.Equal(t, "running", st["run"].(map[string]any)["status"])
 	require.Len(t, st["delegations"].([]any), 1, "one delegation admitted before the second")
+	// A past position is folded from the run alone: the daemon-wide count of held slots is not known there.
+	slots := st["slots"].(map[string]any)
+	require.Nil(t, slots["held"], "a past state names no daemon-wide held count: %v", slots)
+	require.Equal(t, 1.0, slots["runHeld"])
+	require.Len(t, slots["subIds"], 1)
 	now := f.ok(budgetRun + "/state?at=" + strconv.FormatUint(head(f)+100, 10))
 	require.Equal(t, float64(head(f)), now["position"], "a position past the head is the head")
+	require.Equal(t, 0.0, now["slots"].(map[string]any)["held"], "the head's state knows the pool")
 	require.Equal(t, "completed", now["run"].(map[string]any)["status"])
 	require.Len(t, now["delegations"].([]any), 3)
 
@@ -358,6 +365,27 @@ func TestStateAtIsTheReplayAtThatPosition(t *testing.T) {
 	require.Equal(t, at, byTime["at"])
 	// The run did not exist at position 1 (engine.configured).
 	f.fails(budgetRun+"/state?at=1", http.StatusNotFound, codeNotFound)
+}
+
+// TestStateAtTimeIsReplayAt: state?at=TIME stops where crewctl replay --at TIME stops (audit.Replay with At), at
+// every second of the scenario and between, and shows the run the full rebuild shows there.
+func TestStateAtTimeIsReplayAt(t *testing.T) {
+	f := newFixture(t, Options{})
+	for d := -time.Second; d <= 40*time.Second; d += 500 * time.Millisecond {
+		at := audittest.Epoch.Add(d)
+		res, err := audit.Replay(f.log, audit.ReplayOptions{At: at})
+		require.NoError(t, err)
+		code, st := f.get(budgetRun + "/state?at=" + url.QueryEscape(at.Format(time.RFC3339Nano)))
+		run, existed := res.State.Run(audittest.RunBudget)
+		if !existed {
+			require.Equal(t, http.StatusNotFound, code, "at %s", at)
+			continue
+		}
+		require.Equal(t, http.StatusOK, code, "at %s: %v", at, st)
+		require.Equal(t, float64(res.State.Position), st["position"], "at %s", at)
+		require.Equal(t, string(run.Status), st["run"].(map[string]any)["status"], "at %s", at)
+		require.Len(t, st["delegations"], len(res.State.Delegations(audittest.RunBudget)), "at %s", at)
+	}
 }
 
 // TestExplainARejection: the "why?" of a rejection is the recorded decision re-run.
@@ -377,6 +405,7 @@ func TestExplainARejection(t *testing.T) {
 		require.Equal(t, false, d["drift"])
 		require.LessOrEqual(t, d["position"].(float64), float64(pos))
 		require.GreaterOrEqual(t, d["last"].(float64), float64(pos))
+		require.Equal(t, "recorded", x["poolInputs"], "a request's daemon-wide inputs are its record's")
 	}
 	x := f.ok("/api/v1/events/2/explain")
 	require.Nil(t, x["decision"], "run.created is not a decision audit re-runs")

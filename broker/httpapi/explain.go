@@ -9,14 +9,14 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
-// explainReach is how far past the asked position a rebuild for explain folds, so the decision holding that
-// position is complete: a decision's events are one command's, a handful.
-const explainReach = 64
-
 type explainResult struct {
 	Event    json.RawMessage `json:"event"`
 	Meaning  string          `json:"meaning"`
 	Decision *audit.Decision `json:"decision"`
+	// PoolInputs says where a delegation request's daemon-wide inputs (the slots held in all, the other runs
+	// waiting for one) came from: "recorded", the decision's own record (policy.held, policy.waiting), since the
+	// decision is re-run on its run's state alone. Absent for other decisions.
+	PoolInputs string `json:"poolInputs,omitempty"`
 }
 
 // GET /api/v1/events/{position}/explain
@@ -51,23 +51,17 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request, pr princi
 		return
 	}
 	out := explainResult{Event: data, Meaning: audit.Describe(ev)}
-	// The decision may have started a few events before pos. Fold (cheaply, and kept for the next question) up to
-	// well before it, then re-run only the decisions from there to a little after it: explaining is the costly
-	// part, so it covers at most 2 × explainReach + 1 events.
-	var baseAt uint64 // 0: from position 1
-	if pos > explainReach+1 {
-		baseAt = pos - 1 - explainReach
-	}
-	res, err := s.explainFrom(r.Context(), pr, baseAt, min(pos+explainReach, head), rec.Stream)
+	// The decision is re-run on its run's state just before it, folded from the run's stream alone: O(the run).
+	d, recorded, ok, err := s.explainAt(r.Context(), pr, pos)
 	if err != nil {
 		s.rebuildFailed(w, r, err)
 		return
 	}
-	for i := range res.Decisions {
-		if d := &res.Decisions[i]; d.Position <= pos && pos <= d.Last {
-			out.Decision = d
-			break
-		}
+	if ok {
+		out.Decision = &d
+	}
+	if recorded {
+		out.PoolInputs = "recorded"
 	}
 	writeJSON(w, out)
 }

@@ -9,20 +9,19 @@ import (
 	"time"
 
 	"github.com/crewlog/crewlog/audit"
-	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/projections"
 )
 
 // maxStateItems caps each list of a state?at answer.
 const maxStateItems = 10000
 
-// stateCache keeps the last few states rebuilt by state?at and explain, and lets one rebuild run at a time (a
-// rebuild reads the log from the nearest kept state, or from position 1: CPU the daemon's writer shares). A state
-// in the cache is never modified: a rebuild from it folds into a clone.
+// stateCache keeps the last few run states rebuilt by state?at (each one run alone, as of a position), and lets
+// one rebuild (state?at, explain) run at a time: a rebuild reads the run's stream from the log, CPU the daemon's
+// writer shares. A state in the cache is never modified.
 type stateCache struct {
 	sem    chan struct{}
 	mu     sync.Mutex
-	states []*projections.State // newest use last
+	states []*projections.State // newest use last; each holds one run (projections.RunAt)
 	queued map[string]int       // rebuild requests in progress or waiting, per principal
 }
 
@@ -37,77 +36,57 @@ func (c *stateCache) init() {
 	c.queued = make(map[string]int)
 }
 
-// base is the kept state with the greatest position ≤ pos, or nil.
-func (c *stateCache) base(pos uint64) *projections.State {
+// kept is the kept state of run runID at position pos, or nil.
+func (c *stateCache) kept(runID string, pos uint64) *projections.State {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var best *projections.State
-	for _, s := range c.states {
-		if s.Position <= pos && (best == nil || s.Position > best.Position) {
-			best = s
+	for i, s := range c.states {
+		if s.Position == pos {
+			if _, ok := s.Run(runID); ok {
+				c.states = append(append(c.states[:i:i], c.states[i+1:]...), s)
+				return s
+			}
 		}
 	}
-	return best
+	return nil
 }
 
 func (c *stateCache) keep(s *projections.State) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for i, k := range c.states {
-		if k.Position == s.Position {
-			c.states = append(c.states[:i], c.states[i+1:]...)
-			break
-		}
-	}
 	if len(c.states) == maxCachedStates {
 		c.states = c.states[1:]
 	}
 	c.states = append(c.states, s)
 }
 
-// rebuild returns the state folded up to position pos by audit.Replay, starting from the nearest kept state. It
-// waits for its turn, or for ctx. The state is shared: never modify it.
-func (s *Server) rebuild(ctx context.Context, p principal, pos uint64) (*projections.State, error) {
+// runAt returns run runID alone as of position pos (projections.RunAt: the run's stream and the engine stream,
+// O(the run), not O(the log)), from the cache or folded during the caller's turn. ok is false when the run did not
+// exist yet. The state is shared: never modify it.
+func (s *Server) runAt(ctx context.Context, p principal, runID string, pos uint64) (st *projections.State, ok bool, err error) {
+	if st := s.states.kept(runID, pos); st != nil {
+		return st, true, nil
+	}
 	if err := s.states.turn(ctx, p); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer s.states.done(p)
-	return s.fold(pos)
+	st, ok, err = projections.RunAt(s.opts.Log, runID, pos)
+	if err != nil || !ok {
+		return nil, ok, err
+	}
+	s.states.keep(st)
+	return st, true, nil
 }
 
-// fold is rebuild during the caller's turn.
-func (s *Server) fold(pos uint64) (*projections.State, error) {
-	o := audit.ReplayOptions{To: pos}
-	if b := s.states.base(pos); b != nil {
-		if b.Position == pos {
-			return b, nil
-		}
-		o.From = b.Clone()
-	}
-	res, err := audit.Replay(s.opts.Log, o)
-	if err != nil {
-		return nil, err
-	}
-	s.states.keep(res.State)
-	return res.State, nil
-}
-
-// explainFrom re-runs the recorded decisions of run's events in (base, to] (audit.Replay with Explain) on the
-// state folded up to base.
-func (s *Server) explainFrom(ctx context.Context, p principal, base, to uint64, run string) (*audit.Result, error) {
+// explainAt re-runs the recorded decision holding position pos (audit.ExplainAt, O(the decision's run)) during
+// the caller's turn.
+func (s *Server) explainAt(ctx context.Context, p principal, pos uint64) (d audit.Decision, recorded, ok bool, err error) {
 	if err := s.states.turn(ctx, p); err != nil {
-		return nil, err
+		return audit.Decision{}, false, false, err
 	}
 	defer s.states.done(p)
-	o := audit.ReplayOptions{To: to, Run: run, Explain: true}
-	if base > 0 {
-		st, err := s.fold(base)
-		if err != nil {
-			return nil, err
-		}
-		o.From = st.Clone()
-	}
-	return audit.Replay(s.opts.Log, o)
+	return audit.ExplainAt(s.opts.Log, pos)
 }
 
 // turn waits for the one rebuild slot; it refuses a principal that already has maxRebuildsPerPrincipal requests
@@ -156,26 +135,6 @@ func (s *Server) rebuildFailed(w http.ResponseWriter, r *http.Request, err error
 	}
 }
 
-// positionAt is the position of the last event whose time is ≤ at, by binary search: event times follow
-// positions (one engine clock), which is what crewctl replay --at assumes too.
-func positionAt(l *eventlog.Log, head uint64, at time.Time) (uint64, error) {
-	ns := at.UnixNano()
-	lo, hi := uint64(0), head // the answer is in [lo, hi]
-	for lo < hi {
-		mid := hi - (hi-lo)/2
-		ev, err := l.Event(mid)
-		if err != nil {
-			return 0, err
-		}
-		if ev.Time <= ns {
-			lo = mid
-		} else {
-			hi = mid - 1
-		}
-	}
-	return lo, nil
-}
-
 type stateResult struct {
 	Position    uint64            `json:"position"`
 	Head        uint64            `json:"head"`
@@ -185,8 +144,18 @@ type stateResult struct {
 	Delegations []delegationItem  `json:"delegations"`
 	Ledger      []accountItem     `json:"ledger"`
 	Asks        []projections.Ask `json:"asks"`
-	Slots       projections.Slots `json:"slots"`
+	Slots       stateSlots        `json:"slots"`
 	Truncated   bool              `json:"truncated"`
+}
+
+// stateSlots is the slot pool as a state?at answer shows it: the capacity in force and the run's own holders, and
+// the slots held daemon-wide only when the answer is the head's. A past position is folded from the run alone
+// (O(the run)), which does not read the other runs' holders: held is then null, never a guess.
+type stateSlots struct {
+	Held     *int     `json:"held"`
+	Capacity int      `json:"capacity"`
+	RunHeld  int      `json:"runHeld"`
+	SubIDs   []string `json:"subIds"`
 }
 
 // GET /api/v1/runs/{runId}/state?at=POSITION|TIME
@@ -218,7 +187,7 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request, pr principa
 			return
 		}
 		at = &t
-		if pos, err = positionAt(s.opts.Log, head, t); err != nil {
+		if pos, err = audit.PositionAt(s.opts.Log, head, t); err != nil {
 			writeError(w, s.internal(r, err))
 			return
 		}
@@ -233,15 +202,22 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request, pr principa
 	)
 	if pos >= head {
 		// The published state is the rebuild at the head (a rebuild from position 1 gives the same state, which
-		// the engine's tests prove): read it instead of folding the whole log again.
-		s.opts.Engine.Read(func(st *projections.State) { out, ok = runView(st, runID) })
+		// the engine's tests prove): read it instead of folding the run again.
+		s.opts.Engine.Read(func(st *projections.State) {
+			if out, ok = runView(st, runID); ok {
+				held := st.SlotsHeld()
+				out.Slots.Held = &held
+			}
+		})
 	} else {
-		st, err := s.rebuild(r.Context(), pr, pos)
+		st, existed, err := s.runAt(r.Context(), pr, runID, pos)
 		if err != nil {
 			s.rebuildFailed(w, r, err)
 			return
 		}
-		out, ok = runView(st, runID)
+		if existed {
+			out, ok = runView(st, runID)
+		}
 	}
 	if !ok {
 		writeError(w, notFound("run %q did not exist yet at position %d", runID, pos))
@@ -257,7 +233,9 @@ func runView(st *projections.State, runID string) (stateResult, bool) {
 	if !ok {
 		return stateResult{}, false
 	}
-	out := stateResult{Position: st.Position, Run: itemOf(st, run), Slots: st.SlotsOf(runID)}
+	own := st.SlotsOf(runID)
+	out := stateResult{Position: st.Position, Run: itemOf(st, run),
+		Slots: stateSlots{Capacity: own.Capacity, RunHeld: len(own.SubIDs), SubIDs: own.SubIDs}}
 	f := projections.PageFilter{Limit: maxStateItems}
 	tp, _ := st.TasksPage(runID, f)
 	dp, _ := st.DelegationsPage(runID, f)

@@ -148,6 +148,7 @@ function explanation(x, fallbackEvent) {
       kv('rule', d.rule),
       kv('re-run today', d.today),
       kv('events', d.position === d.last ? `position ${d.position}` : `positions ${d.position} … ${d.last}`),
+      x.poolInputs === 'recorded' ? kv('slot pool', 'slots held in all and runs waiting: as the decision recorded them') : null,
       d.drift ? kv('policy drift', h('span.drift', 'today’s code decides differently than the log recorded')) : null));
     if (d.drift && d.differences) {
       parts.push(h('pre.small.mono', JSON.stringify(d.differences, null, 2)));

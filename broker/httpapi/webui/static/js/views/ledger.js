@@ -35,7 +35,9 @@ export function drawLedger(v, d) {
       holders.length
         ? h('ul.holders', holders.map((x) => h('li', h('span.mono', x.subId), ' ', pill(x.status), h('span.muted', ` for ${x.parentTaskId}`))))
         : h('p.empty', 'none'),
-      d.slots ? h('p.small.muted', `pool then: ${d.slots.held} of ${d.slots.capacity} held`) : null));
+      d.slots ? h('p.small.muted', d.slots.held == null
+        ? `pool then: capacity ${d.slots.capacity}; the slots other runs held then are not kept per position`
+        : `pool then: ${d.slots.held} of ${d.slots.capacity} held`) : null));
 }
 
 async function ledgerHistory(v, d, taskId, el) {
