@@ -26,17 +26,28 @@ const ExplainReach = 64
 // that the other runs' events contradict is not found here, only by a full
 // Replay with Explain, which folds every run.
 //
+// states, when not nil, lends run states folded before (the fold then
+// starts from the nearest) and keeps the one ExplainAt folds.
+//
 // ok is false when the event at pos is not part of a decision audit
 // re-runs (run and task transitions, messages, ...).
-func ExplainAt(l *eventlog.Log, pos uint64) (d Decision, recorded, ok bool, err error) {
+func ExplainAt(l *eventlog.Log, pos uint64, states RunStates) (d Decision, recorded, ok bool, err error) {
 	group, err := decisionAt(l, pos)
 	if err != nil || group == nil {
 		return Decision{}, false, false, err
 	}
 	first := group[0]
-	s, _, err := projections.RunAt(l, first.Stream, first.Position-1)
+	var base *projections.State
+	if states != nil {
+		base = states.Base(first.Stream, first.Position-1)
+	}
+	s, _, err := projections.RunAtFrom(l, base, first.Stream, first.Position-1)
 	if err != nil {
 		return Decision{}, false, false, err
+	}
+	if states != nil {
+		states.Keep(s)
+		s = s.Clone() // the re-run below changes it
 	}
 	if p := policyOf(group); p != nil {
 		s.AssumePool(p.Held, p.Waiting)
@@ -44,6 +55,16 @@ func ExplainAt(l *eventlog.Log, pos uint64) (d Decision, recorded, ok bool, err 
 	}
 	d, ok = explainGroup(s, group)
 	return d, recorded && ok, ok, nil
+}
+
+// RunStates lends ExplainAt run states (projections.RunAt's) folded
+// before, and keeps the ones it folds. A state lent or kept is never
+// modified.
+type RunStates interface {
+	// Base is the kept state of run with the greatest position ≤ to, or
+	// nil.
+	Base(run string, to uint64) *projections.State
+	Keep(s *projections.State)
 }
 
 // decisionAt returns the events of the decision holding pos, grouped as

@@ -111,25 +111,34 @@ func viewOfRun(s *projections.State, run string) runAtView {
 	return runAtView{View: v, Asks: s.Asks(run), Holders: s.SlotsOf(run).SubIDs, Held: s.SlotsHeldBy(run)}
 }
 
-// TestRunAtIsTheFullRebuild: every run folded alone up to a position shows what the full rebuild (Replay from
-// position 1, what crewctl replay --to does) shows of it there, at every position of a generated log.
+// TestRunAtIsTheFullRebuild: every run folded alone up to a position, from the start or on from its state at the
+// position before, shows what the full rebuild (Replay from position 1, what crewctl replay --to does) shows of it
+// there, at every position of a generated log.
 func TestRunAtIsTheFullRebuild(t *testing.T) {
 	l, runs := contendedLog(t, 7, 400)
 	head, _ := l.Head()
 	full := projections.New()
+	continued := map[string]*projections.State{} // each run folded on from its state at the position before
 	for pos := uint64(1); pos <= head; pos++ {
 		res, err := audit.Replay(l, audit.ReplayOptions{To: pos, From: full})
 		require.NoError(t, err)
 		full = res.State
 		for _, run := range runs {
-			one, ok, err := projections.RunAt(l, run, pos)
+			on, ok, err := projections.RunAtFrom(l, continued[run], run, pos)
 			require.NoError(t, err)
 			_, existed := full.Run(run)
 			require.Equal(t, existed, ok, "run %s at %d", run, pos)
 			if !ok {
 				continue
 			}
-			require.Equal(t, viewOfRun(full, run), viewOfRun(one, run), "run %s at %d", run, pos)
+			require.Equal(t, viewOfRun(full, run), viewOfRun(on, run), "run %s continued to %d", run, pos)
+			if pos%5 == 0 || pos == head { // from the start: O(the run) each, so at every fifth position
+				one, ok, err := projections.RunAt(l, run, pos)
+				require.NoError(t, err)
+				require.True(t, ok)
+				require.Equal(t, viewOfRun(full, run), viewOfRun(one, run), "run %s at %d", run, pos)
+			}
+			continued[run] = on
 		}
 	}
 }
@@ -142,10 +151,11 @@ func TestExplainAtIsTheFullExplain(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, res.Drift())
 	rejections := map[string]int{}
+	states := &keptStates{}
 	explained := map[uint64]bool{}
 	for _, want := range res.Decisions {
 		for pos := want.Position; pos <= want.Last; pos++ {
-			got, recorded, ok, err := audit.ExplainAt(l, pos)
+			got, recorded, ok, err := audit.ExplainAt(l, pos, states)
 			require.NoError(t, err)
 			require.True(t, ok, "decision at %d", pos)
 			require.Equal(t, want, got, "decision at %d", pos)
@@ -159,7 +169,7 @@ func TestExplainAtIsTheFullExplain(t *testing.T) {
 	// Every other event is not a decision.
 	for pos := uint64(1); pos <= res.Head; pos++ {
 		if !explained[pos] {
-			_, _, ok, err := audit.ExplainAt(l, pos)
+			_, _, ok, err := audit.ExplainAt(l, pos, nil)
 			require.NoError(t, err)
 			require.False(t, ok, "position %d", pos)
 		}
@@ -192,3 +202,18 @@ func TestPositionAtIsTheFirstLaterEvent(t *testing.T) {
 		}
 	}
 }
+
+// keptStates keeps every state ExplainAt folds, so each explain continues from the one before.
+type keptStates struct{ states []*projections.State }
+
+func (k *keptStates) Base(run string, to uint64) *projections.State {
+	var best *projections.State
+	for _, s := range k.states {
+		if _, ok := s.Run(run); ok && s.Position <= to && (best == nil || s.Position > best.Position) {
+			best = s
+		}
+	}
+	return best
+}
+
+func (k *keptStates) Keep(s *projections.State) { k.states = append(k.states, s) }

@@ -18,7 +18,18 @@ import (
 // only them) and no other run waits for a slot. ok is false when the run
 // has no event at or before to.
 func RunAt(l *eventlog.Log, id string, to uint64) (s *State, ok bool, err error) {
-	s, err = foldRun(l, id, to)
+	return RunAtFrom(l, nil, id, to)
+}
+
+// RunAtFrom is RunAt continued from base, a state RunAt or RunAtFrom
+// returned for the same run at a position ≤ to: it folds only the events
+// after base.Position, into a clone (base is not modified). A nil base, or
+// one past to, starts from the beginning.
+func RunAtFrom(l *eventlog.Log, base *State, id string, to uint64) (s *State, ok bool, err error) {
+	if base != nil && base.Position > to {
+		base = nil
+	}
+	s, err = foldRun(l, base, id, to)
 	if err != nil {
 		return nil, false, err
 	}
@@ -28,12 +39,26 @@ func RunAt(l *eventlog.Log, id string, to uint64) (s *State, ok bool, err error)
 }
 
 // foldRun folds run id and the engine stream up to position upTo into a
-// fresh state.
-func foldRun(l *eventlog.Log, id string, upTo uint64) (*State, error) {
-	scratch := New()
+// fresh state, or into a clone of base (a state of run id alone at
+// base.Position ≤ upTo) with the events after base.Position.
+func foldRun(l *eventlog.Log, base *State, id string, upTo uint64) (*State, error) {
+	scratch, after, from := New(), uint64(0), uint64(1) // from: the first stream version to read
+	if base != nil {
+		scratch, after = base.Clone(), base.Position
+		if r := base.runs[id]; r != nil {
+			e, err := l.Event(r.last)
+			if err != nil {
+				return nil, fmt.Errorf("projections: re-fold run %s: %w", id, err)
+			}
+			from = e.StreamVersion + 1
+		}
+	}
 	cfgs, err := readStream(l, events.EngineStream, upTo)
 	if err != nil {
 		return nil, err
+	}
+	for len(cfgs) > 0 && cfgs[0].Position <= after {
+		cfgs = cfgs[1:]
 	}
 	if id == events.EngineStream {
 		for _, c := range cfgs {
@@ -41,7 +66,7 @@ func foldRun(l *eventlog.Log, id string, upTo uint64) (*State, error) {
 		}
 		return scratch, nil
 	}
-	it := l.ReadStream(id, 1)
+	it := l.ReadStream(id, from)
 	dec := events.NewDecoder()
 	for it.Next() {
 		e := it.Event()

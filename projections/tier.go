@@ -141,7 +141,7 @@ func (c *ColdStore) load(id string, cr *coldRun) (*runState, error) {
 // against is the config's in force at that moment). The fold is the same
 // Apply the whole log goes through, into a state that holds only this run.
 func (c *ColdStore) fold(id string, cr *coldRun) (*runState, error) {
-	scratch, err := foldRun(c.log, id, cr.last)
+	scratch, err := foldRun(c.log, nil, id, cr.last)
 	if err != nil {
 		return nil, err
 	}

@@ -15,13 +15,14 @@ import (
 // maxStateItems caps each list of a state?at answer.
 const maxStateItems = 10000
 
-// stateCache keeps the last few run states rebuilt by state?at (each one run alone, as of a position), and lets
+// stateCache keeps the last few run states rebuilt by state?at and explain (each one run alone, as of a position:
+// projections.RunAt), a rebuild starting from the nearest kept state of its run before its position; and it lets
 // one rebuild (state?at, explain) run at a time: a rebuild reads the run's stream from the log, CPU the daemon's
 // writer shares. A state in the cache is never modified.
 type stateCache struct {
 	sem    chan struct{}
 	mu     sync.Mutex
-	states []*projections.State // newest use last; each holds one run (projections.RunAt)
+	states []*projections.State // oldest kept first; each holds one run (projections.RunAt)
 	queued map[string]int       // rebuild requests in progress or waiting, per principal
 }
 
@@ -36,22 +37,21 @@ func (c *stateCache) init() {
 	c.queued = make(map[string]int)
 }
 
-// kept is the kept state of run runID at position pos, or nil.
-func (c *stateCache) kept(runID string, pos uint64) *projections.State {
+// Base is the kept state of run runID with the greatest position ≤ pos, or nil (audit.RunStates).
+func (c *stateCache) Base(runID string, pos uint64) *projections.State {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for i, s := range c.states {
-		if s.Position == pos {
-			if _, ok := s.Run(runID); ok {
-				c.states = append(append(c.states[:i:i], c.states[i+1:]...), s)
-				return s
-			}
+	var best *projections.State
+	for _, s := range c.states {
+		if _, ok := s.Run(runID); ok && s.Position <= pos && (best == nil || s.Position > best.Position) {
+			best = s
 		}
 	}
-	return nil
+	return best
 }
 
-func (c *stateCache) keep(s *projections.State) {
+// Keep keeps s, a state of one run, dropping the oldest kept beyond maxCachedStates (audit.RunStates).
+func (c *stateCache) Keep(s *projections.State) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.states) == maxCachedStates {
@@ -61,32 +61,32 @@ func (c *stateCache) keep(s *projections.State) {
 }
 
 // runAt returns run runID alone as of position pos (projections.RunAt: the run's stream and the engine stream,
-// O(the run), not O(the log)), from the cache or folded during the caller's turn. ok is false when the run did not
-// exist yet. The state is shared: never modify it.
+// O(the run), not O(the log)), kept or folded during the caller's turn on from the nearest kept state of the run
+// before pos. ok is false when the run did not exist yet. The state is shared: never modify it.
 func (s *Server) runAt(ctx context.Context, p principal, runID string, pos uint64) (st *projections.State, ok bool, err error) {
-	if st := s.states.kept(runID, pos); st != nil {
-		return st, true, nil
+	if b := s.states.Base(runID, pos); b != nil && b.Position == pos {
+		return b, true, nil
 	}
 	if err := s.states.turn(ctx, p); err != nil {
 		return nil, false, err
 	}
 	defer s.states.done(p)
-	st, ok, err = projections.RunAt(s.opts.Log, runID, pos)
+	st, ok, err = projections.RunAtFrom(s.opts.Log, s.states.Base(runID, pos), runID, pos)
 	if err != nil || !ok {
 		return nil, ok, err
 	}
-	s.states.keep(st)
+	s.states.Keep(st)
 	return st, true, nil
 }
 
-// explainAt re-runs the recorded decision holding position pos (audit.ExplainAt, O(the decision's run)) during
-// the caller's turn.
+// explainAt re-runs the recorded decision holding position pos (audit.ExplainAt, O(the decision's run), on from
+// the nearest kept state of the run) during the caller's turn.
 func (s *Server) explainAt(ctx context.Context, p principal, pos uint64) (d audit.Decision, recorded, ok bool, err error) {
 	if err := s.states.turn(ctx, p); err != nil {
 		return audit.Decision{}, false, false, err
 	}
 	defer s.states.done(p)
-	return audit.ExplainAt(s.opts.Log, pos)
+	return audit.ExplainAt(s.opts.Log, pos, &s.states)
 }
 
 // turn waits for the one rebuild slot; it refuses a principal that already has maxRebuildsPerPrincipal requests
