@@ -16,6 +16,11 @@
 //     clock and the recorded ids as the id source. The decision is pure, so
 //     a difference between decided and recorded events is a difference in
 //     the code (policy drift), never in the machine or the moment.
+//   - ExplainAt re-runs one decision on its run's state alone
+//     (projections.RunAt), O(the run): the same Decision a full Replay
+//     with Explain reports, the slots held in all and the other runs
+//     waiting taken from what the decision recorded (events.Policy).
+//   - Replay's At and PositionAt resolve a time to the same position.
 //   - Every problem names the first bad position.
 //
 // # Limits

@@ -7,8 +7,9 @@
 //
 // Every list reads the same projection queries the broker's query.* methods call (projections.State.Runs,
 // TasksPage, DelegationsPage, LedgerPage, AccountHistory, Mailbox, Asks, Credentials, Slots) through
-// commands.Engine.Read, copying only the page inside the read; state?at and explain rebuild with audit.Replay, the
-// fold crewctl replay runs; events and the stream read the log (eventlog.Log.Read / ReadStream) up to the engine's
+// commands.Engine.Read, copying only the page inside the read; state?at folds the one run up to the position
+// (projections.RunAt: the run's stream and the engine stream, the fold a cold run is read back with) and explain
+// re-runs one decision on its run's state (audit.ExplainAt), both O(the run), not O(the log); events and the stream read the log (eventlog.Log.Read / ReadStream) up to the engine's
 // published head, rendered as the socket's team.event (broker.AdminEventJSON).
 //
 // # Guarantees
@@ -31,15 +32,23 @@
 //     not sent) and ends — the socket's rule. Memory: the ring plus ≤ 256 KiB in flight per stream.
 //   - A stream delivers events in position order from its start (Last-Event-ID / after, else the head), never
 //     repeating or skipping one; a start older than the ring replays from the log first.
-//   - state?at and explain rebuild one at a time, from the nearest of the last 4 rebuilt states (or position 1);
-//     a credential or session has at most 4 of them in progress or waiting (429 too-many-rebuilds beyond).
+//   - state?at and explain rebuild one at a time, from the nearest of the last 4 rebuilt run states before their
+//     position (or the run's first event); a credential or session has at most 4 of them in progress or waiting
+//     (429 too-many-rebuilds beyond). Each shows the run exactly as the full rebuild (crewctl replay --to) does.
+//   - A daemon-wide figure that a run's own events do not give is never guessed: a past state's slots.held is
+//     null (only the head's state knows it), and explain re-runs a delegation request with the slots held in all
+//     and the other runs waiting that the decision recorded (poolInputs "recorded").
+//   - state?at=TIME resolves the time by audit.PositionAt, as crewctl replay --at does: the same position.
 //
 // # Not guaranteed
 //
 //   - Sessions and login codes live in memory: a restart logs every page out (crewd prints a new link).
-//   - state?at=TIME finds the position by binary search over event times, which assumes times follow positions
-//     (one engine clock); after a clock step backwards it may differ from crewctl replay --at.
-//   - A rebuild reads the log from the nearest kept state: the first state?at or explain on a large store costs
-//     a replay (about 100k events a second here).
+//   - audit.PositionAt is a binary search over event times, which follow positions (one engine clock); after a
+//     clock step backwards it finds a position whose event is ≤ the time and whose next is later, not
+//     necessarily the first such.
+//   - A rebuild costs O(the run): a run of 5,000 delegations (33k events) takes tens of ms from its first
+//     event; later positions near a kept state cost the events between them.
+//   - Explain does not check the recorded pool inputs against the other runs' events (a full crewctl replay
+//     --explain, which folds every run, does).
 //   - TLS: serve it behind a proxy that terminates TLS when --http-allow-remote.
 package httpapi
