@@ -134,8 +134,8 @@ func bigViews(rejectedAt, head uint64) []string {
 }
 
 // BenchmarkViewsOf5000Delegations measures the server time of every view of a run with 5,000 delegations (the
-// dashboard's goal: ≤ 100 ms each). Each sub-benchmark is one view; the first state?at and explain rebuild from
-// position 1, later ones reuse the rebuilt states. Run:
+// dashboard's goal: ≤ 100 ms each). Each sub-benchmark is one view; the first state?at and explain fold the run from
+// its first event, later ones continue from the kept run states. Run:
 //
 //	go test ./broker/httpapi -run '^$' -bench ViewsOf5000 -benchtime 10x
 func BenchmarkViewsOf5000Delegations(b *testing.B) {
