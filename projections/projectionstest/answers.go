@@ -28,7 +28,7 @@ var (
 		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "Task", "Tasks", "TasksPage",
 	}
 	stateNotQueries = []string{
-		"Clone", "ColdRuns", "ColdStore", "EvictAll", "Evict", "Evictable", "FaultIn", "HotRuns", "IsCold",
+		"AssumePool", "Clone", "ColdRuns", "ColdStore", "EvictAll", "Evict", "Evictable", "FaultIn", "HotRuns", "IsCold",
 		"SetColdStore", "ThawFrom", "Warm", "Whole",
 	}
 )
