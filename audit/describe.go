@@ -31,6 +31,10 @@ func Describe(ev events.Event) string {
 		return describeCredential(ev)
 	case "engine":
 		return describeEngine(ev)
+	case "policy":
+		return describePolicy(ev)
+	case "foreign":
+		return describeForeign(ev)
 	}
 	return ev.Type
 }

@@ -41,9 +41,19 @@ type teamMetadata struct {
 	CausationID   string       `json:"causationId,omitempty"`
 	CorrelationID string       `json:"correlationId,omitempty"`
 	Actor         events.Actor `json:"actor"`
+	// Imported is set on an event an import kept as it was (foreign.imported): the event then shows the
+	// source's own type, message and data, and this says where it came from.
+	Imported *importedMeta `json:"imported,omitempty"`
 	// Omitted is set when data was left out because the event would not fit in one frame; the seq is still
 	// delivered so a client never sees a gap.
 	Omitted bool `json:"omitted,omitempty"`
+}
+
+// importedMeta is teamMetadata.Imported: the stored type, the source and the event's seq in the source's log.
+type importedMeta struct {
+	Type   string `json:"type"`
+	Source string `json:"source"`
+	Seq    int64  `json:"seq"`
 }
 
 // isoMillis is JavaScript's Date.prototype.toISOString layout.
@@ -90,7 +100,14 @@ func renderDecoded(r *eventlog.Event, ev events.Event, viewer identity) (teamEve
 	if raw, ok := fields["taskId"]; ok {
 		json.Unmarshal(raw, &te.TaskID)
 	}
-	if ask := events.PayloadAs[events.AskRequested](ev); ask != nil {
+	if f := events.PayloadAs[events.ForeignImported](ev); f != nil {
+		// Served as the source wrote it, so a pi-crew client reads back its own event.
+		te.Type, te.TaskID, te.Message, te.Data = f.Type, f.TaskID, f.Message, json.RawMessage(`null`)
+		if f.Data != "" && json.Valid([]byte(f.Data)) {
+			te.Data = json.RawMessage(f.Data)
+		}
+		te.Metadata.Imported = &importedMeta{Type: ev.Type, Source: f.Source, Seq: f.Seq}
+	} else if ask := events.PayloadAs[events.AskRequested](ev); ask != nil {
 		te.Message = ask.Question // pi-crew puts the question in ask.requested's message (D§3.6)
 	} else if strings.HasPrefix(ev.Type, "delegate.") {
 		te.Message = truncateUTF16(ev.Type+": "+string(data), 200)

@@ -50,7 +50,8 @@ func filled(t string) any {
 
 func TestRegistryCoversContract(t *testing.T) {
 	// Every type named by the contract (SPEC §3, plus D§4.4's
-	// task.budget_fair_share and D§3.6's policy.action), spelled out so a missing or misspelt
+	// task.budget_fair_share, D§3.6's policy.action, and foreign.imported
+	// for the source events an import keeps), spelled out so a missing or misspelt
 	// constant fails here.
 	want := strings.Fields(`run.created run.queued run.planning run.running run.blocked run.completed run.failed
 		run.cancelled run.budget_warning run.budget_abort run.quota_exceeded task.budget_fair_share task.created task.started
@@ -59,7 +60,7 @@ func TestRegistryCoversContract(t *testing.T) {
 		delegate.requested delegate.admitted delegate.rejected delegate.spawned delegate.completed
 		delegate.failed delegate.timed_out delegate.cancel_requested delegate.cancelled budget.reserved
 		budget.charged mailbox.appended mailbox.delivered mailbox.acknowledged steer.pushed ask.requested
-		ask.answered ask.timedout credential.issued credential.revoked engine.configured store.migrated policy.action`)
+		ask.answered ask.timedout credential.issued credential.revoked engine.configured store.migrated policy.action foreign.imported`)
 	require.ElementsMatch(t, want, Types())
 	for _, typ := range want {
 		require.True(t, IsKnown(typ), typ)

@@ -125,6 +125,13 @@ func appendPayload(b []byte, p any) (_ []byte, ok bool) {
 		return appendEngineConfigured(b, p), true
 	case EngineConfigured:
 		return appendEngineConfigured(b, &p), true
+	case *ForeignImported:
+		if p == nil {
+			return append(b, 0xc0), true
+		}
+		return appendForeignImported(b, p), true
+	case ForeignImported:
+		return appendForeignImported(b, &p), true
 	case *MailboxAcknowledged:
 		if p == nil {
 			return append(b, 0xc0), true
@@ -418,6 +425,11 @@ var payloadDecoders = map[string]payloadDecoder{
 	TypeEngineConfigured: {version: 1, decode: func(r *fastReader) any {
 		p := new(EngineConfigured)
 		r.readEngineConfigured(p)
+		return p
+	}},
+	TypeForeignImported: {version: 1, decode: func(r *fastReader) any {
+		p := new(ForeignImported)
+		r.readForeignImported(p)
 		return p
 	}},
 	TypeMailboxAcknowledged: {version: 1, decode: func(r *fastReader) any {
@@ -1310,6 +1322,72 @@ func (r *fastReader) readEngineConfigured(p *EngineConfigured) {
 		case "waitMethodsDisabled":
 			r.once(&seen, 13)
 			p.WaitMethodsDisabled = r.bool()
+		default:
+			r.skip()
+		}
+	}
+}
+
+func appendForeignImported(b []byte, p *ForeignImported) []byte {
+	n := 4
+	if len(p.TaskID) != 0 {
+		n++
+	}
+	if len(p.Message) != 0 {
+		n++
+	}
+	if len(p.Data) != 0 {
+		n++
+	}
+	b = appendMapLen(b, n)
+	b = append(b, "\xa6source"...)
+	b = appendString(b, p.Source)
+	b = append(b, "\xa4type"...)
+	b = appendString(b, p.Type)
+	b = append(b, "\xa3seq"...)
+	b = appendInt64(b, p.Seq)
+	b = append(b, "\xa4time"...)
+	b = appendString(b, p.Time)
+	if len(p.TaskID) != 0 {
+		b = append(b, "\xa6taskId"...)
+		b = appendString(b, p.TaskID)
+	}
+	if len(p.Message) != 0 {
+		b = append(b, "\xa7message"...)
+		b = appendString(b, p.Message)
+	}
+	if len(p.Data) != 0 {
+		b = append(b, "\xa4data"...)
+		b = appendString(b, p.Data)
+	}
+	return b
+}
+
+func (r *fastReader) readForeignImported(p *ForeignImported) {
+	var seen fieldSet
+	for n := r.mapLen(); n > 0 && r.ok(); n-- {
+		switch r.key() {
+		case "source":
+			r.once(&seen, 0)
+			p.Source = r.str()
+		case "type":
+			r.once(&seen, 1)
+			p.Type = r.str()
+		case "seq":
+			r.once(&seen, 2)
+			p.Seq = r.int()
+		case "time":
+			r.once(&seen, 3)
+			p.Time = r.str()
+		case "taskId":
+			r.once(&seen, 4)
+			p.TaskID = r.str()
+		case "message":
+			r.once(&seen, 5)
+			p.Message = r.str()
+		case "data":
+			r.once(&seen, 6)
+			p.Data = r.str()
 		default:
 			r.skip()
 		}

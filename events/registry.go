@@ -69,6 +69,8 @@ var registry = map[string]kind{
 
 	TypePolicyAction: v1[PolicyAction](),
 
+	TypeForeignImported: v1[ForeignImported](),
+
 	TypeCredentialIssued:  v1[CredentialIssued](),
 	TypeCredentialRevoked: v1[CredentialRevoked](),
 

@@ -25,6 +25,8 @@ func Apply(s *State, ev events.Event) {
 	case events.TypeRunCreated:
 		applyRunCreated(s, ev)
 		return
+	case events.TypeForeignImported:
+		return // kept for the record only: it changes no projection
 	}
 	r := s.runs[ev.Stream]
 	if r == nil {

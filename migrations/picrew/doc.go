@@ -31,10 +31,15 @@
 //     (import:<runId>:<what>) and ids already in the command-id table are
 //     skipped, so a second import of the same files appends nothing, and an
 //     import of files that grew appends only what is new.
+//   - Nothing pi-crew wrote is dropped: an event type without a crewlog
+//     counterpart (task.progress, hook.executed, policy.action, …) is kept as
+//     foreign.imported with its type, seq, time, task, message and data; it
+//     changes no projection, and the timeline, replay and events.since show
+//     it (RunSummary.Foreign counts them).
 //   - Tolerant and loud: corrupt lines, seq gaps and duplicates, quarantined
-//     .corrupt-* files, lock and sidecar files, unknown files and event types
-//     are skipped and each is listed in the Summary; nothing is dropped
-//     without a line saying so.
+//     .corrupt-* files, lock and sidecar files and unknown files are skipped
+//     and each is listed in the Summary; nothing is dropped without a line
+//     saying so.
 //   - A run's writes commit in one atomic append.
 //
 // It does not lock the pi-crew root (pi-crew must not be writing it) and it

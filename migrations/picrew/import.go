@@ -23,6 +23,9 @@ type RunSummary struct {
 	Writes   int `json:"writes"`
 	Existing int `json:"existing"`
 	Appended int `json:"appended"`
+	// Foreign counts the events.jsonl lines without a crewlog counterpart,
+	// kept as foreign.imported events.
+	Foreign int `json:"foreign"`
 }
 
 // Summary is the report of Import.
@@ -64,7 +67,7 @@ func Import(l *eventlog.Log, root string, opts *Options) (Summary, error) {
 		p := newPlanner(src, r)
 		writes := p.plan()
 		rs := RunSummary{RunID: r.id, Status: r.manifest.Status, Events: len(r.events), Messages: len(r.messages),
-			Steers: len(r.steers), Writes: len(writes)}
+			Steers: len(r.steers), Writes: len(writes), Foreign: p.foreignCount}
 		for _, t := range r.tasks {
 			if t.shadow() {
 				rs.Shadows++

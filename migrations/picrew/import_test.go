@@ -8,8 +8,10 @@ import (
 
 	"github.com/crewlog/crewlog/audit"
 	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/migrations/migrationstest"
 	"github.com/crewlog/crewlog/migrations/picrew"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // testdata/root is a pi-crew crew root built from the shapes of D§1–§3: a
@@ -58,4 +60,51 @@ func TestImportNotACrewRoot(t *testing.T) {
 	_, err = picrew.Import(l, t.TempDir(), nil)
 	require.ErrorContains(t, err, "picrew: ")
 	require.ErrorContains(t, err, "is not a pi-crew crew root")
+}
+
+// TestImportKeepsForeignEvents: an event without a crewlog counterpart (pi-crew's task.progress) is kept as
+// foreign.imported with its type, seq, time, message and data, tells itself in the timeline, and changes no
+// projection: the run's state is the same as with the event left out.
+func TestImportKeepsForeignEvents(t *testing.T) {
+	l, err := eventlog.Open("db", &eventlog.Options{FS: vfs.NewMem()})
+	require.NoError(t, err)
+	defer l.Close()
+	_, err = picrew.Import(l, "testdata/root", nil)
+	require.NoError(t, err)
+
+	var kept []events.Event
+	it := l.Read(1)
+	for it.Next() {
+		if it.Event().Type == events.TypeForeignImported {
+			ev, err := projections.FromLog(it.Event())
+			require.NoError(t, err)
+			kept = append(kept, ev)
+		}
+	}
+	require.NoError(t, it.Err())
+	it.Close()
+	require.Len(t, kept, 1)
+	require.Equal(t, &events.ForeignImported{Source: "picrew", Type: "task.progress", Seq: 6,
+		Time: "2026-10-02T08:10:05.000Z", Data: `{"taskIds":["02_exec"],"readyCount":1}`}, kept[0].Payload)
+	require.Equal(t, "team_20261002080000_0123456789abcdef", kept[0].Stream)
+	require.Equal(t, "picrew task.progress (seq 6)", audit.Describe(kept[0]))
+
+	with := projections.New()
+	require.NoError(t, projections.Replay(with, l, 0))
+	without := projections.New()
+	it = l.Read(1)
+	for it.Next() {
+		if it.Event().Type != events.TypeForeignImported {
+			ev, err := projections.FromLog(it.Event())
+			require.NoError(t, err)
+			projections.Apply(without, ev)
+		}
+	}
+	require.NoError(t, it.Err())
+	it.Close()
+	run := "team_20261002080000_0123456789abcdef"
+	a, _ := with.Run(run)
+	b, _ := without.Run(run)
+	require.Equal(t, b, a, "a foreign event changes no projection")
+	require.Equal(t, without.Tasks(run), with.Tasks(run))
 }

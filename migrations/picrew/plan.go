@@ -1,9 +1,10 @@
 package picrew
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"time"
 
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
@@ -36,13 +37,13 @@ type planner struct {
 	spent     map[string]int64  // parent task → tokens reserved or charged so far
 	accounts  map[string]bool
 	msgIDs    map[string]bool
-	unmapped  map[string]int
+	// foreignCount is how many events were kept as foreign.imported.
+	foreignCount int
 }
 
 func newPlanner(s *source, r *run) *planner {
 	p := &planner{s: s, r: r, tasks: map[string]*task{}, status: map[string]string{}, started: map[string]bool{},
-		dels: map[string]string{}, spent: map[string]int64{}, accounts: map[string]bool{}, msgIDs: map[string]bool{},
-		unmapped: map[string]int{}}
+		dels: map[string]string{}, spent: map[string]int64{}, accounts: map[string]bool{}, msgIDs: map[string]bool{}}
 	for i := range r.tasks {
 		p.tasks[r.tasks[i].ID] = &r.tasks[i]
 	}
@@ -102,15 +103,6 @@ func (p *planner) plan() []planned {
 	p.mailbox()
 	p.steering()
 	p.reconcile()
-	types := make([]string, 0, len(p.unmapped))
-	for t := range p.unmapped {
-		types = append(types, t)
-	}
-	sort.Strings(types)
-	for _, t := range types {
-		p.s.skip(p.r.id, "state/runs/"+p.r.id+"/events.jsonl", 0, 0,
-			"%d %s event(s): no crewlog counterpart, not imported", p.unmapped[t], t)
-	}
 	return p.writes
 }
 
@@ -156,8 +148,25 @@ func (p *planner) event(ev *teamEvent) {
 	case "ask.requested", "ask.answered", "ask.timedout":
 		p.askEvent(ev, what, at)
 	default:
-		p.unmapped[ev.Type]++
+		p.foreign(ev, what, at)
 	}
+}
+
+// foreign keeps an event without a crewlog counterpart as it was (events.ForeignImported): nothing pi-crew
+// wrote is dropped, and it changes no projection.
+func (p *planner) foreign(ev *teamEvent, what string, at int64) {
+	var data bytes.Buffer
+	if len(ev.Data) > 0 && string(ev.Data) != "null" && json.Compact(&data, ev.Data) != nil {
+		data.Reset() // the source line decoded, so its data is JSON; never reached
+	}
+	iso := ""
+	if ev.Time != 0 {
+		iso = time.UnixMilli(int64(ev.Time)).UTC().Format("2006-01-02T15:04:05.000Z")
+	}
+	p.begin(what)
+	p.add(at, &events.ForeignImported{Source: events.ForeignSourcePicrew, Type: ev.Type, Seq: int64(ev.Metadata.Seq),
+		Time: iso, TaskID: ev.TaskID, Message: ev.Message, Data: data.String()})
+	p.foreignCount++
 }
 
 func (p *planner) addRunStatus(at int64, typ, summary, reason string) {

@@ -154,5 +154,5 @@ export const eventTypes = [
   'mailbox.appended', 'mailbox.delivered', 'mailbox.acknowledged', 'steer.pushed',
   'ask.requested', 'ask.answered', 'ask.timedout',
   'credential.issued', 'credential.revoked', 'engine.configured', 'store.migrated',
-  'policy.action',
+  'policy.action', 'foreign.imported',
 ];
