@@ -153,6 +153,7 @@ type pending struct {
 	err       error
 	done      chan struct{}
 	follow    *pending // the same principal's command id earlier in the group, same request: answer as it
+	early     bool     // answered before the commit (planted_on.go, test builds only)
 }
 
 // Open rebuilds the state from l (newest valid snapshot + tail) and starts

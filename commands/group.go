@@ -124,6 +124,9 @@ func (e *Engine) commit(group []*pending) error {
 		}
 	}
 
+	if answerBeforeCommit {
+		answerEarly(group)
+	}
 	if err := e.hook(pointDecided, group); err != nil {
 		return err
 	}
@@ -190,7 +193,9 @@ func (e *Engine) publish(group []*pending, applied []events.Event, evicted []str
 				p.reply, p.err = p.follow.reply, p.follow.err
 				p.reply.Replayed = true
 			}
-			close(p.done)
+			if !p.early {
+				close(p.done)
+			}
 		}
 	}
 	old.mu.Lock()

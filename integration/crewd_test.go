@@ -23,6 +23,7 @@ var binDir string
 
 // binaryBuild is one command of the module built once per test binary.
 type binaryBuild struct {
+	tags string // build tags, comma-separated ("": none)
 	once sync.Once
 	path string
 	err  error
@@ -54,7 +55,12 @@ func (b *binaryBuild) binary(t *testing.T, name string) string {
 	t.Helper()
 	b.once.Do(func() {
 		b.path = filepath.Join(binDir, name)
-		out, err := exec.Command("go", "build", "-o", b.path, module+"/cmd/"+name).CombinedOutput()
+		args := []string{"build", "-o", b.path}
+		if b.tags != "" {
+			b.path += "-" + strings.ReplaceAll(b.tags, ",", "-")
+			args = []string{"build", "-tags", b.tags, "-o", b.path}
+		}
+		out, err := exec.Command("go", append(args, module+"/cmd/"+name)...).CombinedOutput()
 		if err != nil {
 			b.err = fmt.Errorf("integration: go build %s: %w\n%s", name, err, out)
 		}

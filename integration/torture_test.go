@@ -50,6 +50,8 @@ type generations struct {
 	// lost counts answers lost to a kill (and so retried with the same
 	// commandId): the test is only worth something when it is above zero.
 	lost atomic.Int64
+	// closed counts connections the daemon closed with no kill under way.
+	closed atomic.Int64
 }
 
 func newGenerations() *generations { return &generations{ready: true, changed: make(chan struct{})} }
@@ -107,11 +109,21 @@ type session struct {
 	c    *client.Client
 	gen  int // the generation c was dialed in
 	min  int // the generation to wait for before dialing again
+	// cut, when set, is asked before each attempt how long to let it run before the connection is closed under
+	// it (0: not cut); the attempt's answer is then lost and the command retried with its commandId.
+	cut func() time.Duration
+	// attempts is how many times the last call was sent.
+	attempts int
 }
+
+// maxAttempts bounds how many times one call is sent: a daemon that keeps closing the connection under it is a
+// failure, not something to wait out.
+const maxAttempts = 1000
 
 // call sends the command until the broker answers it: a lost answer (the daemon was killed) is retried with the
 // same commandId on the next generation, which answers with the recorded outcome if the first attempt committed.
 func (s *session) call(ctx context.Context, method string, params map[string]any) (ack, error) {
+	s.attempts = 0
 	for {
 		if s.c == nil {
 			gen, err := s.gens.await(ctx, s.min)
@@ -130,7 +142,17 @@ func (s *session) call(ctx context.Context, method string, params map[string]any
 			s.c, s.gen = c, gen
 		}
 		var res json.RawMessage
+		s.attempts++
+		if s.attempts > maxAttempts {
+			return ack{}, fmt.Errorf("%s %v: no answer after %d attempts", method, params["commandId"], maxAttempts)
+		}
+		cut := s.startCut()
 		err := s.c.Call(ctx, method, params, &res)
+		wasCut := cut()
+		if wasCut && err == nil {
+			s.c.Close() // the answer came first; the connection is closed all the same
+			s.c = nil
+		}
 		var we *wire.Error
 		switch {
 		case err == nil:
@@ -141,10 +163,31 @@ func (s *session) call(ctx context.Context, method string, params map[string]any
 			s.gens.lost.Add(1)
 			s.c.Close()
 			s.c, s.min = nil, s.gen+1
+			if gen, ready, _ := s.gens.state(); wasCut || (gen == s.gen && ready) {
+				s.min = s.gen // no kill under way: the daemon still runs, dial it again at once
+				if !wasCut {
+					s.gens.closed.Add(1)
+				}
+			}
 		default:
 			return ack{}, err
 		}
 	}
+}
+
+// startCut closes the connection after the delay s.cut picks, if any; the returned func stops that and reports
+// whether the connection was closed.
+func (s *session) startCut() func() bool {
+	if s.cut == nil {
+		return func() bool { return false }
+	}
+	after := s.cut()
+	if after <= 0 {
+		return func() bool { return false }
+	}
+	c := s.c
+	timer := time.AfterFunc(after, func() { c.Close() })
+	return func() bool { return !timer.Stop() }
 }
 
 func (s *session) close() {

@@ -1,0 +1,211 @@
+package integration
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// history records every client operation of a jepsen run: its invocation and completion times (nanoseconds of the
+// monotonic clock since the run began, so wall-clock steps cannot reorder them), what was sent and what was
+// answered. An operation whose answer was lost (a kill, a cut connection) is retried with the same commandId, so
+// its completion is the answer of the last attempt and its interval spans every attempt; attempts counts them.
+type history struct {
+	began time.Time
+	mu    sync.Mutex
+	ops   []porcupine.Operation
+	infos int // answers lost and recovered by a retry
+}
+
+// opMeta is an operation's record beyond what the model reads.
+type opMeta struct {
+	Client   int
+	Attempts int // 1 unless an answer was lost
+	Params   map[string]any
+	Raw      json.RawMessage
+}
+
+func newHistory() *history { return &history{began: time.Now()} }
+
+func (h *history) now() int64 { return int64(time.Since(h.began)) }
+
+// record adds a completed operation (ok or fail: a definite answer).
+func (h *history) record(client int, in opInput, call int64, out opOutput, meta opMeta) {
+	ret := h.now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	meta.Client = client
+	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret, Metadata: meta})
+	if meta.Attempts > 1 {
+		h.infos++
+	}
+}
+
+func (h *history) snapshot() []porcupine.Operation {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]porcupine.Operation(nil), h.ops...)
+}
+
+// verdict is the outcome of checking a history against one model.
+type verdict struct {
+	model  string
+	result porcupine.CheckResult
+	// minimal is, on a violation, a smallest sub-history found that is still not linearizable.
+	minimal []porcupine.Operation
+	// html is the path of porcupine's visualisation of the violation.
+	html string
+}
+
+// checkHistory checks ops against model; on a violation it shrinks the offending partition and writes the
+// visualisation of the shrunk sub-history to dir.
+func checkHistory(name string, model porcupine.Model, ops []porcupine.Operation, timeout time.Duration, dir string) verdict {
+	v := verdict{model: name}
+	v.result = porcupine.CheckOperationsTimeout(model, ops, timeout)
+	if v.result != porcupine.Illegal {
+		return v
+	}
+	for _, part := range model.Partition(ops) {
+		if porcupine.CheckOperationsTimeout(model, part, timeout) == porcupine.Illegal {
+			v.minimal = shrink(model, part, timeout)
+			break
+		}
+	}
+	_, info := porcupine.CheckOperationsVerbose(model, v.minimal, timeout)
+	v.html = filepath.Join(dir, "crewlog-jepsen-"+name+".html")
+	if err := porcupine.VisualizePath(model, info, v.html); err != nil {
+		v.html = "(visualisation failed: " + err.Error() + ")"
+	}
+	return v
+}
+
+// shrink finds a small sub-history that is still not linearizable and is so for the same reason as ops: only
+// cuts that keep a linearizable history linearizable are made, so the witness is never an artefact of the cut.
+//   - A prefix closed under "invoked before an included operation returned": every operation left out began after
+//     all the included ones ended, so it is ordered after them in any linearization. The shortest illegal one.
+//   - Then operations that change nothing (reads, refusals) are left out: what remains is every write of the
+//     prefix and one read that contradicts them (or the writes alone when they contradict one another).
+func shrink(model porcupine.Model, ops []porcupine.Operation, timeout time.Duration) []porcupine.Operation {
+	illegal := func(h []porcupine.Operation) bool {
+		return porcupine.CheckOperationsTimeout(model, h, timeout) == porcupine.Illegal
+	}
+	byCall := append([]porcupine.Operation(nil), ops...)
+	slices.SortStableFunc(byCall, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+	// closed(n) is the shortest closed prefix holding the first n operations by invocation.
+	closed := func(n int) []porcupine.Operation {
+		end := int64(0)
+		for i := range n {
+			end = max(end, byCall[i].Return)
+		}
+		for n < len(byCall) && byCall[n].Call <= end {
+			end = max(end, byCall[n].Return)
+			n++
+		}
+		return byCall[:n]
+	}
+	lo, hi := 1, len(byCall)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if illegal(closed(mid)) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	cur := closed(hi)
+	var writes, reads []porcupine.Operation
+	for _, op := range cur {
+		if mutates(op) {
+			writes = append(writes, op)
+		} else {
+			reads = append(reads, op)
+		}
+	}
+	if illegal(writes) {
+		return writes
+	}
+	// The prefix's last operations are the likeliest contradiction: try each read alone with every write.
+	const maxTries = 200 // bounds the search on a huge prefix; the prefix itself is still a witness
+	for i, tries := len(reads)-1, 0; i >= 0 && tries < maxTries; i, tries = i-1, tries+1 {
+		witness := append(append([]porcupine.Operation(nil), writes...), reads[i])
+		if illegal(witness) {
+			return witness
+		}
+	}
+	return cur
+}
+
+// mutates says whether op changes the model's state: an answered write. Reads and refusals do not.
+func mutates(op porcupine.Operation) bool {
+	if !op.Output.(opOutput).ok() {
+		return false
+	}
+	switch op.Input.(opInput).Kind {
+	case opAdmit, opSettle, opUsage, opRevoke, opIssue:
+		return true
+	}
+	return false
+}
+
+func sortByReturn(ops []porcupine.Operation) {
+	slices.SortStableFunc(ops, func(a, b porcupine.Operation) int { return cmp.Compare(a.Return, b.Return) })
+}
+
+// describe prints a sub-history one operation a line, by invocation time: client, interval, operation.
+func describe(model porcupine.Model, ops []porcupine.Operation) string {
+	sorted := append([]porcupine.Operation(nil), ops...)
+	slices.SortStableFunc(sorted, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+	var b strings.Builder
+	for _, op := range sorted {
+		fmt.Fprintf(&b, "  client %3d [%12s, %12s] %s\n", op.ClientId, time.Duration(op.Call), time.Duration(op.Return),
+			model.DescribeOperation(op.Input, op.Output))
+	}
+	return b.String()
+}
+
+// writeHistory writes every operation as one JSON line (input, output, interval, metadata) for later study.
+func writeHistory(path string, ops []porcupine.Operation) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(f)
+	for _, op := range ops {
+		if err := enc.Encode(map[string]any{"call": op.Call, "return": op.Return, "client": op.ClientId,
+			"input": op.Input, "output": op.Output, "meta": op.Metadata}); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
+}
+
+// readHistory reads a history writeHistory wrote.
+func readHistory(path string) ([]porcupine.Operation, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var ops []porcupine.Operation
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var rec struct {
+			Call, Return int64
+			Client       int
+			Input        opInput
+			Output       opOutput
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			return nil, err
+		}
+		ops = append(ops, porcupine.Operation{ClientId: rec.Client, Input: rec.Input, Call: rec.Call, Output: rec.Output, Return: rec.Return})
+	}
+	return ops, nil
+}

@@ -1,0 +1,374 @@
+package integration
+
+import (
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// The sequential model of what a client of crewd observes, for the linearizability check of jepsen_test.go. Two
+// models, each checked by porcupine: runModel (per run: delegations, the budget ledger, task usage, a worker
+// credential's revocation) partitioned per run, and slotModel (the daemon-wide slot pool) over every run's
+// admissions, settlements and slot reads.
+
+// opKind names a recorded client operation.
+type opKind string
+
+const (
+	opAdmit  opKind = "delegate.request"
+	opSettle opKind = "delegate.settle"
+	opCancel opKind = "delegate.cancel"
+	opUsage  opKind = "task.usage"
+	opLedger opKind = "query.ledger"
+	opSlots  opKind = "query.slots"
+	opWait   opKind = "task.waitStatus"
+	opSince  opKind = "events.since"
+	opRevoke opKind = "credential.revoke"
+	opIssue  opKind = "credential.issue"
+	opPing   opKind = "ping"
+)
+
+// opInput is what a client sent.
+type opInput struct {
+	Kind   opKind
+	Run    string
+	Task   string // the worker of an admission, usage report, revocation, issue or ping
+	Sub    string // settle, cancel, waitStatus
+	Tokens int64  // budgetTokens of an admission, usageTokens of a settle, the usage reported
+	Gen    int    // the credential generation a ping used, or an issue created
+}
+
+// opOutput is what the client was answered. Code is the wire error code ("" when answered ok).
+type opOutput struct {
+	Code       string
+	SlotsFull  bool     // an admission refused because the pool is full
+	Sub        string   // an admission's grandchildTaskRef
+	Charged    int64    // a settle's chargedTokens
+	BudgetUsed int64    // a usage report's budgetUsed
+	Spent      int64    // a ledger read: Σ tokensSpent over the run's accounts
+	Held       []string // a slot read: the holders, sorted
+	Settled    bool     // a waitStatus: the delegation's task is completed
+	Admitted   []string // events.since: subIds admitted in the page, sorted
+	Terminal   []string // events.since: subIds settled in the page, sorted
+	HasMore    bool     // events.since: the page is a prefix of the run's events
+}
+
+func (o opOutput) ok() bool { return o.Code == "" }
+
+// heldDelegation is the model's view of one admitted delegation.
+type heldDelegation struct {
+	reserved int64
+	settled  bool
+}
+
+// runState is one run as its clients may observe it. Steps copy it; nothing mutates a state in place.
+type runState struct {
+	subs    map[string]heldDelegation
+	spent   int64            // Σ reservations + charges
+	usage   map[string]int64 // the last usage reported per task
+	gen     int              // the revocable worker's current credential
+	revoked bool
+}
+
+func (s runState) clone() runState {
+	c := s
+	c.subs = maps.Clone(s.subs)
+	c.usage = maps.Clone(s.usage)
+	return c
+}
+
+func (s runState) key() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "spent=%d gen=%d revoked=%v", s.spent, s.gen, s.revoked)
+	for _, k := range slices.Sorted(maps.Keys(s.subs)) {
+		fmt.Fprintf(&b, " %s:%d:%v", k, s.subs[k].reserved, s.subs[k].settled)
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.usage)) {
+		fmt.Fprintf(&b, " u%s=%d", k, s.usage[k])
+	}
+	return b.String()
+}
+
+// stepRun is the run model's sequential specification.
+func stepRun(s runState, in opInput, out opOutput) (bool, runState) {
+	d, known := s.subs[in.Sub]
+	switch in.Kind {
+	case opAdmit:
+		if !out.ok() {
+			return out.Code == "policy-denied", s // refusals are the slot model's to judge
+		}
+		if _, dup := s.subs[out.Sub]; dup || out.Sub == "" {
+			return false, s
+		}
+		n := s.clone()
+		n.subs[out.Sub] = heldDelegation{reserved: in.Tokens}
+		n.spent += in.Tokens
+		return true, n
+	case opSettle:
+		if !out.ok() {
+			return out.Code == "bad-params" && known && d.settled, s
+		}
+		if !known || d.settled || out.Charged != max(0, in.Tokens-d.reserved) {
+			return false, s
+		}
+		n := s.clone()
+		n.subs[in.Sub] = heldDelegation{reserved: d.reserved, settled: true}
+		n.spent += out.Charged
+		return true, n
+	case opCancel:
+		if !out.ok() {
+			return out.Code == "bad-params" && known && d.settled, s
+		}
+		return known && !d.settled, s
+	case opWait:
+		if !known {
+			return false, s
+		}
+		if out.ok() {
+			return out.Settled == d.settled && d.settled, s
+		}
+		return out.Code == "wait-timeout" && !d.settled, s
+	case opUsage:
+		if !out.ok() {
+			return false, s
+		}
+		n := s.clone()
+		n.usage[in.Task] = in.Tokens
+		var sum int64
+		for _, u := range n.usage {
+			sum += u
+		}
+		return out.BudgetUsed == sum, n
+	case opLedger:
+		return out.ok() && out.Spent == s.spent, s
+	case opSince:
+		if !out.ok() {
+			return false, s
+		}
+		var admitted, settled []string
+		for k, v := range s.subs {
+			admitted = append(admitted, k)
+			if v.settled {
+				settled = append(settled, k)
+			}
+		}
+		slices.Sort(admitted)
+		slices.Sort(settled)
+		if out.HasMore { // a prefix: it may miss the newest, never show what is not there
+			return subset(out.Admitted, admitted) && subset(out.Terminal, settled), s
+		}
+		return slices.Equal(out.Admitted, admitted) && slices.Equal(out.Terminal, settled), s
+	case opRevoke:
+		if !out.ok() {
+			return out.Code == "bad-params" && s.revoked, s
+		}
+		if s.revoked {
+			return false, s
+		}
+		n := s.clone()
+		n.revoked = true
+		return true, n
+	case opIssue:
+		if !out.ok() {
+			return false, s
+		}
+		n := s.clone()
+		n.gen, n.revoked = in.Gen, false
+		return true, n
+	case opPing:
+		live := in.Gen == s.gen && !s.revoked
+		return out.ok() == live, s
+	}
+	return false, s
+}
+
+func subset(a, b []string) bool {
+	for _, x := range a {
+		if _, found := slices.BinarySearch(b, x); !found {
+			return false
+		}
+	}
+	return true
+}
+
+// slotState is the daemon-wide slot pool: the holders, sorted.
+type slotState struct {
+	capacity int
+	held     string // the sorted holders joined by spaces: comparable, so porcupine's == works
+}
+
+func (s slotState) list() []string {
+	if s.held == "" {
+		return nil
+	}
+	return strings.Split(s.held, " ")
+}
+
+func withHolders(s slotState, held []string) slotState {
+	slices.Sort(held)
+	s.held = strings.Join(held, " ")
+	return s
+}
+
+// stepSlots is the slot model's sequential specification: an admission takes a slot if one is free and is
+// refused only when none is (refusals are left out of the partition: see checkRefusals); a settle frees its slot;
+// a read lists exactly the holders.
+func stepSlots(s slotState, in opInput, out opOutput) (bool, slotState) {
+	held := s.list()
+	switch in.Kind {
+	case opAdmit:
+		if !out.ok() {
+			return out.SlotsFull && len(held) == s.capacity, s
+		}
+		if len(held) >= s.capacity || slices.Contains(held, out.Sub) {
+			return false, s
+		}
+		return true, withHolders(s, append(held, out.Sub))
+	case opSettle:
+		i := slices.Index(held, in.Sub)
+		if !out.ok() {
+			return i < 0, s
+		}
+		if i < 0 {
+			return false, s
+		}
+		return true, withHolders(s, slices.Delete(held, i, i+1))
+	case opSlots:
+		return out.ok() && slices.Equal(out.Held, held), s
+	}
+	return false, s
+}
+
+// runModel checks each run's operations on their own (no operation of one run observes another's state).
+func runModel() porcupine.Model {
+	return porcupine.Model{
+		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+			byRun := map[string][]porcupine.Operation{}
+			var order []string
+			for _, op := range h {
+				in := op.Input.(opInput)
+				if in.Kind == opSlots {
+					continue
+				}
+				if _, ok := byRun[in.Run]; !ok {
+					order = append(order, in.Run)
+				}
+				byRun[in.Run] = append(byRun[in.Run], op)
+			}
+			var parts [][]porcupine.Operation
+			for _, r := range order {
+				parts = append(parts, byRun[r])
+			}
+			return parts
+		},
+		Init: func() any { return runState{subs: map[string]heldDelegation{}, usage: map[string]int64{}} },
+		Step: func(state, input, output any) (bool, any) {
+			return stepRun(state.(runState), input.(opInput), output.(opOutput))
+		},
+		Equal:             func(a, b any) bool { return a.(runState).key() == b.(runState).key() },
+		Hash:              func(s any) uint64 { return hashString(s.(runState).key()) },
+		DescribeOperation: describeOp,
+		DescribeState:     func(s any) string { return s.(runState).key() },
+	}
+}
+
+// slotModel checks the pool over every admission, settlement and slot read of the daemon.
+func slotModel(capacity int) porcupine.Model {
+	return porcupine.Model{
+		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+			var part []porcupine.Operation
+			for _, op := range h {
+				switch op.Input.(opInput).Kind {
+				case opAdmit:
+					// NB: refused admissions change nothing and may linearize anywhere the pool was full: hundreds
+					// of them overlapping make porcupine's search exponential. checkRefusals checks them instead.
+					if op.Output.(opOutput).ok() {
+						part = append(part, op)
+					}
+				case opSettle, opSlots:
+					part = append(part, op)
+				}
+			}
+			return [][]porcupine.Operation{part}
+		},
+		Init: func() any { return slotState{capacity: capacity} },
+		Step: func(state, input, output any) (bool, any) {
+			return stepSlots(state.(slotState), input.(opInput), output.(opOutput))
+		},
+		Hash:              func(s any) uint64 { return hashString(s.(slotState).held) },
+		DescribeOperation: describeOp,
+		DescribeState:     func(s any) string { return fmt.Sprintf("held [%s]", s.(slotState).held) },
+	}
+}
+
+func hashString(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
+
+func describeOp(input, output any) string {
+	in, out := input.(opInput), output.(opOutput)
+	arg := strings.TrimSpace(fmt.Sprintf("%s %s %s", in.Run, in.Task, in.Sub))
+	if in.Tokens != 0 || in.Gen != 0 {
+		arg += fmt.Sprintf(" tokens=%d gen=%d", in.Tokens, in.Gen)
+	}
+	if !out.ok() {
+		return fmt.Sprintf("%s(%s) -> %s", in.Kind, arg, out.Code)
+	}
+	switch in.Kind {
+	case opAdmit:
+		return fmt.Sprintf("%s(%s) -> %s", in.Kind, arg, out.Sub)
+	case opSettle:
+		return fmt.Sprintf("%s(%s) -> charged %d", in.Kind, arg, out.Charged)
+	case opUsage:
+		return fmt.Sprintf("%s(%s) -> budgetUsed %d", in.Kind, arg, out.BudgetUsed)
+	case opLedger:
+		return fmt.Sprintf("%s(%s) -> spent %d", in.Kind, arg, out.Spent)
+	case opSlots:
+		return fmt.Sprintf("%s -> %v", in.Kind, out.Held)
+	case opWait:
+		return fmt.Sprintf("%s(%s) -> settled %v", in.Kind, arg, out.Settled)
+	case opSince:
+		return fmt.Sprintf("%s(%s) -> admitted %d settled %d more %v", in.Kind, arg, len(out.Admitted), len(out.Terminal), out.HasMore)
+	}
+	return fmt.Sprintf("%s(%s) -> ok", in.Kind, arg)
+}
+
+// checkRefusals checks every admission refused because the pool was full: at some moment of its interval the pool
+// could have been full. At most the admissions invoked before the refusal returned, less the settlements that
+// completed before it was invoked, held a slot during it; fewer than the capacity is a refusal decided against a
+// stale (or wrong) slot count. This necessary condition flags no linearizable history; it is what remains checkable
+// of refusals once they are out of porcupine's partition.
+func checkRefusals(ops []porcupine.Operation, capacity int) verdict {
+	var admitCalls, settleReturns []int64
+	for _, op := range ops {
+		in, out := op.Input.(opInput), op.Output.(opOutput)
+		switch {
+		case in.Kind == opAdmit && out.ok():
+			admitCalls = append(admitCalls, op.Call)
+		case in.Kind == opSettle && out.ok():
+			settleReturns = append(settleReturns, op.Return)
+		}
+	}
+	slices.Sort(admitCalls)
+	slices.Sort(settleReturns)
+	v := verdict{model: "refusals", result: porcupine.Ok}
+	for _, op := range ops {
+		in, out := op.Input.(opInput), op.Output.(opOutput)
+		if in.Kind != opAdmit || !out.SlotsFull {
+			continue
+		}
+		admitted, _ := slices.BinarySearch(admitCalls, op.Return+1) // Call <= Return
+		settled, _ := slices.BinarySearch(settleReturns, op.Call)   // Return < Call
+		if admitted-settled < capacity {
+			v.result = porcupine.Illegal
+			v.minimal = append(v.minimal, op)
+		}
+	}
+	return v
+}

@@ -1,0 +1,647 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/client"
+	"github.com/crewlog/crewlog/broker/wire"
+)
+
+// A Jepsen-style check of crewd: concurrent clients over the socket record every operation (jepsen_history_test.go)
+// while faults are injected, and porcupine checks the history against the sequential model of
+// jepsen_model_test.go. TestJepsen is the short run of `go test ./...`; CREWLOG_JEPSEN_MINUTES makes it a long one
+// (CREWLOG_JEPSEN_SEED replays a seed). TestJepsenCatchesPlantedBug proves the checker catches a crewd built to
+// answer before it commits.
+
+// plantedBuild is crewd built with the crewlog_plantedbug tag (commands/planted_on.go).
+var plantedBuild = binaryBuild{tags: "crewlog_plantedbug"}
+
+// jepsenConfig is one run's shape.
+type jepsenConfig struct {
+	seed          uint64
+	duration      time.Duration
+	runs          int // crew runs, each with its orchestrator and workers
+	workersPerRun int
+	capacity      int           // --max-slots
+	killEvery     time.Duration // mean time between kill -9s (0: none)
+	cutOneIn      int           // one attempt in cutOneIn has its connection cut mid-request (0: none)
+	bin           string        // crewd binary (default: the normal build)
+}
+
+// jepsenResult is what a run did and what the checker said.
+type jepsenResult struct {
+	ops, kills, cuts, lost int
+	closed                 int // connections the daemon closed by itself
+	elapsed, checkTook     time.Duration
+	verdicts               []verdict
+	historyFile            string
+}
+
+func (r jepsenResult) allOK() bool {
+	for _, v := range r.verdicts {
+		if v.result != porcupine.Ok {
+			return false
+		}
+	}
+	return true
+}
+
+func (r jepsenResult) violations() []verdict {
+	var v []verdict
+	for _, x := range r.verdicts {
+		if x.result == porcupine.Illegal {
+			v = append(v, x)
+		}
+	}
+	return v
+}
+
+// jepsenMinutes is CREWLOG_JEPSEN_MINUTES (0: the short run).
+func jepsenMinutes(t *testing.T) int {
+	s := os.Getenv("CREWLOG_JEPSEN_MINUTES")
+	if s == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err, "CREWLOG_JEPSEN_MINUTES")
+	return n
+}
+
+// jepsenSeed is CREWLOG_JEPSEN_SEED, or def.
+func jepsenSeed(t *testing.T, def uint64) uint64 {
+	s := os.Getenv("CREWLOG_JEPSEN_SEED")
+	if s == "" {
+		return def
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	require.NoError(t, err, "CREWLOG_JEPSEN_SEED")
+	return n
+}
+
+// TestJepsen: 4 runs of 4 workers share an 8-slot pool; workers delegate and read their run's events, each run's
+// orchestrator settles, cancels, reports usage, reads the ledger and waits on its delegations, and revokes and
+// re-issues one worker's credential while that worker pings; an admin reads the slot pool. crewd is killed -9 and
+// connections are cut mid-request; answers lost so are retried with their commandIds. The history must be
+// linearizable against the model, and every acknowledged command must replay its answer.
+func TestJepsen(t *testing.T) {
+	cfg := jepsenConfig{seed: jepsenSeed(t, 18), duration: 3 * time.Second, runs: 4, workersPerRun: 4, capacity: 8,
+		killEvery: time.Second, cutOneIn: 25}
+	if m := jepsenMinutes(t); m > 0 {
+		cfg.duration = time.Duration(m) * time.Minute
+		cfg.runs, cfg.workersPerRun = 8, 8 // 64 workers
+		cfg.capacity = 16
+		cfg.killEvery = 5 * time.Second
+		if os.Getenv("CREWLOG_JEPSEN_SEED") == "" {
+			cfg.seed = uint64(time.Now().UnixNano())
+		}
+	}
+	t.Logf("jepsen: seed %d (replay with CREWLOG_JEPSEN_SEED=%d)", cfg.seed, cfg.seed)
+	res := runJepsen(t, cfg)
+	reportJepsen(t, cfg, res)
+	require.Empty(t, res.violations(), "linearizability violations (seed %d)", cfg.seed)
+	require.True(t, res.allOK(), "the check did not finish (seed %d)", cfg.seed)
+	require.Positive(t, res.kills, "no kill -9 happened")
+	require.Positive(t, res.cuts, "no connection was cut mid-request")
+	require.Positive(t, res.lost, "no answer was lost and retried")
+}
+
+// TestJepsenCatchesPlantedBug: the same short run against a crewd that answers each command before its group is
+// synced and published must be flagged, with the offending sub-history and its visualisation.
+func TestJepsenCatchesPlantedBug(t *testing.T) {
+	cfg := jepsenConfig{seed: jepsenSeed(t, 18), duration: 3 * time.Second, runs: 4, workersPerRun: 4, capacity: 8,
+		bin: plantedBuild.binary(t, "crewd")}
+	res := runJepsen(t, cfg)
+	reportJepsen(t, cfg, res)
+	bad := res.violations()
+	require.NotEmpty(t, bad, "the checker missed the planted bug (seed %d)", cfg.seed)
+	require.NotEmpty(t, bad[0].minimal)
+	require.FileExists(t, bad[0].html)
+}
+
+func reportJepsen(t *testing.T, cfg jepsenConfig, res jepsenResult) {
+	t.Logf("jepsen: seed %d, %v, %d clients: %d operations, %d kill -9, %d connections cut, %d answers lost and retried; checked in %v",
+		cfg.seed, res.elapsed.Round(time.Millisecond), cfg.runs*(cfg.workersPerRun+2)+1, res.ops, res.kills, res.cuts, res.lost,
+		res.checkTook.Round(time.Millisecond))
+	for _, v := range res.verdicts {
+		t.Logf("jepsen: model %s: %s", v.model, v.result)
+		if v.result == porcupine.Illegal {
+			model := runModel()
+			if v.model == "slots" {
+				model = slotModel(cfg.capacity)
+			}
+			t.Logf("jepsen: %s: offending sub-history of %d operations (visualisation %s), its last %d:\n%s",
+				v.model, len(v.minimal), v.html, min(len(v.minimal), 12), describe(model, lastByReturn(v.minimal, 12)))
+		}
+	}
+	if res.closed > 0 {
+		t.Logf("jepsen: the daemon closed %d connections with no kill under way", res.closed)
+	}
+	if res.historyFile != "" {
+		t.Logf("jepsen: history written to %s", res.historyFile)
+	}
+}
+
+// jepsen is one run in progress.
+type jepsen struct {
+	t    *testing.T
+	cfg  jepsenConfig
+	d    *daemon
+	gens *generations
+	hist *history
+	stop atomic.Bool
+	cuts atomic.Int64
+
+	mu      sync.Mutex
+	acks    []ack // acknowledged commands with a commandId, replayed at the end
+	clients int
+}
+
+func (j *jepsen) newClient() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.clients++
+	return j.clients - 1
+}
+
+// session opens a session as h whose attempts are cut at random when the run cuts connections.
+func (j *jepsen) session(h client.Hello, rng *rand.Rand) *session {
+	s := &session{d: j.d, gens: j.gens, as: h}
+	if j.cfg.cutOneIn > 0 && rng != nil {
+		var mu sync.Mutex
+		s.cut = func() time.Duration {
+			mu.Lock()
+			defer mu.Unlock()
+			if rng.IntN(j.cfg.cutOneIn) != 0 {
+				return 0
+			}
+			j.cuts.Add(1)
+			return time.Duration(1+rng.IntN(2000)) * time.Microsecond
+		}
+	}
+	return s
+}
+
+// do sends one operation through s until it is answered, records it, and returns the output.
+func (j *jepsen) do(ctx context.Context, s *session, client int, in opInput, method string, params map[string]any,
+	parse func(json.RawMessage, *opOutput) error) (opOutput, error) {
+	call := j.hist.now()
+	a, err := s.call(ctx, method, params)
+	if err != nil {
+		return opOutput{}, err
+	}
+	var out opOutput
+	if a.err != nil {
+		out.Code = string(a.err.Code)
+		out.SlotsFull = strings.Contains(a.err.Message, "nested spawn budget exhausted")
+	} else if parse != nil {
+		if err := parse(a.result, &out); err != nil {
+			return opOutput{}, fmt.Errorf("%s: %w: %s", method, err, a.result)
+		}
+	}
+	j.hist.record(client, in, call, out, opMeta{Attempts: s.attempts, Params: params, Raw: a.result})
+	if _, ok := params["commandId"]; ok && in.Kind != opIssue && in.Kind != opRevoke {
+		j.mu.Lock()
+		j.acks = append(j.acks, a)
+		j.mu.Unlock()
+	}
+	return out, nil
+}
+
+// jepsenRun is one crew run of the test: its orchestrator, workers and the worker whose credential is revoked.
+type jepsenRun struct {
+	id      string
+	orch    client.Hello
+	workers []client.Hello
+	revoked string // the task whose credential is revoked and re-issued
+	subs    chan string
+	// token is the revocable worker's current credential: generation and token.
+	token atomic.Pointer[genToken]
+}
+
+type genToken struct {
+	gen   int
+	token string
+	live  bool // false once revoked
+}
+
+func runJepsen(t *testing.T, cfg jepsenConfig) jepsenResult {
+	ctx := testContext(t, cfg.duration+5*time.Minute)
+	d := newDaemon(t, "--max-slots", strconv.Itoa(cfg.capacity), "--slot-wait", "0s", "--nesting=true",
+		"--quota-msg-rate", "0") // NB: the default frame size on both sides: a larger one here would close clients
+
+	if cfg.bin != "" {
+		d.bin = cfg.bin
+	}
+	t.Cleanup(d.cleanup)
+	d.start()
+	j := &jepsen{t: t, cfg: cfg, d: d, gens: newGenerations(), hist: newHistory()}
+
+	admin := d.mustDial(ctx, adminHello(d))
+	runs := make([]*jepsenRun, cfg.runs)
+	for i := range runs {
+		var rc runCreated
+		require.NoError(t, admin.Call(ctx, "run.create", map[string]any{"team": "team", "goal": "jepsen", "cwd": "/repo",
+			"budgetTotal": 1_000_000_000}, &rc))
+		c := &crew{d: d, runID: rc.RunID, workers: map[string]client.Hello{},
+			orch: client.Hello{RunID: rc.RunID, TaskID: "orchestrator", Token: rc.OrchestratorToken}}
+		orch := d.mustDial(ctx, c.orch)
+		r := &jepsenRun{id: rc.RunID, orch: c.orch, revoked: "V", subs: make(chan string, 1<<16)}
+		for w := range cfg.workersPerRun {
+			r.workers = append(r.workers, c.addWorker(ctx, t, orch, fmt.Sprintf("w%d", w)))
+		}
+		v := c.addWorker(ctx, t, orch, r.revoked)
+		r.token.Store(&genToken{token: v.Token, live: true})
+		runs[i] = r
+	}
+
+	rng := rand.New(rand.NewPCG(cfg.seed, 0))
+	seeds := func() *rand.Rand { return rand.New(rand.NewPCG(cfg.seed, rng.Uint64())) }
+	var (
+		workers, others sync.WaitGroup
+		errs            = make(chan error, 1024)
+	)
+	fail := func(err error) {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			select {
+			case errs <- err:
+			default:
+			}
+		}
+	}
+	for _, r := range runs {
+		for i, h := range r.workers {
+			workers.Add(1)
+			go func() { defer workers.Done(); fail(j.worker(ctx, r, i, h, seeds())) }()
+		}
+		others.Add(2)
+		go func() { defer others.Done(); fail(j.orchestrator(ctx, r, seeds())) }()
+		go func() { defer others.Done(); fail(j.pinger(ctx, r)) }()
+	}
+	others.Add(1)
+	go func() { defer others.Done(); fail(j.slotReader(ctx, adminHello(d), seeds())) }()
+
+	began := time.Now()
+	kills := 0
+	faults := seeds()
+	for time.Since(began) < cfg.duration {
+		wait := cfg.duration - time.Since(began)
+		if cfg.killEvery > 0 {
+			wait = min(wait, time.Duration(faults.Int64N(int64(2*cfg.killEvery))))
+		}
+		select {
+		case err := <-errs:
+			t.Fatalf("jepsen (seed %d): %v", cfg.seed, err)
+		case <-time.After(wait): // the fault's moment, not a synchronisation
+		}
+		if cfg.killEvery > 0 && time.Since(began) < cfg.duration {
+			j.gens.down()
+			d.kill()
+			d.start()
+			j.gens.up()
+			kills++
+		}
+	}
+	j.stop.Store(true)
+	workers.Wait()
+	for _, r := range runs {
+		close(r.subs) // the orchestrators settle what is left, then stop
+	}
+	others.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err, "seed %d", cfg.seed)
+	}
+	// The pool is empty once everything is settled: a last read, checked with the rest.
+	require.NoError(t, j.slotRead(ctx, j.session(adminHello(d), nil), j.newClient()))
+	elapsed := time.Since(began)
+
+	ops := j.hist.snapshot()
+	res := jepsenResult{ops: len(ops), kills: kills, cuts: int(j.cuts.Load()), lost: int(j.gens.lost.Load()), elapsed: elapsed,
+		closed: int(j.gens.closed.Load())}
+	checked := time.Now()
+	dir := os.TempDir()
+	timeout := max(time.Minute, cfg.duration)
+	res.verdicts = []verdict{
+		checkHistory("runs", runModel(), ops, timeout, dir),
+		checkHistory("slots", slotModel(cfg.capacity), ops, timeout, dir),
+		checkRefusals(ops, cfg.capacity),
+	}
+	res.checkTook = time.Since(checked)
+	if !res.allOK() || jepsenMinutes(t) > 0 {
+		res.historyFile = fmt.Sprintf("%s/crewlog-jepsen-%d.jsonl", dir, cfg.seed)
+		require.NoError(t, writeHistory(res.historyFile, ops))
+	}
+	if cfg.bin == "" {
+		checkReplays(ctx, t, d, j.acks)
+		d.stop()
+	}
+	return res
+}
+
+// worker delegates (each admission handed to the run's orchestrator to settle) and now and then reads its run's
+// events.
+func (j *jepsen) worker(ctx context.Context, r *jepsenRun, i int, h client.Hello, rng *rand.Rand) error {
+	s := j.session(h, rng)
+	defer s.close()
+	id := j.newClient()
+	for n := 0; !j.stop.Load(); n++ {
+		tokens := int64(1 + rng.IntN(100))
+		params := map[string]any{"prompt": "look around", "description": "explore", "budgetTokens": tokens,
+			"commandId": fmt.Sprintf("%s-%d-%d", h.TaskID, i, n)}
+		out, err := j.do(ctx, s, id, opInput{Kind: opAdmit, Run: r.id, Task: h.TaskID, Tokens: tokens}, "delegate.request", params,
+			func(raw json.RawMessage, o *opOutput) error {
+				var adm admitted
+				err := json.Unmarshal(raw, &adm)
+				o.Sub = adm.GrandchildTaskRef
+				return err
+			})
+		if err != nil {
+			return err
+		}
+		if out.ok() {
+			r.subs <- out.Sub
+		}
+		if n%4 == 3 {
+			if err := j.since(ctx, s, id, r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// since reads the run's first page of events: the delegations admitted and settled in it.
+func (j *jepsen) since(ctx context.Context, s *session, id int, r *jepsenRun) error {
+	_, err := j.do(ctx, s, id, opInput{Kind: opSince, Run: r.id}, "events.since", map[string]any{"sinceSeq": 0, "limit": 1000},
+		func(raw json.RawMessage, o *opOutput) error {
+			var page sincePage
+			if err := json.Unmarshal(raw, &page); err != nil {
+				return err
+			}
+			for _, ev := range page.Events {
+				sub, _ := ev.Data["subId"].(string)
+				switch ev.Type {
+				case "delegate.admitted":
+					o.Admitted = append(o.Admitted, sub)
+				case "delegate.completed", "delegate.failed", "delegate.timed_out", "delegate.cancelled":
+					o.Terminal = append(o.Terminal, sub)
+				}
+			}
+			slices.Sort(o.Admitted)
+			slices.Sort(o.Terminal)
+			o.HasMore = page.HasMore
+			return nil
+		})
+	return err
+}
+
+// orchestrator settles every admission of its run (some cancelled first, some waited on), and between them
+// reports usage, reads the ledger, and revokes or re-issues the revocable worker's credential.
+func (j *jepsen) orchestrator(ctx context.Context, r *jepsenRun, rng *rand.Rand) error {
+	s := j.session(r.orch, rng)
+	defer s.close()
+	id := j.newClient()
+	issued := 0
+	var settled []string
+	for n := 0; ; n++ {
+		var sub string
+		var open bool
+		select {
+		case sub, open = <-r.subs:
+			if !open {
+				return nil
+			}
+		default:
+		}
+		var err error
+		switch {
+		case sub != "":
+			err = j.settle(ctx, s, id, r, sub, n, rng)
+			settled = append(settled, sub)
+		case n%5 == 0:
+			task := fmt.Sprintf("w%d", rng.IntN(len(r.workers)))
+			used := int64(rng.IntN(1000))
+			_, err = j.do(ctx, s, id, opInput{Kind: opUsage, Run: r.id, Task: task, Tokens: used}, "task.usage",
+				map[string]any{"taskId": task, "input": used, "output": 0, "cacheRead": 0, "cacheWrite": 0, "commandId": fmt.Sprintf("u-%d", n)},
+				func(raw json.RawMessage, o *opOutput) error {
+					var u struct {
+						BudgetUsed int64 `json:"budgetUsed"`
+					}
+					err := json.Unmarshal(raw, &u)
+					o.BudgetUsed = u.BudgetUsed
+					return err
+				})
+		case n%5 == 1:
+			_, err = j.do(ctx, s, id, opInput{Kind: opLedger, Run: r.id}, "query.ledger", map[string]any{"limit": 1000},
+				func(raw json.RawMessage, o *opOutput) error {
+					var l struct {
+						Accounts []struct {
+							TokensSpent int64 `json:"tokensSpent"`
+						} `json:"accounts"`
+						HasMore bool `json:"hasMore"`
+					}
+					if err := json.Unmarshal(raw, &l); err != nil {
+						return err
+					}
+					if l.HasMore {
+						return errors.New("more accounts than one page")
+					}
+					for _, a := range l.Accounts {
+						o.Spent += a.TokensSpent
+					}
+					return nil
+				})
+		case n%5 == 2 && len(settled) > 0:
+			err = j.wait(ctx, s, id, r, settled[rng.IntN(len(settled))])
+		case n%5 == 3:
+			if cur := r.token.Load(); cur.live {
+				_, err = j.do(ctx, s, id, opInput{Kind: opRevoke, Run: r.id, Task: r.revoked}, "credential.revoke",
+					map[string]any{"taskId": r.revoked, "commandId": fmt.Sprintf("rv-%d", n)}, nil)
+				r.token.Store(&genToken{gen: cur.gen, token: cur.token})
+			} else {
+				issued++
+				var tok string
+				_, err = j.do(ctx, s, id, opInput{Kind: opIssue, Run: r.id, Task: r.revoked, Gen: issued}, "credential.issue",
+					map[string]any{"taskId": r.revoked, "commandId": fmt.Sprintf("is-%d", n)},
+					func(raw json.RawMessage, o *opOutput) error {
+						var c credential
+						err := json.Unmarshal(raw, &c)
+						tok = c.Token
+						return err
+					})
+				r.token.Store(&genToken{gen: issued, token: tok, live: true})
+			}
+		default:
+			select {
+			case sub, open = <-r.subs: // nothing else to do: wait for an admission
+				if !open {
+					return nil
+				}
+				err = j.settle(ctx, s, id, r, sub, n, rng)
+				settled = append(settled, sub)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// settle settles sub with a random usage, after cancelling it one time in four and waiting on it one in three.
+func (j *jepsen) settle(ctx context.Context, s *session, id int, r *jepsenRun, sub string, n int, rng *rand.Rand) error {
+	if rng.IntN(4) == 0 {
+		if _, err := j.do(ctx, s, id, opInput{Kind: opCancel, Run: r.id, Sub: sub}, "delegate.cancel",
+			map[string]any{"subId": sub, "commandId": "c-" + sub}, nil); err != nil {
+			return err
+		}
+	}
+	if rng.IntN(3) == 0 {
+		if err := j.wait(ctx, s, id, r, sub); err != nil {
+			return err
+		}
+	}
+	usage := int64(rng.IntN(200))
+	_, err := j.do(ctx, s, id, opInput{Kind: opSettle, Run: r.id, Sub: sub, Tokens: usage}, "delegate.settle",
+		map[string]any{"subId": sub, "outcome": "ok", "text": "done", "usageTokens": usage, "commandId": "s-" + sub},
+		func(raw json.RawMessage, o *opOutput) error {
+			var res struct {
+				ChargedTokens int64 `json:"chargedTokens"`
+			}
+			err := json.Unmarshal(raw, &res)
+			o.Charged = res.ChargedTokens
+			return err
+		})
+	return err
+}
+
+// wait asks whether sub's task is completed, without waiting for it (timeoutMs 1).
+func (j *jepsen) wait(ctx context.Context, s *session, id int, r *jepsenRun, sub string) error {
+	_, err := j.do(ctx, s, id, opInput{Kind: opWait, Run: r.id, Sub: sub}, "task.waitStatus",
+		map[string]any{"taskId": sub, "until": "completed", "timeoutMs": 1},
+		func(raw json.RawMessage, o *opOutput) error {
+			var w struct {
+				Status string `json:"status"`
+			}
+			err := json.Unmarshal(raw, &w)
+			o.Settled = w.Status == "completed"
+			return err
+		})
+	return err
+}
+
+// pinger pings as the revocable worker with the credential it was last given: answered while that credential is
+// current and not revoked, refused otherwise.
+func (j *jepsen) pinger(ctx context.Context, r *jepsenRun) error {
+	id := j.newClient()
+	for !j.stop.Load() {
+		cur := r.token.Load()
+		call := j.hist.now()
+		attempts := 0
+		var out opOutput
+		for {
+			attempts++
+			gen, err := j.gens.await(ctx, 0)
+			if err != nil {
+				return err
+			}
+			c, err := j.d.dial(ctx, client.Hello{RunID: r.id, TaskID: r.revoked, Token: cur.token})
+			var we *wire.Error
+			if errors.As(err, &we) {
+				out.Code = string(we.Code)
+				break
+			}
+			if err != nil {
+				if _, err := j.gens.await(ctx, gen+1); err != nil { // killed while dialing
+					return err
+				}
+				continue
+			}
+			err = c.Call(ctx, wire.MethodPing, nil, nil)
+			c.Close()
+			if errors.As(err, &we) {
+				out.Code = string(we.Code)
+				break
+			}
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, client.ErrClosed) {
+				return err
+			}
+		}
+		j.hist.record(id, opInput{Kind: opPing, Run: r.id, Task: r.revoked, Gen: cur.gen}, call, out, opMeta{Attempts: attempts})
+	}
+	return nil
+}
+
+// slotReader reads the daemon-wide slot pool as the admin until the run stops.
+func (j *jepsen) slotReader(ctx context.Context, h client.Hello, rng *rand.Rand) error {
+	s := j.session(h, rng)
+	defer s.close()
+	id := j.newClient()
+	for !j.stop.Load() {
+		if err := j.slotRead(ctx, s, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (j *jepsen) slotRead(ctx context.Context, s *session, id int) error {
+	_, err := j.do(ctx, s, id, opInput{Kind: opSlots}, "query.slots", map[string]any{},
+		func(raw json.RawMessage, o *opOutput) error {
+			var sl struct {
+				SubIDs []string `json:"subIds"`
+			}
+			err := json.Unmarshal(raw, &sl)
+			o.Held = slices.Sorted(slices.Values(sl.SubIDs))
+			return err
+		})
+	return err
+}
+
+// TestJepsenRecheck checks a history written by an earlier run again (CREWLOG_JEPSEN_HISTORY=path,
+// CREWLOG_JEPSEN_CAPACITY its --max-slots), so a model change can be tried on a recorded failure.
+func TestJepsenRecheck(t *testing.T) {
+	path := os.Getenv("CREWLOG_JEPSEN_HISTORY")
+	if path == "" {
+		t.Skip("set CREWLOG_JEPSEN_HISTORY to a history file to check it again")
+	}
+	capacity, err := strconv.Atoi(os.Getenv("CREWLOG_JEPSEN_CAPACITY"))
+	require.NoError(t, err, "CREWLOG_JEPSEN_CAPACITY")
+	ops, err := readHistory(path)
+	require.NoError(t, err)
+	began := time.Now()
+	res := jepsenResult{ops: len(ops), verdicts: []verdict{
+		checkHistory("runs", runModel(), ops, time.Minute, os.TempDir()),
+		checkHistory("slots", slotModel(capacity), ops, time.Minute, os.TempDir()),
+		checkRefusals(ops, capacity),
+	}}
+	res.checkTook = time.Since(began)
+	reportJepsen(t, jepsenConfig{capacity: capacity}, res)
+	require.True(t, res.allOK())
+}
+
+// lastByReturn is the n operations of ops that returned last, where a violation shows.
+func lastByReturn(ops []porcupine.Operation, n int) []porcupine.Operation {
+	sorted := append([]porcupine.Operation(nil), ops...)
+	sortByReturn(sorted)
+	return sorted[max(0, len(sorted)-n):]
+}
