@@ -76,6 +76,7 @@ type daemon struct {
 	data   string
 	socket string
 	args   []string
+	env    []string // added to the test's environment
 	// cred, when set, runs crewd as another user (root only).
 	cred *syscall.Credential
 
@@ -112,6 +113,9 @@ func (d *daemon) start() {
 	args := append([]string{"--data", d.data, "--socket", d.socket, "--log-level", "warn", "--http", "127.0.0.1:0",
 		"--nesting", "--max-depth=4", "--wait-methods"}, d.args...)
 	cmd := exec.Command(d.bin, args...)
+	if d.env != nil {
+		cmd.Env = append(os.Environ(), d.env...)
+	}
 	if d.cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: d.cred}
 	}

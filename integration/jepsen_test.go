@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +29,10 @@ import (
 // (CREWLOG_JEPSEN_SEED replays a seed). TestJepsenCatchesPlantedBug proves the checker catches a crewd built to
 // answer before it commits.
 
+// faultsBuild is crewd built with the crewlog_faults tag: its engine clock can be made to jump
+// (cmd/crewd/daemon/clock_faults.go).
+var faultsBuild = binaryBuild{tags: "crewlog_faults"}
+
 // plantedBuild is crewd built with the crewlog_plantedbug tag (commands/planted_on.go).
 var plantedBuild = binaryBuild{tags: "crewlog_plantedbug"}
 
@@ -40,12 +45,14 @@ type jepsenConfig struct {
 	capacity      int           // --max-slots
 	killEvery     time.Duration // mean time between kill -9s (0: none)
 	cutOneIn      int           // one attempt in cutOneIn has its connection cut mid-request (0: none)
+	clockJumps    bool          // every other fault moment makes the engine clock jump instead of killing crewd
 	bin           string        // crewd binary (default: the normal build)
 }
 
 // jepsenResult is what a run did and what the checker said.
 type jepsenResult struct {
 	ops, kills, cuts, lost int
+	clockJumps             int
 	closed                 int // connections the daemon closed by itself
 	elapsed, checkTook     time.Duration
 	verdicts               []verdict
@@ -96,11 +103,12 @@ func jepsenSeed(t *testing.T, def uint64) uint64 {
 // TestJepsen: 4 runs of 4 workers share an 8-slot pool; workers delegate and read their run's events, each run's
 // orchestrator settles, cancels, reports usage, reads the ledger and waits on its delegations, and revokes and
 // re-issues one worker's credential while that worker pings; an admin reads the slot pool. crewd is killed -9 and
-// connections are cut mid-request; answers lost so are retried with their commandIds. The history must be
+// connections are cut mid-request, and the engine clock jumps forwards and backwards by minutes; answers lost so are
+// retried with their commandIds. The history must be
 // linearizable against the model, and every acknowledged command must replay its answer.
 func TestJepsen(t *testing.T) {
 	cfg := jepsenConfig{seed: jepsenSeed(t, 18), duration: 3 * time.Second, runs: 4, workersPerRun: 4, capacity: 8,
-		killEvery: time.Second, cutOneIn: 25}
+		killEvery: 600 * time.Millisecond, cutOneIn: 25, clockJumps: true, bin: faultsBuild.binary(t, "crewd")}
 	if m := jepsenMinutes(t); m > 0 {
 		cfg.duration = time.Duration(m) * time.Minute
 		cfg.runs, cfg.workersPerRun = 8, 8 // 64 workers
@@ -116,6 +124,7 @@ func TestJepsen(t *testing.T) {
 	require.Empty(t, res.violations(), "linearizability violations (seed %d)", cfg.seed)
 	require.True(t, res.allOK(), "the check did not finish (seed %d)", cfg.seed)
 	require.Positive(t, res.kills, "no kill -9 happened")
+	require.Positive(t, res.clockJumps, "the engine clock never jumped")
 	require.Positive(t, res.cuts, "no connection was cut mid-request")
 	require.Positive(t, res.lost, "no answer was lost and retried")
 }
@@ -134,8 +143,8 @@ func TestJepsenCatchesPlantedBug(t *testing.T) {
 }
 
 func reportJepsen(t *testing.T, cfg jepsenConfig, res jepsenResult) {
-	t.Logf("jepsen: seed %d, %v, %d clients: %d operations, %d kill -9, %d connections cut, %d answers lost and retried; checked in %v",
-		cfg.seed, res.elapsed.Round(time.Millisecond), cfg.runs*(cfg.workersPerRun+2)+1, res.ops, res.kills, res.cuts, res.lost,
+	t.Logf("jepsen: seed %d, %v, %d clients: %d operations, %d kill -9, %d clock jumps, %d connections cut, %d answers lost and retried; checked in %v",
+		cfg.seed, res.elapsed.Round(time.Millisecond), cfg.runs*(cfg.workersPerRun+2)+1, res.ops, res.kills, res.clockJumps, res.cuts, res.lost,
 		res.checkTook.Round(time.Millisecond))
 	for _, v := range res.verdicts {
 		t.Logf("jepsen: model %s: %s", v.model, v.result)
@@ -247,6 +256,8 @@ func runJepsen(t *testing.T, cfg jepsenConfig) jepsenResult {
 	if cfg.bin != "" {
 		d.bin = cfg.bin
 	}
+	clockFile := filepath.Join(t.TempDir(), "clock-offset-ms")
+	d.env = []string{"CREWD_TEST_CLOCK_OFFSET_FILE=" + clockFile}
 	t.Cleanup(d.cleanup)
 	d.start()
 	j := &jepsen{t: t, cfg: cfg, d: d, gens: newGenerations(), hist: newHistory()}
@@ -296,7 +307,7 @@ func runJepsen(t *testing.T, cfg jepsenConfig) jepsenResult {
 	go func() { defer others.Done(); fail(j.slotReader(ctx, adminHello(d), seeds())) }()
 
 	began := time.Now()
-	kills := 0
+	kills, jumps := 0, 0
 	faults := seeds()
 	for time.Since(began) < cfg.duration {
 		wait := cfg.duration - time.Since(began)
@@ -308,7 +319,17 @@ func runJepsen(t *testing.T, cfg jepsenConfig) jepsenResult {
 			t.Fatalf("jepsen (seed %d): %v", cfg.seed, err)
 		case <-time.After(wait): // the fault's moment, not a synchronisation
 		}
-		if cfg.killEvery > 0 && time.Since(began) < cfg.duration {
+		if cfg.killEvery == 0 || time.Since(began) >= cfg.duration {
+			continue
+		}
+		if cfg.clockJumps && (kills+jumps)%2 == 1 {
+			// Anywhere within 7 minutes of the real time, so one jump moves at most 14 minutes: less than a
+			// delegation's timeout and grace (900 + 30 s), so nothing expires. Written whole, then renamed.
+			offset := faults.Int64N(14*60_000+1) - 7*60_000
+			require.NoError(t, os.WriteFile(clockFile+".new", []byte(strconv.FormatInt(offset, 10)), 0o600))
+			require.NoError(t, os.Rename(clockFile+".new", clockFile))
+			jumps++
+		} else {
 			j.gens.down()
 			d.kill()
 			d.start()
@@ -331,7 +352,7 @@ func runJepsen(t *testing.T, cfg jepsenConfig) jepsenResult {
 	elapsed := time.Since(began)
 
 	ops := j.hist.snapshot()
-	res := jepsenResult{ops: len(ops), kills: kills, cuts: int(j.cuts.Load()), lost: int(j.gens.lost.Load()), elapsed: elapsed,
+	res := jepsenResult{ops: len(ops), kills: kills, cuts: int(j.cuts.Load()), lost: int(j.gens.lost.Load()), elapsed: elapsed, clockJumps: jumps,
 		closed: int(j.gens.closed.Load())}
 	checked := time.Now()
 	dir := os.TempDir()

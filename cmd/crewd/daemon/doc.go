@@ -34,6 +34,8 @@
 //   - Shutdown on SIGINT or SIGTERM: the broker stops accepting and closes connections, the engine finishes the
 //     group it is committing, the log closes; exit 0 (1 if the signal came during the start). A second signal
 //     during shutdown kills the process.
+//   - The engine clock is time.Now. Only a test build tagged crewlog_faults (clock_faults.go) reads an offset from
+//     the file named by CREWD_TEST_CLOCK_OFFSET_FILE, so a test can make the clock jump; no real build has it.
 //
 // # Not guaranteed
 //

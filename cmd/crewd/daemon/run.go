@@ -149,7 +149,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	metrics := httpapi.NewMetrics()
 	eng, err := interruptible(openCtx, "open the engine", func() (*commands.Engine, error) {
 		opts := commands.Options{Config: &engineConfig, Logger: lg.With("component", "engine"), Observer: metrics,
-			Retention: cfg.Retention}
+			Retention: cfg.Retention, Clock: engineClock()}
 		if cfg.Retention == 0 {
 			opts.Retention = -1 // commands.Options reads 0 as its default
 		}
