@@ -104,8 +104,8 @@ func jepsenSeed(t *testing.T, def uint64) uint64 {
 // orchestrator settles, cancels, reports usage, reads the ledger and waits on its delegations, and revokes and
 // re-issues one worker's credential while that worker pings; an admin reads the slot pool. crewd is killed -9 and
 // connections are cut mid-request, and the engine clock jumps forwards and backwards by minutes; answers lost so are
-// retried with their commandIds. The history must be
-// linearizable against the model, and every acknowledged command must replay its answer.
+// retried with their commandIds. The history must be linearizable against the model, and every acknowledged
+// command must replay its answer.
 func TestJepsen(t *testing.T) {
 	cfg := jepsenConfig{seed: jepsenSeed(t, 18), duration: 3 * time.Second, runs: 4, workersPerRun: 4, capacity: 8,
 		killEvery: 600 * time.Millisecond, cutOneIn: 25, clockJumps: true, bin: faultsBuild.binary(t, "crewd")}
