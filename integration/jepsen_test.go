@@ -231,6 +231,18 @@ func (j *jepsen) do(ctx context.Context, s *session, client int, in opInput, met
 	return out, nil
 }
 
+// answer decodes an answer as T and sets the operation's output from it.
+func answer[T any](set func(T, *opOutput)) func(json.RawMessage, *opOutput) error {
+	return func(raw json.RawMessage, o *opOutput) error {
+		var v T
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return err
+		}
+		set(v, o)
+		return nil
+	}
+}
+
 // jepsenRun is one crew run of the test: its orchestrator, workers and the worker whose credential is revoked.
 type jepsenRun struct {
 	id      string
@@ -297,14 +309,17 @@ func runJepsen(t *testing.T, cfg jepsenConfig) jepsenResult {
 	for _, r := range runs {
 		for i, h := range r.workers {
 			workers.Add(1)
-			go func() { defer workers.Done(); fail(j.worker(ctx, r, i, h, seeds())) }()
+			wr := seeds()
+			go func() { defer workers.Done(); fail(j.worker(ctx, r, i, h, wr)) }()
 		}
 		others.Add(2)
-		go func() { defer others.Done(); fail(j.orchestrator(ctx, r, seeds())) }()
+		or := seeds()
+		go func() { defer others.Done(); fail(j.orchestrator(ctx, r, or)) }()
 		go func() { defer others.Done(); fail(j.pinger(ctx, r)) }()
 	}
 	others.Add(1)
-	go func() { defer others.Done(); fail(j.slotReader(ctx, adminHello(d), seeds())) }()
+	sr := seeds()
+	go func() { defer others.Done(); fail(j.slotReader(ctx, adminHello(d), sr)) }()
 
 	began := time.Now()
 	kills, jumps := 0, 0
@@ -459,14 +474,11 @@ func (j *jepsen) orchestrator(ctx context.Context, r *jepsenRun, rng *rand.Rand)
 			used := int64(rng.IntN(1000))
 			_, err = j.do(ctx, s, id, opInput{Kind: opUsage, Run: r.id, Task: task, Tokens: used}, "task.usage",
 				map[string]any{"taskId": task, "input": used, "output": 0, "cacheRead": 0, "cacheWrite": 0, "commandId": fmt.Sprintf("u-%d", n)},
-				func(raw json.RawMessage, o *opOutput) error {
-					var u struct {
-						BudgetUsed int64 `json:"budgetUsed"`
-					}
-					err := json.Unmarshal(raw, &u)
+				answer(func(u struct {
+					BudgetUsed int64 `json:"budgetUsed"`
+				}, o *opOutput) {
 					o.BudgetUsed = u.BudgetUsed
-					return err
-				})
+				}))
 		case n%5 == 1:
 			_, err = j.do(ctx, s, id, opInput{Kind: opLedger, Run: r.id}, "query.ledger", map[string]any{"limit": 1000},
 				func(raw json.RawMessage, o *opOutput) error {
@@ -541,14 +553,11 @@ func (j *jepsen) settle(ctx context.Context, s *session, id int, r *jepsenRun, s
 	usage := int64(rng.IntN(200))
 	_, err := j.do(ctx, s, id, opInput{Kind: opSettle, Run: r.id, Sub: sub, Tokens: usage}, "delegate.settle",
 		map[string]any{"subId": sub, "outcome": "ok", "text": "done", "usageTokens": usage, "commandId": "s-" + sub},
-		func(raw json.RawMessage, o *opOutput) error {
-			var res struct {
-				ChargedTokens int64 `json:"chargedTokens"`
-			}
-			err := json.Unmarshal(raw, &res)
+		answer(func(res struct {
+			ChargedTokens int64 `json:"chargedTokens"`
+		}, o *opOutput) {
 			o.Charged = res.ChargedTokens
-			return err
-		})
+		}))
 	return err
 }
 
@@ -556,14 +565,11 @@ func (j *jepsen) settle(ctx context.Context, s *session, id int, r *jepsenRun, s
 func (j *jepsen) wait(ctx context.Context, s *session, id int, r *jepsenRun, sub string) error {
 	_, err := j.do(ctx, s, id, opInput{Kind: opWait, Run: r.id, Sub: sub}, "task.waitStatus",
 		map[string]any{"taskId": sub, "until": "completed", "timeoutMs": 1},
-		func(raw json.RawMessage, o *opOutput) error {
-			var w struct {
-				Status string `json:"status"`
-			}
-			err := json.Unmarshal(raw, &w)
+		answer(func(w struct {
+			Status string `json:"status"`
+		}, o *opOutput) {
 			o.Settled = w.Status == "completed"
-			return err
-		})
+		}))
 	return err
 }
 
