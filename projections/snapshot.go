@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/crewlog/crewlog/internal/msgpackappend"
 )
 
 // SnapshotFormat is the version of the snapshot encoding written by
@@ -52,6 +54,32 @@ type snapshotRun struct {
 // one msgpack map. The same state always gives the same bytes. The storage
 // layer adds the checksum.
 func EncodeSnapshot(s *State) ([]byte, error) {
+	snap := toSnapshot(s)
+	b := make([]byte, 0, snapshotSizeHint(&snap))
+	b = msgpackappend.Uint16(b, SnapshotFormat)
+	b, err := appendSnapshot(b, &snap)
+	if err != nil {
+		return nil, fmt.Errorf("projections: encoding snapshot: %w", err)
+	}
+	return b, nil
+}
+
+// snapshotSizeHint is a guess at the encoded size, so that the buffer is
+// seldom copied while it grows.
+func snapshotSizeHint(snap *snapshot) int {
+	n := 1024
+	for i := range snap.Runs {
+		sr := &snap.Runs[i]
+		n += 512 + 400*(len(sr.Tasks)+len(sr.Delegations)+len(sr.Accounts)+len(sr.Messages))
+		for j := range sr.Messages {
+			n += len(sr.Messages[j].Body)
+		}
+	}
+	return n
+}
+
+// toSnapshot collects the state's primary records in its own order.
+func toSnapshot(s *State) snapshot {
 	snap := snapshot{Position: s.Position, Config: s.config, Runs: make([]snapshotRun, 0, len(s.runOrder))}
 	for _, id := range s.runOrder {
 		r := s.runs[id]
@@ -88,15 +116,7 @@ func EncodeSnapshot(s *State) ([]byte, error) {
 		}
 		snap.Runs = append(snap.Runs, sr)
 	}
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
-	if err := enc.EncodeUint16(SnapshotFormat); err != nil {
-		return nil, fmt.Errorf("projections: encoding snapshot: %w", err)
-	}
-	if err := enc.Encode(&snap); err != nil {
-		return nil, fmt.Errorf("projections: encoding snapshot: %w", err)
-	}
-	return buf.Bytes(), nil
+	return snap
 }
 
 // DecodeSnapshot rebuilds a State from EncodeSnapshot's bytes. It never

@@ -1,0 +1,4 @@
+// Package msgpackappend appends msgpack values to a byte slice, for the
+// encoders that replace msgpack's reflection on hot paths (the events
+// payload codec, the projections snapshot).
+package msgpackappend
