@@ -78,7 +78,11 @@
 // ColdStore, which Load and Replay attach). Decoding is
 // defensive: the bytes are first checked structurally (every declared length
 // backed by real bytes, bounded nesting), so bad bytes give ErrBadSnapshot,
-// never a panic or a runaway allocation. The storage layer adds the checksum;
+// never a panic or a runaway allocation. The bytes are msgpack's reflection
+// encoding of that map; the hot records (tasks, delegations, accounts,
+// messages) are appended field by field (snapshot_codec.go), byte for byte
+// as reflection writes them, so encoding reads s without copying or
+// changing it and is safe under a reader's lock. The storage layer adds the checksum;
 // a snapshot is an optimisation only, and rebuilding from position 1 must
 // give the identical state.
 //
