@@ -15,11 +15,14 @@ const module = "github.com/crewlog/crewlog"
 // package may import. A package missing here may import anything (mains,
 // tests).
 var allowedImports = map[string][]string{
-	"eventlog":    {},
-	"events":      {},
-	"projections": {"events", "eventlog"},
-	"commands":    {"events", "projections", "eventlog"},
-	"migrations":  {"events", "eventlog"},
+	"eventlog": {},
+	// A leaf: msgpack writers shared by the events payload codec and the
+	// projections snapshot encoder.
+	"internal/msgpackappend": {},
+	"events":                 {"internal/msgpackappend"},
+	"projections":            {"events", "eventlog", "internal/msgpackappend"},
+	"commands":               {"events", "projections", "eventlog"},
+	"migrations":             {"events", "eventlog"},
 	// The pi-crew import writes events directly: no commands, no projections.
 	"migrations/picrew": {"events", "eventlog"},
 	"broker/wire":       {},
