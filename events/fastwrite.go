@@ -1,6 +1,6 @@
 package events
 
-import "github.com/crewlog/crewlog/internal/msgpackappend"
+import "github.com/crewlog/crewlog/events/msgpackappend"
 
 // The generated encoders (payload_codec_gen.go) write msgpack with these;
 // TestGeneratedEncoderMatchesReflection holds them to msgpack's reflection

@@ -18,11 +18,11 @@ var allowedImports = map[string][]string{
 	"eventlog": {},
 	// A leaf: msgpack writers shared by the events payload codec and the
 	// projections snapshot encoder.
-	"internal/msgpackappend": {},
-	"events":                 {"internal/msgpackappend"},
-	"projections":            {"events", "eventlog", "internal/msgpackappend"},
-	"commands":               {"events", "projections", "eventlog"},
-	"migrations":             {"events", "eventlog"},
+	"events/msgpackappend": {},
+	"events":               {"events/msgpackappend"},
+	"projections":          {"events", "eventlog", "events/msgpackappend"},
+	"commands":             {"events", "projections", "eventlog"},
+	"migrations":           {"events", "eventlog"},
 	// The pi-crew import writes events directly: no commands, no projections.
 	"migrations/picrew": {"events", "eventlog"},
 	"broker/wire":       {},

@@ -7,7 +7,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/crewlog/crewlog/internal/msgpackappend"
+	"github.com/crewlog/crewlog/events/msgpackappend"
 )
 
 // SnapshotFormat is the version of the snapshot encoding written by

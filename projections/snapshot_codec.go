@@ -3,7 +3,7 @@ package projections
 import (
 	"github.com/vmihailenco/msgpack/v5"
 
-	m "github.com/crewlog/crewlog/internal/msgpackappend"
+	m "github.com/crewlog/crewlog/events/msgpackappend"
 )
 
 // The snapshot's bulk is the records of long runs: tasks, delegations, ledger
