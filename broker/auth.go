@@ -39,7 +39,8 @@ func (s *Server) authenticate(params json.RawMessage) (identity, *wire.Error) {
 		return identity{}, errHelloRejected
 	}
 	digest := digestOf(h.Token)
-	s.eng.Warm(h.RunID) // a cold run's credentials are read back outside the state's lock
+	// NB: no Warm here. A hello is not yet authenticated: it must cost no read of the log, so a cold run is
+	// checked against its summary alone (classifyCold), and is read back only for a request its credential may make.
 	var (
 		id  identity
 		bad *wire.Error
@@ -79,6 +80,9 @@ func classify(st *projections.State, runID, taskID, digest string) (identity, *w
 	if _, ok := st.Run(runID); !ok {
 		return identity{}, errHelloRejected
 	}
+	if st.IsCold(runID) {
+		return classifyCold(st, runID, digest)
+	}
 	orch, hasOrch := st.Credential(runID, events.OrchestratorKey)
 	if hasOrch && !orch.Revoked && sameDigest(orch.Digest, digest) {
 		return identity{role: events.RoleOrchestrator, runID: runID, key: events.OrchestratorKey, digest: digest}, nil
@@ -95,6 +99,24 @@ func classify(st *projections.State, runID, taskID, digest string) (identity, *w
 	}
 	if _, hasTask := st.Task(runID, taskID); hasTask {
 		return identity{}, errStaleToken
+	}
+	return identity{}, errHelloRejected
+}
+
+// classifyCold is classify for a cold run (commands/tier.go), from what memory keeps of it: its Run record and its
+// orchestrator credential (State.Credential reads that one from the summary). Any other key's credential, and the
+// run's tasks, are only in the log, and re-folding the run there before the caller is authenticated would let a
+// client holding no valid token make the daemon read runs back at will. So steps 1 and 3 for the orchestrator key
+// are as above, and every other hello naming a cold run answers auth "hello rejected", as for an unknown run: a
+// cold run has ended long ago (a worker's hello would be refused whatever its token, "run is already terminal"),
+// and the answer still tells nobody whether the run or a task of it exists.
+func classifyCold(st *projections.State, runID, digest string) (identity, *wire.Error) {
+	orch, ok := st.Credential(runID, events.OrchestratorKey)
+	switch {
+	case ok && !orch.Revoked && sameDigest(orch.Digest, digest):
+		return identity{role: events.RoleOrchestrator, runID: runID, key: events.OrchestratorKey, digest: digest}, nil
+	case ok && orch.Revoked && sameDigest(orch.Digest, digest):
+		return identity{}, errRevoked
 	}
 	return identity{}, errHelloRejected
 }
@@ -124,6 +146,9 @@ func (s *Server) recheck(id identity) *wire.Error {
 func checkCredential(st *projections.State, id identity) *wire.Error {
 	if id.role == events.RoleAdmin {
 		return nil // the admin digest is daemon configuration, not state; it changes only with a restart
+	}
+	if id.role == events.RoleWorker && st.IsCold(id.runID) {
+		return errRunTerminal // a cold run has ended; its worker credentials are in the log only (classifyCold)
 	}
 	cred, ok := st.Credential(id.runID, id.key)
 	if !ok || cred.Revoked || !sameDigest(cred.Digest, id.digest) {

@@ -65,6 +65,7 @@ type fixtureOpts struct {
 	config *projections.Config
 	write  time.Duration // writeTimeout override
 	disk   bool          // keep the store on the real disk (benchmarks: the fsync is part of the cost)
+	cold   bool          // runs go cold as soon as they end, and one cold run at most stays decoded
 }
 
 func newFixture(t testing.TB, fo fixtureOpts) *fixture {
@@ -83,12 +84,16 @@ func newFixture(t testing.TB, fo fixtureOpts) *fixture {
 		cfg = *fo.config
 	}
 	f.cfg = cfg
-	eng, err := commands.Open(l, commands.Options{
+	eo := commands.Options{
 		Clock:          func() time.Time { return time.Unix(0, f.clock.Add(int64(time.Millisecond))) },
 		NewID:          func() string { return fmt.Sprintf("%08d", n.Add(1)) },
 		Config:         &cfg,
 		ExpiryInterval: -1,
-	})
+	}
+	if fo.cold {
+		eo.Retention, eo.ColdCache = -1, 1
+	}
+	eng, err := commands.Open(l, eo)
 	require.NoError(t, err)
 	f.log, f.eng = l, eng
 	o := fo.opts

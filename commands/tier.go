@@ -121,11 +121,14 @@ func runOf(c Command) string {
 // Warm reads cold run runID into the cold runs' cache outside the published
 // state's lock, so that a query for it right after does not hold the lock
 // (and so the writer) while the run is read back from the log. A no-op for
-// a hot or unknown run.
-func (e *Engine) Warm(runID string) {
-	var load func()
+// a hot, unknown or already cached run. It returns the number of events it
+// re-folded, for the caller to charge to the principal it reads for: call
+// it only once that principal is authenticated and allowed to read runID.
+func (e *Engine) Warm(runID string) int64 {
+	var load func() int64
 	e.Read(func(s *projections.State) { load = s.Warm(runID) })
-	if load != nil {
-		load()
+	if load == nil {
+		return 0
 	}
+	return load()
 }

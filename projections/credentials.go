@@ -46,8 +46,17 @@ func applyCredential(r *runState, ev events.Event) {
 	}
 }
 
-// Credential returns the credential of key in run runID.
+// Credential returns the credential of key in run runID. The orchestrator
+// credential of a cold run comes from its summary (no read of the log), so a
+// hello or a request of a run's orchestrator is checked without re-folding
+// the run; any other key of a cold run re-folds it.
 func (s *State) Credential(runID, key string) (Credential, bool) {
+	if cr := s.cold[runID]; cr != nil && key == events.OrchestratorKey {
+		if cr.orch == nil {
+			return Credential{}, false
+		}
+		return *cr.orch, true
+	}
 	r := s.run(runID)
 	if r == nil || r.creds[key] == nil {
 		return Credential{}, false

@@ -64,7 +64,7 @@
 // # Snapshot format
 //
 // EncodeSnapshot writes two msgpack values: the format version (uint16,
-// SnapshotFormat = 4) and a map
+// SnapshotFormat = 5) and a map
 //
 //	{position, config, runs: [{run, last, cold, tasks, delegations, accounts, messages, asks, credentials, rootSpent}]}
 //

@@ -173,7 +173,7 @@ func setRunStatus(r *runState, st RunStatus, p *events.RunStatusChanged) {
 
 // Run returns the run runID.
 func (s *State) Run(runID string) (Run, bool) {
-	if r := s.run(runID); r != nil {
+	if r := s.runs[runID]; r != nil { // NB: not s.run: a cold run's record is its summary, with no read of the log
 		return r.run.clone(), true
 	}
 	if cr := s.cold[runID]; cr != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/events/msgpackappend"
 )
 
@@ -16,9 +17,10 @@ import (
 // Format 2 added each run's usage counters (Run.Usage); format 3 each
 // task's kind, a run's explicit budgetTotal 0 and thresholds, and the
 // config's budget mode; format 4 each run's last position and cold runs as
-// a summary only. An older snapshot lacks them, so it is refused and the
-// state rebuilt.
-const SnapshotFormat uint16 = 4
+// a summary only; format 5 a cold run's orchestrator credential in its
+// summary. An older snapshot lacks them, so it is refused and the state
+// rebuilt.
+const SnapshotFormat uint16 = 5
 
 // ErrBadSnapshot wraps every DecodeSnapshot failure.
 var ErrBadSnapshot = errors.New("projections: bad snapshot")
@@ -36,7 +38,8 @@ type snapshot struct {
 type snapshotRun struct {
 	Run *Run `msgpack:"run"`
 	// Last is the position of the run's last event; Cold marks a cold run,
-	// stored as its Run alone (its records are re-folded from the log).
+	// stored as its Run and its orchestrator credential alone (its records
+	// are re-folded from the log).
 	Last        uint64        `msgpack:"last"`
 	Cold        bool          `msgpack:"cold"`
 	Tasks       []*Task       `msgpack:"tasks"`
@@ -85,7 +88,11 @@ func toSnapshot(s *State) snapshot {
 		r := s.runs[id]
 		if r == nil {
 			cr := s.cold[id]
-			snap.Runs = append(snap.Runs, snapshotRun{Run: &cr.run, Last: cr.last, Cold: true})
+			sr := snapshotRun{Run: &cr.run, Last: cr.last, Cold: true}
+			if cr.orch != nil {
+				sr.Credentials = []*Credential{cr.orch}
+			}
+			snap.Runs = append(snap.Runs, sr)
 			continue
 		}
 		sr := snapshotRun{
@@ -168,7 +175,14 @@ func fromSnapshot(snap *snapshot) (*State, error) {
 			if !sr.Run.Status.Stale() {
 				return nil, fmt.Errorf("run %s: cold but not ended", sr.Run.RunID)
 			}
-			s.cold[sr.Run.RunID] = &coldRun{run: *sr.Run, last: sr.Last, ord: len(s.runOrder)}
+			cr := &coldRun{run: *sr.Run, last: sr.Last, ord: len(s.runOrder)}
+			for _, c := range sr.Credentials {
+				if c == nil || c.Key != events.OrchestratorKey || c.RunID != sr.Run.RunID || cr.orch != nil {
+					return nil, fmt.Errorf("run %s: cold with a credential other than its orchestrator's", sr.Run.RunID)
+				}
+				cr.orch = c
+			}
+			s.cold[sr.Run.RunID] = cr
 			s.runOrder = append(s.runOrder, sr.Run.RunID)
 			continue
 		}

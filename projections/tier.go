@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
@@ -28,11 +29,14 @@ import (
 
 // coldRun is what stays in memory of a cold run: its Run record (what the
 // runs list shows), the position of its last event (the version of what
-// the log holds for it) and its creation ordinal.
+// the log holds for it), its creation ordinal and its orchestrator
+// credential (nil when none was issued), so that a hello naming the run is
+// checked without reading the log before the caller is authenticated.
 type coldRun struct {
 	run  Run
 	last uint64
 	ord  int
+	orch *Credential // never mutated
 }
 
 // DefaultColdCache is how many decoded cold runs a ColdStore keeps at most;
@@ -56,6 +60,8 @@ type ColdStore struct {
 	events int64 // Σ Usage.Events of the cached runs, at most coldCacheEvents but for the last
 	err    error // the last load error, for the daemon to report
 	report func(run string, err error)
+
+	refolds atomic.Int64 // runs re-folded from the log so far
 }
 
 type cachedRun struct {
@@ -78,6 +84,10 @@ func NewColdStore(l *eventlog.Log, cache int) *ColdStore {
 // daemon logs it). Call it before c is shared; report must be safe for
 // concurrent use.
 func (c *ColdStore) ReportErrors(report func(run string, err error)) { c.report = report }
+
+// Refolds is how many times c has re-folded a run from the log (a cache
+// hit is not one): what a read of a cold run cost, for tests and stats.
+func (c *ColdStore) Refolds() int64 { return c.refolds.Load() }
 
 // Err returns the last error met reading a cold run back (nil when none).
 // A query that meets one answers as if the run held nothing.
@@ -119,10 +129,17 @@ func (c *ColdStore) keep(id string, last uint64, r *runState) {
 // load returns the cold run cr (never to be mutated), from the cache or
 // re-folded from the log.
 func (c *ColdStore) load(id string, cr *coldRun) (*runState, error) {
+	r, _, err := c.loadCounting(id, cr)
+	return r, err
+}
+
+// loadCounting is load, with the number of events it re-folded (0 for a
+// cache hit).
+func (c *ColdStore) loadCounting(id string, cr *coldRun) (*runState, int64, error) {
 	if r := c.cached(id, cr.last); r != nil {
-		return r, nil
+		return r, 0, nil
 	}
-	r, err := c.fold(id, cr)
+	r, n, err := c.fold(id, cr)
 	if err != nil {
 		c.mu.Lock()
 		c.err = err
@@ -130,27 +147,30 @@ func (c *ColdStore) load(id string, cr *coldRun) (*runState, error) {
 		if c.report != nil {
 			c.report(id, err)
 		}
-		return nil, err
+		return nil, n, err
 	}
 	c.keep(id, cr.last, r)
-	return r, nil
+	return r, n, nil
 }
 
 // fold re-folds run id from the log up to cr.last: the run's stream merged,
 // by position, with the engine stream (the slot share a refusal is measured
 // against is the config's in force at that moment). The fold is the same
 // Apply the whole log goes through, into a state that holds only this run.
-func (c *ColdStore) fold(id string, cr *coldRun) (*runState, error) {
+// It returns what the re-fold cost: the run's events (from its summary).
+func (c *ColdStore) fold(id string, cr *coldRun) (*runState, int64, error) {
+	c.refolds.Add(1)
+	n := cr.run.Usage.Events
 	scratch, err := foldRun(c.log, nil, id, cr.last)
 	if err != nil {
-		return nil, err
+		return nil, n, err
 	}
 	r := scratch.runs[id]
 	if r == nil || r.last != cr.last {
-		return nil, fmt.Errorf("%w: run %s re-folded from its stream does not reach position %d", eventlog.ErrCorrupt, id, cr.last)
+		return nil, n, fmt.Errorf("%w: run %s re-folded from its stream does not reach position %d", eventlog.ErrCorrupt, id, cr.last)
 	}
 	r.ord = cr.ord
-	return r, nil
+	return r, n, nil
 }
 
 // readStream returns the events of stream up to position upTo.
@@ -210,15 +230,18 @@ func (s *State) ColdRuns() int { return len(s.cold) }
 
 // Warm reads cold run id into the store's cache, so that a query made soon
 // after finds it there. It returns a function to call outside any lock the
-// state is read under (it may read the log), or nil when there is nothing
-// to read: id is hot, unknown or already cached.
-func (s *State) Warm(id string) func() {
+// state is read under (it may read the log; it returns the number of events
+// it re-folded, 0 when another reader cached the run first), or nil when
+// there is nothing to read: id is hot, unknown or already cached. Only a
+// caller already authorised to read run id may call it: the re-fold is the
+// most expensive read a run id can cause.
+func (s *State) Warm(id string) func() int64 {
 	cr := s.cold[id]
 	if cr == nil || s.store == nil || s.store.cached(id, cr.last) != nil {
 		return nil
 	}
 	store, c := s.store, *cr
-	return func() { _, _ = store.load(id, &c) }
+	return func() int64 { _, n, _ := store.loadCounting(id, &c); return n }
 }
 
 // FaultIn makes cold run id hot again, read back from the log; it is a
@@ -327,7 +350,12 @@ func (s *State) Evict(id string) {
 	}
 	delete(s.runs, id)
 	delete(s.ended, id)
-	s.cold[id] = &coldRun{run: r.run.clone(), last: r.last, ord: r.ord}
+	var orch *Credential
+	if c := r.creds[events.OrchestratorKey]; c != nil {
+		cc := *c
+		orch = &cc
+	}
+	s.cold[id] = &coldRun{run: r.run.clone(), last: r.last, ord: r.ord, orch: orch}
 	s.store.keep(id, r.last, r)
 }
 
