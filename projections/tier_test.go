@@ -81,3 +81,54 @@ func TestColdRunNotReadBackIsReported(t *testing.T) {
 	_, err = s.FaultIn(cold)
 	require.ErrorIs(t, err, eventlog.ErrCorrupt, "the writer fails rather than decide on a partial run")
 }
+
+// A cold run's record and orchestrator credential come from its summary,
+// with no read of the log (a hello is checked against them before the
+// caller is authenticated), and answer as the run re-folded does; the
+// snapshot keeps the credential. Warm re-folds, and says how many events.
+func TestColdRunSummaryAnswersWithoutARefold(t *testing.T) {
+	l, err := eventlog.Open("db", &eventlog.Options{FS: vfs.NewMem()})
+	require.NoError(t, err)
+	defer l.Close()
+	evs := realisticHistory(600)
+	for _, ev := range evs {
+		p, err := events.EncodePayload(ev.Payload)
+		require.NoError(t, err)
+		_, err = l.Append(eventlog.Write{Events: []eventlog.Event{{Stream: ev.Stream, Type: ev.Type,
+			SchemaVersion: ev.SchemaVersion, Time: ev.Time, Payload: p}}})
+		require.NoError(t, err)
+	}
+	s, _, err := LoadTiered(l, Tiering{Now: evs[len(evs)-1].UnixMilli() + 1, Cache: 1})
+	require.NoError(t, err)
+	whole, err := s.Whole()
+	require.NoError(t, err)
+	b, err := EncodeSnapshot(s)
+	require.NoError(t, err)
+	decoded, err := DecodeSnapshot(b)
+	require.NoError(t, err)
+	require.Greater(t, s.ColdRuns(), 1)
+	withCred := 0
+	for id := range s.cold {
+		before := s.store.Refolds()
+		run, ok := s.Run(id)
+		require.True(t, ok)
+		cred, hasCred := s.Credential(id, events.OrchestratorKey)
+		require.Equal(t, before, s.store.Refolds(), "run %s: the summary re-folded the run", id)
+		wantRun, _ := whole.Run(id)
+		wantCred, wantHas := whole.Credential(id, events.OrchestratorKey)
+		require.Equal(t, wantRun, run)
+		require.Equal(t, wantHas, hasCred)
+		require.Equal(t, wantCred, cred)
+		got, gotHas := decoded.Credential(id, events.OrchestratorKey)
+		require.Equal(t, wantHas, gotHas)
+		require.Equal(t, wantCred, got, "run %s: the snapshot lost the orchestrator credential", id)
+		if hasCred {
+			withCred++
+		}
+		if load := s.Warm(id); load != nil {
+			require.Equal(t, run.Usage.Events, load())
+			require.Equal(t, before+1, s.store.Refolds())
+		}
+	}
+	require.Positive(t, withCred, "the history issues orchestrator credentials")
+}
