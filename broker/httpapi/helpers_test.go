@@ -63,11 +63,17 @@ type fixture struct {
 
 func newFixture(t testing.TB, opts Options) *fixture {
 	t.Helper()
+	return newFixtureEngine(t, opts, commands.Options{SnapshotEvery: -1, ExpiryInterval: -1})
+}
+
+// newFixtureEngine is newFixture with the engine opened with eo.
+func newFixtureEngine(t testing.TB, opts Options, eo commands.Options) *fixture {
+	t.Helper()
 	dir := t.TempDir()
 	audittest.Scenario(t, dir)
 	l, err := eventlog.Open(dir, nil)
 	require.NoError(t, err)
-	eng, err := commands.Open(l, commands.Options{SnapshotEvery: -1, ExpiryInterval: -1})
+	eng, err := commands.Open(l, eo)
 	require.NoError(t, err)
 	f := &fixture{t: t, log: l, eng: eng, tokens: &staticTokens{m: map[string]bool{}}}
 	f.tokens.set(roToken, true)
