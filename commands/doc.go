@@ -44,7 +44,8 @@
 //     readers never block the writer for longer than their own query. A
 //     query of a cold run reads it back from the log inside that query
 //     unless Warm read it into the cache first (the broker does, outside the
-//     lock).
+//     lock, once the caller may read the run, and charges the caller the
+//     events Warm says it re-folded).
 //   - Hot and cold (tier.go, projections/tier.go): runs that have not ended,
 //     and ended runs for Options.Retention after their last event (at most
 //     MaxRetainedRuns of those, the latest to end), are held whole; the others go cold (at most one pass a second, an idle writer

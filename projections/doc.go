@@ -35,8 +35,10 @@
 //     cold through Evict, which only an ended run holding nothing
 //     daemon-wide (no slot, no pending question, no parked wait, not
 //     waiting for a slot) may. Of a cold run the state keeps its Run record,
-//     the position of its last event and its creation ordinal; the rest is
-//     re-folded from the log when asked for (ColdStore: the run's stream
+//     the position of its last event, its creation ordinal and its
+//     orchestrator credential (Run and that Credential answer from them with
+//     no read of the log, so a hello is checked before it costs a re-fold);
+//     the rest is re-folded from the log when asked for (ColdStore: the run's stream
 //     merged with the engine stream, up to that position, through the same
 //     Apply), so every query answers for a cold run exactly what it answers
 //     for the same run hot. Daemon-wide state (slots, slot waiters, config)
@@ -68,7 +70,8 @@
 //
 //	{position, config, runs: [{run, last, cold, tasks, delegations, accounts, messages, asks, credentials, rootSpent}]}
 //
-// A cold run is stored as {run, last, cold: true} alone: its records are
+// A cold run is stored as {run, last, cold: true, credentials: [its
+// orchestrator's, when issued]} alone: its records are
 // re-folded from the log, so the snapshot grows with the active work plus a
 // small summary per run ever seen.
 // with every list in the state's own order, so the encoding is
