@@ -7,7 +7,6 @@ import "github.com/crewlog/crewlog/events/msgpackappend"
 // encoding.
 
 func appendMapLen(b []byte, n int) []byte       { return msgpackappend.MapLen(b, n) }
-func appendArrayLen(b []byte, n int) []byte     { return msgpackappend.ArrayLen(b, n) }
 func appendString(b []byte, s string) []byte    { return msgpackappend.String(b, s) }
 func appendStrings(b []byte, s []string) []byte { return msgpackappend.Strings(b, s) }
 func appendBool(b []byte, v bool) []byte        { return msgpackappend.Bool(b, v) }
