@@ -89,20 +89,11 @@ func replay(s *State, l *eventlog.Log, to uint64, t Tiering) (evicted int, err e
 		}
 		Apply(s, ev)
 		if at := ev.UnixMilli(); t.Retention >= 0 && at >= nextPass {
-			evicted += len(s.evict(at, retention, t.MaxRetained))
+			evicted += len(s.EvictAll(at, retention, t.MaxRetained))
 			nextPass = at + evictEvery
 		}
 	}
 	return evicted, it.Close()
-}
-
-// evict makes cold every run Evictable at now.
-func (s *State) evict(now, retention int64, maxRetained int) []string {
-	ids := s.Evictable(now, retention, maxRetained)
-	for _, id := range ids {
-		s.Evict(id)
-	}
-	return ids
 }
 
 // EvictAll makes cold every run Evictable at now (unix ms) with retention
@@ -110,7 +101,11 @@ func (s *State) evict(now, retention int64, maxRetained int) []string {
 // engine calls it on its working state and repeats the same ids on its
 // other copy with Evict.
 func (s *State) EvictAll(now, retention int64, maxRetained int) []string {
-	return s.evict(now, retention, maxRetained)
+	ids := s.Evictable(now, retention, maxRetained)
+	for _, id := range ids {
+		s.Evict(id)
+	}
+	return ids
 }
 
 // LoadInfo tells how Load built the state.
@@ -165,7 +160,7 @@ func LoadTiered(l *eventlog.Log, t Tiering) (*State, LoadInfo, error) {
 		return nil, info, err
 	}
 	if t.Retention >= 0 && t.Now != 0 {
-		info.Evicted += len(s.evict(t.Now, t.Retention.Milliseconds(), t.MaxRetained))
+		info.Evicted += len(s.EvictAll(t.Now, t.Retention.Milliseconds(), t.MaxRetained))
 	}
 	info.Replayed = s.Position - from
 	return s, info, nil
