@@ -28,16 +28,21 @@ func (s *Server) handleCredentials(w http.ResponseWriter, r *http.Request, _ pri
 	var (
 		limit  int
 		cursor string
-		head   uint64
 	)
-	runID := r.PathValue("runId")
 	// Who issued and revoked is in the events, not the projection: read them first (outside the engine's read),
-	// up to the head the projection will show at least.
-	head = s.opts.Engine.Head()
-	who, err := s.issuers.of(s, runID, head)
-	if err != nil {
-		writeError(w, s.internal(r, err))
-		return
+	// up to the head the projection will show at least. Only a valid id of a known run gets a cache entry: any
+	// other id would evict every run's entry; runList answers it with its error.
+	who := &runIssuers{}
+	if runID, e := s.runParam(r); e == nil {
+		var known bool
+		s.opts.Engine.Read(func(st *projections.State) { _, known = st.Run(runID) })
+		if known {
+			var err error
+			if who, err = s.issuers.of(s, runID, s.opts.Engine.Head()); err != nil {
+				writeError(w, s.internal(r, err))
+				return
+			}
+		}
 	}
 	s.runList(w, r, "credentials", func(p *params) { limit, cursor = p.page() },
 		func(st *projections.State, runID string) (listPage, error) {
