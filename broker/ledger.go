@@ -26,6 +26,11 @@ type accountHistory struct {
 	Total        int                       `json:"total"`
 }
 
+func accountHistoryOf(taskID string, h projections.LedgerHistory) accountHistory {
+	return accountHistory{TaskID: taskID, Reservations: h.Reservations, Charges: h.Charges,
+		NextCursor: h.NextCursor, HasMore: h.NextCursor != "", Total: h.Total}
+}
+
 // query.ledger {limit?, cursor?} → {accounts, nextCursor?, hasMore, total}; with taskId, that account's history
 // {taskId, reservations, charges, nextCursor?, hasMore, total}, paged over its reservations then its charges.
 func handleQueryLedger(cl *call) (any, error) {
@@ -76,8 +81,7 @@ func ledgerHistory(cl *call, runID, taskID string, limit int, cursor string) (an
 		if !ok {
 			return nil, wire.Errorf(wire.CodeNoTask, "task %q has no ledger account", taskID)
 		}
-		res := accountHistory{TaskID: taskID, Reservations: h.Reservations, Charges: h.Charges,
-			NextCursor: h.NextCursor, HasMore: h.NextCursor != "", Total: h.Total}
+		res := accountHistoryOf(taskID, h)
 		b, err := json.Marshal(res)
 		if err != nil {
 			return nil, err

@@ -146,15 +146,6 @@ func accountOf(a projections.Account) accountItem {
 		ReservationCount: len(a.Reservations), ChargeCount: len(a.Charges)}
 }
 
-type historyResult struct {
-	TaskID       string                    `json:"taskId"`
-	Reservations []projections.Reservation `json:"reservations"`
-	Charges      []projections.Charge      `json:"charges"`
-	HasMore      bool                      `json:"hasMore"`
-	NextCursor   string                    `json:"nextCursor,omitempty"`
-	Total        int                       `json:"total"`
-}
-
 // GET /api/v1/runs/{runId}/ledger?limit=&cursor= | ?taskId=T&limit=&cursor=
 func (s *Server) handleLedger(w http.ResponseWriter, r *http.Request, _ principal) {
 	var (
@@ -208,8 +199,7 @@ func (s *Server) accountHistory(w http.ResponseWriter, r *http.Request, read fun
 	case !hasAc:
 		writeError(w, notFound("task %q of run %q has no ledger account", *taskID, runID))
 	default:
-		writeJSON(w, historyResult{TaskID: *taskID, Reservations: nonNil(h.Reservations), Charges: nonNil(h.Charges),
-			HasMore: h.NextCursor != "", NextCursor: h.NextCursor, Total: h.Total})
+		writeJSON(w, broker.LedgerHistory(*taskID, h))
 	}
 }
 
