@@ -148,16 +148,8 @@ func accountOf(a projections.Account) accountItem {
 
 // GET /api/v1/runs/{runId}/ledger?limit=&cursor= | ?taskId=T&limit=&cursor=
 func (s *Server) handleLedger(w http.ResponseWriter, r *http.Request, _ principal) {
-	var (
-		limit          int
-		cursor, taskID string
-	)
-	read := func(p *params) {
-		limit, cursor = p.page()
-		taskID = p.str("taskId", maxIDLen)
-	}
 	if r.URL.Query().Has("taskId") {
-		s.accountHistory(w, r, read, &taskID, &limit, &cursor)
+		s.accountHistory(w, r)
 		return
 	}
 	projectionPage(s, w, r, "accounts", (*projections.State).LedgerPage,
@@ -165,14 +157,19 @@ func (s *Server) handleLedger(w http.ResponseWriter, r *http.Request, _ principa
 }
 
 // accountHistory answers one account's reservations and charges, paged.
-func (s *Server) accountHistory(w http.ResponseWriter, r *http.Request, read func(p *params), taskID *string, limit *int, cursor *string) {
+func (s *Server) accountHistory(w http.ResponseWriter, r *http.Request) {
+	var (
+		limit          int
+		cursor, taskID string
+	)
 	runID, e := s.runParam(r)
 	if e == nil {
 		p := newParams(r.URL)
-		read(p)
+		limit, cursor = p.page()
+		taskID = p.str("taskId", maxIDLen)
 		e = p.strict()
 	}
-	if e == nil && *taskID == "" {
+	if e == nil && taskID == "" {
 		e = badParams("taskId must not be empty")
 	}
 	if e != nil {
@@ -186,20 +183,20 @@ func (s *Server) accountHistory(w http.ResponseWriter, r *http.Request, read fun
 	)
 	s.opts.Engine.Read(func(st *projections.State) {
 		if _, found = st.Run(runID); found {
-			h, hasAc, err = st.AccountHistory(runID, *taskID, projections.PageFilter{Limit: *limit, Cursor: *cursor})
+			h, hasAc, err = st.AccountHistory(runID, taskID, projections.PageFilter{Limit: limit, Cursor: cursor})
 		}
 	})
 	switch {
 	case !found:
 		writeError(w, noRun(runID))
 	case err != nil && errors.Is(err, projections.ErrBadCursor):
-		writeError(w, badCursor(*cursor))
+		writeError(w, badCursor(cursor))
 	case err != nil:
 		writeError(w, s.internal(r, err))
 	case !hasAc:
-		writeError(w, notFound("task %q of run %q has no ledger account", *taskID, runID))
+		writeError(w, notFound("task %q of run %q has no ledger account", taskID, runID))
 	default:
-		writeJSON(w, broker.LedgerHistory(*taskID, h))
+		writeJSON(w, broker.LedgerHistory(taskID, h))
 	}
 }
 
