@@ -206,7 +206,7 @@ func (c *checker) step(ev events.Event) {
 		c.delegations[k] = d
 		c.slots(ev, k)
 	default:
-		if t := settledOf(ev); t != nil {
+		if t := SettledPayload(ev.Payload); t != nil {
 			k := key{c.run(ev.Stream), t.SubID}
 			d := c.delegations[k]
 			d.terminals++

@@ -57,7 +57,7 @@ func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
 			return d, false
 		}
 		d.Command = cmd.Kind()
-		d.Subject = settledOf(group[len(group)-1]).SubID
+		d.Subject = SettledPayload(group[len(group)-1].Payload).SubID
 	default:
 		return d, false
 	}
@@ -136,7 +136,7 @@ func requestFrom(group []events.Event) (*commands.DelegateRequest, string) {
 func settlementFrom(group []events.Event) (commands.Command, string, bool) {
 	msg := events.PayloadAs[events.MailboxAppended](group[0])
 	last := group[len(group)-1]
-	term := settledOf(last)
+	term := SettledPayload(last.Payload)
 	if msg == nil || term == nil || !strings.HasPrefix(msg.From, "delegate:") {
 		return nil, "", false
 	}
@@ -158,9 +158,10 @@ func settlementFrom(group []events.Event) (commands.Command, string, bool) {
 	return c, id, true
 }
 
-// settledOf returns the payload of a terminal delegate event, or nil.
-func settledOf(ev events.Event) *events.DelegateSettled {
-	switch p := ev.Payload.(type) {
+// SettledPayload returns the payload of a terminal delegate event (its four
+// types share one shape), or nil for any other payload.
+func SettledPayload(payload any) *events.DelegateSettled {
+	switch p := payload.(type) {
 	case *events.DelegateCompleted:
 		return (*events.DelegateSettled)(p)
 	case *events.DelegateFailed:
@@ -196,7 +197,7 @@ func outcome(evs []events.Event, err error) string {
 				parts = append(parts, "result rerouted to the run inbox")
 			}
 		default:
-			if t := settledOf(ev); t != nil {
+			if t := SettledPayload(ev.Payload); t != nil {
 				parts = append(parts, strings.TrimPrefix(ev.Type, "delegate."))
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/crewlog/crewlog/audit"
 	"github.com/crewlog/crewlog/events"
 )
 
@@ -125,17 +126,11 @@ func (f *finals) add(run, typ string, p any) {
 	rp.last, rp.lastSub = typ, sub
 }
 
-// settledOf is the terminal payload of a settlement.
+// settledOf is the terminal payload of a settlement, empty for any other
+// payload.
 func settledOf(p any) *events.DelegateSettled {
-	switch v := p.(type) {
-	case *events.DelegateCompleted:
-		return (*events.DelegateSettled)(v)
-	case *events.DelegateFailed:
-		return (*events.DelegateSettled)(v)
-	case *events.DelegateTimedOut:
-		return (*events.DelegateSettled)(v)
-	case *events.DelegateCancelled:
-		return (*events.DelegateSettled)(v)
+	if s := audit.SettledPayload(p); s != nil {
+		return s
 	}
 	return &events.DelegateSettled{}
 }
