@@ -172,10 +172,11 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	// NB: deferred after the log's close, so it runs first: the engine finishes its group before the log closes.
 	defer eng.Close()
 
+	adminDigest := Digest(token)
 	bopts := broker.Options{
 		SocketPath:       cfg.SocketPath,
 		SocketGroup:      cfg.SocketGroup,
-		AdminDigest:      Digest(token),
+		AdminDigest:      adminDigest,
 		ServerKey:        key,
 		MaxFrame:         cfg.MaxFrame,
 		OutboundQueueCap: cfg.OutboundQueueCap,
@@ -191,7 +192,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	if err := srv.Listen(); err != nil {
 		return fmt.Errorf("daemon: %w", err)
 	}
-	web, err := startHTTP(cfg, eng, log, srv, metrics, Digest(token), lg)
+	web, err := startHTTP(cfg, eng, log, srv, metrics, adminDigest, lg)
 	if err != nil {
 		return err
 	}
