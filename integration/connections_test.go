@@ -227,6 +227,18 @@ func rssBytes(t *testing.T, pid int) int64 {
 	return 0
 }
 
+// sampleEverySecond calls sample once a second until ctx is done: sampling
+// RSS is a measurement, not a synchronisation.
+func sampleEverySecond(ctx context.Context, sample func()) {
+	for ctx.Err() == nil {
+		sample()
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 // TestHostileNeverReadingSubscribersBoundedMemory: 30 subscribers that never read, on a run whose messages are
 // 200 KB each, cost crewd at most its configured outbound budget, not what they are owed. Measured within one run:
 // crewd's RSS growth while 60 such messages commit with nobody subscribed (the store and state growing), then while

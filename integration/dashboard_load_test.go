@@ -76,17 +76,13 @@ func TestDashboardLoad(t *testing.T) {
 			}
 		}
 		run := driveEngine(wctx, d, c, tasks)
-		for wctx.Err() == nil {
+		sampleEverySecond(wctx, func() {
 			r := rssBytes(t, pid)
 			rssMax = max(rssMax, r)
 			if !dashboards {
 				rssAlone = max(rssAlone, r)
 			}
-			select {
-			case <-wctx.Done():
-			case <-time.After(time.Second): // sampling RSS once a second: a measurement, not a synchronisation
-			}
-		}
+		})
 		<-run.done
 		cancel()
 		streams.Wait()

@@ -113,13 +113,7 @@ func TestSoakHostileMix(t *testing.T) {
 			startHostiles(wctx, t, d, hostile, &stats, &hostiles)
 		}
 		lat := runHonest(wctx, t, d, honest, &acked)
-		for wctx.Err() == nil {
-			sampleRSS()
-			select {
-			case <-wctx.Done():
-			case <-time.After(time.Second): // sampling RSS once a second: a measurement, not a synchronisation
-			}
-		}
+		sampleEverySecond(wctx, func() { sampleRSS() })
 		<-lat.done
 		cancel()
 		hostiles.Wait()
