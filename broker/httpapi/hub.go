@@ -27,6 +27,8 @@ type hub struct {
 	total   uint64 // frame bytes ever appended (a stream's lag is a difference of two totals)
 	streams int    // open streams; 0: idle
 	notify  chan struct{}
+
+	stopped chan struct{} // closed when follow has returned: no log iterator of the hub is open after it
 }
 
 // frameEntry is one event's SSE frame, with what a stream filters on.
@@ -46,6 +48,7 @@ func (h *hub) init(s *Server) {
 	h.s = s
 	h.ringBytes = 2 * s.opts.StreamBytes
 	h.notify = make(chan struct{})
+	h.stopped = make(chan struct{})
 }
 
 // start places the hub at the published head and follows the engine until the server closes.
@@ -58,6 +61,7 @@ func (h *hub) start() {
 }
 
 func (h *hub) follow() {
+	defer close(h.stopped)
 	defer func() {
 		if v := recover(); v != nil {
 			h.s.opts.Logger.Error("httpapi: stream hub panicked; streams end", "panic", v)

@@ -129,7 +129,8 @@ func (s *Server) Serve(ctx context.Context) error {
 	return fmt.Errorf("httpapi: serve: %w", err)
 }
 
-// Close ends every stream and stops the listener; requests in progress get 2 s to finish.
+// Close ends every stream and stops the listener; requests in progress get 2 s to finish. When it returns, no
+// stream and no part of the server's stream hub reads the log any more.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -140,14 +141,16 @@ func (s *Server) Close() error {
 	close(s.quit)
 	hs := s.hs
 	s.mu.Unlock()
-	if hs == nil {
-		return nil
+	if hs != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := hs.Shutdown(ctx); err != nil {
+			hs.Close()
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(ctx); err != nil {
-		hs.Close()
-	}
+	// Streams and the hub may be reading the log: once Close returns, the caller may close the log under them.
+	s.streams.shut()
+	<-s.streams.hub.stopped
 	return nil
 }
 

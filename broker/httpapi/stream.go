@@ -33,6 +33,8 @@ type streamLimits struct {
 	max, maxPer int
 	resyncs     atomic.Uint64
 	hub         hub
+	closed      bool           // set by shut: no stream opens after it
+	active      sync.WaitGroup // open streams; shut waits for them, so none reads the log once Close returns
 }
 
 func (l *streamLimits) init(o Options) {
@@ -43,6 +45,9 @@ func (l *streamLimits) init(o Options) {
 func (l *streamLimits) acquire(key string) *apiError {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		return errorf(http.StatusServiceUnavailable, codeInternal, "the server is closing")
+	}
 	if l.total >= l.max {
 		return errorf(http.StatusTooManyRequests, codeTooManyStreams, "too many open streams (limit %d)", l.max)
 	}
@@ -51,6 +56,7 @@ func (l *streamLimits) acquire(key string) *apiError {
 	}
 	l.total++
 	l.per[key]++
+	l.active.Add(1)
 	return nil
 }
 
@@ -61,6 +67,16 @@ func (l *streamLimits) release(key string) {
 	if l.per[key]--; l.per[key] <= 0 {
 		delete(l.per, key)
 	}
+	l.active.Done()
+}
+
+// shut refuses new streams and waits for the open ones to end (Close has closed quit, which ends them; a stream
+// blocked writing to a stalled client ends within streamWriteTimeout).
+func (l *streamLimits) shut() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	l.active.Wait()
 }
 
 // open is the number of open streams.
