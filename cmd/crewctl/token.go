@@ -29,8 +29,8 @@ func (a *app) tokenCmd() *cobra.Command {
 			if !readOnly {
 				return usagef("only read-only tokens can be created (--read-only); the admin token is <data>/%s", adminTokenFile)
 			}
-			if a.dataDir == "" {
-				return usagef("no data directory: pass --data")
+			if err := a.needData(); err != nil {
+				return err
 			}
 			tok, rec, err := daemon.CreateReadOnlyToken(a.dataDir, name, time.Now())
 			if err != nil {
@@ -51,6 +51,9 @@ func (a *app) tokenCmd() *cobra.Command {
 		Short: "List the read-only tokens (ids, names, creation times; never the tokens)",
 		Args:  args(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.needData(); err != nil {
+				return err
+			}
 			ts, err := daemon.ListReadOnlyTokens(a.dataDir)
 			if err != nil {
 				return openErr(fmt.Errorf("crewctl: %w", err))
@@ -72,6 +75,9 @@ func (a *app) tokenCmd() *cobra.Command {
 		Short: "Revoke a read-only token (refused from its next request on)",
 		Args:  args(1, "a token id (crewctl token list shows them)"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
+			if err := a.needData(); err != nil {
+				return err
+			}
 			ok, err := daemon.RevokeReadOnlyToken(a.dataDir, argv[0])
 			if err != nil {
 				return openErr(fmt.Errorf("crewctl: %w", err))
@@ -85,4 +91,13 @@ func (a *app) tokenCmd() *cobra.Command {
 	}
 	c.AddCommand(create, list, revoke)
 	return c
+}
+
+// needData refuses a token command without a data directory: the token file lives there, and an empty path would
+// read or write a file in the current directory instead.
+func (a *app) needData() error {
+	if a.dataDir == "" {
+		return usagef("no data directory: pass --data")
+	}
+	return nil
 }

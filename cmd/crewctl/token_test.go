@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,4 +45,25 @@ func TestTokenCreateListRevoke(t *testing.T) {
 	list, err := daemon.ListReadOnlyTokens(data)
 	require.NoError(t, err)
 	require.Empty(t, list)
+}
+
+// TestTokenCommandsNeedTheDataDirectory: with no data directory (no --data, and no HOME or XDG_DATA_HOME to
+// default it from) no token command touches a file: an empty directory would mean a token file in the current
+// directory.
+func TestTokenCommandsNeedTheDataDirectory(t *testing.T) {
+	t.Setenv("HOME", "")
+	t.Setenv("XDG_DATA_HOME", "")
+	t.Chdir(t.TempDir())
+	for _, argv := range [][]string{
+		{"token", "create", "--read-only"},
+		{"token", "list"},
+		{"token", "revoke", "ro_x"},
+	} {
+		r := crewctl(t, nil, argv...)
+		require.Equal(t, exitUsage, r.code, "%v: %s", argv, r.err)
+		require.Contains(t, r.err, "pass --data", "%v", argv)
+	}
+	entries, err := os.ReadDir(".")
+	require.NoError(t, err)
+	require.Empty(t, entries, "no token file was written in the current directory")
 }
