@@ -9,10 +9,11 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
-// Bounds of events.subscribe's type filter.
+// Bounds of an event type filter: events.subscribe's here, and the HTTP API's events route and stream use the
+// same ones, so a filter one accepts the other accepts too.
 const (
-	maxTypeFilter = 64
-	maxTypeLen    = 128
+	MaxTypeFilter = 64  // types in one filter
+	MaxTypeLen    = 128 // bytes of one type
 )
 
 // subscription streams a run's events to one connection as team.event pushes: replay from sinceSeq, then live,
@@ -43,7 +44,7 @@ type subscribeResult struct {
 func handleSubscribe(cl *call) (any, error) {
 	p := readParams(cl)
 	since := p.sinceSeq()
-	types := p.strs("types", maxTypeFilter, maxTypeLen)
+	types := p.strs("types", MaxTypeFilter, MaxTypeLen)
 	runID := p.run(cl)
 	if p.err != nil {
 		return nil, p.err

@@ -14,8 +14,6 @@ import (
 
 // Bounds of the events route.
 const (
-	maxTypeFilter = 64
-	maxTypeLen    = 128
 	// maxEventScan bounds the events one page looks at when a type filter matches little: the page then ends
 	// early with hasMore, and nextCursor continues after the last event looked at.
 	maxEventScan = 20000
@@ -33,7 +31,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ principa
 	p := newParams(r.URL)
 	limit := int(p.uint("limit", 1, maxLimit, defaultLimit))
 	cursor := p.str("cursor", maxCursorLen)
-	types := typeSet(p.strs("type", maxTypeFilter, maxTypeLen))
+	types := typeSet(p.strs("type", broker.MaxTypeFilter, broker.MaxTypeLen))
 	desc := false
 	switch o := p.str("order", 4); o {
 	case "", "asc":

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/crewlog/crewlog/broker"
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/projections"
 )
@@ -97,7 +98,7 @@ type helloData struct {
 func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, pr principal) {
 	p := newParams(r.URL)
 	runID := p.str("run", maxIDLen)
-	types := typeSet(p.strs("type", maxTypeFilter, maxTypeLen))
+	types := typeSet(p.strs("type", broker.MaxTypeFilter, broker.MaxTypeLen))
 	afterParam := p.str("after", 20)
 	if e := p.strict(); e != nil {
 		writeError(w, e)
