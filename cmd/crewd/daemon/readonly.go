@@ -115,6 +115,10 @@ func parseReadOnlyTokens(b []byte) ([]ReadOnlyToken, error) {
 		if err != nil {
 			return nil, fmt.Errorf("daemon: %s line %d: %v", ReadOnlyTokensFile, n, err)
 		}
+		if len(out) == maxReadOnlyTokens {
+			// crewctl never writes more; a longer file was edited by hand, and holding it all is not crewd's job.
+			return nil, fmt.Errorf("daemon: %s holds more than %d tokens (line %d)", ReadOnlyTokensFile, maxReadOnlyTokens, n)
+		}
 		t := ReadOnlyToken{ID: f[0], Digest: f[1], Created: created}
 		if len(f) == 4 {
 			t.Name = f[3]

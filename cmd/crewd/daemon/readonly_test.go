@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,4 +48,30 @@ func TestReadOnlyTokensFollowTheFile(t *testing.T) {
 	ro2 := NewReadOnlyTokens(dir, func(err error) { warned = err })
 	require.False(t, ro2.Valid(Digest(tok)))
 	require.ErrorContains(t, warned, "group or others may access it")
+}
+
+// TestReadOnlyTokensFileOverTheCap: a hand-edited file with more tokens than crewctl ever writes is refused whole,
+// by crewctl and by crewd (which then accepts no read-only token, failing closed).
+func TestReadOnlyTokensFileOverTheCap(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	tok, _, err := CreateReadOnlyToken(dir, "first", now)
+	require.NoError(t, err)
+	path := filepath.Join(dir, ReadOnlyTokensFile)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	line := fmt.Sprintf("x %s %s\n", Digest("other"), now.Format(time.RFC3339))
+	b = append(b, strings.Repeat(line, maxReadOnlyTokens-1)...)
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+	ts, err := ListReadOnlyTokens(dir)
+	require.NoError(t, err, "exactly the cap is fine")
+	require.Len(t, ts, maxReadOnlyTokens)
+
+	require.NoError(t, os.WriteFile(path, append(b, line...), 0o600))
+	_, err = ListReadOnlyTokens(dir)
+	require.ErrorContains(t, err, "holds more than 1024 tokens")
+	var warned error
+	ro := NewReadOnlyTokens(dir, func(err error) { warned = err })
+	require.False(t, ro.Valid(Digest(tok)))
+	require.ErrorContains(t, warned, "holds more than")
 }
