@@ -70,6 +70,15 @@
 //     and nothing is published before the group is durable.
 //   - Delegation expiry is driven by the engine clock as ordinary commands
 //     (delegate.expire), so it is recorded, replayable and survives crashes.
+//   - The commit step is a seam (commit.go): Options.Committer makes each
+//     group durable (default: the log's Append). A replicated backend
+//     commits the group to its replicated log first and then appends it to
+//     the engine's log, which stays the materialised copy every read,
+//     outcome lookup and snapshot uses. Options.Forwarder takes a request
+//     away before it is decided (a follower forwards it to the writer), and
+//     CatchUp (follow.go) folds events another writer committed into the
+//     state and publishes them, so a follower serves queries and
+//     subscriptions from its own copy.
 //
 // # delegate.request (SPEC §4.1)
 //

@@ -73,6 +73,12 @@ type Options struct {
 	Space SpaceGuard
 	// Observer, when set, is told about every group and snapshot (metrics).
 	Observer Observer
+	// Committer, when set, makes each group durable instead of the log's
+	// Append (commit.go); it must append the group to the engine's log.
+	Committer Committer
+	// Forwarder, when set, is offered every request first: a follower
+	// forwards it to the writer (commit.go).
+	Forwarder Forwarder
 
 	hooks *testHooks // crash points for tests; nil in production
 }
@@ -117,6 +123,7 @@ type Engine struct {
 	log  *eventlog.Log
 	opts Options
 	in   chan *pending
+	sync chan chan error // CatchUp requests (follow.go)
 	quit chan struct{}
 	done chan struct{}
 
@@ -198,7 +205,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 	}
 	head, _ := l.Head()
 	e := &Engine{
-		log: l, opts: o, in: make(chan *pending, 4*o.MaxGroup),
+		log: l, opts: o, in: make(chan *pending, 4*o.MaxGroup), sync: make(chan chan error),
 		quit: make(chan struct{}), done: make(chan struct{}), stopped: make(chan struct{}),
 		next: head + 1, lastSnap: info.SnapshotPosition, loadInfo: info, coldSinceSnap: info.Evicted,
 	}
@@ -251,6 +258,11 @@ func (e *Engine) Submit(ctx context.Context, r Request) (Reply, error) {
 	}
 	if err := e.failure(); err != nil {
 		return Reply{}, err
+	}
+	if e.opts.Forwarder != nil {
+		if rep, handled, err := e.opts.Forwarder.Forward(ctx, r); handled {
+			return rep, err
+		}
 	}
 	if e.opts.Space != nil {
 		if err := e.opts.Space.CheckSpace(); err != nil {
@@ -351,6 +363,14 @@ func (e *Engine) run() {
 		case <-idle:
 			_ = e.publish(nil, nil, e.evictPass(e.opts.Clock())) // no group: no hook, no error
 			continue
+		case c := <-e.sync:
+			err := e.catchUp()
+			c <- err
+			if err != nil {
+				e.failStop(err, nil)
+				return
+			}
+			continue
 		case p := <-e.in:
 			group = append(group[:0], p)
 		}
@@ -364,24 +384,32 @@ func (e *Engine) run() {
 			}
 		}
 		if err := e.commit(group); err != nil {
-			e.failed.Store(&err)
-			close(e.stopped)
-			e.opts.Logger.Error("commit failed; engine stopped", "err", err)
-			ferr := fmt.Errorf("%w: %v", ErrFailed, err)
-			for _, p := range group {
-				p.reply, p.err = Reply{}, ferr
-				close(p.done)
-			}
-			// Fail stop: answer whatever still arrives until Close.
-			for {
-				select {
-				case p := <-e.in:
-					p.err = ferr
-					close(p.done)
-				case <-e.quit:
-					return
-				}
-			}
+			e.failStop(err, group)
+			return
+		}
+	}
+}
+
+// failStop records err as the engine's failure, answers group with it, and
+// then answers whatever still arrives until Close.
+func (e *Engine) failStop(err error, group []*pending) {
+	e.failed.Store(&err)
+	close(e.stopped)
+	e.opts.Logger.Error("commit failed; engine stopped", "err", err)
+	ferr := fmt.Errorf("%w: %v", ErrFailed, err)
+	for _, p := range group {
+		p.reply, p.err = Reply{}, ferr
+		close(p.done)
+	}
+	for {
+		select {
+		case p := <-e.in:
+			p.err = ferr
+			close(p.done)
+		case c := <-e.sync:
+			c <- ferr
+		case <-e.quit:
+			return
 		}
 	}
 }

@@ -132,7 +132,7 @@ func (e *Engine) commit(group []*pending) error {
 	}
 	if len(writes) > 0 {
 		t := time.Now()
-		first, err := e.log.Append(writes...)
+		first, err := e.committer().Commit(writes)
 		appendTook = time.Since(t)
 		if err != nil {
 			return err

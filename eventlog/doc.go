@@ -9,23 +9,35 @@
 //     assigned inside the commit; stream versions are gapless from 1 per
 //     stream. An append refused before the hand-off to Pebble (bad input,
 //     version conflict, duplicate command id) leaves no trace and no gap.
+//
 //   - Readers (Read, ReadStream, Event, Outcome, Head) never observe an
 //     append before it is durable: Pebble makes a batch visible before its
 //     WAL sync, so every read is bounded by the durable head.
+//
 //   - Every record carries a crc32c and a SHA-256 hash chained to the
 //     previous record; the head (last position + hash) is written in the same
 //     batch as the records it covers. Verify detects any flipped byte in any
 //     record, index entry, outcome, snapshot or the head, and names the first
 //     bad position.
+//
 //   - Fail stop: after a write or sync error every later Append returns
 //     ErrFailed. Reopening recovers every acknowledged append; the failed
 //     append is wholly present or wholly absent.
+//
 //   - Nothing is ever deleted but superseded snapshots (and, by the step to
 //     format 3, the format-2 outcome keys it has moved).
+//
 //   - Checkpoint copies on the operating system's file system are private
 //     (directories 0700, files 0600) whatever the umask.
+//
 //   - Pebble's errors reach the Logger at most once per 10 s per kind, with
 //     the count left out: a flush retried on a full disk does not flood it.
+//
+//   - AppendFrom appends a group copied from another ordered log (a
+//     JetStream stream) together with its sequence there, so a copier
+//     resumes after a restart without applying a group twice or skipping
+//     one. A copy that appends the same writes in the same order has the
+//     same positions, versions, outcomes and hash chain as the original.
 //
 // It does not interpret event types or payloads, and it does not group
 // commits itself: concurrent appenders share WAL fsyncs through Pebble's
@@ -45,6 +57,8 @@
 //	'r' | stream                             sealed [first pos, time] (stream catalog, format 2)
 //	'm' "format"                             sealed uint32 BE format version
 //	'm' "head"                               sealed pos:8 BE | hash:32
+//	'm' "source"                             sealed seq:8 BE: the sequence, in the log this
+//	                                         store copies, of the last group AppendFrom appended
 //
 // # Event record
 //

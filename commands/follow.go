@@ -1,0 +1,71 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// CatchUp folds into the engine's state every event its log holds beyond
+// the state, and publishes them as a commit would (Read, Changed,
+// RunChanged and subscriptions see them). Those are events another engine
+// committed and a copier appended to this engine's log: a follower in a
+// cluster calls CatchUp after each group it copies, and a follower about to
+// become the writer calls it once it holds the whole replicated log, before
+// it decides anything.
+//
+// CatchUp runs on the writer goroutine, between groups. An error reading or
+// decoding the log makes the engine fail stop (the state may hold part of
+// the events); it is returned wrapping ErrFailed.
+func (e *Engine) CatchUp(ctx context.Context) error {
+	c := make(chan error, 1)
+	select {
+	case e.sync <- c:
+	case <-e.done:
+		if err := e.failure(); err != nil {
+			return err
+		}
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return <-c
+}
+
+// catchUp is CatchUp on the writer goroutine.
+func (e *Engine) catchUp() error {
+	if head, _ := e.log.Head(); head < e.next {
+		return nil
+	}
+	var applied []events.Event
+	var faulted []projections.Thawed
+	it := e.log.Read(e.next)
+	dec := events.NewDecoder()
+	for it.Next() {
+		r := it.Event()
+		if r.Position != e.next {
+			it.Close()
+			return fmt.Errorf("commands: catch up: the log gave position %d, the engine expected %d", r.Position, e.next)
+		}
+		ev, err := projections.FromLogWith(dec, r)
+		if err == nil {
+			err = e.faultIn(ev.Stream, &faulted)
+		}
+		if err != nil {
+			it.Close()
+			return fmt.Errorf("commands: catch up at position %d: %w", r.Position, err)
+		}
+		projections.Apply(e.work.s, ev)
+		applied = append(applied, ev)
+		e.next++
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("commands: catch up: %w", err)
+	}
+	e.stats.events.Add(uint64(len(applied)))
+	evicted := e.evictPass(e.opts.Clock())
+	// A group of no requests: publish answers nobody but notifies readers.
+	return e.publish([]*pending{}, applied, evicted, faulted...)
+}

@@ -1,0 +1,59 @@
+package eventlog
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// keySource holds the sequence, in the log this one copies, of the last
+// group appended by AppendFrom.
+var keySource = []byte("msource")
+
+// AppendFrom is Append for a log that is a copy of another, ordered log (a
+// JetStream stream whose messages are crewlog groups): it also records
+// source, the sequence of the group in that log, in the same batch. Source
+// then tells where to resume copying after a restart, and a group is never
+// applied twice or skipped: its sequence and its events are durable
+// together or not at all.
+//
+// Sequences must grow; a source not above the recorded one is refused with
+// ErrInvalid and leaves no trace.
+func (l *Log) AppendFrom(source uint64, ws ...Write) (first uint64, err error) {
+	last, err := l.Source()
+	if err != nil {
+		return 0, err
+	}
+	if source <= last {
+		return 0, fmt.Errorf("%w: source sequence %d is not above the recorded %d", ErrInvalid, source, last)
+	}
+	v := seal(binary.BigEndian.AppendUint64(nil, source))
+	return l.appendBatch(ws, nil, func(b *pebble.Batch) { _ = b.Set(keySource, v, nil) })
+}
+
+// Source returns the sequence recorded by the last AppendFrom (0 if none).
+// It reads what Pebble holds, which may include an AppendFrom still
+// waiting for its sync; the single copier that calls both never overlaps
+// them.
+func (l *Log) Source() (uint64, error) {
+	if err := l.readable(); err != nil {
+		return 0, err
+	}
+	v, closer, err := l.db.Get(keySource)
+	if isNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("eventlog: read source: %w", err)
+	}
+	defer closer.Close()
+	p, err := unseal(keySource, v)
+	if err != nil {
+		return 0, err
+	}
+	if len(p) != 8 {
+		return 0, corruptf(0, keySource, "source of %d bytes", len(p))
+	}
+	return binary.BigEndian.Uint64(p), nil
+}
