@@ -121,50 +121,8 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (
 
 	// Validate everything before assigning anything, so that a refused
 	// append leaves no trace.
-	touched := make(map[string]uint64) // stream → version after the writes so far
-	seen := make(map[string]struct{}, len(ws))
-	for i := range ws {
-		w := &ws[i]
-		if len(w.Events) == 0 && w.CommandID == "" {
-			return nil, 0, nil, head{}, fmt.Errorf("%w: write %d has neither events nor a command id", ErrInvalid, i)
-		}
-		switch {
-		case len(w.CommandID) > MaxIDLen:
-			return nil, 0, nil, head{}, fmt.Errorf("%w: command id of %d bytes exceeds %d", ErrInvalid, len(w.CommandID), MaxIDLen)
-		case len(w.Principal) > MaxPrincipalLen:
-			return nil, 0, nil, head{}, fmt.Errorf("%w: principal of %d bytes exceeds %d", ErrInvalid, len(w.Principal), MaxPrincipalLen)
-		case len(w.Fingerprint) > MaxFingerprintLen:
-			return nil, 0, nil, head{}, fmt.Errorf("%w: fingerprint of %d bytes exceeds %d", ErrInvalid, len(w.Fingerprint), MaxFingerprintLen)
-		}
-		if w.CommandID != "" {
-			if err := l.checkNewCommand(w.Principal, w.CommandID, seen); err != nil {
-				return nil, 0, nil, head{}, err
-			}
-		}
-		for _, x := range w.Expected {
-			v, err := l.streamVersion(x.Stream, touched)
-			if err != nil {
-				return nil, 0, nil, head{}, err
-			}
-			if x.Version != Any && (x.Version < 0 || uint64(x.Version) != v) {
-				return nil, 0, nil, head{}, &ConflictError{Stream: x.Stream, Expected: x.Version, Actual: v}
-			}
-		}
-		for j := range w.Events {
-			e := &w.Events[j]
-			if err := e.validate(l.opts.MaxPayloadBytes); err != nil {
-				return nil, 0, nil, head{}, fmt.Errorf("write %d event %d: %w", i, j, err)
-			}
-			if e.CommandID != "" && e.CommandID != w.CommandID {
-				return nil, 0, nil, head{}, fmt.Errorf("%w: write %d event %d carries command id %q, the write %q",
-					ErrInvalid, i, j, e.CommandID, w.CommandID)
-			}
-			v, err := l.streamVersion(e.Stream, touched)
-			if err != nil {
-				return nil, 0, nil, head{}, err
-			}
-			touched[e.Stream] = v + 1
-		}
+	if err := l.validateWrites(ws); err != nil {
+		return nil, 0, nil, head{}, err
 	}
 
 	// Assign, encode and chain. Sizing the batch up front saves its
@@ -254,6 +212,58 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (
 	clear(l.absent)
 	l.inflight.Add(1)
 	return b, first, recorded, last, nil
+}
+
+// validateWrites refuses ws if Append would: invalid input, a duplicate
+// command id, a failed expectation. It assigns nothing. Called with l.mu
+// held.
+func (l *Log) validateWrites(ws []Write) error {
+	touched := make(map[string]uint64) // stream → version after the writes so far
+	seen := make(map[string]struct{}, len(ws))
+	for i := range ws {
+		w := &ws[i]
+		if len(w.Events) == 0 && w.CommandID == "" {
+			return fmt.Errorf("%w: write %d has neither events nor a command id", ErrInvalid, i)
+		}
+		switch {
+		case len(w.CommandID) > MaxIDLen:
+			return fmt.Errorf("%w: command id of %d bytes exceeds %d", ErrInvalid, len(w.CommandID), MaxIDLen)
+		case len(w.Principal) > MaxPrincipalLen:
+			return fmt.Errorf("%w: principal of %d bytes exceeds %d", ErrInvalid, len(w.Principal), MaxPrincipalLen)
+		case len(w.Fingerprint) > MaxFingerprintLen:
+			return fmt.Errorf("%w: fingerprint of %d bytes exceeds %d", ErrInvalid, len(w.Fingerprint), MaxFingerprintLen)
+		}
+		if w.CommandID != "" {
+			if err := l.checkNewCommand(w.Principal, w.CommandID, seen); err != nil {
+				return err
+			}
+		}
+		for _, x := range w.Expected {
+			v, err := l.streamVersion(x.Stream, touched)
+			if err != nil {
+				return err
+			}
+			if x.Version != Any && (x.Version < 0 || uint64(x.Version) != v) {
+				return &ConflictError{Stream: x.Stream, Expected: x.Version, Actual: v}
+			}
+		}
+		for j := range w.Events {
+			e := &w.Events[j]
+			if err := e.validate(l.opts.MaxPayloadBytes); err != nil {
+				return fmt.Errorf("write %d event %d: %w", i, j, err)
+			}
+			if e.CommandID != "" && e.CommandID != w.CommandID {
+				return fmt.Errorf("%w: write %d event %d carries command id %q, the write %q",
+					ErrInvalid, i, j, e.CommandID, w.CommandID)
+			}
+			v, err := l.streamVersion(e.Stream, touched)
+			if err != nil {
+				return err
+			}
+			touched[e.Stream] = v + 1
+		}
+	}
+	return nil
 }
 
 // stagedOutcome is an outcome handed to Pebble, under its key.

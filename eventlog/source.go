@@ -57,3 +57,25 @@ func (l *Log) Source() (uint64, error) {
 	}
 	return binary.BigEndian.Uint64(p), nil
 }
+
+// Check refuses ws exactly as Append would now (invalid input,
+// *ConflictError, ErrDuplicateCommand, a failed or closed log) and appends
+// nothing. A writer that commits a group to a replicated log before
+// appending it here calls Check first, so that a group this log would
+// refuse never reaches the replicated log, where every copy would refuse it.
+func (l *Log) Check(ws ...Write) error {
+	if l.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.closed.Load():
+		return ErrClosed
+	case l.failed != nil:
+		return fmt.Errorf("%w (cause: %v)", ErrFailed, l.failed)
+	case len(ws) == 0:
+		return fmt.Errorf("%w: no writes", ErrInvalid)
+	}
+	return l.validateWrites(ws)
+}

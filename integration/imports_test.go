@@ -16,6 +16,9 @@ const module = "github.com/crewlog/crewlog"
 // tests).
 var allowedImports = map[string][]string{
 	"eventlog": {},
+	// The JetStream log and the conformance suite of the log contract.
+	"eventlog/natslog": {"eventlog"},
+	"eventlog/logtest": {"eventlog"},
 	// A leaf: msgpack writers shared by the events payload codec and the
 	// projections snapshot encoder.
 	"events/msgpackappend": {},

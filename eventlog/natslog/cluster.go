@@ -1,0 +1,129 @@
+package natslog
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Cluster is a JetStream cluster of nats-servers in this process, on
+// loopback ports, with file storage under one directory: for tests and
+// crewbench. Node i keeps its ports and storage across Stop and Restart.
+//
+// Concurrency: not safe for concurrent use.
+type Cluster struct {
+	Servers []*server.Server // nil while stopped
+	opts    []ServerOptions
+}
+
+// StartCluster starts n servers under dir and waits until JetStream has a
+// meta leader.
+func StartCluster(dir string, n int) (*Cluster, error) {
+	ports, err := freePorts(2 * n)
+	if err != nil {
+		return nil, err
+	}
+	routes := make([]*url.URL, n)
+	for i := range n {
+		routes[i] = &url.URL{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", ports[n+i])}
+	}
+	c := &Cluster{Servers: make([]*server.Server, n), opts: make([]ServerOptions, n)}
+	for i := range n {
+		c.opts[i] = ServerOptions{Name: fmt.Sprintf("n%d", i), StoreDir: filepath.Join(dir, fmt.Sprintf("n%d", i)),
+			Listen: true, Port: ports[i], Cluster: "crewlog", ClusterPort: ports[n+i], Routes: routes}
+		if err := c.Restart(i); err != nil {
+			c.Shutdown()
+			return nil, err
+		}
+	}
+	if err := c.waitMetaLeader(30 * time.Second); err != nil {
+		c.Shutdown()
+		return nil, err
+	}
+	return c, nil
+}
+
+// URLs is the comma-separated client URL list of every node.
+func (c *Cluster) URLs() string {
+	us := make([]string, len(c.opts))
+	for i, o := range c.opts {
+		us[i] = fmt.Sprintf("nats://127.0.0.1:%d", o.Port)
+	}
+	return strings.Join(us, ",")
+}
+
+// Stop shuts node i down (its storage stays).
+func (c *Cluster) Stop(i int) {
+	if s := c.Servers[i]; s != nil {
+		s.Shutdown()
+		s.WaitForShutdown()
+		c.Servers[i] = nil
+	}
+}
+
+// Restart starts node i again on its ports and storage.
+func (c *Cluster) Restart(i int) error {
+	s, err := StartServer(c.opts[i])
+	if err != nil {
+		return err
+	}
+	c.Servers[i] = s
+	return nil
+}
+
+// StreamLeader is the index of the node leading stream, or -1.
+func (c *Cluster) StreamLeader(stream string) int {
+	for i, s := range c.Servers {
+		if s != nil && s.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
+			return i
+		}
+	}
+	return -1
+}
+
+// Shutdown stops every node.
+func (c *Cluster) Shutdown() {
+	for i := range c.Servers {
+		c.Stop(i)
+	}
+}
+
+// waitMetaLeader polls: a server offers no signal for the election.
+func (c *Cluster) waitMetaLeader(d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		for _, s := range c.Servers {
+			if s != nil && s.JetStreamIsLeader() {
+				return nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return errors.New("natslog: the cluster elected no JetStream meta leader")
+}
+
+// freePorts reserves n loopback ports and releases them for the servers.
+func freePorts(n int) ([]int, error) {
+	ls := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	ports := make([]int, n)
+	for i := range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("natslog: reserve a port: %w", err)
+		}
+		ls = append(ls, l)
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports, nil
+}

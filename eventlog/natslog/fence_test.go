@@ -1,0 +1,102 @@
+package natslog
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/eventlog"
+)
+
+func group1(id string) []eventlog.Write {
+	return []eventlog.Write{{Principal: "admin", CommandID: id, Result: []byte("{}"),
+		Events: []eventlog.Event{{Stream: "r", Type: "run.created", Time: 1, Payload: []byte{0x80}}}}}
+}
+
+// Two writers that both caught up publish against the same sequence: the
+// first wins, the deposed one gets ErrFenced and appends nothing, anywhere.
+func TestDeposedWriterCannotAppend(t *testing.T) {
+	js := connect(t, startServer(t))
+	a, b := openLog(t, js), openLog(t, js)
+
+	_, err := a.Commit(group1("from-a"))
+	require.NoError(t, err)
+	_, err = b.Commit(group1("from-b"))
+	require.ErrorIs(t, err, ErrFenced)
+
+	head, _ := b.Local().Head()
+	require.Zero(t, head, "the fenced group is not in the deposed writer's copy")
+	st, err := a.stream.Info(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), st.State.Msgs, "the stream holds only the winner's group")
+
+	// Once it has caught up, b may write again (a new term).
+	n, err := b.CatchUp(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	_, err = b.Commit(group1("from-b"))
+	require.NoError(t, err)
+	_, err = a.Commit(group1("from-a-again"))
+	require.ErrorIs(t, err, ErrFenced)
+}
+
+// Follow copies what another writer commits, in order, and tells after.
+func TestFollowCopiesGroups(t *testing.T) {
+	js := connect(t, startServer(t))
+	w, f := openLog(t, js), openLog(t, js)
+	ctx, cancel := context.WithCancel(context.Background())
+	copied := make(chan struct{}, 16)
+	done := make(chan error, 1)
+	go func() { done <- f.Follow(ctx, func() { copied <- struct{}{} }) }()
+	for _, id := range []string{"c1", "c2", "c3"} {
+		_, err := w.Commit(group1(id))
+		require.NoError(t, err)
+	}
+	for f.Sequence() < 3 {
+		<-copied
+	}
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	h1, hash1 := w.Local().Head()
+	h2, hash2 := f.Local().Head()
+	require.Equal(t, h1, h2)
+	require.Equal(t, hash1, hash2)
+}
+
+// The lease goes to one holder at a time; one that stops renewing loses it
+// after its TTL, and its next renewal says so.
+func TestLeaseIsExclusiveAndExpires(t *testing.T) {
+	js := connect(t, startServer(t))
+	ctx := context.Background()
+	ttl := 500 * time.Millisecond
+	a, err := OpenLease(ctx, js, testConfig, "a", ttl)
+	require.NoError(t, err)
+	b, err := OpenLease(ctx, js, testConfig, "b", ttl)
+	require.NoError(t, err)
+
+	ok, err := a.Acquire(ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = b.Acquire(ctx)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.NoError(t, a.Renew(ctx))
+	holder, err := b.Holder(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "a", holder)
+
+	// a stops renewing: b gets the lease once it expired (polled: the
+	// server signals no expiry).
+	for {
+		ok, err = b.Acquire(ctx)
+		require.NoError(t, err)
+		if ok {
+			break
+		}
+		time.Sleep(ttl / 5)
+	}
+	require.ErrorIs(t, a.Renew(ctx), ErrLeaseLost)
+	require.NoError(t, b.Renew(ctx))
+}
