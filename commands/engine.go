@@ -29,6 +29,9 @@ var (
 	// free space. The command was not decided and nothing was recorded, so
 	// the same command id may be retried once space is back.
 	ErrNoSpace = errors.New("commands: too little free disk space; retry later")
+	// ErrRemote wraps the error another engine answered a forwarded
+	// request with (forward.go).
+	ErrRemote = errors.New("commands: the writer failed the forwarded request")
 )
 
 // SpaceGuard is asked before every command is queued. CheckSpace returns an

@@ -1,0 +1,102 @@
+package commands
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/crewlog/crewlog/events"
+)
+
+// commandKinds makes an empty command of each kind: the decoder of
+// forwarded requests. A kind missing here cannot be forwarded
+// (TestForwardedRequestsRoundTrip lists them all).
+var commandKinds = map[string]func() Command{
+	"wait.request": func() Command { return new(WaitRequest) }, "wait.resolve": func() Command { return new(WaitResolve) },
+	"ask.expire": func() Command { return new(AskExpire) }, "credential.issue": func() Command { return new(CredentialIssue) },
+	"credential.revoke": func() Command { return new(CredentialRevoke) }, "delegate.spawned": func() Command { return new(DelegateSpawned) },
+	"delegate.settle": func() Command { return new(DelegateSettle) }, "delegate.cancel": func() Command { return new(DelegateCancel) },
+	"delegate.expire": func() Command { return new(DelegateExpire) }, "delegate.request": func() Command { return new(DelegateRequest) },
+	"engine.configure": func() Command { return new(Configure) }, "msg.send": func() Command { return new(MessageSend) },
+	"escalate": func() Command { return new(Escalate) }, "mailbox.deliver": func() Command { return new(MailboxDeliver) },
+	"mailbox.ack": func() Command { return new(MailboxAck) }, "quota.check": func() Command { return new(QuotaRecheck) },
+	"run.create": func() Command { return new(RunCreate) }, "run.transition": func() Command { return new(RunTransition) },
+	"steer.push": func() Command { return new(SteerPush) }, "task.create": func() Command { return new(TaskCreate) },
+	"task.transition": func() Command { return new(TaskTransition) }, "task.usage": func() Command { return new(TaskUsage) },
+}
+
+// forwarded is a Request on the wire between crewds of one cluster.
+type forwarded struct {
+	_msgpack  struct{} `msgpack:",as_array"`
+	Principal events.Principal
+	CommandID string
+	Actor     events.Actor
+	Kind      string
+	Command   msgpack.RawMessage
+}
+
+// EncodeRequest encodes r for another engine of the same build (a
+// follower forwarding to the writer).
+func EncodeRequest(r Request) ([]byte, error) {
+	c, err := msgpack.Marshal(r.Command)
+	if err != nil {
+		return nil, fmt.Errorf("commands: encode %s: %w", r.Command.Kind(), err)
+	}
+	return msgpack.Marshal(&forwarded{Principal: r.Principal, CommandID: r.CommandID, Actor: r.Actor, Kind: r.Command.Kind(), Command: c})
+}
+
+// DecodeRequest is the inverse of EncodeRequest.
+func DecodeRequest(b []byte) (Request, error) {
+	var f forwarded
+	if err := msgpack.Unmarshal(b, &f); err != nil {
+		return Request{}, fmt.Errorf("commands: decode forwarded request: %w", err)
+	}
+	mk, ok := commandKinds[f.Kind]
+	if !ok {
+		return Request{}, fmt.Errorf("commands: forwarded request of unknown kind %q", f.Kind)
+	}
+	c := mk()
+	if err := msgpack.Unmarshal(f.Command, c); err != nil {
+		return Request{}, fmt.Errorf("commands: decode forwarded %s: %w", f.Kind, err)
+	}
+	return Request{Principal: f.Principal, CommandID: f.CommandID, Actor: f.Actor, Command: c}, nil
+}
+
+// forwardedReply is a Reply (or the error of Submit) on the wire.
+type forwardedReply struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Result   []byte
+	Rejected *RejectedError
+	Position uint64
+	Replayed bool
+	Err      string
+}
+
+// EncodeReply encodes the answer of Submit for the engine that forwarded
+// the request. An error travels as its text: the forwarder cannot match it
+// with errors.Is, and answers it as a failure of the writer.
+func EncodeReply(r Reply, err error) ([]byte, error) {
+	f := forwardedReply{Result: r.Result, Rejected: r.Rejected, Position: r.Position, Replayed: r.Replayed}
+	if err != nil {
+		f.Err = err.Error()
+	}
+	return msgpack.Marshal(&f)
+}
+
+// DecodeReply is the inverse of EncodeReply; a remote error comes back
+// wrapping ErrRemote.
+func DecodeReply(b []byte) (Reply, error) {
+	var f forwardedReply
+	if err := msgpack.Unmarshal(b, &f); err != nil {
+		return Reply{}, fmt.Errorf("commands: decode forwarded reply: %w", err)
+	}
+	if f.Err != "" {
+		return Reply{}, fmt.Errorf("%w: %s", ErrRemote, f.Err)
+	}
+	r := Reply{Rejected: f.Rejected, Position: f.Position, Replayed: f.Replayed}
+	if f.Result != nil {
+		r.Result = json.RawMessage(f.Result)
+	}
+	return r, nil
+}

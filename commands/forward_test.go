@@ -1,0 +1,57 @@
+package commands
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/events"
+)
+
+// Every kind of command survives forwarding: the writer fingerprints and
+// decides the same request the follower was given.
+func TestForwardedRequestsRoundTrip(t *testing.T) {
+	budget, desc, timeout := int64(7), "d", 1.5
+	given := []Command{
+		&RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: &budget, OrchestratorDigest: "ab"},
+		&TaskCreate{RunID: "r", TaskID: "t1", Role: "executor", DependsOn: []string{"t0"}},
+		&DelegateRequest{RunID: "r", TaskID: "t1", Prompt: "p", Description: &desc, TimeoutSec: &timeout},
+	}
+	for kind, mk := range commandKinds {
+		c := mk()
+		require.Equal(t, kind, c.Kind())
+		given = append(given, c)
+	}
+	require.Len(t, commandKinds, 22, "a new command kind must be added to commandKinds")
+	for _, c := range given {
+		r := Request{Principal: events.WorkerPrincipal("r", "t1"), CommandID: "id-1", Actor: events.Actor{Role: "worker", TaskID: "t1"}, Command: c}
+		b, err := EncodeRequest(r)
+		require.NoError(t, err)
+		got, err := DecodeRequest(b)
+		require.NoError(t, err)
+		require.Equal(t, r, got, c.Kind())
+		fp1, err := fingerprint(c)
+		require.NoError(t, err)
+		fp2, err := fingerprint(got.Command)
+		require.NoError(t, err)
+		require.Equal(t, fp1, fp2)
+	}
+
+	rep := Reply{Result: []byte(`{"ok":true}`), Position: 9, Replayed: true}
+	b, err := EncodeReply(rep, nil)
+	require.NoError(t, err)
+	got, err := DecodeReply(b)
+	require.NoError(t, err)
+	require.Equal(t, rep, got)
+	rej := Reply{Rejected: &RejectedError{Code: "policy-denied", Reason: "slots-exhausted", Message: "m"}}
+	b, err = EncodeReply(rej, nil)
+	require.NoError(t, err)
+	got, err = DecodeReply(b)
+	require.NoError(t, err)
+	require.Equal(t, rej, got)
+	b, err = EncodeReply(Reply{}, errors.New("boom"))
+	require.NoError(t, err)
+	_, err = DecodeReply(b)
+	require.ErrorIs(t, err, ErrRemote)
+}
