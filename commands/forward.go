@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -28,7 +29,6 @@ var commandKinds = map[string]func() Command{
 
 // forwarded is a Request on the wire between crewds of one cluster.
 type forwarded struct {
-	_msgpack  struct{} `msgpack:",as_array"`
 	Principal events.Principal
 	CommandID string
 	Actor     events.Actor
@@ -43,7 +43,7 @@ func EncodeRequest(r Request) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("commands: encode %s: %w", r.Command.Kind(), err)
 	}
-	return msgpack.Marshal(&forwarded{Principal: r.Principal, CommandID: r.CommandID, Actor: r.Actor, Kind: r.Command.Kind(), Command: c})
+	return marshalArray(&forwarded{Principal: r.Principal, CommandID: r.CommandID, Actor: r.Actor, Kind: r.Command.Kind(), Command: c})
 }
 
 // DecodeRequest is the inverse of EncodeRequest.
@@ -65,7 +65,6 @@ func DecodeRequest(b []byte) (Request, error) {
 
 // forwardedReply is a Reply (or the error of Submit) on the wire.
 type forwardedReply struct {
-	_msgpack struct{} `msgpack:",as_array"`
 	Result   []byte
 	Rejected *RejectedError
 	Position uint64
@@ -81,7 +80,18 @@ func EncodeReply(r Reply, err error) ([]byte, error) {
 	if err != nil {
 		f.Err = err.Error()
 	}
-	return msgpack.Marshal(&f)
+	return marshalArray(&f)
+}
+
+// marshalArray encodes structs as arrays: positions, not field names.
+func marshalArray(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.UseArrayEncodedStructs(true)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("commands: encode: %w", err)
+	}
+	return buf.Bytes(), nil
 }
 
 // DecodeReply is the inverse of EncodeReply; a remote error comes back

@@ -1,6 +1,7 @@
 package natslog
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -17,13 +18,11 @@ const groupVersion = 1
 // position the group follows) lets a copy check that it is where the
 // writer was.
 type wireGroup struct {
-	_msgpack struct{}    `msgpack:",as_array"`
-	After    uint64      // the writer's head before the group
-	Writes   []wireWrite //
+	After  uint64      // the writer's head before the group
+	Writes []wireWrite //
 }
 
 type wireWrite struct {
-	_msgpack    struct{} `msgpack:",as_array"`
 	Principal   string
 	CommandID   string
 	Code        string
@@ -35,13 +34,11 @@ type wireWrite struct {
 }
 
 type wireExpectation struct {
-	_msgpack struct{} `msgpack:",as_array"`
-	Stream   string
-	Version  int64
+	Stream  string
+	Version int64
 }
 
 type wireEvent struct {
-	_msgpack      struct{} `msgpack:",as_array"`
 	Stream        string
 	Type          string
 	SchemaVersion uint16
@@ -72,11 +69,13 @@ func encodeGroup(after uint64, ws []eventlog.Write) ([]byte, error) {
 		}
 		g.Writes[i] = ww
 	}
-	b, err := msgpack.Marshal(&g)
-	if err != nil {
+	buf := bytes.NewBuffer([]byte{groupVersion})
+	enc := msgpack.NewEncoder(buf)
+	enc.UseArrayEncodedStructs(true) // positions, not field names: a group is sent once per copy
+	if err := enc.Encode(&g); err != nil {
 		return nil, fmt.Errorf("natslog: encode group: %w", err)
 	}
-	return append([]byte{groupVersion}, b...), nil
+	return buf.Bytes(), nil
 }
 
 // decodeGroup is the inverse of encodeGroup. A message that is not a group

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/crewlog/crewlog/eventlog/natslog"
 	"github.com/crewlog/crewlog/events"
 )
 
@@ -57,15 +58,9 @@ func openJetStreamStore(dir string) (*jetStreamStore, error) {
 // startJetStream starts the embedded server (maxPayload 0: the default) and
 // creates the stream on subjects.
 func startJetStream(dir string, maxPayload int32, subjects string) (*jetStreamStore, error) {
-	srv, err := server.NewServer(&server.Options{ServerName: "crewbench", DontListen: true, JetStream: true,
-		StoreDir: dir, SyncAlways: true, NoLog: true, NoSigs: true, MaxPayload: maxPayload})
+	srv, err := natslog.StartServer(natslog.ServerOptions{Name: "crewbench", StoreDir: dir, MaxPayload: maxPayload})
 	if err != nil {
-		return nil, fmt.Errorf("bench: nats server: %w", err)
-	}
-	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		srv.Shutdown()
-		return nil, errors.New("bench: nats server did not start")
+		return nil, fmt.Errorf("bench: %w", err)
 	}
 	s := &jetStreamStore{srv: srv}
 	if s.nc, err = nats.Connect("", nats.InProcessServer(srv)); err != nil {
