@@ -25,7 +25,9 @@ var allowedImports = map[string][]string{
 	"events":               {"events/msgpackappend"},
 	"projections":          {"events", "eventlog", "events/msgpackappend"},
 	"commands":             {"events", "projections", "eventlog"},
-	"migrations":           {"events", "eventlog"},
+	// A crewd of a JetStream cluster: the engine over the JetStream log.
+	"commands/cluster": {"commands", "events", "projections", "eventlog", "eventlog/natslog"},
+	"migrations":       {"events", "eventlog"},
 	// The pi-crew import writes events directly: no commands, no projections.
 	"migrations/picrew": {"events", "eventlog"},
 	"broker/wire":       {},

@@ -170,7 +170,10 @@ func (l *Log) Follow(ctx context.Context, copied func()) error {
 	if err != nil {
 		return fmt.Errorf("natslog: consumer: %w", err)
 	}
-	it, err := cons.Messages()
+	// Short pulls with frequent heartbeats: when the server serving the
+	// consumer goes away, a missed heartbeat makes the ordered consumer
+	// start again where it was within about a second, not half a minute.
+	it, err := cons.Messages(jetstream.PullExpiry(2*time.Second), jetstream.PullHeartbeat(500*time.Millisecond))
 	if err != nil {
 		return fmt.Errorf("natslog: consume: %w", err)
 	}

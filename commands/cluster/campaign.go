@@ -1,0 +1,131 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/crewlog/crewlog/commands"
+)
+
+// campaign follows the stream while another node writes, and takes the
+// lease when it is free: then it becomes the writer until it fails.
+func (n *Node) campaign() {
+	defer n.wg.Done()
+	followCtx, stopFollow := context.WithCancel(n.ctx)
+	defer stopFollow()
+	followDone := make(chan error, 1)
+	go func() {
+		followDone <- n.jl.Follow(followCtx, func() {
+			// An error here is the engine's own failure, which
+			// watchEngine reports.
+			_ = n.eng.CatchUp(followCtx)
+		})
+	}()
+	t := time.NewTicker(n.o.LeaseTTL / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			<-followDone
+			return
+		case err := <-followDone:
+			if n.ctx.Err() == nil {
+				n.fail(err)
+			}
+			return
+		case <-t.C:
+		}
+		ok, err := n.lease.Acquire(n.ctx)
+		if err != nil {
+			n.o.Logger.Warn("cannot reach the writer lease", "node", n.o.Name, "err", err)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		stopFollow()
+		if err := <-followDone; err != nil && !errors.Is(err, context.Canceled) {
+			n.fail(err)
+			return
+		}
+		if err := n.promote(); err != nil {
+			n.fail(err)
+			return
+		}
+		n.lead(t)
+		return
+	}
+}
+
+// promote makes this node the writer: it first copies the stream to its
+// last sequence and folds it into the engine, so it decides against the
+// whole log; the fence catches a group the old writer still slipped in.
+func (n *Node) promote() error {
+	if _, err := n.jl.CatchUp(n.ctx); err != nil {
+		return err
+	}
+	if err := n.eng.CatchUp(n.ctx); err != nil {
+		return err
+	}
+	n.writer.Store(true)
+	n.elected.Store(time.Now().UnixNano())
+	sub, err := n.o.Conn.QueueSubscribe(n.o.Log.CommandSubject(), "writer", n.serve)
+	if err != nil {
+		return err
+	}
+	n.sub.Store(sub)
+	close(n.electedCh)
+	n.o.Logger.Info("this crewd is the writer", "node", n.o.Name, "sequence", n.jl.Sequence())
+	return nil
+}
+
+// lead renews the lease and ticks the engine clock until the node stops
+// or loses the lease; a lost lease fails the node (it restarts as a
+// follower).
+func (n *Node) lead(renew *time.Ticker) {
+	tick := time.NewTicker(n.o.ExpiryInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-tick.C:
+			n.eng.Tick(n.ctx)
+		case <-renew.C:
+			if err := n.lease.Renew(n.ctx); err != nil {
+				if n.ctx.Err() == nil {
+					n.fail(err)
+				}
+				return
+			}
+		}
+	}
+}
+
+// serve answers one forwarded request (the writer's command subscription).
+// It decides on its own goroutine so that concurrent requests share the
+// engine's group commits.
+func (n *Node) serve(m *nats.Msg) {
+	// NB: not counted in n.wg: a callback may still run after Close
+	// unsubscribed; it then finds the engine closed and answers so.
+	go func() {
+		var rep commands.Reply
+		r, err := commands.DecodeRequest(m.Data)
+		switch {
+		case err != nil:
+		case !n.writer.Load():
+			err = ErrNotWriter
+		default:
+			ctx, cancel := context.WithTimeout(n.ctx, n.o.ForwardTimeout)
+			rep, err = n.eng.Submit(ctx, r)
+			cancel()
+		}
+		b, eerr := commands.EncodeReply(rep, err)
+		if eerr == nil {
+			_ = m.Respond(b)
+		}
+	}()
+}

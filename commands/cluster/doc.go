@@ -1,0 +1,39 @@
+// Package cluster runs crewd as one of several sharing one NATS JetStream
+// stream (eventlog/natslog): exactly one writer at a time, every other node
+// a follower serving reads from its own copy.
+//
+// # Roles
+//
+//   - Every node keeps a local Pebble log that copies the stream and an
+//     engine (commands.Engine) over it. A follower copies each group as
+//     the stream receives it and folds it into its engine (Engine.CatchUp),
+//     so queries, subscriptions and the dashboard work on every node and
+//     never see an event before the stream acknowledged it.
+//   - The writer holds the lease (natslog.Lease: a KV key created by
+//     compare-and-set, renewed every TTL/4, expiring TTL after the last
+//     renewal). On taking it a node first copies the stream to its last
+//     sequence and folds it, then decides; its Committer publishes each group
+//     with the expected last sequence of the stream (the fence), then
+//     appends it locally and answers.
+//   - A command submitted to a follower's engine is forwarded to the writer
+//     over NATS (request/reply on crewlog.<stream>.commands) and answered
+//     with the writer's reply (forward.go says why forwarding, not a
+//     redirect).
+//
+// # Failover
+//
+// A writer that dies stops renewing; after the TTL another node takes the
+// lease, catches up and writes. Forwarded requests wait for it and are sent
+// again with their command ids, so a client learns the recorded outcome of
+// a command whose answer was lost, never a second decision.
+//
+// # Failing stop
+//
+// A node that must not go on — its commit was fenced (another writer
+// appended), its lease was lost while writing, its copy diverged — closes
+// Failed. Its owner closes it and starts a new node on the same local log
+// (a crewd exits and its supervisor restarts it): the new node resumes
+// copying after the last group its log holds and rebuilds its state, so
+// whatever the failed one had decided but not committed is gone, as a
+// crash of a single crewd would leave it.
+package cluster

@@ -1,0 +1,71 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/crewlog/crewlog/commands"
+)
+
+// Forward implements commands.Forwarder: a follower sends the request to
+// the writer over NATS and answers with the writer's reply.
+//
+// NB: forwarding, not redirecting: pi-crew's clients speak to one socket
+// and know no other crewd, so a redirect would be an error they cannot
+// follow. While there is no writer (a failover) the request waits and is
+// sent again; a request that may have reached a writer (a timeout, a
+// writer that failed mid-group) is sent again only with a command id, whose
+// recorded outcome makes the retry harmless — without one it is answered
+// ErrNoWriter, in doubt, as a crash of a single crewd would leave it.
+func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply, bool, error) {
+	if n.writer.Load() {
+		return commands.Reply{}, false, nil
+	}
+	data, err := commands.EncodeRequest(r)
+	if err != nil {
+		return commands.Reply{}, true, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, n.o.ForwardTimeout)
+		defer cancel()
+	}
+	backoff := 10 * time.Millisecond
+	for {
+		if n.writer.Load() {
+			return commands.Reply{}, false, nil // became the writer meanwhile
+		}
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		m, err := n.o.Conn.RequestWithContext(actx, n.o.Log.CommandSubject(), data)
+		cancel()
+		var rep commands.Reply
+		retry := false
+		switch {
+		case err == nil:
+			rep, err = commands.DecodeReply(m.Data)
+			if err == nil {
+				return rep, true, nil
+			}
+			// The writer stepped down before deciding: nothing happened.
+			retry = strings.Contains(err.Error(), ErrNotWriter.Error()) || r.CommandID != ""
+		case errors.Is(err, nats.ErrNoResponders):
+			retry = true // nobody received it
+		default:
+			retry = r.CommandID != ""
+		}
+		if !retry || ctx.Err() != nil {
+			return commands.Reply{}, true, fmt.Errorf("%w: %v", ErrNoWriter, err)
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return commands.Reply{}, true, fmt.Errorf("%w: %v", ErrNoWriter, ctx.Err())
+		}
+		backoff = min(2*backoff, 250*time.Millisecond)
+	}
+}

@@ -1,0 +1,204 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/eventlog/natslog"
+)
+
+// Errors of a node.
+var (
+	// ErrNotWriter is returned by the node's Committer when a group reaches
+	// it while the node is not the writer (it lost the lease during the
+	// group): the engine fails stop, and so does the node.
+	ErrNotWriter = errors.New("cluster: this crewd is not the writer")
+	// ErrNoWriter is returned to a forwarded request when no writer
+	// answered before its context ended.
+	ErrNoWriter = errors.New("cluster: no writer answered; retry with the same command id")
+)
+
+// Options configure a Node.
+type Options struct {
+	// Name is this crewd's name in the cluster, unique (the lease holder).
+	Name string
+	// Conn is the NATS connection (the node does not own it).
+	Conn *nats.Conn
+	// Log names the stream and its replication.
+	Log natslog.Config
+	// LeaseTTL is how long the writer lease outlives its last renewal
+	// (default 2 s): a dead writer is replaced after about that long. It
+	// is renewed every LeaseTTL/4.
+	LeaseTTL time.Duration
+	// Engine are the engine's options; the node sets Committer, Forwarder
+	// and ExpiryInterval (the node ticks the clock while it writes).
+	Engine commands.Options
+	// ExpiryInterval is the engine clock's tick while writing (default 1 s).
+	ExpiryInterval time.Duration
+	// ForwardTimeout bounds one forwarded request when the caller's context
+	// has no deadline (default 15 s: a failover and then some).
+	ForwardTimeout time.Duration
+	Logger         *slog.Logger
+}
+
+// Node is one crewd of a cluster sharing one JetStream stream (doc.go).
+//
+// Concurrency: all methods are safe for concurrent use. Errors: a node
+// that must not go on (fenced, lease lost while writing, a copy error)
+// closes Failed; its owner closes it and starts a new one on the same
+// local log, as a supervisor restarts a crewd.
+type Node struct {
+	o      Options
+	local  *eventlog.Log
+	js     jetstream.JetStream
+	jl     *natslog.Log
+	lease  *natslog.Lease
+	eng    *commands.Engine
+	writer atomic.Bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	failOnce sync.Once
+	failed   chan struct{}
+	err      atomic.Pointer[error]
+
+	sub       atomic.Pointer[nats.Subscription] // the writer's command subscription
+	elected   atomic.Int64                      // unix ns when this node became the writer
+	electedCh chan struct{}                     // closed then
+}
+
+// Start copies the stream into local (a copy of it, or empty), opens the
+// engine on it, and starts following and campaigning.
+func Start(ctx context.Context, local *eventlog.Log, o Options) (*Node, error) {
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = 2 * time.Second
+	}
+	if o.ExpiryInterval == 0 {
+		o.ExpiryInterval = time.Second
+	}
+	if o.ForwardTimeout == 0 {
+		o.ForwardTimeout = 15 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	js, err := jetstream.New(o.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: jetstream: %w", err)
+	}
+	n := &Node{o: o, local: local, js: js, failed: make(chan struct{}), electedCh: make(chan struct{})}
+	if n.jl, err = natslog.Open(ctx, js, local, o.Log); err != nil {
+		return nil, err
+	}
+	if _, err := n.jl.CatchUp(ctx); err != nil {
+		return nil, err
+	}
+	if n.lease, err = natslog.OpenLease(ctx, js, o.Log, o.Name, o.LeaseTTL); err != nil {
+		return nil, err
+	}
+	eo := o.Engine
+	eo.Committer, eo.Forwarder, eo.ExpiryInterval = n, n, -1
+	if eo.Logger == nil {
+		eo.Logger = o.Logger
+	}
+	if n.eng, err = commands.Open(local, eo); err != nil {
+		return nil, err
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.wg.Add(2)
+	go n.campaign()
+	go n.watchEngine()
+	return n, nil
+}
+
+// Engine is the node's engine: queries, subscriptions and the dashboard
+// read it on any node; commands submitted to a follower's are forwarded.
+func (n *Node) Engine() *commands.Engine { return n.eng }
+
+// Writer reports whether this node is the writer now.
+func (n *Node) Writer() bool { return n.writer.Load() }
+
+// ElectedAt is when this node last became the writer (zero if never).
+func (n *Node) ElectedAt() time.Time {
+	if ns := n.elected.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
+// Elected is closed when this node becomes the writer.
+func (n *Node) Elected() <-chan struct{} { return n.electedCh }
+
+// Sequence is the stream sequence the node's local copy holds.
+func (n *Node) Sequence() uint64 { return n.jl.Sequence() }
+
+// Failed is closed when the node stopped itself; Err says why.
+func (n *Node) Failed() <-chan struct{} { return n.failed }
+
+// Err is why the node failed, or nil.
+func (n *Node) Err() error {
+	if p := n.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (n *Node) fail(err error) {
+	n.failOnce.Do(func() {
+		n.err.Store(&err)
+		n.writer.Store(false)
+		n.o.Logger.Error("cluster node stopped; restart it", "node", n.o.Name, "err", err)
+		close(n.failed)
+		n.cancel()
+	})
+}
+
+// Close stops the node and its engine (not the local log nor the
+// connection). A writer gives the lease up, so a successor need not wait
+// for it to expire.
+func (n *Node) Close() error {
+	wasWriter := n.writer.Swap(false)
+	if sub := n.sub.Load(); sub != nil {
+		_ = sub.Unsubscribe()
+	}
+	n.cancel()
+	n.wg.Wait()
+	err := n.eng.Close()
+	if wasWriter && !n.o.Conn.IsClosed() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = n.lease.Release(ctx)
+		cancel()
+	}
+	return err
+}
+
+// watchEngine fails the node when the engine fails stop (a fenced or
+// in-doubt commit).
+func (n *Node) watchEngine() {
+	defer n.wg.Done()
+	select {
+	case <-n.eng.Failed():
+		n.fail(n.eng.Err())
+	case <-n.ctx.Done():
+	}
+}
+
+// Commit implements commands.Committer: only the writer commits.
+func (n *Node) Commit(ws []eventlog.Write) (uint64, error) {
+	if !n.writer.Load() {
+		return 0, ErrNotWriter
+	}
+	return n.jl.Commit(ws)
+}
