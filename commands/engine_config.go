@@ -42,6 +42,7 @@ func ValidateConfig(c projections.Config) error {
 		errs = append(errs, fmt.Errorf("settle grace %d s is outside 0..%d", c.SettleGraceSec, MaxSettleGraceSec))
 	}
 	errs = append(errs, validateFairness(c)...)
+	errs = append(errs, validateJobLimits(c)...)
 	if c.BudgetMode != "" && c.BudgetMode != events.BudgetModePicrew && c.BudgetMode != events.BudgetModeNested {
 		errs = append(errs, fmt.Errorf("budgetMode %q is neither %s nor %s", c.BudgetMode, events.BudgetModePicrew, events.BudgetModeNested))
 	}
@@ -61,7 +62,10 @@ func SameConfig(a, b projections.Config) bool {
 		a.SettleGraceSec == b.SettleGraceSec && (a.ModelCatalog == nil) == (b.ModelCatalog == nil) &&
 		slices.Equal(a.ModelCatalog, b.ModelCatalog) && a.SlotShare == b.SlotShare && a.SlotWaitSec == b.SlotWaitSec &&
 		a.QuotaEvents == b.QuotaEvents && a.QuotaBytes == b.QuotaBytes && a.QuotaMsgsPerMin == b.QuotaMsgsPerMin &&
-		recordedBudgetMode(a.BudgetMode) == recordedBudgetMode(b.BudgetMode) && a.WaitMethodsEnabled == b.WaitMethodsEnabled
+		recordedBudgetMode(a.BudgetMode) == recordedBudgetMode(b.BudgetMode) && a.WaitMethodsEnabled == b.WaitMethodsEnabled &&
+		a.ProxyPayloadBytes == b.ProxyPayloadBytes && a.ProxyManifestBytes == b.ProxyManifestBytes &&
+		a.ProxyMaxInFlight == b.ProxyMaxInFlight && a.ProxyMaxRequests == b.ProxyMaxRequests &&
+		a.RevokedRootLimit == b.RevokedRootLimit
 }
 
 func (c *Configure) decide(s *projections.State, env *Env) (Decision, error) {

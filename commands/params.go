@@ -68,6 +68,17 @@ var methods = map[string]method{
 	"delegate.cancel":   {runtimeRole, true, parseDelegateCancel},
 	"mailbox.deliver":   {anyRole, true, parseMailboxDeliver},
 	"mailbox.ack":       {anyRole, true, parseMailboxAck},
+
+	"job.create":          {runtimeRole, true, parseJobCreate},
+	"job.transition":      {runtimeRole, true, parseJobTransition},
+	"job.disconnect":      {runtimeRole, true, parseJobDisconnect},
+	"job.roots_reset":     {runtimeRole, true, parseJobRootsReset},
+	"lease.open":          {runtimeRole, true, parseLeaseOpen},
+	"lease.clear":         {runtimeRole, true, parseLeaseClear},
+	"manifest.revalidate": {runtimeRole, true, parseManifestRevalidate},
+	"proxy.complete":      {runtimeRole, true, parseProxyComplete},
+	"proxy.request":       {workerRole, true, parseProxyRequest},
+	"proxy.cancel":        {workerRole, true, parseProxyCancel},
 }
 
 // Methods lists every method ParseCommand knows, sorted.

@@ -3,6 +3,7 @@ package commands
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -82,6 +83,24 @@ func TestParseCommandValid(t *testing.T) {
 		{"mailbox.deliver", fxWorker, `{"taskId":"02_exec","messageIds":["m1"]}`, &MailboxDeliver{RunID: "R", Recipient: "02_exec", MessageIDs: []string{"m1"}}},
 		{"mailbox.ack", fxOrch, `{"messageIds":["m1"]}`, &MailboxAck{RunID: "R", Recipient: events.RunInbox, MessageIDs: []string{"m1"}}},
 		{"mailbox.ack", fxOrch, `{"taskId":"03_t","messageIds":[]}`, &MailboxAck{RunID: "R", Recipient: "03_t", MessageIDs: []string{}}},
+		{"job.create", fxOrch, `{"jobId":"J","taskId":"02_exec","tools":[]}`,
+			&JobCreate{RunID: "R", JobID: "J", TaskID: "02_exec", Tools: json.RawMessage(`[]`)}},
+		{"job.transition", fxOrch, `{"jobId":"J","to":"paused"}`, &JobTransition{RunID: "R", JobID: "J", To: "paused"}},
+		{"job.disconnect", fxOrch, `{"jobId":"J"}`, &JobDisconnect{RunID: "R", JobID: "J"}},
+		{"job.roots_reset", fxAdmin, `{"runId":"R"}`, &JobRootsReset{RunID: "R"}},
+		{"lease.open", fxOrch, `{"jobId":"J","mode":"start","rootToolCallId":"c1"}`,
+			&LeaseOpen{RunID: "R", JobID: "J", Mode: "start", RootToolCallID: "c1"}},
+		{"lease.clear", fxOrch, `{"jobId":"J","reason":"dispose"}`, &LeaseClear{RunID: "R", JobID: "J", Reason: "dispose"}},
+		{"manifest.revalidate", fxOrch, `{"jobId":"J","requestId":"r1","tools":[]}`,
+			&ManifestRevalidate{RunID: "R", JobID: "J", RequestID: "r1", Tools: json.RawMessage(`[]`)}},
+		{"proxy.complete", fxOrch, `{"jobId":"J","requestId":"r1","nonce":"n","result":{"content":[]}}`,
+			&ProxyComplete{RunID: "R", JobID: "J", RequestID: "r1", NonceDigest: SecretDigest("n"), Result: json.RawMessage(`{"content":[]}`)}},
+		// NB: the nonce is digested at once; a non-string request id is kept for the decision to refuse (T8).
+		{"proxy.request", fxWorker, `{"jobId":"J","requestId":7,"nonce":"n","tool":"read"}`,
+			&ProxyRequest{RunID: "R", TaskID: "02_exec", JobID: "J", RequestIDChars: -1, NonceDigest: SecretDigest("n"), Tool: "read",
+				Args: json.RawMessage(`{}`)}},
+		{"proxy.cancel", fxWorker, `{"jobId":"J","requestId":"r1","nonce":"n"}`,
+			&ProxyCancel{RunID: "R", TaskID: "02_exec", JobID: "J", RequestID: "r1", NonceDigest: SecretDigest("n")}},
 	}
 	seen := map[string]bool{}
 	for _, tc := range tests {
@@ -186,7 +205,11 @@ func TestMethods(t *testing.T) {
 		"credential.issue", "credential.revoke", "delegate.cancel", "delegate.request", "delegate.settle",
 		"delegate.spawned", "escalate", "mailbox.ack", "mailbox.deliver", "msg.send", "run.create",
 		"run.transition", "steer.push", "task.create", "task.transition", "task.usage", "wait.request", "wait.resolve",
-	}, Methods())
+	}, slices.DeleteFunc(Methods(), isJobMethod))
+	require.Equal(t, []string{
+		"job.create", "job.disconnect", "job.roots_reset", "job.transition", "lease.clear", "lease.open",
+		"manifest.revalidate", "proxy.cancel", "proxy.complete", "proxy.request",
+	}, slices.DeleteFunc(Methods(), func(m string) bool { return !isJobMethod(m) }))
 }
 
 // Parsed commands decide like hand-built ones: GS-17 end to end through
@@ -236,4 +259,9 @@ func FuzzParseCommand(f *testing.F) {
 		// Deciding it against an empty state must not panic either.
 		_, _ = Decide(fxNew(nil).s, cmd, fxEnv())
 	})
+}
+
+func isJobMethod(m string) bool {
+	family, _, _ := strings.Cut(m, ".")
+	return family == "job" || family == "lease" || family == "manifest" || family == "proxy"
 }

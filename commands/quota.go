@@ -26,7 +26,7 @@ import (
 // log it is kept from growing.
 var quotaGated = map[string]bool{
 	"msg.send": true, "escalate": true, "steer.push": true, "delegate.request": true, "wait.request": true,
-	"task.create": true,
+	"task.create": true, "job.create": true, "proxy.request": true, "proxy.cancel": true,
 }
 
 // Growth is what a decision would add to its run.

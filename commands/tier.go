@@ -114,6 +114,26 @@ func runOf(c Command) string {
 		return c.RunID
 	case *TaskUsage:
 		return c.RunID
+	case *JobCreate:
+		return c.RunID
+	case *JobTransition:
+		return c.RunID
+	case *JobDisconnect:
+		return c.RunID
+	case *JobRootsReset:
+		return c.RunID
+	case *LeaseOpen:
+		return c.RunID
+	case *LeaseClear:
+		return c.RunID
+	case *ManifestRevalidate:
+		return c.RunID
+	case *ProxyRequest:
+		return c.RunID
+	case *ProxyComplete:
+		return c.RunID
+	case *ProxyCancel:
+		return c.RunID
 	}
 	return ""
 }

@@ -50,4 +50,11 @@ type EngineConfigured struct {
 	// (pi-crew's broker.waitMethodsEnabled=false). Absent, as in every log
 	// written before the switch existed, they are on.
 	WaitMethodsDisabled bool `json:"waitMethodsDisabled,omitempty" msgpack:"waitMethodsDisabled,omitempty"`
+	// The job limits (D§9's constants). Absent (0), as in every log written
+	// before jobs existed, each is the dispatcher's own value.
+	ProxyPayloadBytes  int64 `json:"proxyPayloadBytes,omitempty" msgpack:"proxyPayloadBytes,omitempty"`
+	ProxyManifestBytes int64 `json:"proxyManifestBytes,omitempty" msgpack:"proxyManifestBytes,omitempty"`
+	ProxyMaxInFlight   int   `json:"proxyMaxInFlight,omitempty" msgpack:"proxyMaxInFlight,omitempty"`
+	ProxyMaxRequests   int   `json:"proxyMaxRequests,omitempty" msgpack:"proxyMaxRequests,omitempty"`
+	RevokedRootLimit   int   `json:"revokedRootLimit,omitempty" msgpack:"revokedRootLimit,omitempty"`
 }

@@ -132,6 +132,48 @@ func appendPayload(b []byte, p any) (_ []byte, ok bool) {
 		return appendForeignImported(b, p), true
 	case ForeignImported:
 		return appendForeignImported(b, &p), true
+	case *JobCreated:
+		if p == nil {
+			return append(b, 0xc0), true
+		}
+		return appendJobCreated(b, p), true
+	case JobCreated:
+		return appendJobCreated(b, &p), true
+	case *JobRejected:
+		if p == nil {
+			return append(b, 0xc0), true
+		}
+		return appendJobRejected(b, p), true
+	case JobRejected:
+		return appendJobRejected(b, &p), true
+	case *JobRootsReset:
+		if p == nil {
+			return append(b, 0xc0), true
+		}
+		return appendJobRootsReset(b, p), true
+	case JobRootsReset:
+		return appendJobRootsReset(b, &p), true
+	case *JobStatusChanged:
+		if p == nil {
+			return append(b, 0xc0), true
+		}
+		return appendJobStatusChanged(b, p), true
+	case JobStatusChanged:
+		return appendJobStatusChanged(b, &p), true
+	case *LeaseCleared:
+		if p == nil {
+			return append(b, 0xc0), true
+		}
+		return appendLeaseCleared(b, p), true
+	case LeaseCleared:
+		return appendLeaseCleared(b, &p), true
+	case *LeaseOpened:
+		if p == nil {
+			return append(b, 0xc0), true
+		}
+		return appendLeaseOpened(b, p), true
+	case LeaseOpened:
+		return appendLeaseOpened(b, &p), true
 	case *MailboxAcknowledged:
 		if p == nil {
 			return append(b, 0xc0), true
@@ -153,6 +195,20 @@ func appendPayload(b []byte, p any) (_ []byte, ok bool) {
 		return appendMailboxDelivered(b, p), true
 	case MailboxDelivered:
 		return appendMailboxDelivered(b, &p), true
+	case *ManifestRevalidated:
+		if p == nil {
+			return append(b, 0xc0), true
+		}
+		return appendManifestRevalidated(b, p), true
+	case ManifestRevalidated:
+		return appendManifestRevalidated(b, &p), true
+	case *ManifestRevalidationFailed:
+		if p == nil {
+			return append(b, 0xc0), true
+		}
+		return appendManifestRevalidationFailed(b, p), true
+	case ManifestRevalidationFailed:
+		return appendManifestRevalidationFailed(b, &p), true
 	case *PolicyAction:
 		if p == nil {
 			return append(b, 0xc0), true
@@ -160,6 +216,34 @@ func appendPayload(b []byte, p any) (_ []byte, ok bool) {
 		return appendPolicyAction(b, p), true
 	case PolicyAction:
 		return appendPolicyAction(b, &p), true
+	case *ProxyCancelled:
+		if p == nil {
+			return append(b, 0xc0), true
+		}
+		return appendProxyCancelled(b, p), true
+	case ProxyCancelled:
+		return appendProxyCancelled(b, &p), true
+	case *ProxyCompleted:
+		if p == nil {
+			return append(b, 0xc0), true
+		}
+		return appendProxyCompleted(b, p), true
+	case ProxyCompleted:
+		return appendProxyCompleted(b, &p), true
+	case *ProxyRejected:
+		if p == nil {
+			return append(b, 0xc0), true
+		}
+		return appendProxyRejected(b, p), true
+	case ProxyRejected:
+		return appendProxyRejected(b, &p), true
+	case *ProxyRequested:
+		if p == nil {
+			return append(b, 0xc0), true
+		}
+		return appendProxyRequested(b, p), true
+	case ProxyRequested:
+		return appendProxyRequested(b, &p), true
 	case *RunBlocked:
 		if p == nil {
 			return append(b, 0xc0), true
@@ -432,6 +516,36 @@ var payloadDecoders = map[string]payloadDecoder{
 		r.readForeignImported(p)
 		return p
 	}},
+	TypeJobCreated: {version: 1, decode: func(r *fastReader) any {
+		p := new(JobCreated)
+		r.readJobCreated(p)
+		return p
+	}},
+	TypeJobRejected: {version: 1, decode: func(r *fastReader) any {
+		p := new(JobRejected)
+		r.readJobRejected(p)
+		return p
+	}},
+	TypeJobRootsReset: {version: 1, decode: func(r *fastReader) any {
+		p := new(JobRootsReset)
+		r.readJobRootsReset(p)
+		return p
+	}},
+	TypeJobStatusChanged: {version: 1, decode: func(r *fastReader) any {
+		p := new(JobStatusChanged)
+		r.readJobStatusChanged(p)
+		return p
+	}},
+	TypeLeaseCleared: {version: 1, decode: func(r *fastReader) any {
+		p := new(LeaseCleared)
+		r.readLeaseCleared(p)
+		return p
+	}},
+	TypeLeaseOpened: {version: 1, decode: func(r *fastReader) any {
+		p := new(LeaseOpened)
+		r.readLeaseOpened(p)
+		return p
+	}},
 	TypeMailboxAcknowledged: {version: 1, decode: func(r *fastReader) any {
 		p := new(MailboxAcknowledged)
 		r.readMailboxAcknowledged(p)
@@ -447,9 +561,39 @@ var payloadDecoders = map[string]payloadDecoder{
 		r.readMailboxDelivered(p)
 		return p
 	}},
+	TypeManifestRevalidated: {version: 1, decode: func(r *fastReader) any {
+		p := new(ManifestRevalidated)
+		r.readManifestRevalidated(p)
+		return p
+	}},
+	TypeManifestRevalidationFailed: {version: 1, decode: func(r *fastReader) any {
+		p := new(ManifestRevalidationFailed)
+		r.readManifestRevalidationFailed(p)
+		return p
+	}},
 	TypePolicyAction: {version: 1, decode: func(r *fastReader) any {
 		p := new(PolicyAction)
 		r.readPolicyAction(p)
+		return p
+	}},
+	TypeProxyCancelled: {version: 1, decode: func(r *fastReader) any {
+		p := new(ProxyCancelled)
+		r.readProxyCancelled(p)
+		return p
+	}},
+	TypeProxyCompleted: {version: 1, decode: func(r *fastReader) any {
+		p := new(ProxyCompleted)
+		r.readProxyCompleted(p)
+		return p
+	}},
+	TypeProxyRejected: {version: 1, decode: func(r *fastReader) any {
+		p := new(ProxyRejected)
+		r.readProxyRejected(p)
+		return p
+	}},
+	TypeProxyRequested: {version: 1, decode: func(r *fastReader) any {
+		p := new(ProxyRequested)
+		r.readProxyRequested(p)
 		return p
 	}},
 	TypeRunBlocked: {version: 1, decode: func(r *fastReader) any {
@@ -1230,6 +1374,21 @@ func appendEngineConfigured(b []byte, p *EngineConfigured) []byte {
 	if p.WaitMethodsDisabled {
 		n++
 	}
+	if p.ProxyPayloadBytes != 0 {
+		n++
+	}
+	if p.ProxyManifestBytes != 0 {
+		n++
+	}
+	if p.ProxyMaxInFlight != 0 {
+		n++
+	}
+	if p.ProxyMaxRequests != 0 {
+		n++
+	}
+	if p.RevokedRootLimit != 0 {
+		n++
+	}
 	b = appendMapLen(b, n)
 	b = append(b, "\xaenestingEnabled"...)
 	b = appendBool(b, p.NestingEnabled)
@@ -1272,6 +1431,26 @@ func appendEngineConfigured(b []byte, p *EngineConfigured) []byte {
 	if p.WaitMethodsDisabled {
 		b = append(b, "\xb3waitMethodsDisabled"...)
 		b = appendBool(b, p.WaitMethodsDisabled)
+	}
+	if p.ProxyPayloadBytes != 0 {
+		b = append(b, "\xb1proxyPayloadBytes"...)
+		b = appendInt64(b, p.ProxyPayloadBytes)
+	}
+	if p.ProxyManifestBytes != 0 {
+		b = append(b, "\xb2proxyManifestBytes"...)
+		b = appendInt64(b, p.ProxyManifestBytes)
+	}
+	if p.ProxyMaxInFlight != 0 {
+		b = append(b, "\xb0proxyMaxInFlight"...)
+		b = appendInt(b, int64(p.ProxyMaxInFlight))
+	}
+	if p.ProxyMaxRequests != 0 {
+		b = append(b, "\xb0proxyMaxRequests"...)
+		b = appendInt(b, int64(p.ProxyMaxRequests))
+	}
+	if p.RevokedRootLimit != 0 {
+		b = append(b, "\xb0revokedRootLimit"...)
+		b = appendInt(b, int64(p.RevokedRootLimit))
 	}
 	return b
 }
@@ -1322,6 +1501,21 @@ func (r *fastReader) readEngineConfigured(p *EngineConfigured) {
 		case "waitMethodsDisabled":
 			r.once(&seen, 13)
 			p.WaitMethodsDisabled = r.bool()
+		case "proxyPayloadBytes":
+			r.once(&seen, 14)
+			p.ProxyPayloadBytes = r.int()
+		case "proxyManifestBytes":
+			r.once(&seen, 15)
+			p.ProxyManifestBytes = r.int()
+		case "proxyMaxInFlight":
+			r.once(&seen, 16)
+			p.ProxyMaxInFlight = int(r.int())
+		case "proxyMaxRequests":
+			r.once(&seen, 17)
+			p.ProxyMaxRequests = int(r.int())
+		case "revokedRootLimit":
+			r.once(&seen, 18)
+			p.RevokedRootLimit = int(r.int())
 		default:
 			r.skip()
 		}
@@ -1388,6 +1582,324 @@ func (r *fastReader) readForeignImported(p *ForeignImported) {
 		case "data":
 			r.once(&seen, 6)
 			p.Data = r.str()
+		default:
+			r.skip()
+		}
+	}
+}
+
+func appendJobCreated(b []byte, p *JobCreated) []byte {
+	b = appendMapLen(b, 9)
+	b = append(b, "\xa5jobId"...)
+	b = appendString(b, p.JobID)
+	b = append(b, "\xa6taskId"...)
+	b = appendString(b, p.TaskID)
+	b = append(b, "\xa5tools"...)
+	b = appendStrings(b, p.Tools)
+	b = append(b, "\xacfingerprints"...)
+	b = appendStrings(b, p.Fingerprints)
+	b = append(b, "\xa9callables"...)
+	b = appendStrings(b, p.Callables)
+	b = append(b, "\xa8readOnly"...)
+	b = appendStrings(b, p.ReadOnly)
+	b = append(b, "\xadmanifestBytes"...)
+	b = appendInt64(b, p.ManifestBytes)
+	b = append(b, "\xaemanifestDigest"...)
+	b = appendString(b, p.ManifestDigest)
+	b = append(b, "\xabnonceDigest"...)
+	b = appendString(b, p.NonceDigest)
+	return b
+}
+
+func (r *fastReader) readJobCreated(p *JobCreated) {
+	var seen fieldSet
+	for n := r.mapLen(); n > 0 && r.ok(); n-- {
+		switch r.key() {
+		case "jobId":
+			r.once(&seen, 0)
+			p.JobID = r.str()
+		case "taskId":
+			r.once(&seen, 1)
+			p.TaskID = r.str()
+		case "tools":
+			r.once(&seen, 2)
+			p.Tools = r.strs()
+		case "fingerprints":
+			r.once(&seen, 3)
+			p.Fingerprints = r.strs()
+		case "callables":
+			r.once(&seen, 4)
+			p.Callables = r.strs()
+		case "readOnly":
+			r.once(&seen, 5)
+			p.ReadOnly = r.strs()
+		case "manifestBytes":
+			r.once(&seen, 6)
+			p.ManifestBytes = r.int()
+		case "manifestDigest":
+			r.once(&seen, 7)
+			p.ManifestDigest = r.str()
+		case "nonceDigest":
+			r.once(&seen, 8)
+			p.NonceDigest = r.str()
+		default:
+			r.skip()
+		}
+	}
+}
+
+func appendJobRejected(b []byte, p *JobRejected) []byte {
+	n := 6
+	if len(p.Status) != 0 {
+		n++
+	}
+	if p.Index != 0 {
+		n++
+	}
+	if len(p.Tool) != 0 {
+		n++
+	}
+	if p.Bytes != 0 {
+		n++
+	}
+	if p.Limit != 0 {
+		n++
+	}
+	if len(p.Live) != 0 {
+		n++
+	}
+	b = appendMapLen(b, n)
+	b = append(b, "\xa5jobId"...)
+	b = appendString(b, p.JobID)
+	b = append(b, "\xa2op"...)
+	b = appendString(b, p.Op)
+	b = append(b, "\xa6reason"...)
+	b = appendString(b, p.Reason)
+	b = append(b, "\xa7message"...)
+	b = appendString(b, p.Message)
+	if len(p.Status) != 0 {
+		b = append(b, "\xa6status"...)
+		b = appendString(b, p.Status)
+	}
+	b = append(b, "\xaageneration"...)
+	b = appendInt64(b, p.Generation)
+	b = append(b, "\xableaseActive"...)
+	b = appendBool(b, p.LeaseActive)
+	if p.Index != 0 {
+		b = append(b, "\xa5index"...)
+		b = appendInt(b, int64(p.Index))
+	}
+	if len(p.Tool) != 0 {
+		b = append(b, "\xa4tool"...)
+		b = appendString(b, p.Tool)
+	}
+	if p.Bytes != 0 {
+		b = append(b, "\xa5bytes"...)
+		b = appendInt64(b, p.Bytes)
+	}
+	if p.Limit != 0 {
+		b = append(b, "\xa5limit"...)
+		b = appendInt64(b, p.Limit)
+	}
+	if len(p.Live) != 0 {
+		b = append(b, "\xa4live"...)
+		b = appendString(b, p.Live)
+	}
+	return b
+}
+
+func (r *fastReader) readJobRejected(p *JobRejected) {
+	var seen fieldSet
+	for n := r.mapLen(); n > 0 && r.ok(); n-- {
+		switch r.key() {
+		case "jobId":
+			r.once(&seen, 0)
+			p.JobID = r.str()
+		case "op":
+			r.once(&seen, 1)
+			p.Op = r.str()
+		case "reason":
+			r.once(&seen, 2)
+			p.Reason = r.str()
+		case "message":
+			r.once(&seen, 3)
+			p.Message = r.str()
+		case "status":
+			r.once(&seen, 4)
+			p.Status = r.str()
+		case "generation":
+			r.once(&seen, 5)
+			p.Generation = r.int()
+		case "leaseActive":
+			r.once(&seen, 6)
+			p.LeaseActive = r.bool()
+		case "index":
+			r.once(&seen, 7)
+			p.Index = int(r.int())
+		case "tool":
+			r.once(&seen, 8)
+			p.Tool = r.str()
+		case "bytes":
+			r.once(&seen, 9)
+			p.Bytes = r.int()
+		case "limit":
+			r.once(&seen, 10)
+			p.Limit = r.int()
+		case "live":
+			r.once(&seen, 11)
+			p.Live = r.str()
+		default:
+			r.skip()
+		}
+	}
+}
+
+func appendJobRootsReset(b []byte, p *JobRootsReset) []byte {
+	b = appendMapLen(b, 2)
+	b = append(b, "\xa5roots"...)
+	b = appendInt(b, int64(p.Roots))
+	b = append(b, "\xa9saturated"...)
+	b = appendBool(b, p.Saturated)
+	return b
+}
+
+func (r *fastReader) readJobRootsReset(p *JobRootsReset) {
+	var seen fieldSet
+	for n := r.mapLen(); n > 0 && r.ok(); n-- {
+		switch r.key() {
+		case "roots":
+			r.once(&seen, 0)
+			p.Roots = int(r.int())
+		case "saturated":
+			r.once(&seen, 1)
+			p.Saturated = r.bool()
+		default:
+			r.skip()
+		}
+	}
+}
+
+func appendJobStatusChanged(b []byte, p *JobStatusChanged) []byte {
+	n := 3
+	if len(p.Reason) != 0 {
+		n++
+	}
+	b = appendMapLen(b, n)
+	b = append(b, "\xa5jobId"...)
+	b = appendString(b, p.JobID)
+	b = append(b, "\xa4from"...)
+	b = appendString(b, p.From)
+	b = append(b, "\xa2to"...)
+	b = appendString(b, p.To)
+	if len(p.Reason) != 0 {
+		b = append(b, "\xa6reason"...)
+		b = appendString(b, p.Reason)
+	}
+	return b
+}
+
+func (r *fastReader) readJobStatusChanged(p *JobStatusChanged) {
+	var seen fieldSet
+	for n := r.mapLen(); n > 0 && r.ok(); n-- {
+		switch r.key() {
+		case "jobId":
+			r.once(&seen, 0)
+			p.JobID = r.str()
+		case "from":
+			r.once(&seen, 1)
+			p.From = r.str()
+		case "to":
+			r.once(&seen, 2)
+			p.To = r.str()
+		case "reason":
+			r.once(&seen, 3)
+			p.Reason = r.str()
+		default:
+			r.skip()
+		}
+	}
+}
+
+func appendLeaseCleared(b []byte, p *LeaseCleared) []byte {
+	n := 5
+	if p.Saturated {
+		n++
+	}
+	b = appendMapLen(b, n)
+	b = append(b, "\xa5jobId"...)
+	b = appendString(b, p.JobID)
+	b = append(b, "\xaageneration"...)
+	b = appendInt64(b, p.Generation)
+	b = append(b, "\xaerootToolCallId"...)
+	b = appendString(b, p.RootToolCallID)
+	b = append(b, "\xa6reason"...)
+	b = appendString(b, p.Reason)
+	b = append(b, "\xa7aborted"...)
+	b = appendInt(b, int64(p.Aborted))
+	if p.Saturated {
+		b = append(b, "\xa9saturated"...)
+		b = appendBool(b, p.Saturated)
+	}
+	return b
+}
+
+func (r *fastReader) readLeaseCleared(p *LeaseCleared) {
+	var seen fieldSet
+	for n := r.mapLen(); n > 0 && r.ok(); n-- {
+		switch r.key() {
+		case "jobId":
+			r.once(&seen, 0)
+			p.JobID = r.str()
+		case "generation":
+			r.once(&seen, 1)
+			p.Generation = r.int()
+		case "rootToolCallId":
+			r.once(&seen, 2)
+			p.RootToolCallID = r.str()
+		case "reason":
+			r.once(&seen, 3)
+			p.Reason = r.str()
+		case "aborted":
+			r.once(&seen, 4)
+			p.Aborted = int(r.int())
+		case "saturated":
+			r.once(&seen, 5)
+			p.Saturated = r.bool()
+		default:
+			r.skip()
+		}
+	}
+}
+
+func appendLeaseOpened(b []byte, p *LeaseOpened) []byte {
+	b = appendMapLen(b, 4)
+	b = append(b, "\xa5jobId"...)
+	b = appendString(b, p.JobID)
+	b = append(b, "\xaageneration"...)
+	b = appendInt64(b, p.Generation)
+	b = append(b, "\xaerootToolCallId"...)
+	b = appendString(b, p.RootToolCallID)
+	b = append(b, "\xa4mode"...)
+	b = appendString(b, p.Mode)
+	return b
+}
+
+func (r *fastReader) readLeaseOpened(p *LeaseOpened) {
+	var seen fieldSet
+	for n := r.mapLen(); n > 0 && r.ok(); n-- {
+		switch r.key() {
+		case "jobId":
+			r.once(&seen, 0)
+			p.JobID = r.str()
+		case "generation":
+			r.once(&seen, 1)
+			p.Generation = r.int()
+		case "rootToolCallId":
+			r.once(&seen, 2)
+			p.RootToolCallID = r.str()
+		case "mode":
+			r.once(&seen, 3)
+			p.Mode = r.str()
 		default:
 			r.skip()
 		}
@@ -1544,6 +2056,103 @@ func (r *fastReader) readMailboxDelivered(p *MailboxDelivered) {
 		case "recipient":
 			r.once(&seen, 1)
 			p.Recipient = r.str()
+		default:
+			r.skip()
+		}
+	}
+}
+
+func appendManifestRevalidated(b []byte, p *ManifestRevalidated) []byte {
+	n := 3
+	if len(p.RequestID) != 0 {
+		n++
+	}
+	b = appendMapLen(b, n)
+	b = append(b, "\xa5jobId"...)
+	b = appendString(b, p.JobID)
+	b = append(b, "\xa4mode"...)
+	b = appendString(b, p.Mode)
+	if len(p.RequestID) != 0 {
+		b = append(b, "\xa9requestId"...)
+		b = appendString(b, p.RequestID)
+	}
+	b = append(b, "\xa6digest"...)
+	b = appendString(b, p.Digest)
+	return b
+}
+
+func (r *fastReader) readManifestRevalidated(p *ManifestRevalidated) {
+	var seen fieldSet
+	for n := r.mapLen(); n > 0 && r.ok(); n-- {
+		switch r.key() {
+		case "jobId":
+			r.once(&seen, 0)
+			p.JobID = r.str()
+		case "mode":
+			r.once(&seen, 1)
+			p.Mode = r.str()
+		case "requestId":
+			r.once(&seen, 2)
+			p.RequestID = r.str()
+		case "digest":
+			r.once(&seen, 3)
+			p.Digest = r.str()
+		default:
+			r.skip()
+		}
+	}
+}
+
+func appendManifestRevalidationFailed(b []byte, p *ManifestRevalidationFailed) []byte {
+	n := 6
+	if len(p.RequestID) != 0 {
+		n++
+	}
+	b = appendMapLen(b, n)
+	b = append(b, "\xa5jobId"...)
+	b = appendString(b, p.JobID)
+	b = append(b, "\xa4mode"...)
+	b = appendString(b, p.Mode)
+	if len(p.RequestID) != 0 {
+		b = append(b, "\xa9requestId"...)
+		b = appendString(b, p.RequestID)
+	}
+	b = append(b, "\xa5index"...)
+	b = appendInt(b, int64(p.Index))
+	b = append(b, "\xa5cause"...)
+	b = appendString(b, p.Cause)
+	b = append(b, "\xa4want"...)
+	b = appendString(b, p.Want)
+	b = append(b, "\xa3got"...)
+	b = appendString(b, p.Got)
+	return b
+}
+
+func (r *fastReader) readManifestRevalidationFailed(p *ManifestRevalidationFailed) {
+	var seen fieldSet
+	for n := r.mapLen(); n > 0 && r.ok(); n-- {
+		switch r.key() {
+		case "jobId":
+			r.once(&seen, 0)
+			p.JobID = r.str()
+		case "mode":
+			r.once(&seen, 1)
+			p.Mode = r.str()
+		case "requestId":
+			r.once(&seen, 2)
+			p.RequestID = r.str()
+		case "index":
+			r.once(&seen, 3)
+			p.Index = int(r.int())
+		case "cause":
+			r.once(&seen, 4)
+			p.Cause = r.str()
+		case "want":
+			r.once(&seen, 5)
+			p.Want = r.str()
+		case "got":
+			r.once(&seen, 6)
+			p.Got = r.str()
 		default:
 			r.skip()
 		}
@@ -1826,6 +2435,273 @@ func (r *fastReader) readPolicyAction(p *PolicyAction) {
 		case "policy":
 			r.once(&seen, 3)
 			p.Policy = r.str()
+		default:
+			r.skip()
+		}
+	}
+}
+
+func appendProxyCancelled(b []byte, p *ProxyCancelled) []byte {
+	b = appendMapLen(b, 4)
+	b = append(b, "\xa5jobId"...)
+	b = appendString(b, p.JobID)
+	b = append(b, "\xa9requestId"...)
+	b = appendString(b, p.RequestID)
+	b = append(b, "\xaageneration"...)
+	b = appendInt64(b, p.Generation)
+	b = append(b, "\xa2by"...)
+	b = appendString(b, p.By)
+	return b
+}
+
+func (r *fastReader) readProxyCancelled(p *ProxyCancelled) {
+	var seen fieldSet
+	for n := r.mapLen(); n > 0 && r.ok(); n-- {
+		switch r.key() {
+		case "jobId":
+			r.once(&seen, 0)
+			p.JobID = r.str()
+		case "requestId":
+			r.once(&seen, 1)
+			p.RequestID = r.str()
+		case "generation":
+			r.once(&seen, 2)
+			p.Generation = r.int()
+		case "by":
+			r.once(&seen, 3)
+			p.By = r.str()
+		default:
+			r.skip()
+		}
+	}
+}
+
+func appendProxyCompleted(b []byte, p *ProxyCompleted) []byte {
+	n := 5
+	if len(p.Result) != 0 {
+		n++
+	}
+	if p.IsError {
+		n++
+	}
+	if p.Fenced {
+		n++
+	}
+	b = appendMapLen(b, n)
+	b = append(b, "\xa5jobId"...)
+	b = appendString(b, p.JobID)
+	b = append(b, "\xa9requestId"...)
+	b = appendString(b, p.RequestID)
+	b = append(b, "\xaageneration"...)
+	b = appendInt64(b, p.Generation)
+	if len(p.Result) != 0 {
+		b = append(b, "\xa6result"...)
+		b = appendString(b, p.Result)
+	}
+	b = append(b, "\xabresultBytes"...)
+	b = appendInt64(b, p.ResultBytes)
+	if p.IsError {
+		b = append(b, "\xa7isError"...)
+		b = appendBool(b, p.IsError)
+	}
+	if p.Fenced {
+		b = append(b, "\xa6fenced"...)
+		b = appendBool(b, p.Fenced)
+	}
+	b = append(b, "\xb1currentGeneration"...)
+	b = appendInt64(b, p.CurrentGeneration)
+	return b
+}
+
+func (r *fastReader) readProxyCompleted(p *ProxyCompleted) {
+	var seen fieldSet
+	for n := r.mapLen(); n > 0 && r.ok(); n-- {
+		switch r.key() {
+		case "jobId":
+			r.once(&seen, 0)
+			p.JobID = r.str()
+		case "requestId":
+			r.once(&seen, 1)
+			p.RequestID = r.str()
+		case "generation":
+			r.once(&seen, 2)
+			p.Generation = r.int()
+		case "result":
+			r.once(&seen, 3)
+			p.Result = r.str()
+		case "resultBytes":
+			r.once(&seen, 4)
+			p.ResultBytes = r.int()
+		case "isError":
+			r.once(&seen, 5)
+			p.IsError = r.bool()
+		case "fenced":
+			r.once(&seen, 6)
+			p.Fenced = r.bool()
+		case "currentGeneration":
+			r.once(&seen, 7)
+			p.CurrentGeneration = r.int()
+		default:
+			r.skip()
+		}
+	}
+}
+
+func appendProxyRejected(b []byte, p *ProxyRejected) []byte {
+	n := 9
+	if len(p.RequestID) != 0 {
+		n++
+	}
+	if len(p.Tool) != 0 {
+		n++
+	}
+	if p.Limit != 0 {
+		n++
+	}
+	if p.Bytes != 0 {
+		n++
+	}
+	if p.RequestIDChars != 0 {
+		n++
+	}
+	b = appendMapLen(b, n)
+	b = append(b, "\xa5jobId"...)
+	b = appendString(b, p.JobID)
+	if len(p.RequestID) != 0 {
+		b = append(b, "\xa9requestId"...)
+		b = appendString(b, p.RequestID)
+	}
+	b = append(b, "\xa6reason"...)
+	b = appendString(b, p.Reason)
+	b = append(b, "\xa7message"...)
+	b = appendString(b, p.Message)
+	b = append(b, "\xa2op"...)
+	b = appendString(b, p.Op)
+	if len(p.Tool) != 0 {
+		b = append(b, "\xa4tool"...)
+		b = appendString(b, p.Tool)
+	}
+	b = append(b, "\xa6status"...)
+	b = appendString(b, p.Status)
+	b = append(b, "\xaageneration"...)
+	b = appendInt64(b, p.Generation)
+	b = append(b, "\xableaseActive"...)
+	b = appendBool(b, p.LeaseActive)
+	b = append(b, "\xa8inFlight"...)
+	b = appendInt(b, int64(p.InFlight))
+	b = append(b, "\xa4seen"...)
+	b = appendInt(b, int64(p.Seen))
+	if p.Limit != 0 {
+		b = append(b, "\xa5limit"...)
+		b = appendInt64(b, p.Limit)
+	}
+	if p.Bytes != 0 {
+		b = append(b, "\xa5bytes"...)
+		b = appendInt64(b, p.Bytes)
+	}
+	if p.RequestIDChars != 0 {
+		b = append(b, "\xaerequestIdChars"...)
+		b = appendInt(b, int64(p.RequestIDChars))
+	}
+	return b
+}
+
+func (r *fastReader) readProxyRejected(p *ProxyRejected) {
+	var seen fieldSet
+	for n := r.mapLen(); n > 0 && r.ok(); n-- {
+		switch r.key() {
+		case "jobId":
+			r.once(&seen, 0)
+			p.JobID = r.str()
+		case "requestId":
+			r.once(&seen, 1)
+			p.RequestID = r.str()
+		case "reason":
+			r.once(&seen, 2)
+			p.Reason = r.str()
+		case "message":
+			r.once(&seen, 3)
+			p.Message = r.str()
+		case "op":
+			r.once(&seen, 4)
+			p.Op = r.str()
+		case "tool":
+			r.once(&seen, 5)
+			p.Tool = r.str()
+		case "status":
+			r.once(&seen, 6)
+			p.Status = r.str()
+		case "generation":
+			r.once(&seen, 7)
+			p.Generation = r.int()
+		case "leaseActive":
+			r.once(&seen, 8)
+			p.LeaseActive = r.bool()
+		case "inFlight":
+			r.once(&seen, 9)
+			p.InFlight = int(r.int())
+		case "seen":
+			r.once(&seen, 10)
+			p.Seen = int(r.int())
+		case "limit":
+			r.once(&seen, 11)
+			p.Limit = r.int()
+		case "bytes":
+			r.once(&seen, 12)
+			p.Bytes = r.int()
+		case "requestIdChars":
+			r.once(&seen, 13)
+			p.RequestIDChars = int(r.int())
+		default:
+			r.skip()
+		}
+	}
+}
+
+func appendProxyRequested(b []byte, p *ProxyRequested) []byte {
+	b = appendMapLen(b, 7)
+	b = append(b, "\xa5jobId"...)
+	b = appendString(b, p.JobID)
+	b = append(b, "\xa9requestId"...)
+	b = appendString(b, p.RequestID)
+	b = append(b, "\xaageneration"...)
+	b = appendInt64(b, p.Generation)
+	b = append(b, "\xa4tool"...)
+	b = appendString(b, p.Tool)
+	b = append(b, "\xa8mutating"...)
+	b = appendBool(b, p.Mutating)
+	b = append(b, "\xa4args"...)
+	b = appendString(b, p.Args)
+	b = append(b, "\xa9argsBytes"...)
+	b = appendInt64(b, p.ArgsBytes)
+	return b
+}
+
+func (r *fastReader) readProxyRequested(p *ProxyRequested) {
+	var seen fieldSet
+	for n := r.mapLen(); n > 0 && r.ok(); n-- {
+		switch r.key() {
+		case "jobId":
+			r.once(&seen, 0)
+			p.JobID = r.str()
+		case "requestId":
+			r.once(&seen, 1)
+			p.RequestID = r.str()
+		case "generation":
+			r.once(&seen, 2)
+			p.Generation = r.int()
+		case "tool":
+			r.once(&seen, 3)
+			p.Tool = r.str()
+		case "mutating":
+			r.once(&seen, 4)
+			p.Mutating = r.bool()
+		case "args":
+			r.once(&seen, 5)
+			p.Args = r.str()
+		case "argsBytes":
+			r.once(&seen, 6)
+			p.ArgsBytes = r.int()
 		default:
 			r.skip()
 		}

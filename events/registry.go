@@ -76,6 +76,19 @@ var registry = map[string]kind{
 
 	TypeEngineConfigured: v1[EngineConfigured](),
 
+	TypeJobCreated:                 v1[JobCreated](),
+	TypeJobStatusChanged:           v1[JobStatusChanged](),
+	TypeJobRootsReset:              v1[JobRootsReset](),
+	TypeJobRejected:                v1[JobRejected](),
+	TypeLeaseOpened:                v1[LeaseOpened](),
+	TypeLeaseCleared:               v1[LeaseCleared](),
+	TypeProxyRequested:             v1[ProxyRequested](),
+	TypeProxyRejected:              v1[ProxyRejected](),
+	TypeProxyCompleted:             v1[ProxyCompleted](),
+	TypeProxyCancelled:             v1[ProxyCancelled](),
+	TypeManifestRevalidated:        v1[ManifestRevalidated](),
+	TypeManifestRevalidationFailed: v1[ManifestRevalidationFailed](),
+
 	TypeStoreMigrated: v1[StoreMigrated](),
 }
 

@@ -57,5 +57,7 @@ func Apply(s *State, ev events.Event) {
 		applyAsk(r, ev)
 	case "credential":
 		applyCredential(r, ev)
+	case "job", "lease", "proxy", "manifest":
+		applyJob(r, ev)
 	}
 }

@@ -37,6 +37,13 @@ type Config struct {
 	// wait.resolve); off, they are refused policy-disabled with a
 	// policy.action trace, as pi-crew's broker.waitMethodsEnabled=false.
 	WaitMethodsEnabled bool `json:"waitMethodsEnabled" msgpack:"waitMethodsEnabled"`
+	// Job limits (D§9's constants); 0 means the dispatcher's own value
+	// (JobLimits).
+	ProxyPayloadBytes  int64 `json:"proxyPayloadBytes,omitempty" msgpack:"proxyPayloadBytes,omitempty"`
+	ProxyManifestBytes int64 `json:"proxyManifestBytes,omitempty" msgpack:"proxyManifestBytes,omitempty"`
+	ProxyMaxInFlight   int   `json:"proxyMaxInFlight,omitempty" msgpack:"proxyMaxInFlight,omitempty"`
+	ProxyMaxRequests   int   `json:"proxyMaxRequests,omitempty" msgpack:"proxyMaxRequests,omitempty"`
+	RevokedRootLimit   int   `json:"revokedRootLimit,omitempty" msgpack:"revokedRootLimit,omitempty"`
 	// Position of the engine.configured in force; 0 for the defaults.
 	Position uint64 `json:"position" msgpack:"position"`
 }
@@ -109,6 +116,11 @@ func ConfigOf(p *events.EngineConfigured) Config {
 		QuotaMsgsPerMin:        p.QuotaMsgsPerMin,
 		BudgetMode:             p.BudgetMode,
 		WaitMethodsEnabled:     !p.WaitMethodsDisabled,
+		ProxyPayloadBytes:      p.ProxyPayloadBytes,
+		ProxyManifestBytes:     p.ProxyManifestBytes,
+		ProxyMaxInFlight:       p.ProxyMaxInFlight,
+		ProxyMaxRequests:       p.ProxyMaxRequests,
+		RevokedRootLimit:       p.RevokedRootLimit,
 	}
 	if c.BudgetMode == "" {
 		c.BudgetMode = events.BudgetModePicrew
@@ -127,6 +139,8 @@ func (c Config) Event() *events.EngineConfigured {
 		SlotShare: c.SlotShare, SlotWaitSec: c.SlotWaitSec,
 		QuotaEvents: c.QuotaEvents, QuotaBytes: c.QuotaBytes, QuotaMsgsPerMin: c.QuotaMsgsPerMin,
 		WaitMethodsDisabled: !c.WaitMethodsEnabled,
+		ProxyPayloadBytes:   c.ProxyPayloadBytes, ProxyManifestBytes: c.ProxyManifestBytes,
+		ProxyMaxInFlight: c.ProxyMaxInFlight, ProxyMaxRequests: c.ProxyMaxRequests, RevokedRootLimit: c.RevokedRootLimit,
 	}
 	if c.BudgetMode != events.BudgetModePicrew {
 		e.BudgetMode = c.BudgetMode
@@ -136,3 +150,37 @@ func (c Config) Event() *events.EngineConfigured {
 
 // Config returns the engine config in force.
 func (s *State) Config() Config { return s.config.clone() }
+
+// The dispatcher's constants (D§9): the job limits in force when the config
+// leaves them 0.
+const (
+	DefaultProxyPayloadBytes  = 16 << 20
+	DefaultProxyManifestBytes = 8 << 20
+	DefaultProxyMaxInFlight   = 32
+	DefaultProxyMaxRequests   = 4096
+	DefaultRevokedRootLimit   = 4096
+)
+
+// JobLimits are the job limits in force.
+type JobLimits struct {
+	PayloadBytes, ManifestBytes int64
+	MaxInFlight, MaxRequests    int
+	RevokedRoots                int
+}
+
+// JobLimits returns c's job limits, the dispatcher's for each knob left 0.
+func (c Config) JobLimits() JobLimits {
+	or := func(v, def int64) int64 {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	return JobLimits{
+		PayloadBytes:  or(c.ProxyPayloadBytes, DefaultProxyPayloadBytes),
+		ManifestBytes: or(c.ProxyManifestBytes, DefaultProxyManifestBytes),
+		MaxInFlight:   int(or(int64(c.ProxyMaxInFlight), DefaultProxyMaxInFlight)),
+		MaxRequests:   int(or(int64(c.ProxyMaxRequests), DefaultProxyMaxRequests)),
+		RevokedRoots:  int(or(int64(c.RevokedRootLimit), DefaultRevokedRootLimit)),
+	}
+}

@@ -18,9 +18,9 @@ import (
 // task's kind, a run's explicit budgetTotal 0 and thresholds, and the
 // config's budget mode; format 4 each run's last position and cold runs as
 // a summary only; format 5 a cold run's orchestrator credential in its
-// summary. An older snapshot lacks them, so it is refused and the state
+// summary; format 6 each run's jobs and revoked lease roots. An older snapshot lacks them, so it is refused and the state
 // rebuilt.
-const SnapshotFormat uint16 = 5
+const SnapshotFormat uint16 = 6
 
 // ErrBadSnapshot wraps every DecodeSnapshot failure.
 var ErrBadSnapshot = errors.New("projections: bad snapshot")
@@ -51,6 +51,9 @@ type snapshotRun struct {
 	// RootSpent is the run pool's spend (State.RootSpent), kept as the
 	// fold counted it.
 	RootSpent int64 `msgpack:"rootSpent"`
+	// Jobs and RevokedRoots are the run's dispatcher jobs (jobs.go).
+	Jobs         []*Job        `msgpack:"jobs"`
+	RevokedRoots *RevokedRoots `msgpack:"revokedRoots"`
 }
 
 // EncodeSnapshot encodes s: the format version (a msgpack uint16) followed by
@@ -96,15 +99,20 @@ func toSnapshot(s *State) snapshot {
 			continue
 		}
 		sr := snapshotRun{
-			Run:         &r.run,
-			Last:        r.last,
-			Tasks:       make([]*Task, 0, len(r.taskOrder)),
-			Delegations: make([]*Delegation, 0, len(r.delOrder)),
-			Accounts:    make([]*Account, 0, len(r.accountOrder)),
-			RootSpent:   r.rootSpent,
-			Messages:    r.msgs,
-			Asks:        make([]*Ask, 0, len(r.askOrder)),
-			Credentials: make([]*Credential, 0, len(r.credOrder)),
+			Run:          &r.run,
+			Last:         r.last,
+			Tasks:        make([]*Task, 0, len(r.taskOrder)),
+			Delegations:  make([]*Delegation, 0, len(r.delOrder)),
+			Accounts:     make([]*Account, 0, len(r.accountOrder)),
+			RootSpent:    r.rootSpent,
+			Messages:     r.msgs,
+			Asks:         make([]*Ask, 0, len(r.askOrder)),
+			Credentials:  make([]*Credential, 0, len(r.credOrder)),
+			Jobs:         make([]*Job, 0, len(r.jobOrder)),
+			RevokedRoots: r.roots,
+		}
+		for _, k := range r.jobOrder {
+			sr.Jobs = append(sr.Jobs, r.jobs[k])
 		}
 		for _, k := range r.taskOrder {
 			sr.Tasks = append(sr.Tasks, r.tasks[k])
@@ -237,6 +245,21 @@ func fromSnapshot(snap *snapshot) (*State, error) {
 				return nil, fmt.Errorf("run %s: credential missing or duplicate", r.run.RunID)
 			}
 			r.addCredential(c)
+		}
+		for _, j := range sr.Jobs {
+			if j == nil || r.jobs[j.JobID] != nil {
+				return nil, fmt.Errorf("run %s: job missing or duplicate", r.run.RunID)
+			}
+			for _, q := range j.Requests {
+				if q == nil {
+					return nil, fmt.Errorf("run %s: job %s: request missing", r.run.RunID, j.JobID)
+				}
+			}
+			r.addJob(j)
+		}
+		if sr.RevokedRoots != nil {
+			r.roots = &RevokedRoots{Roots: sr.RevokedRoots.Roots, Saturated: sr.RevokedRoots.Saturated}
+			r.roots.index()
 		}
 	}
 	return s, nil

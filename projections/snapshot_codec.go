@@ -21,7 +21,7 @@ import (
 // every record type filled at random: a field added to one of these structs
 // fails it until it is written here too. Rare records (the config, a run's
 // own record, asks, credentials, a task's waiting marker, a message's data)
-// are still encoded by reflection.
+// are still encoded by reflection, and so are a run's dispatcher jobs.
 
 // appendSnapshot appends snap's encoding, as msgpack's Encoder.Encode(snap)
 // would write it.
@@ -43,7 +43,7 @@ func appendSnapshot(b []byte, snap *snapshot) ([]byte, error) {
 
 func appendSnapshotRun(b []byte, sr *snapshotRun) ([]byte, error) {
 	var err error
-	b = m.MapLen(b, 10)
+	b = m.MapLen(b, 12)
 	if b, err = appendReflected(m.String(b, "run"), sr.Run); err != nil {
 		return nil, err
 	}
@@ -75,7 +75,11 @@ func appendSnapshotRun(b []byte, sr *snapshotRun) ([]byte, error) {
 	if b, err = appendReflected(m.String(b, "credentials"), sr.Credentials); err != nil {
 		return nil, err
 	}
-	return m.Int64(m.String(b, "rootSpent"), sr.RootSpent), nil
+	b = m.Int64(m.String(b, "rootSpent"), sr.RootSpent)
+	if b, err = appendReflected(m.String(b, "jobs"), sr.Jobs); err != nil {
+		return nil, err
+	}
+	return appendOptional(m.String(b, "revokedRoots"), sr.RevokedRoots)
 }
 
 // appendLen writes a slice's array header, or nil for a nil slice.

@@ -60,6 +60,10 @@ type runState struct {
 
 	creds     map[string]*Credential // by key
 	credOrder []string
+
+	jobs     map[string]*Job // by job id (jobs.go)
+	jobOrder []string
+	roots    *RevokedRoots // the run's revoked lease roots (T17, T18)
 }
 
 // New returns an empty state with the default engine config in force.
@@ -86,6 +90,8 @@ func newRunState(r Run) *runState {
 		boxes:    make(map[string][]int),
 		asks:     make(map[string]*Ask),
 		creds:    make(map[string]*Credential),
+		jobs:     make(map[string]*Job),
+		roots:    &RevokedRoots{set: make(map[string]struct{})},
 	}
 }
 
@@ -161,6 +167,11 @@ func (r *runState) clone() *runState {
 		c.creds[k] = &cc
 	}
 	c.credOrder = cloneSlice(r.credOrder)
+	for id, j := range r.jobs {
+		c.jobs[id] = j.clone()
+	}
+	c.jobOrder = cloneSlice(r.jobOrder)
+	c.roots = r.roots.clone()
 	return c
 }
 

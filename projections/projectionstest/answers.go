@@ -22,10 +22,11 @@ import (
 // say how it is held.
 var (
 	stateQueries = []string{
-		"Account", "AccountHistory", "Allocation", "Ask", "Asks", "Config", "Credential", "Credentials",
+		"Account", "AccountHistory", "Allocation", "Ask", "Asks", "Authorize", "Config", "Credential", "Credentials",
 		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage",
 		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "Runs", "SlotHolder", "SlotWaiters", "Slots",
 		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "Task", "Tasks", "TasksPage",
+		"Job", "JobCount", "JobHeader", "JobTool", "Jobs", "LiveRequests", "ProxyRequestOf", "RevokedRootsOf",
 	}
 	stateNotQueries = []string{
 		"AssumePool", "Clone", "ColdRuns", "ColdStore", "EvictAll", "Evict", "Evictable", "FaultIn", "HotRuns", "IsCold",
@@ -156,6 +157,32 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 		for _, a := range asks {
 			aa, ok := s.Ask(run, a.QuestionID)
 			q("Ask/"+a.QuestionID, aa, ok)
+		}
+		jobs := s.Jobs(run)
+		q("Jobs", jobs)
+		n, live := s.JobCount(run)
+		q("JobCount", n, live)
+		rr := s.RevokedRootsOf(run)
+		q("RevokedRootsOf", rr)
+		q("Authorize/none", s.Authorize(run, "", "x"))
+		for _, root := range append(rr.Roots, "nope") {
+			q("Authorize/"+root, s.Authorize(run, root+"/c", "x"))
+		}
+		for _, j := range append(jobs, projections.Job{JobID: "nope"}) {
+			jj, ok := s.Job(run, j.JobID)
+			q("Job/"+j.JobID, jj, ok)
+			h, ok := s.JobHeader(run, j.JobID)
+			q("JobHeader/"+j.JobID, h, ok)
+			q("LiveRequests/"+j.JobID, s.LiveRequests(run, j.JobID))
+			for _, tool := range append(j.Tools, "nope") {
+				g, ro := s.JobTool(run, j.JobID, tool)
+				q("JobTool/"+j.JobID+"/"+tool, g, ro)
+				q("Authorize/"+j.JobID+"/"+tool, s.Authorize(run, j.Root+"/c", tool))
+			}
+			for _, r := range append(j.Requests, &projections.ProxyRequest{RequestID: "nope"}) {
+				pr, ok := s.ProxyRequestOf(run, j.JobID, r.RequestID)
+				q("ProxyRequestOf/"+j.JobID+"/"+r.RequestID, pr, ok)
+			}
 		}
 		creds := s.Credentials(run)
 		q("Credentials", creds)

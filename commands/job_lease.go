@@ -1,0 +1,199 @@
+package commands
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// LeaseOpen opens a job's executor lease (T5) by start (from starting) or
+// continue (from paused only, T6, after revalidating the grant, T4). The
+// lease's generation is one more than the job's last, so a result of an
+// older lease is told apart (T15).
+type LeaseOpen struct {
+	RunID          string
+	JobID          string
+	Mode           string
+	RootToolCallID string
+	// Tools is the manager's current grant, revalidated on continue.
+	Tools json.RawMessage
+}
+
+// Kind implements Command.
+func (*LeaseOpen) Kind() string { return "lease.open" }
+
+func (c *LeaseOpen) decide(s *projections.State, env *Env) (Decision, error) {
+	if c.Mode != events.LeaseStart && c.Mode != events.LeaseContinue {
+		return Decision{}, badParams("lease.open: mode must be start or continue")
+	}
+	if c.RootToolCallID == "" || len(c.RootToolCallID) > MaxRootChars {
+		return Decision{}, badParams("lease.open: rootToolCallId must be 1..%d chars", MaxRootChars)
+	}
+	j, err := jobOf(s, c.RunID, c.JobID)
+	if err != nil {
+		return Decision{}, err
+	}
+	if run, _ := s.Run(c.RunID); run.Status.Stale() {
+		return Decision{}, reject(CodeForbidden, "run-terminal", "lease.open: run %s is %s", c.RunID, run.Status)
+	}
+	rej := &events.JobRejected{JobID: c.JobID, Op: "lease.open", Status: j.Status, Generation: j.Generation, LeaseActive: j.LeaseActive}
+	switch {
+	case j.LeaseActive:
+		rej.Reason = "lease-active"
+		rej.Message = fmt.Sprintf("lease.open: job %s already holds lease %d; at most one active lease per job", c.JobID, j.Generation)
+		return jobRejection(env, c.RunID, rej)
+	case c.Mode == events.LeaseStart && j.Status != events.JobStarting:
+		rej.Reason = "not-starting"
+		rej.Message = fmt.Sprintf("lease.open: start needs a starting job; job %s is %s", c.JobID, j.Status)
+		return jobRejection(env, c.RunID, rej)
+	case c.Mode == events.LeaseContinue && j.Status != events.JobPaused:
+		rej.Reason = "not-paused"
+		rej.Message = fmt.Sprintf("lease.open: continue needs a paused job; job %s is %s", c.JobID, j.Status)
+		return jobRejection(env, c.RunID, rej)
+	}
+	var evs []events.Event
+	if c.Mode == events.LeaseContinue {
+		ok, revEvs := revalidateGrant(s, env, c.RunID, j, events.LeaseContinue, "", c.Tools)
+		evs = append(evs, revEvs...)
+		if !ok {
+			return Decision{Events: evs}, reject(CodePolicyDenied, events.ProxyReasonRevalidationFailed,
+				"lease.open: the grant of job %s changed since it was created; the job is hard-stopped", c.JobID)
+		}
+	}
+	gen := j.Generation + 1
+	evs = append(evs,
+		env.event(c.RunID, events.TypeLeaseOpened, &events.LeaseOpened{JobID: c.JobID, Generation: gen, RootToolCallID: c.RootToolCallID, Mode: c.Mode}),
+		env.event(c.RunID, events.TypeJobStatusChanged, &events.JobStatusChanged{JobID: c.JobID, From: j.Status, To: events.JobRunning, Reason: c.Mode}),
+	)
+	return Decision{Events: evs, Result: JobResult{OK: true, JobID: c.JobID, Status: events.JobRunning, Generation: gen}}, nil
+}
+
+// LeaseClear clears a job's lease without changing its status (stop,
+// dispose, child failure: T5); the job keeps its status until the manager
+// moves it, and no proxied call is admitted meanwhile (no-lease).
+type LeaseClear struct {
+	RunID  string
+	JobID  string
+	Reason string
+}
+
+// Kind implements Command.
+func (*LeaseClear) Kind() string { return "lease.clear" }
+
+func (c *LeaseClear) decide(s *projections.State, env *Env) (Decision, error) {
+	if len(c.Reason) > MaxIDChars {
+		return Decision{}, badParams("lease.clear: reason must be at most %d chars", MaxIDChars)
+	}
+	j, err := jobOf(s, c.RunID, c.JobID)
+	if err != nil {
+		return Decision{}, err
+	}
+	if !j.LeaseActive {
+		rej := &events.JobRejected{JobID: c.JobID, Op: "lease.clear", Reason: "no-lease", Status: j.Status, Generation: j.Generation,
+			Message: fmt.Sprintf("lease.clear: job %s holds no active lease", c.JobID)}
+		return jobRejection(env, c.RunID, rej)
+	}
+	reason := c.Reason
+	if reason == "" {
+		reason = "cleared"
+	}
+	ev := clearLease(s, env, c.RunID, j, reason)
+	aborted := ev.Payload.(*events.LeaseCleared).Aborted
+	return Decision{Events: []events.Event{ev}, Result: JobResult{OK: true, JobID: c.JobID, Status: j.Status, Generation: j.Generation, Aborted: aborted}}, nil
+}
+
+// clearLease is the lease.cleared that ends j's active lease: it revokes the
+// root into the run's bounded set, or saturates the set when it is full
+// (T18), and aborts the requests in flight.
+func clearLease(s *projections.State, env *Env, runID string, j projections.JobHeader, reason string) events.Event {
+	rr := s.RevokedRootsOf(runID)
+	p := &events.LeaseCleared{JobID: j.JobID, Generation: j.Generation, RootToolCallID: j.Root, Reason: reason, Aborted: j.InFlight}
+	if !rr.Saturated && len(rr.Roots) >= env.Config.JobLimits().RevokedRoots {
+		p.Saturated = true
+	}
+	return env.event(runID, events.TypeLeaseCleared, p)
+}
+
+// JobTransition moves a job to paused or a terminal status (running is
+// reached only by lease.open). An active lease is cleared first, in the
+// same batch (T5).
+type JobTransition struct {
+	RunID  string
+	JobID  string
+	To     string
+	Reason string
+}
+
+// Kind implements Command.
+func (*JobTransition) Kind() string { return "job.transition" }
+
+func (c *JobTransition) decide(s *projections.State, env *Env) (Decision, error) {
+	switch c.To {
+	case events.JobPaused, events.JobCheckpointed, events.JobTakenOver, events.JobCancelled, events.JobHardStopped, events.JobFailed:
+	default:
+		return Decision{}, badParams("job.transition: to must be paused, checkpointed, taken_over, cancelled, hard_stopped or failed")
+	}
+	if len(c.Reason) > MaxIDChars {
+		return Decision{}, badParams("job.transition: reason must be at most %d chars", MaxIDChars)
+	}
+	j, err := jobOf(s, c.RunID, c.JobID)
+	if err != nil {
+		return Decision{}, err
+	}
+	rej := &events.JobRejected{JobID: c.JobID, Op: "job.transition", Status: j.Status, Generation: j.Generation, LeaseActive: j.LeaseActive}
+	switch {
+	case projections.JobTerminal(j.Status):
+		rej.Reason = "job-terminal"
+		rej.Message = fmt.Sprintf("job.transition: job %s is %s", c.JobID, j.Status)
+		return jobRejection(env, c.RunID, rej)
+	case c.To == events.JobPaused && j.Status != events.JobRunning:
+		rej.Reason = "not-running"
+		rej.Message = fmt.Sprintf("job.transition: only a running job pauses; job %s is %s", c.JobID, j.Status)
+		return jobRejection(env, c.RunID, rej)
+	}
+	return Decision{Events: stopJob(s, env, c.RunID, j, c.To, c.Reason), Result: JobResult{OK: true, JobID: c.JobID, Status: c.To, Generation: j.Generation}}, nil
+}
+
+// stopJob clears j's lease if active, then changes its status.
+func stopJob(s *projections.State, env *Env, runID string, j projections.JobHeader, to, reason string) []events.Event {
+	var evs []events.Event
+	if j.LeaseActive {
+		evs = append(evs, clearLease(s, env, runID, j, to))
+	}
+	return append(evs, env.event(runID, events.TypeJobStatusChanged, &events.JobStatusChanged{JobID: j.JobID, From: j.Status, To: to, Reason: reason}))
+}
+
+// revalidateGrant compares the manager's current grant with job j's (T4).
+// On success it returns manifest.revalidated; on failure the failure's
+// record, then (for a call) the call's proxy.rejected, then the job's
+// hard stop.
+func revalidateGrant(s *projections.State, env *Env, runID string, j projections.JobHeader, mode, requestID string, raw json.RawMessage) (bool, []events.Event) {
+	full, _ := s.Job(runID, j.JobID)
+	want := make([]manifestTool, len(full.Tools))
+	for i := range full.Tools {
+		want[i] = manifestTool{name: full.Tools[i], fingerprint: full.Fingerprints[i], callable: full.Callables[i]}
+	}
+	fail := &events.ManifestRevalidationFailed{JobID: j.JobID, Mode: mode, RequestID: requestID}
+	got, _, digest, merr := parseManifest(raw, env.Config.JobLimits().ManifestBytes)
+	if merr != nil {
+		fail.Index, fail.Cause, fail.Want, fail.Got = merr.index, merr.reason, full.ManifestDigest, merr.msg
+	} else if i, cause, w, g, ok := revalidate(want, got); !ok {
+		fail.Index, fail.Cause, fail.Want, fail.Got = i, cause, w, g
+	} else {
+		return true, []events.Event{env.event(runID, events.TypeManifestRevalidated, &events.ManifestRevalidated{
+			JobID: j.JobID, Mode: mode, RequestID: requestID, Digest: digest,
+		})}
+	}
+	evs := []events.Event{env.event(runID, events.TypeManifestRevalidationFailed, fail)}
+	if requestID != "" {
+		evs = append(evs, env.event(runID, events.TypeProxyRejected, &events.ProxyRejected{
+			JobID: j.JobID, RequestID: requestID, Reason: events.ProxyReasonRevalidationFailed, Op: events.ProxyOpRevalidate,
+			Message: fmt.Sprintf("the grant changed at tool %d (%s); the job is hard-stopped", fail.Index, fail.Cause),
+			Status:  j.Status, Generation: j.Generation, LeaseActive: j.LeaseActive, InFlight: j.InFlight, Seen: j.Seen,
+		}))
+		j.InFlight-- // the refused call is no longer in flight when the lease clears
+	}
+	return false, append(evs, stopJob(s, env, runID, j, events.JobHardStopped, events.ProxyReasonRevalidationFailed)...)
+}
