@@ -122,7 +122,10 @@ func (c *JobCreate) decide(s *projections.State, env *Env) (Decision, error) {
 	limit := env.Config.JobLimits().ManifestBytes
 	tools, size, digest, merr := parseManifest(c.Tools, limit)
 	if merr != nil {
-		rej.Reason, rej.Index, rej.Tool, rej.Bytes = merr.reason, merr.index, merr.tool, merr.bytes
+		rej.Reason, rej.Tool, rej.Bytes = merr.reason, merr.tool, merr.bytes
+		if merr.index >= 0 {
+			rej.Index = &merr.index
+		}
 		if merr.reason == reasonManifestTooLarge {
 			rej.Limit = limit
 		}

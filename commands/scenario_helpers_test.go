@@ -142,6 +142,16 @@ func (w *scenarioWorld) config(words []string) error {
 			p.WaitMethodsDisabled = !on
 		case "budgetMode":
 			p.BudgetMode = recordedBudgetMode(v)
+		case "proxyPayloadBytes":
+			p.ProxyPayloadBytes, err = strconv.ParseInt(v, 10, 64)
+		case "proxyManifestBytes":
+			p.ProxyManifestBytes, err = strconv.ParseInt(v, 10, 64)
+		case "proxyMaxInFlight":
+			p.ProxyMaxInFlight, err = strconv.Atoi(v)
+		case "proxyMaxRequests":
+			p.ProxyMaxRequests, err = strconv.Atoi(v)
+		case "revokedRootLimit":
+			p.RevokedRootLimit, err = strconv.Atoi(v)
 		case "catalog":
 			p.ModelCatalog = []string{}
 			if v != "" {
@@ -190,6 +200,8 @@ func (w *scenarioWorld) when(role, runID, taskID, method string, params json.Raw
 		c.Digest = w.digest()
 	case *RunCreate:
 		c.OrchestratorDigest = w.digest()
+	case *JobCreate:
+		c.NonceDigest = w.digest() // the job's nonce is secret-N
 	}
 	return w.decide(cmd, events.Actor{Role: role, TaskID: taskID}, runID)
 }
@@ -454,6 +466,22 @@ func (w *scenarioWorld) query(args []string) (string, error) {
 			return "", err
 		}
 		v = found(w.s.Credential(args[1], args[2]))
+	case "job":
+		if err := need(2); err != nil {
+			return "", err
+		}
+		v = found(w.s.Job(args[1], args[2]))
+	case "roots":
+		if err := need(1); err != nil {
+			return "", err
+		}
+		v = w.s.RevokedRootsOf(args[1])
+	case "authorize":
+		// authorize R <parentToolCallId|-> <tool>: the job.authorize query.
+		if err := need(3); err != nil {
+			return "", err
+		}
+		v = w.s.Authorize(args[1], dash(args[2]), args[3])
 	default:
 		return "", fmt.Errorf("unknown state query %q", args[0])
 	}

@@ -24,7 +24,8 @@ import (
 //	config k=v …               engine.configured (defaults of projections.DefaultConfig;
 //	                           catalog=a,b · catalog= is the empty catalog; slotShare,
 //	                           slotWaitSec, quotaEvents, quotaBytes, quotaMsgsPerMin;
-//	                           budgetMode=picrew|nested)
+//	                           budgetMode=picrew|nested; proxyPayloadBytes, proxyManifestBytes,
+//	                           proxyMaxInFlight, proxyMaxRequests, revokedRootLimit)
 //	given <type> <stream> <json>  an event, decoded with events.NewPayload, folded
 //	clock +<duration>          advances the clock (time.ParseDuration)
 //	when <role> <run> <task> <method> <json>
@@ -38,7 +39,8 @@ import (
 //	then error <code> <reason> the last when's rejection; the next line is its message
 //	then state <query> <args>  a projections query as JSON (slots, config, inflight, run R,
 //	                           task R T, tasks R, delegation R S, delegations R, ledger R,
-//	                           mailbox R <recipient|->, asks R, credentials R, credential R K)
+//	                           mailbox R <recipient|->, asks R, credentials R, credential R K,
+//	                           job R J, roots R, authorize R <parentToolCallId|-> <tool>)
 //	then log <from> <to> [none] the committed events at those positions
 //
 // A then block ends at a blank line or the next directive. Every when must be

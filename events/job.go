@@ -103,7 +103,7 @@ type JobRejected struct {
 	Status      string `json:"status,omitempty" msgpack:"status,omitempty"`
 	Generation  int64  `json:"generation" msgpack:"generation"`
 	LeaseActive bool   `json:"leaseActive" msgpack:"leaseActive"`
-	Index       int    `json:"index,omitempty" msgpack:"index,omitempty"`
+	Index       *int   `json:"index,omitempty" msgpack:"index,omitempty"`
 	Tool        string `json:"tool,omitempty" msgpack:"tool,omitempty"`
 	Bytes       int64  `json:"bytes,omitempty" msgpack:"bytes,omitempty"`
 	Limit       int64  `json:"limit,omitempty" msgpack:"limit,omitempty"`

@@ -1653,7 +1653,7 @@ func appendJobRejected(b []byte, p *JobRejected) []byte {
 	if len(p.Status) != 0 {
 		n++
 	}
-	if p.Index != 0 {
+	if p.Index != nil {
 		n++
 	}
 	if len(p.Tool) != 0 {
@@ -1685,9 +1685,9 @@ func appendJobRejected(b []byte, p *JobRejected) []byte {
 	b = appendInt64(b, p.Generation)
 	b = append(b, "\xableaseActive"...)
 	b = appendBool(b, p.LeaseActive)
-	if p.Index != 0 {
+	if p.Index != nil {
 		b = append(b, "\xa5index"...)
-		b = appendInt(b, int64(p.Index))
+		b = appendInt(b, int64(*p.Index))
 	}
 	if len(p.Tool) != 0 {
 		b = append(b, "\xa4tool"...)
@@ -1735,7 +1735,12 @@ func (r *fastReader) readJobRejected(p *JobRejected) {
 			p.LeaseActive = r.bool()
 		case "index":
 			r.once(&seen, 7)
-			p.Index = int(r.int())
+			if r.peekNil() {
+				p.Index = nil
+			} else {
+				v := int(r.int())
+				p.Index = &v
+			}
 		case "tool":
 			r.once(&seen, 8)
 			p.Tool = r.str()
