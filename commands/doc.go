@@ -101,10 +101,33 @@
 // is the one definition that budget abort, msg.send "all", task.transition
 // and credential.issue use. task.create makes workflow tasks only.
 //
+// # Jobs, executor leases and proxied calls (job*.go, D§9)
+//
+// pi-task-dispatcher's rules T1–T20 as commands on a job of a run (the
+// manager is the run's orchestrator or the admin; the worker is the job's
+// task, and a worker's proxy commands name only its own job). job.create
+// checks the grant (T1–T3) and records each tool's fingerprint; lease.open
+// opens the one lease (T5) by start or continue (from paused only, T6,
+// after revalidating the grant, T4); job.transition and lease.clear clear
+// it, revoking its root into the run's bounded set (saturating it when full,
+// T18) and aborting its calls. proxy.request checks, in order, the request
+// id (T8), the nonce (T7, a digest compared in constant time), replay (T9)
+// and the per-job limit (T10) — the id is in the durable seen-set from
+// there on —, status and lease (T11), grant (T12), in-flight (T13) and size
+// (T14). manifest.revalidate lets one admitted call execute (T4) or
+// hard-stops the job; proxy.complete delivers a result only under the lease
+// that admitted its call, else records it fenced (T15); proxy.cancel is
+// honoured only for a live call of the current lease (T16); job.disconnect
+// fails the pending calls (T19). Every refusal of a rule is recorded with
+// what it saw (job.rejected, proxy.rejected); the limits are the engine
+// config's (projections.Config.JobLimits: the dispatcher's constants by
+// default).
+//
 // # Run quotas (quota.go)
 //
 // Decide measures the decision of a command that grows a run (msg.send,
-// escalate, steer.push, delegate.request, wait.request, task.create) and
+// escalate, steer.push, delegate.request, wait.request, task.create,
+// job.create, proxy.request, proxy.cancel) and
 // replaces it by a quota refusal (quota-exceeded, rate-limit) when the run
 // would pass its events, message-bytes or message-rate quota. The check reads
 // only the state, the config and Env.Now; a refusal records

@@ -66,9 +66,9 @@
 // # Snapshot format
 //
 // EncodeSnapshot writes two msgpack values: the format version (uint16,
-// SnapshotFormat = 5) and a map
+// SnapshotFormat = 6) and a map
 //
-//	{position, config, runs: [{run, last, cold, tasks, delegations, accounts, messages, asks, credentials, rootSpent}]}
+//	{position, config, runs: [{run, last, cold, tasks, delegations, accounts, messages, asks, credentials, rootSpent, jobs, revokedRoots}]}
 //
 // A cold run is stored as {run, last, cold: true, credentials: [its
 // orchestrator's, when issued]} alone: its records are
@@ -88,6 +88,19 @@
 // changing it and is safe under a reader's lock. The storage layer adds the checksum;
 // a snapshot is an optimisation only, and rebuilding from position 1 must
 // give the identical state.
+//
+// # Jobs (jobs.go)
+//
+// A dispatcher job (D§9) is a sub-entity of its run: its events are in the
+// run's stream, so it is folded, snapshotted, made cold and read back with
+// the run. A job keeps its grant (names, fingerprints, callables), its
+// nonce's digest, its lease (generation, root, active), and its seen-set of
+// request ids, never pruned while the job lives and bounded by the
+// per-job request limit the decision enforces. The run keeps its bounded
+// set of revoked lease roots and the saturated flag; Authorize answers the
+// nested-call question of T17/T18 from them. Proxied arguments and results
+// stay in their events only (the state keeps their sizes and the position
+// of the delivered result).
 //
 // # What it does not do
 //
