@@ -4,10 +4,9 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
-	"encoding/hex"
 
+	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/events"
 )
 
@@ -43,16 +42,16 @@ func mintToken(serverKey []byte, runID, key, commandID string) (string, error) {
 }
 
 // digestOf is the lowercase hex sha-256 of a secret: the only form in which a token reaches the engine and the log.
-func digestOf(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:])
-}
+func digestOf(token string) string { return commands.SecretDigest(token) }
 
 // sameDigest compares two digests in constant time (length mismatch is false), so a prober cannot learn a
 // stored digest byte by byte from response timing.
-func sameDigest(a, b string) bool {
-	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
-}
+func sameDigest(a, b string) bool { return commands.SameDigest(a, b) }
+
+// jobNoncePrefix keys a job's nonce among a run's secrets; jobNonceKey is the key of job jobID's.
+const jobNoncePrefix = "job:"
+
+func jobNonceKey(jobID string) string { return jobNoncePrefix + jobID }
 
 // tokenNonce is the nonce of a credential minted for principal's commandId. Ids are per principal (SPEC §2), so the
 // nonce names the principal too: the admin and a run's orchestrator, who may both issue that run's credentials,

@@ -27,9 +27,9 @@ func SecretDigest(secret string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// sameDigest compares two digests in constant time (length mismatch is
+// SameDigest compares two digests in constant time (length mismatch is
 // false), so a prober cannot learn a stored digest byte by byte from
 // response timing.
-func sameDigest(a, b string) bool {
+func SameDigest(a, b string) bool {
 	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
 }

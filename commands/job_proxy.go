@@ -72,7 +72,7 @@ func workerJob(s *projections.State, op, runID, taskID, jobID string) (projectio
 // sameNonce checks a proxy message's nonce digest against the job's, in
 // constant time.
 func sameNonce(j projections.JobHeader, digest string) bool {
-	return validDigest(digest) && sameDigest(j.NonceDigest, digest)
+	return validDigest(digest) && SameDigest(j.NonceDigest, digest)
 }
 
 func (c *ProxyRequest) decide(s *projections.State, env *Env) (Decision, error) {

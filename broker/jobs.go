@@ -1,0 +1,204 @@
+package broker
+
+import (
+	"strconv"
+
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// Job queries (D§9, docs/design-jobs.md). The job commands themselves are engine commands served by runCommand;
+// these read the published state. query.jobs, query.job and job.authorize are the manager's (the run's
+// orchestrator, or the admin naming params.runId); proxy.result is the worker's, for its own job only.
+
+// jobSummary is a job without its grant and seen-set: what a list shows.
+type jobSummary struct {
+	JobID          string `json:"jobId"`
+	TaskID         string `json:"taskId"`
+	Status         string `json:"status"`
+	Generation     int64  `json:"generation"`
+	LeaseActive    bool   `json:"leaseActive"`
+	RootToolCallID string `json:"rootToolCallId,omitempty"`
+	InFlight       int    `json:"inFlight"`
+	Seen           int    `json:"seen"`
+	Tools          int    `json:"tools"`
+	ManifestDigest string `json:"manifestDigest"`
+	CreatedAt      int64  `json:"createdAt"`
+	UpdatedAt      int64  `json:"updatedAt"`
+}
+
+func summarizeJob(j projections.Job) jobSummary {
+	return jobSummary{
+		JobID: j.JobID, TaskID: j.TaskID, Status: j.Status, Generation: j.Generation, LeaseActive: j.LeaseActive,
+		RootToolCallID: j.Root, InFlight: j.InFlight, Seen: len(j.Requests), Tools: len(j.Tools),
+		ManifestDigest: j.ManifestDigest, CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt,
+	}
+}
+
+// query.jobs {} → {jobs: [summary]}, in creation order (at most commands.MaxJobsPerRun).
+func handleQueryJobs(cl *call) (any, error) {
+	p, runID := queryParams(cl, nil)
+	if p.err != nil {
+		return nil, p.err
+	}
+	return readState(cl, func(st *projections.State) map[string]any {
+		out := []jobSummary{}
+		for _, j := range st.Jobs(runID) {
+			out = append(out, summarizeJob(j))
+		}
+		return map[string]any{"jobs": out}
+	}), nil
+}
+
+// jobDetail is query.job's answer: the summary, the grant, the revoked-root set of the run, and one page of the
+// seen-set.
+type jobDetail struct {
+	jobSummary
+	Grant        []grantedTool               `json:"grant"`
+	Requests     []*projections.ProxyRequest `json:"requests"`
+	NextCursor   string                      `json:"nextCursor,omitempty"`
+	RevokedRoots int                         `json:"revokedRoots"`
+	Saturated    bool                        `json:"saturated"`
+}
+
+type grantedTool struct {
+	Name        string `json:"name"`
+	Fingerprint string `json:"fingerprint"`
+	Callable    string `json:"callable,omitempty"`
+	ReadOnly    bool   `json:"readOnly"`
+}
+
+// query.job {jobId, limit? 1..500 (default 100), cursor?} → the job with a page of its requests in the order their
+// ids were first seen; nextCursor continues.
+func handleQueryJob(cl *call) (any, error) {
+	var jobID, cursor string
+	var limit int64
+	p, runID := queryParams(cl, func(p *params) {
+		jobID = p.str("jobId", true, commands.MaxJobIDChars)
+		limit = p.int("limit", 1, 500, 100)
+		cursor = p.str("cursor", false, 16)
+	})
+	if p.err != nil {
+		return nil, p.err
+	}
+	from := 0
+	if cursor != "" {
+		n, err := strconv.Atoi(cursor)
+		if err != nil || n < 0 {
+			return nil, badParams(cl.method, "cursor is not one this server gave")
+		}
+		from = n
+	}
+	var (
+		out   jobDetail
+		found bool
+	)
+	cl.c.s.eng.Read(func(st *projections.State) {
+		j, ok := st.Job(runID, jobID)
+		if !ok {
+			return
+		}
+		found = true
+		out.jobSummary = summarizeJob(j)
+		ro := map[string]bool{}
+		for _, t := range j.ReadOnly {
+			ro[t] = true
+		}
+		for i, name := range j.Tools {
+			out.Grant = append(out.Grant, grantedTool{Name: name, Fingerprint: j.Fingerprints[i], Callable: j.Callables[i], ReadOnly: ro[name]})
+		}
+		from = min(from, len(j.Requests))
+		to := min(from+int(limit), len(j.Requests))
+		out.Requests = j.Requests[from:to]
+		if to < len(j.Requests) {
+			out.NextCursor = strconv.Itoa(to)
+		}
+		rr := st.RevokedRootsOf(runID)
+		out.RevokedRoots, out.Saturated = len(rr.Roots), rr.Saturated
+	})
+	if !found {
+		return nil, badParams(cl.method, "job %q not found", jobID)
+	}
+	if out.Requests == nil {
+		out.Requests = []*projections.ProxyRequest{}
+	}
+	return out, nil
+}
+
+// job.authorize {parentToolCallId, tool} → {allowed, reason, jobId?, rootToolCallId?}: the nested-call decision
+// of T17/T18, answered from the run's jobs and revoked roots.
+func handleJobAuthorize(cl *call) (any, error) {
+	var parent, tool string
+	p, runID := queryParams(cl, func(p *params) {
+		parent = p.str("parentToolCallId", false, 4*commands.MaxRootChars)
+		tool = p.str("tool", true, commands.MaxToolNameChars)
+	})
+	if p.err != nil {
+		return nil, p.err
+	}
+	return readState(cl, func(st *projections.State) projections.Authorization { return st.Authorize(runID, parent, tool) }), nil
+}
+
+// proxyResult is proxy.result's answer.
+type proxyResult struct {
+	JobID      string `json:"jobId"`
+	RequestID  string `json:"requestId"`
+	State      string `json:"state"`
+	Generation int64  `json:"generation"`
+	Result     string `json:"result,omitempty"`
+	IsError    bool   `json:"isError,omitempty"`
+	Fenced     bool   `json:"fenced,omitempty"`
+}
+
+// proxy.result {jobId, requestId} → {state, generation, result?, isError?}: the worker's view of one of its calls.
+// A delivered result is read from its proxy.completed event; a fenced one never is (T15).
+func handleProxyResult(cl *call) (any, error) {
+	p := readParams(cl)
+	c := cl.c
+	if c.id.role != events.RoleWorker || c.id.taskID == "" {
+		return nil, forbidden("%s requires a task-scoped token", cl.method)
+	}
+	jobID := p.str("jobId", true, commands.MaxJobIDChars)
+	requestID := p.str("requestId", true, commands.MaxRequestIDChars*4)
+	p.strict()
+	if p.err != nil {
+		return nil, p.err
+	}
+	runID := c.id.runID
+	c.charge(int(c.s.eng.Warm(runID)))
+	var (
+		q     projections.ProxyRequest
+		found bool
+		mine  bool
+	)
+	c.s.eng.Read(func(st *projections.State) {
+		h, ok := st.JobHeader(runID, jobID)
+		mine = ok && h.TaskID == c.id.taskID
+		if mine {
+			q, found = st.ProxyRequestOf(runID, jobID, requestID)
+		}
+	})
+	if !mine {
+		return nil, forbidden("%s: job %s is not this task's", cl.method, jobID)
+	}
+	if !found {
+		return nil, badParams(cl.method, "request %q of job %s was never seen", requestID, jobID)
+	}
+	out := proxyResult{JobID: jobID, RequestID: requestID, State: q.State, Generation: q.Generation, Fenced: q.Fenced}
+	if q.ResultPosition == 0 {
+		return out, nil
+	}
+	raw, err := c.s.log.Event(q.ResultPosition)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := projections.FromLog(&raw)
+	if err != nil {
+		return nil, err
+	}
+	if done, ok := ev.Payload.(*events.ProxyCompleted); ok && done.JobID == jobID && done.RequestID == requestID {
+		out.Result, out.IsError = done.Result, done.IsError
+	}
+	return out, nil
+}
