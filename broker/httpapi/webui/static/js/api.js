@@ -155,4 +155,7 @@ export const eventTypes = [
   'ask.requested', 'ask.answered', 'ask.timedout',
   'credential.issued', 'credential.revoked', 'engine.configured', 'store.migrated',
   'policy.action', 'foreign.imported',
+  'job.created', 'job.status_changed', 'job.rejected', 'job.roots_reset', 'lease.opened', 'lease.cleared',
+  'proxy.requested', 'proxy.rejected', 'proxy.completed', 'proxy.cancelled',
+  'manifest.revalidated', 'manifest.revalidation_failed',
 ];
