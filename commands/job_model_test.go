@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -20,12 +18,7 @@ import (
 
 // jobModelSteps is the number of random operations of the job model test;
 // CREWLOG_JOB_MODEL_STEPS raises it for a soak run.
-func jobModelSteps() int {
-	if s, err := strconv.Atoi(os.Getenv("CREWLOG_JOB_MODEL_STEPS")); err == nil && s > 0 {
-		return s
-	}
-	return 3000
-}
+func jobModelSteps() int { return stepsFromEnv("CREWLOG_JOB_MODEL_STEPS", 3000) }
 
 // jobModelLimits are small, so every limit is met often.
 func jobModelConfig() *projections.Config {

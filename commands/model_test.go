@@ -21,11 +21,15 @@ import (
 
 // modelSteps is the number of random commands of the model test;
 // CREWLOG_MODEL_STEPS raises it for a soak run.
-func modelSteps() int {
-	if s, err := strconv.Atoi(os.Getenv("CREWLOG_MODEL_STEPS")); err == nil && s > 0 {
+func modelSteps() int { return stepsFromEnv("CREWLOG_MODEL_STEPS", 10_000) }
+
+// stepsFromEnv is the positive integer in environment variable name, else
+// def: how a soak run raises a model test's steps.
+func stepsFromEnv(name string, def int) int {
+	if s, err := strconv.Atoi(os.Getenv(name)); err == nil && s > 0 {
 		return s
 	}
-	return 10_000
+	return def
 }
 
 // randomCommand draws a valid or invalid command against what exists.
