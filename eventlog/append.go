@@ -207,6 +207,7 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (
 	l.next, l.prevHash = pos, prev
 	for i := range recorded {
 		l.pending[recorded[i].key] = struct{}{}
+		l.filter.add(l.filter.hash([]byte(recorded[i].key)))
 	}
 	l.gen++
 	clear(l.absent)
@@ -294,6 +295,9 @@ func (l *Log) checkNewCommand(principal, id string, seen map[string]struct{}) er
 	}
 	if l.recent.contains(string(key)) {
 		return fmt.Errorf("%w: %q", ErrDuplicateCommand, id)
+	}
+	if l.filter.provesAbsent(l.filter.hash(key)) {
+		return nil
 	}
 	if g, ok := l.absent[string(key)]; ok && g == l.gen {
 		return nil // looked up since the last append: still unrecorded

@@ -103,9 +103,14 @@
 // Options.RecentOutcomes and RecentOutcomeBytes bound it by count and
 // bytes, oldest out first). An outcome enters it once its append has
 // synced, exactly as the table holds it, and outcomes are never rewritten,
-// so it answers what Pebble would; a miss reads Pebble. A read of the
-// table consults the bloom filters of every level, the bottom one
-// included, so a new id (the common case) rarely reads a data block.
+// so it answers what Pebble would. A miss then asks an in-memory filter of
+// every outcome key the store holds (outcome_filter.go): rebuilt by a
+// background scan at Open and fed by every append from the moment the log
+// opens, it proves a new id (the common case) unrecorded without reading
+// Pebble, and answers "maybe" for about one new id in a thousand per part;
+// until its build has finished, and on a read-only log, it proves nothing.
+// A "maybe" reads Pebble; that read consults the bloom filters of every
+// level, the bottom one included, so it rarely reads a data block.
 //
 // Records keep the plain command id (the record format is unchanged); the
 // principal is not stored in them, since the caller can tell it from the

@@ -39,12 +39,18 @@ type Log struct {
 	// append nothing can record them, so Append may skip its own lookup:
 	// a writer that looks an id up before appending it pays one Get, not
 	// two.
-	gen     uint64
-	absent  map[string]uint64
-	recent  *recentOutcomes // outcomes synced since Open, bounded (recent.go)
-	failed  error
-	closed  atomic.Bool // set under mu; read without it
-	scratch []byte
+	gen    uint64
+	absent map[string]uint64
+	recent *recentOutcomes // outcomes synced since Open, bounded (recent.go)
+	// filter proves most new command ids unrecorded without a Pebble read
+	// (outcome_filter.go); nil on a read-only log or an older format.
+	filter     *outcomeFilter
+	filterDone chan struct{} // closed when its background build has stopped
+	// outcomeReads counts lookups of the outcome table that reached Pebble.
+	outcomeReads atomic.Int64
+	failed       error
+	closed       atomic.Bool // set under mu; read without it
+	scratch      []byte
 
 	durable  atomic.Pointer[head] // last position whose append has synced
 	inflight sync.WaitGroup       // appends waiting for their sync
@@ -92,9 +98,15 @@ func Open(dir string, opts *Options) (*Log, error) {
 		absent:   make(map[string]uint64),
 		recent:   newRecentOutcomes(o.RecentOutcomes, o.RecentOutcomeBytes),
 	}
-	if err := l.recover(); err != nil {
+	format, err := l.recover()
+	if err != nil {
 		_ = db.Close()
 		return nil, err
+	}
+	if !o.ReadOnly && format == CurrentFormat {
+		l.filter = newOutcomeFilter()
+		l.filterDone = make(chan struct{})
+		go l.buildOutcomeFilter()
 	}
 	return l, nil
 }
@@ -109,33 +121,33 @@ func Open(dir string, opts *Options) (*Log, error) {
 // checksums and decompresses its blocks again.
 func memTableReservation(memTableSize uint64) int64 { return 2 * int64(memTableSize) }
 
-// recover checks the format and loads the head.
-func (l *Log) recover() error {
+// recover checks the format and loads the head; it returns the format.
+func (l *Log) recover() (uint32, error) {
 	format, err := l.getFormat()
 	switch {
 	case errors.Is(err, ErrNotFound):
 		if empty, err := l.isEmpty(); err != nil {
-			return err
+			return 0, err
 		} else if !empty {
-			return corruptf(0, keyFormat, "missing format marker in a non-empty store")
+			return 0, corruptf(0, keyFormat, "missing format marker in a non-empty store")
 		}
 		if l.opts.ReadOnly {
-			return fmt.Errorf("eventlog: %w: the store is empty and was opened read-only", ErrNotFound)
+			return 0, fmt.Errorf("eventlog: %w: the store is empty and was opened read-only", ErrNotFound)
 		}
 		if err := l.db.Set(keyFormat, encodeFormat(CurrentFormat), pebble.Sync); err != nil {
-			return fmt.Errorf("eventlog: write format: %w", err)
+			return 0, fmt.Errorf("eventlog: write format: %w", err)
 		}
 		format = CurrentFormat
 	case err != nil:
-		return err
+		return 0, err
 	}
 	if err := checkFormat(format, &l.opts); err != nil {
-		return err
+		return 0, err
 	}
 
 	h, err := l.loadHead()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	l.next = h.Position + 1
 	l.prevHash = h.Hash
@@ -145,10 +157,10 @@ func (l *Log) recover() error {
 		// flushing makes that true even if it was never fsynced before a
 		// process crash.
 		if err := l.db.Flush(); err != nil {
-			return fmt.Errorf("eventlog: flush recovered state: %w", err)
+			return 0, fmt.Errorf("eventlog: flush recovered state: %w", err)
 		}
 	}
-	return nil
+	return format, nil
 }
 
 // Format returns the store's format version.
@@ -274,6 +286,9 @@ func (l *Log) Close() error {
 	l.closed.Store(true)
 	l.mu.Unlock()
 	l.inflight.Wait()
+	if l.filterDone != nil {
+		<-l.filterDone
+	}
 	return l.db.Close()
 }
 

@@ -55,6 +55,11 @@ type Options struct {
 	// handed to Pebble and before its sync is awaited: a crash point for
 	// tests (take a vfs.CrashableMem clone there). Nil in production.
 	BeforeSync func()
+
+	// afterFilterView, when set, is called by the outcome filter's build
+	// once it has taken its view of the store and before it reads it: a
+	// test forces appends into that gap. Nil in production.
+	afterFilterView func()
 }
 
 // Validate reports every problem with the options at once.

@@ -118,13 +118,18 @@ func (l *Log) Outcome(principal, commandID string) (Outcome, error) {
 		return Outcome{}, err
 	}
 	key := outcomeKey(principal, commandID)
+	h := l.filter.hash(key)
 	l.mu.Lock()
 	_, pending := l.pending[string(key)]
 	o, recent := l.recent.get(string(key))
+	absent := l.filter.provesAbsent(h)
 	gen := l.gen
 	l.mu.Unlock()
 	if pending {
 		return Outcome{}, &unrecordedError{commandID: commandID, pending: true}
+	}
+	if absent {
+		return Outcome{}, &unrecordedError{commandID: commandID}
 	}
 	if recent {
 		o = o.clone()
@@ -169,6 +174,7 @@ func (e *unrecordedError) Unwrap() error { return ErrNotFound }
 // keep rewriting. A prefix seek that opts into those filters answers most
 // new ids from the filter block alone.
 func (l *Log) lookupOutcome(key []byte) (v []byte, found bool, err error) {
+	l.outcomeReads.Add(1)
 	bounds := make([]byte, 0, 2*len(key)+1)
 	bounds = append(bounds, key...)
 	upper := append(bounds[len(bounds):], key...)
