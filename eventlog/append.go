@@ -129,10 +129,15 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (
 	// buffer's regrowth copies.
 	size := 64
 	for i := range ws {
-		for j := range ws[i].Events {
-			e := &ws[i].Events[j]
+		w := &ws[i]
+		for j := range w.Events {
+			e := &w.Events[j]
 			size += 2*len(e.Stream) + len(e.Type) + len(e.Payload) + len(e.CommandID) + len(e.CausationID) +
 				len(e.CorrelationID) + len(e.ActorRole) + len(e.ActorTask) + 128
+		}
+		if w.CommandID != "" {
+			// The outcome's key and value, and the batch's framing of them.
+			size += 2*(len(w.Principal)+len(w.CommandID)) + len(w.Code) + len(w.Reason) + len(w.Result) + len(w.Fingerprint) + 64
 		}
 	}
 	if b = base; b == nil {
@@ -177,9 +182,10 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (
 		if w.CommandID != "" {
 			o := Outcome{First: wfirst, Count: uint64(len(w.Events)), Code: w.Code, Reason: w.Reason, Result: w.Result,
 				Fingerprint: w.Fingerprint}
-			okey := outcomeKey(w.Principal, w.CommandID)
-			_ = b.Set(okey, o.encode(), nil)
-			recorded = append(recorded, stagedOutcome{key: string(okey), outcome: o})
+			key = appendOutcomeKey(key[:0], w.Principal, w.CommandID)
+			l.scratch = o.appendSealed(l.scratch[:0], outcomeFields)
+			_ = b.Set(key, l.scratch, nil)
+			recorded = append(recorded, stagedOutcome{key: string(key), outcome: o})
 		}
 	}
 	for stream, r := range runs {

@@ -2,8 +2,10 @@ package eventlog
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -39,19 +41,33 @@ const (
 
 func (o *Outcome) encode() []byte { return o.encodeFields(outcomeFields) }
 
-// encodeFields encodes the first fields fields of o's value.
+// encodeFields encodes the first fields fields of o's value, sealed.
 func (o *Outcome) encodeFields(fields int) []byte {
-	b := make([]byte, 0, 40+len(o.Code)+len(o.Reason)+len(o.Result)+len(o.Fingerprint))
-	b = appendArrayHeader(b, fields)
-	b = appendUint(b, o.First)
-	b = appendUint(b, o.Count)
-	b = appendStr(b, o.Code)
-	b = appendStr(b, o.Reason)
-	b = appendBin(b, o.Result)
+	return o.appendSealed(make([]byte, 0, o.sealedSize()), fields)
+}
+
+// sealedSize bounds the length of o's sealed value.
+func (o *Outcome) sealedSize() int {
+	return 5 + 40 + len(o.Code) + len(o.Reason) + len(o.Result) + len(o.Fingerprint)
+}
+
+// appendSealed appends o's value (its first fields fields), sealed, to dst:
+// the bytes of seal(payload), written in place so that an append encodes
+// each outcome into its scratch buffer without an allocation.
+func (o *Outcome) appendSealed(dst []byte, fields int) []byte {
+	start := len(dst)
+	dst = append(dst, sealVersion, 0, 0, 0, 0)
+	dst = appendArrayHeader(dst, fields)
+	dst = appendUint(dst, o.First)
+	dst = appendUint(dst, o.Count)
+	dst = appendStr(dst, o.Code)
+	dst = appendStr(dst, o.Reason)
+	dst = appendBin(dst, o.Result)
 	if fields == outcomeFields {
-		b = appendBin(b, o.Fingerprint)
+		dst = appendBin(dst, o.Fingerprint)
 	}
-	return seal(b)
+	binary.BigEndian.PutUint32(dst[start+1:start+5], crc32.Checksum(dst[start+5:], castagnoli))
+	return dst
 }
 
 // decodeOutcome decodes an entry of the outcome table (format 3).

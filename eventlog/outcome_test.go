@@ -189,3 +189,26 @@ func TestMoveOutcomes(t *testing.T) {
 	_, err = l.Verify(nil)
 	require.ErrorIs(t, err, ErrCorrupt)
 }
+
+// An outcome sealed in place after other bytes (an append's scratch buffer)
+// is the sealed value a fresh encoding makes, and decodes back whole, in both
+// layouts.
+func TestOutcomeSealedInPlace(t *testing.T) {
+	o := Outcome{First: 7, Count: 3, Code: "bad-params", Reason: "r", Result: []byte(`{"x":1}`), Fingerprint: []byte{1, 2, 3}}
+	for _, fields := range []int{outcomeFields, legacyOutcomeFields} {
+		prefix := []byte("scratch")
+		v := o.appendSealed(append([]byte(nil), prefix...), fields)
+		require.Equal(t, prefix, v[:len(prefix)])
+		require.Equal(t, o.encodeFields(fields), v[len(prefix):])
+		got, err := decodeOutcomeValue([]byte("k"), v[len(prefix):], fields)
+		require.NoError(t, err)
+		want := o
+		if fields == legacyOutcomeFields {
+			want.Fingerprint = nil
+		}
+		require.Equal(t, want, got)
+		v[len(v)-1] ^= 1
+		_, err = decodeOutcomeValue([]byte("k"), v[len(prefix):], fields)
+		require.ErrorIs(t, err, ErrCorrupt, "the checksum covers the payload")
+	}
+}
