@@ -146,6 +146,7 @@ type Engine struct {
 	lastSnap uint64
 	loadInfo projections.LoadInfo
 	rep      GroupReport // reused by report (writer only)
+	buf      groupBuffers
 	// coldSinceSnap counts the runs made cold since the last snapshot.
 	coldSinceSnap int
 	// nextEvict is when the writer next looks for runs to make cold;
@@ -211,6 +212,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 		log: l, opts: o, in: make(chan *pending, 4*o.MaxGroup), sync: make(chan chan error),
 		quit: make(chan struct{}), done: make(chan struct{}), stopped: make(chan struct{}),
 		next: head + 1, lastSnap: info.SnapshotPosition, loadInfo: info, coldSinceSnap: info.Evicted,
+		buf: groupBuffers{seen: make(map[string]*pending)},
 	}
 	pub := &view{s: s}
 	e.work = &view{s: s.Clone()}

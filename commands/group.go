@@ -12,6 +12,16 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
+// groupBuffers are the slices and map commit fills for a group, kept by the
+// writer for the next one: a group of 64 commands otherwise allocates its
+// events twice over as the slices grow.
+type groupBuffers struct {
+	seen      map[string]*pending
+	writes    []eventlog.Write
+	applied   []events.Event
+	logEvents []eventlog.Event // the writes' events, one slab
+}
+
 // commit decides, appends and publishes one group. An error means the
 // group's events are not known to be durable: the caller fails stop, and
 // every request of the group is answered with that error.
@@ -19,9 +29,16 @@ func (e *Engine) commit(group []*pending) error {
 	started := time.Now()
 	var appendTook time.Duration
 	w := e.work
-	seen := make(map[string]*pending, len(group))
-	writes := make([]eventlog.Write, 0, len(group))
-	var applied []events.Event
+	// The group's buffers are the writer's, reused from group to group
+	// (cleared at the end, so they keep nothing of a group alive).
+	seen, writes, applied, logEvents := e.buf.seen, e.buf.writes[:0], e.buf.applied[:0], e.buf.logEvents[:0]
+	defer func() {
+		clear(seen)
+		clear(writes)
+		clear(applied)
+		clear(logEvents)
+		e.buf.writes, e.buf.applied, e.buf.logEvents = writes[:0], applied[:0], logEvents[:0]
+	}()
 	var faulted []projections.Thawed // cold runs made hot for this group
 	next := e.next
 
@@ -73,7 +90,14 @@ func (e *Engine) commit(group []*pending) error {
 			p.err = err // a bug, not a decision: nothing is applied or recorded
 			continue
 		}
-		wr := eventlog.Write{Principal: p.principal, CommandID: id, Fingerprint: p.fp, Events: make([]eventlog.Event, len(dec.Events))}
+		n := len(dec.Events)
+		if cap(logEvents)-len(logEvents) < n {
+			// NB: a new slab, not a grown one: the writes before hold
+			// slices of the old.
+			logEvents = make([]eventlog.Event, 0, max(2*cap(logEvents), n, 64))
+		}
+		wr := eventlog.Write{Principal: p.principal, CommandID: id, Fingerprint: p.fp, Events: logEvents[len(logEvents) : len(logEvents)+n : len(logEvents)+n]}
+		logEvents = logEvents[:len(logEvents)+n]
 		for i := range dec.Events {
 			if wr.Events[i], err = toLog(&dec.Events[i]); err != nil {
 				return err
