@@ -12,10 +12,17 @@ import (
 const sealVersion = 1
 
 func seal(payload []byte) []byte {
-	v := make([]byte, 5, 5+len(payload))
+	v := make([]byte, 5+len(payload))
+	sealInto(v, payload)
+	return v
+}
+
+// sealInto writes payload sealed into v, which is exactly 5+len(payload)
+// bytes long.
+func sealInto(v, payload []byte) {
 	v[0] = sealVersion
 	binary.BigEndian.PutUint32(v[1:5], crc32.Checksum(payload, castagnoli))
-	return append(v, payload...)
+	copy(v[5:], payload)
 }
 
 // unseal returns the payload of a sealed value; the result aliases value.

@@ -28,10 +28,17 @@ func (l *Log) SaveSnapshot(pos uint64, data []byte) error {
 	if h := l.durable.Load().Position; pos == 0 || pos > h {
 		return fmt.Errorf("%w: snapshot position %d is outside 1..%d", ErrInvalid, pos, h)
 	}
-	b := l.db.NewBatch()
+	// NB: the value is sealed straight into a batch sized for it: a
+	// snapshot is megabytes, and sealing it apart and then growing the
+	// batch to hold it copied it three times over.
+	key := snapshotKey(pos)
+	b := l.db.NewBatchWithSize(2*len(key) + 5 + len(data) + 64)
 	defer b.Close()
-	_ = b.DeleteRange(snapshotKey(0), snapshotKey(pos), nil)
-	_ = b.Set(snapshotKey(pos), seal(data), nil)
+	_ = b.DeleteRange(snapshotKey(0), key, nil)
+	op := b.SetDeferred(len(key), 5+len(data))
+	copy(op.Key, key)
+	sealInto(op.Value, data)
+	_ = op.Finish()
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("eventlog: save snapshot: %w", err)
 	}
