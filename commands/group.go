@@ -20,7 +20,12 @@ type groupBuffers struct {
 	writes    []eventlog.Write
 	applied   []events.Event
 	logEvents []eventlog.Event // the writes' events, one slab
+	payloads  []byte           // their payloads, encoded one after another
 }
+
+// maxKeptPayloads bounds the payload buffer the writer keeps between groups
+// (a group of large messages should not pin its room for ever).
+const maxKeptPayloads = 1 << 20
 
 // commit decides, appends and publishes one group. An error means the
 // group's events are not known to be durable: the caller fails stop, and
@@ -32,12 +37,16 @@ func (e *Engine) commit(group []*pending) error {
 	// The group's buffers are the writer's, reused from group to group
 	// (cleared at the end, so they keep nothing of a group alive).
 	seen, writes, applied, logEvents := e.buf.seen, e.buf.writes[:0], e.buf.applied[:0], e.buf.logEvents[:0]
+	payloads := e.buf.payloads[:0]
 	defer func() {
 		clear(seen)
 		clear(writes)
 		clear(applied)
 		clear(logEvents)
 		e.buf.writes, e.buf.applied, e.buf.logEvents = writes[:0], applied[:0], logEvents[:0]
+		if cap(payloads) <= maxKeptPayloads {
+			e.buf.payloads = payloads[:0]
+		}
 	}()
 	var faulted []projections.Thawed // cold runs made hot for this group
 	next := e.next
@@ -99,7 +108,7 @@ func (e *Engine) commit(group []*pending) error {
 		wr := eventlog.Write{Principal: p.principal, CommandID: id, Fingerprint: p.fp, Events: logEvents[len(logEvents) : len(logEvents)+n : len(logEvents)+n]}
 		logEvents = logEvents[:len(logEvents)+n]
 		for i := range dec.Events {
-			if wr.Events[i], err = toLog(&dec.Events[i]); err != nil {
+			if wr.Events[i], payloads, err = toLog(&dec.Events[i], payloads); err != nil {
 				return err
 			}
 			if err := e.log.CheckEvent(&wr.Events[i]); err != nil {
@@ -263,15 +272,19 @@ func recorded(o eventlog.Outcome) Reply {
 	return r
 }
 
-// toLog encodes a domain event for the log.
-func toLog(ev *events.Event) (eventlog.Event, error) {
-	p, err := events.EncodePayload(ev.Payload)
+// toLog encodes a domain event for the log, its payload appended to buf.
+// NB: the event's payload is a slice of buf capped at its end, so later
+// appends never write into it, whether or not they move buf.
+func toLog(ev *events.Event, buf []byte) (eventlog.Event, []byte, error) {
+	start := len(buf)
+	buf, err := events.AppendPayload(buf, ev.Payload)
 	if err != nil {
-		return eventlog.Event{}, fmt.Errorf("commands: encode %s: %w", ev.Type, err)
+		return eventlog.Event{}, buf, fmt.Errorf("commands: encode %s: %w", ev.Type, err)
 	}
+	p := buf[start:len(buf):len(buf)]
 	return eventlog.Event{
 		Stream: ev.Stream, Type: ev.Type, SchemaVersion: ev.SchemaVersion, Time: ev.Time,
 		CommandID: ev.CommandID, CausationID: ev.CausationID, CorrelationID: ev.CorrelationID,
 		ActorRole: ev.Actor.Role, ActorTask: ev.Actor.TaskID, Payload: p,
-	}, nil
+	}, buf, nil
 }

@@ -62,6 +62,17 @@ func EncodePayload(p any) ([]byte, error) {
 	return out, nil
 }
 
+// AppendPayload appends the encoding EncodePayload returns to dst: for a
+// caller that encodes many payloads into one buffer it reuses (the engine's
+// writer, a group at a time). Safe for concurrent use.
+func AppendPayload(dst []byte, p any) ([]byte, error) {
+	b, ok := appendPayload(dst, p)
+	if !ok {
+		return dst, fmt.Errorf("%w: payload %T", ErrUnknownType, p)
+	}
+	return b, nil
+}
+
 // DecodePayload decodes b, written at schema version version of type t, into
 // a pointer to t's current payload struct. Older versions are upcast first.
 // It never panics: errors wrap ErrUnknownType, ErrUnsupportedVersion or
