@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"fmt"
 	"strconv"
 
 	"github.com/crewlog/crewlog/events"
@@ -114,11 +113,12 @@ func settlement(s *projections.State, env *Env, d projections.Delegation, outcom
 		to, rerouted = events.RunInbox, true
 	}
 	msgID := messageID(env)
-	evs := []events.Event{env.event(d.RunID, events.TypeMailboxAppended, &events.MailboxAppended{
+	// Room for the charge and the terminal event up front (see admission).
+	evs := append(make([]events.Event, 0, 3), env.event(d.RunID, events.TypeMailboxAppended, &events.MailboxAppended{
 		ID: msgID, To: to, From: "delegate:" + d.SubID, Kind: events.KindResponse, Priority: events.PriorityNormal,
 		DeliveryMode: events.DeliveryNextTurn, Body: fence(d.SubID, tag, text), Rerouted: rerouted,
 		Data: &events.MessageData{SubID: d.SubID, OK: ok, TimedOut: outcome == OutcomeTimedOut, Cancelled: outcome == OutcomeCancelled},
-	})}
+	}))
 	res := SettleResult{OK: true, SubID: d.SubID, Status: outcomeStatus(outcome), MessageID: msgID, To: to, Rerouted: rerouted}
 	if d.Metered && usage > d.Reserved {
 		charge := &events.BudgetCharged{
@@ -254,14 +254,17 @@ func delegation(s *projections.State, runID, subID string) (projections.Delegati
 // msg_<base36 ms>_<12 chars>, from the env's clock and id source.
 func messageID(env *Env) string {
 	id := env.NewID()
-	suffix := ""
-	for _, r := range id {
-		if (r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') {
-			suffix += string(r)
-			if len(suffix) == 12 {
-				break
-			}
+	b := make([]byte, 0, len("msg_")+13+1+12)
+	b = append(b, "msg_"...)
+	b = strconv.AppendInt(b, env.millis(), 36)
+	b = append(b, '_')
+	n := 0
+	for i := 0; i < len(id) && n < 12; i++ {
+		// NB: bytes, not runes: a multi-byte rune has no byte in 0-9a-z.
+		if c := id[i]; (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') {
+			b = append(b, c)
+			n++
 		}
 	}
-	return fmt.Sprintf("msg_%s_%s", strconv.FormatInt(env.millis(), 36), suffix)
+	return string(b)
 }

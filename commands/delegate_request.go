@@ -223,7 +223,9 @@ func (c *DelegateRequest) decide(s *projections.State, env *Env) (Decision, erro
 	if b.metered && policy.Requested > 0 {
 		admitted.ReservedTokens = policy.Requested
 	}
-	evs := []events.Event{requested, env.event(c.RunID, events.TypeDelegateAdmitted, admitted)}
+	// Room for the reservation up front: an event is a large struct, and
+	// growing the slice for it copied the other two.
+	evs := append(make([]events.Event, 0, 3), requested, env.event(c.RunID, events.TypeDelegateAdmitted, admitted))
 	if b.metered {
 		evs = append(evs, env.event(c.RunID, events.TypeBudgetReserved, &events.BudgetReserved{
 			TaskID: c.TaskID, SubID: subID, Tokens: policy.Requested, GrantedTokens: b.granted,
