@@ -112,6 +112,13 @@ func (t Task) EffectiveDepth() int {
 func (t Task) Shadow() bool { return t.Kind == events.TaskKindShadow }
 
 func (t *Task) clone() *Task {
+	c := t.cloneValue()
+	return &c
+}
+
+// cloneValue is clone without the Task's own allocation (a query returns
+// the value).
+func (t *Task) cloneValue() Task {
 	c := *t
 	c.DependsOn = cloneSlice(t.DependsOn)
 	if t.Waiting != nil {
@@ -123,7 +130,7 @@ func (t *Task) clone() *Task {
 		a := *t.Allocation
 		c.Allocation = &a
 	}
-	return &c
+	return c
 }
 
 func (r *runState) addTask(t *Task) {
@@ -263,7 +270,7 @@ func (s *State) Tasks(runID string) []Task {
 }
 
 func (r *runState) taskView(t *Task) Task {
-	v := *t.clone()
+	v := t.cloneValue()
 	if a := r.accounts[t.TaskID]; a != nil {
 		v.Allocation = &Allocation{TokensGranted: a.TokensGranted, TokensSpent: a.TokensSpent}
 	}
