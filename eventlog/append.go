@@ -215,6 +215,14 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (
 		l.pending[recorded[i].key] = struct{}{}
 		l.filter.add(l.filter.hash([]byte(recorded[i].key)))
 	}
+	if l.filter != nil && l.filterDone == nil {
+		// NB: the first append starts the filter's build, not Open: a
+		// reader never pays for it, and a daemon's start-up (its state
+		// loaded from the log before it appends) does not share the
+		// machine with it.
+		l.filterDone = make(chan struct{})
+		go l.buildOutcomeFilter()
+	}
 	l.gen++
 	clear(l.absent)
 	l.inflight.Add(1)

@@ -44,8 +44,10 @@ type Log struct {
 	recent *recentOutcomes // outcomes synced since Open, bounded (recent.go)
 	// filter proves most new command ids unrecorded without a Pebble read
 	// (outcome_filter.go); nil on a read-only log or an older format.
-	filter     *outcomeFilter
-	filterDone chan struct{} // closed when its background build has stopped
+	filter *outcomeFilter
+	// filterDone is closed when the filter's background build has stopped;
+	// nil until the first append starts it.
+	filterDone chan struct{}
 	// outcomeReads counts lookups of the outcome table that reached Pebble.
 	outcomeReads atomic.Int64
 	failed       error
@@ -105,8 +107,6 @@ func Open(dir string, opts *Options) (*Log, error) {
 	}
 	if !o.ReadOnly && format == CurrentFormat {
 		l.filter = newOutcomeFilter()
-		l.filterDone = make(chan struct{})
-		go l.buildOutcomeFilter()
 	}
 	return l, nil
 }
@@ -284,10 +284,11 @@ func (l *Log) Close() error {
 		return ErrClosed
 	}
 	l.closed.Store(true)
+	filterDone := l.filterDone
 	l.mu.Unlock()
 	l.inflight.Wait()
-	if l.filterDone != nil {
-		<-l.filterDone
+	if filterDone != nil {
+		<-filterDone
 	}
 	return l.db.Close()
 }

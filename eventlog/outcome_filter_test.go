@@ -82,6 +82,9 @@ func TestOutcomeFilterRebuiltAtOpen(t *testing.T) {
 	l, err = Open("db", &Options{FS: fs, afterFilterView: func() { close(reached); <-release }})
 	require.NoError(t, err)
 	defer l.Close()
+	require.Nil(t, l.filterDone, "no build before the first append")
+	stored = append(stored, "first")
+	appendIDs(t, l, "oR", stored[len(stored)-1:]) // starts the build
 	<-reached
 	// The build's view is taken; these are only in the filter if the
 	// appends add them.
@@ -117,8 +120,8 @@ func TestOutcomeFilterRebuiltAtOpen(t *testing.T) {
 		"2,000 new ids looked up and appended: only the filter's false positives read Pebble")
 }
 
-// Until the build has finished, lookups read Pebble; a log opened
-// read-only has no filter.
+// Until the build has finished (it starts at the first append), lookups
+// read Pebble; a log opened read-only has no filter.
 func TestOutcomeFilterUnreadyReadsPebble(t *testing.T) {
 	fs := vfs.NewMem()
 	l, err := Open("db", &Options{FS: fs})
@@ -129,8 +132,13 @@ func TestOutcomeFilterUnreadyReadsPebble(t *testing.T) {
 	reached, release := make(chan struct{}), make(chan struct{})
 	l, err = Open("db", &Options{FS: fs, afterFilterView: func() { close(reached); <-release }})
 	require.NoError(t, err)
-	<-reached
 	before := l.outcomeReads.Load()
+	_, err = l.Outcome("oR", "new-0")
+	require.ErrorIs(t, err, ErrNotFound)
+	require.Equal(t, before+1, l.outcomeReads.Load(), "a log nothing was appended to has not built its filter")
+	appendIDs(t, l, "oR", []string{"first"})
+	<-reached
+	before = l.outcomeReads.Load()
 	_, err = l.Outcome("oR", "new-1")
 	require.ErrorIs(t, err, ErrNotFound)
 	require.Equal(t, before+1, l.outcomeReads.Load(), "an unready filter sends the lookup to Pebble")
