@@ -104,11 +104,13 @@
 // bytes, oldest out first). An outcome enters it once its append has
 // synced, exactly as the table holds it, and outcomes are never rewritten,
 // so it answers what Pebble would. A miss then asks an in-memory filter of
-// every outcome key the store holds (outcome_filter.go): rebuilt by a
-// background scan at Open and fed by every append from the moment the log
-// opens, it proves a new id (the common case) unrecorded without reading
-// Pebble, and answers "maybe" for about one new id in a thousand per part;
-// until its build has finished, and on a read-only log, it proves nothing.
+// every outcome key the store holds (outcome_filter.go): fed by every
+// append from the moment the log opens, and completed by a background scan
+// of the outcome table that the first append starts, it proves a new id
+// (the common case) unrecorded without reading Pebble, and answers "maybe"
+// for about one new id in a thousand per part; until its build has
+// finished, and on a read-only log or one at an older format, it proves
+// nothing.
 // A "maybe" reads Pebble; that read consults the bloom filters of every
 // level, the bottom one included, so it rarely reads a data block.
 //
