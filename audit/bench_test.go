@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,7 +24,10 @@ import (
 // report each rate and the ratio to that iteration ("ratio"), and the ratio
 // to the iteration without payload decoding ("ratio-records", a Read loop
 // alone) for comparison with older figures: absolute numbers on a shared VM
-// move by tens of percent between runs, ratios much less.
+// move by tens of percent between runs, ratios much less. They also report
+// the ratio of the CPU time the process spent in each ("cpu-ratio",
+// getrusage): on a machine with no core to spare a pipeline cannot overlap
+// its stages, and the wall-clock ratio falls towards it.
 //
 //	go test ./audit -run '^$' -bench 'Replay$|Verify$' -benchtime 3x
 
@@ -112,18 +116,20 @@ func measure(b *testing.B, name string, op func(l *eventlog.Log)) {
 	iterate(b, l)
 	iterateDecoded(b, l)
 	op(l)
-	var tIter, tDecoded, tOp time.Duration
+	var tIter, tDecoded, tOp, cDecoded, cOp time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		t0 := time.Now()
+		t0, c0 := time.Now(), cpuTime(b)
 		require.Equal(b, n, iterateDecoded(b, l))
-		t1 := time.Now()
+		t1, c1 := time.Now(), cpuTime(b)
 		op(l)
-		t2 := time.Now()
+		t2, c2 := time.Now(), cpuTime(b)
 		require.Equal(b, n, iterate(b, l))
 		tDecoded += t1.Sub(t0)
 		tOp += t2.Sub(t1)
 		tIter += time.Since(t2)
+		cDecoded += c1 - c0
+		cOp += c2 - c1
 	}
 	b.StopTimer()
 	ev := float64(n) * float64(b.N)
@@ -132,7 +138,15 @@ func measure(b *testing.B, name string, op func(l *eventlog.Log)) {
 	b.ReportMetric(ev/tIter.Seconds(), "iterate-events/s")
 	b.ReportMetric(tDecoded.Seconds()/tOp.Seconds(), "ratio")
 	b.ReportMetric(tIter.Seconds()/tOp.Seconds(), "ratio-records")
+	b.ReportMetric(cDecoded.Seconds()/cOp.Seconds(), "cpu-ratio")
 	b.ReportMetric(float64(n), "events")
+}
+
+// cpuTime is the CPU time (user and system) the process has spent so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkReplay is `crewctl replay` without printing: the fold from
