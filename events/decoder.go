@@ -3,6 +3,7 @@ package events
 import (
 	"encoding/binary"
 	"math/bits"
+	"unsafe"
 )
 
 // Decoder decodes payloads like DecodePayload, and shares the short strings
@@ -39,6 +40,17 @@ func (d *Decoder) Decode(t string, version uint16, b []byte) (any, error) {
 		return DecodePayload(t, version, b)
 	}
 	return decodePayload(t, version, b, d)
+}
+
+// Intern returns a string equal to s that shares no memory with s (the
+// table's, when it holds one): for strings that alias a buffer about to be
+// reused, the repeated ones (a run id, an event type, a role) costing no
+// allocation.
+func (d *Decoder) Intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	return d.intern(unsafe.Slice(unsafe.StringData(s), len(s)))
 }
 
 // intern returns p as a string, the one returned before for the same bytes

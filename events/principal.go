@@ -55,19 +55,24 @@ func (p Principal) Key() string {
 		return string(rune(principalAdmin))
 	case RoleEngine:
 		return string(rune(principalEngine))
-	case RoleOrchestrator:
-		b := make([]byte, 0, 1+binary.MaxVarintLen16+len(p.RunID))
-		b = append(b, principalOrchestrator)
-		b = appendField(b, p.RunID)
-		return string(b)
-	case RoleWorker:
-		b := make([]byte, 0, 1+2*binary.MaxVarintLen16+len(p.RunID)+len(p.TaskID))
-		b = append(b, principalWorker)
-		b = appendField(b, p.RunID)
-		b = appendField(b, p.TaskID)
-		return string(b)
 	}
-	return ""
+	return string(p.AppendKey(make([]byte, 0, 1+2*binary.MaxVarintLen16+len(p.RunID)+len(p.TaskID))))
+}
+
+// AppendKey appends p's Key to b: what Key returns, without a string of
+// its own for a caller that only hashes or compares it.
+func (p Principal) AppendKey(b []byte) []byte {
+	switch p.Role {
+	case RoleAdmin:
+		return append(b, principalAdmin)
+	case RoleEngine:
+		return append(b, principalEngine)
+	case RoleOrchestrator:
+		return appendField(append(b, principalOrchestrator), p.RunID)
+	case RoleWorker:
+		return appendField(appendField(append(b, principalWorker), p.RunID), p.TaskID)
+	}
+	return b
 }
 
 func appendField(b []byte, s string) []byte {

@@ -24,6 +24,7 @@ func TestPrincipalKey(t *testing.T) {
 			t.Fatalf("%+v and %+v share the key %q", p, q, k)
 		}
 		seen[k] = p
+		require.Equal(t, "prefix"+k, string(p.AppendKey([]byte("prefix"))), "AppendKey appends the Key")
 		back, ok := ParsePrincipalKey(k)
 		require.True(t, ok, "%q", k)
 		require.Equal(t, p, back)
