@@ -1,6 +1,8 @@
 package audit
 
 import (
+	"unsafe"
+
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
@@ -25,10 +27,38 @@ const (
 )
 
 // rawBatch is a run of records as the log returned them; err, on the last
-// batch, ends the stream.
+// batch, ends the stream. The records' strings and payloads live in buf,
+// which the batch keeps from one use to the next: the log's records are
+// read without a copy of their own (eventlog.ReadTransient,
+// VerifyOptions.Visit), copied here, and the payload stage hands on only
+// copies it owns, so a recycled batch frees nothing for the collector.
 type rawBatch struct {
 	recs []eventlog.Event
+	buf  []byte
 	err  error
+}
+
+// add appends a copy of r, valid until the batch is recycled.
+func (rb *rawBatch) add(r *eventlog.Event) {
+	rb.recs = append(rb.recs, *r)
+	c := &rb.recs[len(rb.recs)-1]
+	strs := [...]*string{&c.Stream, &c.Type, &c.CommandID, &c.CausationID, &c.CorrelationID, &c.ActorRole, &c.ActorTask}
+	var offs [len(strs) + 1]int
+	for i, s := range strs {
+		offs[i] = len(rb.buf)
+		rb.buf = append(rb.buf, *s...)
+	}
+	offs[len(strs)] = len(rb.buf)
+	rb.buf = append(rb.buf, r.Payload...)
+	// NB: the copies point into rb.buf only once the whole record is in,
+	// so a buffer that grew on the way holds all of them.
+	for i, s := range strs {
+		*s = ""
+		if n := offs[i+1] - offs[i]; n > 0 {
+			*s = unsafe.String(&rb.buf[offs[i]], n)
+		}
+	}
+	c.Payload = rb.buf[offs[len(strs)]:len(rb.buf):len(rb.buf)]
 }
 
 // batch is a run of decoded events; err, on the last batch, ends the stream.
@@ -79,7 +109,7 @@ func (p *payloads) run() {
 				b.err = err
 				break
 			}
-			b.evs = append(b.evs, ev)
+			b.evs = append(b.evs, owned(dec, ev))
 		}
 		if b.err == nil {
 			b.err = rb.err
@@ -97,12 +127,21 @@ func (p *payloads) run() {
 	}
 }
 
+// owned is ev with envelope strings of its own: ev's alias its raw
+// batch's buffer, which is reused once the batch is decoded. The payload
+// already owns its memory (events.Decoder copies what it decodes).
+func owned(dec *events.Decoder, ev events.Event) events.Event {
+	for _, s := range [...]*string{&ev.Stream, &ev.Type, &ev.CommandID, &ev.CausationID, &ev.CorrelationID, &ev.Actor.Role, &ev.Actor.TaskID} {
+		*s = dec.Intern(*s)
+	}
+	return ev
+}
+
 // rawBatch returns an empty raw batch, a decoded one when there is one.
 func (p *payloads) rawBatch() *rawBatch {
 	select {
 	case rb := <-p.rawFree:
-		clear(rb.recs) // NB: drop the records' bytes, so decoded records are not kept alive by the pool
-		rb.recs, rb.err = rb.recs[:0], nil
+		rb.recs, rb.buf, rb.err = rb.recs[:0], rb.buf[:0], nil
 		return rb
 	default:
 		return &rawBatch{recs: make([]eventlog.Event, 0, batchSize)}
@@ -156,7 +195,7 @@ func decode(l *eventlog.Log, from uint64, stopAt func(r *eventlog.Event) bool) *
 func (d *decoder) run(l *eventlog.Log, from uint64, stopAt func(r *eventlog.Event) bool) {
 	defer close(d.done)
 	defer close(d.in)
-	it := l.Read(from)
+	it := l.ReadTransient(from)
 	defer it.Close()
 	rb := d.rawBatch()
 	send := func() bool {
@@ -173,7 +212,7 @@ func (d *decoder) run(l *eventlog.Log, from uint64, stopAt func(r *eventlog.Even
 		if stopAt != nil && stopAt(r) {
 			break
 		}
-		if rb.recs = append(rb.recs, *r); len(rb.recs) == batchSize && !send() {
+		if rb.add(r); len(rb.recs) == batchSize && !send() {
 			return
 		}
 	}

@@ -94,3 +94,42 @@ func TestVerifyReportsUndecodablePayload(t *testing.T) {
 	require.Equal(t, head-1, rep.Check.Events, "every event before it was checked")
 	require.NoError(t, l.Close())
 }
+
+// TestReplayOwnsWhatItKeeps: the raw batches' buffers are reused from one
+// batch to the next, so the state a replay builds and the timeline entries
+// it hands out must hold copies: after many batches both are still what a
+// plain loop over the log (whose events own their memory) gives.
+func TestReplayOwnsWhatItKeeps(t *testing.T) {
+	dir := t.TempDir()
+	l, err := eventlog.Open(dir, nil)
+	require.NoError(t, err)
+	_, err = audittest.Large(l, 4*batchesAhead*batchSize)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	l, err = Open(dir)
+	require.NoError(t, err)
+	defer l.Close()
+
+	want := projections.New()
+	require.NoError(t, projections.Replay(want, l, 0))
+	var wantEntries []Entry
+	it := l.Read(1)
+	for it.Next() {
+		ev, err := projections.FromLog(it.Event())
+		require.NoError(t, err)
+		wantEntries = append(wantEntries, entryOf(ev))
+	}
+	require.NoError(t, it.Close())
+
+	var entries []Entry
+	res, err := Replay(l, ReplayOptions{Timeline: func(e Entry) { entries = append(entries, e) }})
+	require.NoError(t, err)
+	require.Equal(t, wantEntries, entries)
+	require.Equal(t, snapshotOf(t, want), snapshotOf(t, res.State))
+
+	rep, err := Verify(l, nil)
+	require.NoError(t, err)
+	check, err := Check(l, nil)
+	require.NoError(t, err)
+	require.Equal(t, check, rep.Check)
+}

@@ -38,7 +38,7 @@ type VerifyReport struct {
 func Verify(l *eventlog.Log, o *VerifyOptions) (VerifyReport, error) {
 	c := newChecker()
 	f := startFold(c)
-	vo := &eventlog.VerifyOptions{Visit: f.visit, Principal: EventPrincipal}
+	vo := &eventlog.VerifyOptions{Visit: f.visit, Principal: AppendEventPrincipal}
 	if o != nil {
 		vo.Progress = o.Progress
 	}
@@ -71,12 +71,13 @@ func startFold(c *checker) *fold {
 	return f
 }
 
-// visit is eventlog.VerifyOptions.Visit: it queues a copy of the record.
+// visit is eventlog.VerifyOptions.Visit: it queues a copy of the record
+// (r is valid only during the call).
 func (f *fold) visit(r *eventlog.Event) error {
 	if f.cur == nil {
 		f.cur = f.p.rawBatch()
 	}
-	f.cur.recs = append(f.cur.recs, *r)
+	f.cur.add(r)
 	if len(f.cur.recs) == batchSize {
 		f.p.in <- f.cur
 		f.cur = nil
@@ -110,8 +111,8 @@ func (f *fold) close() error {
 	return f.err
 }
 
-// EventPrincipal is the principal (events.Principal.Key) whose command wrote
-// a record, as its envelope names it.
-func EventPrincipal(ev *eventlog.Event) string {
-	return events.EventPrincipal(ev.ActorRole, ev.Stream, ev.ActorTask, ev.CorrelationID).Key()
+// AppendEventPrincipal appends to dst the principal (events.Principal.Key)
+// whose command wrote a record, as its envelope names it.
+func AppendEventPrincipal(dst []byte, ev *eventlog.Event) []byte {
+	return events.EventPrincipal(ev.ActorRole, ev.Stream, ev.ActorTask, ev.CorrelationID).AppendKey(dst)
 }

@@ -264,7 +264,7 @@ func TestEngineCrashInsideCommit(t *testing.T) {
 			e.Read(func(s *projections.State) {
 				require.Len(t, s.Delegations("R"), 2, "each admitted exactly once")
 			})
-			_, err = l.Verify(&eventlog.VerifyOptions{Principal: eventPrincipal})
+			_, err = l.Verify(&eventlog.VerifyOptions{Principal: appendEventPrincipal})
 			require.NoError(t, err)
 		})
 	}

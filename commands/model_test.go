@@ -257,7 +257,7 @@ func TestModel(t *testing.T) {
 	require.Positive(t, ids.replayed, "exact retries were answered from the record")
 	require.Positive(t, ids.reused, "reused ids were refused")
 	require.Positive(t, ids.shared, "principals shared ids")
-	_, err = l.Verify(&eventlog.VerifyOptions{Principal: eventPrincipal})
+	_, err = l.Verify(&eventlog.VerifyOptions{Principal: appendEventPrincipal})
 	require.NoError(t, err, "every outcome names the principal its events do")
 
 	var live *projections.State
@@ -396,4 +396,9 @@ func (m *idModel) check(t *testing.T, l *eventlog.Log, req Request, r Reply, bef
 // eventPrincipal is the principal whose command wrote a record.
 func eventPrincipal(ev *eventlog.Event) string {
 	return events.EventPrincipal(ev.ActorRole, ev.Stream, ev.ActorTask, ev.CorrelationID).Key()
+}
+
+// appendEventPrincipal is eventPrincipal as eventlog.VerifyOptions.Principal.
+func appendEventPrincipal(dst []byte, ev *eventlog.Event) []byte {
+	return append(dst, eventPrincipal(ev)...)
 }

@@ -155,7 +155,7 @@ func (u *Upgrade) BackfillStreamCatalog() (added int, err error) {
 // verifyCatalog checks, on a format-2 store, that every stream has exactly
 // the catalog entry its version 1 implies, and that no entry names a stream
 // the log does not have.
-func verifyCatalog(snap *pebble.Snapshot, streams map[string][]uint64) error {
+func verifyCatalog(snap *pebble.Snapshot, streams streamVersions) error {
 	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixCatalog}, UpperBound: []byte{prefixCatalog + 1}})
 	if err != nil {
 		return orErr(err, nil)
@@ -173,7 +173,7 @@ func verifyCatalog(snap *pebble.Snapshot, streams map[string][]uint64) error {
 		if err != nil {
 			return err
 		}
-		vers := streams[si.Stream]
+		vers := streams.positions(si.Stream)
 		if len(vers) == 0 {
 			return corruptf(0, k, "catalog names a stream the log does not have")
 		}
@@ -202,7 +202,7 @@ func verifyCatalog(snap *pebble.Snapshot, streams map[string][]uint64) error {
 			if _, closer, err := snap.Get(catalogKey(s)); err == nil {
 				closer.Close()
 			} else {
-				return corruptf(vers[0], catalogKey(s), "stream has no catalog entry")
+				return corruptf(vers.pos[0], catalogKey(s), "stream has no catalog entry")
 			}
 		}
 	}

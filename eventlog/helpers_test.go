@@ -1,7 +1,9 @@
 package eventlog
 
 import (
+	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -43,4 +45,19 @@ func readAll(t testing.TB, l *Log) []Event {
 	}
 	require.NoError(t, it.Close())
 	return out
+}
+
+// principalByStream is a VerifyOptions.Principal for tests: the stream's
+// orchestrator wrote every record.
+func principalByStream(dst []byte, ev *Event) []byte { return append(append(dst, 'o'), ev.Stream...) }
+
+// cloneEvent is a copy of ev that owns its memory, for an event of
+// ReadTransient or VerifyOptions.Visit kept past the call.
+func cloneEvent(ev *Event) Event {
+	c := *ev
+	for _, s := range []*string{&c.Stream, &c.Type, &c.CommandID, &c.CausationID, &c.CorrelationID, &c.ActorRole, &c.ActorTask} {
+		*s = strings.Clone(*s)
+	}
+	c.Payload = bytes.Clone(c.Payload)
+	return c
 }

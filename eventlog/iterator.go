@@ -37,6 +37,8 @@ type Iterator struct {
 	entryI int      // next index into entry
 	done   bool
 	primed bool
+	// transient: Event aliases the storage engine's memory (ReadTransient).
+	transient bool
 }
 
 // Read returns an iterator over the durable events from position from
@@ -58,6 +60,17 @@ func (l *Log) Read(from uint64) *Iterator {
 		t.err = fmt.Errorf("eventlog: %w", t.err)
 		t.done = true
 	}
+	return t
+}
+
+// ReadTransient is Read for a caller that copies what it keeps: the
+// event Event returns, its strings and its Payload, are valid only until
+// the next call to Next or Close, because they alias the storage engine's
+// memory instead of a copy of their own. Every check Read makes is made;
+// only the copy of each record is saved.
+func (l *Log) ReadTransient(from uint64) *Iterator {
+	t := l.Read(from)
+	t.transient = true
 	return t
 }
 
@@ -197,7 +210,11 @@ func (t *Iterator) load(pos uint64) error {
 	if err != nil {
 		return fmt.Errorf("eventlog: %w", err)
 	}
-	if err := DecodeRecord(v, &t.ev); err != nil {
+	decode := DecodeRecord
+	if t.transient {
+		decode = decodeRecordTransient
+	}
+	if err := decode(v, &t.ev); err != nil {
 		return &CorruptError{Position: pos, Key: keyString(k), Reason: err.Error()}
 	}
 	if t.ev.Position != pos {
@@ -216,7 +233,8 @@ func (t *Iterator) finish(err error) bool {
 
 // Event returns the current event. The struct behind the pointer is reused
 // by Next; a copy of it (*it.Event()) stays valid for good, because its
-// strings and Payload live in a buffer of their own that nothing mutates.
+// strings and Payload live in a buffer of their own that nothing mutates
+// (except for an iterator of ReadTransient: see there).
 func (t *Iterator) Event() *Event { return &t.ev }
 
 // Err returns the first error met, if any.

@@ -88,7 +88,7 @@ func TestOutcomePerPrincipal(t *testing.T) {
 	_, err = l.Append(Write{Principal: "a", CommandID: "x", Fingerprint: make([]byte, MaxFingerprintLen+1)})
 	require.ErrorIs(t, err, ErrInvalid)
 
-	rep, err := l.Verify(&VerifyOptions{Principal: func(ev *Event) string { return "o" + ev.Stream }})
+	rep, err := l.Verify(&VerifyOptions{Principal: principalByStream})
 	require.NoError(t, err)
 	require.Equal(t, 4, rep.Commands)
 }
@@ -100,7 +100,7 @@ func TestVerifyChecksOutcomePrincipal(t *testing.T) {
 	defer l.Close()
 	_, err := l.Append(Write{Principal: "oA", CommandID: "c", Events: evs("A", 2)})
 	require.NoError(t, err)
-	byStream := &VerifyOptions{Principal: func(ev *Event) string { return "o" + ev.Stream }}
+	byStream := &VerifyOptions{Principal: principalByStream}
 	_, err = l.Verify(byStream)
 	require.NoError(t, err)
 
@@ -180,7 +180,7 @@ func TestMoveOutcomes(t *testing.T) {
 	o, err := l.Outcome("oA", "a")
 	require.NoError(t, err)
 	require.Equal(t, Outcome{Principal: "oA", CommandID: "a", First: 1, Count: 2, Result: []byte("ra")}, o)
-	rep, err := l.Verify(&VerifyOptions{Principal: func(ev *Event) string { return "o" + ev.Stream }})
+	rep, err := l.Verify(&VerifyOptions{Principal: principalByStream})
 	require.NoError(t, err)
 	require.Equal(t, 3, rep.Commands)
 

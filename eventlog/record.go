@@ -81,6 +81,16 @@ func DecodeRecord(value []byte, ev *Event) error {
 	return decodeOwned(owned, ev)
 }
 
+// decodeRecordTransient decodes like DecodeRecord without the copy: ev's
+// strings and Payload alias value, so they are valid only as long as value
+// is (a Pebble iterator's value: until the iterator moves).
+func decodeRecordTransient(value []byte, ev *Event) error {
+	if err := checkRecord(value); err != nil {
+		return err
+	}
+	return decodeOwned(value[5:], ev)
+}
+
 // checkRecord validates the framing and checksum of a record value.
 func checkRecord(value []byte) error {
 	if len(value) < recordHeaderLen+1 {

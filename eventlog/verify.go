@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"io"
+	"strings"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -25,16 +27,17 @@ type VerifyOptions struct {
 	// Visit, when set, is called with each record in position order, once
 	// its checksum, position, chain link and stream version have been
 	// checked, so a caller that also folds the log reads it once, not
-	// twice. The *Event is reused for the next record; a copy (*ev) stays
-	// valid, as with Iterator.Event. An error from Visit stops Verify and
-	// is returned unwrapped.
+	// twice. NB: as with ReadTransient, ev, its strings and its Payload are
+	// valid only during the call (they alias the storage engine's memory,
+	// so the walk copies no record): a caller copies what it keeps. An
+	// error from Visit stops Verify and is returned unwrapped.
 	Visit func(ev *Event) error
-	// Principal, when set, names the principal (in the encoding the writer
-	// used for Write.Principal) whose command wrote ev; Verify then checks
-	// that every outcome's events name its principal as well as its command
-	// id. Without it only the command id is checked: the log does not
-	// interpret envelopes.
-	Principal func(ev *Event) string
+	// Principal, when set, appends to dst the principal (in the encoding
+	// the writer used for Write.Principal) whose command wrote ev; Verify
+	// then checks that every outcome's events name its principal as well as
+	// its command id. Without it only the command id is checked: the log
+	// does not interpret envelopes.
+	Principal func(dst []byte, ev *Event) []byte
 }
 
 // Verify walks the whole store and checks, in order: the format marker;
@@ -57,7 +60,7 @@ func (l *Log) Verify(opts *VerifyOptions) (VerifyReport, error) {
 	var (
 		progress  func(done, total uint64)
 		visit     func(ev *Event) error
-		principal func(ev *Event) string
+		principal func(dst []byte, ev *Event) []byte
 	)
 	if opts != nil {
 		progress, visit, principal = opts.Progress, opts.Visit, opts.Principal
@@ -93,7 +96,7 @@ func (l *Log) Verify(opts *VerifyOptions) (VerifyReport, error) {
 	}
 
 	seed := maphash.MakeSeed()
-	ch := commandHasher{seed: seed, principal: principal}
+	ch := &commandHasher{seed: seed, principal: principal}
 	streams, cmds, err := verifyRecords(snap, h, ch, progress, visit)
 	if err != nil {
 		return rep, err
@@ -120,31 +123,40 @@ func (l *Log) Verify(opts *VerifyOptions) (VerifyReport, error) {
 
 // commandHasher hashes what an outcome and the records it points at must
 // agree on: the command id and, when the caller can tell it from a record,
-// the principal.
+// the principal. It is used by one goroutine.
 type commandHasher struct {
 	seed      maphash.Seed
-	principal func(ev *Event) string
+	principal func(dst []byte, ev *Event) []byte
+	buf       []byte // the last record's principal, reused
 }
 
 // ofRecord hashes a record's (principal, command id), or only its command
 // id when principals are not checked.
-func (ch commandHasher) ofRecord(ev *Event) uint64 {
+func (ch *commandHasher) ofRecord(ev *Event) uint64 {
 	if ch.principal == nil || ev.CommandID == "" {
 		return ch.of("", ev.CommandID)
 	}
-	return ch.of(ch.principal(ev), ev.CommandID)
+	ch.buf = ch.principal(ch.buf[:0], ev)
+	// NB: of only hashes the principal, so it may alias the reused buffer.
+	return ch.of(unsafe.String(unsafe.SliceData(ch.buf), len(ch.buf)), ev.CommandID)
+}
+
+// principalOf is the principal whose command wrote ev, as a string of its
+// own.
+func (ch *commandHasher) principalOf(ev *Event) string {
+	return string(ch.principal(nil, ev))
 }
 
 // ofOutcome hashes an outcome's (principal, command id) the way ofRecord
 // hashes its records.
-func (ch commandHasher) ofOutcome(o *Outcome) uint64 {
+func (ch *commandHasher) ofOutcome(o *Outcome) uint64 {
 	if ch.principal == nil || o.CommandID == "" {
 		return ch.of("", o.CommandID)
 	}
 	return ch.of(o.Principal, o.CommandID)
 }
 
-func (ch commandHasher) of(principal, id string) uint64 {
+func (ch *commandHasher) of(principal, id string) uint64 {
 	var h maphash.Hash
 	h.SetSeed(ch.seed)
 	var n [binary.MaxVarintLen64]byte
@@ -158,14 +170,14 @@ func (ch commandHasher) of(principal, id string) uint64 {
 // the positions of its versions 1..n, and per position (from 1) the hash of
 // its principal and command id (commandHasher), which verifyCommands
 // compares outcomes with.
-func verifyRecords(snap *pebble.Snapshot, h head, ch commandHasher, progress func(done, total uint64),
-	visit func(*Event) error) (map[string][]uint64, []uint64, error) {
+func verifyRecords(snap *pebble.Snapshot, h head, ch *commandHasher, progress func(done, total uint64),
+	visit func(*Event) error) (streamVersions, []uint64, error) {
 	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixEvent}, UpperBound: []byte{prefixEvent + 1}})
 	if err != nil {
 		return nil, nil, orErr(err, nil)
 	}
 	defer it.Close()
-	streams := make(map[string][]uint64)
+	streams := make(streamVersions)
 	// NB: the head is not trusted yet, so it only hints the size.
 	cmds := make([]uint64, 0, min(h.Position, 1<<20))
 	var prev [32]byte
@@ -184,7 +196,9 @@ func verifyRecords(snap *pebble.Snapshot, h head, ch commandHasher, progress fun
 		if err != nil {
 			return nil, nil, orErr(err, nil)
 		}
-		if err := DecodeRecord(v, &ev); err != nil {
+		// NB: ev aliases v, valid until it.Next: nothing below keeps
+		// its strings without a copy.
+		if err := decodeRecordTransient(v, &ev); err != nil {
 			return nil, nil, &CorruptError{Position: pos, Key: keyString(k), Reason: err.Error()}
 		}
 		if ev.Position != pos {
@@ -194,10 +208,14 @@ func verifyRecords(snap *pebble.Snapshot, h head, ch commandHasher, progress fun
 			return nil, nil, corruptf(pos, k, "hash chain broken")
 		}
 		vers := streams[ev.Stream]
-		if ev.StreamVersion != uint64(len(vers))+1 {
-			return nil, nil, corruptf(pos, k, "stream %q version %d follows version %d", ev.Stream, ev.StreamVersion, len(vers))
+		if vers == nil {
+			vers = new(versions)
+			streams[strings.Clone(ev.Stream)] = vers
 		}
-		streams[ev.Stream] = append(vers, pos)
+		if ev.StreamVersion != uint64(len(vers.pos))+1 {
+			return nil, nil, corruptf(pos, k, "stream %q version %d follows version %d", ev.Stream, ev.StreamVersion, len(vers.pos))
+		}
+		vers.pos = append(vers.pos, pos)
 		cmds = append(cmds, ch.ofRecord(&ev))
 		prev = ev.Hash
 		if visit != nil {
@@ -226,9 +244,26 @@ func verifyRecords(snap *pebble.Snapshot, h head, ch commandHasher, progress fun
 	return streams, cmds, nil
 }
 
+// streamVersions holds, per stream, the positions of its versions 1..n in
+// order. NB: a pointer per stream, so that appending never stores the key
+// again: the walk's stream names alias records it does not keep, and only
+// the clone made when a stream is first seen is a key.
+type streamVersions map[string]*versions
+
+type versions struct{ pos []uint64 }
+
+// positions returns the positions of stream's versions (none for a stream
+// the log does not have).
+func (sv streamVersions) positions(stream string) []uint64 {
+	if v := sv[stream]; v != nil {
+		return v.pos
+	}
+	return nil
+}
+
 // verifyIndex checks that the stream index entries of each stream cover its
 // versions 1..n exactly once, in order, each pointing at its record.
-func verifyIndex(snap *pebble.Snapshot, streams map[string][]uint64) error {
+func verifyIndex(snap *pebble.Snapshot, streams streamVersions) error {
 	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixStream}, UpperBound: []byte{prefixStream + 1}})
 	if err != nil {
 		return orErr(err, nil)
@@ -249,7 +284,7 @@ func verifyIndex(snap *pebble.Snapshot, streams map[string][]uint64) error {
 		if positions, err = decodePositions(k, v, positions[:0]); err != nil {
 			return err
 		}
-		vers := streams[stream]
+		vers := streams.positions(stream)
 		if first != covered[stream]+1 {
 			return corruptf(0, k, "index entry starts at version %d, want %d", first, covered[stream]+1)
 		}
@@ -266,8 +301,8 @@ func verifyIndex(snap *pebble.Snapshot, streams map[string][]uint64) error {
 	if err := it.Error(); err != nil {
 		return orErr(err, nil)
 	}
-	for stream, vers := range streams {
-		if covered[stream] != uint64(len(vers)) {
+	for stream, v := range streams {
+		if vers := v.pos; covered[stream] != uint64(len(vers)) {
 			return corruptf(vers[covered[stream]], appendStreamPrefix(nil, stream),
 				"stream index covers %d of %d versions", covered[stream], len(vers))
 		}
@@ -286,7 +321,7 @@ func verifyIndex(snap *pebble.Snapshot, streams map[string][]uint64) error {
 // all the rest of Verify; the records themselves are checksummed and
 // chained, and a collision of a per-run random 64-bit seeded hash is not a
 // risk that matters next to that.
-func verifyCommands(snap *pebble.Snapshot, headPos uint64, format uint32, ch commandHasher, cmds []uint64) (int, error) {
+func verifyCommands(snap *pebble.Snapshot, headPos uint64, format uint32, ch *commandHasher, cmds []uint64) (int, error) {
 	n, err := eachKey(snap, prefixOutcome, func(k, v []byte) error {
 		o, err := decodeOutcome(k, v)
 		if err != nil {
@@ -297,7 +332,7 @@ func verifyCommands(snap *pebble.Snapshot, headPos uint64, format uint32, ch com
 	if err != nil {
 		return n, err
 	}
-	idOnly := commandHasher{seed: ch.seed}
+	idOnly := &commandHasher{seed: ch.seed}
 	legacy, err := eachKey(snap, prefixCommand, func(k, v []byte) error {
 		if format >= FormatPrincipalOutcomes {
 			return corruptf(0, k, "outcome of the format-2 layout in a format-%d store", format)
@@ -364,26 +399,29 @@ func readRecord(g getter, pos uint64, ev *Event) error {
 // records of its command: want is o's hash as cmds holds its records'; a
 // record whose hash differs (or every record, when cmds is nil) is read
 // back and compared by ch.
-func verifyOutcome(snap *pebble.Snapshot, headPos uint64, k []byte, o *Outcome, want uint64, cmds []uint64, ch commandHasher) error {
+func verifyOutcome(snap *pebble.Snapshot, headPos uint64, k []byte, o *Outcome, want uint64, cmds []uint64, ch *commandHasher) error {
 	if o.Count == 0 {
 		return nil
 	}
 	if o.First+o.Count-1 > headPos || o.First+o.Count-1 < o.First {
 		return corruptf(0, k, "outcome positions %d+%d beyond the head %d", o.First, o.Count, headPos)
 	}
-	var ev Event
+	var ev *Event // NB: only a record read back needs one; most are not
 	for _, pos := range [2]uint64{o.First, o.First + o.Count - 1} {
 		if cmds != nil && pos-1 < uint64(len(cmds)) && cmds[pos-1] == want {
 			continue
 		}
-		if err := readRecord(snap, pos, &ev); err != nil {
+		if ev == nil {
+			ev = new(Event)
+		}
+		if err := readRecord(snap, pos, ev); err != nil {
 			return err
 		}
 		if ev.CommandID != o.CommandID {
 			return corruptf(0, k, "outcome points to position %d, which belongs to command %q", pos, ev.CommandID)
 		}
 		if ch.principal != nil && o.CommandID != "" {
-			if p := ch.principal(&ev); p != o.Principal {
+			if p := ch.principalOf(ev); p != o.Principal {
 				return corruptf(0, k, "outcome of principal %q points to position %d, written by principal %q", o.Principal, pos, p)
 			}
 		}

@@ -105,6 +105,15 @@ func TestVerifyDetectsStructuralDamage(t *testing.T) {
 		"truncated tail with stale head": {func(t *testing.T, l *Log) {
 			require.NoError(t, l.db.Delete(eventKey(8), pebble.Sync))
 		}, 8},
+		"record re-chained with a stream version skipped": {func(t *testing.T, l *Log) {
+			prev, err := l.Event(7)
+			require.NoError(t, err)
+			e, err := l.Event(8)
+			require.NoError(t, err)
+			e.StreamVersion++
+			require.NoError(t, l.db.Set(eventKey(8), appendRecord(nil, &prev.Hash, &e), pebble.Sync))
+			require.NoError(t, l.db.Set(keyHead, head{Position: 8, Hash: e.Hash}.encode(), pebble.Sync))
+		}, 8},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -155,8 +155,8 @@ func TestFormat2OutcomesMoveToTheirPrincipals(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "role-denied", d2.Reason, "the recorded answer moved with it")
 
-	rep, err := l.Verify(&eventlog.VerifyOptions{Principal: func(ev *eventlog.Event) string {
-		return events.EventPrincipal(ev.ActorRole, ev.Stream, ev.ActorTask, ev.CorrelationID).Key()
+	rep, err := l.Verify(&eventlog.VerifyOptions{Principal: func(dst []byte, ev *eventlog.Event) []byte {
+		return events.EventPrincipal(ev.ActorRole, ev.Stream, ev.ActorTask, ev.CorrelationID).AppendKey(dst)
 	}})
 	require.NoError(t, err)
 	require.Equal(t, before.Commands+1, rep.Commands, "every outcome moved, plus the step's own record")

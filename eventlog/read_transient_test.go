@@ -1,0 +1,35 @@
+package eventlog
+
+import (
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/stretchr/testify/require"
+)
+
+// ReadTransient returns what Read returns, event for event, and makes the
+// same checks: a missing record and a damaged one end it with the position.
+func TestReadTransientMatchesRead(t *testing.T) {
+	l := buildSample(t)
+	defer l.Close()
+	var got []Event
+	it := l.ReadTransient(3)
+	for it.Next() {
+		got = append(got, cloneEvent(it.Event()))
+	}
+	require.NoError(t, it.Close())
+	require.Equal(t, readAll(t, l)[2:], got)
+
+	bad := rawGet(t, l, eventKey(6))
+	bad[len(bad)-1] ^= 0x01
+	require.NoError(t, l.db.Set(eventKey(6), bad, pebble.Sync))
+	require.NoError(t, l.db.Delete(eventKey(4), pebble.Sync))
+	for from, pos := range map[uint64]uint64{1: 4, 5: 6} {
+		it := l.ReadTransient(from)
+		for it.Next() {
+		}
+		var ce *CorruptError
+		require.ErrorAs(t, it.Close(), &ce)
+		require.Equal(t, pos, ce.Position, "from %d", from)
+	}
+}
