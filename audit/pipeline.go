@@ -30,35 +30,83 @@ const (
 // batch, ends the stream. The records' strings and payloads live in buf,
 // which the batch keeps from one use to the next: the log's records are
 // read without a copy of their own (eventlog.ReadTransient,
-// VerifyOptions.Visit), copied here, and the payload stage hands on only
-// copies it owns, so a recycled batch frees nothing for the collector.
+// VerifyOptions.Visit) and copied here, and the payload stage hands on
+// strings it owns, so a recycled batch frees nothing for the collector. A
+// rawRecord holds no pointer, so filling a batch costs no write barrier
+// either.
 type rawBatch struct {
-	recs []eventlog.Event
+	recs []rawRecord
 	buf  []byte
 	err  error
 }
 
-// add appends a copy of r, valid until the batch is recycled.
+// rawRecord is a record whose strings and payload are spans of its batch's
+// buffer: field i runs from ends[i-1] (start, for the first) to ends[i],
+// in the order of envelopeStrings, the payload last.
+type rawRecord struct {
+	position, streamVersion uint64
+	time                    int64
+	schemaVersion           uint16
+	start                   int
+	ends                    [rawStrings + 1]int
+}
+
+// rawStrings is how many strings an envelope has.
+const rawStrings = 7
+
+// envelopeStrings are r's envelope strings in the order a rawRecord keeps them.
+func envelopeStrings(r *eventlog.Event) [rawStrings]string {
+	return [...]string{r.Stream, r.Type, r.CommandID, r.CausationID, r.CorrelationID, r.ActorRole, r.ActorTask}
+}
+
+// add appends a copy of r.
 func (rb *rawBatch) add(r *eventlog.Event) {
-	rb.recs = append(rb.recs, *r)
-	c := &rb.recs[len(rb.recs)-1]
-	strs := [...]*string{&c.Stream, &c.Type, &c.CommandID, &c.CausationID, &c.CorrelationID, &c.ActorRole, &c.ActorTask}
-	var offs [len(strs) + 1]int
-	for i, s := range strs {
-		offs[i] = len(rb.buf)
-		rb.buf = append(rb.buf, *s...)
+	rec := rawRecord{position: r.Position, streamVersion: r.StreamVersion, time: r.Time,
+		schemaVersion: r.SchemaVersion, start: len(rb.buf)}
+	for i, s := range envelopeStrings(r) {
+		rb.buf = append(rb.buf, s...)
+		rec.ends[i] = len(rb.buf)
 	}
-	offs[len(strs)] = len(rb.buf)
 	rb.buf = append(rb.buf, r.Payload...)
-	// NB: the copies point into rb.buf only once the whole record is in,
-	// so a buffer that grew on the way holds all of them.
-	for i, s := range strs {
-		*s = ""
-		if n := offs[i+1] - offs[i]; n > 0 {
-			*s = unsafe.String(&rb.buf[offs[i]], n)
-		}
+	rec.ends[rawStrings] = len(rb.buf)
+	rb.recs = append(rb.recs, rec)
+}
+
+// event returns record i with envelope strings of its own (in's) and its
+// payload still in the batch's buffer: valid until the batch is recycled.
+func (rb *rawBatch) event(i int, in *interner) eventlog.Event {
+	rec := &rb.recs[i]
+	var s [rawStrings]string
+	from := rec.start
+	for f := range s {
+		s[f] = in.string(f, rb.buf[from:rec.ends[f]])
+		from = rec.ends[f]
 	}
-	c.Payload = rb.buf[offs[len(strs)]:len(rb.buf):len(rb.buf)]
+	return eventlog.Event{
+		Position: rec.position, Stream: s[0], StreamVersion: rec.streamVersion, Type: s[1],
+		SchemaVersion: rec.schemaVersion, Time: rec.time, CommandID: s[2], CausationID: s[3], CorrelationID: s[4],
+		ActorRole: s[5], ActorTask: s[6], Payload: rb.buf[from:rec.ends[rawStrings]:rec.ends[rawStrings]],
+	}
+}
+
+// interner turns envelope fields into strings of their own: the previous
+// record's when equal (a command's events come together, with the same
+// run, command and actor), else the decoder's shared one.
+type interner struct {
+	dec  *events.Decoder
+	prev [rawStrings]string
+}
+
+func (in *interner) string(field int, b []byte) string {
+	if string(b) == in.prev[field] { // NB: a comparison, not a conversion: no allocation
+		return in.prev[field]
+	}
+	var s string
+	if len(b) > 0 {
+		s = in.dec.Intern(unsafe.String(&b[0], len(b)))
+	}
+	in.prev[field] = s
+	return s
 }
 
 // batch is a run of decoded events; err, on the last batch, ends the stream.
@@ -96,6 +144,7 @@ func (p *payloads) run() {
 	defer close(p.done)
 	defer close(p.out)
 	dec := events.NewDecoder() // shares repeated strings across the fold
+	in := &interner{dec: dec}
 	failed := false
 	for rb := range p.in {
 		if failed {
@@ -104,12 +153,13 @@ func (p *payloads) run() {
 		}
 		b := p.batch()
 		for i := range rb.recs {
-			ev, err := projections.FromLogWith(dec, &rb.recs[i])
+			r := rb.event(i, in)
+			ev, err := projections.FromLogWith(dec, &r)
 			if err != nil {
 				b.err = err
 				break
 			}
-			b.evs = append(b.evs, owned(dec, ev))
+			b.evs = append(b.evs, ev)
 		}
 		if b.err == nil {
 			b.err = rb.err
@@ -127,16 +177,6 @@ func (p *payloads) run() {
 	}
 }
 
-// owned is ev with envelope strings of its own: ev's alias its raw
-// batch's buffer, which is reused once the batch is decoded. The payload
-// already owns its memory (events.Decoder copies what it decodes).
-func owned(dec *events.Decoder, ev events.Event) events.Event {
-	for _, s := range [...]*string{&ev.Stream, &ev.Type, &ev.CommandID, &ev.CausationID, &ev.CorrelationID, &ev.Actor.Role, &ev.Actor.TaskID} {
-		*s = dec.Intern(*s)
-	}
-	return ev
-}
-
 // rawBatch returns an empty raw batch, a decoded one when there is one.
 func (p *payloads) rawBatch() *rawBatch {
 	select {
@@ -144,7 +184,7 @@ func (p *payloads) rawBatch() *rawBatch {
 		rb.recs, rb.buf, rb.err = rb.recs[:0], rb.buf[:0], nil
 		return rb
 	default:
-		return &rawBatch{recs: make([]eventlog.Event, 0, batchSize)}
+		return &rawBatch{recs: make([]rawRecord, 0, batchSize)}
 	}
 }
 
