@@ -3,11 +3,13 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/events"
 )
 
 // campaign follows the stream while another node writes, and takes the
@@ -72,6 +74,16 @@ func (n *Node) promote() error {
 	}
 	n.writer.Store(true)
 	n.elected.Store(time.Now().UnixNano())
+	if n.config != nil {
+		r, err := n.eng.Submit(n.ctx, commands.Request{Actor: events.Actor{Role: events.RoleEngine},
+			Command: &commands.Configure{Config: *n.config}})
+		if err == nil && r.Rejected != nil {
+			err = r.Rejected
+		}
+		if err != nil {
+			return fmt.Errorf("cluster: put the engine config in force: %w", err)
+		}
+	}
 	sub, err := n.o.Conn.QueueSubscribe(n.o.Log.CommandSubject(), "writer", n.serve)
 	if err != nil {
 		return err

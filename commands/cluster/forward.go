@@ -22,6 +22,9 @@ import (
 // writer that failed mid-group) is sent again only with a command id, whose
 // recorded outcome makes the retry harmless — without one it is answered
 // ErrNoWriter, in doubt, as a crash of a single crewd would leave it.
+//
+// The answer comes once this node's copy holds the command's events, so a
+// client reads its own writes on the crewd it talks to.
 func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply, bool, error) {
 	if n.writer.Load() {
 		return commands.Reply{}, false, nil
@@ -49,7 +52,7 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 		case err == nil:
 			rep, err = commands.DecodeReply(m.Data)
 			if err == nil {
-				return rep, true, nil
+				return rep, true, n.waitCopied(ctx, rep.Position)
 			}
 			// The writer stepped down before deciding: nothing happened.
 			retry = strings.Contains(err.Error(), ErrNotWriter.Error()) || r.CommandID != ""
@@ -67,5 +70,23 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 			return commands.Reply{}, true, fmt.Errorf("%w: %v", ErrNoWriter, ctx.Err())
 		}
 		backoff = min(2*backoff, 250*time.Millisecond)
+	}
+}
+
+// waitCopied waits until this node's engine holds position pos: a client
+// that sent a command through a follower then reads its own write there.
+func (n *Node) waitCopied(ctx context.Context, pos uint64) error {
+	for {
+		ch := n.eng.Changed()
+		if n.eng.Head() >= pos {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-n.failed:
+			return fmt.Errorf("cluster: the writer committed position %d, but this crewd stopped copying: %w", pos, n.Err())
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: the writer committed position %d, not yet copied here: %w", pos, ctx.Err())
+		}
 	}
 }

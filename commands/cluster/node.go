@@ -15,6 +15,7 @@ import (
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/eventlog/natslog"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // Errors of a node.
@@ -41,7 +42,8 @@ type Options struct {
 	// is renewed every LeaseTTL/4.
 	LeaseTTL time.Duration
 	// Engine are the engine's options; the node sets Committer, Forwarder
-	// and ExpiryInterval (the node ticks the clock while it writes).
+	// and ExpiryInterval (the node ticks the clock while it writes), and
+	// puts Config in force whenever it becomes the writer.
 	Engine commands.Options
 	// ExpiryInterval is the engine clock's tick while writing (default 1 s).
 	ExpiryInterval time.Duration
@@ -64,6 +66,7 @@ type Node struct {
 	jl     *natslog.Log
 	lease  *natslog.Lease
 	eng    *commands.Engine
+	config *projections.Config // put in force on becoming the writer
 	writer atomic.Bool
 
 	ctx    context.Context
@@ -109,6 +112,15 @@ func Start(ctx context.Context, local *eventlog.Log, o Options) (*Node, error) {
 		return nil, err
 	}
 	eo := o.Engine
+	// NB: the engine config is put in force by whoever becomes the writer
+	// (promote), not at Open: a follower's Open would forward it to a
+	// writer that may not exist yet, and could not campaign meanwhile.
+	if eo.Config != nil {
+		if err := commands.ValidateConfig(*eo.Config); err != nil {
+			return nil, fmt.Errorf("cluster: engine config: %w", err)
+		}
+		n.config, eo.Config = eo.Config, nil
+	}
 	eo.Committer, eo.Forwarder, eo.ExpiryInterval = n, n, -1
 	if eo.Logger == nil {
 		eo.Logger = o.Logger

@@ -77,6 +77,10 @@ type Config struct {
 	// SocketGroup is the gid whose members may connect (0: only crewd's uid).
 	SocketGroup int
 
+	// Store is where the log commits: StorePebble, or StoreJetStream with Cluster (cluster.go).
+	Store   string
+	Cluster Cluster
+
 	LogLevel  slog.Level
 	LogFormat string // "text" or "json"
 
@@ -384,6 +388,7 @@ func Load(args []string, env Env) (Config, error) {
 	}
 	c.OutboundQueueCap = integer("outbound-queue-cap", minOutboundQueueCap, maxOutboundQueueCap)
 	c.Limits = loadLimits(integer, duration, str, fail)
+	c.Store, c.Cluster = loadCluster(integer, duration, str, fail)
 	switch oneOf("log-level", "debug", "info", "warn", "error") {
 	case "debug":
 		c.LogLevel = slog.LevelDebug

@@ -44,6 +44,7 @@ func TestLoadDefaults(t *testing.T) {
 		OpenTimeout:      2 * time.Minute,
 		Retention:        10 * time.Minute,
 		Limits:           defaultLimits,
+		Store:            StorePebble,
 		LogLevel:         slog.LevelInfo,
 		LogFormat:        "text",
 		HTTPAddr:         "127.0.0.1:7717",
@@ -99,7 +100,7 @@ func TestLoadFlagsOverride(t *testing.T) {
 			SlotShare: 3, SlotWaitSec: 30, QuotaEvents: 5000, QuotaBytes: 1 << 20, QuotaMsgsPerMin: 0,
 			BudgetMode: events.BudgetModeNested,
 		},
-		ModelCatalogFile: catalog, MaxFrame: 1024, OutboundQueueCap: 4096, Limits: defaultLimits,
+		ModelCatalogFile: catalog, MaxFrame: 1024, OutboundQueueCap: 4096, Limits: defaultLimits, Store: StorePebble,
 		LogLevel: slog.LevelDebug, LogFormat: "json", SocketGroup: 4242,
 		HTTPAddr: "0.0.0.0:8080", HTTPAddrSet: true, HTTPAllowRemote: true,
 	}, c)

@@ -147,6 +147,8 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 
 	engineConfig := cfg.Engine
 	metrics := httpapi.NewMetrics()
+	// clustered is set when crewd runs as one of a JetStream cluster's crewds (--store jetstream).
+	var clustered *clusterEngine
 	eng, err := interruptible(openCtx, "open the engine", func() (*commands.Engine, error) {
 		opts := commands.Options{Config: &engineConfig, Logger: lg.With("component", "engine"), Observer: metrics,
 			Retention: cfg.Retention, Clock: engineClock()}
@@ -156,12 +158,26 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 		if cfg.MinFreeBytes > 0 {
 			opts.Space = space
 		}
+		if cfg.Store == StoreJetStream {
+			c, err := openClusterEngine(openCtx, cfg.Cluster, log, opts, lg)
+			if err != nil {
+				return nil, err
+			}
+			clustered = c
+			return c.node.Engine(), nil
+		}
 		e, err := commands.Open(log, opts)
 		if err != nil {
 			return nil, fmt.Errorf("daemon: open the engine: %w", err)
 		}
 		return e, nil
-	}, func(e *commands.Engine) { e.Close(); log.Close() })
+	}, func(e *commands.Engine) {
+		if clustered != nil {
+			clustered.Close()
+		}
+		e.Close()
+		log.Close()
+	})
 	if errors.Is(err, errGaveUp) {
 		logInUse = true
 	}
@@ -171,6 +187,14 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	cancelOpen()
 	// NB: deferred after the log's close, so it runs first: the engine finishes its group before the log closes.
 	defer eng.Close()
+	// failed is closed when crewd must exit for its supervisor to restart it; failure says why.
+	failed, failure := eng.Failed(), eng.Err
+	if clustered != nil {
+		// A crewd in a cluster also stops when it is fenced or loses the writer lease: it restarts as a follower.
+		defer clustered.Close()
+		failed, failure = clustered.node.Failed(), clustered.node.Err
+		lg.Info("joined the cluster", "stream", cfg.Cluster.Stream, "node", cfg.Cluster.Name, "sequence", clustered.node.Sequence())
+	}
 
 	adminDigest := Digest(token)
 	bopts := broker.Options{
@@ -220,9 +244,9 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	defer stopServing()
 	go func() {
 		select {
-		case <-eng.Failed():
+		case <-failed:
 			lg.Error("the engine stopped after a commit error; answering reads, then exiting so a supervisor restarts crewd",
-				"err", eng.Err(), "drain", failDrain)
+				"err", failure(), "drain", failDrain)
 			select {
 			case <-time.After(failDrain):
 			case <-serveCtx.Done():
@@ -241,7 +265,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	if err := srv.Serve(serveCtx); err != nil {
 		return fmt.Errorf("daemon: %w", err)
 	}
-	if err := eng.Err(); err != nil {
+	if err := failure(); err != nil {
 		return fmt.Errorf("daemon: exiting: %w", err)
 	}
 	lg.Info("shutting down")

@@ -1,0 +1,122 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/client"
+	"github.com/crewlog/crewlog/eventlog/natslog"
+)
+
+func TestLoadJetStream(t *testing.T) {
+	c, err := Load([]string{"--store", "jetstream", "--nats", "nats://a:4222,nats://b:4222", "--stream", "CREW-1",
+		"--replicas", "3", "--node-name", "n1", "--nats-creds", "/etc/crew.creds"}, homeEnv)
+	require.NoError(t, err)
+	require.Equal(t, StoreJetStream, c.Store)
+	require.Equal(t, Cluster{URLs: "nats://a:4222,nats://b:4222", Creds: "/etc/crew.creds", Stream: "CREW-1", Replicas: 3,
+		Name: "n1", LeaseTTL: 2 * time.Second}, c.Cluster)
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--store", "jetstream"}, "--store jetstream needs --nats"},
+		{[]string{"--store", "raft"}, `--store: "raft" is not one of pebble, jetstream`},
+		{[]string{"--store", "jetstream", "--nats", "nats://a", "--replicas", "7"}, "--replicas: 7 is outside 1..5"},
+		{[]string{"--store", "jetstream", "--nats", "nats://a", "--stream", "a.b"}, `stream name "a.b"`},
+		{[]string{"--store", "jetstream", "--nats", "nats://a", "--nats-tls-cert", "c.pem"}, "--nats-tls-cert and --nats-tls-key go together"},
+		{[]string{"--store", "jetstream", "--nats", "nats://a", "--lease-ttl", "100ms"}, "--lease-ttl: 100ms is outside 500ms..1m"},
+	} {
+		_, err := Load(tc.args, homeEnv)
+		require.ErrorContains(t, err, tc.want, "%v", tc.args)
+	}
+}
+
+// runningCrewd is a crewd started by Run in this process.
+type runningCrewd struct {
+	data, socket string
+	stop         context.CancelFunc
+	done         chan error
+}
+
+func startCrewd(t *testing.T, args ...string) *runningCrewd {
+	t.Helper()
+	dir := t.TempDir()
+	c := &runningCrewd{data: filepath.Join(dir, "data"), socket: filepath.Join(dir, "s", "crewd.sock"), done: make(chan error, 1)}
+	cfg, err := Load(append([]string{"--data", c.data, "--socket", c.socket, "--http", "", "--min-free-mib", "0"}, args...), homeEnv)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	c.stop = cancel
+	r, w := io.Pipe()
+	go func() {
+		c.done <- Run(ctx, cfg, w, slog.New(slog.DiscardHandler))
+		w.Close()
+	}()
+	lines := bufio.NewScanner(r)
+	for lines.Scan() {
+		if strings.HasPrefix(lines.Text(), "crewd: socket ") {
+			break
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, r) }()
+	t.Cleanup(func() {
+		cancel()
+		<-c.done
+	})
+	return c
+}
+
+func (c *runningCrewd) dial(t *testing.T) *client.Client {
+	t.Helper()
+	token, err := AdminToken(c.data)
+	require.NoError(t, err)
+	cl, err := client.Dial(context.Background(), c.socket, client.Hello{Role: "admin", Token: token}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// Two crewds on one stream: a command sent to either is decided once, by
+// the writer, and both answer queries about it.
+func TestCrewdsShareOneJetStreamLog(t *testing.T) {
+	srv, err := natslog.StartServer(natslog.ServerOptions{Name: "t", StoreDir: t.TempDir(), Listen: true})
+	require.NoError(t, err)
+	t.Cleanup(srv.Shutdown)
+	args := []string{"--store", "jetstream", "--nats", srv.ClientURL(), "--replicas", "1", "--lease-ttl", "500ms"}
+	a := startCrewd(t, append(args, "--node-name", "a")...)
+	b := startCrewd(t, append(args, "--node-name", "b")...)
+	ctx := context.Background()
+
+	ids := []string{"R1", "R2", "R3", "R4", "R5"}
+	for i, c := range []*runningCrewd{a, b, a, b, a} {
+		cl := c.dial(t)
+		var res map[string]any
+		require.NoError(t, cl.Call(ctx, "run.create", map[string]any{"runId": ids[i], "team": "t", "goal": "g", "cwd": "/w",
+			"commandId": "cmd-" + ids[i]}, &res))
+		require.Equal(t, ids[i], res["runId"])
+	}
+	// A crewd answers a command once its own copy holds it, so it reads
+	// its own writes and everything committed before them: a holds R1..R5,
+	// b at least R1..R4, whichever of them is the writer.
+	for c, want := range map[*runningCrewd][]string{a: ids, b: ids[:4]} {
+		var runs struct {
+			Runs []struct {
+				RunID string `json:"runId"`
+			} `json:"runs"`
+		}
+		require.NoError(t, c.dial(t).Call(ctx, "query.runs", map[string]any{}, &runs))
+		var got []string
+		for _, r := range runs.Runs {
+			got = append(got, r.RunID)
+		}
+		require.Subset(t, got, want)
+	}
+}
