@@ -79,3 +79,21 @@ func (l *Log) Check(ws ...Write) error {
 	}
 	return l.validateWrites(ws)
 }
+
+// Outcomes calls fn with every recorded outcome (format 3), in key order:
+// what a copy of the log into another backend needs besides the records,
+// since an outcome that wrote no events is found nowhere else. An error
+// from fn stops the walk and is returned.
+func (l *Log) Outcomes(fn func(o Outcome) error) error {
+	if err := l.readable(); err != nil {
+		return err
+	}
+	_, err := eachKey(l.db, prefixOutcome, func(k, v []byte) error {
+		o, err := decodeOutcome(k, v)
+		if err != nil {
+			return err
+		}
+		return fn(o)
+	})
+	return err
+}

@@ -29,6 +29,7 @@ type app struct {
 	socket    string
 	tokenFile string
 	json      bool
+	nats      streamFlags
 }
 
 // run executes the command line and returns the exit code.
@@ -60,7 +61,7 @@ func (a *app) root() *cobra.Command {
 Offline (reads the store directly, read-only; the daemon must not hold it):
   replay, verify, restore
 Offline, writing (the daemon must not hold the store):
-  migrate, import picrew
+  migrate, import picrew, migrate-store (Pebble store <-> JetStream stream)
 Live (asks crewd over its socket with the admin token):
   runs, show run, tasks, delegations, ledger, slots, events
 Live, writing (with the admin token):
@@ -81,9 +82,12 @@ drift, differences), 2 usage error, 3 cannot open the store or reach crewd.`,
 	pf.StringVar(&a.socket, "socket", defaultSocket(), "crewd's unix socket")
 	pf.StringVar(&a.tokenFile, "token-file", "", "admin token file (default <data>/admin.token)")
 	pf.BoolVar(&a.json, "json", false, "print JSON for scripts instead of text")
+	pf.StringVar(&a.nats.urls, "nats", "", "NATS URL[,URL] of a JetStream cluster: verify, replay and backup read the stream instead of --data's store")
+	pf.StringVar(&a.nats.creds, "nats-creds", "", "NATS credentials file for --nats")
+	pf.StringVar(&a.nats.stream, "stream", "CREWLOG", "the JetStream stream holding the log (with --nats)")
 	root.AddCommand(a.replayCmd(), a.verifyCmd(), a.backupCmd(), a.restoreCmd(),
 		a.runsCmd(), a.showCmd(), a.tasksCmd(), a.delegationsCmd(), a.ledgerCmd(), a.slotsCmd(), a.eventsCmd(),
-		a.cancelCmd(), a.migrateCmd(), a.importCmd(), a.tokenCmd())
+		a.cancelCmd(), a.migrateCmd(), a.migrateStoreCmd(), a.importCmd(), a.tokenCmd())
 	return root
 }
 

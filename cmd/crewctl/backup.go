@@ -34,7 +34,7 @@ verifies the copy.
 
 While crewd runs (its socket answers the admin token) the daemon writes the
 checkpoint itself (admin.checkpoint) and keeps serving; otherwise backup opens
-the store directly.`,
+the store directly. With --nats it copies a JetStream cluster's stream.`,
 		Args: args(1, "the backup directory"),
 		RunE: func(cmd *cobra.Command, argv []string) error { return a.backup(cmd.Context(), argv[0]) },
 	}
@@ -48,6 +48,9 @@ func (a *app) backup(ctx context.Context, dest string) error {
 	abs, err := filepath.Abs(dest)
 	if err != nil {
 		return usagef("backup: %v", err)
+	}
+	if a.fromStream() {
+		return a.backupStream(ctx, abs)
 	}
 	if b, ok := a.reachDaemon(ctx); ok {
 		defer b.Close()

@@ -64,7 +64,8 @@ daemon's views when --socket is given (the token from --token-file or
 <data>/admin.token), and exits 1 on any difference.
 
 The store must not be held by a running crewd (Pebble locks it even for
-readers): stop crewd, or replay a backup made with 'crewctl backup'.`,
+readers): stop crewd, or replay a backup made with 'crewctl backup'. With --nats
+it replays a JetStream cluster's log (a temporary copy of the stream).`,
 		Args: args(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.replay(cmd.Context(), f, cmd.Flags().Changed("socket"))
@@ -91,7 +92,12 @@ func (a *app) replay(ctx context.Context, f replayFlags, live bool) error {
 		}
 		o.At = at
 	}
-	l, err := a.open(storePath(a.dataDir))
+	dir, done, err := a.storeToRead(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	l, err := a.open(dir)
 	if err != nil {
 		return err
 	}

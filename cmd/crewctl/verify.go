@@ -43,9 +43,19 @@ log and checks the domain invariants: per task tokensSpent = Σ reservations +
 Σ charges, tokensGranted written once, every reservation within what
 remained of the grant at its admission (and of the run pool in nested budget
 mode), held slots = in-flight delegations, one terminal event per ended
-delegation. It names the first bad position and exits 1 on any problem.`,
+delegation. It names the first bad position and exits 1 on any problem.
+
+With --nats it verifies a JetStream cluster's log: it copies the stream into a
+temporary store (as every crewd does) and verifies that.`,
 		Args: args(0, "no arguments"),
-		RunE: func(*cobra.Command, []string) error { return a.verify(storePath(a.dataDir)) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, done, err := a.storeToRead(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			return a.verify(dir)
+		},
 	}
 }
 

@@ -20,6 +20,10 @@ type Config struct {
 	// Replicas is the stream's (and the writer lease's) replication factor,
 	// 1..5; 3 survives the loss of one NATS node.
 	Replicas int
+	// Existing binds only a stream that exists (an operator's copy, a
+	// verify): EnsureStream then never creates one, and Replicas is not
+	// checked.
+	Existing bool
 	// PublishTimeout bounds one group's publish (default 10 s). A publish
 	// that times out is in doubt: the writer fails stop and its successor
 	// learns from the stream whether the group committed.
@@ -34,7 +38,7 @@ func (c Config) Validate() error {
 	if !streamName.MatchString(c.Stream) {
 		errs = append(errs, fmt.Errorf("natslog: stream name %q must be 1..64 of A-Z a-z 0-9 _ -", c.Stream))
 	}
-	if c.Replicas < 1 || c.Replicas > 5 {
+	if !c.Existing && (c.Replicas < 1 || c.Replicas > 5) {
 		errs = append(errs, fmt.Errorf("natslog: replicas %d must be 1..5", c.Replicas))
 	}
 	if c.PublishTimeout < 0 {
@@ -69,6 +73,13 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstr
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	if c.Existing {
+		st, err := js.Stream(ctx, c.Stream)
+		if err != nil {
+			return nil, fmt.Errorf("natslog: stream %s: %w", c.Stream, err)
+		}
+		return st, checkStream(st, c)
+	}
 	st, err := js.CreateStream(ctx, jetstream.StreamConfig{
 		Name: c.Stream, Subjects: []string{c.Subject()}, Storage: jetstream.FileStorage, Replicas: c.Replicas,
 		Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardNew, DenyDelete: true, DenyPurge: true,
@@ -80,14 +91,19 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstr
 	if err != nil {
 		return nil, fmt.Errorf("natslog: stream %s: %w", c.Stream, err)
 	}
+	return st, checkStream(st, c)
+}
+
+// checkStream refuses a stream that is not fit to be a crewlog log.
+func checkStream(st jetstream.Stream, c Config) error {
 	info := st.CachedInfo()
 	switch {
 	case info.Config.Storage != jetstream.FileStorage:
-		return nil, fmt.Errorf("natslog: stream %s does not use file storage", c.Stream)
+		return fmt.Errorf("natslog: stream %s does not use file storage", c.Stream)
 	case len(info.Config.Subjects) != 1 || info.Config.Subjects[0] != c.Subject():
-		return nil, fmt.Errorf("natslog: stream %s has subjects %v, want only %s", c.Stream, info.Config.Subjects, c.Subject())
+		return fmt.Errorf("natslog: stream %s has subjects %v, want only %s", c.Stream, info.Config.Subjects, c.Subject())
 	}
-	return st, nil
+	return nil
 }
 
 // ConnectOptions are how a crewd reaches NATS, as NATS users expect.

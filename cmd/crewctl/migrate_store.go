@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/eventlog/natslog"
+)
+
+// migrateStoreOutput is what migrate-store reports.
+type migrateStoreOutput struct {
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Head     uint64 `json:"head"`
+	Groups   int    `json:"groups,omitempty"`
+	Outcomes int    `json:"outcomes,omitempty"`
+	Verified bool   `json:"verified"`
+}
+
+func (a *app) migrateStoreCmd() *cobra.Command {
+	var to string
+	var replicas int
+	c := &cobra.Command{
+		Use:   "migrate-store --to jetstream|pebble",
+		Short: "Copy a Pebble store into a JetStream stream, or a stream into a Pebble store, and verify the copy",
+		Long: `migrate-store moves crewlog's log between its two backends.
+
+--to jetstream copies --data's store (crewd stopped) into a new, empty stream
+(--nats, --stream, --replicas): every event in order, regrouped by the
+outcomes that recorded them, and every outcome. It then checks that a copy of
+the stream has the store's head and hash (so every record and the hash chain
+are identical) and as many outcomes. Snapshots are not copied: crewds rebuild
+their state from the log.
+
+--to pebble copies the stream (--nats, --stream) into --data's store, which
+must not exist, and verifies it as 'crewctl verify' does.`,
+		Args: args(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !a.fromStream() {
+				return usagef("migrate-store: --nats is required")
+			}
+			switch to {
+			case "jetstream":
+				return a.migrateToStream(cmd.Context(), replicas)
+			case "pebble":
+				return a.migrateToPebble(cmd.Context())
+			}
+			return usagef("migrate-store: --to must be jetstream or pebble, got %q", to)
+		},
+	}
+	c.Flags().StringVar(&to, "to", "", "jetstream (from --data's store into the stream) or pebble (from the stream into --data's store)")
+	c.Flags().IntVar(&replicas, "replicas", 3, "replicas of the stream --to jetstream creates, 1..5")
+	return c
+}
+
+func (a *app) migrateToStream(ctx context.Context, replicas int) error {
+	src, err := a.open(storePath(a.dataDir))
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	cfg := natslog.Config{Stream: a.nats.stream, Replicas: replicas}
+	if err := cfg.Validate(); err != nil {
+		return usagef("migrate-store: %v", err)
+	}
+	nc, err := natslog.Connect(a.nats.urls, natslog.ConnectOptions{Name: "crewctl", Creds: a.nats.creds})
+	if err != nil {
+		return openErr(fmt.Errorf("crewctl: %w", err))
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return openErr(fmt.Errorf("crewctl: %w", err))
+	}
+	// The copy a crewd would make, built while publishing: what Import
+	// checks against the source.
+	tmp, err := os.MkdirTemp("", "crewctl-migrate-")
+	if err != nil {
+		return openErr(fmt.Errorf("crewctl: %w", err))
+	}
+	defer os.RemoveAll(tmp)
+	scratch, err := eventlog.Open(filepath.Join(tmp, storeDir), nil)
+	if err != nil {
+		return openErr(fmt.Errorf("crewctl: %w", err))
+	}
+	defer scratch.Close()
+	dst, err := natslog.Open(ctx, js, scratch, cfg)
+	if err != nil {
+		return openErr(fmt.Errorf("crewctl: %w", err))
+	}
+	rep, err := natslog.Import(ctx, src, dst)
+	if err != nil {
+		return problemf("migrate-store: %v", err)
+	}
+	out := migrateStoreOutput{From: storePath(a.dataDir), To: "stream " + cfg.Stream, Head: rep.Events, Groups: rep.Groups,
+		Outcomes: rep.Outcomes, Verified: true}
+	if a.json {
+		return a.printJSON(out)
+	}
+	fmt.Fprintf(a.io.out, "copied %s to %s: %d event(s) in %d group(s), %d outcome(s); a copy of the stream has the store's head and hash\n",
+		out.From, out.To, out.Head, out.Groups, out.Outcomes)
+	return nil
+}
+
+func (a *app) migrateToPebble(ctx context.Context) error {
+	store := storePath(a.dataDir)
+	if _, err := os.Lstat(store); err == nil {
+		return usagef("migrate-store: %s exists; name a new data directory", store)
+	}
+	if err := os.MkdirAll(a.dataDir, 0o700); err != nil {
+		return openErr(fmt.Errorf("crewctl: %w", err))
+	}
+	head, err := a.copyStream(ctx, store)
+	if err != nil {
+		return err
+	}
+	v, err := a.verifyStore(store, "verify")
+	if err != nil {
+		return err
+	}
+	if !v.OK {
+		printVerify(a.io.out, v)
+		return found(fmt.Sprintf("the copy %s has problems (first bad position %d)", store, v.FirstBad))
+	}
+	out := migrateStoreOutput{From: "stream " + a.nats.stream, To: store, Head: head, Verified: true}
+	if a.json {
+		return a.printJSON(out)
+	}
+	fmt.Fprintf(a.io.out, "copied %s to %s at head %d\n", out.From, out.To, out.Head)
+	printVerify(a.io.out, v)
+	return nil
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/eventlog/natslog"
+)
+
+// streamFlags name a crewlog log in a JetStream cluster (--nats): verify,
+// replay and backup then read the stream instead of a local store.
+type streamFlags struct {
+	urls   string
+	creds  string
+	stream string
+}
+
+// fromStream reports whether --nats was given.
+func (a *app) fromStream() bool { return a.nats.urls != "" }
+
+// copyStream copies the whole stream into a new store at dest and returns
+// its head: the same records, outcomes and hash chain as every crewd's
+// copy.
+func (a *app) copyStream(ctx context.Context, dest string) (uint64, error) {
+	nc, err := natslog.Connect(a.nats.urls, natslog.ConnectOptions{Name: "crewctl", Creds: a.nats.creds})
+	if err != nil {
+		return 0, openErr(fmt.Errorf("crewctl: %w", err))
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, openErr(fmt.Errorf("crewctl: %w", err))
+	}
+	l, err := eventlog.Open(dest, nil)
+	if err != nil {
+		return 0, openErr(fmt.Errorf("crewctl: %w", err))
+	}
+	defer l.Close()
+	jl, err := natslog.Open(ctx, js, l, natslog.Config{Stream: a.nats.stream, Existing: true})
+	if err != nil {
+		return 0, openErr(fmt.Errorf("crewctl: %w", err))
+	}
+	if _, err := jl.CatchUp(ctx); err != nil {
+		return 0, problemf("copy stream %s: %v", a.nats.stream, err)
+	}
+	head, _ := l.Head()
+	return head, nil
+}
+
+// storeToRead is the store verify and replay read: the data directory's,
+// or with --nats a temporary copy of the stream (removed by done).
+func (a *app) storeToRead(ctx context.Context) (dir string, done func(), err error) {
+	if !a.fromStream() {
+		return storePath(a.dataDir), func() {}, nil
+	}
+	tmp, err := os.MkdirTemp("", "crewctl-stream-")
+	if err != nil {
+		return "", nil, openErr(fmt.Errorf("crewctl: %w", err))
+	}
+	done = func() { os.RemoveAll(tmp) }
+	dir = filepath.Join(tmp, storeDir)
+	if _, err := a.copyStream(ctx, dir); err != nil {
+		done()
+		return "", nil, err
+	}
+	return dir, done, nil
+}
+
+// backupStream writes a copy of the stream to dest as a data directory
+// (dest/store), then verifies it. A crewd restored from it is a Pebble
+// crewd; joining a cluster again, it resumes copying where the copy ends.
+func (a *app) backupStream(ctx context.Context, dest string) error {
+	if err := os.MkdirAll(dest, 0o700); err != nil {
+		return openErr(fmt.Errorf("crewctl: backup: %w", err))
+	}
+	store := filepath.Join(dest, storeDir)
+	head, err := a.copyStream(ctx, store)
+	if err != nil {
+		return err
+	}
+	return a.finishCopy(backupOutput{From: "stream " + a.nats.stream, To: dest, Head: head}, store, "backup")
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/eventlog/natslog"
+)
+
+// A Pebble store moved into a JetStream stream verifies there, backs up
+// from there, and moves back into a Pebble store with the same head and
+// hash.
+func TestMigrateStoreVerifyAndBackupOnAStream(t *testing.T) {
+	data := t.TempDir()
+	head := audittest.Scenario(t, filepath.Join(data, storeDir))
+	srv, err := natslog.StartServer(natslog.ServerOptions{Name: "t", StoreDir: t.TempDir(), Listen: true})
+	require.NoError(t, err)
+	t.Cleanup(srv.Shutdown)
+	stream := []string{"--nats", srv.ClientURL(), "--stream", "CREW"}
+
+	r := crewctl(t, nil, append([]string{"migrate-store", "--to", "jetstream", "--replicas", "1", "--data", data}, stream...)...)
+	require.Equal(t, exitOK, r.code, r.err)
+	r = crewctl(t, nil, append([]string{"migrate-store", "--to", "jetstream", "--replicas", "1", "--data", data}, stream...)...)
+	require.Equal(t, exitProblem, r.code, "a second import into the same stream is refused")
+	require.Contains(t, r.err, "not empty")
+
+	r = crewctl(t, nil, append([]string{"verify", "--json"}, stream...)...)
+	require.Equal(t, exitOK, r.code, r.err)
+	var fromStream verifyOutput
+	require.NoError(t, json.Unmarshal([]byte(r.out), &fromStream))
+	require.True(t, fromStream.OK)
+	require.Equal(t, head, fromStream.Head)
+	r = crewctl(t, nil, "verify", "--json", "--data", data)
+	require.Equal(t, exitOK, r.code, r.err)
+	var fromStore verifyOutput
+	require.NoError(t, json.Unmarshal([]byte(r.out), &fromStore))
+	require.Equal(t, fromStore.HeadHash, fromStream.HeadHash, "the same hash chain")
+
+	backup := filepath.Join(t.TempDir(), "b")
+	r = crewctl(t, nil, append([]string{"backup", backup}, stream...)...)
+	require.Equal(t, exitOK, r.code, r.err)
+	back := filepath.Join(t.TempDir(), "back")
+	r = crewctl(t, nil, append([]string{"migrate-store", "--to", "pebble", "--data", back}, stream...)...)
+	require.Equal(t, exitOK, r.code, r.err)
+	for _, d := range []string{backup, back} {
+		r = crewctl(t, nil, "verify", "--json", "--data", d)
+		require.Equal(t, exitOK, r.code, r.err)
+		var out verifyOutput
+		require.NoError(t, json.Unmarshal([]byte(r.out), &out))
+		require.Equal(t, fromStore.HeadHash, out.HeadHash, d)
+	}
+	r = crewctl(t, nil, append([]string{"replay"}, stream...)...)
+	require.Equal(t, exitOK, r.code, r.err)
+}

@@ -1,0 +1,153 @@
+package natslog
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/crewlog/crewlog/eventlog"
+)
+
+// ErrStreamNotEmpty is returned by Import into a stream that holds groups.
+var ErrStreamNotEmpty = errors.New("natslog: the stream is not empty; import only into a new stream")
+
+// ImportReport tells what Import copied.
+type ImportReport struct {
+	Groups   int    // messages published
+	Events   uint64 // = the source's head
+	Outcomes int
+}
+
+// importGroupWrites bounds the writes of one published group: a message
+// stays well under JetStream's default 1 MiB limit for the usual events.
+const (
+	importGroupWrites = 256
+	importGroupBytes  = 512 << 10
+)
+
+// Import copies src, a Pebble store, into the empty stream dst is bound to
+// (dst's local log must be empty too): its events, in order, regrouped into
+// writes by the outcomes that recorded them, and every outcome, those that
+// wrote no events included. Snapshots are not copied (an optimisation
+// only). It then checks that dst's local copy — built by the same appends
+// every crewd's copy will make — has the source's head and hash (so every
+// record and the hash chain are identical) and as many outcomes.
+func Import(ctx context.Context, src *eventlog.Log, dst *Log) (ImportReport, error) {
+	var rep ImportReport
+	if dst.Sequence() != 0 {
+		return rep, ErrStreamNotEmpty
+	}
+	if info, err := dst.stream.Info(ctx); err != nil {
+		return rep, fmt.Errorf("natslog: stream info: %w", err)
+	} else if info.State.LastSeq != 0 {
+		return rep, ErrStreamNotEmpty
+	}
+	if head, _ := dst.local.Head(); head != 0 {
+		return rep, fmt.Errorf("natslog: import needs an empty local log, this one is at %d", head)
+	}
+	byFirst := make(map[uint64]eventlog.Outcome)
+	var eventless []eventlog.Outcome
+	if err := src.Outcomes(func(o eventlog.Outcome) error {
+		o.Result, o.Fingerprint = bytes.Clone(o.Result), bytes.Clone(o.Fingerprint)
+		if o.Count == 0 {
+			eventless = append(eventless, o)
+		} else {
+			byFirst[o.First] = o
+		}
+		rep.Outcomes++
+		return nil
+	}); err != nil {
+		return rep, err
+	}
+
+	var group []eventlog.Write
+	size := 0
+	flush := func() error {
+		if len(group) == 0 {
+			return nil
+		}
+		if _, err := dst.Commit(group); err != nil {
+			return err
+		}
+		rep.Groups++
+		group, size = nil, 0
+		return ctx.Err()
+	}
+	add := func(w eventlog.Write, bytes int) error {
+		group = append(group, w)
+		size += bytes
+		if len(group) >= importGroupWrites || size >= importGroupBytes {
+			return flush()
+		}
+		return nil
+	}
+	it := src.Read(1)
+	var cur *eventlog.Write // the write being filled
+	curLeft := uint64(0)    // events cur still takes (an outcome's count)
+	curBytes := 0
+	for it.Next() {
+		e := *it.Event()
+		e.Hash = [32]byte{}
+		if cur != nil && curLeft == 0 && (cur.CommandID != "" || e.CommandID != "" || byFirst[e.Position].CommandID != "") {
+			if err := add(*cur, curBytes); err != nil {
+				it.Close()
+				return rep, err
+			}
+			cur = nil
+		}
+		if cur == nil {
+			cur, curBytes = &eventlog.Write{}, 0
+			if o, ok := byFirst[e.Position]; ok {
+				cur.Principal, cur.CommandID, cur.Code, cur.Reason = o.Principal, o.CommandID, o.Code, o.Reason
+				cur.Result, cur.Fingerprint = o.Result, o.Fingerprint
+				curLeft = o.Count
+			} else if e.CommandID != "" {
+				it.Close()
+				return rep, fmt.Errorf("natslog: position %d carries command id %q, and no outcome starts there", e.Position, e.CommandID)
+			}
+		}
+		cur.Events = append(cur.Events, e)
+		curBytes += len(e.Payload) + 128
+		if curLeft > 0 {
+			curLeft--
+		}
+		rep.Events++
+	}
+	if err := it.Close(); err != nil {
+		return rep, err
+	}
+	if cur != nil {
+		if err := add(*cur, curBytes); err != nil {
+			return rep, err
+		}
+	}
+	for _, o := range eventless {
+		if err := add(eventlog.Write{Principal: o.Principal, CommandID: o.CommandID, Code: o.Code, Reason: o.Reason,
+			Result: o.Result, Fingerprint: o.Fingerprint}, len(o.Result)+64); err != nil {
+			return rep, err
+		}
+	}
+	if err := flush(); err != nil {
+		return rep, err
+	}
+	return rep, verifyCopy(src, dst.local, rep.Outcomes)
+}
+
+// verifyCopy checks that copy holds what src holds: the same head and hash
+// (every record, through the chain) and as many outcomes.
+func verifyCopy(src, copy *eventlog.Log, outcomes int) error {
+	h1, hash1 := src.Head()
+	h2, hash2 := copy.Head()
+	if h1 != h2 || hash1 != hash2 {
+		return fmt.Errorf("natslog: the copy ends at %d (hash %x), the source at %d (hash %x)", h2, hash2[:8], h1, hash1[:8])
+	}
+	n := 0
+	if err := copy.Outcomes(func(eventlog.Outcome) error { n++; return nil }); err != nil {
+		return err
+	}
+	if n != outcomes {
+		return fmt.Errorf("natslog: the copy holds %d outcomes, the source %d", n, outcomes)
+	}
+	return nil
+}
