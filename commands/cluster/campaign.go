@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog/natslog"
 	"github.com/crewlog/crewlog/events"
 )
 
@@ -96,10 +97,15 @@ func (n *Node) promote() error {
 
 // lead renews the lease and ticks the engine clock until the node stops
 // or loses the lease; a lost lease fails the node (it restarts as a
-// follower).
+// follower). A renewal that fails for want of an answer (a NATS leader
+// election) is tried again until half the TTL has passed since the last
+// one that succeeded: then another node may soon take the lease, and this
+// one stops first. Safety does not rest on this (the fence does); it keeps
+// a short election from costing a failover.
 func (n *Node) lead(renew *time.Ticker) {
 	tick := time.NewTicker(n.o.ExpiryInterval)
 	defer tick.Stop()
+	renewed := time.Now()
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -107,11 +113,19 @@ func (n *Node) lead(renew *time.Ticker) {
 		case <-tick.C:
 			n.eng.Tick(n.ctx)
 		case <-renew.C:
-			if err := n.lease.Renew(n.ctx); err != nil {
-				if n.ctx.Err() == nil {
-					n.fail(err)
-				}
+			ctx, cancel := context.WithTimeout(n.ctx, n.o.LeaseTTL/4)
+			err := n.lease.Renew(ctx)
+			cancel()
+			switch {
+			case err == nil:
+				renewed = time.Now()
+			case n.ctx.Err() != nil:
 				return
+			case errors.Is(err, natslog.ErrLeaseLost) || time.Since(renewed) > n.o.LeaseTTL/2:
+				n.fail(err)
+				return
+			default:
+				n.o.Logger.Warn("lease renewal failed; trying again", "node", n.o.Name, "err", err)
 			}
 		}
 	}

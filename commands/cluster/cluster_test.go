@@ -57,17 +57,25 @@ func (a *acked) add(id string, r commands.Reply) {
 
 // waitFor blocks until n commands were acknowledged or the clients ended.
 func (a *acked) waitFor(n int64, clientsDone <-chan struct{}) {
+	a.waitForOr(n, clientsDone, nil)
+}
+
+// waitForOr is waitFor that also ends at timeout.
+func (a *acked) waitForOr(n int64, clientsDone <-chan struct{}, timeout <-chan time.Time) {
 	for a.n.Load() < n {
 		select {
 		case <-a.signal:
 		case <-clientsDone:
+			return
+		case <-timeout:
 			return
 		}
 	}
 }
 
 // Under load from clients that retry with their command ids, the writer
-// crewd is killed, then the NATS node leading the stream: no acknowledged
+// crewd is killed, then the NATS node leading the stream, then the new
+// stream leader is partitioned (its routes cut while it runs): no acknowledged
 // command is lost or applied twice, positions stay gapless, every crewd's
 // state equals a rebuild from the stream, and verify passes everywhere.
 //
@@ -107,11 +115,21 @@ func TestClusterFailoverLosesNothing(t *testing.T) {
 		require.NoError(t, tc.crewds[w].start())
 
 		ack.waitFor(base+step/2, clientsDone)
-		leader := tc.nats.StreamLeader(testLog.Stream)
-		if leader >= 0 {
+		if leader := tc.nats.StreamLeader(testLog.Stream); leader >= 0 {
 			tc.nats.Stop(leader)
-			ack.waitFor(base+step*7/10, clientsDone)
+			ack.waitFor(base+step*13/20, clientsDone)
 			require.NoError(t, tc.nats.Restart(leader))
+		}
+
+		// The stream leader again, this time cut off while it runs: its
+		// clients stay connected to a node that has lost its quorum.
+		ack.waitFor(base+step*15/20, clientsDone)
+		if leader := tc.nats.StreamLeader(testLog.Stream); leader >= 0 {
+			tc.nats.Partition(leader, true)
+			// A partition heals: after a while, or once the majority
+			// side has done some work, whichever is first.
+			ack.waitForOr(base+step*18/20, clientsDone, time.After(3*time.Second))
+			tc.nats.Partition(leader, false)
 		}
 	}
 	<-clientsDone
@@ -123,8 +141,8 @@ func TestClusterFailoverLosesNothing(t *testing.T) {
 
 	// Everything the clients sent was acknowledged (they retry until it is).
 	require.Equal(t, total, ack.n.Load())
-	tc.writer(t, 30*time.Second)
-	js, err := jsOf(tc.crewds[0].current().o.Conn)
+	w, _ := tc.writer(t, 30*time.Second)
+	js, err := jsOf(tc.crewds[w].running(t).o.Conn)
 	require.NoError(t, err)
 	st, err := js.Stream(context.Background(), testLog.Stream)
 	require.NoError(t, err)
@@ -151,7 +169,7 @@ func TestClusterFailoverLosesNothing(t *testing.T) {
 	require.Len(t, created, int(total), "no command committed that no client sent")
 
 	for _, c := range tc.crewds {
-		n := c.current()
+		n := c.running(t)
 		head, hash := n.local.Head()
 		require.Equal(t, wantHead, head, c.name)
 		require.Equal(t, wantHash, hash, "%s: the same hash chain", c.name)

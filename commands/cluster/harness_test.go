@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -16,6 +18,15 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
+// testLogger logs the nodes' role changes and failures to stderr with
+// CREWLOG_CLUSTER_DEBUG=1.
+var testLogger = func() *slog.Logger {
+	if os.Getenv("CREWLOG_CLUSTER_DEBUG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, nil))
+}()
+
 var testLog = natslog.Config{Stream: "CREWLOG", Replicas: 3, PublishTimeout: 5 * time.Second}
 
 // crewd is one crewd slot of the test cluster: a data directory, and the
@@ -27,11 +38,12 @@ type crewd struct {
 	dir  string
 	urls string
 
-	mu     sync.Mutex
-	node   *Node
-	closer func() // closes the node's connection and log
-	down   bool   // killed by the test: not restarted until start
-	starts int
+	mu      sync.Mutex
+	node    *Node
+	closer  func() // closes the node's connection and log
+	down    bool   // killed by the test: not restarted until start
+	starts  int
+	started chan struct{} // closed and replaced at every start
 }
 
 func (c *crewd) start() error {
@@ -54,7 +66,7 @@ func (c *crewd) startLocked() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n, err := Start(ctx, local, Options{Name: fmt.Sprintf("%s-%d", c.name, c.starts), Conn: nc, Log: testLog,
-		LeaseTTL: time.Second, Engine: commands.Options{SnapshotEvery: 500}})
+		LeaseTTL: time.Second, Engine: commands.Options{SnapshotEvery: 500}, Logger: testLogger})
 	if err != nil {
 		local.Close()
 		nc.Close()
@@ -63,6 +75,10 @@ func (c *crewd) startLocked() error {
 	c.starts++
 	c.node = n
 	c.closer = func() { nc.Close(); local.Close() }
+	if c.started != nil {
+		close(c.started)
+	}
+	c.started = make(chan struct{})
 	go c.restartOnFailure(n)
 	return nil
 }
@@ -110,6 +126,25 @@ func (c *crewd) stopLocked(crash bool) {
 	}
 	n.Close()
 	closer()
+}
+
+// running waits until the crewd runs (restarted after a failure) and
+// returns its node.
+func (c *crewd) running(t *testing.T) *Node {
+	t.Helper()
+	for {
+		c.mu.Lock()
+		n, ch := c.node, c.started
+		c.mu.Unlock()
+		if n != nil {
+			return n
+		}
+		select {
+		case <-ch:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("%s did not restart", c.name)
+		}
+	}
 }
 
 // current is the running node, or nil.
@@ -192,8 +227,7 @@ func (tc *testCluster) writer(t *testing.T, timeout time.Duration) (int, time.Ti
 func (tc *testCluster) caughtUp(t *testing.T, last uint64) {
 	t.Helper()
 	for _, c := range tc.crewds {
-		n := c.current()
-		require.NotNil(t, n, "%s is down", c.name)
+		n := c.running(t)
 		for {
 			ch := n.Engine().Changed()
 			head, _ := n.local.Head()
@@ -202,7 +236,9 @@ func (tc *testCluster) caughtUp(t *testing.T, last uint64) {
 			}
 			select {
 			case <-ch:
-			case <-time.After(10 * time.Second):
+			case <-n.Failed():
+				n = c.running(t) // restarted: wait for the new node
+			case <-time.After(30 * time.Second):
 				t.Fatalf("%s did not catch up: sequence %d of %d, engine at %d, log at %d", c.name, n.Sequence(), last, n.Engine().Head(), head)
 			}
 		}

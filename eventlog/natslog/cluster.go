@@ -15,11 +15,14 @@ import (
 // Cluster is a JetStream cluster of nats-servers in this process, on
 // loopback ports, with file storage under one directory: for tests and
 // crewbench. Node i keeps its ports and storage across Stop and Restart.
+// Every route between two nodes runs through a proxy of the cluster's, so
+// that Partition can cut a node off while it runs.
 //
 // Concurrency: not safe for concurrent use.
 type Cluster struct {
 	Servers []*server.Server // nil while stopped
 	opts    []ServerOptions
+	proxies [][]*routeProxy // proxies[i][j]: node i's route to node j
 }
 
 // StartCluster starts n servers under dir and waits until JetStream has a
@@ -29,14 +32,26 @@ func StartCluster(dir string, n int) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	routes := make([]*url.URL, n)
+	c := &Cluster{Servers: make([]*server.Server, n), opts: make([]ServerOptions, n), proxies: make([][]*routeProxy, n)}
 	for i := range n {
-		routes[i] = &url.URL{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", ports[n+i])}
-	}
-	c := &Cluster{Servers: make([]*server.Server, n), opts: make([]ServerOptions, n)}
-	for i := range n {
+		c.proxies[i] = make([]*routeProxy, n)
+		var routes []*url.URL
+		for j := range n {
+			if i == j {
+				continue
+			}
+			p, err := startRouteProxy(fmt.Sprintf("127.0.0.1:%d", ports[n+j]))
+			if err != nil {
+				c.Shutdown()
+				return nil, fmt.Errorf("natslog: route proxy: %w", err)
+			}
+			c.proxies[i][j] = p
+			routes = append(routes, &url.URL{Scheme: "nats-route", Host: p.addr()})
+		}
 		c.opts[i] = ServerOptions{Name: fmt.Sprintf("n%d", i), StoreDir: filepath.Join(dir, fmt.Sprintf("n%d", i)),
-			Listen: true, Port: ports[i], Cluster: "crewlog", ClusterPort: ports[n+i], Routes: routes}
+			Listen: true, Port: ports[i], Cluster: "crewlog", ClusterPort: ports[n+i], Routes: routes, NoAdvertise: true}
+	}
+	for i := range n {
 		if err := c.Restart(i); err != nil {
 			c.Shutdown()
 			return nil, err
@@ -87,25 +102,46 @@ func (c *Cluster) StreamLeader(stream string) int {
 	return -1
 }
 
+// Partition cuts node i's routes to every other node (it keeps running
+// and its clients stay connected to it), or with cut false heals them.
+func (c *Cluster) Partition(i int, cut bool) {
+	for j := range c.proxies {
+		if j == i {
+			continue
+		}
+		c.proxies[i][j].setCut(cut)
+		c.proxies[j][i].setCut(cut)
+	}
+}
+
 // Shutdown stops every node.
 func (c *Cluster) Shutdown() {
 	for i := range c.Servers {
 		c.Stop(i)
 	}
+	for _, ps := range c.proxies {
+		for _, p := range ps {
+			if p != nil {
+				_ = p.close()
+			}
+		}
+	}
 }
 
-// waitMetaLeader polls: a server offers no signal for the election.
+// waitMetaLeader waits until JetStream has a meta leader that knows every
+// node as a peer (a stream of n replicas can be placed). It polls: a server
+// offers no signal for either.
 func (c *Cluster) waitMetaLeader(d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		for _, s := range c.Servers {
-			if s != nil && s.JetStreamIsLeader() {
+			if s != nil && s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) >= len(c.Servers) {
 				return nil
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return errors.New("natslog: the cluster elected no JetStream meta leader")
+	return errors.New("natslog: the cluster elected no JetStream meta leader knowing every node")
 }
 
 // freePorts reserves n loopback ports and releases them for the servers.

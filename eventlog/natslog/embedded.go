@@ -24,6 +24,9 @@ type ServerOptions struct {
 	Cluster     string
 	ClusterPort int
 	Routes      []*url.URL
+	// NoAdvertise keeps the server from telling others its route address,
+	// so that they reach it only through Routes (a test's proxies).
+	NoAdvertise bool
 	MaxPayload  int32 // 0: the server's default
 }
 
@@ -41,7 +44,7 @@ func StartServer(o ServerOptions) (*server.Server, error) {
 		so.Port = server.RANDOM_PORT
 	}
 	if o.Cluster != "" {
-		so.Cluster = server.ClusterOpts{Name: o.Cluster, Host: "127.0.0.1", Port: o.ClusterPort}
+		so.Cluster = server.ClusterOpts{Name: o.Cluster, Host: "127.0.0.1", Port: o.ClusterPort, NoAdvertise: o.NoAdvertise}
 		if o.ClusterPort == 0 {
 			so.Cluster.Port = server.RANDOM_PORT
 		}

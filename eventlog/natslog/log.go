@@ -129,7 +129,7 @@ func (l *Log) CatchUp(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	cons, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: l.last + 1})
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: l.last + 1, MaxResetAttempts: 2})
 	if err != nil {
 		return 0, fmt.Errorf("natslog: consumer: %w", err)
 	}
@@ -165,8 +165,11 @@ func (l *Log) Follow(ctx context.Context, copied func()) error {
 	l.mu.Lock()
 	start := l.last + 1
 	l.mu.Unlock()
+	// NB: a bounded number of resets: the default retries forever, and a
+	// copier whose server lost its quorum (a partition) would then wait
+	// for it instead of failing, so its crewd never reconnected elsewhere.
 	cons, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start})
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start, MaxResetAttempts: 2})
 	if err != nil {
 		return fmt.Errorf("natslog: consumer: %w", err)
 	}
