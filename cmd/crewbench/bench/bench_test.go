@@ -273,3 +273,30 @@ func TestSim(t *testing.T) {
 	cancel()
 	require.NoError(t, <-ran)
 }
+
+// TestCompareClusterTiny runs crewlog as a JetStream cluster's writer
+// beside the in-process engine: every cell decides, commits and counts. R1
+// by default; R3 too (three servers start per cell) with CREWBENCH_LONG.
+func TestCompareClusterTiny(t *testing.T) {
+	o := CompareOptions{Duration: 100 * time.Millisecond, Clients: []int{3}, Rounds: 1, Dir: t.TempDir(),
+		Only: []string{"crewlog", "crewlog-jetstream-r1"}, SyncCount: inProcess{}}
+	if os.Getenv(longEnv) != "" {
+		o.Only = append(o.Only, "crewlog-jetstream-r3")
+	}
+	var progress bytes.Buffer
+	o.Progress = &progress
+	cmp, err := Compare(context.Background(), o)
+	require.NoError(t, err, progress.String())
+	require.Empty(t, cmp.Excluded, progress.String())
+	ops := map[string]int{}
+	for _, rs := range cmp.Rounds {
+		for _, r := range rs {
+			require.NoError(t, r.Err, "%s %s", r.Impl, r.Cell)
+			ops[r.Impl] += r.Ops
+		}
+	}
+	for _, name := range o.Only {
+		require.Positive(t, ops[name], "%s counted no operation", name)
+		require.Positive(t, cmp.Checks[name].Concurrent.Durable, name)
+	}
+}

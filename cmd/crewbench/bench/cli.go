@@ -55,8 +55,9 @@ func compareCommand(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Time one delegate-admission workload on crewlog and its alternatives; print a markdown table",
 		Long: `compare runs the same workload — a delegate admission: read the run's state, check slots and budget,
 append three events atomically, then its settlement — on the physical limit (a preallocated file +
-fdatasync), plain Pebble, crewlog in-process and over its socket, SQLite and NATS JetStream each behind the
-same group committer and in their naive forms, and pi-crew's files, at each client count with all clients on
+fdatasync), plain Pebble, crewlog in-process, over its socket and as the writer of a NATS JetStream
+cluster (R1 and R3 on loopback), SQLite and NATS JetStream each behind the same group committer and in their
+naive forms, and pi-crew's files, at each client count with all clients on
 one run and each on its own. Each implementation must first pass the pre-check (sequential and 8 concurrent
 clients, payloads read back, sync calls counted under strace), or it is reported and not timed.
 Ratios are taken within a round and summarised over rounds as median (min–max).`,

@@ -28,6 +28,9 @@ type engineStore struct {
 	// that retries safely does, so the engine pays for the outcome it
 	// records and the lookup of earlier ones.
 	withIDs bool
+	// stop, when set, closes what the store runs on besides the engine and
+	// the log (a cluster node, NATS), before them.
+	stop func()
 }
 
 var (
@@ -40,17 +43,23 @@ func openEngineStore(dir string, slots int, withIDs bool) (*engineStore, error) 
 	if err != nil {
 		return nil, err
 	}
-	cfg := projections.DefaultConfig()
-	cfg.MaxSlots = slots
-	// The implementations compared decide pi-crew's policy, which has no slot shares: crewlog's fair slots are
-	// off here so that all of them make the same decisions.
-	cfg.SlotShare = 0
+	cfg := benchConfig(slots)
 	e, err := commands.Open(l, commands.Options{Config: &cfg, ExpiryInterval: -1})
 	if err != nil {
 		_ = l.Close()
 		return nil, err
 	}
 	return &engineStore{dir: dir, log: l, eng: e, withIDs: withIDs}, nil
+}
+
+// benchConfig is the engine config every crewlog implementation runs.
+func benchConfig(slots int) projections.Config {
+	cfg := projections.DefaultConfig()
+	cfg.MaxSlots = slots
+	// The implementations compared decide pi-crew's policy, which has no slot shares: crewlog's fair slots are
+	// off here so that all of them make the same decisions.
+	cfg.SlotShare = 0
+	return cfg
 }
 
 func (s *engineStore) do(ctx context.Context, actor events.Actor, c commands.Command) (commands.Reply, error) {
@@ -142,5 +151,8 @@ func logFinal(l *eventlog.Log) (map[string]Final, error) {
 func (s *engineStore) Commits() int64 { return int64(s.eng.Stats().Groups) }
 
 func (s *engineStore) Close() error {
+	if s.stop != nil {
+		s.stop()
+	}
 	return errors.Join(s.eng.Close(), s.log.Close())
 }

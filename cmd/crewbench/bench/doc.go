@@ -11,7 +11,9 @@
 // frees. The implementations (Impls): the physical limit (a preallocated
 // file + fdatasync behind a group committer), plain Pebble, SQLite and NATS
 // JetStream behind the same committer, crewlog's Engine in-process and over
-// its socket (a commandId with every command), SQLite and JetStream in their
+// its socket (a commandId with every command), crewlog as the writer of a
+// JetStream cluster (commands/cluster: R1, and R3 on three servers, over
+// loopback TCP, crewlog-jetstream-r1/-r3), SQLite and JetStream in their
 // naive forms (a transaction, or an optimistic publish, per operation), and
 // pi-crew's files as its broker writes them (D§4.2, D§6.3, D§8). Every
 // alternative encodes the same payload structs crewlog records.

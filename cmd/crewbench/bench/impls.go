@@ -40,6 +40,10 @@ var Impls = []Impl{
 	{Name: "crewlog-noid", Label: "crewlog Engine in-process, no commandId", Optional: true, open: func(dir string, spec Spec) (Store, error) {
 		return openEngineStore(dir, spec.Slots, false)
 	}},
+	{Name: "crewlog-jetstream-r1", Label: "crewlog writer on NATS JetStream R1 (sync always, loopback TCP), a commandId per command",
+		open: func(dir string, spec Spec) (Store, error) { return openClusterEngineStore(dir, spec.Slots, 1) }},
+	{Name: "crewlog-jetstream-r3", Label: "crewlog writer on NATS JetStream R3 (3 servers, sync always, loopback TCP), a commandId per command",
+		open: func(dir string, spec Spec) (Store, error) { return openClusterEngineStore(dir, spec.Slots, 3) }},
 	{Name: "socket", Label: "crewlog over the unix socket, a commandId per command", open: func(dir string, spec Spec) (Store, error) {
 		return openSocketStore(dir, spec.Slots)
 	}},
