@@ -11,8 +11,9 @@ import (
 )
 
 // commandKinds makes an empty command of each kind: the decoder of
-// forwarded requests. A kind missing here cannot be forwarded
-// (TestForwardedRequestsRoundTrip lists them all).
+// forwarded requests. A kind missing here cannot be forwarded;
+// TestEveryCommandKindForwards reads the package's Kind methods and fails
+// on any kind this map lacks.
 var commandKinds = map[string]func() Command{
 	"wait.request": func() Command { return new(WaitRequest) }, "wait.resolve": func() Command { return new(WaitResolve) },
 	"ask.expire": func() Command { return new(AskExpire) }, "credential.issue": func() Command { return new(CredentialIssue) },
@@ -25,6 +26,11 @@ var commandKinds = map[string]func() Command{
 	"run.create": func() Command { return new(RunCreate) }, "run.transition": func() Command { return new(RunTransition) },
 	"steer.push": func() Command { return new(SteerPush) }, "task.create": func() Command { return new(TaskCreate) },
 	"task.transition": func() Command { return new(TaskTransition) }, "task.usage": func() Command { return new(TaskUsage) },
+	"job.create": func() Command { return new(JobCreate) }, "job.transition": func() Command { return new(JobTransition) },
+	"job.disconnect": func() Command { return new(JobDisconnect) }, "job.roots_reset": func() Command { return new(JobRootsReset) },
+	"lease.open": func() Command { return new(LeaseOpen) }, "lease.clear": func() Command { return new(LeaseClear) },
+	"manifest.revalidate": func() Command { return new(ManifestRevalidate) }, "proxy.request": func() Command { return new(ProxyRequest) },
+	"proxy.complete": func() Command { return new(ProxyComplete) }, "proxy.cancel": func() Command { return new(ProxyCancel) },
 }
 
 // forwarded is a Request on the wire between crewds of one cluster.
