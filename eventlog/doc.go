@@ -42,6 +42,9 @@
 //     resumes after a restart without applying a group twice or skipping
 //     one. A copy that appends the same writes in the same order has the
 //     same positions, versions, outcomes and hash chain as the original.
+//     Check refuses what Append would refuse, without appending, so such a
+//     writer never commits elsewhere a group its copy would refuse;
+//     Outcomes walks the outcome table for a copy into another backend.
 //
 // It does not interpret event types or payloads, and it does not group
 // commits itself: concurrent appenders share WAL fsyncs through Pebble's
