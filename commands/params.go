@@ -113,9 +113,7 @@ func ParseCommand(name string, params json.RawMessage, c Caller) (Command, error
 	if err != nil {
 		return nil, err
 	}
-	// delegate.cancel and delegate.settle let the admin name a slot holder by subId alone (the pool is
-	// daemon-wide).
-	runID, err := p.runID(c, name != "run.create" && name != "delegate.cancel" && name != "delegate.settle")
+	runID, err := p.runID(c, !runOptionalForAdmin(name))
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +130,12 @@ func ParseCommand(name string, params json.RawMessage, c Caller) (Command, error
 		}
 	}
 	return cmd, nil
+}
+
+// runOptionalForAdmin: run.create mints the run id, and delegate.cancel and delegate.settle let the admin name a
+// slot holder by subId alone (the pool is daemon-wide).
+func runOptionalForAdmin(name string) bool {
+	return name == "run.create" || name == "delegate.cancel" || name == "delegate.settle"
 }
 
 func (a audience) admits(name string, c Caller) error {
@@ -303,6 +307,8 @@ type paramReader struct {
 	m      map[string]json.RawMessage
 	read   map[string]bool
 	err    error
+	// probe, when set, records what a parse function reads instead of reading (DescribeMethod).
+	probe *paramProbe
 }
 
 func readParams(method string, params json.RawMessage) (*paramReader, error) {
@@ -333,6 +339,10 @@ func (p *paramReader) fail(key, want string) {
 // get returns key's raw value; absent and null are both "not given".
 func (p *paramReader) get(key string, required bool, want string) (json.RawMessage, bool) {
 	p.read[key] = true
+	if p.probe != nil {
+		p.probe.note(key, want, required)
+		return nil, false
+	}
 	v, ok := p.m[key]
 	if !ok || string(v) == "null" {
 		if required {
@@ -347,6 +357,10 @@ func (p *paramReader) get(key string, required bool, want string) (json.RawMessa
 // read of key.
 func (p *paramReader) has(key string) bool {
 	p.read[key] = true
+	if p.probe != nil {
+		p.probe.optional[key] = true
+		return true // so that the read it guards is recorded too
+	}
 	v, ok := p.m[key]
 	return ok && string(v) != "null"
 }

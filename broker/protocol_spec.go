@@ -1,0 +1,400 @@
+package broker
+
+import (
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// methodSpec is what the protocol description (Describe) needs to know about a method beyond what the code
+// tells: a command method's roles, strictness and params keys come from commands.DescribeMethod, so its params
+// here only add bounds, defaults and notes to keys its parse function reads (naming another key fails Describe).
+// A method the broker serves itself lists every key here, as its handler reads them.
+type methodSpec struct {
+	summary string
+	roles   []string    // broker methods only
+	strict  bool        // broker methods only: unknown params keys are refused
+	params  []paramDesc // see above
+	results []any       // zero values of the Go types the result may be (more than one: a union)
+	errors  []wire.Code // per-request codes it may answer, besides the closing ones any request may meet
+	pushes  []string
+}
+
+var (
+	rolesAll     = []string{events.RoleWorker, events.RoleOrchestrator, events.RoleAdmin}
+	rolesRuntime = []string{events.RoleOrchestrator, events.RoleAdmin}
+	rolesAdmin   = []string{events.RoleAdmin}
+)
+
+// Shorthands for params. Lengths count UTF-16 units.
+func pStr(name string, required bool, minLen, maxLen int) paramDesc {
+	return paramDesc{Name: name, Type: "string", Required: required, MinLength: minLen, MaxLength: maxLen}
+}
+
+func pInt(name string, lo, hi float64, def any) paramDesc {
+	return paramDesc{Name: name, Type: "integer", Min: num(lo), Max: num(hi), Default: def}
+}
+
+func num(f float64) *float64 { return &f }
+
+func pEnum(name string, required bool, def any, values ...string) paramDesc {
+	return paramDesc{Name: name, Type: "string", Required: required, Enum: values, Default: def}
+}
+
+func note(p paramDesc, n string) paramDesc { p.Note = n; return p }
+
+// runParam is the run of a broker method's request: the credential's, or for the admin, required.
+var runParam = note(pStr("runId", false, 1, 256),
+	"the admin must name the run; a worker or orchestrator may leave it out (its credential's run)")
+
+var (
+	limitParam  = pInt("limit", 1, maxQueryLimit, defaultQueryLimit)
+	cursorParam = note(pStr("cursor", false, 0, 64), "nextCursor of the previous page")
+	runStatuses = []string{string(projections.RunQueued), string(projections.RunPlanning),
+		string(projections.RunRunning), string(projections.RunBlocked), string(projections.RunCompleted),
+		string(projections.RunFailed), string(projections.RunCancelled)}
+	taskStatuses = []string{string(projections.TaskQueued), string(projections.TaskRunning),
+		string(projections.TaskWaiting), string(projections.TaskCompleted), string(projections.TaskFailed),
+		string(projections.TaskCancelled), string(projections.TaskSkipped), string(projections.TaskNeedsAttention)}
+	priorities = []string{"urgent", "normal", "low"}
+	sinceParam = note(paramDesc{Name: "sinceSeq", Type: "number", Default: 0},
+		"the last seq already seen; floored, a negative one counts as 0, at most 2^53")
+)
+
+// Result shapes of methods that answer a map rather than a Go type of their own. Only Describe reads them.
+type (
+	pingResult struct {
+		Pong     bool `json:"pong"`
+		Protocol int  `json:"protocol"`
+	}
+	eventsPage struct {
+		Events  []teamEvent `json:"events"`
+		NextSeq uint64      `json:"nextSeq"`
+		HasMore bool        `json:"hasMore"`
+	}
+	runStatusResult struct {
+		OK     bool   `json:"ok"`
+		RunID  string `json:"runId"`
+		Status string `json:"status"`
+	}
+	taskStatusResult struct {
+		OK     bool   `json:"ok"`
+		TaskID string `json:"taskId"`
+		Status string `json:"status"`
+	}
+	spawnedResult struct {
+		OK     bool   `json:"ok"`
+		SubID  string `json:"subId"`
+		Status string `json:"status"`
+	}
+	cancelResult struct {
+		OK              bool   `json:"ok"`
+		SubID           string `json:"subId"`
+		CancelRequested bool   `json:"cancelRequested"`
+	}
+	runCreateResult struct {
+		commands.RunCreateResult
+		OrchestratorToken string `json:"orchestratorToken"`
+	}
+	credentialResult struct {
+		commands.CredentialResult
+		Token string `json:"token,omitempty"` // credential.issue only
+	}
+	tasksPage struct {
+		Tasks      []projections.Task `json:"tasks"`
+		NextCursor string             `json:"nextCursor,omitempty"`
+		HasMore    bool               `json:"hasMore"`
+		Total      int                `json:"total"`
+	}
+	delegationsPage struct {
+		Delegations []projections.Delegation `json:"delegations"`
+		NextCursor  string                   `json:"nextCursor,omitempty"`
+		HasMore     bool                     `json:"hasMore"`
+		Total       int                      `json:"total"`
+	}
+	ledgerPage struct {
+		Accounts   []wireAccount `json:"accounts"`
+		NextCursor string        `json:"nextCursor,omitempty"`
+		HasMore    bool          `json:"hasMore"`
+		Total      int           `json:"total"`
+	}
+)
+
+// protocolPush is a push frame kind: its event name and the Go type of its data.
+type protocolPush struct {
+	event   string
+	data    any
+	hasSeq  bool
+	summary string
+}
+
+var protocolPushes = []protocolPush{
+	{wire.EventTeamEvent, teamEvent{}, true,
+		"an event of the subscribed run, in seq order, replay then live; seq is its version in the run's stream"},
+	{wire.EventMailboxMessage, mailboxPush{}, true,
+		"a message for the connection's task (or, for the orchestrator, the run inbox), once durable; seq is 0; best effort: msg.inbox is authoritative"},
+	{wire.EventResync, resyncData{}, false,
+		"the subscription fell behind and stopped: fromSeq is the first seq not delivered; subscribe again from fromSeq-1"},
+}
+
+// resyncData is the data of a resync frame (wire.Resync).
+type resyncData struct {
+	FromSeq uint64 `json:"fromSeq"`
+}
+
+var protocolSpec = map[string]methodSpec{
+	wire.MethodHello: {
+		summary: "the first request of every connection: authenticate with a token; the role comes from the token",
+		roles:   rolesAll,
+		params: []paramDesc{
+			{Name: "protocol", Type: "integer", Required: true, Min: num(wire.ProtocolVersion), Max: num(wire.ProtocolVersion)},
+			note(pStr("runId", false, 1, 256), "worker and orchestrator: required"),
+			note(pStr("taskId", false, 1, 256), "worker: its task; orchestrator: \"orchestrator\""),
+			pStr("token", true, 1, 256),
+			note(pEnum("role", false, nil, events.RoleAdmin), "\"admin\" with the admin token, and no runId or taskId"),
+		},
+		results: []any{wire.HelloAck{}},
+		errors:  []wire.Code{wire.CodeProtocol, wire.CodeAuth, wire.CodeStaleToken, wire.CodeRevoked, wire.CodeTooManyConnections},
+	},
+	wire.MethodPing: {summary: "liveness", roles: rolesAll, results: []any{pingResult{}}},
+	wire.MethodMsgSend: {
+		summary: "append a mailbox message (orchestrator: any recipient and kind; worker: parent, group or a task of its run)",
+		params: []paramDesc{
+			note(paramDesc{Name: "to", MaxItems: commands.MaxRecipients},
+				"task ids, \"parent\" (the run inbox), \"all\" (orchestrator), \"group\" (worker)"),
+			note(paramDesc{Name: "body"}, "any JSON value, stored as its JSON text"),
+			note(paramDesc{Name: "kind"}, "worker: message or notify"),
+			pEnum("priority", false, "normal", priorities...),
+			pStr("subject", false, 0, commands.MaxSubjectChars),
+			note(pStr("questionId", false, 1, commands.MaxQuestionIDChars),
+				"kind response only: the parked question the message answers"),
+		},
+		results: []any{commands.SendResult{}},
+		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask,
+			wire.CodeQuotaExceeded, wire.CodeRateLimit, wire.CodeDiskFull},
+		pushes: []string{wire.EventMailboxMessage},
+	},
+	wire.MethodMsgInbox: {
+		summary: "the caller's unacknowledged messages in append order (orchestrator: the run inbox)",
+		roles:   rolesAll,
+		params: []paramDesc{runParam, note(pStr("taskId", false, 1, 256), "admin only: the task's mailbox (absent: the run inbox)"),
+			note(pInt("limit", 1, 1<<53, defaultInboxLimit), "clamped to 1000"), cursorParam},
+		results: []any{inboxResult{}},
+		errors:  []wire.Code{wire.CodeBadParams, wire.CodeForbidden, wire.CodeNoManifest, wire.CodeOversizeFrame},
+	},
+	wire.MethodEventsSince: {
+		summary: "a page of the run's events after sinceSeq",
+		roles:   rolesAll,
+		params:  []paramDesc{runParam, sinceParam, pInt("limit", 1, maxSinceLimit, maxSinceLimit)},
+		results: []any{eventsPage{}},
+		errors:  []wire.Code{wire.CodeBadParams, wire.CodeForbidden, wire.CodeNoManifest, wire.CodeReplayFailed},
+	},
+	wire.MethodEventsSubscribe: {
+		summary: "replay the run's events after sinceSeq, then push them live; one subscription per connection",
+		roles:   rolesAll,
+		params: []paramDesc{runParam, sinceParam,
+			note(paramDesc{Name: "types", Type: "string[]", MaxItems: MaxTypeFilter, MaxLength: MaxTypeLen},
+				"only these event types (maxLength: of each)")},
+		results: []any{subscribeResult{}},
+		errors: []wire.Code{wire.CodeBadParams, wire.CodeForbidden, wire.CodeNoManifest,
+			wire.CodeTooManySubscriptions},
+		pushes: []string{wire.EventTeamEvent, wire.EventResync},
+	},
+	wire.MethodTaskWaitStatus: {
+		summary: "answer once the task's status equals until (any terminal status satisfies a terminal until)",
+		roles:   rolesAll,
+		params: []paramDesc{runParam, pStr("taskId", true, 1, 256),
+			pEnum("until", true, nil, "queued", "running", "waiting", "completed", "failed", "blocked", "cancelled"),
+			pInt("timeoutMs", 0, maxWaitMs, defaultWaitMs)},
+		results: []any{waitResult{}},
+		errors: []wire.Code{wire.CodeBadParams, wire.CodeForbidden, wire.CodeNoManifest, wire.CodeNoTask,
+			wire.CodeWaitTimeout, wire.CodeTooManyWaits, wire.CodeClose},
+	},
+	wire.MethodSteerPush: {
+		summary: "an urgent steering message to a task",
+		params: []paramDesc{pStr("taskId", true, 1, 256), pStr("body", true, 1, commands.MaxSteerChars),
+			pEnum("priority", false, "urgent", priorities...)},
+		results: []any{commands.SteerResult{}},
+		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask,
+			wire.CodeQuotaExceeded, wire.CodeRateLimit, wire.CodeDiskFull},
+		pushes: []string{wire.EventMailboxMessage},
+	},
+	wire.MethodEscalate: {
+		summary: "a follow-up message to a task (default the sender's own)",
+		params:  []paramDesc{note(paramDesc{Name: "to"}, "a task of the run or \"parent\""), pEnum("priority", false, "normal", priorities...)},
+		results: []any{commands.EscalateResult{}},
+		errors: []wire.Code{wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask, wire.CodeQuotaExceeded,
+			wire.CodeRateLimit, wire.CodeDiskFull},
+		pushes: []string{wire.EventMailboxMessage},
+	},
+	wire.MethodWaitRequest: {
+		summary: "park the caller's task on a question until it is answered (msg.send kind response) or times out",
+		params: []paramDesc{
+			note(paramDesc{Name: "to"}, "the caller's own task; any other is forbidden"),
+			note(paramDesc{Name: "options", MaxItems: commands.MaxAskOptions, MaxLength: commands.MaxAskOptionChars},
+				"maxLength: of each"),
+			pStr("question", true, 1, commands.MaxQuestionChars),
+			note(paramDesc{Name: "timeoutSec", Default: commands.DefaultAskTimeout}, "clamped to 1..3600"),
+		},
+		results: []any{commands.WaitResult{}},
+		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask,
+			wire.CodePolicyDisabled, wire.CodeQuotaExceeded, wire.CodeRateLimit, wire.CodeDiskFull},
+	},
+	wire.MethodWaitResolve: {
+		summary: "resume the caller's task after its question was answered",
+		params: []paramDesc{note(paramDesc{Name: "to"}, "the caller's own task; any other is forbidden"),
+			pStr("questionId", true, 1, commands.MaxQuestionIDChars)},
+		results: []any{commands.ResolveResult{}},
+		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask,
+			wire.CodePolicyDisabled, wire.CodeDiskFull},
+	},
+	wire.MethodDelegateRequest: {
+		summary: "ask for a grandchild; the runtime spawns it (delegate.spawned) and settles it (delegate.settle)",
+		params: []paramDesc{
+			pStr("prompt", true, 1, commands.MaxPromptChars),
+			pStr("description", false, 1, commands.MaxDescriptionChars),
+			note(paramDesc{Name: "role", Default: "explorer"}, "explorer, analyst or executor; others are a recorded role-denied"),
+			pStr("model", false, 1, commands.MaxModelChars),
+			pInt("maxTurns", 1, commands.MaxTurnsLimit, nil),
+			pInt("budgetTokens", 0, commands.MaxBudgetTokens, 0),
+			note(pInt("timeoutSec", 1, commands.MaxTimeoutSec, commands.DefaultTimeoutSec),
+				"out of range is a recorded timeout-invalid"),
+		},
+		results: []any{commands.DelegateResult{}},
+		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask,
+			wire.CodePolicyDisabled, wire.CodePolicyDenied, wire.CodeQuotaExceeded, wire.CodeRateLimit, wire.CodeDiskFull},
+	},
+	"run.create": {
+		summary: "create a run; the answer carries the orchestrator's token",
+		params: []paramDesc{
+			note(pStr("runId", false, 1, 256), "[A-Za-z0-9_-]; minted when absent"),
+			note(pInt("budgetTotal", 0, 1<<53, nil), "meters delegations, 0 included"),
+			{Name: "budgetWarning", Default: commands.DefaultBudgetWarning},
+			{Name: "budgetAbort", Default: commands.DefaultBudgetAbort},
+		},
+		results: []any{runCreateResult{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeDiskFull},
+	},
+	"run.transition": {
+		summary: "move the run to a status; a terminal one asks every delegation in flight to cancel",
+		params:  []paramDesc{pEnum("to", true, nil, runStatuses...)},
+		results: []any{runStatusResult{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull},
+	},
+	"task.create": {
+		summary: "add a workflow task (queued)",
+		params:  []paramDesc{pStr("taskId", true, 1, 256)},
+		results: []any{taskStatusResult{}},
+		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeQuotaExceeded,
+			wire.CodeRateLimit, wire.CodeDiskFull},
+	},
+	"task.transition": {
+		summary: "move a task to a status (terminal to non-terminal only by retry)",
+		params:  []paramDesc{pEnum("to", true, nil, taskStatuses...)},
+		results: []any{taskStatusResult{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask, wire.CodeDiskFull},
+	},
+	"task.usage": {
+		summary: "report a task's token usage; crossing the run's thresholds records budget events",
+		params: []paramDesc{pInt("input", 0, commands.MaxUsageTokens, nil), pInt("output", 0, commands.MaxUsageTokens, nil),
+			pInt("cacheRead", 0, commands.MaxUsageTokens, nil), pInt("cacheWrite", 0, commands.MaxUsageTokens, nil)},
+		results: []any{commands.UsageResult{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask, wire.CodeDiskFull},
+	},
+	"credential.issue": {
+		summary: "issue (or re-issue) a worker's token for a task or a grandchild (subId); the answer carries it",
+		results: []any{credentialResult{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask, wire.CodeDiskFull},
+	},
+	"credential.revoke": {
+		summary: "revoke a task's (or the orchestrator's) token; its open connections end at once",
+		params:  []paramDesc{note(paramDesc{Name: "taskId"}, "a task id or \"orchestrator\"")},
+		results: []any{credentialResult{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull},
+	},
+	"delegate.spawned": {
+		summary: "the grandchild's process exists: queued → running (a late report is a no-op)",
+		params:  []paramDesc{pInt("pid", 1, 1<<31-1, nil)},
+		results: []any{spawnedResult{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask, wire.CodeDiskFull},
+	},
+	"delegate.settle": {
+		summary: "the grandchild ended: deliver its fenced result to the parent, charge usage above the reservation, free the slot",
+		params: []paramDesc{pEnum("outcome", true, nil, "ok", "failed", "timed_out", "cancelled"),
+			pStr("text", true, 0, 65536), pInt("usageTokens", 0, commands.MaxUsageTokens, nil)},
+		results: []any{commands.SettleResult{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask, wire.CodeDiskFull},
+		pushes:  []string{wire.EventMailboxMessage},
+	},
+	"delegate.cancel": {
+		summary: "ask the runtime to cancel a delegation (records delegate.cancel_requested)",
+		results: []any{cancelResult{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask, wire.CodeDiskFull},
+	},
+	"mailbox.deliver": {
+		summary: "mark messages delivered (worker: its own mailbox; absent taskId: the run inbox)",
+		params:  []paramDesc{{Name: "messageIds", MaxItems: commands.MaxMessageIDs}},
+		results: []any{commands.MailboxResult{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull},
+	},
+	"mailbox.ack": {
+		summary: "mark messages acknowledged; they leave msg.inbox",
+		params:  []paramDesc{{Name: "messageIds", MaxItems: commands.MaxMessageIDs}},
+		results: []any{commands.MailboxResult{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull},
+	},
+	"query.run": {
+		summary: "the run, and what its quotas count", roles: rolesRuntime, strict: true,
+		params:  []paramDesc{runParam},
+		results: []any{runResult{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest},
+	},
+	"query.runs": {
+		summary: "every run, in creation order (newest first with newest)", roles: rolesAdmin, strict: true,
+		params: []paramDesc{
+			{Name: "status", Type: "string | string[]", MaxItems: 16, MaxLength: 32, Enum: runStatuses},
+			limitParam, cursorParam, {Name: "newest", Type: "boolean", Default: false},
+		},
+		results: []any{runsResult{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams},
+	},
+	"query.tasks": {
+		summary: "a page of the run's tasks (shadow tasks included)", roles: rolesRuntime, strict: true,
+		params:  []paramDesc{runParam, limitParam, cursorParam},
+		results: []any{tasksPage{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeOversizeFrame},
+	},
+	"query.delegations": {
+		summary: "a page of the run's delegations, in admission order", roles: rolesRuntime, strict: true,
+		params:  []paramDesc{runParam, limitParam, cursorParam},
+		results: []any{delegationsPage{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeOversizeFrame},
+	},
+	"query.ledger": {
+		summary: "a page of the run's budget accounts; with taskId, a page of that account's history",
+		roles:   rolesRuntime, strict: true,
+		params:  []paramDesc{runParam, note(pStr("taskId", false, 1, 256), "page one account's history"), limitParam, cursorParam},
+		results: []any{ledgerPage{}, accountHistory{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask},
+	},
+	"query.slots": {
+		summary: "the daemon-wide slot pool (a worker sees only its run's holders)", roles: rolesAll, strict: true,
+		params:  []paramDesc{note(pStr("runId", false, 1, 256), "optional for the admin; one it names must exist")},
+		results: []any{projections.Slots{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest},
+	},
+	"query.mailbox": {
+		summary: "a page of one mailbox, acknowledged messages too unless pending", roles: rolesRuntime, strict: true,
+		params: []paramDesc{runParam, note(pStr("taskId", false, 1, 256), "absent: the run inbox"), limitParam, cursorParam,
+			{Name: "pending", Type: "boolean", Default: false}},
+		results: []any{inboxResult{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest},
+	},
+	methodAdminCheckpoint: {
+		summary: "a consistent copy of the store in dir while the daemon runs", roles: rolesAdmin, strict: true,
+		params:  []paramDesc{note(pStr("dir", true, 1, 4096), "an absolute path that must not exist; its parent must")},
+		results: []any{checkpointResult{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeInternal},
+	},
+}
