@@ -1,0 +1,114 @@
+import { EventEmitter } from "node:events";
+
+import type {
+  ErrorCode,
+  HelloAck,
+  MailboxPush,
+  MethodsFor,
+  ParamsOf,
+  ResultOf,
+  Role,
+  TeamEvent,
+} from "./protocol.js";
+
+/** Who the client is: the role decides which methods `call` accepts (the broker checks the token). */
+export type Credentials<R extends Role = Role> = R extends "admin"
+  ? { role: "admin"; token: string }
+  : R extends "orchestrator"
+    ? { role: "orchestrator"; runId: string; token: string; /** default "orchestrator" */ taskId?: string }
+    : { role: "worker"; runId: string; taskId: string; token: string };
+
+export interface ClientOptions<R extends Role = Role> {
+  /** The broker's unix socket (crewd prints it: `crewd: socket PATH`). */
+  socketPath: string;
+  credentials: Credentials<R>;
+  /** Dial again when the connection is lost while calls or a subscription wait (default true). */
+  reconnect?: boolean;
+  /** Waits between connection attempts, in ms; its length is the number of retries. */
+  backoffMs?: readonly number[];
+  /** How long one connection attempt and its hello may take (default 5000 ms). */
+  connectTimeoutMs?: number;
+  /** The broker's frame cap in bytes (default 262144); a request over it is refused locally, encode-failed. */
+  maxFrame?: number;
+}
+
+export interface CallOptions {
+  /** The idempotency key of an engine command (default: params.commandId, else a new UUID). */
+  commandId?: string;
+  /** Reject with code timeout when no answer came within this many ms (the command may still be decided: retry with err.commandId). */
+  timeoutMs?: number;
+}
+
+export interface SubscribeOptions {
+  /** The last seq already seen; events after it are delivered (default 0: the whole run). */
+  sinceSeq?: number;
+  /** Only these event types. */
+  types?: string[];
+  /** The run, for the admin. */
+  runId?: string;
+  /** Called for every event, in seq order; the subscription is then not iterated. */
+  onEvent?: (event: TeamEvent) => void;
+  /** Events buffered for the iterator before the subscription stops taking them (and resumes once read); default 10000. */
+  highWaterMark?: number;
+}
+
+type CallArgs<M extends keyof import("./protocol.js").Methods> = {} extends ParamsOf<M>
+  ? [params?: ParamsOf<M>, options?: CallOptions]
+  : [params: ParamsOf<M>, options?: CallOptions];
+
+/** An error answered by the broker, or found by the client (a LocalCode, or timeout). */
+export declare class BrokerError extends Error {
+  constructor(code: ErrorCode, message?: string, details?: { method?: string; commandId?: string });
+  readonly code: ErrorCode;
+  /** The method whose call failed. */
+  readonly method?: string;
+  /** The commandId the failed command was sent with: retry with it to learn its outcome. */
+  readonly commandId?: string;
+  /** Whether the broker closes the connection after this code. */
+  readonly closes: boolean;
+}
+
+/** The events of one subscription, in seq order, never repeated or skipped. */
+export declare class Subscription implements AsyncIterableIterator<TeamEvent> {
+  /** The seq of the last event delivered (or the sinceSeq it started from). */
+  readonly lastSeq: number;
+  readonly types?: string[];
+  readonly closed: boolean;
+  /** How often it resumed after a resync frame, a gap or its buffer filling. */
+  readonly resyncs: number;
+  next(): Promise<IteratorResult<TeamEvent, undefined>>;
+  return(): Promise<IteratorResult<TeamEvent, undefined>>;
+  [Symbol.asyncIterator](): this;
+  close(): void;
+}
+
+export declare class CrewClient<R extends Role = Role> extends EventEmitter {
+  /** Connects and says hello; rejects with the broker's error (auth, stale-token, revoked, …) or exhausted. */
+  static connect<R extends Role>(options: ClientOptions<R>): Promise<CrewClient<R>>;
+  constructor(options: ClientOptions<R>);
+  readonly role: R;
+  readonly connected: boolean;
+  /** The answer to the latest hello. */
+  readonly hello: HelloAck | null;
+  /** A fresh commandId (a random UUID). */
+  newCommandId(): string;
+  /**
+   * Calls a method of the role. An engine command is sent with a commandId that every resend after a lost
+   * connection reuses, so a lost answer is learned and the command is never decided twice.
+   */
+  call<M extends MethodsFor<R>>(method: M, ...args: CallArgs<M>): Promise<ResultOf<M>>;
+  /** Subscribes to the run's events (one subscription per client; a new one replaces it). */
+  subscribe(options?: SubscribeOptions): Subscription;
+  /** Closes the connection; calls not yet answered are rejected with code closed. */
+  close(): Promise<void>;
+
+  on(event: "mailbox", listener: (message: MailboxPush) => void): this;
+  on(event: "reconnect", listener: (hello: HelloAck) => void): this;
+  on(event: "disconnect", listener: (error: BrokerError) => void): this;
+  on(event: "close", listener: () => void): this;
+  on(event: "push", listener: (frame: { event: string; data: unknown; seq?: number }) => void): this;
+  once(event: "mailbox", listener: (message: MailboxPush) => void): this;
+  once(event: "reconnect", listener: (hello: HelloAck) => void): this;
+  once(event: "disconnect", listener: (error: BrokerError) => void): this;
+  once(event: "close", listener: () => void): this;
+}

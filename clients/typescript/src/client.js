@@ -1,0 +1,519 @@
+// The crewlog broker client: one unix-socket connection, many calls in flight, a subscription that resumes, and
+// engine commands retried with the same commandId so that a lost answer is learned rather than the command done
+// twice. The wire contract is docs/protocol.md; the method table is generated from docs/protocol.json.
+import { randomUUID } from "node:crypto";
+import { EventEmitter } from "node:events";
+import { createConnection } from "node:net";
+
+import { CODES, LIMITS, METHODS, PROTOCOL_VERSION } from "./protocol.js";
+
+/** An error answered by the broker (its code and message) or found by the client (a local code). */
+export class BrokerError extends Error {
+  constructor(code, message, details = {}) {
+    super(message || code);
+    this.name = "BrokerError";
+    this.code = code;
+    if (details.method !== undefined) this.method = details.method;
+    if (details.commandId !== undefined) this.commandId = details.commandId;
+  }
+
+  /** Whether the broker closes the connection after this code. */
+  get closes() {
+    return CODES[this.code]?.closes ?? false;
+  }
+}
+
+// After these a new connection with the same credential cannot do better: the client stops.
+const FATAL = new Set(["protocol", "auth", "stale-token", "revoked"]);
+
+const DEFAULT_BACKOFF_MS = Object.freeze([20, 50, 100, 200, 400, 800, 1600, 3200]);
+const DEFAULT_CONNECT_TIMEOUT_MS = 5000;
+const DEFAULT_HIGH_WATER_MARK = 10000;
+
+/**
+ * A client of one credential. Calls are multiplexed on one connection and matched by request id. When the
+ * connection is lost, the client dials again (with backoff) as long as something is waiting: every call not yet
+ * answered is sent again — an engine command with the same commandId, so the broker answers the recorded outcome
+ * if the first attempt was decided — and the subscription resumes after the last event it delivered.
+ */
+export class CrewClient extends EventEmitter {
+  #opts;
+  #conn = null;
+  #connecting = null;
+  #closed = false;
+  #fatal = null;
+  #everConnected = false;
+  #nextId = 0;
+  #calls = new Set(); // calls not yet answered, in the order they were made
+  #byId = new Map(); // request id on the current connection → call
+  #sub = null;
+  hello = null;
+
+  /** Connects and says hello; rejects with the broker's error (e.g. auth) or the socket's. */
+  static async connect(options) {
+    const c = new CrewClient(options);
+    await c.#connect();
+    return c;
+  }
+
+  constructor(options) {
+    super();
+    if (!options || typeof options.socketPath !== "string" || options.socketPath === "") {
+      throw new TypeError("CrewClient: options.socketPath is required");
+    }
+    const cr = options.credentials;
+    if (!cr || typeof cr.token !== "string" || !["worker", "orchestrator", "admin"].includes(cr.role)) {
+      throw new TypeError("CrewClient: options.credentials needs a role (worker, orchestrator, admin) and a token");
+    }
+    if (cr.role !== "admin" && (typeof cr.runId !== "string" || (cr.role === "worker" && typeof cr.taskId !== "string"))) {
+      throw new TypeError("CrewClient: a worker needs runId and taskId, an orchestrator runId");
+    }
+    this.#opts = {
+      socketPath: options.socketPath,
+      credentials: { ...cr },
+      reconnect: options.reconnect ?? true,
+      backoffMs: options.backoffMs ?? DEFAULT_BACKOFF_MS,
+      connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+      maxFrame: options.maxFrame ?? LIMITS.defaultMaxFrame,
+    };
+  }
+
+  get role() {
+    return this.#opts.credentials.role;
+  }
+
+  get connected() {
+    return this.#conn !== null;
+  }
+
+  /** A fresh commandId (a random UUID). */
+  newCommandId() {
+    return randomUUID();
+  }
+
+  /**
+   * Calls a method. An engine command gets a commandId (options.commandId, params.commandId or a new one), and
+   * keeps it through every resend, so it is decided at most once; a rejection carries it (err.commandId) for a
+   * later retry of your own (e.g. after disk-full).
+   */
+  call(method, params, options = {}) {
+    const desc = Object.hasOwn(METHODS, method) ? METHODS[method] : undefined;
+    if (!desc || method === "hello") {
+      return Promise.reject(new BrokerError("bad-method", `method '${method}' is not a method this client may call`, { method }));
+    }
+    if (!desc.roles.includes(this.role)) {
+      return Promise.reject(new BrokerError("forbidden", `${method} is not for the ${this.role} role`, { method }));
+    }
+    let p = params ?? {};
+    let commandId;
+    if (desc.command) {
+      commandId = options.commandId ?? p.commandId ?? this.newCommandId();
+      p = { ...p, commandId };
+    }
+    if (this.#closed) return Promise.reject(new BrokerError("closed", "client closed", { method, commandId }));
+    if (this.#fatal) return Promise.reject(this.#failure(this.#fatal, method, commandId));
+    return new Promise((resolve, reject) => {
+      const call = { method, params: p, commandId, resolve, reject, id: null, timer: null };
+      if (options.timeoutMs !== undefined) {
+        call.timer = setTimeout(() => {
+          this.#settle(call);
+          reject(new BrokerError("timeout", `${method}: no answer within ${options.timeoutMs} ms`, { method, commandId }));
+        }, options.timeoutMs);
+      }
+      this.#calls.add(call);
+      if (this.#conn) this.#send(this.#conn, call);
+      else this.#connect().catch(() => {}); // the call is failed by #giveUp if connecting fails for good
+    });
+  }
+
+  /**
+   * Subscribes to the run's events after sinceSeq (default 0): replay, then live. One subscription per client (a
+   * new one replaces it, as on the wire). The subscription resumes after the last event it delivered when the
+   * connection is lost, when the broker sends a resync frame, when it sees a gap in seq (without a type filter),
+   * and when more than highWaterMark events wait to be read (it stops taking them, and picks up where it left
+   * off once they are read), so it never skips or repeats an event.
+   */
+  subscribe(options = {}) {
+    if (this.#sub) this.#sub.close();
+    const sub = new Subscription(this, options, (s) => this.#resubscribe(s), (s) => {
+      if (this.#sub === s) this.#sub = null;
+    });
+    this.#sub = sub;
+    if (this.#fatal) sub._end(this.#failure(this.#fatal, "events.subscribe"));
+    else if (this.#closed) sub._end(new BrokerError("closed", "client closed"));
+    else if (this.#conn) this.#resubscribe(sub);
+    else this.#connect().catch(() => {});
+    return sub;
+  }
+
+  /** Closes the connection; calls not yet answered are rejected with code closed. */
+  async close() {
+    if (this.#closed) return;
+    this.#closed = true;
+    const err = new BrokerError("closed", "client closed");
+    this.#failAll(err);
+    const conn = this.#conn;
+    this.#conn = null;
+    if (conn) await conn.destroy();
+    this.emit("close");
+  }
+
+  // --- connecting ---
+
+  #connect() {
+    if (this.#connecting) return this.#connecting;
+    this.#connecting = this.#dialWithBackoff().finally(() => {
+      this.#connecting = null;
+    });
+    return this.#connecting;
+  }
+
+  async #dialWithBackoff() {
+    let last;
+    const attempts = this.#everConnected && !this.#opts.reconnect ? 0 : this.#opts.backoffMs.length + 1;
+    for (let attempt = 0; attempt < attempts; attempt++) {
+      if (this.#closed) throw new BrokerError("closed", "client closed");
+      if (attempt > 0) await delay(this.#opts.backoffMs[attempt - 1]);
+      try {
+        const conn = await this.#dial();
+        if (this.#closed) {
+          await conn.destroy();
+          throw new BrokerError("closed", "client closed");
+        }
+        this.#up(conn);
+        return;
+      } catch (err) {
+        last = err instanceof BrokerError ? err : new BrokerError("socket-error", String(err?.message ?? err));
+        if (FATAL.has(last.code) || last.code === "closed") break;
+      }
+    }
+    last ??= new BrokerError("exhausted", "reconnect is off");
+    if (FATAL.has(last.code)) this.#fatal = last;
+    const err = FATAL.has(last.code) || last.code === "closed" ? last : new BrokerError("exhausted", `could not connect: ${last.message}`);
+    this.#failAll(err);
+    throw err;
+  }
+
+  #dial() {
+    return new Promise((resolve, reject) => {
+      const socket = createConnection(this.#opts.socketPath);
+      const conn = new Connection(socket, this.#opts.maxFrame);
+      let done = false;
+      const finish = (err, hello) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        if (err) {
+          conn.destroy();
+          reject(err);
+        } else {
+          conn.hello = hello;
+          resolve(conn);
+        }
+      };
+      const timer = setTimeout(() => finish(new BrokerError("timeout", "no hello answer")), this.#opts.connectTimeoutMs);
+      socket.once("connect", () => {
+        const cr = this.#opts.credentials;
+        const params = cr.role === "admin"
+          ? { protocol: PROTOCOL_VERSION, role: "admin", token: cr.token }
+          : { protocol: PROTOCOL_VERSION, runId: cr.runId, taskId: cr.role === "worker" ? cr.taskId : (cr.taskId ?? "orchestrator"), token: cr.token };
+        conn.write({ id: "hello", method: "hello", params });
+      });
+      conn.onFrame = (frame) => {
+        if (done) return this.#onFrame(conn, frame);
+        if (frame.id !== "hello" && frame.id !== "") return finish(new BrokerError("protocol", "a frame before the hello answer"));
+        if (frame.error) return finish(new BrokerError(frame.error.code, frame.error.message, { method: "hello" }));
+        finish(null, frame.result);
+      };
+      conn.onClose = (err) => {
+        if (!done) finish(conn.closeError ?? new BrokerError("socket-error", err ? err.message : "connection closed before hello"));
+        else this.#down(conn, conn.closeError ?? new BrokerError("closed", err ? err.message : "connection closed"));
+      };
+    });
+  }
+
+  #up(conn) {
+    this.#conn = conn;
+    this.hello = conn.hello;
+    const again = this.#everConnected;
+    this.#everConnected = true;
+    for (const call of this.#calls) this.#send(conn, call);
+    if (this.#sub && !this.#sub.closed) this.#resubscribe(this.#sub);
+    if (again) this.emit("reconnect", conn.hello);
+  }
+
+  #down(conn, err) {
+    if (this.#conn !== conn) return;
+    this.#conn = null;
+    this.#byId.clear();
+    if (this.#closed) return;
+    this.emit("disconnect", err);
+    if (FATAL.has(err.code)) {
+      this.#fatal = err;
+      this.#failAll(err);
+      return;
+    }
+    if (!this.#opts.reconnect) {
+      this.#failAll(new BrokerError("closed", `connection lost: ${err.message}`));
+      return;
+    }
+    if (this.#calls.size > 0 || (this.#sub && !this.#sub.closed)) this.#connect().catch(() => {});
+  }
+
+  // --- frames ---
+
+  #send(conn, call) {
+    const id = String(++this.#nextId);
+    call.id = id;
+    this.#byId.set(id, call);
+    if (!conn.write({ id, method: call.method, params: call.params })) {
+      this.#settle(call);
+      call.reject(new BrokerError("encode-failed", `${call.method}: the request does not fit in a frame`, call));
+    }
+  }
+
+  #settle(call) {
+    clearTimeout(call.timer);
+    this.#calls.delete(call);
+    if (call.id !== null) this.#byId.delete(call.id);
+  }
+
+  #onFrame(conn, frame) {
+    if (typeof frame.event === "string") return this.#onPush(conn, frame);
+    if (frame.id === "" && frame.error) {
+      conn.closeError = new BrokerError(frame.error.code, frame.error.message);
+      return;
+    }
+    const handler = this.#byId.get(frame.id);
+    if (!handler) return;
+    if (typeof handler === "function") {
+      this.#byId.delete(frame.id);
+      return handler(frame);
+    }
+    this.#settle(handler);
+    if (frame.error) {
+      handler.reject(new BrokerError(frame.error.code, frame.error.message, handler));
+    } else {
+      handler.resolve(frame.result);
+    }
+  }
+
+  #onPush(conn, frame) {
+    switch (frame.event) {
+      case "team.event":
+        if (this.#sub) this.#sub._push(frame.seq ?? frame.data?.metadata?.seq, frame.data);
+        break;
+      case "resync":
+        if (this.#sub) this.#sub._resync(frame.data?.fromSeq);
+        break;
+      case "mailbox.message":
+        this.emit("mailbox", frame.data);
+        break;
+      default:
+        this.emit("push", frame);
+    }
+  }
+
+  // #resubscribe (re)starts the subscription on the current connection from its last seq. Pushes are ignored
+  // until the answer: the broker answers before the first push of the new subscription, so what arrives before it
+  // belongs to the one it replaces.
+  #resubscribe(sub) {
+    const conn = this.#conn;
+    if (!conn || sub.closed) return;
+    const id = String(++this.#nextId);
+    const params = { sinceSeq: sub.lastSeq };
+    if (sub.types) params.types = sub.types;
+    if (sub.runId) params.runId = sub.runId;
+    sub._pending = id;
+    this.#byId.set(id, (frame) => {
+      if (sub._pending !== id) return;
+      sub._pending = null;
+      if (frame.error) {
+        const err = new BrokerError(frame.error.code, frame.error.message, { method: "events.subscribe" });
+        sub._end(err);
+      }
+    });
+    conn.write({ id, method: "events.subscribe", params });
+  }
+
+  #failure(err, method, commandId) {
+    return new BrokerError(err.code, err.message, { method, commandId });
+  }
+
+  #failAll(err) {
+    for (const call of [...this.#calls]) {
+      this.#settle(call);
+      call.reject(new BrokerError(err.code, err.message, call));
+    }
+    if (this.#sub) this.#sub._end(err);
+  }
+}
+
+/**
+ * The events of one subscription, as an async iterator (for await … of) and, with options.onEvent, a callback.
+ * lastSeq is the seq of the last event delivered (or the sinceSeq it started from).
+ */
+export class Subscription {
+  #queue = [];
+  #waiters = [];
+  #resume;
+  #detach;
+  #onEvent;
+  #hwm;
+  #paused = false;
+  #error = null;
+  closed = false;
+  resyncs = 0;
+  _pending = null;
+
+  constructor(client, options, resume, detach) {
+    const since = options.sinceSeq ?? 0;
+    if (!Number.isInteger(since) || since < 0) throw new TypeError("sinceSeq must be a non-negative integer");
+    this.lastSeq = since;
+    this.types = options.types;
+    this.runId = options.runId;
+    this.#onEvent = options.onEvent;
+    this.#hwm = options.highWaterMark ?? DEFAULT_HIGH_WATER_MARK;
+    this.#resume = resume;
+    this.#detach = detach;
+  }
+
+  _push(seq, event) {
+    if (this.closed || this._pending !== null || this.#paused || typeof seq !== "number") return;
+    if (seq <= this.lastSeq) return; // a replay of what was delivered
+    if (!this.types && seq !== this.lastSeq + 1) {
+      this.#again(); // a gap: something was lost on the way
+      return;
+    }
+    this.lastSeq = seq;
+    if (this.#onEvent) this.#onEvent(event);
+    if (this.#waiters.length > 0) {
+      this.#waiters.shift().resolve({ value: event, done: false });
+      return;
+    }
+    if (this.#onEvent) return; // a callback consumer does not also iterate
+    this.#queue.push(event);
+    if (this.#queue.length >= this.#hwm) this.#paused = true; // picked up again from lastSeq once read
+  }
+
+  _resync() {
+    if (this.closed) return;
+    this.#again();
+  }
+
+  #again() {
+    this.resyncs++;
+    this.#resume(this);
+  }
+
+  _end(err) {
+    if (this.closed) return;
+    this.closed = true;
+    this.#error = err ?? null;
+    this.#detach(this);
+    for (const w of this.#waiters.splice(0)) {
+      if (this.#error && this.#queue.length === 0) w.reject(this.#error);
+      else w.resolve({ value: undefined, done: true });
+    }
+  }
+
+  next() {
+    if (this.#queue.length > 0) {
+      const value = this.#queue.shift();
+      if (this.#paused && this.#queue.length === 0) {
+        this.#paused = false;
+        this.#again();
+      }
+      return Promise.resolve({ value, done: false });
+    }
+    if (this.closed) {
+      if (this.#error && this.#error.code !== "closed") {
+        const err = this.#error;
+        this.#error = null;
+        return Promise.reject(err);
+      }
+      return Promise.resolve({ value: undefined, done: true });
+    }
+    return new Promise((resolve, reject) => this.#waiters.push({ resolve, reject }));
+  }
+
+  return() {
+    this.close();
+    return Promise.resolve({ value: undefined, done: true });
+  }
+
+  [Symbol.asyncIterator]() {
+    return this;
+  }
+
+  /** Stops delivering. The broker has no unsubscribe: the connection's subscription ends with it or a new one. */
+  close() {
+    this._end(null);
+  }
+}
+
+// Connection is one socket after (or during) its hello: NDJSON in, NDJSON out.
+class Connection {
+  onFrame = () => {};
+  onClose = () => {};
+  closeError = null;
+  hello = null;
+  #socket;
+  #buf = "";
+  #maxFrame;
+  #closed;
+
+  constructor(socket, maxFrame) {
+    this.#socket = socket;
+    this.#maxFrame = maxFrame;
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk) => this.#data(chunk));
+    socket.on("error", () => {}); // close follows, with the error
+    this.#closed = new Promise((resolve) => {
+      socket.once("close", (hadError) => {
+        this.onClose(hadError ? new Error("socket error") : null);
+        resolve();
+      });
+    });
+  }
+
+  #data(chunk) {
+    this.#buf += chunk;
+    let nl;
+    while ((nl = this.#buf.indexOf("\n")) >= 0) {
+      const line = this.#buf.slice(0, nl);
+      this.#buf = this.#buf.slice(nl + 1);
+      if (line.trim() === "") continue;
+      let frame;
+      try {
+        frame = JSON.parse(line);
+      } catch {
+        this.closeError = new BrokerError("protocol", "the broker sent a frame that is not JSON");
+        this.#socket.destroy();
+        return;
+      }
+      this.onFrame(frame);
+    }
+    if (Buffer.byteLength(this.#buf) > this.#maxFrame) {
+      this.closeError = new BrokerError("oversize-frame", "the broker sent a frame over the cap");
+      this.#socket.destroy();
+    }
+  }
+
+  /** Writes one frame; false when it does not fit in a frame (nothing is written). */
+  write(frame) {
+    const line = JSON.stringify(frame) + "\n";
+    if (Buffer.byteLength(line) > this.#maxFrame) return false;
+    this.#socket.write(line);
+    return true;
+  }
+
+  destroy() {
+    this.#socket.destroy();
+    return this.#closed;
+  }
+}
+
+function delay(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,227 @@
+// The client against a real crewd (built by the test): hello, multiplexed calls, typed refusals, a command whose
+// answer is lost, subscriptions that resume after a resync frame, a lost connection and a daemon restart.
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+
+import { BrokerError, CrewClient } from "../src/index.js";
+import { startCrewd } from "./_crewd.mjs";
+import { startProxy } from "./_proxy.mjs";
+
+let d;
+let admin;
+let runs = 0;
+
+before(async () => {
+  d = await startCrewd();
+  admin = await CrewClient.connect({ socketPath: d.socketPath, credentials: { role: "admin", token: d.adminToken } });
+});
+
+after(async () => {
+  await admin?.close();
+  await d?.close();
+});
+
+// closing registers c (a client or a proxy) to be closed when test t ends, passed or not, so that nothing left
+// open keeps the test process alive.
+function closing(t, c) {
+  t.after(() => c.close());
+  return c;
+}
+
+// newRun creates a running run with running tasks P and Q, and returns the orchestrator's client and P's token.
+async function newRun(t) {
+  const runId = `R${++runs}`;
+  const run = await admin.call("run.create", { runId, team: "t", goal: "g", cwd: "/w" });
+  const orch = closing(t, await CrewClient.connect({
+    socketPath: d.socketPath,
+    credentials: { role: "orchestrator", runId, token: run.orchestratorToken },
+  }));
+  await orch.call("run.transition", { to: "running" });
+  for (const taskId of ["P", "Q"]) {
+    await orch.call("task.create", { taskId, role: "executor", agent: "a", title: taskId, cwd: `/w/${taskId}` });
+    await orch.call("task.transition", { taskId, to: "running" });
+  }
+  const { token } = await orch.call("credential.issue", { taskId: "P" });
+  return { runId, orch, orchToken: run.orchestratorToken, token };
+}
+
+// seqsUntil reads sub until it has delivered seq `last`, and returns every seq it delivered. (It calls next()
+// itself: leaving a for await loop early would close the subscription.)
+async function seqsUntil(sub, last) {
+  const seqs = [];
+  while (seqs.length === 0 || seqs.at(-1) < last) {
+    const { value, done } = await sub.next();
+    assert.equal(done, false, "the subscription ended");
+    seqs.push(value.metadata.seq);
+  }
+  return seqs;
+}
+
+const range = (n) => Array.from({ length: n }, (_, i) => i + 1);
+
+async function headSeq(orch) {
+  return (await orch.call("query.run")).usage.events;
+}
+
+test("hello answers with the run, and calls are multiplexed: a waitStatus sent first answers last", { timeout: 60_000 }, async (t) => {
+  const { runId, orch } = await newRun(t);
+  assert.equal(orch.hello.ok, true);
+  assert.equal(orch.hello.run, runId);
+  await orch.call("task.create", { taskId: "W", role: "executor", agent: "a", title: "w", cwd: "/w/w" });
+  let waited = false;
+  const wait = orch.call("task.waitStatus", { taskId: "W", until: "running", timeoutMs: 60000 }).then((r) => {
+    waited = true;
+    return r;
+  });
+  const created = await Promise.all(
+    range(40).map((i) => orch.call("task.create", { taskId: `T${i}`, role: "explorer", agent: "a", title: `t${i}`, cwd: `/w/${i}` })),
+  );
+  assert.deepEqual(created.map((r) => r.taskId), range(40).map((i) => `T${i}`));
+  assert.equal(waited, false, "the wait cannot be answered before W runs");
+  await orch.call("task.transition", { taskId: "W", to: "running" });
+  assert.equal((await wait).status, "running");
+});
+
+test("refusals: a wrong token fails the hello, a method of another role fails before it is sent", { timeout: 60_000 }, async (t) => {
+  await assert.rejects(
+    CrewClient.connect({ socketPath: d.socketPath, credentials: { role: "admin", token: "not-the-token" } }),
+    (err) => err instanceof BrokerError && err.code === "auth",
+  );
+  const { runId, orch, token } = await newRun(t);
+  const worker = closing(t, await CrewClient.connect({ socketPath: d.socketPath, credentials: { role: "worker", runId, taskId: "P", token } }));
+  await assert.rejects(worker.call("run.create", { team: "t", goal: "g", cwd: "/" }), { code: "forbidden" });
+  await assert.rejects(worker.call("no.such"), { code: "bad-method" });
+  // The broker's own refusal comes back with the commandId the command was sent with.
+  const err = await worker.call("delegate.request", { prompt: "" }).catch((e) => e);
+  assert.equal(err.code, "bad-params");
+  assert.match(err.commandId, /^[0-9a-f-]{36}$/);
+});
+
+test("a command whose answer is lost is sent again with its commandId and answers the recorded outcome, once", { timeout: 60_000 }, async (t) => {
+  const { runId, orch, token } = await newRun(t);
+  let lost = null;
+  const proxy = closing(t, await startProxy(d.socketPath, d.root, {
+    server(frame, session) {
+      const req = session.requests.find((r) => r.id === frame.id);
+      if (req?.method === "delegate.request" && lost === null) {
+        lost = frame; // crewd decided it and answered; the client never sees the answer
+        return "kill";
+      }
+    },
+  }));
+  const worker = closing(t, await CrewClient.connect({ socketPath: proxy.path, credentials: { role: "worker", runId, taskId: "P", token } }));
+  let reconnects = 0;
+  worker.on("reconnect", () => reconnects++);
+
+  const res = await worker.call("delegate.request", { prompt: "look around", budgetTokens: 0 });
+
+  assert.ok(lost?.result, "the first attempt was decided");
+  assert.deepEqual(res, lost.result, "the retry answers the recorded outcome");
+  assert.equal(reconnects, 1);
+  const sent = proxy.sessions.map((s) => s.requests.filter((r) => r.method === "delegate.request"));
+  assert.equal(sent.length, 2, "two connections");
+  assert.equal(sent[0].length, 1);
+  assert.equal(sent[1].length, 1);
+  assert.equal(sent[1][0].params.commandId, sent[0][0].params.commandId, "the retry reuses the commandId");
+  const dels = await orch.call("query.delegations");
+  assert.equal(dels.total, 1, "one admission, not two");
+  assert.equal(dels.delegations[0].subId, res.grandchildTaskRef);
+
+});
+
+test("a subscription resumes from its last seq after a resync frame: no event skipped or repeated", { timeout: 60_000 }, async (t) => {
+  const { runId, orch, token } = await newRun(t);
+  let resynced = false;
+  const proxy = closing(t, await startProxy(d.socketPath, d.root, {
+    server(frame) {
+      // Lose seq 5..7 on the way, then say so, as crewd does when a subscriber falls behind.
+      if (frame.event === "team.event" && !resynced && frame.seq >= 5 && frame.seq <= 7) {
+        if (frame.seq < 7) return "drop";
+        resynced = true;
+        return [{ event: "resync", data: { fromSeq: 5 } }];
+      }
+    },
+  }));
+  const worker = closing(t, await CrewClient.connect({ socketPath: proxy.path, credentials: { role: "worker", runId, taskId: "P", token } }));
+  const sub = worker.subscribe({ sinceSeq: 0 });
+  for (const i of range(10)) await orch.call("msg.send", { to: "P", body: `m${i}` });
+  const last = await headSeq(orch);
+  assert.ok(last > 10);
+
+  assert.deepEqual(await seqsUntil(sub, last), range(last));
+  assert.ok(resynced);
+  assert.equal(sub.resyncs, 1);
+});
+
+test("a subscription resumes after its connection is lost, a gap in seq is read again, a repeat is dropped", { timeout: 60_000 }, async (t) => {
+  const { runId, orch, token } = await newRun(t);
+  let gapMade = false;
+  const proxy = closing(t, await startProxy(d.socketPath, d.root, {
+    server(frame, session) {
+      if (frame.event !== "team.event") return;
+      if (session.n === 0 && frame.seq === 6) return "kill";
+      // On the second connection, send seq 8 twice (delivered once), and lose seq 9 silently: the client sees 10
+      // after 8 and reads from 8 again.
+      if (session.n === 1 && frame.seq === 8 && !gapMade) return [frame, frame];
+      if (session.n === 1 && frame.seq === 9 && !gapMade) {
+        gapMade = true;
+        return "drop";
+      }
+    },
+  }));
+  const worker = closing(t, await CrewClient.connect({ socketPath: proxy.path, credentials: { role: "worker", runId, taskId: "P", token } }));
+  const disconnects = [];
+  worker.on("disconnect", (err) => disconnects.push(err.code));
+  const sub = worker.subscribe();
+  for (const i of range(10)) await orch.call("msg.send", { to: "P", body: `m${i}` });
+  const last = await headSeq(orch);
+
+  assert.deepEqual(await seqsUntil(sub, last), range(last));
+  assert.deepEqual(disconnects, ["closed"]);
+  assert.ok(gapMade);
+  assert.ok(sub.resyncs >= 1);
+});
+
+test("after crewd is killed and restarted, calls and the subscription carry on with the same tokens", { timeout: 60_000 }, async (t) => {
+  const { runId, orch, token } = await newRun(t);
+  const worker = closing(t, await CrewClient.connect({ socketPath: d.socketPath, credentials: { role: "worker", runId, taskId: "P", token } }));
+  const sub = worker.subscribe();
+  const before = await headSeq(orch);
+  assert.deepEqual(await seqsUntil(sub, before), range(before));
+
+  await d.stop("SIGKILL");
+  await d.start();
+
+  const sent = await orch.call("msg.send", { to: "P", body: "after the restart" });
+  assert.equal(sent.recipientCount, 1);
+  const last = await headSeq(orch);
+  assert.ok(last > before);
+  const seqs = await seqsUntil(sub, last);
+  assert.deepEqual(seqs, range(last).slice(before));
+});
+
+test("a filtered subscription delivers a repeated frame once", { timeout: 60_000 }, async (t) => {
+  const { runId, orch, token } = await newRun(t);
+  let repeated = 0;
+  const proxy = closing(t, await startProxy(d.socketPath, d.root, {
+    server(frame) {
+      if (frame.event === "team.event" && repeated === 0) {
+        repeated = frame.seq;
+        return [frame, frame];
+      }
+    },
+  }));
+  const worker = closing(t, await CrewClient.connect({ socketPath: proxy.path, credentials: { role: "worker", runId, taskId: "P", token } }));
+  const sub = worker.subscribe({ types: ["mailbox.appended"] });
+  for (const i of range(3)) await orch.call("msg.send", { to: "P", body: `m${i}` });
+  const types = [];
+  const seqs = [];
+  while (seqs.length < 3) {
+    const { value } = await sub.next();
+    types.push(value.type);
+    seqs.push(value.metadata.seq);
+  }
+  assert.ok(repeated > 0);
+  assert.deepEqual(types, ["mailbox.appended", "mailbox.appended", "mailbox.appended"]);
+  assert.equal(new Set(seqs).size, 3, `no repeat in ${seqs}`);
+});
