@@ -1,0 +1,155 @@
+#!/usr/bin/env node
+// A small crew on crewlog, using only the TypeScript client: this orchestrator creates a run and two tasks, spawns
+// a worker process per task (plain node scripts standing in for agents), and follows the run's events. Each worker
+// delegates to a grandchild; the orchestrator spawns the grandchild when crewd admits it, reports the process and
+// settles it with its usage, steers the worker, and answers the question the worker asks. Then it reports each
+// worker's usage, completes the tasks and the run.
+//
+//   go run ./cmd/crewd --nesting --max-depth=3 --wait-methods      # terminal 1
+//   node examples/typescript-crew/crew.mjs                          # terminal 2
+//
+// Options: --socket PATH and --data DIR (default: crewd's defaults), --run-id ID.
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { homedir, tmpdir, userInfo } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+
+import { CrewClient } from "../../clients/typescript/src/index.js";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const { values: opts } = parseArgs({
+  options: {
+    socket: { type: "string", default: defaultSocket() },
+    data: { type: "string", default: defaultData() },
+    "run-id": { type: "string" },
+    "timeout-sec": { type: "string", default: "60" },
+  },
+});
+const log = (...a) => console.log("[orchestrator]", ...a);
+
+const adminToken = readFileSync(join(opts.data, "admin.token"), "utf8").trim();
+const admin = await CrewClient.connect({ socketPath: opts.socket, credentials: { role: "admin", token: adminToken } });
+const run = await admin.call("run.create", {
+  ...(opts["run-id"] ? { runId: opts["run-id"] } : {}),
+  team: "example", goal: "show crewlog as a coordination store", cwd: process.cwd(), budgetTotal: 50_000,
+});
+await admin.close();
+const runId = run.runId;
+log(`run ${runId} created`);
+
+const orch = await CrewClient.connect({
+  socketPath: opts.socket,
+  credentials: { role: "orchestrator", runId, token: run.orchestratorToken },
+});
+orch.on("mailbox", (m) => log(`inbox: ${m.from}: ${m.body}`));
+const sub = orch.subscribe({ sinceSeq: 0 });
+await orch.call("run.transition", { to: "running" });
+
+const workers = ["W1", "W2"];
+const work = new Set(); // grandchildren and replies in flight
+const track = (p) => {
+  work.add(p);
+  p.finally(() => work.delete(p)).catch(() => {});
+  return p;
+};
+
+// Follow the run: spawn what crewd admits, steer the worker that delegated, answer what workers ask.
+const following = (async () => {
+  for await (const ev of sub) {
+    if (ev.type === "delegate.admitted") {
+      log(`${ev.taskId} delegated ${ev.data.subId} (depth ${ev.data.childDepth}, reserved ${ev.data.reservedTokens ?? 0})`);
+      track(runGrandchild(ev.data.subId));
+      track(orch.call("steer.push", { taskId: ev.taskId, body: "keep the report to one line" }));
+    } else if (ev.type === "ask.requested") {
+      log(`${ev.data.taskId} asks: ${ev.data.question}`);
+      const body = ev.data.options?.[0] ?? "yes";
+      track(orch.call("msg.send", { to: ev.data.taskId, kind: "response", questionId: ev.data.questionId, body }));
+    }
+  }
+})();
+
+const crew = (async () => {
+  const runs = [];
+  for (const taskId of workers) {
+    await orch.call("task.create", { taskId, role: "executor", agent: "node-worker", title: `part ${taskId}`, cwd: process.cwd() });
+    const { token } = await orch.call("credential.issue", { taskId });
+    await orch.call("task.transition", { taskId, to: "running" });
+    runs.push(runWorker(taskId, token));
+  }
+  await Promise.all(runs);
+  while (work.size > 0) await Promise.all([...work]);
+})();
+
+let timer;
+const timeout = new Promise((_, reject) => {
+  timer = setTimeout(() => reject(new Error(`the crew did not finish within ${opts["timeout-sec"]} s`)), Number(opts["timeout-sec"]) * 1000);
+});
+try {
+  await Promise.race([crew, following.then(() => Promise.reject(new Error("the subscription ended"))), timeout]);
+} catch (err) {
+  console.error("[orchestrator] failed:", err);
+  await orch.call("run.transition", { to: "failed", reason: String(err.message ?? err) }).catch(() => {});
+  await orch.close();
+  process.exit(1);
+} finally {
+  clearTimeout(timer);
+}
+sub.close();
+await following;
+await orch.call("run.transition", { to: "completed", summary: "both parts done" });
+const dels = await orch.call("query.delegations");
+const ledger = await orch.call("query.ledger");
+log(`delegations: ${dels.delegations.map((d) => `${d.subId} ${d.status}`).join(", ")}`);
+log(`ledger: ${ledger.accounts.map((a) => `${a.taskId} spent ${a.tokensSpent}/${a.tokensGranted}`).join(", ")}`);
+log(`run ${runId} completed`);
+await orch.close();
+
+// runWorker spawns a worker for taskId and, once it exits, reports its usage and completes its task.
+async function runWorker(taskId, token) {
+  const out = await spawnNode("worker.mjs", { CREW_SOCKET: opts.socket, CREW_RUN_ID: runId, CREW_TASK_ID: taskId, CREW_TOKEN: token });
+  const usage = JSON.parse(out);
+  await orch.call("task.usage", { taskId, input: usage.input, output: usage.output, cacheRead: 0, cacheWrite: 0, turns: usage.turns });
+  await orch.call("task.transition", { taskId, to: "completed" });
+  log(`${taskId} completed`);
+}
+
+// runGrandchild gives an admitted delegation a credential and a process, reports the process, and settles it with
+// the text and usage the grandchild printed.
+async function runGrandchild(subId) {
+  const { token } = await orch.call("credential.issue", { taskId: subId });
+  const child = startNode("grandchild.mjs", { CREW_SOCKET: opts.socket, CREW_RUN_ID: runId, CREW_TASK_ID: subId, CREW_TOKEN: token });
+  await orch.call("delegate.spawned", { subId, pid: child.pid });
+  try {
+    const result = JSON.parse(await child.output);
+    await orch.call("delegate.settle", { subId, outcome: "ok", text: result.text, usageTokens: result.usageTokens });
+  } catch (err) {
+    await orch.call("delegate.settle", { subId, outcome: "failed", text: String(err.message ?? err) });
+    throw err;
+  }
+}
+
+function startNode(script, env) {
+  const child = spawn(process.execPath, [join(here, script)], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] });
+  let out = "";
+  child.stdout.setEncoding("utf8").on("data", (s) => (out += s));
+  const output = new Promise((resolve, reject) => {
+    child.once("error", reject);
+    child.once("close", (code) => (code === 0 ? resolve(out) : reject(new Error(`${script} exited ${code}`))));
+  });
+  return { pid: child.pid, output };
+}
+
+function spawnNode(script, env) {
+  return startNode(script, env).output;
+}
+
+function defaultSocket() {
+  if (process.env.XDG_RUNTIME_DIR) return join(process.env.XDG_RUNTIME_DIR, "crewlog", "crewd.sock");
+  return join(process.env.TMPDIR || tmpdir(), `crewlog-${userInfo().uid}`, "crewd.sock");
+}
+
+function defaultData() {
+  return join(process.env.XDG_DATA_HOME || join(homedir(), ".local", "share"), "crewlog");
+}

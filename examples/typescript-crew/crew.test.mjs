@@ -1,0 +1,53 @@
+// Runs the example crew against a real crewd (built by the test) and checks what it left in the log, so the example
+// keeps working as the protocol changes.
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { dirname, join } from "node:path";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+
+import { CrewClient } from "../../clients/typescript/src/index.js";
+import { startCrewd } from "../../clients/typescript/test/_crewd.mjs";
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+test("the example crew runs to completion: delegations settled with usage, asks answered, workers steered", { timeout: 120_000 }, async (t) => {
+  const d = await startCrewd();
+  t.after(() => d.close());
+  const { stdout } = await promisify(execFile)(process.execPath, [
+    join(here, "crew.mjs"), "--socket", d.socketPath, "--data", d.dataDir, "--run-id", "example",
+  ]);
+  assert.match(stdout, /run example completed/);
+
+  const admin = await CrewClient.connect({ socketPath: d.socketPath, credentials: { role: "admin", token: d.adminToken } });
+  t.after(() => admin.close());
+  const run = await admin.call("query.run", { runId: "example" });
+  assert.equal(run.status, "completed");
+  const tasks = (await admin.call("query.tasks", { runId: "example" })).tasks;
+  const status = Object.fromEntries(tasks.map((x) => [x.id, x.status]));
+  assert.equal(status.W1, "completed");
+  assert.equal(status.W2, "completed");
+  const dels = (await admin.call("query.delegations", { runId: "example" })).delegations;
+  assert.equal(dels.length, 2);
+  for (const del of dels) assert.equal(del.status, "completed");
+
+  const types = [];
+  let since = 0;
+  for (;;) {
+    const page = await admin.call("events.since", { runId: "example", sinceSeq: since });
+    types.push(...page.events.map((e) => e.type));
+    since = page.nextSeq;
+    if (!page.hasMore) break;
+  }
+  const count = (type) => types.filter((x) => x === type).length;
+  assert.equal(count("delegate.admitted"), 2);
+  assert.equal(count("delegate.spawned"), 2);
+  assert.equal(count("delegate.completed"), 2);
+  assert.equal(count("budget.charged"), 2, "usage above the reservation is charged");
+  assert.equal(count("steer.pushed"), 2);
+  assert.equal(count("ask.requested"), 2);
+  assert.equal(count("ask.answered"), 2);
+  assert.equal(count("task.usage"), 2);
+  assert.equal(types.at(-1), "run.completed");
+});
