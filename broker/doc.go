@@ -2,7 +2,10 @@
 // pi-crew runtime can use it, plus crewlog's engine methods and queries for the runtime. It decodes NDJSON frames
 // (package wire), authenticates connections against the credential digests in the projections, maps each method
 // to a command (commands.ParseCommand + Engine.Submit) or a query (Engine.Read), and streams the event log to
-// subscribers. docs/protocol.md describes every method; a test keeps the two in step.
+// subscribers. docs/protocol.md describes every method; a test keeps the two in step. docs/protocol.json is the same
+// description for programs (roles, params with types and bounds, result shapes, codes, pushes), generated from the
+// method table by `go generate ./broker` (Describe, protocol_spec.go); TestProtocolJSONCurrent fails when it is
+// stale, and the TypeScript client (clients/typescript) generates its method table and types from it.
 //
 // # Connection lifecycle
 //

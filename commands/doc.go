@@ -79,6 +79,12 @@
 //     CatchUp (follow.go) folds events another writer committed into the
 //     state and publishes them, so a follower serves queries and
 //     subscriptions from its own copy.
+//   - DescribeMethod reports, for a method of the table, the roles it admits,
+//     whether it refuses unknown params keys, and every key its parse
+//     function reads with the key's JSON type — read off the parse function
+//     itself (run on a recording reader), so the protocol description the
+//     broker generates (docs/protocol.json) follows every change to a parse
+//     function. TestDescribeMethodMatchesParse checks it against ParseCommand.
 //
 // # delegate.request (SPEC §4.1)
 //
