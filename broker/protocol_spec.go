@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"slices"
+
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/events"
@@ -25,6 +27,13 @@ var (
 	rolesAll     = []string{events.RoleWorker, events.RoleOrchestrator, events.RoleAdmin}
 	rolesRuntime = []string{events.RoleOrchestrator, events.RoleAdmin}
 	rolesAdmin   = []string{events.RoleAdmin}
+)
+
+// Codes a command on a task (or delegation) may answer; a message adds its run's quotas.
+var (
+	errsTaskCommand = []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask,
+		wire.CodeDiskFull}
+	errsMessage = append(slices.Clip(errsTaskCommand), wire.CodeQuotaExceeded, wire.CodeRateLimit)
 )
 
 // Shorthands for params. Lengths count UTF-16 units.
@@ -171,9 +180,8 @@ var protocolSpec = map[string]methodSpec{
 				"kind response only: the parked question the message answers"),
 		},
 		results: []any{commands.SendResult{}},
-		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask,
-			wire.CodeQuotaExceeded, wire.CodeRateLimit, wire.CodeDiskFull},
-		pushes: []string{wire.EventMailboxMessage},
+		errors:  errsMessage,
+		pushes:  []string{wire.EventMailboxMessage},
 	},
 	wire.MethodMsgInbox: {
 		summary: "the caller's unacknowledged messages in append order (orchestrator: the run inbox)",
@@ -216,9 +224,8 @@ var protocolSpec = map[string]methodSpec{
 		params: []paramDesc{pStr("taskId", true, 1, 256), pStr("body", true, 1, commands.MaxSteerChars),
 			pEnum("priority", false, "urgent", priorities...)},
 		results: []any{commands.SteerResult{}},
-		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask,
-			wire.CodeQuotaExceeded, wire.CodeRateLimit, wire.CodeDiskFull},
-		pushes: []string{wire.EventMailboxMessage},
+		errors:  errsMessage,
+		pushes:  []string{wire.EventMailboxMessage},
 	},
 	wire.MethodEscalate: {
 		summary: "a follow-up message to a task (default the sender's own)",
@@ -293,19 +300,19 @@ var protocolSpec = map[string]methodSpec{
 		summary: "move a task to a status (terminal to non-terminal only by retry)",
 		params:  []paramDesc{pEnum("to", true, nil, taskStatuses...)},
 		results: []any{taskStatusResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask, wire.CodeDiskFull},
+		errors:  errsTaskCommand,
 	},
 	"task.usage": {
 		summary: "report a task's token usage; crossing the run's thresholds records budget events",
 		params: []paramDesc{pInt("input", 0, commands.MaxUsageTokens, nil), pInt("output", 0, commands.MaxUsageTokens, nil),
 			pInt("cacheRead", 0, commands.MaxUsageTokens, nil), pInt("cacheWrite", 0, commands.MaxUsageTokens, nil)},
 		results: []any{commands.UsageResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask, wire.CodeDiskFull},
+		errors:  errsTaskCommand,
 	},
 	"credential.issue": {
 		summary: "issue (or re-issue) a worker's token for a task or a grandchild (subId); the answer carries it",
 		results: []any{credentialResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask, wire.CodeDiskFull},
+		errors:  errsTaskCommand,
 	},
 	"credential.revoke": {
 		summary: "revoke a task's (or the orchestrator's) token; its open connections end at once",
@@ -317,20 +324,20 @@ var protocolSpec = map[string]methodSpec{
 		summary: "the grandchild's process exists: queued → running (a late report is a no-op)",
 		params:  []paramDesc{pInt("pid", 1, 1<<31-1, nil)},
 		results: []any{spawnedResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask, wire.CodeDiskFull},
+		errors:  errsTaskCommand,
 	},
 	"delegate.settle": {
 		summary: "the grandchild ended: deliver its fenced result to the parent, charge usage above the reservation, free the slot",
 		params: []paramDesc{pEnum("outcome", true, nil, "ok", "failed", "timed_out", "cancelled"),
 			pStr("text", true, 0, 65536), pInt("usageTokens", 0, commands.MaxUsageTokens, nil)},
 		results: []any{commands.SettleResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask, wire.CodeDiskFull},
+		errors:  errsTaskCommand,
 		pushes:  []string{wire.EventMailboxMessage},
 	},
 	"delegate.cancel": {
 		summary: "ask the runtime to cancel a delegation (records delegate.cancel_requested)",
 		results: []any{cancelResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask, wire.CodeDiskFull},
+		errors:  errsTaskCommand,
 	},
 	"mailbox.deliver": {
 		summary: "mark messages delivered (worker: its own mailbox; absent taskId: the run inbox)",

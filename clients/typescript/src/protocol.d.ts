@@ -1131,7 +1131,7 @@ export interface Methods {
   };
   /**
    * append a mailbox message (orchestrator: any recipient and kind; worker: parent, group or a task of its run)
-   * Errors: forbidden, bad-params, no-manifest, no-task, quota-exceeded, rate-limit, disk-full.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, quota-exceeded, rate-limit.
    */
   "msg.send": {
     roles: "worker" | "orchestrator" | "admin";
@@ -1241,7 +1241,7 @@ export interface Methods {
   };
   /**
    * an urgent steering message to a task
-   * Errors: forbidden, bad-params, no-manifest, no-task, quota-exceeded, rate-limit, disk-full.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, quota-exceeded, rate-limit.
    */
   "steer.push": {
     roles: "orchestrator" | "admin";

@@ -259,7 +259,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "SendResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","quota-exceeded","rate-limit","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","quota-exceeded","rate-limit"]),
     "pushes": Object.freeze(["mailbox.message"]),
   }),
   "ping": Object.freeze({ "roles": Object.freeze(["worker","orchestrator","admin"]), "command": false, "strictParams": false, "params": Object.freeze([]), "result": "PingResult", "errors": Object.freeze([]), "pushes": Object.freeze([]) }),
@@ -401,7 +401,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "SteerResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","quota-exceeded","rate-limit","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","quota-exceeded","rate-limit"]),
     "pushes": Object.freeze(["mailbox.message"]),
   }),
   "task.create": Object.freeze({
