@@ -174,6 +174,9 @@ func describeMethod(name string, ts *typeSet) (methodDesc, error) {
 		}
 		m.Result = strings.Join(alts, " | ")
 	}
+	if m.Roles == nil {
+		m.Roles = []string{}
+	}
 	if m.Params == nil {
 		m.Params = []paramDesc{}
 	}

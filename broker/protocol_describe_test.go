@@ -59,15 +59,20 @@ func TestProtocolSpec(t *testing.T) {
 // (Command methods' keys are read off their parse functions, so they cannot drift; this covers the broker's own.)
 func TestProtocolParamsAreRead(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
-	f.seed()
-	c := f.dial()
-	c.helloAdmin()
+	s := f.seed()
+	admin, worker := f.dial(), f.dial()
+	admin.helloAdmin()
+	worker.hello(runR, taskP, s.p)
 	d, err := Describe()
 	require.NoError(t, err)
 	checked := 0
 	for _, m := range d.Methods {
 		if !m.StrictParams || m.Command {
 			continue
+		}
+		c := admin
+		if !slices.Contains(m.Roles, "admin") {
+			c = worker
 		}
 		params := map[string]any{}
 		for _, p := range m.Params {

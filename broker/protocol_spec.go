@@ -27,6 +27,7 @@ var (
 	rolesAll     = []string{events.RoleWorker, events.RoleOrchestrator, events.RoleAdmin}
 	rolesRuntime = []string{events.RoleOrchestrator, events.RoleAdmin}
 	rolesAdmin   = []string{events.RoleAdmin}
+	rolesWorker  = []string{events.RoleWorker}
 )
 
 // Codes a command on a task (or delegation) may answer; a message adds its run's quotas.
@@ -34,6 +35,8 @@ var (
 	errsTaskCommand = []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask,
 		wire.CodeDiskFull}
 	errsMessage = append(slices.Clip(errsTaskCommand), wire.CodeQuotaExceeded, wire.CodeRateLimit)
+	errsJob     = []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodePolicyDenied,
+		wire.CodeDiskFull}
 )
 
 // Shorthands for params. Lengths count UTF-16 units.
@@ -121,6 +124,18 @@ type (
 		NextCursor  string                   `json:"nextCursor,omitempty"`
 		HasMore     bool                     `json:"hasMore"`
 		Total       int                      `json:"total"`
+	}
+	jobCreateResult struct {
+		commands.JobResult
+		Nonce string `json:"nonce"` // the job's secret, to this caller only
+	}
+	rootsResetResult struct {
+		OK        bool `json:"ok"`
+		Roots     int  `json:"roots"`
+		Saturated bool `json:"saturated"`
+	}
+	jobsResult struct {
+		Jobs []jobSummary `json:"jobs"`
 	}
 	ledgerPage struct {
 		Accounts   []wireAccount `json:"accounts"`
@@ -396,6 +411,104 @@ var protocolSpec = map[string]methodSpec{
 		params: []paramDesc{runParam, note(pStr("taskId", false, 1, 256), "absent: the run inbox"), limitParam, cursorParam,
 			{Name: "pending", Type: "boolean", Default: false}},
 		results: []any{inboxResult{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest},
+	},
+
+	// Jobs, executor leases and proxied tool calls (D§9). A refused rule is recorded and answered policy-denied.
+	"job.create": {
+		summary: "create a job for a task with its tool grant (manifests); the answer carries the job's nonce",
+		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars), pStr("taskId", true, 1, 256),
+			note(paramDesc{Name: "tools"}, "the grant: an array of tool manifests (docs/protocol.md)")},
+		results: []any{jobCreateResult{}},
+		errors:  append(slices.Clip(errsMessage), wire.CodePolicyDenied),
+	},
+	"lease.open": {
+		summary: "open an executor lease on a job (start, or continue a paused one with its current grant)",
+		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars), pEnum("mode", true, nil, "start", "continue"),
+			pStr("rootToolCallId", true, 1, commands.MaxRootChars), note(paramDesc{Name: "tools"}, "continue: the current grant")},
+		results: []any{commands.JobResult{}},
+		errors:  errsJob,
+	},
+	"lease.clear": {
+		summary: "clear a job's lease: its root is revoked and its calls aborted",
+		params:  []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars)},
+		results: []any{commands.JobResult{}},
+		errors:  errsJob,
+	},
+	"job.transition": {
+		summary: "move a job to a status (an active lease is cleared first)",
+		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars),
+			pEnum("to", true, nil, "paused", "checkpointed", "taken_over", "cancelled", "hard_stopped", "failed")},
+		results: []any{commands.JobResult{}},
+		errors:  errsJob,
+	},
+	"job.disconnect": {
+		summary: "the worker's connection to the job went away: every pending call fails",
+		params:  []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars)},
+		results: []any{commands.JobResult{}},
+		errors:  errsJob,
+	},
+	"job.roots_reset": {
+		summary: "empty the run's revoked-root set and lift its saturation (the manager session's shutdown)",
+		results: []any{rootsResetResult{}},
+		errors:  errsJob,
+	},
+	"proxy.request": {
+		summary: "a worker's proxied tool call under its job's lease",
+		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars),
+			note(paramDesc{Name: "requestId"}, "1..128 chars, else a recorded bad-request-id"),
+			note(paramDesc{Name: "nonce"}, "the job's nonce from job.create"),
+			pStr("tool", true, 1, commands.MaxToolNameChars), note(paramDesc{Name: "args"}, "a JSON-safe object")},
+		results: []any{commands.ProxyAnswer{}},
+		errors:  append(slices.Clip(errsMessage), wire.CodePolicyDenied),
+	},
+	"manifest.revalidate": {
+		summary: "revalidate the grant before executing an admitted call (a different grant hard-stops the job)",
+		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars),
+			note(paramDesc{Name: "tools"}, "the grant as the manager sees it now")},
+		results: []any{commands.ProxyAnswer{}},
+		errors:  errsJob,
+	},
+	"proxy.complete": {
+		summary: "deliver a proxied call's result (recorded fenced, never delivered, when the call's lease is gone)",
+		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars),
+			note(paramDesc{Name: "result"}, "an object: content, structuredContent, isError, terminate are kept")},
+		results: []any{commands.ProxyAnswer{}},
+		errors:  errsJob,
+	},
+	"proxy.cancel": {
+		summary: "a worker cancels its live proxied call",
+		params:  []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars)},
+		results: []any{commands.ProxyAnswer{}},
+		errors:  append(slices.Clip(errsMessage), wire.CodePolicyDenied),
+	},
+	"proxy.result": {
+		summary: "the state of one of the worker's proxied calls and, once delivered, its result",
+		roles:   rolesWorker, strict: true,
+		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars),
+			pStr("requestId", true, 1, commands.MaxRequestIDChars*4)},
+		results: []any{proxyResult{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest},
+	},
+	"job.authorize": {
+		summary: "the nested-call decision for a tool under a parent tool call, from the run's state",
+		roles:   rolesRuntime, strict: true,
+		params: []paramDesc{runParam, pStr("parentToolCallId", false, 0, 4*commands.MaxRootChars),
+			pStr("tool", true, 1, commands.MaxToolNameChars)},
+		results: []any{projections.Authorization{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest},
+	},
+	"query.jobs": {
+		summary: "the run's jobs, in creation order", roles: rolesRuntime, strict: true,
+		params:  []paramDesc{runParam},
+		results: []any{jobsResult{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest},
+	},
+	"query.job": {
+		summary: "one job: its summary, grant, revoked roots and a page of its proxied calls", roles: rolesRuntime, strict: true,
+		params: []paramDesc{runParam, pStr("jobId", true, 1, commands.MaxJobIDChars), pInt("limit", 1, 500, 100),
+			note(pStr("cursor", false, 0, 16), "nextCursor of the previous page")},
+		results: []any{jobDetail{}},
 		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest},
 	},
 	methodAdminCheckpoint: {

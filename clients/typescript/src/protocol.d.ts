@@ -33,6 +33,13 @@ export interface Allocation {
   "tokensSpent": number;
 }
 
+export interface Authorization {
+  "allowed": boolean;
+  "reason": string;
+  "jobId"?: string;
+  "rootToolCallId"?: string;
+}
+
 export interface CancelResult {
   "ok": boolean;
   "subId": string;
@@ -111,6 +118,13 @@ export interface EventsPage {
   "hasMore": boolean;
 }
 
+export interface GrantedTool {
+  "name": string;
+  "fingerprint": string;
+  "callable"?: string;
+  "readOnly": boolean;
+}
+
 export interface HelloAck {
   "protocol": number;
   "session": string;
@@ -129,6 +143,68 @@ export interface InboxResult {
   "nextCursor"?: string;
   "hasMore": boolean;
   "total": number;
+}
+
+export interface JobCreateResult {
+  "ok": boolean;
+  "jobId": string;
+  "status": string;
+  "generation"?: number;
+  "tools"?: number;
+  "manifestDigest"?: string;
+  "aborted"?: number;
+  "cancelled"?: number;
+  "nonce": string;
+}
+
+export interface JobDetail {
+  "jobId": string;
+  "taskId": string;
+  "status": string;
+  "generation": number;
+  "leaseActive": boolean;
+  "rootToolCallId"?: string;
+  "inFlight": number;
+  "seen": number;
+  "tools": number;
+  "manifestDigest": string;
+  "createdAt": number;
+  "updatedAt": number;
+  "grant": GrantedTool[];
+  "requests": ProxyRequest[];
+  "nextCursor"?: string;
+  "revokedRoots": number;
+  "saturated": boolean;
+}
+
+export interface JobResult {
+  "ok": boolean;
+  "jobId": string;
+  "status": string;
+  "generation"?: number;
+  "tools"?: number;
+  "manifestDigest"?: string;
+  "aborted"?: number;
+  "cancelled"?: number;
+}
+
+export interface JobSummary {
+  "jobId": string;
+  "taskId": string;
+  "status": string;
+  "generation": number;
+  "leaseActive": boolean;
+  "rootToolCallId"?: string;
+  "inFlight": number;
+  "seen": number;
+  "tools": number;
+  "manifestDigest": string;
+  "createdAt": number;
+  "updatedAt": number;
+}
+
+export interface JobsResult {
+  "jobs": JobSummary[];
 }
 
 export interface LedgerAccount {
@@ -199,6 +275,38 @@ export interface PingResult {
   "protocol": number;
 }
 
+export interface ProxyAnswer {
+  "ok": boolean;
+  "jobId": string;
+  "requestId": string;
+  "generation": number;
+  "state": string;
+  "mutating"?: boolean;
+  "fenced"?: boolean;
+}
+
+export interface ProxyRequest {
+  "requestId": string;
+  "generation": number;
+  "tool"?: string;
+  "mutating"?: boolean;
+  "argsBytes": number;
+  "state": string;
+  "reason"?: string;
+  "resultPosition"?: number;
+  "fenced"?: boolean;
+}
+
+export interface ProxyResult {
+  "jobId": string;
+  "requestId": string;
+  "state": string;
+  "generation": number;
+  "result"?: string;
+  "isError"?: boolean;
+  "fenced"?: boolean;
+}
+
 export interface Reservation {
   "subId": string;
   "tokens": number;
@@ -213,6 +321,12 @@ export interface ResolveResult {
 
 export interface ResyncData {
   "fromSeq": number;
+}
+
+export interface RootsResetResult {
+  "ok": boolean;
+  "roots": number;
+  "saturated": boolean;
 }
 
 export interface Run {
@@ -620,6 +734,107 @@ export interface HelloParams {
   "role"?: "admin";
 }
 
+/** Params of `job.authorize` (unknown keys are refused). */
+export interface JobAuthorizeParams {
+  /**
+   * length 1..256
+   * the admin must name the run; a worker or orchestrator may leave it out (its credential's run)
+   */
+  "runId"?: string;
+  /** length 0..2048 */
+  "parentToolCallId"?: string;
+  /** length 1..256 */
+  "tool": string;
+}
+
+/** Params of `job.create` (unknown keys are refused). */
+export interface JobCreateParams {
+  /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
+  "runId"?: string;
+  /** length 1..128 */
+  "jobId": string;
+  /** length 1..256 */
+  "taskId": string;
+  /** the grant: an array of tool manifests (docs/protocol.md) */
+  "tools": unknown;
+  /**
+   * length 1..256
+   * idempotency key: a retry with the same one gets the recorded outcome
+   */
+  "commandId"?: string;
+}
+
+/** Params of `job.disconnect` (unknown keys are refused). */
+export interface JobDisconnectParams {
+  /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
+  "runId"?: string;
+  /** length 1..128 */
+  "jobId": string;
+  /**
+   * length 1..256
+   * idempotency key: a retry with the same one gets the recorded outcome
+   */
+  "commandId"?: string;
+}
+
+/** Params of `job.roots_reset` (unknown keys are refused). */
+export interface JobRootsResetParams {
+  /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
+  "runId"?: string;
+  /**
+   * length 1..256
+   * idempotency key: a retry with the same one gets the recorded outcome
+   */
+  "commandId"?: string;
+}
+
+/** Params of `job.transition` (unknown keys are refused). */
+export interface JobTransitionParams {
+  /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
+  "runId"?: string;
+  /** length 1..128 */
+  "jobId": string;
+  "to": "paused" | "checkpointed" | "taken_over" | "cancelled" | "hard_stopped" | "failed";
+  "reason"?: string;
+  /**
+   * length 1..256
+   * idempotency key: a retry with the same one gets the recorded outcome
+   */
+  "commandId"?: string;
+}
+
+/** Params of `lease.clear` (unknown keys are refused). */
+export interface LeaseClearParams {
+  /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
+  "runId"?: string;
+  /** length 1..128 */
+  "jobId": string;
+  "reason"?: string;
+  /**
+   * length 1..256
+   * idempotency key: a retry with the same one gets the recorded outcome
+   */
+  "commandId"?: string;
+}
+
+/** Params of `lease.open` (unknown keys are refused). */
+export interface LeaseOpenParams {
+  /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
+  "runId"?: string;
+  /** length 1..128 */
+  "jobId": string;
+  "mode": "start" | "continue";
+  /** length 1..512 */
+  "rootToolCallId": string;
+  /** continue: the current grant */
+  "tools"?: unknown;
+  /**
+   * length 1..256
+   * idempotency key: a retry with the same one gets the recorded outcome
+   */
+  "commandId"?: string;
+}
+
 /** Params of `mailbox.ack` (unknown keys are refused). */
 export interface MailboxAckParams {
   /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
@@ -641,6 +856,22 @@ export interface MailboxDeliverParams {
   "taskId"?: string;
   /** at most 1024 items */
   "messageIds": string[];
+  /**
+   * length 1..256
+   * idempotency key: a retry with the same one gets the recorded outcome
+   */
+  "commandId"?: string;
+}
+
+/** Params of `manifest.revalidate` (unknown keys are refused). */
+export interface ManifestRevalidateParams {
+  /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
+  "runId"?: string;
+  /** length 1..128 */
+  "jobId": string;
+  "requestId": string;
+  /** the grant as the manager sees it now */
+  "tools": unknown;
   /**
    * length 1..256
    * idempotency key: a retry with the same one gets the recorded outcome
@@ -706,6 +937,67 @@ export interface MsgSendParams {
 export interface PingParams {
 }
 
+/** Params of `proxy.cancel` (unknown keys are refused). */
+export interface ProxyCancelParams {
+  /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
+  "runId"?: string;
+  /** length 1..128 */
+  "jobId": string;
+  "requestId": string;
+  "nonce": string;
+  /**
+   * length 1..256
+   * idempotency key: a retry with the same one gets the recorded outcome
+   */
+  "commandId"?: string;
+}
+
+/** Params of `proxy.complete` (unknown keys are refused). */
+export interface ProxyCompleteParams {
+  /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
+  "runId"?: string;
+  /** length 1..128 */
+  "jobId": string;
+  "requestId": string;
+  "nonce": string;
+  /** an object: content, structuredContent, isError, terminate are kept */
+  "result": unknown;
+  /**
+   * length 1..256
+   * idempotency key: a retry with the same one gets the recorded outcome
+   */
+  "commandId"?: string;
+}
+
+/** Params of `proxy.request` (unknown keys are refused). */
+export interface ProxyRequestParams {
+  /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
+  "runId"?: string;
+  /** length 1..128 */
+  "jobId": string;
+  /** the job's nonce from job.create */
+  "nonce": string;
+  /** length 1..256 */
+  "tool": string;
+  /** 1..128 chars, else a recorded bad-request-id */
+  "requestId"?: string;
+  /** a JSON-safe object */
+  "args"?: unknown;
+  /**
+   * length 1..256
+   * idempotency key: a retry with the same one gets the recorded outcome
+   */
+  "commandId"?: string;
+}
+
+/** Params of `proxy.result` (unknown keys are refused). */
+export interface ProxyResultParams {
+  /** length 1..128 */
+  "jobId": string;
+  /** length 1..512 */
+  "requestId": string;
+}
+
 /** Params of `query.delegations` (unknown keys are refused). */
 export interface QueryDelegationsParams {
   /**
@@ -720,6 +1012,33 @@ export interface QueryDelegationsParams {
    * nextCursor of the previous page
    */
   "cursor"?: string;
+}
+
+/** Params of `query.job` (unknown keys are refused). */
+export interface QueryJobParams {
+  /**
+   * length 1..256
+   * the admin must name the run; a worker or orchestrator may leave it out (its credential's run)
+   */
+  "runId"?: string;
+  /** length 1..128 */
+  "jobId": string;
+  /** 1..500; default 100 */
+  "limit"?: number;
+  /**
+   * length 0..16
+   * nextCursor of the previous page
+   */
+  "cursor"?: string;
+}
+
+/** Params of `query.jobs` (unknown keys are refused). */
+export interface QueryJobsParams {
+  /**
+   * length 1..256
+   * the admin must name the run; a worker or orchestrator may leave it out (its credential's run)
+   */
+  "runId"?: string;
 }
 
 /** Params of `query.ledger` (unknown keys are refused). */
@@ -1100,6 +1419,76 @@ export interface Methods {
     command: false;
   };
   /**
+   * the nested-call decision for a tool under a parent tool call, from the run's state
+   * Errors: forbidden, bad-params, no-manifest.
+   */
+  "job.authorize": {
+    roles: "orchestrator" | "admin";
+    params: JobAuthorizeParams;
+    result: Authorization;
+    command: false;
+  };
+  /**
+   * create a job for a task with its tool grant (manifests); the answer carries the job's nonce
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, quota-exceeded, rate-limit, policy-denied.
+   */
+  "job.create": {
+    roles: "orchestrator" | "admin";
+    params: JobCreateParams;
+    result: JobCreateResult;
+    command: true;
+  };
+  /**
+   * the worker's connection to the job went away: every pending call fails
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full.
+   */
+  "job.disconnect": {
+    roles: "orchestrator" | "admin";
+    params: JobDisconnectParams;
+    result: JobResult;
+    command: true;
+  };
+  /**
+   * empty the run's revoked-root set and lift its saturation (the manager session's shutdown)
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full.
+   */
+  "job.roots_reset": {
+    roles: "orchestrator" | "admin";
+    params: JobRootsResetParams;
+    result: RootsResetResult;
+    command: true;
+  };
+  /**
+   * move a job to a status (an active lease is cleared first)
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full.
+   */
+  "job.transition": {
+    roles: "orchestrator" | "admin";
+    params: JobTransitionParams;
+    result: JobResult;
+    command: true;
+  };
+  /**
+   * clear a job's lease: its root is revoked and its calls aborted
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full.
+   */
+  "lease.clear": {
+    roles: "orchestrator" | "admin";
+    params: LeaseClearParams;
+    result: JobResult;
+    command: true;
+  };
+  /**
+   * open an executor lease on a job (start, or continue a paused one with its current grant)
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full.
+   */
+  "lease.open": {
+    roles: "orchestrator" | "admin";
+    params: LeaseOpenParams;
+    result: JobResult;
+    command: true;
+  };
+  /**
    * mark messages acknowledged; they leave msg.inbox
    * Errors: forbidden, bad-params, no-manifest, disk-full.
    */
@@ -1117,6 +1506,16 @@ export interface Methods {
     roles: "worker" | "orchestrator" | "admin";
     params: MailboxDeliverParams;
     result: MailboxResult;
+    command: true;
+  };
+  /**
+   * revalidate the grant before executing an admitted call (a different grant hard-stops the job)
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full.
+   */
+  "manifest.revalidate": {
+    roles: "orchestrator" | "admin";
+    params: ManifestRevalidateParams;
+    result: ProxyAnswer;
     command: true;
   };
   /**
@@ -1150,6 +1549,46 @@ export interface Methods {
     command: false;
   };
   /**
+   * a worker cancels its live proxied call
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, quota-exceeded, rate-limit, policy-denied.
+   */
+  "proxy.cancel": {
+    roles: "worker";
+    params: ProxyCancelParams;
+    result: ProxyAnswer;
+    command: true;
+  };
+  /**
+   * deliver a proxied call's result (recorded fenced, never delivered, when the call's lease is gone)
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full.
+   */
+  "proxy.complete": {
+    roles: "orchestrator" | "admin";
+    params: ProxyCompleteParams;
+    result: ProxyAnswer;
+    command: true;
+  };
+  /**
+   * a worker's proxied tool call under its job's lease
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, quota-exceeded, rate-limit, policy-denied.
+   */
+  "proxy.request": {
+    roles: "worker";
+    params: ProxyRequestParams;
+    result: ProxyAnswer;
+    command: true;
+  };
+  /**
+   * the state of one of the worker's proxied calls and, once delivered, its result
+   * Errors: forbidden, bad-params, no-manifest.
+   */
+  "proxy.result": {
+    roles: "worker";
+    params: ProxyResultParams;
+    result: ProxyResult;
+    command: false;
+  };
+  /**
    * a page of the run's delegations, in admission order
    * Errors: forbidden, bad-params, no-manifest, oversize-frame.
    */
@@ -1157,6 +1596,26 @@ export interface Methods {
     roles: "orchestrator" | "admin";
     params: QueryDelegationsParams;
     result: DelegationsPage;
+    command: false;
+  };
+  /**
+   * one job: its summary, grant, revoked roots and a page of its proxied calls
+   * Errors: forbidden, bad-params, no-manifest.
+   */
+  "query.job": {
+    roles: "orchestrator" | "admin";
+    params: QueryJobParams;
+    result: JobDetail;
+    command: false;
+  };
+  /**
+   * the run's jobs, in creation order
+   * Errors: forbidden, bad-params, no-manifest.
+   */
+  "query.jobs": {
+    roles: "orchestrator" | "admin";
+    params: QueryJobsParams;
+    result: JobsResult;
     command: false;
   };
   /**
