@@ -12,11 +12,19 @@ export async function startProxy(upstreamPath, dir, hooks = {}) {
   const sessions = [];
   const server = createServer((down) => {
     const up = createConnection(upstreamPath);
-    const session = { n: sessions.length, requests: [], killed: false, kill() {
-      session.killed = true;
-      down.destroy();
-      up.destroy();
-    } };
+    const session = {
+      n: sessions.length,
+      requests: [],
+      killed: false,
+      kill() {
+        session.killed = true;
+        down.destroy();
+        up.destroy();
+      },
+      // pause stops reading from crewd, so what crewd writes to this connection backs up behind it.
+      pause: () => up.pause(),
+      resume: () => up.resume(),
+    };
     sessions.push(session);
     pipe(down, up, (f) => {
       if (typeof f.method === "string") session.requests.push(f);
