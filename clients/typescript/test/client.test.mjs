@@ -225,3 +225,25 @@ test("a filtered subscription delivers a repeated frame once", { timeout: 60_000
   assert.deepEqual(types, ["mailbox.appended", "mailbox.appended", "mailbox.appended"]);
   assert.equal(new Set(seqs).size, 3, `no repeat in ${seqs}`);
 });
+
+test("an answer that never comes times out with its commandId, and a retry with it learns the outcome", { timeout: 60_000 }, async (t) => {
+  const { runId, orch, token } = await newRun(t);
+  let dropped = null;
+  const proxy = closing(t, await startProxy(d.socketPath, d.root, {
+    server(frame, session) {
+      const req = session.requests.find((r) => r.id === frame.id);
+      if (req?.method === "msg.send" && dropped === null) {
+        dropped = frame; // decided, answered, and lost on the way; the connection stays
+        return "drop";
+      }
+    },
+  }));
+  const worker = closing(t, await CrewClient.connect({ socketPath: proxy.path, credentials: { role: "worker", runId, taskId: "P", token } }));
+  const err = await worker.call("msg.send", { to: "parent", body: "once" }, { timeoutMs: 500 }).catch((e) => e);
+  assert.equal(err.code, "timeout");
+  assert.ok(dropped?.result);
+  const again = await worker.call("msg.send", { to: "parent", body: "once" }, { commandId: err.commandId });
+  assert.deepEqual(again, dropped.result);
+  const inbox = await orch.call("query.mailbox", {});
+  assert.equal(inbox.messages.filter((m) => m.body === JSON.stringify("once")).length, 1);
+});
