@@ -97,6 +97,12 @@ func (l *Log) Verify(opts *VerifyOptions) (VerifyReport, error) {
 
 	seed := maphash.MakeSeed()
 	ch := &commandHasher{seed: seed, principal: principal}
+	// The outcome table is read on a goroutine of its own while the walk
+	// runs (verify_outcomes.go); it is consulted only after the records,
+	// the index and the catalog passed, so the first problem reported is
+	// the one a single loop would report.
+	pre := scanOutcomes(snap, h.Position, &commandHasher{seed: seed, principal: principal})
+	defer pre.stop()
 	streams, cmds, err := verifyRecords(snap, h, ch, progress, visit)
 	if err != nil {
 		return rep, err
@@ -109,10 +115,15 @@ func (l *Log) Verify(opts *VerifyOptions) (VerifyReport, error) {
 			return rep, err
 		}
 	}
-	n, err := verifyCommands(snap, h.Position, format, ch, cmds)
+	n, err := pre.verify(cmds, func() (int, error) { return verifyCommands(snap, h.Position, ch, cmds) })
 	if err != nil {
 		return rep, err
 	}
+	legacy, err := verifyLegacyCommands(snap, h.Position, format, ch)
+	if err != nil {
+		return rep, err
+	}
+	n += legacy
 	s, err := verifySnapshots(snap, h.Position)
 	if err != nil {
 		return rep, err
@@ -310,9 +321,8 @@ func verifyIndex(snap *pebble.Snapshot, streams streamVersions) error {
 	return nil
 }
 
-// verifyCommands checks every outcome of the outcome table, and the
-// command table of formats 1 and 2 ('c' keys, command id only), which a
-// store keeps until its step to format 3; a format-3 store must hold none.
+// verifyCommands checks every outcome of the outcome table and returns how
+// many it holds.
 //
 // cmds holds, per position, the seeded hash of the record's principal and
 // command id (verifyRecords): an outcome whose two ends hash like it is
@@ -321,19 +331,22 @@ func verifyIndex(snap *pebble.Snapshot, streams streamVersions) error {
 // all the rest of Verify; the records themselves are checksummed and
 // chained, and a collision of a per-run random 64-bit seeded hash is not a
 // risk that matters next to that.
-func verifyCommands(snap *pebble.Snapshot, headPos uint64, format uint32, ch *commandHasher, cmds []uint64) (int, error) {
-	n, err := eachKey(snap, prefixOutcome, func(k, v []byte) error {
+func verifyCommands(snap *pebble.Snapshot, headPos uint64, ch *commandHasher, cmds []uint64) (int, error) {
+	return eachKey(snap, prefixOutcome, func(k, v []byte) error {
 		o, err := decodeOutcome(k, v)
 		if err != nil {
 			return err
 		}
 		return verifyOutcome(snap, headPos, k, &o, ch.ofOutcome(&o), cmds, ch)
 	})
-	if err != nil {
-		return n, err
-	}
+}
+
+// verifyLegacyCommands checks the command table of formats 1 and 2 ('c'
+// keys, command id only), which a store keeps until its step to format 3;
+// a format-3 store must hold none.
+func verifyLegacyCommands(snap *pebble.Snapshot, headPos uint64, format uint32, ch *commandHasher) (int, error) {
 	idOnly := &commandHasher{seed: ch.seed}
-	legacy, err := eachKey(snap, prefixCommand, func(k, v []byte) error {
+	return eachKey(snap, prefixCommand, func(k, v []byte) error {
 		if format >= FormatPrincipalOutcomes {
 			return corruptf(0, k, "outcome of the format-2 layout in a format-%d store", format)
 		}
@@ -345,7 +358,6 @@ func verifyCommands(snap *pebble.Snapshot, headPos uint64, format uint32, ch *co
 		// outcome has none, so every comparison reads the record back.
 		return verifyOutcome(snap, headPos, k, &o, 0, nil, idOnly)
 	})
-	return n + legacy, err
 }
 
 // iterable is what eachKey reads: a *pebble.DB or a *pebble.Snapshot.

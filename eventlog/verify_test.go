@@ -1,6 +1,8 @@
 package eventlog
 
 import (
+	"fmt"
+	"hash/maphash"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -139,4 +141,41 @@ func TestVerifyReportsProgress(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 8, last)
 	require.EqualValues(t, 8, total)
+}
+
+// A sound outcome table is read once, alongside the walk: the exact pass
+// that names a problem runs only when the scan finds one (the cases above).
+func TestVerifyReadsSoundOutcomesOnce(t *testing.T) {
+	byPrincipal, _ := openMem(t)
+	defer byPrincipal.Close()
+	for i, s := range []string{"run-1", "run-2", "run-1"} {
+		_, err := byPrincipal.Append(
+			Write{Principal: "o" + s, CommandID: fmt.Sprint("cmd-", i), Events: evs(s, 1+i)},
+			Write{Principal: "o" + s, CommandID: fmt.Sprint("rej-", i), Code: "bad-params", Reason: "no"})
+		require.NoError(t, err)
+	}
+	sample := buildSample(t)
+	defer sample.Close()
+	for name, c := range map[string]struct {
+		l         *Log
+		principal func([]byte, *Event) []byte
+		outcomes  int
+	}{"command ids": {sample, nil, 8}, "principals": {byPrincipal, principalByStream, 6}} {
+		t.Run(name, func(t *testing.T) {
+			snap := c.l.db.NewSnapshot()
+			defer snap.Close()
+			h, err := decodeHead(rawGet(t, c.l, keyHead))
+			require.NoError(t, err)
+			seed := maphash.MakeSeed()
+			_, cmds, err := verifyRecords(snap, h, &commandHasher{seed: seed, principal: c.principal}, nil, nil)
+			require.NoError(t, err)
+			scan := scanOutcomes(snap, h.Position, &commandHasher{seed: seed, principal: c.principal})
+			defer scan.stop()
+			exact := false
+			n, err := scan.verify(cmds, func() (int, error) { exact = true; return 0, nil })
+			require.NoError(t, err)
+			require.False(t, exact, "a sound table is not read a second time")
+			require.Equal(t, c.outcomes, n)
+		})
+	}
 }
