@@ -38,18 +38,23 @@ func (e *Engine) maybeSnapshot() {
 // saveSnapshot encodes and saves the published state. The state is cloned
 // under the read lock (the writer waits at most for the clone: the hot runs
 // and the cold runs' summaries) and encoded and saved off the write path.
+// NB: neither the clone nor the encoding is used after it is handed on, so
+// the collector may free each as soon as the next step has its copy: the
+// snapshot is when the daemon's memory peaks.
 func (e *Engine) saveSnapshot() {
 	var c *projections.State
 	e.Read(func(s *projections.State) { c = s.Clone() })
+	pos := c.Position
 	b, err := projections.EncodeSnapshot(c)
+	n := len(b)
 	if err == nil {
-		err = e.log.SaveSnapshot(c.Position, b)
+		err = e.log.SaveSnapshot(pos, b)
 	}
 	if err != nil {
-		e.opts.Logger.Warn("snapshot not saved", "position", c.Position, "err", err)
+		e.opts.Logger.Warn("snapshot not saved", "position", pos, "err", err)
 		return
 	}
 	if o := e.opts.Observer; o != nil {
-		o.Snapshotted(c.Position, len(b), time.Now())
+		o.Snapshotted(pos, n, time.Now())
 	}
 }
