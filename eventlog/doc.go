@@ -28,8 +28,13 @@
 //     ErrFailed. Reopening recovers every acknowledged append; the failed
 //     append is wholly present or wholly absent.
 //
-//   - Nothing is ever deleted but superseded snapshots (and, by the step to
-//     format 3, the format-2 outcome keys it has moved).
+//   - Nothing is ever deleted but superseded snapshots and stream views
+//     (and, by the step to format 3, the format-2 outcome keys it has moved).
+//
+//   - Snapshots and stream views are derived data, sealed like every value:
+//     a snapshot is saved with a sync, a view without one (a crash may lose
+//     the last views, never corrupt one); readers use either only for the
+//     position it is stamped with.
 //
 //   - Checkpoint copies on the operating system's file system are private
 //     (directories 0700, files 0600) whatever the umask.
@@ -62,6 +67,8 @@
 //	'c' | command id                         sealed outcome (formats 1 and 2; moved by the step to 3)
 //	'n' | pos:8 BE                           sealed snapshot (only the newest is kept)
 //	'r' | stream                             sealed [first pos, time] (stream catalog, format 2)
+//	'v' | uvarint len | stream               sealed [pos:8 BE | data]: the stream's view, derived
+//	                                         data stamped with a position of the stream (view.go)
 //	'm' "format"                             sealed uint32 BE format version
 //	'm' "head"                               sealed pos:8 BE | hash:32
 //	'm' "source"                             sealed seq:8 BE: the sequence, in the log this

@@ -134,6 +134,10 @@ func keyString(k []byte) string {
 		if p, id, ok := parseOutcomeKey(k); ok {
 			return fmt.Sprintf("o/%q/%q", p, id)
 		}
+	case prefixView:
+		if s, ok := parseViewKey(k); ok {
+			return fmt.Sprintf("v/%q", s)
+		}
 	case prefixCatalog:
 		return fmt.Sprintf("r/%q", k[1:])
 	case prefixMeta:

@@ -17,6 +17,7 @@ type VerifyReport struct {
 	Streams   int
 	Commands  int
 	Snapshots int
+	Views     int // stream views (view.go)
 }
 
 // VerifyOptions tune Verify; nil means defaults.
@@ -128,7 +129,11 @@ func (l *Log) Verify(opts *VerifyOptions) (VerifyReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	rep = VerifyReport{Head: h.Position, HeadHash: h.Hash, Streams: len(streams), Commands: n, Snapshots: s}
+	views, err := verifyViews(snap, streams)
+	if err != nil {
+		return rep, err
+	}
+	rep = VerifyReport{Head: h.Position, HeadHash: h.Hash, Streams: len(streams), Commands: n, Snapshots: s, Views: views}
 	return rep, nil
 }
 
