@@ -67,6 +67,10 @@ type Options struct {
 	// read back from the log when asked for (tier.go). Default
 	// DefaultRetention; negative means no retention (cold at once).
 	Retention time.Duration
+	// NoViews turns off the views of cold runs: a run that goes cold is
+	// then re-folded from its events by every query that reads it back
+	// after it left the cache (the choice of tests comparing the two).
+	NoViews bool
 	// ColdCache is how many cold runs read back from the log stay decoded
 	// (default projections.DefaultColdCache).
 	ColdCache int
@@ -143,10 +147,15 @@ type Engine struct {
 	runs     runNotifier                   // per-run channels, closed at a publish of that run's events
 	stats    struct{ groups, commands, events atomic.Uint64 }
 	snapping atomic.Bool
-	lastSnap uint64
-	loadInfo projections.LoadInfo
-	rep      GroupReport // reused by report (writer only)
-	buf      groupBuffers
+	// savingViews is set while the views of cold runs are being written
+	// (tier.go).
+	savingViews atomic.Bool
+	viewsMu     sync.Mutex             // held by a pass writing views
+	cold        *projections.ColdStore // shared by both copies
+	lastSnap    uint64
+	loadInfo    projections.LoadInfo
+	rep         GroupReport // reused by report (writer only)
+	buf         groupBuffers
 	// coldSinceSnap counts the runs made cold since the last snapshot.
 	coldSinceSnap int
 	// nextEvict is when the writer next looks for runs to make cold;
@@ -196,6 +205,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 	}
 	s, info, err := projections.LoadTiered(l, projections.Tiering{
 		Retention: time.Duration(o.retention()) * time.Millisecond, MaxRetained: MaxRetainedRuns, Cache: o.ColdCache,
+		SaveViews: !o.NoViews,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("commands: rebuild state: %w", err)
@@ -212,7 +222,8 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 		log: l, opts: o, in: make(chan *pending, 4*o.MaxGroup), sync: make(chan chan error),
 		quit: make(chan struct{}), done: make(chan struct{}), stopped: make(chan struct{}),
 		next: head + 1, lastSnap: info.SnapshotPosition, loadInfo: info, coldSinceSnap: info.Evicted,
-		buf: groupBuffers{seen: make(map[string]*pending)},
+		buf:  groupBuffers{seen: make(map[string]*pending)},
+		cold: s.ColdStore(),
 	}
 	pub := &view{s: s}
 	e.work = &view{s: s.Clone()}
@@ -235,6 +246,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 		e.wg.Add(1)
 		go e.clock()
 	}
+	e.maybeSaveViews() // the runs the rebuild made cold
 	return e, nil
 }
 

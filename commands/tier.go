@@ -49,7 +49,30 @@ func (e *Engine) evictPass(now time.Time) []string {
 		return nil
 	}
 	e.nextEvict = now.Add(min(time.Duration(e.opts.retention())*time.Millisecond, evictPassEvery))
-	return e.work.s.EvictAll(now.UnixMilli(), e.opts.retention(), MaxRetainedRuns)
+	ids := e.work.s.EvictAll(now.UnixMilli(), e.opts.retention(), MaxRetainedRuns)
+	e.maybeSaveViews()
+	return ids
+}
+
+// maybeSaveViews writes the views of the runs gone cold (projections'
+// coldview.go) in the background, one pass at a time: encoding a large
+// run's records must not hold up the writer. The runs queued while a pass
+// runs are written by the next one, at the next eviction pass.
+func (e *Engine) maybeSaveViews() {
+	store := e.cold
+	if store == nil || !store.ViewsQueued() || !e.savingViews.CompareAndSwap(false, true) {
+		return
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		defer e.savingViews.Store(false)
+		e.viewsMu.Lock()
+		defer e.viewsMu.Unlock()
+		if _, err := store.SaveViews(); err != nil {
+			e.opts.Logger.Warn("views of cold runs not saved; they are re-folded when read", "err", err)
+		}
+	}()
 }
 
 // faultIn makes run id hot in the working state and notes it, so the other

@@ -153,10 +153,18 @@ func TestTieredStateAnswersAsTheFullFold(t *testing.T) {
 			require.Positive(t, s.ColdRuns(), "%s: some runs are cold", what)
 			projectionstest.RequireSame(t, want, projectionstest.Answers(t, s, now), what+": live")
 		})
-		rebuilt, _, err := projections.LoadTiered(f.log, projections.Tiering{NoSnapshot: true, Now: now})
+		rebuilt, _, err := projections.LoadTiered(f.log, projections.Tiering{NoSnapshot: true, Now: now, RefoldOnly: true})
 		require.NoError(t, err)
 		require.Positive(t, rebuilt.ColdRuns(), "%s: the fold from position 1 made runs cold", what)
 		projectionstest.RequireSame(t, want, projectionstest.Answers(t, rebuilt, now), what+": rebuilt from position 1")
+		// Every cold run read back from the view the engine wrote when it
+		// went cold (or when it was last re-folded), none re-folded.
+		views := f.viewsWritten()
+		views.SetColdStore(projections.NewColdStore(f.log, 0))
+		projectionstest.RequireSame(t, want, projectionstest.Answers(t, views, now), what+": cold runs read from their views")
+		store := views.ColdStore()
+		require.Positive(t, store.ViewReads(), "%s: views were read", what)
+		require.Equal(t, store.Refolds(), store.ViewReads(), "%s: no cold run was re-folded", what)
 		t.Logf("%s: %d answers, %d cold, %d hot, position %d", what, len(want), rebuilt.ColdRuns(), rebuilt.HotRuns(), rebuilt.Position)
 	}
 
@@ -173,6 +181,19 @@ func TestTieredStateAnswersAsTheFullFold(t *testing.T) {
 	require.NotZero(t, info.SnapshotPosition)
 	require.Positive(t, info.Replayed, "the tail touched runs cold in the snapshot")
 	check(f, "after a restart from the snapshot and the tail")
+}
+
+// viewsWritten waits for the views of cold runs being written, writes those
+// still queued, and returns a copy of the published state.
+func (f *engineFixture) viewsWritten() *projections.State {
+	f.t.Helper()
+	f.eng.viewsMu.Lock()
+	_, err := f.eng.cold.SaveViews()
+	f.eng.viewsMu.Unlock()
+	require.NoError(f.t, err)
+	var c *projections.State
+	f.eng.Read(func(s *projections.State) { c = s.Clone() })
+	return c
 }
 
 // The engine crashed at every commit while runs went cold and were touched

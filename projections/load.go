@@ -54,6 +54,12 @@ type Tiering struct {
 	MaxRetained int
 	// Cache is the ColdStore's cache size (DefaultColdCache when ≤ 0).
 	Cache int
+	// SaveViews turns on the views of cold runs (ColdStore.SaveViewsOnEvict)
+	// before the fold: the runs it makes cold are queued for SaveViews.
+	SaveViews bool
+	// RefoldOnly makes the ColdStore ignore the views of cold runs and
+	// re-fold them (ColdStore.RefoldOnly).
+	RefoldOnly bool
 	// NoSnapshot folds from position 1 even when there is a snapshot: the
 	// check that a snapshot is an optimisation only.
 	NoSnapshot bool
@@ -99,11 +105,15 @@ func replay(s *State, l *eventlog.Log, to uint64, t Tiering) (evicted int, err e
 // EvictAll makes cold every run Evictable at now (unix ms) with retention
 // (ms) and maxRetained, and returns their ids in the order evicted. The
 // engine calls it on its working state and repeats the same ids on its
-// other copy with Evict.
+// other copy with Evict. The runs it makes cold are queued for their views
+// (ColdStore.SaveViewsOnEvict); Evict queues nothing, so a run is queued
+// once, not once per copy.
 func (s *State) EvictAll(now, retention int64, maxRetained int) []string {
 	ids := s.Evictable(now, retention, maxRetained)
 	for _, id := range ids {
-		s.Evict(id)
+		if r := s.evict(id); r != nil {
+			s.store.queueView(id, r.last, r)
+		}
 	}
 	return ids
 }
@@ -155,6 +165,12 @@ func LoadTiered(l *eventlog.Log, t Tiering) (*State, LoadInfo, error) {
 		info.SnapshotError = err
 	}
 	s.store = NewColdStore(l, t.Cache)
+	if t.SaveViews {
+		s.store.SaveViewsOnEvict()
+	}
+	if t.RefoldOnly {
+		s.store.RefoldOnly()
+	}
 	from := s.Position
 	if info.Evicted, err = replay(s, l, 0, t); err != nil {
 		return nil, info, err

@@ -98,40 +98,46 @@ func toSnapshot(s *State) snapshot {
 			snap.Runs = append(snap.Runs, sr)
 			continue
 		}
-		sr := snapshotRun{
-			Run:          &r.run,
-			Last:         r.last,
-			Tasks:        make([]*Task, 0, len(r.taskOrder)),
-			Delegations:  make([]*Delegation, 0, len(r.delOrder)),
-			Accounts:     make([]*Account, 0, len(r.accountOrder)),
-			RootSpent:    r.rootSpent,
-			Messages:     r.msgs,
-			Asks:         make([]*Ask, 0, len(r.askOrder)),
-			Credentials:  make([]*Credential, 0, len(r.credOrder)),
-			Jobs:         make([]*Job, 0, len(r.jobOrder)),
-			RevokedRoots: r.roots,
-		}
-		for _, k := range r.jobOrder {
-			sr.Jobs = append(sr.Jobs, r.jobs[k])
-		}
-		for _, k := range r.taskOrder {
-			sr.Tasks = append(sr.Tasks, r.tasks[k])
-		}
-		for _, k := range r.delOrder {
-			sr.Delegations = append(sr.Delegations, r.dels[k])
-		}
-		for _, k := range r.accountOrder {
-			sr.Accounts = append(sr.Accounts, r.accounts[k])
-		}
-		for _, k := range r.askOrder {
-			sr.Asks = append(sr.Asks, r.asks[k])
-		}
-		for _, k := range r.credOrder {
-			sr.Credentials = append(sr.Credentials, r.creds[k])
-		}
-		snap.Runs = append(snap.Runs, sr)
+		snap.Runs = append(snap.Runs, snapshotRunOf(r))
 	}
 	return snap
+}
+
+// snapshotRunOf is hot run r's record in a snapshot: its primary records,
+// in its own order.
+func snapshotRunOf(r *runState) snapshotRun {
+	sr := snapshotRun{
+		Run:          &r.run,
+		Last:         r.last,
+		Tasks:        make([]*Task, 0, len(r.taskOrder)),
+		Delegations:  make([]*Delegation, 0, len(r.delOrder)),
+		Accounts:     make([]*Account, 0, len(r.accountOrder)),
+		RootSpent:    r.rootSpent,
+		Messages:     r.msgs,
+		Asks:         make([]*Ask, 0, len(r.askOrder)),
+		Credentials:  make([]*Credential, 0, len(r.credOrder)),
+		Jobs:         make([]*Job, 0, len(r.jobOrder)),
+		RevokedRoots: r.roots,
+	}
+	for _, k := range r.jobOrder {
+		sr.Jobs = append(sr.Jobs, r.jobs[k])
+	}
+	for _, k := range r.taskOrder {
+		sr.Tasks = append(sr.Tasks, r.tasks[k])
+	}
+	for _, k := range r.delOrder {
+		sr.Delegations = append(sr.Delegations, r.dels[k])
+	}
+	for _, k := range r.accountOrder {
+		sr.Accounts = append(sr.Accounts, r.accounts[k])
+	}
+	for _, k := range r.askOrder {
+		sr.Asks = append(sr.Asks, r.asks[k])
+	}
+	for _, k := range r.credOrder {
+		sr.Credentials = append(sr.Credentials, r.creds[k])
+	}
+	return sr
 }
 
 // DecodeSnapshot rebuilds a State from EncodeSnapshot's bytes. It never
@@ -194,73 +200,82 @@ func fromSnapshot(snap *snapshot) (*State, error) {
 			s.runOrder = append(s.runOrder, sr.Run.RunID)
 			continue
 		}
-		r := newRunState(*sr.Run)
-		s.addRun(r, sr.Last)
-		if r.run.Usage.SlotWaitAt != 0 {
-			s.waiting[r.run.RunID] = struct{}{}
-		}
-		for _, t := range sr.Tasks {
-			if t == nil || r.tasks[t.TaskID] != nil {
-				return nil, fmt.Errorf("run %s: task missing or duplicate", r.run.RunID)
-			}
-			t.Allocation = nil // derived from the ledger by queries
-			r.addTask(t)
-		}
-		for _, d := range sr.Delegations {
-			if d == nil || r.dels[d.SubID] != nil {
-				return nil, fmt.Errorf("run %s: delegation missing or duplicate", r.run.RunID)
-			}
-			if _, held := s.held[d.SubID]; held {
-				// subIds are UUIDs, unique daemon-wide; the slot pool is
-				// keyed by them.
-				return nil, fmt.Errorf("run %s: delegation missing or duplicate", r.run.RunID)
-			}
-			r.dels[d.SubID] = d
-			r.delOrder = append(r.delOrder, d.SubID)
-			if !d.Status.Terminal() {
-				holdSlot(s, r.run.RunID, d.SubID)
-			}
-		}
-		for _, a := range sr.Accounts {
-			if a == nil || r.accounts[a.TaskID] != nil {
-				return nil, fmt.Errorf("run %s: account missing or duplicate", r.run.RunID)
-			}
-			r.addAccount(a)
-		}
-		r.rootSpent = sr.RootSpent
-		for _, m := range sr.Messages {
-			if _, dup := r.msgIndex[m.ID]; dup {
-				return nil, fmt.Errorf("run %s: duplicate message %q", r.run.RunID, m.ID)
-			}
-			r.addMessage(m)
-		}
-		for _, a := range sr.Asks {
-			if a == nil || r.asks[a.QuestionID] != nil {
-				return nil, fmt.Errorf("run %s: ask missing or duplicate", r.run.RunID)
-			}
-			r.addAsk(a)
-		}
-		for _, c := range sr.Credentials {
-			if c == nil || r.creds[c.Key] != nil {
-				return nil, fmt.Errorf("run %s: credential missing or duplicate", r.run.RunID)
-			}
-			r.addCredential(c)
-		}
-		for _, j := range sr.Jobs {
-			if j == nil || r.jobs[j.JobID] != nil {
-				return nil, fmt.Errorf("run %s: job missing or duplicate", r.run.RunID)
-			}
-			for _, q := range j.Requests {
-				if q == nil {
-					return nil, fmt.Errorf("run %s: job %s: request missing", r.run.RunID, j.JobID)
-				}
-			}
-			r.addJob(j)
-		}
-		if sr.RevokedRoots != nil {
-			r.roots = &RevokedRoots{Roots: sr.RevokedRoots.Roots, Saturated: sr.RevokedRoots.Saturated}
-			r.roots.index()
+		if err := addSnapshotRun(s, sr); err != nil {
+			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// addSnapshotRun adds the hot run of sr to s with the fold's own helpers,
+// refusing missing or duplicate records.
+func addSnapshotRun(s *State, sr *snapshotRun) error {
+	r := newRunState(*sr.Run)
+	s.addRun(r, sr.Last)
+	if r.run.Usage.SlotWaitAt != 0 {
+		s.waiting[r.run.RunID] = struct{}{}
+	}
+	for _, t := range sr.Tasks {
+		if t == nil || r.tasks[t.TaskID] != nil {
+			return fmt.Errorf("run %s: task missing or duplicate", r.run.RunID)
+		}
+		t.Allocation = nil // derived from the ledger by queries
+		r.addTask(t)
+	}
+	for _, d := range sr.Delegations {
+		if d == nil || r.dels[d.SubID] != nil {
+			return fmt.Errorf("run %s: delegation missing or duplicate", r.run.RunID)
+		}
+		if _, held := s.held[d.SubID]; held {
+			// subIds are UUIDs, unique daemon-wide; the slot pool is
+			// keyed by them.
+			return fmt.Errorf("run %s: delegation missing or duplicate", r.run.RunID)
+		}
+		r.dels[d.SubID] = d
+		r.delOrder = append(r.delOrder, d.SubID)
+		if !d.Status.Terminal() {
+			holdSlot(s, r.run.RunID, d.SubID)
+		}
+	}
+	for _, a := range sr.Accounts {
+		if a == nil || r.accounts[a.TaskID] != nil {
+			return fmt.Errorf("run %s: account missing or duplicate", r.run.RunID)
+		}
+		r.addAccount(a)
+	}
+	r.rootSpent = sr.RootSpent
+	for _, m := range sr.Messages {
+		if _, dup := r.msgIndex[m.ID]; dup {
+			return fmt.Errorf("run %s: duplicate message %q", r.run.RunID, m.ID)
+		}
+		r.addMessage(m)
+	}
+	for _, a := range sr.Asks {
+		if a == nil || r.asks[a.QuestionID] != nil {
+			return fmt.Errorf("run %s: ask missing or duplicate", r.run.RunID)
+		}
+		r.addAsk(a)
+	}
+	for _, c := range sr.Credentials {
+		if c == nil || r.creds[c.Key] != nil {
+			return fmt.Errorf("run %s: credential missing or duplicate", r.run.RunID)
+		}
+		r.addCredential(c)
+	}
+	for _, j := range sr.Jobs {
+		if j == nil || r.jobs[j.JobID] != nil {
+			return fmt.Errorf("run %s: job missing or duplicate", r.run.RunID)
+		}
+		for _, q := range j.Requests {
+			if q == nil {
+				return fmt.Errorf("run %s: job %s: request missing", r.run.RunID, j.JobID)
+			}
+		}
+		r.addJob(j)
+	}
+	if sr.RevokedRoots != nil {
+		r.roots = &RevokedRoots{Roots: sr.RevokedRoots.Roots, Saturated: sr.RevokedRoots.Saturated}
+		r.roots.index()
+	}
+	return nil
 }

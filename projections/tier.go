@@ -40,12 +40,12 @@ type coldRun struct {
 }
 
 // DefaultColdCache is how many decoded cold runs a ColdStore keeps at most;
-// coldCacheEvents bounds their size, counted in the events they fold
-// (≈ 0.3–0.5 KB of memory each): a few large runs, or many of the usual
-// size. The run read last is kept whatever its size.
+// ColdCacheBytes bounds the memory they take, as runState.approxBytes
+// estimates it: a few large runs, or many of the usual size. The run read
+// last is kept whatever its size (a query is answered from it).
 const (
 	DefaultColdCache = 64
-	coldCacheEvents  = 100_000
+	ColdCacheBytes   = 32 << 20
 )
 
 // ColdStore reads cold runs back from the log. One store serves every
@@ -57,17 +57,27 @@ type ColdStore struct {
 	mu     sync.Mutex
 	cache  []*cachedRun // most recently used last; at most size
 	size   int
-	events int64 // Σ Usage.Events of the cached runs, at most coldCacheEvents but for the last
+	bytes  int64 // Σ approxBytes of the cached runs, at most ColdCacheBytes but for the last
 	err    error // the last load error, for the daemon to report
 	report func(run string, err error)
 
-	refolds atomic.Int64 // runs re-folded from the log so far
+	refolds atomic.Int64 // runs read back from the log so far (views included)
+
+	// Views (coldview.go): saveViews is set before the store is shared;
+	// queued holds the runs gone cold whose view is not written yet.
+	saveViews   bool
+	refoldOnly  bool
+	queued      []queuedView
+	queuedBytes int64
+	viewReads   atomic.Int64
+	viewsSaved  atomic.Int64
 }
 
 type cachedRun struct {
-	id   string
-	last uint64
-	r    *runState // never mutated: fault-in clones it
+	id    string
+	last  uint64
+	bytes int64     // r.approxBytes(), when it was cached
+	r     *runState // never mutated: fault-in clones it
 }
 
 // NewColdStore returns a store reading l, keeping at most cache decoded
@@ -85,8 +95,9 @@ func NewColdStore(l *eventlog.Log, cache int) *ColdStore {
 // concurrent use.
 func (c *ColdStore) ReportErrors(report func(run string, err error)) { c.report = report }
 
-// Refolds is how many times c has re-folded a run from the log (a cache
-// hit is not one): what a read of a cold run cost, for tests and stats.
+// Refolds is how many times c has read a run back from the log, from its
+// view or by a re-fold (a cache hit is not one): what a read of a cold run
+// cost, for tests and stats. ViewReads counts the reads from a view.
 func (c *ColdStore) Refolds() int64 { return c.refolds.Load() }
 
 // Err returns the last error met reading a cold run back (nil when none).
@@ -110,20 +121,59 @@ func (c *ColdStore) cached(id string, last uint64) *runState {
 }
 
 func (c *ColdStore) keep(id string, last uint64, r *runState) {
+	n := r.approxBytes()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.cache = slices.DeleteFunc(c.cache, func(e *cachedRun) bool {
 		if e.id == id {
-			c.events -= e.r.run.Usage.Events
+			c.bytes -= e.bytes
 		}
 		return e.id == id
 	})
-	c.cache = append(c.cache, &cachedRun{id: id, last: last, r: r})
-	c.events += r.run.Usage.Events
-	for len(c.cache) > 1 && (len(c.cache) > c.size || c.events > coldCacheEvents) {
-		c.events -= c.cache[0].r.run.Usage.Events
+	c.cache = append(c.cache, &cachedRun{id: id, last: last, bytes: n, r: r})
+	c.bytes += n
+	for len(c.cache) > 1 && (len(c.cache) > c.size || c.bytes > ColdCacheBytes) {
+		c.bytes -= c.cache[0].bytes
 		c.cache = append(c.cache[:0], c.cache[1:]...)
 	}
+}
+
+// CachedBytes is the estimated memory of the cold runs c keeps decoded
+// (runState.approxBytes): at most ColdCacheBytes, unless the one run read
+// last is larger alone.
+func (c *ColdStore) CachedBytes() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes
+}
+
+// Estimated heap bytes of a run's records, measured on runs of the shape
+// crewbench history writes (a Go heap profile of decoded runs; strings
+// other than message bodies are short ids and names): what the cold cache
+// is bounded by.
+const (
+	runBaseBytes        = 2 << 10
+	taskBytes           = 800
+	delegationBytes     = 450
+	accountBytes        = 300
+	messageBytes        = 300 // plus the body
+	askBytes            = 400
+	credentialBytes     = 250
+	orderEntryBytes     = 16 // a string header in an order slice
+	mapEntryBytesPerRec = 48 // a map entry's share of its buckets
+)
+
+// approxBytes estimates the heap r holds: a bound for caches, not an
+// exact figure. O(messages), for their bodies.
+func (r *runState) approxBytes() int64 {
+	recs := len(r.tasks) + len(r.dels) + len(r.accounts) + len(r.msgs) + len(r.asks) + len(r.creds)
+	n := runBaseBytes + taskBytes*len(r.tasks) + delegationBytes*len(r.dels) + accountBytes*len(r.accounts) +
+		messageBytes*len(r.msgs) + askBytes*len(r.asks) + credentialBytes*len(r.creds) +
+		(orderEntryBytes+mapEntryBytesPerRec)*recs
+	for i := range r.msgs {
+		n += len(r.msgs[i].Body) + len(r.msgs[i].Subject)
+	}
+	return int64(n)
 }
 
 // load returns the cold run cr (never to be mutated), from the cache or
@@ -153,14 +203,19 @@ func (c *ColdStore) loadCounting(id string, cr *coldRun) (*runState, int64, erro
 	return r, n, nil
 }
 
-// fold re-folds run id from the log up to cr.last: the run's stream merged,
-// by position, with the engine stream (the slot share a refusal is measured
-// against is the config's in force at that moment). The fold is the same
-// Apply the whole log goes through, into a state that holds only this run.
-// It returns what the re-fold cost: the run's events (from its summary).
+// fold reads run id back from the log as of cr.last: from its view when
+// it has a usable one (coldview.go), else re-folded: the run's stream
+// merged, by position, with the engine stream (the slot share a refusal is
+// measured against is the config's in force at that moment), through the
+// same Apply the whole log goes through, into a state that holds only this
+// run. It returns what the read cost: the run's events (from its summary),
+// whichever way it was read.
 func (c *ColdStore) fold(id string, cr *coldRun) (*runState, int64, error) {
 	c.refolds.Add(1)
 	n := cr.run.Usage.Events
+	if r := c.fromView(id, cr); r != nil {
+		return r, n, nil
+	}
 	scratch, err := foldRun(c.log, nil, id, cr.last)
 	if err != nil {
 		return nil, n, err
@@ -170,6 +225,9 @@ func (c *ColdStore) fold(id string, cr *coldRun) (*runState, int64, error) {
 		return nil, n, fmt.Errorf("%w: run %s re-folded from its stream does not reach position %d", eventlog.ErrCorrupt, id, cr.last)
 	}
 	r.ord = cr.ord
+	if c.saveViews {
+		_ = c.saveView(id, cr.last, r) // best effort: without it, the next read re-folds again
+	}
 	return r, n, nil
 }
 
@@ -343,10 +401,13 @@ func (s *State) mayEvict(r *runState) bool {
 // that may not go cold (see Evictable) or a state without a store. The
 // evicted records are offered to the store's cache, so the next query for
 // the run need not read the log.
-func (s *State) Evict(id string) {
+func (s *State) Evict(id string) { s.evict(id) }
+
+// evict is Evict, returning the run it made cold (nil for none).
+func (s *State) evict(id string) *runState {
 	r := s.runs[id]
 	if r == nil || s.store == nil || !s.mayEvict(r) {
-		return
+		return nil
 	}
 	delete(s.runs, id)
 	delete(s.ended, id)
@@ -357,6 +418,7 @@ func (s *State) Evict(id string) {
 	}
 	s.cold[id] = &coldRun{run: r.run.clone(), last: r.last, ord: r.ord, orch: orch}
 	s.store.keep(id, r.last, r)
+	return r
 }
 
 // trackEnded keeps s.ended (the eviction candidates) in step with r's

@@ -2,6 +2,8 @@ package projections
 
 import (
 	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -11,16 +13,17 @@ import (
 	"github.com/crewlog/crewlog/events"
 )
 
-// The cold runs' cache keeps at most its size in runs and
-// coldCacheEvents in their events, dropping the least recently used first,
-// but always the run read last, however large.
-func TestColdCacheIsBoundedInRunsAndEvents(t *testing.T) {
+// The cold runs' cache keeps at most its size in runs and ColdCacheBytes of
+// their estimated memory, dropping the least recently used first, but
+// always the run read last, however large.
+func TestColdCacheIsBoundedInRunsAndBytes(t *testing.T) {
 	c := NewColdStore(nil, 3)
-	run := func(id string, evs int64) *runState {
+	run := func(id string, body int) *runState {
 		r := newRunState(Run{RunID: id})
-		r.run.Usage.Events = evs
+		r.addMessage(Message{ID: "m", To: "t", Body: strings.Repeat("x", body)})
 		return r
 	}
+	small := run("", 10).approxBytes()
 	ids := func() []string {
 		var out []string
 		for _, e := range c.cache {
@@ -34,14 +37,43 @@ func TestColdCacheIsBoundedInRunsAndEvents(t *testing.T) {
 	require.Equal(t, []string{"1", "2", "3"}, ids(), "at most 3 runs")
 	require.NotNil(t, c.cached("1", 1), "a hit makes 1 the most recent")
 	require.Nil(t, c.cached("1", 2), "another position is a miss")
-	c.keep("4", 1, run("4", coldCacheEvents-15))
-	require.Equal(t, []string{"1", "4"}, ids(), "the least recent go first when the events pass the bound")
-	require.EqualValues(t, coldCacheEvents-5, c.events)
-	c.keep("big", 1, run("big", 2*coldCacheEvents))
+	c.keep("4", 1, run("4", ColdCacheBytes-int(2*small)))
+	require.Equal(t, []string{"1", "4"}, ids(), "the least recent go first when the bytes pass the bound")
+	require.LessOrEqual(t, c.CachedBytes(), int64(ColdCacheBytes))
+	c.keep("big", 1, run("big", 2*ColdCacheBytes))
 	require.Equal(t, []string{"big"}, ids(), "the run read last stays, however large")
 	c.keep("big", 2, run("big", 10))
 	require.Equal(t, []string{"big"}, ids())
-	require.EqualValues(t, 10, c.events, "a run kept again replaces its older copy")
+	require.Equal(t, small, c.CachedBytes(), "a run kept again replaces its older copy")
+}
+
+// approxBytes, which bounds the cold cache, is within a factor of two of
+// what a run read back really holds on the heap.
+func TestRunSizeEstimateIsCloseToTheHeap(t *testing.T) {
+	s := fold(realisticHistory(2000))
+	b, err := EncodeSnapshot(s)
+	require.NoError(t, err)
+	const copies = 20
+	keep := make([]*State, 0, copies)
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range copies {
+		d, err := DecodeSnapshot(b) // fresh strings, as a re-fold makes them
+		require.NoError(t, err)
+		keep = append(keep, d)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	var estimate int64
+	for _, r := range keep[0].runs {
+		estimate += r.approxBytes()
+	}
+	heap := int64(after.HeapAlloc-before.HeapAlloc) / copies
+	runtime.KeepAlive(keep)
+	t.Logf("estimate %d, heap %d", estimate, heap)
+	require.Greater(t, estimate, int64(0))
+	require.InDelta(t, 1, float64(estimate)/float64(heap), 0.5, "estimate %d bytes, heap %d bytes", estimate, heap)
 }
 
 // A cold run the log cannot give back as recorded (here: its summary names

@@ -1,0 +1,178 @@
+package projections
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	m "github.com/crewlog/crewlog/events/msgpackappend"
+)
+
+// Views of cold runs: when a run goes cold, its records as the fold left
+// them are written to the log as the run's stream view (eventlog.SaveView),
+// stamped with the position of the run's last event. A query for the cold
+// run then reads one value and decodes it, instead of re-folding the run
+// from its scattered events: one Get, whatever the run's length.
+//
+// A view is never trusted over the log: it is used only when its position
+// is the one the run's summary names (a run reopened and ended again has a
+// newer one), and a view that is missing, of another format, stamped
+// otherwise, or undecodable is ignored and the run re-folded, after which
+// its view is written again. It is derived data written without a sync of
+// its own, so a crash that loses it costs one re-fold, nothing else.
+//
+// The encoding is the run's record in a snapshot (snapshotRun, the same
+// appended msgpack), preceded by the snapshot format, so the two cannot
+// drift; DecodeSnapshot's checks guard it the same way.
+
+// maxQueuedViews and maxQueuedViewBytes bound the runs gone cold whose view
+// waits to be written (SaveViews): beyond them, a run's view is written
+// when it is first read back instead.
+const (
+	maxQueuedViews     = 1024
+	maxQueuedViewBytes = 64 << 20
+)
+
+type queuedView struct {
+	id   string
+	last uint64
+	r    *runState // never mutated
+}
+
+// encodeRunView encodes hot run r as its view.
+func encodeRunView(r *runState) ([]byte, error) {
+	sr := snapshotRunOf(r)
+	b := make([]byte, 0, 64+r.approxBytes()*3/4)
+	b = m.Uint16(b, SnapshotFormat)
+	b, err := appendSnapshotRun(b, &sr)
+	if err != nil {
+		return nil, fmt.Errorf("projections: encoding the view of run %s: %w", r.run.RunID, err)
+	}
+	return b, nil
+}
+
+var errViewStale = errors.New("projections: view of another position")
+
+// decodeRunView rebuilds run id, last at position last, from its view. It
+// never panics: bad bytes, another format, another run or another position
+// give an error.
+func decodeRunView(b []byte, id string, last uint64) (r *runState, err error) {
+	if err := checkMsgpack(b, 2); err != nil {
+		return nil, fmt.Errorf("%w: view of run %s: %v", ErrBadSnapshot, id, err)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			r, err = nil, fmt.Errorf("%w: view of run %s: decoder panic: %v", ErrBadSnapshot, id, p)
+		}
+	}()
+	dec := msgpack.NewDecoder(bytes.NewReader(b))
+	format, err := dec.DecodeUint16()
+	if err != nil || format != SnapshotFormat {
+		return nil, fmt.Errorf("%w: view of run %s: format %d, want %d (%v)", ErrBadSnapshot, id, format, SnapshotFormat, err)
+	}
+	var sr snapshotRun
+	if err := dec.Decode(&sr); err != nil {
+		return nil, fmt.Errorf("%w: view of run %s: %v", ErrBadSnapshot, id, err)
+	}
+	switch {
+	case sr.Run == nil || sr.Run.RunID != id || sr.Cold:
+		return nil, fmt.Errorf("%w: view of run %s holds another record", ErrBadSnapshot, id)
+	case sr.Last != last:
+		return nil, errViewStale
+	}
+	scratch := New()
+	if err := addSnapshotRun(scratch, &sr); err != nil {
+		return nil, fmt.Errorf("%w: view of run %s: %v", ErrBadSnapshot, id, err)
+	}
+	return scratch.runs[id], nil
+}
+
+// fromView reads cold run id back from its view, or returns nil when there
+// is no usable one (missing, stale, unreadable: the caller re-folds).
+func (c *ColdStore) fromView(id string, cr *coldRun) *runState {
+	if c.log == nil || c.refoldOnly {
+		return nil
+	}
+	pos, b, err := c.log.View(id)
+	if err != nil || pos != cr.last {
+		return nil
+	}
+	r, err := decodeRunView(b, id, cr.last)
+	if err != nil {
+		return nil
+	}
+	r.ord = cr.ord
+	c.viewReads.Add(1)
+	return r
+}
+
+// RefoldOnly makes c ignore the views and re-fold every cold run it reads
+// back: for tests and tools checking the views against the fold. Call it
+// before c is shared.
+func (c *ColdStore) RefoldOnly() { c.refoldOnly = true }
+
+// SaveViewsOnEvict makes c keep the runs that EvictAll makes cold until
+// SaveViews writes their views, and write the view of every run it
+// re-folds. The engine turns it on; a reader of the log that never calls
+// SaveViews (an offline tool) leaves it off and writes nothing. Call it
+// before c is shared.
+func (c *ColdStore) SaveViewsOnEvict() { c.saveViews = true }
+
+// queueView keeps cold run id (r, never mutated again) for SaveViews.
+func (c *ColdStore) queueView(id string, last uint64, r *runState) {
+	if !c.saveViews {
+		return
+	}
+	n := r.approxBytes()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queued) >= maxQueuedViews || c.queuedBytes+n > maxQueuedViewBytes {
+		return // written when the run is first read back
+	}
+	c.queued = append(c.queued, queuedView{id: id, last: last, r: r})
+	c.queuedBytes += n
+}
+
+// ViewsQueued reports whether runs gone cold wait for SaveViews.
+func (c *ColdStore) ViewsQueued() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queued) > 0
+}
+
+// SaveViews writes the views of the runs queued since it last ran and
+// returns how many it wrote. One caller at a time (the engine runs it off
+// the write path). It stops at the first write error (the log failed, or
+// is read-only) and drops the rest: a run without a view is re-folded.
+func (c *ColdStore) SaveViews() (int, error) {
+	c.mu.Lock()
+	q := c.queued
+	c.queued, c.queuedBytes = nil, 0
+	c.mu.Unlock()
+	for i, v := range q {
+		if err := c.saveView(v.id, v.last, v.r); err != nil {
+			return i, err
+		}
+		q[i] = queuedView{} // let the collector have it
+	}
+	return len(q), nil
+}
+
+func (c *ColdStore) saveView(id string, last uint64, r *runState) error {
+	b, err := encodeRunView(r)
+	if err != nil {
+		return err
+	}
+	if err := c.log.SaveView(id, last, b); err != nil {
+		return err
+	}
+	c.viewsSaved.Add(1)
+	return nil
+}
+
+// ViewReads is how many cold runs c read back from their view;
+// ViewsSaved how many views it wrote.
+func (c *ColdStore) ViewReads() int64  { return c.viewReads.Load() }
+func (c *ColdStore) ViewsSaved() int64 { return c.viewsSaved.Load() }

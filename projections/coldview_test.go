@@ -1,0 +1,84 @@
+package projections
+
+import (
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+)
+
+// appendHistory writes evs to a new in-memory log, one append each.
+func appendHistory(t *testing.T, evs []events.Event) *eventlog.Log {
+	t.Helper()
+	l, err := eventlog.Open("db", &eventlog.Options{FS: vfs.NewMem()})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	for _, ev := range evs {
+		p, err := events.EncodePayload(ev.Payload)
+		require.NoError(t, err)
+		_, err = l.Append(eventlog.Write{Events: []eventlog.Event{{Stream: ev.Stream, Type: ev.Type,
+			SchemaVersion: ev.SchemaVersion, Time: ev.Time, Payload: p}}})
+		require.NoError(t, err)
+	}
+	return l
+}
+
+// The runs a fold makes cold are written as views; a store reading them
+// back decodes each from its view, exactly the run the re-fold gives. A
+// view stamped with another position, or whose bytes do not decode, is
+// ignored and the run re-folded (and its view written again).
+func TestColdRunsAreReadFromTheirViews(t *testing.T) {
+	evs := realisticHistory(1500)
+	l := appendHistory(t, evs)
+	now := evs[len(evs)-1].UnixMilli() + 1
+	s, info, err := LoadTiered(l, Tiering{Now: now, SaveViews: true})
+	require.NoError(t, err)
+	require.Positive(t, info.Evicted)
+	require.True(t, s.store.ViewsQueued())
+	saved, err := s.store.SaveViews()
+	require.NoError(t, err)
+	require.Equal(t, s.ColdRuns(), saved, "one view per run made cold")
+	require.False(t, s.store.ViewsQueued())
+
+	refolded := s.Clone()
+	refolded.store = NewColdStore(l, 0)
+	refolded.store.RefoldOnly()
+	want, err := refolded.Whole()
+	require.NoError(t, err)
+	require.Zero(t, refolded.store.ViewReads())
+
+	viewed := s.Clone()
+	viewed.store = NewColdStore(l, 0)
+	got, err := viewed.Whole()
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	require.EqualValues(t, s.ColdRuns(), viewed.store.ViewReads(), "every cold run read from its view")
+	require.Equal(t, viewed.store.Refolds(), viewed.store.ViewReads())
+
+	var ids []string
+	for _, id := range s.runOrder {
+		if s.cold[id] != nil {
+			ids = append(ids, id)
+		}
+	}
+	require.GreaterOrEqual(t, len(ids), 2)
+	stale, garbled := ids[0], ids[1]
+	require.NoError(t, l.SaveView(stale, s.cold[stale].last-1, []byte{0x05}), "a position that is not the summary's")
+	require.NoError(t, l.SaveView(garbled, s.cold[garbled].last, []byte{0xcd, 0x00}))
+	again := s.Clone()
+	again.store = NewColdStore(l, 0)
+	again.store.SaveViewsOnEvict()
+	got, err = again.Whole()
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	require.EqualValues(t, 2, again.store.Refolds()-again.store.ViewReads(), "the stale and the garbled view were re-folded")
+	require.EqualValues(t, 2, again.store.ViewsSaved(), "and their views written again")
+	for _, id := range []string{stale, garbled} {
+		pos, _, err := l.View(id)
+		require.NoError(t, err)
+		require.Equal(t, s.cold[id].last, pos)
+	}
+}
