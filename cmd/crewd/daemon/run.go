@@ -31,6 +31,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	// Everything crewd creates — the store, secrets, checkpoints, the socket — is for its own user: no file starts
 	// out readable by others, whatever umask it was started with. The socket group is granted explicitly.
 	syscall.Umask(0o077)
+	limitMallocArenas()
 	env := OSEnv()
 	cfg, err := Load(args, env)
 	switch {
