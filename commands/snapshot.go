@@ -37,24 +37,23 @@ func (e *Engine) maybeSnapshot() {
 
 // saveSnapshot encodes and saves the published state. The state is cloned
 // under the read lock (the writer waits at most for the clone: the hot runs
-// and the cold runs' summaries) and encoded and saved off the write path.
-// NB: neither the clone nor the encoding is used after it is handed on, so
-// the collector may free each as soon as the next step has its copy: the
-// snapshot is when the daemon's memory peaks.
+// and the cold runs' summaries) and encoded and saved off the write path,
+// straight into the batch that stores it (projections.SnapshotEncoder): the
+// snapshot is when the daemon's memory peaks, and its bytes then exist
+// once.
 func (e *Engine) saveSnapshot() {
 	var c *projections.State
 	e.Read(func(s *projections.State) { c = s.Clone() })
 	pos := c.Position
-	b, err := projections.EncodeSnapshot(c)
-	n := len(b)
+	enc, err := projections.NewSnapshotEncoder(c)
 	if err == nil {
-		err = e.log.SaveSnapshot(pos, b)
+		err = e.log.SaveSnapshotFunc(pos, enc.Size(), enc.EncodeInto)
 	}
 	if err != nil {
 		e.opts.Logger.Warn("snapshot not saved", "position", pos, "err", err)
 		return
 	}
 	if o := e.opts.Observer; o != nil {
-		o.Snapshotted(pos, n, time.Now())
+		o.Snapshotted(pos, enc.Size(), time.Now())
 	}
 }

@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"encoding/binary"
+	"errors"
 	iofs "io/fs"
 	"testing"
 
@@ -434,4 +435,29 @@ func TestOpenReportsALockedStore(t *testing.T) {
 	_, err = Open(t.TempDir()+"/missing/deeper", &Options{ReadOnly: true})
 	require.ErrorContains(t, err, "missing/deeper\" does not exist")
 	require.NotErrorIs(t, err, ErrLocked)
+}
+
+// SaveSnapshotFunc stores what fill wrote, sealed, as SaveSnapshot stores
+// the same bytes; an error from fill saves nothing and leaves the older
+// snapshot in place.
+func TestSaveSnapshotFuncWritesInPlace(t *testing.T) {
+	l, _ := openMem(t)
+	_, err := l.Append(Write{Events: []Event{ev("s", "x"), ev("s", "y")}})
+	require.NoError(t, err)
+	require.NoError(t, l.SaveSnapshotFunc(1, 5, func(dst []byte) error {
+		require.Len(t, dst, 5)
+		copy(dst, "hello")
+		return nil
+	}))
+	snap, err := l.LatestSnapshot()
+	require.NoError(t, err)
+	require.Equal(t, Snapshot{Position: 1, Data: []byte("hello")}, snap)
+
+	boom := errors.New("boom")
+	require.ErrorIs(t, l.SaveSnapshotFunc(2, 3, func([]byte) error { return boom }), boom)
+	snap, err = l.LatestSnapshot()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, snap.Position, "the failed save dropped nothing")
+	_, err = l.Verify(nil)
+	require.NoError(t, err)
 }

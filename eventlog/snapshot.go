@@ -19,6 +19,17 @@ type Snapshot struct {
 // beyond the durable head. Snapshots are an optimisation only; events are
 // never removed.
 func (l *Log) SaveSnapshot(pos uint64, data []byte) error {
+	return l.SaveSnapshotFunc(pos, len(data), func(dst []byte) error {
+		copy(dst, data)
+		return nil
+	})
+}
+
+// SaveSnapshotFunc is SaveSnapshot for a snapshot of size bytes that fill
+// writes into dst (exactly size bytes, inside the batch that stores it), so
+// that the caller need not hold the bytes in a buffer of its own first. An
+// error from fill saves nothing and is returned.
+func (l *Log) SaveSnapshotFunc(pos uint64, size int, fill func(dst []byte) error) error {
 	if l.opts.ReadOnly {
 		return ErrReadOnly
 	}
@@ -28,17 +39,24 @@ func (l *Log) SaveSnapshot(pos uint64, data []byte) error {
 	if h := l.durable.Load().Position; pos == 0 || pos > h {
 		return fmt.Errorf("%w: snapshot position %d is outside 1..%d", ErrInvalid, pos, h)
 	}
-	// NB: the value is sealed straight into a batch sized for it: a
-	// snapshot is megabytes, and sealing it apart and then growing the
-	// batch to hold it copied it three times over.
+	// NB: the value is written and sealed straight into the batch's buffer,
+	// sized up front: a snapshot is the largest value crewlog writes
+	// (megabytes of active runs), and each copy of it (an encoding buffer,
+	// a sealed copy, a batch buffer doubling as it grows) was one more
+	// snapshot's worth of heap at the moment the daemon's memory peaks.
 	key := snapshotKey(pos)
-	b := l.db.NewBatchWithSize(2*len(key) + 5 + len(data) + 64)
+	b := l.db.NewBatchWithSize(2*len(key) + 5 + size + 64)
 	defer b.Close()
 	_ = b.DeleteRange(snapshotKey(0), key, nil)
-	op := b.SetDeferred(len(key), 5+len(data))
+	op := b.SetDeferred(len(key), 5+size)
 	copy(op.Key, key)
-	sealInto(op.Value, data)
-	_ = op.Finish()
+	if err := fill(op.Value[5:]); err != nil {
+		return err
+	}
+	sealInto(op.Value, op.Value[5:]) // in place
+	if err := op.Finish(); err != nil {
+		return fmt.Errorf("eventlog: save snapshot: %w", err)
+	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("eventlog: save snapshot: %w", err)
 	}

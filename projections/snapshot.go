@@ -70,6 +70,58 @@ func EncodeSnapshot(s *State) ([]byte, error) {
 	return b, nil
 }
 
+// SnapshotEncoder writes EncodeSnapshot's bytes straight into a buffer of
+// exactly their length, in two passes: the first measures them (one run at
+// a time, in a buffer of the largest run's size), the second writes them.
+// A snapshot is the daemon's largest allocation; this way it exists once,
+// where it is stored, not also in an encoding buffer (and the copies that
+// buffer leaves behind while it grows). It costs a second encoding.
+//
+// Concurrency: the state must not change between NewSnapshotEncoder and
+// the end of AppendTo (encode a clone, or a state nobody applies to).
+type SnapshotEncoder struct {
+	snap snapshot
+	size int
+}
+
+// NewSnapshotEncoder measures the encoding of s.
+func NewSnapshotEncoder(s *State) (*SnapshotEncoder, error) {
+	e := &SnapshotEncoder{snap: toSnapshot(s)}
+	b := msgpackappend.Uint16(nil, SnapshotFormat)
+	b, err := appendSnapshotHead(b, &e.snap)
+	if err != nil {
+		return nil, fmt.Errorf("projections: encoding snapshot: %w", err)
+	}
+	e.size = len(b)
+	for i := range e.snap.Runs {
+		if b, err = appendSnapshotRun(b[:0], &e.snap.Runs[i]); err != nil {
+			return nil, fmt.Errorf("projections: encoding snapshot: %w", err)
+		}
+		e.size += len(b)
+	}
+	return e, nil
+}
+
+// Size is the exact length of the encoding.
+func (e *SnapshotEncoder) Size() int { return e.size }
+
+// EncodeInto writes the encoding into dst, which must be exactly Size()
+// bytes long: the bytes EncodeSnapshot returns.
+func (e *SnapshotEncoder) EncodeInto(dst []byte) error {
+	if len(dst) != e.size {
+		return fmt.Errorf("projections: snapshot of %d bytes into a buffer of %d", e.size, len(dst))
+	}
+	b := msgpackappend.Uint16(dst[:0], SnapshotFormat)
+	b, err := appendSnapshot(b, &e.snap)
+	switch {
+	case err != nil:
+		return fmt.Errorf("projections: encoding snapshot: %w", err)
+	case len(b) != e.size || &b[0] != &dst[0]:
+		return fmt.Errorf("projections: snapshot measured %d bytes, encoded %d", e.size, len(b))
+	}
+	return nil
+}
+
 // snapshotSizeHint is a guess at the encoded size, so that the buffer is
 // seldom copied while it grows.
 func snapshotSizeHint(snap *snapshot) int {

@@ -26,19 +26,28 @@ import (
 // appendSnapshot appends snap's encoding, as msgpack's Encoder.Encode(snap)
 // would write it.
 func appendSnapshot(b []byte, snap *snapshot) ([]byte, error) {
-	var err error
-	b = m.MapLen(b, 3)
-	b = m.Uint64(m.String(b, "position"), snap.Position)
-	if b, err = appendReflected(m.String(b, "config"), &snap.Config); err != nil {
+	b, err := appendSnapshotHead(b, snap)
+	if err != nil {
 		return nil, err
 	}
-	b = m.ArrayLen(m.String(b, "runs"), len(snap.Runs))
 	for i := range snap.Runs {
 		if b, err = appendSnapshotRun(b, &snap.Runs[i]); err != nil {
 			return nil, err
 		}
 	}
 	return b, nil
+}
+
+// appendSnapshotHead appends what precedes the runs: the map's header, the
+// position, the config and the runs' array header.
+func appendSnapshotHead(b []byte, snap *snapshot) ([]byte, error) {
+	var err error
+	b = m.MapLen(b, 3)
+	b = m.Uint64(m.String(b, "position"), snap.Position)
+	if b, err = appendReflected(m.String(b, "config"), &snap.Config); err != nil {
+		return nil, err
+	}
+	return m.ArrayLen(m.String(b, "runs"), len(snap.Runs)), nil
 }
 
 func appendSnapshotRun(b []byte, sr *snapshotRun) ([]byte, error) {

@@ -30,9 +30,19 @@ func encodeSnapshotByReflection(t *testing.T, s *State) []byte {
 // and long strings, negative and large numbers).
 func TestSnapshotEncoderMatchesReflection(t *testing.T) {
 	for _, s := range []*State{New(), fold(realisticHistory(5_000)), coldState(t)} {
+		want := encodeSnapshotByReflection(t, s)
 		got, err := EncodeSnapshot(s)
 		require.NoError(t, err)
-		require.Equal(t, encodeSnapshotByReflection(t, s), got)
+		require.Equal(t, want, got)
+		// The two-pass encoder writes the same bytes, into a buffer of
+		// exactly their size, and into no other.
+		enc, err := NewSnapshotEncoder(s)
+		require.NoError(t, err)
+		require.Equal(t, len(want), enc.Size())
+		dst := make([]byte, enc.Size())
+		require.NoError(t, enc.EncodeInto(dst))
+		require.Equal(t, want, dst)
+		require.ErrorContains(t, enc.EncodeInto(make([]byte, enc.Size()+1)), "into a buffer of")
 	}
 
 	rng := rand.New(rand.NewPCG(1, 2))
