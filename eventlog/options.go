@@ -9,10 +9,19 @@ import (
 )
 
 // Defaults applied by Open for zero-valued options.
+//
+// Pebble's memory is the block cache plus its memtables (one filling, one
+// flushing): with these defaults ≈ 32 + 2 × 16 MiB = 64 MiB, against
+// 192 MiB with the 64 MiB cache and memtables used before. The daemon's
+// resident set is bounded by what it serves (docs/design-read-models.md),
+// and Pebble was most of it: reading finished runs back filled the cache,
+// writing filled the memtables. Measured A/B on the engine and on
+// crewbench history's writer, the smaller sizes cost no throughput beyond
+// the machine's noise (docs/benchmarks.md, "Pebble's memory").
 const (
-	DefaultCacheSize       = 64 << 20
+	DefaultCacheSize       = 32 << 20
 	DefaultMaxPayloadBytes = 1 << 20
-	DefaultMemTableSize    = 64 << 20
+	DefaultMemTableSize    = 16 << 20
 	DefaultRecentOutcomes  = 1 << 16
 	DefaultRecentBytes     = 16 << 20
 	maxMaxPayloadBytes     = 64 << 20
@@ -26,12 +35,13 @@ type Options struct {
 	FS vfs.FS
 	// Logger receives Pebble's messages (info at debug level). Nil discards.
 	Logger *slog.Logger
-	// CacheSize is the block cache size in bytes (default 64 MiB), on top
+	// CacheSize is the block cache size in bytes (default 32 MiB), on top
 	// of what Pebble reserves in its cache for memtables (2 × MemTableSize
 	// in steady state).
 	CacheSize int64
-	// MemTableSize is Pebble's memtable size (default 64 MiB): a larger one
-	// means fewer flushes and compactions competing with appends for CPU.
+	// MemTableSize is Pebble's memtable size (default 16 MiB): a larger one
+	// means fewer flushes and compactions competing with appends for CPU,
+	// and more memory (two of them while one flushes).
 	MemTableSize uint64
 	// MaxPayloadBytes bounds one event's payload (default 1 MiB, at most
 	// 64 MiB). Larger payloads are refused by Append with ErrInvalid.

@@ -31,7 +31,7 @@ import (
 const (
 	loadClients    = 64
 	loadDashboards = 50
-	// loadSlack is what crewd may grow besides the streams' buffers: Pebble's memtable (64 MiB) and the Go
+	// loadSlack is what crewd may grow besides the streams' buffers: Pebble's memtables (2 × 16 MiB) and the Go
 	// runtime's headroom.
 	loadSlack = 96 << 20
 	// streamInFlight is what one stream may hold besides the shared ring (httpapi's streamBatchBytes).

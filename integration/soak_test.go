@@ -34,7 +34,7 @@ const (
 	soakOutbound       = 1 << 20
 	soakGlobalOutbound = 32 << 20
 	soakPerCredential  = 32
-	// soakSlack is what crewd may grow besides its outbound queues over the soak: Pebble's memtable (64 MiB),
+	// soakSlack is what crewd may grow besides its outbound queues over the soak: Pebble's memtables (2 × 16 MiB),
 	// the Go runtime's headroom over a heap that the honest crew's usage reports do not grow.
 	soakSlack = 96 << 20
 )

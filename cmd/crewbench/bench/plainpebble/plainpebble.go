@@ -1,6 +1,6 @@
 // Package plainpebble is the plain-Pebble baseline of crewbench: synced
 // batches of raw keys and values, with the options crewlog's eventlog gives
-// Pebble (newest format, 64 MiB memtable and block cache, bloom filters), and nothing else —
+// Pebble (newest format, its memtable and block cache sizes, bloom filters), and nothing else —
 // no record format, hash chain, command table or head.
 //
 // NB: it is the one package besides eventlog that imports Pebble: a baseline
@@ -12,6 +12,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+
+	"github.com/crewlog/crewlog/eventlog"
 )
 
 // KV is one key and value of a batch.
@@ -22,7 +24,10 @@ type DB struct{ db *pebble.DB }
 
 // Open opens (creating) the store in dir.
 func Open(dir string) (*DB, error) {
-	o := &pebble.Options{FormatMajorVersion: pebble.FormatNewest, MemTableSize: 64 << 20, CacheSize: 64 << 20, Logger: quiet{}}
+	// NB: the cache as eventlog sizes it: its block cache plus the two
+	// memtables Pebble charges to it.
+	o := &pebble.Options{FormatMajorVersion: pebble.FormatNewest, MemTableSize: eventlog.DefaultMemTableSize,
+		CacheSize: eventlog.DefaultCacheSize + 2*eventlog.DefaultMemTableSize, Logger: quiet{}}
 	o.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
 	db, err := pebble.Open(dir, o)
 	if err != nil {
