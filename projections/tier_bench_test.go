@@ -1,7 +1,9 @@
 package projections_test
 
 import (
+	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -17,9 +19,10 @@ import (
 
 // BenchmarkColdRun reads a finished run of about 1,000 events back from the
 // log with an empty cache, from its view and by a re-fold: what the first
-// query of a cold run costs.
+// query of a cold run costs. CREWLOG_BENCH_COLD_EVENTS sets the run's size.
 //
 //	go test ./projections -run '^$' -bench ColdRun
+//	CREWLOG_BENCH_COLD_EVENTS=46000 go test ./projections -run '^$' -bench ColdRun -benchtime 10x
 func BenchmarkColdRun(b *testing.B) {
 	l, err := eventlog.Open(filepath.Join(b.TempDir(), "log"), nil)
 	require.NoError(b, err)
@@ -37,7 +40,11 @@ func BenchmarkColdRun(b *testing.B) {
 	do(audittest.Orchestrator, &commands.TaskCreate{RunID: run, TaskID: "01_work", Role: "explorer", Agent: "a", Title: "w", Cwd: "/w", StepID: "s"})
 	do(audittest.Orchestrator, &commands.TaskTransition{RunID: run, TaskID: "01_work", To: "running"})
 	worker := audittest.Worker("01_work")
-	for i := 0; w.State.Position < 1000; i++ {
+	size := uint64(1000)
+	if v, err := strconv.ParseUint(os.Getenv("CREWLOG_BENCH_COLD_EVENTS"), 10, 64); err == nil && v > 0 {
+		size = v
+	}
+	for i := 0; w.State.Position < size; i++ {
 		do(worker, &commands.DelegateRequest{RunID: run, TaskID: "01_work", Prompt: "look", Role: audittest.Ptr("analyst"), BudgetTokens: audittest.Ptr[int64](100)})
 		for _, d := range w.State.InFlight() {
 			do(audittest.Orchestrator, &commands.DelegateSpawned{RunID: run, SubID: d.SubID, PID: 7})
