@@ -56,7 +56,11 @@
 //     same runs in the same order. Start-up (projections.LoadTiered) reads
 //     the snapshot, which holds the hot runs and a summary of each cold one,
 //     plus the tail, faulting in the cold runs the tail touches; a fold from
-//     position 1 makes ended runs cold as it goes, by event time.
+//     position 1 makes ended runs cold as it goes, by event time. The
+//     records of each run that goes cold are written as its view
+//     (projections/coldview.go) by a background pass after the eviction
+//     (one at a time, waited for by Close), never on the write path;
+//     Options.NoViews turns that off.
 //   - A commit error makes the engine fail stop (ErrFailed): nothing more is
 //     decided, and the state is rebuilt from the log on restart. Failed is
 //     closed then, so the daemon can exit for its supervisor to restart it.

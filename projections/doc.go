@@ -38,10 +38,14 @@
 //     the position of its last event, its creation ordinal and its
 //     orchestrator credential (Run and that Credential answer from them with
 //     no read of the log, so a hello is checked before it costs a re-fold);
-//     the rest is re-folded from the log when asked for (ColdStore: the run's stream
-//     merged with the engine stream, up to that position, through the same
-//     Apply), so every query answers for a cold run exactly what it answers
-//     for the same run hot. Daemon-wide state (slots, slot waiters, config)
+//     the rest is read back from the log when asked for (ColdStore): from
+//     the run's view (coldview.go: its records as the fold left them,
+//     written when it went cold, used only when stamped with the position
+//     the summary names), else re-folded (the run's stream merged with the
+//     engine stream, up to that position, through the same Apply), so every
+//     query answers for a cold run exactly what it answers for the same run
+//     hot. The runs read back last stay decoded in a cache bounded by count
+//     (DefaultColdCache) and estimated bytes (ColdCacheBytes). Daemon-wide state (slots, slot waiters, config)
 //     involves hot runs only. A query that cannot read a cold run back (a
 //     log error) answers as for an unknown run, never with a partial run;
 //     ColdStore.Err and ReportErrors say why.
@@ -81,7 +85,11 @@
 // ColdStore, which Load and Replay attach). Decoding is
 // defensive: the bytes are first checked structurally (every declared length
 // backed by real bytes, bounded nesting), so bad bytes give ErrBadSnapshot,
-// never a panic or a runaway allocation. The bytes are msgpack's reflection
+// never a panic or a runaway allocation. SnapshotEncoder writes the same
+// bytes in two passes (measure, then write into a buffer of exactly their
+// size), so the daemon encodes a snapshot straight into the batch that
+// stores it. A cold run's view is the format version followed by the run's
+// record of this map (hot, whole). The bytes are msgpack's reflection
 // encoding of that map; the hot records (tasks, delegations, accounts,
 // messages) are appended field by field (snapshot_codec.go), byte for byte
 // as reflection writes them, so encoding reads s without copying or
