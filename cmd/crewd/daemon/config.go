@@ -19,6 +19,7 @@ import (
 	"github.com/crewlog/crewlog/broker/httpapi"
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
@@ -37,6 +38,10 @@ const (
 
 // maxMinFreeMiB bounds --min-free-mib (1 TiB).
 const maxMinFreeMiB = 1 << 20
+
+// maxCacheMiB bounds --cache-mib and --memtable-mib (Pebble's memtable is
+// at most 1 GiB; so is crewd's cache).
+const maxCacheMiB = 1 << 10
 
 // maxSocketPath is the longest path a unix socket can be bound at on Linux (sun_path minus its NUL).
 const maxSocketPath = 107
@@ -74,6 +79,9 @@ type Config struct {
 	OpenTimeout time.Duration
 	// Retention is how long an ended run stays in memory after its last event (0: it leaves at once).
 	Retention time.Duration
+	// CacheBytes and MemTableBytes size the store's block cache and memtables (eventlog.Options; 0: the default).
+	CacheBytes    int64
+	MemTableBytes uint64
 	// SocketGroup is the gid whose members may connect (0: only crewd's uid).
 	SocketGroup int
 
@@ -144,6 +152,8 @@ var options = []option{
 	{"outbound-queue-cap", kindInt, "N", fmt.Sprintf("frames queued per connection before a subscriber is resynced, %d..%d", minOutboundQueueCap, maxOutboundQueueCap), fixed(strconv.Itoa(defaultOutboundQueueCap))},
 	{"min-free-mib", kindInt, "MIB", fmt.Sprintf("free space (MiB) the data directory's file system must keep: below it crewd does not start and answers writes disk-full; 0 disables, 0..%d", maxMinFreeMiB), fixed("256")},
 	{"retention", kindDuration, "DURATION", "how long a run that ended (completed, failed, cancelled) stays in memory after its last event; later it is read back from the store when asked for; 0s: it leaves memory at once", fixed(commands.DefaultRetention.String())},
+	{"cache-mib", kindInt, "MIB", fmt.Sprintf("the store's block cache (MiB), 1..%d; with the memtables, most of crewd's memory outside the active runs", maxCacheMiB), fixed(strconv.Itoa(eventlog.DefaultCacheSize >> 20))},
+	{"memtable-mib", kindInt, "MIB", fmt.Sprintf("the store's memtable size (MiB; two while one is flushed), 1..%d: larger ones flush and compact less often under write load, for more memory", maxCacheMiB), fixed(strconv.Itoa(eventlog.DefaultMemTableSize >> 20))},
 	{"open-timeout", kindDuration, "DURATION", "longest time opening the store and rebuilding the state may take before crewd exits 1; 0s: no limit", fixed("2m")},
 	{"http", kindString, "ADDR", "address of the dashboard and its read-only HTTP API (host:port); \"\" turns HTTP off", fixed(httpapi.DefaultAddr)},
 	{"http-allow-remote", kindBool, "[=BOOL]", "allow --http on a non-loopback address (the API then answers other machines; put TLS in front)", fixed("false")},
@@ -376,6 +386,8 @@ func Load(args []string, env Env) (Config, error) {
 	c.MinFreeBytes = uint64(integer("min-free-mib", 0, maxMinFreeMiB)) << 20
 	c.OpenTimeout = duration("open-timeout")
 	c.Retention = duration("retention")
+	c.CacheBytes = int64(integer("cache-mib", 1, maxCacheMiB)) << 20
+	c.MemTableBytes = uint64(integer("memtable-mib", 1, maxCacheMiB)) << 20
 	if text, src := str("socket-group"); text != "" {
 		gid, err := lookupGroup(text)
 		switch {

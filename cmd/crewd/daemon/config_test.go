@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
@@ -43,6 +44,8 @@ func TestLoadDefaults(t *testing.T) {
 		MinFreeBytes:     256 << 20,
 		OpenTimeout:      2 * time.Minute,
 		Retention:        10 * time.Minute,
+		CacheBytes:       eventlog.DefaultCacheSize,
+		MemTableBytes:    eventlog.DefaultMemTableSize,
 		Limits:           defaultLimits,
 		Store:            StorePebble,
 		LogLevel:         slog.LevelInfo,
@@ -88,6 +91,7 @@ func TestLoadFlagsOverride(t *testing.T) {
 		"--serialize-on-path-overlap", "--unmetered-delegates", "deny", "--model-catalog", catalog,
 		"--settle-grace", "2m", "--max-frame", "1024", "--outbound-queue-cap", "4096", "--budget-mode", "nested",
 		"-log-level", "debug", "--log-format", "json", "--min-free-mib", "0", "--open-timeout", "0s", "--socket-group", "4242", "--retention", "0s",
+		"--cache-mib", "64", "--memtable-mib", "48",
 		"--slot-share", "3", "--slot-wait", "30s", "--quota-events", "5000", "--quota-bytes", "1048576", "--quota-msg-rate", "0",
 		"--http", "0.0.0.0:8080", "--http-allow-remote",
 	}, homeEnv)
@@ -103,6 +107,7 @@ func TestLoadFlagsOverride(t *testing.T) {
 		ModelCatalogFile: catalog, MaxFrame: 1024, OutboundQueueCap: 4096, Limits: defaultLimits, Store: StorePebble,
 		LogLevel: slog.LevelDebug, LogFormat: "json", SocketGroup: 4242,
 		HTTPAddr: "0.0.0.0:8080", HTTPAddrSet: true, HTTPAllowRemote: true,
+		CacheBytes: 64 << 20, MemTableBytes: 48 << 20,
 	}, c)
 }
 
@@ -196,6 +201,7 @@ func TestLoadInvalid(t *testing.T) {
 		{"log format", []string{"--log-format", "xml"}, []string{`--log-format: "xml" is not one of text, json`}},
 		{"empty data", []string{"--data", ""}, []string{"--data: a path is required"}},
 		{"min free high", []string{"--min-free-mib", "1048577"}, []string{"--min-free-mib: 1048577 is outside 0..1048576"}},
+		{"no cache", []string{"--cache-mib", "0", "--memtable-mib", "1025"}, []string{"--cache-mib: 0 is outside 1..1024", "--memtable-mib: 1025 is outside 1..1024"}},
 		{"open timeout text", []string{"--open-timeout", "long"}, []string{`--open-timeout: "long" is not a duration`}},
 		{"open timeout negative", []string{"--open-timeout", "-1s"}, []string{"--open-timeout: -1s is negative"}},
 		{"retention negative", []string{"--retention", "-1m"}, []string{"--retention: -1m0s is negative"}},

@@ -123,7 +123,8 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	}
 	defer cancelOpen()
 	log, err := interruptible(openCtx, "open the event log", func() (*eventlog.Log, error) {
-		l, err := eventlog.Open(storeDir, &eventlog.Options{Logger: lg.With("component", "eventlog")})
+		l, err := eventlog.Open(storeDir, &eventlog.Options{Logger: lg.With("component", "eventlog"),
+			CacheSize: cfg.CacheBytes, MemTableSize: cfg.MemTableBytes})
 		if err != nil {
 			return nil, openError(cfg.DataDir, err)
 		}
