@@ -46,14 +46,18 @@ func (e *Engine) saveSnapshot() {
 	e.Read(func(s *projections.State) { c = s.Clone() })
 	pos := c.Position
 	enc, err := projections.NewSnapshotEncoder(c)
+	n := 0
 	if err == nil {
-		err = e.log.SaveSnapshotFunc(pos, enc.Size(), enc.EncodeInto)
+		n = enc.Size()
+		err = e.log.SaveSnapshotFunc(pos, n, enc.EncodeInto)
 	}
 	if err != nil {
 		e.opts.Logger.Warn("snapshot not saved", "position", pos, "err", err)
 		return
 	}
+	// NB: neither c nor enc is used from here on, so an observer that
+	// collects garbage frees them.
 	if o := e.opts.Observer; o != nil {
-		o.Snapshotted(pos, enc.Size(), time.Now())
+		o.Snapshotted(pos, n, time.Now())
 	}
 }

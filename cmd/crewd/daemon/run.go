@@ -152,7 +152,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	// clustered is set when crewd runs as one of a JetStream cluster's crewds (--store jetstream).
 	var clustered *clusterEngine
 	eng, err := interruptible(openCtx, "open the engine", func() (*commands.Engine, error) {
-		opts := commands.Options{Config: &engineConfig, Logger: lg.With("component", "engine"), Observer: metrics,
+		opts := commands.Options{Config: &engineConfig, Logger: lg.With("component", "engine"), Observer: engineObserver{metrics},
 			Retention: cfg.Retention, Clock: engineClock()}
 		if cfg.Retention == 0 {
 			opts.Retention = -1 // commands.Options reads 0 as its default
