@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 )
@@ -60,4 +61,15 @@ func cloneEvent(ev *Event) Event {
 	}
 	c.Payload = bytes.Clone(c.Payload)
 	return c
+}
+
+// flipLastByte corrupts the value under k behind the log's back.
+func flipLastByte(t *testing.T, l *Log, k []byte) {
+	t.Helper()
+	v, closer, err := l.db.Get(k)
+	require.NoError(t, err)
+	bad := append([]byte(nil), v...)
+	closer.Close()
+	bad[len(bad)-1] ^= 1
+	require.NoError(t, l.db.Set(k, bad, pebble.Sync))
 }

@@ -278,13 +278,7 @@ func TestSnapshotSlot(t *testing.T) {
 	require.Equal(t, Snapshot{Position: 5, Data: []byte("five")}, s)
 
 	// Corrupt it behind the log's back: reported, never trusted.
-	k := snapshotKey(5)
-	v, closer, err := l.db.Get(k)
-	require.NoError(t, err)
-	bad := append([]byte(nil), v...)
-	closer.Close()
-	bad[len(bad)-1] ^= 1
-	require.NoError(t, l.db.Set(k, bad, pebble.Sync))
+	flipLastByte(t, l, snapshotKey(5))
 	_, err = l.LatestSnapshot()
 	require.ErrorIs(t, err, ErrCorrupt)
 	_, err = l.Verify(nil)

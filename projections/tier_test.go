@@ -119,17 +119,8 @@ func TestColdRunNotReadBackIsReported(t *testing.T) {
 // caller is authenticated), and answer as the run re-folded does; the
 // snapshot keeps the credential. Warm re-folds, and says how many events.
 func TestColdRunSummaryAnswersWithoutARefold(t *testing.T) {
-	l, err := eventlog.Open("db", &eventlog.Options{FS: vfs.NewMem()})
-	require.NoError(t, err)
-	defer l.Close()
 	evs := realisticHistory(600)
-	for _, ev := range evs {
-		p, err := events.EncodePayload(ev.Payload)
-		require.NoError(t, err)
-		_, err = l.Append(eventlog.Write{Events: []eventlog.Event{{Stream: ev.Stream, Type: ev.Type,
-			SchemaVersion: ev.SchemaVersion, Time: ev.Time, Payload: p}}})
-		require.NoError(t, err)
-	}
+	l := appendHistory(t, evs)
 	s, _, err := LoadTiered(l, Tiering{Now: evs[len(evs)-1].UnixMilli() + 1, Cache: 1})
 	require.NoError(t, err)
 	whole, err := s.Whole()
