@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"go/ast"
@@ -24,11 +25,17 @@ func TestForwardedRequestsRoundTrip(t *testing.T) {
 		&RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: &budget, OrchestratorDigest: "ab"},
 		&TaskCreate{RunID: "r", TaskID: "t1", Role: "executor", DependsOn: []string{"t0"}},
 		&DelegateRequest{RunID: "r", TaskID: "t1", Prompt: "p", Description: &desc, TimeoutSec: &timeout},
+		&ProxyRequest{RunID: "r", TaskID: "t1", JobID: "J", RequestID: "q", RequestIDChars: 1, NonceDigest: "ab", Tool: "read",
+			Args: json.RawMessage(`{"a":1}`)},
+		&JobCreate{RunID: "r", JobID: "J", TaskID: "t1", Tools: json.RawMessage(`[]`), NonceDigest: "ab"},
 	}
 	for kind, mk := range commandKinds {
 		c := mk()
 		require.Equal(t, kind, c.Kind())
 		given = append(given, c)
+	}
+	for _, m := range Methods() {
+		require.Contains(t, commandKinds, m, "method %s cannot be forwarded", m)
 	}
 	for _, c := range given {
 		r := Request{Principal: events.WorkerPrincipal("r", "t1"), CommandID: "id-1", Actor: events.Actor{Role: "worker", TaskID: "t1"}, Command: c}
