@@ -35,6 +35,8 @@ func Describe(ev events.Event) string {
 		return describePolicy(ev)
 	case "foreign":
 		return describeForeign(ev)
+	case "job", "lease", "proxy", "manifest":
+		return describeJob(ev)
 	}
 	return ev.Type
 }

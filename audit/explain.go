@@ -88,6 +88,9 @@ func sameDecision(first, last, ev events.Event) bool {
 	if ev.CommandID != "" {
 		return true
 	}
+	if isJobFamily(ev.Type) {
+		return !jobDecisionStarts(last, ev)
+	}
 	switch ev.Type {
 	case events.TypeDelegateRequested, events.TypeEngineConfigured, events.TypeRunQuotaExceeded:
 		return false

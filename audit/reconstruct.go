@@ -59,6 +59,9 @@ func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
 		d.Command = cmd.Kind()
 		d.Subject = SettledPayload(group[len(group)-1].Payload).SubID
 	default:
+		if isJobFamily(first.Type) {
+			return explainJob(s, group, d)
+		}
 		return d, false
 	}
 	env := commands.Env{
