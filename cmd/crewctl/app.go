@@ -63,7 +63,7 @@ Offline (reads the store directly, read-only; the daemon must not hold it):
 Offline, writing (the daemon must not hold the store):
   migrate, import picrew, migrate-store (Pebble store <-> JetStream stream)
 Live (asks crewd over its socket with the admin token):
-  runs, show run, tasks, delegations, ledger, slots, events
+  runs, show run, tasks, delegations, ledger, slots, events, jobs, show job
 Live, writing (with the admin token):
   cancel
 Either: backup (a checkpoint through crewd when it answers, else offline)
@@ -86,7 +86,7 @@ drift, differences), 2 usage error, 3 cannot open the store or reach crewd.`,
 	pf.StringVar(&a.nats.creds, "nats-creds", "", "NATS credentials file for --nats")
 	pf.StringVar(&a.nats.stream, "stream", "CREWLOG", "the JetStream stream holding the log (with --nats)")
 	root.AddCommand(a.replayCmd(), a.verifyCmd(), a.backupCmd(), a.restoreCmd(),
-		a.runsCmd(), a.showCmd(), a.tasksCmd(), a.delegationsCmd(), a.ledgerCmd(), a.slotsCmd(), a.eventsCmd(),
+		a.runsCmd(), a.showCmd(), a.tasksCmd(), a.delegationsCmd(), a.ledgerCmd(), a.slotsCmd(), a.eventsCmd(), a.jobsCmd(),
 		a.cancelCmd(), a.migrateCmd(), a.migrateStoreCmd(), a.importCmd(), a.tokenCmd())
 	return root
 }

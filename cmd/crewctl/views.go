@@ -143,6 +143,7 @@ func (a *app) showCmd() *cobra.Command {
 			})
 		},
 	})
+	show.AddCommand(a.showJobCmd())
 	return show
 }
 

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+// Job views (D§9): crewctl jobs RUN lists a run's dispatcher jobs (query.jobs);
+// crewctl show job RUN JOB shows one with its grant and every request id it
+// has seen (query.job, all pages).
+
+type jobRow struct {
+	JobID          string `json:"jobId"`
+	TaskID         string `json:"taskId"`
+	Status         string `json:"status"`
+	Generation     int64  `json:"generation"`
+	LeaseActive    bool   `json:"leaseActive"`
+	RootToolCallID string `json:"rootToolCallId,omitempty"`
+	InFlight       int    `json:"inFlight"`
+	Seen           int    `json:"seen"`
+	Tools          int    `json:"tools"`
+	ManifestDigest string `json:"manifestDigest"`
+	CreatedAt      int64  `json:"createdAt"`
+	UpdatedAt      int64  `json:"updatedAt"`
+}
+
+type jobRequest struct {
+	RequestID      string `json:"requestId"`
+	Generation     int64  `json:"generation"`
+	Tool           string `json:"tool,omitempty"`
+	Mutating       bool   `json:"mutating,omitempty"`
+	ArgsBytes      int64  `json:"argsBytes"`
+	State          string `json:"state"`
+	Reason         string `json:"reason,omitempty"`
+	ResultPosition uint64 `json:"resultPosition,omitempty"`
+	Fenced         bool   `json:"fenced,omitempty"`
+}
+
+type jobGrant struct {
+	Name        string `json:"name"`
+	Fingerprint string `json:"fingerprint"`
+	Callable    string `json:"callable,omitempty"`
+	ReadOnly    bool   `json:"readOnly"`
+}
+
+type jobDetail struct {
+	jobRow
+	Grant        []jobGrant   `json:"grant"`
+	Requests     []jobRequest `json:"requests"`
+	NextCursor   string       `json:"nextCursor,omitempty"`
+	RevokedRoots int          `json:"revokedRoots"`
+	Saturated    bool         `json:"saturated"`
+}
+
+func (a *app) jobsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "jobs RUN",
+		Short: "A run's dispatcher jobs: status, lease, calls in flight and ids seen (query.jobs)",
+		Args:  args(1, "a run id"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			return a.view(cmd.Context(), func(b Broker) error {
+				var res struct {
+					Jobs []jobRow `json:"jobs"`
+				}
+				if err := call(cmd.Context(), b, "query.jobs", map[string]any{"runId": argv[0]}, &res); err != nil {
+					return err
+				}
+				if res.Jobs == nil {
+					res.Jobs = []jobRow{}
+				}
+				if a.json {
+					return a.printJSON(res)
+				}
+				tw := table(a.io.out)
+				fmt.Fprintln(tw, "JOB\tTASK\tSTATUS\tLEASE\tROOT\tIN FLIGHT\tSEEN\tTOOLS\tUPDATED")
+				for _, j := range res.Jobs {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", j.JobID, j.TaskID, j.Status, leaseOf(j), orDash(j.RootToolCallID),
+						j.InFlight, j.Seen, j.Tools, millis(j.UpdatedAt))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+}
+
+func leaseOf(j jobRow) string {
+	switch {
+	case j.LeaseActive:
+		return fmt.Sprintf("%d active", j.Generation)
+	case j.Generation > 0:
+		return fmt.Sprintf("%d cleared", j.Generation)
+	}
+	return "-"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// showJobCmd is crewctl show job RUN JOB.
+func (a *app) showJobCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "job RUN JOB",
+		Short: "A dispatcher job: its grant, lease and every request id it has seen (query.job)",
+		Args:  args(2, "a run id and a job id"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			return a.view(cmd.Context(), func(b Broker) error {
+				var job jobDetail
+				cursor := ""
+				for {
+					var page jobDetail
+					p := map[string]any{"runId": argv[0], "jobId": argv[1], "limit": 500}
+					if cursor != "" {
+						p["cursor"] = cursor
+					}
+					if err := call(cmd.Context(), b, "query.job", p, &page); err != nil {
+						return err
+					}
+					reqs := append(job.Requests, page.Requests...)
+					job, job.Requests = page, reqs
+					if cursor = page.NextCursor; cursor == "" {
+						break
+					}
+				}
+				job.NextCursor = ""
+				if job.Requests == nil {
+					job.Requests = []jobRequest{}
+				}
+				if a.json {
+					return a.printJSON(job)
+				}
+				w := a.io.out
+				fmt.Fprintf(w, "job %s (task %s) %s, lease %s, root %s; %d in flight, %d ids seen; revoked roots %d, saturated %v\n",
+					job.JobID, job.TaskID, job.Status, leaseOf(job.jobRow), orDash(job.RootToolCallID), job.InFlight, job.Seen,
+					job.RevokedRoots, job.Saturated)
+				tw := table(w)
+				fmt.Fprintln(tw, "TOOL\tREAD-ONLY\tCALLABLE\tFINGERPRINT")
+				for _, g := range job.Grant {
+					fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", g.Name, g.ReadOnly, orDash(g.Callable), g.Fingerprint)
+				}
+				fmt.Fprintln(tw, "")
+				fmt.Fprintln(tw, "REQUEST\tLEASE\tTOOL\tSTATE\tREASON\tARGS BYTES\tRESULT AT")
+				for _, r := range job.Requests {
+					at := "-"
+					if r.ResultPosition > 0 {
+						at = fmt.Sprint(r.ResultPosition)
+					}
+					state := r.State
+					if r.Fenced {
+						state += " (late result fenced)"
+					}
+					fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%s\n", r.RequestID, r.Generation, orDash(r.Tool), state, orDash(r.Reason), r.ArgsBytes, at)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+}
