@@ -70,14 +70,14 @@ func jobRun(s *projections.State, runID string) (projections.Run, error) {
 // jobOf finds a job of the run, or refuses no-job (nothing recorded: there
 // is no job to record it on).
 func jobOf(s *projections.State, runID, jobID string) (projections.JobHeader, error) {
-	if _, err := jobRun(s, runID); err != nil {
-		return projections.JobHeader{}, err
-	}
 	j, ok := s.JobHeader(runID, jobID)
-	if !ok {
-		return j, reject(CodeBadParams, "no-job", "job %q not found in run %q", jobID, runID)
+	if ok {
+		return j, nil // a job's run exists
 	}
-	return j, nil
+	if _, err := jobRun(s, runID); err != nil {
+		return j, err
+	}
+	return j, reject(CodeBadParams, "no-job", "job %q not found in run %q", jobID, runID)
 }
 
 func validJobID(op, id string) error {

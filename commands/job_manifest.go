@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -225,95 +224,6 @@ func mustMarshal(v any) []byte {
 		panic(err) // a map of json.RawMessage read from valid JSON always marshals
 	}
 	return b
-}
-
-// errNotJSONSafe wraps every T3 refusal.
-var errNotJSONSafe = errors.New("not JSON-safe")
-
-// canonicalJSON writes raw (valid JSON) with object keys sorted
-// recursively and numbers as JavaScript prints them, refusing what T3
-// refuses: -0, numbers beyond float64 (non-finite), duplicate keys (not a
-// plain object) and nesting deeper than maxJSONDepth.
-func canonicalJSON(w *bytes.Buffer, raw []byte, depth int) error {
-	if depth > maxJSONDepth {
-		return fmt.Errorf("%w: nested deeper than %d", errNotJSONSafe, maxJSONDepth)
-	}
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return fmt.Errorf("%w: empty value", errNotJSONSafe)
-	}
-	switch raw[0] {
-	case '{':
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber()
-		if _, err := dec.Token(); err != nil {
-			return fmt.Errorf("%w: %v", errNotJSONSafe, err)
-		}
-		fields := map[string]json.RawMessage{}
-		var keys []string
-		for dec.More() {
-			tok, err := dec.Token()
-			if err != nil {
-				return fmt.Errorf("%w: %v", errNotJSONSafe, err)
-			}
-			k, _ := tok.(string)
-			var v json.RawMessage
-			if err := dec.Decode(&v); err != nil {
-				return fmt.Errorf("%w: %v", errNotJSONSafe, err)
-			}
-			if _, dup := fields[k]; dup {
-				return fmt.Errorf("%w: key %q appears twice", errNotJSONSafe, k)
-			}
-			fields[k] = v
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		w.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				w.WriteByte(',')
-			}
-			w.Write(mustMarshal(k))
-			w.WriteByte(':')
-			if err := canonicalJSON(w, fields[k], depth+1); err != nil {
-				return err
-			}
-		}
-		w.WriteByte('}')
-	case '[':
-		var items []json.RawMessage
-		if err := json.Unmarshal(raw, &items); err != nil {
-			return fmt.Errorf("%w: %v", errNotJSONSafe, err)
-		}
-		w.WriteByte('[')
-		for i, v := range items {
-			if i > 0 {
-				w.WriteByte(',')
-			}
-			if err := canonicalJSON(w, v, depth+1); err != nil {
-				return err
-			}
-		}
-		w.WriteByte(']')
-	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return fmt.Errorf("%w: %v", errNotJSONSafe, err)
-		}
-		w.Write(mustMarshal(s))
-	case 't', 'f', 'n':
-		w.Write(raw)
-	default:
-		f, err := strconv.ParseFloat(string(raw), 64)
-		switch {
-		case err != nil || math.IsInf(f, 0):
-			return fmt.Errorf("%w: number %s is not finite", errNotJSONSafe, raw)
-		case f == 0 && math.Signbit(f):
-			return fmt.Errorf("%w: -0 is not allowed", errNotJSONSafe)
-		}
-		w.WriteString(jsNumber(f))
-	}
-	return nil
 }
 
 // revalidate compares the manager's current grant with the job's (T4):

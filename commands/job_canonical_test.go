@@ -1,0 +1,99 @@
+package commands
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"math"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// referenceCanonical is canonicalJSON done the slow, obvious way: decode,
+// re-encode with sorted keys (encoding/json sorts map keys), numbers as
+// JavaScript prints them. It cannot see duplicate keys (the last wins).
+func referenceCanonical(raw []byte) ([]byte, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false // trailing bytes
+	}
+	ok := true
+	var conv func(any) any
+	conv = func(v any) any {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				x[k] = conv(e)
+			}
+		case []any:
+			for i, e := range x {
+				x[i] = conv(e)
+			}
+		case json.Number:
+			f, err := strconv.ParseFloat(string(x), 64)
+			if err != nil || math.IsInf(f, 0) || f == 0 && math.Signbit(f) {
+				ok = false
+				return nil
+			}
+			return json.RawMessage(jsNumber(f))
+		}
+		return v
+	}
+	v = conv(v)
+	if !ok {
+		return nil, false
+	}
+	out, err := json.Marshal(v)
+	return out, err == nil
+}
+
+var canonicalSeeds = []string{
+	`{}`, `[]`, `{"a":1}`, `{"b":1,"a":2}`, `{"z":{"y":[3,{"b":true,"a":null}],"x":"s"},"a":[]}`,
+	`{"path":"src/main.go","n":12}`, `"<a&b>"`, `"é\u2028\n\"q\""`, `{"é":1,"e":2,"\u00e9x":3}`,
+	`1.0`, `1e3`, `-1.5e-7`, `12345678901234567890`, `0.1`, `100000000000000000000000`, `-0`, `-0.0`, `1e999`,
+	` { "a" : [ 1 , 2 ] } `, `{"a":1,}`, `[1,]`, `{"a"}`, `"abc`, `tru`, `nul`, `{"a":1}x`, `01`, `"\ud800"`,
+	`{"b":{"d":1,"c":2},"a":{"f":[{"h":1,"g":2}]}}`,
+}
+
+// FuzzCanonicalJSON: the scanner writes exactly what decoding and
+// re-encoding writes, and refuses exactly what that refuses (duplicate keys
+// aside, which only the scanner sees); it never panics.
+func FuzzCanonicalJSON(f *testing.F) {
+	for _, s := range canonicalSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var got bytes.Buffer
+		err := canonicalJSON(&got, raw, 0)
+		want, ok := referenceCanonical(raw)
+		if err != nil && hasDuplicateKey(raw) {
+			return
+		}
+		require.Equal(t, ok, err == nil, "%q: scanner %v", raw, err)
+		if ok {
+			require.Equal(t, string(want), got.String(), "%q", raw)
+		}
+	})
+}
+
+// hasDuplicateKey reports whether some object of raw repeats a key.
+func hasDuplicateKey(raw []byte) bool {
+	var b bytes.Buffer
+	err := canonicalJSON(&b, raw, 0)
+	return err != nil && bytes.Contains([]byte(err.Error()), []byte("appears twice"))
+}
+
+func TestCanonicalJSONRefusals(t *testing.T) {
+	for _, raw := range []string{`{"a":1,"a":2}`, `{"b":1,"a":2,"b":3}`, `-0`, `{"x":-0.0}`, `1e400`, `[[[[` + `]]]]`} {
+		var b bytes.Buffer
+		err := canonicalJSON(&b, []byte(raw), maxJSONDepth-2)
+		require.ErrorIs(t, err, errNotJSONSafe, raw)
+	}
+}
