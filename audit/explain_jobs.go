@@ -65,12 +65,7 @@ func explainJob(s *projections.State, group []events.Event, d Decision) (Decisio
 	dec, err := commands.Decide(s, cmd, env)
 	d.Today = jobOutcome(dec.Events, err)
 	d.Rule = jobRule(dec.Events, err)
-	diffs, derr := Diff(comparable(group, group), comparable(dec.Events, group))
-	if derr != nil {
-		diffs = []Difference{{Path: "$", Left: "(events)", Right: derr.Error()}}
-	}
-	d.Differences = collapse(diffs)
-	d.Drift = len(diffs) > 0
+	compare(&d, group, dec.Events)
 	return d, true
 }
 

@@ -72,13 +72,19 @@ func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
 	d.Recorded = outcome(group, nil)
 	d.Today = outcome(dec.Events, err)
 	d.Rule = rule(s, env.Config, cmd, dec.Events, err)
-	diffs, derr := Diff(comparable(group, group), comparable(dec.Events, group))
+	compare(&d, group, dec.Events)
+	return d, true
+}
+
+// compare sets d's drift: where today's events differ from the recorded
+// group.
+func compare(d *Decision, group, today []events.Event) {
+	diffs, derr := Diff(comparable(group, group), comparable(today, group))
 	if derr != nil {
 		diffs = []Difference{{Path: "$", Left: "(events)", Right: derr.Error()}}
 	}
 	d.Differences = collapse(diffs)
 	d.Drift = len(diffs) > 0
-	return d, true
 }
 
 // requestFrom rebuilds the DelegateRequest recorded by a request group:

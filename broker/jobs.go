@@ -12,8 +12,8 @@ import (
 // these read the published state. query.jobs, query.job and job.authorize are the manager's (the run's
 // orchestrator, or the admin naming params.runId); proxy.result is the worker's, for its own job only.
 
-// jobSummary is a job without its grant and seen-set: what a list shows.
-type jobSummary struct {
+// JobSummary is a job without its grant and seen-set: what a list shows.
+type JobSummary struct {
 	JobID          string `json:"jobId"`
 	TaskID         string `json:"taskId"`
 	Status         string `json:"status"`
@@ -28,8 +28,8 @@ type jobSummary struct {
 	UpdatedAt      int64  `json:"updatedAt"`
 }
 
-func summarizeJob(j projections.Job) jobSummary {
-	return jobSummary{
+func summarizeJob(j projections.Job) JobSummary {
+	return JobSummary{
 		JobID: j.JobID, TaskID: j.TaskID, Status: j.Status, Generation: j.Generation, LeaseActive: j.LeaseActive,
 		RootToolCallID: j.Root, InFlight: j.InFlight, Seen: len(j.Requests), Tools: len(j.Tools),
 		ManifestDigest: j.ManifestDigest, CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt,
@@ -43,7 +43,7 @@ func handleQueryJobs(cl *call) (any, error) {
 		return nil, p.err
 	}
 	return readState(cl, func(st *projections.State) map[string]any {
-		out := []jobSummary{}
+		out := []JobSummary{}
 		for _, j := range st.Jobs(runID) {
 			out = append(out, summarizeJob(j))
 		}
@@ -51,18 +51,19 @@ func handleQueryJobs(cl *call) (any, error) {
 	}), nil
 }
 
-// jobDetail is query.job's answer: the summary, the grant, the revoked-root set of the run, and one page of the
+// JobDetail is query.job's answer: the summary, the grant, the revoked-root set of the run, and one page of the
 // seen-set.
-type jobDetail struct {
-	jobSummary
-	Grant        []grantedTool               `json:"grant"`
+type JobDetail struct {
+	JobSummary
+	Grant        []GrantedTool               `json:"grant"`
 	Requests     []*projections.ProxyRequest `json:"requests"`
 	NextCursor   string                      `json:"nextCursor,omitempty"`
 	RevokedRoots int                         `json:"revokedRoots"`
 	Saturated    bool                        `json:"saturated"`
 }
 
-type grantedTool struct {
+// GrantedTool is one tool of a job's grant.
+type GrantedTool struct {
 	Name        string `json:"name"`
 	Fingerprint string `json:"fingerprint"`
 	Callable    string `json:"callable,omitempty"`
@@ -91,7 +92,7 @@ func handleQueryJob(cl *call) (any, error) {
 		from = n
 	}
 	var (
-		out   jobDetail
+		out   JobDetail
 		found bool
 	)
 	cl.c.s.eng.Read(func(st *projections.State) {
@@ -100,13 +101,13 @@ func handleQueryJob(cl *call) (any, error) {
 			return
 		}
 		found = true
-		out.jobSummary = summarizeJob(j)
+		out.JobSummary = summarizeJob(j)
 		ro := map[string]bool{}
 		for _, t := range j.ReadOnly {
 			ro[t] = true
 		}
 		for i, name := range j.Tools {
-			out.Grant = append(out.Grant, grantedTool{Name: name, Fingerprint: j.Fingerprints[i], Callable: j.Callables[i], ReadOnly: ro[name]})
+			out.Grant = append(out.Grant, GrantedTool{Name: name, Fingerprint: j.Fingerprints[i], Callable: j.Callables[i], ReadOnly: ro[name]})
 		}
 		from = min(from, len(j.Requests))
 		to := min(from+int(limit), len(j.Requests))

@@ -46,25 +46,13 @@ func TestJobsKillNine(t *testing.T) {
 	}
 	gens := newGenerations()
 	var (
-		mu      sync.Mutex
-		acks    []ack
-		count   atomic.Int64
+		log     = newAckLog()
+		record  = log.record
 		stop    atomic.Bool
 		replays atomic.Int64
-		moved   = make(chan struct{}, 1)
 		wg      sync.WaitGroup
 		failed  = make(chan error, jobWorkers)
 	)
-	record := func(a ack) {
-		mu.Lock()
-		acks = append(acks, a)
-		mu.Unlock()
-		count.Add(1)
-		select {
-		case moved <- struct{}{}:
-		default:
-		}
-	}
 	for i, crew := range crews {
 		wg.Add(1)
 		go func() {
@@ -143,16 +131,7 @@ func TestJobsKillNine(t *testing.T) {
 	}
 	start := time.Now()
 	for round := range rounds {
-		target := count.Load() + jobWorkers
-		for count.Load() < target {
-			select {
-			case err := <-failed:
-				t.Fatalf("round %d: %v", round, err)
-			case <-ctx.Done():
-				t.Fatalf("round %d: no progress: %v", round, ctx.Err())
-			case <-moved:
-			}
-		}
+		log.awaitProgress(ctx, t, failed, round, jobWorkers)
 		<-time.After(time.Duration(rand.IntN(20)) * time.Millisecond) // the kill moment, not a synchronisation
 		gens.down()
 		d.kill()
@@ -165,6 +144,7 @@ func TestJobsKillNine(t *testing.T) {
 	for err := range failed {
 		require.NoError(t, err)
 	}
+	acks := log.acks
 	t.Logf("%d rounds, %d acknowledged job commands, %d answers lost to a kill and retried, %d replays refused, in %v",
 		rounds, len(acks), gens.lost.Load(), replays.Load(), time.Since(start).Round(time.Millisecond))
 	require.Positive(t, gens.lost.Load(), "no command was in flight at any kill")

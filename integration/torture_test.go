@@ -101,6 +101,42 @@ type ack struct {
 	err    *wire.Error
 }
 
+// ackLog collects the acknowledged commands of a torture test's goroutines and lets the killer wait for progress.
+type ackLog struct {
+	mu    sync.Mutex
+	acks  []ack
+	count atomic.Int64
+	moved chan struct{} // a non-blocking nudge at every acknowledgement
+}
+
+func newAckLog() *ackLog { return &ackLog{moved: make(chan struct{}, 1)} }
+
+func (l *ackLog) record(a ack) {
+	l.mu.Lock()
+	l.acks = append(l.acks, a)
+	l.mu.Unlock()
+	l.count.Add(1)
+	select {
+	case l.moved <- struct{}{}:
+	default:
+	}
+}
+
+// awaitProgress waits until n more commands were acknowledged, failing the test on a goroutine's error or the
+// context's end.
+func (l *ackLog) awaitProgress(ctx context.Context, t *testing.T, failed <-chan error, round, n int) {
+	target := l.count.Load() + int64(n)
+	for l.count.Load() < target {
+		select {
+		case err := <-failed:
+			t.Fatalf("round %d: %v", round, err)
+		case <-ctx.Done():
+			t.Fatalf("round %d: no progress: %v", round, ctx.Err())
+		case <-l.moved:
+		}
+	}
+}
+
 // session keeps one connection per identity for a goroutine and redials after a kill.
 type session struct {
 	d    *daemon
@@ -215,24 +251,12 @@ func TestKillNineTorture(t *testing.T) {
 	gens := newGenerations()
 
 	var (
-		mu     sync.Mutex
-		acks   []ack
-		count  atomic.Int64
+		log    = newAckLog()
+		record = log.record
 		stop   atomic.Bool
-		moved  = make(chan struct{}, 1) // a non-blocking nudge at every acknowledgement
 		wg     sync.WaitGroup
 		failed = make(chan error, tortureWorkers)
 	)
-	record := func(a ack) {
-		mu.Lock()
-		acks = append(acks, a)
-		mu.Unlock()
-		count.Add(1)
-		select {
-		case moved <- struct{}{}:
-		default:
-		}
-	}
 	for i, crew := range crews {
 		wg.Add(1)
 		go func() {
@@ -276,16 +300,7 @@ func TestKillNineTorture(t *testing.T) {
 	start := time.Now()
 	for round := range rounds {
 		// Kill only once the load is flowing in this generation, then at a random moment of it.
-		target := count.Load() + tortureWorkers
-		for count.Load() < target {
-			select {
-			case err := <-failed:
-				t.Fatalf("round %d: %v", round, err)
-			case <-ctx.Done():
-				t.Fatalf("round %d: no progress: %v", round, ctx.Err())
-			case <-moved:
-			}
-		}
+		log.awaitProgress(ctx, t, failed, round, tortureWorkers)
 		task := fmt.Sprintf("K%02d", round)
 		a, err := orch.call(ctx, "task.create", map[string]any{
 			"taskId": task, "role": "explorer", "agent": "agent", "title": task, "cwd": "/repo", "commandId": "create-" + task,
@@ -314,6 +329,7 @@ func TestKillNineTorture(t *testing.T) {
 	for err := range failed {
 		require.NoError(t, err)
 	}
+	acks := log.acks
 	t.Logf("%d rounds, %d acknowledged commands, %d answers lost to a kill and retried, in %v",
 		rounds, len(acks), gens.lost.Load(), time.Since(start).Round(time.Millisecond))
 	require.Positive(t, gens.lost.Load(), "no command was in flight at any kill")

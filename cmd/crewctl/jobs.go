@@ -4,54 +4,17 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/crewlog/crewlog/broker"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // Job views (D§9): crewctl jobs RUN lists a run's dispatcher jobs (query.jobs);
 // crewctl show job RUN JOB shows one with its grant and every request id it
 // has seen (query.job, all pages).
 
-type jobRow struct {
-	JobID          string `json:"jobId"`
-	TaskID         string `json:"taskId"`
-	Status         string `json:"status"`
-	Generation     int64  `json:"generation"`
-	LeaseActive    bool   `json:"leaseActive"`
-	RootToolCallID string `json:"rootToolCallId,omitempty"`
-	InFlight       int    `json:"inFlight"`
-	Seen           int    `json:"seen"`
-	Tools          int    `json:"tools"`
-	ManifestDigest string `json:"manifestDigest"`
-	CreatedAt      int64  `json:"createdAt"`
-	UpdatedAt      int64  `json:"updatedAt"`
-}
-
-type jobRequest struct {
-	RequestID      string `json:"requestId"`
-	Generation     int64  `json:"generation"`
-	Tool           string `json:"tool,omitempty"`
-	Mutating       bool   `json:"mutating,omitempty"`
-	ArgsBytes      int64  `json:"argsBytes"`
-	State          string `json:"state"`
-	Reason         string `json:"reason,omitempty"`
-	ResultPosition uint64 `json:"resultPosition,omitempty"`
-	Fenced         bool   `json:"fenced,omitempty"`
-}
-
-type jobGrant struct {
-	Name        string `json:"name"`
-	Fingerprint string `json:"fingerprint"`
-	Callable    string `json:"callable,omitempty"`
-	ReadOnly    bool   `json:"readOnly"`
-}
-
-type jobDetail struct {
-	jobRow
-	Grant        []jobGrant   `json:"grant"`
-	Requests     []jobRequest `json:"requests"`
-	NextCursor   string       `json:"nextCursor,omitempty"`
-	RevokedRoots int          `json:"revokedRoots"`
-	Saturated    bool         `json:"saturated"`
-}
+// jobDetail is query.job's answer with every page's requests.
+type jobDetail = broker.JobDetail
 
 func (a *app) jobsCmd() *cobra.Command {
 	return &cobra.Command{
@@ -61,13 +24,13 @@ func (a *app) jobsCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			return a.view(cmd.Context(), func(b Broker) error {
 				var res struct {
-					Jobs []jobRow `json:"jobs"`
+					Jobs []broker.JobSummary `json:"jobs"`
 				}
 				if err := call(cmd.Context(), b, "query.jobs", map[string]any{"runId": argv[0]}, &res); err != nil {
 					return err
 				}
 				if res.Jobs == nil {
-					res.Jobs = []jobRow{}
+					res.Jobs = []broker.JobSummary{}
 				}
 				if a.json {
 					return a.printJSON(res)
@@ -84,7 +47,7 @@ func (a *app) jobsCmd() *cobra.Command {
 	}
 }
 
-func leaseOf(j jobRow) string {
+func leaseOf(j broker.JobSummary) string {
 	switch {
 	case j.LeaseActive:
 		return fmt.Sprintf("%d active", j.Generation)
@@ -128,14 +91,14 @@ func (a *app) showJobCmd() *cobra.Command {
 				}
 				job.NextCursor = ""
 				if job.Requests == nil {
-					job.Requests = []jobRequest{}
+					job.Requests = []*projections.ProxyRequest{}
 				}
 				if a.json {
 					return a.printJSON(job)
 				}
 				w := a.io.out
 				fmt.Fprintf(w, "job %s (task %s) %s, lease %s, root %s; %d in flight, %d ids seen; revoked roots %d, saturated %v\n",
-					job.JobID, job.TaskID, job.Status, leaseOf(job.jobRow), orDash(job.RootToolCallID), job.InFlight, job.Seen,
+					job.JobID, job.TaskID, job.Status, leaseOf(job.JobSummary), orDash(job.RootToolCallID), job.InFlight, job.Seen,
 					job.RevokedRoots, job.Saturated)
 				tw := table(w)
 				fmt.Fprintln(tw, "TOOL\tREAD-ONLY\tCALLABLE\tFINGERPRINT")
