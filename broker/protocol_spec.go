@@ -135,7 +135,7 @@ type (
 		Saturated bool `json:"saturated"`
 	}
 	jobsResult struct {
-		Jobs []jobSummary `json:"jobs"`
+		Jobs []JobSummary `json:"jobs"`
 	}
 	ledgerPage struct {
 		Accounts   []wireAccount `json:"accounts"`
@@ -508,7 +508,7 @@ var protocolSpec = map[string]methodSpec{
 		summary: "one job: its summary, grant, revoked roots and a page of its proxied calls", roles: rolesRuntime, strict: true,
 		params: []paramDesc{runParam, pStr("jobId", true, 1, commands.MaxJobIDChars), pInt("limit", 1, 500, 100),
 			note(pStr("cursor", false, 0, 16), "nextCursor of the previous page")},
-		results: []any{jobDetail{}},
+		results: []any{JobDetail{}},
 		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest},
 	},
 	methodAdminCheckpoint: {
