@@ -33,7 +33,7 @@ func soak() (clients, perClient, rounds int) {
 	if v, err := fmt.Sscan(os.Getenv("CREWLOG_CLUSTER_FAILOVERS"), &rounds); v != 1 || err != nil {
 		rounds = 10
 	}
-	return 64, 60 * rounds, rounds
+	return 64, 8 * rounds, rounds
 }
 
 // acked is what clients were answered: command id → reply.
@@ -228,7 +228,7 @@ func runClient(tc *testCluster, ci, perClient int, ack *acked) error {
 				return fmt.Errorf("%s not answered within a minute: %w", id, err)
 			}
 			if !errors.Is(err, commands.ErrClosed) && !errors.Is(err, commands.ErrFailed) &&
-				!errors.Is(err, ErrNoWriter) && !errors.Is(err, context.DeadlineExceeded) {
+				!errors.Is(err, ErrNoWriter) && !errors.Is(err, ErrStopped) && !errors.Is(err, context.DeadlineExceeded) {
 				return fmt.Errorf("%s: %w", id, err)
 			}
 		}

@@ -84,7 +84,7 @@ func (n *Node) waitCopied(ctx context.Context, pos uint64) error {
 		select {
 		case <-ch:
 		case <-n.failed:
-			return fmt.Errorf("cluster: the writer committed position %d, but this crewd stopped copying: %w", pos, n.Err())
+			return fmt.Errorf("%w: the writer committed position %d, not copied here: %v", ErrStopped, pos, n.Err())
 		case <-ctx.Done():
 			return fmt.Errorf("cluster: the writer committed position %d, not yet copied here: %w", pos, ctx.Err())
 		}

@@ -27,6 +27,10 @@ var (
 	// ErrNoWriter is returned to a forwarded request when no writer
 	// answered before its context ended.
 	ErrNoWriter = errors.New("cluster: no writer answered; retry with the same command id")
+	// ErrStopped is returned to a forwarded request whose answer came
+	// while this crewd was failing: the command may be committed; retry
+	// with the same command id on another crewd to learn its outcome.
+	ErrStopped = errors.New("cluster: this crewd stopped; retry with the same command id")
 )
 
 // Options configure a Node.
