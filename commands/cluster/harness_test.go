@@ -46,11 +46,20 @@ type crewd struct {
 	started chan struct{} // closed and replaced at every start
 }
 
+// start starts the crewd, trying again for a while as a supervisor would:
+// right after a fault the stream may have no leader to answer a copier.
 func (c *crewd) start() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.down = false
-	return c.startLocked()
+	var err error
+	for attempt := 0; attempt < 50; attempt++ {
+		if err = c.startLocked(); err == nil {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return err
 }
 
 func (c *crewd) startLocked() error {
