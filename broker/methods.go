@@ -54,6 +54,8 @@ var brokerMethods = map[string]handler{
 	"query.job":                handleQueryJob,
 	"job.authorize":            handleJobAuthorize,
 	"proxy.result":             handleProxyResult,
+	methodImportAppend:         handleImportAppend,
+	methodImportCheckpoints:    handleImportCheckpoints,
 }
 
 // Methods lists every method the server answers, hello included, sorted.

@@ -281,32 +281,105 @@ func (e *Engine) Submit(ctx context.Context, r Request) (Reply, error) {
 			return rep, err
 		}
 	}
+	p, err := e.prepare(r)
+	if err != nil {
+		return Reply{}, err
+	}
+	if err := e.enqueue(ctx, p); err != nil {
+		return Reply{}, err
+	}
+	return e.wait(ctx, p)
+}
+
+// SubmitAll queues rs in order, one after another with nothing of the
+// caller's in between, and waits for every answer: the writer decides them
+// in that order, usually in one group (one synced append), so a batch of
+// dependent commands (an import's records) costs one commit, not one each.
+// The answers are in the order of rs. A request that cannot be queued
+// (a command id without a principal, a closed engine) ends the batch:
+// the requests before it are answered, the rest are not sent. With a
+// Forwarder (a follower of a cluster) the requests are submitted one after
+// the other, each answered before the next is sent, so the order holds.
+func (e *Engine) SubmitAll(ctx context.Context, rs []Request) ([]Reply, error) {
+	if e.opts.Forwarder != nil {
+		out := make([]Reply, 0, len(rs))
+		for _, r := range rs {
+			rep, err := e.Submit(ctx, r)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, rep)
+		}
+		return out, nil
+	}
+	ps := make([]*pending, 0, len(rs))
+	var qerr error
+	for _, r := range rs {
+		p, err := e.prepare(r)
+		if err == nil {
+			err = e.enqueue(ctx, p)
+		}
+		if err != nil {
+			qerr = err
+			break
+		}
+		ps = append(ps, p)
+	}
+	out := make([]Reply, len(ps))
+	for i, p := range ps {
+		r, err := e.wait(ctx, p)
+		if err != nil {
+			return out[:i], err
+		}
+		out[i] = r
+	}
+	return out, qerr
+}
+
+// prepare checks r and computes what the writer needs of it.
+func (e *Engine) prepare(r Request) (*pending, error) {
+	if r.Command == nil {
+		return nil, fmt.Errorf("commands: request without a command")
+	}
+	if err := e.failure(); err != nil {
+		return nil, err
+	}
 	if e.opts.Space != nil {
 		if err := e.opts.Space.CheckSpace(); err != nil {
-			return Reply{}, fmt.Errorf("%w: %w", ErrNoSpace, err)
+			return nil, fmt.Errorf("%w: %w", ErrNoSpace, err)
 		}
 	}
 	p := &pending{req: r, done: make(chan struct{})}
 	if r.CommandID != "" {
 		if p.principal = r.Principal.Key(); p.principal == "" {
-			return Reply{}, fmt.Errorf("commands: %s: a command id needs a principal", r.Command.Kind())
+			return nil, fmt.Errorf("commands: %s: a command id needs a principal", r.Command.Kind())
 		}
 		var err error
 		if p.fp, err = fingerprint(r.Command); err != nil {
-			return Reply{}, err
+			return nil, err
 		}
 		p.slot = string(binary.AppendUvarint(nil, uint64(len(p.principal)))) + p.principal + r.CommandID
 	}
+	return p, nil
+}
+
+// enqueue hands p to the writer.
+func (e *Engine) enqueue(ctx context.Context, p *pending) error {
 	select {
 	case e.in <- p:
 	case <-e.quit:
-		return Reply{}, ErrClosed
+		return ErrClosed
 	case <-ctx.Done():
-		return Reply{}, ctx.Err()
+		return ctx.Err()
 	}
 	if h := e.opts.hooks; h != nil && h.queued != nil {
 		h.queued()
 	}
+	return nil
+}
+
+// wait waits for the writer's answer to p.
+func (e *Engine) wait(ctx context.Context, p *pending) (Reply, error) {
 	select {
 	case <-p.done:
 		return p.reply, p.err

@@ -31,6 +31,7 @@ var commandKinds = map[string]func() Command{
 	"lease.open": func() Command { return new(LeaseOpen) }, "lease.clear": func() Command { return new(LeaseClear) },
 	"manifest.revalidate": func() Command { return new(ManifestRevalidate) }, "proxy.request": func() Command { return new(ProxyRequest) },
 	"proxy.complete": func() Command { return new(ProxyComplete) }, "proxy.cancel": func() Command { return new(ProxyCancel) },
+	"import.append": func() Command { return new(Import) },
 }
 
 // forwarded is a Request on the wire between crewds of one cluster.

@@ -28,6 +28,8 @@ func TestForwardedRequestsRoundTrip(t *testing.T) {
 		&ProxyRequest{RunID: "r", TaskID: "t1", JobID: "J", RequestID: "q", RequestIDChars: 1, NonceDigest: "ab", Tool: "read",
 			Args: json.RawMessage(`{"a":1}`)},
 		&JobCreate{RunID: "r", JobID: "J", TaskID: "t1", Tools: json.RawMessage(`[]`), NonceDigest: "ab"},
+		&Import{Source: "picrew", RunID: "r", Events: []ImportedEvent{{Type: events.TypeTaskStarted, TimeMs: 5,
+			Payload: &events.TaskStarted{TaskID: "t1", Role: "executor"}}}},
 	}
 	for kind, mk := range commandKinds {
 		c := mk()

@@ -115,6 +115,8 @@ func runOf(c Command) string {
 		return c.RunID
 	case *DelegateRequest:
 		return c.RunID
+	case *Import:
+		return c.RunID
 	case *MessageSend:
 		return c.RunID
 	case *Escalate:

@@ -132,6 +132,13 @@ func appendPayload(b []byte, p any) (_ []byte, ok bool) {
 		return appendForeignImported(b, p), true
 	case ForeignImported:
 		return appendForeignImported(b, &p), true
+	case *ImportCheckpoint:
+		if p == nil {
+			return append(b, 0xc0), true
+		}
+		return appendImportCheckpoint(b, p), true
+	case ImportCheckpoint:
+		return appendImportCheckpoint(b, &p), true
 	case *JobCreated:
 		if p == nil {
 			return append(b, 0xc0), true
@@ -514,6 +521,11 @@ var payloadDecoders = map[string]payloadDecoder{
 	TypeForeignImported: {version: 1, decode: func(r *fastReader) any {
 		p := new(ForeignImported)
 		r.readForeignImported(p)
+		return p
+	}},
+	TypeImportCheckpoint: {version: 1, decode: func(r *fastReader) any {
+		p := new(ImportCheckpoint)
+		r.readImportCheckpoint(p)
 		return p
 	}},
 	TypeJobCreated: {version: 1, decode: func(r *fastReader) any {
@@ -1582,6 +1594,77 @@ func (r *fastReader) readForeignImported(p *ForeignImported) {
 		case "data":
 			r.once(&seen, 6)
 			p.Data = r.str()
+		default:
+			r.skip()
+		}
+	}
+}
+
+func appendImportCheckpoint(b []byte, p *ImportCheckpoint) []byte {
+	n := 5
+	if len(p.LastLineHash) != 0 {
+		n++
+	}
+	if p.Lines != 0 {
+		n++
+	}
+	if p.Gone {
+		n++
+	}
+	b = appendMapLen(b, n)
+	b = append(b, "\xa6source"...)
+	b = appendString(b, p.Source)
+	b = append(b, "\xa4path"...)
+	b = appendString(b, p.Path)
+	b = append(b, "\xa5inode"...)
+	b = appendInt64(b, p.Inode)
+	b = append(b, "\xa4size"...)
+	b = appendInt64(b, p.Size)
+	b = append(b, "\xa6offset"...)
+	b = appendInt64(b, p.Offset)
+	if len(p.LastLineHash) != 0 {
+		b = append(b, "\xaclastLineHash"...)
+		b = appendString(b, p.LastLineHash)
+	}
+	if p.Lines != 0 {
+		b = append(b, "\xa5lines"...)
+		b = appendInt64(b, p.Lines)
+	}
+	if p.Gone {
+		b = append(b, "\xa4gone"...)
+		b = appendBool(b, p.Gone)
+	}
+	return b
+}
+
+func (r *fastReader) readImportCheckpoint(p *ImportCheckpoint) {
+	var seen fieldSet
+	for n := r.mapLen(); n > 0 && r.ok(); n-- {
+		switch r.key() {
+		case "source":
+			r.once(&seen, 0)
+			p.Source = r.str()
+		case "path":
+			r.once(&seen, 1)
+			p.Path = r.str()
+		case "inode":
+			r.once(&seen, 2)
+			p.Inode = r.int()
+		case "size":
+			r.once(&seen, 3)
+			p.Size = r.int()
+		case "offset":
+			r.once(&seen, 4)
+			p.Offset = r.int()
+		case "lastLineHash":
+			r.once(&seen, 5)
+			p.LastLineHash = r.str()
+		case "lines":
+			r.once(&seen, 6)
+			p.Lines = r.int()
+		case "gone":
+			r.once(&seen, 7)
+			p.Gone = r.bool()
 		default:
 			r.skip()
 		}

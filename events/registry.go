@@ -71,6 +71,8 @@ var registry = map[string]kind{
 
 	TypeForeignImported: v1[ForeignImported](),
 
+	TypeImportCheckpoint: v1[ImportCheckpoint](),
+
 	TypeCredentialIssued:  v1[CredentialIssued](),
 	TypeCredentialRevoked: v1[CredentialRevoked](),
 

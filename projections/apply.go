@@ -25,7 +25,7 @@ func Apply(s *State, ev events.Event) {
 	case events.TypeRunCreated:
 		applyRunCreated(s, ev)
 		return
-	case events.TypeForeignImported:
+	case events.TypeForeignImported, events.TypeImportCheckpoint:
 		return // kept for the record only: it changes no projection
 	}
 	r := s.runs[ev.Stream]

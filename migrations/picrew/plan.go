@@ -15,10 +15,21 @@ import (
 // whose process died with pi-crew's broker.
 const defaultTimeoutSec = 900
 
-// planned is one write of the import, before the command-id check.
+// planned is one write of the import, before the command-id check: the
+// events encoded for the log (the one-shot import appends them), and the
+// same events as typed payloads (a follower sends those to the daemon).
 type planned struct {
 	id     string // command id
 	events []eventlog.Event
+	items  []Item
+}
+
+// Item is one event of a planned write: its type, its time in pi-crew
+// (unix ms) and its payload (a pointer to the events payload struct).
+type Item struct {
+	Type    string
+	TimeMs  int64
+	Payload any
 }
 
 // planner turns one run's files into writes, tracking just enough state
@@ -37,17 +48,38 @@ type planner struct {
 	spent     map[string]int64  // parent task → tokens reserved or charged so far
 	accounts  map[string]bool
 	msgIDs    map[string]bool
+	parents   map[string]string // subId → parent task, from delegate.admitted
+	created   map[string]bool   // workflow tasks whose task.created was planned
+	msgs      map[string]message
+	delivered map[string]bool // messages whose mailbox.delivered was planned
+	acked     map[string]bool
 	// foreignCount is how many events were kept as foreign.imported.
 	foreignCount int
 }
 
 func newPlanner(s *source, r *run) *planner {
 	p := &planner{s: s, r: r, tasks: map[string]*task{}, status: map[string]string{}, started: map[string]bool{},
-		dels: map[string]string{}, spent: map[string]int64{}, accounts: map[string]bool{}, msgIDs: map[string]bool{}}
-	for i := range r.tasks {
-		p.tasks[r.tasks[i].ID] = &r.tasks[i]
-	}
+		dels: map[string]string{}, spent: map[string]int64{}, accounts: map[string]bool{}, msgIDs: map[string]bool{},
+		parents: map[string]string{}, created: map[string]bool{}, msgs: map[string]message{}, delivered: map[string]bool{},
+		acked: map[string]bool{}}
+	p.setTasks(r.tasks)
 	return p
+}
+
+// setTasks makes tasks (tasks.json as read now) the planner's task records.
+func (p *planner) setTasks(tasks []task) {
+	p.r.tasks = tasks
+	p.tasks = make(map[string]*task, len(tasks))
+	for i := range tasks {
+		p.tasks[tasks[i].ID] = &tasks[i]
+	}
+}
+
+// drain returns the writes planned since the last drain.
+func (p *planner) drain() []planned {
+	w := p.writes
+	p.writes, p.cur = nil, nil
+	return w
 }
 
 // begin starts the write with command id import:<runId>:<what>.
@@ -69,6 +101,7 @@ func (p *planner) add(atMs int64, payload any) {
 	if atMs == 0 {
 		atMs = int64(p.r.manifest.CreatedAt)
 	}
+	p.cur.items = append(p.cur.items, Item{Type: typ, TimeMs: atMs, Payload: payload})
 	p.cur.events = append(p.cur.events, eventlog.Event{
 		Stream: p.r.id, Type: typ, SchemaVersion: events.SchemaVersion(typ), Time: atMs * 1e6,
 		CorrelationID: events.ImportCorrelation + "picrew", ActorRole: events.RoleAdmin, Payload: b,
@@ -78,16 +111,35 @@ func (p *planner) add(atMs int64, payload any) {
 // plan returns the run's writes in order: the run, its workflow tasks, the
 // history, the mailbox, the steering entries, then the reconciliation.
 func (p *planner) plan() []planned {
+	p.runCreated()
+	p.newTasks()
+	for i := range p.r.events {
+		p.event(&p.r.events[i])
+	}
+	p.mailbox()
+	p.steering()
+	p.reconcile()
+	return p.writes
+}
+
+// runCreated plans the run's run.created, from the manifest.
+func (p *planner) runCreated() {
 	m := p.r.manifest
 	p.begin("run")
 	p.add(int64(m.CreatedAt), &events.RunCreated{Team: m.Team, Workflow: m.Workflow, Goal: m.Goal, Cwd: m.Cwd,
 		BudgetTotal: importedBudget(m.BudgetTotal), BudgetUnlimited: m.BudgetUnlimited, BudgetWarning: m.BudgetWarning, BudgetAbort: m.BudgetAbort})
 	p.runStatus = "queued"
+}
 
+// newTasks plans task.created for every workflow task of tasks.json not
+// planned yet.
+func (p *planner) newTasks() {
+	m := p.r.manifest
 	for _, t := range p.r.tasks {
-		if t.shadow() {
-			continue // created by its delegate.admitted, or by the reconcile
+		if t.shadow() || p.created[t.ID] {
+			continue // a shadow is created by its delegate.admitted, or by the reconcile
 		}
+		p.created[t.ID] = true
 		p.begin("task:" + t.ID)
 		deps := t.DependsOn
 		if deps == nil {
@@ -97,13 +149,6 @@ func (p *planner) plan() []planned {
 			DependsOn: deps, StepID: *t.StepID, Depth: t.Depth, Model: t.Model, Kind: events.TaskKindWorkflow})
 		p.status[t.ID] = "queued"
 	}
-	for i := range p.r.events {
-		p.event(&p.r.events[i])
-	}
-	p.mailbox()
-	p.steering()
-	p.reconcile()
-	return p.writes
 }
 
 // data decodes an event's data into v; a malformed one is reported.
@@ -322,6 +367,7 @@ func (p *planner) admit(at int64, parent, subID, role string, depth int, unmeter
 		Unmetered: unmetered, ReservedTokens: reserved, TimeoutSec: timeoutSec, Deadline: at + int64(timeoutSec*1000),
 		Cwd: cwd, Title: title, ParentRole: p.roleOf(parent)})
 	p.dels[subID] = "queued"
+	p.parents[subID] = parent
 	if !unmetered {
 		p.add(at, &events.BudgetReserved{TaskID: parent, SubID: subID, Tokens: reserved, GrantedTokens: p.grant(parent)})
 		p.spent[parent] += reserved
@@ -387,34 +433,57 @@ func (p *planner) askEvent(ev *teamEvent, what string, at int64) {
 	}
 }
 
-// mailbox writes each message with its delivery state; delivery.json is
+// mailbox writes each message, then its delivery state; delivery.json is
 // the status source (the JSONL line keeps "queued" after an ack, D§2.6).
+// The state is a write of its own (delivery:<id>:<status>), so a follower
+// that saw the message before it was delivered records the delivery later
+// under the same id an import of the finished files would use.
 func (p *planner) mailbox() {
 	for _, m := range p.r.messages {
-		p.begin("msg:" + m.ID)
-		to := m.TaskID
-		if to == "" && m.Direction != "outbox" {
-			to = m.file
-		}
-		if m.Direction == "outbox" {
-			to = events.RunInbox // a task's outbox is read by the orchestrator
-		}
-		ma := &events.MailboxAppended{ID: m.ID, To: to, From: m.From, Kind: firstOf(m.Kind, events.KindMessage),
-			Priority: firstOf(m.Priority, events.PriorityNormal), DeliveryMode: firstOf(m.DeliveryMode, events.DeliveryNextTurn),
-			Body: m.Body, QuestionID: m.QuestionID, ReplyTo: m.ReplyTo}
-		if m.Data != nil {
-			ma.Data = &events.MessageData{SubID: m.Data.SubID, OK: m.Data.OK, TimedOut: m.Data.TimedOut, Cancelled: m.Data.Cancelled}
-		}
-		at := int64(m.CreatedAt)
-		p.add(at, ma)
-		p.msgIDs[m.ID] = true
-		st := firstOf(p.r.delivery[m.ID], m.Status)
-		if st == "delivered" || st == "acknowledged" {
-			p.add(at, &events.MailboxDelivered{MessageID: m.ID, Recipient: to})
-		}
-		if st == "acknowledged" {
-			p.add(at, &events.MailboxAcknowledged{MessageID: m.ID, Recipient: to})
-		}
+		p.message(m)
+		p.delivery(m.ID, firstOf(p.r.delivery[m.ID], m.Status))
+	}
+}
+
+// message plans one mailbox message.
+func (p *planner) message(m message) {
+	p.begin("msg:" + m.ID)
+	ma := &events.MailboxAppended{ID: m.ID, To: recipient(m), From: m.From, Kind: firstOf(m.Kind, events.KindMessage),
+		Priority: firstOf(m.Priority, events.PriorityNormal), DeliveryMode: firstOf(m.DeliveryMode, events.DeliveryNextTurn),
+		Body: m.Body, QuestionID: m.QuestionID, ReplyTo: m.ReplyTo}
+	if m.Data != nil {
+		ma.Data = &events.MessageData{SubID: m.Data.SubID, OK: m.Data.OK, TimedOut: m.Data.TimedOut, Cancelled: m.Data.Cancelled}
+	}
+	p.add(int64(m.CreatedAt), ma)
+	p.msgIDs[m.ID] = true
+	p.msgs[m.ID] = m
+}
+
+// recipient is whose mailbox a message is in.
+func recipient(m message) string {
+	if m.Direction == "outbox" {
+		return events.RunInbox // a task's outbox is read by the orchestrator
+	}
+	return firstOf(m.TaskID, m.file)
+}
+
+// delivery plans the delivery state st ("delivered" or "acknowledged") of
+// a planned message, each step once.
+func (p *planner) delivery(id, st string) {
+	m, ok := p.msgs[id]
+	if !ok || (st != "delivered" && st != "acknowledged") {
+		return
+	}
+	to, at := recipient(m), int64(m.CreatedAt)
+	if !p.delivered[id] {
+		p.begin("delivery:" + id + ":delivered")
+		p.add(at, &events.MailboxDelivered{MessageID: id, Recipient: to})
+		p.delivered[id] = true
+	}
+	if st == "acknowledged" && !p.acked[id] {
+		p.begin("delivery:" + id + ":acknowledged")
+		p.add(at, &events.MailboxAcknowledged{MessageID: id, Recipient: to})
+		p.acked[id] = true
 	}
 }
 
@@ -424,6 +493,13 @@ func (p *planner) mailbox() {
 // here, with an id derived from its place in the file.
 func (p *planner) steering() {
 	for _, st := range p.r.steers {
+		p.steer(st)
+	}
+}
+
+// steer plans one steering line.
+func (p *planner) steer(st steer) {
+	{
 		id := st.ID
 		if id == "" {
 			id = fmt.Sprintf("steer_import_%s_%d", st.taskID, st.line)
@@ -538,21 +614,8 @@ func (p *planner) reconcileShadow(t task) {
 	p.settle(int64(t.FinishedAt), parent, t.ID, want)
 }
 
-// parentOf finds the parent task of a delegation in the written events.
-func (p *planner) parentOf(subID string) string {
-	for _, w := range p.writes {
-		for _, e := range w.events {
-			if e.Type != events.TypeDelegateAdmitted {
-				continue
-			}
-			pl, err := events.DecodePayload(e.Type, e.SchemaVersion, e.Payload)
-			if a, ok := pl.(*events.DelegateAdmitted); err == nil && ok && a.SubID == subID {
-				return a.TaskID
-			}
-		}
-	}
-	return ""
-}
+// parentOf is the parent task of an admitted delegation.
+func (p *planner) parentOf(subID string) string { return p.parents[subID] }
 
 // reconcileAllocation makes the parent's ledger match tasks.json. Spend
 // only grows (SPEC §4.2), so a file that shows less than the events

@@ -1,0 +1,190 @@
+package broker
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/events"
+)
+
+// The import methods let a follower of another runtime's files (crewctl import picrew --follow) import through
+// the running daemon instead of opening the store: import.append submits the follower's records as the engine's
+// commands, import.checkpoints reads back how far it got.
+const (
+	methodImportAppend      = "import.append"
+	methodImportCheckpoints = "import.checkpoints"
+)
+
+// Bounds of import.append: a frame holds at most MaxImportWrites writes, each of 1..commands.MaxImportEvents
+// events; the frame cap bounds the bytes.
+const MaxImportWrites = 256
+
+// importWrite is one write of import.append's params.
+type importWrite struct {
+	CommandID string        `json:"commandId"`
+	RunID     string        `json:"runId"`
+	Events    []importEvent `json:"events"`
+}
+
+type importEvent struct {
+	Type    string          `json:"type"`
+	Time    int64           `json:"time"` // unix ms in the source; 0 = now
+	Payload json.RawMessage `json:"payload"`
+}
+
+// importOutcome is one write's answer: appended (or, replayed, recorded by an earlier attempt), or an error.
+type importOutcome struct {
+	CommandID string      `json:"commandId"`
+	Appended  int         `json:"appended"`
+	Replayed  bool        `json:"replayed,omitempty"`
+	Position  uint64      `json:"position,omitempty"`
+	Error     *wire.Error `json:"error,omitempty"`
+}
+
+type importAppendResult struct {
+	Results []importOutcome `json:"results"`
+}
+
+// handleImportAppend: admin only, {source, writes:[{commandId, runId, events:[{type, time, payload}]}]} →
+// {results}. Each write is one commands.Import submitted under events.EnginePrincipal, so its command id is in
+// the engine's namespace (the one-shot import's): a write already recorded answers replayed and appends nothing.
+// The writes are queued in order and decided in that order (commands.Engine.SubmitAll); one write's refusal does
+// not stop the others (each has its own result).
+func handleImportAppend(cl *call) (any, error) {
+	if cl.c.id.role != events.RoleAdmin {
+		return nil, forbidden("%s: admin only", cl.method)
+	}
+	p := readParams(cl)
+	source := p.str("source", true, 64)
+	raw, _ := p.get("writes")
+	p.strict()
+	if p.err != nil {
+		return nil, p.err
+	}
+	var writes []importWrite
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if len(raw) == 0 || raw[0] != '[' || dec.Decode(&writes) != nil {
+		return nil, badParams(cl.method, "writes must be an array of {commandId, runId, events}")
+	}
+	if len(writes) == 0 || len(writes) > MaxImportWrites {
+		return nil, badParams(cl.method, "writes must hold 1..%d writes", MaxImportWrites)
+	}
+	reqs := make([]commands.Request, 0, len(writes))
+	for i, w := range writes {
+		cmd, err := importCommand(source, w)
+		if err != nil {
+			return nil, badParams(cl.method, "write %d: %v", i, err)
+		}
+		reqs = append(reqs, commands.Request{Principal: events.EnginePrincipal(), CommandID: w.CommandID,
+			Actor: events.Actor{Role: events.RoleAdmin}, Command: cmd})
+	}
+	replies, err := cl.c.s.eng.SubmitAll(cl.c.ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	out := importAppendResult{Results: make([]importOutcome, len(replies))}
+	for i, r := range replies {
+		o := importOutcome{CommandID: writes[i].CommandID, Replayed: r.Replayed, Position: r.Position}
+		if r.Rejected != nil {
+			o.Error, _ = toWire(r.Rejected, cl.method)
+		} else {
+			var res commands.ImportResult
+			if json.Unmarshal(r.Result, &res) == nil {
+				o.Appended = res.Appended
+			}
+			if r.Replayed {
+				o.Appended = 0
+			}
+		}
+		out.Results[i] = o
+	}
+	return out, nil
+}
+
+// importCommand checks one write's shape and decodes its payloads into the event types' structs (strictly: an
+// unknown field is refused, so nothing a source sent is silently lost). The engine decides the rest.
+func importCommand(source string, w importWrite) (*commands.Import, error) {
+	if w.CommandID == "" || len(w.CommandID) > maxCommandID || !utf8.ValidString(w.CommandID) {
+		return nil, fmt.Errorf("commandId must be a string of 1..%d bytes", maxCommandID)
+	}
+	if n := len(w.Events); n == 0 || n > commands.MaxImportEvents {
+		return nil, fmt.Errorf("events must hold 1..%d events", commands.MaxImportEvents)
+	}
+	cmd := &commands.Import{Source: source, RunID: w.RunID, Events: make([]commands.ImportedEvent, 0, len(w.Events))}
+	for j, e := range w.Events {
+		pl := events.NewPayload(e.Type)
+		if pl == nil {
+			return nil, fmt.Errorf("event %d: unknown type %q", j, e.Type)
+		}
+		d := json.NewDecoder(bytes.NewReader(e.Payload))
+		d.DisallowUnknownFields()
+		if len(e.Payload) == 0 || e.Payload[0] != '{' || d.Decode(pl) != nil {
+			return nil, fmt.Errorf("event %d: payload is not a %s object", j, e.Type)
+		}
+		cmd.Events = append(cmd.Events, commands.ImportedEvent{Type: e.Type, TimeMs: e.Time, Payload: pl})
+	}
+	return cmd, nil
+}
+
+// maxCheckpointPage bounds one import.checkpoints answer.
+const maxCheckpointPage = 1000
+
+type importCheckpointsResult struct {
+	Checkpoints []events.ImportCheckpoint `json:"checkpoints"`
+	NextCursor  string                    `json:"nextCursor,omitempty"`
+}
+
+// handleImportCheckpoints: admin only, {source, cursor?, limit?} → {checkpoints, nextCursor?}: the newest
+// checkpoint of every file the source's imports recorded, by path, from the path after cursor. It reads the
+// checkpoint stream (events.ImportStream) from its start, so it costs one decode per checkpoint ever recorded; a
+// follower calls it once when it starts.
+func handleImportCheckpoints(cl *call) (any, error) {
+	if cl.c.id.role != events.RoleAdmin {
+		return nil, forbidden("%s: admin only", cl.method)
+	}
+	p := readParams(cl)
+	source := p.str("source", true, 64)
+	cursor := p.str("cursor", false, 4096)
+	limit := int(p.int("limit", 1, maxCheckpointPage, maxCheckpointPage))
+	p.strict()
+	if p.err != nil {
+		return nil, p.err
+	}
+	latest := map[string]events.ImportCheckpoint{}
+	it := cl.c.s.log.ReadStream(events.ImportStream, 1)
+	defer it.Close()
+	for it.Next() {
+		ev := it.Event()
+		pl, err := events.DecodePayload(ev.Type, ev.SchemaVersion, ev.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errReplay, err)
+		}
+		if c, ok := pl.(*events.ImportCheckpoint); ok && c.Source == source && c.Path > cursor {
+			latest[c.Path] = *c
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, errors.Join(errReplay, err)
+	}
+	paths := make([]string, 0, len(latest))
+	for k := range latest {
+		paths = append(paths, k)
+	}
+	slices.Sort(paths)
+	out := importCheckpointsResult{Checkpoints: []events.ImportCheckpoint{}}
+	for i, k := range paths {
+		if i == limit {
+			out.NextCursor = paths[i-1]
+			break
+		}
+		out.Checkpoints = append(out.Checkpoints, latest[k])
+	}
+	return out, nil
+}

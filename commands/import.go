@@ -1,0 +1,167 @@
+package commands
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// MaxImportEvents bounds the events of one Import: an import write is one
+// source record (a line, a message, a status) and the few events it maps
+// to, never a whole file.
+const MaxImportEvents = 16
+
+// maxImportTimeMs is the latest source time an event may carry: event
+// times are unix nanoseconds in an int64 (up to the year 2262).
+const maxImportTimeMs = 9e12
+
+// Import appends events another system recorded (pi-crew's files, read by
+// a follower) as they were mapped, with their own times: the import's
+// decisions were taken by that system, so crewlog records them instead of
+// deciding them again. It is the engine's command: the broker submits it
+// under events.EnginePrincipal for the admin only, and its command id names
+// the source record (the same ids as the one-shot import, so neither can
+// double the other).
+//
+// Its events go to one run's stream (RunID), or, for import.checkpoint
+// alone, to events.ImportStream. Types that only crewlog itself may write
+// (credentials, engine config, store migrations, quotas) are refused, as is
+// a run.created for a run that exists and any other event for a run that
+// does not; within those rules the events are trusted as the one-shot
+// import trusts the files (projections ignore what refers to nothing).
+type Import struct {
+	// Source names the importing system (events.ForeignSourcePicrew); it
+	// becomes the events' correlation id after events.ImportCorrelation.
+	Source string
+	RunID  string
+	Events []ImportedEvent
+}
+
+// ImportedEvent is one event of an Import: its type, its time in the
+// source (unix ms; 0 means the engine clock) and its payload (a pointer to
+// the payload struct of Type).
+type ImportedEvent struct {
+	Type    string
+	TimeMs  int64
+	Payload any
+}
+
+// EncodeMsgpack encodes the payload with the events codec (type, time,
+// payload bytes), so an Import is fingerprinted by what it would record and
+// survives forwarding to another engine with its typed payloads.
+func (e ImportedEvent) EncodeMsgpack(enc *msgpack.Encoder) error {
+	b, err := events.EncodePayload(e.Payload)
+	if err != nil {
+		return fmt.Errorf("commands: import: encode %s: %w", e.Type, err)
+	}
+	// NB: one msgpack value (an array), so a reader skipping it finds its end.
+	if err := enc.EncodeArrayLen(3); err != nil {
+		return err
+	}
+	return enc.EncodeMulti(e.Type, e.TimeMs, b)
+}
+
+// DecodeMsgpack is EncodeMsgpack's inverse.
+func (e *ImportedEvent) DecodeMsgpack(dec *msgpack.Decoder) error {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return err
+	}
+	if n != 3 {
+		return fmt.Errorf("commands: import: an event of %d fields", n)
+	}
+	var b []byte
+	if err := dec.DecodeMulti(&e.Type, &e.TimeMs, &b); err != nil {
+		return err
+	}
+	p, err := events.DecodePayload(e.Type, events.SchemaVersion(e.Type), b)
+	if err != nil {
+		return fmt.Errorf("commands: import: decode %s: %w", e.Type, err)
+	}
+	e.Payload = p
+	return nil
+}
+
+// Kind implements Command.
+func (*Import) Kind() string { return "import.append" }
+
+// ImportResult is the answer to an Import.
+type ImportResult struct {
+	Appended int `json:"appended"`
+}
+
+// importable are the event types an Import may carry in a run's stream:
+// what a runtime's own history records. Everything else (credentials,
+// engine config, store migrations, quota and fair-share decisions) is
+// crewlog's own and never comes from elsewhere.
+func importable(typ string) bool {
+	switch typ {
+	case events.TypeForeignImported, events.TypeSteerPushed:
+		return true
+	case events.TypeRunQuotaExceeded, events.TypeTaskBudgetFairShare:
+		return false
+	}
+	family, _, _ := strings.Cut(typ, ".")
+	switch family {
+	case "run", "task", "delegate", "budget", "mailbox", "ask":
+		return events.IsKnown(typ)
+	}
+	return false
+}
+
+func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
+	if c.Source == "" || len(c.Source) > 64 {
+		return Decision{}, badParams("import.append: source must be 1..64 chars")
+	}
+	if n := len(c.Events); n == 0 || n > MaxImportEvents {
+		return Decision{}, badParams("import.append: a write carries 1..%d events", MaxImportEvents)
+	}
+	checkpoint := c.RunID == events.ImportStream
+	if !checkpoint && !safeID(c.RunID) {
+		return Decision{}, badParams("import.append: runId must be 1..%d chars of [A-Za-z0-9_-]", MaxIDChars)
+	}
+	_, exists := s.Run(c.RunID)
+	out := make([]events.Event, 0, len(c.Events))
+	for i, ie := range c.Events {
+		switch {
+		case checkpoint != (ie.Type == events.TypeImportCheckpoint):
+			return Decision{}, badParams("import.append: event %d: import.checkpoint goes to %s, and only it", i, events.ImportStream)
+		case !checkpoint && !importable(ie.Type):
+			return Decision{}, badParams("import.append: event %d: type %q cannot be imported", i, ie.Type)
+		case ie.Payload == nil || !payloadOf(ie.Type, ie.Payload):
+			return Decision{}, badParams("import.append: event %d: payload is not a %s", i, ie.Type)
+		case ie.TimeMs < 0 || ie.TimeMs > maxImportTimeMs:
+			return Decision{}, badParams("import.append: event %d: time must be 0..%d (unix ms)", i, int64(maxImportTimeMs))
+		case ie.Type == events.TypeRunCreated && exists:
+			return Decision{}, badParams("import.append: run %q exists", c.RunID)
+		case !checkpoint && ie.Type != events.TypeRunCreated && !exists:
+			return Decision{}, reject(CodeNoManifest, "no-manifest", "run %q not found", c.RunID)
+		}
+		if ie.Type == events.TypeRunCreated {
+			exists = true
+		}
+		at := env.Now
+		if ie.TimeMs > 0 {
+			at = ie.TimeMs * 1e6
+		}
+		out = append(out, events.Event{
+			Stream: c.RunID, Type: ie.Type, SchemaVersion: events.SchemaVersion(ie.Type), Time: at,
+			CommandID: env.CommandID, CorrelationID: events.ImportCorrelation + c.Source,
+			// NB: the admin actor with the import correlation is what the
+			// one-shot import records; events.EventPrincipal maps it to
+			// the engine, whose outcome this is.
+			Actor: events.Actor{Role: events.RoleAdmin}, Payload: ie.Payload,
+		})
+	}
+	return Decision{Events: out, Result: ImportResult{Appended: len(out)}}, nil
+}
+
+// payloadOf reports whether p is the payload struct (pointer) of typ.
+func payloadOf(typ string, p any) bool {
+	t, ok := events.TypeOf(p)
+	return ok && t == typ
+}

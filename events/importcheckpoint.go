@@ -1,0 +1,30 @@
+package events
+
+// TypeImportCheckpoint records how far an import has read one source file,
+// so a follower that restarts (or a daemon that restarts under it) resumes
+// where it stopped instead of reading the file again. It is written to
+// ImportStream, never to a run's stream, and changes no projection.
+const TypeImportCheckpoint = "import.checkpoint"
+
+// ImportStream is the stream of import checkpoints. Run ids are limited to
+// [A-Za-z0-9_-], so it cannot collide with a run (like EngineStream).
+const ImportStream = "$import"
+
+// ImportCheckpoint is one file's read position. Path is relative to the
+// imported root (slash-separated), so the log never names the machine the
+// files were on. Offset is the byte just after the last complete line read
+// (the whole size for a file that is rewritten as a whole, such as
+// tasks.json); LastLineHash the hex SHA-256 of that line (of the whole file
+// for a rewritten one), which tells on resume whether the file still holds
+// what was read or was rewritten under the same name. Gone marks a file (or
+// a run directory) that disappeared: its import stays in the log.
+type ImportCheckpoint struct {
+	Source       string `json:"source" msgpack:"source"`
+	Path         string `json:"path" msgpack:"path"`
+	Inode        int64  `json:"inode" msgpack:"inode"`
+	Size         int64  `json:"size" msgpack:"size"`
+	Offset       int64  `json:"offset" msgpack:"offset"`
+	LastLineHash string `json:"lastLineHash,omitempty" msgpack:"lastLineHash,omitempty"`
+	Lines        int64  `json:"lines,omitempty" msgpack:"lines,omitempty"`
+	Gone         bool   `json:"gone,omitempty" msgpack:"gone,omitempty"`
+}
