@@ -18,6 +18,9 @@ const ImportStream = "$import"
 // for a rewritten one), which tells on resume whether the file still holds
 // what was read or was rewritten under the same name. Gone marks a file (or
 // a run directory) that disappeared: its import stays in the log.
+// Reconciled, on a run's manifest, says the run was reconciled with its
+// files as of this manifest, so a restarted follower need not read the run
+// again while nothing changes.
 type ImportCheckpoint struct {
 	Source       string `json:"source" msgpack:"source"`
 	Path         string `json:"path" msgpack:"path"`
@@ -27,4 +30,5 @@ type ImportCheckpoint struct {
 	LastLineHash string `json:"lastLineHash,omitempty" msgpack:"lastLineHash,omitempty"`
 	Lines        int64  `json:"lines,omitempty" msgpack:"lines,omitempty"`
 	Gone         bool   `json:"gone,omitempty" msgpack:"gone,omitempty"`
+	Reconciled   bool   `json:"reconciled,omitempty" msgpack:"reconciled,omitempty"`
 }

@@ -1611,6 +1611,9 @@ func appendImportCheckpoint(b []byte, p *ImportCheckpoint) []byte {
 	if p.Gone {
 		n++
 	}
+	if p.Reconciled {
+		n++
+	}
 	b = appendMapLen(b, n)
 	b = append(b, "\xa6source"...)
 	b = appendString(b, p.Source)
@@ -1633,6 +1636,10 @@ func appendImportCheckpoint(b []byte, p *ImportCheckpoint) []byte {
 	if p.Gone {
 		b = append(b, "\xa4gone"...)
 		b = appendBool(b, p.Gone)
+	}
+	if p.Reconciled {
+		b = append(b, "\xaareconciled"...)
+		b = appendBool(b, p.Reconciled)
 	}
 	return b
 }
@@ -1665,6 +1672,9 @@ func (r *fastReader) readImportCheckpoint(p *ImportCheckpoint) {
 		case "gone":
 			r.once(&seen, 7)
 			p.Gone = r.bool()
+		case "reconciled":
+			r.once(&seen, 8)
+			p.Reconciled = r.bool()
 		default:
 			r.skip()
 		}

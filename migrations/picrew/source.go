@@ -250,6 +250,9 @@ func (s *source) readRuns() ([]*run, error) {
 	return runs, nil
 }
 
+// tempReason is why a temporary file of an atomic write is left out.
+const tempReason = "temporary file of an unfinished atomic write: ignored"
+
 // classify names why a file that is not imported is left out.
 func classify(name, otherwise string) string {
 	switch {
@@ -261,7 +264,7 @@ func classify(name, otherwise string) string {
 	case strings.HasSuffix(name, ".seq") || strings.HasSuffix(name, ".gen"):
 		return "event-log sidecar: ignored (seq is read from the events)"
 	case strings.HasSuffix(name, ".tmp") || strings.Contains(name, ".tmp-"):
-		return "temporary file of an unfinished atomic write: ignored"
+		return tempReason
 	case name == "agents.json" || name == "agents" || name == "plans" || name == "active-run-index.json" ||
 		name == "active-run-index.bin" || name == "heartbeat.json":
 		return "derived view, rebuilt by crewlog's projections: not imported"
@@ -377,14 +380,8 @@ func (s *source) readEvents(id string, files []string) []teamEvent {
 	bySeq := map[uint64]teamEvent{}
 	for _, f := range files {
 		s.readLines(id, f, func(line int, b []byte) {
-			var ev teamEvent
-			if err := json.Unmarshal(b, &ev); err != nil || ev.Type == "" {
-				s.skip(id, s.rel(f), line, 0, "corrupt event line: skipped")
-				return
-			}
-			ev.line = fmt.Sprintf("%s:%d", s.rel(f), line)
-			if ev.Metadata.Seq == 0 {
-				s.skip(id, s.rel(f), line, 0, "event %s has no metadata.seq: skipped", ev.Type)
+			ev, ok := s.parseEvent(id, s.rel(f), line, b)
+			if !ok {
 				return
 			}
 			if old, dup := bySeq[ev.Metadata.Seq]; dup {
@@ -410,6 +407,21 @@ func (s *source) readEvents(id string, files []string) []teamEvent {
 		prev = ev.Metadata.Seq
 	}
 	return out
+}
+
+// parseEvent decodes one events.jsonl line; a corrupt line or one without
+// a seq is reported and ok is false.
+func (s *source) parseEvent(id, rel string, line int, b []byte) (ev teamEvent, ok bool) {
+	if err := json.Unmarshal(b, &ev); err != nil || ev.Type == "" {
+		s.skip(id, rel, line, 0, "corrupt event line: skipped")
+		return ev, false
+	}
+	ev.line = fmt.Sprintf("%s:%d", rel, line)
+	if ev.Metadata.Seq == 0 {
+		s.skip(id, rel, line, 0, "event %s has no metadata.seq: skipped", ev.Type)
+		return ev, false
+	}
+	return ev, true
 }
 
 // readLines calls fn for each non-empty line of p.
@@ -483,26 +495,44 @@ func (s *source) readMessages(id string, files []string) []message {
 	var out []message
 	seen := map[string]bool{}
 	for _, f := range files {
-		owner := ""
-		if parts := strings.Split(filepath.ToSlash(s.rel(f)), "/"); len(parts) >= 3 && parts[len(parts)-3] == "tasks" {
-			owner = parts[len(parts)-2]
-		}
 		s.readLines(id, f, func(line int, b []byte) {
-			var m message
-			if err := json.Unmarshal(b, &m); err != nil || m.ID == "" {
-				s.skip(id, s.rel(f), line, 0, "corrupt mailbox line: skipped")
+			m, ok := s.parseMessage(id, s.rel(f), line, b)
+			if !ok {
 				return
 			}
 			if seen[m.ID] {
 				return // the same message in an archive and the live file
 			}
 			seen[m.ID] = true
-			m.file = owner
 			out = append(out, m)
 		})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt < out[j].CreatedAt })
 	return out
+}
+
+// parseMessage decodes one mailbox line of the file rel; a corrupt line is
+// reported and ok is false.
+func (s *source) parseMessage(id, rel string, line int, b []byte) (m message, ok bool) {
+	if err := json.Unmarshal(b, &m); err != nil || m.ID == "" {
+		s.skip(id, rel, line, 0, "corrupt mailbox line: skipped")
+		return m, false
+	}
+	if parts := strings.Split(rel, "/"); len(parts) >= 3 && parts[len(parts)-3] == "tasks" {
+		m.file = parts[len(parts)-2]
+	}
+	return m, true
+}
+
+// parseSteer decodes one line of the steering file rel of task taskID; a
+// corrupt line is reported and ok is false.
+func (s *source) parseSteer(id, rel, taskID string, line int, b []byte) (st steer, ok bool) {
+	if err := json.Unmarshal(b, &st); err != nil || st.Message == "" {
+		s.skip(id, rel, line, 0, "corrupt steering line: skipped")
+		return st, false
+	}
+	st.taskID, st.line = taskID, line
+	return st, true
 }
 
 func (s *source) readSteers(id, dir string) []steer {
@@ -519,13 +549,9 @@ func (s *source) readSteers(id, dir string) []steer {
 			continue
 		}
 		s.readLines(id, p, func(line int, b []byte) {
-			var st steer
-			if err := json.Unmarshal(b, &st); err != nil || st.Message == "" {
-				s.skip(id, s.rel(p), line, 0, "corrupt steering line: skipped")
-				return
+			if st, ok := s.parseSteer(id, s.rel(p), taskID, line, b); ok {
+				out = append(out, st)
 			}
-			st.taskID, st.line = taskID, line
-			out = append(out, st)
 		})
 	}
 	return out

@@ -1,0 +1,445 @@
+package picrew
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/crewlog/crewlog/events"
+)
+
+// Sink is the running daemon as a Follower sees it: the import methods of
+// its socket (import.append, import.checkpoints), called with the admin
+// credential. The follower never opens the store.
+type Sink interface {
+	// Import submits ws in order and answers each (same order). An error
+	// means the answers are unknown (the connection was lost, say): the
+	// follower sends the same writes again, and their command ids make a
+	// write that was recorded answer Replayed instead of appending twice.
+	Import(ctx context.Context, ws []Write) ([]WriteResult, error)
+	// Checkpoints returns the newest checkpoint of every pi-crew file the
+	// log holds.
+	Checkpoints(ctx context.Context) ([]events.ImportCheckpoint, error)
+}
+
+// Write is one import command: the command id naming the source record,
+// the run (or events.ImportStream for a checkpoint) and its events.
+type Write struct {
+	ID    string
+	RunID string
+	Items []Item
+}
+
+// WriteResult is the daemon's answer to one Write: appended (Replayed when
+// an earlier attempt recorded it), or refused with a wire code and message.
+type WriteResult struct {
+	Appended int
+	Replayed bool
+	Code     string
+	Message  string
+}
+
+// FollowOptions tune a Follower; nil means defaults.
+type FollowOptions struct {
+	// Poll is how often every run is looked at even without a notification
+	// (default 1 s; 250 ms when notifications are unavailable or off).
+	Poll time.Duration
+	// NoNotify turns filesystem notifications off (polling only).
+	NoNotify bool
+	// SettleAfter is how long a run whose manifest shows it finished must
+	// stay unchanged before it is reconciled with its files (default 2 s).
+	SettleAfter time.Duration
+	// CheckpointEvery bounds how often a file's checkpoint is written
+	// (default 1 s): checkpoints save re-reading, the command ids carry
+	// exactly-once, so they need not follow every line.
+	CheckpointEvery time.Duration
+	// Report is told of every problem (corrupt line, rotated file, run
+	// directory deleted, refused write …), each once.
+	Report func(Skipped)
+	// Logger (default discard).
+	Logger *slog.Logger
+	// OnPass, when set, is called after every pass with the counters.
+	OnPass func(FollowStats)
+}
+
+// FollowStats counts a Follower's work since it started.
+type FollowStats struct {
+	Passes      uint64 `json:"passes"`
+	Lines       uint64 `json:"lines"`       // JSONL lines read (prefixes re-read at start included)
+	Writes      uint64 `json:"writes"`      // writes answered by the daemon
+	Appended    uint64 `json:"appended"`    // events appended
+	Replayed    uint64 `json:"replayed"`    // writes already recorded
+	Refused     uint64 `json:"refused"`     // writes the daemon refused (reported)
+	Checkpoints uint64 `json:"checkpoints"` // checkpoints written
+	Reported    uint64 `json:"reported"`    // problems reported
+	Pending     int    `json:"pending"`     // writes waiting for the daemon
+	SendErrors  uint64 `json:"sendErrors"`  // failed calls to the daemon (retried)
+	// Settled is set after a pass that looked at every file, read nothing
+	// new and left nothing to send, reconcile or checkpoint: the log holds
+	// what the files said when the pass began.
+	Settled bool `json:"settled"`
+}
+
+// Follower keeps importing a pi-crew crew root as pi-crew writes it: new
+// runs, new lines of events.jsonl, mailbox and steering files, and
+// rewrites of manifest.json, tasks.json and delivery.json. See follow in
+// the package doc for its guarantees.
+//
+// Concurrency: Run is called once; Stats may be called from any goroutine.
+type Follower struct {
+	root string
+	sink Sink
+	o    FollowOptions
+	src  *source
+
+	runs     map[string]*runFollower
+	cks      map[string]events.ImportCheckpoint // by relative path, as loaded at start
+	reported map[string]bool
+	lastCkpt time.Time
+
+	mu    sync.Mutex
+	stats FollowStats
+	dirty map[string]bool // runs a notification named since the last pass
+	kick  chan struct{}
+}
+
+// NewFollower returns a follower of the crew root root that imports into
+// sink.
+func NewFollower(root string, sink Sink, opts *FollowOptions) *Follower {
+	var o FollowOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.SettleAfter <= 0 {
+		o.SettleAfter = 2 * time.Second
+	}
+	if o.CheckpointEvery <= 0 {
+		o.CheckpointEvery = time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Follower{root: root, sink: sink, o: o, src: &source{root: root}, runs: map[string]*runFollower{},
+		reported: map[string]bool{}, dirty: map[string]bool{}, kick: make(chan struct{}, 1)}
+}
+
+// Stats returns the counters.
+func (f *Follower) Stats() FollowStats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stats
+}
+
+func (f *Follower) count(fn func(*FollowStats)) {
+	f.mu.Lock()
+	fn(&f.stats)
+	f.mu.Unlock()
+}
+
+// maxReported bounds the set that keeps each report to once.
+const maxReported = 100_000
+
+// report passes what the source skipped to Options.Report, each once.
+func (f *Follower) report() {
+	for _, s := range f.src.skipped {
+		k := s.String()
+		if f.reported[k] || s.Reason == tempReason {
+			// A temporary file is gone a moment later: while following,
+			// it is not worth a line.
+			continue
+		}
+		if len(f.reported) >= maxReported {
+			clear(f.reported)
+		}
+		f.reported[k] = true
+		f.count(func(st *FollowStats) { st.Reported++ })
+		f.o.Logger.Warn("picrew follow: " + k)
+		if f.o.Report != nil {
+			f.o.Report(s)
+		}
+	}
+	f.src.skipped = f.src.skipped[:0]
+}
+
+// Run follows the root until ctx ends. It loads the checkpoints, imports
+// what is new since them, then keeps importing at every notification and
+// poll. A daemon that cannot be reached is retried at every poll; nothing
+// pi-crew wrote in the meantime is lost (the files are read again from the
+// last acknowledged position). Run returns ctx's end, after a last attempt
+// to record the checkpoints; an error only when the root is not a crew
+// root.
+func (f *Follower) Run(ctx context.Context) error {
+	runsDir := filepath.Join(f.root, "state", "runs")
+	if st, err := os.Stat(runsDir); err != nil || !st.IsDir() {
+		return fmt.Errorf("picrew: %s is not a pi-crew crew root (no state/runs directory)", f.root)
+	}
+	for f.cks == nil {
+		cks, err := f.sink.Checkpoints(ctx)
+		if err == nil {
+			f.cks = make(map[string]events.ImportCheckpoint, len(cks))
+			for _, c := range cks {
+				f.cks[c.Path] = c
+			}
+			break
+		}
+		f.count(func(st *FollowStats) { st.SendErrors++ })
+		f.o.Logger.Warn("picrew follow: reading the checkpoints failed; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(f.poll(false)):
+		}
+	}
+	w := f.watch(ctx, runsDir)
+	defer w.close()
+	tick := time.NewTicker(f.poll(w.active()))
+	defer tick.Stop()
+	all := true
+	for {
+		f.pass(ctx, runsDir, all, w)
+		select {
+		case <-ctx.Done():
+			// A last checkpoint with a context of its own: ctx has ended.
+			fin, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			f.flushCheckpoints(fin, true)
+			cancel()
+			return ctx.Err()
+		case <-tick.C:
+			all = true
+		case <-f.kick:
+			all = false
+		}
+	}
+}
+
+func (f *Follower) poll(notified bool) time.Duration {
+	switch {
+	case f.o.Poll > 0:
+		return f.o.Poll
+	case notified:
+		return time.Second
+	}
+	return 250 * time.Millisecond
+}
+
+// notify marks a run for the next pass and wakes the loop.
+func (f *Follower) notify(run string) {
+	f.mu.Lock()
+	f.dirty[run] = true
+	f.mu.Unlock()
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+// pass looks at every run (all) or those a notification named, imports
+// what changed, and writes the checkpoints that are due.
+func (f *Follower) pass(ctx context.Context, runsDir string, all bool, w *watcher) {
+	f.mu.Lock()
+	dirty := f.dirty
+	f.dirty = map[string]bool{}
+	linesBefore := f.stats.Lines
+	f.mu.Unlock()
+	if all || dirty[""] {
+		f.scanRuns(runsDir, w)
+	}
+	for id, r := range f.runs {
+		if all || dirty[id] || len(r.pending) > 0 {
+			f.syncRun(r, w)
+		}
+	}
+	f.report()
+	f.flush(ctx)
+	f.flushCheckpoints(ctx, false)
+	f.report()
+	settled := true
+	for _, r := range f.runs {
+		if len(r.pending) > 0 || r.anyDirty() || (r.p != nil && terminalRun(r.p.r.manifest.Status) && r.reconciled != r.p.r.manifest.Status) {
+			settled = false
+		}
+	}
+	f.count(func(st *FollowStats) {
+		st.Passes++
+		st.Pending = 0
+		for _, r := range f.runs {
+			st.Pending += len(r.pending)
+		}
+		// Only a pass that looked at every file can tell nothing is left:
+		// a notification may still be on its way.
+		st.Settled = all && settled && st.Lines == linesBefore && len(f.runs) > 0
+	})
+	if f.o.OnPass != nil {
+		f.o.OnPass(f.Stats())
+	}
+}
+
+// scanRuns finds new run directories and those pi-crew's retention
+// removed.
+func (f *Follower) scanRuns(runsDir string, w *watcher) {
+	entries, err := os.ReadDir(runsDir)
+	if err != nil {
+		f.src.skip("", "state/runs", 0, 0, "unreadable: %v (retrying)", err)
+		return
+	}
+	seen := map[string]bool{}
+	for _, e := range entries {
+		p := filepath.Join(runsDir, e.Name())
+		switch {
+		case !e.IsDir():
+			f.src.skip("", f.src.rel(p), 0, 0, "%s", classify(e.Name(), "not a run directory"))
+		case !runIDPattern.MatchString(e.Name()):
+			f.src.skip("", f.src.rel(p), 0, 0, "directory name is not a pi-crew run id")
+		default:
+			seen[e.Name()] = true
+			if f.runs[e.Name()] == nil {
+				f.runs[e.Name()] = newRunFollower(e.Name(), p)
+			}
+		}
+	}
+	for id, r := range f.runs {
+		if !seen[id] {
+			f.gone(r)
+		}
+	}
+}
+
+// gone handles a run directory that disappeared (pi-crew's retention, or a
+// user): what was imported stays, and its files' checkpoints are marked
+// gone once every pending write is answered.
+func (f *Follower) gone(r *runFollower) {
+	f.src.skip(r.id, f.src.rel(r.dir), 0, 0, "run directory removed (pi-crew's retention?): what was imported stays; no longer followed")
+	r.gone = true
+	for _, t := range r.tails {
+		t.dirty = true
+	}
+	for _, w := range r.whole {
+		w.dirty = true
+	}
+}
+
+// ckID is the command id of a checkpoint: the file, its identity and the
+// position, so the same checkpoint written twice is recorded once.
+func ckID(c events.ImportCheckpoint) string {
+	h := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%d\x00%s\x00%d\x00%t\x00%t", c.Path, c.Inode, c.Size, c.Offset,
+		c.LastLineHash, c.Lines, c.Gone, c.Reconciled))
+	return "import:picrew:checkpoint:" + hex.EncodeToString(h[:16])
+}
+
+// flushCheckpoints records the checkpoint of every file read further since
+// its last one, for runs whose writes are all answered (a checkpoint never
+// covers a write the daemon has not recorded). It writes at most every
+// CheckpointEvery unless force.
+func (f *Follower) flushCheckpoints(ctx context.Context, force bool) {
+	if !force && time.Since(f.lastCkpt) < f.o.CheckpointEvery {
+		return
+	}
+	var ws []Write
+	var done []func()
+	var rels []string
+	add := func(c events.ImportCheckpoint, clean func()) {
+		ws = append(ws, Write{ID: ckID(c), RunID: events.ImportStream,
+			Items: []Item{{Type: events.TypeImportCheckpoint, Payload: &c}}})
+		done = append(done, clean)
+		rels = append(rels, c.Path)
+	}
+	for _, r := range f.runs {
+		if len(r.pending) > 0 {
+			continue
+		}
+		for _, t := range r.tails {
+			if t.dirty {
+				c := t.checkpoint()
+				c.Gone = r.gone || t.gone
+				add(c, func() { t.dirty = false })
+			}
+		}
+		for _, w := range r.whole {
+			if w.dirty {
+				c := w.checkpoint()
+				c.Gone = r.gone
+				add(c, func() { w.dirty = false })
+			}
+		}
+	}
+	f.lastCkpt = time.Now()
+	for i := 0; i < len(ws); i += sendBatch {
+		j := min(i+sendBatch, len(ws))
+		res, err := f.sink.Import(ctx, ws[i:j])
+		if err != nil {
+			f.count(func(st *FollowStats) { st.SendErrors++ })
+			return
+		}
+		for k, rs := range res {
+			done[i+k]()
+			if rs.Code != "" {
+				// Not retried: the same checkpoint would be refused again.
+				f.src.skip("", rels[i+k], 0, 0, "checkpoint refused (%s): %s", rs.Code, rs.Message)
+				continue
+			}
+			f.count(func(st *FollowStats) { st.Checkpoints++ })
+		}
+	}
+	for id, r := range f.runs {
+		if r.gone && len(r.pending) == 0 && !r.anyDirty() {
+			delete(f.runs, id)
+		}
+	}
+}
+
+// sendBatch is how many writes one import.append carries (the broker takes
+// up to 256).
+const sendBatch = 128
+
+// reusedIDText is the daemon's answer to a command id recorded for another
+// request: here, a source record imported from an earlier reading of the
+// files whose mapping differed (a shadow's title read before tasks.json
+// named it, say). The first import stands.
+const reusedIDText = "commandId already used for a different request"
+
+// flush sends every run's pending writes, in order; a failed call keeps
+// them for the next pass.
+func (f *Follower) flush(ctx context.Context) {
+	for _, r := range f.runs {
+		for len(r.pending) > 0 {
+			n := min(len(r.pending), sendBatch)
+			ws := make([]Write, n)
+			for i, p := range r.pending[:n] {
+				ws[i] = Write{ID: p.id, RunID: r.id, Items: p.items}
+			}
+			res, err := f.sink.Import(ctx, ws)
+			if err != nil || len(res) != n {
+				f.count(func(st *FollowStats) { st.SendErrors++ })
+				f.o.Logger.Warn("picrew follow: the daemon did not answer; the writes are sent again", "run", r.id, "err", err)
+				return
+			}
+			for i, rs := range res {
+				f.count(func(st *FollowStats) {
+					st.Writes++
+					st.Appended += uint64(rs.Appended)
+					if rs.Replayed {
+						st.Replayed++
+					}
+				})
+				switch {
+				case rs.Code == "":
+				case strings.Contains(rs.Message, reusedIDText):
+					f.src.skip(r.id, f.src.rel(r.dir), 0, 0, "%s: imported earlier from another reading of the files; the first import stands", ws[i].ID)
+				default:
+					f.count(func(st *FollowStats) { st.Refused++ })
+					f.src.skip(r.id, f.src.rel(r.dir), 0, 0, "%s refused by the daemon (%s): %s", ws[i].ID, rs.Code, rs.Message)
+				}
+			}
+			r.pending = r.pending[n:]
+		}
+		r.pending = nil
+	}
+}
+

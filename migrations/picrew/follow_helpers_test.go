@@ -1,0 +1,230 @@
+package picrew
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/events"
+)
+
+// memSink is a Sink that keeps what a daemon would: the command ids it
+// recorded (with the request, to tell a retry from a reuse) and every write
+// appended, in order. failBefore makes the next calls fail unsent;
+// loseAnswer makes the next calls record and then fail, as a connection
+// lost after the daemon committed.
+type memSink struct {
+	mu         sync.Mutex
+	requests   map[string]string // command id → its items as JSON
+	appended   []Write
+	failBefore int
+	loseAnswer int
+}
+
+var errSinkDown = errors.New("memsink: down")
+
+func newMemSink() *memSink { return &memSink{requests: map[string]string{}} }
+
+func (m *memSink) Import(_ context.Context, ws []Write) ([]WriteResult, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failBefore > 0 {
+		m.failBefore--
+		return nil, errSinkDown
+	}
+	out := make([]WriteResult, len(ws))
+	for i, w := range ws {
+		b, err := json.Marshal(w.Items)
+		if err != nil {
+			return nil, err
+		}
+		key := w.RunID + "\x00" + w.ID
+		if prev, ok := m.requests[key]; ok {
+			if prev != string(b) {
+				out[i] = WriteResult{Code: "bad-params", Message: "import.append: " + reusedIDText}
+			} else {
+				out[i] = WriteResult{Replayed: true}
+			}
+			continue
+		}
+		m.requests[key] = string(b)
+		m.appended = append(m.appended, w)
+		out[i] = WriteResult{Appended: len(w.Items)}
+	}
+	if m.loseAnswer > 0 {
+		m.loseAnswer--
+		return nil, errSinkDown
+	}
+	return out, nil
+}
+
+func (m *memSink) Checkpoints(context.Context) ([]events.ImportCheckpoint, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	latest := map[string]events.ImportCheckpoint{}
+	for _, w := range m.appended {
+		if w.RunID == events.ImportStream {
+			c := *w.Items[0].Payload.(*events.ImportCheckpoint)
+			latest[c.Path] = c
+		}
+	}
+	out := make([]events.ImportCheckpoint, 0, len(latest))
+	for _, c := range latest {
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// imported returns the ids of the writes appended to runs (checkpoints
+// left out), in order, and how many times each was appended.
+func (m *memSink) imported() (ids []string, count map[string]int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	count = map[string]int{}
+	for _, w := range m.appended {
+		if w.RunID == events.ImportStream {
+			continue
+		}
+		ids = append(ids, w.ID)
+		count[w.ID]++
+	}
+	return ids, count
+}
+
+// eventTypes counts the appended events by type (checkpoints left out).
+func (m *memSink) eventTypes() map[string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]int{}
+	for _, w := range m.appended {
+		for _, it := range w.Items {
+			if it.Type != events.TypeImportCheckpoint {
+				out[it.Type]++
+			}
+		}
+	}
+	return out
+}
+
+// following is a Follower running in the background of a test.
+type following struct {
+	f       *Follower
+	cancel  context.CancelFunc
+	done    chan error
+	passes  chan FollowStats
+	reports chan Skipped
+	mu      sync.Mutex
+	seen    []Skipped
+}
+
+// fastFollow are options that make a test's follower quick: short polls,
+// settle and checkpoint intervals.
+func fastFollow() *FollowOptions {
+	return &FollowOptions{Poll: 20 * time.Millisecond, SettleAfter: 200 * time.Millisecond, CheckpointEvery: time.Millisecond}
+}
+
+func startFollow(t *testing.T, root string, sink Sink, o *FollowOptions) *following {
+	t.Helper()
+	if o == nil {
+		o = fastFollow()
+	}
+	fl := &following{passes: make(chan FollowStats, 1), done: make(chan error, 1)}
+	o.OnPass = func(st FollowStats) {
+		select { // keep only the newest
+		case <-fl.passes:
+		default:
+		}
+		fl.passes <- st
+	}
+	o.Report = func(s Skipped) {
+		fl.mu.Lock()
+		fl.seen = append(fl.seen, s)
+		fl.mu.Unlock()
+	}
+	fl.f = NewFollower(root, sink, o)
+	ctx, cancel := context.WithCancel(context.Background())
+	fl.cancel = cancel
+	go func() { fl.done <- fl.f.Run(ctx) }()
+	t.Cleanup(func() { fl.stop(t) })
+	return fl
+}
+
+// settle waits for a pass that began after the call and found nothing new
+// to do, and returns its counters.
+func (fl *following) settle(t *testing.T) FollowStats {
+	t.Helper()
+	after := fl.f.Stats().Passes + 1
+	timeout := time.NewTimer(30 * time.Second)
+	defer timeout.Stop()
+	for {
+		select {
+		case st := <-fl.passes:
+			if st.Passes > after && st.Settled {
+				return st
+			}
+		case err := <-fl.done:
+			require.FailNow(t, "the follower stopped", "%v", err)
+		case <-timeout.C:
+			fl.stop(t)
+			var state []string
+			for _, r := range fl.f.runs {
+				state = append(state, fmt.Sprintf("run %s: pending %d, dirty %v, reconciled %q, status %q", r.id, len(r.pending),
+					r.anyDirty(), r.reconciled, r.p.r.manifest.Status))
+			}
+			require.FailNow(t, "the follower did not settle", "%+v\n%s\n%v", fl.f.Stats(), state, fl.seen)
+		}
+	}
+}
+
+// stop ends the follower and returns its counters.
+func (fl *following) stop(t *testing.T) FollowStats {
+	if fl.cancel == nil {
+		return fl.f.Stats()
+	}
+	fl.cancel()
+	fl.cancel = nil
+	require.ErrorIs(t, <-fl.done, context.Canceled)
+	return fl.f.Stats()
+}
+
+// reported returns the reasons reported so far for paths ending in suffix.
+func (fl *following) reported(suffix string) []string {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	var out []string
+	for _, s := range fl.seen {
+		if len(s.Path) >= len(suffix) && s.Path[len(s.Path)-len(suffix):] == suffix {
+			out = append(out, s.Reason)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// plannedIDs is what a one-shot import of the root as it is now would
+// write: its command ids per run.
+func plannedIDs(t *testing.T, root string) []string {
+	t.Helper()
+	src := &source{root: root}
+	runs, err := src.readRuns()
+	require.NoError(t, err)
+	var ids []string
+	for _, r := range runs {
+		for _, w := range newPlanner(src, r).plan() {
+			ids = append(ids, w.id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func sortStrings(s []string) { sort.Strings(s) }
+
+func itoa(n uint64) string { b, _ := json.Marshal(n); return string(b) }

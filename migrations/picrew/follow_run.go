@@ -1,0 +1,580 @@
+package picrew
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/crewlog/crewlog/events"
+)
+
+// fileKind is what a followed JSONL file holds.
+type fileKind int
+
+const (
+	eventsFile fileKind = iota
+	mailboxFile
+	steeringFile
+)
+
+// tailState is a followed file: its tail, what it holds, and whether its
+// checkpoint is behind.
+type tailState struct {
+	tail
+	kind   fileKind
+	taskID string // the steering file's task
+	dirty  bool
+	gone   bool
+}
+
+// stamp tells whether a file changed: pi-crew rewrites its whole files
+// with a rename (a new inode) and appends to the others (a new size).
+type stamp struct {
+	inode, size int64
+	mtime       time.Time
+}
+
+func stampOf(p string) (stamp, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return stamp{}, err
+	}
+	inode, _, _ := fileID(p)
+	return stamp{inode: inode, size: st.Size(), mtime: st.ModTime()}, nil
+}
+
+// wholeFile is a file pi-crew rewrites as a whole (manifest.json,
+// tasks.json, delivery.json) as last read: its checkpoint is its size and
+// the hash of its content.
+type wholeFile struct {
+	rel        string
+	st         stamp
+	hash       string
+	reconciled bool // the manifest, once the run was reconciled with it
+	dirty      bool
+}
+
+func (w *wholeFile) checkpoint() events.ImportCheckpoint {
+	return events.ImportCheckpoint{Source: events.ForeignSourcePicrew, Path: w.rel, Inode: w.st.inode, Size: w.st.size,
+		Offset: w.st.size, LastLineHash: w.hash, Reconciled: w.reconciled}
+}
+
+// readWhole reads a whole file if it changed since w (nil: never read);
+// changed is false when its stamp is the same.
+func readWhole(p string, w *wholeFile) (b []byte, st stamp, changed bool, err error) {
+	if st, err = stampOf(p); err != nil {
+		return nil, st, false, err
+	}
+	if w != nil && w.st == st {
+		return nil, st, false, nil
+	}
+	b, err = os.ReadFile(p)
+	return b, st, err == nil, err
+}
+
+// runFollower is the follower's state of one run: the planner (what was
+// planned so far), the followed files and the writes not yet answered.
+type runFollower struct {
+	id, dir string
+	p       *planner
+	tails   map[string]*tailState // by absolute path
+	seqs    map[uint64]bool       // events.jsonl seqs planned
+	maxSeq  uint64
+	steers  map[string]bool // steering lines planned (task and id)
+	pending []planned
+
+	whole      map[string]*wholeFile // manifest.json, tasks.json, delivery.json by name
+	lastChange time.Time
+	firstSeen  time.Time // when a run without a readable manifest was first seen
+	reconciled string // the manifest status the run was reconciled for
+	gone       bool
+	// dormant: at start every file matched its checkpoint and the run was
+	// reconciled, so nothing was read; seen holds what the files looked
+	// like then, and the first change wakes the run (priming it).
+	dormant bool
+	seen    map[string]stamp
+}
+
+func newRunFollower(id, dir string) *runFollower {
+	return &runFollower{id: id, dir: dir, tails: map[string]*tailState{}, seqs: map[uint64]bool{}, steers: map[string]bool{},
+		whole: map[string]*wholeFile{}}
+}
+
+func (r *runFollower) anyDirty() bool {
+	for _, t := range r.tails {
+		if t.dirty {
+			return true
+		}
+	}
+	for _, w := range r.whole {
+		if w.dirty {
+			return true
+		}
+	}
+	return false
+}
+
+// wholePaths are a run's whole files, by name.
+var wholeNames = []string{"manifest.json", "tasks.json", "delivery.json"}
+
+func (r *runFollower) wholePath(name string) string {
+	if name == "delivery.json" {
+		return filepath.Join(r.dir, "mailbox", name)
+	}
+	return filepath.Join(r.dir, name)
+}
+
+// sawWhole records what a whole file held when read.
+func (f *Follower) sawWhole(r *runFollower, name string, st stamp, b []byte) {
+	w := r.whole[name]
+	if w == nil {
+		w = &wholeFile{rel: f.src.rel(r.wholePath(name))}
+		r.whole[name] = w
+	}
+	h := lineHash(b)
+	if h != w.hash {
+		w.reconciled = false
+	}
+	w.st, w.hash, w.dirty = st, h, true
+	r.lastChange = time.Now()
+}
+
+// terminalRun reports whether a manifest status is one a run ends in.
+func terminalRun(st string) bool { return st == "completed" || st == "failed" || st == "cancelled" }
+
+// syncRun reads what changed in one run's files and plans the writes.
+func (f *Follower) syncRun(r *runFollower, w *watcher) {
+	if r.gone {
+		return
+	}
+	if _, err := os.Stat(r.dir); errors.Is(err, fs.ErrNotExist) {
+		f.gone(r)
+		return
+	}
+	defer func() {
+		if w != nil {
+			w.addRun(r, f.steeringDir(r))
+		}
+	}()
+	if r.p == nil {
+		if r.dormant && !f.wakes(r) {
+			return
+		}
+		if !r.dormant && f.settledAtStart(r) {
+			r.dormant = true
+			return
+		}
+		r.dormant, r.seen = false, nil
+	}
+	s := f.src
+	mp := r.wholePath("manifest.json")
+	b, st, changed, err := readWhole(mp, r.whole["manifest.json"])
+	switch {
+	case err != nil && r.p == nil:
+		// pi-crew makes the directory, then writes the manifest: only one
+		// that stays missing is worth a line.
+		if r.firstSeen.IsZero() {
+			r.firstSeen = time.Now()
+		}
+		if !errors.Is(err, fs.ErrNotExist) || time.Since(r.firstSeen) >= f.o.SettleAfter {
+			s.skip(r.id, s.rel(mp), 0, 0, "run not followed yet: manifest unreadable: %v", err)
+		}
+		return
+	case err != nil:
+		s.skip(r.id, s.rel(mp), 0, 0, "manifest unreadable, the last one read stands: %v", err)
+	case changed:
+		var m manifest
+		if err := json.Unmarshal(b, &m); err != nil {
+			// pi-crew writes it atomically, so this is a damaged file or
+			// another writer's: keep the last one read.
+			s.skip(r.id, s.rel(mp), 0, 0, "manifest does not decode, the last one read stands: %v", err)
+			if r.p == nil {
+				return
+			}
+			break
+		}
+		if m.RunID != "" && m.RunID != r.id {
+			s.skip(r.id, s.rel(mp), 0, 0, "run not imported: manifest names run %q", m.RunID)
+			return
+		}
+		f.sawWhole(r, "manifest.json", st, b)
+		if r.p == nil {
+			f.prime(r, m)
+		} else {
+			r.p.r.manifest = m
+		}
+	}
+	p := r.p
+	tp := r.wholePath("tasks.json")
+	if b, st, changed, err := readWhole(tp, r.whole["tasks.json"]); err == nil && changed {
+		f.sawWhole(r, "tasks.json", st, b)
+		p.setTasks(s.readTasks(r.id, tp))
+		p.newTasks()
+	}
+	for _, path := range f.followedFiles(r) {
+		f.readTail(r, path, r.tails[path], -1)
+	}
+	dp := r.wholePath("delivery.json")
+	if b, st, changed, err := readWhole(dp, r.whole["delivery.json"]); err == nil && changed {
+		f.sawWhole(r, "delivery.json", st, b)
+		var d struct {
+			Messages map[string]string `json:"messages"`
+		}
+		if err := json.Unmarshal(b, &d); err != nil {
+			s.skip(r.id, s.rel(dp), 0, 0, "delivery state unreadable, message statuses taken from the mailbox lines: %v", err)
+		} else {
+			p.r.delivery = d.Messages
+			for _, id := range sortedKeys(d.Messages) {
+				p.delivery(id, d.Messages[id])
+			}
+		}
+	}
+	if st := p.r.manifest.Status; terminalRun(st) && r.reconciled != st && time.Since(r.lastChange) >= f.o.SettleAfter {
+		p.reconcile()
+		r.reconciled = st
+		if m := r.whole["manifest.json"]; m != nil {
+			// Checkpointed once the reconcile's writes are answered.
+			m.reconciled, m.dirty = true, true
+		}
+	}
+	r.pending = append(r.pending, p.drain()...)
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// settledAtStart reports whether a run needs no reading at start: its
+// manifest was checkpointed reconciled, and every file of the run matches
+// its checkpoint (same identity, read to its end). It records what the
+// files looked like, so wakes can tell a change.
+func (f *Follower) settledAtStart(r *runFollower) bool {
+	c, ok := f.cks[f.src.rel(r.wholePath("manifest.json"))]
+	if !ok || !c.Reconciled {
+		return false
+	}
+	seen := map[string]stamp{}
+	// matches: the file is as checkpointed (absent when it was absent),
+	// its content hashing as recorded (whole: the file, else its last
+	// line read).
+	matches := func(p string, whole bool) bool {
+		c, ok := f.cks[f.src.rel(p)]
+		st, err := stampOf(p)
+		if err != nil {
+			return !ok || c.Gone
+		}
+		seen[p] = st
+		if !ok || c.Gone || st.inode != c.Inode || st.size != c.Offset {
+			return false
+		}
+		if !whole {
+			good, _ := resumable(p, c)
+			return good
+		}
+		b, err := os.ReadFile(p)
+		return err == nil && lineHash(b) == c.LastLineHash
+	}
+	for _, name := range wholeNames {
+		if !matches(r.wholePath(name), true) {
+			return false
+		}
+	}
+	for _, p := range f.listFiles(r, false) {
+		if !matches(p.path, false) {
+			return false
+		}
+	}
+	r.seen = seen
+	return true
+}
+
+// wakes reports whether a dormant run changed since it was found settled.
+func (f *Follower) wakes(r *runFollower) bool {
+	now := map[string]stamp{}
+	for _, name := range wholeNames {
+		if st, err := stampOf(r.wholePath(name)); err == nil {
+			now[r.wholePath(name)] = st
+		}
+	}
+	for _, p := range f.listFiles(r, false) {
+		if st, err := stampOf(p.path); err == nil {
+			now[p.path] = st
+		}
+	}
+	if len(now) != len(r.seen) {
+		return true
+	}
+	for p, st := range now {
+		if r.seen[p] != st {
+			return true
+		}
+	}
+	return false
+}
+
+// prime starts following a run: its planner from the manifest and
+// tasks.json, run.created and the workflow tasks planned (they answer
+// replayed when recorded), then every followed file read up to its
+// checkpoint with the writes dropped: the checkpoint says the daemon
+// recorded them, and this only rebuilds what the planner knew.
+func (f *Follower) prime(r *runFollower, m manifest) {
+	s := f.src
+	r.p = newPlanner(s, &run{id: r.id, manifest: m, delivery: map[string]string{}})
+	tp := r.wholePath("tasks.json")
+	if b, st, changed, err := readWhole(tp, nil); err == nil && changed {
+		f.sawWhole(r, "tasks.json", st, b)
+		r.p.setTasks(s.readTasks(r.id, tp))
+	}
+	// run.created and the workflow tasks first: the history read below
+	// moves the statuses they start.
+	r.p.runCreated()
+	r.p.newTasks()
+	r.pending = append(r.pending, r.p.drain()...)
+	for _, path := range f.followedFiles(r) {
+		t := r.tails[path]
+		c, ok := f.cks[t.rel]
+		if !ok || c.Gone {
+			continue
+		}
+		if ok, why := resumable(path, c); !ok {
+			s.skip(r.id, t.rel, 0, 0, "%s: read again from the start (the command ids keep it from doubling)", why)
+			continue
+		}
+		t.inode = c.Inode
+		for t.offset < c.Offset {
+			before := t.offset
+			f.readTail(r, path, t, c.Offset)
+			if t.offset == before {
+				break
+			}
+		}
+		t.dirty = false
+	}
+	r.p.drain()
+	if r.p.r.manifest.Status != "" && terminalRun(r.p.r.manifest.Status) && len(r.seqs) > 0 {
+		r.lastChange = time.Time{} // a finished run read from its checkpoints is settled already
+	}
+}
+
+// listed is one JSONL file of a run.
+type listed struct {
+	path   string
+	kind   fileKind
+	taskID string
+}
+
+// listFiles lists a run's JSONL files (events and archives, mailboxes,
+// steering); with report, what else is there is reported (once).
+func (f *Follower) listFiles(r *runFollower, report bool) []listed {
+	s := f.src
+	skip := func(p, why string) {
+		if report {
+			s.skip(r.id, s.rel(p), 0, 0, "%s", why)
+		}
+	}
+	var out []listed
+	entries, _ := os.ReadDir(r.dir)
+	for _, e := range entries {
+		name, p := e.Name(), filepath.Join(r.dir, e.Name())
+		switch {
+		case name == "manifest.json" || name == "tasks.json" || isTemp(name):
+		case name == "events.jsonl" || (strings.HasPrefix(name, "events.jsonl.") && strings.HasSuffix(name, ".archive.jsonl")):
+			out = append(out, listed{path: p, kind: eventsFile})
+		case name == "mailbox" && e.IsDir():
+			var mail []string
+			if report {
+				mail = s.mailboxFiles(r.id, p)
+			} else {
+				quiet := &source{root: s.root}
+				mail = quiet.mailboxFiles(r.id, p)
+			}
+			for _, mp := range mail {
+				out = append(out, listed{path: mp, kind: mailboxFile})
+			}
+		default:
+			skip(p, classify(name, "unknown file: not imported"))
+		}
+	}
+	dir := f.steeringDir(r)
+	steering, _ := os.ReadDir(dir)
+	for _, e := range steering {
+		p := filepath.Join(dir, e.Name())
+		taskID, ok := strings.CutSuffix(e.Name(), ".jsonl")
+		if e.IsDir() || !ok || !runIDPattern.MatchString(taskID) {
+			if !isTemp(e.Name()) {
+				skip(p, classify(e.Name(), "not a steering file: not imported"))
+			}
+			continue
+		}
+		out = append(out, listed{path: p, kind: steeringFile, taskID: taskID})
+	}
+	return out
+}
+
+// isTemp reports a temporary file of an atomic write in progress: it is
+// gone a moment later, so a follower neither reads nor reports it.
+func isTemp(name string) bool { return strings.HasSuffix(name, ".tmp") || strings.Contains(name, ".tmp-") }
+
+// followedFiles lists a run's JSONL files, adding a tail for each new one
+// (a new archive takes over the position of the file it was renamed from),
+// and reports files that went away.
+func (f *Follower) followedFiles(r *runFollower) []string {
+	var out []string
+	for _, l := range f.listFiles(r, true) {
+		if r.tails[l.path] == nil {
+			t := &tailState{tail: tail{rel: f.src.rel(l.path)}, kind: l.kind, taskID: l.taskID}
+			if inode, _, err := fileID(l.path); err == nil && l.kind == eventsFile {
+				for _, old := range r.tails {
+					if old.kind == eventsFile && old.inode == inode && !old.gone {
+						// A rotation renamed the live file: the archive is
+						// what was read, read on from there.
+						t.tail = old.tail
+						t.rel, t.partialAt = f.src.rel(l.path), 0
+						t.dirty = true
+					}
+				}
+			}
+			r.tails[l.path] = t
+		}
+		out = append(out, l.path)
+	}
+	for p, t := range r.tails {
+		if !contains(out, p) && !t.gone {
+			f.src.skip(r.id, t.rel, 0, 0, "file removed: what was imported of it stays")
+			t.gone, t.dirty = true, true
+		}
+	}
+	return out
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// steeringDir is where a run's steering files are (D§2.7).
+func (f *Follower) steeringDir(r *runFollower) string {
+	art := ""
+	if r.p != nil {
+		art = r.p.r.manifest.ArtifactsRoot
+	}
+	if art == "" || !isDir(art) {
+		art = filepath.Join(f.root, "artifacts", r.id)
+	}
+	return filepath.Join(art, "steering")
+}
+
+// readTail plans the complete lines a file gained. With upTo >= 0 it is
+// priming: it reads only the lines that end at or before upTo, to rebuild
+// the planner.
+func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int64) {
+	replay := upTo >= 0
+	s := f.src
+	inode, size, err := fileID(path)
+	if err != nil {
+		return // removed since listed: the next listing reports it
+	}
+	if t.inode == 0 {
+		t.inode = inode
+	}
+	if changed, why := t.changed(inode, size); changed && !replay {
+		s.skip(r.id, t.rel, 0, 0, "%s", why)
+		t.reset(inode)
+	}
+	if size == t.offset {
+		t.size = size
+		return
+	}
+	lines, partial, err := t.read(path)
+	switch {
+	case errors.Is(err, errLongLine):
+		s.skip(r.id, t.rel, int(t.lines+1), 0, "line longer than %d bytes: skipped", maxTailRead)
+		t.offset += maxTailRead
+		t.hash, t.dirty = "", true
+		return
+	case err != nil:
+		s.skip(r.id, t.rel, 0, 0, "unreadable: %v (retrying)", err)
+		return
+	}
+	t.size = size
+	for _, l := range lines {
+		if replay && l.end > upTo {
+			break
+		}
+		f.planLine(r, t, l)
+		t.advance(l)
+		t.dirty = true
+	}
+	if len(lines) > 0 {
+		r.lastChange = time.Now()
+		f.count(func(st *FollowStats) { st.Lines += uint64(len(lines)) })
+	}
+	if partial >= 0 && partial != t.partialAt && !replay {
+		t.partialAt = partial
+		s.skip(r.id, t.rel, int(t.lines+1), 0, "partial last line (no newline yet) at byte %d: read when it is complete", partial)
+	}
+}
+
+// planLine plans one line of a followed file.
+func (f *Follower) planLine(r *runFollower, t *tailState, l line) {
+	s, p := f.src, r.p
+	b := bytes.TrimSpace(l.text)
+	if len(b) == 0 {
+		return
+	}
+	switch t.kind {
+	case eventsFile:
+		ev, ok := s.parseEvent(r.id, t.rel, l.n, b)
+		if !ok {
+			return
+		}
+		seq := ev.Metadata.Seq
+		if r.seqs[seq] {
+			return // the same event in an archive and the live file, or a file read again
+		}
+		if seq > r.maxSeq+1 && t.rel == s.rel(filepath.Join(r.dir, "events.jsonl")) && r.maxSeq > 0 {
+			s.skip(r.id, t.rel, l.n, r.maxSeq+1, "seq %d..%d missing (compacted or a failed append)", r.maxSeq+1, seq-1)
+		}
+		r.seqs[seq] = true
+		r.maxSeq = max(r.maxSeq, seq)
+		p.event(&ev)
+	case mailboxFile:
+		m, ok := s.parseMessage(r.id, t.rel, l.n, b)
+		if !ok || p.msgIDs[m.ID] {
+			return
+		}
+		p.message(m)
+		p.delivery(m.ID, firstOf(p.r.delivery[m.ID], m.Status))
+	case steeringFile:
+		st, ok := s.parseSteer(r.id, t.rel, t.taskID, l.n, b)
+		if !ok {
+			return
+		}
+		key := st.taskID + "\x00" + st.ID
+		if st.ID == "" {
+			key += "\x00" + strconv.Itoa(l.n)
+		}
+		if r.steers[key] {
+			return
+		}
+		r.steers[key] = true
+		p.steer(st)
+	}
+}
+

@@ -1,0 +1,304 @@
+package picrew
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/migrations/picrew/picrewtest"
+)
+
+const (
+	runA = "team_20261201120000_00000000000000aa"
+	runB = "team_20261201120000_00000000000000bb"
+)
+
+func newRoot(t *testing.T) *picrewtest.Root {
+	t.Helper()
+	root, err := picrewtest.New(t.TempDir())
+	require.NoError(t, err)
+	return root
+}
+
+func newRun(t *testing.T, root *picrewtest.Root, id string) *picrewtest.Run {
+	t.Helper()
+	r, err := root.NewRun(id)
+	require.NoError(t, err)
+	return r
+}
+
+func runSteps(t *testing.T, steps []func() error) {
+	t.Helper()
+	for i, s := range steps {
+		require.NoError(t, s(), "step %d", i)
+	}
+}
+
+// copyOf tunes requireCopy.
+type copyOf struct {
+	// live: the runs are still being written, so the one-shot import's
+	// reconcile (which the follower does once a run has finished) is left
+	// out of the comparison.
+	live bool
+	// run, when set, compares that run only.
+	run string
+	// extra are writes the follower made from lines the files no longer
+	// hold (a compaction dropped them after they were imported).
+	extra []string
+}
+
+// requireCopy checks that the sink holds exactly what a one-shot import of
+// the files as they are now writes: every write once, none missing, none
+// extra.
+func requireCopy(t *testing.T, root string, sink *memSink, o copyOf) {
+	t.Helper()
+	ids, count := sink.imported()
+	for id, n := range count {
+		require.Equal(t, 1, n, "write %s appended %d times", id, n)
+	}
+	keep := func(id string) bool {
+		if o.run != "" && !strings.HasPrefix(id, "import:"+o.run+":") {
+			return false
+		}
+		return !o.live || !(strings.Contains(id, ":reconcile:") || strings.Contains(id, ":usage:") || strings.Contains(id, ":shadow:"))
+	}
+	var got, want []string
+	for _, id := range ids {
+		if keep(id) {
+			got = append(got, id)
+		}
+	}
+	for _, id := range append(plannedIDs(t, root), o.extra...) {
+		if keep(id) {
+			want = append(want, id)
+		}
+	}
+	sortStrings(got)
+	sortStrings(want)
+	require.Equal(t, want, got)
+}
+
+// TestFollowKeepsACopy: a follower started on an empty root imports two
+// runs as they are written, step by step, and ends holding what a one-shot
+// import of the final files holds: nothing twice, nothing missing.
+func TestFollowKeepsACopy(t *testing.T) {
+	root := newRoot(t)
+	sink := newMemSink()
+	fl := startFollow(t, root.Dir, sink, nil)
+	a, b := newRun(t, root, runA), newRun(t, root, runB)
+	stepsA, stepsB := picrewtest.Lifecycle(a, 25), picrewtest.Lifecycle(b, 5)
+	for i := range max(len(stepsA), len(stepsB)) {
+		if i < len(stepsA) {
+			require.NoError(t, stepsA[i]())
+		}
+		if i < len(stepsB) {
+			require.NoError(t, stepsB[i]())
+		}
+		if i%7 == 0 {
+			fl.settle(t)
+		}
+	}
+	st := fl.settle(t)
+	requireCopy(t, root.Dir, sink, copyOf{})
+	require.Zero(t, st.Refused)
+	types := sink.eventTypes()
+	require.Equal(t, 25+5, types[events.TypeForeignImported], "every task.progress kept as foreign.imported")
+	require.Equal(t, 2, types[events.TypeRunCompleted], "each run completed once")
+	require.Empty(t, fl.reported(""), "nothing to report on well-formed files")
+}
+
+// TestFollowSurvivesLostAnswers: the daemon commits writes and the answer
+// is lost, or refuses calls for a while; the follower sends again, and the
+// command ids keep every write to one copy.
+func TestFollowSurvivesLostAnswers(t *testing.T) {
+	root := newRoot(t)
+	sink := newMemSink()
+	fl := startFollow(t, root.Dir, sink, nil)
+	a := newRun(t, root, runA)
+	steps := picrewtest.Lifecycle(a, 20)
+	for i, s := range steps {
+		require.NoError(t, s())
+		if i%5 == 0 {
+			sink.mu.Lock()
+			sink.loseAnswer, sink.failBefore = 1, 1
+			sink.mu.Unlock()
+		}
+	}
+	st := fl.settle(t)
+	require.NotZero(t, st.SendErrors, "the test must lose answers to mean anything")
+	require.NotZero(t, st.Replayed)
+	requireCopy(t, root.Dir, sink, copyOf{})
+}
+
+// TestFollowResumesFromCheckpoints: a follower restarted on the same log
+// reads a finished run not at all, and a live one from its checkpoints, and
+// imports only what was written while it was down.
+func TestFollowResumesFromCheckpoints(t *testing.T) {
+	root := newRoot(t)
+	sink := newMemSink()
+	done, live := newRun(t, root, runA), newRun(t, root, runB)
+	runSteps(t, picrewtest.Lifecycle(done, 30))
+	stepsLive := picrewtest.Lifecycle(live, 30)
+	runSteps(t, stepsLive[:20])
+	fl := startFollow(t, root.Dir, sink, nil)
+	fl.settle(t)
+	fl.stop(t)
+	before := len(sink.appended)
+
+	runSteps(t, stepsLive[20:30]) // written while no follower runs
+	fl2 := startFollow(t, root.Dir, sink, nil)
+	st := fl2.settle(t)
+	requireCopy(t, root.Dir, sink, copyOf{live: true})
+	require.Positive(t, len(sink.appended)-before)
+	// The finished run is not read again: its files match their
+	// checkpoints. The live run's events are read once more to rebuild the
+	// planner (Lines), but nothing read before is sent as new.
+	require.Less(t, st.Lines, uint64(20+10+5), "only the live run is read: %+v", st)
+
+	runSteps(t, stepsLive[30:])
+	fl2.settle(t)
+	requireCopy(t, root.Dir, sink, copyOf{})
+}
+
+// TestFollowPartialLastLine: a line without its newline yet is left for
+// later and reported once; when the rest arrives it is imported once.
+func TestFollowPartialLastLine(t *testing.T) {
+	root := newRoot(t)
+	sink := newMemSink()
+	a := newRun(t, root, runA)
+	runSteps(t, picrewtest.Lifecycle(a, 3)[:6])
+	fl := startFollow(t, root.Dir, sink, nil)
+	fl.settle(t)
+	line := `{"time":"2026-12-01T12:00:00.000Z","type":"task.progress","runId":"` + runA + `","taskId":"01_plan","metadata":{"seq":99}}`
+	require.NoError(t, picrewtest.AppendRaw(a.EventsPath(), []byte(line[:40])))
+	fl.settle(t)
+	require.Len(t, fl.reported("events.jsonl"), 1)
+	require.Contains(t, fl.reported("events.jsonl")[0], "partial last line")
+	_, count := sink.imported()
+	require.Zero(t, count["import:"+runA+":seq:99"])
+
+	require.NoError(t, picrewtest.AppendRaw(a.EventsPath(), []byte(line[40:]+"\n")))
+	fl.settle(t)
+	_, count = sink.imported()
+	require.Equal(t, 1, count["import:"+runA+":seq:99"])
+}
+
+// TestFollowCorruptLine: a line that is not JSON is skipped and reported;
+// the lines after it are imported.
+func TestFollowCorruptLine(t *testing.T) {
+	root := newRoot(t)
+	sink := newMemSink()
+	a := newRun(t, root, runA)
+	steps := picrewtest.Lifecycle(a, 3)
+	runSteps(t, steps[:6])
+	fl := startFollow(t, root.Dir, sink, nil)
+	require.NoError(t, picrewtest.AppendRaw(a.EventsPath(), []byte("{not json\n")))
+	runSteps(t, steps[6:])
+	fl.settle(t)
+	require.Equal(t, []string{"corrupt event line: skipped"}, fl.reported("events.jsonl"))
+	requireCopy(t, root.Dir, sink, copyOf{})
+}
+
+// TestFollowTruncatedFile: events.jsonl cut shorter than what was read
+// (same inode) is read again from its start and reported; nothing is
+// imported twice, and what is appended after is imported.
+func TestFollowTruncatedFile(t *testing.T) {
+	root := newRoot(t)
+	sink := newMemSink()
+	a := newRun(t, root, runA)
+	steps := picrewtest.Lifecycle(a, 10)
+	runSteps(t, steps[:16])
+	fl := startFollow(t, root.Dir, sink, nil)
+	fl.settle(t)
+	require.NoError(t, a.Truncate(0))
+	runSteps(t, steps[16:])
+	fl.settle(t)
+	require.Contains(t, fl.reported("events.jsonl")[0], "truncated")
+	_, count := sink.imported()
+	for id, n := range count {
+		require.Equal(t, 1, n, id)
+	}
+	require.Equal(t, 1, count["import:"+runA+":seq:"+itoa(a.Seq())], "the last event, written after the truncation")
+}
+
+// TestFollowRotatedFile: pi-crew's rotation renames events.jsonl to an
+// archive and starts a new file, and its compaction rewrites the file with
+// its last lines under a new inode. Both are reported and nothing is
+// imported twice or lost.
+func TestFollowRotatedFile(t *testing.T) {
+	root := newRoot(t)
+	sink := newMemSink()
+	a := newRun(t, root, runA)
+	steps := picrewtest.Lifecycle(a, 20)
+	runSteps(t, steps[:14])
+	fl := startFollow(t, root.Dir, sink, nil)
+	fl.settle(t)
+	require.NoError(t, a.Rotate())
+	runSteps(t, steps[14:20])
+	fl.settle(t)
+	plannedAt := plannedIDs(t, root.Dir)
+	require.NoError(t, a.Compact(3))
+	runSteps(t, steps[20:])
+	fl.settle(t)
+	reasons := fl.reported("events.jsonl")
+	require.NotEmpty(t, reasons)
+	require.Contains(t, reasons[len(reasons)-1], "replaced (rotated")
+	// Seqs 7..9 were in events.jsonl when it was rotated: the archive keeps
+	// them. The compaction dropped what came before the last 3 lines of the
+	// new file, imported already.
+	var dropped []string
+	for _, id := range plannedAt {
+		if strings.Contains(id, ":seq:") && !contains(plannedIDs(t, root.Dir), id) {
+			dropped = append(dropped, id)
+		}
+	}
+	require.NotEmpty(t, dropped, "the compaction must drop imported lines to mean anything")
+	requireCopy(t, root.Dir, sink, copyOf{extra: dropped})
+}
+
+// TestFollowRunDeleted: a run directory removed by pi-crew's retention is
+// reported, what was imported stays, its checkpoints are marked gone, and
+// the follower goes on with the other runs.
+func TestFollowRunDeleted(t *testing.T) {
+	root := newRoot(t)
+	sink := newMemSink()
+	a, b := newRun(t, root, runA), newRun(t, root, runB)
+	runSteps(t, picrewtest.Lifecycle(a, 5))
+	stepsB := picrewtest.Lifecycle(b, 5)
+	runSteps(t, stepsB[:10])
+	fl := startFollow(t, root.Dir, sink, nil)
+	fl.settle(t)
+	imported, _ := sink.imported()
+	require.NoError(t, a.Delete())
+	runSteps(t, stepsB[10:])
+	fl.settle(t)
+	require.Contains(t, fl.reported(runA)[0], "run directory removed")
+	after, count := sink.imported()
+	require.Subset(t, after, imported, "what was imported stays")
+	for id, n := range count {
+		require.Equal(t, 1, n, id)
+	}
+	cks, err := sink.Checkpoints(t.Context())
+	require.NoError(t, err)
+	gone := 0
+	for _, c := range cks {
+		if filepath.Base(filepath.Dir(c.Path)) == runA || filepath.Base(c.Path) == runA {
+			require.True(t, c.Gone, c.Path)
+			gone++
+		}
+	}
+	require.Positive(t, gone)
+	requireCopy(t, root.Dir, sink, copyOf{run: runB})
+}
+
+// TestFollowNotARoot: a directory without state/runs is refused at start.
+func TestFollowNotARoot(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "state"), 0o755))
+	err := NewFollower(dir, newMemSink(), nil).Run(t.Context())
+	require.ErrorContains(t, err, "not a pi-crew crew root")
+}

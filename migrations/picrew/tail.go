@@ -1,0 +1,181 @@
+package picrew
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"syscall"
+
+	"github.com/crewlog/crewlog/events"
+)
+
+// maxTailRead bounds what one pass reads of one file; the rest is read by
+// the next pass, so a huge file is imported in bounded steps.
+const maxTailRead = 4 << 20
+
+// maxLine is the longest line a tail accepts (readLines' limit): a longer
+// one is reported and skipped.
+const maxLine = 16 << 20
+
+// tail is the read position of one JSONL file pi-crew appends to: the byte
+// after the last complete line read, the file's identity (inode) and the
+// hash of that line. Lines counts the lines before Offset (1-based line
+// numbers for reports and steering ids).
+type tail struct {
+	rel    string // path relative to the root, slash-separated
+	inode  int64
+	size   int64
+	offset int64
+	lines  int64
+	hash   string // hex SHA-256 of the line ending at offset ("" at 0)
+	// partialAt is the offset of a partial last line already reported.
+	partialAt int64
+}
+
+// line is one complete line read by a tail.
+type line struct {
+	n    int   // 1-based line number
+	end  int64 // offset just after its newline
+	text []byte
+}
+
+func lineHash(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// fileID is a file's identity and size.
+func fileID(p string) (inode, size int64, err error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return 0, 0, err
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		inode = int64(sys.Ino)
+	}
+	return inode, st.Size(), nil
+}
+
+// checkpoint is t as recorded in the log.
+func (t *tail) checkpoint() events.ImportCheckpoint {
+	return events.ImportCheckpoint{Source: events.ForeignSourcePicrew, Path: t.rel, Inode: t.inode, Size: t.size,
+		Offset: t.offset, LastLineHash: t.hash, Lines: t.lines}
+}
+
+// resumable reports whether the file at p still holds what checkpoint c
+// says was read: the same inode, at least c.Offset bytes, and the line
+// ending at c.Offset hashing to c.LastLineHash. Otherwise the file was
+// truncated, rotated or rewritten, and reading starts again at 0 (the
+// command ids make that safe); why is the reason to report.
+func resumable(p string, c events.ImportCheckpoint) (ok bool, why string) {
+	inode, size, err := fileID(p)
+	switch {
+	case err != nil:
+		return false, fmt.Sprintf("unreadable: %v", err)
+	case c.Offset == 0:
+		return true, ""
+	case inode != c.Inode:
+		return false, "replaced since the last import (rotated: another file under the same name)"
+	case size < c.Offset:
+		return false, fmt.Sprintf("truncated since the last import (%d bytes, %d were read)", size, c.Offset)
+	}
+	last, err := lastLine(p, c.Offset)
+	if err != nil || lineHash(last) != c.LastLineHash {
+		return false, "rewritten since the last import (the last line read differs)"
+	}
+	return true, ""
+}
+
+// lastLine returns the line (without its newline) that ends at off.
+func lastLine(p string, off int64) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	start := max(0, off-maxLine-1)
+	buf := make([]byte, off-start)
+	if _, err := f.ReadAt(buf, start); err != nil {
+		return nil, err
+	}
+	if len(buf) == 0 || buf[len(buf)-1] != '\n' {
+		return nil, errors.New("no line ends there")
+	}
+	body := buf[:len(buf)-1]
+	i := bytes.LastIndexByte(body, '\n')
+	if i < 0 && start > 0 {
+		return nil, errors.New("line too long")
+	}
+	return body[i+1:], nil
+}
+
+// changed reports whether the file at p was replaced or truncated under
+// t (so reading starts again at 0) and why.
+func (t *tail) changed(inode, size int64) (bool, string) {
+	switch {
+	case t.inode != 0 && inode != t.inode:
+		return true, "replaced (rotated: another file under the same name): read again from the start"
+	case size < t.offset:
+		return true, fmt.Sprintf("truncated to %d bytes (%d were read): read again from the start", size, t.offset)
+	}
+	return false, ""
+}
+
+// read reads the complete lines after t.offset (at most maxTailRead bytes
+// of them) without moving t: the caller advances with advance once the
+// lines are handled. A partial last line (no newline yet) is left for a
+// later read; partial is its offset (-1 when there is none).
+func (t *tail) read(p string) (lines []line, partial int64, err error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, -1, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(t.offset, io.SeekStart); err != nil {
+		return nil, -1, err
+	}
+	buf := make([]byte, maxTailRead)
+	n, err := io.ReadFull(f, buf)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return nil, -1, err
+	}
+	buf = buf[:n]
+	off, num := t.offset, t.lines
+	partial = -1
+	for len(buf) > 0 {
+		i := bytes.IndexByte(buf, '\n')
+		if i < 0 {
+			if n == maxTailRead && off == t.offset {
+				// One line longer than a whole read: skip to its end.
+				return nil, -1, errLongLine
+			}
+			partial = off
+			break
+		}
+		num++
+		off += int64(i + 1)
+		lines = append(lines, line{n: int(num), end: off, text: buf[:i]})
+		buf = buf[i+1:]
+	}
+	return lines, partial, nil
+}
+
+var errLongLine = errors.New("picrew: a line longer than the read limit")
+
+// advance moves t past l.
+func (t *tail) advance(l line) {
+	t.offset, t.lines, t.hash = l.end, int64(l.n), lineHash(l.text)
+}
+
+// reset starts t again at the start of a new file.
+func (t *tail) reset(inode int64) {
+	t.inode, t.offset, t.lines, t.hash, t.partialAt = inode, 0, 0, "", 0
+}
+
+// isGone reports whether err means the file or its directory is gone.
+func isGone(err error) bool { return errors.Is(err, fs.ErrNotExist) }
