@@ -442,4 +442,3 @@ func (f *Follower) flush(ctx context.Context) {
 		r.pending = nil
 	}
 }
-

@@ -93,7 +93,7 @@ type runFollower struct {
 	whole      map[string]*wholeFile // manifest.json, tasks.json, delivery.json by name
 	lastChange time.Time
 	firstSeen  time.Time // when a run without a readable manifest was first seen
-	reconciled string // the manifest status the run was reconciled for
+	reconciled string    // the manifest status the run was reconciled for
 	gone       bool
 	// dormant: at start every file matched its checkpoint and the run was
 	// reconciled, so nothing was read; seen holds what the files looked
@@ -425,7 +425,9 @@ func (f *Follower) listFiles(r *runFollower, report bool) []listed {
 
 // isTemp reports a temporary file of an atomic write in progress: it is
 // gone a moment later, so a follower neither reads nor reports it.
-func isTemp(name string) bool { return strings.HasSuffix(name, ".tmp") || strings.Contains(name, ".tmp-") }
+func isTemp(name string) bool {
+	return strings.HasSuffix(name, ".tmp") || strings.Contains(name, ".tmp-")
+}
 
 // followedFiles lists a run's JSONL files, adding a tail for each new one
 // (a new archive takes over the position of the file it was renamed from),
@@ -577,4 +579,3 @@ func (f *Follower) planLine(r *runFollower, t *tailState, l line) {
 		p.steer(st)
 	}
 }
-

@@ -132,7 +132,9 @@ func (run *Run) SetTask(id, st string) error {
 	return run.saveTasks()
 }
 
-func (run *Run) saveTasks() error { return writeAtomic(filepath.Join(run.Dir, "tasks.json"), run.tasks) }
+func (run *Run) saveTasks() error {
+	return writeAtomic(filepath.Join(run.Dir, "tasks.json"), run.tasks)
+}
 
 // Seq is the last seq written to events.jsonl.
 func (run *Run) Seq() uint64 { return run.seq }
