@@ -16,7 +16,7 @@ func (a *app) importCmd() *cobra.Command {
 		Use:   "import",
 		Short: "Import state from another runtime into the store",
 	}
-	var dryRun bool
+	var dryRun, follow bool
 	pc := &cobra.Command{
 		Use:   "picrew STATE_ROOT",
 		Short: "Import a pi-crew crew root (runs, tasks, events, mailboxes, steering)",
@@ -31,11 +31,31 @@ a second import of the same root adds nothing. Corrupt lines, seq gaps,
 quarantined .corrupt-* files, lock files and anything else left out are listed
 one per line at the end (and in --json). The store is created when absent.
 
-The store must not be held by a running crewd: stop it first.`,
+The store must not be held by a running crewd: stop it first.
+
+With --follow it imports through the running crewd instead (import.append
+over its socket, with the admin token; the store stays the daemon's), then
+keeps importing as pi-crew writes — new runs, new event, mailbox and
+steering lines, rewrites of manifest.json, tasks.json and delivery.json —
+until interrupted. Each file's progress is checkpointed in the log, so a
+restart of crewd or of the follower resumes where it stopped, with no
+duplicate and no gap (the command ids are the one-shot import's). Problems
+(a corrupt or partial line, a truncated or rotated file, a run directory
+removed by pi-crew's retention) are printed as they are met and never stop
+it.`,
 		Args: args(1, "the pi-crew crew root"),
-		RunE: func(_ *cobra.Command, argv []string) error { return a.importPicrew(argv[0], dryRun) },
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			if follow {
+				if dryRun {
+					return usagef("import picrew: --dry-run and --follow do not go together")
+				}
+				return a.followPicrew(cmd.Context(), argv[0])
+			}
+			return a.importPicrew(argv[0], dryRun)
+		},
 	}
 	pc.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be imported without writing")
+	pc.Flags().BoolVar(&follow, "follow", false, "import through the running crewd and keep importing as pi-crew writes, until interrupted")
 	c.AddCommand(pc)
 	return c
 }

@@ -37,15 +37,26 @@ func (d *DaemonSink) call(ctx context.Context, method string, params, result any
 	d.mu.Lock()
 	c := d.c
 	d.mu.Unlock()
-	if c == nil {
-		var err error
-		if c, err = d.dial(ctx); err != nil {
-			return fmt.Errorf("picrew: connect to the daemon: %w", err)
+	if c != nil {
+		// A connection kept from an earlier call may have been closed by a
+		// daemon that restarted since: one retry on a fresh one (the
+		// command ids make sending twice safe).
+		if err := d.try(ctx, c, method, params, result); err == nil || ctx.Err() != nil {
+			return err
 		}
-		d.mu.Lock()
-		d.c = c
-		d.mu.Unlock()
 	}
+	c, err := d.dial(ctx)
+	if err != nil {
+		return fmt.Errorf("picrew: connect to the daemon: %w", err)
+	}
+	d.mu.Lock()
+	d.c = c
+	d.mu.Unlock()
+	return d.try(ctx, c, method, params, result)
+}
+
+// try calls on c, dropping c when the call fails.
+func (d *DaemonSink) try(ctx context.Context, c Caller, method string, params, result any) error {
 	err := c.Call(ctx, method, params, result)
 	if err != nil {
 		d.mu.Lock()

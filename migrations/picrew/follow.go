@@ -65,14 +65,16 @@ type FollowOptions struct {
 	Report func(Skipped)
 	// Logger (default discard).
 	Logger *slog.Logger
-	// OnPass, when set, is called after every pass with the counters.
+	// OnPass, when set, is called after every pass with the counters (and
+	// after every failed attempt to read the checkpoints at start).
 	OnPass func(FollowStats)
 }
 
 // FollowStats counts a Follower's work since it started.
 type FollowStats struct {
 	Passes      uint64 `json:"passes"`
-	Lines       uint64 `json:"lines"`       // JSONL lines read (prefixes re-read at start included)
+	Lines       uint64 `json:"lines"`       // JSONL lines read and imported
+	Reread      uint64 `json:"reread"`      // lines read again at start to rebuild a live run's state (not sent)
 	Writes      uint64 `json:"writes"`      // writes answered by the daemon
 	Appended    uint64 `json:"appended"`    // events appended
 	Replayed    uint64 `json:"replayed"`    // writes already recorded
@@ -191,6 +193,9 @@ func (f *Follower) Run(ctx context.Context) error {
 		}
 		f.count(func(st *FollowStats) { st.SendErrors++ })
 		f.o.Logger.Warn("picrew follow: reading the checkpoints failed; retrying", "err", err)
+		if f.o.OnPass != nil {
+			f.o.OnPass(f.Stats())
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -206,9 +211,12 @@ func (f *Follower) Run(ctx context.Context) error {
 		f.pass(ctx, runsDir, all, w)
 		select {
 		case <-ctx.Done():
-			// A last checkpoint with a context of its own: ctx has ended.
+			// The writes read so far and a last checkpoint, with a context
+			// of their own: ctx has ended.
 			fin, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			f.flush(fin)
 			f.flushCheckpoints(fin, true)
+			f.report()
 			cancel()
 			return ctx.Err()
 		case <-tick.C:

@@ -515,17 +515,22 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 		return
 	}
 	t.size = size
+	n := 0
 	for _, l := range lines {
 		if replay && l.end > upTo {
 			break
 		}
 		f.planLine(r, t, l)
 		t.advance(l)
-		t.dirty = true
+		t.dirty = !replay
+		n++
 	}
-	if len(lines) > 0 {
+	switch {
+	case n > 0 && replay:
+		f.count(func(st *FollowStats) { st.Reread += uint64(n) })
+	case n > 0:
 		r.lastChange = time.Now()
-		f.count(func(st *FollowStats) { st.Lines += uint64(len(lines)) })
+		f.count(func(st *FollowStats) { st.Lines += uint64(n) })
 	}
 	if partial >= 0 && partial != t.partialAt && !replay {
 		t.partialAt = partial

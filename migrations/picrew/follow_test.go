@@ -154,10 +154,14 @@ func TestFollowResumesFromCheckpoints(t *testing.T) {
 	st := fl2.settle(t)
 	requireCopy(t, root.Dir, sink, copyOf{live: true})
 	require.Positive(t, len(sink.appended)-before)
-	// The finished run is not read again: its files match their
-	// checkpoints. The live run's events are read once more to rebuild the
-	// planner (Lines), but nothing read before is sent as new.
-	require.Less(t, st.Lines, uint64(20+10+5), "only the live run is read: %+v", st)
+	// The finished run is not read at all: its files match their
+	// checkpoints. The live run's lines up to its checkpoints are read
+	// again to rebuild what the planner knew (Reread), and only the lines
+	// written while no follower ran are imported.
+	require.Equal(t, uint64(10), st.Lines, "%+v", st)
+	require.Positive(t, st.Reread)
+	require.Less(t, st.Reread, uint64(20), "only the live run is read again: %+v", st)
+	require.LessOrEqual(t, st.Replayed, uint64(3), "run.created and the tasks, sent again: %+v", st)
 
 	runSteps(t, stepsLive[30:])
 	fl2.settle(t)

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/crewlog/crewlog/migrations/picrew"
+)
+
+// followPicrew runs the pi-crew follower against crewd until ctx ends
+// (an interrupt): it is an admin client of the daemon's socket and never
+// opens the store.
+func (a *app) followPicrew(ctx context.Context, root string) error {
+	if st, err := os.Stat(root); err != nil || !st.IsDir() {
+		return usagef("import picrew: %s is not a directory", root)
+	}
+	tok, err := a.token()
+	if err != nil {
+		return err
+	}
+	sink := picrew.NewDaemonSink(func(ctx context.Context) (picrew.Caller, error) { return a.dial(ctx, a.socket, tok) })
+	defer sink.Close()
+	// Reach the daemon once before following, so a wrong socket or token
+	// is an error now rather than retries forever.
+	if _, err := sink.Checkpoints(ctx); err != nil {
+		if isWireError(err) {
+			return problemf("import picrew --follow: %v", err)
+		}
+		return openErr(fmt.Errorf("crewctl: import picrew --follow: connect to crewd at %s: %w", a.socket, err))
+	}
+	var (
+		mu       sync.Mutex
+		shown    uint64
+		shownAt  time.Time
+		w        = a.io.out
+		printOne = func(v any) {
+			mu.Lock()
+			defer mu.Unlock()
+			if a.json {
+				b, _ := json.Marshal(v)
+				fmt.Fprintln(w, string(b))
+				return
+			}
+			fmt.Fprintln(w, v)
+		}
+	)
+	f := picrew.NewFollower(root, sink, &picrew.FollowOptions{
+		Report: func(s picrew.Skipped) {
+			if a.json {
+				printOne(map[string]any{"skipped": s})
+				return
+			}
+			printOne("skipped " + s.String())
+		},
+		OnPass: func(st picrew.FollowStats) {
+			// At most a line a second, and only when something was added.
+			if st.Appended == shown || time.Since(shownAt) < time.Second {
+				return
+			}
+			shown, shownAt = st.Appended, time.Now()
+			if a.json {
+				printOne(map[string]any{"progress": st})
+				return
+			}
+			printOne(fmt.Sprintf("imported %d event(s) in %d write(s); %d already there; %d line(s) read; %d pending",
+				st.Appended, st.Writes-st.Replayed, st.Replayed, st.Lines, st.Pending))
+		},
+	})
+	err = f.Run(ctx)
+	st := f.Stats()
+	if a.json {
+		printOne(map[string]any{"stopped": st})
+	} else {
+		printOne(fmt.Sprintf("stopped: imported %d event(s); %d write(s) already there; %d refused; %d problem(s) reported; %d checkpoint(s)",
+			st.Appended, st.Replayed, st.Refused, st.Reported, st.Checkpoints))
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	if err != nil {
+		return usagef("%v", err)
+	}
+	return nil
+}
