@@ -33,7 +33,14 @@
 //     equal request follows the first's answer, a different one is refused.
 //     An outcome moved from a format-2 store has no fingerprint and answers
 //     any retry of its principal, as it did.
-//   - The engine's own commands (clock expiries, config) are the engine
+//   - Engine.SubmitAll queues a batch in order and answers it in order: the
+//     writer decides its commands in that order (a later one sees the
+//     earlier ones' effects), usually in one group. Import (import.go) is
+//     how another runtime's recorded history enters the log through the
+//     daemon: its events keep their source time, only a runtime's history
+//     types are accepted, and the broker submits it under the engine
+//     principal with the source record's id, the one-shot import's.
+//   - The engine's own commands (clock expiries, config, imports) are the engine
 //     principal's, which no client credential maps to, so a client naming
 //     its id "expire:<run>:<subId>" claims nothing of the engine's. An
 //     engine command that changes nothing (an expiry not yet due because

@@ -65,7 +65,7 @@ Offline, writing (the daemon must not hold the store):
 Live (asks crewd over its socket with the admin token):
   runs, show run, tasks, delegations, ledger, slots, events, jobs, show job
 Live, writing (with the admin token):
-  cancel
+  cancel, import picrew --follow
 Either: backup (a checkpoint through crewd when it answers, else offline)
 Either, writing <data>/readonly.tokens: token create --read-only, token list,
   token revoke (read-only tokens of the dashboard's HTTP API)

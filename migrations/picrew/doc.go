@@ -42,6 +42,61 @@
 //     saying so.
 //   - A run's writes commit in one atomic append.
 //
-// It does not lock the pi-crew root (pi-crew must not be writing it) and it
-// needs the store exclusively (eventlog.Open's directory lock).
+// Import does not lock the pi-crew root (pi-crew must not be writing it)
+// and it needs the store exclusively (eventlog.Open's directory lock).
+//
+// # Following a root while pi-crew writes it (Follower)
+//
+// A Follower imports the same records with the same command ids, but
+// through a running daemon (Sink: the import.append and import.checkpoints
+// methods of its socket, with the admin credential; DaemonSink), and keeps
+// importing as pi-crew writes: a notification (fsnotify) or a poll (every
+// second, every 250 ms without notifications) makes it look at the runs.
+//
+//	pi-crew files ──notify/poll──▶ pass: per run, read what changed
+//	  manifest.json, tasks.json, delivery.json  (whole files: re-read when their inode, size or mtime moves)
+//	  events.jsonl (+ archives), mailbox, steering (JSONL: read from the offset after the last complete line)
+//	        │ planner (the one-shot import's mapping, kept per run)
+//	        ▼
+//	pending writes ──import.append (≤128 a call, in order)──▶ crewd ──▶ recorded under import:<runId>:…
+//	        │ all answered
+//	        ▼
+//	import.checkpoint per file (≤ 1 a second): path, inode, size, offset, hash of the last line (whole file)
+//
+// Guarantees:
+//
+//   - No duplicate: every write's command id names its source record (the
+//     run, a task, an event's seq, a message id, a delivery state, a steer,
+//     an end state), so a write sent twice — an answer lost with a restarted
+//     daemon, a restarted follower, a file read again after a truncation or
+//     a rotation, the one-shot import run before or after — is answered
+//     replayed and appended once. A source record mapped differently on a
+//     second reading (a shadow's title read before tasks.json named it) is
+//     refused as a reused id: the first import stands, and it is reported.
+//   - No gap: a line is planned once it is complete, the writes go in file
+//     order and stay pending until the daemon answered them (retried at
+//     every pass while it is unreachable), and a file's checkpoint is
+//     written only when every write of its run is answered, so a checkpoint
+//     never covers a write the log lacks.
+//   - Resume: at start the follower loads the checkpoints. A finished run
+//     whose files all match them (same inode, read to the end, the same
+//     last line or content) and whose manifest was checkpointed reconciled
+//     is not read at all until a file changes. A live run's JSONL files are
+//     read up to their checkpoints only to rebuild the planner (pi-crew's
+//     compaction keeps them to about 1,000 events), nothing of it sent
+//     again but run.created and the tasks; the rest is imported as new.
+//   - A finished run (manifest completed, failed or cancelled) is
+//     reconciled with its files, as the one-shot import does, once its files
+//     have been still for SettleAfter (2 s).
+//   - Never fatal, always reported (once): a partial last line waits for
+//     its newline; a corrupt line is skipped; a file whose inode changed
+//     (rotation, compaction) or that shrank below what was read (truncation)
+//     is read again from its start; an archive renamed from the live file
+//     goes on from the live file's position; a run directory removed (by
+//     pi-crew's retention) keeps what was imported and gets its checkpoints
+//     marked gone; a write the daemon refuses is reported and not retried.
+//
+// Not guaranteed: the order of writes across runs, and events pi-crew
+// compacted away before the follower read them (the reconcile supplies the
+// end state, as for the one-shot import).
 package picrew

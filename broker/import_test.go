@@ -1,0 +1,185 @@
+package broker
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+func importWriteOf(id, run string, evs ...map[string]any) map[string]any {
+	return map[string]any{"commandId": id, "runId": run, "events": evs}
+}
+
+func importEventOf(typ string, ms int64, payload map[string]any) map[string]any {
+	return map[string]any{"type": typ, "time": ms, "payload": payload}
+}
+
+type importResults struct {
+	Results []struct {
+		CommandID string      `json:"commandId"`
+		Appended  int         `json:"appended"`
+		Replayed  bool        `json:"replayed"`
+		Error     *wire.Error `json:"error"`
+	} `json:"results"`
+}
+
+// TestImportAppend: the admin imports a run through the socket; a write sent again answers replayed and appends
+// nothing; the events keep the source's time and the engine's namespace; one write refused leaves the others.
+func TestImportAppend(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	a := f.dial()
+	a.helloAdmin()
+	const run = "team_20261201120000_0000000000000001"
+	writes := []map[string]any{
+		importWriteOf("import:"+run+":run", run, importEventOf(events.TypeRunCreated, 1790928000000,
+			map[string]any{"team": "core", "goal": "g", "cwd": "/srv"})),
+		importWriteOf("import:"+run+":task:01_plan", run, importEventOf(events.TypeTaskCreated, 1790928000000,
+			map[string]any{"taskId": "01_plan", "role": "planner", "agent": "planner", "title": "plan", "cwd": "/srv",
+				"dependsOn": []string{}, "stepId": "plan", "kind": "workflow"})),
+		importWriteOf("import:"+run+":seq:7", run, importEventOf(events.TypeForeignImported, 1790928001000,
+			map[string]any{"source": "picrew", "type": "task.progress", "seq": 7, "time": "2026-10-02T08:00:01.000Z"})),
+		importWriteOf("import:"+run+":seq:8", run, importEventOf(events.TypeCredentialIssued, 0,
+			map[string]any{"taskId": "01_plan", "role": "worker", "digest": "00"})),
+	}
+	params := map[string]any{"source": "picrew", "writes": writes}
+	var first importResults
+	r := a.call(methodImportAppend, params)
+	require.Nil(t, r.Error)
+	require.NoError(t, json.Unmarshal(r.Result, &first))
+	require.Len(t, first.Results, 4)
+	for _, w := range first.Results[:3] {
+		require.Nil(t, w.Error, w.CommandID)
+		require.Equal(t, 1, w.Appended)
+		require.False(t, w.Replayed)
+	}
+	require.Equal(t, wire.CodeBadParams, first.Results[3].Error.Code, "credentials are never imported")
+
+	var again importResults
+	r = a.call(methodImportAppend, params)
+	require.Nil(t, r.Error)
+	require.NoError(t, json.Unmarshal(r.Result, &again))
+	for _, w := range again.Results[:3] {
+		require.True(t, w.Replayed, w.CommandID)
+		require.Zero(t, w.Appended)
+	}
+
+	f.eng.Read(func(s *projections.State) {
+		_, ok := s.Task(run, "01_plan")
+		require.True(t, ok)
+	})
+	head, _ := f.log.Head()
+	it := f.log.ReadStream(run, 1)
+	defer it.Close()
+	n := 0
+	for it.Next() {
+		ev := it.Event()
+		n++
+		require.Equal(t, events.ImportCorrelation+"picrew", ev.CorrelationID)
+		require.Equal(t, events.EnginePrincipal(), events.EventPrincipal(ev.ActorRole, ev.Stream, ev.ActorTask, ev.CorrelationID))
+		require.GreaterOrEqual(t, ev.Time, int64(1790928000000)*1e6)
+		require.Less(t, ev.Time, int64(1790928002000)*1e6, "the source's time, not the engine clock")
+	}
+	require.NoError(t, it.Err())
+	require.Equal(t, 3, n, "head %d", head)
+}
+
+// TestImportAppendRefusals: only the admin; every size bounded; the run must exist before its events.
+func TestImportAppendRefusals(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	s := f.seed()
+	o := f.dial()
+	o.hello(runR, "orchestrator", s.orch)
+	ev := importEventOf(events.TypeForeignImported, 1, map[string]any{"source": "picrew", "type": "x", "seq": 1, "time": ""})
+	o.fails(methodImportAppend, map[string]any{"source": "picrew", "writes": []any{importWriteOf("i", runR, ev)}}, wire.CodeForbidden)
+	o.fails(methodImportCheckpoints, map[string]any{"source": "picrew"}, wire.CodeForbidden)
+
+	a := f.dial()
+	a.helloAdmin()
+	many := make([]any, MaxImportWrites+1)
+	for i := range many {
+		many[i] = importWriteOf("i", runR, ev)
+	}
+	tooManyEvents := make([]map[string]any, 17)
+	for i := range tooManyEvents {
+		tooManyEvents[i] = ev
+	}
+	for name, p := range map[string]map[string]any{
+		"no source":       {"writes": []any{importWriteOf("i", runR, ev)}},
+		"no writes":       {"source": "picrew", "writes": []any{}},
+		"too many writes": {"source": "picrew", "writes": many},
+		"too many events": {"source": "picrew", "writes": []any{importWriteOf("i", runR, tooManyEvents...)}},
+		"no command id":   {"source": "picrew", "writes": []any{importWriteOf("", runR, ev)}},
+		"long command id": {"source": "picrew", "writes": []any{importWriteOf(strings.Repeat("i", 257), runR, ev)}},
+		"unknown type":    {"source": "picrew", "writes": []any{importWriteOf("i", runR, importEventOf("x.y", 0, map[string]any{}))}},
+		"unknown field": {"source": "picrew", "writes": []any{importWriteOf("i", runR,
+			importEventOf(events.TypeForeignImported, 0, map[string]any{"source": "picrew", "nope": 1}))}},
+		"payload not an object": {"source": "picrew", "writes": []any{importWriteOf("i", runR,
+			map[string]any{"type": events.TypeForeignImported, "payload": "x"})}},
+		"extra key": {"source": "picrew", "writes": []any{importWriteOf("i", runR, ev)}, "x": 1},
+	} {
+		r := a.call(methodImportAppend, p)
+		require.NotNil(t, r.Error, name)
+		require.Equal(t, wire.CodeBadParams, r.Error.Code, name)
+	}
+
+	// Decided per write: unknown run, a run that exists, a checkpoint outside $import, a time out of range.
+	var res importResults
+	r := a.call(methodImportAppend, map[string]any{"source": "picrew", "writes": []any{
+		importWriteOf("i1", "R404", ev),
+		importWriteOf("i2", runR, importEventOf(events.TypeRunCreated, 0, map[string]any{"team": "t"})),
+		importWriteOf("i3", runR, importEventOf(events.TypeImportCheckpoint, 0, map[string]any{"source": "picrew", "path": "p"})),
+		importWriteOf("i4", runR, importEventOf(events.TypeForeignImported, 9e12+1, map[string]any{"source": "picrew"})),
+		importWriteOf("i5", events.ImportStream, ev),
+	}})
+	require.Nil(t, r.Error)
+	require.NoError(t, json.Unmarshal(r.Result, &res))
+	want := []wire.Code{wire.CodeNoManifest, wire.CodeBadParams, wire.CodeBadParams, wire.CodeBadParams, wire.CodeBadParams}
+	for i, w := range res.Results {
+		require.NotNil(t, w.Error, w.CommandID)
+		require.Equal(t, want[i], w.Error.Code, "%s: %s", w.CommandID, w.Error.Message)
+	}
+}
+
+// TestImportCheckpoints: the newest checkpoint of each file, by path, page by page.
+func TestImportCheckpoints(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	a := f.dial()
+	a.helloAdmin()
+	ck := func(id, path string, offset int) map[string]any {
+		return importWriteOf(id, events.ImportStream, importEventOf(events.TypeImportCheckpoint, 0,
+			map[string]any{"source": "picrew", "path": path, "inode": 7, "size": offset, "offset": offset}))
+	}
+	a.ok(methodImportAppend, map[string]any{"source": "picrew", "writes": []any{
+		ck("c1", "state/runs/A/events.jsonl", 10), ck("c2", "state/runs/B/events.jsonl", 5),
+		ck("c3", "state/runs/A/events.jsonl", 20), ck("c4", "state/runs/C/events.jsonl", 1),
+	}})
+	type page struct {
+		Checkpoints []events.ImportCheckpoint `json:"checkpoints"`
+		NextCursor  string                    `json:"nextCursor"`
+	}
+	var p1, p2 page
+	r := a.call(methodImportCheckpoints, map[string]any{"source": "picrew", "limit": 2})
+	require.Nil(t, r.Error)
+	require.NoError(t, json.Unmarshal(r.Result, &p1))
+	require.Len(t, p1.Checkpoints, 2)
+	require.Equal(t, int64(20), p1.Checkpoints[0].Offset, "the newest of A")
+	require.Equal(t, "state/runs/B/events.jsonl", p1.NextCursor)
+	r = a.call(methodImportCheckpoints, map[string]any{"source": "picrew", "cursor": p1.NextCursor})
+	require.Nil(t, r.Error)
+	require.NoError(t, json.Unmarshal(r.Result, &p2))
+	require.Len(t, p2.Checkpoints, 1)
+	require.Empty(t, p2.NextCursor)
+	require.Equal(t, "state/runs/C/events.jsonl", p2.Checkpoints[0].Path)
+	a.fails(methodImportCheckpoints, map[string]any{"source": "picrew", "limit": 1001}, wire.CodeBadParams)
+	// Checkpoints change no read model.
+	f.eng.Read(func(s *projections.State) {
+		_, ok := s.Run(events.ImportStream)
+		require.False(t, ok)
+	})
+}

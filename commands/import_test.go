@@ -1,0 +1,72 @@
+package commands
+
+import (
+	"context"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+func importOf(run, id string, typ string, payload any) Request {
+	return Request{Principal: events.EnginePrincipal(), CommandID: id, Actor: admin,
+		Command: &Import{Source: events.ForeignSourcePicrew, RunID: run, Events: []ImportedEvent{{Type: typ, TimeMs: 1000, Payload: payload}}}}
+}
+
+// TestSubmitAllDecidesInOrder: a batch whose writes depend on each other (a run, then its task) is decided in the
+// order given; the same batch again is answered from the recorded outcomes, appending nothing.
+func TestSubmitAllDecidesInOrder(t *testing.T) {
+	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
+	batch := []Request{
+		importOf("R", "import:R:run", events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"}),
+		importOf("R", "import:R:task:T", events.TypeTaskCreated, &events.TaskCreated{TaskID: "T", Role: "executor", StepID: "s", Kind: events.TaskKindWorkflow}),
+		importOf("R", "import:R:seq:3", events.TypeTaskStarted, &events.TaskStarted{TaskID: "T"}),
+	}
+	replies, err := f.eng.SubmitAll(context.Background(), batch)
+	require.NoError(t, err)
+	require.Len(t, replies, 3)
+	for _, r := range replies {
+		require.Nil(t, r.Rejected)
+		require.False(t, r.Replayed)
+	}
+	head := f.eng.Head()
+	f.eng.Read(func(s *projections.State) {
+		task, ok := s.Task("R", "T")
+		require.True(t, ok)
+		require.Equal(t, "running", string(task.Status))
+	})
+	again, err := f.eng.SubmitAll(context.Background(), batch)
+	require.NoError(t, err)
+	for _, r := range again {
+		require.True(t, r.Replayed)
+	}
+	require.Equal(t, head, f.eng.Head(), "nothing appended twice")
+
+	// A request that cannot be queued ends the batch after those before it.
+	bad := append(batch[:1:1], Request{CommandID: "x", Command: batch[1].Command})
+	replies, err = f.eng.SubmitAll(context.Background(), bad)
+	require.ErrorContains(t, err, "a command id needs a principal")
+	require.Len(t, replies, 1)
+}
+
+// TestImportRefuses: only a runtime's history is importable, into a run that exists (or that the write creates).
+func TestImportRefuses(t *testing.T) {
+	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
+	for name, req := range map[string]Request{
+		"no run":            importOf("R", "a", events.TypeTaskStarted, &events.TaskStarted{TaskID: "T"}),
+		"credential":        importOf("R", "b", events.TypeCredentialIssued, &events.CredentialIssued{TaskID: "T"}),
+		"engine config":     importOf("R", "c", events.TypeEngineConfigured, &events.EngineConfigured{}),
+		"wrong payload":     importOf("R", "d", events.TypeRunCreated, &events.TaskStarted{}),
+		"checkpoint in run": importOf("R", "e", events.TypeImportCheckpoint, &events.ImportCheckpoint{}),
+		"run in $import":    importOf(events.ImportStream, "f", events.TypeRunCreated, &events.RunCreated{}),
+		"bad run id":        importOf("R/1", "g", events.TypeRunCreated, &events.RunCreated{}),
+	} {
+		r, err := f.eng.Submit(context.Background(), req)
+		require.NoError(t, err, name)
+		require.NotNil(t, r.Rejected, name)
+	}
+	require.Zero(t, f.eng.Head(), "nothing recorded")
+}
