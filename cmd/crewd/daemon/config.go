@@ -99,6 +99,10 @@ type Config struct {
 	HTTPAddrSet     bool
 	HTTPAllowRemote bool
 
+	// FollowPicrew is a pi-crew crew root to follow ("" for none): crewd runs the follower of migrations/picrew
+	// against its own socket.
+	FollowPicrew string
+
 	// Warnings are problems that do not stop the daemon (an unreadable model catalog means an empty one); they
 	// are logged once the logger exists.
 	Warnings []string
@@ -155,6 +159,7 @@ var options = []option{
 	{"cache-mib", kindInt, "MIB", fmt.Sprintf("the store's block cache (MiB), 1..%d; with the memtables, most of crewd's memory outside the active runs", maxCacheMiB), fixed(strconv.Itoa(eventlog.DefaultCacheSize >> 20))},
 	{"memtable-mib", kindInt, "MIB", fmt.Sprintf("the store's memtable size (MiB; two while one is flushed), 1..%d: larger ones flush and compact less often under write load, for more memory", maxCacheMiB), fixed(strconv.Itoa(eventlog.DefaultMemTableSize >> 20))},
 	{"open-timeout", kindDuration, "DURATION", "longest time opening the store and rebuilding the state may take before crewd exits 1; 0s: no limit", fixed("2m")},
+	{"follow-picrew", kindString, "DIR", "a pi-crew crew root (holding state/runs) to import and keep importing as pi-crew writes it, through crewd's own socket as the admin (crewctl import picrew DIR --follow inside crewd; docs/picrew.md)", fixed("")},
 	{"http", kindString, "ADDR", "address of the dashboard and its read-only HTTP API (host:port); \"\" turns HTTP off", fixed(httpapi.DefaultAddr)},
 	{"http-allow-remote", kindBool, "[=BOOL]", "allow --http on a non-loopback address (the API then answers other machines; put TLS in front)", fixed("false")},
 	{"log-level", kindString, "LEVEL", "debug, info, warn or error", fixed("info")},
@@ -337,6 +342,9 @@ func Load(args []string, env Env) (Config, error) {
 
 	c.DataDir = path("data")
 	c.SocketPath = path("socket")
+	if text, _ := str("follow-picrew"); text != "" {
+		c.FollowPicrew = absPath(text)
+	}
 	if len(c.SocketPath) > maxSocketPath {
 		_, src := str("socket")
 		fail("%s: %q is %d bytes; a unix socket path is at most %d", src, c.SocketPath, len(c.SocketPath), maxSocketPath)

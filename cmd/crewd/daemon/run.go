@@ -104,6 +104,11 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 		// NB: before Pebble opens: on a full disk its recovery flush fails and is retried forever.
 		return fmt.Errorf("daemon: disk-full: %w; free space or lower --min-free-mib, then start again", err)
 	}
+	if cfg.FollowPicrew != "" {
+		if err := checkPicrewRoot(cfg.FollowPicrew); err != nil {
+			return err
+		}
+	}
 	token, err := AdminToken(cfg.DataDir)
 	if err != nil {
 		return err
@@ -263,6 +268,11 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 				lg.Error("the dashboard's HTTP server stopped", "err", err)
 			}
 		}()
+	}
+	if cfg.FollowPicrew != "" {
+		// NB: deferred after srv.Close, so the follower stops before the broker closes.
+		stopFollow := followPicrew(serveCtx, cfg.FollowPicrew, srv.Addr(), token, lg.With("component", "picrew-follow"))
+		defer stopFollow()
 	}
 	if err := srv.Serve(serveCtx); err != nil {
 		return fmt.Errorf("daemon: %w", err)
