@@ -268,9 +268,12 @@ func (f *Follower) pass(ctx context.Context, runsDir string, all bool, w *watche
 	f.flush(ctx)
 	f.flushCheckpoints(ctx, false)
 	f.report()
+	for _, r := range f.runs {
+		f.maybeSleep(r)
+	}
 	settled := true
 	for _, r := range f.runs {
-		if len(r.pending) > 0 || r.anyDirty() || (r.p != nil && terminalRun(r.p.r.manifest.Status) && r.reconciled != r.p.r.manifest.Status) {
+		if len(r.pending) > 0 || r.anyDirty() || !r.held.IsZero() || (r.p != nil && terminalRun(r.p.r.manifest.Status) && r.reconciled != r.p.r.manifest.Status) {
 			settled = false
 		}
 	}
@@ -282,7 +285,7 @@ func (f *Follower) pass(ctx context.Context, runsDir string, all bool, w *watche
 		}
 		// Only a pass that looked at every file can tell nothing is left:
 		// a notification may still be on its way.
-		st.Settled = all && settled && st.Lines == linesBefore && len(f.runs) > 0
+		st.Settled = all && settled && st.Lines == linesBefore
 	})
 	if f.o.OnPass != nil {
 		f.o.OnPass(f.Stats())
@@ -325,6 +328,22 @@ func (f *Follower) scanRuns(runsDir string, w *watcher) {
 func (f *Follower) gone(r *runFollower) {
 	f.src.skip(r.id, f.src.rel(r.dir), 0, 0, "run directory removed (pi-crew's retention?): what was imported stays; no longer followed")
 	r.gone = true
+	// Files not followed now (a dormant run's, or removed before they were
+	// listed) are known by their checkpoints.
+	known := map[string]bool{}
+	for _, t := range r.tails {
+		known[t.rel] = true
+	}
+	for _, w := range r.whole {
+		known[w.rel] = true
+	}
+	dirs := []string{f.src.rel(r.dir) + "/", f.src.rel(f.steeringDir(r)) + "/"}
+	for path, c := range f.cks {
+		if !c.Gone && !known[path] && (strings.HasPrefix(path, dirs[0]) || strings.HasPrefix(path, dirs[1])) {
+			r.tails[path] = &tailState{tail: tail{rel: c.Path, inode: c.Inode, size: c.Size, offset: c.Offset,
+				lines: c.Lines, hash: c.LastLineHash}}
+		}
+	}
 	for _, t := range r.tails {
 		t.dirty = true
 	}
@@ -351,12 +370,12 @@ func (f *Follower) flushCheckpoints(ctx context.Context, force bool) {
 	}
 	var ws []Write
 	var done []func()
-	var rels []string
+	var cks []events.ImportCheckpoint
 	add := func(c events.ImportCheckpoint, clean func()) {
 		ws = append(ws, Write{ID: ckID(c), RunID: events.ImportStream,
 			Items: []Item{{Type: events.TypeImportCheckpoint, Payload: &c}}})
 		done = append(done, clean)
-		rels = append(rels, c.Path)
+		cks = append(cks, c)
 	}
 	for _, r := range f.runs {
 		if len(r.pending) > 0 {
@@ -389,9 +408,10 @@ func (f *Follower) flushCheckpoints(ctx context.Context, force bool) {
 			done[i+k]()
 			if rs.Code != "" {
 				// Not retried: the same checkpoint would be refused again.
-				f.src.skip("", rels[i+k], 0, 0, "checkpoint refused (%s): %s", rs.Code, rs.Message)
+				f.src.skip("", cks[i+k].Path, 0, 0, "checkpoint refused (%s): %s", rs.Code, rs.Message)
 				continue
 			}
+			f.cks[cks[i+k].Path] = cks[i+k]
 			f.count(func(st *FollowStats) { st.Checkpoints++ })
 		}
 	}

@@ -88,6 +88,7 @@ type runFollower struct {
 	seqs    map[uint64]bool       // events.jsonl seqs planned
 	maxSeq  uint64
 	steers  map[string]bool // steering lines planned (task and id)
+	held    time.Time       // since when a steering line waits for its mailbox message
 	pending []planned
 
 	whole      map[string]*wholeFile // manifest.json, tasks.json, delivery.json by name
@@ -254,6 +255,22 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// maybeSleep lets go of a finished run once it is reconciled and every
+// checkpoint of it is written: it becomes dormant, as if found settled at
+// start, so a crew root with many finished runs holds the state of its live
+// runs only. A change to its files wakes it (primed from the checkpoints).
+func (f *Follower) maybeSleep(r *runFollower) {
+	if r.p == nil || r.gone || len(r.pending) > 0 || r.anyDirty() {
+		return
+	}
+	st := r.p.r.manifest.Status
+	if !terminalRun(st) || r.reconciled != st || !f.settledAtStart(r) {
+		return
+	}
+	*r = runFollower{id: r.id, dir: r.dir, tails: map[string]*tailState{}, seqs: map[uint64]bool{}, steers: map[string]bool{},
+		whole: map[string]*wholeFile{}, dormant: true, seen: r.seen}
 }
 
 // settledAtStart reports whether a run needs no reading at start: its
@@ -498,6 +515,9 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 	if changed, why := t.changed(inode, size); changed && !replay {
 		s.skip(r.id, t.rel, 0, 0, "%s", why)
 		t.reset(inode)
+	} else if !replay && size != t.offset && t.rewritten(path) {
+		s.skip(r.id, t.rel, 0, 0, "rewritten in place (the last line read is no longer where it was): read again from the start")
+		t.reset(inode)
 	}
 	if size == t.offset {
 		t.size = size
@@ -520,7 +540,9 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 		if replay && l.end > upTo {
 			break
 		}
-		f.planLine(r, t, l)
+		if !f.planLine(r, t, l, replay) {
+			break // held: read again next pass
+		}
 		t.advance(l)
 		t.dirty = !replay
 		n++
@@ -538,22 +560,23 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 	}
 }
 
-// planLine plans one line of a followed file.
-func (f *Follower) planLine(r *runFollower, t *tailState, l line) {
+// planLine plans one line of a followed file; false holds the line (and
+// the rest of the file) for a later pass.
+func (f *Follower) planLine(r *runFollower, t *tailState, l line, replay bool) bool {
 	s, p := f.src, r.p
 	b := bytes.TrimSpace(l.text)
 	if len(b) == 0 {
-		return
+		return true
 	}
 	switch t.kind {
 	case eventsFile:
 		ev, ok := s.parseEvent(r.id, t.rel, l.n, b)
 		if !ok {
-			return
+			return true
 		}
 		seq := ev.Metadata.Seq
 		if r.seqs[seq] {
-			return // the same event in an archive and the live file, or a file read again
+			return true // the same event in an archive and the live file, or a file read again
 		}
 		if seq > r.maxSeq+1 && t.rel == s.rel(filepath.Join(r.dir, "events.jsonl")) && r.maxSeq > 0 {
 			s.skip(r.id, t.rel, l.n, r.maxSeq+1, "seq %d..%d missing (compacted or a failed append)", r.maxSeq+1, seq-1)
@@ -564,23 +587,38 @@ func (f *Follower) planLine(r *runFollower, t *tailState, l line) {
 	case mailboxFile:
 		m, ok := s.parseMessage(r.id, t.rel, l.n, b)
 		if !ok || p.msgIDs[m.ID] {
-			return
+			return true
 		}
 		p.message(m)
 		p.delivery(m.ID, firstOf(p.r.delivery[m.ID], m.Status))
 	case steeringFile:
 		st, ok := s.parseSteer(r.id, t.rel, t.taskID, l.n, b)
 		if !ok {
-			return
+			return true
 		}
 		key := st.taskID + "\x00" + st.ID
 		if st.ID == "" {
 			key += "\x00" + strconv.Itoa(l.n)
 		}
 		if r.steers[key] {
-			return
+			return true
 		}
+		if st.ID != "" && !p.msgIDs[st.ID] && !replay {
+			// pi-crew's broker appends the steer's mailbox message first: a
+			// steering line whose message is not read yet waits for it a
+			// while (the import of the finished files pairs them the same
+			// way); a legacy line, or one whose message never comes, is
+			// imported with a message of its own.
+			if r.held.IsZero() {
+				r.held = time.Now()
+			}
+			if time.Since(r.held) < f.o.SettleAfter {
+				return false
+			}
+		}
+		r.held = time.Time{}
 		r.steers[key] = true
 		p.steer(st)
 	}
+	return true
 }

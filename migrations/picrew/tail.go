@@ -33,6 +33,8 @@ type tail struct {
 	offset int64
 	lines  int64
 	hash   string // hex SHA-256 of the line ending at offset ("" at 0)
+	// lastLen is that line's length (-1: unknown, as after a resume).
+	lastLen int64
 	// partialAt is the offset of a partial last line already reported.
 	partialAt int64
 }
@@ -169,12 +171,47 @@ var errLongLine = errors.New("picrew: a line longer than the read limit")
 
 // advance moves t past l.
 func (t *tail) advance(l line) {
-	t.offset, t.lines, t.hash = l.end, int64(l.n), lineHash(l.text)
+	t.offset, t.lines, t.hash, t.lastLen = l.end, int64(l.n), lineHash(l.text), int64(len(l.text))
+}
+
+// rewritten reports whether the file at p no longer holds, just before
+// t.offset, the line read last: pi-crew (or someone) rewrote it in place
+// and it grew past what was read before the follower looked. It reads
+// only that line back.
+func (t *tail) rewritten(p string) bool {
+	if t.offset == 0 || t.lastLen < 0 || t.hash == "" {
+		return false
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return false // gone: the listing reports it
+	}
+	defer f.Close()
+	n := t.lastLen + 1 // the line and its newline
+	begin := t.offset - n
+	withPrev := begin > 0 // then the newline before it too
+	if withPrev {
+		begin, n = begin-1, n+1
+	}
+	if begin < 0 {
+		return true
+	}
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, begin); err != nil {
+		return true
+	}
+	if withPrev {
+		if buf[0] != '\n' {
+			return true
+		}
+		buf = buf[1:]
+	}
+	return buf[len(buf)-1] != '\n' || lineHash(buf[:len(buf)-1]) != t.hash
 }
 
 // reset starts t again at the start of a new file.
 func (t *tail) reset(inode int64) {
-	t.inode, t.offset, t.lines, t.hash, t.partialAt = inode, 0, 0, "", 0
+	t.inode, t.offset, t.lines, t.hash, t.partialAt, t.lastLen = inode, 0, 0, "", 0, 0
 }
 
 // isGone reports whether err means the file or its directory is gone.
