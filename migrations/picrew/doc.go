@@ -87,11 +87,14 @@
 //     again but run.created and the tasks; the rest is imported as new.
 //   - A finished run (manifest completed, failed or cancelled) is
 //     reconciled with its files, as the one-shot import does, once its files
-//     have been still for SettleAfter (2 s).
+//     have been still for SettleAfter (2 s); once its checkpoints are
+//     written it is let go (dormant, as if found settled at start), so
+//     memory holds the live runs only.
 //   - Never fatal, always reported (once): a partial last line waits for
 //     its newline; a corrupt line is skipped; a file whose inode changed
-//     (rotation, compaction) or that shrank below what was read (truncation)
-//     is read again from its start; an archive renamed from the live file
+//     (rotation, compaction), that shrank below what was read (truncation),
+//     or whose last line read is no longer where it was (rewritten in
+//     place) is read again from its start; an archive renamed from the live file
 //     goes on from the live file's position; a run directory removed (by
 //     pi-crew's retention) keeps what was imported and gets its checkpoints
 //     marked gone; a write the daemon refuses is reported and not retried.
