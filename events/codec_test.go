@@ -51,7 +51,8 @@ func filled(t string) any {
 func TestRegistryCoversContract(t *testing.T) {
 	// Every type named by the contract (SPEC §3, plus D§4.4's
 	// task.budget_fair_share, D§3.6's policy.action, and foreign.imported
-	// for the source events an import keeps, and the job events of D§9), spelled out so a missing or misspelt
+	// for the source events an import keeps, import.checkpoint for a follower's progress, and the job events of
+	// D§9), spelled out so a missing or misspelt
 	// constant fails here.
 	want := strings.Fields(`run.created run.queued run.planning run.running run.blocked run.completed run.failed
 		run.cancelled run.budget_warning run.budget_abort run.quota_exceeded task.budget_fair_share task.created task.started
@@ -61,6 +62,7 @@ func TestRegistryCoversContract(t *testing.T) {
 		delegate.failed delegate.timed_out delegate.cancel_requested delegate.cancelled budget.reserved
 		budget.charged mailbox.appended mailbox.delivered mailbox.acknowledged steer.pushed ask.requested
 		ask.answered ask.timedout credential.issued credential.revoked engine.configured store.migrated policy.action foreign.imported
+		import.checkpoint
 		job.created job.status_changed job.roots_reset job.rejected lease.opened lease.cleared proxy.requested proxy.rejected
 		proxy.completed proxy.cancelled manifest.revalidated manifest.revalidation_failed`)
 	require.ElementsMatch(t, want, Types())

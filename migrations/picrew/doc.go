@@ -89,7 +89,8 @@
 //     reconciled with its files, as the one-shot import does, once its files
 //     have been still for SettleAfter (2 s); once its checkpoints are
 //     written it is let go (dormant, as if found settled at start), so
-//     memory holds the live runs only.
+//     memory holds the live runs only; a run with maxPending writes waiting
+//     for the daemon is not read further until the daemon takes them.
 //   - Never fatal, always reported (once): a partial last line waits for
 //     its newline; a corrupt line is skipped; a file whose inode changed
 //     (rotation, compaction), that shrank below what was read (truncation),

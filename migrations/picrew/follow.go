@@ -105,6 +105,8 @@ type Follower struct {
 	cks      map[string]events.ImportCheckpoint // by relative path, as loaded at start
 	reported map[string]bool
 	lastCkpt time.Time
+	// fullPasses counts the passes that looked at every run.
+	fullPasses uint64
 
 	mu    sync.Mutex
 	stats FollowStats
@@ -144,6 +146,10 @@ func (f *Follower) count(fn func(*FollowStats)) {
 	fn(&f.stats)
 	f.mu.Unlock()
 }
+
+// dormantEvery is how many full passes (with notifications on) go by
+// between two looks at a finished run nothing notified about.
+const dormantEvery = 10
 
 // maxReported bounds the set that keeps each report to once.
 const maxReported = 100_000
@@ -259,7 +265,17 @@ func (f *Follower) pass(ctx context.Context, runsDir string, all bool, w *watche
 	if all || dirty[""] {
 		f.scanRuns(runsDir, w)
 	}
+	if all {
+		f.fullPasses++
+	}
+	// With notifications, a finished run at rest is looked at without one
+	// only every dormantEvery full passes: a root with many finished runs
+	// costs a stat of each of their files every ten seconds, not every one.
+	skipDormant := w.active() && f.fullPasses%dormantEvery != 1
 	for id, r := range f.runs {
+		if r.dormant && skipDormant && !dirty[id] {
+			continue
+		}
 		if all || dirty[id] || len(r.pending) > 0 {
 			f.syncRun(r, w)
 		}

@@ -147,6 +147,11 @@ func (f *Follower) sawWhole(r *runFollower, name string, st stamp, b []byte) {
 	r.lastChange = time.Now()
 }
 
+// maxPending bounds the writes a run may have waiting for the daemon: past
+// it the run's files are not read further until the daemon takes them, so
+// a daemon away for long costs the follower no more memory than this.
+const maxPending = 10_000
+
 // terminalRun reports whether a manifest status is one a run ends in.
 func terminalRun(st string) bool { return st == "completed" || st == "failed" || st == "cancelled" }
 
@@ -158,6 +163,9 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 	if _, err := os.Stat(r.dir); errors.Is(err, fs.ErrNotExist) {
 		f.gone(r)
 		return
+	}
+	if len(r.pending) >= maxPending {
+		return // the daemon is behind or away: read on once it has taken these
 	}
 	defer func() {
 		if w != nil {

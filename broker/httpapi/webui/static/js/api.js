@@ -154,7 +154,7 @@ export const eventTypes = [
   'mailbox.appended', 'mailbox.delivered', 'mailbox.acknowledged', 'steer.pushed',
   'ask.requested', 'ask.answered', 'ask.timedout',
   'credential.issued', 'credential.revoked', 'engine.configured', 'store.migrated',
-  'policy.action', 'foreign.imported',
+  'policy.action', 'foreign.imported', 'import.checkpoint',
   'job.created', 'job.status_changed', 'job.rejected', 'job.roots_reset', 'lease.opened', 'lease.cleared',
   'proxy.requested', 'proxy.rejected', 'proxy.completed', 'proxy.cancelled',
   'manifest.revalidated', 'manifest.revalidation_failed',
