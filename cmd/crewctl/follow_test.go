@@ -293,18 +293,25 @@ func TestFollowLatency(t *testing.T) {
 	}
 }
 
-func measureFollow(t *testing.T, lines int, tune func(*picrew.FollowOptions)) {
-	data := t.TempDir()
-	socket := filepath.Join(t.TempDir(), "run", "crewd.sock")
+// followSetup starts a daemon on a fresh data directory and a crew root
+// whose run followRunA has its first six lifecycle steps written.
+func followSetup(t *testing.T, progress int) (data, socket string, root *picrewtest.Root, a *picrewtest.Run) {
+	t.Helper()
+	data = t.TempDir()
+	socket = filepath.Join(t.TempDir(), "run", "crewd.sock")
 	startDaemon(t, data, socket)
 	root, err := picrewtest.New(t.TempDir())
 	require.NoError(t, err)
-	a, err := root.NewRun(followRunA)
+	a, err = root.NewRun(followRunA)
 	require.NoError(t, err)
-	steps := picrewtest.Lifecycle(a, 0)
-	for _, s := range steps[:6] {
+	for _, s := range picrewtest.Lifecycle(a, progress)[:6] {
 		require.NoError(t, s())
 	}
+	return data, socket, root, a
+}
+
+func measureFollow(t *testing.T, lines int, tune func(*picrew.FollowOptions)) {
+	_, socket, root, a := followSetup(t, 0)
 	fr := startFollower(t, root.Dir, socket, tune)
 	fr.settle(t)
 
@@ -350,16 +357,7 @@ func measureFollow(t *testing.T, lines int, tune func(*picrew.FollowOptions)) {
 // TestImportFollowCommand: crewctl import picrew ROOT --follow imports
 // through crewd, prints its progress, and stops cleanly on interrupt.
 func TestImportFollowCommand(t *testing.T) {
-	data := t.TempDir()
-	socket := filepath.Join(t.TempDir(), "run", "crewd.sock")
-	startDaemon(t, data, socket)
-	root, err := picrewtest.New(t.TempDir())
-	require.NoError(t, err)
-	a, err := root.NewRun(followRunA)
-	require.NoError(t, err)
-	for _, s := range picrewtest.Lifecycle(a, 3)[:6] {
-		require.NoError(t, s())
-	}
+	data, socket, root, _ := followSetup(t, 3)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
