@@ -115,13 +115,12 @@ func (m *memSink) eventTypes() map[string]int {
 
 // following is a Follower running in the background of a test.
 type following struct {
-	f       *Follower
-	cancel  context.CancelFunc
-	done    chan error
-	passes  chan FollowStats
-	reports chan Skipped
-	mu      sync.Mutex
-	seen    []Skipped
+	f      *Follower
+	cancel context.CancelFunc
+	done   chan error
+	passes chan FollowStats
+	mu     sync.Mutex
+	seen   []Skipped
 }
 
 // fastFollow are options that make a test's follower quick: short polls,

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"syscall"
 
@@ -213,6 +212,3 @@ func (t *tail) rewritten(p string) bool {
 func (t *tail) reset(inode int64) {
 	t.inode, t.offset, t.lines, t.hash, t.partialAt, t.lastLen = inode, 0, 0, "", 0, 0
 }
-
-// isGone reports whether err means the file or its directory is gone.
-func isGone(err error) bool { return errors.Is(err, fs.ErrNotExist) }
