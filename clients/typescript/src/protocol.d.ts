@@ -106,6 +106,11 @@ export interface DelegationsPage {
   "total": number;
 }
 
+export interface Error {
+  "code": string;
+  "message": string;
+}
+
 export interface EscalateResult {
   "messageId": string;
   "to": string;
@@ -130,6 +135,35 @@ export interface HelloAck {
   "session": string;
   "run": string;
   "ok": boolean;
+}
+
+export interface ImportAppendResult {
+  "results": ImportOutcome[];
+}
+
+export interface ImportCheckpoint {
+  "source": string;
+  "path": string;
+  "inode": number;
+  "size": number;
+  "offset": number;
+  "lastLineHash"?: string;
+  "lines"?: number;
+  "gone"?: boolean;
+  "reconciled"?: boolean;
+}
+
+export interface ImportCheckpointsResult {
+  "checkpoints": ImportCheckpoint[];
+  "nextCursor"?: string;
+}
+
+export interface ImportOutcome {
+  "commandId": string;
+  "appended": number;
+  "replayed"?: boolean;
+  "position"?: number;
+  "error"?: Error;
 }
 
 export interface ImportedEventMetadata {
@@ -732,6 +766,30 @@ export interface HelloParams {
   "token": string;
   /** "admin" with the admin token, and no runId or taskId */
   "role"?: "admin";
+}
+
+/** Params of `import.append` (unknown keys are refused). */
+export interface ImportAppendParams {
+  /** length 1..64 */
+  "source": string;
+  /**
+   * at most 256 items
+   * each {commandId: string 1..256 bytes, runId: string (a run id, or "$import" for import.checkpoint), events: {type: string, time?: integer (source unix ms), payload: object (the type's payload)}[] of 1..16}
+   */
+  "writes": Record<string, unknown>[];
+}
+
+/** Params of `import.checkpoints` (unknown keys are refused). */
+export interface ImportCheckpointsParams {
+  /** length 1..64 */
+  "source": string;
+  /**
+   * length 0..4096
+   * nextCursor of the previous page
+   */
+  "cursor"?: string;
+  /** 1..1000; default 1000 */
+  "limit"?: number;
 }
 
 /** Params of `job.authorize` (unknown keys are refused). */
@@ -1416,6 +1474,26 @@ export interface Methods {
     roles: "worker" | "orchestrator" | "admin";
     params: HelloParams;
     result: HelloAck;
+    command: false;
+  };
+  /**
+   * import another runtime's recorded history through the daemon, each write once (its commandId in the engine's namespace)
+   * Errors: forbidden, bad-params, disk-full.
+   */
+  "import.append": {
+    roles: "admin";
+    params: ImportAppendParams;
+    result: ImportAppendResult;
+    command: false;
+  };
+  /**
+   * the newest import checkpoint of every file a source's imports recorded, by path
+   * Errors: forbidden, bad-params, replay-failed.
+   */
+  "import.checkpoints": {
+    roles: "admin";
+    params: ImportCheckpointsParams;
+    result: ImportCheckpointsResult;
     command: false;
   };
   /**

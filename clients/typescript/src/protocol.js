@@ -201,6 +201,31 @@ export const METHODS = Object.freeze({
     "errors": Object.freeze(["protocol","auth","stale-token","revoked","too-many-connections"]),
     "pushes": Object.freeze([]),
   }),
+  "import.append": Object.freeze({
+    "roles": Object.freeze(["admin"]),
+    "command": false,
+    "strictParams": true,
+    "params": Object.freeze([
+      Object.freeze({ "name": "source", "type": "string", "required": true, "minLength": 1, "maxLength": 64 }),
+      Object.freeze({ "name": "writes", "type": "Record<string, unknown>[]", "required": true, "maxItems": 256, "note": "each {commandId: string 1..256 bytes, runId: string (a run id, or \"$import\" for import.checkpoint), events: {type: string, time?: integer (source unix ms), payload: object (the type's payload)}[] of 1..16}" }),
+    ]),
+    "result": "ImportAppendResult",
+    "errors": Object.freeze(["forbidden","bad-params","disk-full"]),
+    "pushes": Object.freeze([]),
+  }),
+  "import.checkpoints": Object.freeze({
+    "roles": Object.freeze(["admin"]),
+    "command": false,
+    "strictParams": true,
+    "params": Object.freeze([
+      Object.freeze({ "name": "source", "type": "string", "required": true, "minLength": 1, "maxLength": 64 }),
+      Object.freeze({ "name": "cursor", "type": "string", "required": false, "maxLength": 4096, "note": "nextCursor of the previous page" }),
+      Object.freeze({ "name": "limit", "type": "integer", "required": false, "min": 1, "max": 1000, "default": 1000 }),
+    ]),
+    "result": "ImportCheckpointsResult",
+    "errors": Object.freeze(["forbidden","bad-params","replay-failed"]),
+    "pushes": Object.freeze([]),
+  }),
   "job.authorize": Object.freeze({
     "roles": Object.freeze(["orchestrator","admin"]),
     "command": false,
