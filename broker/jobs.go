@@ -28,6 +28,15 @@ type JobSummary struct {
 	UpdatedAt      int64  `json:"updatedAt"`
 }
 
+// JobSummaries is query.jobs' list: run runID's jobs in st, in creation order.
+func JobSummaries(st *projections.State, runID string) []JobSummary {
+	out := []JobSummary{}
+	for _, j := range st.Jobs(runID) {
+		out = append(out, summarizeJob(j))
+	}
+	return out
+}
+
 func summarizeJob(j projections.Job) JobSummary {
 	return JobSummary{
 		JobID: j.JobID, TaskID: j.TaskID, Status: j.Status, Generation: j.Generation, LeaseActive: j.LeaseActive,
@@ -43,11 +52,7 @@ func handleQueryJobs(cl *call) (any, error) {
 		return nil, p.err
 	}
 	return readState(cl, func(st *projections.State) map[string]any {
-		out := []JobSummary{}
-		for _, j := range st.Jobs(runID) {
-			out = append(out, summarizeJob(j))
-		}
-		return map[string]any{"jobs": out}
+		return map[string]any{"jobs": JobSummaries(st, runID)}
 	}), nil
 }
 
@@ -95,36 +100,41 @@ func handleQueryJob(cl *call) (any, error) {
 		out   JobDetail
 		found bool
 	)
-	cl.c.s.eng.Read(func(st *projections.State) {
-		j, ok := st.Job(runID, jobID)
-		if !ok {
-			return
-		}
-		found = true
-		out.JobSummary = summarizeJob(j)
-		ro := map[string]bool{}
-		for _, t := range j.ReadOnly {
-			ro[t] = true
-		}
-		for i, name := range j.Tools {
-			out.Grant = append(out.Grant, GrantedTool{Name: name, Fingerprint: j.Fingerprints[i], Callable: j.Callables[i], ReadOnly: ro[name]})
-		}
-		from = min(from, len(j.Requests))
-		to := min(from+int(limit), len(j.Requests))
-		out.Requests = j.Requests[from:to]
-		if to < len(j.Requests) {
-			out.NextCursor = strconv.Itoa(to)
-		}
-		rr := st.RevokedRootsOf(runID)
-		out.RevokedRoots, out.Saturated = len(rr.Roots), rr.Saturated
-	})
+	cl.c.s.eng.Read(func(st *projections.State) { out, found = JobDetailOf(st, runID, jobID, from, int(limit)) })
 	if !found {
 		return nil, badParams(cl.method, "job %q not found", jobID)
+	}
+	return out, nil
+}
+
+// JobDetailOf is query.job's answer for job jobID of run runID in st: the job with limit of its requests from
+// the from-th (a from past the last gives none); found is false when the run has no such job. It copies what it
+// answers, so the caller may render it outside the read.
+func JobDetailOf(st *projections.State, runID, jobID string, from, limit int) (out JobDetail, found bool) {
+	j, ok := st.Job(runID, jobID)
+	if !ok {
+		return JobDetail{}, false
+	}
+	out.JobSummary = summarizeJob(j)
+	ro := map[string]bool{}
+	for _, t := range j.ReadOnly {
+		ro[t] = true
+	}
+	for i, name := range j.Tools {
+		out.Grant = append(out.Grant, GrantedTool{Name: name, Fingerprint: j.Fingerprints[i], Callable: j.Callables[i], ReadOnly: ro[name]})
+	}
+	from = min(max(from, 0), len(j.Requests))
+	to := min(from+max(limit, 0), len(j.Requests))
+	out.Requests = j.Requests[from:to]
+	if to < len(j.Requests) {
+		out.NextCursor = strconv.Itoa(to)
 	}
 	if out.Requests == nil {
 		out.Requests = []*projections.ProxyRequest{}
 	}
-	return out, nil
+	rr := st.RevokedRootsOf(runID)
+	out.RevokedRoots, out.Saturated = len(rr.Roots), rr.Saturated
+	return out, true
 }
 
 // job.authorize {parentToolCallId, tool} → {allowed, reason, jobId?, rootToolCallId?}: the nested-call decision

@@ -60,7 +60,8 @@ type importedMeta struct {
 const isoMillis = "2006-01-02T15:04:05.000Z"
 
 // renderEvent decodes a stored record into its TeamEvent as viewer sees it. NB: credential events lose their digest
-// here: a digest is not a secret, but no client needs another key's digest, so it never leaves the daemon. And a
+// here, and job.created its nonce's (the nonce is a credential, docs/design-jobs.md): a digest is not a secret, but
+// no client needs another key's digest, so it never leaves the daemon. And a
 // worker sees the commandId of its own commands only (SPEC §2): ids are per principal, so another's id is no lever,
 // but it is not the worker's to read either.
 func renderEvent(r *eventlog.Event, viewer identity) (teamEvent, error) {
@@ -79,8 +80,13 @@ func renderDecoded(r *eventlog.Event, ev events.Event, viewer identity) (teamEve
 	}
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(data, &fields) == nil && fields != nil {
-		if _, ok := fields["digest"]; ok && strings.HasPrefix(ev.Type, "credential.") {
+		_, digest := fields["digest"]
+		digest = digest && strings.HasPrefix(ev.Type, "credential.")
+		_, nonce := fields["nonceDigest"]
+		nonce = nonce && ev.Type == events.TypeJobCreated
+		if digest || nonce {
 			delete(fields, "digest")
+			delete(fields, "nonceDigest")
 			data, _ = json.Marshal(fields)
 		}
 	}

@@ -32,6 +32,8 @@ var pagedRoutes = []struct{ path, key string }{
 	{budgetRun + "/ledger?taskId=01_build", "reservations"},
 	{budgetRun + "/mailbox?taskId=01_build", "messages"},
 	{livePath + "/asks", "asks"},
+	{livePath + "/jobs", "jobs"},
+	{livePath + "/jobs/" + liveJob, "requests"},
 	{livePath + "/credentials", "credentials"},
 	{budgetRun + "/events", "events"},
 }
@@ -40,6 +42,7 @@ var pagedRoutes = []struct{ path, key string }{
 var everyRoute = []string{
 	"/api/v1/runs", budgetRun, budgetRun + "/tasks", budgetRun + "/delegations", budgetRun + "/ledger",
 	budgetRun + "/mailbox", budgetRun + "/asks", budgetRun + "/credentials", budgetRun + "/events",
+	budgetRun + "/jobs", livePath + "/jobs/" + liveJob,
 	budgetRun + "/state?at=5", "/api/v1/slots", "/api/v1/events/3/explain", "/api/v1/stream", "/metrics",
 }
 
@@ -111,6 +114,53 @@ func TestRouteShapes(t *testing.T) {
 	require.Equal(t, []any{}, slots["holders"])
 }
 
+// TestJobShapes: the list and the job are the socket's query.jobs and query.job answers with the limits in force;
+// a refused call shows its reason; the nonce's digest is never shown.
+func TestJobShapes(t *testing.T) {
+	f := newFixture(t, Options{})
+	jobs := f.ok(livePath + "/jobs")
+	require.Equal(t, 1.0, jobs["total"])
+	j := jobs["jobs"].([]any)[0].(map[string]any)
+	require.Equal(t, liveJob, j["jobId"])
+	require.Equal(t, "02_help", j["taskId"])
+	require.Equal(t, "running", j["status"])
+	require.Equal(t, 1.0, j["generation"])
+	require.Equal(t, true, j["leaseActive"])
+	require.Equal(t, "call-"+liveJob, j["rootToolCallId"])
+	require.Equal(t, 1.0, j["inFlight"])
+	require.Equal(t, map[string]any{"maxInFlight": 32.0, "maxRequests": 4096.0, "revokedRoots": 4096.0}, j["limits"])
+	require.NotContains(t, j, "grant", "the list leaves the grant out")
+
+	job := f.ok(livePath + "/jobs/" + liveJob)
+	for k, v := range j {
+		require.Equal(t, v, job[k], k)
+	}
+	grant := job["grant"].([]any)
+	require.Len(t, grant, 1)
+	require.Equal(t, "read", grant[0].(map[string]any)["name"])
+	require.Len(t, grant[0].(map[string]any)["fingerprint"], 64)
+	require.Equal(t, 0.0, job["revokedRoots"])
+	require.Equal(t, false, job["saturated"])
+	require.Equal(t, false, job["hasMore"])
+	reasons := map[string]string{}
+	for _, it := range job["requests"].([]any) {
+		q := it.(map[string]any)
+		reasons[q["requestId"].(string)] = fmt.Sprint(q["state"], "/", q["reason"])
+	}
+	require.Equal(t, "admitted/<nil>", reasons["r1"])
+	require.Equal(t, "rejected/not-granted", reasons["r2"])
+
+	body := fmt.Sprint(jobs, job, f.ok(livePath+"/events?type=job.created"))
+	require.NotContains(t, body, commands.SecretDigest("nonce-"+liveJob), "no answer shows the nonce's digest")
+	require.Empty(t, f.ok(budgetRun + "/jobs")["jobs"], "a run without jobs lists none")
+
+	for _, q := range []string{"limit=0", "limit=501", "limit=x", "bogus=1"} {
+		f.fails(livePath+"/jobs/"+liveJob+"?"+q, http.StatusBadRequest, codeBadParams)
+	}
+	f.fails(livePath+"/jobs/"+liveJob+"?cursor=-1", http.StatusBadRequest, codeBadCursor)
+	f.fails(livePath+"/jobs/"+strings.Repeat("j", commands.MaxJobIDChars+1), http.StatusBadRequest, codeBadParams)
+}
+
 // TestCredentialsShowWhoNeverDigest: issued and revoked with their actors, the task's status, no digest.
 func TestCredentialsShowWhoNeverDigest(t *testing.T) {
 	f := newFixture(t, Options{})
@@ -138,7 +188,7 @@ func TestPagingVisitsEveryItemOnce(t *testing.T) {
 	f := newFixture(t, Options{})
 	for _, r := range pagedRoutes {
 		t.Run(r.path, func(t *testing.T) {
-			all := f.ok(with(r.path, "limit=1000"))
+			all := f.ok(with(r.path, "limit=500")) // the largest page every list allows
 			require.Equal(t, false, all["hasMore"])
 			want := all[r.key].([]any)
 			require.NotEmpty(t, want, "the fixture has items here")
@@ -191,6 +241,7 @@ func TestBadCursorIs400(t *testing.T) {
 func TestNotFound(t *testing.T) {
 	f := newFixture(t, Options{})
 	for _, p := range []string{"/api/v1/runs/nope", "/api/v1/runs/nope/tasks", "/api/v1/runs/nope/events",
+		"/api/v1/runs/nope/jobs", "/api/v1/runs/nope/jobs/" + liveJob, livePath + "/jobs/nojob", budgetRun + "/jobs/" + liveJob,
 		"/api/v1/runs/nope/credentials", "/api/v1/runs/nope/state?at=5", "/api/v1/stream?run=nope",
 		"/api/v1/nothing", fmt.Sprintf("/api/v1/events/%d/explain", head(f)+1), budgetRun + "/state?at=0"} {
 		f.fails(p, http.StatusNotFound, codeNotFound)

@@ -34,7 +34,7 @@ func TestAPIReadsAColdRunBackOnlyForAnAuthenticatedRequest(t *testing.T) {
 	require.NotEmpty(t, cold)
 	before := refolds()
 	for _, route := range []string{"", "/tasks", "/delegations", "/ledger", "/mailbox", "/asks", "/credentials",
-		"/events", "/state"} {
+		"/events", "/state", "/jobs", "/jobs/j1"} {
 		for _, auth := range []string{"", "Bearer wrong-token", "Basic abc"} {
 			status, _ := f.getAs("/api/v1/runs/"+cold+route, auth)
 			require.Equal(t, http.StatusUnauthorized, status, "%s %q", route, auth)

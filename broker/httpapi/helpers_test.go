@@ -104,7 +104,43 @@ func newFixtureEngine(t testing.TB, opts Options, eo commands.Options) *fixture 
 		r := f.do(audittest.Worker(task), &commands.WaitRequest{RunID: liveRun, TaskID: task, Question: "go on?"})
 		require.Nil(t, r.Rejected, "%v", r.Rejected)
 	}
+	f.job(liveJob, "02_help")
 	return f
+}
+
+// liveJob is liveRun's job: leased, one call admitted, one refused as not granted, one with a wrong nonce.
+const liveJob = "job-live-1"
+
+// job creates job jobID of task in liveRun, opens its lease (root call-<jobID>) and sends its worker's three
+// proxied calls: r1 (granted), r2 (a tool not granted), r3 (a wrong nonce).
+func (f *fixture) job(jobID, task string) {
+	f.t.Helper()
+	grant, err := json.Marshal([]any{map[string]any{"name": "read", "label": "read", "description": "read",
+		"parameters": map[string]any{}, "callable": "mgr:read",
+		"sourceInfo": map[string]any{"path": "/t", "source": "pi", "scope": "user", "origin": "package"}}})
+	require.NoError(f.t, err)
+	nonce := commands.SecretDigest("nonce-" + jobID)
+	for _, c := range []struct {
+		actor  events.Actor
+		cmd    commands.Command
+		refuse string
+	}{
+		{audittest.Orchestrator, &commands.JobCreate{RunID: liveRun, JobID: jobID, TaskID: task, Tools: grant, NonceDigest: nonce}, ""},
+		{audittest.Orchestrator, &commands.LeaseOpen{RunID: liveRun, JobID: jobID, Mode: events.LeaseStart, RootToolCallID: "call-" + jobID}, ""},
+		{audittest.Worker(task), &commands.ProxyRequest{RunID: liveRun, TaskID: task, JobID: jobID, RequestID: "r1",
+			RequestIDChars: 2, NonceDigest: nonce, Tool: "read", Args: json.RawMessage(`{}`)}, ""},
+		{audittest.Worker(task), &commands.ProxyRequest{RunID: liveRun, TaskID: task, JobID: jobID, RequestID: "r2",
+			RequestIDChars: 2, NonceDigest: nonce, Tool: "bash", Args: json.RawMessage(`{}`)}, "not-granted"},
+		{audittest.Worker(task), &commands.ProxyRequest{RunID: liveRun, TaskID: task, JobID: jobID, RequestID: "r3",
+			RequestIDChars: 2, NonceDigest: commands.SecretDigest("wrong"), Tool: "read", Args: json.RawMessage(`{}`)}, "nonce"},
+	} {
+		r := f.do(c.actor, c.cmd)
+		if c.refuse == "" {
+			require.Nil(f.t, r.Rejected, "%v", r.Rejected)
+		} else {
+			require.NotNil(f.t, r.Rejected, c.refuse)
+		}
+	}
 }
 
 // do submits a command as actor and requires an answer (a rejection is an answer).

@@ -208,6 +208,8 @@ func (s *Server) routes() http.Handler {
 	get("/api/v1/runs/{runId}/ledger", s.handleLedger)
 	get("/api/v1/runs/{runId}/mailbox", s.handleMailbox)
 	get("/api/v1/runs/{runId}/asks", s.handleAsks)
+	get("/api/v1/runs/{runId}/jobs", s.handleJobs)
+	get("/api/v1/runs/{runId}/jobs/{jobId}", s.handleJob)
 	get("/api/v1/runs/{runId}/credentials", s.handleCredentials)
 	get("/api/v1/runs/{runId}/events", s.handleEvents)
 	get("/api/v1/runs/{runId}/state", s.handleState)
