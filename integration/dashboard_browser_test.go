@@ -279,6 +279,32 @@ func TestDashboard(t *testing.T) {
 		b.step("tab "+tab.key, chromedp.KeyEvent(tab.key), chromedp.WaitVisible(tab.ready, chromedp.ByQuery))
 		screenshot("dashboard-tab-" + tab.key + ".png")
 	}
+	// The jobs tab, live: a job created now appears with its lease, and its worker's call of a tool the grant
+	// leaves out is shown refused, with the reason in words.
+	b.step("tab 8", chromedp.KeyEvent("8"), chromedp.WaitVisible(`section[data-tab="jobs"]`, chromedp.ByQuery))
+	var created struct {
+		Nonce string `json:"nonce"`
+	}
+	crew.must(crew.orch, "job.create", map[string]any{"jobId": "J1", "taskId": "reviewer", "tools": jobKillGrant}, &created)
+	crew.must(crew.orch, "lease.open", map[string]any{"jobId": "J1", "mode": "start", "rootToolCallId": "call-1"}, nil)
+	crew.must(crew.workers["reviewer"], "proxy.request", map[string]any{"jobId": "J1", "requestId": "r1", "nonce": created.Nonce,
+		"tool": "read", "args": map[string]any{"path": "go.mod"}}, nil)
+	err = crew.workers["reviewer"].Call(ctx, "proxy.request", map[string]any{"jobId": "J1", "requestId": "r2",
+		"nonce": created.Nonce, "tool": "bash", "args": map[string]any{}}, nil)
+	require.ErrorAs(t, err, &refused)
+	require.Equal(t, wire.CodePolicyDenied, refused.Code)
+	var job, why string
+	b.run(chromedp.WaitVisible(`[data-job="J1"] [data-reason="not-granted"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`[data-job="J1"] [data-job-lease="active"]`, chromedp.ByQuery),
+		chromedp.Text(`[data-job="J1"] [data-reason="not-granted"]`, &why, chromedp.ByQuery),
+		chromedp.Text(`[data-job="J1"]`, &job, chromedp.ByQuery))
+	require.Equal(t, "the tool is not in the job’s grant", why)
+	require.Contains(t, job, "generation 1")
+	require.Contains(t, job, "call-1")
+	require.Contains(t, job, "in flight 1 / 32")
+	require.Contains(t, job, "admitted")
+	screenshot("dashboard-tab-8.png")
+
 	var health string
 	b.run(chromedp.KeyEvent("g"), chromedp.KeyEvent("h"), chromedp.WaitVisible(`[data-health="live credential"] tbody tr`, chromedp.ByQuery),
 		chromedp.Text(`[data-health="live credential"] tbody`, &health, chromedp.ByQuery))

@@ -1,7 +1,7 @@
 // Unit tests of static/js/format.js, run by TestJavaScriptUnits (node --test).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { duration, countdown, tokens, policyWords, policyInputs, matches, parseTime, middle } from '../static/js/format.js';
+import { duration, countdown, tokens, policyWords, policyInputs, matches, parseTime, middle, proxyReasonWords } from '../static/js/format.js';
 
 test('duration picks a unit a person reads at a glance', () => {
   assert.equal(duration(850), '850 ms');
@@ -70,4 +70,10 @@ test('middle keeps both ends of a long id', () => {
   assert.equal(middle('team_20261201103954_1a6bc707e09a42cc', 24), 'team_202…a6bc707e09a42cc');
   assert.equal(middle('short', 24), 'short');
   assert.equal(middle('team_20261201103954_1a6bc707e09a42cc', 24).length, 24);
+});
+
+test('proxyReasonWords says why a proxied call was refused', () => {
+  assert.equal(proxyReasonWords('not-granted'), 'the tool is not in the job’s grant');
+  assert.equal(proxyReasonWords('in-flight'), 'too many calls in flight');
+  assert.equal(proxyReasonWords('something-new'), 'something-new');
 });

@@ -56,6 +56,17 @@ export async function all(path, key, params = {}, { max = 20000, signal, onPage 
   }
 }
 
+/**
+ * jobDetails reads a run's jobs (at most 64) and each one's first page of proxied calls: {items: [job…]}, each
+ * GET …/jobs/{jobId}'s answer.
+ */
+async function jobDetails(id, opts = {}) {
+  const list = await all(`${run(id)}/jobs`, 'jobs', {}, opts);
+  const items = await Promise.all(list.items.map((j) =>
+    get(`${run(id)}/jobs/${encodeURIComponent(j.jobId)}`, { limit: 500 }, opts)));
+  return { items, truncated: list.truncated, total: list.total };
+}
+
 export const api = {
   runs: (params, opts) => get('/runs', params, opts),
   run: (id, opts) => get(run(id), {}, opts),
@@ -65,6 +76,7 @@ export const api = {
   ledgerHistory: (id, taskId, opts) => get(`${run(id)}/ledger`, { taskId, limit: 1000 }, opts),
   mailbox: (id, taskId, opts) => all(`${run(id)}/mailbox`, 'messages', { taskId }, { max: 2000, ...opts }),
   asks: (id, opts) => all(`${run(id)}/asks`, 'asks', {}, opts),
+  jobs: (id, opts) => jobDetails(id, opts),
   credentials: (id, opts) => all(`${run(id)}/credentials`, 'credentials', {}, opts),
   events: (id, after, opts) => all(`${run(id)}/events`, 'events', { cursor: after || undefined }, { max: 50000, ...opts }),
   stateAt: (id, at, opts) => get(`${run(id)}/state`, { at }, opts),

@@ -176,3 +176,22 @@ export function matches(query, ...fields) {
   const hay = fields.filter((f) => f !== null && f !== undefined).join(' ').toLowerCase();
   return query.toLowerCase().split(/\s+/).filter(Boolean).every((term) => hay.includes(term));
 }
+
+// proxyReasons are proxy.rejected's reasons (docs/design-jobs.md) in words.
+const proxyReasons = {
+  nonce: 'the nonce is not this job’s',
+  replay: 'this request id was used before',
+  'request-limit': 'the job reached its limit of request ids',
+  'no-lease': 'the job holds no lease',
+  'not-running': 'the job is not running',
+  'not-granted': 'the tool is not in the job’s grant',
+  'in-flight': 'too many calls in flight',
+  'payload-too-large': 'the arguments are too large',
+  'revalidation-failed': 'the manager’s tools changed since the grant',
+  'bad-request-id': 'the request id is missing or too long',
+};
+
+/** proxyReasonWords is a proxied call's rejection reason as a sentence (the code itself when unknown). */
+export function proxyReasonWords(reason) {
+  return proxyReasons[reason] || reason || 'rejected';
+}

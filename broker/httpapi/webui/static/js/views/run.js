@@ -19,6 +19,7 @@ const needs = {
   ledger: ['ledger', 'delegations'],
   asks: ['asks'],
   mailbox: ['tasks'],
+  jobs: ['jobs'],
   credentials: ['credentials'],
   events: [],
 };
@@ -28,7 +29,7 @@ export class RunView {
     this.ctx = ctx;
     this.runId = runId;
     this.tab = tabs.some((t) => t.id === tab) ? tab : 'tree';
-    this.live = { run: null, tasks: [], delegations: [], ledger: [], asks: [], credentials: [] };
+    this.live = { run: null, tasks: [], delegations: [], ledger: [], asks: [], credentials: [], jobs: [] };
     this.loaded = new Set();
     this.events = [];
     this.positions = [];
@@ -151,7 +152,7 @@ export class RunView {
       return {
         // now is the moment shown: ages and countdowns of the past are as they were then.
         past: true, position: upto, now: parseTime((upTo[upTo.length - 1] || {}).time) || Date.now(), run: p.run, tasks: p.tasks || [], delegations: p.delegations || [],
-        ledger: p.ledger || [], asks: p.asks || [], slots: p.slots, credentials: this.live.credentials,
+        ledger: p.ledger || [], asks: p.asks || [], slots: p.slots, credentials: this.live.credentials, jobs: this.live.jobs,
         events: upTo,
         timeline: delegationTimeline(upTo),
       };

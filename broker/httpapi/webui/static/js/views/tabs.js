@@ -9,6 +9,7 @@ import { drawAsks } from './asks.js';
 import { drawMailbox } from './mailbox.js';
 import { drawCredentials } from './credentials.js';
 import { drawEvents } from './events.js';
+import { drawJobs } from './jobs.js';
 
 export const tabs = [
   { id: 'tree', label: 'Tasks', draw: drawTree },
@@ -18,4 +19,5 @@ export const tabs = [
   { id: 'mailbox', label: 'Mailbox', draw: drawMailbox },
   { id: 'credentials', label: 'Credentials', draw: drawCredentials },
   { id: 'events', label: 'Events', draw: drawEvents },
+  { id: 'jobs', label: 'Jobs', draw: drawJobs },
 ];
