@@ -28,6 +28,12 @@
 //     ErrFailed. Reopening recovers every acknowledged append; the failed
 //     append is wholly present or wholly absent.
 //
+//   - SaveSnapshot is atomic and durable: a crash at any point leaves the
+//     previous snapshot or the new one, whole and sealed, never neither.
+//     The snapshot is ingested as a table of its own with the older ones
+//     excised in the same step, so its bytes never pass through the WAL, the
+//     memtable, a flush or a compaction of the events.
+//
 //   - Nothing is ever deleted but superseded snapshots and stream views
 //     (and, by the step to format 3, the format-2 outcome keys it has moved).
 //

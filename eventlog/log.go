@@ -28,6 +28,12 @@ const CurrentFormat = FormatPrincipalOutcomes
 type Log struct {
 	db   *pebble.DB
 	opts Options
+	dir  string
+	// pebbleOpts are the options the store was opened with, defaults
+	// filled in: a table built for ingestion uses them (ingest.go).
+	pebbleOpts *pebble.Options
+	// ingestMu serialises ingestions, which share one file name.
+	ingestMu sync.Mutex
 
 	mu       sync.Mutex // guards the fields below and the order of hand-off to Pebble
 	next     uint64     // next position to assign
@@ -85,6 +91,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 	// too large to stay cached — and every follower's wake decompressed it
 	// again (≈ 5 ms for a 30 MB snapshot). Levels below 0 inherit it.
 	po.Levels[0].BlockSizeThreshold = 1
+	po.EnsureDefaults()
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		if isLockConflict(err) {
@@ -93,12 +100,14 @@ func Open(dir string, opts *Options) (*Log, error) {
 		return nil, fmt.Errorf("eventlog: open %s: %w", dir, err)
 	}
 	l := &Log{
-		db:       db,
-		opts:     o,
-		versions: make(map[string]uint64),
-		pending:  make(map[string]struct{}),
-		absent:   make(map[string]uint64),
-		recent:   newRecentOutcomes(o.RecentOutcomes, o.RecentOutcomeBytes),
+		db:         db,
+		opts:       o,
+		dir:        dir,
+		pebbleOpts: po,
+		versions:   make(map[string]uint64),
+		pending:    make(map[string]struct{}),
+		absent:     make(map[string]uint64),
+		recent:     newRecentOutcomes(o.RecentOutcomes, o.RecentOutcomeBytes),
 	}
 	format, err := l.recover()
 	if err != nil {
@@ -107,6 +116,12 @@ func Open(dir string, opts *Options) (*Log, error) {
 	}
 	if !o.ReadOnly && format == CurrentFormat {
 		l.filter = newOutcomeFilter()
+	}
+	if !o.ReadOnly {
+		if err := l.removeStaleIngestFile(); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("eventlog: %w", err)
+		}
 	}
 	return l, nil
 }

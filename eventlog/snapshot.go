@@ -3,6 +3,7 @@ package eventlog
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -15,9 +16,15 @@ type Snapshot struct {
 }
 
 // SaveSnapshot stores data as the snapshot at pos, durably, and drops older
-// snapshots in the same batch: the slot holds the newest one. pos must not be
+// snapshots in the same step: the slot holds the newest one. pos must not be
 // beyond the durable head. Snapshots are an optimisation only; events are
 // never removed.
+//
+// The snapshot is written as a table of its own and ingested (ingest.go):
+// its megabytes never pass through the WAL, the memtable, a flush or a
+// compaction, and the older snapshots leave with the version edit that
+// brings the new one in. A crash at any point leaves either the new
+// snapshot or the previous one, whole and sealed.
 func (l *Log) SaveSnapshot(pos uint64, data []byte) error {
 	return l.SaveSnapshotFunc(pos, len(data), func(dst []byte) error {
 		copy(dst, data)
@@ -26,9 +33,9 @@ func (l *Log) SaveSnapshot(pos uint64, data []byte) error {
 }
 
 // SaveSnapshotFunc is SaveSnapshot for a snapshot of size bytes that fill
-// writes into dst (exactly size bytes, inside the batch that stores it), so
-// that the caller need not hold the bytes in a buffer of its own first. An
-// error from fill saves nothing and is returned.
+// writes into dst (exactly size bytes, inside the buffer it is sealed in),
+// so that the caller need not hold the bytes in a buffer of its own first.
+// An error from fill saves nothing and is returned.
 func (l *Log) SaveSnapshotFunc(pos uint64, size int, fill func(dst []byte) error) error {
 	if l.opts.ReadOnly {
 		return ErrReadOnly
@@ -39,25 +46,20 @@ func (l *Log) SaveSnapshotFunc(pos uint64, size int, fill func(dst []byte) error
 	if h := l.durable.Load().Position; pos == 0 || pos > h {
 		return fmt.Errorf("%w: snapshot position %d is outside 1..%d", ErrInvalid, pos, h)
 	}
-	// NB: the value is written and sealed straight into the batch's buffer,
-	// sized up front: a snapshot is the largest value crewlog writes
-	// (megabytes of active runs), and each copy of it (an encoding buffer,
-	// a sealed copy, a batch buffer doubling as it grows) was one more
-	// snapshot's worth of heap at the moment the daemon's memory peaks.
-	key := snapshotKey(pos)
-	b := l.db.NewBatchWithSize(2*len(key) + 5 + size + 64)
-	defer b.Close()
-	_ = b.DeleteRange(snapshotKey(0), key, nil)
-	op := b.SetDeferred(len(key), 5+size)
-	copy(op.Key, key)
-	if err := fill(op.Value[5:]); err != nil {
+	// NB: the snapshot is written and sealed in place in one buffer sized
+	// up front: a snapshot is the largest value crewlog writes (megabytes
+	// of active runs), and each copy of it is one more snapshot's worth of
+	// heap at the moment the daemon's memory peaks.
+	sealed := make([]byte, 5+size)
+	if err := fill(sealed[5:]); err != nil {
 		return err
 	}
-	sealInto(op.Value, op.Value[5:]) // in place
-	if err := op.Finish(); err != nil {
-		return fmt.Errorf("eventlog: save snapshot: %w", err)
-	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	sealInto(sealed, sealed[5:]) // in place
+	key := snapshotKey(pos)
+	// NB: the excised span ends just past key: a snapshot newer than pos,
+	// if a caller saved one, stays, as LatestSnapshot returns the newest.
+	older := pebble.KeyRange{Start: snapshotKey(0), End: append(slices.Clip(key), 0)}
+	if err := l.ingestReplacing(older, key, sealed); err != nil {
 		return fmt.Errorf("eventlog: save snapshot: %w", err)
 	}
 	return nil

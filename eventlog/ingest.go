@@ -1,0 +1,62 @@
+package eventlog
+
+import (
+	"context"
+	"errors"
+	"os"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable"
+)
+
+// ingestFile is where a table is built before Pebble takes it in. It lives
+// in the store's directory (ingestion links the file, so it must be on the
+// store's file system) under a name Pebble does not parse, so Pebble
+// ignores it; Open removes one a crash left behind.
+const ingestFile = "crewlog-ingest.tmp"
+
+// ingestReplacing replaces every key in span with value (sealed) at key
+// (inside span), atomically and durably, without writing the value through
+// the WAL and the memtable: the value is written to a table of its own,
+// synced, and ingested with span excised, in one version edit of Pebble's
+// manifest. Before that edit is durable a crash leaves span as it was (the
+// file is an orphan Pebble never references); after it, the new value.
+func (l *Log) ingestReplacing(span pebble.KeyRange, key, value []byte) (err error) {
+	l.ingestMu.Lock()
+	defer l.ingestMu.Unlock()
+	fs := l.opts.FS
+	path := fs.PathJoin(l.dir, ingestFile)
+	f, err := fs.Create(path, "")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = fs.Remove(path)
+		}
+	}()
+	// NB: the table is built with the options of the store's first level,
+	// the ones its own flushes use, and the table format it writes.
+	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), l.pebbleOpts.MakeWriterOptions(0, l.db.TableFormat()))
+	err = w.Set(key, value)
+	// The writer syncs the file before closing it (Ingest requires it).
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	// Ingest removes the file once it is linked into the store.
+	_, err = l.db.IngestAndExcise(context.Background(), []string{path}, nil, nil, span)
+	return err
+}
+
+// removeStaleIngestFile removes a table a crash left before its ingestion.
+func (l *Log) removeStaleIngestFile() error {
+	err := l.opts.FS.Remove(l.opts.FS.PathJoin(l.dir, ingestFile))
+	if err == nil || errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}

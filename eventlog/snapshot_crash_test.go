@@ -1,0 +1,101 @@
+package eventlog
+
+import (
+	"errors"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/stretchr/testify/require"
+)
+
+// A crash before every file-system operation of a snapshot's save (the
+// table's build, its ingestion and everything Pebble does meanwhile): the
+// recovered store holds exactly one snapshot, whole and sealed, and it is
+// the previous one until some point and the new one from then on, never
+// neither and never both. The previous snapshot was either ingested too or
+// written through a batch, as stores written before ingestion hold it (its
+// key then sits in the memtable the ingestion overlaps).
+func TestCrashDuringSnapshotSave(t *testing.T) {
+	for _, previous := range []string{"ingested", "batch"} {
+		t.Run(previous, func(t *testing.T) {
+			mem := vfs.NewCrashableMem()
+			var (
+				armed  atomic.Bool
+				mu     sync.Mutex
+				clones []*vfs.MemFS
+			)
+			crashBeforeEveryOp := errorfs.InjectorFunc(func(errorfs.Op) error {
+				if armed.Load() {
+					mu.Lock()
+					n := len(clones)
+					rng := rand.New(rand.NewPCG(uint64(n), 11))
+					clones = append(clones, mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: (n % 3) * 50, RNG: rng}))
+					mu.Unlock()
+				}
+				return nil
+			})
+			l, err := Open("db", &Options{FS: errorfs.Wrap(mem, crashBeforeEveryOp)})
+			require.NoError(t, err)
+			_, err = l.Append(Write{CommandID: "a", Events: evs("run", 6)})
+			require.NoError(t, err)
+			oldData, newData := incompressible(48<<10, 1), incompressible(64<<10, 2)
+			if previous == "batch" {
+				require.NoError(t, l.db.Set(snapshotKey(4), seal(oldData), pebble.Sync))
+			} else {
+				require.NoError(t, l.SaveSnapshot(4, oldData))
+			}
+			_, err = l.Append(Write{CommandID: "b", Events: evs("run", 6)})
+			require.NoError(t, err)
+
+			armed.Store(true)
+			require.NoError(t, l.SaveSnapshot(10, newData))
+			armed.Store(false)
+			clones = append(clones, mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(1, 1))}))
+			require.NoError(t, l.Close())
+			require.Greater(t, len(clones), 4, "the save performed file-system operations")
+
+			sawNew := false
+			counts := map[uint64]int{}
+			for i, fs := range clones {
+				r, err := Open("db", &Options{FS: fs})
+				require.NoError(t, err, "crash %d", i)
+				rep, err := r.Verify(nil)
+				require.NoError(t, err, "crash %d", i)
+				require.Equal(t, 1, rep.Snapshots, "crash %d: the slot holds exactly one snapshot", i)
+				s, err := r.LatestSnapshot()
+				require.NoError(t, err, "crash %d", i)
+				if sawNew {
+					require.Equal(t, Snapshot{Position: 10, Data: newData}, s, "crash %d: the new snapshot was durable before", i)
+				} else if s.Position == 10 {
+					require.Equal(t, newData, s.Data, "crash %d", i)
+					sawNew = true
+				} else {
+					require.Equal(t, Snapshot{Position: 4, Data: oldData}, s, "crash %d", i)
+				}
+				counts[s.Position]++
+				_, err = fs.Stat(fs.PathJoin("db", ingestFile))
+				require.True(t, errors.Is(err, os.ErrNotExist), "crash %d: Open removes a table a crash left: %v", i, err)
+				// The recovered store saves its next snapshot.
+				require.NoError(t, r.SaveSnapshot(12, []byte("next")), "crash %d", i)
+				require.NoError(t, r.Close())
+			}
+			require.Positive(t, counts[4], "some crash came before the new snapshot was durable")
+			require.Positive(t, counts[10], "the new snapshot is durable once the save returns")
+		})
+	}
+}
+
+func incompressible(n int, seed uint64) []byte {
+	b := make([]byte, n)
+	rng := rand.New(rand.NewPCG(seed, 3))
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
