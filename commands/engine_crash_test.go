@@ -79,7 +79,7 @@ func mixedWorkload(f *engineFixture, emit func(id string, r Request)) {
 func TestEngineCrashAtEveryCommit(t *testing.T) {
 	fs := vfs.NewCrashableMem()
 	clock := newTestClock()
-	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+	l, err := eventlog.Open("db", &eventlog.Options{FS: copyingFS(fs)})
 	require.NoError(t, err)
 	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), SnapshotEvery: 7, ExpiryInterval: -1})
 	require.NoError(t, err)

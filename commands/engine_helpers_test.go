@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/eventlog"
@@ -100,4 +101,19 @@ func whole(t testing.TB, s *projections.State) *projections.State {
 	w, err := s.Whole()
 	require.NoError(t, err)
 	return w
+}
+
+// copyingFS is fs with hard links refused, so that Pebble copies a snapshot's
+// table into the store instead of linking it. NB: a crashable MemFS's Link
+// deadlocks against a concurrent CrashClone (it takes the clone lock inside
+// the tree's lock, CrashClone the other way round); a test that clones while
+// the engine's background snapshot may be ingesting must open the log on
+// this.
+func copyingFS(fs vfs.FS) vfs.FS {
+	return errorfs.Wrap(fs, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpLink {
+			return errorfs.ErrInjected
+		}
+		return nil
+	}))
 }
