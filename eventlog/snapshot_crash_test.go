@@ -56,8 +56,9 @@ func TestCrashDuringSnapshotSave(t *testing.T) {
 			armed.Store(true)
 			require.NoError(t, l.SaveSnapshot(10, newData))
 			armed.Store(false)
-			clones = append(clones, mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(1, 1))}))
-			require.NoError(t, l.Close())
+			final := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(1, 1))})
+			require.NoError(t, l.Close()) // Pebble's background work ends: clones is the test's alone
+			clones = append(clones, final)
 			require.Greater(t, len(clones), 4, "the save performed file-system operations")
 
 			sawNew := false
