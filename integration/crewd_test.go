@@ -104,6 +104,15 @@ func newDaemon(t *testing.T, args ...string) *daemon {
 // accepts connections: a signal, so nothing polls.
 func (d *daemon) start() {
 	d.t.Helper()
+	if err := d.tryStart(); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+// tryStart is start that returns crewd exiting during the start (or not starting in time) as an error: crewd
+// refusing to start is an expected answer for some tests.
+func (d *daemon) tryStart() error {
+	d.t.Helper()
 	logs, err := os.OpenFile(filepath.Join(filepath.Dir(d.data), "crewd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	require.NoError(d.t, err)
 	d.logs = logs
@@ -153,15 +162,16 @@ func (d *daemon) start() {
 		case line, ok := <-lines:
 			if !ok {
 				<-d.exited
-				d.t.Fatalf("crewd exited during start (%v), stdout %q; log:\n%s", d.state, got, d.log())
+				d.logs.Close()
+				return fmt.Errorf("crewd exited during start (%v), stdout %q; log:\n%s", d.state, got, d.log())
 			}
 			got = append(got, line)
 			if line == "crewd: socket "+d.socket {
 				d.printed = got
-				return
+				return nil
 			}
 		case <-timeout:
-			d.t.Fatalf("crewd did not start within %v; stdout %q; log:\n%s", startTimeout, got, d.log())
+			return fmt.Errorf("crewd did not start within %v; stdout %q; log:\n%s", startTimeout, got, d.log())
 		}
 	}
 }

@@ -23,6 +23,9 @@ type history struct {
 	mu    sync.Mutex
 	ops   []porcupine.Operation
 	infos int // answers lost and recovered by a retry
+	// wrote is closed and replaced whenever a write is answered ok: readers that only poll wait for it, so that
+	// while writes are held up (a fault) they do not fill the history with reads of one state.
+	wrote chan struct{}
 }
 
 // opMeta is an operation's record beyond what the model reads.
@@ -33,7 +36,7 @@ type opMeta struct {
 	Raw      json.RawMessage
 }
 
-func newHistory() *history { return &history{began: time.Now()} }
+func newHistory() *history { return &history{began: time.Now(), wrote: make(chan struct{})} }
 
 func (h *history) now() int64 { return int64(time.Since(h.began)) }
 
@@ -43,10 +46,22 @@ func (h *history) record(client int, in opInput, call int64, out opOutput, meta 
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	meta.Client = client
-	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret, Metadata: meta})
+	op := porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret, Metadata: meta}
+	h.ops = append(h.ops, op)
 	if meta.Attempts > 1 {
 		h.infos++
 	}
+	if mutates(op) {
+		close(h.wrote)
+		h.wrote = make(chan struct{})
+	}
+}
+
+// written returns a channel closed at the next write answered ok.
+func (h *history) written() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.wrote
 }
 
 func (h *history) snapshot() []porcupine.Operation {

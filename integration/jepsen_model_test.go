@@ -93,8 +93,24 @@ func (s runState) key() string {
 	return b.String()
 }
 
+// diskFull is the answer to a write refused because the disk is (nearly) full: nothing was recorded, so it changes
+// nothing, wherever it linearizes. A read is never refused so.
+const diskFull = "disk-full"
+
+// isWrite says whether a client operation of kind asks for a change (and so may be refused disk-full).
+func isWrite(kind opKind) bool {
+	switch kind {
+	case opAdmit, opSettle, opCancel, opUsage, opRevoke, opIssue:
+		return true
+	}
+	return false
+}
+
 // stepRun is the run model's sequential specification.
 func stepRun(s runState, in opInput, out opOutput) (bool, runState) {
+	if out.Code == diskFull {
+		return isWrite(in.Kind), s
+	}
 	d, known := s.subs[in.Sub]
 	switch in.Kind {
 	case opAdmit:
@@ -218,6 +234,9 @@ func withHolders(s slotState, held []string) slotState {
 // refused only when none is (refusals are left out of the partition: see checkRefusals); a settle frees its slot;
 // a read lists exactly the holders.
 func stepSlots(s slotState, in opInput, out opOutput) (bool, slotState) {
+	if out.Code == diskFull {
+		return isWrite(in.Kind), s
+	}
 	held := s.list()
 	switch in.Kind {
 	case opAdmit:
@@ -290,7 +309,9 @@ func slotModel(capacity int) porcupine.Model {
 						part = append(part, op)
 					}
 				case opSettle, opSlots:
-					part = append(part, op)
+					if op.Output.(opOutput).Code != diskFull { // NB: changes nothing (stepSlots), and only widens the search
+						part = append(part, op)
+					}
 				}
 			}
 			return [][]porcupine.Operation{part}

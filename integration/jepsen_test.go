@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,7 +30,8 @@ import (
 // answer before it commits.
 
 // faultsBuild is crewd built with the crewlog_faults tag: its engine clock can be made to jump
-// (cmd/crewd/daemon/clock_faults.go).
+// (cmd/crewd/daemon/clock_faults.go), its store's disk can be made full, stalled or to fail an fsync
+// (cmd/crewd/daemon/disk_faults.go).
 var faultsBuild = binaryBuild{tags: "crewlog_faults"}
 
 // plantedBuild is crewd built with the crewlog_plantedbug tag (commands/planted_on.go).
@@ -43,20 +44,28 @@ type jepsenConfig struct {
 	runs          int // crew runs, each with its orchestrator and workers
 	workersPerRun int
 	capacity      int           // --max-slots
-	killEvery     time.Duration // mean time between kill -9s (0: none)
+	faults        []faultKind   // the kinds injected at the fault moments (none: no fault moment)
+	faultEvery    time.Duration // mean time between fault moments
+	aloneFirst    bool          // inject each kind once, alone, before the duration of mixed faults
 	cutOneIn      int           // one attempt in cutOneIn has its connection cut mid-request (0: none)
-	clockJumps    bool          // every other fault moment makes the engine clock jump instead of killing crewd
 	bin           string        // crewd binary (default: the normal build)
+	planted       bool          // bin is the planted-bug build: what it acknowledged need not replay
 }
 
 // jepsenResult is what a run did and what the checker said.
 type jepsenResult struct {
-	ops, kills, cuts, lost int
-	clockJumps             int
-	closed                 int // connections the daemon closed by itself
-	elapsed, checkTook     time.Duration
-	verdicts               []verdict
-	historyFile            string
+	ops, cuts, lost    int
+	faults             map[faultKind]int // injected by the test, by kind
+	crewdInjected      map[string]int    // disk faults crewd's file system injected, by kind (enospc, fsync, stall)
+	diskFull           int               // writes answered disk-full (each retried once space was back)
+	failStops          int               // answers lost to an engine that failed stop (internal), retried after the restart
+	selfExits          int               // times crewd exited by itself (fail stop) and was restarted
+	refusedStarts      int               // restarts refused on a full disk
+	closed             int               // connections the daemon closed with no kill under way
+	elapsed, checkTook time.Duration
+	byKind             string // how many operations of each kind
+	verdicts           []verdict
+	historyFile        string
 }
 
 func (r jepsenResult) allOK() bool {
@@ -102,18 +111,20 @@ func jepsenSeed(t *testing.T, def uint64) uint64 {
 
 // TestJepsen: 4 runs of 4 workers share an 8-slot pool; workers delegate and read their run's events, each run's
 // orchestrator settles, cancels, reports usage, reads the ledger and waits on its delegations, and revokes and
-// re-issues one worker's credential while that worker pings; an admin reads the slot pool. crewd is killed -9 and
-// connections are cut mid-request, and the engine clock jumps forwards and backwards by minutes; answers lost so are
-// retried with their commandIds. The history must be linearizable against the model, and every acknowledged
-// command must replay its answer.
+// re-issues one worker's credential while that worker pings; an admin reads the slot pool. Connections are cut
+// mid-request all along. At the fault moments, first one of each kind in turn, alone: crewd is killed -9, the
+// engine clock jumps by minutes, the disk falls below --min-free-mib, an fsync fails, the disk stalls for a second,
+// the disk fills up; then for 3 s kinds drawn at random, mixed. Answers lost so are retried with their commandIds;
+// writes refused disk-full are retried once space is back. The history must be linearizable against the model,
+// and every acknowledged command must replay its answer.
 func TestJepsen(t *testing.T) {
 	cfg := jepsenConfig{seed: jepsenSeed(t, 18), duration: 3 * time.Second, runs: 4, workersPerRun: 4, capacity: 8,
-		killEvery: 600 * time.Millisecond, cutOneIn: 25, clockJumps: true, bin: faultsBuild.binary(t, "crewd")}
+		faults: allFaults, faultEvery: 600 * time.Millisecond, aloneFirst: true, cutOneIn: 25, bin: faultsBuild.binary(t, "crewd")}
 	if m := jepsenMinutes(t); m > 0 {
 		cfg.duration = time.Duration(m) * time.Minute
 		cfg.runs, cfg.workersPerRun = 8, 8 // 64 workers
 		cfg.capacity = 16
-		cfg.killEvery = 5 * time.Second
+		cfg.faultEvery = 5 * time.Second
 		if os.Getenv("CREWLOG_JEPSEN_SEED") == "" {
 			cfg.seed = uint64(time.Now().UnixNano())
 		}
@@ -123,17 +134,25 @@ func TestJepsen(t *testing.T) {
 	reportJepsen(t, cfg, res)
 	require.Empty(t, res.violations(), "linearizability violations (seed %d)", cfg.seed)
 	require.True(t, res.allOK(), "the check did not finish (seed %d)", cfg.seed)
-	require.Positive(t, res.kills, "no kill -9 happened")
-	require.Positive(t, res.clockJumps, "the engine clock never jumped")
+	for _, kind := range allFaults {
+		require.Positive(t, res.faults[kind], "no %s was injected", kind)
+	}
 	require.Positive(t, res.cuts, "no connection was cut mid-request")
 	require.Positive(t, res.lost, "no answer was lost and retried")
+	// What crewd did with the disk faults, seen from crewd and from its clients.
+	require.Positive(t, res.crewdInjected["enospc"], "no write failed on the full disk")
+	require.Positive(t, res.crewdInjected["fsync"], "no fsync failed")
+	require.Positive(t, res.crewdInjected["stall"], "no write was stalled")
+	require.Positive(t, res.diskFull, "no write was refused disk-full")
+	require.Positive(t, res.selfExits, "the engine never failed stop")
+	require.Positive(t, res.refusedStarts, "crewd was never refused a start on the full disk")
 }
 
 // TestJepsenCatchesPlantedBug: the same short run against a crewd that answers each command before its group is
 // synced and published must be flagged, with the offending sub-history and its visualisation.
 func TestJepsenCatchesPlantedBug(t *testing.T) {
 	cfg := jepsenConfig{seed: jepsenSeed(t, 18), duration: 3 * time.Second, runs: 4, workersPerRun: 4, capacity: 8,
-		bin: plantedBuild.binary(t, "crewd")}
+		bin: plantedBuild.binary(t, "crewd"), planted: true}
 	res := runJepsen(t, cfg)
 	reportJepsen(t, cfg, res)
 	bad := res.violations()
@@ -143,9 +162,20 @@ func TestJepsenCatchesPlantedBug(t *testing.T) {
 }
 
 func reportJepsen(t *testing.T, cfg jepsenConfig, res jepsenResult) {
-	t.Logf("jepsen: seed %d, %v, %d clients: %d operations, %d kill -9, %d clock jumps, %d connections cut, %d answers lost and retried; checked in %v",
-		cfg.seed, res.elapsed.Round(time.Millisecond), cfg.runs*(cfg.workersPerRun+2)+1, res.ops, res.kills, res.clockJumps, res.cuts, res.lost,
+	t.Logf("jepsen: seed %d, %v, %d clients: %d operations, %d connections cut, %d answers lost and retried; checked in %v",
+		cfg.seed, res.elapsed.Round(time.Millisecond), cfg.runs*(cfg.workersPerRun+2)+1, res.ops, res.cuts, res.lost,
 		res.checkTook.Round(time.Millisecond))
+	var faults []string
+	for _, kind := range allFaults {
+		faults = append(faults, fmt.Sprintf("%d %s", res.faults[kind], kind))
+	}
+	t.Logf("jepsen: faults: %s", strings.Join(faults, ", "))
+	t.Logf("jepsen: crewd's disk injected %d ENOSPC (first per period), %d failed fsyncs, %d stalls; %d writes answered disk-full; "+
+		"%d answers lost to a fail-stop; crewd failed stop and was restarted %d times, %d restarts refused on the full disk",
+		res.crewdInjected["enospc"], res.crewdInjected["fsync"], res.crewdInjected["stall"], res.diskFull, res.failStops,
+		res.selfExits, res.refusedStarts)
+	t.Logf("jepsen: operations by kind: %s", res.byKind)
+	t.Logf("jepsen: %d violations", len(res.violations()))
 	for _, v := range res.verdicts {
 		t.Logf("jepsen: model %s: %s", v.model, v.result)
 		if v.result == porcupine.Illegal {
@@ -167,13 +197,17 @@ func reportJepsen(t *testing.T, cfg jepsenConfig, res jepsenResult) {
 
 // jepsen is one run in progress.
 type jepsen struct {
-	t    *testing.T
-	cfg  jepsenConfig
-	d    *daemon
-	gens *generations
-	hist *history
-	stop atomic.Bool
-	cuts atomic.Int64
+	t       *testing.T
+	cfg     jepsenConfig
+	d       *daemon
+	gens    *generations
+	hist    *history
+	stop    atomic.Bool
+	stopped chan struct{} // closed with stop set
+	cuts    atomic.Int64
+	// space is open while the disk has space; diskFull counts the writes refused disk-full.
+	space    *gate
+	diskFull atomic.Int64
 
 	mu      sync.Mutex
 	acks    []ack // acknowledged commands with a commandId, replayed at the end
@@ -189,7 +223,7 @@ func (j *jepsen) newClient() int {
 
 // session opens a session as h whose attempts are cut at random when the run cuts connections.
 func (j *jepsen) session(h client.Hello, rng *rand.Rand) *session {
-	s := &session{d: j.d, gens: j.gens, as: h}
+	s := &session{d: j.d, gens: j.gens, as: h, failStop: true}
 	if j.cfg.cutOneIn > 0 && rng != nil {
 		var mu sync.Mutex
 		s.cut = func() time.Duration {
@@ -208,21 +242,45 @@ func (j *jepsen) session(h client.Hello, rng *rand.Rand) *session {
 // do sends one operation through s until it is answered, records it, and returns the output.
 func (j *jepsen) do(ctx context.Context, s *session, client int, in opInput, method string, params map[string]any,
 	parse func(json.RawMessage, *opOutput) error) (opOutput, error) {
-	call := j.hist.now()
-	a, err := s.call(ctx, method, params)
-	if err != nil {
-		return opOutput{}, err
-	}
-	var out opOutput
-	if a.err != nil {
-		out.Code = string(a.err.Code)
-		out.SlotsFull = strings.Contains(a.err.Message, "nested spawn budget exhausted")
-	} else if parse != nil {
-		if err := parse(a.result, &out); err != nil {
-			return opOutput{}, fmt.Errorf("%s: %w: %s", method, err, a.result)
+	var (
+		a   ack
+		out opOutput
+	)
+	for {
+		call := j.hist.now()
+		var err error
+		a, err = s.call(ctx, method, params)
+		if err != nil {
+			return opOutput{}, err
+		}
+		out = opOutput{}
+		if a.err != nil {
+			out.Code = string(a.err.Code)
+			out.SlotsFull = strings.Contains(a.err.Message, "nested spawn budget exhausted")
+		} else if parse != nil {
+			if err := parse(a.result, &out); err != nil {
+				return opOutput{}, fmt.Errorf("%s: %w: %s", method, err, a.result)
+			}
+		}
+		j.hist.record(client, in, call, out, opMeta{Attempts: s.attempts, Params: params, Raw: a.result})
+		if out.Code != diskFull {
+			break
+		}
+		// Refused, nothing recorded: retry with the same commandId once the test has given the space back.
+		j.diskFull.Add(1)
+		wasOpen, err := j.space.await(ctx)
+		if err != nil {
+			return opOutput{}, err
+		}
+		if wasOpen {
+			// NB: space is back, and crewd reads the free space at most every 100 ms: pace the retries.
+			select {
+			case <-time.After(10 * time.Millisecond):
+			case <-ctx.Done():
+				return opOutput{}, ctx.Err()
+			}
 		}
 	}
-	j.hist.record(client, in, call, out, opMeta{Attempts: s.attempts, Params: params, Raw: a.result})
 	if _, ok := params["commandId"]; ok && in.Kind != opIssue && in.Kind != opRevoke {
 		j.mu.Lock()
 		j.acks = append(j.acks, a)
@@ -268,11 +326,13 @@ func runJepsen(t *testing.T, cfg jepsenConfig) jepsenResult {
 	if cfg.bin != "" {
 		d.bin = cfg.bin
 	}
-	clockFile := filepath.Join(t.TempDir(), "clock-offset-ms")
-	d.env = []string{"CREWD_TEST_CLOCK_OFFSET_FILE=" + clockFile}
+	gens := newGenerations()
+	rng := rand.New(rand.NewPCG(cfg.seed, 0))
+	seeds := func() *rand.Rand { return rand.New(rand.NewPCG(cfg.seed, rng.Uint64())) }
+	faults := newFaultRunner(t, cfg, d, gens, seeds())
 	t.Cleanup(d.cleanup)
 	d.start()
-	j := &jepsen{t: t, cfg: cfg, d: d, gens: newGenerations(), hist: newHistory()}
+	j := &jepsen{t: t, cfg: cfg, d: d, gens: gens, hist: newHistory(), space: faults.space, stopped: make(chan struct{})}
 
 	admin := d.mustDial(ctx, adminHello(d))
 	runs := make([]*jepsenRun, cfg.runs)
@@ -292,8 +352,6 @@ func runJepsen(t *testing.T, cfg jepsenConfig) jepsenResult {
 		runs[i] = r
 	}
 
-	rng := rand.New(rand.NewPCG(cfg.seed, 0))
-	seeds := func() *rand.Rand { return rand.New(rand.NewPCG(cfg.seed, rng.Uint64())) }
 	var (
 		workers, others sync.WaitGroup
 		errs            = make(chan error, 1024)
@@ -322,37 +380,9 @@ func runJepsen(t *testing.T, cfg jepsenConfig) jepsenResult {
 	go func() { defer others.Done(); fail(j.slotReader(ctx, adminHello(d), sr)) }()
 
 	began := time.Now()
-	kills, jumps := 0, 0
-	faults := seeds()
-	for time.Since(began) < cfg.duration {
-		wait := cfg.duration - time.Since(began)
-		if cfg.killEvery > 0 {
-			wait = min(wait, time.Duration(faults.Int64N(int64(2*cfg.killEvery))))
-		}
-		select {
-		case err := <-errs:
-			t.Fatalf("jepsen (seed %d): %v", cfg.seed, err)
-		case <-time.After(wait): // the fault's moment, not a synchronisation
-		}
-		if cfg.killEvery == 0 || time.Since(began) >= cfg.duration {
-			continue
-		}
-		if cfg.clockJumps && (kills+jumps)%2 == 1 {
-			// Anywhere within 7 minutes of the real time, so one jump moves at most 14 minutes: less than a
-			// delegation's timeout and grace (900 + 30 s), so nothing expires. Written whole, then renamed.
-			offset := faults.Int64N(14*60_000+1) - 7*60_000
-			require.NoError(t, os.WriteFile(clockFile+".new", []byte(strconv.FormatInt(offset, 10)), 0o600))
-			require.NoError(t, os.Rename(clockFile+".new", clockFile))
-			jumps++
-		} else {
-			j.gens.down()
-			d.kill()
-			d.start()
-			j.gens.up()
-			kills++
-		}
-	}
+	faults.run(errs)
 	j.stop.Store(true)
+	close(j.stopped)
 	workers.Wait()
 	for _, r := range runs {
 		close(r.subs) // the orchestrators settle what is left, then stop
@@ -367,8 +397,11 @@ func runJepsen(t *testing.T, cfg jepsenConfig) jepsenResult {
 	elapsed := time.Since(began)
 
 	ops := j.hist.snapshot()
-	res := jepsenResult{ops: len(ops), kills: kills, cuts: int(j.cuts.Load()), lost: int(j.gens.lost.Load()), elapsed: elapsed, clockJumps: jumps,
+	res := jepsenResult{ops: len(ops), cuts: int(j.cuts.Load()), lost: int(j.gens.lost.Load()), elapsed: elapsed,
+		faults: faults.injected, crewdInjected: diskFaultsInjected(d.log()), diskFull: int(j.diskFull.Load()),
+		failStops: int(j.gens.failStops.Load()), selfExits: faults.selfExits, refusedStarts: faults.refusedStarts,
 		closed: int(j.gens.closed.Load())}
+	res.byKind = countKinds(ops)
 	checked := time.Now()
 	dir := os.TempDir()
 	timeout := max(time.Minute, cfg.duration)
@@ -382,7 +415,7 @@ func runJepsen(t *testing.T, cfg jepsenConfig) jepsenResult {
 		res.historyFile = fmt.Sprintf("%s/crewlog-jepsen-%d.jsonl", dir, cfg.seed)
 		require.NoError(t, writeHistory(res.historyFile, ops))
 	}
-	if cfg.bin == "" {
+	if !cfg.planted {
 		checkReplays(ctx, t, d, j.acks)
 		d.stop()
 	}
@@ -577,7 +610,10 @@ func (j *jepsen) wait(ctx context.Context, s *session, id int, r *jepsenRun, sub
 // current and not revoked, refused otherwise.
 func (j *jepsen) pinger(ctx context.Context, r *jepsenRun) error {
 	id := j.newClient()
-	for !j.stop.Load() {
+	for n := 0; !j.stop.Load(); n++ {
+		if err := j.pace(ctx, n); err != nil {
+			return err
+		}
 		cur := r.token.Load()
 		call := j.hist.now()
 		attempts := 0
@@ -623,10 +659,32 @@ func (j *jepsen) slotReader(ctx context.Context, h client.Hello, rng *rand.Rand)
 	s := j.session(h, rng)
 	defer s.close()
 	id := j.newClient()
-	for !j.stop.Load() {
+	for n := 0; !j.stop.Load(); n++ {
+		if err := j.pace(ctx, n); err != nil {
+			return err
+		}
 		if err := j.slotRead(ctx, s, id); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// readsPerWrite is how many reads a polling reader makes before it waits for the next write answered ok.
+const readsPerWrite = 2
+
+// pace makes a polling reader's n-th read wait, every readsPerWrite reads, for a write to be answered (or the run
+// to stop): a fault that holds up every write would otherwise fill the history with reads of one state, and
+// porcupine's check grows with them.
+func (j *jepsen) pace(ctx context.Context, n int) error {
+	if n%readsPerWrite != 0 || n == 0 {
+		return nil
+	}
+	select {
+	case <-j.hist.written():
+	case <-j.stopped:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	return nil
 }
@@ -671,4 +729,23 @@ func lastByReturn(ops []porcupine.Operation, n int) []porcupine.Operation {
 	sorted := append([]porcupine.Operation(nil), ops...)
 	sortByReturn(sorted)
 	return sorted[max(0, len(sorted)-n):]
+}
+
+// countKinds is how many operations of each kind ops has ("kind n, ..."), answered ok or refused.
+func countKinds(ops []porcupine.Operation) string {
+	n := map[opKind][2]int{}
+	for _, op := range ops {
+		c := n[op.Input.(opInput).Kind]
+		if op.Output.(opOutput).ok() {
+			c[0]++
+		} else {
+			c[1]++
+		}
+		n[op.Input.(opInput).Kind] = c
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(n)) {
+		parts = append(parts, fmt.Sprintf("%s %d ok %d refused", k, n[k][0], n[k][1]))
+	}
+	return strings.Join(parts, ", ")
 }

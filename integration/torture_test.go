@@ -50,8 +50,11 @@ type generations struct {
 	// lost counts answers lost to a kill (and so retried with the same
 	// commandId): the test is only worth something when it is above zero.
 	lost atomic.Int64
-	// closed counts connections the daemon closed with no kill under way.
+	// closed counts connections the daemon closed with no kill under way (an engine that failed stop closes
+	// them too, when it exits).
 	closed atomic.Int64
+	// failStops counts answers lost to an engine that failed stop (internal), retried once crewd restarted.
+	failStops atomic.Int64
 }
 
 func newGenerations() *generations { return &generations{ready: true, changed: make(chan struct{})} }
@@ -150,6 +153,9 @@ type session struct {
 	cut func() time.Duration
 	// attempts is how many times the last call was sent.
 	attempts int
+	// failStop, when set, takes an internal answer for an engine that failed stop after a commit error: the
+	// command's outcome is unknown until crewd has exited and restarted, then it is retried with its commandId.
+	failStop bool
 }
 
 // maxAttempts bounds how many times one call is sent: a daemon that keeps closing the connection under it is a
@@ -193,6 +199,17 @@ func (s *session) call(ctx context.Context, method string, params map[string]any
 		switch {
 		case err == nil:
 			return ack{method: method, as: s.as, params: params, result: res}, nil
+		case errors.As(err, &we) && we.Code == wire.CodeInternal && s.failStop:
+			s.gens.failStops.Add(1)
+			s.c.Close()
+			s.c, s.min = nil, s.gen+1
+			// NB: bounded: an internal answer from an engine that did not fail is a bug, not something to wait out.
+			wait, cancel := context.WithTimeout(ctx, startTimeout)
+			_, err := s.gens.await(wait, s.min)
+			cancel()
+			if err != nil {
+				return ack{}, fmt.Errorf("%s %v answered internal, and crewd did not exit and restart: %w", method, params["commandId"], err)
+			}
 		case errors.As(err, &we):
 			return ack{method: method, as: s.as, params: params, err: we}, nil
 		case errors.Is(err, client.ErrClosed):

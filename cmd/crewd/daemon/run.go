@@ -128,8 +128,10 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	}
 	defer cancelOpen()
 	log, err := interruptible(openCtx, "open the event log", func() (*eventlog.Log, error) {
-		l, err := eventlog.Open(storeDir, &eventlog.Options{Logger: lg.With("component", "eventlog"),
-			CacheSize: cfg.CacheBytes, MemTableSize: cfg.MemTableBytes})
+		opts := &eventlog.Options{Logger: lg.With("component", "eventlog"), CacheSize: cfg.CacheBytes,
+			MemTableSize: cfg.MemTableBytes}
+		storeFaults(opts)
+		l, err := eventlog.Open(storeDir, opts)
 		if err != nil {
 			return nil, openError(cfg.DataDir, err)
 		}

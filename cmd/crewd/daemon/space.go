@@ -47,6 +47,9 @@ func newSpaceGuard(dir string, min uint64, lg *slog.Logger) (*spaceGuard, error)
 
 // freeBytes is the space of dir's file system available to an unprivileged user.
 func freeBytes(dir string) (uint64, error) {
+	if free, ok := faultFree(); ok {
+		return free, nil // a test build's full disk (disk_faults.go)
+	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
 		return 0, fmt.Errorf("daemon: free space of %s: %w", dir, err)
