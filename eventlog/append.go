@@ -78,7 +78,7 @@ func (l *Log) appendBatch(ws []Write, base *pebble.Batch, extra func(*pebble.Bat
 	}
 	// The sync is awaited outside the mutex so that later appends can join
 	// the same WAL fsync (Pebble's commit pipeline groups them).
-	serr := b.SyncWait()
+	serr := syncOutcome(b.SyncWait())
 	b.Close()
 	l.mu.Lock()
 	for i := range recorded {

@@ -48,6 +48,9 @@
 //   - Pebble's errors reach the Logger at most once per 10 s per kind, with
 //     the count left out: a flush retried on a full disk does not flood it.
 //
+// DiskFaults (diskfaults.go), a file system that fails or stalls writes on
+// demand, exists only in test builds tagged crewlog_faults.
+//
 //   - AppendFrom appends a group copied from another ordered log (a
 //     JetStream stream) together with its sequence there, so a copier
 //     resumes after a restart without applying a group twice or skipping

@@ -253,7 +253,8 @@ func (f *faultRunner) inject(alone bool) {
 		if f.armed {
 			return
 		}
-		f.armed, f.armedAt = true, time.Now()
+		// NB: a planted-bug build goes on after the failed fsync: nothing to wait for.
+		f.armed, f.armedAt = !f.cfg.planted, time.Now()
 		writeWhole(f.t, f.diskFile+".fsync", "")
 		f.signal()
 	case faultStall:
@@ -380,19 +381,18 @@ func (f *faultRunner) start() {
 // disarm withdraws a failing fsync armed at the end of the run; if crewd already took it, it waits for crewd to
 // exit and restarts it. Every fault is then lifted.
 func (f *faultRunner) disarm() {
-	if f.armed {
-		if err := os.Remove(f.diskFile + ".fsync"); errors.Is(err, os.ErrNotExist) {
-			select {
-			case <-f.d.exited:
-				f.exitedByItself()
-			case <-time.After(startTimeout): // a guard against a hung test, not a timing assertion
-				f.t.Fatalf("an fsync failed, and crewd did not fail stop within %v; log:\n%s", startTimeout, f.d.log())
-			}
-		} else {
-			require.NoError(f.t, err)
+	err := os.Remove(f.diskFile + ".fsync")
+	if f.armed && errors.Is(err, os.ErrNotExist) {
+		select {
+		case <-f.d.exited:
+			f.exitedByItself()
+		case <-time.After(startTimeout): // a guard against a hung test, not a timing assertion
+			f.t.Fatalf("an fsync failed, and crewd did not fail stop within %v; log:\n%s", startTimeout, f.d.log())
 		}
-		f.armed = false
+	} else if !errors.Is(err, os.ErrNotExist) {
+		require.NoError(f.t, err)
 	}
+	f.armed = false
 	writeWhole(f.t, f.diskFile, "")
 	f.signal()
 }

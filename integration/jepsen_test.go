@@ -37,6 +37,9 @@ var faultsBuild = binaryBuild{tags: "crewlog_faults"}
 // plantedBuild is crewd built with the crewlog_plantedbug tag (commands/planted_on.go).
 var plantedBuild = binaryBuild{tags: "crewlog_plantedbug"}
 
+// plantedFsyncBuild is the faults build that also acknowledges appends whose fsync failed (eventlog/planted_on.go).
+var plantedFsyncBuild = binaryBuild{tags: "crewlog_faults,crewlog_plantedfsync"}
+
 // jepsenConfig is one run's shape.
 type jepsenConfig struct {
 	seed          uint64
@@ -49,7 +52,7 @@ type jepsenConfig struct {
 	aloneFirst    bool          // inject each kind once, alone, before the duration of mixed faults
 	cutOneIn      int           // one attempt in cutOneIn has its connection cut mid-request (0: none)
 	bin           string        // crewd binary (default: the normal build)
-	planted       bool          // bin is the planted-bug build: what it acknowledged need not replay
+	planted       bool          // bin is a planted-bug build: what it acknowledged need not replay, it does not fail stop
 }
 
 // jepsenResult is what a run did and what the checker said.
@@ -159,6 +162,20 @@ func TestJepsenCatchesPlantedBug(t *testing.T) {
 	require.NotEmpty(t, bad, "the checker missed the planted bug (seed %d)", cfg.seed)
 	require.NotEmpty(t, bad[0].minimal)
 	require.FileExists(t, bad[0].html)
+}
+
+// TestJepsenCatchesIgnoredFsync: a crewd built to acknowledge an append whose fsync failed, and to go on, loses what
+// it acknowledged since when it restarts. The short run with failing fsyncs and kills only must be flagged.
+func TestJepsenCatchesIgnoredFsync(t *testing.T) {
+	cfg := jepsenConfig{seed: jepsenSeed(t, 18), duration: time.Second, runs: 4, workersPerRun: 4, capacity: 8,
+		faults: []faultKind{faultFsync, faultKill}, faultEvery: 300 * time.Millisecond, aloneFirst: true,
+		bin: plantedFsyncBuild.binary(t, "crewd"), planted: true}
+	res := runJepsen(t, cfg)
+	reportJepsen(t, cfg, res)
+	require.Positive(t, res.crewdInjected["fsync"], "no fsync failed")
+	bad := res.violations()
+	require.NotEmpty(t, bad, "the checker missed acknowledged commands lost to an ignored fsync failure (seed %d)", cfg.seed)
+	require.NotEmpty(t, bad[0].minimal)
 }
 
 func reportJepsen(t *testing.T, cfg jepsenConfig, res jepsenResult) {

@@ -36,9 +36,15 @@
 //     during shutdown kills the process.
 //   - The engine clock is time.Now. Only a test build tagged crewlog_faults (clock_faults.go) reads an offset from
 //     the file named by CREWD_TEST_CLOCK_OFFSET_FILE, so a test can make the clock jump; no real build has it.
+//   - The store is on the operating system's file system. Only a test build tagged crewlog_faults (disk_faults.go)
+//     puts it on eventlog.DiskFaults, driven by the file named by CREWD_TEST_DISK_FAULTS_FILE and SIGUSR1, so a
+//     test can make the disk full, stall it or fail an fsync; no real build has it.
 //
 // # Not guaranteed
 //
+//   - Exit 1 on every failed write: when the failing fsync is the one Pebble makes while closing a WAL (a memtable
+//     rotation, or the flush of the recovered state at open), Pebble panics and crewd exits 2. Nothing unsynced was
+//     acknowledged either way, and the supervisor restarts it all the same (Restart=on-failure).
 //   - Single instance: two daemons on one data directory are refused by the store's lock, not by this package.
 //   - The model catalog is read once at start; change it by restarting (the change is then recorded as
 //     engine.configured).
