@@ -19,7 +19,9 @@ import (
 // a test makes the disk full, makes one WAL fsync fail, or stalls every write, while crewd runs. No real build has
 // it. The faults:
 //
-//   - Full: every write, preallocation and file creation fails with ENOSPC, as on a full disk.
+//   - Full: every write, preallocation and file creation fails with ENOSPC, as on a full disk. Free reports no
+//     space once a write has failed (or at once if the disk was full when the process started): the disk filled
+//     up between two readings of crewd's space guard, so the guard cannot have refused that write.
 //   - Low: nothing fails, but Free reports no space: the state a disk is in just before it is full, where crewd's
 //     space guard refuses writes (disk-full) before Pebble fails.
 //   - Stall: every write and sync waits until the stall is lifted (a disk that hangs for seconds).
@@ -31,12 +33,13 @@ import (
 type DiskFaults struct {
 	lg *slog.Logger
 
-	mu      sync.Mutex
-	full    bool
-	low     bool
-	stalled chan struct{} // non-nil while stalled; closed when the stall is lifted
-	period  int           // counts Set calls, so each injected fault is logged once per period
-	logged  map[string]int
+	mu       sync.Mutex
+	full     bool
+	fullSeen bool // a write has failed on the full disk, or it was full from the start: Free shows it
+	low      bool
+	stalled  chan struct{} // non-nil while stalled; closed when the stall is lifted
+	period   int           // counts Set calls, so each injected fault is logged once per period
+	logged   map[string]int
 
 	// consume, when set, is the armed sync failure: it reports whether this process is the one to inject it (the
 	// arming may outlive a process; only one injects it).
@@ -53,6 +56,12 @@ func (d *DiskFaults) Set(full, low, stall bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.period++
+	switch {
+	case !full:
+		d.fullSeen = false
+	case !d.full:
+		d.fullSeen = d.period == 1 // full when the process started
+	}
 	d.full, d.low = full, low
 	switch {
 	case stall && d.stalled == nil:
@@ -66,11 +75,12 @@ func (d *DiskFaults) Set(full, low, stall bool) {
 // ArmSyncFailure makes the next sync of a WAL file fail if consume, called then, returns true.
 func (d *DiskFaults) ArmSyncFailure(consume func() bool) { d.consume.Store(&consume) }
 
-// Free reports zero free bytes while the disk is full or low; ok is false otherwise (ask the real file system).
+// Free reports zero free bytes while the disk is low, or full and seen so; ok is false otherwise (ask the real file
+// system).
 func (d *DiskFaults) Free() (free uint64, ok bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return 0, d.full || d.low
+	return 0, d.low || d.full && d.fullSeen
 }
 
 // Wrap sets o.FS to the fault-injecting file system over o.FS (or the operating system's).
@@ -98,6 +108,7 @@ func (d *DiskFaults) beforeWrite(op, path string) error {
 	d.awaitStall(path)
 	d.mu.Lock()
 	full := d.full
+	d.fullSeen = d.fullSeen || full
 	d.mu.Unlock()
 	if full {
 		d.injected("enospc", path)
