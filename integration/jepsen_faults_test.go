@@ -272,6 +272,16 @@ func (f *faultRunner) inject(alone bool) {
 
 // writeDisk writes the disk's faults for crewd and tells it; a restart waiting for space starts now.
 func (f *faultRunner) writeDisk() {
+	f.writeControl()
+	if f.down && !f.low && !f.full {
+		f.start()
+		return
+	}
+	f.signal()
+}
+
+// writeControl writes the disk's faults where crewd reads them.
+func (f *faultRunner) writeControl() {
 	var words []string
 	if f.low {
 		words = append(words, "low")
@@ -284,11 +294,6 @@ func (f *faultRunner) writeDisk() {
 	}
 	writeWhole(f.t, f.diskFile, strings.Join(words, " "))
 	f.space.set(!f.low && !f.full)
-	if f.down && !f.low && !f.full {
-		f.start()
-		return
-	}
-	f.signal()
 }
 
 // signal tells a running crewd to read the disk's faults again.
@@ -328,35 +333,37 @@ func (f *faultRunner) exitedByItself() {
 // the supervisor restarts all the same.
 func (f *faultRunner) failedStop(code int) {
 	log := f.d.log()
-	tail := log[min(f.logFrom, len(log)):]
+	this := log[min(f.logFrom, len(log)):]
+	tail := f.logTail()
 	switch code {
 	case 1:
-		require.Contains(f.t, tail, "the engine stopped after a commit error", "crewd exited 1; log:\n%s", tail)
+		require.Contains(f.t, this, "the engine stopped after a commit error", "crewd exited 1; log:\n%s", tail)
 	case 2:
-		require.Contains(f.t, tail, "fault=fsync", "crewd exited 2; log:\n%s", tail)
-		require.Contains(f.t, tail, "panic: ", "crewd exited 2; log:\n%s", tail)
+		require.Contains(f.t, this, "fault=fsync", "crewd exited 2; log:\n%s", tail)
+		require.Contains(f.t, this, "panic: ", "crewd exited 2; log:\n%s", tail)
 	default:
 		f.t.Fatalf("crewd exited by itself, status %d; log:\n%s", code, tail)
 	}
 }
 
-// afterExit notes what an exit ended: an armed fsync failure that was consumed is spent; a stall ends with the
-// process (NB: a restart on a stalled disk would block the supervisor until the stall ended).
+// afterExit notes what an exit ended: an armed fsync failure that was consumed is spent.
 func (f *faultRunner) afterExit() {
 	if f.armed {
 		if _, err := os.Stat(f.diskFile + ".fsync"); errors.Is(err, os.ErrNotExist) {
 			f.armed = false
 		}
 	}
-	if f.stall {
-		f.stall = false
-		f.writeDisk()
-	}
 }
 
 // start starts crewd; on a full disk it must refuse (exit 1, disk-full), and is started again when space is back.
 // An fsync failing during the start (the flush at open) fails it stop; it is then started again.
 func (f *faultRunner) start() {
+	if f.stall {
+		// NB: a restart ends a stall: crewd opening its store on a stalled disk would hold this supervisor, which
+		// lifts the stall, until the start timed out.
+		f.stall = false
+		f.writeControl()
+	}
 	f.logFrom = len(f.d.log())
 	err := f.d.tryStart()
 	if err != nil && f.d.state != nil && f.d.state.ExitCode() == 2 {
@@ -368,12 +375,14 @@ func (f *faultRunner) start() {
 	}
 	if f.low || f.full {
 		require.Error(f.t, err, "crewd started on a full disk")
-		require.Contains(f.t, err.Error(), "daemon: disk-full: ")
+		require.Contains(f.t, f.logTail(), "daemon: disk-full: ")
 		f.refusedStarts++
 		f.down = true
 		return
 	}
-	require.NoError(f.t, err)
+	if err != nil {
+		f.t.Fatalf("crewd did not start: %v; the end of its log:\n%s", firstLine(err.Error()), f.logTail())
+	}
 	f.down = false
 	f.gens.up()
 }
@@ -395,6 +404,18 @@ func (f *faultRunner) disarm() {
 	f.armed = false
 	writeWhole(f.t, f.diskFile, "")
 	f.signal()
+}
+
+// logTail is the lines the last crewd wrote, at most the last 100 (a failed engine logs every request refused).
+func (f *faultRunner) logTail() string {
+	log := f.d.log()
+	lines := strings.Split(log[min(f.logFrom, len(log)):], "\n")
+	return strings.Join(lines[max(0, len(lines)-100):], "\n")
+}
+
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
 }
 
 // writeWhole writes path atomically: written beside it, then renamed over it.
