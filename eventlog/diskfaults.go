@@ -51,7 +51,8 @@ func NewDiskFaults(lg *slog.Logger) *DiskFaults {
 	return &DiskFaults{lg: lg, logged: map[string]int{}}
 }
 
-// Set makes the disk full, low, or stalled (or none of them, all false).
+// Set makes the disk full, low, or stalled (or none of them, all false). The first Set is the state the process
+// starts in: a disk full then shows no space at once.
 func (d *DiskFaults) Set(full, low, stall bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
