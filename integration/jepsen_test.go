@@ -336,7 +336,8 @@ type genToken struct {
 }
 
 func runJepsen(t *testing.T, cfg jepsenConfig) jepsenResult {
-	ctx := testContext(t, cfg.duration+5*time.Minute)
+	// NB: also bounds the replays after the check, which takes minutes on a long history.
+	ctx := testContext(t, 2*cfg.duration+10*time.Minute)
 	d := newDaemon(t, "--max-slots", strconv.Itoa(cfg.capacity), "--slot-wait", "0s", "--nesting=true",
 		"--quota-msg-rate", "0") // NB: the default frame size on both sides: a larger one here would close clients
 
