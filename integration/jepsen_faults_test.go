@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/client"
 )
 
 // The faults of a jepsen run (jepsen_test.go) and the supervisor that restarts crewd after them. Disk faults go
@@ -126,7 +128,7 @@ func newFaultRunner(t *testing.T, cfg jepsenConfig, d *daemon, gens *generations
 // cfg.aloneFirst it first injects each kind once, in order and alone: the next moment is drawn once the last fault
 // is over (crewd running, the disk healthy, the failed fsync restarted). Then, for cfg.duration, kinds drawn at
 // random at every moment, mixed: a moment does not wait for the faults under way to end.
-func (f *faultRunner) run(errs <-chan error) {
+func (f *faultRunner) run(ctx context.Context, errs <-chan error) {
 	alone := f.cfg.aloneFirst && len(f.cfg.faults) > 0
 	end := time.Now().Add(f.cfg.duration)
 	nextFault := time.Now().Add(f.gap())
@@ -170,6 +172,7 @@ func (f *faultRunner) run(errs <-chan error) {
 		case <-time.After(time.Until(wake)): // the next fault moment or the end of a fault, not a synchronisation
 		}
 		now = time.Now()
+		faulting = alone || now.Before(end)
 		if f.armed && !now.Before(f.armedAt.Add(startTimeout)) { // a guard against a hung test, not a timing assertion
 			f.t.Fatalf("an fsync failure was armed %v ago, and crewd did not fail stop; log:\n%s", startTimeout, f.d.log())
 		}
@@ -187,6 +190,29 @@ func (f *faultRunner) run(errs <-chan error) {
 		}
 	}
 	f.disarm()
+	f.healthy(ctx)
+}
+
+// healthy writes until a write is answered: a crewd whose engine failed stop in the last fault, and which answers
+// reads until it exits 2 s later, is seen to exit and started again, so the run ends on a crewd that writes.
+func (f *faultRunner) healthy(ctx context.Context) {
+	for i := 0; ; i++ {
+		require.Less(f.t, i, 5, "crewd does not write once every fault is lifted; log:\n%s", f.logTail())
+		c, err := client.Dial(ctx, f.d.socket, adminHello(f.d), &client.Options{DialTimeout: startTimeout})
+		if err == nil {
+			err = c.Call(ctx, "run.create", map[string]any{"team": "team", "goal": "probe", "cwd": "/repo"}, nil)
+			c.Close()
+		}
+		if err == nil {
+			return
+		}
+		select {
+		case <-f.d.exited:
+			f.exitedByItself()
+		case <-time.After(startTimeout): // a guard against a hung test, not a timing assertion
+			f.t.Fatalf("crewd answered a write %v and did not exit; log:\n%s", err, f.logTail())
+		}
+	}
 }
 
 // quiet says no fault is under way: crewd runs, the disk is healthy, no fsync failure waits.
