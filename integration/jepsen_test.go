@@ -257,16 +257,18 @@ func (j *jepsen) session(h client.Hello, rng *rand.Rand) *session {
 func (j *jepsen) do(ctx context.Context, s *session, client int, in opInput, method string, params map[string]any,
 	parse func(json.RawMessage, *opOutput) error) (opOutput, error) {
 	var (
-		a   ack
-		out opOutput
+		a        ack
+		out      opOutput
+		call     = j.hist.now()
+		attempts = 0
 	)
 	for {
-		call := j.hist.now()
 		var err error
 		a, err = s.call(ctx, method, params)
 		if err != nil {
 			return opOutput{}, err
 		}
+		attempts += s.attempts
 		out = opOutput{}
 		if a.err != nil {
 			out.Code = string(a.err.Code)
@@ -276,12 +278,18 @@ func (j *jepsen) do(ctx context.Context, s *session, client int, in opInput, met
 				return opOutput{}, fmt.Errorf("%s: %w: %s", method, err, a.result)
 			}
 		}
-		j.hist.record(client, in, call, out, opMeta{Attempts: s.attempts, Params: params, Raw: a.result})
 		if out.Code != diskFull {
 			break
 		}
-		// Refused, nothing recorded: retry with the same commandId once the test has given the space back.
+		// Refused, nothing recorded: retry with the same commandId once the test has given the space back. When
+		// an earlier attempt's answer was lost, that attempt may have been decided before the refusal: the
+		// outcome is unknown, and the operation goes on (its interval spans every attempt) until answered.
+		// Otherwise the refusal is an operation of its own, and the retry a new one.
 		j.diskFull.Add(1)
+		if attempts == 1 {
+			j.hist.record(client, in, call, out, opMeta{Attempts: 1, Params: params, Raw: a.result})
+			call, attempts = -1, 0
+		}
 		wasOpen, err := j.space.await(ctx)
 		if err != nil {
 			return opOutput{}, err
@@ -294,7 +302,11 @@ func (j *jepsen) do(ctx context.Context, s *session, client int, in opInput, met
 				return opOutput{}, ctx.Err()
 			}
 		}
+		if call < 0 {
+			call = j.hist.now()
+		}
 	}
+	j.hist.record(client, in, call, out, opMeta{Attempts: attempts, Params: params, Raw: a.result})
 	if _, ok := params["commandId"]; ok && in.Kind != opIssue && in.Kind != opRevoke {
 		j.mu.Lock()
 		j.acks = append(j.acks, a)
