@@ -6,8 +6,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"testing"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/require"
 )
 
 // The sequential model of what a client of crewd observes, for the linearizability check of jepsen_test.go. Two
@@ -97,6 +99,10 @@ func (s runState) key() string {
 // nothing, wherever it linearizes. A read is never refused so.
 const diskFull = "disk-full"
 
+// closing is crewd's answer to a wait cut short because its connection is closing (crewd is stopping): it says
+// nothing of the task's status.
+const closing = "close"
+
 // isWrite says whether a client operation of kind asks for a change (and so may be refused disk-full).
 func isWrite(kind opKind) bool {
 	switch kind {
@@ -141,6 +147,9 @@ func stepRun(s runState, in opInput, out opOutput) (bool, runState) {
 		}
 		return known && !d.settled, s
 	case opWait:
+		if out.Code == closing {
+			return true, s // the connection closed under the wait (a restart): an answer that says nothing
+		}
 		if !known {
 			return false, s
 		}
@@ -392,4 +401,15 @@ func checkRefusals(ops []porcupine.Operation, capacity int) verdict {
 		}
 	}
 	return v
+}
+
+// A wait answered close (its connection closed as crewd stopped) linearizes anywhere, like a read that says
+// nothing: a 10-minute run's only violation of the runs model was such an answer.
+func TestRunModelWaitAnsweredClose(t *testing.T) {
+	s := runState{subs: map[string]heldDelegation{"gc-1": {reserved: 5}}, usage: map[string]int64{}}
+	ok, next := stepRun(s, opInput{Kind: opWait, Sub: "gc-1"}, opOutput{Code: closing})
+	require.True(t, ok)
+	require.Equal(t, s.key(), next.key())
+	ok, _ = stepRun(s, opInput{Kind: opWait, Sub: "gc-1"}, opOutput{Code: "internal"})
+	require.False(t, ok, "any other refusal of a wait is still a violation")
 }
