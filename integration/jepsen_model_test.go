@@ -99,7 +99,7 @@ func (s runState) key() string {
 // nothing, wherever it linearizes. A read is never refused so.
 const diskFull = "disk-full"
 
-// closing is crewd's answer to a wait cut short because its connection is closing (crewd is stopping): it says
+// closing is crewd's answer to a wait cut short because its connection is closing: it says
 // nothing of the task's status.
 const closing = "close"
 
@@ -148,7 +148,7 @@ func stepRun(s runState, in opInput, out opOutput) (bool, runState) {
 		return known && !d.settled, s
 	case opWait:
 		if out.Code == closing {
-			return true, s // the connection closed under the wait (a restart): an answer that says nothing
+			return true, s // crewd closed the connection under the wait: an answer that says nothing
 		}
 		if !known {
 			return false, s
@@ -403,7 +403,7 @@ func checkRefusals(ops []porcupine.Operation, capacity int) verdict {
 	return v
 }
 
-// A wait answered close (its connection closed as crewd stopped) linearizes anywhere, like a read that says
+// A wait answered close (crewd closing its connection) linearizes anywhere, like a read that says
 // nothing: a 10-minute run's only violation of the runs model was such an answer.
 func TestRunModelWaitAnsweredClose(t *testing.T) {
 	s := runState{subs: map[string]heldDelegation{"gc-1": {reserved: 5}}, usage: map[string]int64{}}
