@@ -71,14 +71,7 @@ func (m *jobModel) job(run, id string) *jobModelJob {
 
 // fold checks and folds the events at positions from+1..to.
 func (m *jobModel) fold(t *testing.T, l *eventlog.Log, from, to uint64) {
-	if to <= from {
-		return
-	}
-	it := l.Read(from + 1)
-	defer it.Close()
-	for it.Next() {
-		ev, err := projections.FromLog(it.Event())
-		require.NoError(t, err)
+	eachNewEvent(t, l, from, to, func(ev events.Event) {
 		run := ev.Stream
 		switch p := ev.Payload.(type) {
 		case *events.LeaseOpened:
@@ -118,7 +111,7 @@ func (m *jobModel) fold(t *testing.T, l *eventlog.Log, from, to uint64) {
 			}
 		case *events.ProxyCompleted:
 			if p.Fenced {
-				continue
+				return
 			}
 			j := m.job(run, p.JobID)
 			require.True(t, j.active && j.status == events.JobRunning && p.Generation == j.gen,
@@ -128,8 +121,7 @@ func (m *jobModel) fold(t *testing.T, l *eventlog.Log, from, to uint64) {
 			require.False(t, m.delivered[k], "a result delivered twice for %s", k)
 			m.delivered[k] = true
 		}
-	}
-	require.NoError(t, it.Err())
+	})
 }
 
 // checkState checks the published state against the limits and T18.

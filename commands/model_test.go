@@ -280,14 +280,7 @@ func TestModel(t *testing.T) {
 // never exceeds what remained of the grant, and a delegation gets at most
 // one terminal event (the fold ignores a second, so this reads the log).
 func (iv *invariants) checkNewEvents(t *testing.T, l *eventlog.Log, from, to uint64) {
-	if to <= from {
-		return
-	}
-	it := l.Read(from + 1)
-	defer it.Close()
-	for it.Next() {
-		ev, err := projections.FromLog(it.Event())
-		require.NoError(t, err)
+	eachNewEvent(t, l, from, to, func(ev events.Event) {
 		switch p := ev.Payload.(type) {
 		case *events.DelegateAdmitted:
 			require.Equal(t, iv.held, p.Policy.Held, "the policy saw the real slot count")
@@ -304,6 +297,21 @@ func (iv *invariants) checkNewEvents(t *testing.T, l *eventlog.Log, from, to uin
 			require.False(t, iv.terminal[sub], "delegation %s has more than one terminal event", sub)
 			iv.terminal[sub] = true
 		}
+	})
+}
+
+// eachNewEvent calls f with each event at positions from+1..to, decoded; the model tests check what one step
+// appended with it.
+func eachNewEvent(t *testing.T, l *eventlog.Log, from, to uint64, f func(events.Event)) {
+	if to <= from {
+		return
+	}
+	it := l.Read(from + 1)
+	defer it.Close()
+	for it.Next() {
+		ev, err := projections.FromLog(it.Event())
+		require.NoError(t, err)
+		f(ev)
 	}
 	require.NoError(t, it.Err())
 }
