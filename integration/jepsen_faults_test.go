@@ -355,8 +355,9 @@ func (f *faultRunner) exitedByItself() {
 
 // failedStop requires the exit of the crewd that just ended, with code, to be a fail stop after a failed write:
 // either the engine stopped after a commit error (exit 1, for its supervisor to restart it), or Pebble itself
-// panicked on a failed fsync of the WAL it was closing (exit 2: a memtable rotation, the flush at open), which
-// the supervisor restarts all the same.
+// panicked on a write it could not make durable (exit 2), which the supervisor restarts all the same: a failed
+// fsync of the WAL it was closing (a memtable rotation, the flush at open), or a full disk under a write Pebble
+// treats as fatal (its MANIFEST, as when a snapshot's ingestion edits it).
 func (f *faultRunner) failedStop(code int) {
 	log := f.d.log()
 	this := log[min(f.logFrom, len(log)):]
@@ -365,8 +366,11 @@ func (f *faultRunner) failedStop(code int) {
 	case 1:
 		require.Contains(f.t, this, "the engine stopped after a commit error", "crewd exited 1; log:\n%s", tail)
 	case 2:
-		require.Contains(f.t, this, "fault=fsync", "crewd exited 2; log:\n%s", tail)
 		require.Contains(f.t, this, "panic: ", "crewd exited 2; log:\n%s", tail)
+		if !strings.Contains(this, "fault=fsync") {
+			require.Contains(f.t, this, "fault=enospc", "crewd exited 2 with no failed write injected; log:\n%s", tail)
+			require.Contains(f.t, this, "panic: eventlog: pebble fatal: ", "crewd exited 2 on a full disk, not by Pebble; log:\n%s", tail)
+		}
 	default:
 		f.t.Fatalf("crewd exited by itself, status %d; log:\n%s", code, tail)
 	}
