@@ -15,7 +15,9 @@ import (
 // Config names one crewlog log in JetStream and how it is replicated.
 type Config struct {
 	// Stream is the JetStream stream name (letters, digits, '-' and '_');
-	// its groups go to subject crewlog.<Stream>.groups.
+	// its groups' manifests go to subject crewlog.<Stream>.groups, the
+	// events of crewlog stream s to crewlog.<Stream>.events.<token of s>
+	// (subject.go).
 	Stream string
 	// Replicas is the stream's (and the writer lease's) replication factor,
 	// 1..5; 3 survives the loss of one NATS node.
@@ -28,6 +30,11 @@ type Config struct {
 	// that times out is in doubt: the writer fails stop and its successor
 	// learns from the stream whether the group committed.
 	PublishTimeout time.Duration
+	// MaxBatchMessages bounds the messages of one atomic batch (default
+	// DefaultMaxBatchMessages, the server's default). Set it to the
+	// servers' jetstream limits max_batch_size when that is lower: a
+	// larger batch would be refused whole, and the writer fail stop.
+	MaxBatchMessages int
 }
 
 var streamName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -44,6 +51,9 @@ func (c Config) Validate() error {
 	if c.PublishTimeout < 0 {
 		errs = append(errs, fmt.Errorf("natslog: negative publish timeout"))
 	}
+	if c.MaxBatchMessages != 0 && c.MaxBatchMessages < 2 {
+		errs = append(errs, fmt.Errorf("natslog: max batch messages %d must be at least 2", c.MaxBatchMessages))
+	}
 	return errors.Join(errs...)
 }
 
@@ -54,7 +64,15 @@ func (c Config) publishTimeout() time.Duration {
 	return c.PublishTimeout
 }
 
-// Subject is where the stream's groups are published.
+func (c Config) maxBatchMessages() int {
+	if c.MaxBatchMessages == 0 {
+		return DefaultMaxBatchMessages
+	}
+	return c.MaxBatchMessages
+}
+
+// Subject is where the manifests of the stream's groups are published
+// (and, in the first layout, whole groups).
 func (c Config) Subject() string { return "crewlog." + c.Stream + ".groups" }
 
 // CommandSubject is where followers forward commands to the writer.
@@ -63,47 +81,85 @@ func (c Config) CommandSubject() string { return "crewlog." + c.Stream + ".comma
 // leaseBucket is the KV bucket of the writer lease.
 func (c Config) leaseBucket() string { return "crewlog_" + c.Stream + "_writer" }
 
+// The layouts of a crewlog stream in JetStream.
+type layout int
+
+const (
+	// layoutGroup is the first: one subject, crewlog.<Stream>.groups, a
+	// whole group per message. Copies read it; crewds do not write it.
+	layoutGroup layout = iota + 1
+	// layoutBatch is this one (batch.go): the groups subject for
+	// manifests, a subject per crewlog stream for events, atomic batches.
+	layoutBatch
+)
+
+// errFirstLayout refuses to write a stream of the first layout.
+var errFirstLayout = errors.New("it has crewlog's first layout (one subject, a whole group per message), " +
+	"which crewd no longer writes: copy it to a new stream with " +
+	"'crewctl migrate-store --to pebble --data NEWDIR --nats URL --stream OLD', then " +
+	"'crewctl migrate-store --to jetstream --data NEWDIR --nats URL --stream NEW --replicas 3', and start the crewds on NEW")
+
 // EnsureStream creates the stream if it does not exist and checks that an
-// existing one is fit to be a crewlog log.
+// existing one is fit to be a crewlog log: one that crewds write, or with
+// Existing (a copy, a verify) also one of the first layout, which copies
+// still read.
 //
 // NB: messages are never removed (no limits, deletes and purges denied):
 // the stream is the log, and crewlog keeps its own outcome table forever,
 // so JetStream's duplicate window plays no part.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Stream, error) {
+	st, _, err := ensureStream(ctx, js, c)
+	return st, err
+}
+
+func ensureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Stream, layout, error) {
 	if err := c.Validate(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if c.Existing {
 		st, err := js.Stream(ctx, c.Stream)
 		if err != nil {
-			return nil, fmt.Errorf("natslog: stream %s: %w", c.Stream, err)
+			return nil, 0, fmt.Errorf("natslog: stream %s: %w", c.Stream, err)
 		}
-		return st, checkStream(st, c)
+		l, err := checkStream(st, c)
+		return st, l, err
 	}
 	st, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: c.Stream, Subjects: []string{c.Subject()}, Storage: jetstream.FileStorage, Replicas: c.Replicas,
-		Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardNew, DenyDelete: true, DenyPurge: true,
-		AllowDirect: true, Description: "crewlog event log: one message per committed group",
+		Name: c.Stream, Subjects: []string{c.Subject(), c.eventsWildcard()}, Storage: jetstream.FileStorage,
+		Replicas: c.Replicas, Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardNew, DenyDelete: true,
+		DenyPurge: true, AllowDirect: true, AllowAtomicPublish: true,
+		Description: "crewlog event log: a group per atomic batch, a subject per crewlog stream",
 	})
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 		st, err = js.Stream(ctx, c.Stream)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("natslog: stream %s: %w", c.Stream, err)
+		return nil, 0, fmt.Errorf("natslog: stream %s: %w", c.Stream, err)
 	}
-	return st, checkStream(st, c)
+	l, err := checkStream(st, c)
+	if err == nil && l != layoutBatch {
+		err = fmt.Errorf("natslog: stream %s: %w", c.Stream, errFirstLayout)
+	}
+	return st, l, err
 }
 
-// checkStream refuses a stream that is not fit to be a crewlog log.
-func checkStream(st jetstream.Stream, c Config) error {
+// checkStream refuses a stream that is not fit to be a crewlog log, and
+// tells its layout.
+func checkStream(st jetstream.Stream, c Config) (layout, error) {
 	info := st.CachedInfo()
+	subjects := info.Config.Subjects
 	switch {
 	case info.Config.Storage != jetstream.FileStorage:
-		return fmt.Errorf("natslog: stream %s does not use file storage", c.Stream)
-	case len(info.Config.Subjects) != 1 || info.Config.Subjects[0] != c.Subject():
-		return fmt.Errorf("natslog: stream %s has subjects %v, want only %s", c.Stream, info.Config.Subjects, c.Subject())
+		return 0, fmt.Errorf("natslog: stream %s does not use file storage", c.Stream)
+	case len(subjects) == 1 && subjects[0] == c.Subject():
+		return layoutGroup, nil
+	case len(subjects) == 2 && subjects[0] == c.Subject() && subjects[1] == c.eventsWildcard():
+		if !info.Config.AllowAtomicPublish {
+			return 0, fmt.Errorf("natslog: stream %s does not allow atomic batch publish (allow_atomic; nats-server 2.12 or later)", c.Stream)
+		}
+		return layoutBatch, nil
 	}
-	return nil
+	return 0, fmt.Errorf("natslog: stream %s has subjects %v, want %s and %s", c.Stream, subjects, c.Subject(), c.eventsWildcard())
 }
 
 // ConnectOptions are how a crewd reaches NATS, as NATS users expect.

@@ -15,31 +15,58 @@ func group1(id string) []eventlog.Write {
 		Events: []eventlog.Event{{Stream: "r", Type: "run.created", Time: 1, Payload: []byte{0x80}}}}}
 }
 
+// groupAcross is a group of four messages: its manifest, and chunks on
+// three crewlog streams (one an engine stream, encoded), with an outcome
+// that wrote no events.
+func groupAcross(id string) []eventlog.Write {
+	ev := func(stream string) eventlog.Event {
+		return eventlog.Event{Stream: stream, Type: "run.created", Time: 1, Payload: []byte{0x80}}
+	}
+	return []eventlog.Write{
+		{Principal: "admin", CommandID: id + "-1", Result: []byte("{}"), Events: []eventlog.Event{ev("r1"), ev("r1")}},
+		{Principal: "admin", CommandID: id + "-rej", Code: "bad-params", Reason: "no", Result: []byte("{}")},
+		{Principal: "admin", CommandID: id + "-2", Result: []byte("{}"), Events: []eventlog.Event{ev("r2"), ev("$engine")}},
+	}
+}
+
+const groupAcrossMessages = 4
+
 // Two writers that both caught up publish against the same sequence: the
-// first wins, the deposed one gets ErrFenced and appends nothing, anywhere.
+// first wins, the deposed one gets ErrFenced and appends nothing, anywhere:
+// none of its batch's messages is stored.
 func TestDeposedWriterCannotAppend(t *testing.T) {
 	js := connect(t, startServer(t))
 	a, b := openLog(t, js), openLog(t, js)
 
-	_, err := a.Commit(group1("from-a"))
+	_, err := a.Commit(groupAcross("from-a"))
 	require.NoError(t, err)
-	_, err = b.Commit(group1("from-b"))
+	_, err = b.Commit(groupAcross("from-b"))
 	require.ErrorIs(t, err, ErrFenced)
 
 	head, _ := b.Local().Head()
 	require.Zero(t, head, "the fenced group is not in the deposed writer's copy")
 	st, err := a.stream.Info(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, uint64(1), st.State.Msgs, "the stream holds only the winner's group")
+	require.Equal(t, uint64(groupAcrossMessages), st.State.Msgs, "the stream holds only the winner's batch")
 
 	// Once it has caught up, b may write again (a new term).
 	n, err := b.CatchUp(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	_, err = b.Commit(group1("from-b"))
+	_, err = b.Commit(groupAcross("from-b"))
 	require.NoError(t, err)
 	_, err = a.Commit(group1("from-a-again"))
 	require.ErrorIs(t, err, ErrFenced)
+	st, err = a.stream.Info(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, uint64(2*groupAcrossMessages), st.State.Msgs)
+
+	c := openLog(t, js)
+	h1, hash1 := b.Local().Head()
+	h2, hash2 := c.Local().Head()
+	require.Equal(t, uint64(8), h2)
+	require.Equal(t, h1, h2)
+	require.Equal(t, hash1, hash2)
 }
 
 // Follow copies what another writer commits, in order, and tells after.

@@ -1,7 +1,6 @@
 package natslog
 
 import (
-	"bytes"
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -9,13 +8,21 @@ import (
 	"github.com/crewlog/crewlog/eventlog"
 )
 
-// groupVersion is the first byte of every message: the group encoding.
-const groupVersion = 1
+// The first byte of every message is its encoding.
+const (
+	// groupVersion is the first layout, before a subject per crewlog
+	// stream: a whole engine group in one message on the groups subject.
+	// Copies still read it (decodeGroup); nothing writes it any more.
+	groupVersion = 1
+	// batchVersion is the layout of batch.go: a group's manifest on the
+	// groups subject, its events on their crewlog streams' subjects.
+	batchVersion = 2
+)
 
-// wireGroup is one JetStream message: a whole engine group, as decided.
-// Positions, stream versions and hashes are not sent: every copy assigns
-// them by appending the same writes in the same order, and After (the
-// position the group follows) lets a copy check that it is where the
+// wireGroup is one message of the first layout: a whole engine group, as
+// decided. Positions, stream versions and hashes are not sent: every copy
+// assigns them by appending the same writes in the same order, and After
+// (the position the group follows) lets a copy check that it is where the
 // writer was.
 type wireGroup struct {
 	After  uint64      // the writer's head before the group
@@ -50,36 +57,8 @@ type wireEvent struct {
 	Payload       []byte
 }
 
-// encodeGroup encodes ws (before Append assigns anything in place) as the
-// group that follows position after.
-func encodeGroup(after uint64, ws []eventlog.Write) ([]byte, error) {
-	g := wireGroup{After: after, Writes: make([]wireWrite, len(ws))}
-	for i := range ws {
-		w := &ws[i]
-		ww := wireWrite{Principal: w.Principal, CommandID: w.CommandID, Code: w.Code, Reason: w.Reason,
-			Result: w.Result, Fingerprint: w.Fingerprint, Events: make([]wireEvent, len(w.Events))}
-		for _, x := range w.Expected {
-			ww.Expected = append(ww.Expected, wireExpectation{Stream: x.Stream, Version: x.Version})
-		}
-		for j := range w.Events {
-			e := &w.Events[j]
-			ww.Events[j] = wireEvent{Stream: e.Stream, Type: e.Type, SchemaVersion: e.SchemaVersion, Time: e.Time,
-				CausationID: e.CausationID, CorrelationID: e.CorrelationID, ActorRole: e.ActorRole, ActorTask: e.ActorTask,
-				Payload: e.Payload}
-		}
-		g.Writes[i] = ww
-	}
-	buf := bytes.NewBuffer([]byte{groupVersion})
-	enc := msgpack.NewEncoder(buf)
-	enc.UseArrayEncodedStructs(true) // positions, not field names: a group is sent once per copy
-	if err := enc.Encode(&g); err != nil {
-		return nil, fmt.Errorf("natslog: encode group: %w", err)
-	}
-	return buf.Bytes(), nil
-}
-
-// decodeGroup is the inverse of encodeGroup. A message that is not a group
-// is corrupt: the stream holds nothing else.
+// decodeGroup decodes a message of the first layout. One that is not a
+// group is corrupt.
 func decodeGroup(b []byte) (after uint64, ws []eventlog.Write, err error) {
 	if len(b) == 0 || b[0] != groupVersion {
 		return 0, nil, fmt.Errorf("%w: natslog: message is not a version-%d group", eventlog.ErrCorrupt, groupVersion)

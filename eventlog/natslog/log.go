@@ -2,8 +2,11 @@ package natslog
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -39,12 +42,20 @@ type Log struct {
 
 	mu   sync.Mutex
 	last uint64 // the stream sequence the local copy holds: the fencing token
+	// The copier's place: next is the sequence it reads next, pending the
+	// group whose messages it has read in part (last < next-1 then).
+	next    uint64
+	pending *assembly
+
+	writable bool   // the stream has this layout (checkStream)
+	batchID  string // this Log's random prefix of its batch ids
+	batches  uint64 // batches published, for the next id
 }
 
 // Open ensures the stream exists and binds it to local, a copy of it (or
 // an empty log). It copies nothing yet: see CatchUp and Follow.
 func Open(ctx context.Context, js jetstream.JetStream, local *eventlog.Log, cfg Config) (*Log, error) {
-	st, err := EnsureStream(ctx, js, cfg)
+	st, layout, err := ensureStream(ctx, js, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +66,10 @@ func Open(ctx context.Context, js jetstream.JetStream, local *eventlog.Log, cfg 
 	if head, _ := local.Head(); head > 0 && last == 0 {
 		return nil, fmt.Errorf("%w: it holds %d events and no stream sequence (copy a Pebble store in with migrate-store)", ErrDiverged, head)
 	}
-	return &Log{local: local, js: js, stream: st, cfg: cfg, last: last}, nil
+	var id [12]byte
+	_, _ = rand.Read(id[:]) // never fails (crypto/rand)
+	return &Log{local: local, js: js, stream: st, cfg: cfg, last: last, next: last + 1, writable: layout == layoutBatch,
+		batchID: base64.RawURLEncoding.EncodeToString(id[:])}, nil
 }
 
 // Local is the materialised copy.
@@ -68,44 +82,97 @@ func (l *Log) Sequence() uint64 {
 	return l.last
 }
 
-// Commit publishes ws as one message with the expected last sequence of the
-// whole stream set to the sequence the local copy holds, and once JetStream
-// acknowledged it (stored on a majority of replicas, each fsynced), appends
-// it to the local copy. It implements commands.Committer.
+// Commit publishes ws as one JetStream atomic batch (batch.go; several,
+// one after the other, for a group larger than a batch may be), the first
+// message of each carrying the expected last sequence of the whole stream
+// = the sequence the local copy holds, and once JetStream acknowledged a
+// batch (stored whole on a majority of replicas, each fsynced), appends
+// its writes to the local copy. It implements commands.Committer.
 //
 // NB: the expected last sequence is the fence. Two writers that both think
 // they lead publish against the same sequence; JetStream stores at most one
-// of them, and the other gets ErrFenced, never a silent fork.
+// of the batches, and the other gets ErrFenced with none of its messages
+// stored, never a silent fork.
 func (l *Log) Commit(ws []eventlog.Write) (uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !l.writable {
+		return 0, fmt.Errorf("natslog: stream %s: %w", l.cfg.Stream, errFirstLayout)
+	}
 	if err := l.local.Check(ws...); err != nil {
 		return 0, err
 	}
-	after, _ := l.local.Head()
-	data, err := encodeGroup(after, ws)
+	lim := l.limits()
+	parts, err := planBatches(ws, lim)
 	if err != nil {
 		return 0, err
 	}
+	var first uint64
+	for i, part := range parts {
+		f, err := l.commitBatch(lim, part)
+		if err != nil {
+			if i > 0 {
+				err = fmt.Errorf("%w (after %d of the group's %d batches committed)", err, i, len(parts))
+			}
+			return 0, err
+		}
+		if i == 0 {
+			first = f
+		}
+	}
+	return first, nil
+}
+
+// commitBatch publishes one batch and appends it to the local copy.
+//
+// NB: every message but the last is a plain publish, the last a request:
+// one round trip per batch. A message the server did not stage (no
+// stream leader, a batch it refused to start) leaves a gap that makes the
+// commit fail whole ("batch incomplete"), so the acknowledgement of the
+// last message speaks for all of them.
+func (l *Log) commitBatch(lim batchLimits, ws []eventlog.Write) (uint64, error) {
+	after, _ := l.local.Head()
+	l.batches++
+	id := l.batchID + "-" + strconv.FormatUint(l.batches, 36)
+	msgs, err := encodeBatch(l.cfg, lim, id, after, l.last, ws)
+	if err != nil {
+		return 0, err
+	}
+	nc := l.js.Conn()
+	for _, m := range msgs[:len(msgs)-1] {
+		if err := nc.PublishMsg(m); err != nil {
+			return 0, fmt.Errorf("natslog: publish batch %s: %w", id, err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.publishTimeout())
 	defer cancel()
-	ack, err := l.js.PublishMsg(ctx, &nats.Msg{Subject: l.cfg.Subject(), Data: data},
-		jetstream.WithExpectStream(l.cfg.Stream), jetstream.WithExpectLastSequence(l.last))
+	ack, err := l.js.PublishMsg(ctx, msgs[len(msgs)-1])
 	if isWrongLastSequence(err) {
 		return 0, fmt.Errorf("%w (expected sequence %d)", ErrFenced, l.last)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("natslog: publish group: %w", err)
+		return 0, fmt.Errorf("natslog: publish batch %s of %d messages: %w", id, len(msgs), err)
 	}
-	if ack.Sequence != l.last+1 {
-		return 0, fmt.Errorf("%w: the group was stored at sequence %d after %d", ErrDiverged, ack.Sequence, l.last)
+	if ack.Sequence != l.last+uint64(len(msgs)) {
+		return 0, fmt.Errorf("%w: the batch of %d messages ended at sequence %d after %d", ErrDiverged, len(msgs), ack.Sequence, l.last)
 	}
 	first, err := l.local.AppendFrom(ack.Sequence, ws...)
 	if err != nil {
 		return 0, err
 	}
-	l.last = ack.Sequence
+	l.last, l.next = ack.Sequence, ack.Sequence+1
 	return first, nil
+}
+
+// limits are the batch limits of this log: the configured message count,
+// and a chunk of at most half the server's maximum payload (at most 512
+// KiB), leaving room for the headers and the estimate's error.
+func (l *Log) limits() batchLimits {
+	b := 512 << 10
+	if mp := int(l.js.Conn().MaxPayload()); mp > 0 && mp/2 < b {
+		b = mp / 2
+	}
+	return batchLimits{messages: l.cfg.maxBatchMessages(), bytes: b}
 }
 
 func isWrongLastSequence(err error) bool {
@@ -115,7 +182,8 @@ func isWrongLastSequence(err error) bool {
 }
 
 // CatchUp copies every group the stream holds beyond the local copy, up to
-// the stream's last sequence when called, and returns how many it copied.
+// the stream's last sequence when called (always the end of a group: a
+// batch is stored whole), and returns how many groups it copied.
 // A follower becoming the writer calls it before deciding anything.
 func (l *Log) CatchUp(ctx context.Context) (int, error) {
 	info, err := l.stream.Info(ctx)
@@ -128,8 +196,9 @@ func (l *Log) CatchUp(ctx context.Context) (int, error) {
 	if l.last >= target {
 		return 0, nil
 	}
+	l.restartCopy()
 	cons, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: l.last + 1, MaxResetAttempts: 2})
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: l.next, MaxResetAttempts: 2})
 	if err != nil {
 		return 0, fmt.Errorf("natslog: consumer: %w", err)
 	}
@@ -138,17 +207,25 @@ func (l *Log) CatchUp(ctx context.Context) (int, error) {
 		if err := ctx.Err(); err != nil {
 			return n, err
 		}
+		if l.next > target {
+			// A batch is stored whole: the stream never ends inside one.
+			return n, fmt.Errorf("%w: the stream ends at sequence %d inside the group of batch %s",
+				ErrDiverged, target, l.pending.m.Batch)
+		}
 		// Exactly what remains (at most 256): the fetch returns as soon as
 		// it has them, instead of waiting out its expiry for more.
-		batch, err := cons.Fetch(int(min(256, target-l.last)), jetstream.FetchMaxWait(5*time.Second))
+		batch, err := cons.Fetch(int(min(256, target+1-l.next)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			return n, fmt.Errorf("natslog: fetch: %w", err)
 		}
 		for m := range batch.Messages() {
-			if err := l.copyLocked(m); err != nil {
+			done, err := l.copyLocked(m)
+			if err != nil {
 				return n, err
 			}
-			n++
+			if done {
+				n++
+			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
 			return n, fmt.Errorf("natslog: fetch: %w", err)
@@ -163,7 +240,8 @@ func (l *Log) CatchUp(ctx context.Context) (int, error) {
 // catches up then. It returns ctx.Err() when ctx ends.
 func (l *Log) Follow(ctx context.Context, copied func()) error {
 	l.mu.Lock()
-	start := l.last + 1
+	l.restartCopy()
+	start := l.next
 	l.mu.Unlock()
 	// NB: a bounded number of resets: the default retries forever, and a
 	// copier whose server lost its quorum (a partition) would then wait
@@ -193,10 +271,13 @@ func (l *Log) Follow(ctx context.Context, copied func()) error {
 			return fmt.Errorf("natslog: follow: %w", err)
 		}
 		l.mu.Lock()
-		err = l.copyLocked(m)
+		done, err := l.copyLocked(m)
 		l.mu.Unlock()
 		if err != nil {
 			return err
+		}
+		if !done {
+			continue
 		}
 		since++
 		if md, _ := m.Metadata(); since >= 256 || md == nil || md.NumPending == 0 {
@@ -206,30 +287,45 @@ func (l *Log) Follow(ctx context.Context, copied func()) error {
 	}
 }
 
-// copyLocked appends one message to the local copy: the next sequence,
-// following the local head, or an error.
-func (l *Log) copyLocked(m jetstream.Msg) error {
+// restartCopy puts the copier back at the end of the last whole group the
+// local copy holds: a new consumer starts there, and a group read in part
+// is read again.
+func (l *Log) restartCopy() {
+	l.next, l.pending = l.last+1, nil
+}
+
+// copyLocked takes one message, the next sequence, and once it completes a
+// group that follows the local head, appends the group to the local copy
+// (done); anything else is an error.
+func (l *Log) copyLocked(m jetstream.Msg) (done bool, err error) {
 	md, err := m.Metadata()
 	if err != nil {
-		return fmt.Errorf("natslog: message metadata: %w", err)
+		return false, fmt.Errorf("natslog: message metadata: %w", err)
 	}
 	seq := md.Sequence.Stream
-	if seq <= l.last {
-		return nil // already copied (a consumer redelivery)
+	if seq < l.next {
+		return false, nil // already read (a consumer redelivery)
 	}
-	if seq != l.last+1 {
-		return fmt.Errorf("%w: sequence %d follows %d", ErrDiverged, seq, l.last)
+	if seq != l.next {
+		return false, fmt.Errorf("%w: sequence %d follows %d", ErrDiverged, seq, l.next-1)
 	}
-	after, ws, err := decodeGroup(m.Data())
+	after, ws, err := l.copyMessage(seq, m.Subject(), m.Data())
 	if err != nil {
-		return fmt.Errorf("natslog: sequence %d: %w", seq, err)
+		l.restartCopy()
+		return false, fmt.Errorf("natslog: sequence %d: %w", seq, err)
+	}
+	l.next = seq + 1
+	if ws == nil {
+		return false, nil // a group read in part
 	}
 	if head, _ := l.local.Head(); head != after {
-		return fmt.Errorf("%w: sequence %d follows position %d, the copy is at %d", ErrDiverged, seq, after, head)
+		l.restartCopy()
+		return false, fmt.Errorf("%w: sequence %d follows position %d, the copy is at %d", ErrDiverged, seq, after, head)
 	}
 	if _, err := l.local.AppendFrom(seq, ws...); err != nil {
-		return fmt.Errorf("natslog: copy sequence %d: %w", seq, err)
+		l.restartCopy()
+		return false, fmt.Errorf("natslog: copy sequence %d: %w", seq, err)
 	}
 	l.last = seq
-	return nil
+	return true, nil
 }

@@ -1,0 +1,110 @@
+package natslog
+
+import (
+	"fmt"
+
+	"github.com/crewlog/crewlog/eventlog"
+)
+
+// assembly is a group being reassembled from its messages (batch.go): its
+// manifest and the events of the chunks read so far.
+type assembly struct {
+	m      wireManifest
+	want   int // events the manifest's writes hold
+	events []eventlog.Event
+	got    int // messages read, manifest included
+}
+
+// copyMessage takes the message at stream sequence seq, on subject, into
+// the group being reassembled, and returns the group's writes once its
+// last message is in (nil before). Anything that is not the next message
+// of a whole group — a chunk without its manifest, a manifest before the
+// previous group ended, a chunk of another batch, at another index, or
+// whose events do not add up — is ErrDiverged: the stream holds only whole
+// batches, so such a message is not crewlog's or not this copy's.
+func (l *Log) copyMessage(seq uint64, subject string, data []byte) (after uint64, ws []eventlog.Write, err error) {
+	if subject == l.cfg.Subject() {
+		if l.pending != nil {
+			return 0, nil, fmt.Errorf("%w: sequence %d starts a group while the group of batch %s (%d of %d messages) is incomplete",
+				ErrDiverged, seq, l.pending.m.Batch, l.pending.got, l.pending.m.Messages)
+		}
+		if len(data) > 0 && data[0] == groupVersion {
+			return decodeGroup(data) // the first layout: the whole group
+		}
+		a := &assembly{got: 1}
+		if err := decodeWire(data, &a.m); err != nil {
+			return 0, nil, err
+		}
+		for _, h := range a.m.Writes {
+			if h.Events < 0 {
+				return 0, nil, fmt.Errorf("%w: natslog: a write of %d events", eventlog.ErrCorrupt, h.Events)
+			}
+			a.want += h.Events
+		}
+		if a.m.Messages < 1 || (a.m.Messages == 1) != (a.want == 0) || a.want < a.m.Messages-1 {
+			return 0, nil, fmt.Errorf("%w: batch %s of %d messages holds %d events", ErrDiverged, a.m.Batch, a.m.Messages, a.want)
+		}
+		if a.m.Messages == 1 {
+			return a.m.After, writesOf(&a.m, nil), nil
+		}
+		a.events = make([]eventlog.Event, 0, a.want)
+		l.pending = a
+		return 0, nil, nil
+	}
+	a := l.pending
+	if a == nil {
+		return 0, nil, fmt.Errorf("%w: sequence %d on %s follows no manifest", ErrDiverged, seq, subject)
+	}
+	stream, err := l.cfg.subjectStream(subject)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: sequence %d: %v", ErrDiverged, seq, err)
+	}
+	var k wireChunk
+	if err := decodeWire(data, &k); err != nil {
+		return 0, nil, err
+	}
+	a.got++
+	if k.Batch != a.m.Batch || k.Index != a.got || len(k.Events) == 0 || len(a.events)+len(k.Events) > a.want {
+		return 0, nil, fmt.Errorf("%w: sequence %d is message %d of batch %s with %d events; expected message %d of batch %s",
+			ErrDiverged, seq, k.Index, k.Batch, len(k.Events), a.got, a.m.Batch)
+	}
+	if k.Stream != stream {
+		return 0, nil, fmt.Errorf("%w: sequence %d holds events of crewlog stream %q on the subject of %q", ErrDiverged, seq, k.Stream, stream)
+	}
+	for i := range k.Events {
+		e := &k.Events[i]
+		a.events = append(a.events, eventlog.Event{Stream: stream, Type: e.Type, SchemaVersion: e.SchemaVersion, Time: e.Time,
+			CausationID: e.CausationID, CorrelationID: e.CorrelationID, ActorRole: e.ActorRole, ActorTask: e.ActorTask,
+			Payload: e.Payload})
+	}
+	if a.got < a.m.Messages {
+		return 0, nil, nil
+	}
+	l.pending = nil
+	if len(a.events) != a.want {
+		return 0, nil, fmt.Errorf("%w: batch %s ends with %d of its %d events", ErrDiverged, a.m.Batch, len(a.events), a.want)
+	}
+	return a.m.After, writesOf(&a.m, a.events), nil
+}
+
+// writesOf gives each write of m its events, in order, and its command id.
+func writesOf(m *wireManifest, evs []eventlog.Event) []eventlog.Write {
+	ws := make([]eventlog.Write, len(m.Writes))
+	for i := range m.Writes {
+		h := &m.Writes[i]
+		w := eventlog.Write{Principal: h.Principal, CommandID: h.CommandID, Code: h.Code, Reason: h.Reason,
+			Result: h.Result, Fingerprint: h.Fingerprint, Events: evs[:h.Events:h.Events]}
+		evs = evs[h.Events:]
+		for _, x := range h.Expected {
+			w.Expected = append(w.Expected, eventlog.Expectation{Stream: x.Stream, Version: x.Version})
+		}
+		for j := range w.Events {
+			w.Events[j].CommandID = h.CommandID
+		}
+		if len(w.Events) == 0 {
+			w.Events = nil
+		}
+		ws[i] = w
+	}
+	return ws
+}

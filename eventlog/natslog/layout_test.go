@@ -1,0 +1,155 @@
+package natslog
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/eventlog"
+)
+
+// Every crewlog stream has its own subject, the manifest is on the groups
+// subject, and the batch headers are what the server keeps.
+func TestGroupIsOneBatchOnItsStreamsSubjects(t *testing.T) {
+	js := connect(t, startServer(t))
+	w := openLog(t, js)
+	_, err := w.Commit(groupAcross("g"))
+	require.NoError(t, err)
+
+	want := []string{"crewlog.CREWLOG.groups", "crewlog.CREWLOG.events.r1", "crewlog.CREWLOG.events.r2",
+		"crewlog.CREWLOG.events.~JGVuZ2luZQ"}
+	var batch string
+	for i, subject := range want {
+		m, err := w.stream.GetMsg(context.Background(), uint64(i+1))
+		require.NoError(t, err)
+		require.Equal(t, subject, m.Subject)
+		if i == 0 {
+			batch = m.Header.Get(headerBatchID)
+			require.NotEmpty(t, batch)
+			require.Equal(t, "0", m.Header.Get(jetstream.ExpectedLastSeqHeader))
+		}
+		require.Equal(t, batch, m.Header.Get(headerBatchID))
+		require.Equal(t, strconv.Itoa(i+1), m.Header.Get(headerBatchSeq))
+		require.Equal(t, i == len(want)-1, m.Header.Get(headerBatchCommit) == "1")
+	}
+	info, err := w.stream.Info(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, uint64(len(want)), info.State.Msgs)
+	require.Equal(t, uint64(len(want)), w.Sequence())
+
+	// A group that wrote no events is its manifest alone.
+	_, err = w.Commit([]eventlog.Write{{Principal: "admin", CommandID: "rej", Code: "bad-params", Reason: "no", Result: []byte("{}")}})
+	require.NoError(t, err)
+	m, err := w.stream.GetMsg(context.Background(), uint64(len(want)+1))
+	require.NoError(t, err)
+	require.Equal(t, "crewlog.CREWLOG.groups", m.Subject)
+	require.Empty(t, m.Header.Get(headerBatchID))
+	c := openLog(t, js)
+	o, err := c.Local().Outcome("admin", "rej")
+	require.NoError(t, err)
+	require.Equal(t, "bad-params", o.Code)
+}
+
+// A group larger than a batch may be is cut at command boundaries into
+// batches that each fit; a command that alone does not fit is refused and
+// nothing is published.
+func TestLargeGroupIsCutIntoBatchesAtCommandBoundaries(t *testing.T) {
+	js := connect(t, startServer(t))
+	cfg := testConfig
+	cfg.MaxBatchMessages = 4
+	w, err := Open(context.Background(), js, openLocal(t), cfg)
+	require.NoError(t, err)
+	ev := func(stream string) eventlog.Event {
+		return eventlog.Event{Stream: stream, Type: "run.created", Time: 1, Payload: []byte{0x80}}
+	}
+	var ws []eventlog.Write
+	for i := range 7 { // each its own crewlog stream: 1 + 7 messages
+		ws = append(ws, eventlog.Write{Principal: "admin", CommandID: string(rune('a' + i)), Result: []byte("{}"),
+			Events: []eventlog.Event{ev(string(rune('a' + i)))}})
+	}
+	first, err := w.Commit(ws)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), first)
+	info, err := w.stream.Info(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, uint64(4+4+2), info.State.Msgs, "batches of three commands, three and one, each with its manifest")
+	require.Equal(t, info.State.LastSeq, w.Sequence())
+
+	// Five chunks (the streams alternate): more than a batch of 4 holds.
+	_, err = w.Commit([]eventlog.Write{{Principal: "admin", CommandID: "big", Result: []byte("{}"),
+		Events: []eventlog.Event{ev("x"), ev("y"), ev("x"), ev("y"), ev("x")}}})
+	require.ErrorIs(t, err, ErrGroupTooLarge)
+	require.ErrorIs(t, err, eventlog.ErrInvalid)
+	info2, err := w.stream.Info(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, info.State.Msgs, info2.State.Msgs, "nothing of the refused group published")
+
+	c := openLog(t, js)
+	h1, hash1 := w.Local().Head()
+	h2, hash2 := c.Local().Head()
+	require.Equal(t, uint64(7), h2)
+	require.Equal(t, h1, h2)
+	require.Equal(t, hash1, hash2)
+}
+
+// publishRaw stores msgs one by one as plain messages (no batch, no fence):
+// what a foreign publisher, or a batch that was not atomic, would leave.
+func publishRaw(t *testing.T, js jetstream.JetStream, msgs ...*nats.Msg) {
+	t.Helper()
+	for _, m := range msgs {
+		_, err := js.PublishMsg(context.Background(), &nats.Msg{Subject: m.Subject, Data: m.Data})
+		require.NoError(t, err)
+	}
+}
+
+func rawBatch(t *testing.T, id string, after uint64, ws []eventlog.Write) []*nats.Msg {
+	t.Helper()
+	msgs, err := encodeBatch(testConfig, batchLimits{messages: 100, bytes: 1 << 20}, id, after, 0, ws)
+	require.NoError(t, err)
+	return msgs
+}
+
+// A copy stops with ErrDiverged at anything that is not a whole group:
+// events without their manifest, a group cut short by the next manifest or
+// by the end of the stream, a message of another batch.
+func TestCopyRefusesPartialOrForeignBatches(t *testing.T) {
+	cases := map[string]func(g, h []*nats.Msg) []*nats.Msg{
+		"events without a manifest":      func(g, _ []*nats.Msg) []*nats.Msg { return g[1:] },
+		"a manifest before the end":      func(g, h []*nats.Msg) []*nats.Msg { return append(g[:2:2], h...) },
+		"the stream ends inside":         func(g, _ []*nats.Msg) []*nats.Msg { return g[:3] },
+		"a message of another batch":     func(g, h []*nats.Msg) []*nats.Msg { return append(g[:3:3], h[3]) },
+		"a message on another's subject": func(g, _ []*nats.Msg) []*nats.Msg { return swapSubjects(g, 1, 2) },
+	}
+	for name, msgsOf := range cases {
+		t.Run(name, func(t *testing.T) {
+			js := connect(t, startServer(t))
+			w := openLog(t, js) // creates the stream
+			publishRaw(t, js, msgsOf(rawBatch(t, "g", 0, groupAcross("g")), rawBatch(t, "h", 0, groupAcross("h")))...)
+			_, err := w.CatchUp(context.Background())
+			require.ErrorIs(t, err, ErrDiverged)
+			head, _ := w.Local().Head()
+			require.Zero(t, head)
+		})
+	}
+	// The same messages, whole, copy.
+	js := connect(t, startServer(t))
+	w := openLog(t, js)
+	publishRaw(t, js, rawBatch(t, "g", 0, groupAcross("g"))...)
+	n, err := w.CatchUp(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+}
+
+func swapSubjects(msgs []*nats.Msg, i, j int) []*nats.Msg {
+	out := make([]*nats.Msg, len(msgs))
+	for k, m := range msgs {
+		c := *m
+		out[k] = &c
+	}
+	out[i].Subject, out[j].Subject = msgs[j].Subject, msgs[i].Subject
+	return out
+}
