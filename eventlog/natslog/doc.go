@@ -7,22 +7,52 @@
 // # Layout in JetStream
 //
 //	stream <Stream>            file storage, Replicas (3 in production), no limits,
-//	                           deletes and purges denied; subject crewlog.<Stream>.groups
-//	  message seq n            one engine group: byte 1 (encoding version) | msgpack
-//	                           [after uint, writes [...]] (group.go); after = the
-//	                           position the group follows
+//	                           deletes and purges denied, allow_atomic (atomic batch
+//	                           publish, nats-server >= 2.12); subjects
+//	                           crewlog.<Stream>.groups and crewlog.<Stream>.events.*
+//	  one engine group = one atomic batch of n messages (batch.go), in sequence:
+//	  seq s+1  crewlog.<Stream>.groups           the manifest: byte 2 | msgpack [batch id,
+//	                                             after, n, writes [outcome, #events]];
+//	                                             headers Nats-Expected-Last-Sequence: s
+//	                                             (the fence), Nats-Batch-Id/-Sequence
+//	  seq s+2  crewlog.<Stream>.events.<token>   a chunk: byte 2 | msgpack [batch id, index,
+//	  ...                                        crewlog stream, events [...]]: consecutive
+//	  seq s+n                                    events of the one crewlog stream its subject
+//	                                             names; the last has Nats-Batch-Commit: 1
+//	  <token> = the crewlog stream's name when it is only A-Z a-z 0-9 _ - (every run
+//	  id), else '~' + its bytes in unpadded base64url ("$engine" → ~JGVuZ2luZQ):
+//	  reversible, never '.', '*', '>', a space or a leading '$', at most 341 bytes
+//	  (subject.go). A group that wrote no events is its manifest alone, a plain
+//	  publish. The first layout (one subject, byte 1 | a whole group per message)
+//	  is still read by copies, and never written: a writer refuses such a stream
+//	  and names the migration (migrate-store to Pebble, then to a new stream).
 //	KV crewlog_<Stream>_writer key "writer" = the holder's name; entries expire TTL after
 //	                           their last write (the writer lease, lease.go)
 //	subject crewlog.<Stream>.commands   requests followers forward to the writer
 //
+// A JetStream consumer filtered on crewlog.<Stream>.events.<token> reads one
+// crewlog stream's events (each chunk's in order); positions, stream
+// versions and hashes are assigned by the copies, not stored.
+//
 // # Guarantees
 //
-//   - A group commits whole or not at all: it is one message. Log.Commit
-//     publishes it with the expected last sequence of the whole stream set
-//     to the sequence the local copy holds — a fencing token: of two writers
-//     that both believe they lead, at most one can store a group at that
-//     sequence, and the other gets ErrFenced and appends nothing, anywhere.
-//   - JetStream acknowledges a message once a majority of replicas stored
+//   - A group commits whole or not at all: it is one atomic batch, which
+//     JetStream stores whole or not at all. Log.Commit publishes it with
+//     the expected last sequence of the whole stream on its first message
+//     set to the sequence the local copy holds — a fencing token, checked
+//     when the batch commits: of two writers that both believe they lead,
+//     at most one can store a batch at that sequence, and the other gets
+//     ErrFenced with none of its messages stored, and appends nothing,
+//     anywhere.
+//   - A batch holds at most Config.MaxBatchMessages messages (the server's
+//     max_batch_size, 1000 by default). A group that needs more is cut, at
+//     command boundaries, into batches that each fit and commit one after
+//     the other (every prefix of a group at a command boundary is a log
+//     the writer could have committed; a failure between two of them fails
+//     the writer stop as any commit error does); a single command that
+//     does not fit a batch is refused before anything is published
+//     (ErrGroupTooLarge).
+//   - JetStream acknowledges a batch once a majority of replicas stored
 //     it; with sync_interval always (SyncAlways, which crewlog requires of
 //     every server: StartServer sets it) each of them fsynced it first. Only
 //     then is the group appended to the local copy and the commands of the
@@ -30,13 +60,17 @@
 //   - Before publishing, the group is checked against the local copy
 //     (eventlog.Log.Check): a group the log would refuse (a duplicate
 //     command id, an invalid event) never reaches the stream.
-//   - Every copy appends the same writes in the same order with
-//     eventlog.Log.AppendFrom, which records the stream sequence in the same
-//     batch: copies have the same positions, stream versions, outcomes and
-//     hash chain as the writer's, a restarted copier resumes after the last
-//     group it holds, and a message that is not the next sequence, or does
-//     not follow the copy's head, stops the copy (ErrDiverged) instead of
-//     forking it.
+//   - Every copy reassembles each group from its batch and appends the same
+//     writes in the same order with eventlog.Log.AppendFrom, which records
+//     the sequence of the group's last message in the same batch: copies
+//     have the same positions, stream versions, outcomes and hash chain as
+//     the writer's, and a restarted copier resumes after the last group it
+//     holds. A message that is not the next sequence, a group that does
+//     not follow the copy's head, and anything that is not a whole batch
+//     of crewlog's (events without their manifest, a group cut short by
+//     the next manifest or the stream's end, a message of another batch or
+//     at another index, events on another crewlog stream's subject) stop
+//     the copy (ErrDiverged) instead of forking it.
 //   - Recorded outcomes live in crewlog's outcome table in every copy,
 //     forever; JetStream's duplicate window plays no part in idempotency.
 //

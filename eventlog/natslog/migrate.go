@@ -14,13 +14,15 @@ var ErrStreamNotEmpty = errors.New("natslog: the stream is not empty; import onl
 
 // ImportReport tells what Import copied.
 type ImportReport struct {
-	Groups   int    // messages published
+	Groups   int    // groups committed (each one atomic batch, or more for a large one)
 	Events   uint64 // = the source's head
 	Outcomes int
 }
 
-// importGroupWrites bounds the writes of one published group: a message
-// stays well under JetStream's default 1 MiB limit for the usual events.
+// importGroupWrites and importGroupBytes bound one imported group, as the
+// engine's MaxGroup bounds a decided one: Commit cuts a group into atomic
+// batches by the server's limits anyway, so these only keep a group's
+// encoding in memory small.
 const (
 	importGroupWrites = 256
 	importGroupBytes  = 512 << 10
