@@ -153,3 +153,30 @@ func swapSubjects(msgs []*nats.Msg, i, j int) []*nats.Msg {
 	out[i].Subject, out[j].Subject = msgs[j].Subject, msgs[i].Subject
 	return out
 }
+
+// A batch the server did not receive whole is refused whole, and published
+// again under a new id: the commit succeeds once, nothing is stored twice.
+func TestBatchWithALostMessageIsPublishedAgain(t *testing.T) {
+	js := connect(t, startServer(t))
+	w := openLog(t, js)
+	lost := 0
+	w.loseMessages = func(attempt int, msgs []*nats.Msg) []*nats.Msg {
+		if attempt > 2 {
+			return msgs
+		}
+		lost++
+		return append(msgs[:1:1], msgs[2:]...) // the first chunk never arrives
+	}
+	_, err := w.Commit(groupAcross("g"))
+	require.NoError(t, err)
+	require.Equal(t, 2, lost)
+	info, err := w.stream.Info(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, uint64(groupAcrossMessages), info.State.Msgs)
+	c := openLog(t, js)
+	h1, hash1 := w.Local().Head()
+	h2, hash2 := c.Local().Head()
+	require.Equal(t, uint64(4), h2)
+	require.Equal(t, h1, h2)
+	require.Equal(t, hash1, hash2)
+}

@@ -50,6 +50,10 @@ type Log struct {
 	writable bool   // the stream has this layout (checkStream)
 	batchID  string // this Log's random prefix of its batch ids
 	batches  uint64 // batches published, for the next id
+
+	// loseMessages, set by tests, chooses messages of an attempt's batch
+	// that never reach the server.
+	loseMessages func(attempt int, msgs []*nats.Msg) []*nats.Msg
 }
 
 // Open ensures the stream exists and binds it to local, a copy of it (or
@@ -129,29 +133,43 @@ func (l *Log) Commit(ws []eventlog.Write) (uint64, error) {
 // one round trip per batch. A message the server did not stage (no
 // stream leader, a batch it refused to start) leaves a gap that makes the
 // commit fail whole ("batch incomplete"), so the acknowledgement of the
-// last message speaks for all of them.
+// last message speaks for all of them. Such a refusal, or no stream
+// leader to answer, says the batch was not stored: it is published again
+// under a new id, against the same fence, until the publish timeout — a
+// stream leader election costs a wait, not a failover.
 func (l *Log) commitBatch(lim batchLimits, ws []eventlog.Write) (uint64, error) {
 	after, _ := l.local.Head()
-	l.batches++
-	id := l.batchID + "-" + strconv.FormatUint(l.batches, 36)
-	msgs, err := encodeBatch(l.cfg, lim, id, after, l.last, ws)
-	if err != nil {
-		return 0, err
-	}
-	nc := l.js.Conn()
-	for _, m := range msgs[:len(msgs)-1] {
-		if err := nc.PublishMsg(m); err != nil {
-			return 0, fmt.Errorf("natslog: publish batch %s: %w", id, err)
-		}
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.publishTimeout())
 	defer cancel()
-	ack, err := l.js.PublishMsg(ctx, msgs[len(msgs)-1])
+	var (
+		ack  *jetstream.PubAck
+		msgs []*nats.Msg
+		err  error
+	)
+	for attempt := 1; ; attempt++ {
+		l.batches++
+		id := l.batchID + "-" + strconv.FormatUint(l.batches, 36)
+		if msgs, err = encodeBatch(l.cfg, lim, id, after, l.last, ws); err != nil {
+			return 0, err
+		}
+		sent := msgs
+		if l.loseMessages != nil {
+			sent = l.loseMessages(attempt, msgs)
+		}
+		ack, err = l.publishBatch(ctx, sent)
+		if err == nil || !batchNotStored(err) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
+		}
+	}
 	if isWrongLastSequence(err) {
 		return 0, fmt.Errorf("%w (expected sequence %d)", ErrFenced, l.last)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("natslog: publish batch %s of %d messages: %w", id, len(msgs), err)
+		return 0, fmt.Errorf("natslog: publish a batch of %d messages: %w", len(msgs), err)
 	}
 	if ack.Sequence != l.last+uint64(len(msgs)) {
 		return 0, fmt.Errorf("%w: the batch of %d messages ended at sequence %d after %d", ErrDiverged, len(msgs), ack.Sequence, l.last)
@@ -162,6 +180,29 @@ func (l *Log) commitBatch(lim batchLimits, ws []eventlog.Write) (uint64, error) 
 	}
 	l.last, l.next = ack.Sequence, ack.Sequence+1
 	return first, nil
+}
+
+func (l *Log) publishBatch(ctx context.Context, msgs []*nats.Msg) (*jetstream.PubAck, error) {
+	nc := l.js.Conn()
+	for _, m := range msgs[:len(msgs)-1] {
+		if err := nc.PublishMsg(m); err != nil {
+			return nil, err
+		}
+	}
+	return l.js.PublishMsg(ctx, msgs[len(msgs)-1])
+}
+
+// jsErrAtomicPublishIncompleteBatch is nats-server's answer to the commit
+// of a batch it did not stage whole; it stores none of it.
+const jsErrAtomicPublishIncompleteBatch jetstream.ErrorCode = 10176
+
+// batchNotStored reports whether err says for sure that the batch was not
+// stored: a batch the server did not stage whole, or no stream leader to
+// receive its commit. A timeout says nothing: the batch is in doubt.
+func batchNotStored(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrAtomicPublishIncompleteBatch
 }
 
 // limits are the batch limits of this log: the configured message count,

@@ -17,9 +17,10 @@ import (
 // (commands/cluster): nats-server in this process with sync always and file
 // storage — one server for replicas 1, a cluster of that many on loopback
 // ports otherwise — reached over TCP on loopback, and one crewd node that
-// holds the writer lease. Every group is one message published with the
-// fencing expectation and acknowledged by a majority of replicas before it
-// is appended to the node's local Pebble copy and answered.
+// holds the writer lease. Every group is one atomic batch (its manifest,
+// and its events on their runs' subjects) published with the fencing
+// expectation and acknowledged by a majority of replicas before it is
+// appended to the node's local Pebble copy and answered.
 func openClusterEngineStore(dir string, slots, replicas int) (*engineStore, error) {
 	var urls string
 	var shutdown func()
