@@ -59,37 +59,20 @@ type wireManifest struct {
 	Writes   []wireWriteHead
 }
 
-// wireWriteHead is a write without its events: its outcome and how many
-// of the batch's events, in order, are its.
+// wireWriteHead is a write's outcome (its Events empty) and how many of
+// the batch's events, in order, are its.
 type wireWriteHead struct {
-	Principal   string
-	CommandID   string
-	Code        string
-	Reason      string
-	Result      []byte
-	Fingerprint []byte
-	Expected    []wireExpectation
-	Events      int
+	Outcome wireWrite
+	Events  int
 }
 
 // wireChunk is one of a batch's messages after the manifest: consecutive
 // events of the crewlog stream its subject names.
 type wireChunk struct {
 	Batch  string
-	Index  int    // 2..Messages
-	Stream string // the crewlog stream, which the subject must name
-	Events []wireChunkEvent
-}
-
-type wireChunkEvent struct {
-	Type          string
-	SchemaVersion uint16
-	Time          int64
-	CausationID   string
-	CorrelationID string
-	ActorRole     string
-	ActorTask     string
-	Payload       []byte
+	Index  int         // 2..Messages
+	Stream string      // the crewlog stream, which the subject must name
+	Events []wireEvent // without their stream
 }
 
 // batchLimits bound one batch.
@@ -188,12 +171,7 @@ func encodeBatch(c Config, lim batchLimits, id string, after, expectLast uint64,
 	p := newPacker(lim)
 	for i := range ws {
 		w := &ws[i]
-		h := wireWriteHead{Principal: w.Principal, CommandID: w.CommandID, Code: w.Code, Reason: w.Reason,
-			Result: w.Result, Fingerprint: w.Fingerprint, Events: len(w.Events)}
-		for _, x := range w.Expected {
-			h.Expected = append(h.Expected, wireExpectation{Stream: x.Stream, Version: x.Version})
-		}
-		m.Writes[i] = h
+		m.Writes[i] = wireWriteHead{Outcome: outcomeToWire(w), Events: len(w.Events)}
 		for j := range w.Events {
 			e := &w.Events[j]
 			if !p.add(e) {
@@ -201,9 +179,7 @@ func encodeBatch(c Config, lim batchLimits, id string, after, expectLast uint64,
 				subjects = append(subjects, c.EventSubject(e.Stream))
 			}
 			k := &chunks[len(chunks)-1]
-			k.Events = append(k.Events, wireChunkEvent{Type: e.Type, SchemaVersion: e.SchemaVersion, Time: e.Time,
-				CausationID: e.CausationID, CorrelationID: e.CorrelationID, ActorRole: e.ActorRole, ActorTask: e.ActorTask,
-				Payload: e.Payload})
+			k.Events = append(k.Events, toWire(e, false))
 		}
 	}
 	m.Messages = 1 + len(chunks)

@@ -72,10 +72,7 @@ func (l *Log) copyMessage(seq uint64, subject string, data []byte) (after uint64
 		return 0, nil, fmt.Errorf("%w: sequence %d holds events of crewlog stream %q on the subject of %q", ErrDiverged, seq, k.Stream, stream)
 	}
 	for i := range k.Events {
-		e := &k.Events[i]
-		a.events = append(a.events, eventlog.Event{Stream: stream, Type: e.Type, SchemaVersion: e.SchemaVersion, Time: e.Time,
-			CausationID: e.CausationID, CorrelationID: e.CorrelationID, ActorRole: e.ActorRole, ActorTask: e.ActorTask,
-			Payload: e.Payload})
+		a.events = append(a.events, k.Events[i].event(stream, ""))
 	}
 	if a.got < a.m.Messages {
 		return 0, nil, nil
@@ -92,14 +89,11 @@ func writesOf(m *wireManifest, evs []eventlog.Event) []eventlog.Write {
 	ws := make([]eventlog.Write, len(m.Writes))
 	for i := range m.Writes {
 		h := &m.Writes[i]
-		w := eventlog.Write{Principal: h.Principal, CommandID: h.CommandID, Code: h.Code, Reason: h.Reason,
-			Result: h.Result, Fingerprint: h.Fingerprint, Events: evs[:h.Events:h.Events]}
+		w := h.Outcome.outcome()
+		w.Events = evs[:h.Events:h.Events]
 		evs = evs[h.Events:]
-		for _, x := range h.Expected {
-			w.Expected = append(w.Expected, eventlog.Expectation{Stream: x.Stream, Version: x.Version})
-		}
 		for j := range w.Events {
-			w.Events[j].CommandID = h.CommandID
+			w.Events[j].CommandID = w.CommandID
 		}
 		if len(w.Events) == 0 {
 			w.Events = nil

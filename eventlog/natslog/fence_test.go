@@ -62,11 +62,7 @@ func TestDeposedWriterCannotAppend(t *testing.T) {
 	require.Equal(t, uint64(2*groupAcrossMessages), st.State.Msgs)
 
 	c := openLog(t, js)
-	h1, hash1 := b.Local().Head()
-	h2, hash2 := c.Local().Head()
-	require.Equal(t, uint64(8), h2)
-	require.Equal(t, h1, h2)
-	require.Equal(t, hash1, hash2)
+	requireCopy(t, b.Local(), c.Local(), 8)
 }
 
 // Follow copies what another writer commits, in order, and tells after.
@@ -81,15 +77,12 @@ func TestFollowCopiesGroups(t *testing.T) {
 		_, err := w.Commit(group1(id))
 		require.NoError(t, err)
 	}
-	for f.Sequence() < 3 {
+	for f.Sequence() < w.Sequence() {
 		<-copied
 	}
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
-	h1, hash1 := w.Local().Head()
-	h2, hash2 := f.Local().Head()
-	require.Equal(t, h1, h2)
-	require.Equal(t, hash1, hash2)
+	requireCopy(t, w.Local(), f.Local(), 3)
 }
 
 // The lease goes to one holder at a time; one that stops renewing loses it

@@ -62,16 +62,10 @@ func encodeGroup(after uint64, ws []eventlog.Write) ([]byte, error) {
 	g := wireGroup{After: after, Writes: make([]wireWrite, len(ws))}
 	for i := range ws {
 		w := &ws[i]
-		ww := wireWrite{Principal: w.Principal, CommandID: w.CommandID, Code: w.Code, Reason: w.Reason,
-			Result: w.Result, Fingerprint: w.Fingerprint, Events: make([]wireEvent, len(w.Events))}
-		for _, x := range w.Expected {
-			ww.Expected = append(ww.Expected, wireExpectation{Stream: x.Stream, Version: x.Version})
-		}
+		ww := outcomeToWire(w)
+		ww.Events = make([]wireEvent, len(w.Events))
 		for j := range w.Events {
-			e := &w.Events[j]
-			ww.Events[j] = wireEvent{Stream: e.Stream, Type: e.Type, SchemaVersion: e.SchemaVersion, Time: e.Time,
-				CausationID: e.CausationID, CorrelationID: e.CorrelationID, ActorRole: e.ActorRole, ActorTask: e.ActorTask,
-				Payload: e.Payload}
+			ww.Events[j] = toWire(&w.Events[j], true)
 		}
 		g.Writes[i] = ww
 	}

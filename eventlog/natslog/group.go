@@ -45,6 +45,8 @@ type wireExpectation struct {
 	Version int64
 }
 
+// wireEvent is an event as sent: in a chunk (batch.go) Stream is empty,
+// the chunk names it once.
 type wireEvent struct {
 	Stream        string
 	Type          string
@@ -55,6 +57,43 @@ type wireEvent struct {
 	ActorRole     string
 	ActorTask     string
 	Payload       []byte
+}
+
+// outcomeToWire is w's outcome as sent, without its events.
+func outcomeToWire(w *eventlog.Write) wireWrite {
+	ww := wireWrite{Principal: w.Principal, CommandID: w.CommandID, Code: w.Code, Reason: w.Reason,
+		Result: w.Result, Fingerprint: w.Fingerprint}
+	for _, x := range w.Expected {
+		ww.Expected = append(ww.Expected, wireExpectation{Stream: x.Stream, Version: x.Version})
+	}
+	return ww
+}
+
+// outcome is the inverse of outcomeToWire.
+func (ww *wireWrite) outcome() eventlog.Write {
+	w := eventlog.Write{Principal: ww.Principal, CommandID: ww.CommandID, Code: ww.Code, Reason: ww.Reason,
+		Result: ww.Result, Fingerprint: ww.Fingerprint}
+	for _, x := range ww.Expected {
+		w.Expected = append(w.Expected, eventlog.Expectation{Stream: x.Stream, Version: x.Version})
+	}
+	return w
+}
+
+// toWire is e as sent; the stream only with withStream.
+func toWire(e *eventlog.Event, withStream bool) wireEvent {
+	w := wireEvent{Type: e.Type, SchemaVersion: e.SchemaVersion, Time: e.Time, CausationID: e.CausationID,
+		CorrelationID: e.CorrelationID, ActorRole: e.ActorRole, ActorTask: e.ActorTask, Payload: e.Payload}
+	if withStream {
+		w.Stream = e.Stream
+	}
+	return w
+}
+
+// event is the inverse of toWire, for a write's command id on stream.
+func (w *wireEvent) event(stream, commandID string) eventlog.Event {
+	return eventlog.Event{Stream: stream, Type: w.Type, SchemaVersion: w.SchemaVersion, Time: w.Time, CommandID: commandID,
+		CausationID: w.CausationID, CorrelationID: w.CorrelationID, ActorRole: w.ActorRole, ActorTask: w.ActorTask,
+		Payload: w.Payload}
 }
 
 // decodeGroup decodes a message of the first layout. One that is not a
@@ -70,16 +109,10 @@ func decodeGroup(b []byte) (after uint64, ws []eventlog.Write, err error) {
 	ws = make([]eventlog.Write, len(g.Writes))
 	for i := range g.Writes {
 		ww := &g.Writes[i]
-		w := eventlog.Write{Principal: ww.Principal, CommandID: ww.CommandID, Code: ww.Code, Reason: ww.Reason,
-			Result: ww.Result, Fingerprint: ww.Fingerprint, Events: make([]eventlog.Event, len(ww.Events))}
-		for _, x := range ww.Expected {
-			w.Expected = append(w.Expected, eventlog.Expectation{Stream: x.Stream, Version: x.Version})
-		}
+		w := ww.outcome()
+		w.Events = make([]eventlog.Event, len(ww.Events))
 		for j := range ww.Events {
-			e := &ww.Events[j]
-			w.Events[j] = eventlog.Event{Stream: e.Stream, Type: e.Type, SchemaVersion: e.SchemaVersion, Time: e.Time,
-				CommandID: ww.CommandID, CausationID: e.CausationID, CorrelationID: e.CorrelationID,
-				ActorRole: e.ActorRole, ActorTask: e.ActorTask, Payload: e.Payload}
+			w.Events[j] = ww.Events[j].event(ww.Events[j].Stream, ww.CommandID)
 		}
 		ws[i] = w
 	}

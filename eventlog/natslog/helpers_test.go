@@ -51,3 +51,14 @@ func openLog(t *testing.T, js jetstream.JetStream) *Log {
 	require.NoError(t, err)
 	return l
 }
+
+// requireCopy checks that copy holds what want holds, up to head: the same
+// head and hash, so every record and the hash chain.
+func requireCopy(t *testing.T, want, copy *eventlog.Log, head uint64) {
+	t.Helper()
+	h1, hash1 := want.Head()
+	h2, hash2 := copy.Head()
+	require.Equal(t, head, h2)
+	require.Equal(t, h1, h2)
+	require.Equal(t, hash1, hash2)
+}

@@ -89,11 +89,7 @@ func TestLargeGroupIsCutIntoBatchesAtCommandBoundaries(t *testing.T) {
 	require.Equal(t, info.State.Msgs, info2.State.Msgs, "nothing of the refused group published")
 
 	c := openLog(t, js)
-	h1, hash1 := w.Local().Head()
-	h2, hash2 := c.Local().Head()
-	require.Equal(t, uint64(7), h2)
-	require.Equal(t, h1, h2)
-	require.Equal(t, hash1, hash2)
+	requireCopy(t, w.Local(), c.Local(), 7)
 }
 
 // publishRaw stores msgs one by one as plain messages (no batch, no fence):
@@ -174,9 +170,5 @@ func TestBatchWithALostMessageIsPublishedAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(groupAcrossMessages), info.State.Msgs)
 	c := openLog(t, js)
-	h1, hash1 := w.Local().Head()
-	h2, hash2 := c.Local().Head()
-	require.Equal(t, uint64(4), h2)
-	require.Equal(t, h1, h2)
-	require.Equal(t, hash1, hash2)
+	requireCopy(t, w.Local(), c.Local(), 4)
 }
