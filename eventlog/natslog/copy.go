@@ -6,6 +6,10 @@ import (
 	"github.com/crewlog/crewlog/eventlog"
 )
 
+// maxManifestEvents bounds the events a manifest may announce (a batch
+// of 1000 chunks of 512 KiB holds far fewer).
+const maxManifestEvents = 1 << 30
+
 // assembly is a group being reassembled from its messages (batch.go): its
 // manifest and the events of the chunks read so far.
 type assembly struct {
@@ -36,8 +40,8 @@ func (l *Log) copyMessage(seq uint64, subject string, data []byte) (after uint64
 			return 0, nil, err
 		}
 		for _, h := range a.m.Writes {
-			if h.Events < 0 {
-				return 0, nil, fmt.Errorf("%w: natslog: a write of %d events", eventlog.ErrCorrupt, h.Events)
+			if h.Events < 0 || h.Events > maxManifestEvents-a.want {
+				return 0, nil, fmt.Errorf("%w: natslog: a manifest of more than %d events", eventlog.ErrCorrupt, maxManifestEvents)
 			}
 			a.want += h.Events
 		}
@@ -47,7 +51,7 @@ func (l *Log) copyMessage(seq uint64, subject string, data []byte) (after uint64
 		if a.m.Messages == 1 {
 			return a.m.After, writesOf(&a.m, nil), nil
 		}
-		a.events = make([]eventlog.Event, 0, a.want)
+		a.events = make([]eventlog.Event, 0, min(a.want, 1024)) // a count read, not yet seen
 		l.pending = a
 		return 0, nil, nil
 	}
