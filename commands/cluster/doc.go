@@ -13,8 +13,9 @@
 //     compare-and-set, renewed every TTL/4, expiring TTL after the last
 //     renewal). On taking it a node first copies the stream to its last
 //     sequence and folds it, then decides; its Committer publishes each group
-//     with the expected last sequence of the stream (the fence), then
-//     appends it locally and answers.
+//     as one JetStream atomic batch (its manifest, and its events on their
+//     crewlog streams' subjects) with the expected last sequence of the
+//     stream (the fence), then appends it locally and answers.
 //   - A command submitted to a follower's engine is forwarded to the writer
 //     over NATS (request/reply on crewlog.<stream>.commands) and answered
 //     with the writer's reply (forward.go says why forwarding, not a
