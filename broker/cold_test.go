@@ -117,3 +117,24 @@ func TestAWorkerNamingAnotherColdRunRefoldsNothing(t *testing.T) {
 	o.fails("query.mailbox", map[string]any{"runId": runR, "recipient": taskP}, wire.CodeForbidden)
 	require.Equal(t, before, f.refolds(), "a request for a run its credential may not read re-folded it")
 }
+
+// query.run and query.slots answer from a cold run's summary and the daemon-wide pool (which holds hot runs only),
+// so they read nothing back from the log, and they answer what they answer once the run is read back.
+func TestSummaryQueriesOfAColdRunReadNothingBack(t *testing.T) {
+	f := newColdFixture(t)
+	before := f.refolds()
+	o := f.dial()
+	o.hello(runR, events.OrchestratorKey, f.r1.orch)
+	run := o.ok("query.run", nil)
+	slots := o.ok("query.slots", nil)
+	a := f.dial()
+	a.helloAdmin()
+	require.Equal(t, run, a.ok("query.run", map[string]any{"runId": runR}))
+	require.Equal(t, slots, a.ok("query.slots", map[string]any{"runId": runR}))
+	require.Equal(t, before, f.refolds(), "a summary query read a cold run back")
+	require.Equal(t, "completed", run["status"])
+
+	o.ok("query.tasks", nil)
+	require.Equal(t, before+1, f.refolds(), "query.tasks reads the cold run back")
+	require.Equal(t, run, o.ok("query.run", nil), "the run read back answers as its summary")
+}

@@ -130,6 +130,20 @@ func (p *params) strict() {
 // run is the run a request is about: the credential's, or for the admin params.runId (required). A runId naming
 // another run than the credential's is forbidden, as in ParseCommand. The run must exist (no-manifest).
 func (p *params) run(cl *call) string {
+	id := p.runSummary(cl)
+	if p.err != nil {
+		return id
+	}
+	// A run that ended long ago is cold (commands/tier.go): read it back now, outside the state's lock, rather
+	// than inside the query (which would hold the writer while it reads). Only now: the credential is known to be
+	// allowed to read the run. The events re-folded are charged to it, as the events a replay reads are (pacer.go).
+	cl.c.charge(int(cl.c.s.eng.Warm(id)))
+	return id
+}
+
+// runSummary is run without reading a cold run back: for a request answered from the run's summary and the
+// daemon-wide state alone (query.run, query.slots), which a cold run's records cannot change.
+func (p *params) runSummary(cl *call) string {
 	id := p.str("runId", false, 256)
 	if p.err != nil {
 		return ""
@@ -151,12 +165,7 @@ func (p *params) run(cl *call) string {
 	c.s.eng.Read(func(st *projections.State) { _, exists = st.Run(id) })
 	if !exists {
 		p.err = wire.Errorf(wire.CodeNoManifest, "run %q not found", id)
-		return id
 	}
-	// A run that ended long ago is cold (commands/tier.go): read it back now, outside the state's lock, rather
-	// than inside the query (which would hold the writer while it reads). Only now: the credential is known to be
-	// allowed to read the run. The events re-folded are charged to it, as the events a replay reads are (pacer.go).
-	c.charge(int(c.s.eng.Warm(id)))
 	return id
 }
 

@@ -9,8 +9,14 @@ import (
 // the runtime: the orchestrator of the run, or the admin naming params.runId; a worker is forbidden. query.runs
 // spans every run, so only the admin may call it. Unknown params keys are refused.
 
-// queryParams checks the caller and reads the run; extra reads happen before strict via read.
+// queryParams checks the caller and reads the run (a cold run is read back, params.run); extra reads happen
+// before strict via read.
 func queryParams(cl *call, read func(p *params)) (*params, string) {
+	return queryParamsWith(cl, read, (*params).run)
+}
+
+// queryParamsWith is queryParams reading the run with run.
+func queryParamsWith(cl *call, read func(p *params), run func(*params, *call) string) (*params, string) {
 	p := readParams(cl)
 	if cl.c.id.role == events.RoleWorker {
 		p.err = forbidden("%s requires an orchestrator or admin credential", cl.method)
@@ -19,7 +25,7 @@ func queryParams(cl *call, read func(p *params)) (*params, string) {
 	if read != nil {
 		read(p)
 	}
-	runID := p.run(cl)
+	runID := run(p, cl)
 	p.strict()
 	return p, runID
 }
@@ -42,9 +48,10 @@ type runUsage struct {
 	SlotsHeld int   `json:"slotsHeld"`
 }
 
-// query.run {} → the run, with usage {events, msgBytes, slotsHeld}.
+// query.run {} → the run, with usage {events, msgBytes, slotsHeld}. It answers from the run's summary (a cold
+// run holds no slot), so a cold run is not read back for it.
 func handleQueryRun(cl *call) (any, error) {
-	p, runID := queryParams(cl, nil)
+	p, runID := queryParamsWith(cl, nil, (*params).runSummary)
 	if p.err != nil {
 		return nil, p.err
 	}
@@ -158,7 +165,7 @@ func handleQuerySlots(cl *call) (any, error) {
 	p := readParams(cl)
 	runID := ""
 	if _, named := p.get("runId"); named || cl.c.id.role != events.RoleAdmin {
-		runID = p.run(cl)
+		runID = p.runSummary(cl) // the pool holds hot runs only: a cold run is not read back
 	}
 	p.strict()
 	if p.err != nil {

@@ -150,12 +150,14 @@ type Engine struct {
 	// savingViews is set while the views of cold runs are being written
 	// (tier.go).
 	savingViews atomic.Bool
-	viewsMu     sync.Mutex             // held by a pass writing views
-	cold        *projections.ColdStore // shared by both copies
-	lastSnap    uint64
-	loadInfo    projections.LoadInfo
-	rep         GroupReport // reused by report (writer only)
-	buf         groupBuffers
+	viewsMu     sync.Mutex // held by a pass writing views
+	// missingViewsFailed stops writeMissingViews for good after an error.
+	missingViewsFailed atomic.Bool
+	cold               *projections.ColdStore // shared by both copies
+	lastSnap           uint64
+	loadInfo           projections.LoadInfo
+	rep                GroupReport // reused by report (writer only)
+	buf                groupBuffers
 	// coldSinceSnap counts the runs made cold since the last snapshot.
 	coldSinceSnap int
 	// nextEvict is when the writer next looks for runs to make cold;

@@ -57,10 +57,12 @@ func (e *Engine) evictPass(now time.Time) []string {
 // maybeSaveViews writes the views of the runs gone cold (projections'
 // coldview.go) in the background, one pass at a time: encoding a large
 // run's records must not hold up the writer. The runs queued while a pass
-// runs are written by the next one, at the next eviction pass.
+// runs are written by the next one, at the next eviction pass. A pass then
+// writes the missing views (writeMissingViews).
 func (e *Engine) maybeSaveViews() {
 	store := e.cold
-	if store == nil || !store.ViewsQueued() || !e.savingViews.CompareAndSwap(false, true) {
+	missing := store != nil && store.ViewsMissing() > 0 && !e.missingViewsFailed.Load()
+	if store == nil || (!store.ViewsQueued() && !missing) || !e.savingViews.CompareAndSwap(false, true) {
 		return
 	}
 	e.wg.Add(1)
@@ -71,8 +73,61 @@ func (e *Engine) maybeSaveViews() {
 		defer e.viewsMu.Unlock()
 		if _, err := store.SaveViews(); err != nil {
 			e.opts.Logger.Warn("views of cold runs not saved; they are re-folded when read", "err", err)
+			return
 		}
+		e.writeMissingViews(store)
 	}()
+}
+
+// missingViewsBatch is how many cold runs writeMissingViews takes from the
+// published state at a time; the views queued meanwhile are written
+// between two batches.
+const missingViewsBatch = 16
+
+// writeMissingViews writes the view of every cold run that has none known
+// to be written (projections.State.MissingViews: more runs went cold at
+// once than the queue holds, as when the state is rebuilt from position 1
+// after a change of the snapshot format, or a write failed), one run at a
+// time, so that the first query of a cold run reads a view instead of
+// re-folding the run. It stops when the engine closes (the next start goes
+// on: the snapshot keeps the set) and for good at the first error (a log
+// that cannot be read or written; the runs are re-folded when read). Once
+// every view is written it takes a snapshot, so that a restart knows.
+func (e *Engine) writeMissingViews(store *projections.ColdStore) {
+	if store.ViewsMissing() == 0 || e.missingViewsFailed.Load() {
+		return
+	}
+	start, n := time.Now(), 0
+	for {
+		var batch []projections.MissingView
+		e.Read(func(s *projections.State) { batch = s.MissingViews(missingViewsBatch) })
+		if len(batch) == 0 {
+			break
+		}
+		for _, v := range batch {
+			select {
+			case <-e.quit:
+				e.opts.Logger.Info("writing the missing views of cold runs stopped by close", "written", n, "left", store.ViewsMissing())
+				return
+			default:
+			}
+			if err := store.WriteMissingView(v); err != nil {
+				e.missingViewsFailed.Store(true)
+				e.opts.Logger.Warn("missing views of cold runs not written; they are re-folded when read", "run", v.ID(), "err", err)
+				return
+			}
+			n++
+		}
+		if _, err := store.SaveViews(); err != nil {
+			e.opts.Logger.Warn("views of cold runs not saved; they are re-folded when read", "err", err)
+			return
+		}
+	}
+	e.opts.Logger.Info("missing views of cold runs written", "runs", n, "took", time.Since(start).Round(time.Millisecond))
+	if e.opts.SnapshotEvery >= 0 && e.snapping.CompareAndSwap(false, true) {
+		e.saveSnapshot()
+		e.snapping.Store(false)
+	}
 }
 
 // faultIn makes run id hot in the working state and notes it, so the other

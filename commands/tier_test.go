@@ -305,3 +305,74 @@ func TestEngineRetainsAtMostMaxRetainedRuns(t *testing.T) {
 		}
 	})
 }
+
+// snapshotSignal is an Observer that signals each snapshot saved.
+type snapshotSignal chan uint64
+
+func (s snapshotSignal) Committed(*GroupReport) {}
+func (s snapshotSignal) Snapshotted(pos uint64, _ int, _ time.Time) {
+	select {
+	case s <- pos:
+	default:
+	}
+}
+
+// A store whose cold runs have no view (here written with views off, then
+// rebuilt from position 1: more runs go cold at once than the queue of
+// views holds, as after a change of the snapshot format) gets every view
+// written in the background after Open, then a snapshot that says so, so
+// the first query of any cold run reads a view and a restart has nothing
+// left to write.
+func TestEngineWritesTheMissingViewsOfColdRuns(t *testing.T) {
+	fs := vfs.NewMem()
+	clock := newTestClock()
+	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+	require.NoError(t, err)
+	defer l.Close()
+	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: -1, Retention: -1, NoViews: true})
+	require.NoError(t, err)
+	runs := 1030 // more than projections' queue of views (1,024 runs)
+	for i := 0; i < runs; i++ {
+		run := fmt.Sprintf("C%04d", i)
+		rs, err := e.SubmitAll(context.Background(), []Request{
+			{Actor: admin, Command: &RunCreate{RunID: run, Team: "t", Goal: "g", Cwd: "/w"}},
+			{Actor: orchestrator, Command: &RunTransition{RunID: run, To: "running"}},
+			{Actor: orchestrator, Command: &RunTransition{RunID: run, To: "completed"}},
+		})
+		require.NoError(t, err)
+		for _, r := range rs {
+			require.Nil(t, r.Rejected)
+		}
+		clock.Advance(2 * time.Second) // the fold makes a run cold a second of event time after it ended
+	}
+	require.NoError(t, e.Close())
+	_, _, err = l.View("C0000")
+	require.ErrorIs(t, err, eventlog.ErrNotFound, "views off: no view written")
+
+	snapped := make(snapshotSignal, 1)
+	e, err = Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 1 << 30, Retention: -1, Observer: snapped})
+	require.NoError(t, err)
+	cold := e.LoadInfo().Evicted
+	require.Greater(t, cold, 1024, "more runs went cold in the fold than the queue of views holds")
+	select {
+	case <-snapped:
+	case <-time.After(time.Minute):
+		t.Fatal("no snapshot after the missing views were written")
+	}
+	require.Zero(t, e.cold.ViewsMissing())
+	views := (&engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}).viewsWritten()
+	views.SetColdStore(projections.NewColdStore(l, 0))
+	whole, err := views.Whole()
+	require.NoError(t, err)
+	require.Len(t, whole.InFlight(), 0)
+	require.Equal(t, cold, views.ColdRuns())
+	require.EqualValues(t, cold, views.ColdStore().ViewReads(), "every cold run read from its view")
+	require.Equal(t, views.ColdStore().Refolds(), views.ColdStore().ViewReads(), "none re-folded")
+	require.NoError(t, e.Close())
+
+	s, info, err := projections.LoadTiered(l, projections.Tiering{Now: clock.Now().UnixMilli(), SaveViews: true})
+	require.NoError(t, err)
+	require.NoError(t, info.SnapshotError)
+	require.Equal(t, runs, s.ColdRuns(), "the run the engine kept hot goes cold at Now, queued for its view")
+	require.Zero(t, s.ColdStore().ViewsMissing(), "the snapshot after the pass records no missing view")
+}

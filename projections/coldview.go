@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/crewlog/crewlog/eventlog"
 	m "github.com/crewlog/crewlog/events/msgpackappend"
 )
 
@@ -28,12 +30,12 @@ import (
 // drift; DecodeSnapshot's checks guard it the same way.
 
 // maxQueuedViews and maxQueuedViewBytes bound the runs gone cold whose view
-// waits to be written (SaveViews): beyond them, a run's view is written
-// when it is first read back instead.
-const (
-	maxQueuedViews     = 1024
-	maxQueuedViewBytes = 64 << 20
-)
+// waits to be written (SaveViews): beyond them, a run's view is missing
+// (WriteMissingView writes it in the background). A variable only so that
+// tests reach the bound with a few runs.
+var maxQueuedViews = 1024
+
+const maxQueuedViewBytes = 64 << 20
 
 type queuedView struct {
 	id   string
@@ -92,7 +94,21 @@ func decodeRunView(b []byte, id string, last uint64) (r *runState, err error) {
 // fromView reads cold run id back from its view, or returns nil when there
 // is no usable one (missing, stale, unreadable: the caller re-folds).
 func (c *ColdStore) fromView(id string, cr *coldRun) *runState {
-	if c.log == nil || c.refoldOnly {
+	if c.refoldOnly {
+		return nil
+	}
+	r := c.currentView(id, cr)
+	if r != nil {
+		c.viewReads.Add(1)
+	}
+	return r
+}
+
+// currentView is fromView without the count: the run read from a view
+// stamped with cr.last, else nil. A usable view clears the run from the
+// missing views.
+func (c *ColdStore) currentView(id string, cr *coldRun) *runState {
+	if c.log == nil {
 		return nil
 	}
 	pos, b, err := c.log.View(id)
@@ -104,7 +120,7 @@ func (c *ColdStore) fromView(id string, cr *coldRun) *runState {
 		return nil
 	}
 	r.ord = cr.ord
-	c.viewReads.Add(1)
+	c.viewWritten(id)
 	return r
 }
 
@@ -129,7 +145,8 @@ func (c *ColdStore) queueView(id string, last uint64, r *runState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.queued) >= maxQueuedViews || c.queuedBytes+n > maxQueuedViewBytes {
-		return // written when the run is first read back
+		c.markViewMissingLocked(id) // written by WriteMissingView, or when the run is first read back
+		return
 	}
 	c.queued = append(c.queued, queuedView{id: id, last: last, r: r})
 	c.queuedBytes += n
@@ -153,6 +170,11 @@ func (c *ColdStore) SaveViews() (int, error) {
 	c.mu.Unlock()
 	for i, v := range q {
 		if err := c.saveView(v.id, v.last, v.r); err != nil {
+			c.mu.Lock()
+			for _, rest := range q[i:] {
+				c.markViewMissingLocked(rest.id)
+			}
+			c.mu.Unlock()
 			return i, err
 		}
 		q[i] = queuedView{} // let the collector have it
@@ -169,6 +191,7 @@ func (c *ColdStore) saveView(id string, last uint64, r *runState) error {
 		return err
 	}
 	c.viewsSaved.Add(1)
+	c.viewWritten(id)
 	return nil
 }
 
@@ -176,3 +199,112 @@ func (c *ColdStore) saveView(id string, last uint64, r *runState) error {
 // ViewsSaved how many views it wrote.
 func (c *ColdStore) ViewReads() int64  { return c.viewReads.Load() }
 func (c *ColdStore) ViewsSaved() int64 { return c.viewsSaved.Load() }
+
+// Missing views: a run can go cold without its view being written — more
+// runs went cold at once than the queue holds (a fold from position 1 makes
+// every ended run cold), a write failed, or the views on disk are of an
+// older format. Such a run would be re-folded by its first query, which on
+// a long history costs far more than a view read. The store keeps the set
+// of cold runs whose view it does not know to be written (the snapshot
+// keeps it too, as each cold summary's noView), and the engine writes them
+// in the background (WriteMissingView), one at a time, off the write path.
+// The set is a hint, never trusted for correctness: a view is used only
+// when stamped with the position its run's summary names.
+
+func (c *ColdStore) markViewMissingLocked(id string) {
+	if !c.saveViews {
+		return // nothing will write it
+	}
+	if c.missing == nil {
+		c.missing = make(map[string]struct{})
+	}
+	c.missing[id] = struct{}{}
+}
+
+func (c *ColdStore) markViewMissing(id string) {
+	c.mu.Lock()
+	c.markViewMissingLocked(id)
+	c.mu.Unlock()
+}
+
+func (c *ColdStore) viewWritten(id string) {
+	c.mu.Lock()
+	delete(c.missing, id)
+	c.mu.Unlock()
+}
+
+// viewMissing reports whether run id is in the missing views.
+func (c *ColdStore) viewMissing(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.missing[id]
+	return ok
+}
+
+// ViewsMissing is how many cold runs have no view known to be written.
+func (c *ColdStore) ViewsMissing() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.missing)
+}
+
+// MissingView is a cold run whose view is not known to be written, as
+// MissingViews found it.
+type MissingView struct {
+	id string
+	cr coldRun // never mutated
+}
+
+// ID is the run's id.
+func (v MissingView) ID() string { return v.id }
+
+// MissingViews returns up to n cold runs of s whose view the store does
+// not know to be written, in run-id order. Runs of the set that are no
+// longer cold in s (read back hot since; they get a view when they go cold
+// again) are dropped from it.
+func (s *State) MissingViews(n int) []MissingView {
+	c := s.store
+	if c == nil || n <= 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ids := make([]string, 0, len(c.missing))
+	for id := range c.missing {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var out []MissingView
+	for _, id := range ids {
+		cr := s.cold[id]
+		if cr == nil {
+			delete(c.missing, id)
+			continue
+		}
+		if len(out) < n {
+			out = append(out, MissingView{id: id, cr: *cr})
+		}
+	}
+	return out
+}
+
+// WriteMissingView makes sure cold run v has a view stamped with its last
+// position: a usable view already there is kept, else the run is re-folded
+// from the log and its view written. Either way the run leaves the missing
+// views; on an error (the log could not be read or written) it stays.
+// It neither counts as a read back (Refolds, ViewReads) nor fills the
+// cache: it is housekeeping, not a query.
+func (c *ColdStore) WriteMissingView(v MissingView) error {
+	if c.currentView(v.id, &v.cr) != nil {
+		return nil
+	}
+	scratch, err := foldRun(c.log, nil, v.id, v.cr.last)
+	if err != nil {
+		return err
+	}
+	r := scratch.runs[v.id]
+	if r == nil || r.last != v.cr.last {
+		return fmt.Errorf("%w: run %s re-folded from its stream does not reach position %d", eventlog.ErrCorrupt, v.id, v.cr.last)
+	}
+	return c.saveView(v.id, v.cr.last, r)
+}

@@ -82,3 +82,84 @@ func TestColdRunsAreReadFromTheirViews(t *testing.T) {
 		require.Equal(t, s.cold[id].last, pos)
 	}
 }
+
+// More runs going cold at once than the queue of views holds (a fold from
+// position 1, as after a change of the snapshot format) leaves the rest
+// without a view; the store knows which, the snapshot keeps the set across
+// a restart, and WriteMissingView writes them (keeping a view already
+// current), after which every cold run is read from its view. Writing them
+// is not a read back: no re-fold or view read is counted, nothing cached.
+func TestMissingViewsAreKnownKeptBySnapshotsAndWritten(t *testing.T) {
+	defer func(n int) { maxQueuedViews = n }(maxQueuedViews)
+	maxQueuedViews = 2
+	evs := realisticHistory(1500)
+	l := appendHistory(t, evs)
+	now := evs[len(evs)-1].UnixMilli() + 1
+	s, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: true})
+	require.NoError(t, err)
+	cold := s.ColdRuns()
+	require.Greater(t, cold, 3)
+	require.Equal(t, cold-2, s.store.ViewsMissing(), "the runs beyond the queue have no view")
+	saved, err := s.store.SaveViews()
+	require.NoError(t, err)
+	require.Equal(t, 2, saved)
+	require.Equal(t, cold-2, s.store.ViewsMissing())
+
+	b, err := EncodeSnapshot(s)
+	require.NoError(t, err)
+	require.NoError(t, l.SaveSnapshot(s.Position, b))
+	restarted, info, err := LoadTiered(l, Tiering{Now: now, SaveViews: true})
+	require.NoError(t, err)
+	require.Equal(t, s.Position, info.SnapshotPosition)
+	require.Equal(t, cold-2, restarted.store.ViewsMissing(), "the snapshot keeps the missing views")
+	offline, _, err := LoadTiered(l, Tiering{Now: now})
+	require.NoError(t, err)
+	require.Zero(t, offline.store.ViewsMissing(), "a reader that writes no views tracks none")
+
+	c := restarted.store
+	written := 0
+	for batch := restarted.MissingViews(3); len(batch) > 0; batch = restarted.MissingViews(3) {
+		require.LessOrEqual(t, len(batch), 3)
+		for _, v := range batch {
+			require.NoError(t, c.WriteMissingView(v))
+			written++
+		}
+	}
+	require.Equal(t, cold-2, written)
+	require.Zero(t, c.ViewsMissing())
+	require.EqualValues(t, cold-2, c.ViewsSaved())
+	require.Zero(t, c.Refolds(), "writing a missing view is not a read back")
+	require.Zero(t, c.ViewReads())
+	require.Zero(t, c.CachedBytes(), "nor cached")
+
+	// A run marked missing whose view is current keeps it.
+	var any string
+	for id := range restarted.cold {
+		any = id
+		break
+	}
+	c.markViewMissing(any)
+	v := restarted.MissingViews(1)
+	require.Len(t, v, 1)
+	require.NoError(t, c.WriteMissingView(v[0]))
+	require.EqualValues(t, cold-2, c.ViewsSaved(), "a current view is not written again")
+	require.Zero(t, c.ViewsMissing())
+
+	refolded := restarted.Clone()
+	refolded.store = NewColdStore(l, 0)
+	refolded.store.RefoldOnly()
+	want, err := refolded.Whole()
+	require.NoError(t, err)
+	viewed := restarted.Clone()
+	viewed.store = NewColdStore(l, 0)
+	got, err := viewed.Whole()
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	require.EqualValues(t, cold, viewed.store.ViewReads(), "every cold run read from its view")
+	require.Equal(t, viewed.store.Refolds(), viewed.store.ViewReads())
+
+	// A run no longer cold leaves the set.
+	c.markViewMissing("no-such-run")
+	require.Empty(t, restarted.MissingViews(5))
+	require.Zero(t, c.ViewsMissing())
+}

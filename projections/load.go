@@ -167,6 +167,11 @@ func LoadTiered(l *eventlog.Log, t Tiering) (*State, LoadInfo, error) {
 	s.store = NewColdStore(l, t.Cache)
 	if t.SaveViews {
 		s.store.SaveViewsOnEvict()
+		for id, cr := range s.cold {
+			if cr.noView {
+				s.store.markViewMissing(id)
+			}
+		}
 	}
 	if t.RefoldOnly {
 		s.store.RefoldOnly()

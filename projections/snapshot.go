@@ -18,9 +18,10 @@ import (
 // task's kind, a run's explicit budgetTotal 0 and thresholds, and the
 // config's budget mode; format 4 each run's last position and cold runs as
 // a summary only; format 5 a cold run's orchestrator credential in its
-// summary; format 6 each run's jobs and revoked lease roots. An older snapshot lacks them, so it is refused and the state
-// rebuilt.
-const SnapshotFormat uint16 = 6
+// summary; format 6 each run's jobs and revoked lease roots; format 7 a
+// cold run's noView (its view is not known to be written, coldview.go). An
+// older snapshot lacks them, so it is refused and the state rebuilt.
+const SnapshotFormat uint16 = 7
 
 // ErrBadSnapshot wraps every DecodeSnapshot failure.
 var ErrBadSnapshot = errors.New("projections: bad snapshot")
@@ -54,6 +55,10 @@ type snapshotRun struct {
 	// Jobs and RevokedRoots are the run's dispatcher jobs (jobs.go).
 	Jobs         []*Job        `msgpack:"jobs"`
 	RevokedRoots *RevokedRoots `msgpack:"revokedRoots"`
+	// NoView marks a cold run whose view is not known to be written
+	// (coldview.go): the engine writes it in the background after a
+	// restart too.
+	NoView bool `msgpack:"noView"`
 }
 
 // EncodeSnapshot encodes s: the format version (a msgpack uint16) followed by
@@ -143,7 +148,7 @@ func toSnapshot(s *State) snapshot {
 		r := s.runs[id]
 		if r == nil {
 			cr := s.cold[id]
-			sr := snapshotRun{Run: &cr.run, Last: cr.last, Cold: true}
+			sr := snapshotRun{Run: &cr.run, Last: cr.last, Cold: true, NoView: s.store != nil && s.store.viewMissing(id)}
 			if cr.orch != nil {
 				sr.Credentials = []*Credential{cr.orch}
 			}
@@ -241,7 +246,7 @@ func fromSnapshot(snap *snapshot) (*State, error) {
 			if !sr.Run.Status.Stale() {
 				return nil, fmt.Errorf("run %s: cold but not ended", sr.Run.RunID)
 			}
-			cr := &coldRun{run: *sr.Run, last: sr.Last, ord: len(s.runOrder)}
+			cr := &coldRun{run: *sr.Run, last: sr.Last, ord: len(s.runOrder), noView: sr.NoView}
 			for _, c := range sr.Credentials {
 				if c == nil || c.Key != events.OrchestratorKey || c.RunID != sr.Run.RunID || cr.orch != nil {
 					return nil, fmt.Errorf("run %s: cold with a credential other than its orchestrator's", sr.Run.RunID)

@@ -52,7 +52,7 @@ func appendSnapshotHead(b []byte, snap *snapshot) ([]byte, error) {
 
 func appendSnapshotRun(b []byte, sr *snapshotRun) ([]byte, error) {
 	var err error
-	b = m.MapLen(b, 12)
+	b = m.MapLen(b, 13)
 	if b, err = appendReflected(m.String(b, "run"), sr.Run); err != nil {
 		return nil, err
 	}
@@ -88,7 +88,10 @@ func appendSnapshotRun(b []byte, sr *snapshotRun) ([]byte, error) {
 	if b, err = appendReflected(m.String(b, "jobs"), sr.Jobs); err != nil {
 		return nil, err
 	}
-	return appendOptional(m.String(b, "revokedRoots"), sr.RevokedRoots)
+	if b, err = appendOptional(m.String(b, "revokedRoots"), sr.RevokedRoots); err != nil {
+		return nil, err
+	}
+	return m.Bool(m.String(b, "noView"), sr.NoView), nil
 }
 
 // appendLen writes a slice's array header, or nil for a nil slice.

@@ -37,6 +37,10 @@ type coldRun struct {
 	last uint64
 	ord  int
 	orch *Credential // never mutated
+	// noView is the snapshot's word that the run's view was not written
+	// (LoadTiered hands it to the store's missing views; the store's set
+	// is what counts from then on).
+	noView bool
 }
 
 // DefaultColdCache is how many decoded cold runs a ColdStore keeps at most;
@@ -69,6 +73,7 @@ type ColdStore struct {
 	refoldOnly  bool
 	queued      []queuedView
 	queuedBytes int64
+	missing     map[string]struct{} // cold runs whose view is not known to be written
 	viewReads   atomic.Int64
 	viewsSaved  atomic.Int64
 }

@@ -41,6 +41,8 @@ func TestAPIReadsAColdRunBackOnlyForAnAuthenticatedRequest(t *testing.T) {
 		}
 	}
 	require.Equal(t, before, refolds(), "an unauthenticated request re-folded a cold run")
+	f.ok("/api/v1/runs/" + cold)
+	require.Equal(t, before, refolds(), "the run's own route answers from its summary")
 	f.ok("/api/v1/runs/" + cold + "/tasks")
 	require.Equal(t, before+1, refolds(), "an authenticated request reads the cold run back")
 }

@@ -126,9 +126,9 @@ type runResult struct {
 	Position uint64 `json:"position"`
 }
 
-// GET /api/v1/runs/{runId}
+// GET /api/v1/runs/{runId}: from the run's summary, so a cold run is not read back.
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, _ principal) {
-	runID, e := s.runParam(r)
+	runID, e := runIDParam(r)
 	if e == nil {
 		e = newParams(r.URL).strict()
 	}
@@ -156,11 +156,19 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, _ principal) 
 // runParam is the path's run id. A run that ended long ago is cold (commands/tier.go): it is read back from the
 // log here, outside the state's lock, rather than inside the query (which would hold the writer while it reads).
 func (s *Server) runParam(r *http.Request) (string, *apiError) {
+	id, e := runIDParam(r)
+	if e == nil {
+		s.opts.Engine.Warm(id)
+	}
+	return id, e
+}
+
+// runIDParam is runParam without reading a cold run back: for a route that answers from the run's summary.
+func runIDParam(r *http.Request) (string, *apiError) {
 	id := r.PathValue("runId")
 	if id == "" || len(id) > maxIDLen {
 		return "", badParams("runId must be 1..%d bytes", maxIDLen)
 	}
-	s.opts.Engine.Warm(id)
 	return id, nil
 }
 

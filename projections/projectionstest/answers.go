@@ -29,7 +29,7 @@ var (
 		"Job", "JobCount", "JobHeader", "JobTool", "Jobs", "LiveRequests", "ProxyRequestOf", "RevokedRootsOf",
 	}
 	stateNotQueries = []string{
-		"AssumePool", "Clone", "ColdRuns", "ColdStore", "EvictAll", "Evict", "Evictable", "FaultIn", "HotRuns", "IsCold",
+		"AssumePool", "Clone", "ColdRuns", "ColdStore", "EvictAll", "Evict", "Evictable", "FaultIn", "HotRuns", "IsCold", "MissingViews",
 		"SetColdStore", "ThawFrom", "Warm", "Whole",
 	}
 )

@@ -194,6 +194,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 		return err
 	}
 	cancelOpen()
+	releaseStartup()
 	// NB: deferred after the log's close, so it runs first: the engine finishes its group before the log closes.
 	defer eng.Close()
 	// failed is closed when crewd must exit for its supervisor to restart it; failure says why.
