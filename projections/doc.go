@@ -41,7 +41,10 @@
 //     the rest is read back from the log when asked for (ColdStore): from
 //     the run's view (coldview.go: its records as the fold left them,
 //     written when it went cold, used only when stamped with the position
-//     the summary names), else re-folded (the run's stream merged with the
+//     the summary names; the store knows which cold runs have no view
+//     written — more went cold at once than its queue holds, or a write
+//     failed — and the snapshot keeps that set, so the engine writes them
+//     in the background: MissingViews, WriteMissingView), else re-folded (the run's stream merged with the
 //     engine stream, up to that position, through the same Apply), so every
 //     query answers for a cold run exactly what it answers for the same run
 //     hot. The runs read back last stay decoded in a cache bounded by count
@@ -70,12 +73,13 @@
 // # Snapshot format
 //
 // EncodeSnapshot writes two msgpack values: the format version (uint16,
-// SnapshotFormat = 6) and a map
+// SnapshotFormat = 7) and a map
 //
-//	{position, config, runs: [{run, last, cold, tasks, delegations, accounts, messages, asks, credentials, rootSpent, jobs, revokedRoots}]}
+//	{position, config, runs: [{run, last, cold, tasks, delegations, accounts, messages, asks, credentials, rootSpent, jobs, revokedRoots, noView}]}
 //
 // A cold run is stored as {run, last, cold: true, credentials: [its
-// orchestrator's, when issued]} alone: its records are
+// orchestrator's, when issued], noView: its view is not known to be
+// written} alone: its records are
 // re-folded from the log, so the snapshot grows with the active work plus a
 // small summary per run ever seen.
 // with every list in the state's own order, so the encoding is
