@@ -65,30 +65,81 @@ func (l *Log) Append(ws ...Write) (first uint64, err error) {
 // base, when set, is a batch already holding writes that must commit
 // atomically with ws, and extra adds keys to the batch after ws's.
 func (l *Log) appendBatch(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (first uint64, err error) {
-	if l.opts.ReadOnly {
-		return 0, ErrReadOnly
-	}
-	b, first, recorded, last, err := l.stage(ws, base, extra)
+	s, err := l.stageBatch(ws, base, extra)
 	if err != nil {
 		return 0, err
 	}
+	return s.Wait()
+}
+
+// Staged is an append handed to Pebble whose sync has not been awaited:
+// the first half of Append (Stage), for a caller that prepares the next
+// append while this one syncs. Until Wait returns, readers do not see it.
+type Staged struct {
+	l        *Log
+	b        *pebble.Batch
+	first    uint64
+	recorded []stagedOutcome
+	last     head
+}
+
+// Stage does what Append does up to the hand-off to Pebble's commit
+// pipeline and returns without waiting for the sync: ws are validated and
+// get their positions, stream versions and hashes in place, in the order of
+// the Stage (and Append) calls, so a later Stage is ordered after this one
+// in the log and in the WAL. Its errors are Append's. The caller must call
+// Wait exactly once on a successful Stage; Close waits for that.
+//
+// Nothing of a staged append is visible to readers (Read, Event, Outcome,
+// Head) before its Wait returns successfully: Outcome reports its command
+// ids as not found, and Append refuses them as duplicates, meanwhile.
+func (l *Log) Stage(ws ...Write) (*Staged, error) {
+	return l.stageBatch(ws, nil, nil)
+}
+
+func (l *Log) stageBatch(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (*Staged, error) {
+	if l.opts.ReadOnly {
+		return nil, ErrReadOnly
+	}
+	b, first, recorded, last, err := l.stage(ws, base, extra)
+	if err != nil {
+		return nil, err
+	}
+	return &Staged{l: l, b: b, first: first, recorded: recorded, last: last}, nil
+}
+
+// First is the position of the staged append's first event (0 if no write
+// has events).
+func (s *Staged) First() uint64 { return s.first }
+
+// Wait waits for the staged append's WAL sync and then makes it visible to
+// readers; it returns Append's result. Syncs complete in WAL order, so a
+// successful Wait implies that every append staged before it is durable
+// too; after a failed sync every later one fails (the log fails stop).
+// Waits may run on another goroutine than the Stage, one each.
+func (s *Staged) Wait() (first uint64, err error) {
+	l := s.l
 	defer l.inflight.Done()
 	if l.opts.BeforeSync != nil {
 		l.opts.BeforeSync()
 	}
 	// The sync is awaited outside the mutex so that later appends can join
 	// the same WAL fsync (Pebble's commit pipeline groups them).
-	serr := syncOutcome(b.SyncWait())
-	b.Close()
+	serr := syncOutcome(s.b.SyncWait())
+	s.b.Close()
 	l.mu.Lock()
-	for i := range recorded {
-		r := &recorded[i]
-		delete(l.pending, r.key)
-		if serr == nil {
-			// In the same critical section as leaving pending, so that a
-			// lookup finds the outcome in one place or the other.
-			l.recent.add(r.key, &r.outcome)
+	for i := range s.recorded {
+		if serr != nil {
+			// NB: a failed append's outcomes stay pending for good: Pebble
+			// holds them in its memtable, and a lookup that reached it
+			// would serve an outcome that was never synced.
+			break
 		}
+		r := &s.recorded[i]
+		delete(l.pending, r.key)
+		// In the same critical section as leaving pending, so that a
+		// lookup finds the outcome in one place or the other.
+		l.recent.add(r.key, &r.outcome)
 	}
 	if serr != nil && l.failed == nil {
 		l.failed = serr
@@ -97,10 +148,10 @@ func (l *Log) appendBatch(ws []Write, base *pebble.Batch, extra func(*pebble.Bat
 	if serr != nil {
 		return 0, fmt.Errorf("%w: sync: %v", ErrFailed, serr)
 	}
-	if last.Position > 0 {
-		l.advanceDurable(last)
+	if s.last.Position > 0 {
+		l.advanceDurable(s.last)
 	}
-	return first, nil
+	return s.first, nil
 }
 
 // stage validates ws, assigns positions and versions, encodes the batch and

@@ -1,0 +1,122 @@
+package eventlog
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/stretchr/testify/require"
+)
+
+// Two appends staged one after the other get their positions, versions and
+// chain in Stage order, and neither is visible to any reader (Head, Read,
+// ReadStream, Event, Outcome, the stream catalog) before its own Wait: a
+// caller that prepares the next append while one syncs never lets a reader
+// see what is not durable.
+func TestStagedAppendsAreInvisibleUntilWaited(t *testing.T) {
+	l, _ := openMem(t)
+	defer l.Close()
+	_, err := l.Append(Write{CommandID: "before", Events: evs("run", 2)})
+	require.NoError(t, err)
+
+	first := Write{Principal: "p", CommandID: "a", Events: evs("run", 3)}
+	second := Write{Principal: "p", CommandID: "b", Events: evs("new", 2)}
+	sa, err := l.Stage(first)
+	require.NoError(t, err)
+	sb, err := l.Stage(second)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, sa.First())
+	require.EqualValues(t, 6, sb.First(), "a later Stage is ordered after the earlier one")
+	require.EqualValues(t, 4, first.Events[1].Position)
+	require.EqualValues(t, 5, first.Events[2].StreamVersion)
+	require.EqualValues(t, 1, second.Events[0].StreamVersion)
+
+	invisibleAfter := func(pos uint64, ids ...string) {
+		t.Helper()
+		head, _ := l.Head()
+		require.Equal(t, pos, head)
+		require.Len(t, readAll(t, l), int(pos))
+		_, err := l.Event(pos + 1)
+		require.ErrorIs(t, err, ErrNotFound)
+		it := l.ReadStream("new", 1)
+		require.False(t, it.Next(), "a staged stream's events are not read")
+		require.NoError(t, it.Close())
+		for _, id := range ids {
+			_, err := l.Outcome("p", id)
+			require.ErrorIs(t, err, ErrNotFound, "outcome %s before its sync", id)
+		}
+	}
+	invisibleAfter(2, "a", "b")
+	_, err = l.Append(Write{Principal: "p", CommandID: "b", Events: evs("run", 1)})
+	require.ErrorIs(t, err, ErrDuplicateCommand, "a staged command id is taken")
+
+	got, err := sa.Wait()
+	require.NoError(t, err)
+	require.EqualValues(t, 3, got)
+	invisibleAfter(5, "b")
+	o, err := l.Outcome("p", "a")
+	require.NoError(t, err)
+	require.EqualValues(t, 3, o.First)
+
+	got, err = sb.Wait()
+	require.NoError(t, err)
+	require.EqualValues(t, 6, got)
+	head, _ := l.Head()
+	require.EqualValues(t, 7, head)
+	_, err = l.Outcome("p", "b")
+	require.NoError(t, err)
+	_, err = l.Verify(nil)
+	require.NoError(t, err, "the chain runs through both in Stage order")
+}
+
+// A failed WAL sync under a staged append fails its Wait and the Wait of
+// every append staged after it; nothing of either is ever served as
+// durable, and the store reopens to a consistent prefix that holds every
+// append acknowledged before.
+func TestStagedSyncFailureFailsTheLaterStages(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	toggle := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasSuffix(op.Path, ".log") && (op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData || op.Kind == errorfs.OpFileSyncTo) {
+			return errorfs.ErrInjected
+		}
+		return nil
+	})}
+	l, err := Open("db", &Options{FS: errorfs.Wrap(mem, toggle)})
+	require.NoError(t, err)
+	for i := 0; i < 10; i++ {
+		_, err := l.Append(Write{CommandID: fmt.Sprintf("ok-%d", i), Events: evs("run", 2)})
+		require.NoError(t, err)
+	}
+
+	toggle.On()
+	sa, err := l.Stage(Write{CommandID: "doomed-a", Events: evs("run", 3)})
+	require.NoError(t, err)
+	sb, errB := l.Stage(Write{CommandID: "doomed-b", Events: evs("run", 1)})
+	_, err = sa.Wait()
+	require.ErrorIs(t, err, ErrFailed)
+	if errB == nil {
+		_, errB = sb.Wait()
+	}
+	require.ErrorIs(t, errB, ErrFailed, "an append staged after a failed one never succeeds")
+	toggle.Off()
+	pos, _ := l.Head()
+	require.EqualValues(t, 20, pos, "neither failed append is served as durable")
+	_, err = l.Outcome("", "doomed-a")
+	require.ErrorIs(t, err, ErrNotFound)
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
+	_ = l.Close()
+
+	r, err := Open("db", &Options{FS: crashed})
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = r.Verify(nil)
+	require.NoError(t, err)
+	head, _ := r.Head()
+	require.EqualValues(t, 20, head, "a crash keeps exactly the synced prefix")
+	for i := 0; i < 10; i++ {
+		_, err := r.Outcome("", fmt.Sprintf("ok-%d", i))
+		require.NoError(t, err)
+	}
+}
