@@ -31,15 +31,80 @@ type Forwarder interface {
 	Forward(ctx context.Context, r Request) (reply Reply, handled bool, err error)
 }
 
+// StagingCommitter is a Committer that commits a group in two steps, so
+// that the writer decides the next group while this one syncs (the
+// pipeline, pipeline.go). Stage hands the group to the log and returns
+// without waiting for durability: positions, stream versions and hashes
+// are assigned in place, in the order of the Stage calls, and a group
+// staged later is durable only if every group staged before it is. Wait
+// returns once the group is durable and visible to the log's readers, with
+// its first position. The engine calls Wait exactly once per successful
+// Stage, in Stage order, from another goroutine than the writer. An error
+// from either means the group is not known to be durable: the engine fails
+// stop.
+//
+// The engine's own log is one (eventlog.Log.Stage). A Committer that is
+// not one (the replicated backend, commands/cluster) is committed one group
+// at a time: the writer decides the next group only once the last one is
+// published, as without a pipeline.
+type StagingCommitter interface {
+	Committer
+	Stage(ws []eventlog.Write) (StagedCommit, error)
+}
+
+// StagedCommit is a group handed to the log by StagingCommitter.Stage.
+type StagedCommit interface {
+	Wait() (first uint64, err error)
+}
+
 // logCommitter is the default Committer: the engine's own log.
 type logCommitter struct{ l *eventlog.Log }
 
 func (c logCommitter) Commit(ws []eventlog.Write) (uint64, error) { return c.l.Append(ws...) }
 
-// committer returns the Committer in force.
-func (e *Engine) committer() Committer {
-	if e.opts.Committer != nil {
-		return e.opts.Committer
+func (c logCommitter) Stage(ws []eventlog.Write) (StagedCommit, error) {
+	s, err := c.l.Stage(ws...)
+	if err != nil {
+		return nil, err // NB: not a nil *Staged in a non-nil interface
 	}
-	return logCommitter{e.log}
+	return s, nil
+}
+
+// syncStager stages a group on a Committer that cannot split its commit:
+// Stage commits it whole, so it is durable before the writer goes on.
+type syncStager struct{ c Committer }
+
+func (s syncStager) Stage(ws []eventlog.Write) (StagedCommit, error) {
+	first, err := s.c.Commit(ws)
+	if err != nil {
+		return nil, err
+	}
+	return committed{first: first}, nil
+}
+
+// stager hands a group to the log (StagingCommitter without Commit).
+type stager interface {
+	Stage(ws []eventlog.Write) (StagedCommit, error)
+}
+
+// committed is a group whose commit was already waited for: its Wait
+// returns that result at once.
+type committed struct {
+	first uint64
+	err   error
+}
+
+func (c committed) Wait() (uint64, error) { return c.first, c.err }
+
+// stagerFor returns how the engine stages its groups with Committer c (nil:
+// the engine's log l), and how many groups may be in flight at once.
+func stagerFor(c Committer, l *eventlog.Log) (s stager, depth int) {
+	switch c := c.(type) {
+	case nil:
+		return logCommitter{l}, pipelineDepth
+	case StagingCommitter:
+		return c, pipelineDepth
+	default:
+		return syncStager{c}, 1
+	}
 }

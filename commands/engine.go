@@ -120,8 +120,10 @@ type Reply struct {
 
 // Engine is crewlog's single writer (DESIGN.md): commands queue, one
 // goroutine decides a group of them against the working state (each sees
-// the effects of those before it), commits all their events in one synced
-// append, publishes the new state and answers.
+// the effects of those before it) and hands all their events to the log as
+// one synced append; a second goroutine waits for the append to be durable,
+// publishes the group and answers (pipeline.go), while the writer decides
+// the next group.
 //
 // Concurrency: Submit and Read are safe from any goroutine. Errors: a commit
 // error makes the engine fail stop (ErrFailed); rejections are answers, not
@@ -134,9 +136,21 @@ type Engine struct {
 	quit chan struct{}
 	done chan struct{}
 
-	pub  atomic.Pointer[view] // the published copy
-	work *view                // the writer's copy, write-locked while unpublished
-	next uint64               // the next position the log will assign
+	pub  *view              // the published copy: the durable groups, folded by the publisher
+	work *projections.State // the writer's copy: the groups decided so far, in flight included
+	next uint64             // the next position the log will assign (writer only)
+
+	// The pipeline (pipeline.go): the writer sends each group it hands to
+	// the log to flights; the publisher lands them in order and gives each
+	// flight back to free. depth flights exist.
+	stager  stager
+	depth   int
+	flights chan *flight
+	free    chan *flight
+	landed  chan struct{} // closed when the publisher has landed the last flight
+	// seen holds the command ids of the groups in flight (writer only), so
+	// that a retry of one is answered as it, not decided twice.
+	seen map[string]*pending
 
 	failed    atomic.Pointer[error]
 	stopped   chan struct{} // closed when the engine fails stop
@@ -146,7 +160,7 @@ type Engine struct {
 	changed  atomic.Pointer[chan struct{}] // closed and replaced at every publish
 	runs     runNotifier                   // per-run channels, closed at a publish of that run's events
 	stats    struct{ groups, commands, events atomic.Uint64 }
-	snapping atomic.Bool
+	snapping atomic.Bool // the publisher's, as lastSnap and coldSinceSnap
 	// savingViews is set while the views of cold runs are being written
 	// (tier.go).
 	savingViews atomic.Bool
@@ -156,12 +170,11 @@ type Engine struct {
 	cold               *projections.ColdStore // shared by both copies
 	lastSnap           uint64
 	loadInfo           projections.LoadInfo
-	rep                GroupReport // reused by report (writer only)
-	buf                groupBuffers
+	rep                GroupReport // reused by report (publisher only)
 	// coldSinceSnap counts the runs made cold since the last snapshot.
 	coldSinceSnap int
 	// nextEvict is when the writer next looks for runs to make cold;
-	// lastNow the clock reading of the writer's last decision.
+	// lastNow the clock reading of the writer's last decision (writer only).
 	nextEvict time.Time
 	lastNow   time.Time
 }
@@ -169,12 +182,12 @@ type Engine struct {
 type pending struct {
 	req       Request
 	principal string // req.Principal.Key(), when req has a CommandID
-	slot      string // principal and command id, unambiguously (the group's duplicate check)
+	slot      string // principal and command id, unambiguously (the duplicate check of the groups in flight)
 	fp        []byte // fingerprint(req.Command), when req has a CommandID
 	reply     Reply
 	err       error
 	done      chan struct{}
-	follow    *pending // the same principal's command id earlier in the group, same request: answer as it
+	follow    *pending // the same principal's command id earlier in flight, same request: answer as it
 	early     bool     // answered before the commit (planted_on.go, test builds only)
 }
 
@@ -224,15 +237,19 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 		log: l, opts: o, in: make(chan *pending, 4*o.MaxGroup), sync: make(chan chan error),
 		quit: make(chan struct{}), done: make(chan struct{}), stopped: make(chan struct{}),
 		next: head + 1, lastSnap: info.SnapshotPosition, loadInfo: info, coldSinceSnap: info.Evicted,
-		buf:  groupBuffers{seen: make(map[string]*pending)},
+		seen: make(map[string]*pending), landed: make(chan struct{}),
 		cold: s.ColdStore(),
 	}
-	pub := &view{s: s}
-	e.work = &view{s: s.Clone()}
-	e.work.mu.Lock()
-	e.pub.Store(pub)
+	e.stager, e.depth = stagerFor(o.Committer, l)
+	e.flights, e.free = make(chan *flight, e.depth), make(chan *flight, e.depth)
+	for range e.depth {
+		e.free <- &flight{}
+	}
+	e.pub = &view{s: s}
+	e.work = s.Clone()
 	ch := make(chan struct{})
 	e.changed.Store(&ch)
+	go e.publishLoop()
 	go e.run()
 	if o.Config != nil {
 		r, err := e.Submit(context.Background(), Request{Actor: events.Actor{Role: events.RoleEngine}, Command: &Configure{Config: *o.Config}})
@@ -438,8 +455,13 @@ func (e *Engine) failure() error {
 
 // run is the single writer.
 func (e *Engine) run() {
-	defer close(e.done)
-	group := make([]*pending, 0, e.opts.MaxGroup)
+	defer func() {
+		// The groups in flight are landed before Close or a waiter learns
+		// that the writer stopped.
+		close(e.flights)
+		<-e.landed
+		close(e.done)
+	}()
 	// An idle writer still makes runs cold once their retention passed.
 	var idle <-chan time.Time
 	if e.opts.ExpiryInterval > 0 {
@@ -452,9 +474,11 @@ func (e *Engine) run() {
 		case <-e.quit:
 			e.drain(ErrClosed)
 			return
+		case <-e.stopped: // the publisher failed
+			e.failStop(nil, nil)
+			return
 		case <-idle:
-			_ = e.publish(nil, nil, e.evictPass(e.opts.Clock())) // no group: no hook, no error
-			continue
+			e.evictIfDue(e.opts.Clock())
 		case c := <-e.sync:
 			err := e.catchUp()
 			c <- err
@@ -462,37 +486,41 @@ func (e *Engine) run() {
 				e.failStop(err, nil)
 				return
 			}
-			continue
 		case p := <-e.in:
-			group = append(group[:0], p)
-		}
-	fill:
-		for len(group) < e.opts.MaxGroup {
-			select {
-			case p := <-e.in:
-				group = append(group, p)
-			default:
-				break fill
+			// NB: the flight is taken after the first request, so that
+			// what queues while the pipeline is full joins this group.
+			f := e.acquire()
+			f.group = append(f.group, p)
+		fill:
+			for len(f.group) < e.opts.MaxGroup {
+				select {
+				case p := <-e.in:
+					f.group = append(f.group, p)
+				default:
+					break fill
+				}
 			}
-		}
-		if err := e.commit(group); err != nil {
-			e.failStop(err, group)
-			return
+			if err := e.commit(f); err != nil {
+				e.failStop(err, f.group)
+				return
+			}
+			if e.evictDue(e.lastNow) {
+				e.evictWith(f, e.lastNow)
+			}
+			e.flights <- f
 		}
 	}
 }
 
-// failStop records err as the engine's failure, answers group with it, and
-// then answers whatever still arrives until Close.
+// failStop records err (nil: the failure the publisher recorded) as the
+// engine's failure, answers group with it, and then answers whatever still
+// arrives until Close. The publisher answers the groups in flight.
 func (e *Engine) failStop(err error, group []*pending) {
-	e.failed.Store(&err)
-	close(e.stopped)
-	e.opts.Logger.Error("commit failed; engine stopped", "err", err)
-	ferr := fmt.Errorf("%w: %v", ErrFailed, err)
-	for _, p := range group {
-		p.reply, p.err = Reply{}, ferr
-		close(p.done)
+	if err != nil {
+		e.fail(err)
 	}
+	ferr := e.failure()
+	answerFailed(group, ferr)
 	for {
 		select {
 		case p := <-e.in:

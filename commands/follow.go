@@ -34,13 +34,15 @@ func (e *Engine) CatchUp(ctx context.Context) error {
 	return <-c
 }
 
-// catchUp is CatchUp on the writer goroutine.
+// catchUp is CatchUp on the writer goroutine. It settles the pipeline
+// first (the events it folds follow the groups in flight) and returns once
+// the publisher has published them.
 func (e *Engine) catchUp() error {
 	if head, _ := e.log.Head(); head < e.next {
 		return nil
 	}
-	var applied []events.Event
-	var faulted []projections.Thawed
+	fs := e.settle()
+	f := fs[0]
 	it := e.log.Read(e.next)
 	dec := events.NewDecoder()
 	for it.Next() {
@@ -51,21 +53,27 @@ func (e *Engine) catchUp() error {
 		}
 		ev, err := projections.FromLogWith(dec, r)
 		if err == nil {
-			err = e.faultIn(ev.Stream, &faulted)
+			err = e.faultIn(ev.Stream, &f.faulted)
 		}
 		if err != nil {
 			it.Close()
 			return fmt.Errorf("commands: catch up at position %d: %w", r.Position, err)
 		}
-		projections.Apply(e.work.s, ev)
-		applied = append(applied, ev)
+		projections.Apply(e.work, ev)
+		f.applied = append(f.applied, ev)
 		e.next++
 	}
 	if err := it.Close(); err != nil {
 		return fmt.Errorf("commands: catch up: %w", err)
 	}
-	e.stats.events.Add(uint64(len(applied)))
-	evicted := e.evictPass(e.opts.Clock())
-	// A group of no requests: publish answers nobody but notifies readers.
-	return e.publish([]*pending{}, applied, evicted, faulted...)
+	if now := e.opts.Clock(); e.evictDue(now) {
+		f.evicted = e.evictPass(now)
+	}
+	// A group of no requests: publishing it answers nobody but notifies
+	// readers.
+	f.group, f.next = []*pending{}, e.next
+	e.flights <- f
+	fs[0] = e.acquire() // the publisher gave f back: it is published
+	e.release(fs...)
+	return e.failure()
 }

@@ -12,44 +12,17 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
-// groupBuffers are the slices and map commit fills for a group, kept by the
-// writer for the next one: a group of 64 commands otherwise allocates its
-// events twice over as the slices grow.
-type groupBuffers struct {
-	seen      map[string]*pending
-	writes    []eventlog.Write
-	applied   []events.Event
-	logEvents []eventlog.Event // the writes' events, one slab
-	payloads  []byte           // their payloads, encoded one after another
-}
-
-// maxKeptPayloads bounds the payload buffer the writer keeps between groups
-// (a group of large messages should not pin its room for ever).
-const maxKeptPayloads = 1 << 20
-
-// commit decides, appends and publishes one group. An error means the
-// group's events are not known to be durable: the caller fails stop, and
+// commit decides f's group against the working state and hands it to the
+// log (pipeline.go); the caller sends it to the publisher, which answers it
+// once it is durable. An error
+// means the group is not known to be durable: the caller fails stop, and
 // every request of the group is answered with that error.
-func (e *Engine) commit(group []*pending) error {
-	started := time.Now()
-	var appendTook time.Duration
-	w := e.work
-	// The group's buffers are the writer's, reused from group to group
-	// (cleared at the end, so they keep nothing of a group alive).
-	seen, writes, applied, logEvents := e.buf.seen, e.buf.writes[:0], e.buf.applied[:0], e.buf.logEvents[:0]
-	payloads := e.buf.payloads[:0]
-	defer func() {
-		clear(seen)
-		clear(writes)
-		clear(applied)
-		clear(logEvents)
-		e.buf.writes, e.buf.applied, e.buf.logEvents = writes[:0], applied[:0], logEvents[:0]
-		if cap(payloads) <= maxKeptPayloads {
-			e.buf.payloads = payloads[:0]
-		}
-	}()
-	var faulted []projections.Thawed // cold runs made hot for this group
+func (e *Engine) commit(f *flight) error {
+	f.started = time.Now()
+	group, w := f.group, e.work
+	writes, applied, logEvents, payloads := f.writes, f.applied, f.logEvents, f.payloads
 	next := e.next
+	var unrecorded []*pending // decided, with a command id, and not recorded
 
 	for _, p := range group {
 		id := p.req.CommandID
@@ -62,9 +35,12 @@ func (e *Engine) commit(group []*pending) error {
 				p.reply = Reply{Rejected: badParams("principal of %d bytes exceeds %d", len(p.principal), eventlog.MaxPrincipalLen)}
 				continue
 			}
-			if first, dup := seen[p.slot]; dup {
-				// NB: the same principal's id twice in one group: the second
-				// is a retry of the first only if it is the same request.
+			if first, dup := e.seen[p.slot]; dup {
+				// NB: the same principal's id twice in the groups in
+				// flight (this one or one not yet published, whose
+				// outcome the log does not serve yet): the second is a
+				// retry of the first only if it is the same request, and
+				// is answered as the first once that is durable.
 				if !bytes.Equal(first.fp, p.fp) {
 					p.reply = Reply{Rejected: reusedID()}
 					continue
@@ -86,17 +62,21 @@ func (e *Engine) commit(group []*pending) error {
 			if !errors.Is(err, eventlog.ErrNotFound) {
 				return fmt.Errorf("commands: look up command %q: %w", id, err)
 			}
-			seen[p.slot] = p
+			e.seen[p.slot] = p
+			f.firsts = append(f.firsts, p)
 		}
-		if err := e.faultIn(runOf(p.req.Command), &faulted); err != nil {
+		if err := e.faultIn(runOf(p.req.Command), &f.faulted); err != nil {
 			return err
 		}
 		e.lastNow = e.opts.Clock()
-		env := Env{Config: w.s.Config(), Now: e.lastNow.UnixNano(), NewID: e.opts.NewID, Actor: p.req.Actor, CommandID: id}
-		dec, err := decideSafely(w.s, p.req.Command, env)
+		env := Env{Config: w.Config(), Now: e.lastNow.UnixNano(), NewID: e.opts.NewID, Actor: p.req.Actor, CommandID: id}
+		dec, err := decideSafely(w, p.req.Command, env)
 		var rej *RejectedError
 		if err != nil && !errors.As(err, &rej) {
 			p.err = err // a bug, not a decision: nothing is applied or recorded
+			if id != "" {
+				unrecorded = append(unrecorded, p)
+			}
 			continue
 		}
 		n := len(dec.Events)
@@ -126,10 +106,10 @@ func (e *Engine) commit(group []*pending) error {
 		// Apply only once everything encoded: the working state must hold
 		// exactly what the batch holds.
 		for i := range dec.Events {
-			if err := e.faultIn(dec.Events[i].Stream, &faulted); err != nil {
+			if err := e.faultIn(dec.Events[i].Stream, &f.faulted); err != nil {
 				return err
 			}
-			projections.Apply(w.s, dec.Events[i])
+			projections.Apply(w, dec.Events[i])
 		}
 		applied = append(applied, dec.Events...)
 		if rej != nil {
@@ -155,8 +135,19 @@ func (e *Engine) commit(group []*pending) error {
 		if len(wr.Events) > 0 || record {
 			writes = append(writes, wr)
 		}
+		if id != "" && !record {
+			unrecorded = append(unrecorded, p)
+		}
 	}
 
+	// NB: what is not recorded is decided again when it comes again in a
+	// later group, as it would be once this one is published; only this
+	// group's own retries follow it.
+	for _, p := range unrecorded {
+		e.forget(p)
+	}
+	// Kept for the publisher and, emptied, for the flight's next group.
+	f.writes, f.applied, f.logEvents, f.payloads = writes, applied, logEvents, payloads
 	if answerBeforeCommit {
 		answerEarly(group)
 	}
@@ -164,86 +155,18 @@ func (e *Engine) commit(group []*pending) error {
 		return err
 	}
 	if len(writes) > 0 {
-		t := time.Now()
-		first, err := e.committer().Commit(writes)
-		appendTook = time.Since(t)
+		// NB: a failed engine hands nothing more to the log.
+		if err := e.failure(); err != nil {
+			return err
+		}
+		f.stagedAt = time.Now()
+		staged, err := e.stager.Stage(writes)
 		if err != nil {
 			return err
 		}
-		if err := e.hook(pointDurable, group); err != nil {
-			return err
-		}
-		if len(applied) > 0 && first != e.next {
-			return fmt.Errorf("commands: log assigned position %d, the engine expected %d (another writer?)", first, e.next)
-		}
-		// The log assigned stream versions; carry them into the events the
-		// other copy will fold.
-		k := 0
-		for _, wr := range writes {
-			for i := range wr.Events {
-				applied[k].StreamVersion = wr.Events[i].StreamVersion
-				k++
-			}
-		}
+		f.staged = staged
 	}
-	e.next = next
-	if len(writes) > 0 {
-		e.stats.groups.Add(1)
-	}
-	e.stats.commands.Add(uint64(len(group)))
-	e.stats.events.Add(uint64(len(applied)))
-
-	evicted := e.evictPass(e.lastNow)
-	// Publish, answer, then bring the other copy up to date.
-	if err := e.publish(group, applied, evicted, faulted...); err != nil {
-		return err
-	}
-	e.report(group, len(applied), started, appendTook)
-	return nil
-}
-
-// publish publishes the working copy, answers group, and brings the other
-// copy up to date: the same cold runs faulted in, the same events applied,
-// the same runs made cold. It returns an error only from a test hook, before
-// anyone is answered.
-func (e *Engine) publish(group []*pending, applied []events.Event, evicted []string, faulted ...projections.Thawed) error {
-	if group == nil && len(evicted) == 0 {
-		return nil
-	}
-	w := e.work
-	old := e.pub.Load()
-	e.pub.Store(w)
-	w.mu.Unlock()
-	if group != nil {
-		ch := make(chan struct{})
-		close(*e.changed.Swap(&ch))
-		e.runs.publish(applied)
-		if err := e.hook(pointPublished, group); err != nil {
-			return err
-		}
-		for _, p := range group {
-			if p.follow != nil {
-				p.reply, p.err = p.follow.reply, p.follow.err
-				p.reply.Replayed = true
-			}
-			if !p.early {
-				close(p.done)
-			}
-		}
-	}
-	old.mu.Lock()
-	for _, t := range faulted {
-		old.s.ThawFrom(t)
-	}
-	for _, ev := range applied {
-		projections.Apply(old.s, ev)
-	}
-	for _, id := range evicted {
-		old.s.Evict(id)
-	}
-	e.coldSinceSnap += len(evicted)
-	e.work = old
-	e.maybeSnapshot()
+	f.next, e.next = next, next
 	return nil
 }
 

@@ -2,9 +2,9 @@ package commands
 
 import "time"
 
-// Observer is told what the writer did, for metrics. Its methods run on the writer's goroutine (Committed) or
-// the snapshot goroutine (Snapshotted), after the group's answers are sent: they must be quick and must not call
-// the engine. The report and its slices are reused: copy what you keep.
+// Observer is told what the writer did, for metrics. Its methods run on the publisher's goroutine (Committed, one
+// group at a time in log order, pipeline.go) or the snapshot goroutine (Snapshotted), after the group's answers
+// are sent: they must be quick and must not call the engine. The report and its slices are reused: copy what you keep.
 type Observer interface {
 	Committed(g *GroupReport)
 	Snapshotted(position uint64, bytes int, at time.Time)
@@ -18,8 +18,8 @@ type GroupReport struct {
 	Events int
 	// Head is the last durable position after the group.
 	Head uint64
-	// Commit is the time from taking the group to answering it; Append the time of the synced append alone
-	// (zero when the group wrote nothing).
+	// Commit is the time from taking the group to answering it; Append the time from handing it to the log to
+	// its being durable (zero when the group wrote nothing).
 	Commit, Append time.Duration
 }
 
@@ -38,15 +38,16 @@ type CommandReport struct {
 	Reason  string
 }
 
-// report fills e.rep for group and hands it to the observer.
-func (e *Engine) report(group []*pending, evs int, started time.Time, appendTook time.Duration) {
+// report fills e.rep for f's group and hands it to the observer
+// (publisher only).
+func (e *Engine) report(f *flight, appendTook time.Duration) {
 	o := e.opts.Observer
 	if o == nil {
 		return
 	}
 	r := &e.rep
 	r.Commands = r.Commands[:0]
-	for _, p := range group {
+	for _, p := range f.group {
 		c := CommandReport{Method: p.req.Command.Kind(), Outcome: OutcomeAdmitted}
 		switch {
 		case p.err != nil:
@@ -59,6 +60,6 @@ func (e *Engine) report(group []*pending, evs int, started time.Time, appendTook
 		}
 		r.Commands = append(r.Commands, c)
 	}
-	r.Events, r.Head, r.Commit, r.Append = evs, e.next-1, time.Since(started), appendTook
+	r.Events, r.Head, r.Commit, r.Append = len(f.applied), f.next-1, time.Since(f.started), appendTook
 	o.Committed(r)
 }

@@ -12,21 +12,24 @@ import (
 // events later (and a restart does not decode them again).
 const snapshotAfterCold = 64
 
-// maybeSnapshot starts a background snapshot when enough events have passed
-// since the last one, or enough runs went cold. The state is cloned under
+// maybeSnapshot starts a background snapshot when enough events have been
+// published since the last one, or enough runs went cold (publisher only). The state is cloned under
 // the read lock (the writer waits at most for the clone) and encoded and
 // saved off the write path.
 func (e *Engine) maybeSnapshot() {
-	if e.opts.SnapshotEvery < 0 || e.next <= 1 {
+	// NB: the publisher is the only writer of the published state, so it
+	// reads the position without the lock.
+	head := e.pub.s.Position
+	if e.opts.SnapshotEvery < 0 || head == 0 {
 		return
 	}
-	if e.next-1 < e.lastSnap+uint64(e.opts.SnapshotEvery) && e.coldSinceSnap < snapshotAfterCold {
+	if head < e.lastSnap+uint64(e.opts.SnapshotEvery) && e.coldSinceSnap < snapshotAfterCold {
 		return
 	}
 	if !e.snapping.CompareAndSwap(false, true) {
 		return
 	}
-	e.lastSnap, e.coldSinceSnap = e.next-1, 0
+	e.lastSnap, e.coldSinceSnap = head, 0
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()

@@ -40,16 +40,60 @@ func (o *Options) retention() int64 {
 	return o.Retention.Milliseconds()
 }
 
-// evictPass makes cold, in the working state, the runs whose retention has
-// passed, at most once per evictPassEvery (every group with no retention);
-// it returns their ids for the other copy. now is a reading the writer
-// already took (a test clock may count readings).
-func (e *Engine) evictPass(now time.Time) []string {
-	if now.IsZero() || now.Before(e.nextEvict) {
-		return nil
+// evictWith makes runs cold after f's group, which is decided and handed
+// to the log but not yet to the publisher: it waits for the groups before
+// it to be published and for f's to be durable, so that the log holds every
+// event of the runs it makes cold (they are read back from there), and
+// passes their ids with f, so that the published copy makes them cold as
+// it publishes the group — as if the pipeline were one group deep, once
+// per evictPassEvery.
+func (e *Engine) evictWith(f *flight, now time.Time) {
+	others := make([]*flight, e.depth-1)
+	for i := range others {
+		others[i] = e.acquire()
 	}
+	defer e.release(others...)
+	if f.staged != nil {
+		first, err := f.staged.Wait()
+		f.staged = committed{first, err} // the publisher takes the result
+		if err != nil {
+			return
+		}
+	}
+	f.evicted = e.evictPass(now)
+}
+
+// evictIfDue makes runs cold when a pass is due and no group is being
+// decided (the idle writer), once the groups in flight are published. It
+// hands the ids to the publisher, which makes the same runs cold in the
+// published copy after the groups before.
+func (e *Engine) evictIfDue(now time.Time) {
+	if !e.evictDue(now) {
+		return
+	}
+	fs := e.settle()
+	if ids := e.evictPass(now); len(ids) > 0 {
+		f := fs[0]
+		fs = fs[1:]
+		f.evicted = ids
+		e.flights <- f
+	}
+	e.release(fs...)
+}
+
+// evictDue reports whether an eviction pass is due at now: at most once per
+// evictPassEvery (every group with no retention). now is a reading the
+// writer already took (a test clock may count readings).
+func (e *Engine) evictDue(now time.Time) bool {
+	return !now.IsZero() && !now.Before(e.nextEvict)
+}
+
+// evictPass makes cold, in the working state, the runs whose retention has
+// passed, and returns their ids for the published copy. The writer calls it
+// only with nothing in flight (settle).
+func (e *Engine) evictPass(now time.Time) []string {
 	e.nextEvict = now.Add(min(time.Duration(e.opts.retention())*time.Millisecond, evictPassEvery))
-	ids := e.work.s.EvictAll(now.UnixMilli(), e.opts.retention(), MaxRetainedRuns)
+	ids := e.work.EvictAll(now.UnixMilli(), e.opts.retention(), MaxRetainedRuns)
 	e.maybeSaveViews()
 	return ids
 }
@@ -130,13 +174,14 @@ func (e *Engine) writeMissingViews(store *projections.ColdStore) {
 	}
 }
 
-// faultIn makes run id hot in the working state and notes it, so the other
-// copy faults in the same run.
+// faultIn makes run id hot in the working state and notes it, so the
+// published copy faults in the same run. A cold run's events are all
+// durable (evictIfDue), so the log it is read back from holds them.
 func (e *Engine) faultIn(id string, faulted *[]projections.Thawed) error {
-	if id == "" || !e.work.s.IsCold(id) {
+	if id == "" || !e.work.IsCold(id) {
 		return nil
 	}
-	t, err := e.work.s.FaultIn(id)
+	t, err := e.work.FaultIn(id)
 	if err != nil {
 		return err
 	}

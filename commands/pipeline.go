@@ -1,0 +1,239 @@
+package commands
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// The write path is a pipeline of two stages, so that deciding a group
+// overlaps the fsync of the one before it:
+//
+//  1. The writer (engine.go run, group.go commit) decides a group against
+//     its working copy of the state, which already holds the effects of the
+//     groups still in flight, and hands the group to the log (Stage: its
+//     positions, versions and hashes are assigned, in order, at the
+//     hand-off). It does not wait for the sync: it goes on with the next
+//     group.
+//  2. The publisher (land, below) takes the groups in hand-off order,
+//     waits for each to be durable, folds it into the published copy of the
+//     state and then answers its commands.
+//
+// So nobody — a client, a reader of the published state, Head, Changed, a
+// reader of the log (bounded by its durable head), an outcome lookup —
+// sees a group before it and every group before it are durable. A failure
+// anywhere fails the engine; from then on the publisher publishes nothing
+// more and answers every command of every group in flight with the failure
+// (ErrFailed), durable or not, as a crash would have left them unanswered.
+
+// pipelineDepth is how many groups may be handed to the log and not yet
+// published at once. Two: one whose WAL fsync is in flight, and one the
+// writer decides meanwhile and hands to the log, where Pebble's commit
+// pipeline syncs it with the next fsync. A deeper pipeline would not sync
+// more often — the disk does one fsync at a time, and everything queued
+// while two groups are in flight goes into the next group anyway — so it
+// would only split the queue into smaller groups, and hold more undurable
+// state for a failure to throw away.
+const pipelineDepth = 2
+
+// flight is one group on its way through the pipeline, with the buffers
+// the writer fills for it; the engine owns pipelineDepth of them (fewer
+// for a Committer that cannot stage), so a flight is also the permit to
+// hand a group to the log.
+type flight struct {
+	group   []*pending // nil for a flight that only makes runs cold
+	staged  StagedCommit
+	first   uint64 // the position the writer gave the group's first event
+	next    uint64 // the position after the group
+	faulted []projections.Thawed
+	applied []events.Event
+	evicted []string
+	// firsts are the group's commands the writer entered in Engine.seen;
+	// it forgets them when it takes the flight again, once their outcomes
+	// are the log's to answer.
+	firsts []*pending
+
+	started, stagedAt time.Time
+
+	writes    []eventlog.Write
+	logEvents []eventlog.Event // the writes' events, one slab
+	payloads  []byte           // their payloads, encoded one after another
+}
+
+// maxKeptPayloads bounds the payload buffer a flight keeps between groups
+// (a group of large messages should not pin its room for ever).
+const maxKeptPayloads = 1 << 20
+
+// acquire takes a free flight for the writer, waiting while pipelineDepth
+// groups are in flight, and makes it empty.
+func (e *Engine) acquire() *flight {
+	f := <-e.free
+	for _, p := range f.firsts {
+		e.forget(p)
+	}
+	clear(f.firsts)
+	clear(f.group)
+	clear(f.faulted)
+	clear(f.applied)
+	clear(f.writes)
+	clear(f.logEvents)
+	f.group, f.faulted, f.applied, f.writes, f.logEvents = f.group[:0], f.faulted[:0], f.applied[:0], f.writes[:0], f.logEvents[:0]
+	f.staged, f.evicted, f.firsts = nil, nil, f.firsts[:0]
+	if cap(f.payloads) > maxKeptPayloads {
+		f.payloads = nil
+	}
+	f.payloads = f.payloads[:0]
+	f.first, f.next = e.next, e.next
+	return f
+}
+
+// forget removes p from Engine.seen, unless another command holds its slot
+// there by now.
+func (e *Engine) forget(p *pending) {
+	if e.seen[p.slot] == p {
+		delete(e.seen, p.slot)
+	}
+}
+
+// settle waits until every group handed to the log is published, and
+// returns every flight: the working and the published copies then hold the
+// same, durable, state. The writer settles before it makes runs cold (the
+// log must hold every event of a cold run: it is read back from there) and
+// before it folds events another writer committed.
+func (e *Engine) settle() []*flight {
+	fs := make([]*flight, e.depth)
+	for i := range fs {
+		fs[i] = e.acquire()
+	}
+	return fs
+}
+
+// release gives flights the writer holds back.
+func (e *Engine) release(fs ...*flight) {
+	for _, f := range fs {
+		e.free <- f
+	}
+}
+
+// publishLoop is the publisher: it lands every flight in hand-off order
+// until the writer closes flights.
+func (e *Engine) publishLoop() {
+	defer close(e.landed)
+	for f := range e.flights {
+		e.land(f)
+		e.free <- f
+	}
+}
+
+// land waits for f's group to be durable, publishes it and answers it; or,
+// once the engine has failed, answers it with the failure.
+func (e *Engine) land(f *flight) {
+	var err error
+	var appendTook time.Duration
+	if f.staged != nil {
+		// NB: waited for even after a failure, to release the log's hold.
+		var first uint64
+		first, err = f.staged.Wait()
+		appendTook = time.Since(f.stagedAt)
+		if err == nil {
+			err = e.hook(pointDurable, f.group)
+		}
+		if err == nil && len(f.applied) > 0 && first != f.first {
+			err = fmt.Errorf("commands: log assigned position %d, the engine expected %d (another writer?)", first, f.first)
+		}
+	}
+	if err != nil {
+		e.fail(err)
+	}
+	if ferr := e.failure(); ferr != nil {
+		answerFailed(f.group, ferr)
+		return
+	}
+	// The log assigned stream versions; carry them into the events the
+	// published copy folds.
+	k := 0
+	for _, wr := range f.writes {
+		for i := range wr.Events {
+			f.applied[k].StreamVersion = wr.Events[i].StreamVersion
+			k++
+		}
+	}
+	if f.staged != nil {
+		e.stats.groups.Add(1)
+	}
+	e.stats.commands.Add(uint64(len(f.group)))
+	e.stats.events.Add(uint64(len(f.applied)))
+	if err := e.publish(f); err != nil {
+		answerFailed(f.group, e.fail(err))
+		return
+	}
+	if f.group != nil {
+		e.report(f, appendTook)
+	}
+}
+
+// publish folds f into the published copy (the same cold runs faulted in,
+// the same events applied, the same runs made cold as in the working
+// copy), tells the followers, and answers f's group. It returns an error
+// only from a test hook, before anyone is answered.
+func (e *Engine) publish(f *flight) error {
+	if v := e.pub; len(f.faulted) > 0 || len(f.applied) > 0 || len(f.evicted) > 0 {
+		v.mu.Lock()
+		for _, t := range f.faulted {
+			v.s.ThawFrom(t)
+		}
+		for _, ev := range f.applied {
+			projections.Apply(v.s, ev)
+		}
+		for _, id := range f.evicted {
+			v.s.Evict(id)
+		}
+		v.mu.Unlock()
+	}
+	e.coldSinceSnap += len(f.evicted)
+	if f.group != nil {
+		ch := make(chan struct{})
+		close(*e.changed.Swap(&ch))
+		e.runs.publish(f.applied)
+		if err := e.hook(pointPublished, f.group); err != nil {
+			return err
+		}
+		for _, p := range f.group {
+			if p.follow != nil {
+				// NB: the command it follows is in this group or an
+				// earlier one, answered already.
+				p.reply, p.err = p.follow.reply, p.follow.err
+				p.reply.Replayed = true
+			}
+			if !p.early {
+				close(p.done)
+			}
+		}
+	}
+	e.maybeSnapshot()
+	return nil
+}
+
+// fail records err as the engine's failure, if it is the first, and returns
+// the error every unanswered command is answered with.
+func (e *Engine) fail(err error) error {
+	if e.failed.CompareAndSwap(nil, &err) {
+		close(e.stopped)
+		e.opts.Logger.Error("commit failed; engine stopped", "err", err)
+	}
+	return e.failure()
+}
+
+// answerFailed answers group with ferr (but the commands answered early by
+// a planted-bug build, which must not be answered twice).
+func answerFailed(group []*pending, ferr error) {
+	for _, p := range group {
+		if !p.early {
+			p.reply, p.err = Reply{}, ferr
+			close(p.done)
+		}
+	}
+}

@@ -1,0 +1,460 @@
+package commands
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// pipeFixture is an engine whose test hooks a test sets while it runs: at
+// pointDecided (writer goroutine), at the other commit points (publisher
+// goroutine) and in the log's BeforeSync (whoever waits for the sync).
+type pipeFixture struct {
+	*engineFixture
+	queued chan struct{} // one per Submit that reached the queue
+
+	mu         sync.Mutex
+	decided    func(group []*pending)
+	at         func(point commitPoint, group []*pending)
+	beforeSync func()
+}
+
+func openPipe(t *testing.T, fs vfs.FS, committer func(*eventlog.Log) Committer) *pipeFixture {
+	t.Helper()
+	p := &pipeFixture{queued: make(chan struct{}, 64)}
+	l, err := eventlog.Open("db", &eventlog.Options{FS: fs, BeforeSync: func() {
+		if fn := p.get().beforeSync; fn != nil {
+			fn()
+		}
+	}})
+	require.NoError(t, err)
+	hooks := &testHooks{
+		queued: func() {
+			select {
+			case p.queued <- struct{}{}:
+			default: // a test that does not count them
+			}
+		},
+		commit: func(point commitPoint, group []*pending) error {
+			h := p.get()
+			if point == pointDecided && h.decided != nil {
+				h.decided(group)
+			}
+			if h.at != nil {
+				h.at(point, group)
+			}
+			return nil
+		},
+	}
+	o := Options{Clock: newTestClock().Now, NewID: counterIDs(), ExpiryInterval: -1, hooks: hooks}
+	if committer != nil {
+		o.Committer = committer(l)
+	}
+	e, err := Open(l, o)
+	require.NoError(t, err)
+	p.engineFixture = &engineFixture{t: t, fs: fs, log: l, eng: e}
+	t.Cleanup(p.close)
+	return p
+}
+
+type pipeHooks struct {
+	decided    func(group []*pending)
+	at         func(point commitPoint, group []*pending)
+	beforeSync func()
+}
+
+func (p *pipeFixture) get() pipeHooks {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return pipeHooks{p.decided, p.at, p.beforeSync}
+}
+
+func (p *pipeFixture) set(h pipeHooks) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.decided, p.at, p.beforeSync = h.decided, h.at, h.beforeSync
+}
+
+// async submits r on a goroutine of its own and waits until it is queued.
+func (p *pipeFixture) async(r Request) <-chan answer {
+	for len(p.queued) > 0 {
+		<-p.queued
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		reply, err := p.eng.Submit(context.Background(), r)
+		ch <- answer{reply, err}
+	}()
+	<-p.queued
+	return ch
+}
+
+// holdUntil waits for ch. NB: the bound only turns a build that cannot
+// overlap (the awaited decision never comes while the sync is held) into a
+// failing assertion instead of a hung test; it times nothing.
+func holdUntil(ch <-chan struct{}) {
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// first returns the pending of group with command id id (nil if none).
+func first(group []*pending, id string) *pending {
+	for _, p := range group {
+		if p.req.CommandID == id {
+			return p
+		}
+	}
+	return nil
+}
+
+// What a test saw when the writer decided the group after the one held in
+// its sync.
+type sawAtDecision struct {
+	heldAnswered  bool   // the held group's command was answered
+	published     uint64 // Engine.Head
+	logHead       uint64 // the log's durable head
+	outcomeErr    error  // the log's lookup of the held command's outcome
+	heldVisible   bool   // the held command's run is in the published state
+	changedClosed bool   // Changed, taken before the held group, was closed
+}
+
+// The writer decides the next group while the group before it waits for
+// its sync, and nothing of the held group is visible or answered before it
+// is durable: not its answer, not the published state, Head, Changed, the
+// log's head or its outcome.
+func TestPipelineDecidesTheNextGroupWhileOneSyncs(t *testing.T) {
+	p := openPipe(t, vfs.NewMem(), nil)
+	p.seedRunAs("S")
+	adm := events.AdminPrincipal()
+	before := p.eng.Head()
+	changed := p.eng.Changed()
+
+	var (
+		held    *pending
+		saw     sawAtDecision
+		decided = make(chan struct{})
+		syncing = make(chan struct{})
+		once    sync.Once
+	)
+	p.set(pipeHooks{
+		decided: func(group []*pending) {
+			if q := first(group, "a"); q != nil {
+				held = q
+			}
+			if first(group, "b") != nil {
+				saw.heldAnswered = isClosed(held.done)
+				saw.published = p.eng.Head()
+				saw.logHead, _ = p.log.Head()
+				_, saw.outcomeErr = p.log.Outcome(adm.Key(), "a")
+				p.eng.Read(func(s *projections.State) { _, saw.heldVisible = s.Run("A") })
+				saw.changedClosed = isClosed(changed)
+				close(decided)
+			}
+		},
+		beforeSync: func() {
+			once.Do(func() {
+				close(syncing)
+				holdUntil(decided)
+			})
+		},
+	})
+	aCh := p.async(as(adm, "a", &RunCreate{RunID: "A", Team: "t", Goal: "g", Cwd: "/w"}))
+	<-syncing
+	bCh := p.async(as(adm, "b", &RunCreate{RunID: "B", Team: "t", Goal: "g", Cwd: "/w"}))
+	a, b := <-aCh, <-bCh
+	require.NoError(t, a.err)
+	require.NoError(t, b.err)
+
+	require.True(t, isClosed(decided), "the next group was decided")
+	require.False(t, saw.heldAnswered, "the next group is decided while the one before syncs")
+	require.Equal(t, before, saw.published, "Head does not show a group before it is durable")
+	require.Equal(t, before, saw.logHead, "the log's readers do not see it either")
+	require.ErrorIs(t, saw.outcomeErr, eventlog.ErrNotFound, "nor its outcome")
+	require.False(t, saw.heldVisible, "nor the published state")
+	require.False(t, saw.changedClosed, "Changed is not closed for it")
+
+	require.Less(t, a.r.Position, b.r.Position, "positions follow the order of decision")
+	require.Equal(t, b.r.Position, p.eng.Head())
+	p.eng.Read(func(s *projections.State) {
+		_, okA := s.Run("A")
+		_, okB := s.Run("B")
+		require.True(t, okA && okB)
+	})
+	_, err := p.log.Verify(&eventlog.VerifyOptions{Principal: appendEventPrincipal})
+	require.NoError(t, err)
+}
+
+// A retry of a command whose group is still in flight is answered with
+// that command's outcome, only once it is durable, and is never decided a
+// second time; another request under the same id is refused. Both are
+// decided while the first's group waits for its sync, when the log does not
+// serve its outcome yet.
+func TestPipelineRetryOfACommandInFlight(t *testing.T) {
+	p := openPipe(t, vfs.NewMem(), nil)
+	p.seedRunAs("S")
+	adm := events.AdminPrincipal()
+	create := func() Command { return &RunCreate{RunID: "X", Team: "t", Goal: "g", Cwd: "/w"} }
+
+	var (
+		orig, retry              *pending
+		retryDecided             = make(chan struct{})
+		entered, bothQueued      = make(chan struct{}), make(chan struct{})
+		origAnsweredAtDecision   bool
+		outcomeAtDecision        error
+		origAnsweredAtPublishing bool
+		once                     sync.Once
+	)
+	p.set(pipeHooks{
+		decided: func(group []*pending) {
+			q := first(group, "x")
+			switch {
+			case q == nil:
+			case orig == nil:
+				orig = q
+				close(entered)
+				<-bothQueued // the retries queue while the writer holds this group
+			case retry == nil:
+				retry = q
+				origAnsweredAtDecision = isClosed(orig.done)
+				_, outcomeAtDecision = p.log.Outcome(adm.Key(), "x")
+				close(retryDecided)
+			}
+		},
+		at: func(point commitPoint, group []*pending) {
+			if point == pointPublished && retry != nil && first(group, "x") == retry {
+				origAnsweredAtPublishing = isClosed(orig.done)
+			}
+		},
+		beforeSync: func() { once.Do(func() { holdUntil(retryDecided) }) },
+	})
+	origCh := make(chan answer, 1)
+	go func() {
+		r, err := p.eng.Submit(context.Background(), as(adm, "x", create()))
+		origCh <- answer{r, err}
+	}()
+	<-entered
+	for len(p.queued) > 0 {
+		<-p.queued
+	}
+	var wg sync.WaitGroup
+	got := make([]answer, 2)
+	for i, c := range []Command{create(), &RunCreate{RunID: "Y", Team: "t", Goal: "g", Cwd: "/w"}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := p.eng.Submit(context.Background(), as(adm, "x", c))
+			got[i] = answer{r, err}
+		}()
+		<-p.queued
+	}
+	close(bothQueued)
+	wg.Wait()
+	o := <-origCh
+	require.NoError(t, o.err)
+	again, reused := got[0], got[1]
+	require.NoError(t, again.err, "a retry in flight is not decided twice (the log would refuse the id and fail)")
+	require.NoError(t, reused.err)
+
+	require.False(t, origAnsweredAtDecision, "the retry was decided while the first's group was in flight")
+	require.ErrorIs(t, outcomeAtDecision, eventlog.ErrNotFound, "when the log did not serve its outcome yet")
+	require.True(t, origAnsweredAtPublishing, "the retry is answered only after the first is durable and answered")
+	require.True(t, again.r.Replayed)
+	require.JSONEq(t, string(o.r.Result), string(again.r.Result))
+	require.Equal(t, o.r.Position, again.r.Position)
+	require.Equal(t, reusedID(), reused.r.Rejected, "another request under the same id is refused")
+	require.NoError(t, p.eng.Err())
+	p.eng.Read(func(s *projections.State) {
+		_, okY := s.Run("Y")
+		require.False(t, okY, "the refused request changed nothing")
+	})
+	recorded, err := p.log.Outcome(adm.Key(), "x")
+	require.NoError(t, err)
+	require.Equal(t, o.r.Position, recorded.First+recorded.Count-1)
+	created := 0
+	it := p.log.ReadStream("X", 1)
+	for it.Next() {
+		if it.Event().Type == events.TypeRunCreated {
+			created++
+		}
+	}
+	require.NoError(t, it.Close())
+	require.Equal(t, 1, created, "decided once")
+}
+
+// A failed fsync of a group while the writer decides the next one: neither
+// is answered as a success, nothing of either is published, the engine
+// fails stop, and the store reopens to a consistent prefix whose answers
+// (the retries' replays) match what the log holds.
+func TestPipelineFailedSyncFailsTheGroupsInFlight(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	toggle := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasSuffix(op.Path, ".log") && (op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData || op.Kind == errorfs.OpFileSyncTo) {
+			return errorfs.ErrInjected
+		}
+		return nil
+	})}
+	p := openPipe(t, errorfs.Wrap(mem, toggle), nil)
+	p.seedRunAs("S")
+	adm := events.AdminPrincipal()
+	before := p.eng.Head()
+	reqA := as(adm, "a", &RunCreate{RunID: "A", Team: "t", Goal: "g", Cwd: "/w"})
+	reqB := as(adm, "b", &RunCreate{RunID: "B", Team: "t", Goal: "g", Cwd: "/w"})
+
+	var (
+		held         *pending
+		heldAnswered bool
+		entered      = make(chan struct{})
+		bQueued      = make(chan struct{})
+		decided      = make(chan struct{})
+		once         sync.Once
+	)
+	p.set(pipeHooks{
+		decided: func(group []*pending) {
+			if q := first(group, "a"); q != nil {
+				held = q
+				toggle.On() // the fsync that makes this group durable fails
+				close(entered)
+				<-bQueued
+			}
+			if first(group, "b") != nil {
+				heldAnswered = isClosed(held.done)
+				close(decided)
+			}
+		},
+		beforeSync: func() { once.Do(func() { holdUntil(decided) }) },
+	})
+	aCh := make(chan answer, 1)
+	go func() {
+		r, err := p.eng.Submit(context.Background(), reqA)
+		aCh <- answer{r, err}
+	}()
+	<-entered
+	for len(p.queued) > 0 {
+		<-p.queued
+	}
+	bCh := make(chan answer, 1)
+	go func() {
+		r, err := p.eng.Submit(context.Background(), reqB)
+		bCh <- answer{r, err}
+	}()
+	<-p.queued
+	close(bQueued)
+	a, b := <-aCh, <-bCh
+
+	require.True(t, isClosed(decided))
+	require.False(t, heldAnswered, "the second group was decided while the first synced")
+	require.ErrorIs(t, a.err, ErrFailed, "the group whose sync failed is answered with the failure")
+	require.ErrorIs(t, b.err, ErrFailed, "and so is the group decided after it")
+	require.ErrorIs(t, p.eng.Err(), ErrFailed)
+	require.True(t, isClosed(p.eng.Failed()))
+	require.Equal(t, before, p.eng.Head(), "nothing undurable is published")
+	p.eng.Read(func(s *projections.State) {
+		_, okA := s.Run("A")
+		_, okB := s.Run("B")
+		require.False(t, okA || okB)
+	})
+	_, err := p.eng.Submit(context.Background(), as(adm, "c", &RunCreate{RunID: "C", Team: "t", Goal: "g", Cwd: "/w"}))
+	require.ErrorIs(t, err, ErrFailed)
+	toggle.Off()
+	p.eng.Close()
+	_ = p.log.Close()
+	p.eng = nil
+
+	// A crash keeps what was synced (neither group); a restart without one
+	// may find what Pebble wrote and never synced. Either way: a prefix,
+	// and the retries learn exactly what it holds.
+	for name, fs := range map[string]vfs.FS{"crash": mem.CrashClone(vfs.CrashCloneCfg{}), "restart": mem} {
+		t.Run(name, func(t *testing.T) {
+			l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+			require.NoError(t, err)
+			defer l.Close()
+			_, err = l.Verify(&eventlog.VerifyOptions{Principal: appendEventPrincipal})
+			require.NoError(t, err)
+			head, _ := l.Head()
+			if name == "crash" {
+				require.Equal(t, before, head, "nothing after the failed sync is durable")
+			}
+			_, errA := l.Outcome(adm.Key(), "a")
+			_, errB := l.Outcome(adm.Key(), "b")
+			hasA, hasB := errA == nil, errB == nil
+			require.False(t, hasB && !hasA, "a prefix: the later group only with the earlier")
+			e, err := Open(l, Options{Clock: newTestClock().Now, NewID: counterIDs(), ExpiryInterval: -1})
+			require.NoError(t, err)
+			defer e.Close()
+			ra, err := e.Submit(context.Background(), reqA)
+			require.NoError(t, err)
+			rb, err := e.Submit(context.Background(), reqB)
+			require.NoError(t, err)
+			require.Equal(t, hasA, ra.Replayed, "the retry of a answers what the log holds")
+			require.Equal(t, hasB, rb.Replayed, "the retry of b answers what the log holds")
+			require.Nil(t, ra.Rejected)
+			require.Nil(t, rb.Rejected)
+		})
+	}
+}
+
+// plainCommitter commits with the log's Append and cannot stage: the engine
+// must not pipeline it.
+type plainCommitter struct{ l *eventlog.Log }
+
+func (c plainCommitter) Commit(ws []eventlog.Write) (uint64, error) { return c.l.Append(ws...) }
+
+// With a Committer that cannot split its commit (the replicated backend),
+// the writer decides a group only once every group before it is published.
+func TestPipelineDepthOneForAPlainCommitter(t *testing.T) {
+	p := openPipe(t, vfs.NewMem(), func(l *eventlog.Log) Committer { return plainCommitter{l} })
+	p.seedRunAs("S")
+	var inFlight, overlaps atomic.Int64
+	p.set(pipeHooks{at: func(point commitPoint, group []*pending) {
+		switch point {
+		case pointDecided:
+			if inFlight.Add(1) > 1 {
+				overlaps.Add(1)
+			}
+		case pointPublished:
+			inFlight.Add(-1)
+		}
+	}})
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	for g := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				if _, err := p.eng.Submit(context.Background(), Request{Actor: orchestrator,
+					Command: &TaskUsage{RunID: "S", TaskID: "02_exec", Input: int64(i)}}); err != nil {
+					errs[g] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	require.Zero(t, overlaps.Load(), "a group was decided while another was in flight")
+}
