@@ -426,6 +426,7 @@ func (c plainCommitter) Commit(ws []eventlog.Write) (uint64, error) { return c.l
 func TestPipelineDepthOneForAPlainCommitter(t *testing.T) {
 	p := openPipe(t, vfs.NewMem(), func(l *eventlog.Log) Committer { return plainCommitter{l} })
 	p.seedRunAs("S")
+	require.Equal(t, 1, p.eng.depth, "one group in flight at a time")
 	var inFlight, overlaps atomic.Int64
 	p.set(pipeHooks{at: func(point commitPoint, group []*pending) {
 		switch point {
