@@ -11,15 +11,34 @@
 //     machine, and a recorded decision can be re-run to explain it.
 //   - Engine is the single writer of DESIGN.md: commands queue; one
 //     goroutine decides a group of them against the working state (each sees
-//     the effects of the ones before it), appends all their events in one
-//     synced batch, publishes the new state and answers every command of the
-//     group.
+//     the effects of the ones before it) and hands all their events to the
+//     log as one synced batch; a second goroutine, the publisher, waits for
+//     the batch to be durable, publishes the new state and answers every
+//     command of the group. The two form a pipeline (pipeline.go): while a
+//     group's fsync is in flight, the writer decides the next group against
+//     a working state that already holds the first one's effects, and hands
+//     it to the log behind it.
 //
 // # Guarantees
 //
 //   - A command's events commit atomically or not at all, and its answer
 //     comes only after they are durable. A rejection that the policy decided
 //     (delegate.rejected) is recorded in the same way.
+//   - The pipeline (pipeline.go) holds at most two groups handed to the log
+//     and not yet published. A group is decided against the state of every
+//     group decided before it, durable or still in flight; the log assigns
+//     positions, stream versions and the hash chain in the order the groups
+//     are decided, and makes them durable in that order (a group is durable
+//     only if every group before it is). Nobody — no answer, no reader of
+//     the published state, Head, Changed, RunChanged, the log's readers
+//     (bounded by its durable head) and its outcome lookups — sees a group
+//     before that group and every group before it are durable: the
+//     publisher publishes the groups one at a time, in order, each once its
+//     sync has returned. A retry of a command whose group is in flight is
+//     answered as that command, once its group is published. With a
+//     Committer that cannot stage (StagingCommitter, commit.go: the
+//     replicated backend) one group is in flight at a time, as without a
+//     pipeline.
 //   - Command ids belong to their principal (SPEC §2, Request.Principal):
 //     the recorded outcome is keyed by (principal, CommandID) and records
 //     the request's fingerprint (SHA-256 of the method and the canonical
@@ -29,8 +48,10 @@
 //     restarts; a retry never causes a second admission. The same principal
 //     and id with another request is refused bad-params
 //     ("commandid-reused") and nothing is recorded. Another principal's id
-//     is never looked at. Within one group the same rules hold: a second
-//     equal request follows the first's answer, a different one is refused.
+//     is never looked at. Within one group, and across the groups in flight
+//     whose outcomes the log does not serve yet, the same rules hold: a
+//     second equal request follows the first's answer (and is answered when
+//     the first is durable), a different one is refused.
 //     An outcome moved from a format-2 store has no fingerprint and answers
 //     any retry of its principal, as it did.
 //   - Engine.SubmitAll queues a batch in order and answers it in order: the
@@ -47,8 +68,12 @@
 //     the clock stepped back, or of something already settled) is not
 //     recorded: the next tick decides it again, so every delegation expires
 //     within one tick after deadline + grace whatever ids clients send.
-//   - Read sees a published state that never contains undurable events;
-//     readers never block the writer for longer than their own query. A
+//   - Read sees a published state that holds exactly the durable groups,
+//     never an undurable event; readers never hold up the writer's
+//     decisions, and hold up the publication of the next group for at most
+//     their own query (the publisher folds a group into the published copy
+//     under its write lock, and the writer decides against a copy of its
+//     own). A
 //     query of a cold run reads it back from the log inside that query
 //     unless Warm read it into the cache first (the broker does, outside the
 //     lock, once the caller may read the run, and charges the caller the
@@ -59,8 +84,11 @@
 //     included) and are read back from the log when asked for. Before it
 //     decides a command the writer faults in the run the command names, and
 //     before it applies an event the event's run, so Decide and Apply always
-//     see whole runs; both copies of the state fault in, apply and evict the
-//     same runs in the same order. Start-up (projections.LoadTiered) reads
+//     see whole runs; the published copy faults in, applies and evicts the
+//     same runs in the same order as the writer's, group by group. Runs go
+//     cold only once every group before is durable (the writer waits for
+//     the pipeline to empty then, at most once a second), since a cold run
+//     is read back from the log. Start-up (projections.LoadTiered) reads
 //     the snapshot, which holds the hot runs and a summary of each cold one,
 //     plus the tail, faulting in the cold runs the tail touches; a fold from
 //     position 1 makes ended runs cold as it goes, by event time. The
@@ -69,20 +97,25 @@
 //     (one at a time, waited for by Close), never on the write path;
 //     Options.NoViews turns that off.
 //   - A commit error makes the engine fail stop (ErrFailed): nothing more is
-//     decided, and the state is rebuilt from the log on restart. Failed is
-//     closed then, so the daemon can exit for its supervisor to restart it.
+//     decided or handed to the log, nothing more is published, every command
+//     of every group in flight is answered ErrFailed (whether or not its
+//     group reached the disk: a retry after the restart learns which), and
+//     the state is rebuilt from the log on restart. Failed is closed then,
+//     so the daemon can exit for its supervisor to restart it.
 //   - With Options.Space, a command submitted while the disk is below its
 //     free-space minimum is answered ErrNoSpace before it is decided: nothing
 //     is recorded, so the same CommandID retried later is decided then. The
 //     check runs in Submit, outside Decide, which stays pure.
-//   - Tests hold the commit path at its points (hooks.go: decided, durable,
-//     published; eventlog.Options.BeforeSync between hand-off and sync) to
-//     check, with several submitters in one group, that nobody is answered
-//     and nothing is published before the group is durable.
+//   - Tests hold the commit path at its points (hooks.go: decided on the
+//     writer, durable and published on the publisher;
+//     eventlog.Options.BeforeSync between hand-off and sync) to check, with
+//     several submitters in one group and with the next group decided while
+//     one syncs, that nobody is answered and nothing is published before the
+//     group is durable.
 //   - Delegation expiry is driven by the engine clock as ordinary commands
 //     (delegate.expire), so it is recorded, replayable and survives crashes.
 //   - The commit step is a seam (commit.go): Options.Committer makes each
-//     group durable (default: the log's Append). A replicated backend
+//     group durable (default: the log's Stage and Wait, pipelined). A replicated backend
 //     commits the group to its replicated log first and then appends it to
 //     the engine's log, which stays the materialised copy every read,
 //     outcome lookup and snapshot uses. Options.Forwarder takes a request

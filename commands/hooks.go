@@ -1,18 +1,21 @@
 package commands
 
-// commitPoint is a point of the commit path (group.go) at which a test may
-// stop the engine as a crash would.
+// commitPoint is a point of the commit path (group.go, pipeline.go) at
+// which a test may stop the engine as a crash would.
 type commitPoint int
 
 const (
-	// pointDecided: the group is decided and applied to the working state;
-	// nothing is appended, nothing published, nobody answered.
+	// pointDecided (writer): the group is decided and applied to the
+	// working state; nothing of it is handed to the log, nothing published,
+	// nobody answered. The groups before it may still be in flight.
 	pointDecided commitPoint = iota
-	// pointDurable: Append returned, so the group is synced; nothing is
-	// published and nobody answered. (Between the hand-off to Pebble and
-	// the sync, eventlog.Options.BeforeSync is the crash point.)
+	// pointDurable (publisher): the group's sync returned, so it and every
+	// group before it are durable; nothing of it is published and nobody
+	// answered. (Between the hand-off to Pebble and the sync,
+	// eventlog.Options.BeforeSync is the crash point.)
 	pointDurable
-	// pointPublished: readers see the group; nobody is answered yet.
+	// pointPublished (publisher): readers see the group; nobody is
+	// answered yet.
 	pointPublished
 )
 
@@ -20,9 +23,10 @@ const (
 type testHooks struct {
 	// queued is called by Submit once its request is in the queue.
 	queued func()
-	// commit is called by the writer at each commitPoint with the group
-	// being committed; a non-nil error fails the commit there (the engine
-	// fails stop), as a crash would.
+	// commit is called at each commitPoint with the group being committed,
+	// by the writer (pointDecided) or the publisher (the others), so
+	// possibly two calls at once for two groups; a non-nil error fails the
+	// commit there (the engine fails stop), as a crash would.
 	commit func(point commitPoint, group []*pending) error
 }
 

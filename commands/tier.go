@@ -11,8 +11,8 @@ import (
 // cold and are read back from the log when asked for. The writer faults a
 // cold run in (IO, at the edge) before it decides a command naming it and
 // before it applies an event of it, so Decide and Apply always see the
-// whole run, and both copies of the state (views.go) fault in, apply and
-// evict the same runs in the same order.
+// whole run, and the published copy of the state (views.go) faults in,
+// applies and evicts the same runs in the same order as the writer's.
 
 // DefaultRetention is how long an ended run stays hot after its last event
 // when Options.Retention is 0.

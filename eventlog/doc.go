@@ -10,6 +10,14 @@
 //     stream. An append refused before the hand-off to Pebble (bad input,
 //     version conflict, duplicate command id) leaves no trace and no gap.
 //
+//   - Stage is Append cut at the hand-off to Pebble, for a writer that
+//     prepares the next append while one syncs: it assigns and hands off as
+//     Append does, in call order, and Staged.Wait awaits the sync and makes
+//     the append visible. A staged append is durable only if every append
+//     staged before it is (Pebble syncs its WAL in order, and after a failed
+//     sync every later one fails). The outcomes of a failed append are never
+//     served, though Pebble's memtable holds them.
+//
 //   - Readers (Read, ReadStream, Event, Outcome, Head) never observe an
 //     append before it is durable: Pebble makes a batch visible before its
 //     WAL sync, so every read is bounded by the durable head. An event
