@@ -170,7 +170,7 @@ func (e *Engine) land(f *flight) {
 		answerFailed(f.group, e.fail(err))
 		return
 	}
-	if f.group != nil {
+	if len(f.group) > 0 {
 		e.report(f, appendTook)
 	}
 }

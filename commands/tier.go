@@ -57,6 +57,7 @@ func (e *Engine) evictWith(f *flight, now time.Time) {
 		first, err := f.staged.Wait()
 		f.staged = committed{first, err} // the publisher takes the result
 		if err != nil {
+			e.fail(err) // NB: at once, so the writer hands nothing more to the log
 			return
 		}
 	}
