@@ -3,6 +3,8 @@ package commands
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,4 +118,15 @@ func copyingFS(fs vfs.FS) vfs.FS {
 		}
 		return nil
 	}))
+}
+
+// walFaults fails every operation of one of kinds on a WAL file while it is
+// on.
+func walFaults(kinds ...errorfs.OpKind) *errorfs.Toggle {
+	return &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasSuffix(op.Path, ".log") && slices.Contains(kinds, op.Kind) {
+			return errorfs.ErrInjected
+		}
+		return nil
+	})}
 }

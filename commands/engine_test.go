@@ -156,12 +156,7 @@ func TestEngineExpiresOverdueDelegations(t *testing.T) {
 // failed group.
 func TestEngineFailsStopOnCommitError(t *testing.T) {
 	mem := vfs.NewMem()
-	toggle := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if strings.HasSuffix(op.Path, ".log") && (op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData || op.Kind == errorfs.OpFileWrite) {
-			return errorfs.ErrInjected
-		}
-		return nil
-	})}
+	toggle := walFaults(errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileWrite)
 	f := openEngine(t, errorfs.Wrap(mem, toggle), newTestClock(), nil)
 	f.seedRun("R", 0)
 	before := f.eng.Head()

@@ -2,7 +2,6 @@ package commands
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -110,15 +109,6 @@ func holdUntil(ch <-chan struct{}) {
 	}
 }
 
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
 // first returns the pending of group with command id id (nil if none).
 func first(group []*pending, id string) *pending {
 	for _, p := range group {
@@ -164,12 +154,12 @@ func TestPipelineDecidesTheNextGroupWhileOneSyncs(t *testing.T) {
 				held = q
 			}
 			if first(group, "b") != nil {
-				saw.heldAnswered = isClosed(held.done)
+				saw.heldAnswered = closed(held.done)
 				saw.published = p.eng.Head()
 				saw.logHead, _ = p.log.Head()
 				_, saw.outcomeErr = p.log.Outcome(adm.Key(), "a")
 				p.eng.Read(func(s *projections.State) { _, saw.heldVisible = s.Run("A") })
-				saw.changedClosed = isClosed(changed)
+				saw.changedClosed = closed(changed)
 				close(decided)
 			}
 		},
@@ -187,7 +177,7 @@ func TestPipelineDecidesTheNextGroupWhileOneSyncs(t *testing.T) {
 	require.NoError(t, a.err)
 	require.NoError(t, b.err)
 
-	require.True(t, isClosed(decided), "the next group was decided")
+	require.True(t, closed(decided), "the next group was decided")
 	require.False(t, saw.heldAnswered, "the next group is decided while the one before syncs")
 	require.Equal(t, before, saw.published, "Head does not show a group before it is durable")
 	require.Equal(t, before, saw.logHead, "the log's readers do not see it either")
@@ -237,23 +227,19 @@ func TestPipelineRetryOfACommandInFlight(t *testing.T) {
 				<-bothQueued // the retries queue while the writer holds this group
 			case retry == nil:
 				retry = q
-				origAnsweredAtDecision = isClosed(orig.done)
+				origAnsweredAtDecision = closed(orig.done)
 				_, outcomeAtDecision = p.log.Outcome(adm.Key(), "x")
 				close(retryDecided)
 			}
 		},
 		at: func(point commitPoint, group []*pending) {
 			if point == pointPublished && retry != nil && first(group, "x") == retry {
-				origAnsweredAtPublishing = isClosed(orig.done)
+				origAnsweredAtPublishing = closed(orig.done)
 			}
 		},
 		beforeSync: func() { once.Do(func() { holdUntil(retryDecided) }) },
 	})
-	origCh := make(chan answer, 1)
-	go func() {
-		r, err := p.eng.Submit(context.Background(), as(adm, "x", create()))
-		origCh <- answer{r, err}
-	}()
+	origCh := p.async(as(adm, "x", create()))
 	<-entered
 	for len(p.queued) > 0 {
 		<-p.queued
@@ -309,12 +295,7 @@ func TestPipelineRetryOfACommandInFlight(t *testing.T) {
 // (the retries' replays) match what the log holds.
 func TestPipelineFailedSyncFailsTheGroupsInFlight(t *testing.T) {
 	mem := vfs.NewCrashableMem()
-	toggle := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if strings.HasSuffix(op.Path, ".log") && (op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData || op.Kind == errorfs.OpFileSyncTo) {
-			return errorfs.ErrInjected
-		}
-		return nil
-	})}
+	toggle := walFaults(errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo)
 	p := openPipe(t, errorfs.Wrap(mem, toggle), nil)
 	p.seedRunAs("S")
 	adm := events.AdminPrincipal()
@@ -339,36 +320,24 @@ func TestPipelineFailedSyncFailsTheGroupsInFlight(t *testing.T) {
 				<-bQueued
 			}
 			if first(group, "b") != nil {
-				heldAnswered = isClosed(held.done)
+				heldAnswered = closed(held.done)
 				close(decided)
 			}
 		},
 		beforeSync: func() { once.Do(func() { holdUntil(decided) }) },
 	})
-	aCh := make(chan answer, 1)
-	go func() {
-		r, err := p.eng.Submit(context.Background(), reqA)
-		aCh <- answer{r, err}
-	}()
+	aCh := p.async(reqA)
 	<-entered
-	for len(p.queued) > 0 {
-		<-p.queued
-	}
-	bCh := make(chan answer, 1)
-	go func() {
-		r, err := p.eng.Submit(context.Background(), reqB)
-		bCh <- answer{r, err}
-	}()
-	<-p.queued
+	bCh := p.async(reqB)
 	close(bQueued)
 	a, b := <-aCh, <-bCh
 
-	require.True(t, isClosed(decided))
+	require.True(t, closed(decided))
 	require.False(t, heldAnswered, "the second group was decided while the first synced")
 	require.ErrorIs(t, a.err, ErrFailed, "the group whose sync failed is answered with the failure")
 	require.ErrorIs(t, b.err, ErrFailed, "and so is the group decided after it")
 	require.ErrorIs(t, p.eng.Err(), ErrFailed)
-	require.True(t, isClosed(p.eng.Failed()))
+	require.True(t, closed(p.eng.Failed()))
 	require.Equal(t, before, p.eng.Head(), "nothing undurable is published")
 	p.eng.Read(func(s *projections.State) {
 		_, okA := s.Run("A")

@@ -3,7 +3,6 @@ package eventlog
 import (
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -100,31 +99,16 @@ func TestCrashAfterEveryAppend(t *testing.T) {
 func TestWALErrorFailsStop(t *testing.T) {
 	kinds := map[string][]errorfs.OpKind{
 		"write": {errorfs.OpFileWrite, errorfs.OpFileWriteAt},
-		"sync":  {errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo},
+		"sync":  walSyncOps,
 	}
 	for name, ops := range kinds {
 		t.Run(name, func(t *testing.T) {
 			mem := vfs.NewMem()
-			toggle := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
-				if !strings.HasSuffix(op.Path, ".log") {
-					return nil
-				}
-				for _, k := range ops {
-					if op.Kind == k {
-						return errorfs.ErrInjected
-					}
-				}
-				return nil
-			})}
-			l, err := Open("db", &Options{FS: errorfs.Wrap(mem, toggle)})
-			require.NoError(t, err)
-			for i := 0; i < 10; i++ {
-				_, err := l.Append(Write{CommandID: fmt.Sprintf("ok-%d", i), Events: evs("run", 2)})
-				require.NoError(t, err)
-			}
+			toggle := walFaults(ops...)
+			l := openTenAcked(t, mem, toggle)
 
 			toggle.On()
-			_, err = l.Append(Write{CommandID: "doomed", Events: evs("run", 3)})
+			_, err := l.Append(Write{CommandID: "doomed", Events: evs("run", 3)})
 			require.ErrorIs(t, err, ErrFailed)
 			toggle.Off()
 			_, err = l.Append(Write{Events: evs("run", 1)})

@@ -3,11 +3,13 @@ package eventlog
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -72,4 +74,32 @@ func flipLastByte(t *testing.T, l *Log, k []byte) {
 	closer.Close()
 	bad[len(bad)-1] ^= 1
 	require.NoError(t, l.db.Set(k, bad, pebble.Sync))
+}
+
+// walFaults fails every operation of one of kinds on a WAL file while it is
+// on.
+func walFaults(kinds ...errorfs.OpKind) *errorfs.Toggle {
+	return &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasSuffix(op.Path, ".log") && slices.Contains(kinds, op.Kind) {
+			return errorfs.ErrInjected
+		}
+		return nil
+	})}
+}
+
+// walSyncOps are the operations that sync a file.
+var walSyncOps = []errorfs.OpKind{errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo}
+
+// openTenAcked opens a log on fs with faults toggled by toggle, and
+// acknowledges ten appends of two events each (commands ok-0 … ok-9,
+// positions 1–20).
+func openTenAcked(t *testing.T, fs vfs.FS, toggle *errorfs.Toggle) *Log {
+	t.Helper()
+	l, err := Open("db", &Options{FS: errorfs.Wrap(fs, toggle)})
+	require.NoError(t, err)
+	for i := 0; i < 10; i++ {
+		_, err := l.Append(Write{CommandID: fmt.Sprintf("ok-%d", i), Events: evs("run", 2)})
+		require.NoError(t, err)
+	}
+	return l
 }

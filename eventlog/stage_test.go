@@ -2,11 +2,9 @@ package eventlog
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -77,18 +75,8 @@ func TestStagedAppendsAreInvisibleUntilWaited(t *testing.T) {
 // append acknowledged before.
 func TestStagedSyncFailureFailsTheLaterStages(t *testing.T) {
 	mem := vfs.NewCrashableMem()
-	toggle := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if strings.HasSuffix(op.Path, ".log") && (op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData || op.Kind == errorfs.OpFileSyncTo) {
-			return errorfs.ErrInjected
-		}
-		return nil
-	})}
-	l, err := Open("db", &Options{FS: errorfs.Wrap(mem, toggle)})
-	require.NoError(t, err)
-	for i := 0; i < 10; i++ {
-		_, err := l.Append(Write{CommandID: fmt.Sprintf("ok-%d", i), Events: evs("run", 2)})
-		require.NoError(t, err)
-	}
+	toggle := walFaults(walSyncOps...)
+	l := openTenAcked(t, mem, toggle)
 
 	toggle.On()
 	sa, err := l.Stage(Write{CommandID: "doomed-a", Events: evs("run", 3)})
