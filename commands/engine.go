@@ -281,6 +281,11 @@ func (e *Engine) Stats() Stats {
 	return Stats{Groups: e.stats.groups.Load(), Commands: e.stats.commands.Load(), Events: e.stats.events.Load()}
 }
 
+// PipelineDepth is how many groups the engine may hand to the log before
+// the first of them is durable (pipeline.go): 2, or 1 with a Committer that
+// cannot stage. One WAL sync may make that many groups durable together.
+func (e *Engine) PipelineDepth() int { return e.depth }
+
 // LoadInfo tells how the state was rebuilt at Open.
 func (e *Engine) LoadInfo() projections.LoadInfo { return e.loadInfo }
 

@@ -150,6 +150,11 @@ func logFinal(l *eventlog.Log) (map[string]Final, error) {
 // Commits counts the engine's committed groups.
 func (s *engineStore) Commits() int64 { return int64(s.eng.Stats().Groups) }
 
+// SyncShare is the engine's pipeline depth: a group is handed to the log
+// while the one before waits for its sync, and one WAL sync may make both
+// durable.
+func (s *engineStore) SyncShare() int64 { return int64(s.eng.PipelineDepth()) }
+
 func (s *engineStore) Close() error {
 	if s.stop != nil {
 		s.stop()

@@ -26,7 +26,8 @@
 //     the policy's invariants; every payload read back as written; a
 //     decision's events next to each other; and sync calls, counted under
 //     strace in a child process (synccount.go), at least one per durable
-//     answer given alone and one per commit under concurrency. Without
+//     answer given alone and one per commit under concurrency (one per
+//     PhaseResult.SyncShare commits for a pipelined writer). Without
 //     strace the syncs are reported as not counted.
 //   - After every timed cell the store's state is read back and must hold
 //     exactly the operations the clients finished, whole.
