@@ -47,23 +47,26 @@ type opInput struct {
 // opOutput is what the client was answered. Code is the wire error code ("" when answered ok).
 type opOutput struct {
 	Code       string
-	SlotsFull  bool     // an admission refused because the pool is full
-	Sub        string   // an admission's grandchildTaskRef
-	Charged    int64    // a settle's chargedTokens
-	BudgetUsed int64    // a usage report's budgetUsed
-	Spent      int64    // a ledger read: Σ tokensSpent over the run's accounts
-	Held       []string // a slot read: the holders, sorted
-	Settled    bool     // a waitStatus: the delegation's task is completed
-	Admitted   []string // events.since: subIds admitted in the page, sorted
-	Terminal   []string // events.since: subIds settled in the page, sorted
-	HasMore    bool     // events.since: the page is a prefix of the run's events
+	SlotsFull  bool             // an admission refused because the pool is full
+	Sub        string           // an admission's grandchildTaskRef
+	Charged    int64            // a settle's chargedTokens
+	BudgetUsed int64            // a usage report's budgetUsed
+	Spent      int64            // a ledger read: Σ tokensSpent over the run's accounts on the page
+	SpentBy    map[string]int64 // a ledger read: tokensSpent per task of the accounts on the page
+	Held       []string         // a slot read: the holders, sorted
+	Settled    bool             // a waitStatus: the delegation's task is completed
+	Admitted   []string         // events.since: subIds admitted in the page, sorted
+	Terminal   []string         // events.since: subIds settled in the page, sorted
+	HasMore    bool             // events.since, query.ledger: the page is a prefix of the run's events or accounts
 }
 
 func (o opOutput) ok() bool { return o.Code == "" }
 
 // heldDelegation is the model's view of one admitted delegation.
 type heldDelegation struct {
+	task     string // the worker that delegated: its account holds the reservation and the charge
 	reserved int64
+	charged  int64
 	settled  bool
 }
 
@@ -83,11 +86,23 @@ func (s runState) clone() runState {
 	return c
 }
 
+// spentBy is task's tokensSpent: the reservations of the delegations it made and their charges.
+func (s runState) spentBy(task string) int64 {
+	var n int64
+	for _, d := range s.subs {
+		if d.task == task {
+			n += d.reserved + d.charged
+		}
+	}
+	return n
+}
+
 func (s runState) key() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "spent=%d gen=%d revoked=%v", s.spent, s.gen, s.revoked)
 	for _, k := range slices.Sorted(maps.Keys(s.subs)) {
-		fmt.Fprintf(&b, " %s:%d:%v", k, s.subs[k].reserved, s.subs[k].settled)
+		d := s.subs[k]
+		fmt.Fprintf(&b, " %s:%s:%d:%d:%v", k, d.task, d.reserved, d.charged, d.settled)
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.usage)) {
 		fmt.Fprintf(&b, " u%s=%d", k, s.usage[k])
@@ -127,7 +142,7 @@ func stepRun(s runState, in opInput, out opOutput) (bool, runState) {
 			return false, s
 		}
 		n := s.clone()
-		n.subs[out.Sub] = heldDelegation{reserved: in.Tokens}
+		n.subs[out.Sub] = heldDelegation{task: in.Task, reserved: in.Tokens}
 		n.spent += in.Tokens
 		return true, n
 	case opSettle:
@@ -138,7 +153,7 @@ func stepRun(s runState, in opInput, out opOutput) (bool, runState) {
 			return false, s
 		}
 		n := s.clone()
-		n.subs[in.Sub] = heldDelegation{reserved: d.reserved, settled: true}
+		n.subs[in.Sub] = heldDelegation{task: d.task, reserved: d.reserved, charged: out.Charged, settled: true}
 		n.spent += out.Charged
 		return true, n
 	case opCancel:
@@ -169,7 +184,17 @@ func stepRun(s runState, in opInput, out opOutput) (bool, runState) {
 		}
 		return out.BudgetUsed == sum, n
 	case opLedger:
-		return out.ok() && out.Spent == s.spent, s
+		if !out.ok() {
+			return false, s
+		}
+		// NB: the page is cut by bytes, so a busy run's accounts span pages; each account on it must be exact,
+		// and the whole run's sum only when the page holds them all.
+		for task, spent := range out.SpentBy {
+			if spent != s.spentBy(task) {
+				return false, s
+			}
+		}
+		return out.HasMore || out.Spent == s.spent, s
 	case opSince:
 		if !out.ok() {
 			return false, s
@@ -358,7 +383,7 @@ func describeOp(input, output any) string {
 	case opUsage:
 		return fmt.Sprintf("%s(%s) -> budgetUsed %d", in.Kind, arg, out.BudgetUsed)
 	case opLedger:
-		return fmt.Sprintf("%s(%s) -> spent %d", in.Kind, arg, out.Spent)
+		return fmt.Sprintf("%s(%s) -> spent %d %v more=%v", in.Kind, arg, out.Spent, out.SpentBy, out.HasMore)
 	case opSlots:
 		return fmt.Sprintf("%s -> %v", in.Kind, out.Held)
 	case opWait:
@@ -412,4 +437,26 @@ func TestRunModelWaitAnsweredClose(t *testing.T) {
 	require.Equal(t, s.key(), next.key())
 	ok, _ = stepRun(s, opInput{Kind: opWait, Sub: "gc-1"}, opOutput{Code: "internal"})
 	require.False(t, ok, "any other refusal of a wait is still a violation")
+}
+
+// TestRunModelLedgerPage: a busy run's accounts span pages (a page is cut by bytes), so a ledger read checks every
+// account it shows, and the run's sum only when it shows them all.
+func TestRunModelLedgerPage(t *testing.T) {
+	s := runState{subs: map[string]heldDelegation{
+		"gc-1": {task: "w0", reserved: 5},
+		"gc-2": {task: "w1", reserved: 7, charged: 3, settled: true},
+	}, spent: 15, usage: map[string]int64{}}
+	read := func(more bool, by map[string]int64) bool {
+		var sum int64
+		for _, n := range by {
+			sum += n
+		}
+		ok, _ := stepRun(s, opInput{Kind: opLedger}, opOutput{Spent: sum, SpentBy: by, HasMore: more})
+		return ok
+	}
+	require.True(t, read(false, map[string]int64{"w0": 5, "w1": 10}))
+	require.True(t, read(true, map[string]int64{"w0": 5}), "the first page of two")
+	require.False(t, read(true, map[string]int64{"w0": 6}), "an account on the page that never was")
+	require.False(t, read(true, map[string]int64{"w1": 7}), "a charge missing from its account")
+	require.False(t, read(false, map[string]int64{"w0": 5}), "a last page that leaves an account out")
 }

@@ -545,18 +545,18 @@ func (j *jepsen) orchestrator(ctx context.Context, r *jepsenRun, rng *rand.Rand)
 				func(raw json.RawMessage, o *opOutput) error {
 					var l struct {
 						Accounts []struct {
-							TokensSpent int64 `json:"tokensSpent"`
+							TaskID      string `json:"taskId"`
+							TokensSpent int64  `json:"tokensSpent"`
 						} `json:"accounts"`
 						HasMore bool `json:"hasMore"`
 					}
 					if err := json.Unmarshal(raw, &l); err != nil {
 						return err
 					}
-					if l.HasMore {
-						return errors.New("more accounts than one page")
-					}
+					o.HasMore, o.SpentBy = l.HasMore, make(map[string]int64, len(l.Accounts))
 					for _, a := range l.Accounts {
 						o.Spent += a.TokensSpent
+						o.SpentBy[a.TaskID] = a.TokensSpent
 					}
 					return nil
 				})
