@@ -2,10 +2,12 @@ package broker
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
 )
@@ -85,4 +87,37 @@ func TestRenderEventShowsCommandIDsToTheirPrincipal(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A command with a commandId is parsed from the params as sent, less the commandId: a message body that is a JSON
+// value is stored as the same text whether or not the request carried one (re-encoding the params once escaped
+// <, > and & in it).
+func TestCommandIDLeavesTheParamsAsSent(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	s := f.seed()
+	o := f.dial()
+	o.hello(runR, events.OrchestratorKey, s.orch)
+	for i, commandID := range []string{"", `,"commandId":"c-1"`} {
+		// NB: a raw line: encoding/json would escape the body's <, > and & itself.
+		o.sendLine(fmt.Sprintf(`{"id":"m%d","method":"msg.send","params":{"to":["%s"],"body":{"html":"<b>&</b>"}%s}}`,
+			i, taskP, commandID))
+		frame, err := o.read()
+		require.NoError(t, err)
+		var r wire.Response
+		require.NoError(t, json.Unmarshal(frame, &r))
+		require.Nil(t, r.Error)
+	}
+	p := f.dial()
+	p.hello(runR, taskP, s.p)
+	var inbox struct {
+		Messages []struct {
+			Body string `json:"body"`
+		} `json:"messages"`
+	}
+	r := p.call("msg.inbox", nil)
+	require.Nil(t, r.Error)
+	require.NoError(t, json.Unmarshal(r.Result, &inbox))
+	require.Len(t, inbox.Messages, 2)
+	require.Equal(t, `{"html":"<b>&</b>"}`, inbox.Messages[0].Body)
+	require.Equal(t, inbox.Messages[0].Body, inbox.Messages[1].Body)
 }

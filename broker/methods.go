@@ -3,7 +3,6 @@ package broker
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -256,36 +255,30 @@ func withToken(s *Server, reply commands.Reply, field, token, runID, key string)
 const maxCommandID = eventlog.MaxIDLen
 
 // stripCommandID removes the optional commandId from params (ParseCommand refuses unknown keys of crewlog's
-// methods) and returns it.
+// methods) and returns it. params are valid JSON (DecodeRequest checked the frame).
 func stripCommandID(method string, params json.RawMessage) (string, json.RawMessage, error) {
-	raw := bytes.TrimSpace(params)
-	if len(raw) == 0 || raw[0] != '{' {
+	// Most requests carry no commandId: skip the scan. A key spelt with \u escapes still takes it.
+	if !bytes.Contains(params, []byte("commandId")) && !bytes.Contains(params, []byte(`\u`)) {
+		return "", params, nil
+	}
+	v, rest, found := wire.CutMember(params, "commandId")
+	if !found {
 		return "", params, nil // ParseCommand answers null and non-objects
-	}
-	// Most requests carry no commandId: skip the decode and re-encode. A
-	// key spelt with \u escapes still takes the slow path.
-	if !bytes.Contains(raw, []byte("commandId")) && !bytes.Contains(raw, []byte(`\u`)) {
-		return "", params, nil
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return "", params, nil
-	}
-	v, ok := m["commandId"]
-	if !ok {
-		return "", params, nil
 	}
 	var id string
 	if string(v) != "null" {
-		if len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &id) != nil || id == "" || len(id) > maxCommandID ||
-			!utf8.ValidString(id) {
+		if len(v) == 0 || v[0] != '"' || !unquote(v, &id) || id == "" || len(id) > maxCommandID {
 			return "", nil, badParams(method, "commandId must be a string of 1..%d bytes", maxCommandID)
 		}
 	}
-	delete(m, "commandId")
-	out, err := json.Marshal(m)
-	if err != nil {
-		return "", nil, errors.Join(errors.New("broker: re-encode params"), err)
+	return id, rest, nil
+}
+
+// unquote decodes the JSON string s into *dst, without the decoder when it holds no escape.
+func unquote(s []byte, dst *string) bool {
+	if len(s) >= 2 && bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) {
+		*dst = string(s[1 : len(s)-1])
+		return true
 	}
-	return id, out, nil
+	return json.Unmarshal(s, dst) == nil
 }

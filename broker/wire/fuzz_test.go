@@ -180,3 +180,39 @@ func FuzzAppendResultAgreesWithEncodingJSON(f *testing.F) {
 		require.Equal(t, "prefix"+string(want), string(got), "id %q result %q", id, result)
 	})
 }
+
+// FuzzCutMemberAgreesWithMapDecoding: on every valid JSON value, CutMember finds what decoding it to a map finds
+// under the key (the last duplicate), and what it leaves decodes to that map without the key.
+func FuzzCutMemberAgreesWithMapDecoding(f *testing.F) {
+	for _, seed := range []string{
+		`{"prompt":"p","commandId":"c-1"}`, `{"commandId":null,"x":1}`, `{"\u0063ommandId":"c","x":[1,{"commandId":2}]}`,
+		`{"commandId":1,"a":"commandId","commandId":2}`, ` { "a" : { } , "commandId" : "x" } `, `{}`, `[]`, `"s"`,
+		`{"a":"\"}","commandId":"\\"}`, "{\"commandId\":\"\xff\"}",
+	} {
+		f.Add([]byte(seed))
+	}
+	const key = "commandId"
+	f.Fuzz(func(t *testing.T, obj []byte) {
+		if !json.Valid(obj) {
+			t.Skip("CutMember is given valid JSON only")
+		}
+		value, rest, found := CutMember(obj, key)
+		var m map[string]json.RawMessage
+		if json.Unmarshal(obj, &m) != nil || m == nil {
+			require.False(t, found, "%q is not an object", obj)
+			require.Equal(t, obj, rest)
+			return
+		}
+		want, ok := m[key]
+		require.Equal(t, ok, found, "%q", obj)
+		require.Equal(t, string(want), string(value), "%q", obj)
+		delete(m, key)
+		var got map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(rest, &got), "%q left %q", obj, rest)
+		if len(m) == 0 {
+			require.Empty(t, got)
+			return
+		}
+		require.Equal(t, m, got, "%q left %q", obj, rest)
+	})
+}

@@ -108,3 +108,30 @@ func BenchmarkDecodeRequest(b *testing.B) {
 		})
 	}
 }
+
+func TestCutMember(t *testing.T) {
+	for _, tc := range []struct {
+		name, obj, value, rest string
+		found                  bool
+	}{
+		{"absent", `{"a":1}`, "", `{"a":1}`, false},
+		{"only", `{"k":"v"}`, `"v"`, `{}`, true},
+		{"first", `{"k":"v","a":1,"b":[1,{"k":2}]}`, `"v"`, `{"a":1,"b":[1,{"k":2}]}`, true},
+		{"middle", `{"a":1,"k":{"x":"}"},"b":2}`, `{"x":"}"}`, `{"a":1,"b":2}`, true},
+		{"last", `{"a":1,"k":null}`, `null`, `{"a":1}`, true},
+		{"every duplicate, the last value", `{"k":1,"a":1,"k":2}`, `2`, `{"a":1}`, true},
+		{"escaped key", `{"a":1,"\u006b":3}`, `3`, `{"a":1}`, true},
+		{"whitespace", " { \"a\" : 1 , \"k\" : 2 , \"b\" : \"k\" } ", `2`, `{"a" : 1,"b" : "k"}`, true},
+		{"nested only", `{"a":{"k":1}}`, "", `{"a":{"k":1}}`, false},
+		{"not an object", `["k"]`, "", `["k"]`, false},
+		{"null", `null`, "", `null`, false},
+		{"empty", `{}`, "", `{}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			value, rest, found := CutMember([]byte(tc.obj), "k")
+			require.Equal(t, tc.found, found)
+			require.Equal(t, tc.value, string(value))
+			require.Equal(t, tc.rest, string(rest))
+		})
+	}
+}
