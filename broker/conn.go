@@ -130,15 +130,10 @@ func (c *conn) readLoop() {
 		if c.authed && !c.pace(credKey(c.id), nil) {
 			return // closing: whoever closed it logged why
 		}
-		frame, err := rd.ReadFrame()
-		if err != nil {
-			c.close(c.readFailure(err))
-			return
-		}
-		req, err := wire.DecodeRequest(frame)
+		req, err := rd.ReadRequest()
 		if err != nil {
 			// pi-crew: an invalid request gets no frame (its id cannot be trusted), only the close.
-			c.close(reasonMalformed)
+			c.close(c.readFailure(err))
 			return
 		}
 		if !c.handle(req) {

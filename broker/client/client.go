@@ -312,7 +312,7 @@ func (c *Client) read() {
 	defer c.wg.Done()
 	r := wire.NewReader(c.conn, c.opts.MaxFrame)
 	for {
-		frame, err := r.ReadFrame()
+		resp, push, err := r.ReadResponse()
 		if err != nil {
 			select {
 			case <-c.writeDead: // the read failed because the connection is gone, which the write saw first
@@ -322,38 +322,44 @@ func (c *Client) read() {
 			}
 			return
 		}
-		if err := c.dispatch(frame); err != nil {
+		if push != nil {
+			err = c.dispatchPush(push)
+		} else {
+			err = c.dispatch(resp)
+		}
+		if err != nil {
 			c.fail(err)
 			return
 		}
 	}
 }
 
-// dispatch routes one frame. A frame is a push when it has an "event" key, which no response has.
-func (c *Client) dispatch(frame []byte) error {
+// dispatch hands a response to the call waiting for it.
+func (c *Client) dispatch(resp wire.Response) error {
+	if resp.ID == "" && resp.Error != nil {
+		// The broker ends the connection with a frame that answers no request (revoked, stale-token,
+		// idle-timeout, too-many-connections): its error is why the connection is gone.
+		return resp.Error
+	}
+	c.mu.Lock()
+	ch, ok := c.pending[resp.ID]
+	delete(c.pending, resp.ID)
+	c.mu.Unlock()
+	if ok {
+		ch <- resp // buffered: never blocks
+	}
+	return nil
+}
+
+// dispatchPush routes a push frame (one with an "event" member) to its consumer.
+func (c *Client) dispatchPush(frame []byte) error {
 	var probe struct {
 		Event *string `json:"event"`
 	}
 	if err := json.Unmarshal(frame, &probe); err != nil {
 		return fmt.Errorf("read: %w: %w", wire.ErrMalformed, err)
 	}
-	if probe.Event == nil {
-		var resp wire.Response
-		if err := json.Unmarshal(frame, &resp); err != nil {
-			return fmt.Errorf("read: %w", err)
-		}
-		if resp.ID == "" && resp.Error != nil {
-			// The broker ends the connection with a frame that answers no request (revoked, stale-token,
-			// idle-timeout, too-many-connections): its error is why the connection is gone.
-			return resp.Error
-		}
-		c.mu.Lock()
-		ch, ok := c.pending[resp.ID]
-		delete(c.pending, resp.ID)
-		c.mu.Unlock()
-		if ok {
-			ch <- resp // buffered: never blocks
-		}
+	if probe.Event == nil { // ReadResponse returns no such push
 		return nil
 	}
 	var ev wire.Event

@@ -145,7 +145,7 @@ func FuzzDecodeRequestAgreesWithReference(f *testing.F) {
 	})
 }
 
-// genericFrame is AppendFrame's encoding through encoding/json, which appendResult must reproduce byte for byte.
+// genericFrame is AppendFrame's encoding through encoding/json, which appendPlain must reproduce byte for byte.
 func genericFrame(v any) ([]byte, error) {
 	b, err := marshal(v)
 	if err != nil {
@@ -214,5 +214,100 @@ func FuzzCutMemberAgreesWithMapDecoding(f *testing.F) {
 			return
 		}
 		require.Equal(t, m, got, "%q left %q", obj, rest)
+	})
+}
+
+// FuzzReadRequestAgreesWithDecodeRequest: reading a request decodes the frame as DecodeRequest does.
+func FuzzReadRequestAgreesWithDecodeRequest(f *testing.F) {
+	for _, seed := range []string{
+		`{"id":"1","method":"ping","params":null}`, `{"i\u0064":"1","method":"m","params":{}}`, `[]`, `{`,
+		`{"id":"1","method":"m","params":true,"params":false}`, "{\"id\":\"\xff\"}", `{"id":"1","method":"ping"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		frame, frameErr := NewReader(bytes.NewReader(append(line, '\n')), fuzzLimit).ReadFrame()
+		got, err := NewReader(bytes.NewReader(append(line, '\n')), fuzzLimit).ReadRequest()
+		if frameErr != nil {
+			require.Equal(t, frameErr, err)
+			return
+		}
+		want, wantErr := DecodeRequest(frame)
+		require.Equal(t, wantErr, err, "%q", line)
+		require.Equal(t, want, got, "%q", line)
+	})
+}
+
+// readResponseReference is how a client read a frame before ReadResponse: a push when its "event" member is not
+// null, else json.Unmarshal into a Response.
+func readResponseReference(frame []byte) (resp Response, push bool, err error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(frame, &fields); err != nil {
+		return Response{}, false, err
+	}
+	if ev, ok := fields["event"]; ok && string(ev) != "null" {
+		return Response{}, true, nil
+	}
+	err = json.Unmarshal(frame, &resp)
+	return resp, false, err
+}
+
+// FuzzReadResponseAgreesWithUnmarshal: a client reading a frame gets the push, the response or the refusal that
+// decoding it with encoding/json gave.
+func FuzzReadResponseAgreesWithUnmarshal(f *testing.F) {
+	for _, seed := range []string{
+		`{"id":"1","result":{"a":[1, 2]}}`, `{"id":"1","result":null}`, `{"id":"1"}`, `{"result":1}`,
+		`{"id":"1","error":{"code":"auth","message":"no"}}`, `{"id":"1","error":null,"result":2}`,
+		`{"id":"1","error":{"code":1}}`, `{"event":"team.event","data":{},"seq":1}`, `{"event":null,"id":"2","result":0}`,
+		`{"event":5}`, `{"i\u0064":"x","result":"y","id":"z"}`, `{"id":7,"result":1}`, `[]`, `{"id":"\"","result":"\\"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		frame, frameErr := NewReader(bytes.NewReader(append(line, '\n')), fuzzLimit).ReadFrame()
+		got, push, err := NewReader(bytes.NewReader(append(line, '\n')), fuzzLimit).ReadResponse()
+		if frameErr != nil {
+			require.Equal(t, frameErr, err)
+			return
+		}
+		want, wantPush, wantErr := readResponseReference(frame)
+		require.Equal(t, wantPush, push != nil, "%q", line)
+		if wantPush {
+			require.Equal(t, string(frame), string(push))
+			return
+		}
+		if wantErr != nil {
+			require.ErrorIs(t, err, ErrMalformed, "%q", line)
+			return
+		}
+		require.NoError(t, err, "%q", line)
+		require.Equal(t, want, got, "%q", line)
+	})
+}
+
+// FuzzAppendRequestAgreesWithEncodingJSON: a request's frame is encoding/json's, byte for byte, whatever the id,
+// the method and the params; params that are not JSON fail as encoding/json fails.
+func FuzzAppendRequestAgreesWithEncodingJSON(f *testing.F) {
+	for _, seed := range [][3]string{
+		{"1", "delegate.request", `{"prompt":"p","commandId":"c"}`}, {"2", "ping", ``}, {"x", "m", ` [ 1 , "<&>" ] `},
+		{"a\"b", "m", `1`}, {"é", "m", `"\u2028"`}, {"1", "bad method", `{}`}, {"1", "m\"", `{}`}, {"k", "m", `{"a":`},
+		{"id", "m", "\"\xff\""},
+	} {
+		f.Add(seed[0], seed[1], []byte(seed[2]), seed[2] == "")
+	}
+	f.Fuzz(func(t *testing.T, id, method string, params []byte, nilParams bool) {
+		r := Request{ID: id, Method: method, Params: params}
+		if nilParams {
+			r.Params = nil
+		}
+		want, wantErr := genericFrame(r)
+		got, gotErr := AppendFrame([]byte("prefix"), r, 0)
+		if wantErr != nil {
+			require.Error(t, gotErr)
+			require.Equal(t, "prefix", string(got))
+			return
+		}
+		require.NoError(t, gotErr)
+		require.Equal(t, "prefix"+string(want), string(got), "id %q method %q params %q", id, method, params)
 	})
 }

@@ -20,7 +20,7 @@ func CutMember(obj []byte, key string) (value, rest []byte, found bool) {
 		keyEnd := skipString(obj, i)
 		i = after(obj, after(obj, keyEnd)+1) // past the colon
 		valEnd := skipValue(obj, i)
-		if k, _ := jsonString(obj[start:keyEnd]); k == key {
+		if keyIs(obj[start:keyEnd], key) {
 			value, found = obj[i:valEnd], true
 		} else {
 			kept = append(kept, [2]int{start, valEnd})

@@ -42,6 +42,22 @@ func DecodeRequest(frame []byte) (Request, error) {
 	if !json.Valid(frame) {
 		return Request{}, malformed("request is not a JSON object")
 	}
+	return decodeValidRequest(frame)
+}
+
+// ReadRequest reads the next frame and decodes it as DecodeRequest does, without checking a second time what
+// ReadFrame checked (one JSON object in valid UTF-8): the broker reads every request this way. Errors are
+// ReadFrame's, or DecodeRequest's (ErrMalformed), which do not stop the Reader: the caller decides.
+func (r *Reader) ReadRequest() (Request, error) {
+	frame, err := r.ReadFrame()
+	if err != nil {
+		return Request{}, err
+	}
+	return decodeValidRequest(frame)
+}
+
+// decodeValidRequest is DecodeRequest for a frame that is known to be valid JSON in valid UTF-8.
+func decodeValidRequest(frame []byte) (Request, error) {
 	id, method, params, ok := requestMembers(frame)
 	if !ok {
 		return Request{}, malformed("request is not a JSON object")
@@ -60,35 +76,60 @@ func DecodeRequest(frame []byte) (Request, error) {
 	return Request{ID: idStr, Method: methodStr, Params: append(json.RawMessage(nil), params...)}, nil
 }
 
+// requestKeys are the members a request frame is made of, in the order requestMembers returns them.
+var requestKeys = []string{"id", "method", "params"}
+
 // requestMembers returns the raw values of the last "id", "method" and "params" members of frame, which must be
 // valid JSON (json.Valid); ok is false when it is not an object. Keys match exactly, as in JSON.parse.
 func requestMembers(frame []byte) (id, method, params []byte, ok bool) {
-	i := after(frame, 0)
-	if i == len(frame) || frame[i] != '{' {
-		return nil, nil, nil, false
+	var v [3][]byte
+	ok = lastMembers(frame, requestKeys, v[:])
+	return v[0], v[1], v[2], ok
+}
+
+// lastMembers sets vals[j] to the raw value of the last top-level member of obj named keys[j] (after unescaping,
+// matched exactly, as in JSON.parse), and leaves it nil when there is none. obj must be valid JSON; ok is false when
+// it is not an object.
+func lastMembers(obj []byte, keys []string, vals [][]byte) (ok bool) {
+	i := after(obj, 0)
+	if i == len(obj) || obj[i] != '{' {
+		return false
 	}
-	i = after(frame, i+1)
-	for i < len(frame) && frame[i] == '"' {
-		keyEnd := skipString(frame, i)
-		key := frame[i:keyEnd]
-		i = after(frame, keyEnd)
-		i = after(frame, i+1) // the colon
-		valEnd := skipValue(frame, i)
-		val := frame[i:valEnd]
-		switch k, _ := jsonString(key); k {
-		case "id":
-			id = val
-		case "method":
-			method = val
-		case "params":
-			params = val
+	i = after(obj, i+1)
+	for i < len(obj) && obj[i] == '"' {
+		keyEnd := skipString(obj, i)
+		key := obj[i:keyEnd]
+		i = after(obj, keyEnd)
+		i = after(obj, i+1) // the colon
+		valEnd := skipValue(obj, i)
+		if j := keyIndex(key, keys); j >= 0 {
+			vals[j] = obj[i:valEnd]
 		}
-		i = after(frame, valEnd)
-		if i < len(frame) && frame[i] == ',' {
-			i = after(frame, i+1)
+		i = after(obj, valEnd)
+		if i < len(obj) && obj[i] == ',' {
+			i = after(obj, i+1)
 		}
 	}
-	return id, method, params, true
+	return true
+}
+
+// keyIndex returns the index in keys of the quoted JSON string key, or -1.
+func keyIndex(key []byte, keys []string) int {
+	for j, k := range keys {
+		if keyIs(key, k) {
+			return j
+		}
+	}
+	return -1
+}
+
+// keyIs reports whether the quoted JSON string key decodes to k.
+func keyIs(key []byte, k string) bool {
+	if inner := key[1 : len(key)-1]; bytes.IndexByte(inner, '\\') < 0 {
+		return string(inner) == k
+	}
+	s, _ := jsonString(key)
+	return s == k
 }
 
 // jsonString decodes raw, a valid JSON value, when it is a string (never from null, unlike unmarshalling into a

@@ -62,3 +62,37 @@ func (r *Response) UnmarshalJSON(b []byte) error {
 	*r = Response{ID: id, Result: result}
 	return nil
 }
+
+// responseKeys are the members a client reads of a frame, in the order ReadResponse uses them.
+var responseKeys = []string{"id", "result", "error", "event"}
+
+// ReadResponse reads the next frame for a client. A push (a frame whose "event" member is not null) is returned
+// undecoded in push, valid until the next read; any other frame is decoded as Response.UnmarshalJSON decodes it,
+// without checking again what ReadFrame checked. Errors are ReadFrame's, or ErrMalformed for a frame that is not
+// a response.
+func (r *Reader) ReadResponse() (resp Response, push []byte, err error) {
+	frame, err := r.ReadFrame()
+	if err != nil {
+		return Response{}, nil, err
+	}
+	var v [4][]byte
+	lastMembers(frame, responseKeys, v[:]) // ReadFrame returns objects only
+	if v[3] != nil && string(v[3]) != "null" {
+		return Response{}, frame, nil
+	}
+	id, ok := jsonString(v[0])
+	if !ok {
+		return Response{}, nil, malformed("response id must be a string")
+	}
+	if v[2] != nil && string(v[2]) != "null" {
+		var e Error
+		if err := json.Unmarshal(v[2], &e); err != nil {
+			return Response{}, nil, fmt.Errorf("%w: response error must be {code, message}: %w", ErrMalformed, err)
+		}
+		return Response{ID: id, Error: &e}, nil, nil
+	}
+	if v[1] == nil {
+		return Response{}, nil, malformed("response has neither result nor error")
+	}
+	return Response{ID: id, Result: append(json.RawMessage(nil), v[1]...)}, nil, nil
+}

@@ -23,13 +23,11 @@ func AppendFrame(dst []byte, v any, maxFrame int) ([]byte, error) {
 	if err != nil {
 		return dst, err
 	}
-	if r, ok := v.(Response); ok && r.Error == nil && plainString(r.ID) {
-		if out, ok := appendResult(dst, r); ok {
-			if n := len(out) - len(dst); n > limit {
-				return dst, fmt.Errorf("%w: %d bytes exceeds %d including the newline", ErrFrameTooLarge, n, limit)
-			}
-			return out, nil
+	if out, ok := appendPlain(dst, v); ok {
+		if n := len(out) - len(dst); n > limit {
+			return dst, fmt.Errorf("%w: %d bytes exceeds %d including the newline", ErrFrameTooLarge, n, limit)
 		}
+		return out, nil
 	}
 	buf := bytes.NewBuffer(dst)
 	enc := json.NewEncoder(buf)
@@ -48,19 +46,40 @@ func AppendFrame(dst []byte, v any, maxFrame int) ([]byte, error) {
 	return out, nil
 }
 
-// appendResult encodes a success response whose id needs no escaping, without reflection: the shape every
-// answered call takes. The bytes are encoding/json's (a test compares them): the id as is between quotes, the
-// result compacted as encoding/json compacts a json.RawMessage without HTML escaping. ok is false for a result
-// that is not valid JSON: the caller encodes generically, to fail as encoding/json does.
-func appendResult(dst []byte, r Response) (out []byte, ok bool) {
-	out = append(dst, `{"id":"`...)
-	out = append(out, r.ID...)
-	out = append(out, `","result":`...)
-	if r.Result == nil {
+// appendPlain encodes, without reflection, the two frames every call is made of: a request (a client sends one
+// per call) and a success response (the broker answers one), when their id needs no escaping. The bytes are
+// encoding/json's (tests compare them): the strings as they are between quotes, the raw value compacted as
+// encoding/json compacts a json.RawMessage without HTML escaping. ok is false for any other value, and for a raw
+// value that is not valid JSON: the caller encodes generically, to fail as encoding/json does.
+func appendPlain(dst []byte, v any) (out []byte, ok bool) {
+	var raw json.RawMessage
+	switch r := v.(type) {
+	case Response:
+		if r.Error != nil || !plainString(r.ID) {
+			return dst, false
+		}
+		out = append(dst, `{"id":"`...)
+		out = append(out, r.ID...)
+		out = append(out, `","result":`...)
+		raw = r.Result
+	case Request:
+		if !plainString(r.ID) || !plainString(r.Method) {
+			return dst, false
+		}
+		out = append(dst, `{"id":"`...)
+		out = append(out, r.ID...)
+		out = append(out, `","method":"`...)
+		out = append(out, r.Method...)
+		out = append(out, `","params":`...)
+		raw = r.Params
+	default:
+		return dst, false
+	}
+	if raw == nil {
 		out = append(out, "null"...)
 	} else {
 		buf := bytes.NewBuffer(out)
-		if json.Compact(buf, r.Result) != nil {
+		if json.Compact(buf, raw) != nil {
 			return dst, false
 		}
 		out = buf.Bytes()
