@@ -12,7 +12,7 @@ import (
 	"github.com/crewlog/crewlog/events"
 )
 
-func TestStripCommandID(t *testing.T) {
+func TestSplitParams(t *testing.T) {
 	cases := []struct {
 		name, params, id, rest string
 		bad                    bool
@@ -20,20 +20,30 @@ func TestStripCommandID(t *testing.T) {
 		{"none", `{"prompt":"p"}`, "", `{"prompt":"p"}`, false},
 		{"present", `{"prompt":"p","commandId":"c-1"}`, "c-1", `{"prompt":"p"}`, false},
 		{"escaped key", `{"prompt":"p","\u0063ommandId":"c-2"}`, "c-2", `{"prompt":"p"}`, false},
+		{"escaped value", `{"commandId":"c-\u0033"}`, "c-3", `{}`, false},
+		{"every duplicate, the last", `{"commandId":"a","x":1,"commandId":"b"}`, "b", `{"x":1}`, false},
 		{"null", `{"commandId":null,"x":1}`, "", `{"x":1}`, false},
 		{"not a string", `{"commandId":7}`, "", "", true},
+		{"empty", `{"commandId":""}`, "", "", true},
 		{"value mentions it", `{"body":"commandId"}`, "", `{"body":"commandId"}`, false},
+		{"not an object", `null`, "", "", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			id, rest, err := stripCommandID("delegate.request", json.RawMessage(c.params))
+			id, members, err := splitParams("delegate.request", json.RawMessage(c.params))
 			if c.bad {
-				require.Error(t, err)
+				require.Equal(t, wire.CodeBadParams, wire.CodeOf(err))
 				return
 			}
 			require.NoError(t, err)
 			require.Equal(t, c.id, id)
-			require.JSONEq(t, c.rest, string(rest))
+			if c.rest == "" {
+				require.Nil(t, members)
+				return
+			}
+			var want map[string]json.RawMessage
+			require.NoError(t, json.Unmarshal([]byte(c.rest), &want))
+			require.Equal(t, want, members)
 		})
 	}
 }

@@ -167,11 +167,16 @@ func handlePing(*call) (any, error) {
 // a credential, Submit, and add the secret to the answer of the caller that asked for it.
 func runCommand(cl *call) (any, error) {
 	c := cl.c
-	commandID, params, err := stripCommandID(cl.method, cl.params)
+	commandID, members, err := splitParams(cl.method, cl.params)
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := commands.ParseCommand(cl.method, params, c.caller())
+	var cmd commands.Command
+	if members != nil {
+		cmd, err = commands.ParseMembers(cl.method, members, c.caller())
+	} else {
+		cmd, err = commands.ParseCommand(cl.method, cl.params, c.caller()) // it answers params that are no object
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -254,24 +259,27 @@ func withToken(s *Server, reply commands.Reply, field, token, runID, key string)
 // maxCommandID bounds commandId: the log refuses longer ids, and a refused append stops the engine.
 const maxCommandID = eventlog.MaxIDLen
 
-// stripCommandID removes the optional commandId from params (ParseCommand refuses unknown keys of crewlog's
-// methods) and returns it. params are valid JSON (DecodeRequest checked the frame).
-func stripCommandID(method string, params json.RawMessage) (string, json.RawMessage, error) {
-	// Most requests carry no commandId: skip the scan. A key spelt with \u escapes still takes it.
-	if !bytes.Contains(params, []byte("commandId")) && !bytes.Contains(params, []byte(`\u`)) {
-		return "", params, nil
+// splitParams splits params, valid JSON (DecodeRequest checked the frame), into their members, less the optional
+// commandId (ParseMembers refuses unknown keys of crewlog's methods), which it returns. members is nil when params
+// are not an object. One scan, no decoding to a map by reflection: every command over the socket takes this path.
+func splitParams(method string, params json.RawMessage) (commandID string, members map[string]json.RawMessage, err error) {
+	var id []byte
+	members = make(map[string]json.RawMessage, 8)
+	if !wire.Members(params, func(k string, v []byte) {
+		if k == "commandId" {
+			id = v // the last one, as a map would keep
+		} else {
+			members[k] = v
+		}
+	}) {
+		return "", nil, nil
 	}
-	v, rest, found := wire.CutMember(params, "commandId")
-	if !found {
-		return "", params, nil // ParseCommand answers null and non-objects
-	}
-	var id string
-	if string(v) != "null" {
-		if len(v) == 0 || v[0] != '"' || !unquote(v, &id) || id == "" || len(id) > maxCommandID {
+	if id != nil && string(id) != "null" {
+		if id[0] != '"' || !unquote(id, &commandID) || commandID == "" || len(commandID) > maxCommandID {
 			return "", nil, badParams(method, "commandId must be a string of 1..%d bytes", maxCommandID)
 		}
 	}
-	return id, rest, nil
+	return commandID, members, nil
 }
 
 // unquote decodes the JSON string s into *dst, without the decoder when it holds no escape.

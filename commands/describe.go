@@ -59,7 +59,7 @@ func DescribeMethod(name string) (MethodInfo, bool) {
 	}
 	probe := &paramProbe{optional: map[string]bool{}}
 	probe.note("runId", "a string", false)
-	p := &paramReader{method: name, m: map[string]json.RawMessage{}, read: map[string]bool{}, probe: probe}
+	p := &paramReader{method: name, m: map[string]json.RawMessage{}, probe: probe}
 	m.parse(p, Caller{Role: events.RoleAdmin}, "")
 	return MethodInfo{
 		Roles: m.who.roles(), Strict: m.strict,

@@ -67,7 +67,7 @@ func (p *paramReader) raw(key string, required bool) json.RawMessage {
 	if !ok {
 		return nil
 	}
-	return v
+	return append(json.RawMessage(nil), v...) // NB: ParseMembers' values may alias the caller's buffer
 }
 
 // nonce reads a proxy message's nonce and returns its digest.

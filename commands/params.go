@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/crewlog/crewlog/events"
 )
@@ -113,6 +114,27 @@ func ParseCommand(name string, params json.RawMessage, c Caller) (Command, error
 	if err != nil {
 		return nil, err
 	}
+	return m.parseFrom(name, p, c)
+}
+
+// ParseMembers is ParseCommand for params that are a JSON object already
+// split into its members, each value valid JSON (what decoding the object to
+// a map[string]json.RawMessage gives): the broker splits the params of every
+// request in the scan that takes out its commandId, so they are not decoded
+// twice. It copies what it keeps of members.
+func ParseMembers(name string, members map[string]json.RawMessage, c Caller) (Command, error) {
+	m, ok := methods[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownMethod, name)
+	}
+	if err := m.who.admits(name, c); err != nil {
+		return nil, err
+	}
+	return m.parseFrom(name, &paramReader{method: name, m: members}, c)
+}
+
+// parseFrom makes the command of method name out of what p reads.
+func (m method) parseFrom(name string, p *paramReader, c Caller) (Command, error) {
 	runID, err := p.runID(c, !runOptionalForAdmin(name))
 	if err != nil {
 		return nil, err
@@ -305,14 +327,14 @@ func parseMailboxAck(p *paramReader, c Caller, runID string) Command {
 type paramReader struct {
 	method string
 	m      map[string]json.RawMessage
-	read   map[string]bool
+	read   []string // the keys asked for (a handful: a map cost more)
 	err    error
 	// probe, when set, records what a parse function reads instead of reading (DescribeMethod).
 	probe *paramProbe
 }
 
 func readParams(method string, params json.RawMessage) (*paramReader, error) {
-	p := &paramReader{method: method, m: map[string]json.RawMessage{}, read: map[string]bool{}}
+	p := &paramReader{method: method, m: map[string]json.RawMessage{}}
 	raw := bytes.TrimSpace(params)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return p, nil // pi-crew sends null for "no params"
@@ -336,9 +358,16 @@ func (p *paramReader) fail(key, want string) {
 	}
 }
 
+// noteRead records that key was asked for (refuseUnknown).
+func (p *paramReader) noteRead(key string) {
+	if !slices.Contains(p.read, key) {
+		p.read = append(p.read, key)
+	}
+}
+
 // get returns key's raw value; absent and null are both "not given".
 func (p *paramReader) get(key string, required bool, want string) (json.RawMessage, bool) {
-	p.read[key] = true
+	p.noteRead(key)
 	if p.probe != nil {
 		p.probe.note(key, want, required)
 		return nil, false
@@ -356,7 +385,7 @@ func (p *paramReader) get(key string, required bool, want string) (json.RawMessa
 // has reports whether key is given (not absent, not null); it counts as a
 // read of key.
 func (p *paramReader) has(key string) bool {
-	p.read[key] = true
+	p.noteRead(key)
 	if p.probe != nil {
 		p.probe.optional[key] = true
 		return true // so that the read it guards is recorded too
@@ -369,6 +398,9 @@ func (p *paramReader) str(key string, required bool) string {
 	v, ok := p.get(key, required, "a string")
 	if !ok {
 		return ""
+	}
+	if v[0] == '"' && bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
+		return string(v[1 : len(v)-1]) // no escape: the bytes are the string
 	}
 	var s string
 	if v[0] != '"' || json.Unmarshal(v, &s) != nil {
@@ -558,7 +590,7 @@ func (p *paramReader) refuseUnknown() {
 	}
 	keys := make([]string, 0, len(p.m))
 	for k := range p.m {
-		if !p.read[k] {
+		if !slices.Contains(p.read, k) {
 			keys = append(keys, k)
 		}
 	}

@@ -249,6 +249,13 @@ func FuzzParseCommand(f *testing.F) {
 		ms := Methods()
 		method := ms[int(m)%len(ms)]
 		cmd, err := ParseCommand(method, params, callers[int(c)%len(callers)])
+		var members map[string]json.RawMessage
+		if json.Unmarshal(params, &members) == nil && members != nil {
+			// The object split into its members parses to the same command, or the same refusal.
+			fromMembers, membersErr := ParseMembers(method, members, callers[int(c)%len(callers)])
+			require.Equal(t, err, membersErr, "%s %q", method, params)
+			require.Equal(t, cmd, fromMembers, "%s %q", method, params)
+		}
 		if err != nil {
 			require.Nil(t, cmd)
 			var rej *RejectedError

@@ -91,6 +91,29 @@ func requestMembers(frame []byte) (id, method, params []byte, ok bool) {
 // matched exactly, as in JSON.parse), and leaves it nil when there is none. obj must be valid JSON; ok is false when
 // it is not an object.
 func lastMembers(obj []byte, keys []string, vals [][]byte) (ok bool) {
+	return eachMember(obj, func(key, value []byte) {
+		if j := keyIndex(key, keys); j >= 0 {
+			vals[j] = value
+		}
+	})
+}
+
+// Members calls each with the key, decoded, and the raw value of every top-level member of obj, in order. obj must
+// be valid JSON, as the params of a decoded Request are; Members reports false, calling nothing, when it is not an
+// object. The values alias obj.
+//
+// The broker splits the params of every command this way, taking out the commandId in the same pass, where
+// decoding them to a map and encoding them again cost more than the command's own parse.
+func Members(obj []byte, each func(key string, value []byte)) bool {
+	return eachMember(obj, func(key, value []byte) {
+		k, _ := jsonString(key)
+		each(k, value)
+	})
+}
+
+// eachMember calls fn with the quoted key and the raw value of every top-level member of obj, valid JSON, in
+// order; it reports false when obj is not an object.
+func eachMember(obj []byte, fn func(key, value []byte)) bool {
 	i := after(obj, 0)
 	if i == len(obj) || obj[i] != '{' {
 		return false
@@ -102,9 +125,7 @@ func lastMembers(obj []byte, keys []string, vals [][]byte) (ok bool) {
 		i = after(obj, keyEnd)
 		i = after(obj, i+1) // the colon
 		valEnd := skipValue(obj, i)
-		if j := keyIndex(key, keys); j >= 0 {
-			vals[j] = obj[i:valEnd]
-		}
+		fn(key, obj[i:valEnd])
 		i = after(obj, valEnd)
 		if i < len(obj) && obj[i] == ',' {
 			i = after(obj, i+1)

@@ -109,29 +109,26 @@ func BenchmarkDecodeRequest(b *testing.B) {
 	}
 }
 
-func TestCutMember(t *testing.T) {
+func TestMembers(t *testing.T) {
+	type member struct{ key, value string }
 	for _, tc := range []struct {
-		name, obj, value, rest string
-		found                  bool
+		name, obj string
+		want      []member
+		object    bool
 	}{
-		{"absent", `{"a":1}`, "", `{"a":1}`, false},
-		{"only", `{"k":"v"}`, `"v"`, `{}`, true},
-		{"first", `{"k":"v","a":1,"b":[1,{"k":2}]}`, `"v"`, `{"a":1,"b":[1,{"k":2}]}`, true},
-		{"middle", `{"a":1,"k":{"x":"}"},"b":2}`, `{"x":"}"}`, `{"a":1,"b":2}`, true},
-		{"last", `{"a":1,"k":null}`, `null`, `{"a":1}`, true},
-		{"every duplicate, the last value", `{"k":1,"a":1,"k":2}`, `2`, `{"a":1}`, true},
-		{"escaped key", `{"a":1,"\u006b":3}`, `3`, `{"a":1}`, true},
-		{"whitespace", " { \"a\" : 1 , \"k\" : 2 , \"b\" : \"k\" } ", `2`, `{"a" : 1,"b" : "k"}`, true},
-		{"nested only", `{"a":{"k":1}}`, "", `{"a":{"k":1}}`, false},
-		{"not an object", `["k"]`, "", `["k"]`, false},
-		{"null", `null`, "", `null`, false},
-		{"empty", `{}`, "", `{}`, false},
+		{"empty", `{}`, nil, true},
+		{"in order, duplicates too", `{"k":"v","a":1,"k":2}`, []member{{"k", `"v"`}, {"a", "1"}, {"k", "2"}}, true},
+		{"nested values whole", `{"a":{"x":"}"},"b":[1,{"k":2}]}`, []member{{"a", `{"x":"}"}`}, {"b", `[1,{"k":2}]`}}, true},
+		{"escaped key decoded", `{"\u006b":3}`, []member{{"k", "3"}}, true},
+		{"whitespace", " { \"a\" : 1 , \"b\" : \"k\" } ", []member{{"a", "1"}, {"b", `"k"`}}, true},
+		{"not an object", `["k"]`, nil, false},
+		{"null", `null`, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			value, rest, found := CutMember([]byte(tc.obj), "k")
-			require.Equal(t, tc.found, found)
-			require.Equal(t, tc.value, string(value))
-			require.Equal(t, tc.rest, string(rest))
+			var got []member
+			object := Members([]byte(tc.obj), func(k string, v []byte) { got = append(got, member{k, string(v)}) })
+			require.Equal(t, tc.object, object)
+			require.Equal(t, tc.want, got)
 		})
 	}
 }
