@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // AppendFrame appends v, encoded as one JSON object and a '\n', to dst. maxFrame is the cap (0 means
@@ -58,7 +59,8 @@ func appendPlain(dst []byte, v any) (out []byte, ok bool) {
 		if r.Error != nil || !plainString(r.ID) {
 			return dst, false
 		}
-		out = append(dst, `{"id":"`...)
+		out = slices.Grow(dst, len(`{"id":"","result":}`)+len(r.ID)+len(r.Result)+len("null\n"))
+		out = append(out, `{"id":"`...)
 		out = append(out, r.ID...)
 		out = append(out, `","result":`...)
 		raw = r.Result
@@ -66,7 +68,8 @@ func appendPlain(dst []byte, v any) (out []byte, ok bool) {
 		if !plainString(r.ID) || !plainString(r.Method) {
 			return dst, false
 		}
-		out = append(dst, `{"id":"`...)
+		out = slices.Grow(dst, len(`{"id":"","method":"","params":}`)+len(r.ID)+len(r.Method)+len(r.Params)+len("null\n"))
+		out = append(out, `{"id":"`...)
 		out = append(out, r.ID...)
 		out = append(out, `","method":"`...)
 		out = append(out, r.Method...)
