@@ -306,3 +306,32 @@ func FuzzAppendRequestAgreesWithEncodingJSON(f *testing.F) {
 		require.Equal(t, "prefix"+string(want), string(got), "id %q method %q params %q", id, method, params)
 	})
 }
+
+// FuzzAppendEventAgreesWithEncodingJSON: a push's frame is encoding/json's, byte for byte, whatever its name, data
+// and seq; data that is not JSON fails as encoding/json fails.
+func FuzzAppendEventAgreesWithEncodingJSON(f *testing.F) {
+	for _, seed := range []struct {
+		name, data string
+		seq        uint64
+	}{
+		{EventMailboxMessage, `{"id":"m1","body":"<&>"}`, 0}, {EventTeamEvent, ` { "a" : [ 1 ] } `, 1 << 63},
+		{"e\"v", `1`, 7}, {"é", `null`, 1}, {"x", ``, 0}, {"x", `{"a":`, 2}, {"x", "\"\xff\"", 3},
+	} {
+		f.Add(seed.name, []byte(seed.data), seed.seq, seed.data == "")
+	}
+	f.Fuzz(func(t *testing.T, name string, data []byte, seq uint64, nilData bool) {
+		e := Event{Name: name, Data: data, Seq: seq}
+		if nilData {
+			e.Data = nil
+		}
+		want, wantErr := genericFrame(e)
+		got, gotErr := AppendFrame([]byte("prefix"), e, 0)
+		if wantErr != nil {
+			require.Error(t, gotErr)
+			require.Equal(t, "prefix", string(got))
+			return
+		}
+		require.NoError(t, gotErr)
+		require.Equal(t, "prefix"+string(want), string(got), "name %q data %q seq %d", name, data, seq)
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 )
 
 // AppendFrame appends v, encoded as one JSON object and a '\n', to dst. maxFrame is the cap (0 means
@@ -47,14 +48,24 @@ func AppendFrame(dst []byte, v any, maxFrame int) ([]byte, error) {
 	return out, nil
 }
 
-// appendPlain encodes, without reflection, the two frames every call is made of: a request (a client sends one
-// per call) and a success response (the broker answers one), when their id needs no escaping. The bytes are
-// encoding/json's (tests compare them): the strings as they are between quotes, the raw value compacted as
-// encoding/json compacts a json.RawMessage without HTML escaping. ok is false for any other value, and for a raw
-// value that is not valid JSON: the caller encodes generically, to fail as encoding/json does.
+// appendPlain encodes, without reflection, the frames every call and push is made of: a request (a client sends
+// one per call), a success response (the broker answers one) and a push, when their strings need no escaping. The
+// bytes are encoding/json's (tests compare them): the strings as they are between quotes, the raw value compacted
+// as encoding/json compacts a json.RawMessage without HTML escaping. ok is false for any other value, and for a
+// raw value that is not valid JSON: the caller encodes generically, to fail as encoding/json does.
 func appendPlain(dst []byte, v any) (out []byte, ok bool) {
 	var raw json.RawMessage
+	seq, hasSeq := uint64(0), false
 	switch r := v.(type) {
+	case Event:
+		if !plainString(r.Name) {
+			return dst, false
+		}
+		out = slices.Grow(dst, len(`{"event":"","data":,"seq":18446744073709551615}`)+len(r.Name)+len(r.Data)+len("null\n"))
+		out = append(out, `{"event":"`...)
+		out = append(out, r.Name...)
+		out = append(out, `","data":`...)
+		raw, seq, hasSeq = r.Data, r.Seq, true
 	case Response:
 		if r.Error != nil || !plainString(r.ID) {
 			return dst, false
@@ -86,6 +97,9 @@ func appendPlain(dst []byte, v any) (out []byte, ok bool) {
 			return dst, false
 		}
 		out = buf.Bytes()
+	}
+	if hasSeq {
+		out = strconv.AppendUint(append(out, `,"seq":`...), seq, 10)
 	}
 	return append(out, '}', '\n'), true
 }
