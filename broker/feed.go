@@ -40,7 +40,9 @@ func (s *Server) feed() {
 	for {
 		changed := s.eng.Changed()
 		head := s.eng.Head() // NB: after Changed: a publish past head wakes us again
-		it := s.log.Read(next)
+		// NB: transient: nothing below keeps a record's strings or payload past the next record (a push is
+		// encoded, and a re-check done, before it), so no record is copied out of the storage engine.
+		it := s.log.ReadTransient(next)
 		for next <= head && it.Next() {
 			r := it.Event()
 			if r.Position > head {
