@@ -33,7 +33,7 @@ type outbound struct {
 	reason   closeReason // why the connection closes after the final frame
 	closed   bool        // the connection is closed: drop everything
 	ready    chan struct{}
-	space    chan struct{} // closed and replaced whenever the writer releases bytes
+	space    chan struct{} // made by a response waiting for room, closed (and dropped) when the writer makes room
 }
 
 // outboundBudget is the daemon-wide count of bytes held by every connection's outbound queue.
@@ -56,8 +56,15 @@ func (b *outboundBudget) reserve(n int) bool {
 }
 
 func newOutbound(limit, maxBytes int, global *outboundBudget) *outbound {
-	return &outbound{limit: limit, maxBytes: maxBytes, global: global, ready: make(chan struct{}, 1),
-		space: make(chan struct{})}
+	return &outbound{limit: limit, maxBytes: maxBytes, global: global, ready: make(chan struct{}, 1)}
+}
+
+// roomMade wakes the responses waiting for room, with q.mu held.
+func (q *outbound) roomMade() {
+	if q.space != nil {
+		close(q.space)
+		q.space = nil
+	}
 }
 
 func (q *outbound) signal() {
@@ -113,6 +120,9 @@ func (q *outbound) pushWait(f []byte, done <-chan struct{}) bool {
 			q.mu.Unlock()
 			return true
 		}
+		if q.space == nil {
+			q.space = make(chan struct{})
+		}
 		space := q.space
 		q.mu.Unlock()
 		select {
@@ -165,8 +175,7 @@ func (q *outbound) take(buf [][]byte, done <-chan struct{}) (frames [][]byte, fi
 			clear(q.frames)
 			q.frames = q.frames[:0]
 			// The frame count bounds what is queued, so room for frames opens now; bytes open at written.
-			close(q.space)
-			q.space = make(chan struct{})
+			q.roomMade()
 			final, reason = q.final, q.reason
 			q.mu.Unlock()
 			return frames, final, reason, true
@@ -189,8 +198,7 @@ func (q *outbound) written(n int) {
 	}
 	q.held -= n
 	q.global.used.Add(-int64(n))
-	close(q.space)
-	q.space = make(chan struct{})
+	q.roomMade()
 }
 
 // close drops queued frames, releases every byte the connection held and refuses new frames.
