@@ -123,10 +123,10 @@ func classifyCold(st *projections.State, runID, digest string) (identity, *wire.
 
 // workerEnded is the answer to a worker whose run or task has ended, nil while both go on.
 func workerEnded(st *projections.State, runID, taskID string) *wire.Error {
-	if run, ok := st.Run(runID); !ok || run.Status.Stale() {
+	if status, ok := st.RunStatus(runID); !ok || status.Stale() {
 		return errRunTerminal
 	}
-	if task, ok := st.Task(runID, taskID); ok && task.Status.Terminal() {
+	if status, ok := st.TaskStatus(runID, taskID); ok && status.Terminal() {
 		return errTaskTerminal
 	}
 	return nil

@@ -129,7 +129,14 @@ func checkInvariants(t *testing.T, s *State) {
 			require.Equal(t, a.Reserved+a.Charged, a.TokensSpent, "tokensSpent = Σ reservations + Σ charges")
 		}
 		var used int64
+		run, _ := s.Run(runID)
+		status, ok := s.RunStatus(runID)
+		require.True(t, ok)
+		require.Equal(t, run.Status, status, "RunStatus is the run's")
 		for _, task := range s.Tasks(runID) {
+			status, ok := s.TaskStatus(runID, task.TaskID)
+			require.True(t, ok)
+			require.Equal(t, task.Status, status, "TaskStatus is the task's")
 			require.Equal(t, task.Status == TaskWaiting, task.Waiting != nil, "R4: waiting iff marker")
 			used += task.Usage.Budgeted()
 		}

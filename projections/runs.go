@@ -182,6 +182,17 @@ func (s *State) Run(runID string) (Run, bool) {
 	return Run{}, false
 }
 
+// RunStatus is Run(runID).Status without copying the run: the broker reads it before every request of a worker.
+func (s *State) RunStatus(runID string) (RunStatus, bool) {
+	if r := s.runs[runID]; r != nil {
+		return r.run.Status, true
+	}
+	if cr := s.cold[runID]; cr != nil {
+		return cr.run.Status, true
+	}
+	return "", false
+}
+
 // RunFilter selects a page of runs. Runs are listed in creation order
 // (oldest first, or newest first with Newest), which is deterministic; runs
 // are never removed, so a cursor stays valid while new runs are created.

@@ -262,6 +262,16 @@ func (s *State) Task(runID, taskID string) (Task, bool) {
 	return r.taskView(r.tasks[taskID]), true
 }
 
+// TaskStatus is Task(runID, taskID).Status without building the task's view: the broker reads it before every
+// request of a worker.
+func (s *State) TaskStatus(runID, taskID string) (TaskStatus, bool) {
+	r := s.run(runID)
+	if r == nil || r.tasks[taskID] == nil {
+		return "", false
+	}
+	return r.tasks[taskID].Status, true
+}
+
 // Tasks returns the tasks of run runID in creation order (shadow tasks
 // included, at their admission), each with its allocation.
 func (s *State) Tasks(runID string) []Task {
