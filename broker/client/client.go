@@ -322,7 +322,7 @@ func (c *Client) read() {
 			}
 			return
 		}
-		if push != nil {
+		if push.Frame != nil {
 			err = c.dispatchPush(push)
 		} else {
 			err = c.dispatch(resp)
@@ -351,19 +351,11 @@ func (c *Client) dispatch(resp wire.Response) error {
 	return nil
 }
 
-// dispatchPush routes a push frame (one with an "event" member) to its consumer.
-func (c *Client) dispatchPush(frame []byte) error {
-	var probe struct {
-		Event *string `json:"event"`
-	}
-	if err := json.Unmarshal(frame, &probe); err != nil {
-		return fmt.Errorf("read: %w: %w", wire.ErrMalformed, err)
-	}
-	if probe.Event == nil { // ReadResponse returns no such push
-		return nil
-	}
+// dispatchPush routes a push to its consumer; a push nobody consumes is not decoded.
+func (c *Client) dispatchPush(push wire.Push) error {
+	frame := push.Frame
 	var ev wire.Event
-	switch *probe.Event {
+	switch push.Name {
 	case wire.EventMailboxMessage:
 		if c.opts.OnMailbox == nil || c.sink != nil {
 			return nil
@@ -376,7 +368,7 @@ func (c *Client) dispatchPush(frame []byte) error {
 		if c.sink == nil {
 			return nil
 		}
-		if *probe.Event == wire.EventResync {
+		if push.Name == wire.EventResync {
 			var rs wire.Resync
 			if err := json.Unmarshal(frame, &rs); err != nil {
 				return fmt.Errorf("read: %w", err)

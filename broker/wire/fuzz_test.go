@@ -234,17 +234,19 @@ func FuzzReadRequestAgreesWithDecodeRequest(f *testing.F) {
 }
 
 // readResponseReference is how a client read a frame before ReadResponse: a push when its "event" member is not
-// null, else json.Unmarshal into a Response.
-func readResponseReference(frame []byte) (resp Response, push bool, err error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(frame, &fields); err != nil {
-		return Response{}, false, err
+// null (its name decoded into a string, or the frame refused), else json.Unmarshal into a Response.
+func readResponseReference(frame []byte) (resp Response, push string, isPush bool, err error) {
+	var probe struct {
+		Event *string `json:"event"`
 	}
-	if ev, ok := fields["event"]; ok && string(ev) != "null" {
-		return Response{}, true, nil
+	if err := json.Unmarshal(frame, &probe); err != nil {
+		return Response{}, "", false, err
+	}
+	if probe.Event != nil {
+		return Response{}, *probe.Event, true, nil
 	}
 	err = json.Unmarshal(frame, &resp)
-	return resp, false, err
+	return resp, "", false, err
 }
 
 // FuzzReadResponseAgreesWithUnmarshal: a client reading a frame gets the push, the response or the refusal that
@@ -254,7 +256,7 @@ func FuzzReadResponseAgreesWithUnmarshal(f *testing.F) {
 		`{"id":"1","result":{"a":[1, 2]}}`, `{"id":"1","result":null}`, `{"id":"1"}`, `{"result":1}`,
 		`{"id":"1","error":{"code":"auth","message":"no"}}`, `{"id":"1","error":null,"result":2}`,
 		`{"id":"1","error":{"code":1}}`, `{"event":"team.event","data":{},"seq":1}`, `{"event":null,"id":"2","result":0}`,
-		`{"event":5}`, `{"i\u0064":"x","result":"y","id":"z"}`, `{"id":7,"result":1}`, `[]`, `{"id":"\"","result":"\\"}`,
+		`{"event":5}`, `{"event":"a\u0062"}`, `{"i\u0064":"x","result":"y","id":"z"}`, `{"id":7,"result":1}`, `[]`, `{"id":"\"","result":"\\"}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -265,10 +267,12 @@ func FuzzReadResponseAgreesWithUnmarshal(f *testing.F) {
 			require.Equal(t, frameErr, err)
 			return
 		}
-		want, wantPush, wantErr := readResponseReference(frame)
-		require.Equal(t, wantPush, push != nil, "%q", line)
+		want, wantName, wantPush, wantErr := readResponseReference(frame)
+		require.Equal(t, wantPush, push.Frame != nil, "%q", line)
 		if wantPush {
-			require.Equal(t, string(frame), string(push))
+			require.NoError(t, err)
+			require.Equal(t, wantName, push.Name)
+			require.Equal(t, string(frame), string(push.Frame))
 			return
 		}
 		if wantErr != nil {

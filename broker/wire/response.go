@@ -66,33 +66,44 @@ func (r *Response) UnmarshalJSON(b []byte) error {
 // responseKeys are the members a client reads of a frame, in the order ReadResponse uses them.
 var responseKeys = []string{"id", "result", "error", "event"}
 
+// Push is a push frame as ReadResponse returns it: its event name, and the frame itself to decode (valid until the
+// next read). A zero Push (Frame nil) is none.
+type Push struct {
+	Name  string
+	Frame []byte
+}
+
 // ReadResponse reads the next frame for a client. A push (a frame whose "event" member is not null) is returned
-// undecoded in push, valid until the next read; any other frame is decoded as Response.UnmarshalJSON decodes it,
-// without checking again what ReadFrame checked. Errors are ReadFrame's, or ErrMalformed for a frame that is not
-// a response.
-func (r *Reader) ReadResponse() (resp Response, push []byte, err error) {
+// with its name, undecoded; any other frame is decoded as Response.UnmarshalJSON decodes it, without checking again
+// what ReadFrame checked. Errors are ReadFrame's, or ErrMalformed for a frame that is neither a response nor a
+// push named by a string.
+func (r *Reader) ReadResponse() (resp Response, push Push, err error) {
 	frame, err := r.ReadFrame()
 	if err != nil {
-		return Response{}, nil, err
+		return Response{}, Push{}, err
 	}
 	var v [4][]byte
 	lastMembers(frame, responseKeys, v[:]) // ReadFrame returns objects only
 	if v[3] != nil && string(v[3]) != "null" {
-		return Response{}, frame, nil
+		name, ok := jsonString(v[3])
+		if !ok {
+			return Response{}, Push{}, malformed("push event must be a string")
+		}
+		return Response{}, Push{Name: name, Frame: frame}, nil
 	}
 	id, ok := jsonString(v[0])
 	if !ok {
-		return Response{}, nil, malformed("response id must be a string")
+		return Response{}, Push{}, malformed("response id must be a string")
 	}
 	if v[2] != nil && string(v[2]) != "null" {
 		var e Error
 		if err := json.Unmarshal(v[2], &e); err != nil {
-			return Response{}, nil, fmt.Errorf("%w: response error must be {code, message}: %w", ErrMalformed, err)
+			return Response{}, Push{}, fmt.Errorf("%w: response error must be {code, message}: %w", ErrMalformed, err)
 		}
-		return Response{ID: id, Error: &e}, nil, nil
+		return Response{ID: id, Error: &e}, Push{}, nil
 	}
 	if v[1] == nil {
-		return Response{}, nil, malformed("response has neither result nor error")
+		return Response{}, Push{}, malformed("response has neither result nor error")
 	}
-	return Response{ID: id, Result: append(json.RawMessage(nil), v[1]...)}, nil, nil
+	return Response{ID: id, Result: append(json.RawMessage(nil), v[1]...)}, Push{}, nil
 }
