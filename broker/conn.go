@@ -175,11 +175,7 @@ func (c *conn) writeLoop() {
 		_, err := bufs.WriteTo(c.nc)
 		c.out.written(n) // NB: only now: the batch being written counts against the budgets until it is out
 		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				c.close(reasonSlowConsumer)
-			} else {
-				c.close(reasonWriteError)
-			}
+			c.close(writeFailure(err))
 			return
 		}
 		if final {
@@ -189,6 +185,36 @@ func (c *conn) writeLoop() {
 		clear(frames)
 		buf = frames
 	}
+}
+
+// writeFailure classifies why a write to the client failed.
+func writeFailure(err error) closeReason {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return reasonSlowConsumer
+	}
+	return reasonWriteError
+}
+
+// sendResponse sends a response frame. When the connection has nothing queued and nothing being written, the
+// calling goroutine (the reader, or a waiter answering) writes it itself: no hand-off to the writer and back for
+// the one frame a request-response client waits for. Otherwise it is queued, waiting for room. Either way only the
+// connection's own goroutines block on its socket, for writeTimeout at most. false means the connection is closing.
+func (c *conn) sendResponse(frame []byte) bool {
+	ok, closing := c.out.claim(frame)
+	switch {
+	case closing:
+		return false
+	case !ok:
+		return c.out.pushWait(frame, c.done)
+	}
+	c.nc.SetWriteDeadline(time.Now().Add(c.s.writeTimeout))
+	_, err := c.nc.Write(frame)
+	c.out.release(len(frame))
+	if err != nil {
+		c.close(writeFailure(err))
+		return false
+	}
+	return true
 }
 
 // respond queues the answer to request id: result on success, else the mapped error. It reports false when the
@@ -219,7 +245,7 @@ func (c *conn) respond(id, method string, result any, err error) bool {
 		}
 		return c.sendError(id, we)
 	}
-	return c.out.pushWait(frame, c.done)
+	return c.sendResponse(frame)
 }
 
 // sendError queues an error frame; a closing code makes it the connection's final frame.
@@ -236,7 +262,7 @@ func (c *conn) sendError(id string, we *wire.Error) bool {
 		c.out.pushFinal(frame, reason)
 		return false
 	}
-	return c.out.pushWait(frame, c.done)
+	return c.sendResponse(frame)
 }
 
 // errorFrame encodes an error frame answering request id ("" for a frame that answers no request).

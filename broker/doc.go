@@ -31,16 +31,18 @@
 //	closed: EOF, read/write error, write stalled > 10 s (slow consumer), Server.Close, recovered panic
 //
 // Every connection has exactly one reader goroutine (wire.Reader with the MaxFrame cap, dispatching requests in
-// order) and one writer goroutine (draining a bounded outbound queue with a write deadline), plus at most one
-// subscription goroutine and a bounded number of task.waitStatus waiters. Server-wide: one feed goroutine following
+// order) and one writer goroutine (draining a bounded outbound queue with a write deadline; a response finding the
+// queue empty and the socket idle is written by the goroutine answering it, under the same deadline), plus at most
+// one subscription goroutine and a bounded number of task.waitStatus waiters. Server-wide: one feed goroutine following
 // the log (mailbox pushes, ending connections whose credential ended) and one wait follower per run with waiters.
 // All are tracked by the server's WaitGroup; Close returns only when every one has ended. Close reasons are an
 // enum, logged at debug.
 //
 // # Guarantees
 //
-//   - No client can block another, the engine or the server: producers only append to a connection's queue; the
-//     connection's writer is the only goroutine that blocks on its socket. A response waits for room in its own
+//   - No client can block another, the engine or the server: pushes only append to a connection's queue; only the
+//     connection's own goroutines (its writer, or its reader or a waiter writing a response to an idle socket)
+//     block on its socket, one at a time, for writeTimeout at most. A response waits for room in its own
 //     connection's queue (back-pressure on that client only); a push never waits.
 //   - events.subscribe delivers every event type (optionally filtered) in seq order (seq = the event's version in
 //     the run's stream), replay then live, never repeating or skipping one; it reads only durable events. On

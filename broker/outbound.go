@@ -6,11 +6,13 @@ import (
 )
 
 // outbound is one connection's queue of encoded frames, drained by its writer goroutine. It is what keeps a slow
-// client from slowing anyone else: producers (the reader answering requests, the subscription, the mailbox feed)
-// only ever append to it, and only the connection's writer blocks on the socket.
+// client from slowing anyone else: pushes (the subscription, the mailbox feed) only ever append to it, and only
+// the connection's own goroutines block on its socket. One goroutine at a time writes to the socket: the writer
+// with the batch it took, or a goroutine answering a request (the reader, a waiter) with its response, which it may
+// write itself (claim) when nothing is queued or being written, sparing the hand-off to the writer.
 //
-// Bounds, in frames and in bytes. The bytes a connection holds are those queued plus the batch its writer is
-// writing: a batch is released only when its write has completed. An ordinary frame fits when the connection
+// Bounds, in frames and in bytes. The bytes a connection holds are those queued plus the batch (or response) being
+// written: they are released only when the write has completed. An ordinary frame fits when the connection
 // holds nothing, or when it keeps the connection within limit frames queued, within maxBytes held, and the
 // daemon-wide budget within its own limit. Beyond that:
 //   - a push (team.event, mailbox.message) is refused at once — the subscription then queues a resync and stops;
@@ -29,6 +31,7 @@ type outbound struct {
 	maxBytes int
 	held     int // bytes queued plus bytes of the batch being written
 	global   *outboundBudget
+	busy     bool        // a goroutine writes to the socket: the writer its batch, or a responder its response (claim)
 	final    bool        // the final frame is queued
 	reason   closeReason // why the connection closes after the final frame
 	closed   bool        // the connection is closed: drop everything
@@ -170,7 +173,8 @@ func (q *outbound) take(buf [][]byte, done <-chan struct{}) (frames [][]byte, fi
 			q.mu.Unlock()
 			return nil, false, 0, false
 		}
-		if len(q.frames) > 0 {
+		if len(q.frames) > 0 && !q.busy {
+			q.busy = true
 			frames = append(buf[:0], q.frames...)
 			clear(q.frames)
 			q.frames = q.frames[:0]
@@ -193,12 +197,42 @@ func (q *outbound) take(buf [][]byte, done <-chan struct{}) (frames [][]byte, fi
 func (q *outbound) written(n int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.busy = false
 	if q.closed {
 		return // close released everything
 	}
 	q.held -= n
 	q.global.used.Add(-int64(n))
 	q.roomMade()
+}
+
+// claim lets the caller write response f to the socket itself, sparing the hand-off to the writer, when the
+// connection has nothing queued and nothing being written: f then counts as held, and the socket is the caller's
+// until it calls release. ok is false when f must be queued instead (pushWait); closing when the connection takes
+// no more frames.
+func (q *outbound) claim(f []byte) (ok, closing bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case q.closed || q.final:
+		return false, true
+	case q.busy || len(q.frames) > 0:
+		return false, false
+	}
+	q.busy = true
+	q.force(f) // NB: held is 0 here: a connection holding nothing always takes one frame
+	return true, false
+}
+
+// release ends a write of n bytes that claim allowed, and hands the socket to the writer for what was queued
+// meanwhile.
+func (q *outbound) release(n int) {
+	q.written(n)
+	q.mu.Lock()
+	if len(q.frames) > 0 {
+		q.signal()
+	}
+	q.mu.Unlock()
 }
 
 // close drops queued frames, releases every byte the connection held and refuses new frames.

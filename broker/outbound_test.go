@@ -59,3 +59,35 @@ func TestOutboundResponseWaitsForItsWriter(t *testing.T) {
 	close(done)
 	require.False(t, <-queued, "a closing connection ends the wait")
 }
+
+// TestOutboundClaimIsTheOnlyWriter: a response is written directly only by a claim on a connection with nothing
+// queued or being written; while it is, the writer takes nothing (frames never interleave) and the response's
+// bytes count; its release hands what was queued meanwhile to the writer.
+func TestOutboundClaimIsTheOnlyWriter(t *testing.T) {
+	global := &outboundBudget{limit: 1 << 20}
+	q := newOutbound(256, 100, global)
+	ok, closing := q.claim(frameOf(30))
+	require.True(t, ok)
+	require.False(t, closing)
+	require.Equal(t, int64(30), global.used.Load(), "the response being written counts")
+	ok, _ = q.claim(frameOf(10))
+	require.False(t, ok, "one writer at a time")
+	require.True(t, q.tryPush(frameOf(20)))
+
+	gaveUp := make(chan struct{})
+	close(gaveUp)
+	_, _, _, took := q.take(nil, gaveUp)
+	require.False(t, took, "the writer takes nothing while a response is being written")
+	q.release(30)
+	frames, _, _, took := q.take(nil, nil)
+	require.True(t, took)
+	require.Len(t, frames, 1, "release hands the queued push to the writer")
+	ok, _ = q.claim(frameOf(10))
+	require.False(t, ok, "the writer's batch is being written")
+	q.written(20)
+	require.Zero(t, global.used.Load())
+
+	require.True(t, q.pushFinal(frameOf(5), reasonAuth))
+	_, closing = q.claim(frameOf(10))
+	require.True(t, closing, "nothing after the final frame")
+}
