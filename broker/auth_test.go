@@ -132,6 +132,10 @@ func TestSettlementEndsOnlyItsShadowTask(t *testing.T) {
 	require.Equal(t, wire.CodeStaleToken, end.Error.Code)
 	require.Equal(t, wire.MsgTaskTerminal, end.Error.Message)
 	g.closed()
+	f.srv.mu.Lock()
+	_, indexed := f.srv.byBox[mailboxKey{runR, sub}]
+	f.srv.mu.Unlock()
+	require.False(t, indexed, "a closed connection leaves the index of mailboxes")
 	for _, c := range []*client{p, q, o} {
 		require.Equal(t, true, c.ok("ping", nil)["pong"])
 	}

@@ -105,9 +105,8 @@ func (s *Server) pushMessage(runID string, pos uint64, m *events.MailboxAppended
 	}
 	s.mu.Lock()
 	var targets []*conn
-	for c := range s.byRun[runID] {
-		if c.boundAt < pos && (c.id.role == events.RoleWorker && c.id.taskID == m.To ||
-			c.id.role == events.RoleOrchestrator && m.To == events.RunInbox) {
+	for c := range s.byBox[mailboxKey{runID, m.To}] { // NB: the run inbox is "", the orchestrators' box
+		if c.boundAt < pos {
 			targets = append(targets, c)
 		}
 	}

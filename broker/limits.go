@@ -134,11 +134,13 @@ func (c *conn) acquireSubscription() error {
 // set, narrows the re-check to the worker connections of that task: the event changed nothing else the check reads.
 func (s *Server) closeEnded(runID, onlyTask string) {
 	s.mu.Lock()
-	var conns []*conn // NB: not sized for the run: a settlement's shadow task has none of its connections
-	for c := range s.byRun[runID] {
-		if onlyTask == "" || c.id.role == events.RoleWorker && c.id.taskID == onlyTask {
-			conns = append(conns, c)
-		}
+	set := s.byRun[runID]
+	if onlyTask != "" {
+		set = s.byBox[mailboxKey{runID, onlyTask}] // the task's worker connections: the orchestrators' box is ""
+	}
+	conns := make([]*conn, 0, len(set))
+	for c := range set {
+		conns = append(conns, c)
 	}
 	s.mu.Unlock()
 	for _, c := range conns {

@@ -40,7 +40,8 @@ type Server struct {
 	serving  bool
 	closing  bool
 	conns    map[*conn]struct{}
-	byRun    map[string]map[*conn]struct{} // authenticated run-bound connections, for mailbox pushes
+	byRun    map[string]map[*conn]struct{}     // authenticated run-bound connections, by run
+	byBox    map[mailboxKey]map[*conn]struct{} // the same by whose mailbox they read: a push or re-check finds its own
 	nextConn uint64
 	// Per-principal counts (limits.go), keyed by credential (credKey); the admin is not counted.
 	credConns map[string]int           // authenticated connections
@@ -81,7 +82,7 @@ func New(eng *commands.Engine, log *eventlog.Log, opts Options) (*Server, error)
 	o := opts.withDefaults()
 	s := &Server{
 		eng: eng, log: log, opts: o, lg: o.Logger, writeTimeout: writeTimeout,
-		conns: make(map[*conn]struct{}), byRun: make(map[string]map[*conn]struct{}),
+		conns: make(map[*conn]struct{}), byRun: make(map[string]map[*conn]struct{}), byBox: make(map[mailboxKey]map[*conn]struct{}),
 		credConns: make(map[string]int), credWaits: make(map[string]int), credSubs: make(map[string]int), pending: make(map[int]int),
 		readSems: make(map[string]chan struct{}), pacer: newPacer(o.RatePerCredential, o.BurstPerCredential),
 		quit: make(chan struct{}), serveDone: make(chan struct{}), closed: make(chan struct{}),
@@ -228,13 +229,43 @@ func (s *Server) bind(c *conn, id identity) *wire.Error {
 	if id.runID == "" {
 		return nil
 	}
-	set := s.byRun[id.runID]
+	addConn(s.byRun, id.runID, c)
+	addConn(s.byBox, boxOf(id), c)
+	return nil
+}
+
+// mailboxKey names whose mailbox a run-bound connection reads: a worker's task's, or the orchestrators' run inbox
+// (events.RunInbox, "": no task has that id).
+type mailboxKey struct {
+	runID, taskID string
+}
+
+// boxOf is the mailbox an authenticated run-bound identity reads.
+func boxOf(id identity) mailboxKey {
+	if id.role == events.RoleWorker {
+		return mailboxKey{id.runID, id.taskID}
+	}
+	return mailboxKey{id.runID, events.RunInbox}
+}
+
+// addConn adds c to the set of connections under k.
+func addConn[K comparable](index map[K]map[*conn]struct{}, k K, c *conn) {
+	set := index[k]
 	if set == nil {
 		set = make(map[*conn]struct{})
-		s.byRun[id.runID] = set
+		index[k] = set
 	}
 	set[c] = struct{}{}
-	return nil
+}
+
+// removeConn removes c from the set under k, and the set once empty.
+func removeConn[K comparable](index map[K]map[*conn]struct{}, k K, c *conn) {
+	if set := index[k]; set != nil {
+		delete(set, c)
+		if len(set) == 0 {
+			delete(index, k)
+		}
+	}
 }
 
 // forget removes a closed connection from every index and count and returns the identity it was bound to.
@@ -253,11 +284,9 @@ func (s *Server) forget(c *conn) identity {
 			s.workers--
 		}
 	}
-	if set := s.byRun[c.id.runID]; set != nil {
-		delete(set, c)
-		if len(set) == 0 {
-			delete(s.byRun, c.id.runID)
-		}
+	if c.bound && c.id.runID != "" {
+		removeConn(s.byRun, c.id.runID, c)
+		removeConn(s.byBox, boxOf(c.id), c)
 	}
 	return c.id
 }
