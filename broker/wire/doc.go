@@ -62,7 +62,11 @@
 //     long the peer's line is, and it stops reading from its source at its first error.
 //   - Every frame ReadFrame returns is one JSON object in valid UTF-8 without '\n'; DecodeRequest and DecodeHello
 //     apply pi-crew's rules (exact key names, lengths in UTF-16 units, the last of duplicate keys wins) and never
-//     panic on any input.
+//     panic on any input. ReadRequest (the broker's) and ReadResponse (a client's) read a frame and decode it as
+//     DecodeRequest and Response.UnmarshalJSON do, in one scan, without checking again what ReadFrame checked;
+//     fuzz tests hold each to the decoding it replaces.
+//   - AppendFrame encodes requests, success responses and pushes without reflection, byte for byte as
+//     encoding/json does (fuzz tests compare them), and anything else through encoding/json.
 //   - AppendFrame's output is always a single line within the cap, or nothing.
 //   - Codes are pi-crew's spellings plus crewlog's own (marked in code.go); Code.Closes tells which ones end the
 //     connection.
