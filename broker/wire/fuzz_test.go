@@ -154,6 +154,20 @@ func genericFrame(v any) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
+// requireEncodesAsEncodingJSON: AppendFrame appends v's frame as encoding/json encodes it, byte for byte, or fails
+// as encoding/json fails, appending nothing.
+func requireEncodesAsEncodingJSON(t *testing.T, v any) {
+	want, wantErr := genericFrame(v)
+	got, gotErr := AppendFrame([]byte("prefix"), v, 0)
+	if wantErr != nil {
+		require.Error(t, gotErr)
+		require.Equal(t, "prefix", string(got))
+		return
+	}
+	require.NoError(t, gotErr)
+	require.Equal(t, "prefix"+string(want), string(got), "%#v", v)
+}
+
 // FuzzAppendResultAgreesWithEncodingJSON: a success response's frame is encoding/json's, byte for byte, whatever
 // the id and the result; a result that is not JSON fails as encoding/json fails.
 func FuzzAppendResultAgreesWithEncodingJSON(f *testing.F) {
@@ -169,15 +183,7 @@ func FuzzAppendResultAgreesWithEncodingJSON(f *testing.F) {
 		if nilResult {
 			r.Result = nil
 		}
-		want, wantErr := genericFrame(r)
-		got, gotErr := AppendFrame([]byte("prefix"), r, 0)
-		if wantErr != nil {
-			require.Error(t, gotErr)
-			require.Equal(t, "prefix", string(got))
-			return
-		}
-		require.NoError(t, gotErr)
-		require.Equal(t, "prefix"+string(want), string(got), "id %q result %q", id, result)
+		requireEncodesAsEncodingJSON(t, r)
 	})
 }
 
@@ -299,15 +305,7 @@ func FuzzAppendRequestAgreesWithEncodingJSON(f *testing.F) {
 		if nilParams {
 			r.Params = nil
 		}
-		want, wantErr := genericFrame(r)
-		got, gotErr := AppendFrame([]byte("prefix"), r, 0)
-		if wantErr != nil {
-			require.Error(t, gotErr)
-			require.Equal(t, "prefix", string(got))
-			return
-		}
-		require.NoError(t, gotErr)
-		require.Equal(t, "prefix"+string(want), string(got), "id %q method %q params %q", id, method, params)
+		requireEncodesAsEncodingJSON(t, r)
 	})
 }
 
@@ -328,14 +326,6 @@ func FuzzAppendEventAgreesWithEncodingJSON(f *testing.F) {
 		if nilData {
 			e.Data = nil
 		}
-		want, wantErr := genericFrame(e)
-		got, gotErr := AppendFrame([]byte("prefix"), e, 0)
-		if wantErr != nil {
-			require.Error(t, gotErr)
-			require.Equal(t, "prefix", string(got))
-			return
-		}
-		require.NoError(t, gotErr)
-		require.Equal(t, "prefix"+string(want), string(got), "name %q data %q seq %d", name, data, seq)
+		requireEncodesAsEncodingJSON(t, e)
 	})
 }
