@@ -24,8 +24,8 @@ var (
 	stateQueries = []string{
 		"Account", "AccountHistory", "Allocation", "Ask", "Asks", "Authorize", "Config", "Credential", "Credentials",
 		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage",
-		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "Runs", "SlotHolder", "SlotWaiters", "Slots",
-		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "Task", "Tasks", "TasksPage",
+		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "RunStatus", "Runs", "SlotHolder", "SlotWaiters", "Slots",
+		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "Task", "TaskStatus", "Tasks", "TasksPage",
 		"Job", "JobCount", "JobHeader", "JobTool", "Jobs", "LiveRequests", "ProxyRequestOf", "RevokedRootsOf",
 	}
 	stateNotQueries = []string{
@@ -89,6 +89,8 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 		q := func(k string, v ...any) { put(run+"/"+k, v...) }
 		r, ok := s.Run(run)
 		q("Run", r, ok)
+		rs, ok := s.RunStatus(run)
+		q("RunStatus", rs, ok)
 		q("SlotsHeldBy", s.SlotsHeldBy(run))
 		q("SlotsOf", s.SlotsOf(run))
 		q("SlotWaiters", s.SlotWaiters(run, now, 1e9, 2))
@@ -106,6 +108,8 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 			recipients = append(recipients, id)
 			tk, ok := s.Task(run, id)
 			q("Task/"+id, tk, ok)
+			ts, ok := s.TaskStatus(run, id)
+			q("TaskStatus/"+id, ts, ok)
 			q("IsShadow/"+id, s.IsShadow(run, id))
 			a, ok := s.Account(run, id)
 			q("Account/"+id, a, ok)
