@@ -2,6 +2,7 @@ package projections
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -61,14 +62,42 @@ var errViewStale = errors.New("projections: view of another position")
 // never panics: bad bytes, another format, another run or another position
 // give an error.
 func decodeRunView(b []byte, id string, last uint64) (r *runState, err error) {
-	if err := checkMsgpack(b, 2); err != nil {
-		return nil, fmt.Errorf("%w: view of run %s: %v", ErrBadSnapshot, id, err)
-	}
 	defer func() {
 		if p := recover(); p != nil {
 			r, err = nil, fmt.Errorf("%w: view of run %s: decoder panic: %v", ErrBadSnapshot, id, p)
 		}
 	}()
+	// The fast path first (snapshot_decode.go): it needs no structural
+	// check of its own. The format as encodeRunView writes it is a uint16:
+	// 0xcd and two bytes.
+	sr, err := (*snapshotRun)(nil), errFastFallback
+	if len(b) >= 3 && b[0] == 0xcd && binary.BigEndian.Uint16(b[1:]) == SnapshotFormat {
+		sr, err = decodeSnapshotRun(b[3:])
+	}
+	if err != nil { // errFastFallback: reflection decides
+		if sr, err = decodeRunViewByReflection(b, id); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case sr.Run == nil || sr.Run.RunID != id || sr.Cold:
+		return nil, fmt.Errorf("%w: view of run %s holds another record", ErrBadSnapshot, id)
+	case sr.Last != last:
+		return nil, errViewStale
+	}
+	scratch := New()
+	if err := addSnapshotRun(scratch, sr); err != nil {
+		return nil, fmt.Errorf("%w: view of run %s: %v", ErrBadSnapshot, id, err)
+	}
+	return scratch.runs[id], nil
+}
+
+// decodeRunViewByReflection decodes a view with msgpack's reflection,
+// after checkMsgpack has bounded every length in it.
+func decodeRunViewByReflection(b []byte, id string) (*snapshotRun, error) {
+	if err := checkMsgpack(b, 2); err != nil {
+		return nil, fmt.Errorf("%w: view of run %s: %v", ErrBadSnapshot, id, err)
+	}
 	dec := msgpack.NewDecoder(bytes.NewReader(b))
 	format, err := dec.DecodeUint16()
 	if err != nil || format != SnapshotFormat {
@@ -78,17 +107,7 @@ func decodeRunView(b []byte, id string, last uint64) (r *runState, err error) {
 	if err := dec.Decode(&sr); err != nil {
 		return nil, fmt.Errorf("%w: view of run %s: %v", ErrBadSnapshot, id, err)
 	}
-	switch {
-	case sr.Run == nil || sr.Run.RunID != id || sr.Cold:
-		return nil, fmt.Errorf("%w: view of run %s holds another record", ErrBadSnapshot, id)
-	case sr.Last != last:
-		return nil, errViewStale
-	}
-	scratch := New()
-	if err := addSnapshotRun(scratch, &sr); err != nil {
-		return nil, fmt.Errorf("%w: view of run %s: %v", ErrBadSnapshot, id, err)
-	}
-	return scratch.runs[id], nil
+	return &sr, nil
 }
 
 // fromView reads cold run id back from its view, or returns nil when there

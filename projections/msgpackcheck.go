@@ -22,8 +22,17 @@ var errTruncated = errors.New("truncated")
 // for terabytes, a fatal error no recover can catch. After this check every
 // container's length is at most len(b) (each element takes at least a byte).
 func checkMsgpack(b []byte, values int) error {
+	end, err := msgpackEnd(b, 0, values)
+	if err == nil && end != len(b) {
+		err = fmt.Errorf("%d trailing bytes", len(b)-end)
+	}
+	return err
+}
+
+// msgpackEnd returns where the `values` well-formed msgpack values that
+// start at b[i] end, checking them as checkMsgpack does.
+func msgpackEnd(b []byte, i, values int) (int, error) {
 	stack := []int{values} // items still to read at each open level
-	i := 0
 	need := func(n int) error {
 		if n < 0 || n > len(b)-i {
 			return errTruncated
@@ -58,7 +67,7 @@ func checkMsgpack(b []byte, values int) error {
 		}
 		stack[top]--
 		if err := need(1); err != nil {
-			return err
+			return 0, err
 		}
 		c := b[i]
 		i++
@@ -108,28 +117,25 @@ func checkMsgpack(b []byte, values int) error {
 			items, err = size(4)
 			items *= 2
 		default: // 0xc1 is never used
-			return fmt.Errorf("invalid code 0x%x at %d", c, i-1)
+			return 0, fmt.Errorf("invalid code 0x%x at %d", c, i-1)
 		}
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if items > 0 {
 			if err := need(items); err != nil {
-				return err
+				return 0, err
 			}
 			if len(stack) > maxSnapshotDepth {
-				return fmt.Errorf("nested deeper than %d", maxSnapshotDepth)
+				return 0, fmt.Errorf("nested deeper than %d", maxSnapshotDepth)
 			}
 			stack = append(stack, items)
 			continue
 		}
 		if err := need(skip); err != nil {
-			return err
+			return 0, err
 		}
 		i += skip
 	}
-	if i != len(b) {
-		return fmt.Errorf("%d trailing bytes", len(b)-i)
-	}
-	return nil
+	return i, nil
 }

@@ -1,0 +1,85 @@
+package projections
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vmihailenco/msgpack/v5"
+
+	m "github.com/crewlog/crewlog/events/msgpackappend"
+)
+
+// TestSnapshotRunFastDecodeMatchesReflection holds decodeSnapshotRun to
+// what msgpack's reflection decodes from the same bytes: on every run of
+// folded histories (hot and cold), and on runs with every record and field
+// filled at random (nil and empty slices, nil records, strings across every
+// length class, negative and large numbers). The fast path must take every
+// one of them on (a fallback would hide a field it does not read), and hand
+// anything it does not know to reflection.
+func TestSnapshotRunFastDecodeMatchesReflection(t *testing.T) {
+	same := func(sr *snapshotRun) {
+		t.Helper()
+		b, err := appendSnapshotRun(nil, sr)
+		require.NoError(t, err)
+		var want snapshotRun
+		require.NoError(t, msgpack.Unmarshal(b, &want))
+		got, err := decodeSnapshotRun(b)
+		require.NoError(t, err, "the fast path fell back")
+		require.Equal(t, &want, got)
+	}
+	for _, s := range []*State{fold(realisticHistory(5_000)), coldState(t)} {
+		require.NotEmpty(t, s.runs)
+		for _, id := range s.runOrder {
+			if r := s.runs[id]; r != nil {
+				sr := snapshotRunOf(r)
+				same(&sr)
+			}
+		}
+	}
+	same(&snapshotRun{})
+	same(&snapshotRun{Tasks: []*Task{nil, {}}, Delegations: []*Delegation{nil}, Accounts: []*Account{nil}, Messages: []Message{}})
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 300 {
+		var sr snapshotRun
+		fillRandom(rng, reflect.ValueOf(&sr).Elem())
+		same(&sr)
+	}
+
+	// A key it does not read, or a value of another msgpack type, is left
+	// to reflection.
+	b, err := appendSnapshotRun(nil, &snapshotRun{})
+	require.NoError(t, err)
+	b[0]++ // one more entry in the map
+	_, err = decodeSnapshotRun(m.Int(m.String(b, "later"), 1))
+	require.ErrorIs(t, err, errFastFallback)
+	b, err = appendSnapshotRun(nil, &snapshotRun{Last: 7})
+	require.NoError(t, err)
+	i := len(m.String(m.String(m.MapLen(nil, 13), "run"), "")) - 1 // after the run's nil
+	require.Equal(t, byte(0xc0), b[i])
+	i += 1 + len(m.String(nil, "last"))
+	require.Equal(t, byte(0xcf), b[i], "last is a uint64")
+	b[i] = 0xcb // now a double
+	_, err = decodeSnapshotRun(b)
+	require.ErrorIs(t, err, errFastFallback)
+}
+
+// A view garbled anywhere decodes to an error or to a run, never a panic.
+func TestGarbledViewsNeverPanic(t *testing.T) {
+	s := fold(realisticHistory(1_000))
+	for _, id := range s.runOrder {
+		r := s.runs[id]
+		b, err := encodeRunView(r)
+		require.NoError(t, err)
+		got, err := decodeRunView(b, id, r.last)
+		require.NoError(t, err)
+		require.Equal(t, len(r.tasks), len(got.tasks))
+		for i := 0; i < len(b); i += 1 + len(b)/500 {
+			g := append([]byte(nil), b...)
+			g[i] ^= 0x5a
+			require.NotPanics(t, func() { _, _ = decodeRunView(g, id, r.last) })
+			require.NotPanics(t, func() { _, _ = decodeRunView(b[:i], id, r.last) })
+		}
+	}
+}
