@@ -97,7 +97,9 @@
 // encoding of that map; the hot records (tasks, delegations, accounts,
 // messages) are appended field by field (snapshot_codec.go), byte for byte
 // as reflection writes them, so encoding reads s without copying or
-// changing it and is safe under a reader's lock. The storage layer adds the checksum;
+// changing it and is safe under a reader's lock. A view is read back the
+// same way (snapshot_decode.go: into exactly what reflection decodes, and
+// anything it does not know is left to reflection). The storage layer adds the checksum;
 // a snapshot is an optimisation only, and rebuilding from position 1 must
 // give the identical state.
 //
