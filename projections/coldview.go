@@ -49,7 +49,7 @@ func encodeRunView(r *runState) ([]byte, error) {
 	sr := snapshotRunOf(r)
 	b := make([]byte, 0, 64+r.approxBytes()*3/4)
 	b = m.Uint16(b, SnapshotFormat)
-	b, err := appendSnapshotRun(b, &sr)
+	b, err := appendSnapshotRun(b, &sr, nil)
 	if err != nil {
 		return nil, fmt.Errorf("projections: encoding the view of run %s: %w", r.run.RunID, err)
 	}

@@ -98,14 +98,20 @@ func NewSnapshotEncoder(s *State) (*SnapshotEncoder, error) {
 		return nil, fmt.Errorf("projections: encoding snapshot: %w", err)
 	}
 	e.size = len(b)
+	b = make([]byte, 0, 2*measureSpill)
 	for i := range e.snap.Runs {
-		if b, err = appendSnapshotRun(b[:0], &e.snap.Runs[i]); err != nil {
+		if b, err = appendSnapshotRun(b[:0], &e.snap.Runs[i], &e.size); err != nil {
 			return nil, fmt.Errorf("projections: encoding snapshot: %w", err)
 		}
 		e.size += len(b)
 	}
 	return e, nil
 }
+
+// measureSpill is how much of a run's encoding NewSnapshotEncoder holds
+// before it counts the bytes and reuses the buffer (a variable for tests,
+// which make every record spill).
+var measureSpill = 64 << 10
 
 // Size is the exact length of the encoding.
 func (e *SnapshotEncoder) Size() int { return e.size }

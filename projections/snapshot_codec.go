@@ -31,7 +31,7 @@ func appendSnapshot(b []byte, snap *snapshot) ([]byte, error) {
 		return nil, err
 	}
 	for i := range snap.Runs {
-		if b, err = appendSnapshotRun(b, &snap.Runs[i]); err != nil {
+		if b, err = appendSnapshotRun(b, &snap.Runs[i], nil); err != nil {
 			return nil, err
 		}
 	}
@@ -50,8 +50,20 @@ func appendSnapshotHead(b []byte, snap *snapshot) ([]byte, error) {
 	return m.ArrayLen(m.String(b, "runs"), len(snap.Runs)), nil
 }
 
-func appendSnapshotRun(b []byte, sr *snapshotRun) ([]byte, error) {
+// appendSnapshotRun appends one run's encoding. With a measure, it counts
+// instead of keeping: whenever the buffer holds a spill's worth, its length
+// is added to the measure and the buffer reused, so measuring a run of
+// megabytes never grows a buffer of megabytes (growing it, copy by copy,
+// cost more than the encoding).
+func appendSnapshotRun(b []byte, sr *snapshotRun, measure *int) ([]byte, error) {
 	var err error
+	spill := func(b []byte) []byte {
+		if measure != nil && len(b) >= measureSpill {
+			*measure += len(b)
+			return b[:0]
+		}
+		return b
+	}
 	b = m.MapLen(b, 13)
 	if b, err = appendReflected(m.String(b, "run"), sr.Run); err != nil {
 		return nil, err
@@ -63,20 +75,22 @@ func appendSnapshotRun(b []byte, sr *snapshotRun) ([]byte, error) {
 		if b, err = appendTask(b, t); err != nil {
 			return nil, err
 		}
+		b = spill(b)
 	}
 	b = appendLen(m.String(b, "delegations"), sr.Delegations == nil, len(sr.Delegations))
 	for _, d := range sr.Delegations {
-		b = appendDelegation(b, d)
+		b = spill(appendDelegation(b, d))
 	}
 	b = appendLen(m.String(b, "accounts"), sr.Accounts == nil, len(sr.Accounts))
 	for _, a := range sr.Accounts {
-		b = appendAccount(b, a)
+		b = spill(appendAccount(b, a))
 	}
 	b = appendLen(m.String(b, "messages"), sr.Messages == nil, len(sr.Messages))
 	for i := range sr.Messages {
 		if b, err = appendMessage(b, &sr.Messages[i]); err != nil {
 			return nil, err
 		}
+		b = spill(b)
 	}
 	if b, err = appendReflected(m.String(b, "asks"), sr.Asks); err != nil {
 		return nil, err

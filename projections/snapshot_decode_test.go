@@ -21,7 +21,7 @@ import (
 func TestSnapshotRunFastDecodeMatchesReflection(t *testing.T) {
 	same := func(sr *snapshotRun) {
 		t.Helper()
-		b, err := appendSnapshotRun(nil, sr)
+		b, err := appendSnapshotRun(nil, sr, nil)
 		require.NoError(t, err)
 		var want snapshotRun
 		require.NoError(t, msgpack.Unmarshal(b, &want))
@@ -49,12 +49,12 @@ func TestSnapshotRunFastDecodeMatchesReflection(t *testing.T) {
 
 	// A key it does not read, or a value of another msgpack type, is left
 	// to reflection.
-	b, err := appendSnapshotRun(nil, &snapshotRun{})
+	b, err := appendSnapshotRun(nil, &snapshotRun{}, nil)
 	require.NoError(t, err)
 	b[0]++ // one more entry in the map
 	_, err = decodeSnapshotRun(m.Int(m.String(b, "later"), 1))
 	require.ErrorIs(t, err, errFastFallback)
-	b, err = appendSnapshotRun(nil, &snapshotRun{Last: 7})
+	b, err = appendSnapshotRun(nil, &snapshotRun{Last: 7}, nil)
 	require.NoError(t, err)
 	i := len(m.String(m.String(m.MapLen(nil, 13), "run"), "")) - 1 // after the run's nil
 	require.Equal(t, byte(0xc0), b[i])
