@@ -49,11 +49,19 @@ type Decision struct {
 // be committed to record the rejection (delegate.requested +
 // delegate.rejected), because every policy rejection leaves a trace.
 func Decide(s *projections.State, cmd Command, env Env) (Decision, error) {
+	return decideIn(s, cmd, &env)
+}
+
+// decideIn is Decide with the env behind a pointer the caller owns: the
+// command's decide method is called through an interface, so an env it is
+// handed escapes, and the writer, which decides every command, keeps one
+// env for a whole group instead of allocating one per command.
+func decideIn(s *projections.State, cmd Command, env *Env) (Decision, error) {
 	if env.NewID == nil {
 		env.NewID = func() string { return "" }
 	}
-	d, err := cmd.decide(s, &env)
-	return withQuota(s, cmd, &env, d, err)
+	d, err := cmd.decide(s, env)
+	return withQuota(s, cmd, env, d, err)
 }
 
 // event builds an event of type typ on stream with the env's envelope.

@@ -1,6 +1,9 @@
 package commands
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Wire codes a rejection carries (D§7.6). The broker maps a *RejectedError
 // to an error frame with exactly this code.
@@ -37,4 +40,21 @@ func reject(code, reason, format string, args ...any) *RejectedError {
 
 func badParams(format string, args ...any) *RejectedError {
 	return reject(CodeBadParams, "invalid-params", format, args...)
+}
+
+// rejectedOf is the *RejectedError err is or wraps, or nil. NB: the common
+// answers (nil, a bare *RejectedError) are told without errors.As, whose
+// target would otherwise be allocated for every command the writer decides.
+func rejectedOf(err error) *RejectedError {
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case *RejectedError:
+		return e
+	}
+	var rej *RejectedError
+	if errors.As(err, &rej) {
+		return rej
+	}
+	return nil
 }

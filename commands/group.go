@@ -23,6 +23,7 @@ func (e *Engine) commit(f *flight) error {
 	writes, applied, logEvents, payloads := f.writes, f.applied, f.logEvents, f.payloads
 	next := e.next
 	var unrecorded []*pending // decided, with a command id, and not recorded
+	var env Env               // one for the group: decideIn's env escapes
 
 	for _, p := range group {
 		id := p.req.CommandID
@@ -69,10 +70,10 @@ func (e *Engine) commit(f *flight) error {
 			return err
 		}
 		e.lastNow = e.opts.Clock()
-		env := Env{Config: w.Config(), Now: e.lastNow.UnixNano(), NewID: e.opts.NewID, Actor: p.req.Actor, CommandID: id}
-		dec, err := decideSafely(w, p.req.Command, env)
-		var rej *RejectedError
-		if err != nil && !errors.As(err, &rej) {
+		env = Env{Config: w.Config(), Now: e.lastNow.UnixNano(), NewID: e.opts.NewID, Actor: p.req.Actor, CommandID: id}
+		dec, err := decideSafely(w, p.req.Command, &env)
+		rej := rejectedOf(err)
+		if err != nil && rej == nil {
 			p.err = err // a bug, not a decision: nothing is applied or recorded
 			if id != "" {
 				unrecorded = append(unrecorded, p)
@@ -172,13 +173,13 @@ func (e *Engine) commit(f *flight) error {
 
 // decideSafely turns a panic in a decision into an error, so one bad
 // command cannot take the writer down.
-func decideSafely(s *projections.State, c Command, env Env) (d Decision, err error) {
+func decideSafely(s *projections.State, c Command, env *Env) (d Decision, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			d, err = Decision{}, fmt.Errorf("commands: %s panicked: %v", c.Kind(), r)
 		}
 	}()
-	return Decide(s, c, env)
+	return decideIn(s, c, env)
 }
 
 // recorded rebuilds the answer of an earlier attempt from its outcome.
