@@ -118,7 +118,7 @@ func (e *Engine) commit(f *flight) error {
 			wr.Result = []byte(rej.Message)
 			p.reply = Reply{Rejected: rej}
 		} else {
-			res, err := json.Marshal(dec.Result)
+			res, err := encodeResult(dec.Result)
 			if err != nil {
 				return fmt.Errorf("commands: encode result of %s: %w", p.req.Command.Kind(), err)
 			}
