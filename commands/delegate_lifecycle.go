@@ -97,7 +97,7 @@ func (c *DelegateSettle) decide(s *projections.State, env *Env) (Decision, error
 // settlement builds the events that end delegation d: delivery, charge and
 // the terminal event, in that order (D8: the result is durable before the
 // terminal event, in the same batch).
-func settlement(s *projections.State, env *Env, d projections.Delegation, outcome, text string, usage int64, expired bool) ([]events.Event, SettleResult) {
+func settlement(s *projections.State, env *Env, d projections.Delegation, outcome, text string, usage int64, expired bool) ([]events.Event, *SettleResult) {
 	ok := outcome == OutcomeOK
 	tag, typ := "ok", events.TypeDelegateCompleted
 	switch outcome {
@@ -113,15 +113,20 @@ func settlement(s *projections.State, env *Env, d projections.Delegation, outcom
 		to, rerouted = events.RunInbox, true
 	}
 	msgID := messageID(env)
-	// Room for the charge and the terminal event up front (see admission).
-	evs := append(make([]events.Event, 0, 3), env.event(d.RunID, events.TypeMailboxAppended, &events.MailboxAppended{
+	rec := new(settlementRecords)
+	rec.delivered = events.MailboxAppended{
 		ID: msgID, To: to, From: "delegate:" + d.SubID, Kind: events.KindResponse, Priority: events.PriorityNormal,
 		DeliveryMode: events.DeliveryNextTurn, Body: fence(d.SubID, tag, text), Rerouted: rerouted,
+		// NB: an allocation of its own: the mailbox keeps this pointer for
+		// as long as the message, and would keep the whole block with it.
 		Data: &events.MessageData{SubID: d.SubID, OK: ok, TimedOut: outcome == OutcomeTimedOut, Cancelled: outcome == OutcomeCancelled},
-	}))
-	res := SettleResult{OK: true, SubID: d.SubID, Status: outcomeStatus(outcome), MessageID: msgID, To: to, Rerouted: rerouted}
+	}
+	evs := append(rec.events[:0], env.event(d.RunID, events.TypeMailboxAppended, &rec.delivered))
+	res := &rec.result
+	*res = SettleResult{OK: true, SubID: d.SubID, Status: outcomeStatus(outcome), MessageID: msgID, To: to, Rerouted: rerouted}
 	if d.Metered && usage > d.Reserved {
-		charge := &events.BudgetCharged{
+		charge := &rec.charged
+		*charge = events.BudgetCharged{
 			TaskID: d.ParentTaskID, SubID: d.SubID, Tokens: usage - d.Reserved, UsageTokens: usage, ReservedTokens: d.Reserved,
 		}
 		// Nested budget mode: a charge never takes the parent past what
@@ -137,7 +142,8 @@ func settlement(s *projections.State, env *Env, d projections.Delegation, outcom
 			evs = append(evs, env.event(d.RunID, events.TypeBudgetCharged, charge))
 		}
 	}
-	term := &events.DelegateSettled{TaskID: d.ParentTaskID, SubID: d.SubID, OK: ok, UsageTokens: usage, MessageID: msgID, Expired: expired}
+	term := &rec.settled
+	*term = events.DelegateSettled{TaskID: d.ParentTaskID, SubID: d.SubID, OK: ok, UsageTokens: usage, MessageID: msgID, Expired: expired}
 	var payload any
 	switch typ {
 	case events.TypeDelegateCompleted:
@@ -151,6 +157,16 @@ func settlement(s *projections.State, env *Env, d projections.Delegation, outcom
 	}
 	evs = append(evs, env.event(d.RunID, typ, payload))
 	return evs, res
+}
+
+// settlementRecords is what a settlement records, allocated at once (see
+// delegateRecords), but for the message's data, which the mailbox keeps.
+type settlementRecords struct {
+	delivered events.MailboxAppended
+	charged   events.BudgetCharged
+	settled   events.DelegateSettled
+	events    [3]events.Event // delivered, charged (if any), settled
+	result    SettleResult
 }
 
 func outcomeStatus(outcome string) string {

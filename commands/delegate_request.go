@@ -84,7 +84,10 @@ func (c *DelegateRequest) decide(s *projections.State, env *Env) (Decision, erro
 	if c.Role != nil {
 		role = truncate(*c.Role, MaxRecordedRoleChars)
 	}
-	policy := &events.Policy{
+	// Everything the decision records, in one allocation.
+	rec := new(delegateRecords)
+	policy := &rec.policy
+	*policy = events.Policy{
 		NestingEnabled: cfg.NestingEnabled, Trusted: !c.Untrusted, Role: role,
 		MaxDepth: cfg.MaxDepth, Held: s.SlotsHeld(), Capacity: cfg.MaxSlots,
 		UnmeteredDelegates: cfg.UnmeteredDelegates, CatalogSize: catalogSize(cfg.ModelCatalog),
@@ -102,23 +105,28 @@ func (c *DelegateRequest) decide(s *projections.State, env *Env) (Decision, erro
 
 	// Step 4: the capability gate, before a subId exists.
 	if !cfg.NestingEnabled {
-		ev := env.event(c.RunID, events.TypeDelegateRejected, &events.DelegateRejected{
+		rec.rejected = events.DelegateRejected{
 			TaskID: c.TaskID, Reason: events.ReasonNestingDisabled,
 			Message: truncate(nestingDisabledPolicyMessage, rejectedMessageChars), Policy: policy,
-		})
-		return Decision{Events: []events.Event{ev}}, reject(CodePolicyDisabled, events.ReasonNestingDisabled,
+		}
+		evs := append(rec.events[:0], env.event(c.RunID, events.TypeDelegateRejected, &rec.rejected))
+		return Decision{Events: evs}, reject(CodePolicyDisabled, events.ReasonNestingDisabled,
 			"%s", nestingDisabledMessage)
 	}
 
 	// Step 5: mint the subId; requested and the decision commit together.
-	subID := "gc-" + env.NewID()
-	requested := env.event(c.RunID, events.TypeDelegateRequested,
-		&events.DelegateRequested{TaskID: c.TaskID, SubID: subID, Role: role})
+	// NB: the subId is the tail of the shadow task's default title, one
+	// string for both.
+	title := defaultTitlePrefix + "gc-" + env.NewID()
+	subID := title[len(defaultTitlePrefix):]
+	rec.requested = events.DelegateRequested{TaskID: c.TaskID, SubID: subID, Role: role}
+	evs := append(rec.events[:0], env.event(c.RunID, events.TypeDelegateRequested, &rec.requested))
 	deny := func(code, reason, wireMsg, eventMsg string) (Decision, error) {
-		rej := env.event(c.RunID, events.TypeDelegateRejected, &events.DelegateRejected{
+		rec.rejected = events.DelegateRejected{
 			TaskID: c.TaskID, SubID: subID, Reason: reason, Message: truncate(eventMsg, rejectedMessageChars), Policy: policy,
-		})
-		return Decision{Events: []events.Event{requested, rej}}, reject(code, reason, "%s", wireMsg)
+		}
+		evs = append(evs, env.event(c.RunID, events.TypeDelegateRejected, &rec.rejected))
+		return Decision{Events: evs}, reject(code, reason, "%s", wireMsg)
 	}
 
 	// Step 6: policy checks, in order.
@@ -206,13 +214,13 @@ func (c *DelegateRequest) decide(s *projections.State, env *Env) (Decision, erro
 	if c.Model != nil {
 		model = strings.TrimSpace(*c.Model)
 	}
-	title := "delegate: " + subID
 	desc := ""
 	if c.Description != nil {
 		desc = *c.Description
-		title = "delegate: " + desc
+		title = defaultTitlePrefix + desc
 	}
-	admitted := &events.DelegateAdmitted{
+	admitted := &rec.admitted
+	*admitted = events.DelegateAdmitted{
 		TaskID: c.TaskID, SubID: subID, ChildDepth: policy.ChildDepth, Role: role, Unmetered: !b.metered,
 		Model: model, TimeoutSec: timeout, Deadline: env.millis() + int64(timeout*1000), Cwd: parent.Cwd,
 		Title: title, Description: desc, Prompt: c.Prompt, ParentRole: parent.Role, Policy: policy,
@@ -223,17 +231,33 @@ func (c *DelegateRequest) decide(s *projections.State, env *Env) (Decision, erro
 	if b.metered && policy.Requested > 0 {
 		admitted.ReservedTokens = policy.Requested
 	}
-	// Room for the reservation up front: an event is a large struct, and
-	// growing the slice for it copied the other two.
-	evs := append(make([]events.Event, 0, 3), requested, env.event(c.RunID, events.TypeDelegateAdmitted, admitted))
+	evs = append(evs, env.event(c.RunID, events.TypeDelegateAdmitted, admitted))
 	if b.metered {
-		evs = append(evs, env.event(c.RunID, events.TypeBudgetReserved, &events.BudgetReserved{
-			TaskID: c.TaskID, SubID: subID, Tokens: policy.Requested, GrantedTokens: b.granted,
-		}))
+		rec.reserved = events.BudgetReserved{TaskID: c.TaskID, SubID: subID, Tokens: policy.Requested, GrantedTokens: b.granted}
+		evs = append(evs, env.event(c.RunID, events.TypeBudgetReserved, &rec.reserved))
 	}
-	return Decision{Events: evs, Result: DelegateResult{
-		OK: true, GrandchildTaskRef: subID, ChildDepth: policy.ChildDepth, TimeoutSec: timeout,
-	}}, nil
+	rec.result = DelegateResult{OK: true, GrandchildTaskRef: subID, ChildDepth: policy.ChildDepth, TimeoutSec: timeout}
+	return Decision{Events: evs, Result: &rec.result}, nil
+}
+
+// defaultTitlePrefix begins a shadow task's title: its description, or else
+// its subId, follows.
+const defaultTitlePrefix = "delegate: "
+
+// delegateRecords is everything delegate.request records, allocated at once
+// (a decision made a dozen small allocations, a tenth of the writer's). Its
+// events hold payloads pointing into it; the read models copy the fields
+// they keep out of these payloads (projections.Apply may keep a pointer
+// from a payload: none of these has one it keeps), so it lives as long as
+// its events do.
+type delegateRecords struct {
+	policy    events.Policy
+	requested events.DelegateRequested
+	rejected  events.DelegateRejected
+	admitted  events.DelegateAdmitted
+	reserved  events.BudgetReserved
+	events    [3]events.Event // requested, then rejected or admitted and reserved
+	result    DelegateResult
 }
 
 func (c *DelegateRequest) timeout() float64 {
