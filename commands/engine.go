@@ -11,8 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
@@ -199,7 +197,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 		o.Clock = time.Now
 	}
 	if o.NewID == nil {
-		o.NewID = uuid.NewString
+		o.NewID = newUUIDSource().NewString
 	}
 	if o.MaxGroup <= 0 {
 		o.MaxGroup = 1024

@@ -1,8 +1,12 @@
 package commands
 
 import (
+	"crypto/rand"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // MaxIDChars bounds run, task and message ids.
@@ -32,4 +36,33 @@ func newRunID(env *Env) string {
 		hex = hex[:16]
 	}
 	return "team_" + time.Unix(0, env.Now).UTC().Format("20060102150405") + "_" + hex
+}
+
+// uuidSource mints random (version 4) UUIDs as uuid.NewString does, from
+// crypto/rand read 4 KiB at a time instead of 16 bytes per id: the engine
+// mints two ids per admission, and each read was a call into the kernel's
+// random source, plus two allocations.
+type uuidSource struct {
+	mu   sync.Mutex
+	pool [4096]byte
+	off  int
+}
+
+func newUUIDSource() *uuidSource { return &uuidSource{off: 4096} }
+
+// NewString returns a new random UUID in its canonical text form.
+func (s *uuidSource) NewString() string {
+	var u uuid.UUID
+	s.mu.Lock()
+	if s.off == len(s.pool) {
+		_, _ = rand.Read(s.pool[:]) // NB: never fails (Go ≥ 1.24 crashes the process instead)
+		s.off = 0
+	}
+	copy(u[:], s.pool[s.off:])
+	clear(s.pool[s.off : s.off+len(u)]) // what was handed out is not kept
+	s.off += len(u)
+	s.mu.Unlock()
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // variant RFC 4122
+	return u.String()
 }
