@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -196,8 +197,8 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (
 	}
 	pos, prev := l.next, l.prevHash
 	first = 0
-	key := make([]byte, 0, 64)
-	runs := make(map[string]*indexRun)
+	key := l.keyScratch[:0]
+	runs := l.stageRuns.reset()
 	for i := range ws {
 		w := &ws[i]
 		wfirst := uint64(0)
@@ -216,12 +217,7 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (
 				// stream's first event, so it is never behind the log.
 				_ = b.Set(catalogKey(e.Stream), encodeCatalog(pos, e.Time), nil)
 			}
-			r := runs[e.Stream]
-			if r == nil {
-				r = &indexRun{first: e.StreamVersion}
-				runs[e.Stream] = r
-			}
-			r.positions = append(r.positions, pos)
+			runs.add(e.Stream, e.StreamVersion, pos)
 			if wfirst == 0 {
 				wfirst = pos
 			}
@@ -233,17 +229,27 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (
 		if w.CommandID != "" {
 			o := Outcome{First: wfirst, Count: uint64(len(w.Events)), Code: w.Code, Reason: w.Reason, Result: w.Result,
 				Fingerprint: w.Fingerprint}
-			key = appendOutcomeKey(key[:0], w.Principal, w.CommandID)
-			l.scratch = o.appendSealed(l.scratch[:0], outcomeFields)
-			_ = b.Set(key, l.scratch, nil)
-			recorded = append(recorded, stagedOutcome{key: string(key), outcome: o})
+			recorded = append(recorded, stagedOutcome{key: l.stageKeys[i], outcome: o})
 		}
 	}
-	for stream, r := range runs {
-		key = appendStreamKey(key[:0], stream, r.first)
+	// NB: the outcomes after all the events, not each after its write's:
+	// Pebble's memtable inserts a batch's keys in batch order and starts
+	// each search from where the previous insert was, so the events, whose
+	// keys follow one another, cost little as long as no outcome, whose key
+	// lies elsewhere, comes between them. The batch commits atomically
+	// whatever its order.
+	for i := range recorded {
+		r := &recorded[i]
+		l.scratch = r.outcome.appendSealed(l.scratch[:0], outcomeFields)
+		key = append(key[:0], r.key...)
+		_ = b.Set(key, l.scratch, nil)
+	}
+	for _, r := range runs.runs {
+		key = appendStreamKey(key[:0], r.stream, r.first)
 		l.scratch = appendIndexValue(l.scratch[:0], r.positions)
 		_ = b.Set(key, l.scratch, nil)
 	}
+	l.keyScratch = key[:0]
 	if pos > l.next {
 		last = head{Position: pos - 1, Hash: prev}
 		_ = b.Set(keyHead, last.encode(), nil)
@@ -264,7 +270,7 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (
 	l.next, l.prevHash = pos, prev
 	for i := range recorded {
 		l.pending[recorded[i].key] = struct{}{}
-		l.filter.add(l.filter.hash([]byte(recorded[i].key)))
+		l.filter.add(l.filter.hashString(recorded[i].key))
 	}
 	if l.filter != nil && l.filterDone == nil {
 		// NB: the first append starts the filter's build, not Open: a
@@ -283,9 +289,12 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (
 // validateWrites refuses ws if Append would: invalid input, a duplicate
 // command id, a failed expectation. It assigns nothing. Called with l.mu
 // held.
+//
+// It leaves each write's outcome key in l.stageKeys, for stage.
 func (l *Log) validateWrites(ws []Write) error {
-	touched := make(map[string]uint64) // stream → version after the writes so far
-	seen := make(map[string]struct{}, len(ws))
+	touched := reuseMap(&l.stageTouched) // stream → version after the writes so far
+	seen := reuseMap(&l.stageSeen)
+	l.stageKeys = slices.Grow(l.stageKeys[:0], len(ws))[:len(ws)]
 	for i := range ws {
 		w := &ws[i]
 		if len(w.Events) == 0 && w.CommandID == "" {
@@ -299,8 +308,11 @@ func (l *Log) validateWrites(ws []Write) error {
 		case len(w.Fingerprint) > MaxFingerprintLen:
 			return fmt.Errorf("%w: fingerprint of %d bytes exceeds %d", ErrInvalid, len(w.Fingerprint), MaxFingerprintLen)
 		}
+		l.stageKeys[i] = ""
 		if w.CommandID != "" {
-			if err := l.checkNewCommand(w.Principal, w.CommandID, seen); err != nil {
+			l.keyScratch = appendOutcomeKey(l.keyScratch[:0], w.Principal, w.CommandID)
+			l.stageKeys[i] = string(l.keyScratch)
+			if err := l.checkNewCommand(l.stageKeys[i], w.CommandID, seen); err != nil {
 				return err
 			}
 		}
@@ -332,6 +344,22 @@ func (l *Log) validateWrites(ws []Write) error {
 	return nil
 }
 
+// reuseMap empties the map *m and returns it, making it on first use; the
+// log keeps the maps an append uses from one append to the next (under
+// l.mu). A map that an unusually large append grew is dropped instead, so
+// that clearing it does not cost every later append.
+func reuseMap[V any](m *map[string]V) map[string]V {
+	if *m == nil || len(*m) > maxReusedEntries {
+		*m = make(map[string]V)
+	} else {
+		clear(*m)
+	}
+	return *m
+}
+
+// maxReusedEntries bounds the scratch maps and stream runs an append keeps.
+const maxReusedEntries = 1024
+
 // stagedOutcome is an outcome handed to Pebble, under its key.
 type stagedOutcome struct {
 	key     string
@@ -347,27 +375,26 @@ func (l *Log) rollbackVersions(ws []Write) {
 	}
 }
 
-// checkNewCommand refuses a principal's command id that is recorded,
-// pending, or repeated within the same append.
-func (l *Log) checkNewCommand(principal, id string, seen map[string]struct{}) error {
-	key := outcomeKey(principal, id)
-	if _, dup := seen[string(key)]; dup {
+// checkNewCommand refuses a principal's command id, under its outcome key,
+// that is recorded, pending, or repeated within the same append.
+func (l *Log) checkNewCommand(key, id string, seen map[string]struct{}) error {
+	if _, dup := seen[key]; dup {
 		return fmt.Errorf("%w: %q appears twice in one append", ErrDuplicateCommand, id)
 	}
-	seen[string(key)] = struct{}{}
-	if _, dup := l.pending[string(key)]; dup {
+	seen[key] = struct{}{}
+	if _, dup := l.pending[key]; dup {
 		return fmt.Errorf("%w: %q", ErrDuplicateCommand, id)
 	}
-	if l.recent.contains(string(key)) {
+	if l.recent.contains(key) {
 		return fmt.Errorf("%w: %q", ErrDuplicateCommand, id)
 	}
-	if l.filter.provesAbsent(l.filter.hash(key)) {
+	if l.filter.provesAbsent(l.filter.hashString(key)) {
 		return nil
 	}
-	if g, ok := l.absent[string(key)]; ok && g == l.gen {
+	if g, ok := l.absent[key]; ok && g == l.gen {
 		return nil // looked up since the last append: still unrecorded
 	}
-	_, found, err := l.lookupOutcome(key)
+	_, found, err := l.lookupOutcome([]byte(key))
 	if err != nil {
 		return err
 	}

@@ -15,10 +15,47 @@ import (
 //
 // Positions within an entry strictly increase, so every delta is ≥ 1.
 
-// indexRun collects, during an append, the positions one stream receives.
-type indexRun struct {
-	first     uint64
+// stagedRuns are the positions an append gives each stream, in the order
+// the streams first appear, kept (with their position slices) from one
+// append to the next.
+type stagedRuns struct {
+	byStream map[string]int // index into runs
+	runs     []stagedRun
+}
+
+type stagedRun struct {
+	stream    string
+	first     uint64 // the stream version of the run's first position
 	positions []uint64
+}
+
+// reset empties r for an append and returns it.
+func (r *stagedRuns) reset() *stagedRuns {
+	if len(r.runs) > maxReusedEntries {
+		r.runs = nil
+	}
+	for i := range r.runs {
+		r.runs[i].stream = ""
+	}
+	r.runs = r.runs[:0]
+	reuseMap(&r.byStream)
+	return r
+}
+
+// add appends position pos, at version v, to stream's run.
+func (r *stagedRuns) add(stream string, v, pos uint64) {
+	i, ok := r.byStream[stream]
+	if !ok {
+		i = len(r.runs)
+		r.byStream[stream] = i
+		if len(r.runs) < cap(r.runs) {
+			r.runs = r.runs[:i+1]
+			r.runs[i].stream, r.runs[i].first, r.runs[i].positions = stream, v, r.runs[i].positions[:0]
+		} else {
+			r.runs = append(r.runs, stagedRun{stream: stream, first: v})
+		}
+	}
+	r.runs[i].positions = append(r.runs[i].positions, pos)
 }
 
 func appendIndexValue(dst []byte, positions []uint64) []byte {

@@ -59,6 +59,12 @@ type Log struct {
 	failed       error
 	closed       atomic.Bool // set under mu; read without it
 	scratch      []byte
+	// What an append stages, kept for the next one (append.go).
+	keyScratch   []byte
+	stageKeys    []string // each write's outcome key ("" without a command id)
+	stageTouched map[string]uint64
+	stageSeen    map[string]struct{}
+	stageRuns    stagedRuns
 
 	durable  atomic.Pointer[head] // last position whose append has synced
 	inflight sync.WaitGroup       // appends waiting for their sync

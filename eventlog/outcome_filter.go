@@ -66,6 +66,14 @@ func (f *outcomeFilter) hash(key []byte) uint64 {
 	return maphash.Bytes(f.seed, key)
 }
 
+// hashString is hash of a key held as a string: the same hash.
+func (f *outcomeFilter) hashString(key string) uint64 {
+	if f == nil {
+		return 0
+	}
+	return maphash.String(f.seed, key)
+}
+
 // add records a key's hash.
 func (f *outcomeFilter) add(h uint64) {
 	if f == nil {
