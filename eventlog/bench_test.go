@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"sync"
 	"testing"
@@ -16,8 +17,10 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
+	"golang.org/x/sys/unix"
 )
 
 // Benchmarks run on the real disk (t.TempDir), because the fsync is what they
@@ -416,4 +419,52 @@ func BenchmarkFollowHead(b *testing.B) {
 		}
 		require.NoError(b, it.Close())
 	}
+}
+
+// BenchmarkAppendGroup is the CPU of the engine's append, without the disk:
+// a group of 20 admissions (three events and an outcome each) and 20
+// settlements (two events, no command id) on one stream, on an in-memory
+// file system (its sync costs nothing), one op per admission.
+//
+//	go test ./eventlog -run '^$' -bench AppendGroup -benchtime 2000x -benchmem
+func BenchmarkAppendGroup(b *testing.B) {
+	l, err := Open("group", &Options{FS: vfs.NewMem()})
+	require.NoError(b, err)
+	defer l.Close()
+	const admissions = 20
+	principal := "w\x00R\x0002_exec"
+	result, fp := []byte(`{"ok":true,"grandchildTaskRef":"gc-1","childDepth":2,"timeoutSec":900}`), make([]byte, 32)
+	ws := make([]Write, 0, 2*admissions)
+	n := 0
+	b.ReportAllocs()
+	// The CPU of this goroutine's thread alone: the append's own work, not
+	// Pebble's background goroutines, and not time waiting for a core on a
+	// busy machine.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpu0 := threadCPU(b)
+	for b.Loop() {
+		ws = ws[:0]
+		for range admissions {
+			evs := make([]Event, 3)
+			for k := range evs {
+				evs[k] = benchEvent(n + k)
+				evs[k].Stream = "R"
+			}
+			ws = append(ws, Write{Principal: principal, CommandID: fmt.Sprintf("b-%d", n), Events: evs, Result: result, Fingerprint: fp})
+			settle := []Event{benchEvent(n + 3), benchEvent(n + 4)}
+			settle[0].Stream, settle[1].Stream = "R", "R"
+			ws = append(ws, Write{Events: settle})
+			n += 5
+		}
+		_, err := l.Append(ws...)
+		require.NoError(b, err)
+	}
+	b.ReportMetric(float64((threadCPU(b)-cpu0).Nanoseconds())/float64(b.N*admissions), "cpu-ns/admission")
+}
+
+func threadCPU(b *testing.B) time.Duration {
+	var ru unix.Rusage
+	require.NoError(b, unix.Getrusage(unix.RUSAGE_THREAD, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
