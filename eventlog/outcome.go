@@ -133,11 +133,19 @@ func (l *Log) Outcome(principal, commandID string) (Outcome, error) {
 	if err := l.readable(); err != nil {
 		return Outcome{}, err
 	}
-	key := outcomeKey(principal, commandID)
+	// NB: the key on the stack, and a copy of it only for Pebble: the
+	// writer asks about every new id, and the answer is nearly always
+	// known without Pebble.
+	var buf [96]byte
+	key := appendOutcomeKey(buf[:0], principal, commandID)
 	h := l.filter.hash(key)
 	l.mu.Lock()
 	_, pending := l.pending[string(key)]
-	o, recent := l.recent.get(string(key))
+	var o Outcome
+	recent := false
+	if l.recent != nil {
+		o, recent = l.recent.byKey[string(key)]
+	}
 	absent := l.filter.provesAbsent(h)
 	gen := l.gen
 	l.mu.Unlock()
@@ -152,15 +160,16 @@ func (l *Log) Outcome(principal, commandID string) (Outcome, error) {
 		o.Principal, o.CommandID = principal, commandID
 		return o, nil
 	}
-	v, found, err := l.lookupOutcome(key)
+	owned := bytes.Clone(key)
+	v, found, err := l.lookupOutcome(owned)
 	if err != nil {
 		return Outcome{}, err
 	}
 	if !found {
-		l.noteAbsent(string(key), gen)
+		l.noteAbsent(string(owned), gen)
 		return Outcome{}, &unrecordedError{commandID: commandID}
 	}
-	return decodeOutcome(key, v)
+	return decodeOutcome(owned, v)
 }
 
 // unrecordedError is Outcome's answer for an id with no durable outcome; it
