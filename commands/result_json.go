@@ -18,7 +18,9 @@ type resultAppender interface {
 // that append themselves.
 func encodeResult(result any) ([]byte, error) {
 	if r, ok := result.(resultAppender); ok {
-		return r.appendJSON(make([]byte, 0, 160))
+		// Room for a settlement's answer (about 170 bytes with a UUID
+		// subId) without growing.
+		return r.appendJSON(make([]byte, 0, 256))
 	}
 	return json.Marshal(result)
 }
