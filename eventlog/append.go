@@ -179,7 +179,7 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (
 
 	// Assign, encode and chain. Sizing the batch up front saves its
 	// buffer's regrowth copies.
-	size := 64
+	size, outcomes := 64, 0
 	for i := range ws {
 		w := &ws[i]
 		for j := range w.Events {
@@ -190,8 +190,10 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (
 		if w.CommandID != "" {
 			// The outcome's key and value, and the batch's framing of them.
 			size += 2*(len(w.Principal)+len(w.CommandID)) + len(w.Code) + len(w.Reason) + len(w.Result) + len(w.Fingerprint) + 64
+			outcomes++
 		}
 	}
+	recorded = make([]stagedOutcome, 0, outcomes)
 	if b = base; b == nil {
 		b = l.db.NewBatchWithSize(size)
 	}
