@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,10 +20,11 @@ import (
 // answered. An operation whose answer was lost (a kill, a cut connection) is retried with the same commandId, so
 // its completion is the answer of the last attempt and its interval spans every attempt; attempts counts them.
 type history struct {
-	began time.Time
-	mu    sync.Mutex
-	ops   []porcupine.Operation
-	infos int // answers lost and recovered by a retry
+	began   time.Time
+	mu      sync.Mutex
+	ops     []porcupine.Operation
+	infos   int // answers lost and recovered by a retry
+	unknown int // writes whose outcome stayed unknown (recordUnknown)
 	// wrote is closed and replaced whenever a write is answered ok: readers that only poll wait for it, so that
 	// while writes are held up (a fault) they do not fill the history with reads of one state.
 	wrote chan struct{}
@@ -55,6 +57,17 @@ func (h *history) record(client int, in opInput, call int64, out opOutput, meta 
 		close(h.wrote)
 		h.wrote = make(chan struct{})
 	}
+}
+
+// recordUnknown adds a write whose outcome is unknown and cannot be learnt (Jepsen's info): its interval never ends,
+// so it may linearize anywhere after its invocation, after every other operation included (it did not happen).
+func (h *history) recordUnknown(client int, in opInput, call int64, meta opMeta) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	meta.Client = client
+	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: opOutput{Code: unknownOutcome},
+		Return: math.MaxInt64, Metadata: meta})
+	h.unknown++
 }
 
 // written returns a channel closed at the next write answered ok.
@@ -158,8 +171,12 @@ func shrink(model porcupine.Model, ops []porcupine.Operation, timeout time.Durat
 	return cur
 }
 
-// mutates says whether op changes the model's state: an answered write. Reads and refusals do not.
+// mutates says whether op changes the model's state: an answered write, or one whose outcome is unknown. Reads and
+// refusals do not.
 func mutates(op porcupine.Operation) bool {
+	if op.Output.(opOutput).Code == unknownOutcome {
+		return true // it may have
+	}
 	if !op.Output.(opOutput).ok() {
 		return false
 	}

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 	"github.com/stretchr/testify/require"
@@ -118,6 +120,10 @@ const diskFull = "disk-full"
 // nothing of the task's status.
 const closing = "close"
 
+// unknownOutcome is what a write is recorded with when its outcome is unknown and cannot be learnt (a close answer
+// to a write with no commandId to retry it with; Jepsen's info). Its interval never ends.
+const unknownOutcome = "info"
+
 // isWrite says whether a client operation of kind asks for a change (and so may be refused disk-full).
 func isWrite(kind opKind) bool {
 	switch kind {
@@ -129,6 +135,9 @@ func isWrite(kind opKind) bool {
 
 // stepRun is the run model's sequential specification.
 func stepRun(s runState, in opInput, out opOutput) (bool, runState) {
+	if out.Code == unknownOutcome {
+		return true, unknownRun(s, in)
+	}
 	if out.Code == diskFull {
 		return isWrite(in.Kind), s
 	}
@@ -236,6 +245,40 @@ func stepRun(s runState, in opInput, out opOutput) (bool, runState) {
 	return false, s
 }
 
+// unknownRun is the state after a write whose outcome is unknown, linearized here: it took effect if it would have
+// succeeded here, else it was refused and changed nothing. Linearized after every other operation (its interval never
+// ends), it is the write that did not happen. An admission is never recorded so (jepsen.do): its subId is unknown.
+func unknownRun(s runState, in opInput) runState {
+	d, known := s.subs[in.Sub]
+	var answered opOutput
+	switch in.Kind {
+	case opSettle:
+		if !known || d.settled {
+			return s
+		}
+		answered.Charged = max(0, in.Tokens-d.reserved)
+	case opUsage:
+		answered.BudgetUsed = in.Tokens
+		for task, u := range s.usage {
+			if task != in.Task {
+				answered.BudgetUsed += u
+			}
+		}
+	case opRevoke:
+		if s.revoked {
+			return s
+		}
+	case opIssue:
+	default: // a cancel changes nothing the model holds
+		return s
+	}
+	ok, n := stepRun(s, in, answered)
+	if !ok {
+		return s
+	}
+	return n
+}
+
 func subset(a, b []string) bool {
 	for _, x := range a {
 		if _, found := slices.BinarySearch(b, x); !found {
@@ -272,6 +315,12 @@ func stepSlots(s slotState, in opInput, out opOutput) (bool, slotState) {
 		return isWrite(in.Kind), s
 	}
 	held := s.list()
+	if out.Code == unknownOutcome { // unknownRun's rule: a settle frees its slot if it holds one
+		if i := slices.Index(held, in.Sub); in.Kind == opSettle && i >= 0 {
+			return true, withHolders(s, slices.Delete(held, i, i+1))
+		}
+		return true, s
+	}
 	switch in.Kind {
 	case opAdmit:
 		if !out.ok() {
@@ -459,4 +508,31 @@ func TestRunModelLedgerPage(t *testing.T) {
 	require.False(t, read(true, map[string]int64{"w0": 6}), "an account on the page that never was")
 	require.False(t, read(true, map[string]int64{"w1": 7}), "a charge missing from its account")
 	require.False(t, read(false, map[string]int64{"w0": 5}), "a last page that leaves an account out")
+}
+
+// A write of unknown outcome may have happened or not: either is linearizable, and a later read decides.
+func TestModelsUnknownWrite(t *testing.T) {
+	s := runState{subs: map[string]heldDelegation{"gc-1": {reserved: 5}}, spent: 5, usage: map[string]int64{}}
+	settle := porcupine.Operation{ClientId: 0, Input: opInput{Kind: opSettle, Run: "r", Sub: "gc-1", Tokens: 9},
+		Output: opOutput{Code: unknownOutcome}, Call: 10, Return: math.MaxInt64}
+	wait := func(settled bool) porcupine.Operation {
+		return porcupine.Operation{ClientId: 1, Input: opInput{Kind: opWait, Run: "r", Sub: "gc-1"},
+			Output: opOutput{Settled: settled, Code: map[bool]string{false: "wait-timeout"}[settled]}, Call: 20, Return: 30}
+	}
+	model := runModel()
+	model.Init = func() any { return s.clone() }
+	require.Equal(t, porcupine.Ok, porcupine.CheckOperationsTimeout(model, []porcupine.Operation{settle, wait(true)}, time.Minute))
+	require.Equal(t, porcupine.Ok, porcupine.CheckOperationsTimeout(model, []porcupine.Operation{settle, wait(false)}, time.Minute))
+	ok, next := stepRun(s, settle.Input.(opInput), settle.Output.(opOutput))
+	require.True(t, ok)
+	require.Equal(t, int64(9), next.spent, "taken as happened, it charged the usage above the reservation")
+	// Once settled, the unknown settle changes nothing: a second settle would have been refused.
+	ok, again := stepRun(next, settle.Input.(opInput), settle.Output.(opOutput))
+	require.True(t, ok)
+	require.Equal(t, next.key(), again.key())
+
+	slots := slotState{capacity: 2, held: "gc-1"}
+	ok, freed := stepSlots(slots, settle.Input.(opInput), settle.Output.(opOutput))
+	require.True(t, ok)
+	require.Empty(t, freed.held)
 }

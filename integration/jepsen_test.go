@@ -278,6 +278,16 @@ func (j *jepsen) do(ctx context.Context, s *session, client int, in opInput, met
 				return opOutput{}, fmt.Errorf("%s: %w: %s", method, err, a.result)
 			}
 		}
+		if out.Code == closing && isWrite(in.Kind) {
+			// NB: answered close with no commandId to retry it with (session.call retries those): decided or
+			// not, nobody can tell. An admission's unknown outcome could not be named (its subId is the answer).
+			if in.Kind == opAdmit {
+				return opOutput{}, fmt.Errorf("%s without a commandId answered close: its outcome cannot be modelled", method)
+			}
+			out = opOutput{Code: unknownOutcome}
+			j.hist.recordUnknown(client, in, call, opMeta{Attempts: attempts, Params: params})
+			return out, nil
+		}
 		if out.Code != diskFull {
 			break
 		}

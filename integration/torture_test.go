@@ -219,9 +219,11 @@ func (s *session) call(ctx context.Context, method string, params map[string]any
 			if err != nil {
 				return ack{}, fmt.Errorf("%s %v answered internal, and crewd did not exit and restart: %w", method, params["commandId"], err)
 			}
-		case errors.As(err, &we):
+		case errors.As(err, &we) && !answeredClose(we, params):
 			return ack{method: method, as: s.as, params: params, err: we}, nil
-		case errors.Is(err, client.ErrClosed):
+		case errors.Is(err, client.ErrClosed) || errors.As(err, &we):
+			// The connection closed before an answer (the client saw it close, or crewd answered close as it
+			// closed it): the outcome is unknown, so the command is sent again with its commandId.
 			s.gens.lost.Add(1)
 			s.c.Close()
 			s.c, s.min = nil, s.gen+1
@@ -235,6 +237,16 @@ func (s *session) call(ctx context.Context, method string, params map[string]any
 			return ack{}, err
 		}
 	}
+}
+
+// answeredClose says whether we is crewd's close answer (the connection closed while the request waited) to a
+// command with a commandId. For a command that says nothing of its outcome: it may have been decided, or not, so the
+// answer is lost, not final, and the command is retried with its commandId as a runtime would. A read answered close
+// (or a command without a commandId, which no retry can make safe) keeps that answer: the caller records it as what
+// it is (the jepsen model reads a wait answered close as saying nothing; jepsen.do records a write so as unknown).
+func answeredClose(we *wire.Error, params map[string]any) bool {
+	_, retryable := params["commandId"]
+	return we.Code == wire.CodeClose && retryable
 }
 
 // startCut closes the connection after the delay s.cut picks, if any; the returned func stops that and reports
