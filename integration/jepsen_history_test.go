@@ -87,8 +87,11 @@ func (h *history) snapshot() []porcupine.Operation {
 type verdict struct {
 	model  string
 	result porcupine.CheckResult
-	// minimal is, on a violation, a smallest sub-history found that is still not linearizable.
+	// minimal is, on a violation, a smallest sub-history found that is still not linearizable (or, when cutShort,
+	// the smallest one found before a check timed out: not linearizable or unknown, never one known linearizable).
 	minimal []porcupine.Operation
+	// cutShort says a check timed out while shrinking: minimal may be larger than it needs to be.
+	cutShort bool
 	// html is the path of porcupine's visualisation of the violation.
 	html string
 }
@@ -101,10 +104,19 @@ func checkHistory(name string, model porcupine.Model, ops []porcupine.Operation,
 	if v.result != porcupine.Illegal {
 		return v
 	}
+	check := func(h []porcupine.Operation) porcupine.CheckResult {
+		return porcupine.CheckOperationsTimeout(model, h, timeout)
+	}
 	for _, part := range model.Partition(ops) {
-		if porcupine.CheckOperationsTimeout(model, part, timeout) == porcupine.Illegal {
-			v.minimal = shrink(model, part, timeout)
+		r := check(part)
+		if r == porcupine.Illegal {
+			v.minimal, v.cutShort = shrink(check, part)
 			break
+		}
+		if r == porcupine.Unknown && v.minimal == nil {
+			// NB: the whole history was found illegal and this partition alone timed out: keep it whole, in case
+			// no other is found illegal.
+			v.minimal, v.cutShort = part, true
 		}
 	}
 	_, info := porcupine.CheckOperationsVerbose(model, v.minimal, timeout)
@@ -115,15 +127,25 @@ func checkHistory(name string, model porcupine.Model, ops []porcupine.Operation,
 	return v
 }
 
-// shrink finds a small sub-history that is still not linearizable and is so for the same reason as ops: only
-// cuts that keep a linearizable history linearizable are made, so the witness is never an artefact of the cut.
+// shrink finds a small sub-history of ops (which check found illegal) that is still not linearizable and is so
+// for the same reason as ops: only cuts that keep a linearizable history linearizable are made, so the witness is
+// never an artefact of the cut.
 //   - A prefix closed under "invoked before an included operation returned": every operation left out began after
 //     all the included ones ended, so it is ordered after them in any linearization. The shortest illegal one.
 //   - Then operations that change nothing (reads, refusals) are left out: what remains is every write of the
 //     prefix and one read that contradicts them (or the writes alone when they contradict one another).
-func shrink(model porcupine.Model, ops []porcupine.Operation, timeout time.Duration) []porcupine.Operation {
+//
+// A check that times out (porcupine's Unknown) proves nothing either way: the larger sub-history is kept, the
+// search for a read stops there (each timeout costs the whole timeout), and cutShort reports it.
+func shrink(check func([]porcupine.Operation) porcupine.CheckResult, ops []porcupine.Operation) (minimal []porcupine.Operation, cutShort bool) {
 	illegal := func(h []porcupine.Operation) bool {
-		return porcupine.CheckOperationsTimeout(model, h, timeout) == porcupine.Illegal
+		switch check(h) {
+		case porcupine.Illegal:
+			return true
+		case porcupine.Unknown:
+			cutShort = true
+		}
+		return false
 	}
 	byCall := append([]porcupine.Operation(nil), ops...)
 	slices.SortStableFunc(byCall, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
@@ -139,6 +161,8 @@ func shrink(model porcupine.Model, ops []porcupine.Operation, timeout time.Durat
 		}
 		return byCall[:n]
 	}
+	// NB: a prefix whose check timed out counts as not illegal, so the search moves to larger prefixes: hi is
+	// always one found illegal (or the whole).
 	lo, hi := 1, len(byCall)
 	for lo < hi {
 		mid := (lo + hi) / 2
@@ -158,17 +182,20 @@ func shrink(model porcupine.Model, ops []porcupine.Operation, timeout time.Durat
 		}
 	}
 	if illegal(writes) {
-		return writes
+		return writes, cutShort
 	}
 	// The prefix's last operations are the likeliest contradiction: try each read alone with every write.
 	const maxTries = 200 // bounds the search on a huge prefix; the prefix itself is still a witness
 	for i, tries := len(reads)-1, 0; i >= 0 && tries < maxTries; i, tries = i-1, tries+1 {
 		witness := append(append([]porcupine.Operation(nil), writes...), reads[i])
-		if illegal(witness) {
-			return witness
+		switch check(witness) {
+		case porcupine.Illegal:
+			return witness, cutShort
+		case porcupine.Unknown:
+			return cur, true
 		}
 	}
-	return cur
+	return cur, cutShort
 }
 
 // mutates says whether op changes the model's state: an answered write, or one whose outcome is unknown. Reads and

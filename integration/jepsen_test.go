@@ -199,6 +199,9 @@ func reportJepsen(t *testing.T, cfg jepsenConfig, res jepsenResult) {
 			}
 			t.Logf("jepsen: %s: offending sub-history of %d operations (visualisation %s), its last %d:\n%s",
 				v.model, len(v.minimal), v.html, min(len(v.minimal), 12), describe(model, lastByReturn(v.minimal, 12)))
+			if v.cutShort {
+				t.Logf("jepsen: %s: minimisation cut short: a check timed out, so the sub-history may be larger than needed", v.model)
+			}
 		}
 	}
 	if res.closed > 0 {
