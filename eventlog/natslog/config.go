@@ -116,6 +116,8 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstr
 	if err := c.Validate(); err != nil {
 		return nil, 0, err
 	}
+	ctx, cancel := apiContext(ctx)
+	defer cancel()
 	if c.Existing {
 		st, err := js.Stream(ctx, c.Stream)
 		if err != nil {
@@ -141,6 +143,19 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstr
 		err = fmt.Errorf("natslog: stream %s: %w", c.Stream, errFirstLayout)
 	}
 	return st, l, err
+}
+
+// apiTimeout bounds one JetStream API call (stream and bucket create, info).
+const apiTimeout = 10 * time.Second
+
+// apiContext bounds a JetStream API call by apiTimeout, whatever the caller's
+// deadline. NB: jetstream applies its own default timeout only to a context
+// without a deadline; crewd opens under --open-timeout (2 minutes), so a reply
+// lost while NATS moved a leader held a starting crewd that long (found by the
+// cluster's Jepsen run). A call that times out fails the start, and the
+// supervisor starts crewd again.
+func apiContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, apiTimeout)
 }
 
 // checkStream refuses a stream that is not fit to be a crewlog log, and

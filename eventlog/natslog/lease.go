@@ -43,6 +43,8 @@ func OpenLease(ctx context.Context, js jetstream.JetStream, cfg Config, holder s
 	if holder == "" || ttl < 100*time.Millisecond {
 		return nil, fmt.Errorf("natslog: a lease needs a holder name and a TTL of at least 100ms")
 	}
+	ctx, cancel := apiContext(ctx)
+	defer cancel()
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: cfg.leaseBucket(), TTL: ttl,
 		History: 1, Storage: jetstream.FileStorage, Replicas: cfg.Replicas, Description: "crewlog writer lease"})
 	if err != nil {
