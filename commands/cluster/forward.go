@@ -52,6 +52,9 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 		case err == nil:
 			rep, err = commands.DecodeReply(m.Data)
 			if err == nil {
+				if answerBeforeCopied && delegation(r) {
+					return rep, true, nil
+				}
 				return rep, true, n.waitCopied(ctx, rep.Position)
 			}
 			// The writer stepped down before deciding: nothing happened.
