@@ -92,8 +92,9 @@ func TestJepsenRetriesWriteAnsweredClose(t *testing.T) {
 		return nil
 	})
 	ctx := testContext(t, time.Minute)
-	j := &jepsen{t: t, d: &daemon{t: t, socket: b.socket}, gens: newGenerations(), hist: newHistory(), space: newGate()}
-	s := j.session(client.Hello{Role: "admin", Token: "x"}, nil)
+	n := &jepsenNode{d: &daemon{t: t, socket: b.socket}, gens: newGenerations()}
+	j := newJepsen(t, jepsenConfig{}, []*jepsenNode{n}, newGate())
+	s := j.session(n, client.Hello{Role: "admin", Token: "x"}, nil)
 	defer s.close()
 
 	out, err := j.do(ctx, s, 0, opInput{Kind: opSettle, Run: "r", Sub: "gc-1", Tokens: 3}, "delegate.settle",
@@ -109,7 +110,7 @@ func TestJepsenRetriesWriteAnsweredClose(t *testing.T) {
 	ops := j.hist.snapshot()
 	require.Len(t, ops, 1)
 	require.Equal(t, 2, ops[0].Metadata.(opMeta).Attempts)
-	require.Equal(t, int64(1), j.gens.lost.Load(), "counted as an answer lost and retried")
+	require.Equal(t, int64(1), n.gens.lost.Load(), "counted as an answer lost and retried")
 
 	// A read answered close keeps that answer: the model reads a wait answered close as saying nothing.
 	out, err = j.do(ctx, s, 0, opInput{Kind: opWait, Run: "r", Sub: "gc-1"}, "task.waitStatus", map[string]any{"taskId": "gc-1"}, nil)
@@ -122,8 +123,9 @@ func TestJepsenRetriesWriteAnsweredClose(t *testing.T) {
 func TestJepsenRecordsUnknownWrite(t *testing.T) {
 	b := newClosingBroker(t, func(string, string, int) *wire.Error { return wire.NewError(wire.CodeClose, "connection closing") })
 	ctx := testContext(t, time.Minute)
-	j := &jepsen{t: t, d: &daemon{t: t, socket: b.socket}, gens: newGenerations(), hist: newHistory(), space: newGate()}
-	s := j.session(client.Hello{Role: "admin", Token: "x"}, nil)
+	n := &jepsenNode{d: &daemon{t: t, socket: b.socket}, gens: newGenerations()}
+	j := newJepsen(t, jepsenConfig{}, []*jepsenNode{n}, newGate())
+	s := j.session(n, client.Hello{Role: "admin", Token: "x"}, nil)
 	defer s.close()
 	out, err := j.do(ctx, s, 0, opInput{Kind: opUsage, Run: "r", Task: "w0", Tokens: 5}, "task.usage", map[string]any{"taskId": "w0"}, nil)
 	require.NoError(t, err)

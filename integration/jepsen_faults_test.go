@@ -193,6 +193,9 @@ func (f *faultRunner) run(ctx context.Context, errs <-chan error) {
 	f.healthy(ctx)
 }
 
+// supervise waits for the clients: a single crewd that exits now is a failure the replays report.
+func (f *faultRunner) supervise(done <-chan struct{}) { <-done }
+
 // healthy writes until a write is answered: a crewd whose engine failed stop in the last fault, and which answers
 // reads until it exits 2 s later, is seen to exit and started again, so the run ends on a crewd that writes.
 func (f *faultRunner) healthy(ctx context.Context) {

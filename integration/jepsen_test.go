@@ -53,6 +53,7 @@ type jepsenConfig struct {
 	cutOneIn      int           // one attempt in cutOneIn has its connection cut mid-request (0: none)
 	bin           string        // crewd binary (default: the normal build)
 	planted       bool          // bin is a planted-bug build: what it acknowledged need not replay, it does not fail stop
+	inDoubt       time.Duration // how long an internal answer waits for a restart before it is retried (session.inDoubt)
 }
 
 // jepsenResult is what a run did and what the checker said.
@@ -180,7 +181,7 @@ func reportJepsen(t *testing.T, cfg jepsenConfig, res jepsenResult) {
 		cfg.seed, res.elapsed.Round(time.Millisecond), cfg.runs*(cfg.workersPerRun+2)+1, res.ops, res.cuts, res.lost,
 		res.checkTook.Round(time.Millisecond))
 	var faults []string
-	for _, kind := range allFaults {
+	for _, kind := range cfg.faults {
 		faults = append(faults, fmt.Sprintf("%d %s", res.faults[kind], kind))
 	}
 	t.Logf("jepsen: faults: %s", strings.Join(faults, ", "))
@@ -212,12 +213,18 @@ func reportJepsen(t *testing.T, cfg jepsenConfig, res jepsenResult) {
 	}
 }
 
+// jepsenNode is one crewd the clients talk to (the only one, or one of a cluster's) and its restarts.
+type jepsenNode struct {
+	index int
+	d     *daemon
+	gens  *generations
+}
+
 // jepsen is one run in progress.
 type jepsen struct {
 	t       *testing.T
 	cfg     jepsenConfig
-	d       *daemon
-	gens    *generations
+	nodes   []*jepsenNode // run i's clients talk to nodes[i mod len]; the slot reader to nodes[0]
 	hist    *history
 	stop    atomic.Bool
 	stopped chan struct{} // closed with stop set
@@ -226,21 +233,38 @@ type jepsen struct {
 	space    *gate
 	diskFull atomic.Int64
 
-	mu      sync.Mutex
-	acks    []ack // acknowledged commands with a commandId, replayed at the end
-	clients int
+	mu         sync.Mutex
+	acks       map[*daemon][]ack // acknowledged commands with a commandId, by the crewd that answered, replayed at the end
+	clients    int
+	clientNode []int // the node each client talks to
 }
 
-func (j *jepsen) newClient() int {
+func newJepsen(t *testing.T, cfg jepsenConfig, nodes []*jepsenNode, space *gate) *jepsen {
+	return &jepsen{t: t, cfg: cfg, nodes: nodes, hist: newHistory(), space: space, stopped: make(chan struct{}),
+		acks: map[*daemon][]ack{}}
+}
+
+func (j *jepsen) newClient(n *jepsenNode) int {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.clients++
+	j.clientNode = append(j.clientNode, n.index)
 	return j.clients - 1
 }
 
-// session opens a session as h whose attempts are cut at random when the run cuts connections.
-func (j *jepsen) session(h client.Hello, rng *rand.Rand) *session {
-	s := &session{d: j.d, gens: j.gens, as: h, failStop: true}
+// lost, failStops and closed sum the nodes' counts (generations).
+func (j *jepsen) lost() (lost, failStops, closed int) {
+	for _, n := range j.nodes {
+		lost += int(n.gens.lost.Load())
+		failStops += int(n.gens.failStops.Load())
+		closed += int(n.gens.closed.Load())
+	}
+	return lost, failStops, closed
+}
+
+// session opens a session with node n as h whose attempts are cut at random when the run cuts connections.
+func (j *jepsen) session(n *jepsenNode, h client.Hello, rng *rand.Rand) *session {
+	s := &session{d: n.d, gens: n.gens, as: h, failStop: true, inDoubt: j.cfg.inDoubt}
 	if j.cfg.cutOneIn > 0 && rng != nil {
 		var mu sync.Mutex
 		s.cut = func() time.Duration {
@@ -322,7 +346,7 @@ func (j *jepsen) do(ctx context.Context, s *session, client int, in opInput, met
 	j.hist.record(client, in, call, out, opMeta{Attempts: attempts, Params: params, Raw: a.result})
 	if _, ok := params["commandId"]; ok && in.Kind != opIssue && in.Kind != opRevoke {
 		j.mu.Lock()
-		j.acks = append(j.acks, a)
+		j.acks[s.d] = append(j.acks[s.d], a)
 		j.mu.Unlock()
 	}
 	return out, nil
@@ -342,6 +366,7 @@ func answer[T any](set func(T, *opOutput)) func(json.RawMessage, *opOutput) erro
 
 // jepsenRun is one crew run of the test: its orchestrator, workers and the worker whose credential is revoked.
 type jepsenRun struct {
+	node    *jepsenNode // the crewd every client of the run talks to
 	id      string
 	orch    client.Hello
 	workers []client.Hello
@@ -368,28 +393,61 @@ func runJepsen(t *testing.T, cfg jepsenConfig) jepsenResult {
 	}
 	gens := newGenerations()
 	rng := rand.New(rand.NewPCG(cfg.seed, 0))
-	seeds := func() *rand.Rand { return rand.New(rand.NewPCG(cfg.seed, rng.Uint64())) }
-	faults := newFaultRunner(t, cfg, d, gens, seeds())
+	faults := newFaultRunner(t, cfg, d, gens, rand.New(rand.NewPCG(cfg.seed, rng.Uint64())))
 	t.Cleanup(d.cleanup)
 	d.start()
-	j := &jepsen{t: t, cfg: cfg, d: d, gens: gens, hist: newHistory(), space: faults.space, stopped: make(chan struct{})}
+	j := newJepsen(t, cfg, []*jepsenNode{{d: d, gens: gens}}, faults.space)
+	elapsed := j.drive(ctx, rng, faults)
 
-	admin := d.mustDial(ctx, adminHello(d))
+	ops := j.hist.snapshot()
+	res := jepsenResult{ops: len(ops), cuts: int(j.cuts.Load()), elapsed: elapsed,
+		faults: faults.injected, crewdInjected: diskFaultsInjected(d.log()), diskFull: int(j.diskFull.Load()),
+		selfExits: faults.selfExits, refusedStarts: faults.refusedStarts}
+	res.lost, res.failStops, res.closed = j.lost()
+	res.byKind = countKinds(ops)
+	j.check(&res, ops, slotModel(cfg.capacity))
+	reportJepsen(t, cfg, res) // NB: before the replays, which may fail the test
+	if !cfg.planted {
+		checkReplays(ctx, t, d, j.acks[d])
+		d.stop()
+	}
+	return res
+}
+
+// faultInjector injects a run's faults and supervises its crewds.
+type faultInjector interface {
+	// run injects the faults for the run's duration (errs, the clients' errors, ends it early), then lifts every
+	// one and returns with every crewd answering writes.
+	run(ctx context.Context, errs <-chan error)
+	// supervise restarts a crewd that exits while the clients finish, until done is closed.
+	supervise(done <-chan struct{})
+}
+
+// drive creates the runs (run i on node i mod len(nodes), its clients' crewd), runs every client while f injects
+// the faults, stops the clients once it is done, and reads the slot pool a last time. It returns how long the
+// clients ran.
+func (j *jepsen) drive(ctx context.Context, rng *rand.Rand, f faultInjector) time.Duration {
+	t, cfg := j.t, j.cfg
+	seeds := func() *rand.Rand { return rand.New(rand.NewPCG(cfg.seed, rng.Uint64())) }
 	runs := make([]*jepsenRun, cfg.runs)
 	for i := range runs {
+		n := j.nodes[i%len(j.nodes)]
+		admin := n.d.mustDial(ctx, adminHello(n.d))
 		var rc runCreated
 		require.NoError(t, admin.Call(ctx, "run.create", map[string]any{"team": "team", "goal": "jepsen", "cwd": "/repo",
 			"budgetTotal": 1_000_000_000}, &rc))
-		c := &crew{d: d, runID: rc.RunID, workers: map[string]client.Hello{},
+		c := &crew{d: n.d, runID: rc.RunID, workers: map[string]client.Hello{},
 			orch: client.Hello{RunID: rc.RunID, TaskID: "orchestrator", Token: rc.OrchestratorToken}}
-		orch := d.mustDial(ctx, c.orch)
-		r := &jepsenRun{id: rc.RunID, orch: c.orch, revoked: "V", subs: make(chan string, 1<<16)}
+		orch := n.d.mustDial(ctx, c.orch)
+		r := &jepsenRun{node: n, id: rc.RunID, orch: c.orch, revoked: "V", subs: make(chan string, 1<<16)}
 		for w := range cfg.workersPerRun {
 			r.workers = append(r.workers, c.addWorker(ctx, t, orch, fmt.Sprintf("w%d", w)))
 		}
 		v := c.addWorker(ctx, t, orch, r.revoked)
 		r.token.Store(&genToken{token: v.Token, live: true})
 		runs[i] = r
+		admin.Close()
+		orch.Close()
 	}
 
 	var (
@@ -417,58 +475,59 @@ func runJepsen(t *testing.T, cfg jepsenConfig) jepsenResult {
 	}
 	others.Add(1)
 	sr := seeds()
-	go func() { defer others.Done(); fail(j.slotReader(ctx, adminHello(d), sr)) }()
+	reader := j.nodes[0]
+	go func() { defer others.Done(); fail(j.slotReader(ctx, reader, adminHello(reader.d), sr)) }()
 
 	began := time.Now()
-	faults.run(ctx, errs)
+	f.run(ctx, errs)
 	j.stop.Store(true)
 	close(j.stopped)
-	workers.Wait()
-	for _, r := range runs {
-		close(r.subs) // the orchestrators settle what is left, then stop
-	}
-	others.Wait()
+	done := make(chan struct{})
+	go func() {
+		workers.Wait()
+		for _, r := range runs {
+			close(r.subs) // the orchestrators settle what is left, then stop
+		}
+		others.Wait()
+		close(done)
+	}()
+	f.supervise(done)
 	close(errs)
 	for err := range errs {
 		require.NoError(t, err, "seed %d", cfg.seed)
 	}
 	// The pool is empty once everything is settled: a last read, checked with the rest.
-	require.NoError(t, j.slotRead(ctx, j.session(adminHello(d), nil), j.newClient()))
-	elapsed := time.Since(began)
+	require.NoError(t, j.slotRead(ctx, j.session(reader, adminHello(reader.d), nil), j.newClient(reader)))
+	return time.Since(began)
+}
 
-	ops := j.hist.snapshot()
-	res := jepsenResult{ops: len(ops), cuts: int(j.cuts.Load()), lost: int(j.gens.lost.Load()), elapsed: elapsed,
-		faults: faults.injected, crewdInjected: diskFaultsInjected(d.log()), diskFull: int(j.diskFull.Load()),
-		failStops: int(j.gens.failStops.Load()), selfExits: faults.selfExits, refusedStarts: faults.refusedStarts,
-		closed: int(j.gens.closed.Load())}
-	res.byKind = countKinds(ops)
+// check checks ops against the runs model, slots (the slot model, or a cluster's version of it), the refusals and
+// more, and writes the history when a check fails or the run is a long one.
+func (j *jepsen) check(res *jepsenResult, ops []porcupine.Operation, slots porcupine.Model, more ...func([]porcupine.Operation) verdict) {
 	checked := time.Now()
 	dir := os.TempDir()
-	timeout := max(time.Minute, cfg.duration)
+	timeout := max(time.Minute, j.cfg.duration)
 	res.verdicts = []verdict{
 		checkHistory("runs", runModel(), ops, timeout, dir),
-		checkHistory("slots", slotModel(cfg.capacity), ops, timeout, dir),
-		checkRefusals(ops, cfg.capacity),
+		checkHistory("slots", slots, ops, timeout, dir),
+		checkRefusals(ops, j.cfg.capacity),
+	}
+	for _, check := range more {
+		res.verdicts = append(res.verdicts, check(ops))
 	}
 	res.checkTook = time.Since(checked)
-	if !res.allOK() || jepsenMinutes(t) > 0 {
-		res.historyFile = fmt.Sprintf("%s/crewlog-jepsen-%d.jsonl", dir, cfg.seed)
-		require.NoError(t, writeHistory(res.historyFile, ops))
+	if !res.allOK() || jepsenMinutes(j.t) > 0 {
+		res.historyFile = fmt.Sprintf("%s/crewlog-jepsen-%d.jsonl", dir, j.cfg.seed)
+		require.NoError(j.t, writeHistory(res.historyFile, ops))
 	}
-	reportJepsen(t, cfg, res) // NB: before the replays, which may fail the test
-	if !cfg.planted {
-		checkReplays(ctx, t, d, j.acks)
-		d.stop()
-	}
-	return res
 }
 
 // worker delegates (each admission handed to the run's orchestrator to settle) and now and then reads its run's
 // events.
 func (j *jepsen) worker(ctx context.Context, r *jepsenRun, i int, h client.Hello, rng *rand.Rand) error {
-	s := j.session(h, rng)
+	s := j.session(r.node, h, rng)
 	defer s.close()
-	id := j.newClient()
+	id := j.newClient(r.node)
 	for n := 0; !j.stop.Load(); n++ {
 		tokens := int64(1 + rng.IntN(100))
 		params := map[string]any{"prompt": "look around", "description": "explore", "budgetTokens": tokens,
@@ -523,9 +582,9 @@ func (j *jepsen) since(ctx context.Context, s *session, id int, r *jepsenRun) er
 // orchestrator settles every admission of its run (some cancelled first, some waited on), and between them
 // reports usage, reads the ledger, and revokes or re-issues the revocable worker's credential.
 func (j *jepsen) orchestrator(ctx context.Context, r *jepsenRun, rng *rand.Rand) error {
-	s := j.session(r.orch, rng)
+	s := j.session(r.node, r.orch, rng)
 	defer s.close()
-	id := j.newClient()
+	id := j.newClient(r.node)
 	issued := 0
 	var settled []string
 	for n := 0; ; n++ {
@@ -650,7 +709,8 @@ func (j *jepsen) wait(ctx context.Context, s *session, id int, r *jepsenRun, sub
 // pinger pings as the revocable worker with the credential it was last given: answered while that credential is
 // current and not revoked, refused otherwise.
 func (j *jepsen) pinger(ctx context.Context, r *jepsenRun) error {
-	id := j.newClient()
+	id := j.newClient(r.node)
+	gens := r.node.gens
 	for n := 0; !j.stop.Load(); n++ {
 		if err := j.pace(ctx, n); err != nil {
 			return err
@@ -661,21 +721,21 @@ func (j *jepsen) pinger(ctx context.Context, r *jepsenRun) error {
 		var out opOutput
 		for {
 			attempts++
-			gen, err := j.gens.await(ctx, 0)
+			gen, err := gens.await(ctx, 0)
 			if err != nil {
 				return err
 			}
-			c, err := j.d.dial(ctx, client.Hello{RunID: r.id, TaskID: r.revoked, Token: cur.token})
+			c, err := r.node.d.dial(ctx, client.Hello{RunID: r.id, TaskID: r.revoked, Token: cur.token})
 			var we *wire.Error
 			if errors.As(err, &we) {
 				out.Code = string(we.Code)
 				break
 			}
 			if err != nil {
-				if !j.gens.killedSince(gen) {
+				if !gens.killedSince(gen) {
 					continue // NB: a dial can time out on a loaded machine; only a restart is worth waiting for
 				}
-				if _, err := j.gens.await(ctx, gen+1); err != nil { // killed while dialing
+				if _, err := gens.await(ctx, gen+1); err != nil { // killed while dialing
 					return err
 				}
 				continue
@@ -699,10 +759,10 @@ func (j *jepsen) pinger(ctx context.Context, r *jepsenRun) error {
 }
 
 // slotReader reads the daemon-wide slot pool as the admin until the run stops.
-func (j *jepsen) slotReader(ctx context.Context, h client.Hello, rng *rand.Rand) error {
-	s := j.session(h, rng)
+func (j *jepsen) slotReader(ctx context.Context, n *jepsenNode, h client.Hello, rng *rand.Rand) error {
+	s := j.session(n, h, rng)
 	defer s.close()
-	id := j.newClient()
+	id := j.newClient(n)
 	for n := 0; !j.stop.Load(); n++ {
 		if err := j.pace(ctx, n); err != nil {
 			return err

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -162,6 +163,10 @@ type session struct {
 	// failStop, when set, takes an internal answer for an engine that failed stop after a commit error: the
 	// command's outcome is unknown until crewd has exited and restarted, then it is retried with its commandId.
 	failStop bool
+	// inDoubt, when set with failStop, is how long an internal answer waits for crewd's restart before the command
+	// is sent again to the same crewd: a crewd of a cluster also answers internal when it forwarded the command
+	// and no writer answered in time (cluster.ErrNoWriter), without failing.
+	inDoubt time.Duration
 }
 
 // maxAttempts bounds how many times one call is sent: a daemon that keeps closing the connection under it is a
@@ -213,10 +218,12 @@ func (s *session) call(ctx context.Context, method string, params map[string]any
 			s.c.Close()
 			s.c, s.min = nil, s.gen+1
 			// NB: bounded: an internal answer from an engine that did not fail is a bug, not something to wait out.
-			wait, cancel := context.WithTimeout(ctx, startTimeout)
+			wait, cancel := context.WithTimeout(ctx, cmp.Or(s.inDoubt, startTimeout))
 			_, err := s.gens.await(wait, s.min)
 			cancel()
-			if err != nil {
+			if err != nil && s.inDoubt > 0 && ctx.Err() == nil {
+				s.min = s.gen // no restart: the crewd still runs, send it again there
+			} else if err != nil {
 				return ack{}, fmt.Errorf("%s %v answered internal, and crewd did not exit and restart: %w", method, params["commandId"], err)
 			}
 		case errors.As(err, &we) && !answeredClose(we, params):
