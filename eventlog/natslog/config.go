@@ -145,7 +145,8 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstr
 	return st, l, err
 }
 
-// apiTimeout bounds one JetStream API call (stream and bucket create, info).
+// apiTimeout bounds one JetStream API call (stream and bucket create, stream
+// info).
 const apiTimeout = 10 * time.Second
 
 // apiContext bounds a JetStream API call by apiTimeout, whatever the caller's

@@ -227,7 +227,9 @@ func isWrongLastSequence(err error) bool {
 // batch is stored whole), and returns how many groups it copied.
 // A follower becoming the writer calls it before deciding anything.
 func (l *Log) CatchUp(ctx context.Context) (int, error) {
-	info, err := l.stream.Info(ctx)
+	api, cancel := apiContext(ctx)
+	info, err := l.stream.Info(api)
+	cancel()
 	if err != nil {
 		return 0, fmt.Errorf("natslog: stream info: %w", err)
 	}
