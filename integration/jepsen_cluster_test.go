@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -88,20 +87,13 @@ func TestJepsenCluster(t *testing.T) {
 		cfg.duration = time.Duration(m) * time.Minute
 		cfg.runs, cfg.workersPerRun, cfg.capacity = 6, 6, 12
 		cfg.faultEvery = 4 * time.Second
-		if os.Getenv("CREWLOG_JEPSEN_SEED") == "" {
-			cfg.seed = uint64(time.Now().UnixNano())
-		}
+		cfg.seed = longRunSeed(cfg.seed)
 	}
 	t.Logf("jepsen cluster: seed %d (replay with CREWLOG_JEPSEN_SEED=%d)", cfg.seed, cfg.seed)
 	res := runJepsenCluster(t, cfg)
-	require.Empty(t, res.violations(), "linearizability violations (seed %d)", cfg.seed)
-	require.True(t, res.allOK(), "the check did not finish (seed %d)", cfg.seed)
-	for _, kind := range clusterFaults {
-		require.Positive(t, res.faults[kind], "no %s was injected", kind)
-	}
-	require.Positive(t, res.cuts, "no connection was cut mid-request")
-	require.Positive(t, res.lost, "no answer was lost and retried")
+	requireClean(t, cfg, res.jepsenResult)
 	require.Positive(t, res.failovers, "the writer never changed")
+	require.Zero(t, res.hungStarts, "crewd starts hung (their goroutines are logged above)")
 }
 
 // plantedFollowerBuild is crewd built with the crewlog_plantedfollower tag (commands/cluster/planted_on.go).
@@ -142,6 +134,7 @@ type clusterResult struct {
 	jepsenResult
 	failovers  int // times the lease holder was seen to change
 	failStarts int // crewd starts that failed (no quorum yet) and were tried again
+	hungStarts int // crewd starts that did not end within startTimeout (then killed and tried again)
 	streamHead uint64
 }
 
@@ -173,6 +166,7 @@ type jepsenCluster struct {
 	holder                 string
 	failovers, selfExits   int
 	failStarts, startTries int
+	hungStarts             int // starts that did not end within startTimeout
 }
 
 // exitNote says a crewd's process exited; exited tells a stale note (the crewd was restarted since) apart.
@@ -208,7 +202,7 @@ func runJepsenCluster(t *testing.T, cfg jepsenConfig) clusterResult {
 		name := fmt.Sprintf("crewd%d", i)
 		d := newDaemon(t, "--max-slots", strconv.Itoa(cfg.capacity), "--slot-wait", "0s", "--nesting=true", "--quota-msg-rate", "0",
 			"--store", "jetstream", "--nats", c.urls, "--stream", clusterStream, "--replicas", "3",
-			"--lease-ttl", clusterLeaseTTL.String(), "--node-name", name)
+			"--lease-ttl", clusterLeaseTTL.String())
 		if i > 0 {
 			require.NoError(t, os.MkdirAll(d.data, 0o700))
 			for _, f := range []string{"server.key", "admin.token"} {
@@ -242,6 +236,7 @@ func runJepsenCluster(t *testing.T, cfg jepsenConfig) clusterResult {
 		func(ops []porcupine.Operation) verdict { return checkSlotReads(ops, j.clientNode, cfg.capacity) })
 	c.report(res)
 	if cfg.planted {
+		res.hungStarts = c.hungStarts
 		return res // NB: what a planted build acknowledged need not replay, nor be in the stream
 	}
 	// NB: crewds restarted with no fault under way: each copies the stream to its end as it starts, and a crewd
@@ -260,6 +255,7 @@ func runJepsenCluster(t *testing.T, cfg jepsenConfig) clusterResult {
 	res.streamHead = c.checkStores(ctx, j) // NB: after the replays, which write nothing: they are answered from outcomes
 	t.Logf("jepsen cluster: every crewd's copy holds the stream's %d events, its state equals a rebuild, it verifies",
 		res.streamHead)
+	res.hungStarts = c.hungStarts
 	return res
 }
 
@@ -268,6 +264,9 @@ func runJepsenCluster(t *testing.T, cfg jepsenConfig) clusterResult {
 func (c *jepsenCluster) start(n *jepsenNode) {
 	for attempt := 1; ; attempt++ {
 		c.startTries++
+		// NB: a name per start, as the lease holder: a writer killed and elected again once restarted is a failover.
+		n.d.args = append(slices.DeleteFunc(n.d.args, func(a string) bool { return strings.HasPrefix(a, "--node-name=") }),
+			fmt.Sprintf("--node-name=%s.%d", c.names[n.index], c.startTries))
 		began := time.Now()
 		err := n.d.tryStart()
 		if err == nil {
@@ -277,10 +276,11 @@ func (c *jepsenCluster) start(n *jepsenNode) {
 			firstLine(err.Error()), lastLines(n.d.log(), 8))
 		select {
 		case <-n.d.exited:
-		default: // a start that does not end is a defect: the supervisor would wait for it for good
+		default: // a start that does not end is a defect: the test fails at its end, with the run's results
 			_ = n.d.cmd.Process.Signal(syscall.SIGQUIT) // its goroutines to its log, to say where it hung
 			<-n.d.exited
-			c.t.Fatalf("%s hung starting; its goroutines in the cluster code:\n%s", c.names[n.index], hangFrames(n.d.log()))
+			c.hungStarts++
+			c.t.Logf("jepsen cluster: %s hung starting; its goroutines in the cluster code:\n%s", c.names[n.index], hangFrames(n.d.log()))
 		}
 		n.d.logs.Close()
 		c.failStarts++
@@ -373,6 +373,7 @@ func (c *jepsenCluster) run(ctx context.Context, errs <-chan error) {
 	require.NoError(c.t, c.natsErr, "a NATS node did not restart")
 	c.natsMu.Unlock()
 	c.healthy(ctx)
+	c.sawWriter(ctx)
 }
 
 // supervise restarts the crewds that exit while the clients finish.
@@ -437,10 +438,7 @@ func (c *jepsenCluster) inject(ctx context.Context) {
 	if c.next < len(c.cfg.faults) {
 		kind = c.cfg.faults[c.next]
 	}
-	if w := c.writer(ctx); w != "" && w != c.holder {
-		c.failovers++
-		c.holder = w
-	}
+	c.sawWriter(ctx)
 	switch kind {
 	case faultWriterKill, faultFollowerKill:
 		w := c.nodeNamed(c.holder)
@@ -499,6 +497,14 @@ func (c *jepsenCluster) hold() time.Duration {
 	return lo + time.Duration(c.rng.Int64N(int64(hi-lo)))
 }
 
+// sawWriter counts a failover when the lease holder is another than the last seen.
+func (c *jepsenCluster) sawWriter(ctx context.Context) {
+	if w := c.writer(ctx); w != "" && w != c.holder {
+		c.failovers++
+		c.holder = w
+	}
+}
+
 // writer is the name of the crewd holding the writer lease, or "" when none does (or NATS does not answer now).
 func (c *jepsenCluster) writer(ctx context.Context) string {
 	ask, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -510,13 +516,10 @@ func (c *jepsenCluster) writer(ctx context.Context) string {
 	return h
 }
 
-func (c *jepsenCluster) nodeNamed(name string) int {
-	for i, n := range c.names {
-		if n == name {
-			return i
-		}
-	}
-	return -1
+// nodeNamed is the crewd a lease holder's name names (crewd<i>.<start>), or -1.
+func (c *jepsenCluster) nodeNamed(holder string) int {
+	name, _, _ := strings.Cut(holder, ".")
+	return slices.Index(c.names, name)
 }
 
 // streamLeader is the NATS node leading the stream, as JetStream's stream info names it, or -1. Called with natsMu.
@@ -541,7 +544,8 @@ func (c *jepsenCluster) streamLeader(ctx context.Context) int {
 
 func (c *jepsenCluster) report(res clusterResult) {
 	c.t.Logf("jepsen cluster: %d writer changes seen, %d crewd fail-stops restarted, %d crewd starts failed and retried "+
-		"(of %d), %d answers lost to a fail-stop", res.failovers, res.selfExits, res.failStarts, c.startTries, res.failStops)
+		"(of %d), %d hung, %d answers lost to a fail-stop", res.failovers, res.selfExits, res.failStarts, c.startTries,
+		c.hungStarts, res.failStops)
 	reportJepsen(c.t, c.cfg, res.jepsenResult)
 }
 
@@ -642,110 +646,6 @@ func checkCommandsOnce(t *testing.T, l *eventlog.Log, acks map[*daemon][]ack) {
 			require.Contains(t, commands, key, "acknowledged %s %s is in the stream", a.method, key)
 		}
 	}
-}
-
-// clusterSlotModel is the slot model for a cluster over admissions and settlements only: the one writer decides them
-// and a crewd acknowledges them once committed, so they are linearizable across crewds. Slot reads are answered from
-// the copy of the crewd they were sent to, which may lag the writer: checkSlotReads checks them.
-func clusterSlotModel(capacity int) porcupine.Model {
-	m := slotModel(capacity)
-	partition := m.Partition
-	m.Partition = func(h []porcupine.Operation) [][]porcupine.Operation {
-		parts := partition(h)
-		for i, part := range parts {
-			parts[i] = slices.DeleteFunc(part, func(op porcupine.Operation) bool { return op.Input.(opInput).Kind == opSlots })
-		}
-		return parts
-	}
-	return m
-}
-
-// checkSlotReads checks the slot reads of a cluster, which its slot model leaves out (clusterSlotModel). A crewd
-// answers them from its own copy, which may lag the writer (docs/cluster.md: a client reads its own writes on the
-// crewd it talks to, and everything committed before them), so a read may miss what other crewds acknowledged. It
-// must not show more than the capacity, nor a delegation not yet admitted, nor one whose settlement its own crewd
-// acknowledged before the read; and it must show every delegation its own crewd admitted before the read and
-// nobody began to settle until after it. Necessary conditions of a read from a copy of a prefix of the stream, not
-// linearizability: porcupine's search over reads whose intervals are widened to allow for the lag blew up.
-func checkSlotReads(ops []porcupine.Operation, clientNode []int, capacity int) verdict {
-	type delegation struct {
-		admit, settle *porcupine.Operation
-	}
-	subs := map[string]*delegation{}
-	var reads []porcupine.Operation
-	for i := range ops {
-		op := &ops[i]
-		in, out := op.Input.(opInput), op.Output.(opOutput)
-		switch {
-		case in.Kind == opAdmit && out.ok():
-			d := subs[out.Sub]
-			if d == nil {
-				d = &delegation{}
-				subs[out.Sub] = d
-			}
-			d.admit = op
-		case in.Kind == opSettle && out.ok():
-			d := subs[in.Sub]
-			if d == nil {
-				d = &delegation{}
-				subs[in.Sub] = d
-			}
-			d.settle = op
-		case in.Kind == opSlots && out.ok():
-			reads = append(reads, *op)
-		}
-	}
-	// Sweep the reads by invocation: open holds, by crewd, the delegations it admitted before then.
-	var admitted []*delegation
-	for _, d := range subs {
-		if d.admit != nil {
-			admitted = append(admitted, d)
-		}
-	}
-	slices.SortFunc(admitted, func(a, b *delegation) int { return cmp.Compare(a.admit.Return, b.admit.Return) })
-	slices.SortStableFunc(reads, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
-	open := map[int]map[string]*delegation{}
-	next := 0
-	v := verdict{model: "slot reads", result: porcupine.Ok}
-	flag := func(op porcupine.Operation) {
-		v.result = porcupine.Illegal
-		v.minimal = append(v.minimal, op)
-	}
-	for _, r := range reads {
-		for ; next < len(admitted) && admitted[next].admit.Return < r.Call; next++ {
-			d := admitted[next]
-			n := clientNode[d.admit.ClientId]
-			if open[n] == nil {
-				open[n] = map[string]*delegation{}
-			}
-			open[n][d.admit.Output.(opOutput).Sub] = d
-		}
-		node := clientNode[r.ClientId]
-		held := r.Output.(opOutput).Held
-		bad := len(held) > capacity
-		for _, sub := range held {
-			d := subs[sub]
-			switch {
-			case d == nil || d.admit == nil || d.admit.Call > r.Return:
-				bad = true // never admitted, or not yet
-			case d.settle != nil && clientNode[d.settle.ClientId] == node && d.settle.Return < r.Call:
-				bad = true // its crewd acknowledged the settlement before the read
-			}
-		}
-		for sub, d := range open[node] {
-			if d.settle != nil && d.settle.Call < r.Call {
-				delete(open[node], sub) // being settled before the read: it may show either way, now and later
-				continue
-			}
-			if (d.settle == nil || d.settle.Call > r.Return) && !slices.Contains(held, sub) {
-				bad = true // admitted by its crewd before the read, not settled during it, and missing
-			}
-		}
-		if bad {
-			flag(r)
-		}
-	}
-	return v
 }
 
 // hangFrames is the goroutines of a Go traceback in log that run cluster code.

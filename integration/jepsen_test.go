@@ -129,19 +129,11 @@ func TestJepsen(t *testing.T) {
 		cfg.runs, cfg.workersPerRun = 8, 8 // 64 workers
 		cfg.capacity = 16
 		cfg.faultEvery = 5 * time.Second
-		if os.Getenv("CREWLOG_JEPSEN_SEED") == "" {
-			cfg.seed = uint64(time.Now().UnixNano())
-		}
+		cfg.seed = longRunSeed(cfg.seed)
 	}
 	t.Logf("jepsen: seed %d (replay with CREWLOG_JEPSEN_SEED=%d)", cfg.seed, cfg.seed)
 	res := runJepsen(t, cfg)
-	require.Empty(t, res.violations(), "linearizability violations (seed %d)", cfg.seed)
-	require.True(t, res.allOK(), "the check did not finish (seed %d)", cfg.seed)
-	for _, kind := range allFaults {
-		require.Positive(t, res.faults[kind], "no %s was injected", kind)
-	}
-	require.Positive(t, res.cuts, "no connection was cut mid-request")
-	require.Positive(t, res.lost, "no answer was lost and retried")
+	requireClean(t, cfg, res)
 	// What crewd did with the disk faults, seen from crewd and from its clients.
 	require.Positive(t, res.crewdInjected["enospc"], "no write failed on the full disk")
 	require.Positive(t, res.crewdInjected["fsync"], "no fsync failed")
@@ -149,6 +141,26 @@ func TestJepsen(t *testing.T) {
 	require.Positive(t, res.diskFull, "no write was refused disk-full")
 	require.Positive(t, res.selfExits, "the engine never failed stop")
 	require.Positive(t, res.refusedStarts, "crewd was never refused a start on the full disk")
+}
+
+// longRunSeed is a long run's seed: CREWLOG_JEPSEN_SEED's (seed, read by jepsenSeed) when it is set, else a new one.
+func longRunSeed(seed uint64) uint64 {
+	if os.Getenv("CREWLOG_JEPSEN_SEED") == "" {
+		return uint64(time.Now().UnixNano())
+	}
+	return seed
+}
+
+// requireClean requires a finished check with no violation, every kind of cfg.faults injected, and connections cut
+// and answers lost and retried.
+func requireClean(t *testing.T, cfg jepsenConfig, res jepsenResult) {
+	require.Empty(t, res.violations(), "linearizability violations (seed %d)", cfg.seed)
+	require.True(t, res.allOK(), "the check did not finish (seed %d)", cfg.seed)
+	for _, kind := range cfg.faults {
+		require.Positive(t, res.faults[kind], "no %s was injected", kind)
+	}
+	require.Positive(t, res.cuts, "no connection was cut mid-request")
+	require.Positive(t, res.lost, "no answer was lost and retried")
 }
 
 // TestJepsenCatchesPlantedBug: the same short run against a crewd that answers each command before its group is
