@@ -59,15 +59,7 @@ const clusterStream = "CREWLOG"
 const clusterLeaseTTL = time.Second
 
 // jepsenClusterMinutes is CREWLOG_JEPSEN_CLUSTER_MINUTES (0: the short run).
-func jepsenClusterMinutes(t *testing.T) int {
-	s := os.Getenv("CREWLOG_JEPSEN_CLUSTER_MINUTES")
-	if s == "" {
-		return 0
-	}
-	n, err := strconv.Atoi(s)
-	require.NoError(t, err, "CREWLOG_JEPSEN_CLUSTER_MINUTES")
-	return n
-}
+func jepsenClusterMinutes(t *testing.T) int { return minutesFrom(t, "CREWLOG_JEPSEN_CLUSTER_MINUTES") }
 
 // TestJepsenCluster: 3 runs of 3 workers, each run's clients on one of three crewds sharing a JetStream stream
 // (so two runs in three send every command to a follower, which forwards it to the writer), an admin reading the
@@ -500,7 +492,9 @@ func (c *jepsenCluster) hold() time.Duration {
 // sawWriter counts a failover when the lease holder is another than the last seen.
 func (c *jepsenCluster) sawWriter(ctx context.Context) {
 	if w := c.writer(ctx); w != "" && w != c.holder {
-		c.failovers++
+		if c.holder != "" { // NB: not the first writer, elected after the run's start
+			c.failovers++
+		}
 		c.holder = w
 	}
 }

@@ -92,13 +92,16 @@ func (r jepsenResult) violations() []verdict {
 }
 
 // jepsenMinutes is CREWLOG_JEPSEN_MINUTES (0: the short run).
-func jepsenMinutes(t *testing.T) int {
-	s := os.Getenv("CREWLOG_JEPSEN_MINUTES")
+func jepsenMinutes(t *testing.T) int { return minutesFrom(t, "CREWLOG_JEPSEN_MINUTES") }
+
+// minutesFrom is the environment variable env, a number of minutes (0 when unset).
+func minutesFrom(t *testing.T, env string) int {
+	s := os.Getenv(env)
 	if s == "" {
 		return 0
 	}
 	n, err := strconv.Atoi(s)
-	require.NoError(t, err, "CREWLOG_JEPSEN_MINUTES")
+	require.NoError(t, err, env)
 	return n
 }
 
