@@ -286,15 +286,15 @@ func (c *jepsenCluster) start(n *jepsenNode) {
 		}
 	}
 	n.gens.up()
-	exited := n.d.exited
+	exited, quit := n.d.exited, c.quit // NB: read here: the test replaces both
 	go func() {
 		select {
 		case <-exited:
 			select {
 			case c.exits <- exitNote{n: n, exited: exited}:
-			case <-c.quit:
+			case <-quit:
 			}
-		case <-c.quit:
+		case <-quit:
 		}
 	}()
 }
