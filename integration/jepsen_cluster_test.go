@@ -642,8 +642,11 @@ func checkCommandsOnce(t *testing.T, l *eventlog.Log, acks map[*daemon][]ack) {
 	}
 }
 
-// hangFrames is the goroutines of a Go traceback in log that run cluster code.
+// hangFrames is the goroutines of the last Go traceback in log that run cluster code.
 func hangFrames(log string) string {
+	if i := strings.LastIndex(log, "SIGQUIT: quit"); i >= 0 {
+		log = log[i:]
+	}
 	var out []string
 	for _, g := range strings.Split(log, "\n\n") {
 		if strings.Contains(g, "natslog") || strings.Contains(g, "commands/cluster") {

@@ -240,8 +240,10 @@ func (l *Log) CatchUp(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	l.restartCopy()
-	cons, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+	api, cancel = apiContext(ctx)
+	cons, err := l.stream.OrderedConsumer(api, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: l.next, MaxResetAttempts: 2})
+	cancel()
 	if err != nil {
 		return 0, fmt.Errorf("natslog: consumer: %w", err)
 	}
