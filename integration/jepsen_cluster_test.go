@@ -77,7 +77,7 @@ func TestJepsenCluster(t *testing.T) {
 		faults: clusterFaults, faultEvery: 500 * time.Millisecond, cutOneIn: 25, inDoubt: 3 * time.Second}
 	if m := jepsenClusterMinutes(t); m > 0 {
 		cfg.duration = time.Duration(m) * time.Minute
-		cfg.runs, cfg.workersPerRun, cfg.capacity = 6, 6, 12
+		cfg.runs, cfg.workersPerRun, cfg.capacity = 6, 6, 24
 		cfg.faultEvery = 4 * time.Second
 		cfg.seed = longRunSeed(cfg.seed)
 	}
@@ -235,9 +235,7 @@ func runJepsenCluster(t *testing.T, cfg jepsenConfig) clusterResult {
 	// failing stop after the run (its copier giving up on a stream leader still moving) fails no replay.
 	close(c.quit) // the exit watchers stop: from here on every exit is the test's
 	c.quit = make(chan struct{})
-	for _, n := range c.nodes {
-		n.d.stop()
-	}
+	c.stopAll()
 	for _, n := range c.nodes {
 		c.start(n)
 	}
@@ -249,6 +247,20 @@ func runJepsenCluster(t *testing.T, cfg jepsenConfig) clusterResult {
 		res.streamHead)
 	res.hungStarts = c.hungStarts
 	return res
+}
+
+// stopAll stops every crewd with SIGTERM, which must end it cleanly; a crewd that already exited by itself (it
+// failed stop once the faults were over: its copier gave up on a stream leader still moving) is only waited for.
+func (c *jepsenCluster) stopAll() {
+	for _, n := range c.nodes {
+		select {
+		case <-n.d.exited:
+			n.d.wait()
+			c.t.Logf("jepsen cluster: %s had exited by itself (%v) after the run", c.names[n.index], n.d.state)
+		default:
+			n.d.stop()
+		}
+	}
 }
 
 // start starts crewd n, trying again as its supervisor would (docs/crewd.service) while the cluster has no quorum
@@ -548,9 +560,7 @@ func (c *jepsenCluster) report(res clusterResult) {
 // and hash chain, its state (as crewd loads it: the latest snapshot, then the tail) equal to a rebuild from
 // position 1, and audit.Verify clean. It returns the stream's head.
 func (c *jepsenCluster) checkStores(ctx context.Context, j *jepsen) uint64 {
-	for _, n := range c.nodes {
-		n.d.stop()
-	}
+	c.stopAll()
 	var backup string
 	for attempt := 1; ; attempt++ {
 		// NB: the stream may still be moving its leader after the last fault: try again, as an operator would.
