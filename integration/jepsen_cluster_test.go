@@ -55,8 +55,15 @@ var clusterFaults = []faultKind{faultWriterKill, faultNATSLeaderStop, faultFollo
 // clusterStream is the stream the test's crewds share.
 const clusterStream = "CREWLOG"
 
-// clusterLeaseTTL is the crewds' --lease-ttl: a dead writer is replaced after about this long.
-const clusterLeaseTTL = time.Second
+// clusterLeaseTTL is the crewds' --lease-ttl: a dead writer is replaced after about this long. The long run keeps
+// crewd's default (2 s): with 1 s, renewals (every TTL/4) timed out on the loaded machine once the faults were over,
+// and writers kept losing the lease for minutes.
+func clusterLeaseTTL(t *testing.T) time.Duration {
+	if jepsenClusterMinutes(t) > 0 {
+		return 2 * time.Second
+	}
+	return time.Second
+}
 
 // jepsenClusterMinutes is CREWLOG_JEPSEN_CLUSTER_MINUTES (0: the short run).
 func jepsenClusterMinutes(t *testing.T) int { return minutesFrom(t, "CREWLOG_JEPSEN_CLUSTER_MINUTES") }
@@ -70,7 +77,7 @@ func jepsenClusterMinutes(t *testing.T) int { return minutesFrom(t, "CREWLOG_JEP
 // models; every acknowledged command must replay its answer and be in the stream once; positions are gapless; every
 // crewd's copy equals a fresh copy of the stream, its state a rebuild from position 1, and it verifies.
 //
-// CREWLOG_JEPSEN_CLUSTER_MINUTES=N runs N minutes with 6 runs of 6 workers and a random seed, printed first
+// CREWLOG_JEPSEN_CLUSTER_MINUTES=N runs N minutes with 6 runs of 6 workers, 24 slots and a random seed, printed first
 // (CREWLOG_JEPSEN_SEED replays it).
 func TestJepsenCluster(t *testing.T) {
 	cfg := jepsenConfig{seed: jepsenSeed(t, 18), duration: 4 * time.Second, runs: 3, workersPerRun: 3, capacity: 6,
@@ -194,7 +201,7 @@ func runJepsenCluster(t *testing.T, cfg jepsenConfig) clusterResult {
 		name := fmt.Sprintf("crewd%d", i)
 		d := newDaemon(t, "--max-slots", strconv.Itoa(cfg.capacity), "--slot-wait", "0s", "--nesting=true", "--quota-msg-rate", "0",
 			"--store", "jetstream", "--nats", c.urls, "--stream", clusterStream, "--replicas", "3",
-			"--lease-ttl", clusterLeaseTTL.String())
+			"--lease-ttl", clusterLeaseTTL(t).String())
 		if i > 0 {
 			require.NoError(t, os.MkdirAll(d.data, 0o700))
 			for _, f := range []string{"server.key", "admin.token"} {
@@ -213,7 +220,7 @@ func runJepsenCluster(t *testing.T, cfg jepsenConfig) clusterResult {
 	c.js, err = jetstream.New(c.observer)
 	require.NoError(t, err)
 	// NB: the crewds' TTL: opening the bucket with another would change it under them.
-	c.lease, err = natslog.OpenLease(ctx, c.js, natslog.Config{Stream: clusterStream, Replicas: 3}, "jepsen-observer", clusterLeaseTTL)
+	c.lease, err = natslog.OpenLease(ctx, c.js, natslog.Config{Stream: clusterStream, Replicas: 3}, "jepsen-observer", clusterLeaseTTL(t))
 	require.NoError(t, err)
 	c.holder = c.writer(ctx)
 
@@ -396,10 +403,11 @@ func (c *jepsenCluster) supervise(done <-chan struct{}) {
 // committed before it, so the clients' last retries find three crewds that write. A crewd that fails stop meanwhile
 // is restarted.
 func (c *jepsenCluster) healthy(ctx context.Context) {
+	deadline := time.Now().Add(3 * time.Minute) // NB: a cluster recovering from many faults on a loaded machine
 	for _, n := range c.nodes {
-		for attempt := 1; ; attempt++ {
-			require.Less(c.t, attempt, 20, "%s does not answer a write once every fault is lifted; log:\n%s",
-				c.names[n.index], lastLines(n.d.log(), 60))
+		for {
+			require.True(c.t, time.Now().Before(deadline), "%s does not answer a write within 3 minutes once every fault is lifted; log:\n%s",
+				c.names[n.index], lastLines(n.d.log(), 30))
 			call, cancel := context.WithTimeout(ctx, 20*time.Second) // NB: a failover, and then some
 			err := c.probe(call, n)
 			cancel()
