@@ -102,13 +102,14 @@ var plantedFollowerBuild = binaryBuild{tags: "crewlog_plantedfollower"}
 // a forwarded command before their own copy holds it must be flagged: a client reading on that crewd right after the
 // answer does not see its write.
 func TestJepsenClusterCatchesEarlyFollower(t *testing.T) {
-	cfg := jepsenConfig{seed: jepsenSeed(t, 18), duration: 2 * time.Second, runs: 3, workersPerRun: 3, capacity: 6,
-		bin: plantedFollowerBuild.binary(t, "crewd"), planted: true, inDoubt: 3 * time.Second}
-	res := runJepsenCluster(t, cfg)
-	bad := res.violations()
-	require.NotEmpty(t, bad, "the checker missed followers answering before their copy holds the write (seed %d)", cfg.seed)
-	require.NotEmpty(t, bad[0].minimal)
-	require.FileExists(t, bad[0].html)
+	cfg := plantedClusterConfig(t, plantedFollowerBuild.binary(t, "crewd"))
+	requireFlagged(t, cfg, runJepsenCluster(t, cfg).jepsenResult, "followers answering before their copy holds the write")
+}
+
+// plantedClusterConfig is the short cluster run, without faults, against a planted build.
+func plantedClusterConfig(t *testing.T, bin string) jepsenConfig {
+	return jepsenConfig{seed: jepsenSeed(t, 18), duration: 2 * time.Second, runs: 3, workersPerRun: 3, capacity: 6,
+		bin: bin, planted: true, inDoubt: 3 * time.Second}
 }
 
 // TestJepsenClusterCatchesPlantedBug: the same against crewds whose writer answers admissions and settlements before
@@ -120,12 +121,8 @@ func TestJepsenClusterCatchesPlantedBug(t *testing.T) {
 	if os.Getenv("CREWLOG_JEPSEN_CLUSTER_PLANTED") == "" {
 		t.Skip("set CREWLOG_JEPSEN_CLUSTER_PLANTED=1: the same plant as TestJepsenCatchesPlantedBug, on a cluster")
 	}
-	cfg := jepsenConfig{seed: jepsenSeed(t, 18), duration: 2 * time.Second, runs: 3, workersPerRun: 3, capacity: 6,
-		bin: plantedBuild.binary(t, "crewd"), planted: true, inDoubt: 3 * time.Second}
-	res := runJepsenCluster(t, cfg)
-	bad := res.violations()
-	require.NotEmpty(t, bad, "the checker missed a writer answering before the stream acknowledged (seed %d)", cfg.seed)
-	require.NotEmpty(t, bad[0].minimal)
+	cfg := plantedClusterConfig(t, plantedBuild.binary(t, "crewd"))
+	requireFlagged(t, cfg, runJepsenCluster(t, cfg).jepsenResult, "a writer answering before the stream acknowledged")
 }
 
 // clusterResult is what a cluster run did beyond a jepsenResult.
