@@ -73,6 +73,10 @@
 //     the copy (ErrDiverged) instead of forking it.
 //   - Recorded outcomes live in crewlog's outcome table in every copy,
 //     forever; JetStream's duplicate window plays no part in idempotency.
+//   - Every JetStream API call of a start (the stream's creation or info,
+//     the lease bucket, the copy's consumer) fails after 10 s whatever the
+//     caller's deadline: a reply lost while NATS moves a leader fails the
+//     start, for the supervisor to start crewd again, instead of holding it.
 //
 // It does not elect: the lease only makes it rare that two crewds try to
 // write (package cluster drives it); safety comes from the fence.
