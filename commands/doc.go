@@ -15,9 +15,10 @@
 //     log as one synced batch; a second goroutine, the publisher, waits for
 //     the batch to be durable, publishes the new state and answers every
 //     command of the group. The two form a pipeline (pipeline.go): while a
-//     group's fsync is in flight, the writer decides the next group against
-//     a working state that already holds the first one's effects, and hands
-//     it to the log behind it.
+//     group's fsync is in flight, the writer decides the requests that
+//     arrive into the next group, against a working state that already
+//     holds the first one's effects, and hands that group to the log once
+//     the fsync has returned.
 //
 // # Guarantees
 //

@@ -146,6 +146,11 @@ type Engine struct {
 	flights chan *flight
 	free    chan *flight
 	landed  chan struct{} // closed when the publisher has landed the last flight
+	// synced carries one token per staged group whose sync returned; the
+	// writer counts the groups staged and not yet synced in unsynced, and
+	// keeps the next group open while one is.
+	synced   chan struct{}
+	unsynced int
 	// seen holds the command ids of the groups in flight (writer only), so
 	// that a retry of one is answered as it, not decided twice.
 	seen map[string]*pending
@@ -239,7 +244,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 		cold: s.ColdStore(),
 	}
 	e.stager, e.depth = stagerFor(o.Committer, l)
-	e.flights, e.free = make(chan *flight, e.depth), make(chan *flight, e.depth)
+	e.flights, e.free, e.synced = make(chan *flight, e.depth), make(chan *flight, e.depth), make(chan struct{}, e.depth)
 	for range e.depth {
 		e.free <- &flight{}
 	}
@@ -493,17 +498,12 @@ func (e *Engine) run() {
 			// NB: the flight is taken after the first request, so that
 			// what queues while the pipeline is full joins this group.
 			f := e.acquire()
-			f.group = append(f.group, p)
-		fill:
-			for len(f.group) < e.opts.MaxGroup {
-				select {
-				case p := <-e.in:
-					f.group = append(f.group, p)
-				default:
-					break fill
-				}
+			f.started = time.Now()
+			quit, err := e.fill(f, p)
+			if err == nil {
+				err = e.handOff(f)
 			}
-			if err := e.commit(f); err != nil {
+			if err != nil {
 				e.failStop(err, f.group)
 				return
 			}
@@ -511,8 +511,57 @@ func (e *Engine) run() {
 				e.evictWith(f, e.lastNow)
 			}
 			e.flights <- f
+			if quit {
+				e.drain(ErrClosed)
+				return
+			}
 		}
 	}
+}
+
+// fill decides p and what else is queued into f, and keeps f open —
+// deciding every request as it arrives — while a group handed off before
+// it waits for its sync: the group then holds what arrived during that
+// sync, as a writer that waits for each sync would have taken it, and its
+// decisions overlap the sync. It returns once nothing is syncing or the
+// group is full (and then waits for the sync), or at Close (quit).
+func (e *Engine) fill(f *flight, p *pending) (quit bool, err error) {
+	add := func(p *pending) error {
+		from := len(f.group)
+		f.group = append(f.group, p)
+	more:
+		for len(f.group) < e.opts.MaxGroup {
+			select {
+			case p := <-e.in:
+				f.group = append(f.group, p)
+			default:
+				break more
+			}
+		}
+		return e.decide(f, from)
+	}
+	if err := add(p); err != nil {
+		return false, err
+	}
+	for e.unsynced > 0 {
+		in := e.in
+		if len(f.group) >= e.opts.MaxGroup {
+			in = nil // full: wait for the sync only
+		}
+		select {
+		case <-e.synced:
+			e.unsynced--
+		case p := <-in:
+			if err := add(p); err != nil {
+				return false, err
+			}
+		case <-e.stopped:
+			return false, e.failure()
+		case <-e.quit:
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // failStop records err (nil: the failure the publisher recorded) as the

@@ -12,20 +12,18 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
-// commit decides f's group against the working state and hands it to the
-// log (pipeline.go); the caller sends it to the publisher, which answers it
-// once it is durable. An error
-// means the group is not known to be durable: the caller fails stop, and
-// every request of the group is answered with that error.
-func (e *Engine) commit(f *flight) error {
-	f.started = time.Now()
-	group, w := f.group, e.work
+// decide decides the commands f.group[from:] against the working state,
+// each after the ones before it, adding their writes to f's (pipeline.go:
+// the group stays open while the group before it syncs, so commands join
+// it as they arrive). An error fails the engine: the caller fails stop and
+// answers every request of the group with it.
+func (e *Engine) decide(f *flight, from int) error {
+	w := e.work
 	writes, applied, logEvents, payloads := f.writes, f.applied, f.logEvents, f.payloads
-	next := e.next
-	var unrecorded []*pending // decided, with a command id, and not recorded
-	var env Env               // one for the group: decideIn's env escapes
+	next, unrecorded := f.next, f.unrecorded
+	var env Env // one per call: decideIn's env escapes
 
-	for _, p := range group {
+	for _, p := range f.group[from:] {
 		id := p.req.CommandID
 		if len(id) > eventlog.MaxIDLen {
 			p.reply = Reply{Rejected: badParams("commandId must be at most %d bytes", eventlog.MaxIDLen)}
@@ -141,14 +139,28 @@ func (e *Engine) commit(f *flight) error {
 		}
 	}
 
+	// Kept for the next commands of the group, the publisher and, emptied,
+	// the flight's next group.
+	f.writes, f.applied, f.logEvents, f.payloads = writes, applied, logEvents, payloads
+	f.next, f.unrecorded = next, unrecorded
+	if h := e.opts.hooks; h != nil && h.decidedCommands != nil {
+		h.decidedCommands(f.group[from:])
+	}
+	return nil
+}
+
+// handOff closes f's group, decided by decide, and hands it to the log.
+// The caller sends it to the publisher, which answers it once it is
+// durable. An error means the group is not known to be durable: the caller
+// fails stop, and every request of the group is answered with that error.
+func (e *Engine) handOff(f *flight) error {
+	group, writes := f.group, f.writes
 	// NB: what is not recorded is decided again when it comes again in a
 	// later group, as it would be once this one is published; only this
 	// group's own retries follow it.
-	for _, p := range unrecorded {
+	for _, p := range f.unrecorded {
 		e.forget(p)
 	}
-	// Kept for the publisher and, emptied, for the flight's next group.
-	f.writes, f.applied, f.logEvents, f.payloads = writes, applied, logEvents, payloads
 	if answerBeforeCommit {
 		answerEarly(group)
 	}
@@ -166,8 +178,9 @@ func (e *Engine) commit(f *flight) error {
 			return err
 		}
 		f.staged = staged
+		e.unsynced++
 	}
-	f.next, e.next = next, next
+	e.next = f.next
 	return nil
 }
 

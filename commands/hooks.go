@@ -23,6 +23,9 @@ const (
 type testHooks struct {
 	// queued is called by Submit once its request is in the queue.
 	queued func()
+	// decidedCommands is called by the writer with the commands it has just
+	// decided into the open group (which may stay open for more).
+	decidedCommands func(ps []*pending)
 	// commit is called at each commitPoint with the group being committed,
 	// by the writer (pointDecided) or the publisher (the others), so
 	// possibly two calls at once for two groups; a non-nil error fails the

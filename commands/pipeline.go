@@ -12,12 +12,15 @@ import (
 // The write path is a pipeline of two stages, so that deciding a group
 // overlaps the fsync of the one before it:
 //
-//  1. The writer (engine.go run, group.go commit) decides a group against
-//     its working copy of the state, which already holds the effects of the
-//     groups still in flight, and hands the group to the log (Stage: its
-//     positions, versions and hashes are assigned, in order, at the
-//     hand-off). It does not wait for the sync: it goes on with the next
-//     group.
+//  1. The writer (engine.go run and fill, group.go decide and handOff)
+//     decides a group against its working copy of the state, which already
+//     holds the effects of the groups still in flight, and hands the group
+//     to the log (Stage: its positions, versions and hashes are assigned, in
+//     order, at the hand-off). It does not wait for the sync: it opens the
+//     next group and decides each request as it arrives while that sync
+//     runs, and hands the group off once the sync has returned — so a group
+//     holds what arrived during one sync, as when the writer waited for each
+//     sync, and its decisions overlap the sync.
 //  2. The publisher (land, below) takes the groups in hand-off order,
 //     waits for each to be durable, folds it into the published copy of the
 //     state and then answers its commands.
@@ -51,6 +54,9 @@ type flight struct {
 	faulted []projections.Thawed
 	applied []events.Event
 	evicted []string
+	// unrecorded are the group's commands with a command id that are not
+	// recorded; the writer forgets them when it hands the group off.
+	unrecorded []*pending
 	// firsts are the group's commands the writer entered in Engine.seen;
 	// it forgets them when it takes the flight again, once their outcomes
 	// are the log's to answer.
@@ -75,6 +81,8 @@ func (e *Engine) acquire() *flight {
 		e.forget(p)
 	}
 	clear(f.firsts)
+	clear(f.unrecorded)
+	f.unrecorded = f.unrecorded[:0]
 	clear(f.group)
 	clear(f.faulted)
 	clear(f.applied)
@@ -138,6 +146,7 @@ func (e *Engine) land(f *flight) {
 		var first uint64
 		first, err = f.staged.Wait()
 		appendTook = time.Since(f.stagedAt)
+		e.synced <- struct{}{} // the writer may hand the next group off
 		if err == nil {
 			err = e.hook(pointDurable, f.group)
 		}

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,17 +17,16 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
-// pipeFixture is an engine whose test hooks a test sets while it runs: at
-// pointDecided (writer goroutine), at the other commit points (publisher
-// goroutine) and in the log's BeforeSync (whoever waits for the sync).
+// pipeFixture is an engine whose test hooks a test sets while it runs: as
+// commands are decided and at pointDecided, when the group is handed off
+// (writer goroutine), at every commit point (either goroutine) and in the
+// log's BeforeSync (whoever waits for the sync).
 type pipeFixture struct {
 	*engineFixture
 	queued chan struct{} // one per Submit that reached the queue
 
-	mu         sync.Mutex
-	decided    func(group []*pending)
-	at         func(point commitPoint, group []*pending)
-	beforeSync func()
+	mu sync.Mutex
+	pipeHooks
 }
 
 func openPipe(t *testing.T, fs vfs.FS, committer func(*eventlog.Log) Committer) *pipeFixture {
@@ -45,10 +45,15 @@ func openPipe(t *testing.T, fs vfs.FS, committer func(*eventlog.Log) Committer) 
 			default: // a test that does not count them
 			}
 		},
+		decidedCommands: func(ps []*pending) {
+			if h := p.get(); h.decided != nil {
+				h.decided(ps)
+			}
+		},
 		commit: func(point commitPoint, group []*pending) error {
 			h := p.get()
-			if point == pointDecided && h.decided != nil {
-				h.decided(group)
+			if point == pointDecided && h.handOff != nil {
+				h.handOff(group)
 			}
 			if h.at != nil {
 				h.at(point, group)
@@ -68,7 +73,8 @@ func openPipe(t *testing.T, fs vfs.FS, committer func(*eventlog.Log) Committer) 
 }
 
 type pipeHooks struct {
-	decided    func(group []*pending)
+	decided    func(ps []*pending)    // commands just decided into the open group
+	handOff    func(group []*pending) // pointDecided: the group is closed
 	at         func(point commitPoint, group []*pending)
 	beforeSync func()
 }
@@ -76,13 +82,13 @@ type pipeHooks struct {
 func (p *pipeFixture) get() pipeHooks {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return pipeHooks{p.decided, p.at, p.beforeSync}
+	return p.pipeHooks
 }
 
 func (p *pipeFixture) set(h pipeHooks) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.decided, p.at, p.beforeSync = h.decided, h.at, h.beforeSync
+	p.pipeHooks = h
 }
 
 // async submits r on a goroutine of its own and waits until it is queued.
@@ -217,14 +223,18 @@ func TestPipelineRetryOfACommandInFlight(t *testing.T) {
 		once                     sync.Once
 	)
 	p.set(pipeHooks{
+		handOff: func(group []*pending) {
+			if orig != nil && first(group, "x") == orig {
+				close(entered)
+				<-bothQueued // the retries queue while the writer holds this group
+			}
+		},
 		decided: func(group []*pending) {
 			q := first(group, "x")
 			switch {
 			case q == nil:
 			case orig == nil:
 				orig = q
-				close(entered)
-				<-bothQueued // the retries queue while the writer holds this group
 			case retry == nil:
 				retry = q
 				origAnsweredAtDecision = closed(orig.done)
@@ -312,13 +322,15 @@ func TestPipelineFailedSyncFailsTheGroupsInFlight(t *testing.T) {
 		once         sync.Once
 	)
 	p.set(pipeHooks{
-		decided: func(group []*pending) {
+		handOff: func(group []*pending) {
 			if q := first(group, "a"); q != nil {
 				held = q
 				toggle.On() // the fsync that makes this group durable fails
 				close(entered)
 				<-bQueued
 			}
+		},
+		decided: func(group []*pending) {
 			if first(group, "b") != nil {
 				heldAnswered = closed(held.done)
 				close(decided)
@@ -427,4 +439,59 @@ func TestPipelineDepthOneForAPlainCommitter(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Zero(t, overlaps.Load(), "a group was decided while another was in flight")
+}
+
+// While a group syncs, the next one stays open: requests that arrive during
+// the sync are decided as they come and handed to the log together once
+// the sync has returned, so groups are as large as when the writer waited
+// for each sync.
+func TestPipelineGroupStaysOpenWhileOneSyncs(t *testing.T) {
+	p := openPipe(t, vfs.NewMem(), nil)
+	p.seedRunAs("S")
+	adm := events.AdminPrincipal()
+	var (
+		bDecided, cDecided = make(chan struct{}), make(chan struct{})
+		syncing            = make(chan struct{})
+		once               sync.Once
+		handedOff          [][]string // the command ids of each group after a's
+	)
+	p.set(pipeHooks{
+		decided: func(ps []*pending) {
+			if first(ps, "b") != nil {
+				close(bDecided)
+			}
+			if first(ps, "c") != nil {
+				close(cDecided)
+			}
+		},
+		handOff: func(group []*pending) {
+			if first(group, "b") != nil || first(group, "c") != nil {
+				var ids []string
+				for _, q := range group {
+					ids = append(ids, q.req.CommandID)
+				}
+				handedOff = append(handedOff, ids)
+			}
+		},
+		beforeSync: func() {
+			once.Do(func() {
+				close(syncing)
+				holdUntil(cDecided)
+			})
+		},
+	})
+	run := func(id string) Request {
+		return as(adm, id, &RunCreate{RunID: strings.ToUpper(id), Team: "t", Goal: "g", Cwd: "/w"})
+	}
+	aCh := p.async(run("a"))
+	<-syncing
+	bCh := p.async(run("b"))
+	<-bDecided
+	cCh := p.async(run("c"))
+	for _, ch := range []<-chan answer{aCh, bCh, cCh} {
+		a := <-ch
+		require.NoError(t, a.err)
+		require.Nil(t, a.r.Rejected)
+	}
+	require.Equal(t, [][]string{{"b", "c"}}, handedOff, "b and c, decided during a's sync, are one group")
 }
