@@ -38,6 +38,21 @@ type opMeta struct {
 	Raw      json.RawMessage
 }
 
+// maxRawKept bounds the answer an operation keeps for the report. The models read opOutput, not the answer; a
+// ledger page or an events page is up to a frame of bytes, and a 64-client run of an hour kept every one of them
+// until the history held the machine's 24 GiB.
+const maxRawKept = 512
+
+// clipRaw returns raw when it is short, else its first maxRawKept bytes as a JSON string (a cut JSON value is not
+// one), copied so that the answer's buffer is not kept.
+func clipRaw(raw json.RawMessage) json.RawMessage {
+	if len(raw) <= maxRawKept {
+		return raw
+	}
+	b, _ := json.Marshal(fmt.Sprintf("%s… (%d bytes)", raw[:maxRawKept], len(raw)))
+	return b
+}
+
 func newHistory() *history { return &history{began: time.Now(), wrote: make(chan struct{})} }
 
 func (h *history) now() int64 { return int64(time.Since(h.began)) }
@@ -48,6 +63,7 @@ func (h *history) record(client int, in opInput, call int64, out opOutput, meta 
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	meta.Client = client
+	meta.Raw = clipRaw(meta.Raw)
 	op := porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret, Metadata: meta}
 	h.ops = append(h.ops, op)
 	if meta.Attempts > 1 {

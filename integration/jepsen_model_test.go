@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -535,4 +536,18 @@ func TestModelsUnknownWrite(t *testing.T) {
 	ok, freed := stepSlots(slots, settle.Input.(opInput), settle.Output.(opOutput))
 	require.True(t, ok)
 	require.Empty(t, freed.held)
+}
+
+// TestHistoryClipsLongAnswers: an operation keeps a long answer's first bytes only, as valid JSON, with no
+// reference to the answer's buffer.
+func TestHistoryClipsLongAnswers(t *testing.T) {
+	h := newHistory()
+	long := json.RawMessage(`{"accounts":[` + strings.Repeat(`{"taskId":"w1","tokensSpent":1},`, 100) + `{}]}`)
+	h.record(0, opInput{Kind: opLedger}, 0, opOutput{}, opMeta{Raw: long})
+	h.record(0, opInput{Kind: opLedger}, 0, opOutput{}, opMeta{Raw: json.RawMessage(`{"accounts":[]}`)})
+	kept := h.ops[0].Metadata.(opMeta).Raw
+	require.Less(t, len(kept), 2*maxRawKept+64, "at most every byte escaped")
+	require.True(t, json.Valid(kept))
+	require.Contains(t, string(kept), fmt.Sprintf("(%d bytes)", len(long)))
+	require.JSONEq(t, `{"accounts":[]}`, string(h.ops[1].Metadata.(opMeta).Raw))
 }
