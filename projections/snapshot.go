@@ -169,38 +169,28 @@ func toSnapshot(s *State) snapshot {
 // snapshotRunOf is hot run r's record in a snapshot: its primary records,
 // in its own order.
 func snapshotRunOf(r *runState) snapshotRun {
-	sr := snapshotRun{
+	return snapshotRun{
 		Run:          &r.run,
 		Last:         r.last,
-		Tasks:        make([]*Task, 0, len(r.taskOrder)),
-		Delegations:  make([]*Delegation, 0, len(r.delOrder)),
-		Accounts:     make([]*Account, 0, len(r.accountOrder)),
+		Tasks:        inOrder(r.taskOrder, r.tasks),
+		Delegations:  inOrder(r.delOrder, r.dels),
+		Accounts:     inOrder(r.accountOrder, r.accounts),
 		RootSpent:    r.rootSpent,
 		Messages:     r.msgs,
-		Asks:         make([]*Ask, 0, len(r.askOrder)),
-		Credentials:  make([]*Credential, 0, len(r.credOrder)),
-		Jobs:         make([]*Job, 0, len(r.jobOrder)),
+		Asks:         inOrder(r.askOrder, r.asks),
+		Credentials:  inOrder(r.credOrder, r.creds),
+		Jobs:         inOrder(r.jobOrder, r.jobs),
 		RevokedRoots: r.roots,
 	}
-	for _, k := range r.jobOrder {
-		sr.Jobs = append(sr.Jobs, r.jobs[k])
+}
+
+// inOrder is m's values in the order of its keys in order.
+func inOrder[K comparable, V any](order []K, m map[K]V) []V {
+	out := make([]V, 0, len(order))
+	for _, k := range order {
+		out = append(out, m[k])
 	}
-	for _, k := range r.taskOrder {
-		sr.Tasks = append(sr.Tasks, r.tasks[k])
-	}
-	for _, k := range r.delOrder {
-		sr.Delegations = append(sr.Delegations, r.dels[k])
-	}
-	for _, k := range r.accountOrder {
-		sr.Accounts = append(sr.Accounts, r.accounts[k])
-	}
-	for _, k := range r.askOrder {
-		sr.Asks = append(sr.Asks, r.asks[k])
-	}
-	for _, k := range r.credOrder {
-		sr.Credentials = append(sr.Credentials, r.creds[k])
-	}
-	return sr
+	return out
 }
 
 // DecodeSnapshot rebuilds a State from EncodeSnapshot's bytes. It never
