@@ -110,35 +110,56 @@ type verdict struct {
 	cutShort bool
 	// html is the path of porcupine's visualisation of the violation.
 	html string
+	// largest is the most operations one check had to order (a partition's epoch): what bounds its memory.
+	largest int
 }
 
-// checkHistory checks ops against model; on a violation it shrinks the offending partition and writes the
-// visualisation of the shrunk sub-history to dir.
-func checkHistory(name string, model porcupine.Model, ops []porcupine.Operation, timeout time.Duration, dir string) verdict {
-	v := verdict{model: name}
-	v.result = porcupine.CheckOperationsTimeout(model, ops, timeout)
-	if v.result != porcupine.Illegal {
-		return v
+// checkHistory checks ops against model, each partition epoch by epoch (split at cuts: jepsen_epochs_test.go),
+// freeze making an epoch's end state the next one's initial state. On a violation it shrinks the offending epoch
+// and writes the visualisation of the shrunk sub-history to dir.
+func checkHistory(name string, model porcupine.Model, freeze func(any) any, ops []porcupine.Operation, cuts []int64,
+	timeout time.Duration, dir string) verdict {
+	v := verdict{model: name, result: porcupine.Ok}
+	parts := [][]porcupine.Operation{ops}
+	if model.Partition != nil {
+		parts = model.Partition(ops)
 	}
-	check := func(h []porcupine.Operation) porcupine.CheckResult {
-		return porcupine.CheckOperationsTimeout(model, h, timeout)
-	}
-	for _, part := range model.Partition(ops) {
-		r := check(part)
-		if r == porcupine.Illegal {
-			v.minimal, v.cutShort = shrink(check, part)
-			break
+	for _, part := range parts {
+		state := model.Init()
+		epochs := splitAt(part, cuts)
+		for i, epoch := range epochs {
+			v.largest = max(v.largest, len(epoch))
+			m := model
+			m.Partition, m.PartitionEvent = nil, nil
+			init := state
+			m.Init = func() any { return init }
+			check := func(h []porcupine.Operation) porcupine.CheckResult {
+				return porcupine.CheckOperationsTimeout(m, h, timeout)
+			}
+			switch check(epoch) {
+			case porcupine.Illegal:
+				v.result = porcupine.Illegal
+				v.minimal, v.cutShort = shrink(check, epoch)
+				_, info := porcupine.CheckOperationsVerbose(m, v.minimal, timeout)
+				v.html = filepath.Join(dir, "crewlog-jepsen-"+name+".html")
+				if err := porcupine.VisualizePath(m, info, v.html); err != nil {
+					v.html = "(visualisation failed: " + err.Error() + ")"
+				}
+				return v
+			case porcupine.Unknown:
+				v.result = porcupine.Unknown
+			}
+			if i == len(epochs)-1 {
+				break
+			}
+			next, ok := endState(m, init, epoch, timeout)
+			if !ok {
+				// NB: timed out: the epochs after it cannot be checked from a known state.
+				v.result = porcupine.Unknown
+				break
+			}
+			state = freeze(next)
 		}
-		if r == porcupine.Unknown && v.minimal == nil {
-			// NB: the whole history was found illegal and this partition alone timed out: keep it whole, in case
-			// no other is found illegal.
-			v.minimal, v.cutShort = part, true
-		}
-	}
-	_, info := porcupine.CheckOperationsVerbose(model, v.minimal, timeout)
-	v.html = filepath.Join(dir, "crewlog-jepsen-"+name+".html")
-	if err := porcupine.VisualizePath(model, info, v.html); err != nil {
-		v.html = "(visualisation failed: " + err.Error() + ")"
 	}
 	return v
 }
@@ -246,8 +267,9 @@ func describe(model porcupine.Model, ops []porcupine.Operation) string {
 	return b.String()
 }
 
-// writeHistory writes every operation as one JSON line (input, output, interval, metadata) for later study.
-func writeHistory(path string, ops []porcupine.Operation) error {
+// writeHistory writes every operation as one JSON line (input, output, interval, metadata) for later study, then
+// the cuts (jepsen_epochs_test.go) as a line of their own.
+func writeHistory(path string, ops []porcupine.Operation, cuts []int64) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -260,17 +282,30 @@ func writeHistory(path string, ops []porcupine.Operation) error {
 			return err
 		}
 	}
+	if err := enc.Encode(map[string]any{"cuts": cuts}); err != nil {
+		f.Close()
+		return err
+	}
 	return f.Close()
 }
 
-// readHistory reads a history writeHistory wrote.
-func readHistory(path string) ([]porcupine.Operation, error) {
+// readHistory reads a history writeHistory wrote, and its cuts.
+func readHistory(path string) ([]porcupine.Operation, []int64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var ops []porcupine.Operation
+	var (
+		ops  []porcupine.Operation
+		cuts []int64
+	)
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if strings.HasPrefix(line, `{"cuts":`) {
+			if err := json.Unmarshal([]byte(line), &struct{ Cuts *[]int64 }{&cuts}); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
 		var rec struct {
 			Call, Return int64
 			Client       int
@@ -278,9 +313,9 @@ func readHistory(path string) ([]porcupine.Operation, error) {
 			Output       opOutput
 		}
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		ops = append(ops, porcupine.Operation{ClientId: rec.Client, Input: rec.Input, Call: rec.Call, Output: rec.Output, Return: rec.Return})
 	}
-	return ops, nil
+	return ops, cuts, nil
 }

@@ -74,35 +74,84 @@ type heldDelegation struct {
 }
 
 // runState is one run as its clients may observe it. Steps copy it; nothing mutates a state in place.
+//
+// NB: porcupine keeps a state for every step it takes, and a run's delegations grow with the run: a state holding
+// all of them made a long history's check hold gigabytes (an hour's run outgrew the machine). The delegations known
+// when an epoch of the history began (jepsen_epochs_test.go) are in base, shared by every state of that epoch; a
+// step copies only the delegations its epoch changed (subs), and the aggregates the reads compare are kept as sums.
 type runState struct {
-	subs    map[string]heldDelegation
-	spent   int64            // Σ reservations + charges
-	usage   map[string]int64 // the last usage reported per task
-	gen     int              // the revocable worker's current credential
-	revoked bool
+	base     *runBase
+	subs     map[string]heldDelegation // the delegations changed since base, by subId
+	admitted int                       // delegations admitted, base included
+	settled  int                       // of which settled
+	spent    int64                     // Σ reservations + charges
+	spentBy  map[string]int64          // Σ reservations + charges of the delegations each task made
+	usage    map[string]int64          // the last usage reported per task
+	gen      int                       // the revocable worker's current credential
+	revoked  bool
+}
+
+// runBase is the delegations of a run when an epoch began: never changed once made.
+type runBase struct{ subs map[string]heldDelegation }
+
+func newRunState() runState {
+	return runState{base: &runBase{}, subs: map[string]heldDelegation{}, spentBy: map[string]int64{},
+		usage: map[string]int64{}}
 }
 
 func (s runState) clone() runState {
 	c := s
 	c.subs = maps.Clone(s.subs)
+	c.spentBy = maps.Clone(s.spentBy)
 	c.usage = maps.Clone(s.usage)
 	return c
 }
 
-// spentBy is task's tokensSpent: the reservations of the delegations it made and their charges.
-func (s runState) spentBy(task string) int64 {
-	var n int64
-	for _, d := range s.subs {
-		if d.task == task {
-			n += d.reserved + d.charged
-		}
+// sub is the delegation subId, if admitted.
+func (s runState) sub(id string) (heldDelegation, bool) {
+	if d, ok := s.subs[id]; ok {
+		return d, true
 	}
+	d, ok := s.base.subs[id]
+	return d, ok
+}
+
+// put records d as delegation id in s, a clone, keeping the sums.
+func (s *runState) put(id string, d heldDelegation) {
+	old, known := s.sub(id)
+	if !known {
+		s.admitted++
+	}
+	if d.settled && !old.settled {
+		s.settled++
+	}
+	added := d.reserved + d.charged - old.reserved - old.charged
+	s.spent += added
+	s.spentBy[d.task] += added
+	s.subs[id] = d
+}
+
+// frozen is s with every delegation in a new base: the initial state of the next epoch. It moves s's delegations
+// into its base's map, so the states of the epoch that ended must not be stepped again.
+//
+// NB: copying the base instead made an hour's check copy a run's every delegation at every cut.
+func (s runState) frozen() runState {
+	all := s.base.subs
+	if all == nil {
+		all = map[string]heldDelegation{}
+	}
+	maps.Copy(all, s.subs)
+	n := s
+	n.base, n.subs = &runBase{subs: all}, map[string]heldDelegation{}
+	n.spentBy, n.usage = maps.Clone(s.spentBy), maps.Clone(s.usage)
 	return n
 }
 
+// key describes s for porcupine's cache and visualisation: two states of one epoch (one base) are equal if and
+// only if their keys are.
 func (s runState) key() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "spent=%d gen=%d revoked=%v", s.spent, s.gen, s.revoked)
+	fmt.Fprintf(&b, "spent=%d gen=%d revoked=%v admitted=%d settled=%d", s.spent, s.gen, s.revoked, s.admitted, s.settled)
 	for _, k := range slices.Sorted(maps.Keys(s.subs)) {
 		d := s.subs[k]
 		fmt.Fprintf(&b, " %s:%s:%d:%d:%v", k, d.task, d.reserved, d.charged, d.settled)
@@ -142,18 +191,17 @@ func stepRun(s runState, in opInput, out opOutput) (bool, runState) {
 	if out.Code == diskFull {
 		return isWrite(in.Kind), s
 	}
-	d, known := s.subs[in.Sub]
+	d, known := s.sub(in.Sub)
 	switch in.Kind {
 	case opAdmit:
 		if !out.ok() {
 			return out.Code == "policy-denied", s // refusals are the slot model's to judge
 		}
-		if _, dup := s.subs[out.Sub]; dup || out.Sub == "" {
+		if _, dup := s.sub(out.Sub); dup || out.Sub == "" {
 			return false, s
 		}
 		n := s.clone()
-		n.subs[out.Sub] = heldDelegation{task: in.Task, reserved: in.Tokens}
-		n.spent += in.Tokens
+		n.put(out.Sub, heldDelegation{task: in.Task, reserved: in.Tokens})
 		return true, n
 	case opSettle:
 		if !out.ok() {
@@ -163,8 +211,7 @@ func stepRun(s runState, in opInput, out opOutput) (bool, runState) {
 			return false, s
 		}
 		n := s.clone()
-		n.subs[in.Sub] = heldDelegation{task: d.task, reserved: d.reserved, charged: out.Charged, settled: true}
-		n.spent += out.Charged
+		n.put(in.Sub, heldDelegation{task: d.task, reserved: d.reserved, charged: out.Charged, settled: true})
 		return true, n
 	case opCancel:
 		if !out.ok() {
@@ -200,28 +247,31 @@ func stepRun(s runState, in opInput, out opOutput) (bool, runState) {
 		// NB: the page is cut by bytes, so a busy run's accounts span pages; each account on it must be exact,
 		// and the whole run's sum only when the page holds them all.
 		for task, spent := range out.SpentBy {
-			if spent != s.spentBy(task) {
+			if spent != s.spentBy[task] {
 				return false, s
 			}
 		}
 		return out.HasMore || out.Spent == s.spent, s
 	case opSince:
-		if !out.ok() {
+		if !out.ok() || !strictlySorted(out.Admitted) || !strictlySorted(out.Terminal) {
 			return false, s
 		}
-		var admitted, settled []string
-		for k, v := range s.subs {
-			admitted = append(admitted, k)
-			if v.settled {
-				settled = append(settled, k)
+		// A page shows each delegation once: a prefix of the run may miss the newest, never show what is not there;
+		// a whole run shows every one.
+		if !out.HasMore && (len(out.Admitted) != s.admitted || len(out.Terminal) != s.settled) {
+			return false, s
+		}
+		for _, id := range out.Admitted {
+			if _, ok := s.sub(id); !ok {
+				return false, s
 			}
 		}
-		slices.Sort(admitted)
-		slices.Sort(settled)
-		if out.HasMore { // a prefix: it may miss the newest, never show what is not there
-			return subset(out.Admitted, admitted) && subset(out.Terminal, settled), s
+		for _, id := range out.Terminal {
+			if d, ok := s.sub(id); !ok || !d.settled {
+				return false, s
+			}
 		}
-		return slices.Equal(out.Admitted, admitted) && slices.Equal(out.Terminal, settled), s
+		return true, s
 	case opRevoke:
 		if !out.ok() {
 			return out.Code == "bad-params" && s.revoked, s
@@ -250,7 +300,7 @@ func stepRun(s runState, in opInput, out opOutput) (bool, runState) {
 // succeeded here, else it was refused and changed nothing. Linearized after every other operation (its interval never
 // ends), it is the write that did not happen. An admission is never recorded so (jepsen.do): its subId is unknown.
 func unknownRun(s runState, in opInput) runState {
-	d, known := s.subs[in.Sub]
+	d, known := s.sub(in.Sub)
 	var answered opOutput
 	switch in.Kind {
 	case opSettle:
@@ -280,9 +330,10 @@ func unknownRun(s runState, in opInput) runState {
 	return n
 }
 
-func subset(a, b []string) bool {
-	for _, x := range a {
-		if _, found := slices.BinarySearch(b, x); !found {
+// strictlySorted says a is sorted with no element twice.
+func strictlySorted(a []string) bool {
+	for i := 1; i < len(a); i++ {
+		if a[i-1] >= a[i] {
 			return false
 		}
 	}
@@ -368,16 +419,25 @@ func runModel() porcupine.Model {
 			}
 			return parts
 		},
-		Init: func() any { return runState{subs: map[string]heldDelegation{}, usage: map[string]int64{}} },
+		Init: func() any { return newRunState() },
 		Step: func(state, input, output any) (bool, any) {
 			return stepRun(state.(runState), input.(opInput), output.(opOutput))
 		},
-		Equal:             func(a, b any) bool { return a.(runState).key() == b.(runState).key() },
+		Equal: func(a, b any) bool {
+			x, y := a.(runState), b.(runState)
+			return x.base == y.base && x.key() == y.key()
+		},
 		Hash:              func(s any) uint64 { return hashString(s.(runState).key()) },
 		DescribeOperation: describeOp,
 		DescribeState:     func(s any) string { return s.(runState).key() },
 	}
 }
+
+// freezeRun makes a run's state at the end of an epoch the initial state of the next (jepsen_epochs_test.go).
+func freezeRun(s any) any { return s.(runState).frozen() }
+
+// freezeSlots is freezeRun for the slot pool, whose state is small: itself.
+func freezeSlots(s any) any { return s }
 
 // slotModel checks the pool over every admission, settlement and slot read of the daemon.
 func slotModel(capacity int) porcupine.Model {
@@ -478,10 +538,19 @@ func checkRefusals(ops []porcupine.Operation, capacity int) verdict {
 	return v
 }
 
+// runWith is a run state holding subs.
+func runWith(subs map[string]heldDelegation) runState {
+	s := newRunState()
+	for _, id := range slices.Sorted(maps.Keys(subs)) {
+		s.put(id, subs[id])
+	}
+	return s
+}
+
 // A wait answered close (crewd closing its connection) linearizes anywhere, like a read that says
 // nothing: a 10-minute run's only violation of the runs model was such an answer.
 func TestRunModelWaitAnsweredClose(t *testing.T) {
-	s := runState{subs: map[string]heldDelegation{"gc-1": {reserved: 5}}, usage: map[string]int64{}}
+	s := runWith(map[string]heldDelegation{"gc-1": {reserved: 5}})
 	ok, next := stepRun(s, opInput{Kind: opWait, Sub: "gc-1"}, opOutput{Code: closing})
 	require.True(t, ok)
 	require.Equal(t, s.key(), next.key())
@@ -492,10 +561,10 @@ func TestRunModelWaitAnsweredClose(t *testing.T) {
 // TestRunModelLedgerPage: a busy run's accounts span pages (a page is cut by bytes), so a ledger read checks every
 // account it shows, and the run's sum only when it shows them all.
 func TestRunModelLedgerPage(t *testing.T) {
-	s := runState{subs: map[string]heldDelegation{
+	s := runWith(map[string]heldDelegation{
 		"gc-1": {task: "w0", reserved: 5},
 		"gc-2": {task: "w1", reserved: 7, charged: 3, settled: true},
-	}, spent: 15, usage: map[string]int64{}}
+	})
 	read := func(more bool, by map[string]int64) bool {
 		var sum int64
 		for _, n := range by {
@@ -513,7 +582,7 @@ func TestRunModelLedgerPage(t *testing.T) {
 
 // A write of unknown outcome may have happened or not: either is linearizable, and a later read decides.
 func TestModelsUnknownWrite(t *testing.T) {
-	s := runState{subs: map[string]heldDelegation{"gc-1": {reserved: 5}}, spent: 5, usage: map[string]int64{}}
+	s := runWith(map[string]heldDelegation{"gc-1": {reserved: 5}})
 	settle := porcupine.Operation{ClientId: 0, Input: opInput{Kind: opSettle, Run: "r", Sub: "gc-1", Tokens: 9},
 		Output: opOutput{Code: unknownOutcome}, Call: 10, Return: math.MaxInt64}
 	wait := func(settled bool) porcupine.Operation {

@@ -54,6 +54,7 @@ type jepsenConfig struct {
 	bin           string        // crewd binary (default: the normal build)
 	planted       bool          // bin is a planted-bug build: what it acknowledged need not replay, it does not fail stop
 	inDoubt       time.Duration // how long an internal answer waits for a restart before it is retried (session.inDoubt)
+	epochEvery    time.Duration // how often the clients pause for a cut of the history (jepsen_epochs_test.go; 0: never)
 }
 
 // jepsenResult is what a run did and what the checker said.
@@ -66,6 +67,8 @@ type jepsenResult struct {
 	selfExits          int               // times crewd exited by itself (fail stop) and was restarted
 	refusedStarts      int               // restarts refused on a full disk
 	closed             int               // connections the daemon closed with no kill under way
+	epochs             int               // the epochs the history was cut into (jepsen_epochs_test.go)
+	cutsGivenUp        int               // cuts given up: an operation stayed in flight too long
 	elapsed, checkTook time.Duration
 	byKind             string // how many operations of each kind
 	verdicts           []verdict
@@ -197,9 +200,10 @@ func TestJepsenCatchesIgnoredFsync(t *testing.T) {
 }
 
 func reportJepsen(t *testing.T, cfg jepsenConfig, res jepsenResult) {
-	t.Logf("jepsen: seed %d, %v, %d clients: %d operations, %d connections cut, %d answers lost and retried; checked in %v",
-		cfg.seed, res.elapsed.Round(time.Millisecond), cfg.runs*(cfg.workersPerRun+2)+1, res.ops, res.cuts, res.lost,
-		res.checkTook.Round(time.Millisecond))
+	t.Logf("jepsen: seed %d, %v, %d clients: %d operations, %d connections cut, %d answers lost and retried; "+
+		"checked in %v, in %d epochs (%d cuts given up)", cfg.seed, res.elapsed.Round(time.Millisecond),
+		cfg.runs*(cfg.workersPerRun+2)+1, res.ops, res.cuts, res.lost, res.checkTook.Round(time.Millisecond), res.epochs,
+		res.cutsGivenUp)
 	var faults []string
 	for _, kind := range cfg.faults {
 		faults = append(faults, fmt.Sprintf("%d %s", res.faults[kind], kind))
@@ -212,7 +216,7 @@ func reportJepsen(t *testing.T, cfg jepsenConfig, res jepsenResult) {
 	t.Logf("jepsen: operations by kind: %s", res.byKind)
 	t.Logf("jepsen: %d violations", len(res.violations()))
 	for _, v := range res.verdicts {
-		t.Logf("jepsen: model %s: %s", v.model, v.result)
+		t.Logf("jepsen: model %s: %s (largest epoch of a partition: %d operations)", v.model, v.result, v.largest)
 		if v.result == porcupine.Illegal {
 			model := runModel()
 			if v.model == "slots" {
@@ -248,7 +252,8 @@ type jepsen struct {
 	hist    *history
 	stop    atomic.Bool
 	stopped chan struct{} // closed with stop set
-	cuts    atomic.Int64
+	cuts    atomic.Int64  // connections cut mid-request
+	epochs  epochs        // the history's cuts: pauses of every client
 	// space is open while the disk has space; diskFull counts the writes refused disk-full.
 	space    *gate
 	diskFull atomic.Int64
@@ -303,6 +308,7 @@ func (j *jepsen) session(n *jepsenNode, h client.Hello, rng *rand.Rand) *session
 // do sends one operation through s until it is answered, records it, and returns the output.
 func (j *jepsen) do(ctx context.Context, s *session, client int, in opInput, method string, params map[string]any,
 	parse func(json.RawMessage, *opOutput) error) (opOutput, error) {
+	defer j.epochs.enter()()
 	var (
 		a        ack
 		out      opOutput
@@ -403,6 +409,9 @@ type genToken struct {
 }
 
 func runJepsen(t *testing.T, cfg jepsenConfig) jepsenResult {
+	if cfg.epochEvery == 0 {
+		cfg.epochEvery = time.Second
+	}
 	// NB: also bounds the replays after the check, which takes minutes on a long history.
 	ctx := testContext(t, 2*cfg.duration+10*time.Minute)
 	d := newDaemon(t, "--max-slots", strconv.Itoa(cfg.capacity), "--slot-wait", "0s", "--nesting=true",
@@ -499,6 +508,7 @@ func (j *jepsen) drive(ctx context.Context, rng *rand.Rand, f faultInjector) tim
 	go func() { defer others.Done(); fail(j.slotReader(ctx, reader, adminHello(reader.d), sr)) }()
 
 	began := time.Now()
+	go j.epochs.cutEvery(ctx, cfg.epochEvery, j.hist.now, j.stopped)
 	f.run(ctx, errs)
 	j.stop.Store(true)
 	close(j.stopped)
@@ -524,21 +534,30 @@ func (j *jepsen) drive(ctx context.Context, rng *rand.Rand, f faultInjector) tim
 // check checks ops against the runs model, slots (the slot model, or a cluster's version of it), the refusals and
 // more, and writes the history when a check fails or the run is a long one.
 func (j *jepsen) check(res *jepsenResult, ops []porcupine.Operation, slots porcupine.Model, more ...func([]porcupine.Operation) verdict) {
-	checked := time.Now()
 	dir := os.TempDir()
+	cuts, given := j.epochs.made()
+	res.epochs, res.cutsGivenUp = len(cuts)+1, given
+	write := func() {
+		res.historyFile = fmt.Sprintf("%s/crewlog-jepsen-%d.jsonl", dir, j.cfg.seed)
+		require.NoError(j.t, writeHistory(res.historyFile, ops, cuts))
+	}
+	long := jepsenMinutes(j.t) > 0 || jepsenClusterMinutes(j.t) > 0
+	if long { // NB: before the check, so that a check that does not end leaves the history to study
+		write()
+	}
+	checked := time.Now()
 	timeout := max(time.Minute, j.cfg.duration)
 	res.verdicts = []verdict{
-		checkHistory("runs", runModel(), ops, timeout, dir),
-		checkHistory("slots", slots, ops, timeout, dir),
+		checkHistory("runs", runModel(), freezeRun, ops, cuts, timeout, dir),
+		checkHistory("slots", slots, freezeSlots, ops, cuts, timeout, dir),
 		checkRefusals(ops, j.cfg.capacity),
 	}
 	for _, check := range more {
 		res.verdicts = append(res.verdicts, check(ops))
 	}
 	res.checkTook = time.Since(checked)
-	if !res.allOK() || jepsenMinutes(j.t) > 0 {
-		res.historyFile = fmt.Sprintf("%s/crewlog-jepsen-%d.jsonl", dir, j.cfg.seed)
-		require.NoError(j.t, writeHistory(res.historyFile, ops))
+	if !res.allOK() && !long {
+		write()
 	}
 }
 
@@ -735,6 +754,7 @@ func (j *jepsen) pinger(ctx context.Context, r *jepsenRun) error {
 		if err := j.pace(ctx, n); err != nil {
 			return err
 		}
+		leave := j.epochs.enter()
 		cur := r.token.Load()
 		call := j.hist.now()
 		attempts := 0
@@ -743,6 +763,7 @@ func (j *jepsen) pinger(ctx context.Context, r *jepsenRun) error {
 			attempts++
 			gen, err := gens.await(ctx, 0)
 			if err != nil {
+				leave()
 				return err
 			}
 			c, err := r.node.d.dial(ctx, client.Hello{RunID: r.id, TaskID: r.revoked, Token: cur.token})
@@ -756,6 +777,7 @@ func (j *jepsen) pinger(ctx context.Context, r *jepsenRun) error {
 					continue // NB: a dial can time out on a loaded machine; only a restart is worth waiting for
 				}
 				if _, err := gens.await(ctx, gen+1); err != nil { // killed while dialing
+					leave()
 					return err
 				}
 				continue
@@ -770,10 +792,12 @@ func (j *jepsen) pinger(ctx context.Context, r *jepsenRun) error {
 				break
 			}
 			if !errors.Is(err, client.ErrClosed) {
+				leave()
 				return err
 			}
 		}
 		j.hist.record(id, opInput{Kind: opPing, Run: r.id, Task: r.revoked, Gen: cur.gen}, call, out, opMeta{Attempts: attempts})
+		leave()
 	}
 	return nil
 }
@@ -835,12 +859,12 @@ func TestJepsenRecheck(t *testing.T) {
 	}
 	capacity, err := strconv.Atoi(os.Getenv("CREWLOG_JEPSEN_CAPACITY"))
 	require.NoError(t, err, "CREWLOG_JEPSEN_CAPACITY")
-	ops, err := readHistory(path)
+	ops, cuts, err := readHistory(path)
 	require.NoError(t, err)
 	began := time.Now()
-	res := jepsenResult{ops: len(ops), verdicts: []verdict{
-		checkHistory("runs", runModel(), ops, time.Minute, os.TempDir()),
-		checkHistory("slots", slotModel(capacity), ops, time.Minute, os.TempDir()),
+	res := jepsenResult{ops: len(ops), epochs: len(cuts) + 1, verdicts: []verdict{
+		checkHistory("runs", runModel(), freezeRun, ops, cuts, time.Minute, os.TempDir()),
+		checkHistory("slots", slotModel(capacity), freezeSlots, ops, cuts, time.Minute, os.TempDir()),
 		checkRefusals(ops, capacity),
 	}}
 	res.checkTook = time.Since(began)
