@@ -216,7 +216,11 @@ func reportJepsen(t *testing.T, cfg jepsenConfig, res jepsenResult) {
 	t.Logf("jepsen: operations by kind: %s", res.byKind)
 	t.Logf("jepsen: %d violations", len(res.violations()))
 	for _, v := range res.verdicts {
-		t.Logf("jepsen: model %s: %s (largest epoch of a partition: %d operations)", v.model, v.result, v.largest)
+		if v.largest > 0 {
+			t.Logf("jepsen: model %s: %s (largest epoch of a partition: %d operations)", v.model, v.result, v.largest)
+		} else {
+			t.Logf("jepsen: model %s: %s", v.model, v.result)
+		}
 		if v.result == porcupine.Illegal {
 			model := runModel()
 			if v.model == "slots" {
