@@ -70,7 +70,9 @@
 //     recorded: the next tick decides it again, so every delegation expires
 //     within one tick after deadline + grace whatever ids clients send.
 //   - Read sees a published state that holds exactly the durable groups,
-//     never an undurable event; readers never hold up the writer's
+//     never an undurable event: the fold of the log up to its position,
+//     never a group in part, and after a failed sync the state published
+//     before it, unchanged (publish_test.go); readers never hold up the writer's
 //     decisions, and hold up the publication of the next group for at most
 //     their own query (the publisher folds a group into the published copy
 //     under its write lock, and the writer decides against a copy of its
