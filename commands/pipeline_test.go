@@ -310,7 +310,7 @@ func TestPipelineFailedSyncFailsTheGroupsInFlight(t *testing.T) {
 	p.seedRunAs("S")
 	adm := events.AdminPrincipal()
 	before := p.eng.Head()
-	viewBefore := publishedSnapshot(t, p.eng)
+	viewBefore := snapshotOf(t, p.eng)
 	reqA := as(adm, "a", &RunCreate{RunID: "A", Team: "t", Goal: "g", Cwd: "/w"})
 	reqB := as(adm, "b", &RunCreate{RunID: "B", Team: "t", Goal: "g", Cwd: "/w"})
 
@@ -357,7 +357,7 @@ func TestPipelineFailedSyncFailsTheGroupsInFlight(t *testing.T) {
 		_, okB := s.Run("B")
 		require.False(t, okA || okB)
 	})
-	require.Equal(t, viewBefore, publishedSnapshot(t, p.eng), "the published state is the one before the failed groups, byte for byte")
+	require.Equal(t, viewBefore, snapshotOf(t, p.eng), "the published state is the one before the failed groups, byte for byte")
 	_, err := p.eng.Submit(context.Background(), as(adm, "c", &RunCreate{RunID: "C", Team: "t", Goal: "g", Cwd: "/w"}))
 	require.ErrorIs(t, err, ErrFailed)
 	toggle.Off()
@@ -396,16 +396,6 @@ func TestPipelineFailedSyncFailsTheGroupsInFlight(t *testing.T) {
 			require.Nil(t, rb.Rejected)
 		})
 	}
-}
-
-// publishedSnapshot encodes the engine's published state.
-func publishedSnapshot(t *testing.T, e *Engine) []byte {
-	t.Helper()
-	var b []byte
-	var err error
-	e.Read(func(s *projections.State) { b, err = projections.EncodeSnapshot(s) })
-	require.NoError(t, err)
-	return b
 }
 
 // plainCommitter commits with the log's Append and cannot stage: the engine
