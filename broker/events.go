@@ -3,6 +3,9 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+
+	"github.com/crewlog/crewlog/eventlog"
 )
 
 // Paging bounds of events.since (D§7.5).
@@ -12,61 +15,97 @@ const (
 	frameSlack = 1024
 )
 
-type sinceResult struct {
-	Events  []json.RawMessage `json:"events"`
-	NextSeq uint64            `json:"nextSeq"`
-	HasMore bool              `json:"hasMore"`
-}
-
 // handleEventsSince pages through the run's stream: {sinceSeq? (default 0; negative counts as 0), limit? 1..1000 (default 1000)} →
 // {events, nextSeq, hasMore}, the events after sinceSeq in seq order. nextSeq is the seq of the last event returned
 // (sinceSeq when none), so passing it back as sinceSeq continues without a repeat or a gap (GS-18). A page also
 // stops short of the limit when one more event would not fit in the rest of the frame (hasMore tells): that event
 // opens the next page. Only an event too large for a page of its own is sent omitted (its data left out).
+//
+// The page is read from the log alone, so a cold run is not read back for it (runSummary, not run: its records
+// would be decoded and thrown away), and it is answered as the bytes json.Marshal would give for
+// {events, nextSeq, hasMore}, each event rendered once rather than compacted again by an encoder of the page.
 func handleEventsSince(cl *call) (any, error) {
 	p := readParams(cl)
 	since := p.sinceSeq()
 	limit := int(p.int("limit", 1, maxSinceLimit, maxSinceLimit))
-	runID := p.run(cl)
+	runID := p.runSummary(cl)
 	if p.err != nil {
 		return nil, p.err
 	}
-	s := cl.c.s
-	res := sinceResult{Events: []json.RawMessage{}, NextSeq: since}
-	empty := pageBudget(cl)
-	budget := empty // what is left of this page
-	it := s.log.ReadStream(runID, since+1)
+	page, err := readSince(cl.c.s.log, runID, since, limit, pageBudget(cl), func(r *eventlog.Event) (teamEvent, error) {
+		return renderEvent(r, cl.c.id)
+	})
+	if err != nil {
+		return nil, err
+	}
+	cl.c.charge(len(page.events)) // a page of events costs its events: the reader waits for them before the next request
+	return page.result(), nil
+}
+
+// sincePage is a page of events.since: each event as json.Marshal renders it (compact, HTML escaped).
+type sincePage struct {
+	events  []json.RawMessage
+	bytes   int // of the events
+	nextSeq uint64
+	hasMore bool
+}
+
+// readSince reads the page of at most limit events of runID's stream after version since that fits in budget bytes,
+// each rendered by render.
+func readSince(l *eventlog.Log, runID string, since uint64, limit, budget int,
+	render func(*eventlog.Event) (teamEvent, error)) (sincePage, error) {
+	page := sincePage{events: []json.RawMessage{}, nextSeq: since}
+	empty := budget // a page's budget; budget is what is left of it
+	it := l.ReadStream(runID, since+1)
 	defer it.Close()
 	for it.Next() {
-		if len(res.Events) == limit {
-			res.HasMore = true
+		if len(page.events) == limit {
+			page.hasMore = true
 			break
 		}
-		te, err := renderEvent(it.Event(), cl.c.id)
+		te, err := render(it.Event())
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errReplay, err)
+			return sincePage{}, fmt.Errorf("%w: %w", errReplay, err)
 		}
 		b, err := json.Marshal(te)
 		if err == nil && len(b)+1 > empty {
 			b, err = json.Marshal(te.omitData())
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errReplay, err)
+			return sincePage{}, fmt.Errorf("%w: %w", errReplay, err)
 		}
 		if len(b)+1 > budget {
-			if len(res.Events) == 0 {
-				return nil, fmt.Errorf("%w: events.since", errTooLarge)
+			if len(page.events) == 0 {
+				return sincePage{}, fmt.Errorf("%w: events.since", errTooLarge)
 			}
-			res.HasMore = true
+			page.hasMore = true
 			break
 		}
 		budget -= len(b) + 1
-		res.Events = append(res.Events, b)
-		res.NextSeq = te.Metadata.Seq
+		page.events = append(page.events, b)
+		page.bytes += len(b)
+		page.nextSeq = te.Metadata.Seq
 	}
 	if err := it.Close(); err != nil {
-		return nil, fmt.Errorf("%w: %w", errReplay, err)
+		return sincePage{}, fmt.Errorf("%w: %w", errReplay, err)
 	}
-	cl.c.charge(len(res.Events)) // a page of events costs its events: the reader waits for them before the next request
-	return res, nil
+	return page, nil
+}
+
+// result is the page as the bytes json.Marshal gives {events, nextSeq, hasMore} (in that order), written without
+// its encoder, which would compact every event again.
+func (p sincePage) result() json.RawMessage {
+	out := make([]byte, 0, p.bytes+len(p.events)+len(`{"events":[],"nextSeq":18446744073709551615,"hasMore":false}`))
+	out = append(out, `{"events":[`...)
+	for i, e := range p.events {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, e...)
+	}
+	out = append(out, `],"nextSeq":`...)
+	out = strconv.AppendUint(out, p.nextSeq, 10)
+	out = append(out, `,"hasMore":`...)
+	out = strconv.AppendBool(out, p.hasMore)
+	return append(out, '}')
 }

@@ -66,13 +66,20 @@ type fixtureOpts struct {
 	write  time.Duration // writeTimeout override
 	disk   bool          // keep the store on the real disk (benchmarks: the fsync is part of the cost)
 	cold   bool          // runs go cold as soon as they end, and one cold run at most stays decoded
+	fs     vfs.FS        // the store's file system, to open the same store again (default: a new in-memory one)
+	// snapshotEvery is the engine's SnapshotEvery (0: its default; -1: never, so a start folds from position 1).
+	snapshotEvery int64
 }
 
 func newFixture(t testing.TB, fo fixtureOpts) *fixture {
 	t.Helper()
 	f := &fixture{t: t, errc: make(chan error, 1)}
 	f.clock.Store(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixNano())
-	dir, lo := "db", &eventlog.Options{FS: vfs.NewMem()}
+	fs := fo.fs
+	if fs == nil {
+		fs = vfs.NewMem()
+	}
+	dir, lo := "db", &eventlog.Options{FS: fs}
 	if fo.disk {
 		dir, lo = filepath.Join(t.TempDir(), "store"), nil
 	}
@@ -89,6 +96,7 @@ func newFixture(t testing.TB, fo fixtureOpts) *fixture {
 		NewID:          func() string { return fmt.Sprintf("%08d", n.Add(1)) },
 		Config:         &cfg,
 		ExpiryInterval: -1,
+		SnapshotEvery:  fo.snapshotEvery,
 	}
 	if fo.cold {
 		eo.Retention, eo.ColdCache = -1, 1

@@ -65,36 +65,54 @@ const isoMillis = "2006-01-02T15:04:05.000Z"
 // worker sees the commandId of its own commands only (SPEC §2): ids are per principal, so another's id is no lever,
 // but it is not the worker's to read either.
 func renderEvent(r *eventlog.Event, viewer identity) (teamEvent, error) {
+	return renderEventWith(r, viewer, liftTaskID)
+}
+
+// renderEventWith is renderEvent with the payload's taskId taken by lift when it can say (taskid.go).
+func renderEventWith(r *eventlog.Event, viewer identity, lift taskIDLifter) (teamEvent, error) {
 	ev, err := projections.FromLog(r)
 	if err != nil {
 		return teamEvent{}, err
 	}
-	return renderDecoded(r, ev, viewer)
+	return renderDecodedWith(r, ev, viewer, lift)
 }
 
 // renderDecoded is renderEvent of r, whose payload ev the caller has decoded already.
 func renderDecoded(r *eventlog.Event, ev events.Event, viewer identity) (teamEvent, error) {
+	return renderDecodedWith(r, ev, viewer, liftTaskID)
+}
+
+func renderDecodedWith(r *eventlog.Event, ev events.Event, viewer identity, lift taskIDLifter) (teamEvent, error) {
 	data, err := json.Marshal(ev.Payload)
 	if err != nil {
 		return teamEvent{}, fmt.Errorf("broker: encode %s payload: %w", ev.Type, err)
 	}
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(data, &fields) == nil && fields != nil {
-		_, digest := fields["digest"]
-		digest = digest && strings.HasPrefix(ev.Type, "credential.")
-		_, nonce := fields["nonceDigest"]
-		nonce = nonce && ev.Type == events.TypeJobCreated
-		if digest || nonce {
-			delete(fields, "digest")
-			delete(fields, "nonceDigest")
-			data, _ = json.Marshal(fields)
+	taskID, lifted := lift(ev.Payload)
+	if !lifted || redactsDigests(ev.Type) {
+		// Only the payload's JSON can say (taskid.go), or a digest may have to go: read it back.
+		taskID = ""
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(data, &fields) == nil && fields != nil {
+			_, digest := fields["digest"]
+			digest = digest && strings.HasPrefix(ev.Type, "credential.")
+			_, nonce := fields["nonceDigest"]
+			nonce = nonce && ev.Type == events.TypeJobCreated
+			if digest || nonce {
+				delete(fields, "digest")
+				delete(fields, "nonceDigest")
+				data, _ = json.Marshal(fields)
+			}
+		}
+		if raw, ok := fields["taskId"]; ok {
+			json.Unmarshal(raw, &taskID)
 		}
 	}
 	te := teamEvent{
-		Time:  time.Unix(0, ev.Time).UTC().Format(isoMillis),
-		Type:  ev.Type,
-		RunID: ev.Stream,
-		Data:  data,
+		Time:   time.Unix(0, ev.Time).UTC().Format(isoMillis),
+		Type:   ev.Type,
+		RunID:  ev.Stream,
+		TaskID: taskID,
+		Data:   data,
 		Metadata: teamMetadata{
 			Seq: ev.StreamVersion, Provenance: "api", Position: ev.Position, SchemaVersion: ev.SchemaVersion,
 			CommandID: ev.CommandID, CausationID: ev.CausationID, CorrelationID: ev.CorrelationID, Actor: ev.Actor,
@@ -102,9 +120,6 @@ func renderDecoded(r *eventlog.Event, ev events.Event, viewer identity) (teamEve
 	}
 	if !viewer.seesCommandOf(r) {
 		te.Metadata.CommandID = ""
-	}
-	if raw, ok := fields["taskId"]; ok {
-		json.Unmarshal(raw, &te.TaskID)
 	}
 	if f := events.PayloadAs[events.ForeignImported](ev); f != nil {
 		// Served as the source wrote it, so a pi-crew client reads back its own event.
@@ -119,6 +134,11 @@ func renderDecoded(r *eventlog.Event, ev events.Event, viewer identity) (teamEve
 		te.Message = truncateUTF16(ev.Type+": "+string(data), 200)
 	}
 	return te, nil
+}
+
+// redactsDigests reports whether events of type t may carry a digest renderDecoded removes.
+func redactsDigests(t string) bool {
+	return strings.HasPrefix(t, "credential.") || t == events.TypeJobCreated
 }
 
 // omitData replaces an event's data that cannot fit in a frame; see teamMetadata.Omitted.

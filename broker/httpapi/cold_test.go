@@ -43,6 +43,9 @@ func TestAPIReadsAColdRunBackOnlyForAnAuthenticatedRequest(t *testing.T) {
 	require.Equal(t, before, refolds(), "an unauthenticated request re-folded a cold run")
 	f.ok("/api/v1/runs/" + cold)
 	require.Equal(t, before, refolds(), "the run's own route answers from its summary")
+	f.ok("/api/v1/runs/" + cold + "/events")
+	f.ok("/api/v1/runs/" + cold + "/events?order=desc&limit=2")
+	require.Equal(t, before, refolds(), "the run's events are read from the log, not from the run read back")
 	f.ok("/api/v1/runs/" + cold + "/tasks")
 	require.Equal(t, before+1, refolds(), "an authenticated request reads the cold run back")
 }

@@ -26,8 +26,10 @@ type eventsResult struct {
 }
 
 // GET /api/v1/runs/{runId}/events?cursor=POSITION&type=…&limit=&order=asc|desc
+//
+// The page is read from the log alone (as events.since's): a cold run is not read back for it (runIDParam).
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ principal) {
-	runID, e := s.runParam(r)
+	runID, e := runIDParam(r)
 	p := newParams(r.URL)
 	limit := int(p.uint("limit", 1, maxLimit, defaultLimit))
 	cursor := p.str("cursor", maxCursorLen)

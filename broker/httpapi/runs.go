@@ -163,7 +163,8 @@ func (s *Server) runParam(r *http.Request) (string, *apiError) {
 	return id, e
 }
 
-// runIDParam is runParam without reading a cold run back: for a route that answers from the run's summary.
+// runIDParam is runParam without reading a cold run back: for a route that answers from the run's summary, or from
+// the log (the events of a run).
 func runIDParam(r *http.Request) (string, *apiError) {
 	id := r.PathValue("runId")
 	if id == "" || len(id) > maxIDLen {
