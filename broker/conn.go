@@ -227,16 +227,21 @@ func (c *conn) respond(id, method string, result any, err error) bool {
 		}
 		return c.sendError(id, we)
 	}
-	raw, ok := result.(json.RawMessage)
-	if !ok {
+	var resp any
+	switch r := result.(type) {
+	case compactResult:
+		resp = wire.CompactResponse{ID: id, Result: json.RawMessage(r)}
+	case json.RawMessage:
+		resp = wire.Response{ID: id, Result: r}
+	default:
 		b, merr := json.Marshal(result)
 		if merr != nil {
 			c.s.lg.Error("broker: encode result", "method", method, "err", merr)
 			return c.sendError(id, wire.NewError(wire.CodeInternal, ""))
 		}
-		raw = b
+		resp = wire.Response{ID: id, Result: b}
 	}
-	frame, ferr := wire.AppendFrame(nil, wire.Response{ID: id, Result: raw}, c.s.opts.MaxFrame)
+	frame, ferr := wire.AppendFrame(nil, resp, c.s.opts.MaxFrame)
 	if ferr != nil {
 		we, _ := toWire(fmt.Errorf("%w: %s", errTooLarge, method), method)
 		if !errors.Is(ferr, wire.ErrFrameTooLarge) {

@@ -92,9 +92,13 @@ func readSince(l *eventlog.Log, runID string, since uint64, limit, budget int,
 	return page, nil
 }
 
+// compactResult is a handler's result written as compact, valid JSON (json.Marshal's output, joined by JSON
+// punctuation): its frame takes it as it is (wire.CompactResponse) rather than compacting it again.
+type compactResult []byte
+
 // result is the page as the bytes json.Marshal gives {events, nextSeq, hasMore} (in that order), written without
 // its encoder, which would compact every event again.
-func (p sincePage) result() json.RawMessage {
+func (p sincePage) result() compactResult {
 	out := make([]byte, 0, p.bytes+len(p.events)+len(`{"events":[],"nextSeq":18446744073709551615,"hasMore":false}`))
 	out = append(out, `{"events":[`...)
 	for i, e := range p.events {

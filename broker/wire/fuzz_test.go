@@ -187,6 +187,28 @@ func FuzzAppendResultAgreesWithEncodingJSON(f *testing.F) {
 	})
 }
 
+// FuzzAppendCompactResultAgreesWithResponse: a CompactResponse whose result is compact, valid JSON (as its producer
+// guarantees) has the frame of the Response with the same id and result, byte for byte.
+func FuzzAppendCompactResultAgreesWithResponse(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"c1", `{"events":[{"a":"\u003c\u2028"}],"nextSeq":3,"hasMore":false}`}, {"1", ` { "a" : [ 1 , 2 ] } `},
+		{"x", `null`}, {"<&>", `"<&>\u2028"`}, {"a\"b", `1`}, {"é", `"é"`}, {"t\x01", `[]`}, {"id", "\"\xff\""},
+	} {
+		f.Add(seed[0], []byte(seed[1]))
+	}
+	f.Fuzz(func(t *testing.T, id string, result []byte) {
+		var compact bytes.Buffer
+		if json.Compact(&compact, result) != nil {
+			t.Skip("a producer of a CompactResponse writes valid JSON")
+		}
+		want, err := AppendFrame(nil, Response{ID: id, Result: compact.Bytes()}, 0)
+		got, gotErr := AppendFrame(nil, CompactResponse{ID: id, Result: compact.Bytes()}, 0)
+		require.Equal(t, err, gotErr)
+		require.Equal(t, string(want), string(got))
+		requireEncodesAsEncodingJSON(t, CompactResponse{ID: id, Result: compact.Bytes()})
+	})
+}
+
 // FuzzMembersAgreesWithMapDecoding: on every valid JSON value, the members Members finds, the last of each key
 // kept, are the map decoding it gives.
 func FuzzMembersAgreesWithMapDecoding(f *testing.F) {

@@ -18,6 +18,20 @@ type Response struct {
 	Error  *Error
 }
 
+// CompactResponse is a success Response whose Result its producer wrote as compact, valid JSON: json.Marshal's
+// output, or such outputs joined by JSON punctuation. AppendFrame copies the result as it is rather than compacting
+// it again (for a page of events.since, the compaction cost as much as reading the events): the bytes are those of
+// the Response with the same ID and Result, as long as the producer keeps its word.
+type CompactResponse struct {
+	ID     string
+	Result json.RawMessage
+}
+
+// MarshalJSON encodes the success shape, as Response does.
+func (r CompactResponse) MarshalJSON() ([]byte, error) {
+	return Response{ID: r.ID, Result: r.Result}.MarshalJSON()
+}
+
 type resultFrame struct {
 	ID     string          `json:"id"`
 	Result json.RawMessage `json:"result"`

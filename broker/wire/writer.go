@@ -51,7 +51,8 @@ func AppendFrame(dst []byte, v any, maxFrame int) ([]byte, error) {
 // appendPlain encodes, without reflection, the frames every call and push is made of: a request (a client sends
 // one per call), a success response (the broker answers one) and a push, when their strings need no escaping. The
 // bytes are encoding/json's (tests compare them): the strings as they are between quotes, the raw value compacted
-// as encoding/json compacts a json.RawMessage without HTML escaping. ok is false for any other value, and for a
+// as encoding/json compacts a json.RawMessage without HTML escaping (a CompactResponse's result is copied: it is
+// compact already). ok is false for any other value, and for a
 // raw value that is not valid JSON: the caller encodes generically, to fail as encoding/json does.
 func appendPlain(dst []byte, v any) (out []byte, ok bool) {
 	var raw json.RawMessage
@@ -75,6 +76,16 @@ func appendPlain(dst []byte, v any) (out []byte, ok bool) {
 		out = append(out, r.ID...)
 		out = append(out, `","result":`...)
 		raw = r.Result
+	case CompactResponse:
+		if r.Result == nil || !plainString(r.ID) {
+			return dst, false
+		}
+		out = slices.Grow(dst, len(`{"id":"","result":}`)+len(r.ID)+len(r.Result)+len("\n"))
+		out = append(out, `{"id":"`...)
+		out = append(out, r.ID...)
+		out = append(out, `","result":`...)
+		out = append(out, r.Result...) // NB: compact already, as its producer guarantees
+		return append(out, '}', '\n'), true
 	case Request:
 		if !plainString(r.ID) || !plainString(r.Method) {
 			return dst, false
