@@ -70,7 +70,8 @@
 //   - CPU per principal (pacer.go): every credential but the admin's is served at most RatePerCredential units a
 //     second with bursts of BurstPerCredential; a request is one unit, a hello helloCost (50), each event
 //     events.since returns or a subscription reads (pushed or filtered out) one more, and each event of a cold run
-//     re-folded from the log for it (params.go; a hello never re-folds: classifyCold). A credential with an empty
+//     re-folded from the log for it (params.go; a hello never re-folds: classifyCold; events.since reads a run's
+//     events from the log and never reads a cold run back). A credential with an empty
 //     bucket is not refused: its hellos are not answered, its connections' readers read no next frame and its
 //     subscriptions pull nothing until the bucket refills, so a flood is back-pressured by the flooder's own
 //     socket and costs the daemon no CPU while it waits.

@@ -67,9 +67,9 @@ func readSince(l *eventlog.Log, runID string, since uint64, limit, budget int,
 		if err != nil {
 			return sincePage{}, fmt.Errorf("%w: %w", errReplay, err)
 		}
-		b, err := json.Marshal(te)
+		b, err := te.encodeJSON()
 		if err == nil && len(b)+1 > empty {
-			b, err = json.Marshal(te.omitData())
+			b, err = te.omitData().encodeJSON()
 		}
 		if err != nil {
 			return sincePage{}, fmt.Errorf("%w: %w", errReplay, err)

@@ -133,7 +133,8 @@ func sinceAnswers(t *testing.T, f *fixture, viewers map[string]*client) map[stri
 }
 
 // referenceSince is the page c's next events.since call answers for k, built by the reference: readSince with
-// every taskId read back from the payload's JSON, encoded by json.Marshal.
+// every taskId read back from the payload's JSON, the page encoded by json.Marshal (each event by
+// teamEvent.encodeJSON, which TestTeamEventEncodesAsJSONMarshal holds to json.Marshal's bytes).
 func referenceSince(t *testing.T, f *fixture, c *client, k sinceCase) []byte {
 	t.Helper()
 	viewer := identity{role: events.RoleAdmin}

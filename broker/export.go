@@ -19,7 +19,7 @@ func AdminEventJSON(r *eventlog.Event, ev events.Event) (json.RawMessage, error)
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(te)
+	return te.encodeJSON()
 }
 
 // WireMessage is a mailbox message in msg.inbox's shape.

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/crewlog/crewlog/broker/wire"
@@ -185,7 +184,7 @@ func (sub *subscription) frame(seq uint64, r *eventlog.Event) ([]byte, error) {
 	}
 	max := sub.c.s.opts.MaxFrame
 	for _, t := range []teamEvent{te, te.omitData()} {
-		data, err := json.Marshal(t)
+		data, err := t.encodeJSON()
 		if err != nil {
 			return nil, err
 		}

@@ -29,7 +29,7 @@ func taskIDFromJSON(t *testing.T, payload any) string {
 // fillRandom sets every settable field of v to a random value: strings from a set that includes HTML characters,
 // line separators, non-ASCII and invalid UTF-8, and empty values (omitempty), so the JSON differs between fills.
 func fillRandom(r *rand.Rand, v reflect.Value, depth int) {
-	strs := []string{"", "P", "task-1", "<a&b>", "héllo ✓", "\u2028x", "bad\xffutf8", `q"uote\`, "00_work"}
+	strs := []string{"", "P", "task-1", "<a&b>", "a&b", "1>0", "héllo ✓", "\u2028x", "bad\xffutf8", `q"uote\`, "00_work"}
 	switch v.Kind() {
 	case reflect.String:
 		v.SetString(strs[r.IntN(len(strs))])
