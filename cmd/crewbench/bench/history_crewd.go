@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -173,4 +174,31 @@ func (p *crewdProcess) watchMemory() (stop func() memory) {
 		once.Do(func() { close(done); m = <-last })
 		return m
 	}
+}
+
+// clockTicks is the unit of /proc/PID/stat's times (USER_HZ, 100 on Linux).
+const clockTicks = time.Second / 100
+
+// crewdCPU is the CPU time (user and system) process pid (crewd) has used, from /proc/PID/stat; 0 when it cannot be read.
+func crewdCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses and may hold spaces: state is field 3, utime 14
+	// and stime 15.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(utime+stime) * clockTicks
 }

@@ -68,6 +68,10 @@ type QueryLatency struct {
 	Method        string
 	Calls         int
 	P50, P99, Max time.Duration
+	// CPU is crewd's CPU time (user and system, as /proc says it) per call, over the query's calls in the spread
+	// order, which come one after the other: a figure the load of a shared machine moves far less than the
+	// latencies. 0 when it could not be read (and in the dashboard order, whose queries interleave).
+	CPU time.Duration
 }
 
 // MeasureHistory times crewd's start-up on the store in o.Dir, reads its
@@ -117,10 +121,11 @@ func MeasureHistory(ctx context.Context, o MeasureOptions) (HistoryMeasure, erro
 	defer p.stop()
 	stopWatch := p.watchMemory()
 	sample := finishedRunSample(o.Runs, o.Active)
-	if m.Spread, err = timeQueries(ctx, p.admin, sample, o.Calls, false); err != nil {
+	cpu := func() time.Duration { return crewdCPU(p.cmd.Process.Pid) }
+	if m.Spread, err = timeQueries(ctx, p.admin, sample, o.Calls, false, cpu); err != nil {
 		return m, err
 	}
-	if m.Dashboard, err = timeQueries(ctx, p.admin, sample, o.Calls, true); err != nil {
+	if m.Dashboard, err = timeQueries(ctx, p.admin, sample, o.Calls, true, nil); err != nil {
 		return m, err
 	}
 	mem, err := readMemory(p.cmd.Process.Pid)
@@ -222,8 +227,10 @@ var dashboardQueries = []struct {
 
 // timeQueries calls every dashboard query calls times, one call at a time,
 // each query's calls going round the sample's runs (spread) or, byRun, all
-// the queries on one run before the next run.
-func timeQueries(ctx context.Context, admin *client.Client, sample []string, calls int, byRun bool) ([]QueryLatency, error) {
+// the queries on one run before the next run. cpu, when not nil and not
+// byRun, reads crewd's CPU time, taken around each query's calls.
+func timeQueries(ctx context.Context, admin *client.Client, sample []string, calls int, byRun bool,
+	cpu func() time.Duration) ([]QueryLatency, error) {
 	if len(sample) == 0 {
 		return nil, nil
 	}
@@ -247,10 +254,18 @@ func timeQueries(ctx context.Context, admin *client.Client, sample []string, cal
 	}
 	if byRun {
 		slices.SortStableFunc(turns, func(a, b turn) int { return a.i - b.i })
+		cpu = nil
 	}
-	for _, t := range turns {
+	used := make([]time.Duration, len(dashboardQueries))
+	for k, t := range turns {
+		if cpu != nil && (k == 0 || turns[k-1].q != t.q) {
+			used[t.q] -= cpu()
+		}
 		if err := call(t.q, t.i); err != nil {
 			return nil, err
+		}
+		if cpu != nil && (k == len(turns)-1 || turns[k+1].q != t.q) {
+			used[t.q] += cpu()
 		}
 	}
 	out := make([]QueryLatency, len(dashboardQueries))
@@ -258,6 +273,9 @@ func timeQueries(ctx context.Context, admin *client.Client, sample []string, cal
 		slices.Sort(l)
 		out[q] = QueryLatency{Method: dashboardQueries[q].method, Calls: len(l), P50: percentile(l, 50),
 			P99: percentile(l, 99), Max: percentile(l, 100)}
+		if cpu != nil && len(l) > 0 && used[q] > 0 {
+			out[q].CPU = used[q] / time.Duration(len(l))
+		}
 	}
 	return out, nil
 }

@@ -45,15 +45,20 @@ func (r *HistoryReport) WriteMarkdown(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "| peak RSS (VmHWM) after writing %d events over the socket (%s) | %s |\n\n", m.Wrote, snap,
 		fmtBytes(m.PeakWriting))
-	fmt.Fprintf(w, "| query of a finished run (admin, over the socket) | calls | spread: p50 | p99 | max | dashboard: p50 | p99 | max |\n")
-	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "| query of a finished run (admin, over the socket) | calls | spread: p50 | p99 | max | crewd CPU per call | dashboard: p50 | p99 | max |\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for i, q := range m.Spread {
 		d := m.Dashboard[i]
-		fmt.Fprintf(w, "| `%s` | %d | %s | %s | %s | %s | %s | %s |\n", q.Method, q.Calls, fmtDur(q.P50), fmtDur(q.P99),
-			fmtDur(q.Max), fmtDur(d.P50), fmtDur(d.P99), fmtDur(d.Max))
+		cpu := "–"
+		if q.CPU > 0 {
+			cpu = fmtDur(q.CPU)
+		}
+		fmt.Fprintf(w, "| `%s` | %d | %s | %s | %s | %s | %s | %s | %s |\n", q.Method, q.Calls, fmtDur(q.P50),
+			fmtDur(q.P99), fmtDur(q.Max), cpu, fmtDur(d.P50), fmtDur(d.P99), fmtDur(d.Max))
 	}
-	fmt.Fprintf(w, "\nspread: each query's calls go round %d finished runs; dashboard: all the queries on one run, then the next\n",
-		querySample)
+	fmt.Fprintf(w, "\nspread: each query's calls go round %d finished runs; dashboard: all the queries on one run, then the next;\n"+
+		"crewd CPU per call: its user and system time over a query's calls in the spread order (/proc), which a loaded\n"+
+		"machine moves far less than the latencies\n", querySample)
 	return nil
 }
 

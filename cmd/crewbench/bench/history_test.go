@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -113,4 +114,18 @@ func TestHistoryDaemonFlags(t *testing.T) {
 	cfg, err := daemon.Load(args, daemon.Env{Getenv: func(string) string { return "" }, UID: os.Getuid()})
 	require.NoError(t, err)
 	require.Equal(t, historyConfig(), cfg.Engine)
+}
+
+// TestCrewdCPUReadsAProcess: crewdCPU reads a process's user and system time from /proc/PID/stat, which grows as
+// the process works (this one, here).
+func TestCrewdCPUReadsAProcess(t *testing.T) {
+	before := crewdCPU(os.Getpid())
+	deadline := time.Now().Add(5 * time.Second) // a failure guard: the loop ends as soon as the time grows
+	for crewdCPU(os.Getpid()) <= before && time.Now().Before(deadline) {
+		for i := range 1_000_000 {
+			_ = strconv.Itoa(i)
+		}
+	}
+	require.Greater(t, crewdCPU(os.Getpid()), before, "no CPU time read after seconds of work")
+	require.Zero(t, crewdCPU(-1), "no such process")
 }
