@@ -3,6 +3,8 @@ package broker
 import (
 	"encoding/json"
 	"strconv"
+
+	"github.com/crewlog/crewlog/commands"
 )
 
 // encodeJSON returns json.Marshal(te), byte for byte, without its reflection and without compacting te.Data again:
@@ -17,18 +19,18 @@ func (te teamEvent) encodeJSON() ([]byte, error) {
 	m := &te.Metadata
 	out := make([]byte, 0, 256+len(te.Data)+len(te.Message))
 	out = append(out, `{"time":`...)
-	out = appendJSONString(out, te.Time)
+	out = commands.AppendJSONString(out, te.Time)
 	out = append(out, `,"type":`...)
-	out = appendJSONString(out, te.Type)
+	out = commands.AppendJSONString(out, te.Type)
 	out = append(out, `,"runId":`...)
-	out = appendJSONString(out, te.RunID)
+	out = commands.AppendJSONString(out, te.RunID)
 	if te.TaskID != "" {
 		out = append(out, `,"taskId":`...)
-		out = appendJSONString(out, te.TaskID)
+		out = commands.AppendJSONString(out, te.TaskID)
 	}
 	if te.Message != "" {
 		out = append(out, `,"message":`...)
-		out = appendJSONString(out, te.Message)
+		out = commands.AppendJSONString(out, te.Message)
 	}
 	out = append(out, `,"data":`...)
 	if te.Data == nil {
@@ -39,7 +41,7 @@ func (te teamEvent) encodeJSON() ([]byte, error) {
 	out = append(out, `,"metadata":{"seq":`...)
 	out = strconv.AppendUint(out, m.Seq, 10)
 	out = append(out, `,"provenance":`...)
-	out = appendJSONString(out, m.Provenance)
+	out = commands.AppendJSONString(out, m.Provenance)
 	out = append(out, `,"position":`...)
 	out = strconv.AppendUint(out, m.Position, 10)
 	out = append(out, `,"schemaVersion":`...)
@@ -49,33 +51,18 @@ func (te teamEvent) encodeJSON() ([]byte, error) {
 	} {
 		if f.value != "" {
 			out = append(out, f.key...)
-			out = appendJSONString(out, f.value)
+			out = commands.AppendJSONString(out, f.value)
 		}
 	}
 	out = append(out, `,"actor":{"role":`...)
-	out = appendJSONString(out, m.Actor.Role)
+	out = commands.AppendJSONString(out, m.Actor.Role)
 	if m.Actor.TaskID != "" {
 		out = append(out, `,"taskId":`...)
-		out = appendJSONString(out, m.Actor.TaskID)
+		out = commands.AppendJSONString(out, m.Actor.TaskID)
 	}
 	out = append(out, '}')
 	if m.Omitted {
 		out = append(out, `,"omitted":true`...)
 	}
 	return append(out, '}', '}'), nil
-}
-
-// appendJSONString appends s as json.Marshal encodes a string: as it is between quotes when every byte is
-// printable ASCII that needs no escape (HTML's <, > and & included, which json.Marshal escapes), else by
-// json.Marshal itself.
-func appendJSONString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			b, _ := json.Marshal(s) // a string always encodes
-			return append(dst, b...)
-		}
-	}
-	dst = append(dst, '"')
-	dst = append(dst, s...)
-	return append(dst, '"')
 }

@@ -25,11 +25,11 @@ func encodeResult(result any) ([]byte, error) {
 	return json.Marshal(result)
 }
 
-// appendJSONString appends s as encoding/json.Marshal encodes a string.
-// NB: only printable ASCII with nothing to escape is written here; anything
+// AppendJSONString appends s as encoding/json.Marshal encodes a string (the
+// broker encodes a TeamEvent's strings with it too). NB: only printable ASCII with nothing to escape is written here; anything
 // else (quotes, backslashes, control characters, HTML's <, > and &, which
 // Marshal escapes, non-ASCII) is left to encoding/json itself.
-func appendJSONString(b []byte, s string) []byte {
+func AppendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
 			q, _ := json.Marshal(s) // a string always encodes
@@ -59,7 +59,7 @@ func (r DelegateResult) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"ok":`...)
 	b = strconv.AppendBool(b, r.OK)
 	b = append(b, `,"grandchildTaskRef":`...)
-	b = appendJSONString(b, r.GrandchildTaskRef)
+	b = AppendJSONString(b, r.GrandchildTaskRef)
 	b = append(b, `,"childDepth":`...)
 	b = strconv.AppendInt(b, int64(r.ChildDepth), 10)
 	b = append(b, `,"timeoutSec":`...)
@@ -74,13 +74,13 @@ func (r SettleResult) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"ok":`...)
 	b = strconv.AppendBool(b, r.OK)
 	b = append(b, `,"subId":`...)
-	b = appendJSONString(b, r.SubID)
+	b = AppendJSONString(b, r.SubID)
 	b = append(b, `,"status":`...)
-	b = appendJSONString(b, r.Status)
+	b = AppendJSONString(b, r.Status)
 	b = append(b, `,"messageId":`...)
-	b = appendJSONString(b, r.MessageID)
+	b = AppendJSONString(b, r.MessageID)
 	b = append(b, `,"to":`...)
-	b = appendJSONString(b, r.To)
+	b = AppendJSONString(b, r.To)
 	b = append(b, `,"rerouted":`...)
 	b = strconv.AppendBool(b, r.Rerouted)
 	b = append(b, `,"chargedTokens":`...)
