@@ -26,9 +26,10 @@ func encodeResult(result any) ([]byte, error) {
 }
 
 // AppendJSONString appends s as encoding/json.Marshal encodes a string (the
-// broker encodes a TeamEvent's strings with it too). NB: only printable ASCII with nothing to escape is written here; anything
-// else (quotes, backslashes, control characters, HTML's <, > and &, which
-// Marshal escapes, non-ASCII) is left to encoding/json itself.
+// broker encodes a TeamEvent's strings with it too). NB: only printable
+// ASCII with nothing to escape is written here; anything else (quotes,
+// backslashes, control characters, HTML's <, > and &, which Marshal
+// escapes, non-ASCII) is left to encoding/json itself.
 func AppendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
