@@ -66,7 +66,8 @@
 //     DecodeRequest and Response.UnmarshalJSON do, in one scan, without checking again what ReadFrame checked;
 //     fuzz tests hold each to the decoding it replaces.
 //   - AppendFrame encodes requests, success responses and pushes without reflection, byte for byte as
-//     encoding/json does (fuzz tests compare them), and anything else through encoding/json.
+//     encoding/json does (fuzz tests compare them), and anything else through encoding/json. A CompactResponse's
+//     result is copied as it is: that it is compact, valid JSON is its producer's word (the broker's events.since).
 //   - AppendFrame's output is always a single line within the cap, or nothing.
 //   - Codes are pi-crew's spellings plus crewlog's own (marked in code.go); Code.Closes tells which ones end the
 //     connection.

@@ -21,7 +21,8 @@ type Response struct {
 // CompactResponse is a success Response whose Result its producer wrote as compact, valid JSON: json.Marshal's
 // output, or such outputs joined by JSON punctuation. AppendFrame copies the result as it is rather than compacting
 // it again (for a page of events.since, the compaction cost as much as reading the events): the bytes are those of
-// the Response with the same ID and Result, as long as the producer keeps its word.
+// the Response with the same ID and Result, as long as the producer keeps its word. A result holding a newline is
+// compacted all the same, so a frame stays one line whatever the producer wrote.
 type CompactResponse struct {
 	ID     string
 	Result json.RawMessage

@@ -77,7 +77,9 @@ func appendPlain(dst []byte, v any) (out []byte, ok bool) {
 		out = append(out, `","result":`...)
 		raw = r.Result
 	case CompactResponse:
-		if r.Result == nil || !plainString(r.ID) {
+		// NB: a newline would end the frame early; compact JSON has none (strings escape it), so a result that
+		// holds one is not compact, and is encoded, compacted, as a Response's.
+		if r.Result == nil || !plainString(r.ID) || bytes.IndexByte(r.Result, '\n') >= 0 {
 			return dst, false
 		}
 		out = slices.Grow(dst, len(`{"id":"","result":}`)+len(r.ID)+len(r.Result)+len("\n"))

@@ -126,3 +126,15 @@ func BenchmarkAppendResponse(b *testing.B) {
 		}
 	})
 }
+
+// TestCompactResponseStaysOneLine: a CompactResponse whose result is not compact after all (it holds a newline) is
+// compacted as a Response's result is, so its frame is one line.
+func TestCompactResponseStaysOneLine(t *testing.T) {
+	result := []byte("{\"a\":\n[1, 2]}")
+	want, err := AppendFrame(nil, Response{ID: "c1", Result: result}, 0)
+	require.NoError(t, err)
+	got, err := AppendFrame(nil, CompactResponse{ID: "c1", Result: result}, 0)
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(got))
+	require.Equal(t, "{\"id\":\"c1\",\"result\":{\"a\":[1,2]}}\n", string(got))
+}
