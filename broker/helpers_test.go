@@ -292,7 +292,19 @@ func (f *fixture) seed() seeded {
 	s.q = o.ok("credential.issue", map[string]any{"taskId": taskQ})["token"].(string)
 	a.nc.Close()
 	o.nc.Close()
+	f.awaitRunConns(runR, 0)
 	return s
+}
+
+// awaitRunConns waits until the server counts n connections bound to runID: it learns of a client's close only
+// when its reader sees it, and a test of the per-run limit must not count the seed's connections.
+func (f *fixture) awaitRunConns(runID string, n int) {
+	f.t.Helper()
+	require.Eventually(f.t, func() bool {
+		f.srv.mu.Lock()
+		defer f.srv.mu.Unlock()
+		return len(f.srv.byRun[runID]) == n
+	}, 10*time.Second, time.Millisecond, "connections of run %s", runID)
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
@@ -356,6 +368,7 @@ func (f *fixture) seedRun(runID, taskID string) string {
 	o.ok("task.transition", map[string]any{"taskId": taskID, "to": "running"})
 	a.nc.Close()
 	o.nc.Close()
+	f.awaitRunConns(runID, 0)
 	return orch
 }
 
