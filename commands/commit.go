@@ -43,13 +43,27 @@ type Forwarder interface {
 // from either means the group is not known to be durable: the engine fails
 // stop.
 //
-// The engine's own log is one (eventlog.Log.Stage). A Committer that is
-// not one (the replicated backend, commands/cluster) is committed one group
-// at a time: the writer decides the next group only once the last one is
-// published, as without a pipeline.
+// The engine's own log is one (eventlog.Log.Stage), and so is the
+// replicated backend (commands/cluster, natslog.Log.Stage). A Committer
+// that is not one is committed one group at a time: the writer decides the
+// next group only once the last one is published, as without a pipeline.
 type StagingCommitter interface {
 	Committer
 	Stage(ws []eventlog.Write) (StagedCommit, error)
+}
+
+// EarlyStager is a StagingCommitter to which the writer hands each group
+// as soon as it is decided, while the group before still awaits its Wait,
+// instead of keeping the group open until that Wait returned (pipeline.go).
+// That suits a log whose commit is a round trip to replicas, which carry
+// the next group in the same replication pipeline, rather than one fsync
+// that the next group joins anyway (the JetStream log: a group published
+// while the one before is replicated is not delayed by it). The ordering
+// and failure rules of StagingCommitter are unchanged.
+type EarlyStager interface {
+	StagingCommitter
+	// StagesEarly reports whether groups are handed off early.
+	StagesEarly() bool
 }
 
 // StagedCommit is a group handed to the log by StagingCommitter.Stage.
@@ -97,14 +111,17 @@ type committed struct {
 func (c committed) Wait() (uint64, error) { return c.first, c.err }
 
 // stagerFor returns how the engine stages its groups with Committer c (nil:
-// the engine's log l), and how many groups may be in flight at once.
-func stagerFor(c Committer, l *eventlog.Log) (s stager, depth int) {
+// the engine's log l), how many groups may be in flight at once, and
+// whether a group is handed off before the one before it synced.
+func stagerFor(c Committer, l *eventlog.Log) (s stager, depth int, early bool) {
 	switch c := c.(type) {
 	case nil:
-		return logCommitter{l}, pipelineDepth
+		return logCommitter{l}, pipelineDepth, false
+	case EarlyStager:
+		return c, pipelineDepth, c.StagesEarly()
 	case StagingCommitter:
-		return c, pipelineDepth
+		return c, pipelineDepth, false
 	default:
-		return syncStager{c}, 1
+		return syncStager{c}, 1, false
 	}
 }

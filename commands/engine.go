@@ -148,9 +148,11 @@ type Engine struct {
 	landed  chan struct{} // closed when the publisher has landed the last flight
 	// synced carries one token per staged group whose sync returned; the
 	// writer counts the groups staged and not yet synced in unsynced, and
-	// keeps the next group open while one is.
+	// keeps the next group open while one is; with early (an EarlyStager)
+	// it hands each group off at once, and neither is kept.
 	synced   chan struct{}
 	unsynced int
+	early    bool
 	// seen holds the command ids of the groups in flight (writer only), so
 	// that a retry of one is answered as it, not decided twice.
 	seen map[string]*pending
@@ -243,7 +245,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 		seen: make(map[string]*pending), landed: make(chan struct{}),
 		cold: s.ColdStore(),
 	}
-	e.stager, e.depth = stagerFor(o.Committer, l)
+	e.stager, e.depth, e.early = stagerFor(o.Committer, l)
 	e.flights, e.free, e.synced = make(chan *flight, e.depth), make(chan *flight, e.depth), make(chan struct{}, e.depth)
 	for range e.depth {
 		e.free <- &flight{}

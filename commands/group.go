@@ -178,7 +178,9 @@ func (e *Engine) handOff(f *flight) error {
 			return err
 		}
 		f.staged = staged
-		e.unsynced++
+		if !e.early {
+			e.unsynced++
+		}
 	}
 	e.next = f.next
 	return nil

@@ -25,6 +25,10 @@ import (
 //     waits for each to be durable, folds it into the published copy of the
 //     state and then answers its commands.
 //
+// With an EarlyStager (the JetStream log) the writer hands each group off
+// as soon as it is decided; groups then hold what queued while the
+// pipeline was full, and two are in the log's hands at once.
+//
 // So nobody — a client, a reader of the published state, Head, Changed, a
 // reader of the log (bounded by its durable head), an outcome lookup —
 // sees a group before it and every group before it are durable. A failure
@@ -146,7 +150,9 @@ func (e *Engine) land(f *flight) {
 		var first uint64
 		first, err = f.staged.Wait()
 		appendTook = time.Since(f.stagedAt)
-		e.synced <- struct{}{} // the writer may hand the next group off
+		if !e.early {
+			e.synced <- struct{}{} // the writer may hand the next group off
+		}
 		if err == nil {
 			err = e.hook(pointDurable, f.group)
 		}

@@ -218,3 +218,22 @@ func (n *Node) Commit(ws []eventlog.Write) (uint64, error) {
 	}
 	return n.jl.Commit(ws)
 }
+
+// Stage implements commands.StagingCommitter: the writer publishes a group
+// while the one before awaits its acknowledgement (natslog.Log.Stage), so
+// the engine runs its pipeline on the stream as on its own log.
+func (n *Node) Stage(ws []eventlog.Write) (commands.StagedCommit, error) {
+	if !n.writer.Load() {
+		return nil, ErrNotWriter
+	}
+	s, err := n.jl.Stage(ws)
+	if err != nil {
+		return nil, err // NB: not a nil *Staged in a non-nil interface
+	}
+	return s, nil
+}
+
+// StagesEarly implements commands.EarlyStager: the writer publishes a group
+// as soon as it is decided, while the one before is replicated, rather than
+// once that one is acknowledged.
+func (n *Node) StagesEarly() bool { return true }

@@ -57,6 +57,12 @@ type wireManifest struct {
 	After    uint64 // the writer's head before the batch
 	Messages int    // of the batch, this one included
 	Writes   []wireWriteHead
+	// Prev is the id of the batch this one follows in its writer's log
+	// (empty for the first batch of a stream, and in batches written
+	// before it was kept): a copy takes a batch whose Prev is not the
+	// last batch it took as void (copy.go). NB: last, so that a manifest
+	// without it decodes.
+	Prev string
 }
 
 // wireWriteHead is a write's outcome (its Events empty) and how many of
@@ -161,11 +167,11 @@ func planBatches(ws []eventlog.Write, lim batchLimits) ([][]eventlog.Write, erro
 }
 
 // encodeBatch encodes ws (one batch of planBatches, before Append assigns
-// anything in place) as the messages of batch id following position after,
-// with the fence (the expected last sequence of the whole stream) on the
-// first.
-func encodeBatch(c Config, lim batchLimits, id string, after, expectLast uint64, ws []eventlog.Write) ([]*nats.Msg, error) {
-	m := wireManifest{Batch: id, After: after, Writes: make([]wireWriteHead, len(ws))}
+// anything in place) as the messages of batch id following batch prev and
+// position after, with the fence (the expected last sequence of the whole
+// stream) on the first.
+func encodeBatch(c Config, lim batchLimits, id, prev string, after, expectLast uint64, ws []eventlog.Write) ([]*nats.Msg, error) {
+	m := wireManifest{Batch: id, Prev: prev, After: after, Writes: make([]wireWriteHead, len(ws))}
 	var chunks []wireChunk
 	var subjects []string
 	p := newPacker(lim)

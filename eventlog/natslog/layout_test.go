@@ -104,7 +104,7 @@ func publishRaw(t *testing.T, js jetstream.JetStream, msgs ...*nats.Msg) {
 
 func rawBatch(t *testing.T, id string, after uint64, ws []eventlog.Write) []*nats.Msg {
 	t.Helper()
-	msgs, err := encodeBatch(testConfig, batchLimits{messages: 100, bytes: 1 << 20}, id, after, 0, ws)
+	msgs, err := encodeBatch(testConfig, batchLimits{messages: 100, bytes: 1 << 20}, id, "", after, 0, ws)
 	require.NoError(t, err)
 	return msgs
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -30,10 +29,12 @@ var (
 // Log is a crewlog log whose commit point is a JetStream stream and whose
 // materialised copy is a local eventlog.Log (doc.go).
 //
-// Concurrency: Commit, CatchUp and Follow serialise on one mutex; a node
-// calls Commit only as the writer and Follow only as a follower. Errors:
-// any error of Commit leaves the group in doubt or refused (ErrFenced), and
-// the engine above fails stop.
+// Concurrency: Commit, Stage, Wait, CatchUp and Follow serialise on one
+// mutex (Wait not while it awaits an acknowledgement); a node calls Commit
+// and Stage only as the writer, Waits in Stage order, and Follow only as a
+// follower. Errors: any error of Commit or Wait leaves the group in doubt
+// or refused (ErrFenced), fails every group staged after it, and the
+// engine above fails stop.
 type Log struct {
 	local  *eventlog.Log
 	js     jetstream.JetStream
@@ -47,9 +48,23 @@ type Log struct {
 	next    uint64
 	pending *assembly
 
+	// lastBatch is the id of the batch the local copy ends with (empty
+	// after none, or one of the first layout): the next batch's Prev.
+	lastBatch string
+
 	writable bool   // the stream has this layout (checkStream)
 	batchID  string // this Log's random prefix of its batch ids
 	batches  uint64 // batches published, for the next id
+
+	// The writer's pipeline (stage.go): where the stream will end once
+	// the batches in flight are stored, how many are, the failure that
+	// fails them, whether one had to be published again, and the signal
+	// that none is in flight.
+	staged   stagedEnd
+	inflight int
+	failure  error
+	retrying bool
+	drained  sync.Cond
 
 	// loseMessages, set by tests, chooses messages of an attempt's batch
 	// that never reach the server.
@@ -70,10 +85,46 @@ func Open(ctx context.Context, js jetstream.JetStream, local *eventlog.Log, cfg 
 	if head, _ := local.Head(); head > 0 && last == 0 {
 		return nil, fmt.Errorf("%w: it holds %d events and no stream sequence (copy a Pebble store in with migrate-store)", ErrDiverged, head)
 	}
+	lastBatch, err := batchAt(ctx, st, cfg, last)
+	if err != nil {
+		return nil, err
+	}
 	var id [12]byte
 	_, _ = rand.Read(id[:]) // never fails (crypto/rand)
-	return &Log{local: local, js: js, stream: st, cfg: cfg, last: last, next: last + 1, writable: layout == layoutBatch,
-		batchID: base64.RawURLEncoding.EncodeToString(id[:])}, nil
+	l := &Log{local: local, js: js, stream: st, cfg: cfg, last: last, next: last + 1, lastBatch: lastBatch,
+		writable: layout == layoutBatch, batchID: base64.RawURLEncoding.EncodeToString(id[:])}
+	l.drained.L = &l.mu
+	return l, nil
+}
+
+// batchAt is the id of the batch whose last message is at sequence seq:
+// the batch a local copy that holds the stream up to seq ends with (empty
+// at 0 and for a message of the first layout).
+func batchAt(ctx context.Context, st jetstream.Stream, cfg Config, seq uint64) (string, error) {
+	if seq == 0 {
+		return "", nil
+	}
+	api, cancel := apiContext(ctx)
+	defer cancel()
+	m, err := st.GetMsg(api, seq)
+	if err != nil {
+		return "", fmt.Errorf("natslog: the copy's last message, sequence %d: %w", seq, err)
+	}
+	if len(m.Data) > 0 && m.Data[0] == groupVersion {
+		return "", nil
+	}
+	if m.Subject == cfg.Subject() {
+		var mf wireManifest
+		if err := decodeWire(m.Data, &mf); err != nil {
+			return "", fmt.Errorf("natslog: sequence %d: %w", seq, err)
+		}
+		return mf.Batch, nil
+	}
+	var k wireChunk
+	if err := decodeWire(m.Data, &k); err != nil {
+		return "", fmt.Errorf("natslog: sequence %d: %w", seq, err)
+	}
+	return k.Batch, nil
 }
 
 // Local is the materialised copy.
@@ -91,97 +142,27 @@ func (l *Log) Sequence() uint64 {
 // message of each carrying the expected last sequence of the whole stream
 // = the sequence the local copy holds, and once JetStream acknowledged a
 // batch (stored whole on a majority of replicas, each fsynced), appends
-// its writes to the local copy. It implements commands.Committer.
+// its writes to the local copy. It is Stage and then Wait (stage.go).
 //
 // NB: the expected last sequence is the fence. Two writers that both think
 // they lead publish against the same sequence; JetStream stores at most one
 // of the batches, and the other gets ErrFenced with none of its messages
 // stored, never a silent fork.
 func (l *Log) Commit(ws []eventlog.Write) (uint64, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.writable {
-		return 0, fmt.Errorf("natslog: stream %s: %w", l.cfg.Stream, errFirstLayout)
-	}
-	if err := l.local.Check(ws...); err != nil {
-		return 0, err
-	}
-	lim := l.limits()
-	parts, err := planBatches(ws, lim)
+	s, err := l.Stage(ws)
 	if err != nil {
 		return 0, err
 	}
-	var first uint64
-	for i, part := range parts {
-		f, err := l.commitBatch(lim, part)
-		if err != nil {
-			if i > 0 {
-				err = fmt.Errorf("%w (after %d of the group's %d batches committed)", err, i, len(parts))
-			}
-			return 0, err
-		}
-		if i == 0 {
-			first = f
-		}
-	}
-	return first, nil
+	return s.Wait()
 }
 
-// commitBatch publishes one batch and appends it to the local copy.
+// publishBatch publishes a batch and waits for its acknowledgement.
 //
 // NB: every message but the last is a plain publish, the last a request:
 // one round trip per batch. A message the server did not stage (no
 // stream leader, a batch it refused to start) leaves a gap that makes the
 // commit fail whole ("batch incomplete"), so the acknowledgement of the
-// last message speaks for all of them. Such a refusal, or no stream
-// leader to answer, says the batch was not stored: it is published again
-// under a new id, against the same fence, until the publish timeout — a
-// stream leader election costs a wait, not a failover.
-func (l *Log) commitBatch(lim batchLimits, ws []eventlog.Write) (uint64, error) {
-	after, _ := l.local.Head()
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.publishTimeout())
-	defer cancel()
-	var (
-		ack  *jetstream.PubAck
-		msgs []*nats.Msg
-		err  error
-	)
-	for attempt := 1; ; attempt++ {
-		l.batches++
-		id := l.batchID + "-" + strconv.FormatUint(l.batches, 36)
-		if msgs, err = encodeBatch(l.cfg, lim, id, after, l.last, ws); err != nil {
-			return 0, err
-		}
-		sent := msgs
-		if l.loseMessages != nil {
-			sent = l.loseMessages(attempt, msgs)
-		}
-		ack, err = l.publishBatch(ctx, sent)
-		if err == nil || !batchNotStored(err) || ctx.Err() != nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
-		}
-	}
-	if isWrongLastSequence(err) {
-		return 0, fmt.Errorf("%w (expected sequence %d)", ErrFenced, l.last)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("natslog: publish a batch of %d messages: %w", len(msgs), err)
-	}
-	if ack.Sequence != l.last+uint64(len(msgs)) {
-		return 0, fmt.Errorf("%w: the batch of %d messages ended at sequence %d after %d", ErrDiverged, len(msgs), ack.Sequence, l.last)
-	}
-	first, err := l.local.AppendFrom(ack.Sequence, ws...)
-	if err != nil {
-		return 0, err
-	}
-	l.last, l.next = ack.Sequence, ack.Sequence+1
-	return first, nil
-}
-
+// last message speaks for all of them.
 func (l *Log) publishBatch(ctx context.Context, msgs []*nats.Msg) (*jetstream.PubAck, error) {
 	nc := l.js.Conn()
 	for _, m := range msgs[:len(msgs)-1] {
@@ -354,23 +335,30 @@ func (l *Log) copyLocked(m jetstream.Msg) (done bool, err error) {
 	if seq != l.next {
 		return false, fmt.Errorf("%w: sequence %d follows %d", ErrDiverged, seq, l.next-1)
 	}
-	after, ws, err := l.copyMessage(seq, m.Subject(), m.Data())
+	g, err := l.copyMessage(seq, m.Subject(), m.Data())
 	if err != nil {
 		l.restartCopy()
 		return false, fmt.Errorf("natslog: sequence %d: %w", seq, err)
 	}
 	l.next = seq + 1
-	if ws == nil {
+	if g == nil {
 		return false, nil // a group read in part
 	}
-	if head, _ := l.local.Head(); head != after {
-		l.restartCopy()
-		return false, fmt.Errorf("%w: sequence %d follows position %d, the copy is at %d", ErrDiverged, seq, after, head)
+	if g.void {
+		// NB: not recorded in the local copy: a copy that starts again
+		// after its last group reads this batch again and skips it again.
+		l.last = seq
+		return false, nil
 	}
-	if _, err := l.local.AppendFrom(seq, ws...); err != nil {
+	if head, _ := l.local.Head(); head != g.after {
+		l.restartCopy()
+		return false, fmt.Errorf("%w: sequence %d follows position %d, the copy is at %d", ErrDiverged, seq, g.after, head)
+	}
+	if _, err := l.local.AppendFrom(seq, g.ws...); err != nil {
 		l.restartCopy()
 		return false, fmt.Errorf("natslog: copy sequence %d: %w", seq, err)
 	}
+	l.lastBatch = g.batch
 	l.last = seq
 	return true, nil
 }
