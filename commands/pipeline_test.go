@@ -497,3 +497,60 @@ func TestPipelineGroupStaysOpenWhileOneSyncs(t *testing.T) {
 	}
 	require.Equal(t, [][]string{{"b", "c"}}, handedOff, "b and c, decided during a's sync, are one group")
 }
+
+// earlyCommitter is the engine's log as an EarlyStager.
+type earlyCommitter struct{ logCommitter }
+
+func (earlyCommitter) StagesEarly() bool { return true }
+
+// With an EarlyStager the writer hands a group to the log while the one
+// before still syncs; a failed sync still fails both, and neither is
+// answered as a success.
+func TestPipelineEarlyStagerHandsOffWhileOneSyncs(t *testing.T) {
+	mem := vfs.NewMem()
+	toggle := walFaults(errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo)
+	p := openPipe(t, errorfs.Wrap(mem, toggle), func(l *eventlog.Log) Committer { return earlyCommitter{logCommitter{l}} })
+	p.seedRunAs("S")
+	require.True(t, p.eng.early)
+	adm := events.AdminPrincipal()
+	var (
+		held                  *pending
+		heldAnsweredAtHandOff = true
+		syncing, bHandedOff   = make(chan struct{}), make(chan struct{})
+		once                  sync.Once
+	)
+	p.set(pipeHooks{
+		handOff: func(group []*pending) {
+			if q := first(group, "a"); q != nil {
+				held = q
+				toggle.On() // the fsync that makes a's group durable fails
+			}
+			if first(group, "b") != nil {
+				heldAnsweredAtHandOff = closed(held.done)
+				close(bHandedOff)
+			}
+		},
+		beforeSync: func() {
+			once.Do(func() {
+				close(syncing)
+				holdUntil(bHandedOff)
+			})
+		},
+	})
+	run := func(id string) Request {
+		return as(adm, id, &RunCreate{RunID: strings.ToUpper(id), Team: "t", Goal: "g", Cwd: "/w"})
+	}
+	aCh := p.async(run("a"))
+	<-syncing
+	bCh := p.async(run("b"))
+	a, b := <-aCh, <-bCh
+	require.True(t, closed(bHandedOff))
+	require.False(t, heldAnsweredAtHandOff, "b's group was handed off while a's synced")
+	require.ErrorIs(t, a.err, ErrFailed)
+	require.ErrorIs(t, b.err, ErrFailed, "the group handed off after the failed one fails too")
+	p.eng.Read(func(s *projections.State) {
+		_, okA := s.Run("A")
+		_, okB := s.Run("B")
+		require.False(t, okA || okB, "nothing of either is published")
+	})
+}

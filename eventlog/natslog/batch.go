@@ -36,10 +36,18 @@ import (
 // Batch headers are kept in the stored messages by the server, but a copy
 // does not rely on them: the batch id and index in every payload let it
 // reassemble a group and detect a partial or foreign one (copy.go).
+//
+// The manifest of a batch that follows another of its writer's carries
+// that batch's id in Crewlog-Prev-Batch: a copy takes a batch whose
+// previous batch is not the last one it took as void (copy.go, stage.go).
+// A header rather than a field of the manifest, so that crewds that do not
+// know it still read the stream (a rolling upgrade); a manifest without
+// it (the first batch of a stream, one written before it) is never void.
 const (
 	headerBatchID     = "Nats-Batch-Id"
 	headerBatchSeq    = "Nats-Batch-Sequence"
 	headerBatchCommit = "Nats-Batch-Commit"
+	headerPrevBatch   = "Crewlog-Prev-Batch"
 )
 
 // DefaultMaxBatchMessages is nats-server's default limit on the messages of
@@ -57,12 +65,6 @@ type wireManifest struct {
 	After    uint64 // the writer's head before the batch
 	Messages int    // of the batch, this one included
 	Writes   []wireWriteHead
-	// Prev is the id of the batch this one follows in its writer's log
-	// (empty for the first batch of a stream, and in batches written
-	// before it was kept): a copy takes a batch whose Prev is not the
-	// last batch it took as void (copy.go). NB: last, so that a manifest
-	// without it decodes.
-	Prev string
 }
 
 // wireWriteHead is a write's outcome (its Events empty) and how many of
@@ -171,7 +173,7 @@ func planBatches(ws []eventlog.Write, lim batchLimits) ([][]eventlog.Write, erro
 // position after, with the fence (the expected last sequence of the whole
 // stream) on the first.
 func encodeBatch(c Config, lim batchLimits, id, prev string, after, expectLast uint64, ws []eventlog.Write) ([]*nats.Msg, error) {
-	m := wireManifest{Batch: id, Prev: prev, After: after, Writes: make([]wireWriteHead, len(ws))}
+	m := wireManifest{Batch: id, After: after, Writes: make([]wireWriteHead, len(ws))}
 	var chunks []wireChunk
 	var subjects []string
 	p := newPacker(lim)
@@ -205,6 +207,9 @@ func encodeBatch(c Config, lim batchLimits, id, prev string, after, expectLast u
 	first := msgs[0].Header
 	first.Set(jetstream.ExpectedStreamHeader, c.Stream)
 	first.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatUint(expectLast, 10))
+	if prev != "" {
+		first.Set(headerPrevBatch, prev)
+	}
 	if len(msgs) > 1 {
 		for i, msg := range msgs {
 			msg.Header.Set(headerBatchID, id)

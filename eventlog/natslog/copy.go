@@ -14,7 +14,7 @@ const maxManifestEvents = 1 << 30
 // manifest and the events of the chunks read so far.
 type assembly struct {
 	m      wireManifest
-	void   bool // its Prev is not the batch the copy ends with
+	void   bool // the batch it follows is not the one the copy ends with
 	want   int  // events the manifest's writes hold
 	events []eventlog.Event
 	got    int // messages read, manifest included
@@ -31,15 +31,16 @@ type copied struct {
 
 // copyMessage takes the message at stream sequence seq, on subject, into
 // the group being reassembled, and returns the group once its last message
-// is in (nil before). A batch whose manifest names a Prev other than the
-// batch the copy ends with is void: a deposed writer's batch stored behind
+// is in (nil before); prev is the message's Crewlog-Prev-Batch header. A
+// batch whose manifest names a previous batch other than the one the copy
+// ends with is void: a deposed writer's batch stored behind
 // another writer's by a fence that matched by chance (stage.go); it is
 // read whole, checked as any batch is, and skipped. Anything that is not the next message
 // of a whole group — a chunk without its manifest, a manifest before the
 // previous group ended, a chunk of another batch, at another index, or
 // whose events do not add up — is ErrDiverged: the stream holds only whole
 // batches, so such a message is not crewlog's or not this copy's.
-func (l *Log) copyMessage(seq uint64, subject string, data []byte) (*copied, error) {
+func (l *Log) copyMessage(seq uint64, subject, prev string, data []byte) (*copied, error) {
 	if subject == l.cfg.Subject() {
 		if l.pending != nil {
 			return nil, fmt.Errorf("%w: sequence %d starts a group while the group of batch %s (%d of %d messages) is incomplete",
@@ -56,7 +57,7 @@ func (l *Log) copyMessage(seq uint64, subject string, data []byte) (*copied, err
 		if err := decodeWire(data, &a.m); err != nil {
 			return nil, err
 		}
-		a.void = a.m.Prev != "" && a.m.Prev != l.lastBatch
+		a.void = prev != "" && prev != l.lastBatch
 		for _, h := range a.m.Writes {
 			if h.Events < 0 || h.Events > maxManifestEvents-a.want {
 				return nil, fmt.Errorf("%w: natslog: a manifest of more than %d events", eventlog.ErrCorrupt, maxManifestEvents)

@@ -49,7 +49,8 @@ type Log struct {
 	pending *assembly
 
 	// lastBatch is the id of the batch the local copy ends with (empty
-	// after none, or one of the first layout): the next batch's Prev.
+	// after none, or one of the first layout): the batch the next one
+	// follows (batch.go, Crewlog-Prev-Batch).
 	lastBatch string
 
 	writable bool   // the stream has this layout (checkStream)
@@ -69,6 +70,9 @@ type Log struct {
 	// loseMessages, set by tests, chooses messages of an attempt's batch
 	// that never reach the server.
 	loseMessages func(attempt int, msgs []*nats.Msg) []*nats.Msg
+	// loseAck, set by tests, chooses batches (by their fence) whose
+	// acknowledgement never reaches the writer.
+	loseAck func(fence uint64) bool
 }
 
 // Open ensures the stream exists and binds it to local, a copy of it (or
@@ -335,7 +339,7 @@ func (l *Log) copyLocked(m jetstream.Msg) (done bool, err error) {
 	if seq != l.next {
 		return false, fmt.Errorf("%w: sequence %d follows %d", ErrDiverged, seq, l.next-1)
 	}
-	g, err := l.copyMessage(seq, m.Subject(), m.Data())
+	g, err := l.copyMessage(seq, m.Subject(), m.Headers().Get(headerPrevBatch), m.Data())
 	if err != nil {
 		l.restartCopy()
 		return false, fmt.Errorf("natslog: sequence %d: %w", seq, err)

@@ -30,7 +30,8 @@ import (
 // deposed writer whose group N is refused because another writer stored a
 // group of exactly N's size has a group N+1 whose fence matches that other
 // group's end, and JetStream stores it. Its manifest names the batch it
-// follows (Prev, N's id), which is not the last batch in the stream: every
+// follows (Crewlog-Prev-Batch: N's id), which is not the last batch in the
+// stream: every
 // copy takes such a batch as void and skips it (copy.go), and the writer
 // it landed behind is fenced by it and catches up past it. A deposed writer
 // appends nothing to the log either way.
@@ -200,14 +201,22 @@ func (l *Log) awaitAck(b *flightBatch) (*jetstream.PubAck, error) {
 	}
 	timer := time.NewTimer(time.Until(b.sendAt.Add(l.cfg.publishTimeout())))
 	defer timer.Stop()
+	if l.loseAck != nil && l.loseAck(b.fence) {
+		<-timer.C
+		return nil, errInDoubt(l.cfg)
+	}
 	select {
 	case ack := <-b.ack.Ok():
 		return ack, nil
 	case err := <-b.ack.Err():
 		return nil, err
 	case <-timer.C:
-		return nil, fmt.Errorf("natslog: no acknowledgement within %s: the batch is in doubt", l.cfg.publishTimeout())
+		return nil, errInDoubt(l.cfg)
 	}
+}
+
+func errInDoubt(c Config) error {
+	return fmt.Errorf("natslog: no acknowledgement within %s: the batch is in doubt", c.publishTimeout())
 }
 
 // republish publishes b again under a new id, against the same fence and
