@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -34,6 +35,9 @@ type Cluster struct {
 	Replicas int
 	Name     string        // this crewd's name in the cluster (the lease holder)
 	LeaseTTL time.Duration // how long a dead writer keeps the lease
+	// MaxBatch is the most messages the writer puts in one atomic batch:
+	// the NATS servers' max_batch_size (natslog.Config.MaxBatchMessages).
+	MaxBatch int
 }
 
 var clusterOptions = []option{
@@ -47,6 +51,7 @@ var clusterOptions = []option{
 	{"replicas", kindInt, "N", "the stream's replicas, 1..5 (3 survives one NATS node down)", fixed("3")},
 	{"node-name", kindString, "NAME", "this crewd's name among the cluster's crewds (default: host name and process id)", fixed("")},
 	{"lease-ttl", kindDuration, "DURATION", "how long the writer lease outlives its holder: a dead writer is replaced after about this long, 500ms..1m", fixed("2s")},
+	{"nats-max-batch", kindInt, "N", "the most messages of one atomic batch, 2..100000: the NATS servers' jetstream limits max_batch_size (1000 unless configured); a group that needs more is published as several batches cut at command boundaries", fixed(strconv.Itoa(natslog.DefaultMaxBatchMessages))},
 }
 
 func init() { options = append(options, clusterOptions...) }
@@ -66,7 +71,7 @@ func loadCluster(integer func(name string, lo, hi int) int, duration func(name s
 	text := func(name string) string { t, _ := str(name); return t }
 	c := Cluster{URLs: text("nats"), Creds: text("nats-creds"), TLSCA: text("nats-tls-ca"), TLSCert: text("nats-tls-cert"),
 		TLSKey: text("nats-tls-key"), Stream: text("stream"), Replicas: integer("replicas", 1, 5), Name: text("node-name"),
-		LeaseTTL: duration("lease-ttl")}
+		LeaseTTL: duration("lease-ttl"), MaxBatch: integer("nats-max-batch", 2, 100000)}
 	if c.URLs == "" {
 		fail("--store jetstream needs --nats URL[,URL]")
 	}
@@ -76,7 +81,7 @@ func loadCluster(integer func(name string, lo, hi int) int, duration func(name s
 	if c.LeaseTTL < 500*time.Millisecond || c.LeaseTTL > time.Minute {
 		fail("--lease-ttl: %s is outside 500ms..1m", c.LeaseTTL)
 	}
-	if err := (natslog.Config{Stream: c.Stream, Replicas: c.Replicas}).Validate(); err != nil {
+	if err := c.LogConfig().Validate(); err != nil {
 		fail("%v", err)
 	}
 	if c.Name == "" {
@@ -121,9 +126,9 @@ func (c Cluster) Connect(name string) (*nats.Conn, error) {
 	return natslog.Connect(c.URLs, natslog.ConnectOptions{Name: name, Creds: c.Creds, TLS: tc})
 }
 
-// LogConfig names the stream.
+// LogConfig names the stream and bounds its batches.
 func (c Cluster) LogConfig() natslog.Config {
-	return natslog.Config{Stream: c.Stream, Replicas: c.Replicas}
+	return natslog.Config{Stream: c.Stream, Replicas: c.Replicas, MaxBatchMessages: c.MaxBatch}
 }
 
 // clusterEngine is the engine of a crewd in a cluster and how to stop it.

@@ -22,7 +22,10 @@ func TestLoadJetStream(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, StoreJetStream, c.Store)
 	require.Equal(t, Cluster{URLs: "nats://a:4222,nats://b:4222", Creds: "/etc/crew.creds", Stream: "CREW-1", Replicas: 3,
-		Name: "n1", LeaseTTL: 2 * time.Second}, c.Cluster)
+		Name: "n1", LeaseTTL: 2 * time.Second, MaxBatch: natslog.DefaultMaxBatchMessages}, c.Cluster)
+	c, err = Load([]string{"--store", "jetstream", "--nats", "nats://a", "--nats-max-batch", "100"}, homeEnv)
+	require.NoError(t, err)
+	require.Equal(t, 100, c.Cluster.LogConfig().MaxBatchMessages, "the stream's batches follow the servers' max_batch_size")
 
 	for _, tc := range []struct {
 		args []string
@@ -34,6 +37,7 @@ func TestLoadJetStream(t *testing.T) {
 		{[]string{"--store", "jetstream", "--nats", "nats://a", "--stream", "a.b"}, `stream name "a.b"`},
 		{[]string{"--store", "jetstream", "--nats", "nats://a", "--nats-tls-cert", "c.pem"}, "--nats-tls-cert and --nats-tls-key go together"},
 		{[]string{"--store", "jetstream", "--nats", "nats://a", "--lease-ttl", "100ms"}, "--lease-ttl: 100ms is outside 500ms..1m"},
+		{[]string{"--store", "jetstream", "--nats", "nats://a", "--nats-max-batch", "1"}, "--nats-max-batch: 1 is outside 2..100000"},
 	} {
 		_, err := Load(tc.args, homeEnv)
 		require.ErrorContains(t, err, tc.want, "%v", tc.args)
