@@ -37,9 +37,11 @@
 //     publisher publishes the groups one at a time, in order, each once its
 //     sync has returned. A retry of a command whose group is in flight is
 //     answered as that command, once its group is published. With a
-//     Committer that cannot stage (StagingCommitter, commit.go: the
-//     replicated backend) one group is in flight at a time, as without a
-//     pipeline.
+//     Committer that cannot stage (StagingCommitter, commit.go) one group
+//     is in flight at a time, as without a pipeline. An EarlyStager (the
+//     replicated backend) is handed each group as soon as it is decided,
+//     while the one before still awaits its sync; the order and failure
+//     rules are the same.
 //   - Command ids belong to their principal (SPEC §2, Request.Principal):
 //     the recorded outcome is keyed by (principal, CommandID) and records
 //     the request's fingerprint (SHA-256 of the method and the canonical

@@ -14,7 +14,9 @@
 //	  seq s+1  crewlog.<Stream>.groups           the manifest: byte 2 | msgpack [batch id,
 //	                                             after, n, writes [outcome, #events]];
 //	                                             headers Nats-Expected-Last-Sequence: s
-//	                                             (the fence), Nats-Batch-Id/-Sequence
+//	                                             (the fence), Nats-Batch-Id/-Sequence,
+//	                                             Crewlog-Prev-Batch: the id of the batch
+//	                                             it follows (none for a stream's first)
 //	  seq s+2  crewlog.<Stream>.events.<token>   a chunk: byte 2 | msgpack [batch id, index,
 //	  ...                                        crewlog stream, events [...]]: consecutive
 //	  seq s+n                                    events of the one crewlog stream its subject
@@ -44,8 +46,27 @@
 //     at most one can store a batch at that sequence, and the other gets
 //     ErrFenced with none of its messages stored, and appends nothing,
 //     anywhere.
+//   - The writer pipelines (stage.go): Log.Stage publishes a group while
+//     the groups staged before it await their acknowledgement, fenced with
+//     the stream's last sequence as it will be once they are stored, and
+//     Staged.Wait, in Stage order, appends it to the local copy once
+//     acknowledged. So the commit order is the Stage order, and a group is
+//     stored only if every group staged before it is (else the stream does
+//     not end where its fence expects). The first Wait that fails fails
+//     every Wait after it until nothing is in flight — even one whose batch
+//     was stored (the one before was in doubt): none of them reaches the
+//     local copy or a client; the stream, a valid log, is copied by the
+//     successor.
+//   - A sequence is not a unique fence for a pipelined batch: a deposed
+//     writer's second batch may find the stream ending exactly where it
+//     expects, at the end of another writer's batch of the size of its
+//     refused first. JetStream stores it, but its Crewlog-Prev-Batch names
+//     the refused batch, not the last one in the stream: every copy takes
+//     such a batch as void and skips it (copy.go), and the writer it
+//     landed behind is fenced by it and catches up past it. A deposed
+//     writer never appends to the log.
 //   - A batch holds at most Config.MaxBatchMessages messages (the server's
-//     max_batch_size, 1000 by default). A group that needs more is cut, at
+//     max_batch_size, 1000 by default; crewd --nats-max-batch). A group that needs more is cut, at
 //     command boundaries, into batches that each fit and commit one after
 //     the other (every prefix of a group at a command boundary is a log
 //     the writer could have committed; a failure between two of them fails
@@ -70,7 +91,8 @@
 //     of crewlog's (events without their manifest, a group cut short by
 //     the next manifest or the stream's end, a message of another batch or
 //     at another index, events on another crewlog stream's subject) stop
-//     the copy (ErrDiverged) instead of forking it.
+//     the copy (ErrDiverged) instead of forking it. A void batch (above) is
+//     read whole, checked as any batch is, and skipped, by every copy.
 //   - Recorded outcomes live in crewlog's outcome table in every copy,
 //     forever; JetStream's duplicate window plays no part in idempotency.
 //   - Every JetStream API call of a start (the stream's creation or info,
