@@ -54,7 +54,18 @@ type Options struct {
 	// ForwardTimeout bounds one forwarded request when the caller's context
 	// has no deadline (default 15 s: a failover and then some).
 	ForwardTimeout time.Duration
-	Logger         *slog.Logger
+	// EarlyStaging makes the writer publish each group as soon as it has
+	// decided it, while the group before is replicated
+	// (commands.EarlyStager), instead of once that group is acknowledged;
+	// either way the writer decides a group while the one before is in
+	// flight (commands.StagingCommitter). Early, two batches ride the
+	// stream's Raft pipeline at once, which shortens a group's wait where
+	// the NATS servers have cores of their own; but groups hold half as
+	// many commands, so where the servers share the writer's cores (one
+	// machine, a benchmark) it costs CPU per command and gains nothing
+	// (docs/benchmarks.md). Off by default.
+	EarlyStaging bool
+	Logger       *slog.Logger
 }
 
 // Node is one crewd of a cluster sharing one JetStream stream (doc.go).
@@ -233,7 +244,5 @@ func (n *Node) Stage(ws []eventlog.Write) (commands.StagedCommit, error) {
 	return s, nil
 }
 
-// StagesEarly implements commands.EarlyStager: the writer publishes a group
-// as soon as it is decided, while the one before is replicated, rather than
-// once that one is acknowledged.
-func (n *Node) StagesEarly() bool { return true }
+// StagesEarly implements commands.EarlyStager (Options.EarlyStaging).
+func (n *Node) StagesEarly() bool { return n.o.EarlyStaging }

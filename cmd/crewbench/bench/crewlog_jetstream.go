@@ -20,8 +20,10 @@ import (
 // holds the writer lease. Every group is one atomic batch (its manifest,
 // and its events on their runs' subjects) published with the fencing
 // expectation and acknowledged by a majority of replicas before it is
-// appended to the node's local Pebble copy and answered.
-func openClusterEngineStore(dir string, slots, replicas int) (*engineStore, error) {
+// appended to the node's local Pebble copy and answered. The writer decides
+// a group while the one before is in flight; early, it also publishes it
+// then (cluster.Options.EarlyStaging).
+func openClusterEngineStore(dir string, slots, replicas int, early bool) (*engineStore, error) {
 	var urls string
 	var shutdown func()
 	if replicas == 1 {
@@ -59,7 +61,7 @@ func openClusterEngineStore(dir string, slots, replicas int) (*engineStore, erro
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	node, err := cluster.Start(ctx, l, cluster.Options{Name: "crewbench", Conn: nc,
-		Log: natslog.Config{Stream: "CREWLOG", Replicas: replicas}, Engine: commands.Options{Config: &cfg}})
+		Log: natslog.Config{Stream: "CREWLOG", Replicas: replicas}, EarlyStaging: early, Engine: commands.Options{Config: &cfg}})
 	if err != nil {
 		stopAll(nil)
 		return nil, errors.Join(err, l.Close())

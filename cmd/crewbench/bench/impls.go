@@ -41,9 +41,11 @@ var Impls = []Impl{
 		return openEngineStore(dir, spec.Slots, false)
 	}},
 	{Name: "crewlog-jetstream-r1", Label: "crewlog writer on NATS JetStream R1 (sync always, loopback TCP), a commandId per command",
-		open: func(dir string, spec Spec) (Store, error) { return openClusterEngineStore(dir, spec.Slots, 1) }},
+		open: func(dir string, spec Spec) (Store, error) { return openClusterEngineStore(dir, spec.Slots, 1, false) }},
 	{Name: "crewlog-jetstream-r3", Label: "crewlog writer on NATS JetStream R3 (3 servers, sync always, loopback TCP), a commandId per command",
-		open: func(dir string, spec Spec) (Store, error) { return openClusterEngineStore(dir, spec.Slots, 3) }},
+		open: func(dir string, spec Spec) (Store, error) { return openClusterEngineStore(dir, spec.Slots, 3, false) }},
+	{Name: "crewlog-jetstream-r3-early", Label: "crewlog writer on NATS JetStream R3, each group published while the one before is replicated, a commandId per command",
+		Optional: true, open: func(dir string, spec Spec) (Store, error) { return openClusterEngineStore(dir, spec.Slots, 3, true) }},
 	{Name: "socket", Label: "crewlog over the unix socket, a commandId per command", open: func(dir string, spec Spec) (Store, error) {
 		return openSocketStore(dir, spec.Slots)
 	}},

@@ -38,6 +38,9 @@ type Cluster struct {
 	// MaxBatch is the most messages the writer puts in one atomic batch:
 	// the NATS servers' max_batch_size (natslog.Config.MaxBatchMessages).
 	MaxBatch int
+	// EarlyStaging publishes each group while the one before is
+	// replicated (cluster.Options.EarlyStaging).
+	EarlyStaging bool
 }
 
 var clusterOptions = []option{
@@ -51,13 +54,14 @@ var clusterOptions = []option{
 	{"replicas", kindInt, "N", "the stream's replicas, 1..5 (3 survives one NATS node down)", fixed("3")},
 	{"node-name", kindString, "NAME", "this crewd's name among the cluster's crewds (default: host name and process id)", fixed("")},
 	{"lease-ttl", kindDuration, "DURATION", "how long the writer lease outlives its holder: a dead writer is replaced after about this long, 500ms..1m", fixed("2s")},
+	{"nats-pipeline", kindBool, "[=BOOL]", "the writer publishes each group as soon as it has decided it, while the one before is replicated (off: once that one is acknowledged); it shortens a command's wait where the NATS servers have machines of their own, and costs CPU per command where they share crewd's cores (docs/cluster.md)", fixed("false")},
 	{"nats-max-batch", kindInt, "N", "the most messages of one atomic batch, 2..100000: the NATS servers' jetstream limits max_batch_size (1000 unless configured); a group that needs more is published as several batches cut at command boundaries", fixed(strconv.Itoa(natslog.DefaultMaxBatchMessages))},
 }
 
 func init() { options = append(options, clusterOptions...) }
 
 // loadCluster reads the cluster options with Load's helpers; it checks them only for --store jetstream.
-func loadCluster(integer func(name string, lo, hi int) int, duration func(name string) time.Duration,
+func loadCluster(integer func(name string, lo, hi int) int, duration func(name string) time.Duration, boolean func(name string) bool,
 	str func(name string) (text, src string), fail func(format string, args ...any)) (string, Cluster) {
 	store, src := str("store")
 	switch store {
@@ -71,7 +75,7 @@ func loadCluster(integer func(name string, lo, hi int) int, duration func(name s
 	text := func(name string) string { t, _ := str(name); return t }
 	c := Cluster{URLs: text("nats"), Creds: text("nats-creds"), TLSCA: text("nats-tls-ca"), TLSCert: text("nats-tls-cert"),
 		TLSKey: text("nats-tls-key"), Stream: text("stream"), Replicas: integer("replicas", 1, 5), Name: text("node-name"),
-		LeaseTTL: duration("lease-ttl"), MaxBatch: integer("nats-max-batch", 2, 100000)}
+		LeaseTTL: duration("lease-ttl"), MaxBatch: integer("nats-max-batch", 2, 100000), EarlyStaging: boolean("nats-pipeline")}
 	if c.URLs == "" {
 		fail("--store jetstream needs --nats URL[,URL]")
 	}
@@ -143,7 +147,7 @@ func openClusterEngine(ctx context.Context, cfg Cluster, log *eventlog.Log, opts
 	if err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
-	node, err := cluster.Start(ctx, log, cluster.Options{Name: cfg.Name, Conn: nc, Log: cfg.LogConfig(), LeaseTTL: cfg.LeaseTTL,
+	node, err := cluster.Start(ctx, log, cluster.Options{Name: cfg.Name, Conn: nc, Log: cfg.LogConfig(), LeaseTTL: cfg.LeaseTTL, EarlyStaging: cfg.EarlyStaging,
 		Engine: opts, Logger: lg.With("component", "cluster")})
 	if err != nil {
 		nc.Close()

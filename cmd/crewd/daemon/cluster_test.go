@@ -23,8 +23,9 @@ func TestLoadJetStream(t *testing.T) {
 	require.Equal(t, StoreJetStream, c.Store)
 	require.Equal(t, Cluster{URLs: "nats://a:4222,nats://b:4222", Creds: "/etc/crew.creds", Stream: "CREW-1", Replicas: 3,
 		Name: "n1", LeaseTTL: 2 * time.Second, MaxBatch: natslog.DefaultMaxBatchMessages}, c.Cluster)
-	c, err = Load([]string{"--store", "jetstream", "--nats", "nats://a", "--nats-max-batch", "100"}, homeEnv)
+	c, err = Load([]string{"--store", "jetstream", "--nats", "nats://a", "--nats-max-batch", "100", "--nats-pipeline"}, homeEnv)
 	require.NoError(t, err)
+	require.True(t, c.Cluster.EarlyStaging)
 	require.Equal(t, 100, c.Cluster.LogConfig().MaxBatchMessages, "the stream's batches follow the servers' max_batch_size")
 
 	for _, tc := range []struct {
