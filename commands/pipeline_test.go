@@ -115,6 +115,24 @@ func holdUntil(ch <-chan struct{}) {
 	}
 }
 
+// holdFirstSync is a beforeSync hook that closes syncing at the first sync
+// and holds that sync until release is closed.
+func holdFirstSync(syncing chan struct{}, release <-chan struct{}) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(syncing)
+			holdUntil(release)
+		})
+	}
+}
+
+// createRun is the admin's run.create of run ID (id in upper case) with
+// command id id.
+func createRun(adm events.Principal, id string) Request {
+	return as(adm, id, &RunCreate{RunID: strings.ToUpper(id), Team: "t", Goal: "g", Cwd: "/w"})
+}
+
 // first returns the pending of group with command id id (nil if none).
 func first(group []*pending, id string) *pending {
 	for _, p := range group {
@@ -454,7 +472,6 @@ func TestPipelineGroupStaysOpenWhileOneSyncs(t *testing.T) {
 	var (
 		bDecided, cDecided = make(chan struct{}), make(chan struct{})
 		syncing            = make(chan struct{})
-		once               sync.Once
 		handedOff          [][]string // the command ids of each group after a's
 	)
 	p.set(pipeHooks{
@@ -475,21 +492,13 @@ func TestPipelineGroupStaysOpenWhileOneSyncs(t *testing.T) {
 				handedOff = append(handedOff, ids)
 			}
 		},
-		beforeSync: func() {
-			once.Do(func() {
-				close(syncing)
-				holdUntil(cDecided)
-			})
-		},
+		beforeSync: holdFirstSync(syncing, cDecided),
 	})
-	run := func(id string) Request {
-		return as(adm, id, &RunCreate{RunID: strings.ToUpper(id), Team: "t", Goal: "g", Cwd: "/w"})
-	}
-	aCh := p.async(run("a"))
+	aCh := p.async(createRun(adm, "a"))
 	<-syncing
-	bCh := p.async(run("b"))
+	bCh := p.async(createRun(adm, "b"))
 	<-bDecided
-	cCh := p.async(run("c"))
+	cCh := p.async(createRun(adm, "c"))
 	for _, ch := range []<-chan answer{aCh, bCh, cCh} {
 		a := <-ch
 		require.NoError(t, a.err)
@@ -517,7 +526,6 @@ func TestPipelineEarlyStagerHandsOffWhileOneSyncs(t *testing.T) {
 		held                  *pending
 		heldAnsweredAtHandOff = true
 		syncing, bHandedOff   = make(chan struct{}), make(chan struct{})
-		once                  sync.Once
 	)
 	p.set(pipeHooks{
 		handOff: func(group []*pending) {
@@ -530,19 +538,11 @@ func TestPipelineEarlyStagerHandsOffWhileOneSyncs(t *testing.T) {
 				close(bHandedOff)
 			}
 		},
-		beforeSync: func() {
-			once.Do(func() {
-				close(syncing)
-				holdUntil(bHandedOff)
-			})
-		},
+		beforeSync: holdFirstSync(syncing, bHandedOff),
 	})
-	run := func(id string) Request {
-		return as(adm, id, &RunCreate{RunID: strings.ToUpper(id), Team: "t", Goal: "g", Cwd: "/w"})
-	}
-	aCh := p.async(run("a"))
+	aCh := p.async(createRun(adm, "a"))
 	<-syncing
-	bCh := p.async(run("b"))
+	bCh := p.async(createRun(adm, "b"))
 	a, b := <-aCh, <-bCh
 	require.True(t, closed(bHandedOff))
 	require.False(t, heldAnsweredAtHandOff, "b's group was handed off while a's synced")
