@@ -210,7 +210,9 @@ func isWrongLastSequence(err error) bool {
 // CatchUp copies every group the stream holds beyond the local copy, up to
 // the stream's last sequence when called (always the end of a group: a
 // batch is stored whole), and returns how many groups it copied.
-// A follower becoming the writer calls it before deciding anything.
+// A follower becoming the writer calls it before deciding anything, and a
+// writer whose commit failed before it writes again (stage.go). It refuses
+// while batches are in flight.
 func (l *Log) CatchUp(ctx context.Context) (int, error) {
 	api, cancel := apiContext(ctx)
 	info, err := l.stream.Info(api)
@@ -221,6 +223,10 @@ func (l *Log) CatchUp(ctx context.Context) (int, error) {
 	target := info.State.LastSeq
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.inflight > 0 {
+		return 0, fmt.Errorf("natslog: catch up with %d batches in flight", l.inflight)
+	}
+	l.failure = nil // a new term: the next Stage is fenced with what the copy holds
 	if l.last >= target {
 		return 0, nil
 	}

@@ -23,18 +23,17 @@ import (
 // group N+1 is the last sequence of group N. So if group N is not stored,
 // JetStream refuses N+1 too (the stream does not end where N+1 expects), and
 // nothing staged after a failure is ever appended to the local copy or
-// answered: the first failed Wait fails every Wait after it, until nothing
-// is in flight.
+// answered: the first failed Wait fails every Wait after it, and every
+// Stage until CatchUp.
 //
 // NB: a sequence alone is not a unique fence once batches are in flight. A
 // deposed writer whose group N is refused because another writer stored a
 // group of exactly N's size has a group N+1 whose fence matches that other
 // group's end, and JetStream stores it. Its manifest names the batch it
 // follows (Crewlog-Prev-Batch: N's id), which is not the last batch in the
-// stream: every
-// copy takes such a batch as void and skips it (copy.go), and the writer
-// it landed behind is fenced by it and catches up past it. A deposed writer
-// appends nothing to the log either way.
+// stream: every copy takes such a batch as void and skips it (copy.go), and
+// the writer it landed behind is fenced by it and catches up past it. A
+// deposed writer appends nothing to the log either way.
 
 // Staged is a group published by Stage and not yet waited for.
 type Staged struct {
@@ -59,7 +58,8 @@ type flightBatch struct {
 // will be once every batch staged before is stored, and returns without
 // waiting for their acknowledgement. Call Wait exactly once on a
 // successful Stage, in Stage order (from any one goroutine). Its errors are
-// Commit's; a Stage while a failure is in flight returns that failure.
+// Commit's; after a failed Wait, every Stage returns that failure until
+// CatchUp (landed).
 //
 // NB: ws is checked against the local copy, which does not yet hold the
 // groups in flight: a command id of ws that is also in a group in flight is
@@ -244,13 +244,19 @@ func (l *Log) republish(b *flightBatch) (*jetstream.PubAck, error) {
 	}
 }
 
-// landed releases one batch's place in flight; once none is, a failure is
-// forgotten (the next Stage starts from the local copy, fenced with its
-// sequence) and writes that wait for the pipeline to drain go on.
+// landed releases one batch's place in flight; once none is, writes that
+// wait for the pipeline to drain go on.
+//
+// NB: a failure outlives the batches in flight: a writer may stage its next
+// group, decided on a state that holds the failed one, after the failed
+// Wait returned and before it learnt of the failure; published against the
+// local copy's sequence, that group could be stored without the one it
+// follows. Every Stage and Commit refuses until CatchUp has brought the
+// local copy to the stream again (a new term).
 func (l *Log) landed() {
 	l.inflight--
 	if l.inflight == 0 {
-		l.failure, l.retrying = nil, false
+		l.retrying = false
 		l.drained.Broadcast()
 	}
 }
