@@ -74,8 +74,10 @@ func (c *crewd) startLocked() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// NB: every other start publishes early (EarlyStaging), so that the
+	// writers of one run use both ways of handing a group to the stream.
 	n, err := Start(ctx, local, Options{Name: fmt.Sprintf("%s-%d", c.name, c.starts), Conn: nc, Log: testLog,
-		LeaseTTL: time.Second, Engine: commands.Options{SnapshotEvery: 500}, Logger: testLogger})
+		LeaseTTL: time.Second, EarlyStaging: c.starts%2 == 1, Engine: commands.Options{SnapshotEvery: 500}, Logger: testLogger})
 	if err != nil {
 		local.Close()
 		nc.Close()
