@@ -34,9 +34,10 @@ var testLog = natslog.Config{Stream: "CREWLOG", Replicas: 3, PublishTimeout: 5 *
 // same directory, as a supervisor restarts a crewd that exited.
 type crewd struct {
 	t    *testing.T
-	name string
-	dir  string
-	urls string
+	name  string
+	dir   string
+	urls  string
+	index int
 
 	mu      sync.Mutex
 	node    *Node
@@ -74,10 +75,11 @@ func (c *crewd) startLocked() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// NB: every other start publishes early (EarlyStaging), so that the
-	// writers of one run use both ways of handing a group to the stream.
+	// NB: crewds publish early (EarlyStaging) on every other start, crewd0
+	// not at its first, crewd1 at its first, …: the writers of one run use
+	// both ways of handing a group to the stream.
 	n, err := Start(ctx, local, Options{Name: fmt.Sprintf("%s-%d", c.name, c.starts), Conn: nc, Log: testLog,
-		LeaseTTL: time.Second, EarlyStaging: c.starts%2 == 1, Engine: commands.Options{SnapshotEvery: 500}, Logger: testLogger})
+		LeaseTTL: time.Second, EarlyStaging: (c.index+c.starts)%2 == 1, Engine: commands.Options{SnapshotEvery: 500}, Logger: testLogger})
 	if err != nil {
 		local.Close()
 		nc.Close()
@@ -184,7 +186,7 @@ func startTestCluster(t *testing.T) *testCluster {
 		nc.Shutdown()
 	})
 	for i := range 3 {
-		c := &crewd{t: t, name: fmt.Sprintf("crewd%d", i), dir: filepath.Join(dir, fmt.Sprintf("crewd%d", i)), urls: nc.URLs()}
+		c := &crewd{t: t, name: fmt.Sprintf("crewd%d", i), dir: filepath.Join(dir, fmt.Sprintf("crewd%d", i)), urls: nc.URLs(), index: i}
 		require.NoError(t, c.start())
 		tc.crewds = append(tc.crewds, c)
 	}
