@@ -33,7 +33,7 @@ var testLog = natslog.Config{Stream: "CREWLOG", Replicas: 3, PublishTimeout: 5 *
 // node running on it while it is up. A node that fails is restarted on the
 // same directory, as a supervisor restarts a crewd that exited.
 type crewd struct {
-	t    *testing.T
+	t     *testing.T
 	name  string
 	dir   string
 	urls  string
