@@ -15,7 +15,11 @@
 //     sequence and folds it, then decides; its Committer publishes each group
 //     as one JetStream atomic batch (its manifest, and its events on their
 //     crewlog streams' subjects) with the expected last sequence of the
-//     stream (the fence), then appends it locally and answers.
+//     stream (the fence), then appends it locally and answers. It stages
+//     (commands.StagingCommitter): the engine decides the next group while
+//     a batch awaits its acknowledgement, and publishes it once that came,
+//     or at once with Options.EarlyStaging, fenced with the stream's end as
+//     it will be once the batches before it are stored (natslog, stage.go).
 //   - A command submitted to a follower's engine is forwarded to the writer
 //     over NATS (request/reply on crewlog.<stream>.commands) and answered
 //     with the writer's reply (forward.go says why forwarding, not a
