@@ -39,9 +39,9 @@
 //     answered as that command, once its group is published. With a
 //     Committer that cannot stage (StagingCommitter, commit.go) one group
 //     is in flight at a time, as without a pipeline. An EarlyStager (the
-//     replicated backend) is handed each group as soon as it is decided,
-//     while the one before still awaits its sync; the order and failure
-//     rules are the same.
+//     replicated backend, with cluster.Options.EarlyStaging) is handed each
+//     group as soon as it is decided, while the one before still awaits its
+//     sync; the order and failure rules are the same.
 //   - Command ids belong to their principal (SPEC §2, Request.Principal):
 //     the recorded outcome is keyed by (principal, CommandID) and records
 //     the request's fingerprint (SHA-256 of the method and the canonical

@@ -289,7 +289,7 @@ func (e *Engine) Stats() Stats {
 // PipelineDepth is how many groups the engine may hand to the log before
 // the first of them is durable (pipeline.go): 2, or 1 with a Committer that
 // cannot stage. One WAL sync may make that many groups durable together; an
-// EarlyStager (the replicated backend) has that many in its hands at once.
+// EarlyStager that stages early has that many in its hands at once.
 func (e *Engine) PipelineDepth() int { return e.depth }
 
 // LoadInfo tells how the state was rebuilt at Open.

@@ -25,9 +25,10 @@ import (
 //     waits for each to be durable, folds it into the published copy of the
 //     state and then answers its commands.
 //
-// With an EarlyStager (the JetStream log) the writer hands each group off
-// as soon as it is decided; groups then hold what queued while the
-// pipeline was full, and two are in the log's hands at once.
+// With an EarlyStager that stages early (the JetStream log, optionally) the
+// writer hands each group off as soon as it is decided; groups then hold
+// what queued while the pipeline was full, and two are in the log's hands
+// at once.
 //
 // So nobody — a client, a reader of the published state, Head, Changed, a
 // reader of the log (bounded by its durable head), an outcome lookup —
