@@ -55,6 +55,13 @@ func (l *Log) SaveSnapshotFunc(pos uint64, size int, fill func(dst []byte) error
 		return err
 	}
 	sealInto(sealed, sealed[5:]) // in place
+	// NB: the WAL is synced first: a snapshot may rely on derived writes
+	// made without a sync of their own (summaries, summary.go: a run the
+	// snapshot no longer lists is found there), and an ingested table is
+	// durable through the manifest, not the WAL.
+	if err := l.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("eventlog: save snapshot: %w", err)
+	}
 	key := snapshotKey(pos)
 	// NB: the excised span ends just past key: a snapshot newer than pos,
 	// if a caller saved one, stays, as LatestSnapshot returns the newest.

@@ -18,6 +18,7 @@ type VerifyReport struct {
 	Commands  int
 	Snapshots int
 	Views     int // stream views (view.go)
+	Summaries int // versions of stream summaries (summary.go)
 }
 
 // VerifyOptions tune Verify; nil means defaults.
@@ -133,7 +134,11 @@ func (l *Log) Verify(opts *VerifyOptions) (VerifyReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	rep = VerifyReport{Head: h.Position, HeadHash: h.Hash, Streams: len(streams), Commands: n, Snapshots: s, Views: views}
+	sums, err := verifySummaries(snap, streams)
+	if err != nil {
+		return rep, err
+	}
+	rep = VerifyReport{Head: h.Position, HeadHash: h.Hash, Streams: len(streams), Commands: n, Snapshots: s, Views: views, Summaries: sums}
 	return rep, nil
 }
 

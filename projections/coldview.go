@@ -71,7 +71,7 @@ func decodeRunView(b []byte, id string, last uint64) (r *runState, err error) {
 	// check of its own. The format as encodeRunView writes it is a uint16:
 	// 0xcd and two bytes.
 	sr, err := (*snapshotRun)(nil), errFastFallback
-	if len(b) >= 3 && b[0] == 0xcd && binary.BigEndian.Uint16(b[1:]) == SnapshotFormat {
+	if len(b) >= 3 && b[0] == 0xcd && readableFormat(binary.BigEndian.Uint16(b[1:])) {
 		sr, err = decodeSnapshotRun(b[3:])
 	}
 	if err != nil { // errFastFallback: reflection decides
@@ -100,7 +100,7 @@ func decodeRunViewByReflection(b []byte, id string) (*snapshotRun, error) {
 	}
 	dec := msgpack.NewDecoder(bytes.NewReader(b))
 	format, err := dec.DecodeUint16()
-	if err != nil || format != SnapshotFormat {
+	if err != nil || !readableFormat(format) {
 		return nil, fmt.Errorf("%w: view of run %s: format %d, want %d (%v)", ErrBadSnapshot, id, format, SnapshotFormat, err)
 	}
 	var sr snapshotRun
@@ -260,6 +260,19 @@ func (c *ColdStore) viewMissing(id string) bool {
 	return ok
 }
 
+// missingIDs returns the cold runs whose view is not known to be written,
+// sorted.
+func (c *ColdStore) missingIDs() []string {
+	c.mu.Lock()
+	ids := make([]string, 0, len(c.missing))
+	for id := range c.missing {
+		ids = append(ids, id)
+	}
+	c.mu.Unlock()
+	slices.Sort(ids)
+	return ids
+}
+
 // ViewsMissing is how many cold runs have no view known to be written.
 func (c *ColdStore) ViewsMissing() int {
 	c.mu.Lock()
@@ -278,31 +291,28 @@ type MissingView struct {
 func (v MissingView) ID() string { return v.id }
 
 // MissingViews returns up to n cold runs of s whose view the store does
-// not know to be written, in run-id order. Runs of the set that are no
-// longer cold in s (read back hot since; they get a view when they go cold
-// again) are dropped from it.
+// not know to be written, in run-id order. Runs of the set met that are
+// no longer cold in s (read back hot since; they get a view when they go
+// cold again) are dropped from it.
 func (s *State) MissingViews(n int) []MissingView {
 	c := s.store
 	if c == nil || n <= 0 {
 		return nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ids := make([]string, 0, len(c.missing))
-	for id := range c.missing {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
+	ids := c.missingIDs()
 	var out []MissingView
 	for _, id := range ids {
-		cr := s.cold[id]
+		if len(out) == n {
+			break
+		}
+		cr := s.coldRun(id) // NB: outside the store's lock: it may read the index
 		if cr == nil {
+			c.mu.Lock()
 			delete(c.missing, id)
+			c.mu.Unlock()
 			continue
 		}
-		if len(out) < n {
-			out = append(out, MissingView{id: id, cr: *cr})
-		}
+		out = append(out, MissingView{id: id, cr: *cr})
 	}
 	return out
 }

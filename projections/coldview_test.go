@@ -59,15 +59,15 @@ func TestColdRunsAreReadFromTheirViews(t *testing.T) {
 	require.Equal(t, viewed.store.Refolds(), viewed.store.ViewReads())
 
 	var ids []string
-	for _, id := range s.runOrder {
-		if s.cold[id] != nil {
+	for _, id := range runIDs(t, s) {
+		if s.IsCold(id) {
 			ids = append(ids, id)
 		}
 	}
 	require.GreaterOrEqual(t, len(ids), 2)
 	stale, garbled := ids[0], ids[1]
-	require.NoError(t, l.SaveView(stale, s.cold[stale].last-1, []byte{0x05}), "a position that is not the summary's")
-	require.NoError(t, l.SaveView(garbled, s.cold[garbled].last, []byte{0xcd, 0x00}))
+	require.NoError(t, l.SaveView(stale, s.coldRun(stale).last-1, []byte{0x05}), "a position that is not the summary's")
+	require.NoError(t, l.SaveView(garbled, s.coldRun(garbled).last, []byte{0xcd, 0x00}))
 	again := s.Clone()
 	again.store = NewColdStore(l, 0)
 	again.store.SaveViewsOnEvict()
@@ -79,7 +79,7 @@ func TestColdRunsAreReadFromTheirViews(t *testing.T) {
 	for _, id := range []string{stale, garbled} {
 		pos, _, err := l.View(id)
 		require.NoError(t, err)
-		require.Equal(t, s.cold[id].last, pos)
+		require.Equal(t, s.coldRun(id).last, pos)
 	}
 }
 
@@ -133,10 +133,13 @@ func TestMissingViewsAreKnownKeptBySnapshotsAndWritten(t *testing.T) {
 	require.Zero(t, c.CachedBytes(), "nor cached")
 
 	// A run marked missing whose view is current keeps it.
+	require.Empty(t, restarted.cold, "the summaries are in the index, not in memory")
 	var any string
-	for id := range restarted.cold {
-		any = id
-		break
+	for _, id := range runIDs(t, restarted) {
+		if restarted.IsCold(id) {
+			any = id
+			break
+		}
 	}
 	c.markViewMissing(any)
 	v := restarted.MissingViews(1)

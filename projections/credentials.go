@@ -51,7 +51,7 @@ func applyCredential(r *runState, ev events.Event) {
 // hello or a request of a run's orchestrator is checked without re-folding
 // the run; any other key of a cold run re-folds it.
 func (s *State) Credential(runID, key string) (Credential, bool) {
-	if cr := s.cold[runID]; cr != nil && key == events.OrchestratorKey {
+	if cr := s.coldRun(runID); cr != nil && key == events.OrchestratorKey {
 		if cr.orch == nil {
 			return Credential{}, false
 		}

@@ -107,7 +107,7 @@ func settledPayload(typ string, p events.DelegateSettled) any {
 func checkInvariants(t *testing.T, s *State) {
 	t.Helper()
 	inFlight := 0
-	for _, runID := range s.runOrder {
+	for _, runID := range runIDs(t, s) {
 		r := s.run(runID)
 		for _, d := range s.Delegations(runID) {
 			_, held := s.held[d.SubID]
@@ -157,4 +157,16 @@ func optBudget(n int64) *int64 {
 		return nil
 	}
 	return &n
+}
+
+// runIDs returns the ids of every run s knows, hot and cold, in creation
+// order.
+func runIDs(t testing.TB, s *State) []string {
+	t.Helper()
+	var ids []string
+	require.NoError(t, s.eachRun(0, false, true, func(_ int, run *Run) bool {
+		ids = append(ids, run.RunID)
+		return true
+	}))
+	return ids
 }

@@ -73,7 +73,7 @@ var errSnapshotSkipped = errors.New("projections: snapshot not read (Tiering.NoS
 const evictEvery = int64(1000)
 
 func replay(s *State, l *eventlog.Log, to uint64, t Tiering) (evicted int, err error) {
-	if s.store == nil && (len(s.cold) > 0 || t.Retention >= 0) {
+	if s.store == nil && (s.ColdRuns() > 0 || t.Retention >= 0) {
 		s.store = NewColdStore(l, t.Cache)
 	}
 	retention := t.Retention.Milliseconds()
@@ -114,6 +114,9 @@ func (s *State) EvictAll(now, retention int64, maxRetained int) []string {
 		if r := s.evict(id); r != nil {
 			s.store.queueView(id, r.last, r)
 		}
+	}
+	if err := s.flushSummaries(); err != nil && s.store != nil {
+		s.store.failed("", err) // the summaries stay in memory; the next pass writes them
 	}
 	return ids
 }
@@ -172,7 +175,16 @@ func LoadTiered(l *eventlog.Log, t Tiering) (*State, LoadInfo, error) {
 				s.store.markViewMissing(id)
 			}
 		}
+		for _, id := range s.noViews {
+			s.store.markViewMissing(id)
+		}
+		// A snapshot of format 7 lists every cold run: their summaries
+		// go to the index now, so that they leave memory.
+		if err := s.flushSummaries(); err != nil {
+			s.store.failed("", err)
+		}
 	}
+	s.noViews = nil
 	if t.RefoldOnly {
 		s.store.RefoldOnly()
 	}

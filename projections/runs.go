@@ -3,6 +3,7 @@ package projections
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/crewlog/crewlog/events"
@@ -103,7 +104,7 @@ func (r Run) clone() Run {
 
 func applyRunCreated(s *State, ev events.Event) {
 	p := events.PayloadAs[events.RunCreated](ev)
-	if p == nil || s.runs[ev.Stream] != nil || s.cold[ev.Stream] != nil {
+	if p == nil || s.runs[ev.Stream] != nil || s.cold[ev.Stream] != nil { // NB: an indexed cold run was faulted in first (FaultIn)
 		return
 	}
 	at := ev.UnixMilli()
@@ -125,9 +126,9 @@ func applyRunCreated(s *State, ev events.Event) {
 }
 
 func (s *State) addRun(r *runState, last uint64) {
-	r.ord, r.last = len(s.runOrder), last
+	r.ord, r.last = s.nruns, last
+	s.nruns++
 	s.runs[r.run.RunID] = r
-	s.runOrder = append(s.runOrder, r.run.RunID)
 	s.trackEnded(r)
 }
 
@@ -176,7 +177,7 @@ func (s *State) Run(runID string) (Run, bool) {
 	if r := s.runs[runID]; r != nil { // NB: not s.run: a cold run's record is its summary, with no read of the log
 		return r.run.clone(), true
 	}
-	if cr := s.cold[runID]; cr != nil {
+	if cr := s.coldRun(runID); cr != nil {
 		return cr.run.clone(), true
 	}
 	return Run{}, false
@@ -187,7 +188,7 @@ func (s *State) RunStatus(runID string) (RunStatus, bool) {
 	if r := s.runs[runID]; r != nil {
 		return r.run.Status, true
 	}
-	if cr := s.cold[runID]; cr != nil {
+	if cr := s.coldRun(runID); cr != nil {
 		return cr.run.Status, true
 	}
 	return "", false
@@ -215,43 +216,48 @@ type RunPage struct {
 // ErrBadCursor is returned for a cursor that no query of this state made.
 var ErrBadCursor = errors.New("projections: bad cursor")
 
-// Runs returns a page of runs matching f.
+// Runs returns a page of runs matching f. The hot runs and the cold ones
+// whose summary is in memory are merged, by creation ordinal, with the
+// summaries of the other cold runs, read from the store's index
+// (runindex.go) as of s.Position: the same runs, in the same order, with
+// the same cursors as if every summary were in memory.
 func (s *State) Runs(f RunFilter) (RunPage, error) {
-	n := len(s.runOrder)
+	n := s.nruns
 	// The cursor is the creation ordinal of the next run to visit, so it
 	// does not move when runs are created between two pages.
-	i, step := 0, 1
+	from := 0
 	if f.Newest {
-		i, step = n-1, -1
+		from = n - 1
 	}
 	if f.Cursor != "" {
 		c, err := strconv.ParseUint(f.Cursor, 36, 32)
 		if err != nil || c >= uint64(n) {
 			return RunPage{}, fmt.Errorf("%w: %q", ErrBadCursor, f.Cursor)
 		}
-		i = int(c)
+		from = int(c)
 	}
 	var page RunPage
-	for ; i >= 0 && i < n; i += step {
-		run := s.summary(s.runOrder[i])
+	if n == 0 {
+		return page, nil
+	}
+	// A cold run has ended: a filter of statuses none of which has ended
+	// (the dashboard's active runs, the metrics) reads no index.
+	ended := len(f.Statuses) == 0 || slices.ContainsFunc(f.Statuses, RunStatus.Stale)
+	err := s.eachRun(from, f.Newest, ended, func(ord int, run *Run) bool {
 		if !statusIn(run.Status, f.Statuses) {
-			continue
+			return true
 		}
 		if f.Limit > 0 && len(page.Runs) == f.Limit {
-			page.NextCursor = strconv.FormatUint(uint64(i), 36)
-			break
+			page.NextCursor = strconv.FormatUint(uint64(ord), 36)
+			return false
 		}
 		page.Runs = append(page.Runs, run.clone())
+		return true
+	})
+	if err != nil {
+		return RunPage{}, err
 	}
 	return page, nil
-}
-
-// summary is the Run record of a known run, hot or cold, not copied.
-func (s *State) summary(id string) *Run {
-	if r := s.runs[id]; r != nil {
-		return &r.run
-	}
-	return &s.cold[id].run
 }
 
 func statusIn(st RunStatus, set []RunStatus) bool {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -19,9 +20,23 @@ import (
 // config's budget mode; format 4 each run's last position and cold runs as
 // a summary only; format 5 a cold run's orchestrator credential in its
 // summary; format 6 each run's jobs and revoked lease roots; format 7 a
-// cold run's noView (its view is not known to be written, coldview.go). An
-// older snapshot lacks them, so it is refused and the state rebuilt.
-const SnapshotFormat uint16 = 7
+// cold run's noView (its view is not known to be written, coldview.go);
+// format 8 lists only the runs whose summary is not in the index of
+// summaries (runindex.go), with their creation ordinals, the number of
+// runs and the cold runs whose view is missing. An older snapshot lacks
+// them, so it is refused and the state rebuilt, but for format 7, which
+// lists every run: its cold runs' summaries are kept in memory until they
+// are written to the index. A build that knows format 7 only refuses
+// format 8 (it would miss the runs the snapshot does not list).
+const SnapshotFormat uint16 = 8
+
+// legacySnapshotFormat is the one older format DecodeSnapshot reads; a
+// view (coldview.go) holds the same run record in both.
+const legacySnapshotFormat uint16 = 7
+
+// readableFormat reports whether DecodeSnapshot and a view's decoder read
+// format f.
+func readableFormat(f uint16) bool { return f == SnapshotFormat || f == legacySnapshotFormat }
 
 // ErrBadSnapshot wraps every DecodeSnapshot failure.
 var ErrBadSnapshot = errors.New("projections: bad snapshot")
@@ -31,9 +46,16 @@ var ErrBadSnapshot = errors.New("projections: bad snapshot")
 // boxes, message index, order slices) are rebuilt on decode by the same
 // helpers the fold uses.
 type snapshot struct {
-	Position uint64        `msgpack:"position"`
-	Config   Config        `msgpack:"config"`
-	Runs     []snapshotRun `msgpack:"runs"`
+	Position uint64 `msgpack:"position"`
+	Config   Config `msgpack:"config"`
+	// RunCount is the number of runs ever created (State.nruns); Ords the
+	// creation ordinal of each run listed, ascending; MissingViews the cold
+	// runs whose view is not known to be written, sorted. Format 8 only: a
+	// format 7 snapshot lists every run, its ordinal its index.
+	RunCount     int           `msgpack:"runCount"`
+	Ords         []int         `msgpack:"ords"`
+	MissingViews []string      `msgpack:"missingViews"`
+	Runs         []snapshotRun `msgpack:"runs"`
 }
 
 type snapshotRun struct {
@@ -149,8 +171,27 @@ func snapshotSizeHint(snap *snapshot) int {
 
 // toSnapshot collects the state's primary records in its own order.
 func toSnapshot(s *State) snapshot {
-	snap := snapshot{Position: s.Position, Config: s.config, Runs: make([]snapshotRun, 0, len(s.runOrder))}
-	for _, id := range s.runOrder {
+	n := len(s.runs) + len(s.cold)
+	snap := snapshot{Position: s.Position, Config: s.config, RunCount: s.nruns, Ords: make([]int, 0, n), Runs: make([]snapshotRun, 0, n)}
+	ids := make([]string, 0, n)
+	for id := range s.runs {
+		ids = append(ids, id)
+	}
+	for id := range s.cold {
+		ids = append(ids, id)
+	}
+	ord := func(id string) int {
+		if r := s.runs[id]; r != nil {
+			return r.ord
+		}
+		return s.cold[id].ord
+	}
+	slices.SortFunc(ids, func(a, b string) int { return ord(a) - ord(b) })
+	if s.store != nil {
+		snap.MissingViews = s.store.missingIDs()
+	}
+	for _, id := range ids {
+		snap.Ords = append(snap.Ords, ord(id))
 		r := s.runs[id]
 		if r == nil {
 			cr := s.cold[id]
@@ -212,12 +253,18 @@ func DecodeSnapshot(b []byte) (s *State, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: format version: %v", ErrBadSnapshot, err)
 	}
-	if format != SnapshotFormat {
+	if !readableFormat(format) {
 		return nil, fmt.Errorf("%w: format %d, want %d", ErrBadSnapshot, format, SnapshotFormat)
 	}
 	var snap snapshot
 	if err := dec.Decode(&snap); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+	}
+	if format == legacySnapshotFormat { // every run listed, in creation order
+		snap.RunCount, snap.Ords, snap.MissingViews = len(snap.Runs), make([]int, len(snap.Runs)), nil
+		for i := range snap.Ords {
+			snap.Ords[i] = i
+		}
 	}
 	s, err = fromSnapshot(&snap)
 	if err != nil {
@@ -233,6 +280,15 @@ func fromSnapshot(snap *snapshot) (*State, error) {
 	s := New()
 	s.Position = snap.Position
 	s.config = snap.Config
+	if len(snap.Ords) != len(snap.Runs) || snap.RunCount < len(snap.Runs) || snap.RunCount > maxOrd {
+		return nil, fmt.Errorf("%d runs listed with %d ordinals, of %d runs", len(snap.Runs), len(snap.Ords), snap.RunCount)
+	}
+	for i, ord := range snap.Ords {
+		if ord < 0 || ord >= snap.RunCount || (i > 0 && ord <= snap.Ords[i-1]) {
+			return nil, fmt.Errorf("run %d: ordinal %d out of order", i, ord)
+		}
+	}
+	s.noViews = snap.MissingViews
 	for i := range snap.Runs {
 		sr := &snap.Runs[i]
 		if sr.Run == nil || s.runs[sr.Run.RunID] != nil || s.cold[sr.Run.RunID] != nil {
@@ -242,7 +298,7 @@ func fromSnapshot(snap *snapshot) (*State, error) {
 			if !sr.Run.Status.Stale() {
 				return nil, fmt.Errorf("run %s: cold but not ended", sr.Run.RunID)
 			}
-			cr := &coldRun{run: *sr.Run, last: sr.Last, ord: len(s.runOrder), noView: sr.NoView}
+			cr := &coldRun{run: *sr.Run, last: sr.Last, ord: snap.Ords[i], noView: sr.NoView}
 			for _, c := range sr.Credentials {
 				if c == nil || c.Key != events.OrchestratorKey || c.RunID != sr.Run.RunID || cr.orch != nil {
 					return nil, fmt.Errorf("run %s: cold with a credential other than its orchestrator's", sr.Run.RunID)
@@ -250,13 +306,14 @@ func fromSnapshot(snap *snapshot) (*State, error) {
 				cr.orch = c
 			}
 			s.cold[sr.Run.RunID] = cr
-			s.runOrder = append(s.runOrder, sr.Run.RunID)
 			continue
 		}
 		if err := addSnapshotRun(s, sr); err != nil {
 			return nil, err
 		}
+		s.runs[sr.Run.RunID].ord = snap.Ords[i]
 	}
+	s.nruns = snap.RunCount
 	return s, nil
 }
 

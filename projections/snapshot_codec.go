@@ -42,9 +42,18 @@ func appendSnapshot(b []byte, snap *snapshot) ([]byte, error) {
 // position, the config and the runs' array header.
 func appendSnapshotHead(b []byte, snap *snapshot) ([]byte, error) {
 	var err error
-	b = m.MapLen(b, 3)
+	b = m.MapLen(b, 6)
 	b = m.Uint64(m.String(b, "position"), snap.Position)
 	if b, err = appendReflected(m.String(b, "config"), &snap.Config); err != nil {
+		return nil, err
+	}
+	if b, err = appendReflected(m.String(b, "runCount"), snap.RunCount); err != nil {
+		return nil, err
+	}
+	if b, err = appendReflected(m.String(b, "ords"), snap.Ords); err != nil {
+		return nil, err
+	}
+	if b, err = appendReflected(m.String(b, "missingViews"), snap.MissingViews); err != nil {
 		return nil, err
 	}
 	return m.ArrayLen(m.String(b, "runs"), len(snap.Runs)), nil

@@ -31,7 +31,7 @@ func TestSnapshotRunFastDecodeMatchesReflection(t *testing.T) {
 	}
 	for _, s := range []*State{fold(realisticHistory(5_000)), coldState(t)} {
 		require.NotEmpty(t, s.runs)
-		for _, id := range s.runOrder {
+		for _, id := range runIDs(t, s) {
 			if r := s.runs[id]; r != nil {
 				sr := snapshotRunOf(r)
 				same(&sr)
@@ -68,7 +68,7 @@ func TestSnapshotRunFastDecodeMatchesReflection(t *testing.T) {
 // A view garbled anywhere decodes to an error or to a run, never a panic.
 func TestGarbledViewsNeverPanic(t *testing.T) {
 	s := fold(realisticHistory(1_000))
-	for _, id := range s.runOrder {
+	for _, id := range runIDs(t, s) {
 		r := s.runs[id]
 		b, err := encodeRunView(r)
 		require.NoError(t, err)

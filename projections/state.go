@@ -12,11 +12,15 @@ type State struct {
 	// leave it unchanged.
 	Position uint64
 
-	runs     map[string]*runState // hot runs, by run id
-	runOrder []string             // run ids in creation order, hot and cold
-	// cold holds the summary of each cold run (tier.go); store reads the
-	// rest back from the log. ended holds the hot runs whose status is
-	// ended: the candidates for going cold.
+	runs map[string]*runState // hot runs, by run id
+	// nruns is the number of runs ever created, hot and cold: the next
+	// run's creation ordinal (runs are listed in that order).
+	nruns int
+	// cold holds the summaries of the cold runs that are not in the
+	// store's index of summaries (runindex.go): none once the index is
+	// written, unless the log is read-only or a write failed. store reads
+	// the rest back from the log. ended holds the hot runs whose status
+	// is ended: the candidates for going cold.
 	cold  map[string]*coldRun
 	ended map[string]struct{}
 	store *ColdStore
@@ -25,6 +29,9 @@ type State struct {
 	// of SlotWaiters, so it never scans every run.
 	waiting map[string]struct{}
 	config  Config
+	// noViews are the cold runs whose view a decoded snapshot says is
+	// missing, for LoadTiered to hand to the store.
+	noViews []string
 	// assumedWaiters are other runs' waits a recorded decision saw, set by
 	// AssumePool on a state folded from one run: zero in every fold.
 	assumedWaiters int
@@ -35,7 +42,7 @@ type State struct {
 // (creation order) without sorting or iterating a map.
 type runState struct {
 	run  Run
-	ord  int    // index in State.runOrder
+	ord  int    // creation ordinal, 0 for the first run created
 	last uint64 // position of the run's last committed event
 
 	tasks     map[string]*Task
@@ -103,7 +110,7 @@ func (s *State) Clone() *State {
 	c := &State{
 		Position: s.Position,
 		runs:     make(map[string]*runState, len(s.runs)),
-		runOrder: cloneSlice(s.runOrder),
+		nruns:    s.nruns,
 		cold:     make(map[string]*coldRun, len(s.cold)),
 		ended:    make(map[string]struct{}, len(s.ended)),
 		store:    s.store,

@@ -272,7 +272,7 @@ func (s *State) run(id string) *runState {
 	if r := s.runs[id]; r != nil {
 		return r
 	}
-	cr := s.cold[id]
+	cr := s.coldRun(id)
 	if cr == nil || s.store == nil {
 		return nil
 	}
@@ -284,12 +284,14 @@ func (s *State) run(id string) *runState {
 }
 
 // IsCold reports whether run id is known and cold.
-func (s *State) IsCold(id string) bool { _, ok := s.cold[id]; return ok }
+// A hot run answers with no read; a cold one reads the index of summaries
+// (runindex.go) unless its summary is kept in memory.
+func (s *State) IsCold(id string) bool { return s.runs[id] == nil && s.coldRun(id) != nil }
 
 // HotRuns is the number of runs held whole in memory; ColdRuns the number
-// held as a summary.
+// of cold runs (their summaries in the index, or in memory until written).
 func (s *State) HotRuns() int  { return len(s.runs) }
-func (s *State) ColdRuns() int { return len(s.cold) }
+func (s *State) ColdRuns() int { return s.nruns - len(s.runs) }
 
 // Warm reads cold run id into the store's cache, so that a query made soon
 // after finds it there. It returns a function to call outside any lock the
@@ -299,7 +301,7 @@ func (s *State) ColdRuns() int { return len(s.cold) }
 // caller already authorised to read run id may call it: the re-fold is the
 // most expensive read a run id can cause.
 func (s *State) Warm(id string) func() int64 {
-	cr := s.cold[id]
+	cr := s.coldRun(id)
 	if cr == nil || s.store == nil || s.store.cached(id, cr.last) != nil {
 		return nil
 	}
@@ -314,7 +316,7 @@ func (s *State) Warm(id string) func() int64 {
 // corruption). The Thawed makes the same run hot in another copy of the
 // state (ThawFrom), with no IO and no error.
 func (s *State) FaultIn(id string) (Thawed, error) {
-	cr := s.cold[id]
+	cr := s.coldRun(id)
 	if cr == nil {
 		return Thawed{}, nil
 	}
@@ -337,9 +339,9 @@ type Thawed struct {
 }
 
 // ThawFrom makes t's run hot in s as FaultIn did in another copy of the
-// same state. A no-op unless the run is cold in s.
+// same state. A no-op when the run is hot in s.
 func (s *State) ThawFrom(t Thawed) {
-	if t.r == nil || s.cold[t.id] == nil {
+	if t.r == nil || s.runs[t.id] != nil {
 		return
 	}
 	delete(s.cold, t.id)
@@ -402,7 +404,9 @@ func (s *State) mayEvict(r *runState) bool {
 	return true
 }
 
-// Evict makes hot run id cold, keeping its summary; it is a no-op for a run
+// Evict makes hot run id cold, keeping its summary in memory unless the
+// index of summaries holds it already (runindex.go; EvictAll writes it);
+// it is a no-op for a run
 // that may not go cold (see Evictable) or a state without a store. The
 // evicted records are offered to the store's cache, so the next query for
 // the run need not read the log.
@@ -421,7 +425,9 @@ func (s *State) evict(id string) *runState {
 		cc := *c
 		orch = &cc
 	}
-	s.cold[id] = &coldRun{run: r.run.clone(), last: r.last, ord: r.ord, orch: orch}
+	if !s.store.indexed(id, r.last) { // else another copy of the state wrote it
+		s.cold[id] = &coldRun{run: r.run.clone(), last: r.last, ord: r.ord, orch: orch}
+	}
 	s.store.keep(id, r.last, r)
 	return r
 }
@@ -441,12 +447,16 @@ func (s *State) trackEnded(r *runState) {
 // It holds every run in memory: for tests and tools comparing states, not
 // for the daemon.
 func (s *State) Whole() (*State, error) {
+	ids, err := s.coldIDs()
+	if err != nil {
+		return nil, err
+	}
 	c := s.Clone()
 	c.store = nil
-	for _, id := range s.runOrder {
-		cr := s.cold[id]
+	for _, id := range ids {
+		cr := s.coldRun(id)
 		if cr == nil {
-			continue
+			return nil, fmt.Errorf("projections: cold run %s not read back: %v", id, s.store.Err())
 		}
 		r, err := s.store.load(id, cr)
 		if err != nil {

@@ -105,7 +105,7 @@ func TestColdRunNotReadBackIsReported(t *testing.T) {
 		require.ErrorIs(t, err, eventlog.ErrCorrupt)
 		reported = append(reported, run)
 	})
-	s.cold[cold].last++ // a position the run's stream never reaches
+	s.coldRun(cold).last++ // a position the run's stream never reaches
 	_, ok := s.Task(cold, "00_step")
 	require.False(t, ok)
 	require.Equal(t, []string{cold}, reported)

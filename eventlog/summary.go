@@ -1,0 +1,290 @@
+package eventlog
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Stream summaries: a small opaque record per stream that the caller
+// derives from the stream's events, stamped with a position of the stream
+// and filed under an ordinal the caller gives the stream (crewlog keeps
+// there the summary of each run that left memory, filed under the run's
+// creation ordinal, so that the list of runs is paged from disk). Each is
+// stored twice, to be found by stream and in ordinal order:
+//
+//	key   'u' | uvarint len | stream | pos:8 BE  value sealed [ord:8 BE | data]
+//	key   'w' | ord:8 BE | pos:8 BE              value sealed [uvarint len | stream | data]
+//
+// A summary is versioned by its position and never overwritten by another
+// version: a reader asks for the newest version at or before the position
+// its state reflects (upTo), so a state rebuilt from an older snapshot
+// never sees a summary written for a later moment of the same stream. The
+// versions of a stream are few (one per time its run went cold with new
+// events); nothing prunes them.
+//
+// Like a view, a summary is written without a sync of its own
+// (SaveSummaries); SaveSnapshot syncs the WAL before it stores a snapshot,
+// so a snapshot that relies on a summary (it no longer lists the run)
+// is never durable without it. Builds that predate summaries ignore the
+// keys (the store format is unchanged); Verify checks their seal, that the
+// two copies agree and that the position is one of the stream's.
+const (
+	prefixSummary      = 'u'
+	prefixSummaryByOrd = 'w'
+)
+
+// Summary is one version of a stream's summary.
+type Summary struct {
+	Stream   string
+	Ord      uint64
+	Position uint64 // a position of Stream: the version
+	Data     []byte
+}
+
+func appendSummaryPrefix(dst []byte, stream string) []byte {
+	dst = append(dst, prefixSummary)
+	dst = binary.AppendUvarint(dst, uint64(len(stream)))
+	return append(dst, stream...)
+}
+
+func summaryKey(stream string, pos uint64) []byte {
+	k := appendSummaryPrefix(make([]byte, 0, 1+binary.MaxVarintLen64+len(stream)+8), stream)
+	return binary.BigEndian.AppendUint64(k, pos)
+}
+
+func summaryOrdKey(ord, pos uint64) []byte {
+	k := make([]byte, 0, 17)
+	k = append(k, prefixSummaryByOrd)
+	k = binary.BigEndian.AppendUint64(k, ord)
+	return binary.BigEndian.AppendUint64(k, pos)
+}
+
+// parseSummaryKey splits a 'u' key; ok is false for a malformed key.
+func parseSummaryKey(k []byte) (stream string, pos uint64, ok bool) {
+	if len(k) < 1+1+8 || k[0] != prefixSummary {
+		return "", 0, false
+	}
+	n, w := binary.Uvarint(k[1:])
+	if w <= 0 || uint64(len(k)) != 1+uint64(w)+n+8 {
+		return "", 0, false
+	}
+	return string(k[1+w : 1+w+int(n)]), binary.BigEndian.Uint64(k[len(k)-8:]), true
+}
+
+// SaveSummaries stores ss in one batch, each version next to the stream's
+// others. It does not wait for a sync (see Summary). Nothing is written to
+// a read-only log (ErrReadOnly).
+func (l *Log) SaveSummaries(ss []Summary) error {
+	if len(ss) == 0 {
+		return nil
+	}
+	if l.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	if err := l.readable(); err != nil {
+		return err
+	}
+	h := l.durable.Load().Position
+	b := l.db.NewBatch()
+	defer b.Close()
+	for _, s := range ss {
+		if s.Position == 0 || s.Position > h {
+			return fmt.Errorf("%w: summary position %d is outside 1..%d", ErrInvalid, s.Position, h)
+		}
+		if len(s.Stream) == 0 || len(s.Stream) > MaxIDLen {
+			return fmt.Errorf("%w: summary of a stream name of %d bytes", ErrInvalid, len(s.Stream))
+		}
+		byStream := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(s.Data)), s.Ord)
+		byStream = append(byStream, s.Data...)
+		byOrd := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(s.Stream)+len(s.Data)), uint64(len(s.Stream)))
+		byOrd = append(append(byOrd, s.Stream...), s.Data...)
+		if err := b.Set(summaryKey(s.Stream, s.Position), seal(byStream), nil); err != nil {
+			return fmt.Errorf("eventlog: save summaries: %w", err)
+		}
+		if err := b.Set(summaryOrdKey(s.Ord, s.Position), seal(byOrd), nil); err != nil {
+			return fmt.Errorf("eventlog: save summaries: %w", err)
+		}
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("eventlog: save summaries: %w", err)
+	}
+	return nil
+}
+
+// LatestSummary returns the newest version of stream's summary at or
+// before position upTo. It returns an error wrapping ErrNotFound when there
+// is none, and one wrapping ErrCorrupt when the stored value fails its
+// checksum. Data is the caller's.
+func (l *Log) LatestSummary(stream string, upTo uint64) (Summary, error) {
+	if err := l.readable(); err != nil {
+		return Summary{}, err
+	}
+	lower := appendSummaryPrefix(make([]byte, 0, 1+binary.MaxVarintLen64+len(stream)+8), stream)
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: summaryKey(stream, upTo+1)})
+	if err != nil {
+		return Summary{}, fmt.Errorf("eventlog: %w", err)
+	}
+	defer it.Close()
+	if !it.Last() {
+		if err := it.Error(); err != nil {
+			return Summary{}, fmt.Errorf("eventlog: %w", err)
+		}
+		return Summary{}, fmt.Errorf("%w: no summary of stream %q at or before %d", ErrNotFound, stream, upTo)
+	}
+	k := it.Key()
+	st, pos, ok := parseSummaryKey(k)
+	if !ok || st != stream {
+		return Summary{}, corruptf(0, k, "malformed summary key")
+	}
+	v, err := it.ValueAndErr()
+	if err != nil {
+		return Summary{}, fmt.Errorf("eventlog: %w", err)
+	}
+	p, err := unseal(k, v)
+	if err != nil {
+		return Summary{}, err
+	}
+	if len(p) < 8 {
+		return Summary{}, corruptf(pos, k, "summary of %d bytes has no ordinal", len(p))
+	}
+	return Summary{Stream: stream, Ord: binary.BigEndian.Uint64(p), Position: pos, Data: append([]byte(nil), p[8:]...)}, nil
+}
+
+// Summaries calls fn with the newest version at or before position upTo
+// of each stream's summary, in ordinal order from ordinal from (inclusive;
+// descending from it with desc), until fn returns false. s.Data is valid
+// only during the call.
+func (l *Log) Summaries(from uint64, desc bool, upTo uint64, fn func(s Summary) bool) error {
+	if err := l.readable(); err != nil {
+		return err
+	}
+	opts := &pebble.IterOptions{LowerBound: summaryOrdKey(from, 0), UpperBound: []byte{prefixSummaryByOrd + 1}}
+	if desc {
+		opts = &pebble.IterOptions{LowerBound: []byte{prefixSummaryByOrd}, UpperBound: summaryOrdKey(from+1, 0)}
+		if from == ^uint64(0) {
+			opts.UpperBound = []byte{prefixSummaryByOrd + 1}
+		}
+	}
+	it, err := l.db.NewIter(opts)
+	if err != nil {
+		return fmt.Errorf("eventlog: %w", err)
+	}
+	defer it.Close()
+	// The versions of one ordinal are adjacent, oldest first: ascending,
+	// the one to report is the last at or before upTo before the ordinal
+	// changes; descending, the first met at or before upTo.
+	var held []byte // key and value of the version ascending keeps
+	var heldV []byte
+	emit := func(k, v []byte) (bool, error) {
+		ord, pos := binary.BigEndian.Uint64(k[1:9]), binary.BigEndian.Uint64(k[9:17])
+		p, err := unseal(k, v)
+		if err != nil {
+			return false, err
+		}
+		n, w := binary.Uvarint(p)
+		if w <= 0 || uint64(len(p)-w) < n {
+			return false, corruptf(pos, k, "malformed summary")
+		}
+		return fn(Summary{Stream: string(p[w : w+int(n)]), Ord: ord, Position: pos, Data: p[w+int(n):]}), nil
+	}
+	lastOrd, emitted := uint64(0), false
+	next, ok := it.Next, it.First()
+	if desc {
+		next, ok = it.Prev, it.Last()
+	}
+	for ; ok; ok = next() {
+		k := it.Key()
+		if len(k) != 17 || k[0] != prefixSummaryByOrd {
+			return corruptf(0, k, "malformed summary key")
+		}
+		ord, pos := binary.BigEndian.Uint64(k[1:9]), binary.BigEndian.Uint64(k[9:17])
+		if desc {
+			if pos > upTo || (emitted && ord == lastOrd) {
+				continue
+			}
+			v, err := it.ValueAndErr()
+			if err != nil {
+				return fmt.Errorf("eventlog: %w", err)
+			}
+			lastOrd, emitted = ord, true
+			if more, err := emit(k, v); err != nil || !more {
+				return err
+			}
+			continue
+		}
+		if held != nil && binary.BigEndian.Uint64(held[1:9]) != ord {
+			if more, err := emit(held, heldV); err != nil || !more {
+				return err
+			}
+			held = nil
+		}
+		if pos <= upTo {
+			v, err := it.ValueAndErr()
+			if err != nil {
+				return fmt.Errorf("eventlog: %w", err)
+			}
+			held, heldV = append(held[:0], k...), append(heldV[:0], v...)
+		}
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("eventlog: %w", err)
+	}
+	if held != nil {
+		_, err := emit(held, heldV)
+		return err
+	}
+	return nil
+}
+
+// verifySummaries checks every stream summary: its keys, its seals, that
+// each version is stored under both keys alike, and that its position is
+// one of its stream's positions.
+func verifySummaries(snap *pebble.Snapshot, streams streamVersions) (int, error) {
+	n, err := eachKey(snap, prefixSummary, func(k, v []byte) error {
+		stream, pos, ok := parseSummaryKey(k)
+		if !ok {
+			return corruptf(0, k, "malformed summary key")
+		}
+		p, err := unseal(k, v)
+		if err != nil {
+			return err
+		}
+		if len(p) < 8 {
+			return corruptf(pos, k, "summary of %d bytes has no ordinal", len(p))
+		}
+		if _, found := slices.BinarySearch(streams.positions(stream), pos); !found {
+			return corruptf(pos, k, "summary of stream %q at position %d, which is not one of the stream's", stream, pos)
+		}
+		ok2 := summaryOrdKey(binary.BigEndian.Uint64(p), pos)
+		v2, closer, err := snap.Get(ok2)
+		if err != nil {
+			return corruptf(pos, k, "summary of stream %q at position %d has no ordinal entry: %v", stream, pos, err)
+		}
+		defer closer.Close()
+		p2, err := unseal(ok2, v2)
+		if err != nil {
+			return err
+		}
+		n, w := binary.Uvarint(p2)
+		if w <= 0 || uint64(len(p2)-w) < n || string(p2[w:w+int(n)]) != stream || string(p2[w+int(n):]) != string(p[8:]) {
+			return corruptf(pos, ok2, "summary of stream %q at position %d differs from its ordinal entry", stream, pos)
+		}
+		return nil
+	})
+	if err != nil {
+		return n, err
+	}
+	byOrd, err := eachKey(snap, prefixSummaryByOrd, func(k, _ []byte) error {
+		if len(k) != 17 {
+			return corruptf(0, k, "malformed summary key")
+		}
+		return nil
+	})
+	if err == nil && byOrd != n {
+		err = corruptf(0, []byte{prefixSummaryByOrd}, "%d summaries by ordinal for %d by stream", byOrd, n)
+	}
+	return n, err
+}

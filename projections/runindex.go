@@ -1,0 +1,271 @@
+package projections
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+)
+
+// The index of cold runs' summaries: what memory kept of every cold run
+// (its Run record, the position of its last event, its creation ordinal,
+// its orchestrator credential) is written to the log as the run's stream
+// summary (eventlog.SaveSummaries) when the run goes cold, and the state
+// keeps nothing of it: memory holds the hot runs and a count of runs, so
+// it does not grow with the history. Runs pages the index by creation
+// ordinal, merged with the hot runs; Run, RunStatus, Credential (the
+// orchestrator's), IsCold, FaultIn and Warm find a cold run by id in it.
+//
+// Why written when the run goes cold, not in the batch of the event that
+// ends it: the summary of an ended run still changes after that event (a
+// settlement arriving late, usage, its event count), and only a cold run
+// needs it; the run goes cold once every event of it is durable, so the
+// summary it writes describes a prefix of the log, never more.
+//
+// Why a version per position: a state rebuilt from a snapshot is older
+// than the index may be. A summary is stamped with the position of the
+// run's last event, and a state at position P reads the newest version at
+// or before P: a run created after P is unknown to it; a run cold at P is
+// found with the summary it had then, even when the run was read back,
+// written to and made cold again later; a run hot at P is in the
+// snapshot, and a hot run always answers from memory, whatever the index
+// holds. A cold run whose summary could not be written (a read-only log, a
+// failed write, a snapshot of format 7, which lists every cold run) keeps
+// it in memory (State.cold) until it is (flushSummaries).
+//
+// Durability: summaries are written without a sync, and the snapshot that
+// stops listing a run is stored only after a sync of the WAL
+// (eventlog.SaveSnapshot), so a restart never meets a snapshot without
+// the summaries it relies on.
+
+// summaryFormat is the version of a summary's encoding.
+const summaryFormat = 1
+
+// summaryRecord is a summary's value: the format, then this map.
+type summaryRecord struct {
+	Run  *Run        `msgpack:"run"`
+	Orch *Credential `msgpack:"orch"`
+}
+
+func encodeSummary(cr *coldRun) ([]byte, error) {
+	b, err := msgpack.Marshal(summaryRecord{Run: &cr.run, Orch: cr.orch})
+	if err != nil {
+		return nil, fmt.Errorf("projections: encoding the summary of run %s: %w", cr.run.RunID, err)
+	}
+	return append([]byte{summaryFormat}, b...), nil
+}
+
+// decodeSummary rebuilds a cold run's summary from its stored version. It
+// never panics: bad bytes give an error wrapping ErrBadSnapshot.
+func decodeSummary(s eventlog.Summary) (cr *coldRun, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			cr, err = nil, fmt.Errorf("%w: summary of run %s: decoder panic: %v", ErrBadSnapshot, s.Stream, p)
+		}
+	}()
+	if len(s.Data) < 1 || s.Data[0] != summaryFormat {
+		return nil, fmt.Errorf("%w: summary of run %s: unknown format", ErrBadSnapshot, s.Stream)
+	}
+	if err := checkMsgpack(s.Data[1:], 1); err != nil {
+		return nil, fmt.Errorf("%w: summary of run %s: %v", ErrBadSnapshot, s.Stream, err)
+	}
+	var rec summaryRecord
+	if err := msgpack.NewDecoder(bytes.NewReader(s.Data[1:])).Decode(&rec); err != nil {
+		return nil, fmt.Errorf("%w: summary of run %s: %v", ErrBadSnapshot, s.Stream, err)
+	}
+	switch {
+	case rec.Run == nil || rec.Run.RunID != s.Stream || !rec.Run.Status.Stale():
+		return nil, fmt.Errorf("%w: summary of run %s holds another record", ErrBadSnapshot, s.Stream)
+	case rec.Orch != nil && (rec.Orch.Key != events.OrchestratorKey || rec.Orch.RunID != s.Stream):
+		return nil, fmt.Errorf("%w: summary of run %s: a credential other than its orchestrator's", ErrBadSnapshot, s.Stream)
+	case s.Ord > maxOrd:
+		return nil, fmt.Errorf("%w: summary of run %s: ordinal %d", ErrBadSnapshot, s.Stream, s.Ord)
+	}
+	return &coldRun{run: *rec.Run, last: s.Position, ord: int(s.Ord), orch: rec.Orch}, nil
+}
+
+// maxOrd bounds a creation ordinal read back (a cursor is at most 32 bits).
+const maxOrd = 1<<32 - 1
+
+// mayBeRun reports whether id can name a run: the daemon's own streams
+// ($engine, $import) cannot, so the writer's check of every event's
+// stream costs no read of the index for them.
+func mayBeRun(id string) bool { return id != "" && !strings.HasPrefix(id, "$") }
+
+// coldRun returns the summary of cold run id (nil when id is hot or
+// unknown, or when the index cannot be read: see ColdStore.Err): from
+// memory when it is kept there, else from the index as of s.Position.
+func (s *State) coldRun(id string) *coldRun {
+	if cr := s.cold[id]; cr != nil {
+		return cr
+	}
+	if s.store == nil || s.runs[id] != nil || !mayBeRun(id) {
+		return nil
+	}
+	return s.store.summary(id, s.Position)
+}
+
+// summary reads run id's summary as of position upTo from the index (nil
+// when there is none).
+func (c *ColdStore) summary(id string, upTo uint64) *coldRun {
+	if c.log == nil {
+		return nil
+	}
+	sum, err := c.log.LatestSummary(id, upTo)
+	if errors.Is(err, eventlog.ErrNotFound) {
+		return nil
+	}
+	var cr *coldRun
+	if err == nil {
+		cr, err = decodeSummary(sum)
+	}
+	if err != nil {
+		c.failed(id, err)
+		return nil
+	}
+	return cr
+}
+
+// failed records err, met reading run id back, for Err and the report.
+func (c *ColdStore) failed(id string, err error) {
+	c.mu.Lock()
+	c.err = err
+	c.mu.Unlock()
+	if c.report != nil {
+		c.report(id, err)
+	}
+}
+
+// flushSummaries writes the summaries s keeps in memory to the index and
+// drops them from memory once written (the runs are then found there). A
+// no-op unless the store writes (SaveViewsOnEvict). On an error they stay
+// in memory: the next flush tries again.
+func (s *State) flushSummaries() error {
+	c := s.store
+	if c == nil || !c.saveViews || c.log == nil || len(s.cold) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(s.cold))
+	for id := range s.cold {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	ss := make([]eventlog.Summary, 0, len(ids))
+	for _, id := range ids {
+		cr := s.cold[id]
+		b, err := encodeSummary(cr)
+		if err != nil {
+			return err
+		}
+		ss = append(ss, eventlog.Summary{Stream: id, Ord: uint64(cr.ord), Position: cr.last, Data: b})
+	}
+	if err := c.log.SaveSummaries(ss); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if s.cold[id].noView {
+			c.markViewMissing(id)
+		}
+		delete(s.cold, id)
+	}
+	return nil
+}
+
+// indexed reports whether the index holds run id's summary stamped last:
+// the copy of a state that evicts a run the working copy already wrote
+// keeps nothing of it in memory.
+func (c *ColdStore) indexed(id string, last uint64) bool {
+	if c.log == nil {
+		return false
+	}
+	sum, err := c.log.LatestSummary(id, last)
+	return err == nil && sum.Position == last
+}
+
+// eachRun calls fn with the Run record of every run s knows, by creation
+// ordinal from ordinal from (descending with desc), until fn returns
+// false: the runs in memory (hot, and cold ones kept in memory) merged
+// with the summaries in the index as of s.Position (unless index is
+// false), memory first for an ordinal found in both. fn must not keep run.
+func (s *State) eachRun(from int, desc, index bool, fn func(ord int, run *Run) bool) error {
+	type memRun struct {
+		ord int
+		run *Run
+	}
+	mem := make([]memRun, 0, len(s.runs)+len(s.cold))
+	for _, r := range s.runs {
+		mem = append(mem, memRun{r.ord, &r.run})
+	}
+	for _, cr := range s.cold {
+		mem = append(mem, memRun{cr.ord, &cr.run})
+	}
+	slices.SortFunc(mem, func(a, b memRun) int { return a.ord - b.ord })
+	// before reports whether ordinal a is visited before b.
+	before := func(a, b int) bool { return a < b }
+	if desc {
+		slices.Reverse(mem)
+		before = func(a, b int) bool { return a > b }
+	}
+	i := 0
+	for i < len(mem) && before(mem[i].ord, from) {
+		i++
+	}
+	stopped := false
+	if index && s.store != nil && s.store.log != nil {
+		var decodeErr error
+		err := s.store.log.Summaries(uint64(from), desc, s.Position, func(sum eventlog.Summary) bool {
+			ord := int(sum.Ord)
+			for ; i < len(mem) && before(mem[i].ord, ord); i++ {
+				if !fn(mem[i].ord, mem[i].run) {
+					stopped = true
+					return false
+				}
+			}
+			if i < len(mem) && mem[i].ord == ord {
+				return true // memory first: the hot run, or its summary kept there
+			}
+			cr, err := decodeSummary(sum)
+			if err != nil {
+				decodeErr = err
+				return false
+			}
+			if !fn(ord, &cr.run) {
+				stopped = true
+				return false
+			}
+			return true
+		})
+		if err == nil {
+			err = decodeErr
+		}
+		if err != nil {
+			s.store.failed("", err)
+			return fmt.Errorf("projections: reading the index of runs: %w", err)
+		}
+	}
+	for ; !stopped && i < len(mem); i++ {
+		if !fn(mem[i].ord, mem[i].run) {
+			break
+		}
+	}
+	return nil
+}
+
+// coldIDs returns the ids of s's cold runs in creation order (O(runs):
+// for Whole and tests, not for the daemon).
+func (s *State) coldIDs() ([]string, error) {
+	var ids []string
+	err := s.eachRun(0, false, true, func(_ int, run *Run) bool {
+		if s.runs[run.RunID] == nil {
+			ids = append(ids, run.RunID)
+		}
+		return true
+	})
+	return ids, err
+}
