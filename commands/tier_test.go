@@ -151,12 +151,19 @@ func TestTieredStateAnswersAsTheFullFold(t *testing.T) {
 		want := projectionstest.Answers(t, full, now)
 		f.eng.Read(func(s *projections.State) {
 			require.Positive(t, s.ColdRuns(), "%s: some runs are cold", what)
+			require.Zero(t, s.ColdInMemory(), "%s: their summaries are in the index", what)
 			projectionstest.RequireSame(t, want, projectionstest.Answers(t, s, now), what+": live")
 		})
 		rebuilt, _, err := projections.LoadTiered(f.log, projections.Tiering{NoSnapshot: true, Now: now, RefoldOnly: true})
 		require.NoError(t, err)
 		require.Positive(t, rebuilt.ColdRuns(), "%s: the fold from position 1 made runs cold", what)
 		projectionstest.RequireSame(t, want, projectionstest.Answers(t, rebuilt, now), what+": rebuilt from position 1")
+		// The same rebuild writing the index of cold runs' summaries, as
+		// the engine's does: the runs list pages it.
+		indexed, _, err := projections.LoadTiered(f.log, projections.Tiering{NoSnapshot: true, Now: now, SaveViews: true})
+		require.NoError(t, err)
+		require.Positive(t, indexed.ColdRuns(), what)
+		projectionstest.RequireSame(t, want, projectionstest.Answers(t, indexed, now), what+": rebuilt from position 1, index written")
 		// Every cold run read back from the view the engine wrote when it
 		// went cold (or when it was last re-folded), none re-folded.
 		views := f.viewsWritten()

@@ -293,6 +293,10 @@ func (s *State) IsCold(id string) bool { return s.runs[id] == nil && s.coldRun(i
 func (s *State) HotRuns() int  { return len(s.runs) }
 func (s *State) ColdRuns() int { return s.nruns - len(s.runs) }
 
+// ColdInMemory is the number of cold runs whose summary is kept in memory
+// because it is not in the index (runindex.go): 0 once written.
+func (s *State) ColdInMemory() int { return len(s.cold) }
+
 // Warm reads cold run id into the store's cache, so that a query made soon
 // after finds it there. It returns a function to call outside any lock the
 // state is read under (it may read the log; it returns the number of events

@@ -29,7 +29,7 @@ var (
 		"Job", "JobCount", "JobHeader", "JobTool", "Jobs", "LiveRequests", "ProxyRequestOf", "RevokedRootsOf",
 	}
 	stateNotQueries = []string{
-		"AssumePool", "Clone", "ColdRuns", "ColdStore", "EvictAll", "Evict", "Evictable", "FaultIn", "HotRuns", "IsCold", "MissingViews",
+		"AssumePool", "Clone", "ColdInMemory", "ColdRuns", "ColdStore", "EvictAll", "Evict", "Evictable", "FaultIn", "HotRuns", "IsCold", "MissingViews",
 		"SetColdStore", "ThawFrom", "Warm", "Whole",
 	}
 )
@@ -64,18 +64,23 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 	put("InFlight", s.InFlight())
 	put("DueAsks", s.DueAsks(now))
 	put("DueAsksLater", s.DueAsks(now+int64(time.Hour/time.Millisecond)))
-	statusSets := [][]projections.RunStatus{nil, {projections.RunCompleted}, {projections.RunRunning, projections.RunCancelled}}
+	// The runs list, paged every way a client pages it (finished runs come
+	// from the index of cold runs' summaries, the others from memory).
+	statusSets := [][]projections.RunStatus{nil, {projections.RunCompleted}, {projections.RunRunning, projections.RunCancelled},
+		{projections.RunFailed}}
 	for _, newest := range []bool{false, true} {
 		for si, st := range statusSets {
-			f := projections.RunFilter{Statuses: st, Limit: 3, Newest: newest}
-			for p := 0; ; p++ {
-				page, err := s.Runs(f)
-				require.NoError(t, err)
-				put(fmt.Sprintf("Runs/%v/%d/%d", newest, si, p), page)
-				if page.NextCursor == "" {
-					break
+			for _, limit := range []int{1, 3} {
+				f := projections.RunFilter{Statuses: st, Limit: limit, Newest: newest}
+				for p := 0; ; p++ {
+					page, err := s.Runs(f)
+					require.NoError(t, err)
+					put(fmt.Sprintf("Runs/%v/%d/%d/%d", newest, si, limit, p), page)
+					if page.NextCursor == "" {
+						break
+					}
+					f.Cursor = page.NextCursor
 				}
-				f.Cursor = page.NextCursor
 			}
 		}
 	}

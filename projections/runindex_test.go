@@ -1,0 +1,304 @@
+package projections
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/events/msgpackappend"
+)
+
+// mixedRuns is the number of runs of mixedHistory: coprime with 7, the
+// stride its runs change status in; mixedEnded of them end (r mod 6 in
+// 1..3).
+const (
+	mixedRuns  = 40
+	mixedEnded = 21
+)
+
+// mixedHistory creates mixedRuns runs, then moves them, in an order other
+// than their creation's, to every status: running, completed, failed,
+// cancelled, left queued, blocked (by run index mod 6), so that the ended
+// ones (half of them) go cold out of creation order.
+func mixedHistory() []events.Event {
+	var h history
+	h.add(events.EngineStream, events.TypeEngineConfigured, &events.EngineConfigured{MaxSlots: 8, UnmeteredDelegates: events.UnmeteredAllow})
+	id := func(r int) string { return fmt.Sprintf("team_20261001000000_%016x", r) }
+	for r := range mixedRuns {
+		h.add(id(r), events.TypeRunCreated, &events.RunCreated{Team: "t", Workflow: "w", Goal: fmt.Sprintf("goal %d", r), Cwd: "/w"})
+		h.add(id(r), events.TypeCredentialIssued, &events.CredentialIssued{TaskID: events.OrchestratorKey, Role: events.RoleOrchestrator, Digest: "d"})
+		h.add(id(r), events.TypeTaskCreated, &events.TaskCreated{TaskID: "00_step", Role: "executor", Agent: "executor", Title: "step", Cwd: "/w"})
+	}
+	for i := range mixedRuns {
+		r := i * 7 % mixedRuns
+		run := id(r)
+		if r%6 != 4 {
+			h.add(run, events.TypeRunRunning, &events.RunRunning{})
+		}
+		switch r % 6 {
+		case 1:
+			h.add(run, events.TypeRunCompleted, &events.RunCompleted{Summary: "done"})
+		case 2:
+			h.add(run, events.TypeRunFailed, &events.RunFailed{Reason: "broke"})
+		case 3:
+			h.add(run, events.TypeRunCancelled, &events.RunCancelled{Reason: "stop"})
+		case 5:
+			h.add(run, events.TypeRunBlocked, &events.RunBlocked{Reason: "wait"})
+		}
+	}
+	return h.evs
+}
+
+// requireRunsAlike asks s and want every page of runs any filter, limit
+// and cursor can ask for (and cursors no page gave) and requires the same
+// answers: a run missing from the index, or out of order, or a cursor
+// pointing elsewhere, fails it.
+func requireRunsAlike(t *testing.T, want, s *State, what string) {
+	t.Helper()
+	statusSets := [][]RunStatus{nil, {RunCompleted}, {RunFailed, RunCancelled}, {RunRunning}, {RunQueued, RunBlocked},
+		{RunRunning, RunCompleted}, {RunCancelled}}
+	n := want.nruns
+	cursors := []string{"", strconv.FormatUint(uint64(n), 36), "zz", "-1", "!"}
+	for c := range n {
+		cursors = append(cursors, strconv.FormatUint(uint64(c), 36))
+	}
+	asked := 0
+	for _, st := range statusSets {
+		for _, newest := range []bool{false, true} {
+			for _, limit := range []int{0, 1, 2, 7} {
+				for _, cursor := range cursors {
+					f := RunFilter{Statuses: st, Limit: limit, Newest: newest, Cursor: cursor}
+					wantPage, wantErr := want.Runs(f)
+					page, err := s.Runs(f)
+					if wantErr != nil {
+						require.ErrorIs(t, err, ErrBadCursor, "%s: %+v", what, f)
+						continue
+					}
+					require.NoError(t, err, "%s: %+v", what, f)
+					require.Equal(t, wantPage, page, "%s: %+v", what, f)
+					asked++
+				}
+			}
+		}
+	}
+	require.Greater(t, asked, 1000, what)
+}
+
+// The runs list answers alike from memory and from the index of cold
+// runs' summaries, whichever mix of the two holds them: every filter,
+// limit and cursor.
+func TestRunsFromTheIndexAnswerAsFromMemory(t *testing.T) {
+	evs := mixedHistory()
+	l := appendHistory(t, evs)
+	now := evs[len(evs)-1].UnixMilli() + 1
+	want := fold(evs)
+	require.Equal(t, mixedRuns, want.HotRuns())
+
+	indexed, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: true})
+	require.NoError(t, err)
+	require.Empty(t, indexed.cold, "every cold run's summary is in the index")
+	require.Equal(t, mixedEnded, indexed.ColdRuns())
+	require.Equal(t, mixedRuns-mixedEnded, indexed.HotRuns())
+	requireRunsAlike(t, want, indexed, "index")
+
+	offline, _, err := LoadTiered(appendHistory(t, evs), Tiering{Now: now}) // no index, and writes none: summaries in memory
+	require.NoError(t, err)
+	require.Len(t, offline.cold, mixedEnded)
+	requireRunsAlike(t, want, offline, "memory")
+
+	// Some cold runs hot again, one summary in memory and in the index.
+	mixed := indexed.Clone()
+	var cold []string
+	for _, id := range runIDs(t, indexed) {
+		if indexed.IsCold(id) {
+			cold = append(cold, id)
+		}
+	}
+	for _, id := range cold[:3] {
+		_, err := mixed.FaultIn(id)
+		require.NoError(t, err)
+	}
+	mixed.cold[cold[5]] = mixed.coldRun(cold[5])
+	requireRunsAlike(t, want, mixed, "mixed")
+
+	b, err := EncodeSnapshot(indexed)
+	require.NoError(t, err)
+	require.NoError(t, l.SaveSnapshot(indexed.Position, b))
+	restarted, info, err := LoadTiered(l, Tiering{Now: now, SaveViews: true})
+	require.NoError(t, err)
+	require.Equal(t, indexed.Position, info.SnapshotPosition)
+	require.Empty(t, restarted.cold)
+	requireRunsAlike(t, want, restarted, "snapshot of format 8")
+
+	// Every other query too, run by run.
+	whole, err := restarted.Whole()
+	require.NoError(t, err)
+	require.Equal(t, want, whole)
+	for _, id := range cold {
+		for _, s := range []*State{indexed, restarted} {
+			run, ok := s.Run(id)
+			require.True(t, ok)
+			wantRun, _ := want.Run(id)
+			require.Equal(t, wantRun, run)
+			st, _ := s.RunStatus(id)
+			require.Equal(t, wantRun.Status, st)
+			cred, ok := s.Credential(id, events.OrchestratorKey)
+			require.True(t, ok)
+			wantCred, _ := want.Credential(id, events.OrchestratorKey)
+			require.Equal(t, wantCred, cred)
+		}
+	}
+	_, ok := restarted.Run("team_20261001000000_ffffffffffffffff")
+	require.False(t, ok)
+	require.False(t, restarted.IsCold(events.EngineStream))
+}
+
+// A snapshot older than the index: a run cold in the snapshot that was
+// read back, written to and made cold again (a newer version of its
+// summary), and a run created after it and made cold, are seen by the
+// state the snapshot gives as they were at its position, so the tail
+// folds onto the right records; the state then answers as the full fold.
+func TestRunsIndexVersionsHoldForAnOlderSnapshot(t *testing.T) {
+	evs := mixedHistory()
+	l := appendHistory(t, evs)
+	now := evs[len(evs)-1].UnixMilli() + 1
+	first, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: true})
+	require.NoError(t, err)
+	b, err := EncodeSnapshot(first)
+	require.NoError(t, err)
+	require.NoError(t, l.SaveSnapshot(first.Position, b))
+
+	var reopened string
+	for _, id := range runIDs(t, first) {
+		if first.IsCold(id) {
+			reopened = id
+			break
+		}
+	}
+	require.NotEmpty(t, reopened)
+	before, _ := first.Run(reopened)
+	h := history{evs: append([]events.Event(nil), evs...), versions: map[string]uint64{}}
+	for _, ev := range evs {
+		h.versions[ev.Stream] = ev.StreamVersion
+	}
+	late := "team_20261001000000_00000000000000aa"
+	tail := []events.Event{
+		h.add(reopened, events.TypeTaskUsage, &events.TaskUsage{TaskID: "00_step", Input: 10, Output: 5}),
+		h.add(reopened, events.TypeRunFailed, &events.RunFailed{Reason: "again"}),
+		h.add(late, events.TypeRunCreated, &events.RunCreated{Team: "t", Workflow: "w", Goal: "late", Cwd: "/w"}),
+		h.add(late, events.TypeRunCancelled, &events.RunCancelled{Reason: "late"}),
+	}
+	for _, ev := range tail {
+		p, err := events.EncodePayload(ev.Payload)
+		require.NoError(t, err)
+		_, err = l.Append(eventlog.Write{Events: []eventlog.Event{{Stream: ev.Stream, Type: ev.Type,
+			SchemaVersion: ev.SchemaVersion, Time: ev.Time, Payload: p}}})
+		require.NoError(t, err)
+	}
+	all := append(append([]events.Event(nil), evs...), tail...)
+	want := fold(all)
+	later := all[len(all)-1].UnixMilli() + 1
+
+	// The daemon folds the tail and makes both runs cold (newer versions
+	// of their summaries), then stops before its next snapshot.
+	second, info, err := LoadTiered(l, Tiering{Now: later, SaveViews: true})
+	require.NoError(t, err)
+	require.Equal(t, first.Position, info.SnapshotPosition)
+	require.True(t, second.IsCold(reopened))
+	require.True(t, second.IsCold(late))
+	require.Empty(t, second.cold)
+	requireRunsAlike(t, want, second, "after the tail")
+
+	// The snapshot's state, before its tail: the versions written since
+	// are not its own.
+	snap, err := l.LatestSnapshot()
+	require.NoError(t, err)
+	atSnapshot, err := DecodeSnapshot(snap.Data)
+	require.NoError(t, err)
+	atSnapshot.SetColdStore(NewColdStore(l, 0))
+	got, ok := atSnapshot.Run(reopened)
+	require.True(t, ok)
+	require.Equal(t, before, got, "the summary at the snapshot's position")
+	_, ok = atSnapshot.Run(late)
+	require.False(t, ok, "a run created after the snapshot")
+	requireRunsAlike(t, first, atSnapshot, "at the snapshot")
+
+	// Restarted from the same snapshot: the tail is folded onto the
+	// records of the snapshot's moment, not counted twice.
+	third, _, err := LoadTiered(l, Tiering{Now: later, SaveViews: true})
+	require.NoError(t, err)
+	whole, err := third.Whole()
+	require.NoError(t, err)
+	require.Equal(t, want, whole)
+	requireRunsAlike(t, want, third, "restarted")
+}
+
+// A store whose newest snapshot is of format 7 (every run listed, cold
+// ones as a summary) and no index, as an older build left it: the state
+// loads it, writes its cold runs' summaries to the index and keeps none in
+// memory; a reader that writes nothing keeps them in memory. Both answer
+// as the full fold, and so does a rebuild from position 1.
+func TestLegacySnapshotSummariesGoToTheIndex(t *testing.T) {
+	evs := mixedHistory()
+	l := appendHistory(t, evs)
+	now := evs[len(evs)-1].UnixMilli() + 1
+	want := fold(evs)
+	old, _, err := LoadTiered(l, Tiering{Now: now}) // no index written
+	require.NoError(t, err)
+	require.Len(t, old.cold, mixedEnded)
+	snap := toSnapshot(old)
+	legacy := struct {
+		Position uint64        `msgpack:"position"`
+		Config   Config        `msgpack:"config"`
+		Runs     []snapshotRun `msgpack:"runs"`
+	}{snap.Position, snap.Config, snap.Runs}
+	body, err := msgpack.Marshal(&legacy)
+	require.NoError(t, err)
+	require.NoError(t, l.SaveSnapshot(old.Position, append(msgpackappend.Uint16(nil, legacySnapshotFormat), body...)))
+	_, err = l.LatestSummary(runIDs(t, old)[1], old.Position)
+	require.ErrorIs(t, err, eventlog.ErrNotFound, "no index yet")
+
+	reader, info, err := LoadTiered(l, Tiering{Now: now})
+	require.NoError(t, err)
+	require.Equal(t, old.Position, info.SnapshotPosition, "the format 7 snapshot is read")
+	require.Len(t, reader.cold, mixedEnded, "a reader that writes nothing keeps the summaries")
+	requireRunsAlike(t, want, reader, "format 7, read only")
+
+	daemon, info, err := LoadTiered(l, Tiering{Now: now, SaveViews: true})
+	require.NoError(t, err)
+	require.Equal(t, old.Position, info.SnapshotPosition)
+	require.Empty(t, daemon.cold, "the summaries went to the index")
+	require.Equal(t, mixedEnded, daemon.ColdRuns())
+	requireRunsAlike(t, want, daemon, "format 7, index written")
+	rep, err := l.Verify(nil)
+	require.NoError(t, err)
+	require.Equal(t, mixedEnded, rep.Summaries)
+
+	rebuilt, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: true, NoSnapshot: true})
+	require.NoError(t, err)
+	requireRunsAlike(t, want, rebuilt, "rebuilt from position 1")
+	whole, err := rebuilt.Whole()
+	require.NoError(t, err)
+	require.Equal(t, want, whole)
+}
+
+// A state whose cold runs' summaries are in the index holds nothing of
+// them in memory and snapshots only its hot runs: the snapshot does not
+// grow with the runs that ended.
+func TestSnapshotListsOnlyRunsInMemory(t *testing.T) {
+	evs := mixedHistory()
+	l := appendHistory(t, evs)
+	s, _, err := LoadTiered(l, Tiering{Now: evs[len(evs)-1].UnixMilli() + 1, SaveViews: true})
+	require.NoError(t, err)
+	snap := toSnapshot(s)
+	require.Len(t, snap.Runs, mixedRuns-mixedEnded)
+	require.Equal(t, mixedRuns, snap.RunCount)
+	for _, sr := range snap.Runs {
+		require.False(t, sr.Cold)
+	}
+}
