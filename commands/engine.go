@@ -235,7 +235,8 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 	})
 	if info.SnapshotPosition > 0 || s.Position > 0 {
 		o.Logger.Info("state rebuilt", "snapshot", info.SnapshotPosition, "replayed", info.Replayed,
-			"snapshotError", errString(info.SnapshotError), "hotRuns", s.HotRuns(), "coldRuns", s.ColdRuns())
+			"snapshotError", errString(info.SnapshotError), "hotRuns", s.HotRuns(), "coldRuns", s.ColdRuns(),
+			"summariesIndexed", info.Indexed, "summariesInMemory", s.ColdInMemory())
 	}
 	head, _ := l.Head()
 	e := &Engine{
@@ -271,6 +272,17 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 		go e.clock()
 	}
 	e.maybeSaveViews() // the runs the rebuild made cold
+	if info.Indexed > 0 && o.SnapshotEvery >= 0 && e.snapping.CompareAndSwap(false, true) {
+		// The snapshot read listed the cold runs whose summaries are now
+		// in the index: a new one, without them, so that the next start
+		// does not decode them again.
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			defer e.snapping.Store(false)
+			e.saveSnapshot()
+		}()
+	}
 	return e, nil
 }
 

@@ -11,7 +11,7 @@ import (
 )
 
 // appendHistory writes evs to a new in-memory log, one append each.
-func appendHistory(t *testing.T, evs []events.Event) *eventlog.Log {
+func appendHistory(t testing.TB, evs []events.Event) *eventlog.Log {
 	t.Helper()
 	l, err := eventlog.Open("db", &eventlog.Options{FS: vfs.NewMem()})
 	require.NoError(t, err)

@@ -133,6 +133,10 @@ type LoadInfo struct {
 	// Evicted is the number of runs LoadTiered made cold (runs hot in the
 	// snapshot included): what a new snapshot would no longer hold whole.
 	Evicted int
+	// Indexed is the number of cold runs' summaries LoadTiered wrote to
+	// the index from a snapshot that listed them (format 7): what a new
+	// snapshot would no longer list.
+	Indexed int
 }
 
 // Load builds the state of the whole durable log: the newest valid snapshot
@@ -180,9 +184,11 @@ func LoadTiered(l *eventlog.Log, t Tiering) (*State, LoadInfo, error) {
 		}
 		// A snapshot of format 7 lists every cold run: their summaries
 		// go to the index now, so that they leave memory.
+		n := len(s.cold)
 		if err := s.flushSummaries(); err != nil {
 			s.store.failed("", err)
 		}
+		info.Indexed = n - len(s.cold)
 	}
 	s.noViews = nil
 	if t.RefoldOnly {

@@ -47,6 +47,56 @@ import (
 // summaryFormat is the version of a summary's encoding.
 const summaryFormat = 1
 
+// summaryCacheSize bounds the decoded summaries a ColdStore keeps (about
+// half a KiB each), so that paging the runs list again, or asking about
+// the same cold run again, skips the decode: the index is read anyway,
+// for the version.
+const summaryCacheSize = 4096
+
+// summaryVersion names one version of a run's summary.
+type summaryVersion struct {
+	id   string
+	last uint64
+}
+
+// summaryCache holds decoded summaries, the oldest dropped first. Its
+// entries are never mutated.
+type summaryCache struct {
+	m     map[summaryVersion]*coldRun
+	order []summaryVersion // insertion order, a ring of summaryCacheSize
+	next  int
+}
+
+// decoded returns the summary sum holds, from the cache or decoded (and
+// then cached).
+func (c *ColdStore) decoded(sum eventlog.Summary) (*coldRun, error) {
+	k := summaryVersion{sum.Stream, sum.Position}
+	c.mu.Lock()
+	cr := c.summaries.m[k]
+	c.mu.Unlock()
+	if cr != nil {
+		return cr, nil
+	}
+	cr, err := decodeSummary(sum)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sc := &c.summaries
+	if sc.m == nil {
+		sc.m = make(map[summaryVersion]*coldRun, summaryCacheSize)
+		sc.order = make([]summaryVersion, summaryCacheSize)
+	}
+	if _, ok := sc.m[k]; !ok {
+		delete(sc.m, sc.order[sc.next])
+		sc.order[sc.next] = k
+		sc.next = (sc.next + 1) % summaryCacheSize
+		sc.m[k] = cr
+	}
+	return cr, nil
+}
+
 // summaryRecord is a summary's value: the format, then this map.
 type summaryRecord struct {
 	Run  *Run        `msgpack:"run"`
@@ -123,7 +173,7 @@ func (c *ColdStore) summary(id string, upTo uint64) *coldRun {
 	}
 	var cr *coldRun
 	if err == nil {
-		cr, err = decodeSummary(sum)
+		cr, err = c.decoded(sum)
 	}
 	if err != nil {
 		c.failed(id, err)
@@ -230,7 +280,7 @@ func (s *State) eachRun(from int, desc, index bool, fn func(ord int, run *Run) b
 			if i < len(mem) && mem[i].ord == ord {
 				return true // memory first: the hot run, or its summary kept there
 			}
-			cr, err := decodeSummary(sum)
+			cr, err := s.store.decoded(sum)
 			if err != nil {
 				decodeErr = err
 				return false

@@ -302,3 +302,44 @@ func TestSnapshotListsOnlyRunsInMemory(t *testing.T) {
 		require.False(t, sr.Cold)
 	}
 }
+
+// BenchmarkRunsPage pages the runs list as a dashboard does (completed,
+// newest first, 100 a page, from the middle of the history) over 2,000
+// ended runs: from the index of their summaries (the first page decodes
+// them, the next ones find them decoded), and from memory, as before the
+// index.
+//
+//	go test ./projections -run '^$' -bench RunsPage -benchmem
+func BenchmarkRunsPage(b *testing.B) {
+	const runs = 2000
+	var h history
+	for r := range runs {
+		run := fmt.Sprintf("team_20261001000000_%016x", r)
+		h.add(run, events.TypeRunCreated, &events.RunCreated{Team: "t", Workflow: "w", Goal: "a goal of a few words", Cwd: "/w"})
+		h.add(run, events.TypeCredentialIssued, &events.CredentialIssued{TaskID: events.OrchestratorKey, Role: events.RoleOrchestrator, Digest: "d"})
+		h.add(run, events.TypeRunRunning, &events.RunRunning{})
+		h.add(run, events.TypeRunCompleted, &events.RunCompleted{Summary: "done"})
+	}
+	now := h.evs[len(h.evs)-1].UnixMilli() + 1
+	f := RunFilter{Statuses: []RunStatus{RunCompleted}, Newest: true, Limit: 100, Cursor: strconv.FormatUint(runs/2, 36)}
+	for _, c := range []struct {
+		name  string
+		index bool
+	}{{"index", true}, {"memory", false}} {
+		b.Run(c.name, func(b *testing.B) {
+			l := appendHistory(b, h.evs)
+			s, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: c.index})
+			require.NoError(b, err)
+			require.Equal(b, runs, s.ColdRuns())
+			require.Equal(b, !c.index, s.ColdInMemory() == runs)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				page, err := s.Runs(f)
+				if err != nil || len(page.Runs) != 100 {
+					b.Fatal(err, len(page.Runs))
+				}
+			}
+		})
+	}
+}

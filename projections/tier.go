@@ -67,6 +67,8 @@ type ColdStore struct {
 
 	refolds atomic.Int64 // runs read back from the log so far (views included)
 
+	summaries summaryCache // decoded summaries of the index (runindex.go)
+
 	// Views (coldview.go): saveViews is set before the store is shared;
 	// queued holds the runs gone cold whose view is not written yet.
 	saveViews   bool

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -223,6 +224,14 @@ var dashboardQueries = []struct {
 	{"msg.inbox", func(run string) map[string]any { return map[string]any{"runId": run} }},
 	{"query.slots", func(run string) map[string]any { return map[string]any{"runId": run} }},
 	{"events.since", func(run string) map[string]any { return map[string]any{"runId": run, "limit": 100} }},
+	// The runs list, newest first, a page of finished runs from the run's
+	// place in the history on (its index as the cursor: a creation ordinal
+	// about where the run was created).
+	{"query.runs", func(run string) map[string]any {
+		var k uint64
+		_, _ = fmt.Sscanf(run, "team_20261001090000_%x", &k)
+		return map[string]any{"status": "completed", "newest": true, "limit": 100, "cursor": strconv.FormatUint(k, 36)}
+	}},
 }
 
 // timeQueries calls every dashboard query calls times, one call at a time,
