@@ -67,7 +67,9 @@ type Options struct {
 	Retention time.Duration
 	// NoViews turns off the views of cold runs: a run that goes cold is
 	// then re-folded from its events by every query that reads it back
-	// after it left the cache (the choice of tests comparing the two).
+	// after it left the cache (the choice of tests comparing the two). It
+	// writes no index of summaries either: the cold runs' summaries stay
+	// in memory (projections' runindex.go).
 	NoViews bool
 	// ColdCache is how many cold runs read back from the log stay decoded
 	// (default projections.DefaultColdCache).

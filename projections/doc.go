@@ -31,14 +31,26 @@
 //   - Clone is a deep copy of the hot runs; two copies fed the same events
 //     stay equal. Copies share the ColdStore and the cold runs' summaries,
 //     which nothing mutates.
+//   - Runs lists every run in creation order, hot and cold alike, with
+//     cursors that are creation ordinals; the summaries of cold runs come
+//     from the index of summaries (runindex.go), read as of the state's
+//     Position, merged with the runs in memory, so the page is the one the
+//     same state would give with every summary in memory. A filter of
+//     statuses none of which has ended reads no index.
 //   - Hot and cold (tier.go): a run is hot (whole in memory) unless it went
 //     cold through Evict, which only an ended run holding nothing
 //     daemon-wide (no slot, no pending question, no parked wait, not
-//     waiting for a slot) may. Of a cold run the state keeps its Run record,
-//     the position of its last event, its creation ordinal and its
-//     orchestrator credential (Run and that Credential answer from them with
-//     no read of the log, so a hello is checked before it costs a re-fold);
-//     the rest is read back from the log when asked for (ColdStore): from
+//     waiting for a slot) may. Of a cold run the state keeps nothing but
+//     a count: its summary (its Run record, the position of its last event,
+//     its creation ordinal and its orchestrator credential) is written to
+//     the log's index of summaries when it goes cold (runindex.go,
+//     eventlog.SaveSummaries; in memory only while it cannot be written: a
+//     read-only log, a failed write, a snapshot of format 7), versioned by
+//     that position and read as of the state's Position, so a state
+//     rebuilt from an older snapshot sees each run as it was then. Run,
+//     RunStatus and the orchestrator's Credential answer from the summary
+//     (one read of the index, no re-fold, so a hello is checked before it
+//     costs one); the rest is read back from the log when asked for (ColdStore): from
 //     the run's view (coldview.go: its records as the fold left them,
 //     written when it went cold, used only when stamped with the position
 //     the summary names; the store knows which cold runs have no view
@@ -73,16 +85,20 @@
 // # Snapshot format
 //
 // EncodeSnapshot writes two msgpack values: the format version (uint16,
-// SnapshotFormat = 7) and a map
+// SnapshotFormat = 8) and a map
 //
-//	{position, config, runs: [{run, last, cold, tasks, delegations, accounts, messages, asks, credentials, rootSpent, jobs, revokedRoots, noView}]}
+//	{position, config, runCount, ords, missingViews, runs: [{run, last, cold, tasks, delegations, accounts, messages, asks, credentials, rootSpent, jobs, revokedRoots, noView}]}
 //
-// A cold run is stored as {run, last, cold: true, credentials: [its
-// orchestrator's, when issued], noView: its view is not known to be
-// written} alone: its records are
-// re-folded from the log, so the snapshot grows with the active work plus a
-// small summary per run ever seen.
-// with every list in the state's own order, so the encoding is
+// runs lists the hot runs and the cold runs whose summary is not in the
+// index (none, once it is written), by creation ordinal (ords, one each);
+// runCount is the number of runs ever created, missingViews the cold runs
+// whose view is not known to be written. A cold run listed is stored as
+// {run, last, cold: true, credentials: [its orchestrator's, when issued],
+// noView} alone: its records are re-folded from the log. So the snapshot
+// grows with the active work, not with the history. DecodeSnapshot also
+// reads format 7 (every run listed, its index its ordinal); a view holds
+// the same run record in both formats.
+// Every list is in the state's own order, so the encoding is
 // deterministic. Only primary records are stored; indexes (slots held,
 // mailbox boxes, order slices) are rebuilt on decode by the fold's helpers,
 // and DecodeSnapshot(EncodeSnapshot(s)) equals s exactly (but for the

@@ -19,19 +19,22 @@ import (
 // is made of is re-folded from the log on demand: its own stream and the
 // engine stream (whose config the fold reads), up to the position of the
 // run's last event, so a cold run is exactly what the full fold would hold.
-// Nothing about a cold run is written anywhere but the log: going cold needs
-// no write, and a crash at any moment loses nothing.
+// What going cold writes is derived from the log and stored in it: the
+// run's summary (runindex.go) and its view (coldview.go); a crash at any
+// moment loses nothing the log cannot give again.
 //
 // Queries find a cold run through the ColdStore, which keeps the few runs
 // decoded last in a small cache; the writer faults a cold run back in
 // (FaultIn) before a command or an event touches it, so Decide and Apply
 // only ever see whole runs.
 
-// coldRun is what stays in memory of a cold run: its Run record (what the
-// runs list shows), the position of its last event (the version of what
-// the log holds for it), its creation ordinal and its orchestrator
-// credential (nil when none was issued), so that a hello naming the run is
-// checked without reading the log before the caller is authenticated.
+// coldRun is the summary of a cold run: its Run record (what the runs
+// list shows), the position of its last event (the version of what the
+// log holds for it), its creation ordinal and its orchestrator credential
+// (nil when none was issued), so that a hello naming the run is checked
+// without re-folding the run before the caller is authenticated. It is
+// kept in the log's index of summaries (runindex.go), and in memory only
+// until it is written there.
 type coldRun struct {
 	run  Run
 	last uint64
