@@ -155,10 +155,17 @@ func (s *State) coldRun(id string) *coldRun {
 	if cr := s.cold[id]; cr != nil {
 		return cr
 	}
-	if s.store == nil || s.runs[id] != nil || !mayBeRun(id) {
+	if !s.indexedRuns() || s.runs[id] != nil || !mayBeRun(id) {
 		return nil
 	}
 	return s.store.summary(id, s.Position)
+}
+
+// indexedRuns reports whether s has cold runs whose summary only the index
+// holds: without, no query reads it (a state that keeps every run in
+// memory never touches the log for its runs list).
+func (s *State) indexedRuns() bool {
+	return s.store != nil && s.store.log != nil && s.nruns > len(s.runs)+len(s.cold)
 }
 
 // summary reads run id's summary as of position upTo from the index (nil
@@ -267,7 +274,7 @@ func (s *State) eachRun(from int, desc, index bool, fn func(ord int, run *Run) b
 		i++
 	}
 	stopped := false
-	if index && s.store != nil && s.store.log != nil {
+	if index && s.indexedRuns() {
 		var decodeErr error
 		err := s.store.log.Summaries(uint64(from), desc, s.Position, func(sum eventlog.Summary) bool {
 			ord := int(sum.Ord)
