@@ -2,8 +2,11 @@ package projections
 
 import (
 	"fmt"
+	"runtime"
 	"strconv"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
@@ -342,4 +345,67 @@ func BenchmarkRunsPage(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkHeapOfFinishedRuns reports the heap a state loaded from the log
+// holds (heap-B) for 1,000 and for 10,000 finished runs besides the same
+// two active ones: with the index of summaries it does not grow with the
+// finished runs; with the summaries in memory (a log no index was written
+// to, read by a reader that writes none) it does.
+//
+//	go test ./projections -run '^$' -bench HeapOfFinishedRuns -benchtime 1x
+func BenchmarkHeapOfFinishedRuns(b *testing.B) {
+	for _, finished := range []int{1000, 10000} {
+		var h history
+		for r := range finished + 2 {
+			run := fmt.Sprintf("team_20261001000000_%016x", r)
+			h.add(run, events.TypeRunCreated, &events.RunCreated{Team: "t", Workflow: "w", Goal: "a goal of a few words", Cwd: "/w"})
+			h.add(run, events.TypeCredentialIssued, &events.CredentialIssued{TaskID: events.OrchestratorKey, Role: events.RoleOrchestrator, Digest: "d"})
+			h.add(run, events.TypeRunRunning, &events.RunRunning{})
+			if r < finished {
+				h.add(run, events.TypeRunCompleted, &events.RunCompleted{Summary: "done"})
+			}
+		}
+		writes := make([]eventlog.Write, 0, len(h.evs))
+		for _, ev := range h.evs {
+			p, err := events.EncodePayload(ev.Payload)
+			require.NoError(b, err)
+			writes = append(writes, eventlog.Write{Events: []eventlog.Event{{Stream: ev.Stream, Type: ev.Type,
+				SchemaVersion: ev.SchemaVersion, Time: ev.Time, Payload: p}}})
+		}
+		now := h.evs[len(h.evs)-1].UnixMilli() + 1
+		for _, index := range []bool{true, false} {
+			b.Run(fmt.Sprintf("finished=%d/index=%v", finished, index), func(b *testing.B) {
+				l, err := eventlog.Open("db", &eventlog.Options{FS: vfs.NewMem()})
+				require.NoError(b, err)
+				defer l.Close()
+				for i := 0; i < len(writes); i += 1000 {
+					_, err := l.Append(writes[i:min(i+1000, len(writes))]...)
+					require.NoError(b, err)
+				}
+				if index { // the index written, then a reader of it
+					_, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: true})
+					require.NoError(b, err)
+				}
+				for b.Loop() {
+					with := func() int64 {
+						s, _, err := LoadTiered(l, Tiering{Now: now})
+						require.NoError(b, err)
+						require.Equal(b, finished, s.ColdRuns())
+						defer runtime.KeepAlive(s)
+						return heapInUse()
+					}()
+					b.ReportMetric(float64(with-heapInUse()), "heap-B") // what the state (and its store) holds
+				}
+			})
+		}
+	}
+}
+
+// heapInUse is the live heap after a collection.
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }
