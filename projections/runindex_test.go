@@ -309,8 +309,8 @@ func TestSnapshotListsOnlyRunsInMemory(t *testing.T) {
 // BenchmarkRunsPage pages the runs list as a dashboard does (completed,
 // newest first, 100 a page, from the middle of the history) over 2,000
 // ended runs: from the index of their summaries (the first page decodes
-// them, the next ones find them decoded), and from memory, as before the
-// index.
+// them, the next ones find them decoded; first-read decodes every page),
+// and from memory, as before the index.
 //
 //	go test ./projections -run '^$' -bench RunsPage -benchmem
 func BenchmarkRunsPage(b *testing.B) {
@@ -326,9 +326,9 @@ func BenchmarkRunsPage(b *testing.B) {
 	now := h.evs[len(h.evs)-1].UnixMilli() + 1
 	f := RunFilter{Statuses: []RunStatus{RunCompleted}, Newest: true, Limit: 100, Cursor: strconv.FormatUint(runs/2, 36)}
 	for _, c := range []struct {
-		name  string
-		index bool
-	}{{"index", true}, {"memory", false}} {
+		name         string
+		index, first bool
+	}{{"index", true, false}, {"index-first-read", true, true}, {"memory", false, false}} {
 		b.Run(c.name, func(b *testing.B) {
 			l := appendHistory(b, h.evs)
 			s, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: c.index})
@@ -338,6 +338,9 @@ func BenchmarkRunsPage(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
+				if c.first {
+					clear(s.store.summaries.m) // every summary decoded again
+				}
 				page, err := s.Runs(f)
 				if err != nil || len(page.Runs) != 100 {
 					b.Fatal(err, len(page.Runs))
