@@ -94,7 +94,8 @@
 //     cold only once every group before is durable (the writer waits for
 //     the pipeline to empty then, at most once a second), since a cold run
 //     is read back from the log. Start-up (projections.LoadTiered) reads
-//     the snapshot, which holds the hot runs and a summary of each cold one,
+//     the snapshot, which holds the hot runs (the cold runs' summaries are
+//     in the log's index of summaries, written as they go cold),
 //     plus the tail, faulting in the cold runs the tail touches; a fold from
 //     position 1 makes ended runs cold as it goes, by event time. The
 //     records of each run that goes cold are written as its view

@@ -45,10 +45,14 @@
 //   - Nothing is ever deleted but superseded snapshots and stream views
 //     (and, by the step to format 3, the format-2 outcome keys it has moved).
 //
-//   - Snapshots and stream views are derived data, sealed like every value:
-//     a snapshot is saved with a sync, a view without one (a crash may lose
-//     the last views, never corrupt one); readers use either only for the
-//     position it is stamped with.
+//   - Snapshots, stream views and stream summaries are derived data, sealed
+//     like every value: a snapshot is saved with a sync, and after a sync of
+//     the WAL, so every view and summary written before it is durable with
+//     it; a view or a summary is saved without one (a crash may lose the
+//     last ones, never corrupt one); readers use each only for the position
+//     it is stamped with. Summaries are versioned by that position and
+//     never overwritten: a reader asks for the newest at or before a
+//     position (summary.go).
 //
 //   - Checkpoint copies on the operating system's file system are private
 //     (directories 0700, files 0600) whatever the umask.
@@ -86,6 +90,10 @@
 //	'r' | stream                             sealed [first pos, time] (stream catalog, format 2)
 //	'v' | uvarint len | stream               sealed [pos:8 BE | data]: the stream's view, derived
 //	                                         data stamped with a position of the stream (view.go)
+//	'u' | uvarint len | stream | pos:8 BE    sealed [ord:8 BE | data]: a version of the stream's
+//	                                         summary, filed under the caller's ordinal (summary.go)
+//	'w' | ord:8 BE | pos:8 BE                sealed [uvarint len | stream | data]: the same, in
+//	                                         ordinal order
 //	'm' "format"                             sealed uint32 BE format version
 //	'm' "head"                               sealed pos:8 BE | hash:32
 //	'm' "source"                             sealed seq:8 BE: the sequence, in the log this
