@@ -32,7 +32,14 @@ func appendEventKey(dst []byte, pos uint64) []byte {
 // streamPrefix is s | uvarint(len) | stream. The length prefix keeps one
 // stream's keys from interleaving with another's whose name it prefixes.
 func appendStreamPrefix(dst []byte, stream string) []byte {
-	dst = append(dst, prefixStream)
+	return appendPrefixedStream(dst, prefixStream, stream)
+}
+
+// appendPrefixedStream is prefix | uvarint(len) | stream: the head of every
+// key that files something under a stream and a number (the index, the
+// summaries).
+func appendPrefixedStream(dst []byte, prefix byte, stream string) []byte {
+	dst = append(dst, prefix)
 	dst = binary.AppendUvarint(dst, uint64(len(stream)))
 	return append(dst, stream...)
 }
@@ -44,14 +51,20 @@ func appendStreamKey(dst []byte, stream string, version uint64) []byte {
 
 // parseStreamKey splits an index key; ok is false for a malformed key.
 func parseStreamKey(k []byte) (stream string, version uint64, ok bool) {
-	if len(k) < 1+1+8 || k[0] != prefixStream {
+	return parsePrefixedStreamKey(k, prefixStream)
+}
+
+// parsePrefixedStreamKey splits prefix | uvarint(len) | stream | n:8 BE;
+// ok is false for a malformed key or another prefix.
+func parsePrefixedStreamKey(k []byte, prefix byte) (stream string, n uint64, ok bool) {
+	if len(k) < 1+1+8 || k[0] != prefix {
 		return "", 0, false
 	}
-	n, w := binary.Uvarint(k[1:])
-	if w <= 0 || uint64(len(k)) != 1+uint64(w)+n+8 {
+	l, w := binary.Uvarint(k[1:])
+	if w <= 0 || uint64(len(k)) != 1+uint64(w)+l+8 {
 		return "", 0, false
 	}
-	s := k[1+w : 1+w+int(n)]
+	s := k[1+w : 1+w+int(l)]
 	return string(s), binary.BigEndian.Uint64(k[len(k)-8:]), true
 }
 

@@ -45,9 +45,7 @@ type Summary struct {
 }
 
 func appendSummaryPrefix(dst []byte, stream string) []byte {
-	dst = append(dst, prefixSummary)
-	dst = binary.AppendUvarint(dst, uint64(len(stream)))
-	return append(dst, stream...)
+	return appendPrefixedStream(dst, prefixSummary, stream)
 }
 
 func summaryKey(stream string, pos uint64) []byte {
@@ -64,14 +62,7 @@ func summaryOrdKey(ord, pos uint64) []byte {
 
 // parseSummaryKey splits a 'u' key; ok is false for a malformed key.
 func parseSummaryKey(k []byte) (stream string, pos uint64, ok bool) {
-	if len(k) < 1+1+8 || k[0] != prefixSummary {
-		return "", 0, false
-	}
-	n, w := binary.Uvarint(k[1:])
-	if w <= 0 || uint64(len(k)) != 1+uint64(w)+n+8 {
-		return "", 0, false
-	}
-	return string(k[1+w : 1+w+int(n)]), binary.BigEndian.Uint64(k[len(k)-8:]), true
+	return parsePrefixedStreamKey(k, prefixSummary)
 }
 
 // SaveSummaries stores ss in one batch, each version next to the stream's

@@ -16,14 +16,26 @@ func appendHistory(t testing.TB, evs []events.Event) *eventlog.Log {
 	l, err := eventlog.Open("db", &eventlog.Options{FS: vfs.NewMem()})
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
+	appendEvents(t, l, evs)
+	return l
+}
+
+// appendEvents appends evs to l, one append each.
+func appendEvents(t testing.TB, l *eventlog.Log, evs []events.Event) {
+	t.Helper()
 	for _, ev := range evs {
-		p, err := events.EncodePayload(ev.Payload)
-		require.NoError(t, err)
-		_, err = l.Append(eventlog.Write{Events: []eventlog.Event{{Stream: ev.Stream, Type: ev.Type,
-			SchemaVersion: ev.SchemaVersion, Time: ev.Time, Payload: p}}})
+		_, err := l.Append(logWrite(t, ev))
 		require.NoError(t, err)
 	}
-	return l
+}
+
+// logWrite is ev as a write of its own.
+func logWrite(t testing.TB, ev events.Event) eventlog.Write {
+	t.Helper()
+	p, err := events.EncodePayload(ev.Payload)
+	require.NoError(t, err)
+	return eventlog.Write{Events: []eventlog.Event{{Stream: ev.Stream, Type: ev.Type,
+		SchemaVersion: ev.SchemaVersion, Time: ev.Time, Payload: p}}}
 }
 
 // The runs a fold makes cold are written as views; a store reading them
@@ -105,12 +117,7 @@ func TestMissingViewsAreKnownKeptBySnapshotsAndWritten(t *testing.T) {
 	require.Equal(t, 2, saved)
 	require.Equal(t, cold-2, s.store.ViewsMissing())
 
-	b, err := EncodeSnapshot(s)
-	require.NoError(t, err)
-	require.NoError(t, l.SaveSnapshot(s.Position, b))
-	restarted, info, err := LoadTiered(l, Tiering{Now: now, SaveViews: true})
-	require.NoError(t, err)
-	require.Equal(t, s.Position, info.SnapshotPosition)
+	restarted := snapshotAndRestart(t, l, s, now)
 	require.Equal(t, cold-2, restarted.store.ViewsMissing(), "the snapshot keeps the missing views")
 	offline, _, err := LoadTiered(l, Tiering{Now: now})
 	require.NoError(t, err)

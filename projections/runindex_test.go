@@ -57,6 +57,19 @@ func mixedHistory() []events.Event {
 	return h.evs
 }
 
+// snapshotAndRestart saves s as the log's snapshot and loads the state
+// again from it, as the engine does (views and summaries written).
+func snapshotAndRestart(t *testing.T, l *eventlog.Log, s *State, now int64) *State {
+	t.Helper()
+	b, err := EncodeSnapshot(s)
+	require.NoError(t, err)
+	require.NoError(t, l.SaveSnapshot(s.Position, b))
+	restarted, info, err := LoadTiered(l, Tiering{Now: now, SaveViews: true})
+	require.NoError(t, err)
+	require.Equal(t, s.Position, info.SnapshotPosition)
+	return restarted
+}
+
 // requireRunsAlike asks s and want every page of runs any filter, limit
 // and cursor can ask for (and cursors no page gave) and requires the same
 // answers: a run missing from the index, or out of order, or a cursor
@@ -129,12 +142,7 @@ func TestRunsFromTheIndexAnswerAsFromMemory(t *testing.T) {
 	mixed.cold[cold[5]] = mixed.coldRun(cold[5])
 	requireRunsAlike(t, want, mixed, "mixed")
 
-	b, err := EncodeSnapshot(indexed)
-	require.NoError(t, err)
-	require.NoError(t, l.SaveSnapshot(indexed.Position, b))
-	restarted, info, err := LoadTiered(l, Tiering{Now: now, SaveViews: true})
-	require.NoError(t, err)
-	require.Equal(t, indexed.Position, info.SnapshotPosition)
+	restarted := snapshotAndRestart(t, l, indexed, now)
 	require.Empty(t, restarted.cold)
 	requireRunsAlike(t, want, restarted, "snapshot of format 8")
 
@@ -196,13 +204,7 @@ func TestRunsIndexVersionsHoldForAnOlderSnapshot(t *testing.T) {
 		h.add(late, events.TypeRunCreated, &events.RunCreated{Team: "t", Workflow: "w", Goal: "late", Cwd: "/w"}),
 		h.add(late, events.TypeRunCancelled, &events.RunCancelled{Reason: "late"}),
 	}
-	for _, ev := range tail {
-		p, err := events.EncodePayload(ev.Payload)
-		require.NoError(t, err)
-		_, err = l.Append(eventlog.Write{Events: []eventlog.Event{{Stream: ev.Stream, Type: ev.Type,
-			SchemaVersion: ev.SchemaVersion, Time: ev.Time, Payload: p}}})
-		require.NoError(t, err)
-	}
+	appendEvents(t, l, tail)
 	all := append(append([]events.Event(nil), evs...), tail...)
 	want := fold(all)
 	later := all[len(all)-1].UnixMilli() + 1
@@ -371,10 +373,7 @@ func BenchmarkHeapOfFinishedRuns(b *testing.B) {
 		}
 		writes := make([]eventlog.Write, 0, len(h.evs))
 		for _, ev := range h.evs {
-			p, err := events.EncodePayload(ev.Payload)
-			require.NoError(b, err)
-			writes = append(writes, eventlog.Write{Events: []eventlog.Event{{Stream: ev.Stream, Type: ev.Type,
-				SchemaVersion: ev.SchemaVersion, Time: ev.Time, Payload: p}}})
+			writes = append(writes, logWrite(b, ev))
 		}
 		now := h.evs[len(h.evs)-1].UnixMilli() + 1
 		for _, index := range []bool{true, false} {
