@@ -187,7 +187,7 @@ func toSnapshot(s *State) snapshot {
 		return s.cold[id].ord
 	}
 	slices.SortFunc(ids, func(a, b string) int { return ord(a) - ord(b) })
-	if s.store != nil {
+	if s.store != nil && s.store.ViewsMissing() > 0 { // NB: none encodes as nil, with a store or without
 		snap.MissingViews = s.store.missingIDs()
 	}
 	for _, id := range ids {
