@@ -27,7 +27,10 @@ func TestMain(m *testing.M) {
 		f.noSync = true
 		return newGroupStore(f), nil
 	}})
-	// The pre-check runs its phases in a child process: this binary.
+	// The socket cell's server and the pre-check's phases run in child processes: this binary.
+	if status, ok := SocketServerChild(os.Stdin, os.Stdout, os.Stderr); ok {
+		os.Exit(status)
+	}
 	if status, ok := PrecheckChild(os.Stdout, os.Stderr); ok {
 		os.Exit(status)
 	}
@@ -299,4 +302,31 @@ func TestCompareClusterTiny(t *testing.T) {
 		require.Positive(t, ops[name], "%s counted no operation", name)
 		require.Positive(t, cmp.Checks[name].Concurrent.Durable, name)
 	}
+}
+
+// TestSocketServerRunsApart checks the socket cell's server process: it
+// serves the clients, its engine's commits are read over its stdin, its CPU
+// is counted apart from the clients', and Final reads back what it wrote.
+func TestSocketServerRunsApart(t *testing.T) {
+	ctx := context.Background()
+	runs, spec := []string{"run-0"}, Spec{Budget: 1 << 40, Slots: 4, Clients: 2}
+	s, err := openSocketStore(t.TempDir(), spec.Slots)
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.Setup(ctx, runs, spec))
+	before := s.Commits()
+	require.Positive(t, before) // -1 when the child does not answer
+	for i := 0; i < 3; i++ {
+		a, err := s.Admit(ctx, "run-0", 10)
+		require.NoError(t, err)
+		require.True(t, a.Admitted(), a.Reason)
+		require.NoError(t, s.Settle(ctx, "run-0", a.SubID, "ok"))
+	}
+	require.Greater(t, s.Commits(), before)
+	_, err = s.serverCPU() // the child's, by its pid; 10 ms ticks, so a short test may read 0
+	require.NoError(t, err)
+	f, err := s.Final(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, f["run-0"].Admitted)
+	require.Equal(t, 3, f["run-0"].Events["delegate.completed"])
 }

@@ -16,6 +16,9 @@ import (
 // Main is crewbench: it parses args, runs the subcommand and returns the exit
 // status (0 ok, 1 failure, 2 usage).
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if status, ok := SocketServerChild(os.Stdin, stdout, stderr); ok {
+		return status
+	}
 	if status, ok := PrecheckChild(stdout, stderr); ok {
 		return status
 	}

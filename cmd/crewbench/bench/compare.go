@@ -185,7 +185,8 @@ type Summary struct {
 	Impl                    string
 	Cell                    Cell
 	PerSec, P50, P99, Retry Spread // each measure's own median and range over rounds
-	CPUPerOp                Spread // nanoseconds of CPU per operation
+	CPUPerOp                Spread // nanoseconds of CPU per operation (the server's, for a server of its own)
+	ClientCPUPerOp          Spread // nanoseconds of the clients' CPU per operation, when counted apart
 	// VsCrewlog and VsSocket are, per round, this ÷ crewlog in-process and
 	// this ÷ crewlog over its socket: of admissions/s in the closed loop,
 	// of p99 in the open loop.
@@ -207,7 +208,7 @@ func findResult(rs []Result, im string, cell Cell) (Result, bool) {
 
 func (c *Comparison) summarise(im string, cell Cell) Summary {
 	s := Summary{Impl: im, Cell: cell}
-	var rate, p50, p99, retry, cpu, vsRef, vsSock []float64
+	var rate, p50, p99, retry, cpu, clientCPU, vsRef, vsSock []float64
 	for _, rs := range c.Rounds {
 		r, ok := findResult(rs, im, cell)
 		if !ok {
@@ -222,6 +223,9 @@ func (c *Comparison) summarise(im string, cell Cell) Summary {
 		}
 		rate, p50, p99, retry = append(rate, r.PerSec), append(p50, float64(r.P50)), append(p99, float64(r.P99)), append(retry, r.Retries)
 		cpu = append(cpu, float64(r.CPUPerOp))
+		if r.ClientCPUPerOp > 0 {
+			clientCPU = append(clientCPU, float64(r.ClientCPUPerOp))
+		}
 		// The closed loop compares rates; the open loop offers every
 		// implementation the same rate and compares p99s.
 		ratio := func(x Result) (float64, bool) {
@@ -242,7 +246,7 @@ func (c *Comparison) summarise(im string, cell Cell) Summary {
 		}
 	}
 	s.PerSec, s.P50, s.P99, s.Retry, s.CPUPerOp = spreadOf(rate), spreadOf(p50), spreadOf(p99), spreadOf(retry), spreadOf(cpu)
-	s.VsCrewlog, s.VsSocket = spreadOf(vsRef), spreadOf(vsSock)
+	s.VsCrewlog, s.VsSocket, s.ClientCPUPerOp = spreadOf(vsRef), spreadOf(vsSock), spreadOf(clientCPU)
 	s.Rounds = len(rate)
 	return s
 }

@@ -37,6 +37,10 @@
 //   - Every ratio is taken within one round and cell, then summarised over
 //     the rounds as median and range; the implementation order rotates from
 //     round to round and cell to cell.
+//   - CPU per operation is the store's process's. The socket's server runs
+//     in a process of its own, as crewd does (socket_server.go): its CPU per
+//     operation is that process's, and the clients' (this process) is shown
+//     beside it, never added to it.
 //
 // It guarantees nothing about absolute numbers: on a shared VM they move by
 // ±30 % between runs and p99 measures the VM.

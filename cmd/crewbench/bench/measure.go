@@ -35,11 +35,14 @@ type Result struct {
 	PerSec   float64
 	P50, P99 time.Duration
 	Retries  float64 // conflicts or busy locks per counted operation
-	// CPUPerOp is this process's CPU time (user + system, every thread:
-	// the store's, the embedded servers') from the first operation to the
-	// last finished, per operation finished.
-	CPUPerOp time.Duration
-	Err      error
+	// CPUPerOp is the store's CPU time (user + system, every thread: the
+	// store's, the embedded servers') from the first operation to the last
+	// finished, per operation finished. For a store whose server runs in a
+	// process of its own (the socket) it is that process's time, and
+	// ClientCPUPerOp is this process's: the clients'.
+	CPUPerOp       time.Duration
+	ClientCPUPerOp time.Duration
+	Err            error
 }
 
 // The timed workload's policy never refuses: every op is an admission.
@@ -55,6 +58,12 @@ const drainLimit = 60 * time.Second
 
 // retrier is a store that counts retries (optimistic conflicts, busy locks).
 type retrier interface{ Retries() int64 }
+
+// remoteServer is a store whose server runs in a process of its own; its CPU
+// time is the server's, this process's the clients'.
+type remoteServer interface {
+	serverCPU() (time.Duration, error)
+}
 
 // Load is how operations arrive.
 type Load struct {
@@ -97,6 +106,13 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 		dctx, cancel := context.WithTimeout(ctx, warm+window+drainLimit)
 		defer cancel()
 		cpu0 := processCPU()
+		remote, isRemote := s.(remoteServer)
+		var srv0 time.Duration
+		if isRemote {
+			if srv0, err = remote.serverCPU(); err != nil {
+				return err
+			}
+		}
 		start := time.Now()
 		from, to := start.Add(warm), start.Add(warm+window)
 		lats := make([][]time.Duration, cell.Clients)
@@ -148,6 +164,13 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 		wg.Wait()
 		if n := done.Load(); n > 0 {
 			res.CPUPerOp = (processCPU() - cpu0) / time.Duration(n)
+			if isRemote {
+				srv1, err := remote.serverCPU()
+				if err != nil {
+					return err
+				}
+				res.CPUPerOp, res.ClientCPUPerOp = (srv1-srv0)/time.Duration(n), res.CPUPerOp
+			}
 		}
 		if err := errors.Join(errs...); err != nil {
 			return err

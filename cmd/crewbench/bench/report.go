@@ -81,9 +81,14 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 		if s.Retry.Median > 0 {
 			retries = fmt.Sprintf("%.2f", s.Retry.Median)
 		}
+		cpu := fmtDur(time.Duration(s.CPUPerOp.Median))
+		if s.ClientCPUPerOp.Median > 0 {
+			// The server's process, then the clients' (socket_server.go).
+			cpu += fmt.Sprintf(" (+ %s client)", fmtDur(time.Duration(s.ClientCPUPerOp.Median)))
+		}
 		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Cell.Clients, runs, label,
 			fmtRate(s.PerSec.Median), fmtDur(time.Duration(s.P50.Median)), fmtDur(time.Duration(s.P99.Median)),
-			fmtSpread(s.VsCrewlog), fmtSpread(s.VsSocket), fmtDur(time.Duration(s.CPUPerOp.Median)), retries)
+			fmtSpread(s.VsCrewlog), fmtSpread(s.VsSocket), cpu, retries)
 	}
 	if g := c.goals(); g != "" && c.Opts.Load.Rate == 0 {
 		b.WriteString("\n" + g)

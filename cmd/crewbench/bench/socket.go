@@ -9,29 +9,28 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
-	"github.com/crewlog/crewlog/broker"
 	"github.com/crewlog/crewlog/broker/client"
 	"github.com/crewlog/crewlog/broker/wire"
-	"github.com/crewlog/crewlog/cmd/crewd/daemon"
 	"github.com/crewlog/crewlog/events"
 )
 
-// socketStore is crewlog over its socket: an in-process broker.Server on a
-// real unix socket in front of the engine, driven through broker/client —
-// every request is NDJSON-encoded, authenticated and answered over the
-// socket, as a worker and its runtime would. In-process avoids building
-// crewd; the bytes on the wire are the same.
+// socketStore is crewlog over its socket: a broker.Server on a real unix
+// socket in front of the engine, in a process of its own as crewd is (this
+// executable, socket_server.go), driven through broker/client — every request
+// is NDJSON-encoded, authenticated and answered over the socket, as a worker
+// and its runtime would. The server is crewbench's, not a crewd binary, so
+// nothing needs building; the bytes on the wire are the same. Its CPU per
+// operation is the server process's; the clients' is reported beside it.
 //
 // With several clients on one run each is a worker task of the run with a
 // connection of its own (the budget the check exercises is the first task's;
 // the timed workload's budget never binds), so the run is still the one
 // stream every admission contends on.
 type socketStore struct {
-	*engineStore
-	srv     *broker.Server
+	srv     *socketServer
 	sockDir string
-	served  chan error
 	admin   *client.Client
 	workers map[string]chan *client.Client // per run: one connection per client
 	orchs   map[string]chan *client.Client
@@ -39,38 +38,50 @@ type socketStore struct {
 }
 
 func openSocketStore(dir string, slots int) (*socketStore, error) {
-	e, err := openEngineStore(dir, slots, true)
-	if err != nil {
-		return nil, err
-	}
 	// NB: a short directory of its own: unix socket paths are limited to
 	// 108 bytes and the data directory may be deep.
 	sockDir, err := os.MkdirTemp("", "crewbench-")
 	if err != nil {
-		return nil, errors.Join(err, e.Close())
+		return nil, err
 	}
-	s := &socketStore{engineStore: e, sockDir: sockDir, served: make(chan error, 1),
-		workers: map[string]chan *client.Client{}, orchs: map[string]chan *client.Client{}}
-	tok, key := randomHex(32), []byte(randomHex(32))
-	// NB: no per-credential pace. The clients of a run share its orchestrator credential for their settlements,
-	// so the default pace (5,000 requests/s per credential, a fairness policy the hostile-mix soak measures)
-	// would cap a one-run cell at 5,000 admissions/s whatever the socket costs.
-	s.srv, err = broker.New(e.eng, e.log, broker.Options{SocketPath: filepath.Join(sockDir, "s", "crewd.sock"),
-		AdminDigest: daemon.Digest(tok), ServerKey: key, SessionID: "crewbench", RatePerCredential: -1})
-	if err == nil {
-		err = s.srv.Listen()
-	}
+	s := &socketStore{sockDir: sockDir, workers: map[string]chan *client.Client{}, orchs: map[string]chan *client.Client{}}
+	tok := randomHex(32)
+	s.srv, err = startSocketServer(dir, slots, filepath.Join(sockDir, "s", "crewd.sock"), tok)
 	if err != nil {
-		return nil, errors.Join(err, e.Close(), os.RemoveAll(sockDir))
+		return nil, errors.Join(err, os.RemoveAll(sockDir))
 	}
-	go func() { s.served <- s.srv.Serve(context.Background()) }()
-	s.admin, err = client.Dial(context.Background(), s.srv.Addr(), client.Hello{Role: "admin", Token: tok}, nil)
+	s.admin, err = client.Dial(context.Background(), s.srv.socket, client.Hello{Role: "admin", Token: tok}, nil)
 	if err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
 	s.all = append(s.all, s.admin)
 	return s, nil
 }
+
+// serverCPU is the server process's CPU time so far: runCell charges it to
+// the operations, and this process's own time to the clients.
+func (s *socketStore) serverCPU() (time.Duration, error) { return s.srv.cpu() }
+
+// Commits counts the server's engine's committed groups.
+func (s *socketStore) Commits() int64 {
+	st, err := s.srv.stats()
+	if err != nil {
+		return -1
+	}
+	return st.Commits
+}
+
+// SyncShare is the server's engine's pipeline depth (engineStore.SyncShare).
+func (s *socketStore) SyncShare() int64 {
+	st, err := s.srv.stats()
+	if err != nil {
+		return 1
+	}
+	return st.SyncShare
+}
+
+// Final stops the server and reads the runs back from the log it wrote.
+func (s *socketStore) Final(context.Context) (map[string]Final, error) { return s.srv.final() }
 
 func randomHex(n int) string {
 	b := make([]byte, n/2)
@@ -79,7 +90,7 @@ func randomHex(n int) string {
 }
 
 func (s *socketStore) dial(ctx context.Context, h client.Hello) (*client.Client, error) {
-	c, err := client.Dial(ctx, s.srv.Addr(), h, nil)
+	c, err := client.Dial(ctx, s.srv.socket, h, nil)
 	if err == nil {
 		s.all = append(s.all, c)
 	}
@@ -205,14 +216,12 @@ func (s *socketStore) Settle(ctx context.Context, run, subID, outcome string) er
 }
 
 func (s *socketStore) Close() error {
-	var errs []error
 	for _, c := range s.all {
 		_ = c.Close()
 	}
+	var err error
 	if s.srv != nil {
-		errs = append(errs, s.srv.Close())
-		errs = append(errs, <-s.served)
+		err = s.srv.stop()
 	}
-	errs = append(errs, s.engineStore.Close(), os.RemoveAll(s.sockDir))
-	return errors.Join(errs...)
+	return errors.Join(err, os.RemoveAll(s.sockDir))
 }
