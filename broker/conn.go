@@ -227,20 +227,25 @@ func (c *conn) respond(id, method string, result any, err error) bool {
 		}
 		return c.sendError(id, we)
 	}
-	var resp any
+	// NB: every result is compact, valid JSON already, so it is framed as a CompactResponse, copied rather than
+	// compacted again (which was most of the cost of framing a small answer): a compactResult is written so, a
+	// json.RawMessage is the engine's (commands.Reply.Result: json.Marshal's bytes, or its reflection-free
+	// encoders' held to them, recorded outcomes included), and anything else is json.Marshal's output here.
+	var raw json.RawMessage
 	switch r := result.(type) {
 	case compactResult:
-		resp = wire.CompactResponse{ID: id, Result: json.RawMessage(r)}
+		raw = json.RawMessage(r)
 	case json.RawMessage:
-		resp = wire.Response{ID: id, Result: r}
+		raw = r
 	default:
 		b, merr := json.Marshal(result)
 		if merr != nil {
 			c.s.lg.Error("broker: encode result", "method", method, "err", merr)
 			return c.sendError(id, wire.NewError(wire.CodeInternal, ""))
 		}
-		resp = wire.Response{ID: id, Result: b}
+		raw = b
 	}
+	resp := wire.CompactResponse{ID: id, Result: raw}
 	frame, ferr := wire.AppendFrame(nil, resp, c.s.opts.MaxFrame)
 	if ferr != nil {
 		we, _ := toWire(fmt.Errorf("%w: %s", errTooLarge, method), method)
