@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -35,6 +36,11 @@ import (
 // counters (one line of JSON, socketServerStats); the end of stdin closes the
 // server, the engine and the log, and the child exits 0.
 const socketServerEnv = "CREWBENCH_SOCKET_SERVER"
+
+// socketServerProfileEnv, when set in crewbench's environment, names a file
+// the socket cell's server writes its CPU profile to (each cell overwrites
+// it): the server's costs without the clients'.
+const socketServerProfileEnv = "CREWBENCH_SERVER_CPUPROFILE"
 
 // socketServerJob is what the child serves.
 type socketServerJob struct {
@@ -70,6 +76,17 @@ func serveSocketChild(v string, stdin io.Reader, stdout io.Writer) error {
 	var job socketServerJob
 	if err := json.Unmarshal([]byte(v), &job); err != nil {
 		return err
+	}
+	if p := os.Getenv(socketServerProfileEnv); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	e, err := openEngineStore(job.Dir, job.Slots, true)
 	if err != nil {
