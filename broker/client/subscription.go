@@ -79,6 +79,17 @@ func (c *Client) Subscribe(ctx context.Context, sinceSeq uint64, types []string,
 		case resp := <-s.pending:
 			s.answered(resp)
 		case <-sc.done:
+			// The reader may have delivered the answer or a push just before the connection ended (a broker that
+			// answers, pushes and closes): select picks among ready cases at random, so look for them first.
+			select {
+			case resp := <-s.pending:
+				s.answered(resp)
+				continue
+			case ev := <-sc.sink:
+				s.held = &ev
+				continue
+			default:
+			}
 			s.err = fmt.Errorf("client: %s: %w", wire.MethodEventsSubscribe, sc.cause)
 		case <-ctx.Done():
 			s.err = fmt.Errorf("client: %s: %w", wire.MethodEventsSubscribe, ctx.Err())
