@@ -72,6 +72,7 @@ type conn struct {
 
 	id         identity // written by the reader during hello, before bind publishes the connection
 	authed     bool     // reader only
+	ck         string   // credKey(id), once authed: the pacer's key, built once rather than on every request
 	bound      bool     // counted by bind (under the server's mu)
 	pending    bool     // counted in the server's pending for peerPID until its hello ends (under the server's mu)
 	peerPID    int      // the connecting process (SO_PEERCRED)
@@ -127,7 +128,7 @@ func (c *conn) readLoop() {
 	c.nc.SetReadDeadline(time.Now().Add(c.s.opts.HelloTimeout))
 	rd := wire.NewReader(c.nc, c.s.opts.MaxFrame)
 	for {
-		if c.authed && !c.pace(credKey(c.id), nil) {
+		if c.authed && !c.pace(c.ck, nil) {
 			return // closing: whoever closed it logged why
 		}
 		req, err := rd.ReadRequest()

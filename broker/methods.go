@@ -89,7 +89,7 @@ func (c *conn) handle(req wire.Request) bool {
 			c.s.lg.Debug("hello refused", "conn", c.seq, "code", string(bad.Code), "message", bad.Message)
 			return c.sendError(req.ID, bad)
 		}
-		c.authed = true
+		c.authed, c.ck = true, k
 		c.nc.SetReadDeadline(time.Time{})
 		c.startIdleTimer()
 		c.s.lg.Debug("hello", "conn", c.seq, "role", id.role, "runId", id.runID, "taskId", id.taskID)

@@ -113,4 +113,4 @@ func (c *conn) pace(k string, stop <-chan struct{}) bool {
 }
 
 // charge counts n units of work done for c against its credential's bucket.
-func (c *conn) charge(n int) { c.s.pacer.charge(credKey(c.id), n, c.s.pacer.now()) }
+func (c *conn) charge(n int) { c.s.pacer.charge(c.ck, n, c.s.pacer.now()) }
