@@ -19,7 +19,7 @@ import (
 // Handlers run on the broker's goroutines, never the test's: they report a failure with errorf, and the
 // broker's cleanup asserts, on the test goroutine, that none was reported.
 type fakeBroker struct {
-	t    *testing.T
+	t    testing.TB
 	path string
 	ln   net.Listener
 
@@ -76,7 +76,7 @@ func (fc *fakeConn) push(name string, seq uint64, data any) {
 	fc.send(wire.Event{Name: name, Data: raw, Seq: seq})
 }
 
-func newFakeBroker(t *testing.T, handle func(fc *fakeConn, req wire.Request)) *fakeBroker {
+func newFakeBroker(t testing.TB, handle func(fc *fakeConn, req wire.Request)) *fakeBroker {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "b.sock")
 	ln, err := net.Listen("unix", path)
