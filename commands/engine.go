@@ -52,8 +52,10 @@ type Options struct {
 	// MaxGroup bounds the commands decided and committed together
 	// (default 1024).
 	MaxGroup int
-	// SnapshotEvery is how many events pass between snapshots (default
-	// 100,000; negative disables).
+	// SnapshotEvery is the fewest events between two snapshots (default
+	// DefaultSnapshotEvery; negative disables): the next is due after
+	// max(SnapshotEvery, k × the last snapshot's records) events, or once
+	// runs went cold (snapshot.go).
 	SnapshotEvery int64
 	// ExpiryInterval is the engine clock's tick, which times out overdue
 	// delegations (default 1 s; negative disables the ticker: call Tick).
@@ -176,8 +178,11 @@ type Engine struct {
 	missingViewsFailed atomic.Bool
 	cold               *projections.ColdStore // shared by both copies
 	lastSnap           uint64
-	loadInfo           projections.LoadInfo
-	rep                GroupReport // reused by report (publisher only)
+	// lastSnapRecords is the last saved snapshot's size in records, set by
+	// the goroutine that saved it and read by the publisher.
+	lastSnapRecords atomic.Int64
+	loadInfo        projections.LoadInfo
+	rep             GroupReport // reused by report (publisher only)
 	// coldSinceSnap counts the runs made cold since the last snapshot.
 	coldSinceSnap int
 	// nextEvict is when the writer next looks for runs to make cold;
@@ -212,7 +217,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 		o.MaxGroup = 1024
 	}
 	if o.SnapshotEvery == 0 {
-		o.SnapshotEvery = 100_000
+		o.SnapshotEvery = DefaultSnapshotEvery
 	}
 	if o.ExpiryInterval == 0 {
 		o.ExpiryInterval = time.Second
@@ -248,6 +253,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 		seen: make(map[string]*pending), landed: make(chan struct{}),
 		cold: s.ColdStore(),
 	}
+	e.lastSnapRecords.Store(info.SnapshotRecords)
 	e.stager, e.depth, e.early = stagerFor(o.Committer, l)
 	e.flights, e.free, e.synced = make(chan *flight, e.depth), make(chan *flight, e.depth), make(chan struct{}, e.depth)
 	for range e.depth {

@@ -125,6 +125,9 @@ func (s *State) EvictAll(now, retention int64, maxRetained int) []string {
 type LoadInfo struct {
 	// SnapshotPosition is the position of the snapshot used, 0 for none.
 	SnapshotPosition uint64
+	// SnapshotRecords is the size of the snapshot used, in records
+	// (State.SnapshotRecords), 0 for none.
+	SnapshotRecords int64
 	// SnapshotError is why the newest snapshot was not used (absent,
 	// corrupt, undecodable); nil when it was.
 	SnapshotError error
@@ -165,7 +168,7 @@ func LoadTiered(l *eventlog.Log, t Tiering) (*State, LoadInfo, error) {
 			err = fmt.Errorf("%w: snapshot stored at %d holds state at %d", eventlog.ErrCorrupt, snap.Position, decoded.Position)
 		}
 		if err == nil {
-			s, info.SnapshotPosition = decoded, snap.Position
+			s, info.SnapshotPosition, info.SnapshotRecords = decoded, snap.Position, decoded.SnapshotRecords()
 		}
 	}
 	if err != nil {

@@ -389,3 +389,18 @@ func addSnapshotRun(s *State, sr *snapshotRun) error {
 	}
 	return nil
 }
+
+// SnapshotRecords is how many records a snapshot of s holds: each run's
+// record (a cold run's summary counts one) and every record of a hot run
+// (tasks, delegations, accounts, messages, asks, credentials, jobs). It is
+// the snapshot's cost in the unit the engine compares with the events
+// written since (commands/snapshot.go): encoding a record and decoding it
+// at start-up cost about what folding an event does. One walk over the
+// runs, no allocation.
+func (s *State) SnapshotRecords() int64 {
+	n := int64(len(s.cold))
+	for _, r := range s.runs {
+		n += 1 + int64(len(r.tasks)+len(r.dels)+len(r.accounts)+len(r.msgs)+len(r.asks)+len(r.creds)+len(r.jobs))
+	}
+	return n
+}

@@ -1,0 +1,195 @@
+package commands
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+func TestSnapshotDue(t *testing.T) {
+	const every = 100
+	for _, c := range []struct {
+		name string
+		last snapshotMark
+		head uint64
+		cold int
+		want bool
+	}{
+		{"empty log", snapshotMark{}, 0, 0, false},
+		{"no snapshot, before every", snapshotMark{}, every - 1, 0, false},
+		{"no snapshot, at every", snapshotMark{}, every, 0, true},
+		{"small snapshot, every events after it", snapshotMark{Position: 500, Records: 10}, 500 + every, 0, true},
+		{"small snapshot, one event short of every", snapshotMark{Position: 500, Records: 10}, 500 + every - 1, 0, false},
+		{"large snapshot, every events after it", snapshotMark{Position: 500, Records: 1000}, 500 + every, 0, false},
+		{"large snapshot, one event short of k times it", snapshotMark{Position: 500, Records: 1000}, 500 + snapshotGrowth*1000 - 1, 0, false},
+		{"large snapshot, k times it after it", snapshotMark{Position: 500, Records: 1000}, 500 + snapshotGrowth*1000, 0, true},
+		{"large snapshot, runs went cold", snapshotMark{Position: 500, Records: 1000}, 501, snapshotAfterCold, true},
+		{"one run short of the cold trigger", snapshotMark{Position: 500, Records: 1000}, 501, snapshotAfterCold - 1, false},
+		{"no snapshot, runs went cold at once", snapshotMark{}, 1, snapshotAfterCold, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want, snapshotDue(c.last, c.head, c.cold, every))
+		})
+	}
+	t.Run("disabled", func(t *testing.T) {
+		require.False(t, snapshotDue(snapshotMark{}, 1<<40, snapshotAfterCold, -1))
+	})
+	t.Run("default every", func(t *testing.T) {
+		require.Equal(t, uint64(DefaultSnapshotEvery), NextSnapshotAt(0, 0, 0))
+		require.Equal(t, uint64(7+snapshotGrowth*DefaultSnapshotEvery), NextSnapshotAt(7, DefaultSnapshotEvery, 0))
+	})
+}
+
+// snapshotRecorder records every snapshot the engine saves with its size
+// in records, read back from the log (the observer runs before the next
+// snapshot may start).
+type snapshotRecorder struct {
+	log  *eventlog.Log
+	mu   sync.Mutex
+	pos  []uint64
+	recs []int64
+	errs []error
+}
+
+func (r *snapshotRecorder) Committed(*GroupReport) {}
+
+func (r *snapshotRecorder) Snapshotted(position uint64, _ int, _ time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	snap, err := r.log.LatestSnapshot()
+	if err == nil && snap.Position != position {
+		err = fmt.Errorf("latest snapshot at %d, told %d", snap.Position, position)
+	}
+	var s *projections.State
+	if err == nil {
+		s, err = projections.DecodeSnapshot(snap.Data)
+	}
+	if err != nil {
+		r.errs = append(r.errs, err)
+		return
+	}
+	r.pos, r.recs = append(r.pos, position), append(r.recs, s.SnapshotRecords())
+}
+
+// delegateAndSettle has 02_exec of run delegate n times, each delegation
+// settled before the next: every one stays in the run, so the hot state
+// grows with the events.
+func delegateAndSettle(t *testing.T, f *engineFixture, run string, from, n int) {
+	t.Helper()
+	for i := from; i < from+n; i++ {
+		r, err := f.eng.Submit(context.Background(), Request{Principal: events.WorkerPrincipal(run, "02_exec"), CommandID: fmt.Sprintf("d-%d", i),
+			Actor: worker("02_exec"), Command: &DelegateRequest{RunID: run, TaskID: "02_exec", Prompt: "find X", BudgetTokens: ptr(int64(10))}})
+		require.NoError(t, err)
+		require.Nil(t, r.Rejected)
+		var res DelegateResult
+		require.NoError(t, json.Unmarshal(r.Result, &res))
+		f.do(&DelegateSettle{RunID: run, SubID: res.GrandchildTaskRef, Outcome: OutcomeOK, Text: "done"})
+	}
+}
+
+// With a hot state that grows with the events, the snapshots' total work
+// stays proportional to the events written: every snapshot but the last
+// was followed by at least k × its records of events, so the records
+// encoded over all snapshots but the last are at most events/k (taken
+// every SnapshotEvery events, they would grow with the square of the
+// events).
+func TestEngineSnapshotWorkIsAmortisedOverTheEvents(t *testing.T) {
+	fs := vfs.NewMem()
+	clock := newTestClock()
+	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+	require.NoError(t, err)
+	defer l.Close()
+	rec := &snapshotRecorder{log: l}
+	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 50, Observer: rec})
+	require.NoError(t, err)
+	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
+	f.seedRun("R", 1<<40)
+	for i := range 600 {
+		delegateAndSettle(t, f, "R", i, 1)
+		// NB: a snapshot taken while the writer goes on is seldom due
+		// again before it ends on a loaded machine (every decision then
+		// skips it), which hides the policy: wait for each one, as on an
+		// idle core.
+		for e.snapping.Load() {
+			runtime.Gosched()
+		}
+	}
+	require.NoError(t, e.Close()) // waits for the background snapshot
+	head, _ := l.Head()
+
+	require.Empty(t, rec.errs)
+	t.Logf("snapshots at %v of %v records, head %d", rec.pos, rec.recs, head)
+	require.GreaterOrEqual(t, len(rec.pos), 3, "snapshots taken")
+	var encoded int64
+	for _, n := range rec.recs[:len(rec.recs)-1] {
+		encoded += n
+	}
+	require.LessOrEqual(t, encoded, int64(head)/snapshotGrowth,
+		"records encoded by the snapshots but the last (%v at %v), over %d events", rec.recs, rec.pos, head)
+	require.Greater(t, rec.recs[len(rec.recs)-1], int64(50), "the hot state outgrew SnapshotEvery")
+}
+
+// Start-up after the longest tail the policy leaves (just short of k × the
+// snapshot's records after it, more than SnapshotEvery) reads the snapshot
+// and folds the tail into the state a fold from position 1 gives, and the
+// tail it folds is within the (1 + k) bound doc.go states.
+func TestEngineRestartsAfterTheLongestTail(t *testing.T) {
+	const every = 50
+	fs := vfs.NewMem()
+	clock := newTestClock()
+	ids := counterIDs() // one counter across the restarts: ids stay unique
+	open := func() (*eventlog.Log, *engineFixture) {
+		l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+		require.NoError(t, err)
+		e, err := Open(l, Options{Clock: clock.Now, NewID: ids, ExpiryInterval: -1, SnapshotEvery: every})
+		require.NoError(t, err)
+		return l, &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
+	}
+	l, f := open()
+	f.seedRun("R", 1<<40)
+	delegateAndSettle(t, f, "R", 0, 100)
+	require.NoError(t, f.eng.Close()) // waits for the background snapshot
+	require.NoError(t, l.Close())
+
+	l, f = open()
+	info := f.eng.LoadInfo()
+	require.Greater(t, snapshotGrowth*info.SnapshotRecords, int64(every), "a snapshot larger than SnapshotEvery")
+	due := NextSnapshotAt(info.SnapshotPosition, info.SnapshotRecords, every)
+	const cycleEvents = 16 // more than one delegation and its settlement write
+	n := 100
+	for head, _ := l.Head(); head+cycleEvents < due; head, _ = l.Head() {
+		delegateAndSettle(t, f, "R", n, 1)
+		n++
+	}
+	var want *projections.State
+	f.eng.Read(func(s *projections.State) { want = whole(t, s) })
+	require.NoError(t, f.eng.Close())
+	head, _ := l.Head()
+	snap, err := l.LatestSnapshot()
+	require.NoError(t, err)
+	require.Equal(t, info.SnapshotPosition, snap.Position, "no snapshot before k × the last one's records")
+	require.NoError(t, l.Close())
+
+	l, f = open()
+	defer f.close()
+	info = f.eng.LoadInfo()
+	require.Equal(t, snap.Position, info.SnapshotPosition)
+	require.Equal(t, head-snap.Position, info.Replayed)
+	require.Greater(t, info.Replayed, uint64(every), "a tail longer than SnapshotEvery")
+	require.LessOrEqual(t, info.Replayed, uint64(snapshotGrowth*info.SnapshotRecords), "the tail within k × the snapshot")
+	f.eng.Read(func(s *projections.State) { require.Equal(t, want, whole(t, s)) })
+	full := projections.New()
+	require.NoError(t, projections.Replay(full, l, 0))
+	require.Equal(t, want, full, "snapshot + tail == fold from position 1")
+}
