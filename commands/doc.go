@@ -102,6 +102,18 @@
 //     (projections/coldview.go) by a background pass after the eviction
 //     (one at a time, waited for by Close), never on the write path;
 //     Options.NoViews turns that off.
+//   - Snapshots (snapshot.go) are taken in the background, off the write
+//     path, when the events since the last one reach max(SnapshotEvery,
+//     k × its size in records) with k = 2 (projections.State.SnapshotRecords,
+//     NextSnapshotAt), or at once when 64 runs went cold since it. So the
+//     snapshot work is amortised over the events written: every snapshot
+//     but the last was followed by at least k × its records of events, and
+//     the records all snapshots encode are at most events/k plus the last
+//     one's, however large the hot state grows. Start-up reads the newest
+//     snapshot and folds the tail after it, at most max(SnapshotEvery,
+//     k × the snapshot's records) events: once the snapshot outgrows
+//     SnapshotEvery, start-up costs at most (1 + k) = 3 × the snapshot's
+//     own load (an event folded costs about a record decoded).
 //   - A commit error makes the engine fail stop (ErrFailed): nothing more is
 //     decided or handed to the log, nothing more is published, every command
 //     of every group in flight is answered ErrFailed (whether or not its

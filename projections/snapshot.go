@@ -390,8 +390,9 @@ func addSnapshotRun(s *State, sr *snapshotRun) error {
 	return nil
 }
 
-// SnapshotRecords is how many records a snapshot of s holds: each run's
-// record (a cold run's summary counts one) and every record of a hot run
+// SnapshotRecords is how many records a snapshot of s holds: each hot
+// run's record, each cold run's summary still held in memory (those in the
+// index are not in the snapshot), and every record of a hot run
 // (tasks, delegations, accounts, messages, asks, credentials, jobs). It is
 // the snapshot's cost in the unit the engine compares with the events
 // written since (commands/snapshot.go): encoding a record and decoding it

@@ -18,6 +18,8 @@ import (
 	"github.com/crewlog/crewlog/audit"
 	"github.com/crewlog/crewlog/broker/client"
 	"github.com/crewlog/crewlog/cmd/crewd/daemon"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // MeasureOptions say how to measure crewd on a store WriteHistory wrote.
@@ -33,22 +35,21 @@ type MeasureOptions struct {
 	Calls int
 	// Write is how many events to write over the socket after the queries,
 	// so that crewd takes a snapshot while it is watched; < 0: enough to
-	// reach crewd's snapshot interval; 0: none.
+	// reach crewd's next snapshot (commands.NextSnapshotAt); 0: none.
 	Write    int
 	Progress io.Writer
 }
-
-// crewdSnapshotEvery is crewd's snapshot interval (commands.Options'
-// default), which the write phase reaches.
-const crewdSnapshotEvery = 100_000
 
 // HistoryMeasure is crewd measured on a history store.
 type HistoryMeasure struct {
 	Head       uint64 // events in the store when crewd first started
 	SnapshotAt uint64 // its newest snapshot then (0: none)
-	StoreBytes int64
-	Ready      []time.Duration // exec → first answered ping, per start
-	RSS        []int64         // VmRSS once ready, per start (bytes)
+	// SnapshotRecords is that snapshot's size in records, which with
+	// SnapshotAt says when crewd's next snapshot is due.
+	SnapshotRecords int64
+	StoreBytes      int64
+	Ready           []time.Duration // exec → first answered ping, per start
+	RSS             []int64         // VmRSS once ready, per start (bytes)
 	// PeakServing is VmHWM after the last start and every query;
 	// PeakWriting is VmHWM when crewd exits after the write phase, which
 	// covers the snapshot it took (SnapshotAfter, when it took one).
@@ -92,7 +93,7 @@ func MeasureHistory(ctx context.Context, o MeasureOptions) (HistoryMeasure, erro
 	var m HistoryMeasure
 	var err error
 	storeDir := filepath.Join(o.Dir, daemon.StoreDir)
-	if m.Head, m.SnapshotAt, err = storeHead(storeDir); err != nil {
+	if m.Head, m.SnapshotAt, m.SnapshotRecords, err = storeHead(storeDir); err != nil {
 		return m, err
 	}
 	m.StoreBytes = dirBytes(storeDir)
@@ -136,7 +137,8 @@ func MeasureHistory(ctx context.Context, o MeasureOptions) (HistoryMeasure, erro
 	m.PeakServing = mem.hwm
 	n := o.Write
 	if n < 0 {
-		n = max(1, int(int64(m.SnapshotAt)+crewdSnapshotEvery-int64(m.Head)))
+		// NB: crewd runs commands.Options' default SnapshotEvery.
+		n = max(1, int(int64(commands.NextSnapshotAt(m.SnapshotAt, m.SnapshotRecords, 0))-int64(m.Head)))
 	}
 	if n > 0 && o.Active > 0 {
 		fmt.Fprintf(progress, "history: writing %d events over the socket\n", n)
@@ -148,22 +150,25 @@ func MeasureHistory(ctx context.Context, o MeasureOptions) (HistoryMeasure, erro
 		return m, err
 	}
 	m.PeakWriting = stopWatch().hwm
-	_, m.SnapshotAfter, err = storeHead(storeDir)
+	_, m.SnapshotAfter, _, err = storeHead(storeDir)
 	return m, err
 }
 
-// storeHead reads the store's head and newest snapshot position (0: none).
-func storeHead(dir string) (head, snapshot uint64, err error) {
+// storeHead reads the store's head and its newest snapshot that crewd
+// can load: its position (0: none) and its size in records.
+func storeHead(dir string) (head, snapshot uint64, records int64, err error) {
 	l, err := audit.Open(dir)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer l.Close()
 	head, _ = l.Head()
 	if s, err := l.LatestSnapshot(); err == nil {
-		snapshot = s.Position
+		if st, err := projections.DecodeSnapshot(s.Data); err == nil {
+			snapshot, records = s.Position, st.SnapshotRecords()
+		}
 	}
-	return head, snapshot, nil
+	return head, snapshot, records, nil
 }
 
 // dirBytes is the size of the files under dir.

@@ -17,7 +17,7 @@ import (
 // next cycle, long after both are garbage. Collecting once they are lets
 // the heap's goal fall back to twice the active state. Measured on
 // crewbench history at 10M events: see docs/design-read-models.md ("Where
-// the memory goes"). One collection per snapshot (every SnapshotEvery
+// the memory goes"). One collection per snapshot (at least SnapshotEvery
 // events), on the snapshot's goroutine, off the write path.
 type engineObserver struct{ *httpapi.Metrics }
 
