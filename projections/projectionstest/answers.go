@@ -30,7 +30,7 @@ var (
 	}
 	stateNotQueries = []string{
 		"AssumePool", "Clone", "ColdInMemory", "ColdRuns", "ColdStore", "EvictAll", "Evict", "Evictable", "FaultIn", "HotRuns", "IsCold", "MissingViews",
-		"SetColdStore", "ThawFrom", "Warm", "Whole",
+		"SetColdStore", "SnapshotRecords", "ThawFrom", "Warm", "Whole",
 	}
 )
 
