@@ -172,10 +172,6 @@ type exitNote struct {
 }
 
 func runJepsenCluster(t *testing.T, cfg jepsenConfig) clusterResult {
-	if cfg.epochEvery == 0 {
-		// NB: a 10-minute run's history of 496,000 operations, checked whole, held 7.8 GB in its check.
-		cfg.epochEvery = time.Second
-	}
 	ctx := testContext(t, 2*cfg.duration+10*time.Minute)
 	dir := t.TempDir()
 	nc, err := natslog.StartCluster(filepath.Join(dir, "nats"), 3)

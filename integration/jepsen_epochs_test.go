@@ -38,6 +38,7 @@ type epochs struct {
 	mu       sync.Mutex
 	changed  *sync.Cond // signalled when inFlight falls to 0 and when a cut ends
 	inFlight int        // operations entered and not left
+	held     int        // operations waiting to enter while a cut is made
 	cutting  bool       // a cut waits for the operations in flight: none may enter
 	cuts     []int64    // the history's clock at each cut
 	given    int        // cuts given up: an operation stayed in flight too long
@@ -49,7 +50,9 @@ func (e *epochs) enter() func() {
 	defer e.mu.Unlock()
 	e.init()
 	for e.cutting {
+		e.held++
 		e.changed.Wait()
+		e.held--
 	}
 	e.inFlight++
 	return func() {
@@ -311,7 +314,7 @@ func TestEndStateUsesALinearization(t *testing.T) {
 }
 
 // TestEpochsCut: a cut waits for the operations in flight and holds new ones back; one that an operation outlasts
-// is given up.
+// is given up. The order is read from the clock each step takes, not from how long anything took.
 func TestEpochsCut(t *testing.T) {
 	var e epochs
 	var clock atomic.Int64
@@ -319,33 +322,40 @@ func TestEpochsCut(t *testing.T) {
 	leave := e.enter()
 	cut := make(chan struct{})
 	go func() { defer close(cut); e.cut(now, time.Minute) }()
-	entered := make(chan struct{})
-	go func() {
-		for { // NB: wait until the cut holds new operations back
-			e.mu.Lock()
-			cutting := e.cutting
-			e.mu.Unlock()
-			if cutting {
-				break
-			}
-			runtime.Gosched()
+	for { // NB: until the cut holds new operations back
+		e.mu.Lock()
+		cutting := e.cutting
+		e.mu.Unlock()
+		if cutting {
+			break
 		}
-		defer close(entered)
-		e.enter()()
-	}()
-	select {
-	case <-entered:
-		t.Fatal("an operation entered while a cut waited")
-	case <-cut:
-		t.Fatal("the cut did not wait for the operation in flight")
-	case <-time.After(50 * time.Millisecond):
+		runtime.Gosched()
 	}
+	var entered atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer e.enter()()
+		entered.Store(now())
+	}()
+	for { // NB: until the operation waits to enter (or, were the cut not holding it back, has entered)
+		e.mu.Lock()
+		held := e.held
+		e.mu.Unlock()
+		if held > 0 || entered.Load() != 0 {
+			break
+		}
+		runtime.Gosched()
+	}
+	left := now()
 	leave()
 	<-cut
-	<-entered
+	<-done
 	cuts, given := e.made()
 	require.Len(t, cuts, 1)
 	require.Zero(t, given)
+	require.Greater(t, cuts[0], left, "the cut waited for the operation in flight")
+	require.Greater(t, entered.Load(), cuts[0], "no operation entered while the cut waited")
 
 	leave = e.enter()
 	e.cut(now, time.Millisecond)
