@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -21,6 +22,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if status, ok := PrecheckChild(stdout, stderr); ok {
 		return status
+	}
+	if p := os.Getenv(benchProfileEnv); p != "" {
+		stop, err := startCPUProfile(p)
+		if err != nil {
+			fmt.Fprintln(stderr, "crewbench:", err)
+			return 1
+		}
+		defer stop()
 	}
 	root := &cobra.Command{
 		Use:           "crewbench",
@@ -44,6 +53,21 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "crewbench:", err)
 		return 1
 	}
+}
+
+// benchProfileEnv, when set, names a file crewbench writes its own CPU profile
+// to: in the socket cell, the clients' costs without the server's.
+const benchProfileEnv = "CREWBENCH_CPUPROFILE"
+
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 type usageError struct{ error }

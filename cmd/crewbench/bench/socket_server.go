@@ -42,6 +42,10 @@ const socketServerEnv = "CREWBENCH_SOCKET_SERVER"
 // it): the server's costs without the clients'.
 const socketServerProfileEnv = "CREWBENCH_SERVER_CPUPROFILE"
 
+// socketServerAllocProfileEnv names a file the socket cell's server writes
+// its allocation profile to when it stops (each cell overwrites it).
+const socketServerAllocProfileEnv = "CREWBENCH_SERVER_ALLOCPROFILE"
+
 // socketServerJob is what the child serves.
 type socketServerJob struct {
 	Dir        string // the store's directory
@@ -88,6 +92,9 @@ func serveSocketChild(v string, stdin io.Reader, stdout io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if p := os.Getenv(socketServerAllocProfileEnv); p != "" {
+		defer writeAllocProfile(p)
+	}
 	e, err := openEngineStore(job.Dir, job.Slots, true)
 	if err != nil {
 		return err
@@ -119,6 +126,19 @@ func serveSocketChild(v string, stdin io.Reader, stdout io.Writer) error {
 		}
 	}
 	return errors.Join(srv.Close(), <-served, e.Close())
+}
+
+// writeAllocProfile writes the allocations sampled since the start to path; a
+// profile that cannot be written is reported on stderr, not as the cell's
+// failure.
+func writeAllocProfile(path string) {
+	f, err := os.Create(path)
+	if err == nil {
+		err = errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "crewbench: alloc profile:", err)
+	}
 }
 
 // socketServer is the parent's handle on a child serving a socket cell.
