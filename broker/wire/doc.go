@@ -60,7 +60,8 @@
 //
 //   - A Reader never holds more than maxFrame-1 bytes of a line, plus a read-ahead buffer of at most 4 KiB, however
 //     long the peer's line is, and it stops reading from its source at its first error.
-//   - Every frame ReadFrame returns is one JSON object in valid UTF-8 without '\n'; DecodeRequest and DecodeHello
+//   - Every frame ReadFrame returns is one JSON object in valid UTF-8 without '\n', accepted and refused exactly as
+//     json.Valid would (its own validator, held to json.Valid by a fuzz test, nesting limit included); DecodeRequest and DecodeHello
 //     apply pi-crew's rules (exact key names, lengths in UTF-16 units, the last of duplicate keys wins) and never
 //     panic on any input. ReadRequest (the broker's) and ReadResponse (a client's) read a frame and decode it as
 //     DecodeRequest and Response.UnmarshalJSON do, in one scan, without checking again what ReadFrame checked;

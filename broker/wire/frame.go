@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"unicode/utf8"
@@ -38,7 +37,7 @@ func checkFrame(line []byte) error {
 	if i := skipSpace(line); i == len(line) || line[i] != '{' {
 		return malformed("not a JSON object")
 	}
-	if !json.Valid(line) {
+	if !validJSON(line) {
 		return malformed("invalid JSON")
 	}
 	return nil

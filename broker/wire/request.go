@@ -39,7 +39,7 @@ func DecodeRequest(frame []byte) (Request, error) {
 	// NB: one validation pass and one scan of the top level instead of a map of every member and a second
 	// decode of two of them: a request frame is decoded for every call over the socket. The test keeps the
 	// straightforward decoding as the reference this must agree with on every input.
-	if !json.Valid(frame) {
+	if !validJSON(frame) {
 		return Request{}, malformed("request is not a JSON object")
 	}
 	return decodeValidRequest(frame)
