@@ -60,12 +60,12 @@
 //
 //   - A Reader never holds more than maxFrame-1 bytes of a line, plus a read-ahead buffer of at most 4 KiB, however
 //     long the peer's line is, and it stops reading from its source at its first error.
-//   - Every frame ReadFrame returns is one JSON object in valid UTF-8 without '\n', accepted and refused exactly as
-//     json.Valid would (its own validator, held to json.Valid by a fuzz test, nesting limit included); DecodeRequest and DecodeHello
-//     apply pi-crew's rules (exact key names, lengths in UTF-16 units, the last of duplicate keys wins) and never
-//     panic on any input. ReadRequest (the broker's) and ReadResponse (a client's) read a frame and decode it as
-//     DecodeRequest and Response.UnmarshalJSON do, in one scan, without checking again what ReadFrame checked;
-//     fuzz tests hold each to the decoding it replaces.
+//   - Every frame ReadFrame returns is one JSON object in valid UTF-8 without '\n', accepted or refused as json.Valid
+//     would (by a validator of its own, held to json.Valid by a fuzz test, nesting limit included); DecodeRequest
+//     and DecodeHello apply pi-crew's rules (exact key names, lengths in UTF-16 units, the last of duplicate keys
+//     wins) and never panic on any input. ReadRequest (the broker's) and ReadResponse (a client's) read a frame and
+//     decode it as DecodeRequest and Response.UnmarshalJSON do, in one scan, without checking again what ReadFrame
+//     checked; fuzz tests hold each to the decoding it replaces.
 //   - AppendFrame encodes requests, success responses and pushes without reflection, byte for byte as
 //     encoding/json does (fuzz tests compare them), and anything else through encoding/json. A CompactResponse's
 //     result is copied as it is: that it is compact, valid JSON is its producer's word (the broker's events.since).

@@ -48,7 +48,9 @@ func TestValidJSONKeepsEncodingJSONsNestingLimit(t *testing.T) {
 }
 
 func BenchmarkValidateFrame(b *testing.B) {
-	frame := []byte(`{"id":"12345","method":"delegate.request","params":{"prompt":"explore the module and report the call graph of the admission path","description":"map the admission path","budgetTokens":1000,"commandId":"0b6c3f0e-2d7e-4f57-9a57-3e8a3c1a2b9d"}}`)
+	frame := []byte(`{"id":"12345","method":"delegate.request","params":{"prompt":"explore the module and report ` +
+		`the call graph of the admission path","description":"map the admission path","budgetTokens":1000,` +
+		`"commandId":"0b6c3f0e-2d7e-4f57-9a57-3e8a3c1a2b9d"}}`)
 	for _, v := range []struct {
 		name  string
 		valid func([]byte) bool
