@@ -218,7 +218,8 @@ func (c *Client) start(ctx context.Context, method string, params any) (string, 
 		return "", nil, fmt.Errorf("client: %s: encode params: %w", method, err)
 	}
 	id := strconv.FormatUint(c.nextID.Add(1), 10)
-	frame, err := wire.AppendFrame(nil, wire.Request{ID: id, Method: method, Params: raw}, c.opts.MaxFrame)
+	// NB: json.Marshal's output is compact, valid JSON, so the frame copies it rather than compacting it again.
+	frame, err := wire.AppendFrame(nil, wire.CompactRequest{ID: id, Method: method, Params: raw}, c.opts.MaxFrame)
 	if err != nil {
 		return "", nil, fmt.Errorf("client: %s: %w", method, err)
 	}

@@ -209,6 +209,29 @@ func FuzzAppendCompactResultAgreesWithResponse(f *testing.F) {
 	})
 }
 
+// FuzzAppendCompactParamsAgreesWithRequest: a CompactRequest whose params are compact, valid JSON (as a client's
+// json.Marshal writes them) has the frame of the Request with the same fields, byte for byte.
+func FuzzAppendCompactParamsAgreesWithRequest(f *testing.F) {
+	for _, seed := range [][3]string{
+		{"1", "delegate.request", `{"prompt":"p","budgetTokens":1000,"commandId":"c-1"}`}, {"2", "ping", `null`},
+		{"<&>", "a.b", `"<&>\u2028"`}, {"a\"b", "m", `1`}, {"é", "m", `"é"`}, {"t\x01", "m", `[]`},
+		{"id", "m\n", "\"\xff\""}, {"1", "m", ` { "a" : [ 1 , 2 ] } `},
+	} {
+		f.Add(seed[0], seed[1], []byte(seed[2]))
+	}
+	f.Fuzz(func(t *testing.T, id, method string, params []byte) {
+		var compact bytes.Buffer
+		if json.Compact(&compact, params) != nil {
+			t.Skip("a producer of a CompactRequest writes valid JSON")
+		}
+		want, err := AppendFrame(nil, Request{ID: id, Method: method, Params: compact.Bytes()}, 0)
+		got, gotErr := AppendFrame(nil, CompactRequest{ID: id, Method: method, Params: compact.Bytes()}, 0)
+		require.Equal(t, err, gotErr)
+		require.Equal(t, string(want), string(got))
+		requireEncodesAsEncodingJSON(t, CompactRequest{ID: id, Method: method, Params: compact.Bytes()})
+	})
+}
+
 // FuzzMembersAgreesWithMapDecoding: on every valid JSON value, the members Members finds, the last of each key
 // kept, are the map decoding it gives.
 func FuzzMembersAgreesWithMapDecoding(f *testing.F) {

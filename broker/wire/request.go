@@ -22,6 +22,19 @@ type Request struct {
 	Params json.RawMessage `json:"params"`
 }
 
+// CompactRequest is a Request whose Params its producer wrote as compact, valid JSON: json.Marshal's output, as a
+// client's params are. AppendFrame copies them as they are rather than compacting them again; the bytes are those of
+// the Request with the same fields, as long as the producer keeps its word (params holding a newline are compacted
+// all the same, so a frame stays one line).
+type CompactRequest struct {
+	ID     string
+	Method string
+	Params json.RawMessage
+}
+
+// MarshalJSON encodes the Request with the same fields.
+func (r CompactRequest) MarshalJSON() ([]byte, error) { return marshal(Request(r)) }
+
 // DecodeRequest parses and validates a request frame as pi-crew's broker does (D§7.3):
 //
 //   - a single JSON object in valid UTF-8; keys match exactly and a repeated key takes its last value, as in

@@ -88,6 +88,18 @@ func appendPlain(dst []byte, v any) (out []byte, ok bool) {
 		out = append(out, `","result":`...)
 		out = append(out, r.Result...) // NB: compact already, as its producer guarantees
 		return append(out, '}', '\n'), true
+	case CompactRequest:
+		if r.Params == nil || !plainString(r.ID) || !plainString(r.Method) || bytes.IndexByte(r.Params, '\n') >= 0 {
+			return dst, false
+		}
+		out = slices.Grow(dst, len(`{"id":"","method":"","params":}`)+len(r.ID)+len(r.Method)+len(r.Params)+len("\n"))
+		out = append(out, `{"id":"`...)
+		out = append(out, r.ID...)
+		out = append(out, `","method":"`...)
+		out = append(out, r.Method...)
+		out = append(out, `","params":`...)
+		out = append(out, r.Params...) // NB: compact already, as its producer guarantees
+		return append(out, '}', '\n'), true
 	case Request:
 		if !plainString(r.ID) || !plainString(r.Method) {
 			return dst, false
