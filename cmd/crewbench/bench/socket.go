@@ -181,8 +181,8 @@ func (s *socketStore) Admit(ctx context.Context, run string, tokens int64) (Admi
 	}
 	defer func() { pool <- w }()
 	var res struct{ GrandchildTaskRef string }
-	err = w.Call(ctx, "delegate.request", map[string]any{"prompt": delegatePrompt, "description": delegateDesc,
-		"budgetTokens": tokens, "commandId": newCommandID()}, &res)
+	err = w.Call(ctx, "delegate.request", delegateRequestParams{Prompt: delegatePrompt, Description: delegateDesc,
+		BudgetTokens: tokens, CommandID: newCommandID()}, &res)
 	if err != nil {
 		if c := wire.CodeOf(err); c == wire.CodePolicyDenied {
 			return Admission{Reason: reasonOfMessage(err.Error())}, nil
@@ -211,8 +211,25 @@ func (s *socketStore) Settle(ctx context.Context, run, subID, outcome string) er
 		return err
 	}
 	defer func() { pool <- o }()
-	return o.Call(ctx, "delegate.settle", map[string]any{"subId": subID, "outcome": outcome, "text": resultText,
-		"commandId": newCommandID()}, nil)
+	return o.Call(ctx, "delegate.settle", delegateSettleParams{SubID: subID, Outcome: outcome, Text: resultText,
+		CommandID: newCommandID()}, nil)
+}
+
+// delegateRequestParams and delegateSettleParams are the timed requests' params: a worker encodes its requests
+// from types of its own, not from maps, whose encoding (reflection over every key, then sorting them) cost the
+// clients more than framing the request.
+type delegateRequestParams struct {
+	Prompt       string `json:"prompt"`
+	Description  string `json:"description"`
+	BudgetTokens int64  `json:"budgetTokens"`
+	CommandID    string `json:"commandId"`
+}
+
+type delegateSettleParams struct {
+	SubID     string `json:"subId"`
+	Outcome   string `json:"outcome"`
+	Text      string `json:"text"`
+	CommandID string `json:"commandId"`
 }
 
 func (s *socketStore) Close() error {
