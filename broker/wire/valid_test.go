@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -24,6 +25,23 @@ func FuzzValidJSONAgreesWithEncodingJSON(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		require.Equal(t, json.Valid(b), validJSON(b), "%q", b)
+	})
+}
+
+func FuzzAppendCompactAgreesWithEncodingJSON(f *testing.F) {
+	for _, s := range append(validSeeds, " { \"a\" : [ 1 , \" x \\\" y \" ] } ", "\"a b\"", " 1 ", "{\"<\":\"\u2028\"}") {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var want bytes.Buffer
+		wantErr := json.Compact(&want, raw)
+		got, ok := appendCompact([]byte("prefix"), raw)
+		require.Equal(t, wantErr == nil, ok, "%q", raw)
+		if ok {
+			require.Equal(t, "prefix"+want.String(), string(got), "%q", raw)
+		} else {
+			require.Equal(t, "prefix", string(got))
+		}
 	})
 }
 

@@ -117,11 +117,10 @@ func appendPlain(dst []byte, v any) (out []byte, ok bool) {
 	if raw == nil {
 		out = append(out, "null"...)
 	} else {
-		buf := bytes.NewBuffer(out)
-		if json.Compact(buf, raw) != nil {
+		var ok bool
+		if out, ok = appendCompact(out, raw); !ok {
 			return dst, false
 		}
-		out = buf.Bytes()
 	}
 	if hasSeq {
 		out = strconv.AppendUint(append(out, `,"seq":`...), seq, 10)
