@@ -85,6 +85,7 @@ type conn struct {
 	serving bool        // the reader is serving a request: a final frame decided elsewhere waits for its answer
 	ending  *finalError // the connection ends with this frame (terminate)
 	idle    *time.Timer // IdleTimeout after the last request; nil before hello or when disabled
+	idleAt  time.Time   // when the connection last became idle: its hello, or its last answer
 
 	closeOnce sync.Once
 }
@@ -318,9 +319,6 @@ func (c *conn) begin() bool {
 		return false
 	}
 	c.serving = true
-	if c.idle != nil {
-		c.idle.Stop()
-	}
 	return true
 }
 
@@ -330,7 +328,9 @@ func (c *conn) end() bool {
 	c.serving = false
 	e := c.ending
 	if e == nil && c.idle != nil {
-		c.idle.Reset(c.s.opts.IdleTimeout)
+		// NB: the timer is not stopped and re-armed for every request (two timer-heap updates under its lock per
+		// request); it fires as armed, and idleExpired arms it again for what is left of IdleTimeout after idleAt.
+		c.idleAt = time.Now()
 	}
 	c.mu.Unlock()
 	if e != nil {
@@ -347,6 +347,7 @@ func (c *conn) startIdleTimer() {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.idleAt = time.Now()
 	c.idle = time.AfterFunc(c.s.opts.IdleTimeout, c.idleExpired)
 }
 
@@ -360,11 +361,15 @@ func (c *conn) idleExpired() {
 	}
 	c.mu.Lock()
 	busy := c.serving || c.waits > 0 || c.sub != nil && !c.sub.ended()
-	if busy {
+	left := c.s.opts.IdleTimeout - time.Since(c.idleAt)
+	switch {
+	case busy:
 		c.idle.Reset(c.s.opts.IdleTimeout)
+	case left > 0: // a request came and was answered since the timer was armed
+		c.idle.Reset(left)
 	}
 	c.mu.Unlock()
-	if !busy {
+	if !busy && left <= 0 {
 		c.terminate(wire.NewError(wire.CodeIdleTimeout, ""), reasonIdle)
 	}
 }

@@ -149,6 +149,23 @@ func TestIdleTimeout(t *testing.T) {
 	require.Equal(t, true, waiting.ok("ping", nil)["pong"])
 }
 
+// TestIdleTimeoutCountsFromTheLastAnswer: the idle clock of a connection that makes requests restarts at each
+// answer, not at its hello: it is closed IdleTimeout after its last answer at the earliest.
+func TestIdleTimeoutCountsFromTheLastAnswer(t *testing.T) {
+	const idle = 500 * time.Millisecond
+	f := newFixture(t, fixtureOpts{opts: Options{IdleTimeout: idle}})
+	s := f.seed()
+	c := f.dial()
+	c.hello(runR, taskP, s.p)
+	time.Sleep(idle / 2) // the time that passes between two requests, not a wait for anything
+	require.Equal(t, true, c.ok("ping", nil)["pong"])
+	answered := time.Now()
+	end := c.untilError()
+	require.Equal(t, wire.CodeIdleTimeout, end.Error.Code)
+	require.GreaterOrEqual(t, time.Since(answered), idle)
+	c.closed()
+}
+
 // TestReadTurnsPerCredential: a credential has at most MaxReadsPerCredential page reads in progress; another
 // credential's reads and the admin's are not held by it, and a read waiting its turn ends with its connection.
 func TestReadTurnsPerCredential(t *testing.T) {
