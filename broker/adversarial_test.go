@@ -113,6 +113,29 @@ func TestMaxConns(t *testing.T) {
 	d.helloAdmin()
 }
 
+// TestClientThatStopsReadingIsCutOff: a client that sends requests and never reads their answers fills its socket;
+// the broker's write of the next answer then waits at most writeTimeout before the connection is closed, so the
+// connection's reader is not held for ever (answers are written at once when the socket takes them, and under the
+// deadline only when it does not).
+func TestClientThatStopsReadingIsCutOff(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{RatePerCredential: -1}, write: 200 * time.Millisecond})
+	s := f.seed()
+	c := f.dial()
+	c.hello(runR, taskP, s.p)
+	pings := []byte(strings.Repeat(`{"id":"p","method":"ping","params":null}`+"\n", 64))
+	for i := 0; i < 100_000; i++ { // until the broker stops reading: it waits on the answers this client leaves
+		c.nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		if _, err := c.nc.Write(pings); err != nil {
+			break
+		}
+	}
+	require.Eventually(t, func() bool {
+		f.srv.mu.Lock()
+		defer f.srv.mu.Unlock()
+		return len(f.srv.conns) == 0
+	}, 10*time.Second, 10*time.Millisecond, "the connection is closed once an answer waited writeTimeout")
+}
+
 // TestSlowSubscriberGetsResync: a subscriber that stops reading while 10,000 events commit gets frames in seq
 // order without a gap, then ONE resync naming the first seq it missed; the commits all complete while it reads
 // nothing (the writer never waits for a client), and another client is still answered. How fast, compared with a

@@ -65,6 +65,7 @@ type conn struct {
 	nc  *net.UnixConn
 	seq uint64
 	out *outbound
+	w   *socketWriter // writes the socket: one goroutine at a time (out's claim, or the writer with its batch)
 
 	ctx    context.Context // cancelled when the connection closes: ends Submit waits and subscriptions
 	cancel context.CancelFunc
@@ -92,7 +93,8 @@ type conn struct {
 
 func newConn(s *Server, nc *net.UnixConn, seq uint64) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &conn{s: s, nc: nc, seq: seq, out: newOutbound(s.opts.OutboundQueueCap, s.opts.OutboundBytes, &s.outBudget), ctx: ctx, cancel: cancel, done: ctx.Done()}
+	return &conn{s: s, nc: nc, seq: seq, out: newOutbound(s.opts.OutboundQueueCap, s.opts.OutboundBytes, &s.outBudget),
+		w: newSocketWriter(nc, s.writeTimeout), ctx: ctx, cancel: cancel, done: ctx.Done()}
 }
 
 // close ends the connection once: cancels its context, closes the socket (unblocking reader and writer) and
@@ -168,13 +170,11 @@ func (c *conn) writeLoop() {
 		if !ok {
 			return
 		}
-		c.nc.SetWriteDeadline(time.Now().Add(c.s.writeTimeout))
 		n := 0
 		for _, f := range frames {
 			n += len(f)
 		}
-		bufs := net.Buffers(frames)
-		_, err := bufs.WriteTo(c.nc)
+		err := c.w.writeBatch(frames)
 		c.out.written(n) // NB: only now: the batch being written counts against the budgets until it is out
 		if err != nil {
 			c.close(writeFailure(err))
@@ -209,8 +209,7 @@ func (c *conn) sendResponse(frame []byte) bool {
 	case !ok:
 		return c.out.pushWait(frame, c.done)
 	}
-	c.nc.SetWriteDeadline(time.Now().Add(c.s.writeTimeout))
-	_, err := c.nc.Write(frame)
+	err := c.w.write(frame)
 	c.out.release(len(frame))
 	if err != nil {
 		c.close(writeFailure(err))

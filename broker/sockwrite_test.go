@@ -1,0 +1,57 @@
+package broker
+
+import (
+	"io"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// socketPair is a connected pair of unix sockets: the broker's end and the client's.
+func socketPair(t *testing.T) (broker, client *net.UnixConn) {
+	t.Helper()
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(t.TempDir(), "s"), Net: "unix"})
+	require.NoError(t, err)
+	defer ln.Close()
+	client, err = net.DialUnix("unix", nil, ln.Addr().(*net.UnixAddr))
+	require.NoError(t, err)
+	broker, err = ln.AcceptUnix()
+	require.NoError(t, err)
+	t.Cleanup(func() { broker.Close(); client.Close() })
+	return broker, client
+}
+
+// TestSocketWriterLeavesNoDeadlineBehind: a write that had to wait for the client (under the deadline) does not
+// leave its deadline armed, so a later write that never waits still succeeds once that deadline has passed.
+func TestSocketWriterLeavesNoDeadlineBehind(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	b, c := socketPair(t)
+	w := newSocketWriter(b, timeout)
+	big := make([]byte, 8<<20) // more than the socket buffers hold: the write waits for the client to read
+	wrote := make(chan error, 1)
+	go func() { wrote <- w.write(big) }()
+	_, err := io.ReadFull(c, make([]byte, len(big)))
+	require.NoError(t, err)
+	require.NoError(t, <-wrote)
+
+	time.Sleep(timeout + 100*time.Millisecond) // past the deadline the long write armed: the point of the test
+	require.NoError(t, w.write([]byte("{}\n")))
+	require.NoError(t, w.writeBatch([][]byte{[]byte("{}\n"), []byte("{}\n")}))
+	require.NoError(t, w.write([]byte("{}\n")))
+	got := make([]byte, 9)
+	_, err = io.ReadFull(c, got)
+	require.NoError(t, err)
+	require.Equal(t, "{}\n{}\n{}\n", string(got))
+}
+
+// TestSocketWriterTimesOutOnAClientThatDoesNotRead: a write the client never reads fails with the deadline's
+// error after the timeout, which the connection reports as a slow consumer.
+func TestSocketWriterTimesOutOnAClientThatDoesNotRead(t *testing.T) {
+	b, _ := socketPair(t)
+	w := newSocketWriter(b, 100*time.Millisecond)
+	err := w.write(make([]byte, 8<<20))
+	require.Equal(t, reasonSlowConsumer, writeFailure(err), "%v", err)
+}
