@@ -92,24 +92,14 @@ func appendPlain(dst []byte, v any) (out []byte, ok bool) {
 		if r.Params == nil || !plainString(r.ID) || !plainString(r.Method) || bytes.IndexByte(r.Params, '\n') >= 0 {
 			return dst, false
 		}
-		out = slices.Grow(dst, len(`{"id":"","method":"","params":}`)+len(r.ID)+len(r.Method)+len(r.Params)+len("\n"))
-		out = append(out, `{"id":"`...)
-		out = append(out, r.ID...)
-		out = append(out, `","method":"`...)
-		out = append(out, r.Method...)
-		out = append(out, `","params":`...)
+		out = appendRequestHead(dst, r.ID, r.Method, len(r.Params)+len("}\n"))
 		out = append(out, r.Params...) // NB: compact already, as its producer guarantees
 		return append(out, '}', '\n'), true
 	case Request:
 		if !plainString(r.ID) || !plainString(r.Method) {
 			return dst, false
 		}
-		out = slices.Grow(dst, len(`{"id":"","method":"","params":}`)+len(r.ID)+len(r.Method)+len(r.Params)+len("null\n"))
-		out = append(out, `{"id":"`...)
-		out = append(out, r.ID...)
-		out = append(out, `","method":"`...)
-		out = append(out, r.Method...)
-		out = append(out, `","params":`...)
+		out = appendRequestHead(dst, r.ID, r.Method, len(r.Params)+len("null}\n"))
 		raw = r.Params
 	default:
 		return dst, false
@@ -129,6 +119,16 @@ func appendPlain(dst []byte, v any) (out []byte, ok bool) {
 }
 
 // plainString reports whether s encodes in JSON as itself between quotes: printable ASCII without '"' and '\\'.
+// appendRequestHead appends a request frame up to its params, with room for more bytes after them.
+func appendRequestHead(dst []byte, id, method string, more int) []byte {
+	out := slices.Grow(dst, len(`{"id":"","method":"","params":`)+len(id)+len(method)+more)
+	out = append(out, `{"id":"`...)
+	out = append(out, id...)
+	out = append(out, `","method":"`...)
+	out = append(out, method...)
+	return append(out, `","params":`...)
+}
+
 func plainString(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
