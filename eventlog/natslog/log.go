@@ -231,40 +231,33 @@ func (l *Log) CatchUp(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	l.restartCopy()
-	api, cancel = apiContext(ctx)
-	cons, err := l.stream.OrderedConsumer(api, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: l.next, MaxResetAttempts: 2})
-	cancel()
+	it, err := l.consume(ctx, l.next)
 	if err != nil {
-		return 0, fmt.Errorf("natslog: consumer: %w", err)
+		return 0, err
 	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	defer it.Stop()
 	n := 0
 	for l.last < target {
-		if err := ctx.Err(); err != nil {
-			return n, err
-		}
 		if l.next > target {
 			// A batch is stored whole: the stream never ends inside one.
 			return n, fmt.Errorf("%w: the stream ends at sequence %d inside the group of batch %s",
 				ErrDiverged, target, l.pending.m.Batch)
 		}
-		// Exactly what remains (at most 256): the fetch returns as soon as
-		// it has them, instead of waiting out its expiry for more.
-		batch, err := cons.Fetch(int(min(256, target+1-l.next)), jetstream.FetchMaxWait(5*time.Second))
+		m, err := it.Next()
 		if err != nil {
-			return n, fmt.Errorf("natslog: fetch: %w", err)
-		}
-		for m := range batch.Messages() {
-			done, err := l.copyLocked(m)
-			if err != nil {
-				return n, err
+			if ctx.Err() != nil {
+				return n, ctx.Err()
 			}
-			if done {
-				n++
-			}
+			return n, fmt.Errorf("natslog: copy: %w", err)
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return n, fmt.Errorf("natslog: fetch: %w", err)
+		done, err := l.copyLocked(m)
+		if err != nil {
+			return n, err
+		}
+		if done {
+			n++
 		}
 	}
 	return n, nil
@@ -279,20 +272,9 @@ func (l *Log) Follow(ctx context.Context, copied func()) error {
 	l.restartCopy()
 	start := l.next
 	l.mu.Unlock()
-	// NB: a bounded number of resets: the default retries forever, and a
-	// copier whose server lost its quorum (a partition) would then wait
-	// for it instead of failing, so its crewd never reconnected elsewhere.
-	cons, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start, MaxResetAttempts: 2})
+	it, err := l.consume(ctx, start)
 	if err != nil {
-		return fmt.Errorf("natslog: consumer: %w", err)
-	}
-	// Short pulls with frequent heartbeats: when the server serving the
-	// consumer goes away, a missed heartbeat makes the ordered consumer
-	// start again where it was within about a second, not half a minute.
-	it, err := cons.Messages(jetstream.PullExpiry(2*time.Second), jetstream.PullHeartbeat(500*time.Millisecond))
-	if err != nil {
-		return fmt.Errorf("natslog: consume: %w", err)
+		return err
 	}
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
@@ -321,6 +303,39 @@ func (l *Log) Follow(ctx context.Context, copied func()) error {
 			since = 0
 		}
 	}
+}
+
+// consume reads the stream from sequence start, in order, through one
+// ordered consumer, which JetStream places on a replica of its choosing
+// and the client starts again where it was when it misses messages or
+// heartbeats.
+//
+// NB: one consumer for a whole copy, never one per pull (an ordered
+// consumer's Fetch makes a new one each time). The reply to a consumer's
+// creation can reach the client before the client's server learns of the
+// consumer's interest in pull requests (they travel on different routes),
+// and a pull sent in between is answered "no responders": a Fetch returns
+// that as its error, and a copy that made a consumer every 256 messages
+// met it every few dozen consumers, so a long stream could not be copied
+// at all. A pull that meets it here goes unanswered, and the missed
+// heartbeat starts the consumer again within a second.
+func (l *Log) consume(ctx context.Context, start uint64) (jetstream.MessagesContext, error) {
+	// NB: a bounded number of resets: the default retries forever, and a
+	// copier whose server lost its quorum (a partition) would then wait
+	// for it instead of failing, so its crewd never reconnected elsewhere.
+	cons, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start, MaxResetAttempts: 2})
+	if err != nil {
+		return nil, fmt.Errorf("natslog: consumer: %w", err)
+	}
+	// Short pulls with frequent heartbeats: when the server serving the
+	// consumer goes away, a missed heartbeat makes the ordered consumer
+	// start again where it was within about a second, not half a minute.
+	it, err := cons.Messages(jetstream.PullExpiry(2*time.Second), jetstream.PullHeartbeat(500*time.Millisecond))
+	if err != nil {
+		return nil, fmt.Errorf("natslog: consume: %w", err)
+	}
+	return it, nil
 }
 
 // restartCopy puts the copier back at the end of the last whole group the
