@@ -574,7 +574,8 @@ func (c *jepsenCluster) checkStores(ctx context.Context, j *jepsen) uint64 {
 		if err == nil {
 			break
 		}
-		// NB: a 10-minute run's cluster answered "no responders" to 5 copies in 5 s once every crewd was stopped.
+		// NB: the same copy as crewd's catch-up (natslog.Log.CatchUp); it once made a consumer per 256 messages and
+		// met a pull answered "no responders" (TestCopyThroughEveryNodeOfACluster), so a long run's copy never finished.
 		require.Less(c.t, attempt, 30, "crewctl backup --nats: %v: %s", err, out)
 		c.t.Logf("jepsen cluster: crewctl backup, attempt %d: %v: %s", attempt, err, firstLine(string(out)))
 		time.Sleep(2 * time.Second) // a retry's delay, not a synchronisation
