@@ -173,13 +173,14 @@ func TestBatchWithALostMessageIsPublishedAgain(t *testing.T) {
 	requireCopy(t, w.Local(), c.Local(), 4)
 }
 
-// A group of more messages than one fetch brings (256) is reassembled
-// across fetches, by a catching-up copy and by a follower.
-func TestGroupAcrossFetchesIsCopied(t *testing.T) {
+// A group of more messages than one pull brings (500, the copy's consumer's
+// default) is reassembled across pulls, by a catching-up copy and by a
+// follower.
+func TestGroupAcrossPullsIsCopied(t *testing.T) {
 	js := connect(t, startServer(t))
 	w, f := openLog(t, js), openLog(t, js)
 	var ws []eventlog.Write
-	for i := range 300 {
+	for i := range 600 {
 		ws = append(ws, eventlog.Write{Principal: "admin", CommandID: strconv.Itoa(i), Result: []byte("{}"),
 			Events: []eventlog.Event{{Stream: "run-" + strconv.Itoa(i), Type: "run.created", Time: 1, Payload: []byte{0x80}}}})
 	}
@@ -189,12 +190,12 @@ func TestGroupAcrossFetchesIsCopied(t *testing.T) {
 	go func() { done <- f.Follow(ctx, func() { copied <- struct{}{} }) }()
 	_, err := w.Commit(ws)
 	require.NoError(t, err)
-	require.Equal(t, uint64(301), w.Sequence())
-	requireCopy(t, w.Local(), openLog(t, js).Local(), 300)
+	require.Equal(t, uint64(601), w.Sequence())
+	requireCopy(t, w.Local(), openLog(t, js).Local(), 600)
 	for f.Sequence() < w.Sequence() {
 		<-copied
 	}
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
-	requireCopy(t, w.Local(), f.Local(), 300)
+	requireCopy(t, w.Local(), f.Local(), 600)
 }
