@@ -35,6 +35,12 @@ type Result struct {
 	PerSec   float64
 	P50, P99 time.Duration
 	Retries  float64 // conflicts or busy locks per counted operation
+	// Finished counts every operation finished, the warm-up's and those
+	// in flight at the window's end included: what the store's state was
+	// rechecked against. At least one per client (each starts one at
+	// once), however slow the machine, where Ops may be 0 when a window is
+	// shorter than one operation.
+	Finished int64
 	// CPUPerOp is the store's CPU time (user + system, every thread: the
 	// store's, the embedded servers') from the first operation to the last
 	// finished, per operation finished. For a store whose server runs in a
@@ -182,6 +188,7 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 		if why := checkTimed(f, runs, done.Load()); why != "" {
 			return fmt.Errorf("bench: %s: the state after the timed run: %s", im.Name, why)
 		}
+		res.Finished = done.Load()
 		all := slices.Concat(lats...)
 		slices.Sort(all)
 		res.Ops = len(all)
