@@ -57,12 +57,17 @@
 // submitters (so groups are large): each run is set up with its tasks and
 // credentials, worked through delegations (admitted, spawned, settled with a
 // result message, some charged, some refused), asks, usage reports and
-// inbox messages, and completed unless it is one of the A. Every run gets an
-// equal share of the events and the remainder is written into the active
-// runs, so the store holds N events give or take one step of a run's work;
-// it verifies like any store crewd wrote. MeasureHistory then runs crewd on
-// it: exec → first answered ping, VmRSS once ready, the dashboard's queries
-// for finished runs over the socket (p50/p99), and VmHWM while it serves and
-// after writes that make it snapshot. It guarantees the store's shape, not
-// the numbers: they are this machine's on the day.
+// inbox messages, and completed unless it is one of the A. Each active run
+// holds exactly HistoryOptions.ActiveEvents events in the same steps, whatever
+// N and R, so crewd's active state is the same for every size of history;
+// the finished runs share the rest exactly, so the store holds N events; the
+// finished runs end before the active runs' last hour of work, so none is
+// within crewd's retention when it starts. The store verifies like any store
+// crewd wrote. MeasureHistory then runs crewd on it: exec → first answered
+// ping and VmRSS once ready over a few starts, the active state those starts
+// loaded (the newest snapshot's size and what it holds, read after them and
+// before anything is written), the dashboard's queries for finished runs over
+// the socket (p50/p99), and VmHWM while it serves and after writes into the
+// active runs that make it snapshot (which come last). It guarantees the
+// store's shape, not the numbers: they are this machine's on the day.
 package bench

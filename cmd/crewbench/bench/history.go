@@ -24,6 +24,11 @@ type HistoryOptions struct {
 	Events int64
 	Runs   int
 	Active int
+	// ActiveEvents is how many events each active run holds (default
+	// DefaultActiveEvents), whatever Events and Runs: the active state is
+	// the same for every size of history, and only the finished runs
+	// share what is left.
+	ActiveEvents int64
 	// Dir is a crewd data directory (--data); the store is written to
 	// Dir/store, which must not exist yet.
 	Dir string
@@ -50,10 +55,21 @@ type HistoryStats struct {
 	Elapsed  time.Duration
 }
 
+// DefaultActiveEvents is the events of each active run by default: about
+// what a finished run of the 1M and 10M histories holds.
+const DefaultActiveEvents = 1000
+
+// activeWindow is the stretch of the history's clock, up to now, in which
+// the active runs do their work: every finished run has ended before it, so
+// it is past crewd's retention (commands.DefaultRetention) when crewd
+// starts, and no finished run is hot at start-up, whatever N.
+const activeWindow = time.Hour
+
 // Errors of WriteHistory's options.
 var (
-	errHistoryShape  = errors.New("bench: history needs runs ≥ 1 and 0 ≤ active ≤ runs")
+	errHistoryShape  = errors.New("bench: history needs runs ≥ 1 and 0 ≤ active < runs")
 	errHistoryEvents = errors.New("bench: too few events for that many runs")
+	errActiveEvents  = errors.New("bench: too few events for an active run")
 	errStoreExists   = errors.New("bench: the data directory already holds a store")
 )
 
@@ -75,16 +91,22 @@ var historyDaemonFlags = []string{"--nesting", "--max-depth=4", "--wait-methods"
 	"--max-slots", fmt.Sprint(commands.MaxMaxSlots), "--slot-share", "0",
 	"--quota-events", "0", "--quota-bytes", "0", "--quota-msg-rate", "0"}
 
-// WriteHistory writes o.Events events (give or take one command's) through
-// commands.Engine, as crewd's engine would have decided them: o.Runs runs,
-// each created with its tasks and credentials, worked through delegations
-// (admitted, spawned and settled with a result message, some charged, some
-// refused), asks, usage reports and mailbox traffic, then completed — except
-// the last o.Active, which are left running with a delegation in flight.
-// Each run gets an equal share of the events; what the shares leave over is
-// written into the active runs at the end.
+// WriteHistory writes exactly o.Events events through commands.Engine, as
+// crewd's engine would have decided them: o.Runs runs, each created with its
+// tasks and credentials, worked through delegations (admitted, spawned and
+// settled with a result message, some charged, some refused), asks, usage
+// reports and mailbox traffic, then completed — except the last o.Active,
+// which are left running with a delegation in flight.
+//
+// Each active run holds exactly o.ActiveEvents events, the same steps in the
+// same order whatever o.Events and o.Runs, so the active state crewd holds
+// (and its snapshot) is the same for every size of history; the finished
+// runs share the rest, exactly (their shares differ by one event at most).
+// The finished runs are written first, over o.Span up to activeWindow
+// before now, then the active runs' work within activeWindow, then each
+// active run's delegation left in flight, last.
 func WriteHistory(ctx context.Context, o HistoryOptions) (HistoryStats, error) {
-	if o.Runs < 1 || o.Active < 0 || o.Active > o.Runs {
+	if o.Runs < 1 || o.Active < 0 || o.Active >= o.Runs {
 		return HistoryStats{}, errHistoryShape
 	}
 	if o.Submitters <= 0 {
@@ -93,9 +115,17 @@ func WriteHistory(ctx context.Context, o HistoryOptions) (HistoryStats, error) {
 	if o.Span <= 0 {
 		o.Span = 7 * 24 * time.Hour
 	}
-	share := (o.Events - 1) / int64(o.Runs) // engine.configured is the one event outside every run
-	if share < minRunEvents {
-		return HistoryStats{}, fmt.Errorf("%w: %d runs need at least %d events", errHistoryEvents, o.Runs, int64(o.Runs)*minRunEvents+1)
+	if o.ActiveEvents <= 0 {
+		o.ActiveEvents = DefaultActiveEvents
+	}
+	if o.ActiveEvents < minActiveEvents {
+		return HistoryStats{}, fmt.Errorf("%w: at least %d", errActiveEvents, minActiveEvents)
+	}
+	// NB: engine.configured is the one event outside every run.
+	finished := o.Events - 1 - int64(o.Active)*o.ActiveEvents
+	if finished < int64(o.Runs-o.Active)*minRunEvents {
+		return HistoryStats{}, fmt.Errorf("%w: %d runs need at least %d events", errHistoryEvents, o.Runs,
+			int64(o.Runs-o.Active)*minRunEvents+int64(o.Active)*o.ActiveEvents+1)
 	}
 	storeDir := filepath.Join(o.Dir, daemon.StoreDir)
 	if _, err := os.Stat(storeDir); err == nil {
@@ -110,7 +140,8 @@ func WriteHistory(ctx context.Context, o HistoryOptions) (HistoryStats, error) {
 		return HistoryStats{}, err
 	}
 	cfg := historyConfig()
-	g := &historyWriter{share: share, span: o.Span, target: uint64(o.Events)}
+	g := &historyWriter{finished: finished, nfinished: o.Runs - o.Active, activeEvents: o.ActiveEvents,
+		span: o.Span, gap: min(activeWindow, o.Span/2), target: uint64(o.Events), until: uint64(o.Events - int64(o.Active)*o.ActiveEvents)}
 	e, err := commands.Open(l, commands.Options{Config: &cfg, ExpiryInterval: -1, Clock: g.clock})
 	if err != nil {
 		return HistoryStats{}, errors.Join(err, l.Close())
@@ -128,46 +159,92 @@ func WriteHistory(ctx context.Context, o HistoryOptions) (HistoryStats, error) {
 
 // historyWriter submits the commands of every run's life to one engine.
 type historyWriter struct {
-	eng    *commands.Engine
-	share  int64 // events each run is given
-	ids    atomic.Uint64
-	span   time.Duration
-	target uint64        // events to write
-	head   atomic.Uint64 // the highest position a reply named
+	eng *commands.Engine
+	// finished is the events the nfinished finished runs share;
+	// activeEvents each active run's.
+	finished     int64
+	nfinished    int
+	activeEvents int64
+	ids          atomic.Uint64
+	span, gap    time.Duration // the history's clock: see clock
+	target       uint64        // events to write
+	until        uint64        // the head once every finished run is written
+	head         atomic.Uint64 // the highest position a reply named
 }
 
-// clock is the engine's: span before now at the first event, now at the
-// last, in proportion to the events written. It never goes back: the head
-// only grows, and so does time.Now.
+// share is how many events finished run k holds: an equal share of what
+// the active runs leave, the remainder one event each to the first runs.
+func (g *historyWriter) share(k int) int64 {
+	n := int64(g.nfinished)
+	s := g.finished / n
+	if int64(k) < g.finished%n {
+		s++
+	}
+	return s
+}
+
+// clock is the engine's, in proportion to the events written: span before
+// now at the first event, gap before now once every finished run is
+// written, now at the last event (the active runs' work is in the gap). It
+// never goes back: the head only grows, and so does time.Now.
 func (g *historyWriter) clock() time.Time {
-	left := 1 - float64(min(g.head.Load(), g.target))/float64(g.target)
-	return time.Now().Add(-time.Duration(left * float64(g.span)))
+	h := min(g.head.Load(), g.target)
+	var ago time.Duration
+	if h <= g.until {
+		ago = g.span - time.Duration(float64(h)/float64(g.until)*float64(g.span-g.gap))
+	} else {
+		ago = g.gap - time.Duration(float64(h-g.until)/float64(g.target-g.until)*float64(g.gap))
+	}
+	return time.Now().Add(-ago)
 }
 
-// write plays every run's life on o.Submitters goroutines, then tops the
-// store up to o.Events in the active runs.
+// write plays the finished runs' lives on o.Submitters goroutines, then the
+// active runs' (each until its delegation left in flight), then leaves each
+// active run's delegation in flight.
 func (g *historyWriter) write(ctx context.Context, o HistoryOptions) error {
+	finished := o.Runs - o.Active
+	if _, err := g.lives(ctx, 0, finished, o.Submitters); err != nil {
+		return err
+	}
+	active, err := g.lives(ctx, finished, o.Runs, o.Submitters)
+	if err != nil {
+		return err
+	}
+	// NB: the delegations left in flight come last, so that they are young
+	// when crewd starts: its clock times out one older than its timeout.
+	for _, l := range active {
+		if _, err := l.delegate(ctx, l.tasks[0]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lives plays the lives of runs from to to-1 on up to submitters goroutines,
+// and returns them: the runs before g.nfinished are completed, the others
+// left open.
+func (g *historyWriter) lives(ctx context.Context, from, to, submitters int) ([]*runLife, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	runs := make(chan int)
-	lives := make([]*runLife, o.Runs)
+	lives := make([]*runLife, to-from)
 	var wg sync.WaitGroup
-	for range o.Submitters {
+	for range min(submitters, to-from) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for k := range runs {
-				l := newRunLife(g, k, k >= o.Runs-max(o.Active, 1))
+				l := newRunLife(g, k)
 				if err := l.live(ctx); err != nil {
 					cancel(err)
 					return
 				}
-				lives[k] = l
+				lives[k-from] = l
 			}
 		}()
 	}
 feed:
-	for k := range o.Runs {
+	for k := from; k < to; k++ {
 		select {
 		case runs <- k:
 		case <-ctx.Done():
@@ -176,57 +253,7 @@ feed:
 	}
 	close(runs)
 	wg.Wait()
-	if err := context.Cause(ctx); err != nil {
-		return err
-	}
-	// With no run left active, the last run stays open for the top-up and
-	// is completed after it.
-	open := lives[o.Runs-max(o.Active, 1):]
-	if o.Active == 0 {
-		if err := g.topUp(ctx, open, uint64(o.Events)-closeEvents); err != nil {
-			return err
-		}
-		return open[0].complete(ctx)
-	}
-	// NB: the delegations left in flight come last, so that they are young
-	// when crewd starts: its clock times out one older than its timeout.
-	if err := g.topUp(ctx, open, uint64(o.Events)-uint64(o.Active*inFlightEvents)); err != nil {
-		return err
-	}
-	for _, l := range open {
-		if _, err := l.delegate(ctx, l.tasks[0]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// topUp writes into the open runs until the store holds target events:
-// whole steps of their lives, all at once, while far from it, then one
-// single-event usage report at a time.
-func (g *historyWriter) topUp(ctx context.Context, active []*runLife, target uint64) error {
-	margin := uint64(len(active) * maxStepEvents)
-	errs := make([]error, len(active))
-	var wg sync.WaitGroup
-	for i, l := range active {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for g.eng.Head()+margin < target && errs[i] == nil {
-				errs[i] = l.step(ctx)
-			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	for g.eng.Head() < target {
-		if err := active[0].reportUsage(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
+	return lives, context.Cause(ctx)
 }
 
 // commandID mints the next command id: every command carries one, as a

@@ -28,18 +28,24 @@ func historyCommand(stdout, stderr io.Writer) *cobra.Command {
 process, with many concurrent submitters: each run is created with 4 tasks and their credentials, worked
 through delegations (admitted, spawned, settled with a result message, every other one charged for usage above
 its reservation, every tenth refused by the policy), asks, usage reports and messages to the run's inbox, then
-completed — except the last --active runs, which are left running with a delegation in flight.
+completed — except the last --active runs, which are left running with a delegation in flight. Each
+active run holds exactly --active-events events, the same steps whatever --events and --runs, so crewd's
+active state is the same for every size of history; the finished runs share the rest. The finished runs'
+events are spread over --span up to an hour before now, the active runs' work is in that last hour.
 
 Then it measures crewd (--crewd) on the store: the time from exec to the first answered ping over --starts
 starts, VmRSS once ready, the latency of the dashboard's queries for finished runs (admin, over the socket,
 --calls each), VmHWM after them, and VmHWM again after writing over the socket until crewd takes a snapshot.
-crewd runs with the engine config the history was written under, so starting it records nothing.`,
+crewd runs with the engine config the history was written under, so starting it records nothing. The
+active state crewd loaded (its snapshot's size, the runs, tasks, delegations and messages it holds) is read
+after the timed starts and reported; the write phase, which adds events to the active runs, comes after the
+start-up and memory figures.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Dir == "" {
 				return usageError{errHistoryData}
 			}
-			if o.Runs < 1 || o.Active < 0 || o.Active > o.Runs {
+			if o.Runs < 1 || o.Active < 0 || o.Active >= o.Runs {
 				return usageError{errHistoryShape}
 			}
 			o.Progress, mo.Progress = stderr, stderr
@@ -71,6 +77,7 @@ crewd runs with the engine config the history was written under, so starting it 
 	f.Int64Var(&o.Events, "events", 1_000_000, "events in the store")
 	f.IntVar(&o.Runs, "runs", 1000, "runs in the store")
 	f.IntVar(&o.Active, "active", 10, "runs left running (the newest)")
+	f.Int64Var(&o.ActiveEvents, "active-events", DefaultActiveEvents, "events in each active run, whatever --events and --runs")
 	f.StringVar(&o.Dir, "data", "", "crewd data directory to write the store into (its store/ must not exist)")
 	f.IntVar(&o.Submitters, "submitters", 64, "concurrent submitters while writing")
 	f.DurationVar(&o.Span, "span", 7*24*time.Hour, "how far back the history's engine clock begins (it ends now)")

@@ -20,14 +20,16 @@ const (
 	// closeEvents: task.completed per task, run.completed.
 	closeEvents = historyTasks + 1
 	// inFlightEvents: the delegation an active run is left with
-	// (requested, admitted, reserved, spawned). NB: no more than
-	// closeEvents, which every run's share keeps free.
+	// (requested, admitted, reserved, spawned).
 	inFlightEvents = 4
 	// maxStepEvents bounds the events of one step of a run's work (a
 	// delegation: requested, admitted, reserved, spawned, mailbox.appended,
 	// charged, completed, and its result's acknowledgement).
 	maxStepEvents = 8
-	minRunEvents  = setupEvents + closeEvents + maxStepEvents
+	// minRunEvents and minActiveEvents are the least a finished and an
+	// active run hold: their set-up and their end.
+	minRunEvents    = setupEvents + closeEvents
+	minActiveEvents = setupEvents + inFlightEvents
 	// historyTimeoutSec keeps an active run's delegation in flight for a
 	// day: the engine clock must not time it out while crewd is measured.
 	historyTimeoutSec = 86400
@@ -38,18 +40,26 @@ const (
 type runLife struct {
 	g   *historyWriter
 	run string
-	// open: live leaves the run running; the writer tops the store up in
-	// it, then leaves it with a delegation in flight (an active run) or
-	// completes it.
-	open  bool
-	tasks [historyTasks]string
-	steps int
-	usage [historyTasks]int64 // each task's cumulative usage, as reported
-	orch  events.Principal
+	// events is how many events the run holds once its life is over;
+	// open: live leaves the run running (an active run), the writer then
+	// leaves it with a delegation in flight.
+	events int64
+	open   bool
+	tasks  [historyTasks]string
+	steps  int
+	usage  [historyTasks]int64 // each task's cumulative usage, as reported
+	orch   events.Principal
 }
 
-func newRunLife(g *historyWriter, k int, open bool) *runLife {
-	l := &runLife{g: g, run: historyRunID(k), open: open}
+// newRunLife is the k-th run of g's history: finished with its share of
+// the events, or, past g.nfinished, active with g.activeEvents.
+func newRunLife(g *historyWriter, k int) *runLife {
+	l := &runLife{g: g, run: historyRunID(k), open: k >= g.nfinished}
+	if l.open {
+		l.events = g.activeEvents
+	} else {
+		l.events = g.share(k)
+	}
 	for i := range l.tasks {
 		l.tasks[i] = fmt.Sprintf("%02d_work", i)
 	}
@@ -60,14 +70,26 @@ func newRunLife(g *historyWriter, k int, open bool) *runLife {
 // historyRunID is the id of the k-th run, in pi-crew's shape.
 func historyRunID(k int) string { return fmt.Sprintf("team_20261001090000_%08x", k) }
 
-// live plays the run: set up, work until its share of events is nearly
-// used, then complete it unless it is open.
+// live plays the run: set up, work in whole steps while one more fits its
+// events, then single-event usage reports until only its end is left — its
+// completion, or for an open run the delegation left in flight, which the
+// writer adds last — then complete it unless it is open. So the run holds
+// exactly l.events events, the same steps for the same l.events.
 func (l *runLife) live(ctx context.Context) error {
 	if err := l.setUp(ctx); err != nil {
 		return err
 	}
-	for l.g.runEvents(l.run)+maxStepEvents+closeEvents <= l.g.share {
+	end := int64(closeEvents)
+	if l.open {
+		end = inFlightEvents
+	}
+	for l.g.runEvents(l.run)+maxStepEvents+end <= l.events {
 		if err := l.step(ctx); err != nil {
+			return err
+		}
+	}
+	for l.g.runEvents(l.run)+end < l.events {
+		if err := l.reportUsage(ctx); err != nil {
 			return err
 		}
 	}

@@ -15,11 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/crewlog/crewlog/audit"
 	"github.com/crewlog/crewlog/broker/client"
 	"github.com/crewlog/crewlog/cmd/crewd/daemon"
 	"github.com/crewlog/crewlog/commands"
-	"github.com/crewlog/crewlog/projections"
 )
 
 // MeasureOptions say how to measure crewd on a store WriteHistory wrote.
@@ -44,12 +42,16 @@ type MeasureOptions struct {
 type HistoryMeasure struct {
 	Head       uint64 // events in the store when crewd first started
 	SnapshotAt uint64 // its newest snapshot then (0: none)
-	// SnapshotRecords is that snapshot's size in records, which with
-	// SnapshotAt says when crewd's next snapshot is due.
-	SnapshotRecords int64
-	StoreBytes      int64
-	Ready           []time.Duration // exec → first answered ping, per start
-	RSS             []int64         // VmRSS once ready, per start (bytes)
+	// HeadAfterStarts is the head once the timed starts are over: more
+	// than Head when they recorded events.
+	HeadAfterStarts uint64
+	// Active is the active state the timed starts loaded: the newest
+	// snapshot once they are over (the first start of a store just
+	// written takes one), read before any query or write.
+	Active     ActiveState
+	StoreBytes int64
+	Ready      []time.Duration // exec → first answered ping, per start
+	RSS        []int64         // VmRSS once ready, per start (bytes)
 	// PeakServing is VmHWM after the last start and every query;
 	// PeakWriting is VmHWM when crewd exits after the write phase, which
 	// covers the snapshot it took (SnapshotAfter, when it took one).
@@ -77,8 +79,10 @@ type QueryLatency struct {
 }
 
 // MeasureHistory times crewd's start-up on the store in o.Dir, reads its
-// memory, times the dashboard's queries for finished runs, then writes over
-// the socket until crewd snapshots and reads its peak memory again.
+// memory, reads the active state those starts loaded, times the dashboard's
+// queries for finished runs, then writes into the active runs over the
+// socket until crewd snapshots and reads its peak memory again. Nothing is
+// written before the start-up, memory and active-state figures are taken.
 func MeasureHistory(ctx context.Context, o MeasureOptions) (HistoryMeasure, error) {
 	if o.Starts <= 0 {
 		o.Starts = 3
@@ -91,11 +95,13 @@ func MeasureHistory(ctx context.Context, o MeasureOptions) (HistoryMeasure, erro
 		progress = io.Discard
 	}
 	var m HistoryMeasure
-	var err error
 	storeDir := filepath.Join(o.Dir, daemon.StoreDir)
-	if m.Head, m.SnapshotAt, m.SnapshotRecords, err = storeHead(storeDir); err != nil {
+	active := activeRuns(o.Runs, o.Active)
+	head, before, err := storeHead(storeDir, active)
+	if err != nil {
 		return m, err
 	}
+	m.Head, m.SnapshotAt = head, before.SnapshotAt
 	m.StoreBytes = dirBytes(storeDir)
 	m.Machine = describeMachine(o.Dir)
 	sockDir, err := os.MkdirTemp("", "crewbench-")
@@ -116,6 +122,12 @@ func MeasureHistory(ctx context.Context, o MeasureOptions) (HistoryMeasure, erro
 			return m, err
 		}
 	}
+	// NB: read before the queries and the write phase, which adds events to
+	// the active runs: this is the state the starts above were timed on.
+	if m.HeadAfterStarts, m.Active, err = storeHead(storeDir, active); err != nil {
+		return m, err
+	}
+	fmt.Fprintf(progress, "history: active state: %s\n", m.Active)
 	p, err := startCrewd(ctx, o.Crewd, o.Dir, sockDir, logFile)
 	if err != nil {
 		return m, err
@@ -138,11 +150,11 @@ func MeasureHistory(ctx context.Context, o MeasureOptions) (HistoryMeasure, erro
 	n := o.Write
 	if n < 0 {
 		// NB: crewd runs commands.Options' default SnapshotEvery.
-		n = max(1, int(int64(commands.NextSnapshotAt(m.SnapshotAt, m.SnapshotRecords, 0))-int64(m.Head)))
+		n = max(1, int(int64(commands.NextSnapshotAt(m.Active.SnapshotAt, m.Active.Records, 0))-int64(m.HeadAfterStarts)))
 	}
 	if n > 0 && o.Active > 0 {
 		fmt.Fprintf(progress, "history: writing %d events over the socket\n", n)
-		if m.Wrote, err = writeOverSocket(ctx, p, activeRuns(o.Runs, o.Active), n); err != nil {
+		if m.Wrote, err = writeOverSocket(ctx, p, active, n); err != nil {
 			return m, err
 		}
 	}
@@ -150,25 +162,9 @@ func MeasureHistory(ctx context.Context, o MeasureOptions) (HistoryMeasure, erro
 		return m, err
 	}
 	m.PeakWriting = stopWatch().hwm
-	_, m.SnapshotAfter, _, err = storeHead(storeDir)
+	_, after, err := storeHead(storeDir, nil)
+	m.SnapshotAfter = after.SnapshotAt
 	return m, err
-}
-
-// storeHead reads the store's head and its newest snapshot that crewd
-// can load: its position (0: none) and its size in records.
-func storeHead(dir string) (head, snapshot uint64, records int64, err error) {
-	l, err := audit.Open(dir)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	defer l.Close()
-	head, _ = l.Head()
-	if s, err := l.LatestSnapshot(); err == nil {
-		if st, err := projections.DecodeSnapshot(s.Data); err == nil {
-			snapshot, records = s.Position, st.SnapshotRecords()
-		}
-	}
-	return head, snapshot, records, nil
 }
 
 // dirBytes is the size of the files under dir.

@@ -38,9 +38,11 @@ func (r *HistoryReport) WriteMarkdown(w io.Writer) error {
 	if len(rss) > 0 {
 		fmt.Fprintf(w, "| RSS once ready, median | %s |\n", fmtBytes(rss[len(rss)/2]))
 	}
+	fmt.Fprintf(w, "| active state the starts loaded (read after them, before the queries and the writes) | %s |\n", m.Active)
+	fmt.Fprintf(w, "| events the starts recorded | %d |\n", m.HeadAfterStarts-m.Head)
 	fmt.Fprintf(w, "| peak RSS (VmHWM) after start and the queries | %s |\n", fmtBytes(m.PeakServing))
 	snap := "no new snapshot"
-	if m.SnapshotAfter > m.SnapshotAt {
+	if m.SnapshotAfter > m.Active.SnapshotAt {
 		snap = fmt.Sprintf("snapshot at %d", m.SnapshotAfter)
 	}
 	fmt.Fprintf(w, "| peak RSS (VmHWM) after writing %d events over the socket (%s) | %s |\n\n", m.Wrote, snap,

@@ -23,10 +23,10 @@ func TestWriteHistory(t *testing.T) {
 	const want, runs, active = 3000, 24, 3
 	dir := t.TempDir()
 	const span = 48 * time.Hour
-	st, err := WriteHistory(context.Background(), HistoryOptions{Events: want, Runs: runs, Active: active, Dir: dir,
+	st, err := WriteHistory(context.Background(), HistoryOptions{Events: want, Runs: runs, Active: active, ActiveEvents: 200, Dir: dir,
 		Submitters: 8, Span: span})
 	require.NoError(t, err)
-	require.InDelta(t, want, st.Head, maxStepEvents, "events in the store")
+	require.EqualValues(t, want, st.Head, "events in the store")
 
 	byType, first, last := verifiedHistory(t, dir, st.Head)
 	require.Greater(t, last.Sub(first), span-time.Hour, "the events spread over the span")
@@ -40,7 +40,7 @@ func TestWriteHistory(t *testing.T) {
 		require.Positive(t, byType[typ], typ)
 	}
 
-	_, err = WriteHistory(context.Background(), HistoryOptions{Events: want, Runs: runs, Active: active, Dir: dir})
+	_, err = WriteHistory(context.Background(), HistoryOptions{Events: want, Runs: runs, Active: active, ActiveEvents: 200, Dir: dir})
 	require.ErrorIs(t, err, errStoreExists)
 }
 
@@ -51,7 +51,7 @@ func TestWriteHistoryNoneActive(t *testing.T) {
 	dir := t.TempDir()
 	st, err := WriteHistory(context.Background(), HistoryOptions{Events: want, Runs: runs, Dir: dir})
 	require.NoError(t, err)
-	require.InDelta(t, want, st.Head, maxStepEvents, "events in the store")
+	require.EqualValues(t, want, st.Head, "events in the store")
 	byType, _, _ := verifiedHistory(t, dir, st.Head)
 	require.Equal(t, runs, byType[events.TypeRunCompleted])
 	require.Equal(t, byType[events.TypeDelegateAdmitted], byType[events.TypeDelegateCompleted], "nothing in flight")
