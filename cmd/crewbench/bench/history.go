@@ -154,7 +154,33 @@ func WriteHistory(ctx context.Context, o HistoryOptions) (HistoryStats, error) {
 	st := e.Stats()
 	stats := HistoryStats{Head: e.Head(), Runs: o.Runs, Active: o.Active, Commands: st.Commands, Groups: st.Groups,
 		Elapsed: time.Since(start)}
-	return stats, errors.Join(err, e.Close(), l.Close())
+	if err = errors.Join(err, e.Close()); err == nil {
+		err = snapshotAtHead(l)
+	}
+	return stats, errors.Join(err, l.Close())
+}
+
+// snapshotAtHead stores a snapshot, at the store's head, of the state crewd
+// loads from it: every run that ended before the retention cold (with its
+// summary and view written), the active runs whole. Why: the engine
+// snapshots every so many events, so its last snapshot falls wherever that
+// was, and crewd would fold a different tail after it for every store; with
+// the snapshot at the head, every start decodes the active state and folds
+// nothing, whatever N.
+func snapshotAtHead(l *eventlog.Log) error {
+	s, _, err := projections.LoadTiered(l, projections.Tiering{Retention: commands.DefaultRetention,
+		MaxRetained: commands.MaxRetainedRuns, Now: time.Now().UnixMilli(), SaveViews: true})
+	if err != nil {
+		return err
+	}
+	if _, err := s.ColdStore().SaveViews(); err != nil {
+		return err
+	}
+	b, err := projections.EncodeSnapshot(s)
+	if err != nil {
+		return err
+	}
+	return l.SaveSnapshot(s.Position, b)
 }
 
 // historyWriter submits the commands of every run's life to one engine.

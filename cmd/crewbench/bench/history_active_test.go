@@ -63,3 +63,21 @@ func startedActiveState(t *testing.T, dir string, runs, active int) (ActiveState
 	})
 	return a, cold
 }
+
+// TestHistoryEndsWithASnapshotOfTheActiveState: the store's newest snapshot
+// is at its head and holds the active runs alone, so crewd folds no tail at
+// start-up and what it loads is what the report reads.
+func TestHistoryEndsWithASnapshotOfTheActiveState(t *testing.T) {
+	const runs, active = 24, 3
+	dir := t.TempDir()
+	st, err := WriteHistory(context.Background(), HistoryOptions{Events: 3000, Runs: runs, Active: active,
+		ActiveEvents: 300, Dir: dir, Submitters: 8, Span: 48 * time.Hour})
+	require.NoError(t, err)
+	head, a, err := storeHead(filepath.Join(dir, daemon.StoreDir), activeRuns(runs, active))
+	require.NoError(t, err)
+	require.Equal(t, st.Head, head)
+	require.Equal(t, head, a.SnapshotAt, "the snapshot is at the head")
+	started, _ := startedActiveState(t, dir, runs, active)
+	started.SnapshotAt, started.SnapshotBytes = a.SnapshotAt, a.SnapshotBytes
+	require.Equal(t, started, a, "the snapshot holds what an engine started on the store holds")
+}
