@@ -51,7 +51,11 @@ type HistoryMeasure struct {
 	Active     ActiveState
 	StoreBytes int64
 	Ready      []time.Duration // exec → first answered ping, per start
-	RSS        []int64         // VmRSS once ready, per start (bytes)
+	// ReadyCPU is crewd's CPU time (user and system) once ready, per
+	// start: what its start-up cost, which the load of a shared machine
+	// moves far less than Ready (in /proc's ticks of 10 ms).
+	ReadyCPU []time.Duration
+	RSS      []int64 // VmRSS once ready, per start (bytes)
 	// PeakServing is VmHWM after the last start and every query;
 	// PeakWriting is VmHWM when crewd exits after the write phase, which
 	// covers the snapshot it took (SnapshotAfter, when it took one).
@@ -116,8 +120,9 @@ func MeasureHistory(ctx context.Context, o MeasureOptions) (HistoryMeasure, erro
 			return m, err
 		}
 		mem, err := readMemory(p.cmd.Process.Pid)
-		m.Ready, m.RSS = append(m.Ready, p.ready), append(m.RSS, mem.rss)
-		fmt.Fprintf(progress, "history: start %d: ready in %s, RSS %s\n", i+1, fmtDur(p.ready), fmtBytes(mem.rss))
+		cpu := crewdCPU(p.cmd.Process.Pid)
+		m.Ready, m.ReadyCPU, m.RSS = append(m.Ready, p.ready), append(m.ReadyCPU, cpu), append(m.RSS, mem.rss)
+		fmt.Fprintf(progress, "history: start %d: ready in %s (CPU %s), RSS %s\n", i+1, fmtDur(p.ready), fmtDur(cpu), fmtBytes(mem.rss))
 		if err := errors.Join(err, p.stop()); err != nil {
 			return m, err
 		}

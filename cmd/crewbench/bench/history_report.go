@@ -33,6 +33,10 @@ func (r *HistoryReport) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(w, "| crewd | value |\n|---|---|\n")
 	fmt.Fprintf(w, "| ready (exec → first ping), median of %d starts | %s (%s) |\n", len(m.Ready),
 		fmtDur(medianDuration(m.Ready)), joinDurs(m.Ready))
+	if len(m.ReadyCPU) > 0 {
+		fmt.Fprintf(w, "| crewd's CPU time once ready (user and system), median | %s (%s) |\n",
+			fmtDur(medianDuration(m.ReadyCPU)), joinDurs(m.ReadyCPU))
+	}
 	rss := slices.Clone(m.RSS)
 	slices.Sort(rss)
 	if len(rss) > 0 {
