@@ -141,7 +141,8 @@ func WriteHistory(ctx context.Context, o HistoryOptions) (HistoryStats, error) {
 	}
 	cfg := historyConfig()
 	g := &historyWriter{finished: finished, nfinished: o.Runs - o.Active, activeEvents: o.ActiveEvents,
-		span: o.Span, gap: min(activeWindow, o.Span/2), target: uint64(o.Events), until: uint64(o.Events - int64(o.Active)*o.ActiveEvents)}
+		span: o.Span, gap: min(activeWindow, o.Span/2), target: uint64(o.Events),
+		until: uint64(o.Events - int64(o.Active)*o.ActiveEvents)}
 	e, err := commands.Open(l, commands.Options{Config: &cfg, ExpiryInterval: -1, Clock: g.clock})
 	if err != nil {
 		return HistoryStats{}, errors.Join(err, l.Close())
