@@ -113,7 +113,11 @@
 //     snapshot and folds the tail after it, at most max(SnapshotEvery,
 //     k × the snapshot's records) events: once the snapshot outgrows
 //     SnapshotEvery, start-up costs at most (1 + k) = 3 × the snapshot's
-//     own load (an event folded costs about a record decoded).
+//     own load (an event folded costs about a record decoded). No snapshot
+//     starts while one is saved, so one that comes due then is taken with
+//     the next group, or by Close when none comes: after a clean stop the
+//     bound holds; after a kill -9 in that window the tail may be longer by
+//     the events written while one snapshot was saved.
 //   - A commit error makes the engine fail stop (ErrFailed): nothing more is
 //     decided or handed to the log, nothing more is published, every command
 //     of every group in flight is answered ErrFailed (whether or not its

@@ -458,12 +458,15 @@ func (e *Engine) Head() uint64 {
 func (e *Engine) Changed() <-chan struct{} { return *e.changed.Load() }
 
 // Close stops the writer after the group in progress and waits for the
-// background goroutines. Requests still queued are answered ErrClosed.
+// background goroutines. Requests still queued are answered ErrClosed. A
+// snapshot that came due and was not taken (one was in flight) is saved
+// before it returns (snapshotAtClose).
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		close(e.quit)
 		<-e.done
 		e.wg.Wait()
+		e.snapshotAtClose()
 	})
 	return nil
 }

@@ -86,6 +86,27 @@ func (e *Engine) maybeSnapshot() {
 	}()
 }
 
+// snapshotAtClose saves the snapshot that came due and was not taken,
+// when the writer and the publisher have stopped (Close). maybeSnapshot
+// runs as a group is published and starts nothing while a snapshot is in
+// flight, so a snapshot that came due while the one before was saved waits
+// for the next group; when none comes before the stop, the tail the next
+// start folds would pass max(SnapshotEvery, k × the snapshot's records).
+// A clean stop closes that window; a kill -9 in it leaves a tail of at most
+// that bound plus the events written while one snapshot was saved.
+func (e *Engine) snapshotAtClose() {
+	if e.failure() != nil {
+		return // the log failed: the next start rebuilds from what it holds
+	}
+	head := e.pub.s.Position
+	last := snapshotMark{Position: e.lastSnap, Records: e.lastSnapRecords.Load()}
+	if !snapshotDue(last, head, e.coldSinceSnap, e.opts.SnapshotEvery) {
+		return
+	}
+	e.lastSnap, e.coldSinceSnap = head, 0
+	e.saveSnapshot()
+}
+
 // saveSnapshot encodes and saves the published state. The state is cloned
 // under the read lock (the writer waits at most for the clone: the hot runs
 // and the cold runs' summaries) and encoded and saved off the write path,

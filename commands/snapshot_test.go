@@ -193,3 +193,59 @@ func TestEngineRestartsAfterTheLongestTail(t *testing.T) {
 	require.NoError(t, projections.Replay(full, l, 0))
 	require.Equal(t, want, full, "snapshot + tail == fold from position 1")
 }
+
+// A snapshot that came due while the one before was saved, with no group
+// published after it, is taken by Close: the next start folds no tail
+// beyond the policy's bound (here: none), however long the writer ran
+// while the one before was in flight.
+func TestEngineCloseTakesTheSnapshotThatCameDueInFlight(t *testing.T) {
+	const every = 50
+	fs := vfs.NewMem()
+	clock := newTestClock()
+	ids := counterIDs()
+	open := func() (*eventlog.Log, *engineFixture) {
+		l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+		require.NoError(t, err)
+		e, err := Open(l, Options{Clock: clock.Now, NewID: ids, ExpiryInterval: -1, SnapshotEvery: every})
+		require.NoError(t, err)
+		return l, &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
+	}
+	l, f := open()
+	f.seedRun("R", 1<<40)
+	// NB: a snapshot held in flight (as a slow save would) while the
+	// writer passes several due points: maybeSnapshot starts none.
+	require.True(t, f.eng.snapping.CompareAndSwap(false, true))
+	delegateAndSettle(t, f, "R", 0, 40)
+	head, _ := l.Head()
+	require.Greater(t, head, uint64(3*every), "the writer passed the due point while one was in flight")
+	f.eng.snapping.Store(false) // the save in flight ends; no group follows
+	require.NoError(t, f.eng.Close())
+	snap, err := l.LatestSnapshot()
+	require.NoError(t, err)
+	require.Equal(t, head, snap.Position, "Close took the snapshot that came due")
+	require.NoError(t, l.Close())
+
+	l, f = open()
+	defer f.close()
+	info := f.eng.LoadInfo()
+	require.Equal(t, head, info.SnapshotPosition)
+	require.Zero(t, info.Replayed)
+}
+
+// A stop before the next snapshot is due saves none: Close does not turn
+// every stop into a snapshot.
+func TestEngineCloseTakesNoSnapshotBeforeItIsDue(t *testing.T) {
+	fs := vfs.NewMem()
+	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+	require.NoError(t, err)
+	defer l.Close()
+	clock := newTestClock()
+	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 1 << 20})
+	require.NoError(t, err)
+	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
+	f.seedRun("R", 1<<40)
+	delegateAndSettle(t, f, "R", 0, 3)
+	require.NoError(t, e.Close())
+	_, err = l.LatestSnapshot()
+	require.ErrorIs(t, err, eventlog.ErrNotFound)
+}
