@@ -105,7 +105,7 @@ func TestCompareTiny(t *testing.T) {
 func TestCompareOpenLoop(t *testing.T) {
 	ctx := context.Background()
 	im, _ := implByName("file")
-	r := runCell(ctx, im, t.TempDir(), Cell{Clients: 4}, 100*time.Millisecond, 500*time.Millisecond, Load{Rate: 200})
+	r := runCell(ctx, im, t.TempDir(), Cell{Clients: 4}, 100*time.Millisecond, 500*time.Millisecond, Load{Rate: 200}, "", nil)
 	require.NoError(t, r.Err)
 	// 200/s over 0.5 s: 100 ops scheduled in the window, all counted
 	// (the ones in flight at its end are finished).
@@ -130,13 +130,13 @@ func (l lessWork) Final(ctx context.Context) (map[string]Final, error) {
 func TestTimedRunRechecked(t *testing.T) {
 	ctx := context.Background()
 	pebble, _ := implByName("pebble")
-	good := runCell(ctx, pebble, t.TempDir(), Cell{Clients: 2}, 20*time.Millisecond, 100*time.Millisecond, Load{})
+	good := runCell(ctx, pebble, t.TempDir(), Cell{Clients: 2}, 20*time.Millisecond, 100*time.Millisecond, Load{}, "", nil)
 	require.NoError(t, good.Err)
 	cheat := Impl{Name: "cheat", open: func(d string, s Spec) (Store, error) {
 		st, err := pebble.open(d, s)
 		return lessWork{st}, err
 	}}
-	bad := runCell(ctx, cheat, t.TempDir(), Cell{Clients: 2}, 20*time.Millisecond, 100*time.Millisecond, Load{})
+	bad := runCell(ctx, cheat, t.TempDir(), Cell{Clients: 2}, 20*time.Millisecond, 100*time.Millisecond, Load{}, "", nil)
 	require.ErrorContains(t, bad.Err, "the state after the timed run")
 	require.ErrorContains(t, bad.Err, "budget.reserved")
 }

@@ -99,7 +99,7 @@ Ratios are taken within a round and summarised over rounds as median (min–max)
 			o.Progress = stderr
 			o.Command = "crewbench compare"
 			cmd.Flags().Visit(func(f *pflag.Flag) {
-				if f.Name != "out" && f.Name != "dir" {
+				if f.Name != "out" && f.Name != "dir" && f.Name != "profile" && f.Name != "profile-impl" {
 					o.Command += fmt.Sprintf(" --%s %s", f.Name, strings.Trim(f.Value.String(), "[]"))
 				}
 			})
@@ -126,6 +126,8 @@ Ratios are taken within a round and summarised over rounds as median (min–max)
 	f.StringVar(&o.Dir, "dir", "", "directory for the stores (default: a temporary one, removed after)")
 	f.StringVar(&out, "out", "", "write the markdown table to this file instead of stdout")
 	f.IntVar(&o.Rounds, "rounds", 3, "rounds of the whole matrix, implementation order rotated; medians and ranges over rounds")
+	f.StringVar(&o.Profile.Prefix, "profile", "", "write a CPU and an allocation profile of each timed cell of one implementation to PREFIX-<impl>-<n>.cpu.pprof, .allocs.pprof and .allocs-base.pprof (the allocations before the cell: pass it to pprof's -base)")
+	f.StringVar(&o.Profile.Impl, "profile-impl", reference, "the implementation --profile profiles")
 	f.Float64Var(&o.Load.Rate, "rate", 0, "open loop: operations per second scheduled at fixed times, latency from the scheduled time (0: closed loop)")
 	return c
 }

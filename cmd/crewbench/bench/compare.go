@@ -19,6 +19,7 @@ type CompareOptions struct {
 	Dir      string        // parent of every store (default a temporary directory, removed after)
 	Rounds   int           // rounds of the whole matrix (default 3)
 	Load     Load          // closed loop unless Load.Rate > 0
+	Profile  ProfileOptions
 	// SyncCount is how the pre-check counts sync calls (default
 	// straceCounter; tests substitute their own).
 	SyncCount SyncCounter
@@ -59,6 +60,9 @@ func Compare(ctx context.Context, o CompareOptions) (*Comparison, error) {
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
+	}
+	if o.Profile.Impl == "" {
+		o.Profile.Impl = reference
 	}
 	if o.SyncCount == nil {
 		o.SyncCount = straceCounter{}
@@ -123,7 +127,11 @@ func Compare(ctx context.Context, o CompareOptions) (*Comparison, error) {
 				}
 				n++
 				d := filepath.Join(dir, fmt.Sprintf("cell-%d", n))
-				r := runCell(ctx, im, d, cell, o.Warmup, o.Duration, o.Load)
+				profile := ""
+				if o.Profile.Prefix != "" && im.Name == o.Profile.Impl {
+					profile = fmt.Sprintf("%s-%s-%d", o.Profile.Prefix, im.Name, n)
+				}
+				r := runCell(ctx, im, d, cell, o.Warmup, o.Duration, o.Load, profile, o.Progress)
 				if err := os.RemoveAll(d); err != nil && r.Err == nil {
 					r.Err = err
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -90,7 +91,10 @@ type Load struct {
 // ops in flight when the window ends are finished and counted, and no op
 // starts after it, so an implementation is never credited or charged for
 // where the window's edge fell inside a slow op.
-func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window time.Duration, load Load) Result {
+//
+// profile, when not "", names the files of a CPU and an allocation profile of
+// the timed run (startCellProfile), reported on progress.
+func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window time.Duration, load Load, profile string, progress io.Writer) Result {
 	res := Result{Impl: im.Name, Cell: cell}
 	res.Err = func() error {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -118,6 +122,10 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 			if srv0, err = remote.serverCPU(); err != nil {
 				return err
 			}
+		}
+		prof, err := startCellProfile(profile, progress)
+		if err != nil {
+			return err
 		}
 		start := time.Now()
 		from, to := start.Add(warm), start.Add(warm+window)
@@ -168,6 +176,9 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 			}(c)
 		}
 		wg.Wait()
+		if err := prof.stop(done.Load()); err != nil {
+			return err
+		}
 		if n := done.Load(); n > 0 {
 			res.CPUPerOp = (processCPU() - cpu0) / time.Duration(n)
 			if isRemote {
