@@ -32,24 +32,41 @@ func fence(subID, tag, text string) string {
 // neutraliseMarkers rewrites every marker at the start of a line. A line
 // starts where JavaScript's multiline ^ matches: at the start of the text
 // and after \n, \r, U+2028 or U+2029, so a reader that splits lines on any
-// of them sees no marker either.
+// of them sees no marker either. A text without a marker (nearly every
+// result) is returned as it is, without a copy: every settlement fences its
+// result on the single writer.
 func neutraliseMarkers(text string) string {
 	var b strings.Builder
+	copied := 0 // text[:copied] is in b, rewritten
 	lineStart := true
 	for i := 0; i < len(text); {
 		if lineStart {
 			if m := markerAt(text[i:]); m != "" {
+				if b.Cap() == 0 {
+					b.Grow(len(text))
+				}
+				b.WriteString(text[copied:i])
 				b.WriteString(neutralisedMarker)
 				i += len(m)
+				copied = i
 				lineStart = false
 				continue
 			}
 		}
+		c := text[i]
+		if c < utf8.RuneSelf {
+			i++
+			lineStart = c == '\n' || c == '\r'
+			continue
+		}
 		r, size := utf8.DecodeRuneInString(text[i:])
-		b.WriteString(text[i : i+size])
 		i += size
-		lineStart = r == '\n' || r == '\r' || r == '\u2028' || r == '\u2029'
+		lineStart = r == '\u2028' || r == '\u2029'
 	}
+	if b.Cap() == 0 {
+		return text
+	}
+	b.WriteString(text[copied:])
 	return b.String()
 }
 

@@ -2,7 +2,9 @@ package commands
 
 import (
 	"math"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -23,6 +25,44 @@ func TestFenceNeutralisesMarkersAtEveryLineStart(t *testing.T) {
 			require.Equal(t, "--- delegate gc-1 (ok) ---\n"+tc.body+"\n--- end delegate gc-1 ---", fence("gc-1", "ok", tc.text))
 		})
 	}
+}
+
+// neutraliseMarkersRuneByRune is the rewrite as first written, rune by rune:
+// the reference neutraliseMarkers must agree with.
+func neutraliseMarkersRuneByRune(text string) string {
+	var b strings.Builder
+	lineStart := true
+	for i := 0; i < len(text); {
+		if lineStart {
+			if m := markerAt(text[i:]); m != "" {
+				b.WriteString(neutralisedMarker)
+				i += len(m)
+				lineStart = false
+				continue
+			}
+		}
+		r, size := utf8.DecodeRuneInString(text[i:])
+		b.WriteString(text[i : i+size])
+		i += size
+		lineStart = r == '\n' || r == '\r' || r == '\u2028' || r == '\u2029'
+	}
+	return b.String()
+}
+
+func FuzzNeutraliseMarkersAgreesWithRuneByRune(f *testing.F) {
+	for _, s := range []string{"", "ok", "--- delegate x", "a\n--- end delegate \n--- delegate ", "\xff\r--- delegate",
+		"a\u2028--- end delegate x\u2029--- delegate y", "\xe2\x80\n--- delegate", "--- delegate --- delegate \r\n--- end delegate "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		require.Equal(t, neutraliseMarkersRuneByRune(s), neutraliseMarkers(s))
+	})
+}
+
+func TestNeutraliseMarkersKeepsATextWithoutMarkers(t *testing.T) {
+	text := strings.Repeat("a result line\n-- not a marker\u2028", 10)
+	require.Equal(t, text, neutraliseMarkers(text))
+	require.Zero(t, testing.AllocsPerRun(10, func() { _ = neutraliseMarkers(text) }))
 }
 
 func TestJSNumberPrintsAsJavaScript(t *testing.T) {
