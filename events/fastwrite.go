@@ -14,3 +14,8 @@ func appendInt(b []byte, n int64) []byte        { return msgpackappend.Int(b, n)
 func appendInt64(b []byte, n int64) []byte      { return msgpackappend.Int64(b, n) }
 func appendUint32(b []byte, n uint32) []byte    { return msgpackappend.Uint32(b, n) }
 func appendFloat64(b []byte, f float64) []byte  { return msgpackappend.Float64(b, f) }
+
+// AppendMessageData appends d (not nil) as msgpack's reflection encoder
+// writes it, with the generated encoder of the payloads that hold it: the
+// snapshot encodes every message's data, one per settled delegation.
+func AppendMessageData(b []byte, d *MessageData) []byte { return appendMessageData(b, d) }

@@ -3,6 +3,7 @@ package projections
 import (
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/crewlog/crewlog/events"
 	m "github.com/crewlog/crewlog/events/msgpackappend"
 )
 
@@ -246,7 +247,6 @@ func appendAccount(b []byte, a *Account) []byte {
 }
 
 func appendMessage(b []byte, msg *Message) ([]byte, error) {
-	var err error
 	b = m.MapLen(b, 17)
 	b = m.String(m.String(b, "runId"), msg.RunID)
 	b = m.String(m.String(b, "id"), msg.ID)
@@ -260,8 +260,11 @@ func appendMessage(b []byte, msg *Message) ([]byte, error) {
 	b = m.String(m.String(b, "questionId"), msg.QuestionID)
 	b = m.String(m.String(b, "replyTo"), msg.ReplyTo)
 	b = m.Bool(m.String(b, "rerouted"), msg.Rerouted)
-	if b, err = appendOptional(m.String(b, "data"), msg.Data); err != nil {
-		return nil, err
+	b = m.String(b, "data")
+	if msg.Data == nil {
+		b = m.Nil(b)
+	} else {
+		b = events.AppendMessageData(b, msg.Data)
 	}
 	b = m.String(m.String(b, "status"), string(msg.Status))
 	b = m.Int64(m.String(b, "createdAt"), msg.CreatedAt)
