@@ -195,7 +195,8 @@ type pending struct {
 	req       Request
 	principal string // req.Principal.Key(), when req has a CommandID
 	slot      string // principal and command id, unambiguously (the duplicate check of the groups in flight)
-	fp        []byte // fingerprint(req.Command), when req has a CommandID
+	fp        []byte // fingerprint(req.Command), when req has a CommandID: a slice of fpBuf
+	fpBuf     [fingerprintLen]byte
 	reply     Reply
 	err       error
 	done      chan struct{}
@@ -401,14 +402,22 @@ func (e *Engine) prepare(r Request) (*pending, error) {
 	}
 	p := &pending{req: r, done: make(chan struct{})}
 	if r.CommandID != "" {
-		if p.principal = r.Principal.Key(); p.principal == "" {
+		// NB: the slot is built in one allocation and the principal's key
+		// is a slice of it: prepare runs for every command.
+		var stack [160]byte
+		key := r.Principal.AppendKey(stack[:0])
+		if len(key) == 0 {
 			return nil, fmt.Errorf("commands: %s: a command id needs a principal", r.Command.Kind())
 		}
-		var err error
-		if p.fp, err = fingerprint(r.Command); err != nil {
+		if err := fingerprintInto(&p.fpBuf, r.Command); err != nil {
 			return nil, err
 		}
-		p.slot = string(binary.AppendUvarint(nil, uint64(len(p.principal)))) + p.principal + r.CommandID
+		p.fp = p.fpBuf[:]
+		var slot [160]byte
+		b := binary.AppendUvarint(slot[:0], uint64(len(key)))
+		at := len(b)
+		p.slot = string(append(append(b, key...), r.CommandID...))
+		p.principal = p.slot[at : at+len(key)]
 	}
 	return p, nil
 }

@@ -27,20 +27,44 @@ var fingerprintBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // Submit computes it on the caller's goroutine, once per command with an
 // id, so the single writer only compares bytes.
 func fingerprint(c Command) ([]byte, error) {
+	var fp [fingerprintLen]byte
+	if err := fingerprintInto(&fp, c); err != nil {
+		return nil, err
+	}
+	return fp[:], nil
+}
+
+// fingerprintInto writes fingerprint(c) into fp. The commands with a
+// canonical encoder of their own (fingerprint_canonical.go) are encoded on
+// the stack; the rest by reflection.
+func fingerprintInto(fp *[fingerprintLen]byte, c Command) error {
+	var stack [512]byte
+	b := append(append(stack[:0], c.Kind()...), 0)
+	if b, ok := appendCanonical(b, c); ok {
+		sum := sha256.Sum256(b)
+		copy(fp[:], sum[:])
+		return nil
+	}
 	buf := fingerprintBufs.Get().(*bytes.Buffer)
 	defer fingerprintBufs.Put(buf)
 	buf.Reset()
-	buf.WriteString(c.Kind())
-	buf.WriteByte(0)
+	buf.Write(b)
+	if err := encodeCanonical(buf, c); err != nil {
+		return fmt.Errorf("commands: fingerprint %s: %w", c.Kind(), err)
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	copy(fp[:], sum[:])
+	return nil
+}
+
+// encodeCanonical writes c's canonical encoding by reflection: struct
+// fields in declaration order, map keys sorted.
+func encodeCanonical(buf *bytes.Buffer, c Command) error {
 	enc := msgpack.GetEncoder()
 	defer msgpack.PutEncoder(enc)
 	enc.Reset(buf)
 	enc.SetSortMapKeys(true)
-	if err := enc.Encode(c); err != nil {
-		return nil, fmt.Errorf("commands: fingerprint %s: %w", c.Kind(), err)
-	}
-	sum := sha256.Sum256(buf.Bytes())
-	return sum[:fingerprintLen], nil
+	return enc.Encode(c)
 }
 
 // reusedID is the answer to a principal's command id already recorded (or
