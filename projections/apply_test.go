@@ -459,3 +459,34 @@ func TestCloneIsIndependent(t *testing.T) {
 	}
 	require.Equal(t, s, c)
 }
+
+// A clone holds no record of the state it was cloned from: the tasks,
+// delegations and messages' data are copied (into slabs), not shared.
+func TestCloneSharesNoRecord(t *testing.T) {
+	var h history
+	fixture(&h, 100_000, false)
+	for _, sub := range []string{"gc-1", "gc-2", "gc-3"} {
+		admitBatch(&h, sub, 10, true, 100_000)
+		settleBatch(&h, sub, events.TypeDelegateCompleted, 10, 10)
+	}
+	s := fold(h.evs)
+	c := s.Clone()
+	require.Equal(t, s, c)
+	data := 0
+	for id, r := range s.runs {
+		cr := c.runs[id]
+		for tid, task := range r.tasks {
+			require.NotSame(t, task, cr.tasks[tid])
+		}
+		for sub, d := range r.dels {
+			require.NotSame(t, d, cr.dels[sub])
+		}
+		for i := range r.msgs {
+			if r.msgs[i].Data != nil {
+				require.NotSame(t, r.msgs[i].Data, cr.msgs[i].Data)
+				data++
+			}
+		}
+	}
+	require.Equal(t, 3, data, "the history settles three delegations with result data")
+}

@@ -1,5 +1,11 @@
 package projections
 
+import (
+	"maps"
+
+	"github.com/crewlog/crewlog/events"
+)
+
 // State is every read model of crewlog, folded from the event log.
 //
 // Concurrency: a State is not safe for concurrent use while it is being
@@ -137,31 +143,39 @@ func (s *State) Clone() *State {
 }
 
 func (r *runState) clone() *runState {
+	// NB: a long run holds tens of thousands of tasks, delegations and
+	// messages, and the snapshot clones the published copy under its read
+	// lock, which the publisher waits for: the maps are sized up front (no
+	// rehash while they fill), the tasks, delegations and messages' data are
+	// copied into one slab each instead of one allocation apiece, and the
+	// message index, which holds no pointer to share, is copied whole.
 	c := newRunState(r.run.clone())
 	c.ord, c.last = r.ord, r.last
+	c.tasks = make(map[string]*Task, len(r.tasks))
+	tasks := make([]Task, 0, len(r.tasks))
 	for id, t := range r.tasks {
-		c.tasks[id] = t.clone()
+		tasks = append(tasks, t.cloneValue())
+		c.tasks[id] = &tasks[len(tasks)-1]
 	}
 	c.taskOrder = cloneSlice(r.taskOrder)
+	c.dels = make(map[string]*Delegation, len(r.dels))
+	dels := make([]Delegation, 0, len(r.dels))
 	for id, d := range r.dels {
-		dd := *d
-		c.dels[id] = &dd
+		dels = append(dels, *d)
+		c.dels[id] = &dels[len(dels)-1]
 	}
 	c.delOrder = cloneSlice(r.delOrder)
+	c.accounts = make(map[string]*Account, len(r.accounts))
 	for id, a := range r.accounts {
 		c.accounts[id] = a.clone()
 	}
 	c.accountOrder = cloneSlice(r.accountOrder)
 	c.rootSpent = r.rootSpent
 	if r.msgs != nil {
-		c.msgs = make([]Message, len(r.msgs))
-		for i := range r.msgs {
-			c.msgs[i] = r.msgs[i].clone()
-		}
+		c.msgs = cloneMessages(r.msgs)
 	}
-	for id, i := range r.msgIndex {
-		c.msgIndex[id] = i
-	}
+	c.msgIndex = maps.Clone(r.msgIndex)
+	c.boxes = make(map[string][]int, len(r.boxes))
 	for to, idx := range r.boxes {
 		c.boxes[to] = cloneSlice(idx)
 	}
@@ -179,6 +193,27 @@ func (r *runState) clone() *runState {
 	}
 	c.jobOrder = cloneSlice(r.jobOrder)
 	c.roots = r.roots.clone()
+	return c
+}
+
+// cloneMessages is a deep copy of msgs (Message.clone each), their data in
+// one slab.
+func cloneMessages(msgs []Message) []Message {
+	c := make([]Message, len(msgs))
+	copy(c, msgs)
+	withData := 0
+	for i := range msgs {
+		if msgs[i].Data != nil {
+			withData++
+		}
+	}
+	data := make([]events.MessageData, 0, withData)
+	for i := range c {
+		if c[i].Data != nil {
+			data = append(data, *c[i].Data)
+			c[i].Data = &data[len(data)-1]
+		}
+	}
 	return c
 }
 
