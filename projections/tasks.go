@@ -111,13 +111,8 @@ func (t Task) EffectiveDepth() int {
 // tasks too.
 func (t Task) Shadow() bool { return t.Kind == events.TaskKindShadow }
 
-func (t *Task) clone() *Task {
-	c := t.cloneValue()
-	return &c
-}
-
-// cloneValue is clone without the Task's own allocation (a query returns
-// the value).
+// cloneValue is a deep copy of t, as a value: a query returns it, and a
+// run's clone copies its tasks into one slab.
 func (t *Task) cloneValue() Task {
 	c := *t
 	c.DependsOn = cloneSlice(t.DependsOn)
