@@ -19,12 +19,12 @@ var allowedImports = map[string][]string{
 	// The JetStream log and the conformance suite of the log contract.
 	"eventlog/natslog": {"eventlog"},
 	"eventlog/logtest": {"eventlog"},
-	// A leaf: msgpack writers shared by the events payload codec and the
-	// projections snapshot encoder.
+	// A leaf: msgpack writers shared by the events payload codec, the
+	// projections snapshot encoder and the commands' fingerprints.
 	"events/msgpackappend": {},
 	"events":               {"events/msgpackappend"},
 	"projections":          {"events", "eventlog", "events/msgpackappend"},
-	"commands":             {"events", "projections", "eventlog"},
+	"commands":             {"events", "projections", "eventlog", "events/msgpackappend"},
 	// A crewd of a JetStream cluster: the engine over the JetStream log.
 	"commands/cluster": {"commands", "events", "projections", "eventlog", "eventlog/natslog"},
 	"migrations":       {"events", "eventlog"},
