@@ -116,25 +116,28 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstr
 	if err := c.Validate(); err != nil {
 		return nil, 0, err
 	}
-	ctx, cancel := apiContext(ctx)
-	defer cancel()
 	if c.Existing {
-		st, err := js.Stream(ctx, c.Stream)
+		st, err := callAPI(ctx, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, c.Stream) })
 		if err != nil {
 			return nil, 0, fmt.Errorf("natslog: stream %s: %w", c.Stream, err)
 		}
 		l, err := checkStream(st, c)
 		return st, l, err
 	}
-	st, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: c.Stream, Subjects: []string{c.Subject(), c.eventsWildcard()}, Storage: jetstream.FileStorage,
-		Replicas: c.Replicas, Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardNew, DenyDelete: true,
-		DenyPurge: true, AllowDirect: true, AllowAtomicPublish: true,
-		Description: "crewlog event log: a group per atomic batch, a subject per crewlog stream",
+	// NB: asked again only while JetStream is unavailable: nothing was
+	// created then, and a create of the same stream is answered with it.
+	st, err := callAPI(ctx, func(ctx context.Context) (jetstream.Stream, error) {
+		st, err := js.CreateStream(ctx, jetstream.StreamConfig{
+			Name: c.Stream, Subjects: []string{c.Subject(), c.eventsWildcard()}, Storage: jetstream.FileStorage,
+			Replicas: c.Replicas, Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardNew, DenyDelete: true,
+			DenyPurge: true, AllowDirect: true, AllowAtomicPublish: true,
+			Description: "crewlog event log: a group per atomic batch, a subject per crewlog stream",
+		})
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			st, err = js.Stream(ctx, c.Stream)
+		}
+		return st, err
 	})
-	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		st, err = js.Stream(ctx, c.Stream)
-	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("natslog: stream %s: %w", c.Stream, err)
 	}
@@ -157,6 +160,33 @@ const apiTimeout = 10 * time.Second
 // supervisor starts crewd again.
 func apiContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, apiTimeout)
+}
+
+// jsErrClusterNotAvail is nats-server's answer to a JetStream API request
+// while JetStream's meta group, or the stream's, has no leader ("JetStream
+// system temporarily unavailable"): it did nothing, and a leader is being
+// elected (a NATS node stopped or cut off).
+const jsErrClusterNotAvail jetstream.ErrorCode = 10008
+
+// callAPI makes the JetStream API call f, bounded by apiTimeout as a whole
+// (apiContext), and makes it again, after a short wait, while JetStream
+// answers that it is temporarily unavailable. Only for calls that are
+// harmless to repeat: reads, and creates of what exists already.
+func callAPI[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := apiContext(ctx)
+	defer cancel()
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		v, err := f(ctx)
+		var apiErr *jetstream.APIError
+		if !errors.As(err, &apiErr) || apiErr.ErrorCode != jsErrClusterNotAvail {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(wait):
+		}
+	}
 }
 
 // checkStream refuses a stream that is not fit to be a crewlog log, and

@@ -43,10 +43,10 @@ func OpenLease(ctx context.Context, js jetstream.JetStream, cfg Config, holder s
 	if holder == "" || ttl < 100*time.Millisecond {
 		return nil, fmt.Errorf("natslog: a lease needs a holder name and a TTL of at least 100ms")
 	}
-	ctx, cancel := apiContext(ctx)
-	defer cancel()
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: cfg.leaseBucket(), TTL: ttl,
-		History: 1, Storage: jetstream.FileStorage, Replicas: cfg.Replicas, Description: "crewlog writer lease"})
+	kv, err := callAPI(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: cfg.leaseBucket(), TTL: ttl,
+			History: 1, Storage: jetstream.FileStorage, Replicas: cfg.Replicas, Description: "crewlog writer lease"})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("natslog: lease bucket: %w", err)
 	}

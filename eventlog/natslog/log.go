@@ -214,9 +214,7 @@ func isWrongLastSequence(err error) bool {
 // writer whose commit failed before it writes again (stage.go). It refuses
 // while batches are in flight.
 func (l *Log) CatchUp(ctx context.Context) (int, error) {
-	api, cancel := apiContext(ctx)
-	info, err := l.stream.Info(api)
-	cancel()
+	info, err := callAPI(ctx, func(ctx context.Context) (*jetstream.StreamInfo, error) { return l.stream.Info(ctx) })
 	if err != nil {
 		return 0, fmt.Errorf("natslog: stream info: %w", err)
 	}
