@@ -59,14 +59,16 @@ const (
 // either wholly present or wholly absent after reopening, never partial —
 // which is why commands carry ids.
 func (l *Log) Append(ws ...Write) (first uint64, err error) {
-	return l.appendBatch(ws, nil, nil)
+	return l.appendBatch(ws, nil, nil, true)
 }
 
-// appendBatch is Append with two additions for format steps (upgrade.go):
-// base, when set, is a batch already holding writes that must commit
-// atomically with ws, and extra adds keys to the batch after ws's.
-func (l *Log) appendBatch(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (first uint64, err error) {
-	s, err := l.stageBatch(ws, base, extra)
+// appendBatch is Append with three additions: for format steps
+// (upgrade.go) base, when set, is a batch already holding writes that must
+// commit atomically with ws, and extra adds keys to the batch after ws's;
+// for a copy of a durable log (AppendFromUnsynced) sync false leaves the
+// batch to a later sync.
+func (l *Log) appendBatch(ws []Write, base *pebble.Batch, extra func(*pebble.Batch), sync bool) (first uint64, err error) {
+	s, err := l.stageBatch(ws, base, extra, sync)
 	if err != nil {
 		return 0, err
 	}
@@ -95,14 +97,14 @@ type Staged struct {
 // Head) before its Wait returns successfully: Outcome reports its command
 // ids as not found, and Append refuses them as duplicates, meanwhile.
 func (l *Log) Stage(ws ...Write) (*Staged, error) {
-	return l.stageBatch(ws, nil, nil)
+	return l.stageBatch(ws, nil, nil, true)
 }
 
-func (l *Log) stageBatch(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (*Staged, error) {
+func (l *Log) stageBatch(ws []Write, base *pebble.Batch, extra func(*pebble.Batch), sync bool) (*Staged, error) {
 	if l.opts.ReadOnly {
 		return nil, ErrReadOnly
 	}
-	b, first, recorded, last, err := l.stage(ws, base, extra)
+	b, first, recorded, last, err := l.stage(ws, base, extra, sync)
 	if err != nil {
 		return nil, err
 	}
@@ -157,8 +159,10 @@ func (s *Staged) Wait() (first uint64, err error) {
 
 // stage validates ws, assigns positions and versions, encodes the batch and
 // hands it to Pebble, all under l.mu so that hand-off order is position
-// order. On success the caller owns one l.inflight count.
-func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (b *pebble.Batch, first uint64, recorded []stagedOutcome, last head, err error) {
+// order. On success the caller owns one l.inflight count. Without sync the
+// batch is applied and written to the WAL unsynced: the Staged's Wait then
+// has no sync to await.
+func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch), sync bool) (b *pebble.Batch, first uint64, recorded []stagedOutcome, last head, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -260,7 +264,7 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (
 		extra(b)
 	}
 
-	if err := l.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
+	if err := l.apply(b, sync); err != nil {
 		// Nothing was handed to the WAL; still, a Pebble write error means
 		// the store is in doubt: fail stop.
 		// The batch is not closed: Pebble may still reference it, and the log
@@ -286,6 +290,16 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch)) (
 	clear(l.absent)
 	l.inflight.Add(1)
 	return b, first, recorded, last, nil
+}
+
+// apply hands b to Pebble's commit pipeline: synced, returning before the
+// sync (Staged.Wait awaits it), or unsynced, written to the WAL in order
+// with every other batch and made durable by the next synced one.
+func (l *Log) apply(b *pebble.Batch, sync bool) error {
+	if sync {
+		return l.db.ApplyNoSyncWait(b, pebble.Sync)
+	}
+	return l.db.Apply(b, pebble.NoSync)
 }
 
 // validateWrites refuses ws if Append would: invalid input, a duplicate

@@ -21,6 +21,22 @@ var keySource = []byte("msource")
 // Sequences must grow; a source not above the recorded one is refused with
 // ErrInvalid and leaves no trace.
 func (l *Log) AppendFrom(source uint64, ws ...Write) (first uint64, err error) {
+	return l.appendFrom(source, ws, true)
+}
+
+// AppendFromUnsynced is AppendFrom without waiting for the write to reach
+// the disk: for a copy whose source is itself durable (a JetStream stream
+// with sync_interval always), so that the copy need not pay a second fsync
+// for what the source already holds. The group is atomic as with
+// AppendFrom, and the WAL keeps the order of every append: a crash (of the
+// process or the machine) may lose a suffix of the groups appended
+// unsynced, never part of one and never one before a later synced append,
+// and Source then tells where the copy resumes from the source.
+func (l *Log) AppendFromUnsynced(source uint64, ws ...Write) (first uint64, err error) {
+	return l.appendFrom(source, ws, false)
+}
+
+func (l *Log) appendFrom(source uint64, ws []Write, sync bool) (first uint64, err error) {
 	last, err := l.Source()
 	if err != nil {
 		return 0, err
@@ -29,7 +45,7 @@ func (l *Log) AppendFrom(source uint64, ws ...Write) (first uint64, err error) {
 		return 0, fmt.Errorf("%w: source sequence %d is not above the recorded %d", ErrInvalid, source, last)
 	}
 	v := seal(binary.BigEndian.AppendUint64(nil, source))
-	return l.appendBatch(ws, nil, func(b *pebble.Batch) { _ = b.Set(keySource, v, nil) })
+	return l.appendBatch(ws, nil, func(b *pebble.Batch) { _ = b.Set(keySource, v, nil) }, sync)
 }
 
 // Source returns the sequence recorded by the last AppendFrom (0 if none).

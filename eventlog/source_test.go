@@ -36,3 +36,42 @@ func TestAppendFromRecordsSource(t *testing.T) {
 	_, err = l.Verify(nil)
 	require.NoError(t, err)
 }
+
+// AppendFromUnsynced appends as AppendFrom does but leaves the sync to a
+// later synced write: a crash before one loses its groups whole, source
+// included (the copy resumes before them); a synced append after them
+// makes them durable too, in order.
+func TestAppendFromUnsyncedIsDurableWithTheNextSync(t *testing.T) {
+	fs := vfs.NewCrashableMem()
+	l, err := Open("db", &Options{FS: fs})
+	require.NoError(t, err)
+	defer l.Close()
+	w := func(id string) Write {
+		return Write{Principal: "p", CommandID: id, Events: []Event{{Stream: "r", Type: "run.created", Payload: []byte{0x80}}}}
+	}
+	_, err = l.AppendFromUnsynced(3, w("c1"))
+	require.NoError(t, err)
+	_, err = l.AppendFromUnsynced(5, w("c2"))
+	require.NoError(t, err)
+	head, _ := l.Head()
+	require.Equal(t, uint64(2), head, "readers see an unsynced group at once")
+
+	reopen := func() (uint64, uint64) {
+		c, err := Open("db", &Options{FS: fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})})
+		require.NoError(t, err)
+		defer c.Close()
+		src, err := c.Source()
+		require.NoError(t, err)
+		head, _ := c.Head()
+		return src, head
+	}
+	src, head := reopen()
+	require.Zero(t, src, "a crash lost both unsynced groups, and their source")
+	require.Zero(t, head)
+
+	_, err = l.AppendFrom(9, w("c3"))
+	require.NoError(t, err)
+	src, head = reopen()
+	require.Equal(t, uint64(9), src)
+	require.Equal(t, uint64(3), head, "the synced group made the unsynced ones before it durable")
+}

@@ -109,7 +109,7 @@ func (l *Log) Upgrade(from, to uint32, step func(*Upgrade) error, opts *UpgradeO
 	// NB: appendBatch owns the batch from here: it closes it after the
 	// sync, and a refused one is dropped unclosed like Append's.
 	u.b = nil
-	_, err = l.appendBatch(ws, b, marker)
+	_, err = l.appendBatch(ws, b, marker, true)
 	return err
 }
 
