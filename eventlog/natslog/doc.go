@@ -78,6 +78,16 @@
 //     every server: StartServer sets it) each of them fsynced it first. Only
 //     then is the group appended to the local copy and the commands of the
 //     group answered.
+//   - The writer appends an acknowledged group to its local copy unsynced
+//     (eventlog.Log.AppendFromUnsynced): the stream, fsynced by a majority,
+//     is what makes it durable, and a second fsync per group on the
+//     writer's machine would only lengthen every group's round. A crash of
+//     the writer's process or machine may lose a suffix of the groups its
+//     copy held, whole and in order, with their stream sequence; on its
+//     next start the copy resumes from the last group it still holds
+//     (Open reads it back, CatchUp and Follow copy the rest), and a crewd
+//     becomes the writer only after CatchUp. Followers' copies
+//     (CatchUp, Follow) append synced.
 //   - Before publishing, the group is checked against the local copy
 //     (eventlog.Log.Check): a group the log would refuse (a duplicate
 //     command id, an invalid event) never reaches the stream.

@@ -184,7 +184,7 @@ func (l *Log) waitBatch(b *flightBatch) (uint64, error) {
 		l.failure = err
 		return 0, err
 	}
-	first, err := l.local.AppendFrom(ack.Sequence, b.ws...)
+	first, err := l.local.AppendFromUnsynced(ack.Sequence, b.ws...)
 	if err != nil {
 		l.failure = err
 		return 0, err
