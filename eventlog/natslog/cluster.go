@@ -15,30 +15,53 @@ import (
 // Cluster is a JetStream cluster of nats-servers in this process, on
 // loopback ports, with file storage under one directory: for tests and
 // crewbench. Node i keeps its ports and storage across Stop and Restart.
-// Every route between two nodes runs through a proxy of the cluster's, so
-// that Partition can cut a node off while it runs.
+// In a cluster of StartCluster every route between two nodes runs through
+// a proxy of the cluster's, so that Partition can cut a node off while it
+// runs; in one of StartDirectCluster the nodes route to each other as
+// separate machines would, and cannot be partitioned.
 //
 // Concurrency: not safe for concurrent use.
 type Cluster struct {
 	Servers []*server.Server // nil while stopped
 	opts    []ServerOptions
-	proxies [][]*routeProxy // proxies[i][j]: node i's route to node j
+	proxies [][]*routeProxy // proxies[i][j]: node i's route to node j; nil in a direct cluster
 }
 
-// StartCluster starts n servers under dir and waits until JetStream has a
-// meta leader.
+// StartCluster starts n servers under dir, their routes through proxies
+// that Partition cuts, and waits until JetStream has a meta leader.
 func StartCluster(dir string, n int) (*Cluster, error) {
+	return startCluster(dir, n, true)
+}
+
+// StartDirectCluster is StartCluster without the route proxies: every
+// route message goes from one server to the other, not through a relay of
+// this process that reads and writes it again (a benchmark's cluster).
+// Partition panics on it.
+func StartDirectCluster(dir string, n int) (*Cluster, error) {
+	return startCluster(dir, n, false)
+}
+
+func startCluster(dir string, n int, proxied bool) (*Cluster, error) {
 	ports, err := freePorts(2 * n)
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Servers: make([]*server.Server, n), opts: make([]ServerOptions, n), proxies: make([][]*routeProxy, n)}
+	c := &Cluster{Servers: make([]*server.Server, n), opts: make([]ServerOptions, n)}
+	if proxied {
+		c.proxies = make([][]*routeProxy, n)
+	}
 	for i := range n {
-		c.proxies[i] = make([]*routeProxy, n)
 		var routes []*url.URL
 		for j := range n {
 			if i == j {
 				continue
+			}
+			if !proxied {
+				routes = append(routes, &url.URL{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", ports[n+j])})
+				continue
+			}
+			if c.proxies[i] == nil {
+				c.proxies[i] = make([]*routeProxy, n)
 			}
 			p, err := startRouteProxy(fmt.Sprintf("127.0.0.1:%d", ports[n+j]))
 			if err != nil {
@@ -105,6 +128,9 @@ func (c *Cluster) StreamLeader(stream string) int {
 // Partition cuts node i's routes to every other node (it keeps running
 // and its clients stay connected to it), or with cut false heals them.
 func (c *Cluster) Partition(i int, cut bool) {
+	if c.proxies == nil {
+		panic("natslog: Partition of a cluster without route proxies (StartDirectCluster)")
+	}
 	for j := range c.proxies {
 		if j == i {
 			continue

@@ -33,7 +33,7 @@ func openClusterEngineStore(dir string, slots, replicas int, early bool) (*engin
 		}
 		urls, shutdown = srv.ClientURL(), srv.Shutdown
 	} else {
-		c, err := natslog.StartCluster(filepath.Join(dir, "nats"), replicas)
+		c, err := natslog.StartDirectCluster(filepath.Join(dir, "nats"), replicas)
 		if err != nil {
 			return nil, err
 		}
