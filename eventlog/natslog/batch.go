@@ -176,29 +176,34 @@ func encodeBatch(c Config, lim batchLimits, id, prev string, after, expectLast u
 	m := wireManifest{Batch: id, After: after, Writes: make([]wireWriteHead, len(ws))}
 	var chunks []wireChunk
 	var subjects []string
+	var sizes []int // each chunk's estimated bytes, for its buffer
 	p := newPacker(lim)
+	manifest := 64
 	for i := range ws {
 		w := &ws[i]
 		m.Writes[i] = wireWriteHead{Outcome: outcomeToWire(w), Events: len(w.Events)}
+		manifest += writeHeadBytes(w)
 		for j := range w.Events {
 			e := &w.Events[j]
 			if !p.add(e) {
 				chunks = append(chunks, wireChunk{Batch: id, Index: len(chunks) + 2, Stream: e.Stream})
 				subjects = append(subjects, c.EventSubject(e.Stream))
+				sizes = append(sizes, 0)
 			}
 			k := &chunks[len(chunks)-1]
 			k.Events = append(k.Events, toWire(e, false))
+			sizes[len(sizes)-1] = p.chunk
 		}
 	}
 	m.Messages = 1 + len(chunks)
 	msgs := make([]*nats.Msg, 0, m.Messages)
-	data, err := encodeWire(&m)
+	data, err := encodeWire(&m, manifest)
 	if err != nil {
 		return nil, err
 	}
 	msgs = append(msgs, &nats.Msg{Subject: c.Subject(), Data: data, Header: nats.Header{}})
 	for i := range chunks {
-		data, err := encodeWire(&chunks[i])
+		data, err := encodeWire(&chunks[i], sizes[i])
 		if err != nil {
 			return nil, err
 		}
@@ -220,9 +225,15 @@ func encodeBatch(c Config, lim batchLimits, id, prev string, after, expectLast u
 	return msgs, nil
 }
 
-func encodeWire(v any) ([]byte, error) {
-	buf := bytes.NewBuffer([]byte{batchVersion})
-	enc := msgpack.NewEncoder(buf)
+// encodeWire encodes v after the layout's byte into a buffer of size, the
+// packer's estimate of its bytes: NB a buffer grown from nothing copied
+// every message about twice over, and was a tenth of the writer's
+// allocations.
+func encodeWire(v any, size int) ([]byte, error) {
+	buf := bytes.NewBuffer(append(make([]byte, 0, size), batchVersion))
+	enc := msgpack.GetEncoder()
+	defer msgpack.PutEncoder(enc)
+	enc.Reset(buf)
 	enc.UseArrayEncodedStructs(true) // positions, not field names: sent once per copy
 	if err := enc.Encode(v); err != nil {
 		return nil, fmt.Errorf("natslog: encode batch: %w", err)
