@@ -68,6 +68,10 @@
 //     resumes after a restart without applying a group twice or skipping
 //     one. A copy that appends the same writes in the same order has the
 //     same positions, versions, outcomes and hash chain as the original.
+//     AppendFromUnsynced does the same without awaiting the fsync, for a
+//     copy whose source is itself durable: a crash loses a suffix of such
+//     groups, each whole with its sequence, and the copy resumes from
+//     the last one it holds; a later synced append makes them durable.
 //     Check refuses what Append would refuse, without appending, so such a
 //     writer never commits elsewhere a group its copy would refuse;
 //     Outcomes walks the outcome table for a copy into another backend.
