@@ -23,8 +23,7 @@ func TestWritersCopyLostInACrashIsCopiedFromTheStream(t *testing.T) {
 	t.Cleanup(func() { local.Close() })
 	w, err := Open(context.Background(), js, local, testConfig)
 	require.NoError(t, err)
-	for _, g := range [][]eventlog.Write{group1("g1"), groupAcross("g2"), group1("g3")} {
-		_, err := w.Commit(g)
+	for _, err := range stage(t, w, group1("g1"), groupAcross("g2"), group1("g3")) {
 		require.NoError(t, err)
 	}
 
