@@ -66,6 +66,10 @@ type Log struct {
 	stageSeen    map[string]struct{}
 	stageRuns    stagedRuns
 
+	// summaries is what the log keeps of its index of summaries
+	// (summary_index.go).
+	summaries summaryIndex
+
 	durable  atomic.Pointer[head] // last position whose append has synced
 	inflight sync.WaitGroup       // appends waiting for their sync
 }

@@ -69,6 +69,11 @@ func (l *Log) SaveSnapshotFunc(pos uint64, size int, fill func(dst []byte) error
 	if err := l.ingestReplacing(older, key, sealed); err != nil {
 		return fmt.Errorf("eventlog: save snapshot: %w", err)
 	}
+	// The summaries' versions this snapshot no longer needs go now
+	// (summary_index.go); failing that only leaves them for a later write.
+	if err := l.pruneAfterSnapshot(pos); err != nil {
+		l.opts.Logger.Warn("superseded summaries not pruned", "err", err)
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -66,8 +67,10 @@ func parseSummaryKey(k []byte) (stream string, pos uint64, ok bool) {
 }
 
 // SaveSummaries stores ss in one batch, each version next to the stream's
-// others. It does not wait for a sync (see Summary). Nothing is written to
-// a read-only log (ErrReadOnly).
+// others, and in the same batch deletes the versions they supersede that
+// no state can read any more and updates the index's count of streams
+// (summary_index.go). It does not wait for a sync (see Summary). Nothing
+// is written to a read-only log (ErrReadOnly).
 func (l *Log) SaveSummaries(ss []Summary) error {
 	if len(ss) == 0 {
 		return nil
@@ -79,14 +82,30 @@ func (l *Log) SaveSummaries(ss []Summary) error {
 		return err
 	}
 	h := l.durable.Load().Position
-	b := l.db.NewBatch()
+	si := &l.summaries
+	si.mu.Lock()
+	defer si.mu.Unlock()
+	if err := l.loadSummaryIndexLocked(); err != nil {
+		return err
+	}
+	// NB: indexed, so that each stream's versions are read as the batch
+	// leaves them (a stream named twice in ss).
+	b := l.db.NewIndexedBatch()
 	defer b.Close()
+	streams := si.streams
+	var more []string
 	for _, s := range ss {
 		if s.Position == 0 || s.Position > h {
 			return fmt.Errorf("%w: summary position %d is outside 1..%d", ErrInvalid, s.Position, h)
 		}
 		if len(s.Stream) == 0 || len(s.Stream) > MaxIDLen {
 			return fmt.Errorf("%w: summary of a stream name of %d bytes", ErrInvalid, len(s.Stream))
+		}
+		if s.Ord == ^uint64(0) {
+			return fmt.Errorf("%w: summary ordinal %d", ErrInvalid, s.Ord)
+		}
+		if _, err := l.latestSummaryIn(b, s.Stream, ^uint64(0)); errors.Is(err, ErrNotFound) {
+			streams++
 		}
 		byStream := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(s.Data)), s.Ord)
 		byStream = append(byStream, s.Data...)
@@ -98,9 +117,23 @@ func (l *Log) SaveSummaries(ss []Summary) error {
 		if err := b.Set(summaryOrdKey(s.Ord, s.Position), seal(byOrd), nil); err != nil {
 			return fmt.Errorf("eventlog: save summaries: %w", err)
 		}
+		kept, err := pruneStream(b, s.Stream, si.snapPos, s.Position)
+		if err != nil {
+			return fmt.Errorf("eventlog: save summaries: %w", err)
+		}
+		if kept {
+			more = append(more, s.Stream)
+		}
+	}
+	if err := stageSummaryCount(b, streams); err != nil {
+		return fmt.Errorf("eventlog: save summaries: %w", err)
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("eventlog: save summaries: %w", err)
+	}
+	si.streams = streams
+	for _, st := range more {
+		si.pending[st] = struct{}{}
 	}
 	return nil
 }
@@ -113,8 +146,18 @@ func (l *Log) LatestSummary(stream string, upTo uint64) (Summary, error) {
 	if err := l.readable(); err != nil {
 		return Summary{}, err
 	}
+	return l.latestSummaryIn(l.db, stream, upTo)
+}
+
+func (l *Log) latestSummaryIn(r iterable, stream string, upTo uint64) (Summary, error) {
 	lower := appendSummaryPrefix(make([]byte, 0, 1+binary.MaxVarintLen64+len(stream)+8), stream)
-	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: summaryKey(stream, upTo+1)})
+	upper := summaryKey(stream, upTo)
+	if upTo == ^uint64(0) {
+		upper = append(upper, 0)
+	} else {
+		upper = summaryKey(stream, upTo+1)
+	}
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return Summary{}, fmt.Errorf("eventlog: %w", err)
 	}
@@ -154,7 +197,7 @@ func (l *Log) Summaries(from uint64, desc bool, upTo uint64, fn func(s Summary) 
 	}
 	opts := &pebble.IterOptions{LowerBound: summaryOrdKey(from, 0), UpperBound: []byte{prefixSummaryByOrd + 1}}
 	if desc {
-		opts = &pebble.IterOptions{LowerBound: []byte{prefixSummaryByOrd}, UpperBound: summaryOrdKey(from+1, 0)}
+		opts = &pebble.IterOptions{LowerBound: summaryOrdKey(0, 0), UpperBound: summaryOrdKey(from+1, 0)}
 		if from == ^uint64(0) {
 			opts.UpperBound = []byte{prefixSummaryByOrd + 1}
 		}
@@ -234,7 +277,11 @@ func (l *Log) Summaries(from uint64, desc bool, upTo uint64, fn func(s Summary) 
 // each version is stored under both keys alike, and that its position is
 // one of its stream's positions.
 func verifySummaries(snap *pebble.Snapshot, streams streamVersions) (int, error) {
+	distinct, last := uint64(0), ""
 	n, err := eachKey(snap, prefixSummary, func(k, v []byte) error {
+		if len(k) == 1 {
+			return nil // the count, checked below
+		}
 		stream, pos, ok := parseSummaryKey(k)
 		if !ok {
 			return corruptf(0, k, "malformed summary key")
@@ -245,6 +292,9 @@ func verifySummaries(snap *pebble.Snapshot, streams streamVersions) (int, error)
 		}
 		if len(p) < 8 {
 			return corruptf(pos, k, "summary of %d bytes has no ordinal", len(p))
+		}
+		if distinct == 0 || stream != last {
+			distinct, last = distinct+1, stream
 		}
 		if _, found := slices.BinarySearch(streams.positions(stream), pos); !found {
 			return corruptf(pos, k, "summary of stream %q at position %d, which is not one of the stream's", stream, pos)
@@ -269,13 +319,42 @@ func verifySummaries(snap *pebble.Snapshot, streams streamVersions) (int, error)
 		return n, err
 	}
 	byOrd, err := eachKey(snap, prefixSummaryByOrd, func(k, _ []byte) error {
+		if len(k) == 1 {
+			return nil // the count, checked below
+		}
 		if len(k) != 17 {
 			return corruptf(0, k, "malformed summary key")
 		}
 		return nil
 	})
-	if err == nil && byOrd != n {
-		err = corruptf(0, []byte{prefixSummaryByOrd}, "%d summaries by ordinal for %d by stream", byOrd, n)
+	if err != nil {
+		return n, err
 	}
-	return n, err
+	// eachKey counted the count keys too.
+	byStream, foundS, err := readSummaryCount(snap, summaryCountKey)
+	if err != nil {
+		return n, err
+	}
+	byOrdCount, foundO, err := readSummaryCount(snap, summaryOrdCountKey)
+	if err != nil {
+		return n, err
+	}
+	if foundS {
+		n--
+	}
+	if foundO {
+		byOrd--
+	}
+	switch {
+	case byOrd != n:
+		return n, corruptf(0, []byte{prefixSummaryByOrd}, "%d summaries by ordinal for %d by stream", byOrd, n)
+	case foundS != foundO || byStream != byOrdCount:
+		return n, corruptf(0, summaryCountKey, "the two counts of summarised streams disagree")
+	case foundS && byStream != distinct:
+		// NB: a store written before the count was kept has none (the next
+		// write stores it); one that has a count and fewer streams lost
+		// summaries (removed by hand).
+		return n, corruptf(0, summaryCountKey, "the index of summaries records %d streams and holds %d", byStream, distinct)
+	}
+	return n, nil
 }

@@ -1,8 +1,16 @@
 package eventlog
 
 import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -88,4 +96,172 @@ func TestStreamSummaryCorruption(t *testing.T) {
 	flipLastByte(t, l, summaryKey("a", 1))
 	_, err = l.LatestSummary("a", 1)
 	require.ErrorIs(t, err, ErrCorrupt)
+}
+
+// versionsOf lists the positions of stream's versions, as both keys hold
+// them.
+func versionsOf(t *testing.T, l *Log, stream string) []uint64 {
+	t.Helper()
+	pos, ords, err := summaryVersions(l.db, stream)
+	require.NoError(t, err)
+	if len(pos) == 0 {
+		return nil
+	}
+	var byOrd []uint64
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: summaryOrdKey(ords[0], 0), UpperBound: summaryOrdKey(ords[0]+1, 0)})
+	require.NoError(t, err)
+	for ok := it.First(); ok; ok = it.Next() {
+		byOrd = append(byOrd, binary.BigEndian.Uint64(it.Key()[9:]))
+	}
+	require.NoError(t, it.Close())
+	require.Equal(t, pos, byOrd, "both copies")
+	return pos
+}
+
+// A stream's versions that no state can read any more are deleted with
+// the write of a new one: those older than the newest at or before the
+// newest snapshot. The one that snapshot needs stays until a later
+// snapshot passes the new version, which prunes it then. Without a
+// snapshot nothing is pruned (a snapshot being encoded may need any).
+func TestSummaryVersionsArePruned(t *testing.T) {
+	l, _ := openMem(t)
+	_, err := l.Append(Write{Events: evs("a", 9)})
+	require.NoError(t, err)
+	save := func(pos uint64) {
+		require.NoError(t, l.SaveSummaries([]Summary{{Stream: "a", Ord: 3, Position: pos, Data: fmt.Appendf(nil, "a@%d", pos)}}))
+	}
+	save(1)
+	save(2)
+	require.Equal(t, []uint64{1, 2}, versionsOf(t, l, "a"), "no snapshot: every version may be needed")
+	require.NoError(t, l.SaveSnapshot(3, []byte("s3")))
+	require.Equal(t, []uint64{2}, versionsOf(t, l, "a"), "the snapshot at 3 prunes what it does not need")
+	save(5)
+	require.Equal(t, []uint64{2, 5}, versionsOf(t, l, "a"), "the snapshot at 3 needs 2")
+	save(6)
+	require.Equal(t, []uint64{2, 5, 6}, versionsOf(t, l, "a"), "a snapshot encoded at 5 may need 5")
+	require.NoError(t, l.SaveSnapshot(7, []byte("s7")))
+	require.Equal(t, []uint64{6}, versionsOf(t, l, "a"))
+	require.NoError(t, l.SaveSnapshot(8, []byte("s8")))
+	save(8)
+	require.Equal(t, []uint64{8}, versionsOf(t, l, "a"), "pruned in the batch that writes 8")
+	// A fold from position 1 writes an older version again: it reads it
+	// back, so it stays beside the newer one.
+	save(4)
+	require.Equal(t, []uint64{4, 8}, versionsOf(t, l, "a"))
+	n, err := l.SummaryStreams()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	rep, err := l.Verify(nil)
+	require.NoError(t, err)
+	require.Equal(t, 2, rep.Summaries)
+}
+
+// The pruning is atomic with the write of the new version: a crash before
+// any file-system operation of the writes and snapshots that prune leaves
+// the stream with the version its recovered snapshot needs and the newest
+// the recovered log holds, and the store verifies.
+func TestCrashWhilePruningSummaries(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	var (
+		armed  atomic.Bool
+		mu     sync.Mutex
+		clones []*vfs.MemFS
+	)
+	crashBeforeEveryOp := errorfs.InjectorFunc(func(errorfs.Op) error {
+		if armed.Load() {
+			mu.Lock()
+			n := len(clones)
+			clones = append(clones, mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: (n % 3) * 50, RNG: rand.New(rand.NewPCG(uint64(n), 5))}))
+			mu.Unlock()
+		}
+		return nil
+	})
+	l, err := Open("db", &Options{FS: errorfs.Wrap(mem, crashBeforeEveryOp)})
+	require.NoError(t, err)
+	_, err = l.Append(Write{Events: append(evs("a", 4), evs("b", 4)...)}) // a 1-4, b 5-8
+	require.NoError(t, err)
+	sum := func(stream string, ord, pos uint64) Summary {
+		return Summary{Stream: stream, Ord: ord, Position: pos, Data: fmt.Appendf(nil, "%s@%d", stream, pos)}
+	}
+	require.NoError(t, l.SaveSummaries([]Summary{sum("a", 0, 1), sum("b", 1, 5)}))
+	require.NoError(t, l.SaveSnapshot(6, []byte("s6")))
+
+	armed.Store(true)
+	require.NoError(t, l.SaveSummaries([]Summary{sum("a", 0, 2), sum("b", 1, 7)}))
+	require.NoError(t, l.SaveSnapshot(7, []byte("s7")))
+	require.NoError(t, l.SaveSummaries([]Summary{sum("a", 0, 4), sum("b", 1, 8)}))
+	require.NoError(t, l.SaveSnapshot(8, []byte("s8")))
+	armed.Store(false)
+	final := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(1, 1))})
+	require.NoError(t, l.Close())
+	clones = append(clones, final)
+	require.Greater(t, len(clones), 6)
+
+	for i, fs := range clones {
+		r, err := Open("db", &Options{FS: fs})
+		require.NoError(t, err, "crash %d", i)
+		_, err = r.Verify(nil)
+		require.NoError(t, err, "crash %d", i)
+		snap, err := r.LatestSnapshot()
+		require.NoError(t, err, "crash %d", i)
+		for _, stream := range []string{"a", "b"} {
+			s, err := r.LatestSummary(stream, snap.Position)
+			require.NoError(t, err, "crash %d: %s has the version the snapshot at %d needs", i, stream, snap.Position)
+			require.Equal(t, fmt.Sprintf("%s@%d", stream, s.Position), string(s.Data))
+		}
+		n, err := r.SummaryStreams()
+		require.NoError(t, err, "crash %d", i)
+		require.EqualValues(t, 2, n, "crash %d", i)
+		require.NoError(t, r.Close())
+	}
+	r, err := Open("db", &Options{FS: mem}) // closed cleanly: the last pruning is in
+	require.NoError(t, err)
+	require.Equal(t, []uint64{4}, versionsOf(t, r, "a"))
+	require.Equal(t, []uint64{8}, versionsOf(t, r, "b"))
+	require.NoError(t, r.Close())
+}
+
+// The count of summarised streams is kept with the index and checked by
+// Verify: a store whose summaries were removed by hand while the count
+// stayed, or whose count disagrees, is corrupt; one written before the
+// count was kept is counted once.
+func TestSummaryCountIsKeptWithTheIndex(t *testing.T) {
+	l, _ := openMem(t)
+	_, err := l.Append(Write{Events: append(evs("a", 2), evs("b", 2)...)})
+	require.NoError(t, err)
+	require.NoError(t, l.SaveSummaries([]Summary{{Stream: "a", Ord: 0, Position: 1}, {Stream: "b", Ord: 1, Position: 3}}))
+	require.NoError(t, l.SaveSummaries([]Summary{{Stream: "a", Ord: 0, Position: 2}}))
+	n, err := l.SummaryStreams()
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+
+	// Written before the count was kept: counted once.
+	require.NoError(t, l.db.Delete(summaryCountKey, pebble.Sync))
+	require.NoError(t, l.db.Delete(summaryOrdCountKey, pebble.Sync))
+	_, err = l.Verify(nil)
+	require.NoError(t, err)
+	l.summaries.loaded = false
+	n, err = l.SummaryStreams()
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+	n, err = l.SummaryStreamsAt(2)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "only a has a version at or before 2")
+
+	// One stream's versions removed by hand, the count left.
+	require.NoError(t, l.SaveSummaries([]Summary{{Stream: "b", Ord: 1, Position: 4}}))
+	for _, k := range [][]byte{summaryKey("b", 3), summaryOrdKey(1, 3), summaryKey("b", 4), summaryOrdKey(1, 4)} {
+		require.NoError(t, l.db.Delete(k, pebble.Sync))
+	}
+	_, err = l.Verify(nil)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, "records 2 streams and holds 1")
+
+	// The whole index removed: the count says so.
+	require.NoError(t, l.DropSummaries(false))
+	n, err = l.SummaryStreams()
+	require.NoError(t, err)
+	require.Zero(t, n)
+	_, err = l.Verify(nil)
+	require.NoError(t, err)
 }
