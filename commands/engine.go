@@ -233,7 +233,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 	}
 	s, info, err := projections.LoadTiered(l, projections.Tiering{
 		Retention: time.Duration(o.retention()) * time.Millisecond, MaxRetained: MaxRetainedRuns, Cache: o.ColdCache,
-		SaveViews: !o.NoViews,
+		SaveViews: !o.NoViews, Index: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("commands: rebuild state: %w", err)
@@ -241,6 +241,10 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 	s.ColdStore().ReportErrors(func(run string, err error) {
 		o.Logger.Error("a cold run could not be read back from the log; queries answer as if it held nothing", "run", run, "err", err)
 	})
+	if info.IndexRebuilt != nil {
+		o.Logger.Warn("the index of finished runs' summaries did not hold the runs it should; it was rebuilt from the log",
+			"why", info.IndexRebuilt)
+	}
 	if info.SnapshotPosition > 0 || s.Position > 0 {
 		o.Logger.Info("state rebuilt", "snapshot", info.SnapshotPosition, "replayed", info.Replayed,
 			"snapshotError", errString(info.SnapshotError), "hotRuns", s.HotRuns(), "coldRuns", s.ColdRuns(),

@@ -160,7 +160,7 @@ func TestTieredStateAnswersAsTheFullFold(t *testing.T) {
 		projectionstest.RequireSame(t, want, projectionstest.Answers(t, rebuilt, now), what+": rebuilt from position 1")
 		// The same rebuild writing the index of cold runs' summaries, as
 		// the engine's does: the runs list pages it.
-		indexed, _, err := projections.LoadTiered(f.log, projections.Tiering{NoSnapshot: true, Now: now, SaveViews: true})
+		indexed, _, err := projections.LoadTiered(f.log, projections.Tiering{NoSnapshot: true, Now: now, SaveViews: true, Index: true})
 		require.NoError(t, err)
 		require.Positive(t, indexed.ColdRuns(), what)
 		projectionstest.RequireSame(t, want, projectionstest.Answers(t, indexed, now), what+": rebuilt from position 1, index written")
@@ -377,7 +377,7 @@ func TestEngineWritesTheMissingViewsOfColdRuns(t *testing.T) {
 	require.Equal(t, views.ColdStore().Refolds(), views.ColdStore().ViewReads(), "none re-folded")
 	require.NoError(t, e.Close())
 
-	s, info, err := projections.LoadTiered(l, projections.Tiering{Now: clock.Now().UnixMilli(), SaveViews: true})
+	s, info, err := projections.LoadTiered(l, projections.Tiering{Now: clock.Now().UnixMilli(), SaveViews: true, Index: true})
 	require.NoError(t, err)
 	require.NoError(t, info.SnapshotError)
 	require.Equal(t, runs, s.ColdRuns(), "the run the engine kept hot goes cold at Now, queued for its view")

@@ -46,7 +46,7 @@ func TestColdRunsAreReadFromTheirViews(t *testing.T) {
 	evs := realisticHistory(1500)
 	l := appendHistory(t, evs)
 	now := evs[len(evs)-1].UnixMilli() + 1
-	s, info, err := LoadTiered(l, Tiering{Now: now, SaveViews: true})
+	s, info, err := LoadTiered(l, Tiering{Now: now, SaveViews: true, Index: true})
 	require.NoError(t, err)
 	require.Positive(t, info.Evicted)
 	require.True(t, s.store.ViewsQueued())
@@ -107,7 +107,7 @@ func TestMissingViewsAreKnownKeptBySnapshotsAndWritten(t *testing.T) {
 	evs := realisticHistory(1500)
 	l := appendHistory(t, evs)
 	now := evs[len(evs)-1].UnixMilli() + 1
-	s, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: true})
+	s, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: true, Index: true})
 	require.NoError(t, err)
 	cold := s.ColdRuns()
 	require.Greater(t, cold, 3)

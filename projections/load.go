@@ -57,12 +57,21 @@ type Tiering struct {
 	// SaveViews turns on the views of cold runs (ColdStore.SaveViewsOnEvict)
 	// before the fold: the runs it makes cold are queued for SaveViews.
 	SaveViews bool
+	// Index makes the state write the summaries of the runs it makes cold
+	// to the log's index (ColdStore.WriteIndex), so that memory does not
+	// grow with them, and checks at load that the index holds every run
+	// the snapshot relies on it for, rebuilding it from position 1 when
+	// not (checkIndex). Without it the cold runs' summaries stay in memory
+	// (an offline reader of the log). It is independent of SaveViews.
+	Index bool
 	// RefoldOnly makes the ColdStore ignore the views of cold runs and
 	// re-fold them (ColdStore.RefoldOnly).
 	RefoldOnly bool
 	// NoSnapshot folds from position 1 even when there is a snapshot: the
 	// check that a snapshot is an optimisation only.
 	NoSnapshot bool
+
+	rebuilding bool // set by rebuildIndex: a second shortfall is an error
 }
 
 var errSnapshotSkipped = errors.New("projections: snapshot not read (Tiering.NoSnapshot)")
@@ -140,6 +149,10 @@ type LoadInfo struct {
 	// the index from a snapshot that listed them (format 7): what a new
 	// snapshot would no longer list.
 	Indexed int
+	// IndexRebuilt, when set, is why the index of summaries was found
+	// wanting (Tiering.Index) and rebuilt: it and the snapshot were
+	// dropped and the state folded from position 1.
+	IndexRebuilt error
 }
 
 // Load builds the state of the whole durable log: the newest valid snapshot
@@ -185,6 +198,9 @@ func LoadTiered(l *eventlog.Log, t Tiering) (*State, LoadInfo, error) {
 		for _, id := range s.noViews {
 			s.store.markViewMissing(id)
 		}
+	}
+	if t.Index {
+		s.store.WriteIndex()
 		// A snapshot of format 7 lists every cold run: their summaries
 		// go to the index now, so that they leave memory.
 		n := len(s.cold)
@@ -197,6 +213,13 @@ func LoadTiered(l *eventlog.Log, t Tiering) (*State, LoadInfo, error) {
 	if t.RefoldOnly {
 		s.store.RefoldOnly()
 	}
+	if t.Index && info.SnapshotPosition > 0 {
+		// NB: before the tail is folded, which faults in the cold runs it
+		// touches from the index: a removed index is met here in O(1).
+		if err := s.checkIndex(false); err != nil {
+			return rebuildIndex(l, t, err)
+		}
+	}
 	from := s.Position
 	if info.Evicted, err = replay(s, l, 0, t); err != nil {
 		return nil, info, err
@@ -205,5 +228,28 @@ func LoadTiered(l *eventlog.Log, t Tiering) (*State, LoadInfo, error) {
 		info.Evicted += len(s.EvictAll(t.Now, t.Retention.Milliseconds(), t.MaxRetained))
 	}
 	info.Replayed = s.Position - from
+	if t.Index {
+		if err := s.checkIndex(true); err != nil {
+			if t.rebuilding {
+				return nil, info, fmt.Errorf("projections: the index of summaries rebuilt from position 1 is still wanting: %w", err)
+			}
+			return rebuildIndex(l, t, err)
+		}
+	}
 	return s, info, nil
+}
+
+// rebuildIndex drops the index of summaries and the snapshot that relies
+// on it, and loads the state again from position 1, which writes the
+// index anew (why: the index is wanting, see checkIndex). A crash while it
+// runs leaves a store without a snapshot, which folds from position 1
+// again.
+func rebuildIndex(l *eventlog.Log, t Tiering, why error) (*State, LoadInfo, error) {
+	if err := l.DropSummaries(true); err != nil {
+		return nil, LoadInfo{}, fmt.Errorf("projections: dropping the index of summaries (%v): %w", why, err)
+	}
+	t.NoSnapshot, t.rebuilding = true, true
+	s, info, err := LoadTiered(l, t)
+	info.IndexRebuilt = why
+	return s, info, err
 }

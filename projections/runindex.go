@@ -201,11 +201,11 @@ func (c *ColdStore) failed(id string, err error) {
 
 // flushSummaries writes the summaries s keeps in memory to the index and
 // drops them from memory once written (the runs are then found there). A
-// no-op unless the store writes (SaveViewsOnEvict). On an error they stay
-// in memory: the next flush tries again.
+// no-op unless the store writes the index (WriteIndex). On an error they
+// stay in memory: the next flush tries again.
 func (s *State) flushSummaries() error {
 	c := s.store
-	if c == nil || !c.saveViews || c.log == nil || len(s.cold) == 0 {
+	if c == nil || !c.index || c.log == nil || len(s.cold) == 0 {
 		return nil
 	}
 	ids := make([]string, 0, len(s.cold))
@@ -325,4 +325,68 @@ func (s *State) coldIDs() ([]string, error) {
 		return true
 	})
 	return ids, err
+}
+
+// WriteIndex makes the states sharing c write the summaries of the runs
+// they make cold to the log's index (EvictAll), instead of keeping them in
+// memory. The engine turns it on, whether or not it writes views; an
+// offline reader of the log leaves it off. Call it before c is shared.
+func (c *ColdStore) WriteIndex() { c.index = true }
+
+// ErrIndexWanting marks an index of summaries that does not hold the runs
+// a state relies on it for: removed or damaged by hand.
+var ErrIndexWanting = errors.New("projections: the index of summaries does not hold the runs it should")
+
+// checkIndex compares the number of runs the log's index of summaries
+// records (eventlog.Log.SummaryStreams, O(1)) with what s relies on it
+// for: every cold run whose summary is not kept in memory. With exact,
+// the runs in memory that have a summary in the index too (they went cold
+// once and came back, or their summary was written and kept) are looked up
+// (O(hot runs)) and the counts must be equal; without, the index must hold
+// at least the cold runs (before the tail is folded: a run that went cold
+// after the snapshot counts too). A count of 0 for a state that relies on
+// the index is an index removed by hand; a count that disagrees, one
+// partly removed or written by another history. Individual summaries
+// removed while the count stayed are not seen here (that needs a walk of
+// the index): crewctl verify finds them.
+func (s *State) checkIndex(exact bool) error {
+	l := s.store.log
+	got, err := l.SummaryStreams()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrIndexWanting, err)
+	}
+	want := uint64(max(s.nruns-len(s.runs)-len(s.cold), 0))
+	if !exact {
+		if got < want {
+			return fmt.Errorf("%w: it records %d runs; the snapshot at %d has %d cold runs whose summary only it holds", ErrIndexWanting, got, s.Position, want)
+		}
+		return nil
+	}
+	indexed := func(id string) (bool, error) {
+		_, err := l.LatestSummary(id, s.Position)
+		if errors.Is(err, eventlog.ErrNotFound) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	ids := make([]string, 0, len(s.runs)+len(s.cold))
+	for id := range s.runs {
+		ids = append(ids, id)
+	}
+	for id := range s.cold {
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		ok, err := indexed(id)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrIndexWanting, err)
+		}
+		if ok {
+			want++
+		}
+	}
+	if got != want {
+		return fmt.Errorf("%w: it records %d runs; the state at %d relies on it for %d", ErrIndexWanting, got, s.Position, want)
+	}
+	return nil
 }

@@ -64,7 +64,7 @@ func snapshotAndRestart(t *testing.T, l *eventlog.Log, s *State, now int64) *Sta
 	b, err := EncodeSnapshot(s)
 	require.NoError(t, err)
 	require.NoError(t, l.SaveSnapshot(s.Position, b))
-	restarted, info, err := LoadTiered(l, Tiering{Now: now, SaveViews: true})
+	restarted, info, err := LoadTiered(l, Tiering{Now: now, SaveViews: true, Index: true})
 	require.NoError(t, err)
 	require.Equal(t, s.Position, info.SnapshotPosition)
 	return restarted
@@ -115,7 +115,7 @@ func TestRunsFromTheIndexAnswerAsFromMemory(t *testing.T) {
 	want := fold(evs)
 	require.Equal(t, mixedRuns, want.HotRuns())
 
-	indexed, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: true})
+	indexed, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: true, Index: true})
 	require.NoError(t, err)
 	require.Empty(t, indexed.cold, "every cold run's summary is in the index")
 	require.Equal(t, mixedEnded, indexed.ColdRuns())
@@ -178,7 +178,7 @@ func TestRunsIndexVersionsHoldForAnOlderSnapshot(t *testing.T) {
 	evs := mixedHistory()
 	l := appendHistory(t, evs)
 	now := evs[len(evs)-1].UnixMilli() + 1
-	first, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: true})
+	first, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: true, Index: true})
 	require.NoError(t, err)
 	b, err := EncodeSnapshot(first)
 	require.NoError(t, err)
@@ -211,7 +211,7 @@ func TestRunsIndexVersionsHoldForAnOlderSnapshot(t *testing.T) {
 
 	// The daemon folds the tail and makes both runs cold (newer versions
 	// of their summaries), then stops before its next snapshot.
-	second, info, err := LoadTiered(l, Tiering{Now: later, SaveViews: true})
+	second, info, err := LoadTiered(l, Tiering{Now: later, SaveViews: true, Index: true})
 	require.NoError(t, err)
 	require.Equal(t, first.Position, info.SnapshotPosition)
 	require.True(t, second.IsCold(reopened))
@@ -235,7 +235,7 @@ func TestRunsIndexVersionsHoldForAnOlderSnapshot(t *testing.T) {
 
 	// Restarted from the same snapshot: the tail is folded onto the
 	// records of the snapshot's moment, not counted twice.
-	third, _, err := LoadTiered(l, Tiering{Now: later, SaveViews: true})
+	third, _, err := LoadTiered(l, Tiering{Now: later, SaveViews: true, Index: true})
 	require.NoError(t, err)
 	whole, err := third.Whole()
 	require.NoError(t, err)
@@ -274,7 +274,7 @@ func TestLegacySnapshotSummariesGoToTheIndex(t *testing.T) {
 	require.Len(t, reader.cold, mixedEnded, "a reader that writes nothing keeps the summaries")
 	requireRunsAlike(t, want, reader, "format 7, read only")
 
-	daemon, info, err := LoadTiered(l, Tiering{Now: now, SaveViews: true})
+	daemon, info, err := LoadTiered(l, Tiering{Now: now, SaveViews: true, Index: true})
 	require.NoError(t, err)
 	require.Equal(t, old.Position, info.SnapshotPosition)
 	require.Empty(t, daemon.cold, "the summaries went to the index")
@@ -284,7 +284,7 @@ func TestLegacySnapshotSummariesGoToTheIndex(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, mixedEnded, rep.Summaries)
 
-	rebuilt, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: true, NoSnapshot: true})
+	rebuilt, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: true, Index: true, NoSnapshot: true})
 	require.NoError(t, err)
 	requireRunsAlike(t, want, rebuilt, "rebuilt from position 1")
 	whole, err := rebuilt.Whole()
@@ -298,7 +298,7 @@ func TestLegacySnapshotSummariesGoToTheIndex(t *testing.T) {
 func TestSnapshotListsOnlyRunsInMemory(t *testing.T) {
 	evs := mixedHistory()
 	l := appendHistory(t, evs)
-	s, _, err := LoadTiered(l, Tiering{Now: evs[len(evs)-1].UnixMilli() + 1, SaveViews: true})
+	s, _, err := LoadTiered(l, Tiering{Now: evs[len(evs)-1].UnixMilli() + 1, SaveViews: true, Index: true})
 	require.NoError(t, err)
 	snap := toSnapshot(s)
 	require.Len(t, snap.Runs, mixedRuns-mixedEnded)
@@ -333,7 +333,7 @@ func BenchmarkRunsPage(b *testing.B) {
 	}{{"index", true, false}, {"index-first-read", true, true}, {"memory", false, false}} {
 		b.Run(c.name, func(b *testing.B) {
 			l := appendHistory(b, h.evs)
-			s, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: c.index})
+			s, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: c.index, Index: c.index})
 			require.NoError(b, err)
 			require.Equal(b, runs, s.ColdRuns())
 			require.Equal(b, !c.index, s.ColdInMemory() == runs)
@@ -386,7 +386,7 @@ func BenchmarkHeapOfFinishedRuns(b *testing.B) {
 					require.NoError(b, err)
 				}
 				if index { // the index written, then a reader of it
-					_, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: true})
+					_, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: true, Index: true})
 					require.NoError(b, err)
 				}
 				for b.Loop() {
@@ -410,4 +410,52 @@ func heapInUse() int64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
+}
+
+// A store whose index of summaries was removed by hand (or partly: a
+// count that disagrees) while its snapshot stayed, which no longer lists
+// the cold runs: the load notices before it folds the tail, drops the
+// snapshot with the index, folds from position 1, writing the index again,
+// and answers every runs query as before. Without the check, the cold runs
+// would be missing from every answer.
+func TestRemovedIndexIsRebuiltAtLoad(t *testing.T) {
+	for _, damage := range []string{"removed", "count off by one"} {
+		t.Run(damage, func(t *testing.T) {
+			evs := mixedHistory()
+			l := appendHistory(t, evs)
+			now := evs[len(evs)-1].UnixMilli() + 1
+			want := fold(evs)
+			s, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: true, Index: true})
+			require.NoError(t, err)
+			restarted := snapshotAndRestart(t, l, s, now)
+			requireRunsAlike(t, want, restarted, "before")
+
+			switch damage {
+			case "removed":
+				require.NoError(t, l.DropSummaries(false))
+			default:
+				// One run's summary written again under another id: the
+				// count says one run more than the state relies on.
+				cr := restarted.coldRun(runIDs(t, restarted)[1])
+				require.NotNil(t, cr)
+				b, err := encodeSummary(cr)
+				require.NoError(t, err)
+				require.NoError(t, l.SaveSummaries([]eventlog.Summary{{Stream: events.EngineStream, Ord: 1 << 20, Position: 1, Data: b}}))
+			}
+			again, info, err := LoadTiered(l, Tiering{Now: now, SaveViews: true, Index: true})
+			require.NoError(t, err)
+			requireRunsAlike(t, want, again, "rebuilt")
+			require.ErrorIs(t, info.IndexRebuilt, ErrIndexWanting)
+			require.Zero(t, info.SnapshotPosition, "folded from position 1")
+			require.Empty(t, again.cold, "the summaries are in the index again")
+			whole, err := again.Whole()
+			require.NoError(t, err)
+			require.Equal(t, want, whole)
+
+			// Once rebuilt, the next load finds it whole.
+			_, info, err = LoadTiered(l, Tiering{Now: now, SaveViews: true, Index: true})
+			require.NoError(t, err)
+			require.NoError(t, info.IndexRebuilt)
+		})
+	}
 }

@@ -75,6 +75,7 @@ type ColdStore struct {
 	// Views (coldview.go): saveViews is set before the store is shared;
 	// queued holds the runs gone cold whose view is not written yet.
 	saveViews   bool
+	index       bool // write the summaries of runs gone cold (runindex.go)
 	refoldOnly  bool
 	queued      []queuedView
 	queuedBytes int64

@@ -55,7 +55,7 @@ func BenchmarkColdRun(b *testing.B) {
 	}
 	do(audittest.Orchestrator, &commands.RunTransition{RunID: run, To: "completed"})
 	require.NoError(b, w.Flush())
-	s, _, err := projections.LoadTiered(l, projections.Tiering{Now: time.Now().UnixMilli(), SaveViews: true})
+	s, _, err := projections.LoadTiered(l, projections.Tiering{Now: time.Now().UnixMilli(), SaveViews: true, Index: true})
 	require.NoError(b, err)
 	require.True(b, s.IsCold(run))
 	_, err = s.ColdStore().SaveViews()
