@@ -383,3 +383,104 @@ func TestEngineWritesTheMissingViewsOfColdRuns(t *testing.T) {
 	require.Equal(t, runs, s.ColdRuns(), "the run the engine kept hot goes cold at Now, queued for its view")
 	require.Zero(t, s.ColdStore().ViewsMissing(), "the snapshot after the pass records no missing view")
 }
+
+// endRuns creates n runs named prefix+i and ends them; with no retention
+// they go cold.
+func endRuns(t *testing.T, f *engineFixture, prefix string, n int) {
+	for i := 0; i < n; i++ {
+		run := fmt.Sprintf("%s%02d", prefix, i)
+		require.Nil(t, f.submitAs(admin, &RunCreate{RunID: run, Team: "t", Goal: "g", Cwd: "/w"}).Rejected)
+		require.Nil(t, f.submitAs(orchestrator, &RunTransition{RunID: run, To: "running"}).Rejected)
+		require.Nil(t, f.submitAs(orchestrator, &RunTransition{RunID: run, To: "completed"}).Rejected)
+	}
+}
+
+// runsPages is every page of the runs list the engine answers (query.runs),
+// newest first and not, two runs a page.
+func runsPages(t *testing.T, e *Engine) []projections.RunPage {
+	var pages []projections.RunPage
+	for _, newest := range []bool{false, true} {
+		cursor := ""
+		for {
+			var p projections.RunPage
+			var err error
+			e.Read(func(s *projections.State) { p, err = s.Runs(projections.RunFilter{Limit: 2, Newest: newest, Cursor: cursor}) })
+			require.NoError(t, err)
+			pages = append(pages, p)
+			if p.NextCursor == "" {
+				break
+			}
+			cursor = p.NextCursor
+		}
+	}
+	return pages
+}
+
+// A store whose index of finished runs' summaries was deleted by hand,
+// its snapshot left: the engine notices at Open, rebuilds the index from
+// the log, and the runs list answers as before.
+func TestEngineRebuildsARemovedIndexOfSummaries(t *testing.T) {
+	fs := vfs.NewMem()
+	clock := newTestClock()
+	open := func() *engineFixture {
+		l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+		require.NoError(t, err)
+		e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 1_000_000, Retention: -1})
+		require.NoError(t, err)
+		return &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
+	}
+	f := open()
+	endRuns(t, f, "C", snapshotAfterCold) // a snapshot is due once they are cold
+	f.seedRun("H", 0)
+	before := runsPages(t, f.eng)
+	f.close() // waits for the background snapshot
+	snap, err := func() (eventlog.Snapshot, error) {
+		l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+		require.NoError(t, err)
+		defer l.Close()
+		n, err := l.SummaryStreams()
+		require.NoError(t, err)
+		require.EqualValues(t, snapshotAfterCold, n)
+		require.NoError(t, l.DropSummaries(false)) // what a hand deletion of the 'u' and 'w' keys leaves
+		return l.LatestSnapshot()
+	}()
+	require.NoError(t, err)
+	require.Positive(t, snap.Position, "the snapshot relies on the index")
+
+	f = open()
+	defer f.close()
+	require.Equal(t, before, runsPages(t, f.eng), "query.runs answers as before")
+	require.ErrorIs(t, f.eng.LoadInfo().IndexRebuilt, projections.ErrIndexWanting)
+	f.eng.Read(func(s *projections.State) {
+		require.Equal(t, snapshotAfterCold, s.ColdRuns())
+		require.Zero(t, s.ColdInMemory())
+	})
+}
+
+// NoViews turns off the views of cold runs only: the summaries of the runs
+// that go cold still go to the index, so the memory of a daemon without
+// views does not grow with the runs that ended. NoViews exists to compare
+// reading cold runs from their views with re-folding them; the index is
+// what the runs list of every finished run is paged from, and keeping it
+// in memory instead would change what the comparison measures.
+func TestNoViewsStillWritesTheIndexOfSummaries(t *testing.T) {
+	fs := vfs.NewMem()
+	clock := newTestClock()
+	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+	require.NoError(t, err)
+	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: -1, Retention: -1, NoViews: true})
+	require.NoError(t, err)
+	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
+	defer f.close()
+	endRuns(t, f, "C", 5)
+	f.seedRun("H", 0) // a group after the last end: the eviction pass has run
+	e.Read(func(s *projections.State) {
+		require.Equal(t, 5, s.ColdRuns())
+		require.Zero(t, s.ColdInMemory(), "no summary kept in memory")
+	})
+	n, err := l.SummaryStreams()
+	require.NoError(t, err)
+	require.EqualValues(t, 5, n)
+	_, _, err = l.View("C00")
+	require.ErrorIs(t, err, eventlog.ErrNotFound, "no view written")
+}
