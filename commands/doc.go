@@ -95,13 +95,16 @@
 //     the pipeline to empty then, at most once a second), since a cold run
 //     is read back from the log. Start-up (projections.LoadTiered) reads
 //     the snapshot, which holds the hot runs (the cold runs' summaries are
-//     in the log's index of summaries, written as they go cold),
+//     in the log's index of summaries, written as they go cold, whether or
+//     not views are; a start-up that finds the index short of the runs the
+//     snapshot relies on it for drops both and rebuilds from position 1,
+//     LoadInfo.IndexRebuilt),
 //     plus the tail, faulting in the cold runs the tail touches; a fold from
 //     position 1 makes ended runs cold as it goes, by event time. The
 //     records of each run that goes cold are written as its view
 //     (projections/coldview.go) by a background pass after the eviction
 //     (one at a time, waited for by Close), never on the write path;
-//     Options.NoViews turns that off.
+//     Options.NoViews turns the views off (not the index).
 //   - Snapshots (snapshot.go) are taken in the background, off the write
 //     path, when the events since the last one reach max(SnapshotEvery,
 //     k × its size in records) with k = 2 (projections.State.SnapshotRecords,

@@ -69,9 +69,12 @@ type Options struct {
 	Retention time.Duration
 	// NoViews turns off the views of cold runs: a run that goes cold is
 	// then re-folded from its events by every query that reads it back
-	// after it left the cache (the choice of tests comparing the two). It
-	// writes no index of summaries either: the cold runs' summaries stay
-	// in memory (projections' runindex.go).
+	// after it left the cache (the choice of tests and benchmarks comparing
+	// the two). It does not touch the index of summaries, which is written
+	// either way (projections' runindex.go): the index is what keeps the
+	// memory of the runs that ended bounded and what the runs list pages,
+	// so turning it off with the views would make a daemon without views
+	// grow with history and the comparison measure more than the views.
 	NoViews bool
 	// ColdCache is how many cold runs read back from the log stay decoded
 	// (default projections.DefaultColdCache).
