@@ -404,7 +404,9 @@ func runsPages(t *testing.T, e *Engine) []projections.RunPage {
 		for {
 			var p projections.RunPage
 			var err error
-			e.Read(func(s *projections.State) { p, err = s.Runs(projections.RunFilter{Limit: 2, Newest: newest, Cursor: cursor}) })
+			e.Read(func(s *projections.State) {
+				p, err = s.Runs(projections.RunFilter{Limit: 2, Newest: newest, Cursor: cursor})
+			})
 			require.NoError(t, err)
 			pages = append(pages, p)
 			if p.NextCursor == "" {
