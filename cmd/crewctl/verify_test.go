@@ -1,17 +1,23 @@
 package main
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
 )
 
 func TestVerifyGolden(t *testing.T) {
@@ -103,4 +109,49 @@ func (quiet) Infof(string, ...any)  {}
 func (quiet) Errorf(string, ...any) {}
 func (quiet) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf(format, args...))
+}
+
+// A store whose index of finished runs' summaries was removed by hand while
+// its snapshot, which lists only the runs in memory, stayed: verify says
+// so, where before it passed the store.
+func TestVerifyReportsARemovedIndexOfSummaries(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, storeDir)
+	l, err := eventlog.Open(store, nil)
+	require.NoError(t, err)
+	now := audittest.Epoch
+	e, err := commands.Open(l, commands.Options{Clock: func() time.Time { return now }, ExpiryInterval: -1, Retention: -1, SnapshotEvery: 10})
+	require.NoError(t, err)
+	admin, orch := events.Actor{Role: events.RoleAdmin}, events.Actor{Role: events.RoleOrchestrator}
+	for i := range 3 {
+		run := fmt.Sprintf("team_20261001090000_%016x", i)
+		for _, r := range []commands.Request{
+			{Actor: admin, Command: &commands.RunCreate{RunID: run, Team: "t", Goal: "g", Cwd: "/w"}},
+			{Actor: orch, Command: &commands.RunTransition{RunID: run, To: "running"}},
+			{Actor: orch, Command: &commands.RunTransition{RunID: run, To: "completed"}},
+			{Actor: admin, Command: &commands.RunCreate{RunID: run + "x", Team: "t", Goal: "g", Cwd: "/w"}},
+		} {
+			rep, err := e.Submit(context.Background(), r)
+			require.NoError(t, err)
+			require.Nil(t, rep.Rejected)
+		}
+	}
+	require.NoError(t, e.Close())
+	snap, err := l.LatestSnapshot()
+	require.NoError(t, err)
+	s, err := projections.DecodeSnapshot(snap.Data)
+	require.NoError(t, err)
+	require.Positive(t, s.ColdRuns(), "the snapshot relies on the index")
+	require.NoError(t, l.Close())
+
+	r := crewctl(t, nil, "verify", "--data", dir)
+	require.Equal(t, exitOK, r.code, r.err)
+
+	l, err = eventlog.Open(store, nil)
+	require.NoError(t, err)
+	require.NoError(t, l.DropSummaries(false))
+	require.NoError(t, l.Close())
+	r = crewctl(t, nil, "verify", "--data", dir)
+	require.Equal(t, exitProblem, r.code, r.out)
+	require.Contains(t, r.out, "the index of finished runs' summaries holds 0 runs")
 }
