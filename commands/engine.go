@@ -241,6 +241,10 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("commands: rebuild state: %w", err)
 	}
+	s.ColdStore().ReportIndexErrors(func(inMemory int, err error) {
+		o.Logger.Error("summaries of finished runs not written to the index; they are answered from memory and written at the next eviction pass",
+			"inMemory", inMemory, "err", err)
+	})
 	s.ColdStore().ReportErrors(func(run string, err error) {
 		o.Logger.Error("a cold run could not be read back from the log; queries answer as if it held nothing", "run", run, "err", err)
 	})

@@ -70,7 +70,8 @@ func parseSummaryKey(k []byte) (stream string, pos uint64, ok bool) {
 // others, and in the same batch deletes the versions they supersede that
 // no state can read any more and updates the index's count of streams
 // (summary_index.go). It does not wait for a sync (see Summary). Nothing
-// is written to a read-only log (ErrReadOnly).
+// is written to a read-only log (ErrReadOnly), nor to one that failed stop
+// (ErrFailed).
 func (l *Log) SaveSummaries(ss []Summary) error {
 	if len(ss) == 0 {
 		return nil
@@ -78,7 +79,7 @@ func (l *Log) SaveSummaries(ss []Summary) error {
 	if l.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	if err := l.readable(); err != nil {
+	if err := l.writableDerived(); err != nil {
 		return err
 	}
 	h := l.durable.Load().Position

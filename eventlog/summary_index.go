@@ -315,3 +315,18 @@ func (l *Log) pruneAfterSnapshot(pos uint64) error {
 	si.pending = still
 	return nil
 }
+
+// writableDerived reports why derived data may not be written: a closed log, or
+// one that failed stop after a write error (nothing more is written then,
+// derived data included: the store is reopened first).
+func (l *Log) writableDerived() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.closed.Load():
+		return ErrClosed
+	case l.failed != nil:
+		return fmt.Errorf("%w (cause: %v)", ErrFailed, l.failed)
+	}
+	return nil
+}

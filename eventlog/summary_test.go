@@ -265,3 +265,19 @@ func TestSummaryCountIsKeptWithTheIndex(t *testing.T) {
 	_, err = l.Verify(nil)
 	require.NoError(t, err)
 }
+
+// After a write error the log fails stop, and writes no summary either:
+// the caller keeps it (in memory) until the store is reopened.
+func TestNoSummaryIsWrittenAfterTheLogFailed(t *testing.T) {
+	toggle := walFaults(walSyncOps...)
+	l := openTenAcked(t, vfs.NewMem(), toggle)
+	defer l.Close()
+	toggle.On()
+	_, err := l.Append(Write{Events: evs("run", 1)})
+	require.ErrorIs(t, err, ErrFailed)
+	toggle.Off()
+	err = l.SaveSummaries([]Summary{{Stream: "run", Ord: 0, Position: 1, Data: []byte("x")}})
+	require.ErrorIs(t, err, ErrFailed)
+	_, err = l.LatestSummary("run", 20)
+	require.ErrorIs(t, err, ErrNotFound)
+}

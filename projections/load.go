@@ -3,6 +3,7 @@ package projections
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/crewlog/crewlog/eventlog"
@@ -112,20 +113,37 @@ func replay(s *State, l *eventlog.Log, to uint64, t Tiering) (evicted int, err e
 }
 
 // EvictAll makes cold every run Evictable at now (unix ms) with retention
-// (ms) and maxRetained, and returns their ids in the order evicted. The
+// (ms) and maxRetained, and returns their ids in the order evicted, then
+// the ids of runs made cold by an earlier pass whose summaries it has now
+// written to the index (their write had failed: see flushSummaries). The
 // engine calls it on its working state and repeats the same ids on its
-// other copy with Evict. The runs it makes cold are queued for their views
+// other copy with Evict, which makes the first cold and drops the others'
+// summaries from memory. The runs it makes cold are queued for their views
 // (ColdStore.SaveViewsOnEvict); Evict queues nothing, so a run is queued
 // once, not once per copy.
 func (s *State) EvictAll(now, retention int64, maxRetained int) []string {
 	ids := s.Evictable(now, retention, maxRetained)
+	var earlier []string
+	if len(s.cold) > 0 {
+		earlier = make([]string, 0, len(s.cold))
+		for id := range s.cold {
+			earlier = append(earlier, id)
+		}
+		slices.Sort(earlier)
+	}
 	for _, id := range ids {
 		if r := s.evict(id); r != nil {
 			s.store.queueView(id, r.last, r)
 		}
 	}
-	if err := s.flushSummaries(); err != nil && s.store != nil {
-		s.store.failed("", err) // the summaries stay in memory; the next pass writes them
+	if err := s.flushSummaries(); err != nil {
+		s.store.indexWriteFailed(len(s.cold), err)
+		return ids
+	}
+	for _, id := range earlier {
+		if s.cold[id] == nil { // written now
+			ids = append(ids, id)
+		}
 	}
 	return ids
 }
@@ -205,7 +223,7 @@ func LoadTiered(l *eventlog.Log, t Tiering) (*State, LoadInfo, error) {
 		// go to the index now, so that they leave memory.
 		n := len(s.cold)
 		if err := s.flushSummaries(); err != nil {
-			s.store.failed("", err)
+			s.store.indexWriteFailed(len(s.cold), err)
 		}
 		info.Indexed = n - len(s.cold)
 	}

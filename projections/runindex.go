@@ -201,8 +201,22 @@ func (c *ColdStore) failed(id string, err error) {
 
 // flushSummaries writes the summaries s keeps in memory to the index and
 // drops them from memory once written (the runs are then found there). A
-// no-op unless the store writes the index (WriteIndex). On an error they
-// stay in memory: the next flush tries again.
+// no-op unless the store writes the index (WriteIndex).
+//
+// On an error they stay in memory, and the runs are answered from there,
+// as if they were hot: the next eviction pass (at most one a second on the
+// engine) tries again, and once a write succeeds the other copy of the
+// state drops them too (EvictAll returns their ids). Why retry rather than
+// fail: the summaries are derived data and the runs are answered right
+// from memory meanwhile, so a failure costs memory, not answers. What
+// bounds that memory: a write fails for good only once the log has failed
+// stop (eventlog.ErrFailed, after a write or sync error), and then nothing
+// more is appended, so no more runs end; the engine fails stop at its next
+// append and the daemon restarts, and the restart writes them (the
+// snapshot lists the runs it holds in memory, or the tail is folded again).
+// A passing failure (a read error of the index) holds at most the runs
+// that went cold until the next pass that succeeds. Each failure is
+// counted (IndexWriteErrors) and reported (ReportIndexErrors).
 func (s *State) flushSummaries() error {
 	c := s.store
 	if c == nil || !c.index || c.log == nil || len(s.cold) == 0 {
@@ -389,4 +403,19 @@ func (s *State) checkIndex(exact bool) error {
 		return fmt.Errorf("%w: it records %d runs; the state at %d relies on it for %d", ErrIndexWanting, got, s.Position, want)
 	}
 	return nil
+}
+
+// ReportIndexErrors makes c call report with every failed write of cold
+// runs' summaries to the index and the number of summaries then kept in
+// memory (flushSummaries). Call it before c is shared.
+func (c *ColdStore) ReportIndexErrors(report func(inMemory int, err error)) { c.reportIndex = report }
+
+// IndexWriteErrors is how many writes of summaries to the index failed.
+func (c *ColdStore) IndexWriteErrors() int64 { return c.indexErrors.Load() }
+
+func (c *ColdStore) indexWriteFailed(inMemory int, err error) {
+	c.indexErrors.Add(1)
+	if c.reportIndex != nil {
+		c.reportIndex(inMemory, err)
+	}
 }

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
@@ -458,4 +460,65 @@ func TestRemovedIndexIsRebuiltAtLoad(t *testing.T) {
 			require.NoError(t, info.IndexRebuilt)
 		})
 	}
+}
+
+// A write of cold runs' summaries to the index that fails (errorfs fails
+// every read of the store's tables, which the write does to find the
+// versions it supersedes) keeps them in memory, in both copies of the
+// state, and answers from there; it is counted and reported. The next
+// pass writes them, and both copies then let go of them: the other copy
+// is told through the ids EvictAll returns, so its memory does not keep
+// them until a restart.
+func TestAFailedWriteOfSummariesIsRetriedAndBothCopiesLetGo(t *testing.T) {
+	evs := mixedHistory()
+	fs := vfs.NewMem()
+	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+	require.NoError(t, err)
+	appendEvents(t, l, evs)
+	// A summary in the index, so that its keys are in a table once the
+	// store is reopened (with an empty block cache).
+	require.NoError(t, l.SaveSummaries([]eventlog.Summary{{Stream: evs[1].Stream, Ord: 0, Position: evs[1].Position, Data: []byte{summaryFormat}}}))
+	require.NoError(t, l.Close())
+	faults := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasSuffix(op.Path, ".sst") && (op.Kind == errorfs.OpFileReadAt || op.Kind == errorfs.OpFileRead) {
+			return errorfs.ErrInjected
+		}
+		return nil
+	})}
+	l, err = eventlog.Open("db", &eventlog.Options{FS: errorfs.Wrap(fs, faults)})
+	require.NoError(t, err)
+	defer l.Close()
+
+	want := fold(evs)
+	work := fold(evs)
+	work.SetColdStore(NewColdStore(l, 0))
+	work.store.WriteIndex()
+	var reported []error
+	work.store.ReportIndexErrors(func(inMemory int, err error) { reported = append(reported, err) })
+	pub := work.Clone()
+	now := evs[len(evs)-1].UnixMilli() + 1
+
+	faults.On()
+	ids := work.EvictAll(now, 0, 0)
+	for _, id := range ids {
+		pub.Evict(id)
+	}
+	faults.Off()
+	require.Len(t, ids, mixedEnded)
+	require.Len(t, reported, 1)
+	require.ErrorIs(t, reported[0], errorfs.ErrInjected)
+	require.EqualValues(t, 1, work.store.IndexWriteErrors())
+	require.Equal(t, mixedEnded, work.ColdInMemory(), "kept in memory")
+	require.Equal(t, mixedEnded, pub.ColdInMemory())
+	requireRunsAlike(t, want, pub, "answered from memory")
+
+	retried := work.EvictAll(now+1000, 0, 0)
+	require.ElementsMatch(t, ids, retried, "the runs whose summaries were written now")
+	for _, id := range retried {
+		pub.Evict(id)
+	}
+	require.Zero(t, work.ColdInMemory(), "written at the next pass")
+	require.Zero(t, pub.ColdInMemory(), "and the other copy let go of them")
+	requireRunsAlike(t, want, pub, "answered from the index")
+	require.Len(t, reported, 1)
 }

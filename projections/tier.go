@@ -70,6 +70,11 @@ type ColdStore struct {
 
 	refolds atomic.Int64 // runs read back from the log so far (views included)
 
+	// indexErrors counts the failed writes of summaries to the index;
+	// reportIndex is told of each (runindex.go).
+	indexErrors atomic.Int64
+	reportIndex func(inMemory int, err error)
+
 	summaries summaryCache // decoded summaries of the index (runindex.go)
 
 	// Views (coldview.go): saveViews is set before the store is shared;
@@ -416,8 +421,10 @@ func (s *State) mayEvict(r *runState) bool {
 
 // Evict makes hot run id cold, keeping its summary in memory unless the
 // index of summaries holds it already (runindex.go; EvictAll writes it);
-// it is a no-op for a run
-// that may not go cold (see Evictable) or a state without a store. The
+// for a cold run whose summary s keeps in memory, it drops the summary
+// once the index holds it (another copy's EvictAll wrote it after a failed
+// write). It is a no-op for a run that may not go cold (see Evictable) or
+// a state without a store. The
 // evicted records are offered to the store's cache, so the next query for
 // the run need not read the log.
 func (s *State) Evict(id string) { s.evict(id) }
@@ -425,7 +432,13 @@ func (s *State) Evict(id string) { s.evict(id) }
 // evict is Evict, returning the run it made cold (nil for none).
 func (s *State) evict(id string) *runState {
 	r := s.runs[id]
-	if r == nil || s.store == nil || !s.mayEvict(r) {
+	if r == nil {
+		if cr := s.cold[id]; cr != nil && s.store != nil && s.store.indexed(id, cr.last) {
+			delete(s.cold, id) // another copy of the state wrote it after a failed write (EvictAll)
+		}
+		return nil
+	}
+	if s.store == nil || !s.mayEvict(r) {
 		return nil
 	}
 	delete(s.runs, id)
