@@ -430,6 +430,252 @@ func appendPayload(b []byte, p any) (_ []byte, ok bool) {
 	return b, false
 }
 
+// PayloadTaskID returns the "taskId" of the JSON of p, a payload struct or
+// a pointer to one, as encoding/json writes it ("" when the payload has
+// none, or p is a nil pointer); ok is false when p is not a payload. A
+// reader of an event's taskId needs neither reflection nor a parse of the
+// JSON. (A function, not a TaskID method: the field is named TaskID.) NB:
+// the value is the field's; encoding/json would write a string that is not
+// valid UTF-8 with U+FFFD in place of each bad byte.
+func PayloadTaskID(p any) (taskID string, ok bool) {
+	switch p := p.(type) {
+	case *AskAnswered:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case AskAnswered:
+		return p.TaskID, true
+	case *AskRequested:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case AskRequested:
+		return p.TaskID, true
+	case *AskTimedOut:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case AskTimedOut:
+		return p.TaskID, true
+	case *BudgetCharged:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case BudgetCharged:
+		return p.TaskID, true
+	case *BudgetReserved:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case BudgetReserved:
+		return p.TaskID, true
+	case *CredentialIssued:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case CredentialIssued:
+		return p.TaskID, true
+	case *CredentialRevoked:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case CredentialRevoked:
+		return p.TaskID, true
+	case *DelegateAdmitted:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case DelegateAdmitted:
+		return p.TaskID, true
+	case *DelegateCancelRequested:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case DelegateCancelRequested:
+		return p.TaskID, true
+	case *DelegateCancelled:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case DelegateCancelled:
+		return p.TaskID, true
+	case *DelegateCompleted:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case DelegateCompleted:
+		return p.TaskID, true
+	case *DelegateFailed:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case DelegateFailed:
+		return p.TaskID, true
+	case *DelegateRejected:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case DelegateRejected:
+		return p.TaskID, true
+	case *DelegateRequested:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case DelegateRequested:
+		return p.TaskID, true
+	case *DelegateSpawned:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case DelegateSpawned:
+		return p.TaskID, true
+	case *DelegateTimedOut:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case DelegateTimedOut:
+		return p.TaskID, true
+	case *ForeignImported:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case ForeignImported:
+		return p.TaskID, true
+	case *JobCreated:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case JobCreated:
+		return p.TaskID, true
+	case *PolicyAction:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case PolicyAction:
+		return p.TaskID, true
+	case *RunQuotaExceeded:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case RunQuotaExceeded:
+		return p.TaskID, true
+	case *SteerPushed:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case SteerPushed:
+		return p.TaskID, true
+	case *TaskBudgetFairShare:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case TaskBudgetFairShare:
+		return p.TaskID, true
+	case *TaskCancelled:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case TaskCancelled:
+		return p.TaskID, true
+	case *TaskCompleted:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case TaskCompleted:
+		return p.TaskID, true
+	case *TaskCreated:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case TaskCreated:
+		return p.TaskID, true
+	case *TaskFailed:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case TaskFailed:
+		return p.TaskID, true
+	case *TaskNeedsAttention:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case TaskNeedsAttention:
+		return p.TaskID, true
+	case *TaskResumed:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case TaskResumed:
+		return p.TaskID, true
+	case *TaskRetried:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case TaskRetried:
+		return p.TaskID, true
+	case *TaskSkipped:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case TaskSkipped:
+		return p.TaskID, true
+	case *TaskStarted:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case TaskStarted:
+		return p.TaskID, true
+	case *TaskUsage:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case TaskUsage:
+		return p.TaskID, true
+	case *TaskWaiting:
+		if p == nil {
+			return "", true
+		}
+		return p.TaskID, true
+	case TaskWaiting:
+		return p.TaskID, true
+	case *EngineConfigured, EngineConfigured, *ImportCheckpoint, ImportCheckpoint, *JobRejected, JobRejected, *JobRootsReset, JobRootsReset, *JobStatusChanged, JobStatusChanged, *LeaseCleared, LeaseCleared, *LeaseOpened, LeaseOpened, *MailboxAcknowledged, MailboxAcknowledged, *MailboxAppended, MailboxAppended, *MailboxDelivered, MailboxDelivered, *ManifestRevalidated, ManifestRevalidated, *ManifestRevalidationFailed, ManifestRevalidationFailed, *ProxyCancelled, ProxyCancelled, *ProxyCompleted, ProxyCompleted, *ProxyRejected, ProxyRejected, *ProxyRequested, ProxyRequested, *RunBlocked, RunBlocked, *RunBudgetAbort, RunBudgetAbort, *RunBudgetWarning, RunBudgetWarning, *RunCancelled, RunCancelled, *RunCompleted, RunCompleted, *RunCreated, RunCreated, *RunFailed, RunFailed, *RunPlanning, RunPlanning, *RunQueued, RunQueued, *RunRunning, RunRunning, *StoreMigrated, StoreMigrated:
+		return "", true
+	}
+	return "", false
+}
+
 // payloadDecoders decodes the current schema version of every payload
 // type whose fields the fast reader handles.
 var payloadDecoders = map[string]payloadDecoder{

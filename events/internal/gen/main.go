@@ -87,12 +87,16 @@ type payload struct {
 	goType    string // RunCreated
 	shape     string // RunStatusChanged for RunQueued
 	version   int
+	taskField string // the Go field that is "taskId" in the payload's JSON; "" for none
 }
 
 type pkg struct {
 	specs    map[string]ast.Expr // type name -> its definition
 	shapes   map[string]*shape
 	payloads []payload
+	// jsonMethods are the types of the package with a MarshalJSON or
+	// MarshalText method: their JSON is not their fields'.
+	jsonMethods map[string]bool
 }
 
 // generate reads the events package in dir and returns the formatted codec.
@@ -104,6 +108,9 @@ func generate(dir string) ([]byte, error) {
 	for i := range p.payloads {
 		pl := &p.payloads[i]
 		if pl.shape, err = p.resolve(pl.goType); err != nil {
+			return nil, err
+		}
+		if pl.taskField, err = p.taskIDField(pl.goType, pl.shape); err != nil {
 			return nil, err
 		}
 	}
@@ -122,7 +129,7 @@ func load(dir string) (*pkg, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &pkg{specs: map[string]ast.Expr{}, shapes: map[string]*shape{}}
+	p := &pkg{specs: map[string]ast.Expr{}, shapes: map[string]*shape{}, jsonMethods: map[string]bool{}}
 	var registry *ast.CompositeLit
 	for _, name := range names {
 		base := filepath.Base(name)
@@ -137,6 +144,12 @@ func load(dir string) (*pkg, error) {
 			continue
 		}
 		for _, d := range f.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok {
+				if name := receiverType(fn); name != "" && (fn.Name.Name == "MarshalJSON" || fn.Name.Name == "MarshalText") {
+					p.jsonMethods[name] = true
+				}
+				continue
+			}
 			g, ok := d.(*ast.GenDecl)
 			if !ok {
 				continue
@@ -278,6 +291,60 @@ func (p *pkg) addShape(name string, st *ast.StructType) error {
 	return nil
 }
 
+// receiverType is the type a method is declared on ("" for a function).
+func receiverType(fn *ast.FuncDecl) string {
+	if fn.Recv == nil || len(fn.Recv.List) != 1 {
+		return ""
+	}
+	t := fn.Recv.List[0].Type
+	if star, ok := t.(*ast.StarExpr); ok {
+		t = star.X
+	}
+	if id, ok := t.(*ast.Ident); ok {
+		return id.Name
+	}
+	return ""
+}
+
+// taskIDField returns the field of payload type goType (a struct of
+// definition shape) that encoding/json writes as "taskId", "" when none
+// does. It refuses what it cannot read as encoding/json would write it: a
+// payload with JSON methods of its own, a "taskId" that is not a plain
+// string field, or two of them.
+func (p *pkg) taskIDField(goType, shape string) (string, error) {
+	if p.jsonMethods[goType] {
+		return "", fmt.Errorf("%s: a payload with its own JSON encoding is not supported (its taskId could not be read from its fields)", goType)
+	}
+	st := p.specs[shape].(*ast.StructType)
+	found := ""
+	for _, f := range st.Fields.List {
+		tag := ""
+		if f.Tag != nil {
+			raw, err := strconv.Unquote(f.Tag.Value)
+			if err != nil {
+				return "", fmt.Errorf("%s: tag %s: %w", shape, f.Tag.Value, err)
+			}
+			tag = reflect.StructTag(raw).Get("json")
+		}
+		key, opts, _ := strings.Cut(tag, ",")
+		for _, n := range f.Names {
+			k := key
+			if k == "" {
+				k = n.Name
+			}
+			if !n.IsExported() || key == "-" || k != "taskId" {
+				continue
+			}
+			id, ok := f.Type.(*ast.Ident)
+			if !ok || id.Name != "string" || slices.Contains(strings.Split(opts, ","), "string") || found != "" {
+				return "", fmt.Errorf("%s: its \"taskId\" is not one plain string field", shape)
+			}
+			found = n.Name
+		}
+	}
+	return found, nil
+}
+
 // scalars are the field types that may also be optional (*int64).
 var scalars = map[string]bool{"string": true, "bool": true, "int": true, "int64": true, "uint32": true, "float64": true}
 
@@ -352,6 +419,33 @@ func (p *pkg) write(w *bytes.Buffer) {
 		pf("\tcase %s:\n\t\treturn append%s(b, %s), true\n", pl.goType, pl.shape, conv("&p"))
 	}
 	pf("\t}\n\treturn b, false\n}\n\n")
+
+	pf("// PayloadTaskID returns the \"taskId\" of the JSON of p, a payload struct or\n")
+	pf("// a pointer to one, as encoding/json writes it (\"\" when the payload has\n")
+	pf("// none, or p is a nil pointer); ok is false when p is not a payload. A\n")
+	pf("// reader of an event's taskId needs neither reflection nor a parse of the\n")
+	pf("// JSON. (A function, not a TaskID method: the field is named TaskID.) NB:\n")
+	pf("// the value is the field's; encoding/json would write a string that is not\n")
+	pf("// valid UTF-8 with U+FFFD in place of each bad byte.\n")
+	pf("func PayloadTaskID(p any) (taskID string, ok bool) {\n\tswitch p := p.(type) {\n")
+	var none []string
+	seen := map[string]bool{}
+	for _, pl := range p.payloads {
+		if seen[pl.goType] {
+			continue
+		}
+		seen[pl.goType] = true
+		if pl.taskField == "" {
+			none = append(none, "*"+pl.goType, pl.goType)
+			continue
+		}
+		pf("\tcase *%s:\n\t\tif p == nil {\n\t\t\treturn \"\", true\n\t\t}\n\t\treturn p.%s, true\n", pl.goType, pl.taskField)
+		pf("\tcase %s:\n\t\treturn p.%s, true\n", pl.goType, pl.taskField)
+	}
+	if len(none) > 0 {
+		pf("\tcase %s:\n\t\treturn \"\", true\n", strings.Join(none, ", "))
+	}
+	pf("\t}\n\treturn \"\", false\n}\n\n")
 
 	pf("// payloadDecoders decodes the current schema version of every payload\n")
 	pf("// type whose fields the fast reader handles.\n")
