@@ -42,8 +42,12 @@
 //     excised in the same step, so its bytes never pass through the WAL, the
 //     memtable, a flush or a compaction of the events.
 //
-//   - Nothing is ever deleted but superseded snapshots and stream views
-//     (and, by the step to format 3, the format-2 outcome keys it has moved).
+//   - Nothing is ever deleted but superseded snapshots and stream views,
+//     the versions of stream summaries no state can read any more
+//     (summary_index.go) and, by the step to format 3, the format-2 outcome
+//     keys it has moved. The events, the stream index and the outcomes are
+//     never compacted or pruned: only derived data, which the log can give
+//     again, is.
 //
 //   - Snapshots, stream views and stream summaries are derived data, sealed
 //     like every value: a snapshot is saved with a sync, and after a sync of
@@ -52,7 +56,12 @@
 //     last ones, never corrupt one); readers use each only for the position
 //     it is stamped with. Summaries are versioned by that position and
 //     never overwritten: a reader asks for the newest at or before a
-//     position (summary.go).
+//     position (summary.go). A version older than the newest at or before
+//     the newest snapshot's position can no longer be read, and goes in
+//     the same batch that writes a newer one, or once a later snapshot is
+//     saved; the index records how many streams it holds, under each of
+//     its prefixes alone, so that a caller knowing how many it should hold
+//     tells a removed index in O(1) (summary_index.go).
 //
 //   - Checkpoint copies on the operating system's file system are private
 //     (directories 0700, files 0600) whatever the umask.
@@ -98,6 +107,8 @@
 //	                                         summary, filed under the caller's ordinal (summary.go)
 //	'w' | ord:8 BE | pos:8 BE                sealed [uvarint len | stream | data]: the same, in
 //	                                         ordinal order
+//	'u', 'w' (the prefix alone)              sealed streams:8 BE: how many streams the index of
+//	                                         summaries holds (summary_index.go)
 //	'm' "format"                             sealed uint32 BE format version
 //	'm' "head"                               sealed pos:8 BE | hash:32
 //	'm' "source"                             sealed seq:8 BE: the sequence, in the log this

@@ -23,8 +23,11 @@ import (
 // version: a reader asks for the newest version at or before the position
 // its state reflects (upTo), so a state rebuilt from an older snapshot
 // never sees a summary written for a later moment of the same stream. The
-// versions of a stream are few (one per time its run went cold with new
-// events); nothing prunes them.
+// versions no state can read any more (older than the one the newest
+// snapshot needs) are deleted in the batch that writes a newer one, or
+// when a later snapshot is saved: a stream keeps the version its snapshot
+// needs and those written since (summary_index.go, with the index's count
+// of streams).
 //
 // Like a view, a summary is written without a sync of its own
 // (SaveSummaries); SaveSnapshot syncs the WAL before it stores a snapshot,

@@ -44,10 +44,17 @@
 //     a count: its summary (its Run record, the position of its last event,
 //     its creation ordinal and its orchestrator credential) is written to
 //     the log's index of summaries when it goes cold (runindex.go,
-//     eventlog.SaveSummaries; in memory only while it cannot be written: a
-//     read-only log, a failed write, a snapshot of format 7), versioned by
-//     that position and read as of the state's Position, so a state
-//     rebuilt from an older snapshot sees each run as it was then. Run,
+//     eventlog.SaveSummaries, when the store writes the index: Tiering.Index,
+//     which the engine sets whether or not it writes views; in memory only
+//     while it cannot be written: a read-only log, a failed write, retried
+//     at the next eviction pass, after which every copy lets go of it, a
+//     snapshot of format 7), versioned by that position and read as of the
+//     state's Position, so a state rebuilt from an older snapshot sees each
+//     run as it was then. LoadTiered checks the index against the state
+//     (the count of runs it records, O(1), and the hot runs it also holds)
+//     and, when it is wanting (removed by hand), drops it with the snapshot
+//     and folds from position 1, which writes it again
+//     (LoadInfo.IndexRebuilt). Run,
 //     RunStatus and the orchestrator's Credential answer from the summary
 //     (one read of the index, no re-fold, so a hello is checked before it
 //     costs one); the rest is read back from the log when asked for (ColdStore): from

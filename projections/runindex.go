@@ -42,7 +42,14 @@ import (
 // Durability: summaries are written without a sync, and the snapshot that
 // stops listing a run is stored only after a sync of the WAL
 // (eventlog.SaveSnapshot), so a restart never meets a snapshot without
-// the summaries it relies on.
+// the summaries it relies on. The versions no state can read any more go
+// with the write of a newer one (eventlog's summary_index.go).
+//
+// Trust: the index is derived data that an operator can remove or damage
+// behind the daemon's back. LoadTiered (Tiering.Index) compares the count
+// of runs the index records with what the state relies on it for, and
+// rebuilds it from position 1 when they differ (checkIndex); crewctl
+// verify walks it and finds what the count cannot (audit.Verify).
 
 // summaryFormat is the version of a summary's encoding.
 const summaryFormat = 1

@@ -1,7 +1,9 @@
 // Command gen writes the events package's payload codec: one msgpack
 // encoder and one decoder per payload struct, generated from the struct
 // definitions and the registry, so neither reflection nor a hand-kept copy
-// of every field sits on the hot path.
+// of every field sits on the hot path; and PayloadTaskID, which reads the
+// "taskId" of a payload's JSON from its struct (refusing a payload whose
+// JSON is not its fields', or whose "taskId" is not one plain string).
 //
 // It reads the package's source (go/ast, no type checking), so it runs even
 // when the generated file no longer compiles against changed structs.
