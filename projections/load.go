@@ -194,12 +194,13 @@ func LoadTiered(l *eventlog.Log, t Tiering) (*State, LoadInfo, error) {
 	}
 	if err == nil {
 		var decoded *State
-		decoded, err = DecodeSnapshot(snap.Data)
+		var records int64
+		decoded, records, err = decodeSnapshot(snap.Data)
 		if err == nil && decoded.Position != snap.Position {
 			err = fmt.Errorf("%w: snapshot stored at %d holds state at %d", eventlog.ErrCorrupt, snap.Position, decoded.Position)
 		}
 		if err == nil {
-			s, info.SnapshotPosition, info.SnapshotRecords = decoded, snap.Position, decoded.SnapshotRecords()
+			s, info.SnapshotPosition, info.SnapshotRecords = decoded, snap.Position, records
 		}
 	}
 	if err != nil {

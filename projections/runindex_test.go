@@ -266,7 +266,12 @@ func TestLegacySnapshotSummariesGoToTheIndex(t *testing.T) {
 	}{snap.Position, snap.Config, snap.Runs}
 	body, err := msgpack.Marshal(&legacy)
 	require.NoError(t, err)
-	require.NoError(t, l.SaveSnapshot(old.Position, append(msgpackappend.Uint16(nil, legacySnapshotFormat), body...)))
+	legacyBytes := append(msgpackappend.Uint16(nil, legacySnapshotFormat), body...)
+	require.NoError(t, l.SaveSnapshot(old.Position, legacyBytes))
+	decoded, records, err := decodeSnapshot(legacyBytes)
+	require.NoError(t, err)
+	require.Equal(t, decoded.SnapshotRecords(), records, "the decoder counts the cold runs listed")
+	require.Equal(t, old.SnapshotRecords(), records)
 	_, err = l.LatestSummary(runIDs(t, old)[1], old.Position)
 	require.ErrorIs(t, err, eventlog.ErrNotFound, "no index yet")
 

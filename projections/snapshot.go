@@ -238,27 +238,35 @@ func inOrder[K comparable, V any](order []K, m map[K]V) []V {
 // panics: bad bytes, another format version or records that contradict each
 // other give an error wrapping ErrBadSnapshot. b is not retained.
 func DecodeSnapshot(b []byte) (s *State, err error) {
+	s, _, err = decodeSnapshot(b)
+	return s, err
+}
+
+// decodeSnapshot is DecodeSnapshot, returning also the state's
+// SnapshotRecords, counted while the runs are added (LoadTiered needs it,
+// and the decoder has every run in hand: no second walk over them).
+func decodeSnapshot(b []byte) (s *State, records int64, err error) {
 	if err := checkMsgpack(b, 2); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+		return nil, 0, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 	}
 	defer func() {
 		// Belt and braces: checkMsgpack bounds every allocation; anything
 		// else msgpack's reflection might panic on becomes an error.
 		if r := recover(); r != nil {
-			s, err = nil, fmt.Errorf("%w: decoder panic: %v", ErrBadSnapshot, r)
+			s, records, err = nil, 0, fmt.Errorf("%w: decoder panic: %v", ErrBadSnapshot, r)
 		}
 	}()
 	dec := msgpack.NewDecoder(bytes.NewReader(b))
 	format, err := dec.DecodeUint16()
 	if err != nil {
-		return nil, fmt.Errorf("%w: format version: %v", ErrBadSnapshot, err)
+		return nil, 0, fmt.Errorf("%w: format version: %v", ErrBadSnapshot, err)
 	}
 	if !readableFormat(format) {
-		return nil, fmt.Errorf("%w: format %d, want %d", ErrBadSnapshot, format, SnapshotFormat)
+		return nil, 0, fmt.Errorf("%w: format %d, want %d", ErrBadSnapshot, format, SnapshotFormat)
 	}
 	var snap snapshot
 	if err := dec.Decode(&snap); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+		return nil, 0, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 	}
 	if format == legacySnapshotFormat { // every run listed, in creation order
 		snap.RunCount, snap.Ords, snap.MissingViews = len(snap.Runs), make([]int, len(snap.Runs)), nil
@@ -266,55 +274,58 @@ func DecodeSnapshot(b []byte) (s *State, err error) {
 			snap.Ords[i] = i
 		}
 	}
-	s, err = fromSnapshot(&snap)
+	s, records, err = fromSnapshot(&snap)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+		return nil, 0, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 	}
-	return s, nil
+	return s, records, nil
 }
 
 // fromSnapshot rebuilds the state with the fold's own helpers, refusing
 // missing or duplicate records so that no later Apply or query can meet a
-// nil or an index that points nowhere.
-func fromSnapshot(snap *snapshot) (*State, error) {
+// nil or an index that points nowhere, and counts its SnapshotRecords as
+// it goes (each record is added once: a duplicate is refused).
+func fromSnapshot(snap *snapshot) (_ *State, records int64, _ error) {
 	s := New()
 	s.Position = snap.Position
 	s.config = snap.Config
 	if len(snap.Ords) != len(snap.Runs) || snap.RunCount < len(snap.Runs) || snap.RunCount > maxOrd {
-		return nil, fmt.Errorf("%d runs listed with %d ordinals, of %d runs", len(snap.Runs), len(snap.Ords), snap.RunCount)
+		return nil, 0, fmt.Errorf("%d runs listed with %d ordinals, of %d runs", len(snap.Runs), len(snap.Ords), snap.RunCount)
 	}
 	for i, ord := range snap.Ords {
 		if ord < 0 || ord >= snap.RunCount || (i > 0 && ord <= snap.Ords[i-1]) {
-			return nil, fmt.Errorf("run %d: ordinal %d out of order", i, ord)
+			return nil, 0, fmt.Errorf("run %d: ordinal %d out of order", i, ord)
 		}
 	}
 	s.noViews = snap.MissingViews
 	for i := range snap.Runs {
 		sr := &snap.Runs[i]
 		if sr.Run == nil || s.runs[sr.Run.RunID] != nil || s.cold[sr.Run.RunID] != nil {
-			return nil, fmt.Errorf("run %d missing or duplicate", i)
+			return nil, 0, fmt.Errorf("run %d missing or duplicate", i)
 		}
 		if sr.Cold {
 			if !sr.Run.Status.Stale() {
-				return nil, fmt.Errorf("run %s: cold but not ended", sr.Run.RunID)
+				return nil, 0, fmt.Errorf("run %s: cold but not ended", sr.Run.RunID)
 			}
 			cr := &coldRun{run: *sr.Run, last: sr.Last, ord: snap.Ords[i], noView: sr.NoView}
 			for _, c := range sr.Credentials {
 				if c == nil || c.Key != events.OrchestratorKey || c.RunID != sr.Run.RunID || cr.orch != nil {
-					return nil, fmt.Errorf("run %s: cold with a credential other than its orchestrator's", sr.Run.RunID)
+					return nil, 0, fmt.Errorf("run %s: cold with a credential other than its orchestrator's", sr.Run.RunID)
 				}
 				cr.orch = c
 			}
 			s.cold[sr.Run.RunID] = cr
+			records++
 			continue
 		}
 		if err := addSnapshotRun(s, sr); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
+		records += 1 + int64(len(sr.Tasks)+len(sr.Delegations)+len(sr.Accounts)+len(sr.Messages)+len(sr.Asks)+len(sr.Credentials)+len(sr.Jobs))
 		s.runs[sr.Run.RunID].ord = snap.Ords[i]
 	}
 	s.nruns = snap.RunCount
-	return s, nil
+	return s, records, nil
 }
 
 // addSnapshotRun adds the hot run of sr to s with the fold's own helpers,
@@ -397,7 +408,7 @@ func addSnapshotRun(s *State, sr *snapshotRun) error {
 // the snapshot's cost in the unit the engine compares with the events
 // written since (commands/snapshot.go): encoding a record and decoding it
 // at start-up cost about what folding an event does. One walk over the
-// runs, no allocation.
+// runs, no allocation (at start-up the decoder counts it instead).
 func (s *State) SnapshotRecords() int64 {
 	n := int64(len(s.cold))
 	for _, r := range s.runs {
