@@ -270,12 +270,7 @@ func TestEngineSnapshotsOnceRunsGoCold(t *testing.T) {
 	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 1_000_000, Retention: -1})
 	require.NoError(t, err)
 	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
-	for i := 0; i < snapshotAfterCold; i++ {
-		run := fmt.Sprintf("C%02d", i)
-		require.Nil(t, f.submitAs(admin, &RunCreate{RunID: run, Team: "t", Goal: "g", Cwd: "/w"}).Rejected)
-		require.Nil(t, f.submitAs(orchestrator, &RunTransition{RunID: run, To: "running"}).Rejected)
-		require.Nil(t, f.submitAs(orchestrator, &RunTransition{RunID: run, To: "completed"}).Rejected)
-	}
+	endRuns(t, f, "C", snapshotAfterCold)
 	require.NoError(t, e.Close()) // waits for the background snapshot
 	snap, err := l.LatestSnapshot()
 	require.NoError(t, err)
@@ -299,12 +294,7 @@ func TestEngineRetainsAtMostMaxRetainedRuns(t *testing.T) {
 	defer e.Close()
 	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
 	const extra = 6
-	for i := 0; i < MaxRetainedRuns+extra; i++ {
-		run := fmt.Sprintf("C%02d", i)
-		require.Nil(t, f.submitAs(admin, &RunCreate{RunID: run, Team: "t", Goal: "g", Cwd: "/w"}).Rejected)
-		require.Nil(t, f.submitAs(orchestrator, &RunTransition{RunID: run, To: "running"}).Rejected)
-		require.Nil(t, f.submitAs(orchestrator, &RunTransition{RunID: run, To: "completed"}).Rejected)
-	}
+	endRuns(t, f, "C", MaxRetainedRuns+extra)
 	e.Read(func(s *projections.State) {
 		require.Equal(t, extra, s.ColdRuns())
 		for i := 0; i < extra; i++ {

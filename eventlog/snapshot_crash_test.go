@@ -25,22 +25,8 @@ func TestCrashDuringSnapshotSave(t *testing.T) {
 	for _, previous := range []string{"ingested", "batch"} {
 		t.Run(previous, func(t *testing.T) {
 			mem := vfs.NewCrashableMem()
-			var (
-				armed  atomic.Bool
-				mu     sync.Mutex
-				clones []*vfs.MemFS
-			)
-			crashBeforeEveryOp := errorfs.InjectorFunc(func(errorfs.Op) error {
-				if armed.Load() {
-					mu.Lock()
-					n := len(clones)
-					rng := rand.New(rand.NewPCG(uint64(n), 11))
-					clones = append(clones, mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: (n % 3) * 50, RNG: rng}))
-					mu.Unlock()
-				}
-				return nil
-			})
-			l, err := Open("db", &Options{FS: errorfs.Wrap(mem, crashBeforeEveryOp)})
+			crashes := &crashRecorder{mem: mem, seed: 11}
+			l, err := Open("db", &Options{FS: errorfs.Wrap(mem, crashes)})
 			require.NoError(t, err)
 			_, err = l.Append(Write{CommandID: "a", Events: evs("run", 6)})
 			require.NoError(t, err)
@@ -53,12 +39,12 @@ func TestCrashDuringSnapshotSave(t *testing.T) {
 			_, err = l.Append(Write{CommandID: "b", Events: evs("run", 6)})
 			require.NoError(t, err)
 
-			armed.Store(true)
+			crashes.armed.Store(true)
 			require.NoError(t, l.SaveSnapshot(10, newData))
-			armed.Store(false)
+			crashes.armed.Store(false)
 			final := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(1, 1))})
 			require.NoError(t, l.Close()) // Pebble's background work ends: clones is the test's alone
-			clones = append(clones, final)
+			clones := append(crashes.clones, final)
 			require.Greater(t, len(clones), 4, "the save performed file-system operations")
 
 			sawNew := false
@@ -100,3 +86,27 @@ func incompressible(n int, seed uint64) []byte {
 	}
 	return b
 }
+
+// crashRecorder is an errorfs injector that, while armed, takes a crash
+// clone of mem before every file-system operation (keeping none, half or
+// all of the unsynced data in turn) and fails none.
+type crashRecorder struct {
+	mem    *vfs.MemFS
+	seed   uint64
+	armed  atomic.Bool
+	mu     sync.Mutex
+	clones []*vfs.MemFS
+}
+
+func (c *crashRecorder) MaybeError(errorfs.Op) error {
+	if c.armed.Load() {
+		c.mu.Lock()
+		n := len(c.clones)
+		rng := rand.New(rand.NewPCG(uint64(n), c.seed))
+		c.clones = append(c.clones, c.mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: (n % 3) * 50, RNG: rng}))
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+func (c *crashRecorder) String() string { return "crash clone before every op" }

@@ -85,12 +85,10 @@ func (l *Log) Check(ws ...Write) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch {
-	case l.closed.Load():
-		return ErrClosed
-	case l.failed != nil:
-		return fmt.Errorf("%w (cause: %v)", ErrFailed, l.failed)
-	case len(ws) == 0:
+	if err := l.refusalLocked(); err != nil {
+		return err
+	}
+	if len(ws) == 0 {
 		return fmt.Errorf("%w: no writes", ErrInvalid)
 	}
 	return l.validateWrites(ws)

@@ -322,6 +322,12 @@ func (l *Log) pruneAfterSnapshot(pos uint64) error {
 func (l *Log) writableDerived() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.refusalLocked()
+}
+
+// refusalLocked is why l writes nothing more (nil when it may): closed, or
+// failed stop. Called with l.mu held.
+func (l *Log) refusalLocked() error {
 	switch {
 	case l.closed.Load():
 		return ErrClosed

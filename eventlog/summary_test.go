@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -162,21 +160,8 @@ func TestSummaryVersionsArePruned(t *testing.T) {
 // the recovered log holds, and the store verifies.
 func TestCrashWhilePruningSummaries(t *testing.T) {
 	mem := vfs.NewCrashableMem()
-	var (
-		armed  atomic.Bool
-		mu     sync.Mutex
-		clones []*vfs.MemFS
-	)
-	crashBeforeEveryOp := errorfs.InjectorFunc(func(errorfs.Op) error {
-		if armed.Load() {
-			mu.Lock()
-			n := len(clones)
-			clones = append(clones, mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: (n % 3) * 50, RNG: rand.New(rand.NewPCG(uint64(n), 5))}))
-			mu.Unlock()
-		}
-		return nil
-	})
-	l, err := Open("db", &Options{FS: errorfs.Wrap(mem, crashBeforeEveryOp)})
+	crashes := &crashRecorder{mem: mem, seed: 5}
+	l, err := Open("db", &Options{FS: errorfs.Wrap(mem, crashes)})
 	require.NoError(t, err)
 	_, err = l.Append(Write{Events: append(evs("a", 4), evs("b", 4)...)}) // a 1-4, b 5-8
 	require.NoError(t, err)
@@ -186,15 +171,15 @@ func TestCrashWhilePruningSummaries(t *testing.T) {
 	require.NoError(t, l.SaveSummaries([]Summary{sum("a", 0, 1), sum("b", 1, 5)}))
 	require.NoError(t, l.SaveSnapshot(6, []byte("s6")))
 
-	armed.Store(true)
+	crashes.armed.Store(true)
 	require.NoError(t, l.SaveSummaries([]Summary{sum("a", 0, 2), sum("b", 1, 7)}))
 	require.NoError(t, l.SaveSnapshot(7, []byte("s7")))
 	require.NoError(t, l.SaveSummaries([]Summary{sum("a", 0, 4), sum("b", 1, 8)}))
 	require.NoError(t, l.SaveSnapshot(8, []byte("s8")))
-	armed.Store(false)
+	crashes.armed.Store(false)
 	final := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(1, 1))})
-	require.NoError(t, l.Close())
-	clones = append(clones, final)
+	require.NoError(t, l.Close()) // Pebble's background work ends: the clones are the test's alone
+	clones := append(crashes.clones, final)
 	require.Greater(t, len(clones), 6)
 
 	for i, fs := range clones {
