@@ -124,7 +124,7 @@ func replay(s *State, l *eventlog.Log, to uint64, t Tiering) (evicted int, err e
 func (s *State) EvictAll(now, retention int64, maxRetained int) []string {
 	ids := s.Evictable(now, retention, maxRetained)
 	var earlier []string
-	if len(s.cold) > 0 {
+	if len(s.cold) > 0 && s.store != nil && s.store.index { // NB: else they stay in memory for good (a reader that writes nothing)
 		earlier = make([]string, 0, len(s.cold))
 		for id := range s.cold {
 			earlier = append(earlier, id)
@@ -250,7 +250,11 @@ func LoadTiered(l *eventlog.Log, t Tiering) (*State, LoadInfo, error) {
 	if t.Index {
 		if err := s.checkIndex(true); err != nil {
 			if t.rebuilding {
-				return nil, info, fmt.Errorf("projections: the index of summaries rebuilt from position 1 is still wanting: %w", err)
+				// NB: the state is the fold from position 1's, as right as
+				// a rebuild makes it; the daemon starts and says so rather
+				// than not start.
+				info.IndexRebuilt = fmt.Errorf("still wanting after the rebuild: %w", err)
+				return s, info, nil
 			}
 			return rebuildIndex(l, t, err)
 		}
@@ -269,6 +273,9 @@ func rebuildIndex(l *eventlog.Log, t Tiering, why error) (*State, LoadInfo, erro
 	}
 	t.NoSnapshot, t.rebuilding = true, true
 	s, info, err := LoadTiered(l, t)
+	if info.IndexRebuilt != nil {
+		why = fmt.Errorf("%w; %v", why, info.IndexRebuilt)
+	}
 	info.IndexRebuilt = why
 	return s, info, err
 }
