@@ -170,7 +170,7 @@ func WriteHistory(ctx context.Context, o HistoryOptions) (HistoryStats, error) {
 // nothing, whatever N.
 func snapshotAtHead(l *eventlog.Log) error {
 	s, _, err := projections.LoadTiered(l, projections.Tiering{Retention: commands.DefaultRetention,
-		MaxRetained: commands.MaxRetainedRuns, Now: time.Now().UnixMilli(), SaveViews: true})
+		MaxRetained: commands.MaxRetainedRuns, Now: time.Now().UnixMilli(), SaveViews: true, Index: true})
 	if err != nil {
 		return err
 	}
