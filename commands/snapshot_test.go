@@ -225,7 +225,7 @@ func TestEngineCloseTakesTheSnapshotThatCameDueInFlight(t *testing.T) {
 	require.Equal(t, head, snap.Position, "Close took the snapshot that came due")
 	require.NoError(t, l.Close())
 
-	l, f = open()
+	_, f = open()
 	defer f.close()
 	info := f.eng.LoadInfo()
 	require.Equal(t, head, info.SnapshotPosition)
