@@ -74,6 +74,9 @@ func (l *Log) loadSummaryIndexLocked() error {
 		if n, err = countSummaryStreams(l.db, ^uint64(0)); err != nil {
 			return err
 		}
+		if err := l.storeSummaryCountLocked(n); err != nil {
+			return err
+		}
 	}
 	pos, err := newestSnapshotPosition(l.db)
 	if err != nil {
@@ -82,6 +85,28 @@ func (l *Log) loadSummaryIndexLocked() error {
 	si.streams, si.snapPos, si.loaded = n, pos, true
 	if si.pending == nil {
 		si.pending = make(map[string]struct{})
+	}
+	return nil
+}
+
+// storeSummaryCountLocked keeps n, the streams just counted on a store
+// written before the count was kept, so that the walk of the whole index is
+// made once, not at every open: at 10,000 finished runs it read every
+// summary into the block cache, which start-up then held (10 MiB more RSS
+// than at 1,000). Held with summaries.mu, as every write of the index is,
+// so n is the index's count when it is stored. Not synced: a crash before
+// the next sync leaves a store without it, which is counted again.
+func (l *Log) storeSummaryCountLocked(n uint64) error {
+	if l.opts.ReadOnly {
+		return nil // counted at every open of a read-only copy, as before
+	}
+	b := l.db.NewBatch()
+	defer b.Close()
+	if err := stageSummaryCount(b, n); err != nil {
+		return fmt.Errorf("eventlog: keep the count of summarised streams: %w", err)
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("eventlog: keep the count of summarised streams: %w", err)
 	}
 	return nil
 }

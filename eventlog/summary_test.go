@@ -229,6 +229,16 @@ func TestSummaryCountIsKeptWithTheIndex(t *testing.T) {
 	n, err = l.SummaryStreams()
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n)
+	// ... and the count is kept then, so the next open does not walk the
+	// index again.
+	for _, k := range [][]byte{summaryCountKey, summaryOrdCountKey} {
+		kept, found, err := readSummaryCount(l.db, k)
+		require.NoError(t, err)
+		require.True(t, found, "the count is kept once counted")
+		require.EqualValues(t, 2, kept)
+	}
+	_, err = l.Verify(nil)
+	require.NoError(t, err)
 	n, err = l.SummaryStreamsAt(2)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n, "only a has a version at or before 2")
