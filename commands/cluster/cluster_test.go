@@ -145,17 +145,21 @@ func TestClusterFailoverLosesNothing(t *testing.T) {
 	js, err := jsOf(tc.crewds[w].running(t).o.Conn)
 	require.NoError(t, err)
 	// The stream may still be electing a leader after the partition
-	// healed: ask again, a few times.
+	// healed (JetStream answers "temporarily unavailable" until it has
+	// one): ask again for up to 15 s. NB: an election is not signalled to
+	// a client, so it is polled; five tries at once, as before, could all
+	// fall inside one election on a loaded machine.
 	var info *jetstream.StreamInfo
-	for attempt := 1; ; attempt++ {
+	for deadline, attempt := time.Now().Add(15*time.Second), 1; ; attempt++ {
 		var st jetstream.Stream
 		if st, err = js.Stream(context.Background(), testLog.Stream); err == nil {
 			info, err = st.Info(context.Background())
 		}
-		if err == nil || attempt == 5 {
+		if err == nil || time.Now().After(deadline) {
 			break
 		}
 		t.Logf("stream info, attempt %d: %v", attempt, err)
+		time.Sleep(200 * time.Millisecond)
 	}
 	require.NoError(t, err)
 	tc.caughtUp(t, info.State.LastSeq)
