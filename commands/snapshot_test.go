@@ -140,22 +140,29 @@ func TestEngineSnapshotWorkIsAmortisedOverTheEvents(t *testing.T) {
 	require.Greater(t, rec.recs[len(rec.recs)-1], int64(50), "the hot state outgrew SnapshotEvery")
 }
 
-// Start-up after the longest tail the policy leaves (just short of k × the
-// snapshot's records after it, more than SnapshotEvery) reads the snapshot
-// and folds the tail into the state a fold from position 1 gives, and the
-// tail it folds is within the (1 + k) bound doc.go states.
-func TestEngineRestartsAfterTheLongestTail(t *testing.T) {
-	const every = 50
+// restartable returns a function that opens the log and an engine
+// snapshotting every `every` events on one in-memory file system, with one
+// clock and one id counter across the restarts (ids stay unique).
+func restartable(t *testing.T, every int64) func() (*eventlog.Log, *engineFixture) {
 	fs := vfs.NewMem()
 	clock := newTestClock()
-	ids := counterIDs() // one counter across the restarts: ids stay unique
-	open := func() (*eventlog.Log, *engineFixture) {
+	ids := counterIDs()
+	return func() (*eventlog.Log, *engineFixture) {
 		l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
 		require.NoError(t, err)
 		e, err := Open(l, Options{Clock: clock.Now, NewID: ids, ExpiryInterval: -1, SnapshotEvery: every})
 		require.NoError(t, err)
 		return l, &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
 	}
+}
+
+// Start-up after the longest tail the policy leaves (just short of k × the
+// snapshot's records after it, more than SnapshotEvery) reads the snapshot
+// and folds the tail into the state a fold from position 1 gives, and the
+// tail it folds is within the (1 + k) bound doc.go states.
+func TestEngineRestartsAfterTheLongestTail(t *testing.T) {
+	const every = 50
+	open := restartable(t, every)
 	l, f := open()
 	f.seedRun("R", 1<<40)
 	delegateAndSettle(t, f, "R", 0, 100)
@@ -200,16 +207,7 @@ func TestEngineRestartsAfterTheLongestTail(t *testing.T) {
 // while the one before was in flight.
 func TestEngineCloseTakesTheSnapshotThatCameDueInFlight(t *testing.T) {
 	const every = 50
-	fs := vfs.NewMem()
-	clock := newTestClock()
-	ids := counterIDs()
-	open := func() (*eventlog.Log, *engineFixture) {
-		l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
-		require.NoError(t, err)
-		e, err := Open(l, Options{Clock: clock.Now, NewID: ids, ExpiryInterval: -1, SnapshotEvery: every})
-		require.NoError(t, err)
-		return l, &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
-	}
+	open := restartable(t, every)
 	l, f := open()
 	f.seedRun("R", 1<<40)
 	// NB: a snapshot held in flight (as a slow save would) while the
