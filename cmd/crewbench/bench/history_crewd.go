@@ -181,24 +181,30 @@ const clockTicks = time.Second / 100
 
 // crewdCPU is the CPU time (user and system) process pid (crewd) has used, from /proc/PID/stat; 0 when it cannot be read.
 func crewdCPU(pid int) time.Duration {
+	d, _ := procCPU(pid)
+	return d
+}
+
+// procCPU is the CPU time (user and system, every thread) process pid has used, from /proc/PID/stat.
+func procCPU(pid int) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return 0, err
 	}
 	// The fields after the command name, which is in parentheses and may hold spaces: state is field 3, utime 14
 	// and stime 15.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0
+		return 0, errors.New("bench: unexpected /proc stat")
 	}
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 13 {
-		return 0
+		return 0, errors.New("bench: unexpected /proc stat")
 	}
 	utime, err1 := strconv.ParseInt(f[11], 10, 64)
 	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
 	}
-	return time.Duration(utime+stime) * clockTicks
+	return time.Duration(utime+stime) * clockTicks, nil
 }

@@ -176,9 +176,8 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 			}(c)
 		}
 		wg.Wait()
-		if err := prof.stop(done.Load()); err != nil {
-			return err
-		}
+		// NB: the CPU is read before the profile stops: writing it and the
+		// allocation profiles is not the cell's work.
 		if n := done.Load(); n > 0 {
 			res.CPUPerOp = (processCPU() - cpu0) / time.Duration(n)
 			if isRemote {
@@ -188,6 +187,9 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 				}
 				res.CPUPerOp, res.ClientCPUPerOp = (srv1-srv0)/time.Duration(n), res.CPUPerOp
 			}
+		}
+		if err := prof.stop(done.Load()); err != nil {
+			return err
 		}
 		if err := errors.Join(errs...); err != nil {
 			return err

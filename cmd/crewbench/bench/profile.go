@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,7 +26,7 @@ type ProfileOptions struct {
 // X.allocs-base.pprof X.allocs.pprof` is the run's own.
 type cellProfile struct {
 	path     string
-	cpu      *os.File
+	stopCPU  func()
 	base     bytes.Buffer
 	ms0      runtime.MemStats
 	gc0      [2]float64
@@ -43,15 +44,11 @@ func startCellProfile(prefix string, progress io.Writer) (*cellProfile, error) {
 	if err := pprof.Lookup("allocs").WriteTo(&p.base, 0); err != nil {
 		return nil, err
 	}
-	f, err := os.Create(prefix + ".cpu.pprof")
+	stop, err := startCPUProfile(prefix + ".cpu.pprof")
 	if err != nil {
 		return nil, err
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	p.cpu = f
+	p.stopCPU = stop
 	runtime.ReadMemStats(&p.ms0)
 	p.gc0 = gcCPU()
 	p.began = time.Now()
@@ -65,24 +62,11 @@ func (p *cellProfile) stop(ops int64) error {
 		return nil
 	}
 	elapsed := time.Since(p.began)
-	pprof.StopCPUProfile()
+	p.stopCPU()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	gc := gcCPU()
-	err := p.cpu.Close()
-	if werr := os.WriteFile(p.path+".allocs-base.pprof", p.base.Bytes(), 0o600); err == nil {
-		err = werr
-	}
-	f, ferr := os.Create(p.path + ".allocs.pprof")
-	if ferr != nil {
-		return ferr
-	}
-	if werr := pprof.Lookup("allocs").WriteTo(f, 0); err == nil {
-		err = werr
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	err := errors.Join(os.WriteFile(p.path+".allocs-base.pprof", p.base.Bytes(), 0o600), writeAllocs(p.path+".allocs.pprof"))
 	if ops > 0 {
 		fmt.Fprintf(p.progress, "profile %s: %d ops in %s; %d GCs, %.1f allocs and %.0f B per op, heap in use %d MiB at the end; the collector %.0f%% of the process's CPU\n",
 			p.path, ops, elapsed.Round(time.Millisecond), ms.NumGC-p.ms0.NumGC,

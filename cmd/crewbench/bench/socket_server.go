@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -82,15 +81,11 @@ func serveSocketChild(v string, stdin io.Reader, stdout io.Writer) error {
 		return err
 	}
 	if p := os.Getenv(socketServerProfileEnv); p != "" {
-		f, err := os.Create(p)
+		stop, err := startCPUProfile(p)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	if p := os.Getenv(socketServerAllocProfileEnv); p != "" {
 		defer writeAllocProfile(p)
@@ -132,13 +127,19 @@ func serveSocketChild(v string, stdin io.Reader, stdout io.Writer) error {
 // profile that cannot be written is reported on stderr, not as the cell's
 // failure.
 func writeAllocProfile(path string) {
-	f, err := os.Create(path)
-	if err == nil {
-		err = errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
-	}
-	if err != nil {
+	if err := writeAllocs(path); err != nil {
 		fmt.Fprintln(os.Stderr, "crewbench: alloc profile:", err)
 	}
+}
+
+// writeAllocs writes the process's allocation profile (cumulative since it
+// started) to path.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	return errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
 }
 
 // socketServer is the parent's handle on a child serving a socket cell.
@@ -229,27 +230,5 @@ func (s *socketServer) final() (map[string]Final, error) {
 	return f, errors.Join(err, l.Close())
 }
 
-// cpu is the child's CPU time so far (user + system, every thread), from
-// /proc/PID/stat in clock ticks of 10 ms (USER_HZ is 100 on Linux).
-func (s *socketServer) cpu() (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces and parentheses: fields are counted after its last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, errors.New("bench: unexpected /proc stat")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// After the name: state is field 3, utime 14 and stime 15.
-	if len(f) < 13 {
-		return 0, errors.New("bench: unexpected /proc stat")
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
-	}
-	return time.Duration(ut+st) * 10 * time.Millisecond, nil
-}
+// cpu is the child's CPU time so far (user + system, every thread).
+func (s *socketServer) cpu() (time.Duration, error) { return procCPU(s.cmd.Process.Pid) }
