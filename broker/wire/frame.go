@@ -44,14 +44,7 @@ func checkFrame(line []byte) error {
 }
 
 // skipSpace returns the index of the first byte of b that is not JSON whitespace.
-func skipSpace(b []byte) int {
-	for i, c := range b {
-		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
-			return i
-		}
-	}
-	return len(b)
-}
+func skipSpace(b []byte) int { return skipJSONSpace(b, 0) }
 
 // isBlank reports a line holding only JSON whitespace. pi-crew skips empty lines; a line of spaces would fail its
 // JSON.parse, but skipping it too costs nothing and cannot change the meaning of any frame.

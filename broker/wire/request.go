@@ -183,7 +183,7 @@ func jsonString(raw []byte) (string, bool) {
 }
 
 // after returns the index of the first non-space byte of b at or after i.
-func after(b []byte, i int) int { return i + skipSpace(b[i:]) }
+func after(b []byte, i int) int { return skipJSONSpace(b, i) }
 
 // skipString returns the index after the string starting at b[i] (a quote), in valid JSON.
 func skipString(b []byte, i int) int {

@@ -118,7 +118,6 @@ func appendPlain(dst []byte, v any) (out []byte, ok bool) {
 	return append(out, '}', '\n'), true
 }
 
-// plainString reports whether s encodes in JSON as itself between quotes: printable ASCII without '"' and '\\'.
 // appendRequestHead appends a request frame up to its params, with room for more bytes after them.
 func appendRequestHead(dst []byte, id, method string, more int) []byte {
 	out := slices.Grow(dst, len(`{"id":"","method":"","params":`)+len(id)+len(method)+more)
@@ -129,6 +128,7 @@ func appendRequestHead(dst []byte, id, method string, more int) []byte {
 	return append(out, `","params":`...)
 }
 
+// plainString reports whether s encodes in JSON as itself between quotes: printable ASCII without '"' and '\\'.
 func plainString(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
