@@ -296,12 +296,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 		// The snapshot read listed the cold runs whose summaries are now
 		// in the index: a new one, without them, so that the next start
 		// does not decode them again.
-		e.wg.Add(1)
-		go func() {
-			defer e.wg.Done()
-			defer e.snapping.Store(false)
-			e.saveSnapshot()
-		}()
+		e.saveInBackground()
 	}
 	return e, nil
 }

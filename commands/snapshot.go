@@ -64,20 +64,31 @@ func snapshotDue(last snapshotMark, head uint64, cold int, every int64) bool {
 // (publisher only). The state is cloned under the read lock (the writer
 // waits at most for the clone) and encoded and saved off the write path.
 func (e *Engine) maybeSnapshot() {
-	// NB: the publisher is the only writer of the published state, so it
-	// reads the position without the lock.
-	head := e.pub.s.Position
-	if e.snapping.Load() {
+	// NB: snapping is read before the due check, which reads the last
+	// snapshot's records: the saving goroutine clears snapping after it
+	// stores them, so the decision uses the last snapshot's size, not the
+	// one before.
+	if e.snapping.Load() || !e.snapshotDueNow() || !e.snapping.CompareAndSwap(false, true) {
 		return
 	}
-	// NB: read after snapping, which the saving goroutine clears after it
-	// stores the records: the decision uses the last snapshot's size, not
-	// the one before.
+	e.markSnapshot()
+	e.saveInBackground()
+}
+
+// snapshotDueNow is snapshotDue at the published head. NB: the publisher
+// is the only writer of the published state, so it reads the position
+// without the lock (and Close, once the publisher stopped).
+func (e *Engine) snapshotDueNow() bool {
 	last := snapshotMark{Position: e.lastSnap, Records: e.lastSnapRecords.Load()}
-	if !snapshotDue(last, head, e.coldSinceSnap, e.opts.SnapshotEvery) || !e.snapping.CompareAndSwap(false, true) {
-		return
-	}
-	e.lastSnap, e.coldSinceSnap = head, 0
+	return snapshotDue(last, e.pub.s.Position, e.coldSinceSnap, e.opts.SnapshotEvery)
+}
+
+// markSnapshot records that a snapshot is taken at the published head.
+func (e *Engine) markSnapshot() { e.lastSnap, e.coldSinceSnap = e.pub.s.Position, 0 }
+
+// saveInBackground saves a snapshot off the caller's path; the caller has
+// set snapping, which is cleared once it is saved.
+func (e *Engine) saveInBackground() {
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
@@ -98,12 +109,10 @@ func (e *Engine) snapshotAtClose() {
 	if e.failure() != nil {
 		return // the log failed: the next start rebuilds from what it holds
 	}
-	head := e.pub.s.Position
-	last := snapshotMark{Position: e.lastSnap, Records: e.lastSnapRecords.Load()}
-	if !snapshotDue(last, head, e.coldSinceSnap, e.opts.SnapshotEvery) {
+	if !e.snapshotDueNow() {
 		return
 	}
-	e.lastSnap, e.coldSinceSnap = head, 0
+	e.markSnapshot()
 	e.saveSnapshot()
 }
 
