@@ -178,11 +178,10 @@ func encodeBatch(c Config, lim batchLimits, id, prev string, after, expectLast u
 	var subjects []string
 	var sizes []int // each chunk's estimated bytes, for its buffer
 	p := newPacker(lim)
-	manifest := 64
 	for i := range ws {
 		w := &ws[i]
 		m.Writes[i] = wireWriteHead{Outcome: outcomeToWire(w), Events: len(w.Events)}
-		manifest += writeHeadBytes(w)
+		p.manifest += writeHeadBytes(w)
 		for j := range w.Events {
 			e := &w.Events[j]
 			if !p.add(e) {
@@ -197,7 +196,7 @@ func encodeBatch(c Config, lim batchLimits, id, prev string, after, expectLast u
 	}
 	m.Messages = 1 + len(chunks)
 	msgs := make([]*nats.Msg, 0, m.Messages)
-	data, err := encodeWire(&m, manifest)
+	data, err := encodeWire(&m, p.manifest)
 	if err != nil {
 		return nil, err
 	}

@@ -199,12 +199,11 @@ func (l *Log) awaitAck(b *flightBatch) (*jetstream.PubAck, error) {
 	if b.sendErr != nil {
 		return nil, fmt.Errorf("%w: %w", jetstream.ErrNoStreamResponse, b.sendErr)
 	}
+	if l.loseAck != nil && l.loseAck(b.fence) {
+		return nil, errInDoubt(l.cfg) // as if the timeout passed: no need to wait it out
+	}
 	timer := time.NewTimer(time.Until(b.sendAt.Add(l.cfg.publishTimeout())))
 	defer timer.Stop()
-	if l.loseAck != nil && l.loseAck(b.fence) {
-		<-timer.C
-		return nil, errInDoubt(l.cfg)
-	}
 	select {
 	case ack := <-b.ack.Ok():
 		return ack, nil
