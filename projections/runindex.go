@@ -383,27 +383,26 @@ func (s *State) checkIndex(exact bool) error {
 		}
 		return nil
 	}
-	indexed := func(id string) (bool, error) {
+	// indexed counts id in want when the index holds a version of it.
+	indexed := func(id string) error {
 		_, err := l.LatestSummary(id, s.Position)
-		if errors.Is(err, eventlog.ErrNotFound) {
-			return false, nil
-		}
-		return err == nil, err
-	}
-	ids := make([]string, 0, len(s.runs)+len(s.cold))
-	for id := range s.runs {
-		ids = append(ids, id)
-	}
-	for id := range s.cold {
-		ids = append(ids, id)
-	}
-	for _, id := range ids {
-		ok, err := indexed(id)
-		if err != nil {
+		switch {
+		case errors.Is(err, eventlog.ErrNotFound):
+			return nil
+		case err != nil:
 			return fmt.Errorf("%w: %v", ErrIndexWanting, err)
 		}
-		if ok {
-			want++
+		want++
+		return nil
+	}
+	for id := range s.runs {
+		if err := indexed(id); err != nil {
+			return err
+		}
+	}
+	for id := range s.cold {
+		if err := indexed(id); err != nil {
+			return err
 		}
 	}
 	if got != want {
