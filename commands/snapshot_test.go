@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,14 +56,17 @@ func TestSnapshotDue(t *testing.T) {
 // in records, read back from the log (the observer runs before the next
 // snapshot may start).
 type snapshotRecorder struct {
-	log  *eventlog.Log
+	log *eventlog.Log
+	// head is the head after the last group reported: Committed runs after
+	// the group is published, so after the publisher decided on a snapshot.
+	head atomic.Uint64
 	mu   sync.Mutex
 	pos  []uint64
 	recs []int64
 	errs []error
 }
 
-func (r *snapshotRecorder) Committed(*GroupReport) {}
+func (r *snapshotRecorder) Committed(g *GroupReport) { r.head.Store(g.Head) }
 
 func (r *snapshotRecorder) Snapshotted(position uint64, _ int, _ time.Time) {
 	r.mu.Lock()
@@ -120,8 +124,10 @@ func TestEngineSnapshotWorkIsAmortisedOverTheEvents(t *testing.T) {
 		// NB: a snapshot taken while the writer goes on is seldom due
 		// again before it ends on a loaded machine (every decision then
 		// skips it), which hides the policy: wait for each one, as on an
-		// idle core.
-		for e.snapping.Load() {
+		// idle core. The group is reported after the publisher decided on
+		// a snapshot; Submit may return before that.
+		head, _ := l.Head()
+		for rec.head.Load() < head || e.snapping.Load() {
 			runtime.Gosched()
 		}
 	}
