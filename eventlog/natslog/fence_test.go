@@ -120,3 +120,34 @@ func TestLeaseIsExclusiveAndExpires(t *testing.T) {
 	require.ErrorIs(t, a.Renew(ctx), ErrLeaseLost)
 	require.NoError(t, b.Renew(ctx))
 }
+
+// A renewal whose caller gave up waiting (its context ended under load)
+// may still be stored: the key then names the holder at a revision the
+// holder never learnt. The holder's next renewal finds it and renews from
+// there instead of taking the lease for lost; a key that names another
+// holder is still lost.
+func TestLeaseRenewalStoredAfterItsCallerGaveUpIsKept(t *testing.T) {
+	js := connect(t, startServer(t))
+	ctx := context.Background()
+	a, err := OpenLease(ctx, js, testConfig, "a", time.Minute)
+	require.NoError(t, err)
+	ok, err := a.Acquire(ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	// The late renewal: the same update a's Renew sends, stored while a
+	// no longer waited for its answer.
+	kv, err := js.KeyValue(ctx, testConfig.leaseBucket())
+	require.NoError(t, err)
+	late, err := kv.Update(ctx, leaseKey, []byte("a"), a.rev)
+	require.NoError(t, err)
+
+	require.NoError(t, a.Renew(ctx))
+	require.Greater(t, a.rev, late, "renewed after the late renewal, not merely adopted it")
+	require.NoError(t, a.Renew(ctx))
+
+	// Another holder's entry at an unknown revision is a lost lease.
+	_, err = kv.Update(ctx, leaseKey, []byte("b"), a.rev)
+	require.NoError(t, err)
+	require.ErrorIs(t, a.Renew(ctx), ErrLeaseLost)
+}

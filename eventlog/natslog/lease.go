@@ -70,8 +70,21 @@ func (l *Lease) Acquire(ctx context.Context) (bool, error) {
 }
 
 // Renew extends the lease this holder has; ErrLeaseLost if it has not.
+//
+// NB: a renewal whose caller stopped waiting (its context ended while the
+// server was slow to answer) may still be stored, at a revision this
+// holder never learnt; the next renewal is then refused for its revision.
+// The key naming this holder says it is its own (holder names are unique):
+// it renews from that revision instead of taking the lease for lost, which
+// under load failed writers that held it.
 func (l *Lease) Renew(ctx context.Context) error {
 	rev, err := l.kv.Update(ctx, leaseKey, []byte(l.holder), l.rev)
+	if isWrongLastSequence(err) {
+		if e, gerr := l.kv.Get(ctx, leaseKey); gerr == nil && string(e.Value()) == l.holder && e.Revision() != l.rev {
+			l.rev = e.Revision()
+			rev, err = l.kv.Update(ctx, leaseKey, []byte(l.holder), l.rev)
+		}
+	}
 	if err != nil {
 		if isWrongLastSequence(err) || errors.Is(err, jetstream.ErrKeyNotFound) {
 			return fmt.Errorf("%w: %v", ErrLeaseLost, err)
