@@ -41,6 +41,7 @@ func (n *Node) campaign() {
 			return
 		case <-t.C:
 		}
+		sent := time.Now()
 		ok, err := n.lease.Acquire(n.ctx)
 		if err != nil {
 			n.o.Logger.Warn("cannot reach the writer lease", "node", n.o.Name, "err", err)
@@ -49,6 +50,12 @@ func (n *Node) campaign() {
 		if !ok {
 			continue
 		}
+		// NB: renewed from now on, not once promoted: copying and
+		// folding the stream, and committing the engine config, can take
+		// longer than the TTL, and a lease that expired meanwhile let a
+		// second node take it and fence the first one's first commit.
+		n.wg.Add(1)
+		go n.keepLease(t, sent)
 		stopFollow()
 		if err := <-followDone; err != nil && !errors.Is(err, context.Canceled) {
 			n.fail(err)
@@ -58,7 +65,7 @@ func (n *Node) campaign() {
 			n.fail(err)
 			return
 		}
-		n.lead(t)
+		n.tickClock()
 		return
 	}
 }
@@ -67,6 +74,9 @@ func (n *Node) campaign() {
 // last sequence and folds it into the engine, so it decides against the
 // whole log; the fence catches a group the old writer still slipped in.
 func (n *Node) promote() error {
+	if n.o.beforePromote != nil {
+		n.o.beforePromote()
+	}
 	if _, err := n.jl.CatchUp(n.ctx); err != nil {
 		return err
 	}
@@ -95,38 +105,54 @@ func (n *Node) promote() error {
 	return nil
 }
 
-// lead renews the lease and ticks the engine clock until the node stops
-// or loses the lease; a lost lease fails the node (it restarts as a
-// follower). A renewal that fails for want of an answer (a NATS leader
-// election) is tried again until half the TTL has passed since the last
-// one that succeeded: then another node may soon take the lease, and this
-// one stops first. Safety does not rest on this (the fence does); it keeps
-// a short election from costing a failover.
-func (n *Node) lead(renew *time.Ticker) {
+// keepLease renews the lease every tick of renew until the node stops, and
+// fails the node once the lease is lost. held is when the last write of
+// the lease that succeeded was sent: the lease lasts at least the TTL from
+// then. A renewal that fails for want of an answer (a NATS leader
+// election, a slow server) is tried again until three quarters of the TTL
+// have passed since held; then another node may soon take the lease, and
+// this one stops first. Each attempt may wait for its answer until then: a
+// slow answer that comes in time keeps the lease (one abandoned earlier,
+// and stored after all, is found by the next renewal: natslog.Lease.Renew).
+// Safety does not rest on this (the fence does); it keeps a short election
+// or a loaded machine from costing a failover.
+func (n *Node) keepLease(renew *time.Ticker, held time.Time) {
+	defer n.wg.Done()
+	stopAfter := n.o.LeaseTTL * 3 / 4
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-renew.C:
+		}
+		sent := time.Now()
+		ctx, cancel := context.WithDeadline(n.ctx, held.Add(stopAfter))
+		err := n.lease.Renew(ctx)
+		cancel()
+		switch {
+		case err == nil:
+			held = sent
+		case n.ctx.Err() != nil:
+			return
+		case errors.Is(err, natslog.ErrLeaseLost) || time.Since(held) >= stopAfter:
+			n.fail(err)
+			return
+		default:
+			n.o.Logger.Warn("lease renewal failed; trying again", "node", n.o.Name, "err", err)
+		}
+	}
+}
+
+// tickClock ticks the engine clock while the node writes, until it stops.
+func (n *Node) tickClock() {
 	tick := time.NewTicker(n.o.ExpiryInterval)
 	defer tick.Stop()
-	renewed := time.Now()
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-tick.C:
 			n.eng.Tick(n.ctx)
-		case <-renew.C:
-			ctx, cancel := context.WithTimeout(n.ctx, n.o.LeaseTTL/4)
-			err := n.lease.Renew(ctx)
-			cancel()
-			switch {
-			case err == nil:
-				renewed = time.Now()
-			case n.ctx.Err() != nil:
-				return
-			case errors.Is(err, natslog.ErrLeaseLost) || time.Since(renewed) > n.o.LeaseTTL/2:
-				n.fail(err)
-				return
-			default:
-				n.o.Logger.Warn("lease renewal failed; trying again", "node", n.o.Name, "err", err)
-			}
 		}
 	}
 }

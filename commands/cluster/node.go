@@ -66,6 +66,10 @@ type Options struct {
 	// (docs/benchmarks.md). Off by default.
 	EarlyStaging bool
 	Logger       *slog.Logger
+
+	// beforePromote, set by tests, runs when the node holds the lease and
+	// before it copies the stream to become the writer.
+	beforePromote func()
 }
 
 // Node is one crewd of a cluster sharing one JetStream stream (doc.go).

@@ -1,0 +1,84 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/eventlog/natslog"
+)
+
+// A node renews the lease from the moment it takes it, not once it is the
+// writer: copying the stream, folding it and putting the engine config in
+// force may take longer than the TTL on a loaded machine, and a lease that
+// expired meanwhile let another node take it and fence the first one.
+// The promotion here waits until the lease was written twice after it was
+// taken (bounded by 10 TTLs, for a build that does not renew it).
+func TestLeaseIsRenewedWhileTheNodePromotes(t *testing.T) {
+	srv, err := natslog.StartServer(natslog.ServerOptions{Name: "t", StoreDir: filepath.Join(t.TempDir(), "nats")})
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	local, err := eventlog.Open(filepath.Join(t.TempDir(), "db"), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { local.Close() })
+
+	const ttl = 500 * time.Millisecond
+	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
+	renewed := make(chan error, 1)
+	o := Options{Name: "a", Conn: nc, Log: cfg, LeaseTTL: ttl}
+	o.beforePromote = func() { renewed <- awaitLeaseWrites(nc, cfg, "a", 3, 10*ttl) }
+	n, err := Start(context.Background(), local, o)
+	require.NoError(t, err)
+	t.Cleanup(func() { n.Close() })
+
+	require.NoError(t, <-renewed)
+	select {
+	case <-n.Elected():
+	case <-n.Failed():
+	}
+	require.NoError(t, n.Err())
+	require.True(t, n.Writer())
+}
+
+// awaitLeaseWrites waits until the lease key has been written writes times
+// naming holder (its creation included), or fails after timeout.
+func awaitLeaseWrites(nc *nats.Conn, cfg natslog.Config, holder string, writes int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	kv, err := js.KeyValue(ctx, "crewlog_"+cfg.Stream+"_writer")
+	if err != nil {
+		return err
+	}
+	w, err := kv.Watch(ctx, "writer", jetstream.IncludeHistory())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = w.Stop() }()
+	seen := 0
+	for {
+		select {
+		case e := <-w.Updates():
+			if e != nil && e.Operation() == jetstream.KeyValuePut && string(e.Value()) == holder {
+				if seen++; seen == writes {
+					return nil
+				}
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("the lease was written %d times of %d within %s", seen, writes, timeout)
+		}
+	}
+}
