@@ -106,13 +106,13 @@
 //   - Recorded outcomes live in crewlog's outcome table in every copy,
 //     forever; JetStream's duplicate window plays no part in idempotency.
 //   - Every JetStream API call of a start (the stream's creation or info,
-//     the lease bucket, the copy's consumer) fails after 10 s whatever the
-//     caller's deadline: a reply lost while NATS moves a leader fails the
-//     start, for the supervisor to start crewd again, instead of holding it.
-//     Within those 10 s, the stream's creation and info and the lease
-//     bucket are asked again while JetStream answers that it is
-//     temporarily unavailable (no meta or stream leader yet): that answer
-//     says nothing was done.
+//     the read of the batch the local copy ends with, the lease bucket,
+//     the copy's consumer) fails after 10 s whatever the caller's
+//     deadline: a reply lost while NATS moves a leader fails the start,
+//     for the supervisor to start crewd again, instead of holding it.
+//     Within those 10 s, all of them but the consumer are asked again
+//     while JetStream answers that it is temporarily unavailable (no meta
+//     or stream leader yet): that answer says nothing was done.
 //
 // It does not elect: the lease only makes it rare that two crewds try to
 // write (package cluster drives it); safety comes from the fence.

@@ -2,6 +2,7 @@ package natslog
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"sync/atomic"
 	"testing"
@@ -20,6 +21,43 @@ import (
 // API here is the test's: a server without JetStream, whose stream info
 // answers unavailable twice, then the stream.
 func TestUnavailableJetStreamIsAskedAgain(t *testing.T) {
+	nc := stubServer(t)
+	cfg := Config{Stream: "CREWLOG", Existing: true}
+	asked := answerUnavailableTwice(t, nc, "$JS.API.STREAM.INFO."+cfg.Stream, "stream_info_response", stubStreamInfo(cfg, true))
+
+	st, err := EnsureStream(context.Background(), stubJetStream(t, nc), cfg)
+	require.NoError(t, err)
+	require.Equal(t, cfg.Stream, st.CachedInfo().Config.Name)
+	require.Equal(t, int32(3), asked.Load())
+}
+
+// Open reads the batch the local copy ends with (batchAt), a start's
+// JetStream call as the stream's info is, and asks again while JetStream
+// answers that it is temporarily unavailable. The stub's stream serves its
+// messages through the API's message get (no direct get), which answers
+// unavailable twice, then the manifest of batch "w-1".
+func TestUnavailableJetStreamIsAskedAgainForTheCopysLastBatch(t *testing.T) {
+	nc := stubServer(t)
+	cfg := Config{Stream: "CREWLOG", Existing: true}
+	answerUnavailableTwice(t, nc, "$JS.API.STREAM.INFO."+cfg.Stream, "stream_info_response", stubStreamInfo(cfg, false))
+	manifest, err := encodeWire(wireManifest{Batch: "w-1", Messages: 1}, 64)
+	require.NoError(t, err)
+	asked := answerUnavailableTwice(t, nc, "$JS.API.STREAM.MSG.GET."+cfg.Stream, "stream_msg_get_response", map[string]any{
+		"message": map[string]any{"subject": cfg.Subject(), "seq": 7, "data": base64.StdEncoding.EncodeToString(manifest),
+			"time": time.Now().UTC()}})
+
+	st, err := EnsureStream(context.Background(), stubJetStream(t, nc), cfg)
+	require.NoError(t, err)
+	batch, err := batchAt(context.Background(), st, cfg, 7)
+	require.NoError(t, err)
+	require.Equal(t, "w-1", batch)
+	require.Equal(t, int32(3), asked.Load())
+}
+
+// stubServer is a server without JetStream: the test answers the JetStream
+// API requests it needs.
+func stubServer(t *testing.T) *nats.Conn {
+	t.Helper()
 	srv, err := server.NewServer(&server.Options{DontListen: true, NoLog: true, NoSigs: true})
 	require.NoError(t, err)
 	srv.Start()
@@ -28,28 +66,43 @@ func TestUnavailableJetStreamIsAskedAgain(t *testing.T) {
 	nc, err := nats.Connect("", nats.InProcessServer(srv))
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
+	return nc
+}
 
-	cfg := Config{Stream: "CREWLOG", Existing: true}
+func stubJetStream(t *testing.T, nc *nats.Conn) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	return js
+}
+
+// stubStreamInfo is the info of a crewlog stream of cfg, with or without
+// direct gets.
+func stubStreamInfo(cfg Config, direct bool) map[string]any {
+	return map[string]any{
+		"config": map[string]any{"name": cfg.Stream, "subjects": []string{cfg.Subject(), cfg.eventsWildcard()},
+			"storage": "file", "retention": "limits", "discard": "new", "num_replicas": 3, "allow_atomic": true,
+			"allow_direct": direct},
+		"created": time.Now().UTC(), "state": map[string]any{}}
+}
+
+// answerUnavailableTwice answers the API requests on subject "JetStream
+// system temporarily unavailable" twice, then with answer; it counts them.
+func answerUnavailableTwice(t *testing.T, nc *nats.Conn, subject, kind string, answer map[string]any) *atomic.Int32 {
+	t.Helper()
 	var asked atomic.Int32
-	_, err = nc.Subscribe("$JS.API.STREAM.INFO."+cfg.Stream, func(m *nats.Msg) {
-		resp := map[string]any{"type": "io.nats.jetstream.api.v1.stream_info_response"}
+	_, err := nc.Subscribe(subject, func(m *nats.Msg) {
+		resp := map[string]any{"type": "io.nats.jetstream.api.v1." + kind}
 		if asked.Add(1) <= 2 {
 			resp["error"] = map[string]any{"code": 503, "err_code": jsErrClusterNotAvail, "description": "JetStream system temporarily unavailable"}
 		} else {
-			resp["config"] = map[string]any{"name": cfg.Stream, "subjects": []string{cfg.Subject(), cfg.eventsWildcard()},
-				"storage": "file", "retention": "limits", "discard": "new", "num_replicas": 3, "allow_atomic": true}
-			resp["created"] = time.Now().UTC()
-			resp["state"] = map[string]any{}
+			for k, v := range answer {
+				resp[k] = v
+			}
 		}
 		b, _ := json.Marshal(resp)
 		_ = m.Respond(b)
 	})
 	require.NoError(t, err)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-
-	st, err := EnsureStream(context.Background(), js, cfg)
-	require.NoError(t, err)
-	require.Equal(t, cfg.Stream, st.CachedInfo().Config.Name)
-	require.Equal(t, int32(3), asked.Load())
+	return &asked
 }
