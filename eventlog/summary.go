@@ -2,7 +2,6 @@ package eventlog
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -108,7 +107,14 @@ func (l *Log) SaveSummaries(ss []Summary) error {
 		if s.Ord == ^uint64(0) {
 			return fmt.Errorf("%w: summary ordinal %d", ErrInvalid, s.Ord)
 		}
-		if _, err := l.latestSummaryIn(b, s.Stream, ^uint64(0)); errors.Is(err, ErrNotFound) {
+		// NB: the stream's versions are read once, before the write: they
+		// tell whether the stream is new to the index, and with the new
+		// version are what the prune needs.
+		versions, ords, err := summaryVersions(b, s.Stream)
+		if err != nil {
+			return fmt.Errorf("eventlog: save summaries: %w", err)
+		}
+		if len(versions) == 0 {
 			streams++
 		}
 		byStream := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(s.Data)), s.Ord)
@@ -121,7 +127,8 @@ func (l *Log) SaveSummaries(ss []Summary) error {
 		if err := b.Set(summaryOrdKey(s.Ord, s.Position), seal(byOrd), nil); err != nil {
 			return fmt.Errorf("eventlog: save summaries: %w", err)
 		}
-		kept, err := pruneStream(b, s.Stream, si.snapPos, s.Position)
+		versions, ords = withVersion(versions, ords, s.Position, s.Ord)
+		kept, err := pruneVersions(b, s.Stream, versions, ords, si.snapPos, s.Position)
 		if err != nil {
 			return fmt.Errorf("eventlog: save summaries: %w", err)
 		}

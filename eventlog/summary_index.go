@@ -226,6 +226,25 @@ func pruneStream(b *pebble.Batch, stream string, snap, keep uint64) (more bool, 
 	if err != nil {
 		return false, err
 	}
+	return pruneVersions(b, stream, versions, ords, snap, keep)
+}
+
+// withVersion is versions (ascending) and their ordinals once the version
+// at pos filed under ord is written: added in its place, or its ordinal
+// replaced when pos is one of them already.
+func withVersion(versions, ords []uint64, pos, ord uint64) ([]uint64, []uint64) {
+	i, found := slices.BinarySearch(versions, pos)
+	if found {
+		ords[i] = ord
+		return versions, ords
+	}
+	return slices.Insert(versions, i, pos), slices.Insert(ords, i, ord)
+}
+
+// pruneVersions stages in b the deletion of the superseded ones of
+// stream's versions (ascending, with their ordinals, as b holds them) and
+// reports whether the stream still holds more than one version after it.
+func pruneVersions(b *pebble.Batch, stream string, versions, ords []uint64, snap, keep uint64) (more bool, err error) {
 	drop := supersededVersions(versions, snap, keep)
 	for _, j := range drop {
 		if err := b.Delete(summaryKey(stream, versions[j]), nil); err != nil {

@@ -152,6 +152,23 @@ func TestSummaryVersionsArePruned(t *testing.T) {
 	rep, err := l.Verify(nil)
 	require.NoError(t, err)
 	require.Equal(t, 2, rep.Summaries)
+
+	// One batch that names a stream twice sees its own first write: a new
+	// stream is counted once, and a version the batch wrote, superseded
+	// by the next one it writes, goes in the same batch.
+	_, err = l.Append(Write{Events: evs("b", 2)}) // b 10-11
+	require.NoError(t, err)
+	require.NoError(t, l.SaveSummaries([]Summary{{Stream: "b", Ord: 4, Position: 10, Data: []byte("b@10")},
+		{Stream: "a", Ord: 3, Position: 5, Data: []byte("a@5")}, {Stream: "b", Ord: 4, Position: 11, Data: []byte("b@11")},
+		{Stream: "a", Ord: 3, Position: 9, Data: []byte("a@9")}}))
+	require.Equal(t, []uint64{10, 11}, versionsOf(t, l, "b"), "the snapshot at 8 may need neither")
+	require.Equal(t, []uint64{8, 9}, versionsOf(t, l, "a"), "4 and then 5 superseded by 8 for the snapshot at 8")
+	n, err = l.SummaryStreams()
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+	rep, err = l.Verify(nil)
+	require.NoError(t, err)
+	require.Equal(t, 4, rep.Summaries)
 }
 
 // The pruning is atomic with the write of the new version: a crash before
