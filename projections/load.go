@@ -131,8 +131,9 @@ func (s *State) EvictAll(now, retention int64, maxRetained int) []string {
 		}
 		slices.Sort(earlier)
 	}
+	writes := s.store != nil && s.store.index
 	for _, id := range ids {
-		if r := s.evict(id); r != nil {
+		if r := s.evict(id, writes); r != nil {
 			s.store.queueView(id, r.last, r)
 		}
 	}

@@ -181,6 +181,7 @@ func (c *ColdStore) summary(id string, upTo uint64) *coldRun {
 	if c.log == nil {
 		return nil
 	}
+	c.summaryReads.Add(1)
 	sum, err := c.log.LatestSummary(id, upTo)
 	if errors.Is(err, eventlog.ErrNotFound) {
 		return nil
@@ -262,9 +263,15 @@ func (c *ColdStore) indexed(id string, last uint64) bool {
 	if c.log == nil {
 		return false
 	}
+	c.summaryReads.Add(1)
 	sum, err := c.log.LatestSummary(id, last)
 	return err == nil && sum.Position == last
 }
+
+// SummaryReads is how many single summaries c read from the index (a run
+// looked up by id, or checked for a version another copy wrote): for
+// tests and stats. A runs list paged from the index is not counted.
+func (c *ColdStore) SummaryReads() int64 { return c.summaryReads.Load() }
 
 // eachRun calls fn with the Run record of every run s knows, by creation
 // ordinal from ordinal from (descending with desc), until fn returns

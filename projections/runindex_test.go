@@ -527,3 +527,44 @@ func TestAFailedWriteOfSummariesIsRetriedAndBothCopiesLetGo(t *testing.T) {
 	requireRunsAlike(t, want, pub, "answered from the index")
 	require.Len(t, reported, 1)
 }
+
+// The copy of the state that writes the summaries (EvictAll) reads none of
+// them from the index to make its runs cold: it writes each, a run read
+// back and made cold again with no event since alike. The other copy
+// (Evict) reads each once, to learn that the first one wrote it, and keeps
+// nothing in memory.
+func TestEvictionWritesSummariesWithoutReadingThemFirst(t *testing.T) {
+	evs := mixedHistory()
+	l := appendHistory(t, evs)
+	want := fold(evs)
+	work := fold(evs)
+	work.SetColdStore(NewColdStore(l, 0))
+	work.store.WriteIndex()
+	pub := work.Clone()
+	now := evs[len(evs)-1].UnixMilli() + 1
+
+	ids := work.EvictAll(now, 0, 0)
+	require.Len(t, ids, mixedEnded)
+	require.Zero(t, work.store.SummaryReads(), "the writer read no summary")
+	for _, id := range ids {
+		pub.Evict(id)
+	}
+	require.EqualValues(t, mixedEnded, work.store.SummaryReads(), "the other copy read each once")
+	require.Zero(t, work.ColdInMemory())
+	require.Zero(t, pub.ColdInMemory())
+	requireRunsAlike(t, want, pub, "after eviction")
+
+	// Read back (one read of its summary) and made cold again, unchanged.
+	th, err := work.FaultIn(ids[0])
+	require.NoError(t, err)
+	pub.ThawFrom(th)
+	reads := work.store.SummaryReads()
+	again := work.EvictAll(now+1000, 0, 0)
+	require.Equal(t, ids[:1], again)
+	require.Equal(t, reads, work.store.SummaryReads())
+	pub.Evict(ids[0])
+	require.Zero(t, work.ColdInMemory())
+	require.Zero(t, pub.ColdInMemory(), "the version written again is the one the other copy finds")
+	requireRunsAlike(t, want, pub, "after the second eviction")
+	requireRunsAlike(t, want, work, "the writer's copy")
+}

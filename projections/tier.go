@@ -69,6 +69,9 @@ type ColdStore struct {
 	report func(run string, err error)
 
 	refolds atomic.Int64 // runs read back from the log so far (views included)
+	// summaryReads counts the single summaries read from the index
+	// (runindex.go: summary, indexed).
+	summaryReads atomic.Int64
 
 	// indexErrors counts the failed writes of summaries to the index;
 	// reportIndex is told of each (runindex.go).
@@ -427,10 +430,15 @@ func (s *State) mayEvict(r *runState) bool {
 // a state without a store. The
 // evicted records are offered to the store's cache, so the next query for
 // the run need not read the log.
-func (s *State) Evict(id string) { s.evict(id) }
+func (s *State) Evict(id string) { s.evict(id, false) }
 
-// evict is Evict, returning the run it made cold (nil for none).
-func (s *State) evict(id string) *runState {
+// evict is Evict, returning the run it made cold (nil for none). With
+// writes (EvictAll, on a state that writes the index) it keeps the summary
+// of every run it makes cold in memory without asking the index, for
+// flushSummaries to write it next: only another copy can have written it
+// before, and what the index already holds (a run read back and made cold
+// again with no event since) is written again alike.
+func (s *State) evict(id string, writes bool) *runState {
 	r := s.runs[id]
 	if r == nil {
 		if cr := s.cold[id]; cr != nil && s.store != nil && s.store.indexed(id, cr.last) {
@@ -448,7 +456,7 @@ func (s *State) evict(id string) *runState {
 		cc := *c
 		orch = &cc
 	}
-	if !s.store.indexed(id, r.last) { // else another copy of the state wrote it
+	if writes || !s.store.indexed(id, r.last) { // else another copy of the state wrote it
 		s.cold[id] = &coldRun{run: r.run.clone(), last: r.last, ord: r.ord, orch: orch}
 	}
 	s.store.keep(id, r.last, r)
