@@ -77,6 +77,29 @@ func (l *Log) SaveSnapshotFunc(pos uint64, size int, fill func(dst []byte) error
 	return nil
 }
 
+// newestSnapshot returns an iterator over r's snapshots placed on the
+// newest one, and its position; found is false when there is none. The
+// caller closes the iterator, unless err.
+func newestSnapshot(r iterable) (it *pebble.Iterator, pos uint64, found bool, err error) {
+	it, err = r.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixSnapshot}, UpperBound: []byte{prefixSnapshot + 1}})
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("eventlog: %w", err)
+	}
+	if !it.Last() {
+		if err := it.Error(); err != nil {
+			it.Close()
+			return nil, 0, false, fmt.Errorf("eventlog: %w", err)
+		}
+		return it, 0, false, nil
+	}
+	k := it.Key()
+	if len(k) != 9 {
+		it.Close()
+		return nil, 0, false, corruptf(0, k, "malformed snapshot key")
+	}
+	return it, binary.BigEndian.Uint64(k[1:]), true, nil
+}
+
 // LatestSnapshot returns the newest snapshot. It returns an error wrapping
 // ErrNotFound when there is none, and one wrapping ErrCorrupt when the stored
 // snapshot fails its checksum: the caller must then rebuild from position 1,
@@ -85,24 +108,15 @@ func (l *Log) LatestSnapshot() (Snapshot, error) {
 	if err := l.readable(); err != nil {
 		return Snapshot{}, err
 	}
-	it, err := l.db.NewIter(&pebble.IterOptions{
-		LowerBound: []byte{prefixSnapshot},
-		UpperBound: []byte{prefixSnapshot + 1},
-	})
+	it, pos, found, err := newestSnapshot(l.db)
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("eventlog: %w", err)
+		return Snapshot{}, err
 	}
 	defer it.Close()
-	if !it.Last() {
-		if err := it.Error(); err != nil {
-			return Snapshot{}, fmt.Errorf("eventlog: %w", err)
-		}
+	if !found {
 		return Snapshot{}, fmt.Errorf("%w: no snapshot", ErrNotFound)
 	}
 	k := it.Key()
-	if len(k) != 9 {
-		return Snapshot{}, corruptf(0, k, "malformed snapshot key")
-	}
 	v, err := it.ValueAndErr()
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("eventlog: %w", err)
@@ -111,7 +125,6 @@ func (l *Log) LatestSnapshot() (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
-	pos := binary.BigEndian.Uint64(k[1:])
 	if pos > l.durable.Load().Position {
 		return Snapshot{}, corruptf(0, k, "snapshot at %d is beyond the head", pos)
 	}

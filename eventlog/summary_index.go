@@ -157,18 +157,12 @@ func countSummaryStreams(r iterable, upTo uint64) (uint64, error) {
 // newestSnapshotPosition is the position of the newest snapshot's key (0
 // when there is none), its value unread.
 func newestSnapshotPosition(r iterable) (uint64, error) {
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixSnapshot}, UpperBound: []byte{prefixSnapshot + 1}})
+	it, pos, _, err := newestSnapshot(r)
 	if err != nil {
-		return 0, fmt.Errorf("eventlog: %w", err)
+		return 0, err
 	}
 	defer it.Close()
-	if !it.Last() {
-		return 0, orErr(it.Error(), nil)
-	}
-	if k := it.Key(); len(k) == 9 {
-		return binary.BigEndian.Uint64(k[1:]), nil
-	}
-	return 0, corruptf(0, it.Key(), "malformed snapshot key")
+	return pos, nil
 }
 
 // summaryVersions returns the positions of stream's versions, ascending,
