@@ -166,13 +166,24 @@ func (l *Log) Commit(ws []eventlog.Write) (uint64, error) {
 // commit fail whole ("batch incomplete"), so the acknowledgement of the
 // last message speaks for all of them.
 func (l *Log) publishBatch(ctx context.Context, msgs []*nats.Msg) (*jetstream.PubAck, error) {
+	last, err := l.publishAllButLast(msgs)
+	if err != nil {
+		return nil, err
+	}
+	return l.js.PublishMsg(ctx, last)
+}
+
+// publishAllButLast publishes a batch's messages but its last, in order,
+// as plain publishes, and returns the last: the request whose
+// acknowledgement speaks for them all (publishBatch, sendBatch).
+func (l *Log) publishAllButLast(msgs []*nats.Msg) (*nats.Msg, error) {
 	nc := l.js.Conn()
 	for _, m := range msgs[:len(msgs)-1] {
 		if err := nc.PublishMsg(m); err != nil {
 			return nil, err
 		}
 	}
-	return l.js.PublishMsg(ctx, msgs[len(msgs)-1])
+	return msgs[len(msgs)-1], nil
 }
 
 // jsErrAtomicPublishIncompleteBatch is nats-server's answer to the commit

@@ -276,15 +276,13 @@ func (l *Log) lose(attempt int, msgs []*nats.Msg) []*nats.Msg {
 // sendBatch sends a batch's messages in order, its last one as an
 // asynchronous request whose acknowledgement speaks for them all.
 func (l *Log) sendBatch(msgs []*nats.Msg) (jetstream.PubAckFuture, error) {
-	nc := l.js.Conn()
-	for _, m := range msgs[:len(msgs)-1] {
-		if err := nc.PublishMsg(m); err != nil {
-			return nil, err
-		}
+	last, err := l.publishAllButLast(msgs)
+	if err != nil {
+		return nil, err
 	}
 	// NB: no retry of a commit the server had no responder for: sent again
 	// alone, after later batches, it would only confuse the order.
-	return l.js.PublishMsgAsync(msgs[len(msgs)-1], jetstream.WithRetryAttempts(0))
+	return l.js.PublishMsgAsync(last, jetstream.WithRetryAttempts(0))
 }
 
 func hasExpectations(ws []eventlog.Write) bool {
