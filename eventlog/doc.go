@@ -61,7 +61,9 @@
 //     the same batch that writes a newer one, or once a later snapshot is
 //     saved; the index records how many streams it holds, under each of
 //     its prefixes alone, so that a caller knowing how many it should hold
-//     tells a removed index in O(1) (summary_index.go).
+//     tells a removed index in O(1) (summary_index.go). A single summary
+//     removed by hand while the count stayed is seen only by Verify, which
+//     walks the index: the count cannot tell it.
 //
 //   - Checkpoint copies on the operating system's file system are private
 //     (directories 0700, files 0600) whatever the umask.

@@ -54,7 +54,13 @@
 //     (the count of runs it records, O(1), and the hot runs it also holds)
 //     and, when it is wanting (removed by hand), drops it with the snapshot
 //     and folds from position 1, which writes it again
-//     (LoadInfo.IndexRebuilt). Run,
+//     (LoadInfo.IndexRebuilt). It does not see a single summary removed
+//     by hand while the index's count stayed: the state does not hold the
+//     cold runs' ids, so that needs a walk of the index, O(runs), and
+//     start-up must not grow with the history; crewctl verify walks it
+//     (audit.Verify) and reports it. Until the index is rebuilt (remove its
+//     keys, or the snapshot, and restart) such a run answers as unknown,
+//     and a command naming it is decided as for an unknown run. Run,
 //     RunStatus and the orchestrator's Credential answer from the summary
 //     (one read of the index, no re-fold, so a hello is checked before it
 //     costs one); the rest is read back from the log when asked for (ColdStore): from
