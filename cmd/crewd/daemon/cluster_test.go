@@ -66,10 +66,15 @@ func startCrewd(t *testing.T, args ...string) *runningCrewd {
 		w.Close()
 	}()
 	lines := bufio.NewScanner(r)
-	for lines.Scan() {
-		if strings.HasPrefix(lines.Text(), "crewd: socket ") {
-			break
-		}
+	serving := false
+	for !serving && lines.Scan() {
+		serving = strings.HasPrefix(lines.Text(), "crewd: socket ")
+	}
+	if !serving {
+		err := <-c.done
+		c.done <- err
+		require.NoError(t, err, "crewd stopped before it served")
+		require.FailNow(t, "crewd stopped before it served")
 	}
 	go func() { _, _ = io.Copy(io.Discard, r) }()
 	t.Cleanup(func() {
