@@ -568,3 +568,28 @@ func TestEvictionWritesSummariesWithoutReadingThemFirst(t *testing.T) {
 	requireRunsAlike(t, want, pub, "after the second eviction")
 	requireRunsAlike(t, want, work, "the writer's copy")
 }
+
+// BenchmarkEvictAllWritesSummaries measures one eviction pass that makes
+// mixedEnded runs cold and writes their summaries to the index, on a new
+// log each time (no summary there yet); the log's writes and the state's
+// copy are outside the timer.
+func BenchmarkEvictAllWritesSummaries(b *testing.B) {
+	evs := mixedHistory()
+	now := evs[len(evs)-1].UnixMilli() + 1
+	folded := fold(evs)
+	b.ReportAllocs()
+	b.StopTimer()
+	for i := 0; i < b.N; i++ {
+		l, err := eventlog.Open("db", &eventlog.Options{FS: vfs.NewMem()})
+		require.NoError(b, err)
+		appendEvents(b, l, evs)
+		work := folded.Clone()
+		work.SetColdStore(NewColdStore(l, 0))
+		work.store.WriteIndex()
+		b.StartTimer()
+		ids := work.EvictAll(now, 0, 0)
+		b.StopTimer()
+		require.Len(b, ids, mixedEnded)
+		require.NoError(b, l.Close())
+	}
+}
