@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -160,6 +161,15 @@ type Engine struct {
 	synced   chan struct{}
 	unsynced int
 	early    bool
+	// What the writer knows of the last group it handed to the log and of
+	// the open one, for the linger (pipeline.go): when the last was handed
+	// off, how many of its commands' callers wait for their answer before
+	// they send more, and the writer's time spent deciding each.
+	handedAt      time.Time
+	handedCallers int
+	handedDecide  time.Duration
+	openDecide    time.Duration
+	lingerTimer   *time.Timer
 	// seen holds the command ids of the groups in flight (writer only), so
 	// that a retry of one is answered as it, not decided twice.
 	seen map[string]*pending
@@ -169,9 +179,12 @@ type Engine struct {
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 
-	changed  atomic.Pointer[chan struct{}] // closed and replaced at every publish
-	runs     runNotifier                   // per-run channels, closed at a publish of that run's events
-	stats    struct{ groups, commands, events atomic.Uint64 }
+	changed atomic.Pointer[chan struct{}] // closed and replaced at every publish
+	runs    runNotifier                   // per-run channels, closed at a publish of that run's events
+	stats   struct {
+		groups, commands, events atomic.Uint64
+		sizes                    [GroupSizeClasses]atomic.Uint64
+	}
 	snapping atomic.Bool // the publisher's, as lastSnap and coldSinceSnap
 	// savingViews is set while the views of cold runs are being written
 	// (tier.go).
@@ -205,6 +218,10 @@ type pending struct {
 	done      chan struct{}
 	follow    *pending // the same principal's command id earlier in flight, same request: answer as it
 	early     bool     // answered before the commit (planted_on.go, test builds only)
+	// caller is set when a caller waits for this command's answer before
+	// it sends more: a Submit's command (not the engine's own) and a
+	// SubmitAll batch's last. The linger counts them (pipeline.go).
+	caller bool
 }
 
 // Open rebuilds the state from l (newest valid snapshot + tail) and starts
@@ -306,11 +323,29 @@ type Stats struct {
 	Groups   uint64 // committed groups (one synced append each)
 	Commands uint64 // commands answered, replays of recorded outcomes included
 	Events   uint64 // events appended
+	// Sizes counts the committed groups by their number of commands n:
+	// Sizes[bits.Len(n)], so Sizes[0] holds the groups of none, Sizes[1]
+	// of 1, Sizes[2] of 2–3, Sizes[k] of 2^(k-1) to 2^k-1, and the last
+	// class every larger group.
+	Sizes [GroupSizeClasses]uint64
+}
+
+// GroupSizeClasses is how many size classes Stats.Sizes has: up to 1024
+// commands in a class of their own, a MaxGroup above that in the last.
+const GroupSizeClasses = 12
+
+// groupSizeClass is the class of Stats.Sizes a group of n commands counts in.
+func groupSizeClass(n int) int {
+	return min(bits.Len(uint(n)), GroupSizeClasses-1)
 }
 
 // Stats returns the counters; Commands/Groups is the mean group size.
 func (e *Engine) Stats() Stats {
-	return Stats{Groups: e.stats.groups.Load(), Commands: e.stats.commands.Load(), Events: e.stats.events.Load()}
+	s := Stats{Groups: e.stats.groups.Load(), Commands: e.stats.commands.Load(), Events: e.stats.events.Load()}
+	for i := range s.Sizes {
+		s.Sizes[i] = e.stats.sizes[i].Load()
+	}
+	return s
 }
 
 // PipelineDepth is how many groups the engine may hand to the log before
@@ -342,6 +377,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (Reply, error) {
 	if err != nil {
 		return Reply{}, err
 	}
+	p.caller = r.Actor.Role != events.RoleEngine
 	if err := e.enqueue(ctx, p); err != nil {
 		return Reply{}, err
 	}
@@ -371,9 +407,10 @@ func (e *Engine) SubmitAll(ctx context.Context, rs []Request) ([]Reply, error) {
 	}
 	ps := make([]*pending, 0, len(rs))
 	var qerr error
-	for _, r := range rs {
+	for i, r := range rs {
 		p, err := e.prepare(r)
 		if err == nil {
+			p.caller = i == len(rs)-1 && r.Actor.Role != events.RoleEngine
 			err = e.enqueue(ctx, p)
 		}
 		if err != nil {
@@ -548,6 +585,7 @@ func (e *Engine) run() {
 				e.failStop(err, f.group)
 				return
 			}
+			e.handedOff(f)
 			if e.evictDue(e.lastNow) {
 				e.evictWith(f, e.lastNow)
 			}
@@ -564,8 +602,11 @@ func (e *Engine) run() {
 // deciding every request as it arrives — while a group handed off before
 // it waits for its sync: the group then holds what arrived during that
 // sync, as a writer that waits for each sync would have taken it, and its
-// decisions overlap the sync. It returns once nothing is syncing or the
-// group is full (and then waits for the sync), or at Close (quit).
+// decisions overlap the sync. Once the sync has returned it may keep f
+// open a little longer, the linger (pipeline.go), for the callers that
+// group answers to come back. It returns once nothing is syncing and the
+// linger, if any, is over, or the group is full (and then waits for the
+// sync), or at Close (quit).
 func (e *Engine) fill(f *flight, p *pending) (quit bool, err error) {
 	add := func(p *pending) error {
 		from := len(f.group)
@@ -579,12 +620,16 @@ func (e *Engine) fill(f *flight, p *pending) (quit bool, err error) {
 				break more
 			}
 		}
-		return e.decide(f, from)
+		began := time.Now()
+		err := e.decide(f, from)
+		e.openDecide += time.Since(began)
+		return err
 	}
 	if err := add(p); err != nil {
 		return false, err
 	}
-	for e.unsynced > 0 {
+	var lingering <-chan time.Time // until the linger ends, once the sync returned
+	for e.unsynced > 0 || lingering != nil && len(f.group) < e.handedCallers {
 		in := e.in
 		if len(f.group) >= e.opts.MaxGroup {
 			in = nil // full: wait for the sync only
@@ -592,6 +637,11 @@ func (e *Engine) fill(f *flight, p *pending) (quit bool, err error) {
 		select {
 		case <-e.synced:
 			e.unsynced--
+			if e.unsynced == 0 {
+				lingering = e.linger(f)
+			}
+		case <-lingering:
+			lingering = nil
 		case p := <-in:
 			if err := add(p); err != nil {
 				return false, err

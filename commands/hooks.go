@@ -1,5 +1,7 @@
 package commands
 
+import "time"
+
 // commitPoint is a point of the commit path (group.go, pipeline.go) at
 // which a test may stop the engine as a crash would.
 type commitPoint int
@@ -31,6 +33,13 @@ type testHooks struct {
 	// possibly two calls at once for two groups; a non-nil error fails the
 	// commit there (the engine fails stop), as a crash would.
 	commit func(point commitPoint, group []*pending) error
+	// linger, when set, is asked by the writer whenever the open group is
+	// smaller than the callers of the group whose sync just returned
+	// (pipeline.go), with the bound lingerFor gave and whether the sync was
+	// long enough to linger: a nil channel hands the group off at once,
+	// another ends the linger when it is ready (the group also goes once
+	// it holds that many commands).
+	linger func(bound time.Duration, long bool) <-chan time.Time
 }
 
 // hook runs the commit hook at point, if a test set one.

@@ -25,6 +25,36 @@ import (
 //     waits for each to be durable, folds it into the published copy of the
 //     state and then answers its commands.
 //
+// The linger. Left alone, that rule splits the clients into two groups
+// that take turns: a full group A syncs; the few commands that arrive
+// meanwhile (those of clients answered by the group before A) are the open
+// group B; A's sync returns, B goes to the log at once, nearly empty, and
+// only then does the publisher answer A, whose clients send their next
+// commands while B syncs — into group C, as large as A. Groups alternate
+// between nearly full and nearly empty, and each client is answered once
+// every two syncs. Where a sync is cheap beside deciding (a local WAL
+// fsync) that costs little: the writer is what bounds the rate, and the
+// groups are full anyway. Where it is long (a replicated log: three WAL
+// fsyncs and route round trips a group, whatever its size) the nearly
+// empty group costs nearly as much as a full one.
+//
+// So when a sync returns and the open group holds fewer commands than the
+// group just synced had callers (commands whose caller waits for the
+// answer before it sends more: every Submit but the engine's own, a
+// SubmitAll batch's last), the writer keeps it open — deciding what
+// arrives — until it holds that many or a bound passes (lingerFor): the
+// callers answered in a moment join it instead of the group after it. The
+// bound is the sync just measured, capped by maxLinger, and there is no
+// linger at all unless that sync took longer than the writer took to
+// decide its group (the pipeline waited for the log, not the log for the
+// writer). Those callers would otherwise wait for the nearly empty group's
+// whole sync before their own group was even handed off, so a linger no
+// longer than one sync never holds them longer; the few commands already
+// in the open group wait at most that long more, and the log is spared one
+// sync. A lone client never lingers: its open group holds its one command,
+// as many as the group synced had callers. With an EarlyStager that stages
+// early, or a Committer that cannot stage, there is no linger.
+//
 // With an EarlyStager that stages early (the JetStream log, optionally) the
 // writer hands each group off as soon as it is decided; groups then hold
 // what queued while the pipeline was full, and two are in the log's hands
@@ -46,6 +76,55 @@ import (
 // would only split the queue into smaller groups, and hold more undurable
 // state for a failure to throw away.
 const pipelineDepth = 2
+
+// maxLinger caps the linger (lingerFor): a sync that stalls must not teach
+// the writer to hold the next group as long. It is about a replicated
+// sync on a loaded machine, several times the clients' turnaround.
+const maxLinger = 5 * time.Millisecond
+
+// lingerFor is how long the writer may keep the open group waiting for the
+// callers of a group whose sync took sync and whose commands the writer
+// took decide to decide, and whether it lingers at all: only when the sync
+// was the longer, and never longer than it (or maxLinger).
+func lingerFor(sync, decide time.Duration) (bound time.Duration, long bool) {
+	return min(sync, maxLinger), sync > decide
+}
+
+// linger returns the channel that ends the open group f's linger, or nil
+// when f goes to the log now (writer only, once the sync before it
+// returned).
+func (e *Engine) linger(f *flight) <-chan time.Time {
+	if e.early || e.depth < 2 || len(f.group) >= e.handedCallers {
+		return nil
+	}
+	bound, long := lingerFor(time.Since(e.handedAt), e.handedDecide)
+	if h := e.opts.hooks; h != nil && h.linger != nil {
+		return h.linger(bound, long)
+	}
+	if !long {
+		return nil
+	}
+	if e.lingerTimer == nil {
+		e.lingerTimer = time.NewTimer(bound)
+	} else {
+		e.lingerTimer.Reset(bound)
+	}
+	return e.lingerTimer.C
+}
+
+// handedOff notes what the linger needs of f, just handed to the log
+// (writer only).
+func (e *Engine) handedOff(f *flight) {
+	if f.staged != nil {
+		e.handedAt, e.handedDecide, e.handedCallers = f.stagedAt, e.openDecide, 0
+		for _, p := range f.group {
+			if p.caller {
+				e.handedCallers++
+			}
+		}
+	}
+	e.openDecide = 0
+}
 
 // flight is one group on its way through the pipeline, with the buffers
 // the writer fills for it; the engine owns pipelineDepth of them (fewer
@@ -179,6 +258,7 @@ func (e *Engine) land(f *flight) {
 	}
 	if f.staged != nil {
 		e.stats.groups.Add(1)
+		e.stats.sizes[groupSizeClass(len(f.group))].Add(1)
 	}
 	e.stats.commands.Add(uint64(len(f.group)))
 	e.stats.events.Add(uint64(len(f.applied)))

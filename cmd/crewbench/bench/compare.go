@@ -141,6 +141,9 @@ func Compare(ctx context.Context, o CompareOptions) (*Comparison, error) {
 				} else {
 					fmt.Fprintf(o.Progress, "round %d  %-22s %-15s %8.0f ops/s  p50 %-9s p99 %s\n",
 						round+1, cell, im.Name, r.PerSec, fmtDur(r.P50), fmtDur(r.P99))
+					if r.Groups != nil {
+						fmt.Fprintf(o.Progress, "         %-22s %-15s %s\n", "", "", r.Groups)
+					}
 				}
 			}
 		}

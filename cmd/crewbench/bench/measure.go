@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/crewlog/crewlog/commands"
 )
 
 // Cell is one configuration of the timed workload.
@@ -49,7 +51,10 @@ type Result struct {
 	// ClientCPUPerOp is this process's: the clients'.
 	CPUPerOp       time.Duration
 	ClientCPUPerOp time.Duration
-	Err            error
+	// Groups is what the store's writer committed in its groups over the
+	// same span as CPUPerOp, for a store that groups (nil otherwise).
+	Groups *GroupSizes
+	Err    error
 }
 
 // The timed workload's policy never refuses: every op is an admission.
@@ -123,6 +128,11 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 				return err
 			}
 		}
+		g, groups := s.(grouper)
+		var g0 commands.Stats
+		if groups {
+			g0 = g.groupStats()
+		}
 		prof, err := startCellProfile(profile, progress)
 		if err != nil {
 			return err
@@ -176,6 +186,9 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 			}(c)
 		}
 		wg.Wait()
+		if groups {
+			res.Groups = groupSizesBetween(g0, g.groupStats())
+		}
 		// NB: the CPU is read before the profile stops: writing it and the
 		// allocation profiles is not the cell's work.
 		if n := done.Load(); n > 0 {
