@@ -66,6 +66,18 @@ type EarlyStager interface {
 	StagesEarly() bool
 }
 
+// LongSyncer is a StagingCommitter whose sync is long beside the writer's
+// decisions (a round trip to replicas, each with its WAL fsync, that costs
+// nearly as much for one command as for a full group). When SyncsLong
+// reports so, the writer keeps a nearly empty group open after the sync
+// before it returned, for the callers that sync answers (the linger,
+// pipeline.go). The engine's own log does not: its fsync is short, and the
+// writer's decisions overlapping it are worth more than larger groups.
+type LongSyncer interface {
+	StagingCommitter
+	SyncsLong() bool
+}
+
 // StagedCommit is a group handed to the log by StagingCommitter.Stage.
 type StagedCommit interface {
 	Wait() (first uint64, err error)
@@ -111,17 +123,21 @@ type committed struct {
 func (c committed) Wait() (uint64, error) { return c.first, c.err }
 
 // stagerFor returns how the engine stages its groups with Committer c (nil:
-// the engine's log l), how many groups may be in flight at once, and
-// whether a group is handed off before the one before it synced.
-func stagerFor(c Committer, l *eventlog.Log) (s stager, depth int, early bool) {
+// the engine's log l), how many groups may be in flight at once, whether a
+// group is handed off before the one before it synced, and whether the
+// writer may linger (LongSyncer).
+func stagerFor(c Committer, l *eventlog.Log) (s stager, depth int, early, long bool) {
+	if ls, ok := c.(LongSyncer); ok {
+		long = ls.SyncsLong()
+	}
 	switch c := c.(type) {
 	case nil:
-		return logCommitter{l}, pipelineDepth, false
+		return logCommitter{l}, pipelineDepth, false, false
 	case EarlyStager:
-		return c, pipelineDepth, c.StagesEarly()
+		return c, pipelineDepth, c.StagesEarly(), long
 	case StagingCommitter:
-		return c, pipelineDepth, false
+		return c, pipelineDepth, false, long
 	default:
-		return syncStager{c}, 1, false
+		return syncStager{c}, 1, false, false
 	}
 }

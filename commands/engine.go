@@ -165,6 +165,7 @@ type Engine struct {
 	// the open one, for the linger (pipeline.go): when the last was handed
 	// off, how many of its commands' callers wait for their answer before
 	// they send more, and the writer's time spent deciding each.
+	longSyncs     bool // the Committer is a LongSyncer whose syncs are long
 	handedAt      time.Time
 	handedCallers int
 	handedDecide  time.Duration
@@ -283,7 +284,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 		cold: s.ColdStore(),
 	}
 	e.lastSnapRecords.Store(info.SnapshotRecords)
-	e.stager, e.depth, e.early = stagerFor(o.Committer, l)
+	e.stager, e.depth, e.early, e.longSyncs = stagerFor(o.Committer, l)
 	e.flights, e.free, e.synced = make(chan *flight, e.depth), make(chan *flight, e.depth), make(chan struct{}, e.depth)
 	for range e.depth {
 		e.free <- &flight{}

@@ -33,12 +33,13 @@ import (
 // commands while B syncs — into group C, as large as A. Groups alternate
 // between nearly full and nearly empty, and each client is answered once
 // every two syncs. Where a sync is cheap beside deciding (a local WAL
-// fsync) that costs little: the writer is what bounds the rate, and the
-// groups are full anyway. Where it is long (a replicated log: three WAL
-// fsyncs and route round trips a group, whatever its size) the nearly
-// empty group costs nearly as much as a full one.
+// fsync) that costs little, and the writer's decisions overlapping the
+// sync are worth more than larger groups. Where it is long (a replicated
+// log: three WAL fsyncs and route round trips a group, whatever its size)
+// the nearly empty group costs nearly as much as a full one.
 //
-// So when a sync returns and the open group holds fewer commands than the
+// So with a log that says its syncs are long (LongSyncer, commit.go: the
+// replicated backend), when a sync returns and the open group holds fewer commands than the
 // group just synced had callers (commands whose caller waits for the
 // answer before it sends more: every Submit but the engine's own, a
 // SubmitAll batch's last), the writer keeps it open — deciding what
@@ -52,8 +53,11 @@ import (
 // longer than one sync never holds them longer; the few commands already
 // in the open group wait at most that long more, and the log is spared one
 // sync. A lone client never lingers: its open group holds its one command,
-// as many as the group synced had callers. With an EarlyStager that stages
-// early, or a Committer that cannot stage, there is no linger.
+// as many as the group synced had callers. The engine's own log, an
+// EarlyStager that stages early and a Committer that cannot stage never
+// linger. (Measured on the engine's own log, the linger made its groups
+// twice as large and the rate lower: there the writer's decisions are what
+// bound the rate, and a linger stops them overlapping the fsync.)
 //
 // With an EarlyStager that stages early (the JetStream log, optionally) the
 // writer hands each group off as soon as it is decided; groups then hold
@@ -94,7 +98,7 @@ func lingerFor(sync, decide time.Duration) (bound time.Duration, long bool) {
 // when f goes to the log now (writer only, once the sync before it
 // returned).
 func (e *Engine) linger(f *flight) <-chan time.Time {
-	if e.early || e.depth < 2 || len(f.group) >= e.handedCallers {
+	if !e.longSyncs || e.early || e.depth < 2 || len(f.group) >= e.handedCallers {
 		return nil
 	}
 	bound, long := lingerFor(time.Since(e.handedAt), e.handedDecide)

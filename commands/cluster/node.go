@@ -250,3 +250,9 @@ func (n *Node) Stage(ws []eventlog.Write) (commands.StagedCommit, error) {
 
 // StagesEarly implements commands.EarlyStager (Options.EarlyStaging).
 func (n *Node) StagesEarly() bool { return n.o.EarlyStaging }
+
+// SyncsLong implements commands.LongSyncer: a group's sync is a round trip
+// to the stream's replicas, each with its WAL fsync, so the writer lingers
+// for the callers a sync answers rather than hand the stream a nearly empty
+// group.
+func (n *Node) SyncsLong() bool { return true }
