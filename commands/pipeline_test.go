@@ -60,6 +60,12 @@ func openPipe(t *testing.T, fs vfs.FS, committer func(*eventlog.Log) Committer) 
 			}
 			return nil
 		},
+		linger: func(bound time.Duration, long bool) <-chan time.Time {
+			if h := p.get(); h.linger != nil {
+				return h.linger(bound, long)
+			}
+			return nil
+		},
 	}
 	o := Options{Clock: newTestClock().Now, NewID: counterIDs(), ExpiryInterval: -1, hooks: hooks}
 	if committer != nil {
@@ -77,6 +83,7 @@ type pipeHooks struct {
 	handOff    func(group []*pending) // pointDecided: the group is closed
 	at         func(point commitPoint, group []*pending)
 	beforeSync func()
+	linger     func(bound time.Duration, long bool) <-chan time.Time // the writer would linger
 }
 
 func (p *pipeFixture) get() pipeHooks {

@@ -23,6 +23,17 @@ import (
 // appended to the node's local Pebble copy and answered. The writer decides
 // a group while the one before is in flight; early, it also publishes it
 // then (cluster.Options.EarlyStaging).
+// benchLeaseTTL is the writer lease's TTL in the benchmark's cluster. A
+// lease's TTL is how soon a successor replaces a writer that stopped
+// renewing; the benchmark runs one crewd and no successor, so a short TTL
+// buys nothing there, and the default (2 s, a renewal given up after 1 s)
+// failed cells on a loaded machine: a renewal through the replicated
+// key-value stream, queued behind the clients' batches and three servers'
+// fsyncs on shared cores, took longer than that, and the only writer
+// stopped mid-cell ("this crewd is not the writer"). A minute outlasts any
+// cell's window and drain.
+const benchLeaseTTL = time.Minute
+
 func openClusterEngineStore(dir string, slots, replicas int, early bool) (*engineStore, error) {
 	var urls string
 	var shutdown func()
@@ -60,7 +71,7 @@ func openClusterEngineStore(dir string, slots, replicas int, early bool) (*engin
 	cfg := benchConfig(slots)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	node, err := cluster.Start(ctx, l, cluster.Options{Name: "crewbench", Conn: nc,
+	node, err := cluster.Start(ctx, l, cluster.Options{Name: "crewbench", Conn: nc, LeaseTTL: benchLeaseTTL,
 		Log: natslog.Config{Stream: "CREWLOG", Replicas: replicas}, EarlyStaging: early, Engine: commands.Options{Config: &cfg}})
 	if err != nil {
 		stopAll(nil)
