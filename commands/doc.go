@@ -41,7 +41,14 @@
 //     is in flight at a time, as without a pipeline. An EarlyStager (the
 //     replicated backend, with cluster.Options.EarlyStaging) is handed each
 //     group as soon as it is decided, while the one before still awaits its
-//     sync; the order and failure rules are the same.
+//     sync; the order and failure rules are the same. With a LongSyncer
+//     (the replicated backend, whose sync is a round trip to replicas) the
+//     writer may keep a nearly empty group open after the sync before it
+//     returned, for the callers that sync answered, until it holds as many
+//     commands as that group had callers: the linger, never longer than
+//     the sync just measured nor maxLinger (5 ms), and never for a caller
+//     alone (pipeline.go). It delays a hand-off, never a guarantee: the
+//     order, durability and failure rules are the same.
 //   - Command ids belong to their principal (SPEC §2, Request.Principal):
 //     the recorded outcome is keyed by (principal, CommandID) and records
 //     the request's fingerprint (SHA-256 of the method and the canonical

@@ -20,6 +20,11 @@
 //     a batch awaits its acknowledgement, and publishes it once that came,
 //     or at once with Options.EarlyStaging, fenced with the stream's end as
 //     it will be once the batches before it are stored (natslog, stage.go).
+//     It is a commands.LongSyncer: a batch costs the replicas nearly as
+//     much for one command as for a full group, so when a batch is
+//     acknowledged the writer lingers, briefly and boundedly, for the
+//     callers it answers before it publishes a nearly empty next group
+//     (commands' pipeline.go).
 //   - A command submitted to a follower's engine is forwarded to the writer
 //     over NATS (request/reply on crewlog.<stream>.commands) and answered
 //     with the writer's reply (forward.go says why forwarding, not a
