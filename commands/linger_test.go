@@ -63,12 +63,8 @@ func openLingerScene(t *testing.T, committer func(*eventlog.Log) Committer) *lin
 			if first(group, "a") != nil {
 				defer close(aHanded)
 			}
-			var ids []string
-			for _, q := range group {
-				ids = append(ids, q.req.CommandID)
-			}
 			sc.mu.Lock()
-			sc.groups = append(sc.groups, ids)
+			sc.groups = append(sc.groups, commandIDs(group))
 			sc.mu.Unlock()
 		},
 		beforeSync: func() {

@@ -150,6 +150,15 @@ func first(group []*pending, id string) *pending {
 	return nil
 }
 
+// commandIDs are the command ids of group's commands, in order.
+func commandIDs(group []*pending) []string {
+	var ids []string
+	for _, q := range group {
+		ids = append(ids, q.req.CommandID)
+	}
+	return ids
+}
+
 // What a test saw when the writer decided the group after the one held in
 // its sync.
 type sawAtDecision struct {
@@ -492,11 +501,7 @@ func TestPipelineGroupStaysOpenWhileOneSyncs(t *testing.T) {
 		},
 		handOff: func(group []*pending) {
 			if first(group, "b") != nil || first(group, "c") != nil {
-				var ids []string
-				for _, q := range group {
-					ids = append(ids, q.req.CommandID)
-				}
-				handedOff = append(handedOff, ids)
+				handedOff = append(handedOff, commandIDs(group))
 			}
 		},
 		beforeSync: holdFirstSync(syncing, cDecided),
