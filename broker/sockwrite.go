@@ -20,7 +20,7 @@ import (
 // are that goroutine's while it writes.
 type socketWriter struct {
 	nc      *net.UnixConn
-	raw     syscall.RawConn // nil if the connection has none: every write then goes under the deadline
+	raw     syscall.RawConn
 	timeout time.Duration
 
 	pending []byte // the frame the write in progress is writing
@@ -29,11 +29,13 @@ type socketWriter struct {
 	attempt func(fd uintptr) bool
 }
 
+// newSocketWriter writes nc, an open connection (accepted, or one end of a pair).
 func newSocketWriter(nc *net.UnixConn, timeout time.Duration) *socketWriter {
-	w := &socketWriter{nc: nc, timeout: timeout}
-	if raw, err := nc.SyscallConn(); err == nil {
-		w.raw = raw
-	}
+	// NB: UnixConn.SyscallConn fails only for a nil connection or one without a descriptor (net's conn.ok), which
+	// nothing accepted or dialled is; a connection closed since still has one, and its raw writes fail as its
+	// writes would. So every connection has a raw writer, and there is no path that writes only under the deadline.
+	raw, _ := nc.SyscallConn()
+	w := &socketWriter{nc: nc, raw: raw, timeout: timeout}
 	w.attempt = w.writeOnce // NB: made once: a method value passed to RawConn.Write would be allocated per write
 	return w
 }
@@ -41,20 +43,18 @@ func newSocketWriter(nc *net.UnixConn, timeout time.Duration) *socketWriter {
 // write writes frame whole, or fails with the socket's error (os.ErrDeadlineExceeded for a client that did not
 // read for timeout).
 func (w *socketWriter) write(frame []byte) error {
-	if w.raw != nil {
-		w.pending, w.n, w.err = frame, 0, nil
-		if err := w.raw.Write(w.attempt); err != nil {
-			return err
-		}
-		n, err := w.n, w.err
-		w.pending, w.err = nil, nil
-		if err != nil {
-			return err
-		}
-		frame = frame[n:]
-		if len(frame) == 0 {
-			return nil
-		}
+	w.pending, w.n, w.err = frame, 0, nil
+	if err := w.raw.Write(w.attempt); err != nil {
+		return err
+	}
+	n, err := w.n, w.err
+	w.pending, w.err = nil, nil
+	if err != nil {
+		return err
+	}
+	frame = frame[n:]
+	if len(frame) == 0 {
+		return nil
 	}
 	return w.underDeadline(func() error { _, err := w.nc.Write(frame); return err })
 }

@@ -55,3 +55,15 @@ func TestSocketWriterTimesOutOnAClientThatDoesNotRead(t *testing.T) {
 	err := w.write(make([]byte, 8<<20))
 	require.Equal(t, reasonSlowConsumer, writeFailure(err), "%v", err)
 }
+
+// TestSocketWriterAlwaysHasARawWriter: every connection the broker writes (accepted, dialled, even closed since)
+// has a raw writer, so the write that never waits is always tried first and no write goes only under the deadline.
+func TestSocketWriterAlwaysHasARawWriter(t *testing.T) {
+	b, c := socketPair(t)
+	require.NotNil(t, newSocketWriter(b, time.Second).raw)
+	require.NotNil(t, newSocketWriter(c, time.Second).raw)
+	require.NoError(t, b.Close())
+	w := newSocketWriter(b, time.Second)
+	require.NotNil(t, w.raw)
+	require.ErrorIs(t, w.write([]byte("{}\n")), net.ErrClosed)
+}
