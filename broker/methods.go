@@ -184,17 +184,17 @@ func runCommand(cl *call) (any, error) {
 		token, tokenField, tokenRun, tokenKey string
 	)
 	principal := c.id.principal()
-	nonce := tokenNonce(principal, commandID)
+	// NB: the nonce only where a secret is minted: it is built of strings, and every other command would pay for it.
 	switch x := cmd.(type) {
 	case *commands.RunCreate:
 		tokenField, tokenRun, tokenKey = "orchestratorToken", x.RunID, events.OrchestratorKey
-		if token, err = mintToken(c.s.opts.ServerKey, tokenRun, tokenKey, nonce); err != nil {
+		if token, err = mintToken(c.s.opts.ServerKey, tokenRun, tokenKey, tokenNonce(principal, commandID)); err != nil {
 			return nil, err
 		}
 		x.OrchestratorDigest = digestOf(token)
 	case *commands.CredentialIssue:
 		tokenField, tokenRun, tokenKey = "token", x.RunID, x.TaskID
-		if token, err = mintToken(c.s.opts.ServerKey, tokenRun, tokenKey, nonce); err != nil {
+		if token, err = mintToken(c.s.opts.ServerKey, tokenRun, tokenKey, tokenNonce(principal, commandID)); err != nil {
 			return nil, err
 		}
 		x.Digest = digestOf(token)
@@ -202,7 +202,7 @@ func runCommand(cl *call) (any, error) {
 		// The job's nonce (D§9 T7) is a secret like a token: derived the same way, under a key no task id can
 		// spell (task ids are [A-Za-z0-9_-]), answered once, kept in the log as its digest.
 		tokenField, tokenRun, tokenKey = "nonce", x.RunID, jobNonceKey(x.JobID)
-		if token, err = mintToken(c.s.opts.ServerKey, tokenRun, tokenKey, nonce); err != nil {
+		if token, err = mintToken(c.s.opts.ServerKey, tokenRun, tokenKey, tokenNonce(principal, commandID)); err != nil {
 			return nil, err
 		}
 		x.NonceDigest = digestOf(token)
@@ -265,7 +265,7 @@ const maxCommandID = eventlog.MaxIDLen
 func splitParams(method string, params json.RawMessage) (commandID string, members map[string]json.RawMessage, err error) {
 	var id []byte
 	members = make(map[string]json.RawMessage, 8)
-	if !wire.Members(params, func(k string, v []byte) {
+	if !wire.Members(params, commandParamKeys, func(k string, v []byte) {
 		if k == "commandId" {
 			id = v // the last one, as a map would keep
 		} else {
@@ -281,6 +281,19 @@ func splitParams(method string, params json.RawMessage) (commandID string, membe
 	}
 	return commandID, members, nil
 }
+
+// commandParamKeys are the params keys every command method reads, and commandId, each mapped to itself: splitParams
+// gives a key spelled as one of them as this string, not a copy per request.
+var commandParamKeys = func() map[string]string {
+	keys := map[string]string{"commandId": "commandId"}
+	for _, m := range commands.Methods() {
+		info, _ := commands.DescribeMethod(m)
+		for _, p := range info.Params {
+			keys[p.Name] = p.Name
+		}
+	}
+	return keys
+}()
 
 // unquote decodes the JSON string s into *dst, without the decoder when it holds no escape.
 func unquote(s []byte, dst *string) bool {

@@ -232,8 +232,11 @@ func FuzzAppendCompactParamsAgreesWithRequest(f *testing.F) {
 	})
 }
 
+// fuzzKnownKeys are the keys FuzzMembersAgreesWithMapDecoding also splits with as known ones.
+var fuzzKnownKeys = map[string]string{"prompt": "prompt", "commandId": "commandId", "a": "a", "x": "x"}
+
 // FuzzMembersAgreesWithMapDecoding: on every valid JSON value, the members Members finds, the last of each key
-// kept, are the map decoding it gives.
+// kept, are the map decoding it gives, and the same with keys known or not.
 func FuzzMembersAgreesWithMapDecoding(f *testing.F) {
 	for _, seed := range []string{
 		`{"prompt":"p","commandId":"c-1"}`, `{"commandId":null,"x":1}`, `{"\u0063ommandId":"c","x":[1,{"commandId":2}]}`,
@@ -247,7 +250,10 @@ func FuzzMembersAgreesWithMapDecoding(f *testing.F) {
 			t.Skip("Members is given valid JSON only")
 		}
 		got := map[string]json.RawMessage{}
-		object := Members(obj, func(k string, v []byte) { got[k] = v })
+		object := Members(obj, nil, func(k string, v []byte) { got[k] = v })
+		gotKnown := map[string]json.RawMessage{}
+		require.Equal(t, object, Members(obj, fuzzKnownKeys, func(k string, v []byte) { gotKnown[k] = v }))
+		require.Equal(t, got, gotKnown, "%q: known keys", obj)
 		var want map[string]json.RawMessage
 		if json.Unmarshal(obj, &want) != nil || want == nil {
 			require.False(t, object, "%q is not an object", obj)
@@ -268,6 +274,7 @@ func FuzzReadRequestAgreesWithDecodeRequest(f *testing.F) {
 	for _, seed := range []string{
 		`{"id":"1","method":"ping","params":null}`, `{"i\u0064":"1","method":"m","params":{}}`, `[]`, `{`,
 		`{"id":"1","method":"m","params":true,"params":false}`, "{\"id\":\"\xff\"}", `{"id":"1","method":"ping"}`,
+		`{"id":"1","method":"pin\u0067","params":{}}`, `{"id":"1","method":"ping ","params":{}}`, `{"id":"1","method":"ping","params":{}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -281,6 +288,19 @@ func FuzzReadRequestAgreesWithDecodeRequest(f *testing.F) {
 		want, wantErr := DecodeRequest(frame)
 		require.Equal(t, wantErr, err, "%q", line)
 		require.Equal(t, want, got, "%q", line)
+		if bytes.IndexByte(line, '\n') >= 0 {
+			return
+		}
+		// After a request that leaves the reader a last method (ReadRequest then takes a method spelled as it
+		// without decoding it), and after the line itself: the same decoding.
+		rd := NewReader(bytes.NewReader([]byte(`{"id":"0","method":"ping","params":null}`+"\n"+string(line)+"\n"+string(line)+"\n")), fuzzLimit)
+		_, err = rd.ReadRequest()
+		require.NoError(t, err)
+		for range 2 {
+			got, err := rd.ReadRequest()
+			require.Equal(t, wantErr, err, "%q after a request", line)
+			require.Equal(t, want, got, "%q after a request", line)
+		}
 	})
 }
 

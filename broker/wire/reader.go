@@ -39,6 +39,8 @@ type Reader struct {
 
 	srcErr error // the source's error, reported once the bytes read before it are consumed
 	err    error
+
+	method string // the method of the last request ReadRequest decoded
 }
 
 // NewReader returns a Reader of frames from r with a cap of maxFrame bytes per frame, newline included. A maxFrame of

@@ -55,7 +55,7 @@ func DecodeRequest(frame []byte) (Request, error) {
 	if !validJSON(frame) {
 		return Request{}, malformed("request is not a JSON object")
 	}
-	return decodeValidRequest(frame)
+	return decodeValidRequest(frame, "")
 }
 
 // ReadRequest reads the next frame and decodes it as DecodeRequest does, without checking a second time what
@@ -66,11 +66,17 @@ func (r *Reader) ReadRequest() (Request, error) {
 	if err != nil {
 		return Request{}, err
 	}
-	return decodeValidRequest(frame)
+	req, err := decodeValidRequest(frame, r.method)
+	if err == nil {
+		r.method = req.Method
+	}
+	return req, err
 }
 
-// decodeValidRequest is DecodeRequest for a frame that is known to be valid JSON in valid UTF-8.
-func decodeValidRequest(frame []byte) (Request, error) {
+// decodeValidRequest is DecodeRequest for a frame that is known to be valid JSON in valid UTF-8. A method spelled
+// as last, a method decoded before, is given as last: a connection mostly calls the same few methods, and its
+// method name then costs no allocation.
+func decodeValidRequest(frame []byte, last string) (Request, error) {
 	id, method, params, ok := requestMembers(frame)
 	if !ok {
 		return Request{}, malformed("request is not a JSON object")
@@ -79,7 +85,12 @@ func decodeValidRequest(frame []byte) (Request, error) {
 	if !ok || idStr == "" || UTF16Len(idStr) > MaxIDLen {
 		return Request{}, malformed("request id must be a string of 1..256 characters")
 	}
-	methodStr, ok := jsonString(method)
+	var methodStr string
+	if len(method) >= 2 && method[0] == '"' && last != "" && string(method[1:len(method)-1]) == last {
+		methodStr, ok = last, true // NB: the same bytes as a valid method, which needs no escape
+	} else {
+		methodStr, ok = jsonString(method)
+	}
 	if !ok || !ValidMethod(methodStr) {
 		return Request{}, malformed("request method must match ^[a-zA-Z][a-zA-Z0-9._-]{0,63}$")
 	}
@@ -117,8 +128,15 @@ func lastMembers(obj []byte, keys []string, vals [][]byte) (ok bool) {
 //
 // The broker splits the params of every command this way, taking out the commandId in the same pass, where
 // decoding them to a map and encoding them again cost more than the command's own parse.
-func Members(obj []byte, each func(key string, value []byte)) bool {
+//
+// known, when not nil, maps key names to themselves: a key spelled as one of them (no escape, the same bytes) is
+// given as known's string, so the keys a caller expects cost no allocation; any other key is decoded.
+func Members(obj []byte, known map[string]string, each func(key string, value []byte)) bool {
 	return eachMember(obj, func(key, value []byte) {
+		if k, ok := known[string(key[1:len(key)-1])]; ok { // NB: a lookup by string(bytes) does not allocate
+			each(k, value)
+			return
+		}
 		k, _ := jsonString(key)
 		each(k, value)
 	})

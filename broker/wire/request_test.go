@@ -125,10 +125,13 @@ func TestMembers(t *testing.T) {
 		{"null", `null`, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var got []member
-			object := Members([]byte(tc.obj), func(k string, v []byte) { got = append(got, member{k, string(v)}) })
-			require.Equal(t, tc.object, object)
-			require.Equal(t, tc.want, got)
+			// The same members whether or not the keys are known (given as the table's strings).
+			for _, known := range []map[string]string{nil, {"k": "k", "a": "a"}} {
+				var got []member
+				object := Members([]byte(tc.obj), known, func(k string, v []byte) { got = append(got, member{k, string(v)}) })
+				require.Equal(t, tc.object, object)
+				require.Equal(t, tc.want, got)
+			}
 		})
 	}
 }
