@@ -37,6 +37,9 @@ func (s *Server) feed() {
 		}
 	}()
 	next := s.eng.Head() + 1
+	// NB: the strings every push and settlement repeats (the run's task ids, a message's sender, kind and priority)
+	// are shared between the payloads it decodes rather than copied out of each one.
+	dec := events.NewDecoder()
 	for {
 		changed := s.eng.Changed()
 		head := s.eng.Head() // NB: after Changed: a publish past head wakes us again
@@ -53,13 +56,13 @@ func (s *Server) feed() {
 				continue
 			}
 			if endsCredentials(r.Type) {
-				s.closeEnded(r.Stream, endedTask(r)) // now, before any later push of this run
+				s.closeEnded(r.Stream, endedTask(dec, r)) // now, before any later push of this run
 				continue
 			}
 			if r.Type != events.TypeMailboxAppended {
 				continue
 			}
-			ev, err := projections.FromLog(r)
+			ev, err := projections.FromLogWith(dec, r)
 			if err != nil {
 				s.lg.Error("broker: mailbox feed cannot decode an event", "position", r.Position, "err", err)
 				continue

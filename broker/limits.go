@@ -169,20 +169,21 @@ func endsCredentials(eventType string) bool {
 // endedTask names the one task whose worker connections ev, an event that ends credentials, can end, or "" when
 // it can end any connection of its run. A delegation's settlement (every admitted delegation has one) only ends
 // its shadow task (projections' settle): re-checking the run's other connections, one engine read and task view
-// each, made every settlement cost O(connections of the run) on the feed.
-func endedTask(ev *eventlog.Event) string {
+// each, made every settlement cost O(connections of the run) on the feed. A settlement is decoded with dec, the
+// feed's.
+func endedTask(dec *events.Decoder, ev *eventlog.Event) string {
 	switch ev.Type {
 	case events.TypeDelegateCompleted, events.TypeDelegateFailed, events.TypeDelegateTimedOut,
 		events.TypeDelegateCancelled:
 	default:
 		return ""
 	}
-	dec, err := projections.FromLog(ev)
+	settled, err := projections.FromLogWith(dec, ev)
 	if err != nil {
 		return ""
 	}
 	var sub string
-	switch p := dec.Payload.(type) {
+	switch p := settled.Payload.(type) {
 	case *events.DelegateCompleted:
 		sub = p.SubID
 	case *events.DelegateFailed:
