@@ -309,8 +309,9 @@ func TestCompareClusterTiny(t *testing.T) {
 }
 
 // TestSocketServerRunsApart checks the socket cell's server process: it
-// serves the clients, its engine's commits are read over its stdin, its CPU
-// is counted apart from the clients', and Final reads back what it wrote.
+// serves the clients, its engine's commits are read over its stdin, it
+// profiles itself when asked, its CPU is counted apart from the clients',
+// and Final reads back what it wrote.
 func TestSocketServerRunsApart(t *testing.T) {
 	ctx := context.Background()
 	runs, spec := []string{"run-0"}, Spec{Budget: 1 << 40, Slots: 4, Clients: 2}
@@ -320,11 +321,19 @@ func TestSocketServerRunsApart(t *testing.T) {
 	require.NoError(t, s.Setup(ctx, runs, spec))
 	before := s.Commits()
 	require.Positive(t, before) // -1 when the child does not answer
+	prefix := filepath.Join(t.TempDir(), "p")
+	require.NoError(t, s.profileServer(prefix))
 	for i := 0; i < 3; i++ {
 		a, err := s.Admit(ctx, "run-0", 10)
 		require.NoError(t, err)
 		require.True(t, a.Admitted(), a.Reason)
 		require.NoError(t, s.Settle(ctx, "run-0", a.SubID, "ok"))
+	}
+	report, err := s.stopServerProfile(3)
+	require.NoError(t, err)
+	require.Contains(t, report, "3 ops in") // the server's own count of its allocations and collections
+	for _, f := range []string{".cpu.pprof", ".allocs.pprof", ".allocs-base.pprof"} {
+		require.FileExists(t, prefix+f)
 	}
 	require.Greater(t, s.Commits(), before)
 	_, err = s.serverCPU() // the child's, by its pid; 10 ms ticks, so a short test may read 0

@@ -126,7 +126,7 @@ Ratios are taken within a round and summarised over rounds as median (min–max)
 	f.StringVar(&o.Dir, "dir", "", "directory for the stores (default: a temporary one, removed after)")
 	f.StringVar(&out, "out", "", "write the markdown table to this file instead of stdout")
 	f.IntVar(&o.Rounds, "rounds", 3, "rounds of the whole matrix, implementation order rotated; medians and ranges over rounds")
-	f.StringVar(&o.Profile.Prefix, "profile", "", "write a CPU and an allocation profile of each timed cell of one implementation to PREFIX-<impl>-<n>.cpu.pprof, .allocs.pprof and .allocs-base.pprof (the allocations before the cell: pass it to pprof's -base)")
+	f.StringVar(&o.Profile.Prefix, "profile", "", "write a CPU and an allocation profile of each timed cell of one implementation to PREFIX-<impl>-<n>.cpu.pprof, .allocs.pprof and .allocs-base.pprof (the allocations before the cell: pass it to pprof's -base); for socket, the server process's too, as PREFIX-socket-<n>.server.cpu.pprof and so on")
 	f.StringVar(&o.Profile.Impl, "profile-impl", reference, "the implementation --profile profiles")
 	f.Float64Var(&o.Load.Rate, "rate", 0, "open loop: operations per second scheduled at fixed times, latency from the scheduled time (0: closed loop)")
 	return c

@@ -75,6 +75,10 @@ type retrier interface{ Retries() int64 }
 // time is the server's, this process's the clients'.
 type remoteServer interface {
 	serverCPU() (time.Duration, error)
+	// profileServer and stopServerProfile profile the server's side of a
+	// timed run (the files startCellProfile writes, named by prefix).
+	profileServer(prefix string) error
+	stopServerProfile(ops int64) (report string, err error)
 }
 
 // Load is how operations arrive.
@@ -136,6 +140,12 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 		prof, err := startCellProfile(profile, progress)
 		if err != nil {
 			return err
+		}
+		serverProfiled := profile != "" && isRemote
+		if serverProfiled {
+			if err := remote.profileServer(profile + ".server"); err != nil {
+				return errors.Join(err, prof.stop(0))
+			}
 		}
 		start := time.Now()
 		from, to := start.Add(warm), start.Add(warm+window)
@@ -200,6 +210,13 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 				}
 				res.CPUPerOp, res.ClientCPUPerOp = (srv1-srv0)/time.Duration(n), res.CPUPerOp
 			}
+		}
+		if serverProfiled {
+			report, err := remote.stopServerProfile(done.Load())
+			if err != nil {
+				return errors.Join(err, prof.stop(0))
+			}
+			fmt.Fprintln(progress, report)
 		}
 		if err := prof.stop(done.Load()); err != nil {
 			return err

@@ -62,6 +62,11 @@ func openSocketStore(dir string, slots int) (*socketStore, error) {
 // the operations, and this process's own time to the clients.
 func (s *socketStore) serverCPU() (time.Duration, error) { return s.srv.cpu() }
 
+// profileServer profiles the server process over a timed run (runCell).
+func (s *socketStore) profileServer(prefix string) error { return s.srv.profile(prefix) }
+
+func (s *socketStore) stopServerProfile(ops int64) (string, error) { return s.srv.profileStop(ops) }
+
 // Commits counts the server's engine's committed groups.
 func (s *socketStore) Commits() int64 {
 	st, err := s.srv.stats()

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -32,8 +33,11 @@ import (
 //
 // The child speaks a line protocol on its stdin and stdout: it prints "ready"
 // once the socket accepts connections; "stats" asks for the engine's commit
-// counters (one line of JSON, socketServerStats); the end of stdin closes the
-// server, the engine and the log, and the child exits 0.
+// counters (one line of JSON, socketServerStats); "profile PREFIX" starts a
+// CPU and an allocation profile of the server (startCellProfile's files,
+// named by PREFIX) and "profile-stop N" ends it, N operations done, each
+// answered by one line ("ok", the profile's report, or "error: …"); the end
+// of stdin closes the server, the engine and the log, and the child exits 0.
 const socketServerEnv = "CREWBENCH_SOCKET_SERVER"
 
 // socketServerProfileEnv, when set in crewbench's environment, names a file
@@ -111,12 +115,35 @@ func serveSocketChild(v string, stdin io.Reader, stdout io.Writer) error {
 		return errors.Join(err, srv.Close(), <-served, e.Close())
 	}
 	sc := bufio.NewScanner(stdin)
+	var prof *cellProfile
 	for sc.Scan() {
-		if sc.Text() != "stats" {
+		var reply []byte
+		switch line := sc.Text(); {
+		case line == "stats":
+			reply, _ = json.Marshal(socketServerStats{Commits: e.Commits(), SyncShare: e.SyncShare()})
+		case strings.HasPrefix(line, "profile "):
+			reply = []byte("ok")
+			var err error
+			if prof, err = startCellProfile(strings.TrimPrefix(line, "profile "), io.Discard); err != nil {
+				reply = []byte("error: " + err.Error())
+			}
+		case strings.HasPrefix(line, "profile-stop "):
+			ops, _ := strconv.ParseInt(strings.TrimPrefix(line, "profile-stop "), 10, 64)
+			var report bytes.Buffer
+			if prof != nil {
+				prof.progress = &report
+			}
+			reply = []byte("ok")
+			if err := prof.stop(ops); err != nil {
+				reply = []byte("error: " + err.Error())
+			} else if r := bytes.TrimSpace(report.Bytes()); len(r) > 0 {
+				reply = r
+			}
+			prof = nil
+		default:
 			continue
 		}
-		b, _ := json.Marshal(socketServerStats{Commits: e.Commits(), SyncShare: e.SyncShare()})
-		if _, err := fmt.Fprintf(stdout, "%s\n", b); err != nil {
+		if _, err := fmt.Fprintf(stdout, "%s\n", bytes.ReplaceAll(reply, []byte("\n"), []byte(" "))); err != nil {
 			break
 		}
 	}
@@ -194,14 +221,41 @@ func startSocketServer(dir string, slots int, socket, adminToken string) (*socke
 // stats asks the child for its engine's counters.
 func (s *socketServer) stats() (socketServerStats, error) {
 	var st socketServerStats
-	if _, err := io.WriteString(s.stdin, "stats\n"); err != nil {
-		return st, err
-	}
-	line, err := s.out.ReadBytes('\n')
+	line, err := s.ask("stats")
 	if err != nil {
 		return st, err
 	}
-	return st, json.Unmarshal(line, &st)
+	return st, json.Unmarshal([]byte(line), &st)
+}
+
+// profile starts the child's profile of a timed run into files named by
+// prefix (startCellProfile's); it fails if a profile of the whole child
+// (socketServerProfileEnv) is running.
+func (s *socketServer) profile(prefix string) error {
+	line, err := s.ask("profile " + prefix)
+	if err == nil && line != "ok" {
+		err = fmt.Errorf("bench: socket server profile: %s", line)
+	}
+	return err
+}
+
+// profileStop ends the child's profile, ops operations done, and returns its
+// report (collections, allocations per operation, the collector's share).
+func (s *socketServer) profileStop(ops int64) (string, error) {
+	line, err := s.ask("profile-stop " + strconv.FormatInt(ops, 10))
+	if err == nil && strings.HasPrefix(line, "error: ") {
+		err = fmt.Errorf("bench: socket server profile: %s", line)
+	}
+	return line, err
+}
+
+// ask sends the child one line and returns its one-line answer.
+func (s *socketServer) ask(line string) (string, error) {
+	if _, err := io.WriteString(s.stdin, line+"\n"); err != nil {
+		return "", err
+	}
+	answer, err := s.out.ReadString('\n')
+	return strings.TrimSuffix(answer, "\n"), err
 }
 
 // stop closes the child's server and engine and waits for it to exit.
