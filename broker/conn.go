@@ -246,8 +246,12 @@ func (c *conn) respond(id, method string, result any, err error) bool {
 		}
 		raw = b
 	}
-	resp := wire.CompactResponse{ID: id, Result: raw}
-	frame, ferr := wire.AppendFrame(nil, resp, c.s.opts.MaxFrame)
+	return c.answer(id, method, raw)
+}
+
+// answer sends raw, compact and valid JSON, as the result of request id; false means the connection is closing.
+func (c *conn) answer(id, method string, raw json.RawMessage) bool {
+	frame, ferr := wire.AppendCompactResponse(nil, id, raw, c.s.opts.MaxFrame)
 	if ferr != nil {
 		we, _ := toWire(fmt.Errorf("%w: %s", errTooLarge, method), method)
 		if !errors.Is(ferr, wire.ErrFrameTooLarge) {

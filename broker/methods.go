@@ -130,7 +130,12 @@ func (c *conn) serve(req wire.Request) bool {
 		}
 		result, err = h(cl)
 	} else {
-		result, err = runCommand(cl)
+		// NB: the engine's answer is sent as it is, not made an interface value first (an allocation per command).
+		raw, err := runCommand(cl)
+		if err != nil {
+			return c.respond(req.ID, req.Method, nil, err)
+		}
+		return c.answer(req.ID, req.Method, raw)
 	}
 	if cl.async {
 		return true
@@ -165,7 +170,7 @@ func handlePing(*call) (any, error) {
 
 // runCommand serves every engine command: strip commandId, ParseCommand, mint a secret where the command records
 // a credential, Submit, and add the secret to the answer of the caller that asked for it.
-func runCommand(cl *call) (any, error) {
+func runCommand(cl *call) (json.RawMessage, error) {
 	c := cl.c
 	commandID, members, err := splitParams(cl.method, cl.params)
 	if err != nil {
@@ -218,7 +223,11 @@ func runCommand(cl *call) (any, error) {
 	if token == "" {
 		return reply.Result, nil
 	}
-	return withToken(c.s, reply, tokenField, token, tokenRun, tokenKey)
+	res, err := withToken(c.s, reply, tokenField, token, tokenRun, tokenKey)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(res)
 }
 
 // withToken adds the minted secret to the answer, after checking that it is the secret the recorded credential
@@ -227,7 +236,7 @@ func runCommand(cl *call) (any, error) {
 // re-issued or revoked since, or the outcome predates fingerprints (format 3) and so may have answered another
 // request under that id. In those cases our derivation is not the credential's secret and must not be handed out
 // as if it were.
-func withToken(s *Server, reply commands.Reply, field, token, runID, key string) (any, error) {
+func withToken(s *Server, reply commands.Reply, field, token, runID, key string) (map[string]json.RawMessage, error) {
 	var res map[string]json.RawMessage
 	if err := json.Unmarshal(reply.Result, &res); err != nil {
 		return nil, fmt.Errorf("broker: decode engine result: %w", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -192,6 +193,7 @@ func FuzzAppendResultAgreesWithEncodingJSON(f *testing.F) {
 func FuzzAppendCompactResultAgreesWithResponse(f *testing.F) {
 	for _, seed := range [][2]string{
 		{"c1", `{"events":[{"a":"\u003c\u2028"}],"nextSeq":3,"hasMore":false}`}, {"1", ` { "a" : [ 1 , 2 ] } `},
+		{"big", `"` + strings.Repeat("a", 1100) + `"`},
 		{"x", `null`}, {"<&>", `"<&>\u2028"`}, {"a\"b", `1`}, {"é", `"é"`}, {"t\x01", `[]`}, {"id", "\"\xff\""},
 	} {
 		f.Add(seed[0], []byte(seed[1]))
@@ -206,6 +208,14 @@ func FuzzAppendCompactResultAgreesWithResponse(f *testing.F) {
 		require.Equal(t, err, gotErr)
 		require.Equal(t, string(want), string(got))
 		requireEncodesAsEncodingJSON(t, CompactResponse{ID: id, Result: compact.Bytes()})
+		got, gotErr = AppendCompactResponse([]byte("x"), id, compact.Bytes(), 0) // after bytes already there
+		require.Equal(t, err, gotErr)
+		require.Equal(t, "x"+string(want), string(got))
+		if n := len(want); err == nil && n-1 >= MaxFrameFloor { // a cap one byte short: refused, dst as it was
+			got, err = AppendCompactResponse([]byte("xyz"), id, compact.Bytes(), n-1)
+			require.ErrorIs(t, err, ErrFrameTooLarge)
+			require.Equal(t, "xyz", string(got))
+		}
 	})
 }
 

@@ -26,10 +26,7 @@ func AppendFrame(dst []byte, v any, maxFrame int) ([]byte, error) {
 		return dst, err
 	}
 	if out, ok := appendPlain(dst, v); ok {
-		if n := len(out) - len(dst); n > limit {
-			return dst, fmt.Errorf("%w: %d bytes exceeds %d including the newline", ErrFrameTooLarge, n, limit)
-		}
-		return out, nil
+		return withinCap(dst, out, limit)
 	}
 	buf := bytes.NewBuffer(dst)
 	enc := json.NewEncoder(buf)
@@ -44,6 +41,29 @@ func AppendFrame(dst []byte, v any, maxFrame int) ([]byte, error) {
 	}
 	if len(frame) > limit {
 		return dst, fmt.Errorf("%w: %d bytes exceeds %d including the newline", ErrFrameTooLarge, len(frame), limit)
+	}
+	return out, nil
+}
+
+// AppendCompactResponse is AppendFrame of CompactResponse{ID: id, Result: result}, the frame of every answer the
+// broker sends, without making an interface value of it (an allocation per answer).
+func AppendCompactResponse(dst []byte, id string, result json.RawMessage, maxFrame int) ([]byte, error) {
+	limit, err := resolveMaxFrame(maxFrame)
+	if err != nil {
+		return dst, err
+	}
+	r := CompactResponse{ID: id, Result: result}
+	if out, ok := appendCompactResponse(dst, r); ok {
+		return withinCap(dst, out, limit)
+	}
+	return AppendFrame(dst, r, maxFrame)
+}
+
+// withinCap returns out, dst with a frame appended, when the frame is within limit bytes; else dst and an error
+// matching ErrFrameTooLarge.
+func withinCap(dst, out []byte, limit int) ([]byte, error) {
+	if n := len(out) - len(dst); n > limit {
+		return dst, fmt.Errorf("%w: %d bytes exceeds %d including the newline", ErrFrameTooLarge, n, limit)
 	}
 	return out, nil
 }
@@ -77,17 +97,7 @@ func appendPlain(dst []byte, v any) (out []byte, ok bool) {
 		out = append(out, `","result":`...)
 		raw = r.Result
 	case CompactResponse:
-		// NB: a newline would end the frame early; compact JSON has none (strings escape it), so a result that
-		// holds one is not compact, and is encoded, compacted, as a Response's.
-		if r.Result == nil || !plainString(r.ID) || bytes.IndexByte(r.Result, '\n') >= 0 {
-			return dst, false
-		}
-		out = slices.Grow(dst, len(`{"id":"","result":}`)+len(r.ID)+len(r.Result)+len("\n"))
-		out = append(out, `{"id":"`...)
-		out = append(out, r.ID...)
-		out = append(out, `","result":`...)
-		out = append(out, r.Result...) // NB: compact already, as its producer guarantees
-		return append(out, '}', '\n'), true
+		return appendCompactResponse(dst, r)
 	case CompactRequest:
 		if r.Params == nil || !plainString(r.ID) || !plainString(r.Method) || bytes.IndexByte(r.Params, '\n') >= 0 {
 			return dst, false
@@ -115,6 +125,21 @@ func appendPlain(dst []byte, v any) (out []byte, ok bool) {
 	if hasSeq {
 		out = strconv.AppendUint(append(out, `,"seq":`...), seq, 10)
 	}
+	return append(out, '}', '\n'), true
+}
+
+// appendCompactResponse is appendPlain of a CompactResponse.
+func appendCompactResponse(dst []byte, r CompactResponse) (out []byte, ok bool) {
+	// NB: a newline would end the frame early; compact JSON has none (strings escape it), so a result that holds
+	// one is not compact, and is encoded, compacted, as a Response's.
+	if r.Result == nil || !plainString(r.ID) || bytes.IndexByte(r.Result, '\n') >= 0 {
+		return dst, false
+	}
+	out = slices.Grow(dst, len(`{"id":"","result":}`)+len(r.ID)+len(r.Result)+len("\n"))
+	out = append(out, `{"id":"`...)
+	out = append(out, r.ID...)
+	out = append(out, `","result":`...)
+	out = append(out, r.Result...) // NB: compact already, as its producer guarantees
 	return append(out, '}', '\n'), true
 }
 
