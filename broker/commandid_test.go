@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -30,22 +31,42 @@ func TestSplitParams(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			id, members, err := splitParams("delegate.request", json.RawMessage(c.params))
-			if c.bad {
-				require.Equal(t, wire.CodeBadParams, wire.CodeOf(err))
-				return
+			// The same split into a new map and into a connection's previous one, whatever that held.
+			for _, reuse := range []map[string]json.RawMessage{nil, {"x": json.RawMessage(`"stale"`), "old": nil}} {
+				id, members, err := splitParams("delegate.request", json.RawMessage(c.params), reuse)
+				if c.bad {
+					require.Equal(t, wire.CodeBadParams, wire.CodeOf(err))
+					continue
+				}
+				require.NoError(t, err)
+				require.Equal(t, c.id, id)
+				if c.rest == "" {
+					require.Nil(t, members)
+					continue
+				}
+				var want map[string]json.RawMessage
+				require.NoError(t, json.Unmarshal([]byte(c.rest), &want))
+				require.Equal(t, want, members)
 			}
-			require.NoError(t, err)
-			require.Equal(t, c.id, id)
-			if c.rest == "" {
-				require.Nil(t, members)
-				return
-			}
-			var want map[string]json.RawMessage
-			require.NoError(t, json.Unmarshal([]byte(c.rest), &want))
-			require.Equal(t, want, members)
 		})
 	}
+}
+
+// A connection keeps its map of members for the next command only while it is as small as a command's params are.
+func TestSplitParamsKeepsNoGrownMap(t *testing.T) {
+	var params strings.Builder
+	params.WriteString(`{"commandId":"c"`)
+	for i := range maxReusedMembers + 1 {
+		fmt.Fprintf(&params, `,"k%d":%d`, i, i)
+	}
+	params.WriteString("}")
+	_, members, err := splitParams("delegate.request", json.RawMessage(params.String()), nil)
+	require.NoError(t, err)
+	require.Len(t, members, maxReusedMembers+1)
+	require.Nil(t, reusable(members))
+	_, members, err = splitParams("delegate.request", json.RawMessage(`{"prompt":"p","commandId":"c"}`), nil)
+	require.NoError(t, err)
+	require.Equal(t, members, reusable(members))
 }
 
 // The principals that may issue one run's credentials never derive the same secret from the same commandId, and a

@@ -115,32 +115,29 @@ func (c *conn) serve(req wire.Request) bool {
 	if bad := c.s.recheck(c.id); bad != nil {
 		return c.sendError(req.ID, bad)
 	}
-	cl := &call{c: c, id: req.ID, method: req.Method, params: req.Params}
-	var (
-		result any
-		err    error
-	)
-	if h, ok := brokerMethods[req.Method]; ok {
-		if pageRead(req.Method) {
-			done, ok := c.readTurn()
-			if !ok {
-				return false
-			}
-			defer done()
-		}
-		result, err = h(cl)
-	} else {
-		// NB: the engine's answer is sent as it is, not made an interface value first (an allocation per command).
-		raw, err := runCommand(cl)
+	h, ok := brokerMethods[req.Method]
+	if !ok {
+		// NB: a command needs no call, and its answer is the engine's, sent as it is rather than made an interface
+		// value first: an allocation each, per command.
+		raw, err := runCommand(c, req.Method, req.Params)
 		if err != nil {
 			return c.respond(req.ID, req.Method, nil, err)
 		}
 		return c.answer(req.ID, req.Method, raw)
 	}
+	if pageRead(req.Method) {
+		done, ok := c.readTurn()
+		if !ok {
+			return false
+		}
+		defer done()
+	}
+	cl := &call{c: c, id: req.ID, method: req.Method, params: req.Params}
+	result, err := h(cl)
 	if cl.async {
 		return true
 	}
-	ok := c.respond(req.ID, req.Method, result, err)
+	ok = c.respond(req.ID, req.Method, result, err)
 	if ok && cl.after != nil {
 		cl.after()
 	}
@@ -170,17 +167,17 @@ func handlePing(*call) (any, error) {
 
 // runCommand serves every engine command: strip commandId, ParseCommand, mint a secret where the command records
 // a credential, Submit, and add the secret to the answer of the caller that asked for it.
-func runCommand(cl *call) (json.RawMessage, error) {
-	c := cl.c
-	commandID, members, err := splitParams(cl.method, cl.params)
+func runCommand(c *conn, method string, params json.RawMessage) (json.RawMessage, error) {
+	commandID, members, err := splitParams(method, params, c.members)
 	if err != nil {
 		return nil, err
 	}
 	var cmd commands.Command
 	if members != nil {
-		cmd, err = commands.ParseMembers(cl.method, members, c.caller())
+		cmd, err = commands.ParseMembers(method, members, c.caller())
+		c.members = reusable(members)
 	} else {
-		cmd, err = commands.ParseCommand(cl.method, cl.params, c.caller()) // it answers params that are no object
+		cmd, err = commands.ParseCommand(method, params, c.caller()) // it answers params that are no object
 	}
 	if err != nil {
 		return nil, err
@@ -271,9 +268,14 @@ const maxCommandID = eventlog.MaxIDLen
 // splitParams splits params, valid JSON (DecodeRequest checked the frame), into their members, less the optional
 // commandId (ParseMembers refuses unknown keys of crewlog's methods), which it returns. members is nil when params
 // are not an object. One scan, no decoding to a map by reflection: every command over the socket takes this path.
-func splitParams(method string, params json.RawMessage) (commandID string, members map[string]json.RawMessage, err error) {
+// reuse, when not nil, is a map splitParams empties and fills rather than making one (the connection's previous).
+func splitParams(method string, params json.RawMessage, reuse map[string]json.RawMessage) (commandID string, members map[string]json.RawMessage, err error) {
 	var id []byte
-	members = make(map[string]json.RawMessage, 8)
+	members = reuse
+	if members == nil {
+		members = make(map[string]json.RawMessage, 8)
+	}
+	clear(members)
 	if !wire.Members(params, commandParamKeys, func(k string, v []byte) {
 		if k == "commandId" {
 			id = v // the last one, as a map would keep
@@ -289,6 +291,19 @@ func splitParams(method string, params json.RawMessage) (commandID string, membe
 		}
 	}
 	return commandID, members, nil
+}
+
+// maxReusedMembers is the most params a connection's map of members is kept for its next command with: the
+// commands' own have a dozen at most.
+const maxReusedMembers = 32
+
+// reusable returns members for the connection's next command, or nil when it held more than maxReusedMembers: a
+// map grows and never shrinks, and one a client filled with thousands of keys is not kept for the connection's life.
+func reusable(members map[string]json.RawMessage) map[string]json.RawMessage {
+	if len(members) > maxReusedMembers {
+		return nil
+	}
+	return members
 }
 
 // commandParamKeys are the params keys every command method reads, and commandId, each mapped to itself: splitParams
