@@ -10,6 +10,13 @@ type Observer interface {
 	Snapshotted(position uint64, bytes int, at time.Time)
 }
 
+// SnapshotStarter is an Observer that is also told when a snapshot starts, on the snapshot's goroutine, before the
+// published state is cloned: just before the process's memory peaks (the clone, the encoding). It may take a few
+// milliseconds (returning freed memory to the system); it must not call the engine.
+type SnapshotStarter interface {
+	SnapshotStarting()
+}
+
 // GroupReport is one decided group.
 type GroupReport struct {
 	// Commands are the group's commands in order, with their outcomes.

@@ -123,6 +123,9 @@ func (e *Engine) snapshotAtClose() {
 // snapshot is when the daemon's memory peaks, and its bytes then exist
 // once. Once saved, its size in records sets when the next one is due.
 func (e *Engine) saveSnapshot() {
+	if o, ok := e.opts.Observer.(SnapshotStarter); ok {
+		o.SnapshotStarting()
+	}
 	var c *projections.State
 	e.Read(func(s *projections.State) { c = s.Clone() })
 	pos, records := c.Position, c.SnapshotRecords()

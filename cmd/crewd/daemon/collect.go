@@ -9,17 +9,25 @@ import (
 )
 
 // engineObserver is the engine's observer in crewd: the HTTP API's metrics,
-// and a garbage collection once each snapshot is saved.
+// C's freed memory returned before each snapshot, and a garbage collection
+// once each snapshot is saved.
 //
-// Why: a snapshot is when crewd's memory peaks. The collector cycle that
-// runs while it is encoded counts the clone of the state and the snapshot's
-// bytes as live, and lets the heap grow to twice that (GOGC=100) before the
-// next cycle, long after both are garbage. Collecting once they are lets
-// the heap's goal fall back to twice the active state. Measured on
-// crewbench history at 10M events: see docs/design-read-models.md ("Where
-// the memory goes"). One collection per snapshot (at least SnapshotEvery
-// events), on the snapshot's goroutine, off the write path.
+// Why: a snapshot is when crewd's memory peaks. Before it starts, the malloc
+// arenas hold what Pebble freed since the last one (blocks evicted from its
+// cache when memtables took their place, the churn of reading finished
+// runs), mapped and unused: measured on crewbench history, 70–100 MB at the
+// end of the write phase, more the larger the store. Trimming them first
+// keeps that out of the peak (docs/design-read-models.md, "Where the memory
+// goes"). After it, the collector cycle that ran while it was encoded
+// counted the clone of the state and the snapshot's bytes as live, and lets
+// the heap grow to twice that (GOGC=100) before the next cycle, long after
+// both are garbage. Collecting once they are lets the heap's goal fall back
+// to twice the active state. One trim and one collection per snapshot (at
+// least SnapshotEvery events), on the snapshot's goroutine, off the write
+// path.
 type engineObserver struct{ *httpapi.Metrics }
+
+func (o engineObserver) SnapshotStarting() { trimMalloc() }
 
 func (o engineObserver) Snapshotted(position uint64, bytes int, at time.Time) {
 	o.Metrics.Snapshotted(position, bytes, at)
@@ -32,4 +40,7 @@ func (o engineObserver) Snapshotted(position uint64, bytes int, at time.Time) {
 // those passes grew to stays mapped — the collector hands it back only
 // slowly — so the RSS once ready would follow the history, not the live
 // state. Once, at start, before crewd serves.
-func releaseStartup() { debug.FreeOSMemory() }
+func releaseStartup() {
+	debug.FreeOSMemory()
+	trimMalloc()
+}

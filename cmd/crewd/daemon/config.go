@@ -82,6 +82,9 @@ type Config struct {
 	// CacheBytes and MemTableBytes size the store's block cache and memtables (eventlog.Options; 0: the default).
 	CacheBytes    int64
 	MemTableBytes uint64
+	// MemoryBytes is the resident memory crewd aims to stay within (0: no aim): the Go heap's soft limit is what
+	// it leaves beside the cache and memtables (memory.go).
+	MemoryBytes int64
 	// SocketGroup is the gid whose members may connect (0: only crewd's uid).
 	SocketGroup int
 
@@ -158,6 +161,7 @@ var options = []option{
 	{"retention", kindDuration, "DURATION", "how long a run that ended (completed, failed, cancelled) stays in memory after its last event; later it is read back from the store when asked for; 0s: it leaves memory at once", fixed(commands.DefaultRetention.String())},
 	{"cache-mib", kindInt, "MIB", fmt.Sprintf("the store's block cache (MiB), 1..%d; with the memtables, most of crewd's memory outside the active runs", maxCacheMiB), fixed(strconv.Itoa(eventlog.DefaultCacheSize >> 20))},
 	{"memtable-mib", kindInt, "MIB", fmt.Sprintf("the store's memtable size (MiB; two while one is flushed), 1..%d: larger ones flush and compact less often under write load, for more memory", maxCacheMiB), fixed(strconv.Itoa(eventlog.DefaultMemTableSize >> 20))},
+	{"memory-mib", kindInt, "MIB", fmt.Sprintf("the resident memory (MiB) crewd aims to stay within, 0..%d: the Go heap's soft limit is what it leaves beside --cache-mib, three --memtable-mib and %d MiB for the binary (at least %d MiB); 0: no limit (GOMEMLIMIT, when set, overrides it)", maxMemoryMiB, memoryOverhead>>20, minGoMemoryLimit>>20), fixed(strconv.Itoa(DefaultMemoryMiB))},
 	{"open-timeout", kindDuration, "DURATION", "longest time opening the store and rebuilding the state may take before crewd exits 1; 0s: no limit", fixed("2m")},
 	{"follow-picrew", kindString, "DIR", "a pi-crew crew root (holding state/runs) to import and keep importing as pi-crew writes it, through crewd's own socket as the admin (crewctl import picrew DIR --follow inside crewd; docs/picrew.md)", fixed("")},
 	{"http", kindString, "ADDR", "address of the dashboard and its read-only HTTP API (host:port); \"\" turns HTTP off", fixed(httpapi.DefaultAddr)},
@@ -396,6 +400,7 @@ func Load(args []string, env Env) (Config, error) {
 	c.Retention = duration("retention")
 	c.CacheBytes = int64(integer("cache-mib", 1, maxCacheMiB)) << 20
 	c.MemTableBytes = uint64(integer("memtable-mib", 1, maxCacheMiB)) << 20
+	c.MemoryBytes = int64(integer("memory-mib", 0, maxMemoryMiB)) << 20
 	if text, src := str("socket-group"); text != "" {
 		gid, err := lookupGroup(text)
 		switch {

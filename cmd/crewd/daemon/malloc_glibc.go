@@ -10,7 +10,23 @@ static void crewd_set_arena_max(int n) {
 	mallopt(M_ARENA_MAX, n);
 #endif
 }
+
+static void crewd_set_mmap_threshold(int n) {
+	mallopt(M_MMAP_THRESHOLD, n);
+}
+
+static void crewd_trim(void) {
+	malloc_trim(0);
+}
 */
 import "C"
 
 func setMallocArenas(n int) { C.crewd_set_arena_max(C.int(n)) }
+
+func setMallocMmapThreshold(n int) { C.crewd_set_mmap_threshold(C.int(n)) }
+
+// trimMalloc returns the whole free pages of every malloc arena to the
+// system (malloc_trim), not only those at an arena's top. It walks every
+// arena's free chunks under the arena's lock: milliseconds, during which
+// other threads' allocations from that arena wait.
+func trimMalloc() { C.crewd_trim() }

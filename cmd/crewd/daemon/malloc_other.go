@@ -3,3 +3,7 @@
 package daemon
 
 func setMallocArenas(int) {}
+
+func setMallocMmapThreshold(int) {}
+
+func trimMalloc() {}

@@ -31,7 +31,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	// Everything crewd creates — the store, secrets, checkpoints, the socket — is for its own user: no file starts
 	// out readable by others, whatever umask it was started with. The socket group is granted explicitly.
 	syscall.Umask(0o077)
-	limitMallocArenas()
+	configureMalloc()
 	env := OSEnv()
 	cfg, err := Load(args, env)
 	switch {
@@ -51,7 +51,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		<-ctx.Done()
 		stop()
 	}()
-	if err := Run(ctx, cfg, stdout, NewLogger(stderr, cfg)); err != nil {
+	lg := NewLogger(stderr, cfg)
+	applyMemoryLimit(cfg, env.Getenv, lg)
+	if err := Run(ctx, cfg, stdout, lg); err != nil {
 		fmt.Fprintln(stderr, err)
 		return ExitRuntime
 	}
@@ -252,6 +254,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 		"quotaBytes", engineConfig.QuotaBytes, "quotaMsgsPerMin", engineConfig.QuotaMsgsPerMin)
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
+	go trimMallocUntil(serveCtx)
 	go func() {
 		select {
 		case <-failed:
