@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -252,4 +253,55 @@ func TestEngineCloseTakesNoSnapshotBeforeItIsDue(t *testing.T) {
 	require.NoError(t, e.Close())
 	_, err = l.LatestSnapshot()
 	require.ErrorIs(t, err, eventlog.ErrNotFound)
+}
+
+// startRecorder is a snapshotRecorder that is also told when each snapshot
+// starts, and records the newest snapshot the log held then.
+type startRecorder struct {
+	snapshotRecorder
+	starts []uint64 // the latest snapshot's position at each start (0: none)
+}
+
+func (r *startRecorder) SnapshotStarting() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	snap, err := r.log.LatestSnapshot()
+	switch {
+	case errors.Is(err, eventlog.ErrNotFound):
+		r.starts = append(r.starts, 0)
+	case err != nil:
+		r.errs = append(r.errs, err)
+	default:
+		r.starts = append(r.starts, snap.Position)
+	}
+}
+
+// An observer that is a SnapshotStarter is told of every snapshot before it
+// is saved (crewd returns freed memory then, before the clone and the
+// encoding): once per snapshot, each time while the log still holds the
+// snapshot before it.
+func TestEngineTellsTheObserverASnapshotStarts(t *testing.T) {
+	fs := vfs.NewMem()
+	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+	require.NoError(t, err)
+	defer l.Close()
+	rec := &startRecorder{snapshotRecorder: snapshotRecorder{log: l}}
+	e, err := Open(l, Options{Clock: newTestClock().Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 50, Observer: rec})
+	require.NoError(t, err)
+	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: newTestClock()}
+	f.seedRun("R", 1<<40)
+	for i := range 60 {
+		delegateAndSettle(t, f, "R", i, 1)
+		head, _ := l.Head()
+		for rec.head.Load() < head || e.snapping.Load() {
+			runtime.Gosched()
+		}
+	}
+	require.NoError(t, e.Close())
+
+	require.Empty(t, rec.errs)
+	require.GreaterOrEqual(t, len(rec.pos), 2, "snapshots taken")
+	require.Len(t, rec.starts, len(rec.pos), "one start per snapshot saved")
+	want := append([]uint64{0}, rec.pos[:len(rec.pos)-1]...)
+	require.Equal(t, want, rec.starts, "each start told before its snapshot was saved")
 }

@@ -17,29 +17,14 @@ import (
 // 339 MiB with 2 arenas against 439 MiB with the default, for the same cache.
 const mallocArenas = 2
 
-// mallocMmapThreshold is the size from which glibc's malloc maps an
-// allocation of its own (and unmaps it when freed) instead of carving it
-// from an arena: glibc's initial threshold, kept fixed.
-//
-// Why: glibc raises the threshold to the size of every mapped block that is
-// freed (up to 32 MiB), so once Pebble frees its first memtable (16 MiB),
-// later memtables and large blocks (a finished run's view, a snapshot's
-// block) are carved from the arenas, and what they leave when freed stays
-// mapped there, fragmented. Setting the threshold turns the raise off: a
-// memtable's memory goes back to the system when Pebble frees it.
-const mallocMmapThreshold = 128 << 10
-
-// configureMalloc caps glibc's malloc arenas at mallocArenas and fixes its
-// mmap threshold at mallocMmapThreshold, each unless its environment
-// variable says otherwise (glibc read it at start). A no-op without cgo
-// (Pebble then allocates on the Go heap) or glibc.
-func configureMalloc() {
-	if _, set := os.LookupEnv("MALLOC_ARENA_MAX"); !set {
-		setMallocArenas(mallocArenas)
+// limitMallocArenas caps glibc's malloc arenas at mallocArenas, unless
+// MALLOC_ARENA_MAX says otherwise (glibc read it at start). A no-op without
+// cgo (Pebble then allocates on the Go heap) or glibc.
+func limitMallocArenas() {
+	if _, set := os.LookupEnv("MALLOC_ARENA_MAX"); set {
+		return
 	}
-	if _, set := os.LookupEnv("MALLOC_MMAP_THRESHOLD_"); !set {
-		setMallocMmapThreshold(mallocMmapThreshold)
-	}
+	setMallocArenas(mallocArenas)
 }
 
 // mallocTrimEvery is how often crewd returns the free pages of its malloc

@@ -11,10 +11,6 @@ static void crewd_set_arena_max(int n) {
 #endif
 }
 
-static void crewd_set_mmap_threshold(int n) {
-	mallopt(M_MMAP_THRESHOLD, n);
-}
-
 static void crewd_trim(void) {
 	malloc_trim(0);
 }
@@ -22,8 +18,6 @@ static void crewd_trim(void) {
 import "C"
 
 func setMallocArenas(n int) { C.crewd_set_arena_max(C.int(n)) }
-
-func setMallocMmapThreshold(n int) { C.crewd_set_mmap_threshold(C.int(n)) }
 
 // trimMalloc returns the whole free pages of every malloc arena to the
 // system (malloc_trim), not only those at an arena's top. It walks every

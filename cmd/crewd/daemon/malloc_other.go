@@ -4,6 +4,4 @@ package daemon
 
 func setMallocArenas(int) {}
 
-func setMallocMmapThreshold(int) {}
-
 func trimMalloc() {}

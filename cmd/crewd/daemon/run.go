@@ -31,7 +31,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	// Everything crewd creates — the store, secrets, checkpoints, the socket — is for its own user: no file starts
 	// out readable by others, whatever umask it was started with. The socket group is granted explicitly.
 	syscall.Umask(0o077)
-	configureMalloc()
+	limitMallocArenas()
 	env := OSEnv()
 	cfg, err := Load(args, env)
 	switch {
@@ -52,7 +52,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		stop()
 	}()
 	lg := NewLogger(stderr, cfg)
-	applyMemoryLimit(cfg, env.Getenv, lg)
+	applyMemoryLimit(ctx, cfg, env.Getenv, lg)
 	if err := Run(ctx, cfg, stdout, lg); err != nil {
 		fmt.Fprintln(stderr, err)
 		return ExitRuntime
