@@ -40,7 +40,4 @@ func (o engineObserver) Snapshotted(position uint64, bytes int, at time.Time) {
 // those passes grew to stays mapped — the collector hands it back only
 // slowly — so the RSS once ready would follow the history, not the live
 // state. Once, at start, before crewd serves.
-func releaseStartup() {
-	debug.FreeOSMemory()
-	trimMalloc()
-}
+func releaseStartup() { debug.FreeOSMemory() }

@@ -58,15 +58,17 @@ func goMemoryLimit(c Config) int64 {
 const liveHeadroom = 4 // live/liveHeadroom above the live heap
 
 // memoryLimitFor is the soft limit for target when the last collection
-// found live bytes live: the target, or a quarter above the live heap when
-// that is more.
-func memoryLimitFor(target int64, live uint64) int64 {
-	return max(target, int64(live+live/liveHeadroom))
+// found live bytes live and the runtime holds overhead bytes beside the
+// heap's spans (stacks, metadata, what the limit counts and no heap goal
+// can use): the target, or enough for a heap goal a quarter above the live
+// heap when that is more.
+func memoryLimitFor(target int64, live, overhead uint64) int64 {
+	return max(target, int64(live+live/liveHeadroom+overhead))
 }
 
 // followLiveEvery is how often the soft limit is set again from the live
 // heap (the runtime updates it at the end of each collection).
-const followLiveEvery = 50 * time.Millisecond
+const followLiveEvery = 20 * time.Millisecond
 
 // applyMemoryLimit sets the Go runtime's soft memory limit from c, unless
 // GOMEMLIMIT (read by the runtime at start) says otherwise, and keeps it at
@@ -85,10 +87,19 @@ func applyMemoryLimit(ctx context.Context, c Config, getenv func(string) string,
 	go followLive(ctx, target)
 }
 
-// followLive sets the soft limit to memoryLimitFor(target, the live heap)
-// every followLiveEvery until ctx ends.
+// liveSamples are what followLive reads: the live heap, and what the
+// runtime maps beside the heap's spans (total less released, free, objects
+// and unused).
+var liveSamples = []string{"/gc/heap/live:bytes", "/memory/classes/total:bytes", "/memory/classes/heap/released:bytes",
+	"/memory/classes/heap/free:bytes", "/memory/classes/heap/objects:bytes", "/memory/classes/heap/unused:bytes"}
+
+// followLive sets the soft limit to memoryLimitFor(target, …) every
+// followLiveEvery until ctx ends.
 func followLive(ctx context.Context, target int64) {
-	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	samples := make([]metrics.Sample, len(liveSamples))
+	for i, name := range liveSamples {
+		samples[i].Name = name
+	}
 	limit := target
 	t := time.NewTicker(followLiveEvery)
 	defer t.Stop()
@@ -98,11 +109,20 @@ func followLive(ctx context.Context, target int64) {
 			return
 		case <-t.C:
 		}
-		metrics.Read(live)
-		if live[0].Value.Kind() != metrics.KindUint64 {
-			return // not reported by this runtime: the target stays
+		metrics.Read(samples)
+		var v [6]uint64
+		for i := range samples {
+			if samples[i].Value.Kind() != metrics.KindUint64 {
+				return // not reported by this runtime: the target stays
+			}
+			v[i] = samples[i].Value.Uint64()
 		}
-		if l := memoryLimitFor(target, live[0].Value.Uint64()); l != limit {
+		live, mapped := v[0], v[1]-v[2]
+		var overhead uint64
+		if heap := v[3] + v[4] + v[5]; mapped > heap {
+			overhead = mapped - heap
+		}
+		if l := memoryLimitFor(target, live, overhead); l != limit {
 			limit = l
 			debug.SetMemoryLimit(limit)
 		}

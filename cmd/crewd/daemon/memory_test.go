@@ -27,12 +27,12 @@ func TestGoMemoryLimitIsWhatTheStoreLeaves(t *testing.T) {
 	require.Zero(t, goMemoryLimit(c), "no limit")
 }
 
-// Above the target, the limit follows the live heap at a quarter above it,
-// so a live heap larger than the target never makes the collector run back
-// to back.
+// Above the target, the limit follows the live heap, leaving a heap goal a
+// quarter above it beside the runtime's other memory, so a live heap larger
+// than the target never makes the collector run back to back.
 func TestMemoryLimitFollowsALiveHeapAboveTheTarget(t *testing.T) {
 	const target = 144 << 20
-	require.Equal(t, int64(target), memoryLimitFor(target, 0))
-	require.Equal(t, int64(target), memoryLimitFor(target, 100<<20), "125 MiB: under the target")
-	require.Equal(t, int64(200<<20), memoryLimitFor(target, 160<<20))
+	require.Equal(t, int64(target), memoryLimitFor(target, 0, 0))
+	require.Equal(t, int64(target), memoryLimitFor(target, 100<<20, 10<<20), "135 MiB: under the target")
+	require.Equal(t, int64(210<<20), memoryLimitFor(target, 160<<20, 10<<20))
 }
