@@ -103,6 +103,23 @@ func delegateAndSettle(t *testing.T, f *engineFixture, run string, from, n int) 
 	}
 }
 
+// delegateWaitingForEachSnapshot has run R delegate and settle n times,
+// waiting after each for the snapshot it made due, if any, to be saved.
+// NB: a snapshot taken while the writer goes on is seldom due again before
+// it ends on a loaded machine (every decision then skips it), which hides
+// the policy: wait for each one, as on an idle core. The group is reported
+// after the publisher decided on a snapshot; Submit may return before that.
+func delegateWaitingForEachSnapshot(t *testing.T, f *engineFixture, rec *snapshotRecorder, n int) {
+	t.Helper()
+	for i := range n {
+		delegateAndSettle(t, f, "R", i, 1)
+		head, _ := f.log.Head()
+		for rec.head.Load() < head || f.eng.snapping.Load() {
+			runtime.Gosched()
+		}
+	}
+}
+
 // With a hot state that grows with the events, the snapshots' total work
 // stays proportional to the events written: every snapshot but the last
 // was followed by at least k × its records of events, so the records
@@ -120,18 +137,7 @@ func TestEngineSnapshotWorkIsAmortisedOverTheEvents(t *testing.T) {
 	require.NoError(t, err)
 	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
 	f.seedRun("R", 1<<40)
-	for i := range 600 {
-		delegateAndSettle(t, f, "R", i, 1)
-		// NB: a snapshot taken while the writer goes on is seldom due
-		// again before it ends on a loaded machine (every decision then
-		// skips it), which hides the policy: wait for each one, as on an
-		// idle core. The group is reported after the publisher decided on
-		// a snapshot; Submit may return before that.
-		head, _ := l.Head()
-		for rec.head.Load() < head || e.snapping.Load() {
-			runtime.Gosched()
-		}
-	}
+	delegateWaitingForEachSnapshot(t, f, rec, 600)
 	require.NoError(t, e.Close()) // waits for the background snapshot
 	head, _ := l.Head()
 
@@ -286,17 +292,12 @@ func TestEngineTellsTheObserverASnapshotStarts(t *testing.T) {
 	require.NoError(t, err)
 	defer l.Close()
 	rec := &startRecorder{snapshotRecorder: snapshotRecorder{log: l}}
-	e, err := Open(l, Options{Clock: newTestClock().Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 50, Observer: rec})
+	clock := newTestClock()
+	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 50, Observer: rec})
 	require.NoError(t, err)
-	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: newTestClock()}
+	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
 	f.seedRun("R", 1<<40)
-	for i := range 60 {
-		delegateAndSettle(t, f, "R", i, 1)
-		head, _ := l.Head()
-		for rec.head.Load() < head || e.snapping.Load() {
-			runtime.Gosched()
-		}
-	}
+	delegateWaitingForEachSnapshot(t, f, &rec.snapshotRecorder, 60)
 	require.NoError(t, e.Close())
 
 	require.Empty(t, rec.errs)

@@ -46,14 +46,8 @@ const mallocTrimEvery = 2 * time.Second
 // trimMallocUntil trims the malloc arenas every mallocTrimEvery until ctx
 // ends.
 func trimMallocUntil(ctx context.Context) {
-	t := time.NewTicker(mallocTrimEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			trimMalloc()
-		}
-	}
+	every(ctx, mallocTrimEvery, func() bool {
+		trimMalloc()
+		return true
+	})
 }

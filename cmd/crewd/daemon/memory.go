@@ -101,19 +101,12 @@ func followLive(ctx context.Context, target int64) {
 		samples[i].Name = name
 	}
 	limit := target
-	t := time.NewTicker(followLiveEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, followLiveEvery, func() bool {
 		metrics.Read(samples)
 		var v [6]uint64
 		for i := range samples {
 			if samples[i].Value.Kind() != metrics.KindUint64 {
-				return // not reported by this runtime: the target stays
+				return false // not reported by this runtime: the target stays
 			}
 			v[i] = samples[i].Value.Uint64()
 		}
@@ -126,5 +119,6 @@ func followLive(ctx context.Context, target int64) {
 			limit = l
 			debug.SetMemoryLimit(limit)
 		}
-	}
+		return true
+	})
 }
