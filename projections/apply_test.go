@@ -481,9 +481,9 @@ func TestCloneSharesNoRecord(t *testing.T) {
 		for sub, d := range r.dels {
 			require.NotSame(t, d, cr.dels[sub])
 		}
-		for i := range r.msgs {
-			if r.msgs[i].Data != nil {
-				require.NotSame(t, r.msgs[i].Data, cr.msgs[i].Data)
+		for i := range r.msgs.Len() {
+			if r.msgs.At(i).Data != nil {
+				require.NotSame(t, r.msgs.At(i).Data, cr.msgs.At(i).Data)
 				data++
 			}
 		}

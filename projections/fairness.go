@@ -77,7 +77,7 @@ func (s *State) MessagesSince(runID string, since int64, upTo int) int {
 		return 0
 	}
 	n := 0
-	for i := len(r.msgs) - 1; i >= 0 && n < upTo && r.msgs[i].CreatedAt >= since; i-- {
+	for i := r.msgs.Len() - 1; i >= 0 && n < upTo && r.msgs.At(i).CreatedAt >= since; i-- {
 		n++
 	}
 	return n

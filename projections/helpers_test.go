@@ -143,10 +143,10 @@ func checkInvariants(t *testing.T, s *State) {
 		require.Equal(t, used, r.run.BudgetUsed)
 		for to, box := range r.boxes {
 			for _, i := range box {
-				require.Equal(t, to, r.msgs[i].To)
+				require.Equal(t, to, r.msgs.At(i).To)
 			}
 		}
-		require.Len(t, r.msgIndex, len(r.msgs))
+		require.Len(t, r.msgIndex, r.msgs.Len())
 	}
 	require.Equal(t, inFlight, s.Slots().Held)
 }

@@ -51,9 +51,9 @@ func (m Message) clone() Message {
 
 // addMessage appends m to the run's log of messages and its recipient's box.
 func (r *runState) addMessage(m Message) {
-	r.msgIndex[m.ID] = len(r.msgs)
-	r.boxes[m.To] = append(r.boxes[m.To], len(r.msgs))
-	r.msgs = append(r.msgs, m)
+	r.msgIndex[m.ID] = r.msgs.Len()
+	r.boxes[m.To] = append(r.boxes[m.To], r.msgs.Len())
+	r.msgs.Append(m)
 }
 
 func applyMailbox(r *runState, ev events.Event) {
@@ -75,16 +75,18 @@ func applyMailbox(r *runState, ev events.Event) {
 		})
 	case events.TypeMailboxDelivered:
 		if p := events.PayloadAs[events.MailboxDelivered](ev); p != nil {
-			if i, ok := r.msgIndex[p.MessageID]; ok && r.msgs[i].Status == MessageQueued {
-				r.msgs[i].Status = MessageDelivered
-				r.msgs[i].DeliveredAt = at
+			if i, ok := r.msgIndex[p.MessageID]; ok && r.msgs.At(i).Status == MessageQueued {
+				m := r.msgs.At(i)
+				m.Status = MessageDelivered
+				m.DeliveredAt = at
 			}
 		}
 	case events.TypeMailboxAcknowledged:
 		if p := events.PayloadAs[events.MailboxAcknowledged](ev); p != nil {
-			if i, ok := r.msgIndex[p.MessageID]; ok && r.msgs[i].Status != MessageAcknowledged {
-				r.msgs[i].Status = MessageAcknowledged
-				r.msgs[i].AcknowledgedAt = at
+			if i, ok := r.msgIndex[p.MessageID]; ok && r.msgs.At(i).Status != MessageAcknowledged {
+				m := r.msgs.At(i)
+				m.Status = MessageAcknowledged
+				m.AcknowledgedAt = at
 			}
 		}
 	}
@@ -129,7 +131,7 @@ func (s *State) Mailbox(runID, recipient string, f MailboxFilter) (MailboxPage, 
 	}
 	var page MailboxPage
 	for i, mi := range box {
-		m := &r.msgs[mi]
+		m := r.msgs.At(mi)
 		if f.Pending && m.Status == MessageAcknowledged {
 			continue
 		}
@@ -156,5 +158,5 @@ func (s *State) Message(runID, id string) (Message, bool) {
 	if !ok {
 		return Message{}, false
 	}
-	return r.msgs[i].clone(), true
+	return r.msgs.At(i).clone(), true
 }

@@ -217,7 +217,7 @@ func snapshotRunOf(r *runState) snapshotRun {
 		Delegations:  inOrder(r.delOrder, r.dels),
 		Accounts:     inOrder(r.accountOrder, r.accounts),
 		RootSpent:    r.rootSpent,
-		Messages:     r.msgs,
+		Messages:     r.msgs.All(),
 		Asks:         inOrder(r.askOrder, r.asks),
 		Credentials:  inOrder(r.credOrder, r.creds),
 		Jobs:         inOrder(r.jobOrder, r.jobs),
@@ -412,7 +412,7 @@ func addSnapshotRun(s *State, sr *snapshotRun) error {
 func (s *State) SnapshotRecords() int64 {
 	n := int64(len(s.cold))
 	for _, r := range s.runs {
-		n += 1 + int64(len(r.tasks)+len(r.dels)+len(r.accounts)+len(r.msgs)+len(r.asks)+len(r.creds)+len(r.jobs))
+		n += 1 + int64(len(r.tasks)+len(r.dels)+len(r.accounts)+r.msgs.Len()+len(r.asks)+len(r.creds)+len(r.jobs))
 	}
 	return n
 }

@@ -1,10 +1,6 @@
 package projections
 
-import (
-	"maps"
-
-	"github.com/crewlog/crewlog/events"
-)
+import "maps"
 
 // State is every read model of crewlog, folded from the event log.
 //
@@ -64,7 +60,7 @@ type runState struct {
 	// admission reads it in O(1).
 	rootSpent int64
 
-	msgs     []Message        // every message of the run, in append order
+	msgs     messageLog       // every message of the run, in append order
 	msgIndex map[string]int   // message id → index in msgs
 	boxes    map[string][]int // recipient → indexes in msgs
 
@@ -171,9 +167,7 @@ func (r *runState) clone() *runState {
 	}
 	c.accountOrder = cloneSlice(r.accountOrder)
 	c.rootSpent = r.rootSpent
-	if r.msgs != nil {
-		c.msgs = cloneMessages(r.msgs)
-	}
+	c.msgs = r.msgs.clone()
 	c.msgIndex = maps.Clone(r.msgIndex)
 	c.boxes = make(map[string][]int, len(r.boxes))
 	for to, idx := range r.boxes {
@@ -193,27 +187,6 @@ func (r *runState) clone() *runState {
 	}
 	c.jobOrder = cloneSlice(r.jobOrder)
 	c.roots = r.roots.clone()
-	return c
-}
-
-// cloneMessages is a deep copy of msgs (Message.clone each), their data in
-// one slab.
-func cloneMessages(msgs []Message) []Message {
-	c := make([]Message, len(msgs))
-	copy(c, msgs)
-	withData := 0
-	for i := range msgs {
-		if msgs[i].Data != nil {
-			withData++
-		}
-	}
-	data := make([]events.MessageData, 0, withData)
-	for i := range c {
-		if c[i].Data != nil {
-			data = append(data, *c[i].Data)
-			c[i].Data = &data[len(data)-1]
-		}
-	}
 	return c
 }
 

@@ -185,12 +185,13 @@ const (
 // approxBytes estimates the heap r holds: a bound for caches, not an
 // exact figure. O(messages), for their bodies.
 func (r *runState) approxBytes() int64 {
-	recs := len(r.tasks) + len(r.dels) + len(r.accounts) + len(r.msgs) + len(r.asks) + len(r.creds)
+	recs := len(r.tasks) + len(r.dels) + len(r.accounts) + r.msgs.Len() + len(r.asks) + len(r.creds)
 	n := runBaseBytes + taskBytes*len(r.tasks) + delegationBytes*len(r.dels) + accountBytes*len(r.accounts) +
-		messageBytes*len(r.msgs) + askBytes*len(r.asks) + credentialBytes*len(r.creds) +
+		messageBytes*r.msgs.Len() + askBytes*len(r.asks) + credentialBytes*len(r.creds) +
 		(orderEntryBytes+mapEntryBytesPerRec)*recs
-	for i := range r.msgs {
-		n += len(r.msgs[i].Body) + len(r.msgs[i].Subject)
+	for i := range r.msgs.Len() {
+		m := r.msgs.At(i)
+		n += len(m.Body) + len(m.Subject)
 	}
 	return int64(n)
 }
