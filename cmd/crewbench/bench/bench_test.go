@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,7 +106,7 @@ func TestCompareTiny(t *testing.T) {
 func TestCompareOpenLoop(t *testing.T) {
 	ctx := context.Background()
 	im, _ := implByName("file")
-	r := runCell(ctx, im, t.TempDir(), Cell{Clients: 4}, 100*time.Millisecond, 500*time.Millisecond, Load{Rate: 200}, "", nil)
+	r := runCell(ctx, im, t.TempDir(), Cell{Clients: 4}, 100*time.Millisecond, 500*time.Millisecond, Load{Rate: 200}, cellProfiling{}, nil)
 	require.NoError(t, r.Err)
 	// 200/s over 0.5 s: 100 ops scheduled in the window, all counted
 	// (the ones in flight at its end are finished).
@@ -130,15 +131,37 @@ func (l lessWork) Final(ctx context.Context) (map[string]Final, error) {
 func TestTimedRunRechecked(t *testing.T) {
 	ctx := context.Background()
 	pebble, _ := implByName("pebble")
-	good := runCell(ctx, pebble, t.TempDir(), Cell{Clients: 2}, 20*time.Millisecond, 100*time.Millisecond, Load{}, "", nil)
+	good := runCell(ctx, pebble, t.TempDir(), Cell{Clients: 2}, 20*time.Millisecond, 100*time.Millisecond, Load{}, cellProfiling{}, nil)
 	require.NoError(t, good.Err)
 	cheat := Impl{Name: "cheat", open: func(d string, s Spec) (Store, error) {
 		st, err := pebble.open(d, s)
 		return lessWork{st}, err
 	}}
-	bad := runCell(ctx, cheat, t.TempDir(), Cell{Clients: 2}, 20*time.Millisecond, 100*time.Millisecond, Load{}, "", nil)
+	bad := runCell(ctx, cheat, t.TempDir(), Cell{Clients: 2}, 20*time.Millisecond, 100*time.Millisecond, Load{}, cellProfiling{}, nil)
 	require.ErrorContains(t, bad.Err, "the state after the timed run")
 	require.ErrorContains(t, bad.Err, "budget.reserved")
+}
+
+// TestCellProfileWritesItsFiles: a profiled cell writes its CPU and
+// allocation profiles, and its execution trace when asked.
+func TestCellProfileWritesItsFiles(t *testing.T) {
+	pebble, _ := implByName("pebble")
+	for _, withTrace := range []bool{false, true} {
+		prefix := filepath.Join(t.TempDir(), "p")
+		r := runCell(context.Background(), pebble, t.TempDir(), Cell{Clients: 2}, 10*time.Millisecond, 50*time.Millisecond, Load{},
+			cellProfiling{prefix: prefix, trace: withTrace}, io.Discard)
+		require.NoError(t, r.Err)
+		for _, suffix := range []string{".cpu.pprof", ".allocs.pprof", ".allocs-base.pprof"} {
+			require.FileExists(t, prefix+suffix)
+		}
+		if !withTrace {
+			require.NoFileExists(t, prefix+".trace")
+			continue
+		}
+		b, err := os.ReadFile(prefix + ".trace")
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(string(b), "go 1."), "an execution trace starts with its header")
+	}
 }
 
 // inProcess runs pre-check phases in this process, without counting syncs.

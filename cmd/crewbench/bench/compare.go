@@ -127,9 +127,9 @@ func Compare(ctx context.Context, o CompareOptions) (*Comparison, error) {
 				}
 				n++
 				d := filepath.Join(dir, fmt.Sprintf("cell-%d", n))
-				profile := ""
+				var profile cellProfiling
 				if o.Profile.Prefix != "" && im.Name == o.Profile.Impl {
-					profile = fmt.Sprintf("%s-%s-%d", o.Profile.Prefix, im.Name, n)
+					profile = cellProfiling{prefix: fmt.Sprintf("%s-%s-%d", o.Profile.Prefix, im.Name, n), trace: o.Profile.Trace}
 				}
 				r := runCell(ctx, im, d, cell, o.Warmup, o.Duration, o.Load, profile, o.Progress)
 				if err := os.RemoveAll(d); err != nil && r.Err == nil {

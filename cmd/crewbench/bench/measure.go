@@ -101,9 +101,10 @@ type Load struct {
 // starts after it, so an implementation is never credited or charged for
 // where the window's edge fell inside a slow op.
 //
-// profile, when not "", names the files of a CPU and an allocation profile of
-// the timed run (startCellProfile), reported on progress.
-func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window time.Duration, load Load, profile string, progress io.Writer) Result {
+// profile, when its prefix is not "", names the files of a CPU and an
+// allocation profile of the timed run, and of its execution trace if asked
+// (startCellProfile), reported on progress.
+func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window time.Duration, load Load, profile cellProfiling, progress io.Writer) Result {
 	res := Result{Impl: im.Name, Cell: cell}
 	res.Err = func() error {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -141,9 +142,9 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 		if err != nil {
 			return err
 		}
-		serverProfiled := profile != "" && isRemote
+		serverProfiled := profile.prefix != "" && isRemote
 		if serverProfiled {
-			if err := remote.profileServer(profile + ".server"); err != nil {
+			if err := remote.profileServer(profile.prefix + ".server"); err != nil {
 				return errors.Join(err, prof.stop(0))
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"runtime/trace"
 	"time"
 )
 
@@ -18,6 +19,18 @@ import (
 type ProfileOptions struct {
 	Prefix string // files are Prefix-<impl>-<n>.cpu.pprof, .allocs.pprof and .allocs-base.pprof; "" profiles nothing
 	Impl   string // the implementation profiled (default crewlog)
+	// Trace also writes an execution trace of each profiled cell to
+	// Prefix-<impl>-<n>.trace: which goroutine ran, and which waited for a
+	// processor, when (`go tool trace`; its -pprof=sched is the waits). It
+	// traces this process: a socket cell's clients, not its server.
+	Trace bool
+}
+
+// cellProfiling is what runCell profiles of one cell: nothing when prefix
+// is "".
+type cellProfiling struct {
+	prefix string
+	trace  bool
 }
 
 // cellProfile profiles one timed run. The allocation profile is cumulative
@@ -34,9 +47,10 @@ type cellProfile struct {
 	progress io.Writer
 }
 
-// startCellProfile starts profiling into files named by prefix; nil when
-// prefix is "".
-func startCellProfile(prefix string, progress io.Writer) (*cellProfile, error) {
+// startCellProfile starts profiling into files named by what.prefix; nil
+// when it is "".
+func startCellProfile(what cellProfiling, progress io.Writer) (*cellProfile, error) {
+	prefix := what.prefix
 	if prefix == "" {
 		return nil, nil
 	}
@@ -49,6 +63,19 @@ func startCellProfile(prefix string, progress io.Writer) (*cellProfile, error) {
 		return nil, err
 	}
 	p.stopCPU = stop
+	if what.trace {
+		f, err := os.Create(prefix + ".trace")
+		if err == nil {
+			if err = trace.Start(f); err != nil {
+				_ = f.Close()
+			}
+		}
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		p.stopCPU = func() { trace.Stop(); _ = f.Close(); stop() }
+	}
 	runtime.ReadMemStats(&p.ms0)
 	p.gc0 = gcCPU()
 	p.began = time.Now()

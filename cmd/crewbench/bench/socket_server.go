@@ -124,7 +124,7 @@ func serveSocketChild(v string, stdin io.Reader, stdout io.Writer) error {
 		case strings.HasPrefix(line, "profile "):
 			reply = []byte("ok")
 			var err error
-			if prof, err = startCellProfile(strings.TrimPrefix(line, "profile "), io.Discard); err != nil {
+			if prof, err = startCellProfile(cellProfiling{prefix: strings.TrimPrefix(line, "profile ")}, io.Discard); err != nil {
 				reply = []byte("error: " + err.Error())
 			}
 		case strings.HasPrefix(line, "profile-stop "):
