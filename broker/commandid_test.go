@@ -152,3 +152,31 @@ func TestCommandIDLeavesTheParamsAsSent(t *testing.T) {
 	require.Equal(t, `{"html":"<b>&</b>"}`, inbox.Messages[0].Body)
 	require.Equal(t, inbox.Messages[0].Body, inbox.Messages[1].Body)
 }
+
+// A connection keeps no map a refused request grew (a bad commandId after thousands of keys), and the map it keeps
+// between commands holds none of the last request's values.
+func TestRunCommandKeepsNoGrownOrFullMap(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	c := &conn{s: f.srv, id: identity{role: events.RoleAdmin}, ctx: t.Context()}
+	create := func(run string) {
+		t.Helper()
+		_, err := runCommand(c, "run.create", json.RawMessage(
+			`{"runId":"`+run+`","team":"t","goal":"`+strings.Repeat("g", 1<<10)+`","cwd":"/w","commandId":"`+run+`"}`))
+		require.NoError(t, err)
+		require.NotNil(t, c.members, "kept for the next command")
+		require.Zero(t, len(c.members), "the last request's values are not kept")
+	}
+	create("R1")
+
+	var params strings.Builder
+	params.WriteString(`{"runId":"R2"`)
+	for i := range 10_000 {
+		fmt.Fprintf(&params, `,"k%d":%d`, i, i)
+	}
+	params.WriteString(`,"commandId":1}`)
+	_, err := runCommand(c, "run.create", json.RawMessage(params.String()))
+	require.Equal(t, wire.CodeBadParams, wire.CodeOf(err))
+	require.True(t, c.members == nil, "the map the refused request grew (%d keys) is not kept", len(c.members))
+
+	create("R3")
+}

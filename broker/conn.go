@@ -80,8 +80,9 @@ type conn struct {
 	subCounted bool     // counted in the credential's subscriptions (under the server's mu)
 	boundAt    uint64   // the published head at hello: mailbox pushes are of later messages (under the server's mu)
 
-	// members is the map the reader split its last command's params into, emptied and filled again for the next
-	// (runCommand): reader only, and ParseMembers keeps nothing of it.
+	// members is the map the reader split its last command's params into, kept empty for the next (runCommand
+	// takes it while it fills it, and gives it back emptied only after a command it could parse): reader only, and
+	// ParseMembers keeps nothing of it.
 	members map[string]json.RawMessage
 
 	mu      sync.Mutex

@@ -168,7 +168,11 @@ func handlePing(*call) (any, error) {
 // runCommand serves every engine command: strip commandId, ParseCommand, mint a secret where the command records
 // a credential, Submit, and add the secret to the answer of the caller that asked for it.
 func runCommand(c *conn, method string, params json.RawMessage) (json.RawMessage, error) {
-	commandID, members, err := splitParams(method, params, c.members)
+	// The connection's map is taken while it is filled: a request refused before it is given back (a bad commandId
+	// after thousands of keys) leaves the connection none, rather than the map that request grew.
+	reuse := c.members
+	c.members = nil
+	commandID, members, err := splitParams(method, params, reuse)
 	if err != nil {
 		return nil, err
 	}
@@ -297,12 +301,15 @@ func splitParams(method string, params json.RawMessage, reuse map[string]json.Ra
 // commands' own have a dozen at most.
 const maxReusedMembers = 32
 
-// reusable returns members for the connection's next command, or nil when it held more than maxReusedMembers: a
-// map grows and never shrinks, and one a client filled with thousands of keys is not kept for the connection's life.
+// reusable returns members, emptied, for the connection's next command, or nil when it held more than
+// maxReusedMembers: a map grows and never shrinks, and one a client filled with thousands of keys is not kept for the
+// connection's life. Emptied, so that an idle connection does not keep its last request's values (a prompt of up to
+// a frame) alive: ParseMembers has returned, and what it kept it copied.
 func reusable(members map[string]json.RawMessage) map[string]json.RawMessage {
 	if len(members) > maxReusedMembers {
 		return nil
 	}
+	clear(members)
 	return members
 }
 
