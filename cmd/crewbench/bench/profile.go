@@ -116,3 +116,13 @@ func gcCPU() [2]float64 {
 	}
 	return [2]float64{v[0], v[1] - v[2]}
 }
+
+// writeAllocs writes the process's allocation profile (cumulative since it
+// started) to path.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	return errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+}

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,15 +38,6 @@ import (
 // answered by one line ("ok", the profile's report, or "error: …"); the end
 // of stdin closes the server, the engine and the log, and the child exits 0.
 const socketServerEnv = "CREWBENCH_SOCKET_SERVER"
-
-// socketServerProfileEnv, when set in crewbench's environment, names a file
-// the socket cell's server writes its CPU profile to (each cell overwrites
-// it): the server's costs without the clients'.
-const socketServerProfileEnv = "CREWBENCH_SERVER_CPUPROFILE"
-
-// socketServerAllocProfileEnv names a file the socket cell's server writes
-// its allocation profile to when it stops (each cell overwrites it).
-const socketServerAllocProfileEnv = "CREWBENCH_SERVER_ALLOCPROFILE"
 
 // socketServerJob is what the child serves.
 type socketServerJob struct {
@@ -83,16 +73,6 @@ func serveSocketChild(v string, stdin io.Reader, stdout io.Writer) error {
 	var job socketServerJob
 	if err := json.Unmarshal([]byte(v), &job); err != nil {
 		return err
-	}
-	if p := os.Getenv(socketServerProfileEnv); p != "" {
-		stop, err := startCPUProfile(p)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
-	if p := os.Getenv(socketServerAllocProfileEnv); p != "" {
-		defer writeAllocProfile(p)
 	}
 	e, err := openEngineStore(job.Dir, job.Slots, true)
 	if err != nil {
@@ -148,25 +128,6 @@ func serveSocketChild(v string, stdin io.Reader, stdout io.Writer) error {
 		}
 	}
 	return errors.Join(srv.Close(), <-served, e.Close())
-}
-
-// writeAllocProfile writes the allocations sampled since the start to path; a
-// profile that cannot be written is reported on stderr, not as the cell's
-// failure.
-func writeAllocProfile(path string) {
-	if err := writeAllocs(path); err != nil {
-		fmt.Fprintln(os.Stderr, "crewbench: alloc profile:", err)
-	}
-}
-
-// writeAllocs writes the process's allocation profile (cumulative since it
-// started) to path.
-func writeAllocs(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	return errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
 }
 
 // socketServer is the parent's handle on a child serving a socket cell.
@@ -229,8 +190,7 @@ func (s *socketServer) stats() (socketServerStats, error) {
 }
 
 // profile starts the child's profile of a timed run into files named by
-// prefix (startCellProfile's); it fails if a profile of the whole child
-// (socketServerProfileEnv) is running.
+// prefix (startCellProfile's).
 func (s *socketServer) profile(prefix string) error {
 	line, err := s.ask("profile " + prefix)
 	if err == nil && line != "ok" {
