@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -365,4 +366,47 @@ func TestSocketServerRunsApart(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, f["run-0"].Admitted)
 	require.Equal(t, 3, f["run-0"].Events["delegate.completed"])
+}
+
+// lostServer is a store whose server's CPU can be read once, at the start of
+// the timed run, and not at its end.
+type lostServer struct {
+	Store
+	reads, stops int
+}
+
+var errServerGone = errors.New("server gone")
+
+func (l *lostServer) serverCPU() (time.Duration, error) {
+	if l.reads++; l.reads > 1 {
+		return 0, errServerGone
+	}
+	return 0, nil
+}
+
+func (l *lostServer) profileServer(string) error { return nil }
+
+func (l *lostServer) stopServerProfile(int64) (string, error) {
+	l.stops++
+	return "", nil
+}
+
+// TestCellProfileStopsWhenServerCPUFails: a cell whose server's CPU cannot be
+// read after its timed run stops the server's profile and its own, so the
+// next profiled cell can profile.
+func TestCellProfileStopsWhenServerCPUFails(t *testing.T) {
+	pebble, _ := implByName("pebble")
+	lost := &lostServer{}
+	im := Impl{Name: "lost", open: func(d string, s Spec) (Store, error) {
+		st, err := pebble.open(d, s)
+		lost.Store = st
+		return lost, err
+	}}
+	cell := func(im Impl) Result {
+		return runCell(context.Background(), im, t.TempDir(), Cell{Clients: 2}, 10*time.Millisecond, 50*time.Millisecond, Load{},
+			cellProfiling{prefix: filepath.Join(t.TempDir(), "p")}, io.Discard)
+	}
+	require.ErrorIs(t, cell(im).Err, errServerGone)
+	require.Equal(t, 1, lost.stops, "the server's profile is stopped")
+	require.NoError(t, cell(pebble).Err, "this process's profile was stopped: the next cell profiles")
 }

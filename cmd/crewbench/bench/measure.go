@@ -207,7 +207,11 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 			if isRemote {
 				srv1, err := remote.serverCPU()
 				if err != nil {
-					return err
+					var stopped error
+					if serverProfiled {
+						_, stopped = remote.stopServerProfile(n)
+					}
+					return errors.Join(err, stopped, prof.stop(0))
 				}
 				res.CPUPerOp, res.ClientCPUPerOp = (srv1-srv0)/time.Duration(n), res.CPUPerOp
 			}
