@@ -128,7 +128,7 @@ Ratios are taken within a round and summarised over rounds as median (min–max)
 	f.IntVar(&o.Rounds, "rounds", 3, "rounds of the whole matrix, implementation order rotated; medians and ranges over rounds")
 	f.StringVar(&o.Profile.Prefix, "profile", "", "write a CPU and an allocation profile of each timed cell of one implementation to PREFIX-<impl>-<n>.cpu.pprof, .allocs.pprof and .allocs-base.pprof (the allocations before the cell: pass it to pprof's -base); for socket, the server process's too, as PREFIX-socket-<n>.server.cpu.pprof and so on")
 	f.StringVar(&o.Profile.Impl, "profile-impl", reference, "the implementation --profile profiles")
-	f.BoolVar(&o.Profile.Trace, "trace", false, "with --profile, also write an execution trace of each profiled cell to PREFIX-<impl>-<n>.trace (go tool trace; -pprof=sched: where goroutines waited for a processor)")
+	f.BoolVar(&o.Profile.Trace, "trace", false, "with --profile, also write an execution trace of each profiled cell to PREFIX-<impl>-<n>.trace (go tool trace; -pprof=sched: where goroutines waited for a processor); it traces this process only: for socket, the clients, not the server")
 	f.Float64Var(&o.Load.Rate, "rate", 0, "open loop: operations per second scheduled at fixed times, latency from the scheduled time (0: closed loop)")
 	return c
 }
