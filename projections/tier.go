@@ -436,9 +436,11 @@ func (s *State) Evict(id string) { s.evict(id, false) }
 // evict is Evict, returning the run it made cold (nil for none). With
 // writes (EvictAll, on a state that writes the index) it keeps the summary
 // of every run it makes cold in memory without asking the index, for
-// flushSummaries to write it next: only another copy can have written it
-// before, and what the index already holds (a run read back and made cold
-// again with no event since) is written again alike.
+// flushSummaries to write it next: only another copy, or the process
+// before a restart, can have written it before (the index keeps a version
+// once, so a duplicate is harmless), and what the index already holds (a
+// run read back and made cold again with no event since) is written again
+// alike.
 func (s *State) evict(id string, writes bool) *runState {
 	r := s.runs[id]
 	if r == nil {
