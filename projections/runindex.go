@@ -268,10 +268,10 @@ func (c *ColdStore) indexed(id string, last uint64) bool {
 	return err == nil && sum.Position == last
 }
 
-// SummaryReads is how many single summaries c read from the index (a run
-// looked up by id, or checked for a version another copy wrote): for
-// tests and stats. A runs list paged from the index is not counted.
-func (c *ColdStore) SummaryReads() int64 { return c.summaryReads.Load() }
+// summaryReadCount is how many single summaries c read from the index (a
+// run looked up by id, or checked for a version another copy wrote): for
+// tests. A runs list paged from the index is not counted.
+func (c *ColdStore) summaryReadCount() int64 { return c.summaryReads.Load() }
 
 // eachRun calls fn with the Run record of every run s knows, by creation
 // ordinal from ordinal from (descending with desc), until fn returns

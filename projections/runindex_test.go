@@ -545,11 +545,11 @@ func TestEvictionWritesSummariesWithoutReadingThemFirst(t *testing.T) {
 
 	ids := work.EvictAll(now, 0, 0)
 	require.Len(t, ids, mixedEnded)
-	require.Zero(t, work.store.SummaryReads(), "the writer read no summary")
+	require.Zero(t, work.store.summaryReadCount(), "the writer read no summary")
 	for _, id := range ids {
 		pub.Evict(id)
 	}
-	require.EqualValues(t, mixedEnded, work.store.SummaryReads(), "the other copy read each once")
+	require.EqualValues(t, mixedEnded, work.store.summaryReadCount(), "the other copy read each once")
 	require.Zero(t, work.ColdInMemory())
 	require.Zero(t, pub.ColdInMemory())
 	requireRunsAlike(t, want, pub, "after eviction")
@@ -558,10 +558,10 @@ func TestEvictionWritesSummariesWithoutReadingThemFirst(t *testing.T) {
 	th, err := work.FaultIn(ids[0])
 	require.NoError(t, err)
 	pub.ThawFrom(th)
-	reads := work.store.SummaryReads()
+	reads := work.store.summaryReadCount()
 	again := work.EvictAll(now+1000, 0, 0)
 	require.Equal(t, ids[:1], again)
-	require.Equal(t, reads, work.store.SummaryReads())
+	require.Equal(t, reads, work.store.summaryReadCount())
 	pub.Evict(ids[0])
 	require.Zero(t, work.ColdInMemory())
 	require.Zero(t, pub.ColdInMemory(), "the version written again is the one the other copy finds")
