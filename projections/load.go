@@ -123,15 +123,15 @@ func replay(s *State, l *eventlog.Log, to uint64, t Tiering) (evicted int, err e
 // once, not once per copy.
 func (s *State) EvictAll(now, retention int64, maxRetained int) []string {
 	ids := s.Evictable(now, retention, maxRetained)
+	writes := s.store != nil && s.store.index
 	var earlier []string
-	if len(s.cold) > 0 && s.store != nil && s.store.index { // NB: else they stay in memory for good (a reader that writes nothing)
+	if len(s.cold) > 0 && writes { // NB: else they stay in memory for good (a reader that writes nothing)
 		earlier = make([]string, 0, len(s.cold))
 		for id := range s.cold {
 			earlier = append(earlier, id)
 		}
 		slices.Sort(earlier)
 	}
-	writes := s.store != nil && s.store.index
 	for _, id := range ids {
 		if r := s.evict(id, writes); r != nil {
 			s.store.queueView(id, r.last, r)
