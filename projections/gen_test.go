@@ -141,18 +141,32 @@ func randomHistory(rng *rand.Rand, n int) []events.Event {
 // start, report usage and complete, metered delegations that are admitted,
 // spawned and settled with their result delivered and acknowledged,
 // credentials, messages. It returns at least n events.
-func realisticHistory(n int) []events.Event {
+func realisticHistory(n int) []events.Event { return realisticRuns(n, false) }
+
+// longRunHistory is realisticHistory's mix in one run that goes on for at
+// least n events (each hundred events append eight messages).
+func longRunHistory(n int) []events.Event { return realisticRuns(n, true) }
+
+// realisticRuns is realisticHistory, or with oneRun the same rounds of
+// tasks all in one run.
+func realisticRuns(n int, oneRun bool) []events.Event {
 	var h history
 	h.evs = make([]events.Event, 0, n+64)
 	h.add(events.EngineStream, events.TypeEngineConfigured, &events.EngineConfigured{NestingEnabled: true, MaxDepth: 4,
 		MaxSlots: 64, UnmeteredDelegates: events.UnmeteredAllow, SettleGraceSec: 30})
+	run := ""
 	for r := 0; len(h.evs) < n; r++ {
-		run := fmt.Sprintf("team_20261001000000_%016x", r)
-		h.add(run, events.TypeRunCreated, &events.RunCreated{Team: "default", Workflow: "default", Goal: "g", Cwd: "/w", BudgetTotal: new(int64(1_000_000))})
-		h.add(run, events.TypeCredentialIssued, &events.CredentialIssued{TaskID: events.OrchestratorKey, Role: events.RoleOrchestrator, Digest: "d"})
-		h.add(run, events.TypeRunRunning, &events.RunRunning{})
+		if r == 0 || !oneRun {
+			run = fmt.Sprintf("team_20261001000000_%016x", r)
+			h.add(run, events.TypeRunCreated, &events.RunCreated{Team: "default", Workflow: "default", Goal: "g", Cwd: "/w", BudgetTotal: new(int64(1_000_000))})
+			h.add(run, events.TypeCredentialIssued, &events.CredentialIssued{TaskID: events.OrchestratorKey, Role: events.RoleOrchestrator, Digest: "d"})
+			h.add(run, events.TypeRunRunning, &events.RunRunning{})
+		}
 		for i := range 4 {
 			task := fmt.Sprintf("%02d_step", i)
+			if oneRun {
+				task = fmt.Sprintf("%04d_%02d_step", r, i)
+			}
 			h.add(run, events.TypeTaskCreated, &events.TaskCreated{TaskID: task, Role: "executor", Agent: "executor", Title: "step", Cwd: "/w", StepID: "step"})
 			h.add(run, events.TypeCredentialIssued, &events.CredentialIssued{TaskID: task, Role: events.RoleWorker, Digest: "d"})
 			h.add(run, events.TypeTaskStarted, &events.TaskStarted{TaskID: task})
@@ -176,6 +190,11 @@ func realisticHistory(n int) []events.Event {
 			}
 			h.add(run, events.TypeTaskCompleted, &events.TaskCompleted{TaskID: task})
 		}
+		if !oneRun {
+			h.add(run, events.TypeRunCompleted, &events.RunCompleted{Summary: "done"})
+		}
+	}
+	if oneRun {
 		h.add(run, events.TypeRunCompleted, &events.RunCompleted{Summary: "done"})
 	}
 	return h.evs

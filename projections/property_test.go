@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/events"
 )
 
 // Model test: for random histories, the state folded incrementally (with
@@ -15,38 +17,64 @@ func TestFoldProperties(t *testing.T) {
 	for seed := range uint64(200) {
 		rng := rand.New(rand.NewPCG(seed, 42))
 		evs := randomHistory(rng, 50+rng.IntN(400))
-
-		scratch := fold(evs)
-		checkInvariants(t, scratch)
-
-		inc := New()
-		for _, ev := range evs {
-			Apply(inc, ev)
-			if rng.IntN(50) == 0 {
-				inc = inc.Clone()
-			}
-			if rng.IntN(20) == 0 {
-				queryAll(t, inc)
-			}
-		}
-		require.Equal(t, scratch, inc, "seed %d: incremental fold", seed)
-
-		k := rng.IntN(len(evs) + 1)
-		mid := fold(evs[:k])
-		b, err := EncodeSnapshot(mid)
-		require.NoError(t, err)
-		restored, records, err := decodeSnapshot(b)
-		require.NoError(t, err)
-		require.Equal(t, mid, restored, "seed %d: snapshot at %d", seed, k)
-		require.Equal(t, mid.SnapshotRecords(), records, "seed %d: the decoder counts the snapshot's records", seed)
-		again, err := EncodeSnapshot(restored)
-		require.NoError(t, err)
-		require.Equal(t, b, again, "seed %d: snapshot encoding is deterministic", seed)
-		for _, ev := range evs[k:] {
-			Apply(restored, ev)
-		}
-		require.Equal(t, scratch, restored, "seed %d: snapshot at %d + tail", seed, k)
+		checkFoldProperties(t, rng, seed, evs, rng.IntN(len(evs)+1))
 	}
+}
+
+// TestFoldPropertiesOfALongRun holds one run of more messages than a few
+// chunks of its message log to the same properties, so that a fold, a
+// clone, a snapshot and its decoding cross chunk boundaries, and holds the
+// snapshot encoder to reflection's bytes on that state and its clone.
+func TestFoldPropertiesOfALongRun(t *testing.T) {
+	evs := longRunHistory(7_000)
+	s := fold(evs)
+	require.Len(t, s.runs, 1)
+	for _, r := range s.runs {
+		require.Greater(t, r.msgs.Len(), 2*messageChunk+messageChunk/8, "three chunks, the last well begun")
+	}
+	for seed, k := range []int{len(evs) / 2, len(evs) / 3, len(evs) - 1} {
+		checkFoldProperties(t, rand.New(rand.NewPCG(uint64(seed), 7)), uint64(seed), evs, k)
+	}
+	for _, st := range []*State{s, s.Clone()} {
+		got, err := EncodeSnapshot(st)
+		require.NoError(t, err)
+		require.Equal(t, encodeSnapshotByReflection(t, st), got)
+	}
+}
+
+// checkFoldProperties checks TestFoldProperties' properties on evs, with
+// clones and queries drawn from rng and the snapshot taken after k events.
+func checkFoldProperties(t *testing.T, rng *rand.Rand, seed uint64, evs []events.Event, k int) {
+	t.Helper()
+	scratch := fold(evs)
+	checkInvariants(t, scratch)
+
+	inc := New()
+	for _, ev := range evs {
+		Apply(inc, ev)
+		if rng.IntN(50) == 0 {
+			inc = inc.Clone()
+		}
+		if rng.IntN(20) == 0 {
+			queryAll(t, inc)
+		}
+	}
+	require.Equal(t, scratch, inc, "seed %d: incremental fold", seed)
+
+	mid := fold(evs[:k])
+	b, err := EncodeSnapshot(mid)
+	require.NoError(t, err)
+	restored, records, err := decodeSnapshot(b)
+	require.NoError(t, err)
+	require.Equal(t, mid, restored, "seed %d: snapshot at %d", seed, k)
+	require.Equal(t, mid.SnapshotRecords(), records, "seed %d: the decoder counts the snapshot's records", seed)
+	again, err := EncodeSnapshot(restored)
+	require.NoError(t, err)
+	require.Equal(t, b, again, "seed %d: snapshot encoding is deterministic", seed)
+	for _, ev := range evs[k:] {
+		Apply(restored, ev)
+	}
+	require.Equal(t, scratch, restored, "seed %d: snapshot at %d + tail", seed, k)
 }
 
 // queryAll runs every query; queries must not change the state.
