@@ -13,72 +13,60 @@ const messageChunk = 256
 // growth, in each copy of the state, and every old array left to the
 // collector.
 type messageLog struct {
-	// chunks hold messageChunk messages each but the last; the first grows
-	// as a slice does, so that a run with few messages holds no more, and
-	// the next are allocated whole.
-	chunks [][]Message
-	n      int
+	// head is the first chunk, inline and grown as a slice grows, so that
+	// a run of at most messageChunk messages holds and costs what one
+	// slice would; rest are the next chunks, messageChunk messages each
+	// but the last, each allocated whole.
+	head []Message
+	rest [][]Message
+	n    int
 }
 
 // Len is the number of messages.
 func (l *messageLog) Len() int { return l.n }
 
 // At is the i'th message, 0 ≤ i < Len().
-func (l *messageLog) At(i int) *Message { return &l.chunks[i/messageChunk][i%messageChunk] }
+func (l *messageLog) At(i int) *Message {
+	if i < messageChunk {
+		return &l.head[i]
+	}
+	i -= messageChunk
+	return &l.rest[i/messageChunk][i%messageChunk]
+}
 
 // Append adds m at the end.
 func (l *messageLog) Append(m Message) {
-	switch {
-	case l.n == 0:
-		l.chunks = append(l.chunks[:0], nil)
-	case l.n%messageChunk == 0:
-		l.chunks = append(l.chunks, make([]Message, 0, messageChunk))
+	if l.n < messageChunk {
+		l.head = append(l.head, m)
+		l.n++
+		return
 	}
-	last := len(l.chunks) - 1
-	l.chunks[last] = append(l.chunks[last], m)
+	if (l.n-messageChunk)%messageChunk == 0 {
+		l.rest = append(l.rest, make([]Message, 0, messageChunk))
+	}
+	last := len(l.rest) - 1
+	l.rest[last] = append(l.rest[last], m)
 	l.n++
 }
 
-// All is the log as one slice, to be read only: the log's own array when
-// its chunks lie one after another in one (a clone's), else a copy.
-func (l *messageLog) All() []Message {
-	if l.n == 0 {
-		return nil
-	}
-	if first := l.chunks[0]; cap(first) >= l.n {
-		whole := first[:l.n]
-		contiguous := true
-		for k := 1; k < len(l.chunks) && contiguous; k++ {
-			contiguous = &whole[k*messageChunk] == &l.chunks[k][0]
-		}
-		if contiguous {
-			return whole
-		}
-	}
-	out := make([]Message, 0, l.n)
-	for _, c := range l.chunks {
-		out = append(out, c...)
-	}
-	return out
-}
-
 // clone copies the log and every message's data, in one allocation for the
-// messages and one for their data. The copy's chunks are slices of that
-// one array (All returns it without a copy); only the last is appended to,
-// and the first append moves it out of the array.
+// messages and one for their data (and one for the chunk list of a log
+// longer than a chunk). The copy's chunks are slices of that one array,
+// each capped at its length: only the last is appended to, and the first
+// append moves it out of the array.
 func (l *messageLog) clone() messageLog {
 	if l.n == 0 {
 		return messageLog{}
 	}
-	chunks := len(l.chunks)
 	flat := make([]Message, l.n)
-	at, withData := 0, 0
-	for _, c := range l.chunks {
+	at := copy(flat, l.head)
+	for _, c := range l.rest {
 		at += copy(flat[at:], c)
-		for i := range c {
-			if c[i].Data != nil {
-				withData++
-			}
+	}
+	withData := 0
+	for i := range flat {
+		if flat[i].Data != nil {
+			withData++
 		}
 	}
 	data := make([]events.MessageData, 0, withData)
@@ -88,9 +76,15 @@ func (l *messageLog) clone() messageLog {
 			flat[i].Data = &data[len(data)-1]
 		}
 	}
-	c := messageLog{chunks: make([][]Message, chunks), n: l.n}
-	for k := range c.chunks {
-		c.chunks[k] = flat[k*messageChunk : min((k+1)*messageChunk, l.n)]
+	headLen := min(l.n, messageChunk)
+	c := messageLog{head: flat[:headLen:headLen], n: l.n}
+	if len(l.rest) > 0 {
+		c.rest = make([][]Message, len(l.rest))
+		for k := range c.rest {
+			lo := (k + 1) * messageChunk
+			hi := min(lo+messageChunk, l.n)
+			c.rest[k] = flat[lo:hi:hi]
+		}
 	}
 	return c
 }

@@ -21,6 +21,18 @@ func logOf(n int) messageLog {
 	return l
 }
 
+// all is the log's messages as one slice, copied.
+func (l *messageLog) all() []Message {
+	if l.n == 0 {
+		return nil
+	}
+	out := make([]Message, l.n)
+	for i := range l.n {
+		out[i] = *l.At(i)
+	}
+	return out
+}
+
 func idsOf(ms []Message) []string {
 	ids := make([]string, len(ms))
 	for i := range ms {
@@ -38,13 +50,10 @@ func TestMessageLogKeepsOrderAcrossChunks(t *testing.T) {
 			want[i] = fmt.Sprint(i)
 			require.Equal(t, want[i], l.At(i).ID)
 		}
-		if n == 0 {
-			require.Nil(t, l.All(), "an empty log is nil, as the snapshot encodes it")
-			continue
-		}
-		require.Equal(t, want, idsOf(l.All()))
+		require.Equal(t, want, idsOf(l.all()))
 		c := l.clone()
-		require.Equal(t, want, idsOf(c.All()))
+		require.Equal(t, n, c.Len())
+		require.Equal(t, want, idsOf(c.all()))
 	}
 }
 
@@ -71,17 +80,30 @@ func TestMessageLogCloneSharesNothing(t *testing.T) {
 			require.NotSame(t, l.At(i).Data, c.At(i).Data)
 		}
 	}
-	// The clone's All is its own array, not a copy; appends to either
-	// leave the other as it was.
-	all := c.All()
-	require.Same(t, c.At(0), &all[0])
-	require.Same(t, c.At(c.Len()-1), &all[len(all)-1])
+	// The clone's chunks are slices of one array; appends to either leave
+	// the other as it was, and move no message of the clone's full chunks.
+	before := c.At(c.Len() - 1)
+	full := c.At(2*messageChunk - 1)
 	c.Append(Message{ID: "clone"})
 	l.Append(Message{ID: "original"})
 	require.Equal(t, "clone", c.At(c.Len()-1).ID)
 	require.Equal(t, "original", l.At(l.Len()-1).ID)
-	require.Equal(t, fmt.Sprint(2*messageChunk+4), all[len(all)-1].ID)
-	require.Equal(t, idsOf(l.All())[:l.Len()-1], idsOf(c.All())[:c.Len()-1])
+	require.Equal(t, fmt.Sprint(2*messageChunk+4), before.ID)
+	require.Same(t, full, c.At(2*messageChunk-1))
+	require.Equal(t, fmt.Sprint(2*messageChunk), c.At(2*messageChunk).ID, "the next chunk's first message stays after the full ones")
+	require.Equal(t, idsOf(l.all())[:l.Len()-1], idsOf(c.all())[:c.Len()-1])
 	c.At(0).Status = MessageAcknowledged
 	require.NotEqual(t, MessageAcknowledged, l.At(0).Status)
+}
+
+// TestMessageLogOfOneChunkCostsOneSlice: a run of at most a chunk of
+// messages allocates what one slice of them would, in appends and in a
+// clone (its messages and their data).
+func TestMessageLogOfOneChunkCostsOneSlice(t *testing.T) {
+	require.EqualValues(t, 1, testing.AllocsPerRun(10, func() {
+		var l messageLog
+		l.Append(Message{ID: "1"})
+	}), "the first message allocates its slice alone")
+	l := logOf(messageChunk)
+	require.EqualValues(t, 2, testing.AllocsPerRun(10, func() { l.clone() }), "a clone allocates the messages and their data")
 }

@@ -259,6 +259,7 @@ func TestLegacySnapshotSummariesGoToTheIndex(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, old.cold, mixedEnded)
 	snap := toSnapshot(old)
+	flattenMessages(&snap)
 	legacy := struct {
 		Position uint64        `msgpack:"position"`
 		Config   Config        `msgpack:"config"`

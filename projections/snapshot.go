@@ -69,6 +69,10 @@ type snapshotRun struct {
 	Delegations []*Delegation `msgpack:"delegations"`
 	Accounts    []*Account    `msgpack:"accounts"`
 	Messages    []Message     `msgpack:"messages"`
+	// msgs is a hot run's log, encoded in place of Messages (left nil), so
+	// that encoding a run copies none of its messages; a decoded run has
+	// Messages and no log.
+	msgs        *messageLog
 	Asks        []*Ask        `msgpack:"asks"`
 	Credentials []*Credential `msgpack:"credentials"`
 	// RootSpent is the run pool's spend (State.RootSpent), kept as the
@@ -161,9 +165,9 @@ func snapshotSizeHint(snap *snapshot) int {
 	n := 1024
 	for i := range snap.Runs {
 		sr := &snap.Runs[i]
-		n += 512 + 400*(len(sr.Tasks)+len(sr.Delegations)+len(sr.Accounts)+len(sr.Messages))
-		for j := range sr.Messages {
-			n += len(sr.Messages[j].Body)
+		n += 512 + 400*(len(sr.Tasks)+len(sr.Delegations)+len(sr.Accounts)+sr.messageCount())
+		for j := range sr.messageCount() {
+			n += len(sr.message(j).Body)
 		}
 	}
 	return n
@@ -217,12 +221,37 @@ func snapshotRunOf(r *runState) snapshotRun {
 		Delegations:  inOrder(r.delOrder, r.dels),
 		Accounts:     inOrder(r.accountOrder, r.accounts),
 		RootSpent:    r.rootSpent,
-		Messages:     r.msgs.All(),
+		msgs:         &r.msgs,
 		Asks:         inOrder(r.askOrder, r.asks),
 		Credentials:  inOrder(r.credOrder, r.creds),
 		Jobs:         inOrder(r.jobOrder, r.jobs),
 		RevokedRoots: r.roots,
 	}
+}
+
+// messageCount is how many messages sr holds: its log's, else Messages'.
+func (sr *snapshotRun) messageCount() int {
+	if sr.msgs != nil {
+		return sr.msgs.Len()
+	}
+	return len(sr.Messages)
+}
+
+// message is sr's i'th message, 0 ≤ i < messageCount().
+func (sr *snapshotRun) message(i int) *Message {
+	if sr.msgs != nil {
+		return sr.msgs.At(i)
+	}
+	return &sr.Messages[i]
+}
+
+// noMessages is whether sr's messages encode as nil, as msgpack encodes a
+// nil slice: a log with none does.
+func (sr *snapshotRun) noMessages() bool {
+	if sr.msgs != nil {
+		return sr.msgs.Len() == 0
+	}
+	return sr.Messages == nil
 }
 
 // inOrder is m's values in the order of its keys in order.

@@ -95,9 +95,9 @@ func appendSnapshotRun(b []byte, sr *snapshotRun, measure *int) ([]byte, error) 
 	for _, a := range sr.Accounts {
 		b = spill(appendAccount(b, a))
 	}
-	b = appendLen(m.String(b, "messages"), sr.Messages == nil, len(sr.Messages))
-	for i := range sr.Messages {
-		if b, err = appendMessage(b, &sr.Messages[i]); err != nil {
+	b = appendLen(m.String(b, "messages"), sr.noMessages(), sr.messageCount())
+	for i := range sr.messageCount() {
+		if b, err = appendMessage(b, sr.message(i)); err != nil {
 			return nil, err
 		}
 		b = spill(b)

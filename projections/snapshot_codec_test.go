@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
@@ -16,11 +18,22 @@ import (
 func encodeSnapshotByReflection(t *testing.T, s *State) []byte {
 	t.Helper()
 	snap := toSnapshot(s)
+	flattenMessages(&snap)
 	var buf bytes.Buffer
 	enc := msgpack.NewEncoder(&buf)
 	require.NoError(t, enc.EncodeUint16(SnapshotFormat))
 	require.NoError(t, enc.Encode(&snap))
 	return buf.Bytes()
+}
+
+// flattenMessages gives every hot run of snap its messages as the slice
+// msgpack's reflection encodes, in place of its log.
+func flattenMessages(snap *snapshot) {
+	for i := range snap.Runs {
+		if sr := &snap.Runs[i]; sr.msgs != nil {
+			sr.Messages, sr.msgs = sr.msgs.all(), nil
+		}
+	}
 }
 
 // TestSnapshotEncoderMatchesReflection holds the snapshot encoder to the
@@ -146,5 +159,28 @@ func fillRandom(rng *rand.Rand, v reflect.Value) {
 		}
 	default:
 		panic("fillRandom: add " + v.Kind().String())
+	}
+}
+
+// TestEncodingARunCopiesNoMessage: a hot run's record in a snapshot or a
+// view reads the messages from the run's own log: it allocates far less
+// than a copy of them.
+func TestEncodingARunCopiesNoMessage(t *testing.T) {
+	s := fold(longRunHistory(7_000))
+	require.Len(t, s.runs, 1)
+	for _, r := range s.runs {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		sr := snapshotRunOf(r)
+		runtime.ReadMemStats(&after)
+		copied := uint64(r.msgs.Len()) * uint64(unsafe.Sizeof(Message{}))
+		require.Less(t, after.TotalAlloc-before.TotalAlloc, copied/4, "allocated, against %d bytes of messages", copied)
+		got, err := appendSnapshotRun(nil, &sr, nil)
+		require.NoError(t, err)
+		flat := snapshotRun{Run: sr.Run, Last: sr.Last, Tasks: sr.Tasks, Delegations: sr.Delegations, Accounts: sr.Accounts,
+			Messages: r.msgs.all(), Asks: sr.Asks, Credentials: sr.Credentials, RootSpent: sr.RootSpent, Jobs: sr.Jobs, RevokedRoots: sr.RevokedRoots}
+		want, err := msgpack.Marshal(&flat)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
 	}
 }
