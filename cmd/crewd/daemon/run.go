@@ -254,7 +254,9 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 		"quotaBytes", engineConfig.QuotaBytes, "quotaMsgsPerMin", engineConfig.QuotaMsgsPerMin)
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
-	go trimMallocUntil(serveCtx)
+	if mallocTrims {
+		go trimMallocUntil(serveCtx)
+	}
 	go func() {
 		select {
 		case <-failed:
