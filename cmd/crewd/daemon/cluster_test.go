@@ -71,8 +71,13 @@ func startCrewd(t *testing.T, args ...string) *runningCrewd {
 		serving = strings.HasPrefix(lines.Text(), "crewd: socket ")
 	}
 	if !serving {
+		// The scan ends at crewd's exit or on a read error while Run goes on:
+		// stop it (and let its writes fail, with no reader left) before
+		// waiting for it.
+		cancel()
+		r.Close()
 		err := <-c.done
-		c.done <- err
+		require.NoError(t, lines.Err(), "reading crewd's output")
 		require.NoError(t, err, "crewd stopped before it served")
 		require.FailNow(t, "crewd stopped before it served")
 	}
