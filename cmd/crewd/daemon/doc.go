@@ -35,8 +35,9 @@
 //     group it is committing, the log closes; exit 0 (1 if the signal came during the start). A second signal
 //     during shutdown kills the process.
 //   - Memory: the Go heap's soft limit (debug.SetMemoryLimit) is what --memory-mib (default 256) leaves beside the
-//     store's cache, three memtables and 32 MiB for the binary, at least 64 MiB, or a quarter above the live heap
-//     when that is more (memory.go); GOMEMLIMIT, when set, overrides it. With cgo and glibc, malloc keeps 2 arenas,
+//     store's cache, three memtables and 32 MiB for the binary (without cgo the cache and memtables are on the Go
+//     heap, and only the binary is taken out), at least 64 MiB, or a quarter above the live heap when that is more
+//     (memory.go); GOMEMLIMIT, when set, overrides it. With cgo and glibc, malloc keeps 2 arenas,
 //     and crewd returns the arenas' free pages to the system every 2 s and before each snapshot (malloc.go).
 //   - The engine clock is time.Now. Only a test build tagged crewlog_faults (clock_faults.go) reads an offset from
 //     the file named by CREWD_TEST_CLOCK_OFFSET_FILE, so a test can make the clock jump; no real build has it.

@@ -26,21 +26,31 @@ const memoryOverhead = 32 << 20
 // all the time for an engine holding only a few active runs.
 const minGoMemoryLimit = 64 << 20
 
-// goMemoryLimit is the Go heap's target for c (0: none): what --memory-mib
-// leaves once the store's cache, its memtables (the two Pebble reserves in
-// the cache and one being flushed) and memoryOverhead are taken out, and at
-// least minGoMemoryLimit.
+// goMemoryLimit is the Go heap's target for c (0: none), as goHeapTarget
+// for how this build's Pebble allocates.
+func goMemoryLimit(c Config) int64 { return goHeapTarget(c, pebbleOffHeap) }
+
+// goHeapTarget is the Go heap's target for c (0: none): what --memory-mib
+// leaves once memoryOverhead is taken out and, when Pebble allocates off the
+// Go heap (offHeap: built with cgo), the store's cache and its memtables (the
+// two Pebble reserves in the cache and one being flushed); at least
+// minGoMemoryLimit. Without cgo the cache and memtables are on the Go heap,
+// so the target holds them too.
 //
 // Why a target: with GOGC=100 the heap may grow to twice what was live at
 // the last collection, and a snapshot (the clone of the active state, its
 // encoding) is live when the collector measures it, so the heap's goal
 // doubles that too. Under a soft limit the collector runs earlier as the
 // heap nears it, rather than let the heap double.
-func goMemoryLimit(c Config) int64 {
+func goHeapTarget(c Config, offHeap bool) int64 {
 	if c.MemoryBytes == 0 {
 		return 0
 	}
-	return max(c.MemoryBytes-c.CacheBytes-3*int64(c.MemTableBytes)-memoryOverhead, minGoMemoryLimit)
+	limit := c.MemoryBytes - memoryOverhead
+	if offHeap {
+		limit -= c.CacheBytes + 3*int64(c.MemTableBytes)
+	}
+	return max(limit, minGoMemoryLimit)
 }
 
 // liveHeadroom is how far above the live heap the soft limit stays when the

@@ -6,25 +6,33 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The Go heap's soft limit is what --memory-mib leaves beside the store's
-// cache, three memtables and the binary, never below minGoMemoryLimit, and
-// none without --memory-mib.
+// The Go heap's soft limit is what --memory-mib leaves beside the binary
+// and, when Pebble allocates off the Go heap (cgo), beside the store's cache
+// and three memtables; never below minGoMemoryLimit, and none without
+// --memory-mib.
 func TestGoMemoryLimitIsWhatTheStoreLeaves(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		offHeap bool
+		want    int64
+	}{
+		{"the defaults, cgo", nil, true, (256 - 32 - 3*16 - 32) << 20},
+		{"the defaults, no cgo: the cache and memtables are Go heap", nil, false, (256 - 32) << 20},
+		{"sized, cgo", []string{"--memory-mib", "1024", "--cache-mib", "128", "--memtable-mib", "64"}, true, (1024 - 128 - 3*64 - 32) << 20},
+		{"sized, no cgo", []string{"--memory-mib", "1024", "--cache-mib", "128", "--memtable-mib", "64"}, false, (1024 - 32) << 20},
+		{"a cache larger than the memory leaves the floor", []string{"--cache-mib", "256"}, true, minGoMemoryLimit},
+		{"a memory below the overhead leaves the floor", []string{"--memory-mib", "40"}, false, minGoMemoryLimit},
+		{"no limit, cgo", []string{"--memory-mib", "0"}, true, 0},
+		{"no limit, no cgo", []string{"--memory-mib", "0"}, false, 0},
+	} {
+		c, err := Load(tc.args, homeEnv)
+		require.NoError(t, err, tc.name)
+		require.Equal(t, tc.want, goHeapTarget(c, tc.offHeap), tc.name)
+	}
 	c, err := Load(nil, homeEnv)
 	require.NoError(t, err)
-	require.Equal(t, int64(256-32-3*16-32)<<20, goMemoryLimit(c), "the defaults")
-
-	c, err = Load([]string{"--memory-mib", "1024", "--cache-mib", "128", "--memtable-mib", "64"}, homeEnv)
-	require.NoError(t, err)
-	require.Equal(t, int64(1024-128-3*64-32)<<20, goMemoryLimit(c))
-
-	c, err = Load([]string{"--cache-mib", "256"}, homeEnv)
-	require.NoError(t, err)
-	require.Equal(t, int64(minGoMemoryLimit), goMemoryLimit(c), "a cache larger than the memory leaves the floor")
-
-	c, err = Load([]string{"--memory-mib", "0"}, homeEnv)
-	require.NoError(t, err)
-	require.Zero(t, goMemoryLimit(c), "no limit")
+	require.Equal(t, goHeapTarget(c, pebbleOffHeap), goMemoryLimit(c), "this build's Pebble")
 }
 
 // Above the target, the limit follows the live heap, leaving a heap goal a
