@@ -3,9 +3,9 @@ package daemon
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"time"
 )
 
 // DefaultMemoryMiB is --memory-mib's default: the resident memory crewd aims
@@ -76,10 +76,6 @@ func memoryLimitFor(target int64, live, overhead uint64) int64 {
 	return max(target, int64(live+live/liveHeadroom+overhead))
 }
 
-// followLiveEvery is how often the soft limit is set again from the live
-// heap (the runtime updates it at the end of each collection).
-const followLiveEvery = 20 * time.Millisecond
-
 // applyMemoryLimit sets the Go runtime's soft memory limit from c, unless
 // GOMEMLIMIT (read by the runtime at start) says otherwise, and keeps it at
 // memoryLimitFor the live heap until ctx ends.
@@ -94,7 +90,7 @@ func applyMemoryLimit(ctx context.Context, c Config, getenv func(string) string,
 	}
 	debug.SetMemoryLimit(target)
 	lg.Info("Go memory limit", "mib", target>>20, "memoryMiB", c.MemoryBytes>>20)
-	go followLive(ctx, target)
+	followLive(ctx, target)
 }
 
 // liveSamples are what followLive reads: the live heap, and what the
@@ -103,15 +99,16 @@ func applyMemoryLimit(ctx context.Context, c Config, getenv func(string) string,
 var liveSamples = []string{"/gc/heap/live:bytes", "/memory/classes/total:bytes", "/memory/classes/heap/released:bytes",
 	"/memory/classes/heap/free:bytes", "/memory/classes/heap/objects:bytes", "/memory/classes/heap/unused:bytes"}
 
-// followLive sets the soft limit to memoryLimitFor(target, …) every
-// followLiveEvery until ctx ends.
+// followLive sets the soft limit to memoryLimitFor(target, …) after each
+// garbage collection (when the runtime updates the live heap) until ctx
+// ends.
 func followLive(ctx context.Context, target int64) {
 	samples := make([]metrics.Sample, len(liveSamples))
 	for i, name := range liveSamples {
 		samples[i].Name = name
 	}
 	limit := target
-	every(ctx, followLiveEvery, func() bool {
+	afterEachGC(ctx, func() bool {
 		metrics.Read(samples)
 		var v [6]uint64
 		for i := range samples {
@@ -120,15 +117,45 @@ func followLive(ctx context.Context, target int64) {
 			}
 			v[i] = samples[i].Value.Uint64()
 		}
-		live, mapped := v[0], v[1]-v[2]
-		var overhead uint64
-		if heap := v[3] + v[4] + v[5]; mapped > heap {
-			overhead = mapped - heap
-		}
+		live, overhead := liveAndOverhead(v)
 		if l := memoryLimitFor(target, live, overhead); l != limit {
 			limit = l
 			debug.SetMemoryLimit(limit)
 		}
 		return true
 	})
+}
+
+// liveAndOverhead are the live heap and what the runtime maps beside the
+// heap's spans, from liveSamples' values v.
+func liveAndOverhead(v [6]uint64) (live, overhead uint64) {
+	live, mapped := v[0], v[1]-min(v[2], v[1])
+	if heap := v[3] + v[4] + v[5]; mapped > heap {
+		overhead = mapped - heap
+	}
+	return live, overhead
+}
+
+// gcSentinel is the object whose finalizer afterEachGC sets; it holds a
+// pointer so that it is never a tiny allocation (whose finalizer may not
+// run).
+type gcSentinel struct{ _ *byte }
+
+// afterEachGC calls f after each garbage collection, on the runtime's
+// finalizer goroutine, until ctx ends or f returns false: a finalizer on an
+// unreachable sentinel runs once the collection that found it ends, and
+// sets itself on a new one.
+//
+// Why not a ticker: the live heap changes only at the end of a collection,
+// and an idle crewd would wake to read it for nothing.
+func afterEachGC(ctx context.Context, f func() bool) {
+	var arm func()
+	arm = func() {
+		runtime.SetFinalizer(&gcSentinel{}, func(*gcSentinel) {
+			if ctx.Err() == nil && f() {
+				arm()
+			}
+		})
+	}
+	arm()
 }

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"context"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -40,7 +42,58 @@ func TestGoMemoryLimitIsWhatTheStoreLeaves(t *testing.T) {
 // than the target never makes the collector run back to back.
 func TestMemoryLimitFollowsALiveHeapAboveTheTarget(t *testing.T) {
 	const target = 144 << 20
-	require.Equal(t, int64(target), memoryLimitFor(target, 0, 0))
-	require.Equal(t, int64(target), memoryLimitFor(target, 100<<20, 10<<20), "135 MiB: under the target")
-	require.Equal(t, int64(210<<20), memoryLimitFor(target, 160<<20, 10<<20))
+	for _, tc := range []struct {
+		name           string
+		live, overhead uint64
+		want           int64
+	}{
+		{"nothing live", 0, 0, target},
+		{"135 MiB: under the target", 100 << 20, 10 << 20, target},
+		{"exactly the target", 112 << 20, 4 << 20, target},
+		{"above: a quarter over the live heap", 160 << 20, 10 << 20, 210 << 20},
+	} {
+		require.Equal(t, tc.want, memoryLimitFor(target, tc.live, tc.overhead), tc.name)
+	}
+}
+
+// What the runtime maps beside the heap's spans is the total less what was
+// released and what the heap holds (free, objects, unused); none when the
+// heap accounts for it all.
+func TestLiveAndOverheadFromTheRuntimeSamples(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		v              [6]uint64 // live, total, released, free, objects, unused
+		live, overhead uint64
+	}{
+		{"beside the heap", [6]uint64{50, 200, 20, 10, 100, 10}, 50, 60},
+		{"the heap is all", [6]uint64{50, 140, 20, 10, 100, 10}, 50, 0},
+		{"more released than mapped", [6]uint64{50, 10, 20, 0, 0, 0}, 50, 0},
+	} {
+		live, overhead := liveAndOverhead(tc.v)
+		require.Equal(t, tc.live, live, tc.name)
+		require.Equal(t, tc.overhead, overhead, tc.name)
+	}
+}
+
+// afterEachGC's hook runs after a collection, again after the next one,
+// and no more once it returns false.
+func TestAfterEachGCRunsAfterEveryCollection(t *testing.T) {
+	ran := make(chan int, 4)
+	n := 0
+	afterEachGC(context.Background(), func() bool {
+		n++
+		ran <- n
+		return n < 2
+	})
+	runtime.GC()
+	require.Equal(t, 1, <-ran)
+	runtime.GC()
+	require.Equal(t, 2, <-ran)
+	runtime.GC()
+	runtime.GC()
+	select {
+	case m := <-ran:
+		require.FailNow(t, "ran after returning false", "call %d", m)
+	default:
+	}
 }
