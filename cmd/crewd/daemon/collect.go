@@ -15,10 +15,9 @@ import (
 // Why: a snapshot is when crewd's memory peaks. Before it starts, the malloc
 // arenas hold what Pebble freed since the last one (blocks evicted from its
 // cache when memtables took their place, the churn of reading finished
-// runs), mapped and unused: measured on crewbench history, 70–100 MB at the
-// end of the write phase, more the larger the store. Trimming them first
-// keeps that out of the peak (docs/design-read-models.md, "Where the memory
-// goes"). After it, the collector cycle that ran while it was encoded
+// runs), mapped and unused, more the larger the store (measured in
+// docs/benchmarks.md, "crewd's peak memory while writing through a
+// snapshot"). Trimming them first keeps that out of the peak. After it, the collector cycle that ran while it was encoded
 // counted the clone of the state and the snapshot's bytes as live, and lets
 // the heap grow to twice that (GOGC=100) before the next cycle, long after
 // both are garbage. Collecting once they are lets the heap's goal fall back

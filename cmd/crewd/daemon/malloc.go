@@ -34,10 +34,9 @@ func limitMallocArenas() {
 // it gives up its memtables' share of the cache whenever writes arrive, so
 // the arenas keep freed blocks mapped, scattered between live ones, where
 // glibc never returns them (it only trims an arena's top). How much depends
-// on how many blocks passed through the cache, which grows with the store:
-// measured on crewbench history while writing into the active runs, 70–90
-// MB free in the arenas at 10M events against 40–80 MB at 1M, beside 30–60
-// MB that Pebble held. A trim every few seconds bounds that by what churns
+// on how many blocks passed through the cache, which grows with the store
+// (measured in docs/benchmarks.md, "crewd's peak memory while writing
+// through a snapshot"). A trim every few seconds bounds that by what churns
 // between two trims, as the Go runtime's scavenger does for the Go heap.
 // It costs a walk of the arenas' free chunks (a few milliseconds; measured
 // 5–15 ms with 80 MB free) every mallocTrimEvery.
