@@ -173,12 +173,37 @@ const jsErrClusterNotAvail jetstream.ErrorCode = 10008
 // answers that it is temporarily unavailable. Only for calls that are
 // harmless to repeat: reads, and creates of what exists already.
 func callAPI[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	return callAgainWhile(ctx, jetStreamUnavailable, f)
+}
+
+// getMsg reads the stream's message at seq as callAPI calls, and also asks
+// again while nothing answers the read: a stream that allows direct gets
+// (crewlog's do) serves them from its replicas on $JS.API.DIRECT.GET, not
+// through the API, and while none of them answers (a stream leader being
+// elected, replicas catching up) the request fails with no responders (a
+// 503 status) instead of JetStream's unavailable answer.
+func getMsg(ctx context.Context, st jetstream.Stream, seq uint64) (*jetstream.RawStreamMsg, error) {
+	return callAgainWhile(ctx, func(err error) bool {
+		return jetStreamUnavailable(err) || errors.Is(err, nats.ErrNoResponders)
+	}, func(ctx context.Context) (*jetstream.RawStreamMsg, error) { return st.GetMsg(ctx, seq) })
+}
+
+// jetStreamUnavailable reports whether err is JetStream's answer that it is
+// temporarily unavailable (jsErrClusterNotAvail): nothing was done.
+func jetStreamUnavailable(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrClusterNotAvail
+}
+
+// callAgainWhile makes the call f, bounded by apiTimeout as a whole
+// (apiContext), and makes it again, after a short wait growing to a
+// second, while transient says its error is.
+func callAgainWhile[T any](ctx context.Context, transient func(error) bool, f func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := apiContext(ctx)
 	defer cancel()
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		v, err := f(ctx)
-		var apiErr *jetstream.APIError
-		if !errors.As(err, &apiErr) || apiErr.ErrorCode != jsErrClusterNotAvail {
+		if err == nil || !transient(err) {
 			return v, err
 		}
 		select {

@@ -112,7 +112,10 @@
 //     for the supervisor to start crewd again, instead of holding it.
 //     Within those 10 s, all of them but the consumer are asked again
 //     while JetStream answers that it is temporarily unavailable (no meta
-//     or stream leader yet): that answer says nothing was done.
+//     or stream leader yet): that answer says nothing was done. The read
+//     of the last batch, a direct get from the stream's replicas (crewlog's
+//     streams allow them), is also asked again while no replica answers it
+//     (no responders).
 //
 // It does not elect: the lease only makes it rare that two crewds try to
 // write (package cluster drives it); safety comes from the fence.

@@ -108,7 +108,7 @@ func batchAt(ctx context.Context, st jetstream.Stream, cfg Config, seq uint64) (
 	if seq == 0 {
 		return "", nil
 	}
-	m, err := callAPI(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) { return st.GetMsg(ctx, seq) })
+	m, err := getMsg(ctx, st, seq)
 	if err != nil {
 		return "", fmt.Errorf("natslog: the copy's last message, sequence %d: %w", seq, err)
 	}

@@ -37,15 +37,57 @@ func TestUnavailableJetStreamIsAskedAgain(t *testing.T) {
 // messages through the API's message get (no direct get), which answers
 // unavailable twice, then the manifest of batch "w-1".
 func TestUnavailableJetStreamIsAskedAgainForTheCopysLastBatch(t *testing.T) {
-	nc := stubServer(t)
-	cfg := Config{Stream: "CREWLOG", Existing: true}
-	answerUnavailableTwice(t, nc, "$JS.API.STREAM.INFO."+cfg.Stream, "stream_info_response", stubStreamInfo(cfg, false))
-	manifest, err := encodeWire(wireManifest{Batch: "w-1", Messages: 1}, 64)
-	require.NoError(t, err)
+	nc, cfg, manifest := stubStreamEndingWithW1(t, false)
 	asked := answerUnavailableTwice(t, nc, "$JS.API.STREAM.MSG.GET."+cfg.Stream, "stream_msg_get_response", map[string]any{
 		"message": map[string]any{"subject": cfg.Subject(), "seq": 7, "data": base64.StdEncoding.EncodeToString(manifest),
 			"time": time.Now().UTC()}})
 
+	requireLastBatchIsW1(t, nc, cfg, asked)
+}
+
+// crewlog's streams allow direct gets, so Open's read of the copy's last
+// batch goes to $JS.API.DIRECT.GET, answered by the stream's replicas: while
+// none answers (a stream leader being elected), the request fails with no
+// responders, and it is asked again. The stub answers no responders (a 503
+// status) twice, then the manifest of batch "w-1".
+func TestNoRespondersToADirectGetIsAskedAgainForTheCopysLastBatch(t *testing.T) {
+	nc, cfg, manifest := stubStreamEndingWithW1(t, true)
+	asked := new(atomic.Int32)
+	_, err := nc.Subscribe("$JS.API.DIRECT.GET."+cfg.Stream, func(m *nats.Msg) {
+		resp := nats.NewMsg(m.Reply)
+		if asked.Add(1) <= 2 {
+			resp.Header.Set("Status", "503")
+		} else {
+			resp.Header.Set(jetstream.StreamHeader, cfg.Stream)
+			resp.Header.Set(jetstream.SequenceHeader, "7")
+			resp.Header.Set(jetstream.TimeStampHeaer, time.Now().UTC().Format(time.RFC3339Nano))
+			resp.Header.Set(jetstream.SubjectHeader, cfg.Subject())
+			resp.Data = manifest
+		}
+		_ = m.RespondMsg(resp)
+	})
+	require.NoError(t, err)
+
+	requireLastBatchIsW1(t, nc, cfg, asked)
+}
+
+// stubStreamEndingWithW1 is a stub whose stream (with or without direct
+// gets) answers its info unavailable twice, then itself; and the manifest
+// of batch "w-1", for the test to serve at sequence 7.
+func stubStreamEndingWithW1(t *testing.T, direct bool) (*nats.Conn, Config, []byte) {
+	t.Helper()
+	nc := stubServer(t)
+	cfg := Config{Stream: "CREWLOG", Existing: true}
+	answerUnavailableTwice(t, nc, "$JS.API.STREAM.INFO."+cfg.Stream, "stream_info_response", stubStreamInfo(cfg, direct))
+	manifest, err := encodeWire(wireManifest{Batch: "w-1", Messages: 1}, 64)
+	require.NoError(t, err)
+	return nc, cfg, manifest
+}
+
+// requireLastBatchIsW1 opens cfg's stream on the stub and requires that the
+// copy's last batch, at sequence 7, reads as "w-1" after three requests.
+func requireLastBatchIsW1(t *testing.T, nc *nats.Conn, cfg Config, asked *atomic.Int32) {
+	t.Helper()
 	st, err := EnsureStream(context.Background(), stubJetStream(t, nc), cfg)
 	require.NoError(t, err)
 	batch, err := batchAt(context.Background(), st, cfg, 7)
