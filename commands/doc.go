@@ -46,8 +46,8 @@
 //     writer may keep a nearly empty group open after the sync before it
 //     returned, for the callers that sync answered, until it holds as many
 //     commands as that group had callers: the linger, never longer than
-//     the sync just measured nor maxLinger (5 ms), and never for a caller
-//     alone (pipeline.go). It delays a hand-off, never a guarantee: the
+//     the sync just measured nor maxLinger (5 ms) past the sync's return,
+//     and never for a caller alone (pipeline.go). It delays a hand-off, never a guarantee: the
 //     order, durability and failure rules are the same.
 //   - Command ids belong to their principal (SPEC §2, Request.Principal):
 //     the recorded outcome is keyed by (principal, CommandID) and records

@@ -154,11 +154,12 @@ type Engine struct {
 	flights chan *flight
 	free    chan *flight
 	landed  chan struct{} // closed when the publisher has landed the last flight
-	// synced carries one token per staged group whose sync returned; the
+	// synced carries, per staged group whose sync returned, the time it
+	// returned; the
 	// writer counts the groups staged and not yet synced in unsynced, and
 	// keeps the next group open while one is; with early (an EarlyStager)
 	// it hands each group off at once, and neither is kept.
-	synced   chan struct{}
+	synced   chan time.Time
 	unsynced int
 	early    bool
 	// What the writer knows of the last group it handed to the log and of
@@ -285,7 +286,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 	}
 	e.lastSnapRecords.Store(info.SnapshotRecords)
 	e.stager, e.depth, e.early, e.longSyncs = stagerFor(o.Committer, l)
-	e.flights, e.free, e.synced = make(chan *flight, e.depth), make(chan *flight, e.depth), make(chan struct{}, e.depth)
+	e.flights, e.free, e.synced = make(chan *flight, e.depth), make(chan *flight, e.depth), make(chan time.Time, e.depth)
 	for range e.depth {
 		e.free <- &flight{}
 	}
@@ -621,6 +622,9 @@ func (e *Engine) fill(f *flight, p *pending) (quit bool, err error) {
 				break more
 			}
 		}
+		if !e.lingers() {
+			return e.decide(f, from)
+		}
 		began := time.Now()
 		err := e.decide(f, from)
 		e.openDecide += time.Since(began)
@@ -636,10 +640,10 @@ func (e *Engine) fill(f *flight, p *pending) (quit bool, err error) {
 			in = nil // full: wait for the sync only
 		}
 		select {
-		case <-e.synced:
+		case at := <-e.synced:
 			e.unsynced--
 			if e.unsynced == 0 {
-				lingering = e.linger(f)
+				lingering = e.linger(f, at)
 			}
 		case <-lingering:
 			lingering = nil

@@ -33,13 +33,16 @@ type testHooks struct {
 	// possibly two calls at once for two groups; a non-nil error fails the
 	// commit there (the engine fails stop), as a crash would.
 	commit func(point commitPoint, group []*pending) error
-	// linger, when set, is asked by the writer whenever the open group is
-	// smaller than the callers of the group whose sync just returned
-	// (pipeline.go), with the bound lingerFor gave and whether the sync was
-	// long enough to linger: a nil channel hands the group off at once,
-	// another ends the linger when it is ready (the group also goes once
-	// it holds that many commands).
-	linger func(bound time.Duration, long bool) <-chan time.Time
+	// lingerClock, when set, stands in for the clock the linger reads: the
+	// writer asks it whenever the open group is smaller than the callers
+	// of the group whose sync just returned (pipeline.go), with the sync
+	// it measured (hand-off to the sync's return) and how long ago the
+	// sync returned, and goes by the two it gives back.
+	lingerClock func(sync, since time.Duration) (time.Duration, time.Duration)
+	// lingerEnd, when set, is asked by the writer when it lingers, for
+	// wait, with the channel that ends the linger (nil: the engine's own
+	// timer; the group also goes once it holds that many commands).
+	lingerEnd func(wait time.Duration) <-chan time.Time
 }
 
 // hook runs the commit hook at point, if a test set one.

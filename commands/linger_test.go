@@ -31,17 +31,18 @@ type lingerScene struct {
 	adm       events.Principal
 	aCh, cCh  <-chan answer
 	bCh       <-chan answer
-	lingering chan struct{} // closed when the writer asks the linger hook
-	asked     atomic.Int32  // how often it asked
+	lingering chan struct{} // closed when the writer lingers
+	asked     atomic.Int32  // how often it considered a linger
 	end       chan time.Time
+	ownTimer  bool // the linger ends at the engine's own timer, not at end
 	mu        sync.Mutex
 	groups    [][]string // the command ids of each group handed off after z's
 }
 
-func openLingerScene(t *testing.T, committer func(*eventlog.Log) Committer) *lingerScene {
+func openLingerScene(t *testing.T, committer func(*eventlog.Log) Committer, ownTimer bool) *lingerScene {
 	p := openPipe(t, vfs.NewMem(), committer)
 	p.seedRunAs("S")
-	sc := &lingerScene{p: p, adm: events.AdminPrincipal(), lingering: make(chan struct{}), end: make(chan time.Time, 1)}
+	sc := &lingerScene{p: p, adm: events.AdminPrincipal(), lingering: make(chan struct{}), end: make(chan time.Time, 1), ownTimer: ownTimer}
 	var (
 		cDecided, bDecided = make(chan struct{}), make(chan struct{})
 		zSyncing, aHanded  = make(chan struct{}), make(chan struct{})
@@ -76,9 +77,17 @@ func openLingerScene(t *testing.T, committer func(*eventlog.Log) Committer) *lin
 				holdUntil(bDecided)
 			}
 		},
-		linger: func(time.Duration, bool) <-chan time.Time {
-			if sc.asked.Add(1) == 1 {
-				close(sc.lingering)
+		// A's sync, as the linger reads it, took longer than maxLinger
+		// and has just returned: what the machine's clock measured
+		// would make the scene depend on how loaded the machine is.
+		lingerClock: func(time.Duration, time.Duration) (time.Duration, time.Duration) {
+			sc.asked.Add(1)
+			return time.Second, 0
+		},
+		lingerEnd: func(time.Duration) <-chan time.Time {
+			close(sc.lingering) // NB: a second linger panics the test
+			if sc.ownTimer {
+				return nil
 			}
 			return sc.end
 		},
@@ -120,7 +129,7 @@ func requireAdmitted(t *testing.T, chs ...<-chan answer) {
 // next command into b's group instead of the one after it, and the group
 // goes to the log once it holds as many commands as a and c's had callers.
 func TestLingerMergesTheCallersOfTheGroupJustSynced(t *testing.T) {
-	sc := openLingerScene(t, withLongSyncs)
+	sc := openLingerScene(t, withLongSyncs, false)
 	holdUntil(sc.lingering)
 	require.True(t, closed(sc.lingering), "the writer lingers with b alone after a and c's sync")
 	requireAdmitted(t, sc.aCh, sc.cCh)
@@ -130,22 +139,20 @@ func TestLingerMergesTheCallersOfTheGroupJustSynced(t *testing.T) {
 	require.EqualValues(t, 1, sc.asked.Load())
 }
 
-// A linger is bounded: when it ends, the group goes to the log as it is,
-// whether or not the callers came back.
+// A linger is bounded: when it ends (here at the engine's own timer), the
+// group goes to the log as it is, whether or not the callers came back.
 func TestLingerEndsAtItsBound(t *testing.T) {
-	sc := openLingerScene(t, withLongSyncs)
+	sc := openLingerScene(t, withLongSyncs, true)
 	holdUntil(sc.lingering)
 	require.True(t, closed(sc.lingering), "the writer lingers with b alone after a and c's sync")
-	requireAdmitted(t, sc.aCh, sc.cCh)
-	sc.end <- time.Time{}
-	requireAdmitted(t, sc.bCh)
+	requireAdmitted(t, sc.aCh, sc.cCh, sc.bCh)
 	require.Equal(t, [][]string{{"a", "c"}, {"b"}}, sc.handedOff())
 }
 
 // The engine's own log never lingers: b goes to the log alone as soon as
 // a and c's sync returns.
 func TestLingerNotOnTheEnginesOwnLog(t *testing.T) {
-	sc := openLingerScene(t, nil)
+	sc := openLingerScene(t, nil, false)
 	requireAdmitted(t, sc.aCh, sc.cCh, sc.bCh)
 	require.Equal(t, [][]string{{"a", "c"}, {"b"}}, sc.handedOff())
 	require.Zero(t, sc.asked.Load(), "the writer never considered a linger")
@@ -159,10 +166,15 @@ func TestLingerNeverForALoneClient(t *testing.T) {
 	p := openPipe(t, vfs.NewMem(), withLongSyncs)
 	p.seedRunAs("S")
 	var asked atomic.Int32
-	p.set(pipeHooks{linger: func(time.Duration, bool) <-chan time.Time {
-		asked.Add(1)
-		return make(chan time.Time) // never ends: a linger would hang the client
-	}})
+	p.set(pipeHooks{
+		lingerClock: func(time.Duration, time.Duration) (time.Duration, time.Duration) {
+			asked.Add(1)
+			return time.Second, 0 // every sync long enough to linger after
+		},
+		lingerEnd: func(time.Duration) <-chan time.Time {
+			return make(chan time.Time) // never ends: a linger would hang the client
+		},
+	})
 	adm := events.AdminPrincipal()
 	for _, id := range []string{"x1", "x2", "x3", "x4"} {
 		requireAdmitted(t, p.async(createRun(adm, id)))
@@ -188,4 +200,54 @@ func TestLingerForIsBoundedByTheSyncAndMaxLinger(t *testing.T) {
 		require.Equal(t, c.bound, bound, "%+v", c)
 		require.Equal(t, c.long, long, "%+v", c)
 	}
+}
+
+// The sync a linger goes by ends when the sync returned, not when the
+// writer takes the signal up: after a and c's sync the writer sits idle
+// longer than any linger, and then b, alone, goes to the log at once.
+// (Measured from when the writer took the signal up, the sync would
+// include the idle spell, and b would wait out a whole maxLinger.)
+func TestLingerNotAfterAnIdleSpell(t *testing.T) {
+	p := openPipe(t, vfs.NewMem(), withLongSyncs)
+	p.seedRunAs("S")
+	adm := events.AdminPrincipal()
+	var (
+		cDecided, zSyncing = make(chan struct{}), make(chan struct{})
+		mu                 sync.Mutex
+		measured           []time.Duration // the syncs the writer measured
+		lingered           atomic.Int32
+	)
+	p.set(pipeHooks{
+		decided: func(ps []*pending) {
+			if first(ps, "c") != nil {
+				close(cDecided)
+			}
+		},
+		beforeSync: holdFirstSync(zSyncing, cDecided),
+		lingerClock: func(sync, since time.Duration) (time.Duration, time.Duration) {
+			mu.Lock()
+			measured = append(measured, sync, since)
+			mu.Unlock()
+			return sync, since
+		},
+		lingerEnd: func(time.Duration) <-chan time.Time {
+			lingered.Add(1)
+			end := make(chan time.Time, 1)
+			end <- time.Time{} // ends at once: the test fails, not hangs
+			return end
+		},
+	})
+	zCh := p.async(createRun(adm, "z"))
+	<-zSyncing
+	aCh, cCh := p.async(createRun(adm, "a")), p.async(createRun(adm, "c"))
+	requireAdmitted(t, zCh, aCh, cCh)
+	// NB: not waiting for anything: the idle spell is the scene. a and c's
+	// sync returned before they were answered.
+	time.Sleep(maxLinger + time.Millisecond)
+	requireAdmitted(t, p.async(createRun(adm, "b")))
+	require.Zero(t, lingered.Load(), "b waited for callers after an idle spell")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, measured, 2, "the writer considered a linger once, for b")
+	require.GreaterOrEqual(t, measured[1], maxLinger, "the sync returned before the idle spell")
 }

@@ -45,10 +45,12 @@ import (
 // SubmitAll batch's last), the writer keeps it open — deciding what
 // arrives — until it holds that many or a bound passes (lingerFor): the
 // callers answered in a moment join it instead of the group after it. The
-// bound is the sync just measured, capped by maxLinger, and there is no
-// linger at all unless that sync took longer than the writer took to
-// decide its group (the pipeline waited for the log, not the log for the
-// writer). Those callers would otherwise wait for the nearly empty group's
+// bound is the sync just measured (from its hand-off to its return),
+// capped by maxLinger and counted from the sync's return, so a writer
+// that takes the signal up only after an idle spell lingers less or not
+// at all; and there is no linger unless that sync took longer than the
+// writer took to decide its group (the pipeline waited for the log, not
+// the log for the writer). Those callers would otherwise wait for the nearly empty group's
 // whole sync before their own group was even handed off, so a linger no
 // longer than one sync never holds them longer; the few commands already
 // in the open group wait at most that long more, and the log is spared one
@@ -94,31 +96,52 @@ func lingerFor(sync, decide time.Duration) (bound time.Duration, long bool) {
 	return min(sync, maxLinger), sync > decide
 }
 
+// lingers reports whether the writer may linger at all, and so keeps
+// the linger's bookkeeping (handedOff, the decide time fill measures):
+// with a LongSyncer that is not an EarlyStager, two groups in flight.
+func (e *Engine) lingers() bool {
+	return e.longSyncs && !e.early && e.depth >= 2
+}
+
 // linger returns the channel that ends the open group f's linger, or nil
 // when f goes to the log now (writer only, once the sync before it
-// returned).
-func (e *Engine) linger(f *flight) <-chan time.Time {
-	if !e.longSyncs || e.early || e.depth < 2 || len(f.group) >= e.handedCallers {
+// returned, at syncedAt: the publisher's time, not the writer's, which may
+// take the signal up only after an idle spell). The sync is measured from
+// its hand-off to syncedAt, and the linger ends at syncedAt plus its
+// bound: one already past is none.
+func (e *Engine) linger(f *flight, syncedAt time.Time) <-chan time.Time {
+	if !e.lingers() || len(f.group) >= e.handedCallers {
 		return nil
 	}
-	bound, long := lingerFor(time.Since(e.handedAt), e.handedDecide)
-	if h := e.opts.hooks; h != nil && h.linger != nil {
-		return h.linger(bound, long)
+	sync, since := syncedAt.Sub(e.handedAt), time.Since(syncedAt)
+	h := e.opts.hooks
+	if h != nil && h.lingerClock != nil {
+		sync, since = h.lingerClock(sync, since)
 	}
-	if !long {
+	bound, long := lingerFor(sync, e.handedDecide)
+	if !long || since >= bound {
 		return nil
+	}
+	wait := bound - since
+	if h != nil && h.lingerEnd != nil {
+		if end := h.lingerEnd(wait); end != nil {
+			return end
+		}
 	}
 	if e.lingerTimer == nil {
-		e.lingerTimer = time.NewTimer(bound)
+		e.lingerTimer = time.NewTimer(wait)
 	} else {
-		e.lingerTimer.Reset(bound)
+		e.lingerTimer.Reset(wait)
 	}
 	return e.lingerTimer.C
 }
 
 // handedOff notes what the linger needs of f, just handed to the log
-// (writer only).
+// (writer only, when it may linger).
 func (e *Engine) handedOff(f *flight) {
+	if !e.lingers() {
+		return
+	}
 	if f.staged != nil {
 		e.handedAt, e.handedDecide, e.handedCallers = f.stagedAt, e.openDecide, 0
 		for _, p := range f.group {
@@ -233,9 +256,10 @@ func (e *Engine) land(f *flight) {
 		// NB: waited for even after a failure, to release the log's hold.
 		var first uint64
 		first, err = f.staged.Wait()
-		appendTook = time.Since(f.stagedAt)
+		syncedAt := time.Now()
+		appendTook = syncedAt.Sub(f.stagedAt)
 		if !e.early {
-			e.synced <- struct{}{} // the writer may hand the next group off
+			e.synced <- syncedAt // the writer may hand the next group off
 		}
 		if err == nil {
 			err = e.hook(pointDurable, f.group)

@@ -60,9 +60,15 @@ func openPipe(t *testing.T, fs vfs.FS, committer func(*eventlog.Log) Committer) 
 			}
 			return nil
 		},
-		linger: func(bound time.Duration, long bool) <-chan time.Time {
-			if h := p.get(); h.linger != nil {
-				return h.linger(bound, long)
+		lingerClock: func(sync, since time.Duration) (time.Duration, time.Duration) {
+			if h := p.get(); h.lingerClock != nil {
+				return h.lingerClock(sync, since)
+			}
+			return sync, since
+		},
+		lingerEnd: func(wait time.Duration) <-chan time.Time {
+			if h := p.get(); h.lingerEnd != nil {
+				return h.lingerEnd(wait)
 			}
 			return nil
 		},
@@ -83,7 +89,11 @@ type pipeHooks struct {
 	handOff    func(group []*pending) // pointDecided: the group is closed
 	at         func(point commitPoint, group []*pending)
 	beforeSync func()
-	linger     func(bound time.Duration, long bool) <-chan time.Time // the writer would linger
+	// lingerClock: the writer considers a linger after a sync it measured
+	// (the linger reads the durations returned); lingerEnd: it lingers for
+	// wait, until the channel returned (nil: its own timer).
+	lingerClock func(sync, since time.Duration) (time.Duration, time.Duration)
+	lingerEnd   func(wait time.Duration) <-chan time.Time
 }
 
 func (p *pipeFixture) get() pipeHooks {
