@@ -332,8 +332,9 @@ type Stats struct {
 	Sizes [GroupSizeClasses]uint64
 }
 
-// GroupSizeClasses is how many size classes Stats.Sizes has: up to 1024
-// commands in a class of their own, a MaxGroup above that in the last.
+// GroupSizeClasses is how many size classes Stats.Sizes has: groups of up
+// to 1023 commands in the classes by power of two, every group of 1024 or
+// more (up to a MaxGroup above that) in the last.
 const GroupSizeClasses = 12
 
 // groupSizeClass is the class of Stats.Sizes a group of n commands counts in.

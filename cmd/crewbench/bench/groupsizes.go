@@ -32,7 +32,8 @@ func groupSizesBetween(before, after commands.Stats) *GroupSizes {
 }
 
 // String is the mean commands per group and each size class's share of the
-// groups, e.g. "32.1 commands/group; groups of 1: 3%, 2-3: 1%, …, 32-63: 48%".
+// groups, e.g. "32.1 commands/group over 500 groups; groups of 1: 3%,
+// 2-3: 1%, …, 32-63: 48%".
 func (g *GroupSizes) String() string {
 	if g.Groups == 0 {
 		return "no groups"
