@@ -3,16 +3,18 @@ package commands
 import "time"
 
 // Observer is told what the writer did, for metrics. Its methods run on the publisher's goroutine (Committed, one
-// group at a time in log order, pipeline.go) or the snapshot goroutine (Snapshotted), after the group's answers
-// are sent: they must be quick and must not call the engine. The report and its slices are reused: copy what you keep.
+// group at a time in log order, pipeline.go) or the snapshot's goroutine (Snapshotted: the snapshot goroutine, or
+// Close's for the snapshot saved at close), after the group's answers are sent: they must be quick and must not call
+// the engine. The report and its slices are reused: copy what you keep.
 type Observer interface {
 	Committed(g *GroupReport)
 	Snapshotted(position uint64, bytes int, at time.Time)
 }
 
-// SnapshotStarter is an Observer that is also told when a snapshot starts, on the snapshot's goroutine, before the
-// published state is cloned: just before the process's memory peaks (the clone, the encoding). It may take a few
-// milliseconds (returning freed memory to the system); it must not call the engine.
+// SnapshotStarter is an Observer that is also told when a snapshot starts, on the snapshot's goroutine (the snapshot
+// goroutine, or Close's for the snapshot saved at close), before the published state is cloned: just before the
+// process's memory peaks (the clone, the encoding). It may take a few milliseconds (returning freed memory to the
+// system); it must not call the engine.
 type SnapshotStarter interface {
 	SnapshotStarting()
 }
