@@ -13,16 +13,6 @@ import (
 	"github.com/crewlog/crewlog/eventlog/natslog"
 )
 
-// openClusterEngineStore is crewlog as the writer of a JetStream cluster
-// (commands/cluster): nats-server in this process with sync always and file
-// storage — one server for replicas 1, a cluster of that many on loopback
-// ports otherwise — reached over TCP on loopback, and one crewd node that
-// holds the writer lease. Every group is one atomic batch (its manifest,
-// and its events on their runs' subjects) published with the fencing
-// expectation and acknowledged by a majority of replicas before it is
-// appended to the node's local Pebble copy and answered. The writer decides
-// a group while the one before is in flight; early, it also publishes it
-// then (cluster.Options.EarlyStaging).
 // benchLeaseTTL is the writer lease's TTL in the benchmark's cluster. A
 // lease's TTL is how soon a successor replaces a writer that stopped
 // renewing; the benchmark runs one crewd and no successor, so a short TTL
@@ -34,6 +24,16 @@ import (
 // cell's window and drain.
 const benchLeaseTTL = time.Minute
 
+// openClusterEngineStore is crewlog as the writer of a JetStream cluster
+// (commands/cluster): nats-server in this process with sync always and file
+// storage — one server for replicas 1, a cluster of that many on loopback
+// ports otherwise — reached over TCP on loopback, and one crewd node that
+// holds the writer lease. Every group is one atomic batch (its manifest,
+// and its events on their runs' subjects) published with the fencing
+// expectation and acknowledged by a majority of replicas before it is
+// appended to the node's local Pebble copy and answered. The writer decides
+// a group while the one before is in flight; early, it also publishes it
+// then (cluster.Options.EarlyStaging).
 func openClusterEngineStore(dir string, slots, replicas int, early bool) (*engineStore, error) {
 	var urls string
 	var shutdown func()
