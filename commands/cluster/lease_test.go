@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,7 +52,8 @@ func TestLeaseIsRenewedWhileTheNodePromotes(t *testing.T) {
 }
 
 // awaitLeaseWrites waits until the lease key has been written writes times
-// naming holder (its creation included), or fails after timeout.
+// naming holder (its creation included; the key holds the holder's name
+// and a nonce of its lease's opening, "name/nonce"), or fails after timeout.
 func awaitLeaseWrites(nc *nats.Conn, cfg natslog.Config, holder string, writes int, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -72,7 +74,7 @@ func awaitLeaseWrites(nc *nats.Conn, cfg natslog.Config, holder string, writes i
 	for {
 		select {
 		case e := <-w.Updates():
-			if e != nil && e.Operation() == jetstream.KeyValuePut && string(e.Value()) == holder {
+			if e != nil && e.Operation() == jetstream.KeyValuePut && strings.HasPrefix(string(e.Value()), holder+"/") {
 				if seen++; seen == writes {
 					return nil
 				}

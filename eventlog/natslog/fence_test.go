@@ -139,7 +139,7 @@ func TestLeaseRenewalStoredAfterItsCallerGaveUpIsKept(t *testing.T) {
 	// no longer waited for its answer.
 	kv, err := js.KeyValue(ctx, testConfig.leaseBucket())
 	require.NoError(t, err)
-	late, err := kv.Update(ctx, leaseKey, []byte("a"), a.rev)
+	late, err := kv.Update(ctx, leaseKey, []byte(a.value), a.rev)
 	require.NoError(t, err)
 
 	require.NoError(t, a.Renew(ctx))
@@ -150,4 +150,28 @@ func TestLeaseRenewalStoredAfterItsCallerGaveUpIsKept(t *testing.T) {
 	_, err = kv.Update(ctx, leaseKey, []byte("b"), a.rev)
 	require.NoError(t, err)
 	require.ErrorIs(t, a.Renew(ctx), ErrLeaseLost)
+}
+
+// Two crewds given one name are still two holders: the second cannot take
+// the first's lease for its own and renew it, and the name is what Holder
+// shows.
+func TestLeaseOfTheSameNameIsAnotherHolder(t *testing.T) {
+	js := connect(t, startServer(t))
+	ctx := context.Background()
+	first, err := OpenLease(ctx, js, testConfig, "crewd/1", time.Minute)
+	require.NoError(t, err)
+	second, err := OpenLease(ctx, js, testConfig, "crewd/1", time.Minute)
+	require.NoError(t, err)
+	ok, err := first.Acquire(ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = second.Acquire(ctx)
+	require.NoError(t, err)
+	require.False(t, ok)
+
+	require.ErrorIs(t, second.Renew(ctx), ErrLeaseLost)
+	require.NoError(t, first.Renew(ctx))
+	holder, err := second.Holder(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "crewd/1", holder)
 }

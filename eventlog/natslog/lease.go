@@ -2,8 +2,10 @@ package natslog
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,7 +22,9 @@ var ErrLeaseLost = errors.New("natslog: writer lease lost")
 // bucket whose entries expire TTL after their last write. Acquire creates
 // the key (compare-and-set on its absence), Renew rewrites it expecting the
 // revision this holder last wrote; a holder that stops renewing loses it
-// after TTL, and another may take it.
+// after TTL, and another may take it. The key holds the holder's name and
+// a nonce of this opening ("name/nonce"), so two crewds given one name
+// (the name is the operator's free text) are still two holders.
 //
 // NB: a lease is not what keeps two writers apart — clocks and pauses make
 // every lease unsafe on its own. The fence is Commit's expected last
@@ -30,12 +34,14 @@ var ErrLeaseLost = errors.New("natslog: writer lease lost")
 type Lease struct {
 	kv     jetstream.KeyValue
 	holder string
+	value  string // the key's value while this opening holds it: holder/nonce
 	ttl    time.Duration
 	rev    uint64
 }
 
 // OpenLease opens (creating if needed) the lease bucket of cfg's log for
-// holder (a name unique to this crewd).
+// holder (the crewd's name, shown by Holder; two crewds given one name
+// are still two holders).
 func OpenLease(ctx context.Context, js jetstream.JetStream, cfg Config, holder string, ttl time.Duration) (*Lease, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -50,7 +56,7 @@ func OpenLease(ctx context.Context, js jetstream.JetStream, cfg Config, holder s
 	if err != nil {
 		return nil, fmt.Errorf("natslog: lease bucket: %w", err)
 	}
-	return &Lease{kv: kv, holder: holder, ttl: ttl}, nil
+	return &Lease{kv: kv, holder: holder, value: holder + "/" + rand.Text(), ttl: ttl}, nil
 }
 
 // TTL is how long the lease outlives its last renewal.
@@ -58,7 +64,7 @@ func (l *Lease) TTL() time.Duration { return l.ttl }
 
 // Acquire takes the lease if nobody holds it, and reports whether it did.
 func (l *Lease) Acquire(ctx context.Context) (bool, error) {
-	rev, err := l.kv.Create(ctx, leaseKey, []byte(l.holder))
+	rev, err := l.kv.Create(ctx, leaseKey, []byte(l.value))
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return false, nil
 	}
@@ -74,15 +80,16 @@ func (l *Lease) Acquire(ctx context.Context) (bool, error) {
 // NB: a renewal whose caller stopped waiting (its context ended while the
 // server was slow to answer) may still be stored, at a revision this
 // holder never learnt; the next renewal is then refused for its revision.
-// The key naming this holder says it is its own (holder names are unique):
-// it renews from that revision instead of taking the lease for lost, which
-// under load failed writers that held it.
+// A key holding this opening's value (its name and nonce) is its own, even
+// under a name another crewd was given too: it renews from that revision
+// instead of taking the lease for lost, which under load failed writers
+// that held it.
 func (l *Lease) Renew(ctx context.Context) error {
-	rev, err := l.kv.Update(ctx, leaseKey, []byte(l.holder), l.rev)
+	rev, err := l.kv.Update(ctx, leaseKey, []byte(l.value), l.rev)
 	if isWrongLastSequence(err) {
-		if e, gerr := l.kv.Get(ctx, leaseKey); gerr == nil && string(e.Value()) == l.holder && e.Revision() != l.rev {
+		if e, gerr := l.kv.Get(ctx, leaseKey); gerr == nil && string(e.Value()) == l.value && e.Revision() != l.rev {
 			l.rev = e.Revision()
-			rev, err = l.kv.Update(ctx, leaseKey, []byte(l.holder), l.rev)
+			rev, err = l.kv.Update(ctx, leaseKey, []byte(l.value), l.rev)
 		}
 	}
 	if err != nil {
@@ -100,7 +107,8 @@ func (l *Lease) Release(ctx context.Context) error {
 	return l.kv.Delete(ctx, leaseKey, jetstream.LastRevision(l.rev))
 }
 
-// Holder names who holds the lease ("" when nobody does).
+// Holder names who holds the lease ("" when nobody does): its holder name,
+// without the nonce of its opening.
 func (l *Lease) Holder(ctx context.Context) (string, error) {
 	e, err := l.kv.Get(ctx, leaseKey)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -109,5 +117,14 @@ func (l *Lease) Holder(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("natslog: read lease: %w", err)
 	}
-	return string(e.Value()), nil
+	return holderName(string(e.Value())), nil
+}
+
+// holderName is the holder name in a lease key's value: before the last
+// "/", which ends the name and starts the nonce.
+func holderName(value string) string {
+	if i := strings.LastIndexByte(value, '/'); i >= 0 {
+		return value[:i]
+	}
+	return value
 }
