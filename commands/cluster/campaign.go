@@ -50,18 +50,14 @@ func (n *Node) campaign() {
 		if !ok {
 			continue
 		}
+		n.leased.Store(true)
 		// NB: renewed from now on, not once promoted: copying and
 		// folding the stream, and committing the engine config, can take
 		// longer than the TTL, and a lease that expired meanwhile let a
 		// second node take it and fence the first one's first commit.
 		n.wg.Add(1)
 		go n.keepLease(t, sent)
-		stopFollow()
-		if err := <-followDone; err != nil && !errors.Is(err, context.Canceled) {
-			n.fail(err)
-			return
-		}
-		if err := n.promote(); err != nil {
+		if err := n.promote(stopFollow, followDone); err != nil {
 			n.fail(err)
 			return
 		}
@@ -70,29 +66,68 @@ func (n *Node) campaign() {
 	}
 }
 
-// promote makes this node the writer: it first copies the stream to its
-// last sequence and folds it into the engine, so it decides against the
-// whole log; the fence catches a group the old writer still slipped in.
-func (n *Node) promote() error {
+// errPromoteStalled is why a promotion that made no progress for
+// promoteStallFor was given up.
+var errPromoteStalled = errors.New("cluster: promotion made no progress; giving the lease up")
+
+// promoteStallFor is how long a promotion may go without copying or
+// folding anything before it is given up: five lease TTLs and at least
+// 10 s (a JetStream API call's own bound), so that a NATS leader election
+// during a promotion does not cost a failover.
+func (o *Options) promoteStallFor() time.Duration {
+	if o.promoteStall > 0 {
+		return o.promoteStall
+	}
+	return max(5*o.LeaseTTL, 10*time.Second)
+}
+
+// promote makes this node the writer, once it holds the lease: it stops
+// following, copies the stream to its last sequence and folds it into the
+// engine, so it decides against the whole log; the fence catches a group
+// the old writer still slipped in.
+//
+// NB: the lease is renewed while it promotes (keepLease), so a promotion
+// that hangs — a copy whose consumer waits on a stream that lost its
+// leader — would hold the lease, with no writer, for as long as it hangs:
+// every command in the cluster would wait. A watchdog gives the promotion
+// up once it has made no progress for promoteStallFor; the node fails, and
+// Close gives the lease up.
+func (n *Node) promote(stopFollow func(), followDone <-chan error) error {
+	ctx, cancel := context.WithCancelCause(n.ctx)
+	defer cancel(nil)
+	stopWatch := n.watchPromotion(cancel)
+	defer stopWatch()
+	stopFollow()
+	select {
+	case err := <-followDone:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	case <-ctx.Done():
+		return promoteErr(ctx, ctx.Err())
+	}
 	if n.o.beforePromote != nil {
-		n.o.beforePromote()
+		n.o.beforePromote(ctx)
 	}
-	if _, err := n.jl.CatchUp(n.ctx); err != nil {
-		return err
+	if _, err := n.jl.CatchUp(ctx); err != nil {
+		return promoteErr(ctx, err)
 	}
-	if err := n.eng.CatchUp(n.ctx); err != nil {
-		return err
+	if err := n.eng.CatchUp(ctx); err != nil {
+		return promoteErr(ctx, err)
+	}
+	if err := context.Cause(ctx); err != nil {
+		return promoteErr(ctx, err)
 	}
 	n.writer.Store(true)
 	n.elected.Store(time.Now().UnixNano())
 	if n.config != nil {
-		r, err := n.eng.Submit(n.ctx, commands.Request{Actor: events.Actor{Role: events.RoleEngine},
+		r, err := n.eng.Submit(ctx, commands.Request{Actor: events.Actor{Role: events.RoleEngine},
 			Command: &commands.Configure{Config: *n.config}})
 		if err == nil && r.Rejected != nil {
 			err = r.Rejected
 		}
 		if err != nil {
-			return fmt.Errorf("cluster: put the engine config in force: %w", err)
+			return fmt.Errorf("cluster: put the engine config in force: %w", promoteErr(ctx, err))
 		}
 	}
 	sub, err := n.o.Conn.QueueSubscribe(n.o.Log.CommandSubject(), "writer", n.serve)
@@ -103,6 +138,43 @@ func (n *Node) promote() error {
 	close(n.electedCh)
 	n.o.Logger.Info("this crewd is the writer", "node", n.o.Name, "sequence", n.jl.Sequence())
 	return nil
+}
+
+// promoteErr is err, or the watchdog's cause when it ended the promotion.
+func promoteErr(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); errors.Is(cause, errPromoteStalled) {
+		return fmt.Errorf("%w (%v)", cause, err)
+	}
+	return err
+}
+
+// watchPromotion cancels the promotion (with errPromoteStalled) once the
+// stream's copy and the engine's head have both stood still for
+// promoteStallFor, and returns the function that stops watching.
+func (n *Node) watchPromotion(cancel context.CancelCauseFunc) (stop func()) {
+	stall := n.o.promoteStallFor()
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(stall / 10)
+		defer tick.Stop()
+		progress := func() [2]uint64 { return [2]uint64{n.jl.Sequence(), n.eng.Head()} }
+		last, since := progress(), time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-tick.C:
+				if p := progress(); p != last {
+					last, since = p, now
+				} else if now.Sub(since) >= stall {
+					n.o.Logger.Warn("promotion stalled; giving the lease up", "node", n.o.Name, "sequence", last[0], "after", stall)
+					cancel(errPromoteStalled)
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 // keepLease renews the lease every tick of renew until the node stops, and

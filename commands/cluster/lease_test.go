@@ -37,7 +37,7 @@ func TestLeaseIsRenewedWhileTheNodePromotes(t *testing.T) {
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
 	renewed := make(chan error, 1)
 	o := Options{Name: "a", Conn: nc, Log: cfg, LeaseTTL: ttl}
-	o.beforePromote = func() { renewed <- awaitLeaseWrites(nc, cfg, "a", 3, 10*ttl) }
+	o.beforePromote = func(context.Context) { renewed <- awaitLeaseWrites(nc, cfg, "a", 3, 10*ttl) }
 	n, err := Start(context.Background(), local, o)
 	require.NoError(t, err)
 	t.Cleanup(func() { n.Close() })
@@ -82,5 +82,67 @@ func awaitLeaseWrites(nc *nats.Conn, cfg natslog.Config, holder string, writes i
 		case <-ctx.Done():
 			return fmt.Errorf("the lease was written %d times of %d within %s", seen, writes, timeout)
 		}
+	}
+}
+
+// A node that took the lease and then hangs while it promotes (its copy
+// of the stream waiting on a consumer that gets nothing) renews the lease
+// all the while: before the watchdog, every command in the cluster waited
+// for as long as it hung. It gives the promotion up once nothing moved for
+// the stall bound, fails, and its Close gives the lease up at once, so the
+// other node becomes the writer.
+func TestStalledPromotionGivesTheLeaseUp(t *testing.T) {
+	srv, err := natslog.StartServer(natslog.ServerOptions{Name: "t", StoreDir: filepath.Join(t.TempDir(), "nats")})
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
+	// A TTL that outlasts the test's checks: the lease is free at once
+	// only if a gives it up.
+	const ttl = 4 * time.Second
+	start := func(name string, hang bool) *Node {
+		nc, err := nats.Connect("", nats.InProcessServer(srv))
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+		local, err := eventlog.Open(filepath.Join(t.TempDir(), name), nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { local.Close() })
+		o := Options{Name: name, Conn: nc, Log: cfg, LeaseTTL: ttl, promoteStall: time.Second}
+		if hang {
+			o.beforePromote = func(ctx context.Context) { <-ctx.Done() }
+		}
+		n, err := Start(context.Background(), local, o)
+		require.NoError(t, err)
+		return n
+	}
+	a := start("a", true)
+	t.Cleanup(func() { a.Close() })
+	select {
+	case <-a.Failed():
+	case <-time.After(20 * time.Second):
+		t.Fatal("a promotion that hangs is not given up")
+	}
+	require.ErrorIs(t, a.Err(), errPromoteStalled)
+	require.False(t, a.Writer())
+	require.NoError(t, a.Close())
+
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	probe, err := natslog.OpenLease(context.Background(), js, cfg, "probe", ttl)
+	require.NoError(t, err)
+	holder, err := probe.Holder(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, holder, "the node that gave its promotion up still holds the lease")
+
+	b := start("b", false)
+	t.Cleanup(func() { b.Close() })
+	select {
+	case <-b.Elected():
+	case <-b.Failed():
+		t.Fatalf("b failed: %v", b.Err())
+	case <-time.After(20 * time.Second):
+		t.Fatal("no writer after a promotion was given up")
 	}
 }

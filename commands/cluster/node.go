@@ -68,8 +68,11 @@ type Options struct {
 	Logger       *slog.Logger
 
 	// beforePromote, set by tests, runs when the node holds the lease and
-	// before it copies the stream to become the writer.
-	beforePromote func()
+	// before it copies the stream to become the writer; ctx ends when the
+	// promotion is given up (promoteStall).
+	beforePromote func(ctx context.Context)
+	// promoteStall, set by tests, replaces promoteStallFor's bound.
+	promoteStall time.Duration
 }
 
 // Node is one crewd of a cluster sharing one JetStream stream (doc.go).
@@ -87,6 +90,7 @@ type Node struct {
 	eng    *commands.Engine
 	config *projections.Config // put in force on becoming the writer
 	writer atomic.Bool
+	leased atomic.Bool // this node took the lease (it may hold it still)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -197,17 +201,18 @@ func (n *Node) fail(err error) {
 }
 
 // Close stops the node and its engine (not the local log nor the
-// connection). A writer gives the lease up, so a successor need not wait
-// for it to expire.
+// connection). A node that took the lease gives it up (if it still holds
+// it: the delete expects its last revision), so a successor need not wait
+// for it to expire — a writer, or a node that failed while it promoted.
 func (n *Node) Close() error {
-	wasWriter := n.writer.Swap(false)
+	n.writer.Store(false)
 	if sub := n.sub.Load(); sub != nil {
 		_ = sub.Unsubscribe()
 	}
 	n.cancel()
 	n.wg.Wait()
 	err := n.eng.Close()
-	if wasWriter && !n.o.Conn.IsClosed() {
+	if n.leased.Load() && !n.o.Conn.IsClosed() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = n.lease.Release(ctx)
 		cancel()
