@@ -182,9 +182,16 @@ func callAPI[T any](ctx context.Context, f func(context.Context) (T, error)) (T,
 // through the API, and while none of them answers (a stream leader being
 // elected, replicas catching up) the request fails with no responders (a
 // 503 status) instead of JetStream's unavailable answer.
+//
+// It also asks again while the message is not found: seq is one a local
+// copy holds, so the stream has stored it (nothing is ever removed from a
+// crewlog stream), and a not-found comes from a replica that has not
+// applied it yet: in the cluster's Jepsen run a crewd started right after
+// a fault met it, and failed its start for it. A message that is really
+// gone still fails, once the call's bound has passed.
 func getMsg(ctx context.Context, st jetstream.Stream, seq uint64) (*jetstream.RawStreamMsg, error) {
 	return callAgainWhile(ctx, func(err error) bool {
-		return jetStreamUnavailable(err) || errors.Is(err, nats.ErrNoResponders)
+		return jetStreamUnavailable(err) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrMsgNotFound)
 	}, func(ctx context.Context) (*jetstream.RawStreamMsg, error) { return st.GetMsg(ctx, seq) })
 }
 

@@ -52,23 +52,38 @@ func TestUnavailableJetStreamIsAskedAgainForTheCopysLastBatch(t *testing.T) {
 // status) twice, then the manifest of batch "w-1".
 func TestNoRespondersToADirectGetIsAskedAgainForTheCopysLastBatch(t *testing.T) {
 	nc, cfg, manifest := stubStreamEndingWithW1(t, true)
+	requireLastBatchIsW1(t, nc, cfg, answerDirectGetTwice(t, nc, cfg, "503", manifest))
+}
+
+// A direct get may reach a replica that has not yet applied the copy's
+// last message, which answers that it has no such message (a 404 status):
+// the copy holds it, so the stream has it, and it is asked again. A crewd
+// started right after a fault failed its start for it.
+func TestNotFoundFromALaggingReplicaIsAskedAgainForTheCopysLastBatch(t *testing.T) {
+	nc, cfg, manifest := stubStreamEndingWithW1(t, true)
+	requireLastBatchIsW1(t, nc, cfg, answerDirectGetTwice(t, nc, cfg, "404", manifest))
+}
+
+// answerDirectGetTwice answers cfg's direct gets with status twice, then
+// with data as the message at sequence 7; it counts them.
+func answerDirectGetTwice(t *testing.T, nc *nats.Conn, cfg Config, status string, data []byte) *atomic.Int32 {
+	t.Helper()
 	asked := new(atomic.Int32)
 	_, err := nc.Subscribe("$JS.API.DIRECT.GET."+cfg.Stream, func(m *nats.Msg) {
 		resp := nats.NewMsg(m.Reply)
 		if asked.Add(1) <= 2 {
-			resp.Header.Set("Status", "503")
+			resp.Header.Set("Status", status)
 		} else {
 			resp.Header.Set(jetstream.StreamHeader, cfg.Stream)
 			resp.Header.Set(jetstream.SequenceHeader, "7")
 			resp.Header.Set(jetstream.TimeStampHeaer, time.Now().UTC().Format(time.RFC3339Nano))
 			resp.Header.Set(jetstream.SubjectHeader, cfg.Subject())
-			resp.Data = manifest
+			resp.Data = data
 		}
 		_ = m.RespondMsg(resp)
 	})
 	require.NoError(t, err)
-
-	requireLastBatchIsW1(t, nc, cfg, asked)
+	return asked
 }
 
 // stubStreamEndingWithW1 is a stub whose stream (with or without direct
