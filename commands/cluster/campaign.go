@@ -20,7 +20,12 @@ func (n *Node) campaign() {
 	followCtx, stopFollow := context.WithCancel(n.ctx)
 	defer stopFollow()
 	followDone := make(chan error, 1)
+	// NB: counted in n.wg: a promotion given up may return before the
+	// follower has stopped, and Close must not close the engine (nor its
+	// owner the local log) under a copy still appending to it.
+	n.wg.Add(1)
 	go func() {
+		defer n.wg.Done()
 		followDone <- n.jl.Follow(followCtx, func() {
 			// An error here is the engine's own failure, which
 			// watchEngine reports.
@@ -58,7 +63,9 @@ func (n *Node) campaign() {
 		n.wg.Add(1)
 		go n.keepLease(t, sent)
 		if err := n.promote(stopFollow, followDone); err != nil {
-			n.fail(err)
+			if n.ctx.Err() == nil { // not closed meanwhile
+				n.fail(err)
+			}
 			return
 		}
 		n.tickClock()
@@ -149,7 +156,7 @@ func promoteErr(ctx context.Context, err error) error {
 }
 
 // watchPromotion cancels the promotion (with errPromoteStalled) once the
-// stream's copy and the engine's head have both stood still for
+// local copy's head and the engine's have both stood still for
 // promoteStallFor, and returns the function that stops watching.
 func (n *Node) watchPromotion(cancel context.CancelCauseFunc) (stop func()) {
 	stall := n.o.promoteStallFor()
@@ -157,7 +164,13 @@ func (n *Node) watchPromotion(cancel context.CancelCauseFunc) (stop func()) {
 	go func() {
 		tick := time.NewTicker(stall / 10)
 		defer tick.Stop()
-		progress := func() [2]uint64 { return [2]uint64{n.jl.Sequence(), n.eng.Head()} }
+		// NB: the local log's head, not the copier's sequence: the
+		// copier holds its lock for the whole copy, so reading it here
+		// would wait for the very copy that hangs.
+		progress := func() [2]uint64 {
+			head, _ := n.local.Head()
+			return [2]uint64{head, n.eng.Head()}
+		}
 		last, since := progress(), time.Now()
 		for {
 			select {
@@ -167,7 +180,7 @@ func (n *Node) watchPromotion(cancel context.CancelCauseFunc) (stop func()) {
 				if p := progress(); p != last {
 					last, since = p, now
 				} else if now.Sub(since) >= stall {
-					n.o.Logger.Warn("promotion stalled; giving the lease up", "node", n.o.Name, "sequence", last[0], "after", stall)
+					n.o.Logger.Warn("promotion stalled; giving the lease up", "node", n.o.Name, "position", last[0], "after", stall)
 					cancel(errPromoteStalled)
 					return
 				}

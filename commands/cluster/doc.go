@@ -34,9 +34,10 @@
 //
 // A writer that dies stops renewing; after the TTL another node takes the
 // lease, catches up and writes. A node renews the lease from the moment it
-// takes it; a promotion that stops making progress is given up (promote's
-// watchdog), and the node fails and gives the lease up, so no node holds
-// it while it cannot write. Forwarded requests wait for it and are sent
+// takes it; a promotion that has made no progress for the stall bound
+// (five TTLs, at least 10 s) is given up, and the node fails and gives the
+// lease up as it closes, so a node that cannot become the writer holds the
+// lease no longer than that. Forwarded requests wait for it and are sent
 // again with their command ids, so a client learns the recorded outcome of
 // a command whose answer was lost, never a second decision.
 //

@@ -106,9 +106,10 @@ func TestStalledPromotionGivesTheLeaseUp(t *testing.T) {
 		local, err := eventlog.Open(filepath.Join(t.TempDir(), name), nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { local.Close() })
-		o := Options{Name: name, Conn: nc, Log: cfg, LeaseTTL: ttl, promoteStall: time.Second}
+		o := Options{Name: name, Conn: nc, Log: cfg, LeaseTTL: ttl}
 		if hang {
 			o.beforePromote = func(ctx context.Context) { <-ctx.Done() }
+			o.promoteStall = time.Second
 		}
 		n, err := Start(context.Background(), local, o)
 		require.NoError(t, err)

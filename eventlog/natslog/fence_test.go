@@ -152,6 +152,43 @@ func TestLeaseRenewalStoredAfterItsCallerGaveUpIsKept(t *testing.T) {
 	require.ErrorIs(t, a.Renew(ctx), ErrLeaseLost)
 }
 
+// Release gives up a lease whose last renewal was stored after its caller
+// gave up waiting (a node that failed meanwhile), so a successor need not
+// wait for the TTL; it never deletes a key that names another holder.
+func TestLeaseReleaseAfterARenewalItsCallerGaveUp(t *testing.T) {
+	js := connect(t, startServer(t))
+	ctx := context.Background()
+	a, err := OpenLease(ctx, js, testConfig, "a", time.Minute)
+	require.NoError(t, err)
+	b, err := OpenLease(ctx, js, testConfig, "b", time.Minute)
+	require.NoError(t, err)
+	ok, err := a.Acquire(ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+	kv, err := js.KeyValue(ctx, testConfig.leaseBucket())
+	require.NoError(t, err)
+
+	// Another holder's entry is not this holder's to delete.
+	theirs, err := kv.Update(ctx, leaseKey, []byte(b.value), a.rev)
+	require.NoError(t, err)
+	require.Error(t, a.Release(ctx))
+	holder, err := a.Holder(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "b", holder)
+
+	// a's own entry at a revision it never learnt (put back as a late
+	// renewal would have stored it) is.
+	_, err = kv.Update(ctx, leaseKey, []byte(a.value), theirs)
+	require.NoError(t, err)
+	require.NoError(t, a.Release(ctx))
+	holder, err = b.Holder(ctx)
+	require.NoError(t, err)
+	require.Empty(t, holder)
+	ok, err = b.Acquire(ctx)
+	require.NoError(t, err)
+	require.True(t, ok, "the lease is free at once")
+}
+
 // Two crewds given one name are still two holders: the second cannot take
 // the first's lease for its own and renew it, and the name is what Holder
 // shows.

@@ -86,11 +86,8 @@ func (l *Lease) Acquire(ctx context.Context) (bool, error) {
 // that held it.
 func (l *Lease) Renew(ctx context.Context) error {
 	rev, err := l.kv.Update(ctx, leaseKey, []byte(l.value), l.rev)
-	if isWrongLastSequence(err) {
-		if e, gerr := l.kv.Get(ctx, leaseKey); gerr == nil && string(e.Value()) == l.value && e.Revision() != l.rev {
-			l.rev = e.Revision()
-			rev, err = l.kv.Update(ctx, leaseKey, []byte(l.value), l.rev)
-		}
+	if isWrongLastSequence(err) && l.adopt(ctx) {
+		rev, err = l.kv.Update(ctx, leaseKey, []byte(l.value), l.rev)
 	}
 	if err != nil {
 		if isWrongLastSequence(err) || errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -103,8 +100,30 @@ func (l *Lease) Renew(ctx context.Context) error {
 }
 
 // Release gives the lease up at once if this holder still has it.
+//
+// NB: as in Renew, a renewal abandoned while the server was slow (the
+// node failed meanwhile) may have been stored at a revision this holder
+// never learnt: a key holding this opening's value is its own, and is
+// deleted at the revision it has.
 func (l *Lease) Release(ctx context.Context) error {
-	return l.kv.Delete(ctx, leaseKey, jetstream.LastRevision(l.rev))
+	err := l.kv.Delete(ctx, leaseKey, jetstream.LastRevision(l.rev))
+	if isWrongLastSequence(err) && l.adopt(ctx) {
+		err = l.kv.Delete(ctx, leaseKey, jetstream.LastRevision(l.rev))
+	}
+	return err
+}
+
+// adopt reads the key after a write at this holder's revision was refused
+// for it, and takes its revision for this holder's when it holds this
+// opening's value (a write the holder stopped waiting for, stored at a
+// revision it never learnt); it reports whether it did.
+func (l *Lease) adopt(ctx context.Context) bool {
+	e, err := l.kv.Get(ctx, leaseKey)
+	if err != nil || string(e.Value()) != l.value || e.Revision() == l.rev {
+		return false
+	}
+	l.rev = e.Revision()
+	return true
 }
 
 // Holder names who holds the lease ("" when nobody does): its holder name,
