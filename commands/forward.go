@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -81,7 +82,10 @@ type forwardedReply struct {
 
 // EncodeReply encodes the answer of Submit for the engine that forwarded
 // the request. An error travels as its text: the forwarder cannot match it
-// with errors.Is, and answers it as a failure of the writer.
+// with errors.Is, and answers it as a failure of the writer — but for
+// ErrNoSpace, which DecodeReply knows by its text: the writer decided
+// nothing, and the client is owed the disk-full answer a single crewd
+// gives, not a failure in doubt.
 func EncodeReply(r Reply, err error) ([]byte, error) {
 	f := forwardedReply{Result: r.Result, Rejected: r.Rejected, Position: r.Position, Replayed: r.Replayed}
 	if err != nil {
@@ -102,11 +106,14 @@ func marshalArray(v any) ([]byte, error) {
 }
 
 // DecodeReply is the inverse of EncodeReply; a remote error comes back
-// wrapping ErrRemote.
+// wrapping ErrRemote, but the writer's ErrNoSpace as ErrNoSpace.
 func DecodeReply(b []byte) (Reply, error) {
 	var f forwardedReply
 	if err := msgpack.Unmarshal(b, &f); err != nil {
 		return Reply{}, fmt.Errorf("commands: decode forwarded reply: %w", err)
+	}
+	if rest, ok := strings.CutPrefix(f.Err, ErrNoSpace.Error()); ok {
+		return Reply{}, fmt.Errorf("%w%s (on the writer)", ErrNoSpace, rest)
 	}
 	if f.Err != "" {
 		return Reply{}, fmt.Errorf("%w: %s", ErrRemote, f.Err)

@@ -69,6 +69,15 @@ func TestForwardedRequestsRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	_, err = DecodeReply(b)
 	require.ErrorIs(t, err, ErrRemote)
+	require.NotErrorIs(t, err, ErrNoSpace)
+
+	// The writer's disk is short of space: it decided nothing, and the
+	// follower's client is answered so (disk-full), not with a failure.
+	b, err = EncodeReply(Reply{}, fmt.Errorf("%w: %w", ErrNoSpace, errors.New("12 MiB free of a 64 MiB minimum")))
+	require.NoError(t, err)
+	_, err = DecodeReply(b)
+	require.ErrorIs(t, err, ErrNoSpace)
+	require.Equal(t, "commands: too little free disk space; retry later: 12 MiB free of a 64 MiB minimum (on the writer)", err.Error())
 }
 
 // Every Command of this package (a func (*T) Kind() string returning a

@@ -57,6 +57,11 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 				}
 				return rep, true, n.waitCopied(ctx, rep.Position)
 			}
+			if errors.Is(err, commands.ErrNoSpace) {
+				// The writer's disk is short: it decided nothing, and
+				// the client hears so (disk-full), as from one crewd.
+				return commands.Reply{}, true, err
+			}
 			// The writer stepped down before deciding: nothing happened.
 			retry = strings.Contains(err.Error(), ErrNotWriter.Error()) || r.CommandID != ""
 		case errors.Is(err, nats.ErrNoResponders):
