@@ -7,11 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/commands"
-	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/eventlog/natslog"
 	"github.com/crewlog/crewlog/events"
 )
@@ -32,26 +30,13 @@ func TestFollowerAnswersTheWritersLowSpace(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
-	start := func(name string, space commands.SpaceGuard) *Node {
-		nc, err := nats.Connect("", nats.InProcessServer(srv))
-		require.NoError(t, err)
-		t.Cleanup(nc.Close)
-		local, err := eventlog.Open(filepath.Join(t.TempDir(), name), nil)
-		require.NoError(t, err)
-		t.Cleanup(func() { local.Close() })
-		n, err := Start(context.Background(), local, Options{Name: name, Conn: nc, Log: cfg, LeaseTTL: time.Second,
-			Engine: commands.Options{Space: space}})
-		require.NoError(t, err)
-		t.Cleanup(func() { n.Close() })
-		return n
-	}
-	w := start("w", lowSpace{})
+	w := startOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second, Engine: commands.Options{Space: lowSpace{}}})
 	select {
 	case <-w.Elected():
 	case <-time.After(20 * time.Second):
 		t.Fatal("no writer")
 	}
-	f := start("f", nil)
+	f := startOn(t, srv, Options{Name: "f", Log: cfg, LeaseTTL: time.Second})
 
 	for _, id := range []string{"with-id", ""} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -99,24 +100,8 @@ func TestStalledPromotionGivesTheLeaseUp(t *testing.T) {
 	// A TTL that outlasts the test's checks: the lease is free at once
 	// only if a gives it up.
 	const ttl = 4 * time.Second
-	start := func(name string, hang bool) *Node {
-		nc, err := nats.Connect("", nats.InProcessServer(srv))
-		require.NoError(t, err)
-		t.Cleanup(nc.Close)
-		local, err := eventlog.Open(filepath.Join(t.TempDir(), name), nil)
-		require.NoError(t, err)
-		t.Cleanup(func() { local.Close() })
-		o := Options{Name: name, Conn: nc, Log: cfg, LeaseTTL: ttl}
-		if hang {
-			o.beforePromote = func(ctx context.Context) { <-ctx.Done() }
-			o.promoteStall = time.Second
-		}
-		n, err := Start(context.Background(), local, o)
-		require.NoError(t, err)
-		return n
-	}
-	a := start("a", true)
-	t.Cleanup(func() { a.Close() })
+	a := startOn(t, srv, Options{Name: "a", Log: cfg, LeaseTTL: ttl, promoteStall: time.Second,
+		beforePromote: func(ctx context.Context) { <-ctx.Done() }})
 	select {
 	case <-a.Failed():
 	case <-time.After(20 * time.Second):
@@ -137,8 +122,7 @@ func TestStalledPromotionGivesTheLeaseUp(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, holder, "the node that gave its promotion up still holds the lease")
 
-	b := start("b", false)
-	t.Cleanup(func() { b.Close() })
+	b := startOn(t, srv, Options{Name: "b", Log: cfg, LeaseTTL: ttl})
 	select {
 	case <-b.Elected():
 	case <-b.Failed():
@@ -146,4 +130,21 @@ func TestStalledPromotionGivesTheLeaseUp(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no writer after a promotion was given up")
 	}
+}
+
+// startOn starts a node of o on the in-process server srv, with a
+// connection and a local log of its own, all closed when the test ends.
+func startOn(t *testing.T, srv *server.Server, o Options) *Node {
+	t.Helper()
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	local, err := eventlog.Open(filepath.Join(t.TempDir(), o.Name), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { local.Close() })
+	o.Conn = nc
+	n, err := Start(context.Background(), local, o)
+	require.NoError(t, err)
+	t.Cleanup(func() { n.Close() })
+	return n
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/eventlog"
@@ -127,18 +128,11 @@ func TestLeaseIsExclusiveAndExpires(t *testing.T) {
 // there instead of taking the lease for lost; a key that names another
 // holder is still lost.
 func TestLeaseRenewalStoredAfterItsCallerGaveUpIsKept(t *testing.T) {
-	js := connect(t, startServer(t))
 	ctx := context.Background()
-	a, err := OpenLease(ctx, js, testConfig, "a", time.Minute)
-	require.NoError(t, err)
-	ok, err := a.Acquire(ctx)
-	require.NoError(t, err)
-	require.True(t, ok)
+	_, a, kv := heldLease(t)
 
 	// The late renewal: the same update a's Renew sends, stored while a
 	// no longer waited for its answer.
-	kv, err := js.KeyValue(ctx, testConfig.leaseBucket())
-	require.NoError(t, err)
 	late, err := kv.Update(ctx, leaseKey, []byte(a.value), a.rev)
 	require.NoError(t, err)
 
@@ -156,16 +150,9 @@ func TestLeaseRenewalStoredAfterItsCallerGaveUpIsKept(t *testing.T) {
 // gave up waiting (a node that failed meanwhile), so a successor need not
 // wait for the TTL; it never deletes a key that names another holder.
 func TestLeaseReleaseAfterARenewalItsCallerGaveUp(t *testing.T) {
-	js := connect(t, startServer(t))
 	ctx := context.Background()
-	a, err := OpenLease(ctx, js, testConfig, "a", time.Minute)
-	require.NoError(t, err)
+	js, a, kv := heldLease(t)
 	b, err := OpenLease(ctx, js, testConfig, "b", time.Minute)
-	require.NoError(t, err)
-	ok, err := a.Acquire(ctx)
-	require.NoError(t, err)
-	require.True(t, ok)
-	kv, err := js.KeyValue(ctx, testConfig.leaseBucket())
 	require.NoError(t, err)
 
 	// Another holder's entry is not this holder's to delete.
@@ -184,9 +171,25 @@ func TestLeaseReleaseAfterARenewalItsCallerGaveUp(t *testing.T) {
 	holder, err = b.Holder(ctx)
 	require.NoError(t, err)
 	require.Empty(t, holder)
-	ok, err = b.Acquire(ctx)
+	ok, err := b.Acquire(ctx)
 	require.NoError(t, err)
 	require.True(t, ok, "the lease is free at once")
+}
+
+// heldLease starts a server and opens the lease of holder "a" (a TTL of
+// a minute), which takes it; it returns the lease's bucket beside it.
+func heldLease(t *testing.T) (jetstream.JetStream, *Lease, jetstream.KeyValue) {
+	t.Helper()
+	js := connect(t, startServer(t))
+	ctx := context.Background()
+	a, err := OpenLease(ctx, js, testConfig, "a", time.Minute)
+	require.NoError(t, err)
+	ok, err := a.Acquire(ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+	kv, err := js.KeyValue(ctx, testConfig.leaseBucket())
+	require.NoError(t, err)
+	return js, a, kv
 }
 
 // Two crewds given one name are still two holders: the second cannot take
