@@ -39,6 +39,10 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 		defer cancel()
 	}
 	backoff := 10 * time.Millisecond
+	// inDoubt is set once an attempt may have reached a writer and been
+	// decided (no answer, or a writer's failure): a later answer that
+	// nothing was decided speaks only for its own attempt.
+	inDoubt := false
 	for {
 		if n.writer.Load() {
 			return commands.Reply{}, false, nil // became the writer meanwhile
@@ -57,16 +61,22 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 				}
 				return rep, true, n.waitCopied(ctx, rep.Position)
 			}
-			if errors.Is(err, commands.ErrNoSpace) {
+			if errors.Is(err, commands.ErrNoSpace) && !inDoubt {
 				// The writer's disk is short: it decided nothing, and
 				// the client hears so (disk-full), as from one crewd.
+				// NB: not after an attempt in doubt — the writer checks
+				// its space before it looks the command id up, so a
+				// command decided then would be answered disk-full.
 				return commands.Reply{}, true, err
 			}
 			// The writer stepped down before deciding: nothing happened.
-			retry = strings.Contains(err.Error(), ErrNotWriter.Error()) || r.CommandID != ""
+			notWriter := strings.Contains(err.Error(), ErrNotWriter.Error())
+			inDoubt = inDoubt || !notWriter && !errors.Is(err, commands.ErrNoSpace)
+			retry = notWriter || r.CommandID != ""
 		case errors.Is(err, nats.ErrNoResponders):
 			retry = true // nobody received it
 		default:
+			inDoubt = true
 			retry = r.CommandID != ""
 		}
 		if !retry || ctx.Err() != nil {

@@ -3,10 +3,14 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/commands"
@@ -47,4 +51,51 @@ func TestFollowerAnswersTheWritersLowSpace(t *testing.T) {
 		require.NotErrorIs(t, err, ErrNoWriter)
 	}
 	require.Zero(t, f.Engine().Head(), "nothing was decided")
+}
+
+// A follower that sent a command whose outcome it did not learn (no
+// answer, or the writer's failure) and sends it again does not answer the
+// writer's low-space refusal of the retry as disk-full: the writer checks
+// its space before it looks the command id up, so the command may have
+// been decided by the first attempt. It answers ErrNoWriter, in doubt.
+// The writer here is the test's: it holds the lease and answers the
+// commands subject, with a failure, then with low space, for ever.
+func TestFollowerInDoubtDoesNotAnswerDiskFull(t *testing.T) {
+	srv, err := natslog.StartServer(natslog.ServerOptions{Name: "t", StoreDir: filepath.Join(t.TempDir(), "nats")})
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	_, err = natslog.EnsureStream(context.Background(), js, cfg)
+	require.NoError(t, err)
+	lease, err := natslog.OpenLease(context.Background(), js, cfg, "test-writer", time.Minute)
+	require.NoError(t, err)
+	ok, err := lease.Acquire(context.Background())
+	require.NoError(t, err)
+	require.True(t, ok)
+	var asked atomic.Int32
+	_, err = nc.QueueSubscribe(cfg.CommandSubject(), "writer", func(m *nats.Msg) {
+		answer := fmt.Errorf("%w: %w", commands.ErrNoSpace, errLowSpace)
+		if asked.Add(1) == 1 {
+			answer = commands.ErrFailed
+		}
+		b, err := commands.EncodeReply(commands.Reply{}, answer)
+		if err == nil {
+			_ = m.Respond(b)
+		}
+	})
+	require.NoError(t, err)
+	f := startOn(t, srv, Options{Name: "f", Log: cfg, LeaseTTL: time.Minute})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err = f.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(), CommandID: "c-1",
+		Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}})
+	require.ErrorIs(t, err, ErrNoWriter)
+	require.NotErrorIs(t, err, commands.ErrNoSpace)
+	require.GreaterOrEqual(t, asked.Load(), int32(2), "sent again after the failure")
 }
