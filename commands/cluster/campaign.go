@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -102,7 +103,8 @@ func (o *Options) promoteStallFor() time.Duration {
 func (n *Node) promote(stopFollow func(), followDone <-chan error) error {
 	ctx, cancel := context.WithCancelCause(n.ctx)
 	defer cancel(nil)
-	stopWatch := n.watchPromotion(cancel)
+	var folding atomic.Bool
+	stopWatch := n.watchPromotion(cancel, &folding)
 	defer stopWatch()
 	stopFollow()
 	select {
@@ -119,7 +121,13 @@ func (n *Node) promote(stopFollow func(), followDone <-chan error) error {
 	if _, err := n.jl.CatchUp(ctx); err != nil {
 		return promoteErr(ctx, err)
 	}
-	if err := n.eng.CatchUp(ctx); err != nil {
+	// NB: the fold is not watched: it is the engine's own work on the
+	// local log, which cannot wait on NATS, and its head moves only once
+	// it is done, so a long backlog would look like a stall.
+	folding.Store(true)
+	err := n.eng.CatchUp(ctx)
+	folding.Store(false)
+	if err != nil {
 		return promoteErr(ctx, err)
 	}
 	if err := context.Cause(ctx); err != nil {
@@ -157,8 +165,9 @@ func promoteErr(ctx context.Context, err error) error {
 
 // watchPromotion cancels the promotion (with errPromoteStalled) once the
 // local copy's head and the engine's have both stood still for
-// promoteStallFor, and returns the function that stops watching.
-func (n *Node) watchPromotion(cancel context.CancelCauseFunc) (stop func()) {
+// promoteStallFor, not counting the time folding is set, and returns the
+// function that stops watching.
+func (n *Node) watchPromotion(cancel context.CancelCauseFunc, folding *atomic.Bool) (stop func()) {
 	stall := n.o.promoteStallFor()
 	done := make(chan struct{})
 	go func() {
@@ -177,7 +186,7 @@ func (n *Node) watchPromotion(cancel context.CancelCauseFunc) (stop func()) {
 			case <-done:
 				return
 			case now := <-tick.C:
-				if p := progress(); p != last {
+				if p := progress(); p != last || folding.Load() {
 					last, since = p, now
 				} else if now.Sub(since) >= stall {
 					n.o.Logger.Warn("promotion stalled; giving the lease up", "node", n.o.Name, "position", last[0], "after", stall)

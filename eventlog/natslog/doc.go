@@ -115,7 +115,8 @@
 //     or stream leader yet): that answer says nothing was done. The read
 //     of the last batch, a direct get from the stream's replicas (crewlog's
 //     streams allow them), is also asked again while no replica answers it
-//     (no responders).
+//     (no responders), or only one that has not applied it yet (message
+//     not found: the copy holds it, so the stream has it).
 //
 // It does not elect: the lease only makes it rare that two crewds try to
 // write (package cluster drives it); safety comes from the fence.
