@@ -125,7 +125,7 @@ func (c committed) Wait() (uint64, error) { return c.first, c.err }
 // stagerFor returns how the engine stages its groups with Committer c (nil:
 // the engine's log l), how many groups may be in flight at once, whether a
 // group is handed off before the one before it synced, and whether the
-// writer may linger (LongSyncer).
+// writer may linger (a LongSyncer that stages, and not early: pipeline.go).
 func stagerFor(c Committer, l *eventlog.Log) (s stager, depth int, early, long bool) {
 	if ls, ok := c.(LongSyncer); ok {
 		long = ls.SyncsLong()
@@ -134,7 +134,8 @@ func stagerFor(c Committer, l *eventlog.Log) (s stager, depth int, early, long b
 	case nil:
 		return logCommitter{l}, pipelineDepth, false, false
 	case EarlyStager:
-		return c, pipelineDepth, c.StagesEarly(), long
+		early = c.StagesEarly()
+		return c, pipelineDepth, early, long && !early
 	case StagingCommitter:
 		return c, pipelineDepth, false, long
 	default:

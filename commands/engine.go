@@ -166,7 +166,7 @@ type Engine struct {
 	// the open one, for the linger (pipeline.go): when the last was handed
 	// off, how many of its commands' callers wait for their answer before
 	// they send more, and the writer's time spent deciding each.
-	longSyncs     bool // the Committer is a LongSyncer whose syncs are long
+	mayLinger     bool // the writer may linger (pipeline.go): stagerFor says when
 	handedAt      time.Time
 	handedCallers int
 	handedDecide  time.Duration
@@ -285,7 +285,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 		cold: s.ColdStore(),
 	}
 	e.lastSnapRecords.Store(info.SnapshotRecords)
-	e.stager, e.depth, e.early, e.longSyncs = stagerFor(o.Committer, l)
+	e.stager, e.depth, e.early, e.mayLinger = stagerFor(o.Committer, l)
 	e.flights, e.free, e.synced = make(chan *flight, e.depth), make(chan *flight, e.depth), make(chan time.Time, e.depth)
 	for range e.depth {
 		e.free <- &flight{}
@@ -623,7 +623,7 @@ func (e *Engine) fill(f *flight, p *pending) (quit bool, err error) {
 				break more
 			}
 		}
-		if !e.lingers() {
+		if !e.mayLinger {
 			return e.decide(f, from)
 		}
 		began := time.Now()

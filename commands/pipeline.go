@@ -96,13 +96,6 @@ func lingerFor(sync, decide time.Duration) (bound time.Duration, long bool) {
 	return min(sync, maxLinger), sync > decide
 }
 
-// lingers reports whether the writer may linger at all, and so keeps
-// the linger's bookkeeping (handedOff, the decide time fill measures):
-// with a LongSyncer that is not an EarlyStager, two groups in flight.
-func (e *Engine) lingers() bool {
-	return e.longSyncs && !e.early && e.depth >= 2
-}
-
 // linger returns the channel that ends the open group f's linger, or nil
 // when f goes to the log now (writer only, once the sync before it
 // returned, at syncedAt: the publisher's time, not the writer's, which may
@@ -110,7 +103,7 @@ func (e *Engine) lingers() bool {
 // its hand-off to syncedAt, and the linger ends at syncedAt plus its
 // bound: one already past is none.
 func (e *Engine) linger(f *flight, syncedAt time.Time) <-chan time.Time {
-	if !e.lingers() || len(f.group) >= e.handedCallers {
+	if !e.mayLinger || len(f.group) >= e.handedCallers {
 		return nil
 	}
 	sync, since := syncedAt.Sub(e.handedAt), time.Since(syncedAt)
@@ -139,7 +132,7 @@ func (e *Engine) linger(f *flight, syncedAt time.Time) <-chan time.Time {
 // handedOff notes what the linger needs of f, just handed to the log
 // (writer only, when it may linger).
 func (e *Engine) handedOff(f *flight) {
-	if !e.lingers() {
+	if !e.mayLinger {
 		return
 	}
 	if f.staged != nil {

@@ -71,7 +71,7 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 			}
 			// The writer stepped down before deciding: nothing happened.
 			notWriter := strings.Contains(err.Error(), ErrNotWriter.Error())
-			inDoubt = inDoubt || !notWriter && !errors.Is(err, commands.ErrNoSpace)
+			inDoubt = inDoubt || !notWriter
 			retry = notWriter || r.CommandID != ""
 		case errors.Is(err, nats.ErrNoResponders):
 			retry = true // nobody received it

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,9 +29,7 @@ func (lowSpace) CheckSpace() error { return errLowSpace }
 // at once — the disk-full a single crewd gives — instead of sending it
 // again until its time is up and answering that no writer answered.
 func TestFollowerAnswersTheWritersLowSpace(t *testing.T) {
-	srv, err := natslog.StartServer(natslog.ServerOptions{Name: "t", StoreDir: filepath.Join(t.TempDir(), "nats")})
-	require.NoError(t, err)
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	srv := startNATS(t)
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
 	w := startOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second, Engine: commands.Options{Space: lowSpace{}}})
 	select {
@@ -61,13 +58,9 @@ func TestFollowerAnswersTheWritersLowSpace(t *testing.T) {
 // The writer here is the test's: it holds the lease and answers the
 // commands subject, with a failure, then with low space, for ever.
 func TestFollowerInDoubtDoesNotAnswerDiskFull(t *testing.T) {
-	srv, err := natslog.StartServer(natslog.ServerOptions{Name: "t", StoreDir: filepath.Join(t.TempDir(), "nats")})
-	require.NoError(t, err)
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	srv := startNATS(t)
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
-	nc, err := nats.Connect("", nats.InProcessServer(srv))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
+	nc := connectTo(t, srv)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 	_, err = natslog.EnsureStream(context.Background(), js, cfg)

@@ -24,24 +24,13 @@ import (
 // The promotion here waits until the lease was written twice after it was
 // taken (bounded by 10 TTLs, for a build that does not renew it).
 func TestLeaseIsRenewedWhileTheNodePromotes(t *testing.T) {
-	srv, err := natslog.StartServer(natslog.ServerOptions{Name: "t", StoreDir: filepath.Join(t.TempDir(), "nats")})
-	require.NoError(t, err)
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	nc, err := nats.Connect("", nats.InProcessServer(srv))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	local, err := eventlog.Open(filepath.Join(t.TempDir(), "db"), nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { local.Close() })
-
+	srv := startNATS(t)
+	nc := connectTo(t, srv)
 	const ttl = 500 * time.Millisecond
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
 	renewed := make(chan error, 1)
-	o := Options{Name: "a", Conn: nc, Log: cfg, LeaseTTL: ttl}
-	o.beforePromote = func(context.Context) { renewed <- awaitLeaseWrites(nc, cfg, "a", 3, 10*ttl) }
-	n, err := Start(context.Background(), local, o)
-	require.NoError(t, err)
-	t.Cleanup(func() { n.Close() })
+	n := startOn(t, srv, Options{Name: "a", Log: cfg, LeaseTTL: ttl,
+		beforePromote: func(context.Context) { renewed <- awaitLeaseWrites(nc, cfg, "a", 3, 10*ttl) }})
 
 	require.NoError(t, <-renewed)
 	select {
@@ -93,9 +82,7 @@ func awaitLeaseWrites(nc *nats.Conn, cfg natslog.Config, holder string, writes i
 // the stall bound, fails, and its Close gives the lease up at once, so the
 // other node becomes the writer.
 func TestStalledPromotionGivesTheLeaseUp(t *testing.T) {
-	srv, err := natslog.StartServer(natslog.ServerOptions{Name: "t", StoreDir: filepath.Join(t.TempDir(), "nats")})
-	require.NoError(t, err)
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	srv := startNATS(t)
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
 	// A TTL that outlasts the test's checks: the lease is free at once
 	// only if a gives it up.
@@ -111,10 +98,7 @@ func TestStalledPromotionGivesTheLeaseUp(t *testing.T) {
 	require.False(t, a.Writer())
 	require.NoError(t, a.Close())
 
-	nc, err := nats.Connect("", nats.InProcessServer(srv))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(connectTo(t, srv))
 	require.NoError(t, err)
 	probe, err := natslog.OpenLease(context.Background(), js, cfg, "probe", ttl)
 	require.NoError(t, err)
@@ -136,15 +120,31 @@ func TestStalledPromotionGivesTheLeaseUp(t *testing.T) {
 // connection and a local log of its own, all closed when the test ends.
 func startOn(t *testing.T, srv *server.Server, o Options) *Node {
 	t.Helper()
-	nc, err := nats.Connect("", nats.InProcessServer(srv))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
 	local, err := eventlog.Open(filepath.Join(t.TempDir(), o.Name), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { local.Close() })
-	o.Conn = nc
+	o.Conn = connectTo(t, srv)
 	n, err := Start(context.Background(), local, o)
 	require.NoError(t, err)
 	t.Cleanup(func() { n.Close() })
 	return n
+}
+
+// startNATS starts a NATS server with JetStream in the test process,
+// shut down when the test ends.
+func startNATS(t *testing.T) *server.Server {
+	t.Helper()
+	srv, err := natslog.StartServer(natslog.ServerOptions{Name: "t", StoreDir: filepath.Join(t.TempDir(), "nats")})
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	return srv
+}
+
+// connectTo connects to the in-process server srv until the test ends.
+func connectTo(t *testing.T, srv *server.Server) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	return nc
 }

@@ -97,12 +97,8 @@ func TestLeaseIsExclusiveAndExpires(t *testing.T) {
 	b, err := OpenLease(ctx, js, testConfig, "b", ttl)
 	require.NoError(t, err)
 
-	ok, err := a.Acquire(ctx)
-	require.NoError(t, err)
-	require.True(t, ok)
-	ok, err = b.Acquire(ctx)
-	require.NoError(t, err)
-	require.False(t, ok)
+	requireAcquire(t, a, true)
+	requireAcquire(t, b, false)
 	require.NoError(t, a.Renew(ctx))
 	holder, err := b.Holder(ctx)
 	require.NoError(t, err)
@@ -111,7 +107,7 @@ func TestLeaseIsExclusiveAndExpires(t *testing.T) {
 	// a stops renewing: b gets the lease once it expired (polled: the
 	// server signals no expiry).
 	for {
-		ok, err = b.Acquire(ctx)
+		ok, err := b.Acquire(ctx)
 		require.NoError(t, err)
 		if ok {
 			break
@@ -171,9 +167,7 @@ func TestLeaseReleaseAfterARenewalItsCallerGaveUp(t *testing.T) {
 	holder, err = b.Holder(ctx)
 	require.NoError(t, err)
 	require.Empty(t, holder)
-	ok, err := b.Acquire(ctx)
-	require.NoError(t, err)
-	require.True(t, ok, "the lease is free at once")
+	requireAcquire(t, b, true) // the lease is free at once
 }
 
 // heldLease starts a server and opens the lease of holder "a" (a TTL of
@@ -184,12 +178,19 @@ func heldLease(t *testing.T) (jetstream.JetStream, *Lease, jetstream.KeyValue) {
 	ctx := context.Background()
 	a, err := OpenLease(ctx, js, testConfig, "a", time.Minute)
 	require.NoError(t, err)
-	ok, err := a.Acquire(ctx)
-	require.NoError(t, err)
-	require.True(t, ok)
+	requireAcquire(t, a, true)
 	kv, err := js.KeyValue(ctx, testConfig.leaseBucket())
 	require.NoError(t, err)
 	return js, a, kv
+}
+
+// requireAcquire requires that l's Acquire succeeds and takes the lease
+// (want) or finds it held.
+func requireAcquire(t *testing.T, l *Lease, want bool) {
+	t.Helper()
+	ok, err := l.Acquire(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, want, ok)
 }
 
 // Two crewds given one name are still two holders: the second cannot take
@@ -202,12 +203,8 @@ func TestLeaseOfTheSameNameIsAnotherHolder(t *testing.T) {
 	require.NoError(t, err)
 	second, err := OpenLease(ctx, js, testConfig, "crewd/1", time.Minute)
 	require.NoError(t, err)
-	ok, err := first.Acquire(ctx)
-	require.NoError(t, err)
-	require.True(t, ok)
-	ok, err = second.Acquire(ctx)
-	require.NoError(t, err)
-	require.False(t, ok)
+	requireAcquire(t, first, true)
+	requireAcquire(t, second, false)
 
 	require.ErrorIs(t, second.Renew(ctx), ErrLeaseLost)
 	require.NoError(t, first.Renew(ctx))

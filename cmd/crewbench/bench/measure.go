@@ -142,10 +142,20 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 		if err != nil {
 			return err
 		}
+		// abandon stops the profiles still running when the cell fails:
+		// the server's, if it runs (after n operations), then this
+		// process's.
+		abandon := func(err error, serverRuns bool, n int64) error {
+			var stopped error
+			if serverRuns {
+				_, stopped = remote.stopServerProfile(n)
+			}
+			return errors.Join(err, stopped, prof.stop(0))
+		}
 		serverProfiled := profile.prefix != "" && isRemote
 		if serverProfiled {
 			if err := remote.profileServer(profile.prefix + ".server"); err != nil {
-				return errors.Join(err, prof.stop(0))
+				return abandon(err, false, 0)
 			}
 		}
 		start := time.Now()
@@ -207,11 +217,7 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 			if isRemote {
 				srv1, err := remote.serverCPU()
 				if err != nil {
-					var stopped error
-					if serverProfiled {
-						_, stopped = remote.stopServerProfile(n)
-					}
-					return errors.Join(err, stopped, prof.stop(0))
+					return abandon(err, serverProfiled, n)
 				}
 				res.CPUPerOp, res.ClientCPUPerOp = (srv1-srv0)/time.Duration(n), res.CPUPerOp
 			}
@@ -219,7 +225,7 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 		if serverProfiled {
 			report, err := remote.stopServerProfile(done.Load())
 			if err != nil {
-				return errors.Join(err, prof.stop(0))
+				return abandon(err, false, 0)
 			}
 			fmt.Fprintln(progress, report)
 		}
