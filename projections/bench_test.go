@@ -19,10 +19,8 @@ func BenchmarkApply(b *testing.B) {
 	}{{"100k", 100_000, false}, {"100k-one-run", 100_000, true}, {"1M", 1_000_000, false}} {
 		b.Run(n.name, func(b *testing.B) {
 			evs := realisticHistory(n.n)
-			for i := range evs {
-				if n.oneRun && evs[i].Stream != events.EngineStream {
-					evs[i].Stream = "R"
-				}
+			if n.oneRun {
+				evs = oneRunOf(evs)
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -58,13 +56,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	// The two passes a daemon's snapshot takes (NewSnapshotEncoder measures,
 	// EncodeInto writes), on a state whose 100k events are one run: the
 	// measuring pass once grew a buffer to the whole run.
-	evs := realisticHistory(100_000)
-	for i := range evs {
-		if evs[i].Stream != events.EngineStream {
-			evs[i].Stream = "R"
-		}
-	}
-	oneRun := fold(evs)
+	oneRun := fold(oneRunOf(realisticHistory(100_000)))
 	b.Run("two-pass-one-run", func(b *testing.B) {
 		for b.Loop() {
 			e, err := NewSnapshotEncoder(oneRun)
@@ -96,16 +88,21 @@ func BenchmarkSnapshot(b *testing.B) {
 // group touches, against the second fold of the group's events that
 // left-right publication pays (BenchmarkApply's ns/event).
 func BenchmarkCloneRun(b *testing.B) {
-	evs := realisticHistory(100_000)
-	for i := range evs {
-		if evs[i].Stream != events.EngineStream {
-			evs[i].Stream = "R"
-		}
-	}
-	big := fold(evs).runs["R"]
+	big := fold(oneRunOf(realisticHistory(100_000))).runs["R"]
 	for b.Loop() {
 		big.clone()
 	}
 	b.ReportMetric(float64(big.run.Usage.Events), "run-events")
 	b.ReportMetric(float64(len(big.dels)), "delegations")
+}
+
+// oneRunOf puts every event of evs but the engine's in one run, "R": a
+// long run's history (evs is changed in place and returned).
+func oneRunOf(evs []events.Event) []events.Event {
+	for i := range evs {
+		if evs[i].Stream != events.EngineStream {
+			evs[i].Stream = "R"
+		}
+	}
+	return evs
 }

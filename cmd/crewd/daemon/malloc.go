@@ -45,8 +45,14 @@ const mallocTrimEvery = 2 * time.Second
 // trimMallocUntil trims the malloc arenas every mallocTrimEvery until ctx
 // ends.
 func trimMallocUntil(ctx context.Context) {
-	every(ctx, mallocTrimEvery, func() bool {
-		trimMalloc()
-		return true
-	})
+	t := time.NewTicker(mallocTrimEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			trimMalloc()
+		}
+	}
 }

@@ -89,8 +89,19 @@ func TestAfterEachGCRunsAfterEveryCollection(t *testing.T) {
 	require.Equal(t, 1, <-ran)
 	runtime.GC()
 	require.Equal(t, 2, <-ran)
+	// A second hook, armed now, runs after each of the next two
+	// collections: once it has run after the second, the finalizers of
+	// the first (run in order, on one goroutine) have had their turn.
+	seen, done := 0, make(chan struct{})
+	afterEachGC(context.Background(), func() bool {
+		if seen++; seen == 2 {
+			close(done)
+		}
+		return seen < 2
+	})
 	runtime.GC()
 	runtime.GC()
+	<-done
 	select {
 	case m := <-ran:
 		require.FailNow(t, "ran after returning false", "call %d", m)
