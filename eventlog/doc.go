@@ -40,7 +40,9 @@
 //     previous snapshot or the new one, whole and sealed, never neither.
 //     The snapshot is ingested as a table of its own with the older ones
 //     excised in the same step, so its bytes never pass through the WAL, the
-//     memtable, a flush or a compaction of the events.
+//     memtable, a flush or a compaction of the events. It is stored in
+//     sealed chunks of 64 KiB under a header that holds its size, chunk
+//     count and checksum, so a chunk lost, added or moved is caught too.
 //
 //   - Nothing is ever deleted but superseded snapshots and stream views,
 //     the versions of stream summaries no state can read any more
@@ -101,7 +103,11 @@
 //	                                         uvarint n | uvarint pos_1 | uvarint deltas … (see index.go)
 //	'o' | uvarint len | principal | id       sealed outcome (format 3)
 //	'c' | command id                         sealed outcome (formats 1 and 2; moved by the step to 3)
-//	'n' | pos:8 BE                           sealed snapshot (only the newest is kept)
+//	'n' | pos:8 BE | 0:4 BE                  sealed [size:8 BE | chunks:4 BE | crc32c:4 BE]: the newest
+//	                                         snapshot's header (only the newest is kept)
+//	'n' | pos:8 BE | i:4 BE                  sealed chunk i (1 ≤ i ≤ chunks) of that snapshot, 64 KiB
+//	                                         each but the last (snapshot_chunks.go)
+//	'n' | pos:8 BE                           sealed whole snapshot (stores written before chunks)
 //	'r' | stream                             sealed [first pos, time] (stream catalog, format 2)
 //	'v' | uvarint len | stream               sealed [pos:8 BE | data]: the stream's view, derived
 //	                                         data stamped with a position of the stream (view.go)

@@ -16,13 +16,20 @@ import (
 // ignores it; Open removes one a crash left behind.
 const ingestFile = "crewlog-ingest.tmp"
 
-// ingestReplacing replaces every key in span with value (sealed) at key
-// (inside span), atomically and durably, without writing the value through
-// the WAL and the memtable: the value is written to a table of its own,
-// synced, and ingested with span excised, in one version edit of Pebble's
-// manifest. Before that edit is durable a crash leaves span as it was (the
-// file is an orphan Pebble never references); after it, the new value.
-func (l *Log) ingestReplacing(span pebble.KeyRange, key, value []byte) (err error) {
+// tableWriter is what ingestReplacing's caller writes its keys through:
+// in increasing key order, each inside the span; the writer copies key and
+// value, so the caller may reuse both.
+type tableWriter interface {
+	Set(key, value []byte) error
+}
+
+// ingestReplacing replaces every key in span with the keys write sets,
+// atomically and durably, without writing them through the WAL and the
+// memtable: they are written to a table of their own, synced, and
+// ingested with span excised, in one version edit of Pebble's manifest.
+// Before that edit is durable a crash leaves span as it was (the file is
+// an orphan Pebble never references); after it, the new keys.
+func (l *Log) ingestReplacing(span pebble.KeyRange, write func(tableWriter) error) (err error) {
 	l.ingestMu.Lock()
 	defer l.ingestMu.Unlock()
 	fs := l.opts.FS
@@ -39,7 +46,7 @@ func (l *Log) ingestReplacing(span pebble.KeyRange, key, value []byte) (err erro
 	// NB: the table is built with the options of the store's first level,
 	// the ones its own flushes use, and the table format it writes.
 	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), l.pebbleOpts.MakeWriterOptions(0, l.db.TableFormat()))
-	err = w.Set(key, value)
+	err = write(w)
 	// The writer syncs the file before closing it (Ingest requires it).
 	if cerr := w.Close(); err == nil {
 		err = cerr

@@ -278,7 +278,7 @@ func TestSnapshotSlot(t *testing.T) {
 	require.Equal(t, Snapshot{Position: 5, Data: []byte("five")}, s)
 
 	// Corrupt it behind the log's back: reported, never trusted.
-	flipLastByte(t, l, snapshotKey(5))
+	flipLastByte(t, l, snapshotChunkKey(5, 1))
 	_, err = l.LatestSnapshot()
 	require.ErrorIs(t, err, ErrCorrupt)
 	_, err = l.Verify(nil)

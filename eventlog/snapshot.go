@@ -3,7 +3,6 @@ package eventlog
 import (
 	"encoding/binary"
 	"fmt"
-	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -26,17 +25,38 @@ type Snapshot struct {
 // brings the new one in. A crash at any point leaves either the new
 // snapshot or the previous one, whole and sealed.
 func (l *Log) SaveSnapshot(pos uint64, data []byte) error {
-	return l.SaveSnapshotFunc(pos, len(data), func(dst []byte) error {
-		copy(dst, data)
-		return nil
-	})
+	if err := l.checkSnapshotSave(pos); err != nil {
+		return err
+	}
+	return l.saveSnapshot(pos, data)
 }
 
 // SaveSnapshotFunc is SaveSnapshot for a snapshot of size bytes that fill
-// writes into dst (exactly size bytes, inside the buffer it is sealed in),
-// so that the caller need not hold the bytes in a buffer of its own first.
-// An error from fill saves nothing and is returned.
+// writes into dst (exactly size bytes), so that the caller need not hold
+// the bytes in a buffer of its own first. An error from fill saves nothing
+// and is returned.
 func (l *Log) SaveSnapshotFunc(pos uint64, size int, fill func(dst []byte) error) error {
+	if err := l.checkSnapshotSave(pos); err != nil {
+		return err
+	}
+	if size < 0 {
+		return fmt.Errorf("%w: snapshot of %d bytes", ErrInvalid, size)
+	}
+	// NB: the snapshot is written in one buffer sized up front: a snapshot
+	// is the largest value crewlog writes (megabytes of active runs), and
+	// each copy of it is one more snapshot's worth of heap at the moment
+	// the daemon's memory peaks. Its chunks are sealed one at a time in a
+	// buffer of one chunk (snapshot_chunks.go).
+	data := make([]byte, size)
+	if err := fill(data); err != nil {
+		return err
+	}
+	return l.saveSnapshot(pos, data)
+}
+
+// checkSnapshotSave refuses a save to a store that cannot take one, or at
+// a position the log does not durably hold.
+func (l *Log) checkSnapshotSave(pos uint64) error {
 	if l.opts.ReadOnly {
 		return ErrReadOnly
 	}
@@ -46,15 +66,11 @@ func (l *Log) SaveSnapshotFunc(pos uint64, size int, fill func(dst []byte) error
 	if h := l.durable.Load().Position; pos == 0 || pos > h {
 		return fmt.Errorf("%w: snapshot position %d is outside 1..%d", ErrInvalid, pos, h)
 	}
-	// NB: the snapshot is written and sealed in place in one buffer sized
-	// up front: a snapshot is the largest value crewlog writes (megabytes
-	// of active runs), and each copy of it is one more snapshot's worth of
-	// heap at the moment the daemon's memory peaks.
-	sealed := make([]byte, 5+size)
-	if err := fill(sealed[5:]); err != nil {
-		return err
-	}
-	sealInto(sealed, sealed[5:]) // in place
+	return nil
+}
+
+// saveSnapshot stores data as the snapshot at pos (SaveSnapshot).
+func (l *Log) saveSnapshot(pos uint64, data []byte) error {
 	// NB: the WAL is synced first: a snapshot may rely on derived writes
 	// made without a sync of their own (summaries, summary.go: a run the
 	// snapshot no longer lists is found there), and an ingested table is
@@ -62,11 +78,11 @@ func (l *Log) SaveSnapshotFunc(pos uint64, size int, fill func(dst []byte) error
 	if err := l.db.LogData(nil, pebble.Sync); err != nil {
 		return fmt.Errorf("eventlog: save snapshot: %w", err)
 	}
-	key := snapshotKey(pos)
-	// NB: the excised span ends just past key: a snapshot newer than pos,
-	// if a caller saved one, stays, as LatestSnapshot returns the newest.
-	older := pebble.KeyRange{Start: snapshotKey(0), End: append(slices.Clip(key), 0)}
-	if err := l.ingestReplacing(older, key, sealed); err != nil {
+	// NB: the excised span ends where the next position's keys begin: a
+	// snapshot newer than pos, if a caller saved one, stays, as
+	// LatestSnapshot returns the newest.
+	older := pebble.KeyRange{Start: snapshotKey(0), End: snapshotKey(pos + 1)}
+	if err := l.ingestReplacing(older, func(w tableWriter) error { return writeSnapshotChunks(w, pos, data) }); err != nil {
 		return fmt.Errorf("eventlog: save snapshot: %w", err)
 	}
 	// The summaries' versions this snapshot no longer needs go now
@@ -93,11 +109,11 @@ func newestSnapshot(r iterable) (it *pebble.Iterator, pos uint64, found bool, er
 		return it, 0, false, nil
 	}
 	k := it.Key()
-	if len(k) != 9 {
+	if len(k) != 9 && len(k) != snapshotChunkKeyLen {
 		it.Close()
 		return nil, 0, false, corruptf(0, k, "malformed snapshot key")
 	}
-	return it, binary.BigEndian.Uint64(k[1:]), true, nil
+	return it, binary.BigEndian.Uint64(k[1:9]), true, nil
 }
 
 // LatestSnapshot returns the newest snapshot. It returns an error wrapping
@@ -116,17 +132,12 @@ func (l *Log) LatestSnapshot() (Snapshot, error) {
 	if !found {
 		return Snapshot{}, fmt.Errorf("%w: no snapshot", ErrNotFound)
 	}
-	k := it.Key()
-	v, err := it.ValueAndErr()
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("eventlog: %w", err)
+	if pos > l.durable.Load().Position {
+		return Snapshot{}, corruptf(0, it.Key(), "snapshot at %d is beyond the head", pos)
 	}
-	p, err := unseal(k, v)
+	data, err := readSnapshot(it, pos)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	if pos > l.durable.Load().Position {
-		return Snapshot{}, corruptf(0, k, "snapshot at %d is beyond the head", pos)
-	}
-	return Snapshot{Position: pos, Data: append([]byte(nil), p...)}, nil
+	return Snapshot{Position: pos, Data: data}, nil
 }

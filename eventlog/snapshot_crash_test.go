@@ -30,7 +30,7 @@ func TestCrashDuringSnapshotSave(t *testing.T) {
 			require.NoError(t, err)
 			_, err = l.Append(Write{CommandID: "a", Events: evs("run", 6)})
 			require.NoError(t, err)
-			oldData, newData := incompressible(48<<10, 1), incompressible(64<<10, 2)
+			oldData, newData := incompressible(48<<10, 1), incompressible(2*snapshotChunk+5, 2)
 			if previous == "batch" {
 				require.NoError(t, l.db.Set(snapshotKey(4), seal(oldData), pebble.Sync))
 			} else {

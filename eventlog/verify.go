@@ -450,31 +450,3 @@ func verifyOutcome(snap *pebble.Snapshot, headPos uint64, k []byte, o *Outcome, 
 	}
 	return nil
 }
-
-// verifySnapshots checks the snapshot slot.
-func verifySnapshots(snap *pebble.Snapshot, headPos uint64) (int, error) {
-	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixSnapshot}, UpperBound: []byte{prefixSnapshot + 1}})
-	if err != nil {
-		return 0, orErr(err, nil)
-	}
-	defer it.Close()
-	n := 0
-	for ok := it.First(); ok; ok = it.Next() {
-		k := it.Key()
-		if len(k) != 9 {
-			return n, corruptf(0, k, "malformed snapshot key")
-		}
-		v, err := it.ValueAndErr()
-		if err != nil {
-			return n, orErr(err, nil)
-		}
-		if _, err := unseal(k, v); err != nil {
-			return n, err
-		}
-		if pos := binary.BigEndian.Uint64(k[1:]); pos > headPos {
-			return n, corruptf(0, k, "snapshot at %d is beyond the head %d", pos, headPos)
-		}
-		n++
-	}
-	return n, orErr(it.Error(), nil)
-}

@@ -55,7 +55,7 @@ func TestVerifyDetectsEveryFlippedByte(t *testing.T) {
 		require.NoError(t, err)
 		targets = append(targets, target{appendStreamKey(nil, e.Stream, e.StreamVersion), 0})
 	}
-	targets = append(targets, target{keyHead, 0}, target{keyFormat, 0}, target{snapshotKey(6), 0},
+	targets = append(targets, target{keyHead, 0}, target{keyFormat, 0}, target{snapshotChunkKey(6, 0), 0}, target{snapshotChunkKey(6, 1), 0},
 		target{outcomeKey("", "cmd-b"), 0}, target{outcomeKey("", "rej-c"), 0})
 
 	for _, tg := range targets {

@@ -1,0 +1,177 @@
+package eventlog
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// A snapshot is stored in chunks, each sealed under a key of its own:
+//
+//	'n' | pos:8 BE | 0:4 BE        sealed [size:8 BE | chunks:4 BE | crc32c(snapshot):4 BE]
+//	'n' | pos:8 BE | i:4 BE        sealed bytes [(i-1)·C, min(i·C, size)) of the snapshot, 1 ≤ i ≤ chunks
+//
+// with C = snapshotChunk. Each chunk's seal catches a flipped byte in it;
+// the header's size, count and checksum of the whole catch a chunk lost,
+// added or moved. Why not one value: Pebble builds a table's data
+// block in buffers of its own and reads the block back on ingestion, so a
+// value of tens of megabytes was copied into freshly grown buffers,
+// compressed whole and decompressed whole again at every save; chunks of C
+// go through buffers of one block that are reused, and the ingestion reads
+// the first block only. A follower of the head that seeks into the
+// snapshot's table loads one chunk, not the snapshot.
+//
+// A store written before chunks holds one key 'n' | pos:8 BE with the whole
+// snapshot sealed in its value; it is read as before, and the next save
+// excises it.
+const snapshotChunk = 64 << 10
+
+// snapshotChunkKeyLen is the length of a chunk's key.
+const snapshotChunkKeyLen = 1 + 8 + 4
+
+// snapshotHeaderLen is the length of the header chunk's payload.
+const snapshotHeaderLen = 8 + 4 + 4
+
+// maxSnapshotChunks is the most chunks a header can name (256 TiB of
+// snapshot at 64 KiB a chunk).
+const maxSnapshotChunks = 1<<32 - 1
+
+func snapshotChunkKey(pos uint64, i uint32) []byte {
+	k := make([]byte, 0, snapshotChunkKeyLen)
+	k = append(k, prefixSnapshot)
+	k = binary.BigEndian.AppendUint64(k, pos)
+	return binary.BigEndian.AppendUint32(k, i)
+}
+
+// snapshotChunks is how many data chunks a snapshot of size bytes takes.
+func snapshotChunks(size int) int { return (size + snapshotChunk - 1) / snapshotChunk }
+
+// writeSnapshotChunks writes data as the snapshot at pos through w: the
+// header, then each chunk sealed in one reused buffer.
+func writeSnapshotChunks(w tableWriter, pos uint64, data []byte) error {
+	n := snapshotChunks(len(data))
+	if n > maxSnapshotChunks {
+		return fmt.Errorf("%w: snapshot of %d bytes", ErrInvalid, len(data))
+	}
+	header := binary.BigEndian.AppendUint64(make([]byte, 0, snapshotHeaderLen), uint64(len(data)))
+	header = binary.BigEndian.AppendUint32(header, uint32(n))
+	header = binary.BigEndian.AppendUint32(header, crc32.Checksum(data, castagnoli))
+	if err := w.Set(snapshotChunkKey(pos, 0), seal(header)); err != nil {
+		return err
+	}
+	buf := make([]byte, 5+min(len(data), snapshotChunk))
+	for i := range n {
+		p := data[i*snapshotChunk : min((i+1)*snapshotChunk, len(data))]
+		v := buf[:5+len(p)]
+		sealInto(v, p)
+		if err := w.Set(snapshotChunkKey(pos, uint32(i+1)), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readSnapshot returns a copy of the snapshot at pos, read through it (an
+// iterator over the snapshot prefix), checking each chunk's seal, that
+// every chunk the header names is there in order, and the size.
+func readSnapshot(it *pebble.Iterator, pos uint64) ([]byte, error) {
+	first := snapshotKey(pos)
+	if !it.SeekGE(first) {
+		return nil, corruptf(0, first, "snapshot at %d vanished: %v", pos, it.Error())
+	}
+	k := it.Key()
+	v, err := it.ValueAndErr()
+	if err != nil {
+		return nil, fmt.Errorf("eventlog: %w", err)
+	}
+	if len(k) == len(first) { // written before chunks: the whole snapshot
+		p, err := unseal(k, v)
+		if err != nil {
+			return nil, err
+		}
+		return append([]byte(nil), p...), nil
+	}
+	size, n, sum, err := snapshotHeader(k, v, pos)
+	if err != nil {
+		return nil, err
+	}
+	// NB: the header's size is believed only up to what n chunks can hold,
+	// and each chunk is checked before its bytes are copied.
+	if size > uint64(n)*snapshotChunk || (n > 0 && size <= uint64(n-1)*snapshotChunk) {
+		return nil, corruptf(0, k, "snapshot header of %d bytes in %d chunks", size, n)
+	}
+	data := make([]byte, 0, size)
+	for i := uint32(1); i <= n; i++ {
+		want := snapshotChunkKey(pos, i)
+		if !it.Next() || string(it.Key()) != string(want) {
+			if err := it.Error(); err != nil {
+				return nil, fmt.Errorf("eventlog: %w", err)
+			}
+			return nil, corruptf(0, want, "snapshot chunk %d of %d is missing", i, n)
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return nil, fmt.Errorf("eventlog: %w", err)
+		}
+		p, err := unseal(want, v)
+		if err != nil {
+			return nil, err
+		}
+		if wantLen := min(size-uint64(i-1)*snapshotChunk, snapshotChunk); uint64(len(p)) != wantLen {
+			return nil, corruptf(0, want, "snapshot chunk of %d bytes, want %d", len(p), wantLen)
+		}
+		data = append(data, p...)
+	}
+	if got := crc32.Checksum(data, castagnoli); got != sum {
+		return nil, corruptf(0, k, "snapshot checksum mismatch (stored %08x, computed %08x): its chunks are out of order", sum, got)
+	}
+	return data, nil
+}
+
+// snapshotHeader decodes the header chunk of the snapshot at pos.
+func snapshotHeader(k, v []byte, pos uint64) (size uint64, chunks, sum uint32, err error) {
+	if len(k) != snapshotChunkKeyLen || binary.BigEndian.Uint64(k[1:9]) != pos || binary.BigEndian.Uint32(k[9:]) != 0 {
+		return 0, 0, 0, corruptf(0, k, "snapshot at %d has no header", pos)
+	}
+	p, err := unseal(k, v)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if len(p) != snapshotHeaderLen {
+		return 0, 0, 0, corruptf(0, k, "snapshot header of %d bytes, want %d", len(p), snapshotHeaderLen)
+	}
+	return binary.BigEndian.Uint64(p), binary.BigEndian.Uint32(p[8:]), binary.BigEndian.Uint32(p[12:]), nil
+}
+
+// verifySnapshots checks the snapshot slot: every snapshot, whichever its
+// layout, whole and sealed and not beyond the head. It returns how many
+// snapshots it holds.
+func verifySnapshots(snap *pebble.Snapshot, headPos uint64) (int, error) {
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixSnapshot}, UpperBound: []byte{prefixSnapshot + 1}})
+	if err != nil {
+		return 0, orErr(err, nil)
+	}
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; {
+		k := it.Key()
+		if len(k) != 9 && len(k) != snapshotChunkKeyLen {
+			return n, corruptf(0, k, "malformed snapshot key")
+		}
+		pos := binary.BigEndian.Uint64(k[1:9])
+		if pos > headPos {
+			return n, corruptf(0, k, "snapshot at %d is beyond the head %d", pos, headPos)
+		}
+		if _, err := readSnapshot(it, pos); err != nil {
+			return n, err
+		}
+		n++
+		// Past the snapshot read, the next key must belong to a later one.
+		if ok = it.Next(); ok && binary.BigEndian.Uint64(it.Key()[1:9]) == pos {
+			return n, corruptf(0, it.Key(), "snapshot at %d has a key past its last chunk", pos)
+		}
+	}
+	return n, orErr(it.Error(), nil)
+}

@@ -1,0 +1,136 @@
+package eventlog
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/stretchr/testify/require"
+)
+
+// A snapshot of any size comes back byte for byte, whatever chunk boundary
+// it ends on, and Verify counts it once.
+func TestSnapshotChunksRoundTrip(t *testing.T) {
+	l, _ := openMem(t)
+	defer l.Close()
+	_, err := l.Append(Write{Events: evs("a", 8)})
+	require.NoError(t, err)
+	for i, size := range []int{0, 1, snapshotChunk - 1, snapshotChunk, snapshotChunk + 1, 3*snapshotChunk + 7} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			data := incompressible(size, uint64(i))
+			pos := uint64(i + 1)
+			require.NoError(t, l.SaveSnapshot(pos, data))
+			s, err := l.LatestSnapshot()
+			require.NoError(t, err)
+			require.Equal(t, pos, s.Position)
+			require.Equal(t, len(data), len(s.Data))
+			require.Equal(t, data, s.Data)
+			require.Equal(t, 1+snapshotChunks(size), countKeys(t, l, prefixSnapshot), "the header and one key per chunk; the older snapshot excised")
+			rep, err := l.Verify(nil)
+			require.NoError(t, err)
+			require.Equal(t, 1, rep.Snapshots)
+		})
+	}
+}
+
+// A store written before chunks holds the whole snapshot under one key: it
+// is read and verified as before, and the next save replaces it.
+func TestSnapshotWrittenWholeIsReadAndReplaced(t *testing.T) {
+	l, _ := openMem(t)
+	defer l.Close()
+	_, err := l.Append(Write{Events: evs("a", 8)})
+	require.NoError(t, err)
+	whole := incompressible(3*snapshotChunk, 9)
+	require.NoError(t, l.db.Set(snapshotKey(4), seal(whole), pebble.Sync))
+	s, err := l.LatestSnapshot()
+	require.NoError(t, err)
+	require.Equal(t, Snapshot{Position: 4, Data: whole}, s)
+	rep, err := l.Verify(nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Snapshots)
+
+	require.NoError(t, l.SaveSnapshot(6, []byte("six")))
+	s, err = l.LatestSnapshot()
+	require.NoError(t, err)
+	require.Equal(t, Snapshot{Position: 6, Data: []byte("six")}, s)
+	require.Equal(t, 2, countKeys(t, l, prefixSnapshot), "the whole one excised")
+}
+
+// A snapshot whose chunks do not add up is corrupt, to LatestSnapshot and
+// to Verify alike: never handed out short, long or out of order.
+func TestSnapshotChunksThatDoNotAddUpAreCorrupt(t *testing.T) {
+	const pos = 5
+	data := incompressible(3*snapshotChunk+7, 3)
+	header := func(size uint64, n uint32) []byte {
+		p := binary.BigEndian.AppendUint64(nil, size)
+		p = binary.BigEndian.AppendUint32(p, n)
+		return seal(binary.BigEndian.AppendUint32(p, crc32.Checksum(data, castagnoli)))
+	}
+	for _, c := range []struct {
+		name  string
+		spoil func(t *testing.T, b *pebble.Batch)
+	}{
+		{"a middle chunk missing", func(t *testing.T, b *pebble.Batch) {
+			require.NoError(t, b.Delete(snapshotChunkKey(pos, 2), nil))
+		}},
+		{"the last chunk missing", func(t *testing.T, b *pebble.Batch) {
+			require.NoError(t, b.Delete(snapshotChunkKey(pos, 4), nil))
+		}},
+		{"the header missing", func(t *testing.T, b *pebble.Batch) {
+			require.NoError(t, b.Delete(snapshotChunkKey(pos, 0), nil))
+		}},
+		{"a chunk past the last", func(t *testing.T, b *pebble.Batch) {
+			require.NoError(t, b.Set(snapshotChunkKey(pos, 5), seal([]byte("x")), nil))
+		}},
+		{"the header claims a byte less", func(t *testing.T, b *pebble.Batch) {
+			require.NoError(t, b.Set(snapshotChunkKey(pos, 0), header(uint64(len(data)-1), 4), nil))
+		}},
+		{"the header claims a chunk more", func(t *testing.T, b *pebble.Batch) {
+			require.NoError(t, b.Set(snapshotChunkKey(pos, 0), header(uint64(len(data)), 5), nil))
+		}},
+		{"the header claims everything", func(t *testing.T, b *pebble.Batch) {
+			require.NoError(t, b.Set(snapshotChunkKey(pos, 0), header(1<<63, 1<<32-1), nil))
+		}},
+		{"two chunks swapped", func(t *testing.T, b *pebble.Batch) {
+			require.NoError(t, b.Set(snapshotChunkKey(pos, 1), seal(data[snapshotChunk:2*snapshotChunk]), nil))
+			require.NoError(t, b.Set(snapshotChunkKey(pos, 2), seal(data[:snapshotChunk]), nil))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l, _ := openMem(t)
+			defer l.Close()
+			_, err := l.Append(Write{Events: evs("a", 8)})
+			require.NoError(t, err)
+			require.NoError(t, l.SaveSnapshot(pos, data))
+			b := l.db.NewBatch()
+			c.spoil(t, b)
+			require.NoError(t, b.Commit(pebble.Sync))
+
+			s, err := l.LatestSnapshot()
+			if c.name != "a chunk past the last" {
+				require.ErrorIs(t, err, ErrCorrupt)
+			} else {
+				require.NoError(t, err)
+				require.Equal(t, data, s.Data)
+			}
+			_, err = l.Verify(nil)
+			require.ErrorIs(t, err, ErrCorrupt)
+		})
+	}
+}
+
+// countKeys counts the keys under prefix.
+func countKeys(t *testing.T, l *Log, prefix byte) int {
+	t.Helper()
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}})
+	require.NoError(t, err)
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	require.NoError(t, it.Error())
+	return n
+}
