@@ -26,6 +26,13 @@ const (
 	// ('c' keys). The step to this format moves each 'c' outcome to the
 	// principal its events name (MoveOutcomes).
 	FormatPrincipalOutcomes uint32 = 3
+	// FormatChunkedSnapshots stores the snapshot in sealed chunks under a
+	// header ('n' | pos | chunk keys, see snapshot_chunks.go); formats 1 to
+	// 3 stored it whole under 'n' | pos, which a build of this format still
+	// reads. The step to this format rewrites a whole snapshot in chunks,
+	// so that a build of an older format, which reads only whole snapshots,
+	// refuses the store rather than taking the chunks for damage.
+	FormatChunkedSnapshots uint32 = 4
 )
 
 // ErrFormatTooOld is returned by Open for a store written at an older

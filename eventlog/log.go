@@ -14,7 +14,7 @@ import (
 // store whose format is newer is refused by Open; an older one is opened only
 // read-only or with Options.AllowOlderFormat, and is upgraded by the
 // migrations package before a writer uses it.
-const CurrentFormat = FormatPrincipalOutcomes
+const CurrentFormat = FormatChunkedSnapshots
 
 // Log is the append-only event log of one crewlog store.
 //

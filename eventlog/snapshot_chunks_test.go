@@ -134,3 +134,57 @@ func countKeys(t *testing.T, l *Log, prefix byte) int {
 	require.NoError(t, it.Error())
 	return n
 }
+
+// The step to FormatChunkedSnapshots rewrites a snapshot stored whole in
+// chunks, byte for byte, drops one that fails its seal, and is idempotent.
+func TestChunkSnapshotsStep(t *testing.T) {
+	for _, damaged := range []bool{false, true} {
+		t.Run(fmt.Sprint("damaged=", damaged), func(t *testing.T) {
+			l, fs := openMem(t)
+			_, err := l.Append(Write{Events: evs("a", 8)})
+			require.NoError(t, err)
+			whole := incompressible(2*snapshotChunk+11, 5)
+			v := seal(whole)
+			if damaged {
+				v[len(v)-1] ^= 1
+			}
+			require.NoError(t, l.db.Set(snapshotKey(6), v, pebble.Sync))
+			require.NoError(t, l.db.Set(keyFormat, encodeFormat(FormatPrincipalOutcomes), pebble.Sync))
+			require.NoError(t, l.Close())
+
+			l, err = Open("db", &Options{FS: fs, AllowOlderFormat: true})
+			require.NoError(t, err)
+			defer l.Close()
+			var rewritten []int
+			step := func(u *Upgrade) error {
+				n, err := u.ChunkSnapshots()
+				rewritten = append(rewritten, n)
+				return err
+			}
+			// A run a crash interrupted after its writes, before the marker.
+			interrupted := &Upgrade{l: l, b: l.db.NewBatch()}
+			require.NoError(t, step(interrupted))
+			require.NoError(t, interrupted.b.Commit(pebble.Sync))
+			require.NoError(t, interrupted.b.Close())
+			require.NoError(t, l.Upgrade(FormatPrincipalOutcomes, FormatChunkedSnapshots, step, nil))
+			f, err := l.Format()
+			require.NoError(t, err)
+			require.Equal(t, FormatChunkedSnapshots, f)
+
+			s, err := l.LatestSnapshot()
+			if damaged {
+				require.Equal(t, []int{0, 0}, rewritten)
+				require.ErrorIs(t, err, ErrNotFound, "the damaged snapshot is dropped")
+				require.Zero(t, countKeys(t, l, prefixSnapshot))
+				return
+			}
+			require.Equal(t, []int{1, 0}, rewritten, "rewritten once, found chunked the second time")
+			require.NoError(t, err)
+			require.Equal(t, Snapshot{Position: 6, Data: whole}, s)
+			require.Equal(t, 1+snapshotChunks(len(whole)), countKeys(t, l, prefixSnapshot))
+			rep, err := l.Verify(nil)
+			require.NoError(t, err)
+			require.Equal(t, 1, rep.Snapshots)
+		})
+	}
+}

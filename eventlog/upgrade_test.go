@@ -48,7 +48,7 @@ func TestFormatGate(t *testing.T) {
 	require.ErrorAs(t, err, &fe)
 	require.ErrorIs(t, err, ErrFormatTooOld)
 	require.Equal(t, FormatError{Store: 1, Supported: CurrentFormat}, *fe)
-	require.Contains(t, err.Error(), "store format 1 is older than format 3")
+	require.Contains(t, err.Error(), fmt.Sprintf("store format 1 is older than format %d", CurrentFormat))
 
 	ro, err := Open("db", &Options{FS: fs, ReadOnly: true})
 	require.NoError(t, err, "read-only tools read an old store")

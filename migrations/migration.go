@@ -41,6 +41,13 @@ var all = []Migration{
 			"when it wrote no events; moved outcomes have no fingerprint and answer any retry, as before",
 		Step: func(u *eventlog.Upgrade) (int, error) { return u.MoveOutcomes(outcomePrincipal) },
 	},
+	{
+		From: eventlog.FormatPrincipalOutcomes, To: eventlog.FormatChunkedSnapshots, Name: "chunked-snapshots",
+		Doc: "store the snapshot in sealed chunks of 64 KiB under a header holding its size, chunk count and " +
+			"checksum: a snapshot stored whole is rewritten in chunks (one that fails its checksum is dropped, " +
+			"and the next start rebuilds from the log); the events are not touched",
+		Step: func(u *eventlog.Upgrade) (int, error) { return u.ChunkSnapshots() },
+	},
 }
 
 // outcomePrincipal is the principal an outcome recorded before format 3

@@ -23,9 +23,10 @@ func TestMigrate(t *testing.T) {
 
 	r := crewctl(t, nil, "migrate", "--data", data, "--dry-run")
 	require.Equal(t, exitOK, r.code, r.err)
-	require.Contains(t, r.out, "store is at format 1; 2 step(s) pending (dry run, nothing written)")
+	require.Contains(t, r.out, "store is at format 1; 3 step(s) pending (dry run, nothing written)")
 	require.Contains(t, r.out, "1 → 2 stream-catalog")
 	require.Contains(t, r.out, "2 → 3 principal-outcomes")
+	require.Contains(t, r.out, "3 → 4 chunked-snapshots")
 
 	r = crewctl(t, nil, "migrate", "--data", data, "--json")
 	require.Equal(t, exitOK, r.code, r.err)
@@ -33,7 +34,7 @@ func TestMigrate(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.out), &out))
 	require.Equal(t, uint32(1), out.From)
 	require.Equal(t, eventlog.CurrentFormat, out.To)
-	require.Len(t, out.Applied, 2)
+	require.Len(t, out.Applied, 3)
 	rel, err := filepath.Rel(data, out.Backup)
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(rel, filepath.Join("backups", "pre-migrate-1-")), rel)
@@ -47,7 +48,7 @@ func TestMigrate(t *testing.T) {
 
 	r = crewctl(t, nil, "migrate", "--data", data)
 	require.Equal(t, exitOK, r.code, r.err)
-	require.Equal(t, "store is at format 3, the current one: nothing to do\n", r.out)
+	require.Equal(t, "store is at format 4, the current one: nothing to do\n", r.out)
 	r = crewctl(t, nil, "verify", "--data", data)
 	require.Equal(t, exitOK, r.code, r.out+r.err)
 }
