@@ -141,11 +141,7 @@ func (l *Log) Outcome(principal, commandID string) (Outcome, error) {
 	h := l.filter.hash(key)
 	l.mu.Lock()
 	_, pending := l.pending[string(key)]
-	var o Outcome
-	recent := false
-	if l.recent != nil {
-		o, recent = l.recent.byKey[string(key)]
-	}
+	o, recent := l.recent.getBytes(key)
 	absent := l.filter.provesAbsent(h)
 	gen := l.gen
 	l.mu.Unlock()

@@ -21,10 +21,24 @@ type recentOutcomes struct {
 	maxEntries int
 	maxBytes   int
 	bytes      int
-	byKey      map[string]Outcome
-	order      []string // keys, oldest at head; a ring of len(order) slots
-	head, n    int
+	// NB: the map holds a slot number, not the outcome: a map's growth
+	// and rehashing move its values, and an Outcome is 128 bytes. The
+	// entries sit in a ring of maxEntries slots, allocated a block at a
+	// time as first reached and never moved, so filling the index copies
+	// nothing it already holds.
+	byKey   map[string]int32
+	blocks  [][]recentEntry // slot i is blocks[i/recentBlock][i%recentBlock]
+	head, n int             // the oldest slot and how many are held
 }
+
+// recentEntry is one indexed outcome and its key.
+type recentEntry struct {
+	key string
+	o   Outcome
+}
+
+// recentBlock is how many slots of the ring are allocated at once.
+const recentBlock = 1024
 
 // recentOverhead approximates the fixed bytes an entry costs besides its
 // key and variable fields: the map slot, the ring slot and the Outcome.
@@ -34,12 +48,24 @@ func newRecentOutcomes(maxEntries, maxBytes int) *recentOutcomes {
 	if maxEntries <= 0 || maxBytes <= 0 {
 		return nil
 	}
-	return &recentOutcomes{maxEntries: maxEntries, maxBytes: maxBytes, byKey: make(map[string]Outcome)}
+	maxEntries = min(maxEntries, 1<<31-1) // a slot number is an int32
+	return &recentOutcomes{maxEntries: maxEntries, maxBytes: maxBytes, byKey: make(map[string]int32),
+		blocks: make([][]recentEntry, (maxEntries+recentBlock-1)/recentBlock)}
 }
 
 // entrySize is what one entry is charged against maxBytes.
 func entrySize(key string, o *Outcome) int {
 	return recentOverhead + 2*len(key) + len(o.Code) + len(o.Reason) + len(o.Result) + len(o.Fingerprint)
+}
+
+// slot returns the ring's slot i, allocating its block when first reached.
+func (r *recentOutcomes) slot(i int) *recentEntry {
+	b := r.blocks[i/recentBlock]
+	if b == nil {
+		b = make([]recentEntry, min(recentBlock, r.maxEntries-i/recentBlock*recentBlock))
+		r.blocks[i/recentBlock] = b
+	}
+	return &b[i%recentBlock]
 }
 
 // get returns key's outcome as stored: its slices are shared with the
@@ -49,8 +75,23 @@ func (r *recentOutcomes) get(key string) (Outcome, bool) {
 	if r == nil {
 		return Outcome{}, false
 	}
-	o, ok := r.byKey[key]
-	return o, ok
+	i, ok := r.byKey[key]
+	if !ok {
+		return Outcome{}, false
+	}
+	return r.slot(int(i)).o, true
+}
+
+// getBytes is get for a key in bytes, without converting it to a string.
+func (r *recentOutcomes) getBytes(key []byte) (Outcome, bool) {
+	if r == nil {
+		return Outcome{}, false
+	}
+	i, ok := r.byKey[string(key)]
+	if !ok {
+		return Outcome{}, false
+	}
+	return r.slot(int(i)).o, true
 }
 
 // contains reports whether key's outcome is indexed.
@@ -79,14 +120,12 @@ func (r *recentOutcomes) add(key string, o *Outcome) {
 	for r.n > 0 && (r.n >= r.maxEntries || r.bytes+size > r.maxBytes) {
 		r.evictOldest()
 	}
-	if r.n == len(r.order) {
-		r.grow()
-	}
-	r.order[(r.head+r.n)%len(r.order)] = key
+	i := (r.head + r.n) % r.maxEntries
+	e := r.slot(i)
+	e.key, e.o = key, o.clone()
+	e.o.Principal, e.o.CommandID = "", "" // the key holds them; get's caller knows them
+	r.byKey[key] = int32(i)
 	r.n++
-	c := o.clone()
-	c.Principal, c.CommandID = "", "" // the key holds them; get's caller knows them
-	r.byKey[key] = c
 	r.bytes += size
 }
 
@@ -95,27 +134,16 @@ func (r *recentOutcomes) reset() {
 	if r == nil {
 		return
 	}
-	*r = recentOutcomes{maxEntries: r.maxEntries, maxBytes: r.maxBytes, byKey: make(map[string]Outcome)}
-}
-
-// grow doubles the ring (up to maxEntries), so an idle log costs nothing.
-// Only called while the ring is full and below maxEntries.
-func (r *recentOutcomes) grow() {
-	order := make([]string, min(max(2*len(r.order), 64), r.maxEntries))
-	for i := 0; i < r.n; i++ {
-		order[i] = r.order[(r.head+i)%len(r.order)]
-	}
-	r.order, r.head = order, 0
+	*r = *newRecentOutcomes(r.maxEntries, r.maxBytes)
 }
 
 func (r *recentOutcomes) evictOldest() {
-	key := r.order[r.head]
-	r.order[r.head] = ""
-	r.head = (r.head + 1) % len(r.order)
+	e := r.slot(r.head)
+	r.bytes -= entrySize(e.key, &e.o)
+	delete(r.byKey, e.key)
+	*e = recentEntry{}
+	r.head = (r.head + 1) % r.maxEntries
 	r.n--
-	o := r.byKey[key]
-	r.bytes -= entrySize(key, &o)
-	delete(r.byKey, key)
 }
 
 // clone returns o with its own copy of Result and Fingerprint, in one

@@ -151,6 +151,34 @@ func TestRecentOutcomesBounded(t *testing.T) {
 	require.Nil(t, newRecentOutcomes(10, -1), "disabled")
 }
 
+// The ring spans blocks, the last one short, and wraps around them: after
+// many times its size it holds exactly the newest maxEntries outcomes,
+// each under its own key.
+func TestRecentOutcomesRingAcrossBlocks(t *testing.T) {
+	const max = 2*recentBlock + 452
+	r := newRecentOutcomes(max, 1<<30)
+	require.Len(t, r.blocks, 3)
+	for i := range 4 * max {
+		o := Outcome{First: uint64(i + 1), Count: 1, Result: []byte{byte(i)}}
+		r.add(fmt.Sprintf("k%d", i), &o)
+		require.Equal(t, min(i+1, max), len(r.byKey))
+	}
+	require.Len(t, r.blocks[2], 452, "the last block holds only the slots the ring has")
+	for i := range 4 * max {
+		o, ok := r.get(fmt.Sprintf("k%d", i))
+		require.Equal(t, i >= 3*max, ok, "k%d", i)
+		if ok {
+			require.Equal(t, uint64(i+1), o.First, "k%d", i)
+			require.Equal(t, []byte{byte(i)}, o.Result)
+		}
+	}
+	r.reset()
+	require.Empty(t, r.byKey)
+	require.Zero(t, r.bytes)
+	_, ok := r.get(fmt.Sprintf("k%d", 4*max-1))
+	require.False(t, ok)
+}
+
 // Outcome's not-found answers wrap ErrNotFound and name the command id.
 func TestOutcomeNotFoundMessage(t *testing.T) {
 	l, _ := openMem(t)
@@ -160,4 +188,24 @@ func TestOutcomeNotFoundMessage(t *testing.T) {
 	require.EqualError(t, err, `eventlog: not found: command "cmd-7"`)
 	require.EqualError(t, &unrecordedError{commandID: "x", pending: true}, `eventlog: not found: command "x" is being recorded`)
 	require.ErrorIs(t, &unrecordedError{pending: true}, ErrNotFound)
+}
+
+// BenchmarkRecentOutcomes is the index filling up to its default bounds
+// and then turning over, one outcome of an admission's size per op.
+//
+//	go test ./eventlog -run '^$' -bench RecentOutcomes -benchtime 200000x -benchmem
+func BenchmarkRecentOutcomes(b *testing.B) {
+	r := newRecentOutcomes(DefaultRecentOutcomes, DefaultRecentBytes)
+	keys := make([]string, b.N)
+	for i := range keys {
+		keys[i] = string(appendOutcomeKey(nil, "worker:run-1:02_exec", fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i)))
+	}
+	o := Outcome{First: 1, Count: 3, Result: make([]byte, 120), Fingerprint: make([]byte, 32)}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r.add(keys[i], &o)
+		if _, ok := r.get(keys[i]); !ok {
+			b.Fatal("not indexed")
+		}
+	}
 }
