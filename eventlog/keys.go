@@ -13,7 +13,7 @@ const (
 	prefixStream   = 's' // s | uvarint len | stream | first ver:8 → positions (index.go)
 	prefixCommand  = 'c' // c | command id                   → outcome (format ≤ 2 only)
 	prefixOutcome  = 'o' // o | uvarint len | principal | command id → outcome (format 3)
-	prefixSnapshot = 'n' // n | pos:8 BE | chunk:4 BE          → snapshot chunk (snapshot_chunks.go)
+	prefixSnapshot = 'n' // n | pos:8 BE | chunk:4 BE → snapshot chunk (snapshot_chunks.go); n | pos:8 BE → whole (format ≤ 3)
 	prefixMeta     = 'm' // m | name                         → metadata
 )
 

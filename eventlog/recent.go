@@ -23,12 +23,16 @@ type recentOutcomes struct {
 	bytes      int
 	// NB: the map holds a slot number, not the outcome: a map's growth
 	// and rehashing move its values, and an Outcome is 128 bytes. The
-	// entries sit in a ring of maxEntries slots, allocated a block at a
-	// time as first reached and never moved, so filling the index copies
-	// nothing it already holds.
-	byKey   map[string]int32
-	blocks  [][]recentEntry // slot i is blocks[i/recentBlock][i%recentBlock]
-	head, n int             // the oldest slot and how many are held
+	// entries sit in slots allocated a block at a time and never moved; a
+	// slot an eviction frees is reused before a new one is allocated, so
+	// the slots never outnumber the most entries the index held at once.
+	byKey  map[string]int32
+	blocks [][]recentEntry // slot i is blocks[i/recentBlock][i%recentBlock]
+	slots  int             // slots allocated
+	free   []int32         // slots evictions freed
+	order  []int32         // slots, oldest at head; a ring of len(order)
+	head   int
+	n      int // entries held
 }
 
 // recentEntry is one indexed outcome and its key.
@@ -37,20 +41,21 @@ type recentEntry struct {
 	o   Outcome
 }
 
-// recentBlock is how many slots of the ring are allocated at once.
+// recentBlock is how many slots are allocated at once.
 const recentBlock = 1024
 
 // recentOverhead approximates the fixed bytes an entry costs besides its
-// key and variable fields: the map slot, the ring slot and the Outcome.
+// key and variable fields: the map slot, the entry's slot and the ring's.
 const recentOverhead = 160
 
 func newRecentOutcomes(maxEntries, maxBytes int) *recentOutcomes {
 	if maxEntries <= 0 || maxBytes <= 0 {
 		return nil
 	}
-	maxEntries = min(maxEntries, 1<<31-1) // a slot number is an int32
-	return &recentOutcomes{maxEntries: maxEntries, maxBytes: maxBytes, byKey: make(map[string]int32),
-		blocks: make([][]recentEntry, (maxEntries+recentBlock-1)/recentBlock)}
+	// NB: no more entries than the byte bound can hold, and a slot
+	// number is an int32.
+	maxEntries = min(maxEntries, maxBytes/recentOverhead+1, 1<<31-1)
+	return &recentOutcomes{maxEntries: maxEntries, maxBytes: maxBytes, byKey: make(map[string]int32)}
 }
 
 // entrySize is what one entry is charged against maxBytes.
@@ -58,14 +63,23 @@ func entrySize(key string, o *Outcome) int {
 	return recentOverhead + 2*len(key) + len(o.Code) + len(o.Reason) + len(o.Result) + len(o.Fingerprint)
 }
 
-// slot returns the ring's slot i, allocating its block when first reached.
-func (r *recentOutcomes) slot(i int) *recentEntry {
-	b := r.blocks[i/recentBlock]
-	if b == nil {
-		b = make([]recentEntry, min(recentBlock, r.maxEntries-i/recentBlock*recentBlock))
-		r.blocks[i/recentBlock] = b
+// entry returns slot i.
+func (r *recentOutcomes) entry(i int32) *recentEntry {
+	return &r.blocks[i/recentBlock][i%recentBlock]
+}
+
+// takeSlot returns a free slot, allocating a block when none is.
+func (r *recentOutcomes) takeSlot() int32 {
+	if n := len(r.free); n > 0 {
+		i := r.free[n-1]
+		r.free = r.free[:n-1]
+		return i
 	}
-	return &b[i%recentBlock]
+	if r.slots%recentBlock == 0 {
+		r.blocks = append(r.blocks, make([]recentEntry, recentBlock))
+	}
+	r.slots++
+	return int32(r.slots - 1)
 }
 
 // get returns key's outcome as stored: its slices are shared with the
@@ -79,7 +93,7 @@ func (r *recentOutcomes) get(key string) (Outcome, bool) {
 	if !ok {
 		return Outcome{}, false
 	}
-	return r.slot(int(i)).o, true
+	return r.entry(i).o, true
 }
 
 // getBytes is get for a key in bytes, without converting it to a string.
@@ -91,7 +105,7 @@ func (r *recentOutcomes) getBytes(key []byte) (Outcome, bool) {
 	if !ok {
 		return Outcome{}, false
 	}
-	return r.slot(int(i)).o, true
+	return r.entry(i).o, true
 }
 
 // contains reports whether key's outcome is indexed.
@@ -120,11 +134,15 @@ func (r *recentOutcomes) add(key string, o *Outcome) {
 	for r.n > 0 && (r.n >= r.maxEntries || r.bytes+size > r.maxBytes) {
 		r.evictOldest()
 	}
-	i := (r.head + r.n) % r.maxEntries
-	e := r.slot(i)
+	if r.n == len(r.order) {
+		r.grow()
+	}
+	i := r.takeSlot()
+	e := r.entry(i)
 	e.key, e.o = key, o.clone()
 	e.o.Principal, e.o.CommandID = "", "" // the key holds them; get's caller knows them
-	r.byKey[key] = int32(i)
+	r.byKey[key] = i
+	r.order[(r.head+r.n)%len(r.order)] = i
 	r.n++
 	r.bytes += size
 }
@@ -134,16 +152,28 @@ func (r *recentOutcomes) reset() {
 	if r == nil {
 		return
 	}
-	*r = *newRecentOutcomes(r.maxEntries, r.maxBytes)
+	*r = recentOutcomes{maxEntries: r.maxEntries, maxBytes: r.maxBytes, byKey: make(map[string]int32)}
+}
+
+// grow doubles the ring of slot numbers (up to maxEntries), so an idle log
+// costs nothing. Only called while the ring is full and below maxEntries.
+func (r *recentOutcomes) grow() {
+	order := make([]int32, min(max(2*len(r.order), 64), r.maxEntries))
+	for i := 0; i < r.n; i++ {
+		order[i] = r.order[(r.head+i)%len(r.order)]
+	}
+	r.order, r.head = order, 0
 }
 
 func (r *recentOutcomes) evictOldest() {
-	e := r.slot(r.head)
+	i := r.order[r.head]
+	r.head = (r.head + 1) % len(r.order)
+	r.n--
+	e := r.entry(i)
 	r.bytes -= entrySize(e.key, &e.o)
 	delete(r.byKey, e.key)
 	*e = recentEntry{}
-	r.head = (r.head + 1) % r.maxEntries
-	r.n--
+	r.free = append(r.free, i)
 }
 
 // clone returns o with its own copy of Result and Fingerprint, in one

@@ -151,19 +151,20 @@ func TestRecentOutcomesBounded(t *testing.T) {
 	require.Nil(t, newRecentOutcomes(10, -1), "disabled")
 }
 
-// The ring spans blocks, the last one short, and wraps around them: after
-// many times its size it holds exactly the newest maxEntries outcomes,
-// each under its own key.
-func TestRecentOutcomesRingAcrossBlocks(t *testing.T) {
+// Slots span blocks and are reused: after many times its bound the index
+// holds exactly the newest maxEntries outcomes, each under its own key,
+// and its slots never outnumber the most entries it held at once — also
+// when the byte bound, not the count, keeps it small.
+func TestRecentOutcomesSlotsAcrossBlocks(t *testing.T) {
 	const max = 2*recentBlock + 452
 	r := newRecentOutcomes(max, 1<<30)
-	require.Len(t, r.blocks, 3)
 	for i := range 4 * max {
 		o := Outcome{First: uint64(i + 1), Count: 1, Result: []byte{byte(i)}}
 		r.add(fmt.Sprintf("k%d", i), &o)
 		require.Equal(t, min(i+1, max), len(r.byKey))
 	}
-	require.Len(t, r.blocks[2], 452, "the last block holds only the slots the ring has")
+	require.Equal(t, max, r.slots)
+	require.Len(t, r.blocks, 3)
 	for i := range 4 * max {
 		o, ok := r.get(fmt.Sprintf("k%d", i))
 		require.Equal(t, i >= 3*max, ok, "k%d", i)
@@ -177,6 +178,17 @@ func TestRecentOutcomesRingAcrossBlocks(t *testing.T) {
 	require.Zero(t, r.bytes)
 	_, ok := r.get(fmt.Sprintf("k%d", 4*max-1))
 	require.False(t, ok)
+
+	// Bounded by bytes to about 10 entries, with a count bound of 100,000.
+	small := newRecentOutcomes(100_000, 10*(recentOverhead+20))
+	for i := range 5 * recentBlock {
+		o := Outcome{First: 1, Count: 1}
+		small.add(fmt.Sprintf("s%05d", i), &o)
+	}
+	require.LessOrEqual(t, small.n, 10)
+	require.LessOrEqual(t, small.slots, 11, "evicted slots are reused")
+	require.Len(t, small.blocks, 1)
+	require.Equal(t, 10*(recentOverhead+20)/recentOverhead+1, small.maxEntries, "the count bound is what the bytes can hold")
 }
 
 // Outcome's not-found answers wrap ErrNotFound and name the command id.

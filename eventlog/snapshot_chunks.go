@@ -75,12 +75,31 @@ func writeSnapshotChunks(w tableWriter, pos uint64, data []byte) error {
 
 // readSnapshot returns a copy of the snapshot at pos, read through it (an
 // iterator over the snapshot prefix), checking each chunk's seal, that
-// every chunk the header names is there in order, and the size.
+// every chunk the header names is there in order and nothing after it, the
+// size and the checksum of the whole. It leaves it on the first key past
+// the snapshot (or exhausted).
 func readSnapshot(it *pebble.Iterator, pos uint64) ([]byte, error) {
 	first := snapshotKey(pos)
 	if !it.SeekGE(first) {
 		return nil, corruptf(0, first, "snapshot at %d vanished: %v", pos, it.Error())
 	}
+	data, err := readSnapshotAt(it, pos)
+	if err != nil {
+		return nil, err
+	}
+	if it.Next() && len(it.Key()) >= 9 && binary.BigEndian.Uint64(it.Key()[1:9]) == pos {
+		return nil, corruptf(0, it.Key(), "snapshot at %d has a key past its last chunk", pos)
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("eventlog: %w", err)
+	}
+	return data, nil
+}
+
+// readSnapshotAt reads the snapshot at pos whose first key it is on,
+// leaving it on the snapshot's last key.
+func readSnapshotAt(it *pebble.Iterator, pos uint64) ([]byte, error) {
+	first := snapshotKey(pos)
 	k := it.Key()
 	v, err := it.ValueAndErr()
 	if err != nil {
@@ -97,12 +116,13 @@ func readSnapshot(it *pebble.Iterator, pos uint64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	// NB: the header's size is believed only up to what n chunks can hold,
-	// and each chunk is checked before its bytes are copied.
 	if size > uint64(n)*snapshotChunk || (n > 0 && size <= uint64(n-1)*snapshotChunk) {
 		return nil, corruptf(0, k, "snapshot header of %d bytes in %d chunks", size, n)
 	}
-	data := make([]byte, 0, size)
+	// NB: the header is believed only as far as the chunks bear it out:
+	// the buffer starts at most snapshotPrealloc and grows with the chunks
+	// actually read, so a header that claims terabytes costs nothing.
+	data := make([]byte, 0, min(size, snapshotPrealloc))
 	for i := uint32(1); i <= n; i++ {
 		want := snapshotChunkKey(pos, i)
 		if !it.Next() || string(it.Key()) != string(want) {
@@ -130,6 +150,9 @@ func readSnapshot(it *pebble.Iterator, pos uint64) ([]byte, error) {
 	return data, nil
 }
 
+// snapshotPrealloc bounds the buffer a snapshot's read starts with.
+const snapshotPrealloc = 64 << 20
+
 // snapshotHeader decodes the header chunk of the snapshot at pos.
 func snapshotHeader(k, v []byte, pos uint64) (size uint64, chunks, sum uint32, err error) {
 	if len(k) != snapshotChunkKeyLen || binary.BigEndian.Uint64(k[1:9]) != pos || binary.BigEndian.Uint32(k[9:]) != 0 {
@@ -155,7 +178,7 @@ func verifySnapshots(snap *pebble.Snapshot, headPos uint64) (int, error) {
 	}
 	defer it.Close()
 	n := 0
-	for ok := it.First(); ok; {
+	for ok := it.First(); ok; ok = it.Valid() {
 		k := it.Key()
 		if len(k) != 9 && len(k) != snapshotChunkKeyLen {
 			return n, corruptf(0, k, "malformed snapshot key")
@@ -168,10 +191,6 @@ func verifySnapshots(snap *pebble.Snapshot, headPos uint64) (int, error) {
 			return n, err
 		}
 		n++
-		// Past the snapshot read, the next key must belong to a later one.
-		if ok = it.Next(); ok && binary.BigEndian.Uint64(it.Key()[1:9]) == pos {
-			return n, corruptf(0, it.Key(), "snapshot at %d has a key past its last chunk", pos)
-		}
 	}
 	return n, orErr(it.Error(), nil)
 }

@@ -8,7 +8,8 @@ import (
 
 // upgradeChunk bounds the keys a format step holds in one batch before it
 // commits them, so a step over a large store does not build one huge batch.
-const upgradeChunk = 1024
+// A variable only so that a test can make a step span its batches cheaply.
+var upgradeChunk = 1024
 
 // Upgrade is the write access of one format step, handed to the step's
 // function by Log.Upgrade. Its methods stage derived keys; the last chunk of

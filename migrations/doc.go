@@ -32,6 +32,16 @@
 // format 2 by crewlog's own engine, so the step is tested on what the old
 // code wrote.
 //
+// # Format 4: snapshots in chunks
+//
+// The step "chunked-snapshots" rewrites a snapshot stored whole under
+// 'n' | pos (formats 1 to 3) in sealed chunks of 64 KiB under a header
+// (eventlog.Upgrade.ChunkSnapshots), byte for byte; a whole snapshot that
+// fails its seal is dropped, as derived data the next start rebuilds from
+// the log. Nothing else changes: the step exists so that a build of format
+// 3, which reads only whole snapshots, refuses a store that holds chunks
+// rather than reporting them as damage.
+//
 // It does not take the pre-migration backup (crewctl migrate does, with
 // eventlog.Log.Checkpoint, before calling Run) and it does not stop a
 // running daemon: the caller opens the store with AllowOlderFormat, which
