@@ -3,8 +3,8 @@
 package eventlog
 
 import (
-	"encoding/binary"
 	"fmt"
+	"math"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -44,21 +44,8 @@ func (l *Log) RewindFormatForFixtures(to uint32) error {
 // stageWholeSnapshots stages every snapshot in chunks rewritten whole under
 // 'n' | pos, as formats 1 to 3 store it.
 func (l *Log) stageWholeSnapshots(b *pebble.Batch) error {
-	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixSnapshot}, UpperBound: []byte{prefixSnapshot + 1}})
-	if err != nil {
-		return err
-	}
-	defer it.Close()
 	whole := map[uint64][]byte{}
-	for ok := it.First(); ok; ok = it.Valid() {
-		pos := binary.BigEndian.Uint64(it.Key()[1:9])
-		data, err := readSnapshot(it, pos)
-		if err != nil {
-			return err
-		}
-		whole[pos] = data
-	}
-	if err := it.Error(); err != nil {
+	if _, err := eachSnapshot(l.db, math.MaxUint64, func(pos uint64, data []byte) { whole[pos] = data }); err != nil {
 		return err
 	}
 	_ = b.DeleteRange([]byte{prefixSnapshot}, []byte{prefixSnapshot + 1}, nil)

@@ -13,10 +13,8 @@ import (
 //
 //	go test -tags crewlog_fixtures ./eventlog -run RewindStoresTheSnapshotWhole
 func TestRewindStoresTheSnapshotWhole(t *testing.T) {
-	l, _ := openMem(t)
+	l, _ := openWithEightEvents(t)
 	defer l.Close()
-	_, err := l.Append(Write{Events: evs("a", 8)})
-	require.NoError(t, err)
 	data := incompressible(3*snapshotChunk+1, 8)
 	require.NoError(t, l.SaveSnapshot(7, data))
 	require.NoError(t, l.RewindFormatForFixtures(FormatPrincipalOutcomes))

@@ -28,7 +28,6 @@ type recentOutcomes struct {
 	// the slots never outnumber the most entries the index held at once.
 	byKey  map[string]int32
 	blocks [][]recentEntry // slot i is blocks[i/recentBlock][i%recentBlock]
-	slots  int             // slots allocated
 	free   []int32         // slots evictions freed
 	order  []int32         // slots, oldest at head; a ring of len(order)
 	head   int
@@ -68,18 +67,22 @@ func (r *recentOutcomes) entry(i int32) *recentEntry {
 	return &r.blocks[i/recentBlock][i%recentBlock]
 }
 
-// takeSlot returns a free slot, allocating a block when none is.
+// slots is how many slots are allocated: each holds an entry or is free.
+func (r *recentOutcomes) slots() int { return r.n + len(r.free) }
+
+// takeSlot returns a free slot, allocating one (and its block, when it
+// starts one) when none is.
 func (r *recentOutcomes) takeSlot() int32 {
 	if n := len(r.free); n > 0 {
 		i := r.free[n-1]
 		r.free = r.free[:n-1]
 		return i
 	}
-	if r.slots%recentBlock == 0 {
+	i := r.slots()
+	if i == len(r.blocks)*recentBlock {
 		r.blocks = append(r.blocks, make([]recentEntry, recentBlock))
 	}
-	r.slots++
-	return int32(r.slots - 1)
+	return int32(i)
 }
 
 // get returns key's outcome as stored: its slices are shared with the

@@ -163,7 +163,7 @@ func TestRecentOutcomesSlotsAcrossBlocks(t *testing.T) {
 		r.add(fmt.Sprintf("k%d", i), &o)
 		require.Equal(t, min(i+1, max), len(r.byKey))
 	}
-	require.Equal(t, max, r.slots)
+	require.Equal(t, max, r.slots())
 	require.Len(t, r.blocks, 3)
 	for i := range 4 * max {
 		o, ok := r.get(fmt.Sprintf("k%d", i))
@@ -186,7 +186,7 @@ func TestRecentOutcomesSlotsAcrossBlocks(t *testing.T) {
 		small.add(fmt.Sprintf("s%05d", i), &o)
 	}
 	require.LessOrEqual(t, small.n, 10)
-	require.LessOrEqual(t, small.slots, 11, "evicted slots are reused")
+	require.LessOrEqual(t, small.slots(), 11, "evicted slots are reused")
 	require.Len(t, small.blocks, 1)
 	require.Equal(t, 10*(recentOverhead+20)/recentOverhead+1, small.maxEntries, "the count bound is what the bytes can hold")
 }

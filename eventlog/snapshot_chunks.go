@@ -99,13 +99,12 @@ func readSnapshot(it *pebble.Iterator, pos uint64) ([]byte, error) {
 // readSnapshotAt reads the snapshot at pos whose first key it is on,
 // leaving it on the snapshot's last key.
 func readSnapshotAt(it *pebble.Iterator, pos uint64) ([]byte, error) {
-	first := snapshotKey(pos)
 	k := it.Key()
 	v, err := it.ValueAndErr()
 	if err != nil {
 		return nil, fmt.Errorf("eventlog: %w", err)
 	}
-	if len(k) == len(first) { // written before chunks: the whole snapshot
+	if len(k) == 9 { // 'n' | pos, written before chunks: the whole snapshot
 		p, err := unseal(k, v)
 		if err != nil {
 			return nil, err
@@ -172,7 +171,14 @@ func snapshotHeader(k, v []byte, pos uint64) (size uint64, chunks, sum uint32, e
 // layout, whole and sealed and not beyond the head. It returns how many
 // snapshots it holds.
 func verifySnapshots(snap *pebble.Snapshot, headPos uint64) (int, error) {
-	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixSnapshot}, UpperBound: []byte{prefixSnapshot + 1}})
+	return eachSnapshot(snap, headPos, func(uint64, []byte) {})
+}
+
+// eachSnapshot reads every snapshot r holds, in position order, refusing
+// one beyond head or not whole (readSnapshot), calls fn with each, and
+// returns how many it read.
+func eachSnapshot(r iterable, head uint64, fn func(pos uint64, data []byte)) (int, error) {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixSnapshot}, UpperBound: []byte{prefixSnapshot + 1}})
 	if err != nil {
 		return 0, orErr(err, nil)
 	}
@@ -184,12 +190,14 @@ func verifySnapshots(snap *pebble.Snapshot, headPos uint64) (int, error) {
 			return n, corruptf(0, k, "malformed snapshot key")
 		}
 		pos := binary.BigEndian.Uint64(k[1:9])
-		if pos > headPos {
-			return n, corruptf(0, k, "snapshot at %d is beyond the head %d", pos, headPos)
+		if pos > head {
+			return n, corruptf(0, k, "snapshot at %d is beyond the head %d", pos, head)
 		}
-		if _, err := readSnapshot(it, pos); err != nil {
+		data, err := readSnapshot(it, pos)
+		if err != nil {
 			return n, err
 		}
+		fn(pos, data)
 		n++
 	}
 	return n, orErr(it.Error(), nil)
@@ -202,32 +210,19 @@ func verifySnapshots(snap *pebble.Snapshot, headPos uint64) (int, error) {
 // is idempotent: the chunks are written before the whole key is deleted, so
 // a crash between leaves the whole snapshot to be rewritten again.
 func (u *Upgrade) ChunkSnapshots() (rewritten int, err error) {
-	it, err := u.l.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixSnapshot}, UpperBound: []byte{prefixSnapshot + 1}})
-	if err != nil {
-		return 0, fmt.Errorf("eventlog: chunk snapshots: %w", err)
-	}
-	defer it.Close()
-	for ok := it.First(); ok; ok = it.Next() {
-		k := it.Key()
+	_, err = eachKey(u.l.db, prefixSnapshot, func(k, v []byte) error {
 		if len(k) != 9 {
-			continue
-		}
-		k = append([]byte(nil), k...)
-		v, err := it.ValueAndErr()
-		if err != nil {
-			return rewritten, fmt.Errorf("eventlog: chunk snapshots: %w", err)
+			return nil // a chunk
 		}
 		if p, err := unseal(k, v); err == nil {
 			if err := writeSnapshotChunks(upgradeWriter{u}, binary.BigEndian.Uint64(k[1:]), p); err != nil {
-				return rewritten, err
+				return err
 			}
 			rewritten++
 		}
-		if err := u.del(k); err != nil {
-			return rewritten, err
-		}
-	}
-	if err := it.Error(); err != nil {
+		return u.del(k) // the batch copies k
+	})
+	if err != nil {
 		return rewritten, fmt.Errorf("eventlog: chunk snapshots: %w", err)
 	}
 	return rewritten, nil

@@ -7,16 +7,15 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 )
 
 // A snapshot of any size comes back byte for byte, whatever chunk boundary
 // it ends on, and Verify counts it once.
 func TestSnapshotChunksRoundTrip(t *testing.T) {
-	l, _ := openMem(t)
+	l, _ := openWithEightEvents(t)
 	defer l.Close()
-	_, err := l.Append(Write{Events: evs("a", 8)})
-	require.NoError(t, err)
 	for i, size := range []int{0, 1, snapshotChunk - 1, snapshotChunk, snapshotChunk + 1, 3*snapshotChunk + 7} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			data := incompressible(size, uint64(i))
@@ -38,10 +37,8 @@ func TestSnapshotChunksRoundTrip(t *testing.T) {
 // A store written before chunks holds the whole snapshot under one key: it
 // is read and verified as before, and the next save replaces it.
 func TestSnapshotWrittenWholeIsReadAndReplaced(t *testing.T) {
-	l, _ := openMem(t)
+	l, _ := openWithEightEvents(t)
 	defer l.Close()
-	_, err := l.Append(Write{Events: evs("a", 8)})
-	require.NoError(t, err)
 	whole := incompressible(3*snapshotChunk, 9)
 	require.NoError(t, l.db.Set(snapshotKey(4), seal(whole), pebble.Sync))
 	s, err := l.LatestSnapshot()
@@ -105,21 +102,29 @@ func TestSnapshotChunksThatDoNotAddUpAreCorrupt(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			l, _ := openMem(t)
+			l, _ := openWithEightEvents(t)
 			defer l.Close()
-			_, err := l.Append(Write{Events: evs("a", 8)})
-			require.NoError(t, err)
 			require.NoError(t, l.SaveSnapshot(pos, data))
 			b := l.db.NewBatch()
 			c.spoil(t, b)
 			require.NoError(t, b.Commit(pebble.Sync))
 
-			_, err = l.LatestSnapshot()
+			_, err := l.LatestSnapshot()
 			require.ErrorIs(t, err, ErrCorrupt)
 			_, err = l.Verify(nil)
 			require.ErrorIs(t, err, ErrCorrupt)
 		})
 	}
+}
+
+// openWithEightEvents opens an in-memory log holding eight events, so
+// that a snapshot has positions to stand at.
+func openWithEightEvents(t *testing.T) (*Log, vfs.FS) {
+	t.Helper()
+	l, fs := openMem(t)
+	_, err := l.Append(Write{Events: evs("a", 8)})
+	require.NoError(t, err)
+	return l, fs
 }
 
 // countKeys counts the keys under prefix.
@@ -154,9 +159,7 @@ func TestChunkSnapshotsStep(t *testing.T) {
 		t.Run(fmt.Sprint("damaged=", damaged, "/size=", c.size), func(t *testing.T) {
 			defer func(n int) { upgradeChunk = n }(upgradeChunk)
 			upgradeChunk = c.batch
-			l, fs := openMem(t)
-			_, err := l.Append(Write{Events: evs("a", 8)})
-			require.NoError(t, err)
+			l, fs := openWithEightEvents(t)
 			whole := incompressible(c.size, 5)
 			v := seal(whole)
 			if damaged {
@@ -166,7 +169,7 @@ func TestChunkSnapshotsStep(t *testing.T) {
 			require.NoError(t, l.db.Set(keyFormat, encodeFormat(FormatPrincipalOutcomes), pebble.Sync))
 			require.NoError(t, l.Close())
 
-			l, err = Open("db", &Options{FS: fs, AllowOlderFormat: true})
+			l, err := Open("db", &Options{FS: fs, AllowOlderFormat: true})
 			require.NoError(t, err)
 			defer l.Close()
 			var rewritten []int
