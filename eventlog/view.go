@@ -87,26 +87,39 @@ func (l *Log) SaveView(stream string, pos uint64, data []byte) error {
 // position beyond the durable head (the caller then rebuilds from the
 // log). data is the caller's.
 func (l *Log) View(stream string) (pos uint64, data []byte, err error) {
+	err = l.ViewFunc(stream, func(p uint64, d []byte) error {
+		pos, data = p, append([]byte(nil), d...)
+		return nil
+	})
+	return pos, data, err
+}
+
+// ViewFunc is View without the copy: read gets the view's position and
+// bytes, which are Pebble's and valid only until it returns, and its error
+// is ViewFunc's. A view is read whole to be decoded, and the copy of a long
+// run's (hundreds of kilobytes) was a fresh allocation on every first read
+// of the run. read is not called when View would return an error.
+func (l *Log) ViewFunc(stream string, read func(pos uint64, data []byte) error) error {
 	if err := l.readable(); err != nil {
-		return 0, nil, err
+		return err
 	}
 	key := viewKey(stream)
 	v, closer, err := l.db.Get(key)
 	if isNotFound(err) {
-		return 0, nil, fmt.Errorf("%w: no view of stream %q", ErrNotFound, stream)
+		return fmt.Errorf("%w: no view of stream %q", ErrNotFound, stream)
 	}
 	if err != nil {
-		return 0, nil, fmt.Errorf("eventlog: %w", err)
+		return fmt.Errorf("eventlog: %w", err)
 	}
 	defer closer.Close()
 	pos, p, err := decodeView(key, v)
 	if err != nil {
-		return 0, nil, err
+		return err
 	}
 	if pos > l.durable.Load().Position {
-		return 0, nil, corruptf(0, key, "view at %d is beyond the head", pos)
+		return corruptf(0, key, "view at %d is beyond the head", pos)
 	}
-	return pos, append([]byte(nil), p...), nil
+	return read(pos, p)
 }
 
 func decodeView(key, v []byte) (uint64, []byte, error) {

@@ -130,11 +130,16 @@ func (c *ColdStore) currentView(id string, cr *coldRun) *runState {
 	if c.log == nil {
 		return nil
 	}
-	pos, b, err := c.log.View(id)
-	if err != nil || pos != cr.last {
-		return nil
-	}
-	r, err := decodeRunView(b, id, cr.last)
+	// NB: the decoder copies what it keeps (every string), so the view is
+	// decoded from Pebble's bytes, not from a copy of them.
+	var r *runState
+	err := c.log.ViewFunc(id, func(pos uint64, b []byte) (err error) {
+		if pos != cr.last {
+			return errViewStale
+		}
+		r, err = decodeRunView(b, id, cr.last)
+		return err
+	})
 	if err != nil {
 		return nil
 	}

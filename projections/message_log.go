@@ -76,13 +76,24 @@ func (l *messageLog) clone() messageLog {
 			flat[i].Data = &data[len(data)-1]
 		}
 	}
-	headLen := min(l.n, messageChunk)
-	c := messageLog{head: flat[:headLen:headLen], n: l.n}
-	if len(l.rest) > 0 {
-		c.rest = make([][]Message, len(l.rest))
+	return messageLogOver(flat)
+}
+
+// messageLogOver returns the log of the messages of flat, which it takes
+// over: its chunks are slices of flat, each capped at its length, as in
+// clone's copy.
+func messageLogOver(flat []Message) messageLog {
+	n := len(flat)
+	if n == 0 {
+		return messageLog{}
+	}
+	headLen := min(n, messageChunk)
+	c := messageLog{head: flat[:headLen:headLen], n: n}
+	if n > messageChunk {
+		c.rest = make([][]Message, (n-1)/messageChunk)
 		for k := range c.rest {
 			lo := (k + 1) * messageChunk
-			hi := min(lo+messageChunk, l.n)
+			hi := min(lo+messageChunk, n)
 			c.rest[k] = flat[lo:hi:hi]
 		}
 	}

@@ -358,9 +358,18 @@ func fromSnapshot(snap *snapshot) (_ *State, records int64, _ error) {
 }
 
 // addSnapshotRun adds the hot run of sr to s with the fold's own helpers,
-// refusing missing or duplicate records.
+// refusing missing or duplicate records. It takes sr's records over (they
+// are freshly decoded).
 func addSnapshotRun(s *State, sr *snapshotRun) error {
 	r := newRunState(*sr.Run)
+	// NB: the maps are sized up front, as clone sizes them: the view of a
+	// long run holds thousands of records, and a map filled one insert at
+	// a time rehashes as it grows, on every first read of a finished run
+	// and every snapshot's load.
+	r.tasks = make(map[string]*Task, len(sr.Tasks))
+	r.dels = make(map[string]*Delegation, len(sr.Delegations))
+	r.accounts = make(map[string]*Account, len(sr.Accounts))
+	r.msgIndex = make(map[string]int, len(sr.Messages))
 	s.addRun(r, sr.Last)
 	if r.run.Usage.SlotWaitAt != 0 {
 		s.waiting[r.run.RunID] = struct{}{}
@@ -394,12 +403,17 @@ func addSnapshotRun(s *State, sr *snapshotRun) error {
 		r.addAccount(a)
 	}
 	r.rootSpent = sr.RootSpent
-	for _, m := range sr.Messages {
+	for i := range sr.Messages {
+		m := &sr.Messages[i]
 		if _, dup := r.msgIndex[m.ID]; dup {
 			return fmt.Errorf("run %s: duplicate message %q", r.run.RunID, m.ID)
 		}
-		r.addMessage(m)
+		r.msgIndex[m.ID] = i
+		r.boxes[m.To] = append(r.boxes[m.To], i)
 	}
+	// The log takes the decoded messages over rather than copying them one
+	// by one (addMessage's indexing, above, without the copy).
+	r.msgs = messageLogOver(sr.Messages)
 	for _, a := range sr.Asks {
 		if a == nil || r.asks[a.QuestionID] != nil {
 			return fmt.Errorf("run %s: ask missing or duplicate", r.run.RunID)

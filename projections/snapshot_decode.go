@@ -6,6 +6,8 @@ import (
 	"math"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/crewlog/crewlog/events"
 )
 
 // The first query of a finished run decodes the run's view (coldview.go),
@@ -14,8 +16,9 @@ import (
 // up by name through reflection. decodeSnapshotRun reads those four field
 // by field, the mirror of appendSnapshotRun (snapshot_codec.go); the rare
 // records (the run's own record, asks, credentials, jobs, revoked roots, a
-// task's allocation and waiting marker, a message's data) are handed to
-// reflection as the bytes of their value.
+// task's allocation and waiting marker when not nil) are handed to
+// reflection as the bytes of their value; a message's data, one per
+// settled delegation, is read field by field too.
 //
 // NB: it decodes into exactly what reflection decodes for the bytes
 // appendSnapshotRun writes (a nil slice stays nil, an empty one empty).
@@ -226,9 +229,12 @@ func (r *viewReader) strs() []string {
 	return out
 }
 
-// reflected decodes the next value into v by reflection.
+// reflected decodes the next value into v by reflection. A nil is
+// consumed without it: v points to a zero value (every caller decodes into
+// a record it has just made), which is what reflection leaves for a nil,
+// and most tasks' waiting markers are nil.
 func (r *viewReader) reflected(v any) {
-	if r.bad {
+	if r.bad || r.nilNext() {
 		return
 	}
 	end, err := msgpackEnd(r.b, r.i, 1)
@@ -237,6 +243,30 @@ func (r *viewReader) reflected(v any) {
 		return
 	}
 	r.i = end
+}
+
+// readMessageData reads a message's data: one per settled delegation's
+// result message, so decoded field by field rather than by reflection.
+func readMessageData(r *viewReader) *events.MessageData {
+	if r.nilNext() {
+		return nil
+	}
+	d := new(events.MessageData)
+	for n := r.mapLen(); n > 0 && r.ok(); n-- {
+		switch string(r.key()) {
+		case "subId":
+			d.SubID = r.str()
+		case "ok":
+			d.OK = r.bool()
+		case "timedOut":
+			d.TimedOut = r.bool()
+		case "cancelled":
+			d.Cancelled = r.bool()
+		default:
+			r.fail()
+		}
+	}
+	return d
 }
 
 // decodeSnapshotRun decodes one run of a snapshot (appendSnapshotRun's
@@ -545,7 +575,7 @@ func readMessage(r *viewReader, m *Message) {
 		case "rerouted":
 			m.Rerouted = r.bool()
 		case "data":
-			r.reflected(&m.Data)
+			m.Data = readMessageData(r)
 		case "status":
 			m.Status = MessageStatus(r.str())
 		case "createdAt":

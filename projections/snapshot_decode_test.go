@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -63,6 +64,40 @@ func TestSnapshotRunFastDecodeMatchesReflection(t *testing.T) {
 	b[i] = 0xcb // now a double
 	_, err = decodeSnapshotRun(b)
 	require.ErrorIs(t, err, errFastFallback)
+}
+
+// A view is decoded from Pebble's own bytes (eventlog.Log.ViewFunc), which
+// are reused once the read returns: neither the fast path nor reflection
+// may keep any of them.
+func TestRunViewDecodersKeepNoByteOfTheirInput(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	check := func(t *testing.T, b []byte, decode func([]byte) (*snapshotRun, error)) {
+		t.Helper()
+		want, err := decode(bytes.Clone(b))
+		require.NoError(t, err)
+		got, err := decode(b)
+		require.NoError(t, err)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		require.Equal(t, want, got)
+	}
+	s := fold(realisticHistory(2_000))
+	for _, id := range runIDs(t, s) {
+		r := s.runs[id]
+		if r == nil {
+			continue
+		}
+		sr := snapshotRunOf(r)
+		b, err := appendSnapshotRun(nil, &sr, nil)
+		require.NoError(t, err)
+		t.Run(id+"/fast", func(t *testing.T) { check(t, bytes.Clone(b), decodeSnapshotRun) })
+		view := m.Uint16(nil, SnapshotFormat)
+		view = append(view, b...)
+		t.Run(id+"/reflection", func(t *testing.T) {
+			check(t, view, func(b []byte) (*snapshotRun, error) { return decodeRunViewByReflection(b, id) })
+		})
+	}
 }
 
 // A view garbled anywhere decodes to an error or to a run, never a panic.
