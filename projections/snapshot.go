@@ -2,6 +2,7 @@ package projections
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -275,16 +276,46 @@ func DecodeSnapshot(b []byte) (s *State, err error) {
 // SnapshotRecords, counted while the runs are added (LoadTiered needs it,
 // and the decoder has every run in hand: no second walk over them).
 func decodeSnapshot(b []byte) (s *State, records int64, err error) {
-	if err := checkMsgpack(b, 2); err != nil {
-		return nil, 0, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
-	}
 	defer func() {
-		// Belt and braces: checkMsgpack bounds every allocation; anything
-		// else msgpack's reflection might panic on becomes an error.
+		// Belt and braces: the fast path bounds every allocation by the
+		// bytes left, and checkMsgpack does before reflection; anything
+		// else either might panic on becomes an error.
 		if r := recover(); r != nil {
 			s, records, err = nil, 0, fmt.Errorf("%w: decoder panic: %v", ErrBadSnapshot, r)
 		}
 	}()
+	// The fast path first (snapshot_decode.go), as for a view: the format
+	// as EncodeSnapshot writes it is a uint16, 0xcd and two bytes.
+	snap, format, err := (*snapshot)(nil), uint16(0), errFastFallback
+	if len(b) >= 3 && b[0] == 0xcd {
+		if format = binary.BigEndian.Uint16(b[1:]); readableFormat(format) {
+			snap, err = decodeSnapshotFields(b[3:])
+		}
+	}
+	if err != nil { // errFastFallback: reflection decides
+		if snap, format, err = decodeSnapshotByReflection(b); err != nil {
+			return nil, 0, err
+		}
+	}
+	if format == legacySnapshotFormat { // every run listed, in creation order
+		snap.RunCount, snap.Ords, snap.MissingViews = len(snap.Runs), make([]int, len(snap.Runs)), nil
+		for i := range snap.Ords {
+			snap.Ords[i] = i
+		}
+	}
+	s, records, err = fromSnapshot(snap)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+	}
+	return s, records, nil
+}
+
+// decodeSnapshotByReflection decodes a snapshot with msgpack's reflection,
+// after checkMsgpack has bounded every length in it.
+func decodeSnapshotByReflection(b []byte) (*snapshot, uint16, error) {
+	if err := checkMsgpack(b, 2); err != nil {
+		return nil, 0, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+	}
 	dec := msgpack.NewDecoder(bytes.NewReader(b))
 	format, err := dec.DecodeUint16()
 	if err != nil {
@@ -297,17 +328,7 @@ func decodeSnapshot(b []byte) (s *State, records int64, err error) {
 	if err := dec.Decode(&snap); err != nil {
 		return nil, 0, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 	}
-	if format == legacySnapshotFormat { // every run listed, in creation order
-		snap.RunCount, snap.Ords, snap.MissingViews = len(snap.Runs), make([]int, len(snap.Runs)), nil
-		for i := range snap.Ords {
-			snap.Ords[i] = i
-		}
-	}
-	s, records, err = fromSnapshot(&snap)
-	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
-	}
-	return s, records, nil
+	return &snap, format, nil
 }
 
 // fromSnapshot rebuilds the state with the fold's own helpers, refusing

@@ -269,11 +269,60 @@ func readMessageData(r *viewReader) *events.MessageData {
 	return d
 }
 
+// decodeSnapshotFields decodes a whole snapshot (appendSnapshot's bytes,
+// after the format) from b, or returns errFastFallback: its head (the
+// config and the ordinals by reflection), then every run as
+// decodeSnapshotRun reads one. A start-up decodes the snapshot, and a long
+// busy run in it holds tens of thousands of records.
+func decodeSnapshotFields(b []byte) (*snapshot, error) {
+	r := &viewReader{b: b}
+	var snap snapshot
+	for n := r.mapLen(); n > 0 && r.ok(); n-- {
+		switch string(r.key()) {
+		case "position":
+			snap.Position = r.uint64()
+		case "config":
+			r.reflected(&snap.Config)
+		case "runCount":
+			snap.RunCount = int(r.int())
+		case "ords":
+			r.reflected(&snap.Ords)
+		case "missingViews":
+			snap.MissingViews = r.strs()
+		case "runs":
+			// NB: an element takes at least a byte, so the length is
+			// backed by the bytes left (arrayLen checks it) before the
+			// runs are allocated.
+			if k := r.arrayLen(); k >= 0 && r.ok() {
+				snap.Runs = make([]snapshotRun, k)
+				for i := 0; i < k && r.ok(); i++ {
+					readSnapshotRun(r, &snap.Runs[i])
+				}
+			}
+		default:
+			r.fail()
+		}
+	}
+	if r.bad || r.i != len(b) {
+		return nil, errFastFallback
+	}
+	return &snap, nil
+}
+
 // decodeSnapshotRun decodes one run of a snapshot (appendSnapshotRun's
 // bytes) from b, or returns errFastFallback.
 func decodeSnapshotRun(b []byte) (*snapshotRun, error) {
 	r := &viewReader{b: b}
 	var sr snapshotRun
+	readSnapshotRun(r, &sr)
+	if r.bad || r.i != len(b) {
+		return nil, errFastFallback
+	}
+	return &sr, nil
+}
+
+// readSnapshotRun reads one run's map into sr.
+func readSnapshotRun(r *viewReader, sr *snapshotRun) {
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
 		switch string(r.key()) {
 		case "run":
@@ -311,10 +360,6 @@ func decodeSnapshotRun(b []byte) (*snapshotRun, error) {
 			r.fail()
 		}
 	}
-	if r.bad || r.i != len(b) {
-		return nil, errFastFallback
-	}
-	return &sr, nil
 }
 
 // minRecordBytes is less than any record's encoding takes (its map header

@@ -66,6 +66,43 @@ func TestSnapshotRunFastDecodeMatchesReflection(t *testing.T) {
 	require.ErrorIs(t, err, errFastFallback)
 }
 
+// The whole snapshot's fast path decodes exactly what reflection decodes,
+// with no fallback, and leaves to reflection what it does not know.
+func TestSnapshotFastDecodeMatchesReflection(t *testing.T) {
+	same := func(b []byte) {
+		t.Helper()
+		want, format, err := decodeSnapshotByReflection(b)
+		require.NoError(t, err)
+		require.Equal(t, uint16(SnapshotFormat), format)
+		got, err := decodeSnapshotFields(b[3:])
+		require.NoError(t, err, "the fast path fell back")
+		require.Equal(t, want, got)
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, s := range []*State{New(), fold(realisticHistory(5_000)), coldState(t), fold(randomHistory(rng, 400))} {
+		b, err := EncodeSnapshot(s)
+		require.NoError(t, err)
+		same(b)
+	}
+	for range 100 {
+		var snap snapshot
+		fillRandom(rng, reflect.ValueOf(&snap).Elem())
+		b, err := appendSnapshot(m.Uint16(nil, SnapshotFormat), &snap)
+		require.NoError(t, err)
+		same(b)
+	}
+
+	b, err := EncodeSnapshot(fold(realisticHistory(200)))
+	require.NoError(t, err)
+	b[3]++ // one more entry in the top map
+	_, err = decodeSnapshotFields(m.Int(m.String(b[3:], "later"), 1))
+	require.ErrorIs(t, err, errFastFallback)
+	// A runs array longer than the bytes left is refused before it is
+	// allocated.
+	_, err = decodeSnapshotFields([]byte{0x81, 0xa4, 'r', 'u', 'n', 's', 0xdd, 0xff, 0xff, 0xff, 0xff})
+	require.ErrorIs(t, err, errFastFallback)
+}
+
 // A view is decoded from Pebble's own bytes (eventlog.Log.ViewFunc), which
 // are reused once the read returns: neither the fast path nor reflection
 // may keep any of them.
