@@ -1,6 +1,7 @@
 package eventlog
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -24,6 +25,22 @@ func TestStreamViews(t *testing.T) {
 	require.Equal(t, []byte("second"), data)
 	require.ErrorIs(t, l.SaveView("run-a", 4, []byte("ahead")), ErrInvalid)
 	require.ErrorIs(t, l.SaveView("", 1, nil), ErrInvalid)
+
+	// ViewFunc hands the same bytes to its reader, and returns its error;
+	// a missing view never reaches the reader.
+	var got []byte
+	require.NoError(t, l.ViewFunc("run-a", func(pos uint64, data []byte) error {
+		require.EqualValues(t, 3, pos)
+		got = append(got, data...)
+		return nil
+	}))
+	require.Equal(t, []byte("second"), got)
+	errStop := errors.New("stop")
+	require.ErrorIs(t, l.ViewFunc("run-a", func(uint64, []byte) error { return errStop }), errStop)
+	require.ErrorIs(t, l.ViewFunc("run-c", func(uint64, []byte) error {
+		t.Fatal("read called without a view")
+		return nil
+	}), ErrNotFound)
 
 	rep, err := l.Verify(nil)
 	require.NoError(t, err)
