@@ -75,6 +75,7 @@ func decodeRunView(b []byte, id string, last uint64) (r *runState, err error) {
 		sr, err = decodeSnapshotRun(b[3:])
 	}
 	if err != nil { // errFastFallback: reflection decides
+		reflectionDecodes.Add(1)
 		if sr, err = decodeRunViewByReflection(b, id); err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -106,4 +107,33 @@ func TestMessageLogOfOneChunkCostsOneSlice(t *testing.T) {
 	}), "the first message allocates its slice alone")
 	l := logOf(messageChunk)
 	require.EqualValues(t, 2, testing.AllocsPerRun(10, func() { l.clone() }), "a clone allocates the messages and their data")
+}
+
+// A log made over decoded messages (messageLogOver) is the log their
+// appends make, at and around every chunk boundary, and stays so as it
+// grows; it never writes into the slice it was made over.
+func TestMessageLogOverIsTheAppendedLog(t *testing.T) {
+	for _, n := range []int{0, 1, messageChunk - 1, messageChunk, messageChunk + 1, 2*messageChunk - 1, 2 * messageChunk,
+		2*messageChunk + 1, 1000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			want := logOf(n)
+			flat := make([]Message, n)
+			for i := range flat {
+				flat[i] = *want.At(i)
+			}
+			kept := slices.Clone(flat)
+			got := messageLogOver(flat)
+			require.Equal(t, want, got)
+			for i := range 300 {
+				m := Message{ID: fmt.Sprint("more", i)}
+				want.Append(m)
+				got.Append(m)
+				require.Equal(t, want, got)
+			}
+			for i := range got.Len() {
+				require.Equal(t, want.At(i), got.At(i))
+			}
+			require.Equal(t, kept, flat, "an append wrote into the slice the log was made over")
+		})
+	}
 }

@@ -22,7 +22,7 @@ var errTruncated = errors.New("truncated")
 // for terabytes, a fatal error no recover can catch. After this check every
 // container's length is at most len(b) (each element takes at least a byte).
 func checkMsgpack(b []byte, values int) error {
-	end, err := msgpackEnd(b, 0, values)
+	end, err := msgpackEnd(b, 0, values, 0)
 	if err == nil && end != len(b) {
 		err = fmt.Errorf("%d trailing bytes", len(b)-end)
 	}
@@ -30,8 +30,10 @@ func checkMsgpack(b []byte, values int) error {
 }
 
 // msgpackEnd returns where the `values` well-formed msgpack values that
-// start at b[i] end, checking them as checkMsgpack does.
-func msgpackEnd(b []byte, i, values int) (int, error) {
+// start at b[i] end, checking them as checkMsgpack does; depth containers
+// enclose them, which count towards maxSnapshotDepth as in a check of the
+// whole.
+func msgpackEnd(b []byte, i, values, depth int) (int, error) {
 	stack := []int{values} // items still to read at each open level
 	need := func(n int) error {
 		if n < 0 || n > len(b)-i {
@@ -126,7 +128,7 @@ func msgpackEnd(b []byte, i, values int) (int, error) {
 			if err := need(items); err != nil {
 				return 0, err
 			}
-			if len(stack) > maxSnapshotDepth {
+			if len(stack)+depth > maxSnapshotDepth {
 				return 0, fmt.Errorf("nested deeper than %d", maxSnapshotDepth)
 			}
 			stack = append(stack, items)

@@ -293,6 +293,7 @@ func decodeSnapshot(b []byte) (s *State, records int64, err error) {
 		}
 	}
 	if err != nil { // errFastFallback: reflection decides
+		reflectionDecodes.Add(1)
 		if snap, format, err = decodeSnapshotByReflection(b); err != nil {
 			return nil, 0, err
 		}

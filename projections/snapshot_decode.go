@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"sync/atomic"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -34,6 +35,11 @@ import (
 
 var errFastFallback = errors.New("projections: view not decoded by the fast path")
 
+// reflectionDecodes counts the views and snapshots decoded by reflection,
+// the fast path having fallen back: none, for what crewlog writes (tests
+// check it).
+var reflectionDecodes atomic.Int64
+
 // viewReader reads msgpack that checkMsgpack has checked. On the first
 // problem it sets bad and every later read returns a zero value, so the
 // decoders check once, at the end (loops check ok to stop early).
@@ -41,11 +47,24 @@ type viewReader struct {
 	b   []byte
 	i   int
 	bad bool
+	// depth is how many containers enclose the values being read, so that
+	// a value handed to reflection is held to what is left of
+	// maxSnapshotDepth, as checkMsgpack holds the whole.
+	depth int
 }
 
 func (r *viewReader) ok() bool { return !r.bad }
 
 func (r *viewReader) fail() { r.bad = true }
+
+// once marks field bit of a map as read, failing on a key met twice:
+// reflection would merge the second value into the first, or reset it.
+func (r *viewReader) once(seen *uint64, bit int) {
+	if *seen&(1<<bit) != 0 {
+		r.bad = true
+	}
+	*seen |= 1 << bit
+}
 
 func (r *viewReader) take(n int) []byte {
 	if r.bad || n < 0 || n > len(r.b)-r.i {
@@ -237,7 +256,7 @@ func (r *viewReader) reflected(v any) {
 	if r.bad || r.nilNext() {
 		return
 	}
-	end, err := msgpackEnd(r.b, r.i, 1)
+	end, err := msgpackEnd(r.b, r.i, 1, r.depth)
 	if err != nil || msgpack.Unmarshal(r.b[r.i:end], v) != nil {
 		r.fail()
 		return
@@ -252,15 +271,20 @@ func readMessageData(r *viewReader) *events.MessageData {
 		return nil
 	}
 	d := new(events.MessageData)
+	var seen uint64
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
 		switch string(r.key()) {
 		case "subId":
+			r.once(&seen, 0)
 			d.SubID = r.str()
 		case "ok":
+			r.once(&seen, 1)
 			d.OK = r.bool()
 		case "timedOut":
+			r.once(&seen, 2)
 			d.TimedOut = r.bool()
 		case "cancelled":
+			r.once(&seen, 3)
 			d.Cancelled = r.bool()
 		default:
 			r.fail()
@@ -275,29 +299,38 @@ func readMessageData(r *viewReader) *events.MessageData {
 // decodeSnapshotRun reads one. A start-up decodes the snapshot, and a long
 // busy run in it holds tens of thousands of records.
 func decodeSnapshotFields(b []byte) (*snapshot, error) {
-	r := &viewReader{b: b}
+	r := &viewReader{b: b, depth: 1} // the values of the snapshot's map
 	var snap snapshot
+	var seen uint64
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
 		switch string(r.key()) {
 		case "position":
+			r.once(&seen, 0)
 			snap.Position = r.uint64()
 		case "config":
+			r.once(&seen, 1)
 			r.reflected(&snap.Config)
 		case "runCount":
+			r.once(&seen, 2)
 			snap.RunCount = int(r.int())
 		case "ords":
+			r.once(&seen, 3)
 			r.reflected(&snap.Ords)
 		case "missingViews":
+			r.once(&seen, 4)
 			snap.MissingViews = r.strs()
 		case "runs":
+			r.once(&seen, 5)
 			// NB: an element takes at least a byte, so the length is
 			// backed by the bytes left (arrayLen checks it) before the
 			// runs are allocated.
 			if k := r.arrayLen(); k >= 0 && r.ok() {
 				snap.Runs = make([]snapshotRun, k)
+				r.depth++
 				for i := 0; i < k && r.ok(); i++ {
 					readSnapshotRun(r, &snap.Runs[i])
 				}
+				r.depth--
 			}
 		default:
 			r.fail()
@@ -323,38 +356,60 @@ func decodeSnapshotRun(b []byte) (*snapshotRun, error) {
 
 // readSnapshotRun reads one run's map into sr.
 func readSnapshotRun(r *viewReader, sr *snapshotRun) {
+	r.depth++ // the values of the run's map
+	defer func() { r.depth-- }()
+	var seen uint64
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
 		switch string(r.key()) {
 		case "run":
+			r.once(&seen, 0)
 			r.reflected(&sr.Run)
 		case "last":
+			r.once(&seen, 1)
 			sr.Last = r.uint64()
 		case "cold":
+			r.once(&seen, 2)
 			sr.Cold = r.bool()
 		case "tasks":
+			r.once(&seen, 3)
 			sr.Tasks = readRecords(r, readTask)
 		case "delegations":
+			r.once(&seen, 4)
 			sr.Delegations = readRecords(r, readDelegation)
 		case "accounts":
+			r.once(&seen, 5)
 			sr.Accounts = readRecords(r, readAccount)
 		case "messages":
-			if k := r.arrayLen(); k >= 0 && k <= (len(r.b)-r.i)/minRecordBytes+1 && r.ok() {
+			r.once(&seen, 6)
+			k := r.arrayLen()
+			if k > (len(r.b)-r.i)/minRecordBytes+1 {
+				r.fail() // more messages than the bytes left could hold
+			}
+			if k >= 0 && r.ok() {
 				sr.Messages = make([]Message, k)
+				r.depth += 2 // the array, a message's map
 				for i := range sr.Messages {
 					readMessage(r, &sr.Messages[i])
 				}
+				r.depth -= 2
 			}
 		case "asks":
+			r.once(&seen, 7)
 			r.reflected(&sr.Asks)
 		case "credentials":
+			r.once(&seen, 8)
 			r.reflected(&sr.Credentials)
 		case "rootSpent":
+			r.once(&seen, 9)
 			sr.RootSpent = r.int()
 		case "jobs":
+			r.once(&seen, 10)
 			r.reflected(&sr.Jobs)
 		case "revokedRoots":
+			r.once(&seen, 11)
 			r.reflected(&sr.RevokedRoots)
 		case "noView":
+			r.once(&seen, 12)
 			sr.NoView = r.bool()
 		default:
 			r.fail()
@@ -376,6 +431,8 @@ func readRecords[T any](r *viewReader, read func(*viewReader, *T)) []*T {
 	}
 	out := make([]*T, n)
 	recs := make([]T, 0, min(n, (len(r.b)-r.i)/minRecordBytes))
+	r.depth += 2 // the array, a record's map
+	defer func() { r.depth -= 2 }()
 	for i := range out {
 		if r.nilNext() {
 			continue
@@ -397,51 +454,74 @@ func readRecords[T any](r *viewReader, read func(*viewReader, *T)) []*T {
 }
 
 func readTask(r *viewReader, t *Task) {
+	var seen uint64
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
 		switch string(r.key()) {
 		case "runId":
+			r.once(&seen, 0)
 			t.RunID = r.str()
 		case "id":
+			r.once(&seen, 1)
 			t.TaskID = r.str()
 		case "kind":
+			r.once(&seen, 2)
 			t.Kind = r.str()
 		case "stepId":
+			r.once(&seen, 3)
 			t.StepID = r.str()
 		case "role":
+			r.once(&seen, 4)
 			t.Role = r.str()
 		case "agent":
+			r.once(&seen, 5)
 			t.Agent = r.str()
 		case "title":
+			r.once(&seen, 6)
 			t.Title = r.str()
 		case "status":
+			r.once(&seen, 7)
 			t.Status = TaskStatus(r.str())
 		case "cwd":
+			r.once(&seen, 8)
 			t.Cwd = r.str()
 		case "dependsOn":
+			r.once(&seen, 9)
 			t.DependsOn = r.strs()
 		case "depth":
+			r.once(&seen, 10)
 			t.Depth = int(r.int())
 		case "model":
+			r.once(&seen, 11)
 			t.Model = r.str()
 		case "allocation":
+			r.once(&seen, 12)
 			r.reflected(&t.Allocation)
 		case "waiting":
+			r.once(&seen, 13)
 			r.reflected(&t.Waiting)
 		case "usage":
+			r.once(&seen, 14)
 			readUsage(r, &t.Usage)
 		case "error":
+			r.once(&seen, 15)
 			t.Error = r.str()
 		case "failureCause":
+			r.once(&seen, 16)
 			t.FailureCause = r.str()
 		case "statusReason":
+			r.once(&seen, 17)
 			t.StatusReason = r.str()
 		case "retries":
+			r.once(&seen, 18)
 			t.Retries = int(r.int())
 		case "createdAt":
+			r.once(&seen, 19)
 			t.CreatedAt = r.int()
 		case "startedAt":
+			r.once(&seen, 20)
 			t.StartedAt = r.int()
 		case "finishedAt":
+			r.once(&seen, 21)
 			t.FinishedAt = r.int()
 		default:
 			r.fail()
@@ -450,19 +530,26 @@ func readTask(r *viewReader, t *Task) {
 }
 
 func readUsage(r *viewReader, u *Usage) {
+	var seen uint64
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
 		switch string(r.key()) {
 		case "input":
+			r.once(&seen, 0)
 			u.Input = r.int()
 		case "output":
+			r.once(&seen, 1)
 			u.Output = r.int()
 		case "cacheRead":
+			r.once(&seen, 2)
 			u.CacheRead = r.int()
 		case "cacheWrite":
+			r.once(&seen, 3)
 			u.CacheWrite = r.int()
 		case "cost":
+			r.once(&seen, 4)
 			u.Cost = r.float()
 		case "turns":
+			r.once(&seen, 5)
 			u.Turns = r.int()
 		default:
 			r.fail()
@@ -471,51 +558,74 @@ func readUsage(r *viewReader, u *Usage) {
 }
 
 func readDelegation(r *viewReader, d *Delegation) {
+	var seen uint64
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
 		switch string(r.key()) {
 		case "runId":
+			r.once(&seen, 0)
 			d.RunID = r.str()
 		case "subId":
+			r.once(&seen, 1)
 			d.SubID = r.str()
 		case "parentTaskId":
+			r.once(&seen, 2)
 			d.ParentTaskID = r.str()
 		case "role":
+			r.once(&seen, 3)
 			d.Role = r.str()
 		case "depth":
+			r.once(&seen, 4)
 			d.Depth = int(r.int())
 		case "model":
+			r.once(&seen, 5)
 			d.Model = r.str()
 		case "timeoutSec":
+			r.once(&seen, 6)
 			d.TimeoutSec = r.float()
 		case "deadline":
+			r.once(&seen, 7)
 			d.Deadline = r.int()
 		case "cwd":
+			r.once(&seen, 8)
 			d.Cwd = r.str()
 		case "title":
+			r.once(&seen, 9)
 			d.Title = r.str()
 		case "metered":
+			r.once(&seen, 10)
 			d.Metered = r.bool()
 		case "reservedTokens":
+			r.once(&seen, 11)
 			d.Reserved = r.int()
 		case "status":
+			r.once(&seen, 12)
 			d.Status = DelegationStatus(r.str())
 		case "cancelRequested":
+			r.once(&seen, 13)
 			d.CancelRequested = r.bool()
 		case "pid":
+			r.once(&seen, 14)
 			d.PID = int(r.int())
 		case "admittedAt":
+			r.once(&seen, 15)
 			d.AdmittedAt = r.int()
 		case "settledAt":
+			r.once(&seen, 16)
 			d.SettledAt = r.int()
 		case "admittedPosition":
+			r.once(&seen, 17)
 			d.AdmittedPosition = r.uint64()
 		case "ok":
+			r.once(&seen, 18)
 			d.OK = r.bool()
 		case "usageTokens":
+			r.once(&seen, 19)
 			d.UsageTokens = r.int()
 		case "expired":
+			r.once(&seen, 20)
 			d.Expired = r.bool()
 		case "messageId":
+			r.once(&seen, 21)
 			d.MessageID = r.str()
 		default:
 			r.fail()
@@ -524,21 +634,29 @@ func readDelegation(r *viewReader, d *Delegation) {
 }
 
 func readAccount(r *viewReader, a *Account) {
+	var seen uint64
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
 		switch string(r.key()) {
 		case "runId":
+			r.once(&seen, 0)
 			a.RunID = r.str()
 		case "taskId":
+			r.once(&seen, 1)
 			a.TaskID = r.str()
 		case "tokensGranted":
+			r.once(&seen, 2)
 			a.TokensGranted = r.int()
 		case "tokensSpent":
+			r.once(&seen, 3)
 			a.TokensSpent = r.int()
 		case "reserved":
+			r.once(&seen, 4)
 			a.Reserved = r.int()
 		case "charged":
+			r.once(&seen, 5)
 			a.Charged = r.int()
 		case "reservations":
+			r.once(&seen, 6)
 			if k := r.arrayLen(); k >= 0 && r.ok() {
 				a.Reservations = make([]Reservation, k)
 				for i := range a.Reservations {
@@ -546,6 +664,7 @@ func readAccount(r *viewReader, a *Account) {
 				}
 			}
 		case "charges":
+			r.once(&seen, 7)
 			if k := r.arrayLen(); k >= 0 && r.ok() {
 				a.Charges = make([]Charge, k)
 				for i := range a.Charges {
@@ -559,13 +678,17 @@ func readAccount(r *viewReader, a *Account) {
 }
 
 func readReservation(r *viewReader, v *Reservation) {
+	var seen uint64
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
 		switch string(r.key()) {
 		case "subId":
+			r.once(&seen, 0)
 			v.SubID = r.str()
 		case "tokens":
+			r.once(&seen, 1)
 			v.Tokens = r.int()
 		case "at":
+			r.once(&seen, 2)
 			v.At = r.int()
 		default:
 			r.fail()
@@ -574,17 +697,23 @@ func readReservation(r *viewReader, v *Reservation) {
 }
 
 func readCharge(r *viewReader, c *Charge) {
+	var seen uint64
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
 		switch string(r.key()) {
 		case "subId":
+			r.once(&seen, 0)
 			c.SubID = r.str()
 		case "tokens":
+			r.once(&seen, 1)
 			c.Tokens = r.int()
 		case "usageTokens":
+			r.once(&seen, 2)
 			c.UsageTokens = r.int()
 		case "reservedTokens":
+			r.once(&seen, 3)
 			c.ReservedTokens = r.int()
 		case "at":
+			r.once(&seen, 4)
 			c.At = r.int()
 		default:
 			r.fail()
@@ -593,41 +722,59 @@ func readCharge(r *viewReader, c *Charge) {
 }
 
 func readMessage(r *viewReader, m *Message) {
+	var seen uint64
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
 		switch string(r.key()) {
 		case "runId":
+			r.once(&seen, 0)
 			m.RunID = r.str()
 		case "id":
+			r.once(&seen, 1)
 			m.ID = r.str()
 		case "to":
+			r.once(&seen, 2)
 			m.To = r.str()
 		case "from":
+			r.once(&seen, 3)
 			m.From = r.str()
 		case "kind":
+			r.once(&seen, 4)
 			m.Kind = r.str()
 		case "priority":
+			r.once(&seen, 5)
 			m.Priority = r.str()
 		case "deliveryMode":
+			r.once(&seen, 6)
 			m.DeliveryMode = r.str()
 		case "body":
+			r.once(&seen, 7)
 			m.Body = r.str()
 		case "subject":
+			r.once(&seen, 8)
 			m.Subject = r.str()
 		case "questionId":
+			r.once(&seen, 9)
 			m.QuestionID = r.str()
 		case "replyTo":
+			r.once(&seen, 10)
 			m.ReplyTo = r.str()
 		case "rerouted":
+			r.once(&seen, 11)
 			m.Rerouted = r.bool()
 		case "data":
+			r.once(&seen, 12)
 			m.Data = readMessageData(r)
 		case "status":
+			r.once(&seen, 13)
 			m.Status = MessageStatus(r.str())
 		case "createdAt":
+			r.once(&seen, 14)
 			m.CreatedAt = r.int()
 		case "deliveredAt":
+			r.once(&seen, 15)
 			m.DeliveredAt = r.int()
 		case "acknowledgedAt":
+			r.once(&seen, 16)
 			m.AcknowledgedAt = r.int()
 		default:
 			r.fail()

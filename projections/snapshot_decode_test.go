@@ -2,6 +2,7 @@ package projections
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -135,6 +136,117 @@ func TestRunViewDecodersKeepNoByteOfTheirInput(t *testing.T) {
 			check(t, view, func(b []byte) (*snapshotRun, error) { return decodeRunViewByReflection(b, id) })
 		})
 	}
+	// Records filled at random: every field set, also those a realistic
+	// history leaves empty.
+	for i := range 50 {
+		var sr snapshotRun
+		fillRandom(rng, reflect.ValueOf(&sr).Elem())
+		b, err := appendSnapshotRun(nil, &sr, nil)
+		require.NoError(t, err)
+		t.Run(fmt.Sprintf("random-%d", i), func(t *testing.T) { check(t, b, decodeSnapshotRun) })
+	}
+}
+
+// Whatever the fast path decodes, reflection decodes the same: a key met
+// twice, a length the bytes cannot back, a value nested deeper than a
+// whole snapshot may be, all fall back (and reflection then decides).
+func TestFastPathFallsBackWhereReflectionDiffers(t *testing.T) {
+	run := func(entries ...[]byte) []byte {
+		b := m.MapLen(nil, len(entries))
+		for _, e := range entries {
+			b = append(b, e...)
+		}
+		return b
+	}
+	entry := func(key string, value []byte) []byte { return append(m.String(nil, key), value...) }
+	runRecord := m.String(m.String(m.MapLen(nil, 1), "runId"), "R")
+	message := func(data []byte) []byte {
+		return append(m.String(m.String(m.MapLen(nil, 2), "id"), "m1"), entry("data", data)...)
+	}
+	deep := func(n int) []byte { // a run record with an unknown key nested n arrays deep
+		b := m.String(m.String(m.MapLen(nil, 2), "runId"), "R")
+		b = m.String(b, "later")
+		for range n {
+			b = m.ArrayLen(b, 1)
+		}
+		return append(b, 0xc0)
+	}
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"a run key twice", run(entry("run", runRecord), entry("run", []byte{0xc0}))},
+		{"a message's data key twice", run(entry("run", runRecord), entry("messages", append(m.ArrayLen(nil, 1),
+			message(append(m.String(m.String(m.MapLen(nil, 2), "subId"), "S1"), entry("subId", m.String(nil, "S2"))...))...)))},
+		{"the messages key twice", run(entry("messages", m.ArrayLen(nil, 0)), entry("messages", []byte{0xc0}))},
+		{"more messages than bytes", run(entry("run", runRecord), entry("messages", m.ArrayLen(nil, 2)), entry("noView", []byte{0xc2}))},
+		{"nested past the bound", run(entry("run", deep(maxSnapshotDepth)))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := decodeSnapshotRun(tc.b)
+			require.ErrorIs(t, err, errFastFallback)
+		})
+	}
+	// Within the bound, an unknown key in a reflected record is
+	// reflection's to skip, as in a check of the whole.
+	b := run(entry("run", deep(maxSnapshotDepth-2)))
+	require.NoError(t, checkMsgpack(b, 1))
+	sr, err := decodeSnapshotRun(b)
+	require.NoError(t, err)
+	require.Equal(t, "R", sr.Run.RunID)
+	require.Error(t, checkMsgpack(run(entry("run", deep(maxSnapshotDepth-1))), 1), "the bound the fast path holds to")
+	_, err = decodeSnapshotRun(run(entry("run", deep(maxSnapshotDepth-1))))
+	require.ErrorIs(t, err, errFastFallback)
+}
+
+// What crewlog writes never needs reflection: neither a snapshot nor a
+// view falls back.
+func TestWhatCrewlogWritesTakesTheFastPath(t *testing.T) {
+	before := reflectionDecodes.Load()
+	s := fold(realisticHistory(3_000))
+	b, err := EncodeSnapshot(s)
+	require.NoError(t, err)
+	_, err = DecodeSnapshot(b)
+	require.NoError(t, err)
+	for _, id := range runIDs(t, s) {
+		r := s.runs[id]
+		v, err := encodeRunView(r)
+		require.NoError(t, err)
+		_, err = decodeRunView(v, id, r.last)
+		require.NoError(t, err)
+	}
+	require.Equal(t, before, reflectionDecodes.Load())
+}
+
+// FuzzFastDecodeMatchesReflection: on any bytes the fast path decodes, of a
+// run or of a whole snapshot, reflection decodes the same.
+func FuzzFastDecodeMatchesReflection(f *testing.F) {
+	// NB: small seeds: the fuzzer minimises every input it finds new, and
+	// a seed of tens of kilobytes keeps it minimising.
+	s := fold(realisticHistory(12))
+	for _, id := range runIDs(f, s) {
+		sr := snapshotRunOf(s.runs[id])
+		b, err := appendSnapshotRun(nil, &sr, nil)
+		require.NoError(f, err)
+		f.Add(b)
+	}
+	b, err := EncodeSnapshot(s)
+	require.NoError(f, err)
+	f.Add(b[3:])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, err := decodeSnapshotRun(b); err == nil {
+			require.NoError(t, checkMsgpack(b, 1))
+			var want snapshotRun
+			require.NoError(t, msgpack.Unmarshal(b, &want))
+			require.Equal(t, &want, got)
+		}
+		if got, err := decodeSnapshotFields(b); err == nil {
+			full := append(m.Uint16(nil, SnapshotFormat), b...)
+			want, _, err := decodeSnapshotByReflection(full)
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+		}
+	})
 }
 
 // A view garbled anywhere decodes to an error or to a run, never a panic.
