@@ -116,9 +116,10 @@
 // mailbox boxes, order slices) are rebuilt on decode by the fold's helpers,
 // and DecodeSnapshot(EncodeSnapshot(s)) equals s exactly (but for the
 // ColdStore, which Load and Replay attach). Decoding is
-// defensive: the bytes are first checked structurally (every declared length
-// backed by real bytes, bounded nesting), so bad bytes give ErrBadSnapshot,
-// never a panic or a runaway allocation. SnapshotEncoder writes the same
+// defensive: bad bytes give ErrBadSnapshot, never a panic or a runaway
+// allocation. The field-by-field reader (below) allocates only as far as the
+// bytes left can back a length, and reflection runs only after a structural
+// check (every declared length backed by real bytes, bounded nesting). SnapshotEncoder writes the same
 // bytes in two passes (measure, then write into a buffer of exactly their
 // size), so the daemon encodes a snapshot straight into the batch that
 // stores it. A cold run's view is the format version followed by the run's
@@ -126,9 +127,11 @@
 // encoding of that map; the hot records (tasks, delegations, accounts,
 // messages) are appended field by field (snapshot_codec.go), byte for byte
 // as reflection writes them, so encoding reads s without copying or
-// changing it and is safe under a reader's lock. A view is read back the
-// same way (snapshot_decode.go: into exactly what reflection decodes, and
-// anything it does not know is left to reflection). The storage layer adds the checksum;
+// changing it and is safe under a reader's lock. A snapshot and a view are
+// read back the same way (snapshot_decode.go: into exactly what reflection
+// decodes; anything it does not know or would decode otherwise — a key met
+// twice, a length the bytes cannot back, nesting past the bound — is left
+// to reflection). The storage layer adds the checksum;
 // a snapshot is an optimisation only, and rebuilding from position 1 must
 // give the identical state.
 //
