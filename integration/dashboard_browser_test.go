@@ -354,11 +354,22 @@ type browser struct {
 }
 
 func newBrowser(ctx context.Context, t *testing.T, path string) *browser {
+	// NB: not t.TempDir: Chromium's helper processes can still be writing its profile for a moment after the
+	// browser is stopped, and t.TempDir's removal then fails the test. This cleanup, registered before the one
+	// that stops the browser, runs after it and retries.
+	profile, err := os.MkdirTemp("", "crewlog-chromium-")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for os.RemoveAll(profile) != nil && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
 		chromedp.NoSandbox, // root in CI containers; the page is ours and local
 		chromedp.WindowSize(1280, 800),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.Flag("disable-dev-shm-usage", true),
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
