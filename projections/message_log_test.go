@@ -117,11 +117,14 @@ func TestMessageLogOverIsTheAppendedLog(t *testing.T) {
 		2*messageChunk + 1, 1000} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			want := logOf(n)
-			flat := make([]Message, n)
+			// NB: flat is the start of a longer array, so a chunk left
+			// with room past its messages would append into the rest.
+			backing := make([]Message, n+messageChunk)
+			flat := backing[:n]
 			for i := range flat {
 				flat[i] = *want.At(i)
 			}
-			kept := slices.Clone(flat)
+			kept := slices.Clone(backing)
 			got := messageLogOver(flat)
 			require.Equal(t, want, got)
 			for i := range 300 {
@@ -133,7 +136,7 @@ func TestMessageLogOverIsTheAppendedLog(t *testing.T) {
 			for i := range got.Len() {
 				require.Equal(t, want.At(i), got.At(i))
 			}
-			require.Equal(t, kept, flat, "an append wrote into the slice the log was made over")
+			require.Equal(t, kept, backing, "an append wrote into the array the log was made over")
 		})
 	}
 }
