@@ -82,7 +82,7 @@ func (l *Log) Streams() ([]StreamInfo, error) {
 		return nil, &FormatError{Store: f, Supported: CurrentFormat}
 	}
 	limit := l.durable.Load().Position
-	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixCatalog}, UpperBound: []byte{prefixCatalog + 1}})
+	it, err := prefixIter(l.db, prefixCatalog)
 	if err != nil {
 		return nil, fmt.Errorf("eventlog: %w", err)
 	}
@@ -156,7 +156,7 @@ func (u *Upgrade) BackfillStreamCatalog() (added int, err error) {
 // the catalog entry its version 1 implies, and that no entry names a stream
 // the log does not have.
 func verifyCatalog(snap *pebble.Snapshot, streams streamVersions) error {
-	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixCatalog}, UpperBound: []byte{prefixCatalog + 1}})
+	it, err := prefixIter(snap, prefixCatalog)
 	if err != nil {
 		return orErr(err, nil)
 	}

@@ -141,7 +141,7 @@ func (l *Log) Outcome(principal, commandID string) (Outcome, error) {
 	h := l.filter.hash(key)
 	l.mu.Lock()
 	_, pending := l.pending[string(key)]
-	o, recent := l.recent.getBytes(key)
+	o, recent := l.recent.get(key)
 	absent := l.filter.provesAbsent(h)
 	gen := l.gen
 	l.mu.Unlock()

@@ -3,8 +3,6 @@ package eventlog
 import (
 	"hash/maphash"
 	"math/bits"
-
-	"github.com/cockroachdb/pebble/v2"
 )
 
 // outcomeFilter is an in-memory filter over every outcome key the store
@@ -151,7 +149,7 @@ func (l *Log) buildOutcomeFilter() {
 	// appends add their keys: a key is either in this view or added by the
 	// append that staged it (or both). Close waits for this goroutine, so
 	// the store is open for as long as it reads.
-	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixOutcome}, UpperBound: []byte{prefixOutcome + 1}})
+	it, err := prefixIter(l.db, prefixOutcome)
 	if err != nil {
 		return
 	}

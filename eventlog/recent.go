@@ -87,20 +87,9 @@ func (r *recentOutcomes) takeSlot() int32 {
 
 // get returns key's outcome as stored: its slices are shared with the
 // index and never change, so the caller may clone them after releasing the
-// lock, and must clone them before handing them out.
-func (r *recentOutcomes) get(key string) (Outcome, bool) {
-	if r == nil {
-		return Outcome{}, false
-	}
-	i, ok := r.byKey[key]
-	if !ok {
-		return Outcome{}, false
-	}
-	return r.entry(i).o, true
-}
-
-// getBytes is get for a key in bytes, without converting it to a string.
-func (r *recentOutcomes) getBytes(key []byte) (Outcome, bool) {
+// lock, and must clone them before handing them out. key is in bytes: the
+// lookup converts it without copying.
+func (r *recentOutcomes) get(key []byte) (Outcome, bool) {
 	if r == nil {
 		return Outcome{}, false
 	}

@@ -129,7 +129,7 @@ func TestRecentOutcomesBounded(t *testing.T) {
 		require.Equal(t, len(r.byKey), r.n)
 	}
 	for i := range 100 {
-		_, ok := r.get(fmt.Sprintf("k%d", i))
+		_, ok := r.get([]byte(fmt.Sprintf("k%d", i)))
 		require.Equal(t, i >= 96, ok, "k%d", i)
 	}
 
@@ -166,7 +166,7 @@ func TestRecentOutcomesSlotsAcrossBlocks(t *testing.T) {
 	require.Equal(t, max, r.slots())
 	require.Len(t, r.blocks, 3)
 	for i := range 4 * max {
-		o, ok := r.get(fmt.Sprintf("k%d", i))
+		o, ok := r.get([]byte(fmt.Sprintf("k%d", i)))
 		require.Equal(t, i >= 3*max, ok, "k%d", i)
 		if ok {
 			require.Equal(t, uint64(i+1), o.First, "k%d", i)
@@ -176,7 +176,7 @@ func TestRecentOutcomesSlotsAcrossBlocks(t *testing.T) {
 	r.reset()
 	require.Empty(t, r.byKey)
 	require.Zero(t, r.bytes)
-	_, ok := r.get(fmt.Sprintf("k%d", 4*max-1))
+	_, ok := r.get([]byte(fmt.Sprintf("k%d", 4*max-1)))
 	require.False(t, ok)
 
 	// Bounded by bytes to about 10 entries, with a count bound of 100,000.
@@ -216,7 +216,7 @@ func BenchmarkRecentOutcomes(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		r.add(keys[i], &o)
-		if _, ok := r.get(keys[i]); !ok {
+		if _, ok := r.get([]byte(keys[i])); !ok {
 			b.Fatal("not indexed")
 		}
 	}

@@ -97,7 +97,7 @@ func (l *Log) saveSnapshot(pos uint64, data []byte) error {
 // newest one, and its position; found is false when there is none. The
 // caller closes the iterator, unless err.
 func newestSnapshot(r iterable) (it *pebble.Iterator, pos uint64, found bool, err error) {
-	it, err = r.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixSnapshot}, UpperBound: []byte{prefixSnapshot + 1}})
+	it, err = prefixIter(r, prefixSnapshot)
 	if err != nil {
 		return nil, 0, false, fmt.Errorf("eventlog: %w", err)
 	}

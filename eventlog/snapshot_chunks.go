@@ -178,7 +178,7 @@ func verifySnapshots(snap *pebble.Snapshot, headPos uint64) (int, error) {
 // one beyond head or not whole (readSnapshot), calls fn with each, and
 // returns how many it read.
 func eachSnapshot(r iterable, head uint64, fn func(pos uint64, data []byte)) (int, error) {
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixSnapshot}, UpperBound: []byte{prefixSnapshot + 1}})
+	it, err := prefixIter(r, prefixSnapshot)
 	if err != nil {
 		return 0, orErr(err, nil)
 	}

@@ -193,7 +193,7 @@ func (ch *commandHasher) of(principal, id string) uint64 {
 // compares outcomes with.
 func verifyRecords(snap *pebble.Snapshot, h head, ch *commandHasher, progress func(done, total uint64),
 	visit func(*Event) error) (streamVersions, []uint64, error) {
-	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixEvent}, UpperBound: []byte{prefixEvent + 1}})
+	it, err := prefixIter(snap, prefixEvent)
 	if err != nil {
 		return nil, nil, orErr(err, nil)
 	}
@@ -285,7 +285,7 @@ func (sv streamVersions) positions(stream string) []uint64 {
 // verifyIndex checks that the stream index entries of each stream cover its
 // versions 1..n exactly once, in order, each pointing at its record.
 func verifyIndex(snap *pebble.Snapshot, streams streamVersions) error {
-	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixStream}, UpperBound: []byte{prefixStream + 1}})
+	it, err := prefixIter(snap, prefixStream)
 	if err != nil {
 		return orErr(err, nil)
 	}
@@ -375,11 +375,16 @@ type iterable interface {
 	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
 }
 
+// prefixIter opens an iterator over the keys with the one-byte prefix.
+func prefixIter(r iterable, prefix byte) (*pebble.Iterator, error) {
+	return r.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}})
+}
+
 // eachKey calls fn with every key with the one-byte prefix and its value,
 // in order, and returns how many it visited before fn's first error. The
 // slices are valid only during the call.
 func eachKey(r iterable, prefix byte, fn func(k, v []byte) error) (int, error) {
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}})
+	it, err := prefixIter(r, prefix)
 	if err != nil {
 		return 0, orErr(err, nil)
 	}

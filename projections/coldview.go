@@ -1,13 +1,9 @@
 package projections
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
-
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/crewlog/crewlog/eventlog"
 	m "github.com/crewlog/crewlog/events/msgpackappend"
@@ -68,17 +64,10 @@ func decodeRunView(b []byte, id string, last uint64) (r *runState, err error) {
 		}
 	}()
 	// The fast path first (snapshot_decode.go): it needs no structural
-	// check of its own. The format as encodeRunView writes it is a uint16:
-	// 0xcd and two bytes.
-	sr, err := (*snapshotRun)(nil), errFastFallback
-	if len(b) >= 3 && b[0] == 0xcd && readableFormat(binary.BigEndian.Uint16(b[1:])) {
-		sr, err = decodeSnapshotRun(b[3:])
-	}
-	if err != nil { // errFastFallback: reflection decides
-		reflectionDecodes.Add(1)
-		if sr, err = decodeRunViewByReflection(b, id); err != nil {
-			return nil, err
-		}
+	// check of its own.
+	sr, _, err := decodeVersioned(b, decodeSnapshotRun)
+	if err != nil {
+		return nil, fmt.Errorf("%w: view of run %s: %v", ErrBadSnapshot, id, err)
 	}
 	switch {
 	case sr.Run == nil || sr.Run.RunID != id || sr.Cold:
@@ -91,24 +80,6 @@ func decodeRunView(b []byte, id string, last uint64) (r *runState, err error) {
 		return nil, fmt.Errorf("%w: view of run %s: %v", ErrBadSnapshot, id, err)
 	}
 	return scratch.runs[id], nil
-}
-
-// decodeRunViewByReflection decodes a view with msgpack's reflection,
-// after checkMsgpack has bounded every length in it.
-func decodeRunViewByReflection(b []byte, id string) (*snapshotRun, error) {
-	if err := checkMsgpack(b, 2); err != nil {
-		return nil, fmt.Errorf("%w: view of run %s: %v", ErrBadSnapshot, id, err)
-	}
-	dec := msgpack.NewDecoder(bytes.NewReader(b))
-	format, err := dec.DecodeUint16()
-	if err != nil || !readableFormat(format) {
-		return nil, fmt.Errorf("%w: view of run %s: format %d, want %d (%v)", ErrBadSnapshot, id, format, SnapshotFormat, err)
-	}
-	var sr snapshotRun
-	if err := dec.Decode(&sr); err != nil {
-		return nil, fmt.Errorf("%w: view of run %s: %v", ErrBadSnapshot, id, err)
-	}
-	return &sr, nil
 }
 
 // fromView reads cold run id back from its view, or returns nil when there

@@ -51,9 +51,14 @@ func (m Message) clone() Message {
 
 // addMessage appends m to the run's log of messages and its recipient's box.
 func (r *runState) addMessage(m Message) {
-	r.msgIndex[m.ID] = r.msgs.Len()
-	r.boxes[m.To] = append(r.boxes[m.To], r.msgs.Len())
+	r.indexMessage(r.msgs.Len(), &m)
 	r.msgs.Append(m)
+}
+
+// indexMessage indexes m, the i'th message of the run's log.
+func (r *runState) indexMessage(i int, m *Message) {
+	r.msgIndex[m.ID] = i
+	r.boxes[m.To] = append(r.boxes[m.To], i)
 }
 
 func applyMailbox(r *runState, ev events.Event) {

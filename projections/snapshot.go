@@ -1,13 +1,9 @@
 package projections
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
-
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/events/msgpackappend"
@@ -284,19 +280,10 @@ func decodeSnapshot(b []byte) (s *State, records int64, err error) {
 			s, records, err = nil, 0, fmt.Errorf("%w: decoder panic: %v", ErrBadSnapshot, r)
 		}
 	}()
-	// The fast path first (snapshot_decode.go), as for a view: the format
-	// as EncodeSnapshot writes it is a uint16, 0xcd and two bytes.
-	snap, format, err := (*snapshot)(nil), uint16(0), errFastFallback
-	if len(b) >= 3 && b[0] == 0xcd {
-		if format = binary.BigEndian.Uint16(b[1:]); readableFormat(format) {
-			snap, err = decodeSnapshotFields(b[3:])
-		}
-	}
-	if err != nil { // errFastFallback: reflection decides
-		reflectionDecodes.Add(1)
-		if snap, format, err = decodeSnapshotByReflection(b); err != nil {
-			return nil, 0, err
-		}
+	// The fast path first (snapshot_decode.go), as for a view.
+	snap, format, err := decodeVersioned(b, decodeSnapshotFields)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 	}
 	if format == legacySnapshotFormat { // every run listed, in creation order
 		snap.RunCount, snap.Ords, snap.MissingViews = len(snap.Runs), make([]int, len(snap.Runs)), nil
@@ -309,27 +296,6 @@ func decodeSnapshot(b []byte) (s *State, records int64, err error) {
 		return nil, 0, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 	}
 	return s, records, nil
-}
-
-// decodeSnapshotByReflection decodes a snapshot with msgpack's reflection,
-// after checkMsgpack has bounded every length in it.
-func decodeSnapshotByReflection(b []byte) (*snapshot, uint16, error) {
-	if err := checkMsgpack(b, 2); err != nil {
-		return nil, 0, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
-	}
-	dec := msgpack.NewDecoder(bytes.NewReader(b))
-	format, err := dec.DecodeUint16()
-	if err != nil {
-		return nil, 0, fmt.Errorf("%w: format version: %v", ErrBadSnapshot, err)
-	}
-	if !readableFormat(format) {
-		return nil, 0, fmt.Errorf("%w: format %d, want %d", ErrBadSnapshot, format, SnapshotFormat)
-	}
-	var snap snapshot
-	if err := dec.Decode(&snap); err != nil {
-		return nil, 0, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
-	}
-	return &snap, format, nil
 }
 
 // fromSnapshot rebuilds the state with the fold's own helpers, refusing
@@ -430,11 +396,10 @@ func addSnapshotRun(s *State, sr *snapshotRun) error {
 		if _, dup := r.msgIndex[m.ID]; dup {
 			return fmt.Errorf("run %s: duplicate message %q", r.run.RunID, m.ID)
 		}
-		r.msgIndex[m.ID] = i
-		r.boxes[m.To] = append(r.boxes[m.To], i)
+		r.indexMessage(i, m)
 	}
 	// The log takes the decoded messages over rather than copying them one
-	// by one (addMessage's indexing, above, without the copy).
+	// by one (addMessage without the copy).
 	r.msgs = messageLogOver(sr.Messages)
 	for _, a := range sr.Asks {
 		if a == nil || r.asks[a.QuestionID] != nil {

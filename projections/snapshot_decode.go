@@ -1,8 +1,10 @@
 package projections
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"sync/atomic"
 
@@ -49,7 +51,9 @@ type viewReader struct {
 	bad bool
 	// depth is how many containers enclose the values being read, so that
 	// a value handed to reflection is held to what is left of
-	// maxSnapshotDepth, as checkMsgpack holds the whole.
+	// maxSnapshotDepth, as checkMsgpack holds the whole. An entry point
+	// sets it for its map's values; an array of records (readRecords,
+	// readValues) adds its own and its records' maps.
 	depth int
 }
 
@@ -293,6 +297,44 @@ func readMessageData(r *viewReader) *events.MessageData {
 	return d
 }
 
+// decodeVersioned decodes b, a format (a msgpack uint16) then one value of
+// T: with fast, given the bytes after the format, when the format is the
+// uint16 crewlog writes and one this build reads, and with msgpack's
+// reflection (decodeByReflection) when fast falls back. Its errors name no
+// context: the caller says what it decoded.
+func decodeVersioned[T any](b []byte, fast func([]byte) (*T, error)) (*T, uint16, error) {
+	if len(b) >= 3 && b[0] == 0xcd {
+		if format := binary.BigEndian.Uint16(b[1:]); readableFormat(format) {
+			if v, err := fast(b[3:]); err == nil {
+				return v, format, nil
+			}
+		}
+	}
+	reflectionDecodes.Add(1)
+	return decodeByReflection[T](b)
+}
+
+// decodeByReflection decodes a format and one value of T with msgpack's
+// reflection, after checkMsgpack has bounded every length in b.
+func decodeByReflection[T any](b []byte) (*T, uint16, error) {
+	if err := checkMsgpack(b, 2); err != nil {
+		return nil, 0, err
+	}
+	dec := msgpack.NewDecoder(bytes.NewReader(b))
+	format, err := dec.DecodeUint16()
+	if err != nil {
+		return nil, 0, fmt.Errorf("format version: %v", err)
+	}
+	if !readableFormat(format) {
+		return nil, 0, fmt.Errorf("format %d, want %d", format, SnapshotFormat)
+	}
+	v := new(T)
+	if err := dec.Decode(v); err != nil {
+		return nil, 0, err
+	}
+	return v, format, nil
+}
+
 // decodeSnapshotFields decodes a whole snapshot (appendSnapshot's bytes,
 // after the format) from b, or returns errFastFallback: its head (the
 // config and the ordinals by reflection), then every run as
@@ -321,17 +363,7 @@ func decodeSnapshotFields(b []byte) (*snapshot, error) {
 			snap.MissingViews = r.strs()
 		case "runs":
 			r.once(&seen, 5)
-			// NB: an element takes at least a byte, so the length is
-			// backed by the bytes left (arrayLen checks it) before the
-			// runs are allocated.
-			if k := r.arrayLen(); k >= 0 && r.ok() {
-				snap.Runs = make([]snapshotRun, k)
-				r.depth++
-				for i := 0; i < k && r.ok(); i++ {
-					readSnapshotRun(r, &snap.Runs[i])
-				}
-				r.depth--
-			}
+			snap.Runs = readValues(r, readSnapshotRun)
 		default:
 			r.fail()
 		}
@@ -345,7 +377,7 @@ func decodeSnapshotFields(b []byte) (*snapshot, error) {
 // decodeSnapshotRun decodes one run of a snapshot (appendSnapshotRun's
 // bytes) from b, or returns errFastFallback.
 func decodeSnapshotRun(b []byte) (*snapshotRun, error) {
-	r := &viewReader{b: b}
+	r := &viewReader{b: b, depth: 1} // the values of the run's map
 	var sr snapshotRun
 	readSnapshotRun(r, &sr)
 	if r.bad || r.i != len(b) {
@@ -356,8 +388,6 @@ func decodeSnapshotRun(b []byte) (*snapshotRun, error) {
 
 // readSnapshotRun reads one run's map into sr.
 func readSnapshotRun(r *viewReader, sr *snapshotRun) {
-	r.depth++ // the values of the run's map
-	defer func() { r.depth-- }()
 	var seen uint64
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
 		switch string(r.key()) {
@@ -381,18 +411,7 @@ func readSnapshotRun(r *viewReader, sr *snapshotRun) {
 			sr.Accounts = readRecords(r, readAccount)
 		case "messages":
 			r.once(&seen, 6)
-			k := r.arrayLen()
-			if k > (len(r.b)-r.i)/minRecordBytes+1 {
-				r.fail() // more messages than the bytes left could hold
-			}
-			if k >= 0 && r.ok() {
-				sr.Messages = make([]Message, k)
-				r.depth += 2 // the array, a message's map
-				for i := range sr.Messages {
-					readMessage(r, &sr.Messages[i])
-				}
-				r.depth -= 2
-			}
+			sr.Messages = readValues(r, readMessage)
 		case "asks":
 			r.once(&seen, 7)
 			r.reflected(&sr.Asks)
@@ -418,8 +437,29 @@ func readSnapshotRun(r *viewReader, sr *snapshotRun) {
 }
 
 // minRecordBytes is less than any record's encoding takes (its map header
-// and a key or two): it bounds the block readRecords allocates up front.
+// and a key or two): it bounds what readRecords and readValues allocate up
+// front.
 const minRecordBytes = 16
+
+// readValues reads an array of records held by value (nil for a nil
+// array). A length more than the bytes left could hold fails before
+// anything is allocated: the records are allocated up front.
+func readValues[T any](r *viewReader, read func(*viewReader, *T)) []T {
+	n := r.arrayLen()
+	if n > (len(r.b)-r.i)/minRecordBytes+1 {
+		r.fail()
+	}
+	if n < 0 || r.bad {
+		return nil
+	}
+	out := make([]T, n)
+	r.depth += 2 // the array, a record's map
+	for i := 0; i < n && r.ok(); i++ {
+		read(r, &out[i])
+	}
+	r.depth -= 2
+	return out
+}
 
 // readRecords reads an array of pointers to records (nil elements kept),
 // the records allocated in one block as far as the bytes left can back
@@ -657,20 +697,10 @@ func readAccount(r *viewReader, a *Account) {
 			a.Charged = r.int()
 		case "reservations":
 			r.once(&seen, 6)
-			if k := r.arrayLen(); k >= 0 && r.ok() {
-				a.Reservations = make([]Reservation, k)
-				for i := range a.Reservations {
-					readReservation(r, &a.Reservations[i])
-				}
-			}
+			a.Reservations = readValues(r, readReservation)
 		case "charges":
 			r.once(&seen, 7)
-			if k := r.arrayLen(); k >= 0 && r.ok() {
-				a.Charges = make([]Charge, k)
-				for i := range a.Charges {
-					readCharge(r, &a.Charges[i])
-				}
-			}
+			a.Charges = readValues(r, readCharge)
 		default:
 			r.fail()
 		}

@@ -72,7 +72,7 @@ func TestSnapshotRunFastDecodeMatchesReflection(t *testing.T) {
 func TestSnapshotFastDecodeMatchesReflection(t *testing.T) {
 	same := func(b []byte) {
 		t.Helper()
-		want, format, err := decodeSnapshotByReflection(b)
+		want, format, err := decodeByReflection[snapshot](b)
 		require.NoError(t, err)
 		require.Equal(t, uint16(SnapshotFormat), format)
 		got, err := decodeSnapshotFields(b[3:])
@@ -133,7 +133,10 @@ func TestRunViewDecodersKeepNoByteOfTheirInput(t *testing.T) {
 		view := m.Uint16(nil, SnapshotFormat)
 		view = append(view, b...)
 		t.Run(id+"/reflection", func(t *testing.T) {
-			check(t, view, func(b []byte) (*snapshotRun, error) { return decodeRunViewByReflection(b, id) })
+			check(t, view, func(b []byte) (*snapshotRun, error) {
+				sr, _, err := decodeByReflection[snapshotRun](b)
+				return sr, err
+			})
 		})
 	}
 	// Records filled at random: every field set, also those a realistic
@@ -207,6 +210,12 @@ func TestFastPathFallsBackWhereReflectionDiffers(t *testing.T) {
 		},
 			func(b []byte) error { return checkMsgpack(b, 1) },
 			func(b []byte) error { _, err := decodeSnapshotRun(b); return err }},
+		{"a snapshot's run record", func(n int) []byte {
+			sr := run(entry("run", nested(m.String(m.String(nil, "runId"), "R"), n)))
+			return run(entry("runs", append(m.ArrayLen(nil, 1), sr...)))
+		},
+			func(b []byte) error { return checkMsgpack(append(m.Uint16(nil, SnapshotFormat), b...), 2) },
+			func(b []byte) error { _, err := decodeSnapshotFields(b); return err }},
 		{"a snapshot's config", func(n int) []byte {
 			return run(entry("config", nested(m.Int(m.String(nil, "maxSlots"), 2), n)))
 		},
@@ -270,7 +279,7 @@ func FuzzFastDecodeMatchesReflection(f *testing.F) {
 		}
 		if got, err := decodeSnapshotFields(b); err == nil {
 			full := append(m.Uint16(nil, SnapshotFormat), b...)
-			want, _, err := decodeSnapshotByReflection(full)
+			want, _, err := decodeByReflection[snapshot](full)
 			require.NoError(t, err)
 			if !hasNaN(reflect.ValueOf(want)) {
 				require.Equal(t, want, got)
