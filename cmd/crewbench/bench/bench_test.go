@@ -333,9 +333,9 @@ func TestCompareClusterTiny(t *testing.T) {
 }
 
 // TestSocketServerRunsApart checks the socket cell's server process: it
-// serves the clients, its engine's commits are read over its stdin, it
-// profiles itself when asked, its CPU is counted apart from the clients',
-// and Final reads back what it wrote.
+// serves the clients, its engine's commits and groups are read over its
+// stdin, it profiles itself when asked, its CPU is counted apart from the
+// clients', and Final reads back what it wrote.
 func TestSocketServerRunsApart(t *testing.T) {
 	ctx := context.Background()
 	runs, spec := []string{"run-0"}, Spec{Budget: 1 << 40, Slots: 4, Clients: 2}
@@ -345,6 +345,8 @@ func TestSocketServerRunsApart(t *testing.T) {
 	require.NoError(t, s.Setup(ctx, runs, spec))
 	before := s.Commits()
 	require.Positive(t, before) // -1 when the child does not answer
+	var g grouper = s           // a socket cell reports its server's groups
+	g0 := g.groupStats()
 	prefix := filepath.Join(t.TempDir(), "p")
 	require.NoError(t, s.profileServer(prefix))
 	for i := 0; i < 3; i++ {
@@ -360,6 +362,9 @@ func TestSocketServerRunsApart(t *testing.T) {
 		require.FileExists(t, prefix+f)
 	}
 	require.Greater(t, s.Commits(), before)
+	groups := groupSizesBetween(g0, g.groupStats())
+	require.EqualValues(t, 6, groups.Commands, "three admissions and their settlements")
+	require.EqualValues(t, s.Commits()-before, groups.Groups)
 	_, err = s.serverCPU() // the child's, by its pid; 10 ms ticks, so a short test may read 0
 	require.NoError(t, err)
 	f, err := s.Final(ctx)

@@ -8,7 +8,8 @@ import (
 )
 
 // grouper is a store whose writer commits its commands in groups (crewlog's
-// engine in this process): a cell reports how large its groups were.
+// engine, in this process or behind the socket): a cell reports how large
+// its groups were.
 type grouper interface{ groupStats() commands.Stats }
 
 func (s *engineStore) groupStats() commands.Stats { return s.eng.Stats() }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/crewlog/crewlog/broker/client"
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/events"
 )
 
@@ -74,6 +75,17 @@ func (s *socketStore) Commits() int64 {
 		return -1
 	}
 	return st.Commits
+}
+
+// groupStats are the server's engine's counters: a socket cell reports its
+// groups as the in-process cell does (zero if the server does not answer,
+// which the cell's own requests then report).
+func (s *socketStore) groupStats() commands.Stats {
+	st, err := s.srv.stats()
+	if err != nil {
+		return commands.Stats{}
+	}
+	return st.Engine
 }
 
 // SyncShare is the server's engine's pipeline depth (engineStore.SyncShare).

@@ -18,6 +18,7 @@ import (
 
 	"github.com/crewlog/crewlog/broker"
 	"github.com/crewlog/crewlog/cmd/crewd/daemon"
+	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
 )
 
@@ -47,10 +48,12 @@ type socketServerJob struct {
 	AdminToken string
 }
 
-// socketServerStats are the child engine's counters the pre-check reads.
+// socketServerStats are the child engine's counters the pre-check and the
+// cells read.
 type socketServerStats struct {
 	Commits   int64
 	SyncShare int64
+	Engine    commands.Stats // its groups, for the cell's report
 }
 
 // SocketServerChild serves the socket cell named in the environment, if any,
@@ -100,7 +103,7 @@ func serveSocketChild(v string, stdin io.Reader, stdout io.Writer) error {
 		var reply []byte
 		switch line := sc.Text(); {
 		case line == "stats":
-			reply, _ = json.Marshal(socketServerStats{Commits: e.Commits(), SyncShare: e.SyncShare()})
+			reply, _ = json.Marshal(socketServerStats{Commits: e.Commits(), SyncShare: e.SyncShare(), Engine: e.groupStats()})
 		case strings.HasPrefix(line, "profile "):
 			reply = []byte("ok")
 			var err error
