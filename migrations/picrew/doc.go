@@ -38,8 +38,10 @@
 //     it (RunSummary.Foreign counts them).
 //   - Tolerant and loud: corrupt lines, seq gaps and duplicates, quarantined
 //     .corrupt-* files, lock and sidecar files and unknown files are skipped
-//     and each is listed in the Summary; nothing is dropped without a line
-//     saying so.
+//     and each is listed in the Summary; so is a record the store cannot
+//     take (an id that makes its command id too long, a payload above the
+//     store's limit), and the rest of its run is imported; nothing is
+//     dropped without a line saying so.
 //   - A run's writes commit in one atomic append.
 //
 // Import does not lock the pi-crew root (pi-crew must not be writing it)

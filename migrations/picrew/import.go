@@ -65,7 +65,7 @@ func Import(l *eventlog.Log, root string, opts *Options) (Summary, error) {
 	engine := events.EnginePrincipal().Key()
 	for i, r := range runs {
 		p := newPlanner(src, r)
-		writes := p.plan()
+		writes := takeable(l, src, r.id, p.plan())
 		rs := RunSummary{RunID: r.id, Status: r.manifest.Status, Events: len(r.events), Messages: len(r.messages),
 			Steers: len(r.steers), Writes: len(writes), Foreign: p.foreignCount}
 		for _, t := range r.tasks {
@@ -105,4 +105,23 @@ func Import(l *eventlog.Log, root string, opts *Options) (Summary, error) {
 		sum.Skipped = []Skipped{}
 	}
 	return sum, nil
+}
+
+// takeable returns the writes whose events l takes, and reports the others
+// (a payload above the store's limit: a huge message body, say), as the
+// daemon refuses such a write and not the others: the run's other writes
+// are appended, and a later import reports it again.
+func takeable(l *eventlog.Log, src *source, runID string, writes []planned) []planned {
+	out := writes[:0]
+next:
+	for _, w := range writes {
+		for i := range w.events {
+			if err := l.CheckEvent(&w.events[i]); err != nil {
+				src.skip(runID, "state/runs/"+runID, 0, 0, "%s: not imported: %v", w.id, err)
+				continue next
+			}
+		}
+		out = append(out, w)
+	}
+	return out
 }

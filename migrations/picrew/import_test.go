@@ -1,6 +1,8 @@
 package picrew_test
 
 import (
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -11,6 +13,7 @@ import (
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/migrations/migrationstest"
 	"github.com/crewlog/crewlog/migrations/picrew"
+	"github.com/crewlog/crewlog/migrations/picrew/picrewtest"
 	"github.com/crewlog/crewlog/projections"
 )
 
@@ -107,4 +110,56 @@ func TestImportKeepsForeignEvents(t *testing.T) {
 	b, _ := without.Run(run)
 	require.Equal(t, b, a, "a foreign event changes no projection")
 	require.Equal(t, without.Tasks(run), with.Tasks(run))
+}
+
+// TestImportSkipsWhatTheStoreRefuses: a record the store cannot take — a
+// message whose body is above the store's payload limit, one whose id makes
+// a command id longer than the log's limit — is reported and left out, and
+// the rest of its run is imported: the run's writes are one append, and a
+// refused write would otherwise fail them all, and the import with them.
+// A second import reports the same and appends nothing.
+func TestImportSkipsWhatTheStoreRefuses(t *testing.T) {
+	root, err := picrewtest.New(t.TempDir())
+	require.NoError(t, err)
+	run, err := root.NewRun("team_20261201120000_00000000000000aa")
+	require.NoError(t, err)
+	require.NoError(t, run.AddTask("01_plan", "planner"))
+	big, err := run.Message("01_plan", strings.Repeat("x", 4096))
+	require.NoError(t, err)
+	long := strings.Repeat("m", 300)
+	require.NoError(t, picrewtest.AppendRaw(filepath.Join(run.Dir, "mailbox", "tasks", "01_plan", "inbox.jsonl"),
+		[]byte(`{"id":"`+long+`","taskId":"01_plan","body":"hi","createdAt":"2026-12-01T12:00:00.000Z"}`+"\n")))
+	small, err := run.Message("01_plan", "fits")
+	require.NoError(t, err)
+
+	// A small limit stands for a body of megabytes.
+	l, err := eventlog.Open("db", &eventlog.Options{FS: vfs.NewMem(), MaxPayloadBytes: 1024})
+	require.NoError(t, err)
+	defer l.Close()
+	sum, err := picrew.Import(l, root.Dir, nil)
+	require.NoError(t, err)
+	var reasons []string
+	for _, s := range sum.Skipped {
+		reasons = append(reasons, s.Reason)
+	}
+	all := strings.Join(reasons, "\n")
+	require.Contains(t, all, "import:"+run.ID+":msg:"+big+": not imported: eventlog: invalid append: payload of")
+	require.Contains(t, all, `"msg:`+long[:60])
+	require.Contains(t, all, "an id too long to name its import (a command id of 348 bytes, at most 256): not imported")
+
+	engine := events.EnginePrincipal().Key()
+	for _, id := range []string{"run", "task:01_plan", "msg:" + small} {
+		_, err := l.Outcome(engine, "import:"+run.ID+":"+id)
+		require.NoError(t, err, "%s is imported", id)
+	}
+	_, err = l.Outcome(engine, "import:"+run.ID+":msg:"+big)
+	require.ErrorIs(t, err, eventlog.ErrNotFound)
+	_, err = l.Verify(nil)
+	require.NoError(t, err)
+
+	again, err := picrew.Import(l, root.Dir, nil)
+	require.NoError(t, err)
+	require.Zero(t, again.Appended)
+	require.Equal(t, again.Runs[0].Writes, again.Runs[0].Existing)
+	require.Equal(t, sum.Skipped, again.Skipped)
 }

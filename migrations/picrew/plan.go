@@ -53,6 +53,7 @@ type planner struct {
 	msgs      map[string]message
 	delivered map[string]bool // messages whose mailbox.delivered was planned
 	acked     map[string]bool
+	steered   map[string]bool // the what of every steer planned
 	// foreignCount is how many events were kept as foreign.imported.
 	foreignCount int
 }
@@ -61,7 +62,7 @@ func newPlanner(s *source, r *run) *planner {
 	p := &planner{s: s, r: r, tasks: map[string]*task{}, status: map[string]string{}, started: map[string]bool{},
 		dels: map[string]string{}, spent: map[string]int64{}, accounts: map[string]bool{}, msgIDs: map[string]bool{},
 		parents: map[string]string{}, created: map[string]bool{}, msgs: map[string]message{}, delivered: map[string]bool{},
-		acked: map[string]bool{}}
+		acked: map[string]bool{}, steered: map[string]bool{}}
 	p.setTasks(r.tasks)
 	return p
 }
@@ -82,10 +83,31 @@ func (p *planner) drain() []planned {
 	return w
 }
 
-// begin starts the write with command id import:<runId>:<what>.
-func (p *planner) begin(what string) {
-	p.writes = append(p.writes, planned{id: "import:" + p.r.id + ":" + what})
+// begin starts the write with command id import:<runId>:<what>. A record
+// whose id makes the command id longer than the log takes (a damaged
+// file's, or an id pi-crew would never mint) cannot be imported under a
+// name of its own: it is reported, its write is planned aside and dropped,
+// and ok is false, so that a caller whose later writes depend on it can
+// leave them out.
+func (p *planner) begin(what string) (ok bool) {
+	id := "import:" + p.r.id + ":" + what
+	if len(id) > eventlog.MaxIDLen {
+		p.s.skip(p.r.id, "state/runs/"+p.r.id, 0, 0, "%q: an id too long to name its import (a command id of %d bytes, at most %d): not imported",
+			clip(what), len(id), eventlog.MaxIDLen)
+		p.cur = &planned{id: id}
+		return false
+	}
+	p.writes = append(p.writes, planned{id: id})
 	p.cur = &p.writes[len(p.writes)-1]
+	return true
+}
+
+// clip is s shortened for a report.
+func clip(s string) string {
+	if len(s) <= 80 {
+		return s
+	}
+	return fmt.Sprintf("%.64s…", s)
 }
 
 // add appends an event to the current write; atMs is a pi-crew time.
@@ -323,6 +345,12 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "second delegate.admitted for %s: skipped", d.SubID)
 			return
 		}
+		if d.ReservedTokens < 0 {
+			// Spend only grows (SPEC §4.2): no admission reserves less
+			// than nothing, and the ledger would not add it.
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s reserves %d tokens: skipped", d.SubID, d.ReservedTokens)
+			return
+		}
 		p.begin(what)
 		p.admit(at, parent, d.SubID, d.Role, d.ChildDepth, d.Unmetered, d.ReservedTokens, d.TimeoutSec)
 	default: // terminal
@@ -447,7 +475,9 @@ func (p *planner) mailbox() {
 
 // message plans one mailbox message.
 func (p *planner) message(m message) {
-	p.begin("msg:" + m.ID)
+	if !p.begin("msg:" + m.ID) {
+		return // and nor its deliveries
+	}
 	ma := &events.MailboxAppended{ID: m.ID, To: recipient(m), From: m.From, Kind: firstOf(m.Kind, events.KindMessage),
 		Priority: firstOf(m.Priority, events.PriorityNormal), DeliveryMode: firstOf(m.DeliveryMode, events.DeliveryNextTurn),
 		Body: m.Body, QuestionID: m.QuestionID, ReplyTo: m.ReplyTo}
@@ -497,22 +527,31 @@ func (p *planner) steering() {
 	}
 }
 
-// steer plans one steering line.
+// steer plans one steering line. A second line under the id of one
+// planned (the same id twice in the file, or a line whose id is the one
+// derived for a legacy line) is reported and left out: its write would
+// carry the first one's command id.
 func (p *planner) steer(st steer) {
-	{
-		id := st.ID
-		if id == "" {
-			id = fmt.Sprintf("steer_import_%s_%d", st.taskID, st.line)
-		}
-		p.begin("steer:" + st.taskID + ":" + id)
-		at := int64(st.TS)
-		if !p.msgIDs[id] {
-			p.add(at, &events.MailboxAppended{ID: id, To: st.taskID, From: "orchestrator", Kind: events.KindSteer,
-				Priority: events.PriorityUrgent, DeliveryMode: events.DeliveryInterrupt, Body: st.Message})
-			p.msgIDs[id] = true
-		}
-		p.add(at, &events.SteerPushed{TaskID: st.taskID, MessageID: id})
+	id := st.ID
+	if id == "" {
+		id = fmt.Sprintf("steer_import_%s_%d", st.taskID, st.line)
 	}
+	what := "steer:" + st.taskID + ":" + id
+	if p.steered[what] {
+		p.s.skip(p.r.id, st.rel, st.line, 0, "steer %s of task %s appears twice: the first is kept", id, st.taskID)
+		return
+	}
+	p.steered[what] = true
+	if !p.begin(what) {
+		return
+	}
+	at := int64(st.TS)
+	if !p.msgIDs[id] {
+		p.add(at, &events.MailboxAppended{ID: id, To: st.taskID, From: "orchestrator", Kind: events.KindSteer,
+			Priority: events.PriorityUrgent, DeliveryMode: events.DeliveryInterrupt, Body: st.Message})
+		p.msgIDs[id] = true
+	}
+	p.add(at, &events.SteerPushed{TaskID: st.taskID, MessageID: id})
 }
 
 // reconcile appends what the (possibly compacted) history lacks so that
@@ -546,6 +585,14 @@ func (p *planner) reconcileTask(t task) {
 		p.reconcileUsage(t)
 		return
 	}
+	if !taskStatus(want) {
+		// No event to end it in: a write without events would still be
+		// recorded, and the daemon refuses one.
+		p.s.skip(p.r.id, "state/runs/"+p.r.id+"/tasks.json", 0, 0, "task %s: status %q is not a pi-crew status: left %s",
+			id, clip(want), p.status[id])
+		p.reconcileUsage(t)
+		return
+	}
 	p.begin("reconcile:task:" + id + ":" + want)
 	needsStart := want == "running" || want == "waiting" || want == "completed" || want == "failed" || want == "needs_attention"
 	if needsStart && p.status[id] != "running" && (want == "running" || want == "waiting" || !p.started[id]) {
@@ -574,6 +621,16 @@ func (p *planner) reconcileTask(t task) {
 	}
 	p.status[id] = want
 	p.reconcileUsage(t)
+}
+
+// taskStatus reports whether st is a status of pi-crew's task machine
+// (D§2.4).
+func taskStatus(st string) bool {
+	switch st {
+	case "queued", "running", "waiting", "completed", "failed", "needs_attention", "cancelled", "skipped":
+		return true
+	}
+	return false
 }
 
 func (p *planner) reconcileUsage(t task) {

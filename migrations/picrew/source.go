@@ -192,6 +192,7 @@ type steer struct {
 	ID      string   `json:"id"`
 	TS      flexTime `json:"ts"`
 	taskID  string
+	rel     string // the steering file, for the report
 	line    int
 }
 
@@ -365,6 +366,11 @@ func (s *source) readTasks(id, p string) []task {
 		case seen[t.ID]:
 			s.skip(id, s.rel(p), 0, 0, "task %s appears twice: the first is kept", t.ID)
 		default:
+			if a := t.Allocation; a != nil && (a.TokensGranted < 0 || a.TokensSpent < 0) {
+				s.skip(id, s.rel(p), 0, 0, "task %s: allocation of %d tokens granted, %d spent: a count below zero, the allocation is left out",
+					t.ID, a.TokensGranted, a.TokensSpent)
+				t.Allocation = nil
+			}
 			seen[t.ID] = true
 			out = append(out, t)
 		}
@@ -531,7 +537,7 @@ func (s *source) parseSteer(id, rel, taskID string, line int, b []byte) (st stee
 		s.skip(id, rel, line, 0, "corrupt steering line: skipped")
 		return st, false
 	}
-	st.taskID, st.line = taskID, line
+	st.taskID, st.rel, st.line = taskID, rel, line
 	return st, true
 }
 
