@@ -2,6 +2,7 @@ package picrew
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -103,6 +104,26 @@ type wireResult struct {
 	} `json:"error"`
 }
 
+// wire is w as import.append's params carry it.
+func (w Write) wire() wireWrite {
+	ww := wireWrite{CommandID: w.ID, RunID: w.RunID, Events: make([]wireEvent, len(w.Items))}
+	for j, it := range w.Items {
+		ww.Events[j] = wireEvent{Type: it.Type, Time: it.TimeMs, Payload: it.Payload}
+	}
+	return ww
+}
+
+// encodedSize is how many bytes w adds to import.append's params: its JSON
+// as the broker client encodes the params (json.Marshal), and the comma
+// that separates it from the next write.
+func (w Write) encodedSize() (int, error) {
+	b, err := json.Marshal(w.wire())
+	if err != nil {
+		return 0, err
+	}
+	return len(b) + 1, nil
+}
+
 // Import implements Sink with import.append.
 func (d *DaemonSink) Import(ctx context.Context, ws []Write) ([]WriteResult, error) {
 	params := struct {
@@ -110,11 +131,7 @@ func (d *DaemonSink) Import(ctx context.Context, ws []Write) ([]WriteResult, err
 		Writes []wireWrite `json:"writes"`
 	}{Source: events.ForeignSourcePicrew, Writes: make([]wireWrite, len(ws))}
 	for i, w := range ws {
-		ww := wireWrite{CommandID: w.ID, RunID: w.RunID, Events: make([]wireEvent, len(w.Items))}
-		for j, it := range w.Items {
-			ww.Events[j] = wireEvent{Type: it.Type, Time: it.TimeMs, Payload: it.Payload}
-		}
-		params.Writes[i] = ww
+		params.Writes[i] = w.wire()
 	}
 	var res struct {
 		Results []wireResult `json:"results"`

@@ -60,7 +60,7 @@
 //	  events.jsonl (+ archives), mailbox, steering (JSONL: read from the offset after the last complete line)
 //	        │ planner (the one-shot import's mapping, kept per run)
 //	        ▼
-//	pending writes ──import.append (≤128 a call, in order)──▶ crewd ──▶ recorded under import:<runId>:…
+//	pending writes ──import.append (≤128 and ≤128 KiB a call, in order)──▶ crewd ──▶ recorded under import:<runId>:…
 //	        │ all answered
 //	        ▼
 //	import.checkpoint per file (≤ 1 a second): path, inode, size, offset, hash of the last line (whole file)
@@ -100,7 +100,9 @@
 //     place) is read again from its start; an archive renamed from the live file
 //     goes on from the live file's position; a run directory removed (by
 //     pi-crew's retention) keeps what was imported and gets its checkpoints
-//     marked gone; a write the daemon refuses is reported and not retried.
+//     marked gone; a write the daemon refuses is reported and not retried,
+//     and so is one larger alone than a request may carry (MaxBatchBytes:
+//     the broker client refuses a frame over its cap).
 //
 // Not guaranteed: the order of writes across runs, and events pi-crew
 // compacted away before the follower read them (the reconcile supplies the

@@ -60,6 +60,13 @@ type FollowOptions struct {
 	// (default 1 s): checkpoints save re-reading, the command ids carry
 	// exactly-once, so they need not follow every line.
 	CheckpointEvery time.Duration
+	// MaxBatchBytes bounds the encoded size of the writes one
+	// import.append carries (default DefaultMaxBatchBytes). It must stay
+	// under the frame cap of the connection to the daemon, less the room
+	// the request's envelope takes: the broker client refuses a larger
+	// request whole. A write larger than it alone is never sent: it is
+	// reported and counted as refused.
+	MaxBatchBytes int
 	// Report is told of every problem (corrupt line, rotated file, run
 	// directory deleted, refused write …), each once.
 	Report func(Skipped)
@@ -129,6 +136,9 @@ func NewFollower(root string, sink Sink, opts *FollowOptions) *Follower {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxBatchBytes <= 0 {
+		o.MaxBatchBytes = DefaultMaxBatchBytes
 	}
 	return &Follower{root: root, sink: sink, o: o, src: &source{root: root}, runs: map[string]*runFollower{},
 		reported: map[string]bool{}, dirty: map[string]bool{}, kick: make(chan struct{}, 1)}
@@ -413,10 +423,20 @@ func (f *Follower) flushCheckpoints(ctx context.Context, force bool) {
 		}
 	}
 	f.lastCkpt = time.Now()
-	for i := 0; i < len(ws); i += sendBatch {
-		j := min(i+sendBatch, len(ws))
+	// A checkpoint is a few hundred bytes, but its path is pi-crew's, so
+	// the batches are bounded by bytes as the runs' writes are.
+	sizes := make([]int, len(ws))
+	for i := 0; i < len(ws); {
+		n, big := f.batchLen(ws[i:], sizes[i:])
+		if big != nil {
+			done[i]()
+			f.src.skip("", cks[i].Path, 0, 0, "checkpoint not recorded: %v", big)
+			i++
+			continue
+		}
+		j := i + n
 		res, err := f.sink.Import(ctx, ws[i:j])
-		if err != nil {
+		if err != nil || len(res) != n {
 			f.count(func(st *FollowStats) { st.SendErrors++ })
 			return
 		}
@@ -430,6 +450,7 @@ func (f *Follower) flushCheckpoints(ctx context.Context, force bool) {
 			f.cks[cks[i+k].Path] = cks[i+k]
 			f.count(func(st *FollowStats) { st.Checkpoints++ })
 		}
+		i = j
 	}
 	for id, r := range f.runs {
 		if r.gone && len(r.pending) == 0 && !r.anyDirty() {
@@ -438,9 +459,45 @@ func (f *Follower) flushCheckpoints(ctx context.Context, force bool) {
 	}
 }
 
-// sendBatch is how many writes one import.append carries (the broker takes
-// up to 256).
+// sendBatch is how many writes one import.append carries at most (the
+// broker takes up to 256).
 const sendBatch = 128
+
+// DefaultMaxBatchBytes is FollowOptions.MaxBatchBytes' default: half of the
+// broker's default frame cap (wire.DefaultMaxFrame, 256 KiB, which the
+// broker client refuses to send a request over), the other half leaving
+// room for the request's envelope.
+const DefaultMaxBatchBytes = 128 << 10
+
+// batchLen is how many of the writes ws go in the next import.append: at
+// most sendBatch, and at most MaxBatchBytes of them encoded, in order.
+// sizes holds ws' encoded sizes, measured here where 0. big is not nil
+// when ws[0] alone cannot be sent (larger than the budget, or not
+// encodable): the caller reports and drops it.
+func (f *Follower) batchLen(ws []Write, sizes []int) (n int, big error) {
+	total := 0
+	for n < len(ws) && n < sendBatch {
+		if sizes[n] == 0 {
+			sz, err := ws[n].encodedSize()
+			if err != nil {
+				if n == 0 {
+					return 0, fmt.Errorf("cannot be encoded for the daemon: %w", err)
+				}
+				break
+			}
+			sizes[n] = sz
+		}
+		if sizes[n] > f.o.MaxBatchBytes && n == 0 {
+			return 0, fmt.Errorf("%d bytes encoded, larger than the daemon takes in one request (%d)", sizes[n], f.o.MaxBatchBytes)
+		}
+		if total+sizes[n] > f.o.MaxBatchBytes {
+			break
+		}
+		total += sizes[n]
+		n++
+	}
+	return n, nil
+}
 
 // reusedIDText is the daemon's answer to a command id recorded for another
 // request: here, a source record imported from an earlier reading of the
@@ -453,11 +510,26 @@ const reusedIDText = "commandId already used for a different request"
 func (f *Follower) flush(ctx context.Context) {
 	for _, r := range f.runs {
 		for len(r.pending) > 0 {
-			n := min(len(r.pending), sendBatch)
-			ws := make([]Write, n)
-			for i, p := range r.pending[:n] {
+			m := min(len(r.pending), sendBatch)
+			ws := make([]Write, m)
+			sizes := make([]int, m)
+			for i, p := range r.pending[:m] {
 				ws[i] = Write{ID: p.id, RunID: r.id, Items: p.items}
+				sizes[i] = p.size
 			}
+			n, big := f.batchLen(ws, sizes)
+			for i, sz := range sizes {
+				r.pending[i].size = sz
+			}
+			if big != nil {
+				// Sent, it would fail at every pass and hold back the
+				// run's later writes.
+				f.count(func(st *FollowStats) { st.Refused++ })
+				f.src.skip(r.id, f.src.rel(r.dir), 0, 0, "%s not imported: %v", ws[0].ID, big)
+				r.pending = r.pending[1:]
+				continue
+			}
+			ws = ws[:n]
 			res, err := f.sink.Import(ctx, ws)
 			if err != nil || len(res) != n {
 				f.count(func(st *FollowStats) { st.SendErrors++ })

@@ -227,3 +227,43 @@ func plannedIDs(t *testing.T, root string) []string {
 func sortStrings(s []string) { sort.Strings(s) }
 
 func itoa(n uint64) string { b, _ := json.Marshal(n); return string(b) }
+
+// cappedSink is a memSink behind a frame cap, as the broker client is: a
+// call whose writes encode to more than limit bytes fails unsent.
+type cappedSink struct {
+	*memSink
+	limit int
+	calls int // calls that carried run writes (checkpoints left out)
+}
+
+var errTooLarge = errors.New("cappedsink: request frame too large")
+
+func (c *cappedSink) Import(ctx context.Context, ws []Write) ([]WriteResult, error) {
+	total := 0
+	for _, w := range ws {
+		n, err := w.encodedSize()
+		if err != nil {
+			return nil, err
+		}
+		total += n
+	}
+	if total > c.limit {
+		return nil, errTooLarge
+	}
+	c.mu.Lock()
+	if ws[0].RunID != events.ImportStream {
+		c.calls++
+	}
+	c.mu.Unlock()
+	return c.memSink.Import(ctx, ws)
+}
+
+// startCapped starts a follower whose batches are bounded to limit bytes on
+// a sink that refuses a call over limit.
+func startCapped(t *testing.T, root string, limit int) (*cappedSink, *following) {
+	t.Helper()
+	sink := &cappedSink{memSink: newMemSink(), limit: limit}
+	o := fastFollow()
+	o.MaxBatchBytes = limit
+	return sink, startFollow(t, root, sink, o)
+}

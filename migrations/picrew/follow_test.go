@@ -311,3 +311,67 @@ func TestFollowNotARoot(t *testing.T) {
 	err := NewFollower(dir, newMemSink(), nil).Run(t.Context())
 	require.ErrorContains(t, err, "not a pi-crew crew root")
 }
+
+// TestFollowBatchesByBytes: writes that together exceed what the daemon
+// takes in one request, each fitting, go over several calls, in the order
+// an unbounded follower sends them, and none is refused for its size.
+func TestFollowBatchesByBytes(t *testing.T) {
+	root := newRoot(t)
+	runSteps(t, picrewtest.Lifecycle(newRun(t, root, runA), 40))
+
+	ref := newMemSink()
+	startFollow(t, root.Dir, ref, nil).settle(t)
+	want, _ := ref.imported()
+
+	sink, fl := startCapped(t, root.Dir, 4<<10)
+	st := fl.settle(t)
+	got, _ := sink.imported()
+	require.Equal(t, want, got, "every write, in order")
+	require.Zero(t, st.SendErrors)
+	require.Zero(t, st.Refused)
+	require.Empty(t, fl.reported(""))
+	sink.mu.Lock()
+	calls := sink.calls
+	sink.mu.Unlock()
+	require.Greater(t, calls, 1, "the writes must not fit one call for the test to mean anything")
+	requireCopy(t, root.Dir, sink.memSink, copyOf{})
+}
+
+// TestFollowWriteLargerThanARequest: a write that alone exceeds what the
+// daemon takes in one request is reported and dropped, and the writes
+// after it are still sent.
+func TestFollowWriteLargerThanARequest(t *testing.T) {
+	root := newRoot(t)
+	a := newRun(t, root, runA)
+	steps := picrewtest.Lifecycle(a, 5)
+	runSteps(t, steps[:8])
+	big, err := a.Message("02_exec", strings.Repeat("x", 8<<10))
+	require.NoError(t, err)
+	runSteps(t, steps[8:])
+
+	sink, fl := startCapped(t, root.Dir, 4<<10)
+	st := fl.settle(t)
+	require.Zero(t, st.SendErrors)
+	require.Equal(t, uint64(1), st.Refused)
+
+	reasons := fl.reported("")
+	require.Len(t, reasons, 1)
+	require.Contains(t, reasons[0], big)
+	require.Contains(t, reasons[0], "larger than the daemon takes in one request")
+
+	// Every other write, those after it included, is imported once.
+	dropped := "import:" + runA + ":msg:" + big
+	require.Contains(t, reasons[0], dropped)
+	var want []string
+	for _, id := range plannedIDs(t, root.Dir) {
+		if id != dropped {
+			want = append(want, id)
+		}
+	}
+	got, count := sink.imported()
+	for id, n := range count {
+		require.Equal(t, 1, n, "write %s appended %d times", id, n)
+	}
+	sortStrings(got)
+	require.Equal(t, want, got)
+}

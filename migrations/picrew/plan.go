@@ -22,6 +22,9 @@ type planned struct {
 	id     string // command id
 	events []eventlog.Event
 	items  []Item
+	// size is the write's encodedSize, measured when the follower first
+	// batches it (0: not yet).
+	size int
 }
 
 // Item is one event of a planned write: its type, its time in pi-crew
