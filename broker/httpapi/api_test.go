@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"runtime"
 	"strconv"
@@ -245,6 +247,25 @@ func TestNotFound(t *testing.T) {
 		"/api/v1/runs/nope/credentials", "/api/v1/runs/nope/state?at=5", "/api/v1/stream?run=nope",
 		"/api/v1/nothing", fmt.Sprintf("/api/v1/events/%d/explain", head(f)+1), budgetRun + "/state?at=0"} {
 		f.fails(p, http.StatusNotFound, codeNotFound)
+	}
+}
+
+// TestTargetsThatAreNotPaths: a request target that is not a path ("GET *", CONNECT's host:port) reaches the
+// handler; it names no route, and is answered so in the API's error shape, not in the mux's plain text.
+func TestTargetsThatAreNotPaths(t *testing.T) {
+	f := newFixture(t, Options{})
+	for _, c := range []struct{ method, target string }{
+		{http.MethodGet, "*"}, {http.MethodPost, "*"}, {http.MethodConnect, "127.0.0.1:7717"},
+	} {
+		req := httptest.NewRequest(c.method, c.target, nil)
+		req.Host = "127.0.0.1:7717"
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		rec := httptest.NewRecorder()
+		f.srv.Handler().ServeHTTP(rec, req)
+		require.Equal(t, http.StatusNotFound, rec.Code, "%s %s", c.method, c.target)
+		var m errorBody
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &m), "%s %s: %s", c.method, c.target, rec.Body)
+		require.Equal(t, codeNotFound, m.Error.Code)
 	}
 }
 

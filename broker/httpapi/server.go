@@ -231,6 +231,12 @@ func (s *Server) routes() http.Handler {
 				"address to local clients only", r.Host))
 			return
 		}
+		if r.URL.Path == "*" || r.Method == http.MethodConnect && !strings.HasPrefix(r.URL.Path, "/") {
+			// A target that is not a path ("GET *", CONNECT host:port) names no route; the mux would answer it
+			// itself in plain text, outside the API's error shape. (OPTIONS * never gets here: net/http answers it.)
+			writeError(w, notFound("no route %s %s", r.Method, r.RequestURI))
+			return
+		}
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
