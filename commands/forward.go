@@ -3,6 +3,7 @@ package commands
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -54,8 +55,16 @@ func EncodeRequest(r Request) ([]byte, error) {
 	return marshalArray(&forwarded{Principal: r.Principal, CommandID: r.CommandID, Actor: r.Actor, Kind: r.Command.Kind(), Command: c})
 }
 
+// errLengths refuses forwarded bytes that declare a length they do not hold.
+var errLengths = errors.New("a declared length runs past the end")
+
 // DecodeRequest is the inverse of EncodeRequest.
 func DecodeRequest(b []byte) (Request, error) {
+	// NB: before reflection, which would size a byte field by its declared length: a reply or request of a few
+	// bytes could otherwise ask for gigabytes (events.LengthsFit).
+	if !events.LengthsFit(b) {
+		return Request{}, fmt.Errorf("commands: decode forwarded request: %w", errLengths)
+	}
 	var f forwarded
 	if err := msgpack.Unmarshal(b, &f); err != nil {
 		return Request{}, fmt.Errorf("commands: decode forwarded request: %w", err)
@@ -108,6 +117,9 @@ func marshalArray(v any) ([]byte, error) {
 // DecodeReply is the inverse of EncodeReply; a remote error comes back
 // wrapping ErrRemote, but the writer's ErrNoSpace as ErrNoSpace.
 func DecodeReply(b []byte) (Reply, error) {
+	if !events.LengthsFit(b) { // NB: as in DecodeRequest
+		return Reply{}, fmt.Errorf("commands: decode forwarded reply: %w", errLengths)
+	}
 	var f forwardedReply
 	if err := msgpack.Unmarshal(b, &f); err != nil {
 		return Reply{}, fmt.Errorf("commands: decode forwarded reply: %w", err)

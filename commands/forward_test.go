@@ -8,6 +8,7 @@ import (
 	"go/parser"
 	"go/token"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,17 +21,7 @@ import (
 // Every kind of command survives forwarding: the writer fingerprints and
 // decides the same request the follower was given.
 func TestForwardedRequestsRoundTrip(t *testing.T) {
-	budget, desc, timeout := int64(7), "d", 1.5
-	given := []Command{
-		&RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: &budget, OrchestratorDigest: "ab"},
-		&TaskCreate{RunID: "r", TaskID: "t1", Role: "executor", DependsOn: []string{"t0"}},
-		&DelegateRequest{RunID: "r", TaskID: "t1", Prompt: "p", Description: &desc, TimeoutSec: &timeout},
-		&ProxyRequest{RunID: "r", TaskID: "t1", JobID: "J", RequestID: "q", RequestIDChars: 1, NonceDigest: "ab", Tool: "read",
-			Args: json.RawMessage(`{"a":1}`)},
-		&JobCreate{RunID: "r", JobID: "J", TaskID: "t1", Tools: json.RawMessage(`[]`), NonceDigest: "ab"},
-		&Import{Source: "picrew", RunID: "r", Events: []ImportedEvent{{Type: events.TypeTaskStarted, TimeMs: 5,
-			Payload: &events.TaskStarted{TaskID: "t1", Role: "executor"}}}},
-	}
+	given := forwardedCommands()
 	for kind, mk := range commandKinds {
 		c := mk()
 		require.Equal(t, kind, c.Kind())
@@ -40,7 +31,7 @@ func TestForwardedRequestsRoundTrip(t *testing.T) {
 		require.Contains(t, commandKinds, m, "method %s cannot be forwarded", m)
 	}
 	for _, c := range given {
-		r := Request{Principal: events.WorkerPrincipal("r", "t1"), CommandID: "id-1", Actor: events.Actor{Role: "worker", TaskID: "t1"}, Command: c}
+		r := forwardedRequest(c)
 		b, err := EncodeRequest(r)
 		require.NoError(t, err)
 		got, err := DecodeRequest(b)
@@ -78,6 +69,102 @@ func TestForwardedRequestsRoundTrip(t *testing.T) {
 	_, err = DecodeReply(b)
 	require.ErrorIs(t, err, ErrNoSpace)
 	require.Equal(t, "commands: too little free disk space; retry later: 12 MiB free of a 64 MiB minimum (on the writer)", err.Error())
+}
+
+// Forwarded bytes that declare more than they hold are refused before anything is sized by the declaration:
+// msgpack makes a byte field at its declared length before reading it, so a 6-byte reply would ask for 4 GiB, a
+// fatal error that no recover catches.
+func TestForwardedLengthsAreBackedByBytes(t *testing.T) {
+	for name, decode := range map[string]func([]byte) error{
+		"request": func(b []byte) error { _, err := DecodeRequest(b); return err },
+		"reply":   func(b []byte) error { _, err := DecodeReply(b); return err },
+	} {
+		// An array of the five fields whose first is a bin32 of 4 GiB, then nothing.
+		b := []byte{0x95, 0xc6, 0xff, 0xff, 0xff, 0xff}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		err := decode(b)
+		runtime.ReadMemStats(&after)
+		require.ErrorIs(t, err, errLengths, name)
+		require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), name)
+	}
+}
+
+// forwardedCommands are commands with their fields set, of the kinds whose fields are not all strings: pointers,
+// slices, raw JSON and the imported events' typed payloads.
+func forwardedCommands() []Command {
+	budget, desc, timeout := int64(7), "d", 1.5
+	return []Command{
+		&RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: &budget, OrchestratorDigest: "ab"},
+		&TaskCreate{RunID: "r", TaskID: "t1", Role: "executor", DependsOn: []string{"t0"}},
+		&DelegateRequest{RunID: "r", TaskID: "t1", Prompt: "p", Description: &desc, TimeoutSec: &timeout},
+		&ProxyRequest{RunID: "r", TaskID: "t1", JobID: "J", RequestID: "q", RequestIDChars: 1, NonceDigest: "ab", Tool: "read",
+			Args: json.RawMessage(`{"a":1}`)},
+		&JobCreate{RunID: "r", JobID: "J", TaskID: "t1", Tools: json.RawMessage(`[]`), NonceDigest: "ab"},
+		&Import{Source: "picrew", RunID: "r", Events: []ImportedEvent{{Type: events.TypeTaskStarted, TimeMs: 5,
+			Payload: &events.TaskStarted{TaskID: "t1", Role: "executor"}}}},
+	}
+}
+
+// forwardedRequest is c as a worker's request with a command id.
+func forwardedRequest(c Command) Request {
+	return Request{Principal: events.WorkerPrincipal("r", "t1"), CommandID: "id-1",
+		Actor: events.Actor{Role: "worker", TaskID: "t1"}, Command: c}
+}
+
+// FuzzDecodeForwarded decodes bytes from another node as a forwarded request and as a forwarded reply. Neither
+// decoder may panic; what one accepts must survive being forwarded again: encoded and decoded once more, it is
+// the same request (or reply), so a node that relays it hands on what it was given.
+func FuzzDecodeForwarded(f *testing.F) {
+	for _, c := range forwardedCommands() {
+		b, err := EncodeRequest(forwardedRequest(c))
+		require.NoError(f, err)
+		f.Add(b)
+	}
+	for _, mk := range commandKinds {
+		b, err := EncodeRequest(Request{Principal: events.AdminPrincipal(), Actor: events.Actor{Role: events.RoleAdmin},
+			Command: mk()})
+		require.NoError(f, err)
+		f.Add(b)
+	}
+	for _, r := range []struct {
+		rep Reply
+		err error
+	}{
+		{Reply{Result: json.RawMessage(`{"ok":true}`), Position: 9, Replayed: true}, nil},
+		{Reply{Rejected: &RejectedError{Code: "policy-denied", Reason: "slots-exhausted", Message: "m"}}, nil},
+		{Reply{}, nil},
+		{Reply{}, errors.New("boom")},
+		{Reply{}, fmt.Errorf("%w: 12 MiB free", ErrNoSpace)},
+	} {
+		b, err := EncodeReply(r.rep, r.err)
+		require.NoError(f, err)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if r, err := DecodeRequest(b); err == nil {
+			require.NotNil(t, r.Command, "%x", b)
+			again, err := EncodeRequest(r)
+			require.NoError(t, err, "%x", b)
+			got, err := DecodeRequest(again)
+			require.NoError(t, err, "%x re-encoded as %x", b, again)
+			// The envelope compares as it is; the command through its encoding, which is deterministic and
+			// carries every field: a float of a command may be NaN, which equals nothing, not even itself.
+			envelope := func(r Request) Request { r.Command = nil; return r }
+			require.Equal(t, envelope(r), envelope(got), "%x", again)
+			require.IsType(t, r.Command, got.Command, "%x", again)
+			third, err := EncodeRequest(got)
+			require.NoError(t, err, "%x", again)
+			require.Equal(t, again, third, "decoded again, %x re-encodes otherwise", again)
+		}
+		if rep, err := DecodeReply(b); err == nil {
+			again, err := EncodeReply(rep, nil)
+			require.NoError(t, err, "%x", b)
+			got, err := DecodeReply(again)
+			require.NoError(t, err, "%x re-encoded as %x", b, again)
+			require.Equal(t, rep, got, "%x re-encoded as %x", b, again)
+		}
+	})
 }
 
 // Every Command of this package (a func (*T) Kind() string returning a

@@ -96,7 +96,7 @@ func decodePayload(t string, version uint16, b []byte, strs *Decoder) (any, erro
 	switch {
 	case version == 0 || version > k.version:
 		return nil, fmt.Errorf("%w: %s v%d (current v%d)", ErrUnsupportedVersion, t, version, k.version)
-	case !lengthsFit(b):
+	case !LengthsFit(b):
 		return nil, fmt.Errorf("%w: %s: a length runs past the end of the payload", ErrBadPayload, t)
 	case version < k.version:
 		var err error

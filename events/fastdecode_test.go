@@ -121,7 +121,7 @@ func TestFastDecodeLeavesOddEncodingsToReflection(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			_, st := decodeFast(TypeDelegateAdmitted, 1, c.b, nil)
 			require.Equal(t, c.st, st)
-			require.Equal(t, c.st != fastBad, lengthsFit(c.b))
+			require.Equal(t, c.st != fastBad, LengthsFit(c.b))
 			_, err := DecodePayload(TypeDelegateAdmitted, 1, c.b)
 			if c.st == fastBad {
 				require.ErrorIs(t, err, ErrBadPayload)
@@ -161,13 +161,13 @@ func FuzzFastDecode(f *testing.F) {
 			require.NoError(t, err)
 			require.Equal(t, got, shared)
 		}
-		if !lengthsFit(b) {
+		if !LengthsFit(b) {
 			// Reflection would allocate for the forged length before
 			// failing; DecodePayload never hands it such bytes.
 			require.NotEqual(t, fastOK, st)
 			return
 		}
-		require.NotEqual(t, fastBad, st, "lengthsFit and the fast path disagree")
+		require.NotEqual(t, fastBad, st, "LengthsFit and the fast path disagree")
 		want, err := reflectDecode(typ, b)
 		if st == fastOK {
 			require.NoError(t, err, "the fast path accepted what reflection refuses")

@@ -353,11 +353,14 @@ func (r *fastReader) skipValues(n int) {
 	}
 }
 
-// lengthsFit reports whether every length declared in the first value of b
+// LengthsFit reports whether every length declared in the first value of b
 // fits in b. NB: msgpack v5.4.1 sizes some buffers by a declared length
 // before reading the data behind it (its allocation limit does not apply
-// everywhere), so bytes that fail this never reach reflection.
-func lengthsFit(b []byte) bool {
+// everywhere: a []byte field or a slice of structs is made at its declared
+// length, so a few bytes can ask for gigabytes, a fatal error no recover
+// catches). Bytes from outside that fail this never reach reflection: a
+// payload here, a command forwarded by another node (commands).
+func LengthsFit(b []byte) bool {
 	r := fastReader{b: b}
 	r.skipValues(1)
 	return r.st != fastBad
