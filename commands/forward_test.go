@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/crewlog/crewlog/events"
 )
@@ -88,6 +89,17 @@ func TestForwardedLengthsAreBackedByBytes(t *testing.T) {
 		require.ErrorIs(t, err, errLengths, name)
 		require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), name)
 	}
+}
+
+// A forwarded import with a nil in place of an event is refused: msgpack would decode it to an event without a
+// payload, which the writer could neither fingerprint nor forward again.
+func TestForwardedImportRefusesANilEvent(t *testing.T) {
+	c, err := msgpack.Marshal(map[string]any{"Source": "picrew", "RunID": "r", "Events": []any{nil}})
+	require.NoError(t, err)
+	b, err := marshalArray(&forwarded{Principal: events.EnginePrincipal(), Kind: "import.append", Command: c})
+	require.NoError(t, err)
+	_, err = DecodeRequest(b)
+	require.ErrorContains(t, err, "event 0 is nil")
 }
 
 // forwardedCommands are commands with their fields set, of the kinds whose fields are not all strings: pointers,

@@ -86,6 +86,23 @@ func (e *ImportedEvent) DecodeMsgpack(dec *msgpack.Decoder) error {
 	return nil
 }
 
+// DecodeMsgpack decodes an Import as reflection does, but refuses a nil in
+// place of an event: msgpack gives a type with a decoder of its own (as
+// ImportedEvent) its zero value for a nil without asking it, and an event
+// without a payload is one that EncodeMsgpack cannot write again.
+func (c *Import) DecodeMsgpack(dec *msgpack.Decoder) error {
+	type fields Import // NB: without this method, so reflection decodes it
+	if err := dec.Decode((*fields)(c)); err != nil {
+		return err
+	}
+	for i, e := range c.Events {
+		if e.Payload == nil {
+			return fmt.Errorf("commands: import: event %d is nil", i)
+		}
+	}
+	return nil
+}
+
 // Kind implements Command.
 func (*Import) Kind() string { return "import.append" }
 
