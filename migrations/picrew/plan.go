@@ -588,7 +588,8 @@ func (p *planner) reconcileTask(t task) {
 		p.reconcileUsage(t)
 		return
 	}
-	if !taskStatus(want) {
+	at, end, ok := p.taskEnd(t, want)
+	if !ok {
 		// No event to end it in: a write without events would still be
 		// recorded, and the daemon refuses one.
 		p.s.skip(p.r.id, "state/runs/"+p.r.id+"/tasks.json", 0, 0, "task %s: status %q is not a pi-crew status: left %s",
@@ -601,39 +602,42 @@ func (p *planner) reconcileTask(t task) {
 	if needsStart && p.status[id] != "running" && (want == "running" || want == "waiting" || !p.started[id]) {
 		p.add(int64(t.StartedAt), &events.TaskStarted{TaskID: id, Role: t.Role, Agent: t.Agent, Cwd: t.Cwd})
 	}
-	end := int64(t.FinishedAt)
-	switch want {
-	case "queued":
-		p.add(int64(p.r.manifest.UpdatedAt), &events.TaskRetried{TaskID: id, Reason: "import: status from tasks.json"})
-	case "waiting":
-		w := &events.TaskWaiting{TaskID: id}
-		if t.Waiting != nil {
-			w.QuestionID, w.AskedAt, w.Deadline, w.Options = t.Waiting.QuestionID, int64(t.Waiting.AskedAt), int64(t.Waiting.Deadline), t.Waiting.Options
-		}
-		p.add(w.AskedAt, w)
-	case "completed":
-		p.add(end, &events.TaskCompleted{TaskID: id, FailureCause: t.FailureCause})
-	case "failed":
-		p.add(end, &events.TaskFailed{TaskID: id, Error: t.Error, FailureCause: t.FailureCause})
-	case "needs_attention":
-		p.add(end, &events.TaskNeedsAttention{TaskID: id, Error: t.Error, FailureCause: t.FailureCause})
-	case "cancelled":
-		p.add(end, &events.TaskCancelled{TaskID: id, Reason: "import: status from tasks.json"})
-	case "skipped":
-		p.add(end, &events.TaskSkipped{TaskID: id, Reason: "import: status from tasks.json"})
+	if end != nil {
+		p.add(at, end)
 	}
 	p.status[id] = want
 	p.reconcileUsage(t)
 }
 
-// taskStatus reports whether st is a status of pi-crew's task machine
-// (D§2.4).
-func taskStatus(st string) bool {
-	switch st {
-	case "queued", "running", "waiting", "completed", "failed", "needs_attention", "cancelled", "skipped":
-		return true
+// taskEnd is the event that puts task t in status want, and its time: nil
+// for running, which task.started (reconcileTask) reaches. ok is false for
+// a status outside pi-crew's task machine (D§2.4): this switch is the one
+// list of them the import knows.
+func (p *planner) taskEnd(t task, want string) (at int64, end any, ok bool) {
+	id, finished := t.ID, int64(t.FinishedAt)
+	switch want {
+	case "running":
+		return 0, nil, true
+	case "queued":
+		return int64(p.r.manifest.UpdatedAt), &events.TaskRetried{TaskID: id, Reason: "import: status from tasks.json"}, true
+	case "waiting":
+		w := &events.TaskWaiting{TaskID: id}
+		if t.Waiting != nil {
+			w.QuestionID, w.AskedAt, w.Deadline, w.Options = t.Waiting.QuestionID, int64(t.Waiting.AskedAt), int64(t.Waiting.Deadline), t.Waiting.Options
+		}
+		return w.AskedAt, w, true
+	case "completed":
+		return finished, &events.TaskCompleted{TaskID: id, FailureCause: t.FailureCause}, true
+	case "failed":
+		return finished, &events.TaskFailed{TaskID: id, Error: t.Error, FailureCause: t.FailureCause}, true
+	case "needs_attention":
+		return finished, &events.TaskNeedsAttention{TaskID: id, Error: t.Error, FailureCause: t.FailureCause}, true
+	case "cancelled":
+		return finished, &events.TaskCancelled{TaskID: id, Reason: "import: status from tasks.json"}, true
+	case "skipped":
+		return finished, &events.TaskSkipped{TaskID: id, Reason: "import: status from tasks.json"}, true
 	}
-	return false
+	return 0, nil, false
 }
 
 func (p *planner) reconcileUsage(t task) {

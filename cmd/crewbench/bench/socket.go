@@ -74,7 +74,7 @@ func (s *socketStore) Commits() int64 {
 	if err != nil {
 		return -1
 	}
-	return st.Commits
+	return int64(st.Engine.Groups)
 }
 
 // groupStats are the server's engine's counters: a socket cell reports its

@@ -51,9 +51,8 @@ type socketServerJob struct {
 // socketServerStats are the child engine's counters the pre-check and the
 // cells read.
 type socketServerStats struct {
-	Commits   int64
 	SyncShare int64
-	Engine    commands.Stats // its groups, for the cell's report
+	Engine    commands.Stats // its commits (Groups) and their sizes
 }
 
 // SocketServerChild serves the socket cell named in the environment, if any,
@@ -103,7 +102,7 @@ func serveSocketChild(v string, stdin io.Reader, stdout io.Writer) error {
 		var reply []byte
 		switch line := sc.Text(); {
 		case line == "stats":
-			reply, _ = json.Marshal(socketServerStats{Commits: e.Commits(), SyncShare: e.SyncShare(), Engine: e.groupStats()})
+			reply, _ = json.Marshal(socketServerStats{SyncShare: e.SyncShare(), Engine: e.groupStats()})
 		case strings.HasPrefix(line, "profile "):
 			reply = []byte("ok")
 			var err error
