@@ -42,6 +42,7 @@ var mapping = []struct {
 	{is(context.Canceled), wire.CodeClose, true},
 	{is(errTooLarge), wire.CodeOversizeFrame, true},
 	{is(commands.ErrNoSpace), wire.CodeDiskFull, true},
+	{is(commands.ErrUnavailable), wire.CodeUnavailable, false},
 }
 
 func is(target error) func(error) bool { return func(err error) bool { return errors.Is(err, target) } }

@@ -35,6 +35,8 @@ func TestErrorMapping(t *testing.T) {
 		{fmt.Errorf("%w: m", errTooLarge), wire.CodeOversizeFrame, "result exceeds the frame cap: m", false},
 		{fmt.Errorf("%w: %w", commands.ErrNoSpace, errors.New("daemon: 3 MiB free")), wire.CodeDiskFull,
 			"commands: too little free disk space; retry later: daemon: 3 MiB free", false},
+		{fmt.Errorf("cluster: no writer answered: %w: nats: timeout", commands.ErrUnavailable), wire.CodeUnavailable,
+			"no writer answered; retry with the same commandId", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.err.Error(), func(t *testing.T) {

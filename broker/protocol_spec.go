@@ -33,10 +33,10 @@ var (
 // Codes a command on a task (or delegation) may answer; a message adds its run's quotas.
 var (
 	errsTaskCommand = []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask,
-		wire.CodeDiskFull}
+		wire.CodeDiskFull, wire.CodeUnavailable}
 	errsMessage = append(slices.Clip(errsTaskCommand), wire.CodeQuotaExceeded, wire.CodeRateLimit)
 	errsJob     = []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodePolicyDenied,
-		wire.CodeDiskFull}
+		wire.CodeDiskFull, wire.CodeUnavailable}
 )
 
 // Shorthands for params. Lengths count UTF-16 units.
@@ -247,7 +247,7 @@ var protocolSpec = map[string]methodSpec{
 		params:  []paramDesc{note(paramDesc{Name: "to"}, "a task of the run or \"parent\""), pEnum("priority", false, "normal", priorities...)},
 		results: []any{commands.EscalateResult{}},
 		errors: []wire.Code{wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask, wire.CodeQuotaExceeded,
-			wire.CodeRateLimit, wire.CodeDiskFull},
+			wire.CodeRateLimit, wire.CodeDiskFull, wire.CodeUnavailable},
 		pushes: []string{wire.EventMailboxMessage},
 	},
 	wire.MethodWaitRequest: {
@@ -261,7 +261,7 @@ var protocolSpec = map[string]methodSpec{
 		},
 		results: []any{commands.WaitResult{}},
 		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask,
-			wire.CodePolicyDisabled, wire.CodeQuotaExceeded, wire.CodeRateLimit, wire.CodeDiskFull},
+			wire.CodePolicyDisabled, wire.CodeQuotaExceeded, wire.CodeRateLimit, wire.CodeDiskFull, wire.CodeUnavailable},
 	},
 	wire.MethodWaitResolve: {
 		summary: "resume the caller's task after its question was answered",
@@ -269,7 +269,7 @@ var protocolSpec = map[string]methodSpec{
 			pStr("questionId", true, 1, commands.MaxQuestionIDChars)},
 		results: []any{commands.ResolveResult{}},
 		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask,
-			wire.CodePolicyDisabled, wire.CodeDiskFull},
+			wire.CodePolicyDisabled, wire.CodeDiskFull, wire.CodeUnavailable},
 	},
 	wire.MethodDelegateRequest: {
 		summary: "ask for a grandchild; the runtime spawns it (delegate.spawned) and settles it (delegate.settle)",
@@ -285,7 +285,7 @@ var protocolSpec = map[string]methodSpec{
 		},
 		results: []any{commands.DelegateResult{}},
 		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask,
-			wire.CodePolicyDisabled, wire.CodePolicyDenied, wire.CodeQuotaExceeded, wire.CodeRateLimit, wire.CodeDiskFull},
+			wire.CodePolicyDisabled, wire.CodePolicyDenied, wire.CodeQuotaExceeded, wire.CodeRateLimit, wire.CodeDiskFull, wire.CodeUnavailable},
 	},
 	"run.create": {
 		summary: "create a run; the answer carries the orchestrator's token",
@@ -296,20 +296,20 @@ var protocolSpec = map[string]methodSpec{
 			{Name: "budgetAbort", Default: commands.DefaultBudgetAbort},
 		},
 		results: []any{runCreateResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeDiskFull},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeDiskFull, wire.CodeUnavailable},
 	},
 	"run.transition": {
 		summary: "move the run to a status; a terminal one asks every delegation in flight to cancel",
 		params:  []paramDesc{pEnum("to", true, nil, runStatuses...)},
 		results: []any{runStatusResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull, wire.CodeUnavailable},
 	},
 	"task.create": {
 		summary: "add a workflow task (queued)",
 		params:  []paramDesc{pStr("taskId", true, 1, 256)},
 		results: []any{taskStatusResult{}},
 		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeQuotaExceeded,
-			wire.CodeRateLimit, wire.CodeDiskFull},
+			wire.CodeRateLimit, wire.CodeDiskFull, wire.CodeUnavailable},
 	},
 	"task.transition": {
 		summary: "move a task to a status (terminal to non-terminal only by retry)",
@@ -333,7 +333,7 @@ var protocolSpec = map[string]methodSpec{
 		summary: "revoke a task's (or the orchestrator's) token; its open connections end at once",
 		params:  []paramDesc{note(paramDesc{Name: "taskId"}, "a task id or \"orchestrator\"")},
 		results: []any{credentialResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull, wire.CodeUnavailable},
 	},
 	"delegate.spawned": {
 		summary: "the grandchild's process exists: queued → running (a late report is a no-op)",
@@ -358,13 +358,13 @@ var protocolSpec = map[string]methodSpec{
 		summary: "mark messages delivered (worker: its own mailbox; absent taskId: the run inbox)",
 		params:  []paramDesc{{Name: "messageIds", MaxItems: commands.MaxMessageIDs}},
 		results: []any{commands.MailboxResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull, wire.CodeUnavailable},
 	},
 	"mailbox.ack": {
 		summary: "mark messages acknowledged; they leave msg.inbox",
 		params:  []paramDesc{{Name: "messageIds", MaxItems: commands.MaxMessageIDs}},
 		results: []any{commands.MailboxResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull, wire.CodeUnavailable},
 	},
 	"query.run": {
 		summary: "the run, and what its quotas count", roles: rolesRuntime, strict: true,
@@ -527,7 +527,7 @@ var protocolSpec = map[string]methodSpec{
 					"events: {type: string, time?: integer (source unix ms), payload: object (the type's payload)}[] of 1..16}"),
 		},
 		results: []any{importAppendResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeDiskFull},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeDiskFull, wire.CodeUnavailable},
 	},
 	methodImportCheckpoints: {
 		summary: "the newest import checkpoint of every file a source's imports recorded, by path",

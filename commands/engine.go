@@ -31,6 +31,17 @@ var (
 	// ErrRemote wraps the error another engine answered a forwarded
 	// request with (forward.go).
 	ErrRemote = errors.New("commands: the writer failed the forwarded request")
+	// ErrNotWriter is the answer of an engine that may not decide (a
+	// cluster node that is not the writer) to a request forwarded to it,
+	// given before anything was decided: the request may go to the writer
+	// again, with or without a command id.
+	ErrNotWriter = errors.New("commands: this engine is not the writer; nothing was decided")
+	// ErrUnavailable is wrapped by a Forwarder's errors when no writer
+	// answered a request (a cluster without a writer), or when this engine
+	// stopped before it learned the answer: the command may have been
+	// decided, and a retry with the same command id learns its outcome
+	// (one sent without a command id is in doubt).
+	ErrUnavailable = errors.New("commands: no writer answered; retry with the same command id")
 )
 
 // SpaceGuard is asked before every command is queued. CheckSpace returns an

@@ -87,18 +87,37 @@ type forwardedReply struct {
 	Position uint64
 	Replayed bool
 	Err      string
+	Cause    replyCause
 }
 
+// replyCause names, beside an error's text, the errors a forwarder must
+// tell apart: those given before anything was decided. Any other error,
+// and a cause this build does not know, is a failure of the writer, in
+// doubt.
+type replyCause uint8
+
+const (
+	causeFailed    replyCause = iota
+	causeNoSpace              // ErrNoSpace: the client is owed disk-full, as from one crewd
+	causeNotWriter            // ErrNotWriter: the request may go to the writer again
+)
+
 // EncodeReply encodes the answer of Submit for the engine that forwarded
-// the request. An error travels as its text: the forwarder cannot match it
-// with errors.Is, and answers it as a failure of the writer — but for
-// ErrNoSpace, which DecodeReply knows by its text: the writer decided
-// nothing, and the client is owed the disk-full answer a single crewd
-// gives, not a failure in doubt.
+// the request. An error travels as its text and, for ErrNoSpace and
+// ErrNotWriter, its cause: the forwarder cannot match the text with
+// errors.Is, and must not match it by its words — an engine's failure
+// quotes the commit error that stopped it, whose words may be those of an
+// answer given before deciding while the failed groups may be durable.
 func EncodeReply(r Reply, err error) ([]byte, error) {
 	f := forwardedReply{Result: r.Result, Rejected: r.Rejected, Position: r.Position, Replayed: r.Replayed}
 	if err != nil {
 		f.Err = err.Error()
+		switch {
+		case errors.Is(err, ErrNoSpace):
+			f.Cause = causeNoSpace
+		case errors.Is(err, ErrNotWriter):
+			f.Cause = causeNotWriter
+		}
 	}
 	return marshalArray(&f)
 }
@@ -115,7 +134,8 @@ func marshalArray(v any) ([]byte, error) {
 }
 
 // DecodeReply is the inverse of EncodeReply; a remote error comes back
-// wrapping ErrRemote, but the writer's ErrNoSpace as ErrNoSpace.
+// wrapping ErrRemote, but the writer's ErrNoSpace and ErrNotWriter as
+// themselves.
 func DecodeReply(b []byte) (Reply, error) {
 	if !events.LengthsFit(b) { // NB: as in DecodeRequest
 		return Reply{}, fmt.Errorf("commands: decode forwarded reply: %w", errLengths)
@@ -124,10 +144,13 @@ func DecodeReply(b []byte) (Reply, error) {
 	if err := msgpack.Unmarshal(b, &f); err != nil {
 		return Reply{}, fmt.Errorf("commands: decode forwarded reply: %w", err)
 	}
-	if rest, ok := strings.CutPrefix(f.Err, ErrNoSpace.Error()); ok {
-		return Reply{}, fmt.Errorf("%w%s (on the writer)", ErrNoSpace, rest)
-	}
-	if f.Err != "" {
+	switch {
+	case f.Err == "":
+	case f.Cause == causeNoSpace:
+		return Reply{}, fmt.Errorf("%w%s (on the writer)", ErrNoSpace, strings.TrimPrefix(f.Err, ErrNoSpace.Error()))
+	case f.Cause == causeNotWriter:
+		return Reply{}, fmt.Errorf("%w (answered by the node asked)", ErrNotWriter)
+	default:
 		return Reply{}, fmt.Errorf("%w: %s", ErrRemote, f.Err)
 	}
 	r := Reply{Rejected: f.Rejected, Position: f.Position, Replayed: f.Replayed}

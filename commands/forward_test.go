@@ -70,6 +70,23 @@ func TestForwardedRequestsRoundTrip(t *testing.T) {
 	_, err = DecodeReply(b)
 	require.ErrorIs(t, err, ErrNoSpace)
 	require.Equal(t, "commands: too little free disk space; retry later: 12 MiB free of a 64 MiB minimum (on the writer)", err.Error())
+
+	// A node that is not the writer decided nothing: the request may be
+	// sent again. An engine's failure that quotes such an answer (the
+	// commit error that stopped it) is a failure, in doubt; so is one that
+	// quotes a low-space refusal.
+	b, err = EncodeReply(Reply{}, ErrNotWriter)
+	require.NoError(t, err)
+	_, err = DecodeReply(b)
+	require.ErrorIs(t, err, ErrNotWriter)
+	for _, quoted := range []error{ErrNotWriter, ErrNoSpace} {
+		b, err = EncodeReply(Reply{}, fmt.Errorf("%w: %v", ErrFailed, quoted))
+		require.NoError(t, err)
+		_, err = DecodeReply(b)
+		require.ErrorIs(t, err, ErrRemote)
+		require.NotErrorIs(t, err, ErrNotWriter)
+		require.NotErrorIs(t, err, ErrNoSpace)
+	}
 }
 
 // Forwarded bytes that declare more than they hold are refused before anything is sized by the declaration:
@@ -148,6 +165,7 @@ func FuzzDecodeForwarded(f *testing.F) {
 		{Reply{}, nil},
 		{Reply{}, errors.New("boom")},
 		{Reply{}, fmt.Errorf("%w: 12 MiB free", ErrNoSpace)},
+		{Reply{}, ErrNotWriter},
 	} {
 		b, err := EncodeReply(r.rep, r.err)
 		require.NoError(f, err)

@@ -81,6 +81,11 @@ const (
 	// CodeQuotaExceeded: crewlog's code for a command refused because its run reached a quota (events in its
 	// stream, bytes of its messages); the message names the quota. Not in pi-crew's type.
 	CodeQuotaExceeded Code = "quota-exceeded"
+	// CodeUnavailable: crewlog's code for a command this crewd could not have decided and whose outcome it did
+	// not learn: in a cluster, no writer answered it (a failover) or this crewd stopped before the writer's answer
+	// reached it. It may have been decided: retry with the same commandId, which learns its outcome once a writer
+	// answers (a command sent without one is in doubt). Not in pi-crew's type.
+	CodeUnavailable Code = "unavailable"
 )
 
 // Client-local codes: a client reports these for failures that never reached a broker. A broker never sends them.
@@ -157,6 +162,7 @@ var registry = []codeInfo{
 	{CodeInternal, "internal error", false, false},
 	{CodeDiskFull, "disk full, retry later", false, false},
 	{CodeQuotaExceeded, "run quota exceeded", false, false},
+	{CodeUnavailable, "no writer answered; retry with the same commandId", false, false},
 	{CodeFallbackSticky, "broker unavailable until reconnect", false, true},
 	{CodeBadMethod, "invalid method name", false, true},
 	{CodeNoSocket, "no broker socket", false, true},

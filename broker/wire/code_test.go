@@ -15,7 +15,7 @@ func TestCodes(t *testing.T) {
 		"oversize-frame", "forbidden", "bad-params", "no-manifest", "no-task", "durable-failed", "replay-failed",
 		"close", "wait-timeout", "wait-failed", "steer-failed", "escalate-failed", "policy-disabled",
 		"policy-denied", "busy", "too-many-waits", "too-many-subscriptions", "not-implemented", "timeout", "rate-limit",
-		"internal", "disk-full", "quota-exceeded",
+		"internal", "disk-full", "quota-exceeded", "unavailable",
 		"fallback-sticky", "bad-method", "no-socket", "encode-failed", "missing-credentials", "closed",
 		"exhausted", "request-failed", "socket-error",
 	}, Codes())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -69,8 +68,8 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 				// command decided then would be answered disk-full.
 				return commands.Reply{}, true, err
 			}
-			// The writer stepped down before deciding: nothing happened.
-			notWriter := strings.Contains(err.Error(), ErrNotWriter.Error())
+			// The node asked was not the writer and decided nothing.
+			notWriter := errors.Is(err, commands.ErrNotWriter)
 			inDoubt = inDoubt || !notWriter
 			retry = notWriter || r.CommandID != ""
 		case errors.Is(err, nats.ErrNoResponders):
@@ -104,7 +103,7 @@ func (n *Node) waitCopied(ctx context.Context, pos uint64) error {
 		case <-n.failed:
 			return fmt.Errorf("%w: the writer committed position %d, not copied here: %v", ErrStopped, pos, n.Err())
 		case <-ctx.Done():
-			return fmt.Errorf("cluster: the writer committed position %d, not yet copied here: %w", pos, ctx.Err())
+			return fmt.Errorf("%w: the writer committed position %d, not yet copied here: %w", ErrNoWriter, pos, ctx.Err())
 		}
 	}
 }

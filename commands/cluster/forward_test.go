@@ -55,9 +55,53 @@ func TestFollowerAnswersTheWritersLowSpace(t *testing.T) {
 // writer's low-space refusal of the retry as disk-full: the writer checks
 // its space before it looks the command id up, so the command may have
 // been decided by the first attempt. It answers ErrNoWriter, in doubt.
-// The writer here is the test's: it holds the lease and answers the
-// commands subject, with a failure, then with low space, for ever.
 func TestFollowerInDoubtDoesNotAnswerDiskFull(t *testing.T) {
+	f, asked := followerOfAFakeWriter(t, func(n int32) error {
+		if n == 1 {
+			return commands.ErrFailed
+		}
+		return fmt.Errorf("%w: %w", commands.ErrNoSpace, errLowSpace)
+	})
+	_, err := submitRunCreate(f, "c-1")
+	require.ErrorIs(t, err, ErrNoWriter)
+	require.NotErrorIs(t, err, commands.ErrNoSpace)
+	require.GreaterOrEqual(t, asked.Load(), int32(2), "sent again after the failure")
+}
+
+// A writer whose engine failed because a later group met a lost lease
+// answers every group in flight with that failure, whose text names the
+// lost lease — but an earlier group may be durable on the stream. A
+// follower must not take such an answer for the writer's own "not the
+// writer, nothing decided" and send a command without a command id again
+// (deciding it twice): it answers in doubt. Only the writer's refusal
+// before deciding is sent again.
+func TestFollowerResendsOnlyWhatTheWriterDidNotDecide(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer error
+		resent bool
+	}{
+		{"failed after a lost lease", fmt.Errorf("%w: %v", commands.ErrFailed, ErrNotWriter), false},
+		{"not the writer", ErrNotWriter, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, asked := followerOfAFakeWriter(t, func(int32) error { return tc.answer })
+			_, err := submitRunCreate(f, "")
+			require.ErrorIs(t, err, ErrNoWriter)
+			require.ErrorIs(t, err, commands.ErrUnavailable, "the broker answers it unavailable")
+			if tc.resent {
+				require.GreaterOrEqual(t, asked.Load(), int32(2), "nothing was decided: sent again")
+			} else {
+				require.Equal(t, int32(1), asked.Load(), "in doubt without a command id: not sent again")
+			}
+		})
+	}
+}
+
+// followerOfAFakeWriter starts a follower whose writer is the test's: it
+// holds the lease and answers the n-th request on the commands subject
+// (counted in asked, from 1) with answer(n).
+func followerOfAFakeWriter(t *testing.T, answer func(n int32) error) (f *Node, asked *atomic.Int32) {
 	srv := startNATS(t)
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
 	nc := connectTo(t, srv)
@@ -70,25 +114,21 @@ func TestFollowerInDoubtDoesNotAnswerDiskFull(t *testing.T) {
 	ok, err := lease.Acquire(context.Background())
 	require.NoError(t, err)
 	require.True(t, ok)
-	var asked atomic.Int32
+	asked = new(atomic.Int32)
 	_, err = nc.QueueSubscribe(cfg.CommandSubject(), "writer", func(m *nats.Msg) {
-		answer := fmt.Errorf("%w: %w", commands.ErrNoSpace, errLowSpace)
-		if asked.Add(1) == 1 {
-			answer = commands.ErrFailed
-		}
-		b, err := commands.EncodeReply(commands.Reply{}, answer)
+		b, err := commands.EncodeReply(commands.Reply{}, answer(asked.Add(1)))
 		if err == nil {
 			_ = m.Respond(b)
 		}
 	})
 	require.NoError(t, err)
-	f := startOn(t, srv, Options{Name: "f", Log: cfg, LeaseTTL: time.Minute})
+	return startOn(t, srv, Options{Name: "f", Log: cfg, LeaseTTL: time.Minute}), asked
+}
 
+// submitRunCreate submits a run.create through f's engine, bounded by 2 s.
+func submitRunCreate(f *Node, commandID string) (commands.Reply, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, err = f.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(), CommandID: "c-1",
+	return f.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(), CommandID: commandID,
 		Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}})
-	require.ErrorIs(t, err, ErrNoWriter)
-	require.NotErrorIs(t, err, commands.ErrNoSpace)
-	require.GreaterOrEqual(t, asked.Load(), int32(2), "sent again after the failure")
 }

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -22,16 +21,27 @@ import (
 var (
 	// ErrNotWriter is returned by the node's Committer when a group reaches
 	// it while the node is not the writer (it lost the lease during the
-	// group): the engine fails stop, and so does the node.
-	ErrNotWriter = errors.New("cluster: this crewd is not the writer")
+	// group): the engine fails stop, and so does the node. A node that is
+	// not the writer answers a forwarded request with it too, before
+	// deciding anything (commands.ErrNotWriter).
+	ErrNotWriter = commands.ErrNotWriter
 	// ErrNoWriter is returned to a forwarded request when no writer
 	// answered before its context ended.
-	ErrNoWriter = errors.New("cluster: no writer answered; retry with the same command id")
+	ErrNoWriter error = unavailable("cluster: no writer answered; retry with the same command id")
 	// ErrStopped is returned to a forwarded request whose answer came
 	// while this crewd was failing: the command may be committed; retry
 	// with the same command id on another crewd to learn its outcome.
-	ErrStopped = errors.New("cluster: this crewd stopped; retry with the same command id")
+	ErrStopped error = unavailable("cluster: this crewd stopped; retry with the same command id")
 )
+
+// unavailable is an error of a forwarded request whose outcome this node
+// did not learn: it is commands.ErrUnavailable too, which the broker
+// answers with a code that says to retry with the same command id.
+type unavailable string
+
+func (e unavailable) Error() string { return string(e) }
+
+func (unavailable) Is(target error) bool { return target == commands.ErrUnavailable }
 
 // Options configure a Node.
 type Options struct {

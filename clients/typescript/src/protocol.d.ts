@@ -6,7 +6,7 @@ export declare const ROLES: readonly Role[];
 export declare const LIMITS: Readonly<{ defaultMaxFrame: number; maxRequestId: number; maxCommandId: number; helloTimeoutMs: number }>;
 
 /** A code a broker sends in an error frame. */
-export type BrokerCode = "protocol" | "auth" | "stale-token" | "revoked" | "too-many-connections" | "idle-timeout" | "oversize-frame" | "forbidden" | "bad-params" | "no-manifest" | "no-task" | "durable-failed" | "replay-failed" | "close" | "wait-timeout" | "wait-failed" | "steer-failed" | "escalate-failed" | "policy-disabled" | "policy-denied" | "busy" | "too-many-waits" | "too-many-subscriptions" | "not-implemented" | "timeout" | "rate-limit" | "internal" | "disk-full" | "quota-exceeded";
+export type BrokerCode = "protocol" | "auth" | "stale-token" | "revoked" | "too-many-connections" | "idle-timeout" | "oversize-frame" | "forbidden" | "bad-params" | "no-manifest" | "no-task" | "durable-failed" | "replay-failed" | "close" | "wait-timeout" | "wait-failed" | "steer-failed" | "escalate-failed" | "policy-disabled" | "policy-denied" | "busy" | "too-many-waits" | "too-many-subscriptions" | "not-implemented" | "timeout" | "rate-limit" | "internal" | "disk-full" | "quota-exceeded" | "unavailable";
 /** A code a client reports for a failure that never reached a broker. */
 export type LocalCode = "fallback-sticky" | "bad-method" | "no-socket" | "encode-failed" | "missing-credentials" | "closed" | "exhausted" | "request-failed" | "socket-error";
 export type ErrorCode = BrokerCode | LocalCode;
@@ -1378,7 +1378,7 @@ export interface Methods {
   };
   /**
    * issue (or re-issue) a worker's token for a task or a grandchild (subId); the answer carries it
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable.
    */
   "credential.issue": {
     roles: "orchestrator" | "admin";
@@ -1388,7 +1388,7 @@ export interface Methods {
   };
   /**
    * revoke a task's (or the orchestrator's) token; its open connections end at once
-   * Errors: forbidden, bad-params, no-manifest, disk-full.
+   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable.
    */
   "credential.revoke": {
     roles: "orchestrator" | "admin";
@@ -1398,7 +1398,7 @@ export interface Methods {
   };
   /**
    * ask the runtime to cancel a delegation (records delegate.cancel_requested)
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable.
    */
   "delegate.cancel": {
     roles: "orchestrator" | "admin";
@@ -1408,7 +1408,7 @@ export interface Methods {
   };
   /**
    * ask for a grandchild; the runtime spawns it (delegate.spawned) and settles it (delegate.settle)
-   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, policy-denied, quota-exceeded, rate-limit, disk-full.
+   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, policy-denied, quota-exceeded, rate-limit, disk-full, unavailable.
    */
   "delegate.request": {
     roles: "worker";
@@ -1418,7 +1418,7 @@ export interface Methods {
   };
   /**
    * the grandchild ended: deliver its fenced result to the parent, charge usage above the reservation, free the slot
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable.
    */
   "delegate.settle": {
     roles: "orchestrator" | "admin";
@@ -1428,7 +1428,7 @@ export interface Methods {
   };
   /**
    * the grandchild's process exists: queued → running (a late report is a no-op)
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable.
    */
   "delegate.spawned": {
     roles: "orchestrator" | "admin";
@@ -1438,7 +1438,7 @@ export interface Methods {
   };
   /**
    * a follow-up message to a task (default the sender's own)
-   * Errors: bad-params, no-manifest, no-task, quota-exceeded, rate-limit, disk-full.
+   * Errors: bad-params, no-manifest, no-task, quota-exceeded, rate-limit, disk-full, unavailable.
    */
   "escalate": {
     roles: "worker" | "orchestrator" | "admin";
@@ -1478,7 +1478,7 @@ export interface Methods {
   };
   /**
    * import another runtime's recorded history through the daemon, each write once (its commandId in the engine's namespace)
-   * Errors: forbidden, bad-params, disk-full.
+   * Errors: forbidden, bad-params, disk-full, unavailable.
    */
   "import.append": {
     roles: "admin";
@@ -1508,7 +1508,7 @@ export interface Methods {
   };
   /**
    * create a job for a task with its tool grant (manifests); the answer carries the job's nonce
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, quota-exceeded, rate-limit, policy-denied.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, rate-limit, policy-denied.
    */
   "job.create": {
     roles: "orchestrator" | "admin";
@@ -1518,7 +1518,7 @@ export interface Methods {
   };
   /**
    * the worker's connection to the job went away: every pending call fails
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable.
    */
   "job.disconnect": {
     roles: "orchestrator" | "admin";
@@ -1528,7 +1528,7 @@ export interface Methods {
   };
   /**
    * empty the run's revoked-root set and lift its saturation (the manager session's shutdown)
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable.
    */
   "job.roots_reset": {
     roles: "orchestrator" | "admin";
@@ -1538,7 +1538,7 @@ export interface Methods {
   };
   /**
    * move a job to a status (an active lease is cleared first)
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable.
    */
   "job.transition": {
     roles: "orchestrator" | "admin";
@@ -1548,7 +1548,7 @@ export interface Methods {
   };
   /**
    * clear a job's lease: its root is revoked and its calls aborted
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable.
    */
   "lease.clear": {
     roles: "orchestrator" | "admin";
@@ -1558,7 +1558,7 @@ export interface Methods {
   };
   /**
    * open an executor lease on a job (start, or continue a paused one with its current grant)
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable.
    */
   "lease.open": {
     roles: "orchestrator" | "admin";
@@ -1568,7 +1568,7 @@ export interface Methods {
   };
   /**
    * mark messages acknowledged; they leave msg.inbox
-   * Errors: forbidden, bad-params, no-manifest, disk-full.
+   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable.
    */
   "mailbox.ack": {
     roles: "worker" | "orchestrator" | "admin";
@@ -1578,7 +1578,7 @@ export interface Methods {
   };
   /**
    * mark messages delivered (worker: its own mailbox; absent taskId: the run inbox)
-   * Errors: forbidden, bad-params, no-manifest, disk-full.
+   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable.
    */
   "mailbox.deliver": {
     roles: "worker" | "orchestrator" | "admin";
@@ -1588,7 +1588,7 @@ export interface Methods {
   };
   /**
    * revalidate the grant before executing an admitted call (a different grant hard-stops the job)
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable.
    */
   "manifest.revalidate": {
     roles: "orchestrator" | "admin";
@@ -1608,7 +1608,7 @@ export interface Methods {
   };
   /**
    * append a mailbox message (orchestrator: any recipient and kind; worker: parent, group or a task of its run)
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, quota-exceeded, rate-limit.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, rate-limit.
    */
   "msg.send": {
     roles: "worker" | "orchestrator" | "admin";
@@ -1628,7 +1628,7 @@ export interface Methods {
   };
   /**
    * a worker cancels its live proxied call
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, quota-exceeded, rate-limit, policy-denied.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, rate-limit, policy-denied.
    */
   "proxy.cancel": {
     roles: "worker";
@@ -1638,7 +1638,7 @@ export interface Methods {
   };
   /**
    * deliver a proxied call's result (recorded fenced, never delivered, when the call's lease is gone)
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable.
    */
   "proxy.complete": {
     roles: "orchestrator" | "admin";
@@ -1648,7 +1648,7 @@ export interface Methods {
   };
   /**
    * a worker's proxied tool call under its job's lease
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, quota-exceeded, rate-limit, policy-denied.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, rate-limit, policy-denied.
    */
   "proxy.request": {
     roles: "worker";
@@ -1758,7 +1758,7 @@ export interface Methods {
   };
   /**
    * create a run; the answer carries the orchestrator's token
-   * Errors: forbidden, bad-params, disk-full.
+   * Errors: forbidden, bad-params, disk-full, unavailable.
    */
   "run.create": {
     roles: "admin";
@@ -1768,7 +1768,7 @@ export interface Methods {
   };
   /**
    * move the run to a status; a terminal one asks every delegation in flight to cancel
-   * Errors: forbidden, bad-params, no-manifest, disk-full.
+   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable.
    */
   "run.transition": {
     roles: "orchestrator" | "admin";
@@ -1778,7 +1778,7 @@ export interface Methods {
   };
   /**
    * an urgent steering message to a task
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, quota-exceeded, rate-limit.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, rate-limit.
    */
   "steer.push": {
     roles: "orchestrator" | "admin";
@@ -1788,7 +1788,7 @@ export interface Methods {
   };
   /**
    * add a workflow task (queued)
-   * Errors: forbidden, bad-params, no-manifest, quota-exceeded, rate-limit, disk-full.
+   * Errors: forbidden, bad-params, no-manifest, quota-exceeded, rate-limit, disk-full, unavailable.
    */
   "task.create": {
     roles: "orchestrator" | "admin";
@@ -1798,7 +1798,7 @@ export interface Methods {
   };
   /**
    * move a task to a status (terminal to non-terminal only by retry)
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable.
    */
   "task.transition": {
     roles: "orchestrator" | "admin";
@@ -1808,7 +1808,7 @@ export interface Methods {
   };
   /**
    * report a task's token usage; crossing the run's thresholds records budget events
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable.
    */
   "task.usage": {
     roles: "orchestrator" | "admin";
@@ -1828,7 +1828,7 @@ export interface Methods {
   };
   /**
    * park the caller's task on a question until it is answered (msg.send kind response) or times out
-   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, quota-exceeded, rate-limit, disk-full.
+   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, quota-exceeded, rate-limit, disk-full, unavailable.
    */
   "wait.request": {
     roles: "worker";
@@ -1838,7 +1838,7 @@ export interface Methods {
   };
   /**
    * resume the caller's task after its question was answered
-   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, disk-full.
+   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, disk-full, unavailable.
    */
   "wait.resolve": {
     roles: "worker";

@@ -32,6 +32,7 @@ export const CODES = Object.freeze({
   "internal": Object.freeze({ "closes": false, "local": false }),
   "disk-full": Object.freeze({ "closes": false, "local": false }),
   "quota-exceeded": Object.freeze({ "closes": false, "local": false }),
+  "unavailable": Object.freeze({ "closes": false, "local": false }),
   "fallback-sticky": Object.freeze({ "closes": false, "local": true }),
   "bad-method": Object.freeze({ "closes": false, "local": true }),
   "no-socket": Object.freeze({ "closes": false, "local": true }),
@@ -65,7 +66,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "CredentialResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable"]),
     "pushes": Object.freeze([]),
   }),
   "credential.revoke": Object.freeze({
@@ -79,7 +80,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "CredentialResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable"]),
     "pushes": Object.freeze([]),
   }),
   "delegate.cancel": Object.freeze({
@@ -93,7 +94,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "CancelResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable"]),
     "pushes": Object.freeze([]),
   }),
   "delegate.request": Object.freeze({
@@ -112,7 +113,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "DelegateResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","policy-disabled","policy-denied","quota-exceeded","rate-limit","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","policy-disabled","policy-denied","quota-exceeded","rate-limit","disk-full","unavailable"]),
     "pushes": Object.freeze([]),
   }),
   "delegate.settle": Object.freeze({
@@ -128,7 +129,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "SettleResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable"]),
     "pushes": Object.freeze(["mailbox.message"]),
   }),
   "delegate.spawned": Object.freeze({
@@ -142,7 +143,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "SpawnedResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable"]),
     "pushes": Object.freeze([]),
   }),
   "escalate": Object.freeze({
@@ -157,7 +158,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "EscalateResult",
-    "errors": Object.freeze(["bad-params","no-manifest","no-task","quota-exceeded","rate-limit","disk-full"]),
+    "errors": Object.freeze(["bad-params","no-manifest","no-task","quota-exceeded","rate-limit","disk-full","unavailable"]),
     "pushes": Object.freeze(["mailbox.message"]),
   }),
   "events.since": Object.freeze({
@@ -210,7 +211,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "writes", "type": "Record<string, unknown>[]", "required": true, "maxItems": 256, "note": "each {commandId: string 1..256 bytes, runId: string (a run id, or \"$import\" for import.checkpoint), events: {type: string, time?: integer (source unix ms), payload: object (the type's payload)}[] of 1..16}" }),
     ]),
     "result": "ImportAppendResult",
-    "errors": Object.freeze(["forbidden","bad-params","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","disk-full","unavailable"]),
     "pushes": Object.freeze([]),
   }),
   "import.checkpoints": Object.freeze({
@@ -251,7 +252,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "JobCreateResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","quota-exceeded","rate-limit","policy-denied"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","rate-limit","policy-denied"]),
     "pushes": Object.freeze([]),
   }),
   "job.disconnect": Object.freeze({
@@ -264,7 +265,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "JobResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable"]),
     "pushes": Object.freeze([]),
   }),
   "job.roots_reset": Object.freeze({
@@ -276,7 +277,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "RootsResetResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable"]),
     "pushes": Object.freeze([]),
   }),
   "job.transition": Object.freeze({
@@ -291,7 +292,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "JobResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable"]),
     "pushes": Object.freeze([]),
   }),
   "lease.clear": Object.freeze({
@@ -305,7 +306,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "JobResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable"]),
     "pushes": Object.freeze([]),
   }),
   "lease.open": Object.freeze({
@@ -321,7 +322,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "JobResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable"]),
     "pushes": Object.freeze([]),
   }),
   "mailbox.ack": Object.freeze({
@@ -335,7 +336,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "MailboxResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable"]),
     "pushes": Object.freeze([]),
   }),
   "mailbox.deliver": Object.freeze({
@@ -349,7 +350,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "MailboxResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable"]),
     "pushes": Object.freeze([]),
   }),
   "manifest.revalidate": Object.freeze({
@@ -364,7 +365,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "ProxyAnswer",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable"]),
     "pushes": Object.freeze([]),
   }),
   "msg.inbox": Object.freeze({
@@ -397,7 +398,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "SendResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","quota-exceeded","rate-limit"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","rate-limit"]),
     "pushes": Object.freeze(["mailbox.message"]),
   }),
   "ping": Object.freeze({ "roles": Object.freeze(["worker","orchestrator","admin"]), "command": false, "strictParams": false, "params": Object.freeze([]), "result": "PingResult", "errors": Object.freeze([]), "pushes": Object.freeze([]) }),
@@ -413,7 +414,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "ProxyAnswer",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","quota-exceeded","rate-limit","policy-denied"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","rate-limit","policy-denied"]),
     "pushes": Object.freeze([]),
   }),
   "proxy.complete": Object.freeze({
@@ -429,7 +430,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "ProxyAnswer",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable"]),
     "pushes": Object.freeze([]),
   }),
   "proxy.request": Object.freeze({
@@ -446,7 +447,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "ProxyAnswer",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","quota-exceeded","rate-limit","policy-denied"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","rate-limit","policy-denied"]),
     "pushes": Object.freeze([]),
   }),
   "proxy.result": Object.freeze({
@@ -594,7 +595,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "RunCreateResult",
-    "errors": Object.freeze(["forbidden","bad-params","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","disk-full","unavailable"]),
     "pushes": Object.freeze([]),
   }),
   "run.transition": Object.freeze({
@@ -609,7 +610,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "RunStatusResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable"]),
     "pushes": Object.freeze([]),
   }),
   "steer.push": Object.freeze({
@@ -624,7 +625,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "SteerResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","quota-exceeded","rate-limit"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","rate-limit"]),
     "pushes": Object.freeze(["mailbox.message"]),
   }),
   "task.create": Object.freeze({
@@ -645,7 +646,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "TaskStatusResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","quota-exceeded","rate-limit","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","quota-exceeded","rate-limit","disk-full","unavailable"]),
     "pushes": Object.freeze([]),
   }),
   "task.transition": Object.freeze({
@@ -662,7 +663,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "TaskStatusResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable"]),
     "pushes": Object.freeze([]),
   }),
   "task.usage": Object.freeze({
@@ -681,7 +682,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "UsageResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable"]),
     "pushes": Object.freeze([]),
   }),
   "task.waitStatus": Object.freeze({
@@ -711,7 +712,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "WaitResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","policy-disabled","quota-exceeded","rate-limit","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","policy-disabled","quota-exceeded","rate-limit","disk-full","unavailable"]),
     "pushes": Object.freeze([]),
   }),
   "wait.resolve": Object.freeze({
@@ -725,7 +726,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome" }),
     ]),
     "result": "ResolveResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","policy-disabled","disk-full"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","policy-disabled","disk-full","unavailable"]),
     "pushes": Object.freeze([]),
   }),
 });
