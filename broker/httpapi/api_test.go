@@ -314,7 +314,6 @@ func TestLoginCodeOnceThenSessionCookie(t *testing.T) {
 	f := newFixture(t, Options{})
 	link, _ := f.srv.LoginURL(0)
 	require.True(t, strings.HasPrefix(link, f.web.URL+"/login?code="))
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := noRedirect.Get(link)
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -364,26 +363,27 @@ func TestSessionsExpire(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	f := newFixture(t, Options{Now: func() time.Time { return clock() }})
-	sess := f.srv.sessions.add(now.Add(SessionLifetime), now)
+	sess := digestOf(f.srv.sessions.add(keyCrewd, now.Add(SessionLifetime), now))
 	link, _ := f.srv.LoginURL(LoginCodeLifetime)
 	code := strings.TrimPrefix(link, f.web.URL+"/login?code=")
 	_, ok := f.srv.sessions.valid(sess, now.Add(SessionLifetime-time.Second))
 	require.True(t, ok)
 	_, ok = f.srv.sessions.valid(sess, now.Add(SessionLifetime))
 	require.False(t, ok)
-	require.False(t, f.srv.codes.spend(code, now.Add(LoginCodeLifetime)))
+	_, ok = f.srv.codes.spend(code, now.Add(LoginCodeLifetime))
+	require.False(t, ok)
 }
 
 func TestSecretsAreBounded(t *testing.T) {
 	now := time.Now()
-	ss := newSecrets(3)
+	ss := newSecrets(3, 3)
 	var all []string
 	for i := 0; i < 10; i++ {
-		all = append(all, ss.add(now.Add(time.Duration(i)*time.Minute), now))
+		all = append(all, ss.add(keyAdmin, now.Add(time.Duration(i)*time.Minute), now))
 	}
 	require.Len(t, ss.m, 3)
 	for i, s := range all {
-		_, ok := ss.valid(s, now)
+		_, ok := ss.valid(digestOf(s), now)
 		require.Equal(t, i >= 7, ok, "the newest 3 are kept (%d)", i)
 	}
 }

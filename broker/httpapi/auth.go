@@ -26,11 +26,22 @@ const (
 	kindSession  = "session"
 )
 
-// principal is who a request authenticated as. key identifies the credential (its digest) for per-principal
-// limits; it is never logged.
+// Credential keys: who minted a login link, and whose limits a request counts against.
+const (
+	keyAdmin = "admin"
+	// keyCrewd owns the link crewd prints at start (LoginURL): whoever reads crewd's output is its operator.
+	keyCrewd = "crewd"
+	// keyReadOnlyPrefix + a read-only token's digest is that token's key.
+	keyReadOnlyPrefix = "ro:"
+)
+
+// principal is who a request authenticated as. key identifies the credential for per-principal limits: a
+// session's is the credential that minted its login link, so a token cannot multiply its stream and rebuild
+// limits by opening sessions. session is the session's digest ("" for a bearer). Neither is ever logged.
 type principal struct {
-	kind string
-	key  string
+	kind    string
+	key     string
+	session string
 }
 
 // digestOf is the lowercase hex sha-256 of a secret: the only form in which tokens, codes and sessions are held.
@@ -58,93 +69,168 @@ func (s *Server) authenticate(r *http.Request) (principal, *apiError) {
 		d := digestOf(tok)
 		switch {
 		case s.opts.AdminDigest != "" && sameDigest(d, s.opts.AdminDigest):
-			return principal{kind: kindAdmin, key: "admin"}, nil
+			return principal{kind: kindAdmin, key: keyAdmin}, nil
 		case s.opts.ReadOnly != nil && s.opts.ReadOnly.Valid(d):
-			return principal{kind: kindReadOnly, key: "ro:" + d}, nil
+			return principal{kind: kindReadOnly, key: keyReadOnlyPrefix + d}, nil
 		}
 		return principal{}, errorf(http.StatusUnauthorized, codeAuth, "unknown or revoked token")
 	}
 	if c, err := r.Cookie(sessionCookie); err == nil && c.Value != "" && len(c.Value) <= maxSecretLen {
-		if key, ok := s.sessions.valid(c.Value, s.opts.Now()); ok {
-			return principal{kind: kindSession, key: key}, nil
+		p := principal{kind: kindSession, session: digestOf(c.Value)}
+		if s.current(&p) {
+			return p, nil
 		}
-		return principal{}, errorf(http.StatusUnauthorized, codeAuth, "the session has expired; open a new login link")
+		return principal{}, errorf(http.StatusUnauthorized, codeAuth,
+			"the session has expired, or the token that opened it was revoked; open a new login link")
 	}
 	return principal{}, errorf(http.StatusUnauthorized, codeAuth,
 		"send Authorization: Bearer TOKEN (the admin token or one from crewctl token create --read-only), or log in with the link crewd prints")
 }
 
-// secrets holds digests of one kind of secret (login codes, sessions) with their expiry, at most max of them:
-// adding one more drops the one that expires first. A zero expiry never expires.
-type secrets struct {
-	mu  sync.Mutex
-	max int
-	m   map[string]time.Time // digest → expiry
+// current reports whether p still authenticates now, and fills in a session's key: a session lasts only while
+// it has not expired and the credential that minted its login link is still valid (a revoked read-only token's
+// sessions end with it). A stream asks again before each write, so none outlives its credential.
+func (s *Server) current(p *principal) bool {
+	if p.session != "" {
+		owner, ok := s.sessions.valid(p.session, s.opts.Now())
+		if ok && !s.credentialValid(owner) {
+			s.sessions.drop(p.session)
+			ok = false
+		}
+		p.key = owner
+		return ok
+	}
+	return s.credentialValid(p.key)
 }
 
-func newSecrets(max int) *secrets { return &secrets{max: max, m: make(map[string]time.Time)} }
+// credentialValid reports whether the credential with this key is still accepted.
+func (s *Server) credentialValid(key string) bool {
+	switch {
+	case key == keyAdmin:
+		return s.opts.AdminDigest != "" // NB: the admin digest is fixed for the server's life
+	case key == keyCrewd:
+		return true
+	case strings.HasPrefix(key, keyReadOnlyPrefix):
+		return s.opts.ReadOnly != nil && s.opts.ReadOnly.Valid(strings.TrimPrefix(key, keyReadOnlyPrefix))
+	}
+	return false
+}
 
-// add mints a secret valid until exp (zero: no expiry) and returns it; only its digest is kept.
-func (ss *secrets) add(exp time.Time, now time.Time) string {
+// secrets holds digests of one kind of secret (login codes, sessions) with their expiry and the key of the
+// credential that minted them (their owner), at most max of them and maxPerOwner of one owner: a credential over
+// its share drops its own that expires first, so one token's many logins cannot push out another's; a full set
+// drops the one that expires first. A zero expiry never expires.
+type secrets struct {
+	mu          sync.Mutex
+	max         int
+	maxPerOwner int
+	m           map[string]secretEntry // digest → entry
+}
+
+type secretEntry struct {
+	exp   time.Time
+	owner string
+}
+
+func (e secretEntry) expired(now time.Time) bool { return !e.exp.IsZero() && !now.Before(e.exp) }
+
+func newSecrets(max, maxPerOwner int) *secrets {
+	return &secrets{max: max, maxPerOwner: min(max, maxPerOwner), m: make(map[string]secretEntry)}
+}
+
+// add mints a secret of owner valid until exp (zero: no expiry) and returns it; only its digest is kept.
+func (ss *secrets) add(owner string, exp time.Time, now time.Time) string {
 	sec := newSecret()
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	owned := 0
 	for d, e := range ss.m {
-		if !e.IsZero() && !now.Before(e) {
+		switch {
+		case e.expired(now):
 			delete(ss.m, d)
+		case e.owner == owner:
+			owned++
 		}
 	}
-	if len(ss.m) >= ss.max {
-		var (
-			first string
-			at    time.Time
-		)
-		for d, e := range ss.m {
-			if first == "" || !e.IsZero() && (at.IsZero() || e.Before(at)) {
-				first, at = d, e
-			}
-		}
-		delete(ss.m, first)
+	switch {
+	case owned >= ss.maxPerOwner:
+		ss.dropFirstExpiring(func(e secretEntry) bool { return e.owner == owner })
+	case len(ss.m) >= ss.max:
+		ss.dropFirstExpiring(func(secretEntry) bool { return true })
 	}
-	ss.m[digestOf(sec)] = exp
+	ss.m[digestOf(sec)] = secretEntry{exp: exp, owner: owner}
 	return sec
 }
 
-// valid reports whether sec is held and not expired, and returns its digest.
-func (ss *secrets) valid(sec string, now time.Time) (string, bool) {
-	d := digestOf(sec)
+// dropFirstExpiring removes, of the entries that pass keep, the one that expires first (one that never expires
+// last). Under ss.mu.
+func (ss *secrets) dropFirstExpiring(keep func(secretEntry) bool) {
+	var (
+		first string
+		at    time.Time
+	)
+	for d, e := range ss.m {
+		if !keep(e) {
+			continue
+		}
+		if first == "" || !e.exp.IsZero() && (at.IsZero() || e.exp.Before(at)) {
+			first, at = d, e.exp
+		}
+	}
+	delete(ss.m, first)
+}
+
+// valid reports whether the secret with digest d is held and not expired, and returns its owner.
+func (ss *secrets) valid(d string, now time.Time) (string, bool) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	e, ok := ss.m[d]
-	if ok && !e.IsZero() && !now.Before(e) {
+	if ok && e.expired(now) {
 		delete(ss.m, d)
 		return "", false
 	}
-	return d, ok
+	return e.owner, ok
 }
 
-// spend removes sec and reports whether it was held and not expired: a login code works once.
-func (ss *secrets) spend(sec string, now time.Time) bool {
+// drop removes the secret with digest d.
+func (ss *secrets) drop(d string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	delete(ss.m, d)
+}
+
+// spend removes sec and reports whether it was held and not expired, with its owner: a login code works once.
+func (ss *secrets) spend(sec string, now time.Time) (string, bool) {
 	d := digestOf(sec)
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	e, ok := ss.m[d]
 	delete(ss.m, d)
-	return ok && (e.IsZero() || now.Before(e))
+	return e.owner, ok && !e.expired(now)
 }
 
-// maxLoginCodes bounds the login codes waiting to be used.
-const maxLoginCodes = 64
+// maxLoginCodes bounds the login codes waiting to be used, maxLoginCodesPerCredential those one credential
+// minted, maxSessionsPerCredential the sessions opened with the links of one credential.
+const (
+	maxLoginCodes              = 64
+	maxLoginCodesPerCredential = 8
+	maxSessionsPerCredential   = 16
+)
 
 // LoginURL mints a one-time login code valid for ttl (0: until it is used or the server stops) and returns the
 // URL that spends it. The server must be listening (the URL names its address).
 func (s *Server) LoginURL(ttl time.Duration) (string, time.Time) {
+	return s.loginURL(keyCrewd, ttl)
+}
+
+// loginURL is LoginURL for a link minted by the credential with key owner: its session lasts while that does.
+func (s *Server) loginURL(owner string, ttl time.Duration) (string, time.Time) {
 	now := s.opts.Now()
 	var exp time.Time
 	if ttl > 0 {
 		exp = now.Add(ttl)
 	}
-	code := s.codes.add(exp, now)
+	code := s.codes.add(owner, exp, now)
 	return s.BaseURL() + "/login?code=" + code, exp
 }
 
@@ -156,13 +242,20 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	code := r.URL.Query().Get("code")
 	now := s.opts.Now()
-	if code == "" || len(code) > maxSecretLen || !s.codes.spend(code, now) {
+	var (
+		owner string
+		ok    bool
+	)
+	if code != "" && len(code) <= maxSecretLen {
+		owner, ok = s.codes.spend(code, now)
+	}
+	if !ok || !s.credentialValid(owner) {
 		w.Header().Set("Cache-Control", "no-store")
 		http.Error(w, "crewlog: this login link is not valid or was already used; crewd printed it once at start, and "+
 			"POST /api/v1/login with a token mints another", http.StatusUnauthorized)
 		return
 	}
-	sess := s.sessions.add(now.Add(SessionLifetime), now)
+	sess := s.sessions.add(owner, now.Add(SessionLifetime), now)
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: sess, Path: "/", MaxAge: int(SessionLifetime / time.Second),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
@@ -192,6 +285,6 @@ func (s *Server) handleNewLogin(w http.ResponseWriter, r *http.Request, p princi
 		writeError(w, e)
 		return
 	}
-	u, exp := s.LoginURL(LoginCodeLifetime)
+	u, exp := s.loginURL(p.key, LoginCodeLifetime)
 	writeJSON(w, loginResult{URL: u, ExpiresAt: &exp})
 }

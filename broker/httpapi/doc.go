@@ -16,14 +16,17 @@
 //
 //   - Read-only: no route changes state (POST /api/v1/login mints a login link, held in memory only).
 //   - Authentication on every data route: the admin token or a read-only token (TokenChecker: digests only) as a
-//     Bearer, or a session cookie (HttpOnly, SameSite=Strict) got by spending a one-time login code. Tokens,
-//     codes and session ids are held as sha-256 digests and compared in constant time; none reaches a log line.
+//     Bearer, or a session cookie (HttpOnly, SameSite=Strict) got by spending a one-time login code. A session
+//     belongs to the credential that minted its code: it lasts only while that credential is valid and counts
+//     against its limits. Tokens, codes and session ids are held as sha-256 digests and compared in constant
+//     time; none reaches a log line.
 //   - Loopback only unless Options.AllowRemote: Listen refuses another address, and the handler refuses a Host
 //     header that does not name loopback (DNS rebinding).
 //   - Every client-controlled size is bounded: limit 1..1000, cursors ≤ 64 bytes, ids ≤ 256, type filters ≤ 64,
 //     a search scans ≤ 5,000 runs per page, an events page looks at ≤ 20,000 events, streams ≤ MaxStreams and
-//     ≤ MaxStreamsPerPrincipal, open connections ≤ MaxConns (Accept waits), sessions ≤ MaxSessions, login codes ≤ 64, per-run metric series ≤ 1,000; a
-//     handler panic answers 500 and is logged, the daemon goes on.
+//     ≤ MaxStreamsPerPrincipal, open connections ≤ MaxConns (Accept waits), sessions ≤ MaxSessions (16 per
+//     credential), login codes ≤ 64 (8 per credential), per-run metric series ≤ 1,000; a handler panic answers
+//     500 and is logged, the daemon goes on.
 //   - Paging never skips or repeats an item; a cursor the route did not hand out is 400 bad-cursor.
 //   - The writer never waits for HTTP: reads hold the engine's read lock only while copying a page, and streams
 //     read the log, never the engine's queue. One hub goroutine reads and renders each published event once

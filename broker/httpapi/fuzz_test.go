@@ -127,7 +127,7 @@ func FuzzAPI(f *testing.F) {
 	elog := newErrorLog()
 	fx := newFixture(f, Options{Metrics: NewMetrics(), Logger: slog.New(elog)})
 	srv, h := fx.srv, fx.srv.Handler()
-	session := srv.sessions.add(time.Now().Add(SessionLifetime), time.Now())
+	session := srv.sessions.add(keyCrewd, time.Now().Add(SessionLifetime), time.Now())
 	headPos := head(fx)
 
 	// Realistic ids from the fixture: every run, its first task and its first delegation (the live run's job is

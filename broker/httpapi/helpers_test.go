@@ -241,14 +241,17 @@ func readFrames(body io.Reader, frames chan<- sseFrame) {
 	}
 }
 
-// openStream opens the stream at path and returns its frames; it ends with the test.
+// openStream opens the stream at path, as admin unless header carries an Authorization or a Cookie, and returns
+// its frames; it ends with the test.
 func (f *fixture) openStream(path string, header http.Header) <-chan sseFrame {
 	f.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	f.t.Cleanup(cancel)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.web.URL+path, nil)
 	require.NoError(f.t, err)
-	req.Header.Set("Authorization", "Bearer "+adminToken)
+	if header.Get("Authorization") == "" && header.Get("Cookie") == "" {
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+	}
 	for k, v := range header {
 		req.Header[k] = v
 	}

@@ -41,8 +41,9 @@ func New(opts Options) (*Server, error) {
 	}
 	o := opts.withDefaults()
 	s := &Server{
-		opts: o, sessions: newSecrets(o.MaxSessions), codes: newSecrets(maxLoginCodes),
-		quit: make(chan struct{}), loopback: !o.AllowRemote,
+		opts: o, sessions: newSecrets(o.MaxSessions, maxSessionsPerCredential),
+		codes: newSecrets(maxLoginCodes, maxLoginCodesPerCredential),
+		quit:  make(chan struct{}), loopback: !o.AllowRemote,
 	}
 	s.streams.init(o)
 	s.streams.hub.init(s)

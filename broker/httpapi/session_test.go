@@ -1,0 +1,158 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// noRedirect is a client that shows the login route's 303 instead of following it.
+var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// mintLink asks POST /api/v1/login for a login link with the bearer token tok.
+func (f *fixture) mintLink(tok string) string {
+	f.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, f.web.URL+"/api/v1/login", nil)
+	require.NoError(f.t, err)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	code, m := f.send(req)
+	require.Equal(f.t, http.StatusOK, code, "%v", m)
+	return m["url"].(string)
+}
+
+// spendLink opens link and returns the session cookie it sets, or nil when the link is refused.
+func (f *fixture) spendLink(link string) *http.Cookie {
+	f.t.Helper()
+	resp, err := noRedirect.Get(link)
+	require.NoError(f.t, err)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		require.Equal(f.t, http.StatusUnauthorized, resp.StatusCode)
+		require.Empty(f.t, resp.Cookies())
+		return nil
+	}
+	require.Len(f.t, resp.Cookies(), 1)
+	return resp.Cookies()[0]
+}
+
+// readsWith is the status of GET /api/v1/runs with the session cookie c.
+func (f *fixture) readsWith(c *http.Cookie) int {
+	f.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, f.web.URL+"/api/v1/runs", nil)
+	require.NoError(f.t, err)
+	req.AddCookie(c)
+	code, _ := f.send(req)
+	return code
+}
+
+// TestASessionLastsOnlyAsLongAsTheTokenThatOpenedIt: a read-only token's login link opens a session that is that
+// token's: once the token is revoked, the session and every link it minted and nobody spent are refused, while
+// the sessions of other credentials go on.
+func TestASessionLastsOnlyAsLongAsTheTokenThatOpenedIt(t *testing.T) {
+	f := newFixture(t, Options{})
+	ro := f.spendLink(f.mintLink(roToken))
+	require.NotNil(t, ro)
+	unspent := f.mintLink(roToken)
+	admin := f.spendLink(f.mintLink(adminToken))
+	start, _ := f.srv.LoginURL(0)
+	crewd := f.spendLink(start)
+	for _, c := range []*http.Cookie{ro, admin, crewd} {
+		require.Equal(t, http.StatusOK, f.readsWith(c))
+	}
+
+	f.tokens.set(roToken, false)
+	require.Equal(t, http.StatusUnauthorized, f.readsWith(ro), "the session of a revoked token")
+	require.Nil(t, f.spendLink(unspent), "a link minted by a revoked token")
+	require.Equal(t, http.StatusOK, f.readsWith(admin))
+	require.Equal(t, http.StatusOK, f.readsWith(crewd))
+
+	// Revocation ends the session for good: the token coming back does not bring it back.
+	f.tokens.set(roToken, true)
+	require.Equal(t, http.StatusUnauthorized, f.readsWith(ro))
+}
+
+// TestASessionCountsAgainstItsTokensLimits: sessions opened with one token's links share that token's stream
+// limit, so opening sessions does not multiply it.
+func TestASessionCountsAgainstItsTokensLimits(t *testing.T) {
+	f := newFixture(t, Options{MaxStreamsPerPrincipal: 1})
+	frames := f.openStream("/api/v1/stream", http.Header{"Authorization": {"Bearer " + roToken}})
+	require.Equal(t, "hello", next(t, frames).event)
+	for i := 0; i < 2; i++ {
+		c := f.spendLink(f.mintLink(roToken))
+		req, err := http.NewRequest(http.MethodGet, f.web.URL+"/api/v1/stream", nil)
+		require.NoError(t, err)
+		req.AddCookie(c)
+		resp, err := f.web.Client().Do(req)
+		require.NoError(t, err)
+		status := resp.StatusCode
+		if status != http.StatusTooManyRequests {
+			resp.Body.Close() // NB: a stream's body never ends on its own
+		}
+		require.Equal(t, http.StatusTooManyRequests, status, "session %d", i)
+		var m errorBody
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&m))
+		resp.Body.Close()
+		require.Equal(t, codeTooManyStreams, m.Error.Code)
+	}
+	// Another credential's session has its own.
+	start, _ := f.srv.LoginURL(0)
+	c := f.spendLink(start)
+	other := f.openStream("/api/v1/stream", http.Header{"Cookie": {c.String()}})
+	require.Equal(t, "hello", next(t, other).event)
+}
+
+// TestOneTokensLoginsCannotLogOthersOut: a token that mints and spends far more login links than the server keeps
+// sessions and codes only pushes out its own (the oldest of them); other credentials' sessions and unspent
+// links stay valid.
+func TestOneTokensLoginsCannotLogOthersOut(t *testing.T) {
+	const maxSessions = 64
+	f := newFixture(t, Options{MaxSessions: maxSessions})
+	start, _ := f.srv.LoginURL(0)
+	crewd := f.spendLink(start)
+	admin := f.spendLink(f.mintLink(adminToken))
+	adminLink := f.mintLink(adminToken)
+
+	// In process: thousands of requests through the handler, no sockets.
+	h := f.srv.Handler()
+	var ro []*http.Cookie
+	for i := 0; i < 2*maxSessions+maxLoginCodes; i++ {
+		req := httptest.NewRequest(http.MethodPost, "/api/v1/login", nil)
+		req.Host = "127.0.0.1"
+		req.Header.Set("Authorization", "Bearer "+roToken)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusOK, rec.Code)
+		link := jsonBody(t, rec)["url"].(string)
+		if i%2 == 1 {
+			continue // left unspent: fills the codes
+		}
+		req = httptest.NewRequest(http.MethodGet, link, nil)
+		req.Host = "127.0.0.1"
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusSeeOther, rec.Code)
+		ro = append(ro, rec.Result().Cookies()[0])
+	}
+
+	require.Equal(t, http.StatusOK, f.readsWith(crewd))
+	require.Equal(t, http.StatusOK, f.readsWith(admin))
+	require.NotNil(t, f.spendLink(adminLink), "another credential's unspent link")
+	valid := 0
+	for _, c := range ro {
+		if f.readsWith(c) == http.StatusOK {
+			valid++
+		}
+	}
+	require.Equal(t, maxSessionsPerCredential, valid, "the token keeps its newest sessions only")
+	require.Equal(t, http.StatusOK, f.readsWith(ro[len(ro)-1]))
+}
+
+func jsonBody(t *testing.T, rec *httptest.ResponseRecorder) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &m), "body %s", rec.Body)
+	return m
+}
