@@ -151,7 +151,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, pr princip
 	if !st.write([]byte("retry: 2000\n\n"), []byte("event: hello\ndata: "+string(hello)+"\n\n")) {
 		return
 	}
-	st.serve(r)
+	st.serve(r, pr)
 }
 
 // sseStream is one client's stream: its filter, its cursor (the last position sent or skipped) and its writes.
@@ -172,13 +172,19 @@ func (st *sseStream) keep(run, typ string) bool {
 	return (st.run == "" || run == st.run) && (st.types == nil || st.types[typ])
 }
 
-// serve writes events until the client goes, the server closes, or a resync ends the stream.
-func (st *sseStream) serve(r *http.Request) {
+// serve writes events until the client goes, the server closes, pr's credential is revoked or its session
+// expires, or a resync ends the stream.
+func (st *sseStream) serve(r *http.Request, pr principal) {
 	s, h := st.s, &st.s.streams.hub
 	keepAlive := time.NewTicker(s.opts.KeepAlive)
 	defer keepAlive.Stop()
 	var lastWrite time.Time
 	for {
+		// NB: checked before every write, a catch-up's too (it writes without waiting on anything): a stream opened
+		// with a credential sends nothing once the credential would no longer open it.
+		if r.Context().Err() != nil || st.closing() || !s.current(&pr) {
+			return
+		}
 		frames, next, lag, wait, inRing := h.take(st.cursor, st.keep, streamBatchBytes)
 		switch {
 		case !inRing && st.live:
@@ -287,6 +293,16 @@ func (st *sseStream) catchUp(h *hub) (bool, error) {
 	}
 	st.cursor = next
 	return true, nil
+}
+
+// closing reports whether the server is closing.
+func (st *sseStream) closing() bool {
+	select {
+	case <-st.s.quit:
+		return true
+	default:
+		return false
+	}
 }
 
 // write sends frames and flushes; false means the client is gone (or stalled past streamWriteTimeout).

@@ -1,0 +1,118 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// ends requires the stream to end without another event frame (keep-alive comments are not frames).
+func ends(t testing.TB, frames <-chan sseFrame) {
+	t.Helper()
+	select {
+	case fr, ok := <-frames:
+		require.False(t, ok, "the stream went on: %+v", fr)
+	case <-time.After(time.Minute):
+		t.Fatal("the stream did not end within a minute")
+	}
+}
+
+// testClock is a clock a test moves.
+type testClock struct{ ns atomic.Int64 }
+
+func (c *testClock) Now() time.Time             { return time.Unix(0, c.ns.Load()) }
+func (c *testClock) add(d time.Duration)        { c.ns.Add(int64(d)) }
+func (c *testClock) set(t time.Time) *testClock { c.ns.Store(t.UnixNano()); return c }
+
+// TestStreamEndsWithItsCredential: an open stream sends nothing more once the credential it was opened with would
+// no longer open it — a revoked token, the session of a revoked token, an expired session — and ends.
+func TestStreamEndsWithItsCredential(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		auth func(f *fixture) http.Header
+		end  func(f *fixture, clock *testClock)
+	}{
+		{"revoked token",
+			func(*fixture) http.Header { return http.Header{"Authorization": {"Bearer " + roToken}} },
+			func(f *fixture, _ *testClock) { f.tokens.set(roToken, false) }},
+		{"session of a revoked token",
+			func(f *fixture) http.Header {
+				return http.Header{"Cookie": {f.spendLink(f.mintLink(roToken)).String()}}
+			},
+			func(f *fixture, _ *testClock) { f.tokens.set(roToken, false) }},
+		{"expired session",
+			func(f *fixture) http.Header {
+				start, _ := f.srv.LoginURL(0)
+				return http.Header{"Cookie": {f.spendLink(start).String()}}
+			},
+			func(_ *fixture, clock *testClock) { clock.add(SessionLifetime) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := new(testClock).set(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+			f := newFixture(t, Options{Now: clock.Now})
+			frames := f.openStream("/api/v1/stream", tc.auth(f))
+			require.Equal(t, "hello", next(t, frames).event)
+			usage(f, 1)
+			require.Equal(t, "task.usage", next(t, frames).event, "the stream is live")
+			tc.end(f, clock)
+			usage(f, 2)
+			ends(t, frames)
+			require.Zero(t, f.srv.streams.open(), "the stream's place is given back before its response ends")
+		})
+	}
+}
+
+// gateWriter records a stream and runs onFirst during its first write (the hello), before that write returns.
+type gateWriter struct {
+	*httptest.ResponseRecorder
+	once    sync.Once
+	onFirst func()
+}
+
+func (w *gateWriter) Write(b []byte) (int, error) {
+	w.once.Do(w.onFirst)
+	return w.ResponseRecorder.Write(b)
+}
+
+// TestStreamCatchUpStopsWhenTheClientGoesOrTheServerCloses: a stream replaying the log from far back (after=0)
+// writes without waiting on anything; it must still notice that its client went, or that the server is closing,
+// before its next write, not only once it has replayed the whole log.
+func TestStreamCatchUpStopsWhenTheClientGoesOrTheServerCloses(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		stop func(f *fixture, cancel context.CancelFunc)
+	}{
+		{"client gone", func(_ *fixture, cancel context.CancelFunc) { cancel() }},
+		{"server closing", func(f *fixture, _ context.CancelFunc) {
+			go f.srv.Close()
+			<-f.srv.quit // Close then waits for the stream to end
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Options{})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			w := &gateWriter{ResponseRecorder: httptest.NewRecorder()}
+			w.onFirst = func() { tc.stop(f, cancel) }
+			req := httptest.NewRequest(http.MethodGet, "/api/v1/stream?after=0", nil).WithContext(ctx)
+			req.Host = "127.0.0.1"
+			req.Header.Set("Authorization", "Bearer "+adminToken)
+			f.srv.Handler().ServeHTTP(w, req)
+
+			frames := make(chan sseFrame, 1024)
+			readFrames(bytes.NewReader(w.Body.Bytes()), frames)
+			var got []string
+			for fr := range frames {
+				got = append(got, fr.event)
+			}
+			require.Equal(t, []string{"hello"}, got)
+		})
+	}
+}
