@@ -25,10 +25,6 @@ type credentialItem struct {
 
 // GET /api/v1/runs/{runId}/credentials?limit=&cursor=
 func (s *Server) handleCredentials(w http.ResponseWriter, r *http.Request, _ principal) {
-	var (
-		limit  int
-		cursor string
-	)
 	// Who issued and revoked is in the events, not the projection: read them first (outside the engine's read),
 	// up to the head the projection will show at least. Only a valid id of a known run gets a cache entry: any
 	// other id would evict every run's entry; runList answers it with its error.
@@ -44,9 +40,9 @@ func (s *Server) handleCredentials(w http.ResponseWriter, r *http.Request, _ pri
 			}
 		}
 	}
-	s.runList(w, r, "credentials", func(p *params) { limit, cursor = p.page() },
-		func(st *projections.State, runID string) (listPage, error) {
-			pg, err := ordinalPage(st.Credentials(runID), limit, cursor, func(projections.Credential) bool { return true })
+	s.runList(w, r, "credentials", nil,
+		func(st *projections.State, runID string, req pageReq) (listPage, error) {
+			pg, err := ordinalPage(st.Credentials(runID), req.limit, req.cursor, func(projections.Credential) bool { return true })
 			if err != nil {
 				return pg, err
 			}

@@ -23,6 +23,7 @@ type eventsResult struct {
 	Events     []json.RawMessage `json:"events"`
 	HasMore    bool              `json:"hasMore"`
 	NextCursor string            `json:"nextCursor,omitempty"`
+	bytes      int               // of Events: at most maxPageBytes, or one event
 }
 
 // GET /api/v1/runs/{runId}/events?cursor=POSITION&type=…&limit=&order=asc|desc
@@ -93,11 +94,16 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ principa
 			res.HasMore = true
 			break
 		}
-		last = rec.Position
-		if err := res.add(rec, types); err != nil {
+		full, err := res.add(rec, types)
+		if err != nil {
 			writeError(w, s.internal(r, err))
 			return
 		}
+		if full {
+			res.HasMore = true
+			break
+		}
+		last = rec.Position
 	}
 	if err := it.Close(); err != nil {
 		writeError(w, s.internal(r, err))
@@ -155,13 +161,18 @@ func (s *Server) eventsBackward(w http.ResponseWriter, r *http.Request, runID st
 				res.HasMore = true
 				break
 			}
-			scanned++
 			rec := &recs[i]
-			last = rec.Position
-			if err := res.add(rec, types); err != nil {
+			full, err := res.add(rec, types)
+			if err != nil {
 				writeError(w, s.internal(r, err))
 				return
 			}
+			if full {
+				res.HasMore = true
+				break
+			}
+			scanned++
+			last = rec.Position
 		}
 		end = from - 1
 	}
@@ -171,17 +182,22 @@ func (s *Server) eventsBackward(w http.ResponseWriter, r *http.Request, runID st
 	writeJSON(w, res)
 }
 
-// add appends rec to the page when the type filter keeps it.
-func (res *eventsResult) add(rec *eventlog.Event, types map[string]bool) error {
+// add appends rec to the page when the type filter keeps it; full means the page has no room for it (maxPageBytes)
+// and rec was left out: the page ends before it.
+func (res *eventsResult) add(rec *eventlog.Event, types map[string]bool) (full bool, err error) {
 	if types != nil && !types[rec.Type] {
-		return nil
+		return false, nil
 	}
 	b, err := eventJSON(rec)
 	if err != nil {
-		return err
+		return false, err
+	}
+	if len(res.Events) > 0 && res.bytes+len(b) > maxPageBytes {
+		return true, nil
 	}
 	res.Events = append(res.Events, b)
-	return nil
+	res.bytes += len(b) + 1
+	return false, nil
 }
 
 func typeSet(types []string) map[string]bool {

@@ -46,19 +46,15 @@ type jobDetail struct {
 
 // GET /api/v1/runs/{runId}/jobs?limit=&cursor=
 func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request, _ principal) {
-	var (
-		limit  int
-		cursor string
-	)
-	s.runList(w, r, "jobs", func(p *params) { limit, cursor = p.page() },
-		func(st *projections.State, runID string) (listPage, error) {
+	s.runList(w, r, "jobs", nil,
+		func(st *projections.State, runID string, req pageReq) (listPage, error) {
 			lim := jobLimitsOf(st)
 			all := broker.JobSummaries(st, runID)
 			items := make([]jobItem, len(all))
 			for i, j := range all {
 				items[i] = jobItem{JobSummary: j, Limits: lim}
 			}
-			return ordinalPage(items, limit, cursor, func(jobItem) bool { return true })
+			return ordinalPage(items, req.limit, req.cursor, func(jobItem) bool { return true })
 		})
 }
 

@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
+	"reflect"
 	"strconv"
 
 	"github.com/crewlog/crewlog/broker"
@@ -21,15 +23,26 @@ type listPage struct {
 	total int
 }
 
-// runList parses the run id and the route's params (read, which must call p.page itself if it pages), then
-// answers {key: items, hasMore, nextCursor?, total} from list, run inside Engine.Read. An unknown run is 404, a
-// cursor the projection refuses is 400 bad-cursor.
+// pageReq is the page a list is asked for: at most limit items from cursor.
+type pageReq struct {
+	limit  int
+	cursor string
+}
+
+// runList parses the run id, limit and cursor and the route's other params (read, nil when none), then answers
+// {key: items, hasMore, nextCursor?, total} from list, run inside Engine.Read. An unknown run is 404, a cursor the
+// projection refuses is 400 bad-cursor. A page whose items' JSON would pass maxPageBytes is read again with the
+// limit that fits, so the list computes the cursor of the first item left out and none is ever skipped.
 func (s *Server) runList(w http.ResponseWriter, r *http.Request, key string, read func(p *params),
-	list func(st *projections.State, runID string) (listPage, error)) {
+	list func(st *projections.State, runID string, req pageReq) (listPage, error)) {
+	var req pageReq
 	runID, e := s.runParam(r)
 	if e == nil {
 		p := newParams(r.URL)
-		read(p)
+		req.limit, req.cursor = p.page()
+		if read != nil {
+			read(p)
+		}
 		e = p.strict()
 	}
 	if e != nil {
@@ -41,11 +54,21 @@ func (s *Server) runList(w http.ResponseWriter, r *http.Request, key string, rea
 		err   error
 		found bool
 	)
-	s.opts.Engine.Read(func(st *projections.State) {
-		if _, found = st.Run(runID); found {
-			pg, err = list(st, runID)
+	for {
+		s.opts.Engine.Read(func(st *projections.State) {
+			if _, found = st.Run(runID); found {
+				pg, err = list(st, runID, req)
+			}
+		})
+		if !found || err != nil {
+			break
 		}
-	})
+		n, all := fitting(pg.items)
+		if n == all {
+			break
+		}
+		req.limit = n
+	}
 	var ae *apiError
 	switch {
 	case !found:
@@ -61,6 +84,22 @@ func (s *Server) runList(w http.ResponseWriter, r *http.Request, key string, rea
 		}
 		writeJSON(w, res)
 	}
+}
+
+// fitting is how many of items (a slice; nil is empty) fit in maxPageBytes of JSON (at least one), of all.
+func fitting(items any) (n, all int) {
+	if items == nil {
+		return 0, 0
+	}
+	v := reflect.ValueOf(items)
+	size := 0
+	for i := range v.Len() {
+		b, _ := json.Marshal(v.Index(i).Interface())
+		if size += len(b) + 1; size > maxPageBytes && i > 0 {
+			return i, v.Len()
+		}
+	}
+	return v.Len(), v.Len()
 }
 
 // cursorErr maps the projection's bad cursor to 400.
@@ -82,12 +121,11 @@ type taskItem struct {
 func projectionPage[T, W any](s *Server, w http.ResponseWriter, r *http.Request, key string,
 	read func(st *projections.State, runID string, f projections.PageFilter) (projections.Page[T], error),
 	render func(st *projections.State, it T) W) {
-	var f projections.PageFilter
-	s.runList(w, r, key, func(p *params) { f.Limit, f.Cursor = p.page() },
-		func(st *projections.State, runID string) (listPage, error) {
-			pg, err := read(st, runID, f)
+	s.runList(w, r, key, nil,
+		func(st *projections.State, runID string, req pageReq) (listPage, error) {
+			pg, err := read(st, runID, projections.PageFilter{Limit: req.limit, Cursor: req.cursor})
 			if err != nil {
-				return listPage{}, cursorErr(err, f.Cursor)
+				return listPage{}, cursorErr(err, req.cursor)
 			}
 			items := make([]W, len(pg.Items))
 			for i, it := range pg.Items {
@@ -209,8 +247,8 @@ func (s *Server) handleMailbox(w http.ResponseWriter, r *http.Request, _ princip
 	s.runList(w, r, "messages", func(p *params) {
 		box = p.str("taskId", maxIDLen)
 		f.Pending = p.bool("pending")
-		f.Limit, f.Cursor = p.page()
-	}, func(st *projections.State, runID string) (listPage, error) {
+	}, func(st *projections.State, runID string, req pageReq) (listPage, error) {
+		f.Limit, f.Cursor = req.limit, req.cursor
 		mp, err := st.Mailbox(runID, box, f)
 		if err != nil {
 			return listPage{}, cursorErr(err, f.Cursor)
@@ -255,16 +293,11 @@ func ordinalPage[T any](all []T, limit int, cursor string, keep func(T) bool) (l
 
 // GET /api/v1/runs/{runId}/asks?pending=&limit=&cursor=
 func (s *Server) handleAsks(w http.ResponseWriter, r *http.Request, _ principal) {
-	var (
-		pending bool
-		limit   int
-		cursor  string
-	)
+	var pending bool
 	s.runList(w, r, "asks", func(p *params) {
 		pending = p.bool("pending")
-		limit, cursor = p.page()
-	}, func(st *projections.State, runID string) (listPage, error) {
-		return ordinalPage(st.Asks(runID), limit, cursor, func(a projections.Ask) bool {
+	}, func(st *projections.State, runID string, req pageReq) (listPage, error) {
+		return ordinalPage(st.Asks(runID), req.limit, req.cursor, func(a projections.Ask) bool {
 			return !pending || a.Status == projections.AskPending
 		})
 	})

@@ -1,0 +1,70 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/events"
+)
+
+// TestPagesAreBoundedInBytes: a page of the largest messages the engine takes (MaxBodyChars each) stops before
+// maxPageBytes, however large the limit, and paging on still visits every item once — events in both orders and
+// the mailbox.
+func TestPagesAreBoundedInBytes(t *testing.T) {
+	f := newFixture(t, Options{})
+	const n = 24 // 24 × 256 KiB: more than one page's bytes
+	body := strings.Repeat("x", commands.MaxBodyChars)
+	for i := 0; i < n; i++ {
+		r := f.do(audittest.Orchestrator, &commands.MessageSend{RunID: liveRun, To: []string{"01_lead"}, Body: body})
+		require.Nil(t, r.Rejected, "%v", r.Rejected)
+	}
+	for _, tc := range []struct{ path, key string }{
+		{"/api/v1/runs/" + liveRun + "/events?type=" + events.TypeMailboxAppended + "&limit=1000", "events"},
+		{"/api/v1/runs/" + liveRun + "/events?type=" + events.TypeMailboxAppended + "&limit=1000&order=desc", "events"},
+		{"/api/v1/runs/" + liveRun + "/mailbox?taskId=01_lead&limit=1000", "messages"},
+	} {
+		seen, pages, cursor := 0, 0, ""
+		for {
+			path := tc.path
+			if cursor != "" {
+				path += "&cursor=" + cursor
+			}
+			size, m := f.rawGet(path)
+			require.LessOrEqual(t, size, maxPageBytes+4096, "%s: the page's bytes", path)
+			items := m[tc.key].([]any)
+			seen += len(items)
+			pages++
+			if !m["hasMore"].(bool) {
+				break
+			}
+			require.NotEmpty(t, items, path)
+			cursor = m["nextCursor"].(string)
+		}
+		require.Equal(t, n, seen, tc.path)
+		require.Greater(t, pages, 1, tc.path)
+	}
+}
+
+// rawGet is get with the answer's size in bytes.
+func (f *fixture) rawGet(path string) (int, map[string]any) {
+	f.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, f.web.URL+path, nil)
+	require.NoError(f.t, err)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := f.web.Client().Do(req)
+	require.NoError(f.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(f.t, err)
+	require.Equal(f.t, http.StatusOK, resp.StatusCode, "GET %s: %s", path, b[:min(len(b), 300)])
+	var m map[string]any
+	require.NoError(f.t, json.Unmarshal(b, &m))
+	return len(b), m
+}
