@@ -128,7 +128,7 @@ func (t *tail) changed(inode, size int64) (bool, string) {
 }
 
 // read reads the complete lines after t.offset (at most maxTailRead bytes
-// of them) without moving t: the caller advances with advance once the
+// of them, and no more bytes than the file holds) without moving t: the caller advances with advance once the
 // lines are handled. A partial last line (no newline yet) is left for a
 // later read; partial is its offset (-1 when there is none).
 func (t *tail) read(p string) (lines []line, partial int64, err error) {
@@ -137,10 +137,17 @@ func (t *tail) read(p string) (lines []line, partial int64, err error) {
 		return nil, -1, err
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, -1, err
+	}
 	if _, err := f.Seek(t.offset, io.SeekStart); err != nil {
 		return nil, -1, err
 	}
-	buf := make([]byte, maxTailRead)
+	// NB: the buffer is what the file holds past the offset now, not the
+	// bound: a pass reads a few new bytes of each of many files, and a
+	// buffer of maxTailRead each would be megabytes of garbage per file.
+	buf := make([]byte, max(0, min(st.Size()-t.offset, maxTailRead)))
 	n, err := io.ReadFull(f, buf)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return nil, -1, err
