@@ -42,6 +42,15 @@
 //     take (an id that makes its command id too long, a payload above the
 //     store's limit), and the rest of its run is imported; nothing is
 //     dropped without a line saying so.
+//   - Times: a pi-crew time (unix ms, or RFC 3339) that crewlog's events
+//     cannot carry — before 1970, after 2255 (maxTimeMs), a string that is
+//     not RFC 3339, any other value — is listed and taken as absent, and its
+//     record imported: an event without a time gets its run's createdAt,
+//     and with neither it is recorded at the clock of what records it (the
+//     import's Options.Clock, the daemon's for a Follower). A delegation's
+//     timeoutSec that puts its deadline past that range is taken as absent
+//     (pi-crew's default) the same way. Both ways of importing decode every
+//     time with the one rule (flexTime), so they record the same events.
 //   - A run's writes commit in one atomic append.
 //
 // Import does not lock the pi-crew root (pi-crew must not be writing it)

@@ -199,8 +199,8 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 	case err != nil:
 		s.skip(r.id, s.rel(mp), 0, 0, "manifest unreadable, the last one read stands: %v", err)
 	case changed:
-		var m manifest
-		if err := json.Unmarshal(b, &m); err != nil {
+		m, err := s.parseManifest(r.id, s.rel(mp), b)
+		if err != nil {
 			// pi-crew writes it atomically, so this is a damaged file or
 			// another writer's: keep the last one read.
 			s.skip(r.id, s.rel(mp), 0, 0, "manifest does not decode, the last one read stands: %v", err)

@@ -170,7 +170,8 @@ func fuzzInputs(tree map[string][]byte) (targets []uint8, inputs [][]byte) {
 // requireWellFormed holds one write of run to what the daemon's
 // import.append takes (broker.importCommand, commands.Import): a command id
 // under import:<run>: that fits the log's limit, 1..MaxImportEvents events,
-// each payload the struct of its type. The one-shot import and a follower
+// each payload the struct of its type, each time one the daemon records
+// (0..maxTimeMs, TestTimeRangeIsWhatTheDaemonTakes). The one-shot import and a follower
 // plan the same writes; a follower whose write the daemon refuses as a
 // whole call sends it again at every pass, for ever.
 func requireWellFormed(t testing.TB, run string, w Write) {
@@ -183,7 +184,16 @@ func requireWellFormed(t testing.TB, run string, w Write) {
 		typ, ok := events.TypeOf(it.Payload)
 		require.True(t, ok, "write %q: %T is not a payload", w.ID, it.Payload)
 		require.Equal(t, it.Type, typ, "write %q", w.ID)
+		require.True(t, it.TimeMs >= 0 && it.TimeMs <= maxTimeMs, "write %q: %s at %d ms", w.ID, it.Type, it.TimeMs)
 	}
+}
+
+// requireTimeInRange holds a recorded event's time to what a pi-crew time
+// may become (flexTime): after 1970 (an absent time is the recorder's
+// clock) and no later than maxTimeMs.
+func requireTimeInRange(t testing.TB, ev *eventlog.Event) {
+	require.Positive(t, ev.Time, "%s %s: an event at 1970", ev.CommandID, ev.Type)
+	require.LessOrEqual(t, ev.Time, int64(maxTimeMs*1e6), "%s %s", ev.CommandID, ev.Type)
 }
 
 // requireReports holds what was skipped to Skipped's promise: each says
@@ -206,6 +216,8 @@ func requireReports(t testing.TB, skipped []Skipped) {
 //     follower sends the same writes);
 //   - the import succeeds: the root is a crew root, and an in-memory store
 //     does not fail;
+//   - every event recorded has a time after 1970 and within what crewlog
+//     records (a damaged pi-crew time is reported and taken as absent);
 //   - the store passes what crewctl verify checks (audit.Verify): records,
 //     chain, index and outcomes, payloads that decode, and the domain
 //     invariants, but for reservations above what remained of the grant:
@@ -241,6 +253,8 @@ func FuzzImport(f *testing.F) {
 		require.NoError(t, err, "a damaged file is reported, never fatal")
 		head, _ := l.Head()
 		require.Equal(t, uint64(sum.Appended), head, "the summary counts what was appended")
+
+		forEachEvent(t, l, func(*eventlog.Event) {})
 
 		rep, err := audit.Verify(l, nil)
 		require.NoError(t, err, "the import left a store that does not verify")

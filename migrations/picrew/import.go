@@ -3,6 +3,7 @@ package picrew
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
@@ -42,6 +43,10 @@ type Options struct {
 	DryRun bool
 	// Progress, when set, is called after each run with runs done and total.
 	Progress func(done, total uint64)
+	// Clock is the time recorded for an event pi-crew gave no time (and
+	// its run no createdAt): the import's, as the daemon records its own
+	// clock's for such an event a Follower sends (default time.Now).
+	Clock func() time.Time
 }
 
 // Import reads the pi-crew crew root at root and appends the equivalent
@@ -59,6 +64,10 @@ func Import(l *eventlog.Log, root string, opts *Options) (Summary, error) {
 	if err != nil {
 		return Summary{}, err
 	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	now := o.Clock().UnixNano()
 	sum := Summary{Runs: []RunSummary{}}
 	// The import is the engine's command: its ids are the engine
 	// principal's, out of every client's reach.
@@ -84,6 +93,11 @@ func Import(l *eventlog.Log, root string, opts *Options) (Summary, error) {
 				continue
 			case !errors.Is(err, eventlog.ErrNotFound):
 				return sum, fmt.Errorf("picrew: run %s: %w", r.id, err)
+			}
+			for j := range w.events {
+				if w.events[j].Time == 0 {
+					w.events[j].Time = now
+				}
 			}
 			todo = append(todo, eventlog.Write{Principal: engine, CommandID: w.id, Events: w.events})
 			rs.Appended += len(w.events)

@@ -124,7 +124,7 @@ func (p *planner) add(atMs int64, payload any) {
 		panic(err) // payload structs always encode
 	}
 	if atMs == 0 {
-		atMs = int64(p.r.manifest.CreatedAt)
+		atMs = p.r.manifest.CreatedAt.ms
 	}
 	p.cur.items = append(p.cur.items, Item{Type: typ, TimeMs: atMs, Payload: payload})
 	p.cur.events = append(p.cur.events, eventlog.Event{
@@ -151,7 +151,7 @@ func (p *planner) plan() []planned {
 func (p *planner) runCreated() {
 	m := p.r.manifest
 	p.begin("run")
-	p.add(int64(m.CreatedAt), &events.RunCreated{Team: m.Team, Workflow: m.Workflow, Goal: m.Goal, Cwd: m.Cwd,
+	p.add(m.CreatedAt.ms, &events.RunCreated{Team: m.Team, Workflow: m.Workflow, Goal: m.Goal, Cwd: m.Cwd,
 		BudgetTotal: importedBudget(m.BudgetTotal), BudgetUnlimited: m.BudgetUnlimited, BudgetWarning: m.BudgetWarning, BudgetAbort: m.BudgetAbort})
 	p.runStatus = "queued"
 }
@@ -170,7 +170,7 @@ func (p *planner) newTasks() {
 		if deps == nil {
 			deps = []string{}
 		}
-		p.add(int64(m.CreatedAt), &events.TaskCreated{TaskID: t.ID, Role: t.Role, Agent: t.Agent, Title: t.Title, Cwd: t.Cwd,
+		p.add(m.CreatedAt.ms, &events.TaskCreated{TaskID: t.ID, Role: t.Role, Agent: t.Agent, Title: t.Title, Cwd: t.Cwd,
 			DependsOn: deps, StepID: *t.StepID, Depth: t.Depth, Model: t.Model, Kind: events.TaskKindWorkflow})
 		p.status[t.ID] = "queued"
 	}
@@ -185,12 +185,13 @@ func (p *planner) data(ev *teamEvent, v any) bool {
 		p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "%s data does not decode: skipped", ev.Type)
 		return false
 	}
+	p.s.reportTimes(p.r.id, ev.line, 0, ev.Metadata.Seq, "", "data.", v)
 	return true
 }
 
 // event maps one pi-crew event (D§3.3–3.6).
 func (p *planner) event(ev *teamEvent) {
-	at := int64(ev.Time)
+	at := ev.Time.ms
 	what := fmt.Sprintf("seq:%d", ev.Metadata.Seq)
 	switch ev.Type {
 	case "run.created", "task.created":
@@ -230,8 +231,8 @@ func (p *planner) foreign(ev *teamEvent, what string, at int64) {
 		data.Reset() // the source line decoded, so its data is JSON; never reached
 	}
 	iso := ""
-	if ev.Time != 0 {
-		iso = time.UnixMilli(int64(ev.Time)).UTC().Format("2006-01-02T15:04:05.000Z")
+	if ev.Time.ms != 0 {
+		iso = time.UnixMilli(ev.Time.ms).UTC().Format("2006-01-02T15:04:05.000Z")
 	}
 	p.begin(what)
 	p.add(at, &events.ForeignImported{Source: events.ForeignSourcePicrew, Type: ev.Type, Seq: int64(ev.Metadata.Seq),
@@ -303,7 +304,7 @@ func (p *planner) taskEvent(ev *teamEvent, what string, at int64) {
 		p.add(at, &events.TaskRetried{TaskID: id, Reason: ev.Message})
 		p.status[id], p.started[id] = "queued", false
 	case "task.waiting":
-		p.add(at, &events.TaskWaiting{TaskID: id, QuestionID: d.QuestionID, AskedAt: at, Deadline: int64(d.Deadline), Options: d.Options})
+		p.add(at, &events.TaskWaiting{TaskID: id, QuestionID: d.QuestionID, AskedAt: at, Deadline: d.Deadline.ms, Options: d.Options})
 		p.status[id] = "waiting"
 	case "task.resumed":
 		p.add(at, &events.TaskResumed{TaskID: id, QuestionID: d.QuestionID})
@@ -353,6 +354,14 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 			// than nothing, and the ledger would not add it.
 			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s reserves %d tokens: skipped", d.SubID, d.ReservedTokens)
 			return
+		}
+		if float64(at)+d.TimeoutSec*1000 > maxTimeMs {
+			// Its deadline is a time like the others (flexTime): one past
+			// what crewlog records is damage, and the timeout taken as
+			// absent.
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s: timeoutSec %g puts its deadline past what crewlog records (%s): taken as absent",
+				d.SubID, d.TimeoutSec, timeRange)
+			d.TimeoutSec = 0
 		}
 		p.begin(what)
 		p.admit(at, parent, d.SubID, d.Role, d.ChildDepth, d.Unmetered, d.ReservedTokens, d.TimeoutSec)
@@ -456,7 +465,7 @@ func (p *planner) askEvent(ev *teamEvent, what string, at int64) {
 	switch ev.Type {
 	case "ask.requested":
 		p.add(at, &events.AskRequested{TaskID: ev.TaskID, QuestionID: d.QuestionID, Question: ev.Message, AskedAt: at,
-			Deadline: int64(d.Deadline), TimeoutSec: d.TimeoutSec, Clamped: d.Clamped, Options: d.Options})
+			Deadline: d.Deadline.ms, TimeoutSec: d.TimeoutSec, Clamped: d.Clamped, Options: d.Options})
 	case "ask.answered":
 		p.add(at, &events.AskAnswered{TaskID: ev.TaskID, QuestionID: d.QuestionID})
 	default:
@@ -487,7 +496,7 @@ func (p *planner) message(m message) {
 	if m.Data != nil {
 		ma.Data = &events.MessageData{SubID: m.Data.SubID, OK: m.Data.OK, TimedOut: m.Data.TimedOut, Cancelled: m.Data.Cancelled}
 	}
-	p.add(int64(m.CreatedAt), ma)
+	p.add(m.CreatedAt.ms, ma)
 	p.msgIDs[m.ID] = true
 	p.msgs[m.ID] = m
 }
@@ -507,7 +516,7 @@ func (p *planner) delivery(id, st string) {
 	if !ok || (st != "delivered" && st != "acknowledged") {
 		return
 	}
-	to, at := recipient(m), int64(m.CreatedAt)
+	to, at := recipient(m), m.CreatedAt.ms
 	if !p.delivered[id] {
 		p.begin("delivery:" + id + ":delivered")
 		p.add(at, &events.MailboxDelivered{MessageID: id, Recipient: to})
@@ -548,7 +557,7 @@ func (p *planner) steer(st steer) {
 	if !p.begin(what) {
 		return
 	}
-	at := int64(st.TS)
+	at := st.TS.ms
 	if !p.msgIDs[id] {
 		p.add(at, &events.MailboxAppended{ID: id, To: st.taskID, From: "orchestrator", Kind: events.KindSteer,
 			Priority: events.PriorityUrgent, DeliveryMode: events.DeliveryInterrupt, Body: st.Message})
@@ -578,7 +587,7 @@ func (p *planner) reconcile() {
 			return
 		}
 		p.begin("reconcile:run:" + m.Status)
-		p.addRunStatus(int64(m.UpdatedAt), "run."+m.Status, "", "import: status from manifest.json")
+		p.addRunStatus(m.UpdatedAt.ms, "run."+m.Status, "", "import: status from manifest.json")
 	}
 }
 
@@ -600,7 +609,7 @@ func (p *planner) reconcileTask(t task) {
 	p.begin("reconcile:task:" + id + ":" + want)
 	needsStart := want == "running" || want == "waiting" || want == "completed" || want == "failed" || want == "needs_attention"
 	if needsStart && p.status[id] != "running" && (want == "running" || want == "waiting" || !p.started[id]) {
-		p.add(int64(t.StartedAt), &events.TaskStarted{TaskID: id, Role: t.Role, Agent: t.Agent, Cwd: t.Cwd})
+		p.add(t.StartedAt.ms, &events.TaskStarted{TaskID: id, Role: t.Role, Agent: t.Agent, Cwd: t.Cwd})
 	}
 	if end != nil {
 		p.add(at, end)
@@ -614,16 +623,16 @@ func (p *planner) reconcileTask(t task) {
 // a status outside pi-crew's task machine (D§2.4): this switch is the one
 // list of them the import knows.
 func (p *planner) taskEnd(t task, want string) (at int64, end any, ok bool) {
-	id, finished := t.ID, int64(t.FinishedAt)
+	id, finished := t.ID, t.FinishedAt.ms
 	switch want {
 	case "running":
 		return 0, nil, true
 	case "queued":
-		return int64(p.r.manifest.UpdatedAt), &events.TaskRetried{TaskID: id, Reason: "import: status from tasks.json"}, true
+		return p.r.manifest.UpdatedAt.ms, &events.TaskRetried{TaskID: id, Reason: "import: status from tasks.json"}, true
 	case "waiting":
 		w := &events.TaskWaiting{TaskID: id}
 		if t.Waiting != nil {
-			w.QuestionID, w.AskedAt, w.Deadline, w.Options = t.Waiting.QuestionID, int64(t.Waiting.AskedAt), int64(t.Waiting.Deadline), t.Waiting.Options
+			w.QuestionID, w.AskedAt, w.Deadline, w.Options = t.Waiting.QuestionID, t.Waiting.AskedAt.ms, t.Waiting.Deadline.ms, t.Waiting.Options
 		}
 		return w.AskedAt, w, true
 	case "completed":
@@ -646,7 +655,7 @@ func (p *planner) reconcileUsage(t task) {
 	}
 	u := t.Usage
 	p.begin("usage:" + t.ID)
-	p.add(int64(max(t.FinishedAt, t.StartedAt)), &events.TaskUsage{TaskID: t.ID, Input: u.Input, Output: u.Output,
+	p.add(max(t.FinishedAt.ms, t.StartedAt.ms), &events.TaskUsage{TaskID: t.ID, Input: u.Input, Output: u.Output,
 		CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Cost: u.Cost, Turns: u.Turns})
 }
 
@@ -656,7 +665,7 @@ func (p *planner) reconcileShadow(t task) {
 	st := p.dels[t.ID]
 	if st == "" {
 		p.begin("shadow:" + t.ID)
-		p.add(int64(t.StartedAt), &events.TaskCreated{TaskID: t.ID, Role: t.Role, Agent: firstOf(t.Agent, events.DelegateAgent),
+		p.add(t.StartedAt.ms, &events.TaskCreated{TaskID: t.ID, Role: t.Role, Agent: firstOf(t.Agent, events.DelegateAgent),
 			Title: t.Title, Cwd: t.Cwd, DependsOn: []string{}, Depth: t.Depth, Model: t.Model, Kind: events.TaskKindShadow})
 		p.s.skip(p.r.id, "state/runs/"+p.r.id+"/tasks.json", 0, 0,
 			"shadow %s has no delegate.admitted in the events (lost or compacted): imported as a shadow task without a delegation, parent unknown", t.ID)
@@ -671,11 +680,11 @@ func (p *planner) reconcileShadow(t task) {
 	parent := p.parentOf(t.ID)
 	p.begin("reconcile:delegate:" + t.ID + ":" + want)
 	if want == "running" {
-		p.add(int64(t.StartedAt), &events.DelegateSpawned{TaskID: parent, SubID: t.ID})
+		p.add(t.StartedAt.ms, &events.DelegateSpawned{TaskID: parent, SubID: t.ID})
 		p.dels[t.ID] = "running"
 		return
 	}
-	p.settle(int64(t.FinishedAt), parent, t.ID, want)
+	p.settle(t.FinishedAt.ms, parent, t.ID, want)
 }
 
 // parentOf is the parent task of an admitted delegation.
@@ -693,7 +702,7 @@ func (p *planner) reconcileAllocation(t task) {
 	switch {
 	case a.TokensSpent > have || !p.accounts[t.ID]:
 		p.begin(fmt.Sprintf("reconcile:allocation:%s:%d", t.ID, a.TokensSpent))
-		p.add(int64(p.r.manifest.UpdatedAt), &events.BudgetReserved{TaskID: t.ID, SubID: "import:picrew",
+		p.add(p.r.manifest.UpdatedAt.ms, &events.BudgetReserved{TaskID: t.ID, SubID: "import:picrew",
 			Tokens: a.TokensSpent - have, GrantedTokens: a.TokensGranted})
 		p.spent[t.ID], p.accounts[t.ID] = a.TokensSpent, true
 	case a.TokensSpent < have:

@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // Skipped is one thing the import left out, and why. Path is relative to
@@ -41,33 +40,6 @@ func (s Skipped) String() string {
 // runIDPattern is pi-crew's safe-path charset, which crewlog's stream
 // names share.
 var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}$`)
-
-// flexTime is a pi-crew time: an ISO string, or unix milliseconds.
-type flexTime int64 // unix ms; 0 = absent
-
-func (t *flexTime) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		return nil
-	}
-	var s string
-	if json.Unmarshal(b, &s) == nil {
-		if s == "" {
-			return nil
-		}
-		tm, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			return err
-		}
-		*t = flexTime(tm.UnixMilli())
-		return nil
-	}
-	var n float64
-	if err := json.Unmarshal(b, &n); err != nil {
-		return err
-	}
-	*t = flexTime(int64(n))
-	return nil
-}
 
 // flexInt is an integer that pi-crew may write as a number, "" or null.
 type flexInt int64
@@ -276,7 +248,11 @@ func classify(name, otherwise string) string {
 func (s *source) readRun(id, dir string) *run {
 	r := &run{id: id, delivery: map[string]string{}}
 	mp := filepath.Join(dir, "manifest.json")
-	if err := readJSON(mp, &r.manifest); err != nil {
+	b, err := os.ReadFile(mp)
+	if err == nil {
+		r.manifest, err = s.parseManifest(id, s.rel(mp), b)
+	}
+	if err != nil {
 		s.skip(id, s.rel(mp), 0, 0, "run not imported: manifest unreadable: %v", err)
 		return nil
 	}
@@ -317,6 +293,16 @@ func (s *source) readRun(id, dir string) *run {
 	}
 	r.steers = s.readSteers(id, filepath.Join(art, "steering"))
 	return r
+}
+
+// parseManifest decodes the manifest rel of run id, reporting its damaged
+// times.
+func (s *source) parseManifest(id, rel string, b []byte) (m manifest, err error) {
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, err
+	}
+	s.reportTimes(id, rel, 0, 0, "", "", &m)
+	return m, nil
 }
 
 func isDir(p string) bool {
@@ -371,6 +357,7 @@ func (s *source) readTasks(id, p string) []task {
 					t.ID, a.TokensGranted, a.TokensSpent)
 				t.Allocation = nil
 			}
+			s.reportTimes(id, s.rel(p), 0, 0, "task "+t.ID+": ", "", &t)
 			seen[t.ID] = true
 			out = append(out, t)
 		}
@@ -427,6 +414,7 @@ func (s *source) parseEvent(id, rel string, line int, b []byte) (ev teamEvent, o
 		s.skip(id, rel, line, 0, "event %s has no metadata.seq: skipped", ev.Type)
 		return ev, false
 	}
+	s.reportTimes(id, rel, line, ev.Metadata.Seq, "", "", &ev)
 	return ev, true
 }
 
@@ -513,7 +501,7 @@ func (s *source) readMessages(id string, files []string) []message {
 			out = append(out, m)
 		})
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt < out[j].CreatedAt })
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.ms < out[j].CreatedAt.ms })
 	return out
 }
 
@@ -527,6 +515,7 @@ func (s *source) parseMessage(id, rel string, line int, b []byte) (m message, ok
 	if parts := strings.Split(rel, "/"); len(parts) >= 3 && parts[len(parts)-3] == "tasks" {
 		m.file = parts[len(parts)-2]
 	}
+	s.reportTimes(id, rel, line, 0, "message "+clip(m.ID)+": ", "", &m)
 	return m, true
 }
 
@@ -538,6 +527,7 @@ func (s *source) parseSteer(id, rel, taskID string, line int, b []byte) (st stee
 		return st, false
 	}
 	st.taskID, st.rel, st.line = taskID, rel, line
+	s.reportTimes(id, rel, line, 0, "", "", &st)
 	return st, true
 }
 

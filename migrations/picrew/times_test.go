@@ -1,0 +1,258 @@
+package picrew
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// TestFlexTime: a pi-crew time is unix ms or RFC 3339; absent is 0 without
+// a word, and anything crewlog's events cannot carry is damage: 0, with
+// what was written kept for the report.
+func TestFlexTime(t *testing.T) {
+	for _, tc := range []struct {
+		in  string
+		ms  int64
+		bad bool
+	}{
+		{in: `null`},
+		{in: `""`},
+		{in: `0`},
+		{in: `1790928000000`, ms: 1790928000000},
+		{in: `1790928000000.9`, ms: 1790928000000},
+		{in: `"2026-10-02T08:00:00.000Z"`, ms: 1790928000000},
+		{in: `"2026-10-02T10:00:00+02:00"`, ms: 1790928000000},
+		{in: `1`, ms: 1},
+		{in: `9e12`, ms: 9e12},
+		{in: `9000000000001`, bad: true},
+		{in: `1e300`, bad: true},
+		{in: `-1`, bad: true},
+		{in: `0.5`, bad: true},
+		{in: `"1970-01-01T00:00:00Z"`, bad: true},
+		{in: `"0001-01-01T00:00:00Z"`, bad: true},
+		{in: `"9999-12-31T23:59:59.999Z"`, bad: true},
+		{in: `"2026-13-40T99:00:00Z"`, bad: true},
+		{in: `"1790928000000"`, bad: true},
+		{in: `true`, bad: true},
+		{in: `{"ms":1}`, bad: true},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			var rec struct {
+				At flexTime `json:"at"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(`{"at":`+tc.in+`}`), &rec), "a damaged time is not a damaged record")
+			require.Equal(t, tc.ms, rec.At.ms)
+			if tc.bad {
+				require.Equal(t, []string{"at " + tc.in}, damagedTimes(&rec))
+			} else {
+				require.Empty(t, damagedTimes(&rec))
+			}
+		})
+	}
+}
+
+// TestTimeRangeIsWhatTheDaemonTakes pins maxTimeMs to the daemon's bound:
+// a follower's write with a time the import keeps is one the daemon takes.
+func TestTimeRangeIsWhatTheDaemonTakes(t *testing.T) {
+	decide := func(ms int64) error {
+		_, err := commands.Decide(projections.New(), &commands.Import{Source: events.ForeignSourcePicrew, RunID: "r1",
+			Events: []commands.ImportedEvent{{Type: events.TypeRunCreated, TimeMs: ms, Payload: &events.RunCreated{}}}},
+			commands.Env{Now: 1, CommandID: "c1", NewID: func() string { return "x" }})
+		return err
+	}
+	for _, ms := range []int64{1, maxTimeMs} {
+		require.NoError(t, decide(ms), "%d", ms)
+	}
+	for _, ms := range []int64{-1, maxTimeMs + 1} {
+		require.ErrorContains(t, decide(ms), "time must be", "%d", ms)
+	}
+}
+
+// Runs of the damaged-times root: one whose manifest's createdAt is
+// damaged too (an event without a time then takes the recorder's clock),
+// and one whose createdAt stands in for its events' damaged times.
+const (
+	timesRunNoCreated = "team_20261201120000_000000000000dead"
+	timesRunCreated   = "team_20261201120000_000000000000beef"
+)
+
+// writeDamagedTimes writes a finished run with a damaged time in every
+// place pi-crew writes one, and the reports each must give.
+func writeDamagedTimes(t *testing.T, dir, run, createdAt string) (want []string) {
+	files := map[string]string{
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
+			`"status":"completed","createdAt":` + createdAt + `,"updatedAt":"9999-12-31T23:59:59.999Z","cwd":"/srv/app"}`,
+		"state/runs/" + run + "/tasks.json": `[` +
+			`{"id":"01_plan","stepId":"plan","role":"planner","agent":"planner","status":"completed","startedAt":-5,"finishedAt":"0001-01-01T00:00:00Z","usage":{"input":3}},` +
+			`{"id":"02_ask","stepId":"ask","role":"explorer","status":"waiting","waiting":{"questionId":"q1","askedAt":1e300,"deadline":"2300-01-01T00:00:00Z"}}]`,
+		"state/runs/" + run + "/events.jsonl": strings.Join([]string{
+			`{"time":1e300,"type":"run.running","metadata":{"seq":1}}`,
+			`{"time":"2300-01-01T00:00:00Z","type":"task.started","taskId":"01_plan","metadata":{"seq":2}}`,
+			`{"time":1790928000000,"type":"ask.requested","taskId":"02_ask","message":"which?","data":{"questionId":"q1","deadline":1e19},"metadata":{"seq":3}}`,
+			`{"time":true,"type":"task.progress","taskId":"01_plan","data":{"n":1},"metadata":{"seq":4}}`,
+			`{"time":1790928000000,"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"s1","reservedTokens":10,"timeoutSec":1e308},"metadata":{"seq":5}}`,
+			`{"time":-1,"type":"task.completed","taskId":"01_plan","metadata":{"seq":6}}`,
+			`{"time":1790928000000,"type":"task.waiting","taskId":"02_ask","data":{"questionId":"q1","deadline":"2026-13-40T99:00:00Z"},"metadata":{"seq":7}}`,
+			`{"time":"not a time","type":"run.completed","metadata":{"seq":8}}`,
+		}, "\n") + "\n",
+		"state/runs/" + run + "/mailbox/tasks/01_plan/inbox.jsonl": `{"id":"m1","direction":"inbox","from":"orchestrator","taskId":"01_plan","body":"hi","createdAt":"yesterday","status":"queued"}` + "\n",
+		"state/runs/" + run + "/mailbox/delivery.json":             `{"messages":{"m1":"acknowledged"}}`,
+		"artifacts/" + run + "/steering/01_plan.jsonl":             `{"type":"steer","message":"go","ts":1e20}` + "\n",
+	}
+	for p, b := range files {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+		require.NoError(t, os.WriteFile(full, []byte(b), 0o644))
+	}
+	runDir := "state/runs/" + run
+	events := runDir + "/events.jsonl"
+	want = []string{
+		runDir + "/manifest.json: updatedAt \"9999-12-31T23:59:59.999Z\"",
+		runDir + "/tasks.json: task 01_plan: startedAt -5",
+		runDir + "/tasks.json: task 01_plan: finishedAt \"0001-01-01T00:00:00Z\"",
+		runDir + "/tasks.json: task 02_ask: waiting.askedAt 1e300",
+		runDir + "/tasks.json: task 02_ask: waiting.deadline \"2300-01-01T00:00:00Z\"",
+		events + ":1 (seq 1): time 1e300",
+		events + ":2 (seq 2): time \"2300-01-01T00:00:00Z\"",
+		events + ":3 (seq 3): data.deadline 1e19",
+		events + ":4 (seq 4): time true",
+		events + ":5 (seq 5): delegate.admitted for s1: timeoutSec 1e+308",
+		events + ":6 (seq 6): time -1",
+		events + ":7 (seq 7): data.deadline \"2026-13-40T99:00:00Z\"",
+		events + ":8 (seq 8): time \"not a time\"",
+		runDir + "/mailbox/tasks/01_plan/inbox.jsonl:1: message m1: createdAt \"yesterday\"",
+		"artifacts/" + run + "/steering/01_plan.jsonl:1: ts 1e20",
+	}
+	if createdAt != "" && !strings.HasPrefix(createdAt, "17") {
+		want = append(want, runDir+"/manifest.json: createdAt "+createdAt)
+	}
+	return want
+}
+
+// engineSink is the daemon's import.append without its socket: each write
+// a commands.Import under the engine principal, submitted to an engine in
+// order, as the broker submits them.
+type engineSink struct{ eng *commands.Engine }
+
+func (s engineSink) Import(ctx context.Context, ws []Write) ([]WriteResult, error) {
+	reqs := make([]commands.Request, len(ws))
+	for i, w := range ws {
+		cmd := &commands.Import{Source: events.ForeignSourcePicrew, RunID: w.RunID}
+		for _, it := range w.Items {
+			cmd.Events = append(cmd.Events, commands.ImportedEvent{Type: it.Type, TimeMs: it.TimeMs, Payload: it.Payload})
+		}
+		reqs[i] = commands.Request{Principal: events.EnginePrincipal(), CommandID: w.ID,
+			Actor: events.Actor{Role: events.RoleAdmin}, Command: cmd}
+	}
+	replies, err := s.eng.SubmitAll(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]WriteResult, len(replies))
+	for i, r := range replies {
+		out[i] = WriteResult{Appended: len(ws[i].Items), Replayed: r.Replayed}
+		if r.Rejected != nil {
+			out[i] = WriteResult{Code: r.Rejected.Code, Message: r.Rejected.Message}
+		}
+	}
+	return out, nil
+}
+
+func (engineSink) Checkpoints(context.Context) ([]events.ImportCheckpoint, error) { return nil, nil }
+
+// recorded is every event of the runs' streams in l, by command id, as
+// text: what a reader of the log sees of each write.
+func recorded(t *testing.T, l *eventlog.Log) map[string][]string {
+	out := map[string][]string{}
+	forEachEvent(t, l, func(ev *eventlog.Event) {
+		if ev.Stream != events.ImportStream && ev.Stream != events.EngineStream {
+			out[ev.CommandID] = append(out[ev.CommandID], fmt.Sprintf("%s %s v%d at %d by %s/%s (%s) %x",
+				ev.Stream, ev.Type, ev.SchemaVersion, ev.Time, ev.ActorRole, ev.ActorTask, ev.CorrelationID, ev.Payload))
+		}
+	})
+	return out
+}
+
+// forEachEvent calls fn with every event of l, its time first held to
+// requireTimeInRange.
+func forEachEvent(t testing.TB, l *eventlog.Log, fn func(*eventlog.Event)) {
+	it := l.Read(1)
+	defer it.Close()
+	for it.Next() {
+		requireTimeInRange(t, it.Event())
+		fn(it.Event())
+	}
+	require.NoError(t, it.Err())
+}
+
+// TestDamagedTimesImportAndFollowAgree: the one-shot import and a follower
+// through the daemon's engine, given a pi-crew time out of range in every
+// place one is written, record the same events (a damaged time taken as
+// absent: the run's createdAt, or the recorder's clock when that is
+// damaged too) and report the same lines, one for each damaged time.
+func TestDamagedTimesImportAndFollowAgree(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "state", "runs"), 0o755))
+	want := writeDamagedTimes(t, root, timesRunNoCreated, "1e300")
+	want = append(want, writeDamagedTimes(t, root, timesRunCreated, "1790928000000")...)
+	clock := func() time.Time { return time.UnixMilli(1790000000000) }
+
+	one := openFuzzStore(t)
+	defer one.Close()
+	sum, err := Import(one, root, &Options{Clock: clock})
+	require.NoError(t, err)
+	var oneReports []string
+	for _, s := range sum.Skipped {
+		oneReports = append(oneReports, s.String())
+	}
+
+	followed := openFuzzStore(t)
+	defer followed.Close()
+	eng, err := commands.Open(followed, commands.Options{Clock: clock, ExpiryInterval: -1, SnapshotEvery: -1})
+	require.NoError(t, err)
+	defer eng.Close()
+	var followReports []string
+	fl := NewFollower(root, engineSink{eng}, &FollowOptions{SettleAfter: time.Nanosecond, CheckpointEvery: time.Nanosecond,
+		Report: func(s Skipped) { followReports = append(followReports, s.String()) }})
+	fl.cks = map[string]events.ImportCheckpoint{} // what Run loads first: no checkpoint yet
+	runsDir := filepath.Join(root, "state", "runs")
+	for range 3 {
+		fl.pass(t.Context(), runsDir, true, nil)
+	}
+	st := fl.Stats()
+	require.Zero(t, st.Refused, "the daemon refuses none of the follower's writes: %v", followReports)
+	require.Zero(t, st.Pending)
+
+	sort.Strings(oneReports)
+	sort.Strings(followReports)
+	require.Equal(t, oneReports, followReports, "the same report")
+	for _, w := range want {
+		var found bool
+		for _, r := range oneReports {
+			found = found || (strings.HasPrefix(r, w) && strings.HasSuffix(r, ": taken as absent"))
+		}
+		require.True(t, found, "no report %q in\n%s", w, strings.Join(oneReports, "\n"))
+	}
+	require.Len(t, oneReports, len(want), "one line for each damaged time, and nothing else")
+
+	got, exp := recorded(t, followed), recorded(t, one)
+	require.Equal(t, exp, got, "the same events")
+	require.Len(t, exp["import:"+timesRunNoCreated+":run"], 1)
+	require.Contains(t, exp["import:"+timesRunNoCreated+":run"][0], fmt.Sprintf(" at %d ", clock().UnixNano()),
+		"a damaged createdAt is the recorder's clock")
+	require.Contains(t, exp["import:"+timesRunCreated+":seq:1"][0], fmt.Sprintf(" at %d ", int64(1790928000000*1e6)),
+		"a damaged event time is the run's createdAt")
+}
