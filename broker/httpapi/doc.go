@@ -27,8 +27,9 @@
 //     a search scans ≤ 5,000 runs per page, an events page looks at ≤ 20,000 events, a page of events or of a
 //     run's list holds ≤ 4 MiB of items (maxPageBytes; at least one item), streams ≤ MaxStreams and
 //     ≤ MaxStreamsPerPrincipal, open connections ≤ MaxConns (Accept waits), sessions ≤ MaxSessions (16 per
-//     credential), login codes ≤ 64 (8 per credential), per-run metric series ≤ 1,000; a handler panic answers
-//     500 and is logged, the daemon goes on.
+//     credential), login codes ≤ 64 (8 per credential), requests in progress ≤ 4 per credential (more wait their
+//     turn: readturns.go), per-run metric series ≤ 1,000; a handler panic answers 500 and is logged, the daemon
+//     goes on.
 //   - Paging never skips or repeats an item; a cursor the route did not hand out is 400 bad-cursor.
 //   - The writer never waits for HTTP: reads hold the engine's read lock only while copying a page, and streams
 //     read the log, never the engine's queue. One hub goroutine reads and renders each published event once

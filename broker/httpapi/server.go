@@ -24,6 +24,7 @@ type Server struct {
 	streams  streamLimits
 	states   stateCache
 	issuers  issuerCache
+	reads    readTurns
 
 	mu       sync.Mutex
 	ln       net.Listener
@@ -50,6 +51,7 @@ func New(opts Options) (*Server, error) {
 	s.streams.hub.start()
 	s.states.init()
 	s.issuers.init()
+	s.reads.init()
 	if o.Metrics != nil {
 		o.Metrics.attach(s)
 	}
@@ -202,26 +204,28 @@ func (s *Server) routes() http.Handler {
 			h(w, r, p)
 		})
 	}
-	get("/api/v1/runs", s.handleRuns)
-	get("/api/v1/runs/{runId}", s.handleRun)
-	get("/api/v1/runs/{runId}/tasks", s.handleTasks)
-	get("/api/v1/runs/{runId}/delegations", s.handleDelegations)
-	get("/api/v1/runs/{runId}/ledger", s.handleLedger)
-	get("/api/v1/runs/{runId}/mailbox", s.handleMailbox)
-	get("/api/v1/runs/{runId}/asks", s.handleAsks)
-	get("/api/v1/runs/{runId}/jobs", s.handleJobs)
-	get("/api/v1/runs/{runId}/jobs/{jobId}", s.handleJob)
-	get("/api/v1/runs/{runId}/credentials", s.handleCredentials)
-	get("/api/v1/runs/{runId}/events", s.handleEvents)
-	get("/api/v1/runs/{runId}/state", s.handleState)
-	get("/api/v1/slots", s.handleSlots)
-	get("/api/v1/events/{position}/explain", s.handleExplain)
+	// read is a GET route that takes its turn (readturns.go); the stream has limits of its own.
+	read := func(pattern string, h authed) { get(pattern, s.takingTurns(h)) }
+	read("/api/v1/runs", s.handleRuns)
+	read("/api/v1/runs/{runId}", s.handleRun)
+	read("/api/v1/runs/{runId}/tasks", s.handleTasks)
+	read("/api/v1/runs/{runId}/delegations", s.handleDelegations)
+	read("/api/v1/runs/{runId}/ledger", s.handleLedger)
+	read("/api/v1/runs/{runId}/mailbox", s.handleMailbox)
+	read("/api/v1/runs/{runId}/asks", s.handleAsks)
+	read("/api/v1/runs/{runId}/jobs", s.handleJobs)
+	read("/api/v1/runs/{runId}/jobs/{jobId}", s.handleJob)
+	read("/api/v1/runs/{runId}/credentials", s.handleCredentials)
+	read("/api/v1/runs/{runId}/events", s.handleEvents)
+	read("/api/v1/runs/{runId}/state", s.handleState)
+	read("/api/v1/slots", s.handleSlots)
+	read("/api/v1/events/{position}/explain", s.handleExplain)
 	get("/api/v1/stream", s.handleStream)
 	api("/api/v1/login", s.handleNewLogin)
 	api("/api/", func(w http.ResponseWriter, r *http.Request, _ principal) {
 		writeError(w, notFound("no route %s", r.URL.Path))
 	})
-	get("/metrics", s.handleMetrics)
+	read("/metrics", s.handleMetrics)
 	mux.HandleFunc("/healthz", s.handleHealthz)
 	mux.HandleFunc("/readyz", s.handleReadyz)
 	mux.HandleFunc("/login", s.handleLogin)
