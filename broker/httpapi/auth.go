@@ -76,6 +76,13 @@ func (s *Server) authenticate(r *http.Request) (principal, *apiError) {
 		return principal{}, errorf(http.StatusUnauthorized, codeAuth, "unknown or revoked token")
 	}
 	if c, err := r.Cookie(sessionCookie); err == nil && c.Value != "" && len(c.Value) <= maxSecretLen {
+		// NB: SameSite=Strict still sends the cookie from every origin of the same site — another port of
+		// 127.0.0.1, a dev server a worker started, say. The browser names where a request came from: only the
+		// page's own requests and the user's own navigation ("none") may use the session.
+		if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+			return principal{}, errorf(http.StatusForbidden, codeForbidden,
+				"the session cookie is accepted only from the dashboard's own pages (Sec-Fetch-Site %q)", site)
+		}
 		p := principal{kind: kindSession, session: digestOf(c.Value)}
 		if s.current(&p) {
 			return p, nil

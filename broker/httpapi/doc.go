@@ -19,7 +19,8 @@
 //     Bearer, or a session cookie (HttpOnly, SameSite=Strict) got by spending a one-time login code. A session
 //     belongs to the credential that minted its code: it lasts only while that credential is valid and counts
 //     against its limits; an open stream re-checks its credential before every write and ends once it is revoked
-//     or the session expired. Tokens, codes and session ids are held as sha-256 digests and compared in constant
+//     or the session expired; a request another origin sent (Sec-Fetch-Site same-site or cross-site) may not use
+//     the cookie. Tokens, codes and session ids are held as sha-256 digests and compared in constant
 //     time; none reaches a log line.
 //   - Loopback only unless Options.AllowRemote: Listen refuses another address, and the handler refuses a Host
 //     header that does not name loopback (DNS rebinding).

@@ -156,3 +156,43 @@ func jsonBody(t *testing.T, rec *httptest.ResponseRecorder) map[string]any {
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &m), "body %s", rec.Body)
 	return m
 }
+
+// TestSessionCookieOnlyFromThePagesOwnOrigin: SameSite=Strict sends the cookie with requests from every origin of
+// the same site — another port of 127.0.0.1, such as a dev server a worker started — so a request whose browser
+// says it came from another origin (Sec-Fetch-Site) is refused; the page's own requests, the user's own
+// navigation and clients that send no such header are served.
+func TestSessionCookieOnlyFromThePagesOwnOrigin(t *testing.T) {
+	f := newFixture(t, Options{})
+	start, _ := f.srv.LoginURL(0)
+	c := f.spendLink(start)
+	for _, tc := range []struct {
+		site string
+		want int
+	}{
+		{"", http.StatusOK},
+		{"same-origin", http.StatusOK},
+		{"none", http.StatusOK},
+		{"same-site", http.StatusForbidden},
+		{"cross-site", http.StatusForbidden},
+	} {
+		for _, path := range []string{"/api/v1/runs", "/api/v1/stream"} {
+			req, err := http.NewRequest(http.MethodGet, f.web.URL+path, nil)
+			require.NoError(t, err)
+			req.AddCookie(c)
+			if tc.site != "" {
+				req.Header.Set("Sec-Fetch-Site", tc.site)
+			}
+			resp, err := f.web.Client().Do(req)
+			require.NoError(t, err)
+			resp.Body.Close() // NB: a stream's body never ends on its own
+			require.Equal(t, tc.want, resp.StatusCode, "%s with Sec-Fetch-Site %q", path, tc.site)
+		}
+	}
+	// A bearer token is never sent by a browser on its own: the header does not matter.
+	req, err := http.NewRequest(http.MethodGet, f.web.URL+"/api/v1/runs", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+roToken)
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	code, _ := f.send(req)
+	require.Equal(t, http.StatusOK, code)
+}
