@@ -25,7 +25,7 @@
 //   - Loopback only unless Options.AllowRemote: Listen refuses another address, and the handler refuses a Host
 //     header that does not name loopback (DNS rebinding).
 //   - Every client-controlled size is bounded: limit 1..1000, cursors ≤ 64 bytes, ids ≤ 256, type filters ≤ 64,
-//     a search scans ≤ 5,000 runs per page, an events page looks at ≤ 20,000 events, a page of events or of a
+//     a search scans ≤ 5,000 runs per page, an events page looks at ≤ 20,000 events, a page of runs, events or a
 //     run's list holds ≤ 4 MiB of items (maxPageBytes; at least one item), streams ≤ MaxStreams and
 //     ≤ MaxStreamsPerPrincipal, open connections ≤ MaxConns (Accept waits), sessions ≤ MaxSessions (16 per
 //     credential), login codes ≤ 64 (8 per credential), requests in progress ≤ 4 per credential (more wait their

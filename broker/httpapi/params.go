@@ -13,8 +13,8 @@ const (
 	maxLimit     = 1000
 	maxCursorLen = 64
 	maxIDLen     = 256
-	// maxPageBytes bounds the JSON of one page's items (events, a run's lists): a page of the largest
-	// messages the engine takes (commands.MaxBodyChars each) ends early with hasMore instead of growing to
+	// maxPageBytes bounds the JSON of one page's items (runs, events, a run's lists): a page of the largest
+	// goals or messages the engine takes (commands.MaxBodyChars each) ends early with hasMore instead of growing to
 	// hundreds of MiB. A page always holds one item, however large.
 	maxPageBytes = 4 << 20
 )

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -62,28 +63,44 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 		writeError(w, e)
 		return
 	}
-	res := runsResult{Runs: []runItem{}}
-	scanned := 0
-	for {
-		want := limit - len(res.Runs)
-		if q != "" {
-			want = min(want, searchChunk, maxSearchScan-scanned)
-		}
-		var (
-			page projections.RunPage
-			err  error
-		)
+	// chunk reads up to want runs from cursor: the page, the runs that match and the index in the page of each.
+	chunk := func(want int) (page projections.RunPage, items []runItem, at []int, err error) {
 		s.opts.Engine.Read(func(st *projections.State) {
 			page, err = st.Runs(projections.RunFilter{Statuses: statuses, Limit: want, Newest: newest, Cursor: cursor})
 			if err != nil {
 				return
 			}
-			for _, run := range page.Runs {
+			for i, run := range page.Runs {
 				if q == "" || matches(run, q) {
-					res.Runs = append(res.Runs, itemOf(st, run))
+					items, at = append(items, itemOf(st, run)), append(at, i)
 				}
 			}
 		})
+		return page, items, at, err
+	}
+	res := runsResult{Runs: []runItem{}}
+	scanned, size := 0, 0
+	for {
+		want := limit - len(res.Runs)
+		if q != "" {
+			want = min(want, searchChunk, maxSearchScan-scanned)
+		}
+		page, items, at, err := chunk(want)
+		// A page's bytes are bounded too (a goal may be 256K characters): the page ends before the run that
+		// would take it past maxPageBytes, read again up to that run so the projection names it in the cursor.
+		full := false
+		for j, it := range items {
+			b, _ := json.Marshal(it)
+			if size += len(b) + 1; size > maxPageBytes && len(res.Runs)+j > 0 {
+				full = true
+				if at[j] > 0 {
+					page, items, _, err = chunk(at[j])
+				} else {
+					page, items = projections.RunPage{NextCursor: cursor}, nil // cursor names that run
+				}
+				break
+			}
+		}
 		if errors.Is(err, projections.ErrBadCursor) {
 			writeError(w, badCursor(cursor))
 			return
@@ -92,9 +109,10 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 			writeError(w, s.internal(r, err))
 			return
 		}
+		res.Runs = append(res.Runs, items...)
 		scanned += len(page.Runs)
 		cursor = page.NextCursor
-		if cursor == "" || len(res.Runs) == limit || scanned >= maxSearchScan {
+		if full || cursor == "" || len(res.Runs) == limit || scanned >= maxSearchScan {
 			break
 		}
 	}
