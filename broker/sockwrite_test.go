@@ -27,22 +27,30 @@ func socketPair(t *testing.T) (broker, client *net.UnixConn) {
 // TestSocketWriterLeavesNoDeadlineBehind: a write that had to wait for the client (under the deadline) does not
 // leave its deadline armed, so a later write that never waits still succeeds once that deadline has passed.
 func TestSocketWriterLeavesNoDeadlineBehind(t *testing.T) {
-	const timeout = 300 * time.Millisecond
+	// NB: long enough for the client to read big under the race detector on a loaded machine: the test fails when
+	// it does not.
+	const timeout = time.Second
 	b, c := socketPair(t)
 	w := newSocketWriter(b, timeout)
-	big := make([]byte, 8<<20) // more than the socket buffers hold: the write waits for the client to read
+	big := make([]byte, 1<<20) // more than the socket buffers hold: the write waits for the client to read
 	wrote := make(chan error, 1)
-	go func() { wrote <- w.write(big) }()
-	_, err := io.ReadFull(c, make([]byte, len(big)))
-	require.NoError(t, err)
-	require.NoError(t, <-wrote)
+	go func() {
+		err := w.write(big)
+		if err != nil {
+			c.Close() // the read below would wait forever for the rest
+		}
+		wrote <- err
+	}()
+	_, rerr := io.ReadFull(c, make([]byte, len(big)))
+	require.NoError(t, <-wrote, "the client read all of it, but more slowly than the write's timeout")
+	require.NoError(t, rerr)
 
 	time.Sleep(timeout + 100*time.Millisecond) // past the deadline the long write armed: the point of the test
 	require.NoError(t, w.write([]byte("{}\n")))
 	require.NoError(t, w.writeBatch([][]byte{[]byte("{}\n"), []byte("{}\n")}))
 	require.NoError(t, w.write([]byte("{}\n")))
 	got := make([]byte, 9)
-	_, err = io.ReadFull(c, got)
+	_, err := io.ReadFull(c, got)
 	require.NoError(t, err)
 	require.Equal(t, "{}\n{}\n{}\n", string(got))
 }
