@@ -314,6 +314,7 @@ func (c *conn) terminate(we *wire.Error, reason closeReason) {
 	c.ending = &finalError{we, reason}
 	serving := c.serving
 	c.mu.Unlock()
+	c.out.endPushes() // now, not when the final frame is queued: nothing published from here on reaches the client
 	if !serving {
 		c.out.pushFinal(errorFrame("", we, c.s.opts.MaxFrame), reason)
 	}

@@ -17,8 +17,8 @@
 //	  │         ├──(first request not hello)──▶ error protocol "hello required" ─▶ close
 //	  │         ├──(bad shape / unknown token)─▶ error auth | stale-token | revoked ─▶ close
 //	  │         └──(a connection limit)────────▶ error too-many-connections ─▶ close
-//	  ▼ hello ok (once its credential's bucket holds a unit): ack {protocol:1, session, run, ok:true}; deadline
-//	    cleared; idle timer armed; indexed by run
+//	  ▼ hello ok (once its credential's bucket holds a unit, and re-checked once counted): ack {protocol:1,
+//	    session, run, ok:true}; deadline cleared; idle timer armed; indexed by run
 //	authenticated ◀────────────────────────────────────────────┐
 //	  │ before each read: wait while the credential's bucket is empty (RatePerCredential, pacer.go)
 //	  │ each request: credential re-checked (revoked / stale-token ─▶ error ─▶ close)

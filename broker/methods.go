@@ -89,6 +89,13 @@ func (c *conn) handle(req wire.Request) bool {
 			c.s.lg.Debug("hello refused", "conn", c.seq, "code", string(bad.Code), "message", bad.Message)
 			return c.sendError(req.ID, bad)
 		}
+		// The credential may have ended since authenticate read it (the pacing wait above can be long). Checked
+		// again once bound, so an end published after this read finds the connection among its run's for the feed
+		// to end; one published before it is refused here.
+		if bad := c.s.recheck(id); bad != nil {
+			c.s.lg.Debug("hello refused", "conn", c.seq, "code", string(bad.Code))
+			return c.sendError(req.ID, bad)
+		}
 		c.authed, c.ck = true, k
 		c.nc.SetReadDeadline(time.Time{})
 		c.startIdleTimer()

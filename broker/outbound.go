@@ -21,7 +21,8 @@ import (
 //   - a control frame (resync) and the final frame (an error that closes the connection) are always accepted:
 //     each subscription queues at most one resync and a connection one final frame, so the excess is bounded.
 //
-// After the final frame nothing more is accepted; the writer closes the connection once it has written it.
+// After the final frame nothing more is accepted; the writer closes the connection once it has written it. A
+// connection that is ending (endPushes) takes no more pushes even before its final frame is queued.
 //
 // Concurrency: every method is safe for concurrent use.
 type outbound struct {
@@ -33,6 +34,7 @@ type outbound struct {
 	global   *outboundBudget
 	busy     bool        // a goroutine writes to the socket: the writer its batch, or a responder its response (claim)
 	final    bool        // the final frame is queued
+	noPushes bool        // the connection is ending: pushes are refused, responses still taken (endPushes)
 	reason   closeReason // why the connection closes after the final frame
 	closed   bool        // the connection is closed: drop everything
 	ready    chan struct{}
@@ -101,12 +103,27 @@ func (q *outbound) force(f []byte) {
 func (q *outbound) tryPush(f []byte) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed || q.final || !q.admit(f) {
+	if q.closed || q.final || q.noPushes || !q.admit(f) {
 		return false
 	}
 	q.frames = append(q.frames, f)
 	q.signal()
 	return true
+}
+
+// endPushes refuses every later push (tryPush, pushControl) while responses and the final frame are still taken:
+// the connection is ending, and its final frame waits for the answer of the request its reader serves.
+func (q *outbound) endPushes() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.noPushes = true
+}
+
+// pushesEnded reports whether endPushes was called.
+func (q *outbound) pushesEnded() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.noPushes
 }
 
 // pushWait queues a response, waiting while it does not fit. It gives up (false) when the connection closes.
@@ -140,7 +157,7 @@ func (q *outbound) pushWait(f []byte, done <-chan struct{}) bool {
 func (q *outbound) pushControl(f []byte) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed || q.final {
+	if q.closed || q.final || q.noPushes {
 		return false
 	}
 	q.force(f)

@@ -62,6 +62,36 @@ func installPacerClock(f *fixture) *pacerClock {
 func (c *pacerClock) freeze()                 { c.frozen.Store(time.Now().Add(time.Hour).UnixNano()) }
 func (c *pacerClock) advance(d time.Duration) { c.frozen.Add(int64(d)) }
 
+// pacerWaits tells a test when, once armed, a connection next waits for its credential's budget.
+type pacerWaits struct {
+	t       testing.TB
+	armed   atomic.Bool
+	waiting chan struct{}
+}
+
+// watchPacerWaits must be called before f's first connection, as installPacerClock.
+func watchPacerWaits(f *fixture) *pacerWaits {
+	w := &pacerWaits{t: f.t, waiting: make(chan struct{}, 1)}
+	f.srv.pacer.onWait = func() {
+		if w.armed.CompareAndSwap(true, false) {
+			w.waiting <- struct{}{}
+		}
+	}
+	return w
+}
+
+func (w *pacerWaits) arm() { w.armed.Store(true) }
+
+// await returns once a wait happened after arm, or fails with msg.
+func (w *pacerWaits) await(msg string) {
+	w.t.Helper()
+	select {
+	case <-w.waiting:
+	case <-time.After(guard):
+		w.t.Fatal(msg)
+	}
+}
+
 // level is the units in credential k's bucket now.
 func (c *pacerClock) level(k string) float64 {
 	c.p.mu.Lock()
@@ -133,16 +163,10 @@ func teamEvents(t *testing.T, frame []byte) int {
 func TestPacingHoldsTheReader(t *testing.T) {
 	f := newFixture(t, fixtureOpts{opts: Options{RatePerCredential: 1000, BurstPerCredential: helloCost + 2}})
 	clock := installPacerClock(f)
-	waiting := make(chan struct{}, 1)
-	var armed atomic.Bool
-	f.srv.pacer.onWait = func() {
-		if armed.CompareAndSwap(true, false) {
-			waiting <- struct{}{}
-		}
-	}
+	waits := watchPacerWaits(f)
 	s := f.seed()
 	clock.freeze()
-	armed.Store(true)
+	waits.arm()
 	p := f.dial()
 	p.hello(runR, taskP, s.p) // helloCost units: 2 left
 	// The 2 left, and a third request pipelined behind them.
@@ -156,11 +180,7 @@ func TestPacingHoldsTheReader(t *testing.T) {
 		require.NoError(t, json.Unmarshal(f, &r))
 		require.Equal(t, id, r.ID)
 	}
-	select {
-	case <-waiting:
-	case <-time.After(guard):
-		t.Fatal("the reader did not wait for its credential's budget")
-	}
+	waits.await("the reader did not wait for its credential's budget")
 	require.Equal(t, float64(0), clock.level(workerKey(taskP)), "the third ping is not read while the bucket is empty")
 
 	q := f.dial()

@@ -57,6 +57,9 @@ func handleWaitStatus(cl *call) (any, error) {
 		defer c.recover()
 		defer c.releaseWait()
 		res, err := waitFor(c, runID, taskID, projections.TaskStatus(until), timeout)
+		if c.out.pushesEnded() {
+			return // the credential ended: like a push, an answer decided after that is not sent
+		}
 		c.respond(cl.id, cl.method, res, err)
 	}()
 	return nil, nil

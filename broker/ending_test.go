@@ -1,0 +1,160 @@
+package broker
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/events"
+)
+
+// holdReads takes every page-read turn of credential k, so that a page read of it waits, serving, in readTurn;
+// the returned function gives the turns back.
+func (f *fixture) holdReads(k string) (release func()) {
+	f.t.Helper()
+	s := f.srv
+	s.mu.Lock()
+	sem := s.readSems[k]
+	if sem == nil {
+		sem = make(chan struct{}, s.opts.MaxReadsPerCredential)
+		s.readSems[k] = sem
+	}
+	s.mu.Unlock()
+	for range cap(sem) {
+		sem <- struct{}{}
+	}
+	return func() {
+		for range cap(sem) {
+			<-sem
+		}
+	}
+}
+
+// awaitServing waits until the newest connection of task taskID is serving a request (its reader is inside one),
+// or, with want false, is not.
+func (f *fixture) awaitServing(taskID string, want bool) {
+	f.t.Helper()
+	c := f.newestConn(taskID)
+	require.Eventually(f.t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.serving == want
+	}, guard, time.Millisecond, "task %s's connection: serving never %v", taskID, want)
+}
+
+// newestConn is the server side of task taskID's newest connection.
+func (f *fixture) newestConn(taskID string) *conn {
+	f.t.Helper()
+	f.srv.mu.Lock()
+	defer f.srv.mu.Unlock()
+	var newest *conn
+	for c := range f.srv.conns {
+		if c.id.taskID == taskID && (newest == nil || c.seq > newest.seq) {
+			newest = c
+		}
+	}
+	require.NotNil(f.t, newest, "no connection of task %s", taskID)
+	return newest
+}
+
+// answeredThenRevoked requires c's answer to request id, then ONE revoked frame answering no request, then the
+// close, and returns the other frames c was sent meanwhile.
+func (c *client) answeredThenRevoked(id string) [][]byte {
+	c.t.Helper()
+	require.Equal(c.t, id, c.answerOf(id).ID, "the request being served is answered")
+	end := c.untilError()
+	require.Equal(c.t, "", end.ID)
+	require.Equal(c.t, wire.CodeRevoked, end.Error.Code)
+	c.closed()
+	return c.pending
+}
+
+// sinceHeld sends events.since "since" on w, task P's connection, and returns once its reader is serving it,
+// waiting for a read turn of P's until release is called.
+func (f *fixture) sinceHeld(w *client) (release func()) {
+	f.t.Helper()
+	release = f.holdReads(workerKey(taskP))
+	w.sendLine(`{"id":"since","method":"events.since","params":{"sinceSeq":0,"limit":1}}`)
+	f.awaitServing(taskP, true)
+	return release
+}
+
+// dialOrchestrator connects as the seeded run's orchestrator.
+func (f *fixture) dialOrchestrator(s seeded) *client {
+	f.t.Helper()
+	o := f.dial()
+	o.hello(runR, events.OrchestratorKey, s.orch)
+	return o
+}
+
+// endingRun is the seeded run on a server giving each credential one read turn, with its orchestrator's connection
+// and task P's.
+func endingRun(t *testing.T) (f *fixture, s seeded, o, w *client) {
+	f = newFixture(t, fixtureOpts{opts: Options{MaxReadsPerCredential: 1}})
+	s = f.seed()
+	o = f.dialOrchestrator(s)
+	w = f.dial()
+	w.hello(runR, taskP, s.p)
+	return f, s, o, w
+}
+
+// TestNoPushAfterTheCredentialEndedWhileServing: a connection whose credential ends while its reader is inside a
+// request answers that request, then ends; mail published after the end is not pushed to it meanwhile (the feed
+// went on pushing to it until the final frame was queued, behind the answer).
+func TestNoPushAfterTheCredentialEndedWhileServing(t *testing.T) {
+	f, s, o, w := endingRun(t)
+	q := f.dial()
+	q.hello(runR, taskQ, s.q)
+	release := f.sinceHeld(w)
+
+	o.ok("credential.revoke", map[string]any{"taskId": taskP})
+	o.ok("msg.send", map[string]any{"to": taskP, "body": "for whoever holds P's next token"})
+	// A barrier: the feed pushes in log order, so once the orchestrator is pushed Q's later message, the feed has
+	// handled the one to P.
+	q.ok("msg.send", map[string]any{"to": "parent", "body": "barrier"})
+	for {
+		fr, err := o.read()
+		require.NoError(t, err)
+		var ev wire.Event
+		require.NoError(t, json.Unmarshal(fr, &ev))
+		if ev.Name == wire.EventMailboxMessage {
+			break
+		}
+	}
+	release()
+
+	for _, fr := range w.answeredThenRevoked("since") {
+		var ev wire.Event
+		require.NoError(t, json.Unmarshal(fr, &ev))
+		require.NotEqual(t, wire.EventMailboxMessage, ev.Name, "pushed after the revocation: %s", fr)
+	}
+}
+
+// TestNoWaitAnswerAfterTheCredentialEndedWhileServing: a task.waitStatus whose task moves after the waiting
+// connection's credential ended is not answered: the connection answers the request its reader serves, then ends
+// with its one final frame.
+func TestNoWaitAnswerAfterTheCredentialEndedWhileServing(t *testing.T) {
+	f, _, o, w := endingRun(t)
+	w.sendLine(`{"id":"wait","method":"task.waitStatus","params":{"taskId":"Q","until":"completed","timeoutMs":60000}}`)
+	w.ok("ping", nil)            // served in order: the wait is in progress
+	f.awaitServing(taskP, false) // the ping's answer can reach us before its reader is done with it
+	sc := f.newestConn(taskP)
+	release := f.sinceHeld(w)
+
+	o.ok("credential.revoke", map[string]any{"taskId": taskP})
+	require.Eventually(t, func() bool { sc.mu.Lock(); defer sc.mu.Unlock(); return sc.ending != nil }, guard,
+		time.Millisecond, "the feed did not end the revoked connection")
+	o.ok("task.transition", map[string]any{"taskId": taskQ, "to": "completed"})
+	require.Eventually(t, func() bool { sc.mu.Lock(); defer sc.mu.Unlock(); return sc.waits == 0 }, guard,
+		time.Millisecond, "the wait did not end")
+	release()
+
+	for _, fr := range w.answeredThenRevoked("since") {
+		var r wire.Response
+		require.NoError(t, json.Unmarshal(fr, &r))
+		require.NotEqual(t, "wait", r.ID, "a wait answered after the revocation: %s", fr)
+	}
+}
