@@ -84,10 +84,11 @@
 //     commands only (events.since, subscriptions); the orchestrator and the admin see every id they may read.
 //   - A client cannot make the daemon panic (a recovered panic closes that connection only), nor grow memory
 //     without bound: frames ≤ MaxFrame; a connection's outbound bytes (queued plus the batch being written) ≤
-//     OutboundBytes and everyone's ≤ GlobalOutboundBytes, except that a connection holding nothing takes one
-//     frame — so outbound memory ≤ GlobalOutboundBytes + MaxConns × MaxFrame (+ one resync and one final frame
-//     per connection); queue ≤ OutboundQueueCap frames; connections ≤ MaxConns; waits and subscriptions bounded
-//     per connection and credential; params bounded by ParseCommand and the handlers.
+//     OutboundBytes, a credential's connections' ≤ OutboundBytesPerCredential (so one token's connections that
+//     read nothing cannot take everyone's budget) and everyone's ≤ GlobalOutboundBytes, except that a connection
+//     holding nothing takes one frame — so outbound memory ≤ GlobalOutboundBytes + MaxConns × MaxFrame (+ one
+//     resync and one final frame per connection); queue ≤ OutboundQueueCap frames; connections ≤ MaxConns; waits
+//     and subscriptions bounded per connection and credential; params bounded by ParseCommand and the handlers.
 //   - Every list a query answers is reachable whatever its size: query.tasks, query.delegations, query.ledger and
 //     query.mailbox page by cursor, and a page whose items would not fit in a frame is cut short (hasMore) rather
 //     than refused (paging.go); events.since ends a page before an event that does not fit in the rest of it and

@@ -125,6 +125,15 @@ func TestOptionsValidate(t *testing.T) {
 	}
 	ok := Options{SocketPath: "/x/b.sock", ServerKey: make([]byte, 32), AdminDigest: digestOf("a")}
 	require.NoError(t, ok.Validate())
+	for _, perCred := range []int64{1024, 1 << 40} { // below OutboundBytes, above GlobalOutboundBytes
+		o := ok
+		o.OutboundBytesPerCredential = perCred
+		require.ErrorContains(t, o.Validate(), "OutboundBytesPerCredential")
+	}
+	d := ok.withDefaults()
+	require.Equal(t, int64(DefaultGlobalOutboundBytes/outboundShares), d.OutboundBytesPerCredential)
+	small := Options{OutboundBytes: 1 << 20, GlobalOutboundBytes: 2 << 20}.withDefaults()
+	require.Equal(t, int64(1<<20), small.OutboundBytesPerCredential, "at least one connection's budget")
 }
 
 // TestListenSocketGroup: with a socket group, a new directory is 0750 and the socket 0660, both of that group; an

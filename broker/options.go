@@ -36,6 +36,9 @@ const (
 	DefaultOutboundBytes = 4 << 20
 	// DefaultGlobalOutboundBytes is the daemon's outbound budget, shared by every connection.
 	DefaultGlobalOutboundBytes = 256 << 20
+	// outboundShares is how many credentials it takes, by default, to hold all of GlobalOutboundBytes: one
+	// credential's connections hold at most GlobalOutboundBytes/outboundShares (OutboundBytesPerCredential).
+	outboundShares = 16
 	// MinServerKeyLen is the shortest ServerKey: HMAC-SHA256 gains nothing from a longer key than its block and
 	// loses strength with a shorter one than its output.
 	MinServerKeyLen = 32
@@ -100,6 +103,11 @@ type Options struct {
 	// its resync frame), a response waits; a connection holding nothing always takes one frame.
 	OutboundBytes       int
 	GlobalOutboundBytes int64
+	// OutboundBytesPerCredential bounds the outbound bytes of all the connections of one credential together
+	// (default GlobalOutboundBytes/16, at least OutboundBytes; at most GlobalOutboundBytes): without it,
+	// MaxConnsPerCredential connections that read nothing could hold all of GlobalOutboundBytes, and every other
+	// client's pushes would be refused. The admin's connections are not counted.
+	OutboundBytesPerCredential int64
 	// RatePerCredential paces each credential but the admin's to that many units per second (a request is one
 	// unit, a hello 50; every event events.since returns it or its subscription reads is one more), with bursts of
 	// BurstPerCredential units (default: one second's worth). A credential over its rate is not refused: its
@@ -154,6 +162,7 @@ func (o *Options) Validate() error {
 		{"MaxSubscriptionsPerCredential", int64(o.MaxSubscriptionsPerCredential)},
 		{"MaxReadsPerCredential", int64(o.MaxReadsPerCredential)},
 		{"OutboundBytes", int64(o.OutboundBytes)}, {"GlobalOutboundBytes", o.GlobalOutboundBytes},
+		{"OutboundBytesPerCredential", o.OutboundBytesPerCredential},
 		{"BurstPerCredential", int64(o.BurstPerCredential)},
 	} {
 		if f.v < 0 {
@@ -168,6 +177,11 @@ func (o *Options) Validate() error {
 	}
 	if d := o.withDefaults(); d.GlobalOutboundBytes < int64(d.OutboundBytes) {
 		add("GlobalOutboundBytes %d must be at least OutboundBytes %d", d.GlobalOutboundBytes, d.OutboundBytes)
+	}
+	if d := o.withDefaults(); o.OutboundBytesPerCredential > 0 &&
+		(d.OutboundBytesPerCredential < int64(d.OutboundBytes) || d.OutboundBytesPerCredential > d.GlobalOutboundBytes) {
+		add("OutboundBytesPerCredential %d must be within OutboundBytes %d..GlobalOutboundBytes %d",
+			d.OutboundBytesPerCredential, d.OutboundBytes, d.GlobalOutboundBytes)
 	}
 	if wire.UTF16Len(o.SessionID) > maxSessionID {
 		add("SessionID must be at most %d chars", maxSessionID)
@@ -205,6 +219,8 @@ func (o Options) withDefaults() Options {
 	o.MaxReadsPerCredential = orDefault(o.MaxReadsPerCredential, DefaultMaxReadsPerCredential)
 	o.OutboundBytes = orDefault(o.OutboundBytes, DefaultOutboundBytes)
 	o.GlobalOutboundBytes = orDefault(o.GlobalOutboundBytes, DefaultGlobalOutboundBytes)
+	o.OutboundBytesPerCredential = orDefault(o.OutboundBytesPerCredential,
+		min(max(o.GlobalOutboundBytes/outboundShares, int64(o.OutboundBytes)), o.GlobalOutboundBytes))
 	o.RatePerCredential = orDefault(o.RatePerCredential, DefaultRatePerCredential)
 	o.BurstPerCredential = orDefault(o.BurstPerCredential, max(o.RatePerCredential, 1))
 	if o.Logger == nil {

@@ -13,8 +13,8 @@ import (
 //
 // Bounds, in frames and in bytes. The bytes a connection holds are those queued plus the batch (or response) being
 // written: they are released only when the write has completed. An ordinary frame fits when the connection
-// holds nothing, or when it keeps the connection within limit frames queued, within maxBytes held, and the
-// daemon-wide budget within its own limit. Beyond that:
+// holds nothing, or when it keeps the connection within limit frames queued, within maxBytes held, and its
+// credential's budget and the daemon-wide budget within their limits. Beyond that:
 //   - a push (team.event, mailbox.message) is refused at once — the subscription then queues a resync and stops;
 //   - a response waits for room (back-pressure on the connection's own reader and waiters only): its own writer
 //     finishing a write is what makes room, since an empty connection always takes one frame;
@@ -32,16 +32,18 @@ type outbound struct {
 	maxBytes int
 	held     int // bytes queued plus bytes of the batch being written
 	global   *outboundBudget
-	busy     bool        // a goroutine writes to the socket: the writer its batch, or a responder its response (claim)
-	final    bool        // the final frame is queued
-	noPushes bool        // the connection is ending: pushes are refused, responses still taken (endPushes)
-	reason   closeReason // why the connection closes after the final frame
-	closed   bool        // the connection is closed: drop everything
+	cred     *outboundBudget // the connection's credential's, from its hello on (nil for the admin): setCredential
+	busy     bool            // a goroutine writes to the socket: the writer its batch, or a responder its response (claim)
+	final    bool            // the final frame is queued
+	noPushes bool            // the connection is ending: pushes are refused, responses still taken (endPushes)
+	reason   closeReason     // why the connection closes after the final frame
+	closed   bool            // the connection is closed: drop everything
 	ready    chan struct{}
 	space    chan struct{} // made by a response waiting for room, closed (and dropped) when the writer makes room
 }
 
-// outboundBudget is the daemon-wide count of bytes held by every connection's outbound queue.
+// outboundBudget counts the bytes held by a set of outbound queues: the daemon's (every connection's), or one
+// credential's (its connections').
 type outboundBudget struct {
 	used  atomic.Int64
 	limit int64
@@ -79,14 +81,34 @@ func (q *outbound) signal() {
 	}
 }
 
+// setCredential counts the connection's bytes, from now on and those it holds, against its credential's budget b
+// too.
+func (q *outbound) setCredential(b *outboundBudget) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return
+	}
+	q.cred = b
+	b.used.Add(int64(q.held))
+}
+
 // admit counts f against the bounds if it fits, with q.mu held.
 func (q *outbound) admit(f []byte) bool {
 	if q.held == 0 { // a connection may always hold one frame, whatever the budgets
-		q.held = len(f)
-		q.global.used.Add(int64(len(f)))
+		q.force(f)
 		return true
 	}
-	if len(q.frames) >= q.limit || q.held+len(f) > q.maxBytes || !q.global.reserve(len(f)) {
+	if len(q.frames) >= q.limit || q.held+len(f) > q.maxBytes {
+		return false
+	}
+	if q.cred != nil && !q.cred.reserve(len(f)) {
+		return false
+	}
+	if !q.global.reserve(len(f)) {
+		if q.cred != nil {
+			q.cred.used.Add(-int64(len(f)))
+		}
 		return false
 	}
 	q.held += len(f)
@@ -96,7 +118,15 @@ func (q *outbound) admit(f []byte) bool {
 // force counts f without checking the bounds (control and final frames), with q.mu held.
 func (q *outbound) force(f []byte) {
 	q.held += len(f)
-	q.global.used.Add(int64(len(f)))
+	q.count(len(f))
+}
+
+// count adds n bytes (released: negative) to the budgets the connection counts against, with q.mu held.
+func (q *outbound) count(n int) {
+	q.global.used.Add(int64(n))
+	if q.cred != nil {
+		q.cred.used.Add(int64(n))
+	}
 }
 
 // tryPush queues a push frame if it fits; false means it was not queued (over a bound, or connection closing).
@@ -219,7 +249,7 @@ func (q *outbound) written(n int) {
 		return // close released everything
 	}
 	q.held -= n
-	q.global.used.Add(-int64(n))
+	q.count(-n)
 	q.roomMade()
 }
 
@@ -261,6 +291,6 @@ func (q *outbound) close() {
 	}
 	q.closed = true
 	q.frames = nil
-	q.global.used.Add(-int64(q.held))
+	q.count(-q.held)
 	q.held = 0
 }

@@ -43,6 +43,28 @@ func TestOutboundGlobalBudget(t *testing.T) {
 	require.Zero(t, global.used.Load(), "closed connections hold nothing")
 }
 
+// TestOutboundCredentialBudget: a credential's budget refuses a push that fits its connection's and the daemon's;
+// a push the daemon's budget refuses takes nothing from the credential's; the bytes a connection held before its
+// hello count once it is bound; closing gives every byte back.
+func TestOutboundCredentialBudget(t *testing.T) {
+	global, cred := &outboundBudget{limit: 1000}, &outboundBudget{limit: 150}
+	a, b := newOutbound(256, 100, global), newOutbound(256, 100, global)
+	require.True(t, a.tryPush(frameOf(60)))
+	a.setCredential(cred)
+	b.setCredential(cred)
+	require.Equal(t, int64(60), cred.used.Load(), "held before the hello, counted after")
+	require.True(t, b.tryPush(frameOf(60)))
+	require.True(t, b.tryPush(frameOf(30)))
+	require.False(t, a.tryPush(frameOf(20)), "a holds 80 ≤ its 100, but its credential would hold 170 > 150")
+	cred.limit, global.limit = 300, 150
+	require.False(t, a.tryPush(frameOf(20)), "refused by the daemon's budget")
+	require.Equal(t, int64(150), cred.used.Load(), "and nothing taken from the credential's")
+	a.close()
+	b.close()
+	require.Zero(t, cred.used.Load())
+	require.Zero(t, global.used.Load())
+}
+
 // TestOutboundResponseWaitsForItsWriter: a response over the connection's budget waits until its writer has
 // written, then goes in; it gives up when the connection closes.
 func TestOutboundResponseWaitsForItsWriter(t *testing.T) {

@@ -44,14 +44,15 @@ type Server struct {
 	byBox    map[mailboxKey]map[*conn]struct{} // the same by whose mailbox they read: a push or re-check finds its own
 	nextConn uint64
 	// Per-principal counts (limits.go), keyed by credential (credKey); the admin is not counted.
-	credConns map[string]int           // authenticated connections
-	credWaits map[string]int           // task.waitStatus requests in flight
-	credSubs  map[string]int           // connections holding a subscription
-	readSems  map[string]chan struct{} // page reads in progress, MaxReadsPerCredential at most
-	workers   int                      // authenticated worker connections, bounded by MaxConns-ReservedConns
-	pending   map[int]int              // peer pid → its connections that have not finished hello (MaxPendingPerPeer)
-	pacer     *pacer                   // per-credential request and replay rate (pacer.go)
-	resyncs   atomic.Uint64            // resync frames sent (Stats)
+	credConns map[string]int             // authenticated connections
+	credWaits map[string]int             // task.waitStatus requests in flight
+	credSubs  map[string]int             // connections holding a subscription
+	readSems  map[string]chan struct{}   // page reads in progress, MaxReadsPerCredential at most
+	credOut   map[string]*outboundBudget // outbound bytes of the credential's connections (OutboundBytesPerCredential)
+	workers   int                        // authenticated worker connections, bounded by MaxConns-ReservedConns
+	pending   map[int]int                // peer pid → its connections that have not finished hello (MaxPendingPerPeer)
+	pacer     *pacer                     // per-credential request and replay rate (pacer.go)
+	resyncs   atomic.Uint64              // resync frames sent (Stats)
 
 	waits     waitHub        // task.waitStatus waiters, woken per task
 	outBudget outboundBudget // bytes held by every connection's outbound queue
@@ -84,7 +85,7 @@ func New(eng *commands.Engine, log *eventlog.Log, opts Options) (*Server, error)
 		eng: eng, log: log, opts: o, lg: o.Logger, writeTimeout: writeTimeout,
 		conns: make(map[*conn]struct{}), byRun: make(map[string]map[*conn]struct{}), byBox: make(map[mailboxKey]map[*conn]struct{}),
 		credConns: make(map[string]int), credWaits: make(map[string]int), credSubs: make(map[string]int), pending: make(map[int]int),
-		readSems: make(map[string]chan struct{}), pacer: newPacer(o.RatePerCredential, o.BurstPerCredential),
+		readSems: make(map[string]chan struct{}), credOut: make(map[string]*outboundBudget), pacer: newPacer(o.RatePerCredential, o.BurstPerCredential),
 		quit: make(chan struct{}), serveDone: make(chan struct{}), closed: make(chan struct{}),
 	}
 	s.waits = waitHub{s: s, byRun: make(map[string]*runWaits)}
@@ -222,6 +223,12 @@ func (s *Server) bind(c *conn, id identity) *wire.Error {
 	c.id, c.bound, c.boundAt = id, true, head
 	if k := credKey(id); k != "" {
 		s.credConns[k]++
+		b := s.credOut[k]
+		if b == nil { // kept while the credential has connections (forget)
+			b = &outboundBudget{limit: s.opts.OutboundBytesPerCredential}
+			s.credOut[k] = b
+		}
+		c.out.setCredential(b)
 	}
 	if id.role == events.RoleWorker {
 		s.workers++
@@ -277,6 +284,10 @@ func (s *Server) forget(c *conn) identity {
 	if c.bound {
 		k := credKey(c.id)
 		decrement(s.credConns, k)
+		if s.credConns[k] == 0 {
+			// NB: the connection's bytes are released from this budget when close drops its queue, right after.
+			delete(s.credOut, k)
+		}
 		if c.subCounted {
 			decrement(s.credSubs, k)
 		}
