@@ -214,7 +214,10 @@
 // would pass its events, message-bytes or message-rate quota. The check reads
 // only the state, the config and Env.Now; a refusal records
 // run.quota_exceeded at most once per run per minute. Commands that settle
-// or wind a run down are never refused by a quota.
+// or wind a run down are never refused by a quota; but a refusal of any
+// method that records nothing but itself (policy.action, job.rejected,
+// proxy.rejected) is measured like the gated commands, so repeating a
+// refused call cannot grow a run past its events quota.
 //
 // # Budget (SPEC §4.2)
 //

@@ -18,7 +18,11 @@ import (
 //
 // Commands that wind a run down or settle its work (transitions, settle,
 // spawned, cancel, revoke, deliver/ack, the clock's expiries) are never
-// refused by a quota: a run at its quota can always finish.
+// refused by a quota: a run at its quota can always finish. But a refusal
+// of any command that records nothing but the refusal (refusalRecords) is
+// measured like the gated commands: it changes nothing, and a client that
+// repeats it (wait.resolve while the wait methods are off, a worker's
+// every call) would otherwise grow the run's stream without bound.
 //
 // A refusal answers quota-exceeded (events, bytes) or rate-limit (message
 // rate) and records run.quota_exceeded with what the check saw — at most one
@@ -52,10 +56,31 @@ func growthOf(runID string, evs []events.Event) Growth {
 	return g
 }
 
-// withQuota replaces a gated command's decision by a quota refusal when the
-// decision would take its run past a quota.
+// refusalRecords are the events that record a refusal and nothing else.
+var refusalRecords = map[string]bool{
+	events.TypePolicyAction: true, events.TypeJobRejected: true, events.TypeProxyRejected: true,
+	events.TypeDelegateRequested: true, events.TypeDelegateRejected: true,
+}
+
+// onlyRefusal reports whether a decision refused with err and records
+// nothing but that refusal.
+func onlyRefusal(d Decision, err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, ev := range d.Events {
+		if !refusalRecords[ev.Type] {
+			return false
+		}
+	}
+	return true
+}
+
+// withQuota replaces a gated command's decision, or a decision that only
+// records a refusal, by a quota refusal when the decision would take its
+// run past a quota.
 func withQuota(s *projections.State, cmd Command, env *Env, d Decision, err error) (Decision, error) {
-	if !quotaGated[cmd.Kind()] || len(d.Events) == 0 {
+	if len(d.Events) == 0 || !quotaGated[cmd.Kind()] && !onlyRefusal(d, err) {
 		return d, err
 	}
 	runID := d.Events[0].Stream
