@@ -3,6 +3,7 @@ package commands
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Wire codes a rejection carries (D§7.6). The broker maps a *RejectedError
@@ -35,7 +36,7 @@ func (e *RejectedError) Error() string {
 }
 
 func reject(code, reason, format string, args ...any) *RejectedError {
-	return &RejectedError{Code: code, Reason: reason, Message: fmt.Sprintf(format, args...)}
+	return &RejectedError{Code: code, Reason: reason, Message: cutMessage(fmt.Sprintf(format, args...))}
 }
 
 func badParams(format string, args ...any) *RejectedError {
@@ -57,4 +58,24 @@ func rejectedOf(err error) *RejectedError {
 		return rej
 	}
 	return nil
+}
+
+// MaxRejectionMessageBytes bounds a rejection's message. Messages quote what
+// the client sent (an id, a recipient), and a message is answered and
+// recorded with the command's outcome for good: a refused request must not
+// make either as large as the frame that carried it.
+const MaxRejectionMessageBytes = 1024
+
+// cutMessage cuts msg to MaxRejectionMessageBytes, on a rune boundary, and
+// marks the cut with an ellipsis.
+func cutMessage(msg string) string {
+	if len(msg) <= MaxRejectionMessageBytes {
+		return msg
+	}
+	const ellipsis = "…"
+	n := MaxRejectionMessageBytes - len(ellipsis)
+	for n > 0 && !utf8.RuneStart(msg[n]) {
+		n--
+	}
+	return msg[:n] + ellipsis
 }
