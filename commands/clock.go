@@ -2,11 +2,14 @@ package commands
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
@@ -44,14 +47,7 @@ func (e *Engine) Tick(ctx context.Context) int {
 	engine := principal.Actor()
 	e.Read(func(s *projections.State) {
 		for _, c := range DueExpiries(s, now) {
-			var id string
-			switch c := c.(type) {
-			case *DelegateExpire:
-				id = "expire:" + c.RunID + ":" + c.SubID
-			case *AskExpire:
-				id = "ask-expire:" + c.RunID + ":" + c.QuestionID
-			}
-			due = append(due, Request{Principal: principal, CommandID: id, Actor: engine, Command: c})
+			due = append(due, Request{Principal: principal, CommandID: expiryID(c), Actor: engine, Command: c})
 		}
 	})
 	// Submitted together, the expiries join the same group: one synced
@@ -76,4 +72,27 @@ func (e *Engine) Tick(ctx context.Context) int {
 	}
 	wg.Wait()
 	return int(n.Load())
+}
+
+// expiryID is the command id of an expiry: it names the delegation or the
+// question, so that every tick submits the same one. An id the log would
+// refuse (longer than eventlog.MaxIDLen: a run id of about 210 chars and
+// more) would never be decided, and its delegation would hold its slot for
+// good; such an id is named by the SHA-256 of run and object instead
+// ("-sha256:" sets it apart from every readable id, whose kind is followed by ':').
+func expiryID(c Command) string {
+	var kind, run, object string
+	switch c := c.(type) {
+	case *DelegateExpire:
+		kind, run, object = "expire", c.RunID, c.SubID
+	case *AskExpire:
+		kind, run, object = "ask-expire", c.RunID, c.QuestionID
+	default:
+		return ""
+	}
+	if id := kind + ":" + run + ":" + object; len(id) <= eventlog.MaxIDLen {
+		return id
+	}
+	sum := sha256.Sum256([]byte(run + "\x00" + object)) // NB: a run id holds no NUL (safeID)
+	return kind + "-sha256:" + hex.EncodeToString(sum[:])
 }
