@@ -379,6 +379,12 @@ func (p *paramReader) get(key string, required bool, want string) (json.RawMessa
 		}
 		return nil, false
 	}
+	if len(v) == 0 {
+		// NB: not JSON (ParseMembers' caller promises JSON): every reader
+		// looks at v[0].
+		p.fail(key, want)
+		return nil, false
+	}
 	return v, p.err == nil
 }
 
@@ -399,7 +405,7 @@ func (p *paramReader) str(key string, required bool) string {
 	if !ok {
 		return ""
 	}
-	if v[0] == '"' && bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' && bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
 		return string(v[1 : len(v)-1]) // no escape: the bytes are the string
 	}
 	var s string

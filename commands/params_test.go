@@ -272,3 +272,21 @@ func isJobMethod(m string) bool {
 	family, _, _ := strings.Cut(m, ".")
 	return family == "job" || family == "lease" || family == "manifest" || family == "proxy"
 }
+
+// ParseMembers takes members a scan of a valid frame split out; a member that
+// is not a JSON value (empty, a lone quote) is refused like a mistyped one,
+// never read past its end.
+func TestParseMembersRefusesMembersThatAreNotJSON(t *testing.T) {
+	for _, v := range []string{``, `"`, `-`, `[`} {
+		for _, key := range []string{"prompt", "budgetTokens", "timeoutSec"} {
+			members := map[string]json.RawMessage{"prompt": json.RawMessage(`"p"`), key: json.RawMessage(v)}
+			var cmd Command
+			var err error
+			require.NotPanics(t, func() { cmd, err = ParseMembers("delegate.request", members, fxWorker) }, "%s=%q", key, v)
+			require.Nil(t, cmd, "%s=%q", key, v)
+			var rej *RejectedError
+			require.ErrorAs(t, err, &rej, "%s=%q", key, v)
+			require.Equal(t, CodeBadParams, rej.Code)
+		}
+	}
+}
