@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // TestHostileValuesStayInTheirRun sends every method every hostile value of
@@ -50,6 +51,10 @@ func TestHostileValuesStayInTheirRun(t *testing.T) {
 					}
 					if out.err == nil || len(out.events) > 0 {
 						require.Equal(t, bView, hostileView(t, w, "B"), "%s %s changed run B", method, name)
+						if c.Role == events.RoleWorker {
+							require.Equal(t, hostileOthers(t, base, base, c.TaskID), hostileOthers(t, w, base, c.TaskID),
+								"%s %s changed what another task of A holds", method, name)
+						}
 					}
 				}
 			}
@@ -120,6 +125,58 @@ func hostileView(t *testing.T, w *scenarioWorld, runID string) string {
 		s, err := w.query(q)
 		require.NoError(t, err)
 		b.WriteString(s)
+	}
+	return b.String()
+}
+
+// hostileOthers is what run A's tasks (those of base) other than task hold that only they or
+// the orchestrator may change: their status, account, questions, jobs and
+// delegations, and the status of the messages of every other mailbox.
+// Messages appended to their mailboxes are not in it: any task of the run
+// may send them one.
+func hostileOthers(t *testing.T, w, base *scenarioWorld, task string) string {
+	var b strings.Builder
+	add := func(v any) {
+		s, err := scenarioIndent(v)
+		require.NoError(t, err)
+		b.WriteString(s)
+	}
+	for _, other := range base.s.Tasks("A") {
+		if other.TaskID == task {
+			continue
+		}
+		other, _ = w.s.Task("A", other.TaskID)
+		page, err := w.s.Mailbox("A", other.TaskID, projections.MailboxFilter{})
+		require.NoError(t, err)
+		for _, m := range page.Messages {
+			if m.From != task {
+				add(m)
+			}
+		}
+		add(found(w.s.Account("A", other.TaskID)))
+		add(other.Status)
+	}
+	inbox, err := w.s.Mailbox("A", events.RunInbox, projections.MailboxFilter{})
+	require.NoError(t, err)
+	for _, m := range inbox.Messages {
+		if m.From != task {
+			add(m)
+		}
+	}
+	for _, a := range w.s.Asks("A") {
+		if a.TaskID != task {
+			add(a)
+		}
+	}
+	for _, j := range w.s.Jobs("A") {
+		if j.TaskID != task {
+			add(j)
+		}
+	}
+	for _, d := range base.s.Delegations("A") {
+		if d.ParentTaskID != task && d.SubID != task {
+			add(found(w.s.Delegation("A", d.SubID)))
+		}
 	}
 	return b.String()
 }
@@ -198,6 +255,7 @@ func hostileValues(typ string, ids map[string]string) []json.RawMessage {
 		"", " ", "\u0000", "../../x", strings.Repeat("a", MaxIDChars+1), strings.Repeat("é", MaxBodyChars/2+1),
 		"B", "b1", "b2", "b3", "J", "r1", "parent", "all", "group", events.OrchestratorKey,
 		ids["subB"], ids["qB"], ids["msgB"], ids["inboxB"], "expire:B:" + ids["subB"],
+		"a1", "a2", "a3", ids["subA"], ids["qA"], ids["msgA"], ids["inboxA"],
 	}
 	ints := []json.RawMessage{
 		json.RawMessage("-1"), json.RawMessage("0"), json.RawMessage("1"), json.RawMessage("9223372036854775807"),
@@ -211,7 +269,7 @@ func hostileValues(typ string, ids map[string]string) []json.RawMessage {
 			many[i] = ids["msgA"]
 		}
 		var out []json.RawMessage
-		for _, l := range [][]string{{}, {""}, many, {ids["msgB"]}, {ids["inboxB"]}, {ids["msgA"], ids["msgA"]}, {"b1", "all"}} {
+		for _, l := range [][]string{{}, {""}, many, {ids["msgB"]}, {ids["inboxB"]}, {ids["inboxA"]}, {ids["msgA"], ids["msgA"]}, {"b1", "all"}} {
 			b, _ := json.Marshal(l)
 			out = append(out, b)
 		}
