@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/crewlog/crewlog/eventlog"
 )
 
-// MaxIDChars bounds run, task and message ids.
+// MaxIDChars bounds task and message ids (run ids: MaxRunIDChars).
 const MaxIDChars = 256
 
 // safeID reports whether id is 1..MaxIDChars of [A-Za-z0-9_-] (pi-crew's
@@ -27,6 +29,13 @@ func safeID(id string) bool {
 	}
 	return true
 }
+
+// MaxRunIDChars bounds run ids: a run id names the run's stream, which the
+// log bounds.
+const MaxRunIDChars = eventlog.MaxStreamLen
+
+// safeRunID is safeID for a run id.
+func safeRunID(id string) bool { return safeID(id) && len(id) <= MaxRunIDChars }
 
 // newRunID mints pi-crew's run id shape, team_<YYYYMMDDhhmmss>_<16 hex>,
 // from the env's clock and id source.

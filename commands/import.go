@@ -138,8 +138,8 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 		return Decision{}, badParams("import.append: a write carries 1..%d events", MaxImportEvents)
 	}
 	checkpoint := c.RunID == events.ImportStream
-	if !checkpoint && !safeID(c.RunID) {
-		return Decision{}, badParams("import.append: runId must be 1..%d chars of [A-Za-z0-9_-]", MaxIDChars)
+	if !checkpoint && !safeRunID(c.RunID) {
+		return Decision{}, badParams("import.append: runId must be 1..%d chars of [A-Za-z0-9_-]", MaxRunIDChars)
 	}
 	_, exists := s.Run(c.RunID)
 	out := make([]events.Event, 0, len(c.Events))

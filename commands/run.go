@@ -42,8 +42,8 @@ func (c *RunCreate) decide(s *projections.State, env *Env) (Decision, error) {
 		id = newRunID(env)
 	}
 	switch {
-	case !safeID(id):
-		return Decision{}, badParams("run.create: runId must be 1..%d chars of [A-Za-z0-9_-]", MaxIDChars)
+	case !safeRunID(id):
+		return Decision{}, badParams("run.create: runId must be 1..%d chars of [A-Za-z0-9_-]", MaxRunIDChars)
 	case c.Team == "" || len(c.Team) > MaxIDChars:
 		return Decision{}, badParams("run.create: team must be 1..%d chars", MaxIDChars)
 	case len(c.Goal) > MaxBodyChars || len(c.Workflow) > MaxIDChars || len(c.Cwd) > 4096:
