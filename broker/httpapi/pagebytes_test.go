@@ -89,3 +89,38 @@ func (f *fixture) rawGet(path string) (int, map[string]any) {
 	require.NoError(f.t, json.Unmarshal(b, &m))
 	return len(b), m
 }
+
+// TestStateListsAreBoundedInBytes: a worker may ask any number of questions of MaxQuestionChars each; a state?at
+// answer keeps each list within maxPageBytes of JSON and says it is truncated.
+func TestStateListsAreBoundedInBytes(t *testing.T) {
+	f := newFixture(t, Options{})
+	// 400 questions of 24 KiB each (3 bytes a character): over twice maxPageBytes.
+	question := strings.Repeat("€", commands.MaxQuestionChars)
+	const n = 400
+	// pending is the task's question: one at a time, resolved before the next.
+	var pending string
+	f.eng.Read(func(st *projections.State) {
+		for _, a := range st.Asks(liveRun) {
+			if a.TaskID == "01_lead" && a.Status == projections.AskPending {
+				pending = a.QuestionID
+			}
+		}
+	})
+	worker := audittest.Worker("01_lead")
+	for i := 0; i < n; i++ {
+		r := f.do(worker, &commands.WaitResolve{RunID: liveRun, TaskID: "01_lead", QuestionID: pending})
+		require.Nil(t, r.Rejected, "%v", r.Rejected)
+		r = f.do(worker, &commands.WaitRequest{RunID: liveRun, TaskID: "01_lead", Question: question})
+		require.Nil(t, r.Rejected, "%v", r.Rejected)
+		var res commands.WaitResult
+		require.NoError(t, json.Unmarshal(r.Result, &res))
+		pending = res.QuestionID
+	}
+	for _, at := range []uint64{head(f), head(f) - 1} { // the published state, and a rebuild
+		size, m := f.rawGet(fmt.Sprintf("/api/v1/runs/%s/state?at=%d", liveRun, at))
+		require.LessOrEqual(t, size, 2*maxPageBytes, "at %d", at)
+		require.True(t, m["truncated"].(bool), "at %d", at)
+		require.NotEmpty(t, m["asks"], "at %d", at)
+		require.NotEmpty(t, m["tasks"], "at %d", at)
+	}
+}

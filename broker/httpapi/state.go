@@ -12,7 +12,7 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
-// maxStateItems caps each list of a state?at answer.
+// maxStateItems caps each list of a state?at answer (and fit its bytes).
 const maxStateItems = 10000
 
 // stateCache keeps the last few run states rebuilt by state?at and explain (each one run alone, as of a position:
@@ -224,7 +224,26 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request, pr principa
 		return
 	}
 	out.Head, out.At = head, at
+	out.fit()
 	writeJSON(w, out)
+}
+
+// fit cuts each list to maxPageBytes of JSON (a worker's questions may be 8K characters each, and a run may have
+// thousands), outside the engine's read; truncated says so.
+func (out *stateResult) fit() {
+	out.Tasks = fitList(out.Tasks, &out.Truncated)
+	out.Delegations = fitList(out.Delegations, &out.Truncated)
+	out.Ledger = fitList(out.Ledger, &out.Truncated)
+	out.Asks = fitList(out.Asks, &out.Truncated)
+}
+
+// fitList is items cut to what fits in maxPageBytes (at least one); it sets *cut when it cut.
+func fitList[T any](items []T, cut *bool) []T {
+	n, all := fitting(items)
+	if n < all {
+		*cut = true
+	}
+	return items[:n]
 }
 
 // runView is run runID's lists in st, each capped at maxStateItems.
