@@ -357,6 +357,10 @@ func FuzzAPI(f *testing.F) {
 		srv.states.mu.Unlock()
 		require.Zero(t, queued, "%s: a rebuild is still counted against its principal", desc)
 		require.Zero(t, held, "%s: the rebuild turn is still held", desc)
+		srv.reads.mu.Lock()
+		reading := len(srv.reads.queued)
+		srv.reads.mu.Unlock()
+		require.Zero(t, reading, "%s: a turn of the principal is still counted", desc)
 	})
 }
 
