@@ -145,7 +145,7 @@ func (c *conn) readLoop() {
 			c.close(c.readFailure(err))
 			return
 		}
-		if !c.handle(req) {
+		if !c.handle(req, rd.FrameBytes()) {
 			return
 		}
 	}

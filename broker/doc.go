@@ -69,13 +69,14 @@
 //     idle-timeout). Page reads (events.since, msg.inbox, query.*) take turns per credential
 //     (MaxReadsPerCredential), so a token's connections share the CPU of that many readers.
 //   - CPU per principal (pacer.go): every credential but the admin's is served at most RatePerCredential units a
-//     second with bursts of BurstPerCredential; a request is one unit, a hello helloCost (50), each event
-//     events.since returns or a subscription reads (pushed or filtered out) one more, and each event of a cold run
-//     re-folded from the log for it (params.go; a hello never re-folds: classifyCold; events.since reads a run's
-//     events from the log and never reads a cold run back). A credential with an empty
-//     bucket is not refused: its hellos are not answered, its connections' readers read no next frame and its
-//     subscriptions pull nothing until the bucket refills, so a flood is back-pressured by the flooder's own
-//     socket and costs the daemon no CPU while it waits.
+//     second with bursts of BurstPerCredential; a request is one unit and one more per frameUnit (4 KiB) of its
+//     frame and the blank lines before it, a hello helloCost (50), each event events.since returns or a
+//     subscription reads (pushed or filtered out) one more, and each event of a cold run re-folded from the log for
+//     it (params.go; a hello never re-folds: classifyCold; events.since reads a run's events from the log and never
+//     reads a cold run back). A credential with an empty bucket is not refused: its hellos are not answered, its
+//     connections' readers read no next frame and its subscriptions pull nothing until the bucket refills, so a
+//     flood is back-pressured by the flooder's own socket and costs the daemon no CPU while it waits. Blank lines
+//     count toward the frame cap of the request after them (package wire), so no stream of them is read unpaid.
 //   - Secrets: the broker mints tokens (see mintToken) and hands each only to the caller of run.create or
 //     credential.issue; the engine and the log see sha-256 digests. No token reaches a log line or an error.
 //   - Command ids belong to their caller (SPEC §2): a command's principal is the connection's authenticated
@@ -113,8 +114,8 @@
 //     included, are refused (too-many-connections, so they can retry). Per-pid is the finest identity a
 //     connection has before its hello; a worker that forks to get around it pays a process per 128 connections.
 //   - A wait's answer that was already queued when its credential ended may precede the final frame.
-//   - CPU time itself: pacing counts requests and events, not nanoseconds, so requests of unequal cost (a commit, a
-//     large query page) weigh alike, and up to RatePerCredential units per second of every credential still run;
+//   - CPU time itself: pacing counts requests, their bytes and events, not nanoseconds, so requests of unequal
+//     cost (a commit, a large query page) weigh alike, and up to RatePerCredential units per second of every credential still run;
 //     many credentials (a run can issue many) together get more than one. The engine's queue is shared: a run's
 //     commits within its rate go ahead of another run's in arrival order (docs/benchmarks.md, "Hostile mix").
 //   - pi-crew's stale-token after a restart: crewlog persists credential digests, so a valid token keeps working.

@@ -68,8 +68,9 @@ func Methods() []string {
 	return slices.Compact(out)
 }
 
-// handle serves one decoded request; false means the connection is closing and the reader must stop.
-func (c *conn) handle(req wire.Request) bool {
+// handle serves one decoded request, which took size bytes of the stream; false means the connection is closing
+// and the reader must stop.
+func (c *conn) handle(req wire.Request, size int) bool {
 	if !c.authed {
 		if req.Method != wire.MethodHello {
 			return c.sendError(req.ID, wire.NewError(wire.CodeProtocol, wire.MsgHelloRequired))
@@ -107,7 +108,7 @@ func (c *conn) handle(req wire.Request) bool {
 	if !c.begin() {
 		return false
 	}
-	c.charge(1)
+	c.charge(requestCost(size))
 	if !c.serve(req) {
 		return false
 	}

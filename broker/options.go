@@ -109,7 +109,8 @@ type Options struct {
 	// client's pushes would be refused. The admin's connections are not counted.
 	OutboundBytesPerCredential int64
 	// RatePerCredential paces each credential but the admin's to that many units per second (a request is one
-	// unit, a hello 50; every event events.since returns it or its subscription reads is one more), with bursts of
+	// unit and one more per 4 KiB of its frame, a hello 50; every event events.since returns it or its subscription
+	// reads is one more), with bursts of
 	// BurstPerCredential units (default: one second's worth). A credential over its rate is not refused: its
 	// connections' next requests are read, and its subscriptions pull, only when its budget allows (pacer.go).
 	// Default 5000; negative: no pacing.

@@ -6,11 +6,11 @@ import (
 )
 
 // Per-credential pacing: CPU fairness between principals. Every credential but the admin's has a token bucket of
-// RatePerCredential units per second holding at most BurstPerCredential. A request costs one unit, a hello
-// helloCost units, and every event events.since returns to a credential, or its subscription reads from the log
-// (pushed or filtered out), one more (a replay from seq 0 is the most expensive thing a client can ask for), as
-// does every event of a cold run the log re-folds for a request of the credential (params.go). The
-// bucket may go into debt: a page is served whole and charged after. A connection's reader reads its next request
+// RatePerCredential units per second holding at most BurstPerCredential. A request costs one unit and one more per
+// frameUnit bytes it takes on the wire, a hello helloCost units, and every event events.since returns to a
+// credential, or its subscription reads from the log (pushed or filtered out), one more (a replay from seq 0 is the
+// most expensive thing a client can ask for), as does every event of a cold run the log re-folds for a request of
+// the credential (params.go). The bucket may go into debt: a page is served whole and charged after. A connection's reader reads its next request
 // only when its credential's bucket holds a unit, a hello is answered and a subscription pulls only then, so a
 // credential that asks for more than its rate is back-pressured by its own socket and costs the daemon no CPU
 // while it waits. No refusal: a paced client is only slower.
@@ -20,6 +20,16 @@ import (
 // cost many times a small request, so a token dialling in a loop gets about a hundred connections a second at
 // the default rate. A runtime opens a handful.
 const helloCost = 50
+
+// frameUnit is the bytes of a request that cost one more unit: reading, validating and decoding a request grows
+// with its size, and a unit per request alone let a credential have its rate's worth of MaxFrame frames (or of
+// blank lines, which are read all the same) parsed every second — several cores' worth at the defaults. A frame of
+// a few KiB costs what a small request does; one of 256 KiB 65 units.
+const frameUnit = 4096
+
+// requestCost is what a request that took frameBytes of its connection's stream costs its credential (the blank
+// lines before it included: wire.Reader.FrameBytes).
+func requestCost(frameBytes int) int { return 1 + frameBytes/frameUnit }
 
 // pacer holds the buckets of every credential that was charged. Its methods take the time, so tests drive them
 // with an injected clock.

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/json"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -103,8 +104,9 @@ func workerKey(task string) string {
 	return credKey(identity{role: events.RoleWorker, runID: runR, taskID: task, key: task})
 }
 
-// TestPacingChargesRequestsAndReplays: a hello costs helloCost units, every request one, and every event events.since or a
-// subscription sends costs one more, on the credential that asked; the admin pays nothing.
+// TestPacingChargesRequestsAndReplays: a hello costs helloCost units, every request one and one more per frameUnit
+// bytes it took (blank lines before it included), and every event events.since or a subscription sends costs one
+// more, on the credential that asked; the admin pays nothing.
 func TestPacingChargesRequestsAndReplays(t *testing.T) {
 	f := newFixture(t, fixtureOpts{opts: Options{RatePerCredential: 1, BurstPerCredential: 1 << 20}})
 	clock := installPacerClock(f)
@@ -116,12 +118,20 @@ func TestPacingChargesRequestsAndReplays(t *testing.T) {
 	p.hello(runR, taskP, s.p)
 	p.ok("ping", nil)
 	require.Equal(t, float64(full-helloCost-1), level(workerKey(taskP)), "hello and ping")
+	// A big request costs its bytes, and so do the blank lines before it: here 100 KiB of them and a ping of 100 KiB.
+	big := `{"id":"big","method":"ping","params":{"pad":"` + strings.Repeat("x", 100<<10) + `"}}`
+	p.sendLine(strings.Repeat("\n", 100<<10) + big)
+	require.Equal(t, "big", p.answerOf("big").ID)
+	spent := float64(helloCost + 1 + 1 + (100<<10+len(big)+1)/frameUnit)
+	require.Equal(t, 51.0, spent-helloCost-1, "200 KiB cost 50 units more than a small request")
+	require.Equal(t, full-spent, level(workerKey(taskP)), "a big ping after blank lines")
 
 	page := p.ok("events.since", map[string]any{"sinceSeq": 0, "limit": 1000})
 	n := len(page["events"].([]any))
 	require.Positive(t, n)
 	require.Equal(t, false, page["hasMore"])
-	require.Equal(t, float64(full-helloCost-1-1-n), level(workerKey(taskP)), "events.since: the request and its %d events", n)
+	spent += float64(1 + n)
+	require.Equal(t, full-spent, level(workerKey(taskP)), "events.since: the request and its %d events", n)
 
 	p.ok("events.subscribe", map[string]any{"sinceSeq": 0})
 	pushes := 0
@@ -134,7 +144,7 @@ func TestPacingChargesRequestsAndReplays(t *testing.T) {
 		pushes += teamEvents(t, f)
 	}
 	// NB: a pull charges what it read once it has pushed it, so the last pushes may arrive before their charge.
-	want := float64(full - helloCost - 1 - 2*(1+n))
+	want := full - spent - float64(1+n)
 	require.Eventually(t, func() bool { return level(workerKey(taskP)) <= want }, 10*time.Second, time.Millisecond,
 		"the subscription's replay is charged")
 	require.Equal(t, want, level(workerKey(taskP)), "the subscription: the request and its replay")

@@ -20,7 +20,8 @@
 //   - a line longer than the cap allows is refused as soon as its length passes the cap, before the rest of it is
 //     read: ErrFrameTooLarge, and the broker closes the connection without a frame;
 //   - a complete line that is not one JSON object in valid UTF-8: ErrMalformed, close without a frame;
-//   - a '\r' before the '\n' is dropped; blank lines (empty or only spaces, tabs, '\r') are skipped;
+//   - a '\r' before the '\n' is dropped; blank lines (empty or only spaces, tabs, '\r') are skipped, and count
+//     toward the cap of the frame after them (so a peer cannot keep the reader skipping them for ever);
 //   - end of stream inside a line: ErrTruncated; at a line boundary (or after only blanks): io.EOF.
 //
 // Writing refuses a value that does not encode to one object or whose frame would exceed the cap.

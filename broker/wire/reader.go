@@ -37,6 +37,11 @@ type Reader struct {
 	nspill int // bytes held in spill
 	cspill int // bytes allocated in spill
 
+	// skipped is the bytes of the blank lines read since the last frame: they count toward the next frame's cap, so
+	// a peer cannot keep the reader skipping them for ever without delivering a frame.
+	skipped int
+	last    int // FrameBytes
+
 	srcErr error // the source's error, reported once the bytes read before it are consumed
 	err    error
 
@@ -55,7 +60,8 @@ func NewReader(r io.Reader, maxFrame int) *Reader {
 }
 
 // ReadFrame returns the next frame without its '\n' (and without a '\r' before it, so CRLF peers work). Blank lines
-// are skipped. A frame is a single JSON object in valid UTF-8 of at most maxFrame-1 bytes.
+// are skipped, and count toward the cap of the frame after them. A frame is a single JSON object in valid UTF-8 of
+// at most maxFrame-1 bytes, less the blank lines before it.
 //
 // The returned slice is only valid until the next call to ReadFrame; copy it to keep it.
 func (r *Reader) ReadFrame() ([]byte, error) {
@@ -65,20 +71,27 @@ func (r *Reader) ReadFrame() ([]byte, error) {
 			r.err = err
 			break
 		}
+		size := len(line) + 1
 		if n := len(line); n > 0 && line[n-1] == '\r' {
 			line = line[:n-1]
 		}
 		if isBlank(line) {
+			r.skipped += size
 			continue
 		}
 		if err := checkFrame(line); err != nil {
 			r.err = err
 			break
 		}
+		r.last, r.skipped = r.skipped+size, 0
 		return line, nil
 	}
 	return nil, r.err
 }
+
+// FrameBytes is how many bytes of the stream the frame ReadFrame returned last took: the blank lines before it, the
+// frame and its line end. A caller that weighs its peer's work by the bytes it sent reads it here.
+func (r *Reader) FrameBytes() int { return r.last }
 
 // line returns the next line without its '\n'.
 func (r *Reader) line() ([]byte, error) {
@@ -87,8 +100,8 @@ func (r *Reader) line() ([]byte, error) {
 		if i := bytes.IndexByte(r.buf[r.start:r.end], '\n'); i >= 0 {
 			seg := r.buf[r.start : r.start+i]
 			r.start += i + 1
-			// The frame is the line plus its newline.
-			if r.nspill+len(seg)+1 > r.limit {
+			// The frame is the line plus its newline, after the blank lines before it.
+			if r.skipped+r.nspill+len(seg)+1 > r.limit {
 				return nil, tooLarge(r.limit)
 			}
 			if r.nspill == 0 {
@@ -99,7 +112,7 @@ func (r *Reader) line() ([]byte, error) {
 		}
 		// No newline yet. Refuse now if even a newline as the very next byte would make the frame too large: this
 		// is what stops a long line before it is buffered.
-		if r.nspill+(r.end-r.start)+1 > r.limit {
+		if r.skipped+r.nspill+(r.end-r.start)+1 > r.limit {
 			return nil, tooLarge(r.limit)
 		}
 		if r.srcErr != nil {

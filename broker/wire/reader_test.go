@@ -68,6 +68,12 @@ func TestReadFrame(t *testing.T) {
 		{"frame one over the cap", object(limit) + "\n{}\n", nil, ErrFrameTooLarge},
 		{"unterminated line over the cap", object(limit), nil, ErrFrameTooLarge},
 		{"blank line over the cap", strings.Repeat(" ", limit) + "\n", nil, ErrFrameTooLarge},
+		{"blank lines over the cap", strings.Repeat("\n", limit) + "{}\n", nil, ErrFrameTooLarge},
+		{"blank lines and a frame over the cap", strings.Repeat("\n", 8) + object(limit-8) + "\n", nil, ErrFrameTooLarge},
+		{"blank lines and a frame of exactly the cap", strings.Repeat(" \n", 4) + object(limit-9) + "\n",
+			[]string{object(limit - 9)}, io.EOF},
+		{"blank lines count toward the next frame only", "{}\n" + strings.Repeat("\n", limit-3) + "{}\n" +
+			strings.Repeat("\n", limit-3) + "{}\n", []string{"{}", "{}", "{}"}, io.EOF},
 		{"big frame after small ones", "{}\n" + object(limit-1) + "\n{}\n", []string{"{}", object(limit - 1), "{}"}, io.EOF},
 	} {
 		for name, split := range splits {
@@ -105,9 +111,15 @@ type endless struct {
 	prefix string
 	fill   byte
 	n      int
+	max    int // when not 0, the stream fails once this many bytes were read
 }
 
+var errEndlessEnded = errors.New("the endless stream ended")
+
 func (e *endless) Read(p []byte) (int, error) {
+	if e.max > 0 && e.n >= e.max {
+		return 0, errEndlessEnded
+	}
 	k := copy(p, e.prefix)
 	e.prefix = e.prefix[k:]
 	for i := k; i < len(p); i++ {
@@ -151,11 +163,26 @@ func TestReadFrameStopsEarly(t *testing.T) {
 }
 
 // The cap must be enforced on an oversize line of blanks too: blank lines are only skipped once they are complete.
+// And on endless blank lines: they count toward the frame after them, so a peer cannot keep the reader busy
+// skipping them without ever delivering a frame.
 func TestReadFrameEndlessBlanks(t *testing.T) {
-	src := &endless{fill: ' '}
-	_, err := NewReader(src, MaxFrameFloor).ReadFrame()
-	require.ErrorIs(t, err, ErrFrameTooLarge)
-	require.LessOrEqual(t, src.n, MaxFrameFloor+readAhead)
+	for _, fill := range []byte{' ', '\n'} {
+		// NB: not quite endless, so that a reader that skips blank lines for ever fails the test rather than hang it.
+		src := &endless{fill: fill, max: 64 * MaxFrameFloor}
+		_, err := NewReader(src, MaxFrameFloor).ReadFrame()
+		require.ErrorIs(t, err, ErrFrameTooLarge, "%q", fill)
+		require.LessOrEqual(t, src.n, MaxFrameFloor+readAhead, "%q", fill)
+	}
+}
+
+// FrameBytes is what the last frame took of the stream: the blank lines before it, the frame and its line end.
+func TestReadFrameBytes(t *testing.T) {
+	r := NewReader(strings.NewReader("{}\n\n \r\n{\"a\":1}\r\n"), 0)
+	for _, want := range []int{3, 4 + 9} {
+		_, err := r.ReadFrame()
+		require.NoError(t, err)
+		require.Equal(t, want, r.FrameBytes())
+	}
 }
 
 // repeat yields the same frame forever.
