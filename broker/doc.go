@@ -70,13 +70,14 @@
 //     (MaxReadsPerCredential), so a token's connections share the CPU of that many readers.
 //   - CPU per principal (pacer.go): every credential but the admin's is served at most RatePerCredential units a
 //     second with bursts of BurstPerCredential; a request is one unit and one more per frameUnit (4 KiB) of its
-//     frame and the blank lines before it, a hello helloCost (50), each event events.since returns or a
-//     subscription reads (pushed or filtered out) one more, and each event of a cold run re-folded from the log for
-//     it (params.go; a hello never re-folds: classifyCold; events.since reads a run's events from the log and never
-//     reads a cold run back). A credential with an empty bucket is not refused: its hellos are not answered, its
-//     connections' readers read no next frame and its subscriptions pull nothing until the bucket refills, so a
-//     flood is back-pressured by the flooder's own socket and costs the daemon no CPU while it waits. Blank lines
-//     count toward the frame cap of the request after them (package wire), so no stream of them is read unpaid.
+//     frame and the blank lines before it, a hello helloCost (50; a refused one to its process, by pid), each
+//     event events.since returns or a subscription reads (pushed or filtered out) one more, and each event of a
+//     cold run re-folded from the log for it (params.go; a hello never re-folds: classifyCold; events.since reads
+//     a run's events from the log and never reads a cold run back). A credential with an empty bucket is not
+//     refused: its hellos are not answered, its connections' readers read no next frame and its subscriptions
+//     pull nothing until the bucket refills, so a flood is back-pressured by the flooder's own socket and costs
+//     the daemon no CPU while it waits. Blank lines count toward the frame cap of the request after them (package
+//     wire), so no stream of them is read unpaid.
 //   - Secrets: the broker mints tokens (see mintToken) and hands each only to the caller of run.create or
 //     credential.issue; the engine and the log see sha-256 digests. No token reaches a log line or an error.
 //   - Command ids belong to their caller (SPEC §2): a command's principal is the connection's authenticated

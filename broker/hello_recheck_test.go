@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/json"
+	"os"
 	"testing"
 	"time"
 
@@ -42,4 +43,33 @@ func TestHelloPacedAcrossARevocationIsRefused(t *testing.T) {
 	require.NotNil(t, r.Error, "a revoked credential was bound: %s", frame)
 	require.Equal(t, wire.CodeRevoked, r.Error.Code)
 	late.closed()
+}
+
+// TestRefusedHellosArePacedPerProcess: a hello its token does not authenticate costs the connecting process (by its
+// pid) helloCost units, as an accepted one costs its credential: a process dialling with a wrong token in a loop
+// is answered at the pacing rate, not as fast as it can dial. Until it was, nothing paced it (no credential to
+// charge) and one process had thousands of refusals a second computed for it.
+func TestRefusedHellosArePacedPerProcess(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{RatePerCredential: 1000, BurstPerCredential: 2 * helloCost}})
+	clock := installPacerClock(f)
+	waits := watchPacerWaits(f)
+	s := f.seed()
+	clock.freeze()
+	for range 2 { // the burst
+		f.dial().refusedHello(runR, taskP, "wrong", wire.CodeStaleToken)
+	}
+	waits.arm()
+	late := f.dial()
+	late.sendLine(`{"id":"h","method":"hello","params":{"protocol":1,"runId":"R1","taskId":"P","token":"wrong"}}`)
+	waits.await("the third refused hello was not paced")
+	require.Equal(t, 0.0, clock.level(peerKey(os.Getpid())), "its answer waits for the process's bucket")
+	clock.advance(time.Second) // the bucket refills: the hello is answered
+	frame, err := late.read()
+	require.NoError(t, err)
+	var r wire.Response
+	require.NoError(t, json.Unmarshal(frame, &r))
+	require.Equal(t, "h", r.ID)
+	require.Equal(t, wire.CodeStaleToken, r.Error.Code)
+	late.closed()
+	f.dialOrchestrator(s).ok("ping", nil) // an accepted hello costs its credential, not its process
 }

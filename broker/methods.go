@@ -75,8 +75,15 @@ func (c *conn) handle(req wire.Request, size int) bool {
 		if req.Method != wire.MethodHello {
 			return c.sendError(req.ID, wire.NewError(wire.CodeProtocol, wire.MsgHelloRequired))
 		}
+		// A refused hello has no credential to pay for it: its process does (peerKey), and a process whose hellos
+		// keep failing has its next ones answered at the pacing rate.
+		pk := peerKey(c.peerPID)
+		if !c.pace(pk, nil) {
+			return false
+		}
 		id, bad := c.s.authenticate(req.Params)
 		if bad != nil {
+			c.s.pacer.charge(pk, helloCost, c.s.pacer.now())
 			c.s.lg.Debug("hello rejected", "conn", c.seq, "code", string(bad.Code))
 			return c.sendError(req.ID, bad)
 		}

@@ -1,13 +1,14 @@
 package broker
 
 import (
+	"strconv"
 	"sync"
 	"time"
 )
 
 // Per-credential pacing: CPU fairness between principals. Every credential but the admin's has a token bucket of
 // RatePerCredential units per second holding at most BurstPerCredential. A request costs one unit and one more per
-// frameUnit bytes it takes on the wire, a hello helloCost units, and every event events.since returns to a
+// frameUnit bytes it takes on the wire, a hello helloCost units (a refused one: to its process, peerKey), and every event events.since returns to a
 // credential, or its subscription reads from the log (pushed or filtered out), one more (a replay from seq 0 is the
 // most expensive thing a client can ask for), as does every event of a cold run the log re-folds for a request of
 // the credential (params.go). The bucket may go into debt: a page is served whole and charged after. A connection's reader reads its next request
@@ -30,6 +31,10 @@ const frameUnit = 4096
 // requestCost is what a request that took frameBytes of its connection's stream costs its credential (the blank
 // lines before it included: wire.Reader.FrameBytes).
 func requestCost(frameBytes int) int { return 1 + frameBytes/frameUnit }
+
+// peerKey is the pacer's key of the process pid, which pays for its connections' refused hellos (a refusal has
+// no credential to charge). NB: no credential key starts with a NUL (credKey: a run id first).
+func peerKey(pid int) string { return "\x00peer " + strconv.Itoa(pid) }
 
 // pacer holds the buckets of every credential that was charged. Its methods take the time, so tests drive them
 // with an injected clock.
@@ -90,6 +95,9 @@ func (p *pacer) delay(k string, now time.Time) time.Duration {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.buckets[k] == nil {
+		return 0 // full; NB: not made here, so that a key that is never charged (a process's) costs nothing
+	}
 	b := p.refill(k, now)
 	if b.level >= 1 {
 		return 0
