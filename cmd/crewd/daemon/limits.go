@@ -42,7 +42,7 @@ var limitOptions = []option{
 	{"max-reads-per-credential", kindInt, "N", fmt.Sprintf("page reads (events.since, msg.inbox, query.*) of one token in progress at once, 1..%d; more wait their turn", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxReadsPerCredential))},
 	{"outbound-bytes", kindInt, "BYTES", "bytes queued or being written to one connection before a subscriber is resynced, at least max-frame", fixed(strconv.Itoa(broker.DefaultOutboundBytes))},
 	{"global-outbound-bytes", kindInt, "BYTES", "bytes queued or being written to all connections together, at least outbound-bytes", fixed(strconv.Itoa(broker.DefaultGlobalOutboundBytes))},
-	{"rate-per-credential", kindInt, "N", fmt.Sprintf("units per second one token is served (a request; a hello 50; an event events.since returns or a subscription reads), 0..%d; beyond it its requests wait; 0: no pacing", maxLimit), fixed(strconv.Itoa(broker.DefaultRatePerCredential))},
+	{"rate-per-credential", kindInt, "N", fmt.Sprintf("units per second one token is served (a request, and one more per 4 KiB of it; a hello 50; an event events.since returns or a subscription reads), 0..%d; beyond it its requests wait; 0: no pacing", maxLimit), fixed(strconv.Itoa(broker.DefaultRatePerCredential))},
 	{"burst-per-credential", kindInt, "N", fmt.Sprintf("units one token may use at once above its rate, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultRatePerCredential))},
 }
 
