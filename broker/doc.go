@@ -116,8 +116,9 @@
 //     connection has before its hello; a worker that forks to get around it pays a process per 128 connections.
 //   - A wait's answer that was already queued when its credential ended may precede the final frame.
 //   - CPU time itself: pacing counts requests, their bytes and events, not nanoseconds, so requests of unequal
-//     cost (a commit, a large query page) weigh alike, and up to RatePerCredential units per second of every credential still run;
-//     many credentials (a run can issue many) together get more than one. The engine's queue is shared: a run's
-//     commits within its rate go ahead of another run's in arrival order (docs/benchmarks.md, "Hostile mix").
+//     cost (a commit, a large query page) weigh alike, and up to RatePerCredential units per second of every
+//     credential still run; many credentials (a run can issue many) together get more than one. The engine's
+//     queue is shared: a run's commits within its rate go ahead of another run's in arrival order
+//     (docs/benchmarks.md, "Hostile mix").
 //   - pi-crew's stale-token after a restart: crewlog persists credential digests, so a valid token keeps working.
 package broker

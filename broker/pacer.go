@@ -8,13 +8,13 @@ import (
 
 // Per-credential pacing: CPU fairness between principals. Every credential but the admin's has a token bucket of
 // RatePerCredential units per second holding at most BurstPerCredential. A request costs one unit and one more per
-// frameUnit bytes it takes on the wire, a hello helloCost units (a refused one: to its process, peerKey), and every event events.since returns to a
-// credential, or its subscription reads from the log (pushed or filtered out), one more (a replay from seq 0 is the
-// most expensive thing a client can ask for), as does every event of a cold run the log re-folds for a request of
-// the credential (params.go). The bucket may go into debt: a page is served whole and charged after. A connection's reader reads its next request
-// only when its credential's bucket holds a unit, a hello is answered and a subscription pulls only then, so a
-// credential that asks for more than its rate is back-pressured by its own socket and costs the daemon no CPU
-// while it waits. No refusal: a paced client is only slower.
+// frameUnit bytes it takes on the wire, a hello helloCost units (a refused one: to its process, peerKey), and every
+// event events.since returns to a credential, or its subscription reads from the log (pushed or filtered out), one more
+// (a replay from seq 0 is the most expensive thing a client can ask for), as does every event of a cold run the log
+// re-folds for a request of the credential (params.go). The bucket may go into debt: a page is served whole and charged
+// after. A connection's reader reads its next request only when its credential's bucket holds a unit, a hello is
+// answered and a subscription pulls only then, so a credential that asks for more than its rate is back-pressured by
+// its own socket and costs the daemon no CPU while it waits. No refusal: a paced client is only slower.
 
 // helloCost is what a hello costs its credential, accepted or refused by a connection limit: a connection's
 // setup and teardown (accept, the peer check, two goroutines, the digest check, the close) and the client's own

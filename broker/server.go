@@ -85,8 +85,9 @@ func New(eng *commands.Engine, log *eventlog.Log, opts Options) (*Server, error)
 		eng: eng, log: log, opts: o, lg: o.Logger, writeTimeout: writeTimeout,
 		conns: make(map[*conn]struct{}), byRun: make(map[string]map[*conn]struct{}), byBox: make(map[mailboxKey]map[*conn]struct{}),
 		credConns: make(map[string]int), credWaits: make(map[string]int), credSubs: make(map[string]int), pending: make(map[int]int),
-		readSems: make(map[string]chan struct{}), credOut: make(map[string]*outboundBudget), pacer: newPacer(o.RatePerCredential, o.BurstPerCredential),
-		quit: make(chan struct{}), serveDone: make(chan struct{}), closed: make(chan struct{}),
+		readSems: make(map[string]chan struct{}), credOut: make(map[string]*outboundBudget),
+		pacer: newPacer(o.RatePerCredential, o.BurstPerCredential),
+		quit:  make(chan struct{}), serveDone: make(chan struct{}), closed: make(chan struct{}),
 	}
 	s.waits = waitHub{s: s, byRun: make(map[string]*runWaits)}
 	s.outBudget.limit = o.GlobalOutboundBytes
