@@ -41,6 +41,7 @@ func (a *Ask) clone() *Ask {
 func (r *runState) addAsk(a *Ask) {
 	r.asks[a.QuestionID] = a
 	r.askOrder = append(r.askOrder, a.QuestionID)
+	r.askTally.appended(len(r.askOrder), a.Status == AskPending)
 }
 
 func applyAsk(r *runState, ev events.Event) {
@@ -73,6 +74,7 @@ func resolveAsk(r *runState, taskID, questionID string, st AskStatus, at int64) 
 	if a := r.asks[questionID]; a != nil && a.Status == AskPending {
 		a.Status = st
 		a.ResolvedAt = at
+		r.askTally.settled(len(r.askOrder), func(i int) bool { return r.asks[r.askOrder[i]].Status != AskPending })
 	}
 	// R4: waitState is cleared only when it points at this task+question.
 	if w := r.run.WaitState; w != nil && w.TaskID == taskID && w.QuestionID == questionID {
@@ -100,6 +102,21 @@ func (s *State) Asks(runID string) []Ask {
 		out = append(out, *r.asks[id].clone())
 	}
 	return out
+}
+
+// AsksPage returns a page of run runID's questions in the order they were
+// asked, only those still pending when pending is set. Total counts the
+// questions the filter keeps. It copies only the page's questions.
+func (s *State) AsksPage(runID string, pending bool, f PageFilter) (Page[Ask], error) {
+	r := s.run(runID)
+	if r == nil {
+		return Page[Ask]{}, nil
+	}
+	sel := everything(len(r.askOrder))
+	if pending {
+		sel = pendingOf(r.askTally, func(i int) bool { return r.asks[r.askOrder[i]].Status == AskPending })
+	}
+	return filteredPage(len(r.askOrder), f, sel, func(i int) Ask { return *r.asks[r.askOrder[i]].clone() })
 }
 
 // DueAsks returns the pending questions, daemon-wide, whose deadline (unix

@@ -77,3 +77,13 @@ func (s *State) Credentials(runID string) []Credential {
 	}
 	return out
 }
+
+// CredentialsPage returns a page of run runID's credentials in the order
+// their keys were first issued. It copies only the page's credentials.
+func (s *State) CredentialsPage(runID string, f PageFilter) (Page[Credential], error) {
+	r := s.run(runID)
+	if r == nil {
+		return Page[Credential]{}, nil
+	}
+	return filteredPage(len(r.credOrder), f, everything(len(r.credOrder)), func(i int) Credential { return *r.creds[r.credOrder[i]] })
+}

@@ -18,9 +18,13 @@
 //     credentials (digests only), the engine config in force, and each run's
 //     usage for its quotas and the slot pool's fairness (Run.Usage: events,
 //     message bytes, when it last waited for a slot; fairness.go).
-//   - Paged queries (TasksPage, DelegationsPage, LedgerPage, Mailbox, Runs)
-//     take a cursor that is an ordinal into an append-only list, so it stays
-//     valid while the run grows.
+//   - Paged queries (TasksPage, DelegationsPage, LedgerPage, Mailbox,
+//     AsksPage, CredentialsPage, Runs) take a cursor that is an ordinal into
+//     an append-only list, so it stays valid while the run grows. A run's
+//     page costs the page, not the run (they run under the engine's read
+//     lock): the list is walked in place from the cursor, only the page is
+//     copied, and a filtered total (pending asks, unacknowledged messages) is
+//     kept as the list changes (pendingTally), not counted per read.
 //   - A task is a shadow task iff it was created as one (Task.Kind, from
 //     task.created v2 or delegate.admitted); Task.Shadow is the only test.
 //   - Token sums (the ledger, a run's budget use) saturate instead of
@@ -113,7 +117,7 @@
 // the same run record in both formats.
 // Every list is in the state's own order, so the encoding is
 // deterministic. Only primary records are stored; indexes (slots held,
-// mailbox boxes, order slices) are rebuilt on decode by the fold's helpers,
+// mailbox boxes, order slices, pending tallies) are rebuilt on decode by the fold's helpers,
 // and DecodeSnapshot(EncodeSnapshot(s)) equals s exactly (but for the
 // ColdStore, which Load and Replay attach). Decoding is
 // defensive: bad bytes give ErrBadSnapshot, never a panic or a runaway

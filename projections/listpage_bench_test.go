@@ -44,9 +44,9 @@ func BenchmarkListPage(b *testing.B) {
 		name string
 		read func() (int, error)
 	}{
-		{"asks", func() (int, error) { p, err := wholeAsksPage(s, runR, false, mid); return len(p.Items), err }},
-		{"asks-pending", func() (int, error) { p, err := wholeAsksPage(s, runR, true, mid); return len(p.Items), err }},
-		{"credentials", func() (int, error) { p, err := wholeCredentialsPage(s, runR, mid); return len(p.Items), err }},
+		{"asks", func() (int, error) { p, err := s.AsksPage(runR, false, mid); return len(p.Items), err }},
+		{"asks-pending", func() (int, error) { p, err := s.AsksPage(runR, true, mid); return len(p.Items), err }},
+		{"credentials", func() (int, error) { p, err := s.CredentialsPage(runR, mid); return len(p.Items), err }},
 		{"mailbox", func() (int, error) {
 			p, err := s.Mailbox(runR, taskP, MailboxFilter{Limit: limit, Cursor: mid.Cursor})
 			return len(p.Messages), err

@@ -1,11 +1,6 @@
 package projections
 
-import (
-	"fmt"
-	"strconv"
-
-	"github.com/crewlog/crewlog/events"
-)
+import "github.com/crewlog/crewlog/events"
 
 // MessageStatus is a message's delivery state: one field, one source of
 // truth (pi-crew split it between two files, P18), only ever moving forward.
@@ -59,6 +54,9 @@ func (r *runState) addMessage(m Message) {
 func (r *runState) indexMessage(i int, m *Message) {
 	r.msgIndex[m.ID] = i
 	r.boxes[m.To] = append(r.boxes[m.To], i)
+	t := r.boxTally[m.To]
+	t.appended(len(r.boxes[m.To]), m.Status != MessageAcknowledged)
+	r.boxTally[m.To] = t
 }
 
 func applyMailbox(r *runState, ev events.Event) {
@@ -92,6 +90,9 @@ func applyMailbox(r *runState, ev events.Event) {
 				m := r.msgs.At(i)
 				m.Status = MessageAcknowledged
 				m.AcknowledgedAt = at
+				box, t := r.boxes[m.To], r.boxTally[m.To]
+				t.settled(len(box), func(j int) bool { return r.msgs.At(box[j]).Status == MessageAcknowledged })
+				r.boxTally[m.To] = t
 			}
 		}
 	}
@@ -126,31 +127,16 @@ func (s *State) Mailbox(runID, recipient string, f MailboxFilter) (MailboxPage, 
 		return MailboxPage{}, nil
 	}
 	box := r.boxes[recipient]
-	start := 0
-	if f.Cursor != "" {
-		c, err := strconv.ParseUint(f.Cursor, 36, 32)
-		if err != nil || c > uint64(len(box)) {
-			return MailboxPage{}, fmt.Errorf("%w: %q", ErrBadCursor, f.Cursor)
-		}
-		start = int(c)
+	sel := everything(len(box))
+	if f.Pending {
+		sel = pendingOf(r.boxTally[recipient], func(i int) bool { return r.msgs.At(box[i]).Status != MessageAcknowledged })
 	}
-	var page MailboxPage
-	for i, mi := range box {
-		m := r.msgs.At(mi)
-		if f.Pending && m.Status == MessageAcknowledged {
-			continue
-		}
-		page.Total++
-		if i < start || page.NextCursor != "" {
-			continue
-		}
-		if f.Limit > 0 && len(page.Messages) == f.Limit {
-			page.NextCursor = strconv.FormatUint(uint64(i), 36)
-			continue
-		}
-		page.Messages = append(page.Messages, m.clone())
+	page, err := filteredPage(len(box), PageFilter{Limit: f.Limit, Cursor: f.Cursor}, sel,
+		func(i int) Message { return r.msgs.At(box[i]).clone() })
+	if err != nil {
+		return MailboxPage{}, err
 	}
-	return page, nil
+	return MailboxPage{Messages: page.Items, NextCursor: page.NextCursor, Total: page.Total}, nil
 }
 
 // Message returns message id of run runID.

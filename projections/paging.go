@@ -40,12 +40,8 @@ func pageOf[T any](order []string, f PageFilter, item func(id string) T) (Page[T
 // pageRange is the page [start, end) of a list of n entries that f selects,
 // and the cursor of the next page ("" on the last).
 func pageRange(n int, f PageFilter) (start, end int, next string, err error) {
-	if f.Cursor != "" {
-		c, err := strconv.ParseUint(f.Cursor, 36, 32)
-		if err != nil || c > uint64(n) {
-			return 0, 0, "", fmt.Errorf("%w: %q", ErrBadCursor, f.Cursor)
-		}
-		start = int(c)
+	if start, err = cursorAt(f.Cursor, n); err != nil {
+		return 0, 0, "", err
 	}
 	end = n
 	if f.Limit > 0 && end-start > f.Limit {
@@ -53,6 +49,77 @@ func pageRange(n int, f PageFilter) (start, end int, next string, err error) {
 		next = strconv.FormatUint(uint64(end), 36)
 	}
 	return start, end, next, nil
+}
+
+// cursorAt is the ordinal cursor names in a list of n entries: 0 for "",
+// ErrBadCursor for anything but a base-36 ordinal of at most n.
+func cursorAt(cursor string, n int) (int, error) {
+	if cursor == "" {
+		return 0, nil
+	}
+	c, err := strconv.ParseUint(cursor, 36, 32)
+	if err != nil || c > uint64(n) {
+		return 0, fmt.Errorf("%w: %q", ErrBadCursor, cursor)
+	}
+	return int(c), nil
+}
+
+// selection is the entries of a list a filter keeps: keep(i) says whether
+// entry i passes (nil keeps all), total counts the entries kept and from is an
+// ordinal before which none is.
+type selection struct {
+	keep  func(i int) bool
+	total int
+	from  int
+}
+
+// everything selects every entry of a list of n.
+func everything(n int) selection { return selection{total: n} }
+
+// pendingOf selects the entries of a list that tally follows still pending;
+// isPending says whether entry i is.
+func pendingOf(t pendingTally, isPending func(i int) bool) selection {
+	return selection{keep: isPending, total: t.pending, from: t.first}
+}
+
+// filteredPage cuts a page out of a run's append-only list of n entries in
+// place: sel picks the entries, item(i) copies entry i out. Only the page's
+// entries are copied, and only those from the cursor (or sel.from, when
+// later) to the first kept entry after the page are looked at. The cursor is
+// the ordinal of the next entry to look at (the first kept one left out), so
+// it stays valid while entries are added. Items is nil when the page is empty.
+//
+// NB: it runs under the engine's read lock, which the publisher waits for:
+// it must cost the page, not the run, and change nothing.
+func filteredPage[T any](n int, f PageFilter, sel selection, item func(i int) T) (Page[T], error) {
+	start, err := cursorAt(f.Cursor, n)
+	if err != nil {
+		return Page[T]{}, err
+	}
+	page := Page[T]{Total: sel.total}
+	for i := max(start, sel.from); i < n; i++ {
+		if sel.keep != nil && !sel.keep(i) {
+			continue
+		}
+		if f.Limit > 0 && len(page.Items) == f.Limit {
+			page.NextCursor = strconv.FormatUint(uint64(i), 36)
+			break
+		}
+		if page.Items == nil {
+			page.Items = make([]T, 0, pageCap(n-i, f.Limit))
+		}
+		page.Items = append(page.Items, item(i))
+	}
+	return page, nil
+}
+
+// pageCap is the room a page needs when left entries remain: at most limit
+// (0: no cap).
+func pageCap(left, limit int) int {
+	if limit > 0 {
+		return min(left, limit)
+	}
+	return left
 }
 
 // TasksPage returns a page of run runID's tasks in creation order (shadow

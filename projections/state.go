@@ -63,9 +63,13 @@ type runState struct {
 	msgs     messageLog       // every message of the run, in append order
 	msgIndex map[string]int   // message id → index in msgs
 	boxes    map[string][]int // recipient → indexes in msgs
+	// boxTally follows each box's messages not yet acknowledged (the
+	// pending pages of Mailbox).
+	boxTally map[string]pendingTally
 
 	asks     map[string]*Ask // by question id
 	askOrder []string
+	askTally pendingTally // the asks still pending (AsksPage's pending pages)
 
 	creds     map[string]*Credential // by key
 	credOrder []string
@@ -97,6 +101,7 @@ func newRunState(r Run) *runState {
 		accounts: make(map[string]*Account),
 		msgIndex: make(map[string]int),
 		boxes:    make(map[string][]int),
+		boxTally: make(map[string]pendingTally),
 		asks:     make(map[string]*Ask),
 		creds:    make(map[string]*Credential),
 		jobs:     make(map[string]*Job),
@@ -176,7 +181,9 @@ func (r *runState) clone() *runState {
 	for id, a := range r.asks {
 		c.asks[id] = a.clone()
 	}
+	c.boxTally = maps.Clone(r.boxTally)
 	c.askOrder = cloneSlice(r.askOrder)
+	c.askTally = r.askTally
 	for k, cr := range r.creds {
 		cc := *cr
 		c.creds[k] = &cc

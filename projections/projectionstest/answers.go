@@ -22,7 +22,8 @@ import (
 // say how it is held.
 var (
 	stateQueries = []string{
-		"Account", "AccountHistory", "Allocation", "Ask", "Asks", "Authorize", "Config", "Credential", "Credentials",
+		"Account", "AccountHistory", "Allocation", "Ask", "Asks", "AsksPage", "Authorize", "Config", "Credential", "Credentials",
+		"CredentialsPage",
 		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage",
 		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "RunStatus", "Runs", "SlotHolder", "SlotWaiters", "Slots",
 		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "Task", "TaskStatus", "Tasks", "TasksPage",
@@ -163,6 +164,12 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 		}
 		asks := s.Asks(run)
 		q("Asks", asks)
+		for _, pending := range []bool{false, true} {
+			recordPages(t, q, fmt.Sprintf("AsksPage/%v", pending), func(f projections.PageFilter) (string, any, error) {
+				p, err := s.AsksPage(run, pending, f)
+				return p.NextCursor, p, err
+			})
+		}
 		for _, a := range asks {
 			aa, ok := s.Ask(run, a.QuestionID)
 			q("Ask/"+a.QuestionID, aa, ok)
@@ -195,6 +202,10 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 		}
 		creds := s.Credentials(run)
 		q("Credentials", creds)
+		recordPages(t, q, "CredentialsPage", func(f projections.PageFilter) (string, any, error) {
+			p, err := s.CredentialsPage(run, f)
+			return p.NextCursor, p, err
+		})
 		for _, c := range append(creds, projections.Credential{Key: "nope"}) {
 			cc, ok := s.Credential(run, c.Key)
 			q("Credential/"+c.Key, cc, ok)
