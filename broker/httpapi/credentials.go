@@ -42,13 +42,12 @@ func (s *Server) handleCredentials(w http.ResponseWriter, r *http.Request, _ pri
 	}
 	s.runList(w, r, "credentials", nil,
 		func(st *projections.State, runID string, req pageReq) (listPage, error) {
-			pg, err := ordinalPage(st.Credentials(runID), req.limit, req.cursor, func(projections.Credential) bool { return true })
+			pg, err := st.CredentialsPage(runID, projections.PageFilter{Limit: req.limit, Cursor: req.cursor})
 			if err != nil {
-				return pg, err
+				return listPage{}, cursorErr(err, req.cursor)
 			}
-			creds := pg.items.([]projections.Credential)
-			items := make([]credentialItem, len(creds))
-			for i, c := range creds {
+			items := make([]credentialItem, len(pg.Items))
+			for i, c := range pg.Items {
 				it := credentialItem{RunID: c.RunID, Key: c.Key, Role: c.Role, IssuedAt: c.IssuedAt, Revoked: c.Revoked,
 					RevokedAt: c.RevokedAt}
 				if a, ok := who.lookup(c.Key); ok {
@@ -64,8 +63,7 @@ func (s *Server) handleCredentials(w http.ResponseWriter, r *http.Request, _ pri
 				}
 				items[i] = it
 			}
-			pg.items = items
-			return pg, nil
+			return listPage{items: items, next: pg.NextCursor, total: pg.Total}, nil
 		})
 }
 

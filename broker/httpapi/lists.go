@@ -13,7 +13,8 @@ import (
 )
 
 // A run's lists read the same projection queries as the socket's query.* methods, through Engine.Read, and copy
-// only the page inside the read (the writer waits at most for that), rendering outside it.
+// only the page inside the read (the writer waits at most for that), rendering outside it. The projection pages
+// each list in place, so a read costs the page, not the run: a run may hold a million events.
 
 // listPage is what a list read found: the items, the cursor of the first one left out ("" on the last page) and
 // the count of all.
@@ -261,8 +262,9 @@ func (s *Server) handleMailbox(w http.ResponseWriter, r *http.Request, _ princip
 	})
 }
 
-// ordinalPage pages a list the projection returns whole: the cursor is the ordinal (base 36) of the next item to
-// look at, so it stays valid as items are added at the end. keep filters; total counts the items kept.
+// ordinalPage pages a list the projection returns whole (a run's jobs, at most commands.MaxJobsPerRun): the cursor
+// is the ordinal (base 36) of the next item to look at, so it stays valid as items are added at the end. keep
+// filters; total counts the items kept. A list a run may hold without bound is paged by the projection in place.
 func ordinalPage[T any](all []T, limit int, cursor string, keep func(T) bool) (listPage, error) {
 	start := 0
 	if cursor != "" {
@@ -297,9 +299,11 @@ func (s *Server) handleAsks(w http.ResponseWriter, r *http.Request, _ principal)
 	s.runList(w, r, "asks", func(p *params) {
 		pending = p.bool("pending")
 	}, func(st *projections.State, runID string, req pageReq) (listPage, error) {
-		return ordinalPage(st.Asks(runID), req.limit, req.cursor, func(a projections.Ask) bool {
-			return !pending || a.Status == projections.AskPending
-		})
+		pg, err := st.AsksPage(runID, pending, projections.PageFilter{Limit: req.limit, Cursor: req.cursor})
+		if err != nil {
+			return listPage{}, cursorErr(err, req.cursor)
+		}
+		return listPage{items: nonNil(pg.Items), next: pg.NextCursor, total: pg.Total}, nil
 	})
 }
 

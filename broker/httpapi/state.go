@@ -271,8 +271,8 @@ func runView(st *projections.State, runID string) (stateResult, bool) {
 	for _, a := range lp.Items {
 		out.Ledger = append(out.Ledger, accountOf(a))
 	}
-	asks := st.Asks(runID)
-	out.Truncated = tp.NextCursor != "" || dp.NextCursor != "" || lp.NextCursor != "" || len(asks) > maxStateItems
-	out.Asks = nonNil(asks[:min(len(asks), maxStateItems)])
+	ap, _ := st.AsksPage(runID, false, f)
+	out.Truncated = tp.NextCursor != "" || dp.NextCursor != "" || lp.NextCursor != "" || ap.NextCursor != ""
+	out.Asks = nonNil(ap.Items)
 	return out, true
 }
