@@ -132,6 +132,22 @@ func (s *State) Ledger(runID string) []Account {
 	return p.Items
 }
 
+// LedgerTotals returns the tokens granted and spent over every account of
+// run runID (saturating), read in place: the metrics scrape reads it per run
+// under the engine's read lock, where a copy of every account's history
+// would cost the run.
+func (s *State) LedgerTotals(runID string) (granted, spent int64) {
+	r := s.run(runID)
+	if r == nil {
+		return 0, 0
+	}
+	for _, id := range r.accountOrder {
+		a := r.accounts[id]
+		granted, spent = SaturatingAdd(granted, a.TokensGranted), SaturatingAdd(spent, a.TokensSpent)
+	}
+	return granted, spent
+}
+
 // Allocation returns task taskID's allocation (grant and spend) in O(1),
 // without copying the account's history: the admission check runs it on
 // every delegate.request. ok is false when the task has no account.

@@ -178,12 +178,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, r := range runs.Runs {
 		var granted, spent int64
 		// One short read per run: the writer never waits for the whole scrape.
-		s.opts.Engine.Read(func(st *projections.State) {
-			for _, a := range st.Ledger(r.RunID) {
-				granted += a.TokensGranted
-				spent += a.TokensSpent
-			}
-		})
+		s.opts.Engine.Read(func(st *projections.State) { granted, spent = st.LedgerTotals(r.RunID) })
 		gauge(descGranted, float64(granted), r.RunID)
 		gauge(descSpent, float64(spent), r.RunID)
 	}

@@ -24,7 +24,7 @@ var (
 	stateQueries = []string{
 		"Account", "AccountHistory", "Allocation", "Ask", "Asks", "AsksPage", "Authorize", "Config", "Credential", "Credentials",
 		"CredentialsPage",
-		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage",
+		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage", "LedgerTotals",
 		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "RunStatus", "Runs", "SlotHolder", "SlotWaiters", "Slots",
 		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "Task", "TaskStatus", "Tasks", "TasksPage",
 		"Job", "JobCount", "JobHeader", "JobTool", "Jobs", "LiveRequests", "ProxyRequestOf", "RevokedRootsOf",
@@ -139,6 +139,8 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 			q("SlotHolder/"+d.SubID, h, ok)
 		}
 		q("Ledger", s.Ledger(run))
+		granted, spent := s.LedgerTotals(run)
+		q("LedgerTotals", granted, spent)
 		recordPages(t, q, "LedgerPage", func(f projections.PageFilter) (string, any, error) {
 			p, err := s.LedgerPage(run, f)
 			return p.NextCursor, p, err
