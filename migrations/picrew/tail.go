@@ -92,27 +92,66 @@ func resumable(p string, c events.ImportCheckpoint) (ok bool, why string) {
 	return true, ""
 }
 
-// lastLine returns the line (without its newline) that ends at off.
+// lastLineChunk is the first read of lastLine, and the step its reads grow
+// from: a variable so tests can shrink it to a few bytes and put line ends
+// on every chunk boundary.
+var lastLineChunk int64 = 64 << 10
+
+// lastLine returns the line (without its newline) that ends at off. It is
+// called for every checkpointed file when the follower starts, so it reads
+// backwards from off in chunks (lastLineChunk, doubling while no newline
+// is found) and costs about the last line, not the file; a line of maxLine
+// bytes or more that does not start the file is refused.
 func lastLine(p string, off int64) ([]byte, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	start := max(0, off-maxLine-1)
-	buf := make([]byte, off-start)
-	if _, err := f.ReadAt(buf, start); err != nil {
-		return nil, err
-	}
-	if len(buf) == 0 || buf[len(buf)-1] != '\n' {
+	return lastLineAt(f, off, lastLineChunk, maxLine)
+}
+
+// lastLineAt is lastLine over r with a first read of chunk bytes and a line
+// limit of limit bytes (parameters so tests can exercise the bounds small).
+// The window it reads is at most limit+1 bytes before off: a newline found
+// there delimits the line, the start of the file too; nothing found before
+// the window's full size means the line is too long.
+func lastLineAt(r io.ReaderAt, off, chunk, limit int64) ([]byte, error) {
+	if off <= 0 {
 		return nil, errors.New("no line ends there")
 	}
-	body := buf[:len(buf)-1]
-	i := bytes.LastIndexByte(body, '\n')
-	if i < 0 && start > 0 {
-		return nil, errors.New("line too long")
+	floor := max(0, off-limit-1) // the farthest back a read goes
+	start := max(floor, off-max(chunk, 1))
+	buf := make([]byte, off-start)
+	if _, err := r.ReadAt(buf, start); err != nil {
+		return nil, err
 	}
-	return body[i+1:], nil
+	if buf[len(buf)-1] != '\n' {
+		return nil, errors.New("no line ends there")
+	}
+	searched := 0 // buf[searched:len(buf)-1] holds no newline
+	for {
+		body := buf[:len(buf)-1]
+		if i := bytes.LastIndexByte(body[:len(body)-searched], '\n'); i >= 0 {
+			return body[i+1:], nil
+		}
+		switch {
+		case start == 0:
+			return body, nil
+		case start == floor:
+			return nil, errors.New("line too long")
+		}
+		// Grow the window to twice what was read, bounded by the limit,
+		// reading only the bytes in front of what is already held.
+		searched = len(body)
+		next := max(floor, off-2*int64(len(buf)))
+		grown := make([]byte, off-next)
+		copy(grown[start-next:], buf)
+		if _, err := r.ReadAt(grown[:start-next], next); err != nil {
+			return nil, err
+		}
+		buf, start = grown, next
+	}
 }
 
 // changed reports whether the file at p was replaced or truncated under
