@@ -92,15 +92,26 @@ func fitting(items any) (n, all int) {
 	if items == nil {
 		return 0, 0
 	}
+	n, _ = fitBytes(items, 0)
+	return n, reflect.ValueOf(items).Len()
+}
+
+// fitBytes is how many of items (a slice; nil is empty) fit in maxPageBytes of JSON after the used bytes of the
+// page's items before them, and the page's bytes with them (the item left out included). A page's first item
+// (used 0) always fits.
+func fitBytes(items any, used int) (n, size int) {
+	if items == nil {
+		return 0, used
+	}
 	v := reflect.ValueOf(items)
-	size := 0
+	size = used
 	for i := range v.Len() {
 		b, _ := json.Marshal(v.Index(i).Interface())
-		if size += len(b) + 1; size > maxPageBytes && i > 0 {
-			return i, v.Len()
+		if size += len(b) + 1; size > maxPageBytes && used+i > 0 {
+			return i, size
 		}
 	}
-	return v.Len(), v.Len()
+	return v.Len(), size
 }
 
 // cursorErr maps the projection's bad cursor to 400.

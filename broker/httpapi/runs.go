@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -88,17 +87,14 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 		page, items, at, err := chunk(want)
 		// A page's bytes are bounded too (a goal may be 256K characters): the page ends before the run that
 		// would take it past maxPageBytes, read again up to that run so the projection names it in the cursor.
-		full := false
-		for j, it := range items {
-			b, _ := json.Marshal(it)
-			if size += len(b) + 1; size > maxPageBytes && len(res.Runs)+j > 0 {
-				full = true
-				if at[j] > 0 {
-					page, items, _, err = chunk(at[j])
-				} else {
-					page, items = projections.RunPage{NextCursor: cursor}, nil // cursor names that run
-				}
-				break
+		var n int
+		n, size = fitBytes(items, size)
+		full := n < len(items)
+		if full {
+			if at[n] > 0 {
+				page, items, _, err = chunk(at[n])
+			} else {
+				page, items = projections.RunPage{NextCursor: cursor}, nil // cursor names that run
 			}
 		}
 		if errors.Is(err, projections.ErrBadCursor) {
