@@ -209,15 +209,24 @@
 //
 // Decide measures the decision of a command that grows a run (msg.send,
 // escalate, steer.push, delegate.request, wait.request, task.create,
-// job.create, proxy.request, proxy.cancel) and
+// job.create, proxy.request, proxy.cancel) or that a client can repeat
+// without winding the run down (task.usage, credential.issue, lease.open; a
+// run or task transition that is not toward the end; proxy.complete of a
+// call no longer current) and
 // replaces it by a quota refusal (quota-exceeded, rate-limit) when the run
 // would pass its events, message-bytes or message-rate quota. The check reads
 // only the state, the config and Env.Now; a refusal records
 // run.quota_exceeded at most once per run per minute. Commands that settle
-// or wind a run down are never refused by a quota; but a refusal of any
-// method that records nothing but itself (policy.action, job.rejected,
-// proxy.rejected) is measured like the gated commands, so repeating a
-// refused call cannot grow a run past its events quota.
+// or wind a run down are never refused by a quota, and each can happen only
+// a bounded number of times (a delegation settles once, a lease clears once
+// per open): a run at its quota can always take every task to a terminal
+// status (a queued task through running), itself from blocked through
+// running to completed, and settle or cancel every delegation. A refusal of
+// any method that records nothing but itself (policy.action, job.rejected,
+// proxy.rejected) is measured like the gated commands. So no client can
+// grow a run's stream past its events quota by more than the bounded
+// wind-down of what it holds (TestLoopsAreBoundedByTheEventsQuota,
+// TestARunAtItsEventsQuotaCanFinish).
 //
 // # Budget (SPEC §4.2)
 //

@@ -198,7 +198,7 @@ func (c *ProxyComplete) decide(s *projections.State, env *Env) (Decision, error)
 	if !ok {
 		return Decision{}, badParams("proxy.complete: request %q of job %s was never admitted", c.RequestID, c.JobID)
 	}
-	current := q.Live() && j.LeaseActive && q.Generation == j.Generation && j.Status == events.JobRunning
+	current := currentCall(j, q)
 	if current && q.State != projections.ProxyExecuting {
 		return Decision{}, badParams("proxy.complete: request %q was not revalidated (manifest.revalidate) before it executed", c.RequestID)
 	}
@@ -225,6 +225,25 @@ func (c *ProxyComplete) decide(s *projections.State, env *Env) (Decision, error)
 	return Decision{Events: []events.Event{ev}, Result: ProxyAnswer{
 		OK: true, JobID: c.JobID, RequestID: c.RequestID, Generation: q.Generation, State: state, Fenced: p.Fenced,
 	}}, nil
+}
+
+// currentCall reports whether call q of job j may still receive its result
+// (T15): live, of the job's current lease, the job running.
+func currentCall(j projections.JobHeader, q projections.ProxyRequest) bool {
+	return q.Live() && j.LeaseActive && q.Generation == j.Generation && j.Status == events.JobRunning
+}
+
+// windsDown: a result delivered to a current call ends it; a completion of
+// any other call records only that it was fenced, and can be sent for the
+// same call again and again, so it is measured against the run's quotas
+// (quota.go).
+func (c *ProxyComplete) windsDown(s *projections.State) bool {
+	j, ok := s.JobHeader(c.RunID, c.JobID)
+	if !ok {
+		return true // refused, nothing recorded
+	}
+	q, ok := s.ProxyRequestOf(c.RunID, c.JobID, c.RequestID)
+	return !ok || currentCall(j, q)
 }
 
 // ProxyCancel is the worker's cancel of one of its calls (T16): honoured

@@ -16,13 +16,31 @@ import (
 // engine clock, Env.Now). Everything the check reads is in the state, the
 // config and the clock reading, so replay decides the same.
 //
-// Commands that wind a run down or settle its work (transitions, settle,
-// spawned, cancel, revoke, deliver/ack, the clock's expiries) are never
-// refused by a quota: a run at its quota can always finish. But a refusal
-// of any command that records nothing but the refusal (refusalRecords) is
-// measured like the gated commands: it changes nothing, and a client that
-// repeats it (wait.resolve while the wait methods are off, a worker's
-// every call) would otherwise grow the run's stream without bound.
+// Commands that wind a run down or settle its work (terminal transitions,
+// settle, spawned, cancel, revoke, deliver/ack, job stops, lease clears, a
+// call's delivered result, the clock's expiries) are never refused by a
+// quota: a run at its quota can always finish. Each of them is bounded by
+// what came before it (a delegation settles once, a lease clears once per
+// open), so they cannot loop.
+//
+// Everything a client can repeat without winding the run down is measured
+// like the gated commands, or it would grow the run's stream without bound:
+//   - the commands that never wind down: task.usage (a report can be sent
+//     again and again), credential.issue (each issue replaces the last),
+//     lease.open (lease.open and job.transition paused make a cycle);
+//   - a transition that does not move toward the end (windingDown): a
+//     run's same-status transition, a run leaving a terminal status, a
+//     run's → blocked or → planning, a task's retry (→ queued); a run's
+//     → running from queued, planning or blocked and a task's queued →
+//     running stay free, since completing needs them, and without the
+//     measured edges they cannot come round again;
+//   - proxy.complete of a call that is no longer current: it records only
+//     a fenced completion, and can be sent for the same call any number of
+//     times;
+//   - a refusal of any command that records nothing but the refusal
+//     (refusalRecords): it changes nothing, and a client that repeats it
+//     (wait.resolve while the wait methods are off, a worker's every call)
+//     would otherwise grow the run's stream without bound.
 //
 // A refusal answers quota-exceeded (events, bytes) or rate-limit (message
 // rate) and records run.quota_exceeded with what the check saw — at most one
@@ -31,6 +49,15 @@ import (
 var quotaGated = map[string]bool{
 	"msg.send": true, "escalate": true, "steer.push": true, "delegate.request": true, "wait.request": true,
 	"task.create": true, "job.create": true, "proxy.request": true, "proxy.cancel": true,
+	"task.usage": true, "credential.issue": true, "lease.open": true,
+}
+
+// windingDown is a command measured against its run's quotas unless its
+// decision moves the run toward its end. windsDown reads only the state the
+// command is decided against and the command, so replay decides the same.
+type windingDown interface {
+	Command
+	windsDown(s *projections.State) bool
 }
 
 // Growth is what a decision would add to its run.
@@ -76,11 +103,20 @@ func onlyRefusal(d Decision, err error) bool {
 	return true
 }
 
-// withQuota replaces a gated command's decision, or a decision that only
-// records a refusal, by a quota refusal when the decision would take its
-// run past a quota.
+// measured reports whether decision d of cmd (err its refusal) is checked
+// against the run's quotas.
+func measured(s *projections.State, cmd Command, d Decision, err error) bool {
+	if quotaGated[cmd.Kind()] || onlyRefusal(d, err) {
+		return true
+	}
+	w, ok := cmd.(windingDown)
+	return ok && !w.windsDown(s)
+}
+
+// withQuota replaces a measured decision by a quota refusal when the
+// decision would take its run past a quota.
 func withQuota(s *projections.State, cmd Command, env *Env, d Decision, err error) (Decision, error) {
-	if len(d.Events) == 0 || !quotaGated[cmd.Kind()] && !onlyRefusal(d, err) {
+	if len(d.Events) == 0 || !measured(s, cmd, d, err) {
 		return d, err
 	}
 	runID := d.Events[0].Stream

@@ -117,6 +117,20 @@ func (c *RunTransition) decide(s *projections.State, env *Env) (Decision, error)
 	return Decision{Events: evs, Result: map[string]any{"ok": true, "runId": c.RunID, "status": c.To}}, nil
 }
 
+// windsDown: a run ends through a terminal status, reached from running, or
+// from queued, planning or blocked directly; → running from those is how a
+// run gets to complete. The rest — the same status again, → planning, →
+// blocked, and → running from a terminal status (a reopened run) — can come
+// round again, and is measured against the run's quotas (quota.go).
+func (c *RunTransition) windsDown(s *projections.State) bool {
+	run, ok := s.Run(c.RunID)
+	if !ok {
+		return true // refused, nothing recorded
+	}
+	to := projections.RunStatus(c.To)
+	return to != run.Status && (to.Stale() || to == projections.RunRunning && !run.Status.Stale())
+}
+
 // runStatusPayload gives the payload type of run.<to>.
 func runStatusPayload(to projections.RunStatus, p events.RunStatusChanged) any {
 	switch to {

@@ -75,6 +75,19 @@ var taskTransitions = map[projections.TaskStatus][]projections.TaskStatus{
 	projections.TaskNeedsAttention: {projections.TaskQueued},
 }
 
+// windsDown: a task ends in a terminal status, and a queued task has to run
+// to complete. A retry (→ queued) is the only edge that comes round again,
+// and is measured against the run's quotas (quota.go); without it a task
+// reaches a terminal status in at most three transitions.
+func (c *TaskTransition) windsDown(s *projections.State) bool {
+	t, ok := s.Task(c.RunID, c.TaskID)
+	if !ok {
+		return true // refused, nothing recorded
+	}
+	to := projections.TaskStatus(c.To)
+	return to.Terminal() || t.Status == projections.TaskQueued && to == projections.TaskRunning
+}
+
 // TaskTransition moves a workflow task along the D§2.4 machine. Shadow
 // tasks follow their delegation and cannot be moved directly.
 type TaskTransition struct {
