@@ -190,6 +190,9 @@ type DelegateCancel struct {
 func (*DelegateCancel) Kind() string { return "delegate.cancel" }
 
 func (c *DelegateCancel) decide(s *projections.State, env *Env) (Decision, error) {
+	if err := checkText(c.Kind(), textField{"reason", c.Reason, MaxStatusTextChars}); err != nil {
+		return Decision{}, err
+	}
 	d, err := heldDelegation(s, c.Kind(), c.RunID, c.SubID)
 	if err != nil {
 		return Decision{}, err

@@ -205,6 +205,19 @@
 // config's (projections.Config.JobLimits: the dispatcher's constants by
 // default).
 //
+// # Free text (text_bounds.go)
+//
+// Every free-text param a command records is bounded in chars, whatever the
+// frame size: the free text of a status change (run.transition's summary
+// and reason, task.transition's error and reason, delegate.cancel's reason)
+// by MaxStatusTextChars, which holds the longest pi-crew writes (a task
+// error quoting a worker's captured stderr), a cwd by MaxCwdChars, and the
+// rest by the bounds next to their commands. Decide refuses a longer one
+// bad-params naming the field and the bound, and cuts nothing; a recorded
+// refusal that quotes client input (a grant's rule message) is cut to
+// MaxRejectionMessageBytes. A delegate's result text is cut to
+// MaxResultChars by the fence (D§6.2), as pi-crew does.
+//
 // # Run quotas (quota.go)
 //
 // Decide measures the decision of a command that grows a run (msg.send,

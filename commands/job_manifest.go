@@ -122,7 +122,10 @@ func parseManifest(raw json.RawMessage, limit int64) ([]manifestTool, int64, str
 // canonical JSON its fingerprint digests.
 func parseTool(i int, item json.RawMessage) (manifestTool, []byte, *manifestError) {
 	bad := func(reason, name, format string, args ...any) *manifestError {
-		return &manifestError{reason: reason, index: i, tool: name, msg: fmt.Sprintf("tool %d: ", i) + fmt.Sprintf(format, args...)}
+		// NB: cut, since the message is recorded (job.rejected, the
+		// revalidation failure's got) and may quote a client's key or
+		// number of any length.
+		return &manifestError{reason: reason, index: i, tool: name, msg: cutMessage(fmt.Sprintf("tool %d: ", i) + fmt.Sprintf(format, args...))}
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(item, &fields); err != nil || fields == nil {

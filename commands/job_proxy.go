@@ -153,6 +153,9 @@ type ManifestRevalidate struct {
 func (*ManifestRevalidate) Kind() string { return "manifest.revalidate" }
 
 func (c *ManifestRevalidate) decide(s *projections.State, env *Env) (Decision, error) {
+	if err := checkText(c.Kind(), textField{"requestId", c.RequestID, MaxRequestIDChars}); err != nil {
+		return Decision{}, err
+	}
 	j, err := jobOf(s, c.RunID, c.JobID)
 	if err != nil {
 		return Decision{}, err
@@ -185,6 +188,10 @@ type ProxyComplete struct {
 func (*ProxyComplete) Kind() string { return "proxy.complete" }
 
 func (c *ProxyComplete) decide(s *projections.State, env *Env) (Decision, error) {
+	// NB: before the nonce check, whose refusal records the request id.
+	if err := checkText(c.Kind(), textField{"requestId", c.RequestID, MaxRequestIDChars}); err != nil {
+		return Decision{}, err
+	}
 	j, err := jobOf(s, c.RunID, c.JobID)
 	if err != nil {
 		return Decision{}, err

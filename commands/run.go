@@ -46,12 +46,14 @@ func (c *RunCreate) decide(s *projections.State, env *Env) (Decision, error) {
 		return Decision{}, badParams("run.create: runId must be 1..%d chars of [A-Za-z0-9_-]", MaxRunIDChars)
 	case c.Team == "" || len(c.Team) > MaxIDChars:
 		return Decision{}, badParams("run.create: team must be 1..%d chars", MaxIDChars)
-	case len(c.Goal) > MaxBodyChars || len(c.Workflow) > MaxIDChars || len(c.Cwd) > 4096:
-		return Decision{}, badParams("run.create: goal, workflow or cwd too long")
 	case c.BudgetTotal != nil && *c.BudgetTotal < 0:
 		return Decision{}, badParams("run.create: budgetTotal must not be negative")
 	case !fraction(c.BudgetWarning) || !fraction(c.BudgetAbort):
 		return Decision{}, badParams("run.create: budgetWarning and budgetAbort must be fractions in [0,1]")
+	}
+	if err := checkText(c.Kind(), textField{"goal", c.Goal, MaxBodyChars}, textField{"workflow", c.Workflow, MaxIDChars},
+		textField{"cwd", c.Cwd, MaxCwdChars}); err != nil {
+		return Decision{}, err
 	}
 	if _, exists := s.Run(id); exists {
 		return Decision{}, badParams("run.create: run %q already exists", id)
@@ -98,6 +100,10 @@ type RunTransition struct {
 func (*RunTransition) Kind() string { return "run.transition" }
 
 func (c *RunTransition) decide(s *projections.State, env *Env) (Decision, error) {
+	if err := checkText(c.Kind(), textField{"summary", c.Summary, MaxStatusTextChars},
+		textField{"reason", c.Reason, MaxStatusTextChars}); err != nil {
+		return Decision{}, err
+	}
 	run, ok := s.Run(c.RunID)
 	if !ok {
 		return Decision{}, reject(CodeNoManifest, "no-manifest", "run %q not found", c.RunID)

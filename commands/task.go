@@ -33,14 +33,17 @@ func (c *TaskCreate) decide(s *projections.State, env *Env) (Decision, error) {
 	switch {
 	case !safeID(c.TaskID) || c.TaskID == events.OrchestratorKey:
 		return Decision{}, badParams("task.create: taskId must be 1..%d chars of [A-Za-z0-9_-]", MaxIDChars)
-	case c.Role == "" || c.Agent == "" || len(c.Role) > MaxIDChars || len(c.Agent) > MaxIDChars:
+	case c.Role == "" || c.Agent == "":
 		return Decision{}, badParams("task.create: role and agent are required")
-	case len(c.Title) > MaxIDChars*4 || len(c.Cwd) > 4096 || len(c.StepID) > MaxIDChars || len(c.Model) > MaxModelChars:
-		return Decision{}, badParams("task.create: title, cwd, stepId or model too long")
 	case c.Depth < 0 || c.Depth > MaxMaxDepth:
 		return Decision{}, badParams("task.create: depth must be in 0..%d", MaxMaxDepth)
-	case len(c.DependsOn) > 1024:
-		return Decision{}, badParams("task.create: too many dependencies")
+	case len(c.DependsOn) > MaxDependsOn:
+		return Decision{}, badParams("task.create: dependsOn must list at most %d tasks", MaxDependsOn)
+	}
+	if err := checkText(c.Kind(), textField{"role", c.Role, MaxIDChars}, textField{"agent", c.Agent, MaxIDChars},
+		textField{"title", c.Title, MaxTitleChars}, textField{"cwd", c.Cwd, MaxCwdChars},
+		textField{"stepId", c.StepID, MaxIDChars}, textField{"model", c.Model, MaxModelChars}); err != nil {
+		return Decision{}, err
 	}
 	if _, exists := s.Task(c.RunID, c.TaskID); exists {
 		return Decision{}, badParams("task.create: task %q already exists in run %q", c.TaskID, c.RunID)
@@ -103,6 +106,10 @@ type TaskTransition struct {
 func (*TaskTransition) Kind() string { return "task.transition" }
 
 func (c *TaskTransition) decide(s *projections.State, env *Env) (Decision, error) {
+	if err := checkText(c.Kind(), textField{"error", c.Error, MaxStatusTextChars},
+		textField{"reason", c.Reason, MaxStatusTextChars}, textField{"cwd", c.Cwd, MaxCwdChars}); err != nil {
+		return Decision{}, err
+	}
 	if _, ok := s.Run(c.RunID); !ok {
 		return Decision{}, reject(CodeNoManifest, "no-manifest", "run %q not found", c.RunID)
 	}

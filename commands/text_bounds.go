@@ -1,0 +1,44 @@
+package commands
+
+import "unicode/utf8"
+
+// Bounds of the free text a client sends with a status change. Each such
+// field is recorded in the run's log for good, so each has a bound of its
+// own, whatever the frame size (docs/protocol.md, "Run quotas and fair
+// slots").
+const (
+	// MaxStatusTextChars bounds the free text of a status change: a run
+	// transition's summary and reason, a task transition's error and
+	// reason, a delegation's cancel reason. The longest pi-crew writes is
+	// a task's error, which can hold a worker's whole captured stderr (its
+	// last 512 KiB, maxCaptureBytes) under a line of pi-crew's and its
+	// model-fallback wording; 576 Ki chars hold that with room to spare.
+	MaxStatusTextChars = 576 << 10
+	// MaxCwdChars bounds a working directory (Linux's PATH_MAX).
+	MaxCwdChars = 4096
+	// MaxTitleChars bounds a task's title.
+	MaxTitleChars = 4 * MaxIDChars
+	// MaxDependsOn bounds the tasks a task depends on.
+	MaxDependsOn = 1024
+)
+
+// textField is a free-text param, by its params key, and its bound in chars.
+type textField struct {
+	name  string
+	value string
+	max   int
+}
+
+// checkText refuses (bad-params) the first field longer than its bound,
+// naming the field and the bound. Nothing is cut: a caller that sent more
+// learns it and can send less.
+func checkText(method string, fields ...textField) error {
+	for _, f := range fields {
+		// NB: a string of at most max bytes has at most max chars; only a
+		// longer one is counted.
+		if len(f.value) > f.max && utf8.RuneCountInString(f.value) > f.max {
+			return badParams("%s: %s must be at most %d chars", method, f.name, f.max)
+		}
+	}
+	return nil
+}
