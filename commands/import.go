@@ -151,6 +151,9 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 			return Decision{}, badParams("import.append: event %d: type %q cannot be imported", i, ie.Type)
 		case ie.Payload == nil || !payloadOf(ie.Type, ie.Payload):
 			return Decision{}, badParams("import.append: event %d: payload is not a %s", i, ie.Type)
+		case checkpoint && checkpointProblem(ie.Payload) != nil:
+			// NB: a reader of the log refuses it (events.DecodePayload): recorded, it would be damage.
+			return Decision{}, badParams("import.append: event %d: %v", i, checkpointProblem(ie.Payload))
 		case ie.TimeMs < 0 || ie.TimeMs > maxImportTimeMs:
 			return Decision{}, badParams("import.append: event %d: time must be 0..%d (unix ms)", i, int64(maxImportTimeMs))
 		case ie.Type == events.TypeRunCreated && exists:
@@ -181,4 +184,16 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 func payloadOf(typ string, p any) bool {
 	t, ok := events.TypeOf(p)
 	return ok && t == typ
+}
+
+// checkpointProblem is what makes p, an import checkpoint (a pointer or a
+// struct), one no import writes; nil when there is nothing.
+func checkpointProblem(p any) error {
+	switch c := p.(type) {
+	case *events.ImportCheckpoint:
+		return c.Validate()
+	case events.ImportCheckpoint:
+		return c.Validate()
+	}
+	return nil
 }

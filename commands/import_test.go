@@ -70,3 +70,24 @@ func TestImportRefuses(t *testing.T) {
 	}
 	require.Zero(t, f.eng.Head(), "nothing recorded")
 }
+
+// TestImportRefusesAnImpossibleCheckpoint: a checkpoint no import writes (a negative offset: a follower would resume
+// reading there) is refused before it is recorded, by value or by pointer, as a reader of the log would refuse it;
+// a possible one is recorded.
+func TestImportRefusesAnImpossibleCheckpoint(t *testing.T) {
+	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
+	bad := events.ImportCheckpoint{Source: events.ForeignSourcePicrew, Path: "state/runs/r/events.jsonl", Offset: -1}
+	for name, payload := range map[string]any{"pointer": &bad, "struct": bad} {
+		r, err := f.eng.Submit(context.Background(), importOf(events.ImportStream, "ck-"+name, events.TypeImportCheckpoint, payload))
+		require.NoError(t, err, name)
+		require.NotNil(t, r.Rejected, name)
+		require.Equal(t, CodeBadParams, r.Rejected.Code, name)
+		require.Contains(t, r.Rejected.Error(), "offset -1 is negative", name)
+	}
+	require.Zero(t, f.eng.Head(), "nothing recorded")
+	good := bad
+	good.Offset, good.Size, good.Lines = 10, 10, 1
+	r, err := f.eng.Submit(context.Background(), importOf(events.ImportStream, "ck-good", events.TypeImportCheckpoint, &good))
+	require.NoError(t, err)
+	require.Nil(t, r.Rejected)
+}

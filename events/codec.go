@@ -90,7 +90,7 @@ func decodePayload(t string, version uint16, b []byte, strs *Decoder) (any, erro
 	}
 	if version == k.version {
 		if p, st := decodeFast(t, version, b, strs); st == fastOK {
-			return p, nil
+			return checked(t, p)
 		}
 	}
 	switch {
@@ -107,6 +107,21 @@ func decodePayload(t string, version uint16, b []byte, strs *Decoder) (any, erro
 	p := k.zero()
 	if err := decodeInto(p, b); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBadPayload, t, err)
+	}
+	return checked(t, p)
+}
+
+// validator is a payload that can be impossible although it decodes: one
+// another component acts on as it reads it (ImportCheckpoint).
+type validator interface{ Validate() error }
+
+// checked returns p, or ErrBadPayload when p is a validator that refuses
+// itself: such bytes are damage, whatever wrote them.
+func checked(t string, p any) (any, error) {
+	if v, ok := p.(validator); ok {
+		if err := v.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrBadPayload, t, err)
+		}
 	}
 	return p, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -288,9 +289,18 @@ func FuzzDecodePayload(f *testing.F) {
 		f.Add(uint8(i), uint16(1), b[:len(b)/2])
 	}
 	f.Add(uint8(0), uint16(1), []byte{0xdd, 0xff, 0xff, 0xff, 0xff})
+	ck := uint8(slices.Index(types, TypeImportCheckpoint))
+	for _, c := range impossibleCheckpoints() {
+		b, err := EncodePayload(&c)
+		require.NoError(f, err)
+		f.Add(ck, uint16(1), b)
+	}
 	f.Fuzz(func(t *testing.T, ti uint8, version uint16, b []byte) {
 		typ := types[int(ti)%len(types)]
 		p, err := DecodePayload(typ, version, b)
+		if v, ok := p.(validator); ok {
+			require.NoError(t, v.Validate(), "decoded a payload that refuses itself")
+		}
 		if err != nil {
 			require.Nil(t, p)
 			if !errors.Is(err, ErrBadPayload) && !errors.Is(err, ErrUnsupportedVersion) {

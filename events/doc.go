@@ -63,5 +63,9 @@
 // # What this package does not do
 //
 // It does not validate payload contents (commands do, before an event
-// exists), assign positions or write anything anywhere.
+// exists), assign positions or write anything anywhere. The one exception
+// is a payload another component acts on as it reads it: an
+// ImportCheckpoint no import writes (a negative offset, say) is refused by
+// DecodePayload as ErrBadPayload (ImportCheckpoint.Validate), so a reader
+// is never handed a position to resume from that cannot be.
 package events

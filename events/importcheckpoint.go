@@ -1,5 +1,7 @@
 package events
 
+import "fmt"
+
 // TypeImportCheckpoint records how far an import has read one source file,
 // so a follower that restarts (or a daemon that restarts under it) resumes
 // where it stopped instead of reading the file again. It is written to
@@ -31,4 +33,26 @@ type ImportCheckpoint struct {
 	Lines        int64  `json:"lines,omitempty" msgpack:"lines,omitempty"`
 	Gone         bool   `json:"gone,omitempty" msgpack:"gone,omitempty"`
 	Reconciled   bool   `json:"reconciled,omitempty" msgpack:"reconciled,omitempty"`
+}
+
+// Validate reports what no import writes into a checkpoint: a negative
+// offset, size or line count, or more lines than bytes before the offset
+// (every line counted ends with a newline at or before it). A follower
+// resumes reading a file at Offset on the checkpoint's word, so
+// DecodePayload refuses such a payload (ErrBadPayload) rather than hand it
+// on, and the engine refuses to record one. Offset may exceed Size: Size is
+// the file's size when it was last looked at, and the file may have grown
+// before it was read.
+func (c *ImportCheckpoint) Validate() error {
+	switch {
+	case c.Offset < 0:
+		return fmt.Errorf("events: import checkpoint of %.80q: offset %d is negative", c.Path, c.Offset)
+	case c.Size < 0:
+		return fmt.Errorf("events: import checkpoint of %.80q: size %d is negative", c.Path, c.Size)
+	case c.Lines < 0:
+		return fmt.Errorf("events: import checkpoint of %.80q: line count %d is negative", c.Path, c.Lines)
+	case c.Lines > c.Offset:
+		return fmt.Errorf("events: import checkpoint of %.80q: %d lines cannot end within its first %d bytes", c.Path, c.Lines, c.Offset)
+	}
+	return nil
 }

@@ -89,7 +89,9 @@
 //     every pass while it is unreachable), and a file's checkpoint is
 //     written only when every write of its run is answered, so a checkpoint
 //     never covers a write the log lacks.
-//   - Resume: at start the follower loads the checkpoints. A finished run
+//   - Resume: at start the follower loads the checkpoints (one that cannot
+//     be, a negative offset say, is reported and its file read again from
+//     the start). A finished run
 //     whose files all match them (same inode, read to the end, the same
 //     last line or content) and whose manifest was checkpointed reconciled
 //     is not read at all until a file changes. A live run's JSONL files are

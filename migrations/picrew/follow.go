@@ -203,6 +203,12 @@ func (f *Follower) Run(ctx context.Context) error {
 		if err == nil {
 			f.cks = make(map[string]events.ImportCheckpoint, len(cks))
 			for _, c := range cks {
+				if err := c.Validate(); err != nil {
+					// NB: a daemon neither records nor answers one (events.DecodePayload); from another, the file
+					// is read again from the start rather than from a position that cannot be.
+					f.src.skip("", clip(c.Path), 0, 0, "checkpoint refused (%v): read again from the start (the command ids keep it from doubling)", err)
+					continue
+				}
 				f.cks[c.Path] = c
 			}
 			break

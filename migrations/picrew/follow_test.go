@@ -375,3 +375,32 @@ func TestFollowWriteLargerThanARequest(t *testing.T) {
 	sortStrings(got)
 	require.Equal(t, want, got)
 }
+
+// TestFollowRefusesAnImpossibleCheckpoint: a checkpoint that cannot be (a negative offset) is not resumed from: it
+// is reported, its file is read from the start, and what the follower records holds.
+func TestFollowRefusesAnImpossibleCheckpoint(t *testing.T) {
+	root := newRoot(t)
+	live := newRun(t, root, runA)
+	runSteps(t, picrewtest.Lifecycle(live, 10))
+	inode, size, err := fileID(live.EventsPath())
+	require.NoError(t, err)
+	rel, err := filepath.Rel(root.Dir, live.EventsPath())
+	require.NoError(t, err)
+	sink := newMemSink()
+	sink.appended = append(sink.appended, Write{ID: "forged", RunID: events.ImportStream, Items: []Item{{
+		Type: events.TypeImportCheckpoint, Payload: &events.ImportCheckpoint{Source: events.ForeignSourcePicrew,
+			Path: filepath.ToSlash(rel), Inode: inode, Size: size, Offset: -1}}}})
+
+	fl := startFollow(t, root.Dir, sink, nil)
+	fl.settle(t)
+	reports := fl.reported("/events.jsonl")
+	require.Len(t, reports, 1, "%v", reports)
+	require.Contains(t, reports[0], "checkpoint refused (events: import checkpoint of")
+	require.Contains(t, reports[0], "offset -1 is negative): read again from the start")
+	requireCopy(t, root.Dir, sink, copyOf{})
+	cks, err := sink.Checkpoints(t.Context())
+	require.NoError(t, err)
+	for _, c := range cks {
+		require.NoError(t, c.Validate(), "the follower recorded %+v", c)
+	}
+}
