@@ -168,13 +168,17 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 		if ie.TimeMs > 0 {
 			at = ie.TimeMs * 1e6
 		}
+		payload, err := importedAdmission(ie.Payload, at/1e6)
+		if err != nil {
+			return Decision{}, badParams("import.append: event %d: %v", i, err)
+		}
 		out = append(out, events.Event{
 			Stream: c.RunID, Type: ie.Type, SchemaVersion: events.SchemaVersion(ie.Type), Time: at,
 			CommandID: env.CommandID, CorrelationID: events.ImportCorrelation + c.Source,
 			// NB: the admin actor with the import correlation is what the
 			// one-shot import records; events.EventPrincipal maps it to
 			// the engine, whose outcome this is.
-			Actor: events.Actor{Role: events.RoleAdmin}, Payload: ie.Payload,
+			Actor: events.Actor{Role: events.RoleAdmin}, Payload: payload,
 		})
 	}
 	return Decision{Events: out, Result: ImportResult{Appended: len(out)}}, nil
@@ -196,4 +200,31 @@ func checkpointProblem(p any) error {
 		return c.Validate()
 	}
 	return nil
+}
+
+// importedAdmission is p, or, when p is a delegate.admitted with a timeout
+// and no deadline, a copy whose deadline counts from atMs, the time it is
+// recorded at: an importer that leaves the time to the daemon (a pi-crew
+// admission with no time, in a run with no createdAt) cannot know it, and
+// a deadline of 0 expires the delegation as soon as it is recorded. The
+// caller's payload is not changed.
+func importedAdmission(p any, atMs int64) (any, error) {
+	var d events.DelegateAdmitted
+	switch a := p.(type) {
+	case *events.DelegateAdmitted:
+		d = *a
+	case events.DelegateAdmitted:
+		d = a
+	default:
+		return p, nil
+	}
+	if d.Deadline != 0 || !(d.TimeoutSec > 0) {
+		return p, nil
+	}
+	deadline := float64(atMs) + d.TimeoutSec*1000
+	if deadline > maxImportTimeMs {
+		return nil, fmt.Errorf("delegate.admitted: timeoutSec %g puts its deadline past %d (unix ms)", d.TimeoutSec, int64(maxImportTimeMs))
+	}
+	d.Deadline = int64(deadline)
+	return &d, nil
 }

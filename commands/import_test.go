@@ -91,3 +91,41 @@ func TestImportRefusesAnImpossibleCheckpoint(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, r.Rejected)
 }
+
+// TestImportedAdmissionDeadline: an imported delegate.admitted with a timeout and no deadline (its importer left
+// its time to the daemon) gets the deadline of an admission recorded when it is: its time plus the timeout, and
+// not 0, which the engine's expiry would end at once. A deadline given is kept; one past what an event carries is
+// refused; the importer's payload is not changed.
+func TestImportedAdmissionDeadline(t *testing.T) {
+	const now = int64(1790000000000)
+	decide := func(timeMs int64, a *events.DelegateAdmitted) (*events.DelegateAdmitted, error) {
+		d, err := Decide(projections.New(), &Import{Source: events.ForeignSourcePicrew, RunID: "r1", Events: []ImportedEvent{
+			{Type: events.TypeRunCreated, TimeMs: timeMs, Payload: &events.RunCreated{}},
+			{Type: events.TypeDelegateAdmitted, TimeMs: timeMs, Payload: a}}},
+			Env{Now: now * 1e6, CommandID: "c1", NewID: func() string { return "x" }})
+		if err != nil {
+			return nil, err
+		}
+		return d.Events[1].Payload.(*events.DelegateAdmitted), nil
+	}
+	for name, tc := range map[string]struct {
+		timeMs   int64
+		in       events.DelegateAdmitted
+		deadline int64
+	}{
+		"at the daemon's clock": {0, events.DelegateAdmitted{SubID: "s", TimeoutSec: 60}, now + 60_000},
+		"at its own time":       {1000, events.DelegateAdmitted{SubID: "s", TimeoutSec: 1.5}, 2500},
+		"a deadline given":      {0, events.DelegateAdmitted{SubID: "s", TimeoutSec: 60, Deadline: 7}, 7},
+		"no timeout":            {0, events.DelegateAdmitted{SubID: "s"}, 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := tc.in
+			got, err := decide(tc.timeMs, &in)
+			require.NoError(t, err)
+			require.Equal(t, tc.deadline, got.Deadline)
+			require.Equal(t, tc.in, in, "the importer's payload is its own")
+		})
+	}
+	_, err := decide(0, &events.DelegateAdmitted{SubID: "s", TimeoutSec: 1e300})
+	require.ErrorContains(t, err, "timeoutSec 1e+300 puts its deadline past")
+}

@@ -47,9 +47,11 @@
 //     not RFC 3339, any other value — is listed and taken as absent, and its
 //     record imported: an event without a time gets its run's createdAt,
 //     and with neither it is recorded at the clock of what records it (the
-//     import's Options.Clock, the daemon's for a Follower). A delegation's
-//     timeoutSec that puts its deadline past that range is taken as absent
-//     (pi-crew's default) the same way. Both ways of importing decode every
+//     import's Options.Clock, the daemon's for a Follower). A
+//     delegation's deadline counts from the time its admission is recorded
+//     at, whichever it is (a Follower's daemon counts it when the time is
+//     its own: commands.Import). Its timeoutSec that puts its deadline past
+//     that range is taken as absent (pi-crew's default) the same way. Both ways of importing decode every
 //     time with the one rule (flexTime), so they record the same events.
 //   - A run's writes commit in one atomic append.
 //

@@ -2,6 +2,7 @@ package picrew
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -59,6 +60,10 @@ type planner struct {
 	steered   map[string]bool // the what of every steer planned
 	// foreignCount is how many events were kept as foreign.imported.
 	foreignCount int
+	// clockMs is the time (unix ms) the one-shot import records an event
+	// at that has no time of its own nor its run a createdAt; 0 for a
+	// follower, whose daemon records such an event at its own clock.
+	clockMs int64
 }
 
 func newPlanner(s *source, r *run) *planner {
@@ -131,6 +136,19 @@ func (p *planner) add(atMs int64, payload any) {
 		Stream: p.r.id, Type: typ, SchemaVersion: events.SchemaVersion(typ), Time: atMs * 1e6,
 		CorrelationID: events.ImportCorrelation + "picrew", ActorRole: events.RoleAdmin, Payload: b,
 	})
+}
+
+// recordedAt is the time (unix ms) an event of pi-crew time atMs is
+// recorded at (see flexTime): its own, else its run's createdAt, else the
+// one-shot import's clock; 0 when a follower's daemon is the one to choose.
+func (p *planner) recordedAt(atMs int64) int64 {
+	return cmp.Or(atMs, p.r.manifest.CreatedAt.ms, p.clockMs)
+}
+
+// deadlineFrom is recordedAt for the range check of a deadline: where the
+// daemon chooses, this process's clock stands in for the daemon's.
+func (p *planner) deadlineFrom(atMs int64) int64 {
+	return cmp.Or(p.recordedAt(atMs), time.Now().UnixMilli())
 }
 
 // plan returns the run's writes in order: the run, its workflow tasks, the
@@ -355,7 +373,7 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s reserves %d tokens: skipped", d.SubID, d.ReservedTokens)
 			return
 		}
-		if float64(at)+d.TimeoutSec*1000 > maxTimeMs {
+		if float64(p.deadlineFrom(at))+d.TimeoutSec*1000 > maxTimeMs {
 			// Its deadline is a time like the others (flexTime): one past
 			// what crewlog records is damage, and the timeout taken as
 			// absent.
@@ -403,8 +421,17 @@ func (p *planner) admit(at int64, parent, subID, role string, depth int, unmeter
 	if timeoutSec <= 0 {
 		timeoutSec = defaultTimeoutSec
 	}
+	// The deadline counts from the time the admission is recorded at, as
+	// the engine's own does. Unknown here (a follower's event with no time
+	// in a run with no createdAt), it is left 0 and the daemon counts it
+	// from its clock (commands.Import): from 0 it was 1970, and the
+	// delegation expired as soon as it was imported.
+	deadline := int64(0)
+	if from := p.recordedAt(at); from > 0 {
+		deadline = from + int64(timeoutSec*1000)
+	}
 	p.add(at, &events.DelegateAdmitted{TaskID: parent, SubID: subID, ChildDepth: depth, Role: firstOf(role, "explorer"),
-		Unmetered: unmetered, ReservedTokens: reserved, TimeoutSec: timeoutSec, Deadline: at + int64(timeoutSec*1000),
+		Unmetered: unmetered, ReservedTokens: reserved, TimeoutSec: timeoutSec, Deadline: deadline,
 		Cwd: cwd, Title: title, ParentRole: p.roleOf(parent)})
 	p.dels[subID] = "queued"
 	p.parents[subID] = parent

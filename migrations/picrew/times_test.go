@@ -198,20 +198,13 @@ func forEachEvent(t testing.TB, l *eventlog.Log, fn func(*eventlog.Event)) {
 	require.NoError(t, it.Err())
 }
 
-// TestDamagedTimesImportAndFollowAgree: the one-shot import and a follower
-// through the daemon's engine, given a pi-crew time out of range in every
-// place one is written, record the same events (a damaged time taken as
-// absent: the run's createdAt, or the recorder's clock when that is
-// damaged too) and report the same lines, one for each damaged time.
-func TestDamagedTimesImportAndFollowAgree(t *testing.T) {
-	root := t.TempDir()
-	require.NoError(t, os.MkdirAll(filepath.Join(root, "state", "runs"), 0o755))
-	want := writeDamagedTimes(t, root, timesRunNoCreated, "1e300")
-	want = append(want, writeDamagedTimes(t, root, timesRunCreated, "1790928000000")...)
-	clock := func() time.Time { return time.UnixMilli(1790000000000) }
-
-	one := openFuzzStore(t)
-	defer one.Close()
+// importedTwice imports root with the one-shot import and with a follower through the daemon's engine, both on
+// clock, requires that the daemon refused none of the follower's writes and that both reported the same lines, and
+// returns the two stores and those lines, sorted.
+func importedTwice(t *testing.T, root string, clock func() time.Time) (one, followed *eventlog.Log, reports []string) {
+	t.Helper()
+	one = openFuzzStore(t)
+	t.Cleanup(func() { one.Close() })
 	sum, err := Import(one, root, &Options{Clock: clock})
 	require.NoError(t, err)
 	var oneReports []string
@@ -219,8 +212,8 @@ func TestDamagedTimesImportAndFollowAgree(t *testing.T) {
 		oneReports = append(oneReports, s.String())
 	}
 
-	followed := openFuzzStore(t)
-	defer followed.Close()
+	followed = openFuzzStore(t)
+	t.Cleanup(func() { followed.Close() })
 	eng, err := commands.Open(followed, commands.Options{Clock: clock, ExpiryInterval: -1, SnapshotEvery: -1})
 	require.NoError(t, err)
 	defer eng.Close()
@@ -239,6 +232,21 @@ func TestDamagedTimesImportAndFollowAgree(t *testing.T) {
 	sort.Strings(oneReports)
 	sort.Strings(followReports)
 	require.Equal(t, oneReports, followReports, "the same report")
+	return one, followed, oneReports
+}
+
+// TestDamagedTimesImportAndFollowAgree: the one-shot import and a follower
+// through the daemon's engine, given a pi-crew time out of range in every
+// place one is written, record the same events (a damaged time taken as
+// absent: the run's createdAt, or the recorder's clock when that is
+// damaged too) and report the same lines, one for each damaged time.
+func TestDamagedTimesImportAndFollowAgree(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "state", "runs"), 0o755))
+	want := writeDamagedTimes(t, root, timesRunNoCreated, "1e300")
+	want = append(want, writeDamagedTimes(t, root, timesRunCreated, "1790928000000")...)
+	clock := func() time.Time { return time.UnixMilli(1790000000000) }
+	one, followed, oneReports := importedTwice(t, root, clock)
 	for _, w := range want {
 		var found bool
 		for _, r := range oneReports {
@@ -255,4 +263,58 @@ func TestDamagedTimesImportAndFollowAgree(t *testing.T) {
 		"a damaged createdAt is the recorder's clock")
 	require.Contains(t, exp["import:"+timesRunCreated+":seq:1"][0], fmt.Sprintf(" at %d ", int64(1790928000000*1e6)),
 		"a damaged event time is the run's createdAt")
+}
+
+// TestUntimedAdmissionDeadlineImportAndFollowAgree: a delegate.admitted with no time (as pi-crew's files may hold)
+// is recorded at its run's createdAt, or at the recorder's clock when the run has none, and its deadline counts
+// from that time, as a timed admission's counts from its own: the same for the one-shot import and a follower
+// through the daemon. Counted from no time at all, the deadline was in 1970, and the engine expired the delegation
+// as soon as it was imported.
+func TestUntimedAdmissionDeadlineImportAndFollowAgree(t *testing.T) {
+	const created = int64(1790928000000)
+	clock := func() time.Time { return time.UnixMilli(1790000000000) }
+	runs := map[string]int64{timesRunNoCreated: clock().UnixMilli(), timesRunCreated: created} // run → recorded at
+	root := t.TempDir()
+	for run := range runs {
+		createdAt := ""
+		if run == timesRunCreated {
+			createdAt = fmt.Sprintf(`,"createdAt":%d`, created)
+		}
+		files := map[string]string{
+			"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
+				`"status":"running","cwd":"/srv/app"` + createdAt + `}`,
+			"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","agent":"planner","status":"running"}]`,
+			"state/runs/" + run + "/events.jsonl": `{"type":"task.started","taskId":"01_plan","metadata":{"seq":1}}` + "\n" +
+				`{"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"s1","reservedTokens":10,"timeoutSec":60},"metadata":{"seq":2}}` + "\n",
+		}
+		for p, b := range files {
+			full := filepath.Join(root, filepath.FromSlash(p))
+			require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+			require.NoError(t, os.WriteFile(full, []byte(b), 0o644))
+		}
+	}
+	one, followed, reports := importedTwice(t, root, clock)
+	require.Empty(t, reports)
+	exp := recorded(t, one)
+	for id := range exp {
+		if strings.Contains(id, ":reconcile:") {
+			delete(exp, id) // the follower reconciles a run with its files once it has finished
+		}
+	}
+	require.Equal(t, exp, recorded(t, followed), "the same events")
+	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
+		admitted := map[string]bool{}
+		forEachEvent(t, l, func(ev *eventlog.Event) {
+			if ev.Type != events.TypeDelegateAdmitted {
+				return
+			}
+			p, err := events.DecodePayload(ev.Type, ev.SchemaVersion, ev.Payload)
+			require.NoError(t, err)
+			at := runs[ev.Stream]
+			require.Equal(t, at*1e6, ev.Time, "%s: %s: recorded at", name, ev.Stream)
+			require.Equal(t, at+60_000, p.(*events.DelegateAdmitted).Deadline, "%s: %s: the deadline counts from it", name, ev.Stream)
+			admitted[ev.Stream] = true
+		})
+		require.Len(t, admitted, len(runs), name)
+	}
 }
