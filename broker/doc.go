@@ -17,8 +17,9 @@
 //	  │         ├──(first request not hello)──▶ error protocol "hello required" ─▶ close
 //	  │         ├──(bad shape / unknown token)─▶ error auth | stale-token | revoked ─▶ close
 //	  │         └──(a connection limit)────────▶ error too-many-connections ─▶ close
-//	  ▼ hello ok (once its credential's bucket holds a unit, and re-checked once counted): ack {protocol:1,
-//	    session, run, ok:true}; deadline cleared; idle timer armed; indexed by run
+//	  ▼ hello ok (once its credential's bucket holds a unit, and re-checked as it is indexed, against the
+//	    same published state): ack {protocol:1, session, run, ok:true}; deadline cleared; idle timer armed;
+//	    indexed by run
 //	authenticated ◀────────────────────────────────────────────┐
 //	  │ before each read: wait while the credential's bucket is empty (RatePerCredential, pacer.go)
 //	  │ each request: credential re-checked (revoked / stale-token ─▶ error ─▶ close)
@@ -57,7 +58,9 @@
 //     connections (for a delegation's settlement, only its shadow task's worker connections: the one task it
 //     ends) and ends the refused ones with ONE error frame (id "": revoked or stale-token), after the answer
 //     of a request being served. A subscription checks the credential against the state it reads up to, so no
-//     event published with or after the change is pushed; waits and the subscription end with the connection.
+//     event published with or after the change is pushed; waits and the subscription end with the connection. A
+//     hello checks its credential and is indexed for pushes under one read of the published state, so an end
+//     published before it is refused and one after it is the feed's to act on before it pushes later mail.
 //     Orchestrators survive their run's end (pi-crew exempts them), not a revocation.
 //   - Wake only who cares: a subscription waits on its run's signal (commands.Engine.RunChanged), a
 //     task.waitStatus waiter on its task's status (waitHub): a commit of another run, or one that moves no waited

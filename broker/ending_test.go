@@ -101,6 +101,20 @@ func endingRun(t *testing.T) (f *fixture, s seeded, o, w *client) {
 	return f, s, o, w
 }
 
+// untilPush reads frames until a mailbox push.
+func (c *client) untilPush() {
+	c.t.Helper()
+	for {
+		fr, err := c.read()
+		require.NoError(c.t, err, "waiting for a push")
+		var ev wire.Event
+		require.NoError(c.t, json.Unmarshal(fr, &ev))
+		if ev.Name == wire.EventMailboxMessage {
+			return
+		}
+	}
+}
+
 // TestNoPushAfterTheCredentialEndedWhileServing: a connection whose credential ends while its reader is inside a
 // request answers that request, then ends; mail published after the end is not pushed to it meanwhile (the feed
 // went on pushing to it until the final frame was queued, behind the answer).
@@ -115,15 +129,7 @@ func TestNoPushAfterTheCredentialEndedWhileServing(t *testing.T) {
 	// A barrier: the feed pushes in log order, so once the orchestrator is pushed Q's later message, the feed has
 	// handled the one to P.
 	q.ok("msg.send", map[string]any{"to": "parent", "body": "barrier"})
-	for {
-		fr, err := o.read()
-		require.NoError(t, err)
-		var ev wire.Event
-		require.NoError(t, json.Unmarshal(fr, &ev))
-		if ev.Name == wire.EventMailboxMessage {
-			break
-		}
-	}
+	o.untilPush()
 	release()
 
 	for _, fr := range w.answeredThenRevoked("since") {

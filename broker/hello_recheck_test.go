@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,16 +23,7 @@ func TestHelloPacedAcrossARevocationIsRefused(t *testing.T) {
 	waits := watchPacerWaits(f)
 	s := f.seed()
 	o := f.dialOrchestrator(s)
-	clock.freeze()
-	first := f.dial()
-	first.hello(runR, taskP, s.p) // the whole burst: P's next hello waits for its bucket
-	waits.arm()
-	late := f.dial()
-	late.sendLine(`{"id":"h","method":"hello","params":{"protocol":1,"runId":"R1","taskId":"P","token":"` + s.p + `"}}`)
-	waits.await("the second hello did not wait for its credential's budget")
-	o.ok("credential.revoke", map[string]any{"taskId": taskP})
-	end := first.untilError() // the feed has handled the revocation: the bound connection is ended
-	require.Equal(t, wire.CodeRevoked, end.Error.Code)
+	late := helloHeldAcrossRevocation(t, f, clock, waits, s, o)
 	o.ok("msg.send", map[string]any{"to": taskP, "body": "after the revocation"})
 
 	clock.advance(time.Second) // the bucket refills: the held hello goes on
@@ -43,6 +35,23 @@ func TestHelloPacedAcrossARevocationIsRefused(t *testing.T) {
 	require.NotNil(t, r.Error, "a revoked credential was bound: %s", frame)
 	require.Equal(t, wire.CodeRevoked, r.Error.Code)
 	late.closed()
+}
+
+// helloHeldAcrossRevocation freezes clock, spends task P's burst on one hello and sends another (id "h") that waits
+// for P's bucket, then revokes P through o and returns the waiting hello's connection once the feed has handled the
+// revocation (it ended the first connection).
+func helloHeldAcrossRevocation(t *testing.T, f *fixture, clock *pacerClock, waits *pacerWaits, s seeded, o *client) *client {
+	t.Helper()
+	clock.freeze()
+	first := f.dial()
+	first.hello(runR, taskP, s.p) // the whole burst: P's next hello waits for its bucket
+	waits.arm()
+	late := f.dial()
+	late.sendLine(`{"id":"h","method":"hello","params":{"protocol":1,"runId":"R1","taskId":"P","token":"` + s.p + `"}}`)
+	waits.await("the second hello did not wait for its credential's budget")
+	o.ok("credential.revoke", map[string]any{"taskId": taskP})
+	require.Equal(t, wire.CodeRevoked, first.untilError().Error.Code, "the feed has handled the revocation")
+	return late
 }
 
 // TestRefusedHellosArePacedPerProcess: a hello its token does not authenticate costs the connecting process (by its
@@ -72,4 +81,60 @@ func TestRefusedHellosArePacedPerProcess(t *testing.T) {
 	require.Equal(t, wire.CodeStaleToken, r.Error.Code)
 	late.closed()
 	f.dialOrchestrator(s).ok("ping", nil) // an accepted hello costs its credential, not its process
+}
+
+// TestNoPushToAHelloBoundAfterItsRevocation: a hello whose credential is revoked while it waits for its
+// credential's budget (after authenticate, before bind) is not pushed the mail sent after the revocation. The feed
+// ended the run's connections for the revocation before this one was bound, so only the hello's own check of its
+// credential keeps the later pushes from it. That check came after the bind, which publishes the connection to the
+// feed: mail sent between the two was queued for the revoked connection and written before its refusal. The hello
+// is held (onBound) once its bind is decided, while the mail is sent and the feed handles it.
+func TestNoPushToAHelloBoundAfterItsRevocation(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{RatePerCredential: 1000, BurstPerCredential: helloCost}})
+	clock := installPacerClock(f)
+	waits := watchPacerWaits(f)
+	var hold atomic.Bool
+	bound, resume := make(chan struct{}), make(chan struct{})
+	f.srv.onBound = func() {
+		if hold.CompareAndSwap(true, false) {
+			bound <- struct{}{}
+			<-resume
+		}
+	}
+	s := f.seed()
+	o := f.dialOrchestrator(s)
+	q := f.dial()
+	q.hello(runR, taskQ, s.q)
+	late := helloHeldAcrossRevocation(t, f, clock, waits, s, o)
+	hold.Store(true)
+	clock.advance(time.Second) // the bucket refills: the held hello goes on to its bind
+	select {
+	case <-bound:
+	case <-time.After(guard):
+		t.Fatal("the hello was not bound")
+	}
+	o.ok("msg.send", map[string]any{"to": taskP, "body": "after the revocation"})
+	// A barrier: the feed pushes in log order, so once the orchestrator is pushed Q's later message, the feed has
+	// decided the push of the one to P.
+	q.ok("msg.send", map[string]any{"to": "parent", "body": "barrier"})
+	o.untilPush()
+	close(resume)
+
+	for {
+		frame, err := late.read()
+		if err != nil {
+			require.True(t, isEOF(err), "%v", err)
+			break
+		}
+		var r struct {
+			ID    string      `json:"id"`
+			Event string      `json:"event"`
+			Error *wire.Error `json:"error"`
+		}
+		require.NoError(t, json.Unmarshal(frame, &r))
+		require.NotEqual(t, wire.EventMailboxMessage, r.Event, "pushed to a revoked credential: %s", frame)
+		require.Equal(t, "h", r.ID, "%s", frame)
+		require.NotNil(t, r.Error, "a revoked credential was bound: %s", frame)
+		require.Equal(t, wire.CodeRevoked, r.Error.Code)
+	}
 }

@@ -93,15 +93,12 @@ func (c *conn) handle(req wire.Request, size int) bool {
 			return false
 		}
 		c.s.pacer.charge(k, helloCost, c.s.pacer.now())
-		if bad := c.s.bind(c, id); bad != nil {
-			c.s.lg.Debug("hello refused", "conn", c.seq, "code", string(bad.Code), "message", bad.Message)
-			return c.sendError(req.ID, bad)
+		bad = c.s.bind(c, id)
+		if c.s.onBound != nil {
+			c.s.onBound()
 		}
-		// The credential may have ended since authenticate read it (the pacing wait above can be long). Checked
-		// again once bound, so an end published after this read finds the connection among its run's for the feed
-		// to end; one published before it is refused here.
-		if bad := c.s.recheck(id); bad != nil {
-			c.s.lg.Debug("hello refused", "conn", c.seq, "code", string(bad.Code))
+		if bad != nil {
+			c.s.lg.Debug("hello refused", "conn", c.seq, "code", string(bad.Code), "message", bad.Message)
 			return c.sendError(req.ID, bad)
 		}
 		c.authed, c.ck = true, k

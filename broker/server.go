@@ -15,6 +15,7 @@ import (
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // writeTimeout bounds one write to a client. A client that reads nothing for this long is a slow consumer and is
@@ -33,6 +34,7 @@ type Server struct {
 	lg   *slog.Logger
 
 	writeTimeout time.Duration // writeTimeout, shortened by tests
+	onBound      func()        // nil; tests hold a hello once its bind has been decided, before it is answered
 
 	mu       sync.Mutex
 	ln       *net.UnixListener
@@ -209,12 +211,28 @@ func (s *Server) admit(nc *net.UnixConn) {
 	go c.writeLoop()
 }
 
-// bind indexes an authenticated connection by run, for mailbox pushes, once the per-principal connection limits
-// allow it; otherwise it returns the too-many-connections answer to send instead of the hello ack.
-func (s *Server) bind(c *conn, id identity) *wire.Error {
+// bind indexes an authenticated connection by run, for mailbox pushes, once its credential is still valid and the
+// per-principal connection limits allow it; otherwise it returns the answer to send instead of the hello ack.
+//
+// NB: the credential is checked and the connection bound under the published state's read lock, which a publish
+// waits for (lock order: the engine's, then s.mu, never the reverse). The credential may have ended since
+// authenticate read it (the pacing wait in between can be long), and the feed re-checks a run's connections for an
+// end only once: an end published before the bind is refused here, one published after it finds the connection
+// bound and the feed ends it before any later push. Checked after the bind, a push of mail sent after an earlier
+// end could be queued for the connection in between.
+func (s *Server) bind(c *conn, id identity) (bad *wire.Error) {
+	s.eng.Read(func(st *projections.State) {
+		if bad = checkCredential(st, id); bad == nil {
+			bad = s.bindAt(c, id, st.Position)
+		}
+	})
+	return bad
+}
+
+// bindAt is bind's indexing, the published state being at position head.
+func (s *Server) bindAt(c *conn, id identity, head uint64) *wire.Error {
 	// NB: c.id is written under s.mu because Close (another goroutine) reads
 	// it in forget while the reader may be binding.
-	head := s.eng.Head() // before s.mu: the engine's lock is never taken under it
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if bad := s.connLimit(id); bad != nil {
