@@ -221,7 +221,7 @@ func (o Options) withDefaults() Options {
 	o.OutboundBytes = orDefault(o.OutboundBytes, DefaultOutboundBytes)
 	o.GlobalOutboundBytes = orDefault(o.GlobalOutboundBytes, DefaultGlobalOutboundBytes)
 	o.OutboundBytesPerCredential = orDefault(o.OutboundBytesPerCredential,
-		min(max(o.GlobalOutboundBytes/outboundShares, int64(o.OutboundBytes)), o.GlobalOutboundBytes))
+		DefaultOutboundBytesPerCredential(o.GlobalOutboundBytes, o.OutboundBytes))
 	o.RatePerCredential = orDefault(o.RatePerCredential, DefaultRatePerCredential)
 	o.BurstPerCredential = orDefault(o.BurstPerCredential, max(o.RatePerCredential, 1))
 	if o.Logger == nil {
@@ -229,6 +229,12 @@ func (o Options) withDefaults() Options {
 	}
 	o.ServerKey = append([]byte(nil), o.ServerKey...) // the caller may wipe or reuse its slice
 	return o
+}
+
+// DefaultOutboundBytesPerCredential is OutboundBytesPerCredential's default for a daemon's outbound budget of
+// global bytes and a connection's of perConn: a sixteenth of global, at least perConn, at most global.
+func DefaultOutboundBytesPerCredential(global int64, perConn int) int64 {
+	return min(max(global/outboundShares, int64(perConn)), global)
 }
 
 // orDefault is v, or def when v is zero.

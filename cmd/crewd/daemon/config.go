@@ -118,6 +118,7 @@ const (
 	kindBool
 	kindInt
 	kindDuration
+	kindIntOrAuto // a number, or the word "auto" for a default that follows other settings
 )
 
 // option is one setting: a flag --name and the key "name" of the config file. def computes the default from the
@@ -508,17 +509,18 @@ func jsonText(k kind, raw json.RawMessage) (string, error) {
 		}
 	case float64:
 		switch k {
-		case kindInt:
+		case kindInt, kindIntOrAuto:
 			return string(raw), nil
 		case kindDuration:
 			return string(raw) + "s", nil
 		}
 	case string:
-		if k == kindString || k == kindDuration {
+		if k == kindString || k == kindDuration || k == kindIntOrAuto && x == "auto" {
 			return x, nil
 		}
 	}
-	want := map[kind]string{kindBool: "a boolean", kindInt: "a number", kindString: "a string", kindDuration: `a string like "30s" or a number of seconds`}[k]
+	want := map[kind]string{kindBool: "a boolean", kindInt: "a number", kindString: "a string", kindDuration: `a string like "30s" or a number of seconds`,
+		kindIntOrAuto: `a number or "auto"`}[k]
 	return "", fmt.Errorf("must be %s", want)
 }
 

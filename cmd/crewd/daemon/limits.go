@@ -23,6 +23,7 @@ type Limits struct {
 	MaxReadsPerCredential         int
 	OutboundBytes                 int
 	GlobalOutboundBytes           int
+	OutboundBytesPerCredential    int
 	RatePerCredential             int // 0: no pacing
 	BurstPerCredential            int
 }
@@ -42,6 +43,7 @@ var limitOptions = []option{
 	{"max-reads-per-credential", kindInt, "N", fmt.Sprintf("page reads (events.since, msg.inbox, query.*) of one token in progress at once, 1..%d; more wait their turn", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxReadsPerCredential))},
 	{"outbound-bytes", kindInt, "BYTES", "bytes queued or being written to one connection before a subscriber is resynced, at least max-frame", fixed(strconv.Itoa(broker.DefaultOutboundBytes))},
 	{"global-outbound-bytes", kindInt, "BYTES", "bytes queued or being written to all connections together, at least outbound-bytes", fixed(strconv.Itoa(broker.DefaultGlobalOutboundBytes))},
+	{"outbound-bytes-per-credential", kindIntOrAuto, "BYTES|auto", "bytes queued or being written to the connections of one token together, outbound-bytes..global-outbound-bytes, so a token whose connections read nothing cannot hold every other client's budget; auto: a sixteenth of global-outbound-bytes, at least outbound-bytes", fixed("auto")},
 	{"rate-per-credential", kindInt, "N", fmt.Sprintf("units per second one token is served (a request, and one more per 4 KiB of it; a hello 50; an event events.since returns or a subscription reads), 0..%d; beyond it its requests wait; 0: no pacing", maxLimit), fixed(strconv.Itoa(broker.DefaultRatePerCredential))},
 	{"burst-per-credential", kindInt, "N", fmt.Sprintf("units one token may use at once above its rate, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultRatePerCredential))},
 }
@@ -71,6 +73,18 @@ func loadLimits(integer func(name string, lo, hi int) int, duration func(name st
 		_, src := str("reserved-conns")
 		fail("%s: %d must be below max-conns %d", src, l.ReservedConns, l.MaxConns)
 	}
+	if l.GlobalOutboundBytes < l.OutboundBytes {
+		_, src := str("global-outbound-bytes")
+		fail("%s: %d must be at least outbound-bytes %d", src, l.GlobalOutboundBytes, l.OutboundBytes)
+	}
+	if text, _ := str("outbound-bytes-per-credential"); text == "auto" {
+		l.OutboundBytesPerCredential = int(broker.DefaultOutboundBytesPerCredential(int64(l.GlobalOutboundBytes), l.OutboundBytes))
+	} else if l.OutboundBytesPerCredential = integer("outbound-bytes-per-credential", 1, 1<<40); l.OutboundBytesPerCredential > 0 &&
+		(l.OutboundBytesPerCredential < l.OutboundBytes || l.OutboundBytesPerCredential > l.GlobalOutboundBytes) {
+		_, src := str("outbound-bytes-per-credential")
+		fail("%s: %d must be within outbound-bytes %d..global-outbound-bytes %d", src, l.OutboundBytesPerCredential,
+			l.OutboundBytes, l.GlobalOutboundBytes)
+	}
 	return l
 }
 
@@ -90,6 +104,7 @@ func (l Limits) apply(o *broker.Options) {
 	o.MaxSubscriptionsPerCredential = l.MaxSubscriptionsPerCredential
 	o.MaxReadsPerCredential = l.MaxReadsPerCredential
 	o.OutboundBytes, o.GlobalOutboundBytes = l.OutboundBytes, int64(l.GlobalOutboundBytes)
+	o.OutboundBytesPerCredential = int64(l.OutboundBytesPerCredential)
 	o.RatePerCredential, o.BurstPerCredential = l.RatePerCredential, l.BurstPerCredential
 	if l.RatePerCredential == 0 {
 		o.RatePerCredential = -1 // the broker reads 0 as "its default"

@@ -12,7 +12,8 @@ import (
 var defaultLimits = Limits{
 	MaxConns: 4096, ReservedConns: 256, MaxConnsPerCredential: 64, MaxConnsPerRun: 1024, MaxPendingPerProcess: 128, IdleTimeout: 30 * time.Minute,
 	MaxWaitsPerConn: 16, MaxWaitsPerCredential: 64, MaxSubscriptionsPerCredential: 16, MaxReadsPerCredential: 2,
-	OutboundBytes: 4 << 20, GlobalOutboundBytes: 256 << 20, RatePerCredential: 5000, BurstPerCredential: 5000,
+	OutboundBytes: 4 << 20, GlobalOutboundBytes: 256 << 20, OutboundBytesPerCredential: 16 << 20, RatePerCredential: 5000,
+	BurstPerCredential: 5000,
 }
 
 // TestLimitDefaultsAreTheBrokers: crewd's defaults are the broker's own, so a daemon without flags behaves as
@@ -26,6 +27,8 @@ func TestLimitDefaultsAreTheBrokers(t *testing.T) {
 	require.Equal(t, broker.DefaultMaxConns, o.MaxConns)
 	require.Equal(t, broker.DefaultIdleTimeout, o.IdleTimeout)
 	require.Equal(t, int64(broker.DefaultGlobalOutboundBytes), o.GlobalOutboundBytes)
+	require.Equal(t, broker.DefaultOutboundBytesPerCredential(broker.DefaultGlobalOutboundBytes, broker.DefaultOutboundBytes),
+		o.OutboundBytesPerCredential)
 	require.Equal(t, broker.DefaultRatePerCredential, o.RatePerCredential)
 }
 
@@ -37,7 +40,7 @@ func TestLimitFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Limits{MaxConns: 100, MaxConnsPerCredential: 5, MaxConnsPerRun: 50, MaxPendingPerProcess: 7, MaxWaitsPerConn: 2,
 		MaxWaitsPerCredential: 3, MaxSubscriptionsPerCredential: 4, MaxReadsPerCredential: 3, OutboundBytes: 65536, GlobalOutboundBytes: 1 << 20,
-		BurstPerCredential: 7}, c.Limits)
+		OutboundBytesPerCredential: 65536, BurstPerCredential: 7}, c.Limits)
 	var o broker.Options
 	c.Limits.apply(&o)
 	require.Equal(t, 7, o.MaxPendingPerPeer)
@@ -49,4 +52,63 @@ func TestLimitFlags(t *testing.T) {
 	require.ErrorContains(t, err, "reserved-conns: 10 must be below max-conns 10")
 	require.ErrorContains(t, err, `idle-timeout: "soon" is not a duration`)
 	require.ErrorContains(t, err, "max-waits-per-conn: 0 is outside 1..")
+}
+
+// TestOutboundBytesPerCredential: one token's share of the outbound budget, by flag or config key: auto (a
+// sixteenth of the global budget, at least a connection's) follows the budgets given; a number is taken within
+// outbound-bytes..global-outbound-bytes, and anything else is refused naming the setting.
+func TestOutboundBytesPerCredential(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"default", nil, 16 << 20},
+		{"auto follows the global budget", []string{"--global-outbound-bytes", "1073741824"}, 64 << 20},
+		{"auto is at least a connection's", []string{"--global-outbound-bytes", "33554432"}, 4 << 20},
+		{"auto by name", []string{"--outbound-bytes-per-credential", "auto"}, 16 << 20},
+		{"a flag", []string{"--outbound-bytes-per-credential", "8388608"}, 8 << 20},
+		{"the whole global budget", []string{"--outbound-bytes-per-credential", "268435456"}, 256 << 20},
+		{"a config key", []string{"--config", writeFile(t, "n.json", `{"outbound-bytes-per-credential": 8388608}`)}, 8 << 20},
+		{"auto in a config file", []string{"--config", writeFile(t, "a.json", `{"outbound-bytes-per-credential": "auto"}`)}, 16 << 20},
+		{"the flag over the file", []string{"--config", writeFile(t, "f.json", `{"outbound-bytes-per-credential": 8388608}`),
+			"--outbound-bytes-per-credential", "4194304"}, 4 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(tc.args, homeEnv)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, c.Limits.OutboundBytesPerCredential)
+			o := broker.Options{SocketPath: "/tmp/c.sock", ServerKey: make([]byte, broker.MinServerKeyLen)}
+			c.Limits.apply(&o)
+			require.Equal(t, int64(tc.want), o.OutboundBytesPerCredential)
+			require.NoError(t, o.Validate(), "the broker takes it")
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		err  string
+	}{
+		{"zero", []string{"--outbound-bytes-per-credential", "0"}, "--outbound-bytes-per-credential: 0 is outside 1..1099511627776"},
+		{"negative", []string{"--outbound-bytes-per-credential", "-1"}, "--outbound-bytes-per-credential: -1 is outside 1.."},
+		{"a word", []string{"--outbound-bytes-per-credential", "lots"}, `--outbound-bytes-per-credential: "lots" is not an integer`},
+		{"above the global budget", []string{"--outbound-bytes-per-credential", "268435457"},
+			"--outbound-bytes-per-credential: 268435457 must be within outbound-bytes 4194304..global-outbound-bytes 268435456"},
+		{"below a connection's", []string{"--outbound-bytes-per-credential", "1048576"},
+			"--outbound-bytes-per-credential: 1048576 must be within outbound-bytes 4194304..global-outbound-bytes 268435456"},
+		{"above a config file's global budget", []string{"--config", writeFile(t, "g.json",
+			`{"global-outbound-bytes": 8388608, "outbound-bytes-per-credential": 16777216}`)},
+			"16777216 must be within outbound-bytes 4194304..global-outbound-bytes 8388608"},
+		{"a config word", []string{"--config", writeFile(t, "w.json", `{"outbound-bytes-per-credential": "lots"}`)},
+			`outbound-bytes-per-credential: must be a number or "auto"`},
+		{"a config boolean", []string{"--config", writeFile(t, "b.json", `{"outbound-bytes-per-credential": true}`)},
+			`outbound-bytes-per-credential: must be a number or "auto"`},
+		{"a global budget below a connection's", []string{"--global-outbound-bytes", "1048576"},
+			"--global-outbound-bytes: 1048576 must be at least outbound-bytes 4194304"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(tc.args, homeEnv)
+			require.ErrorContains(t, err, tc.err)
+		})
+	}
 }
