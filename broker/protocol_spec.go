@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/crewlog/crewlog/broker/wire"
@@ -37,6 +38,10 @@ var (
 	errsMessage = append(slices.Clip(errsTaskCommand), wire.CodeQuotaExceeded, wire.CodeRateLimit)
 	errsJob     = []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodePolicyDenied,
 		wire.CodeDiskFull, wire.CodeUnavailable}
+	// A command a client can repeat without winding its run down, or whose refusal is recorded as itself alone
+	// (job.rejected), counts against the run's events quota.
+	errsRepeatableTaskCommand = append(slices.Clip(errsTaskCommand), wire.CodeQuotaExceeded)
+	errsRepeatableJob         = append(slices.Clip(errsJob), wire.CodeQuotaExceeded)
 )
 
 // Shorthands for params. Lengths count UTF-16 units.
@@ -55,6 +60,9 @@ func pEnum(name string, required bool, def any, values ...string) paramDesc {
 }
 
 func note(p paramDesc, n string) paramDesc { p.Note = n; return p }
+
+// statusText is the free text of a status change (a summary, a reason, an error), kept in the log for good.
+func statusText(name string) paramDesc { return pStr(name, false, 0, commands.MaxStatusTextChars) }
 
 // runParam is the run of a broker method's request: the credential's, or for the admin, required.
 var runParam = note(pStr("runId", false, 1, 256),
@@ -188,8 +196,10 @@ var protocolSpec = map[string]methodSpec{
 			note(paramDesc{Name: "to", MaxItems: commands.MaxRecipients},
 				"task ids, \"parent\" (the run inbox), \"all\" (orchestrator), \"group\" (worker)"),
 			note(paramDesc{Name: "body"}, "any JSON value, stored as its JSON text"),
-			note(paramDesc{Name: "kind"}, "worker: message or notify"),
+			note(pEnum("kind", false, nil, events.KindMessage, events.KindNotify, events.KindSteer, events.KindFollowUp,
+				events.KindResponse, events.KindGroupJoin), "worker: message or notify"),
 			pEnum("priority", false, "normal", priorities...),
+			pStr("replyTo", false, 0, commands.MaxIDChars),
 			pStr("subject", false, 0, commands.MaxSubjectChars),
 			note(pStr("questionId", false, 1, commands.MaxQuestionIDChars),
 				"kind response only: the parked question the message answers"),
@@ -269,7 +279,7 @@ var protocolSpec = map[string]methodSpec{
 			pStr("questionId", true, 1, commands.MaxQuestionIDChars)},
 		results: []any{commands.ResolveResult{}},
 		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask,
-			wire.CodePolicyDisabled, wire.CodeDiskFull, wire.CodeUnavailable},
+			wire.CodePolicyDisabled, wire.CodeQuotaExceeded, wire.CodeDiskFull, wire.CodeUnavailable},
 	},
 	wire.MethodDelegateRequest: {
 		summary: "ask for a grandchild; the runtime spawns it (delegate.spawned) and settles it (delegate.settle)",
@@ -290,7 +300,9 @@ var protocolSpec = map[string]methodSpec{
 	"run.create": {
 		summary: "create a run; the answer carries the orchestrator's token",
 		params: []paramDesc{
-			note(pStr("runId", false, 1, 256), "[A-Za-z0-9_-]; minted when absent"),
+			note(pStr("runId", false, 1, commands.MaxRunIDChars), "[A-Za-z0-9_-]; minted when absent"),
+			pStr("team", true, 1, commands.MaxIDChars), pStr("goal", true, 0, commands.MaxBodyChars),
+			pStr("workflow", false, 0, commands.MaxIDChars), pStr("cwd", true, 0, commands.MaxCwdChars),
 			note(pInt("budgetTotal", 0, 1<<53, nil), "meters delegations, 0 included"),
 			{Name: "budgetWarning", Default: commands.DefaultBudgetWarning},
 			{Name: "budgetAbort", Default: commands.DefaultBudgetAbort},
@@ -300,38 +312,48 @@ var protocolSpec = map[string]methodSpec{
 	},
 	"run.transition": {
 		summary: "move the run to a status; a terminal one asks every delegation in flight to cancel",
-		params:  []paramDesc{pEnum("to", true, nil, runStatuses...)},
+		params:  []paramDesc{pEnum("to", true, nil, runStatuses...), statusText("summary"), statusText("reason")},
 		results: []any{runStatusResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull, wire.CodeUnavailable},
+		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull, wire.CodeUnavailable,
+			wire.CodeQuotaExceeded},
 	},
 	"task.create": {
 		summary: "add a workflow task (queued)",
-		params:  []paramDesc{pStr("taskId", true, 1, 256)},
+		params: []paramDesc{
+			note(paramDesc{Name: "dependsOn", MaxItems: commands.MaxDependsOn}, "task ids of the run"),
+			pStr("taskId", true, 1, 256),
+			pStr("role", true, 1, commands.MaxIDChars), pStr("agent", true, 1, commands.MaxIDChars),
+			pStr("title", true, 0, commands.MaxTitleChars), pStr("cwd", true, 0, commands.MaxCwdChars),
+			pStr("stepId", false, 0, commands.MaxIDChars), pStr("model", false, 0, commands.MaxModelChars),
+			pInt("depth", 0, commands.MaxMaxDepth, nil),
+		},
 		results: []any{taskStatusResult{}},
 		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeQuotaExceeded,
 			wire.CodeRateLimit, wire.CodeDiskFull, wire.CodeUnavailable},
 	},
 	"task.transition": {
 		summary: "move a task to a status (terminal to non-terminal only by retry)",
-		params:  []paramDesc{pEnum("to", true, nil, taskStatuses...)},
+		params: []paramDesc{pEnum("to", true, nil, taskStatuses...), statusText("error"), statusText("reason"),
+			pStr("cwd", false, 0, commands.MaxCwdChars)},
 		results: []any{taskStatusResult{}},
-		errors:  errsTaskCommand,
+		errors:  errsRepeatableTaskCommand,
 	},
 	"task.usage": {
 		summary: "report a task's token usage; crossing the run's thresholds records budget events",
 		params: []paramDesc{pInt("input", 0, commands.MaxUsageTokens, nil), pInt("output", 0, commands.MaxUsageTokens, nil),
 			pInt("cacheRead", 0, commands.MaxUsageTokens, nil), pInt("cacheWrite", 0, commands.MaxUsageTokens, nil)},
 		results: []any{commands.UsageResult{}},
-		errors:  errsTaskCommand,
+		errors:  errsRepeatableTaskCommand,
 	},
 	"credential.issue": {
 		summary: "issue (or re-issue) a worker's token for a task or a grandchild (subId); the answer carries it",
 		results: []any{credentialResult{}},
-		errors:  errsTaskCommand,
+		errors:  errsRepeatableTaskCommand,
 	},
 	"credential.revoke": {
 		summary: "revoke a task's (or the orchestrator's) token; its open connections end at once",
-		params:  []paramDesc{note(paramDesc{Name: "taskId"}, "a task id or \"orchestrator\"")},
+		params: []paramDesc{note(paramDesc{Name: "taskId"}, "a task id or \"orchestrator\""),
+			pStr("reason", false, 0, commands.MaxIDChars)},
 		results: []any{credentialResult{}},
 		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull, wire.CodeUnavailable},
 	},
@@ -344,13 +366,15 @@ var protocolSpec = map[string]methodSpec{
 	"delegate.settle": {
 		summary: "the grandchild ended: deliver its fenced result to the parent, charge usage above the reservation, free the slot",
 		params: []paramDesc{pEnum("outcome", true, nil, "ok", "failed", "timed_out", "cancelled"),
-			pStr("text", true, 0, 65536), pInt("usageTokens", 0, commands.MaxUsageTokens, nil)},
+			note(pStr("text", true, 0, 0), fmt.Sprintf("its first %d chars are delivered (the fence, D§6.2)", commands.MaxResultChars)),
+			pInt("usageTokens", 0, commands.MaxUsageTokens, nil)},
 		results: []any{commands.SettleResult{}},
 		errors:  errsTaskCommand,
 		pushes:  []string{wire.EventMailboxMessage},
 	},
 	"delegate.cancel": {
 		summary: "ask the runtime to cancel a delegation (records delegate.cancel_requested)",
+		params:  []paramDesc{statusText("reason")},
 		results: []any{cancelResult{}},
 		errors:  errsTaskCommand,
 	},
@@ -427,20 +451,21 @@ var protocolSpec = map[string]methodSpec{
 		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars), pEnum("mode", true, nil, "start", "continue"),
 			pStr("rootToolCallId", true, 1, commands.MaxRootChars), note(paramDesc{Name: "tools"}, "continue: the current grant")},
 		results: []any{commands.JobResult{}},
-		errors:  errsJob,
+		errors:  errsRepeatableJob,
 	},
 	"lease.clear": {
 		summary: "clear a job's lease: its root is revoked and its calls aborted",
-		params:  []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars)},
+		params:  []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars), pStr("reason", false, 0, commands.MaxIDChars)},
 		results: []any{commands.JobResult{}},
-		errors:  errsJob,
+		errors:  errsRepeatableJob,
 	},
 	"job.transition": {
 		summary: "move a job to a status (an active lease is cleared first)",
 		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars),
-			pEnum("to", true, nil, "paused", "checkpointed", "taken_over", "cancelled", "hard_stopped", "failed")},
+			pEnum("to", true, nil, "paused", "checkpointed", "taken_over", "cancelled", "hard_stopped", "failed"),
+			pStr("reason", false, 0, commands.MaxIDChars)},
 		results: []any{commands.JobResult{}},
-		errors:  errsJob,
+		errors:  errsRepeatableJob,
 	},
 	"job.disconnect": {
 		summary: "the worker's connection to the job went away: every pending call fails",
@@ -464,17 +489,17 @@ var protocolSpec = map[string]methodSpec{
 	},
 	"manifest.revalidate": {
 		summary: "revalidate the grant before executing an admitted call (a different grant hard-stops the job)",
-		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars),
+		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars), pStr("requestId", true, 0, commands.MaxRequestIDChars),
 			note(paramDesc{Name: "tools"}, "the grant as the manager sees it now")},
 		results: []any{commands.ProxyAnswer{}},
 		errors:  errsJob,
 	},
 	"proxy.complete": {
 		summary: "deliver a proxied call's result (recorded fenced, never delivered, when the call's lease is gone)",
-		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars),
+		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars), pStr("requestId", true, 0, commands.MaxRequestIDChars),
 			note(paramDesc{Name: "result"}, "an object: content, structuredContent, isError, terminate are kept")},
 		results: []any{commands.ProxyAnswer{}},
-		errors:  errsJob,
+		errors:  errsRepeatableJob,
 	},
 	"proxy.cancel": {
 		summary: "a worker cancels its live proxied call",

@@ -614,6 +614,7 @@ export interface CredentialRevokeParams {
   "runId"?: string;
   /** a task id or "orchestrator" */
   "taskId": string;
+  /** length 0..256 */
   "reason"?: string;
   /**
    * length 1..256
@@ -627,6 +628,7 @@ export interface DelegateCancelParams {
   /** optional for the admin too */
   "runId"?: string;
   "subId": string;
+  /** length 0..589824 */
   "reason"?: string;
   /**
    * length 1..256
@@ -672,7 +674,7 @@ export interface DelegateSettleParams {
   "runId"?: string;
   "subId": string;
   "outcome": "ok" | "failed" | "timed_out" | "cancelled";
-  /** length 0..65536 */
+  /** its first 65536 chars are delivered (the fence, D§6.2) */
   "text": string;
   /** 0..1099511627776 */
   "usageTokens"?: number;
@@ -853,6 +855,7 @@ export interface JobTransitionParams {
   /** length 1..128 */
   "jobId": string;
   "to": "paused" | "checkpointed" | "taken_over" | "cancelled" | "hard_stopped" | "failed";
+  /** length 0..256 */
   "reason"?: string;
   /**
    * length 1..256
@@ -867,6 +870,7 @@ export interface LeaseClearParams {
   "runId"?: string;
   /** length 1..128 */
   "jobId": string;
+  /** length 0..256 */
   "reason"?: string;
   /**
    * length 1..256
@@ -927,6 +931,7 @@ export interface ManifestRevalidateParams {
   "runId"?: string;
   /** length 1..128 */
   "jobId": string;
+  /** length 0..128 */
   "requestId": string;
   /** the grant as the manager sees it now */
   "tools": unknown;
@@ -973,9 +978,10 @@ export interface MsgSendParams {
   /** any JSON value, stored as its JSON text */
   "body": unknown;
   /** worker: message or notify */
-  "kind"?: string;
+  "kind"?: "message" | "notify" | "steer" | "follow-up" | "response" | "group_join";
   /** default "normal" */
   "priority"?: "urgent" | "normal" | "low";
+  /** length 0..256 */
   "replyTo"?: string;
   /** length 0..256 */
   "subject"?: string;
@@ -1016,6 +1022,7 @@ export interface ProxyCompleteParams {
   "runId"?: string;
   /** length 1..128 */
   "jobId": string;
+  /** length 0..128 */
   "requestId": string;
   "nonce": string;
   /** an object: content, structuredContent, isError, terminate are kept */
@@ -1195,13 +1202,17 @@ export interface QueryTasksParams {
 /** Params of `run.create` (unknown keys are refused). */
 export interface RunCreateParams {
   /**
-   * length 1..256
+   * length 1..255
    * [A-Za-z0-9_-]; minted when absent
    */
   "runId"?: string;
+  /** length 1..256 */
   "team": string;
+  /** length 0..256 */
   "workflow"?: string;
+  /** length 0..262144 */
   "goal": string;
+  /** length 0..4096 */
   "cwd": string;
   /**
    * 0..9007199254740992
@@ -1225,7 +1236,9 @@ export interface RunTransitionParams {
   /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
   "runId"?: string;
   "to": "queued" | "planning" | "running" | "blocked" | "completed" | "failed" | "cancelled";
+  /** length 0..589824 */
   "summary"?: string;
+  /** length 0..589824 */
   "reason"?: string;
   /**
    * length 1..256
@@ -1255,15 +1268,26 @@ export interface SteerPushParams {
 export interface TaskCreateParams {
   /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
   "runId"?: string;
+  /**
+   * at most 1024 items
+   * task ids of the run
+   */
   "dependsOn"?: string[];
   /** length 1..256 */
   "taskId": string;
+  /** length 1..256 */
   "role": string;
+  /** length 1..256 */
   "agent": string;
+  /** length 0..1024 */
   "title": string;
+  /** length 0..4096 */
   "cwd": string;
+  /** length 0..256 */
   "stepId"?: string;
+  /** length 0..256 */
   "model"?: string;
+  /** 0..10 */
   "depth"?: number;
   /**
    * length 1..256
@@ -1278,8 +1302,11 @@ export interface TaskTransitionParams {
   "runId"?: string;
   "taskId": string;
   "to": "queued" | "running" | "waiting" | "completed" | "failed" | "cancelled" | "skipped" | "needs_attention";
+  /** length 0..589824 */
   "error"?: string;
+  /** length 0..589824 */
   "reason"?: string;
+  /** length 0..4096 */
   "cwd"?: string;
   /**
    * length 1..256
@@ -1378,7 +1405,7 @@ export interface Methods {
   };
   /**
    * issue (or re-issue) a worker's token for a task or a grandchild (subId); the answer carries it
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded.
    */
   "credential.issue": {
     roles: "orchestrator" | "admin";
@@ -1538,7 +1565,7 @@ export interface Methods {
   };
   /**
    * move a job to a status (an active lease is cleared first)
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded.
    */
   "job.transition": {
     roles: "orchestrator" | "admin";
@@ -1548,7 +1575,7 @@ export interface Methods {
   };
   /**
    * clear a job's lease: its root is revoked and its calls aborted
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded.
    */
   "lease.clear": {
     roles: "orchestrator" | "admin";
@@ -1558,7 +1585,7 @@ export interface Methods {
   };
   /**
    * open an executor lease on a job (start, or continue a paused one with its current grant)
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded.
    */
   "lease.open": {
     roles: "orchestrator" | "admin";
@@ -1638,7 +1665,7 @@ export interface Methods {
   };
   /**
    * deliver a proxied call's result (recorded fenced, never delivered, when the call's lease is gone)
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded.
    */
   "proxy.complete": {
     roles: "orchestrator" | "admin";
@@ -1768,7 +1795,7 @@ export interface Methods {
   };
   /**
    * move the run to a status; a terminal one asks every delegation in flight to cancel
-   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable.
+   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, quota-exceeded.
    */
   "run.transition": {
     roles: "orchestrator" | "admin";
@@ -1798,7 +1825,7 @@ export interface Methods {
   };
   /**
    * move a task to a status (terminal to non-terminal only by retry)
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded.
    */
   "task.transition": {
     roles: "orchestrator" | "admin";
@@ -1808,7 +1835,7 @@ export interface Methods {
   };
   /**
    * report a task's token usage; crossing the run's thresholds records budget events
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded.
    */
   "task.usage": {
     roles: "orchestrator" | "admin";
@@ -1838,7 +1865,7 @@ export interface Methods {
   };
   /**
    * resume the caller's task after its question was answered
-   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, disk-full, unavailable.
+   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, quota-exceeded, disk-full, unavailable.
    */
   "wait.resolve": {
     roles: "worker";
