@@ -70,7 +70,9 @@
 //     orchestrators: too-many-connections), waits (MaxWaitsPerConn, MaxWaitsPerCredential: too-many-waits),
 //     subscriptions (MaxSubscriptionsPerCredential: too-many-subscriptions), idle connections (IdleTimeout:
 //     idle-timeout). Page reads (events.since, msg.inbox, query.*) take turns per credential
-//     (MaxReadsPerCredential), so a token's connections share the CPU of that many readers.
+//     (MaxReadsPerCredential), so a token's connections share the CPU of that many readers; the turns are
+//     kept only for credentials reading or waiting to (package broker/internal/turns), not for every credential
+//     that ever read.
 //   - CPU per principal (pacer.go): every credential but the admin's is served at most RatePerCredential units a
 //     second with bursts of BurstPerCredential; a request is one unit and one more per frameUnit (4 KiB) of its
 //     frame and the blank lines before it, a hello helloCost (50; a refused one to its process, by pid), each

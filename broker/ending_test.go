@@ -15,20 +15,15 @@ import (
 // the returned function gives the turns back.
 func (f *fixture) holdReads(k string) (release func()) {
 	f.t.Helper()
-	s := f.srv
-	s.mu.Lock()
-	sem := s.readSems[k]
-	if sem == nil {
-		sem = make(chan struct{}, s.opts.MaxReadsPerCredential)
-		s.readSems[k] = sem
-	}
-	s.mu.Unlock()
-	for range cap(sem) {
-		sem <- struct{}{}
+	var dones []func()
+	for range f.srv.opts.MaxReadsPerCredential {
+		done, err := f.srv.reads.Take(f.t.Context(), k)
+		require.NoError(f.t, err)
+		dones = append(dones, done)
 	}
 	return func() {
-		for range cap(sem) {
-			<-sem
+		for _, done := range dones {
+			done()
 		}
 	}
 }

@@ -205,24 +205,13 @@ func pageRead(method string) bool {
 // readTurn waits until the credential of c has fewer than MaxReadsPerCredential page reads in progress and
 // returns the function that ends this one; ok is false when the connection closed first. The admin's reads are
 // not counted. Fairness, not a refusal: a credential that floods page reads from many connections gets the CPU of
-// MaxReadsPerCredential readers, and everyone else keeps theirs.
+// MaxReadsPerCredential readers, and everyone else keeps theirs. Its reads wait in arrival order, and its turns are
+// kept only while it reads (turns.PerKey): not one entry per credential that ever read.
 func (c *conn) readTurn() (done func(), ok bool) {
 	k := credKey(c.id)
 	if k == "" {
 		return func() {}, true
 	}
-	s := c.s
-	s.mu.Lock()
-	sem := s.readSems[k]
-	if sem == nil {
-		sem = make(chan struct{}, s.opts.MaxReadsPerCredential)
-		s.readSems[k] = sem // NB: one small channel per credential that ever read; credentials are bounded by state
-	}
-	s.mu.Unlock()
-	select {
-	case sem <- struct{}{}:
-		return func() { <-sem }, true
-	case <-c.done:
-		return nil, false
-	}
+	done, err := c.s.reads.Take(c.ctx, k)
+	return done, err == nil
 }

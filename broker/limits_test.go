@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -163,30 +164,70 @@ func TestIdleTimeout(t *testing.T) {
 // credential's reads and the admin's are not held by it, and a read waiting its turn ends with its connection.
 func TestReadTurnsPerCredential(t *testing.T) {
 	f := newFixture(t, fixtureOpts{opts: Options{MaxReadsPerCredential: 1}})
-	mk := func(role, task string, done chan struct{}) *conn {
-		return &conn{s: f.srv, id: identity{role: role, runID: runR, taskID: task, key: task}, done: done}
+	mk := func(role, task string) (*conn, context.CancelFunc) {
+		ctx, cancel := context.WithCancel(t.Context())
+		return &conn{s: f.srv, id: identity{role: role, runID: runR, taskID: task, key: task}, ctx: ctx,
+			done: ctx.Done()}, cancel
 	}
-	gone := make(chan struct{})
-	p1, p2 := mk(events.RoleWorker, taskP, make(chan struct{})), mk(events.RoleWorker, taskP, gone)
+	p1, _ := mk(events.RoleWorker, taskP)
+	p2, closeP2 := mk(events.RoleWorker, taskP)
 	end, ok := p1.readTurn()
 	require.True(t, ok)
-	q := mk(events.RoleWorker, taskQ, make(chan struct{}))
+	q, _ := mk(events.RoleWorker, taskQ)
 	endQ, ok := q.readTurn()
 	require.True(t, ok, "another credential reads meanwhile")
 	endQ()
-	admin := &conn{s: f.srv, id: identity{role: events.RoleAdmin}, done: make(chan struct{})}
+	admin, _ := mk(events.RoleAdmin, "")
 	_, ok = admin.readTurn()
 	require.True(t, ok, "the admin is not counted")
-	close(gone)
-	_, ok = p2.readTurn()
-	require.False(t, ok, "P's second read waits for P's turn, and gives up when its connection closes")
+	waiting := make(chan bool)
+	go func() {
+		_, ok := p2.readTurn()
+		waiting <- ok
+	}()
+	awaitReads(t, f.srv, workerKey(taskP), 1, 1)
+	closeP2()
+	require.False(t, <-waiting, "P's second read waits for P's turn, and gives up when its connection closes")
 	end()
-	p3 := mk(events.RoleWorker, taskP, make(chan struct{}))
+	p3, _ := mk(events.RoleWorker, taskP)
 	end, ok = p3.readTurn()
 	require.True(t, ok, "the ended read gave its turn back")
 	end()
+	require.Zero(t, f.srv.reads.Keys(), "no read in progress: no credential's turns are kept")
 	require.True(t, pageRead("events.since") && pageRead("msg.inbox") && pageRead("query.tasks"))
 	require.False(t, pageRead("ping") || pageRead("msg.send") || pageRead("task.waitStatus"))
+}
+
+// awaitReads waits until credential k has held page-read turns and waiting reads waiting for one.
+func awaitReads(t *testing.T, s *Server, k string, held, waiting int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), guard)
+	defer cancel()
+	require.NoError(t, s.reads.AwaitLoad(ctx, k, held, waiting))
+}
+
+// TestReadTurnsOfPastCredentialsAreForgotten: the page-read turns of a credential are kept only while it reads: a
+// daemon that issues credential after credential for its whole life does not keep one entry per credential that
+// ever read.
+func TestReadTurnsOfPastCredentialsAreForgotten(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	s := f.seed()
+	o := f.dialOrchestrator(s)
+	const tasks = 20
+	for i := range tasks {
+		id := fmt.Sprintf("T%02d", i)
+		o.ok("task.create", map[string]any{"taskId": id, "role": "explorer", "agent": "a", "title": id, "cwd": "/w/" + id,
+			"stepId": id})
+		tok := o.ok("credential.issue", map[string]any{"taskId": id})["token"].(string)
+		w := f.dial()
+		w.hello(runR, id, tok)
+		w.ok("msg.inbox", map[string]any{})
+		w.ok("events.since", map[string]any{"sinceSeq": 0, "limit": 1})
+		o.ok("credential.revoke", map[string]any{"taskId": id})
+		// The answer is written before the read gives its turn back: wait for that.
+		awaitReads(t, f.srv, workerKey(id), 0, 0)
+	}
+	require.Zero(t, f.srv.reads.Keys(), "turns kept for credentials with no read in progress")
 }
 
 // TestPendingPerPeer: one process's connections that never say hello are bounded, so it cannot fill the daemon

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/crewlog/crewlog/broker/internal/turns"
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
@@ -49,7 +50,7 @@ type Server struct {
 	credConns map[string]int             // authenticated connections
 	credWaits map[string]int             // task.waitStatus requests in flight
 	credSubs  map[string]int             // connections holding a subscription
-	readSems  map[string]chan struct{}   // page reads in progress, MaxReadsPerCredential at most
+	reads     *turns.PerKey              // page reads in progress, MaxReadsPerCredential at most
 	credOut   map[string]*outboundBudget // outbound bytes of the credential's connections (OutboundBytesPerCredential)
 	workers   int                        // authenticated worker connections, bounded by MaxConns-ReservedConns
 	pending   map[int]int                // peer pid → its connections that have not finished hello (MaxPendingPerPeer)
@@ -87,7 +88,7 @@ func New(eng *commands.Engine, log *eventlog.Log, opts Options) (*Server, error)
 		eng: eng, log: log, opts: o, lg: o.Logger, writeTimeout: writeTimeout,
 		conns: make(map[*conn]struct{}), byRun: make(map[string]map[*conn]struct{}), byBox: make(map[mailboxKey]map[*conn]struct{}),
 		credConns: make(map[string]int), credWaits: make(map[string]int), credSubs: make(map[string]int), pending: make(map[int]int),
-		readSems: make(map[string]chan struct{}), credOut: make(map[string]*outboundBudget),
+		reads: turns.New(o.MaxReadsPerCredential), credOut: make(map[string]*outboundBudget),
 		pacer: newPacer(o.RatePerCredential, o.BurstPerCredential),
 		quit:  make(chan struct{}), serveDone: make(chan struct{}), closed: make(chan struct{}),
 	}

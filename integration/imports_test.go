@@ -31,9 +31,11 @@ var allowedImports = map[string][]string{
 	// The pi-crew import writes events directly: no commands, no projections.
 	"migrations/picrew": {"events", "eventlog"},
 	"broker/wire":       {},
-	"broker":            {"commands", "projections", "events", "eventlog", "broker/wire"},
+	// Per-key turns: the broker's and the HTTP API's per-credential limits.
+	"broker/internal/turns": {},
+	"broker":                {"commands", "projections", "events", "eventlog", "broker/wire", "broker/internal/turns"},
 	// The HTTP API reads what the broker and crewctl read; it decides nothing.
-	"broker/httpapi":       {"broker", "commands", "projections", "events", "eventlog", "audit"},
+	"broker/httpapi":       {"broker", "commands", "projections", "events", "eventlog", "audit", "broker/internal/turns"},
 	"broker/httpapi/webui": {},
 }
 

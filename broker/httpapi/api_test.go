@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -591,43 +590,35 @@ func TestRebuildsBoundedPerPrincipal(t *testing.T) {
 	c := &f.srv.states
 	admin := principal{kind: kindAdmin, key: "admin"}
 	ctx := t.Context()
-	require.NoError(t, c.turn(ctx, admin)) // holds the rebuild slot
+	done, err := c.turn(ctx, admin) // holds the rebuild slot
+	require.NoError(t, err)
 	waiting := make(chan error, maxRebuildsPerPrincipal)
-	for i := 1; i < maxRebuildsPerPrincipal; i++ {
-		go func() {
-			err := c.turn(ctx, admin)
-			if err == nil {
-				c.done(admin)
-			}
-			waiting <- err
-		}()
-	}
-	// The waiters count as soon as they are queued: wait for the count, which turn takes under c.mu.
-	for {
-		c.mu.Lock()
-		n := c.queued[admin.key]
-		c.mu.Unlock()
-		if n == maxRebuildsPerPrincipal {
-			break
+	turn := func(p principal) {
+		done, err := c.turn(ctx, p)
+		if err == nil {
+			done()
 		}
-		runtime.Gosched()
+		waiting <- err
 	}
+	for i := 1; i < maxRebuildsPerPrincipal; i++ {
+		go turn(admin)
+	}
+	// The waiters count as soon as they are queued.
+	awaitTurns(t, c.rebuilds, admin.key, maxRebuildsPerPrincipal, 0)
 	code, m := f.get(budgetRun + "/state?at=5")
 	require.Equal(t, http.StatusTooManyRequests, code)
 	require.Equal(t, codeTooManyRebuilds, m["error"].(map[string]any)["code"])
 	f.fails("/api/v1/events/5/explain", http.StatusTooManyRequests, codeTooManyRebuilds)
 	ro := principal{kind: kindReadOnly, key: "ro"}
-	go func() {
-		err := c.turn(ctx, ro) // another credential waits its turn rather than being refused
-		if err == nil {
-			c.done(ro)
-		}
-		waiting <- err
-	}()
-	c.done(admin)
+	go turn(ro) // another credential waits its turn rather than being refused
+	awaitTurns(t, c.rebuilds, ro.key, 1, 0)
+	done()
+	done() // a turn is given back once
 	for i := 0; i < maxRebuildsPerPrincipal; i++ {
 		require.NoError(t, <-waiting)
 	}
+	require.Zero(t, c.rebuilds.Keys(), "no rebuild in progress: no principal's count is kept")
+	require.Zero(t, c.slot.Keys(), "the rebuild slot is free")
 	f.ok(budgetRun + "/state?at=5")
 }
 

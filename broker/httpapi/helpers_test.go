@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/broker/internal/turns"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
@@ -292,4 +293,12 @@ func readAll(t testing.TB, resp *http.Response) string {
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// awaitTurns waits until key has held turns of p and waiting takers waiting for one.
+func awaitTurns(t *testing.T, p *turns.PerKey, key string, held, waiting int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a guard against a hang, not a timing
+	defer cancel()
+	require.NoError(t, p.AwaitLoad(ctx, key, held, waiting))
 }

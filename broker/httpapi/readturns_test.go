@@ -34,30 +34,16 @@ func TestReadsTakeTurnsPerCredential(t *testing.T) {
 	// The token's reads in progress, held by the test.
 	var release []func()
 	for i := 0; i < maxReadsPerCredential; i++ {
-		done, err := f.srv.reads.acquire(context.Background(), ro)
+		done, err := f.srv.reads.Take(context.Background(), ro)
 		require.NoError(t, err)
 		release = append(release, done)
-	}
-	waitQueued := func(n int) {
-		for {
-			f.srv.reads.mu.Lock()
-			ok, ch := f.srv.reads.queued[ro] == n, f.srv.reads.changed
-			f.srv.reads.mu.Unlock()
-			if ok {
-				return
-			}
-			select {
-			case <-ch:
-			case code := <-answered:
-				t.Fatalf("the token's read was answered (%d) while its %d others were in progress", code,
-					maxReadsPerCredential)
-			}
-		}
 	}
 	// The token's next reads, by bearer and by its session, wait for a turn ...
 	serve("/api/v1/runs", bearer(roToken), answered)
 	serve("/api/v1/slots", func(r *http.Request) { r.AddCookie(session) }, answered)
-	waitQueued(maxReadsPerCredential + 2)
+	awaitTurns(t, f.srv.reads, ro, maxReadsPerCredential, 2)
+	require.Empty(t, answered, "the token's read was answered while its %d others were in progress",
+		maxReadsPerCredential)
 	// ... while another credential reads.
 	admin := make(chan int, 1)
 	serve("/api/v1/runs", bearer(adminToken), admin)
@@ -68,5 +54,6 @@ func TestReadsTakeTurnsPerCredential(t *testing.T) {
 	}
 	require.Equal(t, http.StatusOK, <-answered)
 	require.Equal(t, http.StatusOK, <-answered)
-	waitQueued(0)
+	awaitTurns(t, f.srv.reads, ro, 0, 0)
+	require.Zero(t, f.srv.reads.Keys(), "no request in progress: no credential's turns are kept")
 }

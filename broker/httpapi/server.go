@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/crewlog/crewlog/broker/internal/turns"
 )
 
 // Server is crewlog's read-only HTTP API, live stream, metrics and page, in front of one commands.Engine and its
@@ -24,7 +26,7 @@ type Server struct {
 	streams  streamLimits
 	states   stateCache
 	issuers  issuerCache
-	reads    readTurns
+	reads    *turns.PerKey // requests in progress per credential (readturns.go)
 
 	mu       sync.Mutex
 	ln       net.Listener
@@ -51,7 +53,7 @@ func New(opts Options) (*Server, error) {
 	s.streams.hub.start()
 	s.states.init()
 	s.issuers.init()
-	s.reads.init()
+	s.reads = turns.New(maxReadsPerCredential)
 	if o.Metrics != nil {
 		o.Metrics.attach(s)
 	}

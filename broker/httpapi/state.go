@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/crewlog/crewlog/audit"
+	"github.com/crewlog/crewlog/broker/internal/turns"
 	"github.com/crewlog/crewlog/projections"
 )
 
@@ -20,10 +21,10 @@ const maxStateItems = 10000
 // one rebuild (state?at, explain) run at a time: a rebuild reads the run's stream from the log, CPU the daemon's
 // writer shares. A state in the cache is never modified.
 type stateCache struct {
-	sem    chan struct{}
-	mu     sync.Mutex
-	states []*projections.State // oldest kept first; each holds one run (projections.RunAt)
-	queued map[string]int       // rebuild requests in progress or waiting, per principal
+	slot     *turns.PerKey // the one rebuild in progress, under the key ""
+	rebuilds *turns.PerKey // rebuild requests in progress or waiting for the slot, per principal
+	mu       sync.Mutex
+	states   []*projections.State // oldest kept first; each holds one run (projections.RunAt)
 }
 
 const maxCachedStates = 4
@@ -33,8 +34,8 @@ const maxCachedStates = 4
 const maxRebuildsPerPrincipal = 4
 
 func (c *stateCache) init() {
-	c.sem = make(chan struct{}, 1)
-	c.queued = make(map[string]int)
+	c.slot = turns.New(1)
+	c.rebuilds = turns.New(maxRebuildsPerPrincipal)
 }
 
 // Base is the kept state of run runID with the greatest position ≤ pos, or nil (audit.RunStates).
@@ -67,10 +68,11 @@ func (s *Server) runAt(ctx context.Context, p principal, runID string, pos uint6
 	if b := s.states.Base(runID, pos); b != nil && b.Position == pos {
 		return b, true, nil
 	}
-	if err := s.states.turn(ctx, p); err != nil {
+	done, err := s.states.turn(ctx, p)
+	if err != nil {
 		return nil, false, err
 	}
-	defer s.states.done(p)
+	defer done()
 	st, ok, err = projections.RunAtFrom(s.opts.Log, s.states.Base(runID, pos), runID, pos)
 	if err != nil || !ok {
 		return nil, ok, err
@@ -82,44 +84,31 @@ func (s *Server) runAt(ctx context.Context, p principal, runID string, pos uint6
 // explainAt re-runs the recorded decision holding position pos (audit.ExplainAt, O(the decision's run), on from
 // the nearest kept state of the run) during the caller's turn.
 func (s *Server) explainAt(ctx context.Context, p principal, pos uint64) (d audit.Decision, recorded, ok bool, err error) {
-	if err := s.states.turn(ctx, p); err != nil {
+	done, err := s.states.turn(ctx, p)
+	if err != nil {
 		return audit.Decision{}, false, false, err
 	}
-	defer s.states.done(p)
+	defer done()
 	return audit.ExplainAt(s.opts.Log, pos, &s.states)
 }
 
-// turn waits for the one rebuild slot; it refuses a principal that already has maxRebuildsPerPrincipal requests
-// in progress or waiting (429).
-func (c *stateCache) turn(ctx context.Context, p principal) error {
-	c.mu.Lock()
-	if c.queued[p.key] >= maxRebuildsPerPrincipal {
-		c.mu.Unlock()
-		return errorf(http.StatusTooManyRequests, codeTooManyRebuilds,
+// turn waits for the one rebuild slot and returns the function that gives it back, once; it refuses a principal
+// that already has maxRebuildsPerPrincipal requests in progress or waiting (429).
+func (c *stateCache) turn(ctx context.Context, p principal) (done func(), err error) {
+	counted, ok := c.rebuilds.TryTake(p.key)
+	if !ok {
+		return nil, errorf(http.StatusTooManyRequests, codeTooManyRebuilds,
 			"%d rebuilds of this credential are in progress or waiting; wait for their answers", maxRebuildsPerPrincipal)
 	}
-	c.queued[p.key]++
-	c.mu.Unlock()
-	select {
-	case c.sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		c.release(p)
-		return ctx.Err()
+	slotDone, err := c.slot.Take(ctx, "")
+	if err != nil {
+		counted()
+		return nil, err
 	}
-}
-
-func (c *stateCache) done(p principal) {
-	<-c.sem
-	c.release(p)
-}
-
-func (c *stateCache) release(p principal) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.queued[p.key]--; c.queued[p.key] <= 0 {
-		delete(c.queued, p.key)
-	}
+	return func() {
+		slotDone()
+		counted()
+	}, nil
 }
 
 // rebuildFailed answers a rebuild that did not finish: nothing when the client went, the refusal when it was

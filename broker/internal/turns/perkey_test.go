@@ -1,0 +1,239 @@
+package turns
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// await waits, without sleeping, until key's turns are held and waiting as wanted.
+func await(t *testing.T, p *PerKey, key string, held, waiting int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a guard against a hang, not a timing
+	defer cancel()
+	require.NoError(t, p.AwaitLoad(ctx, key, held, waiting))
+}
+
+// endedContext is a context that has ended.
+func endedContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	return ctx
+}
+
+// takeAsync starts a Take of key and returns where its outcome arrives.
+func takeAsync(ctx context.Context, p *PerKey, key string) <-chan taken {
+	out := make(chan taken, 1)
+	go func() {
+		done, err := p.Take(ctx, key)
+		out <- taken{done, err}
+	}()
+	return out
+}
+
+// gaveUp is the outcome of a Take of key, one turn of which is held, whose context ends while it waits.
+func gaveUp(t *testing.T, p *PerKey, key string) taken {
+	ctx, cancel := context.WithCancel(t.Context())
+	w := takeAsync(ctx, p, key)
+	await(t, p, key, 1, 1)
+	cancel()
+	return <-w
+}
+
+type taken struct {
+	done func()
+	err  error
+}
+
+// TestBoundedPerKey: a key has at most limit turns; TryTake is refused beyond them, Take waits; other keys are not
+// held up; giving a turn back frees it and the idle key is forgotten.
+func TestBoundedPerKey(t *testing.T) {
+	for _, limit := range []int{1, 2, 4} {
+		t.Run(fmt.Sprint("limit ", limit), func(t *testing.T) {
+			p := New(limit)
+			var dones []func()
+			for i := range limit {
+				done, err := p.Take(t.Context(), "a")
+				require.NoError(t, err, "turn %d of %d", i+1, limit)
+				dones = append(dones, done)
+			}
+			_, ok := p.TryTake("a")
+			require.False(t, ok, "a turn beyond the limit")
+			held, waiting := p.Load("a")
+			require.Equal(t, [2]int{limit, 0}, [2]int{held, waiting}, "a refused TryTake holds nothing")
+			doneB, ok := p.TryTake("b")
+			require.True(t, ok, "another key has its own turns")
+			doneB()
+
+			w := takeAsync(t.Context(), p, "a")
+			await(t, p, "a", limit, 1)
+			dones[0]()
+			got := <-w
+			require.NoError(t, got.err, "the freed turn goes to the waiter")
+			dones[0] = got.done
+			await(t, p, "a", limit, 0)
+
+			for _, done := range dones {
+				done()
+			}
+			require.Zero(t, p.Keys(), "no turn in use: no entry")
+		})
+	}
+}
+
+// TestTakeServesInOrder: waiters are served oldest first, each when a turn is given back; TryTake does not jump the
+// queue.
+func TestTakeServesInOrder(t *testing.T) {
+	p := New(1)
+	first, err := p.Take(t.Context(), "k")
+	require.NoError(t, err)
+	var waiters []<-chan taken
+	for i := range 3 {
+		waiters = append(waiters, takeAsync(t.Context(), p, "k"))
+		await(t, p, "k", 1, i+1)
+	}
+	_, ok := p.TryTake("k")
+	require.False(t, ok)
+	done := first
+	for i, w := range waiters {
+		done()
+		got := <-w
+		require.NoError(t, got.err)
+		for _, later := range waiters[i+1:] {
+			require.Empty(t, later, "waiter %d served before waiter %d", i+1, i)
+		}
+		done = got.done
+	}
+	done()
+	require.Zero(t, p.Keys())
+}
+
+// TestTakeHonoursTheContext: a waiter whose context ends gives up holding nothing and leaves no entry behind; a
+// context already ended gets no turn even when one is free.
+func TestTakeHonoursTheContext(t *testing.T) {
+	p := New(1)
+	ended := endedContext(t)
+	_, err := p.Take(ended, "free")
+	require.ErrorIs(t, err, context.Canceled)
+	require.Zero(t, p.Keys())
+
+	hold, err := p.Take(t.Context(), "k")
+	require.NoError(t, err)
+	got := gaveUp(t, p, "k")
+	require.ErrorIs(t, got.err, context.Canceled)
+	require.Nil(t, got.done)
+	held, waiting := p.Load("k")
+	require.Equal(t, [2]int{1, 0}, [2]int{held, waiting})
+	hold()
+	require.Zero(t, p.Keys())
+}
+
+// TestHandedATurnWhileGivingUp: a waiter handed a turn just as its context ended gives that turn back, to the next
+// waiter, rather than losing it.
+func TestHandedATurnWhileGivingUp(t *testing.T) {
+	p := New(1)
+	hold, err := p.Take(t.Context(), "k")
+	require.NoError(t, err)
+	p.givingUp = hold // the turn is handed to the waiter between its context's end and its giving up
+	got := gaveUp(t, p, "k")
+	require.ErrorIs(t, got.err, context.Canceled)
+	require.Zero(t, p.Keys(), "the handed turn was given back")
+	done, ok := p.TryTake("k")
+	require.True(t, ok, "the key's turn is free")
+	done()
+}
+
+// TestGivingBackIsOnce: a turn's function gives back that turn only, however often it is called.
+func TestGivingBackIsOnce(t *testing.T) {
+	p := New(2)
+	a, err := p.Take(t.Context(), "k")
+	require.NoError(t, err)
+	b, ok := p.TryTake("k")
+	require.True(t, ok)
+	a()
+	a()
+	held, _ := p.Load("k")
+	require.Equal(t, 1, held, "b's turn is still held")
+	c, ok := p.TryTake("k")
+	require.True(t, ok)
+	_, ok = p.TryTake("k")
+	require.False(t, ok, "b's and c's turns are the key's two")
+	b()
+	c()
+	c()
+	b()
+	require.Zero(t, p.Keys())
+}
+
+// TestKeysDoNotAccumulate: a key is kept only while a turn of it is held or awaited, however many keys ever took
+// one, by any path (given back, refused, given up).
+func TestKeysDoNotAccumulate(t *testing.T) {
+	p := New(1)
+	ended := endedContext(t)
+	for i := range 10000 {
+		key := fmt.Sprint("credential-", i)
+		done, err := p.Take(t.Context(), key)
+		require.NoError(t, err)
+		_, ok := p.TryTake(key)
+		require.False(t, ok)
+		_, err = p.Take(ended, key)
+		require.ErrorIs(t, err, context.Canceled)
+		done()
+	}
+	require.Zero(t, p.Keys())
+}
+
+// TestConcurrentTurnsStayBounded: many goroutines taking, trying and giving up the turns of a few keys never have
+// more than the limit of one key inside at once, and leave no entry behind.
+func TestConcurrentTurnsStayBounded(t *testing.T) {
+	const limit, keys, workers, rounds = 2, 3, 16, 300
+	p := New(limit)
+	var inside, worst [keys]atomic.Int32
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 1))
+			for range rounds {
+				k := rng.IntN(keys)
+				var done func()
+				switch rng.IntN(3) {
+				case 0:
+					done, _ = p.TryTake(fmt.Sprint(k))
+				case 1:
+					done, _ = p.Take(context.Background(), fmt.Sprint(k))
+				default:
+					ctx, cancel := context.WithCancel(context.Background())
+					go cancel() // gives up at any point of the wait, or not at all
+					done, _ = p.Take(ctx, fmt.Sprint(k))
+				}
+				if done == nil {
+					continue
+				}
+				n := inside[k].Add(1)
+				for w := worst[k].Load(); n > w && !worst[k].CompareAndSwap(w, n); w = worst[k].Load() {
+				}
+				inside[k].Add(-1)
+				done()
+				if rng.IntN(2) == 0 {
+					done()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for k := range keys {
+		require.LessOrEqual(t, worst[k].Load(), int32(limit), "key %d", k)
+		require.Positive(t, worst[k].Load(), "key %d was never taken", k)
+	}
+	require.Zero(t, p.Keys())
+}
+
+func TestNewRefusesNoTurns(t *testing.T) {
+	require.PanicsWithValue(t, "turns: limit must be at least 1", func() { New(0) })
+}
