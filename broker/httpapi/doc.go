@@ -26,7 +26,8 @@
 //     header that does not name loopback (DNS rebinding).
 //   - Every client-controlled size is bounded: limit 1..1000, cursors ≤ 64 bytes, ids ≤ 256, type filters ≤ 64,
 //     a search scans ≤ 5,000 runs per page, an events page looks at ≤ 20,000 events, a page of runs, events or a
-//     run's list holds ≤ 4 MiB of items (maxPageBytes; at least one item), streams ≤ MaxStreams and
+//     run's list holds ≤ 4 MiB of items (maxPageBytes; at least one item; each item is encoded once, to
+//     measure the page, and the answer is written from those bytes: answer.go), streams ≤ MaxStreams and
 //     ≤ MaxStreamsPerPrincipal, open connections ≤ MaxConns (Accept waits), sessions ≤ MaxSessions (16 per
 //     credential), login codes ≤ 64 (8 per credential), requests in progress ≤ 4 per credential (more wait their
 //     turn: readturns.go), per-run metric series ≤ 1,000; a handler panic answers 500 and is logged, the daemon

@@ -63,12 +63,24 @@ func writeError(w http.ResponseWriter, e *apiError) {
 
 func writeJSON(w http.ResponseWriter, v any) { writeJSONStatus(w, http.StatusOK, v) }
 
+// unencodable is the answer to a request whose answer json.Marshal refused.
+const unencodable = `{"error":{"code":"internal","message":"the answer could not be encoded"}}`
+
 func writeJSONStatus(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		status = http.StatusInternalServerError
-		b = []byte(`{"error":{"code":"internal","message":"the answer could not be encoded"}}`)
+		status, b = http.StatusInternalServerError, []byte(unencodable)
 	}
+	writeBody(w, status, b)
+}
+
+// writeUnencodable answers that the answer could not be encoded, as writeJSONStatus does.
+func writeUnencodable(w http.ResponseWriter) {
+	writeBody(w, http.StatusInternalServerError, []byte(unencodable))
+}
+
+// writeBody answers b, JSON, with status.
+func writeBody(w http.ResponseWriter, status int, b []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")

@@ -19,11 +19,12 @@ const (
 	maxEventScan = 20000
 )
 
+// eventsResult is a page of events: {"events": […], "hasMore", "nextCursor"?} (write).
 type eventsResult struct {
-	Events     []json.RawMessage `json:"events"`
-	HasMore    bool              `json:"hasMore"`
-	NextCursor string            `json:"nextCursor,omitempty"`
-	bytes      int               // of Events: at most maxPageBytes, or one event
+	Events     []json.RawMessage
+	HasMore    bool
+	NextCursor string
+	bytes      int // of Events: at most maxPageBytes, or one event
 }
 
 // GET /api/v1/runs/{runId}/events?cursor=POSITION&type=…&limit=&order=asc|desc
@@ -112,7 +113,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ principa
 	if res.HasMore {
 		res.NextCursor = strconv.FormatUint(last, 10)
 	}
-	writeJSON(w, res)
+	res.write(w)
 }
 
 // eventsBackward answers order=desc: the run's events before position `before` (all when !hasCursor), newest
@@ -179,7 +180,12 @@ func (s *Server) eventsBackward(w http.ResponseWriter, r *http.Request, runID st
 	if res.HasMore {
 		res.NextCursor = strconv.FormatUint(last, 10)
 	}
-	writeJSON(w, res)
+	res.write(w)
+}
+
+// write answers res, its events copied as they are (answer.go).
+func (res *eventsResult) write(w http.ResponseWriter) {
+	writeCursorPage(w, "events", res.Events, res.HasMore, res.NextCursor)
 }
 
 // add appends rec to the page when the type filter keeps it; full means the page has no room for it (maxPageBytes)

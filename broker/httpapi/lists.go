@@ -3,8 +3,10 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 
 	"github.com/crewlog/crewlog/broker"
@@ -24,6 +26,30 @@ type listPage struct {
 	total int
 }
 
+// write answers the page, its items encoded as items: {key: […], "hasMore", "nextCursor"?, "total"}, the fields
+// in the order of their names, as json.Marshal writes a map's.
+func (pg listPage) write(w http.ResponseWriter, key string, items []json.RawMessage) {
+	names := []string{key, "hasMore", "total"}
+	if pg.next != "" {
+		names = append(names, "nextCursor")
+	}
+	slices.Sort(names)
+	o := newObject()
+	for _, n := range names {
+		switch n {
+		case key:
+			o.list(n, items)
+		case "hasMore":
+			o.value(n, pg.next != "")
+		case "total":
+			o.value(n, pg.total)
+		case "nextCursor":
+			o.value(n, pg.next)
+		}
+	}
+	o.write(w)
+}
+
 // pageReq is the page a list is asked for: at most limit items from cursor.
 type pageReq struct {
 	limit  int
@@ -33,7 +59,8 @@ type pageReq struct {
 // runList parses the run id, limit and cursor and the route's other params (read, nil when none), then answers
 // {key: items, hasMore, nextCursor?, total} from list, run inside Engine.Read. An unknown run is 404, a cursor the
 // projection refuses is 400 bad-cursor. A page whose items' JSON would pass maxPageBytes is read again with the
-// limit that fits, so the list computes the cursor of the first item left out and none is ever skipped.
+// limit that fits, so the list computes the cursor of the first item left out and none is ever skipped. The answer
+// is written from the items' JSON measured for the page (encodeFitting): each item is encoded once.
 func (s *Server) runList(w http.ResponseWriter, r *http.Request, key string, read func(p *params),
 	list func(st *projections.State, runID string, req pageReq) (listPage, error)) {
 	var req pageReq
@@ -51,9 +78,11 @@ func (s *Server) runList(w http.ResponseWriter, r *http.Request, key string, rea
 		return
 	}
 	var (
-		pg    listPage
-		err   error
-		found bool
+		pg     listPage
+		items  []json.RawMessage
+		err    error
+		encErr error
+		found  bool
 	)
 	for {
 		s.opts.Engine.Read(func(st *projections.State) {
@@ -64,11 +93,11 @@ func (s *Server) runList(w http.ResponseWriter, r *http.Request, key string, rea
 		if !found || err != nil {
 			break
 		}
-		n, all := fitting(pg.items)
-		if n == all {
+		var full bool
+		if items, _, full, encErr = encodeFitting(pg.items, 0); !full || encErr != nil {
 			break
 		}
-		req.limit = n
+		req.limit = len(items)
 	}
 	var ae *apiError
 	switch {
@@ -78,40 +107,48 @@ func (s *Server) runList(w http.ResponseWriter, r *http.Request, key string, rea
 		writeError(w, ae)
 	case err != nil:
 		writeError(w, s.internal(r, err))
+	case encErr != nil:
+		writeUnencodable(w)
 	default:
-		res := map[string]any{key: pg.items, "hasMore": pg.next != "", "total": pg.total}
-		if pg.next != "" {
-			res["nextCursor"] = pg.next
-		}
-		writeJSON(w, res)
+		pg.write(w, key, items)
 	}
 }
 
-// fitting is how many of items (a slice; nil is empty) fit in maxPageBytes of JSON (at least one), of all.
-func fitting(items any) (n, all int) {
-	if items == nil {
-		return 0, 0
-	}
-	n, _ = fitBytes(items, 0)
-	return n, reflect.ValueOf(items).Len()
+// encodeFitting encodes items (a slice; nil is empty) one by one, as json.Marshal encodes them in the answer, while
+// they fit in maxPageBytes of JSON after the used bytes of the page's items before them: the encodings of the items
+// that fit (nil when items is nil: the answer shows null, as it did), the page's bytes with them (the item left
+// out included) and whether one was left out. A page's first item (used 0) always fits. The answer copies these
+// encodings as they are (answer.go), so an item is encoded once, with encoding/json's escaping (<, >, &, U+2028,
+// U+2029, invalid UTF-8) as before.
+func encodeFitting(items any, used int) (raw []json.RawMessage, size int, full bool, err error) {
+	return encodeWithin(items, used, maxPageBytes)
 }
 
-// fitBytes is how many of items (a slice; nil is empty) fit in maxPageBytes of JSON after the used bytes of the
-// page's items before them, and the page's bytes with them (the item left out included). A page's first item
-// (used 0) always fits.
-func fitBytes(items any, used int) (n, size int) {
-	if items == nil {
-		return 0, used
-	}
+// encodeAll encodes every item of items (a slice; nil is empty), as encodeFitting does, whatever their bytes.
+func encodeAll(items any) ([]json.RawMessage, error) {
+	raw, _, _, err := encodeWithin(items, 0, math.MaxInt)
+	return raw, err
+}
+
+// encodeWithin is encodeFitting with limit bytes in place of maxPageBytes.
+func encodeWithin(items any, used, limit int) (raw []json.RawMessage, size int, full bool, err error) {
 	v := reflect.ValueOf(items)
-	size = used
-	for i := range v.Len() {
-		b, _ := json.Marshal(v.Index(i).Interface())
-		if size += len(b) + 1; size > maxPageBytes && used+i > 0 {
-			return i, size
-		}
+	if items == nil || v.IsNil() {
+		return nil, used, false, nil
 	}
-	return v.Len(), size
+	size = used
+	raw = make([]json.RawMessage, 0, v.Len())
+	for i := range v.Len() {
+		b, err := json.Marshal(v.Index(i).Interface())
+		if err != nil {
+			return nil, size, false, err
+		}
+		if size += len(b) + 1; size > limit && used+i > 0 {
+			return raw, size, true, nil
+		}
+		raw = append(raw, b)
+	}
+	return raw, size, false, nil
 }
 
 // cursorErr maps the projection's bad cursor to 400.

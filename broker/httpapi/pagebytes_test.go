@@ -3,8 +3,6 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -76,15 +74,7 @@ func TestPagesAreBoundedInBytes(t *testing.T) {
 // rawGet is get with the answer's size in bytes.
 func (f *fixture) rawGet(path string) (int, map[string]any) {
 	f.t.Helper()
-	req, err := http.NewRequest(http.MethodGet, f.web.URL+path, nil)
-	require.NoError(f.t, err)
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	resp, err := f.web.Client().Do(req)
-	require.NoError(f.t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(f.t, err)
-	require.Equal(f.t, http.StatusOK, resp.StatusCode, "GET %s: %s", path, b[:min(len(b), 300)])
+	b := f.body(path)
 	var m map[string]any
 	require.NoError(f.t, json.Unmarshal(b, &m))
 	return len(b), m

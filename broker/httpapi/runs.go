@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -34,10 +35,17 @@ func itemOf(st *projections.State, r projections.Run) runItem {
 		ActiveDelegations: held}
 }
 
+// runsResult is a page of runs, each a runItem encoded once (encodeFitting): {"runs": […], "hasMore",
+// "nextCursor"?} (write).
 type runsResult struct {
-	Runs       []runItem `json:"runs"`
-	HasMore    bool      `json:"hasMore"`
-	NextCursor string    `json:"nextCursor,omitempty"`
+	Runs       []json.RawMessage
+	HasMore    bool
+	NextCursor string
+}
+
+// write answers res, its runs copied as they are (answer.go).
+func (res *runsResult) write(w http.ResponseWriter) {
+	writeCursorPage(w, "runs", res.Runs, res.HasMore, res.NextCursor)
 }
 
 // runStatuses are the values status may take.
@@ -77,7 +85,7 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 		})
 		return page, items, at, err
 	}
-	res := runsResult{Runs: []runItem{}}
+	res := runsResult{Runs: []json.RawMessage{}}
 	scanned, size := 0, 0
 	for {
 		want := limit - len(res.Runs)
@@ -87,14 +95,16 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 		page, items, at, err := chunk(want)
 		// A page's bytes are bounded too (a goal may be 256K characters): the page ends before the run that
 		// would take it past maxPageBytes, read again up to that run so the projection names it in the cursor.
-		var n int
-		n, size = fitBytes(items, size)
-		full := n < len(items)
+		raw, used, full, encErr := encodeFitting(items, size)
+		size = used
 		if full {
+			n := len(raw)
 			if at[n] > 0 {
 				page, items, _, err = chunk(at[n])
+				// NB: read again, so encoded again: the runs before the one left out may have changed meanwhile.
+				raw, encErr = encodeAll(items)
 			} else {
-				page, items = projections.RunPage{NextCursor: cursor}, nil // cursor names that run
+				page, raw = projections.RunPage{NextCursor: cursor}, nil // cursor names that run
 			}
 		}
 		if errors.Is(err, projections.ErrBadCursor) {
@@ -105,7 +115,11 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 			writeError(w, s.internal(r, err))
 			return
 		}
-		res.Runs = append(res.Runs, items...)
+		if encErr != nil {
+			writeUnencodable(w)
+			return
+		}
+		res.Runs = append(res.Runs, raw...)
 		scanned += len(page.Runs)
 		cursor = page.NextCursor
 		if full || cursor == "" || len(res.Runs) == limit || scanned >= maxSearchScan {
@@ -113,7 +127,7 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 		}
 	}
 	res.NextCursor, res.HasMore = cursor, cursor != ""
-	writeJSON(w, res)
+	res.write(w)
 }
 
 func containsStatus(all []projections.RunStatus, st projections.RunStatus) bool {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -124,17 +125,29 @@ func (s *Server) rebuildFailed(w http.ResponseWriter, r *http.Request, err error
 	}
 }
 
+// stateResult is a state?at answer, written in this order (write). Its lists are read into lists, then fit encodes
+// each item of them once into the answer's: a taskItem, delegationItem, accountItem and projections.Ask each.
 type stateResult struct {
-	Position    uint64            `json:"position"`
-	Head        uint64            `json:"head"`
-	At          *time.Time        `json:"at,omitempty"`
-	Run         runItem           `json:"run"`
-	Tasks       []taskItem        `json:"tasks"`
-	Delegations []delegationItem  `json:"delegations"`
-	Ledger      []accountItem     `json:"ledger"`
-	Asks        []projections.Ask `json:"asks"`
-	Slots       stateSlots        `json:"slots"`
-	Truncated   bool              `json:"truncated"`
+	Position    uint64
+	Head        uint64
+	At          *time.Time // omitted when nil
+	Run         runItem
+	Tasks       []json.RawMessage
+	Delegations []json.RawMessage
+	Ledger      []json.RawMessage
+	Asks        []json.RawMessage
+	Slots       stateSlots
+	Truncated   bool
+
+	lists stateLists
+}
+
+// stateLists are a state?at answer's lists as read.
+type stateLists struct {
+	tasks       []taskItem
+	delegations []delegationItem
+	ledger      []accountItem
+	asks        []projections.Ask
 }
 
 // stateSlots is the slot pool as a state?at answer shows it: the capacity in force and the run's own holders, and
@@ -213,26 +226,49 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request, pr principa
 		return
 	}
 	out.Head, out.At = head, at
-	out.fit()
-	writeJSON(w, out)
+	if err := out.fit(); err != nil {
+		writeUnencodable(w)
+		return
+	}
+	out.write(w)
+}
+
+// write answers out, its lists copied as they are (answer.go).
+func (out *stateResult) write(w http.ResponseWriter) {
+	o := newObject()
+	o.value("position", out.Position)
+	o.value("head", out.Head)
+	if out.At != nil {
+		o.value("at", out.At)
+	}
+	o.value("run", out.Run)
+	o.list("tasks", out.Tasks)
+	o.list("delegations", out.Delegations)
+	o.list("ledger", out.Ledger)
+	o.list("asks", out.Asks)
+	o.value("slots", out.Slots)
+	o.value("truncated", out.Truncated)
+	o.write(w)
 }
 
 // fit cuts each list to maxPageBytes of JSON (a worker's questions may be 8K characters each, and a run may have
 // thousands), outside the engine's read; truncated says so.
-func (out *stateResult) fit() {
-	out.Tasks = fitList(out.Tasks, &out.Truncated)
-	out.Delegations = fitList(out.Delegations, &out.Truncated)
-	out.Ledger = fitList(out.Ledger, &out.Truncated)
-	out.Asks = fitList(out.Asks, &out.Truncated)
-}
-
-// fitList is items cut to what fits in maxPageBytes (at least one); it sets *cut when it cut.
-func fitList[T any](items []T, cut *bool) []T {
-	n, all := fitting(items)
-	if n < all {
-		*cut = true
+func (out *stateResult) fit() error {
+	l := out.lists
+	out.lists = stateLists{}
+	var err error
+	for _, list := range []struct {
+		items any
+		to    *[]json.RawMessage
+	}{{l.tasks, &out.Tasks}, {l.delegations, &out.Delegations}, {l.ledger, &out.Ledger}, {l.asks, &out.Asks}} {
+		var full bool
+		*list.to, _, full, err = encodeFitting(list.items, 0)
+		if err != nil {
+			return err
+		}
+		out.Truncated = out.Truncated || full
 	}
-	return items[:n]
+	return nil
 }
 
 // runView is run runID's lists in st, each capped at maxStateItems.
@@ -248,20 +284,21 @@ func runView(st *projections.State, runID string) (stateResult, bool) {
 	tp, _ := st.TasksPage(runID, f)
 	dp, _ := st.DelegationsPage(runID, f)
 	lp, _ := st.LedgerPage(runID, f)
-	out.Tasks = make([]taskItem, 0, len(tp.Items))
+	l := &out.lists
+	l.tasks = make([]taskItem, 0, len(tp.Items))
 	for _, t := range tp.Items {
-		out.Tasks = append(out.Tasks, taskOf(t))
+		l.tasks = append(l.tasks, taskOf(t))
 	}
-	out.Delegations = make([]delegationItem, 0, len(dp.Items))
+	l.delegations = make([]delegationItem, 0, len(dp.Items))
 	for _, d := range dp.Items {
-		out.Delegations = append(out.Delegations, delegationOf(st, d))
+		l.delegations = append(l.delegations, delegationOf(st, d))
 	}
-	out.Ledger = make([]accountItem, 0, len(lp.Items))
+	l.ledger = make([]accountItem, 0, len(lp.Items))
 	for _, a := range lp.Items {
-		out.Ledger = append(out.Ledger, accountOf(a))
+		l.ledger = append(l.ledger, accountOf(a))
 	}
 	ap, _ := st.AsksPage(runID, false, f)
 	out.Truncated = tp.NextCursor != "" || dp.NextCursor != "" || lp.NextCursor != "" || ap.NextCursor != ""
-	out.Asks = nonNil(ap.Items)
+	l.asks = nonNil(ap.Items)
 	return out, true
 }
