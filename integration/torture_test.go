@@ -56,6 +56,8 @@ type generations struct {
 	closed atomic.Int64
 	// failStops counts answers lost to an engine that failed stop (internal), retried once crewd restarted.
 	failStops atomic.Int64
+	// unavailable counts a cluster node's unavailable answers (no writer answered), retried on the same node.
+	unavailable atomic.Int64
 }
 
 func newGenerations() *generations { return &generations{ready: true, changed: make(chan struct{})} }
@@ -164,8 +166,8 @@ type session struct {
 	// command's outcome is unknown until crewd has exited and restarted, then it is retried with its commandId.
 	failStop bool
 	// inDoubt, when set with failStop, is how long an internal answer waits for crewd's restart before the command
-	// is sent again to the same crewd: a crewd of a cluster also answers internal when it forwarded the command
-	// and no writer answered in time (cluster.ErrNoWriter), without failing.
+	// is sent again to the same crewd, which may have answered internal without exiting. (A cluster node whose
+	// forwarded command no writer answered says unavailable: see answeredUnavailable.)
 	inDoubt time.Duration
 }
 
@@ -226,6 +228,15 @@ func (s *session) call(ctx context.Context, method string, params map[string]any
 			} else if err != nil {
 				return ack{}, fmt.Errorf("%s %v answered internal, and crewd did not exit and restart: %w", method, params["commandId"], err)
 			}
+		case errors.As(err, &we) && answeredUnavailable(we, params):
+			// A node of a cluster forwarded the command and no writer answered (a failover): it may have been
+			// decided, and a retry with its commandId learns the outcome once a writer serves, as a runtime would.
+			s.gens.unavailable.Add(1)
+			select {
+			case <-ctx.Done():
+				return ack{}, ctx.Err()
+			case <-time.After(unavailableBackoff):
+			}
 		case errors.As(err, &we) && !answeredClose(we, params):
 			return ack{method: method, as: s.as, params: params, err: we}, nil
 		case errors.Is(err, client.ErrClosed) || errors.As(err, &we):
@@ -244,6 +255,18 @@ func (s *session) call(ctx context.Context, method string, params map[string]any
 			return ack{}, err
 		}
 	}
+}
+
+// unavailableBackoff is how long a command answered unavailable waits before it is sent again: about the time a
+// cluster takes to seat a writer, so a failover costs a few retries, not a thousand.
+const unavailableBackoff = 200 * time.Millisecond
+
+// answeredUnavailable says whether we is a cluster node's unavailable answer to a command with a commandId: the
+// command's outcome is unknown (docs/protocol.md, "No writer"), so it is sent again with its commandId. Without one
+// the answer stays: no retry can make the command safe.
+func answeredUnavailable(we *wire.Error, params map[string]any) bool {
+	_, retryable := params["commandId"]
+	return we.Code == wire.CodeUnavailable && retryable
 }
 
 // answeredClose says whether we is crewd's close answer (the connection closed while the request waited) to a
