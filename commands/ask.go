@@ -141,7 +141,7 @@ type ResolveResult struct {
 }
 
 func (c *WaitResolve) decide(s *projections.State, env *Env) (Decision, error) {
-	if c.QuestionID == "" || len(c.QuestionID) > MaxQuestionIDChars {
+	if c.QuestionID == "" || longerThan(c.QuestionID, MaxQuestionIDChars) {
 		return Decision{}, badParams("wait.resolve: questionId must be 1..%d chars", MaxQuestionIDChars)
 	}
 	if _, ok := s.Run(c.RunID); !ok {

@@ -74,7 +74,7 @@ type CredentialRevoke struct {
 func (*CredentialRevoke) Kind() string { return "credential.revoke" }
 
 func (c *CredentialRevoke) decide(s *projections.State, env *Env) (Decision, error) {
-	if len(c.Reason) > MaxIDChars {
+	if longerThan(c.Reason, MaxIDChars) {
 		return Decision{}, badParams("credential.revoke: reason must be at most %d chars", MaxIDChars)
 	}
 	if _, ok := s.Run(c.RunID); !ok {

@@ -317,11 +317,17 @@ func catalogSize(c []string) int {
 	return len(c)
 }
 
-// truncate cuts s to at most n characters.
+// truncate cuts s to at most n characters, on a char boundary.
 func truncate(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
+	if !longerThan(s, n) {
 		return s
 	}
-	r := []rune(s)
-	return string(r[:n])
+	chars := 0
+	for at := range s {
+		if chars == n {
+			return s[:at]
+		}
+		chars++
+	}
+	return s
 }

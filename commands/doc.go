@@ -207,6 +207,10 @@
 //
 // # Free text (text_bounds.go)
 //
+// Every string bound counts chars, Unicode code points (longerThan), the
+// unit of the protocol description's maxLength: a client's check in UTF-16
+// units (JavaScript's .length) is never looser. Only a commandId counts
+// bytes, the event log's bound on ids; ids of [A-Za-z0-9_-] are ASCII.
 // Every free-text param a command records is bounded in chars, whatever the
 // frame size: the free text of a status change (run.transition's summary
 // and reason, task.transition's error and reason, delegate.cancel's reason)

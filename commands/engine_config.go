@@ -47,7 +47,7 @@ func ValidateConfig(c projections.Config) error {
 		errs = append(errs, fmt.Errorf("budgetMode %q is neither %s nor %s", c.BudgetMode, events.BudgetModePicrew, events.BudgetModeNested))
 	}
 	for _, m := range c.ModelCatalog {
-		if m == "" || len(m) > MaxModelChars {
+		if m == "" || longerThan(m, MaxModelChars) {
 			errs = append(errs, fmt.Errorf("model catalog entry %q must be 1..%d chars", m, MaxModelChars))
 			break
 		}

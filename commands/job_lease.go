@@ -28,7 +28,7 @@ func (c *LeaseOpen) decide(s *projections.State, env *Env) (Decision, error) {
 	if c.Mode != events.LeaseStart && c.Mode != events.LeaseContinue {
 		return Decision{}, badParams("lease.open: mode must be start or continue")
 	}
-	if c.RootToolCallID == "" || len(c.RootToolCallID) > MaxRootChars {
+	if c.RootToolCallID == "" || longerThan(c.RootToolCallID, MaxRootChars) {
 		return Decision{}, badParams("lease.open: rootToolCallId must be 1..%d chars", MaxRootChars)
 	}
 	j, err := jobOf(s, c.RunID, c.JobID)
@@ -83,7 +83,7 @@ type LeaseClear struct {
 func (*LeaseClear) Kind() string { return "lease.clear" }
 
 func (c *LeaseClear) decide(s *projections.State, env *Env) (Decision, error) {
-	if len(c.Reason) > MaxIDChars {
+	if longerThan(c.Reason, MaxIDChars) {
 		return Decision{}, badParams("lease.clear: reason must be at most %d chars", MaxIDChars)
 	}
 	j, err := jobOf(s, c.RunID, c.JobID)
@@ -135,7 +135,7 @@ func (c *JobTransition) decide(s *projections.State, env *Env) (Decision, error)
 	default:
 		return Decision{}, badParams("job.transition: to must be paused, checkpointed, taken_over, cancelled, hard_stopped or failed")
 	}
-	if len(c.Reason) > MaxIDChars {
+	if longerThan(c.Reason, MaxIDChars) {
 		return Decision{}, badParams("job.transition: reason must be at most %d chars", MaxIDChars)
 	}
 	j, err := jobOf(s, c.RunID, c.JobID)

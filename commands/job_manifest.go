@@ -136,7 +136,7 @@ func parseTool(i int, item json.RawMessage) (manifestTool, []byte, *manifestErro
 		return manifestTool{}, nil, bad(reasonToolName, "", "name must be a string")
 	}
 	switch {
-	case name == "" || len(name) > MaxToolNameChars:
+	case name == "" || longerThan(name, MaxToolNameChars):
 		return manifestTool{}, nil, bad(reasonToolName, "", "name must be 1..%d chars", MaxToolNameChars)
 	case strings.TrimSpace(name) != name:
 		return manifestTool{}, nil, bad(reasonToolName, name, "name %q has surrounding whitespace", name)
@@ -144,7 +144,7 @@ func parseTool(i int, item json.RawMessage) (manifestTool, []byte, *manifestErro
 		return manifestTool{}, nil, bad(reasonDelegationTool, name, "%q is a delegation tool: a job cannot delegate", name)
 	}
 	var callable string
-	if v, ok := fields["callable"]; ok && (json.Unmarshal(v, &callable) != nil || len(callable) > MaxIDChars) {
+	if v, ok := fields["callable"]; ok && (json.Unmarshal(v, &callable) != nil || longerThan(callable, MaxIDChars)) {
 		return manifestTool{}, nil, bad(reasonManifestInvalid, name, "callable must be a string of at most %d chars", MaxIDChars)
 	}
 	if callable == "" && name != projections.CodemodeTool {

@@ -3,6 +3,7 @@ package commands
 import (
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
@@ -24,9 +25,9 @@ type ProxyRequest struct {
 	RunID  string
 	TaskID string // the worker's own task: its credential's
 	JobID  string
-	// RequestID is the id as sent, cut to MaxRequestIDChars+1 bytes when
-	// longer (enough to refuse it); RequestIDChars is its length as sent,
-	// -1 when it was not a string.
+	// RequestID is the id as sent, cut to MaxRequestIDChars*4 bytes when
+	// longer (enough to refuse it); RequestIDChars is its length in chars as
+	// sent, -1 when it was not a string.
 	RequestID      string
 	RequestIDChars int
 	NonceDigest    string
@@ -82,9 +83,7 @@ func (c *ProxyRequest) decide(s *projections.State, env *Env) (Decision, error) 
 	}
 	lim := env.Config.JobLimits()
 	rej := &events.ProxyRejected{RequestID: c.RequestID, Op: events.ProxyOpRequest, Tool: c.Tool}
-	if len(rej.Tool) > MaxToolNameChars {
-		rej.Tool = rej.Tool[:MaxToolNameChars]
-	}
+	rej.Tool = truncate(rej.Tool, MaxToolNameChars)
 	switch {
 	case c.RequestIDChars < 1 || c.RequestIDChars > MaxRequestIDChars:
 		rej.RequestID, rej.RequestIDChars = "", c.RequestIDChars
@@ -273,8 +272,8 @@ func (c *ProxyCancel) decide(s *projections.State, env *Env) (Decision, error) {
 		return Decision{}, err
 	}
 	rej := &events.ProxyRejected{RequestID: c.RequestID, Op: events.ProxyOpCancel}
-	if len(c.RequestID) > MaxRequestIDChars {
-		rej.RequestID, rej.RequestIDChars = "", len(c.RequestID)
+	if longerThan(c.RequestID, MaxRequestIDChars) {
+		rej.RequestID, rej.RequestIDChars = "", utf8.RuneCountInString(c.RequestID)
 	}
 	q, known := s.ProxyRequestOf(c.RunID, c.JobID, c.RequestID)
 	switch {

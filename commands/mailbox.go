@@ -96,9 +96,9 @@ func (c *MessageSend) decide(s *projections.State, env *Env) (Decision, error) {
 		return Decision{}, badParams("msg.send: body must be 1..%d chars", MaxBodyChars)
 	case utf8.RuneCountInString(c.Subject) > MaxSubjectChars:
 		return Decision{}, badParams("msg.send: subject must be at most %d chars", MaxSubjectChars)
-	case len(c.ReplyTo) > MaxIDChars:
+	case longerThan(c.ReplyTo, MaxIDChars):
 		return Decision{}, badParams("msg.send: replyTo must be at most %d chars", MaxIDChars)
-	case len(c.QuestionID) > MaxQuestionIDChars:
+	case longerThan(c.QuestionID, MaxQuestionIDChars):
 		return Decision{}, badParams("msg.send: questionId must be at most %d chars", MaxQuestionIDChars)
 	case c.QuestionID != "" && kind != events.KindResponse:
 		return Decision{}, badParams("msg.send: questionId goes with kind 'response' only")

@@ -44,7 +44,7 @@ func (c *RunCreate) decide(s *projections.State, env *Env) (Decision, error) {
 	switch {
 	case !safeRunID(id):
 		return Decision{}, badParams("run.create: runId must be 1..%d chars of [A-Za-z0-9_-]", MaxRunIDChars)
-	case c.Team == "" || len(c.Team) > MaxIDChars:
+	case c.Team == "" || longerThan(c.Team, MaxIDChars):
 		return Decision{}, badParams("run.create: team must be 1..%d chars", MaxIDChars)
 	case c.BudgetTotal != nil && *c.BudgetTotal < 0:
 		return Decision{}, badParams("run.create: budgetTotal must not be negative")

@@ -34,11 +34,20 @@ type textField struct {
 // learns it and can send less.
 func checkText(method string, fields ...textField) error {
 	for _, f := range fields {
-		// NB: a string of at most max bytes has at most max chars; only a
-		// longer one is counted.
-		if len(f.value) > f.max && utf8.RuneCountInString(f.value) > f.max {
+		if longerThan(f.value, f.max) {
 			return badParams("%s: %s must be at most %d chars", method, f.name, f.max)
 		}
 	}
 	return nil
+}
+
+// longerThan reports whether s has more than max chars. Every string bound a
+// client meets counts chars, Unicode code points, as JSON Schema's maxLength
+// does (docs/protocol.md, "Conventions"): a client checking its strings with
+// JavaScript's .length (UTF-16 units, never fewer) is never refused for a
+// length it checked.
+func longerThan(s string, max int) bool {
+	// NB: a string of at most max bytes has at most max chars; only a longer
+	// one is counted.
+	return len(s) > max && utf8.RuneCountInString(s) > max
 }

@@ -150,3 +150,61 @@ func TestRecordedManifestRefusalsAreBounded(t *testing.T) {
 	require.NotNil(t, f)
 	require.LessOrEqual(t, len(f.Got), MaxRejectionMessageBytes)
 }
+
+// What a command records of a refusal counts chars as its bounds do: a
+// grant's tool name and callable at their bound are not refused for their
+// length whatever their chars' size, and a proxied call's request id past
+// its bound is recorded with its length in chars. A tool name quoted in a
+// refusal is cut on a char boundary.
+func TestRecordedBoundsCountChars(t *testing.T) {
+	grant := func(name, callable string) string {
+		b, _ := json.Marshal([]map[string]any{{"name": name, "label": "L", "description": "d",
+			"parameters": map[string]any{"type": "object"}, "callable": callable,
+			"sourceInfo": map[string]any{"path": "/t", "source": "pi", "scope": "user", "origin": "package"}}})
+		return `{"jobId":"J","taskId":"W","tools":` + string(b) + `}`
+	}
+	for _, char := range []string{"é", "😀"} {
+		t.Run(char, func(t *testing.T) {
+			rejection := func(o scenarioOutcome) string {
+				if o.err == nil {
+					return ""
+				}
+				require.NotEmpty(t, o.events)
+				p := events.PayloadAs[events.JobRejected](o.events[0])
+				require.NotNil(t, p)
+				return p.Message
+			}
+			name, callable := strings.Repeat(char, MaxToolNameChars), strings.Repeat(char, MaxIDChars)
+			w := loopWorld(t, 1_000_000)
+			require.Empty(t, rejection(w.send(orch("job.create", grant(name, callable)))))
+			w = loopWorld(t, 1_000_000)
+			require.Contains(t, rejection(w.send(orch("job.create", grant(name+char, callable)))),
+				fmt.Sprintf("name must be 1..%d chars", MaxToolNameChars))
+			require.Contains(t, rejection(w.send(orch("job.create", grant(name, callable+char)))),
+				fmt.Sprintf("callable must be a string of at most %d chars", MaxIDChars))
+
+			w = boundsWorld(t)
+			cancel := func(requestID string) *events.ProxyRejected {
+				b, _ := json.Marshal(map[string]string{"jobId": "J", "requestId": requestID, "nonce": "secret-1"})
+				o := w.send(loopRequest{events.RoleWorker, "proxy.cancel", string(b)})
+				require.NotNil(t, o.err)
+				require.NotEmpty(t, o.events)
+				p := events.PayloadAs[events.ProxyRejected](o.events[0])
+				require.NotNil(t, p)
+				return p
+			}
+			at := strings.Repeat(char, MaxRequestIDChars)
+			require.Equal(t, at, cancel(at).RequestID)
+			past := cancel(at + char)
+			require.Empty(t, past.RequestID)
+			require.Equal(t, MaxRequestIDChars+1, past.RequestIDChars)
+
+			b, _ := json.Marshal(map[string]string{"jobId": "J", "requestId": "", "nonce": "secret-1", "tool": name + name})
+			o := w.send(loopRequest{events.RoleWorker, "proxy.request", string(b)})
+			require.NotNil(t, o.err)
+			p := events.PayloadAs[events.ProxyRejected](o.events[0])
+			require.NotNil(t, p)
+			require.Equal(t, name, p.Tool)
+		})
+	}
+}
