@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/events"
@@ -78,7 +79,8 @@ func (p *params) sinceSeq() uint64 {
 	return uint64(math.Max(0, math.Floor(f)))
 }
 
-// str reads a string of at most max UTF-16 units; required makes absence (or "") an error.
+// str reads a string of at most max chars (Unicode code points, as every string bound of the protocol counts);
+// required makes absence (or "") an error.
 func (p *params) str(key string, required bool, max int) string {
 	v, ok := p.get(key)
 	if !ok {
@@ -88,7 +90,7 @@ func (p *params) str(key string, required bool, max int) string {
 		return ""
 	}
 	var s string
-	if v[0] != '"' || json.Unmarshal(v, &s) != nil || wire.UTF16Len(s) > max || required && s == "" {
+	if v[0] != '"' || json.Unmarshal(v, &s) != nil || utf8.RuneCountInString(s) > max || required && s == "" {
 		p.fail(key, "a string of at most "+itoa(int64(max))+" chars")
 	}
 	return s
@@ -102,7 +104,7 @@ func (p *params) strs(key string, n, max int) []string {
 	}
 	var out []string
 	if v[0] != '[' || json.Unmarshal(v, &out) != nil || len(out) > n || slices.ContainsFunc(out, func(s string) bool {
-		return s == "" || wire.UTF16Len(s) > max
+		return s == "" || utf8.RuneCountInString(s) > max
 	}) {
 		p.fail(key, "an array of at most "+itoa(int64(n))+" non-empty strings")
 		return nil

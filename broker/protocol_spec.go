@@ -44,7 +44,7 @@ var (
 	errsRepeatableJob         = append(slices.Clip(errsJob), wire.CodeQuotaExceeded)
 )
 
-// Shorthands for params. Lengths count UTF-16 units.
+// Shorthands for params. Lengths count chars (Unicode code points).
 func pStr(name string, required bool, minLen, maxLen int) paramDesc {
 	return paramDesc{Name: name, Type: "string", Required: required, MinLength: minLen, MaxLength: maxLen}
 }

@@ -603,7 +603,7 @@ export interface CredentialIssueParams {
   "taskId": string;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -618,7 +618,7 @@ export interface CredentialRevokeParams {
   "reason"?: string;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -632,7 +632,7 @@ export interface DelegateCancelParams {
   "reason"?: string;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -663,7 +663,7 @@ export interface DelegateRequestParams {
   "timeoutSec"?: number;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -680,7 +680,7 @@ export interface DelegateSettleParams {
   "usageTokens"?: number;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -694,7 +694,7 @@ export interface DelegateSpawnedParams {
   "pid": number;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -710,7 +710,7 @@ export interface EscalateParams {
   "priority"?: "urgent" | "normal" | "low";
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -819,7 +819,7 @@ export interface JobCreateParams {
   "tools": unknown;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -832,7 +832,7 @@ export interface JobDisconnectParams {
   "jobId": string;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -843,7 +843,7 @@ export interface JobRootsResetParams {
   "runId"?: string;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -859,7 +859,7 @@ export interface JobTransitionParams {
   "reason"?: string;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -874,7 +874,7 @@ export interface LeaseClearParams {
   "reason"?: string;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -892,7 +892,7 @@ export interface LeaseOpenParams {
   "tools"?: unknown;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -906,7 +906,7 @@ export interface MailboxAckParams {
   "messageIds": string[];
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -920,7 +920,7 @@ export interface MailboxDeliverParams {
   "messageIds": string[];
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -937,7 +937,7 @@ export interface ManifestRevalidateParams {
   "tools": unknown;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -992,7 +992,7 @@ export interface MsgSendParams {
   "questionId"?: string;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -1011,7 +1011,7 @@ export interface ProxyCancelParams {
   "nonce": string;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -1029,7 +1029,7 @@ export interface ProxyCompleteParams {
   "result": unknown;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -1050,7 +1050,7 @@ export interface ProxyRequestParams {
   "args"?: unknown;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -1226,7 +1226,7 @@ export interface RunCreateParams {
   "budgetAbort"?: number;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -1242,7 +1242,7 @@ export interface RunTransitionParams {
   "reason"?: string;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -1259,7 +1259,7 @@ export interface SteerPushParams {
   "priority"?: "urgent" | "normal" | "low";
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -1291,7 +1291,7 @@ export interface TaskCreateParams {
   "depth"?: number;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -1310,7 +1310,7 @@ export interface TaskTransitionParams {
   "cwd"?: string;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -1332,7 +1332,7 @@ export interface TaskUsageParams {
   "turns"?: number;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -1371,7 +1371,7 @@ export interface WaitRequestParams {
   "timeoutSec"?: number;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
@@ -1386,7 +1386,7 @@ export interface WaitResolveParams {
   "questionId": string;
   /**
    * length 1..256
-   * idempotency key: a retry with the same one gets the recorded outcome
+   * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
 }
