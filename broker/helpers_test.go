@@ -69,6 +69,7 @@ type fixtureOpts struct {
 	fs     vfs.FS        // the store's file system, to open the same store again (default: a new in-memory one)
 	// snapshotEvery is the engine's SnapshotEvery (0: its default; -1: never, so a start folds from position 1).
 	snapshotEvery int64
+	space         commands.SpaceGuard // the engine's Space (default none)
 }
 
 func newFixture(t testing.TB, fo fixtureOpts) *fixture {
@@ -97,6 +98,7 @@ func newFixture(t testing.TB, fo fixtureOpts) *fixture {
 		Config:         &cfg,
 		ExpiryInterval: -1,
 		SnapshotEvery:  fo.snapshotEvery,
+		Space:          fo.space,
 	}
 	if fo.cold {
 		eo.Retention, eo.ColdCache = -1, 1

@@ -173,6 +173,11 @@ func describeMethod(name string, ts *typeSet) (methodDesc, error) {
 			return methodDesc{}, err
 		}
 		m.Params = params
+		// Every command goes through the engine, and a stopped one (a commit error: the daemon exits, for its
+		// supervisor to restart it) answers each internal.
+		if !slices.Contains(m.Errors, wire.CodeInternal) {
+			m.Errors = append(slices.Clip(m.Errors), wire.CodeInternal)
+		}
 	}
 	if described {
 		var alts []string

@@ -20,7 +20,7 @@ type methodSpec struct {
 	strict  bool        // broker methods only: unknown params keys are refused
 	params  []paramDesc // see above
 	results []any       // zero values of the Go types the result may be (more than one: a union)
-	errors  []wire.Code // per-request codes it may answer, besides the closing ones any request may meet
+	errors  []wire.Code // per-request codes it may answer, besides the closing ones any request may meet (and a command's internal: Describe adds it)
 	pushes  []string
 }
 
@@ -256,7 +256,7 @@ var protocolSpec = map[string]methodSpec{
 		summary: "a follow-up message to a task (default the sender's own)",
 		params:  []paramDesc{note(paramDesc{Name: "to"}, "a task of the run or \"parent\""), pEnum("priority", false, "normal", priorities...)},
 		results: []any{commands.EscalateResult{}},
-		errors: []wire.Code{wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask, wire.CodeQuotaExceeded,
+		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask, wire.CodeQuotaExceeded,
 			wire.CodeRateLimit, wire.CodeDiskFull, wire.CodeUnavailable},
 		pushes: []string{wire.EventMailboxMessage},
 	},

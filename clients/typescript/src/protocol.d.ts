@@ -1405,7 +1405,7 @@ export interface Methods {
   };
   /**
    * issue (or re-issue) a worker's token for a task or a grandchild (subId); the answer carries it
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, internal.
    */
   "credential.issue": {
     roles: "orchestrator" | "admin";
@@ -1415,7 +1415,7 @@ export interface Methods {
   };
   /**
    * revoke a task's (or the orchestrator's) token; its open connections end at once
-   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable.
+   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, internal.
    */
   "credential.revoke": {
     roles: "orchestrator" | "admin";
@@ -1425,7 +1425,7 @@ export interface Methods {
   };
   /**
    * ask the runtime to cancel a delegation (records delegate.cancel_requested)
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, internal.
    */
   "delegate.cancel": {
     roles: "orchestrator" | "admin";
@@ -1435,7 +1435,7 @@ export interface Methods {
   };
   /**
    * ask for a grandchild; the runtime spawns it (delegate.spawned) and settles it (delegate.settle)
-   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, policy-denied, quota-exceeded, rate-limit, disk-full, unavailable.
+   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, policy-denied, quota-exceeded, rate-limit, disk-full, unavailable, internal.
    */
   "delegate.request": {
     roles: "worker";
@@ -1445,7 +1445,7 @@ export interface Methods {
   };
   /**
    * the grandchild ended: deliver its fenced result to the parent, charge usage above the reservation, free the slot
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, internal.
    */
   "delegate.settle": {
     roles: "orchestrator" | "admin";
@@ -1455,7 +1455,7 @@ export interface Methods {
   };
   /**
    * the grandchild's process exists: queued → running (a late report is a no-op)
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, internal.
    */
   "delegate.spawned": {
     roles: "orchestrator" | "admin";
@@ -1465,7 +1465,7 @@ export interface Methods {
   };
   /**
    * a follow-up message to a task (default the sender's own)
-   * Errors: bad-params, no-manifest, no-task, quota-exceeded, rate-limit, disk-full, unavailable.
+   * Errors: forbidden, bad-params, no-manifest, no-task, quota-exceeded, rate-limit, disk-full, unavailable, internal.
    */
   "escalate": {
     roles: "worker" | "orchestrator" | "admin";
@@ -1535,7 +1535,7 @@ export interface Methods {
   };
   /**
    * create a job for a task with its tool grant (manifests); the answer carries the job's nonce
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, rate-limit, policy-denied.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, rate-limit, policy-denied, internal.
    */
   "job.create": {
     roles: "orchestrator" | "admin";
@@ -1545,7 +1545,7 @@ export interface Methods {
   };
   /**
    * the worker's connection to the job went away: every pending call fails
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, internal.
    */
   "job.disconnect": {
     roles: "orchestrator" | "admin";
@@ -1555,7 +1555,7 @@ export interface Methods {
   };
   /**
    * empty the run's revoked-root set and lift its saturation (the manager session's shutdown)
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, internal.
    */
   "job.roots_reset": {
     roles: "orchestrator" | "admin";
@@ -1565,7 +1565,7 @@ export interface Methods {
   };
   /**
    * move a job to a status (an active lease is cleared first)
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded, internal.
    */
   "job.transition": {
     roles: "orchestrator" | "admin";
@@ -1575,7 +1575,7 @@ export interface Methods {
   };
   /**
    * clear a job's lease: its root is revoked and its calls aborted
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded, internal.
    */
   "lease.clear": {
     roles: "orchestrator" | "admin";
@@ -1585,7 +1585,7 @@ export interface Methods {
   };
   /**
    * open an executor lease on a job (start, or continue a paused one with its current grant)
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded, internal.
    */
   "lease.open": {
     roles: "orchestrator" | "admin";
@@ -1595,7 +1595,7 @@ export interface Methods {
   };
   /**
    * mark messages acknowledged; they leave msg.inbox
-   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable.
+   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, internal.
    */
   "mailbox.ack": {
     roles: "worker" | "orchestrator" | "admin";
@@ -1605,7 +1605,7 @@ export interface Methods {
   };
   /**
    * mark messages delivered (worker: its own mailbox; absent taskId: the run inbox)
-   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable.
+   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, internal.
    */
   "mailbox.deliver": {
     roles: "worker" | "orchestrator" | "admin";
@@ -1615,7 +1615,7 @@ export interface Methods {
   };
   /**
    * revalidate the grant before executing an admitted call (a different grant hard-stops the job)
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, internal.
    */
   "manifest.revalidate": {
     roles: "orchestrator" | "admin";
@@ -1635,7 +1635,7 @@ export interface Methods {
   };
   /**
    * append a mailbox message (orchestrator: any recipient and kind; worker: parent, group or a task of its run)
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, rate-limit.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, rate-limit, internal.
    */
   "msg.send": {
     roles: "worker" | "orchestrator" | "admin";
@@ -1655,7 +1655,7 @@ export interface Methods {
   };
   /**
    * a worker cancels its live proxied call
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, rate-limit, policy-denied.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, rate-limit, policy-denied, internal.
    */
   "proxy.cancel": {
     roles: "worker";
@@ -1665,7 +1665,7 @@ export interface Methods {
   };
   /**
    * deliver a proxied call's result (recorded fenced, never delivered, when the call's lease is gone)
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded, internal.
    */
   "proxy.complete": {
     roles: "orchestrator" | "admin";
@@ -1675,7 +1675,7 @@ export interface Methods {
   };
   /**
    * a worker's proxied tool call under its job's lease
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, rate-limit, policy-denied.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, rate-limit, policy-denied, internal.
    */
   "proxy.request": {
     roles: "worker";
@@ -1785,7 +1785,7 @@ export interface Methods {
   };
   /**
    * create a run; the answer carries the orchestrator's token
-   * Errors: forbidden, bad-params, disk-full, unavailable.
+   * Errors: forbidden, bad-params, disk-full, unavailable, internal.
    */
   "run.create": {
     roles: "admin";
@@ -1795,7 +1795,7 @@ export interface Methods {
   };
   /**
    * move the run to a status; a terminal one asks every delegation in flight to cancel
-   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, quota-exceeded.
+   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, quota-exceeded, internal.
    */
   "run.transition": {
     roles: "orchestrator" | "admin";
@@ -1805,7 +1805,7 @@ export interface Methods {
   };
   /**
    * an urgent steering message to a task
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, rate-limit.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, rate-limit, internal.
    */
   "steer.push": {
     roles: "orchestrator" | "admin";
@@ -1815,7 +1815,7 @@ export interface Methods {
   };
   /**
    * add a workflow task (queued)
-   * Errors: forbidden, bad-params, no-manifest, quota-exceeded, rate-limit, disk-full, unavailable.
+   * Errors: forbidden, bad-params, no-manifest, quota-exceeded, rate-limit, disk-full, unavailable, internal.
    */
   "task.create": {
     roles: "orchestrator" | "admin";
@@ -1825,7 +1825,7 @@ export interface Methods {
   };
   /**
    * move a task to a status (terminal to non-terminal only by retry)
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, internal.
    */
   "task.transition": {
     roles: "orchestrator" | "admin";
@@ -1835,7 +1835,7 @@ export interface Methods {
   };
   /**
    * report a task's token usage; crossing the run's thresholds records budget events
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, internal.
    */
   "task.usage": {
     roles: "orchestrator" | "admin";
@@ -1855,7 +1855,7 @@ export interface Methods {
   };
   /**
    * park the caller's task on a question until it is answered (msg.send kind response) or times out
-   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, quota-exceeded, rate-limit, disk-full, unavailable.
+   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, quota-exceeded, rate-limit, disk-full, unavailable, internal.
    */
   "wait.request": {
     roles: "worker";
@@ -1865,7 +1865,7 @@ export interface Methods {
   };
   /**
    * resume the caller's task after its question was answered
-   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, quota-exceeded, disk-full, unavailable.
+   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, quota-exceeded, disk-full, unavailable, internal.
    */
   "wait.resolve": {
     roles: "worker";

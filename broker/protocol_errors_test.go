@@ -1,0 +1,315 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// TestProtocolErrorsMatchServer: every code a command method answers over the socket is one docs/protocol.json lists
+// for it, or one any request may meet (a closing code). A client generated from the description switches on those
+// lists, so a code the server answers and the description leaves out is a case that client never handles.
+//
+// Every command method is called by each role (the worker P, the orchestrator, the admin) with params that would
+// be accepted (errorsBase), then, by each role it admits, with each params key, one at a time, left out or set to
+// each value of errorCorpus; and again with its accepted params in states that refuse them otherwise: the run at
+// its events quota, at its message-bytes quota, past its message rate, the disk full, and the engine stopped. A
+// revoked credential's connection ends, with a closing code.
+func TestProtocolErrorsMatchServer(t *testing.T) {
+	d, err := Describe()
+	require.NoError(t, err)
+	described := map[string][]wire.Code{}
+	var methods []methodDesc
+	for _, m := range d.Methods {
+		described[m.Name] = m.Errors
+		if m.Command {
+			methods = append(methods, m)
+		}
+	}
+	seen := map[string]map[wire.Code]string{} // method → code → a request that answered it
+	observe := func(method string, params map[string]any, e *wire.Error, state string) {
+		if e == nil {
+			return
+		}
+		if seen[method] == nil {
+			seen[method] = map[wire.Code]string{}
+		}
+		if _, ok := seen[method][e.Code]; !ok {
+			seen[method][e.Code] = fmt.Sprintf("%s %v: %s", state, params, e.Message)
+		}
+	}
+
+	// The corpus: each key of each method, from each role, on a crew of its own (a revocation or a run ended by
+	// one request would leave the rest of the method's corpus nothing to reach).
+	for _, m := range methods {
+		e := newErrorsCrew(t)
+		for _, role := range errorRoles {
+			base := errorsBase(m.Name, e.ids)
+			observe(m.Name, base, e.call(role, m.Name, base), "base")
+			if !slices.Contains(m.Roles, role) {
+				continue // refused for its role before its params are read
+			}
+			for _, p := range m.Params {
+				for _, v := range append([]any{absent{}}, errorCorpus(e.ids)...) {
+					params := maps.Clone(base)
+					if _, gone := v.(absent); gone {
+						delete(params, p.Name)
+					} else {
+						params[p.Name] = v
+					}
+					observe(m.Name, params, e.call(role, m.Name, params), "corpus")
+				}
+			}
+		}
+	}
+
+	// Accepted params in states that refuse them, each state on a crew of its own (a new one when a request spoiled
+	// it): a winding-down command a quota lets through changes the crew, and the rest are refused all the same.
+	states := []struct {
+		name  string
+		apply func(e *errorsCrew)
+	}{
+		{"at the events quota", func(e *errorsCrew) {
+			e.configure(func(c *projections.Config, u projections.RunUsage) { c.QuotaEvents = u.Events })
+		}},
+		{"at the message-bytes quota", func(e *errorsCrew) {
+			e.configure(func(c *projections.Config, u projections.RunUsage) { c.QuotaBytes = u.MsgBytes })
+		}},
+		{"past the message rate", func(e *errorsCrew) {
+			e.configure(func(c *projections.Config, _ projections.RunUsage) { c.QuotaMsgsPerMin = 1 })
+		}},
+		{"disk full", func(e *errorsCrew) { e.disk.full.Store(true) }},
+		{"engine stopped", func(e *errorsCrew) { require.NoError(t, e.f.eng.Close()) }},
+	}
+	for _, st := range states {
+		var e *errorsCrew
+		for _, m := range methods {
+			for _, role := range errorRoles {
+				if e == nil || e.spoiled() {
+					e = newErrorsCrew(t)
+					st.apply(e)
+				}
+				base := errorsBase(m.Name, e.ids)
+				observe(m.Name, base, e.call(role, m.Name, base), st.name)
+			}
+		}
+	}
+	// A revocation ends the credential's open connections at once, before any request of theirs is served: what a
+	// request meets then is the connection's end, a closing code any request may meet.
+	e := newErrorsCrew(t)
+	for _, role := range []string{events.RoleWorker, events.RoleOrchestrator} {
+		e.revoke(role)
+		end := e.conns[role].untilError()
+		require.True(t, end.Error.Code.Closes(), "%s revoked: %s", role, end.Error.Code)
+	}
+
+	var missing []string
+	for _, m := range methods {
+		for code, req := range seen[m.Name] {
+			if !code.Closes() && !slices.Contains(described[m.Name], code) {
+				missing = append(missing, fmt.Sprintf("%s answered %s (%.300s)", m.Name, code, req))
+			}
+		}
+	}
+	sort.Strings(missing)
+	require.Empty(t, missing, "codes the server answers that docs/protocol.json does not list (broker/protocol_spec.go)")
+	// The corpus reaches the refusals it is meant to: were it to stop reaching them, the test could not fail.
+	for method, code := range map[string]wire.Code{"task.usage": wire.CodeQuotaExceeded, "msg.send": wire.CodeRateLimit,
+		"delegate.request": wire.CodePolicyDenied, "task.create": wire.CodeDiskFull, "task.transition": wire.CodeNoTask,
+		"run.create": wire.CodeForbidden, "credential.issue": wire.CodeInternal} {
+		require.Contains(t, seen[method], code, "%s never answered %s", method, code)
+	}
+}
+
+// absent stands for a params key left out.
+type absent struct{}
+
+var errorRoles = []string{events.RoleWorker, events.RoleOrchestrator, events.RoleAdmin}
+
+// errorCorpus is what each params key is set to in turn: every JSON type, out-of-range numbers, ids of the crew's
+// objects and of none, the names a recipient may take, and a string past any bound.
+func errorCorpus(ids map[string]string) []any {
+	return []any{nil, true, -1, 0, 1.5, 1 << 40, 1e300, "", "x", strings.Repeat("é", 5000), taskP, taskQ, "R2", "J",
+		events.OrchestratorKey, "parent", "all", "group", ids["sub"], ids["question"], ids["message"], "r1",
+		[]any{}, []any{taskQ}, []any{ids["message"]}, map[string]any{}, testGrant}
+}
+
+// errorsCrew is the seeded run R1 with one of each object a command can name: a delegation of P, a question parked
+// by Q, a message to P, a job J of P with a lease and a proxied call r1; and a connection for each role.
+type errorsCrew struct {
+	t     *testing.T
+	disk  *diskGauge
+	f     *fixture
+	s     seeded
+	ids   map[string]string
+	conns map[string]*client
+}
+
+func newErrorsCrew(t *testing.T) *errorsCrew {
+	disk := &diskGauge{}
+	f := newFixture(t, fixtureOpts{space: disk})
+	e := &errorsCrew{t: t, disk: disk, f: f, s: f.seed(), ids: map[string]string{}, conns: map[string]*client{}}
+	o, p, q := e.conn(events.RoleOrchestrator), e.conn(events.RoleWorker), f.dial()
+	q.hello(runR, taskQ, e.s.q)
+	e.ids["sub"] = p.ok("delegate.request", map[string]any{"prompt": "p", "budgetTokens": 1})["grandchildTaskRef"].(string)
+	e.ids["question"] = q.ok("wait.request", map[string]any{"question": "?"})["questionId"].(string)
+	e.ids["message"] = o.ok("msg.send", map[string]any{"to": taskP, "body": "hi"})["messageId"].(string) + "_" + taskP
+	e.ids["nonce"] = o.ok("job.create", map[string]any{"jobId": "J", "taskId": taskP, "tools": testGrant})["nonce"].(string)
+	o.ok("lease.open", map[string]any{"jobId": "J", "mode": "start", "rootToolCallId": "root-1"})
+	p.ok("proxy.request", map[string]any{"jobId": "J", "requestId": "r1", "nonce": e.ids["nonce"], "tool": "read"})
+	q.nc.Close()
+	return e
+}
+
+// conn is the role's connection, dialled (again, after one ended) when needed; the worker is task P.
+func (e *errorsCrew) conn(role string) *client {
+	if c := e.conns[role]; c != nil {
+		return c
+	}
+	c := e.f.dial()
+	switch role {
+	case events.RoleAdmin:
+		c.helloAdmin()
+	case events.RoleOrchestrator:
+		c.hello(runR, events.OrchestratorKey, e.s.orch)
+	default:
+		c.hello(runR, taskP, e.s.p)
+	}
+	e.conns[role] = c
+	return c
+}
+
+// call sends one request as role and returns its error. A closing answer ends the connection. A request that
+// spoiled the crew for the next one (revoked the orchestrator's or P's credential, ended the run) has the next
+// request meet a new crew.
+func (e *errorsCrew) call(role, method string, params map[string]any) *wire.Error {
+	if e.spoiled() {
+		*e = *newErrorsCrew(e.t)
+	}
+	c := e.conn(role)
+	r := c.call(method, params)
+	if r.Error != nil && r.Error.Code.Closes() {
+		c.nc.Close()
+		delete(e.conns, role)
+	}
+	return r.Error
+}
+
+// spoiled reports whether a request took from the crew what the next one needs: the orchestrator's or P's
+// credential, or the run itself (ended).
+func (e *errorsCrew) spoiled() (spoiled bool) {
+	e.f.eng.Read(func(st *projections.State) {
+		run, _ := st.Run(runR)
+		o, _ := st.Credential(runR, events.OrchestratorKey)
+		p, _ := st.Credential(runR, taskP)
+		spoiled = run.Status.Stale() || o.Revoked || p.Revoked
+	})
+	return spoiled
+}
+
+// revoke revokes role's credential (P's, or the orchestrator's) as the admin while role's connection is open.
+func (e *errorsCrew) revoke(role string) {
+	e.conn(role)
+	key := taskP
+	if role == events.RoleOrchestrator {
+		key = events.OrchestratorKey
+	}
+	e.conn(events.RoleAdmin).ok("credential.revoke", map[string]any{"runId": runR, "taskId": key})
+}
+
+// configure puts a config in force derived from the one in force and run R1's usage.
+func (e *errorsCrew) configure(change func(*projections.Config, projections.RunUsage)) {
+	var cfg projections.Config
+	var usage projections.RunUsage
+	e.f.eng.Read(func(st *projections.State) {
+		cfg = st.Config()
+		run, _ := st.Run(runR)
+		usage = run.Usage
+	})
+	change(&cfg, usage)
+	r, err := e.f.eng.Submit(context.Background(), commands.Request{Actor: events.Actor{Role: events.RoleAdmin},
+		Command: &commands.Configure{Config: cfg}})
+	require.NoError(e.t, err)
+	require.Nil(e.t, r.Rejected)
+}
+
+// diskGauge is the engine's free-space check, full once the test says so.
+type diskGauge struct{ full atomic.Bool }
+
+func (g *diskGauge) CheckSpace() error {
+	if g.full.Load() {
+		return fmt.Errorf("%w: the test's disk is full", commands.ErrNoSpace)
+	}
+	return nil
+}
+
+// errorsBase is params of method that the crew's orchestrator (or, for a worker's method, P) would have accepted.
+func errorsBase(method string, ids map[string]string) map[string]any {
+	switch method {
+	case "credential.issue":
+		return map[string]any{"taskId": taskQ}
+	case "credential.revoke":
+		return map[string]any{"taskId": taskQ, "reason": "r"}
+	case "delegate.cancel":
+		return map[string]any{"subId": ids["sub"], "reason": "r"}
+	case "delegate.request":
+		return map[string]any{"prompt": "p", "budgetTokens": 1}
+	case "delegate.settle":
+		return map[string]any{"subId": ids["sub"], "outcome": "ok", "text": "t", "usageTokens": 1}
+	case "delegate.spawned":
+		return map[string]any{"subId": ids["sub"], "pid": 7}
+	case "escalate":
+		return map[string]any{"to": "parent", "body": "b"}
+	case "job.create":
+		return map[string]any{"jobId": "J2", "taskId": taskQ, "tools": testGrant}
+	case "job.disconnect", "lease.clear":
+		return map[string]any{"jobId": "J"}
+	case "job.roots_reset":
+		return map[string]any{}
+	case "job.transition":
+		return map[string]any{"jobId": "J", "to": "paused"}
+	case "lease.open":
+		return map[string]any{"jobId": "J", "mode": "start", "rootToolCallId": "root-2"}
+	case "mailbox.ack", "mailbox.deliver":
+		return map[string]any{"taskId": taskP, "messageIds": []any{ids["message"]}}
+	case "manifest.revalidate":
+		return map[string]any{"jobId": "J", "requestId": "r1", "tools": testGrant}
+	case "msg.send":
+		return map[string]any{"to": taskQ, "body": "b"}
+	case "proxy.cancel":
+		return map[string]any{"jobId": "J", "requestId": "r1", "nonce": ids["nonce"]}
+	case "proxy.complete":
+		return map[string]any{"jobId": "J", "requestId": "r1", "nonce": ids["nonce"], "result": map[string]any{"content": []any{}}}
+	case "proxy.request":
+		return map[string]any{"jobId": "J", "requestId": "r2", "nonce": ids["nonce"], "tool": "read"}
+	case "run.create":
+		return map[string]any{"runId": "R2", "team": "t", "goal": "g", "cwd": "/w"}
+	case "run.transition":
+		return map[string]any{"to": "blocked", "reason": "r"}
+	case "steer.push":
+		return map[string]any{"taskId": taskQ, "body": "b"}
+	case "task.create":
+		return map[string]any{"taskId": "T", "role": "executor", "agent": "a", "title": "t", "cwd": "/t"}
+	case "task.transition":
+		return map[string]any{"taskId": taskQ, "to": "waiting"}
+	case "task.usage":
+		return map[string]any{"taskId": taskQ, "input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0}
+	case "wait.request":
+		return map[string]any{"question": "q"}
+	case "wait.resolve":
+		return map[string]any{"questionId": ids["question"]}
+	}
+	return map[string]any{}
+}
