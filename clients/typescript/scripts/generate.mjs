@@ -88,7 +88,8 @@ function doc(lines, indent) {
 
 function paramDoc(p) {
   const bounds = [];
-  if (p.minLength || p.maxLength) bounds.push(`length ${p.minLength ?? 0}..${p.maxLength ?? "∞"}`);
+  // minLength and maxLength count Unicode code points (docs/protocol.md, "Lengths"), not the UTF-16 units of .length.
+  if (p.minLength || p.maxLength) bounds.push(`length ${p.minLength ?? 0}..${p.maxLength ?? "∞"} code points`);
   if (p.min !== undefined || p.max !== undefined) bounds.push(`${p.min ?? "-∞"}..${p.max ?? "∞"}`);
   if (p.maxItems) bounds.push(`at most ${p.maxItems} items`);
   if (p.default !== undefined) bounds.push(`default ${JSON.stringify(p.default)}`);

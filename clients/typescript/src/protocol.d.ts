@@ -590,7 +590,7 @@ export declare const PUSH_EVENTS: readonly PushEvent[];
 /** Params of `admin.checkpoint` (unknown keys are refused). */
 export interface AdminCheckpointParams {
   /**
-   * length 1..4096
+   * length 1..4096 code points
    * an absolute path that must not exist; its parent must
    */
   "dir": string;
@@ -602,7 +602,7 @@ export interface CredentialIssueParams {
   "runId"?: string;
   "taskId": string;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -614,10 +614,10 @@ export interface CredentialRevokeParams {
   "runId"?: string;
   /** a task id or "orchestrator" */
   "taskId": string;
-  /** length 0..256 */
+  /** length 0..256 code points */
   "reason"?: string;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -628,10 +628,10 @@ export interface DelegateCancelParams {
   /** optional for the admin too */
   "runId"?: string;
   "subId": string;
-  /** length 0..589824 */
+  /** length 0..589824 code points */
   "reason"?: string;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -641,16 +641,16 @@ export interface DelegateCancelParams {
 export interface DelegateRequestParams {
   /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
   "runId"?: string;
-  /** length 1..32768 */
+  /** length 1..32768 code points */
   "prompt": string;
-  /** length 1..512 */
+  /** length 1..512 code points */
   "description"?: string;
   /**
    * default "explorer"
    * explorer, analyst or executor; others are a recorded role-denied
    */
   "role"?: string;
-  /** length 1..256 */
+  /** length 1..256 code points */
   "model"?: string;
   /** 1..200 */
   "maxTurns"?: number;
@@ -662,7 +662,7 @@ export interface DelegateRequestParams {
    */
   "timeoutSec"?: number;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -679,7 +679,7 @@ export interface DelegateSettleParams {
   /** 0..1099511627776 */
   "usageTokens"?: number;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -693,7 +693,7 @@ export interface DelegateSpawnedParams {
   /** 1..2147483647 */
   "pid": number;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -709,7 +709,7 @@ export interface EscalateParams {
   /** default "normal" */
   "priority"?: "urgent" | "normal" | "low";
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -718,7 +718,7 @@ export interface EscalateParams {
 /** Params of `events.since`. */
 export interface EventsSinceParams {
   /**
-   * length 1..256
+   * length 1..256 code points
    * the admin must name the run; a worker or orchestrator may leave it out (its credential's run)
    */
   "runId"?: string;
@@ -734,7 +734,7 @@ export interface EventsSinceParams {
 /** Params of `events.subscribe`. */
 export interface EventsSubscribeParams {
   /**
-   * length 1..256
+   * length 1..256 code points
    * the admin must name the run; a worker or orchestrator may leave it out (its credential's run)
    */
   "runId"?: string;
@@ -744,7 +744,7 @@ export interface EventsSubscribeParams {
    */
   "sinceSeq"?: number;
   /**
-   * length 0..128; at most 64 items
+   * length 0..128 code points; at most 64 items
    * only these event types (maxLength: of each)
    */
   "types"?: string[];
@@ -755,16 +755,16 @@ export interface HelloParams {
   /** 1..1 */
   "protocol": number;
   /**
-   * length 1..256
+   * length 1..256 code points
    * worker and orchestrator: required
    */
   "runId"?: string;
   /**
-   * length 1..256
+   * length 1..256 code points
    * worker: its task; orchestrator: "orchestrator"
    */
   "taskId"?: string;
-  /** length 1..256 */
+  /** length 1..256 code points */
   "token": string;
   /** "admin" with the admin token, and no runId or taskId */
   "role"?: "admin";
@@ -772,7 +772,7 @@ export interface HelloParams {
 
 /** Params of `import.append` (unknown keys are refused). */
 export interface ImportAppendParams {
-  /** length 1..64 */
+  /** length 1..64 code points */
   "source": string;
   /**
    * at most 256 items
@@ -783,10 +783,10 @@ export interface ImportAppendParams {
 
 /** Params of `import.checkpoints` (unknown keys are refused). */
 export interface ImportCheckpointsParams {
-  /** length 1..64 */
+  /** length 1..64 code points */
   "source": string;
   /**
-   * length 0..4096
+   * length 0..4096 code points
    * nextCursor of the previous page
    */
   "cursor"?: string;
@@ -797,13 +797,13 @@ export interface ImportCheckpointsParams {
 /** Params of `job.authorize` (unknown keys are refused). */
 export interface JobAuthorizeParams {
   /**
-   * length 1..256
+   * length 1..256 code points
    * the admin must name the run; a worker or orchestrator may leave it out (its credential's run)
    */
   "runId"?: string;
-  /** length 0..2048 */
+  /** length 0..2048 code points */
   "parentToolCallId"?: string;
-  /** length 1..256 */
+  /** length 1..256 code points */
   "tool": string;
 }
 
@@ -811,14 +811,14 @@ export interface JobAuthorizeParams {
 export interface JobCreateParams {
   /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
   "runId"?: string;
-  /** length 1..128 */
+  /** length 1..128 code points */
   "jobId": string;
-  /** length 1..256 */
+  /** length 1..256 code points */
   "taskId": string;
   /** the grant: an array of tool manifests (docs/protocol.md) */
   "tools": unknown;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -828,10 +828,10 @@ export interface JobCreateParams {
 export interface JobDisconnectParams {
   /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
   "runId"?: string;
-  /** length 1..128 */
+  /** length 1..128 code points */
   "jobId": string;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -842,7 +842,7 @@ export interface JobRootsResetParams {
   /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
   "runId"?: string;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -852,13 +852,13 @@ export interface JobRootsResetParams {
 export interface JobTransitionParams {
   /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
   "runId"?: string;
-  /** length 1..128 */
+  /** length 1..128 code points */
   "jobId": string;
   "to": "paused" | "checkpointed" | "taken_over" | "cancelled" | "hard_stopped" | "failed";
-  /** length 0..256 */
+  /** length 0..256 code points */
   "reason"?: string;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -868,12 +868,12 @@ export interface JobTransitionParams {
 export interface LeaseClearParams {
   /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
   "runId"?: string;
-  /** length 1..128 */
+  /** length 1..128 code points */
   "jobId": string;
-  /** length 0..256 */
+  /** length 0..256 code points */
   "reason"?: string;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -883,15 +883,15 @@ export interface LeaseClearParams {
 export interface LeaseOpenParams {
   /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
   "runId"?: string;
-  /** length 1..128 */
+  /** length 1..128 code points */
   "jobId": string;
   "mode": "start" | "continue";
-  /** length 1..512 */
+  /** length 1..512 code points */
   "rootToolCallId": string;
   /** continue: the current grant */
   "tools"?: unknown;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -905,7 +905,7 @@ export interface MailboxAckParams {
   /** at most 1024 items */
   "messageIds": string[];
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -919,7 +919,7 @@ export interface MailboxDeliverParams {
   /** at most 1024 items */
   "messageIds": string[];
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -929,14 +929,14 @@ export interface MailboxDeliverParams {
 export interface ManifestRevalidateParams {
   /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
   "runId"?: string;
-  /** length 1..128 */
+  /** length 1..128 code points */
   "jobId": string;
-  /** length 0..128 */
+  /** length 0..128 code points */
   "requestId": string;
   /** the grant as the manager sees it now */
   "tools": unknown;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -945,12 +945,12 @@ export interface ManifestRevalidateParams {
 /** Params of `msg.inbox`. */
 export interface MsgInboxParams {
   /**
-   * length 1..256
+   * length 1..256 code points
    * the admin must name the run; a worker or orchestrator may leave it out (its credential's run)
    */
   "runId"?: string;
   /**
-   * length 1..256
+   * length 1..256 code points
    * admin only: the task's mailbox (absent: the run inbox)
    */
   "taskId"?: string;
@@ -960,7 +960,7 @@ export interface MsgInboxParams {
    */
   "limit"?: number;
   /**
-   * length 0..64
+   * length 0..64 code points
    * nextCursor of the previous page
    */
   "cursor"?: string;
@@ -981,17 +981,17 @@ export interface MsgSendParams {
   "kind"?: "message" | "notify" | "steer" | "follow-up" | "response" | "group_join";
   /** default "normal" */
   "priority"?: "urgent" | "normal" | "low";
-  /** length 0..256 */
+  /** length 0..256 code points */
   "replyTo"?: string;
-  /** length 0..256 */
+  /** length 0..256 code points */
   "subject"?: string;
   /**
-   * length 1..128
+   * length 1..128 code points
    * kind response only: the parked question the message answers
    */
   "questionId"?: string;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -1005,12 +1005,12 @@ export interface PingParams {
 export interface ProxyCancelParams {
   /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
   "runId"?: string;
-  /** length 1..128 */
+  /** length 1..128 code points */
   "jobId": string;
   "requestId": string;
   "nonce": string;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -1020,15 +1020,15 @@ export interface ProxyCancelParams {
 export interface ProxyCompleteParams {
   /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
   "runId"?: string;
-  /** length 1..128 */
+  /** length 1..128 code points */
   "jobId": string;
-  /** length 0..128 */
+  /** length 0..128 code points */
   "requestId": string;
   "nonce": string;
   /** an object: content, structuredContent, isError, terminate are kept */
   "result": unknown;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -1038,18 +1038,18 @@ export interface ProxyCompleteParams {
 export interface ProxyRequestParams {
   /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
   "runId"?: string;
-  /** length 1..128 */
+  /** length 1..128 code points */
   "jobId": string;
   /** the job's nonce from job.create */
   "nonce": string;
-  /** length 1..256 */
+  /** length 1..256 code points */
   "tool": string;
   /** 1..128 chars, else a recorded bad-request-id */
   "requestId"?: string;
   /** a JSON-safe object */
   "args"?: unknown;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -1057,23 +1057,23 @@ export interface ProxyRequestParams {
 
 /** Params of `proxy.result` (unknown keys are refused). */
 export interface ProxyResultParams {
-  /** length 1..128 */
+  /** length 1..128 code points */
   "jobId": string;
-  /** length 1..512 */
+  /** length 1..512 code points */
   "requestId": string;
 }
 
 /** Params of `query.delegations` (unknown keys are refused). */
 export interface QueryDelegationsParams {
   /**
-   * length 1..256
+   * length 1..256 code points
    * the admin must name the run; a worker or orchestrator may leave it out (its credential's run)
    */
   "runId"?: string;
   /** 1..1000; default 100 */
   "limit"?: number;
   /**
-   * length 0..64
+   * length 0..64 code points
    * nextCursor of the previous page
    */
   "cursor"?: string;
@@ -1082,16 +1082,16 @@ export interface QueryDelegationsParams {
 /** Params of `query.job` (unknown keys are refused). */
 export interface QueryJobParams {
   /**
-   * length 1..256
+   * length 1..256 code points
    * the admin must name the run; a worker or orchestrator may leave it out (its credential's run)
    */
   "runId"?: string;
-  /** length 1..128 */
+  /** length 1..128 code points */
   "jobId": string;
   /** 1..500; default 100 */
   "limit"?: number;
   /**
-   * length 0..16
+   * length 0..16 code points
    * nextCursor of the previous page
    */
   "cursor"?: string;
@@ -1100,7 +1100,7 @@ export interface QueryJobParams {
 /** Params of `query.jobs` (unknown keys are refused). */
 export interface QueryJobsParams {
   /**
-   * length 1..256
+   * length 1..256 code points
    * the admin must name the run; a worker or orchestrator may leave it out (its credential's run)
    */
   "runId"?: string;
@@ -1109,19 +1109,19 @@ export interface QueryJobsParams {
 /** Params of `query.ledger` (unknown keys are refused). */
 export interface QueryLedgerParams {
   /**
-   * length 1..256
+   * length 1..256 code points
    * the admin must name the run; a worker or orchestrator may leave it out (its credential's run)
    */
   "runId"?: string;
   /**
-   * length 1..256
+   * length 1..256 code points
    * page one account's history
    */
   "taskId"?: string;
   /** 1..1000; default 100 */
   "limit"?: number;
   /**
-   * length 0..64
+   * length 0..64 code points
    * nextCursor of the previous page
    */
   "cursor"?: string;
@@ -1130,19 +1130,19 @@ export interface QueryLedgerParams {
 /** Params of `query.mailbox` (unknown keys are refused). */
 export interface QueryMailboxParams {
   /**
-   * length 1..256
+   * length 1..256 code points
    * the admin must name the run; a worker or orchestrator may leave it out (its credential's run)
    */
   "runId"?: string;
   /**
-   * length 1..256
+   * length 1..256 code points
    * absent: the run inbox
    */
   "taskId"?: string;
   /** 1..1000; default 100 */
   "limit"?: number;
   /**
-   * length 0..64
+   * length 0..64 code points
    * nextCursor of the previous page
    */
   "cursor"?: string;
@@ -1153,7 +1153,7 @@ export interface QueryMailboxParams {
 /** Params of `query.run` (unknown keys are refused). */
 export interface QueryRunParams {
   /**
-   * length 1..256
+   * length 1..256 code points
    * the admin must name the run; a worker or orchestrator may leave it out (its credential's run)
    */
   "runId"?: string;
@@ -1161,12 +1161,12 @@ export interface QueryRunParams {
 
 /** Params of `query.runs` (unknown keys are refused). */
 export interface QueryRunsParams {
-  /** length 0..32; at most 16 items */
+  /** length 0..32 code points; at most 16 items */
   "status"?: "queued" | "planning" | "running" | "blocked" | "completed" | "failed" | "cancelled" | ("queued" | "planning" | "running" | "blocked" | "completed" | "failed" | "cancelled")[];
   /** 1..1000; default 100 */
   "limit"?: number;
   /**
-   * length 0..64
+   * length 0..64 code points
    * nextCursor of the previous page
    */
   "cursor"?: string;
@@ -1177,7 +1177,7 @@ export interface QueryRunsParams {
 /** Params of `query.slots` (unknown keys are refused). */
 export interface QuerySlotsParams {
   /**
-   * length 1..256
+   * length 1..256 code points
    * optional for the admin; one it names must exist
    */
   "runId"?: string;
@@ -1186,14 +1186,14 @@ export interface QuerySlotsParams {
 /** Params of `query.tasks` (unknown keys are refused). */
 export interface QueryTasksParams {
   /**
-   * length 1..256
+   * length 1..256 code points
    * the admin must name the run; a worker or orchestrator may leave it out (its credential's run)
    */
   "runId"?: string;
   /** 1..1000; default 100 */
   "limit"?: number;
   /**
-   * length 0..64
+   * length 0..64 code points
    * nextCursor of the previous page
    */
   "cursor"?: string;
@@ -1202,17 +1202,17 @@ export interface QueryTasksParams {
 /** Params of `run.create` (unknown keys are refused). */
 export interface RunCreateParams {
   /**
-   * length 1..255
+   * length 1..255 code points
    * [A-Za-z0-9_-]; minted when absent
    */
   "runId"?: string;
-  /** length 1..256 */
+  /** length 1..256 code points */
   "team": string;
-  /** length 0..256 */
+  /** length 0..256 code points */
   "workflow"?: string;
-  /** length 0..262144 */
+  /** length 0..262144 code points */
   "goal": string;
-  /** length 0..4096 */
+  /** length 0..4096 code points */
   "cwd": string;
   /**
    * 0..9007199254740992
@@ -1225,7 +1225,7 @@ export interface RunCreateParams {
   /** default 0.95 */
   "budgetAbort"?: number;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -1236,12 +1236,12 @@ export interface RunTransitionParams {
   /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
   "runId"?: string;
   "to": "queued" | "planning" | "running" | "blocked" | "completed" | "failed" | "cancelled";
-  /** length 0..589824 */
+  /** length 0..589824 code points */
   "summary"?: string;
-  /** length 0..589824 */
+  /** length 0..589824 code points */
   "reason"?: string;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -1251,14 +1251,14 @@ export interface RunTransitionParams {
 export interface SteerPushParams {
   /** the admin must name the run; a worker or orchestrator may leave it out (its credential's run) */
   "runId"?: string;
-  /** length 1..256 */
+  /** length 1..256 code points */
   "taskId": string;
-  /** length 1..4096 */
+  /** length 1..4096 code points */
   "body": string;
   /** default "urgent" */
   "priority"?: "urgent" | "normal" | "low";
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -1273,24 +1273,24 @@ export interface TaskCreateParams {
    * task ids of the run
    */
   "dependsOn"?: string[];
-  /** length 1..256 */
+  /** length 1..256 code points */
   "taskId": string;
-  /** length 1..256 */
+  /** length 1..256 code points */
   "role": string;
-  /** length 1..256 */
+  /** length 1..256 code points */
   "agent": string;
-  /** length 0..1024 */
+  /** length 0..1024 code points */
   "title": string;
-  /** length 0..4096 */
+  /** length 0..4096 code points */
   "cwd": string;
-  /** length 0..256 */
+  /** length 0..256 code points */
   "stepId"?: string;
-  /** length 0..256 */
+  /** length 0..256 code points */
   "model"?: string;
   /** 0..10 */
   "depth"?: number;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -1302,14 +1302,14 @@ export interface TaskTransitionParams {
   "runId"?: string;
   "taskId": string;
   "to": "queued" | "running" | "waiting" | "completed" | "failed" | "cancelled" | "skipped" | "needs_attention";
-  /** length 0..589824 */
+  /** length 0..589824 code points */
   "error"?: string;
-  /** length 0..589824 */
+  /** length 0..589824 code points */
   "reason"?: string;
-  /** length 0..4096 */
+  /** length 0..4096 code points */
   "cwd"?: string;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -1331,7 +1331,7 @@ export interface TaskUsageParams {
   "cost"?: number;
   "turns"?: number;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -1340,11 +1340,11 @@ export interface TaskUsageParams {
 /** Params of `task.waitStatus`. */
 export interface TaskWaitStatusParams {
   /**
-   * length 1..256
+   * length 1..256 code points
    * the admin must name the run; a worker or orchestrator may leave it out (its credential's run)
    */
   "runId"?: string;
-  /** length 1..256 */
+  /** length 1..256 code points */
   "taskId": string;
   "until": "queued" | "running" | "waiting" | "completed" | "failed" | "blocked" | "cancelled";
   /** 0..60000; default 30000 */
@@ -1358,11 +1358,11 @@ export interface WaitRequestParams {
   /** the caller's own task; any other is forbidden */
   "to"?: string;
   /**
-   * length 0..256; at most 16 items
+   * length 0..256 code points; at most 16 items
    * maxLength: of each
    */
   "options"?: string[];
-  /** length 1..8192 */
+  /** length 1..8192 code points */
   "question": string;
   /**
    * default 600
@@ -1370,7 +1370,7 @@ export interface WaitRequestParams {
    */
   "timeoutSec"?: number;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
@@ -1382,10 +1382,10 @@ export interface WaitResolveParams {
   "runId"?: string;
   /** the caller's own task; any other is forbidden */
   "to"?: string;
-  /** length 1..128 */
+  /** length 1..128 code points */
   "questionId": string;
   /**
-   * length 1..256
+   * length 1..256 code points
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;

@@ -24,3 +24,10 @@ test("every method and role of the description is in the client's table", () => 
     if (m.command) assert.ok(m.params.some((p) => p.name === "commandId"), `${m.name} takes a commandId`);
   }
 });
+
+test("a length bound in the declarations names its unit", () => {
+  const dts = readFileSync(paths.dts, "utf8");
+  const bounds = dts.match(/length \d+\.\.[\d∞]+( code points)?/g) ?? [];
+  assert.ok(bounds.length > 0, "the declarations document length bounds");
+  for (const b of bounds) assert.match(b, / code points$/, `"${b}": lengths count code points (docs/protocol.md, Lengths)`);
+});
