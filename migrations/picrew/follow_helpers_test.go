@@ -216,7 +216,7 @@ func plannedIDs(t *testing.T, root string) []string {
 	require.NoError(t, err)
 	var ids []string
 	for _, r := range runs {
-		for _, w := range newPlanner(src, r).plan() {
+		for _, w := range newPlanner(src, r, time.Now).plan() {
 			ids = append(ids, w.id)
 		}
 	}

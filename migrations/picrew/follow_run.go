@@ -356,7 +356,7 @@ func (f *Follower) wakes(r *runFollower) bool {
 // recorded them, and this only rebuilds what the planner knew.
 func (f *Follower) prime(r *runFollower, m manifest) {
 	s := f.src
-	r.p = newPlanner(s, &run{id: r.id, manifest: m, delivery: map[string]string{}})
+	r.p = newPlanner(s, &run{id: r.id, manifest: m, delivery: map[string]string{}}, time.Now)
 	tp := r.wholePath("tasks.json")
 	if b, st, changed, err := readWhole(tp, nil); err == nil && changed {
 		f.sawWhole(r, "tasks.json", st, b)

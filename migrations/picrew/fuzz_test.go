@@ -242,7 +242,7 @@ func FuzzImport(f *testing.F) {
 		runs, err := src.readRuns()
 		require.NoError(t, err)
 		for _, r := range runs {
-			for _, w := range newPlanner(src, r).plan() {
+			for _, w := range newPlanner(src, r, time.Now).plan() {
 				requireWellFormed(t, r.id, Write{ID: w.id, RunID: r.id, Items: w.items})
 			}
 		}

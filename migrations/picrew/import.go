@@ -73,7 +73,7 @@ func Import(l *eventlog.Log, root string, opts *Options) (Summary, error) {
 	// principal's, out of every client's reach.
 	engine := events.EnginePrincipal().Key()
 	for i, r := range runs {
-		p := newPlanner(src, r)
+		p := newPlanner(src, r, o.Clock)
 		p.clockMs = now / 1e6
 		writes := takeable(l, src, r.id, p.plan())
 		rs := RunSummary{RunID: r.id, Status: r.manifest.Status, Events: len(r.events), Messages: len(r.messages),

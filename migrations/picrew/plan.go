@@ -64,10 +64,15 @@ type planner struct {
 	// at that has no time of its own nor its run a createdAt; 0 for a
 	// follower, whose daemon records such an event at its own clock.
 	clockMs int64
+	// now is the clock of the process planning: where the daemon chooses
+	// an event's time, it stands in for the daemon's in a deadline's range
+	// check (deadlineFrom). Injected, so that a plan is a function of its
+	// inputs.
+	now func() time.Time
 }
 
-func newPlanner(s *source, r *run) *planner {
-	p := &planner{s: s, r: r, tasks: map[string]*task{}, status: map[string]string{}, started: map[string]bool{},
+func newPlanner(s *source, r *run, now func() time.Time) *planner {
+	p := &planner{s: s, r: r, now: now, tasks: map[string]*task{}, status: map[string]string{}, started: map[string]bool{},
 		dels: map[string]string{}, spent: map[string]int64{}, accounts: map[string]bool{}, msgIDs: map[string]bool{},
 		parents: map[string]string{}, created: map[string]bool{}, msgs: map[string]message{}, delivered: map[string]bool{},
 		acked: map[string]bool{}, steered: map[string]bool{}}
@@ -148,7 +153,7 @@ func (p *planner) recordedAt(atMs int64) int64 {
 // deadlineFrom is recordedAt for the range check of a deadline: where the
 // daemon chooses, this process's clock stands in for the daemon's.
 func (p *planner) deadlineFrom(atMs int64) int64 {
-	return cmp.Or(p.recordedAt(atMs), time.Now().UnixMilli())
+	return cmp.Or(p.recordedAt(atMs), p.now().UnixMilli())
 }
 
 // plan returns the run's writes in order: the run, its workflow tasks, the
