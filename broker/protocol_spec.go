@@ -435,7 +435,7 @@ var protocolSpec = map[string]methodSpec{
 		params: []paramDesc{runParam, note(pStr("taskId", false, 1, 256), "absent: the run inbox"), limitParam, cursorParam,
 			{Name: "pending", Type: "boolean", Default: false}},
 		results: []any{inboxResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeOversizeFrame},
 	},
 
 	// Jobs, executor leases and proxied tool calls (D§9). A refused rule is recorded and answered policy-denied.
@@ -513,7 +513,8 @@ var protocolSpec = map[string]methodSpec{
 		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars),
 			pStr("requestId", true, 1, commands.MaxRequestIDChars*4)},
 		results: []any{proxyResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest},
+		// NB: no no-manifest: a worker's run exists while its credential does (a cold run's refuses its hello).
+		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams},
 	},
 	"job.authorize": {
 		summary: "the nested-call decision for a tool under a parent tool call, from the run's state",
@@ -552,7 +553,8 @@ var protocolSpec = map[string]methodSpec{
 					"events: {type: string, time?: integer (source unix ms), payload: object (the type's payload)}[] of 1..16}"),
 		},
 		results: []any{importAppendResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeDiskFull, wire.CodeUnavailable},
+		// Its writes are engine commands: a stopped engine answers internal, as every command method does.
+		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeDiskFull, wire.CodeUnavailable, wire.CodeInternal},
 	},
 	methodImportCheckpoints: {
 		summary: "the newest import checkpoint of every file a source's imports recorded, by path",

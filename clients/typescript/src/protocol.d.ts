@@ -1505,7 +1505,7 @@ export interface Methods {
   };
   /**
    * import another runtime's recorded history through the daemon, each write once (its commandId in the engine's namespace)
-   * Errors: forbidden, bad-params, disk-full, unavailable.
+   * Errors: forbidden, bad-params, disk-full, unavailable, internal.
    */
   "import.append": {
     roles: "admin";
@@ -1685,7 +1685,7 @@ export interface Methods {
   };
   /**
    * the state of one of the worker's proxied calls and, once delivered, its result
-   * Errors: forbidden, bad-params, no-manifest.
+   * Errors: forbidden, bad-params.
    */
   "proxy.result": {
     roles: "worker";
@@ -1735,7 +1735,7 @@ export interface Methods {
   };
   /**
    * a page of one mailbox, acknowledged messages too unless pending
-   * Errors: forbidden, bad-params, no-manifest.
+   * Errors: forbidden, bad-params, no-manifest, oversize-frame.
    */
   "query.mailbox": {
     roles: "orchestrator" | "admin";

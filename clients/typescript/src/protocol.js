@@ -211,7 +211,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "writes", "type": "Record<string, unknown>[]", "required": true, "maxItems": 256, "note": "each {commandId: string 1..256 bytes, runId: string (a run id, or \"$import\" for import.checkpoint), events: {type: string, time?: integer (source unix ms), payload: object (the type's payload)}[] of 1..16}" }),
     ]),
     "result": "ImportAppendResult",
-    "errors": Object.freeze(["forbidden","bad-params","disk-full","unavailable"]),
+    "errors": Object.freeze(["forbidden","bad-params","disk-full","unavailable","internal"]),
     "pushes": Object.freeze([]),
   }),
   "import.checkpoints": Object.freeze({
@@ -459,7 +459,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "requestId", "type": "string", "required": true, "minLength": 1, "maxLength": 512 }),
     ]),
     "result": "ProxyResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest"]),
+    "errors": Object.freeze(["forbidden","bad-params"]),
     "pushes": Object.freeze([]),
   }),
   "query.delegations": Object.freeze({
@@ -526,7 +526,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "pending", "type": "boolean", "required": false, "default": false }),
     ]),
     "result": "InboxResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","oversize-frame"]),
     "pushes": Object.freeze([]),
   }),
   "query.run": Object.freeze({

@@ -1,0 +1,155 @@
+package broker
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// TestProtocolReadErrorsMatchServer is TestProtocolErrorsMatchServer for the methods the broker serves itself (hello,
+// ping, the queries, events.*, task.waitStatus, msg.inbox, the job reads, admin.checkpoint, import.*): every method
+// of the description that is no command, found there, so a new one is driven as soon as it is described (and fails
+// here until readsBase gives it params it would accept).
+//
+// Each is called by each role with its accepted params, then, by each role it admits, with each params key left out
+// or set to each value of errorCorpus; and with its accepted params in the states of errorStates and in those that
+// refuse reads: the run ended and gone cold, the worker's and the orchestrator's credentials revoked, and every
+// credential at its connection, wait and subscription limits. A hello is sent on a connection of its own.
+func TestProtocolReadErrorsMatchServer(t *testing.T) {
+	methods := describedMethods(t, false)
+	seen := codesSeen{}
+	send := func(e *errorsCrew, role, method string, params any) *wire.Error {
+		if method == wire.MethodHello {
+			return e.hello(params)
+		}
+		return e.send(role, method, params)
+	}
+
+	for _, m := range methods {
+		e := newErrorsCrew(t, fixtureOpts{})
+		for _, role := range errorRoles {
+			base, ok := readsBase(e, m.Name, role)
+			require.True(t, ok, "%s is described but readsBase gives no params it would accept", m.Name)
+			answer := seen.drive(e, m, role, base, func(params any) *wire.Error { return send(e, role, m.Name, params) })
+			if slices.Contains(m.Roles, role) {
+				require.Nil(t, answer, "%s refused its accepted params as %s", m.Name, role)
+			}
+			if m.Name == wire.MethodHello {
+				seen.observe(m.Name, base, e.send(role, m.Name, base), "a second hello")
+			}
+		}
+	}
+
+	// The states, each on a crew of its own: no read spoils it for the next one, and a state may have spoiled it on
+	// purpose (the run ended, credentials revoked), so the requests are sent as they are.
+	for _, st := range append(errorStates(t), readStates...) {
+		e := newErrorsCrew(t, st.opts)
+		st.apply(e)
+		for _, m := range methods {
+			for _, role := range errorRoles {
+				base, _ := readsBase(e, m.Name, role)
+				seen.observe(m.Name, base, send(e, role, m.Name, base), st.name)
+			}
+		}
+	}
+
+	seen.logUnreached(t, methods)
+	seen.requireDescribed(t, methods)
+	seen.requireReached(t, map[string][]wire.Code{"hello": {wire.CodeProtocol, wire.CodeRevoked, wire.CodeTooManyConnections},
+		"task.waitStatus": {wire.CodeWaitTimeout, wire.CodeTooManyWaits}, "events.subscribe": {wire.CodeTooManySubscriptions},
+		"import.append": {wire.CodeDiskFull}, "query.tasks": {wire.CodeOversizeFrame}, "query.ledger": {wire.CodeNoTask},
+		"msg.inbox": {wire.CodeNoManifest, wire.CodeOversizeFrame}, "proxy.result": {wire.CodeForbidden}})
+}
+
+// readStates are the states that refuse reads, besides errorStates.
+var readStates = []errorState{
+	{name: "run ended, gone cold", opts: fixtureOpts{cold: true}, apply: func(e *errorsCrew) {
+		// A run holding a slot or a pending ask stays hot: the delegation is settled and Q's question answered first.
+		o, q := e.conn(events.RoleOrchestrator), e.f.dial()
+		o.ok("delegate.settle", map[string]any{"subId": e.ids["sub"], "outcome": "cancelled", "text": "", "usageTokens": 0})
+		o.ok("msg.send", map[string]any{"to": taskQ, "kind": "response", "questionId": e.ids["question"], "body": "a"})
+		q.hello(runR, taskQ, e.s.q)
+		q.ok("wait.resolve", map[string]any{"questionId": e.ids["question"]})
+		q.nc.Close()
+		o.ok("run.transition", map[string]any{"to": "completed"})
+		e.drop(events.RoleWorker) // ended with the run
+		e.f.eng.Read(func(st *projections.State) { require.True(e.t, st.IsCold(runR)) })
+	}},
+	{name: "records larger than a page", opts: fixtureOpts{opts: Options{MaxFrame: 4096}}, apply: func(e *errorsCrew) {
+		// Pages of a 4 KiB frame hold 3 KiB: P's first pending message, the run inbox's first and the run's first
+		// task do not fit in one.
+		big := strings.Repeat("x", 3500)
+		o := e.conn(events.RoleOrchestrator)
+		e.conn(events.RoleWorker).ok("mailbox.ack", map[string]any{"taskId": taskP, "messageIds": []any{e.ids["message"]}})
+		o.ok("msg.send", map[string]any{"to": []any{taskP, "parent"}, "body": big})
+		o.ok("task.transition", map[string]any{"taskId": taskP, "to": "queued", "reason": big})
+	}},
+	{name: "credentials revoked", apply: func(e *errorsCrew) {
+		for _, role := range []string{events.RoleWorker, events.RoleOrchestrator} {
+			e.revoke(role)
+			e.drop(role)
+		}
+	}},
+	{name: "at the connection, wait and subscription limits",
+		opts: fixtureOpts{opts: Options{MaxConnsPerCredential: 2, MaxWaitsPerConn: 1, MaxSubscriptionsPerCredential: 1}},
+		apply: func(e *errorsCrew) {
+			for _, role := range errorRoles {
+				// A wait that lasts holds the connection's one.
+				e.conn(role).sendLine(fmt.Sprintf(`{"id":"held","method":"task.waitStatus","params":{"runId":%q,`+
+					`"taskId":%q,"until":"completed","timeoutMs":60000}}`, runR, taskP))
+				if role == events.RoleAdmin {
+					continue // the admin's connections and subscriptions are bounded by the daemon's alone
+				}
+				// A second connection of the credential holds its one subscription.
+				c := e.f.dial()
+				c.ok(wire.MethodHello, e.helloParams(role))
+				c.ok(wire.MethodEventsSubscribe, map[string]any{"sinceSeq": 1 << 53})
+			}
+		}},
+}
+
+// hello sends params as the hello of a new connection, which it then closes, and returns its error.
+func (e *errorsCrew) hello(params any) *wire.Error {
+	c := e.f.dial()
+	defer c.nc.Close()
+	return c.call(wire.MethodHello, params).Error
+}
+
+// readsBase is params of the non-command method that role's connection would have accepted (the orchestrator's or
+// P's, for a method the role may not call), and false for a method it does not know.
+func readsBase(e *errorsCrew, method, role string) (map[string]any, bool) {
+	switch method {
+	case wire.MethodHello:
+		return e.helloParams(role), true
+	case wire.MethodPing, "query.runs":
+		return map[string]any{}, true
+	case wire.MethodMsgInbox, wire.MethodEventsSince, wire.MethodEventsSubscribe, "query.run", "query.tasks",
+		"query.delegations", "query.ledger", "query.slots", "query.mailbox", "query.jobs":
+		return map[string]any{"runId": runR}, true
+	case wire.MethodTaskWaitStatus:
+		return map[string]any{"runId": runR, "taskId": taskP, "until": "running", "timeoutMs": 0}, true
+	case "query.job":
+		return map[string]any{"runId": runR, "jobId": "J"}, true
+	case "job.authorize":
+		return map[string]any{"runId": runR, "tool": "read"}, true
+	case "proxy.result":
+		return map[string]any{"jobId": "J", "requestId": "r1"}, true
+	case methodAdminCheckpoint:
+		return map[string]any{"dir": filepath.Join(e.t.TempDir(), "copy")}, true
+	case methodImportAppend:
+		checkpoint := map[string]any{"source": "test", "path": "/f", "inode": 1, "size": 1, "offset": 1}
+		return map[string]any{"source": "test", "writes": []any{map[string]any{"commandId": "w1", "runId": events.ImportStream,
+			"events": []any{map[string]any{"type": events.TypeImportCheckpoint, "payload": checkpoint}}}}}, true
+	case methodImportCheckpoints:
+		return map[string]any{"source": "test"}, true
+	}
+	return nil, false
+}
