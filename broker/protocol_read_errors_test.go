@@ -21,8 +21,9 @@ import (
 //
 // Each is called by each role with its accepted params, then, by each role it admits, with each params key left out
 // or set to each value of errorCorpus; and with its accepted params in the states of errorStates and in those that
-// refuse reads: the run ended and gone cold, the worker's and the orchestrator's credentials revoked, and every
-// credential at its connection, wait and subscription limits. A hello is sent on a connection of its own.
+// refuse reads: the run ended and gone cold, records larger than a (small) frame, the worker's and the
+// orchestrator's credentials revoked, and every credential at its connection, wait and subscription limits. A hello
+// is sent on a connection of its own.
 func TestProtocolReadErrorsMatchServer(t *testing.T) {
 	methods := describedMethods(t, false)
 	seen := codesSeen{}
@@ -63,9 +64,11 @@ func TestProtocolReadErrorsMatchServer(t *testing.T) {
 
 	seen.logUnreached(t, methods)
 	seen.requireDescribed(t, methods)
-	seen.requireReached(t, map[string][]wire.Code{"hello": {wire.CodeProtocol, wire.CodeRevoked, wire.CodeTooManyConnections},
+	seen.requireReached(t, map[string][]wire.Code{
+		"hello":           {wire.CodeProtocol, wire.CodeRevoked, wire.CodeTooManyConnections},
 		"task.waitStatus": {wire.CodeWaitTimeout, wire.CodeTooManyWaits}, "events.subscribe": {wire.CodeTooManySubscriptions},
-		"import.append": {wire.CodeDiskFull}, "query.tasks": {wire.CodeOversizeFrame}, "query.ledger": {wire.CodeNoTask},
+		"import.append": {wire.CodeDiskFull}, "query.tasks": {wire.CodeOversizeFrame}, "query.job": {wire.CodeOversizeFrame},
+		"query.run": {wire.CodeOversizeFrame}, "query.ledger": {wire.CodeNoTask},
 		"msg.inbox": {wire.CodeNoManifest, wire.CodeOversizeFrame}, "proxy.result": {wire.CodeForbidden}})
 }
 
@@ -83,14 +86,28 @@ var readStates = []errorState{
 		e.drop(events.RoleWorker) // ended with the run
 		e.f.eng.Read(func(st *projections.State) { require.True(e.t, st.IsCold(runR)) })
 	}},
-	{name: "records larger than a page", opts: fixtureOpts{opts: Options{MaxFrame: 4096}}, apply: func(e *errorsCrew) {
-		// Pages of a 4 KiB frame hold 3 KiB: P's first pending message, the run inbox's first and the run's first
-		// task do not fit in one.
+	{name: "records larger than a frame", opts: fixtureOpts{opts: Options{MaxFrame: 4096}}, apply: func(e *errorsCrew) {
+		// A page of a 4 KiB frame holds 3 KiB: P's first pending message, the run inbox's first and the run's first
+		// task do not fit in one. Nor, in a frame of their own, does the run (its reason's chars take six bytes each
+		// in JSON), nor r1's result, which proxy.result sends as a string of JSON, nor the pages of runs, of J's
+		// calls and of the import's checkpoints, which are not cut to fit.
 		big := strings.Repeat("x", 3500)
-		o := e.conn(events.RoleOrchestrator)
-		e.conn(events.RoleWorker).ok("mailbox.ack", map[string]any{"taskId": taskP, "messageIds": []any{e.ids["message"]}})
+		o, p, a := e.conn(events.RoleOrchestrator), e.conn(events.RoleWorker), e.conn(events.RoleAdmin)
+		p.ok("mailbox.ack", map[string]any{"taskId": taskP, "messageIds": []any{e.ids["message"]}})
 		o.ok("msg.send", map[string]any{"to": []any{taskP, "parent"}, "body": big})
 		o.ok("task.transition", map[string]any{"taskId": taskP, "to": "queued", "reason": big})
+		o.ok("run.transition", map[string]any{"to": "blocked", "reason": strings.Repeat("<", 640)})
+		o.ok("manifest.revalidate", map[string]any{"jobId": "J", "requestId": "r1", "tools": testGrant})
+		text := map[string]any{"type": "text", "text": strings.Repeat("<", 580)}
+		o.ok("proxy.complete", map[string]any{"jobId": "J", "requestId": "r1", "nonce": e.ids["nonce"],
+			"result": map[string]any{"content": []any{text}}})
+		for i := range 24 {
+			p.ok("proxy.request", map[string]any{"jobId": "J", "requestId": fmt.Sprintf("%0120d", i),
+				"nonce": e.ids["nonce"], "tool": "read"})
+		}
+		for _, path := range []string{"/a", "/b"} {
+			a.ok(methodImportAppend, importCheckpoint("i"+path, path+strings.Repeat("x", 2000)))
+		}
 	}},
 	{name: "credentials revoked", apply: func(e *errorsCrew) {
 		for _, role := range []string{events.RoleWorker, events.RoleOrchestrator} {
@@ -145,11 +162,16 @@ func readsBase(e *errorsCrew, method, role string) (map[string]any, bool) {
 	case methodAdminCheckpoint:
 		return map[string]any{"dir": filepath.Join(e.t.TempDir(), "copy")}, true
 	case methodImportAppend:
-		checkpoint := map[string]any{"source": "test", "path": "/f", "inode": 1, "size": 1, "offset": 1}
-		return map[string]any{"source": "test", "writes": []any{map[string]any{"commandId": "w1", "runId": events.ImportStream,
-			"events": []any{map[string]any{"type": events.TypeImportCheckpoint, "payload": checkpoint}}}}}, true
+		return importCheckpoint("w1", "/f"), true
 	case methodImportCheckpoints:
 		return map[string]any{"source": "test"}, true
 	}
 	return nil, false
+}
+
+// importCheckpoint is import.append's params for one write, commandID, of source test's checkpoint of path.
+func importCheckpoint(commandID, path string) map[string]any {
+	checkpoint := map[string]any{"source": "test", "path": path, "inode": 1, "size": 1, "offset": 1}
+	return map[string]any{"source": "test", "writes": []any{map[string]any{"commandId": commandID,
+		"runId": events.ImportStream, "events": []any{map[string]any{"type": events.TypeImportCheckpoint, "payload": checkpoint}}}}}
 }

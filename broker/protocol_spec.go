@@ -394,7 +394,7 @@ var protocolSpec = map[string]methodSpec{
 		summary: "the run, and what its quotas count", roles: rolesRuntime, strict: true,
 		params:  []paramDesc{runParam},
 		results: []any{runResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeOversizeFrame},
 	},
 	"query.runs": {
 		summary: "every run, in creation order (newest first with newest)", roles: rolesAdmin, strict: true,
@@ -403,7 +403,7 @@ var protocolSpec = map[string]methodSpec{
 			limitParam, cursorParam, {Name: "newest", Type: "boolean", Default: false},
 		},
 		results: []any{runsResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeOversizeFrame},
 	},
 	"query.tasks": {
 		summary: "a page of the run's tasks (shadow tasks included)", roles: rolesRuntime, strict: true,
@@ -514,7 +514,7 @@ var protocolSpec = map[string]methodSpec{
 			pStr("requestId", true, 1, commands.MaxRequestIDChars*4)},
 		results: []any{proxyResult{}},
 		// NB: no no-manifest: a worker's run exists while its credential does (a cold run's refuses its hello).
-		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams},
+		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeOversizeFrame},
 	},
 	"job.authorize": {
 		summary: "the nested-call decision for a tool under a parent tool call, from the run's state",
@@ -535,7 +535,7 @@ var protocolSpec = map[string]methodSpec{
 		params: []paramDesc{runParam, pStr("jobId", true, 1, commands.MaxJobIDChars), pInt("limit", 1, 500, 100),
 			note(pStr("cursor", false, 0, 16), "nextCursor of the previous page")},
 		results: []any{JobDetail{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeOversizeFrame},
 	},
 	methodAdminCheckpoint: {
 		summary: "a consistent copy of the store in dir while the daemon runs", roles: rolesAdmin, strict: true,
@@ -554,7 +554,8 @@ var protocolSpec = map[string]methodSpec{
 		},
 		results: []any{importAppendResult{}},
 		// Its writes are engine commands: a stopped engine answers internal, as every command method does.
-		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeDiskFull, wire.CodeUnavailable, wire.CodeInternal},
+		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeDiskFull, wire.CodeUnavailable,
+			wire.CodeInternal},
 	},
 	methodImportCheckpoints: {
 		summary: "the newest import checkpoint of every file a source's imports recorded, by path",
@@ -562,6 +563,6 @@ var protocolSpec = map[string]methodSpec{
 		params: []paramDesc{pStr("source", true, 1, 64), note(pStr("cursor", false, 0, 4096), "nextCursor of the previous page"),
 			pInt("limit", 1, maxCheckpointPage, maxCheckpointPage)},
 		results: []any{importCheckpointsResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeReplayFailed},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeReplayFailed, wire.CodeOversizeFrame},
 	},
 }

@@ -1515,7 +1515,7 @@ export interface Methods {
   };
   /**
    * the newest import checkpoint of every file a source's imports recorded, by path
-   * Errors: forbidden, bad-params, replay-failed.
+   * Errors: forbidden, bad-params, replay-failed, oversize-frame.
    */
   "import.checkpoints": {
     roles: "admin";
@@ -1685,7 +1685,7 @@ export interface Methods {
   };
   /**
    * the state of one of the worker's proxied calls and, once delivered, its result
-   * Errors: forbidden, bad-params.
+   * Errors: forbidden, bad-params, oversize-frame.
    */
   "proxy.result": {
     roles: "worker";
@@ -1705,7 +1705,7 @@ export interface Methods {
   };
   /**
    * one job: its summary, grant, revoked roots and a page of its proxied calls
-   * Errors: forbidden, bad-params, no-manifest.
+   * Errors: forbidden, bad-params, no-manifest, oversize-frame.
    */
   "query.job": {
     roles: "orchestrator" | "admin";
@@ -1745,7 +1745,7 @@ export interface Methods {
   };
   /**
    * the run, and what its quotas count
-   * Errors: forbidden, bad-params, no-manifest.
+   * Errors: forbidden, bad-params, no-manifest, oversize-frame.
    */
   "query.run": {
     roles: "orchestrator" | "admin";
@@ -1755,7 +1755,7 @@ export interface Methods {
   };
   /**
    * every run, in creation order (newest first with newest)
-   * Errors: forbidden, bad-params.
+   * Errors: forbidden, bad-params, oversize-frame.
    */
   "query.runs": {
     roles: "admin";

@@ -224,7 +224,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "limit", "type": "integer", "required": false, "min": 1, "max": 1000, "default": 1000 }),
     ]),
     "result": "ImportCheckpointsResult",
-    "errors": Object.freeze(["forbidden","bad-params","replay-failed"]),
+    "errors": Object.freeze(["forbidden","bad-params","replay-failed","oversize-frame"]),
     "pushes": Object.freeze([]),
   }),
   "job.authorize": Object.freeze({
@@ -459,7 +459,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "requestId", "type": "string", "required": true, "minLength": 1, "maxLength": 512 }),
     ]),
     "result": "ProxyResult",
-    "errors": Object.freeze(["forbidden","bad-params"]),
+    "errors": Object.freeze(["forbidden","bad-params","oversize-frame"]),
     "pushes": Object.freeze([]),
   }),
   "query.delegations": Object.freeze({
@@ -486,7 +486,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "cursor", "type": "string", "required": false, "maxLength": 16, "note": "nextCursor of the previous page" }),
     ]),
     "result": "JobDetail",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","oversize-frame"]),
     "pushes": Object.freeze([]),
   }),
   "query.jobs": Object.freeze({
@@ -537,7 +537,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "runId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "the admin must name the run; a worker or orchestrator may leave it out (its credential's run)" }),
     ]),
     "result": "RunResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","oversize-frame"]),
     "pushes": Object.freeze([]),
   }),
   "query.runs": Object.freeze({
@@ -551,7 +551,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "newest", "type": "boolean", "required": false, "default": false }),
     ]),
     "result": "RunsResult",
-    "errors": Object.freeze(["forbidden","bad-params"]),
+    "errors": Object.freeze(["forbidden","bad-params","oversize-frame"]),
     "pushes": Object.freeze([]),
   }),
   "query.slots": Object.freeze({
