@@ -516,6 +516,7 @@ func TestMetricsSeries(t *testing.T) {
 		"crewlog_group_size_count 1", "crewlog_commit_seconds_count 1", "crewlog_fsync_seconds_count 1",
 		"crewlog_events_appended_total 4", "crewlog_log_head ", "crewlog_slots_held 0", "crewlog_slots_capacity 3",
 		`crewlog_resyncs_total{transport="sse"} 0`, "crewlog_http_streams 0", "crewlog_snapshot_bytes 1234",
+		`crewlog_http_connections_evicted_total{state="idle"} 0`,
 		`crewlog_budget_tokens_granted{run="` + liveRun + `"}`,
 	} {
 		require.Contains(t, text, s)

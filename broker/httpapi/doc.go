@@ -28,7 +28,7 @@
 //     a search scans ≤ 5,000 runs per page, an events page looks at ≤ 20,000 events, a page of runs, events or a
 //     run's list holds ≤ 4 MiB of items (maxPageBytes; at least one item; each item is encoded once, to
 //     measure the page, and the answer is written from those bytes: answer.go), streams ≤ MaxStreams and
-//     ≤ MaxStreamsPerPrincipal, open connections ≤ MaxConns (Accept waits), sessions ≤ MaxSessions (16 per
+//     ≤ MaxStreamsPerPrincipal, open connections ≤ MaxConns (making room, below), sessions ≤ MaxSessions (16 per
 //     credential), login codes ≤ 64 (8 per credential), requests in progress ≤ 4 per credential (more wait their
 //     turn: readturns.go), per-run metric series ≤ 1,000; a handler panic answers 500 and is logged, the daemon
 //     goes on.
@@ -48,6 +48,36 @@
 //     and the other runs waiting that the decision recorded (poolInputs "recorded").
 //   - state?at=TIME resolves the time by audit.PositionAt, as crewctl replay --at does: the same position.
 //
+// # Connections
+//
+// Listen's listener holds at most MaxConns connections open (limitlistener.go). Waiting for one to close, as it
+// once did, let any local process hold every place for nothing: MaxConns connections, each sent one
+// unauthenticated request (answered 401) and then left idle in keep-alive, hold their places for IdleTimeout
+// (2 min), or MaxConns that send nothing hold theirs for ReadHeaderTimeout (10 s), reopened at once — and the
+// dashboard could not connect at all. So when a connection arrives and every place is held, the listener makes
+// room for it:
+//
+//   - first it closes the connection idle the longest (http.StateIdle: between two requests). Closing an idle
+//     keep-alive connection is allowed by HTTP/1.1 at any time and is what IdleTimeout does anyway, sooner; clients
+//     reopen and resend an idempotent request (every route but POST /api/v1/login is a GET);
+//   - else the oldest connection that has sent no complete request (http.StateNew) and has been open longer than
+//     ConnGrace (default 1 s): closing one still sending its header is what ReadHeaderTimeout would do, sooner.
+//     The grace keeps a legitimate client that has just connected from losing its place to the next one;
+//   - never a connection with a request in progress (http.StateActive: an authenticated stream, bounded by
+//     MaxStreams and MaxStreamsPerPrincipal below MaxConns; a read waiting its turn) nor a hijacked one. If
+//     every place holds such a one, Accept waits for a place, as before.
+//
+// An unauthenticated client's request is answered at once. So a hostile client's connections are idle or new, and
+// each new client takes the place of one of them; refilling the places costs it a connection and a request per
+// place.
+//
+// The states come from http.Server.ConnState. Each change moves the connection between two intrusive lists (idle,
+// ordered by when it went idle; new, ordered by when the server took it) in O(1) under one mutex, and choosing
+// whom to close reads the head of each list, also O(1): there is no scan. The listener accepts the next
+// connection before it makes room, so it closes one only for a client that is there; while it waits it holds
+// that one connection: at most MaxConns + 1 are open. crewlog_http_connections_evicted_total{state} counts the
+// connections closed to make room.
+//
 // # Not guaranteed
 //
 //   - Sessions and login codes live in memory: a restart logs every page out (crewd prints a new link).
@@ -58,5 +88,9 @@
 //     event; later positions near a kept state cost the events between them.
 //   - Explain does not check the recorded pool inputs against the other runs' events (a full crewctl replay
 //     --explain, which folds every run, does).
+//   - A request that arrives on an idle connection just as it is closed to make room is lost with it (the race
+//     every keep-alive close has); the client sees the connection closed and retries on a new one.
+//   - Authenticated requests waiting their turn (readturns.go) are active: a credential's clients can hold
+//     places that way, bounded by MaxConns only.
 //   - TLS: serve it behind a proxy that terminates TLS when --http-allow-remote.
 package httpapi

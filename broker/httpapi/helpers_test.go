@@ -248,7 +248,13 @@ func (f *fixture) openStream(path string, header http.Header) <-chan sseFrame {
 	f.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	f.t.Cleanup(cancel)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.web.URL+path, nil)
+	return f.openStreamVia(ctx, f.web.Client(), f.web.URL, path, header)
+}
+
+// openStreamVia is openStream through client to the server at base; the stream ends with ctx.
+func (f *fixture) openStreamVia(ctx context.Context, client *http.Client, base, path string, header http.Header) <-chan sseFrame {
+	f.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 	require.NoError(f.t, err)
 	if header.Get("Authorization") == "" && header.Get("Cookie") == "" {
 		req.Header.Set("Authorization", "Bearer "+adminToken)
@@ -256,7 +262,7 @@ func (f *fixture) openStream(path string, header http.Header) <-chan sseFrame {
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	resp, err := f.web.Client().Do(req)
+	resp, err := client.Do(req)
 	require.NoError(f.t, err)
 	require.Equal(f.t, http.StatusOK, resp.StatusCode)
 	require.Equal(f.t, "text/event-stream", resp.Header.Get("Content-Type"))

@@ -1,8 +1,11 @@
 package httpapi
 
 import (
+	"io"
 	"net"
+	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -12,7 +15,7 @@ import (
 func TestLimitListenerHoldsAPlacePerOpenConnection(t *testing.T) {
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	l := newLimitListener(inner, 2)
+	l := newLimitListener(inner, 2, time.Second)
 	defer l.Close()
 	accepted := make(chan net.Conn, 2)
 	for i := 0; i < 2; i++ {
@@ -23,11 +26,11 @@ func TestLimitListenerHoldsAPlacePerOpenConnection(t *testing.T) {
 		require.NoError(t, err)
 		accepted <- sc
 	}
-	require.Len(t, l.sem, 2, "both places held: a third Accept would wait")
+	require.Equal(t, 2, l.held, "both places held")
 	first := <-accepted
 	require.NoError(t, first.Close())
 	first.Close()
-	require.Len(t, l.sem, 1, "one place back, once")
+	require.Equal(t, 1, l.held, "one place back, once")
 	require.NoError(t, l.Close())
 	_, err = l.Accept()
 	require.ErrorIs(t, err, net.ErrClosed)
@@ -36,4 +39,122 @@ func TestLimitListenerHoldsAPlacePerOpenConnection(t *testing.T) {
 func TestOptionsMaxConnsAboveMaxStreams(t *testing.T) {
 	o := Options{MaxConns: 10, MaxStreams: 10}
 	require.ErrorContains(t, o.validate(), "MaxConns 10 must exceed MaxStreams 10")
+}
+
+// TestLimitListenerChoosesWhomToClose: the connection idle the longest, else the oldest new one past the grace;
+// never an active or hijacked one; a new one within the grace is waited for.
+func TestLimitListenerChoosesWhomToClose(t *testing.T) {
+	const grace = 10 * time.Second
+	const n, a, i, c = http.StateNew, http.StateActive, http.StateIdle, http.StateClosed
+	for _, tc := range []struct {
+		name   string
+		conns  [][]http.ConnState // each connection's states, in turns; each change a second after the last
+		after  time.Duration      // from the last change to the choice
+		victim int                // index; -1: none
+		retry  time.Duration      // when none: the wait until a new one is past the grace (0: no such wait)
+	}{
+		{"idle longest first", [][]http.ConnState{{n, a}, {n, a, i}, {n, a, i}}, 0, 1, 0},
+		{"idle again goes to the back", [][]http.ConnState{{n, a, i, a, i}, {n, a, i}}, 0, 1, 0},
+		{"idle before new", [][]http.ConnState{{n}, {n, a, i}}, 10 * grace, 1, 0},
+		{"oldest new past the grace", [][]http.ConnState{{n}, {n}}, grace, 0, 0},
+		{"new within the grace: wait", [][]http.ConnState{{n}, {n}}, grace / 4, -1, grace - grace/4 - time.Second},
+		{"active and hijacked never", [][]http.ConnState{{n, a}, {n, http.StateHijacked}, {n, a, i, a}}, 10 * grace, -1, 0},
+		{"closed leaves the lists", [][]http.ConnState{{n, a, i, c}, {n, c}}, 10 * grace, -1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := time.Unix(1_000_000, 0)
+			l := newLimitListener(nil, len(tc.conns), grace)
+			l.now = func() time.Time { return clock }
+			l.held = len(tc.conns)
+			cs := make([]*limitConn, len(tc.conns))
+			for i := range cs {
+				cs[i] = &limitConn{l: l}
+			}
+			// Each connection's first state, then each one's second, ...: as interleaved as a server's.
+			for step := 0; ; step++ {
+				moved := false
+				for i, states := range tc.conns {
+					if step < len(states) {
+						clock = clock.Add(time.Second)
+						l.connState(cs[i], states[step])
+						moved = true
+					}
+				}
+				if !moved {
+					break
+				}
+			}
+			clock = clock.Add(tc.after)
+			victim, retry := l.victim(clock)
+			if tc.victim < 0 {
+				require.Nil(t, victim)
+			} else {
+				require.Same(t, cs[tc.victim], victim)
+			}
+			require.Equal(t, tc.retry, retry)
+		})
+	}
+}
+
+// TestLimitListenerTakesTheFirstPlaceToGoIdle: with every place active or hijacked, Accept holds the new
+// connection until one goes idle, closes that one and hands the new one its place; the others stay open. Close
+// ends a waiting Accept and closes the connection it held.
+func TestLimitListenerTakesTheFirstPlaceToGoIdle(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	l := newLimitListener(inner, 2, time.Nanosecond)
+	defer l.Close()
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Minute))) // a guard against a hang
+		return c
+	}
+	var peers, served []net.Conn
+	for _, st := range []http.ConnState{http.StateHijacked, http.StateActive} {
+		peers = append(peers, dial())
+		sc, err := l.Accept()
+		require.NoError(t, err)
+		served = append(served, sc)
+		l.connState(sc, http.StateNew)
+		l.connState(sc, st)
+	}
+	type accepted struct {
+		c   net.Conn
+		err error
+	}
+	next := make(chan accepted, 1)
+	accept := func() {
+		c, err := l.Accept()
+		next <- accepted{c, err}
+	}
+	third := dial()
+	go accept()
+	l.connState(served[1], http.StateIdle)
+	a := <-next
+	require.NoError(t, a.err)
+	defer a.c.Close()
+	_, err = peers[1].Read(make([]byte, 1))
+	require.ErrorIs(t, err, io.EOF, "the idle one was closed")
+	_, err = served[0].Write([]byte("x"))
+	require.NoError(t, err, "the hijacked one is open")
+	_, err = io.ReadFull(peers[0], make([]byte, 1))
+	require.NoError(t, err)
+	_, err = a.c.Write([]byte("y"))
+	require.NoError(t, err)
+	_, err = io.ReadFull(third, make([]byte, 1))
+	require.NoError(t, err, "the new one has the place")
+	require.Equal(t, 2, l.held)
+	require.Equal(t, uint64(1), l.evictedIdle.Load())
+
+	l.connState(a.c, http.StateNew)
+	l.connState(a.c, http.StateActive)
+	fourth := dial()
+	go accept()
+	require.NoError(t, l.Close())
+	a = <-next
+	require.ErrorIs(t, a.err, net.ErrClosed)
+	_, err = fourth.Read(make([]byte, 1))
+	require.Error(t, err, "the connection held while waiting is closed")
 }

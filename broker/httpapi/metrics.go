@@ -134,6 +134,7 @@ var (
 	descSubscribers = prometheus.NewDesc("crewlog_subscribers", "Socket connections holding an events.subscribe subscription.", nil, nil)
 	descResyncs     = prometheus.NewDesc("crewlog_resyncs_total", "Resyncs sent to slow subscribers, by transport (socket, sse).", []string{"transport"}, nil)
 	descStreams     = prometheus.NewDesc("crewlog_http_streams", "Open HTTP event streams.", nil, nil)
+	descEvicted     = prometheus.NewDesc("crewlog_http_connections_evicted_total", "HTTP connections closed to make room for a new one at MaxConns, by their state then (idle, new).", []string{"state"}, nil)
 	descSnapAge     = prometheus.NewDesc("crewlog_snapshot_age_seconds", "Age of the last snapshot written since start.", nil, nil)
 	descSnapBytes   = prometheus.NewDesc("crewlog_snapshot_bytes", "Size of the last snapshot written since start.", nil, nil)
 	descSnapPos     = prometheus.NewDesc("crewlog_snapshot_position", "Position of the last snapshot written since start.", nil, nil)
@@ -144,7 +145,7 @@ var (
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHead, descSlotsHeld, descSlotsCap, descConns, descSubscribers, descResyncs,
-		descStreams, descSnapAge, descSnapBytes, descSnapPos, descGranted, descSpent, descReady} {
+		descStreams, descEvicted, descSnapAge, descSnapBytes, descSnapPos, descGranted, descSpent, descReady} {
 		ch <- d
 	}
 }
@@ -192,6 +193,14 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descResyncs, prometheus.CounterValue, float64(s.streams.resyncs.Load()), "sse")
 	gauge(descStreams, float64(s.streams.open()))
+	var idle, fresh uint64
+	s.mu.Lock()
+	if l := s.ln; l != nil {
+		idle, fresh = l.evictedIdle.Load(), l.evictedNew.Load()
+	}
+	s.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(descEvicted, prometheus.CounterValue, float64(idle), "idle")
+	ch <- prometheus.MustNewConstMetric(descEvicted, prometheus.CounterValue, float64(fresh), "new")
 	if at := c.m.snapAt.Load(); at != 0 {
 		gauge(descSnapAge, time.Since(time.Unix(0, at)).Seconds())
 		gauge(descSnapBytes, float64(c.m.snapBytes.Load()))

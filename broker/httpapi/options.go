@@ -26,6 +26,9 @@ const (
 	DefaultKeepAlive = 15 * time.Second
 	// DefaultMaxConns bounds the HTTP connections open at once (keep-alive ones included).
 	DefaultMaxConns = 1024
+	// DefaultConnGrace is how long a new connection may take to send its first request before it may be closed
+	// to make room (see Options.ConnGrace).
+	DefaultConnGrace = time.Second
 	// DefaultMaxSessions bounds the login sessions kept; the oldest goes first.
 	DefaultMaxSessions = 1024
 	// SessionLifetime is how long a session cookie is honoured.
@@ -72,8 +75,11 @@ type Options struct {
 	KeepAlive              time.Duration
 	MaxSessions            int
 	// MaxConns bounds the connections Listen's listener holds open at once (default 1024; it must exceed
-	// MaxStreams, since each stream holds one).
-	MaxConns int
+	// MaxStreams, since each stream holds one). When they are all open, the listener makes room for the next:
+	// it closes the connection idle the longest, else the oldest that has sent no complete request and is older
+	// than ConnGrace (default 1 s); one with a request in progress is never closed (see the package doc).
+	MaxConns  int
+	ConnGrace time.Duration
 	// Now is the clock of sessions and login codes (default time.Now).
 	Now func() time.Time
 	// Logger gets failures at warn/error (default discard). It never receives a token, code or cookie.
@@ -90,7 +96,7 @@ func (o *Options) validate() error {
 		errs = append(errs, errors.New("httpapi: Log is required"))
 	}
 	if o.StreamBytes < 0 || o.MaxStreams < 0 || o.MaxStreamsPerPrincipal < 0 ||
-		o.KeepAlive < 0 || o.MaxSessions < 0 || o.MaxConns < 0 {
+		o.KeepAlive < 0 || o.MaxSessions < 0 || o.MaxConns < 0 || o.ConnGrace < 0 {
 		errs = append(errs, errors.New("httpapi: limits must not be negative"))
 	}
 	if d := o.withDefaults(); d.MaxConns <= d.MaxStreams {
@@ -107,6 +113,7 @@ func (o Options) withDefaults() Options {
 	o.KeepAlive = cmp.Or(o.KeepAlive, DefaultKeepAlive)
 	o.MaxSessions = cmp.Or(o.MaxSessions, DefaultMaxSessions)
 	o.MaxConns = cmp.Or(o.MaxConns, DefaultMaxConns)
+	o.ConnGrace = cmp.Or(o.ConnGrace, DefaultConnGrace)
 	if o.Now == nil {
 		o.Now = time.Now
 	}

@@ -29,7 +29,7 @@ type Server struct {
 	reads    *turns.PerKey // requests in progress per credential (readturns.go)
 
 	mu       sync.Mutex
-	ln       net.Listener
+	ln       *limitListener
 	hs       *http.Server
 	baseURL  string
 	loopback bool          // the listener is on a loopback address: check Host
@@ -93,7 +93,7 @@ func (s *Server) Listen(addr string) error {
 		ln.Close()
 		return errors.New("httpapi: closed")
 	}
-	s.ln = newLimitListener(ln, s.opts.MaxConns)
+	s.ln = newLimitListener(ln, s.opts.MaxConns, s.opts.ConnGrace)
 	a := ln.Addr().(*net.TCPAddr)
 	h := a.IP.String()
 	if a.IP.IsUnspecified() {
@@ -106,6 +106,8 @@ func (s *Server) Listen(addr string) error {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          nil,
+		// The listener makes room by closing idle and new connections, never active ones: it needs their states.
+		ConnState: s.ln.connState,
 	}
 	return nil
 }

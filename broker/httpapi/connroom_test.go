@@ -1,0 +1,290 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// roomBound bounds a legitimate request while a hostile client holds every place. It is a guard, not a
+// measure: without making room, a place frees only at ReadHeaderTimeout (10 s) or IdleTimeout (2 min); with it,
+// at once (an idle victim) or after ConnGrace (a new one, a few ms in these tests).
+const roomBound = 5 * time.Second
+
+// roomOptions: 8 places, of which streams may hold 4.
+var roomOptions = Options{MaxConns: 8, MaxStreams: 4, MaxStreamsPerPrincipal: 4, ConnGrace: 20 * time.Millisecond}
+
+// listening serves f's server through Listen's own listener (the fixture's httptest server does not use it) on
+// a loopback port, and returns the listener and its base URL.
+func listening(t *testing.T, f *fixture) (*limitListener, string) {
+	t.Helper()
+	require.NoError(t, f.srv.Listen("127.0.0.1:0"))
+	served := make(chan error, 1)
+	go func() { served <- f.srv.Serve(context.Background()) }()
+	t.Cleanup(func() {
+		require.NoError(t, f.srv.Close())
+		require.NoError(t, <-served)
+	})
+	f.srv.mu.Lock()
+	defer f.srv.mu.Unlock()
+	return f.srv.ln, f.srv.baseURL
+}
+
+// awaitListener waits until cond, read under the listener's lock, holds; a connection's release and its
+// entering the idle or new list wake it.
+func awaitListener(t *testing.T, l *limitListener, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a guard against a hang, not a timing
+	defer cancel()
+	l.mu.Lock()
+	for !cond() {
+		if l.changed == nil {
+			l.changed = make(chan struct{})
+		}
+		changed := l.changed
+		l.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatal("the listener never reached the state awaited")
+		}
+		l.mu.Lock()
+	}
+	l.mu.Unlock()
+}
+
+// requireNoPlaceHeld waits, once every client closed, for the listener to hold no place and list no connection.
+func requireNoPlaceHeld(t *testing.T, l *limitListener) {
+	t.Helper()
+	awaitListener(t, l, func() bool { return l.held == 0 })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	require.Zero(t, l.idle.n)
+	require.Zero(t, l.fresh.n)
+	require.Nil(t, l.idle.head)
+	require.Nil(t, l.fresh.head)
+}
+
+func dial(t *testing.T, base string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// idler is a hostile client's connection: one unauthenticated request, its 401 read, then left idle.
+func idler(t *testing.T, base string) net.Conn {
+	t.Helper()
+	c := dial(t, base)
+	_, err := io.WriteString(c, "GET /api/v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	_, err = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	return c
+}
+
+// closedByServer requires the server to close c: a read ends with EOF.
+func closedByServer(t *testing.T, c net.Conn) {
+	t.Helper()
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Minute))) // a guard against a hang
+	_, err := c.Read(make([]byte, 1))
+	require.ErrorIs(t, err, io.EOF)
+}
+
+// legit is an authenticated request on a connection of its own, which stays open idle after it; it must be
+// answered within roomBound.
+func legit(t *testing.T, base string) *http.Transport {
+	t.Helper()
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	ctx, cancel := context.WithTimeout(t.Context(), roomBound)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/runs", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	require.NoError(t, err, "every place is held by the hostile client")
+	defer resp.Body.Close()
+	_, err = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	return tr
+}
+
+func (l *limitListener) evicted() (idle, fresh uint64) {
+	return l.evictedIdle.Load(), l.evictedNew.Load()
+}
+
+// TestHostileConnectionsMakeRoom: a hostile client holds every place, with idle keep-alive connections (one
+// unauthenticated request each) or with connections that never send a byte; an authenticated request still gets
+// in, in the place of the connection idle the longest, or of the oldest silent one once past ConnGrace.
+func TestHostileConnectionsMakeRoom(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		hostile func(t *testing.T, base string) net.Conn
+		listed  func(l *limitListener) int
+		evicted string // the state of the one closed to make room
+	}{
+		{"idle", idler, func(l *limitListener) int { return l.idle.n }, "idle"},
+		{"silent", dial, func(l *limitListener) int { return l.fresh.n }, "new"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := roomOptions
+			opts.Metrics = NewMetrics()
+			f := newFixture(t, opts)
+			l, base := listening(t, f)
+			var hostile []net.Conn
+			for i := range roomOptions.MaxConns {
+				hostile = append(hostile, tc.hostile(t, base))
+				// One at a time, so the order they are listed in is theirs.
+				awaitListener(t, l, func() bool { return tc.listed(l) == i+1 })
+			}
+			tr := legit(t, base)
+			closedByServer(t, hostile[0])
+			text := metricsText(t, f)
+			for _, state := range []string{"idle", "new"} {
+				n := 0
+				if state == tc.evicted {
+					n = 1
+				}
+				require.Contains(t, text, fmt.Sprintf(`crewlog_http_connections_evicted_total{state=%q} %d`, state, n))
+			}
+
+			for _, c := range hostile {
+				c.Close()
+			}
+			tr.CloseIdleConnections()
+			requireNoPlaceHeld(t, l)
+		})
+	}
+}
+
+// TestStreamsAreNeverClosedToMakeRoom: streams fill what the stream limits allow, idle connections the rest;
+// requests beyond close idle connections (the hostile ones first, then the legitimate ones gone idle), never a
+// stream: each still delivers the next event.
+func TestStreamsAreNeverClosedToMakeRoom(t *testing.T) {
+	f := newFixture(t, roomOptions)
+	l, base := listening(t, f)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	streamsTr := &http.Transport{}
+	defer streamsTr.CloseIdleConnections()
+	var streams []<-chan sseFrame
+	for range roomOptions.MaxStreams {
+		frames := f.openStreamVia(ctx, &http.Client{Transport: streamsTr}, base, "/api/v1/stream", nil)
+		require.Equal(t, "hello", next(t, frames).event)
+		streams = append(streams, frames)
+	}
+	var idlers []net.Conn
+	for range roomOptions.MaxConns - roomOptions.MaxStreams {
+		idlers = append(idlers, idler(t, base))
+	}
+	awaitListener(t, l, func() bool { return l.idle.n == len(idlers) })
+
+	var legits []*http.Transport
+	for range 2 * roomOptions.MaxConns {
+		legits = append(legits, legit(t, base))
+	}
+	for _, c := range idlers {
+		closedByServer(t, c)
+	}
+	idle, fresh := l.evicted()
+	require.Equal(t, [2]uint64{2 * uint64(roomOptions.MaxConns), 0}, [2]uint64{idle, fresh},
+		"each request beyond the places closed one idle connection")
+	usage(f, 7)
+	for _, frames := range streams {
+		require.Equal(t, "task.usage", next(t, frames).event, "the stream is still open")
+	}
+
+	cancel()
+	for _, frames := range streams {
+		for range frames {
+		}
+	}
+	streamsTr.CloseIdleConnections()
+	for _, tr := range legits {
+		tr.CloseIdleConnections()
+	}
+	requireNoPlaceHeld(t, l)
+}
+
+// TestChurnLeaksNoPlace: hostile idle and silent connections and legitimate requests, all at once and over and
+// over; once every client closed, no place is held.
+func TestChurnLeaksNoPlace(t *testing.T) {
+	f := newFixture(t, roomOptions)
+	l, base := listening(t, f)
+	addr := strings.TrimPrefix(base, "http://")
+	const clients, rounds = 6, 20
+	errs := make(chan error, clients)
+	for i := range clients {
+		go func() {
+			errs <- churn(addr, base, i, rounds)
+		}()
+	}
+	for range clients {
+		require.NoError(t, <-errs)
+	}
+	requireNoPlaceHeld(t, l)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	require.LessOrEqual(t, l.held, l.max)
+}
+
+// churn is one client of TestChurnLeaksNoPlace; it returns only errors that are not the server closing its
+// connections to make room.
+func churn(addr, base string, kind, rounds int) error {
+	var open []net.Conn
+	defer func() {
+		for _, c := range open {
+			c.Close()
+		}
+	}()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: time.Minute}
+	for range rounds {
+		switch kind % 3 {
+		case 0: // silent
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				return err
+			}
+			open = append(open, c)
+		case 1: // idle after one unauthenticated request; it may be closed to make room before or after
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				return err
+			}
+			open = append(open, c)
+			if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err == nil {
+				if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+					io.Copy(io.Discard, resp.Body)
+				}
+			}
+		case 2: // legitimate, on fresh connections; one closed to make room fails, and that is all
+			req, err := http.NewRequest(http.MethodGet, base+"/api/v1/slots", nil)
+			if err != nil {
+				return err
+			}
+			req.Header.Set("Authorization", "Bearer "+adminToken)
+			if resp, err := client.Do(req); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			tr.CloseIdleConnections()
+		}
+	}
+	return nil
+}
