@@ -220,6 +220,36 @@ func TestStreamsAreNeverClosedToMakeRoom(t *testing.T) {
 	requireNoPlaceHeld(t, l)
 }
 
+// TestTricklingBodyHoldsNoPlace: no route reads a body, so a request that sends one slowly, never ending it, is
+// answered and its connection closed; it does not stay active, holding its place.
+func TestTricklingBodyHoldsNoPlace(t *testing.T) {
+	f := newFixture(t, roomOptions)
+	l, base := listening(t, f)
+	for _, head := range []string{
+		"POST /api/v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n",
+		"GET /api/v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\nxx",
+		"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\nxx",
+	} {
+		for range roomOptions.MaxConns {
+			c := dial(t, base)
+			require.NoError(t, c.SetReadDeadline(time.Now().Add(roomBound))) // a guard, as roomBound says
+			_, err := io.WriteString(c, head)
+			require.NoError(t, err)
+			r := bufio.NewReader(c)
+			resp, err := http.ReadResponse(r, nil)
+			require.NoError(t, err, "answered before the body ends")
+			_, err = io.Copy(io.Discard, resp.Body)
+			require.NoError(t, err)
+			_, err = r.ReadByte()
+			require.ErrorIs(t, err, io.EOF, "the server closes the connection")
+		}
+	}
+	legit(t, base).CloseIdleConnections()
+	idle, fresh := l.evicted()
+	require.Equal(t, [2]uint64{0, 0}, [2]uint64{idle, fresh}, "the places came back, none was taken")
+	requireNoPlaceHeld(t, l)
+}
+
 // TestChurnLeaksNoPlace: hostile idle and silent connections and legitimate requests, all at once and over and
 // over; once every client closed, no place is held.
 func TestChurnLeaksNoPlace(t *testing.T) {

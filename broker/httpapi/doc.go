@@ -67,9 +67,10 @@
 //     MaxStreams and MaxStreamsPerPrincipal below MaxConns; a read waiting its turn) nor a hijacked one. If
 //     every place holds such a one, Accept waits for a place, as before.
 //
-// An unauthenticated client's request is answered at once. So a hostile client's connections are idle or new, and
-// each new client takes the place of one of them; refilling the places costs it a connection and a request per
-// place.
+// An unauthenticated client gets no request in progress for long: its answer is immediate, and a request with a
+// body is answered and its connection closed without reading the body (no route reads one; net/http would
+// otherwise wait for it with no deadline). So a hostile client's connections are idle or new, and each new client
+// takes the place of one of them; refilling the places costs it a connection and a request per place.
 //
 // The states come from http.Server.ConnState. Each change moves the connection between two intrusive lists (idle,
 // ordered by when it went idle; new, ordered by when the server took it) in O(1) under one mutex, and choosing

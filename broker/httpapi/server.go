@@ -235,6 +235,13 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/login", s.handleLogin)
 	mux.Handle("/", s.uiHandler())
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 {
+			// No route reads a body. After the answer net/http would read what is left of it with no deadline
+			// (ReadTimeout is 0, for the streams' sake), so a client trickling one would keep its connection
+			// active, never closed to make room, for as long as it likes. Answer, read no more, close.
+			w.Header().Set("Connection", "close")
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+		}
 		if !s.hostAllowed(r) {
 			writeError(w, errorf(http.StatusForbidden, codeForbidden, "Host %q is not a loopback name; crewd serves this "+
 				"address to local clients only", r.Host))
