@@ -359,7 +359,8 @@ func (r *fastReader) skipValues(n int) {
 // everywhere: a []byte field or a slice of structs is made at its declared
 // length, so a few bytes can ask for gigabytes, a fatal error no recover
 // catches). Bytes from outside that fail this never reach reflection: a
-// payload here, a command forwarded by another node (commands).
+// payload here, a command forwarded by another node (commands), a message
+// of a replicated log's stream (eventlog/natslog).
 func LengthsFit(b []byte) bool {
 	r := fastReader{b: b}
 	r.skipValues(1)

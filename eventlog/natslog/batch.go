@@ -11,6 +11,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
 )
 
 // A group is published as one JetStream atomic batch (nats-server ≥ 2.12,
@@ -242,9 +243,18 @@ func encodeWire(v any, size int) ([]byte, error) {
 
 var errNotBatch = errors.New("natslog: message is not of the batch layout")
 
+// errLengths refuses a message that declares a length it does not hold.
+var errLengths = errors.New("natslog: a declared length runs past the end of the message")
+
 func decodeWire(b []byte, v any) error {
 	if len(b) == 0 || b[0] != batchVersion {
 		return fmt.Errorf("%w: %w", eventlog.ErrCorrupt, errNotBatch)
+	}
+	// NB: before reflection, which makes a slice of structs at its declared
+	// length: a message of a few bytes declaring 2^32 writes or events would
+	// otherwise ask for terabytes, a fatal error no recover catches.
+	if !events.LengthsFit(b[1:]) {
+		return fmt.Errorf("%w: %w", eventlog.ErrCorrupt, errLengths)
 	}
 	if err := msgpack.Unmarshal(b[1:], v); err != nil {
 		return fmt.Errorf("%w: natslog: decode batch message: %v", eventlog.ErrCorrupt, err)
