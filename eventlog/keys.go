@@ -3,6 +3,7 @@ package eventlog
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"strconv"
 )
 
@@ -60,12 +61,23 @@ func parsePrefixedStreamKey(k []byte, prefix byte) (stream string, n uint64, ok 
 	if len(k) < 1+1+8 || k[0] != prefix {
 		return "", 0, false
 	}
-	l, w := binary.Uvarint(k[1:])
-	if w <= 0 || uint64(len(k)) != 1+uint64(w)+l+8 {
+	// NB: the bytes after the length are compared with it, not 1+w+l+8
+	// with len(k): that sum wraps for a length near 2^64.
+	l, w, ok := keyLen(k[1:])
+	if !ok || len(k)-1-w < 8 || l != uint64(len(k)-1-w-8) {
 		return "", 0, false
 	}
 	s := k[1+w : 1+w+int(l)]
 	return string(s), binary.BigEndian.Uint64(k[len(k)-8:]), true
+}
+
+// keyLen reads the length at the head of b, a uvarint in the one encoding
+// binary.AppendUvarint gives it: a longer encoding of the same number (a
+// 0x80 byte before the last) would give one key a second spelling, which
+// a store read back could hold beside the first.
+func keyLen(b []byte) (n uint64, w int, ok bool) {
+	n, w = binary.Uvarint(b)
+	return n, w, w > 0 && w == (bits.Len64(n|1)+6)/7
 }
 
 // legacyCommandKey is the outcome key of formats 1 and 2, which knew no
@@ -98,8 +110,8 @@ func parseOutcomeKey(k []byte) (principal, id string, ok bool) {
 	if len(k) < 2 || k[0] != prefixOutcome {
 		return "", "", false
 	}
-	n, w := binary.Uvarint(k[1:])
-	if w <= 0 || uint64(len(k)-1-w) < n {
+	n, w, ok := keyLen(k[1:])
+	if !ok || uint64(len(k)-1-w) < n {
 		return "", "", false
 	}
 	return string(k[1+w : 1+w+int(n)]), string(k[1+w+int(n):]), true

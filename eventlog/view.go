@@ -39,8 +39,8 @@ func parseViewKey(k []byte) (stream string, ok bool) {
 	if len(k) < 2 || k[0] != prefixView {
 		return "", false
 	}
-	n, w := binary.Uvarint(k[1:])
-	if w <= 0 || uint64(len(k)-1-w) != n {
+	n, w, ok := keyLen(k[1:])
+	if !ok || uint64(len(k)-1-w) != n {
 		return "", false
 	}
 	return string(k[1+w:]), true
