@@ -2,6 +2,7 @@ package events
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"strings"
 )
 
@@ -89,7 +90,8 @@ func ParsePrincipalKey(k string) (p Principal, ok bool) {
 	rest := k[1:]
 	field := func() (string, bool) {
 		n, w := binary.Uvarint([]byte(rest[:min(len(rest), binary.MaxVarintLen64)]))
-		if w <= 0 || uint64(len(rest)-w) < n {
+		// NB: only appendField's encoding of the length, the shortest: 0x80 0x00 for 0 is a key Key never gives.
+		if w <= 0 || w != (bits.Len64(n|1)+6)/7 || uint64(len(rest)-w) < n {
 			return "", false
 		}
 		s := rest[w : w+int(n)]

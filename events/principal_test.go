@@ -37,6 +37,19 @@ func TestPrincipalKey(t *testing.T) {
 	}
 }
 
+// FuzzParsePrincipalKey: a key ParsePrincipalKey accepts is the Key of the principal it gives.
+func FuzzParsePrincipalKey(f *testing.F) {
+	for _, p := range []Principal{AdminPrincipal(), EnginePrincipal(), OrchestratorPrincipal("R"), WorkerPrincipal("R", "T"),
+		WorkerPrincipal("", "")} {
+		f.Add(p.Key())
+	}
+	f.Fuzz(func(t *testing.T, k string) {
+		if p, ok := ParsePrincipalKey(k); ok {
+			require.Equal(t, k, p.Key())
+		}
+	})
+}
+
 // An event's envelope names the principal whose command wrote it.
 func TestEventPrincipal(t *testing.T) {
 	cases := []struct {
