@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -52,4 +54,62 @@ func TestHelloStringHidesToken(t *testing.T) {
 		require.NotContains(t, s, "secret-token")
 	}
 	require.Equal(t, "hello{protocol:1 runId:r taskId:t token:***}", h.String())
+}
+
+// decodeHelloReference is DecodeHello by encoding/json alone: each credential decoded by json.Unmarshal into a
+// string, from a JSON string only (Unmarshal takes null as no change).
+func decodeHelloReference(params []byte) (Hello, bool) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(params, &fields) != nil || fields == nil {
+		return Hello{}, false
+	}
+	var protocol float64
+	if json.Unmarshal(fields["protocol"], &protocol) != nil || protocol != 1 {
+		return Hello{}, false
+	}
+	h := Hello{Protocol: 1}
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"runId", &h.RunID}, {"taskId", &h.TaskID}, {"token", &h.Token}} {
+		raw := fields[f.key]
+		if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, f.dst) != nil || *f.dst == "" ||
+			len(utf16.Encode([]rune(*f.dst))) > 256 {
+			return Hello{}, false
+		}
+	}
+	return h, true
+}
+
+// FuzzDecodeHelloAgreesWithReference: DecodeHello accepts the params encoding/json accepts, as the same Hello, and
+// refuses every other with the one answer; a Hello accepted and encoded again decodes to itself.
+func FuzzDecodeHelloAgreesWithReference(f *testing.F) {
+	for _, seed := range []string{
+		`{"protocol":1,"runId":"run-1","taskId":"task-1","token":"secret"}`,
+		`{"protocol":1e0,"runId":"r\u00e9","taskId":"t\ud83d\ude00","token":"k","role":"x"}`,
+		`{"protocol":1,"runId":"r","runId":"","taskId":"t","token":"k"}`,
+		`{"protocol":1,"runId":null,"taskId":"t","token":"k"}`,
+		`{"protocol":1,"runId":"\ud800","taskId":"t","token":"k"}`,
+		`{"Protocol":1,"RunId":"r","taskId":"t","token":"k"}`, `[]`, `null`, `"x"`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, params []byte) {
+		if !utf8.Valid(params) {
+			return // a frame is valid UTF-8 before its params are read (ReadFrame)
+		}
+		got, err := DecodeHello(params)
+		want, ok := decodeHelloReference(params)
+		if !ok {
+			require.Equal(t, &Error{Code: CodeAuth, Message: MsgHelloRejected}, err)
+			return
+		}
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+		enc, err := json.Marshal(got)
+		require.NoError(t, err)
+		again, err := DecodeHello(enc)
+		require.NoError(t, err)
+		require.Equal(t, got, again)
+	})
 }
