@@ -205,3 +205,20 @@ func BenchmarkLastLineReference(b *testing.B) {
 		}
 	}
 }
+
+// FuzzLastLineAgreesWithReference: for any file, offset (up to past the
+// end), chunk and limit, the chunked read answers as the single read.
+func FuzzLastLineAgreesWithReference(f *testing.F) {
+	f.Add([]byte("abc\ndefgh\nijk\n"), uint16(14), uint8(3), uint8(40))
+	f.Add([]byte("a\r\nbc\r\n"), uint16(7), uint8(1), uint8(2))
+	f.Add([]byte("a\nxxxxxxxx\n"), uint16(11), uint8(2), uint8(8))
+	f.Add([]byte("xxxxxxxx\n"), uint16(9), uint8(4), uint8(8))
+	f.Add([]byte("ab\n"), uint16(5), uint8(2), uint8(0))
+	f.Fuzz(func(t *testing.T, content []byte, off uint16, chunk, limit uint8) {
+		r := fileLikeReader{bytes.NewReader(content)}
+		wantLine, wantErr := lastLineReference(r, int64(off), int64(limit))
+		got, err := lastLineAt(r, int64(off), int64(chunk), int64(limit))
+		requireSameLastLine(t, wantLine, wantErr, got, err,
+			fmt.Sprintf("content %q off %d chunk %d limit %d", content, off, chunk, limit))
+	})
+}
