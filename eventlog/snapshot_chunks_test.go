@@ -1,6 +1,7 @@
 package eventlog
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -204,4 +205,82 @@ func TestChunkSnapshotsStep(t *testing.T) {
 			require.Equal(t, 1, rep.Snapshots)
 		})
 	}
+}
+
+// snapshotValues is the keys and values writeSnapshotChunks writes.
+func snapshotValues(t *testing.T, pos uint64, data []byte) map[string][]byte {
+	t.Helper()
+	kv := map[string][]byte{}
+	require.NoError(t, writeSnapshotChunks(mapWriter(kv), pos, data))
+	return kv
+}
+
+type mapWriter map[string][]byte
+
+func (m mapWriter) Set(k, v []byte) error { m[string(k)] = bytes.Clone(v); return nil }
+
+// FuzzSnapshotChunksNeverHandOutOtherBytes stores a snapshot of 0..3
+// chunks and more, spoils its keys by a list of operations on whole sealed
+// values (one dropped, one chunk's value put under another chunk's key or
+// another position's, the header claiming other sizes or counts, a whole
+// snapshot of the pre-chunk layout beside the chunks), and reads every
+// snapshot back as Verify and a start-up do: each snapshot read is the
+// bytes written, byte for byte, or the read fails with ErrCorrupt. A
+// value's seal is checked on its own; what these operations test is that
+// the chunks add up.
+func FuzzSnapshotChunksNeverHandOutOtherBytes(f *testing.F) {
+	f.Add(uint32(10), []byte{})
+	f.Add(uint32(snapshotChunk+1), []byte{0, 2, 0})
+	f.Add(uint32(3*snapshotChunk+7), []byte{1, 1, 2, 1, 2, 1})
+	f.Add(uint32(2*snapshotChunk), []byte{3, 2, 0, 3, 2, 1, 3, 2, 2})
+	f.Add(uint32(2*snapshotChunk-1), []byte{4, 0xff, 0})
+	f.Add(uint32(5), []byte{2, 0, 0})
+	const pos = 5
+	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem()})
+	require.NoError(f, err)
+	f.Cleanup(func() { db.Close() })
+	var data []byte
+	f.Fuzz(func(t *testing.T, size uint32, ops []byte) {
+		size %= 3*snapshotChunk + 8
+		if len(data) != int(size) {
+			data = incompressible(int(size), 1)
+		}
+		kv := snapshotValues(t, pos, data)
+		n := uint32(snapshotChunks(int(size)))
+		b := db.NewBatch()
+		require.NoError(t, b.DeleteRange([]byte{prefixSnapshot}, []byte{prefixSnapshot + 1}, nil))
+		for k, v := range kv {
+			require.NoError(t, b.Set([]byte(k), v, nil))
+		}
+		for ; len(ops) >= 3; ops = ops[3:] {
+			i, j := uint32(ops[1])%(n+2), uint32(ops[2])%(n+2)
+			switch ops[0] % 5 {
+			case 0: // a key dropped
+				require.NoError(t, b.Delete(snapshotChunkKey(pos, i), nil))
+			case 1: // chunk j's value under chunk i's key
+				if v, ok := kv[string(snapshotChunkKey(pos, j))]; ok {
+					require.NoError(t, b.Set(snapshotChunkKey(pos, i), v, nil))
+				}
+			case 2: // the whole snapshot, as before chunks, at pos
+				require.NoError(t, b.Set(snapshotKey(pos), seal(data), nil))
+			case 3: // chunk j's value under chunk i's key of the next position
+				if v, ok := kv[string(snapshotChunkKey(pos, j))]; ok {
+					require.NoError(t, b.Set(snapshotChunkKey(pos+1, i), v, nil))
+				}
+			case 4: // a header claiming other sizes and counts
+				p := binary.BigEndian.AppendUint64(nil, uint64(int64(size)+int64(int8(ops[1]))))
+				p = binary.BigEndian.AppendUint32(p, n+uint32(int8(ops[2])))
+				p = binary.BigEndian.AppendUint32(p, crc32.Checksum(data, castagnoli))
+				require.NoError(t, b.Set(snapshotChunkKey(pos, 0), seal(p), nil))
+			}
+		}
+		require.NoError(t, b.Commit(pebble.NoSync))
+		_, err := eachSnapshot(db, pos+1, func(at uint64, got []byte) {
+			require.Equal(t, len(data), len(got), "snapshot at %d", at)
+			require.True(t, bytes.Equal(data, got), "snapshot at %d", at)
+		})
+		if err != nil {
+			require.ErrorIs(t, err, ErrCorrupt)
+		}
+	})
 }
