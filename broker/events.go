@@ -8,12 +8,8 @@ import (
 	"github.com/crewlog/crewlog/eventlog"
 )
 
-// Paging bounds of events.since (D§7.5).
-const (
-	maxSinceLimit = 1000
-	// frameSlack is room left in a frame for the response envelope around a page of events or messages.
-	frameSlack = 1024
-)
+// maxSinceLimit bounds a page of events.since (D§7.5).
+const maxSinceLimit = 1000
 
 // handleEventsSince pages through the run's stream: {sinceSeq? (default 0; negative counts as 0), limit? 1..1000 (default 1000)} →
 // {events, nextSeq, hasMore}, the events after sinceSeq in seq order. nextSeq is the seq of the last event returned

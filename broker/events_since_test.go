@@ -26,7 +26,7 @@ type sinceResult struct {
 func neverLifted(any) (string, bool) { return "", false }
 
 // sinceFrame is the frame the events.since tests use: small enough that a 3,000-character message fills a fifth of
-// a page, so pages end on their size, and that a 15,800-character one cannot fit any page and is sent omitted.
+// a page, so pages end on their size, and that a 16,200-character one cannot fit any page and is sent omitted.
 const sinceFrame = 16 << 10
 
 // writeVariedRun gives run R1 of f (seeded as s) every kind of event events.since renders differently: delegations
@@ -53,7 +53,7 @@ func writeVariedRun(t *testing.T, f *fixture, s seeded) (o, p *client) {
 	for i := range 4 {
 		o.ok("msg.send", map[string]any{"to": taskP, "body": fmt.Sprintf("%d:%s", i, strings.Repeat("m", 3000))})
 	}
-	o.ok("msg.send", map[string]any{"to": taskP, "body": strings.Repeat("y", 15_800)})
+	o.ok("msg.send", map[string]any{"to": taskP, "body": strings.Repeat("y", 16_200)})
 	o.ok("msg.send", map[string]any{"to": taskP, "body": "héllo ✓ \u2028"})
 	p.ok("msg.inbox", map[string]any{})
 	tok := o.ok("credential.issue", map[string]any{"taskId": taskQ})["token"].(string)
@@ -148,7 +148,7 @@ func referenceSince(t *testing.T, f *fixture, c *client, k sinceCase) []byte {
 	if limit == 0 {
 		limit = maxSinceLimit
 	}
-	budget := f.srv.opts.MaxFrame - frameSlack - len(fmt.Sprintf("c%d", c.n+1)) // pageBudget of the call's id
+	budget := frameBudget(f.srv.opts.MaxFrame, fmt.Sprintf("c%d", c.n+1)) // pageBudget of the call's id
 	page, err := readSince(f.log, runR, uint64(max(k.since, 0)), limit, budget, func(r *eventlog.Event) (teamEvent, error) {
 		return renderEventWith(r, viewer, neverLifted)
 	})

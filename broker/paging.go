@@ -51,8 +51,23 @@ func fitPage[T, W any](cl *call, limit int, read func(limit int) (page[T], error
 	}
 }
 
-// pageBudget is the bytes a response page may take: the frame, less room for the envelope around it.
-func pageBudget(cl *call) int { return cl.c.s.opts.MaxFrame - frameSlack - len(cl.id) }
+// pageEnvelope is the bytes a page's answer takes besides its items (each counted with one more, its comma) and
+// the request's id: the frame's {"id":,"result":} and newline, and the keys, counts, flags and cursor of the result
+// around the items, the longest {"delegations":[],"nextCursor":"1z141z3","hasMore":false,
+// "total":-9223372036854775808} (TestPageEnvelopeHoldsEveryPagedAnswer measures each).
+const pageEnvelope = 128
+
+// pageBudget is the bytes a response page may take: the frame, less its envelope and the request's id.
+func pageBudget(cl *call) int { return frameBudget(cl.c.s.opts.MaxFrame, cl.id) }
+
+// frameBudget is the bytes the items of a page answering request id may take in a frame of maxFrame bytes. The id
+// is counted as json.Marshal escapes it, the most any frame's writer does.
+func frameBudget(maxFrame int, id string) int { return maxFrame - pageEnvelope - jsonLen(id) }
+
+func jsonLen(s string) int {
+	b, _ := json.Marshal(s)
+	return len(b)
+}
 
 // pageParams reads {limit?, cursor?} of a paged query.
 func pageParams(p *params) (limit int, cursor string) {

@@ -46,13 +46,13 @@ func TestEventsSinceLargeEventsKeepTheirData(t *testing.T) {
 	require.Equal(t, n, bodies)
 	require.GreaterOrEqual(t, pages, n/2, "two 100 KB events per 256 KB page")
 
-	// With a 16 KiB frame a 15,800-char message fits a request but its event cannot fit any page: it alone is sent
+	// With a 16 KiB frame a 16,200-char message fits a request but its event cannot fit any page: it alone is sent
 	// omitted, and paging goes on.
 	small := newFixture(t, fixtureOpts{opts: Options{MaxFrame: 16 << 10}})
 	ss := small.seed()
 	so := small.dial()
 	so.hello(runR, events.OrchestratorKey, ss.orch)
-	so.ok("msg.send", map[string]any{"to": taskP, "body": strings.Repeat("y", 15_800)})
+	so.ok("msg.send", map[string]any{"to": taskP, "body": strings.Repeat("y", 16_200)})
 	so.ok("msg.send", map[string]any{"to": taskP, "body": "small"})
 	sp := small.dial()
 	sp.hello(runR, taskP, ss.p)

@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -180,11 +182,12 @@ var unreachedCodes = map[string]string{
 }
 
 // errorState is a state of the crew that refuses requests it would otherwise accept: opts build the crew, apply
-// puts it in the state.
+// puts it in the state, and reads, when set, points a read's accepted params at what the state made.
 type errorState struct {
 	name  string
 	opts  fixtureOpts
 	apply func(e *errorsCrew)
+	reads func(e *errorsCrew, method string, params map[string]any)
 }
 
 // errorStates are the states every method is called in with its accepted params: the run at its events quota, at
@@ -241,7 +244,7 @@ func newErrorsCrew(t *testing.T, fo fixtureOpts) *errorsCrew {
 	q.hello(runR, taskQ, e.s.q)
 	// The delegation's description is as long as it may be, in a char JSON writes in six bytes: its record is as large
 	// as a delegation's can be.
-	e.ids["sub"] = p.ok("delegate.request", map[string]any{"prompt": "p", "budgetTokens": 1,
+	e.ids["sub"] = p.okUnescaped("delegate.request", map[string]any{"prompt": "p", "budgetTokens": 1,
 		"description": strings.Repeat("<", commands.MaxDescriptionChars)})["grandchildTaskRef"].(string)
 	e.ids["question"] = q.ok("wait.request", map[string]any{"question": "?"})["questionId"].(string)
 	e.ids["message"] = o.ok("msg.send", map[string]any{"to": taskP, "body": "hi"})["messageId"].(string) + "_" + taskP
@@ -250,6 +253,24 @@ func newErrorsCrew(t *testing.T, fo fixtureOpts) *errorsCrew {
 	p.ok("proxy.request", map[string]any{"jobId": "J", "requestId": "r1", "nonce": e.ids["nonce"], "tool": "read"})
 	q.nc.Close()
 	return e
+}
+
+// okUnescaped is ok with the request's JSON written unescaped where json.Marshal would escape HTML's characters in
+// six bytes: a request of the smallest frame still carries the longest texts of such chars.
+func (c *client) okUnescaped(method string, params any) map[string]any {
+	c.t.Helper()
+	c.n++
+	id := fmt.Sprintf("c%d", c.n)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	require.NoError(c.t, enc.Encode(map[string]any{"id": id, "method": method, "params": params}))
+	c.sendLine(strings.TrimSuffix(b.String(), "\n"))
+	r := c.answerOf(id)
+	require.Nil(c.t, r.Error, "%s failed", method)
+	var m map[string]any
+	require.NoError(c.t, json.Unmarshal(r.Result, &m))
+	return m
 }
 
 // helloParams are the hello of role's credential: the worker is task P.

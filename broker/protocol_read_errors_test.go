@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
@@ -21,9 +23,9 @@ import (
 //
 // Each is called by each role with its accepted params, then, by each role it admits, with each params key left out
 // or set to each value of errorCorpus; and with its accepted params in the states of errorStates and in those that
-// refuse reads: the run ended and gone cold, records larger than a (small) frame, the worker's and the
-// orchestrator's credentials revoked, and every credential at its connection, wait and subscription limits. A hello
-// is sent on a connection of its own.
+// refuse reads: the run ended and gone cold, records larger than a (small) frame, the smallest frame a daemon allows,
+// the worker's and the orchestrator's credentials revoked, and every credential at its connection, wait and
+// subscription limits. A hello is sent on a connection of its own.
 func TestProtocolReadErrorsMatchServer(t *testing.T) {
 	methods := describedMethods(t, false)
 	seen := codesSeen{}
@@ -57,6 +59,9 @@ func TestProtocolReadErrorsMatchServer(t *testing.T) {
 		for _, m := range methods {
 			for _, role := range errorRoles {
 				base, _ := readsBase(e, m.Name, role)
+				if st.reads != nil {
+					st.reads(e, m.Name, base)
+				}
 				seen.observe(m.Name, base, send(e, role, m.Name, base), st.name)
 			}
 		}
@@ -69,6 +74,7 @@ func TestProtocolReadErrorsMatchServer(t *testing.T) {
 		"task.waitStatus": {wire.CodeWaitTimeout, wire.CodeTooManyWaits}, "events.subscribe": {wire.CodeTooManySubscriptions},
 		"import.append": {wire.CodeDiskFull}, "query.tasks": {wire.CodeOversizeFrame}, "query.job": {wire.CodeOversizeFrame},
 		"query.run": {wire.CodeOversizeFrame}, "query.ledger": {wire.CodeNoTask},
+		"events.since": {wire.CodeOversizeFrame}, "query.delegations": {wire.CodeOversizeFrame},
 		"msg.inbox": {wire.CodeNoManifest, wire.CodeOversizeFrame}, "proxy.result": {wire.CodeForbidden}})
 }
 
@@ -87,11 +93,11 @@ var readStates = []errorState{
 		e.f.eng.Read(func(st *projections.State) { require.True(e.t, st.IsCold(runR)) })
 	}},
 	{name: "records larger than a frame", opts: fixtureOpts{opts: Options{MaxFrame: 4096}}, apply: func(e *errorsCrew) {
-		// A page of a 4 KiB frame holds 3 KiB: P's first pending message, the run inbox's first and the run's first
+		// A page of a 4 KiB frame holds 3.9 KiB: P's first pending message, the run inbox's first and the run's first
 		// task do not fit in one. Nor, in a frame of their own, does the run (its reason's chars take six bytes each
 		// in JSON), nor r1's result, which proxy.result sends as a string of JSON, nor the pages of runs, of J's
 		// calls and of the import's checkpoints, which are not cut to fit.
-		big := strings.Repeat("x", 3500)
+		big := strings.Repeat("x", 3900)
 		o, p, a := e.conn(events.RoleOrchestrator), e.conn(events.RoleWorker), e.conn(events.RoleAdmin)
 		p.ok("mailbox.ack", map[string]any{"taskId": taskP, "messageIds": []any{e.ids["message"]}})
 		o.ok("msg.send", map[string]any{"to": []any{taskP, "parent"}, "body": big})
@@ -109,6 +115,30 @@ var readStates = []errorState{
 			a.ok(methodImportAppend, importCheckpoint("i"+path, path+strings.Repeat("x", 2000)))
 		}
 	}},
+	{name: "the smallest frame", opts: fixtureOpts{opts: Options{MaxFrame: wire.MaxFrameFloor}},
+		apply: func(e *errorsCrew) {
+			// A page holds what fits in 0.9 KiB: P's delegation, its description of six-byte chars, does not. Nor,
+			// read from where they are, does an event with its data left out when its command id takes 1.5 KiB as
+			// JSON, nor J with its call whose id takes 0.75 KiB.
+			o, p := e.conn(events.RoleOrchestrator), e.conn(events.RoleWorker)
+			long := strings.Repeat("<", maxCommandID)
+			o.okUnescaped("msg.send", map[string]any{"to": taskP, "body": "b", "commandId": long})
+			e.f.eng.Read(func(st *projections.State) {
+				run, _ := st.Run(runR)
+				e.ids["longCommandSeq"] = fmt.Sprint(run.Usage.Events) // the last event's seq
+			})
+			p.okUnescaped("proxy.request", map[string]any{"jobId": "J", "nonce": e.ids["nonce"], "tool": "read",
+				"requestId": long[:commands.MaxRequestIDChars]})
+		},
+		reads: func(e *errorsCrew, method string, params map[string]any) {
+			switch method {
+			case wire.MethodEventsSince:
+				seq, _ := strconv.Atoi(e.ids["longCommandSeq"])
+				params["sinceSeq"] = seq - 1
+			case "query.job":
+				params["cursor"] = "1" // the call after r1
+			}
+		}},
 	{name: "credentials revoked", apply: func(e *errorsCrew) {
 		for _, role := range []string{events.RoleWorker, events.RoleOrchestrator} {
 			e.revoke(role)

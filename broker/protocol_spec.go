@@ -221,7 +221,8 @@ var protocolSpec = map[string]methodSpec{
 		roles:   rolesAll,
 		params:  []paramDesc{runParam, sinceParam, pInt("limit", 1, maxSinceLimit, maxSinceLimit)},
 		results: []any{eventsPage{}},
-		errors:  []wire.Code{wire.CodeBadParams, wire.CodeForbidden, wire.CodeNoManifest, wire.CodeReplayFailed},
+		errors: []wire.Code{wire.CodeBadParams, wire.CodeForbidden, wire.CodeNoManifest, wire.CodeReplayFailed,
+			wire.CodeOversizeFrame},
 	},
 	wire.MethodEventsSubscribe: {
 		summary: "replay the run's events after sinceSeq, then push them live; one subscription per connection",

@@ -1475,7 +1475,7 @@ export interface Methods {
   };
   /**
    * a page of the run's events after sinceSeq
-   * Errors: bad-params, forbidden, no-manifest, replay-failed.
+   * Errors: bad-params, forbidden, no-manifest, replay-failed, oversize-frame.
    */
   "events.since": {
     roles: "worker" | "orchestrator" | "admin";

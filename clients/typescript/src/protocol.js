@@ -171,7 +171,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "limit", "type": "integer", "required": false, "min": 1, "max": 1000, "default": 1000 }),
     ]),
     "result": "EventsPage",
-    "errors": Object.freeze(["bad-params","forbidden","no-manifest","replay-failed"]),
+    "errors": Object.freeze(["bad-params","forbidden","no-manifest","replay-failed","oversize-frame"]),
     "pushes": Object.freeze([]),
   }),
   "events.subscribe": Object.freeze({

@@ -1,0 +1,159 @@
+package broker
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/events"
+)
+
+// TestPagesAtTheSmallestFrame: in a frame of the smallest size a daemon allows, every paged read of a run of small
+// items — tasks, delegations, mailboxes, inboxes, events — holds at least one item a page, each answer within the
+// frame, and every item is read once by following its cursor.
+func TestPagesAtTheSmallestFrame(t *testing.T) {
+	frame := wire.MaxFrameFloor
+	f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: frame}})
+	s := f.seed()
+	o, p := f.dial(), f.dial()
+	o.hello(runR, events.OrchestratorKey, s.orch)
+	p.hello(runR, taskP, s.p)
+	for i := range 6 {
+		o.ok("task.create", map[string]any{"taskId": fmt.Sprint("T", i), "role": "executor", "agent": "a",
+			"title": strings.Repeat("t", 100), "cwd": "/w"})
+		o.ok("msg.send", map[string]any{"to": taskP, "body": strings.Repeat("b", 200)})
+		o.ok("msg.send", map[string]any{"to": "parent", "body": strings.Repeat("b", 200)})
+		sub := p.ok("delegate.request", map[string]any{"prompt": "p", "budgetTokens": 1,
+			"description": strings.Repeat("d", 100)})["grandchildTaskRef"].(string)
+		o.ok("delegate.settle", map[string]any{"subId": sub, "outcome": "ok", "text": "done"})
+	}
+
+	pages := pager{t: t, frame: frame}
+	for _, list := range []struct {
+		c               *client
+		method, key, id string
+		params          map[string]any
+		minItems        int
+	}{
+		{c: o, method: "query.tasks", key: "tasks", id: "id", minItems: 8},
+		{c: o, method: "query.delegations", key: "delegations", id: "subId", minItems: 6},
+		{c: o, method: "query.mailbox", key: "messages", id: "id", params: map[string]any{"taskId": taskP}, minItems: 6},
+		{c: o, method: wire.MethodMsgInbox, key: "messages", id: "id", minItems: 6},
+		{c: p, method: wire.MethodMsgInbox, key: "messages", id: "id", minItems: 6},
+	} {
+		ids := pages.all(list.c, list.method, list.params, list.key, list.id)
+		require.GreaterOrEqual(t, len(ids), list.minItems, list.method)
+	}
+	seqs := pages.since(o)
+	require.Greater(t, len(seqs), 40)
+	for i, seq := range seqs {
+		require.EqualValues(t, i+1, seq, "events.since: a gap or a repeat")
+	}
+}
+
+// pager reads every page of a list, each answer held to the frame.
+type pager struct {
+	t     *testing.T
+	frame int
+}
+
+// all follows nextCursor from the first page of method to its last, with the largest limit each allows, and
+// returns the id field of every item of key in the order read, requiring every id once, each page within the
+// frame with at least one item, and more than one page.
+func (pg pager) all(c *client, method string, params map[string]any, key, id string) []string {
+	t := pg.t
+	t.Helper()
+	var ids []string
+	cursor, pages := "", 0
+	for {
+		req := map[string]any{"limit": 1000}
+		for k, v := range params {
+			req[k] = v
+		}
+		if cursor != "" {
+			req["cursor"] = cursor
+		}
+		r := c.call(method, req)
+		require.Nil(t, r.Error, "%s page %d", method, pages+1)
+		require.LessOrEqual(t, c.rd.FrameBytes(), pg.frame, "%s page %d", method, pages+1)
+		var res map[string]any
+		require.NoError(t, json.Unmarshal(r.Result, &res))
+		pages++
+		items := res[key].([]any)
+		require.NotEmpty(t, items, "%s page %d holds no item", method, pages)
+		for _, it := range items {
+			ids = append(ids, it.(map[string]any)[id].(string))
+		}
+		next, more := res["nextCursor"].(string)
+		if !more {
+			break
+		}
+		cursor = next
+	}
+	require.Greater(t, pages, 1, "%s: the list fits one frame, which tests nothing", method)
+	seen := map[string]bool{}
+	for _, id := range ids {
+		require.False(t, seen[id], "%s: %s twice", method, id)
+		seen[id] = true
+	}
+	return ids
+}
+
+// since reads every page of the run's events and returns their seqs, each page within the frame with at least one
+// event.
+func (pg pager) since(c *client) []float64 {
+	t := pg.t
+	t.Helper()
+	var seqs []float64
+	since := 0.0
+	for {
+		r := c.call(wire.MethodEventsSince, map[string]any{"sinceSeq": since})
+		require.Nil(t, r.Error, "events.since after %v", since)
+		require.LessOrEqual(t, c.rd.FrameBytes(), pg.frame)
+		var res map[string]any
+		require.NoError(t, json.Unmarshal(r.Result, &res))
+		evs := res["events"].([]any)
+		if res["hasMore"] != true && len(evs) == 0 {
+			return seqs
+		}
+		require.NotEmpty(t, evs, "events.since after %v holds no event", since)
+		for _, ev := range evs {
+			seqs = append(seqs, ev.(map[string]any)["metadata"].(map[string]any)["seq"].(float64))
+		}
+		since = res["nextSeq"].(float64)
+		if res["hasMore"] != true {
+			return seqs
+		}
+	}
+}
+
+// TestPageEnvelopeHoldsEveryPagedAnswer: pageEnvelope holds what each paged answer takes besides its items and its
+// id, with its counts and cursor at their longest.
+func TestPageEnvelopeHoldsEveryPagedAnswer(t *testing.T) {
+	const cursor = "1z141z3" // the longest a projection makes: an ordinal below 2³² in base 36
+	paged := func(key string) any {
+		return pagedResult(key, page[int]{items: []int{}, next: cursor, total: math.MinInt})
+	}
+	for name, result := range map[string]any{
+		"tasks": paged("tasks"), "delegations": paged("delegations"), "accounts": paged("accounts"),
+		"messages": inboxResult{Messages: []wireMessage{}, NextCursor: cursor, HasMore: true, Total: math.MinInt},
+		"events":   sincePage{nextSeq: math.MaxUint64}.result(), // hasMore false: its longest
+	} {
+		raw, ok := result.(compactResult)
+		if !ok {
+			b, err := json.Marshal(result)
+			require.NoError(t, err)
+			raw = b
+		}
+		const id = "\u2028<"
+		frame, err := wire.AppendCompactResponse(nil, id, json.RawMessage(raw), wire.MaxFrameCeiling)
+		require.NoError(t, err)
+		around := len(frame) - jsonLen(id)
+		require.LessOrEqual(t, around, pageEnvelope, "%s: %s", name, frame)
+	}
+}
