@@ -142,7 +142,8 @@ type importCheckpointsResult struct {
 }
 
 // handleImportCheckpoints: admin only, {source, cursor?, limit?} → {checkpoints, nextCursor?}: the newest
-// checkpoint of every file the source's imports recorded, by path, from the path after cursor. It reads the
+// checkpoint of every file the source's imports recorded, by path, from the path after cursor, the page cut to what
+// fits in a frame as the other pages are (fitPage). It reads the
 // checkpoint stream (events.ImportStream) from its start, so it costs one decode per checkpoint ever recorded; a
 // follower calls it once when it starts.
 func handleImportCheckpoints(cl *call) (any, error) {
@@ -178,13 +179,16 @@ func handleImportCheckpoints(cl *call) (any, error) {
 		paths = append(paths, k)
 	}
 	slices.Sort(paths)
-	out := importCheckpointsResult{Checkpoints: []events.ImportCheckpoint{}}
-	for i, k := range paths {
-		if i == limit {
-			out.NextCursor = paths[i-1]
-			break
+	// The cursor is the path of the page's last checkpoint: the next page starts at the first path left out.
+	pg, err := fitPage(cl, limit, func(limit int) (page[string], error) {
+		p := page[string]{items: paths[:min(limit, len(paths))]}
+		if limit < len(paths) {
+			p.next = paths[limit-1]
 		}
-		out.Checkpoints = append(out.Checkpoints, latest[k])
+		return p, nil
+	}, func(path string) events.ImportCheckpoint { return latest[path] })
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return importCheckpointsResult{Checkpoints: pg.items, NextCursor: pg.next}, nil
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"encoding/json"
 	"strconv"
 
 	"github.com/crewlog/crewlog/commands"
@@ -76,7 +77,7 @@ type GrantedTool struct {
 }
 
 // query.job {jobId, limit? 1..500 (default 100), cursor?} → the job with a page of its requests in the order their
-// ids were first seen; nextCursor continues.
+// ids were first seen, cut to what fits in a frame beside the job's own fields (fitPage); nextCursor continues.
 func handleQueryJob(cl *call) (any, error) {
 	var jobID, cursor string
 	var limit int64
@@ -96,14 +97,24 @@ func handleQueryJob(cl *call) (any, error) {
 		}
 		from = n
 	}
-	var (
-		out   JobDetail
-		found bool
-	)
-	cl.c.s.eng.Read(func(st *projections.State) { out, found = JobDetailOf(st, runID, jobID, from, int(limit)) })
-	if !found {
-		return nil, badParams(cl.method, "job %q not found", jobID)
+	var out JobDetail
+	pg, err := fitPage(cl, int(limit), func(limit int) (page[*projections.ProxyRequest], error) {
+		found := false
+		cl.c.s.eng.Read(func(st *projections.State) { out, found = JobDetailOf(st, runID, jobID, from, limit) })
+		if !found {
+			return page[*projections.ProxyRequest]{}, badParams(cl.method, "job %q not found", jobID)
+		}
+		// The job's own fields are sent with every page: measured without the page, they are what it holds around it.
+		p := page[*projections.ProxyRequest]{items: out.Requests, next: out.NextCursor}
+		out.Requests, out.NextCursor = []*projections.ProxyRequest{}, ""
+		b, err := json.Marshal(out)
+		p.around = len(b)
+		return p, err
+	}, same[*projections.ProxyRequest])
+	if err != nil {
+		return nil, err
 	}
+	out.Requests, out.NextCursor = pg.items, pg.next // out is the job as the read that gave the page saw it
 	return out, nil
 }
 

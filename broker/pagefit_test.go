@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,6 +54,53 @@ func TestPagesAtTheSmallestFrame(t *testing.T) {
 	require.Greater(t, len(seqs), 40)
 	for i, seq := range seqs {
 		require.EqualValues(t, i+1, seq, "events.since: a gap or a repeat")
+	}
+}
+
+// TestRunsCheckpointsAndCallsCutToTheFrame: in a frame of 4 KiB, and in the smallest a daemon allows, the runs, an
+// import's checkpoints and a job's calls, whose pages would not fit in one frame, are read whole by following their
+// cursor: every item exactly once, in order, each answer within the frame and holding at least one item.
+func TestRunsCheckpointsAndCallsCutToTheFrame(t *testing.T) {
+	for _, frame := range []int{4096, wire.MaxFrameFloor} {
+		t.Run(fmt.Sprint(frame), func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: frame}})
+			s := f.seed()
+			a, o, p := f.dial(), f.dial(), f.dial()
+			a.helloAdmin()
+			o.hello(runR, events.OrchestratorKey, s.orch)
+			p.hello(runR, taskP, s.p)
+			// A few hundred bytes each, a dozen or more: none alone too large for the frame, together several frames.
+			runs := []string{runR}
+			for i := range 12 {
+				id := fmt.Sprintf("R%02d", i+2)
+				a.ok("run.create", map[string]any{"runId": id, "team": "t", "goal": strings.Repeat("g", 200), "cwd": "/w"})
+				runs = append(runs, id)
+			}
+			var paths []string // each checkpoint's page holds its path twice, the second time as the cursor
+			for i := range 12 {
+				path := fmt.Sprintf("/%02d/%s", i, strings.Repeat("p", 300))
+				a.ok(methodImportAppend, importCheckpoint(fmt.Sprint("c", i), path))
+				paths = append(paths, path)
+			}
+			nonce := o.ok("job.create", map[string]any{"jobId": "J", "taskId": taskP, "tools": testGrant})["nonce"].(string)
+			o.ok("lease.open", map[string]any{"jobId": "J", "mode": "start", "rootToolCallId": "root-1"})
+			var calls []string // each page beside the job's grant and counts
+			for i := range 20 {
+				id := fmt.Sprintf("%02d-%s", i, strings.Repeat("r", 100))
+				p.ok("proxy.request", map[string]any{"jobId": "J", "requestId": id, "nonce": nonce, "tool": "read"})
+				calls = append(calls, id)
+			}
+
+			pages := pager{t: t, frame: frame}
+			require.Equal(t, runs, pages.all(a, "query.runs", nil, "runs", "runId"))
+			newest := slices.Clone(runs)
+			slices.Reverse(newest)
+			require.Equal(t, newest, pages.all(a, "query.runs", map[string]any{"newest": true}, "runs", "runId"))
+			require.Equal(t, paths, pages.all(a, methodImportCheckpoints, map[string]any{"source": "test"},
+				"checkpoints", "path"))
+			require.Equal(t, calls, pages.all(o, "query.job", map[string]any{"jobId": "J", "limit": 500},
+				"requests", "requestId"))
+		})
 	}
 }
 
@@ -132,17 +180,19 @@ func (pg pager) since(c *client) []float64 {
 	}
 }
 
-// TestPageEnvelopeHoldsEveryPagedAnswer: pageEnvelope holds what each paged answer takes besides its items and its
-// id, with its counts and cursor at their longest.
+// TestPageEnvelopeHoldsEveryPagedAnswer: pageEnvelope holds what each paged answer takes besides its items, its
+// id and its next cursor's value, with its counts at their longest.
 func TestPageEnvelopeHoldsEveryPagedAnswer(t *testing.T) {
-	const cursor = "1z141z3" // the longest a projection makes: an ordinal below 2³² in base 36
+	const cursor = "z"
 	paged := func(key string) any {
 		return pagedResult(key, page[int]{items: []int{}, next: cursor, total: math.MinInt})
 	}
 	for name, result := range map[string]any{
 		"tasks": paged("tasks"), "delegations": paged("delegations"), "accounts": paged("accounts"),
-		"messages": inboxResult{Messages: []wireMessage{}, NextCursor: cursor, HasMore: true, Total: math.MinInt},
-		"events":   sincePage{nextSeq: math.MaxUint64}.result(), // hasMore false: its longest
+		"messages":    inboxResult{Messages: []wireMessage{}, NextCursor: cursor, HasMore: true, Total: math.MinInt},
+		"runs":        runsResult{Runs: nil, NextCursor: cursor},
+		"checkpoints": importCheckpointsResult{Checkpoints: nil, NextCursor: cursor},
+		"events":      sincePage{nextSeq: math.MaxUint64}.result(), // hasMore false: its longest
 	} {
 		raw, ok := result.(compactResult)
 		if !ok {
@@ -154,6 +204,9 @@ func TestPageEnvelopeHoldsEveryPagedAnswer(t *testing.T) {
 		frame, err := wire.AppendCompactResponse(nil, id, json.RawMessage(raw), wire.MaxFrameCeiling)
 		require.NoError(t, err)
 		around := len(frame) - jsonLen(id)
+		if name != "events" {
+			around -= cursorBytes(cursor)
+		}
 		require.LessOrEqual(t, around, pageEnvelope, "%s: %s", name, frame)
 	}
 }

@@ -13,16 +13,20 @@ const (
 )
 
 // page is one page read from a projection: its items, the cursor of the first item left out ("" on the last
-// page) and the count of all items.
+// page), the count of all items, and the bytes its answer holds besides the items, the envelope pageEnvelope
+// counts and the cursor: 0 for an answer that is the page alone, the job's own fields for query.job's.
 type page[T any] struct {
-	items []T
-	next  string
-	total int
+	items  []T
+	next   string
+	total  int
+	around int
 }
 
-// fitPage reads a page of at most limit items and renders each for the wire. When the rendered page would not fit
-// in a response frame it reads again with the limit that fits, so the projection computes the cursor (pointing at
-// the first item left out) and no item is ever skipped. A single item too large for a frame is oversize-frame.
+// fitPage reads a page of at most limit items and renders each for the wire. When the rendered page, with its
+// next cursor and what its answer holds around it, would not fit in a response frame it reads again with the
+// limit that fits, so the projection computes the cursor (pointing at the first item left out) and no item is
+// ever skipped. A single item too large for a frame, with its cursor and what its answer holds around it, is
+// oversize-frame.
 func fitPage[T, W any](cl *call, limit int, read func(limit int) (page[T], error), render func(T) W) (page[W], error) {
 	budget := pageBudget(cl)
 	for {
@@ -30,12 +34,15 @@ func fitPage[T, W any](cl *call, limit int, read func(limit int) (page[T], error
 		if err != nil {
 			return page[W]{}, err
 		}
+		// NB: the cursor is counted as this read gives it; a read cut shorter gives another (import.checkpoints'
+		// is the path of the page's last item), which the next turn counts in its place.
+		room := budget - p.around - cursorBytes(p.next)
 		out := page[W]{items: make([]W, 0, len(p.items)), next: p.next, total: p.total}
 		size := 0
 		for _, it := range p.items {
 			w := render(it)
 			b, _ := json.Marshal(w)
-			if size+len(b)+1 > budget {
+			if size+len(b)+1 > room {
 				break
 			}
 			size += len(b) + 1
@@ -51,9 +58,9 @@ func fitPage[T, W any](cl *call, limit int, read func(limit int) (page[T], error
 	}
 }
 
-// pageEnvelope is the bytes a page's answer takes besides its items (each counted with one more, its comma) and
-// the request's id: the frame's {"id":,"result":} and newline, and the keys, counts, flags and cursor of the result
-// around the items, the longest {"delegations":[],"nextCursor":"1z141z3","hasMore":false,
+// pageEnvelope is the bytes a page's answer takes besides its items (each counted with one more, its comma), the
+// request's id and the next cursor's value: the frame's {"id":,"result":} and newline, and the keys, counts and
+// flags of the result around the items, the longest {"delegations":[],"nextCursor":,"hasMore":false,
 // "total":-9223372036854775808} (TestPageEnvelopeHoldsEveryPagedAnswer measures each).
 const pageEnvelope = 128
 
@@ -63,6 +70,14 @@ func pageBudget(cl *call) int { return frameBudget(cl.c.s.opts.MaxFrame, cl.id) 
 // frameBudget is the bytes the items of a page answering request id may take in a frame of maxFrame bytes. The id
 // is counted as json.Marshal escapes it, the most any frame's writer does.
 func frameBudget(maxFrame int, id string) int { return maxFrame - pageEnvelope - jsonLen(id) }
+
+// cursorBytes is the bytes next takes as nextCursor's value (none on the last page, where it is absent).
+func cursorBytes(next string) int {
+	if next == "" {
+		return 0
+	}
+	return jsonLen(next)
+}
 
 func jsonLen(s string) int {
 	b, _ := json.Marshal(s)

@@ -73,9 +73,10 @@ func TestProtocolReadErrorsMatchServer(t *testing.T) {
 		"hello":           {wire.CodeProtocol, wire.CodeRevoked, wire.CodeTooManyConnections},
 		"task.waitStatus": {wire.CodeWaitTimeout, wire.CodeTooManyWaits}, "events.subscribe": {wire.CodeTooManySubscriptions},
 		"import.append": {wire.CodeDiskFull}, "query.tasks": {wire.CodeOversizeFrame}, "query.job": {wire.CodeOversizeFrame},
-		"query.run": {wire.CodeOversizeFrame}, "query.ledger": {wire.CodeNoTask},
-		"events.since": {wire.CodeOversizeFrame}, "query.delegations": {wire.CodeOversizeFrame},
-		"msg.inbox": {wire.CodeNoManifest, wire.CodeOversizeFrame}, "proxy.result": {wire.CodeForbidden}})
+		"query.run": {wire.CodeOversizeFrame}, "query.runs": {wire.CodeOversizeFrame}, "query.ledger": {wire.CodeNoTask},
+		"import.checkpoints": {wire.CodeOversizeFrame}, "events.since": {wire.CodeOversizeFrame},
+		"query.delegations": {wire.CodeOversizeFrame}, "proxy.result": {wire.CodeForbidden},
+		"msg.inbox": {wire.CodeNoManifest, wire.CodeOversizeFrame}})
 }
 
 // readStates are the states that refuse reads, besides errorStates.
@@ -95,8 +96,9 @@ var readStates = []errorState{
 	{name: "records larger than a frame", opts: fixtureOpts{opts: Options{MaxFrame: 4096}}, apply: func(e *errorsCrew) {
 		// A page of a 4 KiB frame holds 3.9 KiB: P's first pending message, the run inbox's first and the run's first
 		// task do not fit in one. Nor, in a frame of their own, does the run (its reason's chars take six bytes each
-		// in JSON), nor r1's result, which proxy.result sends as a string of JSON, nor the pages of runs, of J's
-		// calls and of the import's checkpoints, which are not cut to fit.
+		// in JSON), which query.run sends and query.runs cannot cut; nor r1's result, which proxy.result sends as a
+		// string of JSON; nor the import's first checkpoint with its path again as the cursor of the next page. J's
+		// calls do fit, on pages cut to the frame.
 		big := strings.Repeat("x", 3900)
 		o, p, a := e.conn(events.RoleOrchestrator), e.conn(events.RoleWorker), e.conn(events.RoleAdmin)
 		p.ok("mailbox.ack", map[string]any{"taskId": taskP, "messageIds": []any{e.ids["message"]}})

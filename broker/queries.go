@@ -66,7 +66,8 @@ type runsResult struct {
 	NextCursor string            `json:"nextCursor,omitempty"`
 }
 
-// query.runs {status?: string|[string], limit? 1..1000 (default 100), cursor?, newest?} → {runs, nextCursor?}.
+// query.runs {status?: string|[string], limit? 1..1000 (default 100), cursor?, newest?} → {runs, nextCursor?}, cut
+// to what fits in a frame as the other pages are (fitPage).
 func handleQueryRuns(cl *call) (any, error) {
 	p := readParams(cl)
 	if cl.c.id.role != events.RoleAdmin {
@@ -95,20 +96,20 @@ func handleQueryRuns(cl *call) (any, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	var (
-		page projections.RunPage
-		err  error
-	)
-	cl.c.s.eng.Read(func(st *projections.State) {
-		page, err = st.Runs(projections.RunFilter{Statuses: statuses, Limit: limit, Newest: newest, Cursor: cursor})
-	})
+	pg, err := fitPage(cl, limit, func(limit int) (page[projections.Run], error) {
+		var (
+			rp  projections.RunPage
+			err error
+		)
+		cl.c.s.eng.Read(func(st *projections.State) {
+			rp, err = st.Runs(projections.RunFilter{Statuses: statuses, Limit: limit, Newest: newest, Cursor: cursor})
+		})
+		return page[projections.Run]{items: rp.Runs, next: rp.NextCursor}, err
+	}, same[projections.Run])
 	if err != nil {
 		return nil, err
 	}
-	if page.Runs == nil {
-		page.Runs = []projections.Run{}
-	}
-	return runsResult{Runs: page.Runs, NextCursor: page.NextCursor}, nil
+	return runsResult{Runs: pg.items, NextCursor: pg.next}, nil
 }
 
 // query.tasks {limit? 1..1000 (default 100), cursor?} → {tasks, nextCursor?, hasMore, total} (shadow tasks
