@@ -2,19 +2,26 @@ package turns
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
 )
 
-// PerKey gives each key at most limit turns at a time. It is safe for concurrent use; its zero value is not
-// usable: make one with New.
+// ErrTooManyWaiting is Take's refusal of a taker that would wait behind as many takers of its key as the turns
+// let wait (NewWithWaiters).
+var ErrTooManyWaiting = errors.New("turns: too many takers waiting for a turn of this key")
+
+// PerKey gives each key at most limit turns at a time, and lets at most maxWaiting takers wait for one. It is safe
+// for concurrent use; its zero value is not usable: make one with New or NewWithWaiters.
 type PerKey struct {
-	limit   int
-	mu      sync.Mutex
-	keys    map[string]*entry // only keys with a turn held or a taker waiting
-	changed chan struct{}     // closed at the next change of any key's counts; nil while nobody watches
+	limit      int
+	maxWaiting int
+	mu         sync.Mutex
+	keys       map[string]*entry // only keys with a turn held or a taker waiting
+	changed    chan struct{}     // closed at the next change of any key's counts; nil while nobody watches
 
 	givingUp func() // a test's hook: runs when a waiting Take's context has ended, before it gives up
 }
@@ -22,19 +29,28 @@ type PerKey struct {
 // entry is one key's turns in use.
 type entry struct {
 	held    int             // turns taken and not given back, ≤ limit
-	waiting []chan struct{} // takers waiting, oldest first: each is closed when handed a turn
+	waiting []chan struct{} // takers waiting, oldest first, ≤ maxWaiting: each is closed when handed a turn
 }
 
-// New returns turns of at most limit (≥ 1) per key.
-func New(limit int) *PerKey {
+// New returns turns of at most limit (≥ 1) per key, with no bound on the takers waiting: the caller bounds them
+// (see the package doc).
+func New(limit int) *PerKey { return NewWithWaiters(limit, math.MaxInt) }
+
+// NewWithWaiters returns turns of at most limit (≥ 1) per key, of which at most maxWaiting (≥ 0) takers per key
+// wait: Take refuses the next with ErrTooManyWaiting.
+func NewWithWaiters(limit, maxWaiting int) *PerKey {
 	if limit < 1 {
 		panic("turns: limit must be at least 1")
 	}
-	return &PerKey{limit: limit, keys: make(map[string]*entry)}
+	if maxWaiting < 0 {
+		panic("turns: maxWaiting must not be negative")
+	}
+	return &PerKey{limit: limit, maxWaiting: maxWaiting, keys: make(map[string]*entry)}
 }
 
 // Take waits for a turn of key and returns the function that gives it back. It fails with ctx's error, holding
-// nothing, when ctx ends first (or has ended already, even if a turn is free).
+// nothing, when ctx ends first (or has ended already, even if a turn is free); and at once with ErrTooManyWaiting,
+// holding nothing, when it would wait behind maxWaiting takers of key.
 func (p *PerKey) Take(ctx context.Context, key string) (done func(), err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -46,6 +62,11 @@ func (p *PerKey) Take(ctx context.Context, key string) (done func(), err error) 
 		p.notify()
 		p.mu.Unlock()
 		return p.giver(key, e), nil
+	}
+	if len(e.waiting) >= p.maxWaiting {
+		// NB: a key that must be waited for has a turn held, so its entry is not idle: nothing to forget.
+		p.mu.Unlock()
+		return nil, ErrTooManyWaiting
 	}
 	ready := make(chan struct{})
 	e.waiting = append(e.waiting, ready)

@@ -149,6 +149,107 @@ func TestHandedATurnWhileGivingUp(t *testing.T) {
 	done()
 }
 
+// TestWaitersAreBounded: with NewWithWaiters a key has at most maxWaiting takers waiting; the next Take fails at
+// once with ErrTooManyWaiting, holding nothing and holding up no other key, and the cap frees as a waiter is served
+// or gives up.
+func TestWaitersAreBounded(t *testing.T) {
+	for _, tc := range []struct{ limit, maxWaiting int }{{1, 0}, {1, 1}, {2, 3}} {
+		t.Run(fmt.Sprintf("limit %d, %d waiting", tc.limit, tc.maxWaiting), func(t *testing.T) {
+			p := NewWithWaiters(tc.limit, tc.maxWaiting)
+			var dones []func()
+			for range tc.limit {
+				done, err := p.Take(t.Context(), "k")
+				require.NoError(t, err)
+				dones = append(dones, done)
+			}
+			var waiters []<-chan taken
+			for i := range tc.maxWaiting {
+				waiters = append(waiters, takeAsync(t.Context(), p, "k"))
+				await(t, p, "k", tc.limit, i+1)
+			}
+			refused := func(why string) {
+				t.Helper()
+				done, err := p.Take(t.Context(), "k")
+				require.ErrorIs(t, err, ErrTooManyWaiting, why)
+				require.Nil(t, done)
+				held, waiting := p.Load("k")
+				require.Equal(t, [2]int{tc.limit, tc.maxWaiting}, [2]int{held, waiting}, "a refused Take holds nothing")
+			}
+			refused("a taker beyond the waiters")
+			done, err := p.Take(t.Context(), "other")
+			require.NoError(t, err, "another key has its own waiters")
+			done()
+			require.Equal(t, 1, p.Keys())
+
+			if tc.maxWaiting > 0 {
+				// A waiter served frees its place ...
+				dones[0]()
+				got := <-waiters[0]
+				require.NoError(t, got.err)
+				dones[0], waiters = got.done, waiters[1:]
+				await(t, p, "k", tc.limit, tc.maxWaiting-1)
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				leaving := takeAsync(ctx, p, "k")
+				await(t, p, "k", tc.limit, tc.maxWaiting)
+				refused("the served waiter's place is taken again")
+
+				// ... and so does a waiter giving up.
+				cancel()
+				require.ErrorIs(t, (<-leaving).err, context.Canceled)
+				await(t, p, "k", tc.limit, tc.maxWaiting-1)
+				waiters = append(waiters, takeAsync(t.Context(), p, "k"))
+				await(t, p, "k", tc.limit, tc.maxWaiting)
+				refused("the given-up waiter's place is taken again")
+			}
+
+			for _, w := range waiters {
+				dones[0]()
+				got := <-w
+				require.NoError(t, got.err)
+				dones[0] = got.done
+			}
+			for _, done := range dones {
+				done()
+			}
+			require.Zero(t, p.Keys())
+		})
+	}
+}
+
+// TestHandedATurnWhileGivingUpFreesItsPlace: a waiter handed a turn just as its context ended no longer counts as
+// waiting: another taker may wait in its place before it gives the handed turn back, and gets that turn.
+func TestHandedATurnWhileGivingUpFreesItsPlace(t *testing.T) {
+	p := NewWithWaiters(1, 1)
+	hold, err := p.Take(t.Context(), "k")
+	require.NoError(t, err)
+	handed, resume := make(chan struct{}), make(chan struct{})
+	p.givingUp = func() {
+		hold() // the turn is handed to the waiter between its context's end and its giving up
+		close(handed)
+		<-resume
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	givingUp := takeAsync(ctx, p, "k")
+	await(t, p, "k", 1, 1)
+	_, err = p.Take(t.Context(), "k")
+	require.ErrorIs(t, err, ErrTooManyWaiting, "the one place to wait is taken")
+	cancel()
+	<-handed
+	await(t, p, "k", 1, 0)
+	next := takeAsync(t.Context(), p, "k")
+	await(t, p, "k", 1, 1)
+	_, err = p.Take(t.Context(), "k")
+	require.ErrorIs(t, err, ErrTooManyWaiting)
+	close(resume)
+	require.ErrorIs(t, (<-givingUp).err, context.Canceled)
+	got := <-next
+	require.NoError(t, got.err, "the handed turn was given back, to the waiter in its place")
+	await(t, p, "k", 1, 0)
+	got.done()
+	require.Zero(t, p.Keys())
+}
+
 // TestGivingBackIsOnce: a turn's function gives back that turn only, however often it is called.
 func TestGivingBackIsOnce(t *testing.T) {
 	p := New(2)
@@ -190,50 +291,84 @@ func TestKeysDoNotAccumulate(t *testing.T) {
 }
 
 // TestConcurrentTurnsStayBounded: many goroutines taking, trying and giving up the turns of a few keys never have
-// more than the limit of one key inside at once, and leave no entry behind.
+// more than the limit of one key inside at once, nor more than maxWaiting of one key waiting, and leave no entry
+// behind.
 func TestConcurrentTurnsStayBounded(t *testing.T) {
 	const limit, keys, workers, rounds = 2, 3, 16, 300
-	p := New(limit)
-	var inside, worst [keys]atomic.Int32
-	var wg sync.WaitGroup
-	for g := range workers {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(g), 1))
-			for range rounds {
-				k := rng.IntN(keys)
-				var done func()
-				switch rng.IntN(3) {
-				case 0:
-					done, _ = p.TryTake(fmt.Sprint(k))
-				case 1:
-					done, _ = p.Take(context.Background(), fmt.Sprint(k))
-				default:
-					ctx, cancel := context.WithCancel(context.Background())
-					go cancel() // gives up at any point of the wait, or not at all
-					done, _ = p.Take(ctx, fmt.Sprint(k))
+	for _, tc := range []struct {
+		name       string
+		maxWaiting int
+		p          *PerKey
+	}{
+		{"unbounded waiters", workers, New(limit)},
+		{"bounded waiters", 1, NewWithWaiters(limit, 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.p
+			var inside, worst [keys]atomic.Int32
+			stop := make(chan struct{})
+			sampled := make(chan int, 1)
+			go func() { // the most waiters of a key, sampled after each change
+				most := 0
+				for {
+					changed := p.Changed()
+					for k := range keys {
+						_, w := p.Load(fmt.Sprint(k))
+						most = max(most, w)
+					}
+					select {
+					case <-changed:
+					case <-stop:
+						sampled <- most
+						return
+					}
 				}
-				if done == nil {
-					continue
-				}
-				n := inside[k].Add(1)
-				for w := worst[k].Load(); n > w && !worst[k].CompareAndSwap(w, n); w = worst[k].Load() {
-				}
-				inside[k].Add(-1)
-				done()
-				if rng.IntN(2) == 0 {
-					done()
-				}
+			}()
+			var wg sync.WaitGroup
+			for g := range workers {
+				wg.Go(func() {
+					rng := rand.New(rand.NewPCG(uint64(g), 1))
+					for range rounds {
+						k := rng.IntN(keys)
+						var done func()
+						switch rng.IntN(3) {
+						case 0:
+							done, _ = p.TryTake(fmt.Sprint(k))
+						case 1:
+							done, _ = p.Take(context.Background(), fmt.Sprint(k))
+						default:
+							ctx, cancel := context.WithCancel(context.Background())
+							go cancel() // gives up at any point of the wait, or not at all
+							done, _ = p.Take(ctx, fmt.Sprint(k))
+						}
+						if done == nil {
+							continue
+						}
+						n := inside[k].Add(1)
+						for w := worst[k].Load(); n > w && !worst[k].CompareAndSwap(w, n); w = worst[k].Load() {
+						}
+						inside[k].Add(-1)
+						done()
+						if rng.IntN(2) == 0 {
+							done()
+						}
+					}
+				})
 			}
+			wg.Wait()
+			close(stop)
+			require.LessOrEqual(t, <-sampled, tc.maxWaiting, "takers waiting for one key")
+			for k := range keys {
+				require.LessOrEqual(t, worst[k].Load(), int32(limit), "key %d", k)
+				require.Positive(t, worst[k].Load(), "key %d was never taken", k)
+			}
+			require.Zero(t, p.Keys())
 		})
 	}
-	wg.Wait()
-	for k := range keys {
-		require.LessOrEqual(t, worst[k].Load(), int32(limit), "key %d", k)
-		require.Positive(t, worst[k].Load(), "key %d was never taken", k)
-	}
-	require.Zero(t, p.Keys())
 }
 
 func TestNewRefusesNoTurns(t *testing.T) {
 	require.PanicsWithValue(t, "turns: limit must be at least 1", func() { New(0) })
+	require.PanicsWithValue(t, "turns: limit must be at least 1", func() { NewWithWaiters(0, 1) })
+	require.PanicsWithValue(t, "turns: maxWaiting must not be negative", func() { NewWithWaiters(1, -1) })
 }
