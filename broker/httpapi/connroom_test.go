@@ -3,11 +3,13 @@ package httpapi
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -317,4 +319,88 @@ func churn(addr, base string, kind, rounds int) error {
 		}
 	}
 	return nil
+}
+
+// readConn is a connection that sent one read of a credential and has not read its answer yet.
+type readConn struct {
+	c net.Conn
+	r *bufio.Reader
+}
+
+// sendRead opens a connection and sends one read with token on it.
+func sendRead(t *testing.T, base, token string) readConn {
+	t.Helper()
+	c := dial(t, base)
+	_, err := io.WriteString(c, "GET /api/v1/slots HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "+token+"\r\n\r\n")
+	require.NoError(t, err)
+	return readConn{c, bufio.NewReader(c)}
+}
+
+// answer reads rc's answer: its status and error code ("" for none). The deadline is roomBound's guard.
+func (rc readConn) answer(t *testing.T) (int, string) {
+	t.Helper()
+	require.NoError(t, rc.c.SetReadDeadline(time.Now().Add(roomBound)))
+	resp, err := http.ReadResponse(rc.r, nil)
+	require.NoError(t, err, "the read is not answered")
+	defer resp.Body.Close()
+	var body errorBody
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	if resp.StatusCode != http.StatusOK {
+		require.NoError(t, json.Unmarshal(b, &body), "body %s", b)
+	}
+	return resp.StatusCode, body.Error.Code
+}
+
+// TestOneCredentialCannotHoldEveryPlace: a read in progress or waiting for its turn is never closed to make room,
+// so one credential's reads hold their places. It sends a read on every place, and more: its reads in progress
+// (held there by the test) and those waiting hold maxReadsPerCredential + maxWaitingReadsPerCredential places,
+// the rest are answered 429 at once and go idle, and another credential's request still gets in.
+func TestOneCredentialCannotHoldEveryPlace(t *testing.T) {
+	opts := roomOptions
+	opts.MaxConns = maxReadsPerCredential + maxWaitingReadsPerCredential + 4
+	f := newFixture(t, opts)
+	ro := keyReadOnlyPrefix + digestOf(roToken)
+	release := make(chan struct{})
+	f.srv.reading = func(p principal) {
+		if p.key == ro {
+			<-release
+		}
+	}
+	l, base := listening(t, f)
+	var releaseOnce sync.Once
+	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(releaseAll) // before the server closes, on a failure too
+
+	var holding []readConn
+	for range maxReadsPerCredential + maxWaitingReadsPerCredential {
+		holding = append(holding, sendRead(t, base, roToken))
+	}
+	awaitTurns(t, f.srv.reads, ro, maxReadsPerCredential, maxWaitingReadsPerCredential)
+	var refused []net.Conn
+	for i := range 2 * opts.MaxConns {
+		rc := sendRead(t, base, roToken)
+		refused = append(refused, rc.c)
+		status, code := rc.answer(t)
+		require.Equal(t, [2]any{http.StatusTooManyRequests, codeTooManyReads}, [2]any{status, code}, "read %d", i)
+	}
+	awaitTurns(t, f.srv.reads, ro, maxReadsPerCredential, maxWaitingReadsPerCredential)
+	tr := legit(t, base)
+	idle, fresh := l.evicted()
+	free := opts.MaxConns - len(holding)
+	require.Equal(t, [2]uint64{uint64(2*opts.MaxConns - free + 1), 0}, [2]uint64{idle, fresh},
+		"each connection beyond the places, the credential's refused reads' and the other's, closed a refused one")
+
+	releaseAll()
+	for _, rc := range holding {
+		status, _ := rc.answer(t)
+		require.Equal(t, http.StatusOK, status)
+		rc.c.Close()
+	}
+	awaitTurns(t, f.srv.reads, ro, 0, 0)
+	for _, c := range refused {
+		c.Close()
+	}
+	tr.CloseIdleConnections()
+	requireNoPlaceHeld(t, l)
 }

@@ -29,9 +29,9 @@
 //     run's list holds ≤ 4 MiB of items (maxPageBytes; at least one item; each item is encoded once, to
 //     measure the page, and the answer is written from those bytes: answer.go), streams ≤ MaxStreams and
 //     ≤ MaxStreamsPerPrincipal, open connections ≤ MaxConns (making room, below), sessions ≤ MaxSessions (16 per
-//     credential), login codes ≤ 64 (8 per credential), requests in progress ≤ 4 per credential (more wait their
-//     turn: readturns.go), per-run metric series ≤ 1,000; a handler panic answers 500 and is logged, the daemon
-//     goes on.
+//     credential), login codes ≤ 64 (8 per credential), requests in progress ≤ 4 per credential and ≤ 8 more
+//     waiting their turn (beyond, 429 too-many-reads at once: readturns.go), per-run metric series ≤ 1,000; a
+//     handler panic answers 500 and is logged, the daemon goes on.
 //   - Paging never skips or repeats an item; a cursor the route did not hand out is 400 bad-cursor.
 //   - The writer never waits for HTTP: reads hold the engine's read lock only while copying a page, and streams
 //     read the log, never the engine's queue. One hub goroutine reads and renders each published event once
@@ -64,8 +64,13 @@
 //     ConnGrace (default 1 s): closing one still sending its header is what ReadHeaderTimeout would do, sooner.
 //     The grace keeps a legitimate client that has just connected from losing its place to the next one;
 //   - never a connection with a request in progress (http.StateActive: an authenticated stream, bounded by
-//     MaxStreams and MaxStreamsPerPrincipal below MaxConns; a read waiting its turn) nor a hijacked one. If
-//     every place holds such a one, Accept waits for a place, as before.
+//     MaxStreams and MaxStreamsPerPrincipal below MaxConns; a read in progress or waiting its turn, ≤ 4 + 8 per
+//     credential) nor a hijacked one. If every place holds such a one, Accept waits for a place, as before.
+//
+// The reads' bound is what keeps one credential from holding every place: without it, a token's clients could
+// open MaxConns connections, each with a read waiting its turn behind the token's 4 in progress, all active, and
+// every other credential, the operator's page included, would wait to be accepted. With it, the token's reads
+// hold at most 12 places; its next is answered 429 at once and its connection goes idle, the first to make room.
 //
 // An unauthenticated client gets no request in progress for long: its answer is immediate, and a request with a
 // body is answered and its connection closed without reading the body (no route reads one; net/http would
@@ -91,7 +96,10 @@
 //     --explain, which folds every run, does).
 //   - A request that arrives on an idle connection just as it is closed to make room is lost with it (the race
 //     every keep-alive close has); the client sees the connection closed and retries on a new one.
-//   - Authenticated requests waiting their turn (readturns.go) are active: a credential's clients can hold
-//     places that way, bounded by MaxConns only.
+//   - Places per credential, not in all: a credential holds at most 12 places with reads and
+//     MaxStreamsPerPrincipal with streams, so enough credentials together (read-only tokens are the admin's to
+//     issue) can still hold every place, and new connections then wait to be accepted.
+//   - Fairness between one credential's clients: its 8 waiting places go to whoever asks first; one client
+//     keeping them full gets the credential's other clients 429s.
 //   - TLS: serve it behind a proxy that terminates TLS when --http-allow-remote.
 package httpapi

@@ -16,6 +16,7 @@ const (
 	codeMethod          = "method-not-allowed"
 	codeTooManyStreams  = "too-many-streams"
 	codeTooManyRebuilds = "too-many-rebuilds"
+	codeTooManyReads    = "too-many-reads"
 	codeInternal        = "internal"
 )
 

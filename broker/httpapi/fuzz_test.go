@@ -55,7 +55,7 @@ var errorCodes = map[int][]string{
 	http.StatusForbidden:        {codeForbidden},
 	http.StatusNotFound:         {codeNotFound},
 	http.StatusMethodNotAllowed: {codeMethod},
-	http.StatusTooManyRequests:  {codeTooManyStreams, codeTooManyRebuilds},
+	http.StatusTooManyRequests:  {codeTooManyStreams, codeTooManyRebuilds, codeTooManyReads},
 }
 
 // errorLog keeps the records the server logs at error level: the server logs every 500 and every stream that

@@ -1,7 +1,10 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
+
+	"github.com/crewlog/crewlog/broker/internal/turns"
 )
 
 // maxReadsPerCredential bounds the requests one credential (a token with the sessions its links opened) has in
@@ -10,14 +13,30 @@ import (
 // (s.reads) are kept only for credentials with a request in progress or waiting.
 const maxReadsPerCredential = 4
 
-// takingTurns runs h during one of its principal's turns; a client that goes while waiting gets no answer.
+// maxWaitingReadsPerCredential bounds the requests of one credential waiting for a turn; the next is refused (429
+// too-many-reads). A waiting request holds its connection's place and is never closed to make room
+// (limitlistener.go), so without a bound one credential could hold all MaxConns places with waiting reads and lock
+// every other credential out. A browser keeps at most 6 connections to a host, so one page never meets the bound.
+const maxWaitingReadsPerCredential = 2 * maxReadsPerCredential
+
+// takingTurns runs h during one of its principal's turns; a client that goes while waiting gets no answer, one
+// beyond the credential's waiting requests is refused.
 func (s *Server) takingTurns(h authed) authed {
 	return func(w http.ResponseWriter, r *http.Request, p principal) {
 		done, err := s.reads.Take(r.Context(), p.key)
+		if errors.Is(err, turns.ErrTooManyWaiting) {
+			writeError(w, errorf(http.StatusTooManyRequests, codeTooManyReads,
+				"%d requests of this credential are in progress and %d waiting; wait for their answers",
+				maxReadsPerCredential, maxWaitingReadsPerCredential))
+			return
+		}
 		if err != nil {
 			return
 		}
 		defer done()
+		if s.reading != nil {
+			s.reading(p)
+		}
 		h(w, r, p)
 	}
 }

@@ -2,9 +2,11 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -56,4 +58,89 @@ func TestReadsTakeTurnsPerCredential(t *testing.T) {
 	require.Equal(t, http.StatusOK, <-answered)
 	awaitTurns(t, f.srv.reads, ro, 0, 0)
 	require.Zero(t, f.srv.reads.Keys(), "no request in progress: no credential's turns are kept")
+}
+
+// TestReadsWaitingAreBoundedPerCredential: beyond maxWaitingReadsPerCredential requests of one credential waiting
+// for a turn, its next is refused at once, 429 too-many-reads, by bearer or by its session alike, and waits for
+// nothing; another credential is still answered; a waiting request whose client went frees its place.
+func TestReadsWaitingAreBoundedPerCredential(t *testing.T) {
+	f := newFixture(t, Options{})
+	ro := keyReadOnlyPrefix + digestOf(roToken)
+	session := f.spendLink(f.mintLink(roToken))
+	bearer := func(tok string) func(*http.Request) {
+		return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) }
+	}
+	cookie := func(r *http.Request) { r.AddCookie(session) }
+	request := func(ctx context.Context, auth func(*http.Request)) *http.Request {
+		req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/api/v1/slots", nil)
+		req.Host = "127.0.0.1"
+		auth(req)
+		return req
+	}
+	// serve answers req in the background and sends its recorder to done.
+	serve := func(req *http.Request, done chan<- *httptest.ResponseRecorder) {
+		go func() {
+			rec := httptest.NewRecorder()
+			f.srv.Handler().ServeHTTP(rec, req)
+			done <- rec
+		}()
+	}
+	// refused requires a request of the token to be refused, without waiting: the guard only ends the wait of a
+	// request that is not.
+	refused := func(auth func(*http.Request)) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a guard against a hang, not a timing
+		defer cancel()
+		rec := httptest.NewRecorder()
+		f.srv.Handler().ServeHTTP(rec, request(ctx, auth))
+		require.Equal(t, http.StatusTooManyRequests, rec.Code, "body %q", rec.Body)
+		var body errorBody
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
+		require.Equal(t, codeTooManyReads, body.Error.Code)
+		require.NotEmpty(t, body.Error.Message)
+		awaitTurns(t, f.srv.reads, ro, maxReadsPerCredential, maxWaitingReadsPerCredential)
+	}
+
+	var release []func()
+	for range maxReadsPerCredential {
+		done, err := f.srv.reads.Take(context.Background(), ro)
+		require.NoError(t, err)
+		release = append(release, done)
+	}
+	answered := make(chan *httptest.ResponseRecorder, maxWaitingReadsPerCredential+1)
+	leaving, leave := context.WithCancel(t.Context())
+	defer leave()
+	gone := make(chan *httptest.ResponseRecorder, 1)
+	for i := range maxWaitingReadsPerCredential {
+		switch i {
+		case 0:
+			serve(request(leaving, bearer(roToken)), gone)
+		case 1:
+			serve(request(t.Context(), cookie), answered)
+		default:
+			serve(request(t.Context(), bearer(roToken)), answered)
+		}
+		awaitTurns(t, f.srv.reads, ro, maxReadsPerCredential, i+1)
+	}
+	refused(bearer(roToken))
+	refused(cookie)
+	admin := make(chan *httptest.ResponseRecorder, 1)
+	serve(request(t.Context(), bearer(adminToken)), admin)
+	require.Equal(t, http.StatusOK, (<-admin).Code, "another credential is answered")
+
+	leave()
+	<-gone
+	awaitTurns(t, f.srv.reads, ro, maxReadsPerCredential, maxWaitingReadsPerCredential-1)
+	serve(request(t.Context(), bearer(roToken)), answered)
+	awaitTurns(t, f.srv.reads, ro, maxReadsPerCredential, maxWaitingReadsPerCredential)
+	refused(bearer(roToken))
+
+	for _, done := range release {
+		done()
+	}
+	for range maxWaitingReadsPerCredential {
+		require.Equal(t, http.StatusOK, (<-answered).Code)
+	}
+	awaitTurns(t, f.srv.reads, ro, 0, 0)
+	require.Zero(t, f.srv.reads.Keys())
 }

@@ -26,7 +26,8 @@ type Server struct {
 	streams  streamLimits
 	states   stateCache
 	issuers  issuerCache
-	reads    *turns.PerKey // requests in progress per credential (readturns.go)
+	reads    *turns.PerKey   // requests in progress and waiting per credential (readturns.go)
+	reading  func(principal) // a test's hook: runs during a read's turn, before its handler
 
 	mu       sync.Mutex
 	ln       *limitListener
@@ -53,7 +54,7 @@ func New(opts Options) (*Server, error) {
 	s.streams.hub.start()
 	s.states.init()
 	s.issuers.init()
-	s.reads = turns.New(maxReadsPerCredential)
+	s.reads = turns.NewWithWaiters(maxReadsPerCredential, maxWaitingReadsPerCredential)
 	if o.Metrics != nil {
 		o.Metrics.attach(s)
 	}
