@@ -207,6 +207,11 @@ func pageRead(method string) bool {
 // not counted. Fairness, not a refusal: a credential that floods page reads from many connections gets the CPU of
 // MaxReadsPerCredential readers, and everyone else keeps theirs. Its reads wait in arrival order, and its turns are
 // kept only while it reads (turns.PerKey): not one entry per credential that ever read.
+//
+// The waiters need no bound of their own (turns.New, not NewWithWaiters): a connection serves its requests one at
+// a time and holds at most one subscription, so a credential has at most two reads waiting per connection, and at
+// most MaxConnsPerCredential connections. Refusing a read beyond a bound would also need an error code the
+// protocol does not have.
 func (c *conn) readTurn() (done func(), ok bool) {
 	k := credKey(c.id)
 	if k == "" {

@@ -21,6 +21,11 @@ const maxStateItems = 10000
 // projections.RunAt), a rebuild starting from the nearest kept state of its run before its position; and it lets
 // one rebuild (state?at, explain) run at a time: a rebuild reads the run's stream from the log, CPU the daemon's
 // writer shares. A state in the cache is never modified.
+//
+// Neither turns bounds its waiters, nor needs to: rebuilds is only tried (TryTake), never waited for; the slot's
+// waiters are rebuild requests, each counted in rebuilds (≤ maxRebuildsPerPrincipal per principal) and each
+// inside one of its credential's read turns (≤ maxReadsPerCredential). A bound on the slot's waiters, all under
+// one key, would let one principal's waiters refuse another's.
 type stateCache struct {
 	slot     *turns.PerKey // the one rebuild in progress, under the key ""
 	rebuilds *turns.PerKey // rebuild requests in progress or waiting for the slot, per principal
