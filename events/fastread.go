@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"math"
 	"unsafe"
+
+	"github.com/crewlog/crewlog/events/msgpacklen"
 )
 
 // fastStatus is the outcome of a hand-written decode.
@@ -289,83 +291,26 @@ func (r *fastReader) strs() []string {
 // struct does not have.
 func (r *fastReader) skip() { r.skipValues(1) }
 
-// skipValues passes over n values. It keeps a count of the values still to
-// pass instead of recursing, so nesting costs no stack, and it refuses a
-// count that the remaining bytes cannot hold (each value takes at least
-// one), so a forged length is caught before anything is sized by it.
+// skipValues passes over n values (msgpacklen.Skip): a forged length is
+// caught before anything is sized by it.
 func (r *fastReader) skipValues(n int) {
-	for n > 0 && r.st == fastOK {
-		if n > len(r.b)-r.i {
-			r.st = fastBad
-			return
-		}
-		n--
-		c := r.code()
-		switch {
-		case r.st != fastOK:
-			return
-		case c <= 0x7f || c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3:
-			continue
-		case c >= 0x80 && c <= 0x8f:
-			n += int(c&0x0f) * 2
-			continue
-		case c >= 0x90 && c <= 0x9f:
-			n += int(c & 0x0f)
-			continue
-		case c >= 0xa0 && c <= 0xbf:
-			r.take(int(c & 0x1f))
-			continue
-		}
-		switch c {
-		case 0xcc, 0xd0:
-			r.take(1)
-		case 0xcd, 0xd1:
-			r.take(2)
-		case 0xce, 0xd2, 0xca:
-			r.take(4)
-		case 0xcf, 0xd3, 0xcb:
-			r.take(8)
-		case 0xd9, 0xc4:
-			r.take(r.length(1))
-		case 0xda, 0xc5:
-			r.take(r.length(2))
-		case 0xdb, 0xc6:
-			r.take(r.length(4))
-		case 0xdc:
-			n += r.length(2)
-		case 0xdd:
-			n += r.length(4)
-		case 0xde:
-			n += r.length(2) * 2
-		case 0xdf:
-			n += r.length(4) * 2
-		case 0xd4, 0xd5, 0xd6, 0xd7, 0xd8: // fixext 1, 2, 4, 8, 16: type byte + data
-			r.take(1 + 1<<(c-0xd4))
-		case 0xc7:
-			r.take(1 + r.length(1))
-		case 0xc8:
-			r.take(1 + r.length(2))
-		case 0xc9:
-			r.take(1 + r.length(4))
-		default:
-			r.fail(fastFallback) // 0xc1, never used: reflection's error
-		}
+	if r.st != fastOK {
+		return
+	}
+	i, st := msgpacklen.Skip(r.b, r.i, n)
+	r.i = i
+	switch st {
+	case msgpacklen.Short:
+		r.st = fastBad
+	case msgpacklen.Unknown:
+		r.st = fastFallback // reflection's error
 	}
 }
 
 // LengthsFit reports whether every length declared in the first value of b
-// fits in b. NB: msgpack v5.4.1 sizes some buffers by a declared length
-// before reading the data behind it (its allocation limit does not apply
-// everywhere: a []byte field or a slice of structs is made at its declared
-// length, so a few bytes can ask for gigabytes, a fatal error no recover
-// catches). Bytes from outside that fail this never reach reflection: a
-// payload here, a command forwarded by another node (commands), a message
-// of a replicated log's stream (eventlog/natslog).
-func LengthsFit(b []byte) bool {
-	r := fastReader{b: b}
-	r.skipValues(1)
-	return r.st != fastBad
-}
+// fits in b (msgpacklen.Fit): bytes from outside that fail it never reach
+// reflection, which would size buffers by those lengths.
+func LengthsFit(b []byte) bool { return msgpacklen.Fit(b) }
 
 // fieldSet detects a key given twice in one map: reflection would merge the
 // second value into the first (a struct pointer, a slice kept on nil), so

@@ -17,14 +17,17 @@ const module = "github.com/crewlog/crewlog"
 var allowedImports = map[string][]string{
 	"eventlog": {},
 	// The JetStream log and the conformance suite of the log contract.
-	"eventlog/natslog": {"eventlog"},
+	"eventlog/natslog": {"eventlog", "events/msgpacklen"},
 	"eventlog/logtest": {"eventlog"},
 	// A leaf: msgpack writers shared by the events payload codec, the
 	// projections snapshot encoder and the commands' fingerprints.
 	"events/msgpackappend": {},
-	"events":               {"events/msgpackappend"},
-	"projections":          {"events", "eventlog", "events/msgpackappend"},
-	"commands":             {"events", "projections", "eventlog", "events/msgpackappend"},
+	// A leaf: passes over msgpack values, so the log's backends can check
+	// declared lengths without depending on the domain.
+	"events/msgpacklen": {},
+	"events":            {"events/msgpackappend", "events/msgpacklen"},
+	"projections":       {"events", "eventlog", "events/msgpackappend"},
+	"commands":          {"events", "projections", "eventlog", "events/msgpackappend"},
 	// A crewd of a JetStream cluster: the engine over the JetStream log.
 	"commands/cluster": {"commands", "events", "projections", "eventlog", "eventlog/natslog"},
 	"migrations":       {"events", "eventlog"},

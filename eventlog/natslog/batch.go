@@ -11,7 +11,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/crewlog/crewlog/eventlog"
-	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/events/msgpacklen"
 )
 
 // A group is published as one JetStream atomic batch (nats-server ≥ 2.12,
@@ -253,7 +253,7 @@ func decodeWire(b []byte, v any) error {
 	// NB: before reflection, which makes a slice of structs at its declared
 	// length: a message of a few bytes declaring 2^32 writes or events would
 	// otherwise ask for terabytes, a fatal error no recover catches.
-	if !events.LengthsFit(b[1:]) {
+	if !msgpacklen.Fit(b[1:]) {
 		return fmt.Errorf("%w: %w", eventlog.ErrCorrupt, errLengths)
 	}
 	if err := msgpack.Unmarshal(b[1:], v); err != nil {

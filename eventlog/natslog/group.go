@@ -6,7 +6,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/crewlog/crewlog/eventlog"
-	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/events/msgpacklen"
 )
 
 // The first byte of every message is its encoding.
@@ -103,7 +103,7 @@ func decodeGroup(b []byte) (after uint64, ws []eventlog.Write, err error) {
 	if len(b) == 0 || b[0] != groupVersion {
 		return 0, nil, fmt.Errorf("%w: natslog: message is not a version-%d group", eventlog.ErrCorrupt, groupVersion)
 	}
-	if !events.LengthsFit(b[1:]) { // NB: as in decodeWire
+	if !msgpacklen.Fit(b[1:]) { // NB: as in decodeWire
 		return 0, nil, fmt.Errorf("%w: natslog: decode group: %w", eventlog.ErrCorrupt, errLengths)
 	}
 	var g wireGroup
