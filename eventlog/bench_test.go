@@ -68,11 +68,13 @@ func openDisk(b *testing.B, name string) *Log {
 }
 
 // openPebble opens the plain baseline with the Pebble options crewlog uses
-// (cache, memtable, bloom filters), so the ratio measures crewlog's own work.
+// (cache, memtable, bloom filters, compression), so the ratio measures
+// crewlog's own work.
 func openPebble(b *testing.B, dir string) *pebble.DB {
 	o := &pebble.Options{FormatMajorVersion: pebble.FormatNewest, CacheSize: DefaultCacheSize,
 		MemTableSize: DefaultMemTableSize, Logger: newPebbleLogger(slog.New(slog.DiscardHandler))}
 	o.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	SetCompression(o)
 	db, err := pebble.Open(dir, o)
 	require.NoError(b, err)
 	return db

@@ -43,9 +43,10 @@ func (l *Log) ingestReplacing(span pebble.KeyRange, write func(tableWriter) erro
 			_ = fs.Remove(path)
 		}
 	}()
-	// NB: the table is built with the options of the store's first level,
-	// the ones its own flushes use, and the table format it writes.
-	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), l.pebbleOpts.MakeWriterOptions(0, l.db.TableFormat()))
+	// NB: the table is built with the options of the store's bottom level
+	// (its blocks compressed, unlike a flush's: compression.go) and the
+	// table format the store writes.
+	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), l.pebbleOpts.MakeWriterOptions(bottomLevel, l.db.TableFormat()))
 	err = write(w)
 	// The writer syncs the file before closing it (Ingest requires it).
 	if cerr := w.Close(); err == nil {

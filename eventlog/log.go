@@ -101,6 +101,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 	// too large to stay cached — and every follower's wake decompressed it
 	// again (≈ 5 ms for a 30 MB snapshot). Levels below 0 inherit it.
 	po.Levels[0].BlockSizeThreshold = 1
+	SetCompression(po)
 	po.EnsureDefaults()
 	db, err := pebble.Open(dir, po)
 	if err != nil {

@@ -1,6 +1,6 @@
 // Package plainpebble is the plain-Pebble baseline of crewbench: synced
 // batches of raw keys and values, with the options crewlog's eventlog gives
-// Pebble (newest format, its memtable and block cache sizes, bloom filters), and nothing else —
+// Pebble (newest format, its memtable and block cache sizes, bloom filters, block compression per level), and nothing else —
 // no record format, hash chain, command table or head.
 //
 // NB: it is the one package besides eventlog that imports Pebble: a baseline
@@ -29,6 +29,7 @@ func Open(dir string) (*DB, error) {
 	o := &pebble.Options{FormatMajorVersion: pebble.FormatNewest, MemTableSize: eventlog.DefaultMemTableSize,
 		CacheSize: eventlog.DefaultCacheSize + 2*eventlog.DefaultMemTableSize, Logger: quiet{}}
 	o.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	eventlog.SetCompression(o)
 	db, err := pebble.Open(dir, o)
 	if err != nil {
 		return nil, fmt.Errorf("plainpebble: open: %w", err)
