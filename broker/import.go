@@ -152,7 +152,7 @@ func handleImportCheckpoints(cl *call) (any, error) {
 	}
 	p := readParams(cl)
 	source := p.str("source", true, 64)
-	cursor := p.str("cursor", false, 4096)
+	cursor := p.str("cursor", false, events.MaxImportPathChars)
 	limit := int(p.int("limit", 1, maxCheckpointPage, maxCheckpointPage))
 	p.strict()
 	if p.err != nil {

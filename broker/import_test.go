@@ -146,6 +146,74 @@ func TestImportAppendRefusals(t *testing.T) {
 	}
 }
 
+// TestImportCheckpointsPageOnEveryPathRecorded: a page ending on any path the engine records hands out a nextCursor
+// the next call takes, the longest (4096 chars, counted as the cursor is, in code points: 2-byte ones too) included;
+// a path no page could end on (longer, or empty, never after a cursor) is refused when written, naming the bound.
+func TestImportCheckpointsPageOnEveryPathRecorded(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	a := f.dial()
+	a.helloAdmin()
+	longest := events.MaxImportPathChars
+	cases := []struct {
+		path string
+		ok   bool
+	}{
+		{"a", true},
+		{"b" + strings.Repeat("é", longest-1), true},
+		{strings.Repeat("c", longest), true},
+		{"d" + strings.Repeat("é", longest), false},
+		{strings.Repeat("e", longest+1), false},
+		{"", false},
+		{"f", true},
+	}
+	writes := make([]any, len(cases))
+	for i, c := range cases {
+		writes[i] = importWriteOf("ck"+itoa(int64(i)), events.ImportStream, importEventOf(events.TypeImportCheckpoint, 0,
+			map[string]any{"source": "picrew", "path": c.path}))
+	}
+	var res importResults
+	r := a.call(methodImportAppend, map[string]any{"source": "picrew", "writes": writes})
+	require.Nil(t, r.Error)
+	require.NoError(t, json.Unmarshal(r.Result, &res))
+	require.Len(t, res.Results, len(cases))
+
+	var recorded, listed []string
+	for _, c := range cases {
+		if c.ok {
+			recorded = append(recorded, c.path)
+		}
+	}
+	params := map[string]any{"source": "picrew", "limit": 1}
+	for range len(cases) {
+		var pg struct {
+			Checkpoints []events.ImportCheckpoint `json:"checkpoints"`
+			NextCursor  string                    `json:"nextCursor"`
+		}
+		r := a.call(methodImportCheckpoints, params)
+		require.Nil(t, r.Error, "the page after %.8q", params["cursor"])
+		require.NoError(t, json.Unmarshal(r.Result, &pg))
+		require.Len(t, pg.Checkpoints, 1)
+		listed = append(listed, pg.Checkpoints[0].Path)
+		if pg.NextCursor == "" {
+			break
+		}
+		require.Equal(t, pg.Checkpoints[0].Path, pg.NextCursor)
+		params["cursor"] = pg.NextCursor
+	}
+	require.Equal(t, recorded, listed)
+
+	for i, c := range cases {
+		e := res.Results[i].Error
+		if c.ok {
+			require.Nil(t, e, "%.8q", c.path)
+			continue
+		}
+		require.NotNil(t, e, "%.8q", c.path)
+		require.Equal(t, wire.CodeBadParams, e.Code)
+		require.Contains(t, e.Message, "path must be 1..4096 chars")
+	}
+}
+
 // TestImportCheckpoints: the newest checkpoint of each file, by path, page by page.
 func TestImportCheckpoints(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})

@@ -561,7 +561,7 @@ var protocolSpec = map[string]methodSpec{
 	methodImportCheckpoints: {
 		summary: "the newest import checkpoint of every file a source's imports recorded, by path",
 		roles:   rolesAdmin, strict: true,
-		params: []paramDesc{pStr("source", true, 1, 64), note(pStr("cursor", false, 0, 4096), "nextCursor of the previous page"),
+		params: []paramDesc{pStr("source", true, 1, 64), note(pStr("cursor", false, 0, events.MaxImportPathChars), "nextCursor of the previous page"),
 			pInt("limit", 1, maxCheckpointPage, maxCheckpointPage)},
 		results: []any{importCheckpointsResult{}},
 		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeReplayFailed, wire.CodeOversizeFrame},

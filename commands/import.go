@@ -3,6 +3,7 @@ package commands
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -154,6 +155,10 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 		case checkpoint && checkpointProblem(ie.Payload) != nil:
 			// NB: a reader of the log refuses it (events.DecodePayload): recorded, it would be damage.
 			return Decision{}, badParams("import.append: event %d: %v", i, checkpointProblem(ie.Payload))
+		case checkpoint && !importPathOK(ie.Payload):
+			// NB: import.checkpoints hands a page's last path back as its cursor: a path it would refuse there, or
+			// one JSON cannot carry back unchanged, would stop its paging at that page for good.
+			return Decision{}, badParams("import.append: event %d: path must be 1..%d chars of UTF-8", i, events.MaxImportPathChars)
 		case ie.TimeMs < 0 || ie.TimeMs > maxImportTimeMs:
 			return Decision{}, badParams("import.append: event %d: time must be 0..%d (unix ms)", i, int64(maxImportTimeMs))
 		case ie.Type == events.TypeRunCreated && exists:
@@ -190,16 +195,34 @@ func payloadOf(typ string, p any) bool {
 	return ok && t == typ
 }
 
+// checkpointOf is p, an import checkpoint given as a pointer or a struct;
+// nil for any other payload.
+func checkpointOf(p any) *events.ImportCheckpoint {
+	switch c := p.(type) {
+	case *events.ImportCheckpoint:
+		return c
+	case events.ImportCheckpoint:
+		return &c
+	}
+	return nil
+}
+
 // checkpointProblem is what makes p, an import checkpoint (a pointer or a
 // struct), one no import writes; nil when there is nothing.
 func checkpointProblem(p any) error {
-	switch c := p.(type) {
-	case *events.ImportCheckpoint:
-		return c.Validate()
-	case events.ImportCheckpoint:
+	if c := checkpointOf(p); c != nil {
 		return c.Validate()
 	}
 	return nil
+}
+
+// importPathOK reports whether p, an import checkpoint (a pointer or a
+// struct), names a path import.checkpoints can list and page on: 1 to
+// events.MaxImportPathChars code points of valid UTF-8 (an empty path is
+// never after a cursor, so never listed).
+func importPathOK(p any) bool {
+	c := checkpointOf(p)
+	return c != nil && c.Path != "" && utf8.ValidString(c.Path) && utf8.RuneCountInString(c.Path) <= events.MaxImportPathChars
 }
 
 // importedAdmission is p, or, when p is a delegate.admitted with a timeout

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -90,6 +91,38 @@ func TestImportRefusesAnImpossibleCheckpoint(t *testing.T) {
 	r, err := f.eng.Submit(context.Background(), importOf(events.ImportStream, "ck-good", events.TypeImportCheckpoint, &good))
 	require.NoError(t, err)
 	require.Nil(t, r.Rejected)
+}
+
+// TestImportRefusesACheckpointPathNoPageEndsOn: import.checkpoints pages by path, handing a page's last path back as
+// its cursor, so a checkpoint's path is one that cursor takes and JSON carries back unchanged: 1..4096 code points of
+// UTF-8. Any other is refused before it is recorded, by value or by pointer, naming the bound.
+func TestImportRefusesACheckpointPathNoPageEndsOn(t *testing.T) {
+	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
+	longest := strings.Repeat("é", events.MaxImportPathChars)
+	for name, c := range map[string]struct {
+		path string
+		ok   bool
+	}{
+		"one char":              {"p", true},
+		"4096 chars of 2 bytes": {longest, true},
+		"empty":                 {"", false},
+		"4097 chars":            {longest + "x", false},
+		"not UTF-8":             {"state/runs/\xff/events.jsonl", false},
+		"4096 chars, not UTF-8": {longest[:len(longest)-2] + "\xff", false},
+	} {
+		ck := events.ImportCheckpoint{Source: events.ForeignSourcePicrew, Path: c.path}
+		for form, payload := range map[string]any{"pointer": &ck, "struct": ck} {
+			r, err := f.eng.Submit(context.Background(), importOf(events.ImportStream, "ck-"+name+"-"+form, events.TypeImportCheckpoint, payload))
+			require.NoError(t, err, name)
+			if c.ok {
+				require.Nil(t, r.Rejected, "%s %s", name, form)
+				continue
+			}
+			require.NotNil(t, r.Rejected, "%s %s", name, form)
+			require.Equal(t, CodeBadParams, r.Rejected.Code, name)
+			require.Contains(t, r.Rejected.Error(), "path must be 1..4096 chars of UTF-8", name)
+		}
+	}
 }
 
 // TestImportedAdmissionDeadline: an imported delegate.admitted with a timeout and no deadline (its importer left

@@ -12,6 +12,13 @@ const TypeImportCheckpoint = "import.checkpoint"
 // [A-Za-z0-9_-], so it cannot collide with a run (like EngineStream).
 const ImportStream = "$import"
 
+// MaxImportPathChars bounds an import checkpoint's Path, in Unicode code
+// points as every string bound of the protocol counts: import.checkpoints
+// hands a page's last path back as its cursor, which it reads up to this
+// bound, so the engine records no longer path (commands.Import). It is the
+// PATH_MAX of Linux; a pi-crew file's path is a few hundred bytes.
+const MaxImportPathChars = 4096
+
 // ImportCheckpoint is one file's read position. Path is relative to the
 // imported root (slash-separated), so the log never names the machine the
 // files were on. Offset is the byte just after the last complete line read
