@@ -61,8 +61,9 @@ func TestReadsTakeTurnsPerCredential(t *testing.T) {
 }
 
 // TestReadsWaitingAreBoundedPerCredential: beyond maxWaitingReadsPerCredential requests of one credential waiting
-// for a turn, its next is refused at once, 429 too-many-reads, by bearer or by its session alike, and waits for
-// nothing; another credential is still answered; a waiting request whose client went frees its place.
+// for a turn, its next is refused at once, 429 too-many-reads with Retry-After: 1, by bearer or by its session
+// alike, and waits for nothing; another credential is still answered; a waiting request whose client went frees
+// its place.
 func TestReadsWaitingAreBoundedPerCredential(t *testing.T) {
 	f := newFixture(t, Options{})
 	ro := keyReadOnlyPrefix + digestOf(roToken)
@@ -94,6 +95,7 @@ func TestReadsWaitingAreBoundedPerCredential(t *testing.T) {
 		rec := httptest.NewRecorder()
 		f.srv.Handler().ServeHTTP(rec, request(ctx, auth))
 		require.Equal(t, http.StatusTooManyRequests, rec.Code, "body %q", rec.Body)
+		require.Equal(t, "1", rec.Header().Get("Retry-After"), "the client is told when to try again")
 		var body errorBody
 		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
 		require.Equal(t, codeTooManyReads, body.Error.Code)
