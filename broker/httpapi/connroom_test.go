@@ -21,8 +21,10 @@ import (
 // at once (an idle victim) or after ConnGrace (a new one, a few ms in these tests).
 const roomBound = 5 * time.Second
 
-// roomOptions: 8 places, of which streams may hold 4.
-var roomOptions = Options{MaxConns: 8, MaxStreams: 4, MaxStreamsPerPrincipal: 4, ConnGrace: 20 * time.Millisecond}
+// roomOptions: streams may hold 4 places, and there is one more than a credential can hold (its 4 streams and
+// its reads in progress or waiting): the fewest validate accepts.
+var roomOptions = Options{MaxConns: maxReadsPerCredential + maxWaitingReadsPerCredential + 4 + 1, MaxStreams: 4,
+	MaxStreamsPerPrincipal: 4, ConnGrace: 20 * time.Millisecond}
 
 // listening serves f's server through Listen's own listener (the fixture's httptest server does not use it) on
 // a loopback port, and returns the listener and its base URL.
@@ -357,9 +359,7 @@ func (rc readConn) answer(t *testing.T) (int, string) {
 // (held there by the test) and those waiting hold maxReadsPerCredential + maxWaitingReadsPerCredential places,
 // the rest are answered 429 at once and go idle, and another credential's request still gets in.
 func TestOneCredentialCannotHoldEveryPlace(t *testing.T) {
-	opts := roomOptions
-	opts.MaxConns = maxReadsPerCredential + maxWaitingReadsPerCredential + 4
-	f := newFixture(t, opts)
+	f := newFixture(t, roomOptions)
 	ro := keyReadOnlyPrefix + digestOf(roToken)
 	release := make(chan struct{})
 	f.srv.reading = func(p principal) {
@@ -378,7 +378,7 @@ func TestOneCredentialCannotHoldEveryPlace(t *testing.T) {
 	}
 	awaitTurns(t, f.srv.reads, ro, maxReadsPerCredential, maxWaitingReadsPerCredential)
 	var refused []net.Conn
-	for i := range 2 * opts.MaxConns {
+	for i := range 2 * roomOptions.MaxConns {
 		rc := sendRead(t, base, roToken)
 		refused = append(refused, rc.c)
 		status, code := rc.answer(t)
@@ -387,8 +387,8 @@ func TestOneCredentialCannotHoldEveryPlace(t *testing.T) {
 	awaitTurns(t, f.srv.reads, ro, maxReadsPerCredential, maxWaitingReadsPerCredential)
 	tr := legit(t, base)
 	idle, fresh := l.evicted()
-	free := opts.MaxConns - len(holding)
-	require.Equal(t, [2]uint64{uint64(2*opts.MaxConns - free + 1), 0}, [2]uint64{idle, fresh},
+	free := roomOptions.MaxConns - len(holding)
+	require.Equal(t, [2]uint64{uint64(2*roomOptions.MaxConns - free + 1), 0}, [2]uint64{idle, fresh},
 		"each connection beyond the places, the credential's refused reads' and the other's, closed a refused one")
 
 	releaseAll()

@@ -71,6 +71,8 @@
 // open MaxConns connections, each with a read waiting its turn behind the token's 4 in progress, all active, and
 // every other credential, the operator's page included, would wait to be accepted. With it, the token's reads
 // hold at most 12 places; its next is answered 429 at once and its connection goes idle, the first to make room.
+// Its streams hold at most MaxStreamsPerPrincipal more (or MaxStreams if fewer), so New refuses a MaxConns that
+// does not exceed the sum (76 by default, of 1,024): a place is always left for another credential.
 //
 // An unauthenticated client gets no request in progress for long: its answer is immediate, and a request with a
 // body is answered and its connection closed without reading the body (no route reads one; net/http would

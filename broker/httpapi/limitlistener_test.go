@@ -36,11 +36,6 @@ func TestLimitListenerHoldsAPlacePerOpenConnection(t *testing.T) {
 	require.ErrorIs(t, err, net.ErrClosed)
 }
 
-func TestOptionsMaxConnsAboveMaxStreams(t *testing.T) {
-	o := Options{MaxConns: 10, MaxStreams: 10}
-	require.ErrorContains(t, o.validate(), "MaxConns 10 must exceed MaxStreams 10")
-}
-
 // TestLimitListenerChoosesWhomToClose: the connection idle the longest, else the oldest new one past the grace;
 // never an active or hijacked one; a new one within the grace is waited for.
 func TestLimitListenerChoosesWhomToClose(t *testing.T) {

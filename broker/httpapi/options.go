@@ -74,10 +74,12 @@ type Options struct {
 	MaxStreamsPerPrincipal int
 	KeepAlive              time.Duration
 	MaxSessions            int
-	// MaxConns bounds the connections Listen's listener holds open at once (default 1024; it must exceed
-	// MaxStreams, since each stream holds one). When they are all open, the listener makes room for the next:
-	// it closes the connection idle the longest, else the oldest that has sent no complete request and is older
-	// than ConnGrace (default 1 s); one with a request in progress is never closed (see the package doc).
+	// MaxConns bounds the connections Listen's listener holds open at once (default 1024). When they are all open,
+	// the listener makes room for the next: it closes the connection idle the longest, else the oldest that has
+	// sent no complete request and is older than ConnGrace (default 1 s); one with a request in progress is never
+	// closed (see the package doc). So MaxConns must exceed MaxStreams, since each stream holds one, and the
+	// connections one credential can hold with requests in progress: 4 reads in progress, 8 waiting for a turn
+	// and its streams (MaxStreamsPerPrincipal, or MaxStreams if fewer; 76 by default).
 	MaxConns  int
 	ConnGrace time.Duration
 	// Now is the clock of sessions and login codes (default time.Now).
@@ -99,11 +101,26 @@ func (o *Options) validate() error {
 		o.KeepAlive < 0 || o.MaxSessions < 0 || o.MaxConns < 0 || o.ConnGrace < 0 {
 		errs = append(errs, errors.New("httpapi: limits must not be negative"))
 	}
-	if d := o.withDefaults(); d.MaxConns <= d.MaxStreams {
+	d := o.withDefaults()
+	if d.MaxConns <= d.MaxStreams {
 		errs = append(errs, fmt.Errorf("httpapi: MaxConns %d must exceed MaxStreams %d (each stream holds a connection)",
 			d.MaxConns, d.MaxStreams))
 	}
+	// NB: a connection with a request in progress is never closed to make room, so the places one credential can
+	// hold that way must leave one for every other credential, the operator's page included.
+	if streams, held := d.credentialPlaces(); d.MaxConns <= held {
+		errs = append(errs, fmt.Errorf("httpapi: MaxConns %d must exceed the %d connections one credential can hold "+
+			"(%d reads in progress + %d waiting + %d streams, MaxStreamsPerPrincipal or MaxStreams if fewer)",
+			d.MaxConns, held, maxReadsPerCredential, maxWaitingReadsPerCredential, streams))
+	}
 	return errors.Join(errs...)
+}
+
+// credentialPlaces is what one credential's requests in progress can hold of the listener's places, none of which
+// is closed to make room: its streams, and its reads in progress or waiting for a turn (readturns.go).
+func (o *Options) credentialPlaces() (streams, held int) {
+	streams = min(o.MaxStreams, o.MaxStreamsPerPrincipal)
+	return streams, maxReadsPerCredential + maxWaitingReadsPerCredential + streams
 }
 
 func (o Options) withDefaults() Options {
