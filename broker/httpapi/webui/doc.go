@@ -13,16 +13,21 @@
 //     no inline script or style, so a strict Content-Security-Policy can forbid both.
 //   - Live without reload: one EventSource on /api/v1/stream feeds every view; a resync (the page read too
 //     slowly) makes the views re-read what they show and reopens the stream live.
+//   - A refusal for now is not an error: a read answered 429 too-many-reads (the credential's other clients fill
+//     its turns) is read again up to 4 times, after a jittered wait that doubles from 125–250 ms to 1–2 s and is
+//     never shorter than the answer's Retry-After (one longer than 30 s is not waited for); meanwhile the header
+//     says so and the view keeps waiting. Any other failure fails the read at once.
 //
 // # Layout of static/
 //
 //	index.html, app.css, favicon.svg   the shell: header, theme (light and dark), main
 //	js/main.js                          routing (#/runs, #/health, #/run/ID/TAB), stream, keyboard
 //	js/api.js                           the API as functions; paging; the stream
+//	js/retry.js                         when a read refused for now is read again (pure)
 //	js/model.js, js/format.js           pure shaping and wording (timeline, tree, health, policy inputs)
 //	js/views/*.js                       run list and slot pool, run view with its tabs, health
 //
-// The pure modules and the stream (against a fake EventSource) are tested with node --test (jstest/, run by
-// TestJavaScriptUnits when node is on PATH); the whole page is tested in headless Chromium against a real crewd
-// by integration's TestDashboard.
+// The pure modules, the stream (against a fake EventSource) and the reads again (against a fake fetch) are tested
+// with node --test (jstest/, run by TestJavaScriptUnits when node is on PATH); the whole page is tested in headless
+// Chromium against a real crewd by integration's TestDashboard.
 package webui

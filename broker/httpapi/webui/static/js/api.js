@@ -2,18 +2,36 @@
 // served by crewd on the same origin and authenticates with its session
 // cookie, so every request is same-origin with credentials.
 
+import { retryAfterMs, withRetry } from './retry.js';
+
 const base = '/api/v1';
 
-/** ApiError carries the API's {error:{code,message}} and the HTTP status. */
+/**
+ * ApiError carries the API's {error:{code,message}}, the HTTP status and the
+ * Retry-After in milliseconds (null without one).
+ */
 export class ApiError extends Error {
-  constructor(status, code, message) {
+  constructor(status, code, message, retryAfter = null) {
     super(message || code || `HTTP ${status}`);
     this.status = status;
     this.code = code;
+    this.retryAfterMs = retryAfter;
   }
 }
 
-/** get fetches a JSON route; params are added as query parameters (arrays repeat). */
+/**
+ * reads is how get waits before reading a refused read again (retry.js):
+ * wait(ms, signal), random(), and onBackoff(n), told how many reads are
+ * waiting to be read again each time that changes (the header's notice).
+ */
+export const reads = { wait: sleep, random: Math.random, onBackoff: () => {} };
+let backingOff = 0;
+
+/**
+ * get fetches a JSON route; params are added as query parameters (arrays
+ * repeat). A read crewd refused for now (429 too-many-reads) is read again
+ * after a short jittered wait, a few times, before it fails.
+ */
 export async function get(path, params = {}, { signal } = {}) {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) {
@@ -21,6 +39,10 @@ export async function get(path, params = {}, { signal } = {}) {
     for (const one of Array.isArray(v) ? v : [v]) q.append(k, String(one));
   }
   const url = base + path + (q.size ? `?${q}` : '');
+  return withRetry(() => getOnce(url, signal), { wait: (ms) => backOff(ms, signal), random: () => reads.random() });
+}
+
+async function getOnce(url, signal) {
   const res = await fetch(url, { credentials: 'same-origin', headers: { Accept: 'application/json' }, signal });
   let body = null;
   try {
@@ -30,9 +52,37 @@ export async function get(path, params = {}, { signal } = {}) {
   }
   if (!res.ok) {
     const e = body && body.error;
-    throw new ApiError(res.status, e && e.code, e && e.message);
+    throw new ApiError(res.status, e && e.code, e && e.message, retryAfterMs(res.headers.get('Retry-After'), Date.now()));
   }
   return body;
+}
+
+async function backOff(ms, signal) {
+  reads.onBackoff(++backingOff);
+  try {
+    await reads.wait(ms, signal);
+  } finally {
+    reads.onBackoff(--backingOff);
+  }
+}
+
+/** sleep resolves after ms, or rejects with the signal's reason once it aborts. */
+function sleep(ms, signal) {
+  return new Promise((resolve, reject) => {
+    if (signal && signal.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const abort = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    const timer = setTimeout(() => {
+      if (signal) signal.removeEventListener('abort', abort);
+      resolve();
+    }, ms);
+    if (signal) signal.addEventListener('abort', abort, { once: true });
+  });
 }
 
 const run = (id) => `/runs/${encodeURIComponent(id)}`;

@@ -3,7 +3,7 @@
 // the keyboard.
 
 import { h, replace } from './dom.js';
-import { api, ApiError, Stream } from './api.js';
+import { api, ApiError, reads, Stream } from './api.js';
 import { coalesce } from './live.js';
 import { moveRow, showDialog } from './widgets.js';
 import { RunsView } from './views/runs.js';
@@ -13,7 +13,15 @@ import { HealthView } from './views/health.js';
 const main = document.getElementById('view');
 const liveEl = document.getElementById('live');
 const slotsMini = document.getElementById('slots-mini');
+const busyEl = document.getElementById('busy');
 let view = null;
+
+// A read crewd refused for now is read again shortly (api.js); meanwhile the header says so, and the view waits.
+reads.onBackoff = (n) => {
+  busyEl.hidden = n === 0;
+  busyEl.textContent = n === 0 ? '' : 'busy, reading again…';
+  busyEl.title = n === 0 ? '' : `crewd asked this page to wait: this credential's other clients fill its turns (${n} read${n === 1 ? '' : 's'} waiting)`;
+};
 
 // Theme: the system's preference unless the toggle chose one (kept in localStorage).
 const themeKey = 'crewlog.theme';
