@@ -61,7 +61,7 @@ func handleImportAppend(cl *call) (any, error) {
 		return nil, forbidden("%s: admin only", cl.method)
 	}
 	p := readParams(cl)
-	source := p.str("source", true, 64)
+	source := p.str("source", true, commands.MaxImportSourceChars)
 	raw, _ := p.get("writes")
 	p.strict()
 	if p.err != nil {
@@ -151,7 +151,7 @@ func handleImportCheckpoints(cl *call) (any, error) {
 		return nil, forbidden("%s: admin only", cl.method)
 	}
 	p := readParams(cl)
-	source := p.str("source", true, 64)
+	source := p.str("source", true, commands.MaxImportSourceChars)
 	cursor := p.str("cursor", false, events.MaxImportPathChars)
 	limit := int(p.int("limit", 1, maxCheckpointPage, maxCheckpointPage))
 	p.strict()

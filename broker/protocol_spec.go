@@ -548,7 +548,7 @@ var protocolSpec = map[string]methodSpec{
 		summary: "import another runtime's recorded history through the daemon, each write once (its commandId in the engine's namespace)",
 		roles:   rolesAdmin, strict: true,
 		params: []paramDesc{
-			pStr("source", true, 1, 64),
+			pStr("source", true, 1, commands.MaxImportSourceChars),
 			note(paramDesc{Name: "writes", Type: "Record<string, unknown>[]", Required: true, MaxItems: MaxImportWrites},
 				"each {commandId: string 1..256 bytes, runId: string (a run id, or \"$import\" for import.checkpoint), "+
 					"events: {type: string, time?: integer (source unix ms), payload: object (the type's payload)}[] of 1..16}"),
@@ -561,7 +561,7 @@ var protocolSpec = map[string]methodSpec{
 	methodImportCheckpoints: {
 		summary: "the newest import checkpoint of every file a source's imports recorded, by path",
 		roles:   rolesAdmin, strict: true,
-		params: []paramDesc{pStr("source", true, 1, 64), note(pStr("cursor", false, 0, events.MaxImportPathChars), "nextCursor of the previous page"),
+		params: []paramDesc{pStr("source", true, 1, commands.MaxImportSourceChars), note(pStr("cursor", false, 0, events.MaxImportPathChars), "nextCursor of the previous page"),
 			pInt("limit", 1, maxCheckpointPage, maxCheckpointPage)},
 		results: []any{importCheckpointsResult{}},
 		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeReplayFailed, wire.CodeOversizeFrame},

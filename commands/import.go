@@ -16,6 +16,10 @@ import (
 // to, never a whole file.
 const MaxImportEvents = 16
 
+// MaxImportSourceChars bounds an Import's Source, in chars (code points), as
+// the broker's import.append counts its source param.
+const MaxImportSourceChars = 64
+
 // maxImportTimeMs is the latest source time an event may carry: event
 // times are unix nanoseconds in an int64 (up to the year 2262).
 const maxImportTimeMs = 9e12
@@ -132,8 +136,8 @@ func importable(typ string) bool {
 }
 
 func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
-	if c.Source == "" || len(c.Source) > 64 {
-		return Decision{}, badParams("import.append: source must be 1..64 chars")
+	if n := utf8.RuneCountInString(c.Source); n == 0 || n > MaxImportSourceChars || !utf8.ValidString(c.Source) {
+		return Decision{}, badParams("import.append: source must be 1..%d chars of UTF-8", MaxImportSourceChars)
 	}
 	if n := len(c.Events); n == 0 || n > MaxImportEvents {
 		return Decision{}, badParams("import.append: a write carries 1..%d events", MaxImportEvents)

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -161,4 +162,30 @@ func TestImportedAdmissionDeadline(t *testing.T) {
 	}
 	_, err := decide(0, &events.DelegateAdmitted{SubID: "s", TimeoutSec: 1e300})
 	require.ErrorContains(t, err, "timeoutSec 1e+300 puts its deadline past")
+}
+
+// TestImportSourceIsCountedInChars: a source is bounded in chars, as the broker's import.append counts its param, so
+// one of 64 two-byte chars the broker accepts is not refused by the engine; 65, or one that is not UTF-8, is.
+func TestImportSourceIsCountedInChars(t *testing.T) {
+	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
+	for i, c := range []struct {
+		source string
+		ok     bool
+	}{
+		{strings.Repeat("é", MaxImportSourceChars), true},
+		{strings.Repeat("é", MaxImportSourceChars+1), false},
+		{"", false},
+		{"pi\xffcrew", false},
+	} {
+		req := importOf("R", fmt.Sprintf("src-%d", i), events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"})
+		req.Command.(*Import).Source = c.source
+		r, err := f.eng.Submit(context.Background(), req)
+		require.NoError(t, err, c.source)
+		if !c.ok {
+			require.NotNil(t, r.Rejected, "%q", c.source)
+			require.Contains(t, r.Rejected.Error(), "source must be 1..64 chars")
+			continue
+		}
+		require.Nil(t, r.Rejected, "%q", c.source)
+	}
 }
