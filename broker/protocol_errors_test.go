@@ -27,9 +27,10 @@ import (
 // Every command method is called by each role (the worker P, the orchestrator, the admin) with params that would
 // be accepted (errorsBase), then, by each role it admits, with each params key, one at a time, left out or set to
 // each value of errorCorpus, and with params that are no object; and again with its accepted params in states that
-// refuse them otherwise (errorStates): the run at its events quota, at its message-bytes quota, past its message
-// rate, the disk full, and the engine stopped. A revoked credential's connection ends, with a closing code. A code a
-// description lists that no request answered is logged, unless unreachedCodes says why none can.
+// refuse them otherwise (errorStates, commandStates): the run at its events quota, at its message-bytes quota, past
+// its message rate, the disk full, the engine stopped, nesting and the wait methods off, and the manager's grant
+// changed. A revoked credential's connection ends, with a closing code. A code a description lists that no request
+// answered is logged, unless unreachedCodes says why none can.
 func TestProtocolErrorsMatchServer(t *testing.T) {
 	methods := describedMethods(t, true)
 	seen := codesSeen{}
@@ -46,16 +47,27 @@ func TestProtocolErrorsMatchServer(t *testing.T) {
 
 	// Accepted params in states that refuse them, each state on a crew of its own (a new one when a request spoiled
 	// it): a winding-down command a quota lets through changes the crew, and the rest are refused all the same.
-	for _, st := range errorStates(t) {
+	for _, st := range append(errorStates(t), commandStates...) {
 		var e *errorsCrew
 		for _, m := range methods {
+			if st.methods != nil && !slices.Contains(st.methods, m.Name) {
+				continue
+			}
 			for _, role := range errorRoles {
 				if e == nil || e.spoiled() {
 					e = newErrorsCrew(t, st.opts)
-					st.apply(e)
+					if st.apply != nil {
+						st.apply(e)
+					}
 				}
 				base := errorsBase(m.Name, e.ids)
+				if st.params != nil {
+					st.params(e, m.Name, base)
+				}
 				seen.observe(m.Name, base, e.call(role, m.Name, base), st.name)
+				if st.twice && !e.spoiled() {
+					seen.observe(m.Name, base, e.call(role, m.Name, base), st.name+", sent again")
+				}
 			}
 		}
 	}
@@ -72,8 +84,11 @@ func TestProtocolErrorsMatchServer(t *testing.T) {
 	seen.requireDescribed(t, methods)
 	// The corpus reaches the refusals it is meant to: were it to stop reaching them, the test could not fail.
 	seen.requireReached(t, map[string][]wire.Code{"task.usage": {wire.CodeQuotaExceeded}, "msg.send": {wire.CodeRateLimit},
-		"delegate.request": {wire.CodePolicyDenied}, "task.create": {wire.CodeDiskFull}, "task.transition": {wire.CodeNoTask},
-		"run.create": {wire.CodeForbidden}, "credential.issue": {wire.CodeInternal}})
+		"delegate.request": {wire.CodePolicyDenied, wire.CodePolicyDisabled}, "task.create": {wire.CodeDiskFull},
+		"task.transition": {wire.CodeNoTask, wire.CodeQuotaExceeded}, "run.create": {wire.CodeForbidden},
+		"credential.issue": {wire.CodeInternal}, "wait.request": {wire.CodePolicyDisabled},
+		"wait.resolve": {wire.CodePolicyDisabled, wire.CodeQuotaExceeded}, "job.transition": {wire.CodeQuotaExceeded},
+		"manifest.revalidate": {wire.CodePolicyDenied}})
 }
 
 // describedMethods are the methods of the protocol description that are engine commands (command) or not.
@@ -181,21 +196,31 @@ var unreachedCodes = map[string]string{
 	"task.waitStatus close":            "the server shutting down during the wait, an answer its connection's end races",
 }
 
-// errorState is a state of the crew that refuses requests it would otherwise accept: opts build the crew, apply
-// puts it in the state, and reads, when set, points a read's accepted params at what the state made.
+// errorState is a state of the crew that refuses requests it would otherwise accept: opts build the crew, apply,
+// when set, puts it in the state, and params, when set, points a request's accepted params at what the state made.
+// With twice, each command is sent again: a command the state lets through changes the crew, and a rule refuses it
+// the second time (reads change nothing, and are sent once). methods, when set, are the only commands the state
+// is met with: the others answer in it as they do without it.
 type errorState struct {
-	name  string
-	opts  fixtureOpts
-	apply func(e *errorsCrew)
-	reads func(e *errorsCrew, method string, params map[string]any)
+	name    string
+	opts    fixtureOpts
+	apply   func(e *errorsCrew)
+	params  func(e *errorsCrew, method string, params map[string]any)
+	twice   bool
+	methods []string
 }
 
 // errorStates are the states every method is called in with its accepted params: the run at its events quota, at
 // its message-bytes quota, past its message rate, the disk full, and the engine stopped.
 func errorStates(t *testing.T) []errorState {
 	return []errorState{
-		{name: "at the events quota", apply: func(e *errorsCrew) {
-			e.configure(func(c *projections.Config, u projections.RunUsage) { c.QuotaEvents = u.Events })
+		// A refusal that records only itself counts against the events quota (commands/quota.go), so the quota
+		// refuses it too: the wait methods are off (wait.resolve's refusal records policy.action), and each
+		// command is sent twice (a job paused, its pause again is refused not-running and records job.rejected).
+		{name: "at the events quota", twice: true, apply: func(e *errorsCrew) {
+			e.configure(func(c *projections.Config, u projections.RunUsage) {
+				c.QuotaEvents, c.WaitMethodsEnabled = u.Events, false
+			})
 		}},
 		{name: "at the message-bytes quota", apply: func(e *errorsCrew) {
 			e.configure(func(c *projections.Config, u projections.RunUsage) { c.QuotaBytes = u.MsgBytes })
@@ -206,6 +231,23 @@ func errorStates(t *testing.T) []errorState {
 		{name: "disk full", apply: func(e *errorsCrew) { e.disk.full.Store(true) }},
 		{name: "engine stopped", apply: func(e *errorsCrew) { require.NoError(t, e.f.eng.Close()) }},
 	}
+}
+
+// commandStates are the states that refuse a few commands only, besides errorStates: nesting and the wait methods
+// switched off (policy-disabled), and the manager's grant changed since its job was created, which
+// manifest.revalidate refuses (policy-denied). The call r1 waits for its revalidation only in a new crew: the
+// corpus revalidates it with its first request, so only a state can reach that refusal.
+var commandStates = []errorState{
+	{name: "nesting and the wait methods off", methods: []string{"delegate.request", "wait.request", "wait.resolve"},
+		apply: func(e *errorsCrew) {
+			e.configure(func(c *projections.Config, _ projections.RunUsage) {
+				c.NestingEnabled, c.WaitMethodsEnabled = false, false
+			})
+		}},
+	{name: "the manager's grant changed", methods: []string{"manifest.revalidate"},
+		params: func(_ *errorsCrew, _ string, params map[string]any) {
+			params["tools"] = []any{} // the manager grants nothing now
+		}},
 }
 
 // absent stands for a params key left out.
@@ -432,7 +474,7 @@ func errorsBase(method string, ids map[string]string) map[string]any {
 	case "task.create":
 		return map[string]any{"taskId": "T", "role": "executor", "agent": "a", "title": "t", "cwd": "/t"}
 	case "task.transition":
-		return map[string]any{"taskId": taskQ, "to": "waiting"}
+		return map[string]any{"taskId": taskQ, "to": "queued"} // Q, parked on its question, is retried
 	case "task.usage":
 		return map[string]any{"taskId": taskQ, "input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0}
 	case "wait.request":

@@ -59,8 +59,8 @@ func TestProtocolReadErrorsMatchServer(t *testing.T) {
 		for _, m := range methods {
 			for _, role := range errorRoles {
 				base, _ := readsBase(e, m.Name, role)
-				if st.reads != nil {
-					st.reads(e, m.Name, base)
+				if st.params != nil {
+					st.params(e, m.Name, base)
 				}
 				seen.observe(m.Name, base, send(e, role, m.Name, base), st.name)
 			}
@@ -132,7 +132,7 @@ var readStates = []errorState{
 			p.okUnescaped("proxy.request", map[string]any{"jobId": "J", "nonce": e.ids["nonce"], "tool": "read",
 				"requestId": long[:commands.MaxRequestIDChars]})
 		},
-		reads: func(e *errorsCrew, method string, params map[string]any) {
+		params: func(e *errorsCrew, method string, params map[string]any) {
 			switch method {
 			case wire.MethodEventsSince:
 				seq, _ := strconv.Atoi(e.ids["longCommandSeq"])
