@@ -67,7 +67,7 @@ func TestProtocolReadErrorsMatchServer(t *testing.T) {
 		}
 	}
 
-	seen.logUnreached(t, methods)
+	seen.requireListedAnswered(t, methods)
 	seen.requireDescribed(t, methods)
 	seen.requireReached(t, map[string][]wire.Code{
 		"hello":           {wire.CodeProtocol, wire.CodeRevoked, wire.CodeTooManyConnections},

@@ -31,8 +31,13 @@ var (
 	rolesWorker  = []string{events.RoleWorker}
 )
 
-// Codes a command on a task (or delegation) may answer; a message adds its run's quotas.
+// Codes a command on a run (errsRunCommand), on a task or delegation (errsTaskCommand) may answer; a message adds
+// its run's quotas. Only a command that appends a message can pass the run's message rate (rate-limit). NB: what a
+// worker's command names of its own — its run, its task — is never missing: runs and tasks are never removed, and
+// they exist while its credential does; so a worker's own method answers no-manifest and no-task only where the
+// pi-crew contract lists them (see unreachedCodes in protocol_errors_test.go).
 var (
+	errsRunCommand  = []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull, wire.CodeUnavailable}
 	errsTaskCommand = []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask,
 		wire.CodeDiskFull, wire.CodeUnavailable}
 	errsMessage = append(slices.Clip(errsTaskCommand), wire.CodeQuotaExceeded, wire.CodeRateLimit)
@@ -42,6 +47,9 @@ var (
 	// (job.rejected), counts against the run's events quota.
 	errsRepeatableTaskCommand = append(slices.Clip(errsTaskCommand), wire.CodeQuotaExceeded)
 	errsRepeatableJob         = append(slices.Clip(errsJob), wire.CodeQuotaExceeded)
+	// A worker's proxy message names its own job: a job of another task is forbidden, an unknown one bad-params.
+	errsProxyMessage = []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodePolicyDenied, wire.CodeDiskFull,
+		wire.CodeUnavailable, wire.CodeQuotaExceeded}
 )
 
 // Shorthands for params. Lengths count chars (Unicode code points).
@@ -205,8 +213,10 @@ var protocolSpec = map[string]methodSpec{
 				"kind response only: the parked question the message answers"),
 		},
 		results: []any{commands.SendResult{}},
-		errors:  errsMessage,
-		pushes:  []string{wire.EventMailboxMessage},
+		// NB: no no-task: a task it sends to that does not exist is bad-params, and the worker's own always exists.
+		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull,
+			wire.CodeUnavailable, wire.CodeQuotaExceeded, wire.CodeRateLimit},
+		pushes: []string{wire.EventMailboxMessage},
 	},
 	wire.MethodMsgInbox: {
 		summary: "the caller's unacknowledged messages in append order (orchestrator: the run inbox)",
@@ -257,7 +267,8 @@ var protocolSpec = map[string]methodSpec{
 		summary: "a follow-up message to a task (default the sender's own)",
 		params:  []paramDesc{note(paramDesc{Name: "to"}, "a task of the run or \"parent\""), pEnum("priority", false, "normal", priorities...)},
 		results: []any{commands.EscalateResult{}},
-		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask, wire.CodeQuotaExceeded,
+		// NB: no no-task: a recipient that does not exist is bad-params, and the worker's own task always exists.
+		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeQuotaExceeded,
 			wire.CodeRateLimit, wire.CodeDiskFull, wire.CodeUnavailable},
 		pushes: []string{wire.EventMailboxMessage},
 	},
@@ -272,15 +283,15 @@ var protocolSpec = map[string]methodSpec{
 		},
 		results: []any{commands.WaitResult{}},
 		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask,
-			wire.CodePolicyDisabled, wire.CodeQuotaExceeded, wire.CodeRateLimit, wire.CodeDiskFull, wire.CodeUnavailable},
+			wire.CodePolicyDisabled, wire.CodeQuotaExceeded, wire.CodeDiskFull, wire.CodeUnavailable},
 	},
 	wire.MethodWaitResolve: {
 		summary: "resume the caller's task after its question was answered",
 		params: []paramDesc{note(paramDesc{Name: "to"}, "the caller's own task; any other is forbidden"),
 			pStr("questionId", true, 1, commands.MaxQuestionIDChars)},
 		results: []any{commands.ResolveResult{}},
-		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask,
-			wire.CodePolicyDisabled, wire.CodeQuotaExceeded, wire.CodeDiskFull, wire.CodeUnavailable},
+		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodePolicyDisabled,
+			wire.CodeQuotaExceeded, wire.CodeDiskFull, wire.CodeUnavailable},
 	},
 	wire.MethodDelegateRequest: {
 		summary: "ask for a grandchild; the runtime spawns it (delegate.spawned) and settles it (delegate.settle)",
@@ -296,7 +307,7 @@ var protocolSpec = map[string]methodSpec{
 		},
 		results: []any{commands.DelegateResult{}},
 		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask,
-			wire.CodePolicyDisabled, wire.CodePolicyDenied, wire.CodeQuotaExceeded, wire.CodeRateLimit, wire.CodeDiskFull, wire.CodeUnavailable},
+			wire.CodePolicyDisabled, wire.CodePolicyDenied, wire.CodeQuotaExceeded, wire.CodeDiskFull, wire.CodeUnavailable},
 	},
 	"run.create": {
 		summary: "create a run; the answer carries the orchestrator's token",
@@ -330,7 +341,7 @@ var protocolSpec = map[string]methodSpec{
 		},
 		results: []any{taskStatusResult{}},
 		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeQuotaExceeded,
-			wire.CodeRateLimit, wire.CodeDiskFull, wire.CodeUnavailable},
+			wire.CodeDiskFull, wire.CodeUnavailable},
 	},
 	"task.transition": {
 		summary: "move a task to a status (terminal to non-terminal only by retry)",
@@ -356,7 +367,7 @@ var protocolSpec = map[string]methodSpec{
 		params: []paramDesc{note(paramDesc{Name: "taskId"}, "a task id or \"orchestrator\""),
 			pStr("reason", false, 0, commands.MaxIDChars)},
 		results: []any{credentialResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull, wire.CodeUnavailable},
+		errors:  errsRunCommand,
 	},
 	"delegate.spawned": {
 		summary: "the grandchild's process exists: queued → running (a late report is a no-op)",
@@ -383,13 +394,13 @@ var protocolSpec = map[string]methodSpec{
 		summary: "mark messages delivered (worker: its own mailbox; absent taskId: the run inbox)",
 		params:  []paramDesc{{Name: "messageIds", MaxItems: commands.MaxMessageIDs}},
 		results: []any{commands.MailboxResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull, wire.CodeUnavailable},
+		errors:  errsRunCommand,
 	},
 	"mailbox.ack": {
 		summary: "mark messages acknowledged; they leave msg.inbox",
 		params:  []paramDesc{{Name: "messageIds", MaxItems: commands.MaxMessageIDs}},
 		results: []any{commands.MailboxResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull, wire.CodeUnavailable},
+		errors:  errsRunCommand,
 	},
 	"query.run": {
 		summary: "the run, and what its quotas count", roles: rolesRuntime, strict: true,
@@ -445,7 +456,7 @@ var protocolSpec = map[string]methodSpec{
 		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars), pStr("taskId", true, 1, 256),
 			note(paramDesc{Name: "tools"}, "the grant: an array of tool manifests (docs/protocol.md)")},
 		results: []any{jobCreateResult{}},
-		errors:  append(slices.Clip(errsMessage), wire.CodePolicyDenied),
+		errors:  append(slices.Clip(errsRepeatableTaskCommand), wire.CodePolicyDenied),
 	},
 	"lease.open": {
 		summary: "open an executor lease on a job (start, or continue a paused one with its current grant)",
@@ -472,12 +483,12 @@ var protocolSpec = map[string]methodSpec{
 		summary: "the worker's connection to the job went away: every pending call fails",
 		params:  []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars)},
 		results: []any{commands.JobResult{}},
-		errors:  errsJob,
+		errors:  errsRunCommand,
 	},
 	"job.roots_reset": {
 		summary: "empty the run's revoked-root set and lift its saturation (the manager session's shutdown)",
 		results: []any{rootsResetResult{}},
-		errors:  errsJob,
+		errors:  errsRunCommand,
 	},
 	"proxy.request": {
 		summary: "a worker's proxied tool call under its job's lease",
@@ -486,7 +497,7 @@ var protocolSpec = map[string]methodSpec{
 			note(paramDesc{Name: "nonce"}, "the job's nonce from job.create"),
 			pStr("tool", true, 1, commands.MaxToolNameChars), note(paramDesc{Name: "args"}, "a JSON-safe object")},
 		results: []any{commands.ProxyAnswer{}},
-		errors:  append(slices.Clip(errsMessage), wire.CodePolicyDenied),
+		errors:  errsProxyMessage,
 	},
 	"manifest.revalidate": {
 		summary: "revalidate the grant before executing an admitted call (a different grant hard-stops the job)",
@@ -506,7 +517,7 @@ var protocolSpec = map[string]methodSpec{
 		summary: "a worker cancels its live proxied call",
 		params:  []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars)},
 		results: []any{commands.ProxyAnswer{}},
-		errors:  append(slices.Clip(errsMessage), wire.CodePolicyDenied),
+		errors:  errsProxyMessage,
 	},
 	"proxy.result": {
 		summary: "the state of one of the worker's proxied calls and, once delivered, its result",

@@ -1435,7 +1435,7 @@ export interface Methods {
   };
   /**
    * ask for a grandchild; the runtime spawns it (delegate.spawned) and settles it (delegate.settle)
-   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, policy-denied, quota-exceeded, rate-limit, disk-full, unavailable, internal.
+   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, policy-denied, quota-exceeded, disk-full, unavailable, internal.
    */
   "delegate.request": {
     roles: "worker";
@@ -1465,7 +1465,7 @@ export interface Methods {
   };
   /**
    * a follow-up message to a task (default the sender's own)
-   * Errors: forbidden, bad-params, no-manifest, no-task, quota-exceeded, rate-limit, disk-full, unavailable, internal.
+   * Errors: forbidden, bad-params, no-manifest, quota-exceeded, rate-limit, disk-full, unavailable, internal.
    */
   "escalate": {
     roles: "worker" | "orchestrator" | "admin";
@@ -1535,7 +1535,7 @@ export interface Methods {
   };
   /**
    * create a job for a task with its tool grant (manifests); the answer carries the job's nonce
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, rate-limit, policy-denied, internal.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, policy-denied, internal.
    */
   "job.create": {
     roles: "orchestrator" | "admin";
@@ -1545,7 +1545,7 @@ export interface Methods {
   };
   /**
    * the worker's connection to the job went away: every pending call fails
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, internal.
+   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, internal.
    */
   "job.disconnect": {
     roles: "orchestrator" | "admin";
@@ -1555,7 +1555,7 @@ export interface Methods {
   };
   /**
    * empty the run's revoked-root set and lift its saturation (the manager session's shutdown)
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, internal.
+   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, internal.
    */
   "job.roots_reset": {
     roles: "orchestrator" | "admin";
@@ -1635,7 +1635,7 @@ export interface Methods {
   };
   /**
    * append a mailbox message (orchestrator: any recipient and kind; worker: parent, group or a task of its run)
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, rate-limit, internal.
+   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, quota-exceeded, rate-limit, internal.
    */
   "msg.send": {
     roles: "worker" | "orchestrator" | "admin";
@@ -1655,7 +1655,7 @@ export interface Methods {
   };
   /**
    * a worker cancels its live proxied call
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, rate-limit, policy-denied, internal.
+   * Errors: forbidden, bad-params, policy-denied, disk-full, unavailable, quota-exceeded, internal.
    */
   "proxy.cancel": {
     roles: "worker";
@@ -1675,7 +1675,7 @@ export interface Methods {
   };
   /**
    * a worker's proxied tool call under its job's lease
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, rate-limit, policy-denied, internal.
+   * Errors: forbidden, bad-params, policy-denied, disk-full, unavailable, quota-exceeded, internal.
    */
   "proxy.request": {
     roles: "worker";
@@ -1815,7 +1815,7 @@ export interface Methods {
   };
   /**
    * add a workflow task (queued)
-   * Errors: forbidden, bad-params, no-manifest, quota-exceeded, rate-limit, disk-full, unavailable, internal.
+   * Errors: forbidden, bad-params, no-manifest, quota-exceeded, disk-full, unavailable, internal.
    */
   "task.create": {
     roles: "orchestrator" | "admin";
@@ -1855,7 +1855,7 @@ export interface Methods {
   };
   /**
    * park the caller's task on a question until it is answered (msg.send kind response) or times out
-   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, quota-exceeded, rate-limit, disk-full, unavailable, internal.
+   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, quota-exceeded, disk-full, unavailable, internal.
    */
   "wait.request": {
     roles: "worker";
@@ -1865,7 +1865,7 @@ export interface Methods {
   };
   /**
    * resume the caller's task after its question was answered
-   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, quota-exceeded, disk-full, unavailable, internal.
+   * Errors: forbidden, bad-params, no-manifest, policy-disabled, quota-exceeded, disk-full, unavailable, internal.
    */
   "wait.resolve": {
     roles: "worker";

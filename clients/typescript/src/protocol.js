@@ -113,7 +113,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "DelegateResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","policy-disabled","policy-denied","quota-exceeded","rate-limit","disk-full","unavailable","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","policy-disabled","policy-denied","quota-exceeded","disk-full","unavailable","internal"]),
     "pushes": Object.freeze([]),
   }),
   "delegate.settle": Object.freeze({
@@ -158,7 +158,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "EscalateResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","quota-exceeded","rate-limit","disk-full","unavailable","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","quota-exceeded","rate-limit","disk-full","unavailable","internal"]),
     "pushes": Object.freeze(["mailbox.message"]),
   }),
   "events.since": Object.freeze({
@@ -252,7 +252,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "JobCreateResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","rate-limit","policy-denied","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","policy-denied","internal"]),
     "pushes": Object.freeze([]),
   }),
   "job.disconnect": Object.freeze({
@@ -265,7 +265,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "JobResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","internal"]),
     "pushes": Object.freeze([]),
   }),
   "job.roots_reset": Object.freeze({
@@ -277,7 +277,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "RootsResetResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","internal"]),
     "pushes": Object.freeze([]),
   }),
   "job.transition": Object.freeze({
@@ -398,7 +398,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "SendResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","rate-limit","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","quota-exceeded","rate-limit","internal"]),
     "pushes": Object.freeze(["mailbox.message"]),
   }),
   "ping": Object.freeze({ "roles": Object.freeze(["worker","orchestrator","admin"]), "command": false, "strictParams": false, "params": Object.freeze([]), "result": "PingResult", "errors": Object.freeze([]), "pushes": Object.freeze([]) }),
@@ -414,7 +414,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "ProxyAnswer",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","rate-limit","policy-denied","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","policy-denied","disk-full","unavailable","quota-exceeded","internal"]),
     "pushes": Object.freeze([]),
   }),
   "proxy.complete": Object.freeze({
@@ -447,7 +447,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "ProxyAnswer",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","rate-limit","policy-denied","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","policy-denied","disk-full","unavailable","quota-exceeded","internal"]),
     "pushes": Object.freeze([]),
   }),
   "proxy.result": Object.freeze({
@@ -646,7 +646,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "TaskStatusResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","quota-exceeded","rate-limit","disk-full","unavailable","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","quota-exceeded","disk-full","unavailable","internal"]),
     "pushes": Object.freeze([]),
   }),
   "task.transition": Object.freeze({
@@ -712,7 +712,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "WaitResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","policy-disabled","quota-exceeded","rate-limit","disk-full","unavailable","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","policy-disabled","quota-exceeded","disk-full","unavailable","internal"]),
     "pushes": Object.freeze([]),
   }),
   "wait.resolve": Object.freeze({
@@ -726,7 +726,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "ResolveResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","policy-disabled","quota-exceeded","disk-full","unavailable","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-disabled","quota-exceeded","disk-full","unavailable","internal"]),
     "pushes": Object.freeze([]),
   }),
 });
