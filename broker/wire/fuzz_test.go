@@ -316,16 +316,20 @@ func FuzzReadRequestAgreesWithDecodeRequest(f *testing.F) {
 }
 
 // readResponseReference is how a client read a frame before ReadResponse: a push when its "event" member is not
-// null (its name decoded into a string, or the frame refused), else json.Unmarshal into a Response.
+// null (its name decoded into a string, or the frame refused), else json.Unmarshal into a Response. Members are
+// matched by their exact names, as Response.UnmarshalJSON and a JavaScript client (pi-crew's) match them: a struct
+// probe would take "Event" or "evEnt" for "event", as encoding/json matches struct fields regardless of case.
 func readResponseReference(frame []byte) (resp Response, push string, isPush bool, err error) {
-	var probe struct {
-		Event *string `json:"event"`
-	}
-	if err := json.Unmarshal(frame, &probe); err != nil {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(frame, &members); err != nil {
 		return Response{}, "", false, err
 	}
-	if probe.Event != nil {
-		return Response{}, *probe.Event, true, nil
+	if ev, ok := members["event"]; ok && string(ev) != "null" {
+		var name string
+		if err := json.Unmarshal(ev, &name); err != nil {
+			return Response{}, "", false, err
+		}
+		return Response{}, name, true, nil
 	}
 	err = json.Unmarshal(frame, &resp)
 	return resp, "", false, err
@@ -338,7 +342,7 @@ func FuzzReadResponseAgreesWithUnmarshal(f *testing.F) {
 		`{"id":"1","result":{"a":[1, 2]}}`, `{"id":"1","result":null}`, `{"id":"1"}`, `{"result":1}`,
 		`{"id":"1","error":{"code":"auth","message":"no"}}`, `{"id":"1","error":null,"result":2}`,
 		`{"id":"1","error":{"code":1}}`, `{"event":"team.event","data":{},"seq":1}`, `{"event":null,"id":"2","result":0}`,
-		`{"event":5}`, `{"event":"a\u0062"}`, `{"i\u0064":"x","result":"y","id":"z"}`, `{"id":7,"result":1}`, `[]`, `{"id":"\"","result":"\\"}`,
+		`{"event":5}`, `{"evEnt":"team.event","data":{},"seq":1}`, `{"ID":"1","Result":1}`, `{"id":"1","ERROR":{"code":"auth","message":"no"}}`, `{"event":"a\u0062"}`, `{"i\u0064":"x","result":"y","id":"z"}`, `{"id":7,"result":1}`, `[]`, `{"id":"\"","result":"\\"}`,
 	} {
 		f.Add([]byte(seed))
 	}
