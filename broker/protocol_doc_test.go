@@ -1,9 +1,12 @@
 package broker
 
 import (
+	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -53,4 +56,169 @@ func TestServedMethodsAnswer(t *testing.T) {
 		}
 	}
 	require.Equal(t, wire.CodeNotImplemented, c.call("query.nothing", nil).Error.Code)
+}
+
+// writerCodes are the codes every mutating method — an engine command (command: true in docs/protocol.json) and
+// import.append, whose writes are engine commands — may answer: the disk below its minimum, no writer in a cluster,
+// the engine stopped. docs/protocol.md names them once, in its "Every mutating method" paragraph, and a method's
+// "Errors:" list leaves them out; a method that is not mutating and answers one (admin.checkpoint's internal) names
+// it in its list.
+var writerCodes = []wire.Code{wire.CodeDiskFull, wire.CodeUnavailable, wire.CodeInternal}
+
+// TestProtocolDocErrors: each method's "Errors:" list in docs/protocol.md names exactly the codes docs/protocol.json
+// lists for it (what Describe says), but for writerCodes, which a mutating method's list leaves to the paragraph
+// that names them all; a method that answers no code has no list. Only the codes the list names itself count: the
+// explanations in parentheses may quote others.
+func TestProtocolDocErrors(t *testing.T) {
+	raw, err := os.ReadFile("../docs/protocol.md")
+	require.NoError(t, err)
+	doc := string(raw)
+	d, err := Describe()
+	require.NoError(t, err)
+	known := map[string]bool{}
+	for _, c := range d.Codes {
+		known[string(c.Code)] = true
+	}
+
+	// The paragraph says which codes every mutating method may answer, and protocol.json agrees for each.
+	para := regexp.MustCompile(`(?m)^\*\*Every mutating method\*\*[^\n]*(?:\n[^\n]+)*`).FindString(doc)
+	require.NotEmpty(t, para, `docs/protocol.md has no "**Every mutating method**" paragraph`)
+	for _, c := range writerCodes {
+		require.Contains(t, para, "`"+string(c)+"`", "the mutating methods' paragraph leaves out %s", c)
+	}
+
+	sections := docSections(doc)
+	for _, m := range d.Methods {
+		t.Run(m.Name, func(t *testing.T) {
+			writes := m.Command || m.Name == methodImportAppend
+			want := map[string]bool{}
+			for _, c := range m.Errors {
+				want[string(c)] = true
+			}
+			if writes {
+				for _, c := range writerCodes {
+					require.True(t, want[string(c)], "%s is mutating but protocol.json does not list %s for it", m.Name, c)
+					delete(want, string(c))
+				}
+			} else {
+				require.False(t, want[string(wire.CodeDiskFull)] || want[string(wire.CodeUnavailable)],
+					"%s is not mutating, yet protocol.json lists disk-full or unavailable for it", m.Name)
+			}
+			sec, ok := sections[m.Name]
+			require.True(t, ok, "no section for %s", m.Name)
+			listed, err := docErrorsList(sec, known)
+			require.NoError(t, err, m.Name)
+			require.Equal(t, slices.Sorted(maps.Keys(want)), slices.Sorted(maps.Keys(listed)),
+				"docs/protocol.md: %s's Errors must name the codes protocol.json lists for it (the mutating methods' "+
+					"paragraph names the others)", m.Name)
+		})
+	}
+}
+
+// docSections maps each method to its section of docs/protocol.md: the lines after its "### `method`" heading, up
+// to the next heading.
+func docSections(doc string) map[string]string {
+	heading := regexp.MustCompile("^### `([^`]+)`\\s*$")
+	out := map[string]string{}
+	var name string
+	var body []string
+	flush := func() {
+		if name != "" {
+			out[name] = strings.Join(body, "\n")
+		}
+		name, body = "", nil
+	}
+	for _, line := range strings.Split(doc, "\n") {
+		if strings.HasPrefix(line, "#") {
+			flush()
+			if m := heading.FindStringSubmatch(line); m != nil {
+				name = m[1]
+			}
+			continue
+		}
+		body = append(body, line)
+	}
+	flush()
+	return out
+}
+
+// docErrorsList reads a section's "Errors:" sentence ("Errors, all closing:" and the like too): the set of codes it
+// names in backticks outside parentheses, up to the full stop that ends it. An empty set when the section has none;
+// an error when it has two, or names outside parentheses something in backticks that is no code, or its parentheses
+// or backticks do not close.
+func docErrorsList(sec string, known map[string]bool) (map[string]bool, error) {
+	labels := regexp.MustCompile("Errors(?:, [^:.`]+)?:").FindAllStringIndex(sec, -1)
+	listed := map[string]bool{}
+	switch len(labels) {
+	case 0:
+		return listed, nil
+	case 1:
+	default:
+		return nil, fmt.Errorf("%d Errors lists, want one", len(labels))
+	}
+	s := sec[labels[0][1]:]
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '`':
+			n := strings.IndexByte(s[i+1:], '`')
+			if n < 0 {
+				return nil, fmt.Errorf("a backtick does not close in %q", s)
+			}
+			tok := s[i+1 : i+1+n]
+			i += n + 1
+			if depth > 0 {
+				continue
+			}
+			if !known[tok] {
+				return nil, fmt.Errorf("the Errors list names `%s`, which is no code", tok)
+			}
+			listed[tok] = true
+		case c == '(':
+			depth++
+		case c == ')':
+			if depth--; depth < 0 {
+				return nil, fmt.Errorf("a parenthesis closes that never opened in %q", s)
+			}
+		case c == '.' && depth == 0 && (i+1 == len(s) || s[i+1] == ' ' || s[i+1] == '\n'):
+			return listed, nil
+		}
+	}
+	if depth != 0 {
+		return nil, fmt.Errorf("a parenthesis does not close in %q", s)
+	}
+	return listed, nil
+}
+
+// TestDocErrorsList: what TestProtocolDocErrors reads of a section.
+func TestDocErrorsList(t *testing.T) {
+	known := map[string]bool{"forbidden": true, "bad-params": true, "no-task": true, "protocol": true}
+	for _, tc := range []struct {
+		name, sec string
+		want      []string // nil: an error
+	}{
+		{"none", "Who: W. Result: `{ok: true}`.", []string{}},
+		{"a list", "Result: `{}`. Errors: `forbidden`, `bad-params`. Pushes `no-task`.", []string{"bad-params", "forbidden"}},
+		{"to the section's end", "Errors: `forbidden`,\n`no-task`", []string{"forbidden", "no-task"}},
+		{"codes in parentheses are explanations", "Errors: `bad-params` (not `no-task`. Nor `x.y`), `forbidden`.",
+			[]string{"bad-params", "forbidden"}},
+		{"no code, a full stop in it", "Errors: `forbidden` `x. y`", nil},
+		{"a label with words", "Errors, all closing: `protocol` \"hello required\" (first). Then `no-task`.",
+			[]string{"protocol"}},
+		{"no code", "Errors: `forbidden`, `bad-param`.", nil},
+		{"two lists", "Errors: `forbidden`. Errors: `no-task`.", nil},
+		{"unclosed parenthesis", "Errors: `forbidden` (a worker, `no-task`", nil},
+		{"stray parenthesis", "Errors: `forbidden`), `no-task`.", nil},
+		{"unclosed backtick", "Errors: `forbidden", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := docErrorsList(tc.sec, known)
+			if tc.want == nil {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			require.ElementsMatch(t, tc.want, slices.Collect(maps.Keys(got)))
+		})
+	}
 }
