@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -594,16 +596,7 @@ func TestRebuildsBoundedPerPrincipal(t *testing.T) {
 	done, err := c.turn(ctx, admin) // holds the rebuild slot
 	require.NoError(t, err)
 	waiting := make(chan error, maxRebuildsPerPrincipal)
-	turn := func(p principal) {
-		done, err := c.turn(ctx, p)
-		if err == nil {
-			done()
-		}
-		waiting <- err
-	}
-	for i := 1; i < maxRebuildsPerPrincipal; i++ {
-		go turn(admin)
-	}
+	queueRebuilds(ctx, c, waiting, admin, maxRebuildsPerPrincipal-1)
 	// The waiters count as soon as they are queued.
 	awaitTurns(t, c.rebuilds, admin.key, maxRebuildsPerPrincipal, 0)
 	code, m := f.get(budgetRun + "/state?at=5")
@@ -611,7 +604,7 @@ func TestRebuildsBoundedPerPrincipal(t *testing.T) {
 	require.Equal(t, codeTooManyRebuilds, m["error"].(map[string]any)["code"])
 	f.fails("/api/v1/events/5/explain", http.StatusTooManyRequests, codeTooManyRebuilds)
 	ro := principal{kind: kindReadOnly, key: "ro"}
-	go turn(ro) // another credential waits its turn rather than being refused
+	queueRebuilds(ctx, c, waiting, ro, 1) // another credential waits its turn rather than being refused
 	awaitTurns(t, c.rebuilds, ro.key, 1, 0)
 	done()
 	done() // a turn is given back once
@@ -621,6 +614,79 @@ func TestRebuildsBoundedPerPrincipal(t *testing.T) {
 	require.Zero(t, c.rebuilds.Keys(), "no rebuild in progress: no principal's count is kept")
 	require.Zero(t, c.slot.Keys(), "the rebuild slot is free")
 	f.ok(budgetRun + "/state?at=5")
+}
+
+// queueRebuilds starts n rebuild turns of p in the background, each given back as soon as it is had, and sends
+// each one's error to waiting.
+func queueRebuilds(ctx context.Context, c *stateCache, waiting chan<- error, p principal, n int) {
+	for range n {
+		go func() {
+			done, err := c.turn(ctx, p)
+			if err == nil {
+				done()
+			}
+			waiting <- err
+		}()
+	}
+}
+
+// TestRebuildsRefusalSaysWhenToTryAgain: a 429 too-many-rebuilds says Retry-After: the rebuilds in progress or
+// waiting, every credential's, times the recent rebuilds' pace (timed by Options.Now), in whole seconds rounded up,
+// at least 1 and at most maxRebuildsRetryAfter; and its message says the same.
+func TestRebuildsRefusalSaysWhenToTryAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		took   []time.Duration // the rebuilds done before, in order
+		others int             // another credential's rebuilds waiting
+		want   string
+	}{
+		{name: "no rebuild timed yet", want: "1"},
+		{name: "quick rebuilds", took: []time.Duration{20 * time.Millisecond}, want: "1"},
+		{name: "each rebuild 600 ms, 4 queued", took: []time.Duration{600 * time.Millisecond}, want: "3"},
+		{name: "another credential's queue counts", took: []time.Duration{600 * time.Millisecond}, others: 3, want: "5"},
+		{name: "a moving mean", took: []time.Duration{2 * time.Second, 6 * time.Second}, want: "12"},
+		{name: "never beyond the bound", took: []time.Duration{time.Hour}, want: strconv.Itoa(maxRebuildsRetryAfter)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var clock atomic.Int64
+			f := newFixture(t, Options{Now: func() time.Time { return time.Unix(0, clock.Load()) }})
+			c := &f.srv.states
+			admin := principal{kind: kindAdmin, key: "admin"}
+			ctx := t.Context()
+			for _, d := range tc.took {
+				done, err := c.turn(ctx, admin)
+				require.NoError(t, err)
+				clock.Add(int64(d))
+				done()
+			}
+			done, err := c.turn(ctx, admin) // holds the rebuild slot
+			require.NoError(t, err)
+			waiting := make(chan error, maxRebuildsPerPrincipal+tc.others)
+			queueRebuilds(ctx, c, waiting, admin, maxRebuildsPerPrincipal-1)
+			queueRebuilds(ctx, c, waiting, principal{kind: kindReadOnly, key: "ro"}, tc.others)
+			awaitTurns(t, c.rebuilds, admin.key, maxRebuildsPerPrincipal, 0)
+			awaitTurns(t, c.slot, "", 1, maxRebuildsPerPrincipal-1+tc.others)
+			for _, path := range []string{budgetRun + "/state?at=5", "/api/v1/events/5/explain"} {
+				req, err := http.NewRequest(http.MethodGet, f.web.URL+path, nil)
+				require.NoError(t, err)
+				req.Header.Set("Authorization", "Bearer "+adminToken)
+				resp, err := f.web.Client().Do(req)
+				require.NoError(t, err)
+				var body errorBody
+				require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+				resp.Body.Close()
+				require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, path)
+				require.Equal(t, codeTooManyRebuilds, body.Error.Code, path)
+				require.Equal(t, tc.want, resp.Header.Get("Retry-After"), path)
+				require.Contains(t, body.Error.Message, "try again in "+tc.want+" s", path)
+			}
+			done()
+			for i := 1; i < maxRebuildsPerPrincipal+tc.others; i++ {
+				require.NoError(t, <-waiting)
+			}
+			require.Zero(t, c.queued.Load(), "no rebuild in progress or waiting")
+		})
+	}
 }
 
 func TestCredentialsOfUnknownRunsLeaveTheIssuerCacheAlone(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 )
 
 // Error codes of the API (docs/dashboard-api.md).
@@ -20,11 +21,13 @@ const (
 	codeInternal        = "internal"
 )
 
-// apiError is an answer other than 200: its status, code and a message for people.
+// apiError is an answer other than 200: its status, code and a message for people; a refusal that passes says
+// after how many seconds to try again (Retry-After; 0: none).
 type apiError struct {
-	status  int
-	code    string
-	message string
+	status     int
+	code       string
+	message    string
+	retryAfter int
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("httpapi: %s: %s", e.code, e.message) }
@@ -52,12 +55,15 @@ type errorBody struct {
 	} `json:"error"`
 }
 
-// writeError answers e as {"error":{"code","message"}}.
+// writeError answers e as {"error":{"code","message"}}, with its Retry-After if it has one.
 func writeError(w http.ResponseWriter, e *apiError) {
 	var b errorBody
 	b.Error.Code, b.Error.Message = e.code, e.message
 	if e.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="crewlog"`)
+	}
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
 	}
 	writeJSONStatus(w, e.status, b)
 }

@@ -82,7 +82,8 @@ type Options struct {
 	// and its streams (MaxStreamsPerPrincipal, or MaxStreams if fewer; 76 by default).
 	MaxConns  int
 	ConnGrace time.Duration
-	// Now is the clock of sessions and login codes (default time.Now).
+	// Now is the clock of sessions and login codes, and times the rebuilds (the Retry-After of too-many-rebuilds)
+	// (default time.Now).
 	Now func() time.Time
 	// Logger gets failures at warn/error (default discard). It never receives a token, code or cookie.
 	Logger *slog.Logger

@@ -22,7 +22,7 @@ const maxWaitingReadsPerCredential = 2 * maxReadsPerCredential
 // readsRetryAfter is the Retry-After of a 429 too-many-reads, in seconds: the smallest the header can say. The
 // credential's reads in progress are answered in milliseconds, so its client may try again soon; the dashboard
 // waits at least this long before it does.
-const readsRetryAfter = "1"
+const readsRetryAfter = 1
 
 // takingTurns runs h during one of its principal's turns; a client that goes while waiting gets no answer, one
 // beyond the credential's waiting requests is refused with a Retry-After.
@@ -30,10 +30,11 @@ func (s *Server) takingTurns(h authed) authed {
 	return func(w http.ResponseWriter, r *http.Request, p principal) {
 		done, err := s.reads.Take(r.Context(), p.key)
 		if errors.Is(err, turns.ErrTooManyWaiting) {
-			w.Header().Set("Retry-After", readsRetryAfter)
-			writeError(w, errorf(http.StatusTooManyRequests, codeTooManyReads,
+			e := errorf(http.StatusTooManyRequests, codeTooManyReads,
 				"%d requests of this credential are in progress and %d waiting; wait for their answers",
-				maxReadsPerCredential, maxWaitingReadsPerCredential))
+				maxReadsPerCredential, maxWaitingReadsPerCredential)
+			e.retryAfter = readsRetryAfter
+			writeError(w, e)
 			return
 		}
 		if err != nil {

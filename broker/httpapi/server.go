@@ -52,7 +52,7 @@ func New(opts Options) (*Server, error) {
 	s.streams.init(o)
 	s.streams.hub.init(s)
 	s.streams.hub.start()
-	s.states.init()
+	s.states.init(o.Now)
 	s.issuers.init()
 	s.reads = turns.NewWithWaiters(maxReadsPerCredential, maxWaitingReadsPerCredential)
 	if o.Metrics != nil {

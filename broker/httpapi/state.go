@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/crewlog/crewlog/audit"
@@ -31,6 +33,10 @@ type stateCache struct {
 	rebuilds *turns.PerKey // rebuild requests in progress or waiting for the slot, per principal
 	mu       sync.Mutex
 	states   []*projections.State // oldest kept first; each holds one run (projections.RunAt)
+
+	now    func() time.Time
+	queued atomic.Int64 // rebuild requests of every principal in progress or waiting for the slot
+	pace   atomic.Int64 // nanoseconds: the mean time the recent rebuilds held the slot (record)
 }
 
 const maxCachedStates = 4
@@ -39,9 +45,13 @@ const maxCachedStates = 4
 // progress or waiting: rebuilds take turns, and one client must not queue up the CPU of all the others' turns.
 const maxRebuildsPerPrincipal = 4
 
-func (c *stateCache) init() {
+// maxRebuildsRetryAfter bounds the Retry-After of a 429 too-many-rebuilds, in seconds (rebuildsRetryAfter).
+const maxRebuildsRetryAfter = 60
+
+func (c *stateCache) init(now func() time.Time) {
 	c.slot = turns.New(1)
 	c.rebuilds = turns.New(maxRebuildsPerPrincipal)
+	c.now = now
 }
 
 // Base is the kept state of run runID with the greatest position ≤ pos, or nil (audit.RunStates).
@@ -99,22 +109,55 @@ func (s *Server) explainAt(ctx context.Context, p principal, pos uint64) (d audi
 }
 
 // turn waits for the one rebuild slot and returns the function that gives it back, once; it refuses a principal
-// that already has maxRebuildsPerPrincipal requests in progress or waiting (429).
+// that already has maxRebuildsPerPrincipal requests in progress or waiting (429, with rebuildsRetryAfter).
 func (c *stateCache) turn(ctx context.Context, p principal) (done func(), err error) {
 	counted, ok := c.rebuilds.TryTake(p.key)
 	if !ok {
-		return nil, errorf(http.StatusTooManyRequests, codeTooManyRebuilds,
-			"%d rebuilds of this credential are in progress or waiting; wait for their answers", maxRebuildsPerPrincipal)
+		after := c.retryAfter()
+		e := errorf(http.StatusTooManyRequests, codeTooManyRebuilds,
+			"%d rebuilds of this credential are in progress or waiting; try again in %d s", maxRebuildsPerPrincipal, after)
+		e.retryAfter = after
+		return nil, e
 	}
+	c.queued.Add(1)
 	slotDone, err := c.slot.Take(ctx, "")
 	if err != nil {
+		c.queued.Add(-1)
 		counted()
 		return nil, err
 	}
+	start := c.now()
+	var once sync.Once
 	return func() {
-		slotDone()
-		counted()
+		once.Do(func() {
+			c.record(c.now().Sub(start))
+			slotDone()
+			c.queued.Add(-1)
+			counted()
+		})
 	}, nil
+}
+
+// record adds a rebuild that held the slot for d to the pace: a moving mean weighing the latest rebuild 1/4, so a
+// rebuild from a run's first event and the quick ones on from a kept state both show. Only the slot's holder
+// records, so records never race one another.
+func (c *stateCache) record(d time.Duration) {
+	d = max(d, 0) // NB: a clock stepped back
+	old := time.Duration(c.pace.Load())
+	if old == 0 {
+		c.pace.Store(int64(d))
+		return
+	}
+	c.pace.Store(int64(old + (d-old)/4))
+}
+
+// retryAfter is the Retry-After of a 429 too-many-rebuilds, in whole seconds: the time the rebuilds now in
+// progress or waiting, every principal's, take at the recent pace, by when the refused principal's oldest (one of
+// them, served in arrival order) has its answer. At least 1, at most maxRebuildsRetryAfter.
+func (c *stateCache) retryAfter() int {
+	// NB: in float, so a pace thrown far by a clock step cannot overflow the product.
+	secs := math.Ceil(float64(c.queued.Load()) * time.Duration(c.pace.Load()).Seconds())
+	return int(min(max(secs, 1), maxRebuildsRetryAfter))
 }
 
 // rebuildFailed answers a rebuild that did not finish: nothing when the client went, the refusal when it was
