@@ -16,14 +16,20 @@
 //   - A refusal for now is not an error: a read answered 429 too-many-reads (the credential's other clients fill
 //     its turns) is read again up to 4 times, after a jittered wait that doubles from 125–250 ms to 1–2 s and is
 //     never shorter than the answer's Retry-After (one longer than 30 s is not waited for); meanwhile the header
-//     says so and the view keeps waiting. Any other failure fails the read at once.
+//     says so and the view keeps waiting. A past state (state?at, explain) answered 429 too-many-rebuilds is
+//     asked again at most twice, after 1–2 s then 2–4 s and never sooner than the Retry-After, crewd's reckoning
+//     of the rebuilds ahead (one longer than 10 s is not waited for). Any other failure fails the read at once.
+//   - Time travel stays responsive: the bar asks for one past state at a time (crewd rebuilds each), so a position
+//     chosen while one is at crewd waits for its answer, passing over those chosen before it; but one chosen while
+//     a refused position waits to be asked again aborts that wait and is asked at once, and going live drops both
+//     (retry.js, latestOnly).
 //
 // # Layout of static/
 //
 //	index.html, app.css, favicon.svg   the shell: header, theme (light and dark), main
 //	js/main.js                          routing (#/runs, #/health, #/run/ID/TAB), stream, keyboard
 //	js/api.js                           the API as functions; paging; the stream
-//	js/retry.js                         when a read refused for now is read again (pure)
+//	js/retry.js                         when a read refused for now is read again; time travel's latest read (pure)
 //	js/model.js, js/format.js           pure shaping and wording (timeline, tree, health, policy inputs)
 //	js/views/*.js                       run list and slot pool, run view with its tabs, health
 //

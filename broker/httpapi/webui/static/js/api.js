@@ -29,17 +29,20 @@ let backingOff = 0;
 
 /**
  * get fetches a JSON route; params are added as query parameters (arrays
- * repeat). A read crewd refused for now (429 too-many-reads) is read again
- * after a short jittered wait, a few times, before it fails.
+ * repeat). A read crewd refused for now (429 too-many-reads, or
+ * too-many-rebuilds for state?at and explain) is read again after a jittered
+ * wait, a few times, before it fails (retry.js); onWait(true) and
+ * onWait(false) tell when such a wait starts and ends, and signal aborts it
+ * as it aborts the fetch.
  */
-export async function get(path, params = {}, { signal } = {}) {
+export async function get(path, params = {}, { signal, onWait } = {}) {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) {
     if (v === undefined || v === null || v === '' || v === false) continue;
     for (const one of Array.isArray(v) ? v : [v]) q.append(k, String(one));
   }
   const url = base + path + (q.size ? `?${q}` : '');
-  return withRetry(() => getOnce(url, signal), { wait: (ms) => backOff(ms, signal), random: () => reads.random() });
+  return withRetry(() => getOnce(url, signal), { wait: (ms) => backOff(ms, signal, onWait), random: () => reads.random() });
 }
 
 async function getOnce(url, signal) {
@@ -57,11 +60,13 @@ async function getOnce(url, signal) {
   return body;
 }
 
-async function backOff(ms, signal) {
+async function backOff(ms, signal, onWait) {
   reads.onBackoff(++backingOff);
+  if (onWait) onWait(true);
   try {
     await reads.wait(ms, signal);
   } finally {
+    if (onWait) onWait(false);
     reads.onBackoff(--backingOff);
   }
 }

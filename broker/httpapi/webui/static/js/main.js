@@ -20,7 +20,7 @@ let view = null;
 reads.onBackoff = (n) => {
   busyEl.hidden = n === 0;
   busyEl.textContent = n === 0 ? '' : 'busy, reading again…';
-  busyEl.title = n === 0 ? '' : `crewd asked this page to wait: this credential's other clients fill its turns (${n} read${n === 1 ? '' : 's'} waiting)`;
+  busyEl.title = n === 0 ? '' : `crewd asked this page to wait: this credential's requests or past-state rebuilds fill its turns (${n} read${n === 1 ? '' : 's'} waiting)`;
 };
 
 // Theme: the system's preference unless the toggle chose one (kept in localStorage).

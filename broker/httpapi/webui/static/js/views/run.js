@@ -6,6 +6,7 @@
 
 import { h, replace } from '../dom.js';
 import { api } from '../api.js';
+import { latestOnly } from '../retry.js';
 import { age, clock, countdown, parseTime, tokens } from '../format.js';
 import { background, coalesce, ticker } from '../live.js';
 import { delegationTimeline, healthItems, nearestIndex } from '../model.js';
@@ -189,42 +190,34 @@ export class RunView {
   // --- time travel ---------------------------------------------------------
 
   /**
-   * travelTo shows the run as of at (a position or a time). One rebuild at a time: crewd rebuilds a past state
-   * for each request and bounds how many one credential may have waiting, so moves made while one is on its way
-   * only remember the latest target, asked for when the answer arrives.
+   * travelTo shows the run as of at (a position or a time). One rebuild at a time (retry.js, latestOnly): crewd
+   * rebuilds a past state for each request and bounds how many one credential may have waiting, so moves made
+   * while one is at crewd only remember the latest target, asked for when the answer arrives; a move made while a
+   * refused one waits to be asked again (429, Retry-After) replaces it at once.
    */
-  async travelTo(at, { index } = {}) {
-    this.travelSeq = (this.travelSeq || 0) + 1;
-    const seq = this.travelSeq;
-    if (this.travelling) {
-      this.travelNext = { at, index, seq };
-      return;
+  travelTo(at, { index } = {}) {
+    if (!this.traveller) {
+      this.traveller = latestOnly(({ at: a }, opts) => api.stateAt(this.runId, a, opts), {
+        show: (st, { index: i }) => {
+          this.past = st;
+          if (i === undefined) this.travelIndex = nearestIndex(this.positions, st.position);
+          this.drawHead();
+          this.drawHealth();
+          this.drawTravel();
+          this.draw();
+        },
+        fail: (err) => {
+          this.travelError = err.message;
+          this.drawTravel();
+        },
+      });
     }
-    this.travelling = true;
-    try {
-      const st = await api.stateAt(this.runId, at);
-      if (seq !== this.travelSeq) return; // a later move won
-      this.past = st;
-      if (index === undefined) this.travelIndex = nearestIndex(this.positions, st.position);
-      this.drawHead();
-      this.drawHealth();
-      this.drawTravel();
-      this.draw();
-    } catch (err) {
-      if (seq !== this.travelSeq) return;
-      this.travelError = err.message;
-      this.drawTravel();
-    } finally {
-      this.travelling = false;
-      const next = this.travelNext;
-      this.travelNext = null;
-      // Only the latest move is asked for; going live since made it stale (goLive moves travelSeq on).
-      if (next && next.seq === this.travelSeq) this.travelTo(next.at, { index: next.index });
-    }
+    this.traveller.ask({ at, index });
   }
 
   goLive() {
-    this.travelSeq = (this.travelSeq || 0) + 1;
+    // An answer on its way is dropped, and a refused read waiting to be asked again is not asked.
+    if (this.traveller) this.traveller.cancel();
     this.past = null;
     this.travelIndex = undefined;
     this.travelError = null;
@@ -416,6 +409,7 @@ export class RunView {
   }
 
   destroy() {
+    if (this.traveller) this.traveller.cancel();
     this.refresh.cancel();
     this.redraw.cancel();
     if (this.travelFrame) cancelAnimationFrame(this.travelFrame);
