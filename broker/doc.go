@@ -100,9 +100,10 @@
 //     query.mailbox, msg.inbox, query.runs, query.job's calls and import.checkpoints page by cursor, and a page
 //     whose items would not fit in a frame is cut short (hasMore, or a nextCursor) rather than refused (fitPage in
 //     paging.go); events.since ends a page before an event that does not fit in the rest of it and sends an event
-//     without its data (omitted) only when it cannot fit a page of its own. Only a single item larger than a
-//     frame, with what its answer holds around it, is oversize-frame; so is a single object (query.run,
-//     proxy.result) larger than a frame.
+//     without its data (omitted) only when it cannot fit a page of its own, bare (fitEvent) when even that would
+//     not fit; a push of the smallest frame holds every event bare, so no event ends a subscription. Only a single
+//     item larger than a frame, with what its answer holds around it, is oversize-frame; so is a single object
+//     (query.run, proxy.result) larger than a frame.
 //   - A hello cannot probe which runs exist: an unknown run, an unknown task and a wrong orchestrator token all
 //     answer auth; stale-token (pi-crew's answer, which its client acts on) needs an existing run and task named.
 //     query.slots shows a worker only its own run's holders.

@@ -15,7 +15,8 @@ const maxSinceLimit = 1000
 // {events, nextSeq, hasMore}, the events after sinceSeq in seq order. nextSeq is the seq of the last event returned
 // (sinceSeq when none), so passing it back as sinceSeq continues without a repeat or a gap (GS-18). A page also
 // stops short of the limit when one more event would not fit in the rest of the frame (hasMore tells): that event
-// opens the next page. Only an event too large for a page of its own is sent omitted (its data left out).
+// opens the next page. Only an event too large for a page of its own is sent omitted (its data left out), or bare
+// when even that would not fit (fitEvent).
 //
 // The page is read from the log alone, so a cold run is not read back for it (runSummary, not run: its records
 // would be decoded and thrown away), and it is answered as the bytes json.Marshal would give for
@@ -63,16 +64,13 @@ func readSince(l *eventlog.Log, runID string, since uint64, limit, budget int,
 		if err != nil {
 			return sincePage{}, fmt.Errorf("%w: %w", errReplay, err)
 		}
-		b, err := te.encodeJSON()
-		if err == nil && len(b)+1 > empty {
-			b, err = te.omitData().encodeJSON()
-		}
+		b, _, err := fitEvent(te, empty)
 		if err != nil {
 			return sincePage{}, fmt.Errorf("%w: %w", errReplay, err)
 		}
 		if len(b)+1 > budget {
 			if len(page.events) == 0 {
-				return sincePage{}, fmt.Errorf("%w: events.since", errTooLarge)
+				return sincePage{}, fmt.Errorf("%w: events.since: event %d", errTooLarge, te.Metadata.Seq)
 			}
 			page.hasMore = true
 			break

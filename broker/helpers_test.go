@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -153,6 +154,9 @@ type client struct {
 	rd      *wire.Reader
 	pending [][]byte // frames read but not yet matched
 	n       int
+	// idPrefix, when set, opens the id of every request, which is then written with HTML's characters unescaped:
+	// a request of the smallest frame still carries an id whose answer escapes it in six bytes a character.
+	idPrefix string
 }
 
 func (f *fixture) dial() *client { return f.dialAs(f.t) }
@@ -187,10 +191,12 @@ func (c *client) read() ([]byte, error) {
 func (c *client) call(method string, params any) wire.Response {
 	c.t.Helper()
 	c.n++
-	id := fmt.Sprintf("c%d", c.n)
-	b, err := json.Marshal(map[string]any{"id": id, "method": method, "params": params})
-	require.NoError(c.t, err)
-	c.sendLine(string(b))
+	id := fmt.Sprintf("%sc%d", c.idPrefix, c.n)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(c.idPrefix == "")
+	require.NoError(c.t, enc.Encode(map[string]any{"id": id, "method": method, "params": params}))
+	c.sendLine(strings.TrimSuffix(b.String(), "\n"))
 	for {
 		f, err := c.read()
 		require.NoError(c.t, err, "waiting for the answer to %s", method)
@@ -395,17 +401,8 @@ func (f *fixture) serverSubscription(taskID string) *subscription {
 // onEvent, and returns the resync.
 func (c *client) untilResync(onEvent func(wire.Event)) wire.Resync {
 	c.t.Helper()
-	frames := c.pending
-	c.pending = nil
 	for {
-		var fr []byte
-		if len(frames) > 0 {
-			fr, frames = frames[0], frames[1:]
-		} else {
-			var err error
-			fr, err = c.read()
-			require.NoError(c.t, err)
-		}
+		fr := c.nextFrame()
 		var ev wire.Event
 		require.NoError(c.t, json.Unmarshal(fr, &ev))
 		if ev.Name == wire.EventResync {
@@ -415,4 +412,17 @@ func (c *client) untilResync(onEvent func(wire.Event)) wire.Resync {
 		}
 		onEvent(ev)
 	}
+}
+
+// nextFrame returns the next frame c was sent: the first of those already read, else the next from the socket.
+func (c *client) nextFrame() []byte {
+	c.t.Helper()
+	if len(c.pending) > 0 {
+		fr := c.pending[0]
+		c.pending = c.pending[1:]
+		return fr
+	}
+	fr, err := c.read()
+	require.NoError(c.t, err)
+	return fr
 }

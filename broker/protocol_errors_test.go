@@ -284,6 +284,8 @@ type errorsCrew struct {
 	s     seeded
 	ids   map[string]string
 	conns map[string]*client
+	// idPrefix opens the id of the next request send sends (once).
+	idPrefix string
 }
 
 // newErrorsCrew is the crew on a fixture of fo (its space aside: the crew's disk is the test's diskGauge).
@@ -374,7 +376,9 @@ func (e *errorsCrew) send(role, method string, params any) *wire.Error {
 	if bad != nil {
 		return bad
 	}
+	c.idPrefix, e.idPrefix = e.idPrefix, ""
 	r := c.call(method, params)
+	c.idPrefix = ""
 	if r.Error != nil && r.Error.Code.Closes() {
 		e.drop(role)
 	}

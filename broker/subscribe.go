@@ -176,24 +176,28 @@ func (sub *subscription) pull() (ok, more bool) {
 	return true, false
 }
 
-// frame encodes the push of the iterator's current event, omitting its data if it would not fit.
+// pushEnvelope is the bytes a team.event push takes besides its data, the newline included:
+// {"event":"team.event","data":,"seq":18446744073709551615} (TestPushEnvelopeHoldsTheLongest measures it).
+const pushEnvelope = 64
+
+// frame encodes the push of the iterator's current event, as the first of its renditions that fits (fitEvent):
+// whole, its data omitted, bare, bare of its run's id — the last fits in the smallest frame, so every seq is
+// pushed.
 func (sub *subscription) frame(seq uint64, r *eventlog.Event) ([]byte, error) {
 	te, err := renderEvent(r, sub.c.id)
 	if err != nil {
 		return nil, err
 	}
 	max := sub.c.s.opts.MaxFrame
-	for _, t := range []teamEvent{te, te.omitData()} {
-		data, err := t.encodeJSON()
-		if err != nil {
-			return nil, err
-		}
-		f, err := wire.AppendFrame(nil, wire.Event{Name: wire.EventTeamEvent, Data: data, Seq: seq}, max)
-		if err == nil {
-			return f, nil
-		}
+	data, _, err := fitEvent(te, max-pushEnvelope)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("broker: team.event %d does not fit in a frame", seq)
+	f, err := wire.AppendFrame(nil, wire.Event{Name: wire.EventTeamEvent, Data: data, Seq: seq}, max)
+	if err != nil {
+		return nil, fmt.Errorf("broker: team.event %d does not fit in a frame: %w", seq, err)
+	}
+	return f, nil
 }
 
 // resync queues the one resync frame and ends the subscription.

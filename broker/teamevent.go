@@ -147,6 +147,42 @@ func (te teamEvent) omitData() teamEvent {
 	return te
 }
 
+// bare is an event that does not fit in a frame even without its data: omitted (omitData), and without the
+// strings the log took from clients besides the run's id — its taskId, the command, causation and correlation
+// ids, the actor's task — each up to 256 bytes, six times that escaped as JSON. An imported event shows its
+// stored type (foreign.imported) without the source's. What is left crewlog sets itself and takes a few hundred
+// bytes, but the run's id: bareOfRun leaves that out too (""), for the one run id that would not let it fit.
+func (te teamEvent) bare() teamEvent {
+	te = te.omitData()
+	if te.Metadata.Imported != nil {
+		te.Type, te.Metadata.Imported = te.Metadata.Imported.Type, nil
+	}
+	te.TaskID, te.Metadata.CommandID, te.Metadata.CausationID, te.Metadata.CorrelationID = "", "", "", ""
+	te.Metadata.Actor.TaskID = ""
+	return te
+}
+
+// bareOfRun is bare without the run's id, the smallest rendition of an event: it fits in the smallest frame.
+func (te teamEvent) bareOfRun() teamEvent {
+	te = te.bare()
+	te.RunID = ""
+	return te
+}
+
+// fitEvent encodes te, or when it takes more than room bytes (plus one, the comma or newline after it) the first
+// of omitData, bare and bareOfRun that fits; fits false says none does (b is then bareOfRun's).
+func fitEvent(te teamEvent, room int) (b []byte, fits bool, err error) {
+	for _, render := range []func(teamEvent) teamEvent{same[teamEvent], teamEvent.omitData, teamEvent.bare, teamEvent.bareOfRun} {
+		if b, err = render(te).encodeJSON(); err != nil {
+			return nil, false, err
+		}
+		if len(b)+1 <= room {
+			return b, true, nil
+		}
+	}
+	return b, false, nil
+}
+
 // truncateUTF16 cuts s to at most n UTF-16 units (pi-crew slices JavaScript strings), never inside a character.
 func truncateUTF16(s string, n int) string {
 	units := 0

@@ -1,0 +1,122 @@
+package broker
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/events"
+)
+
+// TestEventWhoseEnvelopeOutgrowsTheFrame: with the smallest frame, an event whose fields besides its data take more
+// than a frame (a commandId of 256 '<', 1,536 bytes as JSON, shown to the orchestrator) is still delivered at its
+// seq, bare — omitted, with the strings the log took from clients left out — to a subscription, which goes on with
+// the next event, and to events.since, rather than ending the subscription with a resync that a client replaying
+// from it would meet again at once. No frame is over the cap.
+func TestEventWhoseEnvelopeOutgrowsTheFrame(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: wire.MaxFrameFloor}})
+	s := f.seed()
+	o := f.dial()
+	o.hello(runR, events.OrchestratorKey, s.orch)
+	sub := f.dial()
+	sub.hello(runR, events.OrchestratorKey, s.orch)
+	sub.ok("events.subscribe", map[string]any{})
+
+	longID := strings.Repeat("<", maxCommandID)
+	o.okUnescaped("msg.send", map[string]any{"to": taskP, "body": "big", "commandId": longID})
+	o.ok("msg.send", map[string]any{"to": taskP, "body": "after"})
+
+	type pushed struct {
+		Type     string          `json:"type"`
+		RunID    string          `json:"runId"`
+		Data     json.RawMessage `json:"data"`
+		Metadata map[string]any  `json:"metadata"`
+	}
+	var got []pushed
+	for {
+		fr := sub.nextFrame()
+		require.LessOrEqual(t, len(fr)+1, wire.MaxFrameFloor, "a frame over the cap: %s", fr)
+		var ev wire.Event
+		require.NoError(t, json.Unmarshal(fr, &ev))
+		require.Equal(t, wire.EventTeamEvent, ev.Name, "%s", fr)
+		var te pushed
+		require.NoError(t, json.Unmarshal(ev.Data, &te))
+		require.EqualValues(t, len(got)+1, ev.Seq, "seqs arrive in order, none skipped")
+		got = append(got, te)
+		if te.Type == events.TypeMailboxAppended && strings.Contains(string(te.Data), "after") {
+			break
+		}
+	}
+	bare := got[len(got)-2]
+	require.Equal(t, events.TypeMailboxAppended, bare.Type)
+	require.Equal(t, runR, bare.RunID)
+	require.JSONEq(t, `null`, string(bare.Data))
+	require.Equal(t, true, bare.Metadata["omitted"])
+	require.NotContains(t, bare.Metadata, "commandId")
+	require.NotContains(t, got[len(got)-1].Metadata, "omitted")
+
+	// events.since answers the same event bare too, and the page goes on past it.
+	seq := uint64(len(got) - 1)
+	res := o.ok("events.since", map[string]any{"sinceSeq": seq - 1})
+	evs := res["events"].([]any)
+	require.NotEmpty(t, evs)
+	first := evs[0].(map[string]any)
+	require.Equal(t, true, first["metadata"].(map[string]any)["omitted"])
+	require.NotContains(t, first["metadata"], "commandId")
+	require.EqualValues(t, seq, first["metadata"].(map[string]any)["seq"])
+}
+
+// TestFitEventRenditions: fitEvent keeps as much of an event as fits — whole, its data omitted, bare (the strings
+// the log took from clients left out), bare of its run's id — and even an event whose every id is 256 bytes of
+// characters JSON escapes in six fits in a push of the smallest frame.
+func TestFitEventRenditions(t *testing.T) {
+	long := strings.Repeat("<", 256)
+	te := teamEvent{Time: "2026-11-30T12:00:00.002Z", Type: events.TypeForeignImported, RunID: long, TaskID: long,
+		Message: long, Data: json.RawMessage(`{"body":"` + strings.Repeat("x", 4000) + `"}`),
+		Metadata: teamMetadata{Seq: 1<<64 - 1, Provenance: "api", Position: 1<<64 - 1, SchemaVersion: 1<<16 - 1,
+			CommandID: long, CausationID: long, CorrelationID: long,
+			Actor:    events.Actor{Role: events.RoleOrchestrator, TaskID: long},
+			Imported: &importedMeta{Type: events.TypeForeignImported, Source: long, Seq: -1}}}
+	te.Type = long // an imported event shows the source's type
+	for _, tc := range []struct {
+		name string
+		room int
+		want teamEvent
+	}{
+		{"whole", 1 << 20, te},
+		{"data omitted", 16 << 10, te.omitData()},
+		{"bare", 2 << 10, te.bare()},
+		{"bare of its run", wire.MaxFrameFloor - pushEnvelope, te.bareOfRun()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, fits, err := fitEvent(te, tc.room)
+			require.NoError(t, err)
+			require.True(t, fits)
+			require.LessOrEqual(t, len(b)+1, tc.room)
+			want, err := tc.want.encodeJSON()
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(b))
+		})
+	}
+	bare := te.bareOfRun()
+	require.Equal(t, events.TypeForeignImported, bare.Type, "bare shows the stored type")
+	require.Equal(t, teamEvent{Time: te.Time, Type: events.TypeForeignImported, Data: json.RawMessage(`null`),
+		Metadata: teamMetadata{Seq: te.Metadata.Seq, Provenance: "api", Position: te.Metadata.Position,
+			SchemaVersion: te.Metadata.SchemaVersion, Actor: events.Actor{Role: events.RoleOrchestrator}, Omitted: true}},
+		bare)
+
+	_, fits, err := fitEvent(te, 100)
+	require.NoError(t, err)
+	require.False(t, fits)
+}
+
+// TestPushEnvelopeHoldsTheLongest: a team.event push takes at most pushEnvelope bytes besides its data.
+func TestPushEnvelopeHoldsTheLongest(t *testing.T) {
+	f, err := wire.AppendFrame(nil, wire.Event{Name: wire.EventTeamEvent, Data: json.RawMessage(`0`), Seq: 1<<64 - 1},
+		wire.MaxFrameCeiling)
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(f)-1, pushEnvelope, "%s", f)
+}
