@@ -2,7 +2,6 @@ package broker
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/projections"
@@ -62,36 +61,63 @@ func handleQueryLedger(cl *call) (any, error) {
 	return pagedResult("accounts", pg), nil
 }
 
-// ledgerHistory pages one account's history, halving the page until it fits in a frame (entries are small, so
-// this ends after a few reads).
+// ledgerHistory pages one account's history with fitPage, as every paged query: its reservations then its
+// charges are one list of entries, and a page that would not fit in a frame is read again with the limit that
+// fits, so the projection computes the cursor and no entry is skipped or repeated.
 func ledgerHistory(cl *call, runID, taskID string, limit int, cursor string) (any, error) {
-	budget := pageBudget(cl)
-	for {
+	found := true
+	pg, err := fitPage(cl, limit, func(limit int) (page[historyEntry], error) {
 		var (
 			h   projections.LedgerHistory
-			ok  bool
 			err error
 		)
 		cl.c.s.eng.Read(func(st *projections.State) {
-			h, ok, err = st.AccountHistory(runID, taskID, projections.PageFilter{Limit: limit, Cursor: cursor})
+			h, found, err = st.AccountHistory(runID, taskID, projections.PageFilter{Limit: limit, Cursor: cursor})
 		})
-		if err != nil {
-			return nil, err
+		if err != nil || !found {
+			return page[historyEntry]{}, err
 		}
-		if !ok {
-			return nil, wire.Errorf(wire.CodeNoTask, "task %q has no ledger account", taskID)
+		items := make([]historyEntry, 0, len(h.Reservations)+len(h.Charges))
+		for i := range h.Reservations {
+			items = append(items, historyEntry{reservation: &h.Reservations[i]})
 		}
-		res := accountHistoryOf(taskID, h)
-		b, err := json.Marshal(res)
-		if err != nil {
-			return nil, err
+		for i := range h.Charges {
+			items = append(items, historyEntry{charge: &h.Charges[i]})
 		}
-		if len(b)+1 <= budget {
-			return res, nil
-		}
-		if limit <= 1 {
-			return nil, fmt.Errorf("%w: %s", errTooLarge, cl.method)
-		}
-		limit /= 2
+		return page[historyEntry]{items: items, next: h.NextCursor, total: h.Total,
+			around: len(historyAround) + jsonLen(taskID)}, nil
+	}, same[historyEntry])
+	if err != nil {
+		return nil, err
 	}
+	if !found {
+		return nil, wire.Errorf(wire.CodeNoTask, "task %q has no ledger account", taskID)
+	}
+	h := projections.LedgerHistory{Reservations: []projections.Reservation{}, Charges: []projections.Charge{},
+		NextCursor: pg.next, Total: pg.total}
+	for _, e := range pg.items {
+		if e.reservation != nil {
+			h.Reservations = append(h.Reservations, *e.reservation)
+		} else {
+			h.Charges = append(h.Charges, *e.charge)
+		}
+	}
+	return accountHistoryOf(taskID, h), nil
+}
+
+// historyAround is what an account's history answer holds besides what pageEnvelope counts and its task's id:
+// the task id's key, and two lists where a paged answer has one (counted whole: the bytes of one key more).
+const historyAround = `"taskId":,"reservations":[],"charges":[],`
+
+// historyEntry is one entry of an account's history, a reservation or a charge, as the wire shows it.
+type historyEntry struct {
+	reservation *projections.Reservation
+	charge      *projections.Charge
+}
+
+func (e historyEntry) MarshalJSON() ([]byte, error) {
+	if e.reservation != nil {
+		return json.Marshal(e.reservation)
+	}
+	return json.Marshal(e.charge)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // TestPagesAtTheSmallestFrame: in a frame of the smallest size a daemon allows, every paged read of a run of small
@@ -183,7 +184,7 @@ func (pg pager) since(c *client) []float64 {
 // TestPageEnvelopeHoldsEveryPagedAnswer: pageEnvelope holds what each paged answer takes besides its items, its
 // id and its next cursor's value, with its counts at their longest.
 func TestPageEnvelopeHoldsEveryPagedAnswer(t *testing.T) {
-	const cursor = "z"
+	const cursor, history = "z", "\u2028<"
 	paged := func(key string) any {
 		return pagedResult(key, page[int]{items: []int{}, next: cursor, total: math.MinInt})
 	}
@@ -193,6 +194,8 @@ func TestPageEnvelopeHoldsEveryPagedAnswer(t *testing.T) {
 		"runs":        runsResult{Runs: nil, NextCursor: cursor},
 		"checkpoints": importCheckpointsResult{Checkpoints: nil, NextCursor: cursor},
 		"events":      sincePage{nextSeq: math.MaxUint64}.result(), // hasMore false: its longest
+		"history": accountHistoryOf(history, projections.LedgerHistory{Reservations: []projections.Reservation{},
+			Charges: []projections.Charge{}, NextCursor: cursor, Total: math.MinInt}),
 	} {
 		raw, ok := result.(compactResult)
 		if !ok {
@@ -207,6 +210,46 @@ func TestPageEnvelopeHoldsEveryPagedAnswer(t *testing.T) {
 		if name != "events" {
 			around -= cursorBytes(cursor)
 		}
+		if name == "history" {
+			around -= len(historyAround) + jsonLen(history)
+		}
 		require.LessOrEqual(t, around, pageEnvelope, "%s: %s", name, frame)
 	}
+}
+
+// TestLedgerHistoryPagesFillTheFrame: an account's history too large for a 4 KiB frame is paged by cursor, every
+// reservation and charge once and in order, and each page but the last is cut where the next entry would not fit
+// (fitPage), not at some fraction of the limit asked for.
+func TestLedgerHistoryPagesFillTheFrame(t *testing.T) {
+	const maxFrame = 4096
+	f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: maxFrame}})
+	o, p := f.meteredRun()
+	const n = 60
+	want := settledDelegations(o, p, n)
+	var entries [][]byte // the history as the wire shows it
+	f.eng.Read(func(st *projections.State) {
+		h, ok, err := st.AccountHistory(runR, taskP, projections.PageFilter{Limit: 2 * n})
+		require.True(t, ok)
+		require.NoError(t, err)
+		for _, r := range h.Reservations {
+			b, _ := json.Marshal(r)
+			entries = append(entries, b)
+		}
+		for _, c := range h.Charges {
+			b, _ := json.Marshal(c)
+			entries = append(entries, b)
+		}
+	})
+
+	read := 0
+	reserved, charged, pages := o.readLedgerHistory(2*n, func(raw []byte, h historyPage) {
+		require.LessOrEqual(t, len(raw), maxFrame)
+		read += len(h.Reservations) + len(h.Charges)
+		next := entries[read]
+		require.Greater(t, len(raw)+len(next)+1, maxFrame-2*pageEnvelope,
+			"a page of %d bytes ends with room for the next entry, %s", len(raw), next)
+	})
+	require.Greater(t, pages, 1, "%d entries do not fit one 4 KiB frame", 2*n)
+	require.Equal(t, want, reserved)
+	require.Equal(t, want, charged)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // TestEventsSinceLargeEventsKeepTheirData: in a run of 100 KB messages a page holds two, and the third opens the
@@ -131,12 +132,7 @@ func TestLedgerHistoryPagedWhenTooLarge(t *testing.T) {
 	f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: 16 << 10}})
 	o, p := f.meteredRun()
 	const n = 300
-	var want []any
-	for range n {
-		sub := p.ok("delegate.request", map[string]any{"prompt": "look", "budgetTokens": 7})["grandchildTaskRef"].(string)
-		o.ok("delegate.settle", map[string]any{"subId": sub, "outcome": "ok", "text": "done", "usageTokens": 9})
-		want = append(want, sub)
-	}
+	want := settledDelegations(o, p, n)
 
 	res := o.ok("query.ledger", nil)
 	accounts := res["accounts"].([]any)
@@ -146,31 +142,65 @@ func TestLedgerHistoryPagedWhenTooLarge(t *testing.T) {
 	require.Nil(t, acct["reservations"])
 	require.EqualValues(t, n*9, acct["tokensSpent"], "the totals are whole")
 
-	var reserved, charged []any
-	cursor, pages := "", 0
+	reserved, charged, pages := o.readLedgerHistory(2*n, nil)
+	require.Greater(t, pages, 2, "600 entries do not fit one 16 KiB frame")
+	require.Equal(t, want, reserved)
+	require.Equal(t, want, charged)
+	require.Equal(t, wire.CodeNoTask, o.fails("query.ledger", map[string]any{"taskId": "nobody"}, wire.CodeNoTask).Code)
+}
+
+// settledDelegations has P delegate n times, each reserving 7 tokens, and the orchestrator settle each at 9 used
+// (a charge of 2); it returns their subIds.
+func settledDelegations(o, p *client, n int) []string {
+	subs := make([]string, 0, n)
+	for range n {
+		sub := p.ok("delegate.request", map[string]any{"prompt": "look", "budgetTokens": 7})["grandchildTaskRef"].(string)
+		o.ok("delegate.settle", map[string]any{"subId": sub, "outcome": "ok", "text": "done", "usageTokens": 9})
+		subs = append(subs, sub)
+	}
+	return subs
+}
+
+// historyPage is an answer of query.ledger {taskId}.
+type historyPage struct {
+	Reservations []projections.Reservation `json:"reservations"`
+	Charges      []projections.Charge      `json:"charges"`
+	NextCursor   string                    `json:"nextCursor"`
+	HasMore      bool                      `json:"hasMore"`
+	Total        int                       `json:"total"`
+}
+
+// readLedgerHistory reads P's account history of total entries by following its cursor, asking 1,000 entries a
+// page, and returns the subIds of its reservations and of its charges in the order read, and the pages it took.
+// onPage, when not nil, sees each page but the last (after its entries are counted) with its answer's bytes.
+func (c *client) readLedgerHistory(total int, onPage func(raw []byte, h historyPage)) (reserved, charged []string, pages int) {
+	c.t.Helper()
+	cursor := ""
 	for {
 		params := map[string]any{"taskId": taskP, "limit": 1000}
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		h := o.ok("query.ledger", params)
+		r := c.call("query.ledger", params)
+		require.Nil(c.t, r.Error)
+		var h historyPage
+		require.NoError(c.t, json.Unmarshal(r.Result, &h))
 		pages++
-		require.EqualValues(t, 2*n, h["total"])
-		for _, r := range h["reservations"].([]any) {
-			reserved = append(reserved, r.(map[string]any)["subId"])
+		require.Equal(c.t, total, h.Total)
+		for _, res := range h.Reservations {
+			reserved = append(reserved, res.SubID)
 		}
-		for _, c := range h["charges"].([]any) {
-			charged = append(charged, c.(map[string]any)["subId"])
+		for _, ch := range h.Charges {
+			charged = append(charged, ch.SubID)
 		}
-		if h["hasMore"] != true {
-			break
+		if !h.HasMore {
+			return reserved, charged, pages
 		}
-		cursor = h["nextCursor"].(string)
+		if onPage != nil {
+			onPage(r.Result, h)
+		}
+		cursor = h.NextCursor
 	}
-	require.Greater(t, pages, 2, "600 entries do not fit one 16 KiB frame")
-	require.Equal(t, want, reserved)
-	require.Equal(t, want, charged)
-	require.Equal(t, wire.CodeNoTask, o.fails("query.ledger", map[string]any{"taskId": "nobody"}, wire.CodeNoTask).Code)
 }
 
 // meteredRun creates run R with a budget and its running parent P, and returns the orchestrator's and P's
