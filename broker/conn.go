@@ -268,9 +268,15 @@ func (c *conn) answer(id, method string, raw json.RawMessage) bool {
 	return c.sendResponse(frame)
 }
 
-// sendError queues an error frame; a closing code makes it the connection's final frame.
+// sendError queues an error frame; a closing code makes it the connection's final frame. A request whose id alone
+// leaves no room for an error in a frame (its U+2028 and U+2029 take six bytes each as the answer writes them,
+// three as a client may send them) cannot be answered at all: the connection ends with a protocol error of id "".
 func (c *conn) sendError(id string, we *wire.Error) bool {
 	frame := errorFrame(id, we, c.s.opts.MaxFrame)
+	if frame == nil {
+		we = wire.NewError(wire.CodeProtocol, "request id too long to answer within the frame cap")
+		frame = errorFrame("", we, c.s.opts.MaxFrame)
+	}
 	if we.Code.Closes() {
 		reason := reasonAuth
 		switch we.Code {
@@ -285,11 +291,15 @@ func (c *conn) sendError(id string, we *wire.Error) bool {
 	return c.sendResponse(frame)
 }
 
-// errorFrame encodes an error frame answering request id ("" for a frame that answers no request).
+// errorFrame encodes an error frame answering request id ("" for a frame that answers no request), or nil when
+// the id alone leaves no room for it (never for id "": the smallest frame holds any error without its message).
 func errorFrame(id string, we *wire.Error, maxFrame int) []byte {
 	frame, err := wire.AppendFrame(nil, wire.Response{ID: id, Error: we}, maxFrame)
-	if err != nil { // only an absurd message could do this; never leave the client without an answer
-		frame, _ = wire.AppendFrame(nil, wire.Response{ID: id, Error: wire.NewError(we.Code, "")}, maxFrame)
+	if err != nil { // only an absurd message or id could do this; never leave the client without an answer
+		frame, err = wire.AppendFrame(nil, wire.Response{ID: id, Error: wire.NewError(we.Code, "")}, maxFrame)
+	}
+	if err != nil {
+		return nil
 	}
 	return frame
 }

@@ -24,6 +24,7 @@
 //	  │ before each read: wait while the credential's bucket is empty (RatePerCredential, pacer.go)
 //	  │ each request: credential re-checked (revoked / stale-token ─▶ error ─▶ close)
 //	  │               second hello ─▶ error protocol "hello already completed" ─▶ close
+//	  │               id too long to answer in a frame ─▶ error protocol (id "") ─▶ close
 //	  │               dispatch ─▶ result | per-request error ───┘ (connection stays)
 //	  │ pushes: team.event (subscription), mailbox.message (feed), resync (once, on overflow)
 //	  │ credential ended (revoked, re-issued, worker's run or task terminal) ─▶ error (id "") ─▶ close

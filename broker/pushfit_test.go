@@ -120,3 +120,44 @@ func TestPushEnvelopeHoldsTheLongest(t *testing.T) {
 	require.NoError(t, err)
 	require.LessOrEqual(t, len(f)-1, pushEnvelope, "%s", f)
 }
+
+// TestRequestIDTooLongToAnswer: in the smallest frame, a request whose id the answer writes in more than the frame
+// holds (250 U+2028, 750 bytes as sent, six bytes each as JSON) cannot be answered, not even by an error: the
+// connection ends with ONE protocol error of id "" saying so, rather than leaving the request unanswered (its
+// answer was an empty frame: nothing was written). An id as long of '<', which answers write as sent, is answered.
+func TestRequestIDTooLongToAnswer(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: wire.MaxFrameFloor}})
+	s := f.seed()
+	for _, tc := range []struct {
+		name, method string
+		params       any
+	}{
+		{"ping", wire.MethodPing, nil},
+		{"a wait's answer", "task.waitStatus", map[string]any{"taskId": taskP, "until": "running"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := f.dialAs(t)
+			o.hello(runR, events.OrchestratorKey, s.orch)
+			o.idPrefix = strings.Repeat("<", 250)
+			o.ok(tc.method, tc.params) // '<' is written as sent
+
+			o.idPrefix = strings.Repeat("\u2028", 250)
+			r := o.untilErrorAfter(tc.method, tc.params)
+			require.Equal(t, "", r.ID)
+			require.Equal(t, wire.CodeProtocol, r.Error.Code, r.Error.Message)
+			o.closed()
+		})
+	}
+}
+
+// untilErrorAfter sends a request with U+2028 and U+2029 unescaped in its id (as its params are marshalled) and
+// returns the next error frame.
+func (c *client) untilErrorAfter(method string, params any) wire.Response {
+	c.t.Helper()
+	c.n++
+	b, err := json.Marshal(map[string]any{"id": "", "method": method, "params": params})
+	require.NoError(c.t, err)
+	line := strings.Replace(string(b), `"id":""`, `"id":"`+c.idPrefix+`"`, 1)
+	c.sendLine(line)
+	return c.untilError()
+}
