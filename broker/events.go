@@ -64,7 +64,7 @@ func readSince(l *eventlog.Log, runID string, since uint64, limit, budget int,
 		if err != nil {
 			return sincePage{}, fmt.Errorf("%w: %w", errReplay, err)
 		}
-		b, _, err := fitEvent(te, empty)
+		b, err := fitEvent(te, empty)
 		if err != nil {
 			return sincePage{}, fmt.Errorf("%w: %w", errReplay, err)
 		}

@@ -189,7 +189,7 @@ func (sub *subscription) frame(seq uint64, r *eventlog.Event) ([]byte, error) {
 		return nil, err
 	}
 	max := sub.c.s.opts.MaxFrame
-	data, _, err := fitEvent(te, max-pushEnvelope)
+	data, err := fitEvent(te, max-pushEnvelope)
 	if err != nil {
 		return nil, err
 	}

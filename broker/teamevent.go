@@ -170,17 +170,19 @@ func (te teamEvent) bareOfRun() teamEvent {
 }
 
 // fitEvent encodes te, or when it takes more than room bytes (plus one, the comma or newline after it) the first
-// of omitData, bare and bareOfRun that fits; fits false says none does (b is then bareOfRun's).
-func fitEvent(te teamEvent, room int) (b []byte, fits bool, err error) {
+// of omitData, bare and bareOfRun that fits; when none does, bareOfRun's, which the caller's frame then refuses.
+func fitEvent(te teamEvent, room int) ([]byte, error) {
+	var b []byte
 	for _, render := range []func(teamEvent) teamEvent{same[teamEvent], teamEvent.omitData, teamEvent.bare, teamEvent.bareOfRun} {
+		var err error
 		if b, err = render(te).encodeJSON(); err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		if len(b)+1 <= room {
-			return b, true, nil
+			break
 		}
 	}
-	return b, false, nil
+	return b, nil
 }
 
 // truncateUTF16 cuts s to at most n UTF-16 units (pi-crew slices JavaScript strings), never inside a character.

@@ -3,7 +3,6 @@ package commands
 import (
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -136,7 +135,7 @@ func importable(typ string) bool {
 }
 
 func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
-	if n := utf8.RuneCountInString(c.Source); n == 0 || n > MaxImportSourceChars || !utf8.ValidString(c.Source) {
+	if !charsOfUTF8(c.Source, MaxImportSourceChars) {
 		return Decision{}, badParams("import.append: source must be 1..%d chars of UTF-8", MaxImportSourceChars)
 	}
 	if n := len(c.Events); n == 0 || n > MaxImportEvents {
@@ -157,12 +156,7 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 		case ie.Payload == nil || !payloadOf(ie.Type, ie.Payload):
 			return Decision{}, badParams("import.append: event %d: payload is not a %s", i, ie.Type)
 		case checkpoint && checkpointProblem(ie.Payload) != nil:
-			// NB: a reader of the log refuses it (events.DecodePayload): recorded, it would be damage.
 			return Decision{}, badParams("import.append: event %d: %v", i, checkpointProblem(ie.Payload))
-		case checkpoint && !importPathOK(ie.Payload):
-			// NB: import.checkpoints hands a page's last path back as its cursor: a path it would refuse there, or
-			// one JSON cannot carry back unchanged, would stop its paging at that page for good.
-			return Decision{}, badParams("import.append: event %d: path must be 1..%d chars of UTF-8", i, events.MaxImportPathChars)
 		case ie.TimeMs < 0 || ie.TimeMs > maxImportTimeMs:
 			return Decision{}, badParams("import.append: event %d: time must be 0..%d (unix ms)", i, int64(maxImportTimeMs))
 		case ie.Type == events.TypeRunCreated && exists:
@@ -212,21 +206,26 @@ func checkpointOf(p any) *events.ImportCheckpoint {
 }
 
 // checkpointProblem is what makes p, an import checkpoint (a pointer or a
-// struct), one no import writes; nil when there is nothing.
+// struct), one no import writes; nil when there is nothing, or when p is
+// another payload.
 func checkpointProblem(p any) error {
-	if c := checkpointOf(p); c != nil {
-		return c.Validate()
+	c := checkpointOf(p)
+	if c == nil {
+		return nil
+	}
+	// NB: a reader of the log refuses what Validate refuses
+	// (events.DecodePayload): recorded, it would be damage.
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	// NB: import.checkpoints hands a page's last path back as its cursor: a
+	// path it would refuse there, or one JSON cannot carry back unchanged,
+	// would stop its paging at that page for good (an empty one is never
+	// after a cursor, so never listed).
+	if !charsOfUTF8(c.Path, events.MaxImportPathChars) {
+		return fmt.Errorf("path must be 1..%d chars of UTF-8", events.MaxImportPathChars)
 	}
 	return nil
-}
-
-// importPathOK reports whether p, an import checkpoint (a pointer or a
-// struct), names a path import.checkpoints can list and page on: 1 to
-// events.MaxImportPathChars code points of valid UTF-8 (an empty path is
-// never after a cursor, so never listed).
-func importPathOK(p any) bool {
-	c := checkpointOf(p)
-	return c != nil && c.Path != "" && utf8.ValidString(c.Path) && utf8.RuneCountInString(c.Path) <= events.MaxImportPathChars
 }
 
 // importedAdmission is p, or, when p is a delegate.admitted with a timeout

@@ -51,3 +51,10 @@ func longerThan(s string, max int) bool {
 	// one is counted.
 	return len(s) > max && utf8.RuneCountInString(s) > max
 }
+
+// charsOfUTF8 reports whether s is 1 to max chars of valid UTF-8: an id or
+// name a later request sends back, which JSON carries unchanged only when
+// it is valid UTF-8.
+func charsOfUTF8(s string, max int) bool {
+	return s != "" && utf8.ValidString(s) && !longerThan(s, max)
+}

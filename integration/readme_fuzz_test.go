@@ -14,7 +14,7 @@ import (
 // finds them to run longer, so every fuzz target of the module is named in
 // it, and every name it gives is one.
 func TestReadmeNamesEveryFuzzer(t *testing.T) {
-	root := filepath.Join("..")
+	root := ".."
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	require.NoError(t, err)
 	decl := regexp.MustCompile(`(?m)^func (Fuzz\w+)\(f \*testing\.F\)`)
