@@ -156,7 +156,25 @@ func docErrorsList(sec string, known map[string]bool) (map[string]bool, error) {
 	default:
 		return nil, fmt.Errorf("%d Errors lists, want one", len(labels))
 	}
-	s := sec[labels[0][1]:]
+	clauses, err := docClauses(sec[labels[0][1]:], "", true)
+	if err != nil {
+		return nil, err
+	}
+	for _, tok := range clauses[0] {
+		if !known[tok] {
+			return nil, fmt.Errorf("the Errors list names `%s`, which is no code", tok)
+		}
+		listed[tok] = true
+	}
+	return listed, nil
+}
+
+// docClauses splits s into clauses, each ended outside parentheses by a full stop (a '.' before a space, a line's
+// end or the end of s) or by a byte of stops, and returns what each names in backticks outside parentheses: the
+// explanations in parentheses may quote anything. With first, it reads only the first clause. An error when a
+// parenthesis or a backtick of what it reads does not close, or a parenthesis closes that never opened.
+func docClauses(s, stops string, first bool) ([][]string, error) {
+	clauses := [][]string{nil}
 	depth := 0
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
@@ -165,29 +183,28 @@ func docErrorsList(sec string, known map[string]bool) (map[string]bool, error) {
 			if n < 0 {
 				return nil, fmt.Errorf("a backtick does not close in %q", s)
 			}
-			tok := s[i+1 : i+1+n]
+			if depth == 0 {
+				clauses[len(clauses)-1] = append(clauses[len(clauses)-1], s[i+1:i+1+n])
+			}
 			i += n + 1
-			if depth > 0 {
-				continue
-			}
-			if !known[tok] {
-				return nil, fmt.Errorf("the Errors list names `%s`, which is no code", tok)
-			}
-			listed[tok] = true
 		case c == '(':
 			depth++
 		case c == ')':
 			if depth--; depth < 0 {
 				return nil, fmt.Errorf("a parenthesis closes that never opened in %q", s)
 			}
-		case c == '.' && depth == 0 && (i+1 == len(s) || s[i+1] == ' ' || s[i+1] == '\n'):
-			return listed, nil
+		case depth == 0 && (strings.IndexByte(stops, c) >= 0 ||
+			c == '.' && (i+1 == len(s) || s[i+1] == ' ' || s[i+1] == '\n')):
+			if first {
+				return clauses, nil
+			}
+			clauses = append(clauses, nil)
 		}
 	}
 	if depth != 0 {
 		return nil, fmt.Errorf("a parenthesis does not close in %q", s)
 	}
-	return listed, nil
+	return clauses, nil
 }
 
 // TestDocErrorsList: what TestProtocolDocErrors reads of a section.
