@@ -138,6 +138,12 @@
 //     free-space minimum is answered ErrNoSpace before it is decided: nothing
 //     is recorded, so the same CommandID retried later is decided then. The
 //     check runs in Submit, outside Decide, which stays pure.
+//   - With Request.MaxResultBytes, an accepted command whose result JSON
+//     would be longer is answered ErrResultTooLarge before its events are
+//     applied or written: nothing is recorded, so a caller that cannot
+//     deliver an answer (a frame too small for it) never commits a change
+//     its client does not hear of, and the same CommandID may be sent again
+//     with more room.
 //   - Tests hold the commit path at its points (hooks.go: decided on the
 //     writer, durable and published on the publisher;
 //     eventlog.Options.BeforeSync between hand-off and sync) to check, with

@@ -36,6 +36,10 @@ var (
 	// given before anything was decided: the request may go to the writer
 	// again, with or without a command id.
 	ErrNotWriter = errors.New("commands: this engine is not the writer; nothing was decided")
+	// ErrResultTooLarge is the answer to a request whose accepted result
+	// would exceed its Request.MaxResultBytes: nothing was applied or recorded,
+	// so the same command id may be sent again by a caller with more room.
+	ErrResultTooLarge = errors.New("commands: the result is larger than the caller can carry; nothing was recorded")
 	// ErrUnavailable is wrapped by a Forwarder's errors when no writer
 	// answered a request (a cluster without a writer), or when this engine
 	// stopped before it learned the answer: the command may have been
@@ -121,6 +125,15 @@ type Request struct {
 	CommandID string
 	Actor     events.Actor
 	Command   Command
+	// MaxResultBytes, when > 0, is the most bytes of result JSON the caller can
+	// carry to its client (the broker: a frame, less its envelope and the
+	// request's id). A command whose result would be larger is answered
+	// ErrResultTooLarge before anything is applied or recorded, so a caller
+	// that could not deliver the answer never commits a change its client
+	// does not hear of (a run whose orchestrator token is lost with its
+	// answer, say). A recorded outcome answering a retry is not measured:
+	// it commits nothing.
+	MaxResultBytes int
 }
 
 // Reply is the engine's answer to a request. Exactly one of Result and

@@ -291,3 +291,56 @@ func TestEngineRefusesWritesWhileSpaceIsLow(t *testing.T) {
 	require.False(t, reply.Replayed, "the refusal was not recorded as the command's outcome")
 	require.Greater(t, e.Head(), before)
 }
+
+// A result larger than its caller can carry is refused before anything is
+// applied or recorded: the caller answers its client an error, and must not
+// have committed a change (a run, a credential) its client never hears of.
+// The same command id then succeeds with room for the answer, decided once.
+func TestEngineRefusesAResultItsCallerCannotCarry(t *testing.T) {
+	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
+	ctx := context.Background()
+	req := func(room int) Request {
+		return Request{Principal: events.AdminPrincipal(), CommandID: "create-1", Actor: admin, MaxResultBytes: room,
+			Command: &RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"}}
+	}
+	// The answer's size, from a twin engine that carries any.
+	twin := openEngine(t, vfs.NewMem(), newTestClock(), nil)
+	want, err := twin.eng.Submit(ctx, req(0))
+	require.NoError(t, err)
+	require.Nil(t, want.Rejected)
+	size := len(want.Result)
+
+	before := f.eng.Head()
+	for _, room := range []int{1, size - 1} {
+		_, err := f.eng.Submit(ctx, req(room))
+		require.ErrorIs(t, err, ErrResultTooLarge, "room %d", room)
+		require.Equal(t, before, f.eng.Head(), "room %d: nothing was written", room)
+		f.eng.Read(func(s *projections.State) {
+			_, ok := s.Run("R")
+			require.False(t, ok, "room %d: nothing was applied", room)
+		})
+		// Without a command id too.
+		noID := req(room)
+		noID.CommandID = ""
+		_, err = f.eng.Submit(ctx, noID)
+		require.ErrorIs(t, err, ErrResultTooLarge)
+		require.Equal(t, before, f.eng.Head())
+	}
+
+	got, err := f.eng.Submit(ctx, req(size))
+	require.NoError(t, err, "a result of exactly the room fits")
+	require.Nil(t, got.Rejected)
+	require.False(t, got.Replayed, "the refusals were not recorded as the command's outcome")
+	require.JSONEq(t, string(want.Result), string(got.Result))
+
+	// A retry is answered from the record, whatever its room: it commits nothing.
+	again, err := f.eng.Submit(ctx, req(1))
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+
+	// A rejection is an error frame, not a result: it is not measured.
+	rej, err := f.eng.Submit(ctx, Request{Actor: admin, MaxResultBytes: 1,
+		Command: &RunTransition{RunID: "nope", To: "running"}})
+	require.NoError(t, err)
+	require.NotNil(t, rej.Rejected)
+}

@@ -43,6 +43,9 @@ type forwarded struct {
 	Actor     events.Actor
 	Kind      string
 	Command   msgpack.RawMessage
+	// MaxResultBytes is the forwarder's own room for the answer: the
+	// writer measures the result against it as against a local caller's.
+	MaxResultBytes int
 }
 
 // EncodeRequest encodes r for another engine of the same build (a
@@ -52,7 +55,8 @@ func EncodeRequest(r Request) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("commands: encode %s: %w", r.Command.Kind(), err)
 	}
-	return marshalArray(&forwarded{Principal: r.Principal, CommandID: r.CommandID, Actor: r.Actor, Kind: r.Command.Kind(), Command: c})
+	return marshalArray(&forwarded{Principal: r.Principal, CommandID: r.CommandID, Actor: r.Actor, Kind: r.Command.Kind(), Command: c,
+		MaxResultBytes: r.MaxResultBytes})
 }
 
 // errLengths refuses forwarded bytes that declare a length they do not hold.
@@ -77,7 +81,7 @@ func DecodeRequest(b []byte) (Request, error) {
 	if err := msgpack.Unmarshal(f.Command, c); err != nil {
 		return Request{}, fmt.Errorf("commands: decode forwarded %s: %w", f.Kind, err)
 	}
-	return Request{Principal: f.Principal, CommandID: f.CommandID, Actor: f.Actor, Command: c}, nil
+	return Request{Principal: f.Principal, CommandID: f.CommandID, Actor: f.Actor, Command: c, MaxResultBytes: f.MaxResultBytes}, nil
 }
 
 // forwardedReply is a Reply (or the error of Submit) on the wire.
@@ -97,17 +101,19 @@ type forwardedReply struct {
 type replyCause uint8
 
 const (
-	causeFailed    replyCause = iota
-	causeNoSpace              // ErrNoSpace: the client is owed disk-full, as from one crewd
-	causeNotWriter            // ErrNotWriter: the request may go to the writer again
+	causeFailed         replyCause = iota
+	causeNoSpace                   // ErrNoSpace: the client is owed disk-full, as from one crewd
+	causeNotWriter                 // ErrNotWriter: the request may go to the writer again
+	causeResultTooLarge            // ErrResultTooLarge: nothing was recorded; the client is owed oversize-frame
 )
 
 // EncodeReply encodes the answer of Submit for the engine that forwarded
-// the request. An error travels as its text and, for ErrNoSpace and
-// ErrNotWriter, its cause: the forwarder cannot match the text with
-// errors.Is, and must not match it by its words — an engine's failure
-// quotes the commit error that stopped it, whose words may be those of an
-// answer given before deciding while the failed groups may be durable.
+// the request. An error travels as its text and, for ErrNoSpace,
+// ErrNotWriter and ErrResultTooLarge, its cause: the forwarder cannot
+// match the text with errors.Is, and must not match it by its words — an
+// engine's failure quotes the commit error that stopped it, whose words
+// may be those of an answer given before deciding while the failed groups
+// may be durable.
 func EncodeReply(r Reply, err error) ([]byte, error) {
 	f := forwardedReply{Result: r.Result, Rejected: r.Rejected, Position: r.Position, Replayed: r.Replayed}
 	if err != nil {
@@ -117,6 +123,8 @@ func EncodeReply(r Reply, err error) ([]byte, error) {
 			f.Cause = causeNoSpace
 		case errors.Is(err, ErrNotWriter):
 			f.Cause = causeNotWriter
+		case errors.Is(err, ErrResultTooLarge):
+			f.Cause = causeResultTooLarge
 		}
 	}
 	return marshalArray(&f)
@@ -134,8 +142,8 @@ func marshalArray(v any) ([]byte, error) {
 }
 
 // DecodeReply is the inverse of EncodeReply; a remote error comes back
-// wrapping ErrRemote, but the writer's ErrNoSpace and ErrNotWriter as
-// themselves.
+// wrapping ErrRemote, but the writer's ErrNoSpace, ErrNotWriter and
+// ErrResultTooLarge as themselves.
 func DecodeReply(b []byte) (Reply, error) {
 	if !events.LengthsFit(b) { // NB: as in DecodeRequest
 		return Reply{}, fmt.Errorf("commands: decode forwarded reply: %w", errLengths)
@@ -150,6 +158,8 @@ func DecodeReply(b []byte) (Reply, error) {
 		return Reply{}, fmt.Errorf("%w%s (on the writer)", ErrNoSpace, strings.TrimPrefix(f.Err, ErrNoSpace.Error()))
 	case f.Cause == causeNotWriter:
 		return Reply{}, fmt.Errorf("%w (answered by the node asked)", ErrNotWriter)
+	case f.Cause == causeResultTooLarge:
+		return Reply{}, fmt.Errorf("%w%s (on the writer)", ErrResultTooLarge, strings.TrimPrefix(f.Err, ErrResultTooLarge.Error()))
 	default:
 		return Reply{}, fmt.Errorf("%w: %s", ErrRemote, f.Err)
 	}

@@ -79,13 +79,21 @@ func TestForwardedRequestsRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	_, err = DecodeReply(b)
 	require.ErrorIs(t, err, ErrNotWriter)
-	for _, quoted := range []error{ErrNotWriter, ErrNoSpace} {
+	// A result the forwarder could not carry was refused before anything was
+	// applied: its client is owed oversize-frame, not a failure.
+	b, err = EncodeReply(Reply{}, fmt.Errorf("%w: run.create answers 90 bytes, 40 fit", ErrResultTooLarge))
+	require.NoError(t, err)
+	_, err = DecodeReply(b)
+	require.ErrorIs(t, err, ErrResultTooLarge)
+	require.NotErrorIs(t, err, ErrRemote)
+	for _, quoted := range []error{ErrNotWriter, ErrNoSpace, ErrResultTooLarge} {
 		b, err = EncodeReply(Reply{}, fmt.Errorf("%w: %v", ErrFailed, quoted))
 		require.NoError(t, err)
 		_, err = DecodeReply(b)
 		require.ErrorIs(t, err, ErrRemote)
 		require.NotErrorIs(t, err, ErrNotWriter)
 		require.NotErrorIs(t, err, ErrNoSpace)
+		require.NotErrorIs(t, err, ErrResultTooLarge)
 	}
 }
 
@@ -138,7 +146,7 @@ func forwardedCommands() []Command {
 // forwardedRequest is c as a worker's request with a command id.
 func forwardedRequest(c Command) Request {
 	return Request{Principal: events.WorkerPrincipal("r", "t1"), CommandID: "id-1",
-		Actor: events.Actor{Role: "worker", TaskID: "t1"}, Command: c}
+		Actor: events.Actor{Role: "worker", TaskID: "t1"}, Command: c, MaxResultBytes: 4096}
 }
 
 // FuzzDecodeForwarded decodes bytes from another node as a forwarded request and as a forwarded reply. Neither
@@ -166,6 +174,7 @@ func FuzzDecodeForwarded(f *testing.F) {
 		{Reply{}, errors.New("boom")},
 		{Reply{}, fmt.Errorf("%w: 12 MiB free", ErrNoSpace)},
 		{Reply{}, ErrNotWriter},
+		{Reply{}, ErrResultTooLarge},
 	} {
 		b, err := EncodeReply(r.rep, r.err)
 		require.NoError(f, err)

@@ -78,6 +78,21 @@ func (e *Engine) decide(f *flight, from int) error {
 			}
 			continue
 		}
+		// NB: the result is encoded before anything is applied, so that one
+		// its caller cannot carry leaves no trace (Request.MaxResultBytes).
+		var res []byte
+		if rej == nil {
+			if res, err = encodeResult(dec.Result); err != nil {
+				return fmt.Errorf("commands: encode result of %s: %w", p.req.Command.Kind(), err)
+			}
+			if m := p.req.MaxResultBytes; m > 0 && len(res) > m {
+				p.err = fmt.Errorf("%w: %s answers %d bytes, %d fit", ErrResultTooLarge, p.req.Command.Kind(), len(res), m)
+				if id != "" {
+					unrecorded = append(unrecorded, p)
+				}
+				continue
+			}
+		}
 		n := len(dec.Events)
 		if cap(logEvents)-len(logEvents) < n {
 			// NB: a new slab, not a grown one: the writes before hold
@@ -116,10 +131,6 @@ func (e *Engine) decide(f *flight, from int) error {
 			wr.Result = []byte(rej.Message)
 			p.reply = Reply{Rejected: rej}
 		} else {
-			res, err := encodeResult(dec.Result)
-			if err != nil {
-				return fmt.Errorf("commands: encode result of %s: %w", p.req.Command.Kind(), err)
-			}
 			wr.Result = res
 			p.reply = Reply{Result: res}
 		}
