@@ -160,7 +160,7 @@ func TestRunCommandKeepsNoGrownOrFullMap(t *testing.T) {
 	c := &conn{s: f.srv, id: identity{role: events.RoleAdmin}, ctx: t.Context()}
 	create := func(run string) {
 		t.Helper()
-		_, err := runCommand(c, "run.create", json.RawMessage(
+		_, err := runCommand(c, "1", "run.create", json.RawMessage(
 			`{"runId":"`+run+`","team":"t","goal":"`+strings.Repeat("g", 1<<10)+`","cwd":"/w","commandId":"`+run+`"}`))
 		require.NoError(t, err)
 		require.NotNil(t, c.members, "kept for the next command")
@@ -174,7 +174,7 @@ func TestRunCommandKeepsNoGrownOrFullMap(t *testing.T) {
 		fmt.Fprintf(&params, `,"k%d":%d`, i, i)
 	}
 	params.WriteString(`,"commandId":1}`)
-	_, err := runCommand(c, "run.create", json.RawMessage(params.String()))
+	_, err := runCommand(c, "1", "run.create", json.RawMessage(params.String()))
 	require.Equal(t, wire.CodeBadParams, wire.CodeOf(err))
 	require.True(t, c.members == nil, "the map the refused request grew (%d keys) is not kept", len(c.members))
 

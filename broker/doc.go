@@ -105,6 +105,10 @@
 //     not fit; a push of the smallest frame holds every event bare, so no event ends a subscription. Only a single
 //     item larger than a frame, with what its answer holds around it, is oversize-frame; so is a single object
 //     (query.run, proxy.result) larger than a frame.
+//   - A command is never committed with an answer its client cannot receive: the engine is told the room the
+//     request's id leaves a result in a frame (wire.ResultRoom, less a minted secret's field) and refuses a larger
+//     result before anything is recorded, answered oversize-frame; the same commandId may come again with a
+//     shorter id.
 //   - A hello cannot probe which runs exist: an unknown run, an unknown task and a wrong orchestrator token all
 //     answer auth; stale-token (pi-crew's answer, which its client acts on) needs an existing run and task named.
 //     query.slots shows a worker only its own run's holders.

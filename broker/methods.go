@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -131,7 +132,7 @@ func (c *conn) serve(req wire.Request) bool {
 	if !ok {
 		// NB: a command needs no call, and its answer is the engine's, sent as it is rather than made an interface
 		// value first: an allocation each, per command.
-		raw, err := runCommand(c, req.Method, req.Params)
+		raw, err := runCommand(c, req.ID, req.Method, req.Params)
 		if err != nil {
 			return c.respond(req.ID, req.Method, nil, err)
 		}
@@ -177,9 +178,11 @@ func handlePing(*call) (any, error) {
 	return map[string]any{"pong": true, "protocol": wire.ProtocolVersion}, nil
 }
 
-// runCommand serves every engine command: strip commandId, ParseCommand, mint a secret where the command records
-// a credential, Submit, and add the secret to the answer of the caller that asked for it.
-func runCommand(c *conn, method string, params json.RawMessage) (json.RawMessage, error) {
+// runCommand serves every engine command of request id: strip commandId, ParseCommand, mint a secret where the
+// command records a credential, Submit, and add the secret to the answer of the caller that asked for it. The
+// engine is told how large a result the answer's frame can carry: one larger is refused before anything is
+// recorded (oversize-frame), rather than committed and then not answered — a run whose orchestrator token is lost.
+func runCommand(c *conn, id, method string, params json.RawMessage) (json.RawMessage, error) {
 	// The connection's map is taken while it is filled: a request refused before it is given back (a bad commandId
 	// after thousands of keys) leaves the connection none, rather than the map that request grew.
 	reuse := c.members
@@ -225,8 +228,15 @@ func runCommand(c *conn, method string, params json.RawMessage) (json.RawMessage
 		}
 		x.NonceDigest = digestOf(token)
 	}
+	room := wire.ResultRoom(id, c.s.opts.MaxFrame)
+	if token != "" {
+		room -= len(`,"":`) + len(tokenField) + jsonLen(token)
+	}
 	reply, err := c.s.eng.Submit(c.ctx, commands.Request{Principal: principal, CommandID: commandID,
-		Actor: principal.Actor(), Command: cmd})
+		Actor: principal.Actor(), Command: cmd, MaxResultBytes: max(room, 1)})
+	if errors.Is(err, commands.ErrResultTooLarge) {
+		return nil, fmt.Errorf("%w: %s; nothing was recorded: send it again with a shorter request id", errTooLarge, method)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -178,6 +178,9 @@ func describeMethod(name string, ts *typeSet) (methodDesc, error) {
 		if !slices.Contains(m.Errors, wire.CodeInternal) {
 			m.Errors = append(slices.Clip(m.Errors), wire.CodeInternal)
 		}
+		if slices.Contains(largeAnswers, name) && !slices.Contains(m.Errors, wire.CodeOversizeFrame) {
+			m.Errors = append(slices.Clip(m.Errors), wire.CodeOversizeFrame)
+		}
 	}
 	if described {
 		var alts []string

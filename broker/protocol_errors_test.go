@@ -245,8 +245,10 @@ func errorStates(t *testing.T) []errorState {
 }
 
 // commandStates are the states that refuse a few commands only, besides errorStates: nesting and the wait methods
-// switched off (policy-disabled), and the manager's grant changed since its job was created, which
-// manifest.revalidate refuses (policy-denied). The call r1 waits for its revalidation only in a new crew: the
+// switched off (policy-disabled), the manager's grant changed since its job was created, which
+// manifest.revalidate refuses (policy-denied), and, in the smallest frame, a request id as wide as an error
+// answering it allows, which leaves an answer no room for a result of more than 53 bytes (oversize-frame, before
+// anything is recorded). The call r1 waits for its revalidation only in a new crew: the
 // corpus revalidates it with its first request, so only a state can reach that refusal.
 var commandStates = []errorState{
 	{name: "nesting and the wait methods off", methods: []string{"delegate.request", "wait.request", "wait.resolve"},
@@ -258,6 +260,10 @@ var commandStates = []errorState{
 	{name: "the manager's grant changed", methods: []string{"manifest.revalidate"},
 		params: func(_ *errorsCrew, _ string, params map[string]any) {
 			params["tools"] = []any{} // the manager grants nothing now
+		}},
+	{name: "the smallest frame, an id as wide as an error allows", opts: fixtureOpts{opts: Options{MaxFrame: wire.MaxFrameFloor}},
+		params: func(e *errorsCrew, _ string, _ map[string]any) {
+			e.idWidth = wire.MaxFrameFloor - len(errorFrame("", wire.NewError(wire.CodeOversizeFrame, ""), wire.MaxFrameFloor))
 		}},
 }
 
@@ -286,6 +292,9 @@ type errorsCrew struct {
 	conns map[string]*client
 	// idPrefix opens the id of the next request send sends (once).
 	idPrefix string
+	// idWidth, when set, is the bytes the answer writes the id of the next request send sends in (once): U+2028s
+	// and what more it takes.
+	idWidth int
 }
 
 // newErrorsCrew is the crew on a fixture of fo (its space aside: the crew's disk is the test's diskGauge).
@@ -377,6 +386,10 @@ func (e *errorsCrew) send(role, method string, params any) *wire.Error {
 		return bad
 	}
 	c.idPrefix, e.idPrefix = e.idPrefix, ""
+	if e.idWidth > 0 {
+		w := e.idWidth - len(fmt.Sprintf("c%d", c.n+1)) // call's id: the prefix, then c and its count
+		c.idPrefix, e.idWidth = strings.Repeat("\u2028", w/6)+strings.Repeat("i", w%6), 0
+	}
 	r := c.call(method, params)
 	c.idPrefix = ""
 	if r.Error != nil && r.Error.Code.Closes() {

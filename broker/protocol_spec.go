@@ -52,6 +52,14 @@ var (
 		wire.CodeUnavailable, wire.CodeQuotaExceeded}
 )
 
+// largeAnswers are the commands whose result can be larger than the smallest frame leaves it room for beside an id
+// as wide as an error answering that id allows (53 bytes; protocol_errors_test.go reaches each): such a command is
+// refused oversize-frame before anything is recorded. A command of a smaller result is answered whenever an error
+// would be, so it never answers oversize-frame.
+var largeAnswers = []string{"credential.issue", "credential.revoke", "delegate.cancel", "delegate.request",
+	"delegate.settle", "escalate", "job.disconnect", "job.transition", "lease.clear", "manifest.revalidate", "msg.send",
+	"proxy.cancel", "proxy.request", "run.create", "steer.push", "wait.request"}
+
 // Shorthands for params. Lengths count chars (Unicode code points).
 func pStr(name string, required bool, minLen, maxLen int) paramDesc {
 	return paramDesc{Name: name, Type: "string", Required: required, MinLength: minLen, MaxLength: maxLen}

@@ -152,14 +152,68 @@ func TestRequestIDTooLongToAnswer(t *testing.T) {
 	}
 }
 
-// untilErrorAfter sends a request with U+2028 and U+2029 unescaped in its id (as its params are marshalled) and
-// returns the next error frame.
+// untilErrorAfter sends a request of id c.idPrefix, U+2028 and U+2029 unescaped in it, and returns the next error
+// frame.
 func (c *client) untilErrorAfter(method string, params any) wire.Response {
+	c.t.Helper()
+	c.sendUnescapedID(c.idPrefix, method, params)
+	return c.untilError()
+}
+
+// callUnescapedID sends a request of id, U+2028 and U+2029 unescaped in it (as its params are marshalled), and
+// returns its answer, keeping the frames before it in pending.
+func (c *client) callUnescapedID(id, method string, params any) wire.Response {
+	c.t.Helper()
+	c.sendUnescapedID(id, method, params)
+	for {
+		f, err := c.read()
+		require.NoError(c.t, err, "waiting for the answer to %s", method)
+		var r wire.Response
+		require.NoError(c.t, json.Unmarshal(f, &r))
+		if r.ID == id {
+			return r
+		}
+		c.pending = append(c.pending, f)
+	}
+}
+
+func (c *client) sendUnescapedID(id, method string, params any) {
 	c.t.Helper()
 	c.n++
 	b, err := json.Marshal(map[string]any{"id": "", "method": method, "params": params})
 	require.NoError(c.t, err)
-	line := strings.Replace(string(b), `"id":""`, `"id":"`+c.idPrefix+`"`, 1)
-	c.sendLine(line)
-	return c.untilError()
+	c.sendLine(strings.Replace(string(b), `"id":""`, `"id":"`+id+`"`, 1))
+}
+
+// TestCommandWhoseAnswerCannotFitIsNotRecorded: in the smallest frame, a run.create whose answer (the orchestrator's
+// token beside the request's id, U+2028s the answer writes in six bytes each) would be one byte over the frame is
+// refused oversize-frame before anything is recorded — before, the run was created and its token lost with the
+// answer — and the same commandId sent with an id one byte shorter creates the run, whose token opens its
+// orchestrator's connection.
+func TestCommandWhoseAnswerCannotFitIsNotRecorded(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: wire.MaxFrameFloor}})
+	a := f.dial()
+	a.helloAdmin()
+	create := func(run, commandID string) map[string]any {
+		return map[string]any{"runId": run, "team": "t", "goal": "g", "cwd": "/w", "commandId": commandID}
+	}
+	// An answer of the same size, to measure: run ids of the same length, tokens of one length.
+	sized := a.call("run.create", create("R8", "k0"))
+	require.Nil(t, sized.Error)
+	const seps = 150
+	written := wire.MaxFrameFloor + 1 - len(`{"id":"","result":}`+"\n") - len(sized.Result) // the id's bytes in the answer
+	id := strings.Repeat("\u2028", seps) + strings.Repeat("i", written-6*seps)
+
+	r := a.callUnescapedID(id, "run.create", create("R9", "k1"))
+	require.NotNil(t, r.Error, "the answer would be one byte over the frame")
+	require.Equal(t, wire.CodeOversizeFrame, r.Error.Code, r.Error.Message)
+	a.fails("query.run", map[string]any{"runId": "R9"}, wire.CodeNoManifest)
+
+	r = a.callUnescapedID(id[:len(id)-1], "run.create", create("R9", "k1"))
+	require.Nil(t, r.Error, "an answer of exactly the frame")
+	var res map[string]any
+	require.NoError(t, json.Unmarshal(r.Result, &res))
+	o := f.dial()
+	o.hello("R9", events.OrchestratorKey, res["orchestratorToken"].(string))
+	o.ok("run.transition", map[string]any{"to": "running"})
 }

@@ -59,6 +59,25 @@ func AppendCompactResponse(dst []byte, id string, result json.RawMessage, maxFra
 	return AppendFrame(dst, r, maxFrame)
 }
 
+// ResultRoom is the bytes of result JSON a response to request id can hold in a frame of maxFrame bytes, as
+// AppendCompactResponse writes it: the frame less {"id":,"result":}, its newline and the id as written (plain, or
+// escaped as AppendFrame escapes it); 0 when not even the id fits. NB: callers measure every command's answer with
+// it, so a plain id, the common case, is counted without encoding it.
+func ResultRoom(id string, maxFrame int) int {
+	limit, err := resolveMaxFrame(maxFrame)
+	if err != nil {
+		return 0
+	}
+	if plainString(id) {
+		return max(limit-len(`{"id":"","result":}`+"\n")-len(id), 0)
+	}
+	f, err := AppendFrame(nil, CompactResponse{ID: id, Result: json.RawMessage(`0`)}, limit)
+	if err != nil {
+		return 0
+	}
+	return limit - (len(f) - len(`0`))
+}
+
 // withinCap returns out, dst with a frame appended, when the frame is within limit bytes; else dst and an error
 // matching ErrFrameTooLarge.
 func withinCap(dst, out []byte, limit int) ([]byte, error) {

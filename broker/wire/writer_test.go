@@ -138,3 +138,26 @@ func TestCompactResponseStaysOneLine(t *testing.T) {
 	require.Equal(t, string(want), string(got))
 	require.Equal(t, "{\"id\":\"c1\",\"result\":{\"a\":[1,2]}}\n", string(got))
 }
+
+// TestResultRoomIsWhatAResponseHolds: a result of exactly ResultRoom bytes fits a response frame to the id, one byte
+// more does not, for ids the writer writes as they are and ids it escapes, in the smallest and the default frame.
+func TestResultRoomIsWhatAResponseHolds(t *testing.T) {
+	ids := []string{"", "1", "c12", strings.Repeat("<", 300), "a\"b\\c", "\u2028x\u2029", "é", strings.Repeat("\u2028", 100),
+		string([]byte{0x01, 0x7f})}
+	for _, maxFrame := range []int{MaxFrameFloor, 0, MaxFrameCeiling} {
+		for _, id := range ids {
+			room := ResultRoom(id, maxFrame)
+			require.Positive(t, room, "%q in %d", id, maxFrame)
+			fits := []byte(`"` + strings.Repeat("x", room-2) + `"`)
+			_, err := AppendCompactResponse(nil, id, fits, maxFrame)
+			require.NoError(t, err, "%q in %d: a result of %d bytes fits", id, maxFrame, room)
+			over := []byte(`"` + strings.Repeat("x", room-1) + `"`)
+			_, err = AppendCompactResponse(nil, id, over, maxFrame)
+			require.ErrorIs(t, err, ErrFrameTooLarge, "%q in %d: one byte more does not", id, maxFrame)
+		}
+	}
+	// An id that leaves no room at all.
+	require.Zero(t, ResultRoom(strings.Repeat("a", MaxFrameFloor), MaxFrameFloor))
+	require.Zero(t, ResultRoom(strings.Repeat("\u2028", MaxFrameFloor/3), MaxFrameFloor))
+	require.Zero(t, ResultRoom("1", 7), "an invalid frame cap holds nothing")
+}

@@ -1405,7 +1405,7 @@ export interface Methods {
   };
   /**
    * issue (or re-issue) a worker's token for a task or a grandchild (subId); the answer carries it
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, internal.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, internal, oversize-frame.
    */
   "credential.issue": {
     roles: "orchestrator" | "admin";
@@ -1415,7 +1415,7 @@ export interface Methods {
   };
   /**
    * revoke a task's (or the orchestrator's) token; its open connections end at once
-   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, internal.
+   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, internal, oversize-frame.
    */
   "credential.revoke": {
     roles: "orchestrator" | "admin";
@@ -1425,7 +1425,7 @@ export interface Methods {
   };
   /**
    * ask the runtime to cancel a delegation (records delegate.cancel_requested)
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, internal.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, internal, oversize-frame.
    */
   "delegate.cancel": {
     roles: "orchestrator" | "admin";
@@ -1435,7 +1435,7 @@ export interface Methods {
   };
   /**
    * ask for a grandchild; the runtime spawns it (delegate.spawned) and settles it (delegate.settle)
-   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, policy-denied, quota-exceeded, disk-full, unavailable, internal.
+   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, policy-denied, quota-exceeded, disk-full, unavailable, internal, oversize-frame.
    */
   "delegate.request": {
     roles: "worker";
@@ -1445,7 +1445,7 @@ export interface Methods {
   };
   /**
    * the grandchild ended: deliver its fenced result to the parent, charge usage above the reservation, free the slot
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, internal.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, internal, oversize-frame.
    */
   "delegate.settle": {
     roles: "orchestrator" | "admin";
@@ -1465,7 +1465,7 @@ export interface Methods {
   };
   /**
    * a follow-up message to a task (default the sender's own)
-   * Errors: forbidden, bad-params, no-manifest, quota-exceeded, rate-limit, disk-full, unavailable, internal.
+   * Errors: forbidden, bad-params, no-manifest, quota-exceeded, rate-limit, disk-full, unavailable, internal, oversize-frame.
    */
   "escalate": {
     roles: "worker" | "orchestrator" | "admin";
@@ -1545,7 +1545,7 @@ export interface Methods {
   };
   /**
    * the worker's connection to the job went away: every pending call fails
-   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, internal.
+   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, internal, oversize-frame.
    */
   "job.disconnect": {
     roles: "orchestrator" | "admin";
@@ -1565,7 +1565,7 @@ export interface Methods {
   };
   /**
    * move a job to a status (an active lease is cleared first)
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded, internal.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded, internal, oversize-frame.
    */
   "job.transition": {
     roles: "orchestrator" | "admin";
@@ -1575,7 +1575,7 @@ export interface Methods {
   };
   /**
    * clear a job's lease: its root is revoked and its calls aborted
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded, internal.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded, internal, oversize-frame.
    */
   "lease.clear": {
     roles: "orchestrator" | "admin";
@@ -1615,7 +1615,7 @@ export interface Methods {
   };
   /**
    * revalidate the grant before executing an admitted call (a different grant hard-stops the job)
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, internal.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, internal, oversize-frame.
    */
   "manifest.revalidate": {
     roles: "orchestrator" | "admin";
@@ -1635,7 +1635,7 @@ export interface Methods {
   };
   /**
    * append a mailbox message (orchestrator: any recipient and kind; worker: parent, group or a task of its run)
-   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, quota-exceeded, rate-limit, internal.
+   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, quota-exceeded, rate-limit, internal, oversize-frame.
    */
   "msg.send": {
     roles: "worker" | "orchestrator" | "admin";
@@ -1655,7 +1655,7 @@ export interface Methods {
   };
   /**
    * a worker cancels its live proxied call
-   * Errors: forbidden, bad-params, policy-denied, disk-full, unavailable, quota-exceeded, internal.
+   * Errors: forbidden, bad-params, policy-denied, disk-full, unavailable, quota-exceeded, internal, oversize-frame.
    */
   "proxy.cancel": {
     roles: "worker";
@@ -1675,7 +1675,7 @@ export interface Methods {
   };
   /**
    * a worker's proxied tool call under its job's lease
-   * Errors: forbidden, bad-params, policy-denied, disk-full, unavailable, quota-exceeded, internal.
+   * Errors: forbidden, bad-params, policy-denied, disk-full, unavailable, quota-exceeded, internal, oversize-frame.
    */
   "proxy.request": {
     roles: "worker";
@@ -1785,7 +1785,7 @@ export interface Methods {
   };
   /**
    * create a run; the answer carries the orchestrator's token
-   * Errors: forbidden, bad-params, disk-full, unavailable, internal.
+   * Errors: forbidden, bad-params, disk-full, unavailable, internal, oversize-frame.
    */
   "run.create": {
     roles: "admin";
@@ -1805,7 +1805,7 @@ export interface Methods {
   };
   /**
    * an urgent steering message to a task
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, rate-limit, internal.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, rate-limit, internal, oversize-frame.
    */
   "steer.push": {
     roles: "orchestrator" | "admin";
@@ -1855,7 +1855,7 @@ export interface Methods {
   };
   /**
    * park the caller's task on a question until it is answered (msg.send kind response) or times out
-   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, quota-exceeded, disk-full, unavailable, internal.
+   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, quota-exceeded, disk-full, unavailable, internal, oversize-frame.
    */
   "wait.request": {
     roles: "worker";

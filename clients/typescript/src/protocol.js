@@ -66,7 +66,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "CredentialResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","internal","oversize-frame"]),
     "pushes": Object.freeze([]),
   }),
   "credential.revoke": Object.freeze({
@@ -80,7 +80,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "CredentialResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","internal","oversize-frame"]),
     "pushes": Object.freeze([]),
   }),
   "delegate.cancel": Object.freeze({
@@ -94,7 +94,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "CancelResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","internal","oversize-frame"]),
     "pushes": Object.freeze([]),
   }),
   "delegate.request": Object.freeze({
@@ -113,7 +113,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "DelegateResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","policy-disabled","policy-denied","quota-exceeded","disk-full","unavailable","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","policy-disabled","policy-denied","quota-exceeded","disk-full","unavailable","internal","oversize-frame"]),
     "pushes": Object.freeze([]),
   }),
   "delegate.settle": Object.freeze({
@@ -129,7 +129,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "SettleResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","internal","oversize-frame"]),
     "pushes": Object.freeze(["mailbox.message"]),
   }),
   "delegate.spawned": Object.freeze({
@@ -158,7 +158,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "EscalateResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","quota-exceeded","rate-limit","disk-full","unavailable","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","quota-exceeded","rate-limit","disk-full","unavailable","internal","oversize-frame"]),
     "pushes": Object.freeze(["mailbox.message"]),
   }),
   "events.since": Object.freeze({
@@ -265,7 +265,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "JobResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","internal","oversize-frame"]),
     "pushes": Object.freeze([]),
   }),
   "job.roots_reset": Object.freeze({
@@ -292,7 +292,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "JobResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable","quota-exceeded","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable","quota-exceeded","internal","oversize-frame"]),
     "pushes": Object.freeze([]),
   }),
   "lease.clear": Object.freeze({
@@ -306,7 +306,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "JobResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable","quota-exceeded","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable","quota-exceeded","internal","oversize-frame"]),
     "pushes": Object.freeze([]),
   }),
   "lease.open": Object.freeze({
@@ -365,7 +365,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "ProxyAnswer",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable","internal","oversize-frame"]),
     "pushes": Object.freeze([]),
   }),
   "msg.inbox": Object.freeze({
@@ -398,7 +398,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "SendResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","quota-exceeded","rate-limit","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","quota-exceeded","rate-limit","internal","oversize-frame"]),
     "pushes": Object.freeze(["mailbox.message"]),
   }),
   "ping": Object.freeze({ "roles": Object.freeze(["worker","orchestrator","admin"]), "command": false, "strictParams": false, "params": Object.freeze([]), "result": "PingResult", "errors": Object.freeze([]), "pushes": Object.freeze([]) }),
@@ -414,7 +414,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "ProxyAnswer",
-    "errors": Object.freeze(["forbidden","bad-params","policy-denied","disk-full","unavailable","quota-exceeded","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","policy-denied","disk-full","unavailable","quota-exceeded","internal","oversize-frame"]),
     "pushes": Object.freeze([]),
   }),
   "proxy.complete": Object.freeze({
@@ -447,7 +447,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "ProxyAnswer",
-    "errors": Object.freeze(["forbidden","bad-params","policy-denied","disk-full","unavailable","quota-exceeded","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","policy-denied","disk-full","unavailable","quota-exceeded","internal","oversize-frame"]),
     "pushes": Object.freeze([]),
   }),
   "proxy.result": Object.freeze({
@@ -595,7 +595,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "RunCreateResult",
-    "errors": Object.freeze(["forbidden","bad-params","disk-full","unavailable","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","disk-full","unavailable","internal","oversize-frame"]),
     "pushes": Object.freeze([]),
   }),
   "run.transition": Object.freeze({
@@ -625,7 +625,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "SteerResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","rate-limit","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","rate-limit","internal","oversize-frame"]),
     "pushes": Object.freeze(["mailbox.message"]),
   }),
   "task.create": Object.freeze({
@@ -712,7 +712,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "WaitResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","policy-disabled","quota-exceeded","disk-full","unavailable","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","policy-disabled","quota-exceeded","disk-full","unavailable","internal","oversize-frame"]),
     "pushes": Object.freeze([]),
   }),
   "wait.resolve": Object.freeze({
