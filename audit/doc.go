@@ -19,7 +19,8 @@
 //   - ExplainAt re-runs one decision on its run's state alone
 //     (projections.RunAt), O(the run): the same Decision a full Replay
 //     with Explain reports, the slots held in all and the other runs
-//     waiting taken from what the decision recorded (events.Policy).
+//     waiting taken from what the decision recorded (events.Policy). Its
+//     fold stops when its context ends, and nothing of it is kept.
 //   - Replay's At and PositionAt resolve a time to the same position.
 //   - Every problem names the first bad position.
 //

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/crewlog/crewlog/eventlog"
@@ -31,7 +32,10 @@ const ExplainReach = 64
 //
 // ok is false when the event at pos is not part of a decision audit
 // re-runs (run and task transitions, messages, ...).
-func ExplainAt(l *eventlog.Log, pos uint64, states RunStates) (d Decision, recorded, ok bool, err error) {
+//
+// ctx ends the fold of the run's state as it ends projections.RunAt: the
+// error then wraps ctx.Err(), and states keeps nothing.
+func ExplainAt(ctx context.Context, l *eventlog.Log, pos uint64, states RunStates) (d Decision, recorded, ok bool, err error) {
 	group, err := decisionAt(l, pos)
 	if err != nil || group == nil {
 		return Decision{}, false, false, err
@@ -41,7 +45,7 @@ func ExplainAt(l *eventlog.Log, pos uint64, states RunStates) (d Decision, recor
 	if states != nil {
 		base = states.Base(first.Stream, first.Position-1)
 	}
-	s, _, err := projections.RunAtFrom(l, base, first.Stream, first.Position-1)
+	s, _, err := projections.RunAtFrom(ctx, l, base, first.Stream, first.Position-1)
 	if err != nil {
 		return Decision{}, false, false, err
 	}

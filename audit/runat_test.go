@@ -1,6 +1,7 @@
 package audit_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -124,7 +125,7 @@ func TestRunAtIsTheFullRebuild(t *testing.T) {
 		require.NoError(t, err)
 		full = res.State
 		for _, run := range runs {
-			on, ok, err := projections.RunAtFrom(l, continued[run], run, pos)
+			on, ok, err := projections.RunAtFrom(t.Context(), l, continued[run], run, pos)
 			require.NoError(t, err)
 			_, existed := full.Run(run)
 			require.Equal(t, existed, ok, "run %s at %d", run, pos)
@@ -133,7 +134,7 @@ func TestRunAtIsTheFullRebuild(t *testing.T) {
 			}
 			require.Equal(t, viewOfRun(full, run), viewOfRun(on, run), "run %s continued to %d", run, pos)
 			if pos%5 == 0 || pos == head { // from the start: O(the run) each, so at every fifth position
-				one, ok, err := projections.RunAt(l, run, pos)
+				one, ok, err := projections.RunAt(t.Context(), l, run, pos)
 				require.NoError(t, err)
 				require.True(t, ok)
 				require.Equal(t, viewOfRun(full, run), viewOfRun(one, run), "run %s at %d", run, pos)
@@ -155,7 +156,7 @@ func TestExplainAtIsTheFullExplain(t *testing.T) {
 	explained := map[uint64]bool{}
 	for _, want := range res.Decisions {
 		for pos := want.Position; pos <= want.Last; pos++ {
-			got, recorded, ok, err := audit.ExplainAt(l, pos, states)
+			got, recorded, ok, err := audit.ExplainAt(t.Context(), l, pos, states)
 			require.NoError(t, err)
 			require.True(t, ok, "decision at %d", pos)
 			require.Equal(t, want, got, "decision at %d", pos)
@@ -169,7 +170,7 @@ func TestExplainAtIsTheFullExplain(t *testing.T) {
 	// Every other event is not a decision.
 	for pos := uint64(1); pos <= res.Head; pos++ {
 		if !explained[pos] {
-			_, _, ok, err := audit.ExplainAt(l, pos, nil)
+			_, _, ok, err := audit.ExplainAt(t.Context(), l, pos, nil)
 			require.NoError(t, err)
 			require.False(t, ok, "position %d", pos)
 		}
@@ -177,6 +178,29 @@ func TestExplainAtIsTheFullExplain(t *testing.T) {
 	// The log exercises both daemon-wide inputs: the slots held in all and the other runs waiting.
 	require.Positive(t, rejections[events.ReasonSlotsExhausted], "rejections: %v", rejections)
 	require.Positive(t, rejections[events.ReasonSlotShareExceeded], "rejections: %v", rejections)
+}
+
+// TestExplainAtStopsWhenItsContextEnds: an explain whose context has ended stops before its run's fold with the
+// context's error and keeps none of it; with a context that goes on it explains and keeps the run's state.
+func TestExplainAtStopsWhenItsContextEnds(t *testing.T) {
+	l, _ := contendedLog(t, 11, 100)
+	res, err := audit.Replay(l, audit.ReplayOptions{Explain: true})
+	require.NoError(t, err)
+	require.NotEmpty(t, res.Decisions)
+	pos := res.Decisions[len(res.Decisions)-1].Position
+	ended, cancel := context.WithCancel(t.Context())
+	cancel()
+	states := &keptStates{}
+	_, recorded, ok, err := audit.ExplainAt(ended, l, pos, states)
+	require.ErrorIs(t, err, context.Canceled)
+	require.False(t, ok)
+	require.False(t, recorded)
+	require.Empty(t, states.states, "nothing kept of a fold that stopped")
+
+	_, _, ok, err = audit.ExplainAt(t.Context(), l, pos, states)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Len(t, states.states, 1)
 }
 
 // TestPositionAtIsTheFirstLaterEvent: the time a replay --at stops at is the position before the first event

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -304,7 +305,7 @@ func (c *ColdStore) WriteMissingView(v MissingView) error {
 	if c.currentView(v.id, &v.cr) != nil {
 		return nil
 	}
-	scratch, err := foldRun(c.log, nil, v.id, v.cr.last)
+	scratch, err := foldRun(context.Background(), c.log, nil, v.id, v.cr.last)
 	if err != nil {
 		return err
 	}

@@ -84,7 +84,8 @@
 //   - RunAt (RunAtFrom) folds any one run the same way up to any position:
 //     the run's records are the full fold's there, O(the run) not O(the
 //     log); its daemon-wide records hold that run only (AssumePool sets the
-//     pool a recorded decision saw, for re-running it).
+//     pool a recorded decision saw, for re-running it). It stops within 256
+//     events of its context ending, with the context's error and no state.
 //   - Apply never reads the log: an event of a cold run must be preceded by
 //     FaultIn (Replay and the engine do it); Apply ignores an event whose run
 //     is not hot. Whole returns the state with every run hot, for tests and

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/crewlog/crewlog/eventlog"
@@ -17,19 +18,30 @@ import (
 // them only: the slot pool's holders are the run's own (SlotsHeld counts
 // only them) and no other run waits for a slot. ok is false when the run
 // has no event at or before to.
-func RunAt(l *eventlog.Log, id string, to uint64) (s *State, ok bool, err error) {
-	return RunAtFrom(l, nil, id, to)
+//
+// The fold looks at ctx before it starts and every 256 events of the run
+// (foldCheckEvery): once ctx has ended it stops and returns no state and an
+// error wrapping ctx.Err(), so errors.Is(err, context.Canceled) holds for
+// a cancelled ctx.
+func RunAt(ctx context.Context, l *eventlog.Log, id string, to uint64) (s *State, ok bool, err error) {
+	return RunAtFrom(ctx, l, nil, id, to)
 }
+
+// foldCheckEvery is how many events of its run RunAt reads between two
+// looks at its context: a fold stops within that many events of its
+// context ending (a millisecond or two of folding), and the look is not paid
+// per event.
+const foldCheckEvery = 256
 
 // RunAtFrom is RunAt continued from base, a state RunAt or RunAtFrom
 // returned for the same run at a position ≤ to: it folds only the events
 // after base.Position, into a clone (base is not modified). A nil base, or
-// one past to, starts from the beginning.
-func RunAtFrom(l *eventlog.Log, base *State, id string, to uint64) (s *State, ok bool, err error) {
+// one past to, starts from the beginning. ctx ends it as it ends RunAt.
+func RunAtFrom(ctx context.Context, l *eventlog.Log, base *State, id string, to uint64) (s *State, ok bool, err error) {
 	if base != nil && base.Position > to {
 		base = nil
 	}
-	s, err = foldRun(l, base, id, to)
+	s, err = foldRun(ctx, l, base, id, to)
 	if err != nil {
 		return nil, false, err
 	}
@@ -40,8 +52,13 @@ func RunAtFrom(l *eventlog.Log, base *State, id string, to uint64) (s *State, ok
 
 // foldRun folds run id and the engine stream up to position upTo into a
 // fresh state, or into a clone of base (a state of run id alone at
-// base.Position ≤ upTo) with the events after base.Position.
-func foldRun(l *eventlog.Log, base *State, id string, upTo uint64) (*State, error) {
+// base.Position ≤ upTo) with the events after base.Position. It stops,
+// with ctx's error and no state, once ctx has ended: it looks before it
+// starts and every foldCheckEvery events of the run.
+func foldRun(ctx context.Context, l *eventlog.Log, base *State, id string, upTo uint64) (*State, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("projections: fold run %s: %w", id, err)
+	}
 	scratch, after, from := New(), uint64(0), uint64(1) // from: the first stream version to read
 	if base != nil {
 		scratch, after = base.Clone(), base.Position
@@ -68,7 +85,13 @@ func foldRun(l *eventlog.Log, base *State, id string, upTo uint64) (*State, erro
 	}
 	it := l.ReadStream(id, from)
 	dec := events.NewDecoder()
-	for it.Next() {
+	for n := 1; it.Next(); n++ {
+		if n%foldCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				it.Close()
+				return nil, fmt.Errorf("projections: fold run %s: %w", id, err)
+			}
+		}
 		e := it.Event()
 		if e.Position > upTo {
 			break

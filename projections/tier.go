@@ -2,6 +2,7 @@ package projections
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -236,7 +237,7 @@ func (c *ColdStore) fold(id string, cr *coldRun) (*runState, int64, error) {
 	if r := c.fromView(id, cr); r != nil {
 		return r, n, nil
 	}
-	scratch, err := foldRun(c.log, nil, id, cr.last)
+	scratch, err := foldRun(context.Background(), c.log, nil, id, cr.last)
 	if err != nil {
 		return nil, n, err
 	}

@@ -89,7 +89,7 @@ func (s *Server) runAt(ctx context.Context, p principal, runID string, pos uint6
 		return nil, false, err
 	}
 	defer done()
-	st, ok, err = projections.RunAtFrom(s.opts.Log, s.states.Base(runID, pos), runID, pos)
+	st, ok, err = projections.RunAtFrom(context.Background(), s.opts.Log, s.states.Base(runID, pos), runID, pos)
 	if err != nil || !ok {
 		return nil, ok, err
 	}
@@ -105,7 +105,7 @@ func (s *Server) explainAt(ctx context.Context, p principal, pos uint64) (d audi
 		return audit.Decision{}, false, false, err
 	}
 	defer done()
-	return audit.ExplainAt(s.opts.Log, pos, &s.states)
+	return audit.ExplainAt(context.Background(), s.opts.Log, pos, &s.states)
 }
 
 // turn waits for the one rebuild slot and returns the function that gives it back, once; it refuses a principal

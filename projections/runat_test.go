@@ -1,0 +1,81 @@
+package projections
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// endingCtx is a context that has ended from its ends-th look (Err) on, counting the looks: a fold cancelled
+// after so many of its events, with no timing. Not safe for concurrent use; a fold looks from one goroutine.
+type endingCtx struct {
+	context.Context
+	ends  int // the look from which Err answers err; 0: never
+	err   error
+	looks int
+}
+
+func (c *endingCtx) Err() error {
+	c.looks++
+	if c.ends > 0 && c.looks >= c.ends {
+		return c.err
+	}
+	return nil
+}
+
+// TestRunAtStopsWhenItsContextEnds: a fold looks at its context before it starts and every foldCheckEvery events
+// of the run, and once the context has ended it stops there with the context's error and no state; one whose
+// context does not end folds the run whole. From a base too, which it leaves as it was.
+func TestRunAtStopsWhenItsContextEnds(t *testing.T) {
+	evs := longRunHistory(3*foldCheckEvery + 100)
+	l := appendHistory(t, evs)
+	run, head := evs[1].Stream, uint64(len(evs))
+	runEvents := 0
+	for _, ev := range evs {
+		if ev.Stream == run {
+			runEvents++
+		}
+	}
+	require.Equal(t, len(evs)-1, runEvents, "one run and the engine's configuration")
+	whole := 1 + runEvents/foldCheckEvery // every look of a fold to the head
+
+	half := head / 2
+	base, ok, err := RunAt(context.Background(), l, run, half)
+	require.NoError(t, err)
+	require.True(t, ok)
+	baseBefore := base.Clone()
+
+	for _, tc := range []struct {
+		name  string
+		base  *State
+		ends  int
+		err   error
+		looks int // the looks the fold took
+	}{
+		{name: "never ends", looks: whole},
+		{name: "ended before it starts", ends: 1, err: context.Canceled, looks: 1},
+		{name: "cancelled after foldCheckEvery events", ends: 2, err: context.Canceled, looks: 2},
+		{name: "past its deadline after 2 × foldCheckEvery events", ends: 3, err: context.DeadlineExceeded, looks: 3},
+		{name: "from a base, ended before it starts", base: base, ends: 1, err: context.Canceled, looks: 1},
+		{name: "from a base, cancelled after foldCheckEvery events", base: base, ends: 2, err: context.Canceled, looks: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := &endingCtx{Context: context.Background(), ends: tc.ends, err: tc.err}
+			s, ok, err := RunAtFrom(ctx, l, tc.base, run, head)
+			require.Equal(t, tc.looks, ctx.looks, "the looks at the context")
+			if tc.err == nil {
+				require.NoError(t, err)
+				require.True(t, ok)
+				require.Equal(t, head, s.Position)
+				r, _ := s.Run(run)
+				require.Equal(t, RunCompleted, r.Status, "folded to the run's end")
+				return
+			}
+			require.ErrorIs(t, err, tc.err)
+			require.Nil(t, s, "no part of a state")
+			require.False(t, ok)
+			require.Equal(t, baseBefore, base, "the base is not modified")
+		})
+	}
+}
