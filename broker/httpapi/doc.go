@@ -44,7 +44,10 @@
 //     position (or the run's first event); a credential or session has at most 4 of them in progress or waiting
 //     (429 too-many-rebuilds beyond, at once, with a Retry-After of 1..60 s: the rebuilds in progress or waiting,
 //     every principal's, times the recent rebuilds' mean time, timed by Options.Now: state.go). Each shows the run
-//     exactly as the full rebuild (crewctl replay --to) does.
+//     exactly as the full rebuild (crewctl replay --to) does. A rebuild ends when its client goes away: its fold
+//     runs under the request's context and stops within 256 events of it ending (projections.RunAt), gives the
+//     slot to the next at once, keeps no state and answers nothing (nor logs: a client going is no failure), so
+//     a client that asks for a large run's past and leaves holds the slot no longer than it stays.
 //   - A daemon-wide figure that a run's own events do not give is never guessed: a past state's slots.held is
 //     null (only the head's state knows it), and explain re-runs a delegation request with the slots held in all
 //     and the other runs waiting that the decision recorded (poolInputs "recorded").

@@ -37,6 +37,8 @@ type stateCache struct {
 	now    func() time.Time
 	queued atomic.Int64 // rebuild requests of every principal in progress or waiting for the slot
 	pace   atomic.Int64 // nanoseconds: the mean time the recent rebuilds held the slot (record)
+
+	holding func() // a test's hook: runs when a rebuild has the slot, before it folds
 }
 
 const maxCachedStates = 4
@@ -80,6 +82,9 @@ func (c *stateCache) Keep(s *projections.State) {
 // runAt returns run runID alone as of position pos (projections.RunAt: the run's stream and the engine stream,
 // O(the run), not O(the log)), kept or folded during the caller's turn on from the nearest kept state of the run
 // before pos. ok is false when the run did not exist yet. The state is shared: never modify it.
+//
+// The fold ends with ctx, the request's, within 256 events (projections.RunAt): a client that goes away
+// gives the slot back then, not when the fold would have ended, and nothing is kept of its rebuild.
 func (s *Server) runAt(ctx context.Context, p principal, runID string, pos uint64) (st *projections.State, ok bool, err error) {
 	if b := s.states.Base(runID, pos); b != nil && b.Position == pos {
 		return b, true, nil
@@ -89,7 +94,7 @@ func (s *Server) runAt(ctx context.Context, p principal, runID string, pos uint6
 		return nil, false, err
 	}
 	defer done()
-	st, ok, err = projections.RunAtFrom(context.Background(), s.opts.Log, s.states.Base(runID, pos), runID, pos)
+	st, ok, err = projections.RunAtFrom(ctx, s.opts.Log, s.states.Base(runID, pos), runID, pos)
 	if err != nil || !ok {
 		return nil, ok, err
 	}
@@ -98,14 +103,14 @@ func (s *Server) runAt(ctx context.Context, p principal, runID string, pos uint6
 }
 
 // explainAt re-runs the recorded decision holding position pos (audit.ExplainAt, O(the decision's run), on from
-// the nearest kept state of the run) during the caller's turn.
+// the nearest kept state of the run) during the caller's turn; its fold ends with ctx, as runAt's does.
 func (s *Server) explainAt(ctx context.Context, p principal, pos uint64) (d audit.Decision, recorded, ok bool, err error) {
 	done, err := s.states.turn(ctx, p)
 	if err != nil {
 		return audit.Decision{}, false, false, err
 	}
 	defer done()
-	return audit.ExplainAt(context.Background(), s.opts.Log, pos, &s.states)
+	return audit.ExplainAt(ctx, s.opts.Log, pos, &s.states)
 }
 
 // turn waits for the one rebuild slot and returns the function that gives it back, once; it refuses a principal
@@ -127,6 +132,9 @@ func (c *stateCache) turn(ctx context.Context, p principal) (done func(), err er
 		return nil, err
 	}
 	start := c.now()
+	if c.holding != nil {
+		c.holding()
+	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -160,7 +168,8 @@ func (c *stateCache) retryAfter() int {
 	return int(min(max(secs, 1), maxRebuildsRetryAfter))
 }
 
-// rebuildFailed answers a rebuild that did not finish: nothing when the client went, the refusal when it was
+// rebuildFailed answers a rebuild that did not finish: nothing when the client went (its wait for the slot given
+// up or its fold stopped: no answer reaches it, and its going is no failure to log), the refusal when it was
 // refused its turn, else a 500.
 func (s *Server) rebuildFailed(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *apiError

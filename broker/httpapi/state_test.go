@@ -1,0 +1,110 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestRebuildEndsWithItsClient: a state?at or explain whose client goes away while its rebuild holds the slot
+// stops its fold there: it answers nothing, logs nothing, keeps no state, and gives the slot to the request
+// waiting for it, which is answered.
+func TestRebuildEndsWithItsClient(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// paths are the request whose client goes and the one waiting behind it, for another position.
+		paths func(f *fixture) (gone, next string)
+		// kept is the position of the state the waiting request keeps, given its answer.
+		kept func(next map[string]any) uint64
+	}{
+		{
+			name: "state?at",
+			paths: func(*fixture) (string, string) {
+				return budgetRun + "/state?at=5", budgetRun + "/state?at=10"
+			},
+			kept: func(map[string]any) uint64 { return 10 },
+		},
+		{
+			name: "explain",
+			paths: func(f *fixture) (string, string) {
+				evs := f.ok(budgetRun + "/events?type=delegate.admitted&type=delegate.rejected")["events"].([]any)
+				require.GreaterOrEqual(f.t, len(evs), 2)
+				pos := func(e any) string {
+					return fmt.Sprintf("/api/v1/events/%.0f/explain", e.(map[string]any)["metadata"].(map[string]any)["position"])
+				}
+				return pos(evs[0]), pos(evs[len(evs)-1])
+			},
+			// The decision is re-run on its run's state just before it.
+			kept: func(next map[string]any) uint64 {
+				return uint64(next["decision"].(map[string]any)["position"].(float64)) - 1
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logged := newErrorLog()
+			f := newFixture(t, Options{Logger: slog.New(logged)})
+			c := &f.srv.states
+			gone, next := tc.paths(f)
+			ctx, cancel := context.WithCancel(t.Context())
+			nextReq, err := http.NewRequest(http.MethodGet, f.web.URL+next, nil)
+			require.NoError(t, err)
+			nextReq.Header.Set("Authorization", "Bearer "+adminToken)
+			type answer struct {
+				code int
+				body []byte
+				err  error
+			}
+			answered := make(chan answer, 1)
+			var first bool
+			c.holding = func() {
+				if first {
+					return // the waiting request's turn
+				}
+				first = true
+				go func() {
+					resp, err := f.web.Client().Do(nextReq)
+					if err != nil {
+						answered <- answer{err: err}
+						return
+					}
+					defer resp.Body.Close()
+					body, err := io.ReadAll(resp.Body)
+					answered <- answer{resp.StatusCode, body, err}
+				}()
+				awaitTurns(t, c.slot, "", 1, 1) // the next request waits for the slot
+				cancel()                        // and the client of the one holding it goes
+			}
+			req := httptest.NewRequestWithContext(ctx, http.MethodGet, gone, nil)
+			req.Host, req.RemoteAddr = "127.0.0.1:7717", "127.0.0.1:40000"
+			req.Header.Set("Authorization", "Bearer "+adminToken)
+			rec := httptest.NewRecorder()
+			f.srv.Handler().ServeHTTP(rec, req)
+			require.True(t, first, "the rebuild had the slot")
+			body, err := io.ReadAll(rec.Result().Body)
+			require.NoError(t, err)
+			require.Empty(t, string(body), "nothing answered to a client that went")
+			require.Empty(t, rec.Header().Get("Content-Type"))
+
+			a := <-answered
+			require.NoError(t, a.err)
+			require.Equal(t, http.StatusOK, a.code, "the waiting request had its turn: %s", a.body)
+			var nextBody map[string]any
+			require.NoError(t, json.Unmarshal(a.body, &nextBody))
+			awaitTurns(t, c.slot, "", 0, 0)
+			awaitTurns(t, c.rebuilds, keyAdmin, 0, 0)
+			c.mu.Lock()
+			kept := c.states
+			c.mu.Unlock()
+			require.Len(t, kept, 1, "only the waiting request's state is kept")
+			require.Equal(t, tc.kept(nextBody), kept[0].Position)
+			require.Empty(t, logged.take(), "a client that went is no failure")
+		})
+	}
+}
