@@ -253,3 +253,25 @@ func TestLedgerHistoryPagesFillTheFrame(t *testing.T) {
 	require.Equal(t, want, reserved)
 	require.Equal(t, want, charged)
 }
+
+// TestPageBudgetCountsTheIDAsWritten: a page is cut to the room its answer's writer leaves beside the request's id
+// as it writes it. An id of 250 '<', sent and answered as 250 bytes, leaves a page of the smallest frame as many
+// tasks as an id of 250 'a' does — where it was counted as json.Marshal escapes it, 1,500 bytes, and the page was
+// refused oversize-frame although its answer fitted.
+func TestPageBudgetCountsTheIDAsWritten(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: wire.MaxFrameFloor}})
+	s := f.seed()
+	o := f.dial()
+	o.hello(runR, events.OrchestratorKey, s.orch)
+	var tasks []int
+	for _, prefix := range []string{strings.Repeat("a", 250), strings.Repeat("<", 250)} {
+		o.idPrefix = prefix
+		r := o.call("query.tasks", map[string]any{})
+		require.Nil(t, r.Error, "id of %q…", prefix[:1])
+		var page struct{ Tasks []json.RawMessage }
+		require.NoError(t, json.Unmarshal(r.Result, &page))
+		require.NotEmpty(t, page.Tasks)
+		tasks = append(tasks, len(page.Tasks))
+	}
+	require.Equal(t, tasks[0], tasks[1], "the same room for both ids")
+}

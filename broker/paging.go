@@ -3,6 +3,8 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/crewlog/crewlog/broker/wire"
 )
 
 // Paging bounds of crewlog's paged queries (query.tasks, query.delegations, query.ledger, query.mailbox), as
@@ -67,9 +69,12 @@ const pageEnvelope = 128
 // pageBudget is the bytes a response page may take: the frame, less its envelope and the request's id.
 func pageBudget(cl *call) int { return frameBudget(cl.c.s.opts.MaxFrame, cl.id) }
 
-// frameBudget is the bytes the items of a page answering request id may take in a frame of maxFrame bytes. The id
-// is counted as json.Marshal escapes it, the most any frame's writer does.
-func frameBudget(maxFrame int, id string) int { return maxFrame - pageEnvelope - jsonLen(id) }
+// frameBudget is the bytes the items of a page answering request id may take in a frame of maxFrame bytes: the
+// room the answer's writer leaves a result beside the id as it writes it (wire.ResultRoom; HTML's <, > and & as
+// sent), less what pageEnvelope counts of the result around the items.
+func frameBudget(maxFrame int, id string) int {
+	return wire.ResultRoom(id, maxFrame) - (pageEnvelope - len(`{"id":,"result":}`+"\n"))
+}
 
 // cursorBytes is the bytes next takes as nextCursor's value (none on the last page, where it is absent).
 func cursorBytes(next string) int {

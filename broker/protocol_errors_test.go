@@ -262,10 +262,12 @@ var commandStates = []errorState{
 			params["tools"] = []any{} // the manager grants nothing now
 		}},
 	{name: "the smallest frame, an id as wide as an error allows", opts: fixtureOpts{opts: Options{MaxFrame: wire.MaxFrameFloor}},
-		params: func(e *errorsCrew, _ string, _ map[string]any) {
-			e.idWidth = wire.MaxFrameFloor - len(errorFrame("", wire.NewError(wire.CodeOversizeFrame, ""), wire.MaxFrameFloor))
-		}},
+		params: func(e *errorsCrew, _ string, _ map[string]any) { e.idWidth = widestAnswerableID }},
 }
+
+// widestAnswerableID is the bytes of the widest request id an error answers in the smallest frame: it leaves a
+// result 53 bytes.
+var widestAnswerableID = wire.MaxFrameFloor - len(errorFrame("", wire.NewError(wire.CodeOversizeFrame, ""), wire.MaxFrameFloor))
 
 // absent stands for a params key left out.
 type absent struct{}

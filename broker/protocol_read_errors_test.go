@@ -120,7 +120,7 @@ var readStates = []errorState{
 		apply: func(e *errorsCrew) {
 			// A page holds what fits in 0.9 KiB: P's delegation, its description of six-byte chars, does not. Nor
 			// does J with its call whose id takes 0.75 KiB. Every event fits, bare if need be, but not in the answer
-			// to a request whose id takes 1.5 KiB as JSON.
+			// to a request whose id leaves a result no more than an error answering it would take.
 			p := e.conn(events.RoleWorker)
 			long := strings.Repeat("<", maxCommandID)
 			p.okUnescaped("proxy.request", map[string]any{"jobId": "J", "nonce": e.ids["nonce"], "tool": "read",
@@ -129,7 +129,7 @@ var readStates = []errorState{
 		params: func(e *errorsCrew, method string, params map[string]any) {
 			switch method {
 			case wire.MethodEventsSince:
-				e.idPrefix = strings.Repeat("<", wire.MaxIDLen-8)
+				e.idWidth = widestAnswerableID
 			case "query.job":
 				params["cursor"] = "1" // the call after r1
 			}
