@@ -10,6 +10,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/events/msgpacklen"
 )
 
 // commandKinds makes an empty command of each kind: the decoder of
@@ -43,9 +44,24 @@ type forwarded struct {
 	Actor     events.Actor
 	Kind      string
 	Command   msgpack.RawMessage
-	// MaxResultBytes is the forwarder's own room for the answer: the
-	// writer measures the result against it as against a local caller's.
-	MaxResultBytes int
+}
+
+// A forwarded request's Request.MaxResultBytes, the follower's own room for
+// the answer, follows the array as one more msgpack value, when there is a
+// bound (> 0): a writer of a build before the bound reads the array and
+// ignores what follows (msgpack.Unmarshal reads one value), deciding the
+// request without a bound as that build would, and this build decides a
+// request of a follower of that build, which sends the array alone,
+// without one. Either may be upgraded first.
+func appendBound(b []byte, maxResultBytes int) ([]byte, error) {
+	if maxResultBytes <= 0 {
+		return b, nil
+	}
+	n, err := msgpack.Marshal(maxResultBytes)
+	if err != nil {
+		return nil, fmt.Errorf("commands: encode the bound of a forwarded request: %w", err)
+	}
+	return append(b, n...), nil
 }
 
 // EncodeRequest encodes r for another engine of the same build (a
@@ -55,8 +71,11 @@ func EncodeRequest(r Request) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("commands: encode %s: %w", r.Command.Kind(), err)
 	}
-	return marshalArray(&forwarded{Principal: r.Principal, CommandID: r.CommandID, Actor: r.Actor, Kind: r.Command.Kind(), Command: c,
-		MaxResultBytes: r.MaxResultBytes})
+	b, err := marshalArray(&forwarded{Principal: r.Principal, CommandID: r.CommandID, Actor: r.Actor, Kind: r.Command.Kind(), Command: c})
+	if err != nil {
+		return nil, err
+	}
+	return appendBound(b, r.MaxResultBytes)
 }
 
 // errLengths refuses forwarded bytes that declare a length they do not hold.
@@ -69,9 +88,17 @@ func DecodeRequest(b []byte) (Request, error) {
 	if !events.LengthsFit(b) {
 		return Request{}, fmt.Errorf("commands: decode forwarded request: %w", errLengths)
 	}
+	end, st := msgpacklen.Skip(b, 0, 1)
+	if st != msgpacklen.OK {
+		end = len(b) // for msgpack to refuse
+	}
 	var f forwarded
-	if err := msgpack.Unmarshal(b, &f); err != nil {
+	if err := msgpack.Unmarshal(b[:end], &f); err != nil {
 		return Request{}, fmt.Errorf("commands: decode forwarded request: %w", err)
+	}
+	bound, err := decodeBound(b[end:])
+	if err != nil {
+		return Request{}, err
 	}
 	mk, ok := commandKinds[f.Kind]
 	if !ok {
@@ -81,7 +108,24 @@ func DecodeRequest(b []byte) (Request, error) {
 	if err := msgpack.Unmarshal(f.Command, c); err != nil {
 		return Request{}, fmt.Errorf("commands: decode forwarded %s: %w", f.Kind, err)
 	}
-	return Request{Principal: f.Principal, CommandID: f.CommandID, Actor: f.Actor, Command: c, MaxResultBytes: f.MaxResultBytes}, nil
+	return Request{Principal: f.Principal, CommandID: f.CommandID, Actor: f.Actor, Command: c, MaxResultBytes: bound}, nil
+}
+
+// decodeBound reads what follows a forwarded request's array: nothing (no
+// bound), or one positive int, appendBound's.
+func decodeBound(rest []byte) (int, error) {
+	if len(rest) == 0 {
+		return 0, nil
+	}
+	var bound int
+	end, st := msgpacklen.Skip(rest, 0, 1)
+	if st != msgpacklen.OK || end != len(rest) {
+		return 0, fmt.Errorf("commands: decode forwarded request: %d bytes after its bound", len(rest)-end)
+	}
+	if err := msgpack.Unmarshal(rest, &bound); err != nil || bound <= 0 {
+		return 0, fmt.Errorf("commands: decode forwarded request: a bound that is no positive int (%v)", err)
+	}
+	return bound, nil
 }
 
 // forwardedReply is a Reply (or the error of Submit) on the wire.

@@ -9,6 +9,7 @@ import (
 	"go/token"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -242,4 +243,47 @@ func TestEveryCommandKindForwards(t *testing.T) {
 		}
 	}
 	require.Equal(t, len(commandKinds), found)
+}
+
+// The bound on a forwarded request's result follows its array, so crewds of this build and of the build before it
+// understand each other in a rolling upgrade: a writer of the build before reads the array and decides without a
+// bound, as it would; this build reads a follower of that build's request, the array alone, as one without a bound.
+// Anything else after the array is refused.
+func TestForwardedBoundFollowsTheArray(t *testing.T) {
+	r := Request{Principal: events.OrchestratorPrincipal("r"), CommandID: "id-1", Actor: events.Actor{Role: events.RoleOrchestrator},
+		Command: &RunTransition{RunID: "r", To: "running"}, MaxResultBytes: 300}
+	b, err := EncodeRequest(r)
+	require.NoError(t, err)
+
+	// The build before decoded the whole message into the array of five, and msgpack reads one value.
+	var before forwarded
+	require.NoError(t, msgpack.Unmarshal(b, &before))
+	require.Equal(t, "run.transition", before.Kind)
+	require.Equal(t, "id-1", before.CommandID)
+
+	// What the build before sends: the array alone.
+	unbound := r
+	unbound.MaxResultBytes = 0
+	ub, err := EncodeRequest(unbound)
+	require.NoError(t, err)
+	c, err := msgpack.Marshal(r.Command)
+	require.NoError(t, err)
+	old, err := marshalArray(&forwarded{Principal: r.Principal, CommandID: r.CommandID, Actor: r.Actor, Kind: r.Command.Kind(), Command: c})
+	require.NoError(t, err)
+	require.Equal(t, old, ub)
+	got, err := DecodeRequest(old)
+	require.NoError(t, err)
+	require.Equal(t, unbound, got)
+
+	got, err = DecodeRequest(b)
+	require.NoError(t, err)
+	require.Equal(t, r, got)
+
+	for name, tail := range map[string][]byte{
+		"a second value": {0x01, 0x02}, "a bound of 0": {0x00}, "a negative bound": {0xff}, "a string": {0xa1, 'x'},
+		"a truncated int": {0xcd, 0x01},
+	} {
+		_, err := DecodeRequest(append(slices.Clone(old), tail...))
+		require.Error(t, err, name)
+	}
 }

@@ -23,11 +23,12 @@ var allowedImports = map[string][]string{
 	// projections snapshot encoder and the commands' fingerprints.
 	"events/msgpackappend": {},
 	// A leaf: passes over msgpack values, so the log's backends can check
-	// declared lengths without depending on the domain.
+	// declared lengths without depending on the domain (and commands can
+	// find where a forwarded request's array ends).
 	"events/msgpacklen": {},
 	"events":            {"events/msgpackappend", "events/msgpacklen"},
 	"projections":       {"events", "eventlog", "events/msgpackappend"},
-	"commands":          {"events", "projections", "eventlog", "events/msgpackappend"},
+	"commands":          {"events", "projections", "eventlog", "events/msgpackappend", "events/msgpacklen"},
 	// A crewd of a JetStream cluster: the engine over the JetStream log.
 	"commands/cluster": {"commands", "events", "projections", "eventlog", "eventlog/natslog"},
 	"migrations":       {"events", "eventlog"},
