@@ -67,8 +67,8 @@ var writerCodes = []wire.Code{wire.CodeDiskFull, wire.CodeUnavailable, wire.Code
 
 // TestProtocolDocErrors: each method's "Errors:" list in docs/protocol.md names exactly the codes docs/protocol.json
 // lists for it (what Describe says), but for writerCodes and, of an engine command, oversize-frame, which its list
-// leaves to the paragraph that names them all; a method that answers no code has no list. Only the codes the list names itself count: the
-// explanations in parentheses may quote others.
+// leaves to the paragraph that names them all; a method that answers no code has no list. Only the codes the list
+// names itself count: the explanations in parentheses may quote others.
 func TestProtocolDocErrors(t *testing.T) {
 	raw, err := os.ReadFile("../docs/protocol.md")
 	require.NoError(t, err)
