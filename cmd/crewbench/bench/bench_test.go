@@ -100,6 +100,14 @@ func TestCompareTiny(t *testing.T) {
 	require.NoError(t, cmp.WriteMarkdown(&md))
 	require.Contains(t, md.String(), fmt.Sprintf("| %d | own | picrew", o.Clients[0]))
 	require.Contains(t, md.String(), "Machine: ")
+	// The host is probed before the rounds and after each, and the report says what it found.
+	require.Len(t, cmp.Probes, 3)
+	for _, p := range cmp.Probes {
+		require.Positive(t, p.HashMBps)
+		require.Empty(t, p.SyncError)
+		require.Positive(t, p.SyncP50)
+	}
+	require.Contains(t, md.String(), "Host probe, before the rounds and after each: SHA-256 on one core ")
 }
 
 // TestCompareOpenLoop: in the open loop the scheduled rate is what is
@@ -414,4 +422,13 @@ func TestCellProfileStopsWhenServerCPUFails(t *testing.T) {
 	require.ErrorIs(t, cell(im).Err, errServerGone)
 	require.Equal(t, 1, lost.stops, "the server's profile is stopped")
 	require.NoError(t, cell(pebble).Err, "this process's profile was stopped: the next cell profiles")
+}
+
+// TestProbesLine: each probe's figures in order; a sync probe that could not run is a dash, not a zero.
+func TestProbesLine(t *testing.T) {
+	require.Empty(t, probesLine(nil))
+	got := probesLine([]HostProbe{{HashMBps: 412.4, SyncP50: 180 * time.Microsecond},
+		{HashMBps: 205, SyncError: "read-only file system"}})
+	require.Equal(t, "Host probe, before the rounds and after each: SHA-256 on one core 412, 205 MB/s; a 4 KiB write "+
+		"and fdatasync in the data directory, median of 32, 180 µs, –.\n", got)
 }

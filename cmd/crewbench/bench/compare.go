@@ -33,6 +33,7 @@ type Comparison struct {
 	Opts     CompareOptions
 	Checks   map[string]PrecheckReport // implementation → its pre-check
 	Rounds   [][]Result                // per round, every timed implementation in every cell
+	Probes   []HostProbe               // the host before the rounds, then after each
 	Summary  []Summary                 // per implementation and cell, in table order
 	Elapsed  time.Duration
 	Timed    []Impl
@@ -118,6 +119,7 @@ func Compare(ctx context.Context, o CompareOptions) (*Comparison, error) {
 		cells = append(cells, Cell{Clients: c}, Cell{Clients: c, OwnRuns: true})
 	}
 	n := 0
+	cmp.Probes = append(cmp.Probes, probeHost(dir))
 	for round := 0; round < o.Rounds; round++ {
 		var results []Result
 		for ci, cell := range cells {
@@ -148,6 +150,7 @@ func Compare(ctx context.Context, o CompareOptions) (*Comparison, error) {
 			}
 		}
 		cmp.Rounds = append(cmp.Rounds, results)
+		cmp.Probes = append(cmp.Probes, probeHost(dir))
 	}
 	for _, cell := range cells {
 		for _, im := range cmp.Timed {

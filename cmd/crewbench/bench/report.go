@@ -30,6 +30,7 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(&b, "Command: `%s`\n\n", c.Opts.Command)
 	}
 	fmt.Fprintf(&b, "Machine: %d × %s, %s, data directory on %s; %s %s/%s.\n", m.NProc, m.CPU, m.Kernel, m.FS, m.GoVersion, m.GOOS, m.Arch)
+	b.WriteString(probesLine(c.Probes))
 	load := "closed loop (each client starts its next operation when the last ended)"
 	if c.Opts.Load.Rate > 0 {
 		load = fmt.Sprintf("open loop at %s operations/s per cell (latency from the scheduled time)", fmtRate(c.Opts.Load.Rate))
