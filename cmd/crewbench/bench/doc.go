@@ -43,7 +43,10 @@
 //     beside it, never added to it.
 //
 // It guarantees nothing about absolute numbers: on a shared VM they move by
-// ±30 % between runs and p99 measures the VM.
+// ±30 % between runs, and by 2× between runs minutes apart at times, and p99
+// measures the VM. The report's host probe (probe.go: one core's SHA-256
+// speed and a synced write's latency, before the rounds and after each) shows
+// when the host itself moved.
 //
 // # sim
 //
