@@ -138,7 +138,9 @@ func (c *stateCache) turn(ctx context.Context, p principal) (done func(), err er
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			c.record(c.now().Sub(start))
+			if ctx.Err() == nil { // NB: a rebuild its client left stopped early: no measure of the pace
+				c.record(c.now().Sub(start))
+			}
 			slotDone()
 			c.queued.Add(-1)
 			counted()
@@ -148,7 +150,8 @@ func (c *stateCache) turn(ctx context.Context, p principal) (done func(), err er
 
 // record adds a rebuild that held the slot for d to the pace: a moving mean weighing the latest rebuild 1/4, so a
 // rebuild from a run's first event and the quick ones on from a kept state both show. Only the slot's holder
-// records, so records never race one another.
+// records, so records never race one another; a rebuild whose client went records nothing (its fold stopped early,
+// and the pace would promise a Retry-After sooner than rebuilds take).
 func (c *stateCache) record(d time.Duration) {
 	d = max(d, 0) // NB: a clock stepped back
 	old := time.Duration(c.pace.Load())

@@ -63,9 +63,11 @@ func TestRebuildEndsWithItsClient(t *testing.T) {
 			}
 			answered := make(chan answer, 1)
 			var first bool
+			paceAtNext := int64(-1)
 			c.holding = func() {
 				if first {
-					return // the waiting request's turn
+					paceAtNext = c.pace.Load() // the waiting request's turn
+					return
 				}
 				first = true
 				go func() {
@@ -105,6 +107,8 @@ func TestRebuildEndsWithItsClient(t *testing.T) {
 			require.Len(t, kept, 1, "only the waiting request's state is kept")
 			require.Equal(t, tc.kept(nextBody), kept[0].Position)
 			require.Empty(t, logged.take(), "a client that went is no failure")
+			require.Zero(t, paceAtNext, "a rebuild stopped with its client is no measure of the pace (Retry-After)")
+			require.Positive(t, c.pace.Load(), "the waiting request's rebuild is")
 		})
 	}
 }
