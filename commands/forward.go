@@ -84,12 +84,12 @@ var errLengths = errors.New("a declared length runs past the end")
 // DecodeRequest is the inverse of EncodeRequest.
 func DecodeRequest(b []byte) (Request, error) {
 	// NB: before reflection, which would size a byte field by its declared length: a reply or request of a few
-	// bytes could otherwise ask for gigabytes (events.LengthsFit).
-	if !events.LengthsFit(b) {
-		return Request{}, fmt.Errorf("commands: decode forwarded request: %w", errLengths)
-	}
+	// bytes could otherwise ask for gigabytes (events.LengthsFit). The same pass finds where the array ends.
 	end, st := msgpacklen.Skip(b, 0, 1)
-	if st != msgpacklen.OK {
+	switch st {
+	case msgpacklen.Short:
+		return Request{}, fmt.Errorf("commands: decode forwarded request: %w", errLengths)
+	case msgpacklen.Unknown:
 		end = len(b) // for msgpack to refuse
 	}
 	var f forwarded

@@ -69,7 +69,7 @@ func ResultRoom(id string, maxFrame int) int {
 		return 0
 	}
 	if plainString(id) {
-		return max(limit-len(`{"id":"","result":}`+"\n")-len(id), 0)
+		return max(limit-compactResponseAround-len(id), 0)
 	}
 	f, err := AppendFrame(nil, CompactResponse{ID: id, Result: json.RawMessage(`0`)}, limit)
 	if err != nil {
@@ -147,6 +147,9 @@ func appendPlain(dst []byte, v any) (out []byte, ok bool) {
 	return append(out, '}', '\n'), true
 }
 
+// compactResponseAround is what appendCompactResponse writes around a plain id and the result, the newline included.
+const compactResponseAround = len(`{"id":"","result":}` + "\n")
+
 // appendCompactResponse is appendPlain of a CompactResponse.
 func appendCompactResponse(dst []byte, r CompactResponse) (out []byte, ok bool) {
 	// NB: a newline would end the frame early; compact JSON has none (strings escape it), so a result that holds
@@ -154,7 +157,7 @@ func appendCompactResponse(dst []byte, r CompactResponse) (out []byte, ok bool) 
 	if r.Result == nil || !plainString(r.ID) || bytes.IndexByte(r.Result, '\n') >= 0 {
 		return dst, false
 	}
-	out = slices.Grow(dst, len(`{"id":"","result":}`)+len(r.ID)+len(r.Result)+len("\n"))
+	out = slices.Grow(dst, compactResponseAround+len(r.ID)+len(r.Result))
 	out = append(out, `{"id":"`...)
 	out = append(out, r.ID...)
 	out = append(out, `","result":`...)
