@@ -107,7 +107,9 @@
 //     memory holds the live runs only; a run with maxPending writes waiting
 //     for the daemon is not read further until the daemon takes them.
 //   - Never fatal, always reported (once): a partial last line waits for
-//     its newline; a corrupt line is skipped; a file whose inode changed
+//     its newline (reported only if it stays so, in a file that does not
+//     grow, for SettleAfter: a reader can find a line cut while its write
+//     is still going on); a corrupt line is skipped; a file whose inode changed
 //     (rotation, compaction), that shrank below what was read (truncation),
 //     or whose last line read is no longer where it was (rewritten in
 //     place) is read again from its start; an archive renamed from the live file

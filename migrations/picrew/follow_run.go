@@ -468,7 +468,7 @@ func (f *Follower) followedFiles(r *runFollower) []string {
 						// A rotation renamed the live file: the archive is
 						// what was read, read on from there.
 						t.tail = old.tail
-						t.rel, t.partialAt = f.src.rel(l.path), 0
+						t.rel, t.partial = f.src.rel(l.path), partialLine{}
 						t.dirty = true
 					}
 				}
@@ -562,9 +562,8 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 		r.lastChange = time.Now()
 		f.count(func(st *FollowStats) { st.Lines += uint64(n) })
 	}
-	if partial >= 0 && partial != t.partialAt && !replay {
-		t.partialAt = partial
-		s.skip(r.id, t.rel, int(t.lines+1), 0, "partial last line (no newline yet) at byte %d: read when it is complete", partial)
+	if partial >= 0 && !replay && t.partial.observe(partial, size, time.Now(), f.o.SettleAfter) {
+		s.skip(r.id, t.rel, int(t.lines+1), 0, "partial last line (no newline yet) at byte %d, unchanged for %s: read when it is complete", partial, f.o.SettleAfter)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -169,7 +170,8 @@ func TestFollowResumesFromCheckpoints(t *testing.T) {
 }
 
 // TestFollowPartialLastLine: a line without its newline yet is left for
-// later and reported once; when the rest arrives it is imported once.
+// later, and reported once when it has stayed so for SettleAfter (a writer
+// stopped mid-line); when the rest arrives it is imported once.
 func TestFollowPartialLastLine(t *testing.T) {
 	root := newRoot(t)
 	sink := newMemSink()
@@ -180,6 +182,8 @@ func TestFollowPartialLastLine(t *testing.T) {
 	line := `{"time":"2026-12-01T12:00:00.000Z","type":"task.progress","runId":"` + runA + `","taskId":"01_plan","metadata":{"seq":99}}`
 	require.NoError(t, picrewtest.AppendRaw(a.EventsPath(), []byte(line[:40])))
 	fl.settle(t)
+	require.Eventually(t, func() bool { return len(fl.reported("events.jsonl")) > 0 }, 30*time.Second, 10*time.Millisecond)
+	fl.settle(t)
 	require.Len(t, fl.reported("events.jsonl"), 1)
 	require.Contains(t, fl.reported("events.jsonl")[0], "partial last line")
 	_, count := sink.imported()
@@ -189,6 +193,29 @@ func TestFollowPartialLastLine(t *testing.T) {
 	fl.settle(t)
 	_, count = sink.imported()
 	require.Equal(t, 1, count["import:"+runA+":seq:99"])
+}
+
+// TestFollowLineBeingWritten: a reader can find a line cut where a write is
+// still going on (at a page boundary, say). Such a line is read when it is
+// complete and reported never: its writer did not stop.
+func TestFollowLineBeingWritten(t *testing.T) {
+	root := newRoot(t)
+	sink := newMemSink()
+	a := newRun(t, root, runA)
+	runSteps(t, picrewtest.Lifecycle(a, 3)[:6])
+	o := fastFollow()
+	o.SettleAfter = time.Hour
+	fl := startFollow(t, root.Dir, sink, o)
+	fl.settle(t)
+	line := `{"time":"2026-12-01T12:00:00.000Z","type":"task.progress","runId":"` + runA + `","taskId":"01_plan","metadata":{"seq":3}}`
+	for _, part := range []string{line[:40], line[40:80], line[80:] + "\n"} {
+		require.NoError(t, picrewtest.AppendRaw(a.EventsPath(), []byte(part)))
+		fl.settle(t)
+		fl.settle(t)
+	}
+	_, count := sink.imported()
+	require.Equal(t, 1, count["import:"+runA+":seq:3"])
+	require.Empty(t, fl.reported(""))
 }
 
 // TestFollowCorruptLine: a line that is not JSON is skipped and reported;

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/crewlog/crewlog/events"
 )
@@ -34,8 +35,36 @@ type tail struct {
 	hash   string // hex SHA-256 of the line ending at offset ("" at 0)
 	// lastLen is that line's length (-1: unknown, as after a resume).
 	lastLen int64
-	// partialAt is the offset of a partial last line already reported.
-	partialAt int64
+	// partial is the partial last line (no newline yet) the follower last
+	// found after offset.
+	partial partialLine
+}
+
+// partialLine is a line without its newline at the end of a followed file.
+// One being written is normal (a reader can see a write cut at a page
+// boundary), so it is reported only when it has stayed the same, in a
+// file that did not grow, for the follower's SettleAfter: a writer that
+// stopped mid-line.
+type partialLine struct {
+	seen     bool
+	at, size int64     // where it starts; the file's size when first seen so
+	since    time.Time // when first seen at this offset and size
+	reported bool
+}
+
+// observe records a partial last line at offset at in a file of size bytes
+// seen at now, and tells whether it is time to report it: once, when it
+// has stayed unchanged for still.
+func (p *partialLine) observe(at, size int64, now time.Time, still time.Duration) bool {
+	if !p.seen || p.at != at || p.size != size {
+		*p = partialLine{seen: true, at: at, size: size, since: now}
+		return false
+	}
+	if p.reported || now.Sub(p.since) < still {
+		return false
+	}
+	p.reported = true
+	return true
 }
 
 // line is one complete line read by a tail.
@@ -256,5 +285,5 @@ func (t *tail) rewritten(p string) bool {
 
 // reset starts t again at the start of a new file.
 func (t *tail) reset(inode int64) {
-	t.inode, t.offset, t.lines, t.hash, t.partialAt, t.lastLen = inode, 0, 0, "", 0, 0
+	t.inode, t.offset, t.lines, t.hash, t.partial, t.lastLen = inode, 0, 0, "", partialLine{}, 0
 }
