@@ -139,7 +139,14 @@ type Request struct {
 // Reply is the engine's answer to a request. Exactly one of Result and
 // Rejected is set.
 type Reply struct {
-	Result   json.RawMessage
+	Result json.RawMessage
+	// Value is what Result encodes, before it was encoded (a
+	// *DelegateResult for delegate.request, the result struct or map its
+	// decision returned for the others), for a caller in the same process
+	// that would otherwise decode the JSON it was just encoded from. It is
+	// nil on a rejection and on every replay (a recorded outcome keeps only
+	// the JSON), so no two callers hold the same one.
+	Value    any
 	Rejected *RejectedError
 	// Position is the last position the command wrote (0 when none).
 	Position uint64

@@ -132,7 +132,7 @@ func (e *Engine) decide(f *flight, from int) error {
 			p.reply = Reply{Rejected: rej}
 		} else {
 			wr.Result = res
-			p.reply = Reply{Result: res}
+			p.reply = Reply{Result: res, Value: dec.Result}
 		}
 		if len(dec.Events) > 0 {
 			p.reply.Position = next - 1

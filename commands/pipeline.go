@@ -323,7 +323,7 @@ func (e *Engine) publish(f *flight) error {
 				// NB: the command it follows is in this group or an
 				// earlier one, answered already.
 				p.reply, p.err = p.follow.reply, p.follow.err
-				p.reply.Replayed = true
+				p.reply.Replayed, p.reply.Value = true, nil
 			}
 			if !p.early {
 				close(p.done)

@@ -116,6 +116,12 @@ func (s *engineStore) Admit(ctx context.Context, run string, tokens int64) (Admi
 	if r.Rejected != nil {
 		return Admission{Reason: r.Rejected.Reason}, nil
 	}
+	// An in-process caller takes the result as it was before it was
+	// encoded; a replay (a retry answered from its outcome) carries the
+	// JSON only.
+	if v, ok := r.Value.(*commands.DelegateResult); ok {
+		return Admission{SubID: v.GrandchildTaskRef}, nil
+	}
 	var res commands.DelegateResult
 	if err := json.Unmarshal(r.Result, &res); err != nil {
 		return Admission{}, fmt.Errorf("bench: delegate result: %w", err)
