@@ -52,6 +52,7 @@ func (s *Server) feed() {
 				break
 			}
 			next = r.Position + 1
+			s.importCheckpointSeen(r.Stream)
 			if !s.hasConns(r.Stream) {
 				continue
 			}

@@ -3,14 +3,13 @@ package broker
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
 	"unicode/utf8"
 
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // The import methods let a follower of another runtime's files (crewctl import picrew --follow) import through
@@ -143,9 +142,9 @@ type importCheckpointsResult struct {
 
 // handleImportCheckpoints: admin only, {source, cursor?, limit?} → {checkpoints, nextCursor?}: the newest
 // checkpoint of every file the source's imports recorded, by path, from the path after cursor, the page cut to what
-// fits in a frame as the other pages are (fitPage). It reads the
-// checkpoint stream (events.ImportStream) from its start, so it costs one decode per checkpoint ever recorded; a
-// follower calls it once when it starts.
+// fits in a frame as the other pages are (fitPage). It reads the checkpoint stream's view and the checkpoints
+// recorded after it (projections.ImportCheckpoints), so it costs one decode per file plus one per checkpoint since the
+// view, not one per checkpoint ever recorded; a read that folded many saves a new view.
 func handleImportCheckpoints(cl *call) (any, error) {
 	if cl.c.id.role != events.RoleAdmin {
 		return nil, forbidden("%s: admin only", cl.method)
@@ -158,35 +157,23 @@ func handleImportCheckpoints(cl *call) (any, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	latest := map[string]events.ImportCheckpoint{}
-	it := cl.c.s.log.ReadStream(events.ImportStream, 1)
-	defer it.Close()
-	for it.Next() {
-		ev := it.Event()
-		pl, err := events.DecodePayload(ev.Type, ev.SchemaVersion, ev.Payload)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errReplay, err)
-		}
-		if c, ok := pl.(*events.ImportCheckpoint); ok && c.Source == source && c.Path > cursor {
-			latest[c.Path] = *c
-		}
+	s := cl.c.s
+	set, err := projections.LoadImportCheckpoints(cl.c.ctx, s.log)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errReplay, err)
 	}
-	if err := it.Err(); err != nil {
-		return nil, errors.Join(errReplay, err)
+	if set.SaveDue() {
+		s.saveImportView(set)
 	}
-	paths := make([]string, 0, len(latest))
-	for k := range latest {
-		paths = append(paths, k)
-	}
-	slices.Sort(paths)
+	cks := set.Of(source, cursor) // in path order
 	// The cursor is the path of the page's last checkpoint: the next page starts at the first path left out.
-	pg, err := fitPage(cl, limit, func(limit int) (page[string], error) {
-		p := page[string]{items: paths[:min(limit, len(paths))]}
-		if limit < len(paths) {
-			p.next = paths[limit-1]
+	pg, err := fitPage(cl, limit, func(limit int) (page[events.ImportCheckpoint], error) {
+		p := page[events.ImportCheckpoint]{items: cks[:min(limit, len(cks))]}
+		if limit < len(cks) {
+			p.next = cks[limit-1].Path
 		}
 		return p, nil
-	}, func(path string) events.ImportCheckpoint { return latest[path] })
+	}, func(c events.ImportCheckpoint) events.ImportCheckpoint { return c })
 	if err != nil {
 		return nil, err
 	}

@@ -1,9 +1,11 @@
 package broker
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -250,4 +252,70 @@ func TestImportCheckpoints(t *testing.T) {
 		_, ok := s.Run(events.ImportStream)
 		require.False(t, ok)
 	})
+}
+
+// TestImportCheckpointsKeepAView: once enough checkpoints are recorded, the feed saves their view in the background,
+// so a follower starting later reads the view and the few recorded after it; the answer is the fold of the whole
+// stream's, page by page.
+func TestImportCheckpointsKeepAView(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	a := f.dial()
+	a.helloAdmin()
+	n := projections.ImportViewEvery + MaxImportWrites
+	for from := 0; from < n; from += MaxImportWrites {
+		writes := make([]any, 0, MaxImportWrites)
+		for i := from; i < from+MaxImportWrites; i++ {
+			writes = append(writes, importWriteOf("ck"+itoa(int64(i)), events.ImportStream, importEventOf(events.TypeImportCheckpoint, 0,
+				map[string]any{"source": "picrew", "path": "state/runs/R" + itoa(int64(i%300)) + "/events.jsonl", "offset": i, "size": i})))
+		}
+		var res importResults
+		r := a.call(methodImportAppend, map[string]any{"source": "picrew", "writes": writes})
+		require.Nil(t, r.Error)
+		require.NoError(t, json.Unmarshal(r.Result, &res))
+		for _, w := range res.Results {
+			require.Nil(t, w.Error)
+		}
+	}
+	require.Eventually(t, func() bool {
+		_, _, err := f.log.View(events.ImportStream)
+		return err == nil
+	}, 30*time.Second, 10*time.Millisecond, "the feed saves the view")
+	set, err := projections.LoadImportCheckpoints(context.Background(), f.log)
+	require.NoError(t, err)
+	require.Less(t, set.Folded, projections.ImportViewEvery, "a read folds the view and what came after it")
+
+	var listed []events.ImportCheckpoint
+	params := map[string]any{"source": "picrew", "limit": 7}
+	for {
+		var pg struct {
+			Checkpoints []events.ImportCheckpoint `json:"checkpoints"`
+			NextCursor  string                    `json:"nextCursor"`
+		}
+		r := a.call(methodImportCheckpoints, params)
+		require.Nil(t, r.Error)
+		require.NoError(t, json.Unmarshal(r.Result, &pg))
+		listed = append(listed, pg.Checkpoints...)
+		if pg.NextCursor == "" {
+			break
+		}
+		params["cursor"] = pg.NextCursor
+	}
+	require.Len(t, listed, 300)
+	newest := map[string]int64{}
+	for i := range n {
+		newest["state/runs/R"+itoa(int64(i%300))+"/events.jsonl"] = int64(i)
+	}
+	for _, c := range listed {
+		require.Equal(t, newest[c.Path], c.Offset, c.Path)
+	}
+
+	// A store whose view is lost (or predates views): the first read folds the whole stream and saves one.
+	pos, _, err := f.log.View(events.ImportStream)
+	require.NoError(t, err)
+	require.NoError(t, f.log.SaveView(events.ImportStream, pos, []byte("lost")))
+	again := a.ok(methodImportCheckpoints, map[string]any{"source": "picrew", "limit": 1000})
+	require.Len(t, again["checkpoints"], 300)
+	set, err = projections.LoadImportCheckpoints(context.Background(), f.log)
+	require.NoError(t, err)
+	require.Zero(t, set.Folded, "the read saved a view of the whole stream")
 }

@@ -60,6 +60,9 @@ type Server struct {
 	waits     waitHub        // task.waitStatus waiters, woken per task
 	outBudget outboundBudget // bytes held by every connection's outbound queue
 
+	importSince      int         // checkpoints the feed saw since it last refreshed their view (feed only)
+	importViewSaving atomic.Bool // a save of that view is under way (import_view.go)
+
 	quit      chan struct{} // closed when Close starts
 	serveDone chan struct{} // closed when Serve's accept loop has returned
 	closed    chan struct{} // closed when Close has finished

@@ -11,7 +11,9 @@ import (
 // Stream views: one opaque value per stream, stamped with a position of
 // that stream, that the caller derives from the stream's events (crewlog
 // keeps the read model of a run that left memory there, so a query for it
-// reads one value instead of re-folding the run):
+// reads one value instead of re-folding the run, and the newest import
+// checkpoint of every file, so a follower's start does not fold every
+// checkpoint ever written):
 //
 //	key   'v' | uvarint len | stream
 //	value sealed [pos:8 BE | data]

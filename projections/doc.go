@@ -153,6 +153,16 @@
 // stay in their events only (the state keeps their sizes and the position
 // of the delivered result).
 //
+// # Import checkpoints (importcheckpoints.go)
+//
+// The newest import checkpoint of every file (the $import stream) is no part
+// of the State: only a follower's start reads it. It is read from the
+// stream's view plus the checkpoints after it, and the view saved again
+// once a read folded ImportViewEvery of them, so the read costs one decode
+// per file plus a bounded tail, not one per checkpoint ever written; a view
+// that does not fit the stream is ignored and the stream folded from its
+// start, which gives the same answer.
+//
 // # What it does not do
 //
 // It does not decide anything (commands do), enforce transition tables, store
