@@ -134,3 +134,27 @@ func BenchmarkImportCheckpoints(b *testing.B) {
 		}
 	})
 }
+
+// FuzzImportCheckpointsView: whatever bytes the view holds, a read never
+// panics and answers as the fold of the whole stream (a view it cannot use
+// is ignored; one that decodes is taken as what it says, so the fuzzer's
+// views that decode are compared only for not failing).
+func FuzzImportCheckpointsView(f *testing.F) {
+	l := appendHistory(f, checkpointEvents(0, 40))
+	c, err := LoadImportCheckpoints(context.Background(), l)
+	require.NoError(f, err)
+	require.NoError(f, c.Save(l))
+	pos, good, err := l.View(events.ImportStream)
+	require.NoError(f, err)
+	f.Add(good)
+	f.Add([]byte{importViewFormat, 1, 0x90})
+	f.Add([]byte{importViewFormat, 40, 0x91, 0x80})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		require.NoError(t, l.SaveView(events.ImportStream, pos, data))
+		got, err := LoadImportCheckpoints(context.Background(), l)
+		require.NoError(t, err)
+		if got.Folded > 0 {
+			requireAnswersAsTheFold(t, l, got)
+		}
+	})
+}
