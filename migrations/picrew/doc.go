@@ -74,7 +74,7 @@
 //	pending writes ──import.append (≤128 and ≤128 KiB a call, in order)──▶ crewd ──▶ recorded under import:<runId>:…
 //	        │ all answered
 //	        ▼
-//	import.checkpoint per file (≤ 1 a second): path, inode, size, offset, hash of the last line (whole file)
+//	import.checkpoint per file (≤ 1 per 10 s): path, inode, size, offset, hash of the last line (whole file)
 //
 // Guarantees:
 //

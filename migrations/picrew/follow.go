@@ -46,6 +46,15 @@ type WriteResult struct {
 	Message  string
 }
 
+// DefaultCheckpointEvery is FollowOptions.CheckpointEvery's default. A
+// checkpoint is an event the log keeps for good, with its outcome (about
+// 540 bytes on disk), so a file written all the time costs that every
+// interval: 47 MB a day at one second, 4.7 MB at ten. What a longer interval
+// costs is re-reading: a follower that crashed reads again at most the lines
+// of its last ten seconds, each answered from its recorded outcome; one that
+// stops cleanly writes every checkpoint first.
+const DefaultCheckpointEvery = 10 * time.Second
+
 // FollowOptions tune a Follower; nil means defaults.
 type FollowOptions struct {
 	// Poll is how often every run is looked at even without a notification
@@ -57,8 +66,8 @@ type FollowOptions struct {
 	// stay unchanged before it is reconciled with its files (default 2 s).
 	SettleAfter time.Duration
 	// CheckpointEvery bounds how often a file's checkpoint is written
-	// (default 1 s): checkpoints save re-reading, the command ids carry
-	// exactly-once, so they need not follow every line.
+	// (default DefaultCheckpointEvery): checkpoints save re-reading, the
+	// command ids carry exactly-once, so they need not follow every line.
 	CheckpointEvery time.Duration
 	// MaxBatchBytes bounds the encoded size of the writes one
 	// import.append carries (default DefaultMaxBatchBytes). It must stay
@@ -132,7 +141,7 @@ func NewFollower(root string, sink Sink, opts *FollowOptions) *Follower {
 		o.SettleAfter = 2 * time.Second
 	}
 	if o.CheckpointEvery <= 0 {
-		o.CheckpointEvery = time.Second
+		o.CheckpointEvery = DefaultCheckpointEvery
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

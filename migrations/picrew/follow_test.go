@@ -431,3 +431,36 @@ func TestFollowRefusesAnImpossibleCheckpoint(t *testing.T) {
 		require.NoError(t, c.Validate(), "the follower recorded %+v", c)
 	}
 }
+
+// TestFollowCheckpointsAtTheDefaultInterval: every checkpoint is an event
+// the log keeps for good, so a file written all the time gets one every
+// DefaultCheckpointEvery, not one per pass; a follower that stops writes the
+// last ones, and a new one started from them reads nothing again.
+func TestFollowCheckpointsAtTheDefaultInterval(t *testing.T) {
+	root := newRoot(t)
+	sink := newMemSink()
+	a := newRun(t, root, runA)
+	steps := picrewtest.Lifecycle(a, 40)
+	runSteps(t, steps[:20])
+	o := fastFollow()
+	o.CheckpointEvery = 0 // the default
+	fl := startFollow(t, root.Dir, sink, o)
+	require.Eventually(t, func() bool { return fl.f.Stats().Checkpoints > 0 }, 30*time.Second, 10*time.Millisecond)
+	first := fl.f.Stats().Checkpoints
+	// A second and a half of steady writing: a pass every 20 ms reads each
+	// new line, and none of them is checkpointed yet.
+	for _, s := range steps[20:35] {
+		require.NoError(t, s())
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.Equal(t, first, fl.f.Stats().Checkpoints, "no checkpoint within DefaultCheckpointEvery of the last")
+	st := fl.stop(t)
+	require.Greater(t, st.Checkpoints, first, "a follower that stops writes its checkpoints")
+
+	fl2 := startFollow(t, root.Dir, sink, nil)
+	st2 := fl2.settle(t)
+	require.Zero(t, st2.Lines, "nothing read again: %+v", st2)
+	runSteps(t, steps[35:])
+	fl2.settle(t)
+	requireCopy(t, root.Dir, sink, copyOf{})
+}
