@@ -63,7 +63,9 @@ type FollowOptions struct {
 	// NoNotify turns filesystem notifications off (polling only).
 	NoNotify bool
 	// SettleAfter is how long a run whose manifest shows it finished must
-	// stay unchanged before it is reconciled with its files (default 2 s).
+	// stay unchanged before it is reconciled with its files, and how long a
+	// partial last line must stay as it is, in a file that does not grow,
+	// before it is reported (default 2 s).
 	SettleAfter time.Duration
 	// CheckpointEvery bounds how often a file's checkpoint is written
 	// (default DefaultCheckpointEvery): checkpoints save re-reading, the
