@@ -307,7 +307,6 @@ func (s *session) close() {
 func TestKillNineTorture(t *testing.T) {
 	rounds := tortureRounds(t)
 	ctx := testContext(t, 10*time.Minute)
-	// NB: one run per goroutine keeps each run's query.delegations answer (which is not paged) within a frame.
 	d := newDaemon(t, "--max-slots", strconv.Itoa(tortureWorkers), "--max-frame", strconv.Itoa(wire.MaxFrameCeiling))
 	t.Cleanup(d.cleanup)
 	d.start()
@@ -468,11 +467,22 @@ func checkNothingInFlight(ctx context.Context, t *testing.T, d *daemon, crew *cr
 	orch, err := client.Dial(ctx, d.socket, crew.orch, &client.Options{MaxFrame: wire.MaxFrameCeiling})
 	require.NoError(t, err)
 	defer orch.Close()
-	var dels delegations
-	require.NoError(t, orch.Call(ctx, "query.delegations", nil, &dels))
+	// NB: every page: a run holds more delegations than one page (100 by default) once the rounds are many.
 	status := map[string]string{}
-	for _, dl := range dels.Delegations {
-		status[dl.SubID] = dl.Status
+	params := map[string]any{"limit": 1000}
+	for {
+		var page struct {
+			Delegations []delegation `json:"delegations"`
+			NextCursor  string       `json:"nextCursor"`
+		}
+		require.NoError(t, orch.Call(ctx, "query.delegations", params, &page))
+		for _, dl := range page.Delegations {
+			status[dl.SubID] = dl.Status
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		params["cursor"] = page.NextCursor
 	}
 	admittedIDs := 0
 	for _, a := range acks {
