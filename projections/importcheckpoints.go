@@ -54,7 +54,7 @@ const ImportViewEvery = 4096
 // usable one, and folds the checkpoints recorded after it. It stops with
 // ctx's error when ctx ends (checked every 256 checkpoints).
 func LoadImportCheckpoints(ctx context.Context, l *eventlog.Log) (*ImportCheckpoints, error) {
-	c := &ImportCheckpoints{latest: map[importKey]events.ImportCheckpoint{}}
+	c := newImportCheckpoints()
 	if !c.loadView(l) {
 		return foldImportStream(ctx, l)
 	}
@@ -67,36 +67,33 @@ func LoadImportCheckpoints(ctx context.Context, l *eventlog.Log) (*ImportCheckpo
 	return foldImportStream(ctx, l)
 }
 
-// foldTail folds the checkpoints after the view; false when the stream does
-// not go on where the view says it ends.
+func newImportCheckpoints() *ImportCheckpoints {
+	return &ImportCheckpoints{latest: map[importKey]events.ImportCheckpoint{}}
+}
+
+// foldImportStream folds the whole stream, ignoring the view.
+func foldImportStream(ctx context.Context, l *eventlog.Log) (*ImportCheckpoints, error) {
+	c := newImportCheckpoints()
+	_, err := c.foldTail(ctx, l)
+	return c, err
+}
+
+// foldTail folds the checkpoints after the last one c holds (the view's, or
+// none: the whole stream); false when the stream does not go on where c
+// says it ends.
 func (c *ImportCheckpoints) foldTail(ctx context.Context, l *eventlog.Log) (bool, error) {
 	it := l.ReadStream(events.ImportStream, c.version+1)
 	defer it.Close()
-	first := true
-	for it.Next() {
+	for first := true; it.Next(); first = false {
 		ev := it.Event()
 		if first && ev.Position <= c.position {
 			return false, nil
 		}
-		first = false
 		if err := c.fold(ctx, ev); err != nil {
 			return false, err
 		}
 	}
 	return true, it.Err()
-}
-
-// foldImportStream folds the whole stream, ignoring the view.
-func foldImportStream(ctx context.Context, l *eventlog.Log) (*ImportCheckpoints, error) {
-	c := &ImportCheckpoints{latest: map[importKey]events.ImportCheckpoint{}}
-	it := l.ReadStream(events.ImportStream, 1)
-	defer it.Close()
-	for it.Next() {
-		if err := c.fold(ctx, it.Event()); err != nil {
-			return nil, err
-		}
-	}
-	return c, it.Err()
 }
 
 func (c *ImportCheckpoints) fold(ctx context.Context, ev *eventlog.Event) error {
