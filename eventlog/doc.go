@@ -72,6 +72,14 @@
 //
 //   - Pebble's errors reach the Logger at most once per 10 s per kind, with
 //     the count left out: a flush retried on a full disk does not flood it.
+//     Its write stalls (writes held back until flushes or compactions catch
+//     up) reach it at most once a minute, with the count since the last line.
+//
+//   - StorageStats reads what the storage engine is doing, for metrics:
+//     level 0's tables and sublevels, the compaction debt, compactions,
+//     flushes, WAL bytes, the space on disk, the write stalls and their time,
+//     and the outcome filter's memory. It takes Pebble's metrics (a few
+//     locks, no I/O): a scrape's call, not a hot path's.
 //
 // DiskFaults (diskfaults.go), a file system that fails or stalls writes on
 // demand, exists only in test builds tagged crewlog_faults.

@@ -70,6 +70,8 @@ type Log struct {
 	// (summary_index.go).
 	summaries summaryIndex
 
+	stalls *writeStalls // Pebble's write stalls (storage_stats.go)
+
 	durable  atomic.Pointer[head] // last position whose append has synced
 	inflight sync.WaitGroup       // appends waiting for their sync
 }
@@ -102,6 +104,8 @@ func Open(dir string, opts *Options) (*Log, error) {
 	// again (≈ 5 ms for a 30 MB snapshot). Levels below 0 inherit it.
 	po.Levels[0].BlockSizeThreshold = 1
 	SetCompression(po)
+	stalls := newWriteStalls(o.Logger)
+	po.EventListener = stalls.listener()
 	po.EnsureDefaults()
 	db, err := pebble.Open(dir, po)
 	if err != nil {
@@ -115,6 +119,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 		opts:       o,
 		dir:        dir,
 		pebbleOpts: po,
+		stalls:     stalls,
 		versions:   make(map[string]uint64),
 		pending:    make(map[string]struct{}),
 		absent:     make(map[string]uint64),

@@ -89,6 +89,18 @@ func (f *outcomeFilter) add(h uint64) {
 	p.keys++
 }
 
+// bytes is the memory the filter's parts take.
+func (f *outcomeFilter) bytes() int64 {
+	if f == nil {
+		return 0
+	}
+	var n int64
+	for i := range f.parts {
+		n += int64(len(f.parts[i].blocks)) * filterBlockWords * 8
+	}
+	return n
+}
+
 // provesAbsent reports whether the key of hash h is certainly not stored.
 // It is false while the filter is being built.
 func (f *outcomeFilter) provesAbsent(h uint64) bool {

@@ -520,8 +520,15 @@ func TestMetricsSeries(t *testing.T) {
 		`crewlog_resyncs_total{transport="sse"} 0`, "crewlog_http_streams 0", "crewlog_snapshot_bytes 1234",
 		`crewlog_http_connections_evicted_total{state="idle"} 0`,
 		`crewlog_budget_tokens_granted{run="` + liveRun + `"}`,
+		"crewlog_storage_l0_files ", "crewlog_storage_l0_sublevels ", "crewlog_storage_compaction_debt_bytes ",
+		"crewlog_storage_compactions_total ", "crewlog_storage_flushes_total ", "crewlog_storage_write_stalls_total 0",
+		"crewlog_storage_write_stall_seconds_total 0", "crewlog_outcome_filter_bytes ",
 	} {
 		require.Contains(t, text, s)
+	}
+	// The fixture's log has written its events: the WAL and the disk hold them.
+	for _, name := range []string{"crewlog_storage_wal_bytes_written_total", "crewlog_storage_disk_bytes"} {
+		require.Regexp(t, `(?m)^`+name+` [1-9]`, text)
 	}
 	require.NotContains(t, text, audittest.RunBudget, "an ended run has no series")
 	f.do(audittest.Orchestrator, &commands.RunTransition{RunID: liveRun, To: "cancelled", Reason: "done"})

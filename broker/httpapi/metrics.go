@@ -141,11 +141,25 @@ var (
 	descGranted     = prometheus.NewDesc("crewlog_budget_tokens_granted", "Delegation tokens granted to the tasks of a run not ended.", []string{"run"}, nil)
 	descSpent       = prometheus.NewDesc("crewlog_budget_tokens_spent", "Delegation tokens spent by the tasks of a run not ended.", []string{"run"}, nil)
 	descReady       = prometheus.NewDesc("crewlog_engine_up", "1 while the engine accepts commands, 0 after it failed stop.", nil, nil)
+
+	// The storage engine's (eventlog.StorageStats): signs that flushes and compactions fall behind the writes.
+	descL0Files     = prometheus.NewDesc("crewlog_storage_l0_files", "Tables in the storage engine's level 0.", nil, nil)
+	descL0Sublevels = prometheus.NewDesc("crewlog_storage_l0_sublevels", "Sublevels of the storage engine's level 0: what a read that misses the memtables checks; writes stall when there are too many.", nil, nil)
+	descDebt        = prometheus.NewDesc("crewlog_storage_compaction_debt_bytes", "Bytes the storage engine estimates its compactions must rewrite to be back in shape.", nil, nil)
+	descCompactions = prometheus.NewDesc("crewlog_storage_compactions_total", "Compactions the storage engine finished since start.", nil, nil)
+	descFlushes     = prometheus.NewDesc("crewlog_storage_flushes_total", "Memtable flushes the storage engine finished since start.", nil, nil)
+	descWALBytes    = prometheus.NewDesc("crewlog_storage_wal_bytes_written_total", "Bytes written to the write-ahead log since start.", nil, nil)
+	descDiskBytes   = prometheus.NewDesc("crewlog_storage_disk_bytes", "Space the store's tables and write-ahead logs take on disk.", nil, nil)
+	descStalls      = prometheus.NewDesc("crewlog_storage_write_stalls_total", "Times since start the storage engine held writes back until flushes or compactions caught up.", nil, nil)
+	descStallSecs   = prometheus.NewDesc("crewlog_storage_write_stall_seconds_total", "Time the storage engine's write stalls lasted since start, one going on included.", nil, nil)
+	descFilterBytes = prometheus.NewDesc("crewlog_outcome_filter_bytes", "Memory of the filter that proves new command ids unrecorded: 2 bytes per outcome in the store.", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHead, descSlotsHeld, descSlotsCap, descConns, descSubscribers, descResyncs,
-		descStreams, descEvicted, descSnapAge, descSnapBytes, descSnapPos, descGranted, descSpent, descReady} {
+		descStreams, descEvicted, descSnapAge, descSnapBytes, descSnapPos, descGranted, descSpent, descReady,
+		descL0Files, descL0Sublevels, descDebt, descCompactions, descFlushes, descWALBytes, descDiskBytes, descStalls,
+		descStallSecs, descFilterBytes} {
 		ch <- d
 	}
 }
@@ -201,6 +215,20 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	s.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(descEvicted, prometheus.CounterValue, float64(idle), "idle")
 	ch <- prometheus.MustNewConstMetric(descEvicted, prometheus.CounterValue, float64(fresh), "new")
+	counter := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)
+	}
+	st := s.opts.Log.StorageStats()
+	gauge(descL0Files, float64(st.L0Files))
+	gauge(descL0Sublevels, float64(st.L0Sublevels))
+	gauge(descDebt, float64(st.CompactionDebtBytes))
+	counter(descCompactions, float64(st.Compactions))
+	counter(descFlushes, float64(st.Flushes))
+	counter(descWALBytes, float64(st.WALBytesWritten))
+	gauge(descDiskBytes, float64(st.DiskBytes))
+	counter(descStalls, float64(st.WriteStalls))
+	counter(descStallSecs, st.WriteStallTime.Seconds())
+	gauge(descFilterBytes, float64(st.OutcomeFilterBytes))
 	if at := c.m.snapAt.Load(); at != 0 {
 		gauge(descSnapAge, time.Since(time.Unix(0, at)).Seconds())
 		gauge(descSnapBytes, float64(c.m.snapBytes.Load()))
