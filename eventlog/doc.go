@@ -77,7 +77,8 @@
 //
 //   - StorageStats reads what the storage engine is doing, for metrics:
 //     level 0's tables and sublevels, the compaction debt, compactions,
-//     flushes, WAL bytes, the space on disk, the write stalls and their time,
+//     flushes, the bytes the WAL, flushes and compactions wrote (and
+//     compactions read), the space on disk, the write stalls and their time,
 //     and the outcome filter's memory. It takes Pebble's metrics (a few
 //     locks, no I/O): a scrape's call, not a hot path's.
 //

@@ -22,6 +22,10 @@ type StorageStats struct {
 	Compactions, Flushes int64
 	// WALBytesWritten is the bytes written to the write-ahead log since Open.
 	WALBytesWritten uint64
+	// FlushBytes is the bytes flushes wrote to tables since Open; CompactionBytesRead and CompactionBytesWritten
+	// the bytes compactions read and wrote. Per byte the WAL took, they are the background work every write costs
+	// in the end.
+	FlushBytes, CompactionBytesRead, CompactionBytesWritten uint64
 	// DiskBytes is the space the store's tables and write-ahead logs take on disk.
 	DiskBytes uint64
 	// WriteStalls counts the times since Open that Pebble held writes back because flushes or compactions were
@@ -50,6 +54,11 @@ func (l *Log) StorageStats() StorageStats {
 	// that has not flushed yet would look almost empty; its logical size is what it holds.
 	if m.WAL.Size > m.WAL.PhysicalSize {
 		st.DiskBytes += m.WAL.Size - m.WAL.PhysicalSize
+	}
+	for i := range m.Levels {
+		st.FlushBytes += m.Levels[i].TableBytesFlushed
+		st.CompactionBytesRead += m.Levels[i].TableBytesRead
+		st.CompactionBytesWritten += m.Levels[i].TableBytesCompacted
 	}
 	st.WriteStalls, st.WriteStallTime = l.stalls.read(time.Now())
 	l.mu.Lock()

@@ -49,8 +49,11 @@ func TestStorageStatsFollowTheEngine(t *testing.T) {
 
 	before := st
 	require.NoError(t, l.db.Compact(t.Context(), []byte{0}, []byte{0xff}, true))
+	require.Positive(t, before.FlushBytes)
 	st = l.StorageStats()
 	require.Greater(t, st.Compactions, before.Compactions)
+	require.Greater(t, st.CompactionBytesRead, before.CompactionBytesRead)
+	require.Greater(t, st.CompactionBytesWritten, before.CompactionBytesWritten)
 	require.Zero(t, st.L0Files, "the compaction moved level 0 down")
 	require.GreaterOrEqual(t, st.WALBytesWritten, before.WALBytesWritten)
 }

@@ -521,7 +521,9 @@ func TestMetricsSeries(t *testing.T) {
 		`crewlog_http_connections_evicted_total{state="idle"} 0`,
 		`crewlog_budget_tokens_granted{run="` + liveRun + `"}`,
 		"crewlog_storage_l0_files ", "crewlog_storage_l0_sublevels ", "crewlog_storage_compaction_debt_bytes ",
-		"crewlog_storage_compactions_total ", "crewlog_storage_flushes_total ", "crewlog_storage_write_stalls_total 0",
+		"crewlog_storage_compactions_total ", "crewlog_storage_flushes_total ", "crewlog_storage_flush_bytes_total ",
+		"crewlog_storage_compaction_bytes_read_total ", "crewlog_storage_compaction_bytes_written_total ",
+		"crewlog_storage_write_stalls_total 0",
 		"crewlog_storage_write_stall_seconds_total 0", "crewlog_outcome_filter_bytes ",
 	} {
 		require.Contains(t, text, s)

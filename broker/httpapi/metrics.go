@@ -149,6 +149,9 @@ var (
 	descCompactions = prometheus.NewDesc("crewlog_storage_compactions_total", "Compactions the storage engine finished since start.", nil, nil)
 	descFlushes     = prometheus.NewDesc("crewlog_storage_flushes_total", "Memtable flushes the storage engine finished since start.", nil, nil)
 	descWALBytes    = prometheus.NewDesc("crewlog_storage_wal_bytes_written_total", "Bytes written to the write-ahead log since start.", nil, nil)
+	descFlushBytes  = prometheus.NewDesc("crewlog_storage_flush_bytes_total", "Bytes memtable flushes wrote to tables since start.", nil, nil)
+	descCompRead    = prometheus.NewDesc("crewlog_storage_compaction_bytes_read_total", "Bytes compactions read since start.", nil, nil)
+	descCompWritten = prometheus.NewDesc("crewlog_storage_compaction_bytes_written_total", "Bytes compactions wrote since start.", nil, nil)
 	descDiskBytes   = prometheus.NewDesc("crewlog_storage_disk_bytes", "Space the store's tables and write-ahead logs take on disk.", nil, nil)
 	descStalls      = prometheus.NewDesc("crewlog_storage_write_stalls_total", "Times since start the storage engine held writes back until flushes or compactions caught up.", nil, nil)
 	descStallSecs   = prometheus.NewDesc("crewlog_storage_write_stall_seconds_total", "Time the storage engine's write stalls lasted since start, one going on included.", nil, nil)
@@ -158,8 +161,8 @@ var (
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHead, descSlotsHeld, descSlotsCap, descConns, descSubscribers, descResyncs,
 		descStreams, descEvicted, descSnapAge, descSnapBytes, descSnapPos, descGranted, descSpent, descReady,
-		descL0Files, descL0Sublevels, descDebt, descCompactions, descFlushes, descWALBytes, descDiskBytes, descStalls,
-		descStallSecs, descFilterBytes} {
+		descL0Files, descL0Sublevels, descDebt, descCompactions, descFlushes, descWALBytes, descFlushBytes, descCompRead,
+		descCompWritten, descDiskBytes, descStalls, descStallSecs, descFilterBytes} {
 		ch <- d
 	}
 }
@@ -225,6 +228,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descCompactions, float64(st.Compactions))
 	counter(descFlushes, float64(st.Flushes))
 	counter(descWALBytes, float64(st.WALBytesWritten))
+	counter(descFlushBytes, float64(st.FlushBytes))
+	counter(descCompRead, float64(st.CompactionBytesRead))
+	counter(descCompWritten, float64(st.CompactionBytesWritten))
 	gauge(descDiskBytes, float64(st.DiskBytes))
 	counter(descStalls, float64(st.WriteStalls))
 	counter(descStallSecs, st.WriteStallTime.Seconds())
