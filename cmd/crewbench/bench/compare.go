@@ -146,6 +146,9 @@ func Compare(ctx context.Context, o CompareOptions) (*Comparison, error) {
 					if r.Groups != nil {
 						fmt.Fprintf(o.Progress, "         %-22s %-15s %s\n", "", "", r.Groups)
 					}
+					if r.Storage != nil {
+						fmt.Fprintf(o.Progress, "         %-22s %-15s %s\n", "", "", r.Storage)
+					}
 				}
 			}
 		}

@@ -54,7 +54,10 @@ type Result struct {
 	// Groups is what the store's writer committed in its groups over the
 	// same span as CPUPerOp, for a store that groups (nil otherwise).
 	Groups *GroupSizes
-	Err    error
+	// Storage is what the store's Pebble wrote and read per operation over
+	// the same span, for a store on Pebble (nil otherwise).
+	Storage *CellStorage
+	Err     error
 }
 
 // The timed workload's policy never refuses: every op is an admission.
@@ -138,6 +141,12 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 		if groups {
 			g0 = g.groupStats()
 		}
+		sw, _ := s.(storageWorker)
+		var w0 StorageWork
+		onPebble := false
+		if sw != nil {
+			w0, onPebble = sw.storageWork()
+		}
 		prof, err := startCellProfile(profile, progress)
 		if err != nil {
 			return err
@@ -209,6 +218,11 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 		wg.Wait()
 		if groups {
 			res.Groups = groupSizesBetween(g0, g.groupStats())
+		}
+		if onPebble {
+			if w1, ok := sw.storageWork(); ok {
+				res.Storage = storageBetween(w0, w1, done.Load())
+			}
 		}
 		// NB: the CPU is read before the profile stops: writing it and the
 		// allocation profiles is not the cell's work.

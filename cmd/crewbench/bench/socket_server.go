@@ -53,6 +53,7 @@ type socketServerJob struct {
 type socketServerStats struct {
 	SyncShare int64
 	Engine    commands.Stats // its commits (Groups) and their sizes
+	Storage   StorageWork    // what its log's Pebble wrote and read
 }
 
 // SocketServerChild serves the socket cell named in the environment, if any,
@@ -102,7 +103,8 @@ func serveSocketChild(v string, stdin io.Reader, stdout io.Writer) error {
 		var reply []byte
 		switch line := sc.Text(); {
 		case line == "stats":
-			reply, _ = json.Marshal(socketServerStats{SyncShare: e.SyncShare(), Engine: e.groupStats()})
+			w, _ := e.storageWork()
+			reply, _ = json.Marshal(socketServerStats{SyncShare: e.SyncShare(), Engine: e.groupStats(), Storage: w})
 		case strings.HasPrefix(line, "profile "):
 			reply = []byte("ok")
 			var err error

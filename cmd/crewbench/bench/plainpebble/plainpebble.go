@@ -90,3 +90,18 @@ func (quiet) Errorf(string, ...any) {}
 func (quiet) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf("plainpebble: "+format, args...))
 }
+
+// Work is what the store's Pebble wrote and read since it opened: its WAL, its flushes and its compactions.
+type Work struct{ WAL, Flushed, CompactionRead, CompactionWritten uint64 }
+
+// Work reads Pebble's metrics.
+func (d *DB) Work() Work {
+	m := d.db.Metrics()
+	w := Work{WAL: m.WAL.BytesWritten}
+	for i := range m.Levels {
+		w.Flushed += m.Levels[i].TableBytesFlushed
+		w.CompactionRead += m.Levels[i].TableBytesRead
+		w.CompactionWritten += m.Levels[i].TableBytesCompacted
+	}
+	return w
+}
