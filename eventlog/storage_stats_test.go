@@ -48,13 +48,16 @@ func TestStorageStatsFollowTheEngine(t *testing.T) {
 	require.Positive(t, st.OutcomeFilterBytes, "the appends' command ids are in the filter")
 
 	before := st
-	require.NoError(t, l.db.Compact(t.Context(), []byte{0}, []byte{0xff}, true))
 	require.Positive(t, before.FlushBytes)
+	// NB: Pebble may have compacted the overlapping tables of level 0 on its own already (every flush holds the
+	// head's key); then the call finds nothing left to do. Either way the counters hold a compaction.
+	require.NoError(t, l.db.Compact(t.Context(), []byte{0}, []byte{0xff}, true))
 	st = l.StorageStats()
-	require.Greater(t, st.Compactions, before.Compactions)
-	require.Greater(t, st.CompactionBytesRead, before.CompactionBytesRead)
-	require.Greater(t, st.CompactionBytesWritten, before.CompactionBytesWritten)
 	require.Zero(t, st.L0Files, "the compaction moved level 0 down")
+	require.Positive(t, st.Compactions)
+	require.GreaterOrEqual(t, st.Compactions, before.Compactions)
+	require.Positive(t, st.CompactionBytesRead, "level 0's tables overlap: they were merged, not moved")
+	require.Positive(t, st.CompactionBytesWritten)
 	require.GreaterOrEqual(t, st.WALBytesWritten, before.WALBytesWritten)
 }
 
