@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"errors"
 
 	"github.com/crewlog/crewlog/eventlog"
@@ -42,18 +41,9 @@ func (s *Server) importCheckpointSeen(stream string) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() {
-			select {
-			case <-s.quit:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		set, err := projections.LoadImportCheckpoints(ctx, s.log)
+		set, err := projections.LoadImportCheckpoints(s.life, s.log)
 		if err != nil {
-			if ctx.Err() == nil {
+			if s.life.Err() == nil {
 				s.lg.Warn("broker: the import checkpoints could not be read to refresh their view", "err", err)
 			}
 			return

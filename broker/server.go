@@ -63,7 +63,10 @@ type Server struct {
 	importSince      int         // checkpoints the feed saw since it last refreshed their view (feed only)
 	importViewSaving atomic.Bool // a save of that view is under way (import_view.go)
 
-	quit      chan struct{} // closed when Close starts
+	quit chan struct{} // closed when Close starts
+	// life is cancelled with quit, for the background work that takes a context (import_view.go).
+	life      context.Context
+	endLife   context.CancelFunc
 	serveDone chan struct{} // closed when Serve's accept loop has returned
 	closed    chan struct{} // closed when Close has finished
 	closeOnce sync.Once
@@ -95,6 +98,7 @@ func New(eng *commands.Engine, log *eventlog.Log, opts Options) (*Server, error)
 		pacer: newPacer(o.RatePerCredential, o.BurstPerCredential),
 		quit:  make(chan struct{}), serveDone: make(chan struct{}), closed: make(chan struct{}),
 	}
+	s.life, s.endLife = context.WithCancel(context.Background())
 	s.waits = waitHub{s: s, byRun: make(map[string]*runWaits)}
 	s.outBudget.limit = o.GlobalOutboundBytes
 	return s, nil
@@ -333,6 +337,7 @@ func (s *Server) Close() error {
 		s.mu.Lock()
 		s.closing = true
 		close(s.quit)
+		s.endLife()
 		ln, serving := s.ln, s.serving
 		conns := make([]*conn, 0, len(s.conns))
 		for c := range s.conns {

@@ -141,10 +141,9 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 		if groups {
 			g0 = g.groupStats()
 		}
-		sw, _ := s.(storageWorker)
+		sw, onPebble := s.(storageWorker)
 		var w0 StorageWork
-		onPebble := false
-		if sw != nil {
+		if onPebble {
 			w0, onPebble = sw.storageWork()
 		}
 		prof, err := startCellProfile(profile, progress)

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 
+	"github.com/crewlog/crewlog/cmd/crewbench/bench/plainpebble"
 	"github.com/crewlog/crewlog/eventlog"
 )
 
@@ -10,9 +11,7 @@ import (
 // A cell reports it per operation for the stores on Pebble (crewlog in this process and behind its socket, plain
 // Pebble), so the background work an admission costs — which the CPU per operation includes but does not name —
 // is compared from the same run.
-type StorageWork struct {
-	WAL, Flushed, CompactionRead, CompactionWritten uint64
-}
+type StorageWork = plainpebble.Work
 
 // storageWorker is a store on Pebble.
 type storageWorker interface{ storageWork() (StorageWork, bool) }
@@ -26,11 +25,7 @@ func (s *engineStore) storageWork() (StorageWork, bool) {
 	return storageWorkOf(s.log.StorageStats()), true
 }
 
-func (p *pebbleSink) storageWork() (StorageWork, bool) {
-	w := p.db.Work()
-	return StorageWork{WAL: w.WAL, Flushed: w.Flushed, CompactionRead: w.CompactionRead,
-		CompactionWritten: w.CompactionWritten}, true
-}
+func (p *pebbleSink) storageWork() (StorageWork, bool) { return p.db.Work(), true }
 
 func (g *groupStore) storageWork() (StorageWork, bool) {
 	if w, ok := g.sink.(storageWorker); ok {
