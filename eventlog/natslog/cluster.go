@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -41,8 +42,32 @@ func StartDirectCluster(dir string, n int) (*Cluster, error) {
 	return startCluster(dir, n, false)
 }
 
+// clusterStartAttempts bounds the starts of a cluster on fresh ports.
+const clusterStartAttempts = 3
+
+// startCluster starts the cluster, again on fresh ports when a server did not start: its ports are reserved and
+// released before the servers bind them, so a connection of another process may take one meanwhile (tests of
+// several packages run at once).
 func startCluster(dir string, n int, proxied bool) (*Cluster, error) {
-	ports, err := freePorts(2 * n)
+	var err error
+	for range clusterStartAttempts {
+		var c *Cluster
+		if c, err = startClusterOnce(dir, n, proxied); !errors.Is(err, errNotStarted) {
+			return c, err
+		}
+		for i := range n {
+			if rerr := os.RemoveAll(nodeDir(dir, i)); rerr != nil {
+				return nil, errors.Join(err, rerr)
+			}
+		}
+	}
+	return nil, err
+}
+
+func nodeDir(dir string, i int) string { return filepath.Join(dir, fmt.Sprintf("n%d", i)) }
+
+func startClusterOnce(dir string, n int, proxied bool) (*Cluster, error) {
+	ports, err := reservePorts(2 * n)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +96,7 @@ func startCluster(dir string, n int, proxied bool) (*Cluster, error) {
 			c.proxies[i][j] = p
 			routes = append(routes, &url.URL{Scheme: "nats-route", Host: p.addr()})
 		}
-		c.opts[i] = ServerOptions{Name: fmt.Sprintf("n%d", i), StoreDir: filepath.Join(dir, fmt.Sprintf("n%d", i)),
+		c.opts[i] = ServerOptions{Name: fmt.Sprintf("n%d", i), StoreDir: nodeDir(dir, i),
 			Listen: true, Port: ports[i], Cluster: "crewlog", ClusterPort: ports[n+i], Routes: routes, NoAdvertise: true}
 	}
 	for i := range n {
@@ -169,6 +194,9 @@ func (c *Cluster) waitMetaLeader(d time.Duration) error {
 	}
 	return errors.New("natslog: the cluster elected no JetStream meta leader knowing every node")
 }
+
+// reservePorts is freePorts (a variable for tests).
+var reservePorts = freePorts
 
 // freePorts reserves n loopback ports and releases them for the servers.
 func freePorts(n int) ([]int, error) {

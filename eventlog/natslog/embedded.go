@@ -55,9 +55,17 @@ func StartServer(o ServerOptions) (*server.Server, error) {
 		return nil, fmt.Errorf("natslog: nats server: %w", err)
 	}
 	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
+	if !srv.ReadyForConnections(readyTimeout) {
 		srv.Shutdown()
-		return nil, errors.New("natslog: nats server did not start")
+		return nil, fmt.Errorf("%w (client port %d, cluster port %d: taken, or the machine too slow)", errNotStarted,
+			so.Port, so.Cluster.Port)
 	}
 	return srv, nil
 }
+
+// errNotStarted is StartServer's error when the server is not ready for connections within readyTimeout: one of its
+// ports was taken, or the machine is too slow.
+var errNotStarted = errors.New("natslog: nats server did not start")
+
+// readyTimeout is how long StartServer waits for the server to accept connections (a variable for tests).
+var readyTimeout = 10 * time.Second
