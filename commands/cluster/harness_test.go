@@ -269,10 +269,17 @@ func rebuilt(t *testing.T, urls string) ([]byte, *eventlog.Log) {
 	local, err := eventlog.Open(filepath.Join(t.TempDir(), "rebuild"), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { local.Close() })
-	jl, err := natslog.Open(context.Background(), js, local, testLog)
+	// Right after a failover or a healed partition the stream may still
+	// move its leader: opening it, and a copy that fails, are tried again,
+	// as a crewd's are.
+	var jl *natslog.Log
+	for attempt := 1; ; attempt++ {
+		if jl, err = natslog.Open(context.Background(), js, local, testLog); err == nil || attempt == 5 {
+			break
+		}
+		t.Logf("rebuild: open attempt %d: %v", attempt, err)
+	}
 	require.NoError(t, err)
-	// Right after a partition healed the stream may still move its
-	// leader: a copy that fails resumes where it stopped, as a crewd's.
 	for attempt := 1; ; attempt++ {
 		if _, err = jl.CatchUp(context.Background()); err == nil || attempt == 5 {
 			break
