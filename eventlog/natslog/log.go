@@ -242,8 +242,6 @@ func (l *Log) CatchUp(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
 	defer it.Stop()
 	n := 0
 	for l.last < target {
@@ -252,7 +250,7 @@ func (l *Log) CatchUp(ctx context.Context) (int, error) {
 			return n, fmt.Errorf("%w: the stream ends at sequence %d inside the group of batch %s",
 				ErrDiverged, target, l.pending.m.Batch)
 		}
-		m, err := it.Next()
+		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
 			if ctx.Err() != nil {
 				return n, ctx.Err()
@@ -283,12 +281,10 @@ func (l *Log) Follow(ctx context.Context, copied func()) error {
 	if err != nil {
 		return err
 	}
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
 	defer it.Stop()
 	since := 0
 	for {
-		m, err := it.Next()
+		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -326,6 +322,13 @@ func (l *Log) Follow(ctx context.Context, copied func()) error {
 // met it every few dozen consumers, so a long stream could not be copied
 // at all. A pull that meets it here goes unanswered, and the missed
 // heartbeat starts the consumer again within a second.
+//
+// NB: the iterator is used on its caller's goroutine only, Stop included:
+// Next waits on ctx itself (NextContext). Stopping it from another
+// goroutine when ctx ends races with a Next that is starting the consumer
+// again (the client installs the new subscription without the lock Stop
+// takes), and the new subscription is then never stopped: the race
+// detector caught it in a failover test.
 func (l *Log) consume(ctx context.Context, start uint64) (jetstream.MessagesContext, error) {
 	// NB: a bounded number of resets: the default retries forever, and a
 	// copier whose server lost its quorum (a partition) would then wait
