@@ -100,7 +100,7 @@ func startClusterOnce(dir string, n int, proxied bool) (*Cluster, error) {
 			Listen: true, Port: ports[i], Cluster: "crewlog", ClusterPort: ports[n+i], Routes: routes, NoAdvertise: true}
 	}
 	for i := range n {
-		if err := c.Restart(i); err != nil {
+		if err := c.start(i); err != nil {
 			c.Shutdown()
 			return nil, err
 		}
@@ -130,13 +130,59 @@ func (c *Cluster) Stop(i int) {
 	}
 }
 
-// Restart starts node i again on its ports and storage.
+// Restart starts node i again on its ports and storage, once they are
+// free: while a node is stopped, a connection of this process or another
+// may be given one of its ports as its own, and it cannot move to others
+// (its peers route to its cluster port). Restart waits up to portWait for
+// the ports, and fails naming the one still taken.
 func (c *Cluster) Restart(i int) error {
+	if err := waitPortsFree(portWait, c.opts[i].Port, c.opts[i].ClusterPort); err != nil {
+		return err
+	}
+	return c.start(i)
+}
+
+// start starts node i on its ports and storage. A port taken fails it
+// (errNotStarted): a cluster starting starts again on fresh ports.
+func (c *Cluster) start(i int) error {
 	s, err := StartServer(c.opts[i])
 	if err != nil {
 		return err
 	}
 	c.Servers[i] = s
+	return nil
+}
+
+// portWait is how long Restart waits for a node's ports (a variable for
+// tests).
+var portWait = 30 * time.Second
+
+// waitPortsFree returns once every port (0: none) can be bound on
+// loopback, trying again every 50 ms until wait has passed.
+func waitPortsFree(wait time.Duration, ports ...int) error {
+	deadline := time.Now().Add(wait)
+	for {
+		err := portsFree(ports)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// portsFree binds and releases each port, and says which one could not be
+// bound.
+func portsFree(ports []int) error {
+	for _, p := range ports {
+		if p == 0 {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			return fmt.Errorf("natslog: port %d of a stopped node is taken: %w", p, err)
+		}
+		l.Close()
+	}
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package natslog
 
 import (
+	"fmt"
 	"net"
 	"path/filepath"
 	"testing"
@@ -34,4 +35,37 @@ func TestClusterStartsAgainWhenAPortWasTaken(t *testing.T) {
 	for _, s := range c.Servers {
 		require.NotNil(t, s)
 	}
+}
+
+// A node restarted while something holds one of its ports (a connection given it as its own port while the node
+// was stopped) starts once the port is free, instead of failing.
+func TestRestartWaitsForItsPorts(t *testing.T) {
+	c, err := StartCluster(filepath.Join(t.TempDir(), "nats"), 3)
+	require.NoError(t, err)
+	t.Cleanup(c.Shutdown)
+	c.Stop(0)
+
+	holder, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", c.opts[0].ClusterPort))
+	require.NoError(t, err)
+	freed := make(chan struct{})
+	time.AfterFunc(500*time.Millisecond, func() { close(freed); holder.Close() })
+	require.NoError(t, c.Restart(0))
+	select {
+	case <-freed:
+	default:
+		t.Fatal("the node restarted while its cluster port was held")
+	}
+	require.NotNil(t, c.Servers[0])
+	require.True(t, c.Servers[0].ReadyForConnections(time.Second))
+
+	// A port that stays taken fails the restart, named.
+	c.Stop(0)
+	client, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", c.opts[0].Port))
+	require.NoError(t, err)
+	defer client.Close()
+	portWait = 200 * time.Millisecond
+	t.Cleanup(func() { portWait = 30 * time.Second })
+	err = c.Restart(0)
+	require.ErrorContains(t, err, fmt.Sprintf("port %d of a stopped node is taken", c.opts[0].Port))
+	require.Nil(t, c.Servers[0])
 }
