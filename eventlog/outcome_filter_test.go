@@ -9,15 +9,19 @@ import (
 )
 
 // The filter never calls a key it was given absent, across the growth of
-// its chain, and calls few others present.
+// its chain, and calls few others present: under 0.5 % of new keys after
+// 150,000 outcomes (a busy hour's). Every part adds its own false
+// positives (about 0.2 % once full), so a chain that started small, 4,096
+// keys, had six parts there and called 0.9 % present, each a read of
+// Pebble on the writer's path.
 func TestOutcomeFilterNoFalseNegatives(t *testing.T) {
 	f := newOutcomeFilter()
 	f.ready = true
-	const n = 50_000
+	const n = 150_000
 	for i := range n {
 		f.add(f.hash(outcomeKey("oR", fmt.Sprintf("cmd-%d", i))))
 	}
-	require.Greater(t, len(f.parts), 3, "the chain grew")
+	require.Greater(t, len(f.parts), 1, "the chain grew")
 	for i := range n {
 		require.False(t, f.provesAbsent(f.hash(outcomeKey("oR", fmt.Sprintf("cmd-%d", i)))), "cmd-%d", i)
 	}
@@ -27,7 +31,7 @@ func TestOutcomeFilterNoFalseNegatives(t *testing.T) {
 			fp++
 		}
 	}
-	require.Less(t, fp, n/100, "false positives among %d new keys", n)
+	require.Less(t, fp, n/200, "false positives among %d new keys", n)
 
 	f.ready = false
 	require.False(t, f.provesAbsent(f.hash(outcomeKey("oR", "new-1"))), "an unready filter proves nothing")
