@@ -63,10 +63,11 @@ type Server struct {
 	importSince      int         // checkpoints the feed saw since it last refreshed their view (feed only)
 	importViewSaving atomic.Bool // a save of that view is under way (import_view.go)
 
-	quit chan struct{} // closed when Close starts
-	// life is cancelled with quit, for the background work that takes a context (import_view.go).
+	// life is cancelled when Close starts; quit is its Done channel, for the loops that select on it, and life
+	// itself goes to the background work that takes a context (import_view.go).
 	life      context.Context
 	endLife   context.CancelFunc
+	quit      <-chan struct{}
 	serveDone chan struct{} // closed when Serve's accept loop has returned
 	closed    chan struct{} // closed when Close has finished
 	closeOnce sync.Once
@@ -95,10 +96,11 @@ func New(eng *commands.Engine, log *eventlog.Log, opts Options) (*Server, error)
 		conns: make(map[*conn]struct{}), byRun: make(map[string]map[*conn]struct{}), byBox: make(map[mailboxKey]map[*conn]struct{}),
 		credConns: make(map[string]int), credWaits: make(map[string]int), credSubs: make(map[string]int), pending: make(map[int]int),
 		reads: turns.New(o.MaxReadsPerCredential), credOut: make(map[string]*outboundBudget),
-		pacer: newPacer(o.RatePerCredential, o.BurstPerCredential),
-		quit:  make(chan struct{}), serveDone: make(chan struct{}), closed: make(chan struct{}),
+		pacer:     newPacer(o.RatePerCredential, o.BurstPerCredential),
+		serveDone: make(chan struct{}), closed: make(chan struct{}),
 	}
 	s.life, s.endLife = context.WithCancel(context.Background())
+	s.quit = s.life.Done()
 	s.waits = waitHub{s: s, byRun: make(map[string]*runWaits)}
 	s.outBudget.limit = o.GlobalOutboundBytes
 	return s, nil
@@ -336,7 +338,6 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closing = true
-		close(s.quit)
 		s.endLife()
 		ln, serving := s.ln, s.serving
 		conns := make([]*conn, 0, len(s.conns))

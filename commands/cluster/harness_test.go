@@ -259,6 +259,20 @@ func (tc *testCluster) caughtUp(t *testing.T, last uint64) {
 }
 
 // rebuilt copies the stream into a new log and folds it from position 1.
+// retryRebuild runs step up to five times, until it succeeds, and fails
+// the test with its last error.
+func retryRebuild(t *testing.T, what string, step func() error) {
+	t.Helper()
+	var err error
+	for attempt := 1; attempt <= 5; attempt++ {
+		if err = step(); err == nil {
+			return
+		}
+		t.Logf("rebuild: %s attempt %d: %v", what, attempt, err)
+	}
+	require.NoError(t, err)
+}
+
 func rebuilt(t *testing.T, urls string) ([]byte, *eventlog.Log) {
 	t.Helper()
 	nc, err := natslog.Connect(urls, natslog.ConnectOptions{Name: "rebuild"})
@@ -273,20 +287,14 @@ func rebuilt(t *testing.T, urls string) ([]byte, *eventlog.Log) {
 	// move its leader: opening it, and a copy that fails, are tried again,
 	// as a crewd's are.
 	var jl *natslog.Log
-	for attempt := 1; ; attempt++ {
-		if jl, err = natslog.Open(context.Background(), js, local, testLog); err == nil || attempt == 5 {
-			break
-		}
-		t.Logf("rebuild: open attempt %d: %v", attempt, err)
-	}
-	require.NoError(t, err)
-	for attempt := 1; ; attempt++ {
-		if _, err = jl.CatchUp(context.Background()); err == nil || attempt == 5 {
-			break
-		}
-		t.Logf("rebuild: copy attempt %d: %v", attempt, err)
-	}
-	require.NoError(t, err)
+	retryRebuild(t, "open", func() (err error) {
+		jl, err = natslog.Open(context.Background(), js, local, testLog)
+		return err
+	})
+	retryRebuild(t, "copy", func() error {
+		_, err := jl.CatchUp(context.Background())
+		return err
+	})
 	s, _, err := projections.LoadTiered(local, projections.Tiering{Retention: -1, NoSnapshot: true})
 	require.NoError(t, err)
 	b, err := projections.EncodeSnapshot(s)
