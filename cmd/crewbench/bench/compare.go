@@ -149,6 +149,9 @@ func Compare(ctx context.Context, o CompareOptions) (*Comparison, error) {
 					if r.Storage != nil {
 						fmt.Fprintf(o.Progress, "         %-22s %-15s %s\n", "", "", r.Storage)
 					}
+					if r.Host != nil {
+						fmt.Fprintf(o.Progress, "         %-22s %-15s %s\n", "", "", r.Host)
+					}
 				}
 			}
 		}
@@ -204,6 +207,7 @@ type Summary struct {
 	PerSec, P50, P99, Retry Spread // each measure's own median and range over rounds
 	CPUPerOp                Spread // nanoseconds of CPU per operation (the server's, for a server of its own)
 	ClientCPUPerOp          Spread // nanoseconds of the clients' CPU per operation, when counted apart
+	HostBusy, HostSteal     Spread // the machine's busy and stolen shares of its CPU time (HostCPU), when read
 	// VsCrewlog and VsSocket are, per round, this ÷ crewlog in-process and
 	// this ÷ crewlog over its socket: of admissions/s in the closed loop,
 	// of p99 in the open loop.
@@ -225,7 +229,7 @@ func findResult(rs []Result, im string, cell Cell) (Result, bool) {
 
 func (c *Comparison) summarise(im string, cell Cell) Summary {
 	s := Summary{Impl: im, Cell: cell}
-	var rate, p50, p99, retry, cpu, clientCPU, vsRef, vsSock []float64
+	var rate, p50, p99, retry, cpu, clientCPU, busy, steal, vsRef, vsSock []float64
 	for _, rs := range c.Rounds {
 		r, ok := findResult(rs, im, cell)
 		if !ok {
@@ -242,6 +246,9 @@ func (c *Comparison) summarise(im string, cell Cell) Summary {
 		cpu = append(cpu, float64(r.CPUPerOp))
 		if r.ClientCPUPerOp > 0 {
 			clientCPU = append(clientCPU, float64(r.ClientCPUPerOp))
+		}
+		if r.Host != nil {
+			busy, steal = append(busy, r.Host.Busy), append(steal, r.Host.Steal)
 		}
 		// The closed loop compares rates; the open loop offers every
 		// implementation the same rate and compares p99s.
@@ -264,6 +271,7 @@ func (c *Comparison) summarise(im string, cell Cell) Summary {
 	}
 	s.PerSec, s.P50, s.P99, s.Retry, s.CPUPerOp = spreadOf(rate), spreadOf(p50), spreadOf(p99), spreadOf(retry), spreadOf(cpu)
 	s.VsCrewlog, s.VsSocket, s.ClientCPUPerOp = spreadOf(vsRef), spreadOf(vsSock), spreadOf(clientCPU)
+	s.HostBusy, s.HostSteal = spreadOf(busy), spreadOf(steal)
 	s.Rounds = len(rate)
 	return s
 }

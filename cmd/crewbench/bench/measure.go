@@ -57,7 +57,10 @@ type Result struct {
 	// Storage is what the store's Pebble wrote and read per operation over
 	// the same span, for a store on Pebble (nil otherwise).
 	Storage *CellStorage
-	Err     error
+	// Host is how the whole machine's CPU was spent over the same span (nil
+	// where the kernel's counters cannot be read).
+	Host *HostCPU
+	Err  error
 }
 
 // The timed workload's policy never refuses: every op is an admission.
@@ -129,6 +132,7 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 		dctx, cancel := context.WithTimeout(ctx, warm+window+drainLimit)
 		defer cancel()
 		cpu0 := processCPU()
+		host0, host0ok := readCPUTimes()
 		remote, isRemote := s.(remoteServer)
 		var srv0 time.Duration
 		if isRemote {
@@ -215,6 +219,8 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 			}(c)
 		}
 		wg.Wait()
+		host1, host1ok := readCPUTimes()
+		res.Host = hostCPUBetween(host0, host0ok, host1, host1ok)
 		if groups {
 			res.Groups = groupSizesBetween(g0, g.groupStats())
 		}

@@ -62,8 +62,8 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 	if c.Opts.Load.Rate > 0 {
 		ratio = "p99 × crewlog's | p99 × socket's"
 	}
-	b.WriteString("| clients | runs | implementation | admissions/s | p50 | p99 | " + ratio + " | CPU/op | retries/op |\n")
-	b.WriteString("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| clients | runs | implementation | admissions/s | p50 | p99 | " + ratio + " | CPU/op | retries/op | host busy / steal |\n")
+	b.WriteString("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range c.Summary {
 		runs := "one"
 		if s.Cell.OwnRuns {
@@ -74,7 +74,7 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 			label = fmt.Sprintf("%s — %s", im.Name, im.Label)
 		}
 		if s.Err != nil {
-			fmt.Fprintf(&b, "| %d | %s | %s | error in %d of %d rounds: %s | | | | | | |\n", s.Cell.Clients, runs, label,
+			fmt.Fprintf(&b, "| %d | %s | %s | error in %d of %d rounds: %s | | | | | | | |\n", s.Cell.Clients, runs, label,
 				s.ErrRounds, s.ErrRounds+s.Rounds, escapeCell(s.Err.Error()))
 			continue
 		}
@@ -87,9 +87,13 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 			// The server's process, then the clients' (socket_server.go).
 			cpu += fmt.Sprintf(" (+ %s client)", fmtDur(time.Duration(s.ClientCPUPerOp.Median)))
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Cell.Clients, runs, label,
+		host := "–"
+		if s.HostBusy.N > 0 {
+			host = fmt.Sprintf("%.0f / %.0f %%", 100*s.HostBusy.Median, 100*s.HostSteal.Median)
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Cell.Clients, runs, label,
 			fmtRate(s.PerSec.Median), fmtDur(time.Duration(s.P50.Median)), fmtDur(time.Duration(s.P99.Median)),
-			fmtSpread(s.VsCrewlog), fmtSpread(s.VsSocket), cpu, retries)
+			fmtSpread(s.VsCrewlog), fmtSpread(s.VsSocket), cpu, retries, host)
 	}
 	if g := c.goals(); g != "" && c.Opts.Load.Rate == 0 {
 		b.WriteString("\n" + g)
