@@ -213,10 +213,16 @@ func checkSourceInfo(raw json.RawMessage) string {
 			return msg
 		}
 	}
+	// NB: the first unknown key in key order, not in the map's: a decision
+	// (and the job.rejected it records) is a function of its input alone.
+	var unknown []string
 	for k := range si {
 		if !slices.Contains([]string{"path", "source", "scope", "origin", "baseDir"}, k) {
-			return fmt.Sprintf("unknown field %q", k)
+			unknown = append(unknown, k)
 		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Sprintf("unknown field %q", slices.Min(unknown))
 	}
 	return ""
 }

@@ -251,8 +251,16 @@ func (w *scenarioWorld) tick() (scenarioOutcome, error) {
 func (w *scenarioWorld) decide(cmd Command, actor events.Actor, runID string) (scenarioOutcome, error) {
 	env := w.env(actor)
 	before := w.s.Clone()
+	ids := w.ids
 	dec, err := Decide(w.s, cmd, env)
 	require.Equal(w.t, before, w.s, "Decide(%s) modified the state", cmd.Kind())
+	// Deciding is a function of the state and the input (the env's clock and ids included): the same decision
+	// again, with the ids minted again from the same point, must be the same, byte for byte — or replay, audit and
+	// a retry's answer would depend on map order or anything else outside them.
+	first := decisionText(dec, err)
+	w.ids = ids
+	dec, err = Decide(w.s, cmd, env)
+	require.Equal(w.t, first, decisionText(dec, err), "Decide(%s) decided differently the second time", cmd.Kind())
 	out := scenarioOutcome{events: dec.Events, result: dec.Result}
 	if err != nil {
 		if !errors.As(err, &out.err) {
@@ -494,6 +502,11 @@ func found[T any](v T, ok bool) any {
 		return nil
 	}
 	return v
+}
+
+// decisionText is everything a decision says: its events (envelope and payload), its result and its refusal.
+func decisionText(d Decision, err error) string {
+	return fmt.Sprintf("%s\n%s\n%v", scenarioJSON(d.Events), scenarioJSON(d.Result), err)
 }
 
 // scenarioJSON is the compact JSON of v, as written in scenario files.
