@@ -91,6 +91,9 @@ func RejectionRule(p *events.DelegateRejected) string {
 		why = fmt.Sprintf("parent is %s", orDash(pol.ParentStatus))
 		if pol.ParentStatus == "running" {
 			why = "the run has ended"
+			if p.Message == events.ParentCancelRequestedMessage {
+				why = "the parent delegation was asked to cancel"
+			}
 		}
 	case events.ReasonRoleDenied:
 		why = fmt.Sprintf("role %s is not explorer/analyst/executor", pol.Role)

@@ -150,6 +150,16 @@ func (c *DelegateRequest) decide(s *projections.State, env *Env) (Decision, erro
 			fmt.Sprintf("delegate: run '%s' is %s, its tasks cannot delegate", c.RunID, run.Status),
 			fmt.Sprintf("run is %s", run.Status))
 	}
+	// A delegation asked to cancel is on its way out, as its run's are: a
+	// grandchild it started now would outlive it, holding a slot and a
+	// reservation that nobody asked to cancel.
+	if parent.Shadow() {
+		if d, ok := s.Delegation(c.RunID, c.TaskID); ok && d.CancelRequested {
+			return deny(CodeBadParams, events.ReasonParentNotRunning,
+				fmt.Sprintf("delegate: parent task '%s' was asked to cancel, it cannot delegate", c.TaskID),
+				events.ParentCancelRequestedMessage)
+		}
+	}
 	denied := func(reason, msg string) (Decision, error) { return deny(CodePolicyDenied, reason, msg, msg) }
 	if !slices.Contains(delegateRoles, role) {
 		return denied(events.ReasonRoleDenied, fmt.Sprintf(

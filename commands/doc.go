@@ -173,8 +173,8 @@
 // Checks, in order: task-scoped worker credential (forbidden) → params
 // (bad-params) → run exists (no-manifest) → nesting enabled
 // (delegate.rejected nesting-disabled, policy-disabled) → mint the subId →
-// parent exists (no-task) → parent running (parent-not-running, bad-params)
-// → role, trust, depth, slots, slot share (fair_slots.go), budget (metered)
+// parent exists (no-task) → parent running, its run not ended and, for a
+// delegation, not asked to cancel (parent-not-running, bad-params) → role, trust, depth, slots, slot share (fair_slots.go), budget (metered)
 // or unmetered-denied, model catalog, timeout, workspace overlap (all
 // policy-denied). Everything from
 // the subId on is one batch: delegate.requested followed by

@@ -37,6 +37,10 @@ const (
 	ReasonWorkspaceConflict  = "workspace-conflict"
 )
 
+// ParentCancelRequestedMessage is the message of a parent-not-running rejection whose parent is a delegation asked
+// to cancel: its status is still running, so the message is what tells it from a rejection because the run ended.
+const ParentCancelRequestedMessage = "parent was asked to cancel"
+
 // DelegateRequested is written right after the subId is minted, in the same
 // batch as the decision (admitted or rejected), so it never dangles.
 type DelegateRequested struct {
