@@ -29,7 +29,7 @@ func handleEventsSince(cl *call) (any, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	page, err := readSince(cl.c.s.log, runID, since, limit, pageBudget(cl), func(r *eventlog.Event) (teamEvent, error) {
+	page, err := readSince(cl.c.s.log, runID, since, cl.head, limit, pageBudget(cl), func(r *eventlog.Event) (teamEvent, error) {
 		return renderEvent(r, cl.c.id)
 	})
 	if err != nil {
@@ -47,15 +47,19 @@ type sincePage struct {
 	hasMore bool
 }
 
-// readSince reads the page of at most limit events of runID's stream after version since that fits in budget bytes,
-// each rendered by render.
-func readSince(l *eventlog.Log, runID string, since uint64, limit, budget int,
+// readSince reads the page of at most limit events of runID's stream after version since, up to log position head
+// (the published state's: the log may hold events the state has not published yet), that fits in budget bytes, each
+// rendered by render.
+func readSince(l *eventlog.Log, runID string, since, head uint64, limit, budget int,
 	render func(*eventlog.Event) (teamEvent, error)) (sincePage, error) {
 	page := sincePage{events: []json.RawMessage{}, nextSeq: since}
 	empty := budget // a page's budget; budget is what is left of it
 	it := l.ReadStream(runID, since+1)
 	defer it.Close()
 	for it.Next() {
+		if it.Event().Position > head {
+			break // not published yet: the next page has it
+		}
 		if len(page.events) == limit {
 			page.hasMore = true
 			break

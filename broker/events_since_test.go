@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -149,7 +150,7 @@ func referenceSince(t *testing.T, f *fixture, c *client, k sinceCase) []byte {
 		limit = maxSinceLimit
 	}
 	budget := frameBudget(f.srv.opts.MaxFrame, fmt.Sprintf("c%d", c.n+1)) // pageBudget of the call's id
-	page, err := readSince(f.log, runR, uint64(max(k.since, 0)), limit, budget, func(r *eventlog.Event) (teamEvent, error) {
+	page, err := readSince(f.log, runR, uint64(max(k.since, 0)), math.MaxUint64, limit, budget, func(r *eventlog.Event) (teamEvent, error) {
 		return renderEventWith(r, viewer, neverLifted)
 	})
 	require.NoError(t, err, "%s", k)
@@ -207,4 +208,26 @@ func TestEventsSinceOfAColdRunAnswersAsWhileHot(t *testing.T) {
 	for k, want := range whileHot {
 		require.Equal(t, string(want), string(whenCold[k]), "%s: the cold run's page differs from the hot run's", k)
 	}
+}
+
+// A page read from the log stops at the position it was given, the published state's: the log may already hold
+// events the state has not published, and those (a revocation, mail after it) wait for the next page.
+func TestReadSinceStopsAtTheHead(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	f.seed()
+	render := func(r *eventlog.Event) (teamEvent, error) {
+		return renderEventWith(r, identity{role: events.RoleAdmin}, neverLifted)
+	}
+	all, err := readSince(f.log, runR, 0, math.MaxUint64, maxSinceLimit, 1<<20, render)
+	require.NoError(t, err)
+	require.Greater(t, len(all.events), 3)
+	var last teamEvent
+	require.NoError(t, json.Unmarshal(all.events[2], &last))
+	head := last.Metadata.Position
+
+	page, err := readSince(f.log, runR, 0, head, maxSinceLimit, 1<<20, render)
+	require.NoError(t, err)
+	require.Equal(t, all.events[:3], page.events, "the events up to the head, and none after it")
+	require.False(t, page.hasMore)
+	require.Equal(t, last.Metadata.Seq, page.nextSeq, "the next page starts after the head")
 }

@@ -28,6 +28,9 @@ type call struct {
 	after func()
 	// async is set by a handler that answers later from its own goroutine (task.waitStatus).
 	async bool
+	// head is, for a page read, the published position at which its credential was checked last, once it had its
+	// turn: a page read from the log stops there, so it never carries an event past the credential's end.
+	head uint64
 }
 
 // handler serves one method. It returns the result (any JSON-encodable value or json.RawMessage) or an error
@@ -138,14 +141,22 @@ func (c *conn) serve(req wire.Request) bool {
 		}
 		return c.answer(req.ID, req.Method, raw)
 	}
+	cl := &call{c: c, id: req.ID, method: req.Method, params: req.Params}
 	if pageRead(req.Method) {
 		done, ok := c.readTurn()
 		if !ok {
 			return false
 		}
 		defer done()
+		// NB: checked again once the turn is taken: a client that keeps its credential's turns busy can hold this
+		// request for as long as it likes, and a read served after its credential ended would carry what came
+		// after the end (the revocation itself, mail for the task's next holder).
+		var bad *wire.Error
+		c.s.eng.Read(func(st *projections.State) { cl.head, bad = st.Position, checkCredential(st, c.id) })
+		if bad != nil {
+			return c.sendError(req.ID, bad)
+		}
 	}
-	cl := &call{c: c, id: req.ID, method: req.Method, params: req.Params}
 	result, err := h(cl)
 	if cl.async {
 		return true
