@@ -10,7 +10,9 @@ import (
 // waitHub wakes a task.waitStatus waiter only when its task's status changes. For each run with waiters, one
 // follower goroutine waits on the engine's per-run signal, reads the status of every task waited on in one Read,
 // and closes the channel of each task whose status moved. A commit of another run wakes nobody; a commit of the
-// same run that moves no waited task wakes one goroutine, not every waiter.
+// same run that moves no waited task wakes one goroutine, not every waiter. A waiter reads its own task as it
+// registers, and every reading carries the published position it was read at; the hub keeps the newest, so no
+// answer is older than the request it answers, however far behind the follower is.
 //
 // Concurrency: safe for concurrent use. Every follower is tracked by the server's WaitGroup and ends when its run
 // has no waiter left or the server closes.
@@ -27,12 +29,58 @@ type runWaits struct {
 	kick  chan struct{} // a waiter left: the follower checks whether any remain
 }
 
-// taskWatch is the status the hub last read for a task and the channel closed when it moves.
+// taskWatch is the newest status the hub read for a task, the published position it was read at, and the channel
+// closed when it moves.
 type taskWatch struct {
 	status  projections.TaskStatus
 	found   bool
+	at      uint64 // State.Position of the reading
 	changed chan struct{}
 	waiters int
+}
+
+// taskReading is a task's status as one read of the published state saw it, at position at.
+type taskReading struct {
+	status projections.TaskStatus
+	found  bool
+	at     uint64
+}
+
+// readTask reads the status of (runID, taskID) and the position it is published at, in one read.
+func readTask(s *Server, runID, taskID string) taskReading {
+	var r taskReading
+	s.eng.Read(func(st *projections.State) { r = readTaskIn(st, runID, taskID) })
+	return r
+}
+
+func readTaskIn(st *projections.State, runID, taskID string) taskReading {
+	t, ok := st.Task(runID, taskID)
+	return taskReading{status: t.Status, found: ok, at: st.Position}
+}
+
+// observe records r unless tw holds a reading of a later position, and reports whether it moved the status, in
+// which case it has woken tw's waiters; with the hub's mutex held. Readings are taken outside the mutex (the
+// follower's) and by each waiter as it comes (add), so they arrive in any order: an older one must not bring back
+// a status the task has left.
+func (tw *taskWatch) observe(r taskReading) (moved bool) {
+	if r.at < tw.at {
+		return false
+	}
+	tw.at = r.at
+	if tw.status == r.status && tw.found == r.found {
+		return false
+	}
+	tw.status, tw.found = r.status, r.found
+	close(tw.changed)
+	tw.changed = make(chan struct{})
+	return true
+}
+
+// observe records r for tw (taskWatch.observe), counting a wake; with h.mu held.
+func (h *waitHub) observe(tw *taskWatch, r taskReading) {
+	if tw.observe(r) {
+		h.woken.Add(1)
+	}
 }
 
 // add registers a waiter of (runID, taskID); call release exactly once when it ends.
@@ -46,19 +94,22 @@ func (h *waitHub) add(runID, taskID string) {
 		h.s.wg.Add(1)
 		go h.follow(runID, rw)
 	}
+	// NB: every waiter reads its task itself, so its answer is never older than its request (another waiter's
+	// reading, or the follower's, may be); under the hub's lock, before the follower can include a new task in a
+	// pass: any publish after this read either closes the follower's run signal or precedes its next read.
+	r := readTask(h.s, runID, taskID)
 	tw := rw.tasks[taskID]
 	if tw == nil {
-		// NB: read under the hub's lock, before the follower can include this task in a pass: any publish after
-		// this read either closes the follower's run signal or precedes the follower's next read.
-		tw = &taskWatch{changed: make(chan struct{})}
-		tw.status, tw.found = taskStatus(h.s, runID, taskID)
+		tw = &taskWatch{status: r.status, found: r.found, at: r.at, changed: make(chan struct{})}
 		rw.tasks[taskID] = tw
+	} else {
+		h.observe(tw, r)
 	}
 	tw.waiters++
 }
 
-// current is the status of a registered (runID, taskID) as the hub last read it, whether the task exists, and a
-// channel closed when that changes.
+// current is the status of a registered (runID, taskID) as the hub's newest reading saw it, whether the task
+// exists, and a channel closed when that changes.
 func (h *waitHub) current(runID, taskID string) (status projections.TaskStatus, found bool, changed <-chan struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -91,9 +142,8 @@ func (h *waitHub) release(runID, taskID string) {
 func (h *waitHub) follow(runID string, rw *runWaits) {
 	defer h.s.wg.Done()
 	type seen struct {
-		id     string
-		status projections.TaskStatus
-		found  bool
+		id string
+		r  taskReading
 	}
 	var batch []seen
 	for {
@@ -111,18 +161,13 @@ func (h *waitHub) follow(runID string, rw *runWaits) {
 		h.mu.Unlock()
 		h.s.eng.Read(func(st *projections.State) {
 			for i := range batch {
-				var t projections.Task
-				t, batch[i].found = st.Task(runID, batch[i].id)
-				batch[i].status = t.Status
+				batch[i].r = readTaskIn(st, runID, batch[i].id)
 			}
 		})
 		h.mu.Lock()
 		for _, b := range batch {
-			if tw := rw.tasks[b.id]; tw != nil && (tw.status != b.status || tw.found != b.found) {
-				tw.status, tw.found = b.status, b.found
-				close(tw.changed)
-				h.woken.Add(1)
-				tw.changed = make(chan struct{})
+			if tw := rw.tasks[b.id]; tw != nil {
+				h.observe(tw, b.r)
 			}
 		}
 		h.mu.Unlock()

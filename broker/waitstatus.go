@@ -44,7 +44,7 @@ func handleWaitStatus(cl *call) (any, error) {
 		return nil, p.err
 	}
 	c := cl.c
-	if _, ok := taskStatus(c.s, runID, taskID); !ok {
+	if !readTask(c.s, runID, taskID).found {
 		return nil, wire.Errorf(wire.CodeNoTask, "task %q not found in run %q", taskID, runID)
 	}
 	if err := c.acquireWait(); err != nil {
@@ -90,18 +90,4 @@ func waitFor(c *conn, runID, taskID string, until projections.TaskStatus, timeou
 			return nil, errConnClosing
 		}
 	}
-}
-
-func taskStatus(s *Server, runID, taskID string) (projections.TaskStatus, bool) {
-	var (
-		st projections.TaskStatus
-		ok bool
-	)
-	s.eng.Read(func(state *projections.State) {
-		var t projections.Task
-		if t, ok = state.Task(runID, taskID); ok {
-			st = t.Status
-		}
-	})
-	return st, ok
 }
