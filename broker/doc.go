@@ -99,7 +99,9 @@
 //     read nothing cannot take everyone's budget) and everyone's ≤ GlobalOutboundBytes, except that a connection
 //     holding nothing takes one frame — so outbound memory ≤ GlobalOutboundBytes + MaxConns × MaxFrame (+ one
 //     resync and one final frame per connection); queue ≤ OutboundQueueCap frames; connections ≤ MaxConns; waits
-//     and subscriptions bounded per connection and credential; params bounded by ParseCommand and the handlers.
+//     and subscriptions bounded per connection and credential; params bounded by ParseCommand and the handlers;
+//     pacing buckets only for keys charged recently (a full bucket is deleted, pacer.go), so processes that each
+//     send one refused hello leave none behind once their buckets refill.
 //   - Every list a query answers is reachable whatever its size: query.tasks, query.delegations, query.ledger,
 //     query.mailbox, msg.inbox, query.runs, query.job's calls and import.checkpoints page by cursor, and a page
 //     whose items would not fit in a frame is cut short (hasMore, or a nextCursor) rather than refused (fitPage in

@@ -36,17 +36,36 @@ func requestCost(frameBytes int) int { return 1 + frameBytes/frameUnit }
 // no credential to charge). NB: no credential key starts with a NUL (credKey: a run id first).
 func peerKey(pid int) string { return "\x00peer " + strconv.Itoa(pid) }
 
-// pacer holds the buckets of every credential that was charged. Its methods take the time, so tests drive them
-// with an injected clock.
+// pacer holds the buckets of the credentials (and processes) charged recently. Its methods take the time, so tests
+// drive them with an injected clock.
+//
+// A full bucket is no bucket (a key without one is full), so none is kept: a bucket found full when its key is
+// paced is deleted, and a sweep deletes every full one whenever the map has doubled since the last sweep (from
+// sweepFloor) or sweepAge has passed since it (a bucket's refill time, burst/rate, and a second at least: a second
+// at the defaults), at a charge or a pacing. So the map holds at most twice sweepFloor or twice the buckets the
+// last sweep left, which were not full yet: those of keys charged within the time their debt and burst take to
+// refill, never one per process that ever sent a refused hello.
 type pacer struct {
-	rate  float64 // units per second; 0 disables pacing
-	burst float64 // units a full bucket holds
+	rate  float64       // units per second; 0 disables pacing
+	burst float64       // units a full bucket holds
+	every time.Duration // sweepAge
 
 	now    func() time.Time // time.Now; tests freeze it
 	onWait func()           // nil; tests learn that a credential waits
 
 	mu      sync.Mutex
-	buckets map[string]*bucket // NB: one per credential that ever sent a request; credentials are bounded by state
+	buckets map[string]bucket // NB: none full, but between sweeps
+	sweptAt time.Time         // the last sweep's time
+	swept   int               // buckets the last sweep left
+}
+
+// sweepFloor is the buckets below which the map is not swept for its size, only for its age.
+const sweepFloor = 64
+
+// sweepAge is the time between two sweeps for age of a pacer of burst units and rate units per second: the time a
+// bucket at zero takes to fill, a second at least (a sweep reads every bucket), at most a year.
+func sweepAge(burst, rate float64) time.Duration {
+	return time.Duration(min(max(burst/rate, 1), 365*24*3600) * float64(time.Second))
 }
 
 // bucket is one credential's budget: level units at time at (negative: owed).
@@ -60,22 +79,40 @@ func newPacer(rate, burst int) *pacer {
 	if rate <= 0 {
 		return &pacer{now: time.Now}
 	}
-	return &pacer{rate: float64(rate), burst: float64(max(burst, 1)), now: time.Now, buckets: make(map[string]*bucket)}
+	b := float64(max(burst, 1))
+	return &pacer{rate: float64(rate), burst: b, every: sweepAge(b, float64(rate)), now: time.Now,
+		buckets: make(map[string]bucket)}
 }
 
-// refill returns k's bucket brought up to now, with p.mu held.
-func (p *pacer) refill(k string, now time.Time) *bucket {
-	b := p.buckets[k]
-	if b == nil {
-		b = &bucket{level: p.burst, at: now}
-		p.buckets[k] = b
-		return b
+// refill returns k's bucket brought up to now (full when k has none), with p.mu held; the map is left alone.
+func (p *pacer) refill(k string, now time.Time) bucket {
+	b, ok := p.buckets[k]
+	if !ok {
+		return bucket{level: p.burst, at: now}
 	}
+	return p.refilled(b, now)
+}
+
+func (p *pacer) refilled(b bucket, now time.Time) bucket {
 	if dt := now.Sub(b.at); dt > 0 {
 		b.level = min(p.burst, b.level+p.rate*dt.Seconds())
 		b.at = now
 	}
 	return b
+}
+
+// tidy deletes every full bucket when the map has doubled since the last sweep or p.every has passed since it,
+// with p.mu held: amortised over the charges that grew the map, or at most once per p.every.
+func (p *pacer) tidy(now time.Time) {
+	if len(p.buckets) < 2*max(p.swept, sweepFloor) && now.Sub(p.sweptAt) < p.every {
+		return
+	}
+	for k, b := range p.buckets {
+		if p.refilled(b, now).level >= p.burst {
+			delete(p.buckets, k)
+		}
+	}
+	p.sweptAt, p.swept = now, len(p.buckets)
 }
 
 // charge takes n units from the bucket of credential k ("" is the admin, never paced) at now.
@@ -85,7 +122,10 @@ func (p *pacer) charge(k string, n int, now time.Time) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.refill(k, now).level -= float64(n)
+	b := p.refill(k, now)
+	b.level -= float64(n)
+	p.buckets[k] = b
+	p.tidy(now)
 }
 
 // delay is how long credential k must wait from now until its bucket holds one unit; 0 when it does.
@@ -95,10 +135,16 @@ func (p *pacer) delay(k string, now time.Time) time.Duration {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.buckets[k] == nil {
+	p.tidy(now)
+	b, ok := p.buckets[k]
+	if !ok {
 		return 0 // full; NB: not made here, so that a key that is never charged (a process's) costs nothing
 	}
-	b := p.refill(k, now)
+	if b = p.refilled(b, now); b.level >= p.burst {
+		delete(p.buckets, k) // full: as good as none
+		return 0
+	}
+	p.buckets[k] = b
 	if b.level >= 1 {
 		return 0
 	}

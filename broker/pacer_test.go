@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -203,4 +204,59 @@ func TestPacingHoldsTheReader(t *testing.T) {
 	var r wire.Response
 	require.NoError(t, json.Unmarshal(frame, &r))
 	require.Equal(t, "c", r.ID, "the refilled bucket lets the reader go on")
+}
+
+// TestPacerForgetsFullBuckets: a full bucket is no bucket, so the pacer keeps only those of keys charged recently:
+// a thousand processes' refused hellos leave no bucket once they have refilled and the pacer is next used (by any
+// key), and keys charged one after another as the earlier ones refill never hold more than a few; a bucket in debt
+// is kept, its debt whole.
+func TestPacerForgetsFullBuckets(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	const keys = 1000
+	for _, tc := range []struct {
+		name  string
+		touch func(p *pacer, now time.Time)
+	}{
+		{"a charge of another key", func(p *pacer, now time.Time) { p.charge("x", 1, now) }},
+		{"a pacing of a refilled key", func(p *pacer, now time.Time) { p.delay(peerKey(0), now) }},
+		{"a pacing of a key never charged", func(p *pacer, now time.Time) { p.delay("y", now) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPacer(DefaultRatePerCredential, DefaultRatePerCredential) // the defaults: a second's refill
+			p.charge("debtor", 3*DefaultRatePerCredential, t0)                // owes two seconds' worth
+			for pid := range keys {
+				p.charge(peerKey(pid), helloCost, t0)
+			}
+			require.Len(t, p.buckets, keys+1, "no bucket is full yet: none is forgotten")
+			now := t0.Add(time.Second) // every process's bucket refilled, the debtor's not
+			tc.touch(p, now)
+			require.LessOrEqual(t, len(p.buckets), 2, "the debtor's bucket and at most the touched key's")
+			require.Equal(t, time.Second+200*time.Microsecond, p.delay("debtor", now),
+				"the debtor still owes a second's worth and one unit")
+		})
+	}
+	t.Run("keys charged as the earlier ones refill", func(t *testing.T) {
+		p := newPacer(1, 1<<20) // a refill time of twelve days: only the map's growth sweeps it
+		for pid := range keys {
+			p.charge(peerKey(pid), helloCost, t0.Add(time.Duration(pid)*helloCost*time.Second))
+			require.LessOrEqual(t, len(p.buckets), 2*sweepFloor, "after %d keys", pid+1)
+		}
+	})
+}
+
+// TestSweepAge: the pacer sweeps for age once per refill time of a bucket, at least a second apart and at least
+// once a year, whatever the options.
+func TestSweepAge(t *testing.T) {
+	const year = 365 * 24 * time.Hour
+	for _, tc := range []struct {
+		burst, rate float64
+		want        time.Duration
+	}{
+		{DefaultRatePerCredential, DefaultRatePerCredential, time.Second},
+		{1 << 20, 1, (1 << 20) * time.Second},
+		{1, 1e9, time.Second},
+		{math.MaxInt, 1, year},
+	} {
+		require.Equal(t, tc.want, sweepAge(tc.burst, tc.rate), "burst %v, rate %v", tc.burst, tc.rate)
+	}
 }
