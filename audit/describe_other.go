@@ -81,5 +81,8 @@ func ConfigSummary(c projections.Config) string {
 		s += fmt.Sprintf(" slotShare=%d slotWait=%ds quotaEvents=%d quotaBytes=%d quotaMsgsPerMin=%d",
 			c.SlotShare, c.SlotWaitSec, c.QuotaEvents, c.QuotaBytes, c.QuotaMsgsPerMin)
 	}
+	if c.QuotaReserve != 0 {
+		s += fmt.Sprintf(" quotaReserve=%d%%", c.QuotaReserve)
+	}
 	return s
 }

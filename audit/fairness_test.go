@@ -50,17 +50,67 @@ func TestExplainQuotaAndSlotShare(t *testing.T) {
 	require.Equal(t, commands.CodeRateLimit, rej.Code)
 	require.NoError(t, l.Close())
 
-	l2, err := Open(dir)
+	rules := explainedRules(t, dir)
+	require.Equal(t, "quota msg-rate: used 2 + adding 1 > max 2", rules["msg.send refused: msg-rate quota"])
+	require.Contains(t, rules["delegate.request rejected: slot-share-exceeded"],
+		"the run holds 1 >= its share 1 while 1 other run(s) wait; 1/2 in flight")
+}
+
+// TestExplainQuotaReserve: a worker's refusal at the rest of a quota (its reserve kept for the orchestrator) is
+// re-decided with the actor the event recorded, without drift, and so is the orchestrator's use of the reserve.
+func TestExplainQuotaReserve(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	l, err := eventlog.Open(dir, nil)
 	require.NoError(t, err)
-	defer l2.Close()
-	res, err := Replay(l2, ReplayOptions{Explain: true})
+	w := audittest.NewWorld(l, audittest.Epoch.UnixNano())
+	cfg := projections.DefaultConfig()
+	cfg.QuotaMsgsPerMin, cfg.QuotaReserve = 4, 50
+	const a = "team_20261001090000_0000000000000001"
+	do := func(actor events.Actor, cmd commands.Command) error {
+		_, err := w.Do(actor, cmd)
+		return err
+	}
+	require.NoError(t, do(audittest.Admin, &commands.Configure{Config: cfg}))
+	require.NoError(t, do(audittest.Admin, &commands.RunCreate{RunID: a, Team: "crew", Cwd: "/a"}))
+	require.NoError(t, do(audittest.Orchestrator, &commands.RunTransition{RunID: a, To: "running"}))
+	require.NoError(t, do(audittest.Orchestrator, &commands.TaskCreate{RunID: a, TaskID: "t1", Role: "explorer", Agent: "explorer", Cwd: "/a"}))
+	require.NoError(t, do(audittest.Orchestrator, &commands.TaskTransition{RunID: a, TaskID: "t1", To: "running"}))
+	worker := audittest.Worker("t1")
+	send := func(actor events.Actor, to string) error {
+		from := ""
+		if actor.Role == events.RoleWorker {
+			from = actor.TaskID
+		}
+		return do(actor, &commands.MessageSend{RunID: a, FromTask: from, To: []string{to}, Body: "hi"})
+	}
+	for range 2 {
+		require.NoError(t, send(worker, "parent"))
+	}
+	var rej *commands.RejectedError
+	require.ErrorAs(t, send(worker, "parent"), &rej)
+	require.Equal(t, commands.CodeRateLimit, rej.Code)
+	for range 2 {
+		require.NoError(t, send(audittest.Orchestrator, "t1"), "the orchestrator's reserve")
+	}
+	require.NoError(t, l.Close())
+
+	rules := explainedRules(t, dir)
+	require.Equal(t, "quota msg-rate: used 2 + adding 1 > max 2", rules["msg.send refused: msg-rate quota"])
+}
+
+// explainedRules replays the store in dir with --explain, requires no drift, and returns each decision's rule by
+// its command and what was recorded.
+func explainedRules(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	l, err := Open(dir)
+	require.NoError(t, err)
+	defer l.Close()
+	res, err := Replay(l, ReplayOptions{Explain: true})
 	require.NoError(t, err)
 	require.Zero(t, res.Drift())
 	rules := map[string]string{}
 	for _, d := range res.Decisions {
 		rules[d.Command+" "+d.Recorded] = d.Rule
 	}
-	require.Equal(t, "quota msg-rate: used 2 + adding 1 > max 2", rules["msg.send refused: msg-rate quota"])
-	require.Contains(t, rules["delegate.request rejected: slot-share-exceeded"],
-		"the run holds 1 >= its share 1 while 1 other run(s) wait; 1/2 in flight")
+	return rules
 }

@@ -375,6 +375,7 @@ func configChange(from, to projections.Config) string {
 	add("quotaEvents", from.QuotaEvents, to.QuotaEvents)
 	add("quotaBytes", from.QuotaBytes, to.QuotaBytes)
 	add("quotaMsgsPerMin", from.QuotaMsgsPerMin, to.QuotaMsgsPerMin)
+	add("quotaReserve", from.QuotaReserve, to.QuotaReserve)
 	add("budgetMode", budgetMode(from.BudgetMode), budgetMode(to.BudgetMode))
 	if len(ch) == 0 {
 		return "none"

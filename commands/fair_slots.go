@@ -10,6 +10,10 @@ import (
 // Bound of the slot wait window.
 const MaxSlotWaitSec = 86400
 
+// MaxQuotaReserve bounds the percent of a run quota kept from its workers:
+// at most half, so the workers always keep the larger part.
+const MaxQuotaReserve = 50
+
 // Fair slots (SPEC §5, per-run slot share). The pool is daemon-wide and
 // crewlog cannot take a slot back from a running grandchild, so fairness is
 // decided at admission: a run that already holds its share of the pool
@@ -66,6 +70,9 @@ func validateFairness(c projections.Config) []error {
 	}
 	if c.QuotaMsgsPerMin < 0 {
 		errs = append(errs, fmt.Errorf("quotaMsgsPerMin %d is negative", c.QuotaMsgsPerMin))
+	}
+	if c.QuotaReserve < 0 || c.QuotaReserve > MaxQuotaReserve {
+		errs = append(errs, fmt.Errorf("quotaReserve %d%% is outside 0..%d", c.QuotaReserve, MaxQuotaReserve))
 	}
 	return errs
 }

@@ -42,6 +42,13 @@ import (
 //     (wait.resolve while the wait methods are off, a worker's every call)
 //     would otherwise grow the run's stream without bound.
 //
+// The run's workers share each quota but its reserve (config quotaReserve,
+// a percent): a worker is refused at the rest, so that however a run's
+// workers use it, its orchestrator (and the admin) can still steer, message,
+// create tasks and report within the reserve. The actor's role is in the
+// decision's input, and recorded with every event, so replay decides the
+// same.
+//
 // A refusal answers quota-exceeded (events, bytes) or rate-limit (message
 // rate) and records run.quota_exceeded with what the check saw — at most one
 // per run per QuotaWindowSec, so a flood of refused commands cannot grow the
@@ -135,17 +142,23 @@ func overQuota(s *projections.State, runID string, g Growth, env *Env) (events.R
 		return events.RunQuotaExceeded{}, false
 	}
 	cfg, u := env.Config, run.Usage
+	limit := func(quota int64) int64 { return quota }
+	if env.Actor.Role == events.RoleWorker && cfg.QuotaReserve > 0 {
+		// NB: at least 1: a quota too small to split is not reserved (the workers could use none of it).
+		r := int64(cfg.QuotaReserve)
+		limit = func(quota int64) int64 { return max(1, quota-(quota/100*r+quota%100*r/100)) }
+	}
 	switch {
-	case cfg.QuotaEvents > 0 && g.Events > 0 && u.Events+g.Events > cfg.QuotaEvents:
-		return events.RunQuotaExceeded{Quota: events.QuotaEvents, Used: u.Events, Adding: g.Events, Max: cfg.QuotaEvents}, true
-	case cfg.QuotaBytes > 0 && g.Bytes > 0 && u.MsgBytes+g.Bytes > cfg.QuotaBytes:
-		return events.RunQuotaExceeded{Quota: events.QuotaBytes, Used: u.MsgBytes, Adding: g.Bytes, Max: cfg.QuotaBytes}, true
+	case cfg.QuotaEvents > 0 && g.Events > 0 && u.Events+g.Events > limit(cfg.QuotaEvents):
+		return events.RunQuotaExceeded{Quota: events.QuotaEvents, Used: u.Events, Adding: g.Events, Max: limit(cfg.QuotaEvents)}, true
+	case cfg.QuotaBytes > 0 && g.Bytes > 0 && u.MsgBytes+g.Bytes > limit(cfg.QuotaBytes):
+		return events.RunQuotaExceeded{Quota: events.QuotaBytes, Used: u.MsgBytes, Adding: g.Bytes, Max: limit(cfg.QuotaBytes)}, true
 	case cfg.QuotaMsgsPerMin > 0 && g.Msgs > 0:
-		limit := int64(cfg.QuotaMsgsPerMin)
+		most := limit(int64(cfg.QuotaMsgsPerMin))
 		since := env.millis() - events.QuotaWindowSec*1000 + 1
 		recent := int64(s.MessagesSince(runID, since, cfg.QuotaMsgsPerMin+1))
-		if recent+g.Msgs > limit {
-			return events.RunQuotaExceeded{Quota: events.QuotaMsgRate, Used: recent, Adding: g.Msgs, Max: limit}, true
+		if recent+g.Msgs > most {
+			return events.RunQuotaExceeded{Quota: events.QuotaMsgRate, Used: recent, Adding: g.Msgs, Max: most}, true
 		}
 	}
 	return events.RunQuotaExceeded{}, false

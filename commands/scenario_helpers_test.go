@@ -136,6 +136,8 @@ func (w *scenarioWorld) config(words []string) error {
 			p.QuotaBytes, err = strconv.ParseInt(v, 10, 64)
 		case "quotaMsgsPerMin":
 			p.QuotaMsgsPerMin, err = strconv.Atoi(v)
+		case "quotaReserve":
+			p.QuotaReserve, err = strconv.Atoi(v)
 		case "waitMethodsEnabled":
 			var on bool
 			on, err = strconv.ParseBool(v)

@@ -43,6 +43,9 @@ type EngineConfigured struct {
 	QuotaEvents     int64 `json:"quotaEvents,omitempty" msgpack:"quotaEvents,omitempty"`
 	QuotaBytes      int64 `json:"quotaBytes,omitempty" msgpack:"quotaBytes,omitempty"`
 	QuotaMsgsPerMin int   `json:"quotaMsgsPerMin,omitempty" msgpack:"quotaMsgsPerMin,omitempty"`
+	// QuotaReserve is the percent of each run quota only the run's orchestrator and the admin may use; absent (0),
+	// as in every log written before it existed, the workers may use the whole quota.
+	QuotaReserve int `json:"quotaReserve,omitempty" msgpack:"quotaReserve,omitempty"`
 	// BudgetMode is BudgetModePicrew (absent, the default) or
 	// BudgetModeNested.
 	BudgetMode string `json:"budgetMode,omitempty" msgpack:"budgetMode,omitempty"`

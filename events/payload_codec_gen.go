@@ -1626,6 +1626,9 @@ func appendEngineConfigured(b []byte, p *EngineConfigured) []byte {
 	if p.QuotaMsgsPerMin != 0 {
 		n++
 	}
+	if p.QuotaReserve != 0 {
+		n++
+	}
 	if len(p.BudgetMode) != 0 {
 		n++
 	}
@@ -1681,6 +1684,10 @@ func appendEngineConfigured(b []byte, p *EngineConfigured) []byte {
 	if p.QuotaMsgsPerMin != 0 {
 		b = append(b, "\xafquotaMsgsPerMin"...)
 		b = appendInt(b, int64(p.QuotaMsgsPerMin))
+	}
+	if p.QuotaReserve != 0 {
+		b = append(b, "\xacquotaReserve"...)
+		b = appendInt(b, int64(p.QuotaReserve))
 	}
 	if len(p.BudgetMode) != 0 {
 		b = append(b, "\xaabudgetMode"...)
@@ -1753,26 +1760,29 @@ func (r *fastReader) readEngineConfigured(p *EngineConfigured) {
 		case "quotaMsgsPerMin":
 			r.once(&seen, 11)
 			p.QuotaMsgsPerMin = int(r.int())
-		case "budgetMode":
+		case "quotaReserve":
 			r.once(&seen, 12)
+			p.QuotaReserve = int(r.int())
+		case "budgetMode":
+			r.once(&seen, 13)
 			p.BudgetMode = r.str()
 		case "waitMethodsDisabled":
-			r.once(&seen, 13)
+			r.once(&seen, 14)
 			p.WaitMethodsDisabled = r.bool()
 		case "proxyPayloadBytes":
-			r.once(&seen, 14)
+			r.once(&seen, 15)
 			p.ProxyPayloadBytes = r.int()
 		case "proxyManifestBytes":
-			r.once(&seen, 15)
+			r.once(&seen, 16)
 			p.ProxyManifestBytes = r.int()
 		case "proxyMaxInFlight":
-			r.once(&seen, 16)
+			r.once(&seen, 17)
 			p.ProxyMaxInFlight = int(r.int())
 		case "proxyMaxRequests":
-			r.once(&seen, 17)
+			r.once(&seen, 18)
 			p.ProxyMaxRequests = int(r.int())
 		case "revokedRootLimit":
-			r.once(&seen, 18)
+			r.once(&seen, 19)
 			p.RevokedRootLimit = int(r.int())
 		default:
 			r.skip()

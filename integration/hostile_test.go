@@ -30,7 +30,7 @@ func (d *daemon) crewctl(t *testing.T, args ...string) string {
 }
 
 // TestHostileRunsAgainstCrewd: a real crewd decides a slot-share refusal and a message rate refusal; the daemon
-// keeps serving the honest run; and after a restart `crewctl replay --explain` re-decides both without drift.
+// keeps serving the honest run, and the hog's own orchestrator within its reserve; and after a restart `crewctl replay --explain` re-decides both without drift.
 func TestHostileRunsAgainstCrewd(t *testing.T) {
 	ctx := testContext(t, 2*time.Minute)
 	d := newDaemon(t, "--max-slots", "2", "--quota-msg-rate", "20")
@@ -62,7 +62,8 @@ func TestHostileRunsAgainstCrewd(t *testing.T) {
 	require.NoError(t, honestW.Call(ctx, "delegate.request", delegateParams(""), &mine))
 	require.True(t, mine.OK)
 
-	// Messages: 20 a minute per run. The hog's run already holds one (the cancelled result).
+	// Messages: 20 a minute per run, of which its workers may use 18 (crewd's default reserve of 10 % is the
+	// orchestrator's). The hog's run already holds one (the cancelled result).
 	sent, limited := 0, 0
 	for range 30 {
 		err := hogW.Call(ctx, "msg.send", map[string]any{"to": "parent", "body": "spam"}, nil)
@@ -76,16 +77,19 @@ func TestHostileRunsAgainstCrewd(t *testing.T) {
 			t.Fatalf("msg.send: %v", err)
 		}
 	}
-	require.Equal(t, 19, sent)
-	require.Equal(t, 11, limited)
+	require.Equal(t, 17, sent)
+	require.Equal(t, 13, limited)
 	require.NoError(t, honestW.Call(ctx, "msg.send", map[string]any{"to": "parent", "body": "still served"}, nil))
+	hogO := d.mustDial(ctx, hog.orch)
+	require.NoError(t, hogO.Call(ctx, "steer.push", map[string]any{"taskId": "h1", "body": "stop spamming"}, nil),
+		"the flooded run's orchestrator can still steer, within its reserve")
 	require.NoError(t, hogW.Call(ctx, "ping", nil, nil), "refusals never close the connection")
 
 	d.stop()
 	out := d.crewctl(t, "replay", "--explain", "--run", hog.runID)
 	require.Contains(t, out, "drift: 0")
 	require.Contains(t, out, "slot-share-exceeded")
-	require.Contains(t, out, "quota msg-rate: used 20 + adding 1 > max 20")
+	require.Contains(t, out, "quota msg-rate: used 18 + adding 1 > max 18")
 }
 
 // TestTwoThousandDelegationsThroughCrewctl: a run with 2,000 delegations is fully readable through crewctl's

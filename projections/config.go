@@ -30,6 +30,11 @@ type Config struct {
 	QuotaEvents     int64 `json:"quotaEvents,omitempty" msgpack:"quotaEvents,omitempty"`
 	QuotaBytes      int64 `json:"quotaBytes,omitempty" msgpack:"quotaBytes,omitempty"`
 	QuotaMsgsPerMin int   `json:"quotaMsgsPerMin,omitempty" msgpack:"quotaMsgsPerMin,omitempty"`
+	// QuotaReserve is the percent of each run quota kept for the run's
+	// orchestrator and the admin: the run's workers together stop at the
+	// rest, so a worker that floods its run can never lock its orchestrator
+	// out of steering, messaging or creating tasks. 0: no reserve.
+	QuotaReserve int `json:"quotaReserve,omitempty" msgpack:"quotaReserve,omitempty"`
 	// BudgetMode is events.BudgetModePicrew or events.BudgetModeNested; an
 	// engine.configured written before the knob existed reads as picrew.
 	BudgetMode string `json:"budgetMode" msgpack:"budgetMode"`
@@ -78,6 +83,10 @@ const (
 	DefaultQuotaEvents     = 1_000_000
 	DefaultQuotaBytes      = 256 << 20
 	DefaultQuotaMsgsPerMin = 6000
+	// DefaultQuotaReserve is crewd's default QuotaReserve. DefaultConfig
+	// keeps none: it is what a log holds before its first engine.configured,
+	// and replay decides with it.
+	DefaultQuotaReserve = 10
 )
 
 // DefaultSlotShare is the share of a pool of maxSlots: half of it (at least
@@ -114,6 +123,7 @@ func ConfigOf(p *events.EngineConfigured) Config {
 		QuotaEvents:            p.QuotaEvents,
 		QuotaBytes:             p.QuotaBytes,
 		QuotaMsgsPerMin:        p.QuotaMsgsPerMin,
+		QuotaReserve:           p.QuotaReserve,
 		BudgetMode:             p.BudgetMode,
 		WaitMethodsEnabled:     !p.WaitMethodsDisabled,
 		ProxyPayloadBytes:      p.ProxyPayloadBytes,
@@ -138,6 +148,7 @@ func (c Config) Event() *events.EngineConfigured {
 		ModelCatalog: slices.Clone(c.ModelCatalog), SettleGraceSec: c.SettleGraceSec,
 		SlotShare: c.SlotShare, SlotWaitSec: c.SlotWaitSec,
 		QuotaEvents: c.QuotaEvents, QuotaBytes: c.QuotaBytes, QuotaMsgsPerMin: c.QuotaMsgsPerMin,
+		QuotaReserve:        c.QuotaReserve,
 		WaitMethodsDisabled: !c.WaitMethodsEnabled,
 		ProxyPayloadBytes:   c.ProxyPayloadBytes, ProxyManifestBytes: c.ProxyManifestBytes,
 		ProxyMaxInFlight: c.ProxyMaxInFlight, ProxyMaxRequests: c.ProxyMaxRequests, RevokedRootLimit: c.RevokedRootLimit,

@@ -156,6 +156,7 @@ var options = []option{
 	{"quota-events", kindInt, "N", fmt.Sprintf("events one run may hold, 0..%d (0: no limit)", maxQuota), fixed(strconv.Itoa(projections.DefaultQuotaEvents))},
 	{"quota-bytes", kindInt, "BYTES", fmt.Sprintf("bytes of message bodies and subjects one run may hold, 0..%d (0: no limit)", maxQuota), fixed(strconv.Itoa(projections.DefaultQuotaBytes))},
 	{"quota-msg-rate", kindInt, "N", fmt.Sprintf("messages one run may take per minute, 0..%d (0: no limit)", maxQuota), fixed(strconv.Itoa(projections.DefaultQuotaMsgsPerMin))},
+	{"quota-reserve", kindInt, "PERCENT", fmt.Sprintf("percent of each run quota only the run's orchestrator and the admin may use, 0..%d: its workers together stop at the rest, so none of them can lock the orchestrator out of its run", commands.MaxQuotaReserve), fixed(strconv.Itoa(projections.DefaultQuotaReserve))},
 	{"max-frame", kindInt, "BYTES", fmt.Sprintf("broker frame cap in bytes, newline included, %d..%d", wire.MaxFrameFloor, wire.MaxFrameCeiling), fixed(strconv.Itoa(wire.DefaultMaxFrame))},
 	{"outbound-queue-cap", kindInt, "N", fmt.Sprintf("frames queued per connection before a subscriber is resynced, %d..%d", minOutboundQueueCap, maxOutboundQueueCap), fixed(strconv.Itoa(defaultOutboundQueueCap))},
 	{"min-free-mib", kindInt, "MIB", fmt.Sprintf("free space (MiB) the data directory's file system must keep: below it crewd does not start and answers writes disk-full; 0 disables, 0..%d", maxMinFreeMiB), fixed("256")},
@@ -386,6 +387,7 @@ func Load(args []string, env Env) (Config, error) {
 	c.Engine.QuotaEvents = int64(integer("quota-events", 0, maxQuota))
 	c.Engine.QuotaBytes = int64(integer("quota-bytes", 0, maxQuota))
 	c.Engine.QuotaMsgsPerMin = integer("quota-msg-rate", 0, maxQuota)
+	c.Engine.QuotaReserve = integer("quota-reserve", 0, commands.MaxQuotaReserve)
 	if text, _ := str("model-catalog"); text != "" {
 		c.ModelCatalogFile = absPath(text)
 		catalog, err := readModelCatalog(c.ModelCatalogFile)

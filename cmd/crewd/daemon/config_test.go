@@ -32,9 +32,11 @@ func writeFile(t *testing.T, name, content string) string {
 func TestLoadDefaults(t *testing.T) {
 	c, err := Load(nil, homeEnv)
 	require.NoError(t, err)
-	// pi-crew ships fail-closed (D§2.10): nesting off, depth 2, wait methods off; the rest is the engine's.
+	// pi-crew ships fail-closed (D§2.10): nesting off, depth 2, wait methods off; the rest is the engine's, and a
+	// reserve of each run quota for its orchestrator (none in a log without a config: DefaultConfig's).
 	engine := projections.DefaultConfig()
 	engine.NestingEnabled, engine.MaxDepth, engine.WaitMethodsEnabled = false, 2, false
+	engine.QuotaReserve = projections.DefaultQuotaReserve
 	require.Equal(t, Config{
 		DataDir:          "/home/u/.local/share/crewlog",
 		SocketPath:       "/tmp/crewlog-1234/crewd.sock",
@@ -93,7 +95,7 @@ func TestLoadFlagsOverride(t *testing.T) {
 		"--settle-grace", "2m", "--max-frame", "1024", "--outbound-queue-cap", "4096", "--budget-mode", "nested",
 		"-log-level", "debug", "--log-format", "json", "--min-free-mib", "0", "--open-timeout", "0s", "--socket-group", "4242", "--retention", "0s",
 		"--cache-mib", "64", "--memtable-mib", "48", "--memory-mib", "0",
-		"--slot-share", "3", "--slot-wait", "30s", "--quota-events", "5000", "--quota-bytes", "1048576", "--quota-msg-rate", "0",
+		"--slot-share", "3", "--slot-wait", "30s", "--quota-events", "5000", "--quota-bytes", "1048576", "--quota-msg-rate", "0", "--quota-reserve", "25",
 		"--http", "0.0.0.0:8080", "--http-allow-remote",
 	}, homeEnv)
 	require.NoError(t, err)
@@ -102,7 +104,7 @@ func TestLoadFlagsOverride(t *testing.T) {
 		Engine: projections.Config{
 			NestingEnabled: false, MaxDepth: 10, MaxSlots: 64, SerializeOnPathOverlap: true,
 			UnmeteredDelegates: events.UnmeteredDeny, ModelCatalog: []string{"claude-sonnet", "gpt-x"}, SettleGraceSec: 120,
-			SlotShare: 3, SlotWaitSec: 30, QuotaEvents: 5000, QuotaBytes: 1 << 20, QuotaMsgsPerMin: 0,
+			SlotShare: 3, SlotWaitSec: 30, QuotaEvents: 5000, QuotaBytes: 1 << 20, QuotaMsgsPerMin: 0, QuotaReserve: 25,
 			BudgetMode: events.BudgetModeNested,
 		},
 		ModelCatalogFile: catalog, MaxFrame: 1024, OutboundQueueCap: 4096, Limits: defaultLimits, Store: StorePebble,
@@ -192,6 +194,8 @@ func TestLoadInvalid(t *testing.T) {
 		{"budget mode", []string{"--budget-mode", "flat"}, []string{`--budget-mode: "flat" is not one of picrew, nested`}},
 		{"grace text", []string{"--settle-grace", "soon"}, []string{`--settle-grace: "soon" is not a duration`}},
 		{"grace fraction", []string{"--settle-grace", "1500ms"}, []string{"--settle-grace: 1.5s is not a whole number of seconds"}},
+		{"quota reserve high", []string{"--quota-reserve", "51"}, []string{"--quota-reserve: 51 is outside 0..50"}},
+		{"quota reserve negative", []string{"--quota-reserve", "-1"}, []string{"--quota-reserve: -1 is outside 0..50"}},
 		{"grace negative", []string{"--settle-grace", "-1s"}, []string{"--settle-grace: -1s is outside 0s..86400s"}},
 		{"grace high", []string{"--settle-grace", "25h"}, []string{"--settle-grace: 25h0m0s is outside 0s..86400s"}},
 		{"max-frame low", []string{"--max-frame", "1023"}, []string{"--max-frame: 1023 is outside 1024..1048576"}},

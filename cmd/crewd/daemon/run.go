@@ -251,7 +251,8 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 		"unmeteredDelegates", engineConfig.UnmeteredDelegates, "budgetMode", engineConfig.BudgetMode, "modelCatalog", catalog,
 		"settleGraceSec", engineConfig.SettleGraceSec, "slotShare", engineConfig.SlotShare,
 		"slotWaitSec", engineConfig.SlotWaitSec, "quotaEvents", engineConfig.QuotaEvents,
-		"quotaBytes", engineConfig.QuotaBytes, "quotaMsgsPerMin", engineConfig.QuotaMsgsPerMin)
+		"quotaBytes", engineConfig.QuotaBytes, "quotaMsgsPerMin", engineConfig.QuotaMsgsPerMin,
+		"quotaReserve", engineConfig.QuotaReserve)
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
 	if mallocTrims {
