@@ -70,8 +70,8 @@
 //     task.waitStatus waiter on its task's status (waitHub): a commit of another run, or one that moves no waited
 //     task, wakes none of them.
 //   - Limits per principal (limits.go), each refusal an error frame with its own code, never a reset:
-//     connections (MaxConns, MaxConnsPerRun, MaxConnsPerCredential, ReservedConns kept for the admin and
-//     orchestrators: too-many-connections), waits (MaxWaitsPerConn, MaxWaitsPerCredential: too-many-waits),
+//     connections (MaxConns, MaxConnsPerRun of a run's workers, MaxConnsPerCredential, ReservedConns kept for
+//     the admin and orchestrators: too-many-connections), waits (MaxWaitsPerConn, MaxWaitsPerCredential: too-many-waits),
 //     subscriptions (MaxSubscriptionsPerCredential: too-many-subscriptions), idle connections (IdleTimeout:
 //     idle-timeout). Page reads (events.since, msg.inbox, query.*) take turns per credential
 //     (MaxReadsPerCredential), so a token's connections share the CPU of that many readers; the turns are

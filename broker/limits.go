@@ -16,12 +16,15 @@ import (
 //	daemon full (MaxConns)                       too-many-connections, the connection's only frame, then close
 //	a process's hello-less conns (PendingPerPeer) too-many-connections, the connection's only frame, then close
 //	worker hello over MaxConns-ReservedConns      too-many-connections instead of the hello ack, then close
-//	hello over MaxConnsPerRun / PerCredential     too-many-connections instead of the hello ack, then close
+//	worker hello over MaxConnsPerRun              too-many-connections instead of the hello ack, then close
+//	hello over MaxConnsPerCredential              too-many-connections instead of the hello ack, then close
 //	task.waitStatus over MaxWaitsPerConn/-Cred    too-many-waits (the connection stays)
 //	events.subscribe over MaxSubscriptionsPerCred too-many-subscriptions (the connection stays)
 //	page reads over MaxReadsPerCredential         no refusal: the read waits for the credential's turn
 //
-// The admin credential is bounded by MaxConns and MaxWaitsPerConn only: it is the operator's.
+// The admin credential is bounded by MaxConns and MaxWaitsPerConn only: it is the operator's. A run's orchestrator
+// is not counted against MaxConnsPerRun, only against MaxConnsPerCredential: however many connections the run's
+// workers hold, they cannot lock the run's orchestrator out of its own run.
 
 // credKey names the credential of id for the per-credential counts; "" for the admin.
 func credKey(id identity) string {
@@ -29,6 +32,12 @@ func credKey(id identity) string {
 		return ""
 	}
 	return id.runID + "\x00" + id.key
+}
+
+// runWorkers is the count of run runID's worker connections, with s.mu held: the run's connections but its
+// orchestrator's (its one credential).
+func (s *Server) runWorkers(runID string) int {
+	return len(s.byRun[runID]) - s.credConns[credKey(identity{role: events.RoleOrchestrator, runID: runID, key: events.OrchestratorKey})]
 }
 
 func decrement[K comparable](m map[K]int, k K) {
@@ -46,8 +55,9 @@ func (s *Server) connLimit(id identity) *wire.Error {
 	case id.role == events.RoleWorker && s.workers >= o.MaxConns-o.ReservedConns:
 		return wire.Errorf(wire.CodeTooManyConnections, "too many worker connections (%d; the rest are reserved)",
 			o.MaxConns-o.ReservedConns)
-	case len(s.byRun[id.runID]) >= o.MaxConnsPerRun:
-		return wire.Errorf(wire.CodeTooManyConnections, "too many connections for this run (limit %d)", o.MaxConnsPerRun)
+	case id.role == events.RoleWorker && s.runWorkers(id.runID) >= o.MaxConnsPerRun:
+		return wire.Errorf(wire.CodeTooManyConnections, "too many worker connections for this run (limit %d)",
+			o.MaxConnsPerRun)
 	case s.credConns[credKey(id)] >= o.MaxConnsPerCredential:
 		return wire.Errorf(wire.CodeTooManyConnections, "too many connections for this credential (limit %d)",
 			o.MaxConnsPerCredential)

@@ -45,12 +45,18 @@ func TestConnectionsPerCredential(t *testing.T) {
 // for the admin and orchestrators.
 func TestConnectionsPerRunAndReserve(t *testing.T) {
 	t.Run("per run", func(t *testing.T) {
-		f := newFixture(t, fixtureOpts{opts: Options{MaxConnsPerRun: 2}})
+		// A run's workers share MaxConnsPerRun; its orchestrator is bounded per credential only, so however many
+		// connections the workers hold, they cannot lock it out of its run.
+		f := newFixture(t, fixtureOpts{opts: Options{MaxConnsPerRun: 2, MaxConnsPerCredential: 2}})
 		s := f.seed()
 		f.dial().hello(runR, taskP, s.p)
-		f.dial().hello(runR, taskQ, s.q)
-		e := f.dial().refusedHello(runR, events.OrchestratorKey, s.orch, wire.CodeTooManyConnections)
+		f.dial().hello(runR, events.OrchestratorKey, s.orch)
+		f.dial().hello(runR, taskQ, s.q) // the orchestrator's connection takes no worker's place
+		e := f.dial().refusedHello(runR, taskQ, s.q, wire.CodeTooManyConnections)
 		require.Contains(t, e.Message, "run")
+		f.dial().hello(runR, events.OrchestratorKey, s.orch)
+		e = f.dial().refusedHello(runR, events.OrchestratorKey, s.orch, wire.CodeTooManyConnections)
+		require.Contains(t, e.Message, "credential", "the orchestrator's own bound")
 		f.dial().helloAdmin() // the admin is bound to no run
 	})
 	t.Run("reserve", func(t *testing.T) {

@@ -76,7 +76,8 @@ type Options struct {
 	// MaxConnsPerCredential bounds the connections authenticated by one credential (default 64); the admin's are
 	// bounded by MaxConns only.
 	MaxConnsPerCredential int
-	// MaxConnsPerRun bounds the connections bound to one run, orchestrators included (default 1024).
+	// MaxConnsPerRun bounds the worker connections bound to one run (default 1024); the run's orchestrator is
+	// bounded by MaxConnsPerCredential alone, so its workers cannot lock it out.
 	MaxConnsPerRun int
 	// MaxPendingPerPeer bounds the connections of one peer process (its pid, from SO_PEERCRED) that have not
 	// finished their hello (default 128). A connection without a hello holds a place of MaxConns for up to

@@ -34,7 +34,7 @@ var limitOptions = []option{
 	{"max-conns", kindInt, "N", fmt.Sprintf("open connections, 1..%d; one more gets too-many-connections", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxConns))},
 	{"reserved-conns", kindInt, "N", "connections of max-conns only the admin and orchestrators may use, 0..max-conns-1", fixed(strconv.Itoa(broker.DefaultMaxConns / 16))},
 	{"max-conns-per-credential", kindInt, "N", fmt.Sprintf("connections of one token, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxConnsPerCredential))},
-	{"max-conns-per-run", kindInt, "N", fmt.Sprintf("connections of one run, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxConnsPerRun))},
+	{"max-conns-per-run", kindInt, "N", fmt.Sprintf("worker connections of one run (its orchestrator's are bounded per credential only), 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxConnsPerRun))},
 	{"max-pending-per-process", kindInt, "N", fmt.Sprintf("connections of one client process that have not finished their hello, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxPendingPerPeer))},
 	{"idle-timeout", kindDuration, "DURATION", "close a connection that sent no request for this long and holds no subscription or wait; 0s: never", fixed(broker.DefaultIdleTimeout.String())},
 	{"max-waits-per-conn", kindInt, "N", fmt.Sprintf("task.waitStatus in flight on one connection, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxWaitsPerConn))},
