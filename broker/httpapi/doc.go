@@ -39,7 +39,8 @@
 //     StreamBytes, or whose next event left the ring, gets ONE resync event (fromPosition = the first position
 //     not sent) and ends — the socket's rule. Memory: the ring plus ≤ 256 KiB in flight per stream.
 //   - A stream delivers events in position order from its start (Last-Event-ID / after, else the head), never
-//     repeating or skipping one; a start older than the ring replays from the log first.
+//     repeating or skipping one; a start older than the ring replays from the log first, in writes of the same
+//     ≤ 256 KiB of frames (at least one frame) as the ring's.
 //   - state?at and explain rebuild one at a time, from the nearest of the last 4 rebuilt run states before their
 //     position (or the run's first event); a credential or session has at most 4 of them in progress or waiting
 //     (429 too-many-rebuilds beyond, at once, with a Retry-After of 1..60 s: the rebuilds in progress or waiting,

@@ -242,8 +242,10 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 	}
 }
 
-// catchUp sends, from the log, up to catchUpEvents events after the cursor that the ring does not hold; false
-// means the client is gone.
+// catchUp sends, from the log, up to catchUpEvents events after the cursor that the ring does not hold, in one
+// write of at most streamBatchBytes of frames (at least one frame), as the ring's batches; false means the client
+// is gone. The cursor moves past the events sent and those filtered out, never past the one left for the next
+// batch.
 func (st *sseStream) catchUp(h *hub) (bool, error) {
 	head := st.s.opts.Engine.Head()
 	var it *eventlog.Iterator
@@ -258,22 +260,28 @@ func (st *sseStream) catchUp(h *hub) (bool, error) {
 	}
 	defer it.Close()
 	var frames [][]byte
-	next, n := st.cursor, 0
+	next, n, size := st.cursor, 0, 0
 	for n < catchUpEvents && it.Next() {
 		rec := it.Event()
 		if rec.Position > head {
 			break
 		}
-		n++
-		next = rec.Position
 		if !st.keep(rec.Stream, rec.Type) {
+			n++
+			next = rec.Position
 			continue
 		}
 		f, err := eventFrame(rec)
 		if err != nil {
 			return false, err
 		}
+		if size > 0 && size+len(f) > streamBatchBytes {
+			break // the next batch starts with it
+		}
+		n++
+		next = rec.Position
 		frames = append(frames, f)
+		size += len(f)
 	}
 	if err := it.Close(); err != nil {
 		return false, err

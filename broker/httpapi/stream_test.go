@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/crewlog/crewlog/audit/audittest"
 	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/events"
 )
 
 func usage(f *fixture, n int64) {
@@ -77,6 +79,101 @@ func TestStreamFilters(t *testing.T) {
 		Role: audittest.Ptr("reviewer")})
 	fr := next(t, typed)
 	require.Equal(t, "delegate.rejected", fr.event, "the usage event in between was filtered out")
+}
+
+// flushMeter is a stream's client that keeps what it was sent and how many bytes each flush carried (what the
+// stream held for that write), and ends the request once it was sent the frame of position last.
+type flushMeter struct {
+	h       http.Header
+	mu      sync.Mutex
+	out     bytes.Buffer
+	pending int
+	flushes []int
+	last    string
+	cancel  context.CancelFunc
+}
+
+func (w *flushMeter) Header() http.Header { return w.h }
+func (w *flushMeter) WriteHeader(int)     {}
+func (w *flushMeter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending += len(b)
+	return w.out.Write(b)
+}
+func (w *flushMeter) Flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.flushes = append(w.flushes, w.pending)
+	w.pending = 0
+	if strings.Contains(w.out.String(), "id: "+w.last+"\n") {
+		w.cancel()
+	}
+}
+
+// TestStreamCatchUpDeliversLargeEventsOnceInBoundedBatches: a stream that resumes before 32 messages of 200 KiB
+// reads them back from the log in several writes of at most streamBatchBytes of frames (plus the one frame a
+// write always carries), and gets every event after its start exactly once, in position order — with no filter,
+// one run's stream, and a type filter that leaves events out between the batches.
+func TestStreamCatchUpDeliversLargeEventsOnceInBoundedBatches(t *testing.T) {
+	f := newFixture(t, Options{})
+	start := head(f)
+	const n, size = 32, 200 << 10
+	for i := 0; i < n; i++ {
+		r := f.do(audittest.Worker("02_help"), &commands.MessageSend{RunID: liveRun, FromTask: "02_help",
+			To: []string{"parent"}, Body: strings.Repeat(strconv.Itoa(i%10), size)})
+		require.Nil(t, r.Rejected, "%v", r.Rejected)
+		usage(f, int64(i+1)) // a small event between two large ones
+	}
+	end := head(f)
+	for _, tc := range []struct {
+		name, query string
+		keep        func(typ string) bool
+	}{
+		{"every event", "", func(string) bool { return true }},
+		{"one run", "&run=" + liveRun, func(string) bool { return true }},
+		{"one type", "&type=" + events.TypeMailboxAppended, func(typ string) bool { return typ == events.TypeMailboxAppended }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var want []string
+			it := f.log.Read(start + 1)
+			for it.Next() {
+				if rec := it.Event(); rec.Position <= end && tc.keep(rec.Type) {
+					want = append(want, strconv.FormatUint(rec.Position, 10))
+				}
+			}
+			require.NoError(t, it.Close())
+			require.GreaterOrEqual(t, len(want), n)
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			w := &flushMeter{h: http.Header{}, last: want[len(want)-1], cancel: cancel}
+			req := httptest.NewRequest(http.MethodGet, "/api/v1/stream?after="+strconv.FormatUint(start, 10)+tc.query,
+				nil).WithContext(ctx)
+			req.Host = "127.0.0.1"
+			req.Header.Set("Authorization", "Bearer "+roToken)
+			f.srv.Handler().ServeHTTP(w, req)
+
+			frames := make(chan sseFrame, 16)
+			go readFrames(bytes.NewReader(w.out.Bytes()), frames)
+			var got []string
+			for fr := range frames {
+				if fr.id != "" {
+					got = append(got, fr.id)
+				}
+			}
+			require.Equal(t, want, got, "every event after the start once, in order")
+			batches := 0
+			for _, b := range w.flushes {
+				require.LessOrEqual(t, b, streamBatchBytes+size+4096,
+					"one write held %d bytes of frames; the bound is streamBatchBytes (%d) plus one frame", b, streamBatchBytes)
+				if b > size {
+					batches++
+				}
+			}
+			require.Greater(t, batches, n/2, "the messages came in several writes")
+		})
+	}
 }
 
 func TestStreamLimits(t *testing.T) {
