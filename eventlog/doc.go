@@ -21,10 +21,12 @@
 //   - Readers (Read, ReadStream, Event, Outcome, Head) never observe an
 //     append before it is durable: Pebble makes a batch visible before its
 //     WAL sync, so every read is bounded by the durable head. An event
-//     Read returns owns its memory; ReadTransient and VerifyOptions.Visit
-//     make the same checks but hand out events that alias Pebble's memory
-//     until the iterator moves, for a reader that copies what it keeps
-//     (audit's replay and verify) and would otherwise pay a copy per record.
+//     Read returns owns its memory; ReadTransient, ReadStreamTransient and
+//     VerifyOptions.Visit make the same checks but hand out events that
+//     alias Pebble's memory until the iterator moves, for a reader that
+//     copies what it keeps (audit's replay and verify, the dashboard's
+//     newest-first pages of a run's events) and would otherwise pay a copy
+//     per record.
 //
 //   - Every record carries a crc32c and a SHA-256 hash chained to the
 //     previous record; the head (last position + hash) is written in the same

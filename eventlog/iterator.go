@@ -37,7 +37,8 @@ type Iterator struct {
 	entryI int      // next index into entry
 	done   bool
 	primed bool
-	// transient: Event aliases the storage engine's memory (ReadTransient).
+	// transient: Event aliases the storage engine's memory (ReadTransient,
+	// ReadStreamTransient).
 	transient bool
 }
 
@@ -100,6 +101,16 @@ func (l *Log) ReadStream(stream string, from uint64) *Iterator {
 		t.err = fmt.Errorf("eventlog: %w", t.err)
 		t.done = true
 	}
+	return t
+}
+
+// ReadStreamTransient is ReadStream for a caller that copies what it keeps,
+// as ReadTransient is Read's: the event Event returns, its strings and its
+// Payload, are valid only until the next call to Next or Close. Every check
+// ReadStream makes is made.
+func (l *Log) ReadStreamTransient(stream string, from uint64) *Iterator {
+	t := l.ReadStream(stream, from)
+	t.transient = true
 	return t
 }
 
@@ -234,7 +245,8 @@ func (t *Iterator) finish(err error) bool {
 // Event returns the current event. The struct behind the pointer is reused
 // by Next; a copy of it (*it.Event()) stays valid for good, because its
 // strings and Payload live in a buffer of their own that nothing mutates
-// (except for an iterator of ReadTransient: see there).
+// (except for an iterator of ReadTransient or ReadStreamTransient: see
+// there).
 func (t *Iterator) Event() *Event { return &t.ev }
 
 // Err returns the first error met, if any.

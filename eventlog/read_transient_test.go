@@ -33,3 +33,40 @@ func TestReadTransientMatchesRead(t *testing.T) {
 		require.Equal(t, pos, ce.Position, "from %d", from)
 	}
 }
+
+// ReadStreamTransient returns what ReadStream returns, event for event, and
+// makes the same checks: a record the index points to that is missing, and
+// a damaged one, end it with the position.
+func TestReadStreamTransientMatchesReadStream(t *testing.T) {
+	l := buildSample(t)
+	defer l.Close()
+	for _, stream := range []string{"run-1", "run-2"} {
+		var want, got []Event
+		it := l.ReadStream(stream, 2)
+		for it.Next() {
+			want = append(want, *it.Event())
+		}
+		require.NoError(t, it.Close())
+		it = l.ReadStreamTransient(stream, 2)
+		for it.Next() {
+			got = append(got, cloneEvent(it.Event()))
+		}
+		require.NoError(t, it.Close())
+		require.Len(t, want, 3, stream)
+		require.Equal(t, want, got, stream)
+	}
+
+	// run-1 is at positions 1, 3, 5 and 7.
+	bad := rawGet(t, l, eventKey(5))
+	bad[len(bad)-1] ^= 0x01
+	require.NoError(t, l.db.Set(eventKey(5), bad, pebble.Sync))
+	require.NoError(t, l.db.Delete(eventKey(3), pebble.Sync))
+	for from, pos := range map[uint64]uint64{1: 3, 3: 5} {
+		it := l.ReadStreamTransient("run-1", from)
+		for it.Next() {
+		}
+		var ce *CorruptError
+		require.ErrorAs(t, it.Close(), &ce)
+		require.Equal(t, pos, ce.Position, "from version %d", from)
+	}
+}
