@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -73,16 +72,27 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ principa
 		writeError(w, noRun(runID))
 		return
 	}
+	var res eventsResult
+	var err error
 	if desc {
-		s.eventsBackward(w, r, runID, cursor != "", after, length, head, limit, types)
-		return
+		res, err = s.eventsBackward(runID, cursor != "", after, length, head, limit, types)
+	} else {
+		res, err = s.eventsForward(runID, after, head, limit, types)
 	}
-	from, err := versionAfter(s.opts.Log, runID, after)
 	if err != nil {
 		writeError(w, s.internal(r, err))
 		return
 	}
+	res.write(w)
+}
+
+// eventsForward is the page of order=asc: the run's events after position after, oldest first.
+func (s *Server) eventsForward(runID string, after, head uint64, limit int, types map[string]bool) (eventsResult, error) {
 	res := eventsResult{Events: []json.RawMessage{}}
+	from, err := versionAfter(s.opts.Log, runID, after)
+	if err != nil {
+		return res, err
+	}
 	it := s.opts.Log.ReadStream(runID, from)
 	defer it.Close()
 	var last uint64
@@ -91,96 +101,99 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ principa
 		if rec.Position > head {
 			break // not published yet
 		}
-		if len(res.Events) == limit || scanned == maxEventScan {
-			res.HasMore = true
+		if res.ends(limit, scanned) {
 			break
 		}
-		full, err := res.add(rec, types)
-		if err != nil {
-			writeError(w, s.internal(r, err))
-			return
+		if err := res.add(rec, types); err != nil {
+			return res, err
 		}
-		if full {
-			res.HasMore = true
+		if res.HasMore {
 			break
 		}
 		last = rec.Position
 	}
 	if err := it.Close(); err != nil {
-		writeError(w, s.internal(r, err))
-		return
+		return res, err
 	}
-	if res.HasMore {
-		res.NextCursor = strconv.FormatUint(last, 10)
-	}
-	res.write(w)
+	return res.cursorAfter(last), nil
 }
 
-// eventsBackward answers order=desc: the run's events before position `before` (all when !hasCursor), newest
-// first. It reads the stream forward in chunks that end where the previous one began.
-func (s *Server) eventsBackward(w http.ResponseWriter, r *http.Request, runID string, hasCursor bool, before,
-	length, head uint64, limit int, types map[string]bool) {
+// eventsBackward is the page of order=desc: the run's events before position `before` (all when !hasCursor),
+// newest first. It reads the stream forward in chunks that end where the previous one began.
+//
+// A chunk is scanned without a copy of its records (ReadStreamTransient), keeping of each event only its position
+// and whether the type filter keeps it; only the events that go in the page are then read whole (Log.Event), newest
+// first, until the page is full. So a page reads the bytes it holds (and the one event that did not fit), not the
+// chunk's: max(limit, 256) events of 200 KiB messages are 50 MiB.
+func (s *Server) eventsBackward(runID string, hasCursor bool, before, length, head uint64, limit int,
+	types map[string]bool) (eventsResult, error) {
+	res := eventsResult{Events: []json.RawMessage{}}
 	end := length // the last version to look at
 	if hasCursor {
 		v, err := versionAfter(s.opts.Log, runID, before-min(before, 1))
 		if err != nil {
-			writeError(w, s.internal(r, err))
-			return
+			return res, err
 		}
 		end = min(end, v-1)
 	}
-	res := eventsResult{Events: []json.RawMessage{}}
 	scanned := 0
 	var last uint64 // the oldest position looked at
 	chunk := uint64(max(limit, 256))
+	type looked struct {
+		pos  uint64
+		kept bool // by the type filter
+	}
+	var recs []looked
 	for end >= 1 && !res.HasMore {
 		from := end - min(end-1, chunk-1)
-		var recs []eventlog.Event
-		it := s.opts.Log.ReadStream(runID, from)
+		recs = recs[:0]
+		it := s.opts.Log.ReadStreamTransient(runID, from)
 		for it.Next() {
-			rec := it.Event()
+			rec := it.Event() // NB: valid until Next: only its position and the filter's verdict are kept
 			if rec.StreamVersion > end {
 				break
 			}
 			if rec.Position > head {
 				continue // not published yet
 			}
-			c := *rec
-			if types != nil && !types[c.Type] {
-				c.Payload = nil // NB: only its position and type are needed
-			} else {
-				c.Payload = bytes.Clone(c.Payload) // the iterator reuses its buffer
-			}
-			recs = append(recs, c)
+			recs = append(recs, looked{pos: rec.Position, kept: types == nil || types[rec.Type]})
 		}
 		if err := it.Close(); err != nil {
-			writeError(w, s.internal(r, err))
-			return
+			return res, err
 		}
-		for i := len(recs) - 1; i >= 0; i-- {
-			if len(res.Events) == limit || scanned == maxEventScan {
-				res.HasMore = true
-				break
-			}
-			rec := &recs[i]
-			full, err := res.add(rec, types)
-			if err != nil {
-				writeError(w, s.internal(r, err))
-				return
-			}
-			if full {
-				res.HasMore = true
-				break
+		for i := len(recs) - 1; i >= 0 && !res.ends(limit, scanned); i-- {
+			if recs[i].kept {
+				rec, err := s.opts.Log.Event(recs[i].pos)
+				if err == nil {
+					err = res.add(&rec, nil)
+				}
+				if err != nil || res.HasMore {
+					return res.cursorAfter(last), err
+				}
 			}
 			scanned++
-			last = rec.Position
+			last = recs[i].pos
 		}
 		end = from - 1
 	}
+	return res.cursorAfter(last), nil
+}
+
+// ends reports whether the page ends before the next event, having scanned events: it holds limit events, or it
+// looked at maxEventScan (HasMore, then).
+func (res *eventsResult) ends(limit, scanned int) bool {
+	if len(res.Events) == limit || scanned == maxEventScan {
+		res.HasMore = true
+	}
+	return res.HasMore
+}
+
+// cursorAfter is res with its nextCursor, last (the last event looked at), when it has more.
+func (res *eventsResult) cursorAfter(last uint64) eventsResult {
 	if res.HasMore {
 		res.NextCursor = strconv.FormatUint(last, 10)
 	}
-	res.write(w)
+	return *res
 }
 
 // write answers res, its events copied as they are (answer.go).
@@ -188,22 +201,23 @@ func (res *eventsResult) write(w http.ResponseWriter) {
 	writeCursorPage(w, "events", res.Events, res.HasMore, res.NextCursor)
 }
 
-// add appends rec to the page when the type filter keeps it; full means the page has no room for it (maxPageBytes)
-// and rec was left out: the page ends before it.
-func (res *eventsResult) add(rec *eventlog.Event, types map[string]bool) (full bool, err error) {
+// add appends rec to the page when the type filter keeps it; when the page has no room for it (maxPageBytes), rec
+// is left out and the page ends before it (HasMore).
+func (res *eventsResult) add(rec *eventlog.Event, types map[string]bool) error {
 	if types != nil && !types[rec.Type] {
-		return false, nil
+		return nil
 	}
 	b, err := eventJSON(rec)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if len(res.Events) > 0 && res.bytes+len(b) > maxPageBytes {
-		return true, nil
+		res.HasMore = true
+		return nil
 	}
 	res.Events = append(res.Events, b)
 	res.bytes += len(b) + 1
-	return false, nil
+	return nil
 }
 
 func typeSet(types []string) map[string]bool {

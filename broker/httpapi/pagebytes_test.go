@@ -3,6 +3,9 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -113,4 +116,52 @@ func TestStateListsAreBoundedInBytes(t *testing.T) {
 		require.NotEmpty(t, m["asks"], "at %d", at)
 		require.NotEmpty(t, m["tasks"], "at %d", at)
 	}
+}
+
+// TestEventsNewestFirstReadsAboutItsPage: a page of events newest first reads whole only the events it holds
+// (and the one that did not fit), not every event of the chunk it looked at: a worker's 300 messages of 200 KiB
+// are 60 MiB, and a page of one of them, or of as many as fit in maxPageBytes, allocates about what the same page
+// read oldest first does (which reads forward and stops at the page's end) — the records, their JSON and the answer.
+func TestEventsNewestFirstReadsAboutItsPage(t *testing.T) {
+	f := newFixture(t, Options{})
+	start := head(f)
+	const n, size = 300, 200 << 10
+	body := strings.Repeat("x", size)
+	for i := 0; i < n; i++ {
+		r := f.do(audittest.Worker("02_help"), &commands.MessageSend{RunID: liveRun, FromTask: "02_help",
+			To: []string{"parent"}, Body: body})
+		require.Nil(t, r.Rejected, "%v", r.Rejected)
+	}
+	for _, q := range []string{"limit=1", "limit=1000", "limit=1000&type=" + events.TypeMailboxAppended} {
+		path := "/api/v1/runs/" + liveRun + "/events?" + q
+		asc, ascPage := allocated(t, f, fmt.Sprintf("%s&cursor=%d", path, start))
+		desc, descPage := allocated(t, f, path+"&order=desc")
+		t.Logf("%s: %d events, %d KiB; allocated %d KiB oldest first, %d KiB newest first", q, descPage.n,
+			descPage.bytes>>10, asc>>10, desc>>10)
+		require.Equal(t, ascPage.n, descPage.n, "%s: pages of as many messages", q)
+		if !raceDetector {
+			require.Less(t, desc, 2*asc, "%s: newest first allocated %d MiB, oldest first %d MiB", q, desc>>20, asc>>20)
+		}
+	}
+}
+
+type answered struct{ n, bytes int }
+
+// allocated is the bytes the server allocated answering path (and the answer); it must be 200 with hasMore.
+func allocated(t *testing.T, f *fixture, path string) (uint64, answered) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	req.Host = "127.0.0.1"
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	rec := httptest.NewRecorder()
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f.srv.Handler().ServeHTTP(rec, req)
+	runtime.ReadMemStats(&after)
+	require.Equal(t, http.StatusOK, rec.Code, path)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &m))
+	require.Equal(t, true, m["hasMore"], path)
+	return after.TotalAlloc - before.TotalAlloc, answered{len(m["events"].([]any)), rec.Body.Len()}
 }
