@@ -10,10 +10,14 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/commands"
 )
 
 // roomBound bounds a legitimate request while a hostile client holds every place. It is a guard, not a
@@ -403,4 +407,82 @@ func TestOneCredentialCannotHoldEveryPlace(t *testing.T) {
 	}
 	tr.CloseIdleConnections()
 	requireNoPlaceHeld(t, l)
+}
+
+// TestAnAnswerNobodyReadsHoldsNoTurnNorPlace: a client that asks for pages of 4 MiB and reads nothing of them held
+// its read turn and its connection's place for ever (the server has no WriteTimeout, for the streams' sake), past
+// the revocation of its token too. Now an answer's write fails within the write deadline: the turn goes back, the
+// server closes the connection and frees its place, and the client is left without some of its answers.
+func TestAnAnswerNobodyReadsHoldsNoTurnNorPlace(t *testing.T) {
+	f := newFixture(t, roomOptions)
+	body := strings.Repeat("x", 200<<10)
+	for range 24 { // 4.8 MiB: a full page
+		r := f.do(audittest.Worker("02_help"), &commands.MessageSend{RunID: liveRun, FromTask: "02_help",
+			To: []string{"parent"}, Body: body})
+		require.Nil(t, r.Rejected, "%v", r.Rejected)
+	}
+	ro := keyReadOnlyPrefix + digestOf(roToken)
+	reading := make(chan struct{}, 1)
+	f.srv.reading = func(p principal) {
+		if p.key == ro {
+			select {
+			case reading <- struct{}{}:
+			default:
+			}
+		}
+	}
+	f.srv.writeTimeout = 50 * time.Millisecond // NB: before it serves; a stalled client is gone after it
+	l, base := listening(t, f)
+
+	// A client with a tiny receive buffer that sends its requests at once (8 pages: more than the sockets'
+	// buffers hold, however large the kernel lets them grow) and never reads the answers.
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	c, err := d.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	const pages = 8
+	_, err = io.WriteString(c, strings.Repeat(fmt.Sprintf("GET /api/v1/runs/%s/events?limit=1000 HTTP/1.1\r\n"+
+		"Host: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", liveRun, roToken), pages))
+	require.NoError(t, err)
+	<-reading
+	f.tokens.set(roToken, false) // revoked: it changes nothing here
+
+	awaitListener(t, l, func() bool { return l.held == 0 })
+	awaitTurns(t, f.srv.reads, ro, 0, 0)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Minute))) // a guard against a hang
+	r, complete := bufio.NewReader(c), 0
+	for ; complete < pages; complete++ {
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			break
+		}
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			break
+		}
+	}
+	require.Less(t, complete, pages, "the connection was closed before every answer was written")
+}
+
+// TestAKeepAliveConnectionIsAnsweredAfterItsDeadline: an answer's write deadline does not outlive it: a keep-alive
+// connection idle for longer than the write deadline gets its next answer, a header alone (HEAD) or a body.
+func TestAKeepAliveConnectionIsAnsweredAfterItsDeadline(t *testing.T) {
+	f := newFixture(t, roomOptions)
+	f.srv.writeTimeout = 20 * time.Millisecond // NB: before it serves
+	_, base := listening(t, f)
+	c := dial(t, base)
+	r := bufio.NewReader(c)
+	for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodGet, http.MethodHead} {
+		_, err := fmt.Fprintf(c, "%s /api/v1/slots HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n",
+			method, adminToken)
+		require.NoError(t, err)
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Minute))) // a guard against a hang
+		resp, err := http.ReadResponse(r, &http.Request{Method: method})
+		require.NoError(t, err, method)
+		_, err = io.Copy(io.Discard, resp.Body)
+		require.NoError(t, err, method)
+		require.Equal(t, http.StatusOK, resp.StatusCode, method)
+		time.Sleep(3 * f.srv.writeTimeout) // NB: not a timed assertion: idle past the last answer's deadline
+	}
 }

@@ -85,6 +85,15 @@
 // otherwise wait for it with no deadline). So a hostile client's connections are idle or new, and each new client
 // takes the place of one of them; refilling the places costs it a connection and a request per place.
 //
+// A request in progress holds its read turn and its place only while its client reads the answer. The server has
+// no WriteTimeout (it would end every stream), so every answer's writes carry deadlines of their own
+// (deadlines.go): each 256 KiB of an answer, its header with the first, and each write of a stream must be taken
+// by the client within 10 s (writeTimeout), the time starting when that piece is written (not while the request
+// waits for its turn or a rebuild). A client that stops reading, an unauthenticated one's 401 or a page's file
+// included, loses its answer within 10 s of its last deadline: the write fails, the handler returns, a read's turn
+// goes to the next, and net/http closes the connection, freeing its place — whether or not its credential is
+// still valid. One that reads slowly is served: a page of 4 MiB has 16 such deadlines, one after the other.
+//
 // The states come from http.Server.ConnState. Each change moves the connection between two intrusive lists (idle,
 // ordered by when it went idle; new, ordered by when the server took it) in O(1) under one mutex, and choosing
 // whom to close reads the head of each list, also O(1): there is no scan. The listener accepts the next
@@ -111,5 +120,8 @@
 //     issue) can still hold every place, and new connections then wait to be accepted.
 //   - Fairness between one credential's clients: its 8 waiting places go to whoever asks first; one client
 //     keeping them full gets the credential's other clients 429s.
+//   - A total time for an answer: a client that takes each 256 KiB just within its 10 s holds its turn and place
+//     for as long as the answer lasts, up to 160 s for a page of 4 MiB (a state?at answer's lists hold up to
+//     4 MiB each).
 //   - TLS: serve it behind a proxy that terminates TLS when --http-allow-remote.
 package httpapi

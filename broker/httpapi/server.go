@@ -28,6 +28,9 @@ type Server struct {
 	issuers  issuerCache
 	reads    *turns.PerKey   // requests in progress and waiting per credential (readturns.go)
 	reading  func(principal) // a test's hook: runs during a read's turn, before its handler
+	// writeTimeout is the time a client has to take a piece of an answer or a stream's write (deadlines.go):
+	// writeTimeout, or shorter in a test, set before the server serves.
+	writeTimeout time.Duration
 
 	mu       sync.Mutex
 	ln       *limitListener
@@ -47,7 +50,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		opts: o, sessions: newSecrets(o.MaxSessions, maxSessionsPerCredential),
 		codes: newSecrets(maxLoginCodes, maxLoginCodesPerCredential),
-		quit:  make(chan struct{}), loopback: !o.AllowRemote,
+		quit:  make(chan struct{}), loopback: !o.AllowRemote, writeTimeout: writeTimeout,
 	}
 	s.streams.init(o)
 	s.streams.hub.init(s)
@@ -106,7 +109,9 @@ func (s *Server) Listen(addr string) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          nil,
+		// NB: no WriteTimeout, which would end every stream: each answer's writes have deadlines of their own
+		// (deadlines.go), and so do a stream's.
+		ErrorLog: nil,
 		// The listener makes room by closing idle and new connections, never active ones: it needs their states.
 		ConnState: s.ln.connState,
 	}
@@ -235,7 +240,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/readyz", s.handleReadyz)
 	mux.HandleFunc("/login", s.handleLogin)
 	mux.Handle("/", s.uiHandler())
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w := s.withDeadlines(rw)
 		if r.ContentLength != 0 {
 			// No route reads a body. After the answer net/http would read what is left of it with no deadline
 			// (ReadTimeout is 0, for the streams' sake), so a client trickling one would keep its connection

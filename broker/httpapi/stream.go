@@ -15,9 +15,8 @@ import (
 
 // Stream pacing and bounds.
 const (
-	// streamWriteTimeout bounds one write to a stream's client: one that reads nothing for that long is gone.
-	streamWriteTimeout = 10 * time.Second
-	// streamBatchBytes bounds the frames one write carries (at least one frame).
+	// streamBatchBytes bounds the frames one write carries (at least one frame); the client has writeTimeout to
+	// take them (deadlines.go).
 	streamBatchBytes = 256 << 10
 	// streamCoalesce is the least time between two writes to one stream: a dashboard gets its events in batches
 	// of up to this age, and 50 dashboards cost the daemon a few hundred writes a second, not one per commit each.
@@ -72,7 +71,7 @@ func (l *streamLimits) release(key string) {
 }
 
 // shut refuses new streams and waits for the open ones to end (Close has closed quit, which ends them; a stream
-// blocked writing to a stalled client ends within streamWriteTimeout).
+// blocked writing to a stalled client ends within writeTimeout).
 func (l *streamLimits) shut() {
 	l.mu.Lock()
 	l.closed = true
@@ -313,9 +312,9 @@ func (st *sseStream) closing() bool {
 	}
 }
 
-// write sends frames and flushes; false means the client is gone (or stalled past streamWriteTimeout).
+// write sends frames and flushes; false means the client is gone (or stalled past writeTimeout).
 func (st *sseStream) write(frames ...[]byte) bool {
-	st.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	st.rc.SetWriteDeadline(time.Now().Add(st.s.writeTimeout))
 	for _, f := range frames {
 		if _, err := st.w.Write(f); err != nil {
 			return false
