@@ -11,7 +11,10 @@ import (
 // cares about one run (a subscription, the task.waitStatus waiters of a run) waits here instead, so a commit costs
 // nothing to the followers of other runs.
 //
-// Memory: at most one channel per run somebody has waited on since that run last changed.
+// Memory: at most one channel per run somebody has waited on since that run last changed. A follower that took a
+// run's channel and left (a connection closed, a wait follower's last pass) leaves it until the run's next publish,
+// which a run that ended may never have, so the eviction that makes a run cold closes its channel too; one taken of
+// a run already cold stays until the run publishes again: at most one per run, and only the admin creates runs.
 //
 // Concurrency: safe for concurrent use; publish is called by the writer only.
 type runNotifier struct {
@@ -46,6 +49,22 @@ func (n *runNotifier) publish(evs []events.Event) {
 		if ch := n.chans[evs[i].Stream]; ch != nil {
 			close(ch)
 			delete(n.chans, evs[i].Stream)
+		}
+	}
+}
+
+// forget closes and forgets the channels of runs runIDs: a follower still waiting is woken, reads the state and
+// waits again if it still cares (a wake-up without a change is allowed).
+func (n *runNotifier) forget(runIDs []string) {
+	if len(runIDs) == 0 {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, id := range runIDs {
+		if ch := n.chans[id]; ch != nil {
+			close(ch)
+			delete(n.chans, id)
 		}
 	}
 }

@@ -1,11 +1,14 @@
 package commands
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 
+	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/projections"
 )
 
@@ -39,4 +42,37 @@ func TestRunChangedWakesOnlyThatRun(t *testing.T) {
 	})
 	require.Equal(t, int64(7), input, "the publish that woke A carries A's event")
 	require.False(t, closed(f.eng.RunChanged("A")), "a fresh channel waits for the next commit")
+}
+
+// TestRunChangedOfAColdRunIsForgotten: a channel a follower took of a run that ended, and then left (a closed
+// connection, a wait follower's last pass), is closed and forgotten when the run leaves memory after its retention:
+// an ended run may never publish again, and the engine would keep one channel per such run for good.
+func TestRunChangedOfAColdRunIsForgotten(t *testing.T) {
+	fs := vfs.NewMem()
+	clock := newTestClock()
+	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+	require.NoError(t, err)
+	defer l.Close()
+	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: -1, Retention: time.Second})
+	require.NoError(t, err)
+	defer e.Close()
+	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
+	const runs = 20
+	var waiting []<-chan struct{}
+	for i := range runs {
+		id := fmt.Sprintf("N%03d", i)
+		f.seedRun(id, 0)
+		f.do(&RunTransition{RunID: id, To: "completed"})
+		waiting = append(waiting, e.RunChanged(id))
+	}
+	clock.Advance(2 * time.Second)
+	f.seedRun("LAST", 0) // its commit runs an eviction pass: the ended runs go cold
+	e.Read(func(s *projections.State) { require.True(t, s.IsCold("N000")) })
+	for i, ch := range waiting {
+		require.True(t, closed(ch), "run %d: a follower still waiting is woken when its run goes cold", i)
+	}
+	e.runs.mu.Lock()
+	n := len(e.runs.chans)
+	e.runs.mu.Unlock()
+	require.Zero(t, n, "channels of cold runs held by the engine")
 }

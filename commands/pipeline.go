@@ -309,6 +309,7 @@ func (e *Engine) publish(f *flight) error {
 			v.s.Evict(id)
 		}
 		v.mu.Unlock()
+		e.runs.forget(f.evicted)
 	}
 	e.coldSinceSnap += len(f.evicted)
 	if f.group != nil {
