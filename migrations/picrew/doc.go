@@ -42,6 +42,13 @@
 //     take (an id that makes its command id too long, a payload above the
 //     store's limit), and the rest of its run is imported; nothing is
 //     dropped without a line saying so.
+//   - Files as pi-crew writes them, and nothing else: a run's files are
+//     written by its workers too, so what pi-crew never writes is refused.
+//     A file that is not a regular file (a named pipe, a device, a
+//     socket, a symbolic link, which may name another run's file) is
+//     reported and not read, as if absent (a Follower keeps what it read
+//     of it before); opening one never waits (a named pipe with no writer
+//     would hold the reader, and with it a Follower's every run).
 //   - Times: a pi-crew time (unix ms, or RFC 3339) that crewlog's events
 //     cannot carry — before 1970, after 2255 (maxTimeMs), a string that is
 //     not RFC 3339, any other value — is listed and taken as absent, and its

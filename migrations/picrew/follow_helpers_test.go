@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -211,17 +213,23 @@ func (fl *following) reported(suffix string) []string {
 // write: its command ids per run.
 func plannedIDs(t *testing.T, root string) []string {
 	t.Helper()
+	ids, _ := importPlan(t, root)
+	return ids
+}
+
+// importPlan is plannedIDs and what the reading of the files reported.
+func importPlan(t *testing.T, root string) (ids []string, skipped []Skipped) {
+	t.Helper()
 	src := &source{root: root}
 	runs, err := src.readRuns()
 	require.NoError(t, err)
-	var ids []string
 	for _, r := range runs {
 		for _, w := range newPlanner(src, r, time.Now).plan() {
 			ids = append(ids, w.id)
 		}
 	}
 	sort.Strings(ids)
-	return ids
+	return ids, src.skipped
 }
 
 func sortStrings(s []string) { sort.Strings(s) }
@@ -266,4 +274,42 @@ func startCapped(t *testing.T, root string, limit int) (*cappedSink, *following)
 	o := fastFollow()
 	o.MaxBatchBytes = limit
 	return sink, startFollow(t, root, sink, o)
+}
+
+// followPasses makes n passes of a new follower over root in the test's
+// goroutine (what Follower.Run does at every poll, without notifications),
+// settling in a nanosecond, and returns its sink and what it reported.
+func followPasses(t *testing.T, root string, n int) (*memSink, []Skipped) {
+	t.Helper()
+	sink := newMemSink()
+	var reported []Skipped
+	fl := NewFollower(root, sink, &FollowOptions{SettleAfter: time.Nanosecond, CheckpointEvery: time.Nanosecond,
+		Report: func(s Skipped) { reported = append(reported, s) }})
+	fl.cks = map[string]events.ImportCheckpoint{} // what Run loads first: no checkpoint yet
+	for range n {
+		fl.pass(t.Context(), filepath.Join(root, "state", "runs"), true, nil)
+	}
+	return sink, reported
+}
+
+// reasonsFor are the reasons reported for the path rel.
+func reasonsFor(skipped []Skipped, rel string) []string {
+	var out []string
+	for _, s := range skipped {
+		if s.Path == rel {
+			out = append(out, s.Reason)
+		}
+	}
+	return out
+}
+
+// withPrefix are the ids that start with prefix.
+func withPrefix(ids []string, prefix string) []string {
+	var out []string
+	for _, id := range ids {
+		if strings.HasPrefix(id, prefix) {
+			out = append(out, id)
+		}
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/crewlog/crewlog/events"
@@ -41,13 +42,22 @@ type stamp struct {
 	mtime       time.Time
 }
 
+// stampOf is the stamp of the regular file at p; anything else is an
+// error (statFile).
 func stampOf(p string) (stamp, error) {
-	st, err := os.Stat(p)
+	st, err := statFile(p)
 	if err != nil {
 		return stamp{}, err
 	}
-	inode, _, _ := fileID(p)
-	return stamp{inode: inode, size: st.Size(), mtime: st.ModTime()}, nil
+	return stampOfInfo(st), nil
+}
+
+func stampOfInfo(st fs.FileInfo) stamp {
+	var inode int64
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		inode = int64(sys.Ino)
+	}
+	return stamp{inode: inode, size: st.Size(), mtime: st.ModTime()}
 }
 
 // wholeFile is a file pi-crew rewrites as a whole (manifest.json,
@@ -67,7 +77,9 @@ func (w *wholeFile) checkpoint() events.ImportCheckpoint {
 }
 
 // readWhole reads a whole file if it changed since w (nil: never read);
-// changed is false when its stamp is the same.
+// changed is false when its stamp is the same. It reads with readFile: a
+// regular file, else an error. The stamp returned is the one of what was
+// read.
 func readWhole(p string, w *wholeFile) (b []byte, st stamp, changed bool, err error) {
 	if st, err = stampOf(p); err != nil {
 		return nil, st, false, err
@@ -75,8 +87,11 @@ func readWhole(p string, w *wholeFile) (b []byte, st stamp, changed bool, err er
 	if w != nil && w.st == st {
 		return nil, st, false, nil
 	}
-	b, err = os.ReadFile(p)
-	return b, st, err == nil, err
+	b, info, err := readFile(p)
+	if err != nil {
+		return nil, st, false, err
+	}
+	return b, stampOfInfo(info), true, nil
 }
 
 // runFollower is the follower's state of one run: the planner (what was
@@ -226,6 +241,8 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 		f.sawWhole(r, "tasks.json", st, b)
 		p.setTasks(s.readTasks(r.id, tp))
 		p.newTasks()
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.skip(r.id, s.rel(tp), 0, 0, "tasks unreadable, the tasks read before stand: %v", err)
 	}
 	for _, path := range f.followedFiles(r) {
 		f.readTail(r, path, r.tails[path], -1)
@@ -244,6 +261,8 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 				p.delivery(id, d.Messages[id])
 			}
 		}
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.skip(r.id, s.rel(dp), 0, 0, "delivery state unreadable, message statuses taken from the mailbox lines: %v", err)
 	}
 	if st := p.r.manifest.Status; terminalRun(st) && r.reconciled != st && time.Since(r.lastChange) >= f.o.SettleAfter {
 		p.reconcile()
@@ -308,7 +327,7 @@ func (f *Follower) settledAtStart(r *runFollower) bool {
 			good, _ := resumable(p, c)
 			return good
 		}
-		b, err := os.ReadFile(p)
+		b, _, err := readFile(p)
 		return err == nil && lineHash(b) == c.LastLineHash
 	}
 	for _, name := range wholeNames {
@@ -515,7 +534,10 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 	s := f.src
 	inode, size, err := fileID(path)
 	if err != nil {
-		return // removed since listed: the next listing reports it
+		if nr := (*notRegularError)(nil); errors.As(err, &nr) {
+			s.skip(r.id, t.rel, 0, 0, "unreadable: %v", err)
+		}
+		return // or removed since listed: the next listing reports it
 	}
 	if t.inode == 0 {
 		t.inode = inode

@@ -248,7 +248,7 @@ func classify(name, otherwise string) string {
 func (s *source) readRun(id, dir string) *run {
 	r := &run{id: id, delivery: map[string]string{}}
 	mp := filepath.Join(dir, "manifest.json")
-	b, err := os.ReadFile(mp)
+	b, _, err := readFile(mp)
 	if err == nil {
 		r.manifest, err = s.parseManifest(id, s.rel(mp), b)
 	}
@@ -311,7 +311,7 @@ func isDir(p string) bool {
 }
 
 func readJSON(p string, v any) error {
-	b, err := os.ReadFile(p)
+	b, _, err := readFile(p)
 	if err != nil {
 		return err
 	}
@@ -321,7 +321,7 @@ func readJSON(p string, v any) error {
 // readTasks reads tasks.json in both forms pi-crew reads (D§1): a bare
 // array, or the {schemaVersion, tasks} envelope.
 func (s *source) readTasks(id, p string) []task {
-	b, err := os.ReadFile(p)
+	b, _, err := readFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -420,7 +420,7 @@ func (s *source) parseEvent(id, rel string, line int, b []byte) (ev teamEvent, o
 
 // readLines calls fn for each non-empty line of p.
 func (s *source) readLines(id, p string, fn func(line int, b []byte)) {
-	f, err := os.Open(p)
+	f, _, err := openFile(p)
 	if err != nil {
 		s.skip(id, s.rel(p), 0, 0, "unreadable: %v", err)
 		return
@@ -436,7 +436,7 @@ func (s *source) readLines(id, p string, fn func(line int, b []byte)) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		s.skip(id, s.rel(p), n+1, 0, "rest of the file unreadable: %v", err)
+		s.skip(id, s.rel(p), n+1, 0, "rest of the file unreadable: %v", pathless(err))
 	}
 }
 

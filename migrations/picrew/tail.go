@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"syscall"
 	"time"
 
 	"github.com/crewlog/crewlog/events"
@@ -79,16 +77,15 @@ func lineHash(b []byte) string {
 	return hex.EncodeToString(h[:])
 }
 
-// fileID is a file's identity and size.
+// fileID is a regular file's identity and size; anything else is an
+// error (statFile).
 func fileID(p string) (inode, size int64, err error) {
-	st, err := os.Stat(p)
+	st, err := statFile(p)
 	if err != nil {
 		return 0, 0, err
 	}
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		inode = int64(sys.Ino)
-	}
-	return inode, st.Size(), nil
+	s := stampOfInfo(st)
+	return s.inode, s.size, nil
 }
 
 // checkpoint is t as recorded in the log.
@@ -132,7 +129,7 @@ var lastLineChunk int64 = 64 << 10
 // is found) and costs about the last line, not the file; a line of maxLine
 // bytes or more that does not start the file is refused.
 func lastLine(p string, off int64) ([]byte, error) {
-	f, err := os.Open(p)
+	f, _, err := openFile(p)
 	if err != nil {
 		return nil, err
 	}
@@ -200,15 +197,11 @@ func (t *tail) changed(inode, size int64) (bool, string) {
 // lines are handled. A partial last line (no newline yet) is left for a
 // later read; partial is its offset (-1 when there is none).
 func (t *tail) read(p string) (lines []line, partial int64, err error) {
-	f, err := os.Open(p)
+	f, st, err := openFile(p)
 	if err != nil {
 		return nil, -1, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, -1, err
-	}
 	if _, err := f.Seek(t.offset, io.SeekStart); err != nil {
 		return nil, -1, err
 	}
@@ -218,7 +211,7 @@ func (t *tail) read(p string) (lines []line, partial int64, err error) {
 	buf := make([]byte, max(0, min(st.Size()-t.offset, maxTailRead)))
 	n, err := io.ReadFull(f, buf)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return nil, -1, err
+		return nil, -1, pathless(err)
 	}
 	buf = buf[:n]
 	off, num := t.offset, t.lines
@@ -256,9 +249,9 @@ func (t *tail) rewritten(p string) bool {
 	if t.offset == 0 || t.lastLen < 0 || t.hash == "" {
 		return false
 	}
-	f, err := os.Open(p)
+	f, _, err := openFile(p)
 	if err != nil {
-		return false // gone: the listing reports it
+		return false // gone or replaced: the listing or the read reports it
 	}
 	defer f.Close()
 	n := t.lastLen + 1 // the line and its newline
