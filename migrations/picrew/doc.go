@@ -49,6 +49,10 @@
 //     reported and not read, as if absent (a Follower keeps what it read
 //     of it before); opening one never waits (a named pipe with no writer
 //     would hold the reader, and with it a Follower's every run).
+//     manifest.json, tasks.json and delivery.json are read whole up to
+//     16 MiB each (maxWholeFile: pi-crew rewrites them whole at every
+//     change, and a real run keeps them far smaller), once per change; a
+//     larger one is reported and not read the same way.
 //   - Times: a pi-crew time (unix ms, or RFC 3339) that crewlog's events
 //     cannot carry — before 1970, after 2255 (maxTimeMs), a string that is
 //     not RFC 3339, any other value — is listed and taken as absent, and its
@@ -74,7 +78,7 @@
 // second, every 250 ms without notifications) makes it look at the runs.
 //
 //	pi-crew files ──notify/poll──▶ pass: per run, read what changed
-//	  manifest.json, tasks.json, delivery.json  (whole files: re-read when their inode, size or mtime moves)
+//	  manifest.json, tasks.json, delivery.json  (whole files ≤ 16 MiB: read once when their inode, size or mtime moves)
 //	  events.jsonl (+ archives), mailbox, steering (JSONL: read from the offset after the last complete line)
 //	        │ planner (the one-shot import's mapping, kept per run)
 //	        ▼

@@ -2,6 +2,7 @@ package picrew
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -10,10 +11,18 @@ import (
 
 // The files of a crew root are written by the runs' workers, which crewlog
 // trusts no more than it must: every file of a run is opened through
-// openFile (whole files read through readFile), which opens regular files
-// only. pi-crew itself writes regular files (an append, or a write to a
-// temporary file renamed into place), so what is anything else was put
-// there by someone else.
+// openFile and every whole file read through readFile, which read regular
+// files only and whole files up to maxWholeFile bytes. pi-crew itself
+// writes regular files (an append, or a write to a temporary file renamed
+// into place), so what is anything else was put there by someone else.
+
+// maxWholeFile bounds what readFile reads of manifest.json, tasks.json and
+// delivery.json. pi-crew rewrites each of them whole at every change, so a
+// real run keeps them small: delivery.json holds at most 10,000 message
+// states (well under 1 MiB), a manifest a few kilobytes, tasks.json a few
+// kilobytes a task (tens of tasks in a run, hundreds with its shadows). It
+// is the longest line the JSONL files may have too (maxLine).
+const maxWholeFile = 16 << 20
 
 // notRegularError is a file that is not a regular file: a named pipe (which
 // a reader would wait on for a writer), a device, a socket, a directory or
@@ -21,6 +30,13 @@ import (
 type notRegularError struct{ what string }
 
 func (e *notRegularError) Error() string { return e.what + ", not a regular file: not read" }
+
+// tooLargeError is a whole file larger than its limit (maxWholeFile).
+type tooLargeError struct{ size, limit int64 }
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("%d bytes or more, above the limit of %d bytes of a file pi-crew rewrites whole: not read", e.size, e.limit)
+}
 
 // regular returns a notRegularError when st is not a regular file.
 func regular(st fs.FileInfo) error {
@@ -83,17 +99,43 @@ func openFile(p string) (*os.File, fs.FileInfo, error) {
 	return f, st, nil
 }
 
-// readFile reads the whole regular file at p, and returns what its
-// descriptor said it was when opened.
+// readFile reads the whole regular file at p, at most maxWholeFile bytes,
+// and returns what its descriptor said it was when opened.
 func readFile(p string) ([]byte, fs.FileInfo, error) {
+	return readFileLimit(p, maxWholeFile)
+}
+
+// readFileLimit is readFile with a limit of limit bytes. A file larger
+// than the limit is refused without a byte read; one that grows past it
+// while being read is refused after limit+1 bytes.
+func readFileLimit(p string, limit int64) ([]byte, fs.FileInfo, error) {
 	f, st, err := openFile(p)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(f)
-	if err != nil {
-		return nil, nil, pathless(err)
+	if st.Size() > limit {
+		return nil, nil, &tooLargeError{size: st.Size(), limit: limit}
+	}
+	// One allocation for a file that reads as long as its size says (+1
+	// for the read that finds its end).
+	r := io.LimitReader(f, limit+1)
+	b := make([]byte, 0, st.Size()+1)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // it reads longer than it said
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, nil, pathless(err)
+		}
+	}
+	if n := int64(len(b)); n > limit {
+		return nil, nil, &tooLargeError{size: n, limit: limit}
 	}
 	return b, st, nil
 }

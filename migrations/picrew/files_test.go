@@ -1,6 +1,7 @@
 package picrew
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -134,5 +135,82 @@ func TestFollowerSkipsFilesThatAreNotRegular(t *testing.T) {
 				require.NotEmpty(t, withPrefix(ids, "import:"+runB+":"), "run B is imported")
 			})
 		}
+	}
+}
+
+// TestWholeFileReadsAreBounded: manifest.json, tasks.json and
+// delivery.json are read whole, and were read with no bound: a worker that
+// made one 512 MiB long (a sparse file costs it nothing) cost the follower
+// 1 GiB of allocation, and a link to /dev/zero never ended. One above
+// maxWholeFile is reported and read as if it were not there, without a
+// byte of it read, by the one-shot import and by the follower alike.
+func TestWholeFileReadsAreBounded(t *testing.T) {
+	for _, rel := range runFiles(runA) {
+		if strings.HasSuffix(rel, ".jsonl") {
+			continue // read in bounded steps (maxTailRead)
+		}
+		t.Run(filepath.Base(rel), func(t *testing.T) {
+			root := twoRuns(t)
+			p := filepath.Join(root, filepath.FromSlash(rel))
+			require.NoError(t, os.Remove(p))
+			absent, _ := importPlan(t, root)
+			require.NoError(t, os.WriteFile(p, nil, 0o644))
+			require.NoError(t, os.Truncate(p, maxWholeFile+1))
+
+			var ids []string
+			var skipped, reported []Skipped
+			var sink *memSink
+			byImport := allocatedBy(func() { ids, skipped = importPlan(t, root) })
+			byFollow := allocatedBy(func() { sink, reported = followPasses(t, root, 3) })
+			require.Less(t, byImport, uint64(maxWholeFile), "the import allocated %d bytes", byImport)
+			require.Less(t, byFollow, uint64(maxWholeFile), "the follower allocated %d bytes", byFollow)
+			require.Equal(t, absent, ids, "the import reads the files as if %s were not there", rel)
+			requireCopy(t, root, sink, copyOf{live: true})
+			reason := fmt.Sprintf("%d bytes or more, above the limit of %d bytes of a file pi-crew rewrites whole: not read",
+				maxWholeFile+1, maxWholeFile)
+			for way, skipped := range map[string][]Skipped{"import": skipped, "follow": reported} {
+				require.True(t, slices.ContainsFunc(reasonsFor(skipped, rel), func(r string) bool {
+					return strings.HasSuffix(r, ": "+reason)
+				}), "%s: %s reported as too large: %v", way, rel, reasonsFor(skipped, rel))
+			}
+		})
+	}
+}
+
+// TestReadFileLimit: readFile takes a regular file up to its limit, and
+// refuses one above it: by its size before reading, or, for one that says
+// it is smaller than it reads (a file that grows while read, or one of
+// /proc, which all say 0 bytes), after limit+1 bytes.
+func TestReadFileLimit(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name    string
+		path    string
+		content string
+		err     string
+	}{
+		{name: "below the limit", content: "0123456789"[:9]},
+		{name: "at the limit", content: "0123456789"},
+		{name: "above the limit", content: "0123456789a", err: "11 bytes or more, above the limit of 10 bytes"},
+		{name: "more than it says", path: "/proc/self/status", err: "11 bytes or more, above the limit of 10 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.path
+			if p == "" {
+				p = filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
+				require.NoError(t, os.WriteFile(p, []byte(tc.content), 0o644))
+			} else if _, err := os.Stat(p); err != nil {
+				t.Skipf("no %s here", p)
+			}
+			b, _, err := readFileLimit(p, 10)
+			if tc.err != "" {
+				var tooLarge *tooLargeError
+				require.ErrorAs(t, err, &tooLarge)
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.content, string(b))
+		})
 	}
 }

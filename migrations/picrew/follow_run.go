@@ -2,7 +2,6 @@ package picrew
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -78,8 +77,8 @@ func (w *wholeFile) checkpoint() events.ImportCheckpoint {
 
 // readWhole reads a whole file if it changed since w (nil: never read);
 // changed is false when its stamp is the same. It reads with readFile: a
-// regular file, else an error. The stamp returned is the one of what was
-// read.
+// regular file of at most maxWholeFile bytes, else an error. The stamp
+// returned is the one of what was read.
 func readWhole(p string, w *wholeFile) (b []byte, st stamp, changed bool, err error) {
 	if st, err = stampOf(p); err != nil {
 		return nil, st, false, err
@@ -239,7 +238,7 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 	tp := r.wholePath("tasks.json")
 	if b, st, changed, err := readWhole(tp, r.whole["tasks.json"]); err == nil && changed {
 		f.sawWhole(r, "tasks.json", st, b)
-		p.setTasks(s.readTasks(r.id, tp))
+		p.setTasks(s.parseTasks(r.id, s.rel(tp), b))
 		p.newTasks()
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.skip(r.id, s.rel(tp), 0, 0, "tasks unreadable, the tasks read before stand: %v", err)
@@ -250,15 +249,10 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 	dp := r.wholePath("delivery.json")
 	if b, st, changed, err := readWhole(dp, r.whole["delivery.json"]); err == nil && changed {
 		f.sawWhole(r, "delivery.json", st, b)
-		var d struct {
-			Messages map[string]string `json:"messages"`
-		}
-		if err := json.Unmarshal(b, &d); err != nil {
-			s.skip(r.id, s.rel(dp), 0, 0, "delivery state unreadable, message statuses taken from the mailbox lines: %v", err)
-		} else {
-			p.r.delivery = d.Messages
-			for _, id := range sortedKeys(d.Messages) {
-				p.delivery(id, d.Messages[id])
+		if d, ok := s.parseDelivery(r.id, s.rel(dp), b); ok {
+			p.r.delivery = d
+			for _, id := range sortedKeys(d) {
+				p.delivery(id, d[id])
 			}
 		}
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -379,7 +373,7 @@ func (f *Follower) prime(r *runFollower, m manifest) {
 	tp := r.wholePath("tasks.json")
 	if b, st, changed, err := readWhole(tp, nil); err == nil && changed {
 		f.sawWhole(r, "tasks.json", st, b)
-		r.p.setTasks(s.readTasks(r.id, tp))
+		r.p.setTasks(s.parseTasks(r.id, s.rel(tp), b))
 	}
 	// run.created and the workflow tasks first: the history read below
 	// moves the statuses they start.

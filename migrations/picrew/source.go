@@ -260,7 +260,12 @@ func (s *source) readRun(id, dir string) *run {
 		s.skip(id, s.rel(mp), 0, 0, "run not imported: manifest names run %q", r.manifest.RunID)
 		return nil
 	}
-	r.tasks = s.readTasks(id, filepath.Join(dir, "tasks.json"))
+	tp := filepath.Join(dir, "tasks.json")
+	if b, _, err := readFile(tp); err == nil {
+		r.tasks = s.parseTasks(id, s.rel(tp), b)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		s.skip(id, s.rel(tp), 0, 0, "tasks unreadable, tasks come from the events only: %v", err)
+	}
 
 	var eventFiles, mailFiles []string
 	entries, _ := os.ReadDir(dir)
@@ -279,11 +284,10 @@ func (s *source) readRun(id, dir string) *run {
 	r.events = s.readEvents(id, eventFiles)
 	r.messages = s.readMessages(id, mailFiles)
 	dp := filepath.Join(dir, "mailbox", "delivery.json")
-	var delivery struct {
-		Messages map[string]string `json:"messages"`
-	}
-	if err := readJSON(dp, &delivery); err == nil {
-		r.delivery = delivery.Messages
+	if b, _, err := readFile(dp); err == nil {
+		if d, ok := s.parseDelivery(id, s.rel(dp), b); ok {
+			r.delivery = d
+		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		s.skip(id, s.rel(dp), 0, 0, "delivery state unreadable, message statuses taken from the mailbox lines: %v", err)
 	}
@@ -293,6 +297,19 @@ func (s *source) readRun(id, dir string) *run {
 	}
 	r.steers = s.readSteers(id, filepath.Join(art, "steering"))
 	return r
+}
+
+// parseDelivery decodes delivery.json (rel) of run id; one that does not
+// is reported and ok is false.
+func (s *source) parseDelivery(id, rel string, b []byte) (states map[string]string, ok bool) {
+	var d struct {
+		Messages map[string]string `json:"messages"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		s.skip(id, rel, 0, 0, "delivery state unreadable, message statuses taken from the mailbox lines: %v", err)
+		return nil, false
+	}
+	return d.Messages, true
 }
 
 // parseManifest decodes the manifest rel of run id, reporting its damaged
@@ -310,25 +327,10 @@ func isDir(p string) bool {
 	return err == nil && st.IsDir()
 }
 
-func readJSON(p string, v any) error {
-	b, _, err := readFile(p)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, v)
-}
-
-// readTasks reads tasks.json in both forms pi-crew reads (D§1): a bare
-// array, or the {schemaVersion, tasks} envelope.
-func (s *source) readTasks(id, p string) []task {
-	b, _, err := readFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		s.skip(id, s.rel(p), 0, 0, "tasks unreadable, tasks come from the events only: %v", err)
-		return nil
-	}
+// parseTasks decodes tasks.json (rel) of run id in both forms pi-crew
+// reads (D§1): a bare array, or the {schemaVersion, tasks} envelope.
+func (s *source) parseTasks(id, rel string, b []byte) []task {
+	var err error
 	var tasks []task
 	if bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
 		var env struct {
@@ -340,7 +342,7 @@ func (s *source) readTasks(id, p string) []task {
 		err = json.Unmarshal(b, &tasks)
 	}
 	if err != nil {
-		s.skip(id, s.rel(p), 0, 0, "tasks.json does not decode, tasks come from the events only: %v", err)
+		s.skip(id, rel, 0, 0, "tasks.json does not decode, tasks come from the events only: %v", err)
 		return nil
 	}
 	out := tasks[:0]
@@ -348,16 +350,16 @@ func (s *source) readTasks(id, p string) []task {
 	for i, t := range tasks {
 		switch {
 		case !runIDPattern.MatchString(t.ID):
-			s.skip(id, s.rel(p), 0, 0, "task %d has an unusable id %q", i, t.ID)
+			s.skip(id, rel, 0, 0, "task %d has an unusable id %q", i, t.ID)
 		case seen[t.ID]:
-			s.skip(id, s.rel(p), 0, 0, "task %s appears twice: the first is kept", t.ID)
+			s.skip(id, rel, 0, 0, "task %s appears twice: the first is kept", t.ID)
 		default:
 			if a := t.Allocation; a != nil && (a.TokensGranted < 0 || a.TokensSpent < 0) {
-				s.skip(id, s.rel(p), 0, 0, "task %s: allocation of %d tokens granted, %d spent: a count below zero, the allocation is left out",
+				s.skip(id, rel, 0, 0, "task %s: allocation of %d tokens granted, %d spent: a count below zero, the allocation is left out",
 					t.ID, a.TokensGranted, a.TokensSpent)
 				t.Allocation = nil
 			}
-			s.reportTimes(id, s.rel(p), 0, 0, "task "+t.ID+": ", "", &t)
+			s.reportTimes(id, rel, 0, 0, "task "+t.ID+": ", "", &t)
 			seen[t.ID] = true
 			out = append(out, t)
 		}

@@ -1,7 +1,9 @@
 package picrew
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -48,4 +50,34 @@ func TestFollowPassMemoryFollowsWhatIsRead(t *testing.T) {
 	allocated := m1.TotalAlloc - m0.TotalAlloc
 	require.Less(t, allocated, uint64(maxTailRead),
 		"a pass reading %d short lines allocated %d bytes: more than one maxTailRead buffer", runs, allocated)
+}
+
+// TestFollowerReadsAWholeFileOncePerChange: a new or rewritten tasks.json
+// is read once, and what was read is what is parsed and checkpointed. It
+// was read twice (once to see it changed, once to parse it): twice the
+// memory, and the second reading could be another rewrite than the one
+// hashed. Here the only allocation that grows with the file is its read:
+// the padding is blanks, which the decoder skips.
+func TestFollowerReadsAWholeFileOncePerChange(t *testing.T) {
+	const size = 8 << 20
+	root := newRoot(t)
+	a := newRun(t, root, runA)
+	require.NoError(t, a.AddTask("01_plan", "planner"))
+	require.NoError(t, a.SetStatus("running"))
+	p := filepath.Join(a.Dir, "tasks.json")
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(p, append(b, bytes.Repeat([]byte(" "), size-len(b))...), 0o644))
+
+	var sink *memSink
+	var reported []Skipped
+	n := allocatedBy(func() { sink, reported = followPasses(t, root.Dir, 1) })
+	require.Empty(t, reported)
+	require.Contains(t, withPrefix(mustImported(sink), "import:"+runA+":task:"), "import:"+runA+":task:01_plan")
+	require.Less(t, n, uint64(size+size/2), "a pass over a tasks.json of %d bytes allocated %d", size, n)
+}
+
+func mustImported(s *memSink) []string {
+	ids, _ := s.imported()
+	return ids
 }
