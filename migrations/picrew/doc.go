@@ -15,8 +15,9 @@
 //   - mailbox/{inbox,outbox}.jsonl, mailbox/tasks/<taskId>/{inbox,outbox}.jsonl
 //     (and their archives) with mailbox/delivery.json → mailbox.appended,
 //     mailbox.delivered, mailbox.acknowledged
-//   - <artifactsRoot>/steering/<taskId>.jsonl (default
-//     artifacts/<runId>/steering) → steer.pushed after the steer message
+//   - artifacts/<runId>/steering/<taskId>.jsonl → steer.pushed after the
+//     steer message (the run's own artifacts directory, D§1, whatever the
+//     manifest's artifactsRoot says: see below)
 //
 // pi-crew's event log is lossy (compaction keeps the last 1,000 events), so
 // the state files are the truth for where things ended: after the events, a
@@ -53,6 +54,12 @@
 //     16 MiB each (maxWholeFile: pi-crew rewrites them whole at every
 //     change, and a real run keeps them far smaller), once per change; a
 //     larger one is reported and not read the same way.
+//     A run's steering files are read from artifacts/<runId>/steering
+//     only: a manifest's artifactsRoot naming another directory (another
+//     run's, say, whose steers would become this run's) is reported and
+//     ignored (one naming artifacts/<runId> under another path of the
+//     root, a root copied from elsewhere, without a line), and a symbolic
+//     link in place of either directory is reported and not followed.
 //   - Times: a pi-crew time (unix ms, or RFC 3339) that crewlog's events
 //     cannot carry — before 1970, after 2255 (maxTimeMs), a string that is
 //     not RFC 3339, any other value — is listed and taken as absent, and its

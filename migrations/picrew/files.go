@@ -149,3 +149,19 @@ func pathless(err error) error {
 	}
 	return err
 }
+
+// realDir returns an error when p is not a directory: a symbolic link in
+// place of one is refused like one in place of a file (openFile), since it
+// may name another run's directory.
+func realDir(p string) error {
+	st, err := os.Lstat(p)
+	switch {
+	case err != nil:
+		return pathless(err)
+	case st.IsDir():
+		return nil
+	case st.Mode()&fs.ModeSymlink != 0:
+		return errors.New("a symbolic link in place of a directory")
+	}
+	return errors.New("not a directory")
+}

@@ -380,7 +380,7 @@ func (f *Follower) gone(r *runFollower) {
 	for _, w := range r.whole {
 		known[w.rel] = true
 	}
-	dirs := []string{f.src.rel(r.dir) + "/", f.src.rel(f.steeringDir(r)) + "/"}
+	dirs := []string{f.src.rel(r.dir) + "/", f.src.rel(f.src.steeringDir(r.id)) + "/"}
 	for path, c := range f.cks {
 		if !c.Gone && !known[path] && (strings.HasPrefix(path, dirs[0]) || strings.HasPrefix(path, dirs[1])) {
 			r.tails[path] = &tailState{tail: tail{rel: c.Path, inode: c.Inode, size: c.Size, offset: c.Offset,

@@ -183,7 +183,7 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 	}
 	defer func() {
 		if w != nil {
-			w.addRun(r, f.steeringDir(r))
+			w.addRun(r, f.src.steeringDir(r.id))
 		}
 	}()
 	if r.p == nil {
@@ -445,8 +445,10 @@ func (f *Follower) listFiles(r *runFollower, report bool) []listed {
 			skip(p, classify(name, "unknown file: not imported"))
 		}
 	}
-	dir := f.steeringDir(r)
-	steering, _ := os.ReadDir(dir)
+	dir, steering, bad, err := s.steeringEntries(r.id)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		skip(bad, "steering files not read: "+err.Error())
+	}
 	for _, e := range steering {
 		p := filepath.Join(dir, e.Name())
 		taskID, ok := strings.CutSuffix(e.Name(), ".jsonl")
@@ -506,18 +508,6 @@ func contains(ss []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// steeringDir is where a run's steering files are (D§2.7).
-func (f *Follower) steeringDir(r *runFollower) string {
-	art := ""
-	if r.p != nil {
-		art = r.p.r.manifest.ArtifactsRoot
-	}
-	if art == "" || !isDir(art) {
-		art = filepath.Join(f.root, "artifacts", r.id)
-	}
-	return filepath.Join(art, "steering")
 }
 
 // readTail plans the complete lines a file gained. With upTo >= 0 it is

@@ -291,11 +291,7 @@ func (s *source) readRun(id, dir string) *run {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		s.skip(id, s.rel(dp), 0, 0, "delivery state unreadable, message statuses taken from the mailbox lines: %v", err)
 	}
-	art := r.manifest.ArtifactsRoot
-	if art == "" || !isDir(art) {
-		art = filepath.Join(s.root, "artifacts", id)
-	}
-	r.steers = s.readSteers(id, filepath.Join(art, "steering"))
+	r.steers = s.readSteers(id)
 	return r
 }
 
@@ -313,18 +309,53 @@ func (s *source) parseDelivery(id, rel string, b []byte) (states map[string]stri
 }
 
 // parseManifest decodes the manifest rel of run id, reporting its damaged
-// times.
+// times and an artifactsRoot that is not the run's own.
 func (s *source) parseManifest(id, rel string, b []byte) (m manifest, err error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return m, err
 	}
 	s.reportTimes(id, rel, 0, 0, "", "", &m)
+	if !ownArtifacts(id, m.ArtifactsRoot) {
+		s.skip(id, rel, 0, 0, "artifactsRoot names another directory than the run's own: ignored, steering files are read from artifacts/%s", id)
+	}
 	return m, nil
 }
 
-func isDir(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.IsDir()
+// ownArtifacts reports whether a manifest's artifactsRoot names the run's
+// own artifacts directory, artifacts/<runId> (D§1). NB: the value is never
+// used, whatever it names: the manifest is rewritten by the run's workers,
+// and a value naming another run's directory would import that run's
+// steering files into this one. It is only checked, to report a value
+// that would have read another directory: one ending in artifacts/<runId>
+// is the run's own under another path of its root (a root copied or moved,
+// or reached through a link), and no value at all is an older manifest's.
+func ownArtifacts(id, v string) bool {
+	if v == "" {
+		return true
+	}
+	c := filepath.Clean(v)
+	return filepath.Base(c) == id && filepath.Base(filepath.Dir(c)) == "artifacts"
+}
+
+// steeringDir is the directory of run id's steering files, always
+// artifacts/<runId>/steering under the root (see ownArtifacts).
+func (s *source) steeringDir(id string) string {
+	return filepath.Join(s.root, "artifacts", id, "steering")
+}
+
+// steeringEntries lists the steering directory of run id. It and
+// artifacts/<runId> must be directories: a symbolic link in place of
+// either may name another run's (err, with the path to report; a missing
+// one is fs.ErrNotExist, a run without steering).
+func (s *source) steeringEntries(id string) (dir string, entries []os.DirEntry, bad string, err error) {
+	dir = s.steeringDir(id)
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := realDir(d); err != nil {
+			return dir, nil, d, err
+		}
+	}
+	entries, err = os.ReadDir(dir)
+	return dir, entries, dir, pathless(err)
 }
 
 // parseTasks decodes tasks.json (rel) of run id in both forms pi-crew
@@ -533,9 +564,12 @@ func (s *source) parseSteer(id, rel, taskID string, line int, b []byte) (st stee
 	return st, true
 }
 
-func (s *source) readSteers(id, dir string) []steer {
-	entries, err := os.ReadDir(dir)
+func (s *source) readSteers(id string) []steer {
+	dir, entries, bad, err := s.steeringEntries(id)
 	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			s.skip(id, s.rel(bad), 0, 0, "steering files not read: %v", err)
+		}
 		return nil
 	}
 	var out []steer
