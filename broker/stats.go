@@ -29,7 +29,8 @@ func (s *Server) Stats() Stats {
 		bound = append(bound, c)
 	}
 	s.mu.Unlock()
-	// NB: c.mu is never taken under s.mu.
+	// NB: each connection's lock after s.mu is released: the counts need no snapshot of both, and s.mu is not held
+	// while every connection's lock is taken in turn.
 	for _, c := range bound {
 		c.mu.Lock()
 		sub := c.sub

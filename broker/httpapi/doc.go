@@ -87,8 +87,8 @@
 //
 // A request in progress holds its read turn and its place only while its client reads the answer. The server has
 // no WriteTimeout (it would end every stream), so every answer's writes carry deadlines of their own
-// (deadlines.go): each 256 KiB of an answer, its header with the first, and each write of a stream must be taken
-// by the client within 10 s (writeTimeout), the time starting when that piece is written (not while the request
+// (deadlines.go): each 256 KiB of an answer, its header with the first, and of each write of a stream must be
+// taken by the client within 10 s (writeTimeout), the time starting when that piece is written (not while the request
 // waits for its turn or a rebuild). A client that stops reading, an unauthenticated one's 401 or a page's file
 // included, loses its answer within 10 s of its last deadline: the write fails, the handler returns, a read's turn
 // goes to the next, and net/http closes the connection, freeing its place — whether or not its credential is

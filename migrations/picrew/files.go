@@ -31,11 +31,13 @@ type notRegularError struct{ what string }
 
 func (e *notRegularError) Error() string { return e.what + ", not a regular file: not read" }
 
-// tooLargeError is a whole file larger than its limit (maxWholeFile).
+// tooLargeError is a whole file larger than its limit (maxWholeFile): of size bytes at least. NB: its message
+// names the limit, not the size, so a file that keeps growing past it is reported once, not at every pass (the
+// follower reports a reason once per file).
 type tooLargeError struct{ size, limit int64 }
 
 func (e *tooLargeError) Error() string {
-	return fmt.Sprintf("%d bytes or more, above the limit of %d bytes of a file pi-crew rewrites whole: not read", e.size, e.limit)
+	return fmt.Sprintf("larger than the limit of %d bytes of a file pi-crew rewrites whole: not read", e.limit)
 }
 
 // regular returns a notRegularError when st is not a regular file.
@@ -74,11 +76,15 @@ func statFile(p string) (fs.FileInfo, error) {
 // a writer, and with it the one goroutine of a Follower), O_NOFOLLOW
 // refuses a symbolic link in place of the file (pi-crew writes none, and
 // one may name another run's file or anything the reader may read), and
-// O_NOCTTY keeps a terminal from becoming the process's. What the
-// descriptor turns out to be is checked after the open, so a file replaced
-// between a listing and the open is refused all the same. O_NONBLOCK
+// O_NOCTTY keeps a terminal from becoming the process's. A path that is
+// not a regular file is refused before the open (opening some devices does
+// something), and what the descriptor turns out to be is checked after it,
+// so a file replaced between the two is refused all the same. O_NONBLOCK
 // changes nothing for a regular file.
 func openFile(p string) (*os.File, fs.FileInfo, error) {
+	if _, err := statFile(p); err != nil {
+		return nil, nil, err
+	}
 	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_NOCTTY, 0)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {

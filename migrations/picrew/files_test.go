@@ -166,8 +166,7 @@ func TestWholeFileReadsAreBounded(t *testing.T) {
 			require.Less(t, byFollow, uint64(maxWholeFile), "the follower allocated %d bytes", byFollow)
 			require.Equal(t, absent, ids, "the import reads the files as if %s were not there", rel)
 			requireCopy(t, root, sink, copyOf{live: true})
-			reason := fmt.Sprintf("%d bytes or more, above the limit of %d bytes of a file pi-crew rewrites whole: not read",
-				maxWholeFile+1, maxWholeFile)
+			reason := fmt.Sprintf("larger than the limit of %d bytes of a file pi-crew rewrites whole: not read", maxWholeFile)
 			for way, skipped := range map[string][]Skipped{"import": skipped, "follow": reported} {
 				require.True(t, slices.ContainsFunc(reasonsFor(skipped, rel), func(r string) bool {
 					return strings.HasSuffix(r, ": "+reason)
@@ -191,8 +190,8 @@ func TestReadFileLimit(t *testing.T) {
 	}{
 		{name: "below the limit", content: "0123456789"[:9]},
 		{name: "at the limit", content: "0123456789"},
-		{name: "above the limit", content: "0123456789a", err: "11 bytes or more, above the limit of 10 bytes"},
-		{name: "more than it says", path: "/proc/self/status", err: "11 bytes or more, above the limit of 10 bytes"},
+		{name: "above the limit", content: "0123456789a", err: "larger than the limit of 10 bytes"},
+		{name: "more than it says", path: "/proc/self/status", err: "larger than the limit of 10 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.path
@@ -207,6 +206,7 @@ func TestReadFileLimit(t *testing.T) {
 				var tooLarge *tooLargeError
 				require.ErrorAs(t, err, &tooLarge)
 				require.ErrorContains(t, err, tc.err)
+				require.Equal(t, int64(11), tooLarge.size, "what was seen of it: its size, or the limit and one byte read")
 				return
 			}
 			require.NoError(t, err)
