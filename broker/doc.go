@@ -22,8 +22,8 @@
 //	    indexed by run
 //	authenticated ◀────────────────────────────────────────────┐
 //	  │ before each read: wait while the credential's bucket is empty (RatePerCredential, pacer.go)
-//	  │ each request: credential re-checked (revoked / stale-token ─▶ error ─▶ close), a page read's again
-//	  │               once it has its credential's turn
+//	  │ each request: credential re-checked (revoked / stale-token ─▶ error ─▶ close), and again in every read
+//	  │               of the state its method makes
 //	  │               second hello ─▶ error protocol "hello already completed" ─▶ close
 //	  │               id too long to answer in a frame ─▶ error protocol (id "") ─▶ close
 //	  │               dispatch ─▶ result | per-request error ───┘ (connection stays)
@@ -60,9 +60,11 @@
 //     connections (for a delegation's settlement, only its shadow task's worker connections: the one task it
 //     ends) and ends the refused ones with ONE error frame (id "": revoked or stale-token), after the answer
 //     of a request being served. A subscription checks the credential against the state it reads up to, so no
-//     event published with or after the change is pushed; a page read (events.since, msg.inbox, query.*), which
-//     may wait for its credential's turn as long as the client keeps the turns busy, checks it again once it has
-//     the turn, and events.since reads the log only up to the published position of that check; waits and the subscription end with the connection. A
+//     event published with or after the change is pushed; a method's every read of the state checks the
+//     credential in that same read (call.read), so a page read (events.since, msg.inbox, query.*), which may wait
+//     for its credential's turn as long as the client keeps the turns busy, answers nothing published with or
+//     after its end, and events.since reads the log only up to the published position of its check; waits and
+//     the subscription end with the connection. A
 //     hello checks its credential and is indexed for pushes under one read of the published state, so an end
 //     published before it is refused and one after it is the feed's to act on before it pushes later mail.
 //     Orchestrators survive their run's end (pi-crew exempts them), not a revocation.

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // maxSinceLimit bounds a page of events.since (D§7.5).
@@ -29,7 +30,13 @@ func handleEventsSince(cl *call) (any, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	page, err := readSince(cl.c.s.log, runID, since, cl.head, limit, pageBudget(cl), func(r *eventlog.Event) (teamEvent, error) {
+	// NB: the page stops at the published position at which the credential still held (cl.read): the log may
+	// already hold the event that ended it, and what came after.
+	var head uint64
+	if err := cl.read(func(st *projections.State) { head = st.Position }); err != nil {
+		return nil, err
+	}
+	page, err := readSince(cl.c.s.log, runID, since, head, limit, pageBudget(cl), func(r *eventlog.Event) (teamEvent, error) {
 		return renderEvent(r, cl.c.id)
 	})
 	if err != nil {

@@ -97,16 +97,9 @@ func mailboxPage(cl *call, runID, box string, f projections.MailboxFilter) (inbo
 			mp  projections.MailboxPage
 			err error
 		)
-		// NB: the credential checked against the state the page is read from, as a subscription's is: the
-		// check the request had (serve) is a read of its own, and mail published between the two would reach a
-		// connection whose credential it ended.
-		cl.c.s.eng.Read(func(st *projections.State) {
-			if bad := checkCredential(st, cl.c.id); bad != nil {
-				err = bad
-				return
-			}
-			mp, err = st.Mailbox(runID, box, f)
-		})
+		if rerr := cl.read(func(st *projections.State) { mp, err = st.Mailbox(runID, box, f) }); rerr != nil {
+			return page[projections.Message]{}, rerr
+		}
 		return page[projections.Message]{items: mp.Messages, next: mp.NextCursor, total: mp.Total}, err
 	}, toWireMessage)
 	if err != nil {

@@ -54,7 +54,7 @@ func handleQueryJobs(cl *call) (any, error) {
 	}
 	return readState(cl, func(st *projections.State) map[string]any {
 		return map[string]any{"jobs": JobSummaries(st, runID)}
-	}), nil
+	})
 }
 
 // JobDetail is query.job's answer: the summary, the grant, the revoked-root set of the run, and one page of the
@@ -100,7 +100,9 @@ func handleQueryJob(cl *call) (any, error) {
 	var out JobDetail
 	pg, err := fitPage(cl, int(limit), func(limit int) (page[*projections.ProxyRequest], error) {
 		found := false
-		cl.c.s.eng.Read(func(st *projections.State) { out, found = JobDetailOf(st, runID, jobID, from, limit) })
+		if err := cl.read(func(st *projections.State) { out, found = JobDetailOf(st, runID, jobID, from, limit) }); err != nil {
+			return page[*projections.ProxyRequest]{}, err
+		}
 		if !found {
 			return page[*projections.ProxyRequest]{}, badParams(cl.method, "job %q not found", jobID)
 		}
@@ -159,7 +161,7 @@ func handleJobAuthorize(cl *call) (any, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	return readState(cl, func(st *projections.State) projections.Authorization { return st.Authorize(runID, parent, tool) }), nil
+	return readState(cl, func(st *projections.State) projections.Authorization { return st.Authorize(runID, parent, tool) })
 }
 
 // proxyResult is proxy.result's answer.
@@ -194,13 +196,15 @@ func handleProxyResult(cl *call) (any, error) {
 		found bool
 		mine  bool
 	)
-	c.s.eng.Read(func(st *projections.State) {
+	if err := cl.read(func(st *projections.State) {
 		h, ok := st.JobHeader(runID, jobID)
 		mine = ok && h.TaskID == c.id.taskID
 		if mine {
 			q, found = st.ProxyRequestOf(runID, jobID, requestID)
 		}
-	})
+	}); err != nil {
+		return nil, err
+	}
 	if !mine {
 		return nil, forbidden("%s: job %s is not this task's", cl.method, jobID)
 	}

@@ -71,9 +71,11 @@ func ledgerHistory(cl *call, runID, taskID string, limit int, cursor string) (an
 			h   projections.LedgerHistory
 			err error
 		)
-		cl.c.s.eng.Read(func(st *projections.State) {
+		if rerr := cl.read(func(st *projections.State) {
 			h, found, err = st.AccountHistory(runID, taskID, projections.PageFilter{Limit: limit, Cursor: cursor})
-		})
+		}); rerr != nil {
+			return page[historyEntry]{}, rerr
+		}
 		if err != nil || !found {
 			return page[historyEntry]{}, err
 		}

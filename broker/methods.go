@@ -28,9 +28,23 @@ type call struct {
 	after func()
 	// async is set by a handler that answers later from its own goroutine (task.waitStatus).
 	async bool
-	// head is, for a page read, the published position at which its credential was checked last, once it had its
-	// turn: a page read from the log stops there, so it never carries an event past the credential's end.
-	head uint64
+}
+
+// read runs fn on the published state if the caller's credential still holds in it, in one read, and returns the
+// credential's refusal otherwise. Every read of a broker method goes through it, so none answers from a state in
+// which its credential has ended: a page read may have waited for its credential's turn for as long as the client
+// kept the turns busy, and the request's own check (serve) was a read of its own.
+func (cl *call) read(fn func(st *projections.State)) error {
+	var bad *wire.Error
+	cl.c.s.eng.Read(func(st *projections.State) {
+		if bad = checkCredential(st, cl.c.id); bad == nil {
+			fn(st)
+		}
+	})
+	if bad != nil {
+		return bad
+	}
+	return nil
 }
 
 // handler serves one method. It returns the result (any JSON-encodable value or json.RawMessage) or an error
@@ -148,14 +162,8 @@ func (c *conn) serve(req wire.Request) bool {
 			return false
 		}
 		defer done()
-		// NB: checked again once the turn is taken: a client that keeps its credential's turns busy can hold this
-		// request for as long as it likes, and a read served after its credential ended would carry what came
-		// after the end (the revocation itself, mail for the task's next holder).
-		var bad *wire.Error
-		c.s.eng.Read(func(st *projections.State) { cl.head, bad = st.Position, checkCredential(st, c.id) })
-		if bad != nil {
-			return c.sendError(req.ID, bad)
-		}
+		// NB: the handler reads through cl.read, which checks the credential again against what it reads: a
+		// client that keeps its credential's turns busy can hold this request for as long as it likes.
 	}
 	result, err := h(cl)
 	if cl.async {

@@ -30,10 +30,13 @@ func queryParamsWith(cl *call, read func(p *params), run func(*params, *call) st
 	return p, runID
 }
 
-func readState[T any](cl *call, fn func(st *projections.State) T) T {
+// readState is fn's answer from the published state (cl.read).
+func readState[T any](cl *call, fn func(st *projections.State) T) (any, error) {
 	var out T
-	cl.c.s.eng.Read(func(st *projections.State) { out = fn(st) })
-	return out
+	if err := cl.read(func(st *projections.State) { out = fn(st) }); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // runResult is query.run's answer: the run, and what its quotas and the slot pool count for it.
@@ -58,7 +61,7 @@ func handleQueryRun(cl *call) (any, error) {
 	return readState(cl, func(st *projections.State) runResult {
 		r, _ := st.Run(runID)
 		return runResult{Run: r, Usage: runUsage{Events: r.Usage.Events, MsgBytes: r.Usage.MsgBytes, SlotsHeld: st.SlotsHeldBy(runID)}}
-	}), nil
+	})
 }
 
 type runsResult struct {
@@ -101,9 +104,11 @@ func handleQueryRuns(cl *call) (any, error) {
 			rp  projections.RunPage
 			err error
 		)
-		cl.c.s.eng.Read(func(st *projections.State) {
+		if rerr := cl.read(func(st *projections.State) {
 			rp, err = st.Runs(projections.RunFilter{Statuses: statuses, Limit: limit, Newest: newest, Cursor: cursor})
-		})
+		}); rerr != nil {
+			return page[projections.Run]{}, rerr
+		}
 		return page[projections.Run]{items: rp.Runs, next: rp.NextCursor}, err
 	}, same[projections.Run])
 	if err != nil {
@@ -151,9 +156,11 @@ func runPage[T, W any](cl *call, runID string, limit int, cursor string,
 			pp  projections.Page[T]
 			err error
 		)
-		cl.c.s.eng.Read(func(st *projections.State) {
+		if rerr := cl.read(func(st *projections.State) {
 			pp, err = read(st, runID, projections.PageFilter{Limit: limit, Cursor: cursor})
-		})
+		}); rerr != nil {
+			return page[T]{}, rerr
+		}
 		return page[T]{items: pp.Items, next: pp.NextCursor, total: pp.Total}, err
 	}, render)
 }
@@ -177,7 +184,7 @@ func handleQuerySlots(cl *call) (any, error) {
 			return st.SlotsOf(runID)
 		}
 		return st.Slots()
-	}), nil
+	})
 }
 
 // query.mailbox {taskId?, limit? 1..1000 (default 100), cursor?, pending?} → {messages, nextCursor?, hasMore,

@@ -46,10 +46,15 @@ func (n *runNotifier) publish(evs []events.Event) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for i := range evs {
-		if ch := n.chans[evs[i].Stream]; ch != nil {
-			close(ch)
-			delete(n.chans, evs[i].Stream)
-		}
+		n.wake(evs[i].Stream)
+	}
+}
+
+// wake closes and forgets runID's channel, if any, with n.mu held.
+func (n *runNotifier) wake(runID string) {
+	if ch := n.chans[runID]; ch != nil {
+		close(ch)
+		delete(n.chans, runID)
 	}
 }
 
@@ -62,10 +67,7 @@ func (n *runNotifier) forget(runIDs []string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, id := range runIDs {
-		if ch := n.chans[id]; ch != nil {
-			close(ch)
-			delete(n.chans, id)
-		}
+		n.wake(id)
 	}
 }
 

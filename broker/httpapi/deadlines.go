@@ -16,8 +16,8 @@ const (
 	writeTimeout = 10 * time.Second
 	// writePieceBytes is what one deadline covers of an answer: a 4 MiB page is given 16 of them, one after the
 	// other, so a slow client that reads is served and one that reads nothing holds nothing for longer than
-	// writeTimeout. As much as a stream's batch (streamBatchBytes).
-	writePieceBytes = 256 << 10
+	// writeTimeout. As much as a stream's batch.
+	writePieceBytes = streamBatchBytes
 )
 
 // deadlineWriter is every request's http.ResponseWriter: each piece of writePieceBytes it writes, and its header,

@@ -76,15 +76,15 @@ func statFile(p string) (fs.FileInfo, error) {
 // a writer, and with it the one goroutine of a Follower), O_NOFOLLOW
 // refuses a symbolic link in place of the file (pi-crew writes none, and
 // one may name another run's file or anything the reader may read), and
-// O_NOCTTY keeps a terminal from becoming the process's. A path that is
-// not a regular file is refused before the open (opening some devices does
-// something), and what the descriptor turns out to be is checked after it,
-// so a file replaced between the two is refused all the same. O_NONBLOCK
-// changes nothing for a regular file.
+// O_NOCTTY keeps a terminal from becoming the process's. What the
+// descriptor turns out to be is checked after the open, so a file replaced
+// between a listing (or a stat: the follower's stampOf and fileID) and the
+// open is refused all the same. No Lstat is made before the open: the
+// follower has just made one, and what it would keep from being opened is a
+// device node itself at the path (a link to one is refused by O_NOFOLLOW),
+// which only a process allowed to make device nodes can put there.
+// O_NONBLOCK changes nothing for a regular file.
 func openFile(p string) (*os.File, fs.FileInfo, error) {
-	if _, err := statFile(p); err != nil {
-		return nil, nil, err
-	}
 	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_NOCTTY, 0)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {

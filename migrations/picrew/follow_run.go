@@ -256,7 +256,7 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 			}
 		}
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.skip(r.id, s.rel(dp), 0, 0, "delivery state unreadable, message statuses taken from the mailbox lines: %v", err)
+		s.skip(r.id, s.rel(dp), 0, 0, deliveryUnreadable, err)
 	}
 	if st := p.r.manifest.Status; terminalRun(st) && r.reconciled != st && time.Since(r.lastChange) >= f.o.SettleAfter {
 		p.reconcile()

@@ -289,11 +289,15 @@ func (s *source) readRun(id, dir string) *run {
 			r.delivery = d
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		s.skip(id, s.rel(dp), 0, 0, "delivery state unreadable, message statuses taken from the mailbox lines: %v", err)
+		s.skip(id, s.rel(dp), 0, 0, deliveryUnreadable, err)
 	}
 	r.steers = s.readSteers(id)
 	return r
 }
+
+// deliveryUnreadable is the report of a delivery.json that cannot be read or
+// decoded (its error the argument).
+const deliveryUnreadable = "delivery state unreadable, message statuses taken from the mailbox lines: %v"
 
 // parseDelivery decodes delivery.json (rel) of run id; one that does not
 // is reported and ok is false.
@@ -302,7 +306,7 @@ func (s *source) parseDelivery(id, rel string, b []byte) (states map[string]stri
 		Messages map[string]string `json:"messages"`
 	}
 	if err := json.Unmarshal(b, &d); err != nil {
-		s.skip(id, rel, 0, 0, "delivery state unreadable, message statuses taken from the mailbox lines: %v", err)
+		s.skip(id, rel, 0, 0, deliveryUnreadable, err)
 		return nil, false
 	}
 	return d.Messages, true
