@@ -201,6 +201,12 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch), s
 	if b = base; b == nil {
 		b = l.db.NewBatchWithSize(size)
 	}
+	if err := l.stageTallies(b, ws); err != nil {
+		if base == nil {
+			_ = b.Close()
+		}
+		return nil, 0, nil, head{}, err
+	}
 	pos, prev := l.next, l.prevHash
 	first = 0
 	key := l.keyScratch[:0]

@@ -45,6 +45,19 @@ func appendPrefixedStream(dst []byte, prefix byte, stream string) []byte {
 	return append(dst, stream...)
 }
 
+// parsePrefixedName returns the name of a key appendPrefixedStream made
+// with prefix and nothing after it; ok is false for a malformed key.
+func parsePrefixedName(k []byte, prefix byte) (name string, ok bool) {
+	if len(k) < 2 || k[0] != prefix {
+		return "", false
+	}
+	n, w, ok := keyLen(k[1:])
+	if !ok || uint64(len(k)-1-w) != n {
+		return "", false
+	}
+	return string(k[1+w:]), true
+}
+
 func appendStreamKey(dst []byte, stream string, version uint64) []byte {
 	dst = appendStreamPrefix(dst, stream)
 	return binary.BigEndian.AppendUint64(dst, version)
@@ -165,6 +178,10 @@ func keyString(k []byte) string {
 	case prefixView:
 		if s, ok := parseViewKey(k); ok {
 			return fmt.Sprintf("v/%q", s)
+		}
+	case prefixTally:
+		if p, ok := parseTallyKey(k); ok {
+			return fmt.Sprintf("t/%q", p)
 		}
 	case prefixCatalog:
 		return fmt.Sprintf("r/%q", k[1:])

@@ -13,6 +13,7 @@ func FuzzParseKeys(f *testing.F) {
 	for _, k := range [][]byte{
 		streamKeyOf("run-1", 7), summaryKey("run-1", 9), outcomeKey("task:r/t", "cmd-1"), viewKey("$engine"),
 		streamKeyOf("", 0), outcomeKey("", ""), viewKey(""), eventKey(3), snapshotKey(4), snapshotChunkKey(4, 1),
+		appendTallyKey(nil, "task:r/t"), appendTallyKey(nil, ""),
 	} {
 		f.Add(k)
 	}
@@ -29,6 +30,9 @@ func FuzzParseKeys(f *testing.F) {
 		}
 		if s, ok := parseViewKey(k); ok {
 			require.Equal(t, k, viewKey(s))
+		}
+		if p, ok := parseTallyKey(k); ok {
+			require.Equal(t, k, appendTallyKey(nil, p))
 		}
 	})
 }

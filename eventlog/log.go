@@ -64,6 +64,7 @@ type Log struct {
 	stageKeys    []string // each write's outcome key ("" without a command id)
 	stageTouched map[string]uint64
 	stageSeen    map[string]struct{}
+	stageTally   map[string]uint64 // principal → its tally after the writes so far (tally.go)
 	stageRuns    stagedRuns
 
 	// summaries is what the log keeps of its index of summaries

@@ -74,7 +74,12 @@ func (l *Log) stageLegacyOutcomes(b *pebble.Batch) error {
 		_ = b.Set(legacyCommandKey(o.CommandID), o.encodeLegacy(), nil)
 		return b.Delete(k, nil)
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	// The tallies count outcomes under their principals, which the
+	// layout of formats 1 and 2 does not have: such a store has none.
+	return b.DeleteRange([]byte{prefixTally}, []byte{prefixTally + 1}, nil)
 }
 
 // encodeLegacy encodes o in the layout of formats 1 and 2 (no fingerprint),

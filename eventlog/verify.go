@@ -18,6 +18,7 @@ type VerifyReport struct {
 	Commands  int
 	Snapshots int
 	Views     int // stream views (view.go)
+	Tallies   int // principals' tallies of outcomes with no event (tally.go)
 	Summaries int // versions of stream summaries (summary.go)
 }
 
@@ -138,7 +139,12 @@ func (l *Log) Verify(opts *VerifyOptions) (VerifyReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	rep = VerifyReport{Head: h.Position, HeadHash: h.Hash, Streams: len(streams), Commands: n, Snapshots: s, Views: views, Summaries: sums}
+	tallies, err := verifyTallies(snap, pre.eventless)
+	if err != nil {
+		return rep, err
+	}
+	rep = VerifyReport{Head: h.Position, HeadHash: h.Hash, Streams: len(streams), Commands: n, Snapshots: s, Views: views,
+		Summaries: sums, Tallies: tallies}
 	return rep, nil
 }
 

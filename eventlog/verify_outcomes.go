@@ -17,10 +17,13 @@ import (
 // pass reports.
 type outcomeScan struct {
 	spans []outcomeSpan
-	n     int   // outcomes read
-	err   error // the first outcome that does not decode or points past the head
-	quit  atomic.Bool
-	done  chan struct{}
+	// eventless counts, per principal, the outcomes that wrote no event,
+	// for the tallies' check.
+	eventless map[string]uint64
+	n         int   // outcomes read
+	err       error // the first outcome that does not decode or points past the head
+	quit      atomic.Bool
+	done      chan struct{}
 }
 
 // outcomeSpan is what an outcome that wrote events asks of the records.
@@ -31,7 +34,7 @@ type outcomeSpan struct{ first, last, hash uint64 }
 // not, principals), but is the goroutine's own. The caller calls stop
 // before the snapshot is closed.
 func scanOutcomes(snap *pebble.Snapshot, headPos uint64, ch *commandHasher) *outcomeScan {
-	s := &outcomeScan{done: make(chan struct{})}
+	s := &outcomeScan{done: make(chan struct{}), eventless: make(map[string]uint64)}
 	go func() {
 		defer close(s.done)
 		s.n, s.err = eachKey(snap, prefixOutcome, func(k, v []byte) error {
@@ -43,6 +46,7 @@ func scanOutcomes(snap *pebble.Snapshot, headPos uint64, ch *commandHasher) *out
 				return err
 			}
 			if o.Count == 0 {
+				s.eventless[o.Principal]++
 				return nil
 			}
 			last := o.First + o.Count - 1

@@ -37,16 +37,7 @@ func viewKey(stream string) []byte {
 
 // parseViewKey returns the stream of a view key; ok is false for a
 // malformed key.
-func parseViewKey(k []byte) (stream string, ok bool) {
-	if len(k) < 2 || k[0] != prefixView {
-		return "", false
-	}
-	n, w, ok := keyLen(k[1:])
-	if !ok || uint64(len(k)-1-w) != n {
-		return "", false
-	}
-	return string(k[1+w:]), true
-}
+func parseViewKey(k []byte) (stream string, ok bool) { return parsePrefixedName(k, prefixView) }
 
 // SaveView stores data as the view of stream at pos (a position of the
 // stream, at most the durable head), replacing any older view of the

@@ -1,0 +1,129 @@
+package eventlog
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Tallies: per principal, how many outcomes the log has recorded that
+// wrote no event (a refusal that records nothing else, say). Such an
+// outcome grows the store by its key and value and nothing else does: no
+// stream, no quota of the caller's counts it. The tally is what lets the
+// caller bound them (commands.MaxEventlessOutcomes):
+//
+//	key   't' | uvarint len | principal
+//	value sealed [uvarint count]
+//
+// A write's tally is set in the batch that records its outcome, so the
+// two are never apart, and a lookup sees every append staged before it.
+// Builds that predate tallies ignore the keys and do not keep them (the
+// store format is unchanged): a store written by one counts its eventless
+// outcomes from when it was first appended to by a build that does, so a
+// tally is at most its principal's number of eventless outcomes, which is
+// what Verify checks.
+const prefixTally = 't'
+
+func appendTallyKey(dst []byte, principal string) []byte {
+	return appendPrefixedStream(dst, prefixTally, principal)
+}
+
+// parseTallyKey returns the principal of a tally key; ok is false for a
+// malformed key.
+func parseTallyKey(k []byte) (principal string, ok bool) { return parsePrefixedName(k, prefixTally) }
+
+func decodeTally(key, v []byte) (uint64, error) {
+	p, err := unseal(key, v)
+	if err != nil {
+		return 0, err
+	}
+	n, w := binary.Uvarint(p)
+	if w <= 0 || w != len(p) {
+		return 0, corruptf(0, key, "tally of %d bytes is not one count", len(p))
+	}
+	return n, nil
+}
+
+func appendTallyValue(dst []byte, n uint64) []byte {
+	var p [binary.MaxVarintLen64]byte
+	payload := binary.AppendUvarint(p[:0], n)
+	start := len(dst)
+	dst = append(dst, make([]byte, 5+len(payload))...)
+	sealInto(dst[start:], payload)
+	return dst
+}
+
+// EventlessOutcomes returns how many outcomes that wrote no event the log
+// has recorded under principal, the appends staged so far included (see
+// prefixTally).
+func (l *Log) EventlessOutcomes(principal string) (uint64, error) {
+	if err := l.readable(); err != nil {
+		return 0, err
+	}
+	return l.readTally(l.db, appendTallyKey(nil, principal))
+}
+
+// readTally reads the tally under key; 0 when there is none.
+func (l *Log) readTally(r pebble.Reader, key []byte) (uint64, error) {
+	v, closer, err := r.Get(key)
+	if isNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("eventlog: read tally: %w", err)
+	}
+	defer closer.Close()
+	return decodeTally(key, v)
+}
+
+// stageTallies adds to b the tallies of the principals of ws's outcomes
+// that wrote no event, each read once and counted up by its writes. Called
+// by stage with l.mu held: every earlier append is applied, so the reads
+// see it.
+func (l *Log) stageTallies(b *pebble.Batch, ws []Write) error {
+	var tallies map[string]uint64
+	for i := range ws {
+		w := &ws[i]
+		if w.CommandID == "" || len(w.Events) > 0 {
+			continue
+		}
+		if tallies == nil {
+			tallies = reuseMap(&l.stageTally)
+		}
+		n, ok := tallies[w.Principal]
+		if !ok {
+			var err error
+			if n, err = l.readTally(l.db, appendTallyKey(l.keyScratch[:0], w.Principal)); err != nil {
+				return err
+			}
+		}
+		tallies[w.Principal] = n + 1
+	}
+	for p, n := range tallies {
+		l.keyScratch = appendTallyKey(l.keyScratch[:0], p)
+		l.scratch = appendTallyValue(l.scratch[:0], n)
+		_ = b.Set(l.keyScratch, l.scratch, nil)
+	}
+	return nil
+}
+
+// verifyTallies checks every tally: its key, its seal, and that it counts
+// at most the outcomes with no event its principal has (eventless, from
+// the outcome scan).
+func verifyTallies(snap *pebble.Snapshot, eventless map[string]uint64) (int, error) {
+	return eachKey(snap, prefixTally, func(k, v []byte) error {
+		principal, ok := parseTallyKey(k)
+		if !ok {
+			return corruptf(0, k, "malformed tally key")
+		}
+		n, err := decodeTally(k, v)
+		if err != nil {
+			return err
+		}
+		if have := eventless[principal]; n > have {
+			return corruptf(0, k, "tally of %d outcomes with no event where the principal has %d", n, have)
+		}
+		return nil
+	})
+}
