@@ -319,7 +319,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 	e.stager, e.depth, e.early, e.mayLinger = stagerFor(o.Committer, l)
 	e.flights, e.free, e.synced = make(chan *flight, e.depth), make(chan *flight, e.depth), make(chan time.Time, e.depth)
 	for range e.depth {
-		e.free <- &flight{}
+		e.free <- &flight{eventless: make(map[string]uint64)}
 	}
 	e.pub = &view{s: s}
 	e.work = s.Clone()

@@ -142,6 +142,11 @@ func (e *Engine) decide(f *flight, from int) error {
 		// decided again next time, so no recorded "not yet" outlives the
 		// reason for it.
 		record := id != "" && !(p.req.Principal.Role == events.RoleEngine && len(wr.Events) == 0)
+		if record && len(wr.Events) == 0 {
+			if record, err = e.mayRecordEventless(f, p.principal); err != nil {
+				return err
+			}
+		}
 		if len(wr.Events) > 0 || record {
 			writes = append(writes, wr)
 		}

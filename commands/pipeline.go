@@ -165,6 +165,9 @@ type flight struct {
 	// it forgets them when it takes the flight again, once their outcomes
 	// are the log's to answer.
 	firsts []*pending
+	// eventless is, per principal the group records an outcome with no
+	// event of, its count of them with the group's (eventless.go).
+	eventless map[string]uint64
 
 	started, stagedAt time.Time
 
@@ -185,6 +188,7 @@ func (e *Engine) acquire() *flight {
 		e.forget(p)
 	}
 	clear(f.firsts)
+	clear(f.eventless)
 	clear(f.unrecorded)
 	f.unrecorded = f.unrecorded[:0]
 	clear(f.group)

@@ -1,0 +1,77 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/events"
+)
+
+// A principal's refusals that record nothing but themselves are recorded up
+// to MaxEventlessOutcomes: past them each is answered as before, but a
+// retry of its id is decided again, so a worker sending them with fresh
+// ids cannot grow the store for ever. The count is the principal's own —
+// another principal's refusals are still recorded — and it outlives a
+// restart.
+func TestEventlessOutcomesAreRecordedUpToTheirBound(t *testing.T) {
+	fs := vfs.NewMem()
+	clock := newTestClock()
+	f := openEngine(t, fs, clock, nil)
+	f.seedRunAs("R")
+	hostile := events.WorkerPrincipal("R", "02_exec")
+	refused := func(p events.Principal, id string) Request {
+		return as(p, id, &TaskTransition{RunID: "R", TaskID: "99_absent", To: "running"})
+	}
+	head := f.eng.Head()
+
+	reqs := make([]Request, MaxEventlessOutcomes)
+	for i := range reqs {
+		reqs[i] = refused(hostile, fmt.Sprintf("r-%d", i))
+	}
+	replies, err := f.eng.SubmitAll(context.Background(), reqs)
+	require.NoError(t, err)
+	require.Len(t, replies, MaxEventlessOutcomes)
+	first := replies[0].Rejected
+	require.NotNil(t, first)
+	for _, r := range replies {
+		require.Equal(t, first, r.Rejected)
+		require.False(t, r.Replayed)
+	}
+	require.Equal(t, head, f.eng.Head(), "the refusals wrote no event")
+	n, err := f.log.EventlessOutcomes(hostile.Key())
+	require.NoError(t, err)
+	require.EqualValues(t, MaxEventlessOutcomes, n)
+
+	past := f.submit(refused(hostile, "past"))
+	require.Equal(t, first, past.Rejected, "past the bound the answer is the same")
+	again := f.submit(refused(hostile, "past"))
+	require.Equal(t, first, again.Rejected)
+	require.False(t, again.Replayed, "past the bound a refusal is not recorded: its retry is decided again")
+	early := f.submit(refused(hostile, "r-7"))
+	require.True(t, early.Replayed, "the refusals within the bound stay recorded")
+	require.Equal(t, first, early.Rejected)
+	n, err = f.log.EventlessOutcomes(hostile.Key())
+	require.NoError(t, err)
+	require.EqualValues(t, MaxEventlessOutcomes, n)
+
+	for _, other := range []events.Principal{events.OrchestratorPrincipal("R"), events.WorkerPrincipal("R", "03_other")} {
+		f.submit(refused(other, "r-1"))
+		again := f.submit(refused(other, "r-1"))
+		require.True(t, again.Replayed, "%v: another principal's refusal is recorded", other)
+	}
+
+	require.NoError(t, f.eng.Close())
+	e, err := Open(f.log, Options{Clock: clock.Now, ExpiryInterval: -1})
+	require.NoError(t, err)
+	defer e.Close()
+	for range 2 {
+		r, err := e.Submit(context.Background(), refused(hostile, "after-restart"))
+		require.NoError(t, err)
+		require.Equal(t, first, r.Rejected)
+		require.False(t, r.Replayed, "the bound holds across a restart")
+	}
+}
