@@ -488,7 +488,11 @@ class Connection {
       try {
         frame = JSON.parse(line);
       } catch {
-        this.closeError = new BrokerError("protocol", "the broker sent a frame that is not JSON");
+        frame = undefined;
+      }
+      // A frame is one JSON object: anything else (null, a number, an array) is no answer to match or push to read.
+      if (typeof frame !== "object" || frame === null || Array.isArray(frame)) {
+        this.closeError = new BrokerError("protocol", "the broker sent a frame that is not a JSON object");
         this.#socket.destroy();
         return;
       }

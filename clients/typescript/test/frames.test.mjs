@@ -1,0 +1,45 @@
+// The client against a broker that misbehaves on the wire: a line that is JSON but not an object is a protocol
+// error that ends the connection, never a throw out of the socket's data handler.
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+
+import { CrewClient } from "../src/index.js";
+
+// fakeBroker answers the hello, then answers every request with the line answer() gives.
+async function fakeBroker(t, answer) {
+  const dir = mkdtempSync(join(tmpdir(), "crewlog-frames-"));
+  const path = join(dir, "b.sock");
+  const server = createServer((sock) => {
+    let buf = "";
+    sock.setEncoding("utf8");
+    sock.on("error", () => {});
+    sock.on("data", (chunk) => {
+      buf += chunk;
+      let nl;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        const req = JSON.parse(buf.slice(0, nl));
+        buf = buf.slice(nl + 1);
+        sock.write(req.method === "hello" ? JSON.stringify({ id: "hello", result: { ok: true } }) + "\n" : answer(req) + "\n");
+      }
+    });
+  });
+  await new Promise((resolve) => server.listen(path, resolve));
+  t.after(() => {
+    server.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return path;
+}
+
+for (const line of ["null", "42", '"pong"', "[]", "true"]) {
+  test(`a frame that is ${line}, not an object, fails the call with protocol`, { timeout: 30_000 }, async (t) => {
+    const socketPath = await fakeBroker(t, () => line);
+    const c = await CrewClient.connect({ socketPath, credentials: { role: "admin", token: "x" } });
+    t.after(() => c.close());
+    await assert.rejects(c.call("ping"), { code: "protocol" });
+  });
+}
