@@ -176,7 +176,7 @@ func (c *canonicalizer) object(w *bytes.Buffer) error {
 		return c.fail("nested deeper than %d", maxJSONDepth)
 	}
 	defer func() { c.depth-- }()
-	open, start := c.i, w.Len()
+	start := w.Len()
 	c.i++
 	// First pass: write the members straight through while their keys come
 	// in order (the usual case); the first key out of order (or seen
@@ -196,14 +196,20 @@ func (c *canonicalizer) object(w *bytes.Buffer) error {
 		if n > 0 {
 			w.WriteByte(',')
 		}
+		at, keyAt := c.i, w.Len()
 		key, err := c.str(w)
 		if err != nil {
 			return err
 		}
 		if n > 0 && key <= last {
+			// NB: the members before this key are read back from their
+			// canonical bytes, where no object is out of order: read
+			// again from c.in, each object nested in them would fall
+			// back again, doubling the work at every level of nesting.
+			read := append([]byte(nil), w.Bytes()[start+1:keyAt]...)
 			w.Truncate(start)
-			c.i = open
-			return c.sortedObject(w)
+			c.i = at
+			return c.sortedObject(w, read)
 		}
 		last, n = key, n+1
 		if err := c.colon(); err != nil {
@@ -222,30 +228,26 @@ func (c *canonicalizer) object(w *bytes.Buffer) error {
 	}
 }
 
-// sortedObject reads the object at c.i into a scratch buffer and writes
-// its members ordered by key.
-func (c *canonicalizer) sortedObject(w *bytes.Buffer) error {
-	c.i++
+// sortedObject reads the rest of an object, from the member key at c.i,
+// into a scratch buffer, after the members read already (canonical, each
+// followed by a ','), and writes them all ordered by key.
+func (c *canonicalizer) sortedObject(w *bytes.Buffer, read []byte) error {
 	var scratch bytes.Buffer
 	var ms []member
-	for {
-		c.space()
-		if c.i >= len(c.in) || c.in[c.i] != '"' {
-			return c.fail("object key expected")
-		}
-		from := scratch.Len()
-		key, err := c.str(&scratch)
+	for before := (canonicalizer{in: read, depth: c.depth}); before.i < len(read); before.i++ {
+		m, err := before.member(&scratch)
 		if err != nil {
 			return err
 		}
-		if err := c.colon(); err != nil {
+		ms = append(ms, m)
+	}
+	for {
+		c.space()
+		m, err := c.member(&scratch)
+		if err != nil {
 			return err
 		}
-		scratch.WriteByte(':')
-		if err := c.value(&scratch); err != nil {
-			return err
-		}
-		ms = append(ms, member{key: key, from: from, to: scratch.Len()})
+		ms = append(ms, m)
 		if done, err := c.next('}'); err != nil {
 			return err
 		} else if done {
@@ -273,6 +275,27 @@ func (c *canonicalizer) sortedObject(w *bytes.Buffer) error {
 	}
 	w.WriteByte('}')
 	return nil
+}
+
+// member writes the member at c.i (key, ':', value) to scratch and returns
+// where it is.
+func (c *canonicalizer) member(scratch *bytes.Buffer) (member, error) {
+	if c.i >= len(c.in) || c.in[c.i] != '"' {
+		return member{}, c.fail("object key expected")
+	}
+	from := scratch.Len()
+	key, err := c.str(scratch)
+	if err != nil {
+		return member{}, err
+	}
+	if err := c.colon(); err != nil {
+		return member{}, err
+	}
+	scratch.WriteByte(':')
+	if err := c.value(scratch); err != nil {
+		return member{}, err
+	}
+	return member{key: key, from: from, to: scratch.Len()}, nil
 }
 
 func (c *canonicalizer) array(w *bytes.Buffer) error {
