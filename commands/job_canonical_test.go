@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/events"
 )
 
 // referenceCanonical is canonicalJSON done the slow, obvious way: decode,
@@ -118,4 +120,35 @@ func TestCanonicalJSONNestedOutOfOrder(t *testing.T) {
 		require.True(t, ok)
 		require.Equal(t, string(want), out.String())
 	}
+}
+
+// A key twice is refused at the top level of a grant's tool and of a
+// proxied call's result as it is deeper in them (T3): decoding those
+// objects into a map kept the last of the two, silently.
+func TestKeyTwiceAtTheTopLevel(t *testing.T) {
+	w := loopWorld(t, 1_000_000)
+	tool := `{"name":"read","label":"Read","description":"d","description":"another","parameters":{"type":"object"},` +
+		`"sourceInfo":{"path":"/t","source":"pi","scope":"user","origin":"package"},"callable":"mgr:read"}`
+	o := w.send(orch("job.create", `{"jobId":"J","taskId":"W","tools":[`+tool+`]}`)) // nonce secret-1
+	require.NotNil(t, o.err)
+	require.Len(t, o.events, 1)
+	p := events.PayloadAs[events.JobRejected](o.events[0])
+	require.NotNil(t, p)
+	require.Equal(t, reasonNotJSONSafe, p.Reason)
+	require.Contains(t, p.Message, `key "description" appears twice`)
+
+	for _, r := range []loopRequest{
+		orch("job.create", `{"jobId":"J","taskId":"W","tools":`+loopGrant+`}`), // nonce secret-2
+		orch("lease.open", `{"jobId":"J","mode":"start","rootToolCallId":"root"}`),
+		{events.RoleWorker, "proxy.request", `{"jobId":"J","requestId":"r1","nonce":"secret-2","tool":"read"}`},
+		orch("manifest.revalidate", `{"jobId":"J","requestId":"r1","tools":`+loopGrant+`}`),
+	} {
+		require.Nil(t, w.send(r).err, "setup %s", r.method)
+	}
+	o = w.send(orch("proxy.complete", `{"jobId":"J","requestId":"r1","nonce":"secret-2",`+
+		`"result":{"content":[{"type":"text","text":"a"}],"content":[{"type":"text","text":"b"}]}}`))
+	require.NotNil(t, o.err)
+	require.Equal(t, CodeBadParams, o.err.Code)
+	require.Contains(t, o.err.Message, `key "content" appears twice`)
+	require.Empty(t, o.events)
 }

@@ -166,6 +166,9 @@ func parseTool(i int, item json.RawMessage) (manifestTool, []byte, *manifestErro
 	if merr := checkSourceInfo(fields["sourceInfo"]); merr != "" {
 		return manifestTool{}, nil, bad(reasonManifestInvalid, name, "sourceInfo: %s", merr)
 	}
+	if err := keyTwice(item); err != nil {
+		return manifestTool{}, nil, bad(reasonNotJSONSafe, name, "%v", err)
+	}
 	var canon bytes.Buffer
 	if err := canonicalJSON(&canon, mustMarshal(kept), 0); err != nil {
 		return manifestTool{}, nil, bad(reasonNotJSONSafe, name, "%v", err)
@@ -258,6 +261,33 @@ func revalidate(want, got []manifestTool) (index int, cause, wantS, gotS string,
 	return 0, "", "", "", true
 }
 
+// keyTwice refuses an object whose top level holds a key twice, as
+// canonicalJSON refuses one deeper (T3): decoding the object into a map,
+// as a tool manifest and a result are, keeps the last of the two.
+func keyTwice(object json.RawMessage) error {
+	dec := json.NewDecoder(bytes.NewReader(object))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil // not an object: its decoding says so
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		key, _ := t.(string)
+		if seen[key] {
+			return fmt.Errorf("%w: key %q appears twice", errNotJSONSafe, key)
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
 // proxyResultFields are the fields of a tool result the proxy keeps (T14):
 // usage, details and anything else are stripped.
 var proxyResultFields = []string{"content", "structuredContent", "isError", "terminate"}
@@ -268,6 +298,9 @@ func shapeProxyResult(raw json.RawMessage) (string, bool, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
 		return "", false, errors.New("result must be an object")
+	}
+	if err := keyTwice(raw); err != nil {
+		return "", false, err
 	}
 	kept := make(map[string]json.RawMessage, len(proxyResultFields))
 	for _, k := range proxyResultFields {
