@@ -60,12 +60,15 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 				}
 				return rep, true, n.waitCopied(ctx, rep.Position)
 			}
-			if errors.Is(err, commands.ErrNoSpace) && !inDoubt {
-				// The writer's disk is short: it decided nothing, and
-				// the client hears so (disk-full), as from one crewd.
-				// NB: not after an attempt in doubt — the writer checks
-				// its space before it looks the command id up, so a
-				// command decided then would be answered disk-full.
+			if (errors.Is(err, commands.ErrNoSpace) || errors.Is(err, commands.ErrResultTooLarge)) && !inDoubt {
+				// The writer's disk is short, or the result would not
+				// fit the client's frame: it recorded nothing, and the
+				// client hears so (disk-full, oversize-frame), as from
+				// one crewd. NB: not after an attempt in doubt — the
+				// writer checks its space before it looks the command
+				// id up, and answers a result too large without a
+				// commit, so a command decided then (and still landing)
+				// would be answered so.
 				return commands.Reply{}, true, err
 			}
 			// The node asked was not the writer and decided nothing.

@@ -132,3 +132,22 @@ func submitRunCreate(f *Node, commandID string) (commands.Reply, error) {
 	return f.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(), CommandID: commandID,
 		Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}})
 }
+
+// A writer answers a command whose result the follower's client could not
+// carry with commands.ErrResultTooLarge, having recorded nothing; the
+// follower answers the same at once (the broker's oversize-frame, as from
+// one crewd), instead of sending it again until its time is up and
+// answering that no writer answered, which a client retries for ever.
+func TestFollowerAnswersTheWritersResultTooLarge(t *testing.T) {
+	for _, id := range []string{"with-id", ""} {
+		t.Run(fmt.Sprintf("command id %q", id), func(t *testing.T) {
+			f, asked := followerOfAFakeWriter(t, func(int32) error {
+				return fmt.Errorf("%w: run.create answers 90 bytes, 1 fit", commands.ErrResultTooLarge)
+			})
+			_, err := submitRunCreate(f, id)
+			require.ErrorIs(t, err, commands.ErrResultTooLarge)
+			require.NotErrorIs(t, err, ErrNoWriter)
+			require.Equal(t, int32(1), asked.Load(), "nothing was recorded: not sent again")
+		})
+	}
+}
