@@ -270,8 +270,8 @@ func (l *Log) CatchUp(ctx context.Context) (int, error) {
 
 // Follow copies groups as the stream receives them until ctx ends or an
 // error, calling copied (on Follow's goroutine) whenever it has copied a
-// group and none is pending, or every 256 groups: a follower's engine
-// catches up then. It returns ctx.Err() when ctx ends.
+// group and no message is pending (its last read may be a void batch's),
+// or every 256 groups: a follower's engine catches up then. It returns ctx.Err() when ctx ends.
 func (l *Log) Follow(ctx context.Context, copied func()) error {
 	l.mu.Lock()
 	l.restartCopy()
@@ -297,10 +297,15 @@ func (l *Log) Follow(ctx context.Context, copied func()) error {
 		if err != nil {
 			return err
 		}
-		if !done {
+		if done {
+			since++
+		}
+		// NB: also after a void batch, which is no group, at the stream's
+		// end: the groups read before it, while it was pending, are told
+		// of now.
+		if since == 0 {
 			continue
 		}
-		since++
 		if md, _ := m.Metadata(); since >= 256 || md == nil || md.NumPending == 0 {
 			copied()
 			since = 0

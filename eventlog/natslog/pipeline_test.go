@@ -153,3 +153,34 @@ func TestFailedStagedGroupFailsTheGroupsAfterIt(t *testing.T) {
 	require.NoError(t, err)
 	requireCopy(t, w.Local(), openLog(t, js).Local(), 3)
 }
+
+// A follower that reads a group and then a void batch at the stream's end
+// tells its caller it copied the group once it has read the void batch:
+// the group was read while the void batch was pending, and the void batch
+// is no group, but the caller (a follower's engine) must fold the group
+// without waiting for the next one, which may not come for long.
+func TestFollowTellsOfAGroupBeforeAVoidBatch(t *testing.T) {
+	js := connect(t, startServer(t))
+	a, b := openLog(t, js), openLog(t, js)
+	f, err := Open(context.Background(), js, openLocal(t), testConfig)
+	require.NoError(t, err)
+	_, err = b.Commit(group1("b1"))
+	require.NoError(t, err)
+	errs := stage(t, a, group1("a1"), group1("a2"))
+	require.ErrorIs(t, errs[0], ErrFenced)
+	require.Equal(t, uint64(4), streamMsgs(t, a), "a2 is stored, void")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	copied := make(chan struct{}, 16)
+	done := make(chan error, 1)
+	go func() { done <- f.Follow(ctx, func() { copied <- struct{}{} }) }()
+	select {
+	case <-copied:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follower never told of the group it copied")
+	}
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Equal(t, uint64(4), f.Sequence(), "read past the void batch")
+	requireCopy(t, b.Local(), f.Local(), 1)
+}
