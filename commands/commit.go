@@ -78,6 +78,16 @@ type LongSyncer interface {
 	SyncsLong() bool
 }
 
+// WriteChecker is a Committer whose log cannot take some writes the
+// engine's own log takes (the JetStream log: an event larger than one of
+// its messages). The engine asks it about each command's write before
+// applying the command, and refuses a write it refuses (bad-params), as
+// it refuses an event its own log would: the group's commit would fail,
+// and the engine with it.
+type WriteChecker interface {
+	CheckWrite(w *eventlog.Write) error
+}
+
 // StagedCommit is a group handed to the log by StagingCommitter.Stage.
 type StagedCommit interface {
 	Wait() (first uint64, err error)

@@ -156,7 +156,9 @@
 //     group durable (default: the log's Stage and Wait, pipelined). A replicated backend
 //     commits the group to its replicated log first and then appends it to
 //     the engine's log, which stays the materialised copy every read,
-//     outcome lookup and snapshot uses. Options.Forwarder takes a request
+//     outcome lookup and snapshot uses; a Committer that is a WriteChecker
+//     refuses, before a command is applied, a write its log cannot take
+//     (the command is refused bad-params). Options.Forwarder takes a request
 //     away before it is decided (a follower forwards it to the writer), and
 //     CatchUp (follow.go) folds events another writer committed into the
 //     state and publishes them, so a follower serves queries and

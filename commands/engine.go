@@ -181,6 +181,7 @@ type Engine struct {
 	// the log to flights; the publisher lands them in order and gives each
 	// flight back to free. depth flights exist.
 	stager  stager
+	checker WriteChecker // the Committer's, if it is one
 	depth   int
 	flights chan *flight
 	free    chan *flight
@@ -317,6 +318,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 	}
 	e.lastSnapRecords.Store(info.SnapshotRecords)
 	e.stager, e.depth, e.early, e.mayLinger = stagerFor(o.Committer, l)
+	e.checker, _ = o.Committer.(WriteChecker)
 	e.flights, e.free, e.synced = make(chan *flight, e.depth), make(chan *flight, e.depth), make(chan time.Time, e.depth)
 	for range e.depth {
 		e.free <- &flight{eventless: make(map[string]uint64)}

@@ -113,6 +113,18 @@ func (e *Engine) decide(f *flight, from int) error {
 				break
 			}
 		}
+		if e.checker != nil {
+			probe := wr // as recorded below
+			probe.Result = res
+			if rej != nil {
+				probe.Code, probe.Reason, probe.Result = rej.Code, rej.Reason, []byte(rej.Message)
+			}
+			if err := e.checker.CheckWrite(&probe); err != nil {
+				// Too large for the Committer's log: refused as above.
+				rej = badParams("%s: %v", p.req.Command.Kind(), err)
+				dec.Events, wr.Events = nil, nil
+			}
+		}
 		for i := range dec.Events {
 			dec.Events[i].Position = next
 			next++

@@ -24,7 +24,9 @@
 //     much for one command as for a full group, so when a batch is
 //     acknowledged the writer lingers, briefly and boundedly, for the
 //     callers it answers before it publishes a nearly empty next group
-//     (commands' pipeline.go).
+//     (commands' pipeline.go). It is a commands.WriteChecker: a command
+//     whose event no NATS message can carry is refused before it is
+//     decided, not published to fail the writer.
 //   - A command submitted to a follower's engine is forwarded to the writer
 //     over NATS (request/reply on crewlog.<stream>.commands) and answered
 //     with the writer's reply (forward.go says why forwarding, not a

@@ -263,6 +263,10 @@ func (n *Node) Stage(ws []eventlog.Write) (commands.StagedCommit, error) {
 	return s, nil
 }
 
+// CheckWrite implements commands.WriteChecker: a write no batch of the
+// stream can carry is refused before it is decided (natslog.Log.CheckWrite).
+func (n *Node) CheckWrite(w *eventlog.Write) error { return n.jl.CheckWrite(w) }
+
 // StagesEarly implements commands.EarlyStager (Options.EarlyStaging).
 func (n *Node) StagesEarly() bool { return n.o.EarlyStaging }
 

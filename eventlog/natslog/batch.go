@@ -169,6 +169,38 @@ func planBatches(ws []eventlog.Write, lim batchLimits) ([][]eventlog.Write, erro
 	return append(out, ws[start:]), nil
 }
 
+// chunkRoom bounds what a message of a batch holds besides one event's
+// eventBytes and its crewlog stream's name: the layout's byte, the batch
+// id and index, msgpack's headers, and the batch's NATS headers, which
+// count against the server's maximum payload too.
+const chunkRoom = 1 << 10
+
+// CheckWrite refuses a write that no batch can carry, so that the engine
+// refuses its command before deciding on it (commands.WriteChecker)
+// instead of failing stop when its publish fails: a write that needs more
+// messages or manifest bytes than one batch may hold (ErrGroupTooLarge),
+// or an event of which is too large for one message of the server's. Both
+// wrap eventlog.ErrInvalid.
+func (l *Log) CheckWrite(w *eventlog.Write) error {
+	lim := l.limits()
+	p := newPacker(lim)
+	p.addWrite(w)
+	if !p.fits() {
+		return fmt.Errorf("%w (%d messages, manifest of %d bytes; limits %d messages, %d bytes)",
+			ErrGroupTooLarge, p.messages, p.manifest, lim.messages, lim.bytes)
+	}
+	if mp := int(l.js.Conn().MaxPayload()); mp > 0 {
+		for i := range w.Events {
+			e := &w.Events[i]
+			if n := eventBytes(e) + len(e.Stream) + chunkRoom; n > mp {
+				return fmt.Errorf("%w: natslog: an event of about %d bytes does not fit a NATS message (max payload %d bytes)",
+					eventlog.ErrInvalid, n, mp)
+			}
+		}
+	}
+	return nil
+}
+
 // encodeBatch encodes ws (one batch of planBatches, before Append assigns
 // anything in place) as the messages of batch id following batch prev and
 // position after, with the fence (the expected last sequence of the whole

@@ -72,7 +72,10 @@
 //     the writer could have committed; a failure between two of them fails
 //     the writer stop as any commit error does); a single command that
 //     does not fit a batch is refused before anything is published
-//     (ErrGroupTooLarge).
+//     (ErrGroupTooLarge). The engine asks CheckWrite about each command's
+//     write before deciding it (commands.WriteChecker), and refuses one
+//     that does not fit, or whose event is larger than one message of the
+//     server's, instead of failing stop when its publish fails.
 //   - JetStream acknowledges a batch once a majority of replicas stored
 //     it; with sync_interval always (SyncAlways, which crewlog requires of
 //     every server: StartServer sets it) each of them fsynced it first. Only

@@ -2,7 +2,9 @@ package natslog
 
 import (
 	"context"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -198,4 +200,33 @@ func TestGroupAcrossPullsIsCopied(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 	requireCopy(t, w.Local(), f.Local(), 600)
+}
+
+// CheckWrite lets through exactly the writes a batch can carry: an event
+// as large as it allows, with every other field at the log's limits, is
+// committed; one byte more is refused (eventlog.ErrInvalid) before
+// anything is published.
+func TestCheckWriteRefusesAnEventNoMessageCarries(t *testing.T) {
+	const maxPayload = 64 << 10
+	srv, err := StartServer(ServerOptions{Name: "t", StoreDir: filepath.Join(t.TempDir(), "nats"), MaxPayload: maxPayload})
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	js := connect(t, srv)
+	w := openLog(t, js)
+	write := func(payload int) eventlog.Write {
+		long := strings.Repeat("x", eventlog.MaxIDLen)
+		return eventlog.Write{Principal: "admin", CommandID: long, Result: []byte("{}"),
+			Events: []eventlog.Event{{Stream: strings.Repeat("$", eventlog.MaxStreamLen), Type: strings.Repeat("t", eventlog.MaxTypeLen),
+				SchemaVersion: 65535, Time: -1, CausationID: long, CorrelationID: long, ActorRole: long, ActorTask: long,
+				Payload: make([]byte, payload)}}}
+	}
+	empty := write(0)
+	largest := maxPayload - eventBytes(&empty.Events[0]) - eventlog.MaxStreamLen - chunkRoom
+
+	over := write(largest + 1)
+	require.ErrorIs(t, w.CheckWrite(&over), eventlog.ErrInvalid)
+	fits := write(largest)
+	require.NoError(t, w.CheckWrite(&fits))
+	_, err = w.Commit([]eventlog.Write{fits})
+	require.NoError(t, err)
 }

@@ -1,0 +1,54 @@
+package cluster
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog/natslog"
+	"github.com/crewlog/crewlog/events"
+)
+
+// A command whose event the engine's own log takes but no message of the
+// NATS servers can carry (larger than their maximum payload) is refused
+// bad-params, as a command whose event the log refuses is, and the writer
+// goes on: it used to be decided and published, the publish failed, and
+// the writer failed stop — and so did every writer after it, as the
+// client sent the command again.
+func TestWriterRefusesACommandNoMessageCanCarry(t *testing.T) {
+	const maxPayload = 64 << 10
+	srv, err := natslog.StartServer(natslog.ServerOptions{Name: "t", StoreDir: filepath.Join(t.TempDir(), "nats"),
+		MaxPayload: maxPayload})
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	w := startOn(t, srv, Options{Name: "w", Log: natslog.Config{Stream: "CREWLOG", Replicas: 1}, LeaseTTL: time.Second})
+	select {
+	case <-w.Elected():
+	case <-w.Failed():
+		t.Fatalf("w failed: %v", w.Err())
+	case <-time.After(20 * time.Second):
+		t.Fatal("no writer")
+	}
+
+	submit := func(id, goal string) (commands.Reply, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return w.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(), CommandID: id,
+			Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: id, Team: "t", Goal: goal, Cwd: "/w"}})
+	}
+	r, err := submit("big", strings.Repeat("g", maxPayload+1))
+	require.NoError(t, err)
+	require.NotNil(t, r.Rejected)
+	require.Equal(t, "bad-params", r.Rejected.Code)
+	require.Nil(t, w.Err())
+	require.True(t, w.Writer())
+
+	r, err = submit("small", "g")
+	require.NoError(t, err)
+	require.Nil(t, r.Rejected)
+}
