@@ -3,11 +3,14 @@ package commands
 import (
 	"context"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 
+	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
 )
 
@@ -74,4 +77,55 @@ func TestEventlessOutcomesAreRecordedUpToTheirBound(t *testing.T) {
 		require.Equal(t, first, r.Rejected)
 		require.False(t, r.Replayed, "the bound holds across a restart")
 	}
+}
+
+// BenchmarkRefusalsWithFreshIDs: what refusals that record no event cost
+// the store on disk, sent by one worker with a fresh id each, 1,000 to a
+// group. store-bytes/op is the store's growth (WAL and tables, measured
+// after a close) per refusal; past MaxEventlessOutcomes nothing more is
+// recorded, so it falls as b.N grows:
+//
+//	go test ./commands -run '^$' -bench RefusalsWithFreshIDs -benchtime 140000x
+func BenchmarkRefusalsWithFreshIDs(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "crewlog")
+	l, err := eventlog.Open(dir, nil)
+	require.NoError(b, err)
+	clock := newTestClock()
+	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1})
+	require.NoError(b, err)
+	f := &engineFixture{t: b, log: l, eng: e, clock: clock}
+	f.seedRunAs("R")
+	before := dirBytes(b, dir)
+	w := events.WorkerPrincipal("R", "02_exec")
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		reqs := make([]Request, min(1000, b.N-done))
+		for i := range reqs {
+			reqs[i] = as(w, fmt.Sprintf("refusal-%012d", done+i), &TaskTransition{RunID: "R", TaskID: "99_absent", To: "running"})
+		}
+		replies, err := e.SubmitAll(context.Background(), reqs)
+		require.NoError(b, err)
+		require.NotNil(b, replies[len(replies)-1].Rejected)
+		done += len(reqs)
+	}
+	b.StopTimer()
+	require.NoError(b, e.Close())
+	require.NoError(b, l.Close())
+	b.ReportMetric(float64(dirBytes(b, dir)-before)/float64(b.N), "store-bytes/op")
+}
+
+// dirBytes is the size of the files under dir.
+func dirBytes(b *testing.B, dir string) int64 {
+	var n int64
+	require.NoError(b, filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err == nil {
+			n += info.Size()
+		}
+		return err
+	}))
+	return n
 }
