@@ -75,6 +75,13 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 			notWriter := errors.Is(err, commands.ErrNotWriter)
 			inDoubt = inDoubt || !notWriter
 			retry = notWriter || r.CommandID != ""
+		case errors.Is(err, nats.ErrMaxPayload) && !inDoubt:
+			// Nothing was sent: the request is larger than a NATS
+			// message. Refused, recording nothing, as the writer
+			// refuses a command whose event no message can carry.
+			return commands.Reply{Rejected: &commands.RejectedError{Code: commands.CodeBadParams, Reason: "invalid-params",
+				Message: fmt.Sprintf("%s: a request of %d bytes is too large to forward to the writer (NATS max payload %d bytes)",
+					r.Command.Kind(), len(data), n.o.Conn.MaxPayload())}}, true, nil
 		case errors.Is(err, nats.ErrNoResponders):
 			retry = true // nobody received it
 		default:

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -102,7 +103,11 @@ func TestFollowerResendsOnlyWhatTheWriterDidNotDecide(t *testing.T) {
 // holds the lease and answers the n-th request on the commands subject
 // (counted in asked, from 1) with answer(n).
 func followerOfAFakeWriter(t *testing.T, answer func(n int32) error) (f *Node, asked *atomic.Int32) {
-	srv := startNATS(t)
+	return followerOfAFakeWriterOn(t, startNATS(t), answer)
+}
+
+// followerOfAFakeWriterOn is followerOfAFakeWriter on the server srv.
+func followerOfAFakeWriterOn(t *testing.T, srv *server.Server, answer func(n int32) error) (f *Node, asked *atomic.Int32) {
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
 	nc := connectTo(t, srv)
 	js, err := jetstream.New(nc)

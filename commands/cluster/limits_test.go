@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/commands"
@@ -22,10 +23,7 @@ import (
 // client sent the command again.
 func TestWriterRefusesACommandNoMessageCanCarry(t *testing.T) {
 	const maxPayload = 64 << 10
-	srv, err := natslog.StartServer(natslog.ServerOptions{Name: "t", StoreDir: filepath.Join(t.TempDir(), "nats"),
-		MaxPayload: maxPayload})
-	require.NoError(t, err)
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	srv := startNATSWithMaxPayload(t, maxPayload)
 	w := startOn(t, srv, Options{Name: "w", Log: natslog.Config{Stream: "CREWLOG", Replicas: 1}, LeaseTTL: time.Second})
 	select {
 	case <-w.Elected():
@@ -51,4 +49,37 @@ func TestWriterRefusesACommandNoMessageCanCarry(t *testing.T) {
 	r, err = submit("small", "g")
 	require.NoError(t, err)
 	require.Nil(t, r.Rejected)
+}
+
+// A follower whose request is larger than a NATS message may be sent
+// nothing, and says so at once (bad-params, nothing recorded), as the
+// writer refuses a command no message can carry: it took the refused send
+// for a request in doubt, sent it again until its time was up and
+// answered that no writer answered, which a client retries for ever.
+func TestFollowerRefusesARequestNoMessageCanCarry(t *testing.T) {
+	const maxPayload = 64 << 10
+	srv := startNATSWithMaxPayload(t, maxPayload)
+	f, asked := followerOfAFakeWriterOn(t, srv, func(int32) error { return nil })
+	for _, id := range []string{"with-id", ""} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		r, err := f.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(), CommandID: id,
+			Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: "r", Team: "t",
+				Goal: strings.Repeat("g", maxPayload+1), Cwd: "/w"}})
+		cancel()
+		require.NoError(t, err, "command id %q", id)
+		require.NotNil(t, r.Rejected, "command id %q", id)
+		require.Equal(t, commands.CodeBadParams, r.Rejected.Code)
+	}
+	require.Zero(t, asked.Load(), "nothing reached the writer")
+}
+
+// startNATSWithMaxPayload is startNATS with a maximum payload of maxPayload
+// bytes.
+func startNATSWithMaxPayload(t *testing.T, maxPayload int32) *server.Server {
+	t.Helper()
+	srv, err := natslog.StartServer(natslog.ServerOptions{Name: "t", StoreDir: filepath.Join(t.TempDir(), "nats"),
+		MaxPayload: maxPayload})
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	return srv
 }
