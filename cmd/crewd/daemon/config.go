@@ -151,7 +151,7 @@ var options = []option{
 	{"budget-mode", kindString, "picrew|nested", "how a delegation's grant is found: picrew (every task seeded with the run's budgetTotal) or nested (a grandchild's grant is its reservation; a run never spends more than budgetTotal)", fixed(events.BudgetModePicrew)},
 	{"model-catalog", kindString, "FILE", "file of allowed models, one per line ('#' comments); absent: no model check; unreadable: every explicit model is denied", fixed("")},
 	{"settle-grace", kindDuration, "DURATION", fmt.Sprintf("time after a delegation's timeout before the engine times it out, whole seconds, 0s..%ds", commands.MaxSettleGraceSec), fixed("30s")},
-	{"slot-share", kindString, "N|auto", fmt.Sprintf("slots one run may hold while another run waits for one, 0..%d (0: no share); auto: half of --max-slots, at least 1", commands.MaxMaxSlots), fixed("auto")},
+	{"slot-share", kindIntOrAuto, "N|auto", fmt.Sprintf("slots one run may hold while another run waits for one, 0..%d (0: no share); auto: half of --max-slots, at least 1", commands.MaxMaxSlots), fixed("auto")},
 	{"slot-wait", kindDuration, "DURATION", fmt.Sprintf("how long a run refused a slot counts as waiting for one, whole seconds, 0s..%ds (0s: no fair slots)", commands.MaxSlotWaitSec), fixed(fmt.Sprintf("%ds", projections.DefaultSlotWaitSec))},
 	{"quota-events", kindInt, "N", fmt.Sprintf("events one run may hold, 0..%d (0: no limit)", maxQuota), fixed(strconv.Itoa(projections.DefaultQuotaEvents))},
 	{"quota-bytes", kindInt, "BYTES", fmt.Sprintf("bytes of message bodies and subjects one run may hold, 0..%d (0: no limit)", maxQuota), fixed(strconv.Itoa(projections.DefaultQuotaBytes))},

@@ -159,7 +159,7 @@ func TestLoadModelCatalogUnreadableIsEmpty(t *testing.T) {
 
 func TestLoadConfigFile(t *testing.T) {
 	file := writeFile(t, "crewd.json", `{"data": "/from-file", "max-slots": 8, "nesting": false, "settle-grace": 45,
-		"unmetered-delegates": "deny", "log-format": "json", "budget-mode": "nested"}`)
+		"unmetered-delegates": "deny", "log-format": "json", "budget-mode": "nested", "slot-share": 1}`)
 	c, err := Load([]string{"--config", file, "--max-slots", "3"}, homeEnv)
 	require.NoError(t, err)
 	require.Equal(t, file, c.ConfigFile)
@@ -169,8 +169,13 @@ func TestLoadConfigFile(t *testing.T) {
 	require.Equal(t, 45, c.Engine.SettleGraceSec, "a number of seconds")
 	require.Equal(t, events.UnmeteredDeny, c.Engine.UnmeteredDelegates)
 	require.Equal(t, events.BudgetModeNested, c.Engine.BudgetMode)
+	require.Equal(t, 1, c.Engine.SlotShare, "N|auto takes a number")
 	require.Equal(t, "json", c.LogFormat)
 	require.Equal(t, 2, c.Engine.MaxDepth, "keys the file leaves out keep their defaults")
+
+	c, err = Load([]string{"--config", writeFile(t, "auto.json", `{"slot-share": "auto", "max-slots": 6}`)}, homeEnv)
+	require.NoError(t, err)
+	require.Equal(t, 3, c.Engine.SlotShare, "or the word auto")
 }
 
 // TestLoadInvalid checks every invalid value, and that one Load reports all the problems it has.
