@@ -415,7 +415,7 @@ func Load(args []string, env Env) (Config, error) {
 		c.SocketGroup = gid
 	}
 	c.OutboundQueueCap = integer("outbound-queue-cap", minOutboundQueueCap, maxOutboundQueueCap)
-	c.Limits = loadLimits(integer, duration, str, fail)
+	c.Limits = loadLimits(c.MaxFrame, integer, duration, str, fail)
 	c.Store, c.Cluster = loadCluster(integer, duration, boolean, str, fail)
 	switch oneOf("log-level", "debug", "info", "warn", "error") {
 	case "debug":

@@ -50,8 +50,9 @@ var limitOptions = []option{
 
 func init() { options = append(options, limitOptions...) }
 
-// loadLimits reads the limit options with Load's helpers.
-func loadLimits(integer func(name string, lo, hi int) int, duration func(name string) time.Duration,
+// loadLimits reads the limit options with Load's helpers; maxFrame is --max-frame, which a connection's outbound
+// budget must hold.
+func loadLimits(maxFrame int, integer func(name string, lo, hi int) int, duration func(name string) time.Duration,
 	str func(name string) (text, src string), fail func(format string, args ...any)) Limits {
 	l := Limits{
 		MaxConns:                      integer("max-conns", 1, maxLimit),
@@ -72,6 +73,10 @@ func loadLimits(integer func(name string, lo, hi int) int, duration func(name st
 	if l.ReservedConns >= l.MaxConns {
 		_, src := str("reserved-conns")
 		fail("%s: %d must be below max-conns %d", src, l.ReservedConns, l.MaxConns)
+	}
+	if l.OutboundBytes < maxFrame {
+		_, src := str("outbound-bytes")
+		fail("%s: %d must be at least max-frame %d", src, l.OutboundBytes, maxFrame)
 	}
 	if l.GlobalOutboundBytes < l.OutboundBytes {
 		_, src := str("global-outbound-bytes")

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"bytes"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -35,7 +37,7 @@ func TestLimitDefaultsAreTheBrokers(t *testing.T) {
 func TestLimitFlags(t *testing.T) {
 	c, err := Load([]string{"--max-conns", "100", "--reserved-conns", "0", "--max-conns-per-credential", "5",
 		"--max-conns-per-run", "50", "--max-pending-per-process", "7", "--idle-timeout", "0s", "--max-waits-per-conn", "2", "--max-waits-per-credential", "3",
-		"--max-subscriptions-per-credential", "4", "--max-reads-per-credential", "3", "--outbound-bytes", "65536", "--global-outbound-bytes", "1048576",
+		"--max-subscriptions-per-credential", "4", "--max-reads-per-credential", "3", "--max-frame", "65536", "--outbound-bytes", "65536", "--global-outbound-bytes", "1048576",
 		"--rate-per-credential", "0", "--burst-per-credential", "7"}, homeEnv)
 	require.NoError(t, err)
 	require.Equal(t, Limits{MaxConns: 100, MaxConnsPerCredential: 5, MaxConnsPerRun: 50, MaxPendingPerProcess: 7, MaxWaitsPerConn: 2,
@@ -111,4 +113,25 @@ func TestOutboundBytesPerCredential(t *testing.T) {
 			require.ErrorContains(t, err, tc.err)
 		})
 	}
+}
+
+// TestOutboundBytesAtLeastMaxFrame: a connection's outbound budget below the frame cap is a usage error naming the
+// flag, like every other bad setting: the broker refuses it, and finding out only there opened the store (and
+// recorded the engine's config) before crewd exited 1.
+func TestOutboundBytesAtLeastMaxFrame(t *testing.T) {
+	_, err := Load([]string{"--outbound-bytes", "100000"}, homeEnv)
+	require.ErrorContains(t, err, "daemon: --outbound-bytes: 100000 must be at least max-frame 262144")
+	_, err = Load([]string{"--config", writeFile(t, "o.json", `{"max-frame": 1048576, "outbound-bytes": 524288}`)}, homeEnv)
+	require.ErrorContains(t, err, "524288 must be at least max-frame 1048576")
+
+	c, err := Load([]string{"--max-frame", "1048576", "--outbound-bytes", "1048576"}, homeEnv)
+	require.NoError(t, err)
+	o := broker.Options{SocketPath: "/tmp/c.sock", ServerKey: make([]byte, broker.MinServerKeyLen), MaxFrame: c.MaxFrame}
+	c.Limits.apply(&o)
+	require.NoError(t, o.Validate(), "the broker takes what Load takes")
+
+	data := filepath.Join(t.TempDir(), "data")
+	var out, errs bytes.Buffer
+	require.Equal(t, ExitUsage, Main([]string{"--data", data, "--outbound-bytes", "100000"}, &out, &errs), errs.String())
+	require.NoDirExists(t, data)
 }
