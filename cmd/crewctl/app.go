@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -34,6 +35,9 @@ type app struct {
 
 // run executes the command line and returns the exit code.
 func run(ctx context.Context, args []string, io stdio, dial dialer) int {
+	// A store, data directory, backup or secret crewctl creates is for its user alone, as crewd's are
+	// (crewd refuses a data directory or store that others may reach), whatever umask it was started with.
+	syscall.Umask(0o077)
 	a := &app{io: io, dial: dial}
 	root := a.root()
 	root.SetArgs(args)

@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -88,4 +90,22 @@ func TestImportPicrewCommand(t *testing.T) {
 
 	r = crewctl(t, nil, "verify", "--data", data)
 	require.Equal(t, exitOK, r.code, r.out+r.err)
+}
+
+// TestNewStoreIsPrivate: a data directory and store crewctl creates are its user's alone, whatever umask it runs
+// with, as crewd's are: crewd refuses a data directory or store that others may reach, so one made 0755 by an
+// import could not be started on (and its messages were readable by every user).
+func TestNewStoreIsPrivate(t *testing.T) {
+	defer syscall.Umask(syscall.Umask(0o022))
+	data := filepath.Join(t.TempDir(), "new", "data")
+	root := filepath.Join("..", "..", "migrations", "picrew", "testdata", "root")
+	r := crewctl(t, nil, "import", "picrew", root, "--data", data)
+	require.Equal(t, exitOK, r.code, r.err)
+	require.NoError(t, filepath.WalkDir(filepath.Dir(data), func(p string, d fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		fi, err := d.Info()
+		require.NoError(t, err)
+		require.Zero(t, fi.Mode().Perm()&0o077, "%s has mode %04o", p, fi.Mode().Perm())
+		return nil
+	}))
 }
