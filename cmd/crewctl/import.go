@@ -72,18 +72,36 @@ func (a *app) importPicrew(root string, dryRun bool) error {
 		// A new data directory gets its store where crewd looks for it.
 		store = filepath.Join(a.dataDir, storeDir)
 	}
+	var l *eventlog.Log
 	if isStore(store) {
 		// An existing store: the read-only open names a running crewd, a
-		// damaged store or one that needs a migration before anything else.
+		// damaged store or one that needs a migration before anything else,
+		// and is all a dry run needs.
 		ro, err := a.open(store)
 		if err != nil {
 			return err
 		}
-		ro.Close()
+		if dryRun {
+			l = ro
+		} else {
+			ro.Close()
+		}
 	}
-	l, err := eventlog.Open(store, nil)
-	if err != nil {
-		return openErr(fmt.Errorf("crewctl: import picrew: %w", err))
+	if l == nil {
+		if dryRun {
+			// No store yet: a dry run plans against an empty one of its
+			// own, removed after, and creates nothing in the data directory.
+			tmp, err := os.MkdirTemp("", "crewctl-dry-run-")
+			if err != nil {
+				return openErr(fmt.Errorf("crewctl: import picrew: %w", err))
+			}
+			defer os.RemoveAll(tmp)
+			store = filepath.Join(tmp, storeDir)
+		}
+		var err error
+		if l, err = eventlog.Open(store, nil); err != nil {
+			return openErr(fmt.Errorf("crewctl: import picrew: %w", err))
+		}
 	}
 	defer l.Close()
 	bar := newProgress(a.io, "import")

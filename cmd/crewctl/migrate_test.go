@@ -109,3 +109,44 @@ func TestNewStoreIsPrivate(t *testing.T) {
 		return nil
 	}))
 }
+
+// TestImportPicrewDryRunWritesNothing: --dry-run reports what an import would append and writes nothing: no store
+// is created in a new data directory, and an existing store is only read (a writable open flushes its WAL into new
+// files).
+func TestImportPicrewDryRunWritesNothing(t *testing.T) {
+	root := filepath.Join("..", "..", "migrations", "picrew", "testdata", "root")
+	data := filepath.Join(t.TempDir(), "data")
+	r := crewctl(t, nil, "import", "picrew", root, "--data", data, "--dry-run")
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Contains(t, r.out, "2 run(s): would append ")
+	require.NoDirExists(t, data, "a dry run creates no store")
+
+	data = t.TempDir()
+	r = crewctl(t, nil, "import", "picrew", root, "--data", data)
+	require.Equal(t, exitOK, r.code, r.err)
+	before := storeFiles(t, data)
+	r = crewctl(t, nil, "import", "picrew", root, "--data", data, "--dry-run", "--json")
+	require.Equal(t, exitOK, r.code, r.err)
+	var sum struct {
+		Appended int `json:"appended"`
+		Existing int `json:"existing"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.out), &sum))
+	require.Zero(t, sum.Appended)
+	require.Positive(t, sum.Existing, "the store's writes were found")
+	require.Equal(t, before, storeFiles(t, data), "the store was only read")
+}
+
+// storeFiles names the files of data's store with their sizes.
+func storeFiles(t *testing.T, data string) map[string]int64 {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(data, storeDir))
+	require.NoError(t, err)
+	out := map[string]int64{}
+	for _, e := range entries {
+		fi, err := e.Info()
+		require.NoError(t, err)
+		out[e.Name()] = fi.Size()
+	}
+	return out
+}
