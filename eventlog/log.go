@@ -107,6 +107,12 @@ func Open(dir string, opts *Options) (*Log, error) {
 	SetCompression(po)
 	stalls := newWriteStalls(o.Logger)
 	po.EventListener = stalls.listener()
+	if o.ReadOnly {
+		// A read-only open is the offline tools' (verify, replay): a table that fails its checksum is damage they
+		// report, as the error of the read that met it. Pebble's default is a fatal error, which made verify
+		// panic on the very damage it looks for.
+		po.EventListener.DataCorruption = func(info pebble.DataCorruptionInfo) { po.Logger.Errorf("%s", info) }
+	}
 	po.EnsureDefaults()
 	db, err := pebble.Open(dir, po)
 	if err != nil {

@@ -47,7 +47,9 @@ type Options struct {
 	// 64 MiB). Larger payloads are refused by Append with ErrInvalid.
 	MaxPayloadBytes int
 	// ReadOnly opens an existing store without writing to it. Append,
-	// SaveSnapshot and Checkpoint-free writes return ErrReadOnly.
+	// SaveSnapshot and Checkpoint-free writes return ErrReadOnly. A table
+	// block that fails its checksum is the error of the read that met it
+	// (a writable open, as Pebble does, treats it as fatal: it panics).
 	ReadOnly bool
 	// AllowOlderFormat opens a store whose format is older than
 	// CurrentFormat for writing. Only the migrations set it: any other

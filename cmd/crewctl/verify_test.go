@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,4 +155,30 @@ func TestVerifyReportsARemovedIndexOfSummaries(t *testing.T) {
 	r = crewctl(t, nil, "verify", "--data", dir)
 	require.Equal(t, exitProblem, r.code, r.out)
 	require.Contains(t, r.out, "the index of finished runs' summaries holds 0 runs")
+}
+
+// TestVerifyDamagedTable: a data block of a table that fails its checksum, as a disk error leaves it, is damage
+// verify reports (exit 1), naming the file; Pebble's default for it is a fatal error, which made verify panic
+// (exit 2) on the very damage it looks for.
+func TestVerifyDamagedTable(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, storeDir)
+	audittest.Scenario(t, store)
+	db, err := pebble.Open(store, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: quiet{}})
+	require.NoError(t, err)
+	require.NoError(t, db.Close()) // its open flushed the log's writes into a table
+	tables, err := filepath.Glob(filepath.Join(store, "*.sst"))
+	require.NoError(t, err)
+	require.NotEmpty(t, tables)
+	f, err := os.OpenFile(tables[0], os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte("damage"), 200) // inside one of its first data blocks
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	r := crewctl(t, nil, "verify", "--data", dir)
+	require.Equal(t, exitProblem, r.code, r.out+r.err)
+	require.Contains(t, r.out, "CORRUPT")
+	require.Contains(t, r.out, "checksum mismatch")
+	require.Contains(t, r.out, "file "+strings.TrimSuffix(filepath.Base(tables[0]), ".sst"))
 }
