@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/crewlog/crewlog/eventlog"
 )
@@ -19,18 +20,33 @@ var (
 )
 
 // Open opens the store in dir read-only: nothing the audit does can write.
+// A store that does not open because a file of it is gone (its manifest, a
+// table) or its manifest is malformed is damaged: a *eventlog.CorruptError,
+// not ErrNoStore.
 func Open(dir string) (*eventlog.Log, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("%w in %s: %w", ErrNoStore, dir, err)
 	}
 	l, err := eventlog.Open(dir, &eventlog.Options{ReadOnly: true})
+	var ce *eventlog.CorruptError
 	switch {
 	case err == nil:
 		return l, nil
 	case errors.Is(err, eventlog.ErrLocked):
 		return nil, fmt.Errorf("%w (%s): %w", ErrLocked, dir, err)
+	case errors.As(err, &ce):
+		return nil, err
+	case errors.Is(err, eventlog.ErrCorrupt) || errors.Is(err, os.ErrNotExist) && holdsStore(dir):
+		return nil, &eventlog.CorruptError{Key: "store", Reason: err.Error()}
 	case errors.Is(err, eventlog.ErrNotFound) || errors.Is(err, os.ErrNotExist):
 		return nil, fmt.Errorf("%w in %s: %w", ErrNoStore, dir, err)
 	}
 	return nil, err
+}
+
+// holdsStore reports whether dir holds a Pebble store: the marker naming its
+// current manifest.
+func holdsStore(dir string) bool {
+	m, _ := filepath.Glob(filepath.Join(dir, "marker.manifest.*"))
+	return len(m) > 0
 }

@@ -161,12 +161,7 @@ func TestVerifyReportsARemovedIndexOfSummaries(t *testing.T) {
 // verify reports (exit 1), naming the file; Pebble's default for it is a fatal error, which made verify panic
 // (exit 2) on the very damage it looks for.
 func TestVerifyDamagedTable(t *testing.T) {
-	dir := t.TempDir()
-	store := filepath.Join(dir, storeDir)
-	audittest.Scenario(t, store)
-	db, err := pebble.Open(store, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: quiet{}})
-	require.NoError(t, err)
-	require.NoError(t, db.Close()) // its open flushed the log's writes into a table
+	dir, store := scenarioInTables(t)
 	tables, err := filepath.Glob(filepath.Join(store, "*.sst"))
 	require.NoError(t, err)
 	require.NotEmpty(t, tables)
@@ -181,4 +176,56 @@ func TestVerifyDamagedTable(t *testing.T) {
 	require.Contains(t, r.out, "CORRUPT")
 	require.Contains(t, r.out, "checksum mismatch")
 	require.Contains(t, r.out, "file "+strings.TrimSuffix(filepath.Base(tables[0]), ".sst"))
+}
+
+// TestVerifyStoreWithMissingFiles: a store one of whose files is gone or malformed, so that it does not even open,
+// is damage (exit 1, CORRUPT), not "no store" (exit 3, cannot open), which is what verify said of a store whose
+// manifest or a table was lost.
+func TestVerifyStoreWithMissingFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, store string)
+	}{
+		{"a table removed", func(t *testing.T, store string) { removeGlob(t, store, "*.sst") }},
+		{"the manifest removed", func(t *testing.T, store string) { removeGlob(t, store, "MANIFEST-*") }},
+		{"the manifest malformed", func(t *testing.T, store string) {
+			ms, err := filepath.Glob(filepath.Join(store, "MANIFEST-*"))
+			require.NoError(t, err)
+			for _, m := range ms {
+				require.NoError(t, os.WriteFile(m, []byte("not a manifest at all"), 0o600))
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, store := scenarioInTables(t)
+			tc.damage(t, store)
+
+			r := crewctl(t, nil, "verify", "--data", dir)
+			require.Equal(t, exitProblem, r.code, r.out+r.err)
+			require.Contains(t, r.out, "CORRUPT")
+			require.NotContains(t, r.out+r.err, "no store")
+		})
+	}
+}
+
+func removeGlob(t *testing.T, dir, pattern string) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, pattern))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		require.NoError(t, os.Remove(f))
+	}
+}
+
+// scenarioInTables writes the scenario into a new data directory's store and has Pebble flush it into a table.
+func scenarioInTables(t *testing.T) (data, store string) {
+	t.Helper()
+	data = t.TempDir()
+	store = filepath.Join(data, storeDir)
+	audittest.Scenario(t, store)
+	db, err := pebble.Open(store, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: quiet{}})
+	require.NoError(t, err)
+	require.NoError(t, db.Close()) // its open flushed the log's writes into a table
+	return data, store
 }
