@@ -72,7 +72,7 @@ type Config struct {
 	OutboundQueueCap int
 	Limits           Limits // per-principal limits of the broker (limits.go)
 
-	// MinFreeBytes: below this much free space on the data directory's file system crewd refuses to start and
+	// MinFreeBytes: below this much free space on the store's file system crewd refuses to start and
 	// answers writes disk-full (0 disables the check).
 	MinFreeBytes uint64
 	// OpenTimeout bounds opening the store and rebuilding the state (0: no bound).
@@ -159,7 +159,7 @@ var options = []option{
 	{"quota-reserve", kindInt, "PERCENT", fmt.Sprintf("percent of each run quota only the run's orchestrator and the admin may use, 0..%d: its workers together stop at the rest, so none of them can lock the orchestrator out of its run", commands.MaxQuotaReserve), fixed(strconv.Itoa(projections.DefaultQuotaReserve))},
 	{"max-frame", kindInt, "BYTES", fmt.Sprintf("broker frame cap in bytes, newline included, %d..%d", wire.MaxFrameFloor, wire.MaxFrameCeiling), fixed(strconv.Itoa(wire.DefaultMaxFrame))},
 	{"outbound-queue-cap", kindInt, "N", fmt.Sprintf("frames queued per connection before a subscriber is resynced, %d..%d", minOutboundQueueCap, maxOutboundQueueCap), fixed(strconv.Itoa(defaultOutboundQueueCap))},
-	{"min-free-mib", kindInt, "MIB", fmt.Sprintf("free space (MiB) the data directory's file system must keep: below it crewd does not start and answers writes disk-full; 0 disables, 0..%d", maxMinFreeMiB), fixed("256")},
+	{"min-free-mib", kindInt, "MIB", fmt.Sprintf("free space (MiB) the store's file system must keep: below it crewd does not start and answers writes disk-full; 0 disables, 0..%d", maxMinFreeMiB), fixed("256")},
 	{"retention", kindDuration, "DURATION", "how long a run that ended (completed, failed, cancelled) stays in memory after its last event; later it is read back from the store when asked for; 0s: it leaves memory at once", fixed(commands.DefaultRetention.String())},
 	{"cache-mib", kindInt, "MIB", fmt.Sprintf("the store's block cache (MiB), 1..%d; with the memtables, most of crewd's memory outside the active runs", maxCacheMiB), fixed(strconv.Itoa(eventlog.DefaultCacheSize >> 20))},
 	{"memtable-mib", kindInt, "MIB", fmt.Sprintf("the store's memtable size (MiB; two while one is flushed), 1..%d: larger ones flush and compact less often under write load, for more memory", maxCacheMiB), fixed(strconv.Itoa(eventlog.DefaultMemTableSize >> 20))},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -98,7 +99,13 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	if err := checkPrivateDir(storeDir); err != nil {
 		return err
 	}
-	space, err := newSpaceGuard(cfg.DataDir, cfg.MinFreeBytes, lg.With("component", "space"))
+	// NB: the store's file system, where Pebble writes: a store may be a symbolic link to another one than the data
+	// directory's. A new store is made in the data directory.
+	spaceDir := storeDir
+	if _, err := os.Stat(storeDir); errors.Is(err, fs.ErrNotExist) {
+		spaceDir = cfg.DataDir
+	}
+	space, err := newSpaceGuard(spaceDir, cfg.MinFreeBytes, lg.With("component", "space"))
 	if err != nil {
 		return err
 	}

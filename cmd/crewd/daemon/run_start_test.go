@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -131,4 +132,32 @@ func TestMainUmask(t *testing.T) {
 	fi, err := os.Stat(f)
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+}
+
+// TestRunMeasuresTheStoresFileSystem: the free space crewd keeps is the store's, where Pebble writes: a store that
+// is a symbolic link to another file system is measured there, not on the data directory's, which may have room
+// to spare while the store's is full.
+func TestRunMeasuresTheStoresFileSystem(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root; CI runs as root")
+	}
+	small := filepath.Join(t.TempDir(), "small")
+	require.NoError(t, os.Mkdir(small, 0o700))
+	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=4m,mode=0700"); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v)", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(small, syscall.MNT_DETACH) })
+	c := testConfig(t)
+	require.NoError(t, os.MkdirAll(c.DataDir, 0o700))
+	require.NoError(t, os.Mkdir(filepath.Join(small, "store"), 0o700))
+	require.NoError(t, os.Symlink(filepath.Join(small, "store"), filepath.Join(c.DataDir, StoreDir)))
+	free, err := freeBytes(c.DataDir)
+	require.NoError(t, err)
+	c.MinFreeBytes = 8 << 20 // more than the store's file system holds
+	require.Greater(t, free, c.MinFreeBytes, "the data directory's file system has room")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // a start that passed the check would give up opening the store
+	err = Run(ctx, c, io.Discard, discard())
+	require.ErrorContains(t, err, "daemon: disk-full: ")
 }

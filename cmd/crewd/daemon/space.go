@@ -13,10 +13,10 @@ import (
 // spaceCheckInterval is how often the free space is read at most: statfs is cheap, but not free at every command.
 const spaceCheckInterval = 100 * time.Millisecond
 
-// spaceGuard is the engine's commands.SpaceGuard: it refuses writes while the file system of the data directory
-// has less free space than min, so a full disk is met by a clear disk-full answer and not by a Pebble write error,
-// which stops the engine. It reads the space available to an unprivileged user (statfs f_bavail), a little less
-// than root may use.
+// spaceGuard is the engine's commands.SpaceGuard: it refuses writes while the file system of the store (of the data
+// directory before the store exists) has less free space than min, so a full disk is met by a clear disk-full answer
+// and not by a Pebble write error, which stops the engine. It reads the space available to an unprivileged user
+// (statfs f_bavail), a little less than root may use.
 //
 // Concurrency: CheckSpace is safe from any goroutine; one caller refreshes the reading at a time.
 type spaceGuard struct {
@@ -90,6 +90,6 @@ func (g *spaceGuard) refresh(now int64) {
 }
 
 func (g *spaceGuard) shortage(free uint64) error {
-	return fmt.Errorf("daemon: %d MiB free on the data directory's file system, below the minimum of %d MiB",
+	return fmt.Errorf("daemon: %d MiB free on the store's file system, below the minimum of %d MiB",
 		free>>20, g.min>>20)
 }
