@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -529,7 +530,9 @@ func jsonText(k kind, raw json.RawMessage) (string, error) {
 // lookupGroup resolves a group name or numeric id to a gid.
 func lookupGroup(name string) (int, error) {
 	if gid, err := strconv.Atoi(name); err == nil {
-		if gid < 0 {
+		// NB: a gid is 32 bits, and the kernel reads a larger one modulo 2^32 (2^32 is root's group) and
+		// (gid_t)-1 as leaving the group as it is (crewd's own, with the socket made 0660).
+		if gid < 0 || gid >= math.MaxUint32 {
 			return 0, fmt.Errorf("%d is not a group id", gid)
 		}
 		return gid, nil

@@ -218,6 +218,10 @@ func TestLoadInvalid(t *testing.T) {
 		{"retention negative", []string{"--retention", "-1m"}, []string{"--retention: -1m0s is negative"}},
 		{"socket group root", []string{"--socket-group", "0"}, []string{"root's group"}},
 		{"socket group unknown", []string{"--socket-group", "no-such-group-crewlog"}, []string{"--socket-group: "}},
+		// The kernel reads a gid modulo 2^32, and (gid_t)-1 as leaving the group as it is.
+		{"socket group root's modulo 2^32", []string{"--socket-group", "4294967296"}, []string{"--socket-group: 4294967296 is not a group id"}},
+		{"socket group no change", []string{"--socket-group", "4294967295"}, []string{"--socket-group: 4294967295 is not a group id"}},
+		{"socket group negative", []string{"--socket-group", "-5"}, []string{"--socket-group: -5 is not a group id"}},
 		{"socket too long", []string{"--socket", long}, []string{"a unix socket path is at most 107"}},
 		{"missing config file", []string{"--config", "/nonexistent/crewd.json"}, []string{"daemon: config file: open /nonexistent/crewd.json"}},
 		{"catalog entry too long", []string{"--model-catalog", writeFile(t, "m", strings.Repeat("m", 300))}, []string{"engine config: model catalog entry"}},
