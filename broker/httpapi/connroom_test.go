@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"syscall"
@@ -485,4 +486,44 @@ func TestAKeepAliveConnectionIsAnsweredAfterItsDeadline(t *testing.T) {
 		require.Equal(t, http.StatusOK, resp.StatusCode, method)
 		time.Sleep(3 * f.srv.writeTimeout) // NB: not a timed assertion: idle past the last answer's deadline
 	}
+}
+
+// TestCloseWaitsForTheRequestsInProgress: a request still in its handler when Close's grace ended had its connection
+// closed, but Close returned without waiting for the handler, and crewd then closed the log under the handler's read
+// (Pebble's "leaked iterators" at best, a read of freed memory at worst). Close now returns only once every handler
+// has, and a request that arrives once Close has begun is answered 503 unavailable without reading anything.
+func TestCloseWaitsForTheRequestsInProgress(t *testing.T) {
+	f := newFixture(t, roomOptions)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f.srv.reading = func(principal) {
+		once.Do(func() { close(entered) })
+		<-release
+	}
+	f.srv.closeGrace = 10 * time.Millisecond
+	_, base := listening(t, f)
+	rc := sendRead(t, base, roToken)
+	defer rc.c.Close()
+	<-entered
+
+	closed := make(chan struct{})
+	go func() {
+		_ = f.srv.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		close(release)
+		t.Fatal("Close returned while a request was still in its handler")
+	case <-time.After(50 * f.srv.closeGrace): // NB: not a timed assertion: Close had 50 times its grace to return early
+	}
+	close(release)
+	<-closed
+
+	w := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1/api/v1/slots", nil)
+	req.Header.Set("Authorization", "Bearer "+roToken)
+	f.srv.Handler().ServeHTTP(w, req)
+	require.Equal(t, http.StatusServiceUnavailable, w.Code)
+	require.Contains(t, w.Body.String(), `"code":"unavailable"`)
 }

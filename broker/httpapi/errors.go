@@ -19,6 +19,7 @@ const (
 	codeTooManyRebuilds = "too-many-rebuilds"
 	codeTooManyReads    = "too-many-reads"
 	codeInternal        = "internal"
+	codeUnavailable     = "unavailable"
 )
 
 // apiError is an answer other than 200: its status, code and a message for people; a refusal that passes says

@@ -31,6 +31,9 @@ type Server struct {
 	// writeTimeout is the time a client has to take a piece of an answer or a stream's write (deadlines.go):
 	// writeTimeout, or shorter in a test, set before the server serves.
 	writeTimeout time.Duration
+	// closeGrace is the time Close gives requests in progress before it closes their connections: closeGrace, or
+	// shorter in a test.
+	closeGrace time.Duration
 
 	mu       sync.Mutex
 	ln       *limitListener
@@ -39,6 +42,9 @@ type Server struct {
 	loopback bool          // the listener is on a loopback address: check Host
 	quit     chan struct{} // closed by Close: ends every stream
 	closed   bool
+	// handlers counts the requests in progress, entered under mu while the server is open: Close waits for them,
+	// since a handler may be reading the log, which its caller closes next.
+	handlers sync.WaitGroup
 }
 
 // New returns a server for opts. It does not listen: call Listen, then Serve (or serve Handler yourself).
@@ -51,6 +57,7 @@ func New(opts Options) (*Server, error) {
 		opts: o, sessions: newSecrets(o.MaxSessions, maxSessionsPerCredential),
 		codes: newSecrets(maxLoginCodes, maxLoginCodesPerCredential),
 		quit:  make(chan struct{}), loopback: !o.AllowRemote, writeTimeout: writeTimeout,
+		closeGrace: closeGrace,
 	}
 	s.streams.init(o)
 	s.streams.hub.init(s)
@@ -142,8 +149,8 @@ func (s *Server) Serve(ctx context.Context) error {
 	return fmt.Errorf("httpapi: serve: %w", err)
 }
 
-// Close ends every stream and stops the listener; requests in progress get 2 s to finish. When it returns, no
-// stream and no part of the server's stream hub reads the log any more.
+// Close ends every stream and stops the listener; requests in progress get 2 s to finish, and their connections are
+// closed then. When it returns, no request, stream or part of the server's stream hub reads the log any more.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -155,16 +162,34 @@ func (s *Server) Close() error {
 	hs := s.hs
 	s.mu.Unlock()
 	if hs != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), s.closeGrace)
 		defer cancel()
 		if err := hs.Shutdown(ctx); err != nil {
 			hs.Close()
 		}
 	}
-	// Streams and the hub may be reading the log: once Close returns, the caller may close the log under them.
+	// Streams, the hub and the requests still in progress may be reading the log: once Close returns, the caller may
+	// close the log under them. net/http's Close closes the connections of requests that did not finish in time but
+	// does not wait for their handlers; their contexts end, and they end with them.
 	s.streams.shut()
 	<-s.streams.hub.stopped
+	s.handlers.Wait()
 	return nil
+}
+
+// closeGrace is the time Close gives the requests in progress to finish.
+const closeGrace = 2 * time.Second
+
+// enter counts a request in progress, for Close to wait for; false once Close has begun, when the request must not
+// start reading the log.
+func (s *Server) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.handlers.Add(1)
+	return true
 }
 
 // loopbackHost reports whether host (no port) names the loopback interface.
@@ -242,6 +267,12 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/", s.uiHandler())
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		w := s.withDeadlines(rw)
+		if !s.enter() {
+			w.Header().Set("Connection", "close")
+			writeError(w, errorf(http.StatusServiceUnavailable, codeUnavailable, "crewd is stopping"))
+			return
+		}
+		defer s.handlers.Done()
 		if r.ContentLength != 0 {
 			// No route reads a body. After the answer net/http would read what is left of it with no deadline
 			// (ReadTimeout is 0, for the streams' sake), so a client trickling one would keep its connection
