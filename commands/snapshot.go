@@ -122,7 +122,18 @@ func (e *Engine) snapshotAtClose() {
 // straight into the batch that stores it (projections.SnapshotEncoder): the
 // snapshot is when the daemon's memory peaks, and its bytes then exist
 // once. Once saved, its size in records sets when the next one is due.
+//
+// While Options.Space reports too little free space none is saved: the
+// reserve it keeps is for the log (a write that fails stops the engine),
+// and a snapshot, an optimisation only, can be as large as the hot state.
+// The next one comes due SnapshotEvery events later, or at Close.
 func (e *Engine) saveSnapshot() {
+	if g := e.opts.Space; g != nil {
+		if err := g.CheckSpace(); err != nil {
+			e.opts.Logger.Warn("snapshot not saved: too little free disk space", "err", err)
+			return
+		}
+	}
 	if o, ok := e.opts.Observer.(SnapshotStarter); ok {
 		o.SnapshotStarting()
 	}

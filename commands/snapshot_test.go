@@ -306,3 +306,36 @@ func TestEngineTellsTheObserverASnapshotStarts(t *testing.T) {
 	want := append([]uint64{0}, rec.pos[:len(rec.pos)-1]...)
 	require.Equal(t, want, rec.starts, "each start told before its snapshot was saved")
 }
+
+// While the disk has too little free space no snapshot is saved, in the
+// background or at Close: the space the guard keeps is the log's. Once space
+// is back, the next one due is saved.
+func TestEngineSavesNoSnapshotWhileSpaceIsLow(t *testing.T) {
+	fs := vfs.NewMem()
+	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+	require.NoError(t, err)
+	defer l.Close()
+	clock := newTestClock()
+	guard := &spaceGuard{}
+	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 50, Space: guard})
+	require.NoError(t, err)
+	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
+	f.seedRun("R", 1<<40)
+	require.True(t, e.snapping.CompareAndSwap(false, true), "no snapshot in the background while the writer runs")
+	delegateAndSettle(t, f, "R", 0, 40)
+	guard.low.Store(true)
+	e.snapping.Store(false)
+	require.True(t, e.snapshotDueNow())
+	require.NoError(t, e.Close())
+	_, err = l.LatestSnapshot()
+	require.ErrorIs(t, err, eventlog.ErrNotFound, "no snapshot was saved while space was low")
+
+	guard.low.Store(false)
+	e, err = Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 50, Space: guard})
+	require.NoError(t, err)
+	require.NoError(t, e.Close())
+	snap, err := l.LatestSnapshot()
+	require.NoError(t, err, "with space back, the snapshot due is saved")
+	head, _ := l.Head()
+	require.Equal(t, head, snap.Position)
+}
