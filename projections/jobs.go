@@ -313,6 +313,23 @@ func (s *State) JobHeader(runID, jobID string) (JobHeader, bool) {
 	}, true
 }
 
+// ActiveLeases returns the headers of run runID's jobs that hold an active
+// lease, in creation order.
+func (s *State) ActiveLeases(runID string) []JobHeader {
+	r := s.run(runID)
+	if r == nil {
+		return nil
+	}
+	var out []JobHeader
+	for _, id := range r.jobOrder {
+		if r.jobs[id].LeaseActive {
+			h, _ := s.JobHeader(runID, id)
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
 // JobTool tells whether tool is granted to job jobID of run runID, and
 // whether it is read-only (T20).
 func (s *State) JobTool(runID, jobID, tool string) (granted, readOnly bool) {

@@ -27,7 +27,7 @@ var (
 		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage", "LedgerTotals",
 		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "RunStatus", "Runs", "SlotHolder", "SlotWaiters", "Slots",
 		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "Task", "TaskStatus", "Tasks", "TasksPage",
-		"Job", "JobCount", "JobHeader", "JobTool", "Jobs", "LiveRequests", "ProxyRequestOf", "RevokedRootsOf",
+		"ActiveLeases", "Job", "JobCount", "JobHeader", "JobTool", "Jobs", "LiveRequests", "ProxyRequestOf", "RevokedRootsOf",
 	}
 	stateNotQueries = []string{
 		"AssumePool", "Clone", "ColdInMemory", "ColdRuns", "ColdStore", "EvictAll", "Evict", "Evictable", "FaultIn", "HotRuns", "IsCold", "MissingViews",
@@ -180,6 +180,7 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 		q("Jobs", jobs)
 		n, live := s.JobCount(run)
 		q("JobCount", n, live)
+		q("ActiveLeases", s.ActiveLeases(run))
 		rr := s.RevokedRootsOf(run)
 		q("RevokedRootsOf", rr)
 		q("Authorize/none", s.Authorize(run, "", "x"))
