@@ -61,6 +61,7 @@ func decideIn(s *projections.State, cmd Command, env *Env) (Decision, error) {
 		env.NewID = func() string { return "" }
 	}
 	d, err := cmd.decide(s, env)
+	d.Events = endWorkerLeases(s, env, d.Events)
 	return withQuota(s, cmd, env, d, err)
 }
 

@@ -208,7 +208,12 @@
 // hard-stops the job; proxy.complete delivers a result only under the lease
 // that admitted its call, else records it fenced (T15); proxy.cancel is
 // honoured only for a live call of the current lease (T16); job.disconnect
-// fails the pending calls (T19). Every refusal of a rule is recorded with
+// fails the pending calls (T19). A lease never outlives its worker's
+// credential: the event that ends the worker (its task terminal, its
+// delegation settled, its run terminal, its credential revoked) is followed
+// in its batch by the lease's clearing (lease.cleared worker-ended, the same
+// clearing lease.clear records), whatever command decided it
+// (endWorkerLeases, applied to every decision). Every refusal of a rule is recorded with
 // what it saw (job.rejected, proxy.rejected); the limits are the engine
 // config's (projections.Config.JobLimits: the dispatcher's constants by
 // default).

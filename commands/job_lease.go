@@ -197,3 +197,90 @@ func revalidateGrant(s *projections.State, env *Env, runID string, j projections
 	}
 	return false, append(evs, stopJob(s, env, runID, j, events.JobHardStopped, events.ProxyReasonRevalidationFailed)...)
 }
+
+// LeaseReasonWorkerEnded is the reason of the lease.cleared recorded when a
+// lease's worker ends (endWorkerLeases).
+const LeaseReasonWorkerEnded = "worker-ended"
+
+// EndedWorker names the worker ev ends: its task (a task's terminal status,
+// a shadow task's delegation settled, its credential revoked), or every
+// worker of its run (the run terminal, all). ok is false for any other
+// event. These are the events after which the broker refuses the worker's
+// credential (a re-issue is not one: the task goes on, with a new secret).
+func EndedWorker(ev events.Event) (taskID string, all, ok bool) {
+	switch p := ev.Payload.(type) {
+	case *events.TaskCompleted:
+		return p.TaskID, false, true
+	case *events.TaskFailed:
+		return p.TaskID, false, true
+	case *events.TaskNeedsAttention:
+		return p.TaskID, false, true
+	case *events.TaskCancelled:
+		return p.TaskID, false, true
+	case *events.TaskSkipped:
+		return p.TaskID, false, true
+	case *events.DelegateCompleted:
+		return p.SubID, false, true // a shadow task's id is its delegation's
+	case *events.DelegateFailed:
+		return p.SubID, false, true
+	case *events.DelegateTimedOut:
+		return p.SubID, false, true
+	case *events.DelegateCancelled:
+		return p.SubID, false, true
+	case *events.CredentialRevoked:
+		return p.TaskID, false, true
+	case *events.RunCompleted, *events.RunFailed, *events.RunCancelled:
+		return "", true, true
+	}
+	return "", false, false
+}
+
+// endWorkerLeases follows every event of evs that ends a worker (EndedWorker)
+// with the lease.cleared of each active lease that worker's job holds, unless
+// evs already clear it: a lease never outlives its worker's credential. Left
+// open, its admitted calls could still be revalidated and executed, and
+// nested calls under its root still granted, until the manager cleared it.
+// The clearing is the one lease.clear records (the root revoked, or the
+// run's set saturated; the calls aborted, so their in-flight count is
+// freed); the job keeps its status, as after lease.clear.
+//
+// Every decision passes through here (decideIn), so no command that ends a
+// worker (task.transition, a budget abort, a delegation's settlement or
+// expiry, run.transition, credential.revoke) can forget it. A run holds at
+// most one live job, so at most one active lease: the saturation each
+// clearing reads from s is exact.
+func endWorkerLeases(s *projections.State, env *Env, evs []events.Event) []events.Event {
+	var out []events.Event // nil until a lease is cleared
+	for i, ev := range evs {
+		if out != nil {
+			out = append(out, ev)
+		}
+		taskID, all, ok := EndedWorker(ev)
+		if !ok {
+			continue
+		}
+		for _, j := range s.ActiveLeases(ev.Stream) {
+			if !all && j.TaskID != taskID || clears(evs, j.JobID) || clears(out, j.JobID) {
+				continue
+			}
+			if out == nil {
+				out = append(make([]events.Event, 0, len(evs)+1), evs[:i+1]...)
+			}
+			out = append(out, clearLease(s, env, ev.Stream, j, LeaseReasonWorkerEnded))
+		}
+	}
+	if out == nil {
+		return evs
+	}
+	return out
+}
+
+// clears reports whether evs hold a lease.cleared of job jobID.
+func clears(evs []events.Event, jobID string) bool {
+	for _, ev := range evs {
+		if p, ok := ev.Payload.(*events.LeaseCleared); ok && p.JobID == jobID {
+			return true
+		}
+	}
+	return false
+}

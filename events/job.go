@@ -131,7 +131,11 @@ type LeaseOpened struct {
 // still in flight under it is aborted (Aborted counts them). Saturated
 // marks the clearing that found the run's revoked-root set full: the set
 // was emptied and every nested call with a parent id is blocked until
-// job.roots_reset (T18).
+// job.roots_reset (T18). Reason is the manager's (lease.clear), the job's
+// new status (job.transition), or worker-ended: the clearing that follows,
+// in the same batch, the event that ended the lease's worker (its task
+// terminal, its delegation settled, its run terminal, its credential
+// revoked).
 type LeaseCleared struct {
 	JobID          string `json:"jobId" msgpack:"jobId"`
 	Generation     int64  `json:"generation" msgpack:"generation"`
