@@ -213,8 +213,9 @@
 // delegation settled, its run terminal, its credential revoked) is followed
 // in its batch by the lease's clearing (lease.cleared worker-ended, the same
 // clearing lease.clear records), whatever command decided it
-// (endWorkerLeases, applied to every decision). Every refusal of a rule is recorded with
-// what it saw (job.rejected, proxy.rejected); the limits are the engine
+// (endWorkerLeases, applied to every decision), and lease.open refuses a job
+// whose worker has ended (worker-ended). Every refusal of a rule is recorded
+// with what it saw (job.rejected, proxy.rejected); the limits are the engine
 // config's (projections.Config.JobLimits: the dispatcher's constants by
 // default).
 //

@@ -11,7 +11,8 @@ import (
 // LeaseOpen opens a job's executor lease (T5) by start (from starting) or
 // continue (from paused only, T6, after revalidating the grant, T4). The
 // lease's generation is one more than the job's last, so a result of an
-// older lease is told apart (T15).
+// older lease is told apart (T15). A job whose worker has ended (its task
+// terminal, its credential revoked) gets no lease: worker-ended.
 type LeaseOpen struct {
 	RunID          string
 	JobID          string
@@ -40,6 +41,10 @@ func (c *LeaseOpen) decide(s *projections.State, env *Env) (Decision, error) {
 	}
 	rej := &events.JobRejected{JobID: c.JobID, Op: "lease.open", Status: j.Status, Generation: j.Generation, LeaseActive: j.LeaseActive}
 	switch {
+	case workerEnded(s, c.RunID, j.TaskID):
+		rej.Reason = LeaseReasonWorkerEnded
+		rej.Message = fmt.Sprintf("lease.open: the worker of job %s (task %s) has ended: its task is terminal or its credential revoked", c.JobID, j.TaskID)
+		return jobRejection(env, c.RunID, rej)
 	case j.LeaseActive:
 		rej.Reason = "lease-active"
 		rej.Message = fmt.Sprintf("lease.open: job %s already holds lease %d; at most one active lease per job", c.JobID, j.Generation)
@@ -68,6 +73,17 @@ func (c *LeaseOpen) decide(s *projections.State, env *Env) (Decision, error) {
 		env.event(c.RunID, events.TypeJobStatusChanged, &events.JobStatusChanged{JobID: c.JobID, From: j.Status, To: events.JobRunning, Reason: c.Mode}),
 	)
 	return Decision{Events: evs, Result: JobResult{OK: true, JobID: c.JobID, Status: events.JobRunning, Generation: gen}}, nil
+}
+
+// workerEnded reports whether the worker of a job of run runID, task taskID,
+// has ended: its task is terminal, or its credential revoked (and not issued
+// again). A lease is not opened for it: it would outlive the credential.
+func workerEnded(s *projections.State, runID, taskID string) bool {
+	if t, ok := s.Task(runID, taskID); ok && t.Status.Terminal() {
+		return true
+	}
+	cr, ok := s.Credential(runID, taskID)
+	return ok && cr.Revoked
 }
 
 // LeaseClear clears a job's lease without changing its status (stop,

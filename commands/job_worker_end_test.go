@@ -55,22 +55,25 @@ func mustDo(t *testing.T, w *scenarioWorld, role, taskID, method, params string)
 // credential is revoked — its lease is cleared in the same batch: no call of
 // the lease is revalidated, executed (its result is fenced) or counted as a
 // granted nested call afterwards, its in-flight calls no longer hold the
-// job's capacity, and its root is revoked. Another worker's end leaves the lease alone.
+// job's capacity, its root is revoked, and no lease is opened for the job
+// again. Another worker's end leaves the lease alone.
 func TestWorkerEndClearsLease(t *testing.T) {
 	cases := []struct {
 		name    string
 		started bool
 		method  string
 		params  string
+		// openRefusal is lease.open's refusal reason afterwards.
+		openRefusal string
 	}{
-		{"task completed", true, "task.transition", `{"taskId":"W","to":"completed"}`},
-		{"task failed", true, "task.transition", `{"taskId":"W","to":"failed","error":"boom"}`},
-		{"task needs attention", true, "task.transition", `{"taskId":"W","to":"needs_attention","error":"stuck"}`},
-		{"task cancelled", true, "task.transition", `{"taskId":"W","to":"cancelled","reason":"stop"}`},
-		{"task skipped", false, "task.transition", `{"taskId":"W","to":"skipped","reason":"not needed"}`},
-		{"run cancelled", true, "run.transition", `{"to":"cancelled"}`},
-		{"run failed", true, "run.transition", `{"to":"failed"}`},
-		{"credential revoked", true, "credential.revoke", `{"taskId":"W","reason":"compromised"}`},
+		{"task completed", true, "task.transition", `{"taskId":"W","to":"completed"}`, LeaseReasonWorkerEnded},
+		{"task failed", true, "task.transition", `{"taskId":"W","to":"failed","error":"boom"}`, LeaseReasonWorkerEnded},
+		{"task needs attention", true, "task.transition", `{"taskId":"W","to":"needs_attention","error":"stuck"}`, LeaseReasonWorkerEnded},
+		{"task cancelled", true, "task.transition", `{"taskId":"W","to":"cancelled","reason":"stop"}`, LeaseReasonWorkerEnded},
+		{"task skipped", false, "task.transition", `{"taskId":"W","to":"skipped","reason":"not needed"}`, LeaseReasonWorkerEnded},
+		{"run cancelled", true, "run.transition", `{"to":"cancelled"}`, "run-terminal"},
+		{"run failed", true, "run.transition", `{"to":"failed"}`, "run-terminal"},
+		{"credential revoked", true, "credential.revoke", `{"taskId":"W","reason":"compromised"}`, LeaseReasonWorkerEnded},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,6 +109,17 @@ func TestWorkerEndClearsLease(t *testing.T) {
 				require.Equal(t, projections.AuthRevokedRoot, a.Reason, parent)
 			}
 
+			// And no lease is opened for the ended worker.
+			mustDo(t, w, events.RoleOrchestrator, "", "job.transition", `{"jobId":"J","to":"paused"}`)
+			out, err = w.when(events.RoleOrchestrator, "R", "", "lease.open", json.RawMessage(`{"jobId":"J","mode":"continue","rootToolCallId":"call-2","tools":`+string(jobGrant)+`}`))
+			require.NoError(t, err)
+			require.NotNil(t, out.err, "a lease for an ended worker")
+			require.Equal(t, tc.openRefusal, out.err.Reason)
+			for _, ev := range out.events {
+				require.NotEqual(t, events.TypeLeaseOpened, ev.Type)
+			}
+			h, _ := w.s.JobHeader("R", "J")
+			require.False(t, h.LeaseActive)
 			// It is one lease.cleared, right after the event that ended the worker.
 			var cleared *events.LeaseCleared
 			for i, ev := range ended {
