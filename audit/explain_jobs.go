@@ -35,7 +35,10 @@ func jobDecisionStarts(last, ev events.Event) bool {
 	case events.TypeLeaseOpened:
 		return last.Type != events.TypeManifestRevalidated
 	case events.TypeLeaseCleared:
-		return last.Type != events.TypeProxyRejected
+		// A lease is cleared after a manager's refused call, and after the
+		// event that ended its worker (an expiry's settlement among them).
+		_, _, ended := commands.EndedWorker(last)
+		return last.Type != events.TypeProxyRejected && !ended
 	case events.TypeProxyRejected:
 		return last.Type != events.TypeManifestRevalidationFailed
 	case events.TypeProxyCancelled:

@@ -57,7 +57,7 @@ func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
 			return d, false
 		}
 		d.Command = cmd.Kind()
-		d.Subject = SettledPayload(group[len(group)-1].Payload).SubID
+		d.Subject = SettledPayload(settledEvent(group).Payload).SubID
 	default:
 		if isJobFamily(first.Type) {
 			return explainJob(s, group, d)
@@ -144,7 +144,7 @@ func requestFrom(group []events.Event) (*commands.DelegateRequest, string) {
 // the message id's suffix.
 func settlementFrom(group []events.Event) (commands.Command, string, bool) {
 	msg := events.PayloadAs[events.MailboxAppended](group[0])
-	last := group[len(group)-1]
+	last := settledEvent(group)
 	term := SettledPayload(last.Payload)
 	if msg == nil || term == nil || !strings.HasPrefix(msg.From, "delegate:") {
 		return nil, "", false
@@ -165,6 +165,17 @@ func settlementFrom(group []events.Event) (commands.Command, string, bool) {
 		c.UsageTokens = &term.UsageTokens
 	}
 	return c, id, true
+}
+
+// settledEvent is the terminal delegate event of a settlement's group: its
+// last event but the lease.cleared that may follow it (the settled shadow
+// task was a job's worker).
+func settledEvent(group []events.Event) events.Event {
+	last := group[len(group)-1]
+	for i := len(group) - 1; i > 0 && last.Type == events.TypeLeaseCleared; i-- {
+		last = group[i-1]
+	}
+	return last
 }
 
 // SettledPayload returns the payload of a terminal delegate event (its four
