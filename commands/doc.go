@@ -63,7 +63,10 @@
 //     second equal request follows the first's answer (and is answered when
 //     the first is durable), a different one is refused.
 //     An outcome moved from a format-2 store has no fingerprint and answers
-//     any retry of its principal, as it did.
+//     any retry of its principal, as it did. The one exception is an outcome
+//     that wrote no event past its principal's MaxEventlessOutcomes
+//     (eventless.go): it is answered but not recorded, so a retry of its id
+//     is decided again.
 //   - Engine.SubmitAll queues a batch in order and answers it in order: the
 //     writer decides its commands in that order (a later one sees the
 //     earlier ones' effects), usually in one group. Import (import.go) is
@@ -137,7 +140,9 @@
 //   - With Options.Space, a command submitted while the disk is below its
 //     free-space minimum is answered ErrNoSpace before it is decided: nothing
 //     is recorded, so the same CommandID retried later is decided then. The
-//     check runs in Submit, outside Decide, which stays pure.
+//     check runs in Submit, outside Decide, which stays pure. No snapshot is
+//     saved meanwhile, in the background or at Close (the reserve is the
+//     log's), so the start-up bound above may be passed until space is back.
 //   - With Request.MaxResultBytes, an accepted command whose result JSON
 //     would be longer is answered ErrResultTooLarge before its events are
 //     applied or written: nothing is recorded, so a caller that cannot

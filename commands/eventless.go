@@ -28,7 +28,10 @@ const MaxEventlessOutcomes = 10_000
 // mayRecordEventless reports whether an outcome of principal with no event
 // may be recorded in f's group, and counts it when it may. f keeps the
 // count of each principal it has asked for, its own writes included; the
-// log's count holds every group staged before f's.
+// log's count holds every group staged before f's that reached the engine's
+// log. With a replicated Committer a group reaches it only once the
+// replicas took it, so the groups still in flight then are not counted, and
+// a principal may pass the bound by at most their outcomes.
 func (e *Engine) mayRecordEventless(f *flight, principal string) (bool, error) {
 	n, ok := f.eventless[principal]
 	if !ok {
