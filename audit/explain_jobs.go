@@ -36,9 +36,13 @@ func jobDecisionStarts(last, ev events.Event) bool {
 		return last.Type != events.TypeManifestRevalidated
 	case events.TypeLeaseCleared:
 		// A lease is cleared after a manager's refused call, and after the
-		// event that ended its worker (an expiry's settlement among them).
+		// event that ended its worker (an expiry's settlement among them),
+		// with the reason that says so: a manager's lease.clear or
+		// job.transition read at the same clock as a worker's end, another
+		// job's or one that held no lease, is a decision of its own.
 		_, _, ended := commands.EndedWorker(last)
-		return last.Type != events.TypeProxyRejected && !ended
+		p := events.PayloadAs[events.LeaseCleared](ev)
+		return last.Type != events.TypeProxyRejected && !(ended && p != nil && p.Reason == commands.LeaseReasonWorkerEnded)
 	case events.TypeProxyRejected:
 		return last.Type != events.TypeManifestRevalidationFailed
 	case events.TypeProxyCancelled:

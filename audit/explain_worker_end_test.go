@@ -104,3 +104,35 @@ func typeAt(t *testing.T, l *eventlog.Log, pos uint64) string {
 	require.NoError(t, it.Err())
 	return it.Event().Type
 }
+
+// TestWorkerEndClearingGroupsWithItsEnd: of the events without a command id
+// read at one clock, a lease.cleared continues the decision of the worker's
+// end before it only when it is that end's clearing (worker-ended): a
+// manager's lease.clear or job.transition that followed another worker's end
+// at the same clock reading is a decision of its own, explained as such.
+func TestWorkerEndClearingGroupsWithItsEnd(t *testing.T) {
+	const run, at = "R", int64(7)
+	ev := func(typ string, payload any) events.Event {
+		return events.Event{Stream: run, Type: typ, Time: at, Payload: payload}
+	}
+	ended := ev(events.TypeTaskCompleted, &events.TaskCompleted{TaskID: "X"})
+	cases := []struct {
+		name   string
+		last   events.Event
+		reason string
+		same   bool
+	}{
+		{"the end's clearing", ended, commands.LeaseReasonWorkerEnded, true},
+		{"a settlement's clearing", ev(events.TypeDelegateCompleted, &events.DelegateCompleted{SubID: "gc-1"}), commands.LeaseReasonWorkerEnded, true},
+		{"a manager's lease.clear", ended, "cleared", false},
+		{"a manager's lease.clear with a reason", ended, "stop", false},
+		{"a job.transition's clearing", ended, events.JobCancelled, false},
+		{"after a refused call", ev(events.TypeProxyRejected, &events.ProxyRejected{JobID: "J"}), "cleared", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clearing := ev(events.TypeLeaseCleared, &events.LeaseCleared{JobID: "J", Generation: 1, RootToolCallID: "c1", Reason: c.reason})
+			require.Equal(t, c.same, sameDecision(c.last, c.last, clearing))
+		})
+	}
+}
