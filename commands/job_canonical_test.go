@@ -106,7 +106,9 @@ func TestCanonicalJSONRefusals(t *testing.T) {
 // level used to read everything inside it again when it fell back to
 // sorting, doubling the work per level, so a proxied call's arguments of
 // 700 bytes nested 60 deep held the single writer for ever. Allocations
-// stand for the work (each fallback allocates).
+// stand for the work (each fallback allocates); the bound, linear in the
+// depth, leaves room for the race detector's own allocations and is still
+// far below the doubling (133,187 at depth 16 before).
 func TestCanonicalJSONNestedOutOfOrder(t *testing.T) {
 	for _, depth := range []int{16, maxJSONDepth} {
 		raw := []byte(strings.Repeat(`{"b":`, depth) + "1" + strings.Repeat(`,"a":1}`, depth))
@@ -115,7 +117,7 @@ func TestCanonicalJSONNestedOutOfOrder(t *testing.T) {
 			out.Reset()
 			require.NoError(t, canonicalJSON(&out, raw, 0))
 		})
-		require.Less(t, allocs, float64(16*depth), "depth %d", depth)
+		require.Less(t, allocs, float64(64*depth), "depth %d", depth)
 		want, ok := referenceCanonical(raw)
 		require.True(t, ok)
 		require.Equal(t, string(want), out.String())
