@@ -46,11 +46,9 @@ func decodeTally(key, v []byte) (uint64, error) {
 }
 
 func appendTallyValue(dst []byte, n uint64) []byte {
-	var p [binary.MaxVarintLen64]byte
-	payload := binary.AppendUvarint(p[:0], n)
 	start := len(dst)
-	dst = append(dst, make([]byte, 5+len(payload))...)
-	sealInto(dst[start:], payload)
+	dst = binary.AppendUvarint(append(dst, 0, 0, 0, 0, 0), n)
+	sealInto(dst[start:], dst[start+5:]) // NB: seals the payload in place
 	return dst
 }
 
@@ -61,12 +59,12 @@ func (l *Log) EventlessOutcomes(principal string) (uint64, error) {
 	if err := l.readable(); err != nil {
 		return 0, err
 	}
-	return l.readTally(l.db, appendTallyKey(nil, principal))
+	return l.readTally(appendTallyKey(nil, principal))
 }
 
 // readTally reads the tally under key; 0 when there is none.
-func (l *Log) readTally(r pebble.Reader, key []byte) (uint64, error) {
-	v, closer, err := r.Get(key)
+func (l *Log) readTally(key []byte) (uint64, error) {
+	v, closer, err := l.db.Get(key)
 	if isNotFound(err) {
 		return 0, nil
 	}
@@ -94,7 +92,7 @@ func (l *Log) stageTallies(b *pebble.Batch, ws []Write) error {
 		n, ok := tallies[w.Principal]
 		if !ok {
 			var err error
-			if n, err = l.readTally(l.db, appendTallyKey(l.keyScratch[:0], w.Principal)); err != nil {
+			if n, err = l.readTally(appendTallyKey(l.keyScratch[:0], w.Principal)); err != nil {
 				return err
 			}
 		}
