@@ -16,12 +16,16 @@ const methodAdminCheckpoint = "admin.checkpoint"
 type checkpointResult struct {
 	Dir  string `json:"dir"`
 	Head uint64 `json:"head"`
+	// ServerKeyID is ServerKeyID of the daemon's server key: the key the copy's tokens need, which the checkpoint
+	// does not hold (it lives beside the store, not in it).
+	ServerKeyID string `json:"serverKeyId"`
 }
 
 // handleCheckpoint: admin only, {dir} → {dir, head}. It writes a consistent copy of the store to dir
 // (eventlog.Log.Checkpoint) while the engine keeps committing. dir must be absolute, since the daemon's working
 // directory is not the caller's, and must not exist, so nothing is ever overwritten; its parent must exist. head
-// is the durable head when the checkpoint began: the copy holds at least that much.
+// is the durable head when the checkpoint began: the copy holds at least that much. serverKeyId names the daemon's
+// server key (ServerKeyID), so that the caller can check the key file it keeps with the copy.
 func handleCheckpoint(cl *call) (any, error) {
 	if cl.c.id.role != events.RoleAdmin {
 		return nil, forbidden("%s: admin only", cl.method)
@@ -49,5 +53,5 @@ func handleCheckpoint(cl *call) (any, error) {
 		return nil, fmt.Errorf("broker: %s: %w", cl.method, err)
 	}
 	cl.c.s.lg.Info("checkpoint written", "dir", dir, "head", head)
-	return checkpointResult{Dir: dir, Head: head}, nil
+	return checkpointResult{Dir: dir, Head: head, ServerKeyID: ServerKeyID(cl.c.s.opts.ServerKey)}, nil
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"encoding/hex"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -23,6 +24,13 @@ func TestAdminCheckpoint(t *testing.T) {
 	res := a.ok(methodAdminCheckpoint, map[string]any{"dir": dir})
 	require.Equal(t, dir, res["dir"])
 	require.EqualValues(t, head, res["head"])
+	// The daemon's key is named, not shown: its id is neither the key nor any encoding of it, and another key has
+	// another id.
+	key := f.srv.opts.ServerKey
+	require.Equal(t, ServerKeyID(key), res["serverKeyId"])
+	require.Regexp(t, "^[0-9a-f]{64}$", res["serverKeyId"])
+	require.NotContains(t, res["serverKeyId"], hex.EncodeToString(key))
+	require.NotEqual(t, ServerKeyID([]byte("another key of thirty-two bytes!")), res["serverKeyId"])
 	// The copy is private whatever the umask (the test's is usually 022): directories 0700, files 0600.
 	files := 0
 	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/events"
@@ -39,6 +40,20 @@ func mintToken(serverKey []byte, runID, key, commandID string) (string, error) {
 	m.Write([]byte{0})
 	m.Write([]byte(nonce))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)), nil
+}
+
+// keyIDDomain is the message ServerKeyID keys. No token's message starts so (theirs start with tokenDomain), so an
+// id is no token's secret and derives none.
+const keyIDDomain = "crewlog-server-key-id\x00"
+
+// ServerKeyID names a server key without revealing it: the lowercase hex HMAC-SHA256(key, "crewlog-server-key-id\x00").
+// admin.checkpoint answers the daemon's, so that a backup tool can tell whether the key file it copies beside the
+// store is the one the running daemon mints with: a copy of another key would leave every token the daemon minted
+// invalid after a restore.
+func ServerKeyID(key []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(keyIDDomain))
+	return hex.EncodeToString(m.Sum(nil))
 }
 
 // digestOf is the lowercase hex sha-256 of a secret: the only form in which a token reaches the engine and the log.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/crewlog/crewlog/broker"
 	"github.com/crewlog/crewlog/eventlog"
 )
 
@@ -33,8 +34,9 @@ minted stay valid after a restore; the admin token is not copied), then
 verifies the copy.
 
 While crewd runs (its socket answers the admin token) the daemon writes the
-checkpoint itself (admin.checkpoint) and keeps serving; otherwise backup opens
-the store directly. With --nats it copies a JetStream cluster's stream.`,
+checkpoint itself (admin.checkpoint) and keeps serving, and names its
+server.key: backup fails, leaving nothing behind, when the key in --data is
+not crewd's. Otherwise backup opens the store directly. With --nats it copies a JetStream cluster's stream.`,
 		Args: args(1, "the backup directory"),
 		RunE: func(cmd *cobra.Command, argv []string) error { return a.backup(cmd.Context(), argv[0]) },
 	}
@@ -78,6 +80,9 @@ func (a *app) reachDaemon(ctx context.Context) (Broker, bool) {
 type checkpointResult struct {
 	Dir  string `json:"dir"`
 	Head uint64 `json:"head"`
+	// ServerKeyID names the running daemon's server key (broker.ServerKeyID); a
+	// daemon older than it answers none.
+	ServerKeyID string `json:"serverKeyId"`
 }
 
 // backupOnline has crewd write the checkpoint while it keeps committing.
@@ -95,7 +100,40 @@ func (a *app) backupOnline(ctx context.Context, b Broker, dest string) error {
 	if out.ServerKey, err = copySecret(filepath.Join(a.dataDir, serverKeyFile), filepath.Join(dest, serverKeyFile)); err != nil {
 		return problemf("backup: %v", err)
 	}
+	if err := a.checkServerKey(res.ServerKeyID, filepath.Join(dest, serverKeyFile), out.ServerKey); err != nil {
+		// NB: a backup whose tokens would not validate after a restore is no backup: nothing is left, so the
+		// same command with crewd's --data can run again.
+		if rerr := os.RemoveAll(dest); rerr != nil {
+			return problemf("%v (and removing %s: %v)", err, dest, rerr)
+		}
+		return problemf("%v", err)
+	}
 	return a.finishCopy(out, filepath.Join(dest, storeDir), "backup")
+}
+
+// checkServerKey checks that the server key backup copied to path (copied
+// false: none was found) is the running daemon's, which admin.checkpoint
+// named by want (empty: a daemon that names none, whose key cannot be
+// checked). crewctl takes the key from its own --data, while the daemon
+// that wrote the checkpoint was reached through --socket and may keep its
+// key elsewhere.
+func (a *app) checkServerKey(want, path string, copied bool) error {
+	if want == "" {
+		return nil
+	}
+	if !copied {
+		return fmt.Errorf("backup: crewd has a server.key and %s holds none: pass crewd's data directory as --data "+
+			"(without its key, the tokens crewd minted would not validate after a restore)", a.dataDir)
+	}
+	key, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("backup: %v", err)
+	}
+	if broker.ServerKeyID(key) != want {
+		return fmt.Errorf("backup: the server.key in %s is not the running crewd's: pass crewd's data directory as --data "+
+			"(with another key, the tokens crewd minted would not validate after a restore)", a.dataDir)
+	}
+	return nil
 }
 
 // backupOffline opens the store itself: crewd is not running.

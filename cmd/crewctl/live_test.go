@@ -86,6 +86,43 @@ func TestBackupWhileCrewdRuns(t *testing.T) {
 	require.Equal(t, exitUsage, r.code, "the backup directory exists")
 }
 
+// TestBackupRefusesAnotherServerKey: the daemon reached through --socket keeps
+// its server.key in its own data directory; a --data that holds another key,
+// or none, would give the backup a key that validates none of the daemon's
+// tokens. backup fails and leaves nothing behind, and succeeds once --data is
+// the daemon's.
+func TestBackupRefusesAnotherServerKey(t *testing.T) {
+	data, socket := liveDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	createRun(t, ctx, socket)
+	tokenFile := filepath.Join(data, adminTokenFile)
+
+	other := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(other, serverKeyFile), []byte(strings.Repeat("o", 32)), 0o600))
+	empty := t.TempDir()
+	for _, tc := range []struct{ name, dir, says string }{
+		{"another key", other, "is not the running crewd's"},
+		{"no key", empty, "holds none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dest := filepath.Join(t.TempDir(), "backup")
+			r := crewctl(t, dialBroker, "backup", dest, "--data", tc.dir, "--token-file", tokenFile, "--socket", socket)
+			require.Equal(t, exitProblem, r.code, "%s%s", r.out, r.err)
+			require.Contains(t, r.err, tc.says)
+			require.Contains(t, r.err, "--data")
+			require.NoDirExists(t, dest, "nothing is left behind")
+		})
+	}
+
+	dest := filepath.Join(t.TempDir(), "backup")
+	r := crewctl(t, dialBroker, "backup", dest, "--data", data, "--token-file", tokenFile, "--socket", socket, "--json")
+	require.Equal(t, exitOK, r.code, "%s%s", r.out, r.err)
+	key, err := os.ReadFile(filepath.Join(dest, serverKeyFile))
+	require.NoError(t, err)
+	require.Equal(t, strings.Repeat("k", 32), string(key))
+}
+
 // lockedBuffer is an output written by the command and read by the test;
 // wrote signals each write.
 type lockedBuffer struct {

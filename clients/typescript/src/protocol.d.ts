@@ -57,6 +57,7 @@ export interface Charge {
 export interface CheckpointResult {
   "dir": string;
   "head": number;
+  "serverKeyId": string;
 }
 
 export interface CredentialResult {
