@@ -393,7 +393,7 @@ var protocolSpec = map[string]methodSpec{
 		pushes:  []string{wire.EventMailboxMessage},
 	},
 	"delegate.cancel": {
-		summary: "ask the runtime to cancel a delegation (records delegate.cancel_requested)",
+		summary: "ask the runtime to cancel a delegation and every in-flight one below it (records delegate.cancel_requested for each)",
 		params:  []paramDesc{statusText("reason")},
 		results: []any{cancelResult{}},
 		errors:  errsTaskCommand,

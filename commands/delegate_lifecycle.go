@@ -177,9 +177,12 @@ func outcomeStatus(outcome string) string {
 }
 
 // DelegateCancel records the intent to cancel an in-flight delegation; the
-// runtime kills the grandchild and settles it with outcome cancelled. A
-// repeated cancel is a no-op. The admin may leave RunID empty (see
-// heldDelegation).
+// runtime kills the grandchild and settles it with outcome cancelled. The
+// delegations the grandchild started, and theirs, are asked to cancel in the
+// same batch (cancelBelow): a delegation asked to cancel may start no more,
+// and those it started before would otherwise outlive it, holding slots and
+// reservations nobody asked to cancel. A repeated cancel records only what
+// is not yet asked. The admin may leave RunID empty (see heldDelegation).
 type DelegateCancel struct {
 	RunID  string
 	SubID  string
@@ -201,12 +204,49 @@ func (c *DelegateCancel) decide(s *projections.State, env *Env) (Decision, error
 		return Decision{}, badParams("delegate.cancel: delegation %s is already settled (%s)", c.SubID, d.Status)
 	}
 	res := map[string]any{"ok": true, "subId": c.SubID, "cancelRequested": true}
-	if d.CancelRequested {
-		return Decision{Result: res}, nil
+	var evs []events.Event
+	if !d.CancelRequested {
+		evs = append(evs, env.event(d.RunID, events.TypeDelegateCancelRequested,
+			&events.DelegateCancelRequested{TaskID: d.ParentTaskID, SubID: c.SubID, Reason: c.Reason}))
 	}
-	ev := env.event(d.RunID, events.TypeDelegateCancelRequested,
-		&events.DelegateCancelRequested{TaskID: d.ParentTaskID, SubID: c.SubID, Reason: c.Reason})
-	return Decision{Events: []events.Event{ev}, Result: res}, nil
+	evs = append(evs, cancelBelow(s, env, d)...)
+	return Decision{Events: evs, Result: res}, nil
+}
+
+// cancelBelow records delegate.cancel_requested for every in-flight
+// delegation below d — started by d's grandchild (whose shadow task is d's
+// subId), or by one of theirs — not already asked to cancel, parents before
+// children and, among siblings, in the order the clock expires them. Each
+// reason names d, not the caller's reason, which may be long. Every
+// in-flight delegation holds a slot, so the walk reads at most the slot
+// pool.
+func cancelBelow(s *projections.State, env *Env, d projections.Delegation) []events.Event {
+	below := map[string][]projections.Delegation{} // a parent task: its in-flight delegations
+	for _, x := range s.InFlight() {
+		if x.RunID == d.RunID {
+			below[x.ParentTaskID] = append(below[x.ParentTaskID], x)
+		}
+	}
+	if len(below) == 0 {
+		return nil
+	}
+	reason := "ancestor delegation " + d.SubID + " was asked to cancel"
+	var evs []events.Event
+	seen := map[string]bool{d.SubID: true}
+	for queue := []string{d.SubID}; len(queue) > 0; queue = queue[1:] {
+		for _, x := range below[queue[0]] {
+			if seen[x.SubID] {
+				continue // NB: no log the engine wrote has a cycle; a damaged one must not loop
+			}
+			seen[x.SubID] = true
+			queue = append(queue, x.SubID)
+			if !x.CancelRequested {
+				evs = append(evs, env.event(d.RunID, events.TypeDelegateCancelRequested,
+					&events.DelegateCancelRequested{TaskID: x.ParentTaskID, SubID: x.SubID, Reason: reason}))
+			}
+		}
+	}
+	return evs
 }
 
 // DelegateExpire is submitted by the engine clock for a delegation not

@@ -1425,7 +1425,7 @@ export interface Methods {
     command: true;
   };
   /**
-   * ask the runtime to cancel a delegation (records delegate.cancel_requested)
+   * ask the runtime to cancel a delegation and every in-flight one below it (records delegate.cancel_requested for each)
    * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, internal, oversize-frame.
    */
   "delegate.cancel": {
