@@ -30,6 +30,12 @@ export interface ClientOptions<R extends Role = Role> {
   connectTimeoutMs?: number;
   /** The broker's frame cap in bytes (default 262144); a request over it is refused locally, encode-failed. */
   maxFrame?: number;
+  /**
+   * The most bytes of requests that may wait in the socket to be written (default 16 × maxFrame): a call that would
+   * pass it, because the broker is not reading, is refused locally with code busy (retry later), and nothing of it is
+   * sent.
+   */
+  maxQueuedBytes?: number;
 }
 
 export interface CallOptions {

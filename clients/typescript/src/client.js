@@ -29,6 +29,9 @@ const FATAL = new Set(["protocol", "auth", "stale-token", "revoked"]);
 const DEFAULT_BACKOFF_MS = Object.freeze([20, 50, 100, 200, 400, 800, 1600, 3200]);
 const DEFAULT_CONNECT_TIMEOUT_MS = 5000;
 const DEFAULT_HIGH_WATER_MARK = 10000;
+// The bytes of requests that may wait in the socket to be written, as frames at the default cap: a broker that
+// stops reading must not make a caller that keeps calling hold everything it sent in memory.
+const DEFAULT_MAX_QUEUED_FRAMES = 16;
 
 /**
  * A client of one credential. Calls are multiplexed on one connection and matched by request id. When the
@@ -76,6 +79,7 @@ export class CrewClient extends EventEmitter {
       connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
       maxFrame: options.maxFrame ?? LIMITS.defaultMaxFrame,
     };
+    this.#opts.maxQueuedBytes = options.maxQueuedBytes ?? DEFAULT_MAX_QUEUED_FRAMES * this.#opts.maxFrame;
   }
 
   get role() {
@@ -266,9 +270,14 @@ export class CrewClient extends EventEmitter {
     const id = String(++this.#nextId);
     call.id = id;
     this.#byId.set(id, call);
-    if (!conn.write({ id, method: call.method, params: call.params })) {
+    const refused = conn.write({ id, method: call.method, params: call.params }, this.#opts.maxQueuedBytes);
+    if (refused === "too-large") {
       this.#settle(call);
       call.reject(new BrokerError("encode-failed", `${call.method}: the request does not fit in a frame`, call));
+    } else if (refused === "queue-full") {
+      this.#settle(call);
+      call.reject(new BrokerError("busy", `${call.method}: ${conn.queued} bytes of requests already ` +
+        `wait to be written (maxQueuedBytes ${this.#opts.maxQueuedBytes}): the broker is not reading them`, call));
     }
   }
 
@@ -504,12 +513,22 @@ class Connection {
     }
   }
 
-  /** Writes one frame; false when it does not fit in a frame (nothing is written). */
-  write(frame) {
+  /** The bytes written and not yet handed to the operating system. */
+  get queued() {
+    return this.#socket.writableLength;
+  }
+
+  /**
+   * Writes one frame and answers null, or why nothing was written: "too-large" when it does not fit in a frame,
+   * "queue-full" when maxQueued (if given) bytes would then wait to be written.
+   */
+  write(frame, maxQueued) {
     const line = JSON.stringify(frame) + "\n";
-    if (Buffer.byteLength(line) > this.#maxFrame) return false;
+    const n = Buffer.byteLength(line);
+    if (n > this.#maxFrame) return "too-large";
+    if (maxQueued !== undefined && this.#socket.writableLength + n > maxQueued) return "queue-full";
     this.#socket.write(line);
-    return true;
+    return null;
   }
 
   destroy() {

@@ -43,3 +43,37 @@ for (const line of ["null", "42", '"pong"', "[]", "true"]) {
     await assert.rejects(c.call("ping"), { code: "protocol" });
   });
 }
+
+test("calls to a broker that stops reading are refused busy once maxQueuedBytes wait, not queued without end", { timeout: 30_000 }, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "crewlog-frames-"));
+  const path = join(dir, "b.sock");
+  const server = createServer((sock) => {
+    sock.setEncoding("utf8");
+    sock.on("error", () => {});
+    sock.once("data", () => {
+      sock.write(JSON.stringify({ id: "hello", result: { ok: true } }) + "\n");
+      sock.pause(); // reads nothing more
+    });
+  });
+  await new Promise((resolve) => server.listen(path, resolve));
+  t.after(() => {
+    server.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const maxQueuedBytes = 1 << 20;
+  const c = await CrewClient.connect({ socketPath: path, credentials: { role: "admin", token: "x" }, maxQueuedBytes });
+  const pad = "x".repeat(200_000);
+  const outcomes = [];
+  for (let i = 0; i < 200; i++) {
+    outcomes.push(c.call("ping", { pad }).then(() => "answered", (err) => err.code));
+    await new Promise((resolve) => setImmediate(resolve)); // let the socket hand what it can to the kernel
+  }
+  await c.close();
+  const codes = await Promise.all(outcomes);
+  const busy = codes.filter((code) => code === "busy").length;
+  // 200 calls of 200 KB are 40 MB; the kernel takes a few hundred KB of them, the client at most maxQueuedBytes more
+  // (here 6 calls were sent in all).
+  assert.ok(busy > 0, "some calls were refused busy");
+  assert.ok(200 - busy <= 20, `at most the kernel's buffer and maxQueuedBytes were sent: ${200 - busy} calls were`);
+  assert.deepEqual(new Set(codes), new Set(["busy", "closed"]));
+});
