@@ -118,6 +118,12 @@ func (c *JobCreate) decide(s *projections.State, env *Env) (Decision, error) {
 		rej.Reason, rej.Live = "job-active", live
 		rej.Message = fmt.Sprintf("job.create: job %s is still live; one live job at a time", live)
 		return jobRejection(env, c.RunID, rej)
+	case workerEnded(s, c.RunID, c.TaskID):
+		// NB: such a job could never get a lease (lease.open refuses it, worker-ended) and would hold the run's one
+		// live-job place until the manager moved it.
+		rej.Reason = LeaseReasonWorkerEnded
+		rej.Message = fmt.Sprintf("job.create: the worker of task %s has ended: its task is terminal or its credential revoked", c.TaskID)
+		return jobRejection(env, c.RunID, rej)
 	}
 	limit := env.Config.JobLimits().ManifestBytes
 	tools, size, digest, merr := parseManifest(c.Tools, limit)

@@ -182,3 +182,42 @@ func TestWorkerEndClearsLease(t *testing.T) {
 		require.True(t, j.LeaseActive)
 	})
 }
+
+// TestJobCreateRefusesAnEndedWorker: a job for a task whose worker has ended
+// (its task terminal, or its credential revoked) could never get a lease, and
+// would hold the run's one live-job place until the manager moved it; it is
+// refused worker-ended and recorded (job.rejected), like lease.open's
+// refusal. A live worker still gets one.
+func TestJobCreateRefusesAnEndedWorker(t *testing.T) {
+	for _, tc := range []struct{ name, method, params string }{
+		{"task completed", "task.transition", `{"taskId":"X","to":"completed"}`},
+		{"task cancelled", "task.transition", `{"taskId":"X","to":"cancelled","reason":"stop"}`},
+		{"credential revoked", "credential.revoke", `{"taskId":"X","reason":"compromised"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := workerEndWorld(t, true)
+			mustDo(t, w, events.RoleOrchestrator, "", "job.transition", `{"jobId":"J","to":"cancelled"}`)
+			mustDo(t, w, events.RoleOrchestrator, "", tc.method, tc.params)
+			out, err := w.when(events.RoleOrchestrator, "R", "", "job.create", json.RawMessage(`{"jobId":"K","taskId":"X","tools":`+string(jobGrant)+`}`))
+			require.NoError(t, err)
+			require.NotNil(t, out.err, "a job for an ended worker")
+			require.Equal(t, CodePolicyDenied, out.err.Code)
+			require.Equal(t, LeaseReasonWorkerEnded, out.err.Reason)
+			require.Len(t, out.events, 1)
+			p, ok := out.events[0].Payload.(*events.JobRejected)
+			require.True(t, ok, "the refusal is recorded")
+			require.Equal(t, events.JobRejected{JobID: "K", Op: "create", Reason: LeaseReasonWorkerEnded, Message: out.err.Message}, *p)
+			_, exists := w.s.JobHeader("R", "K")
+			require.False(t, exists)
+			require.NoError(t, w.rebuild(0))
+		})
+	}
+
+	t.Run("a live worker", func(t *testing.T) {
+		w := workerEndWorld(t, true)
+		mustDo(t, w, events.RoleOrchestrator, "", "job.transition", `{"jobId":"J","to":"cancelled"}`)
+		mustDo(t, w, events.RoleOrchestrator, "", "job.create", `{"jobId":"K","taskId":"X","tools":`+string(jobGrant)+`}`)
+		_, exists := w.s.JobHeader("R", "K")
+		require.True(t, exists)
+	})
+}
