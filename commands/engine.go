@@ -218,6 +218,7 @@ type Engine struct {
 	stats   struct {
 		groups, commands, events atomic.Uint64
 		sizes                    [GroupSizeClasses]atomic.Uint64
+		appending, staging       atomic.Int64 // nanoseconds (Stats.Appending, Stats.Staging)
 	}
 	snapping atomic.Bool // the publisher's, as lastSnap and coldSinceSnap
 	// savingViews is set while the views of cold runs are being written
@@ -363,6 +364,14 @@ type Stats struct {
 	// of 1, Sizes[2] of 2–3, Sizes[k] of 2^(k-1) to 2^k-1, and the last
 	// class every larger group.
 	Sizes [GroupSizeClasses]uint64
+	// Appending is the time from each group's hand-off to the log to its
+	// being durable, summed over the groups (GroupReport.Append's); Staging
+	// the part of it the writer spent handing the groups over (encoding
+	// their records and applying them to the store's memtable), during
+	// which it decides nothing. Appending/Groups is a group's mean; the
+	// rest of it is the sync, and the wait for the goroutines that make and
+	// report it to run.
+	Appending, Staging time.Duration
 }
 
 // GroupSizeClasses is how many size classes Stats.Sizes has: groups of up
@@ -377,7 +386,8 @@ func groupSizeClass(n int) int {
 
 // Stats returns the counters; Commands/Groups is the mean group size.
 func (e *Engine) Stats() Stats {
-	s := Stats{Groups: e.stats.groups.Load(), Commands: e.stats.commands.Load(), Events: e.stats.events.Load()}
+	s := Stats{Groups: e.stats.groups.Load(), Commands: e.stats.commands.Load(), Events: e.stats.events.Load(),
+		Appending: time.Duration(e.stats.appending.Load()), Staging: time.Duration(e.stats.staging.Load())}
 	for i := range s.Sizes {
 		s.Sizes[i] = e.stats.sizes[i].Load()
 	}

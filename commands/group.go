@@ -202,6 +202,7 @@ func (e *Engine) handOff(f *flight) error {
 		}
 		f.stagedAt = time.Now()
 		staged, err := e.stager.Stage(writes)
+		f.stageTook = time.Since(f.stagedAt)
 		if err != nil {
 			return err
 		}

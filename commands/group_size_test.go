@@ -3,6 +3,7 @@ package commands
 import (
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -16,4 +17,19 @@ func TestGroupSizeClass(t *testing.T) {
 		require.Equal(t, c.class, groupSizeClass(c.n), "a group of %d", c.n)
 	}
 	require.Equal(t, GroupSizeClasses-1, groupSizeClass(1<<30), "the last class holds every larger group")
+}
+
+// Stats.Appending sums, over the committed groups, the time from each
+// group's hand-off to its being durable, and Staging the writer's share of
+// it: after committed groups both are positive, and the part is no longer
+// than the whole.
+func TestStatsTimeEachGroupsAppend(t *testing.T) {
+	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
+	before := f.eng.Stats()
+	require.Zero(t, before.Appending)
+	f.seedRun("R", 1000)
+	st := f.eng.Stats()
+	require.Equal(t, uint64(4), st.Groups, "one group per sequential command")
+	require.Positive(t, st.Staging)
+	require.Greater(t, st.Appending, st.Staging, "the sync comes after the staging")
 }

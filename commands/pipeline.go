@@ -170,6 +170,7 @@ type flight struct {
 	eventless map[string]uint64
 
 	started, stagedAt time.Time
+	stageTook         time.Duration // the writer's Stage call (Stats.Staging)
 
 	writes    []eventlog.Write
 	logEvents []eventlog.Event // the writes' events, one slab
@@ -284,6 +285,8 @@ func (e *Engine) land(f *flight) {
 	if f.staged != nil {
 		e.stats.groups.Add(1)
 		e.stats.sizes[groupSizeClass(len(f.group))].Add(1)
+		e.stats.appending.Add(int64(appendTook))
+		e.stats.staging.Add(int64(f.stageTook))
 	}
 	e.stats.commands.Add(uint64(len(f.group)))
 	e.stats.events.Add(uint64(len(f.applied)))

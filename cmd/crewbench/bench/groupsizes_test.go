@@ -2,6 +2,7 @@ package bench
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -30,4 +31,7 @@ func TestGroupSizesString(t *testing.T) {
 	g := &GroupSizes{Groups: 4, Commands: 2 + 3 + 1024 + 5000}
 	g.Sizes[2], g.Sizes[11] = 2, 2
 	require.Equal(t, "1507.2 commands/group over 4 groups; groups of 2-3: 50%, 1024+: 50%", g.String())
+	g.Appending, g.Staging = 4*941*time.Microsecond, 4*247*time.Microsecond
+	require.Equal(t, "1507.2 commands/group over 4 groups; groups of 2-3: 50%, 1024+: 50%; "+
+		"a group's append 941 µs from hand-off to durable, 247 µs of it staged by the writer", g.String())
 }
