@@ -193,11 +193,13 @@ func jobCommandFrom(s *projections.State, group []events.Event) (commands.Comman
 	case *events.JobRejected:
 		switch p.Op {
 		case "lease.open":
-			mode := events.LeaseStart
+			c := &commands.LeaseOpen{RunID: run, JobID: p.JobID, Mode: events.LeaseStart, RootToolCallID: "(not recorded)"}
 			if p.Reason == "not-paused" {
-				mode = events.LeaseContinue
+				// NB: the grant is not recorded, and a continue is refused not-paused before its grant is read:
+				// any grant decides the same, but none is a malformed continue (bad-params).
+				c.Mode, c.Tools = events.LeaseContinue, json.RawMessage(`[]`)
 			}
-			return &commands.LeaseOpen{RunID: run, JobID: p.JobID, Mode: mode, RootToolCallID: "(not recorded)"}, p.JobID
+			return c, p.JobID
 		case "lease.clear":
 			return &commands.LeaseClear{RunID: run, JobID: p.JobID}, p.JobID
 		case "job.transition":

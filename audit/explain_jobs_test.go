@@ -46,7 +46,7 @@ func TestExplainJobs(t *testing.T) {
 		{o, &commands.JobCreate{RunID: run, JobID: "J", TaskID: "t1", Tools: json.RawMessage(`[{"name":" x"}]`), NonceDigest: nonce}},
 		{o, &commands.JobCreate{RunID: run, JobID: "J", TaskID: "t1", Tools: grant, NonceDigest: nonce}},
 		req("early", "read", `{}`),
-		{o, &commands.LeaseOpen{RunID: run, JobID: "J", Mode: events.LeaseContinue, RootToolCallID: "c0"}},
+		{o, &commands.LeaseOpen{RunID: run, JobID: "J", Mode: events.LeaseContinue, RootToolCallID: "c0", Tools: grant}},
 		{o, &commands.LeaseOpen{RunID: run, JobID: "J", Mode: events.LeaseStart, RootToolCallID: "c1"}},
 		{o, &commands.LeaseOpen{RunID: run, JobID: "J", Mode: events.LeaseStart, RootToolCallID: "c1"}},
 		req("", "read", `{}`),

@@ -469,7 +469,7 @@ var protocolSpec = map[string]methodSpec{
 	"lease.open": {
 		summary: "open an executor lease on a job (start, or continue a paused one with its current grant)",
 		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars), pEnum("mode", true, nil, "start", "continue"),
-			pStr("rootToolCallId", true, 1, commands.MaxRootChars), note(paramDesc{Name: "tools"}, "continue: the current grant")},
+			pStr("rootToolCallId", true, 1, commands.MaxRootChars), note(paramDesc{Name: "tools"}, "continue: the current grant, required (without it, bad-params); an empty list is a grant")},
 		results: []any{commands.JobResult{}},
 		errors:  errsRepeatableJob,
 	},

@@ -32,6 +32,12 @@ func (c *LeaseOpen) decide(s *projections.State, env *Env) (Decision, error) {
 	if c.RootToolCallID == "" || longerThan(c.RootToolCallID, MaxRootChars) {
 		return Decision{}, badParams("lease.open: rootToolCallId must be 1..%d chars", MaxRootChars)
 	}
+	if c.Mode == events.LeaseContinue && len(c.Tools) == 0 {
+		// NB: a request without the grant is malformed, not a grant that changed: refused with nothing recorded,
+		// where revalidating nothing against the job's grant would hard-stop the job (T4) for a missing param. An
+		// empty list is a grant, and is revalidated.
+		return Decision{}, badParams("lease.open: tools (the manager's current grant) is required to continue: it is revalidated against the job's (T4)")
+	}
 	j, err := jobOf(s, c.RunID, c.JobID)
 	if err != nil {
 		return Decision{}, err

@@ -889,7 +889,7 @@ export interface LeaseOpenParams {
   "mode": "start" | "continue";
   /** length 1..512 code points */
   "rootToolCallId": string;
-  /** continue: the current grant */
+  /** continue: the current grant, required (without it, bad-params); an empty list is a grant */
   "tools"?: unknown;
   /**
    * length 1..256 code points

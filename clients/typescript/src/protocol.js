@@ -318,7 +318,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "jobId", "type": "string", "required": true, "minLength": 1, "maxLength": 128 }),
       Object.freeze({ "name": "mode", "type": "string", "required": true, "enum": Object.freeze(["start","continue"]) }),
       Object.freeze({ "name": "rootToolCallId", "type": "string", "required": true, "minLength": 1, "maxLength": 512 }),
-      Object.freeze({ "name": "tools", "type": "unknown", "required": false, "note": "continue: the current grant" }),
+      Object.freeze({ "name": "tools", "type": "unknown", "required": false, "note": "continue: the current grant, required (without it, bad-params); an empty list is a grant" }),
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "JobResult",
