@@ -227,9 +227,6 @@ func cancelBelow(s *projections.State, env *Env, d projections.Delegation) []eve
 			below[x.ParentTaskID] = append(below[x.ParentTaskID], x)
 		}
 	}
-	if len(below) == 0 {
-		return nil
-	}
 	reason := "ancestor delegation " + d.SubID + " was asked to cancel"
 	var evs []events.Event
 	seen := map[string]bool{d.SubID: true}

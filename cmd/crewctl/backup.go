@@ -36,7 +36,8 @@ verifies the copy.
 While crewd runs (its socket answers the admin token) the daemon writes the
 checkpoint itself (admin.checkpoint) and keeps serving, and names its
 server.key: backup fails, leaving nothing behind, when the key in --data is
-not crewd's. Otherwise backup opens the store directly. With --nats it copies a JetStream cluster's stream.`,
+not crewd's. Otherwise backup opens the store directly. With --nats it
+copies a JetStream cluster's stream.`,
 		Args: args(1, "the backup directory"),
 		RunE: func(cmd *cobra.Command, argv []string) error { return a.backup(cmd.Context(), argv[0]) },
 	}
