@@ -119,7 +119,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 		if isLockConflict(err) {
 			return nil, fmt.Errorf("%w: %s: %v", ErrLocked, dir, err)
 		}
-		if pebble.IsCorruptionError(err) {
+		if pebble.IsCorruptionError(err) || isTableSizeMismatch(err) {
 			return nil, fmt.Errorf("eventlog: open %s: %w: %w", dir, ErrCorrupt, err)
 		}
 		return nil, fmt.Errorf("eventlog: open %s: %w", dir, err)

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	iofs "io/fs"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -374,6 +376,31 @@ func TestOpenDetectsDamagedHead(t *testing.T) {
 			require.ErrorIs(t, err, ErrCorrupt)
 			require.Equal(t, at[name], ce.Position, "%v", err)
 		})
+	}
+}
+
+// TestOpenReportsATruncatedTableAsCorrupt: a table shorter than its manifest
+// says is damage, for a writer and a read-only opener alike; Pebble reports it
+// with a plain error, which read as a store that merely could not be opened.
+func TestOpenReportsATruncatedTableAsCorrupt(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, nil)
+	require.NoError(t, err)
+	_, err = l.Append(Write{Events: evs("a", 20)})
+	require.NoError(t, err)
+	require.NoError(t, l.db.Flush())
+	require.NoError(t, l.Close())
+	tables, err := filepath.Glob(filepath.Join(dir, "*.sst"))
+	require.NoError(t, err)
+	require.NotEmpty(t, tables)
+	st, err := os.Stat(tables[0])
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(tables[0], st.Size()-1))
+
+	for _, ro := range []bool{false, true} {
+		_, err = Open(dir, &Options{ReadOnly: ro})
+		require.ErrorIs(t, err, ErrCorrupt, "read-only %v", ro)
+		require.ErrorContains(t, err, filepath.Base(tables[0]))
 	}
 }
 

@@ -187,6 +187,16 @@ func TestVerifyStoreWithMissingFiles(t *testing.T) {
 		damage func(t *testing.T, store string)
 	}{
 		{"a table removed", func(t *testing.T, store string) { removeGlob(t, store, "*.sst") }},
+		{"a table truncated", func(t *testing.T, store string) {
+			tables, err := filepath.Glob(filepath.Join(store, "*.sst"))
+			require.NoError(t, err)
+			require.NotEmpty(t, tables)
+			for _, tb := range tables {
+				st, err := os.Stat(tb)
+				require.NoError(t, err)
+				require.NoError(t, os.Truncate(tb, st.Size()/2))
+			}
+		}},
 		{"the manifest removed", func(t *testing.T, store string) { removeGlob(t, store, "MANIFEST-*") }},
 		{"the manifest malformed", func(t *testing.T, store string) {
 			ms, err := filepath.Glob(filepath.Join(store, "MANIFEST-*"))
