@@ -204,6 +204,13 @@ func (c *ProxyComplete) decide(s *projections.State, env *Env) (Decision, error)
 	if !ok {
 		return Decision{}, badParams("proxy.complete: request %q of job %s was never admitted", c.RequestID, c.JobID)
 	}
+	if q.State == projections.ProxyCompleted {
+		// NB: not fenced: a call's result is delivered once, and this one
+		// was. Recording a second completion as fenced would mark the call
+		// fenced beside the result it delivered (proxy.result), and tell a
+		// manager retrying without a commandId that its result was lost.
+		return Decision{}, badParams("proxy.complete: request %q of job %s is already completed; its result was delivered", c.RequestID, c.JobID)
+	}
 	current := currentCall(j, q)
 	if current && q.State != projections.ProxyExecuting {
 		return Decision{}, badParams("proxy.complete: request %q was not revalidated (manifest.revalidate) before it executed", c.RequestID)
@@ -240,8 +247,9 @@ func currentCall(j projections.JobHeader, q projections.ProxyRequest) bool {
 }
 
 // windsDown: a result delivered to a current call ends it; a completion of
-// any other call records only that it was fenced, and can be sent for the
-// same call again and again, so it is measured against the run's quotas
+// a call already completed is refused with nothing recorded; a completion
+// of any other call records only that it was fenced, and can be sent for
+// the same call again and again, so it is measured against the run's quotas
 // (quota.go).
 func (c *ProxyComplete) windsDown(s *projections.State) bool {
 	j, ok := s.JobHeader(c.RunID, c.JobID)
@@ -249,7 +257,7 @@ func (c *ProxyComplete) windsDown(s *projections.State) bool {
 		return true // refused, nothing recorded
 	}
 	q, ok := s.ProxyRequestOf(c.RunID, c.JobID, c.RequestID)
-	return !ok || currentCall(j, q)
+	return !ok || q.State == projections.ProxyCompleted || currentCall(j, q) // refused, nothing recorded; or delivered
 }
 
 // ProxyCancel is the worker's cancel of one of its calls (T16): honoured
