@@ -142,6 +142,30 @@ func TestLeaseRenewalStoredAfterItsCallerGaveUpIsKept(t *testing.T) {
 	require.ErrorIs(t, a.Renew(ctx), ErrLeaseLost)
 }
 
+// A create whose caller gave up waiting (its reply lost) may still be
+// stored: the key then holds the holder's own value. Its next Acquire takes
+// the lease, renewed, instead of leaving it to expire with no writer; a key
+// that holds another holder's value is still not taken.
+func TestLeaseCreateStoredAfterItsCallerGaveUpIsTaken(t *testing.T) {
+	js := connect(t, startServer(t))
+	ctx := context.Background()
+	a, b := openLeases(t, js, "a", "b")
+	kv, err := js.KeyValue(ctx, testConfig.leaseBucket())
+	require.NoError(t, err)
+
+	// The lost create: the one a's Acquire sends, stored while a no longer
+	// waited for its answer.
+	stored, err := kv.Create(ctx, leaseKey, []byte(a.value))
+	require.NoError(t, err)
+
+	requireAcquire(t, b, false)
+	requireAcquire(t, a, true)
+	require.Greater(t, a.rev, stored, "renewed from the stored create, not merely adopted it")
+	require.NoError(t, a.Renew(ctx))
+	requireAcquire(t, b, false)
+	require.ErrorIs(t, b.Renew(ctx), ErrLeaseLost)
+}
+
 // Release gives up a lease whose last renewal was stored after its caller
 // gave up waiting (a node that failed meanwhile), so a successor need not
 // wait for the TTL; it never deletes a key that names another holder.
@@ -184,6 +208,17 @@ func heldLease(t *testing.T) (jetstream.JetStream, *Lease, jetstream.KeyValue) {
 	return js, a, kv
 }
 
+// openLeases opens the leases of two holders, named a and b, with a TTL of
+// a minute; neither takes it.
+func openLeases(t *testing.T, js jetstream.JetStream, a, b string) (*Lease, *Lease) {
+	t.Helper()
+	la, err := OpenLease(context.Background(), js, testConfig, a, time.Minute)
+	require.NoError(t, err)
+	lb, err := OpenLease(context.Background(), js, testConfig, b, time.Minute)
+	require.NoError(t, err)
+	return la, lb
+}
+
 // requireAcquire requires that l's Acquire succeeds and takes the lease
 // (want) or finds it held.
 func requireAcquire(t *testing.T, l *Lease, want bool) {
@@ -199,10 +234,7 @@ func requireAcquire(t *testing.T, l *Lease, want bool) {
 func TestLeaseOfTheSameNameIsAnotherHolder(t *testing.T) {
 	js := connect(t, startServer(t))
 	ctx := context.Background()
-	first, err := OpenLease(ctx, js, testConfig, "crewd/1", time.Minute)
-	require.NoError(t, err)
-	second, err := OpenLease(ctx, js, testConfig, "crewd/1", time.Minute)
-	require.NoError(t, err)
+	first, second := openLeases(t, js, "crewd/1", "crewd/1")
 	requireAcquire(t, first, true)
 	requireAcquire(t, second, false)
 

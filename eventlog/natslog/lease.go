@@ -62,10 +62,39 @@ func OpenLease(ctx context.Context, js jetstream.JetStream, cfg Config, holder s
 // TTL is how long the lease outlives its last renewal.
 func (l *Lease) TTL() time.Duration { return l.ttl }
 
-// Acquire takes the lease if nobody holds it, and reports whether it did.
+// Acquire takes the lease if nobody holds it, or if the key holds this
+// opening's own value (acquireStored), and reports whether it did.
 func (l *Lease) Acquire(ctx context.Context) (bool, error) {
 	rev, err := l.kv.Create(ctx, leaseKey, []byte(l.value))
 	if errors.Is(err, jetstream.ErrKeyExists) {
+		return l.acquireStored(ctx)
+	}
+	if err != nil {
+		return false, fmt.Errorf("natslog: acquire lease: %w", err)
+	}
+	l.rev = rev
+	return true, nil
+}
+
+// acquireStored takes the lease when the key that exists holds this
+// opening's value: a create whose caller stopped waiting (its reply lost,
+// its context ended) that was stored all the same. Taken for another
+// holder's, the lease would stay with nobody until it expired, a TTL with
+// no writer. It is renewed from the revision it was stored at, so that it
+// runs a whole TTL from this call, as a lease just created does; it reports
+// false when the key holds another holder's value, or changed meanwhile.
+func (l *Lease) acquireStored(ctx context.Context) (bool, error) {
+	e, err := l.kv.Get(ctx, leaseKey)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return false, nil // expired meanwhile: the next Acquire creates it
+	case err != nil:
+		return false, fmt.Errorf("natslog: acquire lease: %w", err)
+	case string(e.Value()) != l.value:
+		return false, nil
+	}
+	rev, err := l.kv.Update(ctx, leaseKey, []byte(l.value), e.Revision())
+	if isWrongLastSequence(err) || errors.Is(err, jetstream.ErrKeyNotFound) {
 		return false, nil
 	}
 	if err != nil {
