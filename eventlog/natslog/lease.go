@@ -84,16 +84,16 @@ func (l *Lease) Acquire(ctx context.Context) (bool, error) {
 // runs a whole TTL from this call, as a lease just created does; it reports
 // false when the key holds another holder's value, or changed meanwhile.
 func (l *Lease) acquireStored(ctx context.Context) (bool, error) {
-	e, err := l.kv.Get(ctx, leaseKey)
+	stored, ok, err := l.ownEntry(ctx)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return false, nil // expired meanwhile: the next Acquire creates it
 	case err != nil:
 		return false, fmt.Errorf("natslog: acquire lease: %w", err)
-	case string(e.Value()) != l.value:
+	case !ok:
 		return false, nil
 	}
-	rev, err := l.kv.Update(ctx, leaseKey, []byte(l.value), e.Revision())
+	rev, err := l.kv.Update(ctx, leaseKey, []byte(l.value), stored)
 	if isWrongLastSequence(err) || errors.Is(err, jetstream.ErrKeyNotFound) {
 		return false, nil
 	}
@@ -147,12 +147,22 @@ func (l *Lease) Release(ctx context.Context) error {
 // opening's value (a write the holder stopped waiting for, stored at a
 // revision it never learnt); it reports whether it did.
 func (l *Lease) adopt(ctx context.Context) bool {
-	e, err := l.kv.Get(ctx, leaseKey)
-	if err != nil || string(e.Value()) != l.value || e.Revision() == l.rev {
+	rev, ok, err := l.ownEntry(ctx)
+	if err != nil || !ok || rev == l.rev {
 		return false
 	}
-	l.rev = e.Revision()
+	l.rev = rev
 	return true
+}
+
+// ownEntry reads the key and reports its revision and whether it holds this
+// opening's value.
+func (l *Lease) ownEntry(ctx context.Context) (rev uint64, own bool, err error) {
+	e, err := l.kv.Get(ctx, leaseKey)
+	if err != nil {
+		return 0, false, err
+	}
+	return e.Revision(), string(e.Value()) == l.value, nil
 }
 
 // Holder names who holds the lease ("" when nobody does): its holder name,
