@@ -48,11 +48,12 @@ type runResult struct {
 type runUsage struct {
 	Events    int64 `json:"events"`
 	MsgBytes  int64 `json:"msgBytes"`
+	TextBytes int64 `json:"textBytes"`
 	SlotsHeld int   `json:"slotsHeld"`
 }
 
-// query.run {} → the run, with usage {events, msgBytes, slotsHeld}. It answers from the run's summary (a cold
-// run holds no slot), so a cold run is not read back for it.
+// query.run {} → the run, with usage {events, msgBytes, textBytes, slotsHeld}. It answers from the run's summary
+// (a cold run holds no slot), so a cold run is not read back for it.
 func handleQueryRun(cl *call) (any, error) {
 	p, runID := queryParamsWith(cl, nil, (*params).runSummary)
 	if p.err != nil {
@@ -60,7 +61,8 @@ func handleQueryRun(cl *call) (any, error) {
 	}
 	return readState(cl, func(st *projections.State) runResult {
 		r, _ := st.Run(runID)
-		return runResult{Run: r, Usage: runUsage{Events: r.Usage.Events, MsgBytes: r.Usage.MsgBytes, SlotsHeld: st.SlotsHeldBy(runID)}}
+		return runResult{Run: r, Usage: runUsage{Events: r.Usage.Events, MsgBytes: r.Usage.MsgBytes,
+			TextBytes: r.Usage.TextBytes, SlotsHeld: st.SlotsHeldBy(runID)}}
 	})
 }
 

@@ -9,19 +9,25 @@ import (
 
 // Run quotas (SPEC §5). A run's callers grow it through a few commands;
 // each such decision is measured by the events it would append — events in
-// the run's stream, bytes of message bodies and subjects, messages — and
-// refused when the run would pass a quota of the config in force:
-// quotaEvents (events in the stream), quotaBytes (message bytes the run
-// holds) or quotaMsgsPerMin (messages appended in the last minute by the
-// engine clock, Env.Now). Everything the check reads is in the state, the
-// config and the clock reading, so replay decides the same.
+// the run's stream, bytes of text, messages — and refused when the run
+// would pass a quota of the config in force: quotaEvents (events in the
+// stream), quotaBytes (the bytes of text the run's events hold: message
+// bodies and subjects, and every string of its other events,
+// events.TextBytes) or quotaMsgsPerMin (messages appended in the last
+// minute by the engine clock, Env.Now). Everything the check reads is in
+// the state, the config and the clock reading, so replay decides the same.
 //
 // Commands that wind a run down or settle its work (terminal transitions,
 // settle, spawned, cancel, revoke, deliver/ack, job stops, lease clears, a
 // call's delivered result, the clock's expiries) are never refused by a
-// quota: a run at its quota can always finish. Each of them is bounded by
-// what came before it (a delegation settles once, a lease clears once per
-// open), so they cannot loop.
+// quota for what they are: a run at its quota can always finish. Each of
+// them is bounded by what came before it (a delegation settles once, a
+// lease clears once per open), so they cannot loop. Their text counts all
+// the same: such a command of a client's that would take the run past its
+// bytes quota may add at most WindDownBytes, so that however many tasks a
+// run holds, winding them down cannot write more than a small event's
+// worth each (a status change's text may otherwise be 576 Ki chars). The
+// engine's own (an expiry) is never refused.
 //
 // Everything a client can repeat without winding the run down is measured
 // like the gated commands, or it would grow the run's stream without bound:
@@ -67,6 +73,13 @@ type windingDown interface {
 	windsDown(s *projections.State) bool
 }
 
+// WindDownBytes is the most text (events.TextBytes of the events it would
+// record, with its messages' bodies and subjects) a client's command that
+// winds a run down may add when that takes the run past its bytes quota
+// (for a worker, the workers' share of it): a status change with a line of
+// text, a settlement with a short result.
+const WindDownBytes = 1024
+
 // Growth is what a decision would add to its run.
 type Growth struct {
 	Events int64
@@ -82,6 +95,7 @@ func growthOf(runID string, evs []events.Event) Growth {
 			continue
 		}
 		g.Events++
+		g.Bytes += events.TextBytes(ev)
 		if p := events.PayloadAs[events.MailboxAppended](ev); p != nil && ev.Type == events.TypeMailboxAppended {
 			g.Bytes += int64(len(p.Body) + len(p.Subject))
 			g.Msgs++
@@ -121,15 +135,29 @@ func measured(s *projections.State, cmd Command, d Decision, err error) bool {
 }
 
 // withQuota replaces a measured decision by a quota refusal when the
-// decision would take its run past a quota.
+// decision would take its run past a quota, and any other decision of a
+// client's when it would add more than WindDownBytes of text to a run past
+// its bytes quota.
 func withQuota(s *projections.State, cmd Command, env *Env, d Decision, err error) (Decision, error) {
-	if len(d.Events) == 0 || !measured(s, cmd, d, err) {
+	if len(d.Events) == 0 {
 		return d, err
 	}
 	runID := d.Events[0].Stream
-	if q, over := overQuota(s, runID, growthOf(runID, d.Events), env); over {
-		q.Method = cmd.Kind()
-		return refuseQuota(s, runID, q, env)
+	if measured(s, cmd, d, err) {
+		if q, over := overQuota(s, runID, growthOf(runID, d.Events), env); over {
+			q.Method = cmd.Kind()
+			return refuseQuota(s, runID, q, env)
+		}
+		return d, err
+	}
+	if env.Config.QuotaBytes == 0 || env.Actor.Role == events.RoleEngine {
+		return d, err
+	}
+	if g := growthOf(runID, d.Events); g.Bytes > WindDownBytes {
+		if q, over := overQuota(s, runID, Growth{Bytes: g.Bytes}, env); over {
+			q.Method = cmd.Kind()
+			return refuseQuota(s, runID, q, env)
+		}
 	}
 	return d, err
 }
@@ -151,8 +179,13 @@ func overQuota(s *projections.State, runID string, g Growth, env *Env) (events.R
 	switch {
 	case cfg.QuotaEvents > 0 && g.Events > 0 && u.Events+g.Events > limit(cfg.QuotaEvents):
 		return events.RunQuotaExceeded{Quota: events.QuotaEvents, Used: u.Events, Adding: g.Events, Max: limit(cfg.QuotaEvents)}, true
-	case cfg.QuotaBytes > 0 && g.Bytes > 0 && u.MsgBytes+g.Bytes > limit(cfg.QuotaBytes):
-		return events.RunQuotaExceeded{Quota: events.QuotaBytes, Used: u.MsgBytes, Adding: g.Bytes, Max: limit(cfg.QuotaBytes)}, true
+	case cfg.QuotaBytes > 0 && u.Bytes()+g.Bytes > limit(cfg.QuotaBytes):
+		// NB: without a g.Bytes > 0 guard: a measured command that adds no
+		// text is refused once the run is past the quota (a wind-down's
+		// text can take it there), or it could bring a text-carrying
+		// wind-down round again (a retry, then a failure with its error).
+		q := events.RunQuotaExceeded{Quota: events.QuotaBytes, Used: u.Bytes(), Adding: g.Bytes, Max: limit(cfg.QuotaBytes)}
+		return q, true
 	case cfg.QuotaMsgsPerMin > 0 && g.Msgs > 0:
 		most := limit(int64(cfg.QuotaMsgsPerMin))
 		since := env.millis() - events.QuotaWindowSec*1000 + 1
@@ -169,7 +202,7 @@ func overQuota(s *projections.State, runID string, g Growth, env *Env) (events.R
 func refuseQuota(s *projections.State, runID string, q events.RunQuotaExceeded, env *Env) (Decision, error) {
 	q.TaskID = env.Actor.TaskID
 	code, what := CodeQuotaExceeded, map[string]string{
-		events.QuotaEvents: "events in the run", events.QuotaBytes: "bytes of the run's messages",
+		events.QuotaEvents: "events in the run", events.QuotaBytes: "bytes of the run's text",
 	}[q.Quota]
 	if q.Quota == events.QuotaMsgRate {
 		code, what = CodeRateLimit, "messages to the run in the last minute"

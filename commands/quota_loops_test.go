@@ -27,8 +27,14 @@ func orch(method, params string) loopRequest {
 
 // loopWorld is run R, running, with task W running, and quotaEvents=quota.
 func loopWorld(t *testing.T, quota int) *scenarioWorld {
+	return runWorld(t, "quotaEvents="+strconv.Itoa(quota))
+}
+
+// runWorld is run R, running, with task W running, under the config of
+// the key=value words config.
+func runWorld(t *testing.T, config ...string) *scenarioWorld {
 	w := newScenarioWorld(t)
-	require.NoError(t, w.config([]string{"quotaEvents=" + strconv.Itoa(quota)}))
+	require.NoError(t, w.config(config))
 	require.NoError(t, w.given(events.TypeRunCreated, "R", `{"team":"t","goal":"g","cwd":"/w"}`))
 	require.NoError(t, w.given(events.TypeRunRunning, "R", `{}`))
 	require.NoError(t, w.given(events.TypeTaskCreated, "R",
@@ -46,6 +52,19 @@ func (w *scenarioWorld) send(r loopRequest) scenarioOutcome {
 	o, err := w.when(r.role, "R", task, r.method, json.RawMessage(r.params))
 	require.NoError(w.t, err)
 	return o
+}
+
+// repeat sends loop rounds times and returns how many of its requests were
+// refused quota-exceeded.
+func (w *scenarioWorld) repeat(loop []loopRequest, rounds int) (refused int) {
+	for range rounds {
+		for _, r := range loop {
+			if o := w.send(r); o.err != nil && o.err.Code == CodeQuotaExceeded {
+				refused++
+			}
+		}
+	}
+	return refused
 }
 
 // Every command a client can repeat without winding its run down — a
@@ -114,14 +133,7 @@ func TestLoopsAreBoundedByTheEventsQuota(t *testing.T) {
 			for _, r := range tc.setup {
 				require.Nil(t, w.send(r).err, "setup %s %s", r.method, r.params)
 			}
-			refused := 0
-			for range rounds {
-				for _, r := range tc.loop {
-					if o := w.send(r); o.err != nil && o.err.Code == CodeQuotaExceeded {
-						refused++
-					}
-				}
-			}
+			refused := w.repeat(tc.loop, rounds)
 			run, _ := w.s.Run("R")
 			// Past the quota: the steps of the loop that wind down, once
 			// each (the measured step that would bring them round again is
@@ -200,18 +212,24 @@ func TestARunAtItsEventsQuotaCanFinish(t *testing.T) {
 			require.Nil(t, o.err, "mailbox.ack at the quota")
 		}
 	}
-	run, _ = w.s.Run("R")
-	require.Equal(t, "completed", string(run.Status))
-	for _, task := range w.s.Tasks("R") {
-		require.True(t, task.Status.Terminal(), "task %s is %s", task.TaskID, task.Status)
-	}
-	for _, d := range w.s.Delegations("R") {
-		require.True(t, d.Status.Terminal(), "delegation %s is %s", d.SubID, d.Status)
-	}
+	w.requireFinished("R")
 	// Reopening the ended run is not winding it down: refused at the quota.
 	o = w.send(orch("run.transition", `{"to":"running"}`))
 	require.NotNil(t, o.err)
 	require.Equal(t, CodeQuotaExceeded, o.err.Code)
+}
+
+// requireFinished fails unless run is completed, with every task in a
+// terminal status and every delegation settled.
+func (w *scenarioWorld) requireFinished(run string) {
+	r, _ := w.s.Run(run)
+	require.Equal(w.t, "completed", string(r.Status))
+	for _, task := range w.s.Tasks(run) {
+		require.True(w.t, task.Status.Terminal(), "task %s is %s", task.TaskID, task.Status)
+	}
+	for _, d := range w.s.Delegations(run) {
+		require.True(w.t, d.Status.Terminal(), "delegation %s is %s", d.SubID, d.Status)
+	}
 }
 
 // inboxOf is the id of the first message in task's mailbox.

@@ -676,6 +676,437 @@ func PayloadTaskID(p any) (taskID string, ok bool) {
 	return "", false
 }
 
+// PayloadStringBytes returns the bytes of every string p, a payload struct
+// or a pointer to one, holds (its fields, the elements of its lists and the
+// strings of the structs it points to; 0 for a nil pointer); ok is false
+// when p is not a payload. It is what an event adds to its run's bytes
+// quota (TextBytes), read without reflection.
+func PayloadStringBytes(p any) (n int64, ok bool) {
+	switch p := p.(type) {
+	case *AskAnswered:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesAskAnswered(p), true
+	case AskAnswered:
+		return stringBytesAskAnswered(&p), true
+	case *AskRequested:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesAskRequested(p), true
+	case AskRequested:
+		return stringBytesAskRequested(&p), true
+	case *AskTimedOut:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesAskTimedOut(p), true
+	case AskTimedOut:
+		return stringBytesAskTimedOut(&p), true
+	case *BudgetCharged:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesBudgetCharged(p), true
+	case BudgetCharged:
+		return stringBytesBudgetCharged(&p), true
+	case *BudgetReserved:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesBudgetReserved(p), true
+	case BudgetReserved:
+		return stringBytesBudgetReserved(&p), true
+	case *CredentialIssued:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesCredentialIssued(p), true
+	case CredentialIssued:
+		return stringBytesCredentialIssued(&p), true
+	case *CredentialRevoked:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesCredentialRevoked(p), true
+	case CredentialRevoked:
+		return stringBytesCredentialRevoked(&p), true
+	case *DelegateAdmitted:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesDelegateAdmitted(p), true
+	case DelegateAdmitted:
+		return stringBytesDelegateAdmitted(&p), true
+	case *DelegateCancelRequested:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesDelegateCancelRequested(p), true
+	case DelegateCancelRequested:
+		return stringBytesDelegateCancelRequested(&p), true
+	case *DelegateCancelled:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesDelegateSettled((*DelegateSettled)(p)), true
+	case DelegateCancelled:
+		return stringBytesDelegateSettled((*DelegateSettled)(&p)), true
+	case *DelegateCompleted:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesDelegateSettled((*DelegateSettled)(p)), true
+	case DelegateCompleted:
+		return stringBytesDelegateSettled((*DelegateSettled)(&p)), true
+	case *DelegateFailed:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesDelegateSettled((*DelegateSettled)(p)), true
+	case DelegateFailed:
+		return stringBytesDelegateSettled((*DelegateSettled)(&p)), true
+	case *DelegateRejected:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesDelegateRejected(p), true
+	case DelegateRejected:
+		return stringBytesDelegateRejected(&p), true
+	case *DelegateRequested:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesDelegateRequested(p), true
+	case DelegateRequested:
+		return stringBytesDelegateRequested(&p), true
+	case *DelegateSpawned:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesDelegateSpawned(p), true
+	case DelegateSpawned:
+		return stringBytesDelegateSpawned(&p), true
+	case *DelegateTimedOut:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesDelegateSettled((*DelegateSettled)(p)), true
+	case DelegateTimedOut:
+		return stringBytesDelegateSettled((*DelegateSettled)(&p)), true
+	case *EngineConfigured:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesEngineConfigured(p), true
+	case EngineConfigured:
+		return stringBytesEngineConfigured(&p), true
+	case *ForeignImported:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesForeignImported(p), true
+	case ForeignImported:
+		return stringBytesForeignImported(&p), true
+	case *ImportCheckpoint:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesImportCheckpoint(p), true
+	case ImportCheckpoint:
+		return stringBytesImportCheckpoint(&p), true
+	case *JobCreated:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesJobCreated(p), true
+	case JobCreated:
+		return stringBytesJobCreated(&p), true
+	case *JobRejected:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesJobRejected(p), true
+	case JobRejected:
+		return stringBytesJobRejected(&p), true
+	case *JobRootsReset:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesJobRootsReset(p), true
+	case JobRootsReset:
+		return stringBytesJobRootsReset(&p), true
+	case *JobStatusChanged:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesJobStatusChanged(p), true
+	case JobStatusChanged:
+		return stringBytesJobStatusChanged(&p), true
+	case *LeaseCleared:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesLeaseCleared(p), true
+	case LeaseCleared:
+		return stringBytesLeaseCleared(&p), true
+	case *LeaseOpened:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesLeaseOpened(p), true
+	case LeaseOpened:
+		return stringBytesLeaseOpened(&p), true
+	case *MailboxAcknowledged:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesMailboxAcknowledged(p), true
+	case MailboxAcknowledged:
+		return stringBytesMailboxAcknowledged(&p), true
+	case *MailboxAppended:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesMailboxAppended(p), true
+	case MailboxAppended:
+		return stringBytesMailboxAppended(&p), true
+	case *MailboxDelivered:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesMailboxDelivered(p), true
+	case MailboxDelivered:
+		return stringBytesMailboxDelivered(&p), true
+	case *ManifestRevalidated:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesManifestRevalidated(p), true
+	case ManifestRevalidated:
+		return stringBytesManifestRevalidated(&p), true
+	case *ManifestRevalidationFailed:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesManifestRevalidationFailed(p), true
+	case ManifestRevalidationFailed:
+		return stringBytesManifestRevalidationFailed(&p), true
+	case *PolicyAction:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesPolicyAction(p), true
+	case PolicyAction:
+		return stringBytesPolicyAction(&p), true
+	case *ProxyCancelled:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesProxyCancelled(p), true
+	case ProxyCancelled:
+		return stringBytesProxyCancelled(&p), true
+	case *ProxyCompleted:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesProxyCompleted(p), true
+	case ProxyCompleted:
+		return stringBytesProxyCompleted(&p), true
+	case *ProxyRejected:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesProxyRejected(p), true
+	case ProxyRejected:
+		return stringBytesProxyRejected(&p), true
+	case *ProxyRequested:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesProxyRequested(p), true
+	case ProxyRequested:
+		return stringBytesProxyRequested(&p), true
+	case *RunBlocked:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesRunStatusChanged((*RunStatusChanged)(p)), true
+	case RunBlocked:
+		return stringBytesRunStatusChanged((*RunStatusChanged)(&p)), true
+	case *RunBudgetAbort:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesRunBudget((*RunBudget)(p)), true
+	case RunBudgetAbort:
+		return stringBytesRunBudget((*RunBudget)(&p)), true
+	case *RunBudgetWarning:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesRunBudget((*RunBudget)(p)), true
+	case RunBudgetWarning:
+		return stringBytesRunBudget((*RunBudget)(&p)), true
+	case *RunCancelled:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesRunStatusChanged((*RunStatusChanged)(p)), true
+	case RunCancelled:
+		return stringBytesRunStatusChanged((*RunStatusChanged)(&p)), true
+	case *RunCompleted:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesRunStatusChanged((*RunStatusChanged)(p)), true
+	case RunCompleted:
+		return stringBytesRunStatusChanged((*RunStatusChanged)(&p)), true
+	case *RunCreated:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesRunCreated(p), true
+	case RunCreated:
+		return stringBytesRunCreated(&p), true
+	case *RunFailed:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesRunStatusChanged((*RunStatusChanged)(p)), true
+	case RunFailed:
+		return stringBytesRunStatusChanged((*RunStatusChanged)(&p)), true
+	case *RunPlanning:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesRunStatusChanged((*RunStatusChanged)(p)), true
+	case RunPlanning:
+		return stringBytesRunStatusChanged((*RunStatusChanged)(&p)), true
+	case *RunQueued:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesRunStatusChanged((*RunStatusChanged)(p)), true
+	case RunQueued:
+		return stringBytesRunStatusChanged((*RunStatusChanged)(&p)), true
+	case *RunQuotaExceeded:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesRunQuotaExceeded(p), true
+	case RunQuotaExceeded:
+		return stringBytesRunQuotaExceeded(&p), true
+	case *RunRunning:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesRunStatusChanged((*RunStatusChanged)(p)), true
+	case RunRunning:
+		return stringBytesRunStatusChanged((*RunStatusChanged)(&p)), true
+	case *SteerPushed:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesSteerPushed(p), true
+	case SteerPushed:
+		return stringBytesSteerPushed(&p), true
+	case *StoreMigrated:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesStoreMigrated(p), true
+	case StoreMigrated:
+		return stringBytesStoreMigrated(&p), true
+	case *TaskBudgetFairShare:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesTaskBudgetFairShare(p), true
+	case TaskBudgetFairShare:
+		return stringBytesTaskBudgetFairShare(&p), true
+	case *TaskCancelled:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesTaskCancelled(p), true
+	case TaskCancelled:
+		return stringBytesTaskCancelled(&p), true
+	case *TaskCompleted:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesTaskEnded((*TaskEnded)(p)), true
+	case TaskCompleted:
+		return stringBytesTaskEnded((*TaskEnded)(&p)), true
+	case *TaskCreated:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesTaskCreated(p), true
+	case TaskCreated:
+		return stringBytesTaskCreated(&p), true
+	case *TaskFailed:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesTaskEnded((*TaskEnded)(p)), true
+	case TaskFailed:
+		return stringBytesTaskEnded((*TaskEnded)(&p)), true
+	case *TaskNeedsAttention:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesTaskEnded((*TaskEnded)(p)), true
+	case TaskNeedsAttention:
+		return stringBytesTaskEnded((*TaskEnded)(&p)), true
+	case *TaskResumed:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesTaskResumed(p), true
+	case TaskResumed:
+		return stringBytesTaskResumed(&p), true
+	case *TaskRetried:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesTaskRetried(p), true
+	case TaskRetried:
+		return stringBytesTaskRetried(&p), true
+	case *TaskSkipped:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesTaskSkipped(p), true
+	case TaskSkipped:
+		return stringBytesTaskSkipped(&p), true
+	case *TaskStarted:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesTaskStarted(p), true
+	case TaskStarted:
+		return stringBytesTaskStarted(&p), true
+	case *TaskUsage:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesTaskUsage(p), true
+	case TaskUsage:
+		return stringBytesTaskUsage(&p), true
+	case *TaskWaiting:
+		if p == nil {
+			return 0, true
+		}
+		return stringBytesTaskWaiting(p), true
+	case TaskWaiting:
+		return stringBytesTaskWaiting(&p), true
+	}
+	return 0, false
+}
+
 // payloadDecoders decodes the current schema version of every payload
 // type whose fields the fast reader handles.
 var payloadDecoders = map[string]payloadDecoder{
@@ -986,6 +1417,10 @@ func appendAskAnswered(b []byte, p *AskAnswered) []byte {
 	return b
 }
 
+func stringBytesAskAnswered(p *AskAnswered) int64 {
+	return int64(len(p.TaskID) + len(p.QuestionID))
+}
+
 func (r *fastReader) readAskAnswered(p *AskAnswered) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -1027,6 +1462,14 @@ func appendAskRequested(b []byte, p *AskRequested) []byte {
 		b = appendStrings(b, p.Options)
 	}
 	return b
+}
+
+func stringBytesAskRequested(p *AskRequested) int64 {
+	n := int64(len(p.TaskID) + len(p.QuestionID) + len(p.Question))
+	for _, s := range p.Options {
+		n += int64(len(s))
+	}
+	return n
 }
 
 func (r *fastReader) readAskRequested(p *AskRequested) {
@@ -1072,6 +1515,10 @@ func appendAskTimedOut(b []byte, p *AskTimedOut) []byte {
 	return b
 }
 
+func stringBytesAskTimedOut(p *AskTimedOut) int64 {
+	return int64(len(p.TaskID) + len(p.QuestionID))
+}
+
 func (r *fastReader) readAskTimedOut(p *AskTimedOut) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -1109,6 +1556,10 @@ func appendBudgetCharged(b []byte, p *BudgetCharged) []byte {
 		b = appendInt64(b, p.Uncharged)
 	}
 	return b
+}
+
+func stringBytesBudgetCharged(p *BudgetCharged) int64 {
+	return int64(len(p.TaskID) + len(p.SubID))
 }
 
 func (r *fastReader) readBudgetCharged(p *BudgetCharged) {
@@ -1152,6 +1603,10 @@ func appendBudgetReserved(b []byte, p *BudgetReserved) []byte {
 	return b
 }
 
+func stringBytesBudgetReserved(p *BudgetReserved) int64 {
+	return int64(len(p.TaskID) + len(p.SubID))
+}
+
 func (r *fastReader) readBudgetReserved(p *BudgetReserved) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -1183,6 +1638,10 @@ func appendCredentialIssued(b []byte, p *CredentialIssued) []byte {
 	b = append(b, "\xa6digest"...)
 	b = appendString(b, p.Digest)
 	return b
+}
+
+func stringBytesCredentialIssued(p *CredentialIssued) int64 {
+	return int64(len(p.TaskID) + len(p.Role) + len(p.Digest))
 }
 
 func (r *fastReader) readCredentialIssued(p *CredentialIssued) {
@@ -1224,6 +1683,10 @@ func appendCredentialRevoked(b []byte, p *CredentialRevoked) []byte {
 		b = appendString(b, p.Reason)
 	}
 	return b
+}
+
+func stringBytesCredentialRevoked(p *CredentialRevoked) int64 {
+	return int64(len(p.TaskID) + len(p.Digest) + len(p.Reason))
 }
 
 func (r *fastReader) readCredentialRevoked(p *CredentialRevoked) {
@@ -1318,6 +1781,14 @@ func appendDelegateAdmitted(b []byte, p *DelegateAdmitted) []byte {
 	return b
 }
 
+func stringBytesDelegateAdmitted(p *DelegateAdmitted) int64 {
+	n := int64(len(p.TaskID) + len(p.SubID) + len(p.Role) + len(p.Model) + len(p.Cwd) + len(p.Title) + len(p.Description) + len(p.Prompt) + len(p.ParentRole))
+	if p.Policy != nil {
+		n += stringBytesPolicy(p.Policy)
+	}
+	return n
+}
+
 func (r *fastReader) readDelegateAdmitted(p *DelegateAdmitted) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -1398,6 +1869,10 @@ func appendDelegateCancelRequested(b []byte, p *DelegateCancelRequested) []byte 
 	return b
 }
 
+func stringBytesDelegateCancelRequested(p *DelegateCancelRequested) int64 {
+	return int64(len(p.TaskID) + len(p.SubID) + len(p.Reason))
+}
+
 func (r *fastReader) readDelegateCancelRequested(p *DelegateCancelRequested) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -1448,6 +1923,14 @@ func appendDelegateRejected(b []byte, p *DelegateRejected) []byte {
 	return b
 }
 
+func stringBytesDelegateRejected(p *DelegateRejected) int64 {
+	n := int64(len(p.TaskID) + len(p.SubID) + len(p.Reason) + len(p.Message))
+	if p.Policy != nil {
+		n += stringBytesPolicy(p.Policy)
+	}
+	return n
+}
+
 func (r *fastReader) readDelegateRejected(p *DelegateRejected) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -1487,6 +1970,10 @@ func appendDelegateRequested(b []byte, p *DelegateRequested) []byte {
 	b = append(b, "\xa4role"...)
 	b = appendString(b, p.Role)
 	return b
+}
+
+func stringBytesDelegateRequested(p *DelegateRequested) int64 {
+	return int64(len(p.TaskID) + len(p.SubID) + len(p.Role))
 }
 
 func (r *fastReader) readDelegateRequested(p *DelegateRequested) {
@@ -1548,6 +2035,10 @@ func appendDelegateSettled(b []byte, p *DelegateSettled) []byte {
 	return b
 }
 
+func stringBytesDelegateSettled(p *DelegateSettled) int64 {
+	return int64(len(p.TaskID) + len(p.SubID) + len(p.MessageID) + len(p.Error))
+}
+
 func (r *fastReader) readDelegateSettled(p *DelegateSettled) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -1588,6 +2079,10 @@ func appendDelegateSpawned(b []byte, p *DelegateSpawned) []byte {
 	b = append(b, "\xa3pid"...)
 	b = appendInt(b, int64(p.PID))
 	return b
+}
+
+func stringBytesDelegateSpawned(p *DelegateSpawned) int64 {
+	return int64(len(p.TaskID) + len(p.SubID))
 }
 
 func (r *fastReader) readDelegateSpawned(p *DelegateSpawned) {
@@ -1720,6 +2215,14 @@ func appendEngineConfigured(b []byte, p *EngineConfigured) []byte {
 	return b
 }
 
+func stringBytesEngineConfigured(p *EngineConfigured) int64 {
+	n := int64(len(p.UnmeteredDelegates) + len(p.BudgetMode))
+	for _, s := range p.ModelCatalog {
+		n += int64(len(s))
+	}
+	return n
+}
+
 func (r *fastReader) readEngineConfigured(p *EngineConfigured) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -1825,6 +2328,10 @@ func appendForeignImported(b []byte, p *ForeignImported) []byte {
 	return b
 }
 
+func stringBytesForeignImported(p *ForeignImported) int64 {
+	return int64(len(p.Source) + len(p.Type) + len(p.Time) + len(p.TaskID) + len(p.Message) + len(p.Data))
+}
+
 func (r *fastReader) readForeignImported(p *ForeignImported) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -1900,6 +2407,10 @@ func appendImportCheckpoint(b []byte, p *ImportCheckpoint) []byte {
 	return b
 }
 
+func stringBytesImportCheckpoint(p *ImportCheckpoint) int64 {
+	return int64(len(p.Source) + len(p.Path) + len(p.LastLineHash))
+}
+
 func (r *fastReader) readImportCheckpoint(p *ImportCheckpoint) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -1958,6 +2469,23 @@ func appendJobCreated(b []byte, p *JobCreated) []byte {
 	b = append(b, "\xabnonceDigest"...)
 	b = appendString(b, p.NonceDigest)
 	return b
+}
+
+func stringBytesJobCreated(p *JobCreated) int64 {
+	n := int64(len(p.JobID) + len(p.TaskID) + len(p.ManifestDigest) + len(p.NonceDigest))
+	for _, s := range p.Tools {
+		n += int64(len(s))
+	}
+	for _, s := range p.Fingerprints {
+		n += int64(len(s))
+	}
+	for _, s := range p.Callables {
+		n += int64(len(s))
+	}
+	for _, s := range p.ReadOnly {
+		n += int64(len(s))
+	}
+	return n
 }
 
 func (r *fastReader) readJobCreated(p *JobCreated) {
@@ -2057,6 +2585,10 @@ func appendJobRejected(b []byte, p *JobRejected) []byte {
 	return b
 }
 
+func stringBytesJobRejected(p *JobRejected) int64 {
+	return int64(len(p.JobID) + len(p.Op) + len(p.Reason) + len(p.Message) + len(p.Status) + len(p.Tool) + len(p.Live))
+}
+
 func (r *fastReader) readJobRejected(p *JobRejected) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -2117,6 +2649,8 @@ func appendJobRootsReset(b []byte, p *JobRootsReset) []byte {
 	return b
 }
 
+func stringBytesJobRootsReset(*JobRootsReset) int64 { return 0 }
+
 func (r *fastReader) readJobRootsReset(p *JobRootsReset) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -2150,6 +2684,10 @@ func appendJobStatusChanged(b []byte, p *JobStatusChanged) []byte {
 		b = appendString(b, p.Reason)
 	}
 	return b
+}
+
+func stringBytesJobStatusChanged(p *JobStatusChanged) int64 {
+	return int64(len(p.JobID) + len(p.From) + len(p.To) + len(p.Reason))
 }
 
 func (r *fastReader) readJobStatusChanged(p *JobStatusChanged) {
@@ -2197,6 +2735,10 @@ func appendLeaseCleared(b []byte, p *LeaseCleared) []byte {
 	return b
 }
 
+func stringBytesLeaseCleared(p *LeaseCleared) int64 {
+	return int64(len(p.JobID) + len(p.RootToolCallID) + len(p.Reason))
+}
+
 func (r *fastReader) readLeaseCleared(p *LeaseCleared) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -2238,6 +2780,10 @@ func appendLeaseOpened(b []byte, p *LeaseOpened) []byte {
 	return b
 }
 
+func stringBytesLeaseOpened(p *LeaseOpened) int64 {
+	return int64(len(p.JobID) + len(p.RootToolCallID) + len(p.Mode))
+}
+
 func (r *fastReader) readLeaseOpened(p *LeaseOpened) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -2267,6 +2813,10 @@ func appendMailboxAcknowledged(b []byte, p *MailboxAcknowledged) []byte {
 	b = append(b, "\xa9recipient"...)
 	b = appendString(b, p.Recipient)
 	return b
+}
+
+func stringBytesMailboxAcknowledged(p *MailboxAcknowledged) int64 {
+	return int64(len(p.MessageID) + len(p.Recipient))
 }
 
 func (r *fastReader) readMailboxAcknowledged(p *MailboxAcknowledged) {
@@ -2340,6 +2890,14 @@ func appendMailboxAppended(b []byte, p *MailboxAppended) []byte {
 	return b
 }
 
+func stringBytesMailboxAppended(p *MailboxAppended) int64 {
+	n := int64(len(p.ID) + len(p.To) + len(p.From) + len(p.Kind) + len(p.Priority) + len(p.DeliveryMode) + len(p.Body) + len(p.Subject) + len(p.QuestionID) + len(p.ReplyTo))
+	if p.Data != nil {
+		n += stringBytesMessageData(p.Data)
+	}
+	return n
+}
+
 func (r *fastReader) readMailboxAppended(p *MailboxAppended) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -2400,6 +2958,10 @@ func appendMailboxDelivered(b []byte, p *MailboxDelivered) []byte {
 	return b
 }
 
+func stringBytesMailboxDelivered(p *MailboxDelivered) int64 {
+	return int64(len(p.MessageID) + len(p.Recipient))
+}
+
 func (r *fastReader) readMailboxDelivered(p *MailboxDelivered) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -2433,6 +2995,10 @@ func appendManifestRevalidated(b []byte, p *ManifestRevalidated) []byte {
 	b = append(b, "\xa6digest"...)
 	b = appendString(b, p.Digest)
 	return b
+}
+
+func stringBytesManifestRevalidated(p *ManifestRevalidated) int64 {
+	return int64(len(p.JobID) + len(p.Mode) + len(p.RequestID) + len(p.Digest))
 }
 
 func (r *fastReader) readManifestRevalidated(p *ManifestRevalidated) {
@@ -2480,6 +3046,10 @@ func appendManifestRevalidationFailed(b []byte, p *ManifestRevalidationFailed) [
 	b = append(b, "\xa3got"...)
 	b = appendString(b, p.Got)
 	return b
+}
+
+func stringBytesManifestRevalidationFailed(p *ManifestRevalidationFailed) int64 {
+	return int64(len(p.JobID) + len(p.Mode) + len(p.RequestID) + len(p.Cause) + len(p.Want) + len(p.Got))
 }
 
 func (r *fastReader) readManifestRevalidationFailed(p *ManifestRevalidationFailed) {
@@ -2535,6 +3105,10 @@ func appendMessageData(b []byte, p *MessageData) []byte {
 		b = appendBool(b, p.Cancelled)
 	}
 	return b
+}
+
+func stringBytesMessageData(p *MessageData) int64 {
+	return int64(len(p.SubID))
 }
 
 func (r *fastReader) readMessageData(p *MessageData) {
@@ -2672,6 +3246,10 @@ func appendPolicy(b []byte, p *Policy) []byte {
 	return b
 }
 
+func stringBytesPolicy(p *Policy) int64 {
+	return int64(len(p.ParentStatus) + len(p.ParentRole) + len(p.Role) + len(p.UnmeteredDelegates) + len(p.BudgetMode) + len(p.Model))
+}
+
 func (r *fastReader) readPolicy(p *Policy) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -2773,6 +3351,10 @@ func appendPolicyAction(b []byte, p *PolicyAction) []byte {
 	return b
 }
 
+func stringBytesPolicyAction(p *PolicyAction) int64 {
+	return int64(len(p.TaskID) + len(p.Action) + len(p.Reason) + len(p.Policy))
+}
+
 func (r *fastReader) readPolicyAction(p *PolicyAction) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -2806,6 +3388,10 @@ func appendProxyCancelled(b []byte, p *ProxyCancelled) []byte {
 	b = append(b, "\xa2by"...)
 	b = appendString(b, p.By)
 	return b
+}
+
+func stringBytesProxyCancelled(p *ProxyCancelled) int64 {
+	return int64(len(p.JobID) + len(p.RequestID) + len(p.By))
 }
 
 func (r *fastReader) readProxyCancelled(p *ProxyCancelled) {
@@ -2865,6 +3451,10 @@ func appendProxyCompleted(b []byte, p *ProxyCompleted) []byte {
 	b = append(b, "\xb1currentGeneration"...)
 	b = appendInt64(b, p.CurrentGeneration)
 	return b
+}
+
+func stringBytesProxyCompleted(p *ProxyCompleted) int64 {
+	return int64(len(p.JobID) + len(p.RequestID) + len(p.Result))
 }
 
 func (r *fastReader) readProxyCompleted(p *ProxyCompleted) {
@@ -2960,6 +3550,10 @@ func appendProxyRejected(b []byte, p *ProxyRejected) []byte {
 	return b
 }
 
+func stringBytesProxyRejected(p *ProxyRejected) int64 {
+	return int64(len(p.JobID) + len(p.RequestID) + len(p.Reason) + len(p.Message) + len(p.Op) + len(p.Tool) + len(p.Status))
+}
+
 func (r *fastReader) readProxyRejected(p *ProxyRejected) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -3031,6 +3625,10 @@ func appendProxyRequested(b []byte, p *ProxyRequested) []byte {
 	return b
 }
 
+func stringBytesProxyRequested(p *ProxyRequested) int64 {
+	return int64(len(p.JobID) + len(p.RequestID) + len(p.Tool) + len(p.Args))
+}
+
 func (r *fastReader) readProxyRequested(p *ProxyRequested) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -3071,6 +3669,10 @@ func appendRunBudget(b []byte, p *RunBudget) []byte {
 	b = append(b, "\xa9threshold"...)
 	b = appendString(b, p.Threshold)
 	return b
+}
+
+func stringBytesRunBudget(p *RunBudget) int64 {
+	return int64(len(p.Threshold))
 }
 
 func (r *fastReader) readRunBudget(p *RunBudget) {
@@ -3137,6 +3739,10 @@ func appendRunCreated(b []byte, p *RunCreated) []byte {
 		b = appendFloat64(b, *p.BudgetAbort)
 	}
 	return b
+}
+
+func stringBytesRunCreated(p *RunCreated) int64 {
+	return int64(len(p.Team) + len(p.Workflow) + len(p.Goal) + len(p.Cwd))
 }
 
 func (r *fastReader) readRunCreated(p *RunCreated) {
@@ -3211,6 +3817,10 @@ func appendRunQuotaExceeded(b []byte, p *RunQuotaExceeded) []byte {
 	return b
 }
 
+func stringBytesRunQuotaExceeded(p *RunQuotaExceeded) int64 {
+	return int64(len(p.Method) + len(p.TaskID) + len(p.Quota))
+}
+
 func (r *fastReader) readRunQuotaExceeded(p *RunQuotaExceeded) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -3259,6 +3869,10 @@ func appendRunStatusChanged(b []byte, p *RunStatusChanged) []byte {
 	return b
 }
 
+func stringBytesRunStatusChanged(p *RunStatusChanged) int64 {
+	return int64(len(p.Summary) + len(p.Reason))
+}
+
 func (r *fastReader) readRunStatusChanged(p *RunStatusChanged) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -3282,6 +3896,10 @@ func appendSteerPushed(b []byte, p *SteerPushed) []byte {
 	b = append(b, "\xa9messageId"...)
 	b = appendString(b, p.MessageID)
 	return b
+}
+
+func stringBytesSteerPushed(p *SteerPushed) int64 {
+	return int64(len(p.TaskID) + len(p.MessageID))
 }
 
 func (r *fastReader) readSteerPushed(p *SteerPushed) {
@@ -3311,6 +3929,10 @@ func appendStoreMigrated(b []byte, p *StoreMigrated) []byte {
 	return b
 }
 
+func stringBytesStoreMigrated(p *StoreMigrated) int64 {
+	return int64(len(p.Name))
+}
+
 func appendTaskBudgetFairShare(b []byte, p *TaskBudgetFairShare) []byte {
 	b = appendMapLen(b, 3)
 	b = append(b, "\xa6taskId"...)
@@ -3320,6 +3942,10 @@ func appendTaskBudgetFairShare(b []byte, p *TaskBudgetFairShare) []byte {
 	b = append(b, "\xa9taskUsage"...)
 	b = appendInt64(b, p.TaskUsage)
 	return b
+}
+
+func stringBytesTaskBudgetFairShare(p *TaskBudgetFairShare) int64 {
+	return int64(len(p.TaskID))
 }
 
 func (r *fastReader) readTaskBudgetFairShare(p *TaskBudgetFairShare) {
@@ -3361,6 +3987,10 @@ func appendTaskCancelled(b []byte, p *TaskCancelled) []byte {
 		b = appendString(b, p.Phase)
 	}
 	return b
+}
+
+func stringBytesTaskCancelled(p *TaskCancelled) int64 {
+	return int64(len(p.TaskID) + len(p.Reason) + len(p.Phase))
 }
 
 func (r *fastReader) readTaskCancelled(p *TaskCancelled) {
@@ -3421,6 +4051,14 @@ func appendTaskCreated(b []byte, p *TaskCreated) []byte {
 	b = append(b, "\xa4kind"...)
 	b = appendString(b, p.Kind)
 	return b
+}
+
+func stringBytesTaskCreated(p *TaskCreated) int64 {
+	n := int64(len(p.TaskID) + len(p.Role) + len(p.Agent) + len(p.Title) + len(p.Cwd) + len(p.StepID) + len(p.Model) + len(p.Kind))
+	for _, s := range p.DependsOn {
+		n += int64(len(s))
+	}
+	return n
 }
 
 func (r *fastReader) readTaskCreated(p *TaskCreated) {
@@ -3485,6 +4123,10 @@ func appendTaskEnded(b []byte, p *TaskEnded) []byte {
 	return b
 }
 
+func stringBytesTaskEnded(p *TaskEnded) int64 {
+	return int64(len(p.TaskID) + len(p.Error) + len(p.FailureCause))
+}
+
 func (r *fastReader) readTaskEnded(p *TaskEnded) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -3511,6 +4153,10 @@ func appendTaskResumed(b []byte, p *TaskResumed) []byte {
 	b = append(b, "\xaaquestionId"...)
 	b = appendString(b, p.QuestionID)
 	return b
+}
+
+func stringBytesTaskResumed(p *TaskResumed) int64 {
+	return int64(len(p.TaskID) + len(p.QuestionID))
 }
 
 func (r *fastReader) readTaskResumed(p *TaskResumed) {
@@ -3544,6 +4190,10 @@ func appendTaskRetried(b []byte, p *TaskRetried) []byte {
 	return b
 }
 
+func stringBytesTaskRetried(p *TaskRetried) int64 {
+	return int64(len(p.TaskID) + len(p.Reason))
+}
+
 func (r *fastReader) readTaskRetried(p *TaskRetried) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -3573,6 +4223,10 @@ func appendTaskSkipped(b []byte, p *TaskSkipped) []byte {
 		b = appendString(b, p.Reason)
 	}
 	return b
+}
+
+func stringBytesTaskSkipped(p *TaskSkipped) int64 {
+	return int64(len(p.TaskID) + len(p.Reason))
 }
 
 func (r *fastReader) readTaskSkipped(p *TaskSkipped) {
@@ -3648,6 +4302,10 @@ func appendTaskStarted(b []byte, p *TaskStarted) []byte {
 	return b
 }
 
+func stringBytesTaskStarted(p *TaskStarted) int64 {
+	return int64(len(p.TaskID) + len(p.Role) + len(p.Agent) + len(p.Runtime) + len(p.Cwd) + len(p.WorktreePath) + len(p.WorktreeBranch))
+}
+
 func (r *fastReader) readTaskStarted(p *TaskStarted) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -3712,6 +4370,10 @@ func appendTaskUsage(b []byte, p *TaskUsage) []byte {
 	return b
 }
 
+func stringBytesTaskUsage(p *TaskUsage) int64 {
+	return int64(len(p.TaskID))
+}
+
 func (r *fastReader) readTaskUsage(p *TaskUsage) {
 	var seen fieldSet
 	for n := r.mapLen(); n > 0 && r.ok(); n-- {
@@ -3762,6 +4424,14 @@ func appendTaskWaiting(b []byte, p *TaskWaiting) []byte {
 		b = appendStrings(b, p.Options)
 	}
 	return b
+}
+
+func stringBytesTaskWaiting(p *TaskWaiting) int64 {
+	n := int64(len(p.TaskID) + len(p.QuestionID))
+	for _, s := range p.Options {
+		n += int64(len(s))
+	}
+	return n
 }
 
 func (r *fastReader) readTaskWaiting(p *TaskWaiting) {

@@ -34,6 +34,7 @@ func Apply(s *State, ev events.Event) {
 	}
 	r.run.UpdatedAt = ev.UnixMilli()
 	r.run.Usage.Events++
+	r.run.Usage.TextBytes += events.TextBytes(ev)
 	if ev.Position != 0 {
 		r.last = ev.Position
 	}

@@ -35,7 +35,7 @@ func TestApplyRuns(t *testing.T) {
 			r, ok := s.Run("r1")
 			require.True(t, ok)
 			require.Equal(t, Run{RunID: "r1", Team: "t", Workflow: "w", Goal: "g", Cwd: "/c", Status: RunQueued,
-				BudgetTotal: new(int64(5000)), BudgetWarning: new(0.5), BudgetAbort: new(0.9), CreatedAt: at(1), UpdatedAt: at(1), Usage: RunUsage{Events: 1}}, r)
+				BudgetTotal: new(int64(5000)), BudgetWarning: new(0.5), BudgetAbort: new(0.9), CreatedAt: at(1), UpdatedAt: at(1), Usage: RunUsage{Events: 1, TextBytes: int64(len("t" + "w" + "g" + "/c"))}}, r)
 		}},
 		{"status events and a second create", func(h *history) {
 			h.add("r1", events.TypeRunCreated, &events.RunCreated{Team: "t"})

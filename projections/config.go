@@ -25,8 +25,8 @@ type Config struct {
 	// one, unless it is admitted first; 0 switches fair slots off.
 	SlotWaitSec int `json:"slotWaitSec,omitempty" msgpack:"slotWaitSec,omitempty"`
 	// Run quotas, each 0 for no limit: events in a run's stream, bytes of
-	// message bodies and subjects a run holds, and messages appended to a
-	// run in the last minute.
+	// text a run holds (RunUsage.Bytes), and messages appended to a run in
+	// the last minute.
 	QuotaEvents     int64 `json:"quotaEvents,omitempty" msgpack:"quotaEvents,omitempty"`
 	QuotaBytes      int64 `json:"quotaBytes,omitempty" msgpack:"quotaBytes,omitempty"`
 	QuotaMsgsPerMin int   `json:"quotaMsgsPerMin,omitempty" msgpack:"quotaMsgsPerMin,omitempty"`

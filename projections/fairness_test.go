@@ -9,7 +9,7 @@ import (
 	"github.com/crewlog/crewlog/events"
 )
 
-// TestRunUsageAndSlotWaiters: the fold counts a run's events and message bytes, marks a run waiting from a slot
+// TestRunUsageAndSlotWaiters: the fold counts a run's events, message bytes and text, marks a run waiting from a slot
 // refusal until its next admission or its end, and the queries see it the same after a snapshot round trip.
 func TestRunUsageAndSlotWaiters(t *testing.T) {
 	var h history
@@ -27,7 +27,10 @@ func TestRunUsageAndSlotWaiters(t *testing.T) {
 	s := fold(h.evs)
 
 	a, _ := s.Run("A")
-	require.Equal(t, RunUsage{Events: 6, MsgBytes: 7}, a.Usage)
+	// Text: the team, two admissions' task and sub ids, the refusal's task and reason; the message is its body and subject.
+	text := int64(len("t") + 2*len("a"+"gc-a1") + len("a"+events.ReasonSlotsExhausted))
+	require.Equal(t, RunUsage{Events: 6, MsgBytes: 7, TextBytes: text}, a.Usage)
+	require.Equal(t, 7+text, a.Usage.Bytes())
 	require.Equal(t, 2, s.SlotsHeldBy("A"))
 	run, ok := s.SlotHolder("gc-a2")
 	require.True(t, ok)

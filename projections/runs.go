@@ -70,6 +70,11 @@ type RunUsage struct {
 	// MsgBytes is Σ len(body)+len(subject) of the run's mailbox messages:
 	// what the run's messages hold in memory.
 	MsgBytes int64 `msgpack:"msgBytes"`
+	// TextBytes is Σ events.TextBytes of the run's events: the strings
+	// they record beside its messages. The bytes quota counts MsgBytes +
+	// TextBytes. A run whose record an older crewd wrote (a snapshot, a
+	// summary) counts from the events folded since.
+	TextBytes int64 `msgpack:"textBytes,omitempty"`
 	// SlotWaitAt is when the run was last refused a slot (slots-exhausted
 	// or slot-share-exceeded) while it held fewer than its share, cleared by
 	// its next admission or its end.
@@ -77,6 +82,10 @@ type RunUsage struct {
 	// QuotaNotedAt is the time of the run's last run.quota_exceeded.
 	QuotaNotedAt int64 `msgpack:"quotaNotedAt"`
 }
+
+// Bytes is what the run's bytes quota counts: its messages' bodies and
+// subjects and the strings of its other events.
+func (u RunUsage) Bytes() int64 { return u.MsgBytes + u.TextBytes }
 
 // WaitState is the run's single "park" slot, set by ask.requested; the run
 // status does not change while parked.
@@ -121,7 +130,7 @@ func applyRunCreated(s *State, ev events.Event) {
 		BudgetAbort:     p.BudgetAbort,
 		CreatedAt:       at,
 		UpdatedAt:       at,
-		Usage:           RunUsage{Events: 1},
+		Usage:           RunUsage{Events: 1, TextBytes: events.TextBytes(ev)},
 	}), ev.Position)
 }
 

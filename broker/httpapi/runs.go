@@ -26,12 +26,14 @@ type runItem struct {
 type runUsage struct {
 	Events    int64 `json:"events"`
 	MsgBytes  int64 `json:"msgBytes"`
+	TextBytes int64 `json:"textBytes"`
 	SlotsHeld int   `json:"slotsHeld"`
 }
 
 func itemOf(st *projections.State, r projections.Run) runItem {
 	held := st.SlotsHeldBy(r.RunID)
-	return runItem{Run: r, Usage: runUsage{Events: r.Usage.Events, MsgBytes: r.Usage.MsgBytes, SlotsHeld: held},
+	return runItem{Run: r, Usage: runUsage{Events: r.Usage.Events, MsgBytes: r.Usage.MsgBytes,
+		TextBytes: r.Usage.TextBytes, SlotsHeld: held},
 		ActiveDelegations: held}
 }
 

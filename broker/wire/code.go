@@ -79,7 +79,7 @@ const (
 	// configured minimum. Nothing was decided or recorded: retry later with the same commandId.
 	CodeDiskFull Code = "disk-full"
 	// CodeQuotaExceeded: crewlog's code for a command refused because its run reached a quota (events in its
-	// stream, bytes of its messages); the message names the quota. Not in pi-crew's type.
+	// stream, bytes of its text); the message names the quota. Not in pi-crew's type.
 	CodeQuotaExceeded Code = "quota-exceeded"
 	// CodeUnavailable: crewlog's code for a command this crewd could not have decided and whose outcome it did
 	// not learn: in a cluster, no writer answered it (a failover) or this crewd stopped before the writer's answer

@@ -422,6 +422,7 @@ export interface RunStatusResult {
 export interface RunUsage {
   "events": number;
   "msgBytes": number;
+  "textBytes": number;
   "slotsHeld": number;
 }
 

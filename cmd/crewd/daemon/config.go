@@ -155,7 +155,7 @@ var options = []option{
 	{"slot-share", kindIntOrAuto, "N|auto", fmt.Sprintf("slots one run may hold while another run waits for one, 0..%d (0: no share); auto: half of --max-slots, at least 1", commands.MaxMaxSlots), fixed("auto")},
 	{"slot-wait", kindDuration, "DURATION", fmt.Sprintf("how long a run refused a slot counts as waiting for one, whole seconds, 0s..%ds (0s: no fair slots)", commands.MaxSlotWaitSec), fixed(fmt.Sprintf("%ds", projections.DefaultSlotWaitSec))},
 	{"quota-events", kindInt, "N", fmt.Sprintf("events one run may hold, 0..%d (0: no limit)", maxQuota), fixed(strconv.Itoa(projections.DefaultQuotaEvents))},
-	{"quota-bytes", kindInt, "BYTES", fmt.Sprintf("bytes of message bodies and subjects one run may hold, 0..%d (0: no limit)", maxQuota), fixed(strconv.Itoa(projections.DefaultQuotaBytes))},
+	{"quota-bytes", kindInt, "BYTES", fmt.Sprintf("bytes of text one run may hold (message bodies and subjects, every string of its other events), 0..%d (0: no limit)", maxQuota), fixed(strconv.Itoa(projections.DefaultQuotaBytes))},
 	{"quota-msg-rate", kindInt, "N", fmt.Sprintf("messages one run may take per minute, 0..%d (0: no limit)", maxQuota), fixed(strconv.Itoa(projections.DefaultQuotaMsgsPerMin))},
 	{"quota-reserve", kindInt, "PERCENT", fmt.Sprintf("percent of each run quota only the run's orchestrator and the admin may use, 0..%d: its workers together stop at the rest, so none of them can lock the orchestrator out of its run", commands.MaxQuotaReserve), fixed(strconv.Itoa(projections.DefaultQuotaReserve))},
 	{"max-frame", kindInt, "BYTES", fmt.Sprintf("broker frame cap in bytes, newline included, %d..%d", wire.MaxFrameFloor, wire.MaxFrameCeiling), fixed(strconv.Itoa(wire.DefaultMaxFrame))},

@@ -1,9 +1,10 @@
 // Command gen writes the events package's payload codec: one msgpack
 // encoder and one decoder per payload struct, generated from the struct
 // definitions and the registry, so neither reflection nor a hand-kept copy
-// of every field sits on the hot path; and PayloadTaskID, which reads the
+// of every field sits on the hot path; PayloadTaskID, which reads the
 // "taskId" of a payload's JSON from its struct (refusing a payload whose
-// JSON is not its fields', or whose "taskId" is not one plain string).
+// JSON is not its fields', or whose "taskId" is not one plain string); and
+// PayloadStringBytes, the bytes of the strings a payload holds.
 //
 // It reads the package's source (go/ast, no type checking), so it runs even
 // when the generated file no longer compiles against changed structs.
@@ -449,6 +450,29 @@ func (p *pkg) write(w *bytes.Buffer) {
 	}
 	pf("\t}\n\treturn \"\", false\n}\n\n")
 
+	pf("// PayloadStringBytes returns the bytes of every string p, a payload struct\n")
+	pf("// or a pointer to one, holds (its fields, the elements of its lists and the\n")
+	pf("// strings of the structs it points to; 0 for a nil pointer); ok is false\n")
+	pf("// when p is not a payload. It is what an event adds to its run's bytes\n")
+	pf("// quota (TextBytes), read without reflection.\n")
+	pf("func PayloadStringBytes(p any) (n int64, ok bool) {\n\tswitch p := p.(type) {\n")
+	seen = map[string]bool{}
+	for _, pl := range p.payloads {
+		if seen[pl.goType] {
+			continue
+		}
+		seen[pl.goType] = true
+		conv := func(v string) string {
+			if pl.shape == pl.goType {
+				return v
+			}
+			return fmt.Sprintf("(*%s)(%s)", pl.shape, v)
+		}
+		pf("\tcase *%s:\n\t\tif p == nil {\n\t\t\treturn 0, true\n\t\t}\n\t\treturn stringBytes%s(%s), true\n", pl.goType, pl.shape, conv("p"))
+		pf("\tcase %s:\n\t\treturn stringBytes%s(%s), true\n", pl.goType, pl.shape, conv("&p"))
+	}
+	pf("\t}\n\treturn 0, false\n}\n\n")
+
 	pf("// payloadDecoders decodes the current schema version of every payload\n")
 	pf("// type whose fields the fast reader handles.\n")
 	pf("var payloadDecoders = map[string]payloadDecoder{\n")
@@ -473,6 +497,7 @@ func (p *pkg) write(w *bytes.Buffer) {
 	slices.Sort(names)
 	for _, n := range names {
 		p.writeEncoder(pf, p.shapes[n])
+		p.writeStringBytes(pf, p.shapes[n])
 		if p.decodable(p.shapes[n]) {
 			p.writeDecoder(pf, p.shapes[n])
 		}
@@ -557,6 +582,43 @@ func (p *pkg) writeEncoder(pf func(string, ...any), s *shape) {
 		}
 	}
 	pf("\treturn b\n}\n\n")
+}
+
+// writeStringBytes writes stringBytes<shape>, the sum of the lengths of
+// the strings a value of s holds (PayloadStringBytes).
+func (p *pkg) writeStringBytes(pf func(string, ...any), s *shape) {
+	var terms, nested []string
+	for _, f := range s.fields {
+		v := "p." + f.goName
+		switch {
+		case f.kind == kindString && f.optional:
+			nested = append(nested, fmt.Sprintf("if %s != nil {\n\t\tn += int64(len(*%s))\n\t}", v, v))
+		case f.kind == kindString:
+			terms = append(terms, "len("+v+")")
+		case f.kind == kindStrings:
+			nested = append(nested, fmt.Sprintf("for _, s := range %s {\n\t\tn += int64(len(s))\n\t}", v))
+		case f.kind == kindStruct:
+			nested = append(nested, fmt.Sprintf("if %s != nil {\n\t\tn += stringBytes%s(%s)\n\t}", v, f.elem, v))
+		}
+	}
+	if len(terms) == 0 && len(nested) == 0 {
+		pf("func stringBytes%s(*%s) int64 { return 0 }\n\n", s.name, s.name)
+		return
+	}
+	pf("func stringBytes%s(p *%s) int64 {\n", s.name, s.name)
+	if len(nested) == 0 {
+		pf("\treturn int64(%s)\n}\n\n", strings.Join(terms, " + "))
+		return
+	}
+	if len(terms) == 0 {
+		pf("\tvar n int64\n")
+	} else {
+		pf("\tn := int64(%s)\n", strings.Join(terms, " + "))
+	}
+	for _, x := range nested {
+		pf("\t%s\n", x)
+	}
+	pf("\treturn n\n}\n\n")
 }
 
 func (p *pkg) writeDecoder(pf func(string, ...any), s *shape) {
