@@ -253,9 +253,7 @@
 // would pass its events, bytes or message-rate quota. The check reads
 // only the state, the config and Env.Now; a refusal records
 // run.quota_exceeded at most once per run per minute. Commands that settle
-// or wind a run down are never refused by a quota for what they do (only a
-// client's that would take its run past the bytes quota with more than
-// WindDownBytes of text), and each can happen only
+// or wind a run down are never refused by a quota, and each can happen only
 // a bounded number of times (a delegation settles once, a lease clears once
 // per open): a run at its quota can always take every task to a terminal
 // status (a queued task through running), itself from blocked through
@@ -264,8 +262,8 @@
 // proxy.rejected) is measured like the gated commands. So no client can
 // grow a run's stream past its events quota by more than the bounded
 // wind-down of what it holds (TestLoopsAreBoundedByTheEventsQuota,
-// TestARunAtItsEventsQuotaCanFinish), nor its text past its bytes quota by
-// more than WindDownBytes a wind-down (TestLoopsAreBoundedByTheBytesQuota,
+// TestARunAtItsEventsQuotaCanFinish), nor loop text into it past its
+// bytes quota (TestLoopsAreBoundedByTheBytesQuota,
 // TestARunPastItsBytesQuotaCanFinish).
 //
 // # Budget (SPEC §4.2)

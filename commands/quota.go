@@ -20,14 +20,12 @@ import (
 // Commands that wind a run down or settle its work (terminal transitions,
 // settle, spawned, cancel, revoke, deliver/ack, job stops, lease clears, a
 // call's delivered result, the clock's expiries) are never refused by a
-// quota for what they are: a run at its quota can always finish. Each of
-// them is bounded by what came before it (a delegation settles once, a
-// lease clears once per open), so they cannot loop. Their text counts all
-// the same: such a command of a client's that would take the run past its
-// bytes quota may add at most WindDownBytes, so that however many tasks a
-// run holds, winding them down cannot write more than a small event's
-// worth each (a status change's text may otherwise be 576 Ki chars). The
-// engine's own (an expiry) is never refused.
+// quota: a run at its quota can always finish. Each of them is bounded by
+// what came before it (a delegation settles once, a lease clears once per
+// open), so they cannot loop. Their text counts against the bytes quota
+// all the same, and the measured command that would bring one round again
+// (a retry, a reopened run, a new task) is refused once the run is past
+// it, whether or not it adds text itself.
 //
 // Everything a client can repeat without winding the run down is measured
 // like the gated commands, or it would grow the run's stream without bound:
@@ -72,13 +70,6 @@ type windingDown interface {
 	Command
 	windsDown(s *projections.State) bool
 }
-
-// WindDownBytes is the most text (events.TextBytes of the events it would
-// record, with its messages' bodies and subjects) a client's command that
-// winds a run down may add when that takes the run past its bytes quota
-// (for a worker, the workers' share of it): a status change with a line of
-// text, a settlement with a short result.
-const WindDownBytes = 1024
 
 // Growth is what a decision would add to its run.
 type Growth struct {
@@ -135,29 +126,15 @@ func measured(s *projections.State, cmd Command, d Decision, err error) bool {
 }
 
 // withQuota replaces a measured decision by a quota refusal when the
-// decision would take its run past a quota, and any other decision of a
-// client's when it would add more than WindDownBytes of text to a run past
-// its bytes quota.
+// decision would take its run past a quota.
 func withQuota(s *projections.State, cmd Command, env *Env, d Decision, err error) (Decision, error) {
-	if len(d.Events) == 0 {
+	if len(d.Events) == 0 || !measured(s, cmd, d, err) {
 		return d, err
 	}
 	runID := d.Events[0].Stream
-	if measured(s, cmd, d, err) {
-		if q, over := overQuota(s, runID, growthOf(runID, d.Events), env); over {
-			q.Method = cmd.Kind()
-			return refuseQuota(s, runID, q, env)
-		}
-		return d, err
-	}
-	if env.Config.QuotaBytes == 0 || env.Actor.Role == events.RoleEngine {
-		return d, err
-	}
-	if g := growthOf(runID, d.Events); g.Bytes > WindDownBytes {
-		if q, over := overQuota(s, runID, Growth{Bytes: g.Bytes}, env); over {
-			q.Method = cmd.Kind()
-			return refuseQuota(s, runID, q, env)
-		}
+	if q, over := overQuota(s, runID, growthOf(runID, d.Events), env); over {
+		q.Method = cmd.Kind()
+		return refuseQuota(s, runID, q, env)
 	}
 	return d, err
 }
