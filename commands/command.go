@@ -62,6 +62,7 @@ func decideIn(s *projections.State, cmd Command, env *Env) (Decision, error) {
 	}
 	d, err := cmd.decide(s, env)
 	d.Events = endWorkerLeases(s, env, d.Events)
+	d, err = clipPastQuota(s, cmd, env, d, err)
 	return withQuota(s, cmd, env, d, err)
 }
 

@@ -213,6 +213,15 @@ func (c *DelegateCancel) decide(s *projections.State, env *Env) (Decision, error
 	return Decision{Events: evs, Result: res}, nil
 }
 
+// clippedTo implements statusTexter.
+func (c *DelegateCancel) clippedTo(n int) Command {
+	short := *c
+	if !clipTexts(n, &short.Reason) {
+		return nil
+	}
+	return &short
+}
+
 // cancelBelow records delegate.cancel_requested for every in-flight
 // delegation below d — started by d's grandchild (whose shadow task is d's
 // subId), or by one of theirs — not already asked to cancel, parents before

@@ -25,7 +25,10 @@ import (
 // open), so they cannot loop. Their text counts against the bytes quota
 // all the same, and the measured command that would bring one round again
 // (a retry, a reopened run, a new task) is refused once the run is past
-// it, whether or not it adds text itself.
+// it, whether or not it adds text itself. A wind-down that would take its
+// run past the bytes quota keeps only a line of each status text
+// (quota_clip.go): a run may hold many tasks, and each one ending with the
+// longest texts would multiply what the quota allows.
 //
 // Everything a client can repeat without winding the run down is measured
 // like the gated commands, or it would grow the run's stream without bound:
@@ -146,13 +149,7 @@ func overQuota(s *projections.State, runID string, g Growth, env *Env) (events.R
 	if !ok {
 		return events.RunQuotaExceeded{}, false
 	}
-	cfg, u := env.Config, run.Usage
-	limit := func(quota int64) int64 { return quota }
-	if env.Actor.Role == events.RoleWorker && cfg.QuotaReserve > 0 {
-		// NB: at least 1: a quota too small to split is not reserved (the workers could use none of it).
-		r := int64(cfg.QuotaReserve)
-		limit = func(quota int64) int64 { return max(1, quota-(quota/100*r+quota%100*r/100)) }
-	}
+	cfg, u, limit := env.Config, run.Usage, quotaLimit(env)
 	switch {
 	case cfg.QuotaEvents > 0 && g.Events > 0 && u.Events+g.Events > limit(cfg.QuotaEvents):
 		return events.RunQuotaExceeded{Quota: events.QuotaEvents, Used: u.Events, Adding: g.Events, Max: limit(cfg.QuotaEvents)}, true
@@ -172,6 +169,18 @@ func overQuota(s *projections.State, runID string, g Growth, env *Env) (events.R
 		}
 	}
 	return events.RunQuotaExceeded{}, false
+}
+
+// quotaLimit is what of a quota env's actor may use: a worker stops short
+// of the reserve.
+func quotaLimit(env *Env) func(quota int64) int64 {
+	cfg := env.Config
+	if env.Actor.Role != events.RoleWorker || cfg.QuotaReserve <= 0 {
+		return func(quota int64) int64 { return quota }
+	}
+	// NB: at least 1: a quota too small to split is not reserved (the workers could use none of it).
+	r := int64(cfg.QuotaReserve)
+	return func(quota int64) int64 { return max(1, quota-(quota/100*r+quota%100*r/100)) }
 }
 
 // refuseQuota is the refusal of q: the error, and run.quota_exceeded unless

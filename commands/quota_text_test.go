@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // textWorld is run R, running, with task W running, a bytes quota of
@@ -122,4 +123,127 @@ func TestARunPastItsBytesQuotaCanFinish(t *testing.T) {
 		require.Nil(t, o.err, "%s past the quota", r.method)
 	}
 	w.requireFinished("R")
+}
+
+// clippedMarker is the mark clipText leaves after the chars it keeps of a
+// text of chars chars.
+func clippedMarker(chars int) string {
+	return "… [clipped to " + strconv.Itoa(ClipStatusChars) + " of " + strconv.Itoa(chars) +
+		" chars: the run is past its bytes quota]"
+}
+
+// A run holds as many tasks as its quotas let it create, each for a few
+// hundred bytes, and every one of them can still end past the quota, since a
+// wind-down is never refused. Ending each with the longest texts took the
+// run thousands of times past its bytes quota; past it, each text keeps a
+// line (ClipStatusChars) and says it was clipped.
+func TestWindDownsPastTheBytesQuotaKeepALineOfText(t *testing.T) {
+	const tasks, chars = 40, 8 << 10
+	w := textWorld(t, 1<<20)
+	for i := range tasks {
+		r := orch("task.create", `{"taskId":"T`+strconv.Itoa(i)+`","role":"executor","agent":"a","title":"t","cwd":"/w"}`)
+		require.Nil(t, w.send(r).err)
+	}
+	require.NoError(t, w.config([]string{"quotaEvents=0", "quotaBytes=512", "nestingEnabled=true", "maxSlots=4"}))
+	run, _ := w.s.Run("R")
+	before := run.Usage.Bytes()
+	require.Greater(t, before, int64(512), "the run holds more than its lowered quota")
+
+	long := strings.Repeat("é", chars) // two bytes a char
+	kept := strings.Repeat("é", ClipStatusChars) + clippedMarker(chars)
+	for i := range tasks {
+		id := "T" + strconv.Itoa(i)
+		for _, r := range []loopRequest{
+			orch("task.transition", `{"taskId":"`+id+`","to":"failed","error":`+jsonText(long)+`,"reason":`+jsonText(long)+`}`),
+			orch("task.transition", `{"taskId":"`+id+`","to":"cancelled","reason":`+jsonText(long)+`}`),
+		} {
+			o := w.send(r)
+			require.Nil(t, o.err, "a wind-down past the quota is taken")
+		}
+		task, _ := w.s.Task("R", id)
+		require.Equal(t, projections.TaskCancelled, task.Status)
+		require.Equal(t, kept, task.Error)
+		require.Equal(t, kept, task.StatusReason)
+	}
+	run, _ = w.s.Run("R")
+	t.Logf("%d tasks ended past the quota added %d bytes, %d a task", tasks, run.Usage.Bytes()-before, (run.Usage.Bytes()-before)/tasks)
+	// Three texts of a task, each its line and the mark, and the events' ids.
+	perTask := int64(3*len(kept) + 512)
+	require.LessOrEqual(t, run.Usage.Bytes()-before, tasks*perTask, "the wind-downs grew the run past its quota by their texts")
+}
+
+// Every status text of a wind-down is clipped once the decision would take
+// its run past the bytes quota, and only then; the command is taken either
+// way, and a clipped text never reaches the run's state whole.
+func TestStatusTextsAreClippedOnlyPastTheBytesQuota(t *testing.T) {
+	const chars = 2 << 10
+	long := strings.Repeat("z", chars)
+	text := jsonText(long)
+	cases := []struct {
+		name   string
+		setup  []loopRequest
+		send   loopRequest
+		fields int // texts in the command
+	}{
+		{name: "run completed", send: orch("run.transition", `{"to":"completed","summary":`+text+`,"reason":`+text+`}`), fields: 2},
+		{name: "run cancelled", send: orch("run.transition", `{"to":"cancelled","reason":`+text+`}`), fields: 1},
+		{name: "task failed", send: orch("task.transition", `{"taskId":"W","to":"failed","error":`+text+`}`), fields: 1},
+		{name: "task cancelled", send: orch("task.transition", `{"taskId":"W","to":"cancelled","reason":`+text+`}`), fields: 1},
+		{
+			name:   "delegation cancelled",
+			setup:  []loopRequest{{events.RoleWorker, "delegate.request", `{"prompt":"one"}`}},
+			send:   orch("delegate.cancel", `{"subId":"SUB","reason":`+text+`}`),
+			fields: 1,
+		},
+	}
+	for _, tc := range cases {
+		for _, past := range []bool{false, true} {
+			t.Run(tc.name+map[bool]string{false: " under the quota", true: " past the quota"}[past], func(t *testing.T) {
+				const quota = 32 << 10
+				w := textWorld(t, quota)
+				for _, r := range tc.setup {
+					require.Nil(t, w.send(r).err, "setup %s", r.method)
+				}
+				send := tc.send
+				if subs := w.s.Delegations("R"); len(subs) > 0 {
+					send.params = strings.Replace(send.params, "SUB", subs[0].SubID, 1)
+				}
+				run, _ := w.s.Run("R")
+				if past {
+					// The run a little short of its quota, so that the text would cross it.
+					filler := quota - int(run.Usage.Bytes()) - chars/2
+					require.Nil(t, w.send(orch("msg.send", `{"to":"W","body":`+jsonText(strings.Repeat("f", filler))+`}`)).err)
+					run, _ = w.s.Run("R")
+					require.LessOrEqual(t, run.Usage.Bytes(), int64(quota))
+				}
+				o := w.send(send)
+				require.Nil(t, o.err, "a wind-down is taken")
+				payloads, err := json.Marshal(o.events)
+				require.NoError(t, err)
+				marker := clippedMarker(chars)
+				if past {
+					require.NotContains(t, string(payloads), long)
+					require.Equal(t, tc.fields, strings.Count(string(payloads), strings.Repeat("z", ClipStatusChars)+marker))
+				} else {
+					require.Equal(t, tc.fields, strings.Count(string(payloads), long))
+					require.NotContains(t, string(payloads), marker)
+				}
+			})
+		}
+	}
+}
+
+func TestClipTextsKeepsALineAndMarksIt(t *testing.T) {
+	long, longer := strings.Repeat("é", 300), strings.Repeat("日", 1000)
+	short, empty := strings.Repeat("é", 10), ""
+	require.True(t, clipTexts(256, &short, &long, &empty, &longer))
+	require.Equal(t, strings.Repeat("é", 10), short, "a text within n is kept")
+	require.Empty(t, empty)
+	require.Equal(t, strings.Repeat("é", 256)+"… [clipped to 256 of 300 chars: the run is past its bytes quota]", long)
+	require.Equal(t, strings.Repeat("日", 256)+"… [clipped to 256 of 1000 chars: the run is past its bytes quota]", longer)
+
+	// A text the mark would lengthen is left whole.
+	barely := strings.Repeat("a", 257)
+	require.False(t, clipTexts(256, &barely))
+	require.Len(t, barely, 257)
 }

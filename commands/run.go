@@ -137,6 +137,15 @@ func (c *RunTransition) windsDown(s *projections.State) bool {
 	return to != run.Status && (to.Stale() || to == projections.RunRunning && !run.Status.Stale())
 }
 
+// clippedTo implements statusTexter.
+func (c *RunTransition) clippedTo(n int) Command {
+	short := *c
+	if !clipTexts(n, &short.Summary, &short.Reason) {
+		return nil
+	}
+	return &short
+}
+
 // runStatusPayload gives the payload type of run.<to>.
 func runStatusPayload(to projections.RunStatus, p events.RunStatusChanged) any {
 	switch to {

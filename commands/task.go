@@ -91,6 +91,15 @@ func (c *TaskTransition) windsDown(s *projections.State) bool {
 	return to.Terminal() || t.Status == projections.TaskQueued && to == projections.TaskRunning
 }
 
+// clippedTo implements statusTexter.
+func (c *TaskTransition) clippedTo(n int) Command {
+	short := *c
+	if !clipTexts(n, &short.Error, &short.Reason) {
+		return nil
+	}
+	return &short
+}
+
 // TaskTransition moves a workflow task along the D§2.4 machine. Shadow
 // tasks follow their delegation and cannot be moved directly.
 type TaskTransition struct {
