@@ -265,8 +265,8 @@
 // TestARunAtItsEventsQuotaCanFinish), nor loop text into it past its
 // bytes quota (TestLoopsAreBoundedByTheBytesQuota,
 // TestARunPastItsBytesQuotaCanFinish). A wind-down that would take its run
-// past the bytes quota keeps the first ClipStatusChars of each status
-// text, marked, so ending the many tasks a run may hold adds a line each
+// past the bytes quota keeps at most ClipStatusBytes of each status text,
+// marked, so ending the many tasks a run may hold adds a line each
 // (TestWindDownsPastTheBytesQuotaKeepALineOfText).
 //
 // # Budget (SPEC §4.2)

@@ -125,20 +125,19 @@ func TestARunPastItsBytesQuotaCanFinish(t *testing.T) {
 	w.requireFinished("R")
 }
 
-// clippedMarker is the mark clipText leaves after the chars it keeps of a
-// text of chars chars.
+// clippedMarker is the mark clipTexts leaves after what it keeps of a text
+// of chars chars.
 func clippedMarker(chars int) string {
-	return "… [clipped to " + strconv.Itoa(ClipStatusChars) + " of " + strconv.Itoa(chars) +
-		" chars: the run is past its bytes quota]"
+	return "… [clipped: " + strconv.Itoa(chars) + " chars sent; the run's bytes quota is spent]"
 }
 
-// A run holds as many tasks as its quotas let it create, each for a few
-// hundred bytes, and every one of them can still end past the quota, since a
-// wind-down is never refused. Ending each with the longest texts took the
-// run thousands of times past its bytes quota; past it, each text keeps a
-// line (ClipStatusChars) and says it was clipped.
+// A run holds as many tasks as its quotas let it create, a dozen bytes
+// each, and every one of them can still end past the quota, since a
+// wind-down is never refused. Starting and ending each with the longest
+// texts took the run thousands of times past its bytes quota; past it,
+// each text keeps a line (ClipStatusBytes) and says it was clipped.
 func TestWindDownsPastTheBytesQuotaKeepALineOfText(t *testing.T) {
-	const tasks, chars = 40, 8 << 10
+	const tasks, chars = 40, 4 << 10
 	w := textWorld(t, 1<<20)
 	for i := range tasks {
 		r := orch("task.create", `{"taskId":"T`+strconv.Itoa(i)+`","role":"executor","agent":"a","title":"t","cwd":"/w"}`)
@@ -149,11 +148,12 @@ func TestWindDownsPastTheBytesQuotaKeepALineOfText(t *testing.T) {
 	before := run.Usage.Bytes()
 	require.Greater(t, before, int64(512), "the run holds more than its lowered quota")
 
-	long := strings.Repeat("é", chars) // two bytes a char
-	kept := strings.Repeat("é", ClipStatusChars) + clippedMarker(chars)
+	long := strings.Repeat("\U0001D11E", chars) // four bytes a char
+	kept := strings.Repeat("\U0001D11E", ClipStatusBytes/4) + clippedMarker(chars)
 	for i := range tasks {
 		id := "T" + strconv.Itoa(i)
 		for _, r := range []loopRequest{
+			orch("task.transition", `{"taskId":"`+id+`","to":"running","cwd":`+jsonText(long)+`}`),
 			orch("task.transition", `{"taskId":"`+id+`","to":"failed","error":`+jsonText(long)+`,"reason":`+jsonText(long)+`}`),
 			orch("task.transition", `{"taskId":"`+id+`","to":"cancelled","reason":`+jsonText(long)+`}`),
 		} {
@@ -164,11 +164,13 @@ func TestWindDownsPastTheBytesQuotaKeepALineOfText(t *testing.T) {
 		require.Equal(t, projections.TaskCancelled, task.Status)
 		require.Equal(t, kept, task.Error)
 		require.Equal(t, kept, task.StatusReason)
+		require.Equal(t, kept, task.Cwd)
 	}
 	run, _ = w.s.Run("R")
 	t.Logf("%d tasks ended past the quota added %d bytes, %d a task", tasks, run.Usage.Bytes()-before, (run.Usage.Bytes()-before)/tasks)
-	// Three texts of a task, each its line and the mark, and the events' ids.
-	perTask := int64(3*len(kept) + 512)
+	// A task's three texts (its cwd, error and cancel reason), each a line
+	// and the mark, and the events' ids.
+	perTask := int64(3*len(kept) + 256)
 	require.LessOrEqual(t, run.Usage.Bytes()-before, tasks*perTask, "the wind-downs grew the run past its quota by their texts")
 }
 
@@ -189,6 +191,12 @@ func TestStatusTextsAreClippedOnlyPastTheBytesQuota(t *testing.T) {
 		{name: "run cancelled", send: orch("run.transition", `{"to":"cancelled","reason":`+text+`}`), fields: 1},
 		{name: "task failed", send: orch("task.transition", `{"taskId":"W","to":"failed","error":`+text+`}`), fields: 1},
 		{name: "task cancelled", send: orch("task.transition", `{"taskId":"W","to":"cancelled","reason":`+text+`}`), fields: 1},
+		{
+			name:   "task started",
+			setup:  []loopRequest{orch("task.create", `{"taskId":"Q","role":"executor","agent":"a","title":"q","cwd":"/q"}`)},
+			send:   orch("task.transition", `{"taskId":"Q","to":"running","cwd":`+text+`}`),
+			fields: 1,
+		},
 		{
 			name:   "delegation cancelled",
 			setup:  []loopRequest{{events.RoleWorker, "delegate.request", `{"prompt":"one"}`}},
@@ -223,7 +231,7 @@ func TestStatusTextsAreClippedOnlyPastTheBytesQuota(t *testing.T) {
 				marker := clippedMarker(chars)
 				if past {
 					require.NotContains(t, string(payloads), long)
-					require.Equal(t, tc.fields, strings.Count(string(payloads), strings.Repeat("z", ClipStatusChars)+marker))
+					require.Equal(t, tc.fields, strings.Count(string(payloads), strings.Repeat("z", ClipStatusBytes)+marker))
 				} else {
 					require.Equal(t, tc.fields, strings.Count(string(payloads), long))
 					require.NotContains(t, string(payloads), marker)
@@ -239,11 +247,12 @@ func TestClipTextsKeepsALineAndMarksIt(t *testing.T) {
 	require.True(t, clipTexts(256, &short, &long, &empty, &longer))
 	require.Equal(t, strings.Repeat("é", 10), short, "a text within n is kept")
 	require.Empty(t, empty)
-	require.Equal(t, strings.Repeat("é", 256)+"… [clipped to 256 of 300 chars: the run is past its bytes quota]", long)
-	require.Equal(t, strings.Repeat("日", 256)+"… [clipped to 256 of 1000 chars: the run is past its bytes quota]", longer)
+	require.Equal(t, strings.Repeat("é", 128)+clippedMarker(300), long)
+	// 85 three-byte chars are 255 bytes: the 86th would pass 256.
+	require.Equal(t, strings.Repeat("日", 85)+clippedMarker(1000), longer)
 
 	// A text the mark would lengthen is left whole.
-	barely := strings.Repeat("a", 257)
+	barely := strings.Repeat("a", 260)
 	require.False(t, clipTexts(256, &barely))
-	require.Len(t, barely, 257)
+	require.Len(t, barely, 260)
 }

@@ -94,7 +94,7 @@ func (c *TaskTransition) windsDown(s *projections.State) bool {
 // clippedTo implements statusTexter.
 func (c *TaskTransition) clippedTo(n int) Command {
 	short := *c
-	if !clipTexts(n, &short.Error, &short.Reason) {
+	if !clipTexts(n, &short.Error, &short.Reason, &short.Cwd) {
 		return nil
 	}
 	return &short
