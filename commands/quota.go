@@ -12,8 +12,8 @@ import (
 // the run's stream, bytes of text, messages — and refused when the run
 // would pass a quota of the config in force: quotaEvents (events in the
 // stream), quotaBytes (the bytes of text the run's events hold: message
-// bodies and subjects, and every string of its other events,
-// events.TextBytes) or quotaMsgsPerMin (messages appended in the last
+// bodies and subjects, and every other string its events record, their
+// envelopes' included, events.TextBytes) or quotaMsgsPerMin (messages appended in the last
 // minute by the engine clock, Env.Now). Everything the check reads is in
 // the state, the config and the clock reading, so replay decides the same.
 //

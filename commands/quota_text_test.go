@@ -256,3 +256,27 @@ func TestClipTextsKeepsALineAndMarksIt(t *testing.T) {
 	require.False(t, clipTexts(256, &barely))
 	require.Len(t, barely, 260)
 }
+
+// A message's strings besides its body and subject — its replyTo, copied
+// to every recipient, its ids — and every event's command id count against
+// the bytes quota: a loop of one-byte messages to many recipients, each
+// with the longest replyTo and command id, stops at the quota.
+func TestAMessagesOtherStringsCountAgainstTheBytesQuota(t *testing.T) {
+	const quota = 64 << 10
+	w := textWorld(t, quota)
+	to := []string{}
+	for i := range 16 {
+		id := "T" + strconv.Itoa(i)
+		require.Nil(t, w.send(orch("task.create", `{"taskId":"`+id+`","role":"executor","agent":"a","title":"t","cwd":"/w"}`)).err)
+		to = append(to, id)
+	}
+	toJSON, _ := json.Marshal(to)
+	replyTo := jsonText(strings.Repeat("\U0001D11E", MaxIDChars)) // 1 KiB
+	refused := w.repeat([]loopRequest{
+		orch("msg.send", `{"to":`+string(toJSON)+`,"body":"x","replyTo":`+replyTo+`}`),
+	}, 200)
+	require.Positive(t, refused, "the loop met the quota")
+	run, _ := w.s.Run("R")
+	require.LessOrEqual(t, run.Usage.Bytes(), int64(quota), "the run passed its bytes quota")
+	require.Less(t, run.Usage.Events, int64(16*200/4), "the loop stopped early")
+}

@@ -27,8 +27,9 @@ func TestRunUsageAndSlotWaiters(t *testing.T) {
 	s := fold(h.evs)
 
 	a, _ := s.Run("A")
-	// Text: the team, two admissions' task and sub ids, the refusal's task and reason; the message is its body and subject.
-	text := int64(len("t") + 2*len("a"+"gc-a1") + len("a"+events.ReasonSlotsExhausted))
+	// Text: the team, two admissions' task and sub ids, the refusal's task and reason, and the message's id and
+	// recipient; its body and subject are message bytes.
+	text := int64(len("t") + 2*len("a"+"gc-a1") + len("a"+events.ReasonSlotsExhausted) + len("m1"+"a"))
 	require.Equal(t, RunUsage{Events: 6, MsgBytes: 7, TextBytes: text}, a.Usage)
 	require.Equal(t, 7+text, a.Usage.Bytes())
 	require.Equal(t, 2, s.SlotsHeldBy("A"))
