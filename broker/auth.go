@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
@@ -144,18 +145,36 @@ func (s *Server) recheck(id identity) *wire.Error {
 
 // checkCredential is recheck against st.
 func checkCredential(st *projections.State, id identity) *wire.Error {
-	if id.role == events.RoleAdmin {
+	c := id.credential()
+	if c == nil {
 		return nil // the admin digest is daemon configuration, not state; it changes only with a restart
 	}
-	if id.role == events.RoleWorker && st.IsCold(id.runID) {
-		return errRunTerminal // a cold run has ended; its worker credentials are in the log only (classifyCold)
+	return credentialEndedAnswer(commands.CheckCredential(st, *c))
+}
+
+// credential is the credential id authenticated with, for the engine to check again when it decides a request
+// (commands.Request.Credential); nil for the admin.
+func (id identity) credential() *commands.Credential {
+	if id.role == events.RoleAdmin {
+		return nil
 	}
-	cred, ok := st.Credential(id.runID, id.key)
-	if !ok || cred.Revoked || !sameDigest(cred.Digest, id.digest) {
-		return errRevoked
-	}
+	c := &commands.Credential{RunID: id.runID, Key: id.key, Digest: id.digest}
 	if id.role == events.RoleWorker {
-		return workerEnded(st, id.runID, id.taskID)
+		c.TaskID = id.taskID
 	}
-	return nil
+	return c
+}
+
+// credentialEndedAnswer is the answer to a request whose credential has ended, nil while it is live: a worker's
+// run or task that ended answers as its hello would (stale-token), any other end revoked.
+func credentialEndedAnswer(end commands.CredentialEnd) *wire.Error {
+	switch end {
+	case commands.CredentialLive:
+		return nil
+	case commands.CredentialRunEnded:
+		return errRunTerminal
+	case commands.CredentialTaskEnded:
+		return errTaskTerminal
+	}
+	return errRevoked
 }

@@ -252,7 +252,10 @@ func runCommand(c *conn, id, method string, params json.RawMessage) (json.RawMes
 		room -= len(`,"":`) + len(tokenField) + jsonLen(token)
 	}
 	reply, err := c.s.eng.Submit(c.ctx, commands.Request{Principal: principal, CommandID: commandID,
-		Actor: principal.Actor(), Command: cmd, MaxResultBytes: max(room, 1)})
+		Actor: principal.Actor(), Command: cmd, MaxResultBytes: max(room, 1), Credential: c.id.credential()})
+	if ended := (*commands.CredentialEndedError)(nil); errors.As(err, &ended) {
+		return nil, credentialEndedAnswer(ended.End)
+	}
 	if errors.Is(err, commands.ErrResultTooLarge) {
 		return nil, fmt.Errorf("%w: %s; nothing was recorded: send it again with a shorter request id", errTooLarge, method)
 	}

@@ -149,6 +149,13 @@
 //     deliver an answer (a frame too small for it) never commits a change
 //     its client does not hear of, and the same CommandID may be sent again
 //     with more room.
+//   - With Request.Credential, the writer checks the secret the request
+//     authenticated with against the state it decides the request on, and
+//     answers a *CredentialEndedError before deciding when it was revoked
+//     or replaced, or a worker's task or run has ended: nothing is
+//     recorded, so no command of a credential is recorded after the event
+//     that ended it, whatever the broker saw when it handed the request on
+//     (TestACommandOfAnEndedCredentialIsNotDecided).
 //   - Tests hold the commit path at its points (hooks.go: decided on the
 //     writer, durable and published on the publisher;
 //     eventlog.Options.BeforeSync between hand-off and sync) to check, with

@@ -134,6 +134,13 @@ type Request struct {
 	// answer, say). A recorded outcome answering a retry is not measured:
 	// it commits nothing.
 	MaxResultBytes int
+	// Credential, when set, is the secret the request authenticated with:
+	// the writer checks it against the state it decides the request on,
+	// and answers a *CredentialEndedError, deciding and recording nothing,
+	// when it has ended (revoked, or a worker's task or run over). A
+	// request forwarded to another crewd's writer does not carry it
+	// (forward.go).
+	Credential *Credential
 }
 
 // Reply is the engine's answer to a request. Exactly one of Result and

@@ -65,7 +65,10 @@ func appendBound(b []byte, maxResultBytes int) ([]byte, error) {
 }
 
 // EncodeRequest encodes r for another engine of the same build (a
-// follower forwarding to the writer).
+// follower forwarding to the writer). Its Credential is left out: a writer
+// of the build before would refuse what followed the bound, so the writer
+// decides a forwarded request on the follower's check of its credential
+// alone.
 func EncodeRequest(r Request) ([]byte, error) {
 	c, err := msgpack.Marshal(r.Command)
 	if err != nil {

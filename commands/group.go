@@ -24,6 +24,9 @@ func (e *Engine) decide(f *flight, from int) error {
 	var env Env // one per call: decideIn's env escapes
 
 	for _, p := range f.group[from:] {
+		if p.err = credentialEnded(w, &p.req); p.err != nil {
+			continue
+		}
 		id := p.req.CommandID
 		if len(id) > eventlog.MaxIDLen {
 			p.reply = Reply{Rejected: badParams("commandId must be at most %d bytes", eventlog.MaxIDLen)}

@@ -1,0 +1,80 @@
+package commands
+
+import "github.com/crewlog/crewlog/projections"
+
+// Credential is the secret a request authenticated with, by its digest:
+// the engine checks it again against the state it decides the request on
+// (Request.Credential). The broker checks every request's credential before
+// it hands the request on, against the state published then; a revocation,
+// or the end of the worker's task or run, committed between that check and
+// the decision would otherwise let the request through after it.
+type Credential struct {
+	RunID  string
+	Key    string // the task id, or events.OrchestratorKey
+	Digest string
+	// TaskID is a worker's task, "" for the orchestrator: a worker's
+	// credential ends with its task and its run as well.
+	TaskID string
+}
+
+// CredentialEnd is why a credential no longer admits its holder.
+type CredentialEnd uint8
+
+const (
+	CredentialLive      CredentialEnd = iota
+	CredentialRevoked                 // revoked, replaced by another secret, or never issued
+	CredentialRunEnded                // a worker's run is terminal (or cold: it ended long ago)
+	CredentialTaskEnded               // a worker's task is terminal
+)
+
+// CheckCredential is what s says of c.
+func CheckCredential(s *projections.State, c Credential) CredentialEnd {
+	worker := c.TaskID != ""
+	if worker && s.IsCold(c.RunID) {
+		// NB: before Credential: a cold run's worker credentials are in the
+		// log only, and a run is made cold long after it ended.
+		return CredentialRunEnded
+	}
+	cred, ok := s.Credential(c.RunID, c.Key)
+	if !ok || cred.Revoked || !SameDigest(cred.Digest, c.Digest) {
+		return CredentialRevoked
+	}
+	if !worker {
+		return CredentialLive
+	}
+	if status, ok := s.RunStatus(c.RunID); !ok || status.Stale() {
+		return CredentialRunEnded
+	}
+	if status, ok := s.TaskStatus(c.RunID, c.TaskID); ok && status.Terminal() {
+		return CredentialTaskEnded
+	}
+	return CredentialLive
+}
+
+// CredentialEndedError answers a request whose credential had ended in the
+// state it would have been decided on: nothing was decided or recorded.
+type CredentialEndedError struct {
+	End CredentialEnd
+}
+
+func (e *CredentialEndedError) Error() string {
+	switch e.End {
+	case CredentialRunEnded:
+		return "commands: the credential's run has ended; nothing was recorded"
+	case CredentialTaskEnded:
+		return "commands: the credential's task has ended; nothing was recorded"
+	}
+	return "commands: the credential was revoked; nothing was recorded"
+}
+
+// credentialEnded is the error of req against s, nil when req carries no
+// credential or its credential is live.
+func credentialEnded(s *projections.State, req *Request) error {
+	if req.Credential == nil {
+		return nil
+	}
+	if end := CheckCredential(s, *req.Credential); end != CredentialLive {
+		return &CredentialEndedError{End: end}
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package commands
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// The broker checks a credential before it hands a request on; the writer
+// checks it again against the state it decides on, so a command of a
+// credential that ended in between (revoked, its task or run over) is
+// answered a *CredentialEndedError and neither decided nor recorded.
+func TestACommandOfAnEndedCredentialIsNotDecided(t *testing.T) {
+	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
+	orchDigest := strings.Repeat("cd", 32)
+	f.do(&RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w", OrchestratorDigest: orchDigest})
+	f.do(&RunTransition{RunID: "R", To: "running"})
+	for _, task := range []string{"T1", "T2", "T3"} {
+		f.do(&TaskCreate{RunID: "R", TaskID: task, Role: "executor", Agent: "a", Title: "t", Cwd: "/w"})
+		f.do(&TaskTransition{RunID: "R", TaskID: task, To: "running"})
+		f.do(&CredentialIssue{RunID: "R", TaskID: task, Digest: fxDigest})
+	}
+	workerOf := func(task string) *Credential {
+		return &Credential{RunID: "R", Key: task, Digest: fxDigest, TaskID: task}
+	}
+	orch := &Credential{RunID: "R", Key: events.OrchestratorKey, Digest: orchDigest}
+	sent := 0
+	send := func(c *Credential) error {
+		t.Helper()
+		sent++
+		principal, actor, from := events.OrchestratorPrincipal("R"), events.Actor{Role: events.RoleOrchestrator}, ""
+		if c.TaskID != "" {
+			principal, actor, from = events.WorkerPrincipal("R", c.TaskID), events.Actor{Role: events.RoleWorker, TaskID: c.TaskID}, c.TaskID
+		}
+		before, _ := f.log.Head()
+		r, err := f.eng.Submit(context.Background(), Request{Principal: principal, CommandID: "c" + strconv.Itoa(sent), Actor: actor,
+			Command: &MessageSend{RunID: "R", FromTask: from, To: []string{"T3"}, Body: "hi"}, Credential: c})
+		if err != nil {
+			after, _ := f.log.Head()
+			require.Equal(t, before, after, "a refused command recorded something")
+			return err
+		}
+		require.Nil(t, r.Rejected)
+		return nil
+	}
+	ended := func(t *testing.T, err error, want CredentialEnd) {
+		t.Helper()
+		var e *CredentialEndedError
+		require.ErrorAs(t, err, &e)
+		require.Equal(t, want, e.End)
+	}
+
+	require.NoError(t, send(workerOf("T1")))
+	require.NoError(t, send(orch))
+	wrong := workerOf("T1")
+	wrong.Digest = strings.Repeat("ef", 32)
+	ended(t, send(wrong), CredentialRevoked)
+
+	f.do(&CredentialRevoke{RunID: "R", TaskID: "T1"})
+	ended(t, send(workerOf("T1")), CredentialRevoked)
+
+	f.do(&TaskTransition{RunID: "R", TaskID: "T2", To: "completed"})
+	ended(t, send(workerOf("T2")), CredentialTaskEnded)
+
+	require.NoError(t, send(workerOf("T3")))
+	f.do(&RunTransition{RunID: "R", To: "completed"})
+	ended(t, send(workerOf("T3")), CredentialRunEnded)
+	require.NoError(t, send(orch), "an orchestrator's credential outlives its run's end")
+}
+
+// BenchmarkCheckCredential is the writer's cost of the check per command.
+func BenchmarkCheckCredential(b *testing.B) {
+	f := openEngine(b, vfs.NewMem(), newTestClock(), nil)
+	f.seedRun("R", 0)
+	f.do(&CredentialIssue{RunID: "R", TaskID: "02_exec", Digest: fxDigest})
+	c := Credential{RunID: "R", Key: "02_exec", Digest: fxDigest, TaskID: "02_exec"}
+	f.eng.Read(func(s *projections.State) {
+		require.Equal(b, CredentialLive, CheckCredential(s, c))
+		b.ReportAllocs()
+		for b.Loop() {
+			CheckCredential(s, c)
+		}
+	})
+}
