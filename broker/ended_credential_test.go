@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -71,4 +72,42 @@ func TestNothingIsRecordedForACredentialAfterItsRevocation(t *testing.T) {
 	require.NoError(t, it.Err())
 	require.NotZero(t, revokedAt)
 	require.Zero(t, after, "events of the worker recorded after its credential was revoked")
+}
+
+// Two credential.issue of one task decided back to back: the first was
+// issued, then replaced, and its answer is its token (a hello with it is
+// then refused revoked, as after any re-issue), not a refusal that tells
+// its caller its commandId was used for another request.
+func TestConcurrentIssuesOfOneTaskEachAnswerTheirToken(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	s := f.seed()
+	const conns, issues = 8, 40
+	var wg sync.WaitGroup
+	errs := make(chan string, conns*issues)
+	for i := range conns {
+		o := f.dial()
+		o.hello(runR, events.OrchestratorKey, s.orch)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range issues {
+				r, err := o.try("credential.issue", map[string]any{"taskId": taskP, "commandId": fmt.Sprintf("issue-%d-%d", i, j)})
+				switch {
+				case err != nil:
+					errs <- err.Error()
+				case r.Error != nil:
+					errs <- string(r.Error.Code) + ": " + r.Error.Message
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	refused, first := 0, ""
+	for e := range errs {
+		if refused++; first == "" {
+			first = e
+		}
+	}
+	require.Zero(t, refused, "issues refused, the first: %s", first)
 }

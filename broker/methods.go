@@ -275,8 +275,10 @@ func runCommand(c *conn, id, method string, params json.RawMessage) (json.RawMes
 	return json.Marshal(res)
 }
 
-// withToken adds the minted secret to the answer, after checking that it is the secret the recorded credential
-// holds. NB: a replayed outcome is the same principal's answer to the same request (same fingerprint, which covers
+// withToken adds the minted secret to the answer. A command decided now recorded that secret's digest, so it is
+// answered as it is, even when a request decided right after it has re-issued the credential (two issues of one
+// task in one group, say): it was issued, then replaced. A replayed outcome is answered the secret only after
+// checking that it is the secret the recorded credential holds. NB: a replayed outcome is the same principal's answer to the same request (same fingerprint, which covers
 // the digest we derived), so the derivation matches what was recorded — except when the credential has been
 // re-issued or revoked since, or the outcome predates fingerprints (format 3) and so may have answered another
 // request under that id. In those cases our derivation is not the credential's secret and must not be handed out
@@ -290,6 +292,13 @@ func withToken(s *Server, reply commands.Reply, field, token, runID, key string)
 		if err := json.Unmarshal(res["runId"], &runID); err != nil {
 			return nil, fmt.Errorf("broker: run.create result without runId: %w", err)
 		}
+	}
+	if !reply.Replayed {
+		// NB: decided now, with the digest of this very token: the credential was issued with it, even if a later
+		// request has re-issued or revoked it since (its holder's hello is then refused, as after any re-issue).
+		t, _ := json.Marshal(token)
+		res[field] = t
+		return res, nil
 	}
 	valid := false
 	s.eng.Read(func(st *projections.State) {
