@@ -67,6 +67,18 @@ func (e *CredentialEndedError) Error() string {
 	return "commands: the credential was revoked; nothing was recorded"
 }
 
+// reason names the end for the engine's observer, as the answer's code
+// and message do for the client.
+func (e *CredentialEndedError) reason() string {
+	switch e.End {
+	case CredentialRunEnded:
+		return "run-terminal"
+	case CredentialTaskEnded:
+		return "task-terminal"
+	}
+	return "revoked"
+}
+
 // credentialEnded is the error of req against s, nil when req carries no
 // credential or its credential is live.
 func credentialEnded(s *projections.State, req *Request) error {

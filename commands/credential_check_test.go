@@ -4,11 +4,14 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 
+	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
@@ -88,4 +91,39 @@ func BenchmarkCheckCredential(b *testing.B) {
 			CheckCredential(s, c)
 		}
 	})
+}
+
+// reports keeps the command reports of the groups an engine committed.
+type reports struct {
+	mu   sync.Mutex
+	cmds []CommandReport
+}
+
+func (r *reports) Committed(g *GroupReport) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cmds = append(r.cmds, g.Commands...)
+}
+func (r *reports) Snapshotted(uint64, int, time.Time) {}
+
+// The engine's observer sees a command of an ended credential as refused,
+// for the reason its client is told, not as an error of the engine.
+func TestTheObserverSeesAnEndedCredentialAsARefusal(t *testing.T) {
+	l, err := eventlog.Open("db", &eventlog.Options{FS: vfs.NewMem()})
+	require.NoError(t, err)
+	defer l.Close()
+	obs := &reports{}
+	e, err := Open(l, Options{Clock: newTestClock().Now, NewID: counterIDs(), ExpiryInterval: -1, Observer: obs})
+	require.NoError(t, err)
+	defer e.Close()
+	_, err = e.Submit(context.Background(), Request{Actor: worker("T1"), Command: &MessageSend{RunID: "R", FromTask: "T1", To: []string{"T2"}, Body: "hi"},
+		Credential: &Credential{RunID: "R", Key: "T1", Digest: fxDigest, TaskID: "T1"}})
+	var ended *CredentialEndedError
+	require.ErrorAs(t, err, &ended)
+	require.Eventually(t, func() bool {
+		obs.mu.Lock()
+		defer obs.mu.Unlock()
+		return len(obs.cmds) == 1
+	}, 10*time.Second, time.Millisecond)
+	require.Equal(t, CommandReport{Method: "msg.send", Outcome: OutcomeRejected, Reason: "revoked"}, obs.cmds[0])
 }

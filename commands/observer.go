@@ -58,7 +58,11 @@ func (e *Engine) report(f *flight, appendTook time.Duration) {
 	r.Commands = r.Commands[:0]
 	for _, p := range f.group {
 		c := CommandReport{Method: p.req.Command.Kind(), Outcome: OutcomeAdmitted}
+		ended, _ := p.err.(*CredentialEndedError)
 		switch {
+		case ended != nil:
+			// NB: not an error of the engine: the caller's credential ended.
+			c.Outcome, c.Reason = OutcomeRejected, ended.reason()
 		case p.err != nil:
 			c.Outcome = OutcomeError
 		case p.reply.Rejected != nil:
