@@ -269,6 +269,7 @@ type pending struct {
 // Open rebuilds the state from l (newest valid snapshot + tail) and starts
 // the writer. The engine does not own l: close the engine, then the log.
 func Open(l *eventlog.Log, opts Options) (*Engine, error) {
+	l.SetTallyGroup(runOfPrincipal)
 	o := opts
 	if o.Clock == nil {
 		o.Clock = time.Now
@@ -329,7 +330,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 	e.checker, _ = o.Committer.(WriteChecker)
 	e.flights, e.free, e.synced = make(chan *flight, e.depth), make(chan *flight, e.depth), make(chan time.Time, e.depth)
 	for range e.depth {
-		e.free <- &flight{eventless: make(map[string]uint64)}
+		e.free <- &flight{eventless: make(map[string]uint64), eventlessRuns: make(map[string]uint64)}
 	}
 	e.pub = &view{s: s}
 	e.work = s.Clone()

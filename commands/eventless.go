@@ -2,6 +2,8 @@ package commands
 
 import (
 	"fmt"
+
+	"github.com/crewlog/crewlog/events"
 )
 
 // MaxEventlessOutcomes bounds the outcomes a principal has recorded that
@@ -21,29 +23,66 @@ import (
 // count touches another's: each is kept by the log under the principal
 // (eventlog.Log.EventlessOutcomes), persisted with the outcomes it counts.
 //
+// A run's principals together record at most MaxEventlessOutcomesPerRun:
+// an orchestrator can create as many tasks, and issue each a credential, as
+// its run's quotas allow, a few dozen bytes each, and each such principal
+// had ten thousand outcomes of its own, about 1 KiB each, that no quota
+// counted. Past the run's bound its principals' commands that record no
+// event are answered and not recorded, as past their own. The count is
+// kept by the log under the run (eventlog.Log.SetTallyGroup, which Open
+// sets to runOfPrincipal), with the outcomes it counts; the admin's and
+// the engine's outcomes belong to no run.
+//
 // Whether an outcome is recorded is no part of the decision: its events
 // and answer are the same either way, so replay is unaffected.
-const MaxEventlessOutcomes = 10_000
+const (
+	MaxEventlessOutcomes       = 10_000
+	MaxEventlessOutcomesPerRun = 100_000
+)
 
-// mayRecordEventless reports whether an outcome of principal with no event
-// may be recorded in f's group, and counts it when it may. f keeps the
-// count of each principal it has asked for, its own writes included; the
-// log's count holds every group staged before f's that reached the engine's
-// log. With a replicated Committer a group reaches it only once the
-// replicas took it, so the groups still in flight then are not counted, and
-// a principal may pass the bound by at most their outcomes.
-func (e *Engine) mayRecordEventless(f *flight, principal string) (bool, error) {
-	n, ok := f.eventless[principal]
-	if !ok {
-		var err error
-		if n, err = e.log.EventlessOutcomes(principal); err != nil {
-			return false, fmt.Errorf("commands: count outcomes with no event: %w", err)
-		}
+// mayRecordEventless reports whether an outcome of principal (of run
+// runID, "" for none) with no event may be recorded in f's group, and
+// counts it in both when it may. f keeps the count of each principal and
+// run it has asked for, its own writes included; the log's count holds
+// every group staged before f's that reached the engine's log. With a
+// replicated Committer a group reaches it only once the replicas took it,
+// so the groups still in flight then are not counted, and a principal or
+// a run may pass its bound by at most their outcomes.
+func (e *Engine) mayRecordEventless(f *flight, principal, runID string) (bool, error) {
+	n, err := eventlessCount(f.eventless, principal, e.log.EventlessOutcomes)
+	if err != nil || n >= MaxEventlessOutcomes {
+		return false, err
 	}
-	if n >= MaxEventlessOutcomes {
-		f.eventless[principal] = n
-		return false, nil
+	var r uint64
+	if runID != "" {
+		if r, err = eventlessCount(f.eventlessRuns, runID, e.log.EventlessOutcomesOfGroup); err != nil || r >= MaxEventlessOutcomesPerRun {
+			return false, err
+		}
+		f.eventlessRuns[runID] = r + 1
 	}
 	f.eventless[principal] = n + 1
 	return true, nil
+}
+
+// eventlessCount is counts[name], read from the log the first time.
+func eventlessCount(counts map[string]uint64, name string, read func(string) (uint64, error)) (uint64, error) {
+	if n, ok := counts[name]; ok {
+		return n, nil
+	}
+	n, err := read(name)
+	if err != nil {
+		return 0, fmt.Errorf("commands: count outcomes with no event: %w", err)
+	}
+	counts[name] = n
+	return n, nil
+}
+
+// runOfPrincipal is the tally group of a principal's outcomes with no
+// event: its run, "" for the admin and the engine.
+func runOfPrincipal(key string) string {
+	p, ok := events.ParsePrincipalKey(key)
+	if !ok {
+		return ""
+	}
+	return p.RunID
 }

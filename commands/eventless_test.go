@@ -79,6 +79,67 @@ func TestEventlessOutcomesAreRecordedUpToTheirBound(t *testing.T) {
 	}
 }
 
+// An orchestrator may issue credentials to as many tasks as its run's
+// quotas let it create, and each principal had MaxEventlessOutcomes of its
+// own: a run's principals together record at most
+// MaxEventlessOutcomesPerRun, across a restart, while another run's and
+// the admin's are still recorded.
+func TestARunsPrincipalsRecordEventlessOutcomesUpToTheRunsBound(t *testing.T) {
+	fs := vfs.NewMem()
+	clock := newTestClock()
+	f := openEngine(t, fs, clock, nil)
+	f.seedRunAs("R")
+	f.seedRunAs("S")
+	refused := func(p events.Principal, id string) Request {
+		run := p.RunID
+		if run == "" {
+			run = "R" // the admin's, of no run
+		}
+		return as(p, id, &TaskTransition{RunID: run, TaskID: "99_absent", To: "running"})
+	}
+	principals := MaxEventlessOutcomesPerRun / MaxEventlessOutcomes
+	for w := range principals {
+		reqs := make([]Request, MaxEventlessOutcomes)
+		for i := range reqs {
+			reqs[i] = refused(events.WorkerPrincipal("R", fmt.Sprintf("w%d", w)), fmt.Sprintf("r-%d", i))
+		}
+		_, err := f.eng.SubmitAll(context.Background(), reqs)
+		require.NoError(t, err)
+	}
+	n, err := f.log.EventlessOutcomesOfGroup("R")
+	require.NoError(t, err)
+	require.EqualValues(t, MaxEventlessOutcomesPerRun, n)
+
+	recorded := func(e *Engine, p events.Principal, id string) bool {
+		t.Helper()
+		var r Reply
+		for range 2 {
+			var err error
+			r, err = e.Submit(context.Background(), refused(p, id))
+			require.NoError(t, err)
+			require.NotNil(t, r.Rejected)
+		}
+		return r.Replayed
+	}
+	for _, p := range []events.Principal{events.WorkerPrincipal("R", "fresh"), events.OrchestratorPrincipal("R")} {
+		require.False(t, recorded(f.eng, p, "x"), "%v: a principal of a run past its bound records nothing", p)
+	}
+	for _, p := range []events.Principal{events.WorkerPrincipal("S", "w0"), events.OrchestratorPrincipal("S"), events.AdminPrincipal()} {
+		require.True(t, recorded(f.eng, p, "x"), "%v: recorded", p)
+	}
+	early := f.submit(refused(events.WorkerPrincipal("R", "w3"), "r-7"))
+	require.True(t, early.Replayed, "the refusals within the bound stay recorded")
+	rep, err := f.log.Verify(nil)
+	require.NoError(t, err)
+	require.Positive(t, rep.Tallies)
+
+	require.NoError(t, f.eng.Close())
+	e, err := Open(f.log, Options{Clock: clock.Now, ExpiryInterval: -1})
+	require.NoError(t, err)
+	defer e.Close()
+	require.False(t, recorded(e, events.WorkerPrincipal("R", "after-restart"), "x"), "the run's bound holds across a restart")
+}
+
 // BenchmarkRefusalsWithFreshIDs: what refusals that record no event cost
 // the store on disk, sent by one worker with a fresh id each, 1,000 to a
 // group. store-bytes/op is the store's growth (WAL and tables, measured

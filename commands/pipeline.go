@@ -168,6 +168,8 @@ type flight struct {
 	// eventless is, per principal the group records an outcome with no
 	// event of, its count of them with the group's (eventless.go).
 	eventless map[string]uint64
+	// eventlessRuns is the same per run, the principals' runs' tallies.
+	eventlessRuns map[string]uint64
 
 	started, stagedAt time.Time
 	stageTook         time.Duration // the writer's Stage call (Stats.Staging)
@@ -190,6 +192,7 @@ func (e *Engine) acquire() *flight {
 	}
 	clear(f.firsts)
 	clear(f.eventless)
+	clear(f.eventlessRuns)
 	clear(f.unrecorded)
 	f.unrecorded = f.unrecorded[:0]
 	clear(f.group)

@@ -116,6 +116,8 @@
 //	'c' | command id                         sealed outcome (formats 1 and 2; moved by the step to 3)
 //	't' | uvarint len | principal            sealed uvarint: how many of the principal's outcomes wrote
 //	                                         no event, set with them (tally.go)
+//	'g' | uvarint len | group                sealed uvarint: the same count for a group of principals
+//	                                         (SetTallyGroup), set with them (tally.go)
 //	'n' | pos:8 BE | 0:4 BE                  sealed [size:8 BE | chunks:4 BE | crc32c:4 BE]: the newest
 //	                                         snapshot's header (only the newest is kept)
 //	'n' | pos:8 BE | i:4 BE                  sealed chunk i (1 ≤ i ≤ chunks) of that snapshot, 64 KiB

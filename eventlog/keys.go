@@ -183,6 +183,10 @@ func keyString(k []byte) string {
 		if p, ok := parseTallyKey(k); ok {
 			return fmt.Sprintf("t/%q", p)
 		}
+	case prefixGroupTally:
+		if g, ok := parsePrefixedName(k, prefixGroupTally); ok {
+			return fmt.Sprintf("g/%q", g)
+		}
 	case prefixCatalog:
 		return fmt.Sprintf("r/%q", k[1:])
 	case prefixMeta:

@@ -64,7 +64,9 @@ type Log struct {
 	stageKeys    []string // each write's outcome key ("" without a command id)
 	stageTouched map[string]uint64
 	stageSeen    map[string]struct{}
-	stageTally   map[string]uint64 // principal → its tally after the writes so far (tally.go)
+	stageTally   map[string]uint64             // principal → its tally after the writes so far (tally.go)
+	stageGroups  map[string]uint64             // group → its tally after the writes so far (tally.go)
+	tallyGroup   func(principal string) string // SetTallyGroup's; nil: no group tallies
 	stageRuns    stagedRuns
 
 	// summaries is what the log keeps of its index of summaries

@@ -25,6 +25,36 @@ import (
 // what Verify checks.
 const prefixTally = 't'
 
+// Group tallies: the same count for a group of principals, the group
+// SetTallyGroup's function names for a principal (the engine's: the
+// principal's run), so that a caller can bound what many principals
+// record together:
+//
+//	key   'g' | uvarint len | group
+//	value sealed [uvarint count]
+//
+// Set in the same batch as the outcomes they count, by every append to
+// the log once the function is set (an engine's own, and a cluster copy's
+// of the writer's groups alike). The log does not know which principals a
+// group holds, so Verify checks each against all the outcomes with no
+// event. Builds that predate them ignore the keys, and an append made
+// without the function (or by such a build) is not counted in its group:
+// a group tally is at most its outcomes.
+const prefixGroupTally = 'g'
+
+// SetTallyGroup sets the function that names the group of a principal's
+// outcomes with no event ("" for none; see prefixGroupTally). Set it
+// before the first append whose outcomes it should count.
+func (l *Log) SetTallyGroup(group func(principal string) string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tallyGroup = group
+}
+
+func appendGroupTallyKey(dst []byte, group string) []byte {
+	return appendPrefixedStream(dst, prefixGroupTally, group)
+}
+
 func appendTallyKey(dst []byte, principal string) []byte {
 	return appendPrefixedStream(dst, prefixTally, principal)
 }
@@ -62,6 +92,16 @@ func (l *Log) EventlessOutcomes(principal string) (uint64, error) {
 	return l.readTally(appendTallyKey(nil, principal))
 }
 
+// EventlessOutcomesOfGroup returns how many outcomes that wrote no event
+// the log has recorded in group's tally, the appends staged so far
+// included (see prefixGroupTally).
+func (l *Log) EventlessOutcomesOfGroup(group string) (uint64, error) {
+	if err := l.readable(); err != nil {
+		return 0, err
+	}
+	return l.readTally(appendGroupTallyKey(nil, group))
+}
+
 // readTally reads the tally under key; 0 when there is none.
 func (l *Log) readTally(key []byte) (uint64, error) {
 	v, closer, err := l.db.Get(key)
@@ -80,29 +120,51 @@ func (l *Log) readTally(key []byte) (uint64, error) {
 // by stage with l.mu held: every earlier append is applied, so the reads
 // see it.
 func (l *Log) stageTallies(b *pebble.Batch, ws []Write) error {
-	var tallies map[string]uint64
+	var tallies, groups map[string]uint64
 	for i := range ws {
 		w := &ws[i]
 		if w.CommandID == "" || len(w.Events) > 0 {
 			continue
 		}
 		if tallies == nil {
-			tallies = reuseMap(&l.stageTally)
+			tallies, groups = reuseMap(&l.stageTally), reuseMap(&l.stageGroups)
 		}
-		n, ok := tallies[w.Principal]
-		if !ok {
-			var err error
-			if n, err = l.readTally(appendTallyKey(l.keyScratch[:0], w.Principal)); err != nil {
+		if err := l.countIn(tallies, appendTallyKey, w.Principal); err != nil {
+			return err
+		}
+		if l.tallyGroup == nil {
+			continue
+		}
+		if g := l.tallyGroup(w.Principal); g != "" {
+			if err := l.countIn(groups, appendGroupTallyKey, g); err != nil {
 				return err
 			}
 		}
-		tallies[w.Principal] = n + 1
 	}
-	for p, n := range tallies {
-		l.keyScratch = appendTallyKey(l.keyScratch[:0], p)
-		l.scratch = appendTallyValue(l.scratch[:0], n)
-		_ = b.Set(l.keyScratch, l.scratch, nil)
+	for _, m := range []struct {
+		tallies map[string]uint64
+		key     func([]byte, string) []byte
+	}{{tallies, appendTallyKey}, {groups, appendGroupTallyKey}} {
+		for name, n := range m.tallies {
+			l.keyScratch = m.key(l.keyScratch[:0], name)
+			l.scratch = appendTallyValue(l.scratch[:0], n)
+			_ = b.Set(l.keyScratch, l.scratch, nil)
+		}
 	}
+	return nil
+}
+
+// countIn counts one more outcome in tallies[name], read under key(name)
+// the first time.
+func (l *Log) countIn(tallies map[string]uint64, key func([]byte, string) []byte, name string) error {
+	n, ok := tallies[name]
+	if !ok {
+		var err error
+		if n, err = l.readTally(key(l.keyScratch[:0], name)); err != nil {
+			return err
+		}
+	}
+	tallies[name] = n + 1
 	return nil
 }
 
@@ -110,7 +172,11 @@ func (l *Log) stageTallies(b *pebble.Batch, ws []Write) error {
 // at most the outcomes with no event its principal has (eventless, from
 // the outcome scan).
 func verifyTallies(snap *pebble.Snapshot, eventless map[string]uint64) (int, error) {
-	return eachKey(snap, prefixTally, func(k, v []byte) error {
+	n, err := verifyGroupTallies(snap, eventless)
+	if err != nil {
+		return n, err
+	}
+	m, err := eachKey(snap, prefixTally, func(k, v []byte) error {
 		principal, ok := parseTallyKey(k)
 		if !ok {
 			return corruptf(0, k, "malformed tally key")
@@ -121,6 +187,30 @@ func verifyTallies(snap *pebble.Snapshot, eventless map[string]uint64) (int, err
 		}
 		if have := eventless[principal]; n > have {
 			return corruptf(0, k, "tally of %d outcomes with no event where the principal has %d", n, have)
+		}
+		return nil
+	})
+	return n + m, err
+}
+
+// verifyGroupTallies checks every group tally: its key, its seal, and that
+// it counts at most all the outcomes with no event (eventless, per
+// principal).
+func verifyGroupTallies(snap *pebble.Snapshot, eventless map[string]uint64) (int, error) {
+	var all uint64
+	for _, n := range eventless {
+		all += n
+	}
+	return eachKey(snap, prefixGroupTally, func(k, v []byte) error {
+		if _, ok := parsePrefixedName(k, prefixGroupTally); !ok {
+			return corruptf(0, k, "malformed group tally key")
+		}
+		n, err := decodeTally(k, v)
+		if err != nil {
+			return err
+		}
+		if n > all {
+			return corruptf(0, k, "group tally of %d outcomes with no event where the log has %d", n, all)
 		}
 		return nil
 	})

@@ -3,6 +3,7 @@ package eventlog
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -59,13 +60,52 @@ func TestTallyCountsEachPrincipalsEventlessOutcomes(t *testing.T) {
 	requireTallies(t, r, map[string]uint64{"wA": 3, "wB": 1, "wC": 1})
 }
 
+// A group's tally counts the outcomes with no event of the principals
+// SetTallyGroup puts in it, appended once the function is set; a
+// principal of no group ("") counts only in its own.
+func TestGroupTallyCountsItsPrincipalsEventlessOutcomes(t *testing.T) {
+	l, fs := openMem(t)
+	_, err := l.Append(refusal("a/w1", "before"))
+	require.NoError(t, err)
+	l.SetTallyGroup(func(p string) string {
+		group, _, _ := strings.Cut(p, "/")
+		return group
+	})
+	_, err = l.Append(refusal("a/w1", "x1"), refusal("a/w2", "x1"), refusal("b/w1", "x1"), refusal("admin", "x1"),
+		Write{Principal: "a/w1", CommandID: "x2", Events: evs("run", 1)})
+	require.NoError(t, err)
+	s, err := l.Stage(refusal("a/w3", "x1"))
+	require.NoError(t, err)
+	requireGroups := func(l *Log) {
+		t.Helper()
+		for g, n := range map[string]uint64{"a": 3, "b": 1, "admin": 1, "c": 0} {
+			got, err := l.EventlessOutcomesOfGroup(g)
+			require.NoError(t, err)
+			require.Equal(t, n, got, "group %q", g)
+		}
+	}
+	requireGroups(l)
+	_, err = s.Wait()
+	require.NoError(t, err)
+	rep, err := l.Verify(nil)
+	require.NoError(t, err)
+	require.Equal(t, 5+3, rep.Tallies, "five principals' tallies and three groups'")
+	require.NoError(t, l.Close())
+
+	r, err := Open("db", &Options{FS: fs})
+	require.NoError(t, err)
+	defer r.Close()
+	requireGroups(r)
+}
+
 // A tally is written in the batch that records its outcomes: after a crash
-// at any point, the tally of every principal is exactly its number of
-// eventless outcomes that survived.
+// at any point, the tally of every principal, and of their group, is
+// exactly its number of eventless outcomes that survived.
 func TestTallyAndItsOutcomesSurviveACrashTogether(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	l, err := Open("db", &Options{FS: mem})
 	require.NoError(t, err)
+	l.SetTallyGroup(func(string) string { return "all" })
 	rng := rand.New(rand.NewPCG(7, 7))
 	var clones []*vfs.MemFS
 	for i := range 40 {
@@ -88,6 +128,7 @@ func TestTallyAndItsOutcomesSurviveACrashTogether(t *testing.T) {
 		require.NoError(t, err, "clone %d", i)
 		_, err = r.Verify(nil)
 		require.NoError(t, err, "clone %d", i)
+		var all uint64
 		for p := range 3 {
 			principal := fmt.Sprintf("w%d", p)
 			var refusals uint64
@@ -99,13 +140,18 @@ func TestTallyAndItsOutcomesSurviveACrashTogether(t *testing.T) {
 			got, err := r.EventlessOutcomes(principal)
 			require.NoError(t, err)
 			require.Equal(t, refusals, got, "clone %d, principal %s", i, principal)
+			all += refusals
 		}
+		got, err := r.EventlessOutcomesOfGroup("all")
+		require.NoError(t, err)
+		require.Equal(t, all, got, "clone %d: the group's tally", i)
 		require.NoError(t, r.Close())
 	}
 }
 
 // Verify reads every tally: one that does not decode, or that counts more
-// outcomes with no event than its principal has, is corruption.
+// outcomes with no event than its principal has (a group's: than the log
+// has), is corruption.
 func TestVerifyChecksTallies(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -118,6 +164,9 @@ func TestVerifyChecksTallies(t *testing.T) {
 		{"a flipped byte", appendTallyKey(nil, "wA"), func() []byte { v := appendTallyValue(nil, 2); v[5] ^= 1; return v }(), "checksum mismatch"},
 		{"not one count", appendTallyKey(nil, "wA"), seal([]byte{2, 2}), "is not one count"},
 		{"a malformed key", []byte{prefixTally, 9, 'w'}, appendTallyValue(nil, 0), "malformed tally key"},
+		{"a group's more than all", appendGroupTallyKey(nil, "g"), appendTallyValue(nil, 3), "group tally of 3 outcomes with no event where the log has 2"},
+		{"a group's flipped byte", appendGroupTallyKey(nil, "g"), func() []byte { v := appendTallyValue(nil, 2); v[5] ^= 1; return v }(), "checksum mismatch"},
+		{"a malformed group key", []byte{prefixGroupTally, 9, 'g'}, appendTallyValue(nil, 0), "malformed group tally key"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -18,7 +18,7 @@ type VerifyReport struct {
 	Commands  int
 	Snapshots int
 	Views     int // stream views (view.go)
-	Tallies   int // principals' tallies of outcomes with no event (tally.go)
+	Tallies   int // principals' and groups' tallies of outcomes with no event (tally.go)
 	Summaries int // versions of stream summaries (summary.go)
 }
 
