@@ -269,7 +269,7 @@ type pending struct {
 // Open rebuilds the state from l (newest valid snapshot + tail) and starts
 // the writer. The engine does not own l: close the engine, then the log.
 func Open(l *eventlog.Log, opts Options) (*Engine, error) {
-	l.SetTallyGroup(runOfPrincipal)
+	KeepRunTallies(l)
 	o := opts
 	if o.Clock == nil {
 		o.Clock = time.Now

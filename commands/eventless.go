@@ -3,6 +3,7 @@ package commands
 import (
 	"fmt"
 
+	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
 )
 
@@ -76,6 +77,13 @@ func eventlessCount(counts map[string]uint64, name string, read func(string) (ui
 	counts[name] = n
 	return n, nil
 }
+
+// KeepRunTallies has l count its principals' outcomes with no event in
+// their run's tally (runOfPrincipal), which mayRecordEventless bounds. Open
+// calls it; whoever appends to l before (a cluster node copying the stream
+// at its start) calls it first, or those outcomes are left out of their
+// runs' counts.
+func KeepRunTallies(l *eventlog.Log) { l.SetTallyGroup(runOfPrincipal) }
 
 // runOfPrincipal is the tally group of a principal's outcomes with no
 // event: its run, "" for the admin and the engine.

@@ -78,8 +78,12 @@ func (l *Log) stageLegacyOutcomes(b *pebble.Batch) error {
 		return err
 	}
 	// The tallies count outcomes under their principals, which the
-	// layout of formats 1 and 2 does not have: such a store has none.
-	return b.DeleteRange([]byte{prefixTally}, []byte{prefixTally + 1}, nil)
+	// layout of formats 1 and 2 does not have: such a store has none, nor
+	// group tallies.
+	if err := b.DeleteRange([]byte{prefixTally}, []byte{prefixTally + 1}, nil); err != nil {
+		return err
+	}
+	return b.DeleteRange([]byte{prefixGroupTally}, []byte{prefixGroupTally + 1}, nil)
 }
 
 // encodeLegacy encodes o in the layout of formats 1 and 2 (no fingerprint),

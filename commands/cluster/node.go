@@ -135,6 +135,8 @@ func Start(ctx context.Context, local *eventlog.Log, o Options) (*Node, error) {
 		return nil, fmt.Errorf("cluster: jetstream: %w", err)
 	}
 	n := &Node{o: o, local: local, js: js, failed: make(chan struct{}), electedCh: make(chan struct{})}
+	// NB: before the copy catches up: what it copies now counts in its runs' tallies too.
+	commands.KeepRunTallies(local)
 	if n.jl, err = natslog.Open(ctx, js, local, o.Log); err != nil {
 		return nil, err
 	}
