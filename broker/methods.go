@@ -278,11 +278,11 @@ func runCommand(c *conn, id, method string, params json.RawMessage) (json.RawMes
 // withToken adds the minted secret to the answer. A command decided now recorded that secret's digest, so it is
 // answered as it is, even when a request decided right after it has re-issued the credential (two issues of one
 // task in one group, say): it was issued, then replaced. A replayed outcome is answered the secret only after
-// checking that it is the secret the recorded credential holds. NB: a replayed outcome is the same principal's answer to the same request (same fingerprint, which covers
-// the digest we derived), so the derivation matches what was recorded — except when the credential has been
-// re-issued or revoked since, or the outcome predates fingerprints (format 3) and so may have answered another
-// request under that id. In those cases our derivation is not the credential's secret and must not be handed out
-// as if it were.
+// checking that it is the secret the recorded credential holds. NB: a replayed outcome is the same principal's
+// answer to the same request (same fingerprint, which covers the digest we derived), so the derivation matches what
+// was recorded — except when the credential has been re-issued or revoked since, or the outcome predates
+// fingerprints (format 3) and so may have answered another request under that id. In those cases our derivation is
+// not the credential's secret and must not be handed out as if it were.
 func withToken(s *Server, reply commands.Reply, field, token, runID, key string) (map[string]json.RawMessage, error) {
 	var res map[string]json.RawMessage
 	if err := json.Unmarshal(reply.Result, &res); err != nil {

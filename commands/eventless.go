@@ -56,7 +56,8 @@ func (e *Engine) mayRecordEventless(f *flight, principal, runID string) (bool, e
 	}
 	var r uint64
 	if runID != "" {
-		if r, err = eventlessCount(f.eventlessRuns, runID, e.log.EventlessOutcomesOfGroup); err != nil || r >= MaxEventlessOutcomesPerRun {
+		r, err = eventlessCount(f.eventlessRuns, runID, e.log.EventlessOutcomesOfGroup)
+		if err != nil || r >= MaxEventlessOutcomesPerRun {
 			return false, err
 		}
 		f.eventlessRuns[runID] = r + 1
