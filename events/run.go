@@ -24,7 +24,7 @@ const (
 // Quota names: the per-run limit a run.quota_exceeded reports.
 const (
 	QuotaEvents  = "events"   // events in the run's stream
-	QuotaBytes   = "bytes"    // bytes of text the run holds: message bodies and subjects, the strings of its other events
+	QuotaBytes   = "bytes"    // bytes of text the run holds: every string its events record (events.TextBytes)
 	QuotaMsgRate = "msg-rate" // messages appended in the last minute
 )
 

@@ -17,7 +17,7 @@
 //     admitted and not terminal, so it survives restarts), mailboxes, asks,
 //     credentials (digests only), the engine config in force, and each run's
 //     usage for its quotas and the slot pool's fairness (Run.Usage: events,
-//     message bytes, the bytes of its other events' strings, when it last
+//     message bytes, the bytes of its events' other strings, when it last
 //     waited for a slot; fairness.go).
 //   - Paged queries (TasksPage, DelegationsPage, LedgerPage, Mailbox,
 //     AsksPage, CredentialsPage, Runs) take a cursor that is an ordinal into

@@ -71,9 +71,10 @@ type RunUsage struct {
 	// what the run's messages hold in memory.
 	MsgBytes int64 `msgpack:"msgBytes"`
 	// TextBytes is Σ events.TextBytes of the run's events: the strings
-	// they record beside its messages. The bytes quota counts MsgBytes +
-	// TextBytes. A run whose record an older crewd wrote (a snapshot, a
-	// summary) counts from the events folded since.
+	// they record beside its messages' bodies and subjects. The bytes quota
+	// counts MsgBytes + TextBytes. A run whose record an older crewd wrote
+	// (a snapshot, a summary) keeps that crewd's count of the events folded
+	// before it, and counts the events folded since as this build does.
 	TextBytes int64 `msgpack:"textBytes,omitempty"`
 	// SlotWaitAt is when the run was last refused a slot (slots-exhausted
 	// or slot-share-exceeded) while it held fewer than its share, cleared by
@@ -84,7 +85,7 @@ type RunUsage struct {
 }
 
 // Bytes is what the run's bytes quota counts: its messages' bodies and
-// subjects and the strings of its other events.
+// subjects and every other string its events record.
 func (u RunUsage) Bytes() int64 { return u.MsgBytes + u.TextBytes }
 
 // WaitState is the run's single "park" slot, set by ask.requested; the run
