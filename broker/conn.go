@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/commands"
 )
 
 // closeReason says why a connection ended; it is logged at debug (nats client.go's ClosedState).
@@ -71,14 +72,15 @@ type conn struct {
 	cancel context.CancelFunc
 	done   <-chan struct{}
 
-	id         identity // written by the reader during hello, before bind publishes the connection
-	authed     bool     // reader only
-	ck         string   // credKey(id), once authed: the pacer's key, built once rather than on every request
-	bound      bool     // counted by bind (under the server's mu)
-	pending    bool     // counted in the server's pending for peerPID until its hello ends (under the server's mu)
-	peerPID    int      // the connecting process (SO_PEERCRED)
-	subCounted bool     // counted in the credential's subscriptions (under the server's mu)
-	boundAt    uint64   // the published head at hello: mailbox pushes are of later messages (under the server's mu)
+	id         identity             // written by the reader during hello, before bind publishes the connection
+	authed     bool                 // reader only
+	ck         string               // credKey(id), once authed: the pacer's key, built once rather than on every request
+	cred       *commands.Credential // id.credential(), once authed: the writer checks it again, built once
+	bound      bool                 // counted by bind (under the server's mu)
+	pending    bool                 // counted in the server's pending for peerPID until its hello ends (under the server's mu)
+	peerPID    int                  // the connecting process (SO_PEERCRED)
+	subCounted bool                 // counted in the credential's subscriptions (under the server's mu)
+	boundAt    uint64               // the published head at hello: mailbox pushes are of later messages (under the server's mu)
 
 	// members is the map the reader split its last command's params into, kept empty for the next (runCommand
 	// takes it while it fills it, and gives it back emptied only after a command it could parse): reader only, and

@@ -119,7 +119,7 @@ func (c *conn) handle(req wire.Request, size int) bool {
 			c.s.lg.Debug("hello refused", "conn", c.seq, "code", string(bad.Code), "message", bad.Message)
 			return c.sendError(req.ID, bad)
 		}
-		c.authed, c.ck = true, k
+		c.authed, c.ck, c.cred = true, k, id.credential()
 		c.nc.SetReadDeadline(time.Time{})
 		c.startIdleTimer()
 		c.s.lg.Debug("hello", "conn", c.seq, "role", id.role, "runId", id.runID, "taskId", id.taskID)
@@ -252,8 +252,8 @@ func runCommand(c *conn, id, method string, params json.RawMessage) (json.RawMes
 		room -= len(`,"":`) + len(tokenField) + jsonLen(token)
 	}
 	reply, err := c.s.eng.Submit(c.ctx, commands.Request{Principal: principal, CommandID: commandID,
-		Actor: principal.Actor(), Command: cmd, MaxResultBytes: max(room, 1), Credential: c.id.credential()})
-	if ended := (*commands.CredentialEndedError)(nil); errors.As(err, &ended) {
+		Actor: principal.Actor(), Command: cmd, MaxResultBytes: max(room, 1), Credential: c.cred})
+	if ended, ok := err.(*commands.CredentialEndedError); ok { // NB: as Submit returns it, and no allocation when nil
 		return nil, credentialEndedAnswer(ended.End)
 	}
 	if errors.Is(err, commands.ErrResultTooLarge) {

@@ -58,17 +58,11 @@ type CredentialEndedError struct {
 }
 
 func (e *CredentialEndedError) Error() string {
-	switch e.End {
-	case CredentialRunEnded:
-		return "commands: the credential's run has ended; nothing was recorded"
-	case CredentialTaskEnded:
-		return "commands: the credential's task has ended; nothing was recorded"
-	}
-	return "commands: the credential was revoked; nothing was recorded"
+	return "commands: the credential has ended (" + e.reason() + "); nothing was recorded"
 }
 
-// reason names the end for the engine's observer, as the answer's code
-// and message do for the client.
+// reason names the end for the error and the engine's observer, as the
+// answer's code and message do for the client.
 func (e *CredentialEndedError) reason() string {
 	switch e.End {
 	case CredentialRunEnded:

@@ -13,8 +13,8 @@ import (
 // would pass a quota of the config in force: quotaEvents (events in the
 // stream), quotaBytes (the bytes of text the run's events hold: message
 // bodies and subjects, and every other string its events record, their
-// envelopes' included, events.TextBytes) or quotaMsgsPerMin (messages appended in the last
-// minute by the engine clock, Env.Now). Everything the check reads is in
+// envelopes' included, events.TextBytes) or quotaMsgsPerMin (messages
+// appended in the last minute by the engine clock, Env.Now). Everything the check reads is in
 // the state, the config and the clock reading, so replay decides the same.
 //
 // Commands that wind a run down or settle its work (terminal transitions,
@@ -153,7 +153,7 @@ func overQuota(s *projections.State, runID string, g Growth, env *Env) (events.R
 	switch {
 	case cfg.QuotaEvents > 0 && g.Events > 0 && u.Events+g.Events > limit(cfg.QuotaEvents):
 		return events.RunQuotaExceeded{Quota: events.QuotaEvents, Used: u.Events, Adding: g.Events, Max: limit(cfg.QuotaEvents)}, true
-	case cfg.QuotaBytes > 0 && u.Bytes()+g.Bytes > limit(cfg.QuotaBytes):
+	case pastBytesQuota(u, g, env):
 		// NB: without a g.Bytes > 0 guard: a measured command that adds no
 		// text is refused once the run is past the quota (a wind-down's
 		// text can take it there), or it could bring a text-carrying
@@ -169,6 +169,12 @@ func overQuota(s *projections.State, runID string, g Growth, env *Env) (events.R
 		}
 	}
 	return events.RunQuotaExceeded{}, false
+}
+
+// pastBytesQuota reports whether growth g would take a run of usage u past
+// the bytes quota env's actor may use.
+func pastBytesQuota(u projections.RunUsage, g Growth, env *Env) bool {
+	return env.Config.QuotaBytes > 0 && u.Bytes()+g.Bytes > quotaLimit(env)(env.Config.QuotaBytes)
 }
 
 // quotaLimit is what of a quota env's actor may use: a worker stops short

@@ -43,7 +43,7 @@ func clipPastQuota(s *projections.State, cmd Command, env *Env, d Decision, err 
 	}
 	runID := d.Events[0].Stream
 	run, ok := s.Run(runID)
-	if !ok || run.Usage.Bytes()+growthOf(runID, d.Events).Bytes <= quotaLimit(env)(env.Config.QuotaBytes) {
+	if !ok || !pastBytesQuota(run.Usage, growthOf(runID, d.Events), env) {
 		return d, err
 	}
 	short := c.clippedTo(ClipStatusBytes)

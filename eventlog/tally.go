@@ -141,17 +141,18 @@ func (l *Log) stageTallies(b *pebble.Batch, ws []Write) error {
 			}
 		}
 	}
-	for _, m := range []struct {
-		tallies map[string]uint64
-		key     func([]byte, string) []byte
-	}{{tallies, appendTallyKey}, {groups, appendGroupTallyKey}} {
-		for name, n := range m.tallies {
-			l.keyScratch = m.key(l.keyScratch[:0], name)
-			l.scratch = appendTallyValue(l.scratch[:0], n)
-			_ = b.Set(l.keyScratch, l.scratch, nil)
-		}
-	}
+	l.setTallies(b, tallies, appendTallyKey)
+	l.setTallies(b, groups, appendGroupTallyKey)
 	return nil
+}
+
+// setTallies adds to b each of tallies under key(name).
+func (l *Log) setTallies(b *pebble.Batch, tallies map[string]uint64, key func([]byte, string) []byte) {
+	for name, n := range tallies {
+		l.keyScratch = key(l.keyScratch[:0], name)
+		l.scratch = appendTallyValue(l.scratch[:0], n)
+		_ = b.Set(l.keyScratch, l.scratch, nil)
+	}
 }
 
 // countIn counts one more outcome in tallies[name], read under key(name)

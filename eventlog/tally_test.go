@@ -61,8 +61,8 @@ func TestTallyCountsEachPrincipalsEventlessOutcomes(t *testing.T) {
 }
 
 // A group's tally counts the outcomes with no event of the principals
-// SetTallyGroup puts in it, appended once the function is set; a
-// principal of no group ("") counts only in its own.
+// SetTallyGroup puts in it, appended once the function is set, and no
+// outcome with events.
 func TestGroupTallyCountsItsPrincipalsEventlessOutcomes(t *testing.T) {
 	l, fs := openMem(t)
 	_, err := l.Append(refusal("a/w1", "before"))
