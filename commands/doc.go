@@ -275,6 +275,10 @@
 // past the bytes quota keeps at most ClipStatusBytes of each status text,
 // marked, so ending the many tasks a run may hold adds a line each
 // (TestWindDownsPastTheBytesQuotaKeepALineOfText).
+// A run holds at most MaxLiveTasksPerRun workflow tasks that have not
+// ended (live_tasks.go): a budget abort ends all of them in one decision,
+// which the bound keeps to a few thousand events
+// (TestABudgetAbortEndsAtMostMaxLiveTasksPerRun).
 //
 // # Budget (SPEC §4.2)
 //

@@ -48,6 +48,9 @@ func (c *TaskCreate) decide(s *projections.State, env *Env) (Decision, error) {
 	if _, exists := s.Task(c.RunID, c.TaskID); exists {
 		return Decision{}, badParams("task.create: task %q already exists in run %q", c.TaskID, c.RunID)
 	}
+	if err := liveTasksFull(s, c.Kind(), c.RunID); err != nil {
+		return Decision{}, err
+	}
 	for _, d := range c.DependsOn {
 		if _, ok := s.Task(c.RunID, d); !ok {
 			return Decision{}, badParams("task.create: dependency %q is not a task of run %q", d, c.RunID)
@@ -132,6 +135,11 @@ func (c *TaskTransition) decide(s *projections.State, env *Env) (Decision, error
 	to := projections.TaskStatus(c.To)
 	if !contains(taskTransitions[t.Status], to) {
 		return Decision{}, badParams("task.transition: task %s cannot go from %s to %q", c.TaskID, t.Status, c.To)
+	}
+	if t.Status.Terminal() && !to.Terminal() {
+		if err := liveTasksFull(s, c.Kind(), c.RunID); err != nil {
+			return Decision{}, err
+		}
 	}
 	var typ string
 	var p any

@@ -98,7 +98,7 @@ func applyDelegation(s *State, r *runState, ev events.Event) {
 			d.Status = DelegationRunning
 			d.PID = p.PID
 			if t := r.tasks[p.SubID]; t != nil && t.Status == TaskQueued {
-				t.setStatus(TaskRunning)
+				r.setTaskStatus(t, TaskRunning)
 			}
 		}
 	case events.TypeDelegateCancelRequested:
@@ -185,7 +185,7 @@ func settle(s *State, r *runState, st DelegationStatus, p *events.DelegateSettle
 	d.MessageID = p.MessageID
 	releaseSlot(s, p.SubID)
 	if t := r.tasks[p.SubID]; t != nil {
-		t.setStatus(st.taskStatus())
+		r.setTaskStatus(t, st.taskStatus())
 		t.FinishedAt = at
 		t.Error = p.Error
 	}

@@ -129,6 +129,7 @@ func checkInvariants(t *testing.T, s *State) {
 			require.Equal(t, a.Reserved+a.Charged, a.TokensSpent, "tokensSpent = Σ reservations + Σ charges")
 		}
 		var used int64
+		live := 0
 		run, _ := s.Run(runID)
 		status, ok := s.RunStatus(runID)
 		require.True(t, ok)
@@ -139,8 +140,12 @@ func checkInvariants(t *testing.T, s *State) {
 			require.Equal(t, task.Status, status, "TaskStatus is the task's")
 			require.Equal(t, task.Status == TaskWaiting, task.Waiting != nil, "R4: waiting iff marker")
 			used += task.Usage.Budgeted()
+			if !task.Shadow() && !task.Status.Terminal() {
+				live++
+			}
 		}
 		require.Equal(t, used, r.run.BudgetUsed)
+		require.Equal(t, live, s.LiveTasks(runID), "LiveTasks counts the workflow tasks not ended")
 		for to, box := range r.boxes {
 			for _, i := range box {
 				require.Equal(t, to, r.msgs.At(i).To)

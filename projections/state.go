@@ -49,6 +49,7 @@ type runState struct {
 
 	tasks     map[string]*Task
 	taskOrder []string
+	liveTasks int // the workflow tasks not in a terminal status (LiveTasks)
 
 	dels     map[string]*Delegation // by subId
 	delOrder []string
@@ -159,6 +160,7 @@ func (r *runState) clone() *runState {
 		c.tasks[id] = &tasks[len(tasks)-1]
 	}
 	c.taskOrder = cloneSlice(r.taskOrder)
+	c.liveTasks = r.liveTasks
 	c.dels = make(map[string]*Delegation, len(r.dels))
 	dels := make([]Delegation, 0, len(r.dels))
 	for id, d := range r.dels {

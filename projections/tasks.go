@@ -131,6 +131,25 @@ func (t *Task) cloneValue() Task {
 func (r *runState) addTask(t *Task) {
 	r.tasks[t.TaskID] = t
 	r.taskOrder = append(r.taskOrder, t.TaskID)
+	if t.live() {
+		r.liveTasks++
+	}
+}
+
+// live reports whether t counts against its run's live tasks: a workflow task not in a terminal status.
+// NB: a shadow task follows its delegation, which holds a slot while it is in flight: the slots bound those.
+func (t *Task) live() bool { return !t.Shadow() && !t.Status.Terminal() }
+
+// setTaskStatus moves t, a task of r, to st and keeps r's count of live tasks.
+func (r *runState) setTaskStatus(t *Task, st TaskStatus) {
+	was := t.live()
+	t.setStatus(st)
+	switch now := t.live(); {
+	case now && !was:
+		r.liveTasks++
+	case was && !now:
+		r.liveTasks--
+	}
 }
 
 // setStatus moves t to st at time at; leaving waiting drops the park marker,
@@ -170,7 +189,7 @@ func applyTask(r *runState, ev events.Event) {
 	case events.TypeTaskStarted:
 		if p := events.PayloadAs[events.TaskStarted](ev); p != nil {
 			if t := r.tasks[p.TaskID]; t != nil {
-				t.setStatus(TaskRunning)
+				r.setTaskStatus(t, TaskRunning)
 				t.StartedAt = at
 				if p.Cwd != "" {
 					t.Cwd = p.Cwd
@@ -186,7 +205,7 @@ func applyTask(r *runState, ev events.Event) {
 	case events.TypeTaskCancelled:
 		if p := events.PayloadAs[events.TaskCancelled](ev); p != nil {
 			if t := r.tasks[p.TaskID]; t != nil {
-				t.setStatus(TaskCancelled)
+				r.setTaskStatus(t, TaskCancelled)
 				t.StatusReason = p.Reason
 				t.FinishedAt = at
 			}
@@ -194,7 +213,7 @@ func applyTask(r *runState, ev events.Event) {
 	case events.TypeTaskSkipped:
 		if p := events.PayloadAs[events.TaskSkipped](ev); p != nil {
 			if t := r.tasks[p.TaskID]; t != nil {
-				t.setStatus(TaskSkipped)
+				r.setTaskStatus(t, TaskSkipped)
 				t.StatusReason = p.Reason
 				t.FinishedAt = at
 			}
@@ -204,7 +223,7 @@ func applyTask(r *runState, ev events.Event) {
 			if t := r.tasks[p.TaskID]; t != nil {
 				// Like pi-crew's crash recovery: back to queued with the
 				// run-specific fields cleared.
-				t.setStatus(TaskQueued)
+				r.setTaskStatus(t, TaskQueued)
 				t.StatusReason = p.Reason
 				t.StartedAt, t.FinishedAt = 0, 0
 				t.Error, t.FailureCause = "", ""
@@ -214,14 +233,14 @@ func applyTask(r *runState, ev events.Event) {
 	case events.TypeTaskWaiting:
 		if p := events.PayloadAs[events.TaskWaiting](ev); p != nil {
 			if t := r.tasks[p.TaskID]; t != nil {
-				t.setStatus(TaskWaiting)
+				r.setTaskStatus(t, TaskWaiting)
 				t.Waiting = &Waiting{QuestionID: p.QuestionID, AskedAt: p.AskedAt, Deadline: p.Deadline, Options: p.Options}
 			}
 		}
 	case events.TypeTaskResumed:
 		if p := events.PayloadAs[events.TaskResumed](ev); p != nil {
 			if t := r.tasks[p.TaskID]; t != nil {
-				t.setStatus(TaskRunning)
+				r.setTaskStatus(t, TaskRunning)
 			}
 		}
 	case events.TypeTaskUsage:
@@ -240,7 +259,7 @@ func endTask(r *runState, st TaskStatus, p *events.TaskEnded, at int64) {
 		return
 	}
 	if t := r.tasks[p.TaskID]; t != nil {
-		t.setStatus(st)
+		r.setTaskStatus(t, st)
 		t.Error = p.Error
 		t.FailureCause = p.FailureCause
 		t.FinishedAt = at
@@ -265,6 +284,15 @@ func (s *State) TaskStatus(runID, taskID string) (TaskStatus, bool) {
 		return "", false
 	}
 	return r.tasks[taskID].Status, true
+}
+
+// LiveTasks is the number of run runID's workflow tasks not in a terminal status (queued, running or waiting):
+// what a budget abort of the run cancels or skips in one decision.
+func (s *State) LiveTasks(runID string) int {
+	if r := s.run(runID); r != nil {
+		return r.liveTasks
+	}
+	return 0
 }
 
 // Tasks returns the tasks of run runID in creation order (shadow tasks

@@ -26,7 +26,7 @@ var (
 		"CredentialsPage",
 		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage", "LedgerTotals",
 		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "RunStatus", "Runs", "SlotHolder", "SlotWaiters", "Slots",
-		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "Task", "TaskStatus", "Tasks", "TasksPage",
+		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "Task", "TaskStatus", "Tasks", "TasksPage", "LiveTasks",
 		"ActiveLeases", "Job", "JobCount", "JobHeader", "JobTool", "Jobs", "LiveRequests", "ProxyRequestOf", "RevokedRootsOf",
 	}
 	stateNotQueries = []string{
@@ -102,6 +102,7 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 		q("SlotWaiters", s.SlotWaiters(run, now, 1e9, 2))
 		q("MessagesSince", s.MessagesSince(run, 0, 1000))
 		q("RootSpent", s.RootSpent(run))
+		q("LiveTasks", s.LiveTasks(run))
 		tasks := s.Tasks(run)
 		q("Tasks", tasks)
 		recordPages(t, q, "TasksPage", func(f projections.PageFilter) (string, any, error) {
