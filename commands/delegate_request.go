@@ -312,11 +312,12 @@ const (
 // whose cwd is exactly cwd (D§4.7: exact equality, not prefix).
 func overlappingExecutors(s *projections.State, runID, self, cwd string) int {
 	n := 0
-	for _, t := range s.Tasks(runID) {
+	s.EachLiveTask(runID, func(t projections.Task) bool {
 		if t.TaskID != self && t.Status == projections.TaskRunning && t.Cwd == cwd && slices.Contains(writeRoles, t.Role) {
 			n++
 		}
-	}
+		return true
+	})
 	return n
 }
 

@@ -278,7 +278,12 @@
 // A run holds at most MaxLiveTasksPerRun workflow tasks that have not
 // ended (live_tasks.go): a budget abort ends all of them in one decision,
 // which the bound keeps to a few thousand events
-// (TestABudgetAbortEndsAtMostMaxLiveTasksPerRun).
+// (TestABudgetAbortEndsAtMostMaxLiveTasksPerRun). Decisions that read the
+// run's tasks that have not ended (a budget abort, a worker's message to
+// its group, an executor delegation's overlap check) walk only those
+// (projections.State.EachLiveTask), and a message to all stops past
+// MaxRecipients, so none costs more for the tasks the run has ended
+// (TestDecisionsWalkOnlyTheLiveTasks).
 //
 // # Budget (SPEC §4.2)
 //

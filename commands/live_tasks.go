@@ -16,10 +16,12 @@ const MaxLiveTasksPerRun = 4096
 // liveTasksFull is the refusal of a command of method that would add a live task to run runID, or nil when the
 // run has room for one more.
 func liveTasksFull(s *projections.State, method, runID string) error {
-	if s.LiveTasks(runID) < MaxLiveTasksPerRun {
+	n := s.LiveTasks(runID)
+	if n < MaxLiveTasksPerRun {
 		return nil
 	}
+	// NB: n may pass the most: a run folded from a log written before the bound, or imported, may hold more.
 	return reject(CodeQuotaExceeded, "quota-live-tasks",
-		"%s: run %q holds %d tasks that have not ended (queued, running or waiting), the most a run may hold; "+
-			"end one first", method, runID, MaxLiveTasksPerRun)
+		"%s: run %q holds %d tasks that have not ended (queued, running or waiting); a run may hold at most %d: "+
+			"end one first", method, runID, n, MaxLiveTasksPerRun)
 }

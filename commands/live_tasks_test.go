@@ -2,6 +2,7 @@ package commands
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -101,4 +102,70 @@ func TestEndingATaskMakesRoomForAnother(t *testing.T) {
 	_, err = decideAndFold(s, &TaskTransition{RunID: "R", TaskID: "W", To: "queued"})
 	require.NoError(t, err, "X's end made room for W's retry")
 	require.Equal(t, MaxLiveTasksPerRun, s.LiveTasks("R"))
+}
+
+// A decision that reads its run's live tasks walks only those: a budget abort, a worker's message to its group, an
+// executor's delegate.request (its overlap check) and an orchestrator's message to all (refused past
+// MaxRecipients) cost the same however many tasks the run has ended. They walked, and copied, every task the run
+// ever held: a worker could make the single writer copy hundreds of thousands of tasks per request.
+func TestDecisionsWalkOnlyTheLiveTasks(t *testing.T) {
+	executor := "executor"
+	decisions := map[string]struct {
+		actor events.Actor
+		cmd   Command
+	}{
+		"budget abort":        {events.Actor{Role: events.RoleWorker, TaskID: "W"}, &TaskUsage{RunID: "R", TaskID: "W", Input: 99}},
+		"message to group":    {events.Actor{Role: events.RoleWorker, TaskID: "W"}, &MessageSend{RunID: "R", FromTask: "W", To: []string{ToGroup}, Body: "b"}},
+		"message to all":      {events.Actor{Role: events.RoleOrchestrator}, &MessageSend{RunID: "R", To: []string{ToAll}, Body: "b"}},
+		"executor delegation": {events.Actor{Role: events.RoleWorker, TaskID: "W"}, &DelegateRequest{RunID: "R", TaskID: "W", Prompt: "p", Role: &executor}},
+	}
+	cost := func(ended int) map[string]float64 {
+		w := newScenarioWorld(t)
+		require.NoError(t, w.config([]string{"quotaEvents=0", "quotaBytes=0", "nestingEnabled=true", "maxSlots=4"}))
+		require.NoError(t, w.given(events.TypeRunCreated, "R", `{"team":"t","goal":"g","cwd":"/w","budgetTotal":100}`))
+		require.NoError(t, w.given(events.TypeRunRunning, "R", `{}`))
+		s := w.s
+		for i := range ended {
+			id := fmt.Sprintf("E%d", i)
+			_, err := decideAndFold(s, createTask(id))
+			require.NoError(t, err)
+			_, err = decideAndFold(s, &TaskTransition{RunID: "R", TaskID: id, To: "cancelled"})
+			require.NoError(t, err)
+		}
+		for _, id := range []string{"W", "L1", "L2"} {
+			_, err := decideAndFold(s, createTask(id))
+			require.NoError(t, err)
+		}
+		_, err := decideAndFold(s, &TaskTransition{RunID: "R", TaskID: "W", To: "running"})
+		require.NoError(t, err)
+		out := map[string]float64{}
+		for name, d := range decisions {
+			env := Env{Config: s.Config(), Now: 1e18, Actor: d.actor}
+			out[name] = bytesPerRun(func() { Decide(s, d.cmd, env) })
+		}
+		return out
+	}
+	// NB: a message to all stops at MaxRecipients+1 tasks, which it then refuses: a few KiB more than with none
+	// ended, against megabytes when every task was copied.
+	const slack = 16 << 10
+	few, many := cost(0), cost(20_000)
+	for name := range decisions {
+		t.Run(name, func(t *testing.T) {
+			require.LessOrEqual(t, many[name], few[name]+slack, "%.0f bytes allocated with 20,000 ended tasks, %.0f with none",
+				many[name], few[name])
+		})
+	}
+}
+
+// bytesPerRun is the bytes f allocates, the mean of a few runs.
+func bytesPerRun(f func()) float64 {
+	const runs = 4
+	f() // warm up
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	return float64(after.TotalAlloc-before.TotalAlloc) / runs
 }

@@ -153,17 +153,19 @@ func (c *MessageSend) recipients(s *projections.State) ([]recipient, error) {
 		case to == ToParent:
 			add(events.RunInbox, ToParent)
 		case to == ToAll && !worker:
-			for _, t := range s.Tasks(c.RunID) {
-				if !t.Shadow() {
-					add(t.TaskID, t.TaskID)
-				}
-			}
+			// NB: past MaxRecipients the message is refused whatever else it names: a run's tasks, ended ones
+			// included, can number in the hundreds of thousands, and the walk stops there.
+			s.EachWorkflowTask(c.RunID, func(t projections.Task) bool {
+				add(t.TaskID, t.TaskID)
+				return len(out) <= MaxRecipients
+			})
 		case to == ToGroup && worker:
-			for _, t := range s.Tasks(c.RunID) {
-				if !t.Shadow() && !t.Status.Terminal() && t.TaskID != c.FromTask {
+			s.EachLiveTask(c.RunID, func(t projections.Task) bool {
+				if !t.Shadow() && t.TaskID != c.FromTask {
 					add(t.TaskID, t.TaskID)
 				}
-			}
+				return len(out) <= MaxRecipients
+			})
 		case to == ToAll || to == ToGroup:
 			if worker {
 				return nil, reject(CodeForbidden, "forbidden", "msg.send: a worker may send only to parent, group or a task of its run")

@@ -48,13 +48,13 @@ func (c *TaskCreate) decide(s *projections.State, env *Env) (Decision, error) {
 	if _, exists := s.Task(c.RunID, c.TaskID); exists {
 		return Decision{}, badParams("task.create: task %q already exists in run %q", c.TaskID, c.RunID)
 	}
-	if err := liveTasksFull(s, c.Kind(), c.RunID); err != nil {
-		return Decision{}, err
-	}
 	for _, d := range c.DependsOn {
 		if _, ok := s.Task(c.RunID, d); !ok {
 			return Decision{}, badParams("task.create: dependency %q is not a task of run %q", d, c.RunID)
 		}
+	}
+	if err := liveTasksFull(s, c.Kind(), c.RunID); err != nil {
+		return Decision{}, err
 	}
 	deps := append([]string{}, c.DependsOn...)
 	ev := env.event(c.RunID, events.TypeTaskCreated, &events.TaskCreated{

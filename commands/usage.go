@@ -143,9 +143,10 @@ func overFairShare(taskUsage, total int64) bool {
 // the run fails when the D§2.2 machine lets it.
 func budgetAbort(s *projections.State, env *Env, run projections.Run) []events.Event {
 	var evs []events.Event
-	for _, t := range s.Tasks(run.RunID) {
+	// NB: the live tasks only (at most MaxLiveTasksPerRun), never every task the run has ended.
+	s.EachLiveTask(run.RunID, func(t projections.Task) bool {
 		if t.Shadow() {
-			continue
+			return true
 		}
 		switch t.Status {
 		case projections.TaskRunning, projections.TaskWaiting:
@@ -155,7 +156,8 @@ func budgetAbort(s *projections.State, env *Env, run projections.Run) []events.E
 			evs = append(evs, env.event(run.RunID, events.TypeTaskSkipped,
 				&events.TaskSkipped{TaskID: t.TaskID, Reason: ReasonBudgetAbort}))
 		}
-	}
+		return true
+	})
 	evs = append(evs, cancelInFlight(s, env, run.RunID, ReasonBudgetAbort)...)
 	if run.Status != projections.RunFailed && contains(runTransitions[run.Status], projections.RunFailed) {
 		evs = append(evs, env.event(run.RunID, events.TypeRunFailed, &events.RunFailed{Reason: ReasonBudgetAbort}))

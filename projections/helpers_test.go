@@ -129,7 +129,8 @@ func checkInvariants(t *testing.T, s *State) {
 			require.Equal(t, a.Reserved+a.Charged, a.TokensSpent, "tokensSpent = Σ reservations + Σ charges")
 		}
 		var used int64
-		live := 0
+		var live []string
+		workflow := 0
 		run, _ := s.Run(runID)
 		status, ok := s.RunStatus(runID)
 		require.True(t, ok)
@@ -140,12 +141,32 @@ func checkInvariants(t *testing.T, s *State) {
 			require.Equal(t, task.Status, status, "TaskStatus is the task's")
 			require.Equal(t, task.Status == TaskWaiting, task.Waiting != nil, "R4: waiting iff marker")
 			used += task.Usage.Budgeted()
-			if !task.Shadow() && !task.Status.Terminal() {
-				live++
+			if !task.Status.Terminal() {
+				live = append(live, task.TaskID)
+				if !task.Shadow() {
+					workflow++
+				}
 			}
 		}
 		require.Equal(t, used, r.run.BudgetUsed)
-		require.Equal(t, live, s.LiveTasks(runID), "LiveTasks counts the workflow tasks not ended")
+		var walked []string
+		s.EachLiveTask(runID, func(task Task) bool {
+			walked = append(walked, task.TaskID)
+			return true
+		})
+		require.Equal(t, live, walked, "EachLiveTask walks the tasks not ended, in creation order")
+		require.Equal(t, workflow, s.LiveTasks(runID), "LiveTasks counts the workflow tasks not ended")
+		var workflowIDs, walkedWorkflow []string
+		for _, task := range s.Tasks(runID) {
+			if !task.Shadow() {
+				workflowIDs = append(workflowIDs, task.TaskID)
+			}
+		}
+		s.EachWorkflowTask(runID, func(task Task) bool {
+			walkedWorkflow = append(walkedWorkflow, task.TaskID)
+			return true
+		})
+		require.Equal(t, workflowIDs, walkedWorkflow, "EachWorkflowTask walks the workflow tasks, in creation order")
 		for to, box := range r.boxes {
 			for _, i := range box {
 				require.Equal(t, to, r.msgs.At(i).To)

@@ -49,7 +49,11 @@ type runState struct {
 
 	tasks     map[string]*Task
 	taskOrder []string
-	liveTasks int // the workflow tasks not in a terminal status (LiveTasks)
+	// workflowOrder is taskOrder without the shadow tasks (EachWorkflowTask).
+	workflowOrder []string
+	live          []string // the tasks not in a terminal status, shadow ones included, in creation order (setTaskStatus)
+	// liveWorkflow is how many of live are workflow tasks (LiveTasks).
+	liveWorkflow int
 
 	dels     map[string]*Delegation // by subId
 	delOrder []string
@@ -160,7 +164,7 @@ func (r *runState) clone() *runState {
 		c.tasks[id] = &tasks[len(tasks)-1]
 	}
 	c.taskOrder = cloneSlice(r.taskOrder)
-	c.liveTasks = r.liveTasks
+	c.workflowOrder, c.live, c.liveWorkflow = cloneSlice(r.workflowOrder), cloneSlice(r.live), r.liveWorkflow
 	c.dels = make(map[string]*Delegation, len(r.dels))
 	dels := make([]Delegation, 0, len(r.dels))
 	for id, d := range r.dels {

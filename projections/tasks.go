@@ -1,6 +1,11 @@
 package projections
 
-import "github.com/crewlog/crewlog/events"
+import (
+	"cmp"
+	"slices"
+
+	"github.com/crewlog/crewlog/events"
+)
 
 // TaskStatus is a status of the D§2.4 task machine.
 type TaskStatus string
@@ -62,6 +67,10 @@ type Task struct {
 	CreatedAt  int64 `json:"createdAt" msgpack:"createdAt"`
 	StartedAt  int64 `json:"startedAt,omitempty" msgpack:"startedAt"`
 	FinishedAt int64 `json:"finishedAt,omitempty" msgpack:"finishedAt"`
+
+	// ord is the task's place in its run's creation order (runState.taskOrder), which orders the run's tasks
+	// that have not ended. NB: set by addTask inside the state; a query's copy carries 0.
+	ord int
 }
 
 // Allocation is a task's delegation budget (D§2.3): tokensGranted is
@@ -129,26 +138,53 @@ func (t *Task) cloneValue() Task {
 }
 
 func (r *runState) addTask(t *Task) {
+	t.ord = len(r.taskOrder)
 	r.tasks[t.TaskID] = t
 	r.taskOrder = append(r.taskOrder, t.TaskID)
-	if t.live() {
-		r.liveTasks++
+	if !t.Shadow() {
+		r.workflowOrder = append(r.workflowOrder, t.TaskID)
+	}
+	if !t.Status.Terminal() {
+		r.live = append(r.live, t.TaskID) // the newest task is last in creation order
+		r.countLive(t, 1)
 	}
 }
 
-// live reports whether t counts against its run's live tasks: a workflow task not in a terminal status.
-// NB: a shadow task follows its delegation, which holds a slot while it is in flight: the slots bound those.
-func (t *Task) live() bool { return !t.Shadow() && !t.Status.Terminal() }
+// countLive adds d to r's count of live workflow tasks when t is one (LiveTasks). NB: shadow tasks are walked
+// with the live ones but not counted: each follows a delegation in flight, and those hold the run's slots.
+func (r *runState) countLive(t *Task, d int) {
+	if !t.Shadow() {
+		r.liveWorkflow += d
+	}
+}
 
-// setTaskStatus moves t, a task of r, to st and keeps r's count of live tasks.
+// setTaskStatus moves t, a task of r, to st and keeps r's tasks that have not ended in creation order: a task that
+// ends leaves them, a retried one takes its place again. NB: the order is the same whether the state was folded or
+// loaded from a snapshot, which lists the tasks in creation order, so decisions that walk them decide alike.
 func (r *runState) setTaskStatus(t *Task, st TaskStatus) {
-	was := t.live()
+	was := !t.Status.Terminal()
 	t.setStatus(st)
-	switch now := t.live(); {
-	case now && !was:
-		r.liveTasks++
-	case was && !now:
-		r.liveTasks--
+	now := !t.Status.Terminal()
+	if was == now {
+		return
+	}
+	byOrd := func(id string, ord int) int { return cmp.Compare(r.tasks[id].ord, ord) }
+	i, _ := slices.BinarySearchFunc(r.live, t.ord, byOrd)
+	if now {
+		r.live = slices.Insert(r.live, i, t.TaskID)
+		r.countLive(t, 1)
+		return
+	}
+	if i == 0 {
+		// NB: tasks mostly end in the order they were created (a budget abort ends them so), and a run folded from
+		// a log written before the bound may hold many more than it: shifting the rest at every end was quadratic.
+		r.live = r.live[1:]
+	} else {
+		r.live = slices.Delete(r.live, i, i+1)
+	}
+	r.countLive(t, -1)
+	if len(r.live) == 0 {
+		r.live = nil // as a run loaded from a snapshot has it
 	}
 }
 
@@ -290,9 +326,39 @@ func (s *State) TaskStatus(runID, taskID string) (TaskStatus, bool) {
 // what a budget abort of the run cancels or skips in one decision.
 func (s *State) LiveTasks(runID string) int {
 	if r := s.run(runID); r != nil {
-		return r.liveTasks
+		return r.liveWorkflow
 	}
 	return 0
+}
+
+// EachLiveTask calls fn with each of run runID's tasks not in a terminal status — its live workflow tasks and the
+// shadow tasks of its delegations in flight — in creation order, until fn returns false. It walks only those,
+// however many tasks the run has ended, and copies none: t is a shallow copy without its allocation, and fn must
+// not modify what its slices and pointers reach. Decisions that read the live tasks use it; a query returns
+// Tasks' deep copies.
+func (s *State) EachLiveTask(runID string, fn func(t Task) bool) {
+	if r := s.run(runID); r != nil {
+		r.eachTask(r.live, fn)
+	}
+}
+
+// EachWorkflowTask is EachLiveTask over every workflow task of run runID, ended ones included, and no shadow task:
+// it walks the run's workflow tasks only, however many delegations the run has settled.
+func (s *State) EachWorkflowTask(runID string, fn func(t Task) bool) {
+	if r := s.run(runID); r != nil {
+		r.eachTask(r.workflowOrder, fn)
+	}
+}
+
+// eachTask calls fn with a shallow copy of each task of ids until it returns false.
+func (r *runState) eachTask(ids []string, fn func(t Task) bool) {
+	for _, id := range ids {
+		t := *r.tasks[id]
+		t.ord = 0
+		if !fn(t) {
+			return
+		}
+	}
 }
 
 // Tasks returns the tasks of run runID in creation order (shadow tasks
@@ -304,6 +370,7 @@ func (s *State) Tasks(runID string) []Task {
 
 func (r *runState) taskView(t *Task) Task {
 	v := t.cloneValue()
+	v.ord = 0
 	if a := r.accounts[t.TaskID]; a != nil {
 		v.Allocation = &Allocation{TokensGranted: a.TokensGranted, TokensSpent: a.TokensSpent}
 	}

@@ -26,7 +26,7 @@ var (
 		"CredentialsPage",
 		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage", "LedgerTotals",
 		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "RunStatus", "Runs", "SlotHolder", "SlotWaiters", "Slots",
-		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "Task", "TaskStatus", "Tasks", "TasksPage", "LiveTasks",
+		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "Task", "TaskStatus", "Tasks", "TasksPage", "LiveTasks", "EachLiveTask", "EachWorkflowTask",
 		"ActiveLeases", "Job", "JobCount", "JobHeader", "JobTool", "Jobs", "LiveRequests", "ProxyRequestOf", "RevokedRootsOf",
 	}
 	stateNotQueries = []string{
@@ -103,6 +103,11 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 		q("MessagesSince", s.MessagesSince(run, 0, 1000))
 		q("RootSpent", s.RootSpent(run))
 		q("LiveTasks", s.LiveTasks(run))
+		var liveTasks, workflowTasks []projections.Task
+		s.EachLiveTask(run, func(t projections.Task) bool { liveTasks = append(liveTasks, t); return true })
+		s.EachWorkflowTask(run, func(t projections.Task) bool { workflowTasks = append(workflowTasks, t); return true })
+		q("EachLiveTask", liveTasks)
+		q("EachWorkflowTask", workflowTasks)
 		tasks := s.Tasks(run)
 		q("Tasks", tasks)
 		recordPages(t, q, "TasksPage", func(f projections.PageFilter) (string, any, error) {
