@@ -56,9 +56,10 @@
 //     connection is pushed only messages published after its hello (earlier ones are msg.inbox's).
 //   - A credential's end takes effect within one frame: every request of a worker or orchestrator connection
 //     re-checks its credential by the digest of the secret it authenticated with, and when a published event may
-//     end credentials of a run (revocation, re-issue, the run or a task terminal) the feed re-checks that run's
-//     connections (for a delegation's settlement, only its shadow task's worker connections: the one task it
-//     ends) and ends the refused ones with ONE error frame (id "": revoked or stale-token), after the answer
+//     end credentials of a run (revocation, re-issue, the run or a task terminal) the feed re-checks the
+//     connections it may end (the run's end: all of the run's; a credential issued or revoked: those of its key;
+//     a task's end or a delegation's settlement: that task's or shadow task's workers') and ends the refused ones
+//     with ONE error frame (id "": revoked or stale-token), after the answer
 //     of a request being served. A subscription checks the credential against the state it reads up to, so no
 //     event published with or after the change is pushed; a method's every read of the state checks the
 //     credential in that same read (call.read), so a page read (events.since, msg.inbox, query.*), which may wait

@@ -57,7 +57,8 @@ func (s *Server) feed() {
 				continue
 			}
 			if endsCredentials(r.Type) {
-				s.closeEnded(r.Stream, endedTask(dec, r)) // now, before any later push of this run
+				box, narrowed := endedBox(dec, r)
+				s.closeEnded(r.Stream, box, narrowed) // now, before any later push of this run
 				continue
 			}
 			if r.Type != events.TypeMailboxAppended {

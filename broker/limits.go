@@ -140,19 +140,21 @@ func (c *conn) acquireSubscription() error {
 
 // closeEnded re-checks the credential of every connection of runID (its credentials, status or a task's status
 // changed) and ends, after one error frame, those the check refuses: revoked, stale-token for an ended run or
-// task. Called by the feed only for events that can end a credential, after they are published. onlyTask, when
-// set, narrows the re-check to the worker connections of that task: the event changed nothing else the check reads.
-func (s *Server) closeEnded(runID, onlyTask string) {
+// task. Called by the feed only for events that can end a credential, after they are published. When narrowed,
+// the re-check is of the connections of one box only (boxOf: a task's workers, or the orchestrators'): the event
+// changed nothing else the check reads.
+func (s *Server) closeEnded(runID string, box string, narrowed bool) {
 	s.mu.Lock()
 	set := s.byRun[runID]
-	if onlyTask != "" {
-		set = s.byBox[mailboxKey{runID, onlyTask}] // the task's worker connections: the orchestrators' box is ""
+	if narrowed {
+		set = s.byBox[mailboxKey{runID, box}]
 	}
 	conns := make([]*conn, 0, len(set))
 	for c := range set {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
+	s.feedRechecks.Add(int64(len(conns)))
 	for _, c := range conns {
 		if bad := s.recheck(c.id); bad != nil {
 			s.lg.Debug("credential ended; closing its connection", "conn", c.seq, "code", string(bad.Code),
@@ -176,34 +178,56 @@ func endsCredentials(eventType string) bool {
 	return false
 }
 
-// endedTask names the one task whose worker connections ev, an event that ends credentials, can end, or "" when
-// it can end any connection of its run. A delegation's settlement (every admitted delegation has one) only ends
-// its shadow task (projections' settle): re-checking the run's other connections, one engine read and task view
-// each, made every settlement cost O(connections of the run) on the feed. A settlement is decoded with dec, the
-// feed's.
-func endedTask(dec *events.Decoder, ev *eventlog.Event) string {
+// endedBox names the one box (boxOf) whose connections ev, an event that ends credentials, can end, narrowed false
+// when it can end any connection of its run (the run's end). A task's end ends only its workers' credentials, and a
+// delegation's settlement (every admitted delegation has one) only its shadow task's (projections' settle); a
+// credential issued or revoked ends only the connections of its key: a task's workers, or the orchestrators'.
+// Re-checking the run's other connections, one engine read and task view each, made each of these cost
+// O(connections of the run) on the feed, up to MaxConnsPerRun per event of a loop an orchestrator controls. The
+// event is decoded with dec, the feed's.
+func endedBox(dec *events.Decoder, ev *eventlog.Event) (box string, narrowed bool) {
 	switch ev.Type {
-	case events.TypeDelegateCompleted, events.TypeDelegateFailed, events.TypeDelegateTimedOut,
-		events.TypeDelegateCancelled:
-	default:
-		return ""
+	case events.TypeRunCompleted, events.TypeRunFailed, events.TypeRunCancelled:
+		return "", false
 	}
-	settled, err := projections.FromLogWith(dec, ev)
+	decoded, err := projections.FromLogWith(dec, ev)
 	if err != nil {
-		return ""
+		return "", false
 	}
-	var sub string
-	switch p := settled.Payload.(type) {
+	switch p := decoded.Payload.(type) {
+	case *events.CredentialIssued:
+		return credentialBox(p.TaskID), true
+	case *events.CredentialRevoked:
+		return credentialBox(p.TaskID), true
+	case *events.TaskCompleted:
+		return p.TaskID, true
+	case *events.TaskFailed:
+		return p.TaskID, true
+	case *events.TaskCancelled:
+		return p.TaskID, true
+	case *events.TaskSkipped:
+		return p.TaskID, true
+	case *events.TaskNeedsAttention:
+		return p.TaskID, true
 	case *events.DelegateCompleted:
-		sub = p.SubID
+		return p.SubID, true
 	case *events.DelegateFailed:
-		sub = p.SubID
+		return p.SubID, true
 	case *events.DelegateTimedOut:
-		sub = p.SubID
+		return p.SubID, true
 	case *events.DelegateCancelled:
-		sub = p.SubID
+		return p.SubID, true
 	}
-	return sub
+	return "", false
+}
+
+// credentialBox is the box of the connections authenticated by a credential of key: the orchestrators' for the
+// orchestrator key, else the workers' of the task it names.
+func credentialBox(key string) string {
+	if key == events.OrchestratorKey {
+		return events.RunInbox
+	}
+	return key
 }
 
 // pageRead reports methods that read and render a page of the log or the state: the requests whose CPU a
