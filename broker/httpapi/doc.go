@@ -49,6 +49,12 @@
 //     runs under the request's context and stops within 256 events of it ending (projections.RunAt), gives the
 //     slot to the next at once, keeps no state and answers nothing (nor logs: a client going is no failure), so
 //     a client that asks for a large run's past and leaves holds the slot no longer than it stays.
+//   - The credentials route reads who issued and revoked from the run's stream (the projection does not keep it),
+//     from where it last stopped: the actors of the 256 runs read last are kept, a new run taking the place of the
+//     least recently read one. A read of more than 20,000 of a run's events (what an events page may look at) is
+//     a rebuild of its principal, above: one at a time, at most 4 in progress or waiting, then 429; a shorter one
+//     is paid for by the request's turn alone. The read, or the wait for another request's read of the same run,
+//     ends with the request, within 256 events, keeping what it read (issuers.go).
 //   - A daemon-wide figure that a run's own events do not give is never guessed: a past state's slots.held is
 //     null (only the head's state knows it), and explain re-runs a delegation request with the slots held in all
 //     and the other runs waiting that the decision recorded (poolInputs "recorded").
