@@ -41,6 +41,9 @@
 //   - A stream delivers events in position order from its start (Last-Event-ID / after, else the head), never
 //     repeating or skipping one; a start older than the ring replays from the log first, in writes of the same
 //     ≤ 256 KiB of frames (at least one frame) as the ring's.
+//   - No stream waits on a hub that stopped: when the hub stops on an error (a log read error or a panic, logged),
+//     every open stream, live or replaying, gets its resync (the reason says so) and ends, and a new stream is
+//     refused 503 unavailable until crewd restarts, never opened to keep-alives only (hub.fail, handleStream).
 //   - state?at and explain rebuild one at a time, from the nearest of the last 4 rebuilt run states before their
 //     position (or the run's first event); a credential or session has at most 4 of them in progress or waiting
 //     (429 too-many-rebuilds beyond, at once, with a Retry-After of 1..60 s: the rebuilds in progress or waiting,

@@ -27,8 +27,11 @@ type hub struct {
 	total   uint64 // frame bytes ever appended (a stream's lag is a difference of two totals)
 	streams int    // open streams; 0: idle
 	notify  chan struct{}
+	failed  bool // follow stopped on an error: the ring will never be appended to again (fail)
 
 	stopped chan struct{} // closed when follow has returned: no log iterator of the hub is open after it
+
+	pulling func() // a test's hook, set under mu: runs at the start of every pull (a panic there fails the hub)
 }
 
 // frameEntry is one event's SSE frame, with what a stream filters on.
@@ -88,9 +91,11 @@ func (h *hub) follow() {
 	}
 }
 
-// fail drops the ring and stops following: every stream's cursor is then out of it, so each ends with a resync.
+// fail drops the ring and stops following: every stream's cursor is then out of it, so each ends with a resync
+// that says so, and no stream opens after it (handleStream): the hub would never wake one again.
 func (h *hub) fail() {
 	h.mu.Lock()
+	h.failed = true
 	h.entries, h.bytes, h.first = nil, 0, ^uint64(0)
 	close(h.notify)
 	h.notify = make(chan struct{})
@@ -99,6 +104,12 @@ func (h *hub) fail() {
 
 // pull appends the frames of the events published since the last pull.
 func (h *hub) pull() error {
+	h.mu.Lock()
+	hook := h.pulling
+	h.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
 	head := h.s.opts.Engine.Head()
 	h.mu.Lock()
 	from, idle := h.next, h.streams == 0
@@ -169,6 +180,13 @@ func eventFrame(rec *eventlog.Event) ([]byte, error) {
 	return append(f, '\n', '\n'), nil
 }
 
+// down reports whether the hub stopped on an error (fail).
+func (h *hub) down() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.failed
+}
+
 // join counts an open stream and returns the first position the ring will hold for it: events before it are read
 // from the log by the stream itself.
 func (h *hub) join() uint64 {
@@ -188,12 +206,13 @@ func (h *hub) leave() {
 
 // take copies the frames after cursor that pass keep, at most maxBytes of them (at least one), and returns them
 // with the new cursor (the last position looked at), the bytes published after cursor that are not yet sent
-// (lag), the channel closed at the next append, and whether cursor is still in the ring (evicted false).
+// (lag), the channel closed at the next append, and whether cursor is still in the ring (evicted false; always
+// false once the hub failed, whatever the cursor).
 func (h *hub) take(cursor uint64, keep func(run, typ string) bool, maxBytes int) (frames [][]byte, next uint64, lag uint64, wait <-chan struct{}, inRing bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	next, wait = cursor, h.notify
-	if cursor+1 < h.first {
+	if h.failed || cursor+1 < h.first {
 		return nil, cursor, 0, wait, false
 	}
 	i := int(cursor + 1 - h.first)

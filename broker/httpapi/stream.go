@@ -129,12 +129,20 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, pr princip
 		writeError(w, errorf(http.StatusInternalServerError, codeInternal, "streaming is not supported here"))
 		return
 	}
+	h := &s.streams.hub
+	if h.down() {
+		// NB: refused, not opened and ended with a resync: a client reconnects after a resync (the page at once),
+		// and would loop; EventSource gives up on a 503. A stream that opens as the hub fails ends in serve.
+		writeError(w, errorf(http.StatusServiceUnavailable, codeUnavailable, "the live stream is down: crewd %s "+
+			"after an error (its log says which); the other routes still answer, and a restart of crewd brings "+
+			"the stream back", hubStopped))
+		return
+	}
 	if e := s.streams.acquire(pr.key); e != nil {
 		writeError(w, e)
 		return
 	}
 	defer s.streams.release(pr.key)
-	h := &s.streams.hub
 	first := h.join()
 	defer h.leave()
 
@@ -186,6 +194,10 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 		}
 		frames, next, lag, wait, inRing := h.take(st.cursor, st.keep, streamBatchBytes)
 		switch {
+		case !inRing && h.down():
+			// Live or replaying, the stream could only wait for a hub that will never wake it.
+			st.resync("crewd " + hubStopped + " after an error")
+			return
 		case !inRing && st.live:
 			st.resync("the stream fell out of the server's buffer")
 			return
@@ -290,7 +302,7 @@ func (st *sseStream) catchUp(h *hub) (bool, error) {
 		// read those events yet (or the run has none after the cursor): jump to the head.
 		next = max(st.cursor, head)
 		h.mu.Lock()
-		if next+1 < h.first {
+		if !h.failed && next+1 < h.first { // NB: a failed hub's first is past every position
 			next = h.first - 1
 		}
 		h.mu.Unlock()
@@ -322,6 +334,9 @@ func (st *sseStream) write(frames ...[]byte) bool {
 	}
 	return st.rc.Flush() == nil
 }
+
+// hubStopped says, in a stream's resync and refusal, that the hub stopped on an error (hub.fail).
+const hubStopped = "stopped following the log for the streams"
 
 // resync sends the one resync event; the stream then ends.
 func (st *sseStream) resync(reason string) {
