@@ -28,18 +28,11 @@ func (s *Server) handleCredentials(w http.ResponseWriter, r *http.Request, p pri
 	// gets a cache entry: any other id would take a run's place; runList answers it with its error.
 	who := &runIssuers{}
 	if runID, e := s.runParam(r); e == nil {
-		var (
-			known  bool
-			length uint64
-		)
-		s.opts.Engine.Read(func(st *projections.State) {
-			var run projections.Run
-			run, known = st.Run(runID)
-			length = uint64(run.Usage.Events)
-		})
+		var known bool
+		s.opts.Engine.Read(func(st *projections.State) { _, known = st.Run(runID) })
 		if known {
 			var err error
-			if who, err = s.issuersOf(r.Context(), p, runID, length, s.opts.Engine.Head()); err != nil {
+			if who, err = s.issuersOf(r.Context(), p, runID, s.opts.Engine.Head()); err != nil {
 				s.rebuildFailed(w, r, err)
 				return
 			}

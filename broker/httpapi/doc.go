@@ -53,11 +53,16 @@
 //     slot to the next at once, keeps no state and answers nothing (nor logs: a client going is no failure), so
 //     a client that asks for a large run's past and leaves holds the slot no longer than it stays.
 //   - The credentials route reads who issued and revoked from the run's stream (the projection does not keep it),
-//     from where it last stopped: the actors of the 256 runs read last are kept, a new run taking the place of the
-//     least recently read one. A read of more than 20,000 of a run's events (what an events page may look at) is
-//     a rebuild of its principal, above: one at a time, at most 4 in progress or waiting, then 429; a shorter one
-//     is paid for by the request's turn alone. The read, or the wait for another request's read of the same run,
-//     ends with the request, within 256 events, keeping what it read (issuers.go).
+//     from where it last stopped. The actors of at most 256 runs are kept: a run read once enters a trial section
+//     of 32 (taking the place of its least recently read run) and moves to the main section only when read again
+//     there; each run in main counts against the credential that read it last, at most 56 each (the credential's
+//     own least recently read run there makes room for its next), else main forgets its least recently read run.
+//     So a reader going through more runs than are kept, once or twice each, never pushes out the runs others read
+//     again. A request refused 429 or whose client went before it read anything changes nothing in the cache. The
+//     read's first 20,000 events (what an events page may look at; every event of the stream, imported ones too)
+//     are paid for by the request's turn; for the rest it takes a rebuild turn of its principal, above: one at a
+//     time, at most 4 in progress or waiting, then 429. The read, or the wait for another request's read of the
+//     same run, ends with the request, within 256 events, keeping what it read (issuers.go).
 //   - A daemon-wide figure that a run's own events do not give is never guessed: a past state's slots.held is
 //     null (only the head's state knows it), and explain re-runs a delegation request with the slots held in all
 //     and the other runs waiting that the decision recorded (poolInputs "recorded").

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/crewlog/crewlog/eventlog"
@@ -31,7 +32,9 @@ type hub struct {
 
 	stopped chan struct{} // closed when follow has returned: no log iterator of the hub is open after it
 
-	pulling func() // a test's hook, set under mu: runs at the start of every pull (a panic there fails the hub)
+	// pulling is a test's hook: it runs at the start of every pull (a panic there fails the hub). Atomic, so a
+	// test may set it while the hub follows, and a pull pays one load for it.
+	pulling atomic.Pointer[func()]
 }
 
 // frameEntry is one event's SSE frame, with what a stream filters on.
@@ -104,11 +107,8 @@ func (h *hub) fail() {
 
 // pull appends the frames of the events published since the last pull.
 func (h *hub) pull() error {
-	h.mu.Lock()
-	hook := h.pulling
-	h.mu.Unlock()
-	if hook != nil {
-		hook()
+	if hook := h.pulling.Load(); hook != nil {
+		(*hook)()
 	}
 	head := h.s.opts.Engine.Head()
 	h.mu.Lock()

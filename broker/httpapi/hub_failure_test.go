@@ -19,9 +19,7 @@ import (
 func failHub(t testing.TB, f *fixture) {
 	t.Helper()
 	h := &f.srv.streams.hub
-	h.mu.Lock()
-	h.pulling = func() { panic("httpapi test: the hub's read of the log fails") }
-	h.mu.Unlock()
+	h.pulling.Store(new(func() { panic("httpapi test: the hub's read of the log fails") }))
 	usage(f, 99)
 	select {
 	case <-h.stopped:

@@ -17,13 +17,24 @@ import (
 // run), as a rebuild is, and a long one is charged as one.
 //
 // Bounds, since a reader names the runs it reads:
-//   - at most maxIssuerRuns runs are kept; a new one takes the place of the least recently read (forgetting every
-//     run at once, as it once did, made each request of a reader cycling through one run more a whole scan, and
-//     every other reader's too);
-//   - a scan of more than scanInTurn events (an events page's worth, maxEventScan) is a rebuild of its request's
-//     principal (stateCache.turn): one at a time in all of crewd, at most maxRebuildsPerPrincipal per principal in
-//     progress or waiting, then 429 too-many-rebuilds; a shorter one is paid for by the request's read turn alone,
-//     as an events page is;
+//   - at most maxIssuerRuns runs are kept, in two sections (segmented LRU). A run enters the trial section
+//     (maxIssuerTrialRuns), taking the place of its least recently read run; only a run read again while there
+//     moves to the main section, where a new one takes the place of the least recently read. So a reader going
+//     through more runs than the cache keeps, once each, churns the trial section alone, and the runs read
+//     repeatedly stay (a single LRU of every run, as it once was, forgot every run of every reader to such a
+//     reader, and each of its requests was then a whole scan);
+//   - a reader reading each run twice would still reach the main section: each run there counts against the
+//     reader that read it last, at most maxIssuerRunsPerReader, beyond which the reader's own least recently
+//     read run there is forgotten, never another reader's;
+//   - only a request that read the run, or some of it before its client went (kept for the next request),
+//     changes the cache: one refused (429) or whose client went before it read anything leaves it as it was. A
+//     refused request's reading of a run not kept is dropped: its client asks again after Retry-After, and reads
+//     that again in its read turn. And a run entering the cache only ever takes a place on trial;
+//   - a scan reads up to scanInTurn events (an events page's worth, maxEventScan) in its request's read turn, as
+//     an events page does; beyond, it is a rebuild of the request's principal (stateCache.turn): one at a time in
+//     all of crewd, at most maxRebuildsPerPrincipal per principal in progress or waiting, then 429
+//     too-many-rebuilds. What is charged is what the scan reads (every event of the stream, foreign.imported
+//     ones too, which the run's usage does not count), not an estimate made before it;
 //   - a scan ends with its request: it stops within issuerCheckEvery events of the client going, and a request
 //     waiting for another's scan of the same run stops waiting. What a stopped scan read is kept (the entry is
 //     consistent after every event), so the next request goes on from there.
@@ -32,16 +43,24 @@ import (
 // group while it lasts (commands.Engine.Read).
 type issuerCache struct {
 	mu    sync.Mutex
-	runs  map[string]*runIssuers
-	order list.List // of *runIssuers, the most recently read first
+	runs  map[string]*runIssuers // the kept runs, and the runs a request is reading for the first time
+	trial list.List              // of *runIssuers: runs read once, the most recently read first
+	main  list.List              // of *runIssuers: runs read again, the most recently read first
+	owned map[string]int         // main's runs per principal key that read each last; no zero counts
 
 	// scanInTurn is the events a scan may read in its request's read turn alone: maxIssuerScanInTurn, or fewer in
 	// a test, set before the server serves.
 	scanInTurn uint64
 }
 
-// maxIssuerRuns bounds the runs whose actors are kept.
-const maxIssuerRuns = 256
+const (
+	// maxIssuerRuns bounds the runs whose actors are kept, both sections together.
+	maxIssuerRuns = 256
+	// maxIssuerTrialRuns is the trial section's share of maxIssuerRuns: the runs read once, last.
+	maxIssuerTrialRuns = 32
+	// maxIssuerRunsPerReader bounds the main section's runs that one principal read last: a quarter of it.
+	maxIssuerRunsPerReader = (maxIssuerRuns - maxIssuerTrialRuns) / 4
+)
 
 // maxIssuerScanInTurn is the events a scan reads without taking a rebuild turn: what an events page may look at.
 const maxIssuerScanInTurn = maxEventScan
@@ -52,8 +71,16 @@ const issuerCheckEvery = 256
 
 // runIssuers is one run's actors. A request brings it up to date holding scanning, then looks keys up under mu.
 type runIssuers struct {
-	run      string
-	elem     *list.Element // in issuerCache.order
+	run string
+
+	// Under issuerCache.mu. An entry is new (elem nil, not forgotten) until a request has read some of the run,
+	// then in trial or main, until forgotten.
+	elem      *list.Element // in issuerCache.trial, or main if inMain
+	inMain    bool
+	owner     string // in main: the principal key that read the run last
+	users     int    // requests between acquire and release
+	forgotten bool   // no longer in issuerCache.runs: its requests finish with it, and change nothing
+
 	scanning chan struct{} // holds one token while a request reads the run's stream: a lock waited for with a context
 	next     uint64        // the next stream version to read; held with scanning
 
@@ -65,6 +92,7 @@ type keyActors struct{ issuedBy, revokedBy, revokedReason string }
 
 func (c *issuerCache) init() {
 	c.runs = make(map[string]*runIssuers)
+	c.owned = make(map[string]int)
 	c.scanInTurn = maxIssuerScanInTurn
 }
 
@@ -75,76 +103,156 @@ func (ri *runIssuers) lookup(key string) (keyActors, bool) {
 	return a, ok
 }
 
-// entry is run runID's entry, made the most recently read; a new one takes the place of the least recently read
-// when maxIssuerRuns are kept. A request still using a forgotten entry finishes with it.
-func (c *issuerCache) entry(runID string) *runIssuers {
+// acquire returns run runID's entry, a new one if it has none, in use by its caller until release. A new entry
+// takes no place: it is in runs only so that the requests reading the run at once share its scan, and there are
+// no more of them than requests in progress.
+func (c *issuerCache) acquire(runID string) *runIssuers {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ri := c.runs[runID]; ri != nil {
-		c.order.MoveToFront(ri.elem)
-		return ri
+	ri := c.runs[runID]
+	if ri == nil {
+		ri = &runIssuers{run: runID, scanning: make(chan struct{}, 1), next: 1, keys: make(map[string]keyActors)}
+		c.runs[runID] = ri
 	}
-	if len(c.runs) >= maxIssuerRuns {
-		old := c.order.Back()
-		c.order.Remove(old)
-		delete(c.runs, old.Value.(*runIssuers).run)
-	}
-	ri := &runIssuers{run: runID, scanning: make(chan struct{}, 1), next: 1, keys: make(map[string]keyActors)}
-	ri.elem = c.order.PushFront(ri)
-	c.runs[runID] = ri
+	ri.users++
 	return ri
 }
 
-// issuersOf brings run runID's entry up to position upTo for request ctx of principal p and returns it; length is
-// the run's events (its last stream version), which tells a long scan before it starts. It fails with ctx's error
-// once the client went, with the refusal (an *apiError) when the scan is a rebuild p may not start now, or with
-// the log's error.
-func (s *Server) issuersOf(ctx context.Context, p principal, runID string, length, upTo uint64) (*runIssuers, error) {
-	ri := s.issuers.entry(runID)
+// release ends a request's use of ri, the request of the principal whose key is reader: read says it read the run
+// up to its position, kept that the request read some of the run, and its client went (what it read is worth
+// keeping for the next request). A read run enters trial or moves up; a kept one enters trial if new. Otherwise
+// the cache is left as it was: a new entry that no request uses any more is dropped (a request refused its
+// rebuild turn asks again after Retry-After, and reads its read turn's share again then).
+func (c *issuerCache) release(ri *runIssuers, reader string, read, kept bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ri.users--
+	switch {
+	case ri.forgotten:
+	case read && ri.elem != nil:
+		c.readAgain(ri, reader)
+	case (read || kept) && ri.elem == nil:
+		ri.elem = c.trial.PushFront(ri)
+		if c.trial.Len() > maxIssuerTrialRuns {
+			c.forget(c.trial.Back().Value.(*runIssuers))
+		}
+	case ri.elem == nil && ri.users == 0:
+		c.forget(ri)
+	}
+}
+
+// readAgain moves ri, in trial or main, to the front of main, counted against reader, and forgets the run that
+// makes room: reader's least recently read in main beyond its share, else main's least recently read.
+func (c *issuerCache) readAgain(ri *runIssuers, reader string) {
+	if ri.inMain {
+		c.main.MoveToFront(ri.elem)
+		c.disown(ri)
+	} else {
+		c.trial.Remove(ri.elem)
+		ri.elem, ri.inMain = c.main.PushFront(ri), true
+	}
+	ri.owner = reader
+	c.owned[reader]++
+	if c.owned[reader] > maxIssuerRunsPerReader {
+		// NB: a walk of main (≤ maxIssuerRuns), only when a reader has more than its share: its own oldest is
+		// near the back once it is at its share.
+		for e := c.main.Back(); e != nil; e = e.Prev() {
+			if old := e.Value.(*runIssuers); old.owner == reader {
+				c.forget(old)
+				break
+			}
+		}
+	}
+	if c.main.Len() > maxIssuerRuns-maxIssuerTrialRuns {
+		c.forget(c.main.Back().Value.(*runIssuers))
+	}
+}
+
+// disown uncounts ri, in main, from its owner.
+func (c *issuerCache) disown(ri *runIssuers) {
+	if c.owned[ri.owner]--; c.owned[ri.owner] == 0 {
+		delete(c.owned, ri.owner)
+	}
+}
+
+// forget drops ri from the cache; a request still using it finishes with it.
+func (c *issuerCache) forget(ri *runIssuers) {
+	if ri.elem != nil {
+		if ri.inMain {
+			c.main.Remove(ri.elem)
+			c.disown(ri)
+		} else {
+			c.trial.Remove(ri.elem)
+		}
+	}
+	if c.runs[ri.run] == ri {
+		delete(c.runs, ri.run)
+	}
+	ri.elem, ri.forgotten = nil, true
+}
+
+// issuersOf brings run runID's entry up to position upTo for request ctx of principal p and returns it. It fails
+// with ctx's error once the client went, with the refusal (an *apiError) when the scan needs a rebuild turn p may
+// not take now, or with the log's error.
+func (s *Server) issuersOf(ctx context.Context, p principal, runID string, upTo uint64) (_ *runIssuers, err error) {
+	ri := s.issuers.acquire(runID)
+	progressed := false // this request read some of the run
+	defer func() { s.issuers.release(ri, p.key, err == nil, progressed && ctx.Err() != nil) }()
 	select {
 	case ri.scanning <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	defer func() { <-ri.scanning }()
+	from := ri.next
+	defer func() {
+		progressed = ri.next > from
+		<-ri.scanning
+	}()
+	more, err := ri.scan(ctx, s.opts.Log, upTo, s.issuers.scanInTurn)
+	if err != nil || !more {
+		return ri, err
+	}
 	// NB: the rebuild turn is taken holding scanning, never the other way round: a rebuild in progress never waits
 	// for a scan, so none can wait for the other. A request that waited for another's scan of the run finds little
 	// left to read, and takes no turn.
-	if unread := length + 1 - min(ri.next, length+1); unread > s.issuers.scanInTurn {
-		done, err := s.states.turn(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		defer done()
+	done, err := s.states.turn(ctx, p)
+	if err != nil {
+		return nil, err
 	}
-	return ri, ri.scan(ctx, s.opts.Log, upTo)
+	defer done()
+	_, err = ri.scan(ctx, s.opts.Log, upTo, 0)
+	return ri, err
 }
 
-// scan reads the run's stream from ri.next up to position upTo, holding ri.scanning; it stops with ctx's error
-// within issuerCheckEvery events of ctx ending, keeping what it read.
-func (ri *runIssuers) scan(ctx context.Context, l *eventlog.Log, upTo uint64) error {
+// scan reads the run's stream from ri.next up to position upTo, holding ri.scanning, at most limit events (0: no
+// limit); more says it stopped at limit with events up to upTo left. It stops with ctx's error within
+// issuerCheckEvery events of ctx ending, keeping what it read.
+func (ri *runIssuers) scan(ctx context.Context, l *eventlog.Log, upTo, limit uint64) (more bool, err error) {
 	it := l.ReadStream(ri.run, ri.next)
 	defer it.Close()
-	for n := 0; it.Next(); n++ {
+	for n := uint64(0); it.Next(); n++ {
 		if n%issuerCheckEvery == 0 {
 			if err := ctx.Err(); err != nil {
-				return err
+				return false, err
 			}
 		}
 		rec := it.Event()
 		if rec.Position > upTo {
 			break
 		}
+		if limit != 0 && n == limit {
+			return true, it.Close()
+		}
 		if rec.Type == events.TypeCredentialIssued || rec.Type == events.TypeCredentialRevoked {
 			ev, err := projections.FromLog(rec)
 			if err != nil {
-				return err
+				return false, err
 			}
 			ri.record(ev)
 		}
 		ri.next = rec.StreamVersion + 1
 	}
-	return it.Close()
+	return false, it.Close()
 }
 
 // record keeps the actor of ev, a credential's issue or revocation.

@@ -142,8 +142,10 @@ export const api = {
 /**
  * Stream follows /api/v1/stream with EventSource. onEvent gets every
  * TeamEvent (by position, never twice); onResync is called when the server
- * ended the stream because this page read too slowly: the views must be
- * re-read, and the stream is reopened live. onState reports 'live',
+ * ended the stream with a resync, because this page read too slowly or
+ * because crewd stopped following the log after an error: the views must be
+ * re-read, and the stream is reopened live (after a failure crewd refuses
+ * it with a 503, and the page shows offline). onState reports 'live',
  * 'connecting' or 'offline'; onHello each (re)connection, after which every
  * event is delivered: a view reads what it may have missed before it.
  */
