@@ -18,18 +18,27 @@ import (
 //
 // Bounds, since a reader names the runs it reads:
 //   - at most maxIssuerRuns runs are kept, in two sections (segmented LRU). A run enters the trial section
-//     (maxIssuerTrialRuns), taking the place of its least recently read run; only a run read again while there
-//     moves to the main section, where a new one takes the place of the least recently read. So a reader going
-//     through more runs than the cache keeps, once each, churns the trial section alone, and the runs read
-//     repeatedly stay (a single LRU of every run, as it once was, forgot every run of every reader to such a
-//     reader, and each of its requests was then a whole scan);
-//   - a reader reading each run twice would still reach the main section: each run there counts against the
-//     reader that read it last, at most maxIssuerRunsPerReader, beyond which the reader's own least recently
-//     read run there is forgotten, never another reader's;
+//     (maxIssuerTrialRuns), taking the place of its least recently read run; a run read again while there moves
+//     to the main section. So the runs read once churn the trial section, not main (a single LRU of every run, as
+//     it once was, forgot every run of every reader to a reader going through more runs than it kept, and each of
+//     its requests was then a whole scan);
+//   - a run that leaves trial is remembered by its id alone (a ghost) while it is among the last maxIssuerGhosts
+//     runs to leave trial and not read since: a request that reads it then moves it straight to main, having read
+//     its actors again from the stream's start. So to keep a run out of main, at least maxIssuerTrialRuns +
+//     maxIssuerGhosts runs new to the cache must enter trial between two of its reads (once, maxIssuerTrialRuns
+//     small runs read by another reader did, and then each read of a large run was a whole scan);
+//   - a run in main belongs for good to the reader whose read moved it there (from trial or as a ghost): a read by
+//     anyone makes it main's most recently read run, and changes neither its owner nor what is kept. A reader owns
+//     at most maxIssuerRunsPerReader runs there: moving one more there forgets its own least recently read run
+//     there; else, main full, main's least recently read run makes room, whoever owns it. So a reader going through
+//     many runs holds at most its share of main's places, taken from the least recently read runs, and at its
+//     share replaces only its own. (A run once belonged to whoever read it last: a reader reading
+//     each of the others' runs in main once took them over and, past its share, forgot them.);
 //   - only a request that read the run, or some of it before its client went (kept for the next request),
 //     changes the cache: one refused (429) or whose client went before it read anything leaves it as it was. A
 //     refused request's reading of a run not kept is dropped: its client asks again after Retry-After, and reads
-//     that again in its read turn. And a run entering the cache only ever takes a place on trial;
+//     that again in its read turn. And a request whose client went moves no run up: its run, if new to the cache,
+//     takes a place on trial, a ghost too;
 //   - a scan reads up to scanInTurn events (an events page's worth, maxEventScan) in its request's read turn, as
 //     an events page does; beyond, it is a rebuild of the request's principal (stateCache.turn): one at a time in
 //     all of crewd, at most maxRebuildsPerPrincipal per principal in progress or waiting, then 429
@@ -46,7 +55,12 @@ type issuerCache struct {
 	runs  map[string]*runIssuers // the kept runs, and the runs a request is reading for the first time
 	trial list.List              // of *runIssuers: runs read once, the most recently read first
 	main  list.List              // of *runIssuers: runs read again, the most recently read first
-	owned map[string]int         // main's runs per principal key that read each last; no zero counts
+	owned map[string]int         // main's runs per principal key that moved each there; no zero counts
+
+	// ghosts are the ids of the runs that left trial last, the most recent first (list of string): none is in
+	// trial or main.
+	ghosts   list.List
+	ghostsOf map[string]*list.Element
 
 	// scanInTurn is the events a scan may read in its request's read turn alone: maxIssuerScanInTurn, or fewer in
 	// a test, set before the server serves.
@@ -58,8 +72,17 @@ const (
 	maxIssuerRuns = 256
 	// maxIssuerTrialRuns is the trial section's share of maxIssuerRuns: the runs read once, last.
 	maxIssuerTrialRuns = 32
-	// maxIssuerRunsPerReader bounds the main section's runs that one principal read last: a quarter of it.
+	// maxIssuerRunsPerReader bounds the main section's runs that one principal moved there: a quarter of it.
 	maxIssuerRunsPerReader = (maxIssuerRuns - maxIssuerTrialRuns) / 4
+	// maxIssuerGhosts bounds the ids of runs that left trial kept to recognise a run read again (no actors).
+	//
+	// NB: ghosts rather than a trial quota per reader. A quota small enough that one reader could not push the
+	// others' runs out of trial (a quarter of it, 8) would keep on trial for good a reader's own round of more runs
+	// than that: the dashboard's health view reads the credentials of up to 25 runs per refresh with one
+	// credential, and each of its refreshes would be 25 whole scans. Ghosts keep that round reaching main (within
+	// the reader's share, as any run), whoever reads what in between, short of maxIssuerTrialRuns +
+	// maxIssuerGhosts runs new to the cache; what they cost is one more whole scan of a run that left trial.
+	maxIssuerGhosts = 256
 )
 
 // maxIssuerScanInTurn is the events a scan reads without taking a rebuild turn: what an events page may look at.
@@ -77,7 +100,7 @@ type runIssuers struct {
 	// then in trial or main, until forgotten.
 	elem      *list.Element // in issuerCache.trial, or main if inMain
 	inMain    bool
-	owner     string // in main: the principal key that read the run last
+	owner     string // in main: the principal key whose read moved the run there
 	users     int    // requests between acquire and release
 	forgotten bool   // no longer in issuerCache.runs: its requests finish with it, and change nothing
 
@@ -93,6 +116,7 @@ type keyActors struct{ issuedBy, revokedBy, revokedReason string }
 func (c *issuerCache) init() {
 	c.runs = make(map[string]*runIssuers)
 	c.owned = make(map[string]int)
+	c.ghostsOf = make(map[string]*list.Element)
 	c.scanInTurn = maxIssuerScanInTurn
 }
 
@@ -120,9 +144,9 @@ func (c *issuerCache) acquire(runID string) *runIssuers {
 
 // release ends a request's use of ri, the request of the principal whose key is reader: read says it read the run
 // up to its position, kept that the request read some of the run, and its client went (what it read is worth
-// keeping for the next request). A read run enters trial or moves up; a kept one enters trial if new. Otherwise
-// the cache is left as it was: a new entry that no request uses any more is dropped (a request refused its
-// rebuild turn asks again after Retry-After, and reads its read turn's share again then).
+// keeping for the next request). A read run moves up, or to main if on trial or a ghost; a kept one new to the
+// cache enters trial. Otherwise the cache is left as it was: a new entry that no request uses any more is dropped
+// (a request refused its rebuild turn asks again after Retry-After, and reads its read turn's share again then).
 func (c *issuerCache) release(ri *runIssuers, reader string, read, kept bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -132,26 +156,39 @@ func (c *issuerCache) release(ri *runIssuers, reader string, read, kept bool) {
 	case read && ri.elem != nil:
 		c.readAgain(ri, reader)
 	case (read || kept) && ri.elem == nil:
+		// A run read in full that left trial lately is read again: to main. One whose client went takes a place
+		// on trial as any new run (only a request that read the run moves a run up), and is no ghost any more.
+		if ghost := c.unghost(ri.run); ghost && read {
+			c.promote(ri, reader)
+			break
+		}
 		ri.elem = c.trial.PushFront(ri)
 		if c.trial.Len() > maxIssuerTrialRuns {
-			c.forget(c.trial.Back().Value.(*runIssuers))
+			old := c.trial.Back().Value.(*runIssuers)
+			c.forget(old)
+			c.ghost(old.run)
 		}
 	case ri.elem == nil && ri.users == 0:
 		c.forget(ri)
 	}
 }
 
-// readAgain moves ri, in trial or main, to the front of main, counted against reader, and forgets the run that
-// makes room: reader's least recently read in main beyond its share, else main's least recently read.
+// readAgain makes ri, in trial or main, main's most recently read run: moved there from trial, reader's.
 func (c *issuerCache) readAgain(ri *runIssuers, reader string) {
 	if ri.inMain {
+		// NB: the run stays its owner's. Counted against whoever read it last, a reader reading each of the others'
+		// runs once took them over, and past its share forgot them.
 		c.main.MoveToFront(ri.elem)
-		c.disown(ri)
-	} else {
-		c.trial.Remove(ri.elem)
-		ri.elem, ri.inMain = c.main.PushFront(ri), true
+		return
 	}
-	ri.owner = reader
+	c.trial.Remove(ri.elem)
+	c.promote(ri, reader)
+}
+
+// promote puts ri, in neither section, at the front of main, reader's for as long as it stays, and forgets the run
+// that makes room: reader's least recently read in main beyond its share, else main's least recently read.
+func (c *issuerCache) promote(ri *runIssuers, reader string) {
+	ri.elem, ri.inMain, ri.owner = c.main.PushFront(ri), true, reader
 	c.owned[reader]++
 	if c.owned[reader] > maxIssuerRunsPerReader {
 		// NB: a walk of main (≤ maxIssuerRuns), only when a reader has more than its share: its own oldest is
@@ -166,6 +203,25 @@ func (c *issuerCache) readAgain(ri *runIssuers, reader string) {
 	if c.main.Len() > maxIssuerRuns-maxIssuerTrialRuns {
 		c.forget(c.main.Back().Value.(*runIssuers))
 	}
+}
+
+// ghost remembers run, which left trial, as the most recent ghost, and forgets the oldest beyond maxIssuerGhosts.
+func (c *issuerCache) ghost(run string) {
+	c.ghostsOf[run] = c.ghosts.PushFront(run)
+	if c.ghosts.Len() > maxIssuerGhosts {
+		delete(c.ghostsOf, c.ghosts.Remove(c.ghosts.Back()).(string))
+	}
+}
+
+// unghost forgets run as a ghost, and says whether it was one.
+func (c *issuerCache) unghost(run string) bool {
+	e := c.ghostsOf[run]
+	if e == nil {
+		return false
+	}
+	c.ghosts.Remove(e)
+	delete(c.ghostsOf, run)
+	return true
 }
 
 // disown uncounts ri, in main, from its owner.

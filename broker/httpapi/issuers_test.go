@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"container/list"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -39,6 +40,74 @@ func issuerSections(f *fixture) (trial, main []string) {
 	return trial, main
 }
 
+// issuerGhosts lists the issuer cache's ghosts, the most recent first.
+func issuerGhosts(f *fixture) (ghosts []string) {
+	f.srv.issuers.mu.Lock()
+	defer f.srv.issuers.mu.Unlock()
+	for e := f.srv.issuers.ghosts.Front(); e != nil; e = e.Next() {
+		ghosts = append(ghosts, e.Value.(string))
+	}
+	return ghosts
+}
+
+// issuerOwners is the owner of each run in the issuer cache's main section.
+func issuerOwners(f *fixture) map[string]string {
+	f.srv.issuers.mu.Lock()
+	defer f.srv.issuers.mu.Unlock()
+	owners := make(map[string]string)
+	for e := f.srv.issuers.main.Front(); e != nil; e = e.Next() {
+		owners[e.Value.(*runIssuers).run] = e.Value.(*runIssuers).owner
+	}
+	return owners
+}
+
+// requireIssuerCacheConsistent requires the issuer cache's bookkeeping to agree with its sections, as its bounds
+// rest on it: each section and the ghosts within their bounds; every run in a section in runs, in the section its
+// entry says; owned exactly the count of main's runs per owner, none at zero (a reader with none there has no
+// entry), none beyond the share; no ghost in a section; and an entry in no section only while a request uses it.
+func requireIssuerCacheConsistent(t testing.TB, f *fixture) {
+	t.Helper()
+	c := &f.srv.issuers
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	require.LessOrEqual(t, c.trial.Len(), maxIssuerTrialRuns)
+	require.LessOrEqual(t, c.main.Len(), maxIssuerRuns-maxIssuerTrialRuns)
+	placed := make(map[*runIssuers]bool)
+	counts := make(map[string]int)
+	for _, section := range []*list.List{&c.trial, &c.main} {
+		for e := section.Front(); e != nil; e = e.Next() {
+			ri := e.Value.(*runIssuers)
+			require.Same(t, e, ri.elem, "run %s", ri.run)
+			require.Equal(t, section == &c.main, ri.inMain, "run %s", ri.run)
+			require.False(t, ri.forgotten, "run %s", ri.run)
+			require.Same(t, ri, c.runs[ri.run], "run %s", ri.run)
+			if ri.inMain {
+				require.NotEmpty(t, ri.owner, "run %s", ri.run)
+				counts[ri.owner]++
+			}
+			placed[ri] = true
+		}
+	}
+	require.Equal(t, counts, c.owned, "owned is not main's runs per owner")
+	for owner, n := range c.owned {
+		require.LessOrEqual(t, n, maxIssuerRunsPerReader, "owner %s", owner)
+	}
+	for run, ri := range c.runs {
+		require.Equal(t, run, ri.run)
+		if !placed[ri] {
+			require.Nil(t, ri.elem, "run %s", run)
+			require.Positive(t, ri.users, "run %s takes no place and no request uses it", run)
+		}
+	}
+	require.LessOrEqual(t, c.ghosts.Len(), maxIssuerGhosts)
+	require.Len(t, c.ghostsOf, c.ghosts.Len())
+	for e := c.ghosts.Front(); e != nil; e = e.Next() {
+		run := e.Value.(string)
+		require.Same(t, e, c.ghostsOf[run], "ghost %s", run)
+		require.False(t, placed[c.runs[run]], "ghost %s is in a section", run)
+	}
+}
+
 // credentialsRequest is a GET of run's credentials with tok, its client's context ctx.
 func credentialsRequest(ctx context.Context, run, tok string) *http.Request {
 	req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/api/v1/runs/"+run+"/credentials", nil)
@@ -47,12 +116,13 @@ func credentialsRequest(ctx context.Context, run, tok string) *http.Request {
 	return req
 }
 
-// readCredentials reads run's credentials with tok and requires an answer.
+// readCredentials reads run's credentials with tok, requires an answer, and the issuer cache consistent after it.
 func readCredentials(t testing.TB, f *fixture, tok, run string) *httptest.ResponseRecorder {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	f.srv.Handler().ServeHTTP(rec, credentialsRequest(t.Context(), run, tok))
 	require.Equal(t, http.StatusOK, rec.Code, "run %s: body %q", run, rec.Body)
+	requireIssuerCacheConsistent(t, f)
 	return rec
 }
 
@@ -136,6 +206,7 @@ func TestIssuerCacheForgetsOnlyTheLeastRecentlyReadRun(t *testing.T) {
 	got := issuerEntries(f)
 	require.Len(t, got, maxIssuerRuns, "one run took the place of one")
 	require.Nil(t, got[trialRuns[0]], "the trial section's least recently read run is forgotten")
+	require.Equal(t, []string{trialRuns[0]}, issuerGhosts(f), "the run that left trial is a ghost")
 	requireKept(t, full, got, trialRuns[1:maxIssuerTrialRuns], "a run on trial went with the least recently read")
 	requireKept(t, full, got, mainRuns, "a run new to the cache pushed one out of the main section")
 
@@ -152,14 +223,18 @@ func TestIssuerCacheForgetsOnlyTheLeastRecentlyReadRun(t *testing.T) {
 }
 
 // TestIssuerCacheKeepsRunsReadAgainWhileAReaderGoesThroughMore: one reader going through more runs than the cache
-// keeps, once each or each twice in a row, never pushes out the runs another reader reads again and again, however
-// seldom: reading them scans nothing. (The cache was once one LRU of every run: a reader cycling through
-// maxIssuerRuns + 1 runs missed each of them every time, and forgot every run that others read less often than
-// once per maxIssuerRuns of its requests, each then a whole scan again, in the one rebuild slot for a long run.)
+// keeps or remembers, once each or each twice in a row, never pushes out the runs another reader reads again and
+// again, however seldom, while main has room: reading them scans nothing. (The cache was once one LRU of every run:
+// a reader cycling through maxIssuerRuns + 1 runs missed each of them every time, and forgot every run that others
+// read less often than once per maxIssuerRuns of its requests, each then a whole scan again, in the one rebuild
+// slot for a long run.)
 func TestIssuerCacheKeepsRunsReadAgainWhileAReaderGoesThroughMore(t *testing.T) {
 	f := newFixture(t, Options{})
 	hot := newRuns(f, "h", 8)
-	cycled := newRuns(f, "c", maxIssuerRuns+1)
+	// Each run of the round is read again after maxIssuerTrialRuns + maxIssuerGhosts runs new to the cache: it
+	// left trial and is no ghost any more.
+	cycled := newRuns(f, "c", maxIssuerTrialRuns+maxIssuerGhosts+1)
+	require.Greater(t, len(cycled), maxIssuerRuns)
 	for range 2 {
 		for _, run := range hot {
 			readCredentials(t, f, adminToken, run)
@@ -177,7 +252,8 @@ func TestIssuerCacheKeepsRunsReadAgainWhileAReaderGoesThroughMore(t *testing.T) 
 		}
 	}
 	_, main := issuerSections(f)
-	require.ElementsMatch(t, hot, main, "runs read once each time round stay on trial")
+	require.ElementsMatch(t, hot, main, "runs read once each time round, no ghosts any more, stay on trial")
+	require.Len(t, issuerGhosts(f), maxIssuerGhosts)
 
 	// Each read twice in a row reaches main, within the reader's share: its own runs make room for its next.
 	for _, run := range cycled {
@@ -192,6 +268,97 @@ func TestIssuerCacheKeepsRunsReadAgainWhileAReaderGoesThroughMore(t *testing.T) 
 	require.Equal(t, latest, main[:maxIssuerRunsPerReader], "the reader's runs read last are its runs kept")
 }
 
+// TestIssuerCacheKeepsMainRunsTheirPromoters: a run in main stays the reader's whose read moved it there: another
+// reader reading every run of a full main once moves each up, takes none over and pushes none out. (A run once
+// counted against whoever read it last: one read of each of the runs four readers kept in main made them all the
+// fifth's, which past its share forgot them, its own oldest each time, till main held its share alone.)
+func TestIssuerCacheKeepsMainRunsTheirPromoters(t *testing.T) {
+	f := newFixture(t, Options{})
+	require.Equal(t, maxIssuerRuns-maxIssuerTrialRuns, 4*maxIssuerRunsPerReader, "4 readers fill main")
+	readers := readerTokens(f, 5)
+	mainRuns := newRuns(f, "m", maxIssuerRuns-maxIssuerTrialRuns)
+
+	// The fifth reader's one run in main is main's least recently read when the others fill it: it makes room,
+	// and that reader has no run left there.
+	first := newRuns(f, "f", 1)[0]
+	readCredentials(t, f, readers[4], first)
+	readCredentials(t, f, readers[4], first)
+	for i, run := range mainRuns {
+		readCredentials(t, f, readers[i/maxIssuerRunsPerReader], run)
+		readCredentials(t, f, readers[i/maxIssuerRunsPerReader], run)
+	}
+	require.Nil(t, issuerEntries(f)[first], "main's least recently read run made room")
+	owners := issuerOwners(f)
+	require.Len(t, owners, len(mainRuns))
+	kept := issuerEntries(f)
+
+	for _, run := range mainRuns {
+		readCredentials(t, f, readers[4], run)
+	}
+	requireKept(t, kept, issuerEntries(f), mainRuns, "another reader read each run of main once")
+	require.Equal(t, owners, issuerOwners(f), "another reader's read took a run over")
+	trial, main := issuerSections(f)
+	require.Empty(t, trial)
+	readOrder := slices.Clone(mainRuns)
+	slices.Reverse(readOrder)
+	require.Equal(t, readOrder, main, "each read made its run main's most recently read")
+}
+
+// TestIssuerCacheMovesARunReadAgainAfterItLeftTrialToMain: a run read again after others' new runs pushed it out of
+// trial, while a ghost, goes to main, the reader's that read it again, and from then on its reads scan nothing; a
+// request whose client went after reading some of it moves it to trial only, as a run new to the cache. (A run went
+// to main only if read again before maxIssuerTrialRuns other runs entered trial: a reader going through that many
+// small runs between another's reads of a large run kept it on trial for good, each of its reads a whole scan, a
+// rebuild.)
+func TestIssuerCacheMovesARunReadAgainAfterItLeftTrialToMain(t *testing.T) {
+	f := newFixture(t, Options{})
+	for lastVersion(t, f, liveRun) <= issuerCheckEvery { // a leaving client's scan stops after its first batch
+		usage(f, 1)
+	}
+	f.srv.issuers.scanInTurn = 8 // reading liveRun whole is a rebuild; reading a new run is not
+	rebuilt := 0
+	f.srv.states.holding = func() { rebuilt++ }
+	readers := readerTokens(f, 2)
+	const perRound = 2 * maxIssuerTrialRuns
+	small := newRuns(f, "s", 4*perRound)
+	goThrough := func(runs []string) {
+		t.Helper()
+		for _, run := range runs {
+			readCredentials(t, f, readers[1], run)
+		}
+	}
+
+	readCredentials(t, f, readers[0], liveRun)
+	require.Equal(t, 1, rebuilt)
+	goThrough(small[:perRound])
+	require.Nil(t, issuerEntries(f)[liveRun], "the run left trial")
+	require.Contains(t, issuerGhosts(f), liveRun)
+
+	// The client goes at the scan's look at it after its first batch, in its read turn.
+	f.srv.issuers.scanInTurn = 0
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	rec := httptest.NewRecorder()
+	client := &leavingClient{Context: ctx, cancel: cancel, f: f, run: liveRun}
+	f.srv.Handler().ServeHTTP(rec, credentialsRequest(client, liveRun, readers[0]))
+	require.Empty(t, rec.Body.String(), "a client that went is answered nothing")
+	requireIssuerCacheConsistent(t, f)
+	trial, _ := issuerSections(f)
+	require.Equal(t, liveRun, trial[0], "a request whose client went moved a ghost past trial")
+	require.NotContains(t, issuerGhosts(f), liveRun)
+	f.srv.issuers.scanInTurn = 8
+
+	for round := 1; round < 4; round++ {
+		goThrough(small[round*perRound : (round+1)*perRound])
+		readCredentials(t, f, readers[0], liveRun)
+	}
+	require.Equal(t, 2, rebuilt, "the run was read whole again after the read that followed its leaving trial")
+	_, main := issuerSections(f)
+	require.Equal(t, liveRun, main[0])
+	require.Equal(t, keyReadOnlyPrefix+digestOf(readers[0]), issuerOwners(f)[liveRun])
+	require.NotContains(t, issuerGhosts(f), liveRun)
+}
+
 // TestIssuerCacheLeftAsItWasByRefusedAndCancelledRequests: a request refused its rebuild turn (429), or whose
 // client went before it read anything, takes no place in the cache and moves no run in it, however many of them a
 // reader sends. (A request once took its run's place before it waited for the run's scan or a rebuild turn: a
@@ -200,6 +367,12 @@ func TestIssuerCacheKeepsRunsReadAgainWhileAReaderGoesThroughMore(t *testing.T) 
 func TestIssuerCacheLeftAsItWasByRefusedAndCancelledRequests(t *testing.T) {
 	f := newFixture(t, Options{})
 	f.srv.issuers.scanInTurn = 1 // each run of others has 2 events: a scan of it needs a rebuild turn
+	// gone are read once first, then pushed out of trial by the last maxIssuerTrialRuns of read: ghosts, which a
+	// request for them must leave as they are too.
+	gone := newRuns(f, "g", 4)
+	for _, run := range gone {
+		readCredentials(t, f, adminToken, run)
+	}
 	read := newRuns(f, "k", maxIssuerRunsPerReader+maxIssuerTrialRuns)
 	for i, run := range read {
 		readCredentials(t, f, adminToken, run)
@@ -210,17 +383,21 @@ func TestIssuerCacheLeftAsItWasByRefusedAndCancelledRequests(t *testing.T) {
 	before := issuerEntries(f)
 	require.Len(t, before, len(read))
 	trial, main := issuerSections(f)
+	ghosts := issuerGhosts(f)
+	require.ElementsMatch(t, gone, ghosts)
 	requireLeftAsItWas := func(msg string) {
 		t.Helper()
+		requireIssuerCacheConsistent(t, f)
 		got := issuerEntries(f)
 		require.Len(t, got, len(before), msg)
 		requireKept(t, before, got, read, msg)
 		gotTrial, gotMain := issuerSections(f)
 		require.Equal(t, trial, gotTrial, msg)
 		require.Equal(t, main, gotMain, msg)
+		require.Equal(t, ghosts, issuerGhosts(f), msg)
 	}
 
-	others := newRuns(f, "o", maxIssuerRuns+1)
+	others := append(newRuns(f, "o", maxIssuerRuns+1), gone...)
 	for _, run := range others {
 		f.do(audittest.Orchestrator, &commands.RunTransition{RunID: run, To: "running"})
 	}
@@ -229,6 +406,7 @@ func TestIssuerCacheLeftAsItWasByRefusedAndCancelledRequests(t *testing.T) {
 		rec := httptest.NewRecorder()
 		f.srv.Handler().ServeHTTP(rec, credentialsRequest(t.Context(), run, roToken))
 		require.Equal(t, http.StatusTooManyRequests, rec.Code, "body %q", rec.Body)
+		requireIssuerCacheConsistent(t, f)
 	}
 	requireLeftAsItWas("requests refused their rebuild turn changed the cache")
 	giveBack()
@@ -240,6 +418,7 @@ func TestIssuerCacheLeftAsItWasByRefusedAndCancelledRequests(t *testing.T) {
 		f.srv.Handler().ServeHTTP(rec, credentialsRequest(ctx, run, roToken))
 		cancel()
 		require.Empty(t, rec.Body.String(), "a client that went is answered nothing")
+		requireIssuerCacheConsistent(t, f)
 	}
 	requireLeftAsItWas("requests whose client went at once changed the cache")
 }
