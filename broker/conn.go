@@ -74,7 +74,7 @@ type conn struct {
 
 	id         identity             // written by the reader during hello, before bind publishes the connection
 	authed     bool                 // reader only
-	ck         string               // credKey(id), once authed: the pacer's key, built once rather than on every request
+	keys       paceKeys             // credKey(id), runKey(id) once authed: its buckets, built once, not per request
 	cred       *commands.Credential // id.credential(), once authed: the writer checks it again, built once
 	bound      bool                 // counted by bind (under the server's mu)
 	pending    bool                 // counted in the server's pending for peerPID until its hello ends (under the server's mu)
@@ -138,7 +138,7 @@ func (c *conn) readLoop() {
 	c.nc.SetReadDeadline(time.Now().Add(c.s.opts.HelloTimeout))
 	rd := wire.NewReader(c.nc, c.s.opts.MaxFrame)
 	for {
-		if c.authed && !c.pace(c.ck, nil) {
+		if c.authed && !c.pace(c.keys, nil) {
 			return // closing: whoever closed it logged why
 		}
 		req, err := rd.ReadRequest()

@@ -17,11 +17,12 @@
 //	  │         ├──(first request not hello)──▶ error protocol "hello required" ─▶ close
 //	  │         ├──(bad shape / unknown token)─▶ error auth | stale-token | revoked ─▶ close
 //	  │         └──(a connection limit)────────▶ error too-many-connections ─▶ close
-//	  ▼ hello ok (once its credential's bucket holds a unit, and re-checked as it is indexed, against the
-//	    same published state): ack {protocol:1, session, run, ok:true}; deadline cleared; idle timer armed;
-//	    indexed by run
+//	  ▼ hello ok (once its credential's bucket, and a worker's run's, hold a unit, and re-checked as it is
+//	    indexed, against the same published state): ack {protocol:1, session, run, ok:true}; deadline cleared;
+//	    idle timer armed; indexed by run
 //	authenticated ◀────────────────────────────────────────────┐
-//	  │ before each read: wait while the credential's bucket is empty (RatePerCredential, pacer.go)
+//	  │ before each read: wait while the credential's bucket, or a worker's run's, is empty (RatePerCredential,
+//	  │                   RatePerRun; pacer.go)
 //	  │ each request: credential re-checked (revoked / stale-token ─▶ error ─▶ close), and again in every read
 //	  │               of the state its method makes
 //	  │               second hello ─▶ error protocol "hello already completed" ─▶ close
@@ -81,15 +82,17 @@
 //     kept only for credentials reading or waiting to (package broker/internal/turns), not for every credential
 //     that ever read.
 //   - CPU per principal (pacer.go): every credential but the admin's is served at most RatePerCredential units a
-//     second with bursts of BurstPerCredential; a request is one unit and one more per frameUnit (4 KiB) of its
-//     frame and the blank lines before it, a hello helloCost (50; a refused one to its process, by pid), each
-//     event events.since returns or a subscription reads (pushed or filtered out) one more, and each event of a
-//     cold run re-folded from the log for it (params.go; a hello never re-folds: classifyCold; events.since reads
-//     a run's events from the log and never reads a cold run back). A credential with an empty bucket is not
-//     refused: its hellos are not answered, its connections' readers read no next frame and its subscriptions
-//     pull nothing until the bucket refills, so a flood is back-pressured by the flooder's own socket and costs
-//     the daemon no CPU while it waits. Blank lines count toward the frame cap of the request after them (package
-//     wire), so no stream of them is read unpaid.
+//     second with bursts of BurstPerCredential, and the workers of one run together, whatever their credentials, at
+//     most RatePerRun with bursts of BurstPerRun (the run's orchestrator is paced by its credential alone, so its
+//     workers cannot slow it); a request is one unit and one more per frameUnit (4 KiB) of its frame and the blank
+//     lines before it, a hello helloCost (50; a refused one to its process, by pid), each event events.since returns
+//     or a subscription reads (pushed or filtered out) one more, and each event of a cold run re-folded from the log
+//     for it (params.go; a hello never re-folds: classifyCold; events.since reads a run's events from the log and
+//     never reads a cold run back), charged to the worker's run as well. A credential with an empty bucket, or a
+//     worker whose run's bucket is empty, is not refused: its hellos are not answered, its connections' readers read
+//     no next frame and its subscriptions pull nothing until it refills, so a flood is back-pressured by the
+//     flooder's own socket and costs the daemon no CPU while it waits. Blank lines count toward the frame cap of the
+//     request after them (package wire), so no stream of them is read unpaid.
 //   - Secrets: the broker mints tokens (see mintToken) and hands each only to the caller of run.create or
 //     credential.issue; the engine and the log see sha-256 digests. No token reaches a log line or an error.
 //   - Command ids belong to their caller (SPEC §2): a command's principal is the connection's authenticated
@@ -99,12 +102,14 @@
 //   - A client cannot make the daemon panic (a recovered panic closes that connection only), nor grow memory
 //     without bound: frames ≤ MaxFrame; a connection's outbound bytes (queued plus the batch being written) ≤
 //     OutboundBytes, a credential's connections' ≤ OutboundBytesPerCredential (so one token's connections that
-//     read nothing cannot take everyone's budget) and everyone's ≤ GlobalOutboundBytes, except that a connection
+//     read nothing cannot take everyone's budget), a run's worker connections' ≤ OutboundBytesPerRun (so neither
+//     can the many tokens one run may issue) and everyone's ≤ GlobalOutboundBytes, except that a connection
 //     holding nothing takes one frame — so outbound memory ≤ GlobalOutboundBytes + MaxConns × MaxFrame (+ one
 //     resync and one final frame per connection); queue ≤ OutboundQueueCap frames; connections ≤ MaxConns; waits
 //     and subscriptions bounded per connection and credential; params bounded by ParseCommand and the handlers;
 //     pacing buckets only for keys charged recently (a full bucket is deleted, pacer.go), so processes that each
-//     send one refused hello leave none behind once their buckets refill.
+//     send one refused hello leave none behind once their buckets refill; a credential's or a run's outbound
+//     budget only while it has connections.
 //   - Every list a query answers is reachable whatever its size: query.tasks, query.delegations, query.ledger,
 //     query.mailbox, msg.inbox, query.runs, query.job's calls and import.checkpoints page by cursor, and a page
 //     whose items would not fit in a frame is cut short (hasMore, or a nextCursor) rather than refused (fitPage in
@@ -137,9 +142,12 @@
 //     connection has before its hello; a worker that forks to get around it pays a process per 128 connections.
 //   - A wait's answer that was already queued when its credential ended may precede the final frame.
 //   - CPU time itself: pacing counts requests, their bytes and events, not nanoseconds, so requests of unequal
-//     cost (a commit, a large query page) weigh alike, and up to RatePerCredential units per second of every
-//     credential still run; many credentials (a run can issue many) together get more than one. The engine's
-//     queue is shared: a run's commits within its rate go ahead of another run's in arrival order
-//     (docs/benchmarks.md, "Hostile mix").
+//     cost (a commit, a large query page) weigh alike, and what the buckets allow still runs: RatePerRun units per
+//     second of a run's workers together and RatePerCredential of its orchestrator; many runs together get more
+//     than one. The engine's queue is shared: a run's commits within its rate go ahead of another run's in arrival
+//     order (docs/benchmarks.md, "Hostile mix").
+//   - Fairness within a run: its workers share its bucket and its outbound budget, first come, first served, so
+//     a few of its credentials that flood or read nothing (four at the defaults) can slow or resync its others,
+//     never another run's connections nor its orchestrator.
 //   - pi-crew's stale-token after a restart: crewlog persists credential digests, so a valid token keeps working.
 package broker

@@ -328,6 +328,11 @@ func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 // returns how long that took: a steady stream of small commits for the
 // back-pressure tests.
 func (f *fixture) streamUsage(tb testing.TB, n int) time.Duration {
+	return f.streamUsageOn(tb, runR, taskQ, n)
+}
+
+// streamUsageOn is streamUsage on task taskID of run runID.
+func (f *fixture) streamUsageOn(tb testing.TB, runID, taskID string, n int) time.Duration {
 	start := time.Now()
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
@@ -337,7 +342,7 @@ func (f *fixture) streamUsage(tb testing.TB, n int) time.Duration {
 			for i := g; i < n; i += 8 {
 				r, err := f.eng.Submit(context.Background(), commands.Request{
 					Actor:   events.Actor{Role: events.RoleOrchestrator},
-					Command: &commands.TaskUsage{RunID: runR, TaskID: taskQ, Input: int64(i), Output: 1},
+					Command: &commands.TaskUsage{RunID: runID, TaskID: taskID, Input: int64(i), Output: 1},
 				})
 				if err != nil || r.Rejected != nil {
 					tb.Errorf("usage %d: %v %v", i, err, r.Rejected)

@@ -34,6 +34,39 @@ func credKey(id identity) string {
 	return id.runID + "\x00" + id.key
 }
 
+// runKey names the run whose shared budgets id's connections count against (OutboundBytesPerRun, RatePerRun): a
+// worker's run; "" for the admin, and for a run's orchestrator, which its workers must not be able to lock out of
+// its own run (as MaxConnsPerRun does not count it either).
+func runKey(id identity) string {
+	if id.role == events.RoleWorker {
+		return id.runID
+	}
+	return ""
+}
+
+// joinBudget returns the outbound budget of k in m, made with limit when k has none, and counts one more
+// connection against it, with s.mu held. A budget is kept while connections count against it (leaveBudget), not
+// for every credential or run that ever had one.
+func joinBudget(m map[string]*outboundBudget, k string, limit int64) *outboundBudget {
+	b := m[k]
+	if b == nil {
+		b = &outboundBudget{limit: limit}
+		m[k] = b
+	}
+	b.conns++
+	return b
+}
+
+// leaveBudget counts one connection less against the outbound budget of k in m (none: nothing to do), and drops
+// the budget with its last connection, with s.mu held.
+func leaveBudget(m map[string]*outboundBudget, k string) {
+	if b := m[k]; b != nil {
+		if b.conns--; b.conns <= 0 {
+			delete(m, k)
+		}
+	}
+}
+
 // runWorkers is the count of run runID's worker connections, with s.mu held: the run's connections but its
 // orchestrator's (its one credential).
 func (s *Server) runWorkers(runID string) int {

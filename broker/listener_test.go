@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -134,6 +135,37 @@ func TestOptionsValidate(t *testing.T) {
 	require.Equal(t, int64(DefaultGlobalOutboundBytes/outboundShares), d.OutboundBytesPerCredential)
 	small := Options{OutboundBytes: 1 << 20, GlobalOutboundBytes: 2 << 20}.withDefaults()
 	require.Equal(t, int64(1<<20), small.OutboundBytesPerCredential, "at least one connection's budget")
+
+	for _, perRun := range []int64{1 << 20, 1 << 40} { // below OutboundBytesPerCredential, above GlobalOutboundBytes
+		o := ok
+		o.OutboundBytesPerRun = perRun
+		require.ErrorContains(t, o.Validate(), "OutboundBytesPerRun")
+	}
+	o = ok
+	o.BurstPerRun = -1
+	require.ErrorContains(t, o.Validate(), "BurstPerRun")
+	for _, tc := range []struct {
+		name        string
+		o           Options
+		bytes       int64
+		rate, burst int
+	}{
+		{"the defaults", ok, DefaultGlobalOutboundBytes / runOutboundShares, 4 * DefaultRatePerCredential,
+			4 * DefaultRatePerCredential},
+		{"at least a credential's bytes", Options{GlobalOutboundBytes: 2 * DefaultOutboundBytes},
+			DefaultOutboundBytes, 4 * DefaultRatePerCredential, 4 * DefaultRatePerCredential},
+		{"a burst of at least a second", Options{RatePerCredential: 100, BurstPerCredential: 10},
+			DefaultGlobalOutboundBytes / runOutboundShares, 400, 400},
+		{"no pacing per credential, none per run", Options{RatePerCredential: -1},
+			DefaultGlobalOutboundBytes / runOutboundShares, -1, 4},
+		{"saturated", Options{RatePerCredential: math.MaxInt}, DefaultGlobalOutboundBytes / runOutboundShares,
+			math.MaxInt, math.MaxInt},
+	} {
+		d := tc.o.withDefaults()
+		require.Equal(t, tc.bytes, d.OutboundBytesPerRun, tc.name)
+		require.Equal(t, tc.rate, d.RatePerRun, tc.name)
+		require.Equal(t, tc.burst, d.BurstPerRun, tc.name)
+	}
 }
 
 // TestListenSocketGroup: with a socket group, a new directory is 0750 and the socket 0660, both of that group; an

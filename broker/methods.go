@@ -95,22 +95,23 @@ func (c *conn) handle(req wire.Request, size int) bool {
 		}
 		// A refused hello has no credential to pay for it: its process does (peerKey), and a process whose hellos
 		// keep failing has its next ones answered at the pacing rate.
-		pk := peerKey(c.peerPID)
+		pk := paceKeys{cred: peerKey(c.peerPID)}
 		if !c.pace(pk, nil) {
 			return false
 		}
 		id, bad := c.s.authenticate(req.Params)
 		if bad != nil {
-			c.s.pacer.charge(pk, helloCost, c.s.pacer.now())
+			c.s.charge(pk, helloCost)
 			c.s.lg.Debug("hello rejected", "conn", c.seq, "code", string(bad.Code))
 			return c.sendError(req.ID, bad)
 		}
-		// A hello costs its credential helloCost units, so a token that dials in a loop is paced too.
-		k := credKey(id)
+		// A hello costs its credential (and a worker's run) helloCost units, so a token that dials in a loop is paced
+		// too.
+		k := paceKeys{cred: credKey(id), run: runKey(id)}
 		if !c.pace(k, nil) {
 			return false
 		}
-		c.s.pacer.charge(k, helloCost, c.s.pacer.now())
+		c.s.charge(k, helloCost)
 		bad = c.s.bind(c, id)
 		if c.s.onBound != nil {
 			c.s.onBound()
@@ -119,7 +120,7 @@ func (c *conn) handle(req wire.Request, size int) bool {
 			c.s.lg.Debug("hello refused", "conn", c.seq, "code", string(bad.Code), "message", bad.Message)
 			return c.sendError(req.ID, bad)
 		}
-		c.authed, c.ck, c.cred = true, k, id.credential()
+		c.authed, c.keys, c.cred = true, k, id.credential()
 		c.nc.SetReadDeadline(time.Time{})
 		c.startIdleTimer()
 		c.s.lg.Debug("hello", "conn", c.seq, "role", id.role, "runId", id.runID, "taskId", id.taskID)

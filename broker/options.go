@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/crewlog/crewlog/broker/wire"
@@ -39,6 +40,12 @@ const (
 	// outboundShares is how many credentials it takes, by default, to hold all of GlobalOutboundBytes: one
 	// credential's connections hold at most GlobalOutboundBytes/outboundShares (OutboundBytesPerCredential).
 	outboundShares = 16
+	// runOutboundShares is how many runs it takes, by default, to hold all of GlobalOutboundBytes: one run's
+	// workers hold at most GlobalOutboundBytes/runOutboundShares (OutboundBytesPerRun).
+	runOutboundShares = 4
+	// runPaceShares is how many credentials' pace one run's workers get together by default (RatePerRun,
+	// BurstPerRun).
+	runPaceShares = 4
 	// MinServerKeyLen is the shortest ServerKey: HMAC-SHA256 gains nothing from a longer key than its block and
 	// loses strength with a shorter one than its output.
 	MinServerKeyLen = 32
@@ -117,6 +124,26 @@ type Options struct {
 	// Default 5000; negative: no pacing.
 	RatePerCredential  int
 	BurstPerCredential int
+	// OutboundBytesPerRun bounds the outbound bytes of all the worker connections of one run together, whatever their
+	// credentials (default GlobalOutboundBytes/4, at least OutboundBytesPerCredential; at most GlobalOutboundBytes).
+	// A run's orchestrator may issue a credential to every task it creates, so without it a run of
+	// GlobalOutboundBytes/OutboundBytesPerCredential credentials (16 by default) that read nothing could hold all of
+	// GlobalOutboundBytes. A quarter is four credentials' shares at the defaults: four of a run's workers whose
+	// readers lag at once reach their run's bound only as they reach their own, while one run, however many
+	// credentials it issues, leaves three quarters to the others, and it takes four runs that all stop reading to
+	// hold the whole. The run's orchestrator is not counted, as for MaxConnsPerRun: its workers cannot take its room.
+	// The admin's connections are not counted.
+	OutboundBytesPerRun int64
+	// RatePerRun paces the workers of one run together, whatever their credentials, to that many units per second,
+	// with bursts of BurstPerRun units: each of their requests and reads waits for its run's bucket as well as its
+	// credential's (pacer.go), so a run that issues a credential to every task it creates is served RatePerRun, not
+	// RatePerCredential times its credentials. Default: four times RatePerCredential (none when RatePerCredential
+	// is negative), and bursts of four times BurstPerCredential, at least one second's worth: one credential never
+	// reaches its run's bound before its own, a run's workers are paced by it only when more than four of them are
+	// busy at once, and a run is served at most five credentials' worth with its orchestrator's (not paced by its
+	// run, so its workers cannot slow it). Negative: no pacing per run.
+	RatePerRun  int
+	BurstPerRun int
 	// SessionID is echoed in the hello ack's "session".
 	SessionID string
 	// Logger receives connection lifecycle at debug and failures at warn/error (default discard). It never
@@ -164,8 +191,8 @@ func (o *Options) Validate() error {
 		{"MaxSubscriptionsPerCredential", int64(o.MaxSubscriptionsPerCredential)},
 		{"MaxReadsPerCredential", int64(o.MaxReadsPerCredential)},
 		{"OutboundBytes", int64(o.OutboundBytes)}, {"GlobalOutboundBytes", o.GlobalOutboundBytes},
-		{"OutboundBytesPerCredential", o.OutboundBytesPerCredential},
-		{"BurstPerCredential", int64(o.BurstPerCredential)},
+		{"OutboundBytesPerCredential", o.OutboundBytesPerCredential}, {"OutboundBytesPerRun", o.OutboundBytesPerRun},
+		{"BurstPerCredential", int64(o.BurstPerCredential)}, {"BurstPerRun", int64(o.BurstPerRun)},
 	} {
 		if f.v < 0 {
 			add("%s must not be negative", f.name)
@@ -184,6 +211,11 @@ func (o *Options) Validate() error {
 		(d.OutboundBytesPerCredential < int64(d.OutboundBytes) || d.OutboundBytesPerCredential > d.GlobalOutboundBytes) {
 		add("OutboundBytesPerCredential %d must be within OutboundBytes %d..GlobalOutboundBytes %d",
 			d.OutboundBytesPerCredential, d.OutboundBytes, d.GlobalOutboundBytes)
+	}
+	if d := o.withDefaults(); o.OutboundBytesPerRun > 0 &&
+		(d.OutboundBytesPerRun < d.OutboundBytesPerCredential || d.OutboundBytesPerRun > d.GlobalOutboundBytes) {
+		add("OutboundBytesPerRun %d must be within OutboundBytesPerCredential %d..GlobalOutboundBytes %d",
+			d.OutboundBytesPerRun, d.OutboundBytesPerCredential, d.GlobalOutboundBytes)
 	}
 	if wire.UTF16Len(o.SessionID) > maxSessionID {
 		add("SessionID must be at most %d chars", maxSessionID)
@@ -223,8 +255,12 @@ func (o Options) withDefaults() Options {
 	o.GlobalOutboundBytes = orDefault(o.GlobalOutboundBytes, DefaultGlobalOutboundBytes)
 	o.OutboundBytesPerCredential = orDefault(o.OutboundBytesPerCredential,
 		DefaultOutboundBytesPerCredential(o.GlobalOutboundBytes, o.OutboundBytes))
+	o.OutboundBytesPerRun = orDefault(o.OutboundBytesPerRun,
+		DefaultOutboundBytesPerRun(o.GlobalOutboundBytes, o.OutboundBytesPerCredential))
 	o.RatePerCredential = orDefault(o.RatePerCredential, DefaultRatePerCredential)
 	o.BurstPerCredential = orDefault(o.BurstPerCredential, max(o.RatePerCredential, 1))
+	o.RatePerRun = orDefault(o.RatePerRun, DefaultRatePerRun(o.RatePerCredential))
+	o.BurstPerRun = orDefault(o.BurstPerRun, DefaultBurstPerRun(o.BurstPerCredential, o.RatePerRun))
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -236,6 +272,35 @@ func (o Options) withDefaults() Options {
 // global bytes and a connection's of perConn: a sixteenth of global, at least perConn, at most global.
 func DefaultOutboundBytesPerCredential(global int64, perConn int) int64 {
 	return min(max(global/outboundShares, int64(perConn)), global)
+}
+
+// DefaultOutboundBytesPerRun is OutboundBytesPerRun's default for a daemon's outbound budget of global bytes and a
+// credential's of perCred: a quarter of global, at least perCred, at most global.
+func DefaultOutboundBytesPerRun(global, perCred int64) int64 {
+	return min(max(global/runOutboundShares, perCred), global)
+}
+
+// DefaultRatePerRun is RatePerRun's default for a credential's rate of perCred units per second: four times it, or
+// perCred itself when it is not positive (no pacing).
+func DefaultRatePerRun(perCred int) int {
+	if perCred <= 0 {
+		return perCred
+	}
+	return saturatedTimes(perCred, runPaceShares)
+}
+
+// DefaultBurstPerRun is BurstPerRun's default for a credential's burst of perCred units and a run's rate of perRun:
+// four times perCred, at least perRun (one second's worth), at least 1.
+func DefaultBurstPerRun(perCred, perRun int) int {
+	return max(saturatedTimes(perCred, runPaceShares), perRun, 1)
+}
+
+// saturatedTimes is n×k for k > 0, or math.MaxInt when that overflows.
+func saturatedTimes(n, k int) int {
+	if n > math.MaxInt/k {
+		return math.MaxInt
+	}
+	return n * k
 }
 
 // orDefault is v, or def when v is zero.

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -14,7 +15,7 @@ import (
 // Bounds, in frames and in bytes. The bytes a connection holds are those queued plus the batch (or response) being
 // written: they are released only when the write has completed. An ordinary frame fits when the connection
 // holds nothing, or when it keeps the connection within limit frames queued, within maxBytes held, and its
-// credential's budget and the daemon-wide budget within their limits. Beyond that:
+// credential's budget, its run's and the daemon-wide budget within their limits. Beyond that:
 //   - a push (team.event, mailbox.message) is refused at once — the subscription then queues a resync and stops;
 //   - a response waits for room (back-pressure on the connection's own reader and waiters only): its own writer
 //     finishing a write is what makes room, since an empty connection always takes one frame;
@@ -31,22 +32,27 @@ type outbound struct {
 	limit    int
 	maxBytes int
 	held     int // bytes queued plus bytes of the batch being written
-	global   *outboundBudget
-	cred     *outboundBudget // the connection's credential's, from its hello on (nil for the admin): setCredential
-	busy     bool            // a goroutine writes to the socket: the writer its batch, or a responder its response (claim)
-	final    bool            // the final frame is queued
-	noPushes bool            // the connection is ending: pushes are refused, responses still taken (endPushes)
-	reason   closeReason     // why the connection closes after the final frame
-	closed   bool            // the connection is closed: drop everything
+	// budgets are what held counts against: the daemon's, then, from its hello on, its credential's (none for the
+	// admin) and its run's (a worker's only): share. nil after the last.
+	budgets  [maxBudgets]*outboundBudget
+	busy     bool        // a goroutine writes the socket: the writer its batch, or a responder its response (claim)
+	final    bool        // the final frame is queued
+	noPushes bool        // the connection is ending: pushes are refused, responses still taken (endPushes)
+	reason   closeReason // why the connection closes after the final frame
+	closed   bool        // the connection is closed: drop everything
 	ready    chan struct{}
 	space    chan struct{} // made by a response waiting for room, closed (and dropped) when the writer makes room
 }
 
-// outboundBudget counts the bytes held by a set of outbound queues: the daemon's (every connection's), or one
-// credential's (its connections').
+// maxBudgets is the most budgets a connection's bytes count against: the daemon's, its credential's, its run's.
+const maxBudgets = 3
+
+// outboundBudget counts the bytes held by a set of outbound queues: the daemon's (every connection's), one
+// credential's (its connections') or one run's (its workers' connections').
 type outboundBudget struct {
 	used  atomic.Int64
 	limit int64
+	conns int // the connections counting against a credential's or a run's, under the server's mu (joinBudget)
 }
 
 // reserve counts n bytes if they fit within the limit.
@@ -63,7 +69,8 @@ func (b *outboundBudget) reserve(n int) bool {
 }
 
 func newOutbound(limit, maxBytes int, global *outboundBudget) *outbound {
-	return &outbound{limit: limit, maxBytes: maxBytes, global: global, ready: make(chan struct{}, 1)}
+	return &outbound{limit: limit, maxBytes: maxBytes, budgets: [maxBudgets]*outboundBudget{global},
+		ready: make(chan struct{}, 1)}
 }
 
 // roomMade wakes the responses waiting for room, with q.mu held.
@@ -81,15 +88,19 @@ func (q *outbound) signal() {
 	}
 }
 
-// setCredential counts the connection's bytes, from now on and those it holds, against its credential's budget b
-// too.
-func (q *outbound) setCredential(b *outboundBudget) {
+// share counts the connection's bytes, from now on and those it holds, against b too: its credential's budget or
+// its run's.
+func (q *outbound) share(b *outboundBudget) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
 		return
 	}
-	q.cred = b
+	i := slices.Index(q.budgets[:], nil)
+	if i < 0 {
+		panic("broker: a connection counts against more than maxBudgets budgets")
+	}
+	q.budgets[i] = b
 	b.used.Add(int64(q.held))
 }
 
@@ -102,14 +113,16 @@ func (q *outbound) admit(f []byte) bool {
 	if len(q.frames) >= q.limit || q.held+len(f) > q.maxBytes {
 		return false
 	}
-	if q.cred != nil && !q.cred.reserve(len(f)) {
-		return false
-	}
-	if !q.global.reserve(len(f)) {
-		if q.cred != nil {
-			q.cred.used.Add(-int64(len(f)))
+	for i, b := range q.budgets {
+		if b == nil {
+			break
 		}
-		return false
+		if !b.reserve(len(f)) {
+			for _, r := range q.budgets[:i] {
+				r.used.Add(-int64(len(f)))
+			}
+			return false
+		}
 	}
 	q.held += len(f)
 	return true
@@ -123,9 +136,11 @@ func (q *outbound) force(f []byte) {
 
 // count adds n bytes (released: negative) to the budgets the connection counts against, with q.mu held.
 func (q *outbound) count(n int) {
-	q.global.used.Add(int64(n))
-	if q.cred != nil {
-		q.cred.used.Add(int64(n))
+	for _, b := range q.budgets {
+		if b == nil {
+			break
+		}
+		b.used.Add(int64(n))
 	}
 }
 

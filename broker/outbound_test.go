@@ -50,8 +50,8 @@ func TestOutboundCredentialBudget(t *testing.T) {
 	global, cred := &outboundBudget{limit: 1000}, &outboundBudget{limit: 150}
 	a, b := newOutbound(256, 100, global), newOutbound(256, 100, global)
 	require.True(t, a.tryPush(frameOf(60)))
-	a.setCredential(cred)
-	b.setCredential(cred)
+	a.share(cred)
+	b.share(cred)
 	require.Equal(t, int64(60), cred.used.Load(), "held before the hello, counted after")
 	require.True(t, b.tryPush(frameOf(60)))
 	require.True(t, b.tryPush(frameOf(30)))
@@ -63,6 +63,35 @@ func TestOutboundCredentialBudget(t *testing.T) {
 	b.close()
 	require.Zero(t, cred.used.Load())
 	require.Zero(t, global.used.Load())
+}
+
+// TestOutboundRunBudget: the connections of two credentials of one run share its budget too: it refuses a push
+// that fits their connections', their credentials' and the daemon's budgets, and takes nothing from any of them;
+// closing gives every byte back.
+func TestOutboundRunBudget(t *testing.T) {
+	global, run := &outboundBudget{limit: 1000}, &outboundBudget{limit: 170}
+	credA, credB := &outboundBudget{limit: 100}, &outboundBudget{limit: 100}
+	a, b := newOutbound(256, 100, global), newOutbound(256, 100, global)
+	a.share(credA)
+	a.share(run)
+	b.share(credB)
+	b.share(run)
+	for _, q := range []*outbound{a, a, b, b} {
+		require.True(t, q.tryPush(frameOf(40)))
+	}
+	require.False(t, b.tryPush(frameOf(40)), "b's credential would hold 120 > 100")
+	require.False(t, a.tryPush(frameOf(20)), "a's credential would hold 100, but their run 180 > 170")
+	for _, held := range []struct {
+		budget *outboundBudget
+		want   int64
+	}{{global, 160}, {credA, 80}, {credB, 80}, {run, 160}} {
+		require.Equal(t, held.want, held.budget.used.Load(), "the refusals took nothing")
+	}
+	a.close()
+	b.close()
+	for _, bg := range []*outboundBudget{global, credA, credB, run} {
+		require.Zero(t, bg.used.Load(), "closed connections hold nothing")
+	}
 }
 
 // TestOutboundResponseWaitsForItsWriter: a response over the connection's budget waits until its writer has

@@ -6,15 +6,18 @@ import (
 	"time"
 )
 
-// Per-credential pacing: CPU fairness between principals. Every credential but the admin's has a token bucket of
-// RatePerCredential units per second holding at most BurstPerCredential. A request costs one unit and one more per
-// frameUnit bytes it takes on the wire, a hello helloCost units (a refused one: to its process, peerKey), and every
-// event events.since returns to a credential, or its subscription reads from the log (pushed or filtered out), one more
-// (a replay from seq 0 is the most expensive thing a client can ask for), as does every event of a cold run the log
-// re-folds for a request of the credential (params.go). The bucket may go into debt: a page is served whole and charged
-// after. A connection's reader reads its next request only when its credential's bucket holds a unit, a hello is
-// answered and a subscription pulls only then, so a credential that asks for more than its rate is back-pressured by
-// its own socket and costs the daemon no CPU while it waits. No refusal: a paced client is only slower.
+// Per-credential and per-run pacing: CPU fairness between principals. Every credential but the admin's has a token
+// bucket of RatePerCredential units per second holding at most BurstPerCredential, and every run one of RatePerRun
+// holding at most BurstPerRun that its workers' credentials share (runKey: not its orchestrator's), so a run that
+// issues a credential to each of its tasks is not served that many credentials' rate. A request costs one unit and
+// one more per frameUnit bytes it takes on the wire, a hello helloCost units (a refused one: to its process,
+// peerKey), and every event events.since returns to a credential, or its subscription reads from the log (pushed or
+// filtered out), one more (a replay from seq 0 is the most expensive thing a client can ask for), as does every event
+// of a cold run the log re-folds for a request of the credential (params.go); a worker's work costs its run's bucket
+// as much. A bucket may go into debt: a page is served whole and charged after. A connection's reader reads its next
+// request only when its credential's bucket, and its run's, hold a unit, a hello is answered and a subscription pulls
+// only then, so a credential (or a run) that asks for more than its rate is back-pressured by its own sockets and
+// costs the daemon no CPU while it waits. No refusal: a paced client is only slower.
 
 // helloCost is what a hello costs its credential, accepted or refused by a connection limit: a connection's
 // setup and teardown (accept, the peer check, two goroutines, the digest check, the close) and the client's own
@@ -36,8 +39,8 @@ func requestCost(frameBytes int) int { return 1 + frameBytes/frameUnit }
 // no credential to charge). NB: no credential key starts with a NUL (credKey: a run id first).
 func peerKey(pid int) string { return "\x00peer " + strconv.Itoa(pid) }
 
-// pacer holds the buckets of the credentials (and processes) charged recently. Its methods take the time, so tests
-// drive them with an injected clock.
+// pacer holds the buckets of the credentials (and processes) charged recently, or of the runs. Its methods take the
+// time, so tests drive them with an injected clock.
 //
 // A full bucket is no bucket (a key without one is full), so none is kept: a bucket found full when its key is
 // paced is deleted, and a sweep deletes every full one whenever the map has doubled since the last sweep (from
@@ -151,12 +154,18 @@ func (p *pacer) delay(k string, now time.Time) time.Duration {
 	return time.Duration((1 - b.level) / p.rate * float64(time.Second))
 }
 
-// pace waits until credential k may be served again, for connection c; false when c closed or stop was closed
-// first (nil: never).
-func (c *conn) pace(k string, stop <-chan struct{}) bool {
-	p := c.s.pacer
+// paceKeys name the buckets work is paced by and charged to: a credential's (credKey; peerKey for a process that
+// pays for its hellos) in the server's pacer, and a run's (runKey) in its runPacer. "" names none: the admin is not
+// paced, nor is a run's orchestrator by its run.
+type paceKeys struct{ cred, run string }
+
+// pace waits until the buckets of k may serve connection c again; false when c closed or stop was closed first
+// (nil: never).
+func (c *conn) pace(k paceKeys, stop <-chan struct{}) bool {
+	p, runs := c.s.pacer, c.s.runPacer
 	for {
-		d := p.delay(k, p.now())
+		now := p.now()
+		d := max(p.delay(k.cred, now), runs.delay(k.run, now))
 		if d <= 0 {
 			return true
 		}
@@ -176,5 +185,13 @@ func (c *conn) pace(k string, stop <-chan struct{}) bool {
 	}
 }
 
-// charge counts n units of work done for c against its credential's bucket.
-func (c *conn) charge(n int) { c.s.pacer.charge(c.ck, n, c.s.pacer.now()) }
+// charge counts n units of work against the buckets of k, at the time of the credentials' pacer (runPacer's is
+// not read).
+func (s *Server) charge(k paceKeys, n int) {
+	now := s.pacer.now()
+	s.pacer.charge(k.cred, n, now)
+	s.runPacer.charge(k.run, n, now)
+}
+
+// charge counts n units of work done for c against its credential's bucket and its run's.
+func (c *conn) charge(n int) { c.s.charge(c.keys, n) }

@@ -42,15 +42,17 @@ func TestPacerBucket(t *testing.T) {
 	require.Zero(t, off.delay("a", t0), "rate ≤ 0: no pacing")
 }
 
-// pacerClock drives the clock of f's pacer: real time until freeze, then only what advance adds.
+// pacerClock drives the clock of f's pacers (its credentials' and its runs', which are read at the former's time):
+// real time until freeze, then only what advance adds.
 type pacerClock struct {
 	p      *pacer
+	runs   *pacer
 	frozen atomic.Int64 // unix nanoseconds; 0: real time
 }
 
 // installPacerClock must be called before f's first connection (the pacer's goroutines read its clock).
 func installPacerClock(f *fixture) *pacerClock {
-	c := &pacerClock{p: f.srv.pacer}
+	c := &pacerClock{p: f.srv.pacer, runs: f.srv.runPacer}
 	c.p.now = func() time.Time {
 		if ns := c.frozen.Load(); ns != 0 {
 			return time.Unix(0, ns)
@@ -107,9 +109,11 @@ func workerKey(task string) string {
 
 // TestPacingChargesRequestsAndReplays: a hello costs helloCost units, every request one and one more per frameUnit
 // bytes it took (blank lines before it included), and every event events.since or a subscription sends costs one
-// more, on the credential that asked; the admin pays nothing.
+// more, on the credential that asked and on its run; the admin pays nothing.
 func TestPacingChargesRequestsAndReplays(t *testing.T) {
-	f := newFixture(t, fixtureOpts{opts: Options{RatePerCredential: 1, BurstPerCredential: 1 << 20}})
+	const runFull = 2 << 20
+	f := newFixture(t, fixtureOpts{opts: Options{RatePerCredential: 1, BurstPerCredential: 1 << 20, RatePerRun: 1,
+		BurstPerRun: runFull}})
 	clock := installPacerClock(f)
 	s := f.seed()
 	clock.freeze()
@@ -150,6 +154,7 @@ func TestPacingChargesRequestsAndReplays(t *testing.T) {
 		"the subscription's replay is charged")
 	require.Equal(t, want, level(workerKey(taskP)), "the subscription: the request and its replay")
 	require.Equal(t, float64(full), level(workerKey(taskQ)), "Q did nothing")
+	require.Equal(t, runFull-(full-want), clock.runLevel(runR), "P's run paid all that P did")
 
 	a := f.dial()
 	a.helloAdmin()

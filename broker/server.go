@@ -55,9 +55,11 @@ type Server struct {
 	credSubs  map[string]int             // connections holding a subscription
 	reads     *turns.PerKey              // page reads in progress, MaxReadsPerCredential at most
 	credOut   map[string]*outboundBudget // outbound bytes of the credential's connections (OutboundBytesPerCredential)
+	runOut    map[string]*outboundBudget // outbound bytes of the run's workers' connections (OutboundBytesPerRun)
 	workers   int                        // authenticated worker connections, bounded by MaxConns-ReservedConns
 	pending   map[int]int                // peer pid → its connections that have not finished hello (MaxPendingPerPeer)
 	pacer     *pacer                     // per-credential request and replay rate (pacer.go)
+	runPacer  *pacer                     // per-run rate of the run's workers together, at pacer's clock (RatePerRun)
 	resyncs   atomic.Uint64              // resync frames sent (Stats)
 
 	waits     waitHub        // task.waitStatus waiters, woken per task
@@ -99,7 +101,9 @@ func New(eng *commands.Engine, log *eventlog.Log, opts Options) (*Server, error)
 		conns: make(map[*conn]struct{}), byRun: make(map[string]map[*conn]struct{}), byBox: make(map[mailboxKey]map[*conn]struct{}),
 		credConns: make(map[string]int), credWaits: make(map[string]int), credSubs: make(map[string]int), pending: make(map[int]int),
 		reads: turns.New(o.MaxReadsPerCredential), credOut: make(map[string]*outboundBudget),
+		runOut:    make(map[string]*outboundBudget),
 		pacer:     newPacer(o.RatePerCredential, o.BurstPerCredential),
+		runPacer:  newPacer(o.RatePerRun, o.BurstPerRun),
 		serveDone: make(chan struct{}), closed: make(chan struct{}),
 	}
 	s.life, s.endLife = context.WithCancel(context.Background())
@@ -255,12 +259,10 @@ func (s *Server) bindAt(c *conn, id identity, head uint64) *wire.Error {
 	c.id, c.bound, c.boundAt = id, true, head
 	if k := credKey(id); k != "" {
 		s.credConns[k]++
-		b := s.credOut[k]
-		if b == nil { // kept while the credential has connections (forget)
-			b = &outboundBudget{limit: s.opts.OutboundBytesPerCredential}
-			s.credOut[k] = b
-		}
-		c.out.setCredential(b)
+		c.out.share(joinBudget(s.credOut, k, s.opts.OutboundBytesPerCredential))
+	}
+	if rk := runKey(id); rk != "" {
+		c.out.share(joinBudget(s.runOut, rk, s.opts.OutboundBytesPerRun))
 	}
 	if id.role == events.RoleWorker {
 		s.workers++
@@ -316,10 +318,9 @@ func (s *Server) forget(c *conn) identity {
 	if c.bound {
 		k := credKey(c.id)
 		decrement(s.credConns, k)
-		if s.credConns[k] == 0 {
-			// NB: the connection's bytes are released from this budget when close drops its queue, right after.
-			delete(s.credOut, k)
-		}
+		// NB: the connection's bytes are released from these budgets when close drops its queue, right after.
+		leaveBudget(s.credOut, k)
+		leaveBudget(s.runOut, runKey(c.id))
 		if c.subCounted {
 			decrement(s.credSubs, k)
 		}

@@ -91,7 +91,7 @@ func (sub *subscription) run() {
 	defer c.recover()
 	for {
 		changed := c.s.eng.RunChanged(sub.runID) // taken before reading, so a commit after the read still wakes us
-		if !c.pace(c.ck, sub.stop) {
+		if !c.pace(c.keys, sub.stop) {
 			return
 		}
 		ok, more := sub.pull()

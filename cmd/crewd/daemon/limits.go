@@ -24,8 +24,11 @@ type Limits struct {
 	OutboundBytes                 int
 	GlobalOutboundBytes           int
 	OutboundBytesPerCredential    int
+	OutboundBytesPerRun           int
 	RatePerCredential             int // 0: no pacing
 	BurstPerCredential            int
+	RatePerRun                    int // 0: no pacing per run
+	BurstPerRun                   int
 }
 
 const maxLimit = 1 << 20 // a bound on counts no deployment reaches, so a typo is refused, not obeyed
@@ -46,6 +49,9 @@ var limitOptions = []option{
 	{"outbound-bytes-per-credential", kindIntOrAuto, "BYTES|auto", "bytes queued or being written to the connections of one token together, outbound-bytes..global-outbound-bytes, so a token whose connections read nothing cannot hold every other client's budget; auto: a sixteenth of global-outbound-bytes, at least outbound-bytes", fixed("auto")},
 	{"rate-per-credential", kindInt, "N", fmt.Sprintf("units per second one token is served (a request, and one more per 4 KiB of it; a hello 50; an event events.since returns or a subscription reads), 0..%d; beyond it its requests wait; 0: no pacing", maxLimit), fixed(strconv.Itoa(broker.DefaultRatePerCredential))},
 	{"burst-per-credential", kindInt, "N", fmt.Sprintf("units one token may use at once above its rate, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultRatePerCredential))},
+	{"outbound-bytes-per-run", kindIntOrAuto, "BYTES|auto", "bytes queued or being written to the worker connections of one run together, whatever their tokens (its orchestrator's not counted), outbound-bytes-per-credential..global-outbound-bytes, so a run that issues a token to every task cannot hold every other run's budget; auto: a quarter of global-outbound-bytes, at least outbound-bytes-per-credential", fixed("auto")},
+	{"rate-per-run", kindIntOrAuto, "N|auto", fmt.Sprintf("units per second the workers of one run are served together, whatever their tokens (its orchestrator is paced by its own token alone), 0..%d; beyond it their requests wait; 0: no pacing per run; auto: four times rate-per-credential", maxLimit), fixed("auto")},
+	{"burst-per-run", kindIntOrAuto, "N|auto", fmt.Sprintf("units the workers of one run may use at once above its rate, 1..%d; auto: four times burst-per-credential, at least rate-per-run", maxLimit), fixed("auto")},
 }
 
 func init() { options = append(options, limitOptions...) }
@@ -90,7 +96,26 @@ func loadLimits(maxFrame int, integer func(name string, lo, hi int) int, duratio
 		fail("%s: %d must be within outbound-bytes %d..global-outbound-bytes %d", src, l.OutboundBytesPerCredential,
 			l.OutboundBytes, l.GlobalOutboundBytes)
 	}
+	if text, _ := str("outbound-bytes-per-run"); text == "auto" {
+		l.OutboundBytesPerRun = int(broker.DefaultOutboundBytesPerRun(int64(l.GlobalOutboundBytes), int64(l.OutboundBytesPerCredential)))
+	} else if l.OutboundBytesPerRun = integer("outbound-bytes-per-run", 1, 1<<40); l.OutboundBytesPerRun > 0 &&
+		(l.OutboundBytesPerRun < l.OutboundBytesPerCredential || l.OutboundBytesPerRun > l.GlobalOutboundBytes) {
+		_, src := str("outbound-bytes-per-run")
+		fail("%s: %d must be within outbound-bytes-per-credential %d..global-outbound-bytes %d", src, l.OutboundBytesPerRun,
+			l.OutboundBytesPerCredential, l.GlobalOutboundBytes)
+	}
+	l.RatePerRun = intOrAuto(str, integer, "rate-per-run", 0, broker.DefaultRatePerRun(l.RatePerCredential))
+	l.BurstPerRun = intOrAuto(str, integer, "burst-per-run", 1, broker.DefaultBurstPerRun(l.BurstPerCredential, l.RatePerRun))
 	return l
+}
+
+// intOrAuto reads the kindIntOrAuto option name within lo..maxLimit, or auto when it is "auto".
+func intOrAuto(str func(name string) (text, src string), integer func(name string, lo, hi int) int, name string, lo,
+	auto int) int {
+	if text, _ := str(name); text == "auto" {
+		return auto
+	}
+	return integer(name, lo, maxLimit)
 }
 
 // apply puts the limits into the broker's options.
@@ -110,8 +135,13 @@ func (l Limits) apply(o *broker.Options) {
 	o.MaxReadsPerCredential = l.MaxReadsPerCredential
 	o.OutboundBytes, o.GlobalOutboundBytes = l.OutboundBytes, int64(l.GlobalOutboundBytes)
 	o.OutboundBytesPerCredential = int64(l.OutboundBytesPerCredential)
+	o.OutboundBytesPerRun = int64(l.OutboundBytesPerRun)
 	o.RatePerCredential, o.BurstPerCredential = l.RatePerCredential, l.BurstPerCredential
 	if l.RatePerCredential == 0 {
 		o.RatePerCredential = -1 // the broker reads 0 as "its default"
+	}
+	o.RatePerRun, o.BurstPerRun = l.RatePerRun, l.BurstPerRun
+	if l.RatePerRun == 0 {
+		o.RatePerRun = -1
 	}
 }

@@ -15,7 +15,7 @@ var defaultLimits = Limits{
 	MaxConns: 4096, ReservedConns: 256, MaxConnsPerCredential: 64, MaxConnsPerRun: 1024, MaxPendingPerProcess: 128, IdleTimeout: 30 * time.Minute,
 	MaxWaitsPerConn: 16, MaxWaitsPerCredential: 64, MaxSubscriptionsPerCredential: 16, MaxReadsPerCredential: 2,
 	OutboundBytes: 4 << 20, GlobalOutboundBytes: 256 << 20, OutboundBytesPerCredential: 16 << 20, RatePerCredential: 5000,
-	BurstPerCredential: 5000,
+	BurstPerCredential: 5000, OutboundBytesPerRun: 64 << 20, RatePerRun: 20000, BurstPerRun: 20000,
 }
 
 // TestLimitDefaultsAreTheBrokers: crewd's defaults are the broker's own, so a daemon without flags behaves as
@@ -32,6 +32,9 @@ func TestLimitDefaultsAreTheBrokers(t *testing.T) {
 	require.Equal(t, broker.DefaultOutboundBytesPerCredential(broker.DefaultGlobalOutboundBytes, broker.DefaultOutboundBytes),
 		o.OutboundBytesPerCredential)
 	require.Equal(t, broker.DefaultRatePerCredential, o.RatePerCredential)
+	require.Equal(t, broker.DefaultOutboundBytesPerRun(o.GlobalOutboundBytes, o.OutboundBytesPerCredential), o.OutboundBytesPerRun)
+	require.Equal(t, broker.DefaultRatePerRun(o.RatePerCredential), o.RatePerRun)
+	require.Equal(t, broker.DefaultBurstPerRun(o.BurstPerCredential, o.RatePerRun), o.BurstPerRun)
 }
 
 func TestLimitFlags(t *testing.T) {
@@ -42,13 +45,14 @@ func TestLimitFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Limits{MaxConns: 100, MaxConnsPerCredential: 5, MaxConnsPerRun: 50, MaxPendingPerProcess: 7, MaxWaitsPerConn: 2,
 		MaxWaitsPerCredential: 3, MaxSubscriptionsPerCredential: 4, MaxReadsPerCredential: 3, OutboundBytes: 65536, GlobalOutboundBytes: 1 << 20,
-		OutboundBytesPerCredential: 65536, BurstPerCredential: 7}, c.Limits)
+		OutboundBytesPerCredential: 65536, BurstPerCredential: 7, OutboundBytesPerRun: 1 << 18, BurstPerRun: 28}, c.Limits)
 	var o broker.Options
 	c.Limits.apply(&o)
 	require.Equal(t, 7, o.MaxPendingPerPeer)
 	require.Equal(t, -1, o.ReservedConns, "0 reserved is none, not the broker's default")
 	require.Equal(t, time.Duration(-1), o.IdleTimeout, "0s is never, not the broker's default")
 	require.Equal(t, -1, o.RatePerCredential, "rate 0 is no pacing, not the broker's default")
+	require.Equal(t, -1, o.RatePerRun, "auto follows: no pacing per run either")
 
 	_, err = Load([]string{"--max-conns", "10", "--reserved-conns", "10", "--idle-timeout", "soon", "--max-waits-per-conn", "0"}, homeEnv)
 	require.ErrorContains(t, err, "reserved-conns: 10 must be below max-conns 10")
@@ -107,6 +111,64 @@ func TestOutboundBytesPerCredential(t *testing.T) {
 			`outbound-bytes-per-credential: must be a number or "auto"`},
 		{"a global budget below a connection's", []string{"--global-outbound-bytes", "1048576"},
 			"--global-outbound-bytes: 1048576 must be at least outbound-bytes 4194304"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(tc.args, homeEnv)
+			require.ErrorContains(t, err, tc.err)
+		})
+	}
+}
+
+// TestRunShares: what the workers of one run share, by flag or config key: auto follows the per-credential settings
+// (a quarter of the global outbound budget, at least a credential's; four times a token's rate and burst, no pacing
+// per run when a token is not paced); a number is taken within its bounds, and anything else is refused naming the
+// setting.
+func TestRunShares(t *testing.T) {
+	type shares struct{ bytes, rate, burst int }
+	for _, tc := range []struct {
+		name string
+		args []string
+		want shares
+	}{
+		{"default", nil, shares{64 << 20, 20000, 20000}},
+		{"auto follows the global budget", []string{"--global-outbound-bytes", "1073741824"}, shares{256 << 20, 20000, 20000}},
+		{"auto is at least a credential's", []string{"--outbound-bytes-per-credential", "134217728"},
+			shares{128 << 20, 20000, 20000}},
+		{"auto follows the rate per credential", []string{"--rate-per-credential", "100", "--burst-per-credential", "10"},
+			shares{64 << 20, 400, 400}},
+		{"auto is no pacing when a token is not paced", []string{"--rate-per-credential", "0"}, shares{64 << 20, 0, 20000}},
+		{"flags", []string{"--outbound-bytes-per-run", "33554432", "--rate-per-run", "7000", "--burst-per-run", "9000"},
+			shares{32 << 20, 7000, 9000}},
+		{"a rate per run alone", []string{"--rate-per-credential", "0", "--rate-per-run", "7000"}, shares{64 << 20, 7000, 20000}},
+		{"config keys", []string{"--config", writeFile(t, "r.json",
+			`{"outbound-bytes-per-run": 16777216, "rate-per-run": 0, "burst-per-run": "auto"}`)}, shares{16 << 20, 0, 20000}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(tc.args, homeEnv)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, shares{c.Limits.OutboundBytesPerRun, c.Limits.RatePerRun, c.Limits.BurstPerRun})
+			o := broker.Options{SocketPath: "/tmp/c.sock", ServerKey: make([]byte, broker.MinServerKeyLen)}
+			c.Limits.apply(&o)
+			require.NoError(t, o.Validate(), "the broker takes it")
+			require.Equal(t, int64(tc.want.bytes), o.OutboundBytesPerRun)
+			rate := tc.want.rate
+			if rate == 0 {
+				rate = -1 // 0 is no pacing per run, not the broker's default
+			}
+			require.Equal(t, rate, o.RatePerRun)
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		err  string
+	}{
+		{"below a credential's", []string{"--outbound-bytes-per-run", "8388608"},
+			"--outbound-bytes-per-run: 8388608 must be within outbound-bytes-per-credential 16777216..global-outbound-bytes 268435456"},
+		{"above the global budget", []string{"--outbound-bytes-per-run", "268435457"}, "must be within outbound-bytes-per-credential"},
+		{"a negative rate", []string{"--rate-per-run", "-1"}, "--rate-per-run: -1 is outside 0.."},
+		{"a zero burst", []string{"--burst-per-run", "0"}, "--burst-per-run: 0 is outside 1.."},
+		{"a word", []string{"--rate-per-run", "lots"}, `--rate-per-run: "lots" is not an integer`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load(tc.args, homeEnv)
