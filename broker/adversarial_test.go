@@ -101,13 +101,18 @@ func openIdle(f *fixture, s seeded, n int) []*client {
 	return idle
 }
 
+// TestMaxConns: a connection over MaxConns+AdminConns (every place, the admin's included, here the admin's
+// connections) gets one frame saying why, not a reset; a closed connection gives its place back.
 func TestMaxConns(t *testing.T) {
 	f := newFixture(t, fixtureOpts{opts: Options{MaxConns: 2}})
-	a, b := f.dial(), f.dial()
-	a.helloAdmin()
-	b.helloAdmin()
+	held := make([]*client, 2+AdminConns)
+	for i := range held {
+		held[i] = f.dial()
+		held[i].helloAdmin()
+	}
+	a := held[0]
 	c := f.dial()
-	end := c.untilError() // the one frame of a connection over MaxConns: a reason, not a reset
+	end := c.untilError() // the one frame of a connection over every place: a reason, not a reset
 	require.Equal(t, wire.CodeTooManyConnections, end.Error.Code)
 	c.closed()
 	// The server closes a (second hello); by the time a sees the close, its slot is free.

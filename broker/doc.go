@@ -10,7 +10,7 @@
 // # Connection lifecycle
 //
 //	accept ──(peer neither our uid nor in SocketGroup, by SO_PEERCRED)───────▶ close, no frame
-//	  ├─────(MaxConns reached)────────────────▶ error too-many-connections (id "") ─▶ close
+//	  ├─────(MaxConns+AdminConns reached)─────▶ error too-many-connections (id "") ─▶ close
 //	  │
 //	  ▼ start reader + writer goroutines; read deadline = HelloTimeout
 //	awaiting hello ──(deadline, EOF, oversize/malformed/truncated line)──────▶ close, no frame
@@ -73,14 +73,15 @@
 //   - Wake only who cares: a subscription waits on its run's signal (commands.Engine.RunChanged), a
 //     task.waitStatus waiter on its task's status (waitHub): a commit of another run, or one that moves no waited
 //     task, wakes none of them.
-//   - Limits per principal (limits.go), each refusal an error frame with its own code, never a reset:
-//     connections (MaxConns, MaxConnsPerRun of a run's workers, MaxConnsPerCredential, ReservedConns kept for
-//     the admin and orchestrators: too-many-connections), waits (MaxWaitsPerConn, MaxWaitsPerCredential: too-many-waits),
-//     subscriptions (MaxSubscriptionsPerCredential: too-many-subscriptions), idle connections (IdleTimeout:
-//     idle-timeout). Page reads (events.since, msg.inbox, query.*) take turns per credential
-//     (MaxReadsPerCredential), so a token's connections share the CPU of that many readers; the turns are
-//     kept only for credentials reading or waiting to (package broker/internal/turns), not for every credential
-//     that ever read.
+//   - Limits per principal (limits.go), each refusal an error frame with its own code, never a reset: connections
+//     (MaxConns of every principal but the admin, which has AdminConns places more of its own, and ReservedConns of
+//     them kept for the admin and orchestrators, each place taken as a hello authenticates, before it waits for its
+//     pace; MaxConnsPerRun of a run's workers; MaxConnsPerCredential: too-many-connections), waits (MaxWaitsPerConn,
+//     MaxWaitsPerCredential: too-many-waits), subscriptions (MaxSubscriptionsPerCredential: too-many-subscriptions),
+//     idle connections (IdleTimeout: idle-timeout). Page reads (events.since, msg.inbox, query.*) take turns per
+//     credential (MaxReadsPerCredential), so a token's connections share the CPU of that many readers; the turns are
+//     kept only for credentials reading or waiting to (package broker/internal/turns), not for every credential that
+//     ever read.
 //   - CPU per principal (pacer.go): every credential but the admin's is served at most RatePerCredential units a
 //     second with bursts of BurstPerCredential, and the workers of one run together, whatever their credentials, at
 //     most RatePerRun with bursts of BurstPerRun (the run's orchestrator is paced by its credential alone, so its
@@ -104,8 +105,9 @@
 //     OutboundBytes, a credential's connections' ≤ OutboundBytesPerCredential (so one token's connections that
 //     read nothing cannot take everyone's budget), a run's worker connections' ≤ OutboundBytesPerRun (so neither
 //     can the many tokens one run may issue) and everyone's ≤ GlobalOutboundBytes, except that a connection
-//     holding nothing takes one frame — so outbound memory ≤ GlobalOutboundBytes + MaxConns × MaxFrame (+ one
-//     resync and one final frame per connection); queue ≤ OutboundQueueCap frames; connections ≤ MaxConns; waits
+//     holding nothing takes one frame — so outbound memory ≤ GlobalOutboundBytes + (MaxConns+AdminConns) × MaxFrame
+//     (+ one resync and one final frame per connection); queue ≤ OutboundQueueCap frames; connections ≤
+//     MaxConns+AdminConns; waits
 //     and subscriptions bounded per connection and credential; params bounded by ParseCommand and the handlers;
 //     pacing buckets only for keys charged recently (a full bucket is deleted, pacer.go), so processes that each
 //     send one refused hello leave none behind once their buckets refill; a credential's or a run's outbound
@@ -137,9 +139,10 @@
 //   - A client that pipelines requests without reading answers is slowed, then disconnected after 10 s.
 //   - Connections that have not said hello are bounded per connecting process (MaxPendingPerPeer, by the pid
 //     SO_PEERCRED reports) and by HelloTimeout: one process cannot fill the daemon with them, but many processes
-//     of the socket's users together can, for HelloTimeout, during which new connections, orchestrators'
-//     included, are refused (too-many-connections, so they can retry). Per-pid is the finest identity a
+//     of the socket's users together can, for HelloTimeout, during which new connections, orchestrators' and the
+//     admin's included, are refused (too-many-connections, so they can retry). Per-pid is the finest identity a
 //     connection has before its hello; a worker that forks to get around it pays a process per 128 connections.
+//     So the admin's AdminConns places are safe from every authenticated connection, not from these.
 //   - A wait's answer that was already queued when its credential ended may precede the final frame.
 //   - CPU time itself: pacing counts requests, their bytes and events, not nanoseconds, so requests of unequal
 //     cost (a commit, a large query page) weigh alike, and what the buckets allow still runs: RatePerRun units per

@@ -13,8 +13,9 @@ import (
 
 // Per-principal limits. A client that hits one gets an error frame with its own code, never a reset:
 //
-//	daemon full (MaxConns)                       too-many-connections, the connection's only frame, then close
+//	daemon full (MaxConns+AdminConns)            too-many-connections, the connection's only frame, then close
 //	a process's hello-less conns (PendingPerPeer) too-many-connections, the connection's only frame, then close
+//	non-admin hello over MaxConns                 too-many-connections instead of the hello ack, then close
 //	worker hello over MaxConns-ReservedConns      too-many-connections instead of the hello ack, then close
 //	worker hello over MaxConnsPerRun              too-many-connections instead of the hello ack, then close
 //	hello over MaxConnsPerCredential              too-many-connections instead of the hello ack, then close
@@ -22,9 +23,10 @@ import (
 //	events.subscribe over MaxSubscriptionsPerCred too-many-subscriptions (the connection stays)
 //	page reads over MaxReadsPerCredential         no refusal: the read waits for the credential's turn
 //
-// The admin credential is bounded by MaxConns and MaxWaitsPerConn only: it is the operator's. A run's orchestrator
-// is not counted against MaxConnsPerRun, only against MaxConnsPerCredential: however many connections the run's
-// workers hold, they cannot lock the run's orchestrator out of its own run.
+// The admin credential is bounded by MaxConns+AdminConns and MaxWaitsPerConn only: it is the operator's, and the
+// AdminConns places beyond MaxConns are its alone. A run's orchestrator is not counted against MaxConnsPerRun, only
+// against MaxConnsPerCredential: however many connections the run's workers hold, they cannot lock the run's
+// orchestrator out of its own run.
 
 // credKey names the credential of id for the per-credential counts; "" for the admin.
 func credKey(id identity) string {
@@ -85,9 +87,6 @@ func (s *Server) connLimit(id identity) *wire.Error {
 	switch {
 	case id.role == events.RoleAdmin:
 		return nil
-	case id.role == events.RoleWorker && s.workers >= o.MaxConns-o.ReservedConns:
-		return wire.Errorf(wire.CodeTooManyConnections, "too many worker connections (%d; the rest are reserved)",
-			o.MaxConns-o.ReservedConns)
 	case id.role == events.RoleWorker && s.runWorkers(id.runID) >= o.MaxConnsPerRun:
 		return wire.Errorf(wire.CodeTooManyConnections, "too many worker connections for this run (limit %d)",
 			o.MaxConnsPerRun)
@@ -96,6 +95,46 @@ func (s *Server) connLimit(id identity) *wire.Error {
 			o.MaxConnsPerCredential)
 	}
 	return nil
+}
+
+// claimPlace counts c, whose hello authenticated id, against MaxConns (every connection but the admin's) and, for a
+// worker, against MaxConns-ReservedConns, or returns the refusal; forget gives the place back. It is called as the
+// hello is authenticated, before the hello waits for its credential's pace: a hello waiting there holds the place it
+// will be bound to, so the hellos of a credential deep in debt, however many, wait in places of their own kind, never
+// in the admin's (AdminConns) or the orchestrators' (ReservedConns), and are refused at once past them.
+func (s *Server) claimPlace(c *conn, id identity) *wire.Error {
+	if id.role == events.RoleAdmin {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := &s.opts
+	switch {
+	case s.places >= o.MaxConns:
+		return wire.Errorf(wire.CodeTooManyConnections, "too many connections (%d; the rest are kept for the admin)",
+			o.MaxConns)
+	case id.role == events.RoleWorker && s.workers >= o.MaxConns-o.ReservedConns:
+		return wire.Errorf(wire.CodeTooManyConnections, "too many worker connections (%d; the rest are reserved)",
+			o.MaxConns-o.ReservedConns)
+	}
+	s.places++
+	if id.role == events.RoleWorker {
+		s.workers++
+	}
+	c.placedAs = id.role
+	return nil
+}
+
+// unclaimPlace gives back the place claimPlace counted c in, if any, with s.mu held.
+func (s *Server) unclaimPlace(c *conn) {
+	switch c.placedAs {
+	case "":
+		return
+	case events.RoleWorker:
+		s.workers--
+	}
+	s.places--
+	c.placedAs = ""
 }
 
 // refuse writes the one frame of a connection over MaxConns or MaxPendingPerPeer. The socket is new, so its send

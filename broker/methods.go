@@ -100,6 +100,11 @@ func (c *conn) handle(req wire.Request, size int) bool {
 			return false
 		}
 		id, bad := c.s.authenticate(req.Params)
+		if bad == nil {
+			// A hello that would take a place kept for others is refused before it waits for its credential's pace
+			// (which holds the place it claims), and its process pays, as for a hello its token did not authenticate.
+			bad = c.s.claimPlace(c, id)
+		}
 		if bad != nil {
 			c.s.charge(pk, helloCost)
 			c.s.lg.Debug("hello rejected", "conn", c.seq, "code", string(bad.Code))

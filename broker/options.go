@@ -17,6 +17,15 @@ const (
 	MinOutboundQueueCap     = 32
 	MaxOutboundQueueCap     = 4096
 	DefaultMaxConns         = 4096
+	// AdminConns is how many connections beyond MaxConns only the admin may hold: another principal's hello is
+	// refused once theirs hold MaxConns, so orchestrators of many runs (MaxConnsPerCredential each) that fill the
+	// daemon cannot lock out the operator's crewctl during the incident it connects for. A few suffice: crewctl holds
+	// one connection per command, crewd's pi-crew follower one. NB: before its hello a connection is anyone's, so
+	// connections that never say hello can take these places too, each for HelloTimeout at most and
+	// MaxPendingPerPeer of them per process, and so can the hellos of a process whose earlier hellos were refused,
+	// while they wait for its pace (a few refusals' worth); a hello waiting for its credential's pace holds the
+	// place it claimed instead (claimPlace).
+	AdminConns = 8
 	// DefaultMaxConnsPerCredential bounds one token's connections: a runtime needs a handful, a loop needs them all.
 	DefaultMaxConnsPerCredential = 64
 	// DefaultMaxPendingPerPeer bounds one process's connections that have not said hello yet: a runtime that
@@ -73,15 +82,17 @@ type Options struct {
 	OutboundQueueCap int
 	// HelloTimeout is how long a new connection has to send its hello (default 1 s).
 	HelloTimeout time.Duration
-	// MaxConns bounds open connections; an extra one is answered one too-many-connections error frame and closed
-	// (default 4096).
+	// MaxConns bounds the connections of every principal but the admin (default 4096): a hello of another is refused
+	// (too-many-connections) once theirs hold MaxConns, and AdminConns places more are the admin's alone. A
+	// connection over MaxConns+AdminConns in all is answered one too-many-connections error frame and closed.
 	MaxConns int
 	// ReservedConns of the MaxConns are kept for the admin and orchestrators: a worker's hello is refused
 	// (too-many-connections) once worker connections hold MaxConns-ReservedConns (default MaxConns/16; negative:
-	// none).
+	// none). A connection's place of either is taken as its hello is authenticated, before the hello waits for its
+	// credential's pace, so hellos that wait never hold a place kept for others.
 	ReservedConns int
 	// MaxConnsPerCredential bounds the connections authenticated by one credential (default 64); the admin's are
-	// bounded by MaxConns only.
+	// bounded by MaxConns+AdminConns only.
 	MaxConnsPerCredential int
 	// MaxConnsPerRun bounds the worker connections bound to one run (default 1024); the run's orchestrator is
 	// bounded by MaxConnsPerCredential alone, so its workers cannot lock it out.

@@ -56,7 +56,8 @@ type Server struct {
 	reads     *turns.PerKey              // page reads in progress, MaxReadsPerCredential at most
 	credOut   map[string]*outboundBudget // outbound bytes of the credential's connections (OutboundBytesPerCredential)
 	runOut    map[string]*outboundBudget // outbound bytes of the run's workers' connections (OutboundBytesPerRun)
-	workers   int                        // authenticated worker connections, bounded by MaxConns-ReservedConns
+	places    int                        // connections authenticated but the admin's (claimPlace), at most MaxConns
+	workers   int                        // those of workers, at most MaxConns-ReservedConns
 	pending   map[int]int                // peer pid → its connections that have not finished hello (MaxPendingPerPeer)
 	pacer     *pacer                     // per-credential request and replay rate (pacer.go)
 	runPacer  *pacer                     // per-run rate of the run's workers together, at pacer's clock (RatePerRun)
@@ -203,8 +204,10 @@ func (s *Server) admit(nc *net.UnixConn) {
 		return
 	}
 	s.mu.Lock()
-	if s.closing || len(s.conns) >= s.opts.MaxConns || s.pending[p.PID] >= s.opts.MaxPendingPerPeer {
-		full, perPeer := !s.closing, len(s.conns) < s.opts.MaxConns
+	// NB: the admin's places are counted here: a connection is anyone's until its hello (claimPlace).
+	capacity := s.opts.MaxConns + AdminConns
+	if s.closing || len(s.conns) >= capacity || s.pending[p.PID] >= s.opts.MaxPendingPerPeer {
+		full, perPeer := !s.closing, len(s.conns) < capacity
 		s.mu.Unlock()
 		switch {
 		case full && perPeer:
@@ -264,9 +267,6 @@ func (s *Server) bindAt(c *conn, id identity, head uint64) *wire.Error {
 	if rk := runKey(id); rk != "" {
 		c.out.share(joinBudget(s.runOut, rk, s.opts.OutboundBytesPerRun))
 	}
-	if id.role == events.RoleWorker {
-		s.workers++
-	}
 	if id.runID == "" {
 		return nil
 	}
@@ -324,10 +324,8 @@ func (s *Server) forget(c *conn) identity {
 		if c.subCounted {
 			decrement(s.credSubs, k)
 		}
-		if c.id.role == events.RoleWorker {
-			s.workers--
-		}
 	}
+	s.unclaimPlace(c)
 	if c.bound && c.id.runID != "" {
 		removeConn(s.byRun, c.id.runID, c)
 		removeConn(s.byBox, boxOf(c.id), c)

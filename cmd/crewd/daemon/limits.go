@@ -34,7 +34,7 @@ type Limits struct {
 const maxLimit = 1 << 20 // a bound on counts no deployment reaches, so a typo is refused, not obeyed
 
 var limitOptions = []option{
-	{"max-conns", kindInt, "N", fmt.Sprintf("open connections, 1..%d; one more gets too-many-connections", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxConns))},
+	{"max-conns", kindInt, "N", fmt.Sprintf("connections of every token but the admin's, 1..%d; one more gets too-many-connections, and %d more are kept for the admin", maxLimit, broker.AdminConns), fixed(strconv.Itoa(broker.DefaultMaxConns))},
 	{"reserved-conns", kindInt, "N", "connections of max-conns only the admin and orchestrators may use, 0..max-conns-1", fixed(strconv.Itoa(broker.DefaultMaxConns / 16))},
 	{"max-conns-per-credential", kindInt, "N", fmt.Sprintf("connections of one token, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxConnsPerCredential))},
 	{"max-conns-per-run", kindInt, "N", fmt.Sprintf("worker connections of one run (its orchestrator's are bounded per credential only), 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxConnsPerRun))},

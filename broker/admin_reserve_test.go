@@ -1,0 +1,91 @@
+package broker
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/events"
+)
+
+// TestTheAdminHasPlacesBeyondMaxConns: connections of other principals that hold every one of the MaxConns places
+// do not lock the operator out during the incident it connects for: the admin's hello succeeds in one of the
+// AdminConns places kept for it alone, while another principal's hello in such a place is refused
+// too-many-connections, saying why. Once the admin's places are taken too, a connection is refused at accept.
+func TestTheAdminHasPlacesBeyondMaxConns(t *testing.T) {
+	const maxConns = 4
+	f := newFixture(t, fixtureOpts{opts: Options{MaxConns: maxConns, ReservedConns: -1}})
+	s := f.seed()
+	f.awaitConns(0)
+	// Orchestrators hold every place, as those of many runs may: 64 connections each.
+	for range maxConns {
+		f.dialOrchestrator(s)
+	}
+	for _, tc := range []struct{ who, taskID, token string }{
+		{"an orchestrator", events.OrchestratorKey, s.orch},
+		{"a worker", taskP, s.p},
+	} {
+		e := f.dial().refusedHello(runR, tc.taskID, tc.token, wire.CodeTooManyConnections)
+		require.Contains(t, e.Message, "kept for the admin", "%s in the admin's place", tc.who)
+	}
+	for range AdminConns {
+		f.dial().helloAdmin()
+	}
+	extra := f.dial()
+	end := extra.untilError()
+	require.Equal(t, "", end.ID)
+	require.Equal(t, wire.CodeTooManyConnections, end.Error.Code)
+	extra.closed()
+}
+
+// TestHellosWaitingForTheirPaceTakeNoReservedPlace: a hello waits for its credential's bucket holding the place it
+// will take, counted as it is authenticated, so hellos of a credential deep in debt, however many, never wait in a
+// place kept for others: past their share of MaxConns they are refused at once, not an hour later, and those the
+// places are kept for get in.
+func TestHellosWaitingForTheirPaceTakeNoReservedPlace(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		maxConns, reserved int
+		refused            int    // the hellos refused at once, as many as the places kept for others
+		why                string // in their refusal
+		kept               func(f *fixture, s seeded)
+	}{
+		{"the admin's", 2, -1, AdminConns, "kept for the admin", func(f *fixture, _ seeded) { f.dial().helloAdmin() }},
+		{"the orchestrators'", 4, 2, 2, "reserved", func(f *fixture, s seeded) { f.dialOrchestrator(s) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{opts: Options{MaxConns: tc.maxConns, ReservedConns: tc.reserved}})
+			waits := watchPacerWaits(f)
+			s := f.seed()
+			f.awaitConns(0)
+			// P owes an hour of its rate (the replays it was served, say).
+			f.srv.pacer.charge(workerKey(taskP), 3600*DefaultRatePerCredential, f.srv.pacer.now())
+			hello := `{"id":"h","method":"hello","params":{"protocol":1,"runId":"` + runR + `","taskId":"` + taskP +
+				`","token":"` + s.p + `"}}`
+			for range tc.maxConns - max(tc.reserved, 0) {
+				waits.arm()
+				f.dial().sendLine(hello)
+				waits.await("P's hello did not wait for its bucket")
+			}
+			for range tc.refused {
+				e := f.dial().refusedHello(runR, taskP, s.p, wire.CodeTooManyConnections)
+				require.True(t, strings.Contains(e.Message, tc.why), e.Message)
+			}
+			tc.kept(f, s)
+		})
+	}
+}
+
+// awaitConns waits until the server counts n open connections: it learns of a client's close only when its reader
+// sees it.
+func (f *fixture) awaitConns(n int) {
+	f.t.Helper()
+	require.Eventually(f.t, func() bool {
+		f.srv.mu.Lock()
+		defer f.srv.mu.Unlock()
+		return len(f.srv.conns) == n
+	}, guard, time.Millisecond, "open connections")
+}
