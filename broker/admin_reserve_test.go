@@ -57,12 +57,14 @@ func TestHellosWaitingForTheirPaceTakeNoReservedPlace(t *testing.T) {
 		{"the orchestrators'", 4, 2, 2, "reserved", func(f *fixture, s seeded) { f.dialOrchestrator(s) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, fixtureOpts{opts: Options{MaxConns: tc.maxConns, ReservedConns: tc.reserved}})
+			f := newFixture(t, fixtureOpts{opts: Options{MaxConns: tc.maxConns, ReservedConns: tc.reserved,
+				HelloTimeout: time.Minute}})
 			waits := watchPacerWaits(f)
 			s := f.seed()
 			f.awaitConns(0)
-			// P owes an hour of its rate (the replays it was served, say).
-			f.srv.pacer.charge(workerKey(taskP), 3600*DefaultRatePerCredential, f.srv.pacer.now())
+			// P owes half a minute of its rate (the replays it was served, say): within the hello timeout, so its
+			// hellos wait.
+			f.srv.pacer.charge(cred(workerKey(taskP)), 30*DefaultRatePerCredential, f.srv.pacer.now())
 			hello := `{"id":"h","method":"hello","params":{"protocol":1,"runId":"` + runR + `","taskId":"` + taskP +
 				`","token":"` + s.p + `"}}`
 			for range tc.maxConns - max(tc.reserved, 0) {

@@ -97,7 +97,8 @@ func TestHelloNamingAColdRunRefoldsNothingBeforeTheTokenChecksOut(t *testing.T) 
 	f.eng.Read(func(st *projections.State) { run, _ = st.Run(runR) })
 	require.Greater(t, run.Usage.Events, int64(coldUsage))
 	f.srv.pacer.mu.Lock()
-	level := f.srv.pacer.refill(credKey(identity{runID: runR, key: events.OrchestratorKey}), f.srv.pacer.now()).level
+	orch := credKey(identity{runID: runR, key: events.OrchestratorKey})
+	level := f.srv.pacer.creds.refill(orch, f.srv.pacer.now()).level
 	f.srv.pacer.mu.Unlock()
 	require.LessOrEqual(t, level, float64(coldBurst-run.Usage.Events), "the events re-folded were not charged")
 }

@@ -78,7 +78,7 @@ type conn struct {
 	cred       *commands.Credential // id.credential(), once authed: the writer checks it again, built once
 	bound      bool                 // counted by bind (under the server's mu)
 	pending    bool                 // counted in the server's pending for peerPID until its hello ends (under the server's mu)
-	placedAs   string               // its place's role from its hello's authentication on (claimPlace; server's mu)
+	placed     place                // its place from its hello's authentication on (claimPlace; server's mu)
 	peerPID    int                  // the connecting process (SO_PEERCRED)
 	subCounted bool                 // counted in the credential's subscriptions (under the server's mu)
 	boundAt    uint64               // the published head at hello: mailbox pushes are of later messages (under the server's mu)

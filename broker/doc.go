@@ -16,10 +16,11 @@
 //	awaiting hello ──(deadline, EOF, oversize/malformed/truncated line)──────▶ close, no frame
 //	  │         ├──(first request not hello)──▶ error protocol "hello required" ─▶ close
 //	  │         ├──(bad shape / unknown token)─▶ error auth | stale-token | revoked ─▶ close
-//	  │         └──(a connection limit)────────▶ error too-many-connections ─▶ close
-//	  ▼ hello ok (once its credential's bucket, and a worker's run's, hold a unit, and re-checked as it is
-//	    indexed, against the same published state): ack {protocol:1, session, run, ok:true}; deadline cleared;
-//	    idle timer armed; indexed by run
+//	  │         ├──(a connection limit)────────▶ error too-many-connections ─▶ close
+//	  │         └──(its pace > HelloTimeout away)▶ error too-many-connections ─▶ close
+//	  ▼ hello ok (once its process's bucket, its credential's and a worker's run's hold a unit, waited for
+//	    HelloTimeout at most, and re-checked as it is indexed, against the same published state): ack {protocol:1,
+//	    session, run, ok:true}; deadline cleared; idle timer armed; indexed by run
 //	authenticated ◀────────────────────────────────────────────┐
 //	  │ before each read: wait while the credential's bucket, or a worker's run's, is empty (RatePerCredential,
 //	  │                   RatePerRun; pacer.go)
@@ -75,8 +76,9 @@
 //     task, wakes none of them.
 //   - Limits per principal (limits.go), each refusal an error frame with its own code, never a reset: connections
 //     (MaxConns of every principal but the admin, which has AdminConns places more of its own, and ReservedConns of
-//     them kept for the admin and orchestrators, each place taken as a hello authenticates, before it waits for its
-//     pace; MaxConnsPerRun of a run's workers; MaxConnsPerCredential: too-many-connections), waits (MaxWaitsPerConn,
+//     them kept for the admin and orchestrators; MaxConnsPerRun of a run's workers; MaxConnsPerCredential; each
+//     place taken as a hello authenticates, before it waits for its pace, which it does for HelloTimeout at most:
+//     too-many-connections), waits (MaxWaitsPerConn,
 //     MaxWaitsPerCredential: too-many-waits), subscriptions (MaxSubscriptionsPerCredential: too-many-subscriptions),
 //     idle connections (IdleTimeout: idle-timeout). Page reads (events.since, msg.inbox, query.*) take turns per
 //     credential (MaxReadsPerCredential), so a token's connections share the CPU of that many readers; the turns are
@@ -90,10 +92,12 @@
 //     or a subscription reads (pushed or filtered out) one more, and each event of a cold run re-folded from the log
 //     for it (params.go; a hello never re-folds: classifyCold; events.since reads a run's events from the log and
 //     never reads a cold run back), charged to the worker's run as well. A credential with an empty bucket, or a
-//     worker whose run's bucket is empty, is not refused: its hellos are not answered, its connections' readers read
-//     no next frame and its subscriptions pull nothing until it refills, so a flood is back-pressured by the
-//     flooder's own socket and costs the daemon no CPU while it waits. Blank lines count toward the frame cap of the
-//     request after them (package wire), so no stream of them is read unpaid.
+//     worker whose run's bucket is empty, is not refused: its connections' readers read no next frame, its
+//     subscriptions pull nothing and its hellos are not answered until it refills, so a flood is back-pressured by
+//     the flooder's own socket and costs the daemon no CPU while it waits; only a hello that would wait longer than
+//     HelloTimeout, holding its place, is refused at once (too-many-connections, charged to its process). Blank
+//     lines count toward the frame cap of the request after them (package wire), so no stream of them is read
+//     unpaid.
 //   - Secrets: the broker mints tokens (see mintToken) and hands each only to the caller of run.create or
 //     credential.issue; the engine and the log see sha-256 digests. No token reaches a log line or an error.
 //   - Command ids belong to their caller (SPEC §2): a command's principal is the connection's authenticated
@@ -137,12 +141,14 @@
 //
 //   - Mailbox pushes can be dropped (full queue, frame over the cap); msg.inbox is authoritative.
 //   - A client that pipelines requests without reading answers is slowed, then disconnected after 10 s.
-//   - Connections that have not said hello are bounded per connecting process (MaxPendingPerPeer, by the pid
-//     SO_PEERCRED reports) and by HelloTimeout: one process cannot fill the daemon with them, but many processes
-//     of the socket's users together can, for HelloTimeout, during which new connections, orchestrators' and the
-//     admin's included, are refused (too-many-connections, so they can retry). Per-pid is the finest identity a
-//     connection has before its hello; a worker that forks to get around it pays a process per 128 connections.
-//     So the admin's AdminConns places are safe from every authenticated connection, not from these.
+//   - Connections that never say hello can take the admin's AdminConns places: before its hello the daemon cannot
+//     tell a connection from the admin's. So those places are safe from every authenticated connection, not from
+//     these. They are bounded per connecting process (MaxPendingPerPeer, by the pid SO_PEERCRED reports) and in
+//     time (HelloTimeout to send the hello, and HelloTimeout more at most while the hello waits for its process's
+//     pace): one process cannot fill the daemon with them, but many processes of the socket's users together can,
+//     for that long, during which new connections, orchestrators' and the admin's included, are refused
+//     (too-many-connections, so they can retry). Per-pid is the finest identity a connection has before its hello;
+//     a worker that forks to get around it pays a process per 128 connections.
 //   - A wait's answer that was already queued when its credential ended may precede the final frame.
 //   - CPU time itself: pacing counts requests, their bytes and events, not nanoseconds, so requests of unequal
 //     cost (a commit, a large query page) weigh alike, and what the buckets allow still runs: RatePerRun units per

@@ -18,11 +18,7 @@ import (
 // already re-checked the run's connections before it was bound, and it was pushed the task's mail for as long as
 // it stayed idle.
 func TestHelloPacedAcrossARevocationIsRefused(t *testing.T) {
-	f := newFixture(t, fixtureOpts{opts: Options{RatePerCredential: 1000, BurstPerCredential: helloCost}})
-	clock := installPacerClock(f)
-	waits := watchPacerWaits(f)
-	s := f.seed()
-	o := f.dialOrchestrator(s)
+	f, clock, waits, s, o := pacedRun(t)
 	late := helloHeldAcrossRevocation(t, f, clock, waits, s, o)
 	o.ok("msg.send", map[string]any{"to": taskP, "body": "after the revocation"})
 
@@ -35,6 +31,17 @@ func TestHelloPacedAcrossARevocationIsRefused(t *testing.T) {
 	require.NotNil(t, r.Error, "a revoked credential was bound: %s", frame)
 	require.Equal(t, wire.CodeRevoked, r.Error.Code)
 	late.closed()
+}
+
+// pacedRun is the seeded run on a server whose credentials' burst is one hello, with the pacer's clock and waits
+// watched, and its orchestrator's connection.
+func pacedRun(t *testing.T) (f *fixture, clock *pacerClock, waits *pacerWaits, s seeded, o *client) {
+	t.Helper()
+	f = newFixture(t, fixtureOpts{opts: Options{RatePerCredential: 1000, BurstPerCredential: helloCost}})
+	clock = installPacerClock(f)
+	waits = watchPacerWaits(f)
+	s = f.seed()
+	return f, clock, waits, s, f.dialOrchestrator(s)
 }
 
 // helloHeldAcrossRevocation freezes clock, spends task P's burst on one hello and sends another (id "h") that waits

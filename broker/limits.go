@@ -19,6 +19,7 @@ import (
 //	worker hello over MaxConns-ReservedConns      too-many-connections instead of the hello ack, then close
 //	worker hello over MaxConnsPerRun              too-many-connections instead of the hello ack, then close
 //	hello over MaxConnsPerCredential              too-many-connections instead of the hello ack, then close
+//	hello whose pace is over HelloTimeout away    too-many-connections instead of the hello ack, then close
 //	task.waitStatus over MaxWaitsPerConn/-Cred    too-many-waits (the connection stays)
 //	events.subscribe over MaxSubscriptionsPerCred too-many-subscriptions (the connection stays)
 //	page reads over MaxReadsPerCredential         no refusal: the read waits for the credential's turn
@@ -26,7 +27,8 @@ import (
 // The admin credential is bounded by MaxConns+AdminConns and MaxWaitsPerConn only: it is the operator's, and the
 // AdminConns places beyond MaxConns are its alone. A run's orchestrator is not counted against MaxConnsPerRun, only
 // against MaxConnsPerCredential: however many connections the run's workers hold, they cannot lock the run's
-// orchestrator out of its own run.
+// orchestrator out of its own run. Every connection limit counts a hello as its token is authenticated, before it
+// waits for its pace (claimPlace).
 
 // credKey names the credential of id for the per-credential counts; "" for the admin.
 func credKey(id identity) string {
@@ -69,72 +71,76 @@ func leaveBudget(m map[string]*outboundBudget, k string) {
 	}
 }
 
-// runWorkers is the count of run runID's worker connections, with s.mu held: the run's connections but its
-// orchestrator's (its one credential).
-func (s *Server) runWorkers(runID string) int {
-	return len(s.byRun[runID]) - s.credConns[credKey(identity{role: events.RoleOrchestrator, runID: runID, key: events.OrchestratorKey})]
-}
-
 func decrement[K comparable](m map[K]int, k K) {
 	if m[k]--; m[k] <= 0 {
 		delete(m, k)
 	}
 }
 
-// connLimit is the refusal of a hello by id when a connection limit is reached, with s.mu held.
-func (s *Server) connLimit(id identity) *wire.Error {
-	o := &s.opts
-	switch {
-	case id.role == events.RoleAdmin:
-		return nil
-	case id.role == events.RoleWorker && s.runWorkers(id.runID) >= o.MaxConnsPerRun:
-		return wire.Errorf(wire.CodeTooManyConnections, "too many worker connections for this run (limit %d)",
-			o.MaxConnsPerRun)
-	case s.credConns[credKey(id)] >= o.MaxConnsPerCredential:
-		return wire.Errorf(wire.CodeTooManyConnections, "too many connections for this credential (limit %d)",
-			o.MaxConnsPerCredential)
-	}
-	return nil
-}
+// errConnClosed is claimPlace's and bind's answer for a connection closed meanwhile by another goroutine: no
+// frame of it is sent (the connection's queue is closed), and nothing is counted for it.
+var errConnClosed = wire.NewError(wire.CodeClose, "connection closed")
 
-// claimPlace counts c, whose hello authenticated id, against MaxConns (every connection but the admin's) and, for a
-// worker, against MaxConns-ReservedConns, or returns the refusal; forget gives the place back. It is called as the
-// hello is authenticated, before the hello waits for its credential's pace: a hello waiting there holds the place it
-// will be bound to, so the hellos of a credential deep in debt, however many, wait in places of their own kind, never
-// in the admin's (AdminConns) or the orchestrators' (ReservedConns), and are refused at once past them.
+// place is what claimPlace counted a connection against: its role's places, its credential's (credKey) and a
+// worker's run's (runKey). Zero: nothing.
+type place struct{ role, cred, run string }
+
+// claimPlace counts c, whose hello authenticated id, against MaxConns (every connection but the admin's), a
+// worker's against MaxConns-ReservedConns and MaxConnsPerRun, and each against MaxConnsPerCredential, or returns
+// the refusal; unclaimPlace gives the place back. It is called as the hello is authenticated, before the hello waits
+// for its pace: a hello waiting there holds the place it will be bound to, so the hellos of a credential (or a run)
+// deep in debt, however many, wait in places of their own, never in the admin's (AdminConns), the orchestrators'
+// (ReservedConns), another credential's or another run's, and are refused at once past them.
 func (s *Server) claimPlace(c *conn, id identity) *wire.Error {
 	if id.role == events.RoleAdmin {
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, open := s.conns[c]; !open {
+		// Closed by another goroutine since it was authenticated: forget has run and would not give the place back.
+		return errConnClosed
+	}
 	o := &s.opts
+	worker := id.role == events.RoleWorker
+	p := place{role: id.role, cred: credKey(id), run: runKey(id)}
 	switch {
 	case s.places >= o.MaxConns:
 		return wire.Errorf(wire.CodeTooManyConnections, "too many connections (%d; the rest are kept for the admin)",
 			o.MaxConns)
-	case id.role == events.RoleWorker && s.workers >= o.MaxConns-o.ReservedConns:
+	case worker && s.workers >= o.MaxConns-o.ReservedConns:
 		return wire.Errorf(wire.CodeTooManyConnections, "too many worker connections (%d; the rest are reserved)",
 			o.MaxConns-o.ReservedConns)
+	case worker && s.runConns[p.run] >= o.MaxConnsPerRun:
+		return wire.Errorf(wire.CodeTooManyConnections, "too many worker connections for this run (limit %d)",
+			o.MaxConnsPerRun)
+	case s.credConns[p.cred] >= o.MaxConnsPerCredential:
+		return wire.Errorf(wire.CodeTooManyConnections, "too many connections for this credential (limit %d)",
+			o.MaxConnsPerCredential)
 	}
 	s.places++
-	if id.role == events.RoleWorker {
+	s.credConns[p.cred]++
+	if worker {
 		s.workers++
+		s.runConns[p.run]++
 	}
-	c.placedAs = id.role
+	c.placed = p
 	return nil
 }
 
 // unclaimPlace gives back the place claimPlace counted c in, if any, with s.mu held.
 func (s *Server) unclaimPlace(c *conn) {
-	switch c.placedAs {
-	case "":
+	p := c.placed
+	if p == (place{}) {
 		return
-	case events.RoleWorker:
-		s.workers--
 	}
+	if p.role == events.RoleWorker {
+		s.workers--
+		decrement(s.runConns, p.run)
+	}
+	decrement(s.credConns, p.cred)
 	s.places--
-	c.placedAs = ""
+	c.placed = place{}
 }
 
 // refuse writes the one frame of a connection over MaxConns or MaxPendingPerPeer. The socket is new, so its send

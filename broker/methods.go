@@ -93,45 +93,7 @@ func (c *conn) handle(req wire.Request, size int) bool {
 		if req.Method != wire.MethodHello {
 			return c.sendError(req.ID, wire.NewError(wire.CodeProtocol, wire.MsgHelloRequired))
 		}
-		// A refused hello has no credential to pay for it: its process does (peerKey), and a process whose hellos
-		// keep failing has its next ones answered at the pacing rate.
-		pk := paceKeys{cred: peerKey(c.peerPID)}
-		if !c.pace(pk, nil) {
-			return false
-		}
-		id, bad := c.s.authenticate(req.Params)
-		if bad == nil {
-			// A hello that would take a place kept for others is refused before it waits for its credential's pace
-			// (which holds the place it claims), and its process pays, as for a hello its token did not authenticate.
-			bad = c.s.claimPlace(c, id)
-		}
-		if bad != nil {
-			c.s.charge(pk, helloCost)
-			c.s.lg.Debug("hello rejected", "conn", c.seq, "code", string(bad.Code))
-			return c.sendError(req.ID, bad)
-		}
-		// A hello costs its credential (and a worker's run) helloCost units, so a token that dials in a loop is paced
-		// too.
-		k := paceKeys{cred: credKey(id), run: runKey(id)}
-		if !c.pace(k, nil) {
-			return false
-		}
-		c.s.charge(k, helloCost)
-		bad = c.s.bind(c, id)
-		if c.s.onBound != nil {
-			c.s.onBound()
-		}
-		if bad != nil {
-			c.s.lg.Debug("hello refused", "conn", c.seq, "code", string(bad.Code), "message", bad.Message)
-			return c.sendError(req.ID, bad)
-		}
-		c.authed, c.keys, c.cred = true, k, id.credential()
-		c.nc.SetReadDeadline(time.Time{})
-		c.startIdleTimer()
-		c.s.lg.Debug("hello", "conn", c.seq, "role", id.role, "runId", id.runID, "taskId", id.taskID)
-		return c.respond(req.ID, req.Method, wire.HelloAck{
-			Protocol: wire.ProtocolVersion, Session: c.s.opts.SessionID, Run: id.runID, OK: true,
-		}, nil)
+		return c.hello(req)
 	}
 	if !c.begin() {
 		return false
@@ -141,6 +103,79 @@ func (c *conn) handle(req wire.Request, size int) bool {
 		return false
 	}
 	return c.end()
+}
+
+// hello serves the connection's hello; false means the connection is closing.
+func (c *conn) hello(req wire.Request) bool {
+	s := c.s
+	// The hello waits for its pace, its process's and then its credential's and a worker's run's, until by at most:
+	// the connection holds a place while it waits, and nothing reads its socket, so a client that has gone would
+	// otherwise hold it as long as the debt lasts. A hello that would wait longer is refused at once.
+	by := s.pacer.now().Add(s.opts.HelloTimeout)
+	// A refused hello has no credential to pay for it: its process does (peerKey), and a process whose hellos keep
+	// failing has its next ones answered at the pacing rate.
+	pk := paceKeys{cred: peerKey(c.peerPID)}
+	switch c.paceUntil(pk, nil, by) {
+	case paceClosed:
+		return false
+	case paceLate:
+		// NB: not charged: nothing was authenticated, so it cost no more than a connection that never says hello,
+		// and a process that dials in a loop would only owe more with each.
+		s.lg.Debug("hello refused", "conn", c.seq, "reason", "its process's pace")
+		return c.sendError(req.ID, lateHello(s.opts.HelloTimeout))
+	}
+	id, bad := s.authenticate(req.Params)
+	if bad == nil {
+		// A hello that would take a place kept for others, or one past its credential's or run's limit, is refused
+		// before it waits for its credential's pace (which holds the place it claims), and its process pays, as for
+		// a hello its token did not authenticate.
+		bad = s.claimPlace(c, id)
+	}
+	if bad == errConnClosed {
+		return false
+	}
+	if bad != nil {
+		s.charge(pk, helloCost)
+		s.lg.Debug("hello rejected", "conn", c.seq, "code", string(bad.Code))
+		return c.sendError(req.ID, bad)
+	}
+	// A hello costs its credential (and a worker's run) helloCost units, so a token that dials in a loop is paced
+	// too.
+	k := paceKeys{cred: credKey(id), run: runKey(id)}
+	switch c.paceUntil(k, nil, by) {
+	case paceClosed:
+		return false
+	case paceLate:
+		// Its process pays, as for any refused hello; the place is given back as the refusal closes the connection.
+		s.charge(pk, helloCost)
+		s.lg.Debug("hello refused", "conn", c.seq, "reason", "its credential's pace")
+		return c.sendError(req.ID, lateHello(s.opts.HelloTimeout))
+	}
+	s.charge(k, helloCost)
+	bad = s.bind(c, id)
+	if s.onBound != nil {
+		s.onBound()
+	}
+	if bad == errConnClosed {
+		return false
+	}
+	if bad != nil {
+		s.lg.Debug("hello refused", "conn", c.seq, "code", string(bad.Code), "message", bad.Message)
+		return c.sendError(req.ID, bad)
+	}
+	c.authed, c.keys, c.cred = true, k, id.credential()
+	c.nc.SetReadDeadline(time.Time{})
+	c.startIdleTimer()
+	s.lg.Debug("hello", "conn", c.seq, "role", id.role, "runId", id.runID, "taskId", id.taskID)
+	return c.respond(req.ID, req.Method, wire.HelloAck{
+		Protocol: wire.ProtocolVersion, Session: s.opts.SessionID, Run: id.runID, OK: true,
+	}, nil)
+}
+
+// lateHello is the refusal of a hello that would wait longer than the hello timeout for its pace: a connection limit
+// (too-many-connections), as the place it would hold that long is one, and a client retries such a refusal later.
+func lateHello(timeout time.Duration) *wire.Error {
+	return wire.Errorf(wire.CodeTooManyConnections, "hello paced: it would wait over the hello timeout (%v)", timeout)
 }
 
 // serve answers one request of an authenticated connection; false means the connection is closing.

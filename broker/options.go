@@ -23,7 +23,7 @@ const (
 	// one connection per command, crewd's pi-crew follower one. NB: before its hello a connection is anyone's, so
 	// connections that never say hello can take these places too, each for HelloTimeout at most and
 	// MaxPendingPerPeer of them per process, and so can the hellos of a process whose earlier hellos were refused,
-	// while they wait for its pace (a few refusals' worth); a hello waiting for its credential's pace holds the
+	// while they wait for its pace (HelloTimeout more at most); a hello waiting for its credential's pace holds the
 	// place it claimed instead (claimPlace).
 	AdminConns = 8
 	// DefaultMaxConnsPerCredential bounds one token's connections: a runtime needs a handful, a loop needs them all.
@@ -80,7 +80,8 @@ type Options struct {
 	MaxFrame int
 	// OutboundQueueCap bounds the frames queued for one connection (default 256, 32..4096).
 	OutboundQueueCap int
-	// HelloTimeout is how long a new connection has to send its hello (default 1 s).
+	// HelloTimeout is how long a new connection has to send its hello (default 1 s), and how long its hello may wait
+	// for its pace (RatePerCredential): one that would wait longer is refused (too-many-connections) at once.
 	HelloTimeout time.Duration
 	// MaxConns bounds the connections of every principal but the admin (default 4096): a hello of another is refused
 	// (too-many-connections) once theirs hold MaxConns, and AdminConns places more are the admin's alone. A
@@ -88,8 +89,9 @@ type Options struct {
 	MaxConns int
 	// ReservedConns of the MaxConns are kept for the admin and orchestrators: a worker's hello is refused
 	// (too-many-connections) once worker connections hold MaxConns-ReservedConns (default MaxConns/16; negative:
-	// none). A connection's place of either is taken as its hello is authenticated, before the hello waits for its
-	// credential's pace, so hellos that wait never hold a place kept for others.
+	// none). A connection's place of either, as of MaxConnsPerCredential and MaxConnsPerRun, is taken as its hello
+	// is authenticated, before the hello waits for its credential's pace, so hellos that wait never hold a place
+	// kept for others.
 	ReservedConns int
 	// MaxConnsPerCredential bounds the connections authenticated by one credential (default 64); the admin's are
 	// bounded by MaxConns+AdminConns only.
@@ -98,9 +100,10 @@ type Options struct {
 	// bounded by MaxConnsPerCredential alone, so its workers cannot lock it out.
 	MaxConnsPerRun int
 	// MaxPendingPerPeer bounds the connections of one peer process (its pid, from SO_PEERCRED) that have not
-	// finished their hello (default 128). A connection without a hello holds a place of MaxConns for up to
-	// HelloTimeout and has no credential to count against, so without this one process could fill the daemon
-	// with connections that never say hello. An extra one gets one too-many-connections frame and is closed.
+	// finished their hello (default 128). A connection without a hello holds a place of MaxConns+AdminConns for up
+	// to twice HelloTimeout (to send it, then while it waits for its process's pace) and has no credential to count
+	// against, so without this one process could fill the daemon with connections that never say hello. An extra
+	// one gets one too-many-connections frame and is closed.
 	MaxPendingPerPeer int
 	// IdleTimeout closes, after one idle-timeout error frame, an authenticated connection that sent no request
 	// for that long and holds no subscription and no wait (default 30 min; negative: never).
@@ -131,7 +134,8 @@ type Options struct {
 	// unit and one more per 4 KiB of its frame, a hello 50; every event events.since returns it or its subscription
 	// reads is one more), with bursts of
 	// BurstPerCredential units (default: one second's worth). A credential over its rate is not refused: its
-	// connections' next requests are read, and its subscriptions pull, only when its budget allows (pacer.go).
+	// connections' next requests are read, and its subscriptions pull, only when its budget allows (pacer.go); only a
+	// hello that would wait longer than HelloTimeout is refused.
 	// Default 5000; negative: no pacing.
 	RatePerCredential  int
 	BurstPerCredential int

@@ -17,7 +17,8 @@ import (
 // as much. A bucket may go into debt: a page is served whole and charged after. A connection's reader reads its next
 // request only when its credential's bucket, and its run's, hold a unit, a hello is answered and a subscription pulls
 // only then, so a credential (or a run) that asks for more than its rate is back-pressured by its own sockets and
-// costs the daemon no CPU while it waits. No refusal: a paced client is only slower.
+// costs the daemon no CPU while it waits. No refusal, but of a hello that would wait longer than HelloTimeout (its
+// connection holds a place while it waits: paceUntil): a paced client is only slower.
 
 // helloCost is what a hello costs its credential, accepted or refused by a connection limit: a connection's
 // setup and teardown (accept, the peer check, two goroutines, the digest check, the close) and the client's own
@@ -39,8 +40,20 @@ func requestCost(frameBytes int) int { return 1 + frameBytes/frameUnit }
 // no credential to charge). NB: no credential key starts with a NUL (credKey: a run id first).
 func peerKey(pid int) string { return "\x00peer " + strconv.Itoa(pid) }
 
-// pacer holds the buckets of the credentials (and processes) charged recently, or of the runs. Its methods take the
-// time, so tests drive them with an injected clock.
+// pacer holds the buckets of the credentials (and processes) charged recently, and those of the runs, under one
+// mutex: a worker's request is paced by, and charged to, its credential's bucket and its run's in one acquisition
+// each, as a credential's alone was before runs had buckets. Its methods take the time, so tests drive them with an
+// injected clock.
+type pacer struct {
+	now    func() time.Time // time.Now; tests freeze it
+	onWait func()           // nil; tests learn that a credential waits
+
+	mu    sync.Mutex
+	creds buckets // RatePerCredential, by credKey or peerKey
+	runs  buckets // RatePerRun, by runKey
+}
+
+// buckets are those of one kind of key, at one rate and burst.
 //
 // A full bucket is no bucket (a key without one is full), so none is kept: a bucket found full when its key is
 // paced is deleted, and a sweep deletes every full one whenever the map has doubled since the last sweep (from
@@ -48,16 +61,12 @@ func peerKey(pid int) string { return "\x00peer " + strconv.Itoa(pid) }
 // at the defaults), at a charge or a pacing. So the map holds at most twice sweepFloor or twice the buckets the
 // last sweep left, which were not full yet: those of keys charged within the time their debt and burst take to
 // refill, never one per process that ever sent a refused hello.
-type pacer struct {
+type buckets struct {
 	rate  float64       // units per second; 0 disables pacing
 	burst float64       // units a full bucket holds
 	every time.Duration // sweepAge
 
-	now    func() time.Time // time.Now; tests freeze it
-	onWait func()           // nil; tests learn that a credential waits
-
-	mu      sync.Mutex
-	buckets map[string]bucket // NB: none full, but between sweeps
+	m       map[string]bucket // NB: none full, but between sweeps
 	sweptAt time.Time         // the last sweep's time
 	swept   int               // buckets the last sweep left
 }
@@ -65,109 +74,155 @@ type pacer struct {
 // sweepFloor is the buckets below which the map is not swept for its size, only for its age.
 const sweepFloor = 64
 
-// sweepAge is the time between two sweeps for age of a pacer of burst units and rate units per second: the time a
+// sweepAge is the time between two sweeps for age of buckets of burst units and rate units per second: the time a
 // bucket at zero takes to fill, a second at least (a sweep reads every bucket), at most a year.
 func sweepAge(burst, rate float64) time.Duration {
 	return time.Duration(min(max(burst/rate, 1), 365*24*3600) * float64(time.Second))
 }
 
-// bucket is one credential's budget: level units at time at (negative: owed).
+// bucket is one key's budget: level units at time at (negative: owed).
 type bucket struct {
 	level float64
 	at    time.Time
 }
 
-// newPacer returns a pacer of rate units per second and burst units; rate ≤ 0 disables it.
-func newPacer(rate, burst int) *pacer {
+// newPacer returns a pacer of rate units per second and burst units per credential, and runRate and runBurst per
+// run; a rate ≤ 0 disables its kind.
+func newPacer(rate, burst, runRate, runBurst int) *pacer {
+	return &pacer{now: time.Now, creds: newBuckets(rate, burst), runs: newBuckets(runRate, runBurst)}
+}
+
+func newBuckets(rate, burst int) buckets {
 	if rate <= 0 {
-		return &pacer{now: time.Now}
+		return buckets{}
 	}
 	b := float64(max(burst, 1))
-	return &pacer{rate: float64(rate), burst: b, every: sweepAge(b, float64(rate)), now: time.Now,
-		buckets: make(map[string]bucket)}
+	return buckets{rate: float64(rate), burst: b, every: sweepAge(b, float64(rate)), m: make(map[string]bucket)}
 }
 
-// refill returns k's bucket brought up to now (full when k has none), with p.mu held; the map is left alone.
-func (p *pacer) refill(k string, now time.Time) bucket {
-	b, ok := p.buckets[k]
+// refill returns k's bucket brought up to now (full when k has none), with the pacer's mu held; the map is left
+// alone.
+func (bs *buckets) refill(k string, now time.Time) bucket {
+	b, ok := bs.m[k]
 	if !ok {
-		return bucket{level: p.burst, at: now}
+		return bucket{level: bs.burst, at: now}
 	}
-	return p.refilled(b, now)
+	return bs.refilled(b, now)
 }
 
-func (p *pacer) refilled(b bucket, now time.Time) bucket {
+func (bs *buckets) refilled(b bucket, now time.Time) bucket {
 	if dt := now.Sub(b.at); dt > 0 {
-		b.level = min(p.burst, b.level+p.rate*dt.Seconds())
+		b.level = min(bs.burst, b.level+bs.rate*dt.Seconds())
 		b.at = now
 	}
 	return b
 }
 
-// tidy deletes every full bucket when the map has doubled since the last sweep or p.every has passed since it,
-// with p.mu held: amortised over the charges that grew the map, or at most once per p.every.
-func (p *pacer) tidy(now time.Time) {
-	if len(p.buckets) < 2*max(p.swept, sweepFloor) && now.Sub(p.sweptAt) < p.every {
+// tidy deletes every full bucket when the map has doubled since the last sweep or bs.every has passed since it,
+// with the pacer's mu held: amortised over the charges that grew the map, or at most once per bs.every.
+func (bs *buckets) tidy(now time.Time) {
+	if len(bs.m) < 2*max(bs.swept, sweepFloor) && now.Sub(bs.sweptAt) < bs.every {
 		return
 	}
-	for k, b := range p.buckets {
-		if p.refilled(b, now).level >= p.burst {
-			delete(p.buckets, k)
+	for k, b := range bs.m {
+		if bs.refilled(b, now).level >= bs.burst {
+			delete(bs.m, k)
 		}
 	}
-	p.sweptAt, p.swept = now, len(p.buckets)
+	bs.sweptAt, bs.swept = now, len(bs.m)
 }
 
-// charge takes n units from the bucket of credential k ("" is the admin, never paced) at now.
-func (p *pacer) charge(k string, n int, now time.Time) {
-	if p.rate == 0 || k == "" || n <= 0 {
+// take takes n units from the bucket of k ("" names none: never paced) at now, with the pacer's mu held.
+func (bs *buckets) take(k string, n int, now time.Time) {
+	if bs.rate == 0 || k == "" {
 		return
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	b := p.refill(k, now)
+	b := bs.refill(k, now)
 	b.level -= float64(n)
-	p.buckets[k] = b
-	p.tidy(now)
+	bs.m[k] = b
+	bs.tidy(now)
 }
 
-// delay is how long credential k must wait from now until its bucket holds one unit; 0 when it does.
-func (p *pacer) delay(k string, now time.Time) time.Duration {
-	if p.rate == 0 || k == "" {
+// wait is how long k must wait from now until its bucket holds one unit, 0 when it does, with the pacer's mu held.
+func (bs *buckets) wait(k string, now time.Time) time.Duration {
+	if bs.rate == 0 || k == "" {
 		return 0
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.tidy(now)
-	b, ok := p.buckets[k]
+	bs.tidy(now)
+	b, ok := bs.m[k]
 	if !ok {
 		return 0 // full; NB: not made here, so that a key that is never charged (a process's) costs nothing
 	}
-	if b = p.refilled(b, now); b.level >= p.burst {
-		delete(p.buckets, k) // full: as good as none
+	// NB: the refilled bucket is not written back: refilling from the stored one later gives the same level, and a
+	// request would pay a map write for nothing.
+	if b = bs.refilled(b, now); b.level >= bs.burst {
+		delete(bs.m, k) // full: as good as none
 		return 0
 	}
-	p.buckets[k] = b
 	if b.level >= 1 {
 		return 0
 	}
-	return time.Duration((1 - b.level) / p.rate * float64(time.Second))
+	return time.Duration((1 - b.level) / bs.rate * float64(time.Second))
+}
+
+// off reports that nothing is paced: the lock is not taken at all.
+func (p *pacer) off() bool { return p.creds.rate == 0 && p.runs.rate == 0 }
+
+// charge takes n units from the buckets of k at now.
+func (p *pacer) charge(k paceKeys, n int, now time.Time) {
+	if n <= 0 || k == (paceKeys{}) || p.off() {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.creds.take(k.cred, n, now)
+	p.runs.take(k.run, n, now)
+}
+
+// delay is how long k must wait from now until its buckets hold one unit each; 0 when they do.
+func (p *pacer) delay(k paceKeys, now time.Time) time.Duration {
+	if k == (paceKeys{}) || p.off() {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return max(p.creds.wait(k.cred, now), p.runs.wait(k.run, now))
 }
 
 // paceKeys name the buckets work is paced by and charged to: a credential's (credKey; peerKey for a process that
-// pays for its hellos) in the server's pacer, and a run's (runKey) in its runPacer. "" names none: the admin is not
-// paced, nor is a run's orchestrator by its run.
+// pays for its hellos) and a run's (runKey). "" names none: the admin is not paced, nor is a run's orchestrator by
+// its run.
 type paceKeys struct{ cred, run string }
 
 // pace waits until the buckets of k may serve connection c again; false when c closed or stop was closed first
 // (nil: never).
 func (c *conn) pace(k paceKeys, stop <-chan struct{}) bool {
-	p, runs := c.s.pacer, c.s.runPacer
+	return c.paceUntil(k, stop, time.Time{}) == paced
+}
+
+// paceResult is how a wait for the pacer ended.
+type paceResult int
+
+const (
+	paced      paceResult = iota // the buckets may serve the connection
+	paceClosed                   // the connection closed, or the wait was stopped
+	paceLate                     // the buckets would not serve it by the deadline
+)
+
+// paceUntil is pace with a deadline by on the pacer's clock (zero: none): it returns paceLate, at once and without
+// waiting out the rest, as soon as the buckets of k could not serve c by then. A hello waits with one, since while
+// it waits its connection holds its place and its client, which may have gone (nothing reads its socket), cannot be
+// told apart from one that is still there.
+func (c *conn) paceUntil(k paceKeys, stop <-chan struct{}, by time.Time) paceResult {
+	p := c.s.pacer
 	for {
 		now := p.now()
-		d := max(p.delay(k.cred, now), runs.delay(k.run, now))
+		d := p.delay(k, now)
 		if d <= 0 {
-			return true
+			return paced
+		}
+		if !by.IsZero() && now.Add(d).After(by) {
+			return paceLate
 		}
 		if p.onWait != nil {
 			p.onWait()
@@ -177,21 +232,16 @@ func (c *conn) pace(k paceKeys, stop <-chan struct{}) bool {
 		case <-t.C:
 		case <-c.done:
 			t.Stop()
-			return false
+			return paceClosed
 		case <-stop:
 			t.Stop()
-			return false
+			return paceClosed
 		}
 	}
 }
 
-// charge counts n units of work against the buckets of k, at the time of the credentials' pacer (runPacer's is
-// not read).
-func (s *Server) charge(k paceKeys, n int) {
-	now := s.pacer.now()
-	s.pacer.charge(k.cred, n, now)
-	s.runPacer.charge(k.run, n, now)
-}
+// charge counts n units of work against the buckets of k.
+func (s *Server) charge(k paceKeys, n int) { s.pacer.charge(k, n, s.pacer.now()) }
 
 // charge counts n units of work done for c against its credential's bucket and its run's.
 func (c *conn) charge(n int) { c.s.charge(c.keys, n) }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"sync/atomic"
@@ -18,41 +19,42 @@ import (
 // at the rate up to the burst; the admin and a disabled pacer never wait, and credentials do not share buckets.
 func TestPacerBucket(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	p := newPacer(100, 10) // 10 ms a unit
+	p := newPacer(100, 10, 0, 0) // 10 ms a unit
 	for i := 0; i < 10; i++ {
-		require.Zero(t, p.delay("a", t0), "unit %d of the burst", i)
-		p.charge("a", 1, t0)
+		require.Zero(t, p.delay(cred("a"), t0), "unit %d of the burst", i)
+		p.charge(cred("a"), 1, t0)
 	}
-	require.Equal(t, 10*time.Millisecond, p.delay("a", t0), "the burst is spent: one unit's time")
-	require.Zero(t, p.delay("b", t0), "another credential has its own bucket")
-	require.Zero(t, p.delay("a", t0.Add(10*time.Millisecond)), "one unit refilled")
+	require.Equal(t, 10*time.Millisecond, p.delay(cred("a"), t0), "the burst is spent: one unit's time")
+	require.Zero(t, p.delay(cred("b"), t0), "another credential has its own bucket")
+	require.Zero(t, p.delay(cred("a"), t0.Add(10*time.Millisecond)), "one unit refilled")
 
-	p.charge("a", 1000, t0.Add(10*time.Millisecond)) // a replay of 1,000 events, charged after it was served
-	require.Equal(t, 10*time.Second, p.delay("a", t0.Add(10*time.Millisecond)), "the debt and one unit, at the rate")
-	require.Zero(t, p.delay("a", t0.Add(10*time.Millisecond+10*time.Second)))
+	p.charge(cred("a"), 1000, t0.Add(10*time.Millisecond)) // a replay of 1,000 events, charged after it was served
+	require.Equal(t, 10*time.Second, p.delay(cred("a"), t0.Add(10*time.Millisecond)),
+		"the debt and one unit, at the rate")
+	require.Zero(t, p.delay(cred("a"), t0.Add(10*time.Millisecond+10*time.Second)))
 
-	require.Zero(t, p.delay("a", t0.Add(time.Hour)))
-	p.charge("a", 11, t0.Add(time.Hour))
-	require.Equal(t, 20*time.Millisecond, p.delay("a", t0.Add(time.Hour)), "an idle hour refills the burst, not more")
+	require.Zero(t, p.delay(cred("a"), t0.Add(time.Hour)))
+	p.charge(cred("a"), 11, t0.Add(time.Hour))
+	require.Equal(t, 20*time.Millisecond, p.delay(cred("a"), t0.Add(time.Hour)),
+		"an idle hour refills the burst, not more")
 
-	p.charge("", 1e6, t0)
-	require.Zero(t, p.delay("", t0), "the admin is not paced")
-	off := newPacer(-1, 10)
-	off.charge("a", 1e6, t0)
-	require.Zero(t, off.delay("a", t0), "rate ≤ 0: no pacing")
+	p.charge(cred(""), 1e6, t0)
+	require.Zero(t, p.delay(cred(""), t0), "the admin is not paced")
+	off := newPacer(-1, 10, -1, 10)
+	off.charge(cred("a"), 1e6, t0)
+	require.Zero(t, off.delay(cred("a"), t0), "rate ≤ 0: no pacing")
 }
 
-// pacerClock drives the clock of f's pacers (its credentials' and its runs', which are read at the former's time):
-// real time until freeze, then only what advance adds.
+// pacerClock drives the clock of f's pacer (its credentials' and its runs' buckets): real time until freeze, then
+// only what advance adds.
 type pacerClock struct {
 	p      *pacer
-	runs   *pacer
 	frozen atomic.Int64 // unix nanoseconds; 0: real time
 }
 
 // installPacerClock must be called before f's first connection (the pacer's goroutines read its clock).
 func installPacerClock(f *fixture) *pacerClock {
-	c := &pacerClock{p: f.srv.pacer, runs: f.srv.runPacer}
+	c := &pacerClock{p: f.srv.pacer}
 	c.p.now = func() time.Time {
 		if ns := c.frozen.Load(); ns != 0 {
 			return time.Unix(0, ns)
@@ -100,8 +102,11 @@ func (w *pacerWaits) await(msg string) {
 func (c *pacerClock) level(k string) float64 {
 	c.p.mu.Lock()
 	defer c.p.mu.Unlock()
-	return c.p.refill(k, c.p.now()).level
+	return c.p.creds.refill(k, c.p.now()).level
 }
+
+// cred names credential (or process) k's bucket alone.
+func cred(k string) paceKeys { return paceKeys{cred: k} }
 
 func workerKey(task string) string {
 	return credKey(identity{role: events.RoleWorker, runID: runR, taskID: task, key: task})
@@ -222,29 +227,29 @@ func TestPacerForgetsFullBuckets(t *testing.T) {
 		name  string
 		touch func(p *pacer, now time.Time)
 	}{
-		{"a charge of another key", func(p *pacer, now time.Time) { p.charge("x", 1, now) }},
-		{"a pacing of a refilled key", func(p *pacer, now time.Time) { p.delay(peerKey(0), now) }},
-		{"a pacing of a key never charged", func(p *pacer, now time.Time) { p.delay("y", now) }},
+		{"a charge of another key", func(p *pacer, now time.Time) { p.charge(cred("x"), 1, now) }},
+		{"a pacing of a refilled key", func(p *pacer, now time.Time) { p.delay(cred(peerKey(0)), now) }},
+		{"a pacing of a key never charged", func(p *pacer, now time.Time) { p.delay(cred("y"), now) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newPacer(DefaultRatePerCredential, DefaultRatePerCredential) // the defaults: a second's refill
-			p.charge("debtor", 3*DefaultRatePerCredential, t0)                // owes two seconds' worth
+			p := newPacer(DefaultRatePerCredential, DefaultRatePerCredential, 0, 0) // the defaults: a second's refill
+			p.charge(cred("debtor"), 3*DefaultRatePerCredential, t0)                // owes two seconds' worth
 			for pid := range keys {
-				p.charge(peerKey(pid), helloCost, t0)
+				p.charge(cred(peerKey(pid)), helloCost, t0)
 			}
-			require.Len(t, p.buckets, keys+1, "no bucket is full yet: none is forgotten")
+			require.Len(t, p.creds.m, keys+1, "no bucket is full yet: none is forgotten")
 			now := t0.Add(time.Second) // every process's bucket refilled, the debtor's not
 			tc.touch(p, now)
-			require.LessOrEqual(t, len(p.buckets), 2, "the debtor's bucket and at most the touched key's")
-			require.Equal(t, time.Second+200*time.Microsecond, p.delay("debtor", now),
+			require.LessOrEqual(t, len(p.creds.m), 2, "the debtor's bucket and at most the touched key's")
+			require.Equal(t, time.Second+200*time.Microsecond, p.delay(cred("debtor"), now),
 				"the debtor still owes a second's worth and one unit")
 		})
 	}
 	t.Run("keys charged as the earlier ones refill", func(t *testing.T) {
-		p := newPacer(1, 1<<20) // a refill time of twelve days: only the map's growth sweeps it
+		p := newPacer(1, 1<<20, 0, 0) // a refill time of twelve days: only the map's growth sweeps it
 		for pid := range keys {
-			p.charge(peerKey(pid), helloCost, t0.Add(time.Duration(pid)*helloCost*time.Second))
-			require.LessOrEqual(t, len(p.buckets), 2*sweepFloor, "after %d keys", pid+1)
+			p.charge(cred(peerKey(pid)), helloCost, t0.Add(time.Duration(pid)*helloCost*time.Second))
+			require.LessOrEqual(t, len(p.creds.m), 2*sweepFloor, "after %d keys", pid+1)
 		}
 	})
 }
@@ -264,4 +269,30 @@ func TestSweepAge(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, sweepAge(tc.burst, tc.rate), "burst %v, rate %v", tc.burst, tc.rate)
 	}
+}
+
+// BenchmarkPacerWorkerRequest: what pacing costs a worker's request, its reader's check of its credential's and its
+// run's buckets and the request's charge to both, on one connection and on connections of one run's workers at
+// once. The buckets hold more than any run of it spends, so nothing waits: this is the cost every request pays.
+func BenchmarkPacerWorkerRequest(b *testing.B) {
+	const plenty = 1 << 40
+	perRun := DefaultRatePerRun(DefaultRatePerCredential)
+	s := &Server{pacer: newPacer(DefaultRatePerCredential, plenty, perRun, plenty)}
+	b.Run("one", func(b *testing.B) {
+		c := &conn{s: s, keys: paceKeys{cred: workerKey(taskP), run: runR}}
+		for range b.N {
+			c.pace(c.keys, nil)
+			c.charge(1)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		var n atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			c := &conn{s: s, keys: paceKeys{cred: workerKey(fmt.Sprint("W", n.Add(1))), run: runR}}
+			for pb.Next() {
+				c.pace(c.keys, nil)
+				c.charge(1)
+			}
+		})
+	})
 }

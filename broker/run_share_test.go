@@ -105,10 +105,9 @@ func TestARunsCredentialsArePacedTogether(t *testing.T) {
 
 // runLevel is the units in run runID's bucket now.
 func (c *pacerClock) runLevel(runID string) float64 {
-	p := c.runs
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.refill(runID, c.p.now()).level
+	c.p.mu.Lock()
+	defer c.p.mu.Unlock()
+	return c.p.runs.refill(runID, c.p.now()).level
 }
 
 // issueWorkers has the orchestrator o create n running tasks W0… in its run R, issues each a credential and returns

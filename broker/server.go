@@ -50,18 +50,19 @@ type Server struct {
 	byBox    map[mailboxKey]map[*conn]struct{} // the same by whose mailbox they read: a push or re-check finds its own
 	nextConn uint64
 	// Per-principal counts (limits.go), keyed by credential (credKey); the admin is not counted.
-	credConns map[string]int             // authenticated connections
+	credConns map[string]int             // places (claimPlace): connections authenticated, waiting or bound
 	credWaits map[string]int             // task.waitStatus requests in flight
 	credSubs  map[string]int             // connections holding a subscription
 	reads     *turns.PerKey              // page reads in progress, MaxReadsPerCredential at most
 	credOut   map[string]*outboundBudget // outbound bytes of the credential's connections (OutboundBytesPerCredential)
 	runOut    map[string]*outboundBudget // outbound bytes of the run's workers' connections (OutboundBytesPerRun)
-	places    int                        // connections authenticated but the admin's (claimPlace), at most MaxConns
-	workers   int                        // those of workers, at most MaxConns-ReservedConns
-	pending   map[int]int                // peer pid → its connections that have not finished hello (MaxPendingPerPeer)
-	pacer     *pacer                     // per-credential request and replay rate (pacer.go)
-	runPacer  *pacer                     // per-run rate of the run's workers together, at pacer's clock (RatePerRun)
-	resyncs   atomic.Uint64              // resync frames sent (Stats)
+	// Places (claimPlace): connections whose hello authenticated, waiting for their pace or bound, but the admin's.
+	places   int            // at most MaxConns
+	workers  int            // those of workers, at most MaxConns-ReservedConns
+	runConns map[string]int // those of a run's workers, by run, at most MaxConnsPerRun
+	pending  map[int]int    // peer pid → its connections that have not finished hello (MaxPendingPerPeer)
+	pacer    *pacer         // per-credential and per-run request and replay rate (pacer.go)
+	resyncs  atomic.Uint64  // resync frames sent (Stats)
 
 	waits     waitHub        // task.waitStatus waiters, woken per task
 	outBudget outboundBudget // bytes held by every connection's outbound queue
@@ -102,9 +103,8 @@ func New(eng *commands.Engine, log *eventlog.Log, opts Options) (*Server, error)
 		conns: make(map[*conn]struct{}), byRun: make(map[string]map[*conn]struct{}), byBox: make(map[mailboxKey]map[*conn]struct{}),
 		credConns: make(map[string]int), credWaits: make(map[string]int), credSubs: make(map[string]int), pending: make(map[int]int),
 		reads: turns.New(o.MaxReadsPerCredential), credOut: make(map[string]*outboundBudget),
-		runOut:    make(map[string]*outboundBudget),
-		pacer:     newPacer(o.RatePerCredential, o.BurstPerCredential),
-		runPacer:  newPacer(o.RatePerRun, o.BurstPerRun),
+		runOut: make(map[string]*outboundBudget), runConns: make(map[string]int),
+		pacer:     newPacer(o.RatePerCredential, o.BurstPerCredential, o.RatePerRun, o.BurstPerRun),
 		serveDone: make(chan struct{}), closed: make(chan struct{}),
 	}
 	s.life, s.endLife = context.WithCancel(context.Background())
@@ -231,15 +231,16 @@ func (s *Server) admit(nc *net.UnixConn) {
 	go c.writeLoop()
 }
 
-// bind indexes an authenticated connection by run, for mailbox pushes, once its credential is still valid and the
-// per-principal connection limits allow it; otherwise it returns the answer to send instead of the hello ack.
+// bind indexes an authenticated connection by run, for mailbox pushes, once its credential is still valid (its
+// place, counted against the connection limits, was claimed before its pacing: claimPlace); otherwise it returns
+// the answer to send instead of the hello ack.
 //
 // NB: the credential is checked and the connection bound under the published state's read lock, which a publish
 // waits for (lock order: the engine's, then s.mu, never the reverse). The credential may have ended since
-// authenticate read it (the pacing wait in between can be long), and the feed re-checks a run's connections for an
-// end only once: an end published before the bind is refused here, one published after it finds the connection
-// bound and the feed ends it before any later push. Checked after the bind, a push of mail sent after an earlier
-// end could be queued for the connection in between.
+// authenticate read it (the pacing wait in between lasts up to HelloTimeout), and the feed re-checks a run's
+// connections for an end only once: an end published before the bind is refused here, one published after it finds
+// the connection bound and the feed ends it before any later push. Checked after the bind, a push of mail sent
+// after an earlier end could be queued for the connection in between.
 func (s *Server) bind(c *conn, id identity) (bad *wire.Error) {
 	s.eng.Read(func(st *projections.State) {
 		if bad = checkCredential(st, id); bad == nil {
@@ -255,13 +256,14 @@ func (s *Server) bindAt(c *conn, id identity, head uint64) *wire.Error {
 	// it in forget while the reader may be binding.
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if bad := s.connLimit(id); bad != nil {
-		return bad
+	if _, open := s.conns[c]; !open {
+		// Closed by another goroutine (Close, say) since its place was claimed: forget has run, and would not run
+		// again for the budgets and indexes a bind would add.
+		return errConnClosed
 	}
 	s.helloDone(c)
 	c.id, c.bound, c.boundAt = id, true, head
 	if k := credKey(id); k != "" {
-		s.credConns[k]++
 		c.out.share(joinBudget(s.credOut, k, s.opts.OutboundBytesPerCredential))
 	}
 	if rk := runKey(id); rk != "" {
@@ -317,7 +319,6 @@ func (s *Server) forget(c *conn) identity {
 	s.helloDone(c)
 	if c.bound {
 		k := credKey(c.id)
-		decrement(s.credConns, k)
 		// NB: the connection's bytes are released from these budgets when close drops its queue, right after.
 		leaveBudget(s.credOut, k)
 		leaveBudget(s.runOut, runKey(c.id))
