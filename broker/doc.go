@@ -144,11 +144,11 @@
 //   - Connections that never say hello can take the admin's AdminConns places: before its hello the daemon cannot
 //     tell a connection from the admin's. So those places are safe from every authenticated connection, not from
 //     these. They are bounded per connecting process (MaxPendingPerPeer, by the pid SO_PEERCRED reports) and in
-//     time (HelloTimeout to send the hello, and HelloTimeout more at most while the hello waits for its process's
-//     pace): one process cannot fill the daemon with them, but many processes of the socket's users together can,
-//     for that long, during which new connections, orchestrators' and the admin's included, are refused
-//     (too-many-connections, so they can retry). Per-pid is the finest identity a connection has before its hello;
-//     a worker that forks to get around it pays a process per 128 connections.
+//     time (HelloTimeout to send the hello, and at most the longer of HelloTimeout and MinHelloPaceWait, 5 s, while
+//     the hello waits for its process's pace): one process cannot fill the daemon with them, but many processes of
+//     the socket's users together can, for that long, during which new connections, orchestrators' and the admin's
+//     included, are refused (too-many-connections, so they can retry). Per-pid is the finest identity a connection
+//     has before its hello; a worker that forks to get around it pays a process per 128 connections.
 //   - A wait's answer that was already queued when its credential ended may precede the final frame.
 //   - CPU time itself: pacing counts requests, their bytes and events, not nanoseconds, so requests of unequal
 //     cost (a commit, a large query page) weigh alike, and what the buckets allow still runs: RatePerRun units per

@@ -67,8 +67,9 @@ func TestWaitingHellosCountAgainstTheirCredentialAndRun(t *testing.T) {
 // TestAHelloWaitsForItsPaceNoLongerThanTheHelloTimeout: a hello whose pace is further away than the hello timeout
 // is refused at once, too-many-connections, and its place given back. It holds a place while it waits and nothing
 // reads its socket meanwhile, so a client that has gone would otherwise hold the place for as long as its token's
-// debt lasted (an hour of replays, say). A hello its process's debt would hold as long is refused at once too, before
-// its token is authenticated: that costs no more than a connection that never says hello, so it is not charged.
+// debt lasted (an hour of replays, say). A hello its process's debt would hold as long is refused before its token
+// is authenticated, and not charged (that costs no more than a connection that never says hello), but only once the
+// wait has passed: a process that dials in a loop still meets back-pressure.
 func TestAHelloWaitsForItsPaceNoLongerThanTheHelloTimeout(t *testing.T) {
 	f := newFixture(t, fixtureOpts{opts: Options{HelloTimeout: time.Minute}})
 	clock := installPacerClock(f)
@@ -79,15 +80,20 @@ func TestAHelloWaitsForItsPaceNoLongerThanTheHelloTimeout(t *testing.T) {
 	f.srv.pacer.charge(cred(workerKey(taskP)), 2*60*DefaultRatePerCredential, clock.p.now()) // two minutes' worth
 
 	e := f.dial().refusedHello(runR, taskP, s.p, wire.CodeTooManyConnections)
-	require.Contains(t, e.Message, "hello timeout")
+	require.Contains(t, e.Message, "for its pace")
 	require.Equal(t, float64(DefaultRatePerCredential-helloCost), clock.level(process), "its process pays for it")
 	f.awaitPlaces(0)
 
 	f.srv.pacer.charge(cred(process), 2*60*DefaultRatePerCredential, clock.p.now())
 	owed := clock.level(process)
-	e = f.dial().refusedHello(runR, taskQ, s.q, wire.CodeTooManyConnections)
-	require.Contains(t, e.Message, "hello timeout")
+	c := f.dial()
+	c.sendLine(`{"id":"h","method":"hello","params":{"protocol":1,"runId":"` + runR + `","taskId":"` + taskQ +
+		`","token":"` + s.q + `"}}`)
+	c.nc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	_, err := c.rd.ReadFrame()
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "a hello its process's debt holds is not answered before the wait")
 	require.Equal(t, owed, clock.level(process), "a hello refused before its token is read costs nothing more")
+	f.awaitPlaces(0) // its token was not read: it claims no place while it waits
 }
 
 // TestNoPlaceIsCountedForAConnectionClosedMeanwhile: a connection closed by another goroutine (Close, a write
@@ -186,4 +192,35 @@ func (f *fixture) awaitPlaces(n int) {
 		places, _ := f.places()
 		return places == n
 	}, guard, time.Millisecond, "places")
+}
+
+// TestAHelloWaitsSecondsOfItsRunsDebt: a hello waits for a debt of its credential or run of a few seconds rather
+// than fail: a run's workers can owe seconds after a large replay (a page is charged after it is served), and its
+// other workers' next hellos were refused for it, though a hello waited that long before and pi-crew's client waits
+// 5 s for one. Only a debt past MinHelloPaceWait (or the hello timeout, when longer) refuses a hello.
+func TestAHelloWaitsSecondsOfItsRunsDebt(t *testing.T) {
+	f := newFixture(t, fixtureOpts{}) // the default hello timeout, 1 s
+	clock := installPacerClock(f)
+	waits := watchPacerWaits(f)
+	s := f.seed()
+	f.awaitConns(0)
+	clock.freeze()
+	rate := DefaultRatePerRun(DefaultRatePerCredential)
+	f.srv.pacer.charge(paceKeys{run: runR}, 3*rate, clock.p.now()) // the run's burst and two seconds more
+
+	q := f.dial()
+	waits.arm()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		q.hello(runR, taskQ, s.q)
+	}()
+	waits.await("the hello did not wait for its run's pace")
+	clock.advance(3 * time.Second)
+	select {
+	case <-done:
+	case <-time.After(guard):
+		t.Fatal("the hello was not answered once its run's debt was paid")
+	}
+	require.Equal(t, true, q.ok("ping", nil)["pong"])
 }

@@ -108,10 +108,11 @@ func (c *conn) handle(req wire.Request, size int) bool {
 // hello serves the connection's hello; false means the connection is closing.
 func (c *conn) hello(req wire.Request) bool {
 	s := c.s
-	// The hello waits for its pace, its process's and then its credential's and a worker's run's, until by at most:
-	// the connection holds a place while it waits, and nothing reads its socket, so a client that has gone would
-	// otherwise hold it as long as the debt lasts. A hello that would wait longer is refused at once.
-	by := s.pacer.now().Add(s.opts.HelloTimeout)
+	// The hello waits for its pace, its process's and then its credential's and a worker's run's, until by at most
+	// (helloPaceWait): the connection holds a place while it waits, and nothing reads its socket, so a client that
+	// has gone would otherwise hold it as long as the debt lasts. A hello that would wait longer is refused.
+	wait := helloPaceWait(s.opts.HelloTimeout)
+	by := s.pacer.now().Add(wait)
 	// A refused hello has no credential to pay for it: its process does (peerKey), and a process whose hellos keep
 	// failing has its next ones answered at the pacing rate.
 	pk := paceKeys{cred: peerKey(c.peerPID)}
@@ -120,9 +121,13 @@ func (c *conn) hello(req wire.Request) bool {
 		return false
 	case paceLate:
 		// NB: not charged: nothing was authenticated, so it cost no more than a connection that never says hello,
-		// and a process that dials in a loop would only owe more with each.
+		// and a process that dials in a loop would only owe more with each. Answered at by, not at once, so that
+		// such a process still meets back-pressure: MaxPendingPerPeer refusals per wait at most.
+		if !c.sleepUntil(by) {
+			return false
+		}
 		s.lg.Debug("hello refused", "conn", c.seq, "reason", "its process's pace")
-		return c.sendError(req.ID, lateHello(s.opts.HelloTimeout))
+		return c.sendError(req.ID, lateHello(wait))
 	}
 	id, bad := s.authenticate(req.Params)
 	if bad == nil {
@@ -149,7 +154,7 @@ func (c *conn) hello(req wire.Request) bool {
 		// Its process pays, as for any refused hello; the place is given back as the refusal closes the connection.
 		s.charge(pk, helloCost)
 		s.lg.Debug("hello refused", "conn", c.seq, "reason", "its credential's pace")
-		return c.sendError(req.ID, lateHello(s.opts.HelloTimeout))
+		return c.sendError(req.ID, lateHello(wait))
 	}
 	s.charge(k, helloCost)
 	bad = s.bind(c, id)
@@ -172,10 +177,37 @@ func (c *conn) hello(req wire.Request) bool {
 	}, nil)
 }
 
-// lateHello is the refusal of a hello that would wait longer than the hello timeout for its pace: a connection limit
-// (too-many-connections), as the place it would hold that long is one, and a client retries such a refusal later.
-func lateHello(timeout time.Duration) *wire.Error {
-	return wire.Errorf(wire.CodeTooManyConnections, "hello paced: it would wait over the hello timeout (%v)", timeout)
+// MinHelloPaceWait is the least a hello may wait for its pace (helloPaceWait). A credential, or a worker's run, can
+// owe seconds after a large replay or a cold run's refold (a page is charged after it is served): its next hello
+// waits rather than fails. pi-crew's client gives up on a connection after 5 s: a hello paced longer than that has
+// lost its client anyway.
+const MinHelloPaceWait = 5 * time.Second
+
+// helloPaceWait is how long a hello may wait for its pace: the hello timeout, and MinHelloPaceWait at least.
+func helloPaceWait(helloTimeout time.Duration) time.Duration {
+	return max(helloTimeout, MinHelloPaceWait)
+}
+
+// lateHello is the refusal of a hello that would wait longer than wait for its pace: a connection limit
+// (too-many-connections), as the place it would hold that long is one, and a client may retry such a refusal later.
+func lateHello(wait time.Duration) *wire.Error {
+	return wire.Errorf(wire.CodeTooManyConnections, "hello paced: it would wait over %v for its pace", wait)
+}
+
+// sleepUntil waits until by, or the connection's close (false).
+func (c *conn) sleepUntil(by time.Time) bool {
+	d := by.Sub(c.s.pacer.now())
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-c.done:
+		return false
+	}
 }
 
 // serve answers one request of an authenticated connection; false means the connection is closing.

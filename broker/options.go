@@ -23,8 +23,8 @@ const (
 	// one connection per command, crewd's pi-crew follower one. NB: before its hello a connection is anyone's, so
 	// connections that never say hello can take these places too, each for HelloTimeout at most and
 	// MaxPendingPerPeer of them per process, and so can the hellos of a process whose earlier hellos were refused,
-	// while they wait for its pace (HelloTimeout more at most); a hello waiting for its credential's pace holds the
-	// place it claimed instead (claimPlace).
+	// while they wait for its pace (the longer of HelloTimeout and MinHelloPaceWait more at most); a hello waiting
+	// for its credential's pace holds the place it claimed instead (claimPlace).
 	AdminConns = 8
 	// DefaultMaxConnsPerCredential bounds one token's connections: a runtime needs a handful, a loop needs them all.
 	DefaultMaxConnsPerCredential = 64
@@ -80,8 +80,9 @@ type Options struct {
 	MaxFrame int
 	// OutboundQueueCap bounds the frames queued for one connection (default 256, 32..4096).
 	OutboundQueueCap int
-	// HelloTimeout is how long a new connection has to send its hello (default 1 s), and how long its hello may wait
-	// for its pace (RatePerCredential): one that would wait longer is refused (too-many-connections) at once.
+	// HelloTimeout is how long a new connection has to send its hello (default 1 s). Its hello may then wait for its
+	// pace (RatePerCredential) for the longer of HelloTimeout and MinHelloPaceWait: one that would wait longer is
+	// refused (too-many-connections), at once if its token was read, else when that wait has passed.
 	HelloTimeout time.Duration
 	// MaxConns bounds the connections of every principal but the admin (default 4096): a hello of another is refused
 	// (too-many-connections) once theirs hold MaxConns, and AdminConns places more are the admin's alone. A
@@ -101,7 +102,8 @@ type Options struct {
 	MaxConnsPerRun int
 	// MaxPendingPerPeer bounds the connections of one peer process (its pid, from SO_PEERCRED) that have not
 	// finished their hello (default 128). A connection without a hello holds a place of MaxConns+AdminConns for up
-	// to twice HelloTimeout (to send it, then while it waits for its process's pace) and has no credential to count
+	// to HelloTimeout to send it, then the longer of HelloTimeout and MinHelloPaceWait while it waits for its
+	// process's pace, and has no credential to count
 	// against, so without this one process could fill the daemon with connections that never say hello. An extra
 	// one gets one too-many-connections frame and is closed.
 	MaxPendingPerPeer int
@@ -135,7 +137,7 @@ type Options struct {
 	// reads is one more), with bursts of
 	// BurstPerCredential units (default: one second's worth). A credential over its rate is not refused: its
 	// connections' next requests are read, and its subscriptions pull, only when its budget allows (pacer.go); only a
-	// hello that would wait longer than HelloTimeout is refused.
+	// hello that would wait longer than HelloTimeout (MinHelloPaceWait at least) is refused.
 	// Default 5000; negative: no pacing.
 	RatePerCredential  int
 	BurstPerCredential int

@@ -19,8 +19,8 @@ const (
 	// CodeRevoked: the credential the connection authenticated with has been revoked; checked before every frame.
 	CodeRevoked Code = "revoked"
 	// CodeTooManyConnections: crewlog's. The daemon, the run or the credential holds as many connections as it may
-	// (or the rest are reserved for the admin and orchestrators). Sent instead of the hello ack, or as the only
-	// frame of a connection over the daemon's cap.
+	// (or the rest are reserved for the admin and orchestrators), or a hello would wait too long for its pace. Sent
+	// instead of the hello ack, or as the only frame of a connection over the daemon's cap.
 	CodeTooManyConnections Code = "too-many-connections"
 	// CodeIdleTimeout: crewlog's. The connection sent no request for the idle timeout and held no subscription
 	// or wait.
