@@ -17,9 +17,10 @@
 //	  │         ├──(first request not hello)──▶ error protocol "hello required" ─▶ close
 //	  │         ├──(bad shape / unknown token)─▶ error auth | stale-token | revoked ─▶ close
 //	  │         ├──(a connection limit)────────▶ error too-many-connections ─▶ close
-//	  │         └──(its pace > HelloTimeout away)▶ error too-many-connections ─▶ close
+//	  │         └──(its pace too far away)─────▶ error too-many-connections ─▶ close
 //	  ▼ hello ok (once its process's bucket, its credential's and a worker's run's hold a unit, waited for
-//	    HelloTimeout at most, and re-checked as it is indexed, against the same published state): ack {protocol:1,
+//	    max(HelloTimeout, MinHelloPaceWait) at most, and re-checked as it is indexed, against the same published
+//	    state): ack {protocol:1,
 //	    session, run, ok:true}; deadline cleared; idle timer armed; indexed by run
 //	authenticated ◀────────────────────────────────────────────┐
 //	  │ before each read: wait while the credential's bucket, or a worker's run's, is empty (RatePerCredential,
@@ -77,7 +78,8 @@
 //   - Limits per principal (limits.go), each refusal an error frame with its own code, never a reset: connections
 //     (MaxConns of every principal but the admin, which has AdminConns places more of its own, and ReservedConns of
 //     them kept for the admin and orchestrators; MaxConnsPerRun of a run's workers; MaxConnsPerCredential; each
-//     place taken as a hello authenticates, before it waits for its pace, which it does for HelloTimeout at most:
+//     place taken as a hello authenticates, before it waits for its pace, which it does for the longer of
+//     HelloTimeout and MinHelloPaceWait at most:
 //     too-many-connections), waits (MaxWaitsPerConn,
 //     MaxWaitsPerCredential: too-many-waits), subscriptions (MaxSubscriptionsPerCredential: too-many-subscriptions),
 //     idle connections (IdleTimeout: idle-timeout). Page reads (events.since, msg.inbox, query.*) take turns per
@@ -95,7 +97,8 @@
 //     worker whose run's bucket is empty, is not refused: its connections' readers read no next frame, its
 //     subscriptions pull nothing and its hellos are not answered until it refills, so a flood is back-pressured by
 //     the flooder's own socket and costs the daemon no CPU while it waits; only a hello that would wait longer than
-//     HelloTimeout, holding its place, is refused at once (too-many-connections, charged to its process). Blank
+//     the longer of HelloTimeout and MinHelloPaceWait is refused (too-many-connections): at once, charged to its
+//     process, for its credential's or run's pace; once that wait has passed, uncharged, for its process's. Blank
 //     lines count toward the frame cap of the request after them (package wire), so no stream of them is read
 //     unpaid.
 //   - Secrets: the broker mints tokens (see mintToken) and hands each only to the caller of run.create or

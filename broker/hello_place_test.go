@@ -64,13 +64,13 @@ func TestWaitingHellosCountAgainstTheirCredentialAndRun(t *testing.T) {
 	}
 }
 
-// TestAHelloWaitsForItsPaceNoLongerThanTheHelloTimeout: a hello whose pace is further away than the hello timeout
-// is refused at once, too-many-connections, and its place given back. It holds a place while it waits and nothing
-// reads its socket meanwhile, so a client that has gone would otherwise hold the place for as long as its token's
-// debt lasted (an hour of replays, say). A hello its process's debt would hold as long is refused before its token
+// TestAHelloWaitsForItsPaceNoLongerThanItMay: a hello whose pace is further away than it may wait (the hello
+// timeout here, a minute) is refused at once, too-many-connections, and its place given back. It holds a place while
+// it waits and nothing reads its socket meanwhile, so a client that has gone would otherwise hold the place for as
+// long as its token's debt lasted (an hour of replays, say). A hello its process's debt would hold as long is refused before its token
 // is authenticated, and not charged (that costs no more than a connection that never says hello), but only once the
 // wait has passed: a process that dials in a loop still meets back-pressure.
-func TestAHelloWaitsForItsPaceNoLongerThanTheHelloTimeout(t *testing.T) {
+func TestAHelloWaitsForItsPaceNoLongerThanItMay(t *testing.T) {
 	f := newFixture(t, fixtureOpts{opts: Options{HelloTimeout: time.Minute}})
 	clock := installPacerClock(f)
 	s := f.seed()

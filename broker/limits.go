@@ -19,7 +19,7 @@ import (
 //	worker hello over MaxConns-ReservedConns      too-many-connections instead of the hello ack, then close
 //	worker hello over MaxConnsPerRun              too-many-connections instead of the hello ack, then close
 //	hello over MaxConnsPerCredential              too-many-connections instead of the hello ack, then close
-//	hello whose pace is over HelloTimeout away    too-many-connections instead of the hello ack, then close
+//	hello whose pace is too far away              too-many-connections instead of the hello ack, then close
 //	task.waitStatus over MaxWaitsPerConn/-Cred    too-many-waits (the connection stays)
 //	events.subscribe over MaxSubscriptionsPerCred too-many-subscriptions (the connection stays)
 //	page reads over MaxReadsPerCredential         no refusal: the read waits for the credential's turn
@@ -260,9 +260,9 @@ func endsCredentials(eventType string) bool {
 // when it can end any connection of its run (the run's end). A task's end ends only its workers' credentials, and a
 // delegation's settlement (every admitted delegation has one) only its shadow task's (projections' settle); a
 // credential issued or revoked ends only the connections of its key: a task's workers, or the orchestrators'.
-// Re-checking the run's other connections, one engine read and task view each, made each of these cost
-// O(connections of the run) on the feed, up to MaxConnsPerRun per event of a loop an orchestrator controls. The
-// event is decoded with dec, the feed's.
+// The re-check is one engine read per connection: of the run's every connection it would cost O(connections of the
+// run), up to MaxConnsPerRun, per event of a loop an orchestrator controls. The event is decoded with dec, the
+// feed's.
 func endedBox(dec *events.Decoder, ev *eventlog.Event) (box string, narrowed bool) {
 	switch ev.Type {
 	case events.TypeRunCompleted, events.TypeRunFailed, events.TypeRunCancelled:

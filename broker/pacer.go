@@ -17,7 +17,7 @@ import (
 // as much. A bucket may go into debt: a page is served whole and charged after. A connection's reader reads its next
 // request only when its credential's bucket, and its run's, hold a unit, a hello is answered and a subscription pulls
 // only then, so a credential (or a run) that asks for more than its rate is back-pressured by its own sockets and
-// costs the daemon no CPU while it waits. No refusal, but of a hello that would wait longer than HelloTimeout (its
+// costs the daemon no CPU while it waits. No refusal, but of a hello that would wait longer than helloPaceWait (its
 // connection holds a place while it waits: paceUntil): a paced client is only slower.
 
 // helloCost is what a hello costs its credential, accepted or refused by a connection limit: a connection's
@@ -42,7 +42,7 @@ func peerKey(pid int) string { return "\x00peer " + strconv.Itoa(pid) }
 
 // pacer holds the buckets of the credentials (and processes) charged recently, and those of the runs, under one
 // mutex: a worker's request is paced by, and charged to, its credential's bucket and its run's in one acquisition
-// each, as a credential's alone was before runs had buckets. Its methods take the time, so tests drive them with an
+// each (a request's check and its charge take the lock once apiece). Its methods take the time, so tests drive them with an
 // injected clock.
 type pacer struct {
 	now    func() time.Time // time.Now; tests freeze it

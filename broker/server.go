@@ -237,7 +237,7 @@ func (s *Server) admit(nc *net.UnixConn) {
 //
 // NB: the credential is checked and the connection bound under the published state's read lock, which a publish
 // waits for (lock order: the engine's, then s.mu, never the reverse). The credential may have ended since
-// authenticate read it (the pacing wait in between lasts up to HelloTimeout), and the feed re-checks a run's
+// authenticate read it (the pacing wait in between lasts up to helloPaceWait), and the feed re-checks a run's
 // connections for an end only once: an end published before the bind is refused here, one published after it finds
 // the connection bound and the feed ends it before any later push. Checked after the bind, a push of mail sent
 // after an earlier end could be queued for the connection in between.

@@ -177,7 +177,8 @@ func (r *runState) setTaskStatus(t *Task, st TaskStatus) {
 	}
 	if i == 0 {
 		// NB: tasks mostly end in the order they were created (a budget abort ends them so), and a run folded from
-		// a log written before the bound may hold many more than it: shifting the rest at every end was quadratic.
+		// a log written before the bound may hold many more than it: shifting the rest at every end would be
+		// quadratic.
 		r.live = r.live[1:]
 	} else {
 		r.live = slices.Delete(r.live, i, i+1)

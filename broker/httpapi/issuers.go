@@ -19,21 +19,22 @@ import (
 // Bounds, since a reader names the runs it reads:
 //   - at most maxIssuerRuns runs are kept, in two sections (segmented LRU). A run enters the trial section
 //     (maxIssuerTrialRuns), taking the place of its least recently read run; a run read again while there moves
-//     to the main section. So the runs read once churn the trial section, not main (a single LRU of every run, as
-//     it once was, forgot every run of every reader to a reader going through more runs than it kept, and each of
-//     its requests was then a whole scan);
+//     to the main section. So the runs read once churn the trial section, not main (a single LRU of every run
+//     would forget every run of every reader to one reader going through more runs than it keeps, and make each
+//     of their requests a whole scan);
 //   - a run that leaves trial is remembered by its id alone (a ghost) while it is among the last maxIssuerGhosts
 //     runs to leave trial and not read since: a request that reads it then moves it straight to main, having read
 //     its actors again from the stream's start. So to keep a run out of main, at least maxIssuerTrialRuns +
-//     maxIssuerGhosts runs new to the cache must enter trial between two of its reads (once, maxIssuerTrialRuns
-//     small runs read by another reader did, and then each read of a large run was a whole scan);
+//     maxIssuerGhosts runs new to the cache must enter trial between two of its reads (without ghosts,
+//     maxIssuerTrialRuns small runs read by another reader would do, and make each read of a large run a whole
+//     scan);
 //   - a run in main belongs for good to the reader whose read moved it there (from trial or as a ghost): a read by
 //     anyone makes it main's most recently read run, and changes neither its owner nor what is kept. A reader owns
 //     at most maxIssuerRunsPerReader runs there: moving one more there forgets its own least recently read run
 //     there; else, main full, main's least recently read run makes room, whoever owns it. So a reader going through
 //     many runs holds at most its share of main's places, taken from the least recently read runs, and at its
-//     share replaces only its own. (A run once belonged to whoever read it last: a reader reading
-//     each of the others' runs in main once took them over and, past its share, forgot them.);
+//     share replaces only its own. (Were a run its last reader's, a reader reading each of the others' runs in
+//     main once would take them over and, past its share, forget them.);
 //   - only a request that read the run, or some of it before its client went (kept for the next request),
 //     changes the cache: one refused (429) or whose client went before it read anything leaves it as it was. A
 //     refused request's reading of a run not kept is dropped: its client asks again after Retry-After, and reads

@@ -26,7 +26,8 @@ var (
 		"CredentialsPage",
 		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage", "LedgerTotals",
 		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "RunStatus", "Runs", "SlotHolder", "SlotWaiters", "Slots",
-		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "Task", "TaskStatus", "Tasks", "TasksPage", "LiveTasks", "EachLiveTask", "EachWorkflowTask",
+		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "Task", "TaskStatus", "Tasks", "TasksPage", "LiveTasks", "EachLiveTask",
+		"EachWorkflowTask",
 		"ActiveLeases", "Job", "JobCount", "JobHeader", "JobTool", "Jobs", "LiveRequests", "ProxyRequestOf", "RevokedRootsOf",
 	}
 	stateNotQueries = []string{

@@ -88,25 +88,31 @@ func loadLimits(maxFrame int, integer func(name string, lo, hi int) int, duratio
 		_, src := str("global-outbound-bytes")
 		fail("%s: %d must be at least outbound-bytes %d", src, l.GlobalOutboundBytes, l.OutboundBytes)
 	}
-	if text, _ := str("outbound-bytes-per-credential"); text == "auto" {
-		l.OutboundBytesPerCredential = int(broker.DefaultOutboundBytesPerCredential(int64(l.GlobalOutboundBytes), l.OutboundBytes))
-	} else if l.OutboundBytesPerCredential = integer("outbound-bytes-per-credential", 1, 1<<40); l.OutboundBytesPerCredential > 0 &&
-		(l.OutboundBytesPerCredential < l.OutboundBytes || l.OutboundBytesPerCredential > l.GlobalOutboundBytes) {
-		_, src := str("outbound-bytes-per-credential")
-		fail("%s: %d must be within outbound-bytes %d..global-outbound-bytes %d", src, l.OutboundBytesPerCredential,
-			l.OutboundBytes, l.GlobalOutboundBytes)
-	}
-	if text, _ := str("outbound-bytes-per-run"); text == "auto" {
-		l.OutboundBytesPerRun = int(broker.DefaultOutboundBytesPerRun(int64(l.GlobalOutboundBytes), int64(l.OutboundBytesPerCredential)))
-	} else if l.OutboundBytesPerRun = integer("outbound-bytes-per-run", 1, 1<<40); l.OutboundBytesPerRun > 0 &&
-		(l.OutboundBytesPerRun < l.OutboundBytesPerCredential || l.OutboundBytesPerRun > l.GlobalOutboundBytes) {
-		_, src := str("outbound-bytes-per-run")
-		fail("%s: %d must be within outbound-bytes-per-credential %d..global-outbound-bytes %d", src, l.OutboundBytesPerRun,
-			l.OutboundBytesPerCredential, l.GlobalOutboundBytes)
-	}
+	l.OutboundBytesPerCredential = bytesWithin(str, integer, "outbound-bytes-per-credential",
+		int(broker.DefaultOutboundBytesPerCredential(int64(l.GlobalOutboundBytes), l.OutboundBytes)),
+		"outbound-bytes", l.OutboundBytes, l.GlobalOutboundBytes, fail)
+	l.OutboundBytesPerRun = bytesWithin(str, integer, "outbound-bytes-per-run",
+		int(broker.DefaultOutboundBytesPerRun(int64(l.GlobalOutboundBytes), int64(l.OutboundBytesPerCredential))),
+		"outbound-bytes-per-credential", l.OutboundBytesPerCredential, l.GlobalOutboundBytes, fail)
 	l.RatePerRun = intOrAuto(str, integer, "rate-per-run", 0, broker.DefaultRatePerRun(l.RatePerCredential))
-	l.BurstPerRun = intOrAuto(str, integer, "burst-per-run", 1, broker.DefaultBurstPerRun(l.BurstPerCredential, l.RatePerRun))
+	l.BurstPerRun = intOrAuto(str, integer, "burst-per-run", 1,
+		broker.DefaultBurstPerRun(l.BurstPerCredential, l.RatePerRun))
 	return l
+}
+
+// bytesWithin reads the byte budget option name, auto when it is "auto", else within the option floorName's value
+// floor..global-outbound-bytes (0 is the broker's default).
+func bytesWithin(str func(name string) (text, src string), integer func(name string, lo, hi int) int, name string,
+	auto int, floorName string, floor, global int, fail func(format string, args ...any)) int {
+	if text, _ := str(name); text == "auto" {
+		return auto
+	}
+	n := integer(name, 1, 1<<40)
+	if n > 0 && (n < floor || n > global) {
+		_, src := str(name)
+		fail("%s: %d must be within %s %d..global-outbound-bytes %d", src, n, floorName, floor, global)
+	}
+	return n
 }
 
 // intOrAuto reads the kindIntOrAuto option name within lo..maxLimit, or auto when it is "auto".
