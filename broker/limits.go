@@ -299,15 +299,6 @@ func endedBox(dec *events.Decoder, ev *eventlog.Event) (box string, narrowed boo
 	return "", false
 }
 
-// credentialBox is the box of the connections authenticated by a credential of key: the orchestrators' for the
-// orchestrator key, else the workers' of the task it names.
-func credentialBox(key string) string {
-	if key == events.OrchestratorKey {
-		return events.RunInbox
-	}
-	return key
-}
-
 // pageRead reports methods that read and render a page of the log or the state: the requests whose CPU a
 // credential could otherwise multiply by opening connections (events.since, msg.inbox, query.*).
 func pageRead(method string) bool {

@@ -42,8 +42,8 @@ func peerKey(pid int) string { return "\x00peer " + strconv.Itoa(pid) }
 
 // pacer holds the buckets of the credentials (and processes) charged recently, and those of the runs, under one
 // mutex: a worker's request is paced by, and charged to, its credential's bucket and its run's in one acquisition
-// each (a request's check and its charge take the lock once apiece). Its methods take the time, so tests drive them with an
-// injected clock.
+// each (a request's check and its charge take the lock once apiece). Its methods take the time, so tests drive them
+// with an injected clock.
 type pacer struct {
 	now    func() time.Time // time.Now; tests freeze it
 	onWait func()           // nil; tests learn that a credential waits

@@ -283,12 +283,16 @@ type mailboxKey struct {
 	runID, taskID string
 }
 
-// boxOf is the mailbox an authenticated run-bound identity reads.
-func boxOf(id identity) mailboxKey {
-	if id.role == events.RoleWorker {
-		return mailboxKey{id.runID, id.taskID}
+// boxOf is the mailbox an authenticated run-bound identity reads: its credential's box.
+func boxOf(id identity) mailboxKey { return mailboxKey{id.runID, credentialBox(id.key)} }
+
+// credentialBox is the box of the connections authenticated by a credential of key: the orchestrators' for the
+// orchestrator key, else the workers' of the task it names.
+func credentialBox(key string) string {
+	if key == events.OrchestratorKey {
+		return events.RunInbox
 	}
-	return mailboxKey{id.runID, events.RunInbox}
+	return key
 }
 
 // addConn adds c to the set of connections under k.
