@@ -22,7 +22,7 @@ func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
 	first := group[0]
 	d := Decision{
 		Position: first.Position, Last: group[len(group)-1].Position, Time: time.Unix(0, first.Time).UTC(),
-		Run: first.Stream, Actor: ActorString(first.Actor),
+		Run: first.Stream, Actor: first.Actor.String(),
 	}
 	var (
 		cmd commands.Command

@@ -143,14 +143,6 @@ func selected(run, stream string) bool {
 func entryOf(ev events.Event) Entry {
 	return Entry{
 		Position: ev.Position, Time: time.Unix(0, ev.Time).UTC(), Run: ev.Stream,
-		Actor: ActorString(ev.Actor), Type: ev.Type, Meaning: Describe(ev),
+		Actor: ev.Actor.String(), Type: ev.Type, Meaning: Describe(ev),
 	}
-}
-
-// ActorString is role/task, or the role alone.
-func ActorString(a events.Actor) string {
-	if a.TaskID == "" || a.TaskID == a.Role {
-		return orDash(a.Role)
-	}
-	return a.Role + "/" + a.TaskID
 }

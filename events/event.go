@@ -27,6 +27,20 @@ type Actor struct {
 	TaskID string `json:"taskId,omitempty" msgpack:"taskId,omitempty"`
 }
 
+// String is how crewlog names an actor: role/task, or the role alone when
+// the task adds nothing (none, or the role itself), "-" for no role. The
+// audit trail, crewctl and the credentials' read model (who issued and
+// revoked each) all name actors by it, so they name them alike.
+func (a Actor) String() string {
+	if a.TaskID == "" || a.TaskID == a.Role {
+		if a.Role == "" {
+			return "-"
+		}
+		return a.Role
+	}
+	return a.Role + "/" + a.TaskID
+}
+
 // Actor roles.
 const (
 	RoleWorker       = "worker"

@@ -5,7 +5,6 @@ import (
 	"context"
 	"sync"
 
-	"github.com/crewlog/crewlog/audit"
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
@@ -314,7 +313,7 @@ func (ri *runIssuers) scan(ctx context.Context, l *eventlog.Log, upTo, limit uin
 
 // record keeps the actor of ev, a credential's issue or revocation.
 func (ri *runIssuers) record(ev events.Event) {
-	by := audit.ActorString(ev.Actor)
+	by := ev.Actor.String()
 	ri.mu.Lock()
 	defer ri.mu.Unlock()
 	switch p := ev.Payload.(type) {

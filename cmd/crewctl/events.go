@@ -131,6 +131,6 @@ func printEvent(w io.Writer, raw json.RawMessage) error {
 		at = t.UTC().Format(time.RFC3339)
 	}
 	_, err := fmt.Fprintf(w, "%d\t#%d\t%s\t%s\t%s\t%s\n", te.Metadata.Seq, te.Metadata.Position, at,
-		audit.ActorString(te.Metadata.Actor), te.Type, meaning)
+		te.Metadata.Actor.String(), te.Type, meaning)
 	return err
 }
