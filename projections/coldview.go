@@ -66,7 +66,7 @@ func decodeRunView(b []byte, id string, last uint64) (r *runState, err error) {
 	}()
 	// The fast path first (snapshot_decode.go): it needs no structural
 	// check of its own.
-	sr, _, err := decodeVersioned(b, decodeSnapshotRun)
+	sr, err := decodeVersioned(b, decodeSnapshotRun)
 	if err != nil {
 		return nil, fmt.Errorf("%w: view of run %s: %v", ErrBadSnapshot, id, err)
 	}

@@ -35,7 +35,7 @@ func logWrite(t testing.TB, ev events.Event) eventlog.Write {
 	p, err := events.EncodePayload(ev.Payload)
 	require.NoError(t, err)
 	return eventlog.Write{Events: []eventlog.Event{{Stream: ev.Stream, Type: ev.Type,
-		SchemaVersion: ev.SchemaVersion, Time: ev.Time, Payload: p}}}
+		SchemaVersion: ev.SchemaVersion, Time: ev.Time, ActorRole: ev.Actor.Role, ActorTask: ev.Actor.TaskID, Payload: p}}}
 }
 
 // The runs a fold makes cold are written as views; a store reading them

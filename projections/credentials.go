@@ -5,14 +5,24 @@ import "github.com/crewlog/crewlog/events"
 // Credential is the read model of a run credential: a key (a task id, or
 // events.OrchestratorKey) with the sha-256 digest of its current secret. The
 // secret itself is never part of the state. Times are unix milliseconds.
+//
+// IssuedBy and RevokedBy name the actors of the current issue and of its
+// revocation (events.Actor.String), RevokedReason the revocation's reason;
+// a re-issue clears the revocation's three fields. The dashboard shows
+// them with each page, so they are kept here rather than looked up in the
+// run's events. No socket reply carries a Credential (docs/protocol.md);
+// their json names are the dashboard's (docs/dashboard-api.md).
 type Credential struct {
-	RunID     string `json:"runId" msgpack:"runId"`
-	Key       string `json:"key" msgpack:"key"`
-	Role      string `json:"role" msgpack:"role"`
-	Digest    string `json:"digest" msgpack:"digest"`
-	Revoked   bool   `json:"revoked,omitempty" msgpack:"revoked"`
-	IssuedAt  int64  `json:"issuedAt" msgpack:"issuedAt"`
-	RevokedAt int64  `json:"revokedAt,omitempty" msgpack:"revokedAt"`
+	RunID         string `json:"runId" msgpack:"runId"`
+	Key           string `json:"key" msgpack:"key"`
+	Role          string `json:"role" msgpack:"role"`
+	Digest        string `json:"digest" msgpack:"digest"`
+	Revoked       bool   `json:"revoked,omitempty" msgpack:"revoked"`
+	IssuedAt      int64  `json:"issuedAt" msgpack:"issuedAt"`
+	RevokedAt     int64  `json:"revokedAt,omitempty" msgpack:"revokedAt"`
+	IssuedBy      string `json:"issuedBy,omitempty" msgpack:"issuedBy"`
+	RevokedBy     string `json:"revokedBy,omitempty" msgpack:"revokedBy"`
+	RevokedReason string `json:"revokedReason,omitempty" msgpack:"revokedReason"`
 }
 
 // Valid reports whether a secret with this digest authenticates the key:
@@ -34,13 +44,13 @@ func applyCredential(r *runState, ev events.Event) {
 				c = &Credential{RunID: r.run.RunID, Key: p.TaskID}
 				r.addCredential(c)
 			}
-			c.Role, c.Digest, c.IssuedAt = p.Role, p.Digest, at
-			c.Revoked, c.RevokedAt = false, 0
+			c.Role, c.Digest, c.IssuedAt, c.IssuedBy = p.Role, p.Digest, at, ev.Actor.String()
+			c.Revoked, c.RevokedAt, c.RevokedBy, c.RevokedReason = false, 0, "", ""
 		}
 	case events.TypeCredentialRevoked:
 		if p := events.PayloadAs[events.CredentialRevoked](ev); p != nil {
 			if c := r.creds[p.TaskID]; c != nil && !c.Revoked {
-				c.Revoked, c.RevokedAt = true, at
+				c.Revoked, c.RevokedAt, c.RevokedBy, c.RevokedReason = true, at, ev.Actor.String(), p.Reason
 			}
 		}
 	}

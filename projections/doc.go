@@ -15,10 +15,11 @@
 //   - Every read model is derived from events alone: runs, tasks (shadow tasks
 //     included), delegations, the budget ledger, the nested slot pool (held =
 //     admitted and not terminal, so it survives restarts), mailboxes, asks,
-//     credentials (digests only), the engine config in force, and each run's
-//     usage for its quotas and the slot pool's fairness (Run.Usage: events,
-//     message bytes, the bytes of its events' other strings, when it last
-//     waited for a slot; fairness.go).
+//     credentials (digests only, with who issued and revoked them and why),
+//     the engine config in force, and each run's usage for its quotas and
+//     the slot pool's fairness (Run.Usage: events, message bytes, the bytes
+//     of its events' other strings, when it last waited for a slot;
+//     fairness.go).
 //   - Paged queries (TasksPage, DelegationsPage, LedgerPage, Mailbox,
 //     AsksPage, CredentialsPage, Runs) take a cursor that is an ordinal into
 //     an append-only list, so it stays valid while the run grows. A run's
@@ -52,8 +53,8 @@
 //     eventlog.SaveSummaries, when the store writes the index: Tiering.Index,
 //     which the engine sets whether or not it writes views; in memory only
 //     while it cannot be written: a read-only log, a failed write, retried
-//     at the next eviction pass, after which every copy lets go of it, a
-//     snapshot of format 7), versioned by that position and read as of the
+//     at the next eviction pass, after which every copy lets go of it),
+//     versioned by that position and read as of the
 //     state's Position, so a state rebuilt from an older snapshot sees each
 //     run as it was then. LoadTiered checks the index against the state
 //     (the count of runs it records, O(1), and the hot runs it also holds)
@@ -104,7 +105,7 @@
 // # Snapshot format
 //
 // EncodeSnapshot writes two msgpack values: the format version (uint16,
-// SnapshotFormat = 8) and a map
+// SnapshotFormat = 9) and a map
 //
 //	{position, config, runCount, ords, missingViews, runs: [{run, last, cold, tasks, delegations, accounts, messages, asks, credentials, rootSpent, jobs, revokedRoots, noView}]}
 //
@@ -114,9 +115,10 @@
 // whose view is not known to be written. A cold run listed is stored as
 // {run, last, cold: true, credentials: [its orchestrator's, when issued],
 // noView} alone: its records are re-folded from the log. So the snapshot
-// grows with the active work, not with the history. DecodeSnapshot also
-// reads format 7 (every run listed, its index its ordinal); a view holds
-// the same run record in both formats.
+// grows with the active work, not with the history. DecodeSnapshot reads
+// this format alone, and a view's decoder likewise (SnapshotFormat says
+// why): an older snapshot or view is refused, and the state or run
+// re-folded.
 // Every list is in the state's own order, so the encoding is
 // deterministic. Only primary records are stored; indexes (slots held,
 // mailbox boxes, order slices, pending tallies) are rebuilt on decode by the fold's helpers,

@@ -62,6 +62,8 @@ func randomEvent(rng *rand.Rand) (stream, typ string, p any) {
 		p = &events.AskRequested{TaskID: task, QuestionID: q, Question: "?", AskedAt: n(), Deadline: n(), Options: opts()}
 	case events.TypeCredentialIssued:
 		p = &events.CredentialIssued{TaskID: []string{task, events.OrchestratorKey}[rng.IntN(2)], Role: "worker", Digest: fmt.Sprint(n())}
+	case events.TypeCredentialRevoked:
+		p = &events.CredentialRevoked{TaskID: []string{task, events.OrchestratorKey}[rng.IntN(2)], Reason: []string{"", "rotated"}[rng.IntN(2)]}
 	case events.TypeEngineConfigured:
 		p = &events.EngineConfigured{NestingEnabled: true, MaxDepth: 4, MaxSlots: 1 + rng.IntN(4), ModelCatalog: opts()}
 	default:
@@ -118,21 +120,25 @@ func setIDs(p any, task, sub, msg, q string) {
 		v.TaskID, v.QuestionID = task, q
 	case *events.AskTimedOut:
 		v.TaskID, v.QuestionID = task, q
-	case *events.CredentialRevoked:
-		v.TaskID = task
 	}
 }
 
 // randomHistory returns n random events; run.created is drawn more often so
-// that runs exist early.
+// that runs exist early. Credential events name an actor of every kind
+// (none included), as the fold keeps who issued and revoked.
 func randomHistory(rng *rand.Rand, n int) []events.Event {
 	var h history
+	actors := []events.Actor{{}, byAdmin, byOrchestrator, {Role: events.RoleWorker, TaskID: "t1"}, {Role: events.RoleEngine}}
 	for range n {
 		stream, typ, p := randomEvent(rng)
 		if rng.IntN(20) == 0 {
 			stream, typ, p = fmt.Sprintf("run%d", rng.IntN(3)), events.TypeRunCreated, &events.RunCreated{Team: "t"}
 		}
-		h.add(stream, typ, p)
+		var by events.Actor
+		if typ == events.TypeCredentialIssued || typ == events.TypeCredentialRevoked {
+			by = actors[rng.IntN(len(actors))]
+		}
+		h.addBy(by, stream, typ, p)
 	}
 	return h.evs
 }
@@ -159,7 +165,7 @@ func realisticRuns(n int, oneRun bool) []events.Event {
 		if r == 0 || !oneRun {
 			run = fmt.Sprintf("team_20261001000000_%016x", r)
 			h.add(run, events.TypeRunCreated, &events.RunCreated{Team: "default", Workflow: "default", Goal: "g", Cwd: "/w", BudgetTotal: new(int64(1_000_000))})
-			h.add(run, events.TypeCredentialIssued, &events.CredentialIssued{TaskID: events.OrchestratorKey, Role: events.RoleOrchestrator, Digest: "d"})
+			h.addBy(byAdmin, run, events.TypeCredentialIssued, &events.CredentialIssued{TaskID: events.OrchestratorKey, Role: events.RoleOrchestrator, Digest: "d"})
 			h.add(run, events.TypeRunRunning, &events.RunRunning{})
 		}
 		for i := range 4 {
@@ -168,7 +174,7 @@ func realisticRuns(n int, oneRun bool) []events.Event {
 				task = fmt.Sprintf("%04d_%02d_step", r, i)
 			}
 			h.add(run, events.TypeTaskCreated, &events.TaskCreated{TaskID: task, Role: "executor", Agent: "executor", Title: "step", Cwd: "/w", StepID: "step"})
-			h.add(run, events.TypeCredentialIssued, &events.CredentialIssued{TaskID: task, Role: events.RoleWorker, Digest: "d"})
+			h.addBy(byOrchestrator, run, events.TypeCredentialIssued, &events.CredentialIssued{TaskID: task, Role: events.RoleWorker, Digest: "d"})
 			h.add(run, events.TypeTaskStarted, &events.TaskStarted{TaskID: task})
 			for j := range 2 {
 				sub := fmt.Sprintf("gc-%d-%d-%d", r, i, j)

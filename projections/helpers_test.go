@@ -33,6 +33,19 @@ func (h *history) add(stream, typ string, p any) events.Event {
 	return ev
 }
 
+// addBy is add with the event's actor.
+func (h *history) addBy(actor events.Actor, stream, typ string, p any) events.Event {
+	h.add(stream, typ, p)
+	h.evs[len(h.evs)-1].Actor = actor
+	return h.evs[len(h.evs)-1]
+}
+
+// Actors of the events the tests write, as commands record them.
+var (
+	byAdmin        = events.Actor{Role: events.RoleAdmin}
+	byOrchestrator = events.Actor{Role: events.RoleOrchestrator}
+)
+
 // at is the unix ms time of the event at position pos.
 func at(pos int) int64 { return t0 + int64(pos)*1000 }
 

@@ -165,8 +165,9 @@ type LoadInfo struct {
 	// snapshot included): what a new snapshot would no longer hold whole.
 	Evicted int
 	// Indexed is the number of cold runs' summaries LoadTiered wrote to
-	// the index from a snapshot that listed them (format 7): what a new
-	// snapshot would no longer list.
+	// the index from a snapshot that listed them (their write had failed,
+	// or the snapshot's writer wrote no index): what a new snapshot would
+	// no longer list.
 	Indexed int
 	// IndexRebuilt, when set, is why the index of summaries was found
 	// wanting (Tiering.Index) and rebuilt: it and the snapshot were
@@ -221,8 +222,9 @@ func LoadTiered(l *eventlog.Log, t Tiering) (*State, LoadInfo, error) {
 	}
 	if t.Index {
 		s.store.WriteIndex()
-		// A snapshot of format 7 lists every cold run: their summaries
-		// go to the index now, so that they leave memory.
+		// A snapshot lists the cold runs whose summary was not written
+		// when it was taken: their summaries go to the index now, so
+		// that they leave memory.
 		n := len(s.cold)
 		if err := s.flushSummaries(); err != nil {
 			s.store.indexWriteFailed(len(s.cold), err)

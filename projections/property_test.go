@@ -12,13 +12,32 @@ import (
 // Model test: for random histories, the state folded incrementally (with
 // clones and queries in between), the state folded from scratch and the
 // state decoded from a mid-history snapshot then folded over the tail are
-// all equal, and the fold's invariants hold.
+// all equal, and the fold's invariants hold. The credentials the histories
+// leave name who issued and revoked them and why, so that the comparisons
+// cover those fields too (a snapshot that lost them would fail them).
 func TestFoldProperties(t *testing.T) {
+	var issuedBy, revokedBy, reasons int
 	for seed := range uint64(200) {
 		rng := rand.New(rand.NewPCG(seed, 42))
 		evs := randomHistory(rng, 50+rng.IntN(400))
-		checkFoldProperties(t, rng, seed, evs, rng.IntN(len(evs)+1))
+		s := checkFoldProperties(t, rng, seed, evs, rng.IntN(len(evs)+1))
+		for _, r := range s.runs {
+			for _, c := range r.creds {
+				if c.IssuedBy != "" {
+					issuedBy++
+				}
+				if c.RevokedBy != "" {
+					revokedBy++
+				}
+				if c.RevokedReason != "" {
+					reasons++
+				}
+			}
+		}
 	}
+	require.Positive(t, issuedBy, "no credential recorded who issued it")
+	require.Positive(t, revokedBy, "no credential recorded who revoked it")
+	require.Positive(t, reasons, "no credential recorded why it was revoked")
 }
 
 // TestFoldPropertiesOfALongRun holds one run of more messages than a few
@@ -43,8 +62,9 @@ func TestFoldPropertiesOfALongRun(t *testing.T) {
 }
 
 // checkFoldProperties checks TestFoldProperties' properties on evs, with
-// clones and queries drawn from rng and the snapshot taken after k events.
-func checkFoldProperties(t *testing.T, rng *rand.Rand, seed uint64, evs []events.Event, k int) {
+// clones and queries drawn from rng and the snapshot taken after k events,
+// and returns the state folded from scratch.
+func checkFoldProperties(t *testing.T, rng *rand.Rand, seed uint64, evs []events.Event, k int) *State {
 	t.Helper()
 	scratch := fold(evs)
 	checkInvariants(t, scratch)
@@ -75,6 +95,7 @@ func checkFoldProperties(t *testing.T, rng *rand.Rand, seed uint64, evs []events
 		Apply(restored, ev)
 	}
 	require.Equal(t, scratch, restored, "seed %d: snapshot at %d + tail", seed, k)
+	return scratch
 }
 
 // queryAll runs every query; queries must not change the state.

@@ -36,8 +36,20 @@ import (
 // written to and made cold again later; a run hot at P is in the
 // snapshot, and a hot run always answers from memory, whatever the index
 // holds. A cold run whose summary could not be written (a read-only log, a
-// failed write, a snapshot of format 7, which lists every cold run) keeps
-// it in memory (State.cold) until it is (flushSummaries).
+// failed write) keeps it in memory (State.cold) until it is
+// (flushSummaries).
+//
+// Why no new summaryFormat when the record changes shape: a summary holds
+// the orchestrator's Credential as the snapshot format has it (format 9
+// added its actors), and only a state decoded from a snapshot of this
+// format, or folded from position 1, reads one. The snapshot was taken
+// by a build that writes summaries of this shape, and the fold (which a
+// snapshot of another format causes) writes again every version it can
+// read before it reads it: it makes each ended run cold at the position
+// of its last event, and SaveSummaries replaces a version already there.
+// So a summary of an older shape is never read, and a summary the
+// decoder refused would answer its run as unknown, far worse than a
+// field missing.
 //
 // Durability: summaries are written without a sync, and the snapshot that
 // stops listing a run is stored only after a sync of the WAL

@@ -11,11 +11,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/stretchr/testify/require"
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
-	"github.com/crewlog/crewlog/events/msgpackappend"
 )
 
 // mixedRuns is the number of runs of mixedHistory: coprime with 7, the
@@ -29,14 +27,16 @@ const (
 // mixedHistory creates mixedRuns runs, then moves them, in an order other
 // than their creation's, to every status: running, completed, failed,
 // cancelled, left queued, blocked (by run index mod 6), so that the ended
-// ones (half of them) go cold out of creation order.
+// ones (half of them) go cold out of creation order. The admin issues each
+// run's orchestrator credential, and revokes it before it cancels the run:
+// a cold run's summary holds who did and why.
 func mixedHistory() []events.Event {
 	var h history
 	h.add(events.EngineStream, events.TypeEngineConfigured, &events.EngineConfigured{MaxSlots: 8, UnmeteredDelegates: events.UnmeteredAllow})
 	id := func(r int) string { return fmt.Sprintf("team_20261001000000_%016x", r) }
 	for r := range mixedRuns {
 		h.add(id(r), events.TypeRunCreated, &events.RunCreated{Team: "t", Workflow: "w", Goal: fmt.Sprintf("goal %d", r), Cwd: "/w"})
-		h.add(id(r), events.TypeCredentialIssued, &events.CredentialIssued{TaskID: events.OrchestratorKey, Role: events.RoleOrchestrator, Digest: "d"})
+		h.addBy(byAdmin, id(r), events.TypeCredentialIssued, &events.CredentialIssued{TaskID: events.OrchestratorKey, Role: events.RoleOrchestrator, Digest: "d"})
 		h.add(id(r), events.TypeTaskCreated, &events.TaskCreated{TaskID: "00_step", Role: "executor", Agent: "executor", Title: "step", Cwd: "/w"})
 	}
 	for i := range mixedRuns {
@@ -51,7 +51,8 @@ func mixedHistory() []events.Event {
 		case 2:
 			h.add(run, events.TypeRunFailed, &events.RunFailed{Reason: "broke"})
 		case 3:
-			h.add(run, events.TypeRunCancelled, &events.RunCancelled{Reason: "stop"})
+			h.addBy(byAdmin, run, events.TypeCredentialRevoked, &events.CredentialRevoked{TaskID: events.OrchestratorKey, Reason: "stop"})
+			h.addBy(byAdmin, run, events.TypeRunCancelled, &events.RunCancelled{Reason: "stop"})
 		case 5:
 			h.add(run, events.TypeRunBlocked, &events.RunBlocked{Reason: "wait"})
 		}
@@ -146,7 +147,7 @@ func TestRunsFromTheIndexAnswerAsFromMemory(t *testing.T) {
 
 	restarted := snapshotAndRestart(t, l, indexed, now)
 	require.Empty(t, restarted.cold)
-	requireRunsAlike(t, want, restarted, "snapshot of format 8")
+	requireRunsAlike(t, want, restarted, "snapshot")
 
 	// Every other query too, run by run.
 	whole, err := restarted.Whole()
@@ -245,12 +246,12 @@ func TestRunsIndexVersionsHoldForAnOlderSnapshot(t *testing.T) {
 	requireRunsAlike(t, want, third, "restarted")
 }
 
-// A store whose newest snapshot is of format 7 (every run listed, cold
-// ones as a summary) and no index, as an older build left it: the state
-// loads it, writes its cold runs' summaries to the index and keeps none in
-// memory; a reader that writes nothing keeps them in memory. Both answer
-// as the full fold, and so does a rebuild from position 1.
-func TestLegacySnapshotSummariesGoToTheIndex(t *testing.T) {
+// A store whose newest snapshot lists cold runs (their summaries kept in
+// memory: taken by a reader that writes no index) and has no index: the
+// state loads it, writes its cold runs' summaries to the index and keeps
+// none in memory; a reader that writes nothing keeps them in memory. Both
+// answer as the full fold, and so does a rebuild from position 1.
+func TestSnapshotSummariesInMemoryGoToTheIndex(t *testing.T) {
 	evs := mixedHistory()
 	l := appendHistory(t, evs)
 	now := evs[len(evs)-1].UnixMilli() + 1
@@ -258,18 +259,10 @@ func TestLegacySnapshotSummariesGoToTheIndex(t *testing.T) {
 	old, _, err := LoadTiered(l, Tiering{Now: now}) // no index written
 	require.NoError(t, err)
 	require.Len(t, old.cold, mixedEnded)
-	snap := toSnapshot(old)
-	flattenMessages(&snap)
-	legacy := struct {
-		Position uint64        `msgpack:"position"`
-		Config   Config        `msgpack:"config"`
-		Runs     []snapshotRun `msgpack:"runs"`
-	}{snap.Position, snap.Config, snap.Runs}
-	body, err := msgpack.Marshal(&legacy)
+	b, err := EncodeSnapshot(old)
 	require.NoError(t, err)
-	legacyBytes := append(msgpackappend.Uint16(nil, legacySnapshotFormat), body...)
-	require.NoError(t, l.SaveSnapshot(old.Position, legacyBytes))
-	decoded, records, err := decodeSnapshot(legacyBytes)
+	require.NoError(t, l.SaveSnapshot(old.Position, b))
+	decoded, records, err := decodeSnapshot(b)
 	require.NoError(t, err)
 	require.Equal(t, decoded.SnapshotRecords(), records, "the decoder counts the cold runs listed")
 	require.Equal(t, old.SnapshotRecords(), records)
@@ -278,16 +271,17 @@ func TestLegacySnapshotSummariesGoToTheIndex(t *testing.T) {
 
 	reader, info, err := LoadTiered(l, Tiering{Now: now})
 	require.NoError(t, err)
-	require.Equal(t, old.Position, info.SnapshotPosition, "the format 7 snapshot is read")
+	require.Equal(t, old.Position, info.SnapshotPosition, "the snapshot is read")
 	require.Len(t, reader.cold, mixedEnded, "a reader that writes nothing keeps the summaries")
-	requireRunsAlike(t, want, reader, "format 7, read only")
+	requireRunsAlike(t, want, reader, "read only")
 
 	daemon, info, err := LoadTiered(l, Tiering{Now: now, SaveViews: true, Index: true})
 	require.NoError(t, err)
 	require.Equal(t, old.Position, info.SnapshotPosition)
+	require.Equal(t, mixedEnded, info.Indexed)
 	require.Empty(t, daemon.cold, "the summaries went to the index")
 	require.Equal(t, mixedEnded, daemon.ColdRuns())
-	requireRunsAlike(t, want, daemon, "format 7, index written")
+	requireRunsAlike(t, want, daemon, "index written")
 	rep, err := l.Verify(nil)
 	require.NoError(t, err)
 	require.Equal(t, mixedEnded, rep.Summaries)

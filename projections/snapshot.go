@@ -20,20 +20,22 @@ import (
 // cold run's noView (its view is not known to be written, coldview.go);
 // format 8 lists only the runs whose summary is not in the index of
 // summaries (runindex.go), with their creation ordinals, the number of
-// runs and the cold runs whose view is missing. An older snapshot lacks
-// them, so it is refused and the state rebuilt, but for format 7, which
-// lists every run: its cold runs' summaries are kept in memory until they
-// are written to the index. A build that knows format 7 only refuses
-// format 8 (it would miss the runs the snapshot does not list).
-const SnapshotFormat uint16 = 8
-
-// legacySnapshotFormat is the one older format DecodeSnapshot reads; a
-// view (coldview.go) holds the same run record in both.
-const legacySnapshotFormat uint16 = 7
+// runs and the cold runs whose view is missing; format 9 each credential's
+// actors (IssuedBy, RevokedBy) and revocation reason. An older snapshot
+// lacks them, so it is refused and the state rebuilt from position 1.
+//
+// NB: format 8 read format 7 too (every run listed); format 9 reads no
+// older format. Both lack the credentials' actors: a state decoded from one
+// would answer without them where the fold from position 1 answers with
+// them. The same goes for views (coldview.go, the same run record, stamped
+// with the format): one of format 8 is ignored and the run re-folded, and
+// the fold from position 1 that a refused snapshot causes writes every
+// view and summary again (the summaries at the versions already there).
+const SnapshotFormat uint16 = 9
 
 // readableFormat reports whether DecodeSnapshot and a view's decoder read
-// format f.
-func readableFormat(f uint16) bool { return f == SnapshotFormat || f == legacySnapshotFormat }
+// format f: SnapshotFormat alone (see its NB).
+func readableFormat(f uint16) bool { return f == SnapshotFormat }
 
 // ErrBadSnapshot wraps every DecodeSnapshot failure.
 var ErrBadSnapshot = errors.New("projections: bad snapshot")
@@ -47,8 +49,7 @@ type snapshot struct {
 	Config   Config `msgpack:"config"`
 	// RunCount is the number of runs ever created (State.nruns); Ords the
 	// creation ordinal of each run listed, ascending; MissingViews the cold
-	// runs whose view is not known to be written, sorted. Format 8 only: a
-	// format 7 snapshot lists every run, its ordinal its index.
+	// runs whose view is not known to be written, sorted.
 	RunCount     int           `msgpack:"runCount"`
 	Ords         []int         `msgpack:"ords"`
 	MissingViews []string      `msgpack:"missingViews"`
@@ -281,15 +282,9 @@ func decodeSnapshot(b []byte) (s *State, records int64, err error) {
 		}
 	}()
 	// The fast path first (snapshot_decode.go), as for a view.
-	snap, format, err := decodeVersioned(b, decodeSnapshotFields)
+	snap, err := decodeVersioned(b, decodeSnapshotFields)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
-	}
-	if format == legacySnapshotFormat { // every run listed, in creation order
-		snap.RunCount, snap.Ords, snap.MissingViews = len(snap.Runs), make([]int, len(snap.Runs)), nil
-		for i := range snap.Ords {
-			snap.Ords[i] = i
-		}
 	}
 	s, records, err = fromSnapshot(snap)
 	if err != nil {

@@ -302,16 +302,15 @@ func readMessageData(r *viewReader) *events.MessageData {
 // uint16 crewlog writes and one this build reads, and with msgpack's
 // reflection (decodeByReflection) when fast falls back. Its errors name no
 // context: the caller says what it decoded.
-func decodeVersioned[T any](b []byte, fast func([]byte) (*T, error)) (*T, uint16, error) {
-	if len(b) >= 3 && b[0] == 0xcd {
-		if format := binary.BigEndian.Uint16(b[1:]); readableFormat(format) {
-			if v, err := fast(b[3:]); err == nil {
-				return v, format, nil
-			}
+func decodeVersioned[T any](b []byte, fast func([]byte) (*T, error)) (*T, error) {
+	if len(b) >= 3 && b[0] == 0xcd && readableFormat(binary.BigEndian.Uint16(b[1:])) {
+		if v, err := fast(b[3:]); err == nil {
+			return v, nil
 		}
 	}
 	reflectionDecodes.Add(1)
-	return decodeByReflection[T](b)
+	v, _, err := decodeByReflection[T](b)
+	return v, err
 }
 
 // decodeByReflection decodes a format and one value of T with msgpack's

@@ -697,15 +697,3 @@ func TestRebuildsRefusalSaysWhenToTryAgain(t *testing.T) {
 		})
 	}
 }
-
-func TestCredentialsOfUnknownRunsLeaveTheIssuerCacheAlone(t *testing.T) {
-	f := newFixture(t, Options{})
-	f.ok("/api/v1/runs/" + liveRun + "/credentials")
-	for i := range maxIssuerRuns + 1 {
-		f.fails(fmt.Sprintf("/api/v1/runs/nope-%d/credentials", i), http.StatusNotFound, codeNotFound)
-	}
-	f.srv.issuers.mu.Lock()
-	defer f.srv.issuers.mu.Unlock()
-	require.Len(t, f.srv.issuers.runs, 1)
-	require.Contains(t, f.srv.issuers.runs, liveRun)
-}

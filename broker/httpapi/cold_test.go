@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/crewlog/crewlog/audit/audittest"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/projections"
 )
@@ -48,4 +49,49 @@ func TestAPIReadsAColdRunBackOnlyForAnAuthenticatedRequest(t *testing.T) {
 	require.Equal(t, before, refolds(), "the run's events are read from the log, not from the run read back")
 	f.ok("/api/v1/runs/" + cold + "/tasks")
 	require.Equal(t, before+1, refolds(), "an authenticated request reads the cold run back")
+}
+
+// A finished run's credentials answer alike hot and cold: who issued and revoked each, and why, are the run's
+// records, read back with the run (from its view, or re-folded) like the rest of them.
+func TestCredentialsOfAColdRunShowWhoIssuedAndRevoked(t *testing.T) {
+	f := newFixtureEngine(t, Options{}, commands.Options{SnapshotEvery: -1, ExpiryInterval: -1, Retention: -1, ColdCache: 1})
+	const run = "team_20261001110000_a1b2c3d4e5f6000c"
+	f.do(audittest.Admin, &commands.RunCreate{RunID: run, Team: "t", Goal: "g", Cwd: "/srv/c",
+		OrchestratorDigest: digestOf("tok-orchestrator")})
+	f.do(audittest.Orchestrator, &commands.RunTransition{RunID: run, To: "running"})
+	for _, task := range []string{"01_a", "02_b"} {
+		f.do(audittest.Orchestrator, &commands.TaskCreate{RunID: run, TaskID: task, Role: "executor", Agent: "executor",
+			Title: task, Cwd: "/srv/c/" + task, StepID: task})
+		r := f.do(audittest.Orchestrator, &commands.CredentialIssue{RunID: run, TaskID: task, Digest: digestOf("tok-" + task)})
+		require.Nil(t, r.Rejected, "%v", r.Rejected)
+	}
+	r := f.do(audittest.Admin, &commands.CredentialRevoke{RunID: run, TaskID: "01_a", Reason: "rotated"})
+	require.Nil(t, r.Rejected, "%v", r.Rejected)
+	r = f.do(audittest.Orchestrator, &commands.RunTransition{RunID: run, To: "completed"})
+	require.Nil(t, r.Rejected, "%v", r.Rejected)
+	path := "/api/v1/runs/" + run + "/credentials"
+	hot := f.ok(path)
+
+	// With no retention, the next group's eviction pass makes the run cold; the published copy follows. Another
+	// cold run read takes the one place of the cache, so the run is read back from the log.
+	f.do(audittest.Orchestrator, &commands.TaskUsage{RunID: liveRun, TaskID: liveTasks[0], Input: 1, Turns: 1})
+	var cold bool
+	f.eng.Read(func(st *projections.State) { cold = st.IsCold(run) })
+	require.True(t, cold, "the finished run went cold")
+	f.ok(budgetRun + "/tasks")
+	var before, after int64
+	f.eng.Read(func(st *projections.State) { before = st.ColdStore().Refolds() })
+	require.Equal(t, hot, f.ok(path), "the cold run's credentials answer as the hot run's")
+	f.eng.Read(func(st *projections.State) { after = st.ColdStore().Refolds() })
+	require.Equal(t, before+1, after, "the run was read back from the log")
+
+	creds := hot["credentials"].([]any)
+	require.Len(t, creds, 3)
+	who := func(i int) []any {
+		c := creds[i].(map[string]any)
+		return []any{c["key"], c["issuedBy"], c["revoked"], c["revokedBy"], c["revokedReason"]}
+	}
+	require.Equal(t, []any{"orchestrator", "admin", false, nil, nil}, who(0))
+	require.Equal(t, []any{"01_a", "orchestrator", true, "admin", "rotated"}, who(1))
+	require.Equal(t, []any{"02_b", "orchestrator", false, nil, nil}, who(2))
 }

@@ -22,22 +22,7 @@ type credentialItem struct {
 }
 
 // GET /api/v1/runs/{runId}/credentials?limit=&cursor=
-func (s *Server) handleCredentials(w http.ResponseWriter, r *http.Request, p principal) {
-	// Who issued and revoked is in the events, not the projection: read them first (outside the engine's read),
-	// up to the head the projection will show at least, as p's scan (issuers.go). Only a valid id of a known run
-	// gets a cache entry: any other id would take a run's place; runList answers it with its error.
-	who := &runIssuers{}
-	if runID, e := s.runParam(r); e == nil {
-		var known bool
-		s.opts.Engine.Read(func(st *projections.State) { _, known = st.Run(runID) })
-		if known {
-			var err error
-			if who, err = s.issuersOf(r.Context(), p, runID, s.opts.Engine.Head()); err != nil {
-				s.rebuildFailed(w, r, err)
-				return
-			}
-		}
-	}
+func (s *Server) handleCredentials(w http.ResponseWriter, r *http.Request, _ principal) {
 	s.runList(w, r, "credentials", nil,
 		func(st *projections.State, runID string, req pageReq) (listPage, error) {
 			pg, err := st.CredentialsPage(runID, projections.PageFilter{Limit: req.limit, Cursor: req.cursor})
@@ -46,14 +31,8 @@ func (s *Server) handleCredentials(w http.ResponseWriter, r *http.Request, p pri
 			}
 			items := make([]credentialItem, len(pg.Items))
 			for i, c := range pg.Items {
-				it := credentialItem{RunID: c.RunID, Key: c.Key, Role: c.Role, IssuedAt: c.IssuedAt, Revoked: c.Revoked,
-					RevokedAt: c.RevokedAt}
-				if a, ok := who.lookup(c.Key); ok {
-					it.IssuedBy = a.issuedBy
-					if c.Revoked {
-						it.RevokedBy, it.RevokedReason = a.revokedBy, a.revokedReason
-					}
-				}
+				it := credentialItem{RunID: c.RunID, Key: c.Key, Role: c.Role, IssuedAt: c.IssuedAt, IssuedBy: c.IssuedBy,
+					Revoked: c.Revoked, RevokedAt: c.RevokedAt, RevokedBy: c.RevokedBy, RevokedReason: c.RevokedReason}
 				if c.Key != events.OrchestratorKey {
 					if t, ok := st.Task(runID, c.Key); ok {
 						it.TaskStatus = string(t.Status)

@@ -52,21 +52,6 @@
 //     runs under the request's context and stops within 256 events of it ending (projections.RunAt), gives the
 //     slot to the next at once, keeps no state and answers nothing (nor logs: a client going is no failure), so
 //     a client that asks for a large run's past and leaves holds the slot no longer than it stays.
-//   - The credentials route reads who issued and revoked from the run's stream (the projection does not keep it),
-//     from where it last stopped. The actors of at most 256 runs are kept: a run read once enters a trial section
-//     of 32 (taking the place of its least recently read run) and moves to the main section when read again
-//     there, or when read again while among the last 256 runs to leave trial (ids alone are kept of those; its
-//     stream is read again from the start). A run in main stays the credential's whose read moved it there: a
-//     read by another only makes it main's most recently read run. A credential has at most 56 runs there:
-//     beyond, its own least recently read run there makes room for its next; else, main full, main's least
-//     recently read run does, whoever's. So a reader going through many runs holds at most 56 of main's 224
-//     places, and at its 56 replaces only its own; to keep a run read twice out of main, at least 288 runs new to
-//     the cache must enter trial between the two reads. A request refused 429 or whose client went before it read
-//     anything changes nothing in the cache; one whose client went after reading some moves no run up. The
-//     read's first 20,000 events (what an events page may look at; every event of the stream, imported ones too)
-//     are paid for by the request's turn; for the rest it takes a rebuild turn of its principal, above: one at a
-//     time, at most 4 in progress or waiting, then 429. The read, or the wait for another request's read of the
-//     same run, ends with the request, within 256 events, keeping what it read (issuers.go).
 //   - A daemon-wide figure that a run's own events do not give is never guessed: a past state's slots.held is
 //     null (only the head's state knows it), and explain re-runs a delegation request with the slots held in all
 //     and the other runs waiting that the decision recorded (poolInputs "recorded").

@@ -25,7 +25,6 @@ type Server struct {
 	codes    *secrets
 	streams  streamLimits
 	states   stateCache
-	issuers  issuerCache
 	reads    *turns.PerKey   // requests in progress and waiting per credential (readturns.go)
 	reading  func(principal) // a test's hook: runs during a read's turn, before its handler
 	// writeTimeout is the time a client has to take a piece of an answer or a stream's write (deadlines.go):
@@ -63,7 +62,6 @@ func New(opts Options) (*Server, error) {
 	s.streams.hub.init(s)
 	s.streams.hub.start()
 	s.states.init(o.Now)
-	s.issuers.init()
 	s.reads = turns.NewWithWaiters(maxReadsPerCredential, maxWaitingReadsPerCredential)
 	if o.Metrics != nil {
 		o.Metrics.attach(s)

@@ -171,9 +171,9 @@ func (c *stateCache) retryAfter() int {
 	return int(min(max(secs, 1), maxRebuildsRetryAfter))
 }
 
-// rebuildFailed answers a rebuild (or a credentials route's scan: issuers.go) that did not finish: nothing when the
-// client went (its wait for the slot given up or its fold stopped: no answer reaches it, and its going is no
-// failure to log), the refusal when it was refused its turn, else a 500.
+// rebuildFailed answers a rebuild that did not finish: nothing when the client went (its wait for the slot given up
+// or its fold stopped: no answer reaches it, and its going is no failure to log), the refusal when it was refused its
+// turn, else a 500.
 func (s *Server) rebuildFailed(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *apiError
 	switch {
