@@ -1,6 +1,10 @@
 package projections
 
-import "github.com/crewlog/crewlog/events"
+import (
+	"strings"
+
+	"github.com/crewlog/crewlog/events"
+)
 
 // Credential is the read model of a run credential: a key (a task id, or
 // events.OrchestratorKey) with the sha-256 digest of its current secret. The
@@ -20,9 +24,9 @@ type Credential struct {
 	Revoked       bool   `json:"revoked,omitempty" msgpack:"revoked"`
 	IssuedAt      int64  `json:"issuedAt" msgpack:"issuedAt"`
 	RevokedAt     int64  `json:"revokedAt,omitempty" msgpack:"revokedAt"`
-	IssuedBy      string `json:"issuedBy,omitempty" msgpack:"issuedBy"`
-	RevokedBy     string `json:"revokedBy,omitempty" msgpack:"revokedBy"`
-	RevokedReason string `json:"revokedReason,omitempty" msgpack:"revokedReason"`
+	IssuedBy      string `json:"issuedBy,omitempty" msgpack:"issuedBy,omitempty"`
+	RevokedBy     string `json:"revokedBy,omitempty" msgpack:"revokedBy,omitempty"`
+	RevokedReason string `json:"revokedReason,omitempty" msgpack:"revokedReason,omitempty"`
 }
 
 // Valid reports whether a secret with this digest authenticates the key:
@@ -44,17 +48,23 @@ func applyCredential(r *runState, ev events.Event) {
 				c = &Credential{RunID: r.run.RunID, Key: p.TaskID}
 				r.addCredential(c)
 			}
-			c.Role, c.Digest, c.IssuedAt, c.IssuedBy = p.Role, p.Digest, at, ev.Actor.String()
+			c.Role, c.Digest, c.IssuedAt, c.IssuedBy = p.Role, p.Digest, at, actorName(ev.Actor)
 			c.Revoked, c.RevokedAt, c.RevokedBy, c.RevokedReason = false, 0, "", ""
 		}
 	case events.TypeCredentialRevoked:
 		if p := events.PayloadAs[events.CredentialRevoked](ev); p != nil {
 			if c := r.creds[p.TaskID]; c != nil && !c.Revoked {
-				c.Revoked, c.RevokedAt, c.RevokedBy, c.RevokedReason = true, at, ev.Actor.String(), p.Reason
+				c.Revoked, c.RevokedAt, c.RevokedBy, c.RevokedReason = true, at, actorName(ev.Actor), p.Reason
 			}
 		}
 	}
 }
+
+// actorName is a's name (events.Actor.String) in memory of its own. NB: an
+// event folded from the log may name its actor with strings over the log's
+// record (eventlog's transient reads), and a role alone is its own name: a
+// credential that kept it would keep the whole record alive.
+func actorName(a events.Actor) string { return strings.Clone(a.String()) }
 
 // Credential returns the credential of key in run runID. The orchestrator
 // credential of a cold run comes from its summary (no read of the log), so a

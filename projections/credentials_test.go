@@ -2,6 +2,7 @@ package projections
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -95,4 +96,31 @@ func TestCredentialActors(t *testing.T) {
 		require.False(t, ok)
 		require.Empty(t, s.Credentials(runR))
 	})
+}
+
+// A credential keeps its actors' names in memory of its own: an event folded from the log names its actor with
+// strings over the log's record, which the reader reuses (and a kept one would keep the record alive).
+func TestCredentialActorsOwnTheirBytes(t *testing.T) {
+	for _, actor := range []events.Actor{byAdmin, {Role: events.RoleWorker, TaskID: taskP}} {
+		t.Run(actor.String(), func(t *testing.T) {
+			var h history
+			fixture(&h, 0, false)
+			record := []byte(actor.Role + actor.TaskID) // the record the reader hands out, and reuses
+			aliased := events.Actor{Role: unsafe.String(&record[0], len(actor.Role))}
+			if actor.TaskID != "" {
+				aliased.TaskID = unsafe.String(&record[len(actor.Role)], len(actor.TaskID))
+			}
+			h.addBy(aliased, runR, events.TypeCredentialIssued,
+				&events.CredentialIssued{TaskID: taskP, Role: events.RoleWorker, Digest: "d1"})
+			h.addBy(aliased, runR, events.TypeCredentialRevoked, &events.CredentialRevoked{TaskID: taskP, Digest: "d1"})
+			s := fold(h.evs)
+			for i := range record {
+				record[i] = 'x'
+			}
+			c, ok := s.Credential(runR, taskP)
+			require.True(t, ok)
+			require.Equal(t, actor.String(), c.IssuedBy)
+			require.Equal(t, actor.String(), c.RevokedBy)
+		})
+	}
 }

@@ -165,9 +165,8 @@ type LoadInfo struct {
 	// snapshot included): what a new snapshot would no longer hold whole.
 	Evicted int
 	// Indexed is the number of cold runs' summaries LoadTiered wrote to
-	// the index from a snapshot that listed them (their write had failed,
-	// or the snapshot's writer wrote no index): what a new snapshot would
-	// no longer list.
+	// the index from a snapshot that listed them (their write had failed):
+	// what a new snapshot would no longer list.
 	Indexed int
 	// IndexRebuilt, when set, is why the index of summaries was found
 	// wanting (Tiering.Index) and rebuilt: it and the snapshot were

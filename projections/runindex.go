@@ -47,9 +47,12 @@ import (
 // snapshot of another format causes) writes again every version it can
 // read before it reads it: it makes each ended run cold at the position
 // of its last event, and SaveSummaries replaces a version already there.
-// So a summary of an older shape is never read, and a summary the
-// decoder refused would answer its run as unknown, far worse than a
-// field missing.
+// So no fold reads a summary of an older shape. One path could: a run the
+// fold keeps hot (a longer retention) whose older version is still in the
+// index, made cold later by a copy that does not write (evict with writes
+// false) after the working copy's write failed; only its orchestrator's
+// actors would be missing, which no answer renders from a summary. A
+// summary the decoder refused would answer its run as unknown, far worse.
 //
 // Durability: summaries are written without a sync, and the snapshot that
 // stops listing a run is stored only after a sync of the WAL

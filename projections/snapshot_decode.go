@@ -303,7 +303,13 @@ func readMessageData(r *viewReader) *events.MessageData {
 // reflection (decodeByReflection) when fast falls back. Its errors name no
 // context: the caller says what it decoded.
 func decodeVersioned[T any](b []byte, fast func([]byte) (*T, error)) (*T, error) {
-	if len(b) >= 3 && b[0] == 0xcd && readableFormat(binary.BigEndian.Uint16(b[1:])) {
+	if len(b) >= 3 && b[0] == 0xcd {
+		// NB: a format this build does not read (a view an older build wrote) is refused before reflection walks
+		// its whole record only to refuse it.
+		f := binary.BigEndian.Uint16(b[1:])
+		if !readableFormat(f) {
+			return nil, fmt.Errorf("format %d, want %d", f, SnapshotFormat)
+		}
 		if v, err := fast(b[3:]); err == nil {
 			return v, nil
 		}

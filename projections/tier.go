@@ -178,9 +178,9 @@ const (
 	accountBytes        = 300
 	messageBytes        = 300 // plus the body
 	askBytes            = 400
-	credentialBytes     = 250
-	orderEntryBytes     = 16 // a string header in an order slice
-	mapEntryBytesPerRec = 48 // a map entry's share of its buckets
+	credentialBytes     = 350 // with who issued and revoked it, and why
+	orderEntryBytes     = 16  // a string header in an order slice
+	mapEntryBytesPerRec = 48  // a map entry's share of its buckets
 )
 
 // approxBytes estimates the heap r holds: a bound for caches, not an
