@@ -612,7 +612,7 @@ func TestRebuildsBoundedPerPrincipal(t *testing.T) {
 	require.Equal(t, http.StatusTooManyRequests, code)
 	require.Equal(t, codeTooManyRebuilds, m["error"].(map[string]any)["code"])
 	f.fails("/api/v1/events/5/explain", http.StatusTooManyRequests, codeTooManyRebuilds)
-	ro := principal{kind: kindReadOnly, key: "ro"}
+	ro := principal{kind: kindReadOnly, key: keyReadOnlyPrefix + digestOf(roToken)}
 	queueRebuilds(ctx, c, waiting, ro, 1) // another credential waits its turn rather than being refused
 	awaitTurns(t, c.rebuilds, ro.key, 1, 0)
 	done()
@@ -672,7 +672,8 @@ func TestRebuildsRefusalSaysWhenToTryAgain(t *testing.T) {
 			require.NoError(t, err)
 			waiting := make(chan error, maxRebuildsPerPrincipal+tc.others)
 			queueRebuilds(ctx, c, waiting, admin, maxRebuildsPerPrincipal-1)
-			queueRebuilds(ctx, c, waiting, principal{kind: kindReadOnly, key: "ro"}, tc.others)
+			ro := principal{kind: kindReadOnly, key: keyReadOnlyPrefix + digestOf(roToken)}
+			queueRebuilds(ctx, c, waiting, ro, tc.others)
 			awaitTurns(t, c.rebuilds, admin.key, maxRebuildsPerPrincipal, 0)
 			awaitTurns(t, c.slot, "", 1, maxRebuildsPerPrincipal-1+tc.others)
 			for _, path := range []string{budgetRun + "/state?at=5", "/api/v1/events/5/explain"} {

@@ -110,6 +110,13 @@ func (s *Server) current(p *principal) bool {
 	return s.credentialValid(p.key)
 }
 
+// credentialGone is the answer to a request whose credential was valid when it came but no longer is when its turn
+// (to read, to rebuild) comes: the 401 the same request would get if it came now.
+func credentialGone() *apiError {
+	return errorf(http.StatusUnauthorized, codeAuth,
+		"the token was revoked, or the session expired, while the request waited for its turn")
+}
+
 // credentialValid reports whether the credential with this key is still accepted.
 func (s *Server) credentialValid(key string) bool {
 	switch {

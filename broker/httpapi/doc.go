@@ -19,9 +19,10 @@
 //     Bearer, or a session cookie (HttpOnly, SameSite=Strict) got by spending a one-time login code. A session
 //     belongs to the credential that minted its code: it lasts only while that credential is valid and counts
 //     against its limits; an open stream re-checks its credential before every write and ends once it is revoked
-//     or the session expired; a request another origin sent (Sec-Fetch-Site same-site or cross-site) may not use
-//     the cookie. Tokens, codes and session ids are held as sha-256 digests and compared in constant
-//     time; none reaches a log line.
+//     or the session expired, and a request that waited for its read turn or for the rebuild slot re-checks it
+//     when the turn comes (401, nothing read nor folded, the turn passed on: readturns.go, stateCache.turn); a
+//     request another origin sent (Sec-Fetch-Site same-site or cross-site) may not use the cookie. Tokens, codes
+//     and session ids are held as sha-256 digests and compared in constant time; none reaches a log line.
 //   - Loopback only unless Options.AllowRemote: Listen refuses another address, and the handler refuses a Host
 //     header that does not name loopback (DNS rebinding).
 //   - Every client-controlled size is bounded: limit 1..1000, cursors ≤ 64 bytes, ids ≤ 256, type filters ≤ 64,

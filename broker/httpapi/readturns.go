@@ -24,8 +24,9 @@ const maxWaitingReadsPerCredential = 2 * maxReadsPerCredential
 // waits at least this long before it does.
 const readsRetryAfter = 1
 
-// takingTurns runs h during one of its principal's turns; a client that goes while waiting gets no answer, one
-// beyond the credential's waiting requests is refused with a Retry-After.
+// takingTurns runs h during one of its principal's turns, if its credential is still valid when the turn comes; a
+// client that goes while waiting gets no answer, one beyond the credential's waiting requests is refused with a
+// Retry-After.
 func (s *Server) takingTurns(h authed) authed {
 	return func(w http.ResponseWriter, r *http.Request, p principal) {
 		done, err := s.reads.Take(r.Context(), p.key)
@@ -41,6 +42,12 @@ func (s *Server) takingTurns(h authed) authed {
 			return
 		}
 		defer done()
+		// NB: authenticated when the request came, but it may have waited for its turn behind answers that take up
+		// to minutes: a credential revoked, or a session expired, meanwhile reads nothing, as if it came now.
+		if !s.current(&p) {
+			writeError(w, credentialGone())
+			return
+		}
 		if s.reading != nil {
 			s.reading(p)
 		}

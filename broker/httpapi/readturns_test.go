@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/audit/audittest"
 )
 
 // TestReadsTakeTurnsPerCredential: one credential has at most maxReadsPerCredential requests in progress; its next
@@ -145,4 +147,82 @@ func TestReadsWaitingAreBoundedPerCredential(t *testing.T) {
 	}
 	awaitTurns(t, f.srv.reads, ro, 0, 0)
 	require.Zero(t, f.srv.reads.Keys())
+}
+
+// TestARequestThatWaitedIsServedOnlyIfItsCredentialStillIs: a request waits for its credential's read turn, or for
+// the rebuild slot, for as long as the requests before it take; a credential revoked (or a session expired)
+// meanwhile gets nothing when the turn comes: 401, as the same request sent then, and no rebuild is folded for it.
+func TestARequestThatWaitedIsServedOnlyIfItsCredentialStillIs(t *testing.T) {
+	ro := keyReadOnlyPrefix + digestOf(roToken)
+	bearer := func(*fixture, *testClock) func(*http.Request) {
+		return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+roToken) }
+	}
+	session := func(f *fixture, _ *testClock) func(*http.Request) {
+		c := f.spendLink(f.mintLink(roToken))
+		return func(r *http.Request) { r.AddCookie(c) }
+	}
+	revoke := func(f *fixture, _ *testClock) { f.tokens.set(roToken, false) }
+	for _, tc := range []struct {
+		name    string
+		auth    func(*fixture, *testClock) func(*http.Request)
+		end     func(*fixture, *testClock)
+		rebuild bool // waits for the rebuild slot, not for a read turn
+	}{
+		{name: "revoked token waiting for a read turn", auth: bearer, end: revoke},
+		{name: "session of a revoked token waiting for a read turn", auth: session, end: revoke},
+		{name: "session expired waiting for a read turn", auth: session,
+			end: func(_ *fixture, c *testClock) { c.add(SessionLifetime) }},
+		{name: "revoked token waiting for the rebuild slot", auth: bearer, end: revoke, rebuild: true},
+		{name: "session of a revoked token waiting for the rebuild slot", auth: session, end: revoke, rebuild: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := new(testClock).set(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+			f := newFixture(t, Options{Now: clock.Now})
+			auth := tc.auth(f, clock)
+			path := "/api/v1/runs"
+			var release []func()
+			if tc.rebuild {
+				path = budgetRun + "/state?at=5"
+				done, err := f.srv.states.turn(t.Context(), principal{kind: kindAdmin, key: keyAdmin})
+				require.NoError(t, err)
+				release = append(release, done)
+			} else {
+				for range maxReadsPerCredential {
+					done, err := f.srv.reads.Take(context.Background(), ro)
+					require.NoError(t, err)
+					release = append(release, done)
+				}
+			}
+			req := httptest.NewRequest(http.MethodGet, path, nil)
+			req.Host = "127.0.0.1"
+			auth(req)
+			answered := make(chan *httptest.ResponseRecorder, 1)
+			go func() {
+				rec := httptest.NewRecorder()
+				f.srv.Handler().ServeHTTP(rec, req)
+				answered <- rec
+			}()
+			if tc.rebuild {
+				awaitTurns(t, f.srv.states.slot, "", 1, 1)
+			} else {
+				awaitTurns(t, f.srv.reads, ro, maxReadsPerCredential, 1)
+			}
+			tc.end(f, clock)
+			for _, done := range release {
+				done()
+			}
+			rec := <-answered
+			require.Equal(t, http.StatusUnauthorized, rec.Code, "body %q", rec.Body)
+			var body errorBody
+			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
+			require.Equal(t, codeAuth, body.Error.Code)
+			require.Equal(t, `Bearer realm="crewlog"`, rec.Header().Get("WWW-Authenticate"))
+			if tc.rebuild {
+				require.Nil(t, f.srv.states.Base(audittest.RunBudget, 5), "no rebuild was folded for it")
+			}
+			awaitTurns(t, f.srv.reads, ro, 0, 0)
+			require.Zero(t, f.srv.states.rebuilds.Keys(), "its rebuild turn was given back")
+			require.Zero(t, f.srv.states.slot.Keys(), "the rebuild slot is free")
+		})
+	}
 }

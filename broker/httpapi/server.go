@@ -61,7 +61,7 @@ func New(opts Options) (*Server, error) {
 	s.streams.init(o)
 	s.streams.hub.init(s)
 	s.streams.hub.start()
-	s.states.init(o.Now)
+	s.states.init(o.Now, s.current)
 	s.reads = turns.NewWithWaiters(maxReadsPerCredential, maxWaitingReadsPerCredential)
 	if o.Metrics != nil {
 		o.Metrics.attach(s)

@@ -38,6 +38,10 @@ type stateCache struct {
 	queued atomic.Int64 // rebuild requests of every principal in progress or waiting for the slot
 	pace   atomic.Int64 // nanoseconds: the mean time the recent rebuilds held the slot (record)
 
+	// current reports whether a principal's credential is still valid (Server.current): a rebuild that waited for
+	// the slot checks it once it has the slot, before it folds.
+	current func(*principal) bool
+
 	holding func() // a test's hook: runs when a rebuild has the slot, before it folds
 }
 
@@ -50,10 +54,10 @@ const maxRebuildsPerPrincipal = 4
 // maxRebuildsRetryAfter bounds the Retry-After of a 429 too-many-rebuilds, in seconds (rebuildsRetryAfter).
 const maxRebuildsRetryAfter = 60
 
-func (c *stateCache) init(now func() time.Time) {
+func (c *stateCache) init(now func() time.Time, current func(*principal) bool) {
 	c.slot = turns.New(1)
 	c.rebuilds = turns.New(maxRebuildsPerPrincipal)
-	c.now = now
+	c.now, c.current = now, current
 }
 
 // Base is the kept state of run runID with the greatest position ≤ pos, or nil (audit.RunStates).
@@ -114,7 +118,8 @@ func (s *Server) explainAt(ctx context.Context, p principal, pos uint64) (d audi
 }
 
 // turn waits for the one rebuild slot and returns the function that gives it back, once; it refuses a principal
-// that already has maxRebuildsPerPrincipal requests in progress or waiting (429, with rebuildsRetryAfter).
+// that already has maxRebuildsPerPrincipal requests in progress or waiting (429, with rebuildsRetryAfter), and one
+// whose credential is no longer valid when the slot comes (401: credentialGone), the slot given back at once.
 func (c *stateCache) turn(ctx context.Context, p principal) (done func(), err error) {
 	counted, ok := c.rebuilds.TryTake(p.key)
 	if !ok {
@@ -130,6 +135,14 @@ func (c *stateCache) turn(ctx context.Context, p principal) (done func(), err er
 		c.queued.Add(-1)
 		counted()
 		return nil, err
+	}
+	// NB: every principal's rebuilds wait in one queue, seconds long when it is full: a credential revoked (or a
+	// session expired) meanwhile must not have a run folded, nor its answer, nor hold the slot from the next.
+	if c.current != nil && !c.current(&p) {
+		slotDone()
+		c.queued.Add(-1)
+		counted()
+		return nil, credentialGone()
 	}
 	start := c.now()
 	if c.holding != nil {
