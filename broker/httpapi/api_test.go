@@ -377,7 +377,7 @@ func TestSessionsExpire(t *testing.T) {
 
 func TestSecretsAreBounded(t *testing.T) {
 	now := time.Now()
-	ss := newSecrets(3, 3)
+	ss := newSecrets(3, 3, func(string) bool { return true })
 	var all []string
 	for i := 0; i < 10; i++ {
 		all = append(all, ss.add(keyAdmin, now.Add(time.Duration(i)*time.Minute), now))

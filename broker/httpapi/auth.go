@@ -133,11 +133,14 @@ func (s *Server) credentialValid(key string) bool {
 // secrets holds digests of one kind of secret (login codes, sessions) with their expiry and the key of the
 // credential that minted them (their owner), at most max of them and maxPerOwner of one owner: a credential over
 // its share drops its own that expires first, so one token's many logins cannot push out another's; a full set
-// drops the one that expires first. A zero expiry never expires.
+// drops the one that expires first. A zero expiry never expires. A secret whose owner is no longer valid (live: a
+// revoked token) is refused anyway, so it is dropped as an expired one is, at the next add: otherwise a revoked
+// token's sessions would hold their places for days, and a full set would drop a valid credential's for a login.
 type secrets struct {
 	mu          sync.Mutex
 	max         int
 	maxPerOwner int
+	live        func(owner string) bool
 	m           map[string]secretEntry // digest → entry
 }
 
@@ -148,11 +151,12 @@ type secretEntry struct {
 
 func (e secretEntry) expired(now time.Time) bool { return !e.exp.IsZero() && !now.Before(e.exp) }
 
-func newSecrets(max, maxPerOwner int) *secrets {
-	return &secrets{max: max, maxPerOwner: min(max, maxPerOwner), m: make(map[string]secretEntry)}
+func newSecrets(max, maxPerOwner int, live func(owner string) bool) *secrets {
+	return &secrets{max: max, maxPerOwner: min(max, maxPerOwner), live: live, m: make(map[string]secretEntry)}
 }
 
-// add mints a secret of owner valid until exp (zero: no expiry) and returns it; only its digest is kept.
+// add mints a secret of owner valid until exp (zero: no expiry) and returns it; only its digest is kept. The
+// expired secrets and those of owners no longer live go first.
 func (ss *secrets) add(owner string, exp time.Time, now time.Time) string {
 	sec := newSecret()
 	ss.mu.Lock()
@@ -160,7 +164,7 @@ func (ss *secrets) add(owner string, exp time.Time, now time.Time) string {
 	owned := 0
 	for d, e := range ss.m {
 		switch {
-		case e.expired(now):
+		case e.expired(now) || !ss.live(e.owner):
 			delete(ss.m, d)
 		case e.owner == owner:
 			owned++

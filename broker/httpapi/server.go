@@ -53,11 +53,11 @@ func New(opts Options) (*Server, error) {
 	}
 	o := opts.withDefaults()
 	s := &Server{
-		opts: o, sessions: newSecrets(o.MaxSessions, maxSessionsPerCredential),
-		codes: newSecrets(maxLoginCodes, maxLoginCodesPerCredential),
-		quit:  make(chan struct{}), loopback: !o.AllowRemote, writeTimeout: writeTimeout,
+		opts: o, quit: make(chan struct{}), loopback: !o.AllowRemote, writeTimeout: writeTimeout,
 		closeGrace: closeGrace,
 	}
+	s.sessions = newSecrets(o.MaxSessions, maxSessionsPerCredential, s.credentialValid)
+	s.codes = newSecrets(maxLoginCodes, maxLoginCodesPerCredential, s.credentialValid)
 	s.streams.init(o)
 	s.streams.hub.init(s)
 	s.streams.hub.start()

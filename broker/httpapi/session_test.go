@@ -2,9 +2,12 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -195,4 +198,62 @@ func TestSessionCookieOnlyFromThePagesOwnOrigin(t *testing.T) {
 	req.Header.Set("Sec-Fetch-Site", "cross-site")
 	code, _ := f.send(req)
 	require.Equal(t, http.StatusOK, code)
+}
+
+// TestARevokedTokensLoginsHoldNoPlace: the sessions and unspent links of a revoked token are refused, so they must
+// not keep places in the bounded tables either: a login once the tables are full takes the place of a revoked
+// token's session or link, never of another valid credential's, however recently the revoked token logged in.
+func TestARevokedTokensLoginsHoldNoPlace(t *testing.T) {
+	t.Run("sessions", func(t *testing.T) {
+		const maxSessions = 2 * maxSessionsPerCredential
+		clock := new(testClock).set(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+		f := newFixture(t, Options{MaxSessions: maxSessions, Now: clock.Now})
+		const other = "crro_another-read-only-secret"
+		f.tokens.set(other, true)
+		login := func(tok string) *http.Cookie {
+			clock.add(time.Second) // NB: each expires later than the one before
+			c := f.spendLink(f.mintLink(tok))
+			require.NotNil(t, c)
+			return c
+		}
+		var kept []*http.Cookie
+		for range maxSessionsPerCredential {
+			kept = append(kept, login(other))
+		}
+		for range maxSessionsPerCredential {
+			login(roToken) // the newest: the table is full
+		}
+		f.tokens.set(roToken, false)
+		admin := login(adminToken)
+		require.Equal(t, http.StatusOK, f.readsWith(admin))
+		for i, c := range kept {
+			require.Equal(t, http.StatusOK, f.readsWith(c), "session %d of a valid token was pushed out", i)
+		}
+	})
+	t.Run("links", func(t *testing.T) {
+		clock := new(testClock).set(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+		f := newFixture(t, Options{Now: clock.Now})
+		mint := func(tok string) string {
+			clock.add(time.Second)
+			return f.mintLink(tok)
+		}
+		var kept []string
+		for i := range maxLoginCodes/maxLoginCodesPerCredential - 1 {
+			tok := fmt.Sprintf("crro_valid-%d", i)
+			f.tokens.set(tok, true)
+			for range maxLoginCodesPerCredential {
+				kept = append(kept, mint(tok))
+			}
+		}
+		for range maxLoginCodesPerCredential {
+			mint(roToken) // the newest: the table is full
+		}
+		f.tokens.set(roToken, false)
+		require.NotNil(t, f.spendLink(mint(adminToken)))
+		for i, link := range kept {
+			code := strings.TrimPrefix(link, f.web.URL+"/login?code=")
+			_, ok := f.srv.codes.valid(digestOf(code), clock.Now())
+			require.True(t, ok, "link %d of a valid token was pushed out", i)
+		}
+	})
 }
