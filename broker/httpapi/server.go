@@ -253,7 +253,17 @@ func (s *Server) routes() http.Handler {
 	read("/api/v1/runs/{runId}/state", s.handleState)
 	read("/api/v1/slots", s.handleSlots)
 	read("/api/v1/events/{position}/explain", s.handleExplain)
-	get("/api/v1/stream", s.handleStream)
+	// NB: GET only. net/http drops what a handler writes to a HEAD, and the client has its answer with the header:
+	// a stream opened for one would go on for nobody, holding its place, with every write taken at once, so
+	// neither its write deadline nor its byte budget would end it.
+	api("/api/v1/stream", func(w http.ResponseWriter, r *http.Request, p principal) {
+		if r.Method != http.MethodGet {
+			writeError(w, errorf(http.StatusMethodNotAllowed, codeMethod, "%s %s: a stream is read with GET", r.Method,
+				r.URL.Path))
+			return
+		}
+		s.handleStream(w, r, p)
+	})
 	api("/api/v1/login", s.handleNewLogin)
 	api("/api/", func(w http.ResponseWriter, r *http.Request, _ principal) {
 		writeError(w, notFound("no route %s", r.URL.Path))

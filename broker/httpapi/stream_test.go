@@ -278,3 +278,24 @@ func unsent(h *hub, start uint64) int {
 	}
 	return n
 }
+
+// TestHeadOfTheStreamOpensNoStream: a HEAD request's answer ends with its header, and net/http drops whatever its
+// handler writes, so a stream opened for one would go on for nobody: its place held, its log replayed and every
+// write "taken" at once, neither its write deadline nor its byte budget ever ending it. HEAD of the stream is
+// refused 405, and opens nothing.
+func TestHeadOfTheStreamOpensNoStream(t *testing.T) {
+	f := newFixture(t, Options{MaxStreamsPerPrincipal: 1})
+	req, err := http.NewRequest(http.MethodHead, f.web.URL+"/api/v1/stream?after=0", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	// NB: a connection of its own, kept open: were a stream going on for the HEAD, the client would hold its
+	// connection as idle and send the next request on it, which would wait for that stream to end.
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+	frames := f.openStream("/api/v1/stream", nil)
+	require.Equal(t, "hello", next(t, frames).event, "the credential's one stream place is free")
+}
