@@ -270,6 +270,41 @@ func TestTargetsThatAreNotPaths(t *testing.T) {
 	}
 }
 
+// TestMethodNotAllowedNamesTheRoutesMethods: a 405 says in Allow which methods its route answers (RFC 9110
+// §15.5.6): GET and HEAD on the read routes and the page's files, GET alone on the stream (a HEAD would open it for
+// nobody) and on /login (which spends a code), POST alone on /api/v1/login.
+func TestMethodNotAllowedNamesTheRoutesMethods(t *testing.T) {
+	f := newFixture(t, Options{Metrics: NewMetrics()})
+	type refusal struct{ method, path, allow string }
+	var cases []refusal
+	for _, p := range everyRoute {
+		if p != "/api/v1/stream" {
+			cases = append(cases, refusal{http.MethodPost, p, "GET, HEAD"},
+				refusal{http.MethodDelete, p, "GET, HEAD"})
+		}
+	}
+	cases = append(cases,
+		refusal{http.MethodPost, "/api/v1/stream", "GET"}, refusal{http.MethodHead, "/api/v1/stream", "GET"},
+		refusal{http.MethodPost, "/login", "GET"}, refusal{http.MethodHead, "/login", "GET"},
+		refusal{http.MethodGet, "/api/v1/login", "POST"}, refusal{http.MethodHead, "/api/v1/login", "POST"},
+		refusal{http.MethodPost, "/", "GET, HEAD"}, refusal{http.MethodPut, "/app.js", "GET, HEAD"},
+	)
+	for _, c := range cases {
+		t.Run(c.method+" "+c.path, func(t *testing.T) {
+			req := httptest.NewRequest(c.method, c.path, nil)
+			req.Host = "127.0.0.1:7717"
+			req.Header.Set("Authorization", "Bearer "+adminToken)
+			rec := httptest.NewRecorder()
+			f.srv.Handler().ServeHTTP(rec, req)
+			require.Equal(t, http.StatusMethodNotAllowed, rec.Code, "body %s", rec.Body)
+			require.Equal(t, c.allow, rec.Header().Get("Allow"))
+			var m errorBody
+			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &m), "body %s", rec.Body)
+			require.Equal(t, codeMethod, m.Error.Code)
+		})
+	}
+}
+
 func TestAuthRefusals(t *testing.T) {
 	f := newFixture(t, Options{Metrics: NewMetrics()})
 	for _, p := range everyRoute {

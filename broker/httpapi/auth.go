@@ -159,12 +159,17 @@ func newSecrets(max, maxPerOwner int, live func(owner string) bool) *secrets {
 // expired secrets and those of owners no longer live go first.
 func (ss *secrets) add(owner string, exp time.Time, now time.Time) string {
 	sec := newSecret()
+	live := ss.liveOwners()
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	// NB: the set may have changed since live was asked: a secret dropped meanwhile is gone from ss.m, and one of an
+	// owner not asked (its first secret, added meanwhile) stays until the next add. Counted here, under ss.mu, the
+	// bounds hold exactly.
 	owned := 0
 	for d, e := range ss.m {
+		alive, asked := live[e.owner]
 		switch {
-		case e.expired(now) || !ss.live(e.owner):
+		case e.expired(now) || asked && !alive:
 			delete(ss.m, d)
 		case e.owner == owner:
 			owned++
@@ -178,6 +183,22 @@ func (ss *secrets) add(owner string, exp time.Time, now time.Time) string {
 	}
 	ss.m[digestOf(sec)] = secretEntry{exp: exp, owner: owner}
 	return sec
+}
+
+// liveOwners asks live once about each owner of a held secret. NB: not under ss.mu, which every session's request
+// takes (current): live may read a file (a read-only token's, at most once a second), and one login would hold
+// them all up behind it, once per secret.
+func (ss *secrets) liveOwners() map[string]bool {
+	ss.mu.Lock()
+	owners := make(map[string]bool)
+	for _, e := range ss.m {
+		owners[e.owner] = false
+	}
+	ss.mu.Unlock()
+	for o := range owners {
+		owners[o] = ss.live(o)
+	}
+	return owners
 }
 
 // dropFirstExpiring removes, of the entries that pass keep, the one that expires first (one that never expires
@@ -255,7 +276,7 @@ func (s *Server) loginURL(owner string, ttl time.Duration) (string, time.Time) {
 // handleLogin spends a login code and sets the session cookie: GET /login?code=CODE → 303 to /.
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
-		writeError(w, errorf(http.StatusMethodNotAllowed, codeMethod, "%s /login: use GET", r.Method))
+		writeError(w, methodNotAllowed(allowGet, "%s /login: use GET", r.Method))
 		return
 	}
 	code := r.URL.Query().Get("code")
@@ -292,7 +313,7 @@ type loginResult struct {
 // own.
 func (s *Server) handleNewLogin(w http.ResponseWriter, r *http.Request, p principal) {
 	if r.Method != http.MethodPost {
-		writeError(w, errorf(http.StatusMethodNotAllowed, codeMethod, "%s /api/v1/login: use POST", r.Method))
+		writeError(w, methodNotAllowed(allowPost, "%s /api/v1/login: use POST", r.Method))
 		return
 	}
 	if p.kind == kindSession {

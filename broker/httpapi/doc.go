@@ -30,10 +30,10 @@
 //     run's list holds ≤ 4 MiB of items (maxPageBytes; at least one item; each item is encoded once, to
 //     measure the page, and the answer is written from those bytes: answer.go), streams ≤ MaxStreams and
 //     ≤ MaxStreamsPerPrincipal, open connections ≤ MaxConns (making room, below), sessions ≤ MaxSessions (16 per
-//     credential), login codes ≤ 64 (8 per credential; a revoked token's sessions and codes go at the next login,
-//     before any valid credential's), requests in progress ≤ 4 per credential and ≤ 8 more waiting their turn
-//     (beyond, 429 too-many-reads with Retry-After: 1 at once: readturns.go), per-run metric series ≤ 1,000; a
-//     handler panic answers 500 and is logged, the daemon goes on.
+//     credential), login codes ≤ 64 (8 per credential; a revoked token's codes go when a code is next minted, its
+//     sessions when a code is next spent, before any valid credential's), requests in progress ≤ 4 per credential
+//     and ≤ 8 more waiting their turn (beyond, 429 too-many-reads with Retry-After: 1 at once: readturns.go),
+//     per-run metric series ≤ 1,000; a handler panic answers 500 and is logged, the daemon goes on.
 //   - Paging never skips or repeats an item; a cursor the route did not hand out is 400 bad-cursor.
 //   - The writer never waits for HTTP: reads hold the engine's read lock only while copying a page, and streams
 //     read the log, never the engine's queue. One hub goroutine reads and renders each published event once

@@ -23,12 +23,13 @@ const (
 )
 
 // apiError is an answer other than 200: its status, code and a message for people; a refusal that passes says
-// after how many seconds to try again (Retry-After; 0: none).
+// after how many seconds to try again (Retry-After; 0: none), a 405 which methods the route answers (Allow).
 type apiError struct {
 	status     int
 	code       string
 	message    string
 	retryAfter int
+	allow      string
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("httpapi: %s: %s", e.code, e.message) }
@@ -49,6 +50,20 @@ func notFound(format string, args ...any) *apiError {
 	return errorf(http.StatusNotFound, codeNotFound, format, args...)
 }
 
+// Methods a route answers, as a 405 names them in its Allow header (RFC 9110 §15.5.6 requires one).
+const (
+	allowGet     = "GET"
+	allowGetHead = "GET, HEAD"
+	allowPost    = "POST"
+)
+
+// methodNotAllowed refuses a request's method on a route that answers only allow (an Allow header's value).
+func methodNotAllowed(allow, format string, args ...any) *apiError {
+	e := errorf(http.StatusMethodNotAllowed, codeMethod, format, args...)
+	e.allow = allow
+	return e
+}
+
 type errorBody struct {
 	Error struct {
 		Code    string `json:"code"`
@@ -56,7 +71,7 @@ type errorBody struct {
 	} `json:"error"`
 }
 
-// writeError answers e as {"error":{"code","message"}}, with its Retry-After if it has one.
+// writeError answers e as {"error":{"code","message"}}, with its Retry-After and its Allow if it has them.
 func writeError(w http.ResponseWriter, e *apiError) {
 	var b errorBody
 	b.Error.Code, b.Error.Message = e.code, e.message
@@ -65,6 +80,9 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	}
 	if e.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
+	}
+	if e.allow != "" {
+		w.Header().Set("Allow", e.allow)
 	}
 	writeJSONStatus(w, e.status, b)
 }

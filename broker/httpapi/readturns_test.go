@@ -174,6 +174,8 @@ func TestARequestThatWaitedIsServedOnlyIfItsCredentialStillIs(t *testing.T) {
 			end: func(_ *fixture, c *testClock) { c.add(SessionLifetime) }},
 		{name: "revoked token waiting for the rebuild slot", auth: bearer, end: revoke, rebuild: true},
 		{name: "session of a revoked token waiting for the rebuild slot", auth: session, end: revoke, rebuild: true},
+		{name: "session expired waiting for the rebuild slot", auth: session,
+			end: func(_ *fixture, c *testClock) { c.add(SessionLifetime) }, rebuild: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := new(testClock).set(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
@@ -223,6 +225,7 @@ func TestARequestThatWaitedIsServedOnlyIfItsCredentialStillIs(t *testing.T) {
 			awaitTurns(t, f.srv.reads, ro, 0, 0)
 			require.Zero(t, f.srv.states.rebuilds.Keys(), "its rebuild turn was given back")
 			require.Zero(t, f.srv.states.slot.Keys(), "the rebuild slot is free")
+			require.Zero(t, f.srv.states.queued.Load(), "it no longer counts as a rebuild waiting (Retry-After)")
 		})
 	}
 }

@@ -231,7 +231,7 @@ func (s *Server) routes() http.Handler {
 	get := func(pattern string, h authed) {
 		api(pattern, func(w http.ResponseWriter, r *http.Request, p principal) {
 			if r.Method != http.MethodGet && r.Method != http.MethodHead {
-				writeError(w, errorf(http.StatusMethodNotAllowed, codeMethod, "%s %s: the API is read-only; use GET", r.Method, r.URL.Path))
+				writeError(w, methodNotAllowed(allowGetHead, "%s %s: the API is read-only; use GET", r.Method, r.URL.Path))
 				return
 			}
 			h(w, r, p)
@@ -258,8 +258,7 @@ func (s *Server) routes() http.Handler {
 	// neither its write deadline nor its byte budget would end it.
 	api("/api/v1/stream", func(w http.ResponseWriter, r *http.Request, p principal) {
 		if r.Method != http.MethodGet {
-			writeError(w, errorf(http.StatusMethodNotAllowed, codeMethod, "%s %s: a stream is read with GET", r.Method,
-				r.URL.Path))
+			writeError(w, methodNotAllowed(allowGet, "%s %s: a stream is read with GET", r.Method, r.URL.Path))
 			return
 		}
 		s.handleStream(w, r, p)

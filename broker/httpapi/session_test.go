@@ -256,4 +256,30 @@ func TestARevokedTokensLoginsHoldNoPlace(t *testing.T) {
 			require.True(t, ok, "link %d of a valid token was pushed out", i)
 		}
 	})
+	// NB: whether a read-only token is valid may take a read of its file, and every session's request takes the
+	// set's lock: an add asks about each owner once, and never while it holds the lock.
+	t.Run("each owner asked once, not under the lock", func(t *testing.T) {
+		now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+		var ss *secrets
+		asked := map[string]int{}
+		revoked := map[string]bool{}
+		ss = newSecrets(8, 4, func(owner string) bool {
+			require.True(t, ss.mu.TryLock(), "%s asked about under the lock", owner)
+			ss.mu.Unlock()
+			asked[owner]++
+			return !revoked[owner]
+		})
+		for i, owner := range []string{"a", "a", "a", "b", "b", "b", "c"} {
+			ss.add(owner, now.Add(time.Duration(i+1)*time.Minute), now)
+		}
+		revoked["b"] = true
+		clear(asked)
+		ss.add("a", now.Add(time.Hour), now)
+		require.Equal(t, map[string]int{"a": 1, "b": 1, "c": 1}, asked)
+		held := map[string]int{}
+		for _, e := range ss.m {
+			held[e.owner]++
+		}
+		require.Equal(t, map[string]int{"a": 4, "c": 1}, held, "b's secrets are dropped, a's and c's kept")
+	})
 }
