@@ -68,9 +68,11 @@
 //     credential in that same read (call.read), so a page read (events.since, msg.inbox, query.*), which may wait
 //     for its credential's turn as long as the client keeps the turns busy, answers nothing published with or
 //     after its end, and events.since reads the log only up to the published position of its check; waits and
-//     the subscription end with the connection. A
-//     hello checks its credential and is indexed for pushes under one read of the published state, so an end
-//     published before it is refused and one after it is the feed's to act on before it pushes later mail.
+//     the subscription end with the connection, and a task.waitStatus checks the credential against a state at
+//     least as new as the reading that decided its answer, so none decided with or after the end is sent, even
+//     before the feed has ended the connection. A hello checks its credential and is indexed for pushes under one
+//     read of the published state, so an end published before it is refused and one after it is the feed's to act
+//     on before it pushes later mail.
 //     Orchestrators survive their run's end (pi-crew exempts them), not a revocation.
 //   - Wake only who cares: a subscription waits on its run's signal (commands.Engine.RunChanged), a
 //     task.waitStatus waiter on its task's status (waitHub): a commit of another run, or one that moves no waited

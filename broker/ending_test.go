@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -186,4 +187,49 @@ func TestPageReadWaitingItsTurnIsNotServedAfterTheCredentialEnded(t *testing.T) 
 			w.closed()
 		})
 	}
+}
+
+// holdFeed makes the feed stop, the first time it is about to re-check the connections an event may end, until
+// release is called; entered is closed once it has stopped there.
+func (f *fixture) holdFeed() (entered <-chan struct{}, release func()) {
+	f.t.Helper()
+	in, out := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f.srv.mu.Lock()
+	f.srv.onEnding = func() {
+		once.Do(func() {
+			close(in)
+			<-out
+		})
+	}
+	f.srv.mu.Unlock()
+	var released sync.Once
+	release = func() { released.Do(func() { close(out) }) }
+	f.t.Cleanup(release)
+	return in, release
+}
+
+// TestNoWaitAnswerDecidedAfterTheCredentialEndedAheadOfTheFeed: a task.waitStatus whose task moves after the
+// waiting connection's credential was revoked is not answered, even when the feed, which ends the connections of
+// ended credentials, has not got to the revocation yet: the run's wait follower and the feed follow the log each at
+// its own pace, and the wait was answered from a state that held the revocation.
+func TestNoWaitAnswerDecidedAfterTheCredentialEndedAheadOfTheFeed(t *testing.T) {
+	f, _, o, w := endingRun(t)
+	w.sendLine(`{"id":"wait","method":"task.waitStatus","params":{"taskId":"Q","until":"completed","timeoutMs":60000}}`)
+	w.ok("ping", nil) // served in order: the wait is in progress
+	entered, release := f.holdFeed()
+
+	o.ok("credential.revoke", map[string]any{"taskId": taskP})
+	<-entered // the feed has seen the revocation, and ended nothing yet
+	o.ok("task.transition", map[string]any{"taskId": taskQ, "to": "completed"})
+
+	fr := w.nextFrame()
+	var r wire.Response
+	require.NoError(t, json.Unmarshal(fr, &r))
+	require.NotEqual(t, "wait", r.ID, "a wait answered from a state past its credential's revocation: %s", fr)
+	require.Equal(t, "", r.ID)
+	require.NotNil(t, r.Error)
+	require.Equal(t, wire.CodeRevoked, r.Error.Code)
+	release()
+	w.closed()
 }

@@ -231,7 +231,11 @@ func (s *Server) closeEnded(runID string, box string, narrowed bool) {
 	for c := range set {
 		conns = append(conns, c)
 	}
+	hold := s.onEnding
 	s.mu.Unlock()
+	if hold != nil {
+		hold()
+	}
 	s.feedRechecks.Add(int64(len(conns)))
 	for _, c := range conns {
 		if bad := s.recheck(c.id); bad != nil {

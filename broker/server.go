@@ -36,6 +36,9 @@ type Server struct {
 
 	writeTimeout time.Duration // writeTimeout, shortened by tests
 	onBound      func()        // nil; tests hold a hello once its bind has been decided, before it is answered
+	// onEnding is nil; tests hold the feed (set and read under mu) as it is about to re-check the connections an
+	// event may end (closeEnded), so that a wait or a subscription runs ahead of it.
+	onEnding func()
 	// feedRechecks counts the connections the feed re-checked for an event that can end credentials (closeEnded):
 	// tests learn how far an event's re-check reached.
 	feedRechecks atomic.Int64

@@ -60,6 +60,13 @@ func handleWaitStatus(cl *call) (any, error) {
 		if c.out.pushesEnded() {
 			return // the credential ended: like a push, an answer decided after that is not sent
 		}
+		// NB: the run's follower and the feed, which ends the connections of ended credentials, follow the log each
+		// at its own pace: the reading that decided the answer may hold the end before the feed has acted on it. The
+		// credential is checked against a state at least as new as that reading, as a subscription's pull does.
+		if bad := c.s.recheck(c.id); bad != nil {
+			c.terminate(bad, reasonEnded)
+			return
+		}
 		c.respond(cl.id, cl.method, res, err)
 	}()
 	return nil, nil
