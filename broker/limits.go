@@ -198,11 +198,17 @@ func (c *conn) releaseWait() {
 }
 
 // acquireSubscription counts c's first subscription against MaxSubscriptionsPerCredential (a replacement is
-// free: a connection holds one), or returns the too-many-subscriptions error.
+// free: a connection holds one), or returns the too-many-subscriptions error, or errConnClosed for a connection
+// closed meanwhile.
 func (c *conn) acquireSubscription() error {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, open := s.conns[c]; !open {
+		// Closed by another goroutine (its writer, on a write error) while the reader served the request: forget has
+		// run and would not give the count back, which would hold one of the credential's places for good.
+		return errConnClosed
+	}
 	k := credKey(c.id)
 	if c.subCounted || k == "" {
 		return nil

@@ -257,3 +257,25 @@ func TestPendingPerPeer(t *testing.T) {
 		return f.srv.pending[os.Getpid()] == 1 // silent[2] alone
 	}, 10*time.Second, time.Millisecond)
 }
+
+// TestASubscriptionOfAClosedConnectionIsNotCounted: a connection may be closed by another of its goroutines (its
+// writer, on a write error or a client that stopped reading) while its reader serves an events.subscribe; the
+// subscription it then counts must not outlive it: forget has run and will not run again, and a count left behind
+// holds one of the credential's subscription places for the daemon's life.
+func TestASubscriptionOfAClosedConnectionIsNotCounted(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{MaxSubscriptionsPerCredential: 1}})
+	s := f.seed()
+	w := f.dial()
+	w.hello(runR, taskP, s.p)
+	sc := f.newestConn(taskP)
+	sc.close(reasonWriteError) // the writer gave up while the reader was inside the request...
+	sc.acquireSubscription()   // ...which then counts the subscription it serves
+	w.closed()
+
+	again := f.dial()
+	again.hello(runR, taskP, s.p)
+	again.ok("events.subscribe", map[string]any{})
+	f.srv.mu.Lock()
+	defer f.srv.mu.Unlock()
+	require.Equal(t, 1, f.srv.credSubs[workerKey(taskP)], "the closed connection's subscription is counted")
+}
