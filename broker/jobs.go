@@ -46,15 +46,58 @@ func summarizeJob(j projections.Job) JobSummary {
 	}
 }
 
-// query.jobs {} → {jobs: [summary]}, in creation order (at most commands.MaxJobsPerRun).
+// query.jobs {limit? 1..1000 (default 100), cursor?} → {jobs: [summary], nextCursor?} in creation order (at most
+// commands.MaxJobsPerRun), cut to what fits in a frame as the other pages are (fitPage): a job's ids and root are the
+// manager's to choose, so a run's jobs together need not fit in one frame, even one of the default size.
 func handleQueryJobs(cl *call) (any, error) {
-	p, runID := queryParams(cl, nil)
+	var (
+		limit  int
+		cursor string
+	)
+	p, runID := queryParams(cl, func(p *params) { limit, cursor = pageParams(p) })
 	if p.err != nil {
 		return nil, p.err
 	}
-	return readState(cl, func(st *projections.State) map[string]any {
-		return map[string]any{"jobs": JobSummaries(st, runID)}
-	})
+	from, err := indexCursor(cl.method, cursor)
+	if err != nil {
+		return nil, err
+	}
+	pg, err := fitPage(cl, limit, func(limit int) (page[JobSummary], error) {
+		var all []JobSummary
+		if err := cl.read(func(st *projections.State) { all = JobSummaries(st, runID) }); err != nil {
+			return page[JobSummary]{}, err
+		}
+		items, next := indexPage(all, from, limit)
+		return page[JobSummary]{items: items, next: next}, nil
+	}, same[JobSummary])
+	if err != nil {
+		return nil, err
+	}
+	return jobsResult{Jobs: nonNil(pg.items), NextCursor: pg.next}, nil
+}
+
+// indexCursor reads the cursor of a list paged by position (query.jobs, query.job's calls): the decimal index of
+// the first item of the page, 0 when absent. Such a list only grows, so an index stays valid.
+func indexCursor(method, cursor string) (int, error) {
+	if cursor == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(cursor)
+	if err != nil || n < 0 {
+		return 0, badParams(method, "cursor is not one this server gave")
+	}
+	return n, nil
+}
+
+// indexPage is the page of at most limit of items from the from-th (none past the last), and the cursor of the
+// first item left out ("" on the last page).
+func indexPage[T any](items []T, from, limit int) (page []T, next string) {
+	from = min(max(from, 0), len(items))
+	to := min(from+max(limit, 0), len(items))
+	if to < len(items) {
+		next = strconv.Itoa(to)
+	}
+	return items[from:to], next
 }
 
 // JobDetail is query.job's answer: the summary, the grant, the revoked-root set of the run, and one page of the
@@ -89,13 +132,9 @@ func handleQueryJob(cl *call) (any, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	from := 0
-	if cursor != "" {
-		n, err := strconv.Atoi(cursor)
-		if err != nil || n < 0 {
-			return nil, badParams(cl.method, "cursor is not one this server gave")
-		}
-		from = n
+	from, err := indexCursor(cl.method, cursor)
+	if err != nil {
+		return nil, err
 	}
 	var out JobDetail
 	pg, err := fitPage(cl, int(limit), func(limit int) (page[*projections.ProxyRequest], error) {
@@ -136,12 +175,7 @@ func JobDetailOf(st *projections.State, runID, jobID string, from, limit int) (o
 	for i, name := range j.Tools {
 		out.Grant = append(out.Grant, GrantedTool{Name: name, Fingerprint: j.Fingerprints[i], Callable: j.Callables[i], ReadOnly: ro[name]})
 	}
-	from = min(max(from, 0), len(j.Requests))
-	to := min(from+max(limit, 0), len(j.Requests))
-	out.Requests = j.Requests[from:to]
-	if to < len(j.Requests) {
-		out.NextCursor = strconv.Itoa(to)
-	}
+	out.Requests, out.NextCursor = indexPage(j.Requests, from, limit)
 	if out.Requests == nil {
 		out.Requests = []*projections.ProxyRequest{}
 	}

@@ -1,11 +1,14 @@
 package broker
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/events"
 )
 
 var testGrant = []any{
@@ -57,4 +60,28 @@ func TestJobOverTheSocket(t *testing.T) {
 	job := o.ok("query.job", map[string]any{"jobId": "J", "limit": 1})
 	require.Len(t, job["requests"], 1)
 	require.Equal(t, float64(1), job["seen"])
+}
+
+// TestJobsReachableAtTheSmallestFrame: a run's jobs (64 at most, their ids and roots the manager's to choose) do
+// not fit in one frame of the smallest size a daemon allows, as the pages of the run's other records do not;
+// query.jobs cuts its page to the frame and every job is read once by following its cursor, instead of the whole
+// list being oversize-frame.
+func TestJobsReachableAtTheSmallestFrame(t *testing.T) {
+	frame := wire.MaxFrameFloor
+	f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: frame}})
+	s := f.seed()
+	o := f.dial()
+	o.hello(runR, events.OrchestratorKey, s.orch)
+	var jobs []string
+	for i := range 8 {
+		id := fmt.Sprintf("J%d-%s", i, strings.Repeat("j", 60))
+		o.ok("job.create", map[string]any{"jobId": id, "taskId": taskP, "tools": testGrant})
+		o.ok("job.transition", map[string]any{"jobId": id, "to": "cancelled"}) // one live job per run
+		jobs = append(jobs, id)
+	}
+
+	r := o.call("query.jobs", map[string]any{})
+	require.Nil(t, r.Error, "the first page of the run's jobs")
+	pages := pager{t: t, frame: frame}
+	require.Equal(t, jobs, pages.all(o, "query.jobs", nil, "jobs", "jobId"))
 }

@@ -72,7 +72,8 @@ func TestProtocolReadErrorsMatchServer(t *testing.T) {
 		"hello":           {wire.CodeProtocol, wire.CodeRevoked, wire.CodeTooManyConnections},
 		"task.waitStatus": {wire.CodeWaitTimeout, wire.CodeTooManyWaits}, "events.subscribe": {wire.CodeTooManySubscriptions},
 		"import.append": {wire.CodeDiskFull}, "query.tasks": {wire.CodeOversizeFrame}, "query.job": {wire.CodeOversizeFrame},
-		"query.run": {wire.CodeOversizeFrame}, "query.runs": {wire.CodeOversizeFrame}, "query.ledger": {wire.CodeNoTask},
+		"query.jobs": {wire.CodeOversizeFrame},
+		"query.run":  {wire.CodeOversizeFrame}, "query.runs": {wire.CodeOversizeFrame}, "query.ledger": {wire.CodeNoTask},
 		"import.checkpoints": {wire.CodeOversizeFrame}, "events.since": {wire.CodeOversizeFrame},
 		"query.delegations": {wire.CodeOversizeFrame}, "proxy.result": {wire.CodeForbidden},
 		"msg.inbox": {wire.CodeNoManifest, wire.CodeOversizeFrame}})
@@ -119,9 +120,13 @@ var readStates = []errorState{
 	{name: "the smallest frame", opts: fixtureOpts{opts: Options{MaxFrame: wire.MaxFrameFloor}},
 		apply: func(e *errorsCrew) {
 			// A page holds what fits in 0.9 KiB: P's delegation, its description of six-byte chars, does not. Nor
-			// does J with its call whose id takes 0.75 KiB. Every event fits, bare if need be, but not in the answer
-			// to a request whose id leaves a result no more than an error answering it would take.
-			p := e.conn(events.RoleWorker)
+			// does J with its call whose id takes 0.75 KiB, nor J's summary, its lease's root of six-byte chars taking
+			// 3 KiB. Every event fits, bare if need be, but not in the answer to a request whose id leaves a result no
+			// more than an error answering it would take.
+			o, p := e.conn(events.RoleOrchestrator), e.conn(events.RoleWorker)
+			o.ok("job.transition", map[string]any{"jobId": "J", "to": "paused"})
+			o.okUnescaped("lease.open", map[string]any{"jobId": "J", "mode": "continue", "tools": testGrant,
+				"rootToolCallId": strings.Repeat("<", commands.MaxRootChars)})
 			long := strings.Repeat("<", maxCommandID)
 			p.okUnescaped("proxy.request", map[string]any{"jobId": "J", "nonce": e.ids["nonce"], "tool": "read",
 				"requestId": long[:commands.MaxRequestIDChars]})

@@ -159,7 +159,8 @@ type (
 		Saturated bool `json:"saturated"`
 	}
 	jobsResult struct {
-		Jobs []JobSummary `json:"jobs"`
+		Jobs       []JobSummary `json:"jobs"`
+		NextCursor string       `json:"nextCursor,omitempty"`
 	}
 	ledgerPage struct {
 		Accounts   []wireAccount `json:"accounts"`
@@ -545,10 +546,10 @@ var protocolSpec = map[string]methodSpec{
 		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest},
 	},
 	"query.jobs": {
-		summary: "the run's jobs, in creation order", roles: rolesRuntime, strict: true,
-		params:  []paramDesc{runParam},
+		summary: "a page of the run's jobs, in creation order", roles: rolesRuntime, strict: true,
+		params:  []paramDesc{runParam, limitParam, cursorParam},
 		results: []any{jobsResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeOversizeFrame},
 	},
 	"query.job": {
 		summary: "one job: its summary, grant, revoked roots and a page of its proxied calls", roles: rolesRuntime, strict: true,

@@ -240,6 +240,7 @@ export interface JobSummary {
 
 export interface JobsResult {
   "jobs": JobSummary[];
+  "nextCursor"?: string;
 }
 
 export interface LedgerAccount {
@@ -1106,6 +1107,13 @@ export interface QueryJobsParams {
    * the admin must name the run; a worker or orchestrator may leave it out (its credential's run)
    */
   "runId"?: string;
+  /** 1..1000; default 100 */
+  "limit"?: number;
+  /**
+   * length 0..64 code points
+   * nextCursor of the previous page
+   */
+  "cursor"?: string;
 }
 
 /** Params of `query.ledger` (unknown keys are refused). */
@@ -1716,8 +1724,8 @@ export interface Methods {
     command: false;
   };
   /**
-   * the run's jobs, in creation order
-   * Errors: forbidden, bad-params, no-manifest.
+   * a page of the run's jobs, in creation order
+   * Errors: forbidden, bad-params, no-manifest, oversize-frame.
    */
   "query.jobs": {
     roles: "orchestrator" | "admin";

@@ -495,9 +495,11 @@ export const METHODS = Object.freeze({
     "strictParams": true,
     "params": Object.freeze([
       Object.freeze({ "name": "runId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "the admin must name the run; a worker or orchestrator may leave it out (its credential's run)" }),
+      Object.freeze({ "name": "limit", "type": "integer", "required": false, "min": 1, "max": 1000, "default": 100 }),
+      Object.freeze({ "name": "cursor", "type": "string", "required": false, "maxLength": 64, "note": "nextCursor of the previous page" }),
     ]),
     "result": "JobsResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","oversize-frame"]),
     "pushes": Object.freeze([]),
   }),
   "query.ledger": Object.freeze({
