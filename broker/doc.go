@@ -65,14 +65,14 @@
 //     with ONE error frame (id "": revoked or stale-token), after the answer
 //     of a request being served. A subscription checks the credential against the state it reads up to, so no
 //     event published with or after the change is pushed; a method's every read of the state checks the
-//     credential in that same read (call.read), so a page read (events.since, msg.inbox, query.*), which may wait
-//     for its credential's turn as long as the client keeps the turns busy, answers nothing published with or
-//     after its end, and events.since reads the log only up to the published position of its check; waits and
-//     the subscription end with the connection, and a task.waitStatus checks the credential against a state at
-//     least as new as the reading that decided its answer, so none decided with or after the end is sent, even
-//     before the feed has ended the connection. A hello checks its credential and is indexed for pushes under one
-//     read of the published state, so an end published before it is refused and one after it is the feed's to act
-//     on before it pushes later mail.
+//     credential in that same read (call.read), so a page read (events.since, msg.inbox, query.*, proxy.result),
+//     which may wait for its credential's turn as long as the client keeps the turns busy, answers nothing
+//     published with or after its end, and events.since reads the log only up to the published position of its
+//     check; waits and the subscription end with the connection, and a task.waitStatus checks the credential
+//     against a state at least as new as the reading that decided its answer, so none decided with or after the
+//     end is sent, even before the feed has ended the connection. A hello checks its credential and is indexed for
+//     pushes under one read of the published state, so an end published before it is refused and one after it is
+//     the feed's to act on before it pushes later mail.
 //     Orchestrators survive their run's end (pi-crew exempts them), not a revocation.
 //   - Wake only who cares: a subscription waits on its run's signal (commands.Engine.RunChanged), a
 //     task.waitStatus waiter on its task's status (waitHub): a commit of another run, or one that moves no waited
@@ -84,10 +84,10 @@
 //     HelloTimeout and MinHelloPaceWait at most:
 //     too-many-connections), waits (MaxWaitsPerConn,
 //     MaxWaitsPerCredential: too-many-waits), subscriptions (MaxSubscriptionsPerCredential: too-many-subscriptions),
-//     idle connections (IdleTimeout: idle-timeout). Page reads (events.since, msg.inbox, query.*) take turns per
-//     credential (MaxReadsPerCredential), so a token's connections share the CPU of that many readers; the turns are
-//     kept only for credentials reading or waiting to (package broker/internal/turns), not for every credential that
-//     ever read.
+//     idle connections (IdleTimeout: idle-timeout). Page reads (events.since, msg.inbox, query.*, proxy.result)
+//     take turns per credential (MaxReadsPerCredential), so a token's connections share the CPU of that many
+//     readers; the turns are kept only for credentials reading or waiting to (package broker/internal/turns), not
+//     for every credential that ever read.
 //   - CPU per principal (pacer.go): every credential but the admin's is served at most RatePerCredential units a
 //     second with bursts of BurstPerCredential, and the workers of one run together, whatever their credentials, at
 //     most RatePerRun with bursts of BurstPerRun (the run's orchestrator is paced by its credential alone, so its

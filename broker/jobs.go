@@ -198,6 +198,10 @@ func handleJobAuthorize(cl *call) (any, error) {
 	return readState(cl, func(st *projections.State) projections.Authorization { return st.Authorize(runID, parent, tool) })
 }
 
+// methodProxyResult is the worker's read of one of its proxied calls: a page read (pageRead), since it reads the
+// call's result, up to a frame of it, from the log.
+const methodProxyResult = "proxy.result"
+
 // proxyResult is proxy.result's answer.
 type proxyResult struct {
 	JobID      string `json:"jobId"`

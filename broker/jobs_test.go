@@ -85,3 +85,24 @@ func TestJobsReachableAtTheSmallestFrame(t *testing.T) {
 	pages := pager{t: t, frame: frame}
 	require.Equal(t, jobs, pages.all(o, "query.jobs", nil, "jobs", "jobId"))
 }
+
+// TestProxyResultTakesAReadTurn: proxy.result reads a call's result from the log and renders it, up to a frame of
+// it, as a page read does, so it takes its credential's read turn: a worker's connections together render no more
+// of them at once than MaxReadsPerCredential, however many connections its token opens.
+func TestProxyResultTakesAReadTurn(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{MaxReadsPerCredential: 1}})
+	s := f.seed()
+	o, w := f.dialOrchestrator(s), f.dial()
+	w.hello(runR, taskP, s.p)
+	nonce := o.ok("job.create", map[string]any{"jobId": "J", "taskId": taskP, "tools": testGrant})["nonce"].(string)
+	o.ok("lease.open", map[string]any{"jobId": "J", "mode": "start", "rootToolCallId": "root-1"})
+	w.ok("proxy.request", map[string]any{"jobId": "J", "requestId": "r1", "nonce": nonce, "tool": "read"})
+
+	release := f.holdReads(workerKey(taskP))
+	w.sendLine(`{"id":"result","method":"proxy.result","params":{"jobId":"J","requestId":"r1"}}`)
+	awaitReads(t, f.srv, workerKey(taskP), 1, 1) // it waits for the turn the other read holds
+	release()
+	r := w.answerOf("result")
+	require.Nil(t, r.Error)
+	require.Contains(t, string(r.Result), `"state":"admitted"`)
+}

@@ -309,10 +309,12 @@ func endedBox(dec *events.Decoder, ev *eventlog.Event) (box string, narrowed boo
 	return "", false
 }
 
-// pageRead reports methods that read and render a page of the log or the state: the requests whose CPU a
-// credential could otherwise multiply by opening connections (events.since, msg.inbox, query.*).
+// pageRead reports methods that read and render a page of the log or the state, or up to a frame of one record:
+// the requests whose CPU a credential could otherwise multiply by opening connections (events.since, msg.inbox,
+// query.*, and proxy.result, which reads a call's result from the log).
 func pageRead(method string) bool {
-	return method == wire.MethodEventsSince || method == wire.MethodMsgInbox || strings.HasPrefix(method, "query.")
+	return method == wire.MethodEventsSince || method == wire.MethodMsgInbox || strings.HasPrefix(method, "query.") ||
+		method == methodProxyResult
 }
 
 // readTurn waits until the credential of c has fewer than MaxReadsPerCredential page reads in progress and

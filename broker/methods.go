@@ -70,7 +70,7 @@ var brokerMethods = map[string]handler{
 	"query.jobs":               handleQueryJobs,
 	"query.job":                handleQueryJob,
 	"job.authorize":            handleJobAuthorize,
-	"proxy.result":             handleProxyResult,
+	methodProxyResult:          handleProxyResult,
 	methodImportAppend:         handleImportAppend,
 	methodImportCheckpoints:    handleImportCheckpoints,
 }

@@ -118,8 +118,8 @@ type Options struct {
 	// MaxSubscriptionsPerCredential bounds the connections of one credential that hold a subscription (default
 	// 16; a connection holds at most one). Beyond it: too-many-subscriptions.
 	MaxSubscriptionsPerCredential int
-	// MaxReadsPerCredential bounds the page reads (events.since, msg.inbox, query.*) one credential has in
-	// progress over all its connections (default 2); more wait their turn. The admin's are not bounded.
+	// MaxReadsPerCredential bounds the page reads (events.since, msg.inbox, query.*, proxy.result) one credential
+	// has in progress over all its connections (default 2); more wait their turn. The admin's are not bounded.
 	MaxReadsPerCredential int
 	// OutboundBytes is one connection's outbound budget in bytes, counting the frames queued and the batch being
 	// written (default 4 MiB, at least MaxFrame). GlobalOutboundBytes is the budget of all connections together

@@ -528,7 +528,7 @@ var protocolSpec = map[string]methodSpec{
 		results: []any{commands.ProxyAnswer{}},
 		errors:  errsProxyMessage,
 	},
-	"proxy.result": {
+	methodProxyResult: {
 		summary: "the state of one of the worker's proxied calls and, once delivered, its result",
 		roles:   rolesWorker, strict: true,
 		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars),
