@@ -77,8 +77,9 @@ func decrement[K comparable](m map[K]int, k K) {
 	}
 }
 
-// errConnClosed is claimPlace's and bind's answer for a connection closed meanwhile by another goroutine: no
-// frame of it is sent (the connection's queue is closed), and nothing is counted for it.
+// errConnClosed is the answer of claimPlace, bind and acquireSubscription for a connection closed meanwhile by
+// another goroutine: nothing is counted for it, and no frame of it is sent: a hello or an events.subscribe that gets
+// it stops serving the connection, whose queue may still be open (close runs forget before it closes the queue).
 var errConnClosed = wire.NewError(wire.CodeClose, "connection closed")
 
 // place is what claimPlace counted a connection against: its role's places, its credential's (credKey) and a

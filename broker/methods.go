@@ -239,6 +239,12 @@ func (c *conn) serve(req wire.Request) bool {
 		// client that keeps its credential's turns busy can hold this request for as long as it likes.
 	}
 	result, err := h(cl)
+	if err == errConnClosed {
+		// Closed by another goroutine while the handler served it (events.subscribe, as it counts its subscription):
+		// as for a hello's place and bind, nothing is sent, since the queue may not be closed yet (close runs forget
+		// first) and close is not among the method's errors.
+		return false
+	}
 	if cl.async {
 		return true
 	}

@@ -192,6 +192,7 @@ func TestPageEnvelopeHoldsEveryPagedAnswer(t *testing.T) {
 		"tasks": paged("tasks"), "delegations": paged("delegations"), "accounts": paged("accounts"),
 		"messages":    inboxResult{Messages: []wireMessage{}, NextCursor: cursor, HasMore: true, Total: math.MinInt},
 		"runs":        runsResult{Runs: nil, NextCursor: cursor},
+		"jobs":        jobsResult{Jobs: nil, NextCursor: cursor},
 		"checkpoints": importCheckpointsResult{Checkpoints: nil, NextCursor: cursor},
 		"events":      sincePage{nextSeq: math.MaxUint64}.result(), // hasMore false: its longest
 		"history": accountHistoryOf(history, projections.LedgerHistory{Reservations: []projections.Reservation{},

@@ -9,7 +9,7 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
-// Job views (D§9): crewctl jobs RUN lists a run's dispatcher jobs (query.jobs);
+// Job views (D§9): crewctl jobs RUN lists a run's dispatcher jobs (query.jobs, all pages);
 // crewctl show job RUN JOB shows one with its grant and every request id it
 // has seen (query.job, all pages).
 
@@ -23,15 +23,14 @@ func (a *app) jobsCmd() *cobra.Command {
 		Args:  args(1, "a run id"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			return a.view(cmd.Context(), func(b Broker) error {
-				var res struct {
-					Jobs []broker.JobSummary `json:"jobs"`
-				}
-				if err := call(cmd.Context(), b, "query.jobs", map[string]any{"runId": argv[0]}, &res); err != nil {
+				// NB: query.jobs is paged, its page cut to the frame: a run's jobs need not fit in one answer.
+				jobs, err := callPaged[broker.JobSummary](cmd.Context(), b, "query.jobs", "jobs", argv[0])
+				if err != nil {
 					return err
 				}
-				if res.Jobs == nil {
-					res.Jobs = []broker.JobSummary{}
-				}
+				res := struct {
+					Jobs []broker.JobSummary `json:"jobs"`
+				}{jobs}
 				if a.json {
 					return a.printJSON(res)
 				}

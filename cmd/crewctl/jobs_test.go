@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/crewlog/crewlog/broker"
 	"github.com/crewlog/crewlog/broker/client"
 	"github.com/crewlog/crewlog/broker/wire"
 )
@@ -18,24 +21,14 @@ func TestJobsViews(t *testing.T) {
 	data, socket := liveDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	run := createRun(t, ctx, socket)
-	a, err := client.Dial(ctx, socket, client.Hello{Role: "admin", Token: liveToken}, nil)
-	require.NoError(t, err)
-	defer a.Close()
+	run, a := taskW(t, ctx, socket)
 	do := func(c *client.Client, method string, p map[string]any) map[string]any {
 		t.Helper()
-		var out map[string]any
-		require.NoError(t, c.Call(ctx, method, p, &out), method)
-		return out
+		return callOK(t, ctx, c, method, p)
 	}
-	do(a, "run.transition", map[string]any{"runId": run, "to": "running"})
-	do(a, "task.create", map[string]any{"runId": run, "taskId": "W", "role": "engineer", "agent": "e", "title": "w", "cwd": "/w"})
-	do(a, "task.transition", map[string]any{"runId": run, "taskId": "W", "to": "running"})
 	tok := do(a, "credential.issue", map[string]any{"runId": run, "taskId": "W"})["token"].(string)
-	grant := []any{map[string]any{"name": "read", "label": "Read", "description": "read", "parameters": map[string]any{},
-		"annotations": map[string]any{"readOnlyHint": true}, "callable": "mgr:read",
-		"sourceInfo": map[string]any{"path": "/t", "source": "pi", "scope": "user", "origin": "package"}}}
-	nonce := do(a, "job.create", map[string]any{"runId": run, "jobId": "J", "taskId": "W", "tools": grant})["nonce"].(string)
+	create := map[string]any{"runId": run, "jobId": "J", "taskId": "W", "tools": jobGrant}
+	nonce := do(a, "job.create", create)["nonce"].(string)
 	do(a, "lease.open", map[string]any{"runId": run, "jobId": "J", "mode": "start", "rootToolCallId": "call-1"})
 	w, err := client.Dial(ctx, socket, client.Hello{RunID: run, TaskID: "W", Token: tok}, nil)
 	require.NoError(t, err)
@@ -65,4 +58,73 @@ func TestJobsViews(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.err)
 	require.Contains(t, r.out, "r2")
 	require.Contains(t, r.out, "not-granted")
+}
+
+// TestJobsFollowsEveryPage: query.jobs cuts its page to the frame, and a run's jobs (their ids the manager's to
+// choose) need not fit in one; crewctl jobs lists every job by following the cursor, not the first page alone.
+func TestJobsFollowsEveryPage(t *testing.T) {
+	data, socket := liveDaemonWith(t, broker.Options{MaxFrame: wire.MaxFrameFloor})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, a := taskW(t, ctx, socket)
+	var jobs []string
+	for i := range 8 {
+		id := fmt.Sprintf("J%d-%s", i, strings.Repeat("j", 60))
+		callOK(t, ctx, a, "job.create", map[string]any{"runId": run, "jobId": id, "taskId": "W", "tools": jobGrant})
+		// One live job per run: the next is created once this one is cancelled.
+		callOK(t, ctx, a, "job.transition", map[string]any{"runId": run, "jobId": id, "to": "cancelled"})
+		jobs = append(jobs, id)
+	}
+	var first struct {
+		NextCursor string `json:"nextCursor"`
+	}
+	require.NoError(t, a.Call(ctx, "query.jobs", map[string]any{"runId": run}, &first))
+	require.NotEmpty(t, first.NextCursor, "the run's jobs span pages")
+
+	r := crewctl(t, dialBroker, "jobs", run, "--data", data, "--socket", socket, "--json")
+	require.Equal(t, exitOK, r.code, r.err)
+	var res struct {
+		Jobs []broker.JobSummary `json:"jobs"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.out), &res))
+	var got []string
+	for _, j := range res.Jobs {
+		got = append(got, j.JobID)
+	}
+	require.Equal(t, jobs, got)
+
+	r = crewctl(t, dialBroker, "jobs", run, "--data", data, "--socket", socket)
+	require.Equal(t, exitOK, r.code, r.err)
+	for _, id := range jobs {
+		require.Contains(t, r.out, id)
+	}
+}
+
+// jobGrant is the grant of the tests' jobs: one read-only tool.
+var jobGrant = []any{map[string]any{
+	"name": "read", "label": "Read", "description": "read", "parameters": map[string]any{},
+	"annotations": map[string]any{"readOnlyHint": true}, "callable": "mgr:read",
+	"sourceInfo": map[string]any{"path": "/t", "source": "pi", "scope": "user", "origin": "package"},
+}}
+
+// taskW creates a running run with a running task W on the daemon at socket, and returns the run and an admin's
+// client, closed when the test ends.
+func taskW(t *testing.T, ctx context.Context, socket string) (run string, a *client.Client) {
+	run = createRun(t, ctx, socket)
+	a, err := client.Dial(ctx, socket, client.Hello{Role: "admin", Token: liveToken}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close() })
+	callOK(t, ctx, a, "run.transition", map[string]any{"runId": run, "to": "running"})
+	callOK(t, ctx, a, "task.create", map[string]any{"runId": run, "taskId": "W", "role": "engineer", "agent": "e",
+		"title": "w", "cwd": "/w"})
+	callOK(t, ctx, a, "task.transition", map[string]any{"runId": run, "taskId": "W", "to": "running"})
+	return run, a
+}
+
+// callOK calls method on c, requires it to succeed and returns its answer.
+func callOK(t *testing.T, ctx context.Context, c *client.Client, method string, p map[string]any) map[string]any {
+	t.Helper()
+	var out map[string]any
+	require.NoError(t, c.Call(ctx, method, p, &out), method)
+	return out
 }

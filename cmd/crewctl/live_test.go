@@ -27,6 +27,12 @@ const liveToken = "live-admin-token"
 // (store, admin.token, server.key), as crewd lays it out, and returns the
 // data directory and the socket.
 func liveDaemon(t *testing.T) (data, socket string) {
+	return liveDaemonWith(t, broker.Options{})
+}
+
+// liveDaemonWith is liveDaemon with the broker's options opts (its socket,
+// admin digest and server key are liveDaemon's).
+func liveDaemonWith(t *testing.T, opts broker.Options) (data, socket string) {
 	data = t.TempDir()
 	l, err := eventlog.Open(filepath.Join(data, storeDir), nil)
 	require.NoError(t, err)
@@ -37,9 +43,9 @@ func liveDaemon(t *testing.T) (data, socket string) {
 	require.NoError(t, os.WriteFile(filepath.Join(data, serverKeyFile), key, 0o600))
 	sum := sha256.Sum256([]byte(liveToken))
 	// NB: the broker makes run/ 0700; t.TempDir's own directory has the umask's mode, which it refuses.
-	srv, err := broker.New(eng, l, broker.Options{
-		SocketPath: filepath.Join(t.TempDir(), "run", "crewd.sock"), AdminDigest: hex.EncodeToString(sum[:]), ServerKey: key,
-	})
+	opts.SocketPath = filepath.Join(t.TempDir(), "run", "crewd.sock")
+	opts.AdminDigest, opts.ServerKey = hex.EncodeToString(sum[:]), key
+	srv, err := broker.New(eng, l, opts)
 	require.NoError(t, err)
 	require.NoError(t, srv.Listen())
 	served := make(chan error, 1)
