@@ -62,11 +62,12 @@ func handleQueryJobs(cl *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// NB: read once, not on every pass of fitPage: the jobs' summaries copy every job's calls under the state's lock.
+	var all []JobSummary
+	if err := cl.read(func(st *projections.State) { all = JobSummaries(st, runID) }); err != nil {
+		return nil, err
+	}
 	pg, err := fitPage(cl, limit, func(limit int) (page[JobSummary], error) {
-		var all []JobSummary
-		if err := cl.read(func(st *projections.State) { all = JobSummaries(st, runID) }); err != nil {
-			return page[JobSummary]{}, err
-		}
 		items, next := indexPage(all, from, limit)
 		return page[JobSummary]{items: items, next: next}, nil
 	}, same[JobSummary])

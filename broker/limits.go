@@ -98,7 +98,7 @@ func (s *Server) claimPlace(c *conn, id identity) *wire.Error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, open := s.conns[c]; !open {
+	if !s.isOpen(c) {
 		// Closed by another goroutine since it was authenticated: forget has run and would not give the place back.
 		return errConnClosed
 	}
@@ -205,7 +205,7 @@ func (c *conn) acquireSubscription() error {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, open := s.conns[c]; !open {
+	if !s.isOpen(c) {
 		// Closed by another goroutine (its writer, on a write error) while the reader served the request: forget has
 		// run and would not give the count back, which would hold one of the credential's places for good.
 		return errConnClosed

@@ -291,6 +291,12 @@ func TestASubscribeOfAClosedConnectionIsNotAnswered(t *testing.T) {
 	w := f.dial()
 	w.hello(runR, taskP, s.p)
 	sc := f.newestConn(taskP)
+	// NB: the request is served here, not by the connection's reader: the reader set the connection's identity
+	// before it took c.mu to start the idle timer and answered the hello, so taking c.mu orders this goroutine
+	// after those writes.
+	sc.mu.Lock()
+	require.False(t, sc.idleAt.IsZero())
+	sc.mu.Unlock()
 	f.srv.forget(sc) // close's first step, taken while the reader is inside the request...
 	req := wire.Request{ID: "sub", Method: wire.MethodEventsSubscribe, Params: []byte(`{}`)}
 	require.False(t, sc.serve(req), "...which then stops serving the connection")

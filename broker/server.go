@@ -259,7 +259,7 @@ func (s *Server) bindAt(c *conn, id identity, head uint64) *wire.Error {
 	// it in forget while the reader may be binding.
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, open := s.conns[c]; !open {
+	if !s.isOpen(c) {
 		// Closed by another goroutine (Close, say) since its place was claimed: forget has run, and would not run
 		// again for the budgets and indexes a bind would add.
 		return errConnClosed
@@ -316,6 +316,13 @@ func removeConn[K comparable](index map[K]map[*conn]struct{}, k K, c *conn) {
 			delete(index, k)
 		}
 	}
+}
+
+// isOpen reports whether c is still one of the server's connections: another goroutine (its writer, Close) may
+// have closed it, and then forget has run and will not give back what a later claim would add. With s.mu held.
+func (s *Server) isOpen(c *conn) bool {
+	_, open := s.conns[c]
+	return open
 }
 
 // forget removes a closed connection from every index and count and returns the identity it was bound to.

@@ -39,10 +39,10 @@ import (
 // failed write) keeps it in memory (State.cold) until it is
 // (flushSummaries).
 //
-// Why no new summaryFormat when the record changes shape: a summary holds
-// the orchestrator's Credential as the snapshot format has it (format 9
-// added its actors), and only a state decoded from a snapshot of this
-// format, or folded from position 1, reads one. The snapshot was taken
+// Why no summaryFormat of its own for the record's shape: a summary holds
+// the orchestrator's Credential as the snapshot format has it, and only a
+// state decoded from a snapshot of this format, or folded from position
+// 1, reads one. The snapshot was taken
 // by a build that writes summaries of this shape, and the fold (which a
 // snapshot of another format causes) writes again every version it can
 // read before it reads it: it makes each ended run cold at the position

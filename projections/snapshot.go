@@ -24,13 +24,13 @@ import (
 // actors (IssuedBy, RevokedBy) and revocation reason. An older snapshot
 // lacks them, so it is refused and the state rebuilt from position 1.
 //
-// NB: format 8 read format 7 too (every run listed); format 9 reads no
-// older format. Both lack the credentials' actors: a state decoded from one
-// would answer without them where the fold from position 1 answers with
-// them. The same goes for views (coldview.go, the same run record, stamped
-// with the format): one of format 8 is ignored and the run re-folded, and
-// the fold from position 1 that a refused snapshot causes writes every
-// view and summary again (the summaries at the versions already there).
+// NB: this format alone is read. Every older one lacks the credentials'
+// actors: a state decoded from one would answer without them where the
+// fold from position 1 answers with them. The same goes for views
+// (coldview.go, the same run record, stamped with the format): an older
+// one is ignored and its run re-folded, and the fold from position 1 that
+// a refused snapshot causes writes every view and summary again (the
+// summaries at the versions already there).
 const SnapshotFormat uint16 = 9
 
 // readableFormat reports whether DecodeSnapshot and a view's decoder read

@@ -130,18 +130,17 @@ func (c *stateCache) turn(ctx context.Context, p principal) (done func(), err er
 		return nil, e
 	}
 	c.queued.Add(1)
+	leave := func() { c.queued.Add(-1); counted() }
 	slotDone, err := c.slot.Take(ctx, "")
 	if err != nil {
-		c.queued.Add(-1)
-		counted()
+		leave()
 		return nil, err
 	}
 	// NB: every principal's rebuilds wait in one queue, seconds long when it is full: a credential revoked (or a
 	// session expired) meanwhile must not have a run folded, nor its answer, nor hold the slot from the next.
-	if c.current != nil && !c.current(&p) {
+	if !c.current(&p) {
 		slotDone()
-		c.queued.Add(-1)
-		counted()
+		leave()
 		return nil, credentialGone()
 	}
 	start := c.now()
@@ -155,8 +154,7 @@ func (c *stateCache) turn(ctx context.Context, p principal) (done func(), err er
 				c.record(c.now().Sub(start))
 			}
 			slotDone()
-			c.queued.Add(-1)
-			counted()
+			leave()
 		})
 	}, nil
 }
