@@ -178,7 +178,7 @@ const (
 	accountBytes        = 300
 	messageBytes        = 300 // plus the body
 	askBytes            = 400
-	credentialBytes     = 350 // with who issued and revoked it, and why
+	credentialBytes     = 300 // with the headers of its actors and reason, whose bytes are counted apart
 	orderEntryBytes     = 16  // a string header in an order slice
 	mapEntryBytesPerRec = 48  // a map entry's share of its buckets
 )
@@ -193,6 +193,10 @@ func (r *runState) approxBytes() int64 {
 	for i := range r.msgs.Len() {
 		m := r.msgs.At(i)
 		n += len(m.Body) + len(m.Subject)
+	}
+	for _, c := range r.creds {
+		// NB: a revocation's reason is its caller's (up to 256 characters), and so are the actors' task ids.
+		n += len(c.IssuedBy) + len(c.RevokedBy) + len(c.RevokedReason)
 	}
 	return int64(n)
 }

@@ -47,6 +47,17 @@ func TestColdCacheIsBoundedInRunsAndBytes(t *testing.T) {
 	require.Equal(t, small, c.CachedBytes(), "a run kept again replaces its older copy")
 }
 
+// A run's estimate counts what its callers choose the length of: a credential's revocation reason and actors, as
+// a message's body.
+func TestApproxBytesCountsCredentialsNamesAndReasons(t *testing.T) {
+	r := newRunState(Run{RunID: runR})
+	r.addCredential(&Credential{RunID: runR, Key: taskP})
+	short := r.approxBytes()
+	reason := strings.Repeat("r", 256)
+	r.creds[taskP].Revoked, r.creds[taskP].RevokedBy, r.creds[taskP].RevokedReason = true, "worker/"+taskP, reason
+	require.Equal(t, short+int64(len("worker/"+taskP)+len(reason)), r.approxBytes())
+}
+
 // approxBytes, which bounds the cold cache, is within a factor of two of
 // what a run read back really holds on the heap.
 func TestRunSizeEstimateIsCloseToTheHeap(t *testing.T) {
