@@ -32,9 +32,10 @@ type JobSummary struct {
 // JobSummaries is query.jobs' list: run runID's jobs in st, in creation order.
 func JobSummaries(st *projections.State, runID string) []JobSummary {
 	out := []JobSummary{}
-	for _, j := range st.Jobs(runID) {
+	st.EachJob(runID, func(j projections.Job) bool {
 		out = append(out, summarizeJob(j))
-	}
+		return true
+	})
 	return out
 }
 

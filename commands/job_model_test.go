@@ -128,6 +128,18 @@ func (m *jobModel) fold(t *testing.T, l *eventlog.Log, from, to uint64) {
 func (m *jobModel) checkState(t *testing.T, s *projections.State, runs []string, cfg *projections.Config) {
 	lim := cfg.JobLimits()
 	for _, run := range runs {
+		var walked []projections.Job
+		s.EachJob(run, func(j projections.Job) bool { walked = append(walked, j); return true })
+		jobs := s.Jobs(run)
+		require.Len(t, walked, len(jobs))
+		for i := range jobs {
+			require.Equal(t, jobs[i], walked[i], "EachJob walks the jobs Jobs copies, in the same order")
+		}
+		if len(walked) > 1 {
+			n := 0
+			s.EachJob(run, func(projections.Job) bool { n++; return false })
+			require.Equal(t, 1, n, "EachJob stops when fn returns false")
+		}
 		for _, j := range s.Jobs(run) {
 			require.LessOrEqual(t, j.InFlight, lim.MaxInFlight, "in flight within the limit")
 			require.LessOrEqual(t, len(j.Requests), lim.MaxRequests, "seen ids within the per-job limit")

@@ -389,6 +389,23 @@ func (s *State) Jobs(runID string) []Job {
 	return out
 }
 
+// EachJob calls fn with each of run runID's jobs in creation order, until
+// fn returns false. It copies none: j is a shallow copy, and fn must not
+// modify what its slices, maps and pointers reach. A summary of the jobs
+// reads it under the state's lock instead of Jobs, whose deep copies take
+// every call a job has seen (as many as the config's proxyMaxRequests).
+func (s *State) EachJob(runID string, fn func(j Job) bool) {
+	r := s.run(runID)
+	if r == nil {
+		return
+	}
+	for _, id := range r.jobOrder {
+		if !fn(*r.jobs[id]) {
+			return
+		}
+	}
+}
+
 // JobCount returns how many jobs run runID holds and the id of its live
 // one ("" when none): the dispatcher runs one live job at a time.
 func (s *State) JobCount(runID string) (n int, live string) {
