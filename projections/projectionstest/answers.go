@@ -28,7 +28,8 @@ var (
 		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "RunStatus", "Runs", "SlotHolder", "SlotWaiters", "Slots",
 		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "Task", "TaskStatus", "Tasks", "TasksPage", "LiveTasks", "EachLiveTask",
 		"EachWorkflowTask",
-		"ActiveLeases", "Job", "JobCount", "JobHeader", "JobTool", "Jobs", "LiveRequests", "ProxyRequestOf", "RevokedRootsOf",
+		"ActiveLeases", "Job", "JobCount", "JobHeader", "JobTool", "Jobs", "EachJob", "LiveRequests", "ProxyRequestOf",
+		"RevokedRootsOf",
 	}
 	stateNotQueries = []string{
 		"AssumePool", "Clone", "ColdInMemory", "ColdRuns", "ColdStore", "EvictAll", "Evict", "Evictable", "FaultIn", "HotRuns", "IsCold", "MissingViews",
@@ -185,6 +186,9 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 		}
 		jobs := s.Jobs(run)
 		q("Jobs", jobs)
+		var walked []projections.Job
+		s.EachJob(run, func(j projections.Job) bool { walked = append(walked, j); return true })
+		q("EachJob", walked)
 		n, live := s.JobCount(run)
 		q("JobCount", n, live)
 		q("ActiveLeases", s.ActiveLeases(run))
