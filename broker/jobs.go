@@ -63,7 +63,8 @@ func handleQueryJobs(cl *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	// NB: read once, not on every pass of fitPage: the jobs' summaries copy every job's calls under the state's lock.
+	// NB: read once, not on every pass of fitPage: each pass cuts its page from the same summaries, and the state's
+	// lock is taken once.
 	var all []JobSummary
 	if err := cl.read(func(st *projections.State) { all = JobSummaries(st, runID) }); err != nil {
 		return nil, err
