@@ -64,9 +64,9 @@
 //     the first is durable), a different one is refused.
 //     An outcome moved from a format-2 store has no fingerprint and answers
 //     any retry of its principal, as it did. The one exception is an outcome
-//     that wrote no event past its principal's MaxEventlessOutcomes, or
-//     past its run's MaxEventlessOutcomesPerRun (eventless.go): it is
-//     answered but not recorded, so a retry of its id is decided again.
+//     that wrote no event past its principal's MaxEventlessOutcomes, or a
+//     worker's past its run's MaxEventlessOutcomesPerRun (eventless.go): it
+//     is answered but not recorded, so a retry of its id is decided again.
 //   - Engine.SubmitAll queues a batch in order and answers it in order: the
 //     writer decides its commands in that order (a later one sees the
 //     earlier ones' effects), usually in one group. Import (import.go) is

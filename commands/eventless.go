@@ -28,11 +28,17 @@ import (
 // an orchestrator can create as many tasks, and issue each a credential, as
 // its run's quotas allow, a few dozen bytes each, and each such principal
 // had ten thousand outcomes of its own, about 1 KiB each, that no quota
-// counted. Past the run's bound its principals' commands that record no
-// event are answered and not recorded, as past their own. The count is
-// kept by the log under the run (eventlog.Log.SetTallyGroup, which Open
-// sets to runOfPrincipal), with the outcomes it counts; the admin's and
-// the engine's outcomes belong to no run.
+// counted. Past the run's bound its workers' commands that record no event
+// are answered and not recorded, as past their own. The run's orchestrator
+// is held to its own bound alone: its outcomes count in the run's (the
+// log's tally counts every principal of the run), but the run's bound does
+// not stop them, so the workers, and the descendants they delegate to,
+// cannot use up the orchestrator's promise of the same answer — as the
+// run's quotas keep a reserve their workers cannot take (quota.go). The
+// run's count may so pass its bound by at most MaxEventlessOutcomes. The
+// count is kept by the log under the run (eventlog.Log.SetTallyGroup,
+// which Open sets to runOfPrincipal), with the outcomes it counts; the
+// admin's and the engine's outcomes belong to no run.
 //
 // Whether an outcome is recorded is no part of the decision: its events
 // and answer are the same either way, so replay is unaffected.
@@ -41,23 +47,23 @@ const (
 	MaxEventlessOutcomesPerRun = 100_000
 )
 
-// mayRecordEventless reports whether an outcome of principal (of run
-// runID, "" for none) with no event may be recorded in f's group, and
-// counts it in both when it may. f keeps the count of each principal and
+// mayRecordEventless reports whether an outcome of p (whose key is
+// principal) with no event may be recorded in f's group, and counts it in
+// its own count and its run's when it may; the run's bound does not apply
+// to the run's orchestrator. f keeps the count of each principal and
 // run it has asked for, its own writes included; the log's count holds
 // every group staged before f's that reached the engine's log. With a
 // replicated Committer a group reaches it only once the replicas took it,
 // so the groups still in flight then are not counted, and a principal or
 // a run may pass its bound by at most their outcomes.
-func (e *Engine) mayRecordEventless(f *flight, principal, runID string) (bool, error) {
+func (e *Engine) mayRecordEventless(f *flight, principal string, p events.Principal) (bool, error) {
 	n, err := eventlessCount(f.eventless, principal, e.log.EventlessOutcomes)
 	if err != nil || n >= MaxEventlessOutcomes {
 		return false, err
 	}
-	var r uint64
-	if runID != "" {
-		r, err = eventlessCount(f.eventlessRuns, runID, e.log.EventlessOutcomesOfGroup)
-		if err != nil || r >= MaxEventlessOutcomesPerRun {
+	if runID := p.RunID; runID != "" {
+		r, err := eventlessCount(f.eventlessRuns, runID, e.log.EventlessOutcomesOfGroup)
+		if err != nil || (r >= MaxEventlessOutcomesPerRun && p.Role != events.RoleOrchestrator) {
 			return false, err
 		}
 		f.eventlessRuns[runID] = r + 1

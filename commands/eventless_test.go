@@ -81,9 +81,10 @@ func TestEventlessOutcomesAreRecordedUpToTheirBound(t *testing.T) {
 
 // An orchestrator may issue credentials to as many tasks as its run's
 // quotas let it create, and each principal had MaxEventlessOutcomes of its
-// own: a run's principals together record at most
-// MaxEventlessOutcomesPerRun, across a restart, while another run's and
-// the admin's are still recorded.
+// own: a run's workers together record at most MaxEventlessOutcomesPerRun,
+// across a restart, while another run's principals and the admin's are
+// still recorded, and so is the run's own orchestrator, up to its own
+// bound: its workers cannot use that up.
 func TestARunsPrincipalsRecordEventlessOutcomesUpToTheRunsBound(t *testing.T) {
 	fs := vfs.NewMem()
 	clock := newTestClock()
@@ -121,9 +122,9 @@ func TestARunsPrincipalsRecordEventlessOutcomesUpToTheRunsBound(t *testing.T) {
 		}
 		return r.Replayed
 	}
-	for _, p := range []events.Principal{events.WorkerPrincipal("R", "fresh"), events.OrchestratorPrincipal("R")} {
-		require.False(t, recorded(f.eng, p, "x"), "%v: a principal of a run past its bound records nothing", p)
-	}
+	require.False(t, recorded(f.eng, events.WorkerPrincipal("R", "fresh"), "x"), "a worker of a run past its bound records nothing")
+	require.True(t, recorded(f.eng, events.OrchestratorPrincipal("R"), "x"),
+		"the run's workers cannot use up its orchestrator's own bound")
 	for _, p := range []events.Principal{events.WorkerPrincipal("S", "w0"), events.OrchestratorPrincipal("S"), events.AdminPrincipal()} {
 		require.True(t, recorded(f.eng, p, "x"), "%v: recorded", p)
 	}
@@ -138,6 +139,23 @@ func TestARunsPrincipalsRecordEventlessOutcomesUpToTheRunsBound(t *testing.T) {
 	require.NoError(t, err)
 	defer e.Close()
 	require.False(t, recorded(e, events.WorkerPrincipal("R", "after-restart"), "x"), "the run's bound holds across a restart")
+	require.True(t, recorded(e, events.OrchestratorPrincipal("R"), "y"), "and its orchestrator's own bound is still its own")
+
+	orch := events.OrchestratorPrincipal("R")
+	reqs := make([]Request, MaxEventlessOutcomes-2) // "x" and "y" above
+	for i := range reqs {
+		reqs[i] = refused(orch, fmt.Sprintf("o-%d", i))
+	}
+	_, err = e.SubmitAll(context.Background(), reqs)
+	require.NoError(t, err)
+	require.False(t, recorded(e, orch, "past"), "past its own bound the orchestrator records nothing")
+	n, err = f.log.EventlessOutcomesOfGroup("R")
+	require.NoError(t, err)
+	require.EqualValues(t, MaxEventlessOutcomesPerRun+MaxEventlessOutcomes, n,
+		"the orchestrator's outcomes count in its run's, which they pass by its own bound at most")
+	rep, err = f.log.Verify(nil)
+	require.NoError(t, err)
+	require.Positive(t, rep.Tallies)
 }
 
 // BenchmarkRefusalsWithFreshIDs: what refusals that record no event cost

@@ -158,7 +158,7 @@ func (e *Engine) decide(f *flight, from int) error {
 		// reason for it.
 		record := id != "" && !(p.req.Principal.Role == events.RoleEngine && len(wr.Events) == 0)
 		if record && len(wr.Events) == 0 {
-			if record, err = e.mayRecordEventless(f, p.principal, p.req.Principal.RunID); err != nil {
+			if record, err = e.mayRecordEventless(f, p.principal, p.req.Principal); err != nil {
 				return err
 			}
 		}
