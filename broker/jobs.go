@@ -33,16 +33,17 @@ type JobSummary struct {
 func JobSummaries(st *projections.State, runID string) []JobSummary {
 	out := []JobSummary{}
 	st.EachJob(runID, func(j projections.Job) bool {
-		out = append(out, summarizeJob(j))
+		out = append(out, summarizeJob(j, len(j.Requests)))
 		return true
 	})
 	return out
 }
 
-func summarizeJob(j projections.Job) JobSummary {
+// summarizeJob is job j's summary, seen the number of calls it has seen (j.Requests may hold a page of them).
+func summarizeJob(j projections.Job, seen int) JobSummary {
 	return JobSummary{
 		JobID: j.JobID, TaskID: j.TaskID, Status: j.Status, Generation: j.Generation, LeaseActive: j.LeaseActive,
-		RootToolCallID: j.Root, InFlight: j.InFlight, Seen: len(j.Requests), Tools: len(j.Tools),
+		RootToolCallID: j.Root, InFlight: j.InFlight, Seen: seen, Tools: len(j.Tools),
 		ManifestDigest: j.ManifestDigest, CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt,
 	}
 }
@@ -164,13 +165,15 @@ func handleQueryJob(cl *call) (any, error) {
 
 // JobDetailOf is query.job's answer for job jobID of run runID in st: the job with limit of its requests from
 // the from-th (a from past the last gives none); found is false when the run has no such job. It copies what it
-// answers, so the caller may render it outside the read.
+// answers and that alone (State.JobPage), so the caller may render it outside the read, and a page cut to the frame
+// (fitPage) may read it again without copying every call the job has seen each time.
 func JobDetailOf(st *projections.State, runID, jobID string, from, limit int) (out JobDetail, found bool) {
-	j, ok := st.Job(runID, jobID)
+	pg, ok := st.JobPage(runID, jobID, from, limit)
 	if !ok {
 		return JobDetail{}, false
 	}
-	out.JobSummary = summarizeJob(j)
+	j := pg.Job
+	out.JobSummary = summarizeJob(j, pg.Seen)
 	ro := map[string]bool{}
 	for _, t := range j.ReadOnly {
 		ro[t] = true
@@ -178,9 +181,9 @@ func JobDetailOf(st *projections.State, runID, jobID string, from, limit int) (o
 	for i, name := range j.Tools {
 		out.Grant = append(out.Grant, GrantedTool{Name: name, Fingerprint: j.Fingerprints[i], Callable: j.Callables[i], ReadOnly: ro[name]})
 	}
-	out.Requests, out.NextCursor = indexPage(j.Requests, from, limit)
-	if out.Requests == nil {
-		out.Requests = []*projections.ProxyRequest{}
+	out.Requests = pg.Requests
+	if pg.Next < pg.Seen {
+		out.NextCursor = strconv.Itoa(pg.Next)
 	}
 	rr := st.RevokedRootsOf(runID)
 	out.RevokedRoots, out.Saturated = len(rr.Roots), rr.Saturated

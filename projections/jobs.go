@@ -112,10 +112,17 @@ func (j *Job) index() {
 	}
 }
 
-func (j *Job) clone() *Job {
+// fields is a copy of the job's own fields, its grant copied, without its calls (Requests nil) or lookup maps.
+func (j *Job) fields() Job {
 	c := *j
 	c.Tools, c.Fingerprints = cloneSlice(j.Tools), cloneSlice(j.Fingerprints)
 	c.Callables, c.ReadOnly = cloneSlice(j.Callables), cloneSlice(j.ReadOnly)
+	c.Requests, c.seen, c.grant, c.ro = nil, nil, nil, nil
+	return c
+}
+
+func (j *Job) clone() *Job {
+	c := j.fields()
 	if j.Requests != nil {
 		c.Requests = make([]*ProxyRequest, len(j.Requests))
 		for i, p := range j.Requests {
@@ -367,13 +374,47 @@ func (s *State) LiveRequests(runID, jobID string) []string {
 	return out
 }
 
-// Job returns a copy of job jobID of run runID.
+// Job returns a copy of job jobID of run runID with every call it has seen; JobPage copies a page of them alone.
 func (s *State) Job(runID, jobID string) (Job, bool) {
 	r := s.run(runID)
 	if r == nil || r.jobs[jobID] == nil {
 		return Job{}, false
 	}
 	return *r.jobs[jobID].clone(), true
+}
+
+// JobPage is a job with one page of its calls (State.JobPage).
+type JobPage struct {
+	// Job is the job's own fields, its grant copied; its Requests is nil: the page is Requests below.
+	Job Job
+	// Requests are copies of the page's calls in the order their ids were first seen, never nil.
+	Requests []*ProxyRequest
+	// Seen counts the calls the job has seen; Next is the index of the first call after the page, which is there
+	// when Next < Seen.
+	Seen, Next int
+}
+
+// JobPage returns job jobID of run runID with at most limit of its calls from the from-th (none when from is past
+// the last), and whether the run has the job. It walks the calls in place and copies the job's own fields and the
+// page alone: a page of a job's calls is read under the state's lock, which holds up the publication of every run,
+// and a manager may ask for it again and again, where Job's deep copy takes every call the job has seen (as many as
+// the config's proxyMaxRequests) and rebuilds their lookup maps.
+func (s *State) JobPage(runID, jobID string, from, limit int) (JobPage, bool) {
+	r := s.run(runID)
+	if r == nil || r.jobs[jobID] == nil {
+		return JobPage{}, false
+	}
+	j := r.jobs[jobID]
+	n := len(j.Requests)
+	from = min(max(from, 0), n)
+	to := from + min(max(limit, 0), n-from) // not from+limit, which a limit near MaxInt would overflow
+	calls := make([]ProxyRequest, to-from)  // one allocation for the page's calls, not one a call
+	out := JobPage{Job: j.fields(), Requests: make([]*ProxyRequest, to-from), Seen: n, Next: to}
+	for i, q := range j.Requests[from:to] {
+		calls[i] = *q
+		out.Requests[i] = &calls[i]
+	}
+	return out, true
 }
 
 // Jobs returns copies of run runID's jobs in creation order.

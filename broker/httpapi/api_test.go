@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -162,6 +163,40 @@ func TestJobShapes(t *testing.T) {
 	}
 	f.fails(livePath+"/jobs/"+liveJob+"?cursor=-1", http.StatusBadRequest, codeBadCursor)
 	f.fails(livePath+"/jobs/"+strings.Repeat("j", commands.MaxJobIDChars+1), http.StatusBadRequest, codeBadParams)
+}
+
+// TestJobPagesByCursor: the job's calls page by the socket's cursor: one a page in the order their ids were first
+// seen, the job's own fields beside each; the cursor at the last call gives an empty page, one past it is refused.
+func TestJobPagesByCursor(t *testing.T) {
+	f := newFixture(t, Options{})
+	whole := f.ok(livePath + "/jobs/" + liveJob)
+	calls := whole["requests"].([]any)
+	require.Len(t, calls, 2)
+	fields := func(m map[string]any) map[string]any {
+		out := maps.Clone(m)
+		for _, k := range []string{"requests", "nextCursor", "hasMore"} {
+			delete(out, k)
+		}
+		return out
+	}
+	for i, want := range []struct {
+		next    string
+		hasMore bool
+	}{{"1", true}, {"", false}} {
+		pg := f.ok(fmt.Sprintf("%s/jobs/%s?limit=1&cursor=%d", livePath, liveJob, i))
+		require.Equal(t, []any{calls[i]}, pg["requests"], "page %d", i)
+		require.Equal(t, fields(whole), fields(pg), "page %d", i)
+		require.Equal(t, want.hasMore, pg["hasMore"], "page %d", i)
+		if want.next == "" {
+			require.NotContains(t, pg, "nextCursor", "page %d", i)
+		} else {
+			require.Equal(t, want.next, pg["nextCursor"], "page %d", i)
+		}
+	}
+	end := f.ok(livePath + "/jobs/" + liveJob + "?cursor=2")
+	require.Equal(t, []any{}, end["requests"], "the cursor at the last call: an empty page")
+	require.Equal(t, false, end["hasMore"])
+	f.fails(livePath+"/jobs/"+liveJob+"?cursor=3", http.StatusBadRequest, codeBadCursor)
 }
 
 // TestCredentialsShowWhoNeverDigest: issued and revoked with their actors, the task's status, no digest.

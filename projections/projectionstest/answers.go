@@ -28,8 +28,8 @@ var (
 		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "RunStatus", "Runs", "SlotHolder", "SlotWaiters", "Slots",
 		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "Task", "TaskStatus", "Tasks", "TasksPage", "LiveTasks", "EachLiveTask",
 		"EachWorkflowTask",
-		"ActiveLeases", "Job", "JobCount", "JobHeader", "JobTool", "Jobs", "EachJob", "LiveRequests", "ProxyRequestOf",
-		"RevokedRootsOf",
+		"ActiveLeases", "Job", "JobCount", "JobHeader", "JobPage", "JobTool", "Jobs", "EachJob", "LiveRequests",
+		"ProxyRequestOf", "RevokedRootsOf",
 	}
 	stateNotQueries = []string{
 		"AssumePool", "Clone", "ColdInMemory", "ColdRuns", "ColdStore", "EvictAll", "Evict", "Evictable", "FaultIn", "HotRuns", "IsCold", "MissingViews",
@@ -201,6 +201,17 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 		for _, j := range append(jobs, projections.Job{JobID: "nope"}) {
 			jj, ok := s.Job(run, j.JobID)
 			q("Job/"+j.JobID, jj, ok)
+			// Its calls by pages of 2 from the first, then a page past the last.
+			for from := 0; ; {
+				pg, ok := s.JobPage(run, j.JobID, from, 2)
+				q(fmt.Sprintf("JobPage/%s/%d", j.JobID, from), pg, ok)
+				if !ok || pg.Next >= pg.Seen {
+					break
+				}
+				from = pg.Next
+			}
+			pg, ok := s.JobPage(run, j.JobID, len(j.Requests)+1, 2)
+			q("JobPage/"+j.JobID+"/past", pg, ok)
 			h, ok := s.JobHeader(run, j.JobID)
 			q("JobHeader/"+j.JobID, h, ok)
 			q("LiveRequests/"+j.JobID, s.LiveRequests(run, j.JobID))
