@@ -19,6 +19,9 @@ const (
 	// reached a quota (crewlog only; rate-limit is a code pi-crew reserved).
 	CodeQuotaExceeded = "quota-exceeded"
 	CodeRateLimit     = "rate-limit"
+	// CodeOversizeFrame refuses a message body past its bound: pi-crew's
+	// broker answers its body checks so (D§7.6), not bad-params.
+	CodeOversizeFrame = "oversize-frame"
 )
 
 // RejectedError is a decided rejection. Code is the wire code; Reason is the

@@ -72,6 +72,13 @@ type SendResult struct {
 	LiveDeliveryStatus string `json:"liveDeliveryStatus"`
 }
 
+// bodyTooLarge refuses a message body longer than MaxBodyChars as pi-crew's
+// broker does (D§7.5): oversize-frame, "<method>: body too large". Only a
+// frame larger than the default cap can carry such a body.
+func bodyTooLarge(method string) *RejectedError {
+	return reject(CodeOversizeFrame, "body-too-large", "%s: body too large", method)
+}
+
 // recipient is one resolved destination: the mailbox key (a task id or
 // events.RunInbox) and the label its copy's id ends with.
 type recipient struct{ box, label string }
@@ -92,8 +99,10 @@ func (c *MessageSend) decide(s *projections.State, env *Env) (Decision, error) {
 		return Decision{}, badParams("msg.send: kind must be message, notify, steer, follow-up, response or group_join")
 	case !validPriority(priority):
 		return Decision{}, badParams("msg.send: priority must be urgent, normal or low")
-	case c.Body == "" || utf8.RuneCountInString(c.Body) > MaxBodyChars:
+	case c.Body == "":
 		return Decision{}, badParams("msg.send: body must be 1..%d chars", MaxBodyChars)
+	case utf8.RuneCountInString(c.Body) > MaxBodyChars:
+		return Decision{}, bodyTooLarge(c.Kind())
 	case utf8.RuneCountInString(c.Subject) > MaxSubjectChars:
 		return Decision{}, badParams("msg.send: subject must be at most %d chars", MaxSubjectChars)
 	case longerThan(c.ReplyTo, MaxIDChars):
@@ -225,8 +234,10 @@ func (c *Escalate) decide(s *projections.State, env *Env) (Decision, error) {
 		priority = events.PriorityNormal
 	}
 	switch {
-	case c.Body == "" || utf8.RuneCountInString(c.Body) > MaxBodyChars:
+	case c.Body == "":
 		return Decision{}, badParams("escalate: body must be 1..%d chars", MaxBodyChars)
+	case utf8.RuneCountInString(c.Body) > MaxBodyChars:
+		return Decision{}, bodyTooLarge(c.Kind())
 	case !validPriority(priority):
 		return Decision{}, badParams("escalate: priority must be urgent, normal or low")
 	case to == "":

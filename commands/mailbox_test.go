@@ -95,7 +95,7 @@ func TestMessageSendRejections(t *testing.T) {
 		{"unknown kind", MessageSend{To: []string{"03_test"}, Body: "b", MessageKind: "shout"}, CodeBadParams, "invalid-params", "kind must be"},
 		{"bad priority", MessageSend{To: []string{"03_test"}, Body: "b", Priority: "high"}, CodeBadParams, "invalid-params", "priority"},
 		{"empty body", MessageSend{To: []string{"03_test"}}, CodeBadParams, "invalid-params", "body must be 1..262144 chars"},
-		{"body too long", MessageSend{To: []string{"03_test"}, Body: long}, CodeBadParams, "invalid-params", "body"},
+		{"body too long", MessageSend{To: []string{"03_test"}, Body: long}, CodeOversizeFrame, "body-too-large", "msg.send: body too large"},
 		{"subject too long", MessageSend{To: []string{"03_test"}, Body: "b", Subject: strings.Repeat("s", 257)}, CodeBadParams, "invalid-params", "subject"},
 		{"questionId without response", MessageSend{To: []string{"03_test"}, Body: "b", QuestionID: "q1"}, CodeBadParams, "invalid-params", "kind 'response' only"},
 		{"questionId too long", MessageSend{To: []string{"03_test"}, Body: "b", MessageKind: "response", QuestionID: strings.Repeat("q", MaxQuestionIDChars+1)}, CodeBadParams, "invalid-params", "questionId"},
