@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/crewlog/crewlog/events"
@@ -85,12 +87,31 @@ func handleInbox(cl *call) (any, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	return mailboxPage(cl, runID, box, projections.MailboxFilter{Pending: true, Limit: limit, Cursor: cursor})
+	ordinal, err := offsetCursor(cursor)
+	if err != nil {
+		return nil, err
+	}
+	return mailboxPage(cl, runID, box, projections.MailboxFilter{Pending: true, Limit: limit, Cursor: ordinal}, true)
+}
+
+// offsetCursor turns msg.inbox's cursor, a stringified offset (D§7.5: pi-crew's is String(offset)), into the
+// projection's cursor. The offset is the ordinal of the next message of the mailbox, acknowledged ones included, so
+// it stays valid while messages before it are acknowledged; it equals pi-crew's offset while none is.
+func offsetCursor(cursor string) (string, error) {
+	if cursor == "" {
+		return "", nil
+	}
+	n, err := strconv.ParseUint(cursor, 10, 32)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q", projections.ErrBadCursor, cursor)
+	}
+	return strconv.FormatUint(n, 36), nil
 }
 
 // mailboxPage reads a page and, when it would not fit in a frame, shortens it (the projection's cursor then
-// points at the first message left out). A single message too large for a frame is oversize-frame.
-func mailboxPage(cl *call, runID, box string, f projections.MailboxFilter) (inboxResult, error) {
+// points at the first message left out). A single message too large for a frame is oversize-frame. offset gives
+// the next cursor as msg.inbox's stringified offset rather than the projection's own.
+func mailboxPage(cl *call, runID, box string, f projections.MailboxFilter, offset bool) (inboxResult, error) {
 	p, err := fitPage(cl, f.Limit, func(limit int) (page[projections.Message], error) {
 		f.Limit = limit
 		var (
@@ -100,7 +121,13 @@ func mailboxPage(cl *call, runID, box string, f projections.MailboxFilter) (inbo
 		if rerr := cl.read(func(st *projections.State) { mp, err = st.Mailbox(runID, box, f) }); rerr != nil {
 			return page[projections.Message]{}, rerr
 		}
-		return page[projections.Message]{items: mp.Messages, next: mp.NextCursor, total: mp.Total}, err
+		next := mp.NextCursor
+		if offset && next != "" {
+			// NB: here, not after fitPage, which counts the cursor's bytes as the page gives it.
+			n, _ := strconv.ParseUint(next, 36, 32) // the projection's own cursor always parses
+			next = strconv.FormatUint(n, 10)
+		}
+		return page[projections.Message]{items: mp.Messages, next: next, total: mp.Total}, err
 	}, toWireMessage)
 	if err != nil {
 		return inboxResult{}, err

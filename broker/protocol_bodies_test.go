@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -47,6 +48,60 @@ func TestMessageBodyPastItsBoundIsOversizeFrame(t *testing.T) {
 			e := tc.c.fails(tc.method, tc.params, tc.want)
 			require.Equal(t, tc.method+": body too large", e.Message)
 			tc.c.ok("ping", nil)
+		})
+	}
+}
+
+// TestInboxCursorIsAStringifiedOffset: msg.inbox's cursor is a stringified offset (D§7.5), the decimal ordinal of
+// the next message of the caller's mailbox, so a client may pass "0" or an offset it counted itself as well as the
+// nextCursor it was given. (crewlog counts the offset in the mailbox, acknowledged messages included, so a cursor
+// stays valid while messages before it are acknowledged.) A cursor that is no offset is bad-params.
+func TestInboxCursorIsAStringifiedOffset(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	s := f.seed()
+	o := f.dial()
+	o.hello(runR, "orchestrator", s.orch)
+	p := f.dial()
+	p.hello(runR, taskP, s.p)
+	const sent = 12
+	for i := range sent {
+		o.ok("msg.send", map[string]any{"to": taskP, "body": fmt.Sprintf("m%02d", i)})
+	}
+	first := p.ok("msg.inbox", map[string]any{"limit": 10})
+	require.Equal(t, "10", first["nextCursor"])
+	require.Equal(t, true, first["hasMore"])
+
+	tests := []struct {
+		cursor    string
+		limit     int
+		want      []string // the bodies of the page
+		next      string   // "" on the last page
+		wantError bool
+	}{
+		{cursor: "0", limit: 2, want: []string{`"m00"`, `"m01"`}, next: "2"},
+		{cursor: "10", limit: 10, want: []string{`"m10"`, `"m11"`}},
+		{cursor: "9", limit: 1, want: []string{`"m09"`}, next: "10"},
+		{cursor: "12", limit: 5, want: nil},
+		{cursor: "zz", limit: 5, wantError: true},
+		{cursor: "-1", limit: 5, wantError: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.cursor, func(t *testing.T) {
+			params := map[string]any{"cursor": tc.cursor, "limit": tc.limit}
+			if tc.wantError {
+				p.fails("msg.inbox", params, wire.CodeBadParams)
+				return
+			}
+			res := p.ok("msg.inbox", params)
+			var bodies []string
+			for _, m := range res["messages"].([]any) {
+				bodies = append(bodies, m.(map[string]any)["body"].(string))
+			}
+			require.Equal(t, tc.want, bodies)
+			next, _ := res["nextCursor"].(string)
+			require.Equal(t, tc.next, next)
+			require.Equal(t, tc.next != "", res["hasMore"])
+			require.EqualValues(t, sent, res["total"])
 		})
 	}
 }

@@ -210,7 +210,7 @@ func handleQueryMailbox(cl *call) (any, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	return mailboxPage(cl, runID, box, projections.MailboxFilter{Pending: pending, Limit: limit, Cursor: cursor})
+	return mailboxPage(cl, runID, box, projections.MailboxFilter{Pending: pending, Limit: limit, Cursor: cursor}, false)
 }
 
 func nonNil[T any](s []T) []T {

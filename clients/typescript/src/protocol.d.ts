@@ -964,7 +964,7 @@ export interface MsgInboxParams {
   "limit"?: number;
   /**
    * length 0..64 code points
-   * nextCursor of the previous page
+   * a stringified offset, pi-crew's: nextCursor of the previous page, "0" or the decimal ordinal of a message of the mailbox (acknowledged ones counted)
    */
   "cursor"?: string;
 }
