@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -104,4 +105,38 @@ func TestInboxCursorIsAStringifiedOffset(t *testing.T) {
 			require.EqualValues(t, sent, res["total"])
 		})
 	}
+}
+
+// TestDelegateEventMessageCutsTheData: a delegate event's message is pi-crew's recordDelegateEvent text, the type,
+// ": " and the JSON of its data cut to 200 UTF-16 units (D§3.1, D§3.5): the cut is the data's, not the whole
+// message's, so a delegate.admitted, whose data is long, keeps the first 200 units of it after its type.
+func TestDelegateEventMessageCutsTheData(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	s := f.seed()
+	p := f.dial()
+	p.hello(runR, taskP, s.p)
+	p.ok("delegate.request", map[string]any{"prompt": strings.Repeat("find it ", 40), "description": "search"})
+	r := p.call("events.since", map[string]any{"sinceSeq": 0})
+	require.Nil(t, r.Error)
+	var page struct {
+		Events []struct {
+			Type    string          `json:"type"`
+			Message string          `json:"message"`
+			Data    json.RawMessage `json:"data"`
+		} `json:"events"`
+	}
+	require.NoError(t, json.Unmarshal(r.Result, &page))
+	seen := 0
+	for _, ev := range page.Events {
+		if !strings.HasPrefix(ev.Type, "delegate.") {
+			continue
+		}
+		seen++
+		want := string(ev.Data)
+		if len(want) > 200 { // ASCII here: a byte is a UTF-16 unit
+			want = want[:200]
+		}
+		require.Equal(t, ev.Type+": "+want, ev.Message, ev.Type)
+	}
+	require.Equal(t, 2, seen) // requested, admitted
 }

@@ -20,8 +20,9 @@ import (
 //
 // seq is the event's version in the run's stream (gapless from 1), which is what sinceSeq and fromSeq count.
 // taskId is lifted from the payload's taskId (for delegate events the parent task, as in pi-crew). message is
-// pi-crew's "<type>: <JSON data>" cut to 200 chars on delegate events, the question on ask.requested. crewlog adds position (global log
-// position), schemaVersion, commandId, causationId, correlationId and actor to metadata.
+// pi-crew's "<type>: <JSON data>", the JSON cut to 200 UTF-16 units, on delegate events, the question on
+// ask.requested. crewlog adds position (global log position), schemaVersion, commandId, causationId, correlationId
+// and actor to metadata.
 type teamEvent struct {
 	Time     string          `json:"time"`
 	Type     string          `json:"type"`
@@ -131,7 +132,8 @@ func renderDecodedWith(r *eventlog.Event, ev events.Event, viewer identity, lift
 	} else if ask := events.PayloadAs[events.AskRequested](ev); ask != nil {
 		te.Message = ask.Question // pi-crew puts the question in ask.requested's message (D§3.6)
 	} else if strings.HasPrefix(ev.Type, "delegate.") {
-		te.Message = truncateUTF16(ev.Type+": "+string(data), 200)
+		// pi-crew's recordDelegateEvent cuts the data's JSON, then puts the type before it (D§3.5).
+		te.Message = ev.Type + ": " + truncateUTF16(string(data), 200)
 	}
 	return te, nil
 }
