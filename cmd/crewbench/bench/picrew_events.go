@@ -124,10 +124,12 @@ func (a *piAppender) append(run string, e event) (err error) {
 	if err != nil {
 		return err
 	}
-	msg := e.Type + ": " + string(data)
+	// pi-crew cuts the data's JSON to 200 and puts the type before it (recordDelegateEvent).
+	msg := string(data)
 	if len(msg) > 200 {
 		msg = msg[:200]
 	}
+	msg = e.Type + ": " + msg
 	line, err := json.Marshal(piEvent{Time: nowISO(), Type: e.Type, RunID: run, TaskID: parentTask, Message: msg, Data: data,
 		Metadata: piEventMeta{Seq: seq, Provenance: "team_runner"}})
 	if err != nil {
