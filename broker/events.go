@@ -25,7 +25,7 @@ const maxSinceLimit = 1000
 func handleEventsSince(cl *call) (any, error) {
 	p := readParams(cl)
 	since := p.sinceSeq()
-	limit := int(p.int("limit", 1, maxSinceLimit, maxSinceLimit))
+	limit := int(p.clampedInt("limit", 1, maxSinceLimit, maxSinceLimit))
 	runID := p.runSummary(cl)
 	if p.err != nil {
 		return nil, p.err

@@ -64,20 +64,30 @@ func (p *params) int(key string, lo, hi, def int64) int64 {
 	return int64(f)
 }
 
-// sinceSeq reads a stream position as pi-crew does (D§7.5): a number is floored and a negative one counts as 0,
-// so a client that passes lastSeq-1 from an empty stream still reads from the start. Past 2^53 is bad-params.
-func (p *params) sinceSeq() uint64 {
-	v, ok := p.get("sinceSeq")
+// clampedInt reads a number as pi-crew reads the numbers of events.since, events.subscribe and task.waitStatus
+// (D§7.5: `typeof v === "number" ? min(max(lo, floor(v)), hi) : def`): floored and clamped to lo..hi, and anything
+// that is no number (absent, null, a string, a bool) the default. pi-crew never refuses these params, so a client
+// written against it may send a value out of range, and is answered as pi-crew answers it.
+func (p *params) clampedInt(key string, lo, hi, def int64) int64 {
+	v, ok := p.get(key)
 	if !ok {
-		return 0
+		return def
 	}
 	var f float64
-	if v[0] == '"' || json.Unmarshal(v, &f) != nil || f > 1<<53 {
-		p.fail("sinceSeq", "a number of at most 2^53")
-		return 0
+	if v[0] == '"' || json.Unmarshal(v, &f) != nil {
+		return def
 	}
-	return uint64(math.Max(0, math.Floor(f)))
+	return int64(math.Min(math.Max(math.Floor(f), float64(lo)), float64(hi)))
 }
+
+// maxSinceSeq is the largest stream position a client can name exactly (a JSON number, 2^53): one past it counts as
+// it, and no run's stream is that long.
+const maxSinceSeq = 1 << 53
+
+// sinceSeq reads a stream position as pi-crew does (D§7.5, clampedInt): a number is floored and a negative one
+// counts as 0, so a client that passes lastSeq-1 from an empty stream still reads from the start; no number counts
+// as 0.
+func (p *params) sinceSeq() uint64 { return uint64(p.clampedInt("sinceSeq", 0, maxSinceSeq, 0)) }
 
 // str reads a string of at most max chars (Unicode code points, as every string bound of the protocol counts);
 // required makes absence (or "") an error.

@@ -95,7 +95,7 @@ var (
 		string(projections.TaskCancelled), string(projections.TaskSkipped), string(projections.TaskNeedsAttention)}
 	priorities = []string{"urgent", "normal", "low"}
 	sinceParam = note(paramDesc{Name: "sinceSeq", Type: "number", Default: 0},
-		"the last seq already seen; floored, a negative one counts as 0, at most 2^53")
+		"the last seq already seen; floored, a negative one counts as 0, past 2^53 as 2^53, no number as 0 (as pi-crew)")
 )
 
 // Result shapes of methods that answer a map rather than a Go type of their own. Only Describe reads them.
@@ -240,7 +240,8 @@ var protocolSpec = map[string]methodSpec{
 	wire.MethodEventsSince: {
 		summary: "a page of the run's events after sinceSeq",
 		roles:   rolesAll,
-		params:  []paramDesc{runParam, sinceParam, pInt("limit", 1, maxSinceLimit, maxSinceLimit)},
+		params: []paramDesc{runParam, sinceParam, note(paramDesc{Name: "limit", Type: "number", Default: maxSinceLimit},
+			"floored and clamped to 1..1000, no number as 1000 (as pi-crew)")},
 		results: []any{eventsPage{}},
 		errors: []wire.Code{wire.CodeBadParams, wire.CodeForbidden, wire.CodeNoManifest, wire.CodeReplayFailed,
 			wire.CodeOversizeFrame},
@@ -261,7 +262,8 @@ var protocolSpec = map[string]methodSpec{
 		roles:   rolesAll,
 		params: []paramDesc{runParam, pStr("taskId", true, 1, 256),
 			pEnum("until", true, nil, "queued", "running", "waiting", "completed", "failed", "blocked", "cancelled"),
-			pInt("timeoutMs", 0, maxWaitMs, defaultWaitMs)},
+			note(paramDesc{Name: "timeoutMs", Type: "number", Default: defaultWaitMs},
+				"floored and clamped to 0..60000, no number as 30000 (as pi-crew)")},
 		results: []any{waitResult{}},
 		errors: []wire.Code{wire.CodeBadParams, wire.CodeForbidden, wire.CodeNoManifest, wire.CodeNoTask,
 			wire.CodeWaitTimeout, wire.CodeTooManyWaits, wire.CodeClose},

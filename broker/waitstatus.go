@@ -35,7 +35,7 @@ func handleWaitStatus(cl *call) (any, error) {
 	p := readParams(cl)
 	taskID := p.str("taskId", true, 256)
 	until := p.str("until", true, 32)
-	timeout := time.Duration(p.int("timeoutMs", 0, maxWaitMs, defaultWaitMs)) * time.Millisecond
+	timeout := time.Duration(p.clampedInt("timeoutMs", 0, maxWaitMs, defaultWaitMs)) * time.Millisecond
 	if p.err == nil && !waitUntil[until] {
 		p.fail("until", "one of queued, running, waiting, completed, failed, blocked, cancelled")
 	}

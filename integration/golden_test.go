@@ -896,8 +896,12 @@ func gs18(t *testing.T, pool *daemonPool) {
 	require.Equal(t, uint64(30), page.Events[4].Metadata.Seq)
 	require.Equal(t, uint64(30), page.NextSeq)
 	require.False(t, page.HasMore, "the page ends at the head")
-	for _, limit := range []int{0, 1001} {
-		s.refused(w, "events.since", map[string]any{"sinceSeq": 10, "limit": limit}, wire.CodeBadParams, "")
+	// A limit out of range is clamped, as pi-crew clamps it, never refused.
+	for limit, want := range map[int]int{0: 1, 1001: 20} {
+		page = sincePage{}
+		s.must(w, "events.since", map[string]any{"sinceSeq": 10, "limit": limit}, &page)
+		require.Len(t, page.Events, want, "limit %d", limit)
+		require.Equal(t, uint64(10+want), page.NextSeq, "limit %d", limit)
 	}
 	var raw map[string]any
 	s.must(w, "events.since", map[string]any{"sinceSeq": 30}, &raw)

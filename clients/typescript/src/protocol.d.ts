@@ -727,10 +727,13 @@ export interface EventsSinceParams {
   "runId"?: string;
   /**
    * default 0
-   * the last seq already seen; floored, a negative one counts as 0, at most 2^53
+   * the last seq already seen; floored, a negative one counts as 0, past 2^53 as 2^53, no number as 0 (as pi-crew)
    */
   "sinceSeq"?: number;
-  /** 1..1000; default 1000 */
+  /**
+   * default 1000
+   * floored and clamped to 1..1000, no number as 1000 (as pi-crew)
+   */
   "limit"?: number;
 }
 
@@ -743,7 +746,7 @@ export interface EventsSubscribeParams {
   "runId"?: string;
   /**
    * default 0
-   * the last seq already seen; floored, a negative one counts as 0, at most 2^53
+   * the last seq already seen; floored, a negative one counts as 0, past 2^53 as 2^53, no number as 0 (as pi-crew)
    */
   "sinceSeq"?: number;
   /**
@@ -1357,7 +1360,10 @@ export interface TaskWaitStatusParams {
   /** length 1..256 code points */
   "taskId": string;
   "until": "queued" | "running" | "waiting" | "completed" | "failed" | "blocked" | "cancelled";
-  /** 0..60000; default 30000 */
+  /**
+   * default 30000
+   * floored and clamped to 0..60000, no number as 30000 (as pi-crew)
+   */
   "timeoutMs"?: number;
 }
 

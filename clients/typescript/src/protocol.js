@@ -167,8 +167,8 @@ export const METHODS = Object.freeze({
     "strictParams": false,
     "params": Object.freeze([
       Object.freeze({ "name": "runId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "the admin must name the run; a worker or orchestrator may leave it out (its credential's run)" }),
-      Object.freeze({ "name": "sinceSeq", "type": "number", "required": false, "default": 0, "note": "the last seq already seen; floored, a negative one counts as 0, at most 2^53" }),
-      Object.freeze({ "name": "limit", "type": "integer", "required": false, "min": 1, "max": 1000, "default": 1000 }),
+      Object.freeze({ "name": "sinceSeq", "type": "number", "required": false, "default": 0, "note": "the last seq already seen; floored, a negative one counts as 0, past 2^53 as 2^53, no number as 0 (as pi-crew)" }),
+      Object.freeze({ "name": "limit", "type": "number", "required": false, "default": 1000, "note": "floored and clamped to 1..1000, no number as 1000 (as pi-crew)" }),
     ]),
     "result": "EventsPage",
     "errors": Object.freeze(["bad-params","forbidden","no-manifest","replay-failed","oversize-frame"]),
@@ -180,7 +180,7 @@ export const METHODS = Object.freeze({
     "strictParams": false,
     "params": Object.freeze([
       Object.freeze({ "name": "runId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "the admin must name the run; a worker or orchestrator may leave it out (its credential's run)" }),
-      Object.freeze({ "name": "sinceSeq", "type": "number", "required": false, "default": 0, "note": "the last seq already seen; floored, a negative one counts as 0, at most 2^53" }),
+      Object.freeze({ "name": "sinceSeq", "type": "number", "required": false, "default": 0, "note": "the last seq already seen; floored, a negative one counts as 0, past 2^53 as 2^53, no number as 0 (as pi-crew)" }),
       Object.freeze({ "name": "types", "type": "string[]", "required": false, "maxLength": 128, "maxItems": 64, "note": "only these event types (maxLength: of each)" }),
     ]),
     "result": "SubscribeResult",
@@ -695,7 +695,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "runId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "the admin must name the run; a worker or orchestrator may leave it out (its credential's run)" }),
       Object.freeze({ "name": "taskId", "type": "string", "required": true, "minLength": 1, "maxLength": 256 }),
       Object.freeze({ "name": "until", "type": "string", "required": true, "enum": Object.freeze(["queued","running","waiting","completed","failed","blocked","cancelled"]) }),
-      Object.freeze({ "name": "timeoutMs", "type": "integer", "required": false, "min": 0, "max": 60000, "default": 30000 }),
+      Object.freeze({ "name": "timeoutMs", "type": "number", "required": false, "default": 30000, "note": "floored and clamped to 0..60000, no number as 30000 (as pi-crew)" }),
     ]),
     "result": "WaitStatusResult",
     "errors": Object.freeze(["bad-params","forbidden","no-manifest","no-task","wait-timeout","too-many-waits","close"]),
