@@ -28,6 +28,9 @@ func (n *Node) campaign() {
 	go func() {
 		defer n.wg.Done()
 		followDone <- n.jl.Follow(followCtx, func() {
+			if n.o.beforeFold != nil {
+				n.o.beforeFold(followCtx)
+			}
 			// An error here is the engine's own failure, which
 			// watchEngine reports.
 			_ = n.eng.CatchUp(followCtx)

@@ -130,6 +130,20 @@ func startOn(t *testing.T, srv *server.Server, o Options) *Node {
 	return n
 }
 
+// startWriterOn starts a node on srv, as startOn does, and waits until it is the writer.
+func startWriterOn(t *testing.T, srv *server.Server, o Options) *Node {
+	t.Helper()
+	w := startOn(t, srv, o)
+	select {
+	case <-w.Elected():
+	case <-w.Failed():
+		t.Fatalf("%s failed: %v", o.Name, w.Err())
+	case <-time.After(20 * time.Second):
+		t.Fatal("no writer")
+	}
+	return w
+}
+
 // startNATS starts a NATS server with JetStream in the test process,
 // shut down when the test ends.
 func startNATS(t *testing.T) *server.Server {

@@ -24,14 +24,7 @@ import (
 func TestWriterRefusesACommandNoMessageCanCarry(t *testing.T) {
 	const maxPayload = 64 << 10
 	srv := startNATSWithMaxPayload(t, maxPayload)
-	w := startOn(t, srv, Options{Name: "w", Log: natslog.Config{Stream: "CREWLOG", Replicas: 1}, LeaseTTL: time.Second})
-	select {
-	case <-w.Elected():
-	case <-w.Failed():
-		t.Fatalf("w failed: %v", w.Err())
-	case <-time.After(20 * time.Second):
-		t.Fatal("no writer")
-	}
+	w := startWriterOn(t, srv, Options{Name: "w", Log: natslog.Config{Stream: "CREWLOG", Replicas: 1}, LeaseTTL: time.Second})
 
 	submit := func(id, goal string) (commands.Reply, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

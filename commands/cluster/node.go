@@ -83,6 +83,11 @@ type Options struct {
 	beforePromote func(ctx context.Context)
 	// promoteStall, set by tests, replaces promoteStallFor's bound.
 	promoteStall time.Duration
+	// beforeFold, set by tests, runs while the node follows, each time it
+	// has copied groups and before its engine folds them; ctx ends when the
+	// node stops following. A test that blocks in it holds the follower's
+	// state (what its broker checks a credential against) behind the stream.
+	beforeFold func(ctx context.Context)
 }
 
 // Node is one crewd of a cluster sharing one JetStream stream (doc.go).

@@ -20,12 +20,7 @@ import (
 func TestANodeThatStartsBehindCountsItsRunsTallies(t *testing.T) {
 	srv := startNATS(t)
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
-	a := startOn(t, srv, Options{Name: "a", Log: cfg, LeaseTTL: time.Second})
-	select {
-	case <-a.Elected():
-	case <-time.After(20 * time.Second):
-		t.Fatal("no writer")
-	}
+	a := startWriterOn(t, srv, Options{Name: "a", Log: cfg, LeaseTTL: time.Second})
 	const refusals = 20
 	orch := events.OrchestratorPrincipal("r")
 	reqs := make([]commands.Request, refusals)
