@@ -155,7 +155,13 @@
 //     or replaced, or a worker's task or run has ended: nothing is
 //     recorded, so no command of a credential is recorded after the event
 //     that ended it, whatever the broker saw when it handed the request on
-//     (TestACommandOfAnEndedCredentialIsNotDecided).
+//     (TestACommandOfAnEndedCredentialIsNotDecided). A request forwarded to
+//     another engine carries its credential beside its bytes
+//     (EncodeCredential), so a writer checks it against its own state
+//     however far behind the follower's copy is, and the follower hears the
+//     same *CredentialEndedError (DecodeReply); a writer of the build before
+//     forwarded credentials reads the bytes alone, as it read every
+//     forwarded request (forward.go).
 //   - Tests hold the commit path at its points (hooks.go: decided on the
 //     writer, durable and published on the publisher;
 //     eventlog.Options.BeforeSync between hand-off and sync) to check, with

@@ -138,8 +138,11 @@ type Request struct {
 	// the writer checks it against the state it decides the request on,
 	// and answers a *CredentialEndedError, deciding and recording nothing,
 	// when it has ended (revoked, or a worker's task or run over). A
-	// request forwarded to another crewd's writer does not carry it
-	// (forward.go).
+	// request forwarded to another crewd's writer carries it, by its
+	// digest, beside the request's bytes (EncodeCredential), and is checked
+	// there, against the writer's state, not the follower's copy; a writer
+	// of the build before forwarded credentials reads the bytes alone
+	// (forward.go says why).
 	Credential *Credential
 }
 

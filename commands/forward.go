@@ -2,6 +2,7 @@ package commands
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,10 +66,8 @@ func appendBound(b []byte, maxResultBytes int) ([]byte, error) {
 }
 
 // EncodeRequest encodes r for another engine of the same build (a
-// follower forwarding to the writer). Its Credential is left out: a writer
-// of the build before would refuse what followed the bound, so the writer
-// decides a forwarded request on the follower's check of its credential
-// alone.
+// follower forwarding to the writer). Its Credential is not in these bytes:
+// it travels beside them (EncodeCredential).
 func EncodeRequest(r Request) ([]byte, error) {
 	c, err := msgpack.Marshal(r.Command)
 	if err != nil {
@@ -131,6 +130,57 @@ func decodeBound(rest []byte) (int, error) {
 	return bound, nil
 }
 
+// A forwarded request's Credential (its digest, never the secret) travels beside the request's bytes, in a header
+// of the NATS message that carries them (cluster's forward.go), so that the writer checks it against the state it
+// decides the request on, as it checks a local one.
+//
+// NB: beside the bytes, not in them. A writer of the build before forwarded credentials decodes the request's array
+// strictly (msgpack refuses an array-encoded struct of another length) and refuses any value after its bound, so no
+// form of the bytes could carry the credential to it; it reads the message's data alone and ignores a header. So a
+// follower of this build sends every request so, and a writer of the build before decides it as it decided every
+// forwarded request, without the check; a writer of this build decides a request of a follower of the build before,
+// which has no header, as that build did. In a rolling upgrade a forwarded request is checked once its follower and
+// the writer both run this build, and no answer of any node makes a follower of this build drop the credential.
+
+// EncodeCredential encodes c for the header that carries it beside a forwarded request: the unpadded URL-safe
+// base64 of the msgpack array of its four strings, a header's value whatever the strings hold. nil is "".
+func EncodeCredential(c *Credential) (string, error) {
+	if c == nil {
+		return "", nil
+	}
+	b, err := msgpack.Marshal([4]string{c.RunID, c.Key, c.Digest, c.TaskID})
+	if err != nil {
+		return "", fmt.Errorf("commands: encode the credential of a forwarded request: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// maxCredentialHeader bounds the header DecodeCredential reads: four strings of at most a few hundred bytes each
+// (a run id, a task id, a key and a digest), base64-encoded, fit in it many times over.
+const maxCredentialHeader = 16 << 10
+
+// DecodeCredential is the inverse of EncodeCredential; "" is no credential.
+func DecodeCredential(s string) (*Credential, error) {
+	if s == "" {
+		return nil, nil
+	}
+	if len(s) > maxCredentialHeader {
+		return nil, fmt.Errorf("commands: decode the credential of a forwarded request: %d bytes", len(s))
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("commands: decode the credential of a forwarded request: %w", err)
+	}
+	if end, st := msgpacklen.Skip(b, 0, 1); st != msgpacklen.OK || end != len(b) {
+		return nil, errors.New("commands: decode the credential of a forwarded request: not one msgpack value")
+	}
+	var fields []string
+	if err := msgpack.Unmarshal(b, &fields); err != nil || len(fields) != 4 {
+		return nil, fmt.Errorf("commands: decode the credential of a forwarded request: no array of four strings (%v)", err)
+	}
+	return &Credential{RunID: fields[0], Key: fields[1], Digest: fields[2], TaskID: fields[3]}, nil
+}
+
 // forwardedReply is a Reply (or the error of Submit) on the wire.
 type forwardedReply struct {
 	Result   []byte
@@ -152,15 +202,49 @@ const (
 	causeNoSpace                   // ErrNoSpace: the client is owed disk-full, as from one crewd
 	causeNotWriter                 // ErrNotWriter: the request may go to the writer again
 	causeResultTooLarge            // ErrResultTooLarge: nothing was recorded; the client is owed oversize-frame
+	// A *CredentialEndedError, one cause for each end: nothing was decided; the client is owed the answer of one
+	// crewd to a credential that has ended (the broker's revoked, or stale-token for a task or run that ended). A
+	// follower of the build before forwarded credentials, which knows none of these, sends no credential, and so is
+	// never answered one.
+	causeCredentialRevoked
+	causeCredentialRunEnded
+	causeCredentialTaskEnded
 )
+
+// credentialCause is the cause of the refusal of a credential that ended so; an end this build does not know is
+// told as a revocation, as CredentialEndedError's reason tells it.
+func credentialCause(end CredentialEnd) replyCause {
+	switch end {
+	case CredentialRunEnded:
+		return causeCredentialRunEnded
+	case CredentialTaskEnded:
+		return causeCredentialTaskEnded
+	}
+	return causeCredentialRevoked
+}
+
+// credentialEndOf is the end of a credential that cause tells of, if it tells of one.
+func credentialEndOf(cause replyCause) (CredentialEnd, bool) {
+	switch cause {
+	case causeCredentialRevoked:
+		return CredentialRevoked, true
+	case causeCredentialRunEnded:
+		return CredentialRunEnded, true
+	case causeCredentialTaskEnded:
+		return CredentialTaskEnded, true
+	}
+	return CredentialLive, false
+}
 
 // EncodeReply encodes the answer of Submit for the engine that forwarded
 // the request. An error travels as its text and, for ErrNoSpace,
-// ErrNotWriter and ErrResultTooLarge, its cause: the forwarder cannot
-// match the text with errors.Is, and must not match it by its words — an
-// engine's failure quotes the commit error that stopped it, whose words
-// may be those of an answer given before deciding while the failed groups
-// may be durable.
+// ErrNotWriter, ErrResultTooLarge and a *CredentialEndedError, its cause:
+// the forwarder cannot match the text with errors.Is, and must not match
+// it by its words — an engine's failure quotes the commit error that
+// stopped it, whose words may be those of an answer given before deciding
+// while the failed groups may be durable. NB: a *CredentialEndedError is
+// told by its type alone, as the broker tells it, not found in a chain: an
+// error that wraps one says more than that nothing was decided.
 func EncodeReply(r Reply, err error) ([]byte, error) {
 	f := forwardedReply{Result: r.Result, Rejected: r.Rejected, Position: r.Position, Replayed: r.Replayed}
 	if err != nil {
@@ -172,6 +256,10 @@ func EncodeReply(r Reply, err error) ([]byte, error) {
 			f.Cause = causeNotWriter
 		case errors.Is(err, ErrResultTooLarge):
 			f.Cause = causeResultTooLarge
+		default:
+			if ended, ok := err.(*CredentialEndedError); ok {
+				f.Cause = credentialCause(ended.End)
+			}
 		}
 	}
 	return marshalArray(&f)
@@ -190,7 +278,9 @@ func marshalArray(v any) ([]byte, error) {
 
 // DecodeReply is the inverse of EncodeReply; a remote error comes back
 // wrapping ErrRemote, but the writer's ErrNoSpace, ErrNotWriter and
-// ErrResultTooLarge as themselves.
+// ErrResultTooLarge as themselves, and its *CredentialEndedError as one,
+// not wrapped: the broker tells it by its type, and the client of a
+// follower must hear what one crewd would answer.
 func DecodeReply(b []byte) (Reply, error) {
 	if !events.LengthsFit(b) { // NB: as in DecodeRequest
 		return Reply{}, fmt.Errorf("commands: decode forwarded reply: %w", errLengths)
@@ -199,8 +289,10 @@ func DecodeReply(b []byte) (Reply, error) {
 	if err := msgpack.Unmarshal(b, &f); err != nil {
 		return Reply{}, fmt.Errorf("commands: decode forwarded reply: %w", err)
 	}
-	switch {
+	switch end, credentialEnded := credentialEndOf(f.Cause); {
 	case f.Err == "":
+	case credentialEnded:
+		return Reply{}, &CredentialEndedError{End: end}
 	case f.Cause == causeNoSpace:
 		return Reply{}, fmt.Errorf("%w%s (on the writer)", ErrNoSpace, strings.TrimPrefix(f.Err, ErrNoSpace.Error()))
 	case f.Cause == causeNotWriter:

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -176,6 +177,8 @@ func FuzzDecodeForwarded(f *testing.F) {
 		{Reply{}, fmt.Errorf("%w: 12 MiB free", ErrNoSpace)},
 		{Reply{}, ErrNotWriter},
 		{Reply{}, ErrResultTooLarge},
+		{Reply{}, &CredentialEndedError{End: CredentialRevoked}},
+		{Reply{}, &CredentialEndedError{End: CredentialTaskEnded}},
 	} {
 		b, err := EncodeReply(r.rep, r.err)
 		require.NoError(f, err)
@@ -285,5 +288,111 @@ func TestForwardedBoundFollowsTheArray(t *testing.T) {
 	} {
 		_, err := DecodeRequest(append(slices.Clone(old), tail...))
 		require.Error(t, err, name)
+	}
+}
+
+// forwardedCredential is a worker's credential of forwardedRequest's task.
+func forwardedCredential() *Credential {
+	return &Credential{RunID: "r", Key: "t1", Digest: strings.Repeat("ab", 32), TaskID: "t1"}
+}
+
+// A forwarded request's credential travels in a header beside its bytes: what EncodeCredential writes is a header's
+// value (no byte a header cannot hold, whatever the ids hold) that DecodeCredential reads back; no credential is no
+// header. What is no such value is refused, never read as another credential or as none.
+func TestForwardedCredentialRoundTrip(t *testing.T) {
+	for _, c := range []*Credential{
+		forwardedCredential(),
+		{RunID: "r", Key: events.OrchestratorKey, Digest: "d"},
+		{RunID: "run\r\nX-Injected: 1", Key: "t\x00é", Digest: strings.Repeat("ab", 32), TaskID: "t\x00é"},
+		{RunID: strings.Repeat("r", 256), Key: strings.Repeat("k", 256), Digest: strings.Repeat("d", 64),
+			TaskID: strings.Repeat("k", 256)},
+	} {
+		h, err := EncodeCredential(c)
+		require.NoError(t, err)
+		require.NotEmpty(t, h)
+		for _, b := range []byte(h) {
+			require.True(t, b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b == '-' || b == '_',
+				"%q holds %q", h, b)
+		}
+		got, err := DecodeCredential(h)
+		require.NoError(t, err)
+		require.Equal(t, c, got)
+	}
+	h, err := EncodeCredential(nil)
+	require.NoError(t, err)
+	require.Empty(t, h)
+	got, err := DecodeCredential("")
+	require.NoError(t, err)
+	require.Nil(t, got)
+
+	enc := func(v any) string {
+		b, err := msgpack.Marshal(v)
+		require.NoError(t, err)
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	valid, err := EncodeCredential(forwardedCredential())
+	require.NoError(t, err)
+	for name, h := range map[string]string{
+		"not base64":         "!!",
+		"padded base64":      valid + "=",
+		"three strings":      enc([]string{"r", "t1", "ab"}),
+		"five strings":       enc([]string{"r", "t1", "ab", "t1", "x"}),
+		"four ints":          enc([]int{1, 2, 3, 4}),
+		"a map":              enc(map[string]string{"RunID": "r"}),
+		"a value after it":   valid + enc(1)[:2],
+		"truncated":          valid[:len(valid)-3],
+		"past its bound":     strings.Repeat("A", maxCredentialHeader+1),
+		"an unknown msgpack": base64.RawURLEncoding.EncodeToString([]byte{0xc1}),
+	} {
+		c, err := DecodeCredential(h)
+		require.Error(t, err, name)
+		require.Nil(t, c, name)
+	}
+}
+
+// FuzzDecodeCredential: no header value makes DecodeCredential panic, and what it accepts encodes back to a value
+// it reads as the same credential.
+func FuzzDecodeCredential(f *testing.F) {
+	h, err := EncodeCredential(forwardedCredential())
+	require.NoError(f, err)
+	f.Add(h)
+	f.Add("")
+	f.Add("wcE")
+	f.Fuzz(func(t *testing.T, h string) {
+		c, err := DecodeCredential(h)
+		if err != nil || c == nil {
+			return
+		}
+		again, err := EncodeCredential(c)
+		require.NoError(t, err)
+		back, err := DecodeCredential(again)
+		require.NoError(t, err)
+		require.Equal(t, c, back)
+	})
+}
+
+// A writer's refusal of an ended credential reaches the follower as the very error a single crewd's engine gives,
+// not wrapped (the broker tells it by its type and answers revoked or stale-token), whatever the end. An error that
+// wraps one, as an engine's failure would, stays a failure: it says more than that nothing was decided.
+func TestForwardedCredentialEndedIsTheSameError(t *testing.T) {
+	for _, end := range []CredentialEnd{CredentialRevoked, CredentialRunEnded, CredentialTaskEnded} {
+		b, err := EncodeReply(Reply{}, &CredentialEndedError{End: end})
+		require.NoError(t, err)
+		_, err = DecodeReply(b)
+		ended, ok := err.(*CredentialEndedError)
+		require.True(t, ok, "%T: %v", err, err)
+		require.Equal(t, end, ended.End)
+		require.NotErrorIs(t, err, ErrRemote)
+	}
+	for _, failure := range []error{
+		fmt.Errorf("%w: %v", ErrFailed, &CredentialEndedError{End: CredentialRevoked}),
+		fmt.Errorf("%w: %w", ErrFailed, &CredentialEndedError{End: CredentialRevoked}),
+	} {
+		b, err := EncodeReply(Reply{}, failure)
+		require.NoError(t, err)
+		_, err = DecodeReply(b)
+		require.ErrorIs(t, err, ErrRemote, "%v", failure)
+		var ended *CredentialEndedError
+		require.NotErrorAs(t, err, &ended, "%v", failure)
 	}
 }

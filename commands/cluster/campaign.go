@@ -263,6 +263,11 @@ func (n *Node) serve(m *nats.Msg) {
 	go func() {
 		var rep commands.Reply
 		r, err := commands.DecodeRequest(m.Data)
+		if err == nil {
+			// The credential the follower's broker checked against its copy, checked again against the state
+			// the writer decides on (forward.go); none from a follower of the build before forwarded credentials.
+			r.Credential, err = commands.DecodeCredential(m.Header.Get(credentialHeader))
+		}
 		switch {
 		case err != nil:
 		case !n.writer.Load():

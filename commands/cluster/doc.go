@@ -30,7 +30,15 @@
 //   - A command submitted to a follower's engine is forwarded to the writer
 //     over NATS (request/reply on crewlog.<stream>.commands) and answered
 //     with the writer's reply (forward.go says why forwarding, not a
-//     redirect).
+//     redirect). It carries the credential it authenticated with, which
+//     the writer checks against the state it decides on: a credential
+//     revoked, or whose worker's task or run ended, on the writer admits
+//     nothing more through a follower whose copy lags, and the follower
+//     answers the writer's *commands.CredentialEndedError as one crewd
+//     does. The credential travels in a header of the request's message,
+//     beside its bytes, which a writer of the build before forwarded
+//     credentials reads alone, deciding the request without the check as
+//     it decided every one (commands' forward.go says why).
 //
 // # Failover
 //

@@ -24,11 +24,20 @@ import (
 //
 // The answer comes once this node's copy holds the command's events, so a
 // client reads its own writes on the crewd it talks to.
+//
+// The request carries its credential, which the writer checks against the
+// state it decides on: this node's copy, which its broker checked, may lag
+// the stream by any amount. The writer's refusal of an ended credential is
+// answered as one crewd answers it (a *commands.CredentialEndedError).
 func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply, bool, error) {
 	if n.writer.Load() {
 		return commands.Reply{}, false, nil
 	}
 	data, err := commands.EncodeRequest(r)
+	if err != nil {
+		return commands.Reply{}, true, err
+	}
+	cred, err := commands.EncodeCredential(r.Credential)
 	if err != nil {
 		return commands.Reply{}, true, err
 	}
@@ -46,9 +55,7 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 		if n.writer.Load() {
 			return commands.Reply{}, false, nil // became the writer meanwhile
 		}
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		m, err := n.o.Conn.RequestWithContext(actx, n.o.Log.CommandSubject(), data)
-		cancel()
+		m, err := n.request(ctx, data, cred)
 		var rep commands.Reply
 		retry := false
 		switch {
@@ -59,6 +66,21 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 					return rep, true, nil
 				}
 				return rep, true, n.waitCopied(ctx, rep.Position)
+			}
+			var ended *commands.CredentialEndedError
+			if errors.As(err, &ended) {
+				// The writer checked the request's credential against the
+				// state it decides on, and it had ended, whatever this
+				// node's copy still says: nothing was decided, and the
+				// client hears so as from one crewd. NB: not after an
+				// attempt in doubt — the writer checks the credential
+				// before it looks the command id up, so a command decided
+				// then is refused now, and every attempt after it would
+				// be: it is in doubt at once.
+				if inDoubt {
+					return commands.Reply{}, true, fmt.Errorf("%w: %v", ErrNoWriter, err)
+				}
+				return commands.Reply{}, true, ended
 			}
 			if (errors.Is(err, commands.ErrNoSpace) || errors.Is(err, commands.ErrResultTooLarge)) && !inDoubt {
 				// The writer's disk is short, or the result would not
@@ -80,8 +102,8 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 			// message. Refused, recording nothing, as the writer
 			// refuses a command whose event no message can carry.
 			return commands.Reply{Rejected: &commands.RejectedError{Code: commands.CodeBadParams, Reason: "invalid-params",
-				Message: fmt.Sprintf("%s: a request of %d bytes is too large to forward to the writer (NATS max payload %d bytes)",
-					r.Command.Kind(), len(data), n.o.Conn.MaxPayload())}}, true, nil
+				Message: fmt.Sprintf("%s: a request of %d bytes (with its credential) is too large to forward to the writer "+
+					"(NATS max payload %d bytes)", r.Command.Kind(), len(data)+len(cred), n.o.Conn.MaxPayload())}}, true, nil
 		case errors.Is(err, nats.ErrNoResponders):
 			retry = true // nobody received it
 		default:
@@ -98,6 +120,24 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 		}
 		backoff = min(2*backoff, 250*time.Millisecond)
 	}
+}
+
+// credentialHeader is the header of a forwarded request's message that carries its credential
+// (commands.EncodeCredential): beside the request's bytes, which a writer of the build before forwarded credentials
+// reads alone (commands' forward.go says why).
+const credentialHeader = "Crewlog-Credential"
+
+// request sends data, with its credential cred (commands.EncodeCredential, "" for none), on the commands subject
+// and waits for one answer, 5 s at most.
+func (n *Node) request(ctx context.Context, data []byte, cred string) (*nats.Msg, error) {
+	m := nats.NewMsg(n.o.Log.CommandSubject())
+	m.Data = data
+	if cred != "" {
+		m.Header.Set(credentialHeader, cred)
+	}
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return n.o.Conn.RequestMsgWithContext(actx, m)
 }
 
 // waitCopied waits until this node's engine holds position pos: a client

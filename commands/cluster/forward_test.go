@@ -32,12 +32,7 @@ func (lowSpace) CheckSpace() error { return errLowSpace }
 func TestFollowerAnswersTheWritersLowSpace(t *testing.T) {
 	srv := startNATS(t)
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
-	w := startOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second, Engine: commands.Options{Space: lowSpace{}}})
-	select {
-	case <-w.Elected():
-	case <-time.After(20 * time.Second):
-		t.Fatal("no writer")
-	}
+	startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second, Engine: commands.Options{Space: lowSpace{}}})
 	f := startOn(t, srv, Options{Name: "f", Log: cfg, LeaseTTL: time.Second})
 
 	for _, id := range []string{"with-id", ""} {
@@ -108,6 +103,20 @@ func followerOfAFakeWriter(t *testing.T, answer func(n int32) error) (f *Node, a
 
 // followerOfAFakeWriterOn is followerOfAFakeWriter on the server srv.
 func followerOfAFakeWriterOn(t *testing.T, srv *server.Server, answer func(n int32) error) (f *Node, asked *atomic.Int32) {
+	asked = new(atomic.Int32)
+	f = followerOfAFakeWriterReplying(t, srv, func(*nats.Msg) []byte {
+		b, err := commands.EncodeReply(commands.Reply{}, answer(asked.Add(1)))
+		if err != nil {
+			return nil
+		}
+		return b
+	})
+	return f, asked
+}
+
+// followerOfAFakeWriterReplying starts a follower whose writer is the test's: it holds the lease and answers each
+// request on the commands subject with reply(request), or not at all when that is nil.
+func followerOfAFakeWriterReplying(t *testing.T, srv *server.Server, reply func(request *nats.Msg) []byte) *Node {
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
 	nc := connectTo(t, srv)
 	js, err := jetstream.New(nc)
@@ -119,15 +128,13 @@ func followerOfAFakeWriterOn(t *testing.T, srv *server.Server, answer func(n int
 	ok, err := lease.Acquire(context.Background())
 	require.NoError(t, err)
 	require.True(t, ok)
-	asked = new(atomic.Int32)
 	_, err = nc.QueueSubscribe(cfg.CommandSubject(), "writer", func(m *nats.Msg) {
-		b, err := commands.EncodeReply(commands.Reply{}, answer(asked.Add(1)))
-		if err == nil {
+		if b := reply(m); b != nil {
 			_ = m.Respond(b)
 		}
 	})
 	require.NoError(t, err)
-	return startOn(t, srv, Options{Name: "f", Log: cfg, LeaseTTL: time.Minute}), asked
+	return startOn(t, srv, Options{Name: "f", Log: cfg, LeaseTTL: time.Minute})
 }
 
 // submitRunCreate submits a run.create through f's engine, bounded by 2 s.

@@ -1,0 +1,211 @@
+package cluster
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog/natslog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// A worker's command sent through a follower whose copy has not yet folded the end of the worker's credential (a
+// revocation, the end of its task) is refused by the writer with the error a single crewd gives — the same
+// *commands.CredentialEndedError, which the broker answers revoked or stale-token — and nothing is recorded: the
+// writer checks the credential against the state it decides on, not the follower's copy, however far behind it is.
+func TestWriterRefusesACredentialEndedBehindTheFollowersCopy(t *testing.T) {
+	srv := startNATS(t)
+	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
+	w := startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second})
+	var hold atomic.Bool
+	released := make(chan struct{})
+	f := startOn(t, srv, Options{Name: "f", Log: cfg, LeaseTTL: time.Minute, beforeFold: func(ctx context.Context) {
+		if hold.Load() {
+			select {
+			case <-released:
+			case <-ctx.Done():
+			}
+		}
+	}})
+
+	admin := func(c commands.Command) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		rep, err := w.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(),
+			Actor: events.Actor{Role: events.RoleAdmin}, Command: c})
+		require.NoError(t, err, c.Kind())
+		require.Nil(t, rep.Rejected, c.Kind())
+	}
+	digest := strings.Repeat("ab", 32)
+	admin(&commands.RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w", OrchestratorDigest: strings.Repeat("cd", 32)})
+	admin(&commands.RunTransition{RunID: "R", To: "running"})
+	for _, task := range []string{"T1", "T2", "T3"} {
+		admin(&commands.TaskCreate{RunID: "R", TaskID: task, Role: "executor", Agent: "a", Title: "t", Cwd: "/w"})
+		admin(&commands.TaskTransition{RunID: "R", TaskID: task, To: "running"})
+		admin(&commands.CredentialIssue{RunID: "R", TaskID: task, Digest: digest})
+	}
+	waitHead(t, f, w.Engine().Head())
+	hold.Store(true) // from here on the follower copies the stream but its state stays where it is
+
+	sent := 0
+	viaFollower := func(task string) error {
+		t.Helper()
+		sent++
+		cred := &commands.Credential{RunID: "R", Key: task, Digest: digest, TaskID: task}
+		var live commands.CredentialEnd
+		f.Engine().Read(func(s *projections.State) { live = commands.CheckCredential(s, *cred) })
+		require.Equal(t, commands.CredentialLive, live, "the follower's copy (what its broker checks) admits %s", task)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := f.Engine().Submit(ctx, commands.Request{Principal: events.WorkerPrincipal("R", task),
+			CommandID: "m" + strconv.Itoa(sent), Actor: events.Actor{Role: events.RoleWorker, TaskID: task},
+			Command: &commands.MessageSend{RunID: "R", FromTask: task, To: []string{"T3"}, Body: "hi"}, Credential: cred})
+		return err
+	}
+	for _, tc := range []struct {
+		task string
+		end  commands.Command
+		want commands.CredentialEnd
+	}{
+		{"T1", &commands.CredentialRevoke{RunID: "R", TaskID: "T1"}, commands.CredentialRevoked},
+		{"T2", &commands.TaskTransition{RunID: "R", TaskID: "T2", To: "completed"}, commands.CredentialTaskEnded},
+	} {
+		admin(tc.end)
+		before := w.Engine().Head()
+		err := viaFollower(tc.task)
+		// NB: as the broker tells it (a type assertion, not errors.As): the client must hear the very answer of
+		// one crewd.
+		ended, ok := err.(*commands.CredentialEndedError)
+		require.True(t, ok, "%s: want a *commands.CredentialEndedError, got %T: %v", tc.task, err, err)
+		require.Equal(t, tc.want, ended.End, tc.task)
+		require.Equal(t, before, w.Engine().Head(), "%s: the writer recorded the refused command", tc.task)
+	}
+	close(released)
+	waitHead(t, f, w.Engine().Head())
+	require.Equal(t, w.Engine().Head(), f.Engine().Head(), "the follower's copy holds what the writer's does, no more")
+}
+
+// waitHead waits until n's engine has folded position pos.
+func waitHead(t *testing.T, n *Node, pos uint64) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		ch := n.Engine().Changed()
+		if n.Engine().Head() >= pos {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("%s did not fold position %d (at %d)", n.o.Name, pos, n.Engine().Head())
+		}
+	}
+}
+
+// A forwarded request's credential travels in a header beside the request's bytes, which are what a follower of the
+// build before forwarded credentials sends: a writer of that build reads the bytes alone, as it read every forwarded
+// request, and a writer of this build reads the credential from the header. A request without a credential has no
+// header. The request is sent once: no answer makes a follower send it again without its credential.
+func TestForwardedCredentialTravelsBesideTheRequest(t *testing.T) {
+	for _, cred := range []*commands.Credential{
+		{RunID: "R", Key: "T1", Digest: strings.Repeat("ab", 32), TaskID: "T1"},
+		nil,
+	} {
+		var mu sync.Mutex
+		var asked []*nats.Msg
+		f := followerOfAFakeWriterReplying(t, startNATS(t), func(m *nats.Msg) []byte {
+			mu.Lock()
+			asked = append(asked, m)
+			mu.Unlock()
+			b, _ := commands.EncodeReply(commands.Reply{Result: []byte(`{"ok":true}`)}, nil)
+			return b
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		r := commands.Request{Principal: events.WorkerPrincipal("R", "T1"), CommandID: "m1",
+			Actor: events.Actor{Role: events.RoleWorker, TaskID: "T1"}, MaxResultBytes: 4096, Credential: cred,
+			Command: &commands.MessageSend{RunID: "R", FromTask: "T1", To: []string{"T2"}, Body: "hi"}}
+		rep, err := f.Engine().Submit(ctx, r)
+		cancel()
+		require.NoError(t, err)
+		require.JSONEq(t, `{"ok":true}`, string(rep.Result))
+		mu.Lock()
+		require.Len(t, asked, 1, "sent once")
+		m := asked[0]
+		mu.Unlock()
+
+		got, err := commands.DecodeRequest(m.Data)
+		require.NoError(t, err)
+		plain := r
+		plain.Credential = nil
+		require.Equal(t, plain, got, "the bytes are the request without its credential")
+		want, err := commands.EncodeRequest(plain)
+		require.NoError(t, err)
+		require.Equal(t, want, m.Data, "the bytes a follower of the build before sends")
+		h := m.Header.Get(credentialHeader)
+		if cred == nil {
+			require.Empty(t, h, "no credential, no header")
+			continue
+		}
+		gotCred, err := commands.DecodeCredential(h)
+		require.NoError(t, err)
+		require.Equal(t, cred, gotCred, "the credential, in its header")
+	}
+}
+
+// A follower answers the writer's refusal of an ended credential as itself — unless an earlier attempt of the same
+// request went unanswered: the writer checks the credential before it looks the command id up, so that attempt may
+// have been decided, and every later one is refused all the same. Then it answers in doubt at once.
+func TestFollowerInDoubtDoesNotAnswerCredentialEnded(t *testing.T) {
+	ended := &commands.CredentialEndedError{End: commands.CredentialTaskEnded}
+	f, asked := followerOfAFakeWriter(t, func(int32) error { return ended })
+	_, err := submitRunCreate(f, "c-1")
+	require.Equal(t, ended, err)
+	require.Equal(t, int32(1), asked.Load())
+
+	f, asked = followerOfAFakeWriter(t, func(n int32) error {
+		if n == 1 {
+			return commands.ErrFailed
+		}
+		return ended
+	})
+	_, err = submitRunCreate(f, "c-1")
+	require.ErrorIs(t, err, ErrNoWriter)
+	var got *commands.CredentialEndedError
+	require.NotErrorAs(t, err, &got)
+	require.Equal(t, int32(2), asked.Load(), "in doubt at once, not sent again")
+}
+
+// A writer refuses a forwarded request whose credential header it cannot read, before deciding anything, as a
+// failure (in doubt for the follower, never a definitive answer): it is not read as no credential, which would
+// decide the request unchecked.
+func TestWriterRefusesAnUnreadableCredentialHeader(t *testing.T) {
+	srv := startNATS(t)
+	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
+	w := startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second})
+	data, err := commands.EncodeRequest(commands.Request{Principal: events.AdminPrincipal(), CommandID: "c-1",
+		Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}})
+	require.NoError(t, err)
+	head := w.Engine().Head()
+	nc := connectTo(t, srv)
+	for _, h := range []string{"!!", "wcE", strings.Repeat("A", 20000)} {
+		m := nats.NewMsg(cfg.CommandSubject())
+		m.Data = data
+		m.Header.Set(credentialHeader, h)
+		ans, err := nc.RequestMsg(m, 5*time.Second)
+		require.NoError(t, err, "%.8s", h)
+		_, err = commands.DecodeReply(ans.Data)
+		require.ErrorIs(t, err, commands.ErrRemote, "%.8s: a failure", h)
+		require.Contains(t, err.Error(), "credential", "%.8s", h)
+	}
+	require.Equal(t, head, w.Engine().Head(), "nothing decided")
+}
