@@ -39,6 +39,8 @@ func TestRevalidationCopiesNoCall(t *testing.T) {
 			require.NotEmpty(t, dec.Events)
 		})
 	}
+	// NB: not equal, within a few: the race detector's instrumentation allocates a little more in some runs than in
+	// others. A copy of the calls seen allocates a few thousand more (4,426 against 409 when it was there).
 	few, many := allocs(0), allocs(4000)
-	require.Equal(t, few, many, "allocations with 2 calls seen and with 4,002")
+	require.Less(t, many, few+64, "allocations with 2 calls seen and with 4,002")
 }
