@@ -169,12 +169,14 @@ func runStatusPayload(to projections.RunStatus, p events.RunStatusChanged) any {
 // delegation of the run not already asked to cancel.
 func cancelInFlight(s *projections.State, env *Env, runID, reason string) []events.Event {
 	var evs []events.Event
-	for _, d := range s.Delegations(runID) {
-		if !d.Status.Terminal() && !d.CancelRequested {
+	// NB: the delegations in flight only (at most the slot pool), never every delegation the run has settled.
+	s.EachInFlight(runID, func(d projections.Delegation) bool {
+		if !d.CancelRequested {
 			evs = append(evs, env.event(runID, events.TypeDelegateCancelRequested,
 				&events.DelegateCancelRequested{TaskID: d.ParentTaskID, SubID: d.SubID, Reason: reason}))
 		}
-	}
+		return true
+	})
 	return evs
 }
 

@@ -141,6 +141,7 @@ func admit(s *State, r *runState, p *events.DelegateAdmitted, at int64, pos uint
 		AdmittedPosition: pos,
 	}
 	r.delOrder = append(r.delOrder, p.SubID)
+	r.inFlight = append(r.inFlight, p.SubID)
 	holdSlot(s, r.run.RunID, p.SubID)
 	if r.tasks[p.SubID] != nil {
 		return
@@ -184,6 +185,10 @@ func settle(s *State, r *runState, st DelegationStatus, p *events.DelegateSettle
 	d.Expired = p.Expired
 	d.MessageID = p.MessageID
 	releaseSlot(s, p.SubID)
+	r.inFlight = slices.DeleteFunc(r.inFlight, func(sub string) bool { return sub == p.SubID })
+	if len(r.inFlight) == 0 {
+		r.inFlight = nil // as a run loaded from a snapshot has it
+	}
 	if t := r.tasks[p.SubID]; t != nil {
 		r.setTaskStatus(t, st.taskStatus())
 		t.FinishedAt = at
@@ -204,6 +209,22 @@ func (s *State) Delegation(runID, subID string) (Delegation, bool) {
 func (s *State) Delegations(runID string) []Delegation {
 	p, _ := s.DelegationsPage(runID, PageFilter{})
 	return p.Items
+}
+
+// EachInFlight calls fn with each of run runID's delegations in flight (queued or running: those that hold a slot)
+// in admission order, until fn returns false. It walks only those, however many delegations the run has settled,
+// and d is a copy. Decisions that act on the delegations in flight (a run's end, a budget abort) use it; a query
+// returns Delegations' copies of them all.
+func (s *State) EachInFlight(runID string, fn func(d Delegation) bool) {
+	r := s.run(runID)
+	if r == nil {
+		return
+	}
+	for _, sub := range r.inFlight {
+		if !fn(*r.dels[sub]) {
+			return
+		}
+	}
 }
 
 // InFlight returns every delegation that holds a slot, daemon-wide, ordered

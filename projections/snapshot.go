@@ -376,6 +376,7 @@ func addSnapshotRun(s *State, sr *snapshotRun) error {
 		r.dels[d.SubID] = d
 		r.delOrder = append(r.delOrder, d.SubID)
 		if !d.Status.Terminal() {
+			r.inFlight = append(r.inFlight, d.SubID)
 			holdSlot(s, r.run.RunID, d.SubID)
 		}
 	}

@@ -57,6 +57,9 @@ type runState struct {
 
 	dels     map[string]*Delegation // by subId
 	delOrder []string
+	// inFlight is delOrder without the settled delegations (EachInFlight): those that hold a slot, so at most the
+	// pool's capacity, however many the run has settled.
+	inFlight []string
 
 	accounts     map[string]*Account // by task id
 	accountOrder []string
@@ -171,7 +174,7 @@ func (r *runState) clone() *runState {
 		dels = append(dels, *d)
 		c.dels[id] = &dels[len(dels)-1]
 	}
-	c.delOrder = cloneSlice(r.delOrder)
+	c.delOrder, c.inFlight = cloneSlice(r.delOrder), cloneSlice(r.inFlight)
 	c.accounts = make(map[string]*Account, len(r.accounts))
 	for id, a := range r.accounts {
 		c.accounts[id] = a.clone()

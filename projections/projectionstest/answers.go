@@ -27,7 +27,7 @@ var (
 		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage", "LedgerTotals",
 		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "RunStatus", "Runs", "SlotHolder", "SlotWaiters", "Slots",
 		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "Task", "TaskStatus", "Tasks", "TasksPage", "LiveTasks", "EachLiveTask",
-		"EachWorkflowTask",
+		"EachWorkflowTask", "EachInFlight",
 		"ActiveLeases", "Job", "JobCount", "JobHeader", "JobPage", "JobTool", "Jobs", "EachJob", "LiveRequests",
 		"ProxyRequestOf", "RevokedRootsOf",
 	}
@@ -136,6 +136,9 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 		}
 		dels := s.Delegations(run)
 		q("Delegations", dels)
+		var inFlight []projections.Delegation
+		s.EachInFlight(run, func(d projections.Delegation) bool { inFlight = append(inFlight, d); return true })
+		q("EachInFlight", inFlight)
 		recordPages(t, q, "DelegationsPage", func(f projections.PageFilter) (string, any, error) {
 			p, err := s.DelegationsPage(run, f)
 			return p.NextCursor, p, err
