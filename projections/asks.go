@@ -42,6 +42,9 @@ func (r *runState) addAsk(a *Ask) {
 	r.asks[a.QuestionID] = a
 	r.askOrder = append(r.askOrder, a.QuestionID)
 	r.askTally.appended(len(r.askOrder), a.Status == AskPending)
+	if a.Status == AskPending {
+		r.pendingAsks = append(r.pendingAsks, a.QuestionID)
+	}
 }
 
 func applyAsk(r *runState, ev events.Event) {
@@ -75,6 +78,10 @@ func resolveAsk(r *runState, taskID, questionID string, st AskStatus, at int64) 
 		a.Status = st
 		a.ResolvedAt = at
 		r.askTally.settled(len(r.askOrder), func(i int) bool { return r.asks[r.askOrder[i]].Status != AskPending })
+		r.pendingAsks = slices.DeleteFunc(r.pendingAsks, func(id string) bool { return id == questionID })
+		if len(r.pendingAsks) == 0 {
+			r.pendingAsks = nil // as a run loaded from a snapshot has it
+		}
 	}
 	// R4: waitState is cleared only when it points at this task+question.
 	if w := r.run.WaitState; w != nil && w.TaskID == taskID && w.QuestionID == questionID {
@@ -121,13 +128,15 @@ func (s *State) AsksPage(runID string, pending bool, f PageFilter) (Page[Ask], e
 
 // DueAsks returns the pending questions, daemon-wide, whose deadline (unix
 // ms) is at or before now: what the engine clock must time out, in run
-// creation order then asking order. It walks the hot runs without copying
-// them (a cold run has no pending question).
+// creation order then asking order. It walks the pending questions of the
+// hot runs without copying them (a cold run has no pending question), not
+// every question they have had answered: the engine clock asks at every
+// tick, under the published state's lock.
 func (s *State) DueAsks(now int64) []Ask {
 	var due []*runState
 	for _, r := range s.runs {
-		for _, qid := range r.askOrder {
-			if a := r.asks[qid]; a.Status == AskPending && a.Deadline <= now {
+		for _, qid := range r.pendingAsks {
+			if r.asks[qid].Deadline <= now {
 				due = append(due, r)
 				break
 			}
@@ -136,8 +145,8 @@ func (s *State) DueAsks(now int64) []Ask {
 	slices.SortFunc(due, func(a, b *runState) int { return a.ord - b.ord })
 	var out []Ask
 	for _, r := range due {
-		for _, qid := range r.askOrder {
-			if a := r.asks[qid]; a.Status == AskPending && a.Deadline <= now {
+		for _, qid := range r.pendingAsks {
+			if a := r.asks[qid]; a.Deadline <= now {
 				out = append(out, *a.clone())
 			}
 		}

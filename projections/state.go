@@ -78,6 +78,9 @@ type runState struct {
 	asks     map[string]*Ask // by question id
 	askOrder []string
 	askTally pendingTally // the asks still pending (AsksPage's pending pages)
+	// pendingAsks is askOrder without the questions answered or timed out: what the engine clock walks at every
+	// tick (DueAsks), however many questions the run has had answered.
+	pendingAsks []string
 
 	creds     map[string]*Credential // by key
 	credOrder []string
@@ -192,7 +195,7 @@ func (r *runState) clone() *runState {
 	}
 	c.boxTally = maps.Clone(r.boxTally)
 	c.askOrder = cloneSlice(r.askOrder)
-	c.askTally = r.askTally
+	c.askTally, c.pendingAsks = r.askTally, cloneSlice(r.pendingAsks)
 	for k, cr := range r.creds {
 		cc := *cr
 		c.creds[k] = &cc

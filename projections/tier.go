@@ -420,12 +420,7 @@ func (s *State) mayEvict(r *runState) bool {
 	if _, waiting := s.waiting[r.run.RunID]; waiting {
 		return false
 	}
-	for _, a := range r.asks {
-		if a.Status == AskPending {
-			return false
-		}
-	}
-	return true
+	return len(r.pendingAsks) == 0
 }
 
 // Evict makes hot run id cold, keeping its summary in memory unless the
