@@ -167,11 +167,11 @@ func (c *JobRootsReset) decide(s *projections.State, env *Env) (Decision, error)
 	if _, err := jobRun(s, c.RunID); err != nil {
 		return Decision{}, err
 	}
-	rr := s.RevokedRootsOf(c.RunID)
-	res := map[string]any{"ok": true, "roots": len(rr.Roots), "saturated": rr.Saturated}
-	if len(rr.Roots) == 0 && !rr.Saturated {
+	roots, saturated := s.RevokedRootCount(c.RunID)
+	res := map[string]any{"ok": true, "roots": roots, "saturated": saturated}
+	if roots == 0 && !saturated {
 		return Decision{Result: res}, nil
 	}
-	ev := env.event(c.RunID, events.TypeJobRootsReset, &events.JobRootsReset{Roots: len(rr.Roots), Saturated: rr.Saturated})
+	ev := env.event(c.RunID, events.TypeJobRootsReset, &events.JobRootsReset{Roots: roots, Saturated: saturated})
 	return Decision{Events: []events.Event{ev}, Result: res}, nil
 }

@@ -130,9 +130,9 @@ func (c *LeaseClear) decide(s *projections.State, env *Env) (Decision, error) {
 // root into the run's bounded set, or saturates the set when it is full
 // (T18), and aborts the requests in flight.
 func clearLease(s *projections.State, env *Env, runID string, j projections.JobHeader, reason string) events.Event {
-	rr := s.RevokedRootsOf(runID)
+	roots, saturated := s.RevokedRootCount(runID) // NB: not a copy of the roots of every lease cleared before
 	p := &events.LeaseCleared{JobID: j.JobID, Generation: j.Generation, RootToolCallID: j.Root, Reason: reason, Aborted: j.InFlight}
-	if !rr.Saturated && len(rr.Roots) >= env.Config.JobLimits().RevokedRoots {
+	if !saturated && roots >= env.Config.JobLimits().RevokedRoots {
 		p.Saturated = true
 	}
 	return env.event(runID, events.TypeLeaseCleared, p)

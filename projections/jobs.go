@@ -471,6 +471,17 @@ func (s *State) RevokedRootsOf(runID string) RevokedRoots {
 	return RevokedRoots{Roots: cloneSlice(r.roots.Roots), Saturated: r.roots.Saturated}
 }
 
+// RevokedRootCount is RevokedRootsOf(runID) without copying the roots: how many the run has revoked, and whether the
+// set saturated. Clearing a lease reads it, and the set holds a root for every lease cleared before (as many as the
+// config's revokedRootLimit).
+func (s *State) RevokedRootCount(runID string) (n int, saturated bool) {
+	r := s.run(runID)
+	if r == nil {
+		return 0, false
+	}
+	return len(r.roots.Roots), r.roots.Saturated
+}
+
 // Authorization is the answer of Authorize (T17, T18).
 type Authorization struct {
 	Allowed bool   `json:"allowed"`

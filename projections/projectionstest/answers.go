@@ -29,7 +29,7 @@ var (
 		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "Task", "TaskStatus", "Tasks", "TasksPage", "LiveTasks", "EachLiveTask",
 		"EachWorkflowTask", "EachInFlight",
 		"ActiveLeases", "Job", "JobCount", "JobHeader", "JobPage", "JobTool", "Jobs", "EachJob", "LiveRequests",
-		"ProxyRequestOf", "RevokedRootsOf",
+		"ProxyRequestOf", "RevokedRootsOf", "RevokedRootCount",
 	}
 	stateNotQueries = []string{
 		"AssumePool", "Clone", "ColdInMemory", "ColdRuns", "ColdStore", "EvictAll", "Evict", "Evictable", "FaultIn", "HotRuns", "IsCold", "MissingViews",
@@ -197,6 +197,8 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 		q("ActiveLeases", s.ActiveLeases(run))
 		rr := s.RevokedRootsOf(run)
 		q("RevokedRootsOf", rr)
+		roots, saturated := s.RevokedRootCount(run)
+		q("RevokedRootCount", roots, saturated)
 		q("Authorize/none", s.Authorize(run, "", "x"))
 		for _, root := range append(rr.Roots, "nope") {
 			q("Authorize/"+root, s.Authorize(run, root+"/c", "x"))
