@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/crewlog/crewlog/events"
@@ -42,6 +43,10 @@ type Job struct {
 	seen  map[string]*ProxyRequest // request id → record
 	grant map[string]int           // tool name → index in Tools
 	ro    map[string]bool          // ReadOnly as a set
+	// live are the Requests in flight (ProxyRequest.Live), in the order seen: what a lease's clearing aborts and a
+	// disconnect cancels, at most the config's proxyMaxInFlight, where Requests holds every call the job has seen.
+	// NB: kept inside the state; a query's copy carries nil.
+	live []*ProxyRequest
 }
 
 // States of a ProxyRequest.
@@ -99,8 +104,12 @@ func (r *runState) addJob(j *Job) {
 // and a snapshot decode both come here).
 func (j *Job) index() {
 	j.seen = make(map[string]*ProxyRequest, len(j.Requests))
+	j.live = nil
 	for _, p := range j.Requests {
 		j.seen[p.RequestID] = p
+		if p.Live() {
+			j.live = append(j.live, p)
+		}
 	}
 	j.grant = make(map[string]int, len(j.Tools))
 	for i, t := range j.Tools {
@@ -117,7 +126,7 @@ func (j *Job) fields() Job {
 	c := *j
 	c.Tools, c.Fingerprints = cloneSlice(j.Tools), cloneSlice(j.Fingerprints)
 	c.Callables, c.ReadOnly = cloneSlice(j.Callables), cloneSlice(j.ReadOnly)
-	c.Requests, c.seen, c.grant, c.ro = nil, nil, nil, nil
+	c.Requests, c.seen, c.grant, c.ro, c.live = nil, nil, nil, nil, nil
 	return c
 }
 
@@ -150,6 +159,23 @@ func (rr *RevokedRoots) index() {
 func (j *Job) see(p *ProxyRequest) {
 	j.Requests = append(j.Requests, p)
 	j.seen[p.RequestID] = p
+	if p.Live() {
+		j.live = append(j.live, p)
+	}
+}
+
+// end moves q, a call in flight, to state st, and out of the calls in flight.
+func (j *Job) end(q *ProxyRequest, st string) {
+	q.State = st
+	j.endLive(func(p *ProxyRequest) bool { return p == q })
+}
+
+// endLive drops the calls in flight that ended reports ended, keeping the others in order.
+func (j *Job) endLive(ended func(q *ProxyRequest) bool) {
+	j.live = slices.DeleteFunc(j.live, ended)
+	if len(j.live) == 0 {
+		j.live = nil // as index leaves a job with none
+	}
 }
 
 func applyJob(r *runState, ev events.Event) {
@@ -189,11 +215,14 @@ func applyJob(r *runState, ev events.Event) {
 	case events.TypeLeaseCleared:
 		if p := events.PayloadAs[events.LeaseCleared](ev); p != nil {
 			j.LeaseActive = false
-			for _, q := range j.Requests {
-				if q.Generation == p.Generation && q.Live() {
-					q.State = ProxyAborted
+			// NB: the calls in flight alone, not every call the job has seen.
+			j.endLive(func(q *ProxyRequest) bool {
+				if q.Generation != p.Generation {
+					return false
 				}
-			}
+				q.State = ProxyAborted
+				return true
+			})
 			j.InFlight = 0
 			if p.Saturated {
 				r.roots.Roots, r.roots.Saturated = nil, true
@@ -224,7 +253,8 @@ func applyJob(r *runState, ev events.Event) {
 				State: ProxyRejected, Reason: p.Reason,
 			})
 		case p.Op == events.ProxyOpRevalidate && q != nil && q.Live():
-			q.State, q.Reason = ProxyRejected, p.Reason
+			q.Reason = p.Reason
+			j.end(q, ProxyRejected)
 			j.InFlight--
 		}
 	case events.TypeManifestRevalidated:
@@ -241,14 +271,15 @@ func applyJob(r *runState, ev events.Event) {
 			case p.Fenced:
 				q.Fenced = true
 			case q.Live():
-				q.State, q.ResultPosition = ProxyCompleted, ev.Position
+				q.ResultPosition = ev.Position
+				j.end(q, ProxyCompleted)
 				j.InFlight--
 			}
 		}
 	case events.TypeProxyCancelled:
 		if p := events.PayloadAs[events.ProxyCancelled](ev); p != nil {
 			if q := j.seen[p.RequestID]; q != nil && q.Live() {
-				q.State = ProxyCancelled
+				j.end(q, ProxyCancelled)
 				j.InFlight--
 			}
 		}
@@ -366,10 +397,8 @@ func (s *State) LiveRequests(runID, jobID string) []string {
 		return nil
 	}
 	var out []string
-	for _, q := range r.jobs[jobID].Requests {
-		if q.Live() {
-			out = append(out, q.RequestID)
-		}
+	for _, q := range r.jobs[jobID].live { // NB: not every call the job has seen
+		out = append(out, q.RequestID)
 	}
 	return out
 }
@@ -380,7 +409,9 @@ func (s *State) Job(runID, jobID string) (Job, bool) {
 	if r == nil || r.jobs[jobID] == nil {
 		return Job{}, false
 	}
-	return *r.jobs[jobID].clone(), true
+	c := r.jobs[jobID].clone()
+	c.live = nil
+	return *c, true
 }
 
 // JobPage is a job with one page of its calls (State.JobPage).
@@ -425,7 +456,9 @@ func (s *State) Jobs(runID string) []Job {
 	}
 	out := make([]Job, 0, len(r.jobOrder))
 	for _, id := range r.jobOrder {
-		out = append(out, *r.jobs[id].clone())
+		c := r.jobs[id].clone()
+		c.live = nil
+		out = append(out, *c)
 	}
 	return out
 }
@@ -441,7 +474,9 @@ func (s *State) EachJob(runID string, fn func(j Job) bool) {
 		return
 	}
 	for _, id := range r.jobOrder {
-		if !fn(*r.jobs[id]) {
+		j := *r.jobs[id]
+		j.live = nil
+		if !fn(j) {
 			return
 		}
 	}
