@@ -185,8 +185,7 @@ func JobDetailOf(st *projections.State, runID, jobID string, from, limit int) (o
 	if pg.Next < pg.Seen {
 		out.NextCursor = strconv.Itoa(pg.Next)
 	}
-	rr := st.RevokedRootsOf(runID)
-	out.RevokedRoots, out.Saturated = len(rr.Roots), rr.Saturated
+	out.RevokedRoots, out.Saturated = st.RevokedRootCount(runID)
 	return out, true
 }
 

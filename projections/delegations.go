@@ -211,8 +211,8 @@ func (s *State) Delegations(runID string) []Delegation {
 	return p.Items
 }
 
-// EachInFlight calls fn with each of run runID's delegations in flight (queued or running: those that hold a slot)
-// in admission order, until fn returns false. It walks only those, however many delegations the run has settled,
+// EachInFlight calls fn with each of run runID's delegations in flight (not settled: queued or running) in
+// admission order, until fn returns false. It walks only those, however many delegations the run has settled,
 // and d is a copy. Decisions that act on the delegations in flight (a run's end, a budget abort) use it; a query
 // returns Delegations' copies of them all.
 func (s *State) EachInFlight(runID string, fn func(d Delegation) bool) {
