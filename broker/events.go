@@ -12,12 +12,12 @@ import (
 // maxSinceLimit bounds a page of events.since (D§7.5).
 const maxSinceLimit = 1000
 
-// handleEventsSince pages through the run's stream: {sinceSeq? (default 0; negative counts as 0), limit? 1..1000 (default 1000)} →
-// {events, nextSeq, hasMore}, the events after sinceSeq in seq order. nextSeq is the seq of the last event returned
-// (sinceSeq when none), so passing it back as sinceSeq continues without a repeat or a gap (GS-18). A page also
-// stops short of the limit when one more event would not fit in the rest of the frame (hasMore tells): that event
-// opens the next page. Only an event too large for a page of its own is sent omitted (its data left out), or bare
-// when even that would not fit (fitEvent).
+// handleEventsSince pages through the run's stream: {sinceSeq? (default 0; negative counts as 0), limit? (default
+// 1000; clamped to 1..1000)} → {events, nextSeq, hasMore}, the events after sinceSeq in seq order. nextSeq is the seq
+// of the last event returned (sinceSeq when none), so passing it back as sinceSeq continues without a repeat or a gap
+// (GS-18). A page also stops short of the limit when one more event would not fit in the rest of the frame (hasMore
+// tells): that event opens the next page. Only an event too large for a page of its own is sent omitted (its data
+// left out), or bare when even that would not fit (fitEvent).
 //
 // The page is read from the log alone, so a cold run is not read back for it (runSummary, not run: its records
 // would be decoded and thrown away), and it is answered as the bytes json.Marshal would give for

@@ -80,7 +80,7 @@ func (p *params) clampedInt(key string, lo, hi, def int64) int64 {
 	return int64(math.Min(math.Max(math.Floor(f), float64(lo)), float64(hi)))
 }
 
-// maxSinceSeq is the largest stream position a client can name exactly (a JSON number, 2^53): one past it counts as
+// maxSinceSeq is the largest stream position a client can name exactly (a JSON number, 2^53): a larger one counts as
 // it, and no run's stream is that long.
 const maxSinceSeq = 1 << 53
 

@@ -26,11 +26,11 @@ type waitResult struct {
 	WaitedMs int64  `json:"waitedMs"`
 }
 
-// handleWaitStatus: {taskId, until, timeoutMs? 0..60000 (default 30000)} → {taskId, status, waitedMs} once the
-// task's status equals until — any terminal status satisfies a terminal until — or wait-timeout. It waits on its
-// task's change signal (waitHub: no polling, no wake for other tasks' commits) in its own goroutine, so the connection keeps serving other requests;
-// at most MaxWaitsPerConn per connection and
-// MaxWaitsPerCredential per credential (too-many-waits beyond).
+// handleWaitStatus: {taskId, until, timeoutMs? (default 30000; clamped to 0..60000)} → {taskId, status, waitedMs}
+// once the task's status equals until — any terminal status satisfies a terminal until — or wait-timeout. It waits on
+// its task's change signal (waitHub: no polling, no wake for other tasks' commits) in its own goroutine, so the
+// connection keeps serving other requests; at most MaxWaitsPerConn per connection and MaxWaitsPerCredential per
+// credential (too-many-waits beyond).
 func handleWaitStatus(cl *call) (any, error) {
 	p := readParams(cl)
 	taskID := p.str("taskId", true, 256)
