@@ -100,8 +100,8 @@ func (r *runState) addJob(j *Job) {
 	r.jobOrder = append(r.jobOrder, j.JobID)
 }
 
-// index rebuilds the job's lookup maps from its exported fields (the fold
-// and a snapshot decode both come here).
+// index rebuilds the job's lookup maps and its calls in flight (live) from
+// its exported fields (the fold and a snapshot decode both come here).
 func (j *Job) index() {
 	j.seen = make(map[string]*ProxyRequest, len(j.Requests))
 	j.live = nil
