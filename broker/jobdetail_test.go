@@ -138,7 +138,9 @@ func TestJobDetailOfCopiesThePageAlone(t *testing.T) {
 		require.Equal(t, strconv.Itoa(n/2+limit), d.NextCursor)
 		return testing.AllocsPerRun(10, func() { JobDetailOf(st, runR, "J", n/2, limit) })
 	}
+	// NB: within a few, not equal: AllocsPerRun counts every goroutine's allocations, and the package runs under the
+	// race detector in CI. A copy of every call would allocate thousands more (one a call, and the lookup maps).
 	few, many := allocs(400), allocs(8000)
-	require.Equal(t, few, many, "the allocations of a page do not grow with the job's calls")
+	require.LessOrEqual(t, many, few+4, "the allocations of a page do not grow with the job's calls")
 	require.Less(t, many, float64(limit/2), "nor with the page's: its calls are copied together")
 }
