@@ -46,5 +46,22 @@ func TestDueAsksWalksThePendingAlone(t *testing.T) {
 	require.Len(t, due, 1)
 	require.Equal(t, "q-due", due[0].QuestionID)
 	require.Len(t, s.DueAsks(at(0)+3_600_000), 2)
-	require.False(t, s.mayEvict(r), "a run with a question pending stays hot")
+
+	// Whether an ended run may go cold reads its pending questions alone too. NB: the run ended and its park slot
+	// freed (q-later answered), or mayEvict answers before it looks at the questions.
+	h := askedHistory(1000)
+	h.add(runR, events.TypeAskAnswered, &events.AskAnswered{TaskID: taskP, QuestionID: "q-later"})
+	h.add(runR, events.TypeRunCompleted, &events.RunCompleted{Summary: "done"})
+	ended := fold(h.evs)
+	r = ended.runs[runR]
+	require.Nil(t, r.run.WaitState)
+	for id := range r.asks {
+		if strings.HasPrefix(id, "q-old-") {
+			r.asks[id] = nil
+		}
+	}
+	require.False(t, ended.mayEvict(r), "an ended run with a question pending stays hot")
+	h.add(runR, events.TypeAskAnswered, &events.AskAnswered{TaskID: taskP, QuestionID: "q-due"})
+	answered := fold(h.evs)
+	require.True(t, answered.mayEvict(answered.runs[runR]), "and may go cold once none is")
 }
