@@ -3,8 +3,10 @@ package broker
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
 	"slices"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/crewlog/crewlog/broker/wire"
@@ -67,14 +69,16 @@ func (p *params) int(key string, lo, hi, def int64) int64 {
 // clampedInt reads a number as pi-crew reads the numbers of events.since, events.subscribe and task.waitStatus
 // (D§7.5: `typeof v === "number" ? min(max(lo, floor(v)), hi) : def`): floored and clamped to lo..hi, and anything
 // that is no number (absent, null, a string, a bool) the default. pi-crew never refuses these params, so a client
-// written against it may send a value out of range, and is answered as pi-crew answers it.
+// written against it may send a value out of range, and is answered as pi-crew answers it. A number past float64's
+// range (1e400) is clamped as the infinity JavaScript reads it as.
 func (p *params) clampedInt(key string, lo, hi, def int64) int64 {
 	v, ok := p.get(key)
-	if !ok {
+	if !ok || v[0] != '-' && (v[0] < '0' || v[0] > '9') {
 		return def
 	}
-	var f float64
-	if v[0] == '"' || json.Unmarshal(v, &f) != nil {
+	// NB: the frame is valid JSON (wire.Reader), so v is a number token; ParseFloat reads one past the range as ±Inf.
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
 		return def
 	}
 	return int64(math.Min(math.Max(math.Floor(f), float64(lo)), float64(hi)))
