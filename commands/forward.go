@@ -2,7 +2,6 @@ package commands
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -130,46 +129,42 @@ func decodeBound(rest []byte) (int, error) {
 	return bound, nil
 }
 
-// A forwarded request's Credential (its digest, never the secret) travels beside the request's bytes, in a header
-// of the NATS message that carries them (cluster's forward.go), so that the writer checks it against the state it
-// decides the request on, as it checks a local one.
+// A forwarded request's Credential (its digest, never the secret) travels beside the request's bytes (cluster's
+// forward.go puts it in a header of the message that carries them), so that the writer checks it against the state
+// it decides the request on, as it checks a local one.
 //
 // NB: beside the bytes, not in them. A writer of the build before forwarded credentials decodes the request's array
 // strictly (msgpack refuses an array-encoded struct of another length) and refuses any value after its bound, so no
-// form of the bytes could carry the credential to it; it reads the message's data alone and ignores a header. So a
-// follower of this build sends every request so, and a writer of the build before decides it as it decided every
-// forwarded request, without the check; a writer of this build decides a request of a follower of the build before,
-// which has no header, as that build did. In a rolling upgrade a forwarded request is checked once its follower and
-// the writer both run this build, and no answer of any node makes a follower of this build drop the credential.
+// form of the bytes could carry the credential to it; it reads the bytes alone. So a follower of this build sends
+// every request so, and a writer of the build before decides it as it decided every forwarded request, without the
+// check; a writer of this build decides a request of a follower of the build before, which sends no credential, as
+// that build did. In a rolling upgrade a forwarded request is checked once its follower and the writer both run
+// this build, and no answer of any node makes a follower of this build drop the credential.
 
-// EncodeCredential encodes c for the header that carries it beside a forwarded request: the unpadded URL-safe
-// base64 of the msgpack array of its four strings, a header's value whatever the strings hold. nil is "".
-func EncodeCredential(c *Credential) (string, error) {
+// EncodeCredential encodes c to travel beside a forwarded request: the msgpack array of its four strings. nil is
+// no bytes.
+func EncodeCredential(c *Credential) ([]byte, error) {
 	if c == nil {
-		return "", nil
+		return nil, nil
 	}
 	b, err := msgpack.Marshal([4]string{c.RunID, c.Key, c.Digest, c.TaskID})
 	if err != nil {
-		return "", fmt.Errorf("commands: encode the credential of a forwarded request: %w", err)
+		return nil, fmt.Errorf("commands: encode the credential of a forwarded request: %w", err)
 	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
+	return b, nil
 }
 
-// maxCredentialHeader bounds the header DecodeCredential reads: four strings of at most a few hundred bytes each
-// (a run id, a task id, a key and a digest), base64-encoded, fit in it many times over.
-const maxCredentialHeader = 16 << 10
+// MaxCredentialBytes bounds what DecodeCredential reads: four strings of at most a few hundred bytes each (a run
+// id, a task id, a key and a digest) fit in it many times over.
+const MaxCredentialBytes = 8 << 10
 
-// DecodeCredential is the inverse of EncodeCredential; "" is no credential.
-func DecodeCredential(s string) (*Credential, error) {
-	if s == "" {
+// DecodeCredential is the inverse of EncodeCredential; no bytes is no credential.
+func DecodeCredential(b []byte) (*Credential, error) {
+	if len(b) == 0 {
 		return nil, nil
 	}
-	if len(s) > maxCredentialHeader {
-		return nil, fmt.Errorf("commands: decode the credential of a forwarded request: %d bytes", len(s))
-	}
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return nil, fmt.Errorf("commands: decode the credential of a forwarded request: %w", err)
+	if len(b) > MaxCredentialBytes {
+		return nil, fmt.Errorf("commands: decode the credential of a forwarded request: %d bytes", len(b))
 	}
 	if end, st := msgpacklen.Skip(b, 0, 1); st != msgpacklen.OK || end != len(b) {
 		return nil, errors.New("commands: decode the credential of a forwarded request: not one msgpack value")

@@ -266,7 +266,7 @@ func (n *Node) serve(m *nats.Msg) {
 		if err == nil {
 			// The credential the follower's broker checked against its copy, checked again against the state
 			// the writer decides on (forward.go); none from a follower of the build before forwarded credentials.
-			r.Credential, err = commands.DecodeCredential(m.Header.Get(credentialHeader))
+			r.Credential, err = credentialOfHeader(m.Header.Get(credentialHeader))
 		}
 		switch {
 		case err != nil:

@@ -156,7 +156,7 @@ func TestForwardedCredentialTravelsBesideTheRequest(t *testing.T) {
 			require.Empty(t, h, "no credential, no header")
 			continue
 		}
-		gotCred, err := commands.DecodeCredential(h)
+		gotCred, err := credentialOfHeader(h)
 		require.NoError(t, err)
 		require.Equal(t, cred, gotCred, "the credential, in its header")
 	}
@@ -208,4 +208,32 @@ func TestWriterRefusesAnUnreadableCredentialHeader(t *testing.T) {
 		require.Contains(t, err.Error(), "credential", "%.8s", h)
 	}
 	require.Equal(t, head, w.Engine().Head(), "nothing decided")
+}
+
+// A credential's header is a header's value whatever the credential's strings hold (no byte but the URL-safe base64
+// alphabet: no CR, LF or NUL a client put in a run or task id), read back as the same credential; no credential is
+// no header. A value that does not decode is refused, never read as no credential.
+func TestCredentialHeaderIsAHeadersValue(t *testing.T) {
+	c := &commands.Credential{RunID: "run\r\nX-Injected: 1", Key: "t\x00é", Digest: strings.Repeat("ab", 32),
+		TaskID: "t\x00é"}
+	h, err := credentialHeaderOf(c)
+	require.NoError(t, err)
+	for _, b := range []byte(h) {
+		require.True(t, b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b == '-' || b == '_',
+			"%q holds %q", h, b)
+	}
+	got, err := credentialOfHeader(h)
+	require.NoError(t, err)
+	require.Equal(t, c, got)
+	none, err := credentialHeaderOf(nil)
+	require.NoError(t, err)
+	require.Empty(t, none)
+	got, err = credentialOfHeader("")
+	require.NoError(t, err)
+	require.Nil(t, got)
+	for _, bad := range []string{"!!", h + "=", h[:len(h)-2], strings.Repeat("A", 20000), "wcE"} {
+		got, err := credentialOfHeader(bad)
+		require.Error(t, err, "%.8q", bad)
+		require.Nil(t, got)
+	}
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"time"
@@ -37,7 +38,7 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 	if err != nil {
 		return commands.Reply{}, true, err
 	}
-	cred, err := commands.EncodeCredential(r.Credential)
+	cred, err := credentialHeaderOf(r.Credential)
 	if err != nil {
 		return commands.Reply{}, true, err
 	}
@@ -122,12 +123,12 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 	}
 }
 
-// credentialHeader is the header of a forwarded request's message that carries its credential
-// (commands.EncodeCredential): beside the request's bytes, which a writer of the build before forwarded credentials
+// credentialHeader is the header of a forwarded request's message that carries its credential (credentialHeaderOf):
+// beside the request's bytes, which a writer of the build before forwarded credentials
 // reads alone (commands' forward.go says why).
 const credentialHeader = "Crewlog-Credential"
 
-// request sends data, with its credential cred (commands.EncodeCredential, "" for none), on the commands subject
+// request sends data, with its credential cred (credentialHeaderOf, "" for none), on the commands subject
 // and waits for one answer, 5 s at most.
 func (n *Node) request(ctx context.Context, data []byte, cred string) (*nats.Msg, error) {
 	m := nats.NewMsg(n.o.Log.CommandSubject())
@@ -156,4 +157,27 @@ func (n *Node) waitCopied(ctx context.Context, pos uint64) error {
 			return fmt.Errorf("%w: the writer committed position %d, not yet copied here: %w", ErrNoWriter, pos, ctx.Err())
 		}
 	}
+}
+
+// credentialHeaderOf is the value of a forwarded request's credential header: the unpadded URL-safe base64 of
+// commands.EncodeCredential's bytes, a header's value whatever the credential's strings hold ("" for none).
+func credentialHeaderOf(c *commands.Credential) (string, error) {
+	b, err := commands.EncodeCredential(c)
+	if err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// credentialOfHeader is the inverse of credentialHeaderOf; "" is no credential. A value that does not decode is
+// an error, never read as no credential, which would decide the request unchecked.
+func credentialOfHeader(h string) (*commands.Credential, error) {
+	if len(h) > base64.RawURLEncoding.EncodedLen(commands.MaxCredentialBytes) {
+		return nil, fmt.Errorf("cluster: a credential header of %d bytes", len(h))
+	}
+	b, err := base64.RawURLEncoding.DecodeString(h)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: decode the credential header: %w", err)
+	}
+	return commands.DecodeCredential(b)
 }
