@@ -111,7 +111,9 @@ func TestJobPageCopiesThePageAlone(t *testing.T) {
 		require.Len(t, pg.Requests, limit)
 		return testing.AllocsPerRun(10, func() { s.JobPage(runR, "J", n/2, limit) })
 	}
+	// NB: within a few, not equal: AllocsPerRun counts every goroutine's allocations, and under the race detector
+	// the count moves between runs. A copy of every call would allocate thousands more.
 	few, many := allocs(200, limit), allocs(20_000, limit)
-	require.Equal(t, few, many, "the allocations of a page do not grow with the job's calls")
-	require.Equal(t, allocs(200, 1), many, "nor with the page's")
+	require.LessOrEqual(t, many, few+4, "the allocations of a page do not grow with the job's calls")
+	require.LessOrEqual(t, many, allocs(200, 1)+4, "nor with the page's")
 }
