@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -201,7 +202,13 @@ func TestWriterRefusesAnUnreadableCredentialHeader(t *testing.T) {
 		m := nats.NewMsg(cfg.CommandSubject())
 		m.Data = data
 		m.Header.Set(credentialHeader, h)
-		ans, err := nc.RequestMsg(m, 5*time.Second)
+		// NB: the writer subscribes to the commands subject once elected, and a request before the server has its
+		// subscription has no responder: asked again, as a follower asks.
+		var ans *nats.Msg
+		require.Eventually(t, func() bool {
+			ans, err = nc.RequestMsg(m, 5*time.Second)
+			return !errors.Is(err, nats.ErrNoResponders)
+		}, 10*time.Second, 10*time.Millisecond, "%.8s: no writer subscribed", h)
 		require.NoError(t, err, "%.8s", h)
 		_, err = commands.DecodeReply(ans.Data)
 		require.ErrorIs(t, err, commands.ErrRemote, "%.8s: a failure", h)
