@@ -91,7 +91,8 @@ func handleInbox(cl *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return mailboxPage(cl, runID, box, projections.MailboxFilter{Pending: true, Limit: limit, Cursor: ordinal}, true)
+	return mailboxPage(cl, runID, box, projections.MailboxFilter{Pending: true, Limit: limit, Cursor: ordinal,
+		PastEndIsEmpty: true}, true)
 }
 
 // offsetCursor turns msg.inbox's cursor, a stringified offset (D§7.5: pi-crew's is String(offset)), into the

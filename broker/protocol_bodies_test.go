@@ -83,6 +83,9 @@ func TestInboxCursorIsAStringifiedOffset(t *testing.T) {
 		{cursor: "10", limit: 10, want: []string{`"m10"`, `"m11"`}},
 		{cursor: "9", limit: 1, want: []string{`"m09"`}, next: "10"},
 		{cursor: "12", limit: 5, want: nil},
+		{cursor: "13", limit: 5, want: nil},         // past the end: an empty page, as pi-crew slices its list
+		{cursor: "4294967295", limit: 5, want: nil}, // the largest offset
+		{cursor: "4294967296", limit: 5, wantError: true},
 		{cursor: "zz", limit: 5, wantError: true},
 		{cursor: "-1", limit: 5, wantError: true},
 	}

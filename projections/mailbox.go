@@ -1,6 +1,10 @@
 package projections
 
-import "github.com/crewlog/crewlog/events"
+import (
+	"strconv"
+
+	"github.com/crewlog/crewlog/events"
+)
 
 // MessageStatus is a message's delivery state: one field, one source of
 // truth (pi-crew split it between two files, P18), only ever moving forward.
@@ -108,6 +112,10 @@ type MailboxFilter struct {
 	Limit int
 	// Cursor is NextCursor of the previous page; empty starts at the first.
 	Cursor string
+	// PastEndIsEmpty reads a cursor past the last message as an empty page,
+	// not ErrBadCursor: msg.inbox's cursor is a client's offset, and pi-crew
+	// slices its list at it.
+	PastEndIsEmpty bool
 }
 
 // MailboxPage is one page of messages. Total counts the recipient's messages
@@ -131,7 +139,13 @@ func (s *State) Mailbox(runID, recipient string, f MailboxFilter) (MailboxPage, 
 	if f.Pending {
 		sel = pendingOf(r.boxTally[recipient], func(i int) bool { return r.msgs.At(box[i]).Status != MessageAcknowledged })
 	}
-	page, err := filteredPage(len(box), PageFilter{Limit: f.Limit, Cursor: f.Cursor}, sel,
+	cursor := f.Cursor
+	if f.PastEndIsEmpty {
+		if c, err := strconv.ParseUint(cursor, 36, 32); err == nil && c > uint64(len(box)) {
+			cursor = strconv.FormatUint(uint64(len(box)), 36)
+		}
+	}
+	page, err := filteredPage(len(box), PageFilter{Limit: f.Limit, Cursor: cursor}, sel,
 		func(i int) Message { return r.msgs.At(box[i]).clone() })
 	if err != nil {
 		return MailboxPage{}, err
