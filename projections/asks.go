@@ -78,10 +78,7 @@ func resolveAsk(r *runState, taskID, questionID string, st AskStatus, at int64) 
 		a.Status = st
 		a.ResolvedAt = at
 		r.askTally.settled(len(r.askOrder), func(i int) bool { return r.asks[r.askOrder[i]].Status != AskPending })
-		r.pendingAsks = slices.DeleteFunc(r.pendingAsks, func(id string) bool { return id == questionID })
-		if len(r.pendingAsks) == 0 {
-			r.pendingAsks = nil // as a run loaded from a snapshot has it
-		}
+		r.pendingAsks = dropFrom(r.pendingAsks, func(id string) bool { return id == questionID })
 	}
 	// R4: waitState is cleared only when it points at this task+question.
 	if w := r.run.WaitState; w != nil && w.TaskID == taskID && w.QuestionID == questionID {

@@ -185,10 +185,7 @@ func settle(s *State, r *runState, st DelegationStatus, p *events.DelegateSettle
 	d.Expired = p.Expired
 	d.MessageID = p.MessageID
 	releaseSlot(s, p.SubID)
-	r.inFlight = slices.DeleteFunc(r.inFlight, func(sub string) bool { return sub == p.SubID })
-	if len(r.inFlight) == 0 {
-		r.inFlight = nil // as a run loaded from a snapshot has it
-	}
+	r.inFlight = dropFrom(r.inFlight, func(sub string) bool { return sub == p.SubID })
 	if t := r.tasks[p.SubID]; t != nil {
 		r.setTaskStatus(t, st.taskStatus())
 		t.FinishedAt = at

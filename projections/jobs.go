@@ -1,7 +1,6 @@
 package projections
 
 import (
-	"slices"
 	"strings"
 
 	"github.com/crewlog/crewlog/events"
@@ -130,6 +129,13 @@ func (j *Job) fields() Job {
 	return c
 }
 
+// copied is a deep copy of the job for a query: its calls in flight are the state's own bookkeeping and stay out.
+func (j *Job) copied() Job {
+	c := j.clone()
+	c.live = nil
+	return *c
+}
+
 func (j *Job) clone() *Job {
 	c := j.fields()
 	if j.Requests != nil {
@@ -171,12 +177,7 @@ func (j *Job) end(q *ProxyRequest, st string) {
 }
 
 // endLive drops the calls in flight that ended reports ended, keeping the others in order.
-func (j *Job) endLive(ended func(q *ProxyRequest) bool) {
-	j.live = slices.DeleteFunc(j.live, ended)
-	if len(j.live) == 0 {
-		j.live = nil // as index leaves a job with none
-	}
-}
+func (j *Job) endLive(ended func(q *ProxyRequest) bool) { j.live = dropFrom(j.live, ended) }
 
 func applyJob(r *runState, ev events.Event) {
 	at := ev.UnixMilli()
@@ -409,9 +410,7 @@ func (s *State) Job(runID, jobID string) (Job, bool) {
 	if r == nil || r.jobs[jobID] == nil {
 		return Job{}, false
 	}
-	c := r.jobs[jobID].clone()
-	c.live = nil
-	return *c, true
+	return r.jobs[jobID].copied(), true
 }
 
 // JobPage is a job with one page of its calls (State.JobPage).
@@ -456,9 +455,7 @@ func (s *State) Jobs(runID string) []Job {
 	}
 	out := make([]Job, 0, len(r.jobOrder))
 	for _, id := range r.jobOrder {
-		c := r.jobs[id].clone()
-		c.live = nil
-		out = append(out, *c)
+		out = append(out, r.jobs[id].copied())
 	}
 	return out
 }

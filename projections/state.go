@@ -1,6 +1,9 @@
 package projections
 
-import "maps"
+import (
+	"maps"
+	"slices"
+)
 
 // State is every read model of crewlog, folded from the event log.
 //
@@ -212,6 +215,17 @@ func (r *runState) clone() *runState {
 // cloneSlice copies s keeping nil as nil and empty as empty, and with a
 // capacity of exactly len(s): two states must never share a backing array
 // that either could append into.
+// dropFrom removes from s the entries drop reports, keeping the others in order, and leaves nil for none: a list
+// the fold keeps of a run's active records (its delegations in flight, pending questions, a job's calls in flight),
+// which a state decoded from a snapshot or a view holds as nil when it is empty.
+func dropFrom[T any](s []T, drop func(T) bool) []T {
+	s = slices.DeleteFunc(s, drop)
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
 func cloneSlice[T any](s []T) []T {
 	if s == nil {
 		return nil

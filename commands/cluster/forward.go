@@ -124,8 +124,8 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 }
 
 // credentialHeader is the header of a forwarded request's message that carries its credential (credentialHeaderOf):
-// beside the request's bytes, which a writer of the build before forwarded credentials
-// reads alone (commands' forward.go says why).
+// beside the request's bytes, which a writer of the build before forwarded credentials reads alone (commands'
+// forward.go says why).
 const credentialHeader = "Crewlog-Credential"
 
 // request sends data, with its credential cred (credentialHeaderOf, "" for none), on the commands subject
