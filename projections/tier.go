@@ -181,10 +181,12 @@ const (
 	credentialBytes     = 300 // with the headers of its actors and reason, whose bytes are counted apart
 	orderEntryBytes     = 16  // a string header in an order slice
 	mapEntryBytesPerRec = 48  // a map entry's share of its buckets
+	jobBytes            = 1 << 10
+	proxyCallBytes      = 100 // plus its id, tool and reason
 )
 
 // approxBytes estimates the heap r holds: a bound for caches, not an
-// exact figure. O(messages), for their bodies.
+// exact figure. O(messages + the calls its jobs have seen), for their bytes.
 func (r *runState) approxBytes() int64 {
 	recs := len(r.tasks) + len(r.dels) + len(r.accounts) + r.msgs.Len() + len(r.asks) + len(r.creds)
 	n := runBaseBytes + taskBytes*len(r.tasks) + delegationBytes*len(r.dels) + accountBytes*len(r.accounts) +
@@ -198,7 +200,33 @@ func (r *runState) approxBytes() int64 {
 		// NB: a revocation's reason is its caller's (up to 256 characters), and so are the actors' task ids.
 		n += len(c.IssuedBy) + len(c.RevokedBy) + len(c.RevokedReason)
 	}
-	return int64(n)
+	for _, j := range r.jobs {
+		n += j.approxBytes()
+	}
+	return int64(n + listedBytes(r.roots.Roots) + mapEntryBytesPerRec*len(r.roots.Roots))
+}
+
+// approxBytes estimates the heap job j holds (runState.approxBytes). NB: its grant and the calls it has seen are
+// most of a run's memory when the run delegates jobs: as many calls as the config's proxyMaxRequests, 256 tools,
+// ids, names, callables and roots of their callers' choosing, hundreds of bytes each.
+func (j *Job) approxBytes() int {
+	n := jobBytes + len(j.JobID) + len(j.TaskID) + len(j.Status) + len(j.Root) + len(j.ManifestDigest) +
+		len(j.NonceDigest) + listedBytes(j.Tools) + listedBytes(j.Fingerprints) + listedBytes(j.Callables) +
+		listedBytes(j.ReadOnly) + mapEntryBytesPerRec*(len(j.Tools)+len(j.ReadOnly)) +
+		(proxyCallBytes+orderEntryBytes+mapEntryBytesPerRec)*len(j.Requests)
+	for _, q := range j.Requests {
+		n += len(q.RequestID) + len(q.Tool) + len(q.Reason)
+	}
+	return n
+}
+
+// listedBytes estimates the heap of a list of strings: their headers and their bytes.
+func listedBytes(ss []string) int {
+	n := orderEntryBytes * len(ss)
+	for _, s := range ss {
+		n += len(s)
+	}
+	return n
 }
 
 // load returns the cold run cr (never to be mutated), from the cache or

@@ -61,10 +61,15 @@ func TestApproxBytesCountsCredentialsNamesAndReasons(t *testing.T) {
 // approxBytes, which bounds the cold cache, is within a factor of two of
 // what a run read back really holds on the heap.
 func TestRunSizeEstimateIsCloseToTheHeap(t *testing.T) {
-	s := fold(realisticHistory(2000))
+	requireSizeEstimateCloseToTheHeap(t, fold(realisticHistory(2000)), 20)
+}
+
+// requireSizeEstimateCloseToTheHeap decodes copies copies of s's snapshot and requires the approxBytes of their runs
+// to be within a factor of two of the heap one copy holds.
+func requireSizeEstimateCloseToTheHeap(t *testing.T, s *State, copies int) {
+	t.Helper()
 	b, err := EncodeSnapshot(s)
 	require.NoError(t, err)
-	const copies = 20
 	keep := make([]*State, 0, copies)
 	runtime.GC()
 	var before, after runtime.MemStats
@@ -80,7 +85,7 @@ func TestRunSizeEstimateIsCloseToTheHeap(t *testing.T) {
 	for _, r := range keep[0].runs {
 		estimate += r.approxBytes()
 	}
-	heap := int64(after.HeapAlloc-before.HeapAlloc) / copies
+	heap := int64(after.HeapAlloc-before.HeapAlloc) / int64(copies)
 	runtime.KeepAlive(keep)
 	t.Logf("estimate %d, heap %d", estimate, heap)
 	require.Greater(t, estimate, int64(0))
@@ -165,4 +170,54 @@ func TestColdRunSummaryAnswersWithoutARefold(t *testing.T) {
 		}
 	}
 	require.Positive(t, withCred, "the history issues orchestrator credentials")
+}
+
+// jobHeavyHistory is run R with jobs one after another, as the engine lets a run hold them: each with a grant of
+// tools whose names and callables are as long as a grant allows, a lease whose root is as long as a root may be, and
+// calls whose ids are as long as a request id may be, every one completed; each lease cleared (its root revoked) and
+// each job cancelled before the next is created.
+func jobHeavyHistory(jobs, tools, calls int) []events.Event {
+	h := &history{}
+	fixture(h, 0, true)
+	long := func(prefix string, i, n int) string { return fmt.Sprintf("%s%0*d", prefix, n-len(prefix), i) }
+	for j := range jobs {
+		id := fmt.Sprint("J", j)
+		p := &events.JobCreated{JobID: id, TaskID: taskP, ManifestDigest: strings.Repeat("d", 64),
+			NonceDigest: strings.Repeat("n", 64)}
+		for k := range tools {
+			name := long("tool_", k, 256)
+			p.Tools = append(p.Tools, name)
+			p.Fingerprints = append(p.Fingerprints, long("f", k, 64))
+			p.Callables = append(p.Callables, long("mgr:", k, 256))
+			if k%2 == 0 {
+				p.ReadOnly = append(p.ReadOnly, name)
+			}
+		}
+		h.add(runR, events.TypeJobCreated, p)
+		root := long("root-"+id+"-", j, 512)
+		h.add(runR, events.TypeLeaseOpened, &events.LeaseOpened{JobID: id, Generation: 1, RootToolCallID: root,
+			Mode: events.LeaseStart})
+		h.add(runR, events.TypeJobStatusChanged, &events.JobStatusChanged{JobID: id, From: events.JobStarting,
+			To: events.JobRunning})
+		for c := range calls {
+			req := long(id+"-call-", c, 128)
+			h.add(runR, events.TypeProxyRequested, &events.ProxyRequested{JobID: id, RequestID: req, Generation: 1,
+				Tool: p.Tools[c%tools], Mutating: true, Args: "{}", ArgsBytes: 2})
+			h.add(runR, events.TypeProxyCompleted, &events.ProxyCompleted{JobID: id, RequestID: req, Generation: 1,
+				CurrentGeneration: 1, Result: "{}", ResultBytes: 2})
+		}
+		h.add(runR, events.TypeLeaseCleared, &events.LeaseCleared{JobID: id, Generation: 1, RootToolCallID: root,
+			Reason: "cancelled"})
+		h.add(runR, events.TypeJobStatusChanged, &events.JobStatusChanged{JobID: id, From: events.JobRunning,
+			To: events.JobCancelled})
+	}
+	return h.evs
+}
+
+// approxBytes, which bounds the cold cache and the views waiting to be written, counts a run's jobs as well: their
+// grants, the calls they have seen (as many as the config's proxyMaxRequests, a job) and the run's revoked roots,
+// whose ids their callers choose the length of. A run of jobs read back holds what its estimate says, within a
+// factor of two, as a run of tasks and messages does.
+func TestRunSizeEstimateCountsJobs(t *testing.T) {
+	requireSizeEstimateCloseToTheHeap(t, fold(jobHeavyHistory(4, 64, 1000)), 10)
 }
