@@ -334,6 +334,9 @@ func fromSnapshot(snap *snapshot) (_ *State, records int64, _ error) {
 			return nil, 0, err
 		}
 		records += 1 + int64(len(sr.Tasks)+len(sr.Delegations)+len(sr.Accounts)+len(sr.Messages)+len(sr.Asks)+len(sr.Credentials)+len(sr.Jobs))
+		for _, j := range sr.Jobs {
+			records += int64(len(j.Requests))
+		}
 		s.runs[sr.Run.RunID].ord = snap.Ords[i]
 	}
 	s.nruns = snap.RunCount
@@ -430,15 +433,20 @@ func addSnapshotRun(s *State, sr *snapshotRun) error {
 // SnapshotRecords is how many records a snapshot of s holds: each hot
 // run's record, each cold run's summary still held in memory (those in the
 // index are not in the snapshot), and every record of a hot run
-// (tasks, delegations, accounts, messages, asks, credentials, jobs). It is
-// the snapshot's cost in the unit the engine compares with the events
-// written since (commands/snapshot.go): encoding a record and decoding it
-// at start-up cost about what folding an event does. One walk over the
-// runs, no allocation (at start-up the decoder counts it instead).
+// (tasks, delegations, accounts, messages, asks, credentials, jobs and the
+// calls each job has seen). It is the snapshot's cost in the unit the
+// engine compares with the events written since (commands/snapshot.go):
+// encoding a record and decoding it at start-up cost about what folding an
+// event does. NB: a job's calls are records like a run's messages (as many
+// as the config's proxyMaxRequests a job). One walk over the runs and their
+// jobs, no allocation (at start-up the decoder counts it instead).
 func (s *State) SnapshotRecords() int64 {
 	n := int64(len(s.cold))
 	for _, r := range s.runs {
 		n += 1 + int64(len(r.tasks)+len(r.dels)+len(r.accounts)+r.msgs.Len()+len(r.asks)+len(r.creds)+len(r.jobs))
+		for _, j := range r.jobs {
+			n += int64(len(j.Requests))
+		}
 	}
 	return n
 }

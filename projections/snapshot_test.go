@@ -104,3 +104,17 @@ func FuzzDecodeSnapshot(f *testing.F) {
 		require.Equal(t, again, third)
 	})
 }
+
+// A job's calls are records of a snapshot, as a run's messages are: each is encoded and decoded as one, and a job
+// holds as many as the config's proxyMaxRequests. The engine takes its next snapshot once twice the last one's
+// records were written, so a job counted as one record would have a snapshot of a run's calls taken again and again,
+// at a size it does not count.
+func TestSnapshotRecordsCountEveryCallOfAJob(t *testing.T) {
+	none, calls := fold(jobHeavyHistory(2, 4, 0)), fold(jobHeavyHistory(2, 4, 500))
+	require.Equal(t, none.SnapshotRecords()+2*500, calls.SnapshotRecords())
+	b, err := EncodeSnapshot(calls)
+	require.NoError(t, err)
+	_, records, err := decodeSnapshot(b)
+	require.NoError(t, err)
+	require.Equal(t, calls.SnapshotRecords(), records, "the decoder counts them as well")
+}
