@@ -421,7 +421,15 @@ func addSnapshotRun(s *State, sr *snapshotRun) error {
 				return fmt.Errorf("run %s: job %s: request missing", r.run.RunID, j.JobID)
 			}
 		}
+		// NB: the grant's lists are read index for index (query.job's grant, a revalidation).
+		if len(j.Fingerprints) != len(j.Tools) || len(j.Callables) != len(j.Tools) {
+			return fmt.Errorf("run %s: job %s: %d tools with %d fingerprints and %d callables", r.run.RunID, j.JobID,
+				len(j.Tools), len(j.Fingerprints), len(j.Callables))
+		}
 		r.addJob(j)
+		if len(j.seen) != len(j.Requests) {
+			return fmt.Errorf("run %s: job %s: duplicate request", r.run.RunID, j.JobID)
+		}
 	}
 	if sr.RevokedRoots != nil {
 		r.roots = &RevokedRoots{Roots: sr.RevokedRoots.Roots, Saturated: sr.RevokedRoots.Saturated}

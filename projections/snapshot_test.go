@@ -118,3 +118,39 @@ func TestSnapshotRecordsCountEveryCallOfAJob(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, calls.SnapshotRecords(), records, "the decoder counts them as well")
 }
+
+// A snapshot (or a run's view, decoded alike) whose job contradicts itself is refused, as one with a record missing
+// or twice is, and the state is rebuilt from the log: no fold makes such a job, and what reads one would go wrong.
+// A grant's lists are read index for index (query.job's grant, the revalidation before a continue or a call), so a
+// tool without its fingerprint or callable is an index past the end; a call listed twice is in flight twice, and
+// job.disconnect would cancel it twice.
+func TestSnapshotRefusesAJobThatContradictsItself(t *testing.T) {
+	snapshotOf := func(job map[string]any) []byte {
+		b, err := msgpack.Marshal(SnapshotFormat)
+		require.NoError(t, err)
+		body, err := msgpack.Marshal(map[string]any{"runCount": 1, "ords": []any{0}, "runs": []any{map[string]any{
+			"run": map[string]any{"runId": "r", "status": "running"}, "jobs": []any{job}}}})
+		require.NoError(t, err)
+		return append(b, body...)
+	}
+	call := func(id string) map[string]any { return map[string]any{"requestId": id, "state": ProxyAdmitted} }
+	s, err := DecodeSnapshot(snapshotOf(map[string]any{"jobId": "J", "tools": []any{"a", "b"},
+		"fingerprints": []any{"fa", "fb"}, "callables": []any{"ca", "cb"}, "requests": []any{call("q1"), call("q2")}}))
+	require.NoError(t, err, "a job whose lists agree")
+	require.Equal(t, []string{"q1", "q2"}, s.LiveRequests("r", "J"))
+	for name, job := range map[string]map[string]any{
+		"a tool without its fingerprint": {"jobId": "J", "tools": []any{"a", "b"}, "fingerprints": []any{"fa"},
+			"callables": []any{"ca", "cb"}},
+		"a tool without its callable": {"jobId": "J", "tools": []any{"a", "b"}, "fingerprints": []any{"fa", "fb"},
+			"callables": []any{"ca"}},
+		"a fingerprint without its tool": {"jobId": "J", "tools": []any{"a"}, "fingerprints": []any{"fa", "fb"},
+			"callables": []any{"ca"}},
+		"a call listed twice": {"jobId": "J", "requests": []any{call("q"), call("q")}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := DecodeSnapshot(snapshotOf(job))
+			require.Nil(t, s)
+			require.ErrorIs(t, err, ErrBadSnapshot)
+		})
+	}
+}
