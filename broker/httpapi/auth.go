@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -77,9 +78,9 @@ func (s *Server) authenticate(r *http.Request) (principal, *apiError) {
 	}
 	if c, err := r.Cookie(sessionCookie); err == nil && c.Value != "" && len(c.Value) <= maxSecretLen {
 		// NB: SameSite=Strict still sends the cookie from every origin of the same site — another port of
-		// 127.0.0.1, a dev server a worker started, say. The browser names where a request came from: only the
-		// page's own requests and the user's own navigation ("none") may use the session.
-		if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+		// 127.0.0.1, a dev server a worker started, say. Only the page's own requests and the user's own
+		// navigation may use the session.
+		if site, other := sentByAnotherOrigin(r); other {
 			return principal{}, errorf(http.StatusForbidden, codeForbidden,
 				"the session cookie is accepted only from the dashboard's own pages (Sec-Fetch-Site %q)", site)
 		}
@@ -92,6 +93,14 @@ func (s *Server) authenticate(r *http.Request) (principal, *apiError) {
 	}
 	return principal{}, errorf(http.StatusUnauthorized, codeAuth,
 		"send Authorization: Bearer TOKEN (the admin token or one from crewctl token create --read-only), or log in with the link crewd prints")
+}
+
+// sentByAnotherOrigin reports whether the browser says another origin's page sent r (Sec-Fetch-Site same-site or
+// cross-site), and the header's value. The page's own requests (same-origin), the user's own navigation (none) and
+// clients that send no such header pass.
+func sentByAnotherOrigin(r *http.Request) (string, bool) {
+	site := r.Header.Get("Sec-Fetch-Site")
+	return site, site != "" && site != "same-origin" && site != "none"
 }
 
 // current reports whether p still authenticates now, and fills in a session's key: a session lasts only while
@@ -277,6 +286,16 @@ func (s *Server) loginURL(owner string, ttl time.Duration) (string, time.Time) {
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		writeError(w, methodNotAllowed(allowGet, "%s /login: use GET", r.Method))
+		return
+	}
+	if site, other := sentByAnotherOrigin(r); other {
+		// NB: a link minted with a worker's read-only token and opened by a page the worker serves would log the
+		// operator's browser into the worker's session: its cookie would replace the operator's, and the page would
+		// count against the worker's limits and end with the worker's token. The code stays unspent: the user can
+		// still open the link themselves.
+		w.Header().Set("Cache-Control", "no-store")
+		http.Error(w, fmt.Sprintf("crewlog: another site's page opened this login link (Sec-Fetch-Site %q), so it was "+
+			"not used: open it yourself, from crewd's output or pasted into the address bar", site), http.StatusForbidden)
 		return
 	}
 	code := r.URL.Query().Get("code")

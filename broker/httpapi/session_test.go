@@ -200,6 +200,39 @@ func TestSessionCookieOnlyFromThePagesOwnOrigin(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 }
 
+// TestALoginLinkOnlyFromTheUsersOwnNavigation: a page of another origin (a dev server a worker started, say) that
+// opens a login link minted with the worker's read-only token would log the operator's browser into the worker's
+// session: the cookie replaces the operator's own, the page then counts against the worker's limits, and it ends
+// when the worker's token is revoked. So a link another origin's page opened (Sec-Fetch-Site same-site or
+// cross-site) is refused and left unspent; the user's own navigation (none) and clients that send no such header
+// spend it.
+func TestALoginLinkOnlyFromTheUsersOwnNavigation(t *testing.T) {
+	f := newFixture(t, Options{})
+	open := func(link, site string) *http.Response {
+		req, err := http.NewRequest(http.MethodGet, link, nil)
+		require.NoError(t, err)
+		if site != "" {
+			req.Header.Set("Sec-Fetch-Site", site)
+		}
+		resp, err := noRedirect.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp
+	}
+	for _, site := range []string{"same-site", "cross-site"} {
+		link := f.mintLink(roToken)
+		resp := open(link, site)
+		require.Equal(t, http.StatusForbidden, resp.StatusCode, "a link opened by another origin's page (%s)", site)
+		require.Empty(t, resp.Cookies(), site)
+		require.NotNil(t, f.spendLink(link), "the refused link is left unspent for the user to open (%s)", site)
+	}
+	for _, site := range []string{"", "none", "same-origin"} {
+		resp := open(f.mintLink(roToken), site)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "Sec-Fetch-Site %q", site)
+		require.Len(t, resp.Cookies(), 1, "Sec-Fetch-Site %q", site)
+	}
+}
+
 // TestARevokedTokensLoginsHoldNoPlace: the sessions and unspent links of a revoked token are refused, so they must
 // not keep places in the bounded tables either: a login once the tables are full takes the place of a revoked
 // token's session or link, never of another valid credential's, however recently the revoked token logged in.
