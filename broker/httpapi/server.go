@@ -27,6 +27,8 @@ type Server struct {
 	states   stateCache
 	reads    *turns.PerKey   // requests in progress and waiting per credential (readturns.go)
 	reading  func(principal) // a test's hook: runs during a read's turn, before its handler
+	// catchingUp is a test's hook: runs in each read of the log a stream's catch-up makes, once it has read the head.
+	catchingUp func()
 	// writeTimeout is the time a client has to take a piece of an answer or a stream's write (deadlines.go):
 	// writeTimeout, or shorter in a test, set before the server serves.
 	writeTimeout time.Duration

@@ -203,7 +203,7 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 			return
 		case !inRing:
 			// Older than the ring: read the log directly (a resumed or long-behind stream).
-			ok, err := st.catchUp(h)
+			ok, err := st.catchUp()
 			if err != nil {
 				s.opts.Logger.Error("httpapi: stream catch-up failed; sending resync", "err", err)
 				st.resync("the server could not read the log")
@@ -257,8 +257,11 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 // write of at most streamBatchBytes of frames (at least one frame), as the ring's batches; false means the client
 // is gone. The cursor moves past the events sent and those filtered out, never past the one left for the next
 // batch.
-func (st *sseStream) catchUp(h *hub) (bool, error) {
+func (st *sseStream) catchUp() (bool, error) {
 	head := st.s.opts.Engine.Head()
+	if st.s.catchingUp != nil {
+		st.s.catchingUp()
+	}
 	var it *eventlog.Iterator
 	if st.run != "" {
 		from, err := versionAfter(st.s.opts.Log, st.run, st.cursor)
@@ -298,14 +301,11 @@ func (st *sseStream) catchUp(h *hub) (bool, error) {
 		return false, err
 	}
 	if n == 0 {
-		// Nothing in the log after the cursor up to the head: the ring starts later only because the hub has not
-		// read those events yet (or the run has none after the cursor): jump to the head.
+		// Nothing of the stream's in the log after the cursor up to the head read above: move to that head, and no
+		// further. NB: not to where the hub's ring starts, even when it starts later: the hub may have dropped from
+		// its ring, since that head was read, events published after it that this stream keeps; they are in the
+		// log only, and the next read finds them there.
 		next = max(st.cursor, head)
-		h.mu.Lock()
-		if !h.failed && next+1 < h.first { // NB: a failed hub's first is past every position
-			next = h.first - 1
-		}
-		h.mu.Unlock()
 	}
 	if len(frames) > 0 && !st.write(frames...) {
 		return false, nil

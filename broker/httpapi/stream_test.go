@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -203,6 +205,21 @@ func (w *stalledWriter) Write(b []byte) (int, error) {
 	return w.out.Write(b)
 }
 
+// openStalled opens an admin's stream whose client reads nothing until w.gate is closed: the stream joins the hub,
+// then blocks in its first write. done is closed once its handler has returned.
+func openStalled(f *fixture) (w *stalledWriter, done <-chan struct{}) {
+	w = &stalledWriter{h: http.Header{}, gate: make(chan struct{})}
+	req := httptest.NewRequest(http.MethodGet, "/api/v1/stream", nil)
+	req.Host = "127.0.0.1"
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		f.srv.Handler().ServeHTTP(w, req)
+	}()
+	return w, served
+}
+
 // TestStreamResyncWhenBehindItsBudget: a client that reads nothing while more than its byte budget of events is
 // published gets ONE resync naming the first position it was not sent, and the stream ends; the engine never
 // waited for it (every command below was answered while the client was stalled). Both ways of falling behind are
@@ -220,15 +237,7 @@ func TestStreamResyncWhenBehindItsBudget(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, Options{StreamBytes: budget})
 			start := head(f)
-			w := &stalledWriter{h: http.Header{}, gate: make(chan struct{})}
-			req := httptest.NewRequest(http.MethodGet, "/api/v1/stream", nil).WithContext(context.Background())
-			req.Host = "127.0.0.1"
-			req.Header.Set("Authorization", "Bearer "+adminToken)
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				f.srv.Handler().ServeHTTP(w, req)
-			}()
+			w, done := openStalled(f)
 			// Wait until the stream has joined the hub (it then blocks writing its first line), then publish until
 			// it is behind, waiting on the hub's own signal for each event to be rendered.
 			hub := &f.srv.streams.hub
@@ -266,6 +275,66 @@ func TestStreamResyncWhenBehindItsBudget(t *testing.T) {
 			require.Equal(t, uint64(1), f.srv.streams.resyncs.Load())
 		})
 	}
+}
+
+// TestARunsStreamCatchingUpSkipsNoEventTheHubDropped: a run's stream older than the hub's ring replays the run's
+// events from the log. When the log holds none of the run's after the cursor up to the head it read, the stream
+// moves to that head; if, meanwhile, the run's next events were published and the hub dropped them from its ring
+// (more than the ring's bytes published in between), they are in the log only, and the stream must still read them
+// there: moving past them, to where the ring now starts, would skip them without a resync.
+func TestARunsStreamCatchingUpSkipsNoEventTheHubDropped(t *testing.T) {
+	f := newFixture(t, Options{StreamBytes: 2048})
+	hub := &f.srv.streams.hub
+	// awaitHub waits on the hub's own signal until cond holds, publishing with publish before each wait.
+	awaitHub := func(cond func() bool, publish func(i int)) {
+		t.Helper()
+		for i := 0; ; i++ {
+			require.Less(t, i, 1000)
+			hub.mu.Lock()
+			ok, ch := cond(), hub.notify
+			hub.mu.Unlock()
+			if ok {
+				return
+			}
+			publish(i)
+			<-ch
+		}
+	}
+	// Another client's stream, stalled in its first write, keeps the hub following (and dropping) while the run's
+	// stream opens.
+	stalled, stalledDone := openStalled(f)
+	defer func() { close(stalled.gate); <-stalledDone }()
+
+	// The run's last event is at the head; other runs' events then push the ring past it.
+	last := head(f)
+	awaitHub(func() bool { return hub.streams > 0 && hub.first > last+1 }, func(i int) {
+		f.do(audittest.Admin, &commands.RunCreate{RunID: fmt.Sprintf("other_%d", i), Team: "other", Goal: "g", Cwd: "/o"})
+	})
+
+	// The run's stream opens after its last event: older than the ring, so it catches up from the log. Its first
+	// read of the log finds nothing of the run up to the head it read; while it reads, the run's next events are
+	// published and dropped from the ring.
+	reached, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f.srv.catchingUp = func() { once.Do(func() { close(reached); <-resume }) }
+	frames := f.openStream(fmt.Sprintf("/api/v1/stream?run=%s&after=%d", liveRun, last), nil)
+	require.Equal(t, "hello", next(t, frames).event)
+	select {
+	case <-reached:
+	case <-time.After(time.Minute):
+		t.Fatal("the stream did not catch up within a minute")
+	}
+	var first uint64
+	awaitHub(func() bool { return first != 0 && hub.first > first }, func(i int) {
+		usage(f, int64(i))
+		if first == 0 {
+			first = head(f)
+		}
+	})
+	close(resume)
+
+	fr := next(t, frames)
+	require.Equal(t, strconv.FormatUint(first, 10), fr.id, "the run's next event, not skipped: %+v", fr)
 }
 
 // unsent is the frame bytes the hub holds after position start.
