@@ -46,7 +46,7 @@ func (l *streamLimits) acquire(key string) *apiError {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return errorf(http.StatusServiceUnavailable, codeInternal, "the server is closing")
+		return errorf(http.StatusServiceUnavailable, codeUnavailable, "crewd is stopping")
 	}
 	if l.total >= l.max {
 		return errorf(http.StatusTooManyRequests, codeTooManyStreams, "too many open streams (limit %d)", l.max)

@@ -187,6 +187,22 @@ func TestStreamLimits(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 }
 
+// TestAStreamAskedForAsTheServerClosesIsUnavailable: a stream request that came just before Close began passes the
+// server's door, and may ask for its place once Close has shut the streams (Close then waits for it). It is
+// answered as every request that comes once crewd is stopping: 503 unavailable (docs/dashboard-api.md), not as a
+// failure of the server (internal).
+func TestAStreamAskedForAsTheServerClosesIsUnavailable(t *testing.T) {
+	f := newFixture(t, Options{})
+	f.srv.streams.shut() // NB: what Close does while the request is on its way from the door to its place
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/api/v1/stream", nil)
+	req.Host = "127.0.0.1"
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	f.srv.Handler().ServeHTTP(rec, req)
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code, "%s", rec.Body)
+	require.Equal(t, codeUnavailable, jsonBody(t, rec)["error"].(map[string]any)["code"])
+}
+
 // stalledWriter is a client that reads nothing until released: every write waits for the gate.
 type stalledWriter struct {
 	h    http.Header
