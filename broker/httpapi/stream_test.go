@@ -5,8 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -185,6 +189,23 @@ func TestStreamLimits(t *testing.T) {
 	f.fails("/api/v1/stream", http.StatusTooManyRequests, codeTooManyStreams)
 	code, _ := f.getAs("/api/v1/runs", "Bearer "+roToken)
 	require.Equal(t, http.StatusOK, code)
+}
+
+// TestStreamHelloIsAsDocumented: the hello frame of a run's stream carries the fields docs/dashboard-api.md shows.
+func TestStreamHelloIsAsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/dashboard-api.md")
+	require.NoError(t, err)
+	m := regexp.MustCompile("event: hello\ndata: (\\{.*\\})\n").FindSubmatch(doc)
+	require.NotNil(t, m, "the documented hello frame")
+	var documented map[string]any
+	require.NoError(t, json.Unmarshal(m[1], &documented))
+
+	f := newFixture(t, Options{})
+	hello := next(t, f.openStream("/api/v1/stream?run="+liveRun, nil))
+	require.Equal(t, "hello", hello.event)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal([]byte(hello.data), &got))
+	require.ElementsMatch(t, slices.Collect(maps.Keys(documented)), slices.Collect(maps.Keys(got)), "hello %s", hello.data)
 }
 
 // TestAStreamAskedForAsTheServerClosesIsUnavailable: a stream request that came just before Close began passes the
