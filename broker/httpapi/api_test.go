@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -477,6 +478,41 @@ func TestRunsFilterAndSearch(t *testing.T) {
 	require.Len(t, ids(p1), 2)
 	p2 := f.ok("/api/v1/runs?q=team_&limit=2&cursor=" + p1["nextCursor"].(string))
 	require.Len(t, ids(p2), 1)
+}
+
+// TestASearchMatchesOutsideTheEnginesRead: a search (q) lowercases and scans each run's id, team, workflow and goal
+// (a goal may be 256K characters), up to 5,000 runs a page; the engine publishes its next group, and answers its
+// commands, only once every read in progress has ended. So the runs are matched after the read that copies them: a
+// command is answered while a search is matching.
+func TestASearchMatchesOutsideTheEnginesRead(t *testing.T) {
+	f := newFixture(t, Options{})
+	matching, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f.srv.searching = func() { once.Do(func() { close(matching); <-release }) }
+	answered := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, f.web.URL+"/api/v1/runs?q=keep", nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		resp, err := f.web.Client().Do(req)
+		if err != nil {
+			answered <- 0
+			return
+		}
+		resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	select {
+	case <-matching:
+	case <-time.After(time.Minute):
+		t.Fatal("the search did not start matching within a minute")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a guard against a hang, not a timing
+	_, err := f.eng.Submit(ctx, commands.Request{Actor: audittest.Orchestrator,
+		Command: &commands.TaskUsage{RunID: liveRun, TaskID: "01_lead", Input: 1, Output: 1}})
+	cancel()
+	close(release)
+	require.NoError(t, err, "a command was not answered while a search matched")
+	require.Equal(t, http.StatusOK, <-answered)
 }
 
 // TestStateAtIsTheReplayAtThatPosition: the run as of an earlier position or time shows what it was then.

@@ -74,18 +74,29 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 	}
 	// chunk reads up to want runs from cursor: the page, the runs that match and the index in the page of each.
 	chunk := func(want int) (page projections.RunPage, items []runItem, at []int, err error) {
+		var read []runItem
 		s.opts.Engine.Read(func(st *projections.State) {
 			page, err = st.Runs(projections.RunFilter{Statuses: statuses, Limit: want, Newest: newest, Cursor: cursor})
-			if err != nil {
-				return
-			}
+			read = make([]runItem, len(page.Runs))
 			for i, run := range page.Runs {
-				if q == "" || matches(run, q) {
-					items, at = append(items, itemOf(st, run)), append(at, i)
-				}
+				read[i] = itemOf(st, run)
 			}
 		})
-		return page, items, at, err
+		if err != nil {
+			return page, nil, nil, err
+		}
+		// NB: matched after the read, which only copies the runs: a search lowercases the fields of up to
+		// searchChunk runs (a goal may be 256K characters), and the engine publishes its next group, and answers
+		// its commands, only once every read in progress has ended.
+		if q != "" && s.searching != nil {
+			s.searching()
+		}
+		for i, it := range read {
+			if q == "" || matches(it.Run, q) {
+				items, at = append(items, it), append(at, i)
+			}
+		}
+		return page, items, at, nil
 	}
 	res := runsResult{Runs: []json.RawMessage{}}
 	scanned, size := 0, 0

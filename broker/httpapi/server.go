@@ -29,6 +29,8 @@ type Server struct {
 	reading  func(principal) // a test's hook: runs during a read's turn, before its handler
 	// catchingUp is a test's hook: runs in each read of the log a stream's catch-up makes, once it has read the head.
 	catchingUp func()
+	// searching is a test's hook: runs as a search of the runs (q) starts matching a chunk of them.
+	searching func()
 	// writeTimeout is the time a client has to take a piece of an answer or a stream's write (deadlines.go):
 	// writeTimeout, or shorter in a test, set before the server serves.
 	writeTimeout time.Duration
