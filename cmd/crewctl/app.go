@@ -47,11 +47,17 @@ func run(ctx context.Context, args []string, io stdio, dial dialer) int {
 	if err == nil {
 		return exitOK
 	}
+	// NB: the error may quote what the store or the daemon holds, so it is printed escaped, on one line.
+	stderr := screen{io.err}
+	stderr.printf("%s\n", err)
 	var ee *exitError
-	fmt.Fprintln(io.err, err)
+	isExit := errors.As(err, &ee)
+	if isExit && ee.hint != "" {
+		stderr.printf("  %s\n", ee.hint)
+	}
 	code := codeOf(err)
-	if code == exitUsage && !errors.As(err, &ee) {
-		fmt.Fprintln(io.err, "Run 'crewctl --help' for usage.")
+	if code == exitUsage && !isExit {
+		stderr.printf("Run 'crewctl --help' for usage.\n")
 	}
 	return code
 }
@@ -120,7 +126,8 @@ func (a *app) open(dir string) (*eventlog.Log, error) {
 		return nil, problemf("store %s is corrupt: %w", dir, err)
 	}
 	if errors.Is(err, audit.ErrLocked) {
-		return nil, openErr(fmt.Errorf("crewctl: %w\n  crewd is running on this store; stop it, or run this command on a backup (crewctl backup takes one through crewd)", err))
+		return nil, hinted(openErr(fmt.Errorf("crewctl: %w", err)),
+			"crewd is running on this store; stop it, or run this command on a backup (crewctl backup takes one through crewd)")
 	}
 	return nil, openErr(fmt.Errorf("crewctl: %w", err))
 }
@@ -166,6 +173,9 @@ func call(ctx context.Context, b Broker, method string, params, result any) erro
 	}
 	return openErr(fmt.Errorf("crewctl: %s: %w", method, err))
 }
+
+// stdout is where a command prints for a person.
+func (a *app) stdout() screen { return screen{a.io.out} }
 
 // printJSON writes v as indented JSON.
 func (a *app) printJSON(v any) error {

@@ -201,7 +201,7 @@ func (a *app) restore(backup, target string) error {
 		if a.json {
 			_ = a.printJSON(backupOutput{From: backup, To: target, Verify: check})
 		} else {
-			printVerify(a.io.out, check)
+			printVerify(a.stdout(), check)
 		}
 		return found(fmt.Sprintf("restore: backup %s failed verification; nothing restored", backup))
 	}
@@ -236,11 +236,11 @@ func (a *app) finishCopy(out backupOutput, store, label string) error {
 		if out.Online {
 			how = "online checkpoint by crewd"
 		}
-		fmt.Fprintf(a.io.out, "copied %s to %s at head %d (%s)\n", out.From, out.To, out.Head, how)
+		a.stdout().printf("copied %s to %s at head %d (%s)\n", out.From, out.To, out.Head, how)
 		if out.ServerKey {
-			fmt.Fprintln(a.io.out, "server.key copied (0600): tokens crewd minted stay valid")
+			a.stdout().printf("server.key copied (0600): tokens crewd minted stay valid\n")
 		}
-		printVerify(a.io.out, v)
+		printVerify(a.stdout(), v)
 	}
 	if !v.OK {
 		return found("the copy failed verification")

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 )
 
@@ -43,9 +41,9 @@ func (a *app) cancelCmd() *cobra.Command {
 					return a.printJSON(out)
 				}
 				if free {
-					fmt.Fprintf(a.io.out, "%s cancelled and settled: its slot is free\n", sub)
+					a.stdout().printf("%s cancelled and settled: its slot is free\n", sub)
 				} else {
-					fmt.Fprintf(a.io.out, "%s asked to cancel: its runtime settles it (or run again with --free)\n", sub)
+					a.stdout().printf("%s asked to cancel: its runtime settles it (or run again with --free)\n", sub)
 				}
 				return nil
 			})

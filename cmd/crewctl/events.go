@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -60,10 +59,9 @@ resync frame. With --json each event is one JSON line, as the broker sends it.`,
 func (a *app) events(ctx context.Context, b Broker, run string, since uint64, types []string, follow bool) error {
 	print := func(raw json.RawMessage) error {
 		if a.json {
-			_, err := fmt.Fprintf(a.io.out, "%s\n", compact(raw))
-			return err
+			return machineLine(a.io.out, compact(raw))
 		}
-		return printEvent(a.io.out, raw)
+		return printEvent(a.stdout(), raw)
 	}
 	for {
 		var page sincePage
@@ -107,17 +105,17 @@ func (a *app) events(ctx context.Context, b Broker, run string, since uint64, ty
 	}
 }
 
-func compact(raw json.RawMessage) string {
+func compact(raw json.RawMessage) []byte {
 	var b bytes.Buffer
 	if err := json.Compact(&b, raw); err != nil {
-		return string(raw)
+		return raw
 	}
-	return b.String()
+	return b.Bytes()
 }
 
 // printEvent prints one line: seq, position, time, actor, type and what it
 // meant (the payload decoded into its type and described as replay does).
-func printEvent(w io.Writer, raw json.RawMessage) error {
+func printEvent(w screen, raw json.RawMessage) error {
 	var te teamEvent
 	if err := json.Unmarshal(raw, &te); err != nil {
 		return fmt.Errorf("crewctl: undecodable event: %w", err)
@@ -130,7 +128,6 @@ func printEvent(w io.Writer, raw json.RawMessage) error {
 	if t, err := time.Parse(time.RFC3339Nano, te.Time); err == nil {
 		at = t.UTC().Format(time.RFC3339)
 	}
-	_, err := fmt.Fprintf(w, "%d\t#%d\t%s\t%s\t%s\t%s\n", te.Metadata.Seq, te.Metadata.Position, at,
+	return w.printf("%d\t#%d\t%s\t%s\t%s\t%s\n", te.Metadata.Seq, te.Metadata.Position, at,
 		te.Metadata.Actor.String(), te.Type, meaning)
-	return err
 }

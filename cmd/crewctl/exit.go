@@ -19,6 +19,8 @@ const (
 type exitError struct {
 	code int
 	err  error
+	// hint is crewctl's advice, printed on a line of its own under the error.
+	hint string
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -32,6 +34,15 @@ func openErr(err error) error { return &exitError{code: exitOpen, err: err} }
 
 func problemf(format string, args ...any) error {
 	return &exitError{code: exitProblem, err: fmt.Errorf("crewctl: "+format, args...)}
+}
+
+// hinted gives err, an exitError, crewctl's advice on what to do about it.
+func hinted(err error, hint string) error {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		ee.hint = hint
+	}
+	return err
 }
 
 // found is the error of a command that printed its findings; stderr gets

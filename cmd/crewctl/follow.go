@@ -43,10 +43,10 @@ func (a *app) followPicrew(ctx context.Context, root string) error {
 			defer mu.Unlock()
 			if a.json {
 				b, _ := json.Marshal(v)
-				fmt.Fprintln(w, string(b))
+				_ = machineLine(w, b)
 				return
 			}
-			fmt.Fprintln(w, v)
+			screen{w}.printf("%s\n", v)
 		}
 	)
 	f := picrew.NewFollower(root, sink, &picrew.FollowOptions{

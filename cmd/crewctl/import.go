@@ -113,19 +113,19 @@ func (a *app) importPicrew(root string, dryRun bool) error {
 	if a.json {
 		return a.printJSON(sum)
 	}
-	w := a.io.out
+	w := a.stdout()
 	verb := "appended"
 	if dryRun {
 		verb = "would append"
 	}
 	for _, r := range sum.Runs {
-		fmt.Fprintf(w, "run %s (%s): %d task(s), %d shadow(s), %d event(s), %d message(s), %d steer(s): %s %d event(s), %d write(s) already imported\n",
+		w.printf("run %s (%s): %d task(s), %d shadow(s), %d event(s), %d message(s), %d steer(s): %s %d event(s), %d write(s) already imported\n",
 			r.RunID, r.Status, r.Tasks, r.Shadows, r.Events, r.Messages, r.Steers, verb, r.Appended, r.Existing)
 	}
-	fmt.Fprintf(w, "%d run(s): %s %d event(s); %d write(s) already imported; %d item(s) skipped\n",
+	w.printf("%d run(s): %s %d event(s); %d write(s) already imported; %d item(s) skipped\n",
 		len(sum.Runs), verb, sum.Appended, sum.Existing, len(sum.Skipped))
 	for _, s := range sum.Skipped {
-		fmt.Fprintf(w, "  skipped %s\n", s)
+		w.printf("  skipped %s\n", s)
 	}
 	return nil
 }

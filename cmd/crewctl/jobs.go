@@ -34,13 +34,13 @@ func (a *app) jobsCmd() *cobra.Command {
 				if a.json {
 					return a.printJSON(res)
 				}
-				tw := table(a.io.out)
-				fmt.Fprintln(tw, "JOB\tTASK\tSTATUS\tLEASE\tROOT\tIN FLIGHT\tSEEN\tTOOLS\tUPDATED")
+				tw := a.stdout().table()
+				tw.printf("JOB\tTASK\tSTATUS\tLEASE\tROOT\tIN FLIGHT\tSEEN\tTOOLS\tUPDATED\n")
 				for _, j := range res.Jobs {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", j.JobID, j.TaskID, j.Status, leaseOf(j), orDash(j.RootToolCallID),
+					tw.printf("%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", j.JobID, j.TaskID, j.Status, leaseOf(j), orDash(j.RootToolCallID),
 						j.InFlight, j.Seen, j.Tools, millis(j.UpdatedAt))
 				}
-				return tw.Flush()
+				return tw.flush()
 			})
 		},
 	}
@@ -95,17 +95,17 @@ func (a *app) showJobCmd() *cobra.Command {
 				if a.json {
 					return a.printJSON(job)
 				}
-				w := a.io.out
-				fmt.Fprintf(w, "job %s (task %s) %s, lease %s, root %s; %d in flight, %d ids seen; revoked roots %d, saturated %v\n",
+				w := a.stdout()
+				w.printf("job %s (task %s) %s, lease %s, root %s; %d in flight, %d ids seen; revoked roots %d, saturated %v\n",
 					job.JobID, job.TaskID, job.Status, leaseOf(job.JobSummary), orDash(job.RootToolCallID), job.InFlight, job.Seen,
 					job.RevokedRoots, job.Saturated)
-				tw := table(w)
-				fmt.Fprintln(tw, "TOOL\tREAD-ONLY\tCALLABLE\tFINGERPRINT")
+				tw := w.table()
+				tw.printf("TOOL\tREAD-ONLY\tCALLABLE\tFINGERPRINT\n")
 				for _, g := range job.Grant {
-					fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", g.Name, g.ReadOnly, orDash(g.Callable), g.Fingerprint)
+					tw.printf("%s\t%v\t%s\t%s\n", g.Name, g.ReadOnly, orDash(g.Callable), g.Fingerprint)
 				}
-				fmt.Fprintln(tw, "")
-				fmt.Fprintln(tw, "REQUEST\tLEASE\tTOOL\tSTATE\tREASON\tARGS BYTES\tRESULT AT")
+				tw.printf("\n")
+				tw.printf("REQUEST\tLEASE\tTOOL\tSTATE\tREASON\tARGS BYTES\tRESULT AT\n")
 				for _, r := range job.Requests {
 					at := "-"
 					if r.ResultPosition > 0 {
@@ -115,9 +115,9 @@ func (a *app) showJobCmd() *cobra.Command {
 					if r.Fenced {
 						state += " (late result fenced)"
 					}
-					fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%s\n", r.RequestID, r.Generation, orDash(r.Tool), state, orDash(r.Reason), r.ArgsBytes, at)
+					tw.printf("%s\t%d\t%s\t%s\t%s\t%d\t%s\n", r.RequestID, r.Generation, orDash(r.Tool), state, orDash(r.Reason), r.ArgsBytes, at)
 				}
-				return tw.Flush()
+				return tw.flush()
 			})
 		},
 	}

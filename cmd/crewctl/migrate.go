@@ -92,7 +92,8 @@ func (a *app) migrate(dryRun bool) error {
 		if errors.Is(err, eventlog.ErrCorrupt) {
 			return problemf("migrate: %v (backup in %s)", err, backup)
 		}
-		return problemf("migrate: %v\n  the store is at the format of the last finished step; run migrate again (backup in %s)", err, backup)
+		return hinted(problemf("migrate: %v", err),
+			"the store is at the format of the last finished step; run migrate again (backup in "+backup+")")
 	}
 	return a.printMigrate(migrateOutput{Report: rep, Backup: backup})
 }
@@ -111,25 +112,25 @@ func (a *app) printMigrate(out migrateOutput) error {
 	if a.json {
 		return a.printJSON(out)
 	}
-	w := a.io.out
+	w := a.stdout()
 	switch {
 	case len(out.Applied) == 0:
-		fmt.Fprintf(w, "store is at format %d, the current one: nothing to do\n", out.To)
+		w.printf("store is at format %d, the current one: nothing to do\n", out.To)
 		return nil
 	case out.DryRun:
-		fmt.Fprintf(w, "store is at format %d; %d step(s) pending (dry run, nothing written):\n", out.From, len(out.Applied))
+		w.printf("store is at format %d; %d step(s) pending (dry run, nothing written):\n", out.From, len(out.Applied))
 	default:
-		fmt.Fprintf(w, "backup written to %s\n", out.Backup)
+		w.printf("backup written to %s\n", out.Backup)
 	}
 	for _, m := range out.Applied {
 		if out.DryRun {
-			fmt.Fprintf(w, "  %d → %d %s: %s\n", m.From, m.To, m.Name, m.Doc)
+			w.printf("  %d → %d %s: %s\n", m.From, m.To, m.Name, m.Doc)
 		} else {
-			fmt.Fprintf(w, "  %d → %d %s: done, %d key(s) written, recorded at position %d\n", m.From, m.To, m.Name, m.Changed, m.Position)
+			w.printf("  %d → %d %s: done, %d key(s) written, recorded at position %d\n", m.From, m.To, m.Name, m.Changed, m.Position)
 		}
 	}
 	if !out.DryRun {
-		fmt.Fprintf(w, "store is now at format %d\n", out.To)
+		w.printf("store is now at format %d\n", out.To)
 	}
 	return nil
 }

@@ -103,7 +103,7 @@ func (a *app) migrateToStream(ctx context.Context, replicas int) error {
 	if a.json {
 		return a.printJSON(out)
 	}
-	fmt.Fprintf(a.io.out, "copied %s to %s: %d event(s) in %d group(s), %d outcome(s); a copy of the stream has the store's head and hash\n",
+	a.stdout().printf("copied %s to %s: %d event(s) in %d group(s), %d outcome(s); a copy of the stream has the store's head and hash\n",
 		out.From, out.To, out.Head, out.Groups, out.Outcomes)
 	return nil
 }
@@ -125,14 +125,14 @@ func (a *app) migrateToPebble(ctx context.Context) error {
 		return err
 	}
 	if !v.OK {
-		printVerify(a.io.out, v)
+		printVerify(a.stdout(), v)
 		return found(fmt.Sprintf("the copy %s has problems (first bad position %d)", store, v.FirstBad))
 	}
 	out := migrateStoreOutput{From: "stream " + a.nats.stream, To: store, Head: head, Verified: true}
 	if a.json {
 		return a.printJSON(out)
 	}
-	fmt.Fprintf(a.io.out, "copied %s to %s at head %d\n", out.From, out.To, out.Head)
-	printVerify(a.io.out, v)
+	a.stdout().printf("copied %s to %s at head %d\n", out.From, out.To, out.Head)
+	printVerify(a.stdout(), v)
 	return nil
 }

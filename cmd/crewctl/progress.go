@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -13,7 +12,7 @@ import (
 // stdout and stderr are terminals: a script or a pipe never gets control
 // characters.
 type progress struct {
-	w       io.Writer
+	w       screen
 	label   string
 	enabled bool
 	start   time.Time
@@ -28,7 +27,7 @@ const (
 )
 
 func newProgress(io stdio, label string) *progress {
-	return &progress{w: io.err, label: label, enabled: isTerminal(io.out) && isTerminal(io.err), start: time.Now()}
+	return &progress{w: screen{io.err}, label: label, enabled: isTerminal(io.out) && isTerminal(io.err), start: time.Now()}
 }
 
 // isTerminal reports whether w is a character device.
@@ -57,14 +56,14 @@ func (p *progress) update(done, total uint64) {
 	}
 	n := int(frac * progressWidth)
 	rate := float64(done) / now.Sub(p.start).Seconds()
-	fmt.Fprintf(p.w, "\r%s [%s%s] %3.0f%% %d/%d %.0f/s ", p.label, strings.Repeat("=", n),
+	p.w.printf("\r%s [%s%s] %3.0f%% %d/%d %.0f/s ", p.label, strings.Repeat("=", n),
 		strings.Repeat(" ", progressWidth-n), frac*100, done, total, rate)
 }
 
 // finish clears the bar if it was drawn.
 func (p *progress) finish() {
 	if p.shown {
-		fmt.Fprint(p.w, "\r\033[K")
+		p.w.printf("\r\033[K")
 		p.shown = false
 	}
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -136,7 +134,7 @@ func (a *app) replay(ctx context.Context, f replayFlags, live bool) error {
 			return err
 		}
 	} else {
-		printReplay(a.io.out, out)
+		printReplay(a.stdout(), out)
 	}
 	switch {
 	case out.Drift > 0:
@@ -147,22 +145,22 @@ func (a *app) replay(ctx context.Context, f replayFlags, live bool) error {
 	return nil
 }
 
-func printReplay(w io.Writer, out replayOutput) {
-	fmt.Fprintf(w, "replayed to position %d of %d", out.Position, out.Head)
+func printReplay(w screen, out replayOutput) {
+	w.printf("replayed to position %d of %d", out.Position, out.Head)
 	if out.Run != "" {
-		fmt.Fprintf(w, ", run %s", out.Run)
+		w.printf(", run %s", out.Run)
 	}
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "POS\tTIME\tRUN\tACTOR\tEVENT\tMEANING")
+	w.printf("\n")
+	tw := w.table()
+	tw.printf("POS\tTIME\tRUN\tACTOR\tEVENT\tMEANING\n")
 	for _, e := range out.Timeline {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", e.Position, e.Time.Format(time.RFC3339), e.Run, e.Actor, e.Type, e.Meaning)
+		tw.printf("%d\t%s\t%s\t%s\t%s\t%s\n", e.Position, e.Time.Format(time.RFC3339), e.Run, e.Actor, e.Type, e.Meaning)
 	}
-	tw.Flush()
-	fmt.Fprintf(w, "\nstate at %d: %d run(s), slots %d/%d held, config %s\n", out.Position, len(out.Runs),
+	tw.flush()
+	w.printf("\nstate at %d: %d run(s), slots %d/%d held, config %s\n", out.Position, len(out.Runs),
 		out.Slots.Held, out.Slots.Capacity, audit.ConfigSummary(out.Config))
 	if out.Explained {
-		fmt.Fprintf(w, "\ndecisions re-run with today's code: %d, drift: %d\n", len(out.Decisions), out.Drift)
+		w.printf("\ndecisions re-run with today's code: %d, drift: %d\n", len(out.Decisions), out.Drift)
 		for _, d := range out.Decisions {
 			subject := d.Subject
 			if subject == "" {
@@ -172,14 +170,14 @@ func printReplay(w io.Writer, out replayOutput) {
 			if d.Drift {
 				mark = "DRIFT"
 			}
-			fmt.Fprintf(w, "%s #%d %s %s %s by %s\n", mark, d.Position, d.Time.Format(time.RFC3339), d.Command, subject, d.Actor)
-			fmt.Fprintf(w, "      recorded: %s\n", d.Recorded)
+			w.printf("%s #%d %s %s %s by %s\n", mark, d.Position, d.Time.Format(time.RFC3339), d.Command, subject, d.Actor)
+			w.printf("      recorded: %s\n", d.Recorded)
 			if d.Drift {
-				fmt.Fprintf(w, "      today:    %s\n", d.Today)
+				w.printf("      today:    %s\n", d.Today)
 			}
-			fmt.Fprintf(w, "      rule:     %s\n", d.Rule)
+			w.printf("      rule:     %s\n", d.Rule)
 			for _, df := range d.Differences {
-				fmt.Fprintf(w, "      differs at %s: recorded %s, today %s\n", df.Path, df.Left, df.Right)
+				w.printf("      differs at %s: recorded %s, today %s\n", df.Path, df.Left, df.Right)
 			}
 		}
 	}
@@ -188,9 +186,9 @@ func printReplay(w io.Writer, out replayOutput) {
 		if out.Diff.SnapshotPosition > 0 {
 			against = fmt.Sprintf("snapshot taken at %d", out.Diff.SnapshotPosition)
 		}
-		fmt.Fprintf(w, "\ndiff with the %s, compared at position %d: %d difference(s)\n", against, out.Diff.Position, len(out.Diff.Differences))
+		w.printf("\ndiff with the %s, compared at position %d: %d difference(s)\n", against, out.Diff.Position, len(out.Diff.Differences))
 		for _, df := range out.Diff.Differences {
-			fmt.Fprintf(w, "  %s: rebuilt %s, %s %s\n", df.Path, df.Left, out.Diff.Against, df.Right)
+			w.printf("  %s: rebuilt %s, %s %s\n", df.Path, df.Left, out.Diff.Against, df.Right)
 		}
 	}
 }

@@ -39,8 +39,8 @@ func (a *app) tokenCmd() *cobra.Command {
 			if a.json {
 				return a.printJSON(map[string]any{"id": rec.ID, "name": rec.Name, "created": rec.Created, "token": tok})
 			}
-			fmt.Fprintf(a.io.out, "%s\n", tok)
-			fmt.Fprintf(a.io.err, "read-only token %s created; it is shown only now (use it as Authorization: Bearer TOKEN)\n", rec.ID)
+			a.stdout().printf("%s\n", tok)
+			screen{a.io.err}.printf("read-only token %s created; it is shown only now (use it as Authorization: Bearer TOKEN)\n", rec.ID)
 			return nil
 		},
 	}
@@ -65,7 +65,7 @@ func (a *app) tokenCmd() *cobra.Command {
 				return a.printJSON(map[string]any{"tokens": ts})
 			}
 			for _, t := range ts {
-				fmt.Fprintf(a.io.out, "%s  %s  %s\n", t.ID, t.Created.Format(time.RFC3339), t.Name)
+				a.stdout().printf("%s  %s  %s\n", t.ID, t.Created.Format(time.RFC3339), t.Name)
 			}
 			return nil
 		},
@@ -85,7 +85,7 @@ func (a *app) tokenCmd() *cobra.Command {
 			if !ok {
 				return problemf("no read-only token %q", argv[0])
 			}
-			fmt.Fprintf(a.io.out, "read-only token %s revoked\n", argv[0])
+			a.stdout().printf("read-only token %s revoked\n", argv[0])
 			return nil
 		},
 	}

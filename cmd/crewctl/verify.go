@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
@@ -69,7 +68,7 @@ func (a *app) verify(dir string) error {
 			return err
 		}
 	} else {
-		printVerify(a.io.out, out)
+		printVerify(a.stdout(), out)
 	}
 	if !out.OK {
 		return found(fmt.Sprintf("store %s has problems (first bad position %d)", dir, out.FirstBad))
@@ -116,23 +115,23 @@ func (a *app) verifyStore(dir, label string) (verifyOutput, error) {
 	return out, nil
 }
 
-func printVerify(w io.Writer, out verifyOutput) {
+func printVerify(w screen, out verifyOutput) {
 	if out.Corrupt != nil {
 		if out.Corrupt.Position > 0 {
-			fmt.Fprintf(w, "CORRUPT at position %d (%s): %s\n", out.Corrupt.Position, out.Corrupt.Key, out.Corrupt.Reason)
+			w.printf("CORRUPT at position %d (%s): %s\n", out.Corrupt.Position, out.Corrupt.Key, out.Corrupt.Reason)
 		} else {
-			fmt.Fprintf(w, "CORRUPT %s: %s\n", out.Corrupt.Key, out.Corrupt.Reason)
+			w.printf("CORRUPT %s: %s\n", out.Corrupt.Key, out.Corrupt.Reason)
 		}
 		return
 	}
-	fmt.Fprintf(w, "store ok: head %d (hash %.16s…), %d stream(s), %d command(s), %d snapshot(s)\n",
+	w.printf("store ok: head %d (hash %.16s…), %d stream(s), %d command(s), %d snapshot(s)\n",
 		out.Head, out.HeadHash, out.Streams, out.Commands, out.Snapshots)
 	if len(out.Problems) == 0 {
-		fmt.Fprintf(w, "invariants ok over %d event(s)\n", out.Events)
+		w.printf("invariants ok over %d event(s)\n", out.Events)
 		return
 	}
-	fmt.Fprintf(w, "INVARIANTS BROKEN: %d problem(s), first at position %d\n", len(out.Problems), out.FirstBad)
+	w.printf("INVARIANTS BROKEN: %d problem(s), first at position %d\n", len(out.Problems), out.FirstBad)
 	for _, p := range out.Problems {
-		fmt.Fprintf(w, "  %s\n", p)
+		w.printf("  %s\n", p)
 	}
 }

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,8 +23,6 @@ func (a *app) view(ctx context.Context, fn func(b Broker) error) error {
 	defer b.Close()
 	return fn(b)
 }
-
-func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
 
 func millis(ms int64) string {
 	if ms == 0 {
@@ -73,14 +69,14 @@ func (a *app) runsCmd() *cobra.Command {
 				if a.json {
 					return a.printJSON(page)
 				}
-				tw := table(a.io.out)
-				fmt.Fprintln(tw, "RUN\tSTATUS\tTEAM\tBUDGET USED\tUPDATED\tGOAL")
+				tw := a.stdout().table()
+				tw.printf("RUN\tSTATUS\tTEAM\tBUDGET USED\tUPDATED\tGOAL\n")
 				for _, r := range page.Runs {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Status, r.Team, budgetOf(r), millis(r.UpdatedAt), r.Goal)
+					tw.printf("%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Status, r.Team, budgetOf(r), millis(r.UpdatedAt), r.Goal)
 				}
-				tw.Flush()
+				tw.flush()
 				if page.NextCursor != "" {
-					fmt.Fprintf(a.io.out, "more: crewctl runs --cursor %s\n", page.NextCursor)
+					a.stdout().printf("more: crewctl runs --cursor %s\n", page.NextCursor)
 				}
 				return nil
 			})
@@ -138,7 +134,7 @@ func (a *app) showCmd() *cobra.Command {
 				if a.json {
 					return a.printJSON(rv)
 				}
-				printTree(a.io.out, rv)
+				printTree(a.stdout(), rv)
 				return nil
 			})
 		},
@@ -149,9 +145,9 @@ func (a *app) showCmd() *cobra.Command {
 
 // printTree prints the run and its tasks, each delegation's shadow task
 // under its parent.
-func printTree(w io.Writer, rv runViews) {
+func printTree(w screen, rv runViews) {
 	r := rv.Run
-	fmt.Fprintf(w, "run %s  %s  team %s  budget %s\n  goal: %s\n", r.RunID, r.Status, r.Team, budgetOf(r), r.Goal)
+	w.printf("run %s  %s  team %s  budget %s\n  goal: %s\n", r.RunID, r.Status, r.Team, budgetOf(r), r.Goal)
 	parentOf := map[string]string{}
 	for _, d := range rv.Delegations {
 		parentOf[d.SubID] = d.ParentTaskID
@@ -179,7 +175,7 @@ func printTree(w io.Writer, rv runViews) {
 			if n := len(children[t.TaskID]); n > 0 {
 				line += fmt.Sprintf("  %d delegation(s)", n)
 			}
-			fmt.Fprintln(w, line)
+			w.printf("%s\n", line)
 			walk(children[t.TaskID], prefix+next)
 		}
 	}
@@ -187,7 +183,7 @@ func printTree(w io.Writer, rv runViews) {
 }
 
 // runScoped is a one-table view of a run, answered by one query.
-func (a *app) runScoped(use, short, query string, print func(w io.Writer, rv runViews) error) *cobra.Command {
+func (a *app) runScoped(use, short, query string, print func(w screen, rv runViews) error) *cobra.Command {
 	return &cobra.Command{
 		Use:   use + " RUN",
 		Short: short,
@@ -198,62 +194,62 @@ func (a *app) runScoped(use, short, query string, print func(w io.Writer, rv run
 				if err != nil {
 					return err
 				}
-				return print(a.io.out, rv)
+				return print(a.stdout(), rv)
 			})
 		},
 	}
 }
 
 func (a *app) tasksCmd() *cobra.Command {
-	return a.runScoped("tasks", "A run's tasks, shadow tasks included (query.tasks)", "query.tasks", func(w io.Writer, rv runViews) error {
+	return a.runScoped("tasks", "A run's tasks, shadow tasks included (query.tasks)", "query.tasks", func(w screen, rv runViews) error {
 		if a.json {
 			return a.printJSON(map[string]any{"tasks": rv.Tasks})
 		}
-		tw := table(w)
-		fmt.Fprintln(tw, "TASK\tROLE\tSTATUS\tDEPTH\tALLOCATION\tUSAGE\tTITLE")
+		tw := w.table()
+		tw.printf("TASK\tROLE\tSTATUS\tDEPTH\tALLOCATION\tUSAGE\tTITLE\n")
 		for _, t := range rv.Tasks {
 			alloc := "-"
 			if t.Allocation != nil {
 				alloc = fmt.Sprintf("%d/%d", t.Allocation.TokensSpent, t.Allocation.TokensGranted)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\n", t.TaskID, t.Role, t.Status, t.EffectiveDepth(), alloc, t.Usage.Budgeted(), t.Title)
+			tw.printf("%s\t%s\t%s\t%d\t%s\t%d\t%s\n", t.TaskID, t.Role, t.Status, t.EffectiveDepth(), alloc, t.Usage.Budgeted(), t.Title)
 		}
-		return tw.Flush()
+		return tw.flush()
 	})
 }
 
 func (a *app) delegationsCmd() *cobra.Command {
-	return a.runScoped("delegations", "A run's delegations (query.delegations)", "query.delegations", func(w io.Writer, rv runViews) error {
+	return a.runScoped("delegations", "A run's delegations (query.delegations)", "query.delegations", func(w screen, rv runViews) error {
 		if a.json {
 			return a.printJSON(map[string]any{"delegations": rv.Delegations})
 		}
-		tw := table(w)
-		fmt.Fprintln(tw, "SUB\tPARENT\tROLE\tSTATUS\tDEPTH\tMETERED\tRESERVED\tUSED\tADMITTED\tDEADLINE")
+		tw := w.table()
+		tw.printf("SUB\tPARENT\tROLE\tSTATUS\tDEPTH\tMETERED\tRESERVED\tUSED\tADMITTED\tDEADLINE\n")
 		for _, d := range rv.Delegations {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%t\t%d\t%d\t%s\t%s\n", d.SubID, d.ParentTaskID, d.Role, d.Status, d.Depth,
+			tw.printf("%s\t%s\t%s\t%s\t%d\t%t\t%d\t%d\t%s\t%s\n", d.SubID, d.ParentTaskID, d.Role, d.Status, d.Depth,
 				d.Metered, d.Reserved, d.UsageTokens, millis(d.AdmittedAt), millis(d.Deadline))
 		}
-		return tw.Flush()
+		return tw.flush()
 	})
 }
 
 func (a *app) ledgerCmd() *cobra.Command {
-	return a.runScoped("ledger", "A run's budget ledger per parent task (query.ledger)", "query.ledger", func(w io.Writer, rv runViews) error {
+	return a.runScoped("ledger", "A run's budget ledger per parent task (query.ledger)", "query.ledger", func(w screen, rv runViews) error {
 		if a.json {
 			return a.printJSON(map[string]any{"accounts": rv.Ledger})
 		}
-		tw := table(w)
-		fmt.Fprintln(tw, "TASK\tGRANTED\tSPENT\tRESERVED\tCHARGED\tREMAINING")
+		tw := w.table()
+		tw.printf("TASK\tGRANTED\tSPENT\tRESERVED\tCHARGED\tREMAINING\n")
 		for _, ac := range rv.Ledger {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", ac.TaskID, ac.TokensGranted, ac.TokensSpent, ac.Reserved, ac.Charged, ac.Remaining())
+			tw.printf("%s\t%d\t%d\t%d\t%d\t%d\n", ac.TaskID, ac.TokensGranted, ac.TokensSpent, ac.Reserved, ac.Charged, ac.Remaining())
 			for _, r := range ac.Reservations {
-				fmt.Fprintf(tw, "  reserve\t\t%d\t\t\t%s %s\n", r.Tokens, r.SubID, millis(r.At))
+				tw.printf("  reserve\t\t%d\t\t\t%s %s\n", r.Tokens, r.SubID, millis(r.At))
 			}
 			for _, c := range ac.Charges {
-				fmt.Fprintf(tw, "  charge\t\t%d\t\t\t%s %s (used %d, reserved %d)\n", c.Tokens, c.SubID, millis(c.At), c.UsageTokens, c.ReservedTokens)
+				tw.printf("  charge\t\t%d\t\t\t%s %s (used %d, reserved %d)\n", c.Tokens, c.SubID, millis(c.At), c.UsageTokens, c.ReservedTokens)
 			}
 		}
-		return tw.Flush()
+		return tw.flush()
 	})
 }
 
@@ -272,9 +268,10 @@ func (a *app) slotsCmd() *cobra.Command {
 				if a.json {
 					return a.printJSON(s)
 				}
-				fmt.Fprintf(a.io.out, "slots %d/%d held\n", s.Held, s.Capacity)
+				w := a.stdout()
+				w.printf("slots %d/%d held\n", s.Held, s.Capacity)
 				for _, sub := range s.SubIDs {
-					fmt.Fprintf(a.io.out, "  %s\n", sub)
+					w.printf("  %s\n", sub)
 				}
 				return nil
 			})
