@@ -27,27 +27,41 @@ func TestSnapshotBadBytes(t *testing.T) {
 		require.NoError(t, err)
 		return append(b, body...)
 	}
+	// hot is a snapshot's body around runs: a run count and one ordinal a run, so that the runs reach the checks of
+	// their records rather than the ordinals' check, which comes first.
+	hot := func(runs ...any) []byte {
+		ords := make([]any, len(runs))
+		for i := range runs {
+			ords[i] = i
+		}
+		return withFormat(map[string]any{"runCount": len(runs), "ords": ords, "runs": runs})
+	}
+	run := map[string]any{"runId": "r", "status": "running"}
 	tests := []struct {
 		name string
 		b    []byte
+		// says is the refusal's reason, where a case means one check: another check, or a panic the decoder
+		// recovers from, refusing it would not show that check at work.
+		says string
 	}{
-		{"empty", nil},
-		{"format only", good[:1]},
-		{"truncated", good[:len(good)-1]},
-		{"trailing", append(append([]byte{}, good...), 0xc0)},
-		{"other format", append([]byte{0x02}, good[1:]...)},
-		{"format not a number", append([]byte{0xa1, 'x'}, good[1:]...)},
-		{"never-used code", []byte{0x01, 0xc1}},
-		{"huge array", []byte{0x01, 0x81, 0xa4, 'r', 'u', 'n', 's', 0xdd, 0xff, 0xff, 0xff, 0xff}},
-		{"huge string", []byte{0x01, 0xdb, 0xff, 0xff, 0xff, 0xff}},
-		{"deep nesting", append([]byte{0x01}, []byte(strings.Repeat("\x91", 100)+"\xc0")...)},
-		{"nil run", withFormat(map[string]any{"runs": []any{map[string]any{"run": nil}}})},
-		{"nil task", withFormat(map[string]any{"runs": []any{map[string]any{"run": map[string]any{"runId": "r"}, "tasks": []any{nil}}}})},
-		{"duplicate run", withFormat(map[string]any{"runs": []any{
-			map[string]any{"run": map[string]any{"runId": "r"}}, map[string]any{"run": map[string]any{"runId": "r"}}}})},
-		{"duplicate message", withFormat(map[string]any{"runs": []any{map[string]any{"run": map[string]any{"runId": "r"},
-			"messages": []any{map[string]any{"id": "m"}, map[string]any{"id": "m"}}}}})},
-		{"wrong type", withFormat(map[string]any{"position": "one"})},
+		{"empty", nil, ""},
+		{"format only", good[:1], ""},
+		{"truncated", good[:len(good)-1], ""},
+		{"trailing", append(append([]byte{}, good...), 0xc0), ""},
+		{"other format", append([]byte{0x02}, good[1:]...), ""},
+		{"format not a number", append([]byte{0xa1, 'x'}, good[1:]...), ""},
+		{"never-used code", []byte{0x01, 0xc1}, ""},
+		{"huge array", []byte{0x01, 0x81, 0xa4, 'r', 'u', 'n', 's', 0xdd, 0xff, 0xff, 0xff, 0xff}, ""},
+		{"huge string", []byte{0x01, 0xdb, 0xff, 0xff, 0xff, 0xff}, ""},
+		{"deep nesting", append([]byte{0x01}, []byte(strings.Repeat("\x91", 100)+"\xc0")...), ""},
+		{"runs without ordinals", withFormat(map[string]any{"runs": []any{map[string]any{"run": run}}}),
+			"1 runs listed with 0 ordinals, of 0 runs"},
+		{"nil run", hot(map[string]any{"run": nil}), "run 0 missing or duplicate"},
+		{"nil task", hot(map[string]any{"run": run, "tasks": []any{nil}}), "run r: task missing or duplicate"},
+		{"duplicate run", hot(map[string]any{"run": run}, map[string]any{"run": run}), "run 1 missing or duplicate"},
+		{"duplicate message", hot(map[string]any{"run": run,
+			"messages": []any{map[string]any{"id": "m"}, map[string]any{"id": "m"}}}), `run r: duplicate message "m"`},
+		{"wrong type", withFormat(map[string]any{"position": "one"}), ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,6 +69,9 @@ func TestSnapshotBadBytes(t *testing.T) {
 			require.Nil(t, s)
 			require.ErrorIs(t, err, ErrBadSnapshot)
 			require.True(t, strings.HasPrefix(err.Error(), "projections: "), err.Error())
+			if tc.says != "" {
+				require.Equal(t, ErrBadSnapshot.Error()+": "+tc.says, err.Error())
+			}
 		})
 	}
 }
