@@ -371,14 +371,15 @@ func addSnapshotRun(s *State, sr *snapshotRun) error {
 		if d == nil || r.dels[d.SubID] != nil {
 			return fmt.Errorf("run %s: delegation missing or duplicate", r.run.RunID)
 		}
-		if _, held := s.held[d.SubID]; held {
-			// subIds are UUIDs, unique daemon-wide; the slot pool is
-			// keyed by them.
-			return fmt.Errorf("run %s: delegation missing or duplicate", r.run.RunID)
-		}
 		r.dels[d.SubID] = d
 		r.delOrder = append(r.delOrder, d.SubID)
 		if !d.Status.Terminal() {
+			// NB: the slot pool is keyed by subId, and one holds a slot for one run at a time (an import may not
+			// admit a subId another run holds). A settled delegation holds none, so its subId may be another run's
+			// since: an import chooses its own.
+			if _, held := s.held[d.SubID]; held {
+				return fmt.Errorf("run %s: delegation %s holds a slot another run holds", r.run.RunID, d.SubID)
+			}
 			r.inFlight = append(r.inFlight, d.SubID)
 			holdSlot(s, r.run.RunID, d.SubID)
 		}
