@@ -2,6 +2,7 @@ package commands
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -147,6 +148,7 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 	}
 	_, exists := s.Run(c.RunID)
 	out := make([]events.Event, 0, len(c.Events))
+	var subIDs []string // the delegations this write admits, at most MaxImportEvents
 	for i, ie := range c.Events {
 		switch {
 		case checkpoint != (ie.Type == events.TypeImportCheckpoint):
@@ -167,6 +169,12 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 		if ie.Type == events.TypeRunCreated {
 			exists = true
 		}
+		if sub, ok := admittedSubID(ie.Payload); ok {
+			if admittedBefore(s, c.RunID, sub) || slices.Contains(subIDs, sub) {
+				return Decision{}, badParams("import.append: event %d: delegation %q was admitted already", i, sub)
+			}
+			subIDs = append(subIDs, sub)
+		}
 		at := env.Now
 		if ie.TimeMs > 0 {
 			at = ie.TimeMs * 1e6
@@ -185,6 +193,29 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 		})
 	}
 	return Decision{Events: out, Result: ImportResult{Appended: len(out)}}, nil
+}
+
+// admittedSubID is the subId p admits, when p is a delegate.admitted (a pointer or a struct).
+func admittedSubID(p any) (string, bool) {
+	switch a := p.(type) {
+	case *events.DelegateAdmitted:
+		return a.SubID, true
+	case events.DelegateAdmitted:
+		return a.SubID, true
+	}
+	return "", false
+}
+
+// admittedBefore reports whether subID holds a slot, for any run, or names a delegation of run runID already. NB:
+// the slot pool is keyed by subId alone (crewlog mints its own from UUIDs): an import, whose source chooses its
+// subIds, admitting one another run holds would move that run's slot to its own, its settlement would free it, and
+// the snapshot of two runs holding one subId is refused. A subId whose delegation another run settled holds nothing.
+func admittedBefore(s *projections.State, runID, subID string) bool {
+	if _, held := s.SlotHolder(subID); held {
+		return true
+	}
+	_, ok := s.Delegation(runID, subID)
+	return ok
 }
 
 // payloadOf reports whether p is the payload struct (pointer) of typ.

@@ -189,3 +189,60 @@ func TestImportSourceIsCountedInChars(t *testing.T) {
 		require.Nil(t, r.Rejected, "%q", c.source)
 	}
 }
+
+// TestImportRefusesASubIdAlreadyAdmitted: the slot pool is keyed by subId, so an imported delegate.admitted whose
+// subId holds a slot (for another run, or its own), or names a delegation of its run already (settled or not), or
+// comes twice in one write, is refused with nothing recorded: taken, it would move another run's slot to this run,
+// and its settlement would free it, and the snapshot of the state would not read back. A subId whose delegation
+// another run settled holds no slot, and may be imported.
+func TestImportRefusesASubIdAlreadyAdmitted(t *testing.T) {
+	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
+	admitted := func(sub string) *events.DelegateAdmitted {
+		return &events.DelegateAdmitted{TaskID: "T", SubID: sub, ChildDepth: 2, Role: "explorer", Unmetered: true}
+	}
+	submit := func(run, id string, evs ...ImportedEvent) *RejectedError {
+		r, err := f.eng.Submit(context.Background(), Request{Principal: events.EnginePrincipal(), CommandID: id,
+			Actor: admin, Command: &Import{Source: events.ForeignSourcePicrew, RunID: run, Events: evs}})
+		require.NoError(t, err)
+		return r.Rejected
+	}
+	for _, run := range []string{"A", "B"} {
+		require.Nil(t, submit(run, "run:"+run, ImportedEvent{Type: events.TypeRunCreated, TimeMs: 1000,
+			Payload: &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"}}))
+	}
+	require.Nil(t, submit("A", "A:held", ImportedEvent{Type: events.TypeDelegateAdmitted, TimeMs: 1000,
+		Payload: admitted("gc-held")}))
+	require.Nil(t, submit("A", "A:settled", ImportedEvent{Type: events.TypeDelegateAdmitted, TimeMs: 1000,
+		Payload: admitted("gc-settled")}, ImportedEvent{Type: events.TypeDelegateCompleted, TimeMs: 1000,
+		Payload: &events.DelegateCompleted{TaskID: "T", SubID: "gc-settled", OK: true}}))
+	head := f.eng.Head()
+
+	for name, c := range map[string]struct {
+		run string
+		evs []ImportedEvent
+	}{
+		"held by another run": {"B", []ImportedEvent{{Type: events.TypeDelegateAdmitted, TimeMs: 1000,
+			Payload: admitted("gc-held")}}},
+		"held by its own run": {"A", []ImportedEvent{{Type: events.TypeDelegateAdmitted, TimeMs: 1000,
+			Payload: admitted("gc-held")}}},
+		"settled in its own run": {"A", []ImportedEvent{{Type: events.TypeDelegateAdmitted, TimeMs: 1000,
+			Payload: admitted("gc-settled")}}},
+		"twice in one write": {"B", []ImportedEvent{
+			{Type: events.TypeDelegateAdmitted, TimeMs: 1000, Payload: admitted("gc-twice")},
+			{Type: events.TypeDelegateAdmitted, TimeMs: 1000, Payload: *admitted("gc-twice")}}},
+	} {
+		rej := submit(c.run, "refused:"+name, c.evs...)
+		require.NotNil(t, rej, name)
+		require.Equal(t, CodeBadParams, rej.Code, name)
+		require.Contains(t, rej.Error(), "was admitted already", name)
+	}
+	require.Equal(t, head, f.eng.Head(), "a refusal records nothing")
+	f.eng.Read(func(s *projections.State) {
+		holder, ok := s.SlotHolder("gc-held")
+		require.True(t, ok)
+		require.Equal(t, "A", holder, "the slot stays its run's")
+	})
+
+	require.Nil(t, submit("B", "B:settled", ImportedEvent{Type: events.TypeDelegateAdmitted, TimeMs: 1000,
+		Payload: admitted("gc-settled")}), "another run settled it: it holds no slot")
+}

@@ -103,7 +103,7 @@ func writeDamagedTimes(t *testing.T, dir, run, createdAt string) (want []string)
 			`{"time":"2300-01-01T00:00:00Z","type":"task.started","taskId":"01_plan","metadata":{"seq":2}}`,
 			`{"time":1790928000000,"type":"ask.requested","taskId":"02_ask","message":"which?","data":{"questionId":"q1","deadline":1e19},"metadata":{"seq":3}}`,
 			`{"time":true,"type":"task.progress","taskId":"01_plan","data":{"n":1},"metadata":{"seq":4}}`,
-			`{"time":1790928000000,"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"s1","reservedTokens":10,"timeoutSec":1e308},"metadata":{"seq":5}}`,
+			`{"time":1790928000000,"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"gc-` + run + `","reservedTokens":10,"timeoutSec":1e308},"metadata":{"seq":5}}`,
 			`{"time":-1,"type":"task.completed","taskId":"01_plan","metadata":{"seq":6}}`,
 			`{"time":1790928000000,"type":"task.waiting","taskId":"02_ask","data":{"questionId":"q1","deadline":"2026-13-40T99:00:00Z"},"metadata":{"seq":7}}`,
 			`{"time":"not a time","type":"run.completed","metadata":{"seq":8}}`,
@@ -129,7 +129,7 @@ func writeDamagedTimes(t *testing.T, dir, run, createdAt string) (want []string)
 		events + ":2 (seq 2): time \"2300-01-01T00:00:00Z\"",
 		events + ":3 (seq 3): data.deadline 1e19",
 		events + ":4 (seq 4): time true",
-		events + ":5 (seq 5): delegate.admitted for s1: timeoutSec 1e+308",
+		events + ":5 (seq 5): delegate.admitted for gc-" + run + ": timeoutSec 1e+308",
 		events + ":6 (seq 6): time -1",
 		events + ":7 (seq 7): data.deadline \"2026-13-40T99:00:00Z\"",
 		events + ":8 (seq 8): time \"not a time\"",
@@ -285,7 +285,7 @@ func TestUntimedAdmissionDeadlineImportAndFollowAgree(t *testing.T) {
 				`"status":"running","cwd":"/srv/app"` + createdAt + `}`,
 			"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","agent":"planner","status":"running"}]`,
 			"state/runs/" + run + "/events.jsonl": `{"type":"task.started","taskId":"01_plan","metadata":{"seq":1}}` + "\n" +
-				`{"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"s1","reservedTokens":10,"timeoutSec":60},"metadata":{"seq":2}}` + "\n",
+				`{"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"gc-` + run + `","reservedTokens":10,"timeoutSec":60},"metadata":{"seq":2}}` + "\n",
 		}
 		for p, b := range files {
 			full := filepath.Join(root, filepath.FromSlash(p))
