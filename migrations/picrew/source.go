@@ -185,8 +185,23 @@ type source struct {
 	skipped []Skipped
 }
 
+// maxReason bounds a report's reason, in bytes. Many reasons name a value read from the files (a run id in a
+// manifest, a task id, an event's type), which the run's workers write and which may be as long as a line; a report is
+// kept (the follower's once-only set, Summary.Skipped) and logged (crewd's log), so its reason is cut at this length,
+// far above the longest reason crewlog words itself (a few ids of at most eventlog.MaxIDLen bytes).
+const maxReason = 1024
+
 func (s *source) skip(run, p string, line int, seq uint64, format string, args ...any) {
-	s.skipped = append(s.skipped, Skipped{Run: run, Path: p, Line: line, Seq: seq, Reason: fmt.Sprintf(format, args...)})
+	s.skipped = append(s.skipped, Skipped{Run: run, Path: p, Line: line, Seq: seq, Reason: cutReason(fmt.Sprintf(format, args...))})
+}
+
+// cutReason is reason cut to at most maxReason bytes, at a character's start, with "…" saying it was cut.
+func cutReason(reason string) string {
+	if len(reason) <= maxReason {
+		return reason
+	}
+	// A cut within a character leaves the start of it at the end, which ToValidUTF8 drops.
+	return strings.ToValidUTF8(reason[:maxReason-len("…")], "") + "…"
 }
 
 // rel is p relative to the root, slash-separated.

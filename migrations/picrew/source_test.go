@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -111,5 +112,65 @@ func TestArtifactsRootIsTheRunsOwn(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// rewriteJSON rewrites the JSON file at p through edit, as a worker of the run may.
+func rewriteJSON(t *testing.T, p string, edit func(v any) any) {
+	t.Helper()
+	raw, err := os.ReadFile(p)
+	require.NoError(t, err)
+	var v any
+	require.NoError(t, json.Unmarshal(raw, &v))
+	raw, err = json.Marshal(edit(v))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(p, raw, 0o644))
+}
+
+// TestReportsAreBounded: a report names what it left out, and many of those names come from the files (a run id in
+// a manifest, a task id, an event's type, a delegation's subId, a run status), which the run's workers write. A
+// report is kept (the follower's once-only set, the one-shot import's summary) and logged (crewd's log), so each is
+// bounded, however long the value: a manifest rewritten with another megabyte-long run id at every change held
+// another megabyte of the follower's memory for good, and wrote it to crewd's log.
+func TestReportsAreBounded(t *testing.T) {
+	long := strings.Repeat("x", 1<<20)
+	root := newRoot(t)
+	a := newRun(t, root, runA)
+	require.NoError(t, a.AddTask("01_plan", "planner"))
+	require.NoError(t, a.SetStatus("running"))
+	_, err := a.Event("delegate.completed", "01_plan", map[string]any{"subId": long})
+	require.NoError(t, err)
+	_, err = a.Event("task.started", long, nil)
+	require.NoError(t, err)
+	require.NoError(t, picrewtest.AppendRaw(a.EventsPath(), []byte(`{"type":"`+long+`"}`+"\n")))
+	rewriteJSON(t, filepath.Join(a.Dir, "tasks.json"), func(v any) any {
+		return append(v.([]any), map[string]any{"id": long, "stepId": "s"})
+	})
+	b := newRun(t, root, runB)
+	rewriteJSON(t, filepath.Join(b.Dir, "manifest.json"), func(v any) any {
+		v.(map[string]any)["runId"] = long
+		return v
+	})
+	c := newRun(t, root, "team_20261201120000_00000000000000cc")
+	rewriteJSON(t, filepath.Join(c.Dir, "manifest.json"), func(v any) any {
+		v.(map[string]any)["status"] = long
+		return v
+	})
+
+	_, planned := importPlan(t, root.Dir)
+	_, followed := followPasses(t, root.Dir, 2)
+	for name, skipped := range map[string][]Skipped{"import": planned, "follow": followed} {
+		long := 0
+		for _, s := range skipped {
+			if strings.Contains(s.Reason, "xxxxxxxx") {
+				long++
+			}
+			require.LessOrEqual(t, len(s.Reason), maxReason, "%s: a report of %d bytes: %.200s", name, len(s.Reason), s.Reason)
+		}
+		want := 5 // the subId, the task id of an event and of tasks.json, the event's type, the manifest's run id
+		if name == "import" {
+			want++ // the run status, which the follower reconciles only for a run that finished
+		}
+		require.Equal(t, want, long, "%s: the reports naming a long value", name)
 	}
 }
