@@ -163,8 +163,21 @@ func (f *Follower) sawWhole(r *runFollower, name string, st stamp, b []byte) {
 
 // maxPending bounds the writes a run may have waiting for the daemon: past
 // it the run's files are not read further until the daemon takes them, so
-// a daemon away for long costs the follower no more memory than this.
+// a daemon away for long costs the follower no more memory than this. NB:
+// it is checked before each line, not once a pass: a pass reads up to
+// maxTailRead bytes of every file of the run, tens of thousands of short
+// lines each.
 const maxPending = 10_000
+
+// waiting is how many writes the run has that the daemon has not answered:
+// those pending and those planned since the last drain.
+func (r *runFollower) waiting() int {
+	n := len(r.pending)
+	if r.p != nil {
+		n += len(r.p.writes)
+	}
+	return n
+}
 
 // terminalRun reports whether a manifest status is one a run ends in.
 func terminalRun(st string) bool { return st == "completed" || st == "failed" || st == "cancelled" }
@@ -553,6 +566,9 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 	for _, l := range lines {
 		if replay && l.end > upTo {
 			break
+		}
+		if !replay && r.waiting() >= maxPending {
+			break // the rest waits for the daemon to take these (syncRun)
 		}
 		if !f.planLine(r, t, l, replay) {
 			break // held: read again next pass

@@ -1,6 +1,8 @@
 package picrew
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -463,4 +465,44 @@ func TestFollowCheckpointsAtTheDefaultInterval(t *testing.T) {
 	runSteps(t, steps[35:])
 	fl2.settle(t)
 	requireCopy(t, root.Dir, sink, copyOf{})
+}
+
+// TestFollowHoldsAtMostMaxPendingWrites: a run holds at most maxPending writes waiting for the daemon, however many
+// lines its files gained: past that they are not read further until the daemon takes the writes. A pass read every
+// complete line a file had (up to maxTailRead bytes of each of its files, archives as many as its workers make), so
+// with the daemon away a run of short lines planned tens of thousands of writes in one pass, all held in memory.
+// Once the daemon answers, every line is imported, once.
+func TestFollowHoldsAtMostMaxPendingWrites(t *testing.T) {
+	root := newRoot(t)
+	a := newRun(t, root, runA)
+	require.NoError(t, a.SetStatus("running"))
+	var lines bytes.Buffer
+	for seq := 1; seq <= 2*maxPending+1; seq++ {
+		fmt.Fprintf(&lines, `{"time":"2026-12-01T12:00:00.000Z","type":"task.progress","runId":%q,"taskId":"01_plan","metadata":{"seq":%d}}`+"\n", runA, seq)
+	}
+	require.Less(t, lines.Len(), maxTailRead, "one pass reads them all")
+	require.NoError(t, picrewtest.AppendRaw(a.EventsPath(), lines.Bytes()))
+
+	sink := newMemSink()
+	sink.failBefore = 1 << 30
+	fl := NewFollower(root.Dir, sink, &FollowOptions{SettleAfter: time.Hour, CheckpointEvery: time.Nanosecond})
+	fl.cks = map[string]events.ImportCheckpoint{} // what Run loads first: no checkpoint yet
+	runsDir := filepath.Join(root.Dir, "state", "runs")
+	for range 3 {
+		fl.pass(t.Context(), runsDir, true, nil)
+		require.LessOrEqual(t, fl.Stats().Pending, maxPending, "writes waiting for a daemon that is away")
+	}
+	require.Equal(t, maxPending, fl.Stats().Pending, "the run read on up to the bound")
+
+	sink.mu.Lock()
+	sink.failBefore = 0
+	sink.mu.Unlock()
+	for i := 0; fl.Stats().Lines < 2*maxPending+1; i++ {
+		require.Less(t, i, 10, "the lines were not all read: %+v", fl.Stats())
+		fl.pass(t.Context(), runsDir, true, nil)
+		require.LessOrEqual(t, fl.Stats().Pending, maxPending)
+	}
+	fl.pass(t.Context(), runsDir, true, nil)
+	require.Zero(t, fl.Stats().Pending)
+	requireCopy(t, root.Dir, sink, copyOf{live: true})
 }
