@@ -319,8 +319,9 @@ func (f *Follower) settledAtStart(r *runFollower) bool {
 	seen := map[string]stamp{}
 	// matches: the file is as checkpointed (absent when it was absent),
 	// its content hashing as recorded (whole: the file, else its last
-	// line read).
-	matches := func(p string, whole bool) bool {
+	// line read). held is what the follower read of a whole file, if it
+	// did.
+	matches := func(p string, whole bool, held *wholeFile) bool {
 		c, ok := f.cks[f.src.rel(p)]
 		st, err := stampOf(p)
 		if err != nil {
@@ -334,16 +335,23 @@ func (f *Follower) settledAtStart(r *runFollower) bool {
 			good, _ := resumable(p, c)
 			return good
 		}
+		if held != nil && held.st == st {
+			// NB: not read again at the stamp it was read at. maybeSleep
+			// asks after every pass, and a run that cannot be let go (a
+			// partial last line keeps its file from matching) would have
+			// its whole files, up to maxWholeFile each, read at every pass.
+			return held.hash == c.LastLineHash
+		}
 		b, _, err := readFile(p)
 		return err == nil && lineHash(b) == c.LastLineHash
 	}
 	for _, name := range wholeNames {
-		if !matches(r.wholePath(name), true) {
+		if !matches(r.wholePath(name), true, r.whole[name]) {
 			return false
 		}
 	}
 	for _, p := range f.listFiles(r, false) {
-		if !matches(p.path, false) {
+		if !matches(p.path, false, nil) {
 			return false
 		}
 	}

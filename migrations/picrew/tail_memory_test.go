@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/migrations/picrew/picrewtest"
 )
 
 // TestFollowPassMemoryFollowsWhatIsRead: a pass that reads one short line
@@ -64,10 +65,7 @@ func TestFollowerReadsAWholeFileOncePerChange(t *testing.T) {
 	a := newRun(t, root, runA)
 	require.NoError(t, a.AddTask("01_plan", "planner"))
 	require.NoError(t, a.SetStatus("running"))
-	p := filepath.Join(a.Dir, "tasks.json")
-	b, err := os.ReadFile(p)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(p, append(b, bytes.Repeat([]byte(" "), size-len(b))...), 0o644))
+	padTasks(t, a, size)
 
 	var sink *memSink
 	var reported []Skipped
@@ -77,7 +75,39 @@ func TestFollowerReadsAWholeFileOncePerChange(t *testing.T) {
 	require.Less(t, n, uint64(size+size/2), "a pass over a tasks.json of %d bytes allocated %d", size, n)
 }
 
+// padTasks pads run's tasks.json with blanks to size bytes: a file that large, whose decoding allocates no more than
+// the one it pads.
+func padTasks(t *testing.T, run *picrewtest.Run, size int) {
+	t.Helper()
+	p := filepath.Join(run.Dir, "tasks.json")
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(p, append(b, bytes.Repeat([]byte(" "), size-len(b))...), 0o644))
+}
+
 func mustImported(s *memSink) []string {
 	ids, _ := s.imported()
 	return ids
+}
+
+// TestFollowerReadsAFinishedRunsWholeFileOncePerChange: a finished run is let go once it is reconciled and its
+// checkpoints are written, which the follower checks after every pass by comparing the files with their
+// checkpoints. A run that cannot be let go (its events.jsonl ends in a partial line, so the file never matches its
+// checkpoint) had its whole files read again by that check at every pass: a worker leaving a line unfinished made
+// the follower read a 16 MiB tasks.json every second, forever. What the follower read at a stamp it holds.
+func TestFollowerReadsAFinishedRunsWholeFileOncePerChange(t *testing.T) {
+	const size, passes = 8 << 20, 6
+	root := newRoot(t)
+	a := newRun(t, root, runA)
+	require.NoError(t, a.AddTask("01_plan", "planner"))
+	require.NoError(t, a.SetStatus("completed"))
+	padTasks(t, a, size)
+	_, err := a.Event("task.progress", "01_plan", map[string]any{"note": "a line"})
+	require.NoError(t, err)
+	require.NoError(t, picrewtest.AppendRaw(a.EventsPath(), []byte(`{"type":"task.progress"`)))
+
+	var sink *memSink
+	n := allocatedBy(func() { sink, _ = followPasses(t, root.Dir, passes) })
+	require.Contains(t, mustImported(sink), "import:"+runA+":reconcile:run:completed", "the run was reconciled")
+	require.Less(t, n, uint64(2*size), "%d passes over a finished run with a tasks.json of %d bytes allocated %d", passes, size, n)
 }
