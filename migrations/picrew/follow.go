@@ -316,7 +316,7 @@ func (f *Follower) pass(ctx context.Context, runsDir string, all bool, w *watche
 	}
 	settled := true
 	for _, r := range f.runs {
-		if len(r.pending) > 0 || r.anyDirty() || !r.held.IsZero() || (r.p != nil && terminalRun(r.p.r.manifest.Status) && r.reconciled != r.p.r.manifest.Status) {
+		if len(r.pending) > 0 || r.anyDirty() || r.holding() || (r.p != nil && terminalRun(r.p.r.manifest.Status) && r.reconciled != r.p.r.manifest.Status) {
 			settled = false
 		}
 	}

@@ -102,7 +102,6 @@ type runFollower struct {
 	seqs    map[uint64]bool       // events.jsonl seqs planned
 	maxSeq  uint64
 	steers  map[string]bool // steering lines planned (task and id)
-	held    time.Time       // since when a steering line waits for its mailbox message
 	pending []planned
 
 	whole      map[string]*wholeFile // manifest.json, tasks.json, delivery.json by name
@@ -120,6 +119,16 @@ type runFollower struct {
 func newRunFollower(id, dir string) *runFollower {
 	return &runFollower{id: id, dir: dir, tails: map[string]*tailState{}, seqs: map[uint64]bool{}, steers: map[string]bool{},
 		whole: map[string]*wholeFile{}}
+}
+
+// holding reports whether a steering line of the run waits for its mailbox message.
+func (r *runFollower) holding() bool {
+	for _, t := range r.tails {
+		if !t.hold.IsZero() {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *runFollower) anyDirty() bool {
@@ -578,11 +587,14 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 		if !replay && r.waiting() >= maxPending {
 			break // the rest waits for the daemon to take these (syncRun)
 		}
-		if !f.planLine(r, t, l, replay) {
+		if !f.planLine(r, t, l, lines[len(lines)-1].end, replay) {
 			break // held: read again next pass
 		}
 		t.advance(l)
 		t.dirty = !replay
+		if t.offset >= t.holdUpTo {
+			t.hold = time.Time{} // every line read with the held ones is through
+		}
 		n++
 	}
 	switch {
@@ -597,9 +609,10 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 	}
 }
 
-// planLine plans one line of a followed file; false holds the line (and
-// the rest of the file) for a later pass.
-func (f *Follower) planLine(r *runFollower, t *tailState, l line, replay bool) bool {
+// planLine plans one line of a followed file, read with the complete lines
+// up to read; false holds the line (and the rest of the file) for a later
+// pass.
+func (f *Follower) planLine(r *runFollower, t *tailState, l line, read int64, replay bool) bool {
 	s, p := f.src, r.p
 	b := bytes.TrimSpace(l.text)
 	if len(b) == 0 {
@@ -645,15 +658,17 @@ func (f *Follower) planLine(r *runFollower, t *tailState, l line, replay bool) b
 			// steering line whose message is not read yet waits for it a
 			// while (the import of the finished files pairs them the same
 			// way); a legacy line, or one whose message never comes, is
-			// imported with a message of its own.
-			if r.held.IsZero() {
-				r.held = time.Now()
+			// imported with a message of its own. NB: the wait counts from
+			// when the line was first read, with the lines read with it: from
+			// when the one before it was let through, a file of n lines whose
+			// messages never come took n waits.
+			if t.hold.IsZero() || l.end > t.holdUpTo {
+				t.hold, t.holdUpTo = time.Now(), read
 			}
-			if time.Since(r.held) < f.o.SettleAfter {
+			if time.Since(t.hold) < f.o.SettleAfter {
 				return false
 			}
 		}
-		r.held = time.Time{}
 		r.steers[key] = true
 		p.steer(st)
 	}

@@ -2,6 +2,7 @@ package picrew
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -504,5 +505,48 @@ func TestFollowHoldsAtMostMaxPendingWrites(t *testing.T) {
 	}
 	fl.pass(t.Context(), runsDir, true, nil)
 	require.Zero(t, fl.Stats().Pending)
+	requireCopy(t, root.Dir, sink, copyOf{live: true})
+}
+
+// TestFollowSteeringLinesWaitTogether: a steering line whose mailbox message is not there yet waits up to
+// SettleAfter for it, from when it was first read. Lines read together wait together: each waited its SettleAfter
+// after the one before it was let through, so a steering file of n lines whose messages never came (a worker's, or
+// lost) took n times SettleAfter to import, and kept its run from settling all that time. A line appended after the
+// wait still waits for its own message.
+func TestFollowSteeringLinesWaitTogether(t *testing.T) {
+	const settle = 100 * time.Millisecond
+	root := newRoot(t)
+	a := newRun(t, root, runA)
+	require.NoError(t, a.AddTask("01_exec", "executor"))
+	require.NoError(t, a.SetStatus("running"))
+	steering := filepath.Join(root.Dir, "artifacts", runA, "steering", "01_exec.jsonl")
+	steer := func(id string) {
+		require.NoError(t, picrewtest.AppendRaw(steering, fmt.Appendf(nil, `{"type":"steer","message":"go on","id":%q,"ts":"2026-12-01T12:00:00.000Z"}`+"\n", id)))
+	}
+	for _, id := range []string{"steer_lost_1", "steer_lost_2", "steer_lost_3"} {
+		steer(id)
+	}
+	steers := func(sink *memSink) []string { return withPrefix(mustImported(sink), "import:"+runA+":steer:") }
+
+	sink := newMemSink()
+	fl := NewFollower(root.Dir, sink, &FollowOptions{SettleAfter: settle, CheckpointEvery: time.Nanosecond})
+	fl.cks = map[string]events.ImportCheckpoint{} // what Run loads first: no checkpoint yet
+	runsDir := filepath.Join(root.Dir, "state", "runs")
+	fl.pass(t.Context(), runsDir, true, nil)
+	require.Empty(t, steers(sink), "the lines wait for their messages")
+	time.Sleep(settle)
+	fl.pass(t.Context(), runsDir, true, nil)
+	require.Len(t, steers(sink), 3, "the lines read together waited together")
+
+	steer("steer_late")
+	fl.pass(t.Context(), runsDir, true, nil)
+	require.Len(t, steers(sink), 3, "a line read later waits for its message")
+	msg := map[string]any{"id": "steer_late", "runId": runA, "direction": "inbox", "from": "orchestrator", "to": "01_exec",
+		"taskId": "01_exec", "body": "go on", "createdAt": "2026-12-01T12:00:00.000Z", "status": "queued", "kind": "steer"}
+	line, err := json.Marshal(msg)
+	require.NoError(t, err)
+	require.NoError(t, picrewtest.AppendRaw(filepath.Join(a.Dir, "mailbox", "tasks", "01_exec", "inbox.jsonl"), append(line, '\n')))
+	fl.pass(t.Context(), runsDir, true, nil)
+	require.Len(t, steers(sink), 4)
 	requireCopy(t, root.Dir, sink, copyOf{live: true})
 }

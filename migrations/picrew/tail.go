@@ -36,6 +36,11 @@ type tail struct {
 	// partial is the partial last line (no newline yet) the follower last
 	// found after offset.
 	partial partialLine
+	// hold is when a steering line was first held for its mailbox message
+	// (zero: none is), and holdUpTo the end of the complete lines read then:
+	// every line up to it has waited since hold.
+	hold     time.Time
+	holdUpTo int64
 }
 
 // partialLine is a line without its newline at the end of a followed file.
@@ -279,4 +284,5 @@ func (t *tail) rewritten(p string) bool {
 // reset starts t again at the start of a new file.
 func (t *tail) reset(inode int64) {
 	t.inode, t.offset, t.lines, t.hash, t.partial, t.lastLen = inode, 0, 0, "", partialLine{}, 0
+	t.hold, t.holdUpTo = time.Time{}, 0
 }
