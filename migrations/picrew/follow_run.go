@@ -572,7 +572,7 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 	case errors.Is(err, errLongLine):
 		s.skip(r.id, t.rel, int(t.lines+1), 0, "line longer than %d bytes: skipped", maxTailRead)
 		t.offset += maxTailRead
-		t.hash, t.dirty = "", true
+		t.hash, t.lastLen, t.skipping, t.dirty = "", -1, true, true
 		return
 	case err != nil:
 		s.skip(r.id, t.rel, 0, 0, "unreadable: %v (retrying)", err)
@@ -587,7 +587,7 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 		if !replay && r.waiting() >= maxPending {
 			break // the rest waits for the daemon to take these (syncRun)
 		}
-		if !f.planLine(r, t, l, lines[len(lines)-1].end, replay) {
+		if !l.rest && !f.planLine(r, t, l, lines[len(lines)-1].end, replay) {
 			break // held: read again next pass
 		}
 		t.advance(l)

@@ -550,3 +550,30 @@ func TestFollowSteeringLinesWaitTogether(t *testing.T) {
 	require.Len(t, steers(sink), 4)
 	requireCopy(t, root.Dir, sink, copyOf{live: true})
 }
+
+// TestFollowSkipsALongLineToItsEnd: a line longer than one read (maxTailRead) is reported and skipped to its
+// newline, as the one-shot import skips a line it cannot decode. The follower skipped one read's worth of it and
+// took what followed, the rest of the same line, for a line of its own: here an event the one-shot import never
+// sees, since the line it ends is not JSON.
+func TestFollowSkipsALongLineToItsEnd(t *testing.T) {
+	root := newRoot(t)
+	a := newRun(t, root, runA)
+	require.NoError(t, a.SetStatus("running"))
+	_, err := a.Event("task.progress", "", nil)
+	require.NoError(t, err)
+	long := append(bytes.Repeat([]byte("x"), maxTailRead), `{"type":"task.progress","metadata":{"seq":2}}`+"\n"...)
+	require.NoError(t, picrewtest.AppendRaw(a.EventsPath(), long))
+	require.NoError(t, picrewtest.AppendRaw(a.EventsPath(), []byte(`{"type":"task.progress","metadata":{"seq":3}}`+"\n")))
+
+	want, _ := importPlan(t, root.Dir)
+	require.NotContains(t, want, "import:"+runA+":seq:2")
+	require.Contains(t, want, "import:"+runA+":seq:3")
+
+	sink, reported := followPasses(t, root.Dir, 5)
+	reasons := reasonsFor(reported, "state/runs/"+runA+"/events.jsonl")
+	require.Contains(t, reasons, fmt.Sprintf("line longer than %d bytes: skipped", maxTailRead))
+	for _, r := range reasons {
+		require.NotContains(t, r, "corrupt", "the rest of the long line read as a line")
+	}
+	requireCopy(t, root.Dir, sink, copyOf{live: true})
+}

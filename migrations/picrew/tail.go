@@ -16,8 +16,9 @@ import (
 // the next pass, so a huge file is imported in bounded steps.
 const maxTailRead = 4 << 20
 
-// maxLine is the longest line a tail accepts (readLines' limit): a longer
-// one is reported and skipped.
+// maxLine is the longest line the one-shot import reads (readLines' limit)
+// and lastLine looks back over. A followed file's line longer than one read
+// (maxTailRead) is reported and skipped to its newline (tail.skipping).
 const maxLine = 16 << 20
 
 // tail is the read position of one JSONL file pi-crew appends to: the byte
@@ -41,6 +42,9 @@ type tail struct {
 	// every line up to it has waited since hold.
 	hold     time.Time
 	holdUpTo int64
+	// skipping: the bytes at offset are the rest of a line longer than one
+	// read (maxTailRead), skipped up to its newline.
+	skipping bool
 }
 
 // partialLine is a line without its newline at the end of a followed file.
@@ -75,6 +79,8 @@ type line struct {
 	n    int   // 1-based line number
 	end  int64 // offset just after its newline
 	text []byte
+	// rest: the end of a line longer than one read, skipped (text is nil).
+	rest bool
 }
 
 func lineHash(b []byte) string {
@@ -221,11 +227,27 @@ func (t *tail) read(p string) (lines []line, partial int64, err error) {
 	buf = buf[:n]
 	off, num := t.offset, t.lines
 	partial = -1
+	if t.skipping && len(buf) > 0 {
+		// NB: what is read here is not a line of its own, but the end of
+		// the long one: only its newline says where the next line starts.
+		i := bytes.IndexByte(buf, '\n')
+		if i < 0 {
+			if n == maxTailRead {
+				return nil, -1, errLongLine
+			}
+			return nil, off, nil
+		}
+		num++
+		off += int64(i + 1)
+		lines = append(lines, line{n: int(num), end: off, rest: true})
+		buf = buf[i+1:]
+	}
 	for len(buf) > 0 {
 		i := bytes.IndexByte(buf, '\n')
 		if i < 0 {
 			if n == maxTailRead && off == t.offset {
-				// One line longer than a whole read: skip to its end.
+				// One line longer than a whole read: skipped to its end
+				// (skipping).
 				return nil, -1, errLongLine
 			}
 			partial = off
@@ -243,6 +265,12 @@ var errLongLine = errors.New("picrew: a line longer than the read limit")
 
 // advance moves t past l.
 func (t *tail) advance(l line) {
+	if l.rest {
+		// The line's hash is unknown (it was never held whole): a
+		// checkpoint here is not resumed from, and the file is read again.
+		t.offset, t.lines, t.hash, t.lastLen, t.skipping = l.end, int64(l.n), "", -1, false
+		return
+	}
 	t.offset, t.lines, t.hash, t.lastLen = l.end, int64(l.n), lineHash(l.text), int64(len(l.text))
 }
 
@@ -284,5 +312,5 @@ func (t *tail) rewritten(p string) bool {
 // reset starts t again at the start of a new file.
 func (t *tail) reset(inode int64) {
 	t.inode, t.offset, t.lines, t.hash, t.partial, t.lastLen = inode, 0, 0, "", partialLine{}, 0
-	t.hold, t.holdUpTo = time.Time{}, 0
+	t.hold, t.holdUpTo, t.skipping = time.Time{}, 0, false
 }
