@@ -69,7 +69,10 @@
 //     delegation's deadline counts from the time its admission is recorded
 //     at, whichever it is (a Follower's daemon counts it when the time is
 //     its own: commands.Import). Its timeoutSec that puts its deadline past
-//     that range is taken as absent (pi-crew's default) the same way. Both ways of importing decode every
+//     that range is taken as absent (pi-crew's default) the same way, and
+//     so is one above 86,400 s, which pi-crew and crewlog's own
+//     delegate.request refuse (the admission holds a slot of the daemon's
+//     nested pool until its deadline). Both ways of importing decode every
 //     time with the one rule (flexTime), so they record the same events.
 //   - A run's writes commit in one atomic append.
 //

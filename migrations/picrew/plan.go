@@ -16,6 +16,10 @@ import (
 // whose process died with pi-crew's broker.
 const defaultTimeoutSec = 900
 
+// maxTimeoutSec is the longest a delegation may run (D§4.2's timeout-invalid, crewlog's commands.MaxTimeoutSec): an
+// imported admission holds a slot of the daemon-wide nested pool until its deadline.
+const maxTimeoutSec = 86400
+
 // planned is one write of the import, before the command-id check: the
 // events encoded for the log (the one-shot import appends them), and the
 // same events as typed payloads (a follower sends those to the daemon).
@@ -377,6 +381,11 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 			// than nothing, and the ledger would not add it.
 			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s reserves %d tokens: skipped", d.SubID, d.ReservedTokens)
 			return
+		}
+		if d.TimeoutSec > maxTimeoutSec {
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s: timeoutSec %g is longer than a delegation runs (at most %d s): taken as absent",
+				d.SubID, d.TimeoutSec, maxTimeoutSec)
+			d.TimeoutSec = 0
 		}
 		if float64(p.deadlineFrom(at))+d.TimeoutSec*1000 > maxTimeMs {
 			// Its deadline is a time like the others (flexTime): one past

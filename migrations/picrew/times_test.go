@@ -318,3 +318,44 @@ func TestUntimedAdmissionDeadlineImportAndFollowAgree(t *testing.T) {
 		require.Len(t, admitted, len(runs), name)
 	}
 }
+
+// TestAdmissionTimeoutIsADelegationsBound: an imported delegate.admitted holds a slot of the daemon-wide nested pool
+// until its deadline, which the engine's expiry ends. pi-crew refuses a timeoutSec above 86,400 (timeout-invalid), as
+// crewlog's own delegate.request does (commands.MaxTimeoutSec), so a larger one in the files is damage, taken as
+// absent (pi-crew's default) and reported, by the one-shot import and a follower alike. It was kept as long as its
+// deadline fell before 2255: a line of a run's events.jsonl held a slot every runtime shares for 31 years.
+func TestAdmissionTimeoutIsADelegationsBound(t *testing.T) {
+	require.Equal(t, commands.MaxTimeoutSec, maxTimeoutSec, "the bound is crewlog's own delegate.request's")
+	const at = int64(1790928000000)
+	clock := func() time.Time { return time.UnixMilli(1790000000000) }
+	root := t.TempDir()
+	run := timesRunCreated
+	files := map[string]string{
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
+			`"status":"running","cwd":"/srv/app","createdAt":1790928000000}`,
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","agent":"planner","status":"running"}]`,
+		"state/runs/" + run + "/events.jsonl": fmt.Sprintf(`{"time":%d,"type":"task.started","taskId":"01_plan","metadata":{"seq":1}}`, at) + "\n" +
+			fmt.Sprintf(`{"time":%d,"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"s1","timeoutSec":1e9},"metadata":{"seq":2}}`, at) + "\n" +
+			fmt.Sprintf(`{"time":%d,"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"s2","timeoutSec":86400},"metadata":{"seq":3}}`, at) + "\n",
+	}
+	for p, b := range files {
+		full := filepath.Join(root, filepath.FromSlash(p))
+		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+		require.NoError(t, os.WriteFile(full, []byte(b), 0o644))
+	}
+	one, followed, reports := importedTwice(t, root, clock)
+	require.Len(t, reports, 1)
+	require.Contains(t, reports[0], "delegate.admitted for s1: timeoutSec 1e+09")
+	require.True(t, strings.HasSuffix(reports[0], ": taken as absent"), reports[0])
+	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
+		deadlines := map[string]int64{}
+		forEachEvent(t, l, func(ev *eventlog.Event) {
+			if ev.Type == events.TypeDelegateAdmitted {
+				p, err := events.DecodePayload(ev.Type, ev.SchemaVersion, ev.Payload)
+				require.NoError(t, err)
+				deadlines[p.(*events.DelegateAdmitted).SubID] = p.(*events.DelegateAdmitted).Deadline
+			}
+		})
+		require.Equal(t, map[string]int64{"s1": at + defaultTimeoutSec*1000, "s2": at + maxTimeoutSec*1000}, deadlines, name)
+	}
+}
