@@ -24,18 +24,41 @@ func TestRunFollowsPicrew(t *testing.T) {
 	c.FollowPicrew = filepath.Join(t.TempDir(), "nothing")
 	require.ErrorContains(t, Run(context.Background(), c, io.Discard, discard()), "is not a pi-crew crew root")
 
-	root, err := picrewtest.New(t.TempDir())
-	require.NoError(t, err)
 	const runID = "team_20261201120000_00000000000000c3"
-	run, err := root.NewRun(runID)
+	root, _, steps := lifecycle(t, runID)
+	runSteps(t, steps[:6])
+	waitStatus, stop := following(t, c, root.Dir, runID)
+	defer stop()
+	waitStatus("01_plan", "running")
+	runSteps(t, steps[6:])
+	waitStatus("02_exec", "completed")
+}
+
+// TestRunFollowsPicrewWithinItsFrameCap: crewd's follower sizes its requests to crewd's own frame cap (--max-frame),
+// as crewctl's follower sizes them to the default one: a write larger than a request may carry is reported and left
+// out, and the run's later writes are imported. With the default bound, twice a small cap, a request carrying a
+// large message was refused whole at every pass, and nothing after it in the run was ever imported.
+func TestRunFollowsPicrewWithinItsFrameCap(t *testing.T) {
+	c := testConfig(t)
+	c.HTTPAddr = ""
+	c.MaxFrame = 32 << 10
+	const runID = "team_20261201120000_00000000000000c4"
+	root, run, steps := lifecycle(t, runID)
+	runSteps(t, steps[:11])
+	_, err := run.Message("02_exec", strings.Repeat("x", 40<<10))
 	require.NoError(t, err)
-	steps := picrewtest.Lifecycle(run, 2)
-	for _, s := range steps[:6] {
-		require.NoError(t, s())
-	}
-	c.FollowPicrew = root.Dir
+	runSteps(t, steps[11:])
+	waitStatus, stop := following(t, c, root.Dir, runID)
+	defer stop()
+	waitStatus("02_exec", "completed")
+}
+
+// following starts crewd with c following the crew root root, and returns an admin client of it and a wait for a
+// task of run runID to reach a status; stop stops crewd.
+func following(t *testing.T, c Config, root, runID string) (waitStatus func(task, want string), stop func()) {
+	t.Helper()
+	c.FollowPicrew = root
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, c, pw, discard()); pw.Close() }()
@@ -48,9 +71,8 @@ func TestRunFollowsPicrew(t *testing.T) {
 	go io.Copy(io.Discard, pr)
 	token, err := AdminToken(c.DataDir)
 	require.NoError(t, err)
-	cl, err := client.Dial(ctx, c.SocketPath, client.Hello{Role: "admin", Token: token}, nil)
+	cl, err := client.Dial(ctx, c.SocketPath, client.Hello{Role: "admin", Token: token}, &client.Options{MaxFrame: c.MaxFrame})
 	require.NoError(t, err)
-	defer cl.Close()
 
 	// NB: the follower inside crewd has no hook to wait on, so this asks until the import shows (bounded).
 	taskStatus := func(task string) string {
@@ -72,7 +94,7 @@ func TestRunFollowsPicrew(t *testing.T) {
 		}
 		return ""
 	}
-	waitStatus := func(task, want string) {
+	waitStatus = func(task, want string) {
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		deadline := time.After(time.Minute)
@@ -84,11 +106,27 @@ func TestRunFollowsPicrew(t *testing.T) {
 			}
 		}
 	}
-	waitStatus("01_plan", "running")
-	for _, s := range steps[6:] {
-		require.NoError(t, s())
+	return waitStatus, func() {
+		cl.Close()
+		cancel()
+		require.NoError(t, <-done)
 	}
-	waitStatus("02_exec", "completed")
-	cancel()
-	require.NoError(t, <-done)
+}
+
+// lifecycle makes a crew root with run runID, and returns them and the steps of the run's life
+// (picrewtest.Lifecycle).
+func lifecycle(t *testing.T, runID string) (*picrewtest.Root, *picrewtest.Run, []func() error) {
+	t.Helper()
+	root, err := picrewtest.New(t.TempDir())
+	require.NoError(t, err)
+	run, err := root.NewRun(runID)
+	require.NoError(t, err)
+	return root, run, picrewtest.Lifecycle(run, 2)
+}
+
+func runSteps(t *testing.T, steps []func() error) {
+	t.Helper()
+	for i, s := range steps {
+		require.NoError(t, s(), "step %d", i)
+	}
 }

@@ -287,7 +287,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	}
 	if cfg.FollowPicrew != "" {
 		// NB: deferred after srv.Close, so the follower stops before the broker closes.
-		stopFollow := followPicrew(serveCtx, cfg.FollowPicrew, srv.Addr(), token, lg.With("component", "picrew-follow"))
+		stopFollow := followPicrew(serveCtx, cfg.FollowPicrew, srv.Addr(), token, cfg.MaxFrame, lg.With("component", "picrew-follow"))
 		defer stopFollow()
 	}
 	if err := srv.Serve(serveCtx); err != nil {
