@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Skipped is one thing the import left out, and why. Path is relative to
@@ -192,7 +194,20 @@ type source struct {
 const maxReason = 1024
 
 func (s *source) skip(run, p string, line int, seq uint64, format string, args ...any) {
-	s.skipped = append(s.skipped, Skipped{Run: run, Path: p, Line: line, Seq: seq, Reason: cutReason(fmt.Sprintf(format, args...))})
+	s.skipped = append(s.skipped, Skipped{Run: run, Path: printable(p), Line: line, Seq: seq,
+		Reason: cutReason(printable(fmt.Sprintf(format, args...)))})
+}
+
+// printable is s with each control character, and each byte that is not UTF-8, as U+FFFD. A report names files and
+// quotes values that a run's workers write, and crewctl prints it on the user's terminal, where a control character
+// would act (an escape sequence moves the cursor, clears the screen, retitles the window) rather than show.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return utf8.RuneError
+		}
+		return r
+	}, s)
 }
 
 // cutReason is reason cut to at most maxReason bytes, at a character's start, with "…" saying it was cut.

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -172,5 +174,32 @@ func TestReportsAreBounded(t *testing.T) {
 			want++ // the run status, which the follower reconciles only for a run that finished
 		}
 		require.Equal(t, want, long, "%s: the reports naming a long value", name)
+	}
+}
+
+// TestReportsArePrintable: crewctl prints every report on the user's terminal, and a report quotes names and values
+// from the files (a file's name, an event's type, a task id), which a run's workers write. A control character there
+// (an escape sequence that moves the cursor, clears the screen, retitles the window) would reach the terminal as is;
+// each is shown as U+FFFD instead.
+func TestReportsArePrintable(t *testing.T) {
+	root := newRoot(t)
+	a := newRun(t, root, runA)
+	require.NoError(t, a.SetStatus("running"))
+	require.NoError(t, picrewtest.AppendRaw(a.EventsPath(), []byte(`{"type":"\u001b]0;owned\u0007\u009b2J"}`+"\n")))
+	require.NoError(t, os.WriteFile(filepath.Join(a.Dir, "notes\x1b[2J\xff.txt"), nil, 0o644))
+
+	_, planned := importPlan(t, root.Dir)
+	_, followed := followPasses(t, root.Dir, 2)
+	for name, skipped := range map[string][]Skipped{"import": planned, "follow": followed} {
+		var marked int
+		for _, s := range skipped {
+			text := s.String()
+			require.True(t, utf8.ValidString(text), "%s: %q", name, text)
+			for _, r := range text {
+				require.False(t, unicode.IsControl(r), "%s: a control character in %q", name, text)
+			}
+			marked += strings.Count(text, "\uFFFD")
+		}
+		require.Equal(t, 5, marked, "%s: the control characters and the byte that is not UTF-8, each shown", name)
 	}
 }
