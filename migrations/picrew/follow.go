@@ -102,8 +102,9 @@ type FollowStats struct {
 	Pending     int    `json:"pending"`     // writes waiting for the daemon
 	SendErrors  uint64 `json:"sendErrors"`  // failed calls to the daemon (retried)
 	// Settled is set after a pass that looked at every file, read nothing
-	// new and left nothing to send, reconcile or checkpoint: the log holds
-	// what the files said when the pass began.
+	// new and left nothing to read (a run stopped at maxPending), send,
+	// reconcile or checkpoint: the log holds what the files said when the
+	// pass began.
 	Settled bool `json:"settled"`
 }
 
@@ -316,7 +317,7 @@ func (f *Follower) pass(ctx context.Context, runsDir string, all bool, w *watche
 	}
 	settled := true
 	for _, r := range f.runs {
-		if len(r.pending) > 0 || r.anyDirty() || r.holding() || (r.p != nil && terminalRun(r.p.r.manifest.Status) && r.reconciled != r.p.r.manifest.Status) {
+		if len(r.pending) > 0 || r.unread || r.anyDirty() || r.holding() || (r.p != nil && terminalRun(r.p.r.manifest.Status) && r.reconciled != r.p.r.manifest.Status) {
 			settled = false
 		}
 	}

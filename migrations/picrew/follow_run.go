@@ -103,6 +103,9 @@ type runFollower struct {
 	maxSeq  uint64
 	steers  map[string]bool // steering lines planned (task and id)
 	pending []planned
+	// unread: the last sync stopped reading at maxPending, so the files may
+	// hold lines not read yet (a pass is not settled then).
+	unread bool
 
 	whole      map[string]*wholeFile // manifest.json, tasks.json, delivery.json by name
 	lastChange time.Time
@@ -193,6 +196,7 @@ func terminalRun(st string) bool { return st == "completed" || st == "failed" ||
 
 // syncRun reads what changed in one run's files and plans the writes.
 func (f *Follower) syncRun(r *runFollower, w *watcher) {
+	r.unread = false
 	if r.gone {
 		return
 	}
@@ -201,6 +205,7 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 		return
 	}
 	if len(r.pending) >= maxPending {
+		r.unread = true
 		return // the daemon is behind or away: read on once it has taken these
 	}
 	defer func() {
@@ -585,6 +590,7 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 			break
 		}
 		if !replay && r.waiting() >= maxPending {
+			r.unread = true
 			break // the rest waits for the daemon to take these (syncRun)
 		}
 		if !l.rest && !f.planLine(r, t, l, lines[len(lines)-1].end, replay) {

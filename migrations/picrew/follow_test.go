@@ -577,3 +577,34 @@ func TestFollowSkipsALongLineToItsEnd(t *testing.T) {
 	}
 	requireCopy(t, root.Dir, sink, copyOf{live: true})
 }
+
+// TestFollowIsNotSettledWithLinesLeftUnread: a pass is settled (FollowStats.Settled, which crewctl's --json progress
+// shows) only when the log holds what the files said when it began. A run at maxPending writes waiting for the daemon
+// is not read; the pass that hands those writes to the daemon, once it answers, reads nothing new, sends every
+// write and writes every checkpoint, and was taken as settled while the run's files had lines it had not read.
+func TestFollowIsNotSettledWithLinesLeftUnread(t *testing.T) {
+	root := newRoot(t)
+	a := newRun(t, root, runA)
+	require.NoError(t, a.SetStatus("running"))
+	var lines bytes.Buffer
+	for seq := 1; seq <= maxPending+1; seq++ {
+		fmt.Fprintf(&lines, `{"type":"task.progress","metadata":{"seq":%d}}`+"\n", seq)
+	}
+	require.NoError(t, picrewtest.AppendRaw(a.EventsPath(), lines.Bytes()))
+
+	sink := newMemSink()
+	sink.failBefore = 1
+	fl := NewFollower(root.Dir, sink, &FollowOptions{SettleAfter: time.Hour, CheckpointEvery: time.Nanosecond})
+	fl.cks = map[string]events.ImportCheckpoint{} // what Run loads first: no checkpoint yet
+	runsDir := filepath.Join(root.Dir, "state", "runs")
+	fl.pass(t.Context(), runsDir, true, nil)
+	require.Equal(t, maxPending, fl.Stats().Pending, "the run read up to the bound, the daemon away")
+	for i := 0; fl.Stats().Lines < maxPending+1; i++ {
+		require.Less(t, i, 10, "the lines were not all read: %+v", fl.Stats())
+		fl.pass(t.Context(), runsDir, true, nil)
+		require.False(t, fl.Stats().Settled, "a pass settled with lines left unread: %+v", fl.Stats())
+	}
+	fl.pass(t.Context(), runsDir, true, nil)
+	require.True(t, fl.Stats().Settled, "%+v", fl.Stats())
+	requireCopy(t, root.Dir, sink, copyOf{live: true})
+}
