@@ -530,7 +530,9 @@ func (f *Follower) followedFiles(r *runFollower) []string {
 	for p, t := range r.tails {
 		if !contains(out, p) && !t.gone {
 			f.src.skip(r.id, t.rel, 0, 0, "file removed: what was imported of it stays")
-			t.gone, t.dirty = true, true
+			// NB: a line of it waiting for its mailbox message is not read
+			// again, so it holds up nothing (holding).
+			t.gone, t.dirty, t.hold = true, true, time.Time{}
 		}
 	}
 	return out

@@ -608,3 +608,30 @@ func TestFollowIsNotSettledWithLinesLeftUnread(t *testing.T) {
 	require.True(t, fl.Stats().Settled, "%+v", fl.Stats())
 	requireCopy(t, root.Dir, sink, copyOf{live: true})
 }
+
+// TestFollowSettlesOnceAHeldSteeringFileIsGone: a steering line waiting for its mailbox message keeps the follower
+// from settling while it waits. Its file removed, nothing of it is read any more, so nothing waits: the wait was
+// kept on the removed file's state, and the follower never settled again while the run lived.
+func TestFollowSettlesOnceAHeldSteeringFileIsGone(t *testing.T) {
+	root := newRoot(t)
+	a := newRun(t, root, runA)
+	require.NoError(t, a.AddTask("01_exec", "executor"))
+	require.NoError(t, a.SetStatus("running"))
+	steering := filepath.Join(root.Dir, "artifacts", runA, "steering", "01_exec.jsonl")
+	require.NoError(t, picrewtest.AppendRaw(steering, []byte(`{"type":"steer","message":"go on","id":"steer_lost","ts":"2026-12-01T12:00:00.000Z"}`+"\n")))
+
+	sink := newMemSink()
+	fl := NewFollower(root.Dir, sink, &FollowOptions{SettleAfter: time.Hour, CheckpointEvery: time.Nanosecond})
+	fl.cks = map[string]events.ImportCheckpoint{} // what Run loads first: no checkpoint yet
+	runsDir := filepath.Join(root.Dir, "state", "runs")
+	for range 2 {
+		fl.pass(t.Context(), runsDir, true, nil)
+		require.False(t, fl.Stats().Settled, "the steering line waits for its message")
+	}
+	require.NoError(t, os.Remove(steering))
+	for range 2 {
+		fl.pass(t.Context(), runsDir, true, nil)
+	}
+	require.True(t, fl.Stats().Settled, "%+v", fl.Stats())
+	require.Empty(t, withPrefix(mustImported(sink), "import:"+runA+":steer:"))
+}
