@@ -598,7 +598,7 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 		if !l.rest && !f.planLine(r, t, l, lines[len(lines)-1].end, replay) {
 			break // held: read again next pass
 		}
-		t.advance(l)
+		t.advance(path, l)
 		t.dirty = !replay
 		if t.offset >= t.holdUpTo {
 			t.hold = time.Time{} // every line read with the held ones is through

@@ -557,10 +557,7 @@ func TestFollowSteeringLinesWaitTogether(t *testing.T) {
 // sees, since the line it ends is not JSON.
 func TestFollowSkipsALongLineToItsEnd(t *testing.T) {
 	root := newRoot(t)
-	a := newRun(t, root, runA)
-	require.NoError(t, a.SetStatus("running"))
-	_, err := a.Event("task.progress", "", nil)
-	require.NoError(t, err)
+	a := runOfOneEvent(t, root, "running")
 	long := append(bytes.Repeat([]byte("x"), maxTailRead), `{"type":"task.progress","metadata":{"seq":2}}`+"\n"...)
 	require.NoError(t, picrewtest.AppendRaw(a.EventsPath(), long))
 	require.NoError(t, picrewtest.AppendRaw(a.EventsPath(), []byte(`{"type":"task.progress","metadata":{"seq":3}}`+"\n")))
@@ -634,4 +631,51 @@ func TestFollowSettlesOnceAHeldSteeringFileIsGone(t *testing.T) {
 	}
 	require.True(t, fl.Stats().Settled, "%+v", fl.Stats())
 	require.Empty(t, withPrefix(mustImported(sink), "import:"+runA+":steer:"))
+}
+
+// TestFollowResumesAfterALongLine: a line longer than one read is skipped without being held whole, and its hash,
+// which a checkpoint after it is checked by, was left unknown. A follower restarted from that checkpoint read the
+// file again from its start, reporting it rewritten, and a finished run whose file ended in that line never matched
+// its checkpoint, so it was never let go and the line was read back at every pass. Now the run is let go, and a
+// follower started from its checkpoints reads nothing again.
+func TestFollowResumesAfterALongLine(t *testing.T) {
+	root := newRoot(t)
+	a := runOfOneEvent(t, root, "completed")
+	require.NoError(t, picrewtest.AppendRaw(a.EventsPath(), append(bytes.Repeat([]byte("x"), maxTailRead+100), '\n')))
+
+	sink := newMemSink()
+	var reported []Skipped
+	o := &FollowOptions{SettleAfter: time.Nanosecond, CheckpointEvery: time.Nanosecond,
+		Report: func(s Skipped) { reported = append(reported, s) }}
+	fl := NewFollower(root.Dir, sink, o)
+	fl.cks = map[string]events.ImportCheckpoint{} // what Run loads first: no checkpoint yet
+	runsDir := filepath.Join(root.Dir, "state", "runs")
+	for range 4 {
+		fl.pass(t.Context(), runsDir, true, nil)
+	}
+	require.True(t, fl.runs[runA].dormant, "the finished run is let go")
+	require.Contains(t, mustImported(sink), "import:"+runA+":reconcile:run:completed")
+
+	cks, err := sink.Checkpoints(t.Context())
+	require.NoError(t, err)
+	fl2 := NewFollower(root.Dir, sink, o)
+	fl2.cks = map[string]events.ImportCheckpoint{}
+	for _, c := range cks {
+		fl2.cks[c.Path] = c
+	}
+	reported = nil
+	fl2.pass(t.Context(), runsDir, true, nil)
+	require.Zero(t, fl2.Stats().Lines+fl2.Stats().Writes, "read again: %+v", fl2.Stats())
+	require.Empty(t, reported)
+	requireCopy(t, root.Dir, sink, copyOf{})
+}
+
+// runOfOneEvent makes run runA of root with the status status and one event.
+func runOfOneEvent(t *testing.T, root *picrewtest.Root, status string) *picrewtest.Run {
+	t.Helper()
+	a := newRun(t, root, runA)
+	require.NoError(t, a.SetStatus(status))
+	_, err := a.Event("task.progress", "", nil)
+	require.NoError(t, err)
+	return a
 }

@@ -121,6 +121,8 @@ func resumable(p string, c events.ImportCheckpoint) (ok bool, why string) {
 		return false, "replaced since the last import (rotated: another file under the same name)"
 	case size < c.Offset:
 		return false, fmt.Sprintf("truncated since the last import (%d bytes, %d were read)", size, c.Offset)
+	case c.LastLineHash == "":
+		return false, fmt.Sprintf("read to within or just after a line longer than %d bytes, which cannot be checked", maxTailRead)
 	}
 	last, err := lastLine(p, c.Offset)
 	if err != nil || lineHash(last) != c.LastLineHash {
@@ -263,12 +265,20 @@ func (t *tail) read(p string) (lines []line, partial int64, err error) {
 
 var errLongLine = errors.New("picrew: a line longer than the read limit")
 
-// advance moves t past l.
-func (t *tail) advance(l line) {
+// advance moves t past l, a line of the file at p.
+func (t *tail) advance(p string, l line) {
 	if l.rest {
-		// The line's hash is unknown (it was never held whole): a
-		// checkpoint here is not resumed from, and the file is read again.
+		// NB: the long line was never held whole, so its hash is read back
+		// once, as resumable reads it: without it a checkpoint after it was
+		// never resumed from (the file read again from its start, reported
+		// as rewritten) and a finished run ending in it was never let go,
+		// reading it back at every pass. One of maxLine bytes or more keeps
+		// "", which resumable refuses without reading. Its length stays
+		// unknown, so rewritten does not read it back at every pass.
 		t.offset, t.lines, t.hash, t.lastLen, t.skipping = l.end, int64(l.n), "", -1, false
+		if last, err := lastLine(p, l.end); err == nil {
+			t.hash = lineHash(last)
+		}
 		return
 	}
 	t.offset, t.lines, t.hash, t.lastLen = l.end, int64(l.n), lineHash(l.text), int64(len(l.text))
