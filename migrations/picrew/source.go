@@ -188,9 +188,9 @@ type source struct {
 }
 
 // maxReason bounds a report's reason, in bytes. Many reasons name a value read from the files (a run id in a
-// manifest, a task id, an event's type), which the run's workers write and which may be as long as a line; a report is
-// kept (the follower's once-only set, Summary.Skipped) and logged (crewd's log), so its reason is cut at this length,
-// far above the longest reason crewlog words itself (a few ids of at most eventlog.MaxIDLen bytes).
+// manifest, a task id, an event's type), which the run's workers write and which may be as long as a line; a report
+// is kept (the follower's once-only set, Summary.Skipped) and logged (crewd's log), so its reason is cut at this
+// length, far above the longest reason crewlog words itself (a few ids of at most eventlog.MaxIDLen bytes).
 const maxReason = 1024
 
 func (s *source) skip(run, p string, line int, seq uint64, format string, args ...any) {

@@ -25,8 +25,8 @@ func checkPicrewRoot(root string) error {
 // it is paced and bounded as one, and what it imports reaches subscribers the same way. Problems in the files are
 // logged as warnings; none stops crewd. Its requests are sized to maxFrame, crewd's frame cap (--max-frame): half of
 // it, as picrew.DefaultMaxBatchBytes is half of the default cap, the rest for the request's envelope. NB: sized to
-// the default cap, a request to a crewd with a smaller one was refused whole at every pass, and the run's writes after
-// it were never imported.
+// the default cap, a request to a crewd with a smaller one was refused whole at every pass, and the run's writes
+// after it were never imported.
 func followPicrew(ctx context.Context, root, socket, token string, maxFrame int, lg *slog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	sink := picrew.NewDaemonSink(func(ctx context.Context) (picrew.Caller, error) {
