@@ -147,6 +147,13 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 		return Decision{}, badParams("import.append: runId must be 1..%d chars of [A-Za-z0-9_-]", MaxRunIDChars)
 	}
 	_, exists := s.Run(c.RunID)
+	if _, served := s.Credential(c.RunID, events.OrchestratorKey); exists && served {
+		// NB: an import records no credential, so a run with an orchestrator credential was created through the
+		// socket, and its principals decide what it records, not files that name the same run id (a crew root
+		// whose runtime talks to crewd too, a run directory a worker wrote under that name).
+		return Decision{}, badParams("import.append: run %q is served through the socket (it has an orchestrator "+
+			"credential): an import does not write to it", c.RunID)
+	}
 	out := make([]events.Event, 0, len(c.Events))
 	var subIDs []string // the delegations this write admits, at most MaxImportEvents
 	for i, ie := range c.Events {

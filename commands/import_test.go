@@ -246,3 +246,36 @@ func TestImportRefusesASubIdAlreadyAdmitted(t *testing.T) {
 	require.Nil(t, submit("B", "B:settled", ImportedEvent{Type: events.TypeDelegateAdmitted, TimeMs: 1000,
 		Payload: admitted("gc-settled")}), "another run settled it: it holds no slot")
 }
+
+// TestImportDoesNotWriteToARunServedThroughTheSocket: a run that has an orchestrator credential was created
+// through the socket (an import records no credential), and its principals decide what it records. A follower of
+// files that name the same run id — a crew root whose runtime also talks to crewd, or a worker that wrote a run
+// directory under that name — would otherwise write into it as the admin: tasks, messages, a run's end. The writes
+// are refused alone, with nothing recorded; a run the import created takes them.
+func TestImportDoesNotWriteToARunServedThroughTheSocket(t *testing.T) {
+	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
+	f.do(&RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w", OrchestratorDigest: strings.Repeat("cd", 32)})
+	r, err := f.eng.Submit(context.Background(), importOf("I", "import:I:run", events.TypeRunCreated,
+		&events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"}))
+	require.NoError(t, err)
+	require.Nil(t, r.Rejected)
+	head := f.eng.Head()
+	for name, ie := range map[string]ImportedEvent{
+		"a task": {Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: "T",
+			Role: "executor", StepID: "s", Kind: events.TaskKindWorkflow}},
+		"the run's end": {Type: events.TypeRunCompleted, TimeMs: 1000, Payload: &events.RunCompleted{}},
+		"its creation":  {Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{Team: "t"}},
+	} {
+		r, err := f.eng.Submit(context.Background(), Request{Principal: events.EnginePrincipal(),
+			CommandID: "import:R:" + name, Actor: admin,
+			Command: &Import{Source: events.ForeignSourcePicrew, RunID: "R", Events: []ImportedEvent{ie}}})
+		require.NoError(t, err, name)
+		require.NotNil(t, r.Rejected, name)
+		require.Equal(t, CodeBadParams, r.Rejected.Code, name)
+	}
+	require.Equal(t, head, f.eng.Head(), "nothing recorded")
+	r, err = f.eng.Submit(context.Background(), importOf("I", "import:I:task:T", events.TypeTaskCreated,
+		&events.TaskCreated{TaskID: "T", Role: "executor", StepID: "s", Kind: events.TaskKindWorkflow}))
+	require.NoError(t, err)
+	require.Nil(t, r.Rejected, "a run the import created")
+}
