@@ -287,20 +287,26 @@ func TestASubscriptionOfAClosedConnectionIsNotCounted(t *testing.T) {
 // errors do not list.
 func TestASubscribeOfAClosedConnectionIsNotAnswered(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
-	s := f.seed()
-	w := f.dial()
-	w.hello(runR, taskP, s.p)
-	sc := f.newestConn(taskP)
-	// NB: the request is served here, not by the connection's reader: the reader set the connection's identity
-	// before it took c.mu to start the idle timer and answered the hello, so taking c.mu orders this goroutine
-	// after those writes.
-	sc.mu.Lock()
-	require.False(t, sc.idleAt.IsZero())
-	sc.mu.Unlock()
+	w, sc := f.workerToServe(f.seed())
 	f.srv.forget(sc) // close's first step, taken while the reader is inside the request...
 	req := wire.Request{ID: "sub", Method: wire.MethodEventsSubscribe, Params: []byte(`{}`)}
 	require.False(t, sc.serve(req), "...which then stops serving the connection")
 	// NB: close forgets the connection again, which gives nothing back twice: its place and budgets are gone.
 	sc.close(reasonServerClosed)
 	w.closed()
+}
+
+// workerToServe is a connection of task P's credential, with the client and the server's side of it, whose requests
+// a test may serve itself rather than its reader.
+func (f *fixture) workerToServe(s seeded) (*client, *conn) {
+	f.t.Helper()
+	w := f.dial()
+	w.hello(runR, taskP, s.p)
+	sc := f.newestConn(taskP)
+	// NB: the reader set the connection's identity before it took c.mu to start the idle timer and answered the
+	// hello, so taking c.mu orders the caller after those writes.
+	sc.mu.Lock()
+	require.False(f.t, sc.idleAt.IsZero())
+	sc.mu.Unlock()
+	return w, sc
 }

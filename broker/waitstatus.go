@@ -51,6 +51,9 @@ func handleWaitStatus(cl *call) (any, error) {
 		return nil, err
 	}
 	cl.async = true
+	// NB: the answer needs the request's id and method, not the call: its params, which may fill a frame (a pi-crew
+	// method takes keys it does not read), would be kept for as long as the wait lasts, a frame a wait.
+	id, method := cl.id, cl.method
 	c.s.wg.Add(1)
 	go func() {
 		defer c.s.wg.Done()
@@ -67,7 +70,7 @@ func handleWaitStatus(cl *call) (any, error) {
 			c.terminate(bad, reasonEnded)
 			return
 		}
-		c.respond(cl.id, cl.method, res, err)
+		c.respond(id, method, res, err)
 	}()
 	return nil, nil
 }
