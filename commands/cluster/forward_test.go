@@ -46,6 +46,26 @@ func TestFollowerAnswersTheWritersLowSpace(t *testing.T) {
 	require.Zero(t, f.Engine().Head(), "nothing was decided")
 }
 
+// A follower whose own disk is short of space answers its clients' commands
+// disk-full before sending anything, as a single crewd does below its
+// minimum: it forwarded them, the writer (with room) decided them, and the
+// client of a crewd whose disk was short had its command recorded.
+func TestFollowerWithLowSpaceAnswersDiskFull(t *testing.T) {
+	srv := startNATS(t)
+	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
+	w := startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second})
+	f := startOn(t, srv, Options{Name: "f", Log: cfg, LeaseTTL: time.Minute, Engine: commands.Options{Space: lowSpace{}}})
+
+	head := w.Engine().Head()
+	for _, id := range []string{"with-id", ""} {
+		_, err := submitRunCreate(f, id)
+		require.ErrorIs(t, err, commands.ErrNoSpace, "command id %q", id)
+		require.ErrorIs(t, err, errLowSpace, "command id %q: the follower's own reading", id)
+		require.NotErrorIs(t, err, ErrNoWriter)
+	}
+	require.Equal(t, head, w.Engine().Head(), "nothing was decided")
+}
+
 // A follower that sent a command whose outcome it did not learn (no
 // answer, or the writer's failure) and sends it again does not answer the
 // writer's low-space refusal of the retry as disk-full: the writer checks
