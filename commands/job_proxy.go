@@ -117,8 +117,7 @@ func (c *ProxyRequest) decide(s *projections.State, env *Env) (Decision, error) 
 		rej.Reason, rej.Limit = events.ProxyReasonInFlight, int64(lim.MaxInFlight)
 		rej.Message = fmt.Sprintf("%d proxied calls are already in flight", j.InFlight)
 	case size > lim.PayloadBytes:
-		rej.Reason, rej.Limit, rej.Bytes = events.ProxyReasonPayloadTooLarge, lim.PayloadBytes, size
-		rej.Message = fmt.Sprintf("arguments of %d bytes exceed the %d-byte limit", size, lim.PayloadBytes)
+		payloadTooLarge(rej, argumentsTooLarge, size, lim.PayloadBytes)
 	}
 	if rej.Reason != "" {
 		return proxyRejection(env, c.RunID, j, rej)
@@ -128,6 +127,12 @@ func (c *ProxyRequest) decide(s *projections.State, env *Env) (Decision, error) 
 		// A malformed message, like a malformed frame: refused before the
 		// rules, nothing recorded, the id not seen.
 		return Decision{}, badParams("proxy.request: arguments: %v", err)
+	}
+	// NB: the limit bounds the arguments as recorded, which may be longer than as sent: canonical JSON writes
+	// some one-byte characters as six ("<" as \u003c).
+	if n := int64(len(args)); n > lim.PayloadBytes {
+		payloadTooLarge(rej, argumentsTooLarge, n, lim.PayloadBytes)
+		return proxyRejection(env, c.RunID, j, rej)
 	}
 	ev := env.event(c.RunID, events.TypeProxyRequested, &events.ProxyRequested{
 		JobID: c.JobID, RequestID: c.RequestID, Generation: j.Generation, Tool: c.Tool, Mutating: !readOnly,
@@ -215,10 +220,9 @@ func (c *ProxyComplete) decide(s *projections.State, env *Env) (Decision, error)
 	if current && q.State != projections.ProxyExecuting {
 		return Decision{}, badParams("proxy.complete: request %q was not revalidated (manifest.revalidate) before it executed", c.RequestID)
 	}
-	size := int64(len(c.Result))
-	if lim := env.Config.JobLimits().PayloadBytes; size > lim {
-		rej.Reason, rej.Limit, rej.Bytes = events.ProxyReasonPayloadTooLarge, lim, size
-		rej.Message = fmt.Sprintf("result of %d bytes exceeds the %d-byte limit", size, lim)
+	size, lim := int64(len(c.Result)), env.Config.JobLimits().PayloadBytes
+	if size > lim {
+		payloadTooLarge(rej, resultTooLarge, size, lim)
 		return proxyRejection(env, c.RunID, j, rej)
 	}
 	p := &events.ProxyCompleted{JobID: c.JobID, RequestID: c.RequestID, Generation: q.Generation, CurrentGeneration: j.Generation, ResultBytes: size}
@@ -229,6 +233,11 @@ func (c *ProxyComplete) decide(s *projections.State, env *Env) (Decision, error)
 			return Decision{}, badParams("proxy.complete: %v", err)
 		}
 		p.ResultBytes = int64(len(p.Result))
+		// NB: as for a request's arguments, the limit bounds the result as recorded, which may be longer.
+		if p.ResultBytes > lim {
+			payloadTooLarge(rej, resultTooLarge, p.ResultBytes, lim)
+			return proxyRejection(env, c.RunID, j, rej)
+		}
 	}
 	ev := env.event(c.RunID, events.TypeProxyCompleted, p)
 	state := projections.ProxyCompleted
@@ -323,4 +332,16 @@ func (c *JobDisconnect) decide(s *projections.State, env *Env) (Decision, error)
 		evs = append(evs, env.event(c.RunID, events.TypeProxyCancelled, &events.ProxyCancelled{JobID: c.JobID, RequestID: id, Generation: q.Generation, By: "disconnect"}))
 	}
 	return Decision{Events: evs, Result: JobResult{OK: true, JobID: c.JobID, Status: j.Status, Generation: j.Generation, Cancelled: len(evs)}}, nil
+}
+
+// The messages of a T14 refusal (payload-too-large).
+const (
+	argumentsTooLarge = "arguments of %d bytes exceed the %d-byte limit"
+	resultTooLarge    = "result of %d bytes exceeds the %d-byte limit"
+)
+
+// payloadTooLarge makes rej the T14 refusal of size bytes past limit; format words it from the two.
+func payloadTooLarge(rej *events.ProxyRejected, format string, size, limit int64) {
+	rej.Reason, rej.Limit, rej.Bytes = events.ProxyReasonPayloadTooLarge, limit, size
+	rej.Message = fmt.Sprintf(format, size, limit)
 }
