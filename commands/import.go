@@ -282,6 +282,11 @@ func importedAdmission(p any, atMs int64) (any, error) {
 	default:
 		return p, nil
 	}
+	if d.Deadline < 0 || d.Deadline > maxImportTimeMs {
+		// NB: a deadline is a time like an event's: the clock's expiry adds its grace to it, which one near the
+		// largest int64 would wrap into the past.
+		return nil, fmt.Errorf("delegate.admitted: deadline %d is not a time (0..%d, unix ms)", d.Deadline, int64(maxImportTimeMs))
+	}
 	if d.Deadline != 0 || !(d.TimeoutSec > 0) {
 		return p, nil
 	}

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -162,6 +163,13 @@ func TestImportedAdmissionDeadline(t *testing.T) {
 	}
 	_, err := decide(0, &events.DelegateAdmitted{SubID: "s", TimeoutSec: 1e300})
 	require.ErrorContains(t, err, "timeoutSec 1e+300 puts its deadline past")
+	for _, deadline := range []int64{-1, math.MaxInt64, 9e12 + 1} {
+		_, err = decide(0, &events.DelegateAdmitted{SubID: "s", Deadline: deadline})
+		require.ErrorContains(t, err, fmt.Sprintf("deadline %d is not a time", deadline))
+	}
+	got, err := decide(0, &events.DelegateAdmitted{SubID: "s", Deadline: 9e12})
+	require.NoError(t, err)
+	require.Equal(t, int64(9e12), got.Deadline, "the latest time an event carries")
 }
 
 // TestImportSourceIsCountedInChars: a source is bounded in chars, as the broker's import.append counts its param, so
