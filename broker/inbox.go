@@ -9,7 +9,7 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
-// msg.inbox paging (D§7.5): limit ≥ 1, clamped to 1000, default 100.
+// msg.inbox paging (D§7.5): limit a number ≥ 1, floored and clamped to 1000, default 100.
 const (
 	defaultInboxLimit = 100
 	maxInboxLimit     = 1000
@@ -74,7 +74,7 @@ type inboxResult struct {
 // admin params.taskId's (or the run inbox) of params.runId.
 func handleInbox(cl *call) (any, error) {
 	p := readParams(cl)
-	limit := int(min(p.int("limit", 1, 1<<53, defaultInboxLimit), maxInboxLimit))
+	limit := int(p.atLeastOne("limit", maxInboxLimit, defaultInboxLimit))
 	cursor := p.str("cursor", false, 64)
 	box := events.RunInbox
 	switch cl.c.id.role {

@@ -84,6 +84,22 @@ func (p *params) clampedInt(key string, lo, hi, def int64) int64 {
 	return int64(math.Min(math.Max(math.Floor(f), float64(lo)), float64(hi)))
 }
 
+// atLeastOne reads a number as pi-crew reads msg.inbox's limit (D§7.5: a finite number ≥ 1, else bad-params;
+// `min(max(limit, 1), hi)`, which its slice floors): floored and capped at hi, and absent the default. A number
+// past float64's range (1e400), infinite to JavaScript, is refused as pi-crew refuses it.
+func (p *params) atLeastOne(key string, hi, def int64) int64 {
+	v, ok := p.get(key)
+	if !ok {
+		return def
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil || f < 1 { // NB: the frame is valid JSON, so only a number token parses
+		p.fail(key, "a finite number ≥ 1")
+		return def
+	}
+	return int64(math.Min(math.Floor(f), float64(hi)))
+}
+
 // maxSinceSeq is the largest stream position a client can name exactly (a JSON number, 2^53): a larger one counts as
 // it, and no run's stream is that long.
 const maxSinceSeq = 1 << 53

@@ -231,7 +231,8 @@ var protocolSpec = map[string]methodSpec{
 		summary: "the caller's unacknowledged messages in append order (orchestrator: the run inbox)",
 		roles:   rolesAll,
 		params: []paramDesc{runParam, note(pStr("taskId", false, 1, 256), "admin only: the task's mailbox (absent: the run inbox)"),
-			note(pInt("limit", 1, 1<<53, defaultInboxLimit), "clamped to 1000"),
+			note(paramDesc{Name: "limit", Type: "number", Min: num(1), Default: defaultInboxLimit},
+				"pi-crew's: a finite number ≥ 1, floored and clamped to 1000"),
 			note(pStr("cursor", false, 0, 64), "a stringified offset, pi-crew's: nextCursor of the previous page, \"0\" "+
 				"or the decimal ordinal of a message of the mailbox (acknowledged ones counted)")},
 		results: []any{inboxResult{}},

@@ -961,8 +961,8 @@ export interface MsgInboxParams {
    */
   "taskId"?: string;
   /**
-   * 1..9007199254740992; default 100
-   * clamped to 1000
+   * 1..∞; default 100
+   * pi-crew's: a finite number ≥ 1, floored and clamped to 1000
    */
   "limit"?: number;
   /**

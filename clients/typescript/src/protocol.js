@@ -375,7 +375,7 @@ export const METHODS = Object.freeze({
     "params": Object.freeze([
       Object.freeze({ "name": "runId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "the admin must name the run; a worker or orchestrator may leave it out (its credential's run)" }),
       Object.freeze({ "name": "taskId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "admin only: the task's mailbox (absent: the run inbox)" }),
-      Object.freeze({ "name": "limit", "type": "integer", "required": false, "min": 1, "max": 9007199254740992, "default": 100, "note": "clamped to 1000" }),
+      Object.freeze({ "name": "limit", "type": "number", "required": false, "min": 1, "default": 100, "note": "pi-crew's: a finite number ≥ 1, floored and clamped to 1000" }),
       Object.freeze({ "name": "cursor", "type": "string", "required": false, "maxLength": 64, "note": "a stringified offset, pi-crew's: nextCursor of the previous page, \"0\" or the decimal ordinal of a message of the mailbox (acknowledged ones counted)" }),
     ]),
     "result": "InboxResult",
