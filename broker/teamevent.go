@@ -84,7 +84,11 @@ func renderDecoded(r *eventlog.Event, ev events.Event, viewer identity) (teamEve
 }
 
 func renderDecodedWith(r *eventlog.Event, ev events.Event, viewer identity, lift taskIDLifter) (teamEvent, error) {
-	data, err := json.Marshal(ev.Payload)
+	payload := ev.Payload
+	if m, ok := payload.(*events.MailboxAppended); ok && !viewer.seesBodyOf(m) {
+		payload = messageWithoutBody{MailboxAppended: m}
+	}
+	data, err := json.Marshal(payload)
 	if err != nil {
 		return teamEvent{}, fmt.Errorf("broker: encode %s payload: %w", ev.Type, err)
 	}
@@ -201,6 +205,21 @@ func truncateUTF16(s string, n int) string {
 		units += w
 	}
 	return s
+}
+
+// messageWithoutBody is a mailbox.appended as a worker sees another mailbox's message: every field but its body,
+// whose shallower Body hides the payload's and, nil, is left out.
+type messageWithoutBody struct {
+	*events.MailboxAppended
+	Body *struct{} `json:"body,omitempty"`
+}
+
+// seesBodyOf reports whether the viewer may read the body of message m in the run's events: the admin and the run's
+// orchestrator read every one; a worker only those of its task's own mailbox and those its task sent, as msg.inbox
+// lets it read its own mailbox alone (pi-crew's events never carry a message's body: its worker.message event holds
+// {to, kind, subject?}).
+func (id identity) seesBodyOf(m *events.MailboxAppended) bool {
+	return id.role != events.RoleWorker || m.To == id.taskID || m.From == id.taskID
 }
 
 // seesCommandOf reports whether the viewer may read the command id of r: the admin and the run's orchestrator see
