@@ -8,10 +8,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/events"
 )
 
 // TestProtocolDocCoversMethods fails when a method the server answers has no "### `method`" section in
@@ -243,4 +245,60 @@ func TestDocErrorsList(t *testing.T) {
 			require.ElementsMatch(t, tc.want, slices.Collect(maps.Keys(got)))
 		})
 	}
+}
+
+// TestProtocolDocWho: each method's "Who:" sentence in docs/protocol.md names the roles protocol.json gives it (W,
+// O and A outside parentheses, up to the sentence's full stop); "Who and params as `m`" takes m's, and hello's
+// "anyone" every role.
+func TestProtocolDocWho(t *testing.T) {
+	raw, err := os.ReadFile("../docs/protocol.md")
+	require.NoError(t, err)
+	d, err := Describe()
+	require.NoError(t, err)
+	sections := docSections(string(raw))
+	letters := map[rune]string{'W': events.RoleWorker, 'O': events.RoleOrchestrator, 'A': events.RoleAdmin}
+	var who func(name string) []string
+	who = func(name string) []string {
+		sec := sections[name]
+		if m := regexp.MustCompile("Who and params as `([^`]+)`").FindStringSubmatch(sec); m != nil {
+			return who(m[1])
+		}
+		at := strings.Index(sec, "Who:")
+		require.GreaterOrEqual(t, at, 0, "docs/protocol.md: %s has no Who", name)
+		sentence := sec[at+len("Who:"):]
+		if strings.HasPrefix(strings.TrimSpace(sentence), "anyone") {
+			return slices.Sorted(maps.Values(letters))
+		}
+		var roles []string
+		depth, code := 0, false
+		prev := ' '
+		for i, r := range sentence {
+			switch {
+			case r == '`':
+				code = !code
+			case code:
+			case r == '(':
+				depth++
+			case r == ')':
+				depth--
+			case depth == 0 && r == '.':
+				slices.Sort(roles)
+				return slices.Compact(roles)
+			case depth == 0 && letters[r] != "" && !isWordRune(prev) && (i+1 == len(sentence) || !isWordRune(rune(sentence[i+1]))):
+				roles = append(roles, letters[r])
+			}
+			prev = r
+		}
+		t.Fatalf("docs/protocol.md: %s's Who has no full stop", name)
+		return nil
+	}
+	for _, m := range d.Methods {
+		want := slices.Clone(m.Roles)
+		slices.Sort(want)
+		require.Equal(t, want, who(m.Name), "docs/protocol.md: %s's Who must name the roles protocol.json gives it", m.Name)
+	}
+}
+
+func isWordRune(r rune) bool {
+	return r == '_' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r)
 }
