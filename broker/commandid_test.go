@@ -109,7 +109,7 @@ func TestRenderEventShowsCommandIDsToTheirPrincipal(t *testing.T) {
 	}
 	for name, v := range viewers {
 		for i, r := range []*eventlog.Event{byOrch, byT1, byT2, byEngine} {
-			te, err := renderEvent(r, v)
+			te, err := renderEvent(r, eventViewer{identity: v})
 			require.NoError(t, err)
 			if want[name][i] {
 				require.Equal(t, r.CommandID, te.Metadata.CommandID, "%s sees %s", name, r.CommandID)

@@ -36,8 +36,9 @@ func handleEventsSince(cl *call) (any, error) {
 	if err := cl.read(func(st *projections.State) { head = st.Position }); err != nil {
 		return nil, err
 	}
+	viewer := cl.c.viewer()
 	page, err := readSince(cl.c.s.log, runID, since, head, limit, pageBudget(cl), func(r *eventlog.Event) (teamEvent, error) {
-		return renderEvent(r, cl.c.id)
+		return renderEvent(r, viewer)
 	})
 	if err != nil {
 		return nil, err

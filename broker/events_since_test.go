@@ -151,7 +151,7 @@ func referenceSince(t *testing.T, f *fixture, c *client, k sinceCase) []byte {
 	}
 	budget := frameBudget(f.srv.opts.MaxFrame, fmt.Sprintf("c%d", c.n+1)) // pageBudget of the call's id
 	page, err := readSince(f.log, runR, uint64(max(k.since, 0)), math.MaxUint64, limit, budget, func(r *eventlog.Event) (teamEvent, error) {
-		return renderEventWith(r, viewer, neverLifted)
+		return renderEventWith(r, eventViewer{identity: viewer, eng: f.eng}, neverLifted)
 	})
 	require.NoError(t, err, "%s", k)
 	b, err := json.Marshal(sinceResult{Events: page.events, NextSeq: page.nextSeq, HasMore: page.hasMore})
@@ -216,7 +216,7 @@ func TestReadSinceStopsAtTheHead(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
 	f.seed()
 	render := func(r *eventlog.Event) (teamEvent, error) {
-		return renderEventWith(r, identity{role: events.RoleAdmin}, neverLifted)
+		return renderEventWith(r, eventViewer{identity: identity{role: events.RoleAdmin}}, neverLifted)
 	}
 	all, err := readSince(f.log, runR, 0, math.MaxUint64, maxSinceLimit, 1<<20, render)
 	require.NoError(t, err)

@@ -15,7 +15,7 @@ import (
 // AdminEventJSON renders a stored event, whose payload ev the caller decoded (projections.FromLog), as
 // team.event data as the admin sees it: every field, credential digests removed (see renderEvent).
 func AdminEventJSON(r *eventlog.Event, ev events.Event) (json.RawMessage, error) {
-	te, err := renderDecoded(r, ev, identity{role: events.RoleAdmin})
+	te, err := renderDecoded(r, ev, eventViewer{identity: identity{role: events.RoleAdmin}})
 	if err != nil {
 		return nil, err
 	}

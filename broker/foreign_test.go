@@ -18,7 +18,7 @@ func TestForeignEventServedAsTheSourceWroteIt(t *testing.T) {
 		Payload: &events.ForeignImported{Source: events.ForeignSourcePicrew, Type: "hook.executed", Seq: 17,
 			Time: "2026-10-02T08:10:05.000Z", TaskID: "P", Message: "pre-commit ok", Data: `{"hook":"pre-commit","ok":true}`}}
 	te, err := renderDecoded(&eventlog.Event{Stream: "R1", ActorRole: events.RoleAdmin}, ev,
-		identity{role: events.RoleOrchestrator, runID: "R1", key: events.OrchestratorKey})
+		eventViewer{identity: identity{role: events.RoleOrchestrator, runID: "R1", key: events.OrchestratorKey}})
 	require.NoError(t, err)
 	got, err := json.Marshal(te)
 	require.NoError(t, err)

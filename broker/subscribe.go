@@ -184,7 +184,7 @@ const pushEnvelope = 64
 // whole, its data omitted, bare, bare of its run's id — the last fits in the smallest frame, so every seq is
 // pushed.
 func (sub *subscription) frame(seq uint64, r *eventlog.Event) ([]byte, error) {
-	te, err := renderEvent(r, sub.c.id)
+	te, err := renderEvent(r, sub.c.viewer())
 	if err != nil {
 		return nil, err
 	}

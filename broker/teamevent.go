@@ -65,12 +65,14 @@ const isoMillis = "2006-01-02T15:04:05.000Z"
 // no client needs another key's digest, so it never leaves the daemon. And a
 // worker sees the commandId of its own commands only (SPEC §2): ids are per principal, so another's id is no lever,
 // but it is not the worker's to read either.
-func renderEvent(r *eventlog.Event, viewer identity) (teamEvent, error) {
+// A worker reads a message's body and a proxied call's arguments and result only where they are its task's
+// (eventViewer).
+func renderEvent(r *eventlog.Event, viewer eventViewer) (teamEvent, error) {
 	return renderEventWith(r, viewer, liftTaskID)
 }
 
 // renderEventWith is renderEvent with the payload's taskId taken by lift when it can say (taskid.go).
-func renderEventWith(r *eventlog.Event, viewer identity, lift taskIDLifter) (teamEvent, error) {
+func renderEventWith(r *eventlog.Event, viewer eventViewer, lift taskIDLifter) (teamEvent, error) {
 	ev, err := projections.FromLog(r)
 	if err != nil {
 		return teamEvent{}, err
@@ -79,16 +81,12 @@ func renderEventWith(r *eventlog.Event, viewer identity, lift taskIDLifter) (tea
 }
 
 // renderDecoded is renderEvent of r, whose payload ev the caller has decoded already.
-func renderDecoded(r *eventlog.Event, ev events.Event, viewer identity) (teamEvent, error) {
+func renderDecoded(r *eventlog.Event, ev events.Event, viewer eventViewer) (teamEvent, error) {
 	return renderDecodedWith(r, ev, viewer, liftTaskID)
 }
 
-func renderDecodedWith(r *eventlog.Event, ev events.Event, viewer identity, lift taskIDLifter) (teamEvent, error) {
-	payload := ev.Payload
-	if m, ok := payload.(*events.MailboxAppended); ok && !viewer.seesBodyOf(m) {
-		payload = messageWithoutBody{MailboxAppended: m}
-	}
-	data, err := json.Marshal(payload)
+func renderDecodedWith(r *eventlog.Event, ev events.Event, viewer eventViewer, lift taskIDLifter) (teamEvent, error) {
+	data, err := json.Marshal(viewer.visiblePayload(ev.Payload))
 	if err != nil {
 		return teamEvent{}, fmt.Errorf("broker: encode %s payload: %w", ev.Type, err)
 	}
@@ -205,21 +203,6 @@ func truncateUTF16(s string, n int) string {
 		units += w
 	}
 	return s
-}
-
-// messageWithoutBody is a mailbox.appended as a worker sees another mailbox's message: every field but its body,
-// whose shallower Body hides the payload's and, nil, is left out.
-type messageWithoutBody struct {
-	*events.MailboxAppended
-	Body *struct{} `json:"body,omitempty"`
-}
-
-// seesBodyOf reports whether the viewer may read the body of message m in the run's events: the admin and the run's
-// orchestrator read every one; a worker only those of its task's own mailbox and those its task sent, as msg.inbox
-// lets it read its own mailbox alone (pi-crew's events never carry a message's body: its worker.message event holds
-// {to, kind, subject?}).
-func (id identity) seesBodyOf(m *events.MailboxAppended) bool {
-	return id.role != events.RoleWorker || m.To == id.taskID || m.From == id.taskID
 }
 
 // seesCommandOf reports whether the viewer may read the command id of r: the admin and the run's orchestrator see

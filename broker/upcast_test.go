@@ -32,7 +32,7 @@ func TestEventsSinceUpcastsV1(t *testing.T) {
 	it := l.ReadStream("R", 1)
 	defer it.Close()
 	require.True(t, it.Next())
-	te, err := renderEvent(it.Event(), identity{role: events.RoleAdmin})
+	te, err := renderEvent(it.Event(), eventViewer{identity: identity{role: events.RoleAdmin}})
 	require.NoError(t, err)
 	require.Equal(t, uint16(1), te.Metadata.SchemaVersion)
 	require.Equal(t, "gc-5f0c2a9e", te.TaskID)

@@ -1,0 +1,182 @@
+package broker
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/events"
+)
+
+// A worker reads the bodies of its own task's messages only — those it sent and those sent to it — in the run's
+// events, as msg.inbox lets it read its own mailbox alone: events.since and a subscription give it every
+// mailbox.appended of the run, but another task's or the run inbox's without its body. The orchestrator and the
+// admin read every body.
+func TestEventsShowAWorkerTheBodiesOfItsOwnMessagesOnly(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	s := f.seed()
+	o, p, q := f.dial(), f.dial(), f.dial()
+	o.hello(runR, events.OrchestratorKey, s.orch)
+	p.hello(runR, taskP, s.p)
+	q.hello(runR, taskQ, s.q)
+	sub := p.ok("delegate.request", map[string]any{"prompt": "look", "description": "d"})["grandchildTaskRef"].(string)
+	sends := []struct {
+		name   string
+		by     *client
+		method string
+		params map[string]any
+		pSees  bool // whether worker P reads the body
+	}{
+		{"orchestrator to P", o, "msg.send", map[string]any{"to": taskP, "body": "o-to-p"}, true},
+		{"orchestrator to Q", o, "msg.send", map[string]any{"to": taskQ, "body": "o-to-q"}, false},
+		{"steer to Q", o, "steer.push", map[string]any{"taskId": taskQ, "body": "steer-q"}, false},
+		{"P to Q", p, "msg.send", map[string]any{"to": taskQ, "body": "p-to-q"}, true},
+		{"P to the run inbox", p, "msg.send", map[string]any{"to": "parent", "body": "p-to-parent"}, true},
+		{"Q to P", q, "escalate", map[string]any{"to": taskP, "body": "q-to-p"}, true},
+		{"Q to the run inbox", q, "msg.send", map[string]any{"to": "parent", "body": "q-to-parent"}, false},
+		{"Q to itself", q, "escalate", map[string]any{"body": "q-to-q"}, false},
+		{"P's delegation's result", o, "delegate.settle", map[string]any{"subId": sub, "outcome": "ok", "text": "res"}, true},
+	}
+	var want []bool
+	for _, c := range sends {
+		c.by.ok(c.method, c.params)
+		want = append(want, c.pSees)
+	}
+	bodies := func(evs []json.RawMessage) (seen []bool) {
+		for _, raw := range evs {
+			var te struct {
+				Type string                     `json:"type"`
+				Data map[string]json.RawMessage `json:"data"`
+			}
+			require.NoError(t, json.Unmarshal(raw, &te))
+			if te.Type == events.TypeMailboxAppended {
+				_, has := te.Data["body"]
+				seen = append(seen, has)
+			}
+		}
+		return seen
+	}
+	since := func(c *client, params map[string]any) []bool { return bodies(sinceEvents(t, c, params)) }
+	all := make([]bool, len(want))
+	for i := range all {
+		all[i] = true
+	}
+	for _, v := range []struct {
+		name string
+		c    *client
+		want []bool
+	}{{"worker P", p, want}, {"orchestrator", o, all}} {
+		t.Run(v.name+" events.since", func(t *testing.T) {
+			require.Equal(t, v.want, since(v.c, map[string]any{}))
+		})
+	}
+	t.Run("admin events.since", func(t *testing.T) {
+		a := f.dial()
+		a.helloAdmin()
+		require.Equal(t, all, since(a, map[string]any{"runId": runR}))
+	})
+	t.Run("worker P subscription", func(t *testing.T) {
+		w := f.dial()
+		w.hello(runR, taskP, s.p)
+		w.ok("events.subscribe", map[string]any{"types": []string{events.TypeMailboxAppended}})
+		require.Equal(t, want, bodies(pushedEvents(t, w, len(want))))
+	})
+}
+
+// A worker reads the arguments and results of its own task's proxied calls only in the run's events, as proxy.result
+// answers it for its own job alone: events.since and a subscription give another task's worker proxy.requested
+// without args and proxy.completed without result. The job's own worker, the orchestrator and the admin read both.
+func TestEventsShowAWorkerTheCallsOfItsOwnJobOnly(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	s := f.seed()
+	o, p := f.dial(), f.dial()
+	o.hello(runR, events.OrchestratorKey, s.orch)
+	p.hello(runR, taskP, s.p)
+	nonce := o.ok("job.create", map[string]any{"jobId": "J", "taskId": taskP, "tools": testGrant})["nonce"].(string)
+	o.ok("lease.open", map[string]any{"jobId": "J", "mode": "start", "rootToolCallId": "call-1"})
+	p.ok("proxy.request", map[string]any{"jobId": "J", "requestId": "r1", "nonce": nonce, "tool": "read",
+		"args": map[string]any{"path": "/secret"}})
+	o.ok("manifest.revalidate", map[string]any{"jobId": "J", "requestId": "r1", "tools": testGrant})
+	o.ok("proxy.complete", map[string]any{"jobId": "J", "requestId": "r1", "nonce": nonce,
+		"result": map[string]any{"content": []any{map[string]any{"type": "text", "text": "the secret"}}}})
+
+	// shown lists, for proxy.requested then proxy.completed, whether its args / result key is there.
+	shown := func(evs []json.RawMessage) (out []bool) {
+		for _, raw := range evs {
+			var te struct {
+				Type string                     `json:"type"`
+				Data map[string]json.RawMessage `json:"data"`
+			}
+			require.NoError(t, json.Unmarshal(raw, &te))
+			switch te.Type {
+			case events.TypeProxyRequested:
+				_, has := te.Data["args"]
+				out = append(out, has)
+			case events.TypeProxyCompleted:
+				_, has := te.Data["result"]
+				out = append(out, has)
+			}
+		}
+		return out
+	}
+	a := f.dial()
+	a.helloAdmin()
+	q := f.dial()
+	q.hello(runR, taskQ, s.q)
+	for _, v := range []struct {
+		name   string
+		c      *client
+		params map[string]any
+		want   []bool
+	}{
+		{"the job's worker", p, map[string]any{}, []bool{true, true}},
+		{"another task's worker", q, map[string]any{}, []bool{false, false}},
+		{"orchestrator", o, map[string]any{}, []bool{true, true}},
+		{"admin", a, map[string]any{"runId": runR}, []bool{true, true}},
+	} {
+		t.Run(v.name+" events.since", func(t *testing.T) {
+			require.Equal(t, v.want, shown(sinceEvents(t, v.c, v.params)))
+		})
+	}
+	for _, v := range []struct {
+		name, task, token string
+		want              []bool
+	}{
+		{"the job's worker", taskP, s.p, []bool{true, true}},
+		{"another task's worker", taskQ, s.q, []bool{false, false}},
+	} {
+		t.Run(v.name+" subscription", func(t *testing.T) {
+			w := f.dial()
+			w.hello(runR, v.task, v.token)
+			w.ok("events.subscribe", map[string]any{"types": []string{events.TypeProxyRequested, events.TypeProxyCompleted}})
+			require.Equal(t, v.want, shown(pushedEvents(t, w, len(v.want))))
+		})
+	}
+}
+
+// sinceEvents is the events of c's events.since page for params.
+func sinceEvents(t *testing.T, c *client, params map[string]any) []json.RawMessage {
+	t.Helper()
+	var res sinceResult
+	r := c.call("events.since", params)
+	require.Nil(t, r.Error)
+	require.NoError(t, json.Unmarshal(r.Result, &res))
+	return res.Events
+}
+
+// pushedEvents is the data of the next n team.event pushes c is sent (other pushes skipped).
+func pushedEvents(t *testing.T, c *client, n int) []json.RawMessage {
+	t.Helper()
+	var pushed []json.RawMessage
+	for len(pushed) < n {
+		var ev wire.Event
+		frame := c.nextFrame()
+		require.NoError(t, json.Unmarshal(frame, &ev), "%s", frame)
+		if ev.Name == wire.EventTeamEvent {
+			pushed = append(pushed, ev.Data)
+		}
+	}
+	return pushed
+}
