@@ -9,8 +9,10 @@ import (
 // eventViewer is who reads a run's events (events.since, a subscription): its identity and, for a worker, the engine
 // whose state says which jobs are its task's. A worker reads every event of its run, as in pi-crew, but not what the
 // methods that read the same records keep from it: another mailbox's message bodies (msg.inbox reads its own
-// mailbox alone; pi-crew's events never carry a body) and the arguments and results of another task's proxied
-// calls (proxy.result answers for its own job alone).
+// mailbox alone; pi-crew's events never carry a body), the prompt of a delegation neither its task's nor the one
+// its task is the grandchild of (no method shows a worker the run's delegations; pi-crew's delegate.admitted
+// carries no prompt), and the arguments and results of another task's proxied calls (proxy.result answers for its
+// own job alone).
 type eventViewer struct {
 	identity
 	// eng tells a worker's own jobs; nil: none is the viewer's (a rendering that has no state at hand).
@@ -29,6 +31,10 @@ func (v eventViewer) visiblePayload(payload any) any {
 	case *events.MailboxAppended:
 		if p.To != v.taskID && p.From != v.taskID {
 			return messageWithoutBody{MailboxAppended: p}
+		}
+	case *events.DelegateAdmitted:
+		if p.TaskID != v.taskID && p.SubID != v.taskID {
+			return delegationWithoutPrompt{DelegateAdmitted: p}
 		}
 	case *events.ProxyRequested:
 		if !v.ownsJob(p.JobID) {
@@ -56,12 +62,16 @@ func (v eventViewer) ownsJob(jobID string) bool {
 	return mine
 }
 
-// messageWithoutBody, callWithoutArgs and callWithoutResult are a payload without one field: the shallower field of
-// the same name hides the payload's and, nil, is left out.
+// messageWithoutBody, delegationWithoutPrompt, callWithoutArgs and callWithoutResult are a payload without one
+// field: the shallower field of the same name hides the payload's and, nil, is left out.
 type (
 	messageWithoutBody struct {
 		*events.MailboxAppended
 		Body *struct{} `json:"body,omitempty"`
+	}
+	delegationWithoutPrompt struct {
+		*events.DelegateAdmitted
+		Prompt *struct{} `json:"prompt,omitempty"`
 	}
 	callWithoutArgs struct {
 		*events.ProxyRequested

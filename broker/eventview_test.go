@@ -17,10 +17,7 @@ import (
 func TestEventsShowAWorkerTheBodiesOfItsOwnMessagesOnly(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
 	s := f.seed()
-	o, p, q := f.dial(), f.dial(), f.dial()
-	o.hello(runR, events.OrchestratorKey, s.orch)
-	p.hello(runR, taskP, s.p)
-	q.hello(runR, taskQ, s.q)
+	o, p, q := f.runViewers(s)
 	sub := p.ok("delegate.request", map[string]any{"prompt": "look", "description": "d"})["grandchildTaskRef"].(string)
 	sends := []struct {
 		name   string
@@ -44,19 +41,8 @@ func TestEventsShowAWorkerTheBodiesOfItsOwnMessagesOnly(t *testing.T) {
 		c.by.ok(c.method, c.params)
 		want = append(want, c.pSees)
 	}
-	bodies := func(evs []json.RawMessage) (seen []bool) {
-		for _, raw := range evs {
-			var te struct {
-				Type string                     `json:"type"`
-				Data map[string]json.RawMessage `json:"data"`
-			}
-			require.NoError(t, json.Unmarshal(raw, &te))
-			if te.Type == events.TypeMailboxAppended {
-				_, has := te.Data["body"]
-				seen = append(seen, has)
-			}
-		}
-		return seen
+	bodies := func(evs []json.RawMessage) []bool {
+		return fieldsShown(t, evs, map[string]string{events.TypeMailboxAppended: "body"})
 	}
 	since := func(c *client, params map[string]any) []bool { return bodies(sinceEvents(t, c, params)) }
 	all := make([]bool, len(want))
@@ -103,23 +89,8 @@ func TestEventsShowAWorkerTheCallsOfItsOwnJobOnly(t *testing.T) {
 		"result": map[string]any{"content": []any{map[string]any{"type": "text", "text": "the secret"}}}})
 
 	// shown lists, for proxy.requested then proxy.completed, whether its args / result key is there.
-	shown := func(evs []json.RawMessage) (out []bool) {
-		for _, raw := range evs {
-			var te struct {
-				Type string                     `json:"type"`
-				Data map[string]json.RawMessage `json:"data"`
-			}
-			require.NoError(t, json.Unmarshal(raw, &te))
-			switch te.Type {
-			case events.TypeProxyRequested:
-				_, has := te.Data["args"]
-				out = append(out, has)
-			case events.TypeProxyCompleted:
-				_, has := te.Data["result"]
-				out = append(out, has)
-			}
-		}
-		return out
+	shown := func(evs []json.RawMessage) []bool {
+		return fieldsShown(t, evs, map[string]string{events.TypeProxyRequested: "args", events.TypeProxyCompleted: "result"})
 	}
 	a := f.dial()
 	a.helloAdmin()
@@ -156,6 +127,42 @@ func TestEventsShowAWorkerTheCallsOfItsOwnJobOnly(t *testing.T) {
 	}
 }
 
+// A worker reads the prompt of a delegation in the run's events only when the delegation is its task's — it asked
+// for it, or it is the grandchild the delegation started — as no method shows a worker another task's delegations
+// (query.delegations is the runtime's; pi-crew's delegate.admitted carries no prompt): another task's worker reads
+// delegate.admitted without its prompt.
+func TestEventsShowAWorkerThePromptsOfItsOwnDelegationsOnly(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	s := f.seed()
+	o, p, q := f.runViewers(s)
+	sub := p.ok("delegate.request", map[string]any{"prompt": "the-prompt", "description": "d"})["grandchildTaskRef"].(string)
+	g := f.dial()
+	g.hello(runR, sub, o.ok("credential.issue", map[string]any{"taskId": sub})["token"].(string))
+	shown := func(evs []json.RawMessage) []bool {
+		return fieldsShown(t, evs, map[string]string{events.TypeDelegateAdmitted: "prompt"})
+	}
+	for _, v := range []struct {
+		name string
+		c    *client
+		want []bool
+	}{
+		{"the parent's worker", p, []bool{true}},
+		{"the grandchild", g, []bool{true}},
+		{"another task's worker", q, []bool{false}},
+		{"orchestrator", o, []bool{true}},
+	} {
+		t.Run(v.name+" events.since", func(t *testing.T) {
+			require.Equal(t, v.want, shown(sinceEvents(t, v.c, map[string]any{})))
+		})
+	}
+	t.Run("another task's worker subscription", func(t *testing.T) {
+		w := f.dial()
+		w.hello(runR, taskQ, s.q)
+		w.ok("events.subscribe", map[string]any{"types": []string{events.TypeDelegateAdmitted}})
+		require.Equal(t, []bool{false}, shown(pushedEvents(t, w, 1)))
+	})
+}
+
 // sinceEvents is the events of c's events.since page for params.
 func sinceEvents(t *testing.T, c *client, params map[string]any) []json.RawMessage {
 	t.Helper()
@@ -179,4 +186,30 @@ func pushedEvents(t *testing.T, c *client, n int) []json.RawMessage {
 		}
 	}
 	return pushed
+}
+
+// fieldsShown lists, for each of evs whose type fields names, whether its data holds that type's field.
+func fieldsShown(t *testing.T, evs []json.RawMessage, fields map[string]string) (shown []bool) {
+	t.Helper()
+	for _, raw := range evs {
+		var te struct {
+			Type string                     `json:"type"`
+			Data map[string]json.RawMessage `json:"data"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &te))
+		if field, ok := fields[te.Type]; ok {
+			_, has := te.Data[field]
+			shown = append(shown, has)
+		}
+	}
+	return shown
+}
+
+// runViewers is run R's orchestrator and its workers of P and Q, each on a connection of its own.
+func (f *fixture) runViewers(s seeded) (o, p, q *client) {
+	o, p, q = f.dial(), f.dial(), f.dial()
+	o.hello(runR, events.OrchestratorKey, s.orch)
+	p.hello(runR, taskP, s.p)
+	q.hello(runR, taskQ, s.q)
+	return o, p, q
 }
