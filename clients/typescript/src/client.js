@@ -342,7 +342,12 @@ export class CrewClient extends EventEmitter {
         sub._end(err);
       }
     });
-    conn.write({ id, method: "events.subscribe", params });
+    // NB: a request that does not fit in a frame is not sent, so no answer would ever end the wait for one.
+    if (conn.write({ id, method: "events.subscribe", params }) === "too-large") {
+      this.#byId.delete(id);
+      sub._pending = null;
+      sub._end(new BrokerError("encode-failed", "events.subscribe: the request does not fit in a frame", { method: "events.subscribe" }));
+    }
   }
 
   #failure(err, method, commandId) {

@@ -77,3 +77,13 @@ test("calls to a broker that stops reading are refused busy once maxQueuedBytes 
   assert.ok(200 - busy <= 20, `at most the kernel's buffer and maxQueuedBytes were sent: ${200 - busy} calls were`);
   assert.deepEqual(new Set(codes), new Set(["busy", "closed"]));
 });
+
+test("a subscription whose events.subscribe does not fit in a frame ends with encode-failed, not waits forever", { timeout: 10_000 }, async (t) => {
+  const socketPath = await fakeBroker(t, (req) => JSON.stringify({ id: req.id, result: { subscribed: true, sinceSeq: 0 } }));
+  const c = await CrewClient.connect({ socketPath, credentials: { role: "admin", token: "x" }, maxFrame: 1024 });
+  t.after(() => c.close());
+  const types = Array.from({ length: 64 }, (_, i) => `some.event.type.${i}`); // about 1.5 KB of params
+  const sub = c.subscribe({ runId: "R", types });
+  await assert.rejects(sub.next(), { code: "encode-failed" });
+  assert.equal(sub.closed, true);
+});
