@@ -100,7 +100,9 @@ export declare class CrewClient<R extends Role = Role> extends EventEmitter {
   newCommandId(): string;
   /**
    * Calls a method of the role. An engine command is sent with a commandId that every resend after a lost
-   * connection reuses, so a lost answer is learned and the command is never decided twice.
+   * connection reuses, so a lost answer is learned and the command is never decided twice. `admin.checkpoint`, which
+   * cannot be repeated, is not sent again: its call fails `request-failed` when the connection is lost before its
+   * answer.
    */
   call<M extends MethodsFor<R>>(method: M, ...args: CallArgs<M>): Promise<ResultOf<M>>;
   /** Subscribes to the run's events (one subscription per client; a new one replaces it). */

@@ -26,6 +26,11 @@ export class BrokerError extends Error {
 // After these a new connection with the same credential cannot do better: the client stops.
 const FATAL = new Set(["protocol", "auth", "stale-token", "revoked"]);
 
+// Methods that are neither engine commands (no commandId) nor safe to repeat: sent again after a lost answer, the
+// second attempt fails for what the first one did (admin.checkpoint's dir exists then), so the call fails
+// request-failed instead, its outcome unknown. Reads and import.append (each write carries its commandId) are resent.
+const NOT_RESENT = new Set(["admin.checkpoint"]);
+
 const DEFAULT_BACKOFF_MS = Object.freeze([20, 50, 100, 200, 400, 800, 1600, 3200]);
 const DEFAULT_CONNECT_TIMEOUT_MS = 5000;
 const DEFAULT_HIGH_WATER_MARK = 10000;
@@ -37,7 +42,8 @@ const DEFAULT_MAX_QUEUED_FRAMES = 16;
  * A client of one credential. Calls are multiplexed on one connection and matched by request id. When the
  * connection is lost, the client dials again (with backoff) as long as something is waiting: every call not yet
  * answered is sent again — an engine command with the same commandId, so the broker answers the recorded outcome
- * if the first attempt was decided — and the subscription resumes after the last event it delivered.
+ * if the first attempt was decided; one that cannot be repeated (NOT_RESENT) fails request-failed instead — and the
+ * subscription resumes after the last event it delivered.
  */
 export class CrewClient extends EventEmitter {
   #opts;
@@ -260,6 +266,12 @@ export class CrewClient extends EventEmitter {
     if (!this.#opts.reconnect) {
       this.#failAll(new BrokerError("closed", `connection lost: ${err.message}`));
       return;
+    }
+    for (const call of [...this.#calls]) {
+      if (call.id === null || !NOT_RESENT.has(call.method)) continue;
+      this.#settle(call);
+      call.reject(new BrokerError("request-failed", `${call.method}: the connection was lost before the answer; ` +
+        `it may have been done, and is not sent again: ${err.message}`, call));
     }
     if (this.#calls.size > 0 || (this.#sub && !this.#sub.closed)) this.#connect().catch(() => {});
   }

@@ -1,6 +1,8 @@
 // The client against a real crewd (built by the test): hello, multiplexed calls, typed refusals, a command whose
 // answer is lost, subscriptions that resume after a resync frame, a lost connection and a daemon restart.
 import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { after, before, test } from "node:test";
 
 import { BrokerError, CrewClient } from "../src/index.js";
@@ -246,4 +248,28 @@ test("an answer that never comes times out with its commandId, and a retry with 
   assert.deepEqual(again, dropped.result);
   const inbox = await orch.call("query.mailbox", {});
   assert.equal(inbox.messages.filter((m) => m.body === JSON.stringify("once")).length, 1);
+});
+
+test("a checkpoint whose answer is lost is not made again: the call fails request-failed, and its copy is there", { timeout: 60_000 }, async (t) => {
+  let lost = null;
+  const proxy = closing(t, await startProxy(d.socketPath, d.root, {
+    server(frame, session) {
+      const req = session.requests.find((r) => r.id === frame.id);
+      if (req?.method === "admin.checkpoint" && lost === null) {
+        lost = frame; // the copy is written and answered; the client never sees the answer
+        return "kill";
+      }
+    },
+  }));
+  const a = closing(t, await CrewClient.connect({ socketPath: proxy.path, credentials: { role: "admin", token: d.adminToken } }));
+  const dir = join(d.root, "checkpoint-lost");
+  // Sent again, the request would be answered bad-params "dir exists": a failure for a copy that was made.
+  const err = await a.call("admin.checkpoint", { dir }).catch((e) => e);
+  assert.ok(lost?.result, "the first attempt was done");
+  assert.equal(err.code, "request-failed");
+  assert.equal(err.method, "admin.checkpoint");
+  assert.ok(existsSync(dir));
+  const sent = proxy.sessions.flatMap((s) => s.requests.filter((r) => r.method === "admin.checkpoint"));
+  assert.equal(sent.length, 1, "sent once");
+  assert.deepEqual(await a.call("ping"), { pong: true, protocol: 1 }, "the client carries on");
 });
