@@ -25,6 +25,8 @@ export class BrokerError extends Error {
 
 // After these a new connection with the same credential cannot do better: the client stops.
 const FATAL = new Set(["protocol", "auth", "stale-token", "revoked"]);
+// After these another attempt to connect cannot do better either: a hello that does not fit in a frame is never sent.
+const FINAL = new Set([...FATAL, "closed", "encode-failed"]);
 
 // Methods that are neither engine commands (no commandId) nor safe to repeat: sent again after a lost answer, the
 // second attempt fails for what the first one did (admin.checkpoint's dir exists then), so the call fails
@@ -194,12 +196,12 @@ export class CrewClient extends EventEmitter {
         return;
       } catch (err) {
         last = err instanceof BrokerError ? err : new BrokerError("socket-error", String(err?.message ?? err));
-        if (FATAL.has(last.code) || last.code === "closed") break;
+        if (FINAL.has(last.code)) break;
       }
     }
     last ??= new BrokerError("exhausted", "reconnect is off");
     if (FATAL.has(last.code)) this.#fatal = last;
-    const err = FATAL.has(last.code) || last.code === "closed" ? last : new BrokerError("exhausted", `could not connect: ${last.message}`);
+    const err = FINAL.has(last.code) ? last : new BrokerError("exhausted", `could not connect: ${last.message}`);
     this.#failAll(err);
     throw err;
   }
@@ -227,7 +229,9 @@ export class CrewClient extends EventEmitter {
         const params = cr.role === "admin"
           ? { protocol: PROTOCOL_VERSION, role: "admin", token: cr.token }
           : { protocol: PROTOCOL_VERSION, runId: cr.runId, taskId: cr.role === "worker" ? cr.taskId : (cr.taskId ?? "orchestrator"), token: cr.token };
-        conn.write({ id: "hello", method: "hello", params });
+        if (conn.write({ id: "hello", method: "hello", params }) === "too-large") {
+          finish(new BrokerError("encode-failed", `hello: the credentials do not fit in a frame of ${this.#opts.maxFrame} bytes`, { method: "hello" }));
+        }
       });
       conn.onFrame = (frame) => {
         if (done) return this.#onFrame(conn, frame);

@@ -87,3 +87,11 @@ test("a subscription whose events.subscribe does not fit in a frame ends with en
   await assert.rejects(sub.next(), { code: "encode-failed" });
   assert.equal(sub.closed, true);
 });
+
+test("a hello that does not fit in a frame fails the connect with encode-failed at once, not after every retry's timeout", { timeout: 10_000 }, async (t) => {
+  const socketPath = await fakeBroker(t, () => "{}");
+  await assert.rejects(
+    CrewClient.connect({ socketPath, credentials: { role: "admin", token: "x".repeat(2000) }, maxFrame: 1024 }),
+    { code: "encode-failed" },
+  );
+});
