@@ -28,7 +28,11 @@ export interface ClientOptions<R extends Role = Role> {
   backoffMs?: readonly number[];
   /** How long one connection attempt and its hello may take (default 5000 ms). */
   connectTimeoutMs?: number;
-  /** The broker's frame cap in bytes (default 262144); a request over it is refused locally, encode-failed. */
+  /**
+   * The broker's frame cap in bytes (default 262144); a request over it is refused locally, encode-failed. A frame
+   * of the broker's over it closes the connection, and the calls it may have answered and the subscription fail
+   * oversize-frame (they are not sent again: the answer would be as large).
+   */
   maxFrame?: number;
   /**
    * The most bytes of requests that may wait in the socket to be written (default 16 × maxFrame): a call that would

@@ -267,6 +267,16 @@ export class CrewClient extends EventEmitter {
       this.#failAll(err);
       return;
     }
+    if (conn.oversize) {
+      // NB: which request the frame answered cannot be read from it, and sent again it would come back as large, the
+      // client reconnecting without end: every call it may have answered, and the subscription, fail with it.
+      for (const call of [...this.#calls]) {
+        if (call.id === null) continue;
+        this.#settle(call);
+        call.reject(new BrokerError(err.code, err.message, call));
+      }
+      this.#sub?._end(err);
+    }
     if (!this.#opts.reconnect) {
       this.#failAll(new BrokerError("closed", `connection lost: ${err.message}`));
       return;
@@ -487,6 +497,8 @@ class Connection {
   onFrame = () => {};
   onClose = () => {};
   closeError = null;
+  /** Whether the broker sent a frame over maxFrame, which closed the connection. */
+  oversize = false;
   hello = null;
   #socket;
   #buf = "";
@@ -513,6 +525,8 @@ class Connection {
     while ((nl = this.#buf.indexOf("\n")) >= 0) {
       const line = this.#buf.slice(0, nl);
       this.#buf = this.#buf.slice(nl + 1);
+      // Whether a frame over the cap is refused must not depend on how the socket cut the stream into reads.
+      if (Buffer.byteLength(line) + 1 > this.#maxFrame) return this.#oversize();
       if (line.trim() === "") continue;
       let frame;
       try {
@@ -528,10 +542,16 @@ class Connection {
       }
       this.onFrame(frame);
     }
-    if (Buffer.byteLength(this.#buf) > this.#maxFrame) {
-      this.closeError = new BrokerError("oversize-frame", "the broker sent a frame over the cap");
-      this.#socket.destroy();
-    }
+    // What waits for its newline is a frame of at least one byte more.
+    if (Buffer.byteLength(this.#buf) >= this.#maxFrame) this.#oversize();
+  }
+
+  #oversize() {
+    this.oversize = true;
+    this.closeError = new BrokerError("oversize-frame", `the broker sent a frame over maxFrame (${this.#maxFrame} bytes): ` +
+      "set it to the broker's");
+    this.#buf = "";
+    this.#socket.destroy();
   }
 
   /** The bytes written and not yet handed to the operating system. */

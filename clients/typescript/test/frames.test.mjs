@@ -95,3 +95,28 @@ test("a hello that does not fit in a frame fails the connect with encode-failed 
     { code: "encode-failed" },
   );
 });
+
+test("an answer over maxFrame fails the calls it may answer with oversize-frame, not a reconnect that gets it again", { timeout: 10_000 }, async (t) => {
+  let hellos = 0;
+  const socketPath = await fakeBroker(t, (req) => JSON.stringify({ id: req.id, result: { pad: "x".repeat(req.params?.big ? 300_000 : 0) } }));
+  const c = await CrewClient.connect({ socketPath, credentials: { role: "admin", token: "x" }, maxFrame: 1024 });
+  t.after(() => c.close());
+  c.on("reconnect", () => hellos++);
+  await assert.rejects(c.call("ping", { big: true }), { code: "oversize-frame", method: "ping" });
+  assert.deepEqual(await c.call("ping"), { pad: "" }, "the client carries on");
+  assert.ok(hellos <= 1, `${hellos} reconnects`);
+});
+
+test("an answer of exactly maxFrame bytes is read, one of a byte more is refused however the reads cut it", { timeout: 10_000 }, async (t) => {
+  // size is the answer's bytes with its newline.
+  const answer = (req) => {
+    const bare = JSON.stringify({ id: req.id, result: { pad: "" } }).length + 1;
+    return JSON.stringify({ id: req.id, result: { pad: "x".repeat(req.params.size - bare) } });
+  };
+  const socketPath = await fakeBroker(t, answer);
+  const c = await CrewClient.connect({ socketPath, credentials: { role: "admin", token: "x" }, maxFrame: 1024 });
+  t.after(() => c.close());
+  assert.equal((await c.call("ping", { size: 1024 })).pad.length > 0, true);
+  await assert.rejects(c.call("ping", { size: 1025 }), { code: "oversize-frame" });
+  assert.equal((await c.call("ping", { size: 1024 })).pad.length > 0, true);
+});
