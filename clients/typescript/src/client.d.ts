@@ -66,6 +66,9 @@ type CallArgs<M extends keyof import("./protocol.js").Methods> = {} extends Para
   ? [params?: ParamsOf<M>, options?: CallOptions]
   : [params: ParamsOf<M>, options?: CallOptions];
 
+/** The methods `call` sends: the role's, but events.subscribe, which is `subscribe()`'s (one per connection). */
+export type CallableMethod<R extends Role> = Exclude<MethodsFor<R>, "events.subscribe">;
+
 /** An error answered by the broker, or found by the client (a LocalCode, or timeout). */
 export declare class BrokerError extends Error {
   constructor(code: ErrorCode, message?: string, details?: { method?: string; commandId?: string });
@@ -106,9 +109,9 @@ export declare class CrewClient<R extends Role = Role> extends EventEmitter {
    * Calls a method of the role. An engine command is sent with a commandId that every resend after a lost
    * connection reuses, so a lost answer is learned and the command is never decided twice. `admin.checkpoint`, which
    * cannot be repeated, is not sent again: its call fails `request-failed` when the connection is lost before its
-   * answer.
+   * answer. events.subscribe is refused (bad-method): `subscribe()` owns the connection's one subscription.
    */
-  call<M extends MethodsFor<R>>(method: M, ...args: CallArgs<M>): Promise<ResultOf<M>>;
+  call<M extends CallableMethod<R>>(method: M, ...args: CallArgs<M>): Promise<ResultOf<M>>;
   /** Subscribes to the run's events (one subscription per client; a new one replaces it). */
   subscribe(options?: SubscribeOptions): Subscription;
   /** Closes the connection; calls not yet answered are rejected with code closed. */

@@ -113,6 +113,11 @@ export class CrewClient extends EventEmitter {
     if (!desc || method === "hello") {
       return Promise.reject(new BrokerError("bad-method", `method '${method}' is not a method this client may call`, { method }));
     }
+    // NB: sent as a call, it would replace the connection's subscription (one per connection) with one whose
+    // pushes nobody reads, and the client's subscription would wait for events that no longer come.
+    if (method === "events.subscribe") {
+      return Promise.reject(new BrokerError("bad-method", "events.subscribe: use subscribe(), which owns the connection's subscription", { method }));
+    }
     if (!desc.roles.includes(this.role)) {
       return Promise.reject(new BrokerError("forbidden", `${method} is not for the ${this.role} role`, { method }));
     }

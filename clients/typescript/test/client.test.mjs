@@ -273,3 +273,15 @@ test("a checkpoint whose answer is lost is not made again: the call fails reques
   assert.equal(sent.length, 1, "sent once");
   assert.deepEqual(await a.call("ping"), { pong: true, protocol: 1 }, "the client carries on");
 });
+
+test("events.subscribe is subscribe()'s: a call of it is refused, and the subscription keeps its place on the wire", { timeout: 60_000 }, async (t) => {
+  const { orch } = await newRun(t);
+  const sub = orch.subscribe();
+  const before = await headSeq(orch);
+  assert.deepEqual(await seqsUntil(sub, before), range(before));
+  // Sent, it would replace the subscription on the connection, and what it pushes has nowhere to go.
+  await assert.rejects(orch.call("events.subscribe", { sinceSeq: 0, types: ["no.such.type"] }), { code: "bad-method" });
+  await orch.call("msg.send", { to: "P", body: "after" });
+  const last = await headSeq(orch);
+  assert.deepEqual(await seqsUntil(sub, last), range(last).slice(before));
+});

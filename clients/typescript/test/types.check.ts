@@ -30,6 +30,8 @@ export async function typed(): Promise<void> {
   await orchestrator.call("steer.push", { taskId: "T", body: "b", priority: "now" });
   // @ts-expect-error hello is the client's own
   await admin.call("hello", { protocol: 1, token: "x" });
+  // @ts-expect-error events.subscribe is subscribe()'s
+  await worker.call("events.subscribe", { sinceSeq: 0 });
   // @ts-expect-error not a method
   await admin.call("query.nothing");
 }
