@@ -177,12 +177,22 @@ export class CrewClient extends EventEmitter {
 
   // --- connecting ---
 
+  // NB: #connecting is cleared before the calls waiting on an attempt that failed are rejected: a call made by their
+  // rejection handlers (a retry) must start an attempt of its own, not wait on the one that is over.
   #connect() {
     if (this.#connecting) return this.#connecting;
-    this.#connecting = this.#dialWithBackoff().finally(() => {
-      this.#connecting = null;
-    });
-    return this.#connecting;
+    const attempt = this.#dialWithBackoff().then(
+      () => {
+        this.#connecting = null;
+      },
+      (err) => {
+        this.#connecting = null;
+        this.#failAll(err);
+        throw err;
+      },
+    );
+    this.#connecting = attempt;
+    return attempt;
   }
 
   async #dialWithBackoff() {
@@ -206,9 +216,7 @@ export class CrewClient extends EventEmitter {
     }
     last ??= new BrokerError("exhausted", "reconnect is off");
     if (FATAL.has(last.code)) this.#fatal = last;
-    const err = FINAL.has(last.code) ? last : new BrokerError("exhausted", `could not connect: ${last.message}`);
-    this.#failAll(err);
-    throw err;
+    throw FINAL.has(last.code) ? last : new BrokerError("exhausted", `could not connect: ${last.message}`);
   }
 
   #dial() {

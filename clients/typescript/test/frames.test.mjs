@@ -120,3 +120,13 @@ test("an answer of exactly maxFrame bytes is read, one of a byte more is refused
   await assert.rejects(c.call("ping", { size: 1025 }), { code: "oversize-frame" });
   assert.equal((await c.call("ping", { size: 1024 })).pad.length > 0, true);
 });
+
+test("a call made as the one before it fails exhausted dials again and settles, not waits on the attempt that failed", { timeout: 10_000 }, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "crewlog-frames-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const c = new CrewClient({ socketPath: join(dir, "nobody.sock"), credentials: { role: "admin", token: "x" }, backoffMs: [] });
+  t.after(() => c.close());
+  // The retry is made in the rejection's own handler, before anything else the failed attempt had left to do.
+  const again = await c.call("ping").catch(() => c.call("ping").then(() => "answered", (err) => err.code));
+  assert.equal(again, "exhausted");
+});
