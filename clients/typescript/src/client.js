@@ -51,6 +51,8 @@ export class CrewClient extends EventEmitter {
   #opts;
   #conn = null;
   #connecting = null;
+  #dialing = null; // the connection whose hello is not answered yet
+  #wake = null; // ends the wait between two attempts
   #closed = false;
   #fatal = null;
   #everConnected = false;
@@ -169,9 +171,13 @@ export class CrewClient extends EventEmitter {
     this.#closed = true;
     const err = new BrokerError("closed", "client closed");
     this.#failAll(err);
+    // NB: an attempt in progress is ended too: its hello's timer or the wait before the next attempt would otherwise
+    // keep the socket open, and the process alive, for up to connectTimeoutMs after close.
+    this.#wake?.();
+    const dialing = this.#dialing;
     const conn = this.#conn;
     this.#conn = null;
-    if (conn) await conn.destroy();
+    await Promise.all([dialing?.destroy(), conn?.destroy()]);
     this.emit("close");
   }
 
@@ -200,7 +206,8 @@ export class CrewClient extends EventEmitter {
     const attempts = this.#everConnected && !this.#opts.reconnect ? 0 : this.#opts.backoffMs.length + 1;
     for (let attempt = 0; attempt < attempts; attempt++) {
       if (this.#closed) throw new BrokerError("closed", "client closed");
-      if (attempt > 0) await delay(this.#opts.backoffMs[attempt - 1]);
+      if (attempt > 0) await this.#sleep(this.#opts.backoffMs[attempt - 1]);
+      if (this.#closed) throw new BrokerError("closed", "client closed");
       try {
         const conn = await this.#dial();
         if (this.#closed) {
@@ -219,15 +226,28 @@ export class CrewClient extends EventEmitter {
     throw FINAL.has(last.code) ? last : new BrokerError("exhausted", `could not connect: ${last.message}`);
   }
 
+  #sleep(ms) {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => this.#wake(), ms);
+      this.#wake = () => {
+        clearTimeout(timer);
+        this.#wake = null;
+        resolve();
+      };
+    });
+  }
+
   #dial() {
     return new Promise((resolve, reject) => {
       const socket = createConnection(this.#opts.socketPath);
       const conn = new Connection(socket, this.#opts.maxFrame);
+      this.#dialing = conn;
       let done = false;
       const finish = (err, hello) => {
         if (done) return;
         done = true;
         clearTimeout(timer);
+        if (this.#dialing === conn) this.#dialing = null;
         if (err) {
           conn.destroy();
           reject(err);
@@ -589,8 +609,4 @@ class Connection {
     this.#socket.destroy();
     return this.#closed;
   }
-}
-
-function delay(ms) {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -130,3 +130,25 @@ test("a call made as the one before it fails exhausted dials again and settles, 
   const again = await c.call("ping").catch(() => c.call("ping").then(() => "answered", (err) => err.code));
   assert.equal(again, "exhausted");
 });
+
+test("close() while a hello waits for its answer closes that connection, and leaves no timer to keep the process", { timeout: 10_000 }, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "crewlog-frames-"));
+  const path = join(dir, "b.sock");
+  let accepted;
+  const acceptedP = new Promise((resolve) => (accepted = resolve));
+  const server = createServer((sock) => {
+    sock.on("error", () => {});
+    accepted({ closed: new Promise((resolve) => sock.once("close", resolve)) }); // reads the hello, never answers it
+  });
+  await new Promise((resolve) => server.listen(path, resolve));
+  t.after(() => {
+    server.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const c = new CrewClient({ socketPath: path, credentials: { role: "admin", token: "x" }, connectTimeoutMs: 600_000 });
+  const call = c.call("ping").then(() => "answered", (err) => err.code);
+  const { closed } = await acceptedP;
+  await c.close();
+  assert.equal(await call, "closed");
+  await closed; // else only after connectTimeoutMs
+});
