@@ -89,6 +89,10 @@ export declare class Subscription implements AsyncIterableIterator<TeamEvent> {
   readonly closed: boolean;
   /** How often it resumed after a resync frame, a gap or its buffer filling. */
   readonly resyncs: number;
+  /**
+   * The next event; done once the subscription is closed (by its close() or the client's), else rejected, once, with
+   * what ended it (the connection lost for good, code closed; a refusal of the broker's), whether it waited or not.
+   */
   next(): Promise<IteratorResult<TeamEvent, undefined>>;
   return(): Promise<IteratorResult<TeamEvent, undefined>>;
   [Symbol.asyncIterator](): this;

@@ -169,8 +169,9 @@ export class CrewClient extends EventEmitter {
   async close() {
     if (this.#closed) return;
     this.#closed = true;
-    const err = new BrokerError("closed", "client closed");
-    this.#failAll(err);
+    // The subscription ends as its own close() ends it, done; a lost connection (code closed too) is an error.
+    this.#sub?._end(null);
+    this.#failAll(new BrokerError("closed", "client closed"));
     // NB: an attempt in progress is ended too: its hello's timer or the wait before the next attempt would otherwise
     // keep the socket open, and the process alive, for up to connectTimeoutMs after close.
     this.#wake?.();
@@ -500,7 +501,7 @@ export class Subscription {
       return Promise.resolve({ value, done: false });
     }
     if (this.closed) {
-      if (this.#error && this.#error.code !== "closed") {
+      if (this.#error) {
         const err = this.#error;
         this.#error = null;
         return Promise.reject(err);

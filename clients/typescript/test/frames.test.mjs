@@ -152,3 +152,37 @@ test("close() while a hello waits for its answer closes that connection, and lea
   assert.equal(await call, "closed");
   await closed; // else only after connectTimeoutMs
 });
+
+test("a subscription ends the same whether its next() waits or comes later: done after close(), an error when the connection is lost", { timeout: 10_000 }, async (t) => {
+  const subscribed = (req) => JSON.stringify({ id: req.id, result: { subscribed: true, sinceSeq: 0 } });
+  const socketPath = await fakeBroker(t, subscribed);
+  const c = await CrewClient.connect({ socketPath, credentials: { role: "admin", token: "x" } });
+  const waiting = c.subscribe({ runId: "R" }).next();
+  await c.close();
+  assert.deepEqual(await waiting, { value: undefined, done: true }, "close() ends a waiting next() as it ends a later one");
+
+  const dir = mkdtempSync(join(tmpdir(), "crewlog-frames-"));
+  const path = join(dir, "b.sock");
+  const server = createServer((sock) => {
+    sock.setEncoding("utf8");
+    sock.on("error", () => {});
+    sock.on("data", (chunk) => {
+      for (const line of chunk.split("\n").filter(Boolean)) {
+        const req = JSON.parse(line);
+        if (req.method === "hello") sock.write(JSON.stringify({ id: "hello", result: { ok: true } }) + "\n");
+        else sock.end(subscribed(req) + "\n"); // answers the subscribe, and goes
+      }
+    });
+  });
+  await new Promise((resolve) => server.listen(path, resolve));
+  t.after(() => {
+    server.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const lost = await CrewClient.connect({ socketPath: path, credentials: { role: "admin", token: "x" }, reconnect: false });
+  t.after(() => lost.close());
+  const disconnected = new Promise((resolve) => lost.once("disconnect", resolve));
+  const sub = lost.subscribe({ runId: "R" });
+  await disconnected;
+  await assert.rejects(sub.next(), { code: "closed" }, "a lost connection is not the end of the events");
+});
