@@ -1,12 +1,22 @@
 package audit
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
+)
+
+// Errors of Replay for a stop position it cannot honour.
+var (
+	// ErrPastHead: ReplayOptions.To is past the durable head.
+	ErrPastHead = errors.New("audit: replay: position past the head")
+	// ErrInsideDecision: ReplayOptions.To falls between two events one
+	// decision wrote together, and the decisions are explained.
+	ErrInsideDecision = errors.New("audit: replay: position inside a decision")
 )
 
 // Entry is one line of a timeline: where, when, who, what, and what it
@@ -28,7 +38,9 @@ type ReplayOptions struct {
 	// The state is always the whole store's: admission depends on slots
 	// held by other runs.
 	Run string
-	// To is the last position to fold (0 = the durable head).
+	// To is the last position to fold (0 = the durable head): not past the
+	// head (ErrPastHead) and, with Explain, not inside a decision
+	// (ErrInsideDecision).
 	To uint64
 	// At, when set, stops at the last event whose time is ≤ At, found by
 	// PositionAt (and at To, when that is earlier). Nothing is folded when
@@ -84,6 +96,11 @@ func Replay(l *eventlog.Log, o ReplayOptions) (*Result, error) {
 	if o.From != nil {
 		res.State = o.From
 	}
+	if o.To > 0 {
+		if err := checkStop(l, head, o.To, o.Explain); err != nil {
+			return nil, err
+		}
+	}
 	if !o.At.IsZero() {
 		p, err := PositionAt(l, head, o.At)
 		if err != nil {
@@ -132,6 +149,69 @@ func Replay(l *eventlog.Log, o ReplayOptions) (*Result, error) {
 		o.Progress(done, done)
 	}
 	return res, nil
+}
+
+// checkStop refuses a stop the log cannot answer for: past the head (the
+// state there is not known yet, and the head's would be shown in its place)
+// and, when decisions are explained, between two events one decision wrote
+// together: the cut decision is re-run against its own recorded events but
+// only part of them, and would be called drift (a delegation admitted with
+// no budget reserved). A plain fold may stop anywhere, as RunAt does. The
+// error names the decision's positions, so the operator can stop before or
+// after it.
+func checkStop(l *eventlog.Log, head, to uint64, explain bool) error {
+	if to > head {
+		return fmt.Errorf("%w: %d, the head is %d", ErrPastHead, to, head)
+	}
+	if !explain {
+		return nil
+	}
+	first, last := to, to
+	for first > 1 {
+		inside, err := sameDecisionAt(l, first-1)
+		if err != nil || !inside {
+			break
+		}
+		first--
+	}
+	for last < head {
+		inside, err := sameDecisionAt(l, last)
+		if err != nil {
+			return fmt.Errorf("audit: replay: %w", err)
+		}
+		if !inside {
+			break
+		}
+		last++
+	}
+	switch {
+	case last == to:
+	case first == 1:
+		return fmt.Errorf("%w: %d is inside the decision at positions %d..%d; stop at %d", ErrInsideDecision,
+			to, first, last, last)
+	default:
+		return fmt.Errorf("%w: %d is inside the decision at positions %d..%d; stop at %d or %d", ErrInsideDecision,
+			to, first, last, first-1, last)
+	}
+	return nil
+}
+
+// sameDecisionAt reports whether the events at pos and pos+1 belong to one
+// decision, as --explain groups them (sameDecision). NB: a decision of
+// several events shares its first's command id, stream and clock reading,
+// so the event at pos stands for the decision's first as well as its last.
+func sameDecisionAt(l *eventlog.Log, pos uint64) (bool, error) {
+	var evs [2]events.Event
+	for i := range evs {
+		r, err := l.Event(pos + uint64(i))
+		if err != nil {
+			return false, err
+		}
+		if evs[i], err = projections.FromLog(&r); err != nil {
+			return false, err
+		}
+	}
+	return sameDecision(evs[0], evs[0], evs[1]), nil
 }
 
 // selected reports whether an event of stream belongs to the run

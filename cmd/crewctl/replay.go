@@ -66,6 +66,12 @@ readers): stop crewd, or replay a backup made with 'crewctl backup'. With --nats
 it replays a JetStream cluster's log (a temporary copy of the stream).`,
 		Args: args(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// NB: 0 is the flag's "not given" (the head); given, it names no
+			// position, and replaying the whole log in its place would answer
+			// a question nobody asked.
+			if cmd.Flags().Changed("to") && f.to == 0 {
+				return usagef("replay: --to 0 is no position: positions start at 1")
+			}
 			return a.replay(cmd.Context(), f, cmd.Flags().Changed("socket"))
 		},
 	}

@@ -92,3 +92,21 @@ func TestReplayUsageAndOpenErrors(t *testing.T) {
 	r = crewctl(t, nil, "replay", "--data", data, "--run", "no-such-run")
 	require.Equal(t, exitProblem, r.code)
 }
+
+// TestReplayToRefusesWhatItCannotAnswer: --to 0 (positions start at 1), a
+// position past the head and, with --explain, one inside a decision are
+// errors, never the head's state or a cut decision's false drift shown in
+// their place.
+func TestReplayToRefusesWhatItCannotAnswer(t *testing.T) {
+	data := scenarioData(t)
+	r := crewctl(t, nil, "replay", "--data", data, "--to", "0")
+	require.Equal(t, exitUsage, r.code, r.out)
+	require.Contains(t, r.err, "--to")
+	r = crewctl(t, nil, "replay", "--data", data, "--to", fmt.Sprint(scenario.head+1))
+	require.Equal(t, exitProblem, r.code, r.out)
+	require.Contains(t, r.err, fmt.Sprintf("%d, the head is %d", scenario.head+1, scenario.head))
+	r = crewctl(t, nil, "replay", "--data", data, "--to", "9", "--explain")
+	require.Equal(t, exitProblem, r.code, r.out)
+	require.Contains(t, r.err, "9 is inside the decision at positions 8..10; stop at 7 or 10")
+	require.NotContains(t, r.err, "drift")
+}
