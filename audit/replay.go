@@ -200,16 +200,25 @@ func checkStop(l *eventlog.Log, head, to uint64, explain bool) error {
 // decision, as --explain groups them (sameDecision). NB: a decision of
 // several events shares its first's command id, stream and clock reading,
 // so the event at pos stands for the decision's first as well as its last.
+// An event this build cannot decode (a newer build's, or a damaged one,
+// which the fold then reports) is grouped by its command id alone.
 func sameDecisionAt(l *eventlog.Log, pos uint64) (bool, error) {
-	var evs [2]events.Event
-	for i := range evs {
-		r, err := l.Event(pos + uint64(i))
-		if err != nil {
+	var (
+		rs  [2]eventlog.Event
+		evs [2]events.Event
+	)
+	decoded := true
+	for i := range rs {
+		var err error
+		if rs[i], err = l.Event(pos + uint64(i)); err != nil {
 			return false, err
 		}
-		if evs[i], err = projections.FromLog(&r); err != nil {
-			return false, err
+		if evs[i], err = projections.FromLog(&rs[i]); err != nil {
+			decoded = false
 		}
+	}
+	if !decoded {
+		return rs[0].CommandID != "" && rs[0].CommandID == rs[1].CommandID, nil
 	}
 	return sameDecision(evs[0], evs[0], evs[1]), nil
 }

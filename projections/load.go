@@ -12,7 +12,8 @@ import (
 
 // FromLog turns a stored record into a domain event, decoding (and, for an
 // older schema version, upcasting) its payload. A payload that does not
-// decode is corruption of the log, reported as such.
+// decode is corruption of the log, reported as such; one of a type or a
+// schema version this build does not know is a *NewerEventError.
 func FromLog(r *eventlog.Event) (events.Event, error) { return FromLogWith(nil, r) }
 
 // FromLogWith is FromLog decoding with dec, which shares repeated strings
@@ -21,6 +22,9 @@ func FromLog(r *eventlog.Event) (events.Event, error) { return FromLogWith(nil, 
 func FromLogWith(dec *events.Decoder, r *eventlog.Event) (events.Event, error) {
 	p, err := dec.Decode(r.Type, r.SchemaVersion, r.Payload)
 	if err != nil {
+		if newerEvent(r, err) {
+			return events.Event{}, &NewerEventError{Position: r.Position, Type: r.Type, SchemaVersion: r.SchemaVersion, Err: err}
+		}
 		return events.Event{}, &eventlog.CorruptError{
 			Position: r.Position, Key: fmt.Sprintf("e/%d", r.Position), Reason: err.Error(),
 		}
@@ -281,3 +285,31 @@ func rebuildIndex(l *eventlog.Log, t Tiering, why error) (*State, LoadInfo, erro
 	info.IndexRebuilt = why
 	return s, info, err
 }
+
+// newerEvent reports whether err, r's payload decoding error, says a newer build wrote r: a type this build does not
+// know, or a schema version past the one it knows. Version 0, an older version with no upcaster and bytes that do not
+// decode are damage.
+func newerEvent(r *eventlog.Event, err error) bool {
+	return errors.Is(err, events.ErrUnknownType) ||
+		errors.Is(err, events.ErrUnsupportedVersion) && r.SchemaVersion > events.SchemaVersion(r.Type)
+}
+
+// ErrNewerEvent marks a record this build cannot fold because a newer build wrote it: its event type, or the schema
+// version of its type, is unknown here. NB: it is not eventlog.ErrCorrupt: the record's checksum and hash chain hold,
+// so it is what was written, and a backup holds the same event; the store needs a build that knows it.
+var ErrNewerEvent = errors.New("projections: event of a newer build")
+
+// NewerEventError is ErrNewerEvent for the record at Position.
+type NewerEventError struct {
+	Position      uint64
+	Type          string
+	SchemaVersion uint16
+	Err           error // what the payload decoder said
+}
+
+func (e *NewerEventError) Error() string {
+	return fmt.Sprintf("projections: the event at position %d (%s v%d) was written by a newer build: %v", e.Position,
+		e.Type, e.SchemaVersion, e.Err)
+}
+
+func (e *NewerEventError) Unwrap() []error { return []error{ErrNewerEvent, e.Err} }

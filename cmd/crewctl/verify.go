@@ -9,6 +9,7 @@ import (
 
 	"github.com/crewlog/crewlog/audit"
 	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // verifyOutput is verify's --json document.
@@ -100,6 +101,10 @@ func (a *app) verifyStore(dir, label string) (verifyOutput, error) {
 		out.Corrupt = &corruptOutput{Position: ce.Position, Key: ce.Key, Reason: ce.Reason}
 		out.FirstBad = ce.Position
 		return out, nil
+	case errors.Is(err, projections.ErrNewerEvent):
+		// NB: not damage: the record is what was written, and a backup holds it too.
+		return out, hinted(problemf("%s: %v", label, err),
+			"verify it with the build that wrote it, or a newer one; this build cannot read the store")
 	case err != nil:
 		out.Corrupt = &corruptOutput{Reason: err.Error()}
 		return out, nil

@@ -239,3 +239,18 @@ func scenarioInTables(t *testing.T) (data, store string) {
 	require.NoError(t, db.Close()) // its open flushed the log's writes into a table
 	return data, store
 }
+
+// TestVerifyNewerBuildsEvent: a store holding an event of a type this build does not know, in a record whose
+// checksum and chain hold, is not reported CORRUPT (a backup holds the same event): verify and replay --explain say
+// a newer build wrote it, where, and to use that build.
+func TestVerifyNewerBuildsEvent(t *testing.T) {
+	dir := t.TempDir()
+	pos := audittest.Newer(t, filepath.Join(dir, storeDir), "run.archived", 1)
+	for _, args := range [][]string{{"verify"}, {"verify", "--json"}, {"replay", "--explain"}} {
+		r := crewctl(t, nil, append(args, "--data", dir)...)
+		require.Equal(t, exitProblem, r.code, "%v: %s", args, r.err)
+		require.NotContains(t, r.out+r.err, "CORRUPT", "%v", args)
+		require.NotContains(t, r.out+r.err, "corrupt", "%v", args)
+		require.Contains(t, r.err, fmt.Sprintf("position %d (run.archived v1) was written by a newer build", pos), "%v", args)
+	}
+}
