@@ -1,6 +1,7 @@
 package eventlog
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -267,10 +268,23 @@ func (l *Log) loadHead() (head, error) {
 			return head{}, corruptf(h.Position, keyHead, "head hash does not match the record at position %d", h.Position)
 		}
 	}
-	if _, err := l.rawRecord(h.Position + 1); err == nil {
-		return head{}, corruptf(h.Position+1, keyHead, "a record exists beyond the head at position %d", h.Position)
-	} else if !errors.Is(err, ErrNotFound) {
-		return head{}, err
+	// NB: a seek, not a read of h.Position+1: a record further on is as
+	// foreign to the log, and the appends would overwrite it unseen.
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(h.Position + 1), UpperBound: []byte{prefixEvent + 1}})
+	if err != nil {
+		return head{}, fmt.Errorf("eventlog: read past the head: %w", err)
+	}
+	defer it.Close()
+	if it.First() {
+		k := it.Key()
+		pos := h.Position + 1
+		if len(k) == 9 {
+			pos = binary.BigEndian.Uint64(k[1:])
+		}
+		return head{}, corruptf(pos, k, "a record exists beyond the head at position %d", h.Position)
+	}
+	if err := it.Error(); err != nil {
+		return head{}, fmt.Errorf("eventlog: read past the head: %w", err)
 	}
 	return h, nil
 }
