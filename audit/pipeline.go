@@ -223,19 +223,24 @@ type decoder struct {
 	done chan struct{} // closed when the reader has returned
 }
 
-// decode starts reading l from position from; stopAt reports the first
-// record not to decode (nil: read to the durable head).
-func decode(l *eventlog.Log, from uint64, stopAt func(r *eventlog.Event) bool) *decoder {
+// decode starts reading l from position from up to and including
+// position to (0: to the durable head). NB: the reader stops at to rather
+// than at the first record past it, which it would have to read, and so
+// check, first: a replay up to a damaged record's predecessor succeeds.
+func decode(l *eventlog.Log, from, to uint64) *decoder {
 	quit := make(chan struct{})
 	d := &decoder{payloads: startPayloads(quit), quit: quit, done: make(chan struct{})}
-	go d.run(l, from, stopAt)
+	go d.run(l, from, to)
 	return d
 }
 
-func (d *decoder) run(l *eventlog.Log, from uint64, stopAt func(r *eventlog.Event) bool) {
+func (d *decoder) run(l *eventlog.Log, from, to uint64) {
 	defer close(d.done)
 	defer close(d.in)
-	it := l.ReadTransient(from)
+	// NB: chained, so a replay names a record whose checksum holds but whose
+	// hash does not follow its predecessor's, as verify does, instead of
+	// folding it.
+	it := l.ReadChained(from)
 	defer it.Close()
 	rb := d.rawBatch()
 	send := func() bool {
@@ -247,13 +252,13 @@ func (d *decoder) run(l *eventlog.Log, from uint64, stopAt func(r *eventlog.Even
 			return false
 		}
 	}
-	for it.Next() {
+	for (to == 0 || from <= to) && it.Next() {
 		r := it.Event()
-		if stopAt != nil && stopAt(r) {
-			break
-		}
 		if rb.add(r); len(rb.recs) == batchSize && !send() {
 			return
+		}
+		if r.Position == to {
+			break
 		}
 	}
 	rb.err = it.Close()

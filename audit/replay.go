@@ -118,9 +118,7 @@ func Replay(l *eventlog.Log, o ReplayOptions) (*Result, error) {
 		total = o.To
 	}
 	ex := explainer{run: o.Run, res: res}
-	d := decode(l, res.State.Position+1, func(r *eventlog.Event) bool {
-		return o.To > 0 && r.Position > o.To
-	})
+	d := decode(l, res.State.Position+1, o.To)
 	defer d.stop()
 	var done uint64
 	for b := range d.out {
