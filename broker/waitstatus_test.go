@@ -12,10 +12,10 @@ import (
 	"github.com/crewlog/crewlog/broker/wire"
 )
 
-// TestAWaitKeepsNoneOfItsRequestsParams: a task.waitStatus in flight keeps its request's id, not its params. pi-crew's
-// methods take keys they do not read, so a wait's params may fill a frame, and a credential's waits (64 by default,
-// each up to a minute) held as many frames besides the one each of its connections reads: the inbound bound of a
-// connection, one frame, did not hold.
+// TestAWaitKeepsNoneOfItsRequestsParams: a task.waitStatus in flight keeps its request's id, not its params.
+// pi-crew's methods take keys they do not read, so a wait's params may fill a frame, and a credential's waits (64 by
+// default, each up to a minute) held as many frames besides the one each of its connections reads: the inbound bound
+// of a connection, one frame, did not hold.
 func TestAWaitKeepsNoneOfItsRequestsParams(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
 	s := f.seed()
