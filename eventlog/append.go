@@ -218,8 +218,11 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch), s
 			e := &w.Events[j]
 			e.Position = pos
 			e.CommandID = w.CommandID
-			l.versions[e.Stream]++
-			e.StreamVersion = l.versions[e.Stream]
+			sv := l.versions[e.Stream]
+			sv.version++
+			sv.last = pos
+			l.versions[e.Stream] = sv
+			e.StreamVersion = sv.version
 			l.scratch = appendRecord(l.scratch[:0], &prev, e)
 			prev = e.Hash
 			key = appendEventKey(key[:0], pos)
@@ -294,6 +297,7 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch), s
 	}
 	l.gen++
 	clear(l.absent)
+	l.sweepVersions()
 	l.inflight.Add(1)
 	return b, first, recorded, last, nil
 }
@@ -392,7 +396,9 @@ type stagedOutcome struct {
 func (l *Log) rollbackVersions(ws []Write) {
 	for i := range ws {
 		for j := range ws[i].Events {
-			l.versions[ws[i].Events[j].Stream]--
+			sv := l.versions[ws[i].Events[j].Stream]
+			sv.version--
+			l.versions[ws[i].Events[j].Stream] = sv
 		}
 	}
 }
@@ -433,15 +439,47 @@ func (l *Log) streamVersion(stream string, touched map[string]uint64) (uint64, e
 	if v, ok := touched[stream]; ok {
 		return v, nil
 	}
-	if v, ok := l.versions[stream]; ok {
-		return v, nil
+	if sv, ok := l.versions[stream]; ok {
+		return sv.version, nil
 	}
 	v, err := l.lastIndexedVersion(stream)
 	if err != nil {
 		return 0, err
 	}
-	l.versions[stream] = v
+	l.versions[stream] = streamVersion{version: v}
 	return v, nil
+}
+
+// streamVersion is a stream's entry in Log.versions: its version, and the position of its last event an append
+// staged (0 when the version was read from the index).
+type streamVersion struct {
+	version uint64
+	last    uint64
+}
+
+// maxCachedVersions is the entries of Log.versions below which it is not swept, and the positions a stream's last
+// event may lie behind the durable head and its entry survive a sweep.
+const maxCachedVersions = 4096
+
+// sweepVersions drops the cached versions of the streams with no event among the last maxCachedVersions durable
+// positions, whenever the cache has doubled since the last sweep (from maxCachedVersions), with l.mu held:
+// amortised over the appends to new streams that grew it. A sweep leaves at most maxCachedVersions streams (one
+// event each, at least) and those with an event not yet durable, so the cache holds about twice that however many
+// streams (runs) were ever appended to; a run still worked on keeps its entry, one that ended leaves it at a sweep.
+// A dropped stream's next append reads its version from the index (one seek). NB: an entry whose last event is
+// staged but not yet durable is never dropped: Pebble may not show that event to the index's reader yet, which
+// would hand out its version again.
+func (l *Log) sweepVersions() {
+	if len(l.versions) < 2*max(l.versionsSwept, maxCachedVersions) {
+		return
+	}
+	durable := l.durable.Load().Position
+	for stream, sv := range l.versions {
+		if sv.last+maxCachedVersions <= durable {
+			delete(l.versions, stream)
+		}
+	}
+	l.versionsSwept = len(l.versions)
 }
 
 // lastIndexedVersion seeks to the stream's last index entry.

@@ -39,8 +39,14 @@ type Log struct {
 	mu       sync.Mutex // guards the fields below and the order of hand-off to Pebble
 	next     uint64     // next position to assign
 	prevHash [32]byte   // hash of position next-1
-	versions map[string]uint64
-	pending  map[string]struct{} // outcome keys handed to Pebble but not yet synced
+	// versions caches each stream's version for the next append to it, with
+	// the position of its last event staged (0: read from the index). A
+	// stream is a run, so the cache is swept (sweepVersions): it holds the
+	// streams recent appends touched, not every run appended to since Open.
+	// versionsSwept is the entries the last sweep left.
+	versions      map[string]streamVersion
+	versionsSwept int
+	pending       map[string]struct{} // outcome keys handed to Pebble but not yet synced
 	// gen counts appends handed to Pebble; absent holds outcome keys an
 	// Outcome lookup found unrecorded, with the gen it saw. Until the next
 	// append nothing can record them, so Append may skip its own lookup:
@@ -133,7 +139,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 		dir:        dir,
 		pebbleOpts: po,
 		stalls:     stalls,
-		versions:   make(map[string]uint64),
+		versions:   make(map[string]streamVersion),
 		pending:    make(map[string]struct{}),
 		absent:     make(map[string]uint64),
 		recent:     newRecentOutcomes(o.RecentOutcomes, o.RecentOutcomeBytes),
