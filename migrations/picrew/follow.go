@@ -131,6 +131,8 @@ type Follower struct {
 	stats FollowStats
 	dirty map[string]bool // runs a notification named since the last pass
 	kick  chan struct{}
+
+	watcher *watcher // Run's, once it watches: tests read what it holds after Run returns
 }
 
 // NewFollower returns a follower of the crew root root that imports into
@@ -221,6 +223,9 @@ func (f *Follower) Run(ctx context.Context) error {
 					f.src.skip("", clip(c.Path), 0, 0, "checkpoint refused (%v): read again from the start (the command ids keep it from doubling)", err)
 					continue
 				}
+				if c.Gone {
+					continue // read as none: not kept (remember)
+				}
 				f.cks[c.Path] = c
 			}
 			break
@@ -238,6 +243,7 @@ func (f *Follower) Run(ctx context.Context) error {
 	}
 	w := f.watch(ctx, runsDir)
 	defer w.close()
+	f.watcher = w
 	tick := time.NewTicker(f.poll(w.active()))
 	defer tick.Stop()
 	all := true
@@ -361,7 +367,7 @@ func (f *Follower) scanRuns(runsDir string, w *watcher) {
 	}
 	for id, r := range f.runs {
 		if !seen[id] {
-			f.gone(r)
+			f.gone(r, w)
 		}
 	}
 }
@@ -369,7 +375,8 @@ func (f *Follower) scanRuns(runsDir string, w *watcher) {
 // gone handles a run directory that disappeared (pi-crew's retention, or a
 // user): what was imported stays, and its files' checkpoints are marked
 // gone once every pending write is answered.
-func (f *Follower) gone(r *runFollower) {
+func (f *Follower) gone(r *runFollower, w *watcher) {
+	w.removeRun(r.id)
 	f.src.skip(r.id, f.src.rel(r.dir), 0, 0, "run directory removed (pi-crew's retention?): what was imported stays; no longer followed")
 	r.gone = true
 	// Files not followed now (a dormant run's, or removed before they were
@@ -465,7 +472,7 @@ func (f *Follower) flushCheckpoints(ctx context.Context, force bool) {
 				f.src.skip("", cks[i+k].Path, 0, 0, "checkpoint refused (%s): %s", rs.Code, rs.Message)
 				continue
 			}
-			f.cks[cks[i+k].Path] = cks[i+k]
+			f.remember(cks[i+k])
 			f.count(func(st *FollowStats) { st.Checkpoints++ })
 		}
 		i = j
@@ -475,6 +482,17 @@ func (f *Follower) flushCheckpoints(ctx context.Context, force bool) {
 			delete(f.runs, id)
 		}
 	}
+}
+
+// remember keeps c, the checkpoint just recorded of its file, for the rest of the follow, and forgets a gone file's:
+// the follower reads a gone checkpoint as none (the file is read from its start if it comes back), and pi-crew's
+// retention removes every run in turn, so kept, the gone ones grew with every file of every run ever followed.
+func (f *Follower) remember(c events.ImportCheckpoint) {
+	if c.Gone {
+		delete(f.cks, c.Path)
+		return
+	}
+	f.cks[c.Path] = c
 }
 
 // sendBatch is how many writes one import.append carries at most (the

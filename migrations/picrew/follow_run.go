@@ -201,7 +201,7 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 		return
 	}
 	if _, err := os.Stat(r.dir); errors.Is(err, fs.ErrNotExist) {
-		f.gone(r)
+		f.gone(r, w)
 		return
 	}
 	if len(r.pending) >= maxPending {

@@ -105,6 +105,23 @@ func (wt *watcher) addRun(r *runFollower, steering string) {
 	}
 }
 
+// removeRun stops watching the directories of run id, gone: the watches of those removed with it are gone already,
+// and a directory left behind (its steering directory, say) would hold one of the user's inotify watches for good.
+// Kept, the entries grew with every run ever followed.
+func (wt *watcher) removeRun(id string) {
+	if !wt.active() {
+		return
+	}
+	wt.mu.Lock()
+	defer wt.mu.Unlock()
+	for d, run := range wt.dirs {
+		if run == id {
+			_ = wt.w.Remove(d) // NB: an error for a directory whose watch went with it
+			delete(wt.dirs, d)
+		}
+	}
+}
+
 func (wt *watcher) close() {
 	if wt.w != nil {
 		wt.w.Close()
