@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -431,4 +432,35 @@ func TestProbesLine(t *testing.T) {
 		{HashMBps: 205, SyncError: "read-only file system"}})
 	require.Equal(t, "Host probe, before the rounds and after each: SHA-256 on one core 412, 205 MB/s; a 4 KiB write "+
 		"and fdatasync in the data directory, median of 32, 180 µs, –.\n", got)
+}
+
+// oneRetry is a store that counts one retry per admission.
+type oneRetry struct {
+	Store
+	n *atomic.Int64
+}
+
+func (o oneRetry) Admit(ctx context.Context, run string, tokens int64) (Admission, error) {
+	o.n.Add(1)
+	return o.Store.Admit(ctx, run, tokens)
+}
+
+func (o oneRetry) Retries() int64 { return o.n.Load() }
+
+// TestRetriesPerOpOverTheSameSpan: retries are counted from before the
+// warm-up to the last operation finished, so they are divided by every
+// operation finished over that span, not by the window's alone — a store
+// that retries once per operation reports 1 retry/op, however long the
+// warm-up.
+func TestRetriesPerOpOverTheSameSpan(t *testing.T) {
+	file, _ := implByName("file")
+	im := Impl{Name: "retrier", open: func(d string, s Spec) (Store, error) {
+		st, err := file.open(d, s)
+		return oneRetry{Store: st, n: new(atomic.Int64)}, err
+	}}
+	r := runCell(context.Background(), im, t.TempDir(), Cell{Clients: 2}, 50*time.Millisecond, 50*time.Millisecond, Load{},
+		cellProfiling{}, nil)
+	require.NoError(t, r.Err)
+	require.Greater(t, r.Finished, int64(r.Ops), "the warm-up's operations finished too")
+	require.InDelta(t, 1.0, r.Retries, 1e-9)
 }

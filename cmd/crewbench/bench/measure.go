@@ -37,7 +37,7 @@ type Result struct {
 	Ops      int // operations whose admission started (closed loop) or was scheduled (open loop) in the window
 	PerSec   float64
 	P50, P99 time.Duration
-	Retries  float64 // conflicts or busy locks per counted operation
+	Retries  float64 // conflicts or busy locks per operation finished (over the same span as Finished)
 	// Finished counts every operation finished, the warm-up's and those
 	// in flight at the window's end included: what the store's state was
 	// rechecked against. At least one per client (each starts one at
@@ -267,8 +267,11 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 		res.Ops = len(all)
 		res.PerSec = float64(len(all)) / window.Seconds()
 		res.P50, res.P99 = percentile(all, 50), percentile(all, 99)
-		if r, ok := s.(retrier); ok && len(all) > 0 {
-			res.Retries = float64(r.Retries()-before) / float64(len(all))
+		// NB: the retries are counted from before the warm-up to the last
+		// operation finished, so they are divided by the operations
+		// finished over that span (as the CPU is), not by the window's.
+		if r, ok := s.(retrier); ok && res.Finished > 0 {
+			res.Retries = float64(r.Retries()-before) / float64(res.Finished)
 		}
 		return nil
 	}()
