@@ -157,17 +157,26 @@ func checkPayload(typ string, p any) (sub, bad string) {
 		want(parent(v.TaskID) && v.Role == "explorer" && v.ChildDepth == 2, "task, role or depth")
 		want(v.Prompt == delegatePrompt && v.Description == delegateDesc, "prompt or description")
 		want(v.ReservedTokens > 0, "reserved tokens")
+		// NB: the spawn fields and the policy are most of the admission's
+		// bytes; a store that dropped them would be timed writing less.
+		want(v.Model != "" && v.Title != "" && v.Cwd != "" && v.ParentRole != "" && v.TimeoutSec > 0 && v.Deadline > 0,
+			"model, title, cwd, parent role or deadline")
+		want(policyKept(v.Policy), "policy")
 	case *events.BudgetReserved:
 		sub = v.SubID
-		want(parent(v.TaskID) && v.Tokens > 0, "task or tokens")
+		want(parent(v.TaskID) && v.Tokens > 0 && v.GrantedTokens > 0, "task or tokens")
 	case *events.DelegateRejected:
 		sub = v.SubID
 		want(v.Reason == ReasonSlots || v.Reason == ReasonBudget, "reason")
+		// NB: a rejection's policy holds only what the decision reached
+		// before it refused (crewlog's stops at the first rule broken).
+		want(v.Message != "" && v.Policy != nil && v.Policy.Capacity > 0, "message or policy")
 	case *events.MailboxAppended:
 		if v.Data != nil {
 			sub = v.Data.SubID
 		}
-		want(parent(v.To) && v.From == "delegate:"+sub && v.Kind == events.KindResponse, "addressing")
+		want(parent(v.To) && v.From == "delegate:"+sub && v.Kind == events.KindResponse &&
+			v.Priority != "" && v.DeliveryMode != "" && v.ID != "", "addressing")
 		want(v.Data != nil && v.Body == fencedResult(sub, outcomeOf(v.Data)), "body")
 	default:
 		s := settledOf(p)
@@ -179,6 +188,12 @@ func checkPayload(typ string, p any) (sub, bad string) {
 		wrong = append(wrong, "no delegation id")
 	}
 	return sub, strings.Join(wrong, ", ")
+}
+
+// policyKept tells whether a decision's policy read back with what every
+// implementation records there: the slots, the grant and the request.
+func policyKept(p *events.Policy) bool {
+	return p != nil && p.Capacity > 0 && p.Granted > 0 && p.Requested > 0 && p.MaxDepth > 0 && p.TimeoutSec > 0
 }
 
 // outcomeOf a result message's flags.
