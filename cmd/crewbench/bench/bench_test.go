@@ -464,3 +464,17 @@ func TestRetriesPerOpOverTheSameSpan(t *testing.T) {
 	require.Greater(t, r.Finished, int64(r.Ops), "the warm-up's operations finished too")
 	require.InDelta(t, 1.0, r.Retries, 1e-9)
 }
+
+// TestSequentialSyncsOnePerCommit: one operation at a time leaves a
+// pipelined writer nothing to hand the log while a sync runs, so in the
+// sequential phase its sync share does not apply: a crewlog that synced
+// every other group (its rejections, say) is refused there, as any other
+// store would be.
+func TestSequentialSyncsOnePerCommit(t *testing.T) {
+	half := PhaseResult{Durable: 70, Commits: 235, SyncShare: 2, Syncs: 118}
+	require.Contains(t, strings.Join(checkSyncs(phaseSequential, half), "; "), "118 sync calls for 235 commits")
+	require.Empty(t, checkSyncs(phaseConcurrent, half), "under 8 clients one sync may cover two pipelined groups")
+	whole := half
+	whole.Syncs = 235
+	require.Empty(t, checkSyncs(phaseSequential, whole))
+}
