@@ -478,3 +478,25 @@ func TestSequentialSyncsOnePerCommit(t *testing.T) {
 	whole.Syncs = 235
 	require.Empty(t, checkSyncs(phaseSequential, whole))
 }
+
+// TestRatioOverSkipsARoundMissingOneOfTheBest: a ratio over the best of
+// several stores is taken only in the rounds where every one of them was
+// measured; a round where the faster one failed would otherwise compare
+// crewlog with the slower one alone and flatter it.
+func TestRatioOverSkipsARoundMissingOneOfTheBest(t *testing.T) {
+	cell := Cell{Clients: 64}
+	round := func(crewlog, sqlite, js float64, jsErr error) []Result {
+		return []Result{
+			{Impl: reference, Cell: cell, PerSec: crewlog},
+			{Impl: "sqlite-group", Cell: cell, PerSec: sqlite},
+			{Impl: "jetstream-group", Cell: cell, PerSec: js, Err: jsErr},
+		}
+	}
+	c := &Comparison{Rounds: [][]Result{
+		round(1000, 500, 2000, nil),
+		round(1000, 500, 0, errors.New("bench: lost")),
+		round(1000, 500, 2000, nil),
+	}}
+	s := c.RatioOver(reference, []string{"sqlite-group", "jetstream-group"}, cell)
+	require.Equal(t, Spread{Median: 0.5, Min: 0.5, Max: 0.5, N: 2}, s)
+}

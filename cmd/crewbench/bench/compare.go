@@ -277,7 +277,8 @@ func (c *Comparison) summarise(im string, cell Cell) Summary {
 }
 
 // RatioOver is, per round, a ÷ the best of bs (the highest rate among bs in
-// that round) in cell, summarised over rounds.
+// that round) in cell, summarised over rounds. A round counts only when a
+// and every one of bs were measured in it.
 func (c *Comparison) RatioOver(a string, bs []string, cell Cell) Spread {
 	var v []float64
 	for _, rs := range c.Rounds {
@@ -285,11 +286,16 @@ func (c *Comparison) RatioOver(a string, bs []string, cell Cell) Spread {
 		if !ok || x.Err != nil {
 			continue
 		}
+		// NB: a round where one of bs failed would take the best of the
+		// others: against a slower store alone, a flattered ratio.
 		best := 0.0
 		for _, b := range bs {
-			if y, ok := findResult(rs, b, cell); ok && y.Err == nil {
-				best = max(best, y.PerSec)
+			y, ok := findResult(rs, b, cell)
+			if !ok || y.Err != nil || y.PerSec <= 0 {
+				best = 0
+				break
 			}
+			best = max(best, y.PerSec)
 		}
 		if best > 0 {
 			v = append(v, x.PerSec/best)
