@@ -252,7 +252,8 @@ func (d *decoder) run(l *eventlog.Log, from, to uint64) {
 			return false
 		}
 	}
-	for (to == 0 || from <= to) && it.Next() {
+	// NB: a stop before from reads nothing; else the loop ends at to (below) or at the durable head.
+	for read := to == 0 || from <= to; read && it.Next(); {
 		r := it.Event()
 		if rb.add(r); len(rb.recs) == batchSize && !send() {
 			return

@@ -55,11 +55,15 @@ func (v eventViewer) ownsJob(jobID string) bool {
 		return false
 	}
 	mine := false
-	v.eng.Read(func(st *projections.State) {
-		h, ok := st.JobHeader(v.runID, jobID)
-		mine = ok && h.TaskID == v.taskID
-	})
+	v.eng.Read(func(st *projections.State) { mine = jobOfTask(st, v.runID, jobID, v.taskID) })
 	return mine
+}
+
+// jobOfTask reports whether job jobID of run runID is task taskID's: what proxy.result and a worker's view of the
+// run's events ask before they show a call's arguments or result.
+func jobOfTask(st *projections.State, runID, jobID, taskID string) bool {
+	h, ok := st.JobHeader(runID, jobID)
+	return ok && h.TaskID == taskID
 }
 
 // messageWithoutBody, delegationWithoutPrompt, callWithoutArgs and callWithoutResult are a payload without one

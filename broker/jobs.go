@@ -240,9 +240,7 @@ func handleProxyResult(cl *call) (any, error) {
 		mine  bool
 	)
 	if err := cl.read(func(st *projections.State) {
-		h, ok := st.JobHeader(runID, jobID)
-		mine = ok && h.TaskID == c.id.taskID
-		if mine {
+		if mine = jobOfTask(st, runID, jobID, c.id.taskID); mine {
 			q, found = st.ProxyRequestOf(runID, jobID, requestID)
 		}
 	}); err != nil {

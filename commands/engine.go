@@ -487,6 +487,18 @@ func (e *Engine) SubmitAll(ctx context.Context, rs []Request) ([]Reply, error) {
 	return out, qerr
 }
 
+// CheckSpace is ErrNoSpace (wrapping the guard's reason) while Options.Space says the disk is below its minimum,
+// else nil: checked before a command is decided, here or, on a node that forwards it, before it is sent.
+func (e *Engine) CheckSpace() error {
+	if e.opts.Space == nil {
+		return nil
+	}
+	if err := e.opts.Space.CheckSpace(); err != nil {
+		return fmt.Errorf("%w: %w", ErrNoSpace, err)
+	}
+	return nil
+}
+
 // prepare checks r and computes what the writer needs of it.
 func (e *Engine) prepare(r Request) (*pending, error) {
 	if r.Command == nil {
@@ -495,10 +507,8 @@ func (e *Engine) prepare(r Request) (*pending, error) {
 	if err := e.failure(); err != nil {
 		return nil, err
 	}
-	if e.opts.Space != nil {
-		if err := e.opts.Space.CheckSpace(); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrNoSpace, err)
-		}
+	if err := e.CheckSpace(); err != nil {
+		return nil, err
 	}
 	p := &pending{req: r, done: make(chan struct{})}
 	if r.CommandID != "" {

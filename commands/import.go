@@ -176,11 +176,11 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 		if ie.Type == events.TypeRunCreated {
 			exists = true
 		}
-		if sub, ok := admittedSubID(ie.Payload); ok {
-			if admittedBefore(s, c.RunID, sub) || slices.Contains(subIDs, sub) {
-				return Decision{}, badParams("import.append: event %d: delegation %q was admitted already", i, sub)
+		if a := admissionOf(ie.Payload); a != nil {
+			if admittedBefore(s, c.RunID, a.SubID) || slices.Contains(subIDs, a.SubID) {
+				return Decision{}, badParams("import.append: event %d: delegation %q was admitted already", i, a.SubID)
 			}
-			subIDs = append(subIDs, sub)
+			subIDs = append(subIDs, a.SubID)
 		}
 		at := env.Now
 		if ie.TimeMs > 0 {
@@ -202,15 +202,16 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 	return Decision{Events: out, Result: ImportResult{Appended: len(out)}}, nil
 }
 
-// admittedSubID is the subId p admits, when p is a delegate.admitted (a pointer or a struct).
-func admittedSubID(p any) (string, bool) {
+// admissionOf is p, a delegate.admitted given as a pointer or a struct; nil for any other payload. NB: the caller's
+// payload: not to be changed.
+func admissionOf(p any) *events.DelegateAdmitted {
 	switch a := p.(type) {
 	case *events.DelegateAdmitted:
-		return a.SubID, true
+		return a
 	case events.DelegateAdmitted:
-		return a.SubID, true
+		return &a
 	}
-	return "", false
+	return nil
 }
 
 // admittedBefore reports whether subID holds a slot, for any run, or names a delegation of run runID already. NB:
@@ -273,15 +274,11 @@ func checkpointProblem(p any) error {
 // a deadline of 0 expires the delegation as soon as it is recorded. The
 // caller's payload is not changed.
 func importedAdmission(p any, atMs int64) (any, error) {
-	var d events.DelegateAdmitted
-	switch a := p.(type) {
-	case *events.DelegateAdmitted:
-		d = *a
-	case events.DelegateAdmitted:
-		d = a
-	default:
+	a := admissionOf(p)
+	if a == nil {
 		return p, nil
 	}
+	d := *a
 	if d.Deadline < 0 || d.Deadline > maxImportTimeMs {
 		// NB: a deadline is a time like an event's: the clock's expiry adds its grace to it, which one near the
 		// largest int64 would wrap into the past.

@@ -95,7 +95,7 @@ func (l *Log) ReadChained(from uint64) *Iterator {
 		rec, err := l.rawRecord(from - 1)
 		if err == nil {
 			if err = checkRecord(rec); err != nil {
-				err = &CorruptError{Position: from - 1, Key: keyString(eventKey(from - 1)), Reason: err.Error()}
+				err = corruptf(from-1, eventKey(from-1), "%v", err)
 			}
 		}
 		if err != nil {

@@ -333,11 +333,9 @@ func fromSnapshot(snap *snapshot) (_ *State, records int64, _ error) {
 		if err := addSnapshotRun(s, sr); err != nil {
 			return nil, 0, err
 		}
-		records += 1 + int64(len(sr.Tasks)+len(sr.Delegations)+len(sr.Accounts)+len(sr.Messages)+len(sr.Asks)+len(sr.Credentials)+len(sr.Jobs))
-		for _, j := range sr.Jobs {
-			records += int64(len(j.Requests))
-		}
-		s.runs[sr.Run.RunID].ord = snap.Ords[i]
+		r := s.runs[sr.Run.RunID]
+		records += r.snapshotRecords()
+		r.ord = snap.Ords[i]
 	}
 	s.nruns = snap.RunCount
 	return s, records, nil
@@ -452,10 +450,17 @@ func addSnapshotRun(s *State, sr *snapshotRun) error {
 func (s *State) SnapshotRecords() int64 {
 	n := int64(len(s.cold))
 	for _, r := range s.runs {
-		n += 1 + int64(len(r.tasks)+len(r.dels)+len(r.accounts)+r.msgs.Len()+len(r.asks)+len(r.creds)+len(r.jobs))
-		for _, j := range r.jobs {
-			n += int64(len(j.Requests))
-		}
+		n += r.snapshotRecords()
+	}
+	return n
+}
+
+// snapshotRecords is how many records r is in a snapshot (State.SnapshotRecords): its own, and each of its tasks,
+// delegations, accounts, messages, questions, credentials, jobs and calls its jobs have seen.
+func (r *runState) snapshotRecords() int64 {
+	n := 1 + int64(len(r.tasks)+len(r.dels)+len(r.accounts)+r.msgs.Len()+len(r.asks)+len(r.creds)+len(r.jobs))
+	for _, j := range r.jobs {
+		n += int64(len(j.Requests))
 	}
 	return n
 }

@@ -37,10 +37,8 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 	// NB: this crewd's own disk, before anything is sent, as one crewd checks its disk before deciding: below its
 	// minimum its clients hear disk-full, not a command the writer, with room, decided. Its copy still takes every
 	// group the writer commits, which it cannot refuse.
-	if space := n.o.Engine.Space; space != nil {
-		if err := space.CheckSpace(); err != nil {
-			return commands.Reply{}, true, fmt.Errorf("%w: %w", commands.ErrNoSpace, err)
-		}
+	if err := n.eng.CheckSpace(); err != nil {
+		return commands.Reply{}, true, err
 	}
 	data, err := commands.EncodeRequest(r)
 	if err != nil {
