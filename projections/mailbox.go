@@ -1,8 +1,6 @@
 package projections
 
 import (
-	"strconv"
-
 	"github.com/crewlog/crewlog/events"
 )
 
@@ -141,9 +139,7 @@ func (s *State) Mailbox(runID, recipient string, f MailboxFilter) (MailboxPage, 
 	}
 	cursor := f.Cursor
 	if f.PastEndIsEmpty {
-		if c, err := strconv.ParseUint(cursor, 36, 32); err == nil && c > uint64(len(box)) {
-			cursor = strconv.FormatUint(uint64(len(box)), 36)
-		}
+		cursor = cursorAtMost(cursor, len(box))
 	}
 	page, err := filteredPage(len(box), PageFilter{Limit: f.Limit, Cursor: cursor}, sel,
 		func(i int) Message { return r.msgs.At(box[i]).clone() })

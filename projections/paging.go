@@ -64,6 +64,15 @@ func cursorAt(cursor string, n int) (int, error) {
 	return int(c), nil
 }
 
+// cursorAtMost is cursor, or the cursor of the end of a list of n entries when cursor names an ordinal past it
+// (MailboxFilter.PastEndIsEmpty: a page past the end is empty, not refused). Anything else is left for cursorAt.
+func cursorAtMost(cursor string, n int) string {
+	if c, err := strconv.ParseUint(cursor, 36, 32); err == nil && c > uint64(n) {
+		return strconv.FormatUint(uint64(n), 36)
+	}
+	return cursor
+}
+
 // selection is the entries of a list a filter keeps: keep(i) says whether
 // entry i passes (nil keeps all), total counts the entries kept and from is an
 // ordinal before which none is.
