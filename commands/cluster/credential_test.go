@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -197,18 +196,15 @@ func TestWriterRefusesAnUnreadableCredentialHeader(t *testing.T) {
 		Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}})
 	require.NoError(t, err)
 	head := w.Engine().Head()
+	// NB: the writer subscribes to the commands subject before it says it is elected; a request before the server
+	// has that subscription has no responder, so the writer's connection is flushed (the server has read its SUB).
+	require.NoError(t, w.o.Conn.Flush())
 	nc := connectTo(t, srv)
 	for _, h := range []string{"!!", "wcE", strings.Repeat("A", 20000)} {
 		m := nats.NewMsg(cfg.CommandSubject())
 		m.Data = data
 		m.Header.Set(credentialHeader, h)
-		// NB: the writer subscribes to the commands subject once elected, and a request before the server has its
-		// subscription has no responder: asked again, as a follower asks.
-		var ans *nats.Msg
-		require.Eventually(t, func() bool {
-			ans, err = nc.RequestMsg(m, 5*time.Second)
-			return !errors.Is(err, nats.ErrNoResponders)
-		}, 10*time.Second, 10*time.Millisecond, "%.8s: no writer subscribed", h)
+		ans, err := nc.RequestMsg(m, 5*time.Second)
 		require.NoError(t, err, "%.8s", h)
 		_, err = commands.DecodeReply(ans.Data)
 		require.ErrorIs(t, err, commands.ErrRemote, "%.8s: a failure", h)
