@@ -499,11 +499,15 @@ func (f *Follower) remember(c events.ImportCheckpoint) {
 // broker takes up to 256).
 const sendBatch = 128
 
-// DefaultMaxBatchBytes is FollowOptions.MaxBatchBytes' default: half of the
-// broker's default frame cap (wire.DefaultMaxFrame, 256 KiB, which the
-// broker client refuses to send a request over), the other half leaving
-// room for the request's envelope.
-const DefaultMaxBatchBytes = 128 << 10
+// DefaultMaxBatchBytes is FollowOptions.MaxBatchBytes' default: the batch
+// for the broker's default frame cap (wire.DefaultMaxFrame, 256 KiB, which
+// the broker client refuses to send a request over).
+const DefaultMaxBatchBytes = (256 << 10) / 2
+
+// BatchBytesFor is the FollowOptions.MaxBatchBytes of a follower whose
+// daemon's frame cap is maxFrame: half of it, the other half leaving room
+// for the request's envelope.
+func BatchBytesFor(maxFrame int) int { return maxFrame / 2 }
 
 // batchLen is how many of the writes ws go in the next import.append: at
 // most sendBatch, and at most MaxBatchBytes of them encoded, in order.

@@ -23,8 +23,8 @@ func checkPicrewRoot(root string) error {
 // followPicrew runs the pi-crew follower against crewd's own socket with the admin token, as `crewctl import
 // picrew ROOT --follow` would, until stop is called (or ctx ends). It goes through the socket like any client, so
 // it is paced and bounded as one, and what it imports reaches subscribers the same way. Problems in the files are
-// logged as warnings; none stops crewd. Its requests are sized to maxFrame, crewd's frame cap (--max-frame): half of
-// it, as picrew.DefaultMaxBatchBytes is half of the default cap, the rest for the request's envelope. NB: sized to
+// logged as warnings; none stops crewd. Its requests are sized by picrew.BatchBytesFor to maxFrame, crewd's frame
+// cap (--max-frame), as picrew.DefaultMaxBatchBytes is to the default cap. NB: sized to
 // the default cap, a request to a crewd with a smaller one was refused whole at every pass, and the run's writes
 // after it were never imported.
 func followPicrew(ctx context.Context, root, socket, token string, maxFrame int, lg *slog.Logger) (stop func()) {
@@ -32,7 +32,7 @@ func followPicrew(ctx context.Context, root, socket, token string, maxFrame int,
 	sink := picrew.NewDaemonSink(func(ctx context.Context) (picrew.Caller, error) {
 		return client.Dial(ctx, socket, client.Hello{Role: "admin", Token: token}, &client.Options{MaxFrame: maxFrame})
 	})
-	f := picrew.NewFollower(root, sink, &picrew.FollowOptions{Logger: lg, MaxBatchBytes: maxFrame / 2})
+	f := picrew.NewFollower(root, sink, &picrew.FollowOptions{Logger: lg, MaxBatchBytes: picrew.BatchBytesFor(maxFrame)})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
