@@ -304,23 +304,15 @@ export class CrewClient extends EventEmitter {
     if (conn.oversize) {
       // NB: which request the frame answered cannot be read from it, and sent again it would come back as large, the
       // client reconnecting without end: every call it may have answered, and the subscription, fail with it.
-      for (const call of [...this.#calls]) {
-        if (call.id === null) continue;
-        this.#settle(call);
-        call.reject(new BrokerError(err.code, err.message, call));
-      }
+      this.#rejectCalls((call) => call.id !== null, () => err);
       this.#sub?._end(err);
     }
     if (!this.#opts.reconnect) {
       this.#failAll(new BrokerError("closed", `connection lost: ${err.message}`));
       return;
     }
-    for (const call of [...this.#calls]) {
-      if (call.id === null || !NOT_RESENT.has(call.method)) continue;
-      this.#settle(call);
-      call.reject(new BrokerError("request-failed", `${call.method}: the connection was lost before the answer; ` +
-        `it may have been done, and is not sent again: ${err.message}`, call));
-    }
+    this.#rejectCalls((call) => call.id !== null && NOT_RESENT.has(call.method), (call) => new BrokerError("request-failed",
+      `${call.method}: the connection was lost before the answer; it may have been done, and is not sent again: ${err.message}`));
     if (this.#calls.size > 0 || (this.#sub && !this.#sub.closed)) this.#connect().catch(() => {});
   }
 
@@ -415,11 +407,19 @@ export class CrewClient extends EventEmitter {
   }
 
   #failAll(err) {
+    this.#rejectCalls(() => true, () => err);
+    if (this.#sub) this.#sub._end(err);
+  }
+
+  // #rejectCalls settles and rejects every call which picks, with the code and message of errOf(call) and the call's
+  // method and commandId.
+  #rejectCalls(which, errOf) {
     for (const call of [...this.#calls]) {
+      if (!which(call)) continue;
       this.#settle(call);
+      const err = errOf(call);
       call.reject(new BrokerError(err.code, err.message, call));
     }
-    if (this.#sub) this.#sub._end(err);
   }
 }
 
