@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"encoding/binary"
+	"errors"
 	"hash/maphash"
 	"io"
 	"strings"
@@ -55,7 +56,29 @@ type VerifyOptions struct {
 //
 // Verify reads a consistent Pebble snapshot, so it may run while appends
 // continue; it checks the log up to the durable head at its start.
+//
+// Damage is a *CorruptError and only damage is: a read that fails (an I/O
+// error) is returned as it came, so a caller can tell a store it could not
+// check from a damaged one.
 func (l *Log) Verify(opts *VerifyOptions) (VerifyReport, error) {
+	rep, err := l.verify(opts)
+	return rep, tableDamage(err)
+}
+
+// tableDamage returns err as a *CorruptError when it is Pebble's report of a
+// table block that fails its checksum (a read-only open's reads return it
+// rather than crash), which marks neither ErrCorrupt nor a key; any other
+// error as it is.
+func tableDamage(err error) error {
+	if err == nil || errors.Is(err, ErrCorrupt) || !pebble.IsCorruptionError(err) {
+		return err
+	}
+	// NB: Pebble's message puts its details on lines of their own; the first names the file and the block.
+	reason, _, _ := strings.Cut(err.Error(), "\n")
+	return &CorruptError{Key: "store", Reason: strings.TrimPrefix(reason, "eventlog: ")}
+}
+
+func (l *Log) verify(opts *VerifyOptions) (VerifyReport, error) {
 	var rep VerifyReport
 	if err := l.readable(); err != nil {
 		return rep, err

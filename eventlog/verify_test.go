@@ -3,9 +3,15 @@ package eventlog
 import (
 	"fmt"
 	"hash/maphash"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -178,4 +184,50 @@ func TestVerifyReadsSoundOutcomesOnce(t *testing.T) {
 			require.Equal(t, c.outcomes, n)
 		})
 	}
+}
+
+// TestVerifyReportsADamagedTableAsCorrupt: a table block that fails its checksum, met by Verify on a read-only open,
+// is damage and Verify returns it as a *CorruptError naming the table; Pebble reports it with an error of its own,
+// which Verify returned as it came, so a caller could not tell it from a read that failed. A read that fails (the
+// disk answers EIO) is not damage.
+func TestVerifyReportsADamagedTableAsCorrupt(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, nil)
+	require.NoError(t, err)
+	_, err = l.Append(Write{Events: evs("a", 200)}) // a table of many blocks
+	require.NoError(t, err)
+	require.NoError(t, l.db.Flush())
+	require.NoError(t, l.Close())
+	tables, err := filepath.Glob(filepath.Join(dir, "*.sst"))
+	require.NoError(t, err)
+	require.Len(t, tables, 1)
+
+	eio := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Path == tables[0] && op.Kind == errorfs.OpFileReadAt {
+			return &os.PathError{Op: "read", Path: op.Path, Err: syscall.EIO}
+		}
+		return nil
+	})}
+	ro, err := Open(dir, &Options{ReadOnly: true, FS: errorfs.Wrap(vfs.Default, eio)})
+	require.NoError(t, err)
+	eio.On() // the blocks Open read are cached; the walk reads the others
+	_, err = ro.Verify(nil)
+	require.ErrorIs(t, err, syscall.EIO)
+	require.NotErrorIs(t, err, ErrCorrupt, "a read that failed is not damage")
+	require.NoError(t, ro.Close())
+
+	f, err := os.OpenFile(tables[0], os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte("damage"), 20) // inside its first data block
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	ro, err = Open(dir, &Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer ro.Close()
+	_, err = ro.Verify(nil)
+	var ce *CorruptError
+	require.ErrorAs(t, err, &ce)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.Contains(t, ce.Reason, "checksum mismatch")
+	require.Contains(t, ce.Reason, "file "+strings.TrimSuffix(filepath.Base(tables[0]), ".sst"))
 }
