@@ -23,11 +23,20 @@ var (
 // A store that does not open because a file of it is gone (its manifest, a
 // table) or its manifest is malformed is damaged: a *eventlog.CorruptError,
 // not ErrNoStore.
-func Open(dir string) (*eventlog.Log, error) {
+func Open(dir string) (*eventlog.Log, error) { return OpenWith(dir, nil) }
+
+// OpenWith is Open with the log's options o (nil: defaults), read-only whatever o says: a test opens the store on a
+// file system that injects faults (eventlog.Options.FS).
+func OpenWith(dir string, o *eventlog.Options) (*eventlog.Log, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("%w in %s: %w", ErrNoStore, dir, err)
 	}
-	l, err := eventlog.Open(dir, &eventlog.Options{ReadOnly: true})
+	var opts eventlog.Options
+	if o != nil {
+		opts = *o
+	}
+	opts.ReadOnly = true
+	l, err := eventlog.Open(dir, &opts)
 	var ce *eventlog.CorruptError
 	switch {
 	case err == nil:

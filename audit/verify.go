@@ -30,8 +30,9 @@ type VerifyReport struct {
 // decoded and checked, instead of reading the log a second time.
 //
 // A damaged store is an error (it wraps eventlog.ErrCorrupt and names the
-// first bad position when the damage is in a record); broken invariants
-// are Problems of the report, as with Check.
+// first bad position when the damage is in a record); a read that fails (an
+// I/O error) is an error that does not wrap it: the store was not checked.
+// Broken invariants are Problems of the report, as with Check.
 //
 // The integrity walk, the payload decoding and the invariant fold run on
 // three goroutines (pipeline.go): the walk hands each checked record, in

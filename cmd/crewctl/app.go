@@ -31,24 +31,30 @@ type app struct {
 	tokenFile string
 	json      bool
 	nats      streamFlags
+	// storeOpts are the options the offline commands open the store with (nil: defaults); a test sets a file system
+	// that injects faults.
+	storeOpts *eventlog.Options
 }
 
 // run executes the command line and returns the exit code.
 func run(ctx context.Context, args []string, io stdio, dial dialer) int {
+	return (&app{io: io, dial: dial}).run(ctx, args)
+}
+
+func (a *app) run(ctx context.Context, args []string) int {
 	// A store, data directory, backup or secret crewctl creates is for its user alone, as crewd's are
 	// (crewd refuses a data directory or store that others may reach), whatever umask it was started with.
 	syscall.Umask(0o077)
-	a := &app{io: io, dial: dial}
 	root := a.root()
 	root.SetArgs(args)
-	root.SetOut(io.out)
-	root.SetErr(io.err)
+	root.SetOut(a.io.out)
+	root.SetErr(a.io.err)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
 	}
 	// NB: the error may quote what the store or the daemon holds, so it is printed escaped, on one line.
-	stderr := screen{io.err}
+	stderr := screen{a.io.err}
 	stderr.printf("%s\n", err)
 	var ee *exitError
 	isExit := errors.As(err, &ee)
@@ -81,7 +87,8 @@ Either, writing <data>/readonly.tokens: token create --read-only, token list,
   token revoke (read-only tokens of the dashboard's HTTP API)
 
 Exit codes: 0 ok, 1 problem found (corruption, broken invariant, policy
-drift, differences), 2 usage error, 3 cannot open the store or reach crewd.`,
+drift, differences), 2 usage error, 3 cannot open or read the store, or
+reach crewd.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -117,7 +124,7 @@ func (a *app) open(dir string) (*eventlog.Log, error) {
 	if dir == "" {
 		return nil, usagef("no data directory: pass --data")
 	}
-	l, err := audit.Open(dir)
+	l, err := audit.OpenWith(dir, a.storeOpts)
 	if err == nil {
 		return l, nil
 	}

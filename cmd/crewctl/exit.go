@@ -10,7 +10,7 @@ const (
 	exitOK      = 0 // done, nothing wrong
 	exitProblem = 1 // the command ran and found a problem: corruption, a broken invariant, drift, differences
 	exitUsage   = 2 // the command line is wrong
-	exitOpen    = 3 // the store could not be opened or the daemon not reached
+	exitOpen    = 3 // the store could not be opened or read (nothing was checked), or the daemon not reached
 )
 
 // exitError carries an exit code out of a command. Commands return one for

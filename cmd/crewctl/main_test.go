@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/eventlog"
 )
 
 // rewrite regenerates the golden files under testdata/ from the current
@@ -66,6 +67,17 @@ func crewctl(t *testing.T, dial dialer, args ...string) result {
 	}
 	var out, errb bytes.Buffer
 	code := run(context.Background(), args, stdio{out: &out, err: &errb}, dial)
+	return result{code: code, out: out.String(), err: errb.String()}
+}
+
+// crewctlOn runs the command tree in-process with the offline commands opening the store with opts, as a test that
+// injects faults into its file system needs; crewd is not reached.
+func crewctlOn(t *testing.T, opts *eventlog.Options, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	a := &app{io: stdio{out: &out, err: &errb}, storeOpts: opts,
+		dial: func(context.Context, string, string) (Broker, error) { return nil, os.ErrNotExist }}
+	code := a.run(context.Background(), args)
 	return result{code: code, out: out.String(), err: errb.String()}
 }
 

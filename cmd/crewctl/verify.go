@@ -44,6 +44,8 @@ log and checks the domain invariants: per task tokensSpent = Σ reservations +
 remained of the grant at its admission (and of the run pool in nested budget
 mode), held slots = in-flight delegations, one terminal event per ended
 delegation. It names the first bad position and exits 1 on any problem.
+A read of the store that fails (an I/O error) is not damage: verify says it
+could not read the store and exits 3, as when the store does not open.
 
 With --nats it verifies a JetStream cluster's log: it copies the stream into a
 temporary store (as every crewd does) and verifies that.`,
@@ -105,9 +107,14 @@ func (a *app) verifyStore(dir, label string) (verifyOutput, error) {
 		// NB: not damage: the record is what was written, and a backup holds it too.
 		return out, hinted(problemf("%s: %v", label, err),
 			"verify it with the build that wrote it, or a newer one; this build cannot read the store")
-	case err != nil:
+	case errors.Is(err, eventlog.ErrCorrupt):
 		out.Corrupt = &corruptOutput{Reason: err.Error()}
 		return out, nil
+	case err != nil:
+		// NB: not damage: a read that failed (the disk, the file system, permissions) says nothing of the bytes
+		// stored, and restoring a backup over a store that may be intact would lose what was written since.
+		return out, hinted(openErr(fmt.Errorf("crewctl: %s: could not read the store %s: %w", label, dir, err)),
+			"the store was not checked, not found damaged; mend what keeps it from being read and run this again")
 	}
 	st, chk := rep.Store, rep.Check
 	out.Head, out.HeadHash = st.Head, hex.EncodeToString(st.HeadHash[:])

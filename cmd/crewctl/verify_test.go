@@ -8,10 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/audit/audittest"
@@ -253,4 +257,37 @@ func TestVerifyNewerBuildsEvent(t *testing.T) {
 		require.NotContains(t, r.out+r.err, "corrupt", "%v", args)
 		require.Contains(t, r.err, fmt.Sprintf("position %d (run.archived v1) was written by a newer build", pos), "%v", args)
 	}
+}
+
+// TestVerifyReadFailureIsNotCorruption: a read of the store that fails (the disk answers EIO) says nothing of the
+// bytes stored, so verify reports that it could not check the store (exit 3, "cannot open or read the store"), in
+// text and with --json, and never CORRUPT: that sent the operator to restore a backup over a store that may be
+// intact.
+// The reads that fail are those of each table's first data block, at offset 0, which Pebble's open does not read and
+// the walk of the log must.
+func TestVerifyReadFailureIsNotCorruption(t *testing.T) {
+	data, _ := scenarioInTables(t)
+	var failed atomic.Int64
+	eio := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasSuffix(op.Path, ".sst") && op.Kind == errorfs.OpFileReadAt && op.Offset == 0 {
+			failed.Add(1)
+			return &os.PathError{Op: "read", Path: op.Path, Err: syscall.EIO}
+		}
+		return nil
+	})
+	opts := &eventlog.Options{FS: errorfs.Wrap(vfs.Default, eio)}
+	for _, args := range [][]string{{"verify"}, {"verify", "--json"}} {
+		failed.Store(0)
+		r := crewctlOn(t, opts, append(args, "--data", data)...)
+		require.Positive(t, failed.Load(), "%v: no read failed", args)
+		require.Equal(t, exitOpen, r.code, "%v: %s%s", args, r.out, r.err)
+		require.NotContains(t, strings.ToLower(scrub(r.out+r.err, data, "DATA")), "corrupt", "%v", args)
+		require.Empty(t, r.out, "%v: no report of a store that was not checked", args)
+		require.Contains(t, r.err, "could not read the store", "%v", args)
+		require.Contains(t, r.err, "input/output error", "%v", args)
+	}
+
+	// The same store, read without the fault, is whole.
+	r := crewctl(t, nil, "verify", "--data", data)
+	require.Equal(t, exitOK, r.code, r.out+r.err)
 }
