@@ -20,6 +20,17 @@ type VerifyOptions struct {
 type VerifyReport struct {
 	Store eventlog.VerifyReport
 	Check CheckReport
+	// UnusableSnapshot, when set, is the newest snapshot, whole, that start-up will not load: the store is sound,
+	// but crewd's next start folds the log from position 1.
+	UnusableSnapshot *UnusableSnapshot
+}
+
+// UnusableSnapshot is a snapshot whose seal holds but which start-up ignores (projections.LoadTiered): its bytes do
+// not decode as this build's snapshot (another build's format, or bytes that are no snapshot), or it holds the state
+// at another position than the one it is stored at.
+type UnusableSnapshot struct {
+	Position uint64 // where it is stored
+	Reason   string
 }
 
 // Verify checks the store's integrity (eventlog.Log.Verify: checksums,
@@ -51,13 +62,14 @@ func Verify(l *eventlog.Log, o *VerifyOptions) (VerifyReport, error) {
 	if err == nil {
 		err = ferr
 	}
+	var unusable *UnusableSnapshot
 	if err == nil {
-		err = verifyIndexCoverage(l)
+		unusable, err = verifyIndexCoverage(l)
 	}
 	if err != nil {
 		return VerifyReport{Store: rep, Check: CheckReport{Events: c.events}}, err
 	}
-	return VerifyReport{Store: rep, Check: c.report()}, nil
+	return VerifyReport{Store: rep, Check: c.report(), UnusableSnapshot: unusable}, nil
 }
 
 // fold runs the invariant checker: the payloads of the records the walk
@@ -129,26 +141,32 @@ func AppendEventPrincipal(dst []byte, ev *eventlog.Event) []byte {
 // only the runs in memory): an index removed by hand, in whole or in part,
 // while the snapshot stayed. eventlog's Verify checks each summary and
 // that the index's count agrees with its keys, but cannot tell how many
-// runs it should hold. A snapshot that does not decode is not the index's
-// problem (start-up ignores it and folds from position 1) and is skipped.
-func verifyIndexCoverage(l *eventlog.Log) error {
+// runs it should hold. A snapshot start-up does not load is not the index's
+// problem (start-up ignores it and folds from position 1): it is returned,
+// and the index is not checked against it.
+func verifyIndexCoverage(l *eventlog.Log) (*UnusableSnapshot, error) {
 	snap, err := l.LatestSnapshot()
 	if err != nil {
-		return nil // none, or corrupt: Verify reported the latter
+		return nil, nil // none, or corrupt: Verify reported the latter
 	}
+	// NB: the checks projections.LoadTiered makes before it uses a snapshot.
 	s, err := projections.DecodeSnapshot(snap.Data)
 	if err != nil {
-		return nil
+		return &UnusableSnapshot{Position: snap.Position, Reason: err.Error()}, nil
+	}
+	if s.Position != snap.Position {
+		reason := fmt.Sprintf("it holds the state at position %d", s.Position)
+		return &UnusableSnapshot{Position: snap.Position, Reason: reason}, nil
 	}
 	want := s.ColdRuns() - s.ColdInMemory()
 	got, err := l.SummaryStreamsAt(snap.Position)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if got < uint64(max(want, 0)) {
-		return &eventlog.CorruptError{Key: "u (index of summaries)", Reason: fmt.Sprintf(
+		return nil, &eventlog.CorruptError{Key: "u (index of summaries)", Reason: fmt.Sprintf(
 			"the index of finished runs' summaries holds %d runs at or before position %d; the snapshot there relies on it for %d (crewd rebuilds it from the log at its next start)",
 			got, snap.Position, want)}
 	}
-	return nil
+	return nil, nil
 }

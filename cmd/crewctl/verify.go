@@ -25,6 +25,14 @@ type verifyOutput struct {
 	Problems   []audit.Problem `json:"problems"`
 	FirstBad   uint64          `json:"firstBadPosition,omitempty"`
 	Invariants bool            `json:"invariantsChecked"`
+	// UnusableSnapshot is set when the newest snapshot is whole but crewd's next start will not load it, and folds
+	// the log from position 1 instead: the store is ok all the same.
+	UnusableSnapshot *unusableSnapshotOutput `json:"unusableSnapshot,omitempty"`
+}
+
+type unusableSnapshotOutput struct {
+	Position uint64 `json:"position"`
+	Reason   string `json:"reason"`
 }
 
 type corruptOutput struct {
@@ -46,6 +54,12 @@ mode), held slots = in-flight delegations, one terminal event per ended
 delegation. It names the first bad position and exits 1 on any problem.
 A read of the store that fails (an I/O error) is not damage: verify says it
 could not read the store and exits 3, as when the store does not open.
+
+A snapshot that is whole but that crewd's next start will not load (another
+build's format, bytes that are no snapshot, the state at another position)
+is not a problem: crewd folds the log from position 1 instead. verify says so
+on a warning line ("unusableSnapshot" with its position and the reason in
+--json) and still exits 0.
 
 With --nats it verifies a JetStream cluster's log: it copies the stream into a
 temporary store (as every crewd does) and verifies that.`,
@@ -120,6 +134,9 @@ func (a *app) verifyStore(dir, label string) (verifyOutput, error) {
 	out.Head, out.HeadHash = st.Head, hex.EncodeToString(st.HeadHash[:])
 	out.Streams, out.Commands, out.Snapshots = st.Streams, st.Commands, st.Snapshots
 	out.Invariants, out.Events, out.Problems = true, chk.Events, chk.Problems
+	if u := rep.UnusableSnapshot; u != nil {
+		out.UnusableSnapshot = &unusableSnapshotOutput{Position: u.Position, Reason: u.Reason}
+	}
 	if len(chk.Problems) > 0 {
 		out.FirstBad = chk.Problems[0].Position
 	}
@@ -138,6 +155,10 @@ func printVerify(w screen, out verifyOutput) {
 	}
 	w.printf("store ok: head %d (hash %.16s…), %d stream(s), %d command(s), %d snapshot(s)\n",
 		out.Head, out.HeadHash, out.Streams, out.Commands, out.Snapshots)
+	if u := out.UnusableSnapshot; u != nil {
+		w.printf("warning: the snapshot at position %d is not usable (%s): "+
+			"crewd ignores it and folds the log from position 1 at its next start\n", u.Position, u.Reason)
+	}
 	if len(out.Problems) == 0 {
 		w.printf("invariants ok over %d event(s)\n", out.Events)
 		return

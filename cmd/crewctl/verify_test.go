@@ -291,3 +291,55 @@ func TestVerifyReadFailureIsNotCorruption(t *testing.T) {
 	r := crewctl(t, nil, "verify", "--data", data)
 	require.Equal(t, exitOK, r.code, r.out+r.err)
 }
+
+// TestVerifyWarnsOfAnUnusableSnapshot: a snapshot whose seal holds but which start-up cannot load (its bytes are not
+// a snapshot this build decodes, or it holds the state at another position than it is stored at) is ignored by
+// crewd, which folds the log from position 1 at its next start. The store is whole (exit 0), but verify says so, in
+// text and in --json, where it said "store ok" and nothing more.
+func TestVerifyWarnsOfAnUnusableSnapshot(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		snapshot func(older []byte) []byte
+	}{
+		{"bytes that are no snapshot", func([]byte) []byte { return []byte("not a snapshot") }},
+		{"the state at another position", func(older []byte) []byte { return older }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			store := filepath.Join(dir, storeDir)
+			head := audittest.Scenario(t, store)
+			require.Less(t, audittest.SnapshotAt, head)
+			l, err := eventlog.Open(store, nil)
+			require.NoError(t, err)
+			older, err := l.LatestSnapshot()
+			require.NoError(t, err)
+			require.NoError(t, l.SaveSnapshot(head, tc.snapshot(older.Data)))
+			_, info, err := projections.Load(l)
+			require.NoError(t, err)
+			require.Error(t, info.SnapshotError, "start-up ignores the snapshot")
+			require.Zero(t, info.SnapshotPosition)
+			require.NoError(t, l.Close())
+
+			r := crewctl(t, nil, "verify", "--data", dir)
+			require.Equal(t, exitOK, r.code, r.out+r.err)
+			require.Contains(t, r.out, "store ok")
+			require.Contains(t, r.out, fmt.Sprintf("warning: the snapshot at position %d is not usable", head))
+			require.Contains(t, r.out, "folds the log from position 1")
+			require.Contains(t, r.out, "invariants ok")
+
+			r = crewctl(t, nil, "verify", "--data", dir, "--json")
+			require.Equal(t, exitOK, r.code, r.out+r.err)
+			var out verifyOutput
+			require.NoError(t, json.Unmarshal([]byte(r.out), &out))
+			require.True(t, out.OK)
+			require.NotNil(t, out.UnusableSnapshot)
+			require.Equal(t, head, out.UnusableSnapshot.Position)
+			require.NotEmpty(t, out.UnusableSnapshot.Reason)
+		})
+	}
+
+	// A snapshot start-up loads is no warning.
+	r := crewctl(t, nil, "verify", "--data", scenarioData(t), "--json")
+	require.Equal(t, exitOK, r.code, r.err)
+	require.NotContains(t, r.out, "unusableSnapshot")
+}
