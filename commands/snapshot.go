@@ -61,8 +61,9 @@ func snapshotDue(last snapshotMark, head uint64, cold int, every int64) bool {
 }
 
 // maybeSnapshot starts a background snapshot when snapshotDue says so
-// (publisher only). The state is cloned under the read lock (the writer
-// waits at most for the clone) and encoded and saved off the write path.
+// (publisher only). The snapshot's records are copied under the read lock
+// (the writer waits at most for the copy) and encoded and saved off the
+// write path.
 func (e *Engine) maybeSnapshot() {
 	// NB: snapping is read before the due check, which reads the last
 	// snapshot's records: the saving goroutine clears snapping after it
@@ -116,12 +117,14 @@ func (e *Engine) snapshotAtClose() {
 	e.saveSnapshot()
 }
 
-// saveSnapshot encodes and saves the published state. The state is cloned
-// under the read lock (the writer waits at most for the clone: the hot runs
-// and the cold runs' summaries) and encoded and saved off the write path,
-// straight into the batch that stores it (projections.SnapshotEncoder): the
-// snapshot is when the daemon's memory peaks, and its bytes then exist
-// once. Once saved, its size in records sets when the next one is due.
+// saveSnapshot encodes and saves the published state. The records a
+// snapshot holds are copied under the read lock (the writer waits at most
+// for the copy: projections.NewSnapshotEncoder copies the hot runs'
+// records and shares the cold runs' summaries) and encoded and saved off
+// the write path, straight into the chunks that store it
+// (eventlog.Log.SaveSnapshotFrom): the snapshot is when the daemon's
+// memory peaks, and its bytes then exist once. Once saved, its size in
+// records sets when the next one is due.
 //
 // While Options.Space reports too little free space none is saved: the
 // reserve it keeps is for the log (a write that fails stops the engine),
@@ -137,23 +140,18 @@ func (e *Engine) saveSnapshot() {
 	if o, ok := e.opts.Observer.(SnapshotStarter); ok {
 		o.SnapshotStarting()
 	}
-	var c *projections.State
-	e.Read(func(s *projections.State) { c = s.Clone() })
-	pos, records := c.Position, c.SnapshotRecords()
-	enc, err := projections.NewSnapshotEncoder(c)
-	n := 0
-	if err == nil {
-		n = enc.Size()
-		err = e.log.SaveSnapshotFunc(pos, n, enc.EncodeInto)
-	}
+	var enc *projections.SnapshotEncoder
+	e.Read(func(s *projections.State) { enc = projections.NewSnapshotEncoder(s) })
+	pos := enc.Position()
+	n, err := e.log.SaveSnapshotFrom(pos, enc.WriteTo)
 	if err != nil {
 		e.opts.Logger.Warn("snapshot not saved", "position", pos, "err", err)
 		return
 	}
-	e.lastSnapRecords.Store(records)
-	// NB: neither c nor enc is used from here on, so an observer that
-	// collects garbage frees them.
+	e.lastSnapRecords.Store(enc.Records())
+	// NB: enc is not used from here on, so an observer that collects
+	// garbage frees it.
 	if o := e.opts.Observer; o != nil {
-		o.Snapshotted(pos, n, time.Now())
+		o.Snapshotted(pos, int(n), time.Now())
 	}
 }

@@ -3,6 +3,7 @@ package eventlog
 import (
 	"encoding/binary"
 	"errors"
+	"io"
 	iofs "io/fs"
 	"os"
 	"path/filepath"
@@ -458,27 +459,38 @@ func TestOpenReportsALockedStore(t *testing.T) {
 	require.NotErrorIs(t, err, ErrLocked)
 }
 
-// SaveSnapshotFunc stores what fill wrote, sealed, as SaveSnapshot stores
-// the same bytes; an error from fill saves nothing and leaves the older
-// snapshot in place.
-func TestSaveSnapshotFuncWritesInPlace(t *testing.T) {
+// SaveSnapshotFrom stores what write wrote, sealed, as SaveSnapshot stores
+// the same bytes; an error from write, or a count of bytes that is not what
+// it wrote, saves nothing and leaves the older snapshot in place.
+func TestSaveSnapshotFromStoresWhatWasWritten(t *testing.T) {
 	l, _ := openMem(t)
 	_, err := l.Append(Write{Events: []Event{ev("s", "x"), ev("s", "y")}})
 	require.NoError(t, err)
-	require.NoError(t, l.SaveSnapshotFunc(1, 5, func(dst []byte) error {
-		require.Len(t, dst, 5)
-		copy(dst, "hello")
-		return nil
-	}))
+	n, err := l.SaveSnapshotFrom(1, func(w io.Writer) (int64, error) {
+		k, err := io.WriteString(w, "hel")
+		k2, _ := io.WriteString(w, "lo")
+		return int64(k + k2), err
+	})
+	require.NoError(t, err)
+	require.EqualValues(t, 5, n)
 	snap, err := l.LatestSnapshot()
 	require.NoError(t, err)
 	require.Equal(t, Snapshot{Position: 1, Data: []byte("hello")}, snap)
 
 	boom := errors.New("boom")
-	require.ErrorIs(t, l.SaveSnapshotFunc(2, 3, func([]byte) error { return boom }), boom)
+	_, err = l.SaveSnapshotFrom(2, func(w io.Writer) (int64, error) {
+		_, _ = io.WriteString(w, "half")
+		return 4, boom
+	})
+	require.ErrorIs(t, err, boom)
+	_, err = l.SaveSnapshotFrom(2, func(w io.Writer) (int64, error) {
+		_, _ = io.WriteString(w, "four")
+		return 5, nil
+	})
+	require.ErrorIs(t, err, ErrInvalid)
 	snap, err = l.LatestSnapshot()
 	require.NoError(t, err)
-	require.EqualValues(t, 1, snap.Position, "the failed save dropped nothing")
+	require.Equal(t, Snapshot{Position: 1, Data: []byte("hello")}, snap, "the failed saves dropped nothing")
 	_, err = l.Verify(nil)
 	require.NoError(t, err)
 }

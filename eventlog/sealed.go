@@ -20,9 +20,15 @@ func seal(payload []byte) []byte {
 // sealInto writes payload sealed into v, which is exactly 5+len(payload)
 // bytes long.
 func sealInto(v, payload []byte) {
-	v[0] = sealVersion
-	binary.BigEndian.PutUint32(v[1:5], crc32.Checksum(payload, castagnoli))
 	copy(v[5:], payload)
+	sealInPlace(v)
+}
+
+// sealInPlace seals v, whose payload is already in place after the 5
+// bytes of seal.
+func sealInPlace(v []byte) {
+	v[0] = sealVersion
+	binary.BigEndian.PutUint32(v[1:5], crc32.Checksum(v[5:], castagnoli))
 }
 
 // unseal returns the payload of a sealed value; the result aliases value.

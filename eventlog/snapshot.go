@@ -3,6 +3,7 @@ package eventlog
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -31,27 +32,26 @@ func (l *Log) SaveSnapshot(pos uint64, data []byte) error {
 	return l.saveSnapshot(pos, data)
 }
 
-// SaveSnapshotFunc is SaveSnapshot for a snapshot of size bytes that fill
-// writes into dst (exactly size bytes), so that the caller need not hold
-// the bytes in a buffer of its own first. An error from fill saves nothing
-// and is returned.
-func (l *Log) SaveSnapshotFunc(pos uint64, size int, fill func(dst []byte) error) error {
+// SaveSnapshotFrom is SaveSnapshot for a snapshot that write writes to w
+// (an io.WriterTo's WriteTo), in pieces of any size: they are cut into the
+// chunks the snapshot is stored in (snapshot_chunks.go) as they come, so
+// the caller neither measures the snapshot first nor holds it whole in a
+// buffer of its own, and its bytes exist once, in the chunks, until they
+// are written to the table. It returns how many bytes write wrote; an
+// error from write saves nothing and is returned.
+func (l *Log) SaveSnapshotFrom(pos uint64, write func(w io.Writer) (int64, error)) (int64, error) {
 	if err := l.checkSnapshotSave(pos); err != nil {
-		return err
+		return 0, err
 	}
-	if size < 0 {
-		return fmt.Errorf("%w: snapshot of %d bytes", ErrInvalid, size)
+	var c chunker
+	n, err := write(&c)
+	if err != nil {
+		return n, err
 	}
-	// NB: the snapshot is written in one buffer sized up front: a snapshot
-	// is the largest value crewlog writes (megabytes of active runs), and
-	// each copy of it is one more snapshot's worth of heap at the moment
-	// the daemon's memory peaks. Its chunks are sealed one at a time in a
-	// buffer of one chunk (snapshot_chunks.go).
-	data := make([]byte, size)
-	if err := fill(data); err != nil {
-		return err
+	if int64(c.size) != n {
+		return n, fmt.Errorf("%w: snapshot writer reported %d bytes and wrote %d", ErrInvalid, n, c.size)
 	}
-	return l.saveSnapshot(pos, data)
+	return n, l.saveSnapshotWith(pos, func(w tableWriter) error { return c.writeSnapshot(w, pos) })
 }
 
 // checkSnapshotSave refuses a save to a store that cannot take one, or at
@@ -71,6 +71,12 @@ func (l *Log) checkSnapshotSave(pos uint64) error {
 
 // saveSnapshot stores data as the snapshot at pos (SaveSnapshot).
 func (l *Log) saveSnapshot(pos uint64, data []byte) error {
+	return l.saveSnapshotWith(pos, func(w tableWriter) error { return writeSnapshotChunks(w, pos, data) })
+}
+
+// saveSnapshotWith stores the snapshot at pos that write sets through its
+// table writer (SaveSnapshot, SaveSnapshotFrom).
+func (l *Log) saveSnapshotWith(pos uint64, write func(tableWriter) error) error {
 	// NB: the WAL is synced first: a snapshot may rely on derived writes
 	// made without a sync of their own (summaries, summary.go: a run the
 	// snapshot no longer lists is found there), and an ingested table is
@@ -82,7 +88,7 @@ func (l *Log) saveSnapshot(pos uint64, data []byte) error {
 	// snapshot newer than pos, if a caller saved one, stays, as
 	// LatestSnapshot returns the newest.
 	older := pebble.KeyRange{Start: snapshotKey(0), End: snapshotKey(pos + 1)}
-	if err := l.ingestReplacing(older, func(w tableWriter) error { return writeSnapshotChunks(w, pos, data) }); err != nil {
+	if err := l.ingestReplacing(older, write); err != nil {
 		return fmt.Errorf("eventlog: save snapshot: %w", err)
 	}
 	// The summaries' versions this snapshot no longer needs go now

@@ -55,10 +55,7 @@ func writeSnapshotChunks(w tableWriter, pos uint64, data []byte) error {
 	if n > maxSnapshotChunks {
 		return fmt.Errorf("%w: snapshot of %d bytes", ErrInvalid, len(data))
 	}
-	header := binary.BigEndian.AppendUint64(make([]byte, 0, snapshotHeaderLen), uint64(len(data)))
-	header = binary.BigEndian.AppendUint32(header, uint32(n))
-	header = binary.BigEndian.AppendUint32(header, crc32.Checksum(data, castagnoli))
-	if err := w.Set(snapshotChunkKey(pos, 0), seal(header)); err != nil {
+	if err := w.Set(snapshotChunkKey(pos, 0), snapshotHeaderValue(len(data), n, crc32.Checksum(data, castagnoli))); err != nil {
 		return err
 	}
 	buf := make([]byte, 5+min(len(data), snapshotChunk))
@@ -66,6 +63,61 @@ func writeSnapshotChunks(w tableWriter, pos uint64, data []byte) error {
 		p := data[i*snapshotChunk : min((i+1)*snapshotChunk, len(data))]
 		v := buf[:5+len(p)]
 		sealInto(v, p)
+		if err := w.Set(snapshotChunkKey(pos, uint32(i+1)), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// snapshotHeaderValue is the sealed header of a snapshot of size bytes in n
+// chunks whose bytes' checksum is sum.
+func snapshotHeaderValue(size, n int, sum uint32) []byte {
+	header := binary.BigEndian.AppendUint64(make([]byte, 0, snapshotHeaderLen), uint64(size))
+	header = binary.BigEndian.AppendUint32(header, uint32(n))
+	return seal(binary.BigEndian.AppendUint32(header, sum))
+}
+
+// chunker is an io.Writer that cuts what it is given into a snapshot's
+// chunks as it comes (Log.SaveSnapshotFrom). Each chunk is a value of its
+// own with room for its seal in front, so it is sealed where it is, and
+// the header, which precedes the chunks in the table, is written once the
+// last chunk is known.
+type chunker struct {
+	chunks [][]byte // each 5 bytes of seal, then up to snapshotChunk bytes
+	size   int
+}
+
+func (c *chunker) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		if len(c.chunks) == 0 || len(c.chunks[len(c.chunks)-1]) == 5+snapshotChunk {
+			c.chunks = append(c.chunks, make([]byte, 5, 5+snapshotChunk))
+		}
+		last := &c.chunks[len(c.chunks)-1]
+		k := min(len(p), 5+snapshotChunk-len(*last))
+		*last = append(*last, p[:k]...)
+		p = p[k:]
+	}
+	c.size += n
+	return n, nil
+}
+
+// writeSnapshot writes what c was given as the snapshot at pos through w,
+// as writeSnapshotChunks writes the same bytes.
+func (c *chunker) writeSnapshot(w tableWriter, pos uint64) error {
+	if len(c.chunks) > maxSnapshotChunks {
+		return fmt.Errorf("%w: snapshot of %d bytes", ErrInvalid, c.size)
+	}
+	var sum uint32
+	for _, v := range c.chunks {
+		sum = crc32.Update(sum, castagnoli, v[5:])
+	}
+	if err := w.Set(snapshotChunkKey(pos, 0), snapshotHeaderValue(c.size, len(c.chunks), sum)); err != nil {
+		return err
+	}
+	for i, v := range c.chunks {
+		sealInPlace(v)
 		if err := w.Set(snapshotChunkKey(pos, uint32(i+1)), v); err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -204,6 +205,31 @@ func TestChunkSnapshotsStep(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, 1, rep.Snapshots)
 		})
+	}
+}
+
+// TestChunkerWritesWhatWriteSnapshotChunksWrites: a snapshot given to the
+// chunker in pieces of any size, across the chunks' boundaries or not, is
+// stored as the same keys and values as the same bytes given whole.
+func TestChunkerWritesWhatWriteSnapshotChunksWrites(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, size := range []int{0, 5, snapshotChunk - 1, snapshotChunk, snapshotChunk + 1, 3*snapshotChunk + 17} {
+		data := make([]byte, size)
+		for i := range data {
+			data[i] = byte(rng.IntN(256))
+		}
+		want := snapshotValues(t, 9, data)
+		for _, piece := range []int{1, 7, 4096, snapshotChunk, 1 << 20} {
+			var c chunker
+			for p := data; len(p) > 0; p = p[min(piece, len(p)):] {
+				n, err := c.Write(p[:min(piece, len(p))])
+				require.NoError(t, err)
+				require.Equal(t, min(piece, len(p)), n)
+			}
+			got := map[string][]byte{}
+			require.NoError(t, c.writeSnapshot(mapWriter(got), 9))
+			require.Equal(t, want, got, "%d bytes in pieces of %d", size, piece)
+		}
 	}
 }
 

@@ -175,6 +175,17 @@ func noSharing(t *testing.T, a, b *State) {
 	}
 }
 
+// indexHistory is two runs and n events of indexEvent's over them.
+func indexHistory(rng *rand.Rand, n int) []events.Event {
+	var h history
+	h.add("rA", events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w", BudgetUnlimited: true})
+	h.add("rB", events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w", BudgetUnlimited: true})
+	for range n {
+		h.add(indexEvent(rng))
+	}
+	return h.evs
+}
+
 // TestDerivedIndexesMatchAWalk: the indexes a run keeps of its active records (delegations in flight, questions
 // pending, a job's calls in flight) are, after every event of random histories, what a walk of all its records gives;
 // after a clone (the publisher's copy), which shares none of them and whose fold leaves the original as it was;
@@ -182,14 +193,9 @@ func noSharing(t *testing.T, a, b *State) {
 func TestDerivedIndexesMatchAWalk(t *testing.T) {
 	for seed := range uint64(120) {
 		rng := rand.New(rand.NewPCG(seed, 99))
-		var h history
-		h.add("rA", events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w", BudgetUnlimited: true})
-		h.add("rB", events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w", BudgetUnlimited: true})
-		for range 100 + rng.IntN(500) {
-			h.add(indexEvent(rng))
-		}
+		evs := indexHistory(rng, 100+rng.IntN(500))
 		writer, pub := New(), New()
-		for i, ev := range h.evs {
+		for i, ev := range evs {
 			Apply(writer, ev)
 			Apply(pub, ev)
 			where := fmt.Sprintf("seed %d ev %d %s", seed, i, ev.Type)
@@ -236,6 +242,6 @@ func TestDerivedIndexesMatchAWalk(t *testing.T) {
 			}
 		}
 		require.Equal(t, writer, pub, "seed %d: writer and publisher", seed)
-		require.Equal(t, fold(h.evs), writer, "seed %d: scratch", seed)
+		require.Equal(t, fold(evs), writer, "seed %d: scratch", seed)
 	}
 }

@@ -128,9 +128,9 @@
 // allocation. The field-by-field reader (below) allocates only as far as the
 // bytes left can back a length, and reflection runs only after a structural
 // check (every declared length backed by real bytes, bounded nesting). SnapshotEncoder writes the same
-// bytes in two passes (measure, then write into a buffer of exactly their
-// size), so the daemon encodes a snapshot straight into the batch that
-// stores it. A cold run's view is the format version followed by the run's
+// bytes in one pass, in pieces, from a copy of the records taken while the
+// state is held still, so the daemon encodes a snapshot straight into the
+// chunks that store it. A cold run's view is the format version followed by the run's
 // record of this map (hot, whole). The bytes are msgpack's reflection
 // encoding of that map; the hot records (tasks, delegations, accounts,
 // messages) are appended field by field (snapshot_codec.go), byte for byte

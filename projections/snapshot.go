@@ -3,6 +3,7 @@ package projections
 import (
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 
 	"github.com/crewlog/crewlog/events"
@@ -99,62 +100,87 @@ func EncodeSnapshot(s *State) ([]byte, error) {
 	return b, nil
 }
 
-// SnapshotEncoder writes EncodeSnapshot's bytes straight into a buffer of
-// exactly their length, in two passes: the first measures them (one run at
-// a time, in a buffer of the largest run's size), the second writes them.
-// A snapshot is the daemon's largest allocation; this way it exists once,
-// where it is stored, not also in an encoding buffer (and the copies that
-// buffer leaves behind while it grows). It costs a second encoding.
-//
-// Concurrency: the state must not change between NewSnapshotEncoder and
-// the end of AppendTo (encode a clone, or a state nobody applies to).
+// SnapshotEncoder writes EncodeSnapshot's bytes to an io.Writer in one pass,
+// from a copy of the state's primary records that NewSnapshotEncoder takes.
+// Why a copy of the records and not a Clone of the state: the copy is made
+// while the state is held still (the engine's read lock, which its
+// publisher waits for), and a Clone also builds every map and index a
+// state keeps (one insert per record), which a snapshot never reads. Why a
+// writer: the bytes go out in pieces of about snapshotSpill as they are
+// encoded (eventlog.Log.SaveSnapshotFrom cuts them into the chunks it
+// stores), so they are encoded once, never measured first, and never held
+// in a buffer of their own.
 type SnapshotEncoder struct {
-	snap snapshot
-	size int
+	snap    snapshot
+	records int64
 }
 
-// NewSnapshotEncoder measures the encoding of s.
-func NewSnapshotEncoder(s *State) (*SnapshotEncoder, error) {
-	e := &SnapshotEncoder{snap: toSnapshot(s)}
-	b := msgpackappend.Uint16(nil, SnapshotFormat)
+// NewSnapshotEncoder copies the records of s a snapshot holds. s must not
+// change while it runs; once it returns, the encoder shares nothing the
+// fold writes to (cold runs' summaries are never changed in place) and s
+// may change again.
+func NewSnapshotEncoder(s *State) *SnapshotEncoder {
+	return &SnapshotEncoder{snap: snapshotOf(s, copySnapshotRun), records: s.SnapshotRecords()}
+}
+
+// Position is the position of the state copied.
+func (e *SnapshotEncoder) Position() uint64 { return e.snap.Position }
+
+// Records is the state's SnapshotRecords when it was copied.
+func (e *SnapshotEncoder) Records() int64 { return e.records }
+
+// snapshotSpill is how many bytes of encoding the encoder holds before it
+// hands them to the writer (a variable for tests, which make every record
+// spill).
+var snapshotSpill = 64 << 10
+
+// WriteTo writes the encoding to w: the bytes EncodeSnapshot returns for
+// the state copied. It may be called again, and writes the same bytes.
+func (e *SnapshotEncoder) WriteTo(w io.Writer) (int64, error) {
+	sp := &spiller{sink: w}
+	b := make([]byte, 0, 2*snapshotSpill)
+	b = msgpackappend.Uint16(b, SnapshotFormat)
 	b, err := appendSnapshotHead(b, &e.snap)
+	for i := 0; err == nil && i < len(e.snap.Runs); i++ {
+		b, err = appendSnapshotRun(b, &e.snap.Runs[i], sp)
+	}
+	if err == nil {
+		sp.flush(b)
+		err = sp.err
+	}
 	if err != nil {
-		return nil, fmt.Errorf("projections: encoding snapshot: %w", err)
+		return sp.n, fmt.Errorf("projections: encoding snapshot: %w", err)
 	}
-	e.size = len(b)
-	b = make([]byte, 0, 2*measureSpill)
-	for i := range e.snap.Runs {
-		if b, err = appendSnapshotRun(b[:0], &e.snap.Runs[i], &e.size); err != nil {
-			return nil, fmt.Errorf("projections: encoding snapshot: %w", err)
-		}
-		e.size += len(b)
-	}
-	return e, nil
+	return sp.n, nil
 }
 
-// measureSpill is how much of a run's encoding NewSnapshotEncoder holds
-// before it counts the bytes and reuses the buffer (a variable for tests,
-// which make every record spill).
-var measureSpill = 64 << 10
+// spiller hands an encoding buffer's bytes to its sink once it holds
+// snapshotSpill of them, so that the buffer is reused instead of grown. The
+// first error of the sink sticks: every later spill drops its bytes.
+type spiller struct {
+	sink io.Writer
+	n    int64
+	err  error
+}
 
-// Size is the exact length of the encoding.
-func (e *SnapshotEncoder) Size() int { return e.size }
+// spill flushes b when it holds snapshotSpill bytes, and returns what to
+// append to next. A nil spiller keeps every byte.
+func (sp *spiller) spill(b []byte) []byte {
+	if sp == nil || len(b) < snapshotSpill {
+		return b
+	}
+	sp.flush(b)
+	return b[:0]
+}
 
-// EncodeInto writes the encoding into dst, which must be exactly Size()
-// bytes long: the bytes EncodeSnapshot returns.
-func (e *SnapshotEncoder) EncodeInto(dst []byte) error {
-	if len(dst) != e.size {
-		return fmt.Errorf("projections: snapshot of %d bytes into a buffer of %d", e.size, len(dst))
+// flush writes b to the sink, unless an earlier write failed.
+func (sp *spiller) flush(b []byte) {
+	if sp.err != nil || len(b) == 0 {
+		return
 	}
-	b := msgpackappend.Uint16(dst[:0], SnapshotFormat)
-	b, err := appendSnapshot(b, &e.snap)
-	switch {
-	case err != nil:
-		return fmt.Errorf("projections: encoding snapshot: %w", err)
-	case len(b) != e.size || &b[0] != &dst[0]:
-		return fmt.Errorf("projections: snapshot measured %d bytes, encoded %d", e.size, len(b))
-	}
-	return nil
+	n, err := sp.sink.Write(b)
+	sp.n += int64(n)
+	sp.err = err
 }
 
 // snapshotSizeHint is a guess at the encoded size, so that the buffer is
@@ -171,8 +197,13 @@ func snapshotSizeHint(snap *snapshot) int {
 	return n
 }
 
-// toSnapshot collects the state's primary records in its own order.
-func toSnapshot(s *State) snapshot {
+// toSnapshot collects the state's primary records in its own order; the
+// records are s's own.
+func toSnapshot(s *State) snapshot { return snapshotOf(s, snapshotRunOf) }
+
+// snapshotOf collects the state's primary records in its own order, each
+// hot run's as hot says.
+func snapshotOf(s *State, hot func(*runState) snapshotRun) snapshot {
 	n := len(s.runs) + len(s.cold)
 	snap := snapshot{Position: s.Position, Config: s.config, RunCount: s.nruns, Ords: make([]int, 0, n), Runs: make([]snapshotRun, 0, n)}
 	ids := make([]string, 0, n)
@@ -204,7 +235,7 @@ func toSnapshot(s *State) snapshot {
 			snap.Runs = append(snap.Runs, sr)
 			continue
 		}
-		snap.Runs = append(snap.Runs, snapshotRunOf(r))
+		snap.Runs = append(snap.Runs, hot(r))
 	}
 	return snap
 }
@@ -225,6 +256,50 @@ func snapshotRunOf(r *runState) snapshotRun {
 		Jobs:         inOrder(r.jobOrder, r.jobs),
 		RevokedRoots: r.roots,
 	}
+}
+
+// copySnapshotRun is snapshotRunOf over copies of r's records: the copies
+// of each kind in one slab, in the run's own order, deep as the run's clone
+// copies them (runState.clone), without the maps and indexes a run keeps.
+func copySnapshotRun(r *runState) snapshotRun {
+	run, msgs := r.run.clone(), r.msgs.clone()
+	sr := snapshotRun{
+		Run:         &run,
+		Last:        r.last,
+		Tasks:       copyInOrder(r.taskOrder, r.tasks, (*Task).cloneValue),
+		Delegations: copyInOrder(r.delOrder, r.dels, func(d *Delegation) Delegation { return *d }),
+		Accounts:    cloneInOrder(r.accountOrder, r.accounts, (*Account).clone),
+		RootSpent:   r.rootSpent,
+		msgs:        &msgs,
+		Asks:        cloneInOrder(r.askOrder, r.asks, (*Ask).clone),
+		Credentials: copyInOrder(r.credOrder, r.creds, func(c *Credential) Credential { return *c }),
+		Jobs:        cloneInOrder(r.jobOrder, r.jobs, (*Job).clone),
+	}
+	if r.roots != nil {
+		sr.RevokedRoots = &RevokedRoots{Roots: cloneSlice(r.roots.Roots), Saturated: r.roots.Saturated}
+	}
+	return sr
+}
+
+// copyInOrder is inOrder over copies of m's values made by cp, held in one
+// slab.
+func copyInOrder[V any](order []string, m map[string]*V, cp func(*V) V) []*V {
+	slab := make([]V, len(order))
+	out := make([]*V, len(order))
+	for i, k := range order {
+		slab[i] = cp(m[k])
+		out[i] = &slab[i]
+	}
+	return out
+}
+
+// cloneInOrder is inOrder over clones of m's values.
+func cloneInOrder[V any](order []string, m map[string]*V, clone func(*V) *V) []*V {
+	out := make([]*V, len(order))
+	for i, k := range order {
+		out[i] = clone(m[k])
+	}
+	return out
 }
 
 // messageCount is how many messages sr holds: its log's, else Messages'.

@@ -60,20 +60,15 @@ func appendSnapshotHead(b []byte, snap *snapshot) ([]byte, error) {
 	return m.ArrayLen(m.String(b, "runs"), len(snap.Runs)), nil
 }
 
-// appendSnapshotRun appends one run's encoding. With a measure, it counts
-// instead of keeping: whenever the buffer holds a spill's worth, its length
-// is added to the measure and the buffer reused, so measuring a run of
-// megabytes never grows a buffer of megabytes (growing it, copy by copy,
-// cost more than the encoding).
-func appendSnapshotRun(b []byte, sr *snapshotRun, measure *int) ([]byte, error) {
+// appendSnapshotRun appends one run's encoding. With a spiller, the buffer
+// is handed to it whenever it holds a spill's worth and then reused, so
+// encoding a run of megabytes never grows a buffer of megabytes (growing
+// it, copy by copy, cost more than the encoding); the bytes come out in
+// order, a spill's worth at a time, and what is left is returned. A
+// spiller's error is its own to report (spiller.err).
+func appendSnapshotRun(b []byte, sr *snapshotRun, sp *spiller) ([]byte, error) {
 	var err error
-	spill := func(b []byte) []byte {
-		if measure != nil && len(b) >= measureSpill {
-			*measure += len(b)
-			return b[:0]
-		}
-		return b
-	}
+	spill := sp.spill
 	b = m.MapLen(b, 13)
 	if b, err = appendReflected(m.String(b, "run"), sr.Run); err != nil {
 		return nil, err
