@@ -160,6 +160,16 @@ func BenchmarkReplay(b *testing.B) {
 	})
 }
 
+// BenchmarkLoad is the fold a daemon's start makes of the log after its snapshot (projections.LoadTiered, which
+// checks the hash chain as replay does), here of the whole log: a start without a snapshot.
+func BenchmarkLoad(b *testing.B) {
+	measure(b, "load", func(l *eventlog.Log) {
+		s, _, err := projections.LoadTiered(l, projections.Tiering{Retention: -1, NoSnapshot: true})
+		require.NoError(b, err)
+		require.NotZero(b, s.Position)
+	})
+}
+
 // BenchmarkReplayExplain re-runs every decision as well.
 func BenchmarkReplayExplain(b *testing.B) {
 	measure(b, "explain", func(l *eventlog.Log) {

@@ -15,7 +15,7 @@ import (
 //	if err := it.Close(); err != nil { ... }
 //
 // The iterator checks each record's checksum and that positions are
-// contiguous; the hash chain is checked by Verify and ReadChained.
+// contiguous; the hash chain is checked by Verify, ReadChained and ReadChecked.
 //
 // The iterator is bounded by the durable head at the time it was created: it
 // never shows an event that is not yet durable, and it does not follow new
@@ -41,7 +41,7 @@ type Iterator struct {
 	// ReadStreamTransient).
 	transient bool
 	// chain: each record's hash is checked against prev, the hash of the
-	// record before it (ReadChained).
+	// record before it (ReadChained, ReadChecked).
 	chain bool
 	prev  [32]byte
 }
@@ -85,8 +85,15 @@ func (l *Log) ReadTransient(from uint64) *Iterator {
 // whose checksum holds but which the writer did not write there. From a
 // position past 1 the chain starts at the stored hash of the record before
 // from, which that record's checksum covers.
-func (l *Log) ReadChained(from uint64) *Iterator {
-	t := l.ReadTransient(from)
+func (l *Log) ReadChained(from uint64) *Iterator { return l.chained(l.ReadTransient(from), from) }
+
+// ReadChecked is Read checking the hash chain as ReadChained does, for a
+// reader that keeps what it folds (the start-up's fold of the tail after a
+// snapshot): its events are copies of their own.
+func (l *Log) ReadChecked(from uint64) *Iterator { return l.chained(l.Read(from), from) }
+
+// chained makes t, which reads from position from, check the hash chain.
+func (l *Log) chained(t *Iterator, from uint64) *Iterator {
 	if t.done {
 		return t
 	}

@@ -92,7 +92,9 @@ func replay(s *State, l *eventlog.Log, to uint64, t Tiering) (evicted int, err e
 	}
 	retention := t.Retention.Milliseconds()
 	nextPass := int64(0)
-	it := l.Read(s.Position + 1)
+	// NB: chained, as the offline replay reads it: a record whose checksum holds but whose hash does not follow its
+	// predecessor's is not what the writer wrote there, and the state a daemon answers from must not build on it.
+	it := l.ReadChecked(s.Position + 1)
 	dec := events.NewDecoder() // shares repeated strings across the fold
 	for it.Next() {
 		r := it.Event()
