@@ -33,6 +33,11 @@ const FINAL = new Set([...FATAL, "closed", "encode-failed"]);
 // request-failed instead, its outcome unknown. Reads and import.append (each write carries its commandId) are resent.
 const NOT_RESENT = new Set(["admin.checkpoint"]);
 
+// task.waitStatus's timeoutMs as the broker reads it (docs/protocol.md): floored and clamped to 0..60000, and
+// anything that is no finite number (JSON.stringify sends NaN and ±Infinity as null) 30000.
+const DEFAULT_WAIT_MS = 30000;
+const MAX_WAIT_MS = 60000;
+
 const DEFAULT_BACKOFF_MS = Object.freeze([20, 50, 100, 200, 400, 800, 1600, 3200]);
 const DEFAULT_CONNECT_TIMEOUT_MS = 5000;
 const DEFAULT_HIGH_WATER_MARK = 10000;
@@ -44,8 +49,8 @@ const DEFAULT_MAX_QUEUED_FRAMES = 16;
  * A client of one credential. Calls are multiplexed on one connection and matched by request id. When the
  * connection is lost, the client dials again (with backoff) as long as something is waiting: every call not yet
  * answered is sent again — an engine command with the same commandId, so the broker answers the recorded outcome
- * if the first attempt was decided; one that cannot be repeated (NOT_RESENT) fails request-failed instead — and the
- * subscription resumes after the last event it delivered.
+ * if the first attempt was decided; one that cannot be repeated (NOT_RESENT) fails request-failed instead; a
+ * task.waitStatus with the time its caller has left — and the subscription resumes after the last event it delivered.
  */
 export class CrewClient extends EventEmitter {
   #opts;
@@ -132,7 +137,14 @@ export class CrewClient extends EventEmitter {
     if (this.#closed) return Promise.reject(new BrokerError("closed", "client closed", { method, commandId }));
     if (this.#fatal) return Promise.reject(this.#failure(this.#fatal, method, commandId));
     return new Promise((resolve, reject) => {
-      const call = { method, params: p, commandId, resolve, reject, id: null, timer: null };
+      const call = { method, params: p, commandId, resolve, reject, id: null, timer: null, sent: false };
+      // Params that are no object are refused by the broker at once: there is no wait to time.
+      if (method === "task.waitStatus" && typeof p === "object" && !Array.isArray(p)) {
+        const t = p.timeoutMs;
+        call.waitMs = Number.isFinite(t) ? Math.min(Math.max(Math.floor(t), 0), MAX_WAIT_MS) : DEFAULT_WAIT_MS;
+        call.deadline = performance.now() + call.waitMs;
+        call.deadlineTimer = null;
+      }
       if (options.timeoutMs !== undefined) {
         call.timer = setTimeout(() => {
           this.#settle(call);
@@ -141,7 +153,10 @@ export class CrewClient extends EventEmitter {
       }
       this.#calls.add(call);
       if (this.#conn) this.#send(this.#conn, call);
-      else this.#connect().catch(() => {}); // the call is failed by #giveUp if connecting fails for good
+      else {
+        this.#awaitDeadline(call);
+        this.#connect().catch(() => {}); // the call is failed by #giveUp if connecting fails for good
+      }
     });
   }
 
@@ -313,16 +328,28 @@ export class CrewClient extends EventEmitter {
     }
     this.#rejectCalls((call) => call.id !== null && NOT_RESENT.has(call.method), (call) => new BrokerError("request-failed",
       `${call.method}: the connection was lost before the answer; it may have been done, and is not sent again: ${err.message}`));
+    for (const call of this.#calls) this.#awaitDeadline(call);
     if (this.#calls.size > 0 || (this.#sub && !this.#sub.closed)) this.#connect().catch(() => {});
   }
 
   // --- frames ---
 
   #send(conn, call) {
+    let params = call.params;
+    if (call.deadline !== undefined) {
+      clearTimeout(call.deadlineTimer); // the broker times the wait while the connection lasts
+      call.deadlineTimer = null;
+      const left = call.deadline - performance.now();
+      if (left <= 0 && (call.sent || call.waitMs > 0)) return this.#waitTimedOut(call);
+      // NB: sent again after a lost connection, the wait gets the time its caller has left, not its whole timeoutMs
+      // again: the broker times a wait from the request's arrival.
+      params = { ...params, timeoutMs: Math.max(0, Math.ceil(left)) };
+    }
+    call.sent = true;
     const id = String(++this.#nextId);
     call.id = id;
     this.#byId.set(id, call);
-    const refused = conn.write({ id, method: call.method, params: call.params }, this.#opts.maxQueuedBytes);
+    const refused = conn.write({ id, method: call.method, params }, this.#opts.maxQueuedBytes);
     if (refused === "too-large") {
       this.#settle(call);
       call.reject(new BrokerError("encode-failed", `${call.method}: the request does not fit in a frame`, call));
@@ -333,8 +360,23 @@ export class CrewClient extends EventEmitter {
     }
   }
 
+  // #awaitDeadline fails a task.waitStatus call wait-timeout at its caller's deadline while no connection carries it
+  // (the broker's timer would start again only once it is sent again). A wait of 0 never sent is a check of the
+  // status, made once the client connects.
+  #awaitDeadline(call) {
+    if (call.deadline === undefined || call.deadlineTimer !== null || !(call.sent || call.waitMs > 0)) return;
+    call.deadlineTimer = setTimeout(() => this.#waitTimedOut(call), Math.max(0, call.deadline - performance.now()));
+  }
+
+  // #waitTimedOut fails a task.waitStatus call with the broker's answer to a wait that timed out.
+  #waitTimedOut(call) {
+    this.#settle(call);
+    call.reject(new BrokerError("wait-timeout", "wait timed out", call));
+  }
+
   #settle(call) {
     clearTimeout(call.timer);
+    clearTimeout(call.deadlineTimer);
     this.#calls.delete(call);
     if (call.id !== null) this.#byId.delete(call.id);
   }

@@ -1,9 +1,12 @@
 // The client against a real crewd (built by the test): hello, multiplexed calls, typed refusals, a command whose
-// answer is lost, subscriptions that resume after a resync frame, a lost connection and a daemon restart.
+// answer is lost, subscriptions that resume after a resync frame, a lost connection and a daemon restart, and
+// task.waitStatus sent again after a lost connection with the time its caller has left.
 import assert from "node:assert/strict";
+import { once } from "node:events";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
 
 import { BrokerError, CrewClient } from "../src/index.js";
 import { startCrewd } from "./_crewd.mjs";
@@ -284,4 +287,87 @@ test("events.subscribe is subscribe()'s: a call of it is refused, and the subscr
   await orch.call("msg.send", { to: "P", body: "after" });
   const last = await headSeq(orch);
   assert.deepEqual(await seqsUntil(sub, last), range(last).slice(before));
+});
+
+const waits = (proxy) => proxy.sessions.flatMap((s) => s.requests.filter((r) => r.method === "task.waitStatus"));
+
+test("a waitStatus sent again after a lost connection waits only the time its caller has left", { timeout: 60_000 }, async (t) => {
+  const { runId, orch, orchToken: token } = await newRun(t);
+  const T = 60000;
+  let firstAt = null;
+  const proxy = closing(t, await startProxy(d.socketPath, d.root, {
+    client(frame, session) {
+      if (frame.method === "task.waitStatus" && session.n === 0) firstAt = performance.now();
+    },
+  }));
+  const watcher = closing(t, await CrewClient.connect({ socketPath: proxy.path, credentials: { role: "orchestrator", runId, token } }));
+  const wait = watcher.call("task.waitStatus", { taskId: "P", until: "completed", timeoutMs: T });
+  await watcher.call("ping"); // answered after the wait went through the proxy: the two are sent in order
+  assert.ok(firstAt !== null);
+  await sleep(20); // part of the caller's time is spent on the first connection
+  const killedAt = performance.now();
+  const reconnected = once(watcher, "reconnect");
+  proxy.sessions[0].kill();
+  await reconnected;
+  await watcher.call("ping"); // the resent wait went before it
+
+  const [first, resent] = waits(proxy);
+  assert.equal(first.params.timeoutMs, T);
+  // The caller started no later than the proxy saw the first request, and the resend was made no earlier than the
+  // kill: at most T - (killedAt - firstAt) was left.
+  assert.ok(resent.params.timeoutMs <= T - Math.floor(killedAt - firstAt),
+    `resent with timeoutMs ${resent.params.timeoutMs} after ${killedAt - firstAt} ms of ${T}`);
+  assert.ok(resent.params.timeoutMs > 0);
+  await orch.call("task.transition", { taskId: "P", to: "completed" });
+  assert.equal((await wait).status, "completed");
+});
+
+test("a waitStatus whose deadline passes while the connection is down fails wait-timeout then, and is not sent again", { timeout: 60_000 }, async (t) => {
+  const { runId, orchToken: token } = await newRun(t);
+  let failed = false;
+  const proxy = closing(t, await startProxy(d.socketPath, d.root, {
+    client(frame, session) {
+      // crewd never sees the first request, so only a resent one could be answered by crewd; and no hello is answered
+      // until the call has failed, so the client stays disconnected past the caller's deadline.
+      if (frame.method === "task.waitStatus" && session.n === 0) return "drop";
+      if (frame.method === "hello" && session.n > 0 && !failed) return "drop";
+    },
+  }));
+  const watcher = closing(t, await CrewClient.connect({ socketPath: proxy.path, credentials: { role: "orchestrator", runId, token } }));
+  let reconnects = 0;
+  watcher.on("reconnect", () => reconnects++);
+  const wait = watcher.call("task.waitStatus", { taskId: "P", until: "completed", timeoutMs: 300 }).catch((err) => {
+    failed = true;
+    return { err, reconnectsThen: reconnects };
+  });
+  await watcher.call("ping");
+  proxy.sessions[0].kill();
+
+  const { err, reconnectsThen } = await wait;
+  assert.equal(err?.code, "wait-timeout");
+  assert.equal(err.method, "task.waitStatus");
+  assert.equal(reconnectsThen, 0, "it failed at its deadline, while the client was still connecting");
+  await once(watcher, "reconnect");
+  await watcher.call("ping");
+  assert.equal(waits(proxy).length, 1, "not sent again after its deadline");
+});
+
+test("a terminal status reached while the connection was down answers the resent waitStatus at once", { timeout: 60_000 }, async (t) => {
+  const { runId, orch, orchToken: token } = await newRun(t);
+  const proxy = closing(t, await startProxy(d.socketPath, d.root, {
+    client(frame, session) {
+      if (frame.method === "task.waitStatus" && session.n === 0) return "drop"; // its answer never comes
+    },
+  }));
+  const watcher = closing(t, await CrewClient.connect({ socketPath: proxy.path, credentials: { role: "orchestrator", runId, token } }));
+  const wait = watcher.call("task.waitStatus", { taskId: "Q", until: "failed", timeoutMs: 60000 });
+  await watcher.call("ping");
+  // The task ends while the call waits for an answer; the status it ends in is never left, so the resent call, whose
+  // status is read when it arrives, sees it: any terminal status answers a terminal until.
+  await orch.call("task.transition", { taskId: "Q", to: "completed" });
+  proxy.sessions[0].kill();
+
+  const res = await wait;
+  assert.equal(res.status, "completed");
+  assert.equal(waits(proxy).length, 2);
 });
