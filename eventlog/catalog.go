@@ -84,14 +84,14 @@ func (l *Log) Streams() ([]StreamInfo, error) {
 	limit := l.durable.Load().Position
 	it, err := prefixIter(l.db, prefixCatalog)
 	if err != nil {
-		return nil, fmt.Errorf("eventlog: %w", err)
+		return nil, orErr(err, nil)
 	}
 	defer it.Close()
 	var out []StreamInfo
 	for ok := it.First(); ok; ok = it.Next() {
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return nil, fmt.Errorf("eventlog: %w", err)
+			return nil, orErr(err, nil)
 		}
 		si, err := decodeCatalog(it.Key(), v)
 		if err != nil {

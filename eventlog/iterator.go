@@ -1,8 +1,6 @@
 package eventlog
 
 import (
-	"fmt"
-
 	"github.com/cockroachdb/pebble/v2"
 )
 
@@ -22,8 +20,9 @@ import (
 // appends (open a new one from the last position + 1 for that).
 //
 // Concurrency: an Iterator is used by one goroutine. Errors: Err (and Close)
-// report the first error; corruption wraps ErrCorrupt and names the
-// position.
+// report the first error; corruption (a table block that fails its checksum
+// included) wraps ErrCorrupt and names the position when it is in a record;
+// a read that fails (an I/O error) does not wrap it.
 type Iterator struct {
 	it     *pebble.Iterator // over event records
 	idx    *pebble.Iterator // over a stream's index entries; nil for Read
@@ -62,7 +61,7 @@ func (l *Log) Read(from uint64) *Iterator {
 		UpperBound: eventKey(t.limit + 1),
 	})
 	if t.err != nil {
-		t.err = fmt.Errorf("eventlog: %w", t.err)
+		t.err = orErr(t.err, nil)
 		t.done = true
 	}
 	return t
@@ -137,7 +136,7 @@ func (l *Log) ReadStream(stream string, from uint64) *Iterator {
 		})
 	}
 	if t.err != nil {
-		t.err = fmt.Errorf("eventlog: %w", t.err)
+		t.err = orErr(t.err, nil)
 		t.done = true
 	}
 	return t
@@ -169,7 +168,7 @@ func (t *Iterator) Next() bool {
 	}
 	if !ok {
 		if err := t.it.Error(); err != nil {
-			return t.finish(fmt.Errorf("eventlog: %w", err))
+			return t.finish(orErr(err, nil))
 		}
 		if t.want <= t.limit {
 			return t.finish(corruptf(t.want, eventKey(t.want), "missing record below the durable head %d", t.limit))
@@ -231,7 +230,7 @@ func (t *Iterator) nextEntry() bool {
 	}
 	v, err := t.idx.ValueAndErr()
 	if err != nil {
-		return t.finish(fmt.Errorf("eventlog: %w", err))
+		return t.finish(orErr(err, nil))
 	}
 	t.entry, err = decodePositions(k, v, t.entry[:0])
 	if err != nil {
@@ -258,7 +257,7 @@ func (t *Iterator) load(pos uint64) error {
 	}
 	v, err := t.it.ValueAndErr()
 	if err != nil {
-		return fmt.Errorf("eventlog: %w", err)
+		return orErr(err, nil)
 	}
 	decode := DecodeRecord
 	if t.transient {
@@ -303,17 +302,10 @@ func (t *Iterator) Close() error {
 	for _, it := range []*pebble.Iterator{t.it, t.idx} {
 		if it != nil {
 			if err := it.Close(); err != nil && t.err == nil {
-				t.err = fmt.Errorf("eventlog: %w", err)
+				t.err = orErr(err, nil)
 			}
 		}
 	}
 	t.it, t.idx = nil, nil
 	return t.err
-}
-
-func orErr(err, otherwise error) error {
-	if err != nil {
-		return fmt.Errorf("eventlog: %w", err)
-	}
-	return otherwise
 }

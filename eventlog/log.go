@@ -227,7 +227,7 @@ func (l *Log) getFormat() (uint32, error) {
 		if isNotFound(err) {
 			return 0, ErrNotFound
 		}
-		return 0, fmt.Errorf("eventlog: read format: %w", err)
+		return 0, tableDamage(fmt.Errorf("eventlog: read format: %w", err))
 	}
 	defer closer.Close()
 	return decodeFormat(v)
@@ -236,7 +236,7 @@ func (l *Log) getFormat() (uint32, error) {
 func (l *Log) isEmpty() (bool, error) {
 	it, err := l.db.NewIter(nil)
 	if err != nil {
-		return false, fmt.Errorf("eventlog: %w", err)
+		return false, orErr(err, nil)
 	}
 	empty := !it.First()
 	return empty, it.Close()
@@ -251,7 +251,7 @@ func (l *Log) loadHead() (head, error) {
 	case isNotFound(err):
 		// No head: no event may exist.
 	case err != nil:
-		return head{}, fmt.Errorf("eventlog: read head: %w", err)
+		return head{}, tableDamage(fmt.Errorf("eventlog: read head: %w", err))
 	default:
 		h, err = decodeHead(v)
 		closer.Close()
@@ -278,7 +278,7 @@ func (l *Log) loadHead() (head, error) {
 	// foreign to the log, and the appends would overwrite it unseen.
 	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(h.Position + 1), UpperBound: []byte{prefixEvent + 1}})
 	if err != nil {
-		return head{}, fmt.Errorf("eventlog: read past the head: %w", err)
+		return head{}, tableDamage(fmt.Errorf("eventlog: read past the head: %w", err))
 	}
 	defer it.Close()
 	if it.First() {
@@ -290,7 +290,7 @@ func (l *Log) loadHead() (head, error) {
 		return head{}, corruptf(pos, k, "a record exists beyond the head at position %d", h.Position)
 	}
 	if err := it.Error(); err != nil {
-		return head{}, fmt.Errorf("eventlog: read past the head: %w", err)
+		return head{}, tableDamage(fmt.Errorf("eventlog: read past the head: %w", err))
 	}
 	return h, nil
 }
@@ -303,7 +303,7 @@ func (l *Log) rawRecord(pos uint64) ([]byte, error) {
 		if isNotFound(err) {
 			return nil, fmt.Errorf("%w: position %d", ErrNotFound, pos)
 		}
-		return nil, fmt.Errorf("eventlog: read %s: %w", keyString(k), err)
+		return nil, tableDamage(fmt.Errorf("eventlog: read %s: %w", keyString(k), err))
 	}
 	defer closer.Close()
 	return append([]byte(nil), v...), nil

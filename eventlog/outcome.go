@@ -202,7 +202,7 @@ func (l *Log) lookupOutcome(key []byte) (v []byte, found bool, err error) {
 	upper = append(upper, 0) // the smallest key after key
 	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: bounds, UpperBound: upper, UseL6Filters: true})
 	if err != nil {
-		return nil, false, fmt.Errorf("eventlog: read outcome: %w", err)
+		return nil, false, tableDamage(fmt.Errorf("eventlog: read outcome: %w", err))
 	}
 	if it.SeekPrefixGE(key) && bytes.Equal(it.Key(), key) {
 		var val []byte
@@ -214,7 +214,7 @@ func (l *Log) lookupOutcome(key []byte) (v []byte, found bool, err error) {
 		err = cerr
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("eventlog: read outcome: %w", err)
+		return nil, false, tableDamage(fmt.Errorf("eventlog: read outcome: %w", err))
 	}
 	return v, found, nil
 }

@@ -105,12 +105,12 @@ func (l *Log) saveSnapshotWith(pos uint64, write func(tableWriter) error) error 
 func newestSnapshot(r iterable) (it *pebble.Iterator, pos uint64, found bool, err error) {
 	it, err = prefixIter(r, prefixSnapshot)
 	if err != nil {
-		return nil, 0, false, fmt.Errorf("eventlog: %w", err)
+		return nil, 0, false, orErr(err, nil)
 	}
 	if !it.Last() {
 		if err := it.Error(); err != nil {
 			it.Close()
-			return nil, 0, false, fmt.Errorf("eventlog: %w", err)
+			return nil, 0, false, orErr(err, nil)
 		}
 		return it, 0, false, nil
 	}

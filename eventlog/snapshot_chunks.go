@@ -143,7 +143,7 @@ func readSnapshot(it *pebble.Iterator, pos uint64) ([]byte, error) {
 		return nil, corruptf(0, it.Key(), "snapshot at %d has a key past its last chunk", pos)
 	}
 	if err := it.Error(); err != nil {
-		return nil, fmt.Errorf("eventlog: %w", err)
+		return nil, orErr(err, nil)
 	}
 	return data, nil
 }
@@ -154,7 +154,7 @@ func readSnapshotAt(it *pebble.Iterator, pos uint64) ([]byte, error) {
 	k := it.Key()
 	v, err := it.ValueAndErr()
 	if err != nil {
-		return nil, fmt.Errorf("eventlog: %w", err)
+		return nil, orErr(err, nil)
 	}
 	if len(k) == 9 { // 'n' | pos, written before chunks: the whole snapshot
 		p, err := unseal(k, v)
@@ -178,13 +178,13 @@ func readSnapshotAt(it *pebble.Iterator, pos uint64) ([]byte, error) {
 		want := snapshotChunkKey(pos, i)
 		if !it.Next() || string(it.Key()) != string(want) {
 			if err := it.Error(); err != nil {
-				return nil, fmt.Errorf("eventlog: %w", err)
+				return nil, orErr(err, nil)
 			}
 			return nil, corruptf(0, want, "snapshot chunk %d of %d is missing", i, n)
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return nil, fmt.Errorf("eventlog: %w", err)
+			return nil, orErr(err, nil)
 		}
 		p, err := unseal(want, v)
 		if err != nil {

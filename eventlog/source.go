@@ -61,7 +61,7 @@ func (l *Log) Source() (uint64, error) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("eventlog: read source: %w", err)
+		return 0, tableDamage(fmt.Errorf("eventlog: read source: %w", err))
 	}
 	defer closer.Close()
 	p, err := unseal(keySource, v)

@@ -170,12 +170,12 @@ func (l *Log) latestSummaryIn(r iterable, stream string, upTo uint64) (Summary, 
 	}
 	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
-		return Summary{}, fmt.Errorf("eventlog: %w", err)
+		return Summary{}, orErr(err, nil)
 	}
 	defer it.Close()
 	if !it.Last() {
 		if err := it.Error(); err != nil {
-			return Summary{}, fmt.Errorf("eventlog: %w", err)
+			return Summary{}, orErr(err, nil)
 		}
 		return Summary{}, fmt.Errorf("%w: no summary of stream %q at or before %d", ErrNotFound, stream, upTo)
 	}
@@ -186,7 +186,7 @@ func (l *Log) latestSummaryIn(r iterable, stream string, upTo uint64) (Summary, 
 	}
 	v, err := it.ValueAndErr()
 	if err != nil {
-		return Summary{}, fmt.Errorf("eventlog: %w", err)
+		return Summary{}, orErr(err, nil)
 	}
 	p, err := unseal(k, v)
 	if err != nil {
@@ -215,7 +215,7 @@ func (l *Log) Summaries(from uint64, desc bool, upTo uint64, fn func(s Summary) 
 	}
 	it, err := l.db.NewIter(opts)
 	if err != nil {
-		return fmt.Errorf("eventlog: %w", err)
+		return orErr(err, nil)
 	}
 	defer it.Close()
 	// The versions of one ordinal are adjacent, oldest first: ascending,
@@ -252,7 +252,7 @@ func (l *Log) Summaries(from uint64, desc bool, upTo uint64, fn func(s Summary) 
 			}
 			v, err := it.ValueAndErr()
 			if err != nil {
-				return fmt.Errorf("eventlog: %w", err)
+				return orErr(err, nil)
 			}
 			lastOrd, emitted = ord, true
 			if more, err := emit(k, v); err != nil || !more {
@@ -269,13 +269,13 @@ func (l *Log) Summaries(from uint64, desc bool, upTo uint64, fn func(s Summary) 
 		if pos <= upTo {
 			v, err := it.ValueAndErr()
 			if err != nil {
-				return fmt.Errorf("eventlog: %w", err)
+				return orErr(err, nil)
 			}
 			held, heldV = append(held[:0], k...), append(heldV[:0], v...)
 		}
 	}
 	if err := it.Error(); err != nil {
-		return fmt.Errorf("eventlog: %w", err)
+		return orErr(err, nil)
 	}
 	if held != nil {
 		_, err := emit(held, heldV)

@@ -118,7 +118,7 @@ func readSummaryCount(r getter, key []byte) (n uint64, found bool, err error) {
 		return 0, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("eventlog: %w", err)
+		return 0, false, orErr(err, nil)
 	}
 	defer closer.Close()
 	p, err := unseal(key, v)
@@ -136,7 +136,7 @@ func readSummaryCount(r getter, key []byte) (n uint64, found bool, err error) {
 func countSummaryStreams(r iterable, upTo uint64) (uint64, error) {
 	it, err := r.NewIter(&pebble.IterOptions{LowerBound: summaryFirstByStream, UpperBound: []byte{prefixSummary + 1}})
 	if err != nil {
-		return 0, fmt.Errorf("eventlog: %w", err)
+		return 0, orErr(err, nil)
 	}
 	defer it.Close()
 	var n uint64
@@ -172,7 +172,7 @@ func summaryVersions(r iterable, stream string) (pos []uint64, ords []uint64, er
 	upper := summaryKey(stream, ^uint64(0))
 	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: append(upper, 0)})
 	if err != nil {
-		return nil, nil, fmt.Errorf("eventlog: %w", err)
+		return nil, nil, orErr(err, nil)
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
@@ -182,7 +182,7 @@ func summaryVersions(r iterable, stream string) (pos []uint64, ords []uint64, er
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return nil, nil, fmt.Errorf("eventlog: %w", err)
+			return nil, nil, orErr(err, nil)
 		}
 		ord := ^uint64(0) // unknown: a corrupt value's ordinal entry is left to Verify
 		if b, err := unseal(it.Key(), v); err == nil && len(b) >= 8 {

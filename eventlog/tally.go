@@ -109,7 +109,7 @@ func (l *Log) readTally(key []byte) (uint64, error) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("eventlog: read tally: %w", err)
+		return 0, tableDamage(fmt.Errorf("eventlog: read tally: %w", err))
 	}
 	defer closer.Close()
 	return decodeTally(key, v)

@@ -2,7 +2,6 @@ package eventlog
 
 import (
 	"encoding/binary"
-	"errors"
 	"hash/maphash"
 	"io"
 	"strings"
@@ -63,19 +62,6 @@ type VerifyOptions struct {
 func (l *Log) Verify(opts *VerifyOptions) (VerifyReport, error) {
 	rep, err := l.verify(opts)
 	return rep, tableDamage(err)
-}
-
-// tableDamage returns err as a *CorruptError when it is Pebble's report of a
-// table block that fails its checksum (a read-only open's reads return it
-// rather than crash), which marks neither ErrCorrupt nor a key; any other
-// error as it is.
-func tableDamage(err error) error {
-	if err == nil || errors.Is(err, ErrCorrupt) || !pebble.IsCorruptionError(err) {
-		return err
-	}
-	// NB: Pebble's message puts its details on lines of their own; the first names the file and the block.
-	reason, _, _ := strings.Cut(err.Error(), "\n")
-	return &CorruptError{Key: "store", Reason: strings.TrimPrefix(reason, "eventlog: ")}
 }
 
 func (l *Log) verify(opts *VerifyOptions) (VerifyReport, error) {

@@ -102,7 +102,7 @@ func (l *Log) ViewFunc(stream string, read func(pos uint64, data []byte) error) 
 		return fmt.Errorf("%w: no view of stream %q", ErrNotFound, stream)
 	}
 	if err != nil {
-		return fmt.Errorf("eventlog: %w", err)
+		return orErr(err, nil)
 	}
 	defer closer.Close()
 	pos, p, err := decodeView(key, v)
