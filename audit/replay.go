@@ -88,8 +88,9 @@ const progressEvery = 1 << 14
 // Replay folds the log from position 1 into a fresh state up to the chosen
 // position or time, calling o.Timeline for each event of the selection and,
 // with o.Explain, re-running each recorded decision against the state just
-// before it. It never writes. Errors wrap eventlog.ErrCorrupt when a record
-// or a payload is damaged.
+// before it. It never writes. Errors wrap eventlog.ErrCorrupt when a record,
+// a payload or a table block of the store is damaged; a read that fails (an
+// I/O error) is an error that does not wrap it.
 func Replay(l *eventlog.Log, o ReplayOptions) (*Result, error) {
 	head, _ := l.Head()
 	res := &Result{State: projections.New(), Head: head}

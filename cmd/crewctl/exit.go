@@ -32,6 +32,15 @@ func usagef(format string, args ...any) error {
 
 func openErr(err error) error { return &exitError{code: exitOpen, err: err} }
 
+// unreadable is the error of a command whose read of the store in dir failed with err (not damage: an I/O error),
+// so that nothing was checked: exit 3, as when the store does not open.
+func unreadable(label, dir string, err error) error {
+	// NB: not damage: a read that failed (the disk, the file system, permissions) says nothing of the bytes
+	// stored, and restoring a backup over a store that may be intact would lose what was written since.
+	return hinted(openErr(fmt.Errorf("crewctl: %s: could not read the store %s: %w", label, dir, err)),
+		"the store was not checked, not found damaged; mend what keeps it from being read and run this again")
+}
+
 func problemf(format string, args ...any) error {
 	return &exitError{code: exitProblem, err: fmt.Errorf("crewctl: "+format, args...)}
 }

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/crewlog/crewlog/audit"
+	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/projections"
 )
 
@@ -61,6 +63,11 @@ exits 1 when today's code decides any of them differently (policy drift).
 daemon's views when --socket is given (the token from --token-file or
 <data>/admin.token), and exits 1 on any difference.
 
+A damaged store (a record or a table block that fails its checksum) is
+reported as corrupt and exits 1. A read of the store that fails (an I/O
+error) is not damage: replay says it could not read the store and exits 3,
+as when the store does not open.
+
 The store must not be held by a running crewd (Pebble locks it even for
 readers): stop crewd, or replay a backup made with 'crewctl backup'. With --nats
 it replays a JetStream cluster's log (a temporary copy of the stream).`,
@@ -113,7 +120,7 @@ func (a *app) replay(ctx context.Context, f replayFlags, live bool) error {
 	res, err := audit.Replay(l, o)
 	bar.finish()
 	if err != nil {
-		return problemf("%v", err)
+		return replayErr(dir, err)
 	}
 	s := res.State
 	if f.run != "" {
@@ -149,6 +156,17 @@ func (a *app) replay(ctx context.Context, f replayFlags, live bool) error {
 		return found(fmt.Sprintf("%d difference(s) with the %s", len(out.Diff.Differences), out.Diff.Against))
 	}
 	return nil
+}
+
+// replayErr maps an error of audit.Replay to its exit code: damage, an event of a newer build or a stop the log
+// cannot answer for is a finding (1); any other error is a read of the store that failed, and nothing was replayed (3).
+func replayErr(dir string, err error) error {
+	switch {
+	case errors.Is(err, eventlog.ErrCorrupt), errors.Is(err, projections.ErrNewerEvent),
+		errors.Is(err, audit.ErrPastHead), errors.Is(err, audit.ErrInsideDecision):
+		return problemf("%v", err)
+	}
+	return unreadable("replay", dir, err)
 }
 
 func printReplay(w screen, out replayOutput) {

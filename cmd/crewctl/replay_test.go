@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -109,4 +110,48 @@ func TestReplayToRefusesWhatItCannotAnswer(t *testing.T) {
 	require.Equal(t, exitProblem, r.code, r.out)
 	require.Contains(t, r.err, "9 is inside the decision at positions 8..10; stop at 7 or 10")
 	require.NotContains(t, r.err, "drift")
+}
+
+// TestReplayReadFailureIsNotCorruption: a read of the store that fails (the disk answers EIO) while replay folds the
+// log, checks its stop or finds its time says nothing of the bytes stored: replay says it could not read the store and
+// exits 3 ("cannot open or read the store"), as verify does, never 1 (a problem found in the store), which it
+// returned for every error of the fold.
+func TestReplayReadFailureIsNotCorruption(t *testing.T) {
+	data, _ := scenarioInTables(t)
+	requireUnreadable(t, data, [][]string{
+		{"replay"}, {"replay", "--json"}, {"replay", "--explain"}, {"replay", "--to", "2", "--explain"},
+		{"replay", "--at", "2026-10-01T09:00:00Z"},
+	})
+
+	// The same store, read without the fault, replays.
+	r := crewctl(t, nil, "replay", "--data", data)
+	require.Equal(t, exitOK, r.code, r.out+r.err)
+}
+
+// TestReplayDamagedTable: a data block of a table that fails its checksum is damage, and replay reports it as such
+// (exit 1, "corrupt", naming the file), where it printed Pebble's report with no mark of damage.
+func TestReplayDamagedTable(t *testing.T) {
+	data, store := scenarioInTables(t)
+	tables, err := filepath.Glob(filepath.Join(store, "*.sst"))
+	require.NoError(t, err)
+	require.NotEmpty(t, tables)
+	for _, table := range tables { // one holds the events, whose first block holds the first of them
+		f, err := os.OpenFile(table, os.O_RDWR, 0)
+		require.NoError(t, err)
+		_, err = f.WriteAt([]byte("damage"), 200) // inside its first data block
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+	}
+
+	for _, args := range [][]string{
+		{"replay"}, {"replay", "--json"}, {"replay", "--explain"}, {"replay", "--to", "2", "--explain"},
+		{"replay", "--at", "2026-10-01T09:00:00Z"},
+	} {
+		r := crewctl(t, nil, append(args, "--data", data)...)
+		require.Equal(t, exitProblem, r.code, "%v: %s%s", args, r.out, r.err)
+		require.Empty(t, r.out, "%v", args)
+		require.Contains(t, r.err, "corrupt", "%v", args)
+		require.Contains(t, r.err, "checksum mismatch", "%v", args)
+		require.Regexp(t, `file 0*[1-9][0-9]*`, r.err, "%v: it names the damaged table", args)
+	}
 }

@@ -125,10 +125,7 @@ func (a *app) verifyStore(dir, label string) (verifyOutput, error) {
 		out.Corrupt = &corruptOutput{Reason: err.Error()}
 		return out, nil
 	case err != nil:
-		// NB: not damage: a read that failed (the disk, the file system, permissions) says nothing of the bytes
-		// stored, and restoring a backup over a store that may be intact would lose what was written since.
-		return out, hinted(openErr(fmt.Errorf("crewctl: %s: could not read the store %s: %w", label, dir, err)),
-			"the store was not checked, not found damaged; mend what keeps it from being read and run this again")
+		return out, unreadable(label, dir, err)
 	}
 	st, chk := rep.Store, rep.Check
 	out.Head, out.HeadHash = st.Head, hex.EncodeToString(st.HeadHash[:])
