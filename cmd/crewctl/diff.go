@@ -11,14 +11,17 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
-// diffState compares the rebuilt state with the newest snapshot, or with
-// the live daemon's views when live is set.
-func (a *app) diffState(ctx context.Context, l *eventlog.Log, s *projections.State, run string, live bool) (*diffOutput, error) {
+// diffState compares the rebuilt state with the newest snapshot of the
+// store in dir (l), or with the live daemon's views when live is set.
+func (a *app) diffState(ctx context.Context, dir string, l *eventlog.Log, s *projections.State, run string,
+	live bool) (*diffOutput, error) {
 	if !live {
 		d, err := audit.CompareSnapshot(l, s, run)
 		switch {
 		case errors.Is(err, eventlog.ErrNotFound):
 			return nil, problemf("replay --diff: the store has no snapshot to compare with")
+		case readFailed(err):
+			return nil, unreadable("replay --diff", dir, err)
 		case err != nil:
 			return nil, problemf("replay --diff: %v", err)
 		}

@@ -119,8 +119,11 @@ func (a *app) replay(ctx context.Context, f replayFlags, live bool) error {
 	o.Progress = bar.update
 	res, err := audit.Replay(l, o)
 	bar.finish()
+	if readFailed(err) {
+		return unreadable("replay", dir, err)
+	}
 	if err != nil {
-		return replayErr(dir, err)
+		return problemf("%v", err)
 	}
 	s := res.State
 	if f.run != "" {
@@ -138,7 +141,7 @@ func (a *app) replay(ctx context.Context, f replayFlags, live bool) error {
 		}
 	}
 	if f.diff {
-		if out.Diff, err = a.diffState(ctx, l, s, f.run, live); err != nil {
+		if out.Diff, err = a.diffState(ctx, dir, l, s, f.run, live); err != nil {
 			return err
 		}
 	}
@@ -158,15 +161,17 @@ func (a *app) replay(ctx context.Context, f replayFlags, live bool) error {
 	return nil
 }
 
-// replayErr maps an error of audit.Replay to its exit code: damage, an event of a newer build or a stop the log
-// cannot answer for is a finding (1); any other error is a read of the store that failed, and nothing was replayed (3).
-func replayErr(dir string, err error) error {
-	switch {
-	case errors.Is(err, eventlog.ErrCorrupt), errors.Is(err, projections.ErrNewerEvent),
-		errors.Is(err, audit.ErrPastHead), errors.Is(err, audit.ErrInsideDecision):
-		return problemf("%v", err)
+// readFailed reports whether err, an error of replaying the store (audit.Replay, audit.CompareSnapshot), is a read of
+// it that failed (3: nothing was replayed or compared) rather than a finding (1): damage, an event of a newer build, a
+// snapshot this build cannot load, a stop the log cannot answer for.
+func readFailed(err error) bool {
+	for _, finding := range []error{eventlog.ErrCorrupt, projections.ErrNewerEvent, projections.ErrBadSnapshot,
+		audit.ErrPastHead, audit.ErrInsideDecision} {
+		if errors.Is(err, finding) {
+			return false
+		}
 	}
-	return unreadable("replay", dir, err)
+	return err != nil
 }
 
 func printReplay(w screen, out replayOutput) {

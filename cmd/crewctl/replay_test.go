@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/audit/audittest"
@@ -118,7 +119,7 @@ func TestReplayToRefusesWhatItCannotAnswer(t *testing.T) {
 // returned for every error of the fold.
 func TestReplayReadFailureIsNotCorruption(t *testing.T) {
 	data, _ := scenarioInTables(t)
-	requireUnreadable(t, data, [][]string{
+	requireUnreadable(t, data, "", [][]string{
 		{"replay"}, {"replay", "--json"}, {"replay", "--explain"}, {"replay", "--to", "2", "--explain"},
 		{"replay", "--at", "2026-10-01T09:00:00Z"},
 	})
@@ -154,4 +155,46 @@ func TestReplayDamagedTable(t *testing.T) {
 		require.Contains(t, r.err, "checksum mismatch", "%v", args)
 		require.Regexp(t, `file 0*[1-9][0-9]*`, r.err, "%v: it names the damaged table", args)
 	}
+}
+
+// TestReplayDiffReadFailureIsNotCorruption: replay --diff reads the newest snapshot, which lies in a table the fold
+// does not read. A read of it that fails is no difference found (exit 1), which replay said: it could not read the
+// store (exit 3). A damaged block of it is damage: corrupt, exit 1.
+func TestReplayDiffReadFailureIsNotCorruption(t *testing.T) {
+	data, store := scenarioInTables(t)
+	snapshots := tableOf(t, store, 'n')
+	requireUnreadable(t, data, snapshots, [][]string{{"replay", "--diff"}, {"replay", "--diff", "--json"}})
+	r := crewctl(t, nil, "replay", "--data", data, "--diff")
+	require.Equal(t, exitOK, r.code, r.out+r.err)
+
+	f, err := os.OpenFile(snapshots, os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte("damage"), 200) // inside its first data block
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	r = crewctl(t, nil, "replay", "--data", data)
+	require.Equal(t, exitOK, r.code, "the fold does not read it: %s", r.err)
+	r = crewctl(t, nil, "replay", "--data", data, "--diff")
+	require.Equal(t, exitProblem, r.code, r.out+r.err)
+	require.Contains(t, r.err, "corrupt")
+	require.Contains(t, r.err, "checksum mismatch")
+}
+
+// tableOf returns the path of the table of store that holds the keys with prefix alone.
+func tableOf(t *testing.T, store string, prefix byte) string {
+	t.Helper()
+	db, err := pebble.Open(store, &pebble.Options{ReadOnly: true, Logger: quiet{}})
+	require.NoError(t, err)
+	defer db.Close()
+	levels, err := db.SSTables()
+	require.NoError(t, err)
+	for _, level := range levels {
+		for _, tb := range level {
+			if tb.Smallest.UserKey[0] == prefix && tb.Largest.UserKey[0] == prefix {
+				return filepath.Join(store, tb.FileNum.String()+".sst")
+			}
+		}
+	}
+	require.FailNow(t, "no table holds the prefix alone", "%c", prefix)
+	return ""
 }

@@ -265,7 +265,7 @@ func TestVerifyNewerBuildsEvent(t *testing.T) {
 // intact.
 func TestVerifyReadFailureIsNotCorruption(t *testing.T) {
 	data, _ := scenarioInTables(t)
-	requireUnreadable(t, data, [][]string{{"verify"}, {"verify", "--json"}})
+	requireUnreadable(t, data, "", [][]string{{"verify"}, {"verify", "--json"}})
 
 	// The same store, read without the fault, is whole.
 	r := crewctl(t, nil, "verify", "--data", data)
@@ -274,12 +274,14 @@ func TestVerifyReadFailureIsNotCorruption(t *testing.T) {
 
 // requireUnreadable runs each command line on the store of data with the reads of each table's first data block
 // failing (EIO), reads at offset 0, which Pebble's open does not make and a walk of the log must; each must say that
-// it could not read the store (exit 3), print nothing else and say nothing of damage.
-func requireUnreadable(t *testing.T, data string, cmds [][]string) {
+// it could not read the store (exit 3), print nothing else and say nothing of damage. With table set, only that
+// table's reads fail.
+func requireUnreadable(t *testing.T, data, table string, cmds [][]string) {
 	t.Helper()
 	var failed atomic.Int64
 	eio := errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if strings.HasSuffix(op.Path, ".sst") && op.Kind == errorfs.OpFileReadAt && op.Offset == 0 {
+		if strings.HasSuffix(op.Path, ".sst") && (table == "" || op.Path == table) && op.Kind == errorfs.OpFileReadAt &&
+			op.Offset == 0 {
 			failed.Add(1)
 			return &os.PathError{Op: "read", Path: op.Path, Err: syscall.EIO}
 		}
