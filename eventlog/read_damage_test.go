@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -131,4 +132,39 @@ func TestReadsReportADamagedTableAsCorrupt(t *testing.T) {
 		}
 		require.ErrorIs(t, err, ErrCorrupt)
 	}
+}
+
+// TestLatestSnapshotReadFailureIsNotCorruption: a read of a snapshot's first chunk that fails (EIO), after the read of
+// its last found it, is not damage: LatestSnapshot said the snapshot had vanished, a *CorruptError, so crewctl replay
+// --diff called a store corrupt that may be whole.
+func TestLatestSnapshotReadFailureIsNotCorruption(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, nil)
+	require.NoError(t, err)
+	_, err = l.Append(Write{Events: evs("a", 10)})
+	require.NoError(t, err)
+	require.NoError(t, l.db.Flush())
+	data := bytes.Repeat([]byte{'x'}, 3*snapshotChunk) // chunks of a block each, in a table of their own
+	require.NoError(t, l.SaveSnapshot(10, data))
+	require.NoError(t, l.db.Flush())
+	require.NoError(t, l.Close())
+
+	eio := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasSuffix(op.Path, ".sst") && op.Kind == errorfs.OpFileReadAt && op.Offset == 0 {
+			return &os.PathError{Op: "read", Path: op.Path, Err: syscall.EIO}
+		}
+		return nil
+	})}
+	ro, err := Open(dir, &Options{ReadOnly: true, FS: errorfs.Wrap(vfs.Default, eio)})
+	require.NoError(t, err)
+	defer ro.Close()
+	eio.On() // the snapshot's header, in its table's first block; its last chunk lies further on
+	_, err = ro.LatestSnapshot()
+	require.ErrorIs(t, err, syscall.EIO)
+	require.NotErrorIs(t, err, ErrCorrupt, "a read that failed is not damage")
+
+	eio.Off()
+	snap, err := ro.LatestSnapshot()
+	require.NoError(t, err)
+	require.Equal(t, data, snap.Data)
 }

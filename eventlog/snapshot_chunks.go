@@ -133,7 +133,7 @@ func (c *chunker) writeSnapshot(w tableWriter, pos uint64) error {
 func readSnapshot(it *pebble.Iterator, pos uint64) ([]byte, error) {
 	first := snapshotKey(pos)
 	if !it.SeekGE(first) {
-		return nil, corruptf(0, first, "snapshot at %d vanished: %v", pos, it.Error())
+		return nil, orErr(it.Error(), corruptf(0, first, "snapshot at %d vanished", pos))
 	}
 	data, err := readSnapshotAt(it, pos)
 	if err != nil {
