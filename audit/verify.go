@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/crewlog/crewlog/eventlog"
@@ -146,8 +147,13 @@ func AppendEventPrincipal(dst []byte, ev *eventlog.Event) []byte {
 // and the index is not checked against it.
 func verifyIndexCoverage(l *eventlog.Log) (*UnusableSnapshot, error) {
 	snap, err := l.LatestSnapshot()
+	if errors.Is(err, eventlog.ErrNotFound) {
+		return nil, nil
+	}
 	if err != nil {
-		return nil, nil // none, or corrupt: Verify reported the latter
+		// NB: Verify has just read this snapshot whole, so this is a read that failed since (its blocks had left the
+		// cache): the index was not checked, and the store not read through.
+		return nil, err
 	}
 	// NB: the checks projections.LoadTiered makes before it uses a snapshot.
 	s, err := projections.DecodeSnapshot(snap.Data)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -270,6 +271,36 @@ func TestVerifyReadFailureIsNotCorruption(t *testing.T) {
 	// The same store, read without the fault, is whole.
 	r := crewctl(t, nil, "verify", "--data", data)
 	require.Equal(t, exitOK, r.code, r.out+r.err)
+}
+
+// TestVerifyReadFailureAfterTheWalk: verify reads the newest snapshot again once the walk has checked it, to check
+// the index of summaries against it. A read of it that fails there (its blocks left the cache, and the disk answers
+// EIO) is a store verify could not read (exit 3); verify ignored it as if there were no snapshot, said "store ok" and
+// exited 0 with the index unchecked.
+func TestVerifyReadFailureAfterTheWalk(t *testing.T) {
+	data, store := scenarioInTables(t)
+	snapshots := tableOf(t, store, 'n')
+	var mu sync.Mutex
+	read := map[int64]bool{}
+	again := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Path != snapshots || op.Kind != errorfs.OpFileReadAt {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if read[op.Offset] {
+			return &os.PathError{Op: "read", Path: op.Path, Err: syscall.EIO}
+		}
+		read[op.Offset] = true
+		return nil
+	})
+	// NB: a cache too small to keep a block, so the second read of the snapshot reaches the disk.
+	opts := &eventlog.Options{CacheSize: 1, MemTableSize: 1 << 12, FS: errorfs.Wrap(vfs.Default, again)}
+	r := crewctlOn(t, opts, "verify", "--data", data)
+	require.Equal(t, exitOpen, r.code, r.out+r.err)
+	require.Empty(t, r.out)
+	require.Contains(t, r.err, "could not read the store")
+	require.Contains(t, r.err, "input/output error")
 }
 
 // requireUnreadable runs each command line on the store of data with the reads of each table's first data block
