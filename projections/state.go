@@ -159,11 +159,12 @@ func (s *State) Clone() *State {
 
 func (r *runState) clone() *runState {
 	// NB: a long run holds tens of thousands of tasks, delegations and
-	// messages, and the snapshot clones the published copy under its read
-	// lock, which the publisher waits for: the maps are sized up front (no
-	// rehash while they fill), the tasks, delegations and messages' data are
-	// copied into one slab each instead of one allocation apiece, and the
-	// message index, which holds no pointer to share, is copied whole.
+	// messages (the engine clones the state it loaded into its second copy,
+	// replay clones at each --at): the maps are sized up front (no rehash
+	// while they fill), the tasks, delegations and messages' data are copied
+	// into one slab each instead of one allocation apiece, and the message
+	// index, which holds no pointer to share, is copied whole. A snapshot
+	// copies the records alone (copySnapshotRun), not the run.
 	c := newRunState(r.run.clone())
 	c.ord, c.last = r.ord, r.last
 	c.tasks = make(map[string]*Task, len(r.tasks))

@@ -38,8 +38,8 @@ func goMemoryLimit(c Config) int64 { return goHeapTarget(c, pebbleOffHeap) }
 // so the target holds them too.
 //
 // Why a target: with GOGC=100 the heap may grow to twice what was live at
-// the last collection, and a snapshot (the clone of the active state, its
-// encoding) is live when the collector measures it, so the heap's goal
+// the last collection, and a snapshot (a copy of the active runs' records,
+// its encoding) is live when the collector measures it, so the heap's goal
 // doubles that too. Under a soft limit the collector runs earlier as the
 // heap nears it, rather than let the heap double.
 func goHeapTarget(c Config, offHeap bool) int64 {
