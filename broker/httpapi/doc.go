@@ -43,7 +43,12 @@
 //     not sent) and ends — the socket's rule. Memory: the ring plus ≤ 256 KiB in flight per stream.
 //   - A stream delivers events in position order from its start (Last-Event-ID / after, else the head), never
 //     repeating or skipping one; a start older than the ring replays from the log first, in writes of the same
-//     ≤ 256 KiB of frames (at least one frame) as the ring's.
+//     ≤ 256 KiB of frames (at least one frame) as the ring's. It reads ≤ 256 events at a time, each time during
+//     its credential's one catch-up turn, which its credential's replaying streams take in arrival order and give
+//     back before they write: however many streams a credential opens, with whatever filter (one that keeps
+//     nothing writes nothing, so no client's pace slows its replay), together they read the log no faster than
+//     one, and no other credential's stream waits for them; a stream that waited re-checks its credential when
+//     its turn comes (catchupturns.go).
 //   - No stream waits on a hub that stopped: when the hub stops on an error (a log read error or a panic, logged),
 //     every open stream, live or replaying, gets its resync (the reason says so) and ends, and a new stream is
 //     refused 503 unavailable until crewd restarts, never opened to keep-alives only (hub.fail, handleStream).

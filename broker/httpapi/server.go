@@ -27,8 +27,10 @@ type Server struct {
 	states   stateCache
 	reads    *turns.PerKey   // requests in progress and waiting per credential (readturns.go)
 	reading  func(principal) // a test's hook: runs during a read's turn, before its handler
-	// catchingUp is a test's hook: runs in each read of the log a stream's catch-up makes, once it has read the head.
-	catchingUp func()
+	catchUps *turns.PerKey   // streams' reads of the log to catch up, per credential (catchupturns.go)
+	// catchingUp is a test's hook: runs in each read of the log a stream's catch-up makes, once it has read the head,
+	// with the key of the stream's credential.
+	catchingUp func(key string)
 	// searching is a test's hook: runs as a search of the runs (q) starts matching a chunk of them.
 	searching func()
 	// writeTimeout is the time a client has to take a piece of an answer or a stream's write (deadlines.go):
@@ -67,6 +69,7 @@ func New(opts Options) (*Server, error) {
 	s.streams.hub.start()
 	s.states.init(o.Now, s.current)
 	s.reads = turns.NewWithWaiters(maxReadsPerCredential, maxWaitingReadsPerCredential)
+	s.catchUps = turns.New(maxCatchUpsPerCredential)
 	if o.Metrics != nil {
 		o.Metrics.attach(s)
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -183,6 +184,16 @@ func (st *sseStream) keep(run, typ string) bool {
 // expires, or a resync ends the stream.
 func (st *sseStream) serve(r *http.Request, pr principal) {
 	s, h := st.s, &st.s.streams.hub
+	// ctx ends a wait for a catch-up turn when the client goes or the server closes.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.quit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	keepAlive := time.NewTicker(s.opts.KeepAlive)
 	defer keepAlive.Stop()
 	var lastWrite time.Time
@@ -203,7 +214,7 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 			return
 		case !inRing:
 			// Older than the ring: read the log directly (a resumed or long-behind stream).
-			ok, err := st.catchUp()
+			ok, err := st.catchUp(ctx, &pr)
 			if err != nil {
 				s.opts.Logger.Error("httpapi: stream catch-up failed; sending resync", "err", err)
 				st.resync("the server could not read the log")
@@ -255,25 +266,43 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 
 // catchUp sends, from the log, up to catchUpEvents events after the cursor that the ring does not hold, in one
 // write of at most streamBatchBytes of frames (at least one frame), as the ring's batches; false means the client
-// is gone. The cursor moves past the events sent and those filtered out, never past the one left for the next
-// batch.
-func (st *sseStream) catchUp() (bool, error) {
+// is gone, the server is closing or pr's credential no longer holds. The cursor moves past the events sent and
+// those filtered out, never past the one left for the next batch. The log is read during one of the credential's
+// catch-up turns, given back before the write (catchupturns.go).
+func (st *sseStream) catchUp(ctx context.Context, pr *principal) (bool, error) {
+	done, ok := st.s.catchUpTurn(ctx, pr)
+	if !ok {
+		return false, nil
+	}
+	frames, next, err := st.readLog(pr.key)
+	done()
+	if err != nil {
+		return false, err
+	}
+	if len(frames) > 0 && !st.write(frames...) {
+		return false, nil
+	}
+	st.cursor = next
+	return true, nil
+}
+
+// readLog reads catchUp's batch: its frames and the cursor after them.
+func (st *sseStream) readLog(key string) (frames [][]byte, next uint64, err error) {
 	head := st.s.opts.Engine.Head()
 	if st.s.catchingUp != nil {
-		st.s.catchingUp()
+		st.s.catchingUp(key)
 	}
 	var it *eventlog.Iterator
 	if st.run != "" {
 		from, err := versionAfter(st.s.opts.Log, st.run, st.cursor)
 		if err != nil {
-			return false, err
+			return nil, 0, err
 		}
 		it = st.s.opts.Log.ReadStream(st.run, from)
 	} else {
 		it = st.s.opts.Log.Read(st.cursor + 1)
 	}
 	defer it.Close()
-	var frames [][]byte
 	next, n, size := st.cursor, 0, 0
 	for n < catchUpEvents && it.Next() {
 		rec := it.Event()
@@ -287,7 +316,7 @@ func (st *sseStream) catchUp() (bool, error) {
 		}
 		f, err := eventFrame(rec)
 		if err != nil {
-			return false, err
+			return nil, 0, err
 		}
 		if size > 0 && size+len(f) > streamBatchBytes {
 			break // the next batch starts with it
@@ -298,7 +327,7 @@ func (st *sseStream) catchUp() (bool, error) {
 		size += len(f)
 	}
 	if err := it.Close(); err != nil {
-		return false, err
+		return nil, 0, err
 	}
 	if n == 0 {
 		// Nothing of the stream's in the log after the cursor up to the head read above: move to that head, and no
@@ -307,11 +336,7 @@ func (st *sseStream) catchUp() (bool, error) {
 		// log only, and the next read finds them there.
 		next = max(st.cursor, head)
 	}
-	if len(frames) > 0 && !st.write(frames...) {
-		return false, nil
-	}
-	st.cursor = next
-	return true, nil
+	return frames, next, nil
 }
 
 // closing reports whether the server is closing.

@@ -353,7 +353,7 @@ func TestARunsStreamCatchingUpSkipsNoEventTheHubDropped(t *testing.T) {
 	// published and dropped from the ring.
 	reached, resume := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	f.srv.catchingUp = func() { once.Do(func() { close(reached); <-resume }) }
+	f.srv.catchingUp = func(string) { once.Do(func() { close(reached); <-resume }) }
 	frames := f.openStream(fmt.Sprintf("/api/v1/stream?run=%s&after=%d", liveRun, last), nil)
 	require.Equal(t, "hello", next(t, frames).event)
 	select {
