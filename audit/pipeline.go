@@ -240,7 +240,7 @@ func (d *decoder) run(l *eventlog.Log, from, to uint64) {
 	// NB: chained, so a replay names a record whose checksum holds but whose
 	// hash does not follow its predecessor's, as verify does, instead of
 	// folding it.
-	it := l.ReadChained(from)
+	it := l.ReadChainedTransient(from)
 	defer it.Close()
 	rb := d.rawBatch()
 	send := func() bool {

@@ -199,11 +199,14 @@ func verifyCatalog(snap *pebble.Snapshot, streams streamVersions) error {
 	}
 	if found != len(streams) {
 		for s, vers := range streams {
-			if _, closer, err := snap.Get(catalogKey(s)); err == nil {
-				closer.Close()
-			} else {
+			_, closer, err := snap.Get(catalogKey(s))
+			switch {
+			case isNotFound(err):
 				return corruptf(vers.pos[0], catalogKey(s), "stream has no catalog entry")
+			case err != nil:
+				return orErr(err, nil) // a read that failed is not damage
 			}
+			closer.Close()
 		}
 	}
 	return nil

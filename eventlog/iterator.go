@@ -13,7 +13,7 @@ import (
 //	if err := it.Close(); err != nil { ... }
 //
 // The iterator checks each record's checksum and that positions are
-// contiguous; the hash chain is checked by Verify, ReadChained and ReadChecked.
+// contiguous; the hash chain is checked by Verify, ReadChained and ReadChainedTransient.
 //
 // The iterator is bounded by the durable head at the time it was created: it
 // never shows an event that is not yet durable, and it does not follow new
@@ -40,7 +40,7 @@ type Iterator struct {
 	// ReadStreamTransient).
 	transient bool
 	// chain: each record's hash is checked against prev, the hash of the
-	// record before it (ReadChained, ReadChecked).
+	// record before it (ReadChained, ReadChainedTransient).
 	chain bool
 	prev  [32]byte
 }
@@ -78,18 +78,20 @@ func (l *Log) ReadTransient(from uint64) *Iterator {
 	return t
 }
 
-// ReadChained is ReadTransient checking, as Verify does, that each record's
-// hash chains to the record before it: for a reader that folds the log to
-// answer for it (the offline replay), which must not build on a record
-// whose checksum holds but which the writer did not write there. From a
-// position past 1 the chain starts at the stored hash of the record before
-// from, which that record's checksum covers.
-func (l *Log) ReadChained(from uint64) *Iterator { return l.chained(l.ReadTransient(from), from) }
+// ReadChained is Read checking, as Verify does, that each record's hash
+// chains to the record before it: for a reader that folds the log to answer
+// for it (the start-up's fold of the tail after a snapshot, the offline
+// replay), which must not build on a record whose checksum holds but which
+// the writer did not write there. From a position past 1 the chain starts
+// at the stored hash of the record before from, which that record's
+// checksum covers.
+func (l *Log) ReadChained(from uint64) *Iterator { return l.chained(l.Read(from), from) }
 
-// ReadChecked is Read checking the hash chain as ReadChained does, for a
-// reader that keeps what it folds (the start-up's fold of the tail after a
-// snapshot): its events are copies of their own.
-func (l *Log) ReadChecked(from uint64) *Iterator { return l.chained(l.Read(from), from) }
+// ReadChainedTransient is ReadChained for a caller that copies what it
+// keeps, as ReadTransient is Read's.
+func (l *Log) ReadChainedTransient(from uint64) *Iterator {
+	return l.chained(l.ReadTransient(from), from)
+}
 
 // chained makes t, which reads from position from, check the hash chain.
 func (l *Log) chained(t *Iterator, from uint64) *Iterator {
@@ -98,7 +100,7 @@ func (l *Log) chained(t *Iterator, from uint64) *Iterator {
 	}
 	t.chain = true
 	if from := max(from, 1); from > 1 {
-		rec, err := l.rawRecord(from - 1)
+		rec, err := l.recordBelowHead(from - 1)
 		if err == nil {
 			if err = checkRecord(rec); err != nil {
 				err = corruptf(from-1, eventKey(from-1), "%v", err)

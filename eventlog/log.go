@@ -239,7 +239,7 @@ func (l *Log) isEmpty() (bool, error) {
 		return false, orErr(err, nil)
 	}
 	empty := !it.First()
-	return empty, it.Close()
+	return empty, orErr(it.Close(), nil)
 }
 
 // loadHead reads the persisted head and checks it against the records: the
@@ -309,6 +309,16 @@ func (l *Log) rawRecord(pos uint64) ([]byte, error) {
 	return append([]byte(nil), v...), nil
 }
 
+// recordBelowHead is rawRecord for a position at or below the durable head,
+// where a missing record is a gap in the log: damage, as the iterator says.
+func (l *Log) recordBelowHead(pos uint64) ([]byte, error) {
+	rec, err := l.rawRecord(pos)
+	if errors.Is(err, ErrNotFound) {
+		return nil, corruptf(pos, eventKey(pos), "missing record at position %d (gap)", pos)
+	}
+	return rec, err
+}
+
 // Head returns the last durable position and its hash (0 and the zero hash
 // for an empty log).
 func (l *Log) Head() (position uint64, hash [32]byte) {
@@ -324,7 +334,7 @@ func (l *Log) Event(pos uint64) (Event, error) {
 	if pos == 0 || pos > l.durable.Load().Position {
 		return Event{}, fmt.Errorf("%w: position %d", ErrNotFound, pos)
 	}
-	v, err := l.rawRecord(pos)
+	v, err := l.recordBelowHead(pos)
 	if err != nil {
 		return Event{}, err
 	}

@@ -49,9 +49,9 @@ func (f damagingFile) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // TestReadsReportADamagedTableAsCorrupt: every read of the log that meets a table block failing its checksum, on a
-// read-only open (whose reads return it rather than crash), returns damage (ErrCorrupt), as Verify does; they returned
-// Pebble's report as it came, which a caller (crewctl replay) could not tell from a read that failed. A read that
-// fails (EIO) stays an error of its own, never ErrCorrupt. Open's own reads are reads of the log too.
+// read-only open (whose reads return it rather than crash), returns damage (ErrCorrupt), as Verify does; they
+// returned Pebble's report as it came, which a caller (crewctl replay) could not tell from a read that failed. A read
+// that fails (EIO) stays an error of its own, never ErrCorrupt. Open's own reads are reads of the log too.
 func TestReadsReportADamagedTableAsCorrupt(t *testing.T) {
 	dir := t.TempDir()
 	l, err := Open(dir, nil)
@@ -82,6 +82,8 @@ func TestReadsReportADamagedTableAsCorrupt(t *testing.T) {
 		{"ReadTransient", func(l *Log) error { return drain(l.ReadTransient(1)) }},
 		{"ReadChained", func(l *Log) error { return drain(l.ReadChained(1)) }},
 		{"ReadChained from 100", func(l *Log) error { return drain(l.ReadChained(100)) }},
+		{"ReadChainedTransient", func(l *Log) error { return drain(l.ReadChainedTransient(1)) }},
+		{"ReadChainedTransient from 100", func(l *Log) error { return drain(l.ReadChainedTransient(100)) }},
 		{"ReadStream", func(l *Log) error { return drain(l.ReadStream("a", 1)) }},
 		{"Event", func(l *Log) error { _, err := l.Event(1); return err }},
 		{"Streams", func(l *Log) error { _, err := l.Streams(); return err }},
@@ -134,9 +136,9 @@ func TestReadsReportADamagedTableAsCorrupt(t *testing.T) {
 	}
 }
 
-// TestLatestSnapshotReadFailureIsNotCorruption: a read of a snapshot's first chunk that fails (EIO), after the read of
-// its last found it, is not damage: LatestSnapshot said the snapshot had vanished, a *CorruptError, so crewctl replay
-// --diff called a store corrupt that may be whole.
+// TestLatestSnapshotReadFailureIsNotCorruption: a read of a snapshot's first chunk that fails (EIO), after the read
+// of its last found it, is not damage: LatestSnapshot said the snapshot had vanished, a *CorruptError, so crewctl
+// replay --diff called a store corrupt that may be whole.
 func TestLatestSnapshotReadFailureIsNotCorruption(t *testing.T) {
 	dir := t.TempDir()
 	l, err := Open(dir, nil)

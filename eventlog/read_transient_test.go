@@ -70,3 +70,26 @@ func TestReadStreamTransientMatchesReadStream(t *testing.T) {
 		require.Equal(t, pos, ce.Position, "from version %d", from)
 	}
 }
+
+// A record missing below the durable head is a gap, damage, whether the
+// iterator meets it, Event is asked for it or a chained read starts after
+// it: Event answered ErrNotFound, as for a position past the head, which
+// crewctl replay took for something other than damage.
+func TestAGapBelowTheHeadIsDamage(t *testing.T) {
+	l := buildSample(t)
+	defer l.Close()
+	require.NoError(t, l.db.Delete(eventKey(4), pebble.Sync))
+	var ce *CorruptError
+	_, err := l.Event(4)
+	require.ErrorAs(t, err, &ce)
+	require.EqualValues(t, 4, ce.Position)
+	require.NotErrorIs(t, err, ErrNotFound)
+	for _, it := range []*Iterator{l.ReadChained(5), l.ReadChainedTransient(5)} {
+		for it.Next() {
+		}
+		require.ErrorAs(t, it.Close(), &ce)
+		require.EqualValues(t, 4, ce.Position)
+	}
+	_, err = l.Event(1000)
+	require.ErrorIs(t, err, ErrNotFound, "past the head: not found, not damage")
+}

@@ -312,8 +312,11 @@ func verifySummaries(snap *pebble.Snapshot, streams streamVersions) (int, error)
 		}
 		ok2 := summaryOrdKey(binary.BigEndian.Uint64(p), pos)
 		v2, closer, err := snap.Get(ok2)
+		if isNotFound(err) {
+			return corruptf(pos, k, "summary of stream %q at position %d has no ordinal entry", stream, pos)
+		}
 		if err != nil {
-			return corruptf(pos, k, "summary of stream %q at position %d has no ordinal entry: %v", stream, pos, err)
+			return orErr(err, nil) // a read that failed is not damage
 		}
 		defer closer.Close()
 		p2, err := unseal(ok2, v2)

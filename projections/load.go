@@ -39,7 +39,9 @@ func FromLogWith(dec *events.Decoder, r *eventlog.Event) (events.Event, error) {
 // Replay folds the durable events from position s.Position+1 up to and
 // including to (0 = the durable head) into s. An event of a cold run faults
 // the run in first (FaultIn); a state with cold runs and no ColdStore (one
-// decoded from a snapshot) gets one reading l. Replay makes no run cold.
+// decoded from a snapshot) gets one reading l. Replay makes no run cold. It
+// checks the hash chain as it reads (eventlog.Log.ReadChained): a broken
+// link is a *eventlog.CorruptError naming the record.
 func Replay(s *State, l *eventlog.Log, to uint64) error {
 	_, err := replay(s, l, to, Tiering{Retention: -1})
 	return err
@@ -94,7 +96,7 @@ func replay(s *State, l *eventlog.Log, to uint64, t Tiering) (evicted int, err e
 	nextPass := int64(0)
 	// NB: chained, as the offline replay reads it: a record whose checksum holds but whose hash does not follow its
 	// predecessor's is not what the writer wrote there, and the state a daemon answers from must not build on it.
-	it := l.ReadChecked(s.Position + 1)
+	it := l.ReadChained(s.Position + 1)
 	dec := events.NewDecoder() // shares repeated strings across the fold
 	for it.Next() {
 		r := it.Event()
@@ -183,8 +185,10 @@ type LoadInfo struct {
 // Load builds the state of the whole durable log: the newest valid snapshot
 // plus the tail after it, or a fold from position 1 when there is no usable
 // snapshot. A snapshot is an optimisation only: both paths give the same
-// state, and a corrupt snapshot is reported in LoadInfo, never trusted.
-// Every run the fold meets stays hot (runs cold in the snapshot stay cold).
+// state, and a corrupt snapshot is reported in LoadInfo, never trusted. The
+// tail is read checking the hash chain (Replay): a broken link fails the
+// load. Every run the fold meets stays hot (runs cold in the snapshot stay
+// cold).
 func Load(l *eventlog.Log) (*State, LoadInfo, error) {
 	return LoadTiered(l, Tiering{Retention: -1})
 }
