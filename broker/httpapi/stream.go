@@ -184,7 +184,8 @@ func (st *sseStream) keep(run, typ string) bool {
 // expires, or a resync ends the stream.
 func (st *sseStream) serve(r *http.Request, pr principal) {
 	s, h := st.s, &st.s.streams.hub
-	// ctx ends a wait for a catch-up turn when the client goes or the server closes.
+	// ctx ends when the client goes or the server closes: every wait of the stream's (for a catch-up turn, the
+	// ring, a keep-alive, pacing) ends with it.
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	go func() {
@@ -234,9 +235,7 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 				// NB: pacing, not synchronisation: batch what arrives in the meantime into fewer writes.
 				select {
 				case <-time.After(wait):
-				case <-r.Context().Done():
-					return
-				case <-s.quit:
+				case <-ctx.Done():
 					return
 				}
 				continue // take again: more may have arrived
@@ -256,9 +255,7 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 			if !st.write([]byte(": keep-alive\n\n")) {
 				return
 			}
-		case <-r.Context().Done():
-			return
-		case <-s.quit:
+		case <-ctx.Done():
 			return
 		}
 	}
@@ -274,8 +271,13 @@ func (st *sseStream) catchUp(ctx context.Context, pr *principal) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	frames, next, err := st.readLog(pr.key)
-	done()
+	var frames [][]byte
+	var next uint64
+	var err error
+	func() {
+		defer done() // NB: given back even if the read panics (the server recovers a handler and serves on)
+		frames, next, err = st.readLog(pr.key)
+	}()
 	if err != nil {
 		return false, err
 	}
