@@ -13,7 +13,7 @@ type Observer interface {
 
 // SnapshotStarter is an Observer that is also told when a snapshot starts, on the snapshot's goroutine (the snapshot
 // goroutine, or Close's for the snapshot saved at close), before the snapshot's records are copied: just before the
-// process's memory peaks (the clone, the encoding). It may take a few milliseconds (returning freed memory to the
+// process's memory peaks (the copy, the encoding). It may take a few milliseconds (returning freed memory to the
 // system); it must not call the engine.
 type SnapshotStarter interface {
 	SnapshotStarting()

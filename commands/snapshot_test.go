@@ -283,7 +283,7 @@ func (r *startRecorder) SnapshotStarting() {
 }
 
 // An observer that is a SnapshotStarter is told of every snapshot before it
-// is saved (crewd returns freed memory then, before the clone and the
+// is saved (crewd returns freed memory then, before the copy and the
 // encoding): once per snapshot, each time while the log still holds the
 // snapshot before it.
 func TestEngineTellsTheObserverASnapshotStarts(t *testing.T) {
@@ -384,11 +384,12 @@ func TestEngineSnapshotsWhileGroupsArePublished(t *testing.T) {
 	for range 4 {
 		require.NoError(t, <-errs)
 	}
+	require.Eventually(t, func() bool { return !e.snapping.Load() }, 10*time.Second, time.Millisecond)
+	require.Greater(t, snaps.n.Load(), int64(3), "snapshots were taken while the commands ran")
 	var want *projections.State
 	e.Read(func(s *projections.State) { want = whole(t, s) })
 	require.NoError(t, e.Close())
 	require.NoError(t, l.Close())
-	require.Greater(t, snaps.n.Load(), int64(3), "snapshots were taken while the commands ran")
 
 	l, err = eventlog.Open("db", &eventlog.Options{FS: fs})
 	require.NoError(t, err)

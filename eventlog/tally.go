@@ -78,7 +78,7 @@ func decodeTally(key, v []byte) (uint64, error) {
 func appendTallyValue(dst []byte, n uint64) []byte {
 	start := len(dst)
 	dst = binary.AppendUvarint(append(dst, 0, 0, 0, 0, 0), n)
-	sealInto(dst[start:], dst[start+5:]) // NB: seals the payload in place
+	sealInPlace(dst[start:])
 	return dst
 }
 

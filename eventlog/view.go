@@ -64,7 +64,7 @@ func (l *Log) SaveView(stream string, pos uint64, data []byte) error {
 	copy(op.Key, key)
 	binary.BigEndian.PutUint64(op.Value[5:13], pos)
 	copy(op.Value[13:], data)
-	sealInto(op.Value, op.Value[5:]) // NB: seals the payload in place
+	sealInPlace(op.Value)
 	if err := op.Finish(); err != nil {
 		return fmt.Errorf("eventlog: save view: %w", err)
 	}

@@ -93,7 +93,7 @@ func EncodeSnapshot(s *State) ([]byte, error) {
 	snap := toSnapshot(s)
 	b := make([]byte, 0, snapshotSizeHint(&snap))
 	b = msgpackappend.Uint16(b, SnapshotFormat)
-	b, err := appendSnapshot(b, &snap)
+	b, err := appendSnapshot(b, &snap, nil)
 	if err != nil {
 		return nil, fmt.Errorf("projections: encoding snapshot: %w", err)
 	}
@@ -110,6 +110,10 @@ func EncodeSnapshot(s *State) ([]byte, error) {
 // encoded (eventlog.Log.SaveSnapshotFrom cuts them into the chunks it
 // stores), so they are encoded once, never measured first, and never held
 // in a buffer of their own.
+//
+// Concurrency: NewSnapshotEncoder needs s held still; WriteTo reads the
+// copy alone, so it may run on any goroutine while s changes, and again.
+// Errors: WriteTo returns the writer's first error, wrapped.
 type SnapshotEncoder struct {
 	snap    snapshot
 	records int64
@@ -138,12 +142,8 @@ var snapshotSpill = 64 << 10
 // the state copied. It may be called again, and writes the same bytes.
 func (e *SnapshotEncoder) WriteTo(w io.Writer) (int64, error) {
 	sp := &spiller{sink: w}
-	b := make([]byte, 0, 2*snapshotSpill)
-	b = msgpackappend.Uint16(b, SnapshotFormat)
-	b, err := appendSnapshotHead(b, &e.snap)
-	for i := 0; err == nil && i < len(e.snap.Runs); i++ {
-		b, err = appendSnapshotRun(b, &e.snap.Runs[i], sp)
-	}
+	b := msgpackappend.Uint16(make([]byte, 0, 2*snapshotSpill), SnapshotFormat)
+	b, err := appendSnapshot(b, &e.snap, sp)
 	if err == nil {
 		sp.flush(b)
 		err = sp.err
@@ -260,7 +260,8 @@ func snapshotRunOf(r *runState) snapshotRun {
 
 // copySnapshotRun is snapshotRunOf over copies of r's records: the copies
 // of each kind in one slab, in the run's own order, deep as the run's clone
-// copies them (runState.clone), without the maps and indexes a run keeps.
+// copies them (runState.clone), without the maps and indexes a run keeps
+// (but a job's own lookups, which its clone rebuilds: jobs are few).
 func copySnapshotRun(r *runState) snapshotRun {
 	run, msgs := r.run.clone(), r.msgs.clone()
 	sr := snapshotRun{

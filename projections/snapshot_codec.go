@@ -25,14 +25,15 @@ import (
 // are still encoded by reflection, and so are a run's dispatcher jobs.
 
 // appendSnapshot appends snap's encoding, as msgpack's Encoder.Encode(snap)
-// would write it.
-func appendSnapshot(b []byte, snap *snapshot) ([]byte, error) {
+// would write it, handing the bytes to sp as they come (appendSnapshotRun)
+// when sp is not nil. It stops at the first run after sp's writer failed.
+func appendSnapshot(b []byte, snap *snapshot, sp *spiller) ([]byte, error) {
 	b, err := appendSnapshotHead(b, snap)
 	if err != nil {
 		return nil, err
 	}
-	for i := range snap.Runs {
-		if b, err = appendSnapshotRun(b, &snap.Runs[i], nil); err != nil {
+	for i := 0; i < len(snap.Runs) && (sp == nil || sp.err == nil); i++ {
+		if b, err = appendSnapshotRun(b, &snap.Runs[i], sp); err != nil {
 			return nil, err
 		}
 	}

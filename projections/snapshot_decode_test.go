@@ -88,7 +88,7 @@ func TestSnapshotFastDecodeMatchesReflection(t *testing.T) {
 	for range 100 {
 		var snap snapshot
 		fillRandom(rng, reflect.ValueOf(&snap).Elem())
-		b, err := appendSnapshot(m.Uint16(nil, SnapshotFormat), &snap)
+		b, err := appendSnapshot(m.Uint16(nil, SnapshotFormat), &snap, nil)
 		require.NoError(t, err)
 		same(b)
 	}

@@ -110,7 +110,7 @@ func TestOlderSnapshotAndViewFormatsAreRefused(t *testing.T) {
 		readable bool
 	}{{7, false}, {olderFormat, false}, {SnapshotFormat, true}} {
 		snap := toSnapshot(s)
-		b, err := appendSnapshot(m.Uint16(nil, tc.format), &snap)
+		b, err := appendSnapshot(m.Uint16(nil, tc.format), &snap, nil)
 		require.NoError(t, err)
 		reflected := reflectionDecodes.Load()
 		decoded, err := DecodeSnapshot(b)
@@ -157,7 +157,7 @@ func TestStoreOfAnOlderFormatIsRebuiltWithCredentialActors(t *testing.T) {
 		}
 	}
 	snap := toSnapshot(hot)
-	b, err := appendSnapshot(m.Uint16(nil, olderFormat), &snap)
+	b, err := appendSnapshot(m.Uint16(nil, olderFormat), &snap, nil)
 	require.NoError(t, err)
 	require.NoError(t, l.SaveSnapshot(old.Position, b))
 

@@ -31,8 +31,8 @@ type app struct {
 	tokenFile string
 	json      bool
 	nats      streamFlags
-	// storeOpts are the options the offline commands open the store with (nil: defaults); a test sets a file system
-	// that injects faults.
+	// storeOpts are the options open (a.open) opens the store read-only with (nil: defaults); a test sets a file
+	// system that injects faults.
 	storeOpts *eventlog.Options
 }
 

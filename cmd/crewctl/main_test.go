@@ -60,24 +60,24 @@ type result struct {
 // crewctl runs the command tree in-process, with dial as the way to crewd.
 func crewctl(t *testing.T, dial dialer, args ...string) result {
 	t.Helper()
-	if dial == nil {
-		dial = func(context.Context, string, string) (Broker, error) {
-			return nil, os.ErrNotExist
-		}
-	}
-	var out, errb bytes.Buffer
-	code := run(context.Background(), args, stdio{out: &out, err: &errb}, dial)
-	return result{code: code, out: out.String(), err: errb.String()}
+	return crewctlWith(dial, nil, args...)
 }
 
 // crewctlOn runs the command tree in-process with the offline commands opening the store with opts, as a test that
 // injects faults into its file system needs; crewd is not reached.
 func crewctlOn(t *testing.T, opts *eventlog.Options, args ...string) result {
 	t.Helper()
+	return crewctlWith(nil, opts, args...)
+}
+
+// crewctlWith runs the command tree in-process with dial as the way to crewd (nil: none) and opts as the store's
+// options (app.storeOpts).
+func crewctlWith(dial dialer, opts *eventlog.Options, args ...string) result {
+	if dial == nil {
+		dial = func(context.Context, string, string) (Broker, error) { return nil, os.ErrNotExist }
+	}
 	var out, errb bytes.Buffer
-	a := &app{io: stdio{out: &out, err: &errb}, storeOpts: opts,
-		dial: func(context.Context, string, string) (Broker, error) { return nil, os.ErrNotExist }}
-	code := a.run(context.Background(), args)
+	code := (&app{io: stdio{out: &out, err: &errb}, dial: dial, storeOpts: opts}).run(context.Background(), args)
 	return result{code: code, out: out.String(), err: errb.String()}
 }
 

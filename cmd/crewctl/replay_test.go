@@ -114,8 +114,8 @@ func TestReplayToRefusesWhatItCannotAnswer(t *testing.T) {
 }
 
 // TestReplayReadFailureIsNotCorruption: a read of the store that fails (the disk answers EIO) while replay folds the
-// log, checks its stop or finds its time says nothing of the bytes stored: replay says it could not read the store and
-// exits 3 ("cannot open or read the store"), as verify does, never 1 (a problem found in the store), which it
+// log, checks its stop or finds its time says nothing of the bytes stored: replay says it could not read the store
+// and exits 3 ("cannot open or read the store"), as verify does, never 1 (a problem found in the store), which it
 // returned for every error of the fold.
 func TestReplayReadFailureIsNotCorruption(t *testing.T) {
 	data, _ := scenarioInTables(t)
@@ -158,8 +158,8 @@ func TestReplayDamagedTable(t *testing.T) {
 }
 
 // TestReplayDiffReadFailureIsNotCorruption: replay --diff reads the newest snapshot, which lies in a table the fold
-// does not read. A read of it that fails is no difference found (exit 1), which replay said: it could not read the
-// store (exit 3). A damaged block of it is damage: corrupt, exit 1.
+// does not read. A read of it that fails is no difference found: replay said so (exit 1); it now says it could not
+// read the store (exit 3). A damaged block of it is damage: corrupt, exit 1.
 func TestReplayDiffReadFailureIsNotCorruption(t *testing.T) {
 	data, store := scenarioInTables(t)
 	snapshots := tableOf(t, store, 'n')

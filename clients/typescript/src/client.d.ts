@@ -114,7 +114,7 @@ export declare class CrewClient<R extends Role = Role> extends EventEmitter {
    * connection reuses, so a lost answer is learned and the command is never decided twice. `admin.checkpoint`, which
    * cannot be repeated, is not sent again: its call fails `request-failed` when the connection is lost before its
    * answer. A `task.waitStatus` is sent again with the time left of its timeoutMs, and fails wait-timeout once that
-   * has passed; a non-terminal status the task reached and left while the connection was down is not seen.
+   * has passed; a status the task reached and left while the connection was down is not seen.
    * events.subscribe is refused (bad-method): `subscribe()` owns the connection's one subscription.
    */
   call<M extends CallableMethod<R>>(method: M, ...args: CallArgs<M>): Promise<ResultOf<M>>;

@@ -352,7 +352,7 @@ test("a waitStatus whose deadline passes while the connection is down fails wait
   assert.equal(waits(proxy).length, 1, "not sent again after its deadline");
 });
 
-test("a terminal status reached while the connection was down answers the resent waitStatus at once", { timeout: 60_000 }, async (t) => {
+test("a terminal status reached while the wait's answer was lost answers the resent waitStatus at once", { timeout: 60_000 }, async (t) => {
   const { runId, orch, orchToken: token } = await newRun(t);
   const proxy = closing(t, await startProxy(d.socketPath, d.root, {
     client(frame, session) {
@@ -362,8 +362,8 @@ test("a terminal status reached while the connection was down answers the resent
   const watcher = closing(t, await CrewClient.connect({ socketPath: proxy.path, credentials: { role: "orchestrator", runId, token } }));
   const wait = watcher.call("task.waitStatus", { taskId: "Q", until: "failed", timeoutMs: 60000 });
   await watcher.call("ping");
-  // The task ends while the call waits for an answer; the status it ends in is never left, so the resent call, whose
-  // status is read when it arrives, sees it: any terminal status answers a terminal until.
+  // The task ends while the call waits for an answer; the status it ends in is not left here, so the resent call,
+  // whose status is read when it arrives, sees it: any terminal status answers a terminal until.
   await orch.call("task.transition", { taskId: "Q", to: "completed" });
   proxy.sessions[0].kill();
 
