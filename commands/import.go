@@ -37,7 +37,9 @@ const maxImportTimeMs = 9e12
 // (credentials, engine config, store migrations, quotas) are refused, as is
 // a run.created for a run that exists and any other event for a run that
 // does not; within those rules the events are trusted as the one-shot
-// import trusts the files (projections ignore what refers to nothing).
+// import trusts the files (projections ignore what refers to nothing),
+// except a question's deadline, which is recorded at most MaxAskTimeoutSec
+// after the event's time (importedAskDeadline).
 type Import struct {
 	// Source names the importing system (events.ForeignSourcePicrew); it
 	// becomes the events' correlation id after events.ImportCorrelation.
@@ -190,6 +192,7 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 		if err != nil {
 			return Decision{}, badParams("import.append: event %d: %v", i, err)
 		}
+		payload = importedAskDeadline(payload, at/1e6)
 		out = append(out, events.Event{
 			Stream: c.RunID, Type: ie.Type, SchemaVersion: events.SchemaVersion(ie.Type), Time: at,
 			CommandID: env.CommandID, CorrelationID: events.ImportCorrelation + c.Source,
@@ -224,6 +227,34 @@ func admittedBefore(s *projections.State, runID, subID string) bool {
 	}
 	_, ok := s.Delegation(runID, subID)
 	return ok
+}
+
+// importedAskDeadline is p, an ask.requested or task.waiting given as a pointer or a struct, as a copy whose
+// deadline is at most MaxAskTimeoutSec after atMs, the time it is recorded at: pi-crew's broker clamps every question
+// so (R5), and only the engine clock ends a question nobody answers, so a later one a file names (a damaged or
+// forged line, up to the year 2255) would keep the question pending — its run hot and parked, its task waiting —
+// until then. Any other payload, or a deadline within the clamp, is p itself. The caller's payload is not changed.
+func importedAskDeadline(p any, atMs int64) any {
+	latest := atMs + MaxAskTimeoutSec*1000 // NB: atMs is at most maxImportTimeMs: no overflow
+	switch a := p.(type) {
+	case events.AskRequested:
+		return importedAskDeadline(&a, atMs) // a is a copy already
+	case events.TaskWaiting:
+		return importedAskDeadline(&a, atMs)
+	case *events.AskRequested:
+		if a.Deadline > latest {
+			c := *a
+			c.Deadline = latest
+			return &c
+		}
+	case *events.TaskWaiting:
+		if a.Deadline > latest {
+			c := *a
+			c.Deadline = latest
+			return &c
+		}
+	}
+	return p
 }
 
 // payloadOf reports whether p is the payload struct (pointer) of typ.

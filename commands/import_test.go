@@ -287,3 +287,55 @@ func TestImportDoesNotWriteToARunServedThroughTheSocket(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, r.Rejected, "a run the import created")
 }
+
+// TestImportedAskDeadline: pi-crew's broker clamps a question's deadline to at most 3600 s after it is asked (R5); an
+// import carries the deadline its source wrote, and one far in the future (a damaged or forged file, up to 2255)
+// kept the question pending — its run hot and parked, its task waiting — until then, since only the engine clock
+// ends a question nobody answers. The import records at most the clamp, counted from the time the event is recorded
+// at; a deadline within it is kept.
+func TestImportedAskDeadline(t *testing.T) {
+	const now = int64(1790000000000)
+	const bound = MaxAskTimeoutSec * 1000
+	decide := func(timeMs, deadline int64) (*projections.State, *events.TaskWaiting, *events.AskRequested) {
+		waiting := &events.TaskWaiting{TaskID: "t1", QuestionID: "q1", AskedAt: timeMs, Deadline: deadline}
+		asked := &events.AskRequested{TaskID: "t1", QuestionID: "q1", Question: "?", AskedAt: timeMs, Deadline: deadline}
+		s := projections.New()
+		d, err := Decide(s, &Import{Source: events.ForeignSourcePicrew, RunID: "r1", Events: []ImportedEvent{
+			{Type: events.TypeRunCreated, TimeMs: timeMs, Payload: &events.RunCreated{}},
+			{Type: events.TypeRunRunning, TimeMs: timeMs, Payload: &events.RunRunning{}},
+			{Type: events.TypeTaskCreated, TimeMs: timeMs, Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
+			{Type: events.TypeTaskStarted, TimeMs: timeMs, Payload: &events.TaskStarted{TaskID: "t1"}},
+			{Type: events.TypeTaskWaiting, TimeMs: timeMs, Payload: waiting},
+			{Type: events.TypeAskRequested, TimeMs: timeMs, Payload: asked}}},
+			Env{Now: now * 1e6, CommandID: "c1", NewID: func() string { return "x" }})
+		require.NoError(t, err)
+		require.Equal(t, deadline, waiting.Deadline, "the importer's payload is its own")
+		require.Equal(t, deadline, asked.Deadline, "the importer's payload is its own")
+		for i, ev := range d.Events {
+			ev.Position = uint64(i + 1)
+			projections.Apply(s, ev)
+		}
+		return s, d.Events[4].Payload.(*events.TaskWaiting), d.Events[5].Payload.(*events.AskRequested)
+	}
+	for name, tc := range map[string]struct {
+		timeMs, in, want int64
+	}{
+		"within the clamp":        {1000, 1000 + 600_000, 1000 + 600_000},
+		"at the clamp":            {1000, 1000 + bound, 1000 + bound},
+		"past the clamp":          {1000, 1000 + bound + 1, 1000 + bound},
+		"the latest time":         {1000, 9e12, 1000 + bound},
+		"at the daemon's clock":   {0, 9e12, now + bound},
+		"already past":            {1000, 0, 0},
+		"before it was recorded":  {5000, 1000, 1000},
+		"the largest int64 ahead": {1000, math.MaxInt64, 1000 + bound},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, waiting, asked := decide(tc.timeMs, tc.in)
+			require.Equal(t, tc.want, asked.Deadline)
+			require.Equal(t, tc.want, waiting.Deadline, "the task's park marker shows the question's deadline")
+			due := DueExpiries(s, tc.want)
+			require.Len(t, due, 1, "the engine clock ends the question at its deadline")
+			require.Equal(t, &AskExpire{RunID: "r1", QuestionID: "q1"}, due[0])
+		})
+	}
+}

@@ -72,7 +72,10 @@
 //     that range is taken as absent (pi-crew's default) the same way, and
 //     so is one above 86,400 s, which pi-crew and crewlog's own
 //     delegate.request refuse (the admission holds a slot of the daemon's
-//     nested pool until its deadline). Both ways of importing decode every
+//     nested pool until its deadline). A question's deadline more than
+//     3600 s after the time it is recorded at, which pi-crew's broker never
+//     writes, is taken as that bound and reported: only the engine clock
+//     ends a question nobody answers. Both ways of importing decode every
 //     time with the one rule (flexTime), so they record the same events.
 //   - A run's writes commit in one atomic append.
 //

@@ -20,6 +20,11 @@ const defaultTimeoutSec = 900
 // imported admission holds a slot of the daemon-wide nested pool until its deadline.
 const maxTimeoutSec = 86400
 
+// maxAskTimeoutSec is the longest a question waits (pi-crew's broker clamps its deadline to at most 3600 s after it
+// is asked, R5, as crewlog's own wait.request does: commands.MaxAskTimeoutSec): only the engine clock ends a question
+// nobody answers, and a pending one keeps its run hot and parked, and its task waiting, until then.
+const maxAskTimeoutSec = 3600
+
 // planned is one write of the import, before the command-id check: the
 // events encoded for the log (the one-shot import appends them), and the
 // same events as typed payloads (a follower sends those to the daemon).
@@ -331,7 +336,8 @@ func (p *planner) taskEvent(ev *teamEvent, what string, at int64) {
 		p.add(at, &events.TaskRetried{TaskID: id, Reason: ev.Message})
 		p.status[id], p.started[id] = "queued", false
 	case "task.waiting":
-		p.add(at, &events.TaskWaiting{TaskID: id, QuestionID: d.QuestionID, AskedAt: at, Deadline: d.Deadline.ms, Options: d.Options})
+		deadline := p.askDeadline(ev, at, d.QuestionID, d.Deadline.ms)
+		p.add(at, &events.TaskWaiting{TaskID: id, QuestionID: d.QuestionID, AskedAt: at, Deadline: deadline, Options: d.Options})
 		p.status[id] = "waiting"
 	case "task.resumed":
 		p.add(at, &events.TaskResumed{TaskID: id, QuestionID: d.QuestionID})
@@ -506,12 +512,25 @@ func (p *planner) askEvent(ev *teamEvent, what string, at int64) {
 	switch ev.Type {
 	case "ask.requested":
 		p.add(at, &events.AskRequested{TaskID: ev.TaskID, QuestionID: d.QuestionID, Question: ev.Message, AskedAt: at,
-			Deadline: d.Deadline.ms, TimeoutSec: d.TimeoutSec, Clamped: d.Clamped, Options: d.Options})
+			Deadline: p.askDeadline(ev, at, d.QuestionID, d.Deadline.ms), TimeoutSec: d.TimeoutSec, Clamped: d.Clamped, Options: d.Options})
 	case "ask.answered":
 		p.add(at, &events.AskAnswered{TaskID: ev.TaskID, QuestionID: d.QuestionID})
 	default:
 		p.add(at, &events.AskTimedOut{TaskID: ev.TaskID, QuestionID: d.QuestionID})
 	}
+}
+
+// askDeadline is the deadline a question of event ev, at pi-crew time at, is recorded with: deadline, or, when that
+// is more than maxAskTimeoutSec after the time it is recorded at (no broker of pi-crew's writes one), that bound,
+// reported.
+func (p *planner) askDeadline(ev *teamEvent, at int64, questionID string, deadline int64) int64 {
+	latest := p.deadlineFrom(at) + maxAskTimeoutSec*1000
+	if deadline <= latest {
+		return deadline
+	}
+	p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "%s for question %s: deadline %d is more than %d s after it was asked "+
+		"(pi-crew's broker clamps it so): taken as %d", ev.Type, questionID, deadline, maxAskTimeoutSec, latest)
+	return latest
 }
 
 // mailbox writes each message, then its delivery state; delivery.json is

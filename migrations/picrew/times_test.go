@@ -359,3 +359,58 @@ func TestAdmissionTimeoutIsADelegationsBound(t *testing.T) {
 		require.Equal(t, map[string]int64{"s1": at + defaultTimeoutSec*1000, "s2": at + maxTimeoutSec*1000}, deadlines, name)
 	}
 }
+
+// TestAskDeadlineIsPicrewsClamp: pi-crew's broker clamps a question's deadline to at most 3600 s after it is asked
+// (R5), and only the engine clock ends a question nobody answers: a later deadline in the files is damage, recorded
+// at the clamp and reported, by the one-shot import and a follower alike, on the question's ask.requested and on its
+// task's task.waiting. It was kept up to 2255: a line of a run's events.jsonl kept the question pending, its run hot
+// and parked and its task waiting, for 229 years.
+func TestAskDeadlineIsPicrewsClamp(t *testing.T) {
+	require.Equal(t, int64(commands.MaxAskTimeoutSec), int64(maxAskTimeoutSec), "the bound is crewlog's own wait.request's")
+	const at = int64(1790928000000)
+	clock := func() time.Time { return time.UnixMilli(1790000000000) }
+	root := t.TempDir()
+	run := timesRunCreated
+	far, near := int64(9e12), at+600_000
+	files := map[string]string{
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
+			`"status":"running","cwd":"/srv/app","createdAt":1790928000000}`,
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","agent":"planner","status":"waiting"},` +
+			`{"id":"02_exec","stepId":"exec","role":"executor","agent":"executor","status":"waiting"}]`,
+		"state/runs/" + run + "/events.jsonl": fmt.Sprintf(`{"time":%d,"type":"task.started","taskId":"01_plan","metadata":{"seq":1}}`, at) + "\n" +
+			fmt.Sprintf(`{"time":%d,"type":"task.waiting","taskId":"01_plan","data":{"questionId":"q1","deadline":%d},"metadata":{"seq":2}}`, at, far) + "\n" +
+			fmt.Sprintf(`{"time":%d,"type":"ask.requested","taskId":"01_plan","message":"?","data":{"questionId":"q1","deadline":%d},"metadata":{"seq":3}}`, at, far) + "\n" +
+			fmt.Sprintf(`{"time":%d,"type":"task.started","taskId":"02_exec","metadata":{"seq":4}}`, at) + "\n" +
+			fmt.Sprintf(`{"time":%d,"type":"task.waiting","taskId":"02_exec","data":{"questionId":"q2","deadline":%d},"metadata":{"seq":5}}`, at, near) + "\n" +
+			fmt.Sprintf(`{"time":%d,"type":"ask.requested","taskId":"02_exec","message":"?","data":{"questionId":"q2","deadline":%d},"metadata":{"seq":6}}`, at, near) + "\n",
+	}
+	for p, b := range files {
+		full := filepath.Join(root, filepath.FromSlash(p))
+		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+		require.NoError(t, os.WriteFile(full, []byte(b), 0o644))
+	}
+	one, followed, reports := importedTwice(t, root, clock)
+	require.Len(t, reports, 2, "%q", reports)
+	for _, r := range reports {
+		require.Contains(t, r, "for question q1: deadline 9000000000000 is more than 3600 s after it was asked")
+	}
+	latest := at + maxAskTimeoutSec*1000
+	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
+		deadlines := map[string]int64{}
+		forEachEvent(t, l, func(ev *eventlog.Event) {
+			switch ev.Type {
+			case events.TypeTaskWaiting, events.TypeAskRequested:
+				p, err := events.DecodePayload(ev.Type, ev.SchemaVersion, ev.Payload)
+				require.NoError(t, err)
+				if w, ok := p.(*events.TaskWaiting); ok {
+					deadlines[ev.Type+" "+w.QuestionID] = w.Deadline
+				} else {
+					deadlines[ev.Type+" "+p.(*events.AskRequested).QuestionID] = p.(*events.AskRequested).Deadline
+				}
+			}
+		})
+		require.Equal(t, map[string]int64{
+			"task.waiting q1": latest, "ask.requested q1": latest, "task.waiting q2": near, "ask.requested q2": near,
+		}, deadlines, name)
+	}
+}
