@@ -12,10 +12,10 @@ import (
 	"github.com/crewlog/crewlog/commands"
 )
 
-// TestMessageBodyPastItsBoundIsOversizeFrame: a msg.send or escalate body longer than pi-crew's 262,144 chars is
-// refused oversize-frame, the code pi-crew's broker answers for its body checks (D§7.5, D§7.6), and the connection
-// stays. A frame of the default size cannot carry such a body; one of a larger MaxFrame (up to 1 MiB) can. A body
-// at the bound is taken.
+// TestMessageBodyPastItsBoundIsOversizeFrame: a msg.send, escalate or steer.push body longer than pi-crew's 262,144
+// chars is refused oversize-frame, the code pi-crew's broker answers for its body checks (D§7.5, D§7.6), and the
+// connection stays. A frame of the default size cannot carry such a body; one of a larger MaxFrame (up to 1 MiB) can.
+// A body at the bound is taken (a steer's sanitiser refuses it bad-params).
 func TestMessageBodyPastItsBoundIsOversizeFrame(t *testing.T) {
 	f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: 1 << 20}})
 	s := f.seed()
@@ -39,6 +39,11 @@ func TestMessageBodyPastItsBoundIsOversizeFrame(t *testing.T) {
 			wire.CodeOversizeFrame},
 		{"escalate at the bound", p, "escalate", map[string]any{"body": strings.Repeat("x", commands.MaxBodyChars)}, ""},
 		{"escalate past it", p, "escalate", map[string]any{"body": past + "xx"}, wire.CodeOversizeFrame},
+		// steer.push's sanitiser keeps a steer to 4096 chars (bad-params); past pi-crew's body bound it is
+		// oversize-frame, as pi-crew answers before its sanitiser.
+		{"steer.push at the bound", o, "steer.push",
+			map[string]any{"taskId": taskP, "body": strings.Repeat("x", commands.MaxBodyChars)}, wire.CodeBadParams},
+		{"steer.push past it", o, "steer.push", map[string]any{"taskId": taskP, "body": past + "xx"}, wire.CodeOversizeFrame},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -47,7 +52,9 @@ func TestMessageBodyPastItsBoundIsOversizeFrame(t *testing.T) {
 				return
 			}
 			e := tc.c.fails(tc.method, tc.params, tc.want)
-			require.Equal(t, tc.method+": body too large", e.Message)
+			if tc.want == wire.CodeOversizeFrame {
+				require.Equal(t, tc.method+": body too large", e.Message)
+			}
 			tc.c.ok("ping", nil)
 		})
 	}

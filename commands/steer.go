@@ -67,8 +67,12 @@ func (c *SteerPush) decide(s *projections.State, env *Env) (Decision, error) {
 // sanitizeSteer is pi-crew's steer sanitiser (D§2.7): a steer interrupts a
 // worker mid-turn, so it is kept short, and free of control characters that
 // could corrupt the worker's terminal or the line-based steering channel.
+// Before it, as pi-crew's broker does, a body past every message's bound is
+// oversize-frame (D§7.5), as msg.send and escalate answer.
 func sanitizeSteer(body string) error {
 	switch {
+	case longerThan(body, MaxBodyChars):
+		return bodyTooLarge("steer.push")
 	case strings.TrimSpace(body) == "":
 		return badParams("steer.push: body must not be empty")
 	case !utf8.ValidString(body):

@@ -45,6 +45,11 @@ func TestSteerPushRejections(t *testing.T) {
 		{"empty", "02_exec", "", "", CodeBadParams, "invalid-params", "must not be empty"},
 		{"blank", "02_exec", " \n\t ", "", CodeBadParams, "invalid-params", "must not be empty"},
 		{"4097 chars", "02_exec", strings.Repeat("é", MaxSteerChars+1), "", CodeBadParams, "invalid-params", "at most 4096 chars"},
+		// D§7.5: pi-crew's steer.push refuses a body over 256 Ki chars oversize-frame, as msg.send and escalate do,
+		// before its sanitiser; only a frame cap above the default carries one.
+		{"256 Ki chars", "02_exec", strings.Repeat("é", MaxBodyChars), "", CodeBadParams, "invalid-params", "at most 4096 chars"},
+		{"over 256 Ki chars", "02_exec", strings.Repeat("é", MaxBodyChars+1), "", CodeOversizeFrame, "body-too-large", "steer.push: body too large"},
+		{"over 256 Ki chars, a control character too", "02_exec", "\x1b" + strings.Repeat("é", MaxBodyChars), "", CodeOversizeFrame, "body-too-large", "steer.push: body too large"},
 		{"51 newlines", "02_exec", "a" + strings.Repeat("\n", MaxSteerNewlines+1), "", CodeBadParams, "invalid-params", "at most 50 newlines"},
 		{"NUL", "02_exec", "a\x00b", "", CodeBadParams, "invalid-params", "control characters"},
 		{"ESC", "02_exec", "\x1b[2Jgo", "", CodeBadParams, "invalid-params", "control characters"},
