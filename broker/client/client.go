@@ -76,6 +76,10 @@ type Options struct {
 	OnMailbox func(wire.Event)
 	// EventBuffer is how many frames a Subscription buffers (default DefaultEventBuffer).
 	EventBuffer int
+	// CheckBroker, when set, is given the uid the kernel recorded for the process listening at the socket
+	// (SO_PEERCRED) before the hello, and its token, is written; an error ends the dial. A socket path in a shared
+	// directory may be another user's listener: a caller whose token only one uid may read refuses every other.
+	CheckBroker func(uid int) error
 }
 
 func (o *Options) resolve() (Options, error) {
@@ -151,6 +155,12 @@ func dial(ctx context.Context, path string, hello Hello, o Options, sink chan wi
 	conn, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
 		return nil, fmt.Errorf("client: connect: %w", err)
+	}
+	if o.CheckBroker != nil {
+		if err := checkBroker(conn, o.CheckBroker); err != nil {
+			conn.Close()
+			return nil, err
+		}
 	}
 	c := &Client{
 		conn: conn, path: path, hello: hello, opts: o,

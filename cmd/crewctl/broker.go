@@ -44,9 +44,22 @@ func readToken(path string) (string, error) {
 	return tok, nil
 }
 
-// dialBroker is the real dialer: broker/client with the admin hello.
+// crewdUID is the uid crewd must run as: crewctl's own, since only crewd's uid can read the admin token (and crewd
+// refuses a root peer like any other uid outside its socket group).
+var crewdUID = os.Geteuid
+
+// dialBroker is the real dialer: broker/client with the admin hello, sent only to a crewd of crewdUID. The default
+// socket directory may be in the shared temp directory, where another user can make it first and listen at its
+// path: the admin token must not reach that user.
 func dialBroker(ctx context.Context, socket, token string) (Broker, error) {
-	c, err := client.Dial(ctx, socket, client.Hello{Role: "admin", Token: token}, nil)
+	want := crewdUID()
+	opts := &client.Options{CheckBroker: func(uid int) error {
+		if uid != want {
+			return fmt.Errorf("it runs as uid %d, not %d: not sending it the admin token", uid, want)
+		}
+		return nil
+	}}
+	c, err := client.Dial(ctx, socket, client.Hello{Role: "admin", Token: token}, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -197,3 +199,39 @@ func TestEventsFollowUsesTheSubscription(t *testing.T) {
 }
 
 func runWith(ctx context.Context, args []string, io stdio) int { return run(ctx, args, io, dialBroker) }
+
+// TestDialBrokerRefusesAnotherUsersSocket: the default socket directory may sit in the shared temp directory, where
+// another user can create it first and listen at crewd's path. crewctl must not hand that listener the admin token:
+// a socket whose listening process runs as another uid is refused before the hello is written.
+func TestDialBrokerRefusesAnotherUsersSocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "crewd.sock")
+	ln, err := net.Listen("unix", path)
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	got := make(chan []byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- nil
+			return
+		}
+		defer c.Close()
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		b, _ := io.ReadAll(c)
+		got <- b
+	}()
+
+	// The listener runs as this test's uid; crewctl expecting another one is the same as an impostor of another uid.
+	old := crewdUID
+	crewdUID = func() int { return os.Geteuid() + 1 }
+	t.Cleanup(func() { crewdUID = old })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	b, err := dialBroker(ctx, path, "admin-secret-token")
+	if b != nil {
+		b.Close()
+	}
+	require.ErrorContains(t, err, "uid")
+	require.NotContains(t, string(<-got), "admin-secret-token", "the admin token reached a listener of another uid")
+}
