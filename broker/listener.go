@@ -21,7 +21,8 @@ const probeTimeout = 250 * time.Millisecond
 //     else is refused, never chmod-ed: the directory may be shared, and its files may already have been reached;
 //  2. lstat of the socket path: a symlink is refused, and so is anything that is not a socket;
 //  3. an existing socket is probed by connecting (250 ms): a live listener means another broker serves there
-//     ("already serving"); a dead file is unlinked;
+//     ("already serving"); a file whose connect is refused (ECONNREFUSED) is dead and unlinked; any other
+//     failure (a live listener with a full backlog answers EAGAIN) is refused too;
 //  4. listen, then chmod the socket 0600 (0660 with group SocketGroup); the directory is the outer defence
 //     against the window in between. Every accepted connection is then checked by its peer's credentials
 //     (peercred.go).
@@ -145,8 +146,13 @@ func clearStale(path string) error {
 		c.Close()
 		return fmt.Errorf("broker: %s: already serving", path)
 	}
-	// Nobody answers: a leftover of a broker that died. NB: the kernel completes a connect to a live listener
-	// whether or not it calls accept, so only a live broker with a full backlog could be mistaken for a dead one.
+	// Only a refusal proves nobody listens: a live listener whose backlog is full (a flood of connects it has not
+	// accepted yet) answers EAGAIN, and any other failure proves nothing either; unlinking then would take a live
+	// broker's path.
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("broker: %s: already serving, or cannot tell (%w); refusing to replace it", path, err)
+	}
+	// A leftover of a broker that died.
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("broker: remove stale socket: %w", err)
 	}

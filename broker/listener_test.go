@@ -115,6 +115,38 @@ func TestStaleSocketProbe(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// TestStaleSocketProbeFullBacklog: a live listener whose backlog is full (a flood of connections it has not
+// accepted yet) answers the probe EAGAIN, not ECONNREFUSED; it is alive, so a second broker must not unlink its
+// socket and take its path.
+func TestStaleSocketProbeFullBacklog(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "d")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	path := filepath.Join(dir, "b.sock")
+
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { syscall.Close(fd) })
+	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrUnix{Name: path}))
+	require.NoError(t, syscall.Listen(fd, 0))
+	full := false
+	for range 64 {
+		c, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK, 0)
+		require.NoError(t, err)
+		t.Cleanup(func() { syscall.Close(c) })
+		if err := syscall.Connect(c, &syscall.SockaddrUnix{Name: path}); err != nil {
+			require.ErrorIs(t, err, syscall.EAGAIN)
+			full = true
+			break
+		}
+	}
+	require.True(t, full, "the backlog never filled")
+
+	s := newServerAt(t, path)
+	require.ErrorContains(t, s.Listen(), "already serving")
+	var st syscall.Stat_t
+	require.NoError(t, syscall.Stat(path, &st), "the live listener's socket file is still there")
+}
+
 func TestOptionsValidate(t *testing.T) {
 	o := Options{MaxFrame: 10, OutboundQueueCap: 5, HelloTimeout: -1, MaxConns: -1, AdminDigest: "XYZ",
 		ServerKey: []byte("short")}
