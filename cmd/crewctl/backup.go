@@ -62,6 +62,23 @@ func (a *app) backup(ctx context.Context, dest string) error {
 	return a.backupOffline(abs)
 }
 
+// makeBackupDir makes the backup directory dest, which must not exist. backup checked that before it looked for
+// crewd or opened the store; one made in between (by another user, in a shared directory such as the temp
+// directory) is refused rather than written into: its owner could alter the copy, server.key included, before a
+// restore.
+func makeBackupDir(dest string) error {
+	if err := os.MkdirAll(filepath.Dir(dest), 0o700); err != nil {
+		return openErr(fmt.Errorf("crewctl: backup: %w", err))
+	}
+	if err := os.Mkdir(dest, 0o700); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return usagef("backup: %s exists; name a new directory", dest)
+		}
+		return openErr(fmt.Errorf("crewctl: backup: %w", err))
+	}
+	return nil
+}
+
 // reachDaemon connects to crewd when it is running: without a token or an
 // answering socket, backup takes the offline path (which tells a store
 // held by an unreachable daemon apart by its lock).
@@ -88,8 +105,8 @@ type checkpointResult struct {
 
 // backupOnline has crewd write the checkpoint while it keeps committing.
 func (a *app) backupOnline(ctx context.Context, b Broker, dest string) error {
-	if err := os.MkdirAll(dest, 0o700); err != nil {
-		return openErr(fmt.Errorf("crewctl: backup: %w", err))
+	if err := makeBackupDir(dest); err != nil {
+		return err
 	}
 	var res checkpointResult
 	if err := call(ctx, b, "admin.checkpoint", map[string]any{"dir": filepath.Join(dest, storeDir)}, &res); err != nil {
@@ -154,9 +171,9 @@ func (a *app) backupOffline(dest string) error {
 		return openErr(fmt.Errorf("crewctl: backup: %w", err))
 	}
 	head, _ := l.Head()
-	if err := os.MkdirAll(dest, 0o700); err != nil {
+	if err := makeBackupDir(dest); err != nil {
 		l.Close()
-		return openErr(fmt.Errorf("crewctl: backup: %w", err))
+		return err
 	}
 	err = l.Checkpoint(filepath.Join(dest, storeDir))
 	l.Close()

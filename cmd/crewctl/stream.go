@@ -75,8 +75,8 @@ func (a *app) storeToRead(ctx context.Context) (dir string, done func(), err err
 // (dest/store), then verifies it. A crewd restored from it is a Pebble
 // crewd; joining a cluster again, it resumes copying where the copy ends.
 func (a *app) backupStream(ctx context.Context, dest string) error {
-	if err := os.MkdirAll(dest, 0o700); err != nil {
-		return openErr(fmt.Errorf("crewctl: backup: %w", err))
+	if err := makeBackupDir(dest); err != nil {
+		return err
 	}
 	store := filepath.Join(dest, storeDir)
 	head, err := a.copyStream(ctx, store)

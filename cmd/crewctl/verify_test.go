@@ -74,6 +74,28 @@ func TestVerifyCorrupt(t *testing.T) {
 	require.Contains(t, r.err, "position 20")
 }
 
+// TestBackupDirectoryMadeMeanwhile: backup checks that DIR does not exist, then looks for crewd before it makes DIR.
+// Someone who makes DIR in between (another user, in the shared temp directory) must not receive the copy, and with
+// it server.key, in a directory they own and may alter before a restore: backup makes DIR itself or fails.
+func TestBackupDirectoryMadeMeanwhile(t *testing.T) {
+	data := scenarioData(t)
+	tmp := t.TempDir()
+	tokenFile := filepath.Join(tmp, "admin.token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("tok\n"), 0o600))
+	dest := filepath.Join(tmp, "backup")
+	meanwhile := func(context.Context, string, string) (Broker, error) {
+		require.NoError(t, os.Mkdir(dest, 0o700))
+		require.NoError(t, os.Chmod(dest, 0o777))
+		return nil, os.ErrNotExist // no crewd: the offline path
+	}
+	r := crewctl(t, meanwhile, "backup", dest, "--data", data, "--token-file", tokenFile)
+	require.NotEqual(t, exitOK, r.code, "%s%s", r.out, r.err)
+	require.Contains(t, r.err, "exists")
+	entries, err := os.ReadDir(dest)
+	require.NoError(t, err)
+	require.Empty(t, entries, "nothing is written into a directory backup did not make")
+}
+
 func TestBackupRestore(t *testing.T) {
 	data := scenarioData(t)
 	tmp := t.TempDir()
