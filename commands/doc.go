@@ -313,6 +313,7 @@
 // abort threshold records run.budget_abort and its consequences only; one
 // that reaches the warning threshold (and not the abort) records
 // run.budget_warning, once; a report that takes its task above half of
-// budgetTotal records task.budget_fair_share. Explicit thresholds, 0
-// included, are kept; absent ones default to 0.8 and 0.95.
+// budgetTotal records task.budget_fair_share. After an abort, a report
+// records only itself. Explicit thresholds, 0 included, are kept; absent
+// ones default to 0.8 and 0.95.
 package commands

@@ -84,8 +84,12 @@ func (c *TaskUsage) decide(s *projections.State, env *Env) (Decision, error) {
 	}
 	budget := events.RunBudget{BudgetTotal: total, BudgetUsed: used}
 	// pi-crew's checkPerTaskBudget: an abort says it all; the warning and
-	// the fair-share flag are for a run that goes on.
-	if !run.BudgetAborted && reached(used, total, run.BudgetAbort, DefaultBudgetAbort) {
+	// the fair-share flag are for a run that goes on, which an aborted run
+	// does not (a cancelled task's final report comes after the abort).
+	if run.BudgetAborted {
+		return Decision{Events: evs, Result: res}, nil
+	}
+	if reached(used, total, run.BudgetAbort, DefaultBudgetAbort) {
 		budget.Threshold = "abort"
 		a := events.RunBudgetAbort(budget)
 		evs = append(evs, env.event(c.RunID, events.TypeRunBudgetAbort, &a))
