@@ -34,7 +34,9 @@ import (
 // like the gated commands, or it would grow the run's stream without bound:
 //   - the commands that never wind down: task.usage (a report can be sent
 //     again and again), credential.issue (each issue replaces the last),
-//     lease.open (lease.open and job.transition paused make a cycle);
+//     lease.open (lease.open and job.transition paused make a cycle); but
+//     the one report that aborts the run on its budget winds it down
+//     (windingDown);
 //   - a transition that does not move toward the end (windingDown): a
 //     run's same-status transition, a run leaving a terminal status, a
 //     run's → blocked or → planning, a task's retry (→ queued); a run's
@@ -121,11 +123,14 @@ func onlyRefusal(d Decision, err error) bool {
 // measured reports whether decision d of cmd (err its refusal) is checked
 // against the run's quotas.
 func measured(s *projections.State, cmd Command, d Decision, err error) bool {
-	if quotaGated[cmd.Kind()] || onlyRefusal(d, err) {
-		return true
-	}
 	w, ok := cmd.(windingDown)
-	return ok && !w.windsDown(s)
+	switch {
+	case onlyRefusal(d, err):
+		return true
+	case ok && w.windsDown(s):
+		return false // NB: a gated command too: the task.usage that aborts the run winds it down
+	}
+	return quotaGated[cmd.Kind()] || ok
 }
 
 // withQuota replaces a measured decision by a quota refusal when the

@@ -69,17 +69,14 @@ func (c *TaskUsage) decide(s *projections.State, env *Env) (Decision, error) {
 	if !ok {
 		return Decision{}, reject(CodeNoTask, "no-task", "task %q not found in run %q", c.TaskID, c.RunID)
 	}
-	u := projections.Usage{Input: c.Input, Output: c.Output, CacheRead: c.CacheRead, CacheWrite: c.CacheWrite, Cost: c.Cost, Turns: c.Turns}
+	u := c.usage()
 	evs := []events.Event{env.event(c.RunID, events.TypeTaskUsage, &events.TaskUsage{
 		TaskID: c.TaskID, Input: c.Input, Output: c.Output, CacheRead: c.CacheRead, CacheWrite: c.CacheWrite,
 		Cost: c.Cost, Turns: c.Turns,
 	})}
-	// The projection keeps the run's sum incrementally; this report replaces
-	// the task's previous totals, exactly as Apply will.
-	used := projections.SaturatingAdd(run.BudgetUsed, u.Budgeted()-t.Usage.Budgeted())
+	used, total, enforced := c.runBudget(run, t)
 	res := UsageResult{OK: true, TaskID: c.TaskID, BudgetUsed: used}
-	total, _ := run.Budget()
-	if total <= 0 || run.BudgetUnlimited {
+	if !enforced {
 		return Decision{Events: evs, Result: res}, nil
 	}
 	budget := events.RunBudget{BudgetTotal: total, BudgetUsed: used}
@@ -110,6 +107,38 @@ func (c *TaskUsage) decide(s *projections.State, env *Env) (Decision, error) {
 		res.FairShare = true
 	}
 	return Decision{Events: evs, Result: res}, nil
+}
+
+func (c *TaskUsage) usage() projections.Usage {
+	return projections.Usage{Input: c.Input, Output: c.Output, CacheRead: c.CacheRead, CacheWrite: c.CacheWrite, Cost: c.Cost, Turns: c.Turns}
+}
+
+// runBudget is the run's budget use once this report replaces task t's
+// previous totals (the projection keeps the run's sum incrementally, and
+// Apply will do the same), its budgetTotal, and whether the run's budget is
+// enforced at all (pi-crew: not when budgetTotal is unset or ≤ 0, nor when
+// the run is budgetUnlimited).
+func (c *TaskUsage) runBudget(run projections.Run, t projections.Task) (used, total int64, enforced bool) {
+	used = projections.SaturatingAdd(run.BudgetUsed, c.usage().Budgeted()-t.Usage.Budgeted())
+	total, _ = run.Budget()
+	return used, total, total > 0 && !run.BudgetUnlimited
+}
+
+// windsDown: the report that reaches the abort threshold fails the run and
+// cancels its work, as a run's transition to failed does, so a run at its
+// quota is still aborted; a run is aborted once (BudgetAborted), so it
+// cannot come round again. Every other report is measured (quota.go).
+func (c *TaskUsage) windsDown(s *projections.State) bool {
+	run, ok := s.Run(c.RunID)
+	if !ok || run.BudgetAborted {
+		return false
+	}
+	t, ok := s.Task(c.RunID, c.TaskID)
+	if !ok {
+		return false
+	}
+	used, total, enforced := c.runBudget(run, t)
+	return enforced && reached(used, total, run.BudgetAbort, DefaultBudgetAbort)
 }
 
 // reached reports whether used ≥ fraction·total, fraction defaulting to def
