@@ -21,8 +21,8 @@ const probeTimeout = 250 * time.Millisecond
 //     else is refused, never chmod-ed: the directory may be shared, and its files may already have been reached;
 //  2. lstat of the socket path: a symlink is refused, and so is anything that is not a socket;
 //  3. an existing socket is probed by connecting (250 ms): a live listener means another broker serves there
-//     ("already serving"); a file whose connect is refused (ECONNREFUSED) is dead and unlinked; any other
-//     failure (a live listener with a full backlog answers EAGAIN) is refused too;
+//     ("already serving"); a file whose connect is refused (ECONNREFUSED) is dead and unlinked, one gone since
+//     the lstat is left gone; any other failure (a live listener with a full backlog answers EAGAIN) is refused;
 //  4. listen, then chmod the socket 0600 (0660 with group SocketGroup); the directory is the outer defence
 //     against the window in between. Every accepted connection is then checked by its peer's credentials
 //     (peercred.go).
@@ -146,10 +146,10 @@ func clearStale(path string) error {
 		c.Close()
 		return fmt.Errorf("broker: %s: already serving", path)
 	}
-	// Only a refusal proves nobody listens: a live listener whose backlog is full (a flood of connects it has not
-	// accepted yet) answers EAGAIN, and any other failure proves nothing either; unlinking then would take a live
-	// broker's path.
-	if !errors.Is(err, syscall.ECONNREFUSED) {
+	// Only a refusal, or the file gone since the lstat (a broker that unlinked it as it stopped), proves nobody
+	// listens: a live listener whose backlog is full (a flood of connects it has not accepted yet) answers EAGAIN,
+	// and any other failure proves nothing either; unlinking then would take a live broker's path.
+	if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, syscall.ENOENT) {
 		return fmt.Errorf("broker: %s: already serving, or cannot tell (%w); refusing to replace it", path, err)
 	}
 	// A leftover of a broker that died.
