@@ -233,7 +233,8 @@ func admittedBefore(s *projections.State, runID, subID string) bool {
 // deadline is at most MaxAskTimeoutSec after atMs, the time it is recorded at: pi-crew's broker clamps every question
 // so (R5), and only the engine clock ends a question nobody answers, so a later one a file names (a damaged or
 // forged line, up to the year 2255) would keep the question pending — its run hot and parked, its task waiting —
-// until then. Any other payload, or a deadline within the clamp, is p itself. The caller's payload is not changed.
+// until then. Any other payload, or a deadline within the clamp, is p itself (a struct given by value comes back as
+// a pointer to its copy). The caller's payload is not changed.
 func importedAskDeadline(p any, atMs int64) any {
 	latest := atMs + MaxAskTimeoutSec*1000 // NB: atMs is at most maxImportTimeMs: no overflow
 	switch a := p.(type) {

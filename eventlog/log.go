@@ -326,7 +326,9 @@ func (l *Log) Head() (position uint64, hash [32]byte) {
 	return h.Position, h.Hash
 }
 
-// Event reads the durable event at pos.
+// Event reads the durable event at pos. A pos of 0 or past the durable head
+// is ErrNotFound; a record missing at or below it is a *CorruptError (a
+// gap).
 func (l *Log) Event(pos uint64) (Event, error) {
 	if err := l.readable(); err != nil {
 		return Event{}, err

@@ -113,7 +113,8 @@ func EncodeSnapshot(s *State) ([]byte, error) {
 //
 // Concurrency: NewSnapshotEncoder needs s held still; WriteTo reads the
 // copy alone, so it may run on any goroutine while s changes, and again.
-// Errors: WriteTo returns the writer's first error, wrapped.
+// Errors: WriteTo returns the writer's first error, or the encoding's,
+// wrapped.
 type SnapshotEncoder struct {
 	snap    snapshot
 	records int64

@@ -77,7 +77,7 @@ type Options struct {
 	// EventBuffer is how many frames a Subscription buffers (default DefaultEventBuffer).
 	EventBuffer int
 	// CheckBroker, when set, is given the uid the kernel recorded for the process listening at the socket
-	// (SO_PEERCRED) before the hello, and its token, is written; an error ends the dial. A socket path in a shared
+	// (SO_PEERCRED) before the hello and its token are written; an error ends the dial. A socket path in a shared
 	// directory may be another user's listener: a caller whose token only one uid may read refuses every other.
 	CheckBroker func(uid int) error
 }

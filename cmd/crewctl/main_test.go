@@ -63,8 +63,8 @@ func crewctl(t *testing.T, dial dialer, args ...string) result {
 	return crewctlWith(dial, nil, args...)
 }
 
-// crewctlOn runs the command tree in-process with the offline commands opening the store with opts, as a test that
-// injects faults into its file system needs; crewd is not reached.
+// crewctlOn runs the command tree in-process with a.open, the offline commands' read-only open, using opts, as a
+// test that injects faults into its file system needs; crewd is not reached.
 func crewctlOn(t *testing.T, opts *eventlog.Options, args ...string) result {
 	t.Helper()
 	return crewctlWith(nil, opts, args...)

@@ -163,7 +163,7 @@ func (a *app) replay(ctx context.Context, f replayFlags, live bool) error {
 
 // readFailed reports whether err, an error of replaying the store (audit.Replay, audit.CompareSnapshot), is a read
 // of it that failed (3: nothing was replayed or compared) rather than a finding (1): damage, an event of a newer
-// build, a snapshot this build cannot load, a stop the log cannot answer for.
+// build, a snapshot this build cannot load, a stop the log cannot answer for, a position it does not hold.
 func readFailed(err error) bool {
 	for _, finding := range []error{eventlog.ErrCorrupt, eventlog.ErrNotFound, projections.ErrNewerEvent,
 		projections.ErrBadSnapshot, audit.ErrPastHead, audit.ErrInsideDecision} {
