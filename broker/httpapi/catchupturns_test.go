@@ -121,3 +121,26 @@ func TestAStreamWaitingToCatchUpEndsWhenTheServerCloses(t *testing.T) {
 	awaitTurns(t, f.srv.catchUps, ro, 1, 0)
 	require.NoError(t, <-closed)
 }
+
+// TestACatchUpTurnIsGivenBackWhenItsReadPanics: the server recovers a handler that panics and serves on, so a catch-up
+// read that panics must still give its credential's turn back; else every later stream of that credential opened
+// behind the ring would wait for it for the rest of the process's life.
+func TestACatchUpTurnIsGivenBackWhenItsReadPanics(t *testing.T) {
+	f := newFixture(t, Options{})
+	ro := keyReadOnlyPrefix + digestOf(roToken)
+	var once sync.Once
+	f.srv.catchingUp = func(key string) {
+		if key == ro {
+			once.Do(func() { panic("a read that fails its own way") })
+		}
+	}
+	const path = "/api/v1/stream?after=0"
+	bearer := http.Header{"Authorization": {"Bearer " + roToken}}
+	first := f.openStream(path, bearer)
+	require.Equal(t, "hello", next(t, first).event)
+	ends(t, first)
+	awaitTurns(t, f.srv.catchUps, ro, 0, 0)
+	second := f.openStream(path, bearer)
+	require.Equal(t, "hello", next(t, second).event)
+	require.Equal(t, "1", next(t, second).id, "the credential's next stream catches up")
+}
