@@ -11,8 +11,9 @@ import (
 // checkPrivateDir refuses a directory that this user does not own, or that group or others may read, write or
 // enter: the data directory holds admin.token, server.key and the store, so one that others may reach may already
 // have leaked them. It is never chmod-ed: the owner decides (and rotates the secrets if they have leaked). A
-// directory that does not exist passes. Symlinks are followed: where the data lives is the operator's choice, and
-// the directory reached is the one checked.
+// directory that does not exist passes (the store, which Pebble makes inside a data directory already checked; the
+// data directory itself is made first, by makePrivateDir). Symlinks are followed: where the data lives is the
+// operator's choice, and the directory reached is the one checked.
 func checkPrivateDir(dir string) error {
 	fi, err := os.Stat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -33,3 +34,19 @@ func checkPrivateDir(dir string) error {
 	}
 	return nil
 }
+
+// makePrivateDir makes dir, and any missing parent, for this user only, then checks what is there. Made first and
+// checked after: a directory that someone else made at that path in between (a --data in a shared parent such as
+// /tmp) is then refused as any other foreign or loose directory is, where a look before the mkdir would have found
+// nothing and the mkdir would have taken it as its own. An existing directory is left as it is.
+func makePrivateDir(dir string) error {
+	beforeMakeDir(dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("daemon: data directory: %w", err)
+	}
+	return checkPrivateDir(dir)
+}
+
+// beforeMakeDir is called as a private directory is about to be made: tests make one there themselves, as another
+// user could in a shared parent.
+var beforeMakeDir = func(string) {}

@@ -90,11 +90,8 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 		lg.Warn(w)
 	}
 	storeDir := filepath.Join(cfg.DataDir, StoreDir)
-	if err := checkPrivateDir(cfg.DataDir); err != nil {
+	if err := makePrivateDir(cfg.DataDir); err != nil {
 		return err
-	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return fmt.Errorf("daemon: data directory: %w", err)
 	}
 	if err := checkPrivateDir(storeDir); err != nil {
 		return err

@@ -1,0 +1,43 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// makeLooseDirFirst has the next private directory crewd makes made first, mode 0777, as another user could in a
+// shared parent such as /tmp between crewd's look and its mkdir.
+func makeLooseDirFirst(t *testing.T) {
+	t.Helper()
+	t.Cleanup(func() { beforeMakeDir = func(string) {} })
+	beforeMakeDir = func(dir string) {
+		require.NoError(t, os.Mkdir(dir, 0o777))
+		require.NoError(t, os.Chmod(dir, 0o777)) // past the umask
+	}
+}
+
+// TestPrivateDirMadeMeanwhileIsRefused: a data directory that did not exist when crewd (or crewctl token) looked,
+// but that someone else made before crewd did, is refused like any other loose directory, not taken as crewd's own.
+func TestPrivateDirMadeMeanwhileIsRefused(t *testing.T) {
+	t.Run("crewd start", func(t *testing.T) {
+		c := testConfig(t)
+		c.MinFreeBytes = 1 << 62 // a start that got past the directory stops here, before it opens the store
+		makeLooseDirFirst(t)
+		err := Run(context.Background(), c, io.Discard, discard())
+		require.ErrorContains(t, err, "has mode 0777")
+		require.NoFileExists(t, filepath.Join(c.DataDir, AdminTokenFile), "nothing was written")
+	})
+	t.Run("read-only token file", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "data")
+		makeLooseDirFirst(t)
+		_, _, err := CreateReadOnlyToken(dir, "ci", time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+		require.ErrorContains(t, err, "has mode 0777")
+		require.NoFileExists(t, filepath.Join(dir, ReadOnlyTokensFile), "nothing was written")
+	})
+}
