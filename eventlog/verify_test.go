@@ -1,11 +1,14 @@
 package eventlog
 
 import (
+	"bytes"
+	"crypto/rand"
 	"fmt"
 	"hash/maphash"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -230,4 +233,60 @@ func TestVerifyReportsADamagedTableAsCorrupt(t *testing.T) {
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.Contains(t, ce.Reason, "checksum mismatch")
 	require.Contains(t, ce.Reason, "file "+strings.TrimSuffix(filepath.Base(tables[0]), ".sst"))
+}
+
+// TestVerifySummaryOrdinalReadFailureIsNotDamage: Verify's read of a summary's ordinal entry that fails (EIO) is an
+// error of its own, not ErrCorrupt, while an ordinal entry that is missing is damage.
+func TestVerifySummaryOrdinalReadFailureIsNotDamage(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, nil)
+	require.NoError(t, err)
+	_, err = l.Append(Write{Events: []Event{ev("a", "test.e")}})
+	require.NoError(t, err)
+	data := make([]byte, 1<<20) // incompressible: the ordinal entry's key is stored as it is, in a block of its own
+	_, _ = rand.Read(data)
+	require.NoError(t, l.SaveSummaries([]Summary{{Stream: "a", Ord: 1, Position: 1, Data: data}}))
+	require.NoError(t, l.db.Flush())
+	require.NoError(t, l.Close())
+
+	ordKey := summaryOrdKey(1, 1)
+	tables, err := filepath.Glob(filepath.Join(dir, "*.sst"))
+	require.NoError(t, err)
+	var table string
+	at := int64(-1)
+	for _, p := range tables {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		if i := bytes.Index(b, ordKey); i >= 0 {
+			table, at = p, int64(i)
+		}
+	}
+	require.GreaterOrEqual(t, at, int64(0), "the ordinal entry's key is in a table")
+	// The block holding the ordinal entry is read first by the views' scan, whose seek stops on it, then by the
+	// lookup of the summary's ordinal entry: the reads after the first fail. A cache that memtables fill keeps no
+	// block, so every lookup reads its block again.
+	var reads atomic.Int32
+	eio := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Path == table && op.Kind == errorfs.OpFileReadAt && op.Offset <= at && at-op.Offset < 4096 &&
+			reads.Add(1) > 1 {
+			return &os.PathError{Op: "read", Path: op.Path, Err: syscall.EIO}
+		}
+		return nil
+	})
+	ro, err := Open(dir, &Options{ReadOnly: true, FS: errorfs.Wrap(vfs.Default, eio), CacheSize: 1, MemTableSize: 1 << 20})
+	require.NoError(t, err)
+	_, err = ro.Verify(nil)
+	require.ErrorIs(t, err, syscall.EIO)
+	require.NotErrorIs(t, err, ErrCorrupt, "a read that failed is not damage")
+	require.Equal(t, int32(2), reads.Load(), "the lookup's read is the one that failed")
+	require.NoError(t, ro.Close())
+
+	l, err = Open(dir, nil)
+	require.NoError(t, err)
+	defer l.Close()
+	require.NoError(t, l.db.Delete(ordKey, pebble.Sync))
+	_, err = l.Verify(nil)
+	var ce *CorruptError
+	require.ErrorAs(t, err, &ce)
+	require.Contains(t, ce.Reason, "has no ordinal entry")
 }
