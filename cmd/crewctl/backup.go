@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/crewlog/crewlog/broker"
+	"github.com/crewlog/crewlog/cmd/crewd/daemon"
 	"github.com/crewlog/crewlog/eventlog"
 )
 
@@ -224,7 +225,9 @@ func (a *app) restore(backup, target string) error {
 	}
 	// The backup is a closed store: a plain copy of its files is a
 	// consistent one, and the backup is left untouched.
-	if err := os.MkdirAll(target, 0o700); err != nil {
+	// NB: as crewd makes a data directory (daemon.MakePrivateDir): one that is not this user's alone would be
+	// refused by crewd at its start, after the copy; refused here, nothing is copied into it.
+	if err := daemon.MakePrivateDir(target); err != nil {
 		return openErr(fmt.Errorf("crewctl: restore: %w", err))
 	}
 	if err := copyDir(storePath(backup), filepath.Join(target, storeDir)); err != nil {

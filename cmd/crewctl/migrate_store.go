@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/crewlog/crewlog/cmd/crewd/daemon"
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/eventlog/natslog"
 )
@@ -113,7 +114,7 @@ func (a *app) migrateToPebble(ctx context.Context) error {
 	if _, err := os.Lstat(store); err == nil {
 		return usagef("migrate-store: %s exists; name a new data directory", store)
 	}
-	if err := os.MkdirAll(a.dataDir, 0o700); err != nil {
+	if err := daemon.MakePrivateDir(a.dataDir); err != nil { // as crewd makes it: this user's alone
 		return openErr(fmt.Errorf("crewctl: %w", err))
 	}
 	head, err := a.copyStream(ctx, store)

@@ -12,7 +12,7 @@ import (
 // enter: the data directory holds admin.token, server.key and the store, so one that others may reach may already
 // have leaked them. It is never chmod-ed: the owner decides (and rotates the secrets if they have leaked). A
 // directory that does not exist passes (the store, which Pebble makes inside a data directory already checked; the
-// data directory itself is made first, by makePrivateDir). Symlinks are followed: where the data lives is the
+// data directory itself is made first, by MakePrivateDir). Symlinks are followed: where the data lives is the
 // operator's choice, and the directory reached is the one checked.
 func checkPrivateDir(dir string) error {
 	fi, err := os.Stat(dir)
@@ -35,11 +35,12 @@ func checkPrivateDir(dir string) error {
 	return nil
 }
 
-// makePrivateDir makes dir, and any missing parent, for this user only, then checks what is there. Made first and
+// MakePrivateDir makes dir, and any missing parent, for this user only, then checks what is there. Made first and
 // checked after: a directory that someone else made at that path in between (a --data in a shared parent such as
 // /tmp) is then refused as any other foreign or loose directory is, where a look before the mkdir would have found
-// nothing and the mkdir would have taken it as its own. An existing directory is left as it is.
-func makePrivateDir(dir string) error {
+// nothing and the mkdir would have taken it as its own. An existing directory is left as it is. crewd makes its
+// data directory so, and crewctl the data directory it restores or copies a store into.
+func MakePrivateDir(dir string) error {
 	beforeMakeDir(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("daemon: data directory: %w", err)

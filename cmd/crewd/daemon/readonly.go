@@ -136,7 +136,7 @@ func validDigest(d string) bool {
 // editReadOnlyTokens rewrites the file with edit's answer, under an exclusive lock (two crewctl at once do not
 // lose each other's change), atomically (written and synced to a temporary file, then renamed into place).
 func editReadOnlyTokens(dataDir string, edit func([]ReadOnlyToken) ([]ReadOnlyToken, error)) error {
-	if err := makePrivateDir(dataDir); err != nil {
+	if err := MakePrivateDir(dataDir); err != nil {
 		return err
 	}
 	lock, err := os.OpenFile(filepath.Join(dataDir, ReadOnlyTokensFile+".lock"), os.O_CREATE|os.O_RDWR, 0o600)

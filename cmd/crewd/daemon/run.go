@@ -90,7 +90,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 		lg.Warn(w)
 	}
 	storeDir := filepath.Join(cfg.DataDir, StoreDir)
-	if err := makePrivateDir(cfg.DataDir); err != nil {
+	if err := MakePrivateDir(cfg.DataDir); err != nil {
 		return err
 	}
 	if err := checkPrivateDir(storeDir); err != nil {
