@@ -2,7 +2,6 @@ package audit_test
 
 import (
 	"encoding/binary"
-	"fmt"
 	"hash/crc32"
 	"path/filepath"
 	"testing"
@@ -74,7 +73,7 @@ func TestStartRefusesABrokenChainInTheTail(t *testing.T) {
 // made right again: the checksum holds, the link to the record before it does not.
 func breakChainAt(t *testing.T, dir string, pos uint64) {
 	t.Helper()
-	db, err := pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: quiet{}})
+	db, err := pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: audittest.QuietPebble{}})
 	require.NoError(t, err)
 	key := binary.BigEndian.AppendUint64([]byte{'e'}, pos)
 	v, closer, err := db.Get(key)
@@ -85,13 +84,4 @@ func breakChainAt(t *testing.T, dir string, pos uint64) {
 	binary.BigEndian.PutUint32(rec[1:5], crc32.Checksum(rec[5:], crc32.MakeTable(crc32.Castagnoli)))
 	require.NoError(t, db.Set(key, rec, pebble.Sync))
 	require.NoError(t, db.Close())
-}
-
-// quiet keeps Pebble's recovery messages out of the test's output.
-type quiet struct{}
-
-func (quiet) Infof(string, ...any)  {}
-func (quiet) Errorf(string, ...any) {}
-func (quiet) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf(format, args...))
 }

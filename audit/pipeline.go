@@ -253,13 +253,15 @@ func (d *decoder) run(l *eventlog.Log, from, to uint64) {
 		}
 	}
 	// NB: a stop before from reads nothing; else the loop ends at to (below) or at the durable head.
-	for read := to == 0 || from <= to; read && it.Next(); {
-		r := it.Event()
-		if rb.add(r); len(rb.recs) == batchSize && !send() {
-			return
-		}
-		if r.Position == to {
-			break
+	if to == 0 || from <= to {
+		for it.Next() {
+			r := it.Event()
+			if rb.add(r); len(rb.recs) == batchSize && !send() {
+				return
+			}
+			if r.Position == to {
+				break
+			}
 		}
 	}
 	rb.err = it.Close()

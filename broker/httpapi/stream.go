@@ -201,7 +201,7 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 	for {
 		// NB: checked before every write, a catch-up's too (it writes without waiting on anything): a stream opened
 		// with a credential sends nothing once the credential would no longer open it.
-		if r.Context().Err() != nil || st.closing() || !s.current(&pr) {
+		if ctx.Err() != nil || st.closing() || !s.current(&pr) {
 			return
 		}
 		frames, next, lag, wait, inRing := h.take(st.cursor, st.keep, streamBatchBytes)

@@ -183,7 +183,7 @@ func TestReplayDiffReadFailureIsNotCorruption(t *testing.T) {
 // tableOf returns the path of the table of store that holds the keys with prefix alone.
 func tableOf(t *testing.T, store string, prefix byte) string {
 	t.Helper()
-	db, err := pebble.Open(store, &pebble.Options{ReadOnly: true, Logger: quiet{}})
+	db, err := pebble.Open(store, &pebble.Options{ReadOnly: true, Logger: audittest.QuietPebble{}})
 	require.NoError(t, err)
 	defer db.Close()
 	levels, err := db.SSTables()

@@ -48,7 +48,7 @@ func TestVerifyCorrupt(t *testing.T) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, storeDir)
 	audittest.Scenario(t, store)
-	db, err := pebble.Open(store, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: quiet{}})
+	db, err := pebble.Open(store, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: audittest.QuietPebble{}})
 	require.NoError(t, err)
 	key := binary.BigEndian.AppendUint64([]byte{'e'}, bad)
 	v, closer, err := db.Get(key)
@@ -140,15 +140,6 @@ func TestBackupRestore(t *testing.T) {
 	entries, err := os.ReadDir(shared)
 	require.NoError(t, err)
 	require.Empty(t, entries, "nothing is copied into it")
-}
-
-// quiet discards Pebble's log lines.
-type quiet struct{}
-
-func (quiet) Infof(string, ...any)  {}
-func (quiet) Errorf(string, ...any) {}
-func (quiet) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf(format, args...))
 }
 
 // A store whose index of finished runs' summaries was removed by hand while
@@ -273,7 +264,7 @@ func scenarioInTables(t *testing.T) (data, store string) {
 	data = t.TempDir()
 	store = filepath.Join(data, storeDir)
 	audittest.Scenario(t, store)
-	db, err := pebble.Open(store, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: quiet{}})
+	db, err := pebble.Open(store, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: audittest.QuietPebble{}})
 	require.NoError(t, err)
 	require.NoError(t, db.Close()) // its open flushed the log's writes into a table
 	return data, store

@@ -223,10 +223,7 @@ func (f *Follower) Run(ctx context.Context) error {
 					f.src.skip("", clip(c.Path), 0, 0, "checkpoint refused (%v): read again from the start (the command ids keep it from doubling)", err)
 					continue
 				}
-				if c.Gone {
-					continue // read as none: not kept (remember)
-				}
-				f.cks[c.Path] = c
+				f.remember(c) // a gone one is read as none: not kept
 			}
 			break
 		}
