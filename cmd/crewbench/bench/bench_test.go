@@ -500,3 +500,12 @@ func TestRatioOverSkipsARoundMissingOneOfTheBest(t *testing.T) {
 	s := c.RatioOver(reference, []string{"sqlite-group", "jetstream-group"}, cell)
 	require.Equal(t, Spread{Median: 0.5, Min: 0.5, Max: 0.5, N: 2}, s)
 }
+
+// TestBenchConfigQuotasOutlastAnyWindow: the run every client of a cell writes into must not reach its quotas
+// within a window (at the default million events it did, after some 12 seconds at 64 clients).
+func TestBenchConfigQuotasOutlastAnyWindow(t *testing.T) {
+	cfg := benchConfig(64)
+	hour := int64(time.Hour / time.Second)
+	require.Greater(t, cfg.QuotaEvents, hour*1_000_000*10, "events of an hour of a million admissions a second")
+	require.Greater(t, cfg.QuotaBytes, hour*1_000_000*1_000, "bytes of an hour of a million admissions a second")
+}
