@@ -119,5 +119,8 @@ func RejectionRule(p *events.DelegateRejected) string {
 	default:
 		return withReason(p.Reason, p.Message)
 	}
+	if pol.Otherwise != "" {
+		why += fmt.Sprintf("; %s with a slot free, so the run does not wait", pol.Otherwise)
+	}
 	return fmt.Sprintf("%s (%s)", p.Reason, why)
 }

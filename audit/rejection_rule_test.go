@@ -23,3 +23,22 @@ func TestRejectionRuleParentNotRunning(t *testing.T) {
 		require.Equal(t, tc.want, RejectionRule(p), tc.message)
 	}
 }
+
+// A refusal for a slot says when the request would have been refused with a slot free as well: such a refusal
+// makes its run wait for nothing, which the fair-slot rule of the other runs' decisions depends on.
+func TestRejectionRuleSlotRefusedOtherwise(t *testing.T) {
+	for _, tc := range []struct {
+		reason, otherwise, want string
+	}{
+		{events.ReasonSlotsExhausted, "", "slots-exhausted (4/4 in flight)"},
+		{events.ReasonSlotsExhausted, events.ReasonTimeoutInvalid,
+			"slots-exhausted (4/4 in flight; timeout-invalid with a slot free, so the run does not wait)"},
+		{events.ReasonSlotShareExceeded, events.ReasonBudgetInsufficient,
+			"slot-share-exceeded (the run holds 2 >= its share 2 while 1 other run(s) wait; 4/4 in flight; " +
+				"budget-insufficient with a slot free, so the run does not wait)"},
+	} {
+		p := &events.DelegateRejected{Reason: tc.reason, Policy: &events.Policy{
+			Held: 4, Capacity: 4, RunHeld: 2, SlotShare: 2, Waiting: 1, Otherwise: tc.otherwise}}
+		require.Equal(t, tc.want, RejectionRule(p), tc.otherwise)
+	}
+}

@@ -173,50 +173,28 @@ func (c *DelegateRequest) decide(s *projections.State, env *Env) (Decision, erro
 			"delegate rejected: spawn depth %d exceeds maxDepth %d (parent task '%s' is at depth %d)",
 			policy.ChildDepth, cfg.MaxDepth, c.TaskID, policy.Depth))
 	}
+	// NB: a run refused a slot waits for one (fair slots), so the refusal
+	// records the later check that refuses the request as well, if any
+	// (policy.otherwise): such a request waits for nothing, or a worker could
+	// keep every other run at its share by sending it whenever the pool is
+	// full, leaving slots idle without ever taking one.
+	deniedSlot := func(reason, msg string) (Decision, error) {
+		scratch := *policy
+		policy.Otherwise = c.checkAdmission(s, run, parent, role, cfg, &scratch).reason
+		return denied(reason, msg)
+	}
 	if policy.Held >= policy.Capacity {
-		return denied(events.ReasonSlotsExhausted, fmt.Sprintf(
+		return deniedSlot(events.ReasonSlotsExhausted, fmt.Sprintf(
 			"delegate rejected: nested spawn budget exhausted; %d/%d in flight", policy.Held, policy.Capacity))
 	}
 	if msg, unfair := slotShareExceeded(s, c.RunID, env, policy); unfair {
-		return denied(events.ReasonSlotShareExceeded, msg)
+		return deniedSlot(events.ReasonSlotShareExceeded, msg)
 	}
-	b := meter(s, run, c.TaskID, cfg)
-	policy.Metered, policy.Granted, policy.Spent = b.metered, b.granted, b.spent
-	if b.nested {
-		policy.RunPool, policy.RunSpent = b.pool, b.poolSpent
+	adm := c.checkAdmission(s, run, parent, role, cfg, policy)
+	if adm.reason != "" {
+		return denied(adm.reason, adm.msg)
 	}
-	if b.metered {
-		if policy.Requested > b.granted-b.spent {
-			return denied(events.ReasonBudgetInsufficient, fmt.Sprintf(
-				"delegate rejected: requested budget %d tokens exceeds parent task '%s' remaining allocation %d (%d granted - %d spent)",
-				policy.Requested, c.TaskID, b.granted-b.spent, b.granted, b.spent))
-		}
-		if policy.Requested > b.remaining() {
-			return denied(events.ReasonBudgetInsufficient, fmt.Sprintf(
-				"delegate rejected: requested budget %d tokens exceeds the run's remaining budget %d (%d budgetTotal - %d spent by its tasks; budget mode nested)",
-				policy.Requested, b.remaining(), b.pool, b.poolSpent))
-		}
-	} else if cfg.UnmeteredDelegates == events.UnmeteredDeny {
-		return denied(events.ReasonUnmeteredDenied,
-			"delegate rejected: the run has no budget to meter this delegation and unmeteredDelegates is deny")
-	}
-	if c.Model != nil && cfg.ModelCatalog != nil && !slices.Contains(cfg.ModelCatalog, strings.TrimSpace(*c.Model)) {
-		return denied(events.ReasonModelInvalid, fmt.Sprintf(
-			"delegate rejected: model '%s' is not in the resolved model catalog", strings.TrimSpace(*c.Model)))
-	}
-	timeout := c.timeout()
-	if math.IsNaN(timeout) || math.IsInf(timeout, 0) || timeout < 1 || timeout > MaxTimeoutSec {
-		return denied(events.ReasonTimeoutInvalid, fmt.Sprintf(
-			"delegate rejected: timeoutSec %s is outside 1..%d (default %d)", jsNumber(timeout), MaxTimeoutSec, DefaultTimeoutSec))
-	}
-	if slices.Contains(writeRoles, role) && !cfg.SerializeOnPathOverlap {
-		policy.Overlapping = overlappingExecutors(s, c.RunID, c.TaskID, parent.Cwd)
-		if policy.Overlapping > 0 {
-			return denied(events.ReasonWorkspaceConflict, fmt.Sprintf(
-				"delegate rejected: parent task '%s' cwd overlaps %d in-flight executor(s) and limits.serializeOnPathOverlap is off — "+
-					"use a read-only grandchild role (explorer/analyst) or enable serialization", c.TaskID, policy.Overlapping))
-		}
-	}
+	b, timeout := adm.budget, adm.timeout
 
 	// Admitted: the shadow task, the slot and the reservation all follow
 	// from these events.
@@ -248,6 +226,62 @@ func (c *DelegateRequest) decide(s *projections.State, env *Env) (Decision, erro
 	}
 	rec.result = DelegateResult{OK: true, GrandchildTaskRef: subID, ChildDepth: policy.ChildDepth, TimeoutSec: timeout}
 	return Decision{Events: evs, Result: &rec.result}, nil
+}
+
+// checkAdmission is the policy checks of SPEC §4.1 step 6 after the slot checks — budget-insufficient,
+// unmetered-denied, model-invalid, timeout-invalid, workspace-conflict, in that order — recording their inputs in
+// policy: the first that refuses the request (reason and message), or none with the budget and timeout it is
+// admitted with.
+func (c *DelegateRequest) checkAdmission(s *projections.State, run projections.Run, parent projections.Task, role string,
+	cfg projections.Config, policy *events.Policy) (a admission) {
+	refuse := func(reason, msg string) admission { a.reason, a.msg = reason, msg; return a }
+	b := meter(s, run, c.TaskID, cfg)
+	a.budget = b
+	policy.Metered, policy.Granted, policy.Spent = b.metered, b.granted, b.spent
+	if b.nested {
+		policy.RunPool, policy.RunSpent = b.pool, b.poolSpent
+	}
+	if b.metered {
+		if policy.Requested > b.granted-b.spent {
+			return refuse(events.ReasonBudgetInsufficient, fmt.Sprintf(
+				"delegate rejected: requested budget %d tokens exceeds parent task '%s' remaining allocation %d (%d granted - %d spent)",
+				policy.Requested, c.TaskID, b.granted-b.spent, b.granted, b.spent))
+		}
+		if policy.Requested > b.remaining() {
+			return refuse(events.ReasonBudgetInsufficient, fmt.Sprintf(
+				"delegate rejected: requested budget %d tokens exceeds the run's remaining budget %d (%d budgetTotal - %d spent by its tasks; budget mode nested)",
+				policy.Requested, b.remaining(), b.pool, b.poolSpent))
+		}
+	} else if cfg.UnmeteredDelegates == events.UnmeteredDeny {
+		return refuse(events.ReasonUnmeteredDenied,
+			"delegate rejected: the run has no budget to meter this delegation and unmeteredDelegates is deny")
+	}
+	if c.Model != nil && cfg.ModelCatalog != nil && !slices.Contains(cfg.ModelCatalog, strings.TrimSpace(*c.Model)) {
+		return refuse(events.ReasonModelInvalid, fmt.Sprintf(
+			"delegate rejected: model '%s' is not in the resolved model catalog", strings.TrimSpace(*c.Model)))
+	}
+	a.timeout = c.timeout()
+	if t := a.timeout; math.IsNaN(t) || math.IsInf(t, 0) || t < 1 || t > MaxTimeoutSec {
+		return refuse(events.ReasonTimeoutInvalid, fmt.Sprintf(
+			"delegate rejected: timeoutSec %s is outside 1..%d (default %d)", jsNumber(t), MaxTimeoutSec, DefaultTimeoutSec))
+	}
+	if slices.Contains(writeRoles, role) && !cfg.SerializeOnPathOverlap {
+		policy.Overlapping = overlappingExecutors(s, c.RunID, c.TaskID, parent.Cwd)
+		if policy.Overlapping > 0 {
+			return refuse(events.ReasonWorkspaceConflict, fmt.Sprintf(
+				"delegate rejected: parent task '%s' cwd overlaps %d in-flight executor(s) and limits.serializeOnPathOverlap is off — "+
+					"use a read-only grandchild role (explorer/analyst) or enable serialization", c.TaskID, policy.Overlapping))
+		}
+	}
+	return a
+}
+
+// admission is the outcome of DelegateRequest.checkAdmission: a refusal (reason, message) or the budget and timeout of
+// the admission.
+type admission struct {
+	reason, msg string
+	budget      budget
+	timeout     float64
 }
 
 // defaultTitlePrefix begins a shadow task's title: its description, or else

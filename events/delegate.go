@@ -145,6 +145,11 @@ type Policy struct {
 	Waiting   int `json:"waiting,omitempty" msgpack:"waiting,omitempty"`
 	RunHeld   int `json:"runHeld,omitempty" msgpack:"runHeld,omitempty"`
 	SlotShare int `json:"slotShare,omitempty" msgpack:"slotShare,omitempty"`
+	// Otherwise is, on a refusal for a slot (slots-exhausted,
+	// slot-share-exceeded), the reason a later check refuses the request
+	// for as well: such a refusal does not make its run wait for a slot.
+	// Absent when the request would have been admitted with a slot free.
+	Otherwise string `json:"otherwise,omitempty" msgpack:"otherwise,omitempty"`
 }
 
 // DelegateSpawned is the runtime's report that the grandchild process exists:

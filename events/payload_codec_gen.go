@@ -3168,6 +3168,9 @@ func appendPolicy(b []byte, p *Policy) []byte {
 	if p.SlotShare != 0 {
 		n++
 	}
+	if len(p.Otherwise) != 0 {
+		n++
+	}
 	b = appendMapLen(b, n)
 	b = append(b, "\xaenestingEnabled"...)
 	b = appendBool(b, p.NestingEnabled)
@@ -3243,11 +3246,15 @@ func appendPolicy(b []byte, p *Policy) []byte {
 		b = append(b, "\xa9slotShare"...)
 		b = appendInt(b, int64(p.SlotShare))
 	}
+	if len(p.Otherwise) != 0 {
+		b = append(b, "\xa9otherwise"...)
+		b = appendString(b, p.Otherwise)
+	}
 	return b
 }
 
 func stringBytesPolicy(p *Policy) int64 {
-	return int64(len(p.ParentStatus) + len(p.ParentRole) + len(p.Role) + len(p.UnmeteredDelegates) + len(p.BudgetMode) + len(p.Model))
+	return int64(len(p.ParentStatus) + len(p.ParentRole) + len(p.Role) + len(p.UnmeteredDelegates) + len(p.BudgetMode) + len(p.Model) + len(p.Otherwise))
 }
 
 func (r *fastReader) readPolicy(p *Policy) {
@@ -3332,6 +3339,9 @@ func (r *fastReader) readPolicy(p *Policy) {
 		case "slotShare":
 			r.once(&seen, 25)
 			p.SlotShare = int(r.int())
+		case "otherwise":
+			r.once(&seen, 26)
+			p.Otherwise = r.str()
 		default:
 			r.skip()
 		}

@@ -83,8 +83,11 @@ func applyDelegation(s *State, r *runState, ev events.Event) {
 			stopWaiting(s, r)
 		}
 	case events.TypeDelegateRejected:
+		// A request another check refuses as well (policy.otherwise) waits
+		// for no slot: it could not use one.
 		if p := events.PayloadAs[events.DelegateRejected](ev); p != nil &&
-			(p.Reason == events.ReasonSlotsExhausted || p.Reason == events.ReasonSlotShareExceeded) {
+			(p.Reason == events.ReasonSlotsExhausted || p.Reason == events.ReasonSlotShareExceeded) &&
+			(p.Policy == nil || p.Policy.Otherwise == "") {
 			refusedSlot(s, r, at)
 		}
 	case events.TypeDelegateSpawned:

@@ -3,7 +3,8 @@ package projections
 // Fair slots: a run waits for a slot from the moment it is refused one
 // (slots-exhausted or slot-share-exceeded) while it holds fewer than its
 // share (the config's SlotShare in force), until its next admission or its
-// end. A run refused while it already held its share is owed nothing and does
+// end. A request that a later check refuses as well (the policy's
+// otherwise) waits for nothing. A run refused while it already held its share is owed nothing and does
 // not wait. The fold records the moment; whether it still counts is decided
 // with the engine's clock (SlotWaiters), so the answer is a pure function of
 // the state, the config and the clock reading, and replay reproduces it.

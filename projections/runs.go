@@ -77,7 +77,8 @@ type RunUsage struct {
 	// before it, and counts the events folded since as this build does.
 	TextBytes int64 `msgpack:"textBytes,omitempty"`
 	// SlotWaitAt is when the run was last refused a slot (slots-exhausted
-	// or slot-share-exceeded) while it held fewer than its share, cleared by
+	// or slot-share-exceeded) while it held fewer than its share, for a
+	// request no later check refused as well (policy otherwise), cleared by
 	// its next admission or its end.
 	SlotWaitAt int64 `msgpack:"slotWaitAt"`
 	// QuotaNotedAt is the time of the run's last run.quota_exceeded.
