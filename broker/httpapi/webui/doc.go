@@ -13,6 +13,9 @@
 //     no inline script or style, so a strict Content-Security-Policy can forbid both.
 //   - Live without reload: one EventSource on /api/v1/stream feeds every view; a resync (the page read too
 //     slowly) makes the views re-read what they show and reopens the stream live.
+//   - Bounded however long it stays open: a run view holds at most 50,000 of the run's events (api.js,
+//     maxRunEvents); its first read stops there, and the stream's events then push out the oldest, which time
+//     travel no longer reaches.
 //   - A refusal for now is not an error: a read answered 429 too-many-reads (the credential's other clients fill
 //     its turns) is read again up to 4 times, after a jittered wait that doubles from 125–250 ms to 1–2 s and is
 //     never shorter than the answer's Retry-After (one longer than 30 s is not waited for); meanwhile the header

@@ -93,6 +93,12 @@ function sleep(ms, signal) {
 const run = (id) => `/runs/${encodeURIComponent(id)}`;
 
 /**
+ * maxRunEvents bounds the events a run view holds: its first read stops there, and the stream's events then push
+ * out the oldest, so a run that goes on for days cannot grow the page until the tab dies.
+ */
+export const maxRunEvents = 50000;
+
+/**
  * all pages through a list route until it ends or max items were read, and
  * returns {items, truncated, total}. key is the list's field ("tasks", ...).
  */
@@ -133,7 +139,7 @@ export const api = {
   asks: (id, opts) => all(`${run(id)}/asks`, 'asks', {}, opts),
   jobs: (id, opts) => jobDetails(id, opts),
   credentials: (id, opts) => all(`${run(id)}/credentials`, 'credentials', {}, opts),
-  events: (id, after, opts) => all(`${run(id)}/events`, 'events', { cursor: after || undefined }, { max: 50000, ...opts }),
+  events: (id, after, opts) => all(`${run(id)}/events`, 'events', { cursor: after || undefined }, { max: maxRunEvents, ...opts }),
   stateAt: (id, at, opts) => get(`${run(id)}/state`, { at }, opts),
   slots: (opts) => get('/slots', {}, opts),
   explain: (position, opts) => get(`/events/${encodeURIComponent(position)}/explain`, {}, opts),

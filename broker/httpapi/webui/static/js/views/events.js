@@ -1,6 +1,7 @@
 // views/events.js: the run's raw events, newest first, with why? on every decision.
 
 import { h } from '../dom.js';
+import { maxRunEvents } from '../api.js';
 import { clock, parseTime, matches } from '../format.js';
 import { table, whyButton, pastNote } from '../widgets.js';
 
@@ -28,11 +29,18 @@ export function drawEvents(v, d) {
     { label: '', cell: (e) => (explainable.has(e.type) ? whyButton(e.metadata.position, { event: e }) : '') },
   ], rows, { empty: v.eventsReady ? 'no event matches' : 'reading events…' });
   return h('div.panel', pastNote(d, 'Events'),
-    h('div.row', { style: { marginBottom: '8px' } }, h('span.muted.small', `${d.events.length} events${v.eventsTruncated ? ' (the first 50,000)' : ''}, newest first`), h('span.grow'), search),
+    h('div.row', { style: { marginBottom: '8px' } }, h('span.muted.small', `${d.events.length} events${held(v)}, newest first`), h('span.grow'), search),
     t, shown.length > st.limit ? h('button', { type: 'button', onclick: () => { st.limit += 300; v.draw(); } }, 'show more') : null);
 }
 
 function actor(a) {
   if (!a) return '';
   return a.taskId ? `${a.role}/${a.taskId}` : a.role;
+}
+
+// held says which of the run's events the page holds when not all of them (api.js, maxRunEvents).
+function held(v) {
+  const max = maxRunEvents.toLocaleString('en');
+  if (v.eventsDropped) return ` (the page holds at most ${max}: the ${v.eventsDropped.toLocaleString('en')} oldest were let go)`;
+  return v.eventsTruncated ? ` (the first ${max})` : '';
 }

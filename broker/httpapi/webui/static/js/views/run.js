@@ -5,7 +5,7 @@
 // slider.
 
 import { h, replace } from '../dom.js';
-import { api } from '../api.js';
+import { api, maxRunEvents } from '../api.js';
 import { latestOnly } from '../retry.js';
 import { age, clock, countdown, parseTime, tokens } from '../format.js';
 import { background, coalesce, ticker } from '../live.js';
@@ -36,6 +36,7 @@ export class RunView {
     this.positions = [];
     this.lastPosition = 0;
     this.eventsReady = false;
+    this.eventsDropped = 0; // the oldest events let go to hold at most maxRunEvents
     this.past = null; // the state?at answer while travelling
     this.tabState = {}; // per-tab UI state (filters, expanded nodes, selected mailbox)
     this.refresh = coalesce(() => this.refreshLive(), 400);
@@ -95,13 +96,18 @@ export class RunView {
     background(this.catchUp(), 'catching up the run’s events');
   }
 
-  /** addEvents adds events not held yet, keeping position order; O(1) per event in the usual (ascending) case. */
+  /**
+   * addEvents adds events not held yet, keeping position order; O(1) per event in the usual (ascending) case. Beyond
+   * maxRunEvents the oldest go, a tenth of them at once so that a busy stream does not move every held event for each
+   * one it brings; the travel position stays on its event.
+   */
   addEvents(list) {
     let unsorted = false;
     let added = false;
     for (const ev of list) {
       const p = ev.metadata && ev.metadata.position;
-      if (!p || this.seen(p)) continue;
+      // Once the oldest were let go, older events (a resync's read from the start) stay gone.
+      if (!p || this.seen(p) || (this.eventsDropped && p < this.positions[0])) continue;
       if (p < this.lastPosition) unsorted = true;
       this.events.push(ev);
       this.positions.push(p);
@@ -111,6 +117,13 @@ export class RunView {
     if (unsorted) {
       this.events.sort((a, b) => a.metadata.position - b.metadata.position);
       this.positions = this.events.map((e) => e.metadata.position);
+    }
+    if (this.events.length > maxRunEvents) {
+      const drop = this.events.length - maxRunEvents + Math.floor(maxRunEvents / 10);
+      this.events.splice(0, drop);
+      this.positions.splice(0, drop);
+      this.eventsDropped += drop;
+      if (this.travelIndex !== undefined) this.travelIndex = Math.max(0, this.travelIndex - drop);
     }
     if (added) this.timelineCache = null;
   }
