@@ -249,5 +249,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, _ princip
 		writeError(w, notFound("metrics are not enabled"))
 		return
 	}
+	// Only a credential reads them, so no cache may keep them: the API's JSON answers say the same (writeBody).
+	w.Header().Set("Cache-Control", "no-store")
 	promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 }
