@@ -25,8 +25,8 @@ func (d *daemon) dashboardURL(t *testing.T) string {
 }
 
 // TestDashboardOverHTTP: a real crewd serves the read-only API next to its socket: the printed login link gives
-// the page a session cookie once; a read-only token from crewctl reads, and stops reading once revoked; a
-// delegation decided over the socket appears on the live stream and in /metrics.
+// the page a session cookie and its proof once; a read-only token from crewctl reads, and stops reading once
+// revoked; a delegation decided over the socket appears on the live stream and in /metrics.
 func TestDashboardOverHTTP(t *testing.T) {
 	ctx := testContext(t, 2*time.Minute)
 	d := newDaemon(t)
@@ -44,10 +44,20 @@ func TestDashboardOverHTTP(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the link lands on the page")
 	require.Contains(t, string(body), "<html")
-	resp, err = page.Get(base + "/api/v1/runs")
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode, "the session cookie reads the API")
+	proof, ok := strings.CutPrefix(resp.Request.URL.Fragment, "proof=")
+	require.True(t, ok, "the page gets the session's proof in the fragment: %q", resp.Request.URL)
+	readRuns := func(proof string) int {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/runs", nil)
+		if proof != "" {
+			req.Header.Set("X-Crewlog-Proof", proof)
+		}
+		resp, err := page.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusOK, readRuns(proof), "the session cookie with its proof reads the API")
+	require.Equal(t, http.StatusUnauthorized, readRuns(""), "the session cookie alone reads nothing")
 	resp, err = http.Get(login)
 	require.NoError(t, err)
 	resp.Body.Close()

@@ -390,10 +390,11 @@ func TestLoginCodeOnceThenSessionCookie(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-	require.Equal(t, "/", resp.Header.Get("Location"))
 	cookies := resp.Cookies()
 	require.Len(t, cookies, 1)
 	c := cookies[0]
+	require.Equal(t, "/#proof="+f.srv.sessionProof(c.Value), resp.Header.Get("Location"),
+		"the page gets the session's proof in the fragment, which no server is sent")
 	require.Equal(t, sessionCookie, c.Name)
 	require.True(t, c.HttpOnly)
 	require.Equal(t, http.SameSiteStrictMode, c.SameSite)
@@ -406,17 +407,17 @@ func TestLoginCodeOnceThenSessionCookie(t *testing.T) {
 	require.Empty(t, resp.Cookies())
 
 	req, _ := http.NewRequest(http.MethodGet, f.web.URL+"/api/v1/runs", nil)
-	req.AddCookie(c)
+	f.withSession(req, c)
 	code, _ := f.send(req)
 	require.Equal(t, http.StatusOK, code, "the session cookie reads the API")
 	req, _ = http.NewRequest(http.MethodGet, f.web.URL+"/api/v1/runs", nil)
-	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: "forged"})
+	f.withSession(req, &http.Cookie{Name: sessionCookie, Value: "forged"})
 	code, _ = f.send(req)
 	require.Equal(t, http.StatusUnauthorized, code)
 
 	// A session cannot mint a login link; a bearer can, and that link works once.
 	req, _ = http.NewRequest(http.MethodPost, f.web.URL+"/api/v1/login", nil)
-	req.AddCookie(c)
+	f.withSession(req, c)
 	code, _ = f.send(req)
 	require.Equal(t, http.StatusForbidden, code)
 	req, _ = http.NewRequest(http.MethodPost, f.web.URL+"/api/v1/login", nil)

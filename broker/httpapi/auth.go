@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -15,6 +16,17 @@ import (
 
 // sessionCookie is the page's session: HttpOnly, SameSite=Strict, Path=/.
 const sessionCookie = "crewlog_session"
+
+// The session cookie alone does not authenticate: a browser sends it to every port of the host name, so a server a
+// worker runs on another port of 127.0.0.1 gets it whenever the operator opens one of its pages, and could replay it
+// from outside a browser. With it comes the session's proof (sessionProof), which the login hands the page in the
+// fragment of its redirect (never sent to a server) and the page keeps in its origin's own storage: in the
+// proofHeader of each request, and in the stream's proofParam, since EventSource sends no header of its own.
+const (
+	proofHeader   = "X-Crewlog-Proof"
+	proofParam    = "proof"
+	streamPattern = "/api/v1/stream"
+)
 
 // maxSecretLen bounds a bearer token, a login code and a cookie value (the socket's tokens are ≤ 256 chars).
 const maxSecretLen = 256
@@ -84,6 +96,10 @@ func (s *Server) authenticate(r *http.Request) (principal, *apiError) {
 			return principal{}, errorf(http.StatusForbidden, codeForbidden,
 				"the session cookie is accepted only from the dashboard's own pages (Sec-Fetch-Site %q)", site)
 		}
+		if !hmac.Equal([]byte(proofOf(r)), []byte(s.sessionProof(c.Value))) {
+			return principal{}, errorf(http.StatusUnauthorized, codeAuth, "the session cookie needs the proof its "+
+				"login gave the page (%s); open a new login link", proofHeader)
+		}
 		p := principal{kind: kindSession, session: digestOf(c.Value)}
 		if s.current(&p) {
 			return p, nil
@@ -93,6 +109,22 @@ func (s *Server) authenticate(r *http.Request) (principal, *apiError) {
 	}
 	return principal{}, errorf(http.StatusUnauthorized, codeAuth,
 		"send Authorization: Bearer TOKEN (the admin token or one from crewctl token create --read-only), or log in with the link crewd prints")
+}
+
+// sessionProof is the proof that goes with the session cookie's value sess: an HMAC of it that only this server
+// can make, base64url.
+func (s *Server) sessionProof(sess string) string {
+	m := hmac.New(sha256.New, s.proofKey[:])
+	m.Write([]byte(sess))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// proofOf is the session proof r carries: its proofHeader, or on the stream its proofParam.
+func proofOf(r *http.Request) string {
+	if p := r.Header.Get(proofHeader); p != "" || r.Pattern != streamPattern {
+		return p
+	}
+	return r.URL.Query().Get(proofParam)
 }
 
 // sentByAnotherOrigin reports whether the browser says another origin's page sent r (Sec-Fetch-Site same-site or
@@ -319,7 +351,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
 	})
 	w.Header().Set("Cache-Control", "no-store")
-	http.Redirect(w, r, "/", http.StatusSeeOther)
+	http.Redirect(w, r, "/#"+proofParam+"="+s.sessionProof(sess), http.StatusSeeOther)
 }
 
 type loginResult struct {

@@ -44,7 +44,7 @@ func TestReadsTakeTurnsPerCredential(t *testing.T) {
 	}
 	// The token's next reads, by bearer and by its session, wait for a turn ...
 	serve("/api/v1/runs", bearer(roToken), answered)
-	serve("/api/v1/slots", func(r *http.Request) { r.AddCookie(session) }, answered)
+	serve("/api/v1/slots", func(r *http.Request) { f.withSession(r, session) }, answered)
 	awaitTurns(t, f.srv.reads, ro, maxReadsPerCredential, 2)
 	require.Empty(t, answered, "the token's read was answered while its %d others were in progress",
 		maxReadsPerCredential)
@@ -73,7 +73,7 @@ func TestReadsWaitingAreBoundedPerCredential(t *testing.T) {
 	bearer := func(tok string) func(*http.Request) {
 		return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) }
 	}
-	cookie := func(r *http.Request) { r.AddCookie(session) }
+	cookie := func(r *http.Request) { f.withSession(r, session) }
 	request := func(ctx context.Context, auth func(*http.Request)) *http.Request {
 		req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/api/v1/slots", nil)
 		req.Host = "127.0.0.1"
@@ -159,7 +159,7 @@ func TestARequestThatWaitedIsServedOnlyIfItsCredentialStillIs(t *testing.T) {
 	}
 	session := func(f *fixture, _ *testClock) func(*http.Request) {
 		c := f.spendLink(f.mintLink(roToken))
-		return func(r *http.Request) { r.AddCookie(c) }
+		return func(r *http.Request) { f.withSession(r, c) }
 	}
 	revoke := func(f *fixture, _ *testClock) { f.tokens.set(roToken, false) }
 	for _, tc := range []struct {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -23,6 +24,8 @@ type Server struct {
 	handler  http.Handler
 	sessions *secrets
 	codes    *secrets
+	// proofKey makes each session's proof (sessionProof): random, for the server's life, as its sessions are.
+	proofKey [32]byte
 	streams  streamLimits
 	states   stateCache
 	reads    *turns.PerKey   // requests in progress and waiting per credential (readturns.go)
@@ -62,6 +65,7 @@ func New(opts Options) (*Server, error) {
 		opts: o, quit: make(chan struct{}), loopback: !o.AllowRemote, writeTimeout: writeTimeout,
 		closeGrace: closeGrace,
 	}
+	rand.Read(s.proofKey[:]) // NB: crypto/rand.Read never fails (Go ≥ 1.24 crashes the process instead)
 	s.sessions = newSecrets(o.MaxSessions, maxSessionsPerCredential, s.credentialValid)
 	s.codes = newSecrets(maxLoginCodes, maxLoginCodesPerCredential, s.credentialValid)
 	s.streams.init(o)
@@ -263,7 +267,7 @@ func (s *Server) routes() http.Handler {
 	// NB: GET only. net/http drops what a handler writes to a HEAD, and the client has its answer with the header:
 	// a stream opened for one would go on for nobody, holding its place, with every write taken at once, so
 	// neither its write deadline nor its byte budget would end it.
-	api("/api/v1/stream", func(w http.ResponseWriter, r *http.Request, p principal) {
+	api(streamPattern, func(w http.ResponseWriter, r *http.Request, p principal) {
 		if r.Method != http.MethodGet {
 			writeError(w, methodNotAllowed(allowGet, "%s %s: a stream is read with GET", r.Method, r.URL.Path))
 			return

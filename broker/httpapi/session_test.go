@@ -41,12 +41,23 @@ func (f *fixture) spendLink(link string) *http.Cookie {
 	return resp.Cookies()[0]
 }
 
+// withSession makes req a request of the page in session c: its cookie, with the proof its login gave the page.
+func (f *fixture) withSession(req *http.Request, c *http.Cookie) {
+	req.AddCookie(c)
+	req.Header.Set(proofHeader, f.srv.sessionProof(c.Value))
+}
+
+// sessionHeader is the header of the page's requests in session c (openStream): its cookie and its proof.
+func (f *fixture) sessionHeader(c *http.Cookie) http.Header {
+	return http.Header{"Cookie": {c.String()}, proofHeader: {f.srv.sessionProof(c.Value)}}
+}
+
 // readsWith is the status of GET /api/v1/runs with the session cookie c.
 func (f *fixture) readsWith(c *http.Cookie) int {
 	f.t.Helper()
 	req, err := http.NewRequest(http.MethodGet, f.web.URL+"/api/v1/runs", nil)
 	require.NoError(f.t, err)
-	req.AddCookie(c)
+	f.withSession(req, c)
 	code, _ := f.send(req)
 	return code
 }
@@ -87,7 +98,7 @@ func TestASessionCountsAgainstItsTokensLimits(t *testing.T) {
 		c := f.spendLink(f.mintLink(roToken))
 		req, err := http.NewRequest(http.MethodGet, f.web.URL+"/api/v1/stream", nil)
 		require.NoError(t, err)
-		req.AddCookie(c)
+		f.withSession(req, c)
 		resp, err := f.web.Client().Do(req)
 		require.NoError(t, err)
 		status := resp.StatusCode
@@ -103,7 +114,7 @@ func TestASessionCountsAgainstItsTokensLimits(t *testing.T) {
 	// Another credential's session has its own.
 	start, _ := f.srv.LoginURL(0)
 	c := f.spendLink(start)
-	other := f.openStream("/api/v1/stream", http.Header{"Cookie": {c.String()}})
+	other := f.openStream("/api/v1/stream", f.sessionHeader(c))
 	require.Equal(t, "hello", next(t, other).event)
 }
 
@@ -181,7 +192,7 @@ func TestSessionCookieOnlyFromThePagesOwnOrigin(t *testing.T) {
 		for _, path := range []string{"/api/v1/runs", "/api/v1/stream"} {
 			req, err := http.NewRequest(http.MethodGet, f.web.URL+path, nil)
 			require.NoError(t, err)
-			req.AddCookie(c)
+			f.withSession(req, c)
 			if tc.site != "" {
 				req.Header.Set("Sec-Fetch-Site", tc.site)
 			}
@@ -198,6 +209,44 @@ func TestSessionCookieOnlyFromThePagesOwnOrigin(t *testing.T) {
 	req.Header.Set("Sec-Fetch-Site", "cross-site")
 	code, _ := f.send(req)
 	require.Equal(t, http.StatusOK, code)
+}
+
+// TestASessionCookieAloneDoesNotAuthenticate: a browser sends the session cookie to every port of its host name, so
+// a server a worker runs on another port of 127.0.0.1 gets it when the operator opens one of its pages, and can
+// replay it from outside a browser, with no Sec-Fetch-Site. It reads nothing: the session also needs the proof its
+// login gave the page in the redirect's fragment, which that server never sees — in a header, or on the stream
+// (EventSource sends no header of its own) in the query.
+func TestASessionCookieAloneDoesNotAuthenticate(t *testing.T) {
+	f := newFixture(t, Options{})
+	start, _ := f.srv.LoginURL(0)
+	c := f.spendLink(start)
+	other := f.spendLink(f.mintLink(adminToken))
+	status := func(path string, proof string) int {
+		req, err := http.NewRequest(http.MethodGet, f.web.URL+path, nil)
+		require.NoError(t, err)
+		req.AddCookie(c)
+		if proof != "" {
+			req.Header.Set(proofHeader, proof)
+		}
+		resp, err := f.web.Client().Do(req)
+		require.NoError(t, err)
+		resp.Body.Close() // NB: a stream's body never ends on its own
+		return resp.StatusCode
+	}
+	proof := f.srv.sessionProof(c.Value)
+	for _, path := range []string{"/api/v1/runs", "/api/v1/stream", "/metrics"} {
+		require.Equal(t, http.StatusUnauthorized, status(path, ""), "%s with the cookie alone", path)
+		require.Equal(t, http.StatusUnauthorized, status(path, f.srv.sessionProof(other.Value)),
+			"%s with another session's proof", path)
+		require.Equal(t, http.StatusUnauthorized, status(path, proof[1:]), "%s with a cut proof", path)
+	}
+	for _, path := range []string{"/api/v1/runs", "/metrics"} {
+		require.Equal(t, http.StatusUnauthorized, status(path+"?proof="+proof, ""),
+			"%s takes the proof in its header only", path)
+	}
+	require.Equal(t, http.StatusOK, status("/api/v1/runs", proof))
+	require.Equal(t, http.StatusOK, status("/api/v1/stream", proof))
+	require.Equal(t, http.StatusOK, status("/api/v1/stream?proof="+proof, ""), "the page's EventSource")
 }
 
 // TestALoginLinkOnlyFromTheUsersOwnNavigation: a page of another origin (a dev server a worker started, say) that

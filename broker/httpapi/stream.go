@@ -100,6 +100,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, pr princip
 	runID := p.str("run", maxIDLen)
 	types := typeSet(p.strs("type", broker.MaxTypeFilter, broker.MaxTypeLen))
 	afterParam := p.str("after", 20)
+	p.str(proofParam, maxSecretLen) // NB: read by authenticate
 	if e := p.strict(); e != nil {
 		writeError(w, e)
 		return

@@ -44,13 +44,13 @@ func TestStreamEndsWithItsCredential(t *testing.T) {
 			func(f *fixture, _ *testClock) { f.tokens.set(roToken, false) }},
 		{"session of a revoked token",
 			func(f *fixture) http.Header {
-				return http.Header{"Cookie": {f.spendLink(f.mintLink(roToken)).String()}}
+				return f.sessionHeader(f.spendLink(f.mintLink(roToken)))
 			},
 			func(f *fixture, _ *testClock) { f.tokens.set(roToken, false) }},
 		{"expired session",
 			func(f *fixture) http.Header {
 				start, _ := f.srv.LoginURL(0)
-				return http.Header{"Cookie": {f.spendLink(start).String()}}
+				return f.sessionHeader(f.spendLink(start))
 			},
 			func(_ *fixture, clock *testClock) { clock.add(SessionLifetime) }},
 	} {

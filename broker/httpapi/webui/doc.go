@@ -11,6 +11,10 @@
 //   - Untrusted text stays text: goals, titles, message bodies and reasons come from clients of the daemon, so
 //     they reach the page as text nodes and attribute values (dom.js), never through innerHTML; the page needs
 //     no inline script or style, so a strict Content-Security-Policy can forbid both.
+//   - Signed in on its own origin only: the login's redirect hands the page the session's proof in its fragment;
+//     the page keeps it in its origin's localStorage, which pages of other ports of the host cannot read (once crewd
+//     takes it: a fragment another page chose cannot replace it), and sends it with every read and on the stream
+//     (api.js), since crewd refuses the session cookie alone, which the browser sends to every port.
 //   - Live without reload: one EventSource on /api/v1/stream feeds every view; a resync (the page read too
 //     slowly) makes the views re-read what they show and reopens the stream live.
 //   - Bounded however long it stays open: a run view holds at most 50,000 of the run's events (api.js,

@@ -1,10 +1,38 @@
 // api.js: the dashboard API (docs/dashboard-api.md) as functions. The page is
 // served by crewd on the same origin and authenticates with its session
-// cookie, so every request is same-origin with credentials.
+// cookie and the session's proof, so every request is same-origin with credentials.
 
 import { retryAfterMs, withRetry } from './retry.js';
 
 const base = '/api/v1';
+
+// The session cookie alone does not authenticate: a browser sends it to every port of the host, a worker's server
+// on another one too. The login's redirect hands the page the session's proof in its fragment, which no server is
+// sent; the page keeps it in its origin's localStorage, which pages of other ports cannot read, and sends it with
+// every request (the stream: in its URL, as EventSource sends no header of its own).
+const proofKey = 'crewlog.proof';
+const storage = () => (typeof localStorage === 'undefined' ? null : localStorage);
+
+/**
+ * keepProof keeps the session's proof from a login's fragment (#proof=…), and says whether hash was one. Any page
+ * may open this one with a fragment of its choosing, a worker's on another port too: the proof is kept only if
+ * crewd takes it with this browser's session cookie (any answer but 401), so a wrong one cannot sign the page out.
+ */
+export async function keepProof(hash) {
+  const m = /^#proof=([A-Za-z0-9_-]{1,256})$/.exec(hash);
+  if (!m) return false;
+  const res = await fetch(`${base}/slots`, {
+    credentials: 'same-origin', headers: { Accept: 'application/json', 'X-Crewlog-Proof': m[1] },
+  });
+  const s = storage();
+  if (s && res.status !== 401) s.setItem(proofKey, m[1]);
+  return true;
+}
+
+function proof() {
+  const s = storage();
+  return (s && s.getItem(proofKey)) || '';
+}
 
 /**
  * ApiError carries the API's {error:{code,message}}, the HTTP status and the
@@ -46,7 +74,10 @@ export async function get(path, params = {}, { signal, onWait } = {}) {
 }
 
 async function getOnce(url, signal) {
-  const res = await fetch(url, { credentials: 'same-origin', headers: { Accept: 'application/json' }, signal });
+  const headers = { Accept: 'application/json' };
+  const p = proof();
+  if (p) headers['X-Crewlog-Proof'] = p;
+  const res = await fetch(url, { credentials: 'same-origin', headers, signal });
   let body = null;
   try {
     body = await res.json();
@@ -169,6 +200,8 @@ export class Stream {
     this.close();
     const q = new URLSearchParams();
     if (after) q.set('after', String(after));
+    const p = proof();
+    if (p) q.set('proof', p);
     const es = new EventSource(`${base}/stream${q.size ? `?${q}` : ''}`);
     this.es = es;
     this.onState('connecting');

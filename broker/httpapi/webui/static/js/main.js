@@ -3,12 +3,19 @@
 // the keyboard.
 
 import { h, replace } from './dom.js';
-import { api, ApiError, reads, Stream } from './api.js';
+import { api, ApiError, keepProof, reads, Stream } from './api.js';
 import { coalesce } from './live.js';
 import { moveRow, showDialog } from './widgets.js';
 import { RunsView } from './views/runs.js';
 import { RunView } from './views/run.js';
 import { HealthView } from './views/health.js';
+
+// A login lands on /#proof=…: the proof is kept, and leaves the address bar and the history.
+try {
+  if (await keepProof(location.hash)) history.replaceState(null, '', '#/runs');
+} catch (err) {
+  console.warn('keeping the login failed:', err);
+}
 
 const main = document.getElementById('view');
 const liveEl = document.getElementById('live');
