@@ -58,6 +58,9 @@ test('policyInputs lists what the policy saw in words', () => {
   assert.equal(got.depth, 'parent 1 → child 2 (max 4)');
   assert.equal(got.budget, 'metered: granted 100, spent 40, requested 10');
   assert.deepEqual(policyInputs(undefined), []);
+  const refused = Object.fromEntries(policyInputs({ held: 2, capacity: 2, otherwise: 'timeout-invalid' }));
+  assert.equal(refused['with a slot free'], 'timeout-invalid: the run does not wait for a slot');
+  assert.equal(got['with a slot free'], undefined);
 });
 
 test('matches needs every term somewhere', () => {

@@ -148,6 +148,8 @@ export function policyInputs(policy) {
   add('depth', `parent ${p.depth ?? '?'} → child ${p.childDepth ?? '?'} (max ${p.maxDepth ?? '?'})`);
   add('slots', `${p.held ?? '?'} of ${p.capacity ?? '?'} held`);
   if (p.waiting) add('slot share', `run holds ${p.runHeld}, share ${p.slotShare}, ${p.waiting} run(s) waiting`);
+  // A refusal for a slot that a later check refuses as well: the run did not wait for a slot.
+  if (p.otherwise) add('with a slot free', `${p.otherwise}: the run does not wait for a slot`);
   add('budget', p.metered
     ? `metered: granted ${p.granted}, spent ${p.spent}, requested ${p.requested}`
     : `unmetered${p.unmeteredDelegates ? ` (unmeteredDelegates ${p.unmeteredDelegates})` : ''}`);
