@@ -224,7 +224,12 @@ func (c *client) call(method string, params any) wire.Response {
 // ok calls and requires a result, decoded into a map.
 func (c *client) ok(method string, params any) map[string]any {
 	c.t.Helper()
-	r := c.call(method, params)
+	return c.result(method, c.call(method, params))
+}
+
+// result requires r, the answer to method, to be a result, and returns it decoded into a map.
+func (c *client) result(method string, r wire.Response) map[string]any {
+	c.t.Helper()
 	require.Nil(c.t, r.Error, "%s failed", method)
 	var m map[string]any
 	require.NoError(c.t, json.Unmarshal(r.Result, &m))

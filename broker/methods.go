@@ -299,6 +299,9 @@ func runCommand(c *conn, id, method string, params json.RawMessage) (json.RawMes
 	if err != nil {
 		return nil, err
 	}
+	if err := c.messageFits(cmd); err != nil {
+		return nil, err
+	}
 	var (
 		token, tokenField, tokenRun, tokenKey string
 	)

@@ -145,6 +145,22 @@ func (c *MessageSend) decide(s *projections.State, env *Env) (Decision, error) {
 	}}, nil
 }
 
+// Mailboxes are the mailboxes s would have msg.send append a copy to (task
+// ids, or events.RunInbox), in order; nil when s would refuse it for its
+// recipients. The broker measures each copy as msg.inbox would answer it
+// before it sends the command on.
+func (c *MessageSend) Mailboxes(s *projections.State) []string {
+	rcpts, err := c.recipients(s)
+	if err != nil {
+		return nil
+	}
+	boxes := make([]string, 0, len(rcpts))
+	for _, r := range rcpts {
+		boxes = append(boxes, r.box)
+	}
+	return boxes
+}
+
 // recipients resolves To into mailboxes, in the order given (expansions in
 // task creation order), each once.
 func (c *MessageSend) recipients(s *projections.State) ([]recipient, error) {
@@ -225,6 +241,19 @@ type EscalateResult struct {
 	Durable   bool   `json:"durable"`
 }
 
+// Mailbox is the mailbox escalate appends to: To's task (the sender's own
+// when To is empty), or events.RunInbox for ToParent; false when it names
+// none (the orchestrator must give To).
+func (c *Escalate) Mailbox() (string, bool) {
+	switch c.To {
+	case "":
+		return c.FromTask, c.FromTask != ""
+	case ToParent:
+		return events.RunInbox, true
+	}
+	return c.To, true
+}
+
 func (c *Escalate) decide(s *projections.State, env *Env) (Decision, error) {
 	to, priority := c.To, c.Priority
 	if to == "" {
@@ -253,11 +282,11 @@ func (c *Escalate) decide(s *projections.State, env *Env) (Decision, error) {
 		}
 		from = c.FromTask
 	}
-	box := to
-	if to == ToParent {
-		box = events.RunInbox
-	} else if _, ok := s.Task(c.RunID, to); !ok {
-		return Decision{}, badParams("escalate: recipient %q is not a task of run %q", to, c.RunID)
+	box, _ := c.Mailbox()
+	if box != events.RunInbox {
+		if _, ok := s.Task(c.RunID, to); !ok {
+			return Decision{}, badParams("escalate: recipient %q is not a task of run %q", to, c.RunID)
+		}
 	}
 	id := "esc_" + strings.TrimPrefix(messageID(env), "msg_")
 	ev := env.event(c.RunID, events.TypeMailboxAppended, &events.MailboxAppended{

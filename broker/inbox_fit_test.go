@@ -1,0 +1,158 @@
+package broker
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/events"
+)
+
+// TestAMessageNoInboxCanReadIsRefused: a message is read back as JSON, where a char can take more bytes than it
+// took in the request that sent it (a quote of a JSON body is stored escaped and escaped again as it is read, a
+// '<' sent as it is is read as six bytes). A worker whose message could not be answered in a frame of its own
+// would leave its recipient's msg.inbox answering oversize-frame at that message for good, so that the message, and
+// every message after it, is never read: worker P could so blind the orchestrator to the run inbox, where Q's
+// "done" follows. Such a message is refused as too large when it is sent, and the recipient reads on.
+func TestAMessageNoInboxCanReadIsRefused(t *testing.T) {
+	// Each body fits in a request of the default frame and within the body bound, and not in a page of its own.
+	quotes := strings.Repeat(`"`, 100_000)
+	angles := strings.Repeat("<", 50_000)
+	tests := []struct {
+		name, method string
+		frame        int
+		params       map[string]any
+		escaped      bool // sent as an encoder escaping HTML sends it, or with '<' as it is
+	}{
+		{name: "msg.send to parent", method: "msg.send", params: map[string]any{"to": "parent", "body": quotes},
+			escaped: true},
+		{name: "msg.send to group", method: "msg.send", params: map[string]any{"to": "group", "body": angles}},
+		{name: "escalate to parent", method: "escalate", params: map[string]any{"to": "parent", "body": angles}},
+		// A subject (at most 256 chars) takes a message past a small frame only.
+		{name: "msg.send with a subject", method: "msg.send", frame: 2048,
+			params: map[string]any{"to": []any{"parent"}, "body": strings.Repeat("x", 300),
+				"subject": strings.Repeat("<", 256)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: tc.frame}})
+			s := f.seed()
+			o, p, q := f.dial(), f.dial(), f.dial()
+			o.hello(runR, events.OrchestratorKey, s.orch)
+			p.hello(runR, taskP, s.p)
+			q.hello(runR, taskQ, s.q)
+
+			send := p.callUnescaped
+			if tc.escaped {
+				send = p.call
+			}
+			r := send(tc.method, tc.params)
+			require.NotNil(t, r.Error, "%s: a message no inbox can answer was accepted", tc.method)
+			require.Equal(t, wire.CodeOversizeFrame, r.Error.Code, r.Error.Message)
+			require.Equal(t, tc.method+": body too large", r.Error.Message)
+
+			q.ok("msg.send", map[string]any{"to": "parent", "body": "done"})
+			o.ok("msg.send", map[string]any{"to": []any{taskP, taskQ}, "body": "done"})
+			for _, reader := range []*client{o, p, q} {
+				require.Contains(t, inboxBodies(reader), `"done"`)
+			}
+		})
+	}
+}
+
+// inboxBodies reads c's whole inbox, page after page as a client follows nextCursor, and returns the bodies.
+func inboxBodies(c *client) []string {
+	c.t.Helper()
+	var bodies []string
+	params := map[string]any{}
+	for {
+		res := c.ok("msg.inbox", params)
+		for _, m := range res["messages"].([]any) {
+			bodies = append(bodies, m.(map[string]any)["body"].(string))
+		}
+		next, _ := res["nextCursor"].(string)
+		if next == "" {
+			return bodies
+		}
+		params["cursor"] = next
+	}
+}
+
+// TestTheWidestMessageSentIsRead: the bound is the page's. Every message a worker had accepted on the way to the
+// widest one (escaped twice over, acknowledged, with a page after it, its every copy) is read back by msg.inbox and
+// query.mailbox answering a request id of inboxReaderID bytes, and a quote more than the widest is refused.
+func TestTheWidestMessageSentIsRead(t *testing.T) {
+	for _, frame := range []int{wire.MaxFrameFloor, 4096, wire.DefaultMaxFrame} {
+		t.Run(fmt.Sprint(frame), func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: frame}})
+			s := f.seed()
+			o, p, q := f.dial(), f.dial(), f.dial()
+			o.hello(runR, events.OrchestratorKey, s.orch)
+			p.hello(runR, taskP, s.p)
+			q.hello(runR, taskQ, s.q)
+			// Each message goes to Q and to a task whose longer id makes its copy the wider.
+			long := strings.Repeat("L", 100)
+			o.ok("task.create", map[string]any{"taskId": long, "role": "executor", "agent": "a", "title": "l",
+				"cwd": "/w/l"})
+			to := []any{taskQ, long}
+			sends := func(n int) bool {
+				return p.call("msg.send", map[string]any{"to": to, "body": strings.Repeat(`"`, n)}).Error == nil
+			}
+			lo, hi := 0, (frame-300)/2 // sends(lo) (none sent) and !sends(hi), whose request still fits in a frame
+			for hi-lo > 1 {
+				if mid := (lo + hi) / 2; sends(mid) {
+					lo = mid
+				} else {
+					hi = mid
+				}
+			}
+			require.Positive(t, lo, "no message is accepted")
+			require.False(t, sends(lo+1))
+			p.ok("msg.send", map[string]any{"to": to, "body": "last"})
+			widest := `"` + strings.Repeat(`\"`, lo) + `"`
+
+			// Read queued, then acknowledged: by the recipient's msg.inbox for Q, by query.mailbox for the other.
+			ids := map[string][]any{}
+			for _, m := range widestIDPages(q, "msg.inbox", map[string]any{"limit": 1}) {
+				ids[taskQ] = append(ids[taskQ], m["id"])
+			}
+			for _, m := range widestIDPages(o, "query.mailbox", map[string]any{"taskId": long, "limit": 1}) {
+				ids[long] = append(ids[long], m["id"])
+			}
+			q.ok("mailbox.ack", map[string]any{"messageIds": ids[taskQ]})
+			o.ok("mailbox.ack", map[string]any{"taskId": long, "messageIds": ids[long]})
+			for _, box := range []string{taskQ, long} {
+				var bodies []any
+				for _, m := range widestIDPages(o, "query.mailbox", map[string]any{"taskId": box, "limit": 1}) {
+					require.Equal(t, "acknowledged", m["status"])
+					bodies = append(bodies, m["body"])
+				}
+				require.Contains(t, bodies, widest)
+				require.Len(t, bodies, len(ids[box]))
+			}
+		})
+	}
+}
+
+// widestIDPages reads every page of method, one request after another with an id of inboxReaderID bytes, and
+// returns the messages.
+func widestIDPages(c *client, method string, params map[string]any) []map[string]any {
+	c.t.Helper()
+	var out []map[string]any
+	for {
+		c.idPrefix = strings.Repeat("x", inboxReaderID-len(fmt.Sprintf("c%d", c.n+1)))
+		res := c.ok(method, params)
+		for _, m := range res["messages"].([]any) {
+			out = append(out, m.(map[string]any))
+		}
+		next, _ := res["nextCursor"].(string)
+		if next == "" {
+			c.idPrefix = ""
+			return out
+		}
+		params["cursor"] = next
+	}
+}
