@@ -50,7 +50,7 @@ func (c *conn) messageFits(cmd commands.Command) error {
 	default:
 		return nil
 	}
-	room := frameBudget(c.s.opts.MaxFrame, strings.Repeat("x", inboxReaderID)) - cursorBytes("4294967295")
+	room := inboxPageRoom(c.s.opts.MaxFrame)
 	texts := len(m.RunID) + len(m.From) + len(m.Body) + len(m.Subject) + len(m.ReplyTo) + len(m.QuestionID)
 	if 6*texts+widestMessageRest <= room {
 		return nil // NB: the common case, without a read: JSON writes no byte in more than six
@@ -77,6 +77,77 @@ func (c *conn) messageFits(cmd commands.Command) error {
 		}
 	}
 	return nil
+}
+
+// inboxPageRoom is the bytes a message may take as the one message of a msg.inbox page (a next cursor after it)
+// answering a request id of inboxReaderID bytes, in a frame of maxFrame.
+func inboxPageRoom(maxFrame int) int {
+	return frameBudget(maxFrame, strings.Repeat("x", inboxReaderID)) - cursorBytes("4294967295")
+}
+
+// fitResult cuts the text of delegate.settle x so that the message delivering its result, to the parent task or
+// rerouted to the run inbox, fits in a page of its own as msg.inbox answers it (messageFits). The text is a
+// grandchild's, which the runtime passes on: one whose chars take six bytes each in JSON would otherwise leave the
+// parent's msg.inbox (or the run inbox) answering oversize-frame at the result for good, so that the parent read
+// neither its result nor any message after it. A settlement cannot be refused for it (it frees the slot, and a
+// run must be able to finish), so the text is cut, as the fence cuts it at commands.MaxResultChars.
+func (c *conn) fitResult(x *commands.DelegateSettle) {
+	room := inboxPageRoom(c.s.opts.MaxFrame)
+	if 6*(len(x.Text)+4*len(x.SubID)+len(x.RunID)+commands.MaxIDChars)+widestMessageRest <= room {
+		return // NB: the common case, without a read: the fence writes the sub id twice, the message twice more
+	}
+	var (
+		d     projections.Delegation
+		found bool
+	)
+	runID := x.RunID
+	c.s.eng.Read(func(st *projections.State) {
+		if runID == "" {
+			runID, _ = st.SlotHolder(x.SubID)
+		}
+		d, found = st.Delegation(runID, x.SubID)
+	})
+	if !found {
+		return // the engine refuses it
+	}
+	// The widest the engine may make of the rest of the message: every flag of its data set, every time shown.
+	m := projections.Message{RunID: runID, From: "delegate:" + x.SubID, Kind: events.KindGroupJoin,
+		Priority: events.PriorityNormal, DeliveryMode: events.DeliveryInterrupt,
+		Body: commands.ResultBody(x.SubID, x.Outcome, ""), Rerouted: true,
+		Data:   &events.MessageData{SubID: x.SubID, OK: true, TimedOut: true, Cancelled: true},
+		Status: projections.MessageAcknowledged, CreatedAt: widestMessageTime, DeliveredAt: widestMessageTime,
+		AcknowledgedAt: widestMessageTime}
+	rest := 0
+	for _, box := range []string{d.ParentTaskID, events.RunInbox} {
+		m.To, m.ID = box, widestMessageID(box)
+		if b, err := json.Marshal(toWireMessage(m)); err == nil {
+			rest = max(rest, len(b)+1)
+		}
+	}
+	x.Text = jsonPrefix(x.Text, room-rest)
+}
+
+// jsonPrefix is the longest prefix of s, whole chars, that takes at most n bytes inside a JSON string as
+// encoding/json writes it (HTML's characters escaped). NB: it counts a control character other than \n, \r and
+// \t as six bytes, what \u00XX takes, where encoding/json may write two.
+func jsonPrefix(s string, n int) string {
+	used := 0
+	for at, r := range s {
+		size := utf8.RuneLen(r)
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[at:], "\uFFFD"):
+			size = 6 // an invalid byte, written \ufffd
+		case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t':
+			size = 2
+		case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029':
+			size = 6
+		}
+		if used+size > n {
+			return s[:at]
+		}
+		used += size
+	}
+	return s
 }
 
 // widestBoxes are the mailboxes of boxes whose copies are the widest: the run inbox, and the task whose id is the

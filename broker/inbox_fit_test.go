@@ -1,13 +1,16 @@
 package broker
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/events"
 )
 
@@ -154,5 +157,74 @@ func widestIDPages(c *client, method string, params map[string]any) []map[string
 			return out
 		}
 		params["cursor"] = next
+	}
+}
+
+// TestADelegateResultNoInboxCanReadIsCut: a delegation's result is its grandchild's text, which the runtime passes
+// on in delegate.settle (cut to commands.MaxResultChars, as pi-crew cuts it). A grandchild whose text takes six bytes
+// a char in JSON ('<', say) left its parent's msg.inbox answering oversize-frame at the result for good, so that the
+// parent never read its result or any message after it; rerouted to the run inbox (its parent ended), the
+// orchestrator's. The result is cut to what a page of its own holds, and the recipient reads on.
+func TestADelegateResultNoInboxCanReadIsCut(t *testing.T) {
+	for _, frame := range []int{wire.MaxFrameFloor, 8192, wire.DefaultMaxFrame} {
+		for _, parentEnded := range []bool{false, true} {
+			t.Run(fmt.Sprint(frame, parentEnded), func(t *testing.T) {
+				f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: frame}})
+				s := f.seed()
+				o, p := f.dial(), f.dial()
+				o.hello(runR, events.OrchestratorKey, s.orch)
+				p.hello(runR, taskP, s.p)
+				sub := p.ok("delegate.request", map[string]any{"prompt": "look", "description": "d",
+					"budgetTokens": 10})["grandchildTaskRef"].(string)
+				o.ok("delegate.spawned", map[string]any{"subId": sub, "pid": 4242})
+				reader := p
+				if parentEnded {
+					o.ok("task.transition", map[string]any{"taskId": taskP, "to": "completed"})
+					reader = o
+				}
+				text := strings.Repeat("<", min(commands.MaxResultChars, frame-200))
+				res := o.result("delegate.settle", o.callUnescaped("delegate.settle",
+					map[string]any{"subId": sub, "outcome": "ok", "text": text}))
+				require.Equal(t, parentEnded, res["rerouted"])
+				o.ok("msg.send", map[string]any{"to": []any{taskQ, "parent"}, "body": "done"})
+				if !parentEnded {
+					p.ok("escalate", map[string]any{"body": "done"})
+				}
+
+				var result string
+				var last any
+				for _, m := range widestIDPages(reader, "msg.inbox", map[string]any{"limit": 1}) {
+					if m["from"] == "delegate:"+sub {
+						result = m["body"].(string)
+					}
+					last = m["body"]
+				}
+				require.Contains(t, result, "--- delegate "+sub+" (ok) ---\n<<<", "the result, cut")
+				require.True(t, strings.HasSuffix(result, "<\n--- end delegate "+sub+" ---"), "its end marker")
+				require.Less(t, len(result), len(text))
+				require.Contains(t, []any{"done", `"done"`}, last, "the message after the result")
+			})
+		}
+	}
+}
+
+// TestJSONPrefixIsWhatFits: jsonPrefix's prefix takes at most n bytes in a JSON string as encoding/json writes it,
+// and one char more would not fit (but for the control characters it counts as six bytes).
+func TestJSONPrefixIsWhatFits(t *testing.T) {
+	for _, s := range []string{"plain text", `"quoted" \ back`, "<a> & <b>", "\u2028\u2029x", "é😀日本", "\x01\x1f\x7f",
+		"\xff\xfe invalid", "\uFFFD real", "tab\tnl\ncr\r"} {
+		for n := range 64 {
+			p := jsonPrefix(s, n)
+			require.True(t, strings.HasPrefix(s, p), "%q %d", s, n)
+			b, err := json.Marshal(p)
+			require.NoError(t, err)
+			require.LessOrEqual(t, len(b)-2, n, "%q %d", s, n)
+			if p == s || strings.ContainsAny(s, "\x01\x1f") {
+				continue
+			}
+			_, size := utf8.DecodeRuneInString(s[len(p):])
+			b, _ = json.Marshal(s[:len(p)+size])
+			require.Greater(t, len(b)-2, n, "%q %d: one char more fits", s, n)
+		}
 	}
 }

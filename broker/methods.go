@@ -302,6 +302,9 @@ func runCommand(c *conn, id, method string, params json.RawMessage) (json.RawMes
 	if err := c.messageFits(cmd); err != nil {
 		return nil, err
 	}
+	if x, ok := cmd.(*commands.DelegateSettle); ok {
+		c.fitResult(x)
+	}
 	var (
 		token, tokenField, tokenRun, tokenKey string
 	)

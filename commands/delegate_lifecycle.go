@@ -99,14 +99,14 @@ func (c *DelegateSettle) decide(s *projections.State, env *Env) (Decision, error
 // terminal event, in the same batch).
 func settlement(s *projections.State, env *Env, d projections.Delegation, outcome, text string, usage int64, expired bool) ([]events.Event, *SettleResult) {
 	ok := outcome == OutcomeOK
-	tag, typ := "ok", events.TypeDelegateCompleted
+	typ := events.TypeDelegateCompleted
 	switch outcome {
 	case OutcomeFailed:
-		tag, typ = "failed", events.TypeDelegateFailed
+		typ = events.TypeDelegateFailed
 	case OutcomeTimedOut:
-		tag, typ = "timed out", events.TypeDelegateTimedOut
+		typ = events.TypeDelegateTimedOut
 	case OutcomeCancelled:
-		tag, typ = "cancelled", events.TypeDelegateCancelled
+		typ = events.TypeDelegateCancelled
 	}
 	to, rerouted := d.ParentTaskID, false
 	if parent, found := s.Task(d.RunID, d.ParentTaskID); !found || parent.Status.Terminal() {
@@ -116,7 +116,7 @@ func settlement(s *projections.State, env *Env, d projections.Delegation, outcom
 	rec := new(settlementRecords)
 	rec.delivered = events.MailboxAppended{
 		ID: msgID, To: to, From: "delegate:" + d.SubID, Kind: events.KindResponse, Priority: events.PriorityNormal,
-		DeliveryMode: events.DeliveryNextTurn, Body: fence(d.SubID, tag, text), Rerouted: rerouted,
+		DeliveryMode: events.DeliveryNextTurn, Body: ResultBody(d.SubID, outcome, text), Rerouted: rerouted,
 		// NB: an allocation of its own: the mailbox keeps this pointer for
 		// as long as the message, and would keep the whole block with it.
 		Data: &events.MessageData{SubID: d.SubID, OK: ok, TimedOut: outcome == OutcomeTimedOut, Cancelled: outcome == OutcomeCancelled},
@@ -157,6 +157,21 @@ func settlement(s *projections.State, env *Env, d projections.Delegation, outcom
 	}
 	evs = append(evs, env.event(d.RunID, typ, payload))
 	return evs, res
+}
+
+// ResultBody is the body of the message that delivers the result text of delegation subID settled with outcome:
+// the text fenced under the outcome's tag, and cut to MaxResultChars (fence).
+func ResultBody(subID, outcome, text string) string {
+	tag := "ok"
+	switch outcome {
+	case OutcomeFailed:
+		tag = "failed"
+	case OutcomeTimedOut:
+		tag = "timed out"
+	case OutcomeCancelled:
+		tag = "cancelled"
+	}
+	return fence(subID, tag, text)
 }
 
 // settlementRecords is what a settlement records, allocated at once (see
