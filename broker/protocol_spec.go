@@ -212,7 +212,8 @@ var protocolSpec = map[string]methodSpec{
 		params: []paramDesc{
 			note(paramDesc{Name: "to", MaxItems: commands.MaxRecipients},
 				"task ids, \"parent\" (the run inbox), \"all\" (orchestrator), \"group\" (worker)"),
-			note(paramDesc{Name: "body"}, "any JSON value, stored as its JSON text"),
+			note(paramDesc{Name: "body"}, "any JSON value, stored as its JSON text; a worker's message is refused "+
+				"(oversize-frame) when a copy would not fit in a msg.inbox page"),
 			note(pEnum("kind", false, nil, events.KindMessage, events.KindNotify, events.KindSteer, events.KindFollowUp,
 				events.KindResponse, events.KindGroupJoin), "worker: message or notify"),
 			pEnum("priority", false, "normal", priorities...),
@@ -392,7 +393,8 @@ var protocolSpec = map[string]methodSpec{
 	"delegate.settle": {
 		summary: "the grandchild ended: deliver its fenced result to the parent, charge usage above the reservation, free the slot",
 		params: []paramDesc{pEnum("outcome", true, nil, "ok", "failed", "timed_out", "cancelled"),
-			note(pStr("text", true, 0, 0), fmt.Sprintf("its first %d chars are delivered (the fence, D§6.2)", commands.MaxResultChars)),
+			note(pStr("text", true, 0, 0), fmt.Sprintf("its first %d chars are delivered (the fence, D§6.2), fewer when "+
+				"the message delivering them would not fit in a msg.inbox page", commands.MaxResultChars)),
 			pInt("usageTokens", 0, commands.MaxUsageTokens, nil)},
 		results: []any{commands.SettleResult{}},
 		errors:  errsTaskCommand,

@@ -677,7 +677,7 @@ export interface DelegateSettleParams {
   "runId"?: string;
   "subId": string;
   "outcome": "ok" | "failed" | "timed_out" | "cancelled";
-  /** its first 65536 chars are delivered (the fence, D§6.2) */
+  /** its first 65536 chars are delivered (the fence, D§6.2), fewer when the message delivering them would not fit in a msg.inbox page */
   "text": string;
   /** 0..1099511627776 */
   "usageTokens"?: number;
@@ -981,7 +981,7 @@ export interface MsgSendParams {
    * task ids, "parent" (the run inbox), "all" (orchestrator), "group" (worker)
    */
   "to": string | string[];
-  /** any JSON value, stored as its JSON text */
+  /** any JSON value, stored as its JSON text; a worker's message is refused (oversize-frame) when a copy would not fit in a msg.inbox page */
   "body": unknown;
   /** worker: message or notify */
   "kind"?: "message" | "notify" | "steer" | "follow-up" | "response" | "group_join";

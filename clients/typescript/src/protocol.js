@@ -124,7 +124,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "runId", "type": "string", "required": false, "note": "optional for the admin too" }),
       Object.freeze({ "name": "subId", "type": "string", "required": true }),
       Object.freeze({ "name": "outcome", "type": "string", "required": true, "enum": Object.freeze(["ok","failed","timed_out","cancelled"]) }),
-      Object.freeze({ "name": "text", "type": "string", "required": true, "note": "its first 65536 chars are delivered (the fence, D§6.2)" }),
+      Object.freeze({ "name": "text", "type": "string", "required": true, "note": "its first 65536 chars are delivered (the fence, D§6.2), fewer when the message delivering them would not fit in a msg.inbox page" }),
       Object.freeze({ "name": "usageTokens", "type": "integer", "required": false, "min": 0, "max": 1099511627776 }),
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
@@ -389,7 +389,7 @@ export const METHODS = Object.freeze({
     "params": Object.freeze([
       Object.freeze({ "name": "runId", "type": "string", "required": false, "note": "the admin must name the run; a worker or orchestrator may leave it out (its credential's run)" }),
       Object.freeze({ "name": "to", "type": "string | string[]", "required": true, "maxItems": 64, "note": "task ids, \"parent\" (the run inbox), \"all\" (orchestrator), \"group\" (worker)" }),
-      Object.freeze({ "name": "body", "type": "unknown", "required": true, "note": "any JSON value, stored as its JSON text" }),
+      Object.freeze({ "name": "body", "type": "unknown", "required": true, "note": "any JSON value, stored as its JSON text; a worker's message is refused (oversize-frame) when a copy would not fit in a msg.inbox page" }),
       Object.freeze({ "name": "kind", "type": "string", "required": false, "enum": Object.freeze(["message","notify","steer","follow-up","response","group_join"]), "note": "worker: message or notify" }),
       Object.freeze({ "name": "priority", "type": "string", "required": false, "enum": Object.freeze(["urgent","normal","low"]), "default": "normal" }),
       Object.freeze({ "name": "replyTo", "type": "string", "required": false, "maxLength": 256 }),
