@@ -174,7 +174,7 @@ func editReadOnlyTokens(dataDir string, edit func([]ReadOnlyToken) ([]ReadOnlyTo
 	return syncDir(dataDir)
 }
 
-// ReadOnlyTokens is crewd's view of ReadOnlyTokensFile: it re-reads the file when its identity, size or
+// ReadOnlyTokens is crewd's view of ReadOnlyTokensFile: it re-reads the file when its identity, size, mode or
 // modification time changed since the last look, at most once a second, so crewctl's edits reach a running crewd
 // within a second. A file that cannot be read (or is readable by others) counts as holding no token, and the
 // problem is reported once per change through warn.
@@ -191,9 +191,12 @@ type ReadOnlyTokens struct {
 	digests map[string]bool
 }
 
+// fileStamp is what tells a changed file. NB: the mode is part of it: a chmod changes neither the size, nor the
+// modification time, nor the inode, and a file made readable by others must stop granting at the next look.
 type fileStamp struct {
 	ino, size int64
 	mtime     time.Time
+	mode      fs.FileMode
 }
 
 // NewReadOnlyTokens watches dataDir's ReadOnlyTokensFile.
@@ -219,7 +222,7 @@ func (r *ReadOnlyTokens) Valid(digest string) bool {
 func (r *ReadOnlyTokens) reload() {
 	var st fileStamp
 	if fi, err := os.Lstat(r.path); err == nil {
-		st.size, st.mtime = fi.Size(), fi.ModTime()
+		st.size, st.mtime, st.mode = fi.Size(), fi.ModTime(), fi.Mode()
 		if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
 			st.ino = int64(sys.Ino)
 		}

@@ -75,3 +75,26 @@ func TestReadOnlyTokensFileOverTheCap(t *testing.T) {
 	require.False(t, ro.Valid(Digest(tok)))
 	require.ErrorContains(t, warned, "holds more than")
 }
+
+// TestReadOnlyTokensChmodAfterLoad: a file made readable by others after crewd read it stops granting at the next
+// look, as one found so at the first look does: a chmod changes neither the file's size, nor its modification time,
+// nor its inode.
+func TestReadOnlyTokensChmodAfterLoad(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	tok, _, err := CreateReadOnlyToken(dir, "ci", now)
+	require.NoError(t, err)
+	var warned error
+	ro := NewReadOnlyTokens(dir, func(err error) { warned = err })
+	ro.now = func() time.Time { return now }
+	require.True(t, ro.Valid(Digest(tok)))
+
+	require.NoError(t, os.Chmod(filepath.Join(dir, ReadOnlyTokensFile), 0o644))
+	now = now.Add(recheckEvery)
+	require.False(t, ro.Valid(Digest(tok)), "a file others may read grants nothing")
+	require.ErrorContains(t, warned, "group or others may access it")
+
+	require.NoError(t, os.Chmod(filepath.Join(dir, ReadOnlyTokensFile), 0o600))
+	now = now.Add(recheckEvery)
+	require.True(t, ro.Valid(Digest(tok)), "made private again, it grants again")
+}
