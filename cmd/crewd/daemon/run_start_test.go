@@ -100,6 +100,24 @@ func TestSpaceGuard(t *testing.T) {
 	require.NoError(t, g.CheckSpace())
 }
 
+// TestSpaceGuardClockStepsBack: the wall clock stepping back (an NTP correction, an operator's date) does not
+// freeze the reading: the guard reads the free space again at once rather than when the clock is back where it was,
+// where it went on refusing writes on a disk freed since (or accepting them on one filled since) meanwhile.
+func TestSpaceGuardClockStepsBack(t *testing.T) {
+	g, err := newSpaceGuard(t.TempDir(), 1, discard())
+	require.NoError(t, err)
+	now := time.Now()
+	g.now = func() time.Time { return now }
+	g.checked.Store(now.UnixNano())
+	g.free.Store(0) // as if the disk had been full at the last reading
+	require.ErrorContains(t, g.CheckSpace(), "0 MiB free")
+	now = now.Add(-time.Hour)
+	require.NoError(t, g.CheckSpace(), "read again, not kept for the hour the clock went back")
+	now = now.Add(spaceCheckInterval / 2)
+	g.free.Store(0)
+	require.ErrorContains(t, g.CheckSpace(), "0 MiB free", "then read at most every spaceCheckInterval again")
+}
+
 // TestInterruptible: an open that hangs (Pebble retrying a flush on a full disk) is given up when ctx ends, with
 // the cause; when it finishes later, what it opened is closed.
 func TestInterruptible(t *testing.T) {

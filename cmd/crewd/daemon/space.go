@@ -59,7 +59,11 @@ func freeBytes(dir string) (uint64, error) {
 
 // CheckSpace returns an error while the free space is below the minimum.
 func (g *spaceGuard) CheckSpace() error {
-	if now := g.now().UnixNano(); now-g.checked.Load() >= int64(spaceCheckInterval) && g.mu.TryLock() {
+	// NB: the reading's age is on the wall clock, which may step back; a negative age reads again at once, where
+	// waiting for the clock to come back kept a stale reading (a full disk freed since, or a free one filled) for
+	// as long as the step.
+	now := g.now().UnixNano()
+	if age := now - g.checked.Load(); (age >= int64(spaceCheckInterval) || age < 0) && g.mu.TryLock() {
 		g.refresh(now)
 		g.mu.Unlock()
 	}
