@@ -85,11 +85,16 @@ func New(opts Options) (*Server, error) {
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // CheckAddr reports whether addr is a host:port the server may listen on: a loopback host, or any with
-// allowRemote. An empty host (":7717") means every interface, so it needs allowRemote too.
+// allowRemote, and a port of 0..65535 or a service's name. An empty host (":7717") means every interface, so it
+// needs allowRemote too. NB: the port is checked here, not left to the bind: crewd checks its flags with it before it
+// opens the store, so a port that can never be bound is a flag to fix, not a start that fails.
 func CheckAddr(addr string, allowRemote bool) error {
-	host, _, err := net.SplitHostPort(addr)
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("%q is not host:port: %w", addr, err)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("%q has no valid port: %w", addr, err)
 	}
 	if !allowRemote && !loopbackHost(host) {
 		return fmt.Errorf("%q is not a loopback address; the dashboard API would be reachable from other machines: "+
