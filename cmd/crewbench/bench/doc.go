@@ -40,7 +40,8 @@
 //   - CPU per operation is the store's process's. The socket's server runs
 //     in a process of its own, as crewd does (socket_server.go): its CPU per
 //     operation is that process's, and the clients' (this process) is shown
-//     beside it, never added to it.
+//     beside it, never added to it. Every cell's timed run begins on a
+//     collected heap: the collections it pays for are of its own garbage.
 //
 // It guarantees nothing about absolute numbers: on a shared VM they move by
 // ±30 % between runs, and by 2× between runs minutes apart at times, and p99
