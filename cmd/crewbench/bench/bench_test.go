@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/crewlog/crewlog/cmd/crewd/daemon"
 )
@@ -30,6 +31,15 @@ func TestMain(m *testing.M) {
 		f.noSync = true
 		return newGroupStore(f), nil
 	}})
+	// File stores whose sync does not make their file durable, which only counting the calls that succeeded on the
+	// store's own files tells: one syncs a file outside its store, the other a descriptor that is no file.
+	extraImpls = append(extraImpls,
+		Impl{Name: "file-syncs-elsewhere", open: func(dir string, _ Spec) (Store, error) {
+			return openWrongSync(dir, func(elsewhere *os.File) error { return unix.Fdatasync(int(elsewhere.Fd())) })
+		}},
+		Impl{Name: "file-sync-fails", open: func(dir string, _ Spec) (Store, error) {
+			return openWrongSync(dir, func(*os.File) error { return unix.Fdatasync(-1) })
+		}})
 	// The socket cell's server and the pre-check's phases run in child processes: this binary.
 	if status, ok := SocketServerChild(os.Stdin, os.Stdout, os.Stderr); ok {
 		os.Exit(status)
@@ -235,12 +245,44 @@ func TestPrecheckCountsSyncs(t *testing.T) {
 	// answer (rejections included), under 8 clients once per commit.
 	require.Equal(t, good.Sequential.Commits, good.Sequential.Syncs)
 	require.Equal(t, good.Concurrent.Commits, good.Concurrent.Syncs)
-	nosync, _ := implByName("file-nosync")
-	bad, err := precheck(ctx, nosync, filepath.Join(dir, "nosync"), straceCounter{}, &ref)
-	require.NoError(t, err)
-	require.Contains(t, bad.Why, "0 sync calls for")
-	require.NotContains(t, bad.Why, "run ", "the store without its sync leaves the same state: only the sync count tells")
+	for _, name := range []string{"file-nosync", "file-syncs-elsewhere", "file-sync-fails"} {
+		cheat, _ := implByName(name)
+		bad, err := precheck(ctx, cheat, filepath.Join(dir, name), straceCounter{}, &ref)
+		require.NoError(t, err, name)
+		require.Contains(t, bad.Why, "0 sync calls for", name)
+		require.NotContains(t, bad.Why, "run ", "%s leaves the same state: only the sync count tells", name)
+	}
 }
+
+// wrongSync is the file store with its fdatasync replaced by sync, which is given a file outside the store.
+type wrongSync struct {
+	*rawFile
+	elsewhere *os.File
+	sync      func(elsewhere *os.File) error
+}
+
+func openWrongSync(dir string, sync func(elsewhere *os.File) error) (Store, error) {
+	f, err := openRawFile(dir)
+	if err != nil {
+		return nil, err
+	}
+	f.noSync = true
+	elsewhere, err := os.CreateTemp(filepath.Dir(dir), "elsewhere-*")
+	if err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	return newGroupStore(&wrongSync{rawFile: f, elsewhere: elsewhere, sync: sync}), nil
+}
+
+func (w *wrongSync) Write(recs []sinkRecord, buf []byte) error {
+	if err := w.rawFile.Write(recs, buf); err != nil {
+		return err
+	}
+	_ = w.sync(w.elsewhere) // NB: its error ignored, as a store that syncs the wrong descriptor would not see one
+	return nil
+}
+
+func (w *wrongSync) Close() error { return errors.Join(w.elsewhere.Close(), w.rawFile.Close()) }
 
 func TestMainUsage(t *testing.T) {
 	var out, errw bytes.Buffer

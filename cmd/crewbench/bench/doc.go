@@ -24,8 +24,9 @@
 //     sequential script whose persisted state must equal crewlog's, and 8
 //     concurrent clients whose answers must match what was persisted under
 //     the policy's invariants; every payload read back as written; a
-//     decision's events next to each other; and sync calls, counted under
-//     strace in a child process (synccount.go), at least one per durable
+//     decision's events next to each other; and sync calls that succeeded
+//     on the store's files, counted under strace in a child process
+//     (synccount.go), at least one per durable
 //     answer given alone and one per commit under concurrency (one per
 //     PhaseResult.SyncShare commits for a pipelined writer). Without
 //     strace the syncs are reported as not counted.

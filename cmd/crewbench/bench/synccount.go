@@ -29,8 +29,11 @@ type SyncCounter interface {
 // Pebble's, SQLite's, the NATS server's alike, no wrapper each store would
 // have to route its files through. The child marks the phase's start and end
 // with a faccessat of a path no store uses, and only the calls between the
-// marks count. Without strace on the PATH it runs the phase in this process
-// and reports the syncs as not counted.
+// marks count, and of them only those that succeeded on a file or directory
+// of the store (strace -y names each descriptor's path): a sync of another
+// file, or of a descriptor that is no file, makes none of the store's writes
+// durable. Without strace on the PATH it runs the phase in this process and
+// reports the syncs as not counted.
 type straceCounter struct{}
 
 // precheckEnv carries a pre-check phase to the child process.
@@ -58,9 +61,10 @@ func (straceCounter) Run(ctx context.Context, im Impl, phase, dir string) (Phase
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return PhaseResult{}, err
 	}
-	job, _ := json.Marshal(precheckJob{Impl: im.Name, Phase: phase, Dir: filepath.Join(dir, "store")})
+	store := filepath.Join(dir, "store")
+	job, _ := json.Marshal(precheckJob{Impl: im.Name, Phase: phase, Dir: store})
 	trace := filepath.Join(dir, "syscalls.trace")
-	cmd := exec.CommandContext(ctx, strace, "-f", "-qq", "--seccomp-bpf", "-e", "signal=none",
+	cmd := exec.CommandContext(ctx, strace, "-f", "-qq", "-y", "--seccomp-bpf", "-e", "signal=none",
 		"-e", "trace=fsync,fdatasync,faccessat,faccessat2", "-o", trace, self)
 	cmd.Env = append(os.Environ(), precheckEnv+"="+string(job))
 	var out, stderr bytes.Buffer
@@ -72,25 +76,39 @@ func (straceCounter) Run(ctx context.Context, im Impl, phase, dir string) (Phase
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		return PhaseResult{}, fmt.Errorf("bench: pre-check child: %w: %s", err, lastLines(out.String()+stderr.String(), 5))
 	}
+	// NB: strace names a descriptor by its resolved path.
+	if store, err = filepath.EvalSymlinks(store); err != nil {
+		return PhaseResult{}, err
+	}
 	f, err := os.Open(trace)
 	if err != nil {
 		return PhaseResult{}, err
 	}
 	defer f.Close()
-	res.Syncs, err = countSyncs(f)
+	res.Syncs, err = countSyncs(f, store)
 	return res, err
 }
 
-// syncCall matches the entry of an fsync or fdatasync in strace's output
-// ("123 fdatasync(7) = 0" or "123 fsync(7 <unfinished ...>"), not its
-// resumption.
-var syncCall = regexp.MustCompile(`^(\d+\s+)?(fsync|fdatasync)\(`)
+// syncDone matches an fsync or fdatasync that returned, under strace -y
+// ("123 fdatasync(7</d/events.log>) = 0", "123 fsync(-1) = -1 EBADF (…)"):
+// its thread, its descriptor's path and its result; syncStarted one that has
+// not yet ("123 fsync(7</d/events.log> <unfinished ...>"), and syncResumed
+// its return ("123 <... fsync resumed>) = 0").
+var (
+	syncDone    = regexp.MustCompile(`^(\d+\s+)?(?:fsync|fdatasync)\(-?\d+(?:<(.*)>)?\)\s+=\s+(-?\d+)`)
+	syncStarted = regexp.MustCompile(`^(\d+\s+)?(?:fsync|fdatasync)\(-?\d+(?:<(.*)>)? <unfinished \.\.\.>$`)
+	syncResumed = regexp.MustCompile(`^(\d+\s+)?<\.\.\. (?:fsync|fdatasync) resumed>\)\s+=\s+(-?\d+)`)
+)
 
-// countSyncs counts the sync calls between the phase's markers.
-func countSyncs(r io.Reader) (int64, error) {
+// countSyncs counts the sync calls made between the phase's markers that
+// returned 0 on a path in dir (dir itself included).
+func countSyncs(r io.Reader, dir string) (int64, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	in, seen := false, false
+	ofStore := func(path string) bool { return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator)) }
+	// started holds, per thread, whether its unfinished sync counts if it succeeds.
+	started := map[string]bool{}
 	var n int64
 	for sc.Scan() {
 		line := sc.Text()
@@ -99,8 +117,19 @@ func countSyncs(r io.Reader) (int64, error) {
 			in, seen = true, true
 		case strings.Contains(line, markEnd):
 			in = false
-		case in && syncCall.MatchString(line):
-			n++
+		}
+		if m := syncDone.FindStringSubmatch(line); m != nil {
+			if in && ofStore(m[2]) && m[3] == "0" {
+				n++
+			}
+		} else if m := syncStarted.FindStringSubmatch(line); m != nil {
+			started[strings.TrimSpace(m[1])] = in && ofStore(m[2])
+		} else if m := syncResumed.FindStringSubmatch(line); m != nil {
+			thread := strings.TrimSpace(m[1])
+			if started[thread] && m[2] == "0" {
+				n++
+			}
+			delete(started, thread)
 		}
 	}
 	if err := sc.Err(); err != nil {
