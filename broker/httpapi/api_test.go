@@ -673,25 +673,7 @@ func TestEventsNewestFirst(t *testing.T) {
 	for _, filter := range []string{"", "&type=delegate.rejected&type=delegate.admitted"} {
 		asc := f.ok(budgetRun + "/events?limit=1000" + filter)["events"].([]any)
 		require.NotEmpty(t, asc)
-		var desc []any
-		cursor := ""
-		for pages := 0; ; pages++ {
-			require.Less(t, pages, 1000)
-			q := "?order=desc&limit=2" + filter
-			if cursor != "" {
-				q += "&cursor=" + cursor
-			}
-			page := f.ok(budgetRun + "/events" + q)
-			desc = append(desc, page["events"].([]any)...)
-			if page["hasMore"] != true {
-				break
-			}
-			cursor = page["nextCursor"].(string)
-		}
-		require.Len(t, desc, len(asc), filter)
-		for i := range asc {
-			require.Equal(t, asc[i], desc[len(desc)-1-i], filter)
-		}
+		requireNewestFirst(t, f, budgetRun, filter, asc)
 	}
 	// A cursor in desc is "before this position".
 	asc := f.ok(budgetRun + "/events?limit=1000")["events"].([]any)
@@ -700,6 +682,51 @@ func TestEventsNewestFirst(t *testing.T) {
 	require.Equal(t, []any{asc[1], asc[0]}, page["events"])
 	require.Equal(t, false, page["hasMore"])
 	f.fails(budgetRun+"/events?order=sideways", http.StatusBadRequest, codeBadParams)
+}
+
+// TestEventsNewestFirstCountsForeignEvents: an imported run's stream holds foreign.imported events, which count in
+// no projection; order=desc starts at the stream's newest event all the same, and its pages are the ascending list
+// reversed.
+func TestEventsNewestFirstCountsForeignEvents(t *testing.T) {
+	f := newFixture(t, Options{})
+	const run = "imported-1"
+	foreign := func(seq int64) commands.ImportedEvent {
+		return commands.ImportedEvent{Type: events.TypeForeignImported, TimeMs: 1000 + seq,
+			Payload: &events.ForeignImported{Source: events.ForeignSourcePicrew, Type: "hook.executed", Seq: seq}}
+	}
+	r := f.do(events.Actor{Role: events.RoleAdmin}, &commands.Import{Source: events.ForeignSourcePicrew, RunID: run,
+		Events: []commands.ImportedEvent{
+			{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{Team: "t", Goal: "g", Cwd: "/srv"}},
+			foreign(1), foreign(2), foreign(3)}})
+	require.Nil(t, r.Rejected, "%v", r.Rejected)
+	asc := f.ok("/api/v1/runs/" + run + "/events?limit=1000")["events"].([]any)
+	require.Len(t, asc, 4)
+	requireNewestFirst(t, f, "/api/v1/runs/"+run, "", asc)
+}
+
+// requireNewestFirst pages run's events (filter: the query's type params) newest first, two at a time, and requires
+// the pages to be asc, its events oldest first, reversed.
+func requireNewestFirst(t *testing.T, f *fixture, run, filter string, asc []any) {
+	t.Helper()
+	var desc []any
+	cursor := ""
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 1000)
+		q := "?order=desc&limit=2" + filter
+		if cursor != "" {
+			q += "&cursor=" + cursor
+		}
+		page := f.ok(run + "/events" + q)
+		desc = append(desc, page["events"].([]any)...)
+		if page["hasMore"] != true {
+			break
+		}
+		cursor = page["nextCursor"].(string)
+	}
+	require.Len(t, desc, len(asc), filter)
+	for i := range asc {
+		require.Equal(t, asc[i], desc[len(desc)-1-i], filter)
+	}
 }
 
 // TestRebuildsBoundedPerPrincipal: a credential with maxRebuildsPerPrincipal rebuilds in progress or waiting is

@@ -59,14 +59,12 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ principa
 		return
 	}
 	var (
-		head, length uint64
-		found        bool
+		head  uint64
+		found bool
 	)
 	s.opts.Engine.Read(func(st *projections.State) {
 		head = st.Position
-		var run projections.Run
-		run, found = st.Run(runID)
-		length = uint64(run.Usage.Events)
+		_, found = st.Run(runID)
 	})
 	if !found {
 		writeError(w, noRun(runID))
@@ -75,7 +73,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ principa
 	var res eventsResult
 	var err error
 	if desc {
-		res, err = s.eventsBackward(runID, cursor != "", after, length, head, limit, types)
+		res, err = s.eventsBackward(runID, cursor != "", after, head, limit, types)
 	} else {
 		res, err = s.eventsForward(runID, after, head, limit, types)
 	}
@@ -118,24 +116,28 @@ func (s *Server) eventsForward(runID string, after, head uint64, limit int, type
 	return res.cursorAfter(last), nil
 }
 
-// eventsBackward is the page of order=desc: the run's events before position `before` (all when !hasCursor),
-// newest first. It reads the stream forward in chunks that end where the previous one began.
+// eventsBackward is the page of order=desc: the run's events before position `before` (all up to head when
+// !hasCursor), newest first. It reads the stream forward in chunks that end where the previous one began.
+//
+// NB: the newest version is looked up in the stream, not taken from the run's count of events (Usage.Events): an
+// imported run's foreign.imported events are in its stream but counted by no projection, and starting from the
+// count left the newest of its events out of every page.
 //
 // A chunk is scanned without a copy of its records (ReadStreamTransient), keeping of each event only its position
 // and whether the type filter keeps it; only the events that go in the page are then read whole (Log.Event), newest
 // first, until the page is full. So a page reads the bytes it holds (and the one event that did not fit), not the
 // chunk's: max(limit, 256) events of 200 KiB messages are 50 MiB.
-func (s *Server) eventsBackward(runID string, hasCursor bool, before, length, head uint64, limit int,
+func (s *Server) eventsBackward(runID string, hasCursor bool, before, head uint64, limit int,
 	types map[string]bool) (eventsResult, error) {
 	res := eventsResult{Events: []json.RawMessage{}}
-	end := length // the last version to look at
-	if hasCursor {
-		v, err := versionAfter(s.opts.Log, runID, before-min(before, 1))
-		if err != nil {
-			return res, err
-		}
-		end = min(end, v-1)
+	if !hasCursor || before > head {
+		before = head + 1
 	}
+	v, err := versionAfter(s.opts.Log, runID, before-min(before, 1))
+	if err != nil {
+		return res, err
+	}
+	end := v - 1 // the last version to look at
 	scanned := 0
 	var last uint64 // the oldest position looked at
 	chunk := uint64(max(limit, 256))
