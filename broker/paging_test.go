@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
@@ -218,4 +219,41 @@ func (f *fixture) meteredRun() (orch, parent *client) {
 	parent = f.dial()
 	parent.hello(runR, taskP, orch.ok("credential.issue", map[string]any{"taskId": taskP})["token"].(string))
 	return orch, parent
+}
+
+// TestRunsPageLooksAtBoundedRuns: a page of query.runs looks at most at MaxRunsScan runs, whatever its status
+// filter, as the dashboard's runs list does: a status that matches few of many runs answers a page of fewer runs, or
+// none, with the cursor of the next run to look at, and the pages together hold every run it matches, once.
+func TestRunsPageLooksAtBoundedRuns(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	f.seed() // runR, running
+	reqs := make([]commands.Request, MaxRunsScan+1)
+	for i := range reqs {
+		reqs[i] = commands.Request{Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{
+			RunID: fmt.Sprintf("bulk-%05d", i), Team: "bulk", Goal: "wait", Cwd: "/w"}}
+	}
+	replies, err := f.eng.SubmitAll(t.Context(), reqs)
+	require.NoError(t, err)
+	for _, r := range replies {
+		require.Nil(t, r.Rejected, "%v", r.Rejected)
+	}
+	a := f.dial()
+	a.helloAdmin()
+	for _, newest := range []bool{false, true} {
+		params := map[string]any{"status": "running", "newest": newest}
+		require.NotEmpty(t, a.ok("query.runs", params)["nextCursor"], "newest %v", newest)
+		var got []any
+		for pages := 0; ; pages++ {
+			require.Less(t, pages, 10, "newest %v", newest)
+			page := a.ok("query.runs", params)
+			got = append(got, page["runs"].([]any)...)
+			next, _ := page["nextCursor"].(string)
+			if next == "" {
+				break
+			}
+			params["cursor"] = next
+		}
+		require.Len(t, got, 1, "newest %v", newest)
+		require.Equal(t, runR, got[0].(map[string]any)["runId"], "newest %v", newest)
+	}
 }

@@ -66,13 +66,18 @@ func handleQueryRun(cl *call) (any, error) {
 	})
 }
 
+// MaxRunsScan bounds the runs one page of query.runs, and of the dashboard's runs list, looks at
+// (projections.RunFilter.MaxScan): a status that matches few of many runs answers fewer than limit runs, or none,
+// with the cursor of the next run to look at, rather than reading the index of every run ever created in one read.
+const MaxRunsScan = 5000
+
 type runsResult struct {
 	Runs       []projections.Run `json:"runs"`
 	NextCursor string            `json:"nextCursor,omitempty"`
 }
 
 // query.runs {status?: string|[string], limit? 1..1000 (default 100), cursor?, newest?} → {runs, nextCursor?}, cut
-// to what fits in a frame as the other pages are (fitPage).
+// to what fits in a frame as the other pages are (fitPage), and ending once it looked at MaxRunsScan runs.
 func handleQueryRuns(cl *call) (any, error) {
 	p := readParams(cl)
 	if cl.c.id.role != events.RoleAdmin {
@@ -107,7 +112,8 @@ func handleQueryRuns(cl *call) (any, error) {
 			err error
 		)
 		if rerr := cl.read(func(st *projections.State) {
-			rp, err = st.Runs(projections.RunFilter{Statuses: statuses, Limit: limit, Newest: newest, Cursor: cursor})
+			rp, err = st.Runs(projections.RunFilter{Statuses: statuses, Limit: limit, Newest: newest, Cursor: cursor,
+				MaxScan: MaxRunsScan})
 		}); rerr != nil {
 			return page[projections.Run]{}, rerr
 		}

@@ -102,9 +102,18 @@ func TestRunsPaging(t *testing.T) {
 	require.Equal(t, []string{"re", "rd", "rc", "rb", "ra"}, collect(RunFilter{Limit: 2, Newest: true}))
 	require.Equal(t, []string{"rb", "rd"}, collect(RunFilter{Limit: 1, Statuses: []RunStatus{RunRunning}}))
 	require.Equal(t, []string{"re", "rc", "ra"}, collect(RunFilter{Limit: 5, Newest: true, Statuses: []RunStatus{RunQueued}}))
+	// A page that looked at MaxScan runs ends there, however few it holds; the pages together hold the same runs.
+	page, err := s.Runs(RunFilter{Limit: 5, MaxScan: 2, Statuses: []RunStatus{RunRunning}})
+	require.NoError(t, err)
+	require.Len(t, page.Runs, 1)
+	require.Equal(t, "rb", page.Runs[0].RunID)
+	require.Equal(t, RunPage{Runs: page.Runs, NextCursor: "2", Scanned: 2}, page)
+	require.Equal(t, []string{"rb", "rd"}, collect(RunFilter{Limit: 5, MaxScan: 1, Statuses: []RunStatus{RunRunning}}))
+	require.Equal(t, []string{"re", "rc", "ra"}, collect(RunFilter{Limit: 5, MaxScan: 2, Newest: true,
+		Statuses: []RunStatus{RunQueued}}))
 
 	// A cursor stays valid while runs are created.
-	page, err := s.Runs(RunFilter{Limit: 2})
+	page, err = s.Runs(RunFilter{Limit: 2})
 	require.NoError(t, err)
 	Apply(s, events.Event{Stream: "rf", Type: events.TypeRunCreated, Payload: &events.RunCreated{}})
 	page, err = s.Runs(RunFilter{Limit: 10, Cursor: page.NextCursor})

@@ -90,17 +90,19 @@ func requireRunsAlike(t *testing.T, want, s *State, what string) {
 	for _, st := range statusSets {
 		for _, newest := range []bool{false, true} {
 			for _, limit := range []int{0, 1, 2, 7} {
-				for _, cursor := range cursors {
-					f := RunFilter{Statuses: st, Limit: limit, Newest: newest, Cursor: cursor}
-					wantPage, wantErr := want.Runs(f)
-					page, err := s.Runs(f)
-					if wantErr != nil {
-						require.ErrorIs(t, err, ErrBadCursor, "%s: %+v", what, f)
-						continue
+				for _, scan := range []int{0, 1, 3} {
+					for _, cursor := range cursors {
+						f := RunFilter{Statuses: st, Limit: limit, Newest: newest, Cursor: cursor, MaxScan: scan}
+						wantPage, wantErr := want.Runs(f)
+						page, err := s.Runs(f)
+						if wantErr != nil {
+							require.ErrorIs(t, err, ErrBadCursor, "%s: %+v", what, f)
+							continue
+						}
+						require.NoError(t, err, "%s: %+v", what, f)
+						require.Equal(t, wantPage, page, "%s: %+v", what, f)
+						asked++
 					}
-					require.NoError(t, err, "%s: %+v", what, f)
-					require.Equal(t, wantPage, page, "%s: %+v", what, f)
-					asked++
 				}
 			}
 		}

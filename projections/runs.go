@@ -216,12 +216,22 @@ type RunFilter struct {
 	Newest bool
 	// Cursor is NextCursor of the previous page; empty starts at the first.
 	Cursor string
+	// MaxScan bounds the runs the page looks at, those Statuses leaves out
+	// included; 0 means no bound. A page that has looked at MaxScan runs
+	// ends there, with the cursor of the next run to look at, however few
+	// runs it holds: a status that matches few of many cold runs would
+	// otherwise read the index of every run ever created, under the read
+	// lock the publisher waits for, to answer a page of none.
+	MaxScan int
 }
 
 // RunPage is one page of runs; NextCursor is empty on the last page.
+// Scanned is the runs the page looked at before NextCursor's (MaxScan at
+// most).
 type RunPage struct {
 	Runs       []Run
 	NextCursor string
+	Scanned    int
 }
 
 // ErrBadCursor is returned for a cursor that no query of this state made.
@@ -255,14 +265,22 @@ func (s *State) Runs(f RunFilter) (RunPage, error) {
 	// (the dashboard's active runs, the metrics) reads no index.
 	ended := len(f.Statuses) == 0 || slices.ContainsFunc(f.Statuses, RunStatus.Stale)
 	err := s.eachRun(from, f.Newest, ended, func(ord int, run *Run) bool {
-		if !statusIn(run.Status, f.Statuses) {
+		if !ended && run.Status.Stale() {
+			// NB: not looked at, as a cold run is not: a page counts the same runs whichever of them memory holds.
 			return true
 		}
-		if f.Limit > 0 && len(page.Runs) == f.Limit {
+		if f.MaxScan > 0 && page.Scanned == f.MaxScan {
 			page.NextCursor = strconv.FormatUint(uint64(ord), 36)
 			return false
 		}
-		page.Runs = append(page.Runs, run.clone())
+		if statusIn(run.Status, f.Statuses) {
+			if f.Limit > 0 && len(page.Runs) == f.Limit {
+				page.NextCursor = strconv.FormatUint(uint64(ord), 36)
+				return false
+			}
+			page.Runs = append(page.Runs, run.clone())
+		}
+		page.Scanned++
 		return true
 	})
 	if err != nil {

@@ -481,6 +481,44 @@ func TestRunsFilterAndSearch(t *testing.T) {
 	require.Len(t, ids(p2), 1)
 }
 
+// TestRunsFilterLooksAtBoundedRuns: a page of runs looks at most at maxSearchScan runs, whatever filters it, so a
+// status that matches few of many runs (a search among them too) ends early with hasMore and a cursor, rather than
+// looking at every run ever created in one read; the pages together hold every run the filter matches.
+func TestRunsFilterLooksAtBoundedRuns(t *testing.T) {
+	f := newFixture(t, Options{})
+	reqs := make([]commands.Request, maxSearchScan+1)
+	for i := range reqs {
+		reqs[i] = commands.Request{Actor: audittest.Admin, Command: &commands.RunCreate{RunID: fmt.Sprintf("bulk-%05d", i),
+			Team: "bulk", Goal: "wait", Cwd: "/srv/bulk"}}
+	}
+	replies, err := f.eng.SubmitAll(t.Context(), reqs)
+	require.NoError(t, err)
+	for _, r := range replies {
+		require.Nil(t, r.Rejected, "%v", r.Rejected)
+	}
+	for _, q := range []string{"status=running", "status=running&q=live", "status=running&newest=true"} {
+		first := f.ok("/api/v1/runs?" + q)
+		require.Equal(t, true, first["hasMore"], q)
+		var got []any
+		cursor := ""
+		for pages := 0; ; pages++ {
+			require.Less(t, pages, 10, q)
+			query := q
+			if cursor != "" {
+				query += "&cursor=" + cursor
+			}
+			page := f.ok("/api/v1/runs?" + query)
+			got = append(got, page["runs"].([]any)...)
+			if page["hasMore"] != true {
+				break
+			}
+			cursor = page["nextCursor"].(string)
+		}
+		require.Len(t, got, 1, q)
+		require.Equal(t, liveRun, got[0].(map[string]any)["runId"], q)
+	}
+}
+
 // TestASearchMatchesOutsideTheEnginesRead: a search (q) lowercases and scans each run's id, team, workflow and goal
 // (a goal may be 256K characters), up to 5,000 runs a page; the engine publishes its next group, and answers its
 // commands, only once every read in progress has ended. So the runs are matched after the read that copies them: a

@@ -6,12 +6,14 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/crewlog/crewlog/broker"
 	"github.com/crewlog/crewlog/projections"
 )
 
-// maxSearchScan bounds the runs one page of a search (q) looks at: a search that matches little answers fewer
-// than limit runs with hasMore, rather than scanning the whole store in one request.
-const maxSearchScan = 5000
+// maxSearchScan bounds the runs one page looks at, through a status filter (projections.RunFilter.MaxScan) and a
+// search (q) alike, as query.runs' pages: a page whose filters match little answers fewer than limit runs, or none,
+// with hasMore, rather than scanning the whole store in one request.
+const maxSearchScan = broker.MaxRunsScan
 
 // searchChunk is how many runs one read of a search takes: the writer never waits for more than one chunk.
 const searchChunk = 500
@@ -73,10 +75,11 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 		return
 	}
 	// chunk reads up to want runs from cursor: the page, the runs that match and the index in the page of each.
-	chunk := func(want int) (page projections.RunPage, items []runItem, at []int, err error) {
+	chunk := func(want, scan int) (page projections.RunPage, items []runItem, at []int, err error) {
 		var read []runItem
 		s.opts.Engine.Read(func(st *projections.State) {
-			page, err = st.Runs(projections.RunFilter{Statuses: statuses, Limit: want, Newest: newest, Cursor: cursor})
+			page, err = st.Runs(projections.RunFilter{Statuses: statuses, Limit: want, Newest: newest, Cursor: cursor,
+				MaxScan: scan})
 			read = make([]runItem, len(page.Runs))
 			for i, run := range page.Runs {
 				read[i] = itemOf(st, run)
@@ -101,11 +104,11 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 	res := runsResult{Runs: []json.RawMessage{}}
 	scanned, size := 0, 0
 	for {
-		want := limit - len(res.Runs)
+		want, scan := limit-len(res.Runs), maxSearchScan-scanned
 		if q != "" {
-			want = min(want, searchChunk, maxSearchScan-scanned)
+			want, scan = min(want, searchChunk), min(scan, searchChunk)
 		}
-		page, items, at, err := chunk(want)
+		page, items, at, err := chunk(want, scan)
 		// A page's bytes are bounded too (a goal may be 256K characters): the page ends before the run that
 		// would take it past maxPageBytes, read again up to that run so the projection names it in the cursor.
 		raw, used, full, encErr := encodeFitting(items, size)
@@ -113,7 +116,7 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 		if full {
 			n := len(raw)
 			if at[n] > 0 {
-				page, items, _, err = chunk(at[n])
+				page, items, _, err = chunk(at[n], scan)
 				// NB: read again, so encoded again: the runs before the one left out may have changed meanwhile.
 				raw, encErr = encodeAll(items)
 			} else {
@@ -133,7 +136,7 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 			return
 		}
 		res.Runs = append(res.Runs, raw...)
-		scanned += len(page.Runs)
+		scanned += page.Scanned
 		cursor = page.NextCursor
 		if full || cursor == "" || len(res.Runs) == limit || scanned >= maxSearchScan {
 			break
