@@ -257,3 +257,17 @@ func TestRunsPageLooksAtBoundedRuns(t *testing.T) {
 		require.Equal(t, runR, got[0].(map[string]any)["runId"], "newest %v", newest)
 	}
 }
+
+// TestRunsStatusIsARunStatus: query.runs refuses a status that is not a run status, as protocol.json's enum and the
+// dashboard's runs list do, rather than answering every page of such a filter empty.
+func TestRunsStatusIsARunStatus(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	f.seed()
+	a := f.dial()
+	a.helloAdmin()
+	for _, status := range []any{"runing", []string{"running", "done"}, "Running"} {
+		e := a.fails("query.runs", map[string]any{"status": status}, wire.CodeBadParams)
+		require.Contains(t, e.Message, "status", "%v", status)
+	}
+	require.Len(t, a.ok("query.runs", map[string]any{"status": []string{"running", "completed"}})["runs"], 1)
+}

@@ -1,6 +1,9 @@
 package broker
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
@@ -92,6 +95,11 @@ func handleQueryRuns(cl *call) (any, error) {
 				statuses = append(statuses, projections.RunStatus(s))
 			}
 		}
+	}
+	if p.err == nil && slices.ContainsFunc(statuses, func(st projections.RunStatus) bool {
+		return !slices.Contains(runStatuses, string(st))
+	}) {
+		p.fail("status", "one or an array of "+strings.Join(runStatuses, ", "))
 	}
 	limit := int(p.int("limit", 1, 1000, 100))
 	cursor := p.str("cursor", false, 64)
