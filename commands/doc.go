@@ -314,6 +314,8 @@
 // that reaches the warning threshold (and not the abort) records
 // run.budget_warning, once; a report that takes its task above half of
 // budgetTotal records task.budget_fair_share. After an abort, a report
-// records only itself. Explicit thresholds, 0 included, are kept; absent
-// ones default to 0.8 and 0.95.
+// records only itself while the run stays ended; a run reopened after its
+// abort is held to the same budget, and a report that reaches the abort
+// threshold aborts it again. Explicit thresholds, 0 included, are kept;
+// absent ones default to 0.8 and 0.95.
 package commands

@@ -83,7 +83,7 @@ func (c *TaskUsage) decide(s *projections.State, env *Env) (Decision, error) {
 	// pi-crew's checkPerTaskBudget: an abort says it all; the warning and
 	// the fair-share flag are for a run that goes on, which an aborted run
 	// does not (a cancelled task's final report comes after the abort).
-	if run.BudgetAborted {
+	if abortStands(run) {
 		return Decision{Events: evs, Result: res}, nil
 	}
 	if reached(used, total, run.BudgetAbort, DefaultBudgetAbort) {
@@ -126,11 +126,12 @@ func (c *TaskUsage) runBudget(run projections.Run, t projections.Task) (used, to
 
 // windsDown: the report that reaches the abort threshold fails the run and
 // cancels its work, as a run's transition to failed does, so a run at its
-// quota is still aborted; a run is aborted once (BudgetAborted), so it
-// cannot come round again. Every other report is measured (quota.go).
+// quota is still aborted; a run is aborted once until it is reopened
+// (abortStands), and reopening it is measured, so it cannot come round
+// again. Every other report is measured (quota.go).
 func (c *TaskUsage) windsDown(s *projections.State) bool {
 	run, ok := s.Run(c.RunID)
-	if !ok || run.BudgetAborted {
+	if !ok || abortStands(run) {
 		return false
 	}
 	t, ok := s.Task(c.RunID, c.TaskID)
@@ -140,6 +141,12 @@ func (c *TaskUsage) windsDown(s *projections.State) bool {
 	used, total, enforced := c.runBudget(run, t)
 	return enforced && reached(used, total, run.BudgetAbort, DefaultBudgetAbort)
 }
+
+// abortStands reports whether run's budget abort still holds: the run was aborted and has not been reopened since.
+// An abort leaves its run ended (failed, or completed or cancelled as it was), so an aborted run that has not ended
+// is one its orchestrator reopened (→ running from a terminal status). Such a run is held to the same budget: a
+// report that reaches the abort threshold aborts it again, or its new tasks would spend without any bound.
+func abortStands(run projections.Run) bool { return run.BudgetAborted && run.Status.Stale() }
 
 // reached reports whether used ≥ fraction·total, fraction defaulting to def
 // when the run left it unset. An explicit 0 is kept, as pi-crew's

@@ -318,3 +318,41 @@ func TestTaskUsageAbortOfACompletedRunDoesNotFailIt(t *testing.T) {
 	require.Equal(t, []string{events.TypeTaskUsage, events.TypeRunBudgetAbort},
 		fxTypes(dec.Events), "completed → failed is not a D§2.2 transition")
 }
+
+// A run aborted on its budget and reopened by its orchestrator (failed → running is a D§2.2 transition) is held to
+// the same budget: a report that reaches the abort threshold aborts it again. Only while the run stays ended does a
+// report after the abort record just itself (a cancelled task's final report).
+func TestTaskUsageAbortsAReopenedRunAgain(t *testing.T) {
+	l := fxRunning(t, 1000)
+	l.run(&TaskUsage{RunID: fxRun, TaskID: "02_exec", Input: 950})
+	run, _ := l.s.Run(fxRun)
+	require.True(t, run.BudgetAborted)
+	require.Equal(t, projections.RunFailed, run.Status)
+	l.run(&TaskUsage{RunID: fxRun, TaskID: "02_exec", Input: 960})
+
+	l.run(&RunTransition{RunID: fxRun, To: string(projections.RunRunning)})
+	l.run(&TaskCreate{RunID: fxRun, TaskID: "05_more", Role: "executor", Agent: "executor", Title: "more", Cwd: "/w"})
+	l.run(&TaskTransition{RunID: fxRun, TaskID: "05_more", To: string(projections.TaskRunning)})
+	l.run(&TaskCreate{RunID: fxRun, TaskID: "06_later", Role: "executor", Agent: "executor", Title: "later", Cwd: "/w"})
+
+	cmd := &TaskUsage{RunID: fxRun, TaskID: "05_more", Input: 5000}
+	require.True(t, cmd.windsDown(l.s), "the report that aborts the reopened run winds it down, as the first abort did")
+	dec, err := fxDecide(t, l.s, cmd)
+	require.NoError(t, err)
+	require.Equal(t, []string{events.TypeTaskUsage, events.TypeRunBudgetAbort, events.TypeTaskCancelled,
+		events.TypeTaskSkipped, events.TypeRunFailed}, fxTypes(dec.Events))
+	require.Equal(t, &events.RunBudgetAbort{BudgetTotal: 1000, BudgetUsed: 5960, Threshold: "abort"}, dec.Events[1].Payload)
+	require.Equal(t, UsageResult{OK: true, TaskID: "05_more", BudgetUsed: 5960, Aborted: true}, dec.Result)
+	l.apply(dec)
+	run, _ = l.s.Run(fxRun)
+	require.Equal(t, projections.RunFailed, run.Status)
+	for id, st := range map[string]projections.TaskStatus{"05_more": projections.TaskCancelled, "06_later": projections.TaskSkipped} {
+		task, _ := l.s.Task(fxRun, id)
+		require.Equal(t, st, task.Status, id)
+	}
+
+	dec, err = fxDecide(t, l.s, &TaskUsage{RunID: fxRun, TaskID: "05_more", Input: 5001})
+	require.NoError(t, err)
+	require.Equal(t, []string{events.TypeTaskUsage}, fxTypes(dec.Events), "the run has ended again: its abort is recorded")
+	require.False(t, (&TaskUsage{RunID: fxRun, TaskID: "05_more", Input: 5001}).windsDown(l.s))
+}
