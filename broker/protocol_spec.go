@@ -330,7 +330,7 @@ var protocolSpec = map[string]methodSpec{
 			note(pStr("runId", false, 1, commands.MaxRunIDChars), "[A-Za-z0-9_-]; minted when absent"),
 			pStr("team", true, 1, commands.MaxIDChars), pStr("goal", true, 0, commands.MaxBodyChars),
 			pStr("workflow", false, 0, commands.MaxIDChars), pStr("cwd", true, 0, commands.MaxCwdChars),
-			note(pInt("budgetTotal", 0, 1<<53, nil), "meters delegations, 0 included"),
+			note(pInt("budgetTotal", 0, commands.MaxBudgetTotal, nil), "meters delegations, 0 included"),
 			{Name: "budgetWarning", Default: commands.DefaultBudgetWarning},
 			{Name: "budgetAbort", Default: commands.DefaultBudgetAbort},
 		},

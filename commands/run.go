@@ -8,6 +8,9 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
+// MaxBudgetTotal bounds a run's budgetTotal: 2^53, the largest integer a JavaScript runtime reads back as itself.
+const MaxBudgetTotal = 1 << 53
+
 // RunCreate opens a run (issue the orchestrator's credential in the same
 // batch when OrchestratorDigest is set: the broker mints the secret and
 // passes only its sha-256 digest, so the secret never reaches the log).
@@ -46,8 +49,8 @@ func (c *RunCreate) decide(s *projections.State, env *Env) (Decision, error) {
 		return Decision{}, badParams("run.create: runId must be 1..%d chars of [A-Za-z0-9_-]", MaxRunIDChars)
 	case c.Team == "" || longerThan(c.Team, MaxIDChars):
 		return Decision{}, badParams("run.create: team must be 1..%d chars", MaxIDChars)
-	case c.BudgetTotal != nil && *c.BudgetTotal < 0:
-		return Decision{}, badParams("run.create: budgetTotal must not be negative")
+	case c.BudgetTotal != nil && (*c.BudgetTotal < 0 || *c.BudgetTotal > MaxBudgetTotal):
+		return Decision{}, badParams("run.create: budgetTotal must be an integer in 0..%d", int64(MaxBudgetTotal))
 	case !fraction(c.BudgetWarning) || !fraction(c.BudgetAbort):
 		return Decision{}, badParams("run.create: budgetWarning and budgetAbort must be fractions in [0,1]")
 	}
