@@ -386,7 +386,7 @@ var protocolSpec = map[string]methodSpec{
 	},
 	"delegate.spawned": {
 		summary: "the grandchild's process exists: queued → running (a late report is a no-op)",
-		params:  []paramDesc{pInt("pid", 1, 1<<31-1, nil)},
+		params:  []paramDesc{pInt("pid", 1, commands.MaxPID, nil)},
 		results: []any{spawnedResult{}},
 		errors:  errsTaskCommand,
 	},

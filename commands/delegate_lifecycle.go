@@ -15,6 +15,9 @@ const (
 	OutcomeCancelled = "cancelled"
 )
 
+// MaxPID bounds the pid of delegate.spawned: 2^31-1, the largest a process id can be.
+const MaxPID = 1<<31 - 1
+
 // DelegateSpawned is the runtime's report that the grandchild process
 // exists: queued → running. A late or repeated report is a no-op.
 type DelegateSpawned struct {
@@ -31,8 +34,8 @@ func (c *DelegateSpawned) decide(s *projections.State, env *Env) (Decision, erro
 	if err != nil {
 		return Decision{}, err
 	}
-	if c.PID <= 0 {
-		return Decision{}, badParams("delegate.spawned: pid must be a positive integer")
+	if c.PID <= 0 || c.PID > MaxPID {
+		return Decision{}, badParams("delegate.spawned: pid must be an integer in 1..%d", MaxPID)
 	}
 	res := map[string]any{"ok": true, "subId": c.SubID, "status": string(d.Status)}
 	if d.Status != projections.DelegationQueued {

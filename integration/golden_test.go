@@ -791,7 +791,7 @@ func gs16(t *testing.T, pool *daemonPool) {
 	// A spawn report without a real pid is not a spawn.
 	S2 := s.delegate(w, map[string]any{"prompt": "x"}).GrandchildTaskRef
 	s.refused(s.orch, "delegate.spawned", map[string]any{"subId": S2, "pid": 0}, wire.CodeBadParams,
-		"delegate.spawned: pid must be a positive integer")
+		"delegate.spawned: pid must be an integer in 1..2147483647")
 	fields(t, s.delegation(S2), `{"status":"queued"}`)
 }
 
