@@ -7,14 +7,15 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Checkpoint writes a consistent copy of the store to destDir (which must
 // not exist) while the log stays online. The copy is a complete store that
 // Open accepts; it holds at least every append acknowledged before the call.
-// On the same file system most files are hard links, so it is cheap.
+// On the same file system most files are hard links, so it is cheap. A log
+// that failed stop is refused (ErrFailed), and a failed sync of the WAL
+// before the copy fails it stop.
 //
 // On the operating system's file system the copy is private whatever the
 // umask: it is built in a 0700 staging directory next to destDir, its
@@ -50,8 +51,19 @@ func (l *Log) Checkpoint(destDir string) error {
 	return syncDir(filepath.Dir(destDir))
 }
 
+// checkpoint copies the store to destDir once every write handed to Pebble is synced. NB: the sync is syncWAL's,
+// not Pebble's WithFlushedWAL (a synced LogData, which panics on a failed sync), and a log that failed stop is
+// refused: its WAL keeps the error.
 func (l *Log) checkpoint(destDir string) error {
-	if err := l.db.Checkpoint(destDir, pebble.WithFlushedWAL()); err != nil {
+	if err := l.writableDerived(); err != nil {
+		return err
+	}
+	if !l.opts.ReadOnly { // NB: a read-only log has nothing to sync; Pebble refuses its checkpoint
+		if err := l.syncWAL(); err != nil {
+			return fmt.Errorf("eventlog: checkpoint to %s: %w", destDir, err)
+		}
+	}
+	if err := l.db.Checkpoint(destDir); err != nil {
 		return fmt.Errorf("eventlog: checkpoint to %s: %w", destDir, err)
 	}
 	return nil

@@ -103,3 +103,18 @@ func openTenAcked(t *testing.T, fs vfs.FS, toggle *errorfs.Toggle) *Log {
 	}
 	return l
 }
+
+// reopenTenAcked reopens the store openTenAcked wrote on fs, after a fault, and requires that it verify and hold
+// the ten acknowledged appends. The caller closes it.
+func reopenTenAcked(t *testing.T, fs vfs.FS) *Log {
+	t.Helper()
+	r, err := Open("db", &Options{FS: fs})
+	require.NoError(t, err)
+	_, err = r.Verify(nil)
+	require.NoError(t, err)
+	for i := 0; i < 10; i++ {
+		_, err := r.Outcome("", fmt.Sprintf("ok-%d", i))
+		require.NoError(t, err)
+	}
+	return r
+}

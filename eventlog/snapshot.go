@@ -18,7 +18,8 @@ type Snapshot struct {
 // SaveSnapshot stores data as the snapshot at pos, durably, and drops older
 // snapshots in the same step: the slot holds the newest one. pos must not be
 // beyond the durable head. Snapshots are an optimisation only; events are
-// never removed.
+// never removed. A log that failed stop is refused (ErrFailed), and a failed
+// sync of the WAL before the save fails it stop.
 //
 // The snapshot is written as a table of its own and ingested (ingest.go):
 // its megabytes never pass through the WAL, the memtable, a flush or a
@@ -60,7 +61,9 @@ func (l *Log) checkSnapshotSave(pos uint64) error {
 	if l.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	if err := l.readable(); err != nil {
+	// NB: not on a log that failed stop: its WAL keeps the write error, and Pebble's synced apply of the save
+	// would meet it and panic (syncWAL).
+	if err := l.writableDerived(); err != nil {
 		return err
 	}
 	if h := l.durable.Load().Position; pos == 0 || pos > h {
@@ -81,7 +84,7 @@ func (l *Log) saveSnapshotWith(pos uint64, write func(tableWriter) error) error 
 	// made without a sync of their own (summaries, summary.go: a run the
 	// snapshot no longer lists is found there), and an ingested table is
 	// durable through the manifest, not the WAL.
-	if err := l.db.LogData(nil, pebble.Sync); err != nil {
+	if err := l.syncWAL(); err != nil {
 		return fmt.Errorf("eventlog: save snapshot: %w", err)
 	}
 	// NB: the excised span ends where the next position's keys begin: a
@@ -97,6 +100,24 @@ func (l *Log) saveSnapshotWith(pos uint64, write func(tableWriter) error) error 
 		l.opts.Logger.Warn("superseded summaries not pruned", "err", err)
 	}
 	return nil
+}
+
+// syncWAL makes every write handed to Pebble so far durable. A failed sync fails the log stop, as an append's does.
+// NB: through ApplyNoSyncWait and SyncWait, as an append syncs: Pebble's synced Apply (LogData's) treats a failed
+// sync as a fatal error and panics, which took the daemon down from a background snapshot instead of failing stop.
+func (l *Log) syncWAL() error {
+	b := l.db.NewBatch()
+	_ = b.LogData(nil, nil)
+	err := l.db.ApplyNoSyncWait(b, pebble.Sync)
+	if err == nil {
+		err = b.SyncWait()
+	}
+	if err != nil {
+		// NB: the batch is not closed: Pebble may still reference it, and the log is dead anyway.
+		l.fail(err)
+		return fmt.Errorf("%w: sync: %v", ErrFailed, err)
+	}
+	return b.Close()
 }
 
 // newestSnapshot returns an iterator over r's snapshots placed on the

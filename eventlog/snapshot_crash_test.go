@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -110,3 +111,74 @@ func (c *crashRecorder) MaybeError(errorfs.Op) error {
 }
 
 func (c *crashRecorder) String() string { return "crash clone before every op" }
+
+// nthFault fails, while armed, the n-th file-system operation that is not on Pebble's manifest (whose failures are
+// fatal by Pebble's design), and counts them.
+type nthFault struct {
+	n, seen atomic.Int64
+	armed   atomic.Bool
+}
+
+func (f *nthFault) MaybeError(op errorfs.Op) error {
+	if !f.armed.Load() || strings.Contains(op.Path, "MANIFEST") || strings.Contains(op.Path, "marker") {
+		return nil
+	}
+	if f.seen.Add(1) == f.n.Load() {
+		return errorfs.ErrInjected
+	}
+	return nil
+}
+
+func (f *nthFault) String() string { return "fail the n-th op" }
+
+// A snapshot's save failing (EIO) at each of its file-system operations in turn, the sync of the WAL it makes first
+// included: the save returns an error (a failed sync fails the log stop) instead of panicking in Pebble, the log
+// still serves a whole snapshot, the previous one or the new one, and the reopened store opens, verifies, holds the
+// same one with the summary it needs, and every append acknowledged.
+func TestSnapshotSaveFailingAtEveryOp(t *testing.T) {
+	oldData, newData := incompressible(48<<10, 1), incompressible(2*snapshotChunk+5, 2)
+	for n := int64(1); ; n++ {
+		mem := vfs.NewMem()
+		f := &nthFault{}
+		f.n.Store(n)
+		l, err := Open("db", &Options{FS: errorfs.Wrap(mem, f)})
+		require.NoError(t, err)
+		_, err = l.Append(Write{CommandID: "a", Events: evs("run", 6)})
+		require.NoError(t, err)
+		require.NoError(t, l.SaveSummaries([]Summary{{Stream: "run", Ord: 0, Position: 2, Data: []byte("s2")}}))
+		require.NoError(t, l.SaveSnapshot(4, oldData))
+		require.NoError(t, l.SaveSummaries([]Summary{{Stream: "run", Ord: 0, Position: 6, Data: []byte("s6")}}))
+		f.armed.Store(true)
+		serr := l.SaveSnapshot(6, newData)
+		f.armed.Store(false)
+		s, err := l.LatestSnapshot()
+		require.NoError(t, err, "fault %d", n)
+		if serr != nil {
+			require.Equal(t, Snapshot{Position: 4, Data: oldData}, s, "fault %d: %v", n, serr)
+		} else {
+			require.Equal(t, Snapshot{Position: 6, Data: newData}, s, "fault %d", n)
+		}
+		_, aerr := l.Append(Write{CommandID: "b", Events: evs("run", 1)})
+		_ = l.Close()
+
+		r, err := Open("db", &Options{FS: mem})
+		require.NoError(t, err, "fault %d", n)
+		rep, err := r.Verify(nil)
+		require.NoError(t, err, "fault %d", n)
+		require.Equal(t, 1, rep.Snapshots, "fault %d", n)
+		got, err := r.LatestSnapshot()
+		require.NoError(t, err, "fault %d", n)
+		require.Equal(t, s, got, "fault %d", n)
+		sum, err := r.LatestSummary("run", s.Position)
+		require.NoError(t, err, "fault %d: the summary the snapshot at %d needs", n, s.Position)
+		require.Equal(t, map[uint64]string{4: "s2", 6: "s6"}[s.Position], string(sum.Data), "fault %d", n)
+		if aerr == nil {
+			_, err = r.Outcome("", "b")
+			require.NoError(t, err, "fault %d: an acknowledged append", n)
+		}
+		require.NoError(t, r.Close())
+		if serr == nil && f.seen.Load() < n {
+			return // the save took fewer operations than n
+		}
+	}
+}

@@ -43,12 +43,13 @@ func parseViewKey(k []byte) (stream string, ok bool) { return parsePrefixedName(
 // stream, at most the durable head), replacing any older view of the
 // stream. It does not wait for a sync: a view is derived data, so losing
 // the last ones to a crash only means rebuilding them. Nothing is written
-// to a read-only log (ErrReadOnly).
+// to a read-only log (ErrReadOnly), nor to one that failed stop (ErrFailed):
+// its WAL keeps the write error, and Pebble panics on a write that meets it.
 func (l *Log) SaveView(stream string, pos uint64, data []byte) error {
 	if l.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	if err := l.readable(); err != nil {
+	if err := l.writableDerived(); err != nil {
 		return err
 	}
 	if h := l.durable.Load().Position; pos == 0 || pos > h {
