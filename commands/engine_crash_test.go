@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/eventlog"
@@ -131,6 +134,86 @@ func TestEngineCrashAtEveryCommit(t *testing.T) {
 		}
 		_, err = l.Verify(nil)
 		require.NoError(t, err)
+		require.NoError(t, e.Close())
+		require.NoError(t, l.Close())
+	}
+}
+
+// opRecorder takes, while armed, a crash clone of mem before every file-system operation and refuses hard links
+// (copyingFS's reason).
+type opRecorder struct {
+	mem    *vfs.MemFS
+	armed  atomic.Bool
+	mu     sync.Mutex
+	clones []*vfs.MemFS
+}
+
+func (c *opRecorder) MaybeError(op errorfs.Op) error {
+	if op.Kind == errorfs.OpLink {
+		return errorfs.ErrInjected
+	}
+	if c.armed.Load() {
+		c.mu.Lock()
+		n := len(c.clones)
+		rng := rand.New(rand.NewPCG(uint64(n), 9))
+		c.clones = append(c.clones, c.mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: (n % 3) * 50, RNG: rng}))
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+func (c *opRecorder) String() string { return "crash clone before every op" }
+
+// Runs made cold at once and snapshots taken every few events, crashed before every file-system operation: the
+// engine started on the recovered log holds the state a fold of that log from position 1 gives, cold runs included.
+func TestEngineCrashBeforeEveryOpWithColdRuns(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	rec := &opRecorder{mem: mem}
+	clock := newTestClock()
+	l, err := eventlog.Open("db", &eventlog.Options{FS: errorfs.Wrap(mem, rec)})
+	require.NoError(t, err)
+	opts := Options{Clock: clock.Now, NewID: counterIDs(), SnapshotEvery: 3, ExpiryInterval: -1, Retention: -1}
+	e, err := Open(l, opts)
+	require.NoError(t, err)
+	rec.armed.Store(true)
+	for i := 0; i < 12; i++ {
+		run := fmt.Sprintf("E%d", i)
+		for j, c := range []Command{
+			&RunCreate{RunID: run, Team: "t", Goal: "g", Cwd: "/w"},
+			&RunTransition{RunID: run, To: "running"},
+			&RunTransition{RunID: run, To: "cancelled"},
+		} {
+			r := Request{Principal: events.AdminPrincipal(), Actor: admin, CommandID: fmt.Sprintf("%s-%d", run, j), Command: c}
+			_, err := e.Submit(context.Background(), r)
+			require.NoError(t, err)
+			clock.Advance(time.Second)
+		}
+	}
+	rec.armed.Store(false)
+	require.NoError(t, e.Close())
+	require.NoError(t, l.Close())
+	require.Greater(t, len(rec.clones), 100)
+
+	for i, fs := range rec.clones {
+		full := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(1, 1))})
+		l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+		require.NoError(t, err, "crash %d", i)
+		opts.NewID = counterIDs()
+		e, err := Open(l, opts)
+		require.NoError(t, err, "crash %d", i)
+		var got *projections.State
+		e.Read(func(s *projections.State) { got = whole(t, s) })
+		require.NoError(t, e.Close())
+		require.NoError(t, l.Close())
+
+		// The fold from position 1 of the same log.
+		l, err = eventlog.Open("db", &eventlog.Options{FS: full})
+		require.NoError(t, err, "crash %d", i)
+		require.NoError(t, l.DropSummaries(true))
+		opts.NewID = counterIDs()
+		e, err = Open(l, opts)
+		require.NoError(t, err, "crash %d", i)
+		e.Read(func(s *projections.State) { require.Equal(t, whole(t, s), got, "crash %d", i) })
 		require.NoError(t, e.Close())
 		require.NoError(t, l.Close())
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -134,4 +135,73 @@ func TestVerifyChecksCatalog(t *testing.T) {
 	var ce *CorruptError
 	require.ErrorAs(t, err, &ce)
 	require.Contains(t, ce.Reason, "no catalog entry")
+}
+
+// A crash before every file-system operation of the step to format 3, which moves the outcomes in chunks committed
+// without a sync: the recovered store is at format 2 or 3, the step run again finishes it, and then every outcome is
+// under its principal and every command id is still refused as a duplicate.
+func TestCrashWhileMovingOutcomes(t *testing.T) {
+	defer func(n int) { upgradeChunk = n }(upgradeChunk)
+	upgradeChunk = 8
+	mem := vfs.NewCrashableMem()
+	l, err := Open("db", &Options{FS: mem})
+	require.NoError(t, err)
+	type cmd struct{ principal, id string }
+	var cmds []cmd
+	var ws []Write
+	for i := range 3000 {
+		w := Write{CommandID: fmt.Sprintf("c%04d", i), Events: evs(fmt.Sprintf("S%d", i%4), 1+i%2)}
+		c := cmd{fmt.Sprintf("oS%d", i%4), w.CommandID}
+		if i%5 == 0 {
+			w.Events, w.Code = nil, "bad-params"
+			c.principal = "admin"
+		}
+		ws, cmds = append(ws, w), append(cmds, c)
+	}
+	for len(ws) > 0 {
+		n := min(len(ws), 500)
+		_, err := l.Append(ws[:n]...)
+		require.NoError(t, err)
+		ws = ws[n:]
+	}
+	toLegacy(t, l)
+	require.NoError(t, l.Close())
+	principalOf := func(first *Event) string {
+		if first == nil {
+			return "admin"
+		}
+		return "o" + first.Stream
+	}
+	move := func(u *Upgrade) error { _, err := u.MoveOutcomes(principalOf); return err }
+	record := Write{CommandID: "migrate:3:test", Events: []Event{ev("$engine", "store.migrated")}}
+
+	crashes := &crashRecorder{mem: mem, seed: 13}
+	l, err = Open("db", &Options{FS: errorfs.Wrap(mem, crashes), AllowOlderFormat: true})
+	require.NoError(t, err)
+	crashes.armed.Store(true)
+	require.NoError(t, l.Upgrade(FormatStreamCatalog, FormatPrincipalOutcomes, move, nil, record))
+	crashes.armed.Store(false)
+	final := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0, RNG: rand.New(rand.NewPCG(1, 1))})
+	require.NoError(t, l.Close())
+	clones := append(crashes.clones, final)
+	require.Greater(t, len(clones), 3)
+
+	for i, fs := range clones {
+		r, err := Open("db", &Options{FS: fs, AllowOlderFormat: true})
+		require.NoError(t, err, "crash %d", i)
+		f, err := r.Format()
+		require.NoError(t, err, "crash %d", i)
+		if f == FormatStreamCatalog {
+			require.NoError(t, r.Upgrade(FormatStreamCatalog, FormatPrincipalOutcomes, move, nil, record), "crash %d", i)
+		}
+		for _, c := range cmds {
+			_, err := r.Outcome(c.principal, c.id)
+			require.NoError(t, err, "crash %d: %s of %s", i, c.id, c.principal)
+			_, err = r.Append(Write{Principal: c.principal, CommandID: c.id, Events: evs("again", 1)})
+			require.ErrorIs(t, err, ErrDuplicateCommand, "crash %d: %s", i, c.id)
+		}
+		_, err = r.Verify(nil)
+		require.NoError(t, err, "crash %d", i)
+		require.NoError(t, r.Close())
+	}
 }
