@@ -2,7 +2,6 @@ package bench
 
 import (
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -29,9 +28,19 @@ func TestRawFileGrowsAhead(t *testing.T) {
 			ops++
 		}
 	}
-	opsUntil(chunk/2 + 1)
-	require.Eventually(t, func() bool { return f.zeroFilled() >= 2*chunk }, 5*time.Second, 5*time.Millisecond,
-		"the next chunk is zero-filled once half of the last is used, before a group needs it")
+	// The fill ahead is held: the groups up to the end of the first chunk are written meanwhile, none waiting
+	// for it.
+	held := make(chan struct{})
+	f.beforeFill = func() { <-held }
+	opsUntil(chunk - 2<<10)
+	require.Equal(t, int64(chunk), f.zeroFilled(), "the fill ahead is held")
+	f.mu.Lock()
+	filling := f.filling
+	f.mu.Unlock()
+	require.NotNil(t, filling, "the next chunk's fill started once half of the first was used")
+	close(held)
+	<-filling
+	require.Equal(t, int64(2*chunk), f.zeroFilled())
 	// Past the first chunk and on, every group is written whole and reads back.
 	opsUntil(3 * chunk)
 	final, err := g.Final(ctx)
