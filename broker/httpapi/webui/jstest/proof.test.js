@@ -17,7 +17,7 @@ globalThis.EventSource = class {
   addEventListener() {}
   close() {}
 };
-const { get, keepProof, Stream } = await import('../static/js/api.js');
+const { all, get, keepProof, Stream } = await import('../static/js/api.js');
 
 // answering has fetch answer every request with status, and records each request's headers.
 function answering(status) {
@@ -47,6 +47,34 @@ test('a proof crewd refuses (another page chose the fragment) does not replace t
   answering(401);
   assert.equal(await keepProof('#proof=forged'), true);
   assert.equal(stored.get('crewlog.proof'), 'good');
+});
+
+test('an answer given before authentication (503 while crewd stops, 403 for the Host) does not take a proof', async () => {
+  answering(200);
+  await keepProof('#proof=good');
+  for (const status of [503, 403]) {
+    answering(status);
+    assert.equal(await keepProof('#proof=forged'), true);
+    assert.equal(stored.get('crewlog.proof'), 'good', `answered ${status}`);
+  }
+  answering(429);
+  await keepProof('#proof=later');
+  assert.equal(stored.get('crewlog.proof'), 'later', 'too-many-reads comes after authentication');
+});
+
+test('all asks for no more than its max still wants, whatever a page holds', async () => {
+  const limits = [];
+  globalThis.fetch = async (url) => {
+    const limit = Number(new URL(url, 'http://x').searchParams.get('limit'));
+    limits.push(limit);
+    const n = Math.min(limit, 600); // a page that ends early, as a page of large events does
+    return new Response(JSON.stringify({ items: Array(n).fill({}), hasMore: true, nextCursor: 'c' }),
+      { status: 200, headers: { 'Content-Type': 'application/json' } });
+  };
+  const got = await all('/list', 'items', {}, { max: 1000 });
+  assert.deepEqual(limits, [1000, 400]);
+  assert.equal(got.items.length, 1000);
+  assert.equal(got.truncated, true);
 });
 
 test('every read and the stream carry the proof', async () => {

@@ -16,7 +16,8 @@ const storage = () => (typeof localStorage === 'undefined' ? null : localStorage
 /**
  * keepProof keeps the session's proof from a login's fragment (#proof=…), and says whether hash was one. Any page
  * may open this one with a fragment of its choosing, a worker's on another port too: the proof is kept only if
- * crewd takes it with this browser's session cookie (any answer but 401), so a wrong one cannot sign the page out.
+ * crewd takes it with this browser's session cookie (an answer only an authenticated read gets: 2xx, or 429; a 503
+ * while crewd stops and a 403 for the Host come before authentication), so a wrong one cannot sign the page out.
  */
 export async function keepProof(hash) {
   const m = /^#proof=([A-Za-z0-9_-]{1,256})$/.exec(hash);
@@ -25,7 +26,7 @@ export async function keepProof(hash) {
     credentials: 'same-origin', headers: { Accept: 'application/json', 'X-Crewlog-Proof': m[1] },
   });
   const s = storage();
-  if (s && res.status !== 401) s.setItem(proofKey, m[1]);
+  if (s && (res.ok || res.status === 429)) s.setItem(proofKey, m[1]);
   return true;
 }
 
@@ -138,7 +139,8 @@ export async function all(path, key, params = {}, { max = 20000, signal, onPage 
   let cursor;
   let total;
   for (;;) {
-    const page = await get(path, { ...params, limit: 1000, cursor }, { signal });
+    // NB: no more than max still wants: a page may end early (its bytes), so a fixed limit could pass max.
+    const page = await get(path, { ...params, limit: Math.min(1000, max - items.length), cursor }, { signal });
     items.push(...(page[key] || []));
     total = page.total ?? total;
     if (onPage) onPage(items, page);

@@ -99,7 +99,8 @@ export class RunView {
   /**
    * addEvents adds events not held yet, keeping position order; O(1) per event in the usual (ascending) case. Beyond
    * maxRunEvents the oldest go, a tenth of them at once so that a busy stream does not move every held event for each
-   * one it brings; the travel position stays on its event.
+   * one it brings; the travel position stays on its event while that event is held, and is the oldest held one once
+   * it is let go.
    */
   addEvents(list) {
     let unsorted = false;
@@ -272,7 +273,9 @@ export class RunView {
         }
         this.past = this.past || { pending: true, position: this.positions[i] };
         this.drawTravel();
-        debounce = setTimeout(() => this.travelTo(this.positions[i], { index: i }), 120);
+        // NB: the position is taken now: the stream may let the oldest events go before the timer fires.
+        const at = this.positions[i];
+        debounce = setTimeout(() => this.travelTo(at, { index: i }), 120);
       });
       this.where = h('div.where', { 'aria-live': 'polite' });
       this.atInput = h('input', {
