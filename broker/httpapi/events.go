@@ -152,11 +152,9 @@ func (s *Server) eventsBackward(runID string, hasCursor bool, before, head uint6
 		it := s.opts.Log.ReadStreamTransient(runID, from)
 		for it.Next() {
 			rec := it.Event() // NB: valid until Next: only its position and the filter's verdict are kept
+			// NB: versions grow with positions, so every version up to end is at or below head: published.
 			if rec.StreamVersion > end {
 				break
-			}
-			if rec.Position > head {
-				continue // not published yet
 			}
 			recs = append(recs, looked{pos: rec.Position, kept: types == nil || types[rec.Type]})
 		}
