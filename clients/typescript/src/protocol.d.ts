@@ -1233,9 +1233,9 @@ export interface RunCreateParams {
    */
   "budgetTotal"?: number;
   "budgetUnlimited"?: boolean;
-  /** default 0.8 */
+  /** 0..1; default 0.8 */
   "budgetWarning"?: number;
-  /** default 0.95 */
+  /** 0..1; default 0.95 */
   "budgetAbort"?: number;
   /**
    * length 1..256 code points
@@ -1341,7 +1341,9 @@ export interface TaskUsageParams {
   "cacheRead": number;
   /** 0..1099511627776 */
   "cacheWrite": number;
+  /** 0..∞ */
   "cost"?: number;
+  /** 0..1099511627776 */
   "turns"?: number;
   /**
    * length 1..256 code points
