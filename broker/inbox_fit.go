@@ -30,23 +30,27 @@ const widestMessageTime = 253402300799999
 // orchestrator from reading any message after its own in the run inbox, or a sibling from reading its mailbox. The
 // orchestrator's and the admin's messages are left as they are: the runtime that sends them runs the run.
 //
-// NB: a command the engine refuses anyway (recipients it does not know, a field past its own bound) is left to it,
-// so that its answer is the engine's.
+// NB: a command the engine refuses anyway (a param it refuses whatever the state, recipients it does not know or
+// more of them than a message may reach) is left to it, so that its answer is the engine's.
 func (c *conn) messageFits(cmd commands.Command) error {
-	var m projections.Message
+	var (
+		m      projections.Message
+		params func() error
+	)
 	switch x := cmd.(type) {
 	case *commands.MessageSend:
-		if x.FromTask == "" || longerThan(x.Subject, commands.MaxSubjectChars) ||
-			longerThan(x.ReplyTo, commands.MaxIDChars) || longerThan(x.QuestionID, commands.MaxQuestionIDChars) {
+		if x.FromTask == "" {
 			return nil
 		}
 		m = projections.Message{RunID: x.RunID, From: x.FromTask, Body: x.Body, Subject: x.Subject,
 			ReplyTo: x.ReplyTo, QuestionID: x.QuestionID}
+		params = x.CheckParams
 	case *commands.Escalate:
 		if x.FromTask == "" {
 			return nil
 		}
 		m = projections.Message{RunID: x.RunID, From: x.FromTask, Body: x.Body}
+		params = x.CheckParams
 	default:
 		return nil
 	}
@@ -54,6 +58,9 @@ func (c *conn) messageFits(cmd commands.Command) error {
 	texts := len(m.RunID) + len(m.From) + len(m.Body) + len(m.Subject) + len(m.ReplyTo) + len(m.QuestionID)
 	if 6*texts+widestMessageRest <= room {
 		return nil // NB: the common case, without a read: JSON writes no byte in more than six
+	}
+	if params() != nil {
+		return nil
 	}
 	var boxes []string
 	c.s.eng.Read(func(st *projections.State) {
@@ -179,9 +186,6 @@ func widestMessageID(box string) string {
 	}
 	return "msg_" + strings.Repeat("z", 13) + "_" + strings.Repeat("z", 12) + "_" + label
 }
-
-// longerThan reports whether s has more than limit chars.
-func longerThan(s string, limit int) bool { return len(s) > limit && utf8.RuneCountInString(s) > limit }
 
 func hasTask(st *projections.State, runID, taskID string) bool {
 	_, ok := st.Task(runID, taskID)

@@ -66,6 +66,58 @@ func TestAMessageNoInboxCanReadIsRefused(t *testing.T) {
 	}
 }
 
+// TestAMessageTheEngineRefusesIsLeftToIt: a worker's message the engine refuses for its params (a kind or a
+// priority it does not take, a questionId without kind response, "group" naming more tasks than a message may
+// reach) is answered as the engine answers it, bad-params, however wide its body: "body too large" would tell the
+// worker to cut a body the engine would refuse at any length.
+func TestAMessageTheEngineRefusesIsLeftToIt(t *testing.T) {
+	angles := strings.Repeat("<", 50_000)
+	tests := []struct {
+		name, method string
+		params       map[string]any
+		manyTasks    bool // the run has more tasks than commands.MaxRecipients besides the sender
+		message      string
+	}{
+		{name: "msg.send of a kind a worker may not send", method: "msg.send",
+			params:  map[string]any{"to": "parent", "kind": "steer", "body": angles},
+			message: "msg.send: worker kind must be 'notify' or 'message'"},
+		{name: "msg.send of a priority that is none", method: "msg.send",
+			params:  map[string]any{"to": "parent", "priority": "bogus", "body": angles},
+			message: "msg.send: priority must be urgent, normal or low"},
+		{name: "msg.send of a questionId without kind response", method: "msg.send",
+			params:  map[string]any{"to": "parent", "questionId": "q1", "body": angles},
+			message: "msg.send: questionId goes with kind 'response' only"},
+		{name: "msg.send to a group past the recipients' bound", method: "msg.send", manyTasks: true,
+			params:  map[string]any{"to": "group", "body": angles},
+			message: "msg.send: recipient count out of range"},
+		{name: "escalate of a priority that is none", method: "escalate",
+			params:  map[string]any{"to": "parent", "priority": "bogus", "body": angles},
+			message: "escalate: priority must be urgent, normal or low"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{})
+			s := f.seed()
+			p := f.dial()
+			if tc.manyTasks {
+				o := f.dial()
+				o.hello(runR, events.OrchestratorKey, s.orch)
+				for i := range commands.MaxRecipients {
+					id := fmt.Sprintf("t%02d", i)
+					o.ok("task.create", map[string]any{"taskId": id, "role": "executor", "agent": "a", "title": id,
+						"cwd": "/w/" + id})
+				}
+			}
+			p.hello(runR, taskP, s.p)
+
+			r := p.callUnescaped(tc.method, tc.params)
+			require.NotNil(t, r.Error, "%s: accepted", tc.method)
+			require.Equal(t, wire.CodeBadParams, r.Error.Code, r.Error.Message)
+			require.Equal(t, tc.message, r.Error.Message)
+		})
+	}
+}
+
 // inboxBodies reads c's whole inbox, page after page as a client follows nextCursor, and returns the bodies.
 func inboxBodies(c *client) []string {
 	c.t.Helper()

@@ -83,37 +83,57 @@ func bodyTooLarge(method string) *RejectedError {
 // events.RunInbox) and the label its copy's id ends with.
 type recipient struct{ box, label string }
 
-func (c *MessageSend) decide(s *projections.State, env *Env) (Decision, error) {
-	worker := c.FromTask != ""
-	kind, priority := c.MessageKind, c.Priority
+// kindAndPriority are the message's kind and priority: message and normal
+// where it names none.
+func (c *MessageSend) kindAndPriority() (kind, priority string) {
+	kind, priority = c.MessageKind, c.Priority
 	if kind == "" {
 		kind = events.KindMessage
 	}
 	if priority == "" {
 		priority = events.PriorityNormal
 	}
+	return kind, priority
+}
+
+// CheckParams refuses c for what its params decide alone, as decide does
+// first, before it reads any state: a *RejectedError, or nil. The broker
+// leaves a command that fails it to the engine, so that the answer to it
+// is the engine's.
+func (c *MessageSend) CheckParams() error {
+	worker := c.FromTask != ""
+	kind, priority := c.kindAndPriority()
 	switch {
 	case worker && kind != events.KindMessage && kind != events.KindNotify:
-		return Decision{}, badParams("msg.send: worker kind must be 'notify' or 'message'")
+		return badParams("msg.send: worker kind must be 'notify' or 'message'")
 	case !validKind(kind):
-		return Decision{}, badParams("msg.send: kind must be message, notify, steer, follow-up, response or group_join")
+		return badParams("msg.send: kind must be message, notify, steer, follow-up, response or group_join")
 	case !validPriority(priority):
-		return Decision{}, badParams("msg.send: priority must be urgent, normal or low")
+		return badParams("msg.send: priority must be urgent, normal or low")
 	case c.Body == "":
-		return Decision{}, badParams("msg.send: body must be 1..%d chars", MaxBodyChars)
+		return badParams("msg.send: body must be 1..%d chars", MaxBodyChars)
 	case utf8.RuneCountInString(c.Body) > MaxBodyChars:
-		return Decision{}, bodyTooLarge(c.Kind())
+		return bodyTooLarge(c.Kind())
 	case utf8.RuneCountInString(c.Subject) > MaxSubjectChars:
-		return Decision{}, badParams("msg.send: subject must be at most %d chars", MaxSubjectChars)
+		return badParams("msg.send: subject must be at most %d chars", MaxSubjectChars)
 	case longerThan(c.ReplyTo, MaxIDChars):
-		return Decision{}, badParams("msg.send: replyTo must be at most %d chars", MaxIDChars)
+		return badParams("msg.send: replyTo must be at most %d chars", MaxIDChars)
 	case longerThan(c.QuestionID, MaxQuestionIDChars):
-		return Decision{}, badParams("msg.send: questionId must be at most %d chars", MaxQuestionIDChars)
+		return badParams("msg.send: questionId must be at most %d chars", MaxQuestionIDChars)
 	case c.QuestionID != "" && kind != events.KindResponse:
-		return Decision{}, badParams("msg.send: questionId goes with kind 'response' only")
+		return badParams("msg.send: questionId goes with kind 'response' only")
 	case len(c.To) == 0 || len(c.To) > MaxRecipients:
-		return Decision{}, badParams("msg.send: recipient count out of range")
+		return badParams("msg.send: recipient count out of range")
 	}
+	return nil
+}
+
+func (c *MessageSend) decide(s *projections.State, env *Env) (Decision, error) {
+	if err := c.CheckParams(); err != nil {
+		return Decision{}, err
+	}
+	worker := c.FromTask != ""
+	kind, priority := c.kindAndPriority()
 	if _, ok := s.Run(c.RunID); !ok {
 		return Decision{}, reject(CodeNoManifest, "no-manifest", "run %q not found", c.RunID)
 	}
@@ -151,7 +171,7 @@ func (c *MessageSend) decide(s *projections.State, env *Env) (Decision, error) {
 // before it sends the command on.
 func (c *MessageSend) Mailboxes(s *projections.State) []string {
 	rcpts, err := c.recipients(s)
-	if err != nil {
+	if err != nil || len(rcpts) == 0 || len(rcpts) > MaxRecipients {
 		return nil
 	}
 	boxes := make([]string, 0, len(rcpts))
@@ -254,24 +274,43 @@ func (c *Escalate) Mailbox() (string, bool) {
 	return c.To, true
 }
 
-func (c *Escalate) decide(s *projections.State, env *Env) (Decision, error) {
-	to, priority := c.To, c.Priority
+// toAndPriority are the message's recipient as To names it (the sender's
+// own task where To is empty) and its priority, normal where it names none.
+func (c *Escalate) toAndPriority() (to, priority string) {
+	to, priority = c.To, c.Priority
 	if to == "" {
 		to = c.FromTask
 	}
 	if priority == "" {
 		priority = events.PriorityNormal
 	}
+	return to, priority
+}
+
+// CheckParams refuses c for what its params decide alone, as decide does
+// first, before it reads any state: a *RejectedError, or nil. The broker
+// leaves a command that fails it to the engine, so that the answer to it
+// is the engine's.
+func (c *Escalate) CheckParams() error {
+	to, priority := c.toAndPriority()
 	switch {
 	case c.Body == "":
-		return Decision{}, badParams("escalate: body must be 1..%d chars", MaxBodyChars)
+		return badParams("escalate: body must be 1..%d chars", MaxBodyChars)
 	case utf8.RuneCountInString(c.Body) > MaxBodyChars:
-		return Decision{}, bodyTooLarge(c.Kind())
+		return bodyTooLarge(c.Kind())
 	case !validPriority(priority):
-		return Decision{}, badParams("escalate: priority must be urgent, normal or low")
+		return badParams("escalate: priority must be urgent, normal or low")
 	case to == "":
-		return Decision{}, badParams("escalate: to is required without a task-scoped credential")
+		return badParams("escalate: to is required without a task-scoped credential")
 	}
+	return nil
+}
+
+func (c *Escalate) decide(s *projections.State, env *Env) (Decision, error) {
+	if err := c.CheckParams(); err != nil {
+		return Decision{}, err
+	}
+	to, priority := c.toAndPriority()
 	if _, ok := s.Run(c.RunID); !ok {
 		return Decision{}, reject(CodeNoManifest, "no-manifest", "run %q not found", c.RunID)
 	}

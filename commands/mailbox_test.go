@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -122,6 +123,42 @@ func TestMessageSendRejections(t *testing.T) {
 	solo := fxRunning(t, 0)
 	dec, err := fxDecide(t, solo.s, &MessageSend{RunID: fxRun, FromTask: "02_exec", To: []string{"group"}, Body: "b"})
 	fxRejected(t, dec, err, CodeBadParams, "invalid-params", "recipient count out of range")
+}
+
+// TestMailboxesAreNoneWhereTheRecipientsAreRefused: Mailboxes, which the
+// broker measures the copies of a worker's message on, names none where
+// decide refuses the message for its recipients: none at all, or an
+// expansion past MaxRecipients ("group" of a worker among 65 live tasks,
+// "all" of the orchestrator's 66), which the walk stops one past the bound.
+func TestMailboxesAreNoneWhereTheRecipientsAreRefused(t *testing.T) {
+	l := fxRunning(t, 0)
+	for i := range MaxRecipients + 1 {
+		l.task(fmt.Sprintf("t%02d", i), projections.TaskRunning)
+	}
+	solo := fxRunning(t, 0)
+	for _, tc := range []struct {
+		name string
+		s    *projections.State
+		cmd  MessageSend
+	}{
+		{"a worker's group past the bound", l.s, MessageSend{FromTask: "02_exec", To: []string{"group"}}},
+		{"the orchestrator's all past the bound", l.s, MessageSend{To: []string{"all"}}},
+		{"a worker alone in its group", solo.s, MessageSend{FromTask: "02_exec", To: []string{"group"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cmd.RunID, tc.cmd.Body = fxRun, "b"
+			dec, err := fxDecide(t, tc.s, &tc.cmd)
+			fxRejected(t, dec, err, CodeBadParams, "invalid-params", "recipient count out of range")
+			require.Nil(t, tc.cmd.Mailboxes(tc.s))
+		})
+	}
+	// At the bound, every recipient is named.
+	at := fxRunning(t, 0)
+	for i := range MaxRecipients {
+		at.task(fmt.Sprintf("t%02d", i), projections.TaskRunning)
+	}
+	require.Len(t, (&MessageSend{RunID: fxRun, FromTask: "02_exec", To: []string{"group"}}).Mailboxes(at.s),
+		MaxRecipients)
 }
 
 func TestEscalate(t *testing.T) {
