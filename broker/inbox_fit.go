@@ -31,7 +31,9 @@ const widestMessageTime = 253402300799999
 // orchestrator's and the admin's messages are left as they are: the runtime that sends them runs the run.
 //
 // NB: a command the engine refuses anyway (a param it refuses whatever the state, recipients it does not know or
-// more of them than a message may reach) is left to it, so that its answer is the engine's.
+// more of them than a message may reach) is left to it, so that its answer is the engine's. The copies are measured
+// against the published state it reads, not the state the engine decides on: a recipient created between that read
+// and the decision ("group" expanding to a task made meanwhile) is not measured.
 func (c *conn) messageFits(cmd commands.Command) error {
 	var (
 		m      projections.Message
@@ -68,7 +70,11 @@ func (c *conn) messageFits(cmd commands.Command) error {
 		case *commands.MessageSend:
 			boxes = x.Mailboxes(st)
 		case *commands.Escalate:
-			if box, ok := x.Mailbox(); ok && (box == events.RunInbox || hasTask(st, x.RunID, box)) {
+			box, ok := x.Mailbox()
+			if ok && box != events.RunInbox {
+				_, ok = st.Task(x.RunID, box)
+			}
+			if ok {
 				boxes = []string{box}
 			}
 		}
@@ -101,7 +107,11 @@ func inboxPageRoom(maxFrame int) int {
 func (c *conn) fitResult(x *commands.DelegateSettle) {
 	room := inboxPageRoom(c.s.opts.MaxFrame)
 	if 6*(len(x.Text)+4*len(x.SubID)+len(x.RunID)+commands.MaxIDChars)+widestMessageRest <= room {
-		return // NB: the common case, without a read: the fence writes the sub id twice, the message twice more
+		// NB: the common case, without a read: the fence writes the sub id twice, the message twice more (sender and
+		// data); commands.MaxIDChars covers the run id an admin may leave out (commands.MaxRunIDChars of
+		// [A-Za-z0-9_-]) and the text the result's message adds around its ids (the fence's markers and tag, the
+		// sender's "delegate:", the data's keys).
+		return
 	}
 	var (
 		d     projections.Delegation
@@ -117,11 +127,12 @@ func (c *conn) fitResult(x *commands.DelegateSettle) {
 	if !found {
 		return // the engine refuses it
 	}
-	// The widest the engine may make of the rest of the message: every flag of its data set, every time shown.
+	// The widest the engine may make of the rest of the message: the widest data (ok and timedOut false, which
+	// JSON writes a byte wider than true, cancelled set), every time shown.
 	m := projections.Message{RunID: runID, From: "delegate:" + x.SubID, Kind: events.KindGroupJoin,
 		Priority: events.PriorityNormal, DeliveryMode: events.DeliveryInterrupt,
 		Body: commands.ResultBody(x.SubID, x.Outcome, ""), Rerouted: true,
-		Data:   &events.MessageData{SubID: x.SubID, OK: true, TimedOut: true, Cancelled: true},
+		Data:   &events.MessageData{SubID: x.SubID, Cancelled: true},
 		Status: projections.MessageAcknowledged, CreatedAt: widestMessageTime, DeliveredAt: widestMessageTime,
 		AcknowledgedAt: widestMessageTime}
 	rest := 0
@@ -185,9 +196,4 @@ func widestMessageID(box string) string {
 		label = runInboxName
 	}
 	return "msg_" + strings.Repeat("z", 13) + "_" + strings.Repeat("z", 12) + "_" + label
-}
-
-func hasTask(st *projections.State, runID, taskID string) bool {
-	_, ok := st.Task(runID, taskID)
-	return ok
 }
