@@ -217,11 +217,13 @@ type RunFilter struct {
 	// Cursor is NextCursor of the previous page; empty starts at the first.
 	Cursor string
 	// MaxScan bounds the runs the page looks at, those Statuses leaves out
-	// included; 0 means no bound. A page that has looked at MaxScan runs
-	// ends there, with the cursor of the next run to look at, however few
-	// runs it holds: a status that matches few of many cold runs would
-	// otherwise read the index of every run ever created, under the read
-	// lock the publisher waits for, to answer a page of none.
+	// included, but for the ended runs when Statuses names no ended status:
+	// those are passed over, not looked at (Runs); 0 means no bound. A page
+	// that has looked at MaxScan runs ends there, with the cursor of the
+	// next run to look at, however few runs it holds: a status that matches
+	// few of many cold runs would otherwise read the index of every run ever
+	// created, under the read lock the publisher waits for, to answer a page
+	// of none.
 	MaxScan int
 }
 
