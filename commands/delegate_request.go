@@ -276,8 +276,8 @@ func (c *DelegateRequest) checkAdmission(s *projections.State, run projections.R
 	return a
 }
 
-// admission is the outcome of DelegateRequest.checkAdmission: a refusal (reason, message) or the budget and timeout of
-// the admission.
+// admission is the outcome of DelegateRequest.checkAdmission: a refusal (reason, message) or the budget and timeout
+// of the admission.
 type admission struct {
 	reason, msg string
 	budget      budget

@@ -4,10 +4,11 @@ package projections
 // (slots-exhausted or slot-share-exceeded) while it holds fewer than its
 // share (the config's SlotShare in force), until its next admission or its
 // end. A request that a later check refuses as well (the policy's
-// otherwise) waits for nothing. A run refused while it already held its share is owed nothing and does
-// not wait. The fold records the moment; whether it still counts is decided
-// with the engine's clock (SlotWaiters), so the answer is a pure function of
-// the state, the config and the clock reading, and replay reproduces it.
+// otherwise) waits for nothing. A run refused while it already held its
+// share is owed nothing and does not wait. The fold records the moment;
+// whether it still counts is decided with the engine's clock (SlotWaiters),
+// so the answer is a pure function of the state, the config and the clock
+// reading, and replay reproduces it.
 
 // refusedSlot folds a slot refusal of run r at time at.
 func refusedSlot(s *State, r *runState, at int64) {
