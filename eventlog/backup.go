@@ -55,13 +55,14 @@ func (l *Log) Checkpoint(destDir string) error {
 // not Pebble's WithFlushedWAL (a synced LogData, which panics on a failed sync), and a log that failed stop is
 // refused: its WAL keeps the error.
 func (l *Log) checkpoint(destDir string) error {
+	if l.opts.ReadOnly {
+		return ErrReadOnly // NB: Pebble cannot checkpoint a read-only open
+	}
 	if err := l.writableDerived(); err != nil {
 		return err
 	}
-	if !l.opts.ReadOnly { // NB: a read-only log has nothing to sync; Pebble refuses its checkpoint
-		if err := l.syncWAL(); err != nil {
-			return fmt.Errorf("eventlog: checkpoint to %s: %w", destDir, err)
-		}
+	if err := l.syncWAL(); err != nil {
+		return fmt.Errorf("eventlog: checkpoint to %s: %w", destDir, err)
 	}
 	if err := l.db.Checkpoint(destDir); err != nil {
 		return fmt.Errorf("eventlog: checkpoint to %s: %w", destDir, err)

@@ -143,7 +143,8 @@ func TestSyncingOnAFailedWALFailsStop(t *testing.T) {
 			})
 			return err
 		},
-		"checkpoint": func(l *Log) error { return l.Checkpoint("copy") },
+		"checkpoint":     func(l *Log) error { return l.Checkpoint("copy") },
+		"drop summaries": func(l *Log) error { return l.DropSummaries(false) },
 	}
 	for name, op := range ops {
 		for _, when := range []string{"during it", "after a failed append"} {

@@ -38,9 +38,9 @@
 //     ErrFailed. Reopening recovers every acknowledged append; the failed
 //     append is wholly present or wholly absent. A snapshot's save and a
 //     checkpoint sync the WAL first, and fail stop alike when that sync
-//     fails; after a failure they, views and summaries are refused
-//     (ErrFailed) too, since the WAL keeps the error and Pebble panics on a
-//     write that meets it.
+//     fails; once a failure is recorded (the failed append's Wait has
+//     returned) they, views and summaries are refused (ErrFailed) too, since
+//     the WAL keeps the error and Pebble panics on a write that meets it.
 //
 //   - SaveSnapshot is atomic and durable: a crash at any point leaves the
 //     previous snapshot or the new one, whole and sealed, never neither.

@@ -324,6 +324,7 @@ func TestReadOnly(t *testing.T) {
 	_, err = r.Append(Write{Events: evs("a", 1)})
 	require.ErrorIs(t, err, ErrReadOnly)
 	require.ErrorIs(t, r.SaveSnapshot(1, nil), ErrReadOnly)
+	require.ErrorIs(t, r.Checkpoint("copy"), ErrReadOnly)
 }
 
 func TestCheckpoint(t *testing.T) {

@@ -108,16 +108,23 @@ func (l *Log) saveSnapshotWith(pos uint64, write func(tableWriter) error) error 
 func (l *Log) syncWAL() error {
 	b := l.db.NewBatch()
 	_ = b.LogData(nil, nil)
+	return l.commitSynced(b)
+}
+
+// commitSynced applies b and waits for its sync, failing the log stop when the sync fails, as an append's does. NB:
+// never Pebble's synced Apply (Batch.Commit with Sync, LogData with Sync), which treats a failed sync as fatal and
+// panics. b is closed.
+func (l *Log) commitSynced(b *pebble.Batch) error {
+	defer b.Close() // NB: Close handles a batch the commit pipeline still references
 	err := l.db.ApplyNoSyncWait(b, pebble.Sync)
 	if err == nil {
 		err = b.SyncWait()
 	}
 	if err != nil {
-		// NB: the batch is not closed: Pebble may still reference it, and the log is dead anyway.
 		l.fail(err)
 		return fmt.Errorf("%w: sync: %v", ErrFailed, err)
 	}
-	return b.Close()
+	return nil
 }
 
 // newestSnapshot returns an iterator over r's snapshots placed on the

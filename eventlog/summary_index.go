@@ -297,23 +297,23 @@ func (l *Log) DropSummaries(snapshot bool) error {
 	if l.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	if err := l.readable(); err != nil {
+	if err := l.writableDerived(); err != nil {
 		return err
 	}
 	l.summaries.mu.Lock()
 	defer l.summaries.mu.Unlock()
 	b := l.db.NewBatch()
-	defer b.Close()
 	ranges := [][2]byte{{prefixSummary, prefixSummary + 1}, {prefixSummaryByOrd, prefixSummaryByOrd + 1}}
 	if snapshot {
 		ranges = append(ranges, [2]byte{prefixSnapshot, prefixSnapshot + 1})
 	}
 	for _, r := range ranges {
 		if err := b.DeleteRange([]byte{r[0]}, []byte{r[1]}, nil); err != nil {
+			_ = b.Close()
 			return fmt.Errorf("eventlog: drop summaries: %w", err)
 		}
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := l.commitSynced(b); err != nil {
 		return fmt.Errorf("eventlog: drop summaries: %w", err)
 	}
 	l.summaries.loaded = false
