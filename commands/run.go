@@ -8,7 +8,8 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
-// MaxBudgetTotal bounds a run's budgetTotal: 2^53, the largest integer a JavaScript runtime reads back as itself.
+// MaxBudgetTotal bounds a run's budgetTotal: 2^53, up to which every integer reads back in JavaScript as itself
+// (2^53+1 is the first that does not).
 const MaxBudgetTotal = 1 << 53
 
 // RunCreate opens a run (issue the orchestrator's credential in the same

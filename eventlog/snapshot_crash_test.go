@@ -112,8 +112,8 @@ func (c *crashRecorder) MaybeError(errorfs.Op) error {
 
 func (c *crashRecorder) String() string { return "crash clone before every op" }
 
-// nthFault fails, while armed, the n-th file-system operation that is not on Pebble's manifest (whose failures are
-// fatal by Pebble's design), and counts them.
+// nthFault fails, while armed, the n-th file-system operation that is not on Pebble's manifest or a marker file
+// (whose failures are fatal by Pebble's design), and counts them.
 type nthFault struct {
 	n, seen atomic.Int64
 	armed   atomic.Bool

@@ -191,6 +191,7 @@ func TestCrashWhileMovingOutcomes(t *testing.T) {
 		require.NoError(t, err, "crash %d", i)
 		f, err := r.Format()
 		require.NoError(t, err, "crash %d", i)
+		require.Contains(t, []uint32{FormatStreamCatalog, FormatPrincipalOutcomes}, f, "crash %d", i)
 		if f == FormatStreamCatalog {
 			require.NoError(t, r.Upgrade(FormatStreamCatalog, FormatPrincipalOutcomes, move, nil, record), "crash %d", i)
 		}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -31,6 +32,9 @@ func TestRawFileGrowsAhead(t *testing.T) {
 	// The fill ahead is held: the groups up to the end of the first chunk are written meanwhile, none waiting
 	// for it.
 	held := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(held) }) }
+	defer release() // NB: before the deferred Close, which waits for the fill: a failed require must not hang
 	f.beforeFill = func() { <-held }
 	opsUntil(chunk - 2<<10)
 	require.Equal(t, int64(chunk), f.zeroFilled(), "the fill ahead is held")
@@ -38,7 +42,7 @@ func TestRawFileGrowsAhead(t *testing.T) {
 	filling := f.filling
 	f.mu.Unlock()
 	require.NotNil(t, filling, "the next chunk's fill started once half of the first was used")
-	close(held)
+	release()
 	<-filling
 	require.Equal(t, int64(2*chunk), f.zeroFilled())
 	// Past the first chunk and on, every group is written whole and reads back.
