@@ -8,8 +8,8 @@ import (
 
 // eventViewer is who reads a run's events (events.since, a subscription): its identity and, for a worker, the engine
 // whose state says which jobs are its task's. A worker reads every event of its run, as in pi-crew, but not what the
-// methods that read the same records keep from it: another mailbox's message bodies (msg.inbox reads its own
-// mailbox alone; pi-crew's events never carry a body), the prompt of a delegation neither its task's nor the one
+// methods that read the same records keep from it: another mailbox's message bodies and subjects (msg.inbox reads its
+// own mailbox alone; pi-crew's events never carry a body), the prompt of a delegation neither its task's nor the one
 // its task is the grandchild of (no method shows a worker the run's delegations; pi-crew's delegate.admitted
 // carries no prompt), and the arguments and results of another task's proxied calls (proxy.result answers for its
 // own job alone).
@@ -30,7 +30,7 @@ func (v eventViewer) visiblePayload(payload any) any {
 	switch p := payload.(type) {
 	case *events.MailboxAppended:
 		if p.To != v.taskID && p.From != v.taskID {
-			return messageWithoutBody{MailboxAppended: p}
+			return messageWithoutText{MailboxAppended: p}
 		}
 	case *events.DelegateAdmitted:
 		if p.TaskID != v.taskID && p.SubID != v.taskID {
@@ -66,12 +66,14 @@ func jobOfTask(st *projections.State, runID, jobID, taskID string) bool {
 	return ok && h.TaskID == taskID
 }
 
-// messageWithoutBody, delegationWithoutPrompt, callWithoutArgs and callWithoutResult are a payload without one
-// field: the shallower field of the same name hides the payload's and, nil, is left out.
+// messageWithoutText, delegationWithoutPrompt, callWithoutArgs and callWithoutResult are a payload without what the
+// viewer may not read: each shallower field hides the payload's of the same name and, nil, is left out. A message's
+// subject is its text as much as its body is (msg.inbox shows both to its recipient alone).
 type (
-	messageWithoutBody struct {
+	messageWithoutText struct {
 		*events.MailboxAppended
-		Body *struct{} `json:"body,omitempty"`
+		Body    *struct{} `json:"body,omitempty"`
+		Subject *struct{} `json:"subject,omitempty"`
 	}
 	delegationWithoutPrompt struct {
 		*events.DelegateAdmitted

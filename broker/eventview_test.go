@@ -71,6 +71,26 @@ func TestEventsShowAWorkerTheBodiesOfItsOwnMessagesOnly(t *testing.T) {
 	})
 }
 
+// A message's subject is as much its recipient's to read as its body: a worker reads the subject of its own task's
+// messages only in the run's events, where another task's message shows neither.
+func TestEventsShowAWorkerTheSubjectsOfItsOwnMessagesOnly(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	s := f.seed()
+	o, p, q := f.runViewers(s)
+	o.ok("msg.send", map[string]any{"to": taskP, "body": "b", "subject": "o-to-p"})
+	o.ok("msg.send", map[string]any{"to": taskQ, "body": "b", "subject": "o-to-q"})
+	q.ok("msg.send", map[string]any{"to": "parent", "body": "b", "subject": "q-to-parent"})
+	subjects := func(evs []json.RawMessage) []bool {
+		return fieldsShown(t, evs, map[string]string{events.TypeMailboxAppended: "subject"})
+	}
+	require.Equal(t, []bool{true, true, true}, subjects(sinceEvents(t, o, map[string]any{})))
+	require.Equal(t, []bool{true, false, false}, subjects(sinceEvents(t, p, map[string]any{})))
+	w := f.dial()
+	w.hello(runR, taskP, s.p)
+	w.ok("events.subscribe", map[string]any{"types": []string{events.TypeMailboxAppended}})
+	require.Equal(t, []bool{true, false, false}, subjects(pushedEvents(t, w, 3)))
+}
+
 // A worker reads the arguments and results of its own task's proxied calls only in the run's events, as proxy.result
 // answers it for its own job alone: events.since and a subscription give another task's worker proxy.requested
 // without args and proxy.completed without result. The job's own worker, the orchestrator and the admin read both.
