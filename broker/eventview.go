@@ -9,10 +9,10 @@ import (
 // eventViewer is who reads a run's events (events.since, a subscription): its identity and, for a worker, the engine
 // whose state says which jobs are its task's. A worker reads every event of its run, as in pi-crew, but not what the
 // methods that read the same records keep from it: another mailbox's message bodies and subjects (msg.inbox reads its
-// own mailbox alone; pi-crew's events never carry a body), the prompt of a delegation neither its task's nor the one
-// its task is the grandchild of (no method shows a worker the run's delegations; pi-crew's delegate.admitted
-// carries no prompt), and the arguments and results of another task's proxied calls (proxy.result answers for its
-// own job alone).
+// own mailbox alone; pi-crew's events never carry a body), the prompt, description and title of a delegation neither
+// its task's nor the one its task is the grandchild of (no method shows a worker the run's delegations; pi-crew's
+// delegate.admitted carries no prompt), and the arguments and results of another task's proxied calls (proxy.result
+// answers for its own job alone).
 type eventViewer struct {
 	identity
 	// eng tells a worker's own jobs; nil: none is the viewer's (a rendering that has no state at hand).
@@ -34,7 +34,7 @@ func (v eventViewer) visiblePayload(payload any) any {
 		}
 	case *events.DelegateAdmitted:
 		if p.TaskID != v.taskID && p.SubID != v.taskID {
-			return delegationWithoutPrompt{DelegateAdmitted: p}
+			return delegationWithoutText{DelegateAdmitted: p}
 		}
 	case *events.ProxyRequested:
 		if !v.ownsJob(p.JobID) {
@@ -66,18 +66,21 @@ func jobOfTask(st *projections.State, runID, jobID, taskID string) bool {
 	return ok && h.TaskID == taskID
 }
 
-// messageWithoutText, delegationWithoutPrompt, callWithoutArgs and callWithoutResult are a payload without what the
+// messageWithoutText, delegationWithoutText, callWithoutArgs and callWithoutResult are a payload without what the
 // viewer may not read: each shallower field hides the payload's of the same name and, nil, is left out. A message's
-// subject is its text as much as its body is (msg.inbox shows both to its recipient alone).
+// subject is its text as much as its body is (msg.inbox shows both to its recipient alone), and a delegation's
+// description, and the title of its shadow task made of it, as much as its prompt.
 type (
 	messageWithoutText struct {
 		*events.MailboxAppended
 		Body    *struct{} `json:"body,omitempty"`
 		Subject *struct{} `json:"subject,omitempty"`
 	}
-	delegationWithoutPrompt struct {
+	delegationWithoutText struct {
 		*events.DelegateAdmitted
-		Prompt *struct{} `json:"prompt,omitempty"`
+		Prompt      *struct{} `json:"prompt,omitempty"`
+		Description *struct{} `json:"description,omitempty"`
+		Title       *struct{} `json:"title,omitempty"`
 	}
 	callWithoutArgs struct {
 		*events.ProxyRequested

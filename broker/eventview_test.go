@@ -183,6 +183,39 @@ func TestEventsShowAWorkerThePromptsOfItsOwnDelegationsOnly(t *testing.T) {
 	})
 }
 
+// A delegation's description, and the shadow task's title made of it, are its asker's text as much as its prompt:
+// another task's worker reads delegate.admitted without them, its asker and the orchestrator with them.
+func TestEventsShowAWorkerTheDescriptionsOfItsOwnDelegationsOnly(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	s := f.seed()
+	o, p, q := f.runViewers(s)
+	p.ok("delegate.request", map[string]any{"prompt": "look", "description": "the-description"})
+	for _, field := range []string{"description", "title"} {
+		shown := func(evs []json.RawMessage) []bool {
+			return fieldsShown(t, evs, map[string]string{events.TypeDelegateAdmitted: field})
+		}
+		for _, v := range []struct {
+			name string
+			c    *client
+			want []bool
+		}{{"the asker's worker", p, []bool{true}}, {"another task's worker", q, []bool{false}}, {"orchestrator", o, []bool{true}}} {
+			t.Run(field+" "+v.name+" events.since", func(t *testing.T) {
+				require.Equal(t, v.want, shown(sinceEvents(t, v.c, map[string]any{})))
+			})
+		}
+	}
+	t.Run("another task's worker subscription", func(t *testing.T) {
+		w := f.dial()
+		w.hello(runR, taskQ, s.q)
+		w.ok("events.subscribe", map[string]any{"types": []string{events.TypeDelegateAdmitted}})
+		ev := pushedEvents(t, w, 1)[0]
+		require.NotContains(t, string(ev), "the-description")
+	})
+	for _, ev := range sinceEvents(t, q, map[string]any{}) {
+		require.NotContains(t, string(ev), "the-description")
+	}
+}
+
 // sinceEvents is the events of c's events.since page for params.
 func sinceEvents(t *testing.T, c *client, params map[string]any) []json.RawMessage {
 	t.Helper()
