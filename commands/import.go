@@ -39,7 +39,8 @@ const maxImportTimeMs = 9e12
 // does not; within those rules the events are trusted as the one-shot
 // import trusts the files (projections ignore what refers to nothing),
 // except a question's deadline, which is recorded at most MaxAskTimeoutSec
-// after the event's time (importedAskDeadline).
+// after the event's time (importedAskDeadline), and a delegation's, at most
+// MaxTimeoutSec after it (importedAdmission).
 type Import struct {
 	// Source names the importing system (events.ForeignSourcePicrew); it
 	// becomes the events' correlation id after events.ImportCorrelation.
@@ -300,11 +301,17 @@ func checkpointProblem(p any) error {
 }
 
 // importedAdmission is p, or, when p is a delegate.admitted with a timeout
-// and no deadline, a copy whose deadline counts from atMs, the time it is
-// recorded at: an importer that leaves the time to the daemon (a pi-crew
-// admission with no time, in a run with no createdAt) cannot know it, and
-// a deadline of 0 expires the delegation as soon as it is recorded. The
-// caller's payload is not changed.
+// and no deadline, or with a deadline past the longest a delegation runs, a
+// copy whose deadline counts from atMs, the time it is recorded at: an
+// importer that leaves the time to the daemon (a pi-crew admission with no
+// time, in a run with no createdAt) cannot know it, and a deadline of 0
+// expires the delegation as soon as it is recorded. The deadline is at most
+// MaxTimeoutSec after atMs (timeout-invalid beyond, the cap of the one-shot
+// import's plan): the admission holds a slot of the daemon-wide pool until
+// the engine clock times it out, so a later deadline a file names (a damaged
+// or forged line, up to the year 2255) would refuse every other run's
+// delegations slots-exhausted until then. The caller's payload is not
+// changed.
 func importedAdmission(p any, atMs int64) (any, error) {
 	a := admissionOf(p)
 	if a == nil {
@@ -316,13 +323,16 @@ func importedAdmission(p any, atMs int64) (any, error) {
 		// largest int64 would wrap into the past.
 		return nil, fmt.Errorf("delegate.admitted: deadline %d is not a time (0..%d, unix ms)", d.Deadline, int64(maxImportTimeMs))
 	}
-	if d.Deadline != 0 || !(d.TimeoutSec > 0) {
+	latest := atMs + MaxTimeoutSec*1000 // NB: atMs is at most maxImportTimeMs: no overflow
+	switch {
+	case d.Deadline > latest:
+		d.Deadline = latest
+	case d.Deadline != 0 || !(d.TimeoutSec > 0):
 		return p, nil
+	case d.TimeoutSec > MaxTimeoutSec: // NB: +Inf too; NaN is not above 0
+		d.Deadline = latest
+	default:
+		d.Deadline = atMs + int64(d.TimeoutSec*1000)
 	}
-	deadline := float64(atMs) + d.TimeoutSec*1000
-	if deadline > maxImportTimeMs {
-		return nil, fmt.Errorf("delegate.admitted: timeoutSec %g puts its deadline past %d (unix ms)", d.TimeoutSec, int64(maxImportTimeMs))
-	}
-	d.Deadline = int64(deadline)
 	return &d, nil
 }

@@ -130,7 +130,8 @@ func TestImportRefusesACheckpointPathNoPageEndsOn(t *testing.T) {
 // TestImportedAdmissionDeadline: an imported delegate.admitted with a timeout and no deadline (its importer left
 // its time to the daemon) gets the deadline of an admission recorded when it is: its time plus the timeout, and
 // not 0, which the engine's expiry would end at once. A deadline given is kept; one past what an event carries is
-// refused; the importer's payload is not changed.
+// refused, a timeout past the longest a delegation runs counts as that longest; the importer's payload is not
+// changed.
 func TestImportedAdmissionDeadline(t *testing.T) {
 	const now = int64(1790000000000)
 	decide := func(timeMs int64, a *events.DelegateAdmitted) (*events.DelegateAdmitted, error) {
@@ -161,15 +162,61 @@ func TestImportedAdmissionDeadline(t *testing.T) {
 			require.Equal(t, tc.in, in, "the importer's payload is its own")
 		})
 	}
-	_, err := decide(0, &events.DelegateAdmitted{SubID: "s", TimeoutSec: 1e300})
-	require.ErrorContains(t, err, "timeoutSec 1e+300 puts its deadline past")
+	for _, timeout := range []float64{1e300, math.Inf(1)} {
+		got, err := decide(0, &events.DelegateAdmitted{SubID: "s", TimeoutSec: timeout})
+		require.NoError(t, err)
+		require.Equal(t, now+MaxTimeoutSec*1000, got.Deadline, "the longest a delegation runs")
+	}
 	for _, deadline := range []int64{-1, math.MaxInt64, 9e12 + 1} {
-		_, err = decide(0, &events.DelegateAdmitted{SubID: "s", Deadline: deadline})
+		_, err := decide(0, &events.DelegateAdmitted{SubID: "s", Deadline: deadline})
 		require.ErrorContains(t, err, fmt.Sprintf("deadline %d is not a time", deadline))
 	}
-	got, err := decide(0, &events.DelegateAdmitted{SubID: "s", Deadline: 9e12})
-	require.NoError(t, err)
-	require.Equal(t, int64(9e12), got.Deadline, "the latest time an event carries")
+}
+
+// TestImportedAdmissionHoldsItsSlotNoLongerThanADelegationRuns: an imported delegate.admitted takes a slot of the
+// daemon-wide pool until the engine clock times it out at its deadline plus the grace, and a deadline far in the
+// future (a damaged or forged file, up to 2255, or a timeoutSec no delegation may have) held that slot until then,
+// every other run's delegate.request refused slots-exhausted meanwhile. The import records at most MaxTimeoutSec
+// after the time the event is recorded at, the longest a delegation runs (timeout-invalid beyond, as the one-shot
+// import's plan caps it); a deadline within it is kept.
+func TestImportedAdmissionHoldsItsSlotNoLongerThanADelegationRuns(t *testing.T) {
+	const now = int64(1790000000000)
+	const bound = MaxTimeoutSec * 1000
+	for name, tc := range map[string]struct {
+		timeMs int64
+		in     events.DelegateAdmitted
+		want   int64
+	}{
+		"within the bound":       {1000, events.DelegateAdmitted{SubID: "s", Deadline: 1000 + 60_000}, 1000 + 60_000},
+		"at the bound":           {1000, events.DelegateAdmitted{SubID: "s", Deadline: 1000 + bound}, 1000 + bound},
+		"past the bound":         {1000, events.DelegateAdmitted{SubID: "s", Deadline: 1000 + bound + 1}, 1000 + bound},
+		"the latest time":        {1000, events.DelegateAdmitted{SubID: "s", Deadline: 9e12}, 1000 + bound},
+		"at the daemon's clock":  {0, events.DelegateAdmitted{SubID: "s", Deadline: 9e12}, now + bound},
+		"a timeout past it":      {1000, events.DelegateAdmitted{SubID: "s", TimeoutSec: 1e9}, 1000 + bound},
+		"a timeout at the clock": {0, events.DelegateAdmitted{SubID: "s", TimeoutSec: MaxTimeoutSec + 1}, now + bound},
+		"before it was recorded": {5000, events.DelegateAdmitted{SubID: "s", Deadline: 1000}, 1000},
+		"a timeout within it":    {1000, events.DelegateAdmitted{SubID: "s", TimeoutSec: 60}, 1000 + 60_000},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := tc.in
+			s := projections.New()
+			d, err := Decide(s, &Import{Source: events.ForeignSourcePicrew, RunID: "r1", Events: []ImportedEvent{
+				{Type: events.TypeRunCreated, TimeMs: tc.timeMs, Payload: &events.RunCreated{}},
+				{Type: events.TypeDelegateAdmitted, TimeMs: tc.timeMs, Payload: &in}}},
+				Env{Now: now * 1e6, CommandID: "c1", NewID: func() string { return "x" }})
+			require.NoError(t, err)
+			require.Equal(t, tc.in, in, "the importer's payload is its own")
+			require.Equal(t, tc.want, d.Events[1].Payload.(*events.DelegateAdmitted).Deadline)
+			for i, ev := range d.Events {
+				ev.Position = uint64(i + 1)
+				projections.Apply(s, ev)
+			}
+			at := ExpiresAt(projections.Delegation{Deadline: tc.want}, s.Config())
+			require.Empty(t, DueExpiries(s, at-1), "not before its deadline and grace")
+			require.Equal(t, []Command{&DelegateExpire{RunID: "r1", SubID: "s"}}, DueExpiries(s, at),
+				"the engine clock frees the slot at its deadline and grace")
+		})
+	}
 }
 
 // TestImportSourceIsCountedInChars: a source is bounded in chars, as the broker's import.append counts its param, so
