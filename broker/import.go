@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/crewlog/crewlog/broker/wire"
@@ -110,8 +111,11 @@ func handleImportAppend(cl *call) (any, error) {
 // importCommand checks one write's shape and decodes its payloads into the event types' structs (strictly: an
 // unknown field is refused, so nothing a source sent is silently lost). The engine decides the rest.
 func importCommand(source string, w importWrite) (*commands.Import, error) {
-	if w.CommandID == "" || len(w.CommandID) > maxCommandID || !utf8.ValidString(w.CommandID) {
-		return nil, fmt.Errorf("commandId must be a string of 1..%d bytes", maxCommandID)
+	// NB: the import's namespace alone: its ids are the engine principal's, as the clock's and the migrations' are.
+	if !strings.HasPrefix(w.CommandID, commands.ImportIDPrefix) || len(w.CommandID) > maxCommandID ||
+		!utf8.ValidString(w.CommandID) {
+		return nil, fmt.Errorf("commandId must be a string of at most %d bytes starting %q", maxCommandID,
+			commands.ImportIDPrefix)
 	}
 	if n := len(w.Events); n == 0 || n > commands.MaxImportEvents {
 		return nil, fmt.Errorf("events must hold 1..%d events", commands.MaxImportEvents)

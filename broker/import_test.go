@@ -98,32 +98,32 @@ func TestImportAppendRefusals(t *testing.T) {
 	o := f.dial()
 	o.hello(runR, "orchestrator", s.orch)
 	ev := importEventOf(events.TypeForeignImported, 1, map[string]any{"source": "picrew", "type": "x", "seq": 1, "time": ""})
-	o.fails(methodImportAppend, map[string]any{"source": "picrew", "writes": []any{importWriteOf("i", runR, ev)}}, wire.CodeForbidden)
+	o.fails(methodImportAppend, map[string]any{"source": "picrew", "writes": []any{importWriteOf("import:i", runR, ev)}}, wire.CodeForbidden)
 	o.fails(methodImportCheckpoints, map[string]any{"source": "picrew"}, wire.CodeForbidden)
 
 	a := f.dial()
 	a.helloAdmin()
 	many := make([]any, MaxImportWrites+1)
 	for i := range many {
-		many[i] = importWriteOf("i", runR, ev)
+		many[i] = importWriteOf("import:i", runR, ev)
 	}
 	tooManyEvents := make([]map[string]any, 17)
 	for i := range tooManyEvents {
 		tooManyEvents[i] = ev
 	}
 	for name, p := range map[string]map[string]any{
-		"no source":       {"writes": []any{importWriteOf("i", runR, ev)}},
+		"no source":       {"writes": []any{importWriteOf("import:i", runR, ev)}},
 		"no writes":       {"source": "picrew", "writes": []any{}},
 		"too many writes": {"source": "picrew", "writes": many},
-		"too many events": {"source": "picrew", "writes": []any{importWriteOf("i", runR, tooManyEvents...)}},
+		"too many events": {"source": "picrew", "writes": []any{importWriteOf("import:i", runR, tooManyEvents...)}},
 		"no command id":   {"source": "picrew", "writes": []any{importWriteOf("", runR, ev)}},
-		"long command id": {"source": "picrew", "writes": []any{importWriteOf(strings.Repeat("i", 257), runR, ev)}},
-		"unknown type":    {"source": "picrew", "writes": []any{importWriteOf("i", runR, importEventOf("x.y", 0, map[string]any{}))}},
-		"unknown field": {"source": "picrew", "writes": []any{importWriteOf("i", runR,
+		"long command id": {"source": "picrew", "writes": []any{importWriteOf("import:"+strings.Repeat("i", 250), runR, ev)}},
+		"unknown type":    {"source": "picrew", "writes": []any{importWriteOf("import:i", runR, importEventOf("x.y", 0, map[string]any{}))}},
+		"unknown field": {"source": "picrew", "writes": []any{importWriteOf("import:i", runR,
 			importEventOf(events.TypeForeignImported, 0, map[string]any{"source": "picrew", "nope": 1}))}},
-		"payload not an object": {"source": "picrew", "writes": []any{importWriteOf("i", runR,
+		"payload not an object": {"source": "picrew", "writes": []any{importWriteOf("import:i", runR,
 			map[string]any{"type": events.TypeForeignImported, "payload": "x"})}},
-		"extra key": {"source": "picrew", "writes": []any{importWriteOf("i", runR, ev)}, "x": 1},
+		"extra key": {"source": "picrew", "writes": []any{importWriteOf("import:i", runR, ev)}, "x": 1},
 	} {
 		r := a.call(methodImportAppend, p)
 		require.NotNil(t, r.Error, name)
@@ -133,11 +133,11 @@ func TestImportAppendRefusals(t *testing.T) {
 	// Decided per write: unknown run, a run that exists, a checkpoint outside $import, a time out of range.
 	var res importResults
 	r := a.call(methodImportAppend, map[string]any{"source": "picrew", "writes": []any{
-		importWriteOf("i1", "R404", ev),
-		importWriteOf("i2", runR, importEventOf(events.TypeRunCreated, 0, map[string]any{"team": "t"})),
-		importWriteOf("i3", runR, importEventOf(events.TypeImportCheckpoint, 0, map[string]any{"source": "picrew", "path": "p"})),
-		importWriteOf("i4", runR, importEventOf(events.TypeForeignImported, 9e12+1, map[string]any{"source": "picrew"})),
-		importWriteOf("i5", events.ImportStream, ev),
+		importWriteOf("import:i1", "R404", ev),
+		importWriteOf("import:i2", runR, importEventOf(events.TypeRunCreated, 0, map[string]any{"team": "t"})),
+		importWriteOf("import:i3", runR, importEventOf(events.TypeImportCheckpoint, 0, map[string]any{"source": "picrew", "path": "p"})),
+		importWriteOf("import:i4", runR, importEventOf(events.TypeForeignImported, 9e12+1, map[string]any{"source": "picrew"})),
+		importWriteOf("import:i5", events.ImportStream, ev),
 	}})
 	require.Nil(t, r.Error)
 	require.NoError(t, json.Unmarshal(r.Result, &res))
@@ -170,7 +170,7 @@ func TestImportCheckpointsPageOnEveryPathRecorded(t *testing.T) {
 	}
 	writes := make([]any, len(cases))
 	for i, c := range cases {
-		writes[i] = importWriteOf("ck"+itoa(int64(i)), events.ImportStream, importEventOf(events.TypeImportCheckpoint, 0,
+		writes[i] = importWriteOf("import:ck"+itoa(int64(i)), events.ImportStream, importEventOf(events.TypeImportCheckpoint, 0,
 			map[string]any{"source": "picrew", "path": c.path}))
 	}
 	var res importResults
@@ -222,7 +222,7 @@ func TestImportCheckpoints(t *testing.T) {
 	a := f.dial()
 	a.helloAdmin()
 	ck := func(id, path string, offset int) map[string]any {
-		return importWriteOf(id, events.ImportStream, importEventOf(events.TypeImportCheckpoint, 0,
+		return importWriteOf("import:"+id, events.ImportStream, importEventOf(events.TypeImportCheckpoint, 0,
 			map[string]any{"source": "picrew", "path": path, "inode": 7, "size": offset, "offset": offset}))
 	}
 	a.ok(methodImportAppend, map[string]any{"source": "picrew", "writes": []any{
@@ -265,7 +265,7 @@ func TestImportCheckpointsKeepAView(t *testing.T) {
 	for from := 0; from < n; from += MaxImportWrites {
 		writes := make([]any, 0, MaxImportWrites)
 		for i := from; i < from+MaxImportWrites; i++ {
-			writes = append(writes, importWriteOf("ck"+itoa(int64(i)), events.ImportStream, importEventOf(events.TypeImportCheckpoint, 0,
+			writes = append(writes, importWriteOf("import:ck"+itoa(int64(i)), events.ImportStream, importEventOf(events.TypeImportCheckpoint, 0,
 				map[string]any{"source": "picrew", "path": "state/runs/R" + itoa(int64(i%300)) + "/events.jsonl", "offset": i, "size": i})))
 		}
 		var res importResults
@@ -318,4 +318,34 @@ func TestImportCheckpointsKeepAView(t *testing.T) {
 	set, err = projections.LoadImportCheckpoints(context.Background(), f.log)
 	require.NoError(t, err)
 	require.Zero(t, set.Folded, "the read saved a view of the whole stream")
+}
+
+// TestImportAppendCannotClaimTheEngineClocksIDs: an import write's commandId is recorded under the engine's
+// principal, the namespace the engine clock's expiries use too. An import that recorded an outcome under an
+// expiry's id ("expire:<run>:<subId>") would answer that expiry at every tick with commandid-reused, so the
+// delegation would never time out and would hold its daemon-wide slot for good; an import's ids are the import's
+// namespace (import:…) alone.
+func TestImportAppendCannotClaimTheEngineClocksIDs(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	s := f.seed()
+	p := f.dial()
+	p.hello(runR, taskP, s.p)
+	sub := p.ok("delegate.request", map[string]any{"prompt": "p", "description": "d", "timeoutSec": 60})["grandchildTaskRef"].(string)
+
+	a := f.dial()
+	a.helloAdmin()
+	const run = "team_20261201120000_0000000000000002"
+	for _, id := range []string{"expire:" + runR + ":" + sub, "ask-expire:" + runR + ":q", "migrate:9:next", "x"} {
+		a.fails(methodImportAppend, map[string]any{"source": "picrew", "writes": []any{importWriteOf(id, run,
+			importEventOf(events.TypeRunCreated, 1790928000000, map[string]any{"team": "core", "goal": "g", "cwd": "/srv"}))}},
+			wire.CodeBadParams)
+	}
+
+	f.clock.Add(int64(10 * time.Minute))
+	require.Equal(t, 1, f.eng.Tick(context.Background()))
+	f.eng.Read(func(st *projections.State) {
+		d, ok := st.Delegation(runR, sub)
+		require.True(t, ok)
+		require.Equal(t, projections.DelegationTimedOut, d.Status)
+	})
 }

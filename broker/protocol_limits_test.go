@@ -88,7 +88,7 @@ func TestProtocolBoundsEnforced(t *testing.T) {
 		return o.ok("msg.send", map[string]any{"to": taskP, "body": "b"})["messageId"].(string)
 	}
 	fixedJob := newJob()
-	write := importWriteOf("bounds", runR, importEventOf(events.TypeForeignImported, 1790928001000,
+	write := importWriteOf("import:bounds", runR, importEventOf(events.TypeForeignImported, 1790928001000,
 		map[string]any{"source": "picrew", "type": "task.progress", "seq": 7, "time": "2026-10-02T08:00:01.000Z"}))
 
 	calls := map[string]func() boundCall{

@@ -199,9 +199,10 @@ func readsBase(e *errorsCrew, method, role string) (map[string]any, bool) {
 	return nil, false
 }
 
-// importCheckpoint is import.append's params for one write, commandID, of source test's checkpoint of path.
+// importCheckpoint is import.append's params for one write, commandId import:commandID, of source test's checkpoint
+// of path.
 func importCheckpoint(commandID, path string) map[string]any {
 	checkpoint := map[string]any{"source": "test", "path": path, "inode": 1, "size": 1, "offset": 1}
-	return map[string]any{"source": "test", "writes": []any{map[string]any{"commandId": commandID,
+	return map[string]any{"source": "test", "writes": []any{map[string]any{"commandId": commands.ImportIDPrefix + commandID,
 		"runId": events.ImportStream, "events": []any{map[string]any{"type": events.TypeImportCheckpoint, "payload": checkpoint}}}}}
 }

@@ -578,7 +578,7 @@ var protocolSpec = map[string]methodSpec{
 		params: []paramDesc{
 			pStr("source", true, 1, commands.MaxImportSourceChars),
 			note(paramDesc{Name: "writes", Type: "Record<string, unknown>[]", Required: true, MaxItems: MaxImportWrites},
-				"each {commandId: string 1..256 bytes, runId: string (a run id, or \"$import\" for import.checkpoint), "+
+				"each {commandId: string of at most 256 bytes starting \"import:\", runId: string (a run id, or \"$import\" for import.checkpoint), "+
 					"events: {type: string, time?: integer (source unix ms), payload: object (the type's payload)}[] of 1..16}"),
 		},
 		results: []any{importAppendResult{}},

@@ -20,6 +20,15 @@ const MaxImportEvents = 16
 // the broker's import.append counts its source param.
 const MaxImportSourceChars = 64
 
+// ImportIDPrefix starts every import's command id ("import:<runId>:…", as
+// the one-shot import and the follower name a source record). An import's
+// id is recorded under events.EnginePrincipal, beside the engine's own
+// commands (the clock's "expire:…" and "ask-expire:…", the migrations'
+// "migrate:…"): an import that recorded an outcome under one of theirs
+// would answer it from then on, and an expiry so answered would never time
+// its delegation out. So the import's ids are this namespace alone.
+const ImportIDPrefix = "import:"
+
 // maxImportTimeMs is the latest source time an event may carry: event
 // times are unix nanoseconds in an int64 (up to the year 2262).
 const maxImportTimeMs = 9e12

@@ -782,7 +782,7 @@ export interface ImportAppendParams {
   "source": string;
   /**
    * at most 256 items
-   * each {commandId: string 1..256 bytes, runId: string (a run id, or "$import" for import.checkpoint), events: {type: string, time?: integer (source unix ms), payload: object (the type's payload)}[] of 1..16}
+   * each {commandId: string of at most 256 bytes starting "import:", runId: string (a run id, or "$import" for import.checkpoint), events: {type: string, time?: integer (source unix ms), payload: object (the type's payload)}[] of 1..16}
    */
   "writes": Record<string, unknown>[];
 }

@@ -208,7 +208,7 @@ export const METHODS = Object.freeze({
     "strictParams": true,
     "params": Object.freeze([
       Object.freeze({ "name": "source", "type": "string", "required": true, "minLength": 1, "maxLength": 64 }),
-      Object.freeze({ "name": "writes", "type": "Record<string, unknown>[]", "required": true, "maxItems": 256, "note": "each {commandId: string 1..256 bytes, runId: string (a run id, or \"$import\" for import.checkpoint), events: {type: string, time?: integer (source unix ms), payload: object (the type's payload)}[] of 1..16}" }),
+      Object.freeze({ "name": "writes", "type": "Record<string, unknown>[]", "required": true, "maxItems": 256, "note": "each {commandId: string of at most 256 bytes starting \"import:\", runId: string (a run id, or \"$import\" for import.checkpoint), events: {type: string, time?: integer (source unix ms), payload: object (the type's payload)}[] of 1..16}" }),
     ]),
     "result": "ImportAppendResult",
     "errors": Object.freeze(["forbidden","bad-params","disk-full","unavailable","internal"]),
