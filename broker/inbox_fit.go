@@ -113,19 +113,22 @@ func (c *conn) fitResult(x *commands.DelegateSettle) {
 		// sender's "delegate:", the data's keys).
 		return
 	}
-	var (
-		d     projections.Delegation
-		found bool
-	)
-	runID := x.RunID
-	c.s.eng.Read(func(st *projections.State) {
-		if runID == "" {
-			runID, _ = st.SlotHolder(x.SubID)
+	// NB: the cut is part of the request the engine fingerprints, so a retry must be cut the same: by what stays
+	// true of the delegation once it is settled. The admin's settle that leaves out runId names its run only
+	// through the slot the settle frees, so it is cut for the widest run id and parent task id instead.
+	runID, parent := x.RunID, strings.Repeat("z", commands.MaxIDChars)
+	if runID == "" {
+		runID = strings.Repeat("z", commands.MaxRunIDChars)
+	} else {
+		var found bool
+		c.s.eng.Read(func(st *projections.State) {
+			var d projections.Delegation
+			d, found = st.Delegation(runID, x.SubID)
+			parent = d.ParentTaskID
+		})
+		if !found {
+			return // the engine refuses it
 		}
-		d, found = st.Delegation(runID, x.SubID)
-	})
-	if !found {
-		return // the engine refuses it
 	}
 	// The widest the engine may make of the rest of the message: the widest data (ok and timedOut false, which
 	// JSON writes a byte wider than true, cancelled set), every time shown.
@@ -136,7 +139,7 @@ func (c *conn) fitResult(x *commands.DelegateSettle) {
 		Status: projections.MessageAcknowledged, CreatedAt: widestMessageTime, DeliveredAt: widestMessageTime,
 		AcknowledgedAt: widestMessageTime}
 	rest := 0
-	for _, box := range []string{d.ParentTaskID, events.RunInbox} {
+	for _, box := range []string{parent, events.RunInbox} {
 		m.To, m.ID = box, widestMessageID(box)
 		if b, err := json.Marshal(toWireMessage(m)); err == nil {
 			rest = max(rest, len(b)+1)

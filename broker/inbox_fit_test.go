@@ -280,3 +280,39 @@ func TestJSONPrefixIsWhatFits(t *testing.T) {
 		}
 	}
 }
+
+// TestACutResultsRetryIsTheSameRequest: a settle's text is cut to what an inbox page holds before the engine sees it,
+// and the engine tells a retry from another request by what it sees. The admin's settle that leaves out runId found
+// the delegation's run (and so its parent, and the cut) through the slot the delegation held, which the settle
+// frees: the retry, cut otherwise or not at all, was refused "commandId already used for a different request"
+// instead of answered as the first attempt.
+func TestACutResultsRetryIsTheSameRequest(t *testing.T) {
+	for _, admin := range []bool{false, true} {
+		t.Run(fmt.Sprint("admin ", admin), func(t *testing.T) {
+			const frame = 4096
+			f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: frame}})
+			s := f.seed()
+			o, p := f.dial(), f.dial()
+			o.hello(runR, events.OrchestratorKey, s.orch)
+			p.hello(runR, taskP, s.p)
+			sub := p.ok("delegate.request", map[string]any{"prompt": "look", "description": "d"})["grandchildTaskRef"].(string)
+			settler := o
+			if admin {
+				settler = f.dial()
+				settler.helloAdmin()
+			}
+			params := map[string]any{"subId": sub, "outcome": "ok", "commandId": "settle-1",
+				"text": strings.Repeat("<", frame-200)}
+			first := settler.result("delegate.settle", settler.callUnescaped("delegate.settle", params))
+			again := settler.result("delegate.settle", settler.callUnescaped("delegate.settle", params))
+			require.Equal(t, first, again)
+			var result string
+			for _, m := range widestIDPages(p, "msg.inbox", map[string]any{"limit": 1}) {
+				if m["from"] == "delegate:"+sub {
+					result = m["body"].(string)
+				}
+			}
+			require.Contains(t, result, "--- delegate "+sub+" (ok) ---\n<", "the result, cut, read by its parent")
+		})
+	}
+}
