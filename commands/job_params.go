@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"bytes"
 	"encoding/json"
 	"unicode/utf8"
 )
@@ -61,13 +62,21 @@ func parseProxyCancel(p *paramReader, c Caller, runID string) Command {
 	return &ProxyCancel{RunID: runID, TaskID: c.TaskID, JobID: p.str("jobId", true), RequestID: p.str("requestId", true), NonceDigest: p.nonce()}
 }
 
-// raw reads any JSON value as given.
+// raw reads any JSON value as given, compacted: the value is part of the request a retry is told by, and a retry
+// that spaces it otherwise is the same request. Key order, escapes and number spellings stay as given (the job
+// checks refuse some of them: a key twice, -0).
 func (p *paramReader) raw(key string, required bool) json.RawMessage {
 	v, ok := p.get(key, required, "present")
 	if !ok {
 		return nil
 	}
-	return append(json.RawMessage(nil), v...) // NB: ParseMembers' values may alias the caller's buffer
+	// NB: a new buffer, as ParseMembers' values may alias the caller's.
+	b := bytes.NewBuffer(make([]byte, 0, len(v)))
+	if json.Compact(b, v) != nil {
+		p.fail(key, "JSON")
+		return nil
+	}
+	return b.Bytes()
 }
 
 // nonce reads a proxy message's nonce and returns its digest.

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -209,4 +210,27 @@ func TestEngineExpiryIDsAreTheEngines(t *testing.T) {
 	mine := f.submit(as(wk, expireID, &DelegateExpire{RunID: "R", SubID: sub}))
 	require.True(t, mine.Replayed)
 	require.Equal(t, claim.Rejected, mine.Rejected)
+}
+
+// A retry of a request whose JSON values are spaced otherwise is the same request: the params are parsed, and a
+// value kept as JSON (job.create's tools, proxy.request's args, proxy.complete's result) is kept compact, as a
+// message body is, rather than as the client spaced it.
+func TestEngineRetrySpacedOtherwiseIsTheSameRequest(t *testing.T) {
+	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
+	f.seedRunAs("R")
+	const tools = `[{"name":"read","label":"Read","description":"read","parameters":{"type":"object"},"callable":"mgr:read",` +
+		`"sourceInfo":{"path":"/t/read","source":"pi","scope":"user","origin":"package"}}]`
+	create := func(params string) Request {
+		c, err := ParseCommand("job.create", json.RawMessage(params), Caller{Role: events.RoleOrchestrator, RunID: "R"})
+		require.NoError(t, err)
+		c.(*JobCreate).NonceDigest = SecretDigest("nonce")
+		return as(events.OrchestratorPrincipal("R"), "j-1", c)
+	}
+	first := f.submit(create(`{"jobId":"J","taskId":"02_exec","tools":` + tools + `}`))
+	require.Nil(t, first.Rejected)
+	spaced := strings.NewReplacer(`,"`, `, "`, `":`, `": `, `[{`, `[ {`).Replace(tools)
+	again := f.submit(create(`{"jobId":"J","taskId":"02_exec","tools":` + spaced + `}`))
+	require.Nil(t, again.Rejected)
+	require.True(t, again.Replayed, "the first request's retry gets its answer")
+	require.JSONEq(t, string(first.Result), string(again.Result))
 }
