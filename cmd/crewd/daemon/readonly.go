@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,6 +34,9 @@ const maxReadOnlyTokens = 1024
 // maxTokenName bounds a token's name.
 const maxTokenName = 64
 
+// newTokenID draws a token's id; tests replace it to draw ids that collide, which 32 random bits do only by chance.
+var newTokenID = func() ([]byte, error) { return randomBytes(4) }
+
 // ReadOnlyToken is one line of ReadOnlyTokensFile.
 type ReadOnlyToken struct {
 	ID      string    `json:"id"`
@@ -52,15 +56,20 @@ func CreateReadOnlyToken(dataDir, name string, now time.Time) (string, ReadOnlyT
 	if err != nil {
 		return "", ReadOnlyToken{}, err
 	}
-	id, err := randomBytes(4)
-	if err != nil {
-		return "", ReadOnlyToken{}, err
-	}
 	tok := readOnlyPrefix + base64.RawURLEncoding.EncodeToString(secret)
-	rec := ReadOnlyToken{ID: hex.EncodeToString(id), Digest: Digest(tok), Created: now.UTC().Truncate(time.Second), Name: name}
+	rec := ReadOnlyToken{Digest: Digest(tok), Created: now.UTC().Truncate(time.Second), Name: name}
 	err = editReadOnlyTokens(dataDir, func(ts []ReadOnlyToken) ([]ReadOnlyToken, error) {
 		if len(ts) >= maxReadOnlyTokens {
 			return nil, fmt.Errorf("daemon: %d read-only tokens exist; revoke some first", len(ts))
+		}
+		// NB: drawn under the file's lock and redrawn while taken: revoke removes every token with the id it is
+		// given, and a second token under an id would be revoked with the first.
+		for rec.ID == "" || slices.ContainsFunc(ts, func(t ReadOnlyToken) bool { return t.ID == rec.ID }) {
+			id, err := newTokenID()
+			if err != nil {
+				return nil, err
+			}
+			rec.ID = hex.EncodeToString(id)
 		}
 		return append(ts, rec), nil
 	})

@@ -98,3 +98,34 @@ func TestReadOnlyTokensChmodAfterLoad(t *testing.T) {
 	now = now.Add(recheckEvery)
 	require.True(t, ro.Valid(Digest(tok)), "made private again, it grants again")
 }
+
+// TestReadOnlyTokenIDsAreUnique: a new token never takes an id the file already holds, however the draw falls, so
+// revoking one token by its id never revokes another.
+func TestReadOnlyTokenIDsAreUnique(t *testing.T) {
+	draws := [][]byte{{1, 2, 3, 4}, {1, 2, 3, 4}, {5, 6, 7, 8}}
+	newTokenID = func() ([]byte, error) {
+		id := draws[0]
+		if len(draws) > 1 {
+			draws = draws[1:]
+		}
+		return id, nil
+	}
+	t.Cleanup(func() { newTokenID = func() ([]byte, error) { return randomBytes(4) } })
+	dir := filepath.Join(t.TempDir(), "data")
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+
+	_, first, err := CreateReadOnlyToken(dir, "first", now)
+	require.NoError(t, err)
+	second, rec, err := CreateReadOnlyToken(dir, "second", now)
+	require.NoError(t, err)
+	require.NotEqual(t, first.ID, rec.ID)
+
+	ok, err := RevokeReadOnlyToken(dir, first.ID)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ts, err := ListReadOnlyTokens(dir)
+	require.NoError(t, err)
+	require.Len(t, ts, 1, "revoking the first token left the second")
+	require.Equal(t, rec.ID, ts[0].ID)
+	require.Equal(t, Digest(second), ts[0].Digest)
+}
