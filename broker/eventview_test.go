@@ -211,6 +211,7 @@ func TestEventsShowAWorkerTheDescriptionsOfItsOwnDelegationsOnly(t *testing.T) {
 		ev := pushedEvents(t, w, 1)[0]
 		require.NotContains(t, string(ev), "the-description")
 	})
+	// Stricter than the table: nothing of the whole page holds the description, the event's message included.
 	for _, ev := range sinceEvents(t, q, map[string]any{}) {
 		require.NotContains(t, string(ev), "the-description")
 	}

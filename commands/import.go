@@ -20,8 +20,9 @@ const MaxImportEvents = 16
 // the broker's import.append counts its source param.
 const MaxImportSourceChars = 64
 
-// ImportIDPrefix starts every import's command id ("import:<runId>:…", as
-// the one-shot import and the follower name a source record). An import's
+// ImportIDPrefix starts every import's command id ("import:<runId>:…" for
+// a source record, "import:picrew:checkpoint:…" for the follower's
+// checkpoints). An import's
 // id is recorded under events.EnginePrincipal, beside the engine's own
 // commands (the clock's "expire:…" and "ask-expire:…", the migrations'
 // "migrate:…"): an import that recorded an outcome under one of theirs
@@ -315,8 +316,8 @@ func checkpointProblem(p any) error {
 // importer that leaves the time to the daemon (a pi-crew admission with no
 // time, in a run with no createdAt) cannot know it, and a deadline of 0
 // expires the delegation as soon as it is recorded. The deadline is at most
-// MaxTimeoutSec after atMs (timeout-invalid beyond, the cap of the one-shot
-// import's plan): the admission holds a slot of the daemon-wide pool until
+// MaxTimeoutSec after atMs (the bound delegate.request and the one-shot
+// import's plan hold to): the admission holds a slot of the daemon-wide pool until
 // the engine clock times it out, so a later deadline a file names (a damaged
 // or forged line, up to the year 2255) would refuse every other run's
 // delegations slots-exhausted until then. The caller's payload is not

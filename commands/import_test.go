@@ -127,11 +127,11 @@ func TestImportRefusesACheckpointPathNoPageEndsOn(t *testing.T) {
 	}
 }
 
-// TestImportedAdmissionDeadline: an imported delegate.admitted with a timeout and no deadline (its importer left
-// its time to the daemon) gets the deadline of an admission recorded when it is: its time plus the timeout, and
-// not 0, which the engine's expiry would end at once. A deadline given is kept; one past what an event carries is
-// refused, a timeout past the longest a delegation runs counts as that longest; the importer's payload is not
-// changed.
+// TestImportedAdmissionDeadline: an imported delegate.admitted with a timeout and no deadline (its importer left its
+// time to the daemon) gets the deadline of an admission recorded when it is: its time plus the timeout, and not 0,
+// which the engine's expiry would end at once. A deadline given within the bound is kept; one past what an event
+// carries is refused, a timeout past the longest a delegation runs counts as that longest; the importer's payload is
+// not changed.
 func TestImportedAdmissionDeadline(t *testing.T) {
 	const now = int64(1790000000000)
 	decide := func(timeMs int64, a *events.DelegateAdmitted) (*events.DelegateAdmitted, error) {

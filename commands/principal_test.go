@@ -213,7 +213,7 @@ func TestEngineExpiryIDsAreTheEngines(t *testing.T) {
 }
 
 // A retry of a request whose JSON values are spaced otherwise is the same request: the params are parsed, and a
-// value kept as JSON (job.create's tools, proxy.request's args, proxy.complete's result) is kept compact, as a
+// value kept as JSON (a job's or a lease's tools, a call's args or result) is kept compact, as a
 // message body is, rather than as the client spaced it.
 func TestEngineRetrySpacedOtherwiseIsTheSameRequest(t *testing.T) {
 	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)

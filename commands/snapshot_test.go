@@ -384,9 +384,9 @@ func TestEngineSnapshotsWhileGroupsArePublished(t *testing.T) {
 	for range 4 {
 		require.NoError(t, <-errs)
 	}
-	// NB: at least two, not more: each is taken in the background and the next waits for it, so how many a loaded
-	// machine takes in the run varies (it took two where the bound was four).
-	require.Greater(t, snaps.n.Load(), int64(1), "snapshots were taken while the commands ran")
+	// NB: at least one, not more: each is saved in the background and the next is not started while one is saved,
+	// so how many a loaded machine takes in the run varies (it took two where the bound was four).
+	require.Greater(t, snaps.n.Load(), int64(0), "snapshots were taken while the commands ran")
 	var want *projections.State
 	e.Read(func(s *projections.State) { want = whole(t, s) })
 	require.NoError(t, e.Close())

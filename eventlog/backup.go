@@ -15,7 +15,7 @@ import (
 // Open accepts; it holds at least every append acknowledged before the call.
 // On the same file system most files are hard links, so it is cheap. A log
 // that failed stop is refused (ErrFailed), and a failed sync of the WAL
-// before the copy fails it stop.
+// before the copy fails it stop. A read-only log is refused (ErrReadOnly).
 //
 // On the operating system's file system the copy is private whatever the
 // umask: it is built in a 0700 staging directory next to destDir, its
@@ -25,6 +25,9 @@ import (
 func (l *Log) Checkpoint(destDir string) error {
 	if err := l.readable(); err != nil {
 		return err
+	}
+	if l.opts.ReadOnly {
+		return ErrReadOnly // NB: Pebble cannot checkpoint a read-only open; refused before any directory is made
 	}
 	if l.opts.FS != vfs.Default {
 		// In-memory and fault-injecting test file systems have no modes.
@@ -55,9 +58,6 @@ func (l *Log) Checkpoint(destDir string) error {
 // not Pebble's WithFlushedWAL (a synced LogData, which panics on a failed sync), and a log that failed stop is
 // refused: its WAL keeps the error.
 func (l *Log) checkpoint(destDir string) error {
-	if l.opts.ReadOnly {
-		return ErrReadOnly // NB: Pebble cannot checkpoint a read-only open
-	}
 	if err := l.writableDerived(); err != nil {
 		return err
 	}

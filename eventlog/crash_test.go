@@ -128,11 +128,11 @@ func TestWALErrorFailsStop(t *testing.T) {
 	}
 }
 
-// A snapshot's save or a checkpoint on a WAL whose sync fails, during it or before it (the log failed stop on an
-// append), fails stop as an append does: an error wrapping ErrFailed, no later write, and the reopened store holds
-// every acknowledged append and the previous snapshot. Both sync the WAL first, and Pebble's synced apply treats a
-// failed sync as fatal and panics. A view, derived data written after the failure, is refused too rather than
-// written into that WAL.
+// A snapshot's save, a checkpoint or a drop of the summaries on a WAL whose sync fails, during it or before it (the
+// log failed stop on an append), fails stop as an append does: an error wrapping ErrFailed, no later write, and the
+// reopened store holds every acknowledged append and the previous snapshot. Each syncs the WAL (the drop commits its
+// batch synced), and Pebble's synced apply treats a failed sync as fatal and panics. A view, derived data written
+// after the failure, is refused too rather than written into that WAL.
 func TestSyncingOnAFailedWALFailsStop(t *testing.T) {
 	ops := map[string]func(l *Log) error{
 		"snapshot": func(l *Log) error { return l.SaveSnapshot(20, []byte("s20")) },
