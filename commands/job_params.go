@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"bytes"
 	"encoding/json"
 	"unicode/utf8"
 )
@@ -70,13 +69,7 @@ func (p *paramReader) raw(key string, required bool) json.RawMessage {
 	if !ok {
 		return nil
 	}
-	// NB: a new buffer, as ParseMembers' values may alias the caller's.
-	b := bytes.NewBuffer(make([]byte, 0, len(v)))
-	if json.Compact(b, v) != nil {
-		p.fail(key, "JSON")
-		return nil
-	}
-	return b.Bytes()
+	return p.compact(key, v)
 }
 
 // nonce reads a proxy message's nonce and returns its digest.

@@ -433,11 +433,7 @@ func (p *paramReader) body(key string) string {
 	if v[0] == '"' {
 		return p.str(key, true)
 	}
-	var b bytes.Buffer
-	if json.Compact(&b, v) != nil {
-		p.fail(key, "JSON")
-	}
-	return b.String()
+	return string(p.compact(key, v))
 }
 
 // jsonBody reads msg.send's body as pi-crew stores it (safeStringify, D§7.5): the JSON text of whatever value was
@@ -456,11 +452,18 @@ func (p *paramReader) jsonBody(key string) string {
 		enc.Encode(s) // a decoded string always encodes
 		return strings.TrimSuffix(b.String(), "\n")
 	}
-	var b bytes.Buffer
-	if json.Compact(&b, v) != nil {
+	return string(p.compact(key, v))
+}
+
+// compact is JSON value v of key without its spaces, in a buffer of its own (ParseMembers' values may alias the
+// caller's), or nil when v is not JSON (key fails).
+func (p *paramReader) compact(key string, v []byte) []byte {
+	b := bytes.NewBuffer(make([]byte, 0, len(v)))
+	if json.Compact(b, v) != nil {
 		p.fail(key, "JSON")
+		return nil
 	}
-	return b.String()
+	return b.Bytes()
 }
 
 // int64 reads an integer. Like pi-crew's Number.isInteger, an integral
