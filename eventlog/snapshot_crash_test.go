@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -51,13 +52,7 @@ func TestCrashDuringSnapshotSave(t *testing.T) {
 			sawNew := false
 			counts := map[uint64]int{}
 			for i, fs := range clones {
-				r, err := Open("db", &Options{FS: fs})
-				require.NoError(t, err, "crash %d", i)
-				rep, err := r.Verify(nil)
-				require.NoError(t, err, "crash %d", i)
-				require.Equal(t, 1, rep.Snapshots, "crash %d: the slot holds exactly one snapshot", i)
-				s, err := r.LatestSnapshot()
-				require.NoError(t, err, "crash %d", i)
+				r, s := reopenWithOneSnapshot(t, fs, fmt.Sprintf("crash %d", i))
 				if sawNew {
 					require.Equal(t, Snapshot{Position: 10, Data: newData}, s, "crash %d: the new snapshot was durable before", i)
 				} else if s.Position == 10 {
@@ -161,13 +156,7 @@ func TestSnapshotSaveFailingAtEveryOp(t *testing.T) {
 		_, aerr := l.Append(Write{CommandID: "b", Events: evs("run", 1)})
 		_ = l.Close()
 
-		r, err := Open("db", &Options{FS: mem})
-		require.NoError(t, err, "fault %d", n)
-		rep, err := r.Verify(nil)
-		require.NoError(t, err, "fault %d", n)
-		require.Equal(t, 1, rep.Snapshots, "fault %d", n)
-		got, err := r.LatestSnapshot()
-		require.NoError(t, err, "fault %d", n)
+		r, got := reopenWithOneSnapshot(t, mem, fmt.Sprintf("fault %d", n))
 		require.Equal(t, s, got, "fault %d", n)
 		sum, err := r.LatestSummary("run", s.Position)
 		require.NoError(t, err, "fault %d: the summary the snapshot at %d needs", n, s.Position)
@@ -181,4 +170,18 @@ func TestSnapshotSaveFailingAtEveryOp(t *testing.T) {
 			return // the save took fewer operations than n
 		}
 	}
+}
+
+// reopenWithOneSnapshot opens the store "db" on fs after a crash or a fault (what names it in the messages), verifies
+// it, requires that its slot holds exactly one snapshot, and returns the log and that snapshot.
+func reopenWithOneSnapshot(t *testing.T, fs vfs.FS, what string) (*Log, Snapshot) {
+	t.Helper()
+	r, err := Open("db", &Options{FS: fs})
+	require.NoError(t, err, what)
+	rep, err := r.Verify(nil)
+	require.NoError(t, err, what)
+	require.Equal(t, 1, rep.Snapshots, "%s: the slot holds exactly one snapshot", what)
+	s, err := r.LatestSnapshot()
+	require.NoError(t, err, what)
+	return r, s
 }
