@@ -174,7 +174,9 @@ func (s *Server) credentialValid(key string) bool {
 // secrets holds digests of one kind of secret (login codes, sessions) with their expiry and the key of the
 // credential that minted them (their owner), at most max of them and maxPerOwner of one owner: a credential over
 // its share drops its own that expires first, so one token's many logins cannot push out another's; a full set
-// drops the one that expires first. A zero expiry never expires. A secret whose owner is no longer valid (live: a
+// drops, of the owners that hold the most, the one that expires first, so tokens that each keep their share and
+// together fill the set push out one another's, never the secret of an owner that holds fewer (the admin's one
+// link, say). A zero expiry never expires. A secret whose owner is no longer valid (live: a
 // revoked token) is refused anyway, so it is dropped as an expired one is, at the next add: otherwise a revoked
 // token's sessions would hold their places for days, and a full set would drop a valid credential's for a login.
 type secrets struct {
@@ -206,21 +208,22 @@ func (ss *secrets) add(owner string, exp time.Time, now time.Time) string {
 	// NB: the set may have changed since live was asked: a secret dropped meanwhile is gone from ss.m, and one of an
 	// owner not asked (its first secret, added meanwhile) stays until the next add. Counted here, under ss.mu, the
 	// bounds hold exactly.
-	owned := 0
+	held := make(map[string]int, len(live))
+	most := 0
 	for d, e := range ss.m {
 		alive, asked := live[e.owner]
-		switch {
-		case e.expired(now) || asked && !alive:
+		if e.expired(now) || asked && !alive {
 			delete(ss.m, d)
-		case e.owner == owner:
-			owned++
+			continue
 		}
+		held[e.owner]++
+		most = max(most, held[e.owner])
 	}
 	switch {
-	case owned >= ss.maxPerOwner:
+	case held[owner] >= ss.maxPerOwner:
 		ss.dropFirstExpiring(func(e secretEntry) bool { return e.owner == owner })
 	case len(ss.m) >= ss.max:
-		ss.dropFirstExpiring(func(secretEntry) bool { return true })
+		ss.dropFirstExpiring(func(e secretEntry) bool { return held[e.owner] == most })
 	}
 	ss.m[digestOf(sec)] = secretEntry{exp: exp, owner: owner}
 	return sec

@@ -29,7 +29,7 @@ const (
 	// DefaultConnGrace is how long a new connection may take to send its first request before it may be closed
 	// to make room (see Options.ConnGrace).
 	DefaultConnGrace = time.Second
-	// DefaultMaxSessions bounds the login sessions kept; the oldest goes first.
+	// DefaultMaxSessions bounds the login sessions kept; the oldest of the credential that holds the most goes first.
 	DefaultMaxSessions = 1024
 	// SessionLifetime is how long a session cookie is honoured.
 	SessionLifetime = 7 * 24 * time.Hour

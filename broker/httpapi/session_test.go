@@ -365,3 +365,64 @@ func TestARevokedTokensLoginsHoldNoPlace(t *testing.T) {
 		require.Equal(t, map[string]int{"a": 4, "c": 1}, held, "b's secrets are dropped, a's and c's kept")
 	})
 }
+
+// TestTokensAtTheirShareCannotPushOutAnothersLogins: tokens that each keep the most links (or sessions) one
+// credential may, and together fill the server's table, go on minting; another credential's link and session, one
+// each, stay valid: a full table drops a secret of the credential that holds the most, not the one that expires
+// first, which would be the other credential's as soon as the tokens' older ones had been replaced.
+func TestTokensAtTheirShareCannotPushOutAnothersLogins(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		owners, share int
+		maxSessions   int
+		// login mints (and spends) a login of tok, and returns whether it still holds.
+		login func(f *fixture, tok string) (holds func() bool)
+		table func(f *fixture) *secrets
+	}{
+		{
+			name: "links", owners: maxLoginCodes / maxLoginCodesPerCredential, share: maxLoginCodesPerCredential,
+			login: func(f *fixture, tok string) func() bool {
+				link := f.mintLink(tok)
+				return func() bool { return f.spendLink(link) != nil }
+			},
+			table: func(f *fixture) *secrets { return f.srv.codes },
+		},
+		{
+			name: "sessions", owners: 4, share: maxSessionsPerCredential, maxSessions: 4 * maxSessionsPerCredential,
+			login: func(f *fixture, tok string) func() bool {
+				c := f.spendLink(f.mintLink(tok))
+				require.NotNil(f.t, c)
+				return func() bool { return f.readsWith(c) == http.StatusOK }
+			},
+			table: func(f *fixture) *secrets { return f.srv.sessions },
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := new(testClock).set(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+			f := newFixture(t, Options{MaxSessions: tc.maxSessions, Now: clock.Now})
+			login := func(tok string) func() bool {
+				clock.add(time.Second) // NB: each expires later than the one before
+				return tc.login(f, tok)
+			}
+			var toks []string
+			for i := range tc.owners {
+				tok := fmt.Sprintf("crro_worker-%d", i)
+				f.tokens.set(tok, true)
+				toks = append(toks, tok)
+			}
+			fill := func() {
+				for _, tok := range toks {
+					for range tc.share {
+						login(tok)
+					}
+				}
+			}
+			fill()
+			admin := login(adminToken)
+			fill()
+			fill()
+			require.Len(t, tc.table(f).m, tc.owners*tc.share)
+			require.True(t, admin(), "the admin's was pushed out by tokens within their share")
+		})
+	}
+}
