@@ -230,14 +230,44 @@ func (a *app) restore(backup, target string) error {
 	if err := daemon.MakePrivateDir(target); err != nil {
 		return openErr(fmt.Errorf("crewctl: restore: %w", err))
 	}
-	if err := copyDir(storePath(backup), filepath.Join(target, storeDir)); err != nil {
-		return problemf("restore: %v", err)
-	}
 	out := backupOutput{From: backup, To: target, Head: check.Head}
-	if out.ServerKey, err = copySecret(filepath.Join(backup, serverKeyFile), filepath.Join(target, serverKeyFile)); err != nil {
+	if out.ServerKey, err = restoreFiles(backup, target); err != nil {
 		return problemf("restore: %v", err)
 	}
 	return a.finishCopy(out, filepath.Join(target, storeDir), "verify restore")
+}
+
+// restoreFiles copies the store and server.key of backup into the data directory target, and reports whether there
+// was a key. NB: both are copied into a staging directory in target and moved into place only once whole: a store
+// copied part-way (a full disk, an entry it cannot copy) has no manifest marker, so crewd started on it as a new,
+// empty store; and a failure leaves target as it was, so the same restore can run again.
+func restoreFiles(backup, target string) (serverKey bool, err error) {
+	stage, err := os.MkdirTemp(target, ".restore-")
+	if err != nil {
+		return false, err
+	}
+	defer os.RemoveAll(stage)
+	if err := copyDir(storePath(backup), filepath.Join(stage, storeDir)); err != nil {
+		return false, err
+	}
+	if serverKey, err = copySecret(filepath.Join(backup, serverKeyFile), filepath.Join(stage, serverKeyFile)); err != nil {
+		return false, err
+	}
+	// The key before the store: a store in place without its key would have crewd mint a new one, and the tokens
+	// minted before would not validate.
+	key := filepath.Join(target, serverKeyFile)
+	if serverKey {
+		if err := os.Rename(filepath.Join(stage, serverKeyFile), key); err != nil {
+			return false, err
+		}
+	}
+	if err := os.Rename(filepath.Join(stage, storeDir), filepath.Join(target, storeDir)); err != nil {
+		if serverKey {
+			os.Remove(key)
+		}
+		return false, err
+	}
+	return serverKey, syncDir(target)
 }
 
 // finishCopy verifies a written copy and reports it.
@@ -286,7 +316,12 @@ func copyDir(from, to string) error {
 			return err
 		}
 	}
-	d, err := os.Open(to)
+	return syncDir(to)
+}
+
+// syncDir makes the entries just made in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}
