@@ -110,10 +110,12 @@ func (a *app) migrateToStream(ctx context.Context, replicas int) error {
 }
 
 func (a *app) migrateToPebble(ctx context.Context) error {
-	store := storePath(a.dataDir)
-	if _, err := os.Lstat(store); err == nil {
-		return usagef("migrate-store: %s exists; name a new data directory", store)
+	if _, err := os.Lstat(storePath(a.dataDir)); err == nil {
+		return usagef("migrate-store: %s exists; name a new data directory", storePath(a.dataDir))
 	}
+	// NB: where crewd opens the store of a data directory; storePath names the directory itself while it holds no
+	// store, and a crewd started on a copy written there made a new, empty store beside it.
+	store := filepath.Join(a.dataDir, storeDir)
 	if err := daemon.MakePrivateDir(a.dataDir); err != nil { // as crewd makes it: this user's alone
 		return openErr(fmt.Errorf("crewctl: %w", err))
 	}

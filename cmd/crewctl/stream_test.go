@@ -46,6 +46,9 @@ func TestMigrateStoreVerifyAndBackupOnAStream(t *testing.T) {
 	back := filepath.Join(t.TempDir(), "back")
 	r = crewctl(t, nil, append([]string{"migrate-store", "--to", "pebble", "--data", back}, stream...)...)
 	require.Equal(t, exitOK, r.code, r.err)
+	// crewd keeps its store in <data>/store: a copy written as the data directory itself was passed over by a crewd
+	// started on it, which made a new, empty store beside it.
+	require.DirExists(t, filepath.Join(back, storeDir))
 	for _, d := range []string{backup, back} {
 		r = crewctl(t, nil, "verify", "--json", "--data", d)
 		require.Equal(t, exitOK, r.code, r.err)
