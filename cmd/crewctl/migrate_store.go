@@ -119,8 +119,9 @@ func (a *app) migrateToPebble(ctx context.Context) error {
 	if err := daemon.MakePrivateDir(a.dataDir); err != nil { // as crewd makes it: this user's alone
 		return openErr(fmt.Errorf("crewctl: %w", err))
 	}
-	head, err := a.copyStream(ctx, store)
+	head, err := a.copyStreamInPlace(ctx, store)
 	if err != nil {
+		os.Remove(a.dataDir) // made above and still empty: the same command can run again
 		return err
 	}
 	v, err := a.verifyStore(store, "verify")

@@ -52,6 +52,29 @@ func (a *app) copyStream(ctx context.Context, dest string) (uint64, error) {
 	return head, nil
 }
 
+// copyStreamInPlace copies the whole stream into the new store dest as copyStream does, in a staging directory beside
+// it, and moves the copy to dest only once it is whole. NB: a copy that failed (the stream missing, the connection
+// lost part-way) is a store all the same, empty or holding a prefix of the log, on which crewd would start: what is
+// at dest is whole or not there.
+func (a *app) copyStreamInPlace(ctx context.Context, dest string) (uint64, error) {
+	stage, err := os.MkdirTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".tmp-")
+	if err != nil {
+		return 0, openErr(fmt.Errorf("crewctl: %w", err))
+	}
+	defer os.RemoveAll(stage)
+	head, err := a.copyStream(ctx, filepath.Join(stage, storeDir))
+	if err != nil {
+		return 0, err
+	}
+	if err := os.Rename(filepath.Join(stage, storeDir), dest); err != nil {
+		return 0, problemf("copy stream %s: %v", a.nats.stream, err)
+	}
+	if err := syncDir(filepath.Dir(dest)); err != nil {
+		return 0, problemf("copy stream %s: %v", a.nats.stream, err)
+	}
+	return head, nil
+}
+
 // storeToRead is the store verify and replay read: the data directory's,
 // or with --nats a temporary copy of the stream (removed by done).
 func (a *app) storeToRead(ctx context.Context) (dir string, done func(), err error) {
@@ -79,8 +102,9 @@ func (a *app) backupStream(ctx context.Context, dest string) error {
 		return err
 	}
 	store := filepath.Join(dest, storeDir)
-	head, err := a.copyStream(ctx, store)
+	head, err := a.copyStreamInPlace(ctx, store)
 	if err != nil {
+		os.Remove(dest) // still empty: the same backup can run again
 		return err
 	}
 	return a.finishCopy(backupOutput{From: "stream " + a.nats.stream, To: dest, Head: head}, store, "backup")

@@ -59,3 +59,35 @@ func TestMigrateStoreVerifyAndBackupOnAStream(t *testing.T) {
 	r = crewctl(t, nil, append([]string{"replay"}, stream...)...)
 	require.Equal(t, exitOK, r.code, r.err)
 }
+
+// TestStreamCopyFailingLeavesNoStore: backup --nats and migrate-store --to pebble copy a stream into a store that
+// crewd would start on. A copy that fails (here a stream that does not exist; a connection lost part-way does the same
+// after some events) left the store it had begun, empty or holding a prefix of the log, without a word of it: the
+// same command, run again, was refused because the target existed, and crewd started on the prefix.
+func TestStreamCopyFailingLeavesNoStore(t *testing.T) {
+	srv, err := natslog.StartServer(natslog.ServerOptions{Name: "t", StoreDir: t.TempDir(), Listen: true})
+	require.NoError(t, err)
+	t.Cleanup(srv.Shutdown)
+	data := t.TempDir()
+	audittest.Scenario(t, filepath.Join(data, storeDir))
+	r := crewctl(t, nil, "migrate-store", "--to", "jetstream", "--replicas", "1", "--data", data, "--nats", srv.ClientURL(), "--stream", "CREW")
+	require.Equal(t, exitOK, r.code, r.err)
+
+	for _, tc := range []struct {
+		name string
+		args func(dir string) []string
+	}{
+		{"backup", func(dir string) []string { return []string{"backup", dir} }},
+		{"migrate-store", func(dir string) []string { return []string{"migrate-store", "--to", "pebble", "--data", dir} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "copy")
+			r := crewctl(t, nil, append(tc.args(dir), "--nats", srv.ClientURL(), "--stream", "NOPE")...)
+			require.NotEqual(t, exitOK, r.code, r.out+r.err)
+			require.NoDirExists(t, filepath.Join(dir, storeDir), "no store is left of a copy that failed")
+
+			r = crewctl(t, nil, append(tc.args(dir), "--nats", srv.ClientURL(), "--stream", "CREW")...)
+			require.Equal(t, exitOK, r.code, r.out+r.err)
+		})
+	}
+}
