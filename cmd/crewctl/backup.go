@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -30,7 +31,7 @@ func (a *app) backupCmd() *cobra.Command {
 		Use:   "backup DIR",
 		Short: "Write a consistent, verified copy of the store to DIR",
 		Long: `backup writes a consistent checkpoint of the store to DIR (which must not
-exist) as a data directory (DIR/store, and DIR/server.key so the tokens crewd
+exist, nor lie inside the store) as a data directory (DIR/store, and DIR/server.key so the tokens crewd
 minted stay valid after a restore; the admin token is not copied), then
 verifies the copy.
 
@@ -56,11 +57,43 @@ func (a *app) backup(ctx context.Context, dest string) error {
 	if a.fromStream() {
 		return a.backupStream(ctx, abs)
 	}
+	// NB: Pebble's directory holds nothing but its files: restore, which copies them one by one, refuses a store
+	// that holds a directory, and a backup there goes when the store is removed.
+	if store := storePath(a.dataDir); store != "" && inside(abs, store) {
+		return usagef("backup: %s is inside the store %s; name a directory outside it", dest, store)
+	}
 	if b, ok := a.reachDaemon(ctx); ok {
 		defer b.Close()
 		return a.backupOnline(ctx, b, abs)
 	}
 	return a.backupOffline(abs)
+}
+
+// inside reports whether path, which need not exist, lies in the directory dir, the symbolic links of both resolved
+// as far as they exist.
+func inside(path, dir string) bool {
+	rel, err := filepath.Rel(resolved(dir), resolved(path))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// resolved is the absolute path p with the symbolic links of its longest existing prefix resolved.
+func resolved(p string) string {
+	p, err := filepath.Abs(p)
+	if err != nil {
+		return p
+	}
+	var rest []string
+	for {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(append([]string{r}, rest...)...)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return filepath.Join(append([]string{p}, rest...)...)
+		}
+		rest = append([]string{filepath.Base(p)}, rest...)
+		p = parent
+	}
 }
 
 // makeBackupDir makes the backup directory dest, which must not exist. backup checked that before it looked for

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/audit/audittest"
 )
 
 // TestRestoreFailingPartWayLeavesNoStore: a restore that fails part-way (here on an entry of the backup's store it
@@ -32,5 +34,38 @@ func TestRestoreFailingPartWayLeavesNoStore(t *testing.T) {
 	r = crewctl(t, nil, "restore", backup, "--data", target)
 	require.Equal(t, exitOK, r.code, r.out+r.err)
 	r = crewctl(t, nil, "verify", "--data", target)
+	require.Equal(t, exitOK, r.code, r.out+r.err)
+}
+
+// TestBackupInsideTheStoreIsRefused: a backup written inside the store it copies put a directory of its own among
+// Pebble's files, where restore, which copies a store's files one by one, refuses the data directory from then on,
+// and where removing the store (as a restore into the same place needs) removes the backup with it.
+func TestBackupInsideTheStoreIsRefused(t *testing.T) {
+	data := t.TempDir()
+	store := filepath.Join(data, storeDir)
+	audittest.Scenario(t, store)
+	link := filepath.Join(t.TempDir(), "link")
+	require.NoError(t, os.Symlink(store, link))
+	for _, dest := range []string{
+		filepath.Join(store, "backup"),
+		filepath.Join(store, "a", "b"),
+		filepath.Join(link, "backup"),
+	} {
+		r := crewctl(t, nil, "backup", dest, "--data", data)
+		require.Equal(t, exitUsage, r.code, "%s: %s%s", dest, r.out, r.err)
+		require.Contains(t, r.err, "inside the store")
+		require.NoFileExists(t, dest)
+		require.NoDirExists(t, dest)
+	}
+	entries, err := os.ReadDir(store)
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.True(t, e.Type().IsRegular(), "%s in the store", e.Name())
+	}
+	// A bare store as --data is the store itself.
+	r := crewctl(t, nil, "backup", filepath.Join(store, "backup"), "--data", store)
+	require.Equal(t, exitUsage, r.code, r.out+r.err)
+	// Beside the store, in the data directory, as migrate keeps its backups, is fine.
+	r = crewctl(t, nil, "backup", filepath.Join(data, "backup"), "--data", data)
 	require.Equal(t, exitOK, r.code, r.out+r.err)
 }
