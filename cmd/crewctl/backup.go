@@ -31,9 +31,10 @@ func (a *app) backupCmd() *cobra.Command {
 		Use:   "backup DIR",
 		Short: "Write a consistent, verified copy of the store to DIR",
 		Long: `backup writes a consistent checkpoint of the store to DIR (which must not
-exist, nor lie inside the store) as a data directory (DIR/store, and DIR/server.key so the tokens crewd
-minted stay valid after a restore; the admin token is not copied), then
-verifies the copy.
+exist, nor lie inside the store) as a data directory (DIR/store, and
+DIR/server.key so the tokens crewd minted stay valid after a restore; the
+admin token is not copied), then verifies the copy. A backup that fails
+before its copy is whole leaves nothing behind.
 
 While crewd runs (its socket answers the admin token) the daemon writes the
 checkpoint itself (admin.checkpoint) and keeps serving, and names its
@@ -113,6 +114,17 @@ func makeBackupDir(dest string) error {
 	return nil
 }
 
+// dropBackup removes the backup directory dest, which backup made, after err: a backup that failed before its copy
+// was whole is not left to be restored. NB: a copy of the store without its server.key verifies and restores, and
+// crewd, minting a new key, then validates none of the tokens it gave out; nothing is left, so the same command can
+// run again once the cause is mended.
+func dropBackup(dest string, err error) error {
+	if rerr := os.RemoveAll(dest); rerr != nil {
+		return problemf("%v (and removing %s: %v)", err, dest, rerr)
+	}
+	return problemf("%v", err)
+}
+
 // reachDaemon connects to crewd when it is running: without a token or an
 // answering socket, backup takes the offline path (which tells a store
 // held by an unreachable daemon apart by its lock).
@@ -150,15 +162,10 @@ func (a *app) backupOnline(ctx context.Context, b Broker, dest string) error {
 	out := backupOutput{From: a.dataDir, To: dest, Head: res.Head, Online: true}
 	var err error
 	if out.ServerKey, err = copySecret(filepath.Join(a.dataDir, serverKeyFile), filepath.Join(dest, serverKeyFile)); err != nil {
-		return problemf("backup: %v", err)
+		return dropBackup(dest, fmt.Errorf("backup: %v", err))
 	}
 	if err := a.checkServerKey(res.ServerKeyID, filepath.Join(dest, serverKeyFile), out.ServerKey); err != nil {
-		// NB: a backup whose tokens would not validate after a restore is no backup: nothing is left, so the
-		// same command with crewd's --data can run again.
-		if rerr := os.RemoveAll(dest); rerr != nil {
-			return problemf("%v (and removing %s: %v)", err, dest, rerr)
-		}
-		return problemf("%v", err)
+		return dropBackup(dest, err)
 	}
 	return a.finishCopy(out, filepath.Join(dest, storeDir), "backup")
 }
@@ -212,11 +219,11 @@ func (a *app) backupOffline(dest string) error {
 	err = l.Checkpoint(filepath.Join(dest, storeDir))
 	l.Close()
 	if err != nil {
-		return problemf("backup: %v", err)
+		return dropBackup(dest, fmt.Errorf("backup: %v", err))
 	}
 	out := backupOutput{From: a.dataDir, To: dest, Head: head}
 	if out.ServerKey, err = copySecret(filepath.Join(a.dataDir, serverKeyFile), filepath.Join(dest, serverKeyFile)); err != nil {
-		return problemf("backup: %v", err)
+		return dropBackup(dest, fmt.Errorf("backup: %v", err))
 	}
 	return a.finishCopy(out, filepath.Join(dest, storeDir), "backup")
 }

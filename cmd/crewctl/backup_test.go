@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -68,4 +69,28 @@ func TestBackupInsideTheStoreIsRefused(t *testing.T) {
 	// Beside the store, in the data directory, as migrate keeps its backups, is fine.
 	r = crewctl(t, nil, "backup", filepath.Join(data, "backup"), "--data", data)
 	require.Equal(t, exitOK, r.code, r.out+r.err)
+}
+
+// TestBackupFailingLeavesNothing: a backup that failed after its checkpoint (here on a server.key that is a symbolic
+// link, which backup does not read through) left DIR holding a store that verifies and no key: a restore of it
+// succeeds and crewd, minting a new key, no longer validates any token it gave out; and the same backup, run again
+// once the key is mended, was refused because DIR existed.
+func TestBackupFailingLeavesNothing(t *testing.T) {
+	data := t.TempDir()
+	audittest.Scenario(t, filepath.Join(data, storeDir))
+	key := filepath.Join(t.TempDir(), serverKeyFile)
+	require.NoError(t, os.WriteFile(key, []byte(strings.Repeat("k", 32)), 0o600))
+	require.NoError(t, os.Symlink(key, filepath.Join(data, serverKeyFile)))
+
+	dest := filepath.Join(t.TempDir(), "backup")
+	r := crewctl(t, nil, "backup", dest, "--data", data)
+	require.Equal(t, exitProblem, r.code, r.out+r.err)
+	require.Contains(t, r.err, "not a regular file")
+	require.NoDirExists(t, dest, "nothing is left behind")
+
+	require.NoError(t, os.Remove(filepath.Join(data, serverKeyFile)))
+	require.NoError(t, os.Rename(key, filepath.Join(data, serverKeyFile)))
+	r = crewctl(t, nil, "backup", dest, "--data", data)
+	require.Equal(t, exitOK, r.code, r.out+r.err)
+	require.FileExists(t, filepath.Join(dest, serverKeyFile))
 }

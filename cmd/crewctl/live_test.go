@@ -109,6 +109,8 @@ func TestBackupRefusesAnotherServerKey(t *testing.T) {
 	other := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(other, serverKeyFile), []byte(strings.Repeat("o", 32)), 0o600))
 	empty := t.TempDir()
+	linked := t.TempDir() // the daemon's key, but through a symbolic link, which backup does not read through
+	require.NoError(t, os.Symlink(filepath.Join(data, serverKeyFile), filepath.Join(linked, serverKeyFile)))
 	for _, tc := range []struct{ name, dir, says string }{
 		{"another key", other, "is not the running crewd's"},
 		{"no key", empty, "holds none"},
@@ -122,6 +124,13 @@ func TestBackupRefusesAnotherServerKey(t *testing.T) {
 			require.NoDirExists(t, dest, "nothing is left behind")
 		})
 	}
+	t.Run("a key behind a link", func(t *testing.T) {
+		dest := filepath.Join(t.TempDir(), "backup")
+		r := crewctl(t, dialBroker, "backup", dest, "--data", linked, "--token-file", tokenFile, "--socket", socket)
+		require.Equal(t, exitProblem, r.code, "%s%s", r.out, r.err)
+		require.Contains(t, r.err, "not a regular file")
+		require.NoDirExists(t, dest, "nothing is left behind")
+	})
 
 	dest := filepath.Join(t.TempDir(), "backup")
 	r := crewctl(t, dialBroker, "backup", dest, "--data", data, "--token-file", tokenFile, "--socket", socket, "--json")
