@@ -3,6 +3,7 @@ package eventlog
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
@@ -153,8 +154,8 @@ func TestChunkSnapshotsStep(t *testing.T) {
 	}{
 		{false, 2*snapshotChunk + 11, 1024},
 		{true, 2*snapshotChunk + 11, 1024},
-		// More keys than one of the step's batches holds: committed in
-		// four of them.
+		// More keys than one of the step's batches holds: a snapshot's
+		// chunks commit together all the same.
 		{false, 20*snapshotChunk + 1, 7},
 	} {
 		damaged := c.damaged
@@ -206,6 +207,56 @@ func TestChunkSnapshotsStep(t *testing.T) {
 			require.Equal(t, 1, rep.Snapshots)
 		})
 	}
+}
+
+// TestChunkSnapshotsStepInterrupted: the step to FormatChunkedSnapshots commits its writes in batches; one that
+// stopped part-way (an error, a crash) after a batch holding some of a snapshot's chunks left them beside the whole
+// snapshot, which readers take for damage ("a key past its last chunk"): verify called a store that only needed
+// migrate run again corrupt. A snapshot's chunks and the deletion of its whole key commit together.
+func TestChunkSnapshotsStepInterrupted(t *testing.T) {
+	defer func(n int) { upgradeChunk = n }(upgradeChunk)
+	upgradeChunk = 7
+	l, fs := openWithEightEvents(t)
+	whole := incompressible(20*snapshotChunk+1, 5)
+	require.NoError(t, l.db.Set(snapshotKey(6), seal(whole), pebble.Sync))
+	require.NoError(t, l.db.Set(keyFormat, encodeFormat(FormatPrincipalOutcomes), pebble.Sync))
+	require.NoError(t, l.Close())
+
+	l, err := Open("db", &Options{FS: fs, AllowOlderFormat: true})
+	require.NoError(t, err)
+	boom := errors.New("boom")
+	err = l.Upgrade(FormatPrincipalOutcomes, FormatChunkedSnapshots, func(u *Upgrade) error {
+		_, err := u.ChunkSnapshots()
+		require.NoError(t, err)
+		return boom
+	}, nil)
+	require.ErrorIs(t, err, boom)
+	require.NoError(t, l.Close())
+
+	ro, err := Open("db", &Options{FS: fs, ReadOnly: true})
+	require.NoError(t, err)
+	f, err := ro.Format()
+	require.NoError(t, err)
+	require.Equal(t, FormatPrincipalOutcomes, f)
+	_, err = ro.Verify(nil)
+	require.NoError(t, err, "a store whose step stopped part-way is not damaged")
+	s, err := ro.LatestSnapshot()
+	require.NoError(t, err)
+	require.Equal(t, Snapshot{Position: 6, Data: whole}, s)
+	require.NoError(t, ro.Close())
+
+	l, err = Open("db", &Options{FS: fs, AllowOlderFormat: true})
+	require.NoError(t, err)
+	defer l.Close()
+	require.NoError(t, l.Upgrade(FormatPrincipalOutcomes, FormatChunkedSnapshots, func(u *Upgrade) error {
+		_, err := u.ChunkSnapshots()
+		return err
+	}, nil))
+	s, err = l.LatestSnapshot()
+	require.NoError(t, err)
+	require.Equal(t, Snapshot{Position: 6, Data: whole}, s)
+	_, err = l.Verify(nil)
+	require.NoError(t, err)
 }
 
 // TestChunkerWritesWhatWriteSnapshotChunksWrites: a snapshot given to the

@@ -30,6 +30,13 @@ func (u *Upgrade) set(k, v []byte) error {
 	return u.staged()
 }
 
+// hold stages one key like set but commits nothing: the keys held commit with the next key set or deleted, in one
+// batch, however many they are.
+func (u *Upgrade) hold(k, v []byte) {
+	_ = u.b.Set(k, v, nil)
+	u.n++
+}
+
 // del stages the deletion of one key, like set.
 func (u *Upgrade) del(k []byte) error {
 	_ = u.b.Delete(k, nil)
