@@ -233,8 +233,10 @@ func (a *app) restoreCmd() *cobra.Command {
 		Use:   "restore BACKUP --data DIR",
 		Short: "Verify a backup, then restore it into an empty data directory",
 		Long: `restore verifies BACKUP (integrity and invariants) and copies it into the data
-directory named by --data, which must be empty or absent: restore never
-overwrites a store. Start crewd on DIR afterwards.`,
+directory named by --data, which must be empty or absent, and outside the
+backup's store: restore never overwrites a store. A restore that fails
+before its copy is whole leaves nothing in DIR. Start crewd on DIR
+afterwards.`,
 		Args: args(1, "the backup directory"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if !cmd.Flags().Changed("data") {
@@ -246,6 +248,11 @@ overwrites a store. Start crewd on DIR afterwards.`,
 }
 
 func (a *app) restore(backup, target string) error {
+	// NB: made before the copy, a directory there would be one more entry of the store it copies, which holds only
+	// files: the copy failed on it, and every later restore of the backup too.
+	if store := storePath(backup); inside(target, store) {
+		return usagef("restore: %s is inside the backup's store %s; name a directory outside it", target, store)
+	}
 	if entries, err := os.ReadDir(target); err == nil && len(entries) > 0 {
 		return problemf("restore: %s is not empty; restore only into an empty or new directory", target)
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {

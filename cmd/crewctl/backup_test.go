@@ -94,3 +94,22 @@ func TestBackupFailingLeavesNothing(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.out+r.err)
 	require.FileExists(t, filepath.Join(dest, serverKeyFile))
 }
+
+// TestRestoreInsideTheBackupIsRefused: a restore into a directory inside the backup's store made that directory there
+// before it copied, then failed on it (a store holds only files), and left it behind: every restore of that backup
+// failed on it from then on.
+func TestRestoreInsideTheBackupIsRefused(t *testing.T) {
+	tmp := t.TempDir()
+	backup := filepath.Join(tmp, "backup")
+	require.Equal(t, exitOK, crewctl(t, nil, "backup", backup, "--data", scenarioData(t)).code)
+	before := storeFiles(t, backup)
+
+	target := filepath.Join(backup, storeDir, "restored")
+	r := crewctl(t, nil, "restore", backup, "--data", target)
+	require.Equal(t, exitUsage, r.code, r.out+r.err)
+	require.Contains(t, r.err, "inside the backup")
+	require.Equal(t, before, storeFiles(t, backup), "the backup is untouched")
+
+	r = crewctl(t, nil, "restore", backup, "--data", filepath.Join(tmp, "restored"))
+	require.Equal(t, exitOK, r.code, r.out+r.err)
+}
