@@ -336,6 +336,8 @@ func (a *app) finishCopy(out backupOutput, store, label string) error {
 		a.stdout().printf("copied %s to %s at head %d (%s)\n", out.From, out.To, out.Head, how)
 		if out.ServerKey {
 			a.stdout().printf("server.key copied (0600): tokens crewd minted stay valid\n")
+		} else {
+			a.stdout().printf("no server.key copied: crewd makes a new one, and no token minted before validates\n")
 		}
 		printVerify(a.stdout(), v)
 	}

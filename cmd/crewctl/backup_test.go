@@ -113,3 +113,17 @@ func TestRestoreInsideTheBackupIsRefused(t *testing.T) {
 	r = crewctl(t, nil, "restore", backup, "--data", filepath.Join(tmp, "restored"))
 	require.Equal(t, exitOK, r.code, r.out+r.err)
 }
+
+// TestRestoreWithoutServerKeySaysSo: a backup may hold no server.key (migrate's own backups, a data directory that
+// had none); crewd started on its restore makes a new key, and no token it minted before validates. restore said
+// nothing of it, where it says when the key is copied.
+func TestRestoreWithoutServerKeySaysSo(t *testing.T) {
+	tmp := t.TempDir()
+	backup := filepath.Join(tmp, "backup")
+	require.Equal(t, exitOK, crewctl(t, nil, "backup", backup, "--data", scenarioData(t)).code)
+	require.NoFileExists(t, filepath.Join(backup, serverKeyFile))
+
+	r := crewctl(t, nil, "restore", backup, "--data", filepath.Join(tmp, "restored"))
+	require.Equal(t, exitOK, r.code, r.out+r.err)
+	require.Contains(t, r.out, "no server.key copied: crewd makes a new one, and no token minted before validates")
+}
