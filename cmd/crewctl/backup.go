@@ -286,8 +286,9 @@ func (a *app) restore(backup, target string) error {
 
 // restoreFiles copies the store and server.key of backup into the data directory target, and reports whether there
 // was a key. NB: both are copied into a staging directory in target and moved into place only once whole: a store
-// copied part-way (a full disk, an entry it cannot copy) has no manifest marker, so crewd started on it as a new,
-// empty store; and a failure leaves target as it was, so the same restore can run again.
+// copied part-way (a full disk, an entry it cannot copy) lacks files, its manifest marker among them when the copy
+// stopped before it, and crewd started on that as a new, empty store; and a failure leaves nothing in target, so the
+// same restore can run again.
 func restoreFiles(backup, target string) (serverKey bool, err error) {
 	stage, err := os.MkdirTemp(target, ".restore-")
 	if err != nil {
