@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/crewlog/crewlog/audit"
 	"github.com/crewlog/crewlog/broker"
 	"github.com/crewlog/crewlog/cmd/crewd/daemon"
 	"github.com/crewlog/crewlog/eventlog"
@@ -63,11 +64,12 @@ func (a *app) backup(ctx context.Context, dest string) error {
 	if store := storePath(a.dataDir); store != "" && inside(abs, store) {
 		return usagef("backup: %s is inside the store %s; name a directory outside it", dest, store)
 	}
-	if b, ok := a.reachDaemon(ctx); ok {
+	b, unreached := a.reachDaemon(ctx)
+	if unreached == nil {
 		defer b.Close()
 		return a.backupOnline(ctx, b, abs)
 	}
-	return a.backupOffline(abs)
+	return a.backupOffline(abs, unreached)
 }
 
 // inside reports whether path, which need not exist, lies in the directory dir, the symbolic links of both resolved
@@ -125,19 +127,21 @@ func dropBackup(dest string, err error) error {
 	return problemf("%v", err)
 }
 
-// reachDaemon connects to crewd when it is running: without a token or an
-// answering socket, backup takes the offline path (which tells a store
-// held by an unreachable daemon apart by its lock).
-func (a *app) reachDaemon(ctx context.Context) (Broker, bool) {
+// reachDaemon connects to crewd when it is running, or says why it did not: without a token or an answering
+// socket, backup takes the offline path (which tells a store held by an unreachable daemon apart by its lock).
+func (a *app) reachDaemon(ctx context.Context) (Broker, error) {
+	if a.dial == nil {
+		return nil, errors.New("no way to dial crewd")
+	}
 	tok, err := a.token()
-	if err != nil || a.dial == nil {
-		return nil, false
+	if err != nil {
+		return nil, err
 	}
 	b, err := a.dial(ctx, a.socket, tok)
 	if err != nil {
-		return nil, false
+		return nil, err
 	}
-	return b, true
+	return b, nil
 }
 
 // checkpointResult is the answer of admin.checkpoint.
@@ -195,14 +199,19 @@ func (a *app) checkServerKey(want, path string, copied bool) error {
 	return nil
 }
 
-// backupOffline opens the store itself: crewd is not running.
-func (a *app) backupOffline(dest string) error {
+// backupOffline opens the store itself: crewd was not reached, for the reason unreached.
+func (a *app) backupOffline(dest string, unreached error) error {
 	src := storePath(a.dataDir)
 	// Read-only first: it tells a missing, locked or damaged store apart
 	// without creating anything. Pebble refuses a checkpoint of a
 	// read-only database, so the copy is then taken from a writable open
 	// (which only flushes what the WAL holds).
 	ro, err := a.open(src)
+	if errors.Is(err, audit.ErrLocked) {
+		// NB: crewd holds the store, so the backup had to go through it: why it could not is the cause to mend.
+		return hinted(openErr(fmt.Errorf("crewctl: backup: %s is held by a running crewd, and backup could not reach crewd: %w",
+			src, unreached)), "pass crewd's --socket and its admin token (--token-file, or the --data that holds admin.token)")
+	}
 	if err != nil {
 		return err
 	}

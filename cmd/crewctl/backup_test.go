@@ -127,3 +127,29 @@ func TestRestoreWithoutServerKeySaysSo(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.out+r.err)
 	require.Contains(t, r.out, "no server.key copied: crewd makes a new one, and no token minted before validates")
 }
+
+// TestBackupSaysWhyCrewdWasNotReached: while crewd holds the store, backup goes through it; one that cannot reach it
+// (a token it refuses, another socket, no token file) fell back to opening the store and said only that crewd was
+// running and that crewctl backup takes a backup through crewd, which is the command that failed, hiding why.
+func TestBackupSaysWhyCrewdWasNotReached(t *testing.T) {
+	data, socket := liveDaemon(t)
+	wrong := filepath.Join(t.TempDir(), "admin.token")
+	require.NoError(t, os.WriteFile(wrong, []byte("not-the-token\n"), 0o600))
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"a token crewd refuses", []string{"--token-file", wrong, "--socket", socket}},
+		{"another socket", []string{"--socket", socket + ".other"}},
+		{"no token file", []string{"--token-file", wrong + ".missing", "--socket", socket}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dest := filepath.Join(t.TempDir(), "backup")
+			r := crewctl(t, dialBroker, append([]string{"backup", dest, "--data", data}, tc.args...)...)
+			require.Equal(t, exitOpen, r.code, r.out+r.err)
+			require.Contains(t, r.err, "could not reach crewd")
+			require.NotContains(t, r.err, "crewctl backup takes one through crewd")
+			require.NoDirExists(t, dest)
+		})
+	}
+}
