@@ -139,3 +139,42 @@ func TestSummaryQueriesOfAColdRunReadNothingBack(t *testing.T) {
 	require.Equal(t, before+1, f.refolds(), "query.tasks reads the cold run back")
 	require.Equal(t, run, o.ok("query.run", nil), "the run read back answers as its summary")
 }
+
+// A retried command that minted a secret (credential.issue, job.create) is answered its secret again only after the
+// credential it recorded is checked against the run's records; for a cold run that check reads the run back. It is
+// read as a query reads it: outside the state's lock, with the events re-folded charged to the caller, and the
+// retry answers what it answered while the run was hot.
+func TestARetriedIssueOfAColdRunIsChargedItsRefold(t *testing.T) {
+	f := newFixture(t, fixtureOpts{cold: true, opts: Options{RatePerCredential: 1, BurstPerCredential: coldBurst}})
+	s := f.seed()
+	o := f.dial()
+	o.hello(runR, events.OrchestratorKey, s.orch)
+	issue := map[string]any{"taskId": taskQ, "commandId": "issue-q"}
+	token := o.ok("credential.issue", issue)["token"]
+	f.streamUsage(t, coldUsage)
+	o.ok("run.transition", map[string]any{"to": "completed"})
+	// R3 goes cold after R1 and takes the one decoded place.
+	r3 := f.dial()
+	r3.hello("R3", events.OrchestratorKey, f.seedRun("R3", "X"))
+	r3.ok("run.transition", map[string]any{"to": "completed"})
+	var run projections.Run
+	f.eng.Read(func(st *projections.State) {
+		require.True(t, st.IsCold(runR))
+		run, _ = st.Run(runR)
+	})
+	require.Greater(t, run.Usage.Events, int64(coldUsage))
+
+	before := f.refolds()
+	orch := credKey(identity{runID: runR, key: events.OrchestratorKey})
+	level := func() float64 {
+		f.srv.pacer.mu.Lock()
+		defer f.srv.pacer.mu.Unlock()
+		return f.srv.pacer.creds.refill(orch, f.srv.pacer.now()).level
+	}
+	start := level()
+	require.Equal(t, token, o.ok("credential.issue", issue)["token"], "the retry answers the token it minted")
+	require.Equal(t, before+1, f.refolds(), "the retry read the cold run back")
+	f.eng.Read(func(st *projections.State) { require.True(t, st.IsCold(runR), "the retry was answered, not decided") })
+	require.LessOrEqual(t, level(), start-float64(run.Usage.Events)+1,
+		"the events re-folded for the retry were not charged")
+}

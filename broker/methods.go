@@ -353,7 +353,7 @@ func runCommand(c *conn, id, method string, params json.RawMessage) (json.RawMes
 	if token == "" {
 		return reply.Result, nil
 	}
-	res, err := withToken(c.s, reply, tokenField, token, tokenRun, tokenKey)
+	res, err := withToken(c, reply, tokenField, token, tokenRun, tokenKey)
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +368,7 @@ func runCommand(c *conn, id, method string, params json.RawMessage) (json.RawMes
 // was recorded — except when the credential has been re-issued or revoked since, or the outcome predates
 // fingerprints (format 3) and so may have answered another request under that id. In those cases our derivation is
 // not the credential's secret and must not be handed out as if it were.
-func withToken(s *Server, reply commands.Reply, field, token, runID, key string) (map[string]json.RawMessage, error) {
+func withToken(c *conn, reply commands.Reply, field, token, runID, key string) (map[string]json.RawMessage, error) {
 	var res map[string]json.RawMessage
 	if err := json.Unmarshal(reply.Result, &res); err != nil {
 		return nil, fmt.Errorf("broker: decode engine result: %w", err)
@@ -385,8 +385,14 @@ func withToken(s *Server, reply commands.Reply, field, token, runID, key string)
 		res[field] = t
 		return res, nil
 	}
+	if key != events.OrchestratorKey {
+		// NB: a worker's credential and a job's nonce are among the run's records, which a cold run keeps in the log
+		// only (the orchestrator's is in its summary): read the run back as a query does (params.run), outside the
+		// state's lock, which would hold the writer while it reads, and charged to the caller.
+		c.charge(int(c.s.eng.Warm(runID)))
+	}
 	valid := false
-	s.eng.Read(func(st *projections.State) {
+	c.s.eng.Read(func(st *projections.State) {
 		if job, ok := strings.CutPrefix(key, jobNoncePrefix); ok {
 			h, ok := st.JobHeader(runID, job)
 			valid = ok && sameDigest(h.NonceDigest, digestOf(token))
