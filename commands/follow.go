@@ -67,7 +67,7 @@ func (e *Engine) catchUp() error {
 		return fmt.Errorf("commands: catch up: %w", err)
 	}
 	if now := e.opts.Clock(); e.evictDue(now) {
-		f.evicted = e.evictPass(now)
+		f.evicted, f.madeCold = e.evictPass(now)
 	}
 	// A group of no requests: publishing it answers nobody but notifies
 	// readers.

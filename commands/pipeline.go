@@ -158,6 +158,8 @@ type flight struct {
 	faulted []projections.Thawed
 	applied []events.Event
 	evicted []string
+	// madeCold is how many of evicted count towards the next snapshot (projections.ColdStore.MadeCold).
+	madeCold int
 	// unrecorded are the group's commands with a command id that are not
 	// recorded; the writer forgets them when it hands the group off.
 	unrecorded []*pending
@@ -201,7 +203,7 @@ func (e *Engine) acquire() *flight {
 	clear(f.writes)
 	clear(f.logEvents)
 	f.group, f.faulted, f.applied, f.writes, f.logEvents = f.group[:0], f.faulted[:0], f.applied[:0], f.writes[:0], f.logEvents[:0]
-	f.staged, f.evicted, f.firsts = nil, nil, f.firsts[:0]
+	f.staged, f.evicted, f.madeCold, f.firsts = nil, nil, 0, f.firsts[:0]
 	if cap(f.payloads) > maxKeptPayloads {
 		f.payloads = nil
 	}
@@ -321,7 +323,7 @@ func (e *Engine) publish(f *flight) error {
 		v.mu.Unlock()
 		e.runs.forget(f.evicted)
 	}
-	e.coldSinceSnap += len(f.evicted)
+	e.coldSinceSnap += f.madeCold
 	if f.group != nil {
 		ch := make(chan struct{})
 		close(*e.changed.Swap(&ch))

@@ -61,7 +61,7 @@ func (e *Engine) evictWith(f *flight, now time.Time) {
 			return
 		}
 	}
-	f.evicted = e.evictPass(now)
+	f.evicted, f.madeCold = e.evictPass(now)
 }
 
 // evictIfDue makes runs cold when a pass is due and no group is being
@@ -73,10 +73,10 @@ func (e *Engine) evictIfDue(now time.Time) {
 		return
 	}
 	fs := e.settle()
-	if ids := e.evictPass(now); len(ids) > 0 {
+	if ids, n := e.evictPass(now); len(ids) > 0 {
 		f := fs[0]
 		fs = fs[1:]
-		f.evicted = ids
+		f.evicted, f.madeCold = ids, n
 		e.flights <- f
 	}
 	e.release(fs...)
@@ -90,13 +90,18 @@ func (e *Engine) evictDue(now time.Time) bool {
 }
 
 // evictPass makes cold, in the working state, the runs whose retention has
-// passed, and returns their ids for the published copy. The writer calls it
-// only with nothing in flight (settle).
-func (e *Engine) evictPass(now time.Time) []string {
+// passed, and returns their ids for the published copy, and how many of
+// them count towards the next snapshot: not those read back and made cold
+// again unchanged (a refused command to a cold run), which a client could
+// otherwise send to make a snapshot due at will. The writer calls it only
+// with nothing in flight (settle).
+func (e *Engine) evictPass(now time.Time) (ids []string, madeCold int) {
 	e.nextEvict = now.Add(min(time.Duration(e.opts.retention())*time.Millisecond, evictPassEvery))
-	ids := e.work.EvictAll(now.UnixMilli(), e.opts.retention(), MaxRetainedRuns)
+	before := e.cold.MadeCold()
+	ids = e.work.EvictAll(now.UnixMilli(), e.opts.retention(), MaxRetainedRuns)
+	madeCold = int(e.cold.MadeCold() - before)
 	e.maybeSaveViews()
-	return ids
+	return ids, madeCold
 }
 
 // maybeSaveViews writes the views of the runs gone cold (projections'

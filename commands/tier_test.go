@@ -262,17 +262,10 @@ func TestTierAnswersAskEveryQuery(t *testing.T) { projectionstest.RequireEveryQu
 // events passed: it holds them as summaries, so a restart does not decode
 // them whole again.
 func TestEngineSnapshotsOnceRunsGoCold(t *testing.T) {
-	fs := vfs.NewMem()
-	clock := newTestClock()
-	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
-	require.NoError(t, err)
-	defer l.Close()
-	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 1_000_000, Retention: -1})
-	require.NoError(t, err)
-	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
+	f := openColdEngine(t, Options{SnapshotEvery: 1_000_000, Retention: -1})
 	endRuns(t, f, "C", snapshotAfterCold)
-	require.NoError(t, e.Close()) // waits for the background snapshot
-	snap, err := l.LatestSnapshot()
+	require.NoError(t, f.eng.Close()) // waits for the background snapshot
+	snap, err := f.log.LatestSnapshot()
 	require.NoError(t, err)
 	s, err := projections.DecodeSnapshot(snap.Data)
 	require.NoError(t, err)
@@ -284,18 +277,10 @@ func TestEngineSnapshotsOnceRunsGoCold(t *testing.T) {
 // ones that ended first go cold beyond it, so the memory of ended runs does
 // not grow with the rate at which they end.
 func TestEngineRetainsAtMostMaxRetainedRuns(t *testing.T) {
-	fs := vfs.NewMem()
-	clock := newTestClock()
-	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
-	require.NoError(t, err)
-	defer l.Close()
-	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: -1, Retention: time.Hour})
-	require.NoError(t, err)
-	defer e.Close()
-	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
+	f := openColdEngine(t, Options{SnapshotEvery: -1, Retention: time.Hour})
 	const extra = 6
 	endRuns(t, f, "C", MaxRetainedRuns+extra)
-	e.Read(func(s *projections.State) {
+	f.eng.Read(func(s *projections.State) {
 		require.Equal(t, extra, s.ColdRuns())
 		for i := 0; i < extra; i++ {
 			require.True(t, s.IsCold(fmt.Sprintf("C%02d", i)), "the runs that ended first went cold")
@@ -372,6 +357,21 @@ func TestEngineWritesTheMissingViewsOfColdRuns(t *testing.T) {
 	require.NoError(t, info.SnapshotError)
 	require.Equal(t, runs, s.ColdRuns(), "the run the engine kept hot goes cold at Now, queued for its view")
 	require.Zero(t, s.ColdStore().ViewsMissing(), "the snapshot after the pass records no missing view")
+}
+
+// openColdEngine opens an engine with o on a new store in memory, on a test
+// clock, with counted ids and no expiries.
+func openColdEngine(t *testing.T, o Options) *engineFixture {
+	t.Helper()
+	fs, clock := vfs.NewMem(), newTestClock()
+	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+	require.NoError(t, err)
+	o.Clock, o.NewID, o.ExpiryInterval = clock.Now, counterIDs(), -1
+	e, err := Open(l, o)
+	require.NoError(t, err)
+	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
+	t.Cleanup(f.close)
+	return f
 }
 
 // endRuns creates n runs named prefix+i and ends them; with no retention
@@ -475,4 +475,40 @@ func TestNoViewsStillWritesTheIndexOfSummaries(t *testing.T) {
 	require.EqualValues(t, 5, n)
 	_, _, err = l.View("C00")
 	require.ErrorIs(t, err, eventlog.ErrNotFound, "no view written")
+}
+
+// A command that names a cold run reads the run back and makes it hot, and the next eviction pass makes it cold
+// again. When the command wrote nothing to the run (refused, or a no-op), the run is what its view and summary
+// already say: going cold again does not write its view again, nor count towards the next snapshot, so a client
+// sending such commands to a finished run of its own does not make the daemon encode and write the whole run, or
+// take a snapshot, again and again.
+func TestAColdRunReadBackAndLeftUnchangedIsNotWrittenAgain(t *testing.T) {
+	snapped := make(snapshotSignal, 1)
+	f := openColdEngine(t, Options{SnapshotEvery: 1 << 30, Retention: -1, Observer: snapped})
+	e := f.eng
+	endRuns(t, f, "C", 2)
+	f.viewsWritten()
+	saved := e.cold.ViewsSaved()
+
+	for i := range snapshotAfterCold + 1 {
+		e.Read(func(s *projections.State) { require.True(t, s.IsCold("C00")) })
+		r := f.submitAs(orchestrator, &DelegateSettle{RunID: "C00", SubID: "gc-none", Outcome: OutcomeOK, Text: "late"})
+		require.NotNil(t, r.Rejected, "a settlement of no delegation is refused")
+		// The next group's eviction pass makes the run cold again.
+		next := &RunCreate{RunID: fmt.Sprintf("N%02d", i), Team: "t", Goal: "g", Cwd: "/w"}
+		require.Nil(t, f.submitAs(admin, next).Rejected)
+	}
+	f.viewsWritten()
+	require.Equal(t, saved, e.cold.ViewsSaved(), "the unchanged run's view was written again")
+
+	// A command that writes to the run changes it: its view is written again when it goes cold.
+	require.Nil(t, f.submitAs(orchestrator, &RunTransition{RunID: "C00", To: "running"}).Rejected)
+	require.Nil(t, f.submitAs(orchestrator, &RunTransition{RunID: "C00", To: "completed"}).Rejected)
+	require.Nil(t, f.submitAs(admin, &RunCreate{RunID: "N", Team: "t", Goal: "g", Cwd: "/w"}).Rejected)
+	f.viewsWritten()
+	e.Read(func(s *projections.State) { require.True(t, s.IsCold("C00")) })
+	require.Equal(t, saved+1, e.cold.ViewsSaved())
+
+	f.close() // waits for a snapshot in the background, and takes one that is due
+	require.Zero(t, len(snapped), "runs read back unchanged made a snapshot due")
 }

@@ -269,9 +269,10 @@ type MissingView struct {
 func (v MissingView) ID() string { return v.id }
 
 // MissingViews returns up to n cold runs of s whose view the store does
-// not know to be written, in run-id order. Runs of the set met that are
-// no longer cold in s (read back hot since; they get a view when they go
-// cold again) are dropped from it.
+// not know to be written, in run-id order. Runs of the set met that s holds
+// hot (read back since) are passed over and kept: one made cold again with
+// no event of it since is not queued for its view (EvictAll). Those s does
+// not know are dropped from it.
 func (s *State) MissingViews(n int) []MissingView {
 	c := s.store
 	if c == nil || n <= 0 {
@@ -282,6 +283,9 @@ func (s *State) MissingViews(n int) []MissingView {
 	for _, id := range ids {
 		if len(out) == n {
 			break
+		}
+		if s.runs[id] != nil {
+			continue
 		}
 		cr := s.coldRun(id) // NB: outside the store's lock: it may read the index
 		if cr == nil {

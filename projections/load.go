@@ -127,8 +127,9 @@ func replay(s *State, l *eventlog.Log, to uint64, t Tiering) (evicted int, err e
 // engine calls it on its working state and repeats the same ids on its
 // other copy with Evict, which makes the first cold and drops the others'
 // summaries from memory. The runs it makes cold are queued for their views
-// (ColdStore.SaveViewsOnEvict); Evict queues nothing, so a run is queued
-// once, not once per copy.
+// (ColdStore.SaveViewsOnEvict), but for a run read back and made cold again
+// with no event of it since, whose view is written, queued or missing
+// already; Evict queues nothing, so a run is queued once, not once per copy.
 func (s *State) EvictAll(now, retention int64, maxRetained int) []string {
 	ids := s.Evictable(now, retention, maxRetained)
 	writes := s.store != nil && s.store.index
@@ -141,8 +142,12 @@ func (s *State) EvictAll(now, retention int64, maxRetained int) []string {
 		slices.Sort(earlier)
 	}
 	for _, id := range ids {
-		if r := s.evict(id, writes); r != nil {
+		// NB: a run read back for a command or an event that changed nothing of it (refused, a no-op) is what its
+		// view and summary say: its view is written, queued or among the missing ones already, and encoding and
+		// writing the whole run again for each such command would let a client make the daemon do so at will.
+		if r := s.evict(id, writes); r != nil && !s.store.unchangedSinceReadBack(id, r.last) {
 			s.store.queueView(id, r.last, r)
+			s.store.madeCold.Add(1)
 		}
 	}
 	if err := s.flushSummaries(); err != nil {

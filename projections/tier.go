@@ -91,6 +91,11 @@ type ColdStore struct {
 	missing     map[string]struct{} // cold runs whose view is not known to be written
 	viewReads   atomic.Int64
 	viewsSaved  atomic.Int64
+	// madeCold counts the runs EvictAll made cold other than those read back and left unchanged (MadeCold).
+	madeCold atomic.Int64
+	// readBack holds, for each run FaultIn made hot and EvictAll has not made cold since, its last position then:
+	// a run made cold again at that position is what its summary and view already hold. At most the hot runs.
+	readBack map[string]uint64
 }
 
 type cachedRun struct {
@@ -119,6 +124,12 @@ func (c *ColdStore) ReportErrors(report func(run string, err error)) { c.report 
 // view or by a re-fold (a cache hit is not one): what a read of a cold run
 // cost, for tests and stats. ViewReads counts the reads from a view.
 func (c *ColdStore) Refolds() int64 { return c.refolds.Load() }
+
+// MadeCold is how many runs EvictAll has made cold through c, but for the
+// runs read back and made cold again with no event of theirs since
+// (a command to a cold run refused or changing nothing): what the engine
+// counts towards its next snapshot.
+func (c *ColdStore) MadeCold() int64 { return c.madeCold.Load() }
 
 // Err returns the last error met reading a cold run back (nil when none).
 // A query that meets one answers as if the run held nothing.
@@ -278,8 +289,10 @@ func (c *ColdStore) fold(id string, cr *coldRun) (*runState, int64, error) {
 		return nil, n, fmt.Errorf("%w: run %s re-folded from its stream does not reach position %d", eventlog.ErrCorrupt, id, cr.last)
 	}
 	r.ord = cr.ord
-	if c.saveViews {
-		_ = c.saveView(id, cr.last, r) // best effort: without it, the next read re-folds again
+	if c.saveViews && c.saveView(id, cr.last, r) != nil {
+		// NB: without it, the next read re-folds again, and a run read back and made cold again unchanged is not
+		// queued for its view (EvictAll): the missing views are written in the background.
+		c.markViewMissing(id)
 	}
 	return r, n, nil
 }
@@ -381,7 +394,28 @@ func (s *State) FaultIn(id string) (Thawed, error) {
 	}
 	t := Thawed{id: id, r: r}
 	s.ThawFrom(t)
+	s.store.noteReadBack(id, r.last)
 	return t, nil
+}
+
+// noteReadBack records that run id was made hot again as of position last (FaultIn).
+func (c *ColdStore) noteReadBack(id string, last uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.readBack == nil {
+		c.readBack = make(map[string]uint64)
+	}
+	c.readBack[id] = last
+}
+
+// unchangedSinceReadBack reports whether run id, made cold now at position last, was made hot by FaultIn at that same
+// position (no event of it since), and forgets it.
+func (c *ColdStore) unchangedSinceReadBack(id string, last uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.readBack[id]
+	delete(c.readBack, id)
+	return ok && at == last
 }
 
 // Thawed is a cold run read back from the log, as FaultIn made it hot.
