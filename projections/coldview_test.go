@@ -173,3 +173,37 @@ func TestMissingViewsAreKnownKeptBySnapshotsAndWritten(t *testing.T) {
 	require.Empty(t, restarted.MissingViews(5))
 	require.Zero(t, c.ViewsMissing())
 }
+
+// A run read back and made cold again with no event of it since is not queued for its view again (EvictAll): its
+// view is written already or among the missing ones. So a run whose view is missing stays in the set while it is hot,
+// and gets its view written once it is cold again.
+func TestAMissingViewOfARunReadBackStaysMissing(t *testing.T) {
+	defer func(n int) { maxQueuedViews = n }(maxQueuedViews)
+	maxQueuedViews = 0 // every run made cold goes without a view
+	evs := realisticHistory(1500)
+	l := appendHistory(t, evs)
+	now := evs[len(evs)-1].UnixMilli() + 1
+	s, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: true, Index: true})
+	require.NoError(t, err)
+	id := firstColdRun(t, s)
+	require.True(t, s.store.viewMissing(id))
+
+	_, err = s.FaultIn(id)
+	require.NoError(t, err)
+	require.False(t, s.IsCold(id))
+	for _, v := range s.MissingViews(s.ColdRuns() + 1) {
+		require.NotEqual(t, id, v.ID(), "a hot run has no view to write")
+	}
+	require.True(t, s.store.viewMissing(id), "the run read back is still missing its view")
+
+	require.Equal(t, []string{id}, s.EvictAll(now, 0, 0))
+	require.False(t, s.store.ViewsQueued(), "the unchanged run is not queued again")
+	for batch := s.MissingViews(16); len(batch) > 0; batch = s.MissingViews(16) {
+		for _, v := range batch {
+			require.NoError(t, s.store.WriteMissingView(v))
+		}
+	}
+	pos, _, err := l.View(id)
+	require.NoError(t, err)
+	require.Equal(t, s.coldRun(id).last, pos)
+}

@@ -209,3 +209,15 @@ func runIDs(t testing.TB, s *State) []string {
 	}))
 	return ids
 }
+
+// firstColdRun returns the id of the first run s holds cold, in creation order (there must be one).
+func firstColdRun(t testing.TB, s *State) string {
+	t.Helper()
+	for _, id := range runIDs(t, s) {
+		if s.IsCold(id) {
+			return id
+		}
+	}
+	require.Fail(t, "no cold run")
+	return ""
+}

@@ -189,14 +189,7 @@ func TestRunsIndexVersionsHoldForAnOlderSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, l.SaveSnapshot(first.Position, b))
 
-	var reopened string
-	for _, id := range runIDs(t, first) {
-		if first.IsCold(id) {
-			reopened = id
-			break
-		}
-	}
-	require.NotEmpty(t, reopened)
+	reopened := firstColdRun(t, first)
 	before, _ := first.Run(reopened)
 	h := history{evs: append([]events.Event(nil), evs...), versions: map[string]uint64{}}
 	for _, ev := range evs {
