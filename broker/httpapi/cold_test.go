@@ -2,12 +2,14 @@ package httpapi
 
 import (
 	"net/http"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/audit/audittest"
 	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
 
@@ -94,4 +96,37 @@ func TestCredentialsOfAColdRunShowWhoIssuedAndRevoked(t *testing.T) {
 	require.Equal(t, []any{"orchestrator", "admin", false, nil, nil}, who(0))
 	require.Equal(t, []any{"01_a", "orchestrator", true, "admin", "rotated"}, who(1))
 	require.Equal(t, []any{"02_b", "orchestrator", false, nil, nil}, who(2))
+}
+
+// A delegation's holdsSlot says whether it holds a slot of the pool itself. The pool is keyed by subId, and a run
+// whose delegation settled long ago (here cold) may share its subId with another run's delegation in flight (an
+// import chooses its own subIds, and may take one whose delegation another run settled): the settled one holds
+// nothing.
+func TestASettledDelegationHoldsNoSlotAnotherRunsDelegationHolds(t *testing.T) {
+	f := newFixtureEngine(t, Options{}, commands.Options{SnapshotEvery: -1, ExpiryInterval: -1, Retention: -1})
+	const sub, imported = "gc-00000001", "imported-1"
+	settled := f.ok(budgetRun + "/delegations")["delegations"].([]any)[0].(map[string]any)
+	require.Equal(t, sub, settled["subId"])
+	require.Equal(t, "completed", settled["status"])
+	r := f.do(events.Actor{Role: events.RoleAdmin}, &commands.Import{Source: events.ForeignSourcePicrew, RunID: imported,
+		Events: []commands.ImportedEvent{
+			{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{Team: "t", Goal: "g", Cwd: "/srv"}},
+			{Type: events.TypeDelegateAdmitted, TimeMs: 1000, Payload: &events.DelegateAdmitted{TaskID: "T", SubID: sub,
+				ChildDepth: 2, Role: "explorer", Unmetered: true}}}})
+	require.Nil(t, r.Rejected, "%v", r.Rejected)
+	f.eng.Read(func(st *projections.State) {
+		require.True(t, st.IsCold(audittest.RunBudget))
+		holder, ok := st.SlotHolder(sub)
+		require.True(t, ok)
+		require.Equal(t, imported, holder)
+	})
+
+	atHead := budgetRun + "/state?at=" + strconv.FormatUint(head(f), 10)
+	for _, path := range []string{budgetRun + "/delegations", atHead} {
+		d := f.ok(path)["delegations"].([]any)[0].(map[string]any)
+		require.Equal(t, sub, d["subId"], path)
+		require.Equal(t, false, d["holdsSlot"], "%s: the settled delegation holds another run's slot", path)
+	}
+	d := f.ok("/api/v1/runs/" + imported + "/delegations")["delegations"].([]any)[0].(map[string]any)
+	require.Equal(t, true, d["holdsSlot"], "the imported delegation holds its slot")
 }

@@ -210,8 +210,10 @@ func (s *Server) handleDelegations(w http.ResponseWriter, r *http.Request, _ pri
 }
 
 func delegationOf(st *projections.State, d projections.Delegation) delegationItem {
-	_, held := st.SlotHolder(d.SubID)
-	return delegationItem{Delegation: d, HoldsSlot: held}
+	// NB: the pool is keyed by subId, which a settled delegation may share with another run's in flight (an import
+	// chooses its subIds): the slot is this delegation's only when its run holds it.
+	holder, held := st.SlotHolder(d.SubID)
+	return delegationItem{Delegation: d, HoldsSlot: held && holder == d.RunID}
 }
 
 // accountItem is a ledger account without its history, which GET …/ledger?taskId= pages.
