@@ -192,7 +192,9 @@ func TestEngineCrashBeforeEveryOpWithColdRuns(t *testing.T) {
 	rec.armed.Store(false)
 	require.NoError(t, e.Close())
 	require.NoError(t, l.Close())
-	require.Greater(t, len(rec.clones), 100)
+	// NB: each of the 36 commands is a group of its own, at least its WAL write and its sync; the snapshots' and the
+	// views' writes add more, but they run in the background and how many land before Close varies.
+	require.GreaterOrEqual(t, len(rec.clones), 36*2)
 
 	for i, fs := range rec.clones {
 		full := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(1, 1))})
