@@ -147,8 +147,21 @@ func TestEventsNewestFirstReadsAboutItsPage(t *testing.T) {
 
 type answered struct{ n, bytes int }
 
-// allocated is the bytes the server allocated answering path (and the answer); it must be 200 with hasMore.
-func allocated(t *testing.T, f *fixture, path string) (uint64, answered) {
+// allocated is the bytes the server allocated answering path (and the answer); it must be 200 with hasMore. NB: the
+// process's allocations are counted, Pebble's background flushes and compactions of the fixture's 60 MB of messages
+// among them, which a loaded machine may run during an answer: the least of three is the answer's own.
+func allocated(t *testing.T, f *fixture, path string) (least uint64, page answered) {
+	t.Helper()
+	for i := range 3 {
+		n, p := allocatedOnce(t, f, path)
+		if i == 0 || n < least {
+			least, page = n, p
+		}
+	}
+	return least, page
+}
+
+func allocatedOnce(t *testing.T, f *fixture, path string) (uint64, answered) {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodGet, path, nil)
 	req.Host = "127.0.0.1"
