@@ -85,6 +85,9 @@ func (a *app) tokenCmd() *cobra.Command {
 			if !ok {
 				return problemf("no read-only token %q", argv[0])
 			}
+			if a.json {
+				return a.printJSON(map[string]any{"id": argv[0], "revoked": true})
+			}
 			a.stdout().printf("read-only token %s revoked\n", argv[0])
 			return nil
 		},

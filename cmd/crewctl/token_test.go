@@ -67,3 +67,23 @@ func TestTokenCommandsNeedTheDataDirectory(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, entries, "no token file was written in the current directory")
 }
+
+// TestTokenRevokeJSON: with --json every command prints JSON (README), revoke too: a script that revokes a token
+// reads which one went, not a sentence.
+func TestTokenRevokeJSON(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	r := crewctl(t, nil, "token", "create", "--read-only", "--data", data, "--json")
+	require.Equal(t, exitOK, r.code, r.err)
+	var made struct{ ID string }
+	require.NoError(t, json.Unmarshal([]byte(r.out), &made))
+
+	r = crewctl(t, nil, "token", "revoke", made.ID, "--data", data, "--json")
+	require.Equal(t, exitOK, r.code, r.err)
+	var revoked struct {
+		ID      string `json:"id"`
+		Revoked bool   `json:"revoked"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.out), &revoked), "not JSON: %q", r.out)
+	require.Equal(t, made.ID, revoked.ID)
+	require.True(t, revoked.Revoked)
+}
