@@ -178,7 +178,8 @@ func TestImportedAdmissionDeadline(t *testing.T) {
 // future (a damaged or forged file, up to 2255, or a timeoutSec no delegation may have) held that slot until then,
 // every other run's delegate.request refused slots-exhausted meanwhile. The import records at most MaxTimeoutSec
 // after the time the event is recorded at, the longest a delegation runs (timeout-invalid beyond, as the one-shot
-// import's plan caps it); a deadline within it is kept.
+// import's plan caps it), or after the engine clock when the event's time is later (the source writes it too); a
+// deadline within it is kept.
 func TestImportedAdmissionHoldsItsSlotNoLongerThanADelegationRuns(t *testing.T) {
 	const now = int64(1790000000000)
 	const bound = MaxTimeoutSec * 1000
@@ -196,6 +197,9 @@ func TestImportedAdmissionHoldsItsSlotNoLongerThanADelegationRuns(t *testing.T) 
 		"a timeout at the clock": {0, events.DelegateAdmitted{SubID: "s", TimeoutSec: MaxTimeoutSec + 1}, now + bound},
 		"before it was recorded": {5000, events.DelegateAdmitted{SubID: "s", Deadline: 1000}, 1000},
 		"a timeout within it":    {1000, events.DelegateAdmitted{SubID: "s", TimeoutSec: 60}, 1000 + 60_000},
+		// A time the source wrote ahead of the engine clock (up to 2255) moved the bound with it.
+		"ahead of the clock":            {8e12, events.DelegateAdmitted{SubID: "s", Deadline: 8e12 + 60_000}, now + bound},
+		"a timeout, ahead of the clock": {8e12, events.DelegateAdmitted{SubID: "s", TimeoutSec: 60}, now + 60_000},
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := tc.in
@@ -339,7 +343,7 @@ func TestImportDoesNotWriteToARunServedThroughTheSocket(t *testing.T) {
 // import carries the deadline its source wrote, and one far in the future (a damaged or forged file, up to 2255)
 // kept the question pending — its run hot and parked, its task waiting — until then, since only the engine clock
 // ends a question nobody answers. The import records at most the clamp, counted from the time the event is recorded
-// at; a deadline within it is kept.
+// at, or from the engine clock when that time is later; a deadline within it is kept.
 func TestImportedAskDeadline(t *testing.T) {
 	const now = int64(1790000000000)
 	const bound = MaxAskTimeoutSec * 1000
@@ -375,6 +379,7 @@ func TestImportedAskDeadline(t *testing.T) {
 		"already past":            {1000, 0, 0},
 		"before it was recorded":  {5000, 1000, 1000},
 		"the largest int64 ahead": {1000, math.MaxInt64, 1000 + bound},
+		"ahead of the clock":      {8e12, 8e12 + 600_000, now + bound},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s, waiting, asked := decide(tc.timeMs, tc.in)

@@ -442,13 +442,16 @@ func (p *planner) admit(at int64, parent, subID, role string, depth int, unmeter
 		timeoutSec = defaultTimeoutSec
 	}
 	// The deadline counts from the time the admission is recorded at, as
-	// the engine's own does. Unknown here (a follower's event with no time
-	// in a run with no createdAt), it is left 0 and the daemon counts it
-	// from its clock (commands.Import): from 0 it was 1970, and the
-	// delegation expired as soon as it was imported.
+	// the engine's own does, or from this process's clock when that time is
+	// later: the files write the time as freely as the timeout, and a
+	// deadline two centuries ahead held its slot of the daemon-wide pool
+	// that long (commands.Import bounds it so too). Unknown here (a
+	// follower's event with no time in a run with no createdAt), it is left
+	// 0 and the daemon counts it from its clock (commands.Import): from 0 it
+	// was 1970, and the delegation expired as soon as it was imported.
 	deadline := int64(0)
 	if from := p.recordedAt(at); from > 0 {
-		deadline = from + int64(timeoutSec*1000)
+		deadline = min(from, p.now().UnixMilli()) + int64(timeoutSec*1000)
 	}
 	p.add(at, &events.DelegateAdmitted{TaskID: parent, SubID: subID, ChildDepth: depth, Role: firstOf(role, "explorer"),
 		Unmetered: unmetered, ReservedTokens: reserved, TimeoutSec: timeoutSec, Deadline: deadline,
@@ -521,10 +524,10 @@ func (p *planner) askEvent(ev *teamEvent, what string, at int64) {
 }
 
 // askDeadline is the deadline a question of event ev, at pi-crew time at, is recorded with: deadline, or, when that
-// is more than maxAskTimeoutSec after the time it is recorded at (no broker of pi-crew's writes one), that bound,
-// reported.
+// is more than maxAskTimeoutSec after the time it is recorded at, or after this process's clock when that time is
+// later (no broker of pi-crew's writes one), that bound, reported.
 func (p *planner) askDeadline(ev *teamEvent, at int64, questionID string, deadline int64) int64 {
-	latest := p.deadlineFrom(at) + maxAskTimeoutSec*1000
+	latest := min(p.deadlineFrom(at), p.now().UnixMilli()) + maxAskTimeoutSec*1000
 	if deadline <= latest {
 		return deadline
 	}

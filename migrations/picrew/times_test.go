@@ -89,6 +89,11 @@ const (
 	timesRunCreated   = "team_20261201120000_000000000000beef"
 )
 
+// timesClockMs is the recorder's clock of these tests: after every time their files name (1790928000000), as a
+// recorder's clock is after what it imports; a time after the clock counts no deadline from itself
+// (TestFutureTimesDoNotStretchDeadlines).
+const timesClockMs = 1791000000000
+
 // writeDamagedTimes writes a finished run with a damaged time in every
 // place pi-crew writes one, and the reports each must give.
 func writeDamagedTimes(t *testing.T, dir, run, createdAt string) (want []string) {
@@ -245,7 +250,7 @@ func TestDamagedTimesImportAndFollowAgree(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "state", "runs"), 0o755))
 	want := writeDamagedTimes(t, root, timesRunNoCreated, "1e300")
 	want = append(want, writeDamagedTimes(t, root, timesRunCreated, "1790928000000")...)
-	clock := func() time.Time { return time.UnixMilli(1790000000000) }
+	clock := func() time.Time { return time.UnixMilli(timesClockMs) }
 	one, followed, oneReports := importedTwice(t, root, clock)
 	for _, w := range want {
 		var found bool
@@ -272,7 +277,7 @@ func TestDamagedTimesImportAndFollowAgree(t *testing.T) {
 // as soon as it was imported.
 func TestUntimedAdmissionDeadlineImportAndFollowAgree(t *testing.T) {
 	const created = int64(1790928000000)
-	clock := func() time.Time { return time.UnixMilli(1790000000000) }
+	clock := func() time.Time { return time.UnixMilli(timesClockMs) }
 	runs := map[string]int64{timesRunNoCreated: clock().UnixMilli(), timesRunCreated: created} // run → recorded at
 	root := t.TempDir()
 	for run := range runs {
@@ -327,7 +332,7 @@ func TestUntimedAdmissionDeadlineImportAndFollowAgree(t *testing.T) {
 func TestAdmissionTimeoutIsADelegationsBound(t *testing.T) {
 	require.Equal(t, commands.MaxTimeoutSec, maxTimeoutSec, "the bound is crewlog's own delegate.request's")
 	const at = int64(1790928000000)
-	clock := func() time.Time { return time.UnixMilli(1790000000000) }
+	clock := func() time.Time { return time.UnixMilli(timesClockMs) }
 	root := t.TempDir()
 	run := timesRunCreated
 	files := map[string]string{
@@ -368,7 +373,7 @@ func TestAdmissionTimeoutIsADelegationsBound(t *testing.T) {
 func TestAskDeadlineIsPicrewsClamp(t *testing.T) {
 	require.Equal(t, int64(commands.MaxAskTimeoutSec), int64(maxAskTimeoutSec), "the bound is crewlog's own wait.request's")
 	const at = int64(1790928000000)
-	clock := func() time.Time { return time.UnixMilli(1790000000000) }
+	clock := func() time.Time { return time.UnixMilli(timesClockMs) }
 	root := t.TempDir()
 	run := timesRunCreated
 	far, near := int64(9e12), at+600_000
@@ -396,21 +401,61 @@ func TestAskDeadlineIsPicrewsClamp(t *testing.T) {
 	}
 	latest := at + maxAskTimeoutSec*1000
 	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
-		deadlines := map[string]int64{}
-		forEachEvent(t, l, func(ev *eventlog.Event) {
-			switch ev.Type {
-			case events.TypeTaskWaiting, events.TypeAskRequested:
-				p, err := events.DecodePayload(ev.Type, ev.SchemaVersion, ev.Payload)
-				require.NoError(t, err)
-				if w, ok := p.(*events.TaskWaiting); ok {
-					deadlines[ev.Type+" "+w.QuestionID] = w.Deadline
-				} else {
-					deadlines[ev.Type+" "+p.(*events.AskRequested).QuestionID] = p.(*events.AskRequested).Deadline
-				}
-			}
-		})
 		require.Equal(t, map[string]int64{
 			"task.waiting q1": latest, "ask.requested q1": latest, "task.waiting q2": near, "ask.requested q2": near,
-		}, deadlines, name)
+		}, recordedDeadlines(t, l), name)
 	}
+}
+
+// recordedDeadlines is the deadline of every delegate.admitted, task.waiting and ask.requested l holds, by "type id"
+// (the subId, or the questionId).
+func recordedDeadlines(t *testing.T, l *eventlog.Log) map[string]int64 {
+	deadlines := map[string]int64{}
+	forEachEvent(t, l, func(ev *eventlog.Event) {
+		switch ev.Type {
+		case events.TypeDelegateAdmitted, events.TypeTaskWaiting, events.TypeAskRequested:
+			p, err := events.DecodePayload(ev.Type, ev.SchemaVersion, ev.Payload)
+			require.NoError(t, err)
+			switch p := p.(type) {
+			case *events.DelegateAdmitted:
+				deadlines[ev.Type+" "+p.SubID] = p.Deadline
+			case *events.TaskWaiting:
+				deadlines[ev.Type+" "+p.QuestionID] = p.Deadline
+			case *events.AskRequested:
+				deadlines[ev.Type+" "+p.QuestionID] = p.Deadline
+			}
+		}
+	})
+	return deadlines
+}
+
+// TestFutureTimesDoNotStretchDeadlines: a line's time is the files' as much as its deadline, and any time up to 2255
+// is recorded. A delegation's deadline and a question's clamp counted from it, so a line dated two centuries ahead
+// held a slot of the daemon-wide pool, or kept a question pending, that long. They count from the importer's clock
+// when the line's time is later (crewd's import.append holds a follower's writes to the same, from its own clock).
+func TestFutureTimesDoNotStretchDeadlines(t *testing.T) {
+	const created, ahead = int64(1790000000000), int64(8e12)
+	clock := func() time.Time { return time.UnixMilli(created) }
+	root := t.TempDir()
+	run := timesRunCreated
+	files := map[string]string{
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
+			fmt.Sprintf(`"status":"running","cwd":"/srv/app","createdAt":%d}`, created),
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","agent":"planner","status":"running"}]`,
+		"state/runs/" + run + "/events.jsonl": fmt.Sprintf(`{"time":%d,"type":"task.started","taskId":"01_plan","metadata":{"seq":1}}`, created) + "\n" +
+			fmt.Sprintf(`{"time":%d,"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"s1","timeoutSec":60},"metadata":{"seq":2}}`, ahead) + "\n" +
+			fmt.Sprintf(`{"time":%d,"type":"ask.requested","taskId":"01_plan","message":"?","data":{"questionId":"q1","deadline":%d},"metadata":{"seq":3}}`, ahead, ahead+600_000) + "\n",
+	}
+	for p, b := range files {
+		full := filepath.Join(root, filepath.FromSlash(p))
+		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+		require.NoError(t, os.WriteFile(full, []byte(b), 0o644))
+	}
+	l := openFuzzStore(t)
+	defer l.Close()
+	_, err := Import(l, root, &Options{Clock: clock})
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{
+		"delegate.admitted s1": created + 60_000, "ask.requested q1": created + maxAskTimeoutSec*1000,
+	}, recordedDeadlines(t, l))
 }
