@@ -195,19 +195,18 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 			}
 			subIDs = append(subIDs, a.SubID)
 		}
+		// NB: the source time, but never after the engine clock: the source writes it as freely as the rest (up to
+		// the year 2255), and what counts from an event's time moved with it — a delegation's deadline held its
+		// slot, a question's kept its run parked, a slot refusal held every other run to its share, for centuries.
 		at := env.Now
 		if ie.TimeMs > 0 {
-			at = ie.TimeMs * 1e6
+			at = min(ie.TimeMs*1e6, env.Now)
 		}
-		// NB: a deadline counts from the event's time only up to the engine clock: the source writes the time as
-		// freely as the deadline (up to the year 2255), and a bound that moved with it held a slot, or kept a
-		// question pending, for as long.
-		from := min(at, env.Now) / 1e6
-		payload, err := importedAdmission(ie.Payload, from)
+		payload, err := importedAdmission(ie.Payload, at/1e6)
 		if err != nil {
 			return Decision{}, badParams("import.append: event %d: %v", i, err)
 		}
-		payload = importedAskDeadline(payload, from)
+		payload = importedAskDeadline(payload, at/1e6)
 		out = append(out, events.Event{
 			Stream: c.RunID, Type: ie.Type, SchemaVersion: events.SchemaVersion(ie.Type), Time: at,
 			CommandID: env.CommandID, CorrelationID: events.ImportCorrelation + c.Source,
@@ -244,12 +243,12 @@ func admittedBefore(s *projections.State, runID, subID string) bool {
 	return ok
 }
 
-// importedAskDeadline is p, an ask.requested or task.waiting given as a pointer or a struct, as a copy whose
-// deadline is at most MaxAskTimeoutSec after atMs, the time it is recorded at or the engine clock, whichever is
-// earlier: pi-crew's broker clamps every question so (R5), and only the engine clock ends a question nobody answers,
-// so a later one a file names (a damaged or forged line, up to the year 2255) would keep the question pending — its
-// run hot and parked, its task waiting — until then. Any other payload, or a deadline within the clamp, is p itself
-// (a struct given by value comes back as a pointer to its copy). The caller's payload is not changed.
+// importedAskDeadline is p, an ask.requested or task.waiting given as a pointer or a struct, as a copy whose deadline
+// is at most MaxAskTimeoutSec after atMs, the time it is recorded at (never after the engine clock): pi-crew's broker
+// clamps every question so (R5), and only the engine clock ends a question nobody answers, so a later one a file
+// names (a damaged or forged line, up to the year 2255) would keep the question pending — its run hot and parked, its
+// task waiting — until then. Any other payload, or a deadline within the clamp, is p itself (a struct given by value
+// comes back as a pointer to its copy). The caller's payload is not changed.
 func importedAskDeadline(p any, atMs int64) any {
 	latest := atMs + MaxAskTimeoutSec*1000 // NB: atMs is at most maxImportTimeMs: no overflow
 	switch a := p.(type) {
@@ -315,13 +314,13 @@ func checkpointProblem(p any) error {
 }
 
 // importedAdmission is p, or, when p is a delegate.admitted with a timeout and no deadline, or with a deadline past
-// the longest a delegation runs, a copy whose deadline counts from atMs, the time it is recorded at or the engine
-// clock, whichever is earlier: an importer that leaves the time to the daemon (a pi-crew admission with no time, in a
-// run with no createdAt) cannot know it, and a deadline of 0 expires the delegation as soon as it is recorded. The
-// deadline is at most MaxTimeoutSec after atMs (the bound delegate.request and the one-shot import's plan hold to):
-// the admission holds a slot of the daemon-wide pool until the engine clock times it out, so a later deadline a file
-// names (a damaged or forged line, up to the year 2255) would refuse every other run's delegations slots-exhausted
-// until then. The caller's payload is not changed.
+// the longest a delegation runs, a copy whose deadline counts from atMs, the time it is recorded at (never after the
+// engine clock): an importer that leaves the time to the daemon (a pi-crew admission with no time, in a run with no
+// createdAt) cannot know it, and a deadline of 0 expires the delegation as soon as it is recorded. The deadline is at
+// most MaxTimeoutSec after atMs (the bound delegate.request and the one-shot import's plan hold to): the admission
+// holds a slot of the daemon-wide pool until the engine clock times it out, so a later deadline a file names (a
+// damaged or forged line, up to the year 2255) would refuse every other run's delegations slots-exhausted until then.
+// The caller's payload is not changed.
 func importedAdmission(p any, atMs int64) (any, error) {
 	a := admissionOf(p)
 	if a == nil {

@@ -223,6 +223,34 @@ func TestImportedAdmissionHoldsItsSlotNoLongerThanADelegationRuns(t *testing.T) 
 	}
 }
 
+// TestImportedSlotRefusalWaitsNoLongerThanSlotWait: a run refused a slot counts as waiting for one, and holds every
+// other run to its share meanwhile, for SlotWaitSec after the refusal's time. An imported refusal's time is the
+// source's, and any up to 2255 was recorded as written, so one line dated ahead of the engine clock kept its run
+// waiting, and every other run held to its share, until then. An imported event is recorded at the engine clock at
+// the latest.
+func TestImportedSlotRefusalWaitsNoLongerThanSlotWait(t *testing.T) {
+	const now = int64(1790000000000)
+	for name, timeMs := range map[string]int64{"now": now, "ahead of the clock": 8e12} {
+		t.Run(name, func(t *testing.T) {
+			s := projections.New()
+			d, err := Decide(s, &Import{Source: events.ForeignSourcePicrew, RunID: "r1", Events: []ImportedEvent{
+				{Type: events.TypeRunCreated, TimeMs: now, Payload: &events.RunCreated{}},
+				{Type: events.TypeRunRunning, TimeMs: now, Payload: &events.RunRunning{}},
+				{Type: events.TypeDelegateRejected, TimeMs: timeMs,
+					Payload: &events.DelegateRejected{SubID: "s1", Reason: events.ReasonSlotsExhausted}}}},
+				Env{Now: now * 1e6, CommandID: "c1", NewID: func() string { return "x" }})
+			require.NoError(t, err)
+			for i, ev := range d.Events {
+				ev.Position = uint64(i + 1)
+				projections.Apply(s, ev)
+			}
+			wait := int64(s.Config().SlotWaitSec) * 1000
+			require.Equal(t, 1, s.SlotWaiters("r2", now, wait, 1), "refused a slot now, it waits for one")
+			require.Zero(t, s.SlotWaiters("r2", now+wait+1, wait, 1), "it waits no longer than SlotWaitSec")
+		})
+	}
+}
+
 // TestImportSourceIsCountedInChars: a source is bounded in chars, as the broker's import.append counts its param, so
 // one of 64 two-byte chars the broker accepts is not refused by the engine; 65, or one that is not UTF-8, is.
 func TestImportSourceIsCountedInChars(t *testing.T) {

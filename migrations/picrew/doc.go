@@ -66,19 +66,21 @@
 //     and its record imported: an event without a time gets its run's
 //     createdAt, and with neither it is recorded at the clock of what
 //     records it (the import's Options.Clock, the daemon's for a
-//     Follower). A delegation's deadline counts from the time its
-//     admission is recorded at, whichever it is (a Follower's daemon
-//     counts it when the time is its own: commands.Import), or from the
-//     clock when that time is later. Its timeoutSec that puts its
+//     Follower). A time later than the clock of what records it is
+//     recorded at that clock (what counts from an event's time, a
+//     deadline or a run's wait for a slot, would move with it). A
+//     delegation's deadline counts from the time its admission is
+//     recorded at, whichever it is (a Follower's daemon counts it when
+//     the time is its own: commands.Import). Its timeoutSec that puts its
 //     deadline past that range is taken as absent (pi-crew's default) the
 //     same way, and so is one above 86,400 s, which pi-crew and crewlog's
 //     own delegate.request refuse (the admission holds a slot of the
 //     daemon's nested pool until its deadline). A question's deadline
-//     more than 3600 s after the time it is recorded at (or the clock,
-//     when that time is later), which pi-crew's broker never writes, is
-//     taken as that bound and reported: only the engine clock ends a
-//     question nobody answers. Both ways of importing decode every time
-//     with the one rule (flexTime), so they record the same events.
+//     more than 3600 s after the time it is recorded at, which pi-crew's
+//     broker never writes, is taken as that bound and reported: only the
+//     engine clock ends a question nobody answers. Both ways of importing
+//     decode every time with the one rule (flexTime), so they record the
+//     same events.
 //   - A run's writes commit in one atomic append.
 //
 // Import does not lock the pi-crew root (pi-crew must not be writing it)

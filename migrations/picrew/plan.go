@@ -145,6 +145,9 @@ func (p *planner) add(atMs int64, payload any) {
 	if atMs == 0 {
 		atMs = p.r.manifest.CreatedAt.ms
 	}
+	// NB: never after this process's clock, as the daemon records it (commands.Import): what counts from an event's
+	// time (a run's wait for a slot, a deadline) would move with a time the files write ahead, up to 2255.
+	atMs = min(atMs, p.now().UnixMilli())
 	p.cur.items = append(p.cur.items, Item{Type: typ, TimeMs: atMs, Payload: payload})
 	p.cur.events = append(p.cur.events, eventlog.Event{
 		Stream: p.r.id, Type: typ, SchemaVersion: events.SchemaVersion(typ), Time: atMs * 1e6,

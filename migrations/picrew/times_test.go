@@ -431,8 +431,10 @@ func recordedDeadlines(t *testing.T, l *eventlog.Log) map[string]int64 {
 
 // TestFutureTimesDoNotStretchDeadlines: a line's time is the files' as much as its deadline, and any time up to 2255
 // is recorded. A delegation's deadline and a question's clamp counted from it, so a line dated two centuries ahead
-// held a slot of the daemon-wide pool, or kept a question pending, that long. They count from the importer's clock
-// when the line's time is later (crewd's import.append holds a follower's writes to the same, from its own clock).
+// held a slot of the daemon-wide pool, or kept a question pending, that long (and a slot refusal so dated kept its run
+// waiting for a slot, every other run held to its share). A line is recorded at the importer's clock when its time is
+// later, and its deadlines count from there (crewd's import.append holds a follower's writes to the same, from its
+// own clock).
 func TestFutureTimesDoNotStretchDeadlines(t *testing.T) {
 	const created, ahead = int64(1790000000000), int64(8e12)
 	clock := func() time.Time { return time.UnixMilli(created) }
@@ -458,4 +460,7 @@ func TestFutureTimesDoNotStretchDeadlines(t *testing.T) {
 	require.Equal(t, map[string]int64{
 		"delegate.admitted s1": created + 60_000, "ask.requested q1": created + maxAskTimeoutSec*1000,
 	}, recordedDeadlines(t, l))
+	forEachEvent(t, l, func(ev *eventlog.Event) {
+		require.LessOrEqual(t, ev.Time, created*1e6, "%s is recorded at the clock at the latest", ev.Type)
+	})
 }
