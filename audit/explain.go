@@ -29,7 +29,10 @@ type Decision struct {
 	// a subId existed, the parent task.
 	Subject string `json:"subject,omitempty"`
 	// Recorded and Today are the outcomes, as the log holds it and as
-	// today's code decides it.
+	// today's code decides it. An imported decision (its events carry an
+	// events.ImportCorrelation correlation id) was taken by the system
+	// that recorded it, under its own config: it is not decided again,
+	// Today says so and names that system, and it is never drift.
 	Recorded string `json:"recorded"`
 	Today    string `json:"today"`
 	// Rule is the rule that decided it today, with its inputs.

@@ -15,6 +15,10 @@ import (
 // prompt is recorded only on admission, and no policy check reads it.
 const promptNotRecorded = "(prompt not recorded on a rejection)"
 
+// importedFrom begins Today of an imported decision, which is not decided again; the importing system's name
+// follows.
+const importedFrom = "not decided again: imported from "
+
 // explainGroup re-runs the decision recorded as group against s, the state
 // just before it. ok is false for groups that are not decisions audit
 // explains (run and task transitions, messages, ...).
@@ -63,6 +67,14 @@ func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
 			return explainJob(s, group, d)
 		}
 		return d, false
+	}
+	if source, imported := strings.CutPrefix(first.CorrelationID, events.ImportCorrelation); imported {
+		// NB: another system decided it, under its own config and state (commands.Import records it as it was
+		// mapped): today's policy deciding the request otherwise is no drift of crewlog's.
+		d.Recorded = outcome(group, nil)
+		d.Today = importedFrom + source
+		d.Rule = rule(s, s.Config(), cmd, group, nil)
+		return d, true
 	}
 	env := commands.Env{
 		Config: s.Config(), Now: first.Time, Actor: first.Actor, CommandID: first.CommandID,

@@ -58,6 +58,8 @@ the timeline: position, time, actor, event type and what it meant.
 settlements, expiries, config changes) with today's code against the state
 just before it and the config then in force, says which rule decided it, and
 exits 1 when today's code decides any of them differently (policy drift).
+A decision imported from another system (pi-crew's history) is that
+system's: it is explained from its record and not decided again.
 
 --diff compares the rebuilt state with the newest snapshot, or with the live
 daemon's views when --socket is given (the token from --token-file or

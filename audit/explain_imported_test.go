@@ -1,0 +1,69 @@
+package audit
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// TestExplainImportedDecisions: an imported delegation decision was taken by the system that recorded it, under its
+// config, so replay --explain names it as imported and does not call it drift because crewlog's policy decides the
+// same request otherwise (here: nesting off in crewlog, slots free where the other system found none).
+func TestExplainImportedDecisions(t *testing.T) {
+	const run = "team_20261001090000_0000000000000001"
+	cfg := projections.DefaultConfig()
+	cfg.NestingEnabled = false
+	imp := func(evs ...commands.ImportedEvent) decided {
+		return decided{audittest.Admin, &commands.Import{Source: events.ForeignSourcePicrew, RunID: run, Events: evs}}
+	}
+	at := audittest.Epoch.UnixMilli()
+	w, l, dir := decidedLog(t, []decided{
+		{audittest.Admin, &commands.Configure{Config: cfg}},
+		imp(commands.ImportedEvent{Type: events.TypeRunCreated, TimeMs: at,
+			Payload: &events.RunCreated{Team: "crew", Goal: "g", Cwd: "/r"}}),
+		imp(commands.ImportedEvent{Type: events.TypeTaskCreated, TimeMs: at,
+			Payload: &events.TaskCreated{TaskID: "t1", Role: "explorer", Agent: "explorer", Title: "t1", Cwd: "/r",
+				Kind: events.TaskKindWorkflow, StepID: "s1"}}),
+		imp(commands.ImportedEvent{Type: events.TypeTaskStarted, TimeMs: at, Payload: &events.TaskStarted{TaskID: "t1"}}),
+		imp(commands.ImportedEvent{Type: events.TypeDelegateRequested, TimeMs: at + 1,
+			Payload: &events.DelegateRequested{TaskID: "t1", SubID: "gc-1", Role: "explorer"}}),
+		imp(commands.ImportedEvent{Type: events.TypeDelegateRejected, TimeMs: at + 1,
+			Payload: &events.DelegateRejected{TaskID: "t1", SubID: "gc-1", Reason: events.ReasonSlotsExhausted,
+				Message: "delegate rejected: nested spawn budget exhausted; 2/2 in flight"}}),
+		imp(commands.ImportedEvent{Type: events.TypeDelegateRequested, TimeMs: at + 2,
+			Payload: &events.DelegateRequested{TaskID: "t1", SubID: "gc-2", Role: "explorer"},
+		}, commands.ImportedEvent{Type: events.TypeDelegateRejected, TimeMs: at + 2,
+			Payload: &events.DelegateRejected{TaskID: "t1", SubID: "gc-2", Reason: events.ReasonDepthExceeded,
+				Message: "delegate rejected: spawn depth 2 exceeds maxDepth 1"}}),
+	})
+	l = reopened(t, w, l, dir)
+
+	res, err := Replay(l, ReplayOptions{Explain: true})
+	require.NoError(t, err)
+	require.Zero(t, res.Drift(), "%+v", res.Decisions)
+	var imported []Decision
+	for _, d := range res.Decisions {
+		if d.Run == run && d.Command == "delegate.request" {
+			imported = append(imported, d)
+		}
+	}
+	require.Len(t, imported, 3)
+	for _, d := range imported {
+		require.Equal(t, "not decided again: imported from picrew", d.Today, "#%d", d.Position)
+	}
+	require.Equal(t, "rejected: slots-exhausted", imported[1].Recorded)
+	require.Equal(t, "slots-exhausted: delegate rejected: nested spawn budget exhausted; 2/2 in flight", imported[1].Rule)
+
+	for _, d := range imported {
+		at, _, ok, err := ExplainAt(t.Context(), l, d.Position, nil)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.False(t, at.Drift, "#%d: %+v", d.Position, at)
+		require.Equal(t, "not decided again: imported from picrew", at.Today)
+	}
+}
