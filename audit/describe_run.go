@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/events"
 )
 
-// describeRun tells a run's lifecycle and budget thresholds.
+// describeRun tells a run's lifecycle, budget thresholds and quota refusals.
 func describeRun(ev events.Event) string {
 	switch p := ev.Payload.(type) {
 	case *events.RunCreated:
@@ -23,6 +24,8 @@ func describeRun(ev events.Event) string {
 		return fmt.Sprintf("run budget warning: %d of %d used", p.BudgetUsed, p.BudgetTotal)
 	case *events.RunBudgetAbort:
 		return fmt.Sprintf("run budget abort: %d of %d used", p.BudgetUsed, p.BudgetTotal)
+	case *events.RunQuotaExceeded:
+		return fmt.Sprintf("%s of %s refused: %s", p.Method, orDash(p.TaskID), commands.QuotaRule(*p))
 	}
 	if status, ok := strings.CutPrefix(ev.Type, "run."); ok {
 		var c *events.RunStatusChanged

@@ -1,0 +1,28 @@
+package audit
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/events"
+)
+
+// TestDescribeQuotaRefusal: the timeline tells a quota refusal by the command it refused, its caller and the
+// numbers the check saw, not by its event type alone.
+func TestDescribeQuotaRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		p    events.RunQuotaExceeded
+		want string
+	}{
+		{events.RunQuotaExceeded{Method: "msg.send", TaskID: "t1", Quota: events.QuotaMsgRate, Used: 2, Adding: 1, Max: 2},
+			"msg.send of t1 refused: quota msg-rate: used 2 + adding 1 > max 2"},
+		{events.RunQuotaExceeded{Method: "task.create", TaskID: events.OrchestratorKey, Quota: events.QuotaEvents, Used: 10, Adding: 2, Max: 11},
+			"task.create of " + events.OrchestratorKey + " refused: quota events: used 10 + adding 2 > max 11"},
+		{events.RunQuotaExceeded{Method: "steer.push", Quota: events.QuotaBytes, Used: 900, Adding: 200, Max: 1000},
+			"steer.push of - refused: quota bytes: used 900 + adding 200 > max 1000"},
+	} {
+		ev := events.Event{Type: events.TypeRunQuotaExceeded, Stream: "r1", Payload: &tc.p}
+		require.Equal(t, tc.want, Describe(ev), tc.p.Quota)
+	}
+}
