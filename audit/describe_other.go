@@ -68,7 +68,8 @@ func describeEngine(ev events.Event) string {
 
 // ConfigSummary is the one-line form of the admission knobs; the fair-slot
 // and quota knobs follow when any is set (a log written before they existed
-// has none).
+// has none), the wait methods when they are off, and the job limits in force
+// when any is set.
 func ConfigSummary(c projections.Config) string {
 	cat := "any model"
 	if c.ModelCatalog != nil {
@@ -83,6 +84,15 @@ func ConfigSummary(c projections.Config) string {
 	}
 	if c.QuotaReserve != 0 {
 		s += fmt.Sprintf(" quotaReserve=%d%%", c.QuotaReserve)
+	}
+	if !c.WaitMethodsEnabled {
+		s += " waitMethods=false"
+	}
+	if c.ProxyPayloadBytes != 0 || c.ProxyManifestBytes != 0 || c.ProxyMaxInFlight != 0 || c.ProxyMaxRequests != 0 ||
+		c.RevokedRootLimit != 0 {
+		j := c.JobLimits()
+		s += fmt.Sprintf(" proxyPayloadBytes=%d proxyManifestBytes=%d proxyMaxInFlight=%d proxyMaxRequests=%d revokedRootLimit=%d",
+			j.PayloadBytes, j.ManifestBytes, j.MaxInFlight, j.MaxRequests, j.RevokedRoots)
 	}
 	return s
 }

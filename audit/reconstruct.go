@@ -372,7 +372,8 @@ func settlementRule(s *projections.State, cfg projections.Config, cmd commands.C
 	return b.String()
 }
 
-// configChange lists the knobs that differ.
+// configChange lists the knobs that differ. A job limit shows as the config holds it: 0 keeps the dispatcher's
+// value (projections.Config.JobLimits).
 func configChange(from, to projections.Config) string {
 	var ch []string
 	add := func(name string, a, b any) {
@@ -400,6 +401,12 @@ func configChange(from, to projections.Config) string {
 	add("quotaMsgsPerMin", from.QuotaMsgsPerMin, to.QuotaMsgsPerMin)
 	add("quotaReserve", from.QuotaReserve, to.QuotaReserve)
 	add("budgetMode", budgetMode(from.BudgetMode), budgetMode(to.BudgetMode))
+	add("waitMethods", from.WaitMethodsEnabled, to.WaitMethodsEnabled)
+	add("proxyPayloadBytes", from.ProxyPayloadBytes, to.ProxyPayloadBytes)
+	add("proxyManifestBytes", from.ProxyManifestBytes, to.ProxyManifestBytes)
+	add("proxyMaxInFlight", from.ProxyMaxInFlight, to.ProxyMaxInFlight)
+	add("proxyMaxRequests", from.ProxyMaxRequests, to.ProxyMaxRequests)
+	add("revokedRootLimit", from.RevokedRootLimit, to.RevokedRootLimit)
 	if len(ch) == 0 {
 		return "none"
 	}
