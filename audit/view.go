@@ -65,6 +65,9 @@ func CompareSnapshot(l *eventlog.Log, rebuilt *projections.State, run string) (S
 	if err != nil {
 		return SnapshotDiff{}, fmt.Errorf("audit: snapshot at %d: %w", snap.Position, err)
 	}
+	// NB: the snapshot holds the runs gone cold as summaries, their records in the log: read back from it as the
+	// daemon reads them, or they would be missing from the snapshot's side when no tail is folded into it.
+	loaded.SetColdStore(projections.NewColdStore(l, 0))
 	left := rebuilt
 	if rebuilt.Position >= snap.Position {
 		if err := projections.Replay(loaded, l, rebuilt.Position); err != nil {
