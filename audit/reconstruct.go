@@ -295,6 +295,10 @@ func admissionRule(s *projections.State, runID string, p *events.DelegateAdmitte
 		return "admitted"
 	}
 	checks := fmt.Sprintf("depth %d <= %d, slots %d/%d", pol.ChildDepth, pol.MaxDepth, pol.Held, pol.Capacity)
+	if pol.Waiting > 0 {
+		// NB: the fair-slot rule decided too: with other runs waiting, a run at its share is refused.
+		checks += fmt.Sprintf(", the run holds %d < its share %d while %d other run(s) wait", pol.RunHeld, pol.SlotShare, pol.Waiting)
+	}
 	if p.Unmetered {
 		why := "the run has no budgetTotal and the parent no allocation"
 		if run, ok := s.Run(runID); ok && run.BudgetUnlimited {

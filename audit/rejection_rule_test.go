@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // A parent-not-running rejection is explained by what made the parent unable to delegate: its own status, its
@@ -40,5 +41,23 @@ func TestRejectionRuleSlotRefusedOtherwise(t *testing.T) {
 		p := &events.DelegateRejected{Reason: tc.reason, Policy: &events.Policy{
 			Held: 4, Capacity: 4, RunHeld: 2, SlotShare: 2, Waiting: 1, Otherwise: tc.otherwise}}
 		require.Equal(t, tc.want, RejectionRule(p), tc.otherwise)
+	}
+}
+
+// An admission made while other runs waited for a slot passed the fair-slot rule: the run held less than its share.
+// Its explanation says so with the inputs the decision recorded, as a refusal by that rule does.
+func TestAdmissionRuleSlotShare(t *testing.T) {
+	for _, tc := range []struct {
+		waiting, runHeld, share int
+		want                    string
+	}{
+		{0, 0, 0, "admitted: unmetered (the run has no budgetTotal and the parent no allocation; unmeteredDelegates=allow), " +
+			"depth 2 <= 4, slots 1/2"},
+		{1, 0, 1, "admitted: unmetered (the run has no budgetTotal and the parent no allocation; unmeteredDelegates=allow), " +
+			"depth 2 <= 4, slots 1/2, the run holds 0 < its share 1 while 1 other run(s) wait"},
+	} {
+		p := &events.DelegateAdmitted{Unmetered: true, Policy: &events.Policy{ChildDepth: 2, MaxDepth: 4, Held: 1, Capacity: 2,
+			UnmeteredDelegates: events.UnmeteredAllow, Waiting: tc.waiting, RunHeld: tc.runHeld, SlotShare: tc.share}}
+		require.Equal(t, tc.want, admissionRule(projections.New(), "r1", p), "waiting %d", tc.waiting)
 	}
 }
