@@ -4,14 +4,16 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
 
 // ExplainReach is how many events of its stream before a position ExplainAt
-// reads to find the whole decision holding it: a decision's events are one
-// command's, a handful.
+// reads first to find the whole decision holding it: a decision's events are
+// one command's, most often a handful (decisionAt reads further back for a
+// longer one).
 const ExplainReach = 64
 
 // ExplainAt explains the recorded decision holding position pos, as Replay
@@ -71,28 +73,52 @@ type RunStates interface {
 	Keep(s *projections.State)
 }
 
+// maxExplainReach bounds how far back decisionAt reads: the longest decision audit re-runs is a job's disconnect,
+// an event per call in flight (at most commands.MaxProxyMaxInFlight). A longer command (a run's end, cancelling
+// each of its tasks) is no decision audit re-runs, and its events are not all read.
+const maxExplainReach = 2 * commands.MaxProxyMaxInFlight
+
 // decisionAt returns the events of the decision holding pos, grouped as
 // Replay groups them: the events of pos's stream read from ExplainReach
 // before it, split where sameDecision splits them or where the positions
 // are not consecutive (another stream's event between two of them closes a
-// decision in the whole log too). nil when pos is past the head.
+// decision in the whole log too). A decision that reaches back to the first
+// event read may begin before it (a job's disconnect writes an event per
+// call in flight), so the read goes back twice as far until the decision
+// begins after its first event, the stream's first event is read, or
+// maxExplainReach is. nil when pos is past the head.
 func decisionAt(l *eventlog.Log, pos uint64) ([]events.Event, error) {
 	rec, err := l.Event(pos)
 	if err != nil {
 		return nil, err
 	}
-	from := uint64(1) // a stream version
-	if rec.StreamVersion > ExplainReach {
-		from = rec.StreamVersion - ExplainReach
+	for reach := uint64(ExplainReach); ; reach *= 2 {
+		from := uint64(1) // a stream version
+		if rec.StreamVersion > reach {
+			from = rec.StreamVersion - reach
+		}
+		group, begun, err := readDecision(l, rec.Stream, from, pos)
+		if err != nil || begun || from == 1 || reach >= maxExplainReach {
+			return group, err
+		}
 	}
-	it := l.ReadStream(rec.Stream, from)
+}
+
+// readDecision is decisionAt's read of stream from version from. begun
+// reports that the decision begins after the first event read, so none of
+// it lies before from.
+func readDecision(l *eventlog.Log, stream string, from, pos uint64) (group []events.Event, begun bool, err error) {
+	it := l.ReadStream(stream, from)
 	defer it.Close()
-	var group []events.Event
+	var first uint64 // position of the first event read
 	for it.Next() {
 		e := it.Event()
 		ev, err := projections.FromLog(e)
 		if err != nil {
-			return nil, err
+			return nil, false, err
+		}
+		if first == 0 {
+			first = ev.Position
 		}
 		if n := len(group); n > 0 && (ev.Position != group[n-1].Position+1 || !sameDecision(group[0], group[n-1], ev)) {
 			if group[n-1].Position >= pos {
@@ -103,12 +129,12 @@ func decisionAt(l *eventlog.Log, pos uint64) ([]events.Event, error) {
 		group = append(group, ev)
 	}
 	if err := it.Close(); err != nil {
-		return nil, fmt.Errorf("audit: explain position %d: %w", pos, err)
+		return nil, false, fmt.Errorf("audit: explain position %d: %w", pos, err)
 	}
 	if len(group) == 0 || group[0].Position > pos {
-		return nil, nil
+		return nil, true, nil
 	}
-	return group, nil
+	return group, group[0].Position != first, nil
 }
 
 // policyOf is the policy inputs a request decision recorded, nil for
