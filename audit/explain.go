@@ -23,7 +23,8 @@ type Decision struct {
 	Run      string    `json:"run"`
 	Actor    string    `json:"actor"`
 	// Command is what was decided: delegate.request, delegate.settle,
-	// delegate.expire or engine.configure.
+	// delegate.expire, engine.configure, a job's command, the command a
+	// quota refused, or a wait method a policy switch refused.
 	Command string `json:"command"`
 	// Subject is the delegation (subId) or, for a request rejected before
 	// a subId existed, the parent task.

@@ -55,6 +55,15 @@ func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
 		}
 		cmd = &commands.QuotaRecheck{RunID: first.Stream, Recorded: *p}
 		d.Command, d.Subject = p.Method, p.TaskID
+	case events.TypePolicyAction:
+		p := events.PayloadAs[events.PolicyAction](first)
+		if p == nil {
+			return d, false
+		}
+		if cmd = waitMethodFrom(first.Stream, p); cmd == nil {
+			return d, false
+		}
+		d.Command, d.Subject = p.Action, p.TaskID
 	case events.TypeMailboxAppended:
 		var ok bool
 		if cmd, id, ok = settlementFrom(group); !ok {
@@ -150,6 +159,22 @@ func requestFrom(group []events.Event) (*commands.DelegateRequest, string) {
 	return c, sub
 }
 
+// waitMethodFrom rebuilds the wait method a policy switch refused (policy.action): the switch is checked before
+// anything the method carries is read, so the question and its id, which the refusal does not record, decide
+// nothing. nil for an action audit does not know.
+func waitMethodFrom(run string, p *events.PolicyAction) commands.Command {
+	switch p.Action {
+	case "wait.request":
+		return &commands.WaitRequest{RunID: run, TaskID: p.TaskID, Question: notRecorded}
+	case "wait.resolve":
+		return &commands.WaitResolve{RunID: run, TaskID: p.TaskID, QuestionID: notRecorded}
+	}
+	return nil
+}
+
+// notRecorded stands in for a parameter a refusal does not record and its rule does not read.
+const notRecorded = "(not recorded)"
+
 // settlementFrom rebuilds a delegate.settle (or, for a timeout the engine
 // clock decided, a delegate.expire) from its events: the result message, an
 // optional charge and the terminal event. id is what the decision minted:
@@ -224,6 +249,8 @@ func outcome(evs []events.Event, err error) string {
 			parts = append(parts, "config changed")
 		case *events.RunQuotaExceeded:
 			parts = append(parts, "refused: "+p.Quota+" quota")
+		case *events.PolicyAction:
+			parts = append(parts, "refused: "+p.Reason)
 		case *events.MailboxAppended:
 			if p.Rerouted {
 				parts = append(parts, "result rerouted to the run inbox")
@@ -273,6 +300,12 @@ func rule(s *projections.State, cfg projections.Config, cmd commands.Command, ev
 			return "config unchanged: nothing recorded"
 		}
 		return "config change: " + configChange(s.Config(), c.Config)
+	case *commands.WaitRequest, *commands.WaitResolve:
+		for _, ev := range evs {
+			if p, ok := ev.Payload.(*events.PolicyAction); ok {
+				return fmt.Sprintf("%s (%s)", p.Reason, p.Policy)
+			}
+		}
 	case *commands.QuotaRecheck:
 		for _, ev := range evs {
 			if p, ok := ev.Payload.(*events.RunQuotaExceeded); ok {
