@@ -49,7 +49,9 @@ func (a *app) diffState(ctx context.Context, dir string, l *eventlog.Log, s *pro
 }
 
 // liveView asks the daemon for the views of every run the rebuilt state
-// knows (or of run alone), in the shape of audit.View.
+// knows (or of run alone), in the shape of audit.View, and lists after them
+// every run only the daemon holds (not with run), by its summary alone:
+// the rebuilt side has nothing of it to compare.
 func liveView(ctx context.Context, b Broker, s *projections.State, run string) (audit.View, error) {
 	v := audit.View{Runs: []audit.RunView{}}
 	if err := call(ctx, b, "query.slots", map[string]any{}, &v.Slots); err != nil {
@@ -66,7 +68,36 @@ func liveView(ctx context.Context, b Broker, s *projections.State, run string) (
 		}
 		v.Runs = append(v.Runs, rv)
 	}
-	return v, nil
+	if run != "" {
+		return v, nil
+	}
+	theirs, err := daemonRuns(ctx, b)
+	for _, r := range theirs {
+		if _, known := s.Run(r.RunID); !known {
+			v.Runs = append(v.Runs, audit.RunView{Run: r})
+		}
+	}
+	return v, err
+}
+
+// daemonRuns lists the daemon's runs, in creation order, following query.runs's cursor.
+func daemonRuns(ctx context.Context, b Broker) ([]projections.Run, error) {
+	var runs []projections.Run
+	p := map[string]any{"limit": maxPageLimit}
+	for {
+		var page runsPage
+		if err := call(ctx, b, "query.runs", p, &page); err != nil {
+			return runs, err
+		}
+		runs = append(runs, page.Runs...)
+		if page.NextCursor == "" {
+			return runs, nil
+		}
+		if page.NextCursor == p["cursor"] || len(page.Runs) == 0 {
+			return runs, problemf("query.runs: the daemon returned cursor %q again", page.NextCursor)
+		}
+		p["cursor"] = page.NextCursor
+	}
 }
 
 // fetchRun asks the daemon for a run's views: all of them, or only the
