@@ -7,7 +7,8 @@ import (
 )
 
 // describeBudget tells the ledger: a reservation is the spend (no refund),
-// a charge is usage above the reservation.
+// a charge is usage above the reservation, less what the parent's grant
+// could not cover (nested budget mode).
 func describeBudget(ev events.Event) string {
 	switch ev.Type {
 	case events.TypeBudgetReserved:
@@ -16,8 +17,12 @@ func describeBudget(ev events.Event) string {
 		}
 	case events.TypeBudgetCharged:
 		if p := events.PayloadAs[events.BudgetCharged](ev); p != nil {
-			return fmt.Sprintf("budget charged %d over the reservation to %s (used %d, reserved %d)",
+			s := fmt.Sprintf("budget charged %d over the reservation to %s (used %d, reserved %d)",
 				p.Tokens, p.TaskID, p.UsageTokens, p.ReservedTokens)
+			if p.Uncharged > 0 {
+				s += fmt.Sprintf(", %d uncharged: a charge stops at what the parent may still spend", p.Uncharged)
+			}
+			return s
 		}
 	}
 	return ev.Type

@@ -26,3 +26,20 @@ func TestDescribeQuotaRefusal(t *testing.T) {
 		require.Equal(t, tc.want, Describe(ev), tc.p.Quota)
 	}
 }
+
+// TestDescribeCappedCharge: a charge that stopped at the parent's grant (nested budget mode) tells the excess it
+// could not cover, which the usage and the reservation it shows would otherwise put on the ledger.
+func TestDescribeCappedCharge(t *testing.T) {
+	for _, tc := range []struct {
+		p    events.BudgetCharged
+		want string
+	}{
+		{events.BudgetCharged{TaskID: "t1", SubID: "gc-1", Tokens: 4000, UsageTokens: 5000, ReservedTokens: 1000},
+			"budget charged 4000 over the reservation to t1 (used 5000, reserved 1000)"},
+		{events.BudgetCharged{TaskID: "t1", SubID: "gc-1", Tokens: 100, UsageTokens: 5000, ReservedTokens: 1000, Uncharged: 3900},
+			"budget charged 100 over the reservation to t1 (used 5000, reserved 1000), 3900 uncharged: a charge stops at what the parent may still spend"},
+	} {
+		ev := events.Event{Type: events.TypeBudgetCharged, Stream: "r1", Payload: &tc.p}
+		require.Equal(t, tc.want, Describe(ev), "uncharged %d", tc.p.Uncharged)
+	}
+}
