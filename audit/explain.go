@@ -24,7 +24,8 @@ type Decision struct {
 	Actor    string    `json:"actor"`
 	// Command is what was decided: delegate.request, delegate.settle,
 	// delegate.expire, engine.configure, a job's command, the command a
-	// quota refused, or a wait method a policy switch refused.
+	// quota refused, a wait method a policy switch refused, or a
+	// task.usage that crossed a threshold of its run's budget.
 	Command string `json:"command"`
 	// Subject is the delegation (subId) or, for a request rejected before
 	// a subId existed, the parent task.

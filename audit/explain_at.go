@@ -73,20 +73,19 @@ type RunStates interface {
 	Keep(s *projections.State)
 }
 
-// maxExplainReach bounds how far back decisionAt reads: the longest decision audit re-runs is a job's disconnect,
-// an event per call in flight (at most commands.MaxProxyMaxInFlight). A longer command (a run's end, cancelling
-// each of its tasks) is no decision audit re-runs, and its events are not all read.
-const maxExplainReach = 2 * commands.MaxProxyMaxInFlight
+// maxExplainReach bounds how far back decisionAt reads: the longest decisions audit re-runs are a run's budget
+// abort (an event per live task, at most commands.MaxLiveTasksPerRun, and per delegation in flight, at most the
+// pool's commands.MaxMaxSlots) and a job's disconnect (an event per call in flight, at most
+// commands.MaxProxyMaxInFlight, fewer). A longer command is no decision audit re-runs, and its events are not all
+// read.
+const maxExplainReach = 2 * (commands.MaxLiveTasksPerRun + commands.MaxMaxSlots)
 
-// decisionAt returns the events of the decision holding pos, grouped as
-// Replay groups them: the events of pos's stream read from ExplainReach
-// before it, split where sameDecision splits them or where the positions
-// are not consecutive (another stream's event between two of them closes a
-// decision in the whole log too). A decision that reaches back to the first
-// event read may begin before it (a job's disconnect writes an event per
-// call in flight), so the read goes back twice as far until the decision
-// begins after its first event, the stream's first event is read, or
-// maxExplainReach is. nil when pos is past the head.
+// decisionAt returns the events of the decision holding pos, grouped as Replay groups them: the events of pos's
+// stream read from ExplainReach before it, split where sameDecision splits them or where the positions are not
+// consecutive (another stream's event between two of them closes a decision in the whole log too). A decision that
+// reaches back to the first event read may begin before it (a job's disconnect writes an event per call in flight,
+// a budget abort one per live task), so the read goes back twice as far until the decision begins after its first
+// event, the stream's first event is read, or maxExplainReach is. nil when pos is past the head.
 func decisionAt(l *eventlog.Log, pos uint64) ([]events.Event, error) {
 	rec, err := l.Event(pos)
 	if err != nil {

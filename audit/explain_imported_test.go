@@ -43,27 +43,13 @@ func TestExplainImportedDecisions(t *testing.T) {
 	})
 	l = reopened(t, w, l, dir)
 
-	res, err := Replay(l, ReplayOptions{Explain: true})
-	require.NoError(t, err)
-	require.Zero(t, res.Drift(), "%+v", res.Decisions)
-	var imported []Decision
-	for _, d := range res.Decisions {
-		if d.Run == run && d.Command == "delegate.request" {
-			imported = append(imported, d)
-		}
-	}
+	imported := explainedDecisions(t, l, "delegate.request")
 	require.Len(t, imported, 3)
 	for _, d := range imported {
+		require.False(t, d.Drift, "#%d: %+v", d.Position, d.Differences)
 		require.Equal(t, "not decided again: imported from picrew", d.Today, "#%d", d.Position)
 	}
 	require.Equal(t, "rejected: slots-exhausted", imported[1].Recorded)
 	require.Equal(t, "slots-exhausted: delegate rejected: nested spawn budget exhausted; 2/2 in flight", imported[1].Rule)
-
-	for _, d := range imported {
-		at, _, ok, err := ExplainAt(t.Context(), l, d.Position, nil)
-		require.NoError(t, err)
-		require.True(t, ok)
-		require.False(t, at.Drift, "#%d: %+v", d.Position, at)
-		require.Equal(t, "not decided again: imported from picrew", at.Today)
-	}
+	requireExplainedAtAlike(t, l, imported)
 }

@@ -35,14 +35,7 @@ func TestExplainWaitMethodsRefusal(t *testing.T) {
 			Policy: events.PolicyWaitMethodsOff}}))
 	l = reopened(t, w, l, dir)
 
-	res, err := Replay(l, ReplayOptions{Explain: true})
-	require.NoError(t, err)
-	var refusals []Decision
-	for _, d := range res.Decisions {
-		if d.Command == "wait.request" || d.Command == "wait.resolve" {
-			refusals = append(refusals, d)
-		}
-	}
+	refusals := explainedDecisions(t, l, "wait.request", "wait.resolve")
 	require.Len(t, refusals, 3)
 	for i, d := range refusals {
 		require.Equal(t, "t1", d.Subject)

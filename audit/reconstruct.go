@@ -3,6 +3,7 @@ package audit
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -55,6 +56,14 @@ func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
 		}
 		cmd = &commands.QuotaRecheck{RunID: first.Stream, Recorded: *p}
 		d.Command, d.Subject = p.Method, p.TaskID
+	case events.TypeTaskUsage:
+		p := events.PayloadAs[events.TaskUsage](first)
+		if p == nil || len(group) == 1 {
+			return d, false // NB: a report that crossed no threshold of its run's budget decided nothing
+		}
+		cmd = &commands.TaskUsage{RunID: first.Stream, TaskID: p.TaskID, Input: p.Input, Output: p.Output,
+			CacheRead: p.CacheRead, CacheWrite: p.CacheWrite, Cost: p.Cost, Turns: p.Turns}
+		d.Command, d.Subject = cmd.Kind(), p.TaskID
 	case events.TypePolicyAction:
 		p := events.PayloadAs[events.PolicyAction](first)
 		if p == nil {
@@ -251,6 +260,18 @@ func outcome(evs []events.Event, err error) string {
 			parts = append(parts, "refused: "+p.Quota+" quota")
 		case *events.PolicyAction:
 			parts = append(parts, "refused: "+p.Reason)
+		case *events.RunBudgetWarning:
+			parts = append(parts, "budget warning")
+		case *events.TaskBudgetFairShare:
+			parts = append(parts, "fair share passed")
+		case *events.RunBudgetAbort:
+			parts = append(parts, "budget abort")
+		case *events.TaskCancelled:
+			parts = append(parts, p.TaskID+" cancelled")
+		case *events.TaskSkipped:
+			parts = append(parts, p.TaskID+" skipped")
+		case *events.RunFailed:
+			parts = append(parts, "run failed")
 		case *events.MailboxAppended:
 			if p.Rerouted {
 				parts = append(parts, "result rerouted to the run inbox")
@@ -306,6 +327,8 @@ func rule(s *projections.State, cfg projections.Config, cmd commands.Command, ev
 				return fmt.Sprintf("%s (%s)", p.Reason, p.Policy)
 			}
 		}
+	case *commands.TaskUsage:
+		return budgetRule(s, c, evs)
 	case *commands.QuotaRecheck:
 		for _, ev := range evs {
 			if p, ok := ev.Payload.(*events.RunQuotaExceeded); ok {
@@ -341,6 +364,35 @@ func admissionRule(s *projections.State, runID string, p *events.DelegateAdmitte
 	}
 	return fmt.Sprintf("admitted: metered (budget mode %s), within grant (reserves %d of remaining %s), %s",
 		budgetMode(pol.BudgetMode), pol.Requested, remainingInputs(pol), checks)
+}
+
+// budgetRule names the thresholds of its run's budget a usage report crossed, with the numbers compared: the
+// thresholds are the run's (its manifest's budgetWarning and budgetAbort fractions) or the defaults.
+func budgetRule(s *projections.State, c *commands.TaskUsage, evs []events.Event) string {
+	run, _ := s.Run(c.RunID)
+	percent := func(f *float64, def float64) float64 {
+		if f != nil {
+			def = *f
+		}
+		return math.Round(def*1e4) / 1e2
+	}
+	var rules []string
+	for _, ev := range evs {
+		switch p := ev.Payload.(type) {
+		case *events.RunBudgetWarning:
+			rules = append(rules, fmt.Sprintf("run budget %d of %d used >= the warning at %g%%", p.BudgetUsed, p.BudgetTotal,
+				percent(run.BudgetWarning, commands.DefaultBudgetWarning)))
+		case *events.RunBudgetAbort:
+			rules = append(rules, fmt.Sprintf("run budget %d of %d used >= the abort at %g%%: its live tasks end and the run fails",
+				p.BudgetUsed, p.BudgetTotal, percent(run.BudgetAbort, commands.DefaultBudgetAbort)))
+		case *events.TaskBudgetFairShare:
+			rules = append(rules, fmt.Sprintf("task %s uses %d > half the run budget", p.TaskID, p.TaskUsage))
+		}
+	}
+	if len(rules) == 0 {
+		return "no threshold of the run's budget crossed today"
+	}
+	return strings.Join(rules, "; ")
 }
 
 // budgetMode names a recorded budget mode; absent is the default.

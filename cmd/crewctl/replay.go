@@ -55,7 +55,8 @@ position) or --at (RFC3339: the last event at or before that time) and prints
 the timeline: position, time, actor, event type and what it meant.
 
 --explain re-runs every recorded decision (admissions and rejections,
-settlements, expiries, config changes) with today's code against the state
+settlements, expiries, config changes, a run budget's thresholds crossed,
+job, quota and policy refusals) with today's code against the state
 just before it and the config then in force, says which rule decided it, and
 exits 1 when today's code decides any of them differently (policy drift).
 A decision imported from another system (pi-crew's history) is that
