@@ -7,7 +7,9 @@ import (
 )
 
 // upgradeChunk bounds the keys a format step holds in one batch before it
-// commits them, so a step over a large store does not build one huge batch.
+// commits them, so a step over a large store does not build one huge batch;
+// but a snapshot's chunks, held until the deletion of its whole key
+// (ChunkSnapshots), which adds the snapshot to the batch whatever its size.
 // A variable only so that a test can make a step span its batches cheaply.
 var upgradeChunk = 1024
 

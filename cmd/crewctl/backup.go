@@ -35,7 +35,8 @@ func (a *app) backupCmd() *cobra.Command {
 exist, nor lie inside the store) as a data directory (DIR/store, and
 DIR/server.key so the tokens crewd minted stay valid after a restore; the
 admin token is not copied), then verifies the copy. A backup that fails
-before its copy is whole leaves nothing behind.
+before its copy is whole leaves nothing behind (but an online one cut off
+while crewd writes its checkpoint: crewctl says so).
 
 While crewd runs (its socket answers the admin token) the daemon writes the
 checkpoint itself (admin.checkpoint) and keeps serving, and names its
@@ -81,10 +82,11 @@ func inside(path, dir string) bool {
 
 // resolved is the absolute path p with the symbolic links of its longest existing prefix resolved.
 func resolved(p string) string {
-	p, err := filepath.Abs(p)
+	abs, err := filepath.Abs(p)
 	if err != nil {
-		return p
+		return filepath.Clean(p)
 	}
+	p = abs
 	var rest []string
 	for {
 		if r, err := filepath.EvalSymlinks(p); err == nil {
@@ -133,15 +135,7 @@ func (a *app) reachDaemon(ctx context.Context) (Broker, error) {
 	if a.dial == nil {
 		return nil, errors.New("no way to dial crewd")
 	}
-	tok, err := a.token()
-	if err != nil {
-		return nil, err
-	}
-	b, err := a.dial(ctx, a.socket, tok)
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
+	return a.connect(ctx)
 }
 
 // checkpointResult is the answer of admin.checkpoint.
@@ -160,7 +154,12 @@ func (a *app) backupOnline(ctx context.Context, b Broker, dest string) error {
 	}
 	var res checkpointResult
 	if err := call(ctx, b, "admin.checkpoint", map[string]any{"dir": filepath.Join(dest, storeDir)}, &res); err != nil {
-		os.Remove(dest) // still empty: leave nothing half-made behind
+		// NB: refused, crewd wrote nothing and DIR is still empty. Cancelled or cut off, crewctl cannot stop crewd
+		// writing the checkpoint into DIR, nor wait for it: a DIR that is not empty any more is left, and said so.
+		if os.Remove(dest) != nil && !isWireError(err) {
+			return hinted(err, fmt.Sprintf("crewd may still be writing its checkpoint into %s: remove %s once it is done "+
+				"(a copy there has no server.key)", dest, dest))
+		}
 		return err
 	}
 	out := backupOutput{From: a.dataDir, To: dest, Head: res.Head, Online: true}

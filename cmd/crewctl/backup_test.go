@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -138,18 +141,50 @@ func TestBackupSaysWhyCrewdWasNotReached(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args []string
+		why  string // what the error names as the cause
 	}{
-		{"a token crewd refuses", []string{"--token-file", wrong, "--socket", socket}},
-		{"another socket", []string{"--socket", socket + ".other"}},
-		{"no token file", []string{"--token-file", wrong + ".missing", "--socket", socket}},
+		{"a token crewd refuses", []string{"--token-file", wrong, "--socket", socket}, "hello rejected"},
+		{"another socket", []string{"--socket", socket + ".other"}, socket + ".other"},
+		{"no token file", []string{"--token-file", wrong + ".missing", "--socket", socket}, wrong + ".missing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dest := filepath.Join(t.TempDir(), "backup")
 			r := crewctl(t, dialBroker, append([]string{"backup", dest, "--data", data}, tc.args...)...)
 			require.Equal(t, exitOpen, r.code, r.out+r.err)
 			require.Contains(t, r.err, "could not reach crewd")
+			require.Contains(t, r.err, tc.why)
 			require.NotContains(t, r.err, "crewctl backup takes one through crewd")
 			require.NoDirExists(t, dest)
 		})
 	}
+}
+
+// cutOffCheckpoint is a crewd that starts writing the checkpoint asked of it, then loses the connection.
+type cutOffCheckpoint struct{ Broker }
+
+func (cutOffCheckpoint) Call(_ context.Context, method string, params, _ any) error {
+	if method != "admin.checkpoint" {
+		return fmt.Errorf("unexpected %s", method)
+	}
+	dir := params.(map[string]any)["dir"].(string)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return io.ErrUnexpectedEOF
+}
+
+func (cutOffCheckpoint) Close() error { return nil }
+
+// TestBackupCutOffWhileCrewdWritesSaysSo: an online backup whose call is cut off (the connection lost, the command
+// interrupted) cannot stop crewd writing its checkpoint into DIR; backup removed DIR only when empty and said
+// nothing, so a DIR crewd went on filling was left as a copy with no server.key, unannounced.
+func TestBackupCutOffWhileCrewdWritesSaysSo(t *testing.T) {
+	dest := filepath.Join(t.TempDir(), "backup")
+	tok := filepath.Join(t.TempDir(), "admin.token")
+	require.NoError(t, writeFile(tok, "t0ken"))
+	dial := func(context.Context, string, string) (Broker, error) { return cutOffCheckpoint{}, nil }
+	r := crewctl(t, dial, "backup", dest, "--data", t.TempDir(), "--token-file", tok)
+	require.Equal(t, exitOpen, r.code, r.out+r.err)
+	require.Contains(t, r.err, "crewd may still be writing its checkpoint into "+dest)
+	require.DirExists(t, filepath.Join(dest, storeDir))
 }

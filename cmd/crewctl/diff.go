@@ -71,33 +71,13 @@ func liveView(ctx context.Context, b Broker, s *projections.State, run string) (
 	if run != "" {
 		return v, nil
 	}
-	theirs, err := daemonRuns(ctx, b)
+	theirs, err := callPaged[projections.Run](ctx, b, "query.runs", "runs", "")
 	for _, r := range theirs {
-		if _, known := s.Run(r.RunID); !known {
+		if _, known := s.RunStatus(r.RunID); !known {
 			v.Runs = append(v.Runs, audit.RunView{Run: r})
 		}
 	}
 	return v, err
-}
-
-// daemonRuns lists the daemon's runs, in creation order, following query.runs's cursor.
-func daemonRuns(ctx context.Context, b Broker) ([]projections.Run, error) {
-	var runs []projections.Run
-	p := map[string]any{"limit": maxPageLimit}
-	for {
-		var page runsPage
-		if err := call(ctx, b, "query.runs", p, &page); err != nil {
-			return runs, err
-		}
-		runs = append(runs, page.Runs...)
-		if page.NextCursor == "" {
-			return runs, nil
-		}
-		if page.NextCursor == p["cursor"] || len(page.Runs) == 0 {
-			return runs, problemf("query.runs: the daemon returned cursor %q again", page.NextCursor)
-		}
-		p["cursor"] = page.NextCursor
-	}
 }
 
 // fetchRun asks the daemon for a run's views: all of them, or only the
@@ -169,11 +149,15 @@ func fetchHistory(ctx context.Context, b Broker, runID, taskID string) ([]projec
 	}
 }
 
-// callPaged reads every page of a paged run query ({limit, cursor} →
-// {<key>, nextCursor?}) and returns the items of all of them, in order.
+// callPaged reads every page of a paged query of run runID, or of the
+// daemon's with runID "" ({limit, cursor} → {<key>, nextCursor?}), and
+// returns the items of all of them, in order.
 func callPaged[T any](ctx context.Context, b Broker, method, key, runID string) ([]T, error) {
 	all := []T{}
-	p := map[string]any{"runId": runID, "limit": maxPageLimit}
+	p := map[string]any{"limit": maxPageLimit}
+	if runID != "" {
+		p["runId"] = runID
+	}
 	for {
 		var page map[string]json.RawMessage
 		if err := call(ctx, b, method, p, &page); err != nil {
@@ -194,7 +178,7 @@ func callPaged[T any](ctx context.Context, b Broker, method, key, runID string) 
 			return all, nil
 		}
 		if next == p["cursor"] || len(items) == 0 {
-			return all, problemf("%s: the daemon returned cursor %q again", method, next)
+			return all, problemf("%s: the daemon's page after cursor %q moved on by nothing", method, p["cursor"])
 		}
 		p["cursor"] = next
 	}

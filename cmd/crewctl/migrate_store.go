@@ -39,8 +39,8 @@ the stream has the store's head and hash (so every record and the hash chain
 are identical) and as many outcomes. Snapshots are not copied: crewds rebuild
 their state from the log.
 
---to pebble copies the stream (--nats, --stream) into --data's store, which
-must not exist, and verifies it as 'crewctl verify' does.`,
+--to pebble copies the stream (--nats, --stream) into --data, a new data
+directory, and verifies it as 'crewctl verify' does.`,
 		Args: args(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !a.fromStream() {
@@ -110,8 +110,9 @@ func (a *app) migrateToStream(ctx context.Context, replicas int) error {
 }
 
 func (a *app) migrateToPebble(ctx context.Context) error {
-	if _, err := os.Lstat(storePath(a.dataDir)); err == nil {
-		return usagef("migrate-store: %s exists; name a new data directory", storePath(a.dataDir))
+	existing := storePath(a.dataDir)
+	if _, err := os.Lstat(existing); err == nil {
+		return usagef("migrate-store: %s exists; name a new data directory", existing)
 	}
 	// NB: where crewd opens the store of a data directory; storePath names the directory itself while it holds no
 	// store, and a crewd started on a copy written there made a new, empty store beside it.
@@ -119,7 +120,7 @@ func (a *app) migrateToPebble(ctx context.Context) error {
 	if err := daemon.MakePrivateDir(a.dataDir); err != nil { // as crewd makes it: this user's alone
 		return openErr(fmt.Errorf("crewctl: %w", err))
 	}
-	head, err := a.copyStreamInPlace(ctx, store)
+	head, err := a.copyStreamStaged(ctx, store)
 	if err != nil {
 		os.Remove(a.dataDir) // made above and still empty: the same command can run again
 		return err

@@ -52,11 +52,11 @@ func (a *app) copyStream(ctx context.Context, dest string) (uint64, error) {
 	return head, nil
 }
 
-// copyStreamInPlace copies the whole stream into the new store dest as copyStream does, in a staging directory beside
+// copyStreamStaged copies the whole stream into the new store dest as copyStream does, in a staging directory beside
 // it, and moves the copy to dest only once it is whole. NB: a copy that failed (the stream missing, the connection
 // lost part-way) is a store all the same, empty or holding a prefix of the log, on which crewd would start: what is
 // at dest is whole or not there.
-func (a *app) copyStreamInPlace(ctx context.Context, dest string) (uint64, error) {
+func (a *app) copyStreamStaged(ctx context.Context, dest string) (uint64, error) {
 	stage, err := os.MkdirTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".tmp-")
 	if err != nil {
 		return 0, openErr(fmt.Errorf("crewctl: %w", err))
@@ -102,7 +102,7 @@ func (a *app) backupStream(ctx context.Context, dest string) error {
 		return err
 	}
 	store := filepath.Join(dest, storeDir)
-	head, err := a.copyStreamInPlace(ctx, store)
+	head, err := a.copyStreamStaged(ctx, store)
 	if err != nil {
 		os.Remove(dest) // still empty: the same backup can run again
 		return err

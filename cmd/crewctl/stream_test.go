@@ -61,9 +61,9 @@ func TestMigrateStoreVerifyAndBackupOnAStream(t *testing.T) {
 }
 
 // TestStreamCopyFailingLeavesNoStore: backup --nats and migrate-store --to pebble copy a stream into a store that
-// crewd would start on. A copy that fails (here a stream that does not exist; a connection lost part-way does the same
-// after some events) left the store it had begun, empty or holding a prefix of the log, without a word of it: the
-// same command, run again, was refused because the target existed, and crewd started on the prefix.
+// crewd would start on. A copy that fails (here a stream that does not exist; a connection lost part-way does the
+// same after some events) left the store it had begun, empty or holding a prefix of the log, without a word of it:
+// the same command, run again, was refused because the target existed, and crewd started on the prefix.
 func TestStreamCopyFailingLeavesNoStore(t *testing.T) {
 	srv, err := natslog.StartServer(natslog.ServerOptions{Name: "t", StoreDir: t.TempDir(), Listen: true})
 	require.NoError(t, err)
