@@ -179,18 +179,22 @@ func TestMissingViewsAreKnownKeptBySnapshotsAndWritten(t *testing.T) {
 // and gets its view written once it is cold again.
 func TestAMissingViewOfARunReadBackStaysMissing(t *testing.T) {
 	defer func(n int) { maxQueuedViews = n }(maxQueuedViews)
-	maxQueuedViews = 0 // every run made cold goes without a view
+	queue := maxQueuedViews
+	maxQueuedViews = 0 // every run made cold in the fold goes without a view
 	evs := realisticHistory(1500)
 	l := appendHistory(t, evs)
 	now := evs[len(evs)-1].UnixMilli() + 1
 	s, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: true, Index: true})
 	require.NoError(t, err)
+	maxQueuedViews = queue // a run made cold from now on is queued, but for one read back unchanged
 	id := firstColdRun(t, s)
 	require.True(t, s.store.viewMissing(id))
+	missing := s.store.ViewsMissing()
 
 	_, err = s.FaultIn(id)
 	require.NoError(t, err)
 	require.False(t, s.IsCold(id))
+	require.Equal(t, missing-1, s.store.ViewsMissing(), "a hot run is no cold run missing its view")
 	for _, v := range s.MissingViews(s.ColdRuns() + 1) {
 		require.NotEqual(t, id, v.ID(), "a hot run has no view to write")
 	}
@@ -198,6 +202,7 @@ func TestAMissingViewOfARunReadBackStaysMissing(t *testing.T) {
 
 	require.Equal(t, []string{id}, s.EvictAll(now, 0, 0))
 	require.False(t, s.store.ViewsQueued(), "the unchanged run is not queued again")
+	require.Equal(t, missing, s.store.ViewsMissing())
 	for batch := s.MissingViews(16); len(batch) > 0; batch = s.MissingViews(16) {
 		for _, v := range batch {
 			require.NoError(t, s.store.WriteMissingView(v))

@@ -245,15 +245,15 @@ func (ss *secrets) liveOwners() map[string]bool {
 	return owners
 }
 
-// dropFirstExpiring removes, of the entries that pass keep, the one that expires first (one that never expires
+// dropFirstExpiring removes, of the candidate entries, the one that expires first (one that never expires
 // last). Under ss.mu.
-func (ss *secrets) dropFirstExpiring(keep func(secretEntry) bool) {
+func (ss *secrets) dropFirstExpiring(candidate func(secretEntry) bool) {
 	var (
 		first string
 		at    time.Time
 	)
 	for d, e := range ss.m {
-		if !keep(e) {
+		if !candidate(e) {
 			continue
 		}
 		if first == "" || !e.exp.IsZero() && (at.IsZero() || e.exp.Before(at)) {
