@@ -142,12 +142,7 @@ func (p *planner) add(atMs int64, payload any) {
 	if err != nil {
 		panic(err) // payload structs always encode
 	}
-	if atMs == 0 {
-		atMs = p.r.manifest.CreatedAt.ms
-	}
-	// NB: never after this process's clock, as the daemon records it (commands.Import): what counts from an event's
-	// time (a run's wait for a slot, a deadline) would move with a time the files write ahead, up to 2255.
-	atMs = min(atMs, p.now().UnixMilli())
+	atMs = p.notAhead(cmp.Or(atMs, p.r.manifest.CreatedAt.ms))
 	p.cur.items = append(p.cur.items, Item{Type: typ, TimeMs: atMs, Payload: payload})
 	p.cur.events = append(p.cur.events, eventlog.Event{
 		Stream: p.r.id, Type: typ, SchemaVersion: events.SchemaVersion(typ), Time: atMs * 1e6,
@@ -157,10 +152,16 @@ func (p *planner) add(atMs int64, payload any) {
 
 // recordedAt is the time (unix ms) an event of pi-crew time atMs is
 // recorded at (see flexTime): its own, else its run's createdAt, else the
-// one-shot import's clock; 0 when a follower's daemon is the one to choose.
+// one-shot import's clock, never after this process's clock (notAhead); 0
+// when a follower's daemon is the one to choose.
 func (p *planner) recordedAt(atMs int64) int64 {
-	return cmp.Or(atMs, p.r.manifest.CreatedAt.ms, p.clockMs)
+	return p.notAhead(cmp.Or(atMs, p.r.manifest.CreatedAt.ms, p.clockMs))
 }
+
+// notAhead is ms, or this process's clock when that is earlier. NB: the daemon records an imported event so too
+// (commands.Import): what counts from an event's time (a run's wait for a slot, a deadline) would move with a time
+// the files write ahead, up to 2255.
+func (p *planner) notAhead(ms int64) int64 { return min(ms, p.now().UnixMilli()) }
 
 // deadlineFrom is recordedAt for the range check of a deadline: where the
 // daemon chooses, this process's clock stands in for the daemon's.
@@ -445,16 +446,15 @@ func (p *planner) admit(at int64, parent, subID, role string, depth int, unmeter
 		timeoutSec = defaultTimeoutSec
 	}
 	// The deadline counts from the time the admission is recorded at, as
-	// the engine's own does, or from this process's clock when that time is
-	// later: the files write the time as freely as the timeout, and a
-	// deadline two centuries ahead held its slot of the daemon-wide pool
-	// that long (commands.Import bounds it so too). Unknown here (a
+	// the engine's own does (recordedAt: never after this process's clock,
+	// or a deadline two centuries ahead held its slot of the daemon-wide
+	// pool that long; commands.Import bounds it so too). Unknown here (a
 	// follower's event with no time in a run with no createdAt), it is left
 	// 0 and the daemon counts it from its clock (commands.Import): from 0 it
 	// was 1970, and the delegation expired as soon as it was imported.
 	deadline := int64(0)
 	if from := p.recordedAt(at); from > 0 {
-		deadline = min(from, p.now().UnixMilli()) + int64(timeoutSec*1000)
+		deadline = from + int64(timeoutSec*1000)
 	}
 	p.add(at, &events.DelegateAdmitted{TaskID: parent, SubID: subID, ChildDepth: depth, Role: firstOf(role, "explorer"),
 		Unmetered: unmetered, ReservedTokens: reserved, TimeoutSec: timeoutSec, Deadline: deadline,
@@ -527,10 +527,10 @@ func (p *planner) askEvent(ev *teamEvent, what string, at int64) {
 }
 
 // askDeadline is the deadline a question of event ev, at pi-crew time at, is recorded with: deadline, or, when that
-// is more than maxAskTimeoutSec after the time it is recorded at, or after this process's clock when that time is
-// later (no broker of pi-crew's writes one), that bound, reported.
+// is more than maxAskTimeoutSec after the time it is recorded at (recordedAt; no broker of pi-crew's writes one),
+// that bound, reported.
 func (p *planner) askDeadline(ev *teamEvent, at int64, questionID string, deadline int64) int64 {
-	latest := min(p.deadlineFrom(at), p.now().UnixMilli()) + maxAskTimeoutSec*1000
+	latest := p.deadlineFrom(at) + maxAskTimeoutSec*1000
 	if deadline <= latest {
 		return deadline
 	}

@@ -431,10 +431,10 @@ func recordedDeadlines(t *testing.T, l *eventlog.Log) map[string]int64 {
 
 // TestFutureTimesDoNotStretchDeadlines: a line's time is the files' as much as its deadline, and any time up to 2255
 // is recorded. A delegation's deadline and a question's clamp counted from it, so a line dated two centuries ahead
-// held a slot of the daemon-wide pool, or kept a question pending, that long (and a slot refusal so dated kept its run
-// waiting for a slot, every other run held to its share). A line is recorded at the importer's clock when its time is
-// later, and its deadlines count from there (crewd's import.append holds a follower's writes to the same, from its
-// own clock).
+// held a slot of the daemon-wide pool, or kept a question pending, that long (and a slot refusal so dated kept its
+// run waiting for a slot, every other run held to its share). A line is recorded at the importer's clock when its
+// time is later, and its deadlines count from there (crewd's import.append holds a follower's writes to the same,
+// from its own clock); so a timeout is not taken as absent for a deadline past 2255 it would not have.
 func TestFutureTimesDoNotStretchDeadlines(t *testing.T) {
 	const created, ahead = int64(1790000000000), int64(8e12)
 	clock := func() time.Time { return time.UnixMilli(created) }
@@ -446,7 +446,8 @@ func TestFutureTimesDoNotStretchDeadlines(t *testing.T) {
 		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","agent":"planner","status":"running"}]`,
 		"state/runs/" + run + "/events.jsonl": fmt.Sprintf(`{"time":%d,"type":"task.started","taskId":"01_plan","metadata":{"seq":1}}`, created) + "\n" +
 			fmt.Sprintf(`{"time":%d,"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"s1","timeoutSec":60},"metadata":{"seq":2}}`, ahead) + "\n" +
-			fmt.Sprintf(`{"time":%d,"type":"ask.requested","taskId":"01_plan","message":"?","data":{"questionId":"q1","deadline":%d},"metadata":{"seq":3}}`, ahead, ahead+600_000) + "\n",
+			fmt.Sprintf(`{"time":%d,"type":"ask.requested","taskId":"01_plan","message":"?","data":{"questionId":"q1","deadline":%d},"metadata":{"seq":3}}`, ahead, ahead+600_000) + "\n" +
+			fmt.Sprintf(`{"time":%d,"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"s2","timeoutSec":60},"metadata":{"seq":4}}`, int64(maxTimeMs)-1_000) + "\n",
 	}
 	for p, b := range files {
 		full := filepath.Join(root, filepath.FromSlash(p))
@@ -459,6 +460,7 @@ func TestFutureTimesDoNotStretchDeadlines(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{
 		"delegate.admitted s1": created + 60_000, "ask.requested q1": created + maxAskTimeoutSec*1000,
+		"delegate.admitted s2": created + 60_000,
 	}, recordedDeadlines(t, l))
 	forEachEvent(t, l, func(ev *eventlog.Event) {
 		require.LessOrEqual(t, ev.Time, created*1e6, "%s is recorded at the clock at the latest", ev.Type)
