@@ -233,7 +233,7 @@ func handleProxyResult(cl *call) (any, error) {
 		return nil, p.err
 	}
 	runID := c.id.runID
-	c.charge(int(c.s.eng.Warm(runID)))
+	c.warm(runID)
 	var (
 		q     projections.ProxyRequest
 		found bool

@@ -245,3 +245,7 @@ func (s *Server) charge(k paceKeys, n int) { s.pacer.charge(k, n, s.pacer.now())
 
 // charge counts n units of work done for c against its credential's bucket and its run's.
 func (c *conn) charge(n int) { c.s.charge(c.keys, n) }
+
+// warm reads cold run runID back for c (commands.Engine.Warm), outside the state's lock, and charges c the events
+// re-folded.
+func (c *conn) warm(runID string) { c.charge(int(c.s.eng.Warm(runID))) }

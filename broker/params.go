@@ -169,7 +169,7 @@ func (p *params) run(cl *call) string {
 	// A run that ended long ago is cold (commands/tier.go): read it back now, outside the state's lock, rather
 	// than inside the query (which would hold the writer while it reads). Only now: the credential is known to be
 	// allowed to read the run. The events re-folded are charged to it, as the events a replay reads are (pacer.go).
-	cl.c.charge(int(cl.c.s.eng.Warm(id)))
+	cl.c.warm(id)
 	return id
 }
 
