@@ -6,6 +6,9 @@ import (
 	"github.com/crewlog/crewlog/events"
 )
 
+// chargeCapped says why a charge left some of a usage uncharged (nested budget mode).
+const chargeCapped = "a charge stops at what the parent may still spend"
+
 // describeBudget tells the ledger: a reservation is the spend (no refund),
 // a charge is usage above the reservation, less what the parent's grant
 // could not cover (nested budget mode).
@@ -20,7 +23,7 @@ func describeBudget(ev events.Event) string {
 			s := fmt.Sprintf("budget charged %d over the reservation to %s (used %d, reserved %d)",
 				p.Tokens, p.TaskID, p.UsageTokens, p.ReservedTokens)
 			if p.Uncharged > 0 {
-				s += fmt.Sprintf(", %d uncharged: a charge stops at what the parent may still spend", p.Uncharged)
+				s += fmt.Sprintf(", %d uncharged: %s", p.Uncharged, chargeCapped)
 			}
 			return s
 		}

@@ -37,7 +37,8 @@ type Decision struct {
 	// Today says so and names that system, and it is never drift.
 	Recorded string `json:"recorded"`
 	Today    string `json:"today"`
-	// Rule is the rule that decided it today, with its inputs.
+	// Rule is the rule that decided it today, with its inputs (of an
+	// imported decision, the rule its record names).
 	Rule string `json:"rule"`
 	// Drift is set when today's events differ from the recorded ones;
 	// Differences lists where (paths into the decision's event list).

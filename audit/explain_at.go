@@ -33,7 +33,7 @@ const ExplainReach = 64
 // starts from the nearest) and keeps the one ExplainAt folds.
 //
 // ok is false when the event at pos is not part of a decision audit
-// re-runs (run and task transitions, messages, ...).
+// explains (run and task transitions, messages, ...).
 //
 // ctx ends the fold of the run's state as it ends projections.RunAt: the
 // error then wraps ctx.Err(), and states keeps nothing.
@@ -76,8 +76,9 @@ type RunStates interface {
 // maxExplainReach bounds how far back decisionAt reads: the longest decisions audit re-runs are a run's budget
 // abort (an event per live task, at most commands.MaxLiveTasksPerRun, and per delegation in flight, at most the
 // pool's commands.MaxMaxSlots) and a job's disconnect (an event per call in flight, at most
-// commands.MaxProxyMaxInFlight, fewer). A longer command is no decision audit re-runs, and its events are not all
-// read.
+// commands.MaxProxyMaxInFlight, fewer), and twice their events, a margin for the few others such a decision writes
+// (the abort itself, the run's end, a lease cleared). A longer command is no decision audit re-runs, and its events
+// are not all read.
 const maxExplainReach = 2 * (commands.MaxLiveTasksPerRun + commands.MaxMaxSlots)
 
 // decisionAt returns the events of the decision holding pos, grouped as Replay groups them: the events of pos's
@@ -91,7 +92,7 @@ func decisionAt(l *eventlog.Log, pos uint64) ([]events.Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	for reach := uint64(ExplainReach); ; reach *= 2 {
+	for reach := uint64(ExplainReach); ; reach = min(2*reach, maxExplainReach) {
 		from := uint64(1) // a stream version
 		if rec.StreamVersion > reach {
 			from = rec.StreamVersion - reach

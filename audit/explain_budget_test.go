@@ -35,7 +35,7 @@ func TestExplainRunBudgetThresholds(t *testing.T) {
 	require.Len(t, reports, 2)
 	require.Equal(t, "t1", reports[0].Subject)
 	require.Equal(t, "budget warning, fair share passed", reports[0].Recorded)
-	require.Equal(t, "run budget 850 of 1000 used >= the warning at 80%; task t1 uses 850 > half the run budget", reports[0].Rule)
+	require.Equal(t, "run budget 850 of 1000 used >= the warning at 80%; task t1 uses 850 > 50% of the run budget", reports[0].Rule)
 	require.Equal(t, "budget abort, t1 cancelled, t2 skipped, run failed", reports[1].Recorded)
 	require.Equal(t, "run budget 960 of 1000 used >= the abort at 95%: its live tasks end and the run fails", reports[1].Rule)
 	for _, d := range reports {

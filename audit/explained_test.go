@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -9,16 +10,14 @@ import (
 )
 
 // explainedDecisions replays l with Explain and returns the decisions of the commands named, in log order.
-func explainedDecisions(t *testing.T, l *eventlog.Log, commands ...string) []Decision {
+func explainedDecisions(t *testing.T, l *eventlog.Log, kinds ...string) []Decision {
 	t.Helper()
 	res, err := Replay(l, ReplayOptions{Explain: true})
 	require.NoError(t, err)
 	var out []Decision
 	for _, d := range res.Decisions {
-		for _, c := range commands {
-			if d.Command == c {
-				out = append(out, d)
-			}
+		if slices.Contains(kinds, d.Command) {
+			out = append(out, d)
 		}
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,6 +36,9 @@ func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
 	)
 	switch first.Type {
 	case events.TypeDelegateRequested, events.TypeDelegateRejected:
+		if !slices.ContainsFunc(group, decidesDelegation) {
+			return d, false // NB: a request without its decision, which only an import writes, decided nothing
+		}
 		var sub string
 		cmd, sub = requestFrom(group)
 		d.Command, d.Subject = "delegate.request", sub
@@ -168,9 +172,14 @@ func requestFrom(group []events.Event) (*commands.DelegateRequest, string) {
 	return c, sub
 }
 
-// waitMethodFrom rebuilds the wait method a policy switch refused (policy.action): the switch is checked before
-// anything the method carries is read, so the question and its id, which the refusal does not record, decide
-// nothing. nil for an action audit does not know.
+// decidesDelegation reports whether ev is a delegation request's decision.
+func decidesDelegation(ev events.Event) bool {
+	return ev.Type == events.TypeDelegateAdmitted || ev.Type == events.TypeDelegateRejected
+}
+
+// waitMethodFrom rebuilds the wait method a policy switch refused (policy.action): the switch is checked after only
+// the shape of what the method carries, which the stand-ins for the question and its id (the refusal records
+// neither) pass, so they decide nothing. nil for an action audit does not know.
 func waitMethodFrom(run string, p *events.PolicyAction) commands.Command {
 	switch p.Action {
 	case "wait.request":
@@ -260,6 +269,8 @@ func outcome(evs []events.Event, err error) string {
 			parts = append(parts, "refused: "+p.Quota+" quota")
 		case *events.PolicyAction:
 			parts = append(parts, "refused: "+p.Reason)
+		case *events.AskRequested:
+			parts = append(parts, "question asked")
 		case *events.RunBudgetWarning:
 			parts = append(parts, "budget warning")
 		case *events.TaskBudgetFairShare:
@@ -327,6 +338,9 @@ func rule(s *projections.State, cfg projections.Config, cmd commands.Command, ev
 				return fmt.Sprintf("%s (%s)", p.Reason, p.Policy)
 			}
 		}
+		if err == nil {
+			return "waitMethodsEnabled=true: not refused"
+		}
 	case *commands.TaskUsage:
 		return budgetRule(s, c, evs)
 	case *commands.QuotaRecheck:
@@ -383,10 +397,15 @@ func budgetRule(s *projections.State, c *commands.TaskUsage, evs []events.Event)
 			rules = append(rules, fmt.Sprintf("run budget %d of %d used >= the warning at %g%%", p.BudgetUsed, p.BudgetTotal,
 				percent(run.BudgetWarning, commands.DefaultBudgetWarning)))
 		case *events.RunBudgetAbort:
-			rules = append(rules, fmt.Sprintf("run budget %d of %d used >= the abort at %g%%: its live tasks end and the run fails",
-				p.BudgetUsed, p.BudgetTotal, percent(run.BudgetAbort, commands.DefaultBudgetAbort)))
+			r := fmt.Sprintf("run budget %d of %d used >= the abort at %g%%", p.BudgetUsed, p.BudgetTotal,
+				percent(run.BudgetAbort, commands.DefaultBudgetAbort))
+			if slices.ContainsFunc(evs, func(ev events.Event) bool { return ev.Type == events.TypeRunFailed }) {
+				r += ": its live tasks end and the run fails" // NB: a run already ended records the abort alone
+			}
+			rules = append(rules, r)
 		case *events.TaskBudgetFairShare:
-			rules = append(rules, fmt.Sprintf("task %s uses %d > half the run budget", p.TaskID, p.TaskUsage))
+			rules = append(rules, fmt.Sprintf("task %s uses %d > %g%% of the run budget", p.TaskID, p.TaskUsage,
+				commands.FairShareFraction*100))
 		}
 	}
 	if len(rules) == 0 {
@@ -445,8 +464,8 @@ func settlementRule(s *projections.State, cfg projections.Config, cmd commands.C
 		for _, ev := range evs {
 			if p := events.PayloadAs[events.BudgetCharged](ev); p != nil && p.Uncharged > 0 {
 				b.Reset()
-				fmt.Fprintf(&b, "usage %d > reserved %d: charged %d, %d uncharged (budget mode %s: a charge stops at what the parent may still spend)",
-					usage, d.Reserved, p.Tokens, p.Uncharged, budgetMode(cfg.BudgetMode))
+				fmt.Fprintf(&b, "usage %d > reserved %d: charged %d, %d uncharged (budget mode %s: %s)",
+					usage, d.Reserved, p.Tokens, p.Uncharged, budgetMode(cfg.BudgetMode), chargeCapped)
 			}
 		}
 	default:
