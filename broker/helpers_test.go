@@ -109,7 +109,7 @@ func newFixture(t testing.TB, fo fixtureOpts) *fixture {
 	f.log, f.eng = l, eng
 	o := fo.opts
 	if o.SocketPath == "" {
-		o.SocketPath = filepath.Join(t.TempDir(), "d", "b.sock")
+		o.SocketPath = filepath.Join(socketDir(t), "d", "b.sock")
 	}
 	if o.AdminDigest == "" {
 		o.AdminDigest = digestOf(testAdminToken)

@@ -13,7 +13,7 @@ import (
 // socketPair is a connected pair of unix sockets: the broker's end and the client's.
 func socketPair(t *testing.T) (broker, client *net.UnixConn) {
 	t.Helper()
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(t.TempDir(), "s"), Net: "unix"})
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(socketDir(t), "s"), Net: "unix"})
 	require.NoError(t, err)
 	defer ln.Close()
 	client, err = net.DialUnix("unix", nil, ln.Addr().(*net.UnixAddr))
