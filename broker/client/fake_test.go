@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -78,7 +79,11 @@ func (fc *fakeConn) push(name string, seq uint64, data any) {
 
 func newFakeBroker(t testing.TB, handle func(fc *fakeConn, req wire.Request)) *fakeBroker {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "b.sock")
+	// NB: not in t.TempDir, whose name carries the test's: a unix socket path is at most 107 bytes.
+	dir, err := os.MkdirTemp("", "crewlog-sock-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	path := filepath.Join(dir, "b.sock")
 	ln, err := net.Listen("unix", path)
 	require.NoError(t, err)
 	b := &fakeBroker{t: t, path: path, ln: ln, handle: handle}

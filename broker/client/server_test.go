@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -32,9 +33,13 @@ func realBroker(t *testing.T) string {
 	eng, err := commands.Open(l, commands.Options{})
 	require.NoError(t, err)
 	sum := sha256.Sum256([]byte(adminToken))
-	// NB: the broker makes run/ 0700; t.TempDir's own directory has the umask's mode, which it refuses.
+	// NB: the socket is not in t.TempDir, whose name carries the test's: a unix socket path is at most 107 bytes.
+	// The broker makes run/ itself, 0700.
+	sockDir, err := os.MkdirTemp("", "crewlog-sock-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
 	srv, err := broker.New(eng, l, broker.Options{
-		SocketPath: filepath.Join(dir, "run", "b.sock"), AdminDigest: hex.EncodeToString(sum[:]),
+		SocketPath: filepath.Join(sockDir, "run", "b.sock"), AdminDigest: hex.EncodeToString(sum[:]),
 		ServerKey: []byte(strings.Repeat("k", 32)), OutboundQueueCap: broker.MinOutboundQueueCap,
 	})
 	require.NoError(t, err)
@@ -201,4 +206,10 @@ func TestRealBrokerAdminSubscribesToANamedRun(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1, ev.Seq)
 	require.Contains(t, string(ev.Data), run.RunID)
+}
+
+// The real broker's socket path does not grow with the test's name either: see socketdir_test.go.
+func TestRealBrokerSocketPathDoesNotGrowWithTheTestName(t *testing.T) {
+	path := realBroker(t)
+	require.LessOrEqual(t, len(path), len(os.TempDir())+40, "%s under %s", path, os.TempDir())
 }
