@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -79,11 +78,7 @@ func (fc *fakeConn) push(name string, seq uint64, data any) {
 
 func newFakeBroker(t testing.TB, handle func(fc *fakeConn, req wire.Request)) *fakeBroker {
 	t.Helper()
-	// NB: not in t.TempDir, whose name carries the test's: a unix socket path is at most 107 bytes.
-	dir, err := os.MkdirTemp("", "crewlog-sock-")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	path := filepath.Join(dir, "b.sock")
+	path := filepath.Join(socketDir(t), "b.sock")
 	ln, err := net.Listen("unix", path)
 	require.NoError(t, err)
 	b := &fakeBroker{t: t, path: path, ln: ln, handle: handle}

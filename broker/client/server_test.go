@@ -33,13 +33,9 @@ func realBroker(t *testing.T) string {
 	eng, err := commands.Open(l, commands.Options{})
 	require.NoError(t, err)
 	sum := sha256.Sum256([]byte(adminToken))
-	// NB: the socket is not in t.TempDir, whose name carries the test's: a unix socket path is at most 107 bytes.
-	// The broker makes run/ itself, 0700.
-	sockDir, err := os.MkdirTemp("", "crewlog-sock-")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
+	// NB: the broker makes run/ itself, 0700.
 	srv, err := broker.New(eng, l, broker.Options{
-		SocketPath: filepath.Join(sockDir, "run", "b.sock"), AdminDigest: hex.EncodeToString(sum[:]),
+		SocketPath: filepath.Join(client.SocketDir(t), "run", "b.sock"), AdminDigest: hex.EncodeToString(sum[:]),
 		ServerKey: []byte(strings.Repeat("k", 32)), OutboundQueueCap: broker.MinOutboundQueueCap,
 	})
 	require.NoError(t, err)
