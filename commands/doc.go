@@ -120,7 +120,7 @@
 //     k × its size in records) with k = 2 (projections.State.SnapshotRecords,
 //     NextSnapshotAt), or at once when 64 runs went cold since it (not
 //     counting a run read back and made cold again with no event of it
-//     since: ColdStore.MadeCold). So the
+//     since: State.EvictAllCounted). So the
 //     snapshot work is amortised over the events written: every snapshot
 //     but the last was followed by at least k × its records of events, and
 //     the records all snapshots encode are at most events/k plus the last

@@ -158,7 +158,7 @@ type flight struct {
 	faulted []projections.Thawed
 	applied []events.Event
 	evicted []string
-	// madeCold is how many of evicted count towards the next snapshot (projections.ColdStore.MadeCold).
+	// madeCold is how many of evicted count towards the next snapshot (projections.State.EvictAllCounted).
 	madeCold int
 	// unrecorded are the group's commands with a command id that are not
 	// recorded; the writer forgets them when it hands the group off.

@@ -97,9 +97,7 @@ func (e *Engine) evictDue(now time.Time) bool {
 // with nothing in flight (settle).
 func (e *Engine) evictPass(now time.Time) (ids []string, madeCold int) {
 	e.nextEvict = now.Add(min(time.Duration(e.opts.retention())*time.Millisecond, evictPassEvery))
-	before := e.cold.MadeCold()
-	ids = e.work.EvictAll(now.UnixMilli(), e.opts.retention(), MaxRetainedRuns)
-	madeCold = int(e.cold.MadeCold() - before)
+	ids, madeCold = e.work.EvictAllCounted(now.UnixMilli(), e.opts.retention(), MaxRetainedRuns)
 	e.maybeSaveViews()
 	return ids, madeCold
 }

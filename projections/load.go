@@ -131,7 +131,15 @@ func replay(s *State, l *eventlog.Log, to uint64, t Tiering) (evicted int, err e
 // with no event of it since, whose view is written, queued or missing
 // already; Evict queues nothing, so a run is queued once, not once per copy.
 func (s *State) EvictAll(now, retention int64, maxRetained int) []string {
-	ids := s.Evictable(now, retention, maxRetained)
+	ids, _ := s.EvictAllCounted(now, retention, maxRetained)
+	return ids
+}
+
+// EvictAllCounted is EvictAll, and also returns how many of the runs it made cold changed since they were last cold
+// (all but those read back and made cold again with no event of theirs since): what the engine counts towards its
+// next snapshot, which a client's refused commands to a cold run must not make due.
+func (s *State) EvictAllCounted(now, retention int64, maxRetained int) (ids []string, changed int) {
+	ids = s.Evictable(now, retention, maxRetained)
 	writes := s.store != nil && s.store.index
 	var earlier []string
 	if len(s.cold) > 0 && writes { // NB: else they stay in memory for good (a reader that writes nothing)
@@ -147,19 +155,19 @@ func (s *State) EvictAll(now, retention int64, maxRetained int) []string {
 		// writing the whole run again for each such command would let a client make the daemon do so at will.
 		if r := s.evict(id, writes); r != nil && !s.store.unchangedSinceReadBack(id, r.last) {
 			s.store.queueView(id, r.last, r)
-			s.store.madeCold.Add(1)
+			changed++
 		}
 	}
 	if err := s.flushSummaries(); err != nil {
 		s.store.indexWriteFailed(len(s.cold), err)
-		return ids
+		return ids, changed
 	}
 	for _, id := range earlier {
 		if s.cold[id] == nil { // written now
 			ids = append(ids, id)
 		}
 	}
-	return ids
+	return ids, changed
 }
 
 // LoadInfo tells how Load built the state.

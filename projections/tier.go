@@ -91,8 +91,6 @@ type ColdStore struct {
 	missing     map[string]struct{} // cold runs whose view is not known to be written
 	viewReads   atomic.Int64
 	viewsSaved  atomic.Int64
-	// madeCold counts the runs EvictAll made cold other than those read back and left unchanged (MadeCold).
-	madeCold atomic.Int64
 	// readBack holds, for each run FaultIn made hot and EvictAll has not made cold since, its last position then:
 	// a run made cold again at that position is what its summary and view already hold. At most the hot runs.
 	readBack map[string]uint64
@@ -124,12 +122,6 @@ func (c *ColdStore) ReportErrors(report func(run string, err error)) { c.report 
 // view or by a re-fold (a cache hit is not one): what a read of a cold run
 // cost, for tests and stats. ViewReads counts the reads from a view.
 func (c *ColdStore) Refolds() int64 { return c.refolds.Load() }
-
-// MadeCold is how many runs EvictAll has made cold through c, but for the
-// runs read back and made cold again with no event of theirs since
-// (a command to a cold run refused or changing nothing): what the engine
-// counts towards its next snapshot.
-func (c *ColdStore) MadeCold() int64 { return c.madeCold.Load() }
 
 // Err returns the last error met reading a cold run back (nil when none).
 // A query that meets one answers as if the run held nothing.
