@@ -247,7 +247,8 @@ type ConnectOptions struct {
 	TLS   *tls.Config // optional; nats:// URLs upgrade when the server asks
 }
 
-// Connect connects to URLs (comma-separated) and reconnects forever.
+// Connect connects to URLs (comma-separated) and reconnects forever. Its error never holds a URL's userinfo
+// (connectError).
 func Connect(urls string, o ConnectOptions) (*nats.Conn, error) {
 	opts := []nats.Option{nats.Name(o.Name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
 	if o.Creds != "" {
@@ -258,7 +259,7 @@ func Connect(urls string, o ConnectOptions) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(urls, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("natslog: connect: %w", err)
+		return nil, connectError(urls, err)
 	}
 	return nc, nil
 }
