@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -278,8 +279,16 @@ func (n *Node) serve(m *nats.Msg) {
 			cancel()
 		}
 		b, eerr := commands.EncodeReply(rep, err)
-		if eerr == nil {
-			_ = m.Respond(b)
+		if eerr != nil {
+			return
 		}
+		answer := &nats.Msg{Data: b}
+		if err == nil {
+			// NB: read once Submit answered, when the group that decided the request is published: the
+			// follower answers once its copy holds as much (forward.go's decidedOnHeader).
+			answer.Header = nats.Header{}
+			answer.Header.Set(decidedOnHeader, strconv.FormatUint(n.eng.Head(), 10))
+		}
+		_ = m.RespondMsg(answer)
 	}()
 }

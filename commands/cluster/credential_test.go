@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
@@ -26,25 +27,11 @@ func TestWriterRefusesACredentialEndedBehindTheFollowersCopy(t *testing.T) {
 	srv := startNATS(t)
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
 	w := startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second})
-	var hold atomic.Bool
-	released := make(chan struct{})
-	f := startOn(t, srv, Options{Name: "f", Log: cfg, LeaseTTL: time.Minute, beforeFold: func(ctx context.Context) {
-		if hold.Load() {
-			select {
-			case <-released:
-			case <-ctx.Done():
-			}
-		}
-	}})
+	f, hold, release := startFollowerHoldingItsFold(t, srv, cfg)
 
 	admin := func(c commands.Command) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		rep, err := w.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(),
-			Actor: events.Actor{Role: events.RoleAdmin}, Command: c})
-		require.NoError(t, err, c.Kind())
-		require.Nil(t, rep.Rejected, c.Kind())
+		require.Nil(t, submitAsAdmin(t, w, c).Rejected, c.Kind())
 	}
 	digest := strings.Repeat("ab", 32)
 	admin(&commands.RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w", OrchestratorDigest: strings.Repeat("cd", 32)})
@@ -90,9 +77,38 @@ func TestWriterRefusesACredentialEndedBehindTheFollowersCopy(t *testing.T) {
 		require.Equal(t, tc.want, ended.End, tc.task)
 		require.Equal(t, before, w.Engine().Head(), "%s: the writer recorded the refused command", tc.task)
 	}
-	close(released)
+	release()
 	waitHead(t, f, w.Engine().Head())
 	require.Equal(t, w.Engine().Head(), f.Engine().Head(), "the follower's copy holds what the writer's does, no more")
+}
+
+// startFollowerHoldingItsFold starts a follower whose engine stops folding what it copies once hold is set, until
+// release is called: its state (what its broker checks a credential against, and serves reads from) stays behind the
+// stream.
+func startFollowerHoldingItsFold(t *testing.T, srv *server.Server, cfg natslog.Config) (f *Node, hold *atomic.Bool, release func()) {
+	t.Helper()
+	hold = new(atomic.Bool)
+	released := make(chan struct{})
+	f = startOn(t, srv, Options{Name: "f", Log: cfg, LeaseTTL: time.Minute, beforeFold: func(ctx context.Context) {
+		if hold.Load() {
+			select {
+			case <-released:
+			case <-ctx.Done():
+			}
+		}
+	}})
+	return f, hold, sync.OnceFunc(func() { close(released) })
+}
+
+// submitAsAdmin submits c to n's engine as the admin, without a command id, and requires an answer.
+func submitAsAdmin(t *testing.T, n *Node, c commands.Command) commands.Reply {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rep, err := n.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(),
+		Actor: events.Actor{Role: events.RoleAdmin}, Command: c})
+	require.NoError(t, err, c.Kind())
+	return rep
 }
 
 // waitHead waits until n's engine has folded position pos.

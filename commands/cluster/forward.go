@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,8 +24,10 @@ import (
 // recorded outcome makes the retry harmless — without one it is answered
 // ErrNoWriter, in doubt, as a crash of a single crewd would leave it.
 //
-// The answer comes once this node's copy holds the command's events, so a
-// client reads its own writes on the crewd it talks to.
+// The answer comes once this node's copy holds the command's events and
+// everything the writer had published when it answered (decidedOnHeader),
+// so a client reads its own writes on the crewd it talks to, and the state
+// a refusal was decided on.
 //
 // The request carries its credential, which the writer checks against the
 // state it decides on: this node's copy, which its broker checked, may lag
@@ -72,7 +75,7 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 				if answerBeforeCopied && delegation(r) {
 					return rep, true, nil
 				}
-				return rep, true, n.waitCopied(ctx, rep.Position)
+				return rep, true, n.waitCopied(ctx, max(rep.Position, decidedOn(m)))
 			}
 			var ended *commands.CredentialEndedError
 			if errors.As(err, &ended) {
@@ -147,8 +150,24 @@ func (n *Node) request(ctx context.Context, data []byte, cred string) (*nats.Msg
 	return n.o.Conn.RequestMsgWithContext(actx, m)
 }
 
+// decidedOnHeader is the header of a writer's answer that carries the position its engine had published when it
+// answered, in decimal: at least that of the state it decided the request on, which a refusal, or a command that
+// wrote nothing, does not name in its Reply.Position. A writer of the build before sends none, and its answer is
+// awaited by Reply.Position alone, as that build's followers await every answer.
+const decidedOnHeader = "Crewlog-Decided-On"
+
+// decidedOn is the position m's decidedOnHeader names, 0 when it names none.
+func decidedOn(m *nats.Msg) uint64 {
+	pos, err := strconv.ParseUint(m.Header.Get(decidedOnHeader), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return pos
+}
+
 // waitCopied waits until this node's engine holds position pos: a client
-// that sent a command through a follower then reads its own write there.
+// that sent a command through a follower then reads its own write there,
+// and the state the writer's refusal of it was decided on.
 func (n *Node) waitCopied(ctx context.Context, pos uint64) error {
 	for {
 		ch := n.eng.Changed()

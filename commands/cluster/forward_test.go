@@ -16,6 +16,7 @@ import (
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog/natslog"
 	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // lowSpace is a commands.SpaceGuard that reports too little free space.
@@ -182,4 +183,38 @@ func TestFollowerAnswersTheWritersResultTooLarge(t *testing.T) {
 			require.Equal(t, int32(1), asked.Load(), "nothing was recorded: not sent again")
 		})
 	}
+}
+
+// A command forwarded by a follower whose copy lags the writer, and refused by the writer for state the copy does
+// not yet hold (a task that ended), is answered only once the copy holds that state: a client that heard the task
+// has ended then reads it ended on the crewd it talks to. The follower used to wait only for the position the command
+// wrote, none for a refusal, and answered at once from a copy that still showed the task running.
+func TestFollowerAnswersARefusalOnceItsCopyHoldsWhatTheWriterDecidedOn(t *testing.T) {
+	srv := startNATS(t)
+	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
+	w := startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second})
+	f, hold, release := startFollowerHoldingItsFold(t, srv, cfg)
+	for _, c := range []commands.Command{
+		&commands.RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"},
+		&commands.RunTransition{RunID: "R", To: "running"},
+		&commands.TaskCreate{RunID: "R", TaskID: "T", Role: "executor", Agent: "a", Title: "t", Cwd: "/w"},
+		&commands.TaskTransition{RunID: "R", TaskID: "T", To: "running"},
+	} {
+		require.Nil(t, submitAsAdmin(t, w, c).Rejected, c.Kind())
+	}
+	waitHead(t, f, w.Engine().Head())
+	hold.Store(true)
+
+	require.Nil(t, submitAsAdmin(t, w, &commands.TaskTransition{RunID: "R", TaskID: "T", To: "completed"}).Rejected)
+	time.AfterFunc(500*time.Millisecond, release)
+	rep := submitAsAdmin(t, f, &commands.TaskTransition{RunID: "R", TaskID: "T", To: "running"})
+	require.NotNil(t, rep.Rejected, "the writer refuses to run a completed task")
+	var status projections.TaskStatus
+	f.Engine().Read(func(s *projections.State) {
+		task, ok := s.Task("R", "T")
+		require.True(t, ok)
+		status = task.Status
+	})
+	require.Equal(t, projections.TaskStatus("completed"), status,
+		"the follower answered %q from a copy that does not hold what the writer decided on", rep.Rejected.Message)
 }
