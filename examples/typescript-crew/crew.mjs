@@ -49,6 +49,8 @@ await orch.call("run.transition", { to: "running" });
 
 const workers = ["W1", "W2"];
 const work = new Set(); // grandchildren and replies in flight
+const children = new Map(); // the processes this orchestrator started that have not exited → their exit
+let stopping = false; // the crew failed: nothing more is started
 const track = (p) => {
   work.add(p);
   p.finally(() => work.delete(p)).catch(() => {});
@@ -58,6 +60,7 @@ const track = (p) => {
 // Follow the run: spawn what crewd admits, steer the worker that delegated, answer what workers ask.
 const following = (async () => {
   for await (const ev of sub) {
+    if (stopping) break; // events the subscription still holds after it was closed
     if (ev.type === "delegate.admitted") {
       log(`${ev.taskId} delegated ${ev.data.subId} (depth ${ev.data.childDepth}, reserved ${ev.data.reservedTokens ?? 0})`);
       track(runGrandchild(ev.data.subId));
@@ -90,7 +93,14 @@ try {
   await Promise.race([crew, following.then(() => Promise.reject(new Error("the subscription ended"))), timeout]);
 } catch (err) {
   console.error("[orchestrator] failed:", err);
+  stopping = true;
+  sub.close();
+  // The failed run ends its workers' credentials and asks each delegation in flight to cancel; as its runtime, the
+  // orchestrator then stops the processes it started and settles those delegations cancelled, which frees their
+  // slots — daemon-wide — now rather than at their deadlines.
   await orch.call("run.transition", { to: "failed", reason: String(err.message ?? err) }).catch(() => {});
+  await stopChildren();
+  await settleInFlight().catch((e) => console.error("[orchestrator] settling the delegations in flight:", e));
   await orch.close();
   process.exit(1);
 } finally {
@@ -125,20 +135,52 @@ async function runGrandchild(subId) {
     const result = JSON.parse(await child.output);
     await orch.call("delegate.settle", { subId, outcome: "ok", text: result.text, usageTokens: result.usageTokens });
   } catch (err) {
-    await orch.call("delegate.settle", { subId, outcome: "failed", text: String(err.message ?? err) });
+    // A crew that is stopping kills its grandchildren and settles them cancelled itself.
+    if (!stopping) await orch.call("delegate.settle", { subId, outcome: "failed", text: String(err.message ?? err) });
     throw err;
   }
 }
 
 function startNode(script, env) {
+  if (stopping) throw new Error(`${script}: the crew is stopping`);
   const child = spawn(process.execPath, [join(here, script)], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] });
   let out = "";
   child.stdout.setEncoding("utf8").on("data", (s) => (out += s));
   const output = new Promise((resolve, reject) => {
     child.once("error", reject);
-    child.once("close", (code) => (code === 0 ? resolve(out) : reject(new Error(`${script} exited ${code}`))));
+    child.once("close", (code, signal) => (code === 0 ? resolve(out) : reject(new Error(`${script} exited ${code ?? signal}`))));
   });
+  children.set(child, new Promise((resolve) => {
+    const gone = () => resolve(children.delete(child));
+    child.once("close", gone);
+    child.once("error", gone); // a process that could not be started sends no close
+  }));
   return { pid: child.pid, output };
+}
+
+// stopChildren ends every process the crew started and still runs (SIGTERM, SIGKILL after 5 s) and waits for them.
+async function stopChildren() {
+  await Promise.all([...children].map(([child, gone]) => {
+    child.kill("SIGTERM");
+    const kill = setTimeout(() => child.kill("SIGKILL"), 5000);
+    return gone.finally(() => clearTimeout(kill));
+  }));
+}
+
+// settleInFlight settles cancelled every delegation of the run not settled yet, admitted ones whose grandchild was
+// never started included.
+async function settleInFlight() {
+  const open = [];
+  let cursor;
+  do {
+    const page = await orch.call("query.delegations", cursor === undefined ? {} : { cursor });
+    open.push(...page.delegations.filter((del) => del.settledAt === undefined));
+    cursor = page.nextCursor;
+  } while (cursor !== undefined);
+  for (const del of open) {
+    await orch.call("delegate.settle", { subId: del.subId, outcome: "cancelled", text: "the crew failed" });
+    log(`${del.subId} settled cancelled`);
+  }
 }
 
 function spawnNode(script, env) {

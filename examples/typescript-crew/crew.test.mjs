@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 
 import { CrewClient } from "../../clients/typescript/src/index.js";
-import { startCrewd } from "../../clients/typescript/test/_crewd.mjs";
+import { crewFlags, startCrewd } from "../../clients/typescript/test/_crewd.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -50,4 +50,27 @@ test("the example crew runs to completion: delegations settled with usage, asks 
   assert.equal(count("ask.answered"), 2);
   assert.equal(count("task.usage"), 2);
   assert.equal(types.at(-1), "run.completed");
+});
+
+// Without --wait-methods each worker's ask is refused and the worker exits 1 after its delegation was admitted: the
+// crew fails. Failing, it must give back what it took — the daemon-wide slots of its delegations (else the next crew
+// is refused for up to their timeout) and the processes it started.
+test("a crew that fails settles its delegations in flight, so their slots are free, and leaves no process behind", { timeout: 120_000 }, async (t) => {
+  const d = await startCrewd(crewFlags.filter((f) => f !== "--wait-methods"));
+  t.after(() => d.close());
+  const failed = await promisify(execFile)(process.execPath, [
+    join(here, "crew.mjs"), "--socket", d.socketPath, "--data", d.dataDir, "--run-id", "failing",
+  ]).then(() => null, (err) => err);
+  assert.equal(failed?.code, 1, "the crew fails");
+
+  const admin = await CrewClient.connect({ socketPath: d.socketPath, credentials: { role: "admin", token: d.adminToken } });
+  t.after(() => admin.close());
+  assert.equal((await admin.call("query.run", { runId: "failing" })).status, "failed");
+  const dels = (await admin.call("query.delegations", { runId: "failing" })).delegations;
+  assert.ok(dels.length > 0, "the workers delegated before they failed");
+  for (const del of dels) {
+    assert.notEqual(del.settledAt, undefined, `${del.subId} is settled (${del.status})`);
+    if (del.pid !== undefined) assert.throws(() => process.kill(del.pid, 0), { code: "ESRCH" }, `${del.subId}'s process ${del.pid} is gone`);
+  }
+  assert.equal((await admin.call("query.slots")).held, 0, "no slot is held for the failed crew");
 });
