@@ -11,8 +11,8 @@
 // Options: --socket PATH and --data DIR (default: crewd's defaults), --run-id ID.
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { homedir, tmpdir, userInfo } from "node:os";
-import { dirname, join } from "node:path";
+import { homedir, userInfo } from "node:os";
+import { dirname, isAbsolute, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 
@@ -187,11 +187,21 @@ function spawnNode(script, env) {
   return startNode(script, env).output;
 }
 
+// defaultSocket and defaultData are crewd's defaults, read as crewd reads them: an XDG directory only when absolute
+// (as the XDG base directory spec says), TMPDIR only when absolute and else /tmp (never TMP or TEMP, which node's
+// tmpdir() would read), so that the crew finds the crewd its README starts.
 function defaultSocket() {
-  if (process.env.XDG_RUNTIME_DIR) return join(process.env.XDG_RUNTIME_DIR, "crewlog", "crewd.sock");
-  return join(process.env.TMPDIR || tmpdir(), `crewlog-${userInfo().uid}`, "crewd.sock");
+  const { XDG_RUNTIME_DIR: runtime, TMPDIR: tmp } = process.env;
+  if (absolute(runtime)) return join(runtime, "crewlog", "crewd.sock");
+  return join(absolute(tmp) ? tmp : "/tmp", `crewlog-${userInfo().uid}`, "crewd.sock");
 }
 
 function defaultData() {
-  return join(process.env.XDG_DATA_HOME || join(homedir(), ".local", "share"), "crewlog");
+  const { XDG_DATA_HOME: data, HOME: home } = process.env;
+  if (absolute(data)) return join(data, "crewlog");
+  return join(absolute(home) ? home : homedir(), ".local", "share", "crewlog");
+}
+
+function absolute(dir) {
+  return typeof dir === "string" && isAbsolute(dir);
 }

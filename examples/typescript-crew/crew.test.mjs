@@ -1,14 +1,17 @@
 // Runs the example crew against a real crewd (built by the test) and checks what it left in the log, so the example
 // keeps working as the protocol changes.
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { createInterface } from "node:readline";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 
 import { CrewClient } from "../../clients/typescript/src/index.js";
-import { crewFlags, startCrewd } from "../../clients/typescript/test/_crewd.mjs";
+import { crewdBinary, crewFlags, startCrewd } from "../../clients/typescript/test/_crewd.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -73,4 +76,30 @@ test("a crew that fails settles its delegations in flight, so their slots are fr
     if (del.pid !== undefined) assert.throws(() => process.kill(del.pid, 0), { code: "ESRCH" }, `${del.subId}'s process ${del.pid} is gone`);
   }
   assert.equal((await admin.call("query.slots")).held, 0, "no slot is held for the failed crew");
+});
+
+// Run as its README says, without --socket and --data, the crew finds crewd where crewd put its socket and data:
+// crewd reads XDG_RUNTIME_DIR and XDG_DATA_HOME only when absolute, as the XDG base directory spec says, and TMPDIR
+// (else /tmp, never TMP) and HOME likewise.
+test("without --socket and --data the crew finds crewd's defaults, relative XDG directories ignored as crewd ignores them", { timeout: 120_000 }, async (t) => {
+  const root = mkdtempSync(join(tmpdir(), "crew-defaults-"));
+  mkdirSync(join(root, "home"));
+  mkdirSync(join(root, "cwd"));
+  const env = { ...process.env, HOME: join(root, "home"), TMPDIR: root, XDG_RUNTIME_DIR: "run", XDG_DATA_HOME: "data" };
+  const crewd = spawn(await crewdBinary(), ["--http", "", "--min-free-mib", "0", ...crewFlags], { env, cwd: join(root, "cwd"), stdio: ["ignore", "pipe", "pipe"] });
+  const exited = new Promise((resolve) => crewd.once("exit", resolve));
+  t.after(async () => {
+    crewd.kill();
+    await exited;
+    rmSync(root, { recursive: true, force: true });
+  });
+  let stderr = "";
+  crewd.stderr.setEncoding("utf8").on("data", (s) => (stderr += s));
+  await new Promise((resolve, reject) => {
+    createInterface({ input: crewd.stdout }).on("line", (line) => line.startsWith("crewd: socket ") && resolve());
+    exited.then((code) => reject(new Error(`crewd exited ${code}:\n${stderr}`)));
+  });
+
+  const { stdout } = await promisify(execFile)(process.execPath, [join(here, "crew.mjs"), "--run-id", "defaults"], { env, cwd: join(root, "cwd") });
+  assert.match(stdout, /run defaults completed/);
 });
