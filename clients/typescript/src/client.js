@@ -527,8 +527,12 @@ export class Subscription {
     this.closed = true;
     this.#error = err ?? null;
     this.#detach(this);
+    // NB: the error is delivered once, as next() delivers it: to the first next() that waits; the others, and every
+    // later one, are done.
     for (const w of this.#waiters.splice(0)) {
-      if (this.#error && this.#queue.length === 0) w.reject(this.#error);
+      const err = this.#error;
+      this.#error = null;
+      if (err) w.reject(err);
       else w.resolve({ value: undefined, done: true });
     }
   }

@@ -185,4 +185,12 @@ test("a subscription ends the same whether its next() waits or comes later: done
   const sub = lost.subscribe({ runId: "R" });
   await disconnected;
   await assert.rejects(sub.next(), { code: "closed" }, "a lost connection is not the end of the events");
+  assert.deepEqual(await sub.next(), { value: undefined, done: true }, "the error is delivered once");
+
+  // The same when the next() waited for the connection to be lost: rejected once, then done.
+  const waited = await CrewClient.connect({ socketPath: path, credentials: { role: "admin", token: "x" }, reconnect: false });
+  t.after(() => waited.close());
+  const waitingSub = waited.subscribe({ runId: "R" });
+  await assert.rejects(waitingSub.next(), { code: "closed" });
+  assert.deepEqual(await waitingSub.next(), { value: undefined, done: true }, "the error is delivered once");
 });
