@@ -6,9 +6,11 @@
 package main
 
 import (
+	"crypto/rand"
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/crewlog/crewlog/audit"
@@ -40,7 +42,11 @@ func run(dir string) error {
 	}
 	defer l.Close()
 
-	run := fmt.Sprintf("team_%s_demo", time.Now().UTC().Format("20060102150405"))
+	// A run and a delegation of their own at every run, so that the demo runs again on a store it wrote: a run's
+	// create command is decided once, and a subId names one delegation store-wide (the slot pool is daemon-wide).
+	id := strings.ToLower(rand.Text())
+	run := fmt.Sprintf("team_%s_demo_%s", time.Now().UTC().Format("20060102150405"), id)
+	sub := "gc-demo-" + id
 	now := time.Now()
 	var mkErr error
 	// mk records a real payload, so the store is one every crewlog tool
@@ -54,7 +60,7 @@ func run(dir string) error {
 		return eventlog.Event{Stream: run, Type: typ, SchemaVersion: events.SchemaVersion(typ), Time: now.UnixNano(),
 			ActorRole: events.RoleOrchestrator, Payload: b}
 	}
-	const task, sub = "01_build", "gc-demo-1"
+	const task = "01_build"
 	create := []eventlog.Event{
 		mk(&events.RunCreated{Team: "demo", Goal: "show the log", Cwd: "/src", BudgetTotal: new(int64(100000))}),
 		mk(&events.TaskCreated{TaskID: task, Role: "executor", Agent: "executor", Title: "build", Cwd: "/src",
