@@ -152,10 +152,14 @@ export class CrewClient extends EventEmitter {
         }, options.timeoutMs);
       }
       this.#calls.add(call);
-      if (this.#conn) this.#send(this.#conn, call);
+      const conn = this.#conn;
+      if (conn && !conn.closing) this.#send(conn, call);
       else {
         this.#awaitDeadline(call);
-        this.#connect().catch(() => {}); // the call is failed by #giveUp if connecting fails for good
+        // NB: a connection already closing (on a frame over maxFrame, say, read in the same chunk as the answer whose
+        // handler makes this call) is not written to: #down would count the call among those that frame may have
+        // answered. Its close, handled by #down, connects again, which sends the call.
+        if (!conn) this.#connect().catch(() => {}); // the call is failed by #connect if connecting fails for good
       }
     });
   }
@@ -632,6 +636,11 @@ class Connection {
       "set it to the broker's");
     this.#buf = "";
     this.#socket.destroy();
+  }
+
+  /** Whether the socket is closed or closing: nothing written to it is sent. Its onClose is still to come. */
+  get closing() {
+    return this.#socket.destroyed;
   }
 
   /** The bytes written and not yet handed to the operating system. */

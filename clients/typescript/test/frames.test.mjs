@@ -107,6 +107,16 @@ test("an answer over maxFrame fails the calls it may answer with oversize-frame,
   assert.ok(hellos <= 1, `${hellos} reconnects`);
 });
 
+test("a call made on an answer read just before a frame over maxFrame is sent on the next connection, not failed with that frame", { timeout: 10_000 }, async (t) => {
+  // The broker writes the answer to the first ping and, in the same write, a line over maxFrame.
+  const socketPath = await fakeBroker(t, (req) => JSON.stringify({ id: req.id, result: { pad: "" } }) +
+    (req.params?.first ? "\n" + JSON.stringify({ id: "x", result: { pad: "x".repeat(2000) } }) : ""));
+  const c = await CrewClient.connect({ socketPath, credentials: { role: "admin", token: "x" }, maxFrame: 1024 });
+  t.after(() => c.close());
+  const second = await c.call("ping", { first: true }).then(() => c.call("ping").then((r) => r, (err) => err.code));
+  assert.deepEqual(second, { pad: "" }, "the second call was not sent on the connection the oversize frame closed");
+});
+
 test("an answer of exactly maxFrame bytes is read, one of a byte more is refused however the reads cut it", { timeout: 10_000 }, async (t) => {
   // size is the answer's bytes with its newline.
   const answer = (req) => {
