@@ -27,7 +27,8 @@ import (
 // The answer comes once this node's copy holds the command's events and
 // everything the writer had published when it answered (decidedOnHeader),
 // so a client reads its own writes on the crewd it talks to, and the state
-// a refusal was decided on.
+// a refusal was decided on — but for the refusal of an ended credential,
+// below, which the writer answers as an error and this node at once.
 //
 // The request carries its credential, which the writer checks against the
 // state it decides on: this node's copy, which its broker checked, may lag

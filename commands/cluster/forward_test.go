@@ -206,7 +206,13 @@ func TestFollowerAnswersARefusalOnceItsCopyHoldsWhatTheWriterDecidedOn(t *testin
 	hold.Store(true)
 
 	require.Nil(t, submitAsAdmin(t, w, &commands.TaskTransition{RunID: "R", TaskID: "T", To: "completed"}).Rejected)
-	time.AfterFunc(500*time.Millisecond, release)
+	// While the copy is held before the task's end, the writer's refusal is not answered: the call waits for it.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	held, err := f.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(),
+		Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.TaskTransition{RunID: "R", TaskID: "T", To: "running"}})
+	require.Error(t, err, "answered %+v from a copy that does not hold what the writer decided on", held.Rejected)
+	release()
 	rep := submitAsAdmin(t, f, &commands.TaskTransition{RunID: "R", TaskID: "T", To: "running"})
 	require.NotNil(t, rep.Rejected, "the writer refuses to run a completed task")
 	var status projections.TaskStatus

@@ -19,9 +19,11 @@ func connectError(urls string, err error) error {
 		if ui == "" {
 			continue
 		}
-		redacted = strings.ReplaceAll(redacted, ui, "***")
-		if q := strconv.Quote(ui); q[1:len(q)-1] != ui {
-			redacted = strings.ReplaceAll(redacted, q[1:len(q)-1], "***")
+		// NB: with its '@', which follows it in every URL the error quotes: a short userinfo alone ("a") is in
+		// other words of the text too.
+		redacted = strings.ReplaceAll(redacted, ui+"@", "***@")
+		if q := strconv.Quote(ui + "@"); q[1:len(q)-1] != ui+"@" {
+			redacted = strings.ReplaceAll(redacted, q[1:len(q)-1], "***@")
 		}
 	}
 	if redacted == msg {

@@ -37,3 +37,13 @@ func TestConnectErrorLeavesOutURLCredentials(t *testing.T) {
 		})
 	}
 }
+
+// A short userinfo is cut out of the URL only, not out of the words of the error that hold its letters.
+func TestConnectErrorKeepsItsWords(t *testing.T) {
+	nc, err := Connect("nats://a@127.0.0.1:1", ConnectOptions{Name: "test"})
+	if nc != nil {
+		nc.Close()
+	}
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "no servers available for connection")
+}
