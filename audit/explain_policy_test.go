@@ -45,6 +45,6 @@ func TestExplainWaitMethodsRefusal(t *testing.T) {
 	require.Equal(t, "wait-methods-disabled (broker.waitMethodsEnabled=false)", refusals[0].Rule)
 	require.Equal(t, "wait.resolve", refusals[1].Command)
 	require.Equal(t, "question asked", refusals[2].Today)
-	require.Equal(t, "waitMethodsEnabled=true: not refused", refusals[2].Rule)
+	require.Equal(t, "broker.waitMethodsEnabled=true: not refused", refusals[2].Rule)
 	requireExplainedAtAlike(t, l, refusals)
 }

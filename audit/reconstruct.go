@@ -339,7 +339,7 @@ func rule(s *projections.State, cfg projections.Config, cmd commands.Command, ev
 			}
 		}
 		if err == nil {
-			return "waitMethodsEnabled=true: not refused"
+			return "broker.waitMethodsEnabled=true: not refused"
 		}
 	case *commands.TaskUsage:
 		return budgetRule(s, c, evs)

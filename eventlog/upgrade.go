@@ -7,9 +7,9 @@ import (
 )
 
 // upgradeChunk bounds the keys a format step holds in one batch before it
-// commits them, so a step over a large store does not build one huge batch;
-// but a snapshot's chunks, held until the deletion of its whole key
-// (ChunkSnapshots), which adds the snapshot to the batch whatever its size.
+// commits them, so a step over a large store does not build one huge batch,
+// except a snapshot's chunks: ChunkSnapshots holds them until it deletes the
+// snapshot's whole key, so a batch takes a whole snapshot whatever its size.
 // A variable only so that a test can make a step span its batches cheaply.
 var upgradeChunk = 1024
 

@@ -178,8 +178,8 @@ func TestMissingViewsAreKnownKeptBySnapshotsAndWritten(t *testing.T) {
 // view is written already or among the missing ones. So a run whose view is missing stays in the set while it is hot,
 // and gets its view written once it is cold again.
 func TestAMissingViewOfARunReadBackStaysMissing(t *testing.T) {
-	defer func(n int) { maxQueuedViews = n }(maxQueuedViews)
 	queue := maxQueuedViews
+	defer func() { maxQueuedViews = queue }()
 	maxQueuedViews = 0 // every run made cold in the fold goes without a view
 	evs := realisticHistory(1500)
 	l := appendHistory(t, evs)

@@ -80,7 +80,8 @@ func inside(path, dir string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
-// resolved is the absolute path p with the symbolic links of its longest existing prefix resolved.
+// resolved is the absolute path p (p cleaned when it cannot be made absolute) with the symbolic links of its longest
+// existing prefix resolved.
 func resolved(p string) string {
 	abs, err := filepath.Abs(p)
 	if err != nil {
@@ -154,9 +155,11 @@ func (a *app) backupOnline(ctx context.Context, b Broker, dest string) error {
 	}
 	var res checkpointResult
 	if err := call(ctx, b, "admin.checkpoint", map[string]any{"dir": filepath.Join(dest, storeDir)}, &res); err != nil {
-		// NB: refused, crewd wrote nothing and DIR is still empty. Cancelled or cut off, crewctl cannot stop crewd
-		// writing the checkpoint into DIR, nor wait for it: a DIR that is not empty any more is left, and said so.
-		if os.Remove(dest) != nil && !isWireError(err) {
+		// NB: refused (call's exitProblem), crewd wrote nothing and DIR is still empty. Cancelled or cut off
+		// (exitOpen), crewctl cannot stop crewd writing the checkpoint into DIR, nor wait for it: a DIR that is not
+		// empty any more is left, and said so.
+		var ee *exitError
+		if os.Remove(dest) != nil && errors.As(err, &ee) && ee.code == exitOpen {
 			return hinted(err, fmt.Sprintf("crewd may still be writing its checkpoint into %s: remove %s once it is done "+
 				"(a copy there has no server.key)", dest, dest))
 		}

@@ -178,7 +178,8 @@ func callPaged[T any](ctx context.Context, b Broker, method, key, runID string) 
 			return all, nil
 		}
 		if next == p["cursor"] || len(items) == 0 {
-			return all, problemf("%s: the daemon's page after cursor %q moved on by nothing", method, p["cursor"])
+			cur, _ := p["cursor"].(string)
+			return all, problemf("%s: the daemon's page after cursor %q moved on by nothing", method, cur)
 		}
 		p["cursor"] = next
 	}

@@ -110,9 +110,9 @@ func (a *app) migrateToStream(ctx context.Context, replicas int) error {
 }
 
 func (a *app) migrateToPebble(ctx context.Context) error {
-	existing := storePath(a.dataDir)
-	if _, err := os.Lstat(existing); err == nil {
-		return usagef("migrate-store: %s exists; name a new data directory", existing)
+	target := storePath(a.dataDir)
+	if _, err := os.Lstat(target); err == nil {
+		return usagef("migrate-store: %s exists; name a new data directory", target)
 	}
 	// NB: where crewd opens the store of a data directory; storePath names the directory itself while it holds no
 	// store, and a crewd started on a copy written there made a new, empty store beside it.
