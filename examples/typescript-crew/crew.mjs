@@ -8,7 +8,7 @@
 //   go run ./cmd/crewd --nesting --max-depth=3 --wait-methods      # terminal 1
 //   node examples/typescript-crew/crew.mjs                          # terminal 2
 //
-// Options: --socket PATH and --data DIR (default: crewd's defaults), --run-id ID.
+// Options: --socket PATH and --data DIR (default: crewd's defaults), --run-id ID, --timeout-sec N.
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { homedir, userInfo } from "node:os";
@@ -151,7 +151,10 @@ function startNode(script, env) {
     child.once("close", (code, signal) => (code === 0 ? resolve(out) : reject(new Error(`${script} exited ${code ?? signal}`))));
   });
   children.set(child, new Promise((resolve) => {
-    const gone = () => resolve(children.delete(child));
+    const gone = () => {
+      children.delete(child);
+      resolve();
+    };
     child.once("close", gone);
     child.once("error", gone); // a process that could not be started sends no close
   }));
@@ -177,9 +180,15 @@ async function settleInFlight() {
     open.push(...page.delegations.filter((del) => del.settledAt === undefined));
     cursor = page.nextCursor;
   } while (cursor !== undefined);
+  // NB: each on its own: one settled meanwhile (its grandchild ended as the crew failed) is refused, and must not
+  // leave the ones after it holding their slots.
   for (const del of open) {
-    await orch.call("delegate.settle", { subId: del.subId, outcome: "cancelled", text: "the crew failed" });
-    log(`${del.subId} settled cancelled`);
+    try {
+      await orch.call("delegate.settle", { subId: del.subId, outcome: "cancelled", text: "the crew failed" });
+      log(`${del.subId} settled cancelled`);
+    } catch (err) {
+      console.error(`${del.subId}: not settled: ${err.message}`);
+    }
   }
 }
 
@@ -189,7 +198,8 @@ function spawnNode(script, env) {
 
 // defaultSocket and defaultData are crewd's defaults, read as crewd reads them: an XDG directory only when absolute
 // (as the XDG base directory spec says), TMPDIR only when absolute and else /tmp (never TMP or TEMP, which node's
-// tmpdir() would read), so that the crew finds the crewd its README starts.
+// tmpdir() would read), so that the crew finds the crewd its README starts. A relative HOME, where crewd has no
+// default data directory and must be given --data, falls back to node's homedir().
 function defaultSocket() {
   const { XDG_RUNTIME_DIR: runtime, TMPDIR: tmp } = process.env;
   if (absolute(runtime)) return join(runtime, "crewlog", "crewd.sock");

@@ -58,7 +58,7 @@ test("the example crew runs to completion: delegations settled with usage, asks 
 // Without --wait-methods each worker's ask is refused and the worker exits 1 after its delegation was admitted: the
 // crew fails. Failing, it must give back what it took — the daemon-wide slots of its delegations (else the next crew
 // is refused for up to their timeout) and the processes it started.
-test("a crew that fails settles its delegations in flight, so their slots are free, and leaves no process behind", { timeout: 120_000 }, async (t) => {
+test("a crew that fails settles its delegations in flight, so their slots are free, and no grandchild process of theirs is left", { timeout: 120_000 }, async (t) => {
   const d = await startCrewd(crewFlags.filter((f) => f !== "--wait-methods"));
   t.after(() => d.close());
   const failed = await promisify(execFile)(process.execPath, [

@@ -152,14 +152,12 @@ export class CrewClient extends EventEmitter {
         }, options.timeoutMs);
       }
       this.#calls.add(call);
-      const conn = this.#conn;
-      if (conn && !conn.closing) this.#send(conn, call);
+      const conn = this.#live();
+      if (conn) this.#send(conn, call);
       else {
         this.#awaitDeadline(call);
-        // NB: a connection already closing (on a frame over maxFrame, say, read in the same chunk as the answer whose
-        // handler makes this call) is not written to: #down would count the call among those that frame may have
-        // answered. Its close, handled by #down, connects again, which sends the call.
-        if (!conn) this.#connect().catch(() => {}); // the call is failed by #connect if connecting fails for good
+        // A connection closing (#live) connects again once closed (#down), which sends the call.
+        if (!this.#conn) this.#connect().catch(() => {}); // the call is failed by #connect if connecting fails for good
       }
     });
   }
@@ -309,6 +307,14 @@ export class CrewClient extends EventEmitter {
     if (again) this.emit("reconnect", conn.hello);
   }
 
+  // #live is the connection requests may be written to: none while the current one is closing. NB: on a frame over
+  // maxFrame, say, read in the same chunk as the answer whose handler makes a call or a subscription: #down counts
+  // what went out on the connection among what that frame may have answered, so nothing made after it goes there.
+  #live() {
+    const conn = this.#conn;
+    return conn && !conn.closing ? conn : null;
+  }
+
   #down(conn, err) {
     if (this.#conn !== conn) return;
     this.#conn = null;
@@ -324,7 +330,7 @@ export class CrewClient extends EventEmitter {
       // NB: which request the frame answered cannot be read from it, and sent again it would come back as large, the
       // client reconnecting without end: every call it may have answered, and the subscription, fail with it.
       this.#rejectCalls((call) => call.id !== null, () => err);
-      this.#sub?._end(err);
+      if (this.#sub?._conn === conn) this.#sub._end(err);
     }
     if (!this.#opts.reconnect) {
       this.#failAll(new BrokerError("closed", `connection lost: ${err.message}`));
@@ -425,8 +431,9 @@ export class CrewClient extends EventEmitter {
   // until the answer: the broker answers before the first push of the new subscription, so what arrives before it
   // belongs to the one it replaces.
   #resubscribe(sub) {
-    const conn = this.#conn;
+    const conn = this.#live();
     if (!conn || sub.closed) return;
+    sub._conn = conn; // the connection it was last asked on (#down)
     const id = String(++this.#nextId);
     const params = { sinceSeq: sub.lastSeq };
     if (sub.types) params.types = sub.types;
@@ -485,6 +492,7 @@ export class Subscription {
   closed = false;
   resyncs = 0;
   _pending = null;
+  _conn = null;
 
   constructor(client, options, resume, detach) {
     const since = options.sinceSeq ?? 0;
@@ -534,9 +542,9 @@ export class Subscription {
     // NB: the error is delivered once, as next() delivers it: to the first next() that waits; the others, and every
     // later one, are done.
     for (const w of this.#waiters.splice(0)) {
-      const err = this.#error;
+      const first = this.#error;
       this.#error = null;
-      if (err) w.reject(err);
+      if (first) w.reject(first);
       else w.resolve({ value: undefined, done: true });
     }
   }

@@ -117,6 +117,19 @@ test("a call made on an answer read just before a frame over maxFrame is sent on
   assert.deepEqual(second, { pad: "" }, "the second call was not sent on the connection the oversize frame closed");
 });
 
+test("a subscription made on an answer read just before a frame over maxFrame is made on the next connection, not ended with that frame", { timeout: 10_000 }, async (t) => {
+  // The broker writes the answer to the first ping and, in the same write, a line over maxFrame.
+  const socketPath = await fakeBroker(t, (req) => JSON.stringify({ id: req.id, result: { pad: "" } }) +
+    (req.params?.first ? "\n" + JSON.stringify({ id: "x", result: { pad: "x".repeat(2000) } }) : ""));
+  const c = await CrewClient.connect({ socketPath, credentials: { role: "admin", token: "x" }, maxFrame: 1024 });
+  t.after(() => c.close());
+  const reconnected = new Promise((resolve) => c.once("reconnect", resolve));
+  const sub = await c.call("ping", { first: true }).then(() => c.subscribe({ runId: "R" }));
+  await reconnected;
+  await c.call("ping"); // sent after the subscription on the new connection, answered after it
+  assert.equal(sub.closed, false, "the subscription was ended with a frame that came before it was made");
+});
+
 test("an answer of exactly maxFrame bytes is read, one of a byte more is refused however the reads cut it", { timeout: 10_000 }, async (t) => {
   // size is the answer's bytes with its newline.
   const answer = (req) => {
