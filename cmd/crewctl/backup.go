@@ -155,15 +155,17 @@ func (a *app) backupOnline(ctx context.Context, b Broker, dest string) error {
 	}
 	var res checkpointResult
 	if err := call(ctx, b, "admin.checkpoint", map[string]any{"dir": filepath.Join(dest, storeDir)}, &res); err != nil {
-		// NB: refused (call's exitProblem), crewd wrote nothing and DIR is still empty. Cancelled or cut off
-		// (exitOpen), crewctl cannot stop crewd writing the checkpoint into DIR, nor wait for it: a DIR that is not
-		// empty any more is left, and said so.
-		var ee *exitError
-		if os.Remove(dest) != nil && errors.As(err, &ee) && ee.code == exitOpen {
-			return hinted(err, fmt.Sprintf("crewd may still be writing its checkpoint into %s: remove %s once it is done "+
-				"(a copy there has no server.key)", dest, dest))
+		// NB: DIR is removed while still empty. Cut off (call's exitOpen), crewctl cannot stop crewd writing the
+		// checkpoint into DIR, nor wait for it; refused after its copy was in place (a failed sync), crewd left it
+		// there: a DIR that is not empty is left, and said so.
+		if os.Remove(dest) == nil {
+			return err
 		}
-		return err
+		still := "crewd left its checkpoint in"
+		if codeOf(err) == exitOpen {
+			still = "crewd may still be writing its checkpoint into"
+		}
+		return hinted(err, fmt.Sprintf("%s %s: remove %s once it is done (a copy there has no server.key)", still, dest, dest))
 	}
 	out := backupOutput{From: a.dataDir, To: dest, Head: res.Head, Online: true}
 	var err error

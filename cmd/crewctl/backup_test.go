@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/broker/wire"
 )
 
 // TestRestoreFailingPartWayLeavesNoStore: a restore that fails part-way (here on an entry of the backup's store it
@@ -159,10 +160,13 @@ func TestBackupSaysWhyCrewdWasNotReached(t *testing.T) {
 	}
 }
 
-// cutOffCheckpoint is a crewd that starts writing the checkpoint asked of it, then loses the connection.
-type cutOffCheckpoint struct{ Broker }
+// failedCheckpoint is a crewd that writes the checkpoint asked of it into place, then answers err.
+type failedCheckpoint struct {
+	Broker
+	err error
+}
 
-func (cutOffCheckpoint) Call(_ context.Context, method string, params, _ any) error {
+func (f failedCheckpoint) Call(_ context.Context, method string, params, _ any) error {
 	if method != "admin.checkpoint" {
 		return fmt.Errorf("unexpected %s", method)
 	}
@@ -170,21 +174,35 @@ func (cutOffCheckpoint) Call(_ context.Context, method string, params, _ any) er
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	return io.ErrUnexpectedEOF
+	return f.err
 }
 
-func (cutOffCheckpoint) Close() error { return nil }
+func (failedCheckpoint) Close() error { return nil }
 
-// TestBackupCutOffWhileCrewdWritesSaysSo: an online backup whose call is cut off (the connection lost, the command
-// interrupted) cannot stop crewd writing its checkpoint into DIR; backup removed DIR only when empty and said
-// nothing, so a DIR crewd went on filling was left as a copy with no server.key, unannounced.
-func TestBackupCutOffWhileCrewdWritesSaysSo(t *testing.T) {
-	dest := filepath.Join(t.TempDir(), "backup")
-	tok := filepath.Join(t.TempDir(), "admin.token")
-	require.NoError(t, writeFile(tok, "t0ken"))
-	dial := func(context.Context, string, string) (Broker, error) { return cutOffCheckpoint{}, nil }
-	r := crewctl(t, dial, "backup", dest, "--data", t.TempDir(), "--token-file", tok)
-	require.Equal(t, exitOpen, r.code, r.out+r.err)
-	require.Contains(t, r.err, "crewd may still be writing its checkpoint into "+dest)
-	require.DirExists(t, filepath.Join(dest, storeDir))
+// TestBackupLeftBehindByCrewdSaysSo: an online backup whose call is cut off (the connection lost, the command
+// interrupted) cannot stop crewd writing its checkpoint into DIR, and one crewd refuses after the copy is in place (a
+// failed sync) leaves it there; backup removed DIR only when empty and said nothing, so DIR was left as a copy with
+// no server.key, unannounced.
+func TestBackupLeftBehindByCrewdSaysSo(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		code int
+		says string
+	}{
+		{"cut off", io.ErrUnexpectedEOF, exitOpen, "crewd may still be writing its checkpoint into "},
+		{"refused after its copy", wire.NewError(wire.CodeInternal, "sync failed"), exitProblem, "crewd left its checkpoint in "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dest := filepath.Join(t.TempDir(), "backup")
+			tok := filepath.Join(t.TempDir(), "admin.token")
+			require.NoError(t, writeFile(tok, "t0ken"))
+			dial := func(context.Context, string, string) (Broker, error) { return failedCheckpoint{err: tc.err}, nil }
+			r := crewctl(t, dial, "backup", dest, "--data", t.TempDir(), "--token-file", tok)
+			require.Equal(t, tc.code, r.code, r.out+r.err)
+			require.Contains(t, r.err, tc.says+dest)
+			require.Contains(t, r.err, "a copy there has no server.key")
+			require.DirExists(t, filepath.Join(dest, storeDir))
+		})
+	}
 }

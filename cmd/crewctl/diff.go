@@ -158,6 +158,7 @@ func callPaged[T any](ctx context.Context, b Broker, method, key, runID string) 
 	if runID != "" {
 		p["runId"] = runID
 	}
+	cursor := ""
 	for {
 		var page map[string]json.RawMessage
 		if err := call(ctx, b, method, p, &page); err != nil {
@@ -177,11 +178,10 @@ func callPaged[T any](ctx context.Context, b Broker, method, key, runID string) 
 		if next == "" {
 			return all, nil
 		}
-		if next == p["cursor"] || len(items) == 0 {
-			cur, _ := p["cursor"].(string)
-			return all, problemf("%s: the daemon's page after cursor %q moved on by nothing", method, cur)
+		if next == cursor || len(items) == 0 {
+			return all, problemf("%s: the daemon's page after cursor %q moved on by nothing", method, cursor)
 		}
-		p["cursor"] = next
+		cursor, p["cursor"] = next, next
 	}
 }
 

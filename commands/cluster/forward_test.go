@@ -211,7 +211,8 @@ func TestFollowerAnswersARefusalOnceItsCopyHoldsWhatTheWriterDecidedOn(t *testin
 	defer cancel()
 	held, err := f.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(),
 		Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.TaskTransition{RunID: "R", TaskID: "T", To: "running"}})
-	require.Error(t, err, "answered %+v from a copy that does not hold what the writer decided on", held.Rejected)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "answered %+v from a copy that does not hold what the writer decided on",
+		held.Rejected)
 	release()
 	rep := submitAsAdmin(t, f, &commands.TaskTransition{RunID: "R", TaskID: "T", To: "running"})
 	require.NotNil(t, rep.Rejected, "the writer refuses to run a completed task")
