@@ -167,9 +167,9 @@ func (c *WaitResolve) decide(s *projections.State, env *Env) (Decision, error) {
 // AskExpire is submitted by the engine clock for a pending question past its
 // deadline: the question times out and, if its task is still parked on it,
 // the task resumes (running), so no worker waits past the server-clamped
-// deadline. A question whose task already left waiting (cancelled by a
-// budget abort, say) is closed all the same, which clears the run's
-// waitState.
+// deadline. A question whose task already left waiting is closed all the
+// same, which clears the run's waitState: a task's end closes its question
+// (ask_end.go), but a log written before left such questions pending.
 type AskExpire struct {
 	RunID      string
 	QuestionID string

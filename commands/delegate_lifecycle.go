@@ -145,6 +145,10 @@ func settlement(s *projections.State, env *Env, d projections.Delegation, outcom
 			evs = append(evs, env.event(d.RunID, events.TypeBudgetCharged, charge))
 		}
 	}
+	// The shadow task ends with its delegation, and closes the question it is parked on (ask_end.go).
+	if shadow, found := s.Task(d.RunID, d.SubID); found {
+		evs = append(evs, closeQuestion(s, env, d.RunID, shadow)...)
+	}
 	term := &rec.settled
 	*term = events.DelegateSettled{TaskID: d.ParentTaskID, SubID: d.SubID, OK: ok, UsageTokens: usage, MessageID: msgID, Expired: expired}
 	var payload any
@@ -183,7 +187,7 @@ type settlementRecords struct {
 	delivered events.MailboxAppended
 	charged   events.BudgetCharged
 	settled   events.DelegateSettled
-	events    [3]events.Event // delivered, charged (if any), settled
+	events    [4]events.Event // delivered, charged (if any), the shadow's question closed (if any), settled
 	result    SettleResult
 }
 

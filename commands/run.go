@@ -123,6 +123,7 @@ func (c *RunTransition) decide(s *projections.State, env *Env) (Decision, error)
 	evs := []events.Event{env.event(c.RunID, typ, runStatusPayload(to, events.RunStatusChanged{Summary: c.Summary, Reason: c.Reason}))}
 	if to.Stale() {
 		evs = append(evs, cancelInFlight(s, env, c.RunID, fmt.Sprintf("run %s", to))...)
+		evs = append(evs, closeRunQuestions(s, env, c.RunID)...)
 	}
 	return Decision{Events: evs, Result: map[string]any{"ok": true, "runId": c.RunID, "status": c.To}}, nil
 }

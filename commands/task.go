@@ -159,6 +159,7 @@ func (c *TaskTransition) decide(s *projections.State, env *Env) (Decision, error
 	case projections.TaskQueued:
 		typ, p = events.TypeTaskRetried, &events.TaskRetried{TaskID: c.TaskID, Reason: c.Reason}
 	}
-	ev := env.event(c.RunID, typ, p)
-	return Decision{Events: []events.Event{ev}, Result: map[string]any{"ok": true, "taskId": c.TaskID, "status": c.To}}, nil
+	// A task that leaves waiting here (→ running is wait.resolve's) closes its question first (ask_end.go).
+	evs := append(closeQuestion(s, env, c.RunID, t), env.event(c.RunID, typ, p))
+	return Decision{Events: evs, Result: map[string]any{"ok": true, "taskId": c.TaskID, "status": c.To}}, nil
 }

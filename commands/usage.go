@@ -180,16 +180,19 @@ func overFairShare(taskUsage, total int64) bool {
 // were dispatched and are not terminal are cancelled, those never
 // dispatched are skipped, every in-flight delegation is asked to cancel (its
 // shadow task follows its delegation, so shadows are left alone here), and
-// the run fails when the D§2.2 machine lets it.
+// the run fails when the D§2.2 machine lets it; the run's end closes the
+// question a shadow task is parked on (ask_end.go).
 func budgetAbort(s *projections.State, env *Env, run projections.Run) []events.Event {
-	var evs []events.Event
+	var evs, parkedShadows []events.Event
 	// NB: the live tasks only (at most MaxLiveTasksPerRun), never every task the run has ended.
 	s.EachLiveTask(run.RunID, func(t projections.Task) bool {
 		if t.Shadow() {
+			parkedShadows = append(parkedShadows, expireParked(s, env, run.RunID, t)...)
 			return true
 		}
 		switch t.Status {
 		case projections.TaskRunning, projections.TaskWaiting:
+			evs = append(evs, closeQuestion(s, env, run.RunID, t)...)
 			evs = append(evs, env.event(run.RunID, events.TypeTaskCancelled,
 				&events.TaskCancelled{TaskID: t.TaskID, Reason: ReasonBudgetAbort}))
 		case projections.TaskQueued:
@@ -201,6 +204,8 @@ func budgetAbort(s *projections.State, env *Env, run projections.Run) []events.E
 	evs = append(evs, cancelInFlight(s, env, run.RunID, ReasonBudgetAbort)...)
 	if run.Status != projections.RunFailed && contains(runTransitions[run.Status], projections.RunFailed) {
 		evs = append(evs, env.event(run.RunID, events.TypeRunFailed, &events.RunFailed{Reason: ReasonBudgetAbort}))
+		// The run's end closes the questions its shadow tasks are parked on, as run.transition does (ask_end.go).
+		evs = append(evs, parkedShadows...)
 	}
 	return evs
 }

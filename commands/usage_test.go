@@ -283,6 +283,7 @@ func TestTaskUsageBudgetAbort(t *testing.T) {
 		fxE{events.TypeTaskUsage, &events.TaskUsage{TaskID: "02_exec", Input: 950}},
 		fxE{events.TypeRunBudgetAbort, &events.RunBudgetAbort{BudgetTotal: 1000, BudgetUsed: 950, Threshold: "abort"}},
 		fxE{events.TypeTaskCancelled, &events.TaskCancelled{TaskID: "02_exec", Reason: ReasonBudgetAbort}},
+		fxE{events.TypeAskTimedOut, &events.AskTimedOut{TaskID: "03_wait", QuestionID: "q-03_wait"}},
 		fxE{events.TypeTaskCancelled, &events.TaskCancelled{TaskID: "03_wait", Reason: ReasonBudgetAbort}},
 		fxE{events.TypeTaskSkipped, &events.TaskSkipped{TaskID: "04_next", Reason: ReasonBudgetAbort}},
 		fxE{events.TypeDelegateCancelRequested, &events.DelegateCancelRequested{TaskID: "02_exec", SubID: "gc-a", Reason: ReasonBudgetAbort}},

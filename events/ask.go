@@ -28,8 +28,9 @@ type AskAnswered struct {
 	QuestionID string `json:"questionId" msgpack:"questionId"`
 }
 
-// AskTimedOut closes a question whose deadline passed; waitState is cleared
-// like for an answer.
+// AskTimedOut closes a question whose deadline passed, or whose task left
+// waiting other than by an answer (its end, a retry) or whose run ended, in
+// that decision; waitState is cleared like for an answer.
 type AskTimedOut struct {
 	TaskID     string `json:"taskId" msgpack:"taskId"`
 	QuestionID string `json:"questionId" msgpack:"questionId"`

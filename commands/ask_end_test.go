@@ -1,0 +1,77 @@
+package commands
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// A question closes with its asker: a task that leaves waiting for anything but an answer or its deadline (an end in
+// any terminal status, a retry, its delegation's settlement) or whose run ends times its question out in the same
+// decision. Left pending, the question kept the run's waitState on a task no longer parked on it, kept an ended
+// run from going cold (projections' mayEvict) for up to an hour beyond its retention and MaxRetainedRuns, and
+// resumed at its deadline a task of a run that had ended an hour before.
+func TestAskEndsWithItsAsker(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		asker   string
+		end     Command
+		resumed bool // the task is still parked when the question closes, and resumes as at its deadline
+	}{
+		{"task completed", "02_exec", &TaskTransition{RunID: fxRun, TaskID: "02_exec", To: "completed"}, false},
+		{"task failed", "02_exec", &TaskTransition{RunID: fxRun, TaskID: "02_exec", To: "failed", Error: "e"}, false},
+		{"task cancelled", "02_exec", &TaskTransition{RunID: fxRun, TaskID: "02_exec", To: "cancelled"}, false},
+		{"task retried", "02_exec", &TaskTransition{RunID: fxRun, TaskID: "02_exec", To: "queued"}, false},
+		{"run cancelled", "02_exec", &RunTransition{RunID: fxRun, To: "cancelled"}, true},
+		{"run completed", "02_exec", &RunTransition{RunID: fxRun, To: "completed"}, true},
+		{"run failed", "02_exec", &RunTransition{RunID: fxRun, To: "failed"}, true},
+		{"budget abort", "02_exec", &TaskUsage{RunID: fxRun, TaskID: "02_exec", Input: 1000}, false},
+		{"run cancelled, shadow asks", "gc-1", &RunTransition{RunID: fxRun, To: "cancelled"}, true},
+		{"budget abort, shadow asks", "gc-1", &TaskUsage{RunID: fxRun, TaskID: "02_exec", Input: 1000}, true},
+		{"delegation settled", "gc-1", &DelegateSettle{RunID: fxRun, SubID: "gc-1", Outcome: OutcomeOK, Text: "r"}, false},
+		{"delegation cancelled", "gc-1", &DelegateSettle{RunID: fxRun, SubID: "gc-1", Outcome: OutcomeCancelled}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := fxRunning(t, 100)
+			l.delegation("02_exec", "gc-1", 2)
+			l.add(events.TypeDelegateSpawned, &events.DelegateSpawned{TaskID: "02_exec", SubID: "gc-1", PID: 1})
+			l.run(&WaitRequest{RunID: fxRun, TaskID: tc.asker, Question: "which?"})
+			run, _ := l.s.Run(fxRun)
+			require.NotNil(t, run.WaitState)
+			qid := run.WaitState.QuestionID
+
+			dec := l.run(tc.end)
+
+			a, _ := l.s.Ask(fxRun, qid)
+			require.Equal(t, projections.AskTimedOut, a.Status, "the question closes in the decision that ends its asker")
+			closes := func(ev events.Event) bool { return ev.Type == events.TypeAskTimedOut }
+			require.True(t, slices.ContainsFunc(dec.Events, closes))
+			run, _ = l.s.Run(fxRun)
+			require.Nil(t, run.WaitState, "the run is no longer parked")
+			require.Empty(t, l.s.DueAsks(a.Deadline), "nothing is left for the clock to expire")
+			task, _ := l.s.Task(fxRun, tc.asker)
+			require.Nil(t, task.Waiting)
+			require.Equal(t, tc.resumed, task.Status == projections.TaskRunning, "task is %s", task.Status)
+		})
+	}
+}
+
+// A task parked on a question that another task's end, or an earlier retry of the task, does not concern keeps it.
+func TestAskOfAnotherTaskOutlivesAnEnd(t *testing.T) {
+	l := fxRunning(t, 0).task("03_test", projections.TaskRunning)
+	l.run(&WaitRequest{RunID: fxRun, TaskID: "02_exec", Question: "which?"})
+	l.run(&WaitRequest{RunID: fxRun, TaskID: "03_test", Question: "and you?"})
+	dec := l.run(&TaskTransition{RunID: fxRun, TaskID: "03_test", To: "cancelled"})
+	require.Equal(t, []string{events.TypeAskTimedOut, events.TypeTaskCancelled}, fxTypes(dec.Events))
+
+	p, err := l.s.AsksPage(fxRun, true, projections.PageFilter{})
+	require.NoError(t, err)
+	require.Len(t, p.Items, 1)
+	require.Equal(t, "02_exec", p.Items[0].TaskID)
+	task, _ := l.s.Task(fxRun, "02_exec")
+	require.Equal(t, projections.TaskWaiting, task.Status)
+}
