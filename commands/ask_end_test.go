@@ -1,8 +1,10 @@
 package commands
 
 import (
+	"math"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -74,4 +76,31 @@ func TestAskOfAnotherTaskOutlivesAnEnd(t *testing.T) {
 	require.Equal(t, "02_exec", p.Items[0].TaskID)
 	task, _ := l.s.Task(fxRun, "02_exec")
 	require.Equal(t, projections.TaskWaiting, task.Status)
+}
+
+// An ended run whose worker was parked when it ended is held to MaxRetainedRuns as any other: its question closed
+// with it, so nothing keeps it hot until the deadline.
+func TestEngineRetainsARunEndedWithAParkedTaskAtMostAsAnyOther(t *testing.T) {
+	f := openColdEngine(t, Options{SnapshotEvery: -1, Retention: time.Hour})
+	cfg := projections.DefaultConfig()
+	cfg.WaitMethodsEnabled = true
+	require.Nil(t, f.submitAs(admin, &Configure{Config: cfg}).Rejected)
+	for _, c := range []struct {
+		actor events.Actor
+		c     Command
+	}{
+		{admin, &RunCreate{RunID: "P", Team: "t", Goal: "g", Cwd: "/w"}},
+		{orchestrator, &RunTransition{RunID: "P", To: "running"}},
+		{orchestrator, &TaskCreate{RunID: "P", TaskID: "02_exec", Role: "executor", Agent: "a", Title: "x", Cwd: "/w"}},
+		{orchestrator, &TaskTransition{RunID: "P", TaskID: "02_exec", To: "running"}},
+		{worker("02_exec"), &WaitRequest{RunID: "P", TaskID: "02_exec", Question: "ok?", TimeoutSec: ptr(3600.0)}},
+		{orchestrator, &RunTransition{RunID: "P", To: "cancelled"}},
+	} {
+		require.Nil(t, f.submitAs(c.actor, c.c).Rejected, "%s", c.c.Kind())
+	}
+	endRuns(t, f, "C", MaxRetainedRuns)
+	f.eng.Read(func(s *projections.State) {
+		require.True(t, s.IsCold("P"), "the run that ended first went cold")
+		require.Empty(t, s.DueAsks(math.MaxInt64))
+	})
 }
