@@ -193,7 +193,7 @@ func TestFollowThroughCrewd(t *testing.T) {
 		progress = 400
 	}
 	data := t.TempDir()
-	socket := filepath.Join(t.TempDir(), "run", "crewd.sock")
+	socket := filepath.Join(socketDir(t), "run", "crewd.sock")
 	d := startDaemon(t, data, socket)
 	root, err := picrewtest.New(t.TempDir())
 	require.NoError(t, err)
@@ -298,7 +298,7 @@ func TestFollowLatency(t *testing.T) {
 func followSetup(t *testing.T, progress int) (data, socket string, root *picrewtest.Root, a *picrewtest.Run) {
 	t.Helper()
 	data = t.TempDir()
-	socket = filepath.Join(t.TempDir(), "run", "crewd.sock")
+	socket = filepath.Join(socketDir(t), "run", "crewd.sock")
 	startDaemon(t, data, socket)
 	root, err := picrewtest.New(t.TempDir())
 	require.NoError(t, err)
