@@ -54,8 +54,8 @@ type runningCrewd struct {
 
 func startCrewd(t *testing.T, args ...string) *runningCrewd {
 	t.Helper()
-	dir := t.TempDir()
-	c := &runningCrewd{data: filepath.Join(dir, "data"), socket: filepath.Join(dir, "s", "crewd.sock"), done: make(chan error, 1)}
+	c := &runningCrewd{data: filepath.Join(t.TempDir(), "data"), socket: filepath.Join(socketDir(t), "s", "crewd.sock"),
+		done: make(chan error, 1)}
 	cfg, err := Load(append([]string{"--data", c.data, "--socket", c.socket, "--http", "", "--min-free-mib", "0"}, args...), homeEnv)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -20,8 +20,7 @@ func testConfig(t *testing.T) Config {
 	t.Helper()
 	c, err := Load(nil, envOf(map[string]string{"HOME": "/nonexistent"}))
 	require.NoError(t, err)
-	dir := t.TempDir()
-	c.DataDir, c.SocketPath = filepath.Join(dir, "data"), filepath.Join(dir, "run", "crewd.sock")
+	c.DataDir, c.SocketPath = filepath.Join(t.TempDir(), "data"), filepath.Join(socketDir(t), "run", "crewd.sock")
 	c.MinFreeBytes = 0
 	return c
 }

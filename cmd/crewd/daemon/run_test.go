@@ -19,9 +19,8 @@ func TestOutboundQueueBoundsMatchBroker(t *testing.T) {
 }
 
 func TestMainExitStatus(t *testing.T) {
-	dir := t.TempDir()
-	data := filepath.Join(dir, "data")
-	sock := filepath.Join(dir, "crewd.sock")
+	data := filepath.Join(t.TempDir(), "data")
+	sock := filepath.Join(socketDir(t), "crewd.sock")
 	var out, errs bytes.Buffer
 
 	require.Equal(t, ExitOK, Main([]string{"--help"}, &out, &errs))
