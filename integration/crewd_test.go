@@ -93,10 +93,9 @@ type daemon struct {
 const startTimeout = 60 * time.Second
 
 func newDaemon(t *testing.T, args ...string) *daemon {
-	dir := t.TempDir()
 	return &daemon{
-		t: t, bin: crewdBinary(t), data: filepath.Join(dir, "data"), socket: filepath.Join(dir, "run", "crewd.sock"),
-		args: args,
+		t: t, bin: crewdBinary(t), data: filepath.Join(t.TempDir(), "data"),
+		socket: filepath.Join(socketDir(t), "run", "crewd.sock"), args: args,
 	}
 }
 

@@ -24,7 +24,7 @@ type closingBroker struct {
 }
 
 func newClosingBroker(t *testing.T, answer func(method, commandID string, attempt int) *wire.Error) *closingBroker {
-	b := &closingBroker{socket: filepath.Join(t.TempDir(), "b.sock"), sent: map[string]int{}, answer: answer}
+	b := &closingBroker{socket: filepath.Join(socketDir(t), "b.sock"), sent: map[string]int{}, answer: answer}
 	ln, err := net.Listen("unix", b.socket)
 	require.NoError(t, err)
 	var wg sync.WaitGroup
