@@ -76,10 +76,11 @@ type RunStates interface {
 // maxExplainReach bounds how far back decisionAt reads: the longest decisions audit re-runs are a run's budget
 // abort (an event per live task, at most commands.MaxLiveTasksPerRun, and per delegation in flight, at most the
 // pool's commands.MaxMaxSlots) and a job's disconnect (an event per call in flight, at most
-// commands.MaxProxyMaxInFlight, fewer), and twice their events, a margin for the few others such a decision writes
-// (the abort itself, the run's end, a lease cleared). A longer command is no decision audit re-runs, and its events
-// are not all read.
-const maxExplainReach = 2 * (commands.MaxLiveTasksPerRun + commands.MaxMaxSlots)
+// commands.MaxProxyMaxInFlight, fewer), and a run's end, which times out the question of each task parked on one
+// and resumes it (two events a task); three times their events leaves a margin for the few others such a decision
+// writes (the abort itself, the run's end, a lease cleared). A longer command is no decision audit re-runs, and its
+// events are not all read.
+const maxExplainReach = 3 * (commands.MaxLiveTasksPerRun + commands.MaxMaxSlots)
 
 // decisionAt returns the events of the decision holding pos, grouped as Replay groups them: the events of pos's
 // stream read from ExplainReach before it, split where sameDecision splits them or where the positions are not

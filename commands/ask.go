@@ -69,6 +69,11 @@ func (c *WaitRequest) decide(s *projections.State, env *Env) (Decision, error) {
 	if !s.Config().WaitMethodsEnabled {
 		return waitMethodsOff(c.RunID, c.TaskID, c.Kind(), env)
 	}
+	// NB: a run's end ends no task, and closes the questions asked before it (ask_end.go): one asked after it
+	// would outlive it. The broker refuses a worker of an ended run before this, against the state it publishes.
+	if status, _ := s.RunStatus(c.RunID); status.Stale() {
+		return Decision{}, reject(CodeForbidden, "run-terminal", "wait.request: run %s is %s", c.RunID, status)
+	}
 	t, ok := s.Task(c.RunID, c.TaskID)
 	if !ok {
 		return Decision{}, reject(CodeNoTask, "no-task", "task %q not found in run %q", c.TaskID, c.RunID)
@@ -154,7 +159,7 @@ func (c *WaitResolve) decide(s *projections.State, env *Env) (Decision, error) {
 	if !ok {
 		return Decision{}, reject(CodeNoTask, "no-task", "task %q not found in run %q", c.TaskID, c.RunID)
 	}
-	if t.Status != projections.TaskWaiting || t.Waiting == nil || t.Waiting.QuestionID != c.QuestionID {
+	if !parkedOn(t, c.QuestionID) {
 		return Decision{}, badParams("wait.resolve: task %s is not waiting on question %q", c.TaskID, c.QuestionID)
 	}
 	evs := []events.Event{
@@ -191,11 +196,12 @@ func (c *AskExpire) decide(s *projections.State, env *Env) (Decision, error) {
 	case env.millis() < a.Deadline:
 		return Decision{}, badParams("ask.expire: question %q expires at %d, not before", c.QuestionID, a.Deadline)
 	}
-	evs := []events.Event{env.event(c.RunID, events.TypeAskTimedOut, &events.AskTimedOut{TaskID: a.TaskID, QuestionID: a.QuestionID})}
-	resumed := false
-	if t, ok := s.Task(c.RunID, a.TaskID); ok && t.Status == projections.TaskWaiting && t.Waiting != nil && t.Waiting.QuestionID == a.QuestionID {
-		evs = append(evs, env.event(c.RunID, events.TypeTaskResumed, &events.TaskResumed{TaskID: a.TaskID, QuestionID: a.QuestionID}))
-		resumed = true
+	var evs []events.Event
+	if t, ok := s.Task(c.RunID, a.TaskID); ok && parkedOn(t, a.QuestionID) {
+		evs = expireParked(s, env, c.RunID, t)
+	} else {
+		evs = []events.Event{env.event(c.RunID, events.TypeAskTimedOut, &events.AskTimedOut{TaskID: a.TaskID, QuestionID: a.QuestionID})}
 	}
+	resumed := len(evs) == 2
 	return Decision{Events: evs, Result: map[string]any{"ok": true, "taskId": a.TaskID, "questionId": a.QuestionID, "resumed": resumed}}, nil
 }

@@ -7,8 +7,8 @@ import (
 
 // A question closes with its asker. A task that leaves waiting for anything but an answer or its deadline — an end
 // in any terminal status, a retry, its delegation's settlement — and a run that ends time the question out in the
-// same decision, with the ask.timedout the deadline would have recorded. Nobody can answer it any more (the asker's
-// credential ends with its task and with its run), and left pending it would keep the run's waitState on a task no
+// same decision, with the ask.timedout the deadline would have recorded. Nobody can answer it any more (wait.resolve
+// answers only the question its task is parked on), and left pending it would keep the run's waitState on a task no
 // longer parked on it and an ended run hot past its retention until the deadline, up to an hour later. NB: the fold
 // is unchanged, so a log written before folds as it did; a question such a log left pending expires at its deadline.
 
@@ -23,6 +23,11 @@ func closeQuestion(s *projections.State, env *Env, runID string, t projections.T
 	}
 	return []events.Event{env.event(runID, events.TypeAskTimedOut,
 		&events.AskTimedOut{TaskID: t.TaskID, QuestionID: t.Waiting.QuestionID})}
+}
+
+// parkedOn reports whether t waits on question questionID.
+func parkedOn(t projections.Task, questionID string) bool {
+	return t.Status == projections.TaskWaiting && t.Waiting != nil && t.Waiting.QuestionID == questionID
 }
 
 // closeRunQuestions closes the question of every task of run runID parked on one, as the engine clock would at

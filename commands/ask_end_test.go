@@ -62,7 +62,7 @@ func TestAskEndsWithItsAsker(t *testing.T) {
 	}
 }
 
-// A task parked on a question that another task's end, or an earlier retry of the task, does not concern keeps it.
+// A task parked on a question that another task's end does not concern keeps it.
 func TestAskOfAnotherTaskOutlivesAnEnd(t *testing.T) {
 	l := fxRunning(t, 0).task("03_test", projections.TaskRunning)
 	l.run(&WaitRequest{RunID: fxRun, TaskID: "02_exec", Question: "which?"})
@@ -98,9 +98,21 @@ func TestEngineRetainsARunEndedWithAParkedTaskAtMostAsAnyOther(t *testing.T) {
 	} {
 		require.Nil(t, f.submitAs(c.actor, c.c).Rejected, "%s", c.c.Kind())
 	}
+	f.eng.Read(func(s *projections.State) { require.Empty(t, s.DueAsks(math.MaxInt64), "nothing left for the clock") })
 	endRuns(t, f, "C", MaxRetainedRuns)
-	f.eng.Read(func(s *projections.State) {
-		require.True(t, s.IsCold("P"), "the run that ended first went cold")
-		require.Empty(t, s.DueAsks(math.MaxInt64))
-	})
+	f.eng.Read(func(s *projections.State) { require.True(t, s.IsCold("P"), "the run that ended first went cold") })
+}
+
+// A question asked after its run ended would outlive it: the run's end closes only the questions asked before it, and
+// the broker's check of a worker against the state it publishes may run before the end is published.
+func TestNoQuestionIsAskedOfAnEndedRun(t *testing.T) {
+	l := fxRunning(t, 0)
+	l.run(&RunTransition{RunID: fxRun, To: "cancelled"})
+	_, err := Decide(l.s, &WaitRequest{RunID: fxRun, TaskID: "02_exec", Question: "which?"}, fxEnv())
+	var rej *RejectedError
+	require.ErrorAs(t, err, &rej)
+	require.Equal(t, "run-terminal", rej.Reason)
+	p, err := l.s.AsksPage(fxRun, true, projections.PageFilter{})
+	require.NoError(t, err)
+	require.Empty(t, p.Items)
 }

@@ -146,8 +146,11 @@ func settlement(s *projections.State, env *Env, d projections.Delegation, outcom
 		}
 	}
 	// The shadow task ends with its delegation, and closes the question it is parked on (ask_end.go).
-	if shadow, found := s.Task(d.RunID, d.SubID); found {
-		evs = append(evs, closeQuestion(s, env, d.RunID, shadow)...)
+	// NB: the status first, as s.Task copies the task: a settlement is on every delegation's path.
+	if st, _ := s.TaskStatus(d.RunID, d.SubID); st == projections.TaskWaiting {
+		if shadow, found := s.Task(d.RunID, d.SubID); found {
+			evs = append(evs, closeQuestion(s, env, d.RunID, shadow)...)
+		}
 	}
 	term := &rec.settled
 	*term = events.DelegateSettled{TaskID: d.ParentTaskID, SubID: d.SubID, OK: ok, UsageTokens: usage, MessageID: msgID, Expired: expired}

@@ -92,7 +92,8 @@ var runTransitions = map[projections.RunStatus][]projections.RunStatus{
 
 // RunTransition moves a run along the D§2.2 machine. A run that becomes
 // terminal (completed, failed, cancelled) records a cancel intent for every
-// delegation still in flight (D9), in the same batch.
+// delegation still in flight (D9), and times out the question of every task
+// parked on one, which resumes (ask_end.go), in the same batch.
 type RunTransition struct {
 	RunID   string
 	To      string

@@ -177,17 +177,18 @@ func overFairShare(taskUsage, total int64) bool {
 }
 
 // budgetAbort is what an abort does to the run (D§4.4): workflow tasks that
-// were dispatched and are not terminal are cancelled, those never
-// dispatched are skipped, every in-flight delegation is asked to cancel (its
-// shadow task follows its delegation, so shadows are left alone here), and
-// the run fails when the D§2.2 machine lets it; the run's end closes the
-// question a shadow task is parked on (ask_end.go).
+// were dispatched and are not terminal are cancelled (a waiting one's
+// question closes with it), those never dispatched are skipped, every
+// in-flight delegation is asked to cancel (its shadow task follows its
+// delegation, so shadows are not cancelled here), and the run fails when the
+// D§2.2 machine lets it; the run's end closes the question a shadow task is
+// parked on, which resumes (ask_end.go).
 func budgetAbort(s *projections.State, env *Env, run projections.Run) []events.Event {
-	var evs, parkedShadows []events.Event
+	var evs, shadowsResumed []events.Event
 	// NB: the live tasks only (at most MaxLiveTasksPerRun), never every task the run has ended.
 	s.EachLiveTask(run.RunID, func(t projections.Task) bool {
 		if t.Shadow() {
-			parkedShadows = append(parkedShadows, expireParked(s, env, run.RunID, t)...)
+			shadowsResumed = append(shadowsResumed, expireParked(s, env, run.RunID, t)...)
 			return true
 		}
 		switch t.Status {
@@ -205,7 +206,7 @@ func budgetAbort(s *projections.State, env *Env, run projections.Run) []events.E
 	if run.Status != projections.RunFailed && contains(runTransitions[run.Status], projections.RunFailed) {
 		evs = append(evs, env.event(run.RunID, events.TypeRunFailed, &events.RunFailed{Reason: ReasonBudgetAbort}))
 		// The run's end closes the questions its shadow tasks are parked on, as run.transition does (ask_end.go).
-		evs = append(evs, parkedShadows...)
+		evs = append(evs, shadowsResumed...)
 	}
 	return evs
 }
