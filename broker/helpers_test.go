@@ -21,6 +21,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 
+	"github.com/crewlog/crewlog/broker/brokertest"
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
@@ -109,7 +110,7 @@ func newFixture(t testing.TB, fo fixtureOpts) *fixture {
 	f.log, f.eng = l, eng
 	o := fo.opts
 	if o.SocketPath == "" {
-		o.SocketPath = filepath.Join(socketDir(t), "d", "b.sock")
+		o.SocketPath = filepath.Join(brokertest.SocketDir(t), "d", "b.sock")
 	}
 	if o.AdminDigest == "" {
 		o.AdminDigest = digestOf(testAdminToken)

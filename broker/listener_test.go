@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/brokertest"
 )
 
 func newServerAt(t *testing.T, path string) *Server {
@@ -22,7 +24,7 @@ func newServerAt(t *testing.T, path string) *Server {
 }
 
 func TestListenModes(t *testing.T) {
-	base := socketDir(t)
+	base := brokertest.SocketDir(t)
 	path := filepath.Join(base, "new", "b.sock")
 	s := newServerAt(t, path)
 	require.NoError(t, s.Listen())
@@ -82,7 +84,7 @@ func TestListenRefusals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := filepath.Join(socketDir(t), "d")
+			dir := filepath.Join(brokertest.SocketDir(t), "d")
 			require.NoError(t, os.Mkdir(dir, 0o700))
 			path := tc.setup(dir)
 			s := newServerAt(t, path)
@@ -94,7 +96,7 @@ func TestListenRefusals(t *testing.T) {
 }
 
 func TestStaleSocketProbe(t *testing.T) {
-	dir := filepath.Join(socketDir(t), "d")
+	dir := filepath.Join(brokertest.SocketDir(t), "d")
 	require.NoError(t, os.Mkdir(dir, 0o700))
 	path := filepath.Join(dir, "b.sock")
 
@@ -119,7 +121,7 @@ func TestStaleSocketProbe(t *testing.T) {
 // accepted yet) answers the probe EAGAIN, not ECONNREFUSED; it is alive, so a second broker must not unlink its
 // socket and take its path.
 func TestStaleSocketProbeFullBacklog(t *testing.T) {
-	dir := filepath.Join(socketDir(t), "d")
+	dir := filepath.Join(brokertest.SocketDir(t), "d")
 	require.NoError(t, os.Mkdir(dir, 0o700))
 	path := filepath.Join(dir, "b.sock")
 
@@ -207,7 +209,7 @@ func TestListenSocketGroup(t *testing.T) {
 	if gid == 0 {
 		gid = 65534 // root may give its files to any group; others use their own
 	}
-	base := socketDir(t)
+	base := brokertest.SocketDir(t)
 	path := filepath.Join(base, "new", "b.sock")
 	f := newFixture(t, fixtureOpts{})
 	s, err := New(f.eng, f.log, Options{SocketPath: path, ServerKey: make([]byte, 32), SocketGroup: gid})
@@ -253,7 +255,7 @@ func TestAllowedPeer(t *testing.T) {
 // TestPeerCredentials: the kernel's record of a real peer is read, and this process's own uid is let in.
 func TestPeerCredentials(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
-	path := filepath.Join(socketDir(t), "p.sock")
+	path := filepath.Join(brokertest.SocketDir(t), "p.sock")
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	require.NoError(t, err)
 	defer ln.Close()

@@ -18,13 +18,3 @@ func TestFixtureSocketPathDoesNotGrowWithTheTestName(t *testing.T) {
 		require.LessOrEqual(t, len(got), len(os.TempDir())+40, "%s under %s", got, os.TempDir())
 	})
 }
-
-// socketDir is a directory for a test's socket whose name does not carry the test's (t.TempDir's does), removed when
-// the test ends.
-func socketDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "crewlog-broker-")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}

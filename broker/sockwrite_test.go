@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/brokertest"
 )
 
 // socketPair is a connected pair of unix sockets: the broker's end and the client's.
 func socketPair(t *testing.T) (broker, client *net.UnixConn) {
 	t.Helper()
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(socketDir(t), "s"), Net: "unix"})
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(brokertest.SocketDir(t), "s"), Net: "unix"})
 	require.NoError(t, err)
 	defer ln.Close()
 	client, err = net.DialUnix("unix", nil, ln.Addr().(*net.UnixAddr))

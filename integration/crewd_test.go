@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/crewlog/crewlog/broker/brokertest"
 	"github.com/crewlog/crewlog/broker/client"
 )
 
@@ -95,7 +96,7 @@ const startTimeout = 60 * time.Second
 func newDaemon(t *testing.T, args ...string) *daemon {
 	return &daemon{
 		t: t, bin: crewdBinary(t), data: filepath.Join(t.TempDir(), "data"),
-		socket: filepath.Join(socketDir(t), "run", "crewd.sock"), args: args,
+		socket: filepath.Join(brokertest.SocketDir(t), "run", "crewd.sock"), args: args,
 	}
 }
 

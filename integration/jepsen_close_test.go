@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/crewlog/crewlog/broker/brokertest"
 	"github.com/crewlog/crewlog/broker/client"
 	"github.com/crewlog/crewlog/broker/wire"
 )
@@ -24,7 +25,7 @@ type closingBroker struct {
 }
 
 func newClosingBroker(t *testing.T, answer func(method, commandID string, attempt int) *wire.Error) *closingBroker {
-	b := &closingBroker{socket: filepath.Join(socketDir(t), "b.sock"), sent: map[string]int{}, answer: answer}
+	b := &closingBroker{socket: filepath.Join(brokertest.SocketDir(t), "b.sock"), sent: map[string]int{}, answer: answer}
 	ln, err := net.Listen("unix", b.socket)
 	require.NoError(t, err)
 	var wg sync.WaitGroup

@@ -21,13 +21,3 @@ func TestSocketPathsDoNotGrowWithTheTestName(t *testing.T) {
 		}
 	})
 }
-
-// socketDir is a directory for a test's socket whose name does not carry the test's (t.TempDir's does), removed when
-// the test ends.
-func socketDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "crewlog-sock-")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/crewlog/crewlog/broker/brokertest"
 	"github.com/crewlog/crewlog/broker/wire"
 )
 
@@ -78,7 +79,7 @@ func (fc *fakeConn) push(name string, seq uint64, data any) {
 
 func newFakeBroker(t testing.TB, handle func(fc *fakeConn, req wire.Request)) *fakeBroker {
 	t.Helper()
-	path := filepath.Join(socketDir(t), "b.sock")
+	path := filepath.Join(brokertest.SocketDir(t), "b.sock")
 	ln, err := net.Listen("unix", path)
 	require.NoError(t, err)
 	b := &fakeBroker{t: t, path: path, ln: ln, handle: handle}

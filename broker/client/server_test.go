@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker"
+	"github.com/crewlog/crewlog/broker/brokertest"
 	"github.com/crewlog/crewlog/broker/client"
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/commands"
@@ -35,7 +36,7 @@ func realBroker(t *testing.T) string {
 	sum := sha256.Sum256([]byte(adminToken))
 	// NB: the broker makes run/ itself, 0700.
 	srv, err := broker.New(eng, l, broker.Options{
-		SocketPath: filepath.Join(client.SocketDir(t), "run", "b.sock"), AdminDigest: hex.EncodeToString(sum[:]),
+		SocketPath: filepath.Join(brokertest.SocketDir(t), "run", "b.sock"), AdminDigest: hex.EncodeToString(sum[:]),
 		ServerKey: []byte(strings.Repeat("k", 32)), OutboundQueueCap: broker.MinOutboundQueueCap,
 	})
 	require.NoError(t, err)

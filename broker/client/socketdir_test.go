@@ -14,16 +14,3 @@ func TestFakeBrokerSocketPathDoesNotGrowWithTheTestName(t *testing.T) {
 	path := newFakeBroker(t, pingHandler()).path
 	require.LessOrEqual(t, len(path), len(os.TempDir())+40, "%s under %s", path, os.TempDir())
 }
-
-// socketDir is a directory for a test's socket whose name does not carry the test's (t.TempDir's does), removed when
-// the test ends.
-func socketDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "crewlog-sock-")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
-
-// SocketDir is socketDir for the package's external tests (server_test.go).
-var SocketDir = socketDir

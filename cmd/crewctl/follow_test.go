@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker"
+	"github.com/crewlog/crewlog/broker/brokertest"
 	"github.com/crewlog/crewlog/broker/client"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
@@ -193,7 +194,7 @@ func TestFollowThroughCrewd(t *testing.T) {
 		progress = 400
 	}
 	data := t.TempDir()
-	socket := filepath.Join(socketDir(t), "run", "crewd.sock")
+	socket := filepath.Join(brokertest.SocketDir(t), "run", "crewd.sock")
 	d := startDaemon(t, data, socket)
 	root, err := picrewtest.New(t.TempDir())
 	require.NoError(t, err)
@@ -298,7 +299,7 @@ func TestFollowLatency(t *testing.T) {
 func followSetup(t *testing.T, progress int) (data, socket string, root *picrewtest.Root, a *picrewtest.Run) {
 	t.Helper()
 	data = t.TempDir()
-	socket = filepath.Join(socketDir(t), "run", "crewd.sock")
+	socket = filepath.Join(brokertest.SocketDir(t), "run", "crewd.sock")
 	startDaemon(t, data, socket)
 	root, err := picrewtest.New(t.TempDir())
 	require.NoError(t, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker"
+	"github.com/crewlog/crewlog/broker/brokertest"
 	"github.com/crewlog/crewlog/broker/client"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
@@ -45,7 +46,7 @@ func liveDaemonWith(t *testing.T, opts broker.Options) (data, socket string) {
 	require.NoError(t, os.WriteFile(filepath.Join(data, serverKeyFile), key, 0o600))
 	sum := sha256.Sum256([]byte(liveToken))
 	// NB: the broker makes run/ 0700 itself, as it makes crewd's socket directory.
-	opts.SocketPath = filepath.Join(socketDir(t), "run", "crewd.sock")
+	opts.SocketPath = filepath.Join(brokertest.SocketDir(t), "run", "crewd.sock")
 	opts.AdminDigest, opts.ServerKey = hex.EncodeToString(sum[:]), key
 	srv, err := broker.New(eng, l, opts)
 	require.NoError(t, err)
@@ -213,7 +214,7 @@ func runWith(ctx context.Context, args []string, io stdio) int { return run(ctx,
 // another user can create it first and listen at crewd's path. crewctl must not hand that listener the admin token:
 // a socket whose listening process runs as another uid is refused before the hello is written.
 func TestDialBrokerRefusesAnotherUsersSocket(t *testing.T) {
-	path := filepath.Join(socketDir(t), "crewd.sock")
+	path := filepath.Join(brokertest.SocketDir(t), "crewd.sock")
 	ln, err := net.Listen("unix", path)
 	require.NoError(t, err)
 	t.Cleanup(func() { ln.Close() })

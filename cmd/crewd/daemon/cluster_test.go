@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/crewlog/crewlog/broker/brokertest"
 	"github.com/crewlog/crewlog/broker/client"
 	"github.com/crewlog/crewlog/eventlog/natslog"
 )
@@ -54,7 +55,7 @@ type runningCrewd struct {
 
 func startCrewd(t *testing.T, args ...string) *runningCrewd {
 	t.Helper()
-	c := &runningCrewd{data: filepath.Join(t.TempDir(), "data"), socket: filepath.Join(socketDir(t), "s", "crewd.sock"),
+	c := &runningCrewd{data: filepath.Join(t.TempDir(), "data"), socket: filepath.Join(brokertest.SocketDir(t), "s", "crewd.sock"),
 		done: make(chan error, 1)}
 	cfg, err := Load(append([]string{"--data", c.data, "--socket", c.socket, "--http", "", "--min-free-mib", "0"}, args...), homeEnv)
 	require.NoError(t, err)

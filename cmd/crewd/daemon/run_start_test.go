@@ -14,13 +14,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/brokertest"
 )
 
 func testConfig(t *testing.T) Config {
 	t.Helper()
 	c, err := Load(nil, envOf(map[string]string{"HOME": "/nonexistent"}))
 	require.NoError(t, err)
-	c.DataDir, c.SocketPath = filepath.Join(t.TempDir(), "data"), filepath.Join(socketDir(t), "run", "crewd.sock")
+	c.DataDir, c.SocketPath = filepath.Join(t.TempDir(), "data"), filepath.Join(brokertest.SocketDir(t), "run", "crewd.sock")
 	c.MinFreeBytes = 0
 	return c
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker"
+	"github.com/crewlog/crewlog/broker/brokertest"
 )
 
 // TestOutboundQueueBoundsMatchBroker: the flag's bounds are pi-crew's numbers, and must stay the broker's.
@@ -20,7 +21,7 @@ func TestOutboundQueueBoundsMatchBroker(t *testing.T) {
 
 func TestMainExitStatus(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
-	sock := filepath.Join(socketDir(t), "crewd.sock")
+	sock := filepath.Join(brokertest.SocketDir(t), "crewd.sock")
 	var out, errs bytes.Buffer
 
 	require.Equal(t, ExitOK, Main([]string{"--help"}, &out, &errs))
