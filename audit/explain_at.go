@@ -86,14 +86,16 @@ const maxExplainReach = 3 * (commands.MaxLiveTasksPerRun + commands.MaxMaxSlots)
 // stream read from ExplainReach before it, split where sameDecision splits them or where the positions are not
 // consecutive (another stream's event between two of them closes a decision in the whole log too). A decision that
 // reaches back to the first event read may begin before it (a job's disconnect writes an event per call in flight,
-// a budget abort one per live task), so the read goes back twice as far until the decision begins after its first
-// event, the stream's first event is read, or maxExplainReach is. nil when pos is past the head.
+// a budget abort one per live task), so the read then goes back maxExplainReach, unless the decision begins after
+// its first event or the stream's first event was read. nil when pos is past the head.
 func decisionAt(l *eventlog.Log, pos uint64) ([]events.Event, error) {
 	rec, err := l.Event(pos)
 	if err != nil {
 		return nil, err
 	}
-	for reach := uint64(ExplainReach); ; reach = min(2*reach, maxExplainReach) {
+	// NB: the longest reach at once after a miss: a decision longer than ExplainReach is one of the few long ones,
+	// and each read starts over.
+	for reach := uint64(ExplainReach); ; reach = maxExplainReach {
 		from := uint64(1) // a stream version
 		if rec.StreamVersion > reach {
 			from = rec.StreamVersion - reach

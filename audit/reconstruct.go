@@ -384,12 +384,7 @@ func admissionRule(s *projections.State, runID string, p *events.DelegateAdmitte
 // thresholds are the run's (its manifest's budgetWarning and budgetAbort fractions) or the defaults.
 func budgetRule(s *projections.State, c *commands.TaskUsage, evs []events.Event) string {
 	run, _ := s.Run(c.RunID)
-	percent := func(f *float64, def float64) float64 {
-		if f != nil {
-			def = *f
-		}
-		return math.Round(def*1e4) / 1e2
-	}
+	percent := func(f *float64, def float64) float64 { return math.Round(commands.Threshold(f, def)*1e4) / 1e2 }
 	var rules []string
 	for _, ev := range evs {
 		switch p := ev.Payload.(type) {

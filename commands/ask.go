@@ -196,9 +196,12 @@ func (c *AskExpire) decide(s *projections.State, env *Env) (Decision, error) {
 	case env.millis() < a.Deadline:
 		return Decision{}, badParams("ask.expire: question %q expires at %d, not before", c.QuestionID, a.Deadline)
 	}
-	evs, resumed := []events.Event{env.event(c.RunID, events.TypeAskTimedOut, &events.AskTimedOut{TaskID: a.TaskID, QuestionID: a.QuestionID})}, false
+	var evs []events.Event
+	resumed := false
 	if t, ok := s.Task(c.RunID, a.TaskID); ok && parkedOn(t, a.QuestionID) {
 		evs, resumed = expireParked(s, env, c.RunID, t), true
+	} else {
+		evs = []events.Event{env.event(c.RunID, events.TypeAskTimedOut, &events.AskTimedOut{TaskID: a.TaskID, QuestionID: a.QuestionID})}
 	}
 	return Decision{Events: evs, Result: map[string]any{"ok": true, "taskId": a.TaskID, "questionId": a.QuestionID, "resumed": resumed}}, nil
 }

@@ -97,9 +97,10 @@ func (c *DelegateSettle) decide(s *projections.State, env *Env) (Decision, error
 	return Decision{Events: evs, Result: res}, nil
 }
 
-// settlement builds the events that end delegation d: delivery, charge and
-// the terminal event, in that order (D8: the result is durable before the
-// terminal event, in the same batch).
+// settlement builds the events that end delegation d: delivery, charge, the
+// timeout of the question its shadow task is parked on and the terminal
+// event, in that order (D8: the result is durable before the terminal event,
+// in the same batch).
 func settlement(s *projections.State, env *Env, d projections.Delegation, outcome, text string, usage int64, expired bool) ([]events.Event, *SettleResult) {
 	ok := outcome == OutcomeOK
 	typ := events.TypeDelegateCompleted

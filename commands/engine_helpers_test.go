@@ -45,9 +45,16 @@ type engineFixture struct {
 
 func openEngine(t testing.TB, fs vfs.FS, clock *testClock, cfg *projections.Config) *engineFixture {
 	t.Helper()
+	return openEngineWith(t, fs, clock, Options{Config: cfg})
+}
+
+// openEngineWith opens an engine with o on a new log in fs, on clock, with counted ids and no expiries.
+func openEngineWith(t testing.TB, fs vfs.FS, clock *testClock, o Options) *engineFixture {
+	t.Helper()
 	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
 	require.NoError(t, err)
-	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), Config: cfg, ExpiryInterval: -1})
+	o.Clock, o.NewID, o.ExpiryInterval = clock.Now, counterIDs(), -1
+	e, err := Open(l, o)
 	require.NoError(t, err)
 	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
 	t.Cleanup(f.close)

@@ -363,15 +363,7 @@ func TestEngineWritesTheMissingViewsOfColdRuns(t *testing.T) {
 // clock, with counted ids and no expiries.
 func openColdEngine(t *testing.T, o Options) *engineFixture {
 	t.Helper()
-	fs, clock := vfs.NewMem(), newTestClock()
-	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
-	require.NoError(t, err)
-	o.Clock, o.NewID, o.ExpiryInterval = clock.Now, counterIDs(), -1
-	e, err := Open(l, o)
-	require.NoError(t, err)
-	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
-	t.Cleanup(f.close)
-	return f
+	return openEngineWith(t, vfs.NewMem(), newTestClock(), o)
 }
 
 // endRuns creates n runs named prefix+i and ends them; with no retention

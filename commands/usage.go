@@ -152,11 +152,16 @@ func abortStands(run projections.Run) bool { return run.BudgetAborted && run.Sta
 // when the run left it unset. An explicit 0 is kept, as pi-crew's
 // `budgetAbort ?? 0.95`: every report reaches it.
 func reached(used, total int64, fraction *float64, def float64) bool {
-	f := def
+	return float64(used) >= Threshold(fraction, def)*float64(total)
+}
+
+// Threshold is the fraction of its budget a run set for a threshold (budgetWarning, budgetAbort), or def when it set
+// none: what reached compares with, and what audit names.
+func Threshold(fraction *float64, def float64) float64 {
 	if fraction != nil {
-		f = *fraction
+		return *fraction
 	}
-	return float64(used) >= f*float64(total)
+	return def
 }
 
 // FairShareFraction is the share of budgetTotal above which one task's usage
@@ -185,10 +190,13 @@ func overFairShare(taskUsage, total int64) bool {
 // parked on, which resumes (ask_end.go).
 func budgetAbort(s *projections.State, env *Env, run projections.Run) []events.Event {
 	var evs, shadowsResumed []events.Event
+	fails := run.Status != projections.RunFailed && contains(runTransitions[run.Status], projections.RunFailed)
 	// NB: the live tasks only (at most MaxLiveTasksPerRun), never every task the run has ended.
 	s.EachLiveTask(run.RunID, func(t projections.Task) bool {
 		if t.Shadow() {
-			shadowsResumed = append(shadowsResumed, expireParked(s, env, run.RunID, t)...)
+			if fails {
+				shadowsResumed = append(shadowsResumed, expireParked(s, env, run.RunID, t)...)
+			}
 			return true
 		}
 		switch t.Status {
@@ -203,7 +211,7 @@ func budgetAbort(s *projections.State, env *Env, run projections.Run) []events.E
 		return true
 	})
 	evs = append(evs, cancelInFlight(s, env, run.RunID, ReasonBudgetAbort)...)
-	if run.Status != projections.RunFailed && contains(runTransitions[run.Status], projections.RunFailed) {
+	if fails {
 		evs = append(evs, env.event(run.RunID, events.TypeRunFailed, &events.RunFailed{Reason: ReasonBudgetAbort}))
 		// The run's end closes the questions its shadow tasks are parked on, as run.transition does (ask_end.go).
 		evs = append(evs, shadowsResumed...)

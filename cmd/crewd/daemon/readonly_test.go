@@ -103,6 +103,8 @@ func TestReadOnlyTokensChmodAfterLoad(t *testing.T) {
 // revoking one token by its id never revokes another.
 func TestReadOnlyTokenIDsAreUnique(t *testing.T) {
 	draws := [][]byte{{1, 2, 3, 4}, {1, 2, 3, 4}, {5, 6, 7, 8}}
+	old := newTokenID
+	t.Cleanup(func() { newTokenID = old })
 	newTokenID = func() ([]byte, error) {
 		id := draws[0]
 		if len(draws) > 1 {
@@ -110,7 +112,6 @@ func TestReadOnlyTokenIDsAreUnique(t *testing.T) {
 		}
 		return id, nil
 	}
-	t.Cleanup(func() { newTokenID = func() ([]byte, error) { return randomBytes(4) } })
 	dir := filepath.Join(t.TempDir(), "data")
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
