@@ -88,6 +88,17 @@ type WriteChecker interface {
 	CheckWrite(w *eventlog.Write) error
 }
 
+// HeadConfirmer is a Committer whose log another writer may append to while this one still decides (a replicated
+// log whose writer lost its lease and has not learnt it yet). A group that appends is fenced by the log; one that
+// appends nothing (refusals, no-ops, recorded outcomes answered again) is not, and its answers, decided on this
+// writer's state, would be behind the other writer's. So the publisher asks ConfirmHead once per such group, after
+// the groups before it are published and before it answers any of its commands; an error fails the engine stop and
+// answers the group with it, as a fenced commit does (pipeline.go). ConfirmHead returns nil once the log held nothing
+// this writer has not applied at a moment after it was called.
+type HeadConfirmer interface {
+	ConfirmHead() error
+}
+
 // StagedCommit is a group handed to the log by StagingCommitter.Stage.
 type StagedCommit interface {
 	Wait() (first uint64, err error)

@@ -192,10 +192,13 @@ type Engine struct {
 	// flight back to free. depth flights exist.
 	stager  stager
 	checker WriteChecker // the Committer's, if it is one
-	depth   int
-	flights chan *flight
-	free    chan *flight
-	landed  chan struct{} // closed when the publisher has landed the last flight
+	// confirmer is the Committer's, if it is one: the publisher asks it before answering a group that appends
+	// nothing.
+	confirmer HeadConfirmer
+	depth     int
+	flights   chan *flight
+	free      chan *flight
+	landed    chan struct{} // closed when the publisher has landed the last flight
 	// synced carries, per staged group whose sync returned, the time it
 	// returned; the
 	// writer counts the groups staged and not yet synced in unsynced, and
@@ -331,6 +334,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 	e.lastSnapRecords.Store(info.SnapshotRecords)
 	e.stager, e.depth, e.early, e.mayLinger = stagerFor(o.Committer, l)
 	e.checker, _ = o.Committer.(WriteChecker)
+	e.confirmer, _ = o.Committer.(HeadConfirmer)
 	e.flights, e.free, e.synced = make(chan *flight, e.depth), make(chan *flight, e.depth), make(chan time.Time, e.depth)
 	for range e.depth {
 		e.free <- &flight{eventless: make(map[string]uint64), eventlessRuns: make(map[string]uint64)}

@@ -23,7 +23,11 @@ import (
 //     sync, and its decisions overlap the sync.
 //  2. The publisher (land, below) takes the groups in hand-off order,
 //     waits for each to be durable, folds it into the published copy of the
-//     state and then answers its commands.
+//     state and then answers its commands. A group that appends nothing
+//     has nothing to wait for; with a Committer that is a HeadConfirmer
+//     (commit.go: the replicated backend, whose writer may have been
+//     deposed unawares) the publisher first asks it to confirm that the
+//     log holds nothing the writer has not applied, once per group.
 //
 // The linger. Left alone, that rule splits the clients into two groups
 // that take turns: a full group A syncs; the few commands that arrive
@@ -270,6 +274,10 @@ func (e *Engine) land(f *flight) {
 		if err == nil && len(f.applied) > 0 && first != f.first {
 			err = fmt.Errorf("commands: log assigned position %d, the engine expected %d (another writer?)", first, f.first)
 		}
+	} else if len(f.group) > 0 && e.confirmer != nil && e.failure() == nil {
+		// NB: a group that appends nothing meets no fence; its answers wait until the log is known to hold
+		// nothing this writer lacks (HeadConfirmer).
+		err = e.confirmer.ConfirmHead()
 	}
 	if err != nil {
 		e.fail(err)

@@ -223,6 +223,9 @@ func (n *Node) keepLease(renew *time.Ticker, held time.Time) {
 			return
 		case <-renew.C:
 		}
+		if n.o.beforeRenew != nil {
+			n.o.beforeRenew(n.ctx)
+		}
 		sent := time.Now()
 		ctx, cancel := context.WithDeadline(n.ctx, held.Add(stopAfter))
 		err := n.lease.Renew(ctx)

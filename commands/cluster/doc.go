@@ -26,7 +26,13 @@
 //     callers it answers before it publishes a nearly empty next group
 //     (commands' pipeline.go). It is a commands.WriteChecker: a command
 //     whose event no NATS message can carry is refused before it is
-//     decided, not published to fail the writer.
+//     decided, not published to fail the writer. It is a
+//     commands.HeadConfirmer: a group that appends nothing meets no fence,
+//     so it is answered only once the stream is known to end where the
+//     writer's copy does (natslog.Log.ConfirmHead, one request to the
+//     stream's leader); a writer whose lease another node took, and that
+//     has not learnt it yet, fails stop instead of answering from a state
+//     behind the new writer's.
 //   - A command submitted to a follower's engine is forwarded to the writer
 //     over NATS (request/reply on crewlog.<stream>.commands) and answered
 //     with the writer's reply (forward.go says why forwarding, not a

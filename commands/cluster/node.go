@@ -83,6 +83,10 @@ type Options struct {
 	beforePromote func(ctx context.Context)
 	// promoteStall, set by tests, replaces promoteStallFor's bound.
 	promoteStall time.Duration
+	// beforeRenew, set by tests, runs before each renewal of the lease the node holds; ctx ends when the node
+	// stops. A test that blocks in it holds the renewals back, as a paused machine would: the lease expires, and
+	// another node may take it while this one still writes.
+	beforeRenew func(ctx context.Context)
 	// beforeFold, set by tests, runs while the node follows, each time it
 	// has copied groups and before its engine folds them; ctx ends when the
 	// node stops following. A test that blocks in it holds the follower's
@@ -268,6 +272,16 @@ func (n *Node) Stage(ws []eventlog.Write) (commands.StagedCommit, error) {
 		return nil, err // NB: not a nil *Staged in a non-nil interface
 	}
 	return s, nil
+}
+
+// ConfirmHead implements commands.HeadConfirmer: a group that appends nothing is answered only once the stream is
+// known to end where the writer's copy does (natslog.Log.ConfirmHead) — a writer whose lease another node took, and
+// that has not learnt it yet, fails stop instead of answering from a state behind the new writer's.
+func (n *Node) ConfirmHead() error {
+	if !n.writer.Load() {
+		return ErrNotWriter
+	}
+	return n.jl.ConfirmHead()
 }
 
 // CheckWrite implements commands.WriteChecker: a write no batch of the

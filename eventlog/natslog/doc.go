@@ -65,6 +65,13 @@
 //     such a batch as void and skips it (copy.go), and the writer it
 //     landed behind is fenced by it and catches up past it. A deposed
 //     writer never appends to the log.
+//   - A group that appends nothing has no batch to fence: Log.ConfirmHead
+//     is the writer's barrier before it answers one (confirm.go). It asks
+//     the stream's leader for the stream's last sequence, and passes when
+//     that is the copy's, or when the message after the copy's last is the
+//     first of a batch of this Log's (its next group, stored there only at
+//     the copy's last sequence); anything else there is another writer's
+//     (ErrFenced).
 //   - A batch holds at most Config.MaxBatchMessages messages (the server's
 //     max_batch_size, 1000 by default; crewd --nats-max-batch). A group that needs more is cut, at
 //     command boundaries, into batches that each fit and commit one after
