@@ -60,7 +60,8 @@
 // # Failing stop
 //
 // A node that must not go on — its commit was fenced (another writer
-// appended), its lease was lost while writing, its copy diverged — closes
+// appended), or a group that appends nothing found so before it was
+// answered, its lease was lost while writing, its copy diverged — closes
 // Failed. Its owner closes it and starts a new node on the same local log
 // (a crewd exits and its supervisor restarts it): the new node resumes
 // copying after the last group its log holds and rebuilds its state, so
