@@ -1,32 +1,47 @@
 package audit
 
 import (
+	"context"
+	"fmt"
 	"time"
 
 	"github.com/crewlog/crewlog/eventlog"
 )
 
-// PositionAt is the position a replay "at" a time stops at: the last event
-// whose time is ≤ at (0 when the first event is later), found by binary
-// search over the events up to head, O(log head) reads. Event times follow
-// positions: one engine clock stamps them in commit order. Were the clock
-// ever stepped back, the answer is still a position whose event is ≤ at and
-// whose next event is later, the one the search meets. Replay --at and the
-// dashboard's state?at=TIME both resolve a time here, so they agree.
-func PositionAt(l *eventlog.Log, head uint64, at time.Time) (uint64, error) {
+// PositionAt is the position a replay "at" a time stops at: the one before the first event, in log order, whose
+// time is later than at (head when there is none, 0 when the first event is later): the longest prefix of the log
+// whose events are all at or before at. Replay --at and the dashboard's state?at=TIME both resolve a time here, so
+// they agree.
+//
+// NB: times do not follow positions, so no search can skip events: an imported event carries its source's time
+// (commands.Import, pi-crew's history), earlier than the events the engine wrote before it, and the one-shot
+// import writes runs one after another, each with its own times. A binary search over such a log could land on an
+// imported event at or before at that lies after the first later one, and stop past it. PositionAt reads the
+// events in order up to the answer, O(the answer), as the fold that follows reads them anyway.
+//
+// ctx ends the read: the error then wraps ctx.Err().
+func PositionAt(ctx context.Context, l *eventlog.Log, head uint64, at time.Time) (uint64, error) {
 	ns := at.UnixNano()
-	lo, hi := uint64(0), head // the answer is in [lo, hi]
-	for lo < hi {
-		mid := hi - (hi-lo)/2
-		ev, err := l.Event(mid)
-		if err != nil {
-			return 0, err
+	it := l.ReadTransient(1)
+	defer it.Close()
+	pos := uint64(0)
+	for pos < head && it.Next() {
+		if pos%positionAtCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return 0, fmt.Errorf("audit: position at %s: %w", at.Format(time.RFC3339Nano), err)
+			}
 		}
-		if ev.Time <= ns {
-			lo = mid
-		} else {
-			hi = mid - 1
+		if it.Event().Time > ns {
+			break
 		}
+		pos++
 	}
-	return lo, nil
+	if err := it.Close(); err != nil {
+		return 0, err
+	}
+	return pos, nil
 }
+
+// positionAtCheckEvery is how many events PositionAt reads between two looks at its context: often enough to stop
+// within a millisecond or so, rare enough to cost nothing.
+const positionAtCheckEvery = 1 << 10

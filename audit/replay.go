@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -42,9 +43,10 @@ type ReplayOptions struct {
 	// head (ErrPastHead) and, with Explain, not inside a decision
 	// (ErrInsideDecision).
 	To uint64
-	// At, when set, stops at the last event whose time is ≤ At, found by
-	// PositionAt (and at To, when that is earlier). Nothing is folded when
-	// the first event is later than At.
+	// At, when set, stops before the first event, in log order, whose time
+	// is later than At, found by PositionAt (and at To, when that is
+	// earlier): times need not follow positions (an import records its
+	// source's). Nothing is folded when the first event is later than At.
 	At time.Time
 	// Explain re-runs every recorded decision (see Explain).
 	Explain bool
@@ -103,7 +105,7 @@ func Replay(l *eventlog.Log, o ReplayOptions) (*Result, error) {
 		}
 	}
 	if !o.At.IsZero() {
-		p, err := PositionAt(l, head, o.At)
+		p, err := PositionAt(context.Background(), l, head, o.At)
 		if err != nil {
 			return nil, fmt.Errorf("audit: replay: %w", err)
 		}

@@ -207,6 +207,56 @@ func TestExplainAtStopsWhenItsContextEnds(t *testing.T) {
 // later than it (what a replay reading the log in order finds), for times at, between and around the events'.
 func TestPositionAtIsTheFirstLaterEvent(t *testing.T) {
 	l, _ := contendedLog(t, 3, 100)
+	times := eventTimes(t, l)
+	for _, ns := range append([]int64{times[0] - 1, times[len(times)-1] + 1}, times...) {
+		for _, at := range []int64{ns - 500e6, ns, ns + 500e6} {
+			requireStopBeforeLater(t, l, times, at, false)
+		}
+	}
+}
+
+// TestPositionAtWithImportedTimes: an import records its events with their source's times, earlier than the events
+// the engine wrote before them, so times do not follow positions. A time resolves all the same to the position
+// before the first event later than it, in log order, and replay --at stops there; a binary search over the times
+// landed on an imported event at or before the time and stopped past engine events later than it.
+func TestPositionAtWithImportedTimes(t *testing.T) {
+	l, err := eventlog.Open(t.TempDir(), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	w := audittest.NewWorld(l, audittest.Epoch.UnixNano())
+	const run, imported = "team_20261001090000_0000000000000001", "team_20261001090000_0000000000000002"
+	do := func(actor events.Actor, cmd commands.Command) {
+		t.Helper()
+		_, err := w.Do(actor, cmd)
+		require.NoError(t, err)
+	}
+	do(audittest.Admin, &commands.RunCreate{RunID: run, Team: "crew", Goal: "g", Cwd: "/srv"})
+	do(audittest.Orchestrator, &commands.RunTransition{RunID: run, To: "running"})
+	source := audittest.Epoch.UnixMilli() - 3_600_000 // an hour before the engine's first event
+	do(audittest.Admin, &commands.Import{Source: events.ForeignSourcePicrew, RunID: imported, Events: []commands.ImportedEvent{
+		{Type: events.TypeRunCreated, TimeMs: source, Payload: &events.RunCreated{Team: "crew", Goal: "g", Cwd: "/r"}}}})
+	for i := range 12 {
+		do(audittest.Admin, &commands.Import{Source: events.ForeignSourcePicrew, RunID: imported, Events: []commands.ImportedEvent{
+			{Type: events.TypeTaskCreated, TimeMs: source + int64(i), Payload: &events.TaskCreated{
+				TaskID: fmt.Sprintf("t%02d", i), Role: "explorer", Agent: "explorer", Title: "t", Cwd: "/r"}}}})
+	}
+	do(audittest.Orchestrator, &commands.RunTransition{RunID: run, To: "completed"})
+	times := eventTimes(t, l)
+	require.Less(t, times[2], times[1], "the imported events are earlier than the engine's before them")
+	for _, ns := range times {
+		for _, at := range []int64{ns - 1, ns, ns + 1} {
+			requireStopBeforeLater(t, l, times, at, true)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err = audit.PositionAt(ctx, l, uint64(len(times)), time.Unix(0, times[len(times)-1]))
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+// eventTimes returns the time of each event of l, in log order.
+func eventTimes(t *testing.T, l *eventlog.Log) []int64 {
+	t.Helper()
 	head, _ := l.Head()
 	var times []int64
 	for pos := uint64(1); pos <= head; pos++ {
@@ -214,16 +264,25 @@ func TestPositionAtIsTheFirstLaterEvent(t *testing.T) {
 		require.NoError(t, err)
 		times = append(times, e.Time)
 	}
-	for _, ns := range append([]int64{times[0] - 1, times[len(times)-1] + 1}, times...) {
-		for _, at := range []int64{ns - 500e6, ns, ns + 500e6} {
-			want := uint64(0)
-			for want < head && times[want] <= at {
-				want++
-			}
-			got, err := audit.PositionAt(l, head, time.Unix(0, at))
-			require.NoError(t, err)
-			require.Equal(t, want, got, "at %d", at)
-		}
+	return times
+}
+
+// requireStopBeforeLater requires PositionAt (and, with replay, Replay with At) to stop at time at (unix ns) before
+// the first event later than it in log order, the events' times being times.
+func requireStopBeforeLater(t *testing.T, l *eventlog.Log, times []int64, at int64, replay bool) {
+	t.Helper()
+	head := uint64(len(times))
+	want := uint64(0)
+	for want < head && times[want] <= at {
+		want++
+	}
+	got, err := audit.PositionAt(t.Context(), l, head, time.Unix(0, at))
+	require.NoError(t, err)
+	require.Equal(t, want, got, "at %d", at)
+	if replay {
+		res, err := audit.Replay(l, audit.ReplayOptions{At: time.Unix(0, at)})
+		require.NoError(t, err)
+		require.Equal(t, want, res.State.Position, "replay at %d", at)
 	}
 }
 

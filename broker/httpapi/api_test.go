@@ -767,8 +767,8 @@ func requireNewestFirst(t *testing.T, f *fixture, run, filter string, asc []any)
 	}
 }
 
-// TestRebuildsBoundedPerPrincipal: a credential with maxRebuildsPerPrincipal rebuilds in progress or waiting is
-// refused another (429); another credential is not, and the first gets its turn back when one ends.
+// TestRebuildsBoundedPerPrincipal: a credential with maxRebuildsPerPrincipal rebuilds (or reads of the log up to a
+// time) in progress or waiting is refused another (429); another credential is not, and the first gets its turn back when one ends.
 func TestRebuildsBoundedPerPrincipal(t *testing.T) {
 	f := newFixture(t, Options{})
 	c := &f.srv.states
@@ -784,6 +784,10 @@ func TestRebuildsBoundedPerPrincipal(t *testing.T) {
 	require.Equal(t, http.StatusTooManyRequests, code)
 	require.Equal(t, codeTooManyRebuilds, m["error"].(map[string]any)["code"])
 	f.fails("/api/v1/events/5/explain", http.StatusTooManyRequests, codeTooManyRebuilds)
+	// A time is resolved by reading the events up to it (times do not follow positions), a read as long as a fold:
+	// it takes a turn too, even where the answer then comes from the published state (a time past the head).
+	f.fails(budgetRun+"/state?at="+url.QueryEscape(audittest.Epoch.AddDate(1, 0, 0).Format(time.RFC3339)),
+		http.StatusTooManyRequests, codeTooManyRebuilds)
 	ro := principal{kind: kindReadOnly, key: keyReadOnlyPrefix + digestOf(roToken)}
 	queueRebuilds(ctx, c, waiting, ro, 1) // another credential waits its turn rather than being refused
 	awaitTurns(t, c.rebuilds, ro.key, 1, 0)

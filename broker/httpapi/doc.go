@@ -65,7 +65,10 @@
 //   - A daemon-wide figure that a run's own events do not give is never guessed: a past state's slots.held is
 //     null (only the head's state knows it), and explain re-runs a delegation request with the slots held in all
 //     and the other runs waiting that the decision recorded (poolInputs "recorded").
-//   - state?at=TIME resolves the time by audit.PositionAt, as crewctl replay --at does: the same position.
+//   - state?at=TIME resolves the time by audit.PositionAt, as crewctl replay --at does: the same position, the one
+//     before the first event later than the time in log order. Times do not follow positions (an import records
+//     its source's), so that reads the events up to it, O(the position): it takes a rebuild's turn, and its read
+//     ends when its client goes away, as a fold does.
 //
 // # Connections
 //
@@ -117,9 +120,6 @@
 // # Not guaranteed
 //
 //   - Sessions and login codes live in memory: a restart logs every page out (crewd prints a new link).
-//   - audit.PositionAt is a binary search over event times, which follow positions (one engine clock); after a
-//     clock step backwards it finds a position whose event is ≤ the time and whose next is later, not
-//     necessarily the first such.
 //   - A rebuild costs O(the run): a run of 5,000 delegations (33k events) takes about 200 ms from its first
 //     event, 5,000 events about 20 ms; later positions near a kept state cost the events between them. The
 //     Retry-After of too-many-rebuilds is an estimate at the recent pace, not a promise: after slower rebuilds

@@ -106,6 +106,18 @@ func (s *Server) runAt(ctx context.Context, p principal, runID string, pos uint6
 	return st, true, nil
 }
 
+// positionAt resolves time t to a position (audit.PositionAt) during the caller's turn: times do not follow
+// positions, so it reads the log's events up to the answer, O(the position), a read as long as a fold and bounded
+// alike. Its read ends with ctx.
+func (s *Server) positionAt(ctx context.Context, p principal, head uint64, t time.Time) (uint64, error) {
+	done, err := s.states.turn(ctx, p)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	return audit.PositionAt(ctx, s.opts.Log, head, t)
+}
+
 // explainAt re-runs the recorded decision holding position pos (audit.ExplainAt, O(the decision's run), on from
 // the nearest kept state of the run) during the caller's turn; its fold ends with ctx, as runAt's does.
 func (s *Server) explainAt(ctx context.Context, p principal, pos uint64) (d audit.Decision, recorded, ok bool, err error) {
@@ -260,8 +272,8 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request, pr principa
 			return
 		}
 		at = &t
-		if pos, err = audit.PositionAt(s.opts.Log, head, t); err != nil {
-			writeError(w, s.internal(r, err))
+		if pos, err = s.positionAt(r.Context(), pr, head, t); err != nil {
+			s.rebuildFailed(w, r, err)
 			return
 		}
 	}

@@ -51,8 +51,14 @@ func (a *app) replayCmd() *cobra.Command {
 		Use:   "replay",
 		Short: "Rebuild state from the log and print each run's timeline",
 		Long: `replay opens the store read-only, rebuilds the projections up to --to (a
-position) or --at (RFC3339: the last event at or before that time) and prints
-the timeline: position, time, actor, event type and what it meant.
+position) or --at (an RFC3339 time) and prints the timeline: position, time,
+actor, event type and what it meant.
+
+--at stops before the first event, in log order, whose time is later: every
+event replayed is at or before the time. Times need not follow positions: an
+imported event (pi-crew's history) carries its source's time, earlier than the
+events written before it, so events at or before the time may lie after the
+stop; they are not replayed.
 
 --explain re-runs every recorded decision (admissions and rejections,
 settlements, expiries, config changes, a run budget's thresholds crossed,
@@ -88,7 +94,7 @@ it replays a JetStream cluster's log (a temporary copy of the stream).`,
 	fl := c.Flags()
 	fl.StringVar(&f.run, "run", "", "only this run's timeline and decisions")
 	fl.Uint64Var(&f.to, "to", 0, "stop after this position")
-	fl.StringVar(&f.at, "at", "", "stop at the last event at or before this RFC3339 time")
+	fl.StringVar(&f.at, "at", "", "stop before the first event later than this RFC3339 time")
 	fl.BoolVar(&f.explain, "explain", false, "re-run every recorded decision and report policy drift")
 	fl.BoolVar(&f.diff, "diff", false, "compare the rebuilt state with the newest snapshot or the live daemon")
 	return c
