@@ -57,7 +57,8 @@ func TestExplainQuotaAndSlotShare(t *testing.T) {
 }
 
 // TestExplainQuotaReserve: a worker's refusal at the rest of a quota (its reserve kept for the orchestrator) is
-// re-decided with the actor the event recorded, without drift, and so is the orchestrator's use of the reserve.
+// re-decided with the actor the event recorded, without drift, and so is the orchestrator's use of the reserve; the
+// rule names the run's quota and the reserve the worker's limit is carved from, not the limit alone.
 func TestExplainQuotaReserve(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	l, err := eventlog.Open(dir, nil)
@@ -95,7 +96,8 @@ func TestExplainQuotaReserve(t *testing.T) {
 	require.NoError(t, l.Close())
 
 	rules := explainedRules(t, dir)
-	require.Equal(t, "quota msg-rate: used 2 + adding 1 > max 2", rules["msg.send refused: msg-rate quota"])
+	require.Equal(t, "quota msg-rate: used 2 + adding 1 > max 2, a worker's share: the run's quota 4 less the "+
+		"quotaReserve of 50% kept for its orchestrator and the admin", rules["msg.send refused: msg-rate quota"])
 }
 
 // explainedRules replays the store in dir with --explain, requires no drift, and returns each decision's rule by

@@ -346,7 +346,7 @@ func rule(s *projections.State, cfg projections.Config, cmd commands.Command, ev
 	case *commands.QuotaRecheck:
 		for _, ev := range evs {
 			if p, ok := ev.Payload.(*events.RunQuotaExceeded); ok {
-				return commands.QuotaRule(*p)
+				return commands.QuotaRule(*p) + reserveCarved(cfg, ev.Actor, p)
 			}
 		}
 		if err == nil {
@@ -357,6 +357,19 @@ func rule(s *projections.State, cfg projections.Config, cmd commands.Command, ev
 		return err.Error()
 	}
 	return "-"
+}
+
+// reserveCarved names what a worker's quota limit is carved from: the run's quota less the reserve (config
+// quotaReserve) its orchestrator and the admin alone may use. "" for another actor, or a quota too small to split
+// (a worker's limit is then the quota).
+func reserveCarved(cfg projections.Config, actor events.Actor, q *events.RunQuotaExceeded) string {
+	quota := map[string]int64{events.QuotaEvents: cfg.QuotaEvents, events.QuotaBytes: cfg.QuotaBytes,
+		events.QuotaMsgRate: int64(cfg.QuotaMsgsPerMin)}[q.Quota]
+	if actor.Role != events.RoleWorker || cfg.QuotaReserve <= 0 || q.Max >= quota {
+		return ""
+	}
+	return fmt.Sprintf(", a worker's share: the run's quota %d less the quotaReserve of %d%% kept for its orchestrator "+
+		"and the admin", quota, cfg.QuotaReserve)
 }
 
 func admissionRule(s *projections.State, runID string, p *events.DelegateAdmitted) string {
