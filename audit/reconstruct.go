@@ -35,7 +35,9 @@ func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
 		id  string // what the recorded decision minted
 	)
 	switch first.Type {
-	case events.TypeDelegateRequested, events.TypeDelegateRejected:
+	case events.TypeDelegateRequested, events.TypeDelegateRejected, events.TypeDelegateAdmitted:
+		// NB: an admission that opens its group has no request before it: only an import writes one (pi-crew's
+		// files can hold an admission line alone), and it is explained as that system's decision below.
 		if !slices.ContainsFunc(group, decidesDelegation) {
 			return d, false // NB: a request without its decision, which only an import writes, decided nothing
 		}
@@ -122,7 +124,8 @@ func compare(d *Decision, group, today []events.Event) {
 }
 
 // requestFrom rebuilds the DelegateRequest recorded by a request group:
-// delegate.requested (absent for nesting-disabled) and the decision. The
+// delegate.requested (absent for nesting-disabled, and from an imported
+// admission alone) and the decision. The
 // policy inputs recorded with the decision give the requested budget,
 // model, timeout and trust; an admission also gives the prompt,
 // description and maxTurns.
@@ -146,6 +149,9 @@ func requestFrom(group []events.Event) (*commands.DelegateRequest, string) {
 			}
 		case *events.DelegateAdmitted:
 			c.TaskID, pol, adm = p.TaskID, p.Policy, p
+			if sub == "" {
+				sub = p.SubID
+			}
 		}
 	}
 	if adm != nil {
