@@ -7,8 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/audit/audittest"
-	"github.com/crewlog/crewlog/eventlog"
-	"github.com/crewlog/crewlog/projections"
 )
 
 // TestCompareSnapshotWithColdRuns: the daemon's snapshot holds the runs that went cold as summaries, their records
@@ -18,20 +16,9 @@ func TestCompareSnapshotWithColdRuns(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	head := audittest.Scenario(t, dir)
 	snapAt := head - 1 // the cancelled run has ended, the other one not yet
-	l, err := eventlog.Open(dir, nil)
-	require.NoError(t, err)
-	s := projections.New()
-	require.NoError(t, projections.Replay(s, l, snapAt))
-	store := projections.NewColdStore(l, 0)
-	store.WriteIndex()
-	s.SetColdStore(store)
-	require.Equal(t, []string{audittest.RunUnlimited}, s.EvictAll(audittest.Epoch.UnixMilli()+1e9, 0, 0))
-	b, err := projections.EncodeSnapshot(s)
-	require.NoError(t, err)
-	require.NoError(t, l.SaveSnapshot(snapAt, b))
-	require.NoError(t, l.Close())
+	require.Equal(t, []string{audittest.RunUnlimited}, audittest.ColdSnapshot(t, dir, snapAt))
 
-	l, err = Open(dir)
+	l, err := Open(dir)
 	require.NoError(t, err)
 	defer l.Close()
 	for _, to := range []uint64{head, snapAt, snapAt - 1} {

@@ -55,7 +55,9 @@ type SnapshotDiff struct {
 // to the same position with the log's tail, which is exactly how the daemon
 // starts; when rebuilt stops before it, a fresh fold is taken to the
 // snapshot's position. Both sides then must be equal: a difference means the
-// snapshot does not hold what the log says. Left is the rebuilt side.
+// snapshot does not hold what the log says. Left is the rebuilt side. A run
+// of the snapshot gone cold whose read back from the log fails is an error
+// (wrapping eventlog.ErrCorrupt when the log is damaged), not a difference.
 func CompareSnapshot(l *eventlog.Log, rebuilt *projections.State, run string) (SnapshotDiff, error) {
 	snap, err := l.LatestSnapshot()
 	if err != nil {
@@ -67,7 +69,8 @@ func CompareSnapshot(l *eventlog.Log, rebuilt *projections.State, run string) (S
 	}
 	// NB: the snapshot holds the runs gone cold as summaries, their records in the log: read back from it as the
 	// daemon reads them, or they would be missing from the snapshot's side when no tail is folded into it.
-	loaded.SetColdStore(projections.NewColdStore(l, 0))
+	cold := projections.NewColdStore(l, 0)
+	loaded.SetColdStore(cold)
 	left := rebuilt
 	if rebuilt.Position >= snap.Position {
 		if err := projections.Replay(loaded, l, rebuilt.Position); err != nil {
@@ -81,5 +84,10 @@ func CompareSnapshot(l *eventlog.Log, rebuilt *projections.State, run string) (S
 	}
 	d := SnapshotDiff{SnapshotPosition: snap.Position, Compared: left.Position}
 	d.Differences, err = Diff(ViewOf(left, run), ViewOf(loaded, run))
+	if cerr := cold.Err(); cerr != nil {
+		// NB: a cold run that could not be read back answers as if it held nothing, and each of its records would
+		// show as a difference: the snapshot was not compared, and the read's error says why.
+		return SnapshotDiff{}, fmt.Errorf("audit: snapshot at %d: read back a finished run: %w", snap.Position, cerr)
+	}
 	return d, err
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -119,7 +120,7 @@ func TestReplayToRefusesWhatItCannotAnswer(t *testing.T) {
 // returned for every error of the fold.
 func TestReplayReadFailureIsNotCorruption(t *testing.T) {
 	data, _ := scenarioInTables(t)
-	requireUnreadable(t, data, "", [][]string{
+	requireUnreadable(t, data, nil, [][]string{
 		{"replay"}, {"replay", "--json"}, {"replay", "--explain"}, {"replay", "--to", "2", "--explain"},
 		{"replay", "--at", "2026-10-01T09:00:00Z"},
 	})
@@ -163,7 +164,7 @@ func TestReplayDamagedTable(t *testing.T) {
 func TestReplayDiffReadFailureIsNotCorruption(t *testing.T) {
 	data, store := scenarioInTables(t)
 	snapshots := tableOf(t, store, 'n')
-	requireUnreadable(t, data, snapshots, [][]string{{"replay", "--diff"}, {"replay", "--diff", "--json"}})
+	requireUnreadable(t, data, []string{snapshots}, [][]string{{"replay", "--diff"}, {"replay", "--diff", "--json"}})
 	r := crewctl(t, nil, "replay", "--data", data, "--diff")
 	require.Equal(t, exitOK, r.code, r.out+r.err)
 
@@ -178,6 +179,51 @@ func TestReplayDiffReadFailureIsNotCorruption(t *testing.T) {
 	require.Equal(t, exitProblem, r.code, r.out+r.err)
 	require.Contains(t, r.err, "corrupt")
 	require.Contains(t, r.err, "checksum mismatch")
+}
+
+// TestReplayDiffColdReadFailureIsNotADifference: the newest snapshot holds a finished run gone cold as a summary, its
+// records in the log, and replay --diff reads it back from the log as the daemon does. A read of it that fails (the
+// disk answers EIO) is no difference found: the run read back as if it held nothing, and replay reported its records
+// as differences (exit 1); it now says it could not read the store (exit 3).
+func TestReplayDiffColdReadFailureIsNotADifference(t *testing.T) {
+	data := t.TempDir()
+	store := filepath.Join(data, storeDir)
+	head := audittest.Scenario(t, store)
+	// The cancelled run has ended, the other one not yet.
+	require.Equal(t, []string{audittest.RunUnlimited}, audittest.ColdSnapshot(t, store, head-1))
+	cold := tablesOnlyOf(t, store, "suvw") // the stream index, the summaries and the views: what a read-back reads
+	requireUnreadable(t, data, cold, [][]string{{"replay", "--diff"}, {"replay", "--diff", "--json"}})
+
+	// The same store, read without the fault, has no difference.
+	r := crewctl(t, nil, "replay", "--diff", "--data", data)
+	require.Equal(t, exitOK, r.code, r.out+r.err)
+	require.Contains(t, r.out, "0 difference(s)")
+}
+
+// tablesOnlyOf has Pebble compact store into tables of a key or so each and returns those whose keys all start with
+// one of prefixes.
+func tablesOnlyOf(t *testing.T, store, prefixes string) []string {
+	t.Helper()
+	o := &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: audittest.QuietPebble{}}
+	for i := range o.TargetFileSizes {
+		o.TargetFileSizes[i] = 1 // NB: no table then holds keys of two prefixes, but for the bound between them
+	}
+	db, err := pebble.Open(store, o)
+	require.NoError(t, err)
+	defer db.Close()
+	require.NoError(t, db.Compact(t.Context(), []byte{0}, []byte{0xff}, false))
+	levels, err := db.SSTables()
+	require.NoError(t, err)
+	var out []string
+	for _, level := range levels {
+		for _, tb := range level {
+			if strings.IndexByte(prefixes, tb.Smallest.UserKey[0]) >= 0 && strings.IndexByte(prefixes, tb.Largest.UserKey[0]) >= 0 {
+				out = append(out, filepath.Join(store, tb.FileNum.String()+".sst"))
+			}
+		}
+	}
+	require.NotEmpty(t, out)
+	return out
 }
 
 // tableOf returns the path of the table of store that holds the keys with prefix alone.
