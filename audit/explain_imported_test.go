@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -60,24 +61,8 @@ func TestExplainImportedDecisions(t *testing.T) {
 // like the others: replay --explain names it as the system's admission, not decided again and never drift, where it
 // left it unexplained.
 func TestExplainLoneImportedAdmission(t *testing.T) {
-	const run = "team_20261001090000_0000000000000001"
-	imp := func(evs ...commands.ImportedEvent) decided {
-		return decided{audittest.Admin, &commands.Import{Source: events.ForeignSourcePicrew, RunID: run, Events: evs}}
-	}
 	at := audittest.Epoch.UnixMilli()
-	w, l, dir := decidedLog(t, []decided{
-		imp(commands.ImportedEvent{Type: events.TypeRunCreated, TimeMs: at,
-			Payload: &events.RunCreated{Team: "crew", Goal: "g", Cwd: "/r", BudgetTotal: audittest.Ptr[int64](1000)}}),
-		imp(commands.ImportedEvent{Type: events.TypeTaskCreated, TimeMs: at,
-			Payload: &events.TaskCreated{TaskID: "t1", Role: "explorer", Agent: "explorer", Title: "t1", Cwd: "/r",
-				Kind: events.TaskKindWorkflow, StepID: "s1"}}),
-		imp(commands.ImportedEvent{Type: events.TypeTaskStarted, TimeMs: at, Payload: &events.TaskStarted{TaskID: "t1"}}),
-		imp(commands.ImportedEvent{Type: events.TypeDelegateAdmitted, TimeMs: at + 1,
-			Payload: &events.DelegateAdmitted{TaskID: "t1", SubID: "gc-1", ChildDepth: 1, Role: "explorer",
-				ReservedTokens: 100, TimeoutSec: 60, Deadline: at + 1 + 60_000, Cwd: "/r", Title: "delegate: gc-1"},
-		}, commands.ImportedEvent{Type: events.TypeBudgetReserved, TimeMs: at + 1,
-			Payload: &events.BudgetReserved{TaskID: "t1", SubID: "gc-1", Tokens: 100, GrantedTokens: 1000}}),
-	})
+	w, l, dir := decidedLog(t, append(importedTask(at), importedAdmission("gc-1", at+1)))
 	l = reopened(t, w, l, dir)
 
 	imported := explainedDecisions(t, l, "delegate.request")
@@ -89,4 +74,66 @@ func TestExplainLoneImportedAdmission(t *testing.T) {
 	require.Equal(t, "not decided again: imported from picrew", d.Today)
 	require.Equal(t, "admitted", d.Rule)
 	requireExplainedAtAlike(t, l, imported)
+}
+
+// TestExplainLoneImportedSettlement: pi-crew's files hold a delegation's end as its terminal line alone, with no
+// result message before it (crewlog's own settlement opens with one). It is an imported decision like the others:
+// replay --explain names it as the system's settlement, not decided again and never drift, where it left it
+// unexplained.
+func TestExplainLoneImportedSettlement(t *testing.T) {
+	at := audittest.Epoch.UnixMilli()
+	steps := importedTask(at)
+	for i, typ := range []string{events.TypeDelegateCompleted, events.TypeDelegateTimedOut} {
+		sub := fmt.Sprintf("gc-%d", i+1)
+		settled := events.DelegateSettled{TaskID: "t1", SubID: sub, OK: typ == events.TypeDelegateCompleted}
+		var payload any = (*events.DelegateCompleted)(&settled)
+		if typ == events.TypeDelegateTimedOut {
+			payload = (*events.DelegateTimedOut)(&settled)
+		}
+		steps = append(steps, importedAdmission(sub, at+1),
+			picrewImport(commands.ImportedEvent{Type: typ, TimeMs: at + 2, Payload: payload}))
+	}
+	w, l, dir := decidedLog(t, steps)
+	l = reopened(t, w, l, dir)
+
+	settled := explainedDecisions(t, l, "delegate.settle")
+	require.Len(t, settled, 2, "each lone terminal event is a decision")
+	for i, want := range []string{"completed", "timed_out"} {
+		d := settled[i]
+		require.False(t, d.Drift, "%+v", d.Differences)
+		require.Equal(t, fmt.Sprintf("gc-%d", i+1), d.Subject)
+		require.Equal(t, want, d.Recorded)
+		require.Equal(t, "not decided again: imported from picrew", d.Today)
+		require.Equal(t, "usage 0 within reserved 100: no charge, no refund; slot freed", d.Rule)
+	}
+	requireExplainedAtAlike(t, l, settled)
+}
+
+// importedRun is the run the tests of lone imported decisions import.
+const importedRun = "team_20261001090000_0000000000000001"
+
+// picrewImport is an import of evs into importedRun, as pi-crew's follower sends one record.
+func picrewImport(evs ...commands.ImportedEvent) decided {
+	return decided{audittest.Admin, &commands.Import{Source: events.ForeignSourcePicrew, RunID: importedRun, Events: evs}}
+}
+
+// importedTask imports importedRun (budgetTotal 1000) and its workflow task t1, running, at (unix ms).
+func importedTask(at int64) []decided {
+	return []decided{
+		picrewImport(commands.ImportedEvent{Type: events.TypeRunCreated, TimeMs: at,
+			Payload: &events.RunCreated{Team: "crew", Goal: "g", Cwd: "/r", BudgetTotal: audittest.Ptr[int64](1000)}}),
+		picrewImport(commands.ImportedEvent{Type: events.TypeTaskCreated, TimeMs: at,
+			Payload: &events.TaskCreated{TaskID: "t1", Role: "explorer", Agent: "explorer", Title: "t1", Cwd: "/r",
+				Kind: events.TaskKindWorkflow, StepID: "s1"}}),
+		picrewImport(commands.ImportedEvent{Type: events.TypeTaskStarted, TimeMs: at, Payload: &events.TaskStarted{TaskID: "t1"}}),
+	}
+}
+
+// importedAdmission imports t1's delegation sub admitted alone, with its reservation of 100 tokens, at (unix ms).
+func importedAdmission(sub string, at int64) decided {
+	return picrewImport(commands.ImportedEvent{Type: events.TypeDelegateAdmitted, TimeMs: at,
+		Payload: &events.DelegateAdmitted{TaskID: "t1", SubID: sub, ChildDepth: 1, Role: "explorer",
+			ReservedTokens: 100, TimeoutSec: 60, Deadline: at + 60_000, Cwd: "/r", Title: "delegate: " + sub},
+	}, commands.ImportedEvent{Type: events.TypeBudgetReserved, TimeMs: at,
+		Payload: &events.BudgetReserved{TaskID: "t1", SubID: sub, Tokens: 100, GrantedTokens: 1000}})
 }

@@ -86,6 +86,16 @@ func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
 		}
 		d.Command = cmd.Kind()
 		d.Subject = SettledPayload(settledEvent(group).Payload).SubID
+	case events.TypeDelegateCompleted, events.TypeDelegateFailed, events.TypeDelegateTimedOut, events.TypeDelegateCancelled:
+		// NB: crewlog's own settlement opens with its result message (above); one without it only an import
+		// writes (pi-crew's files hold a delegation's end as its terminal line alone), explained below as that
+		// system's decision.
+		term := SettledPayload(first.Payload)
+		if term == nil || !strings.HasPrefix(first.CorrelationID, events.ImportCorrelation) {
+			return d, false
+		}
+		cmd = settleCommand(first.Stream, first.Type, term)
+		d.Command, d.Subject = cmd.Kind(), term.SubID
 	default:
 		if isJobFamily(first.Type) {
 			return explainJob(s, group, d)
@@ -217,15 +227,21 @@ func settlementFrom(group []events.Event) (commands.Command, string, bool) {
 	if last.Type == events.TypeDelegateTimedOut && term.Expired {
 		return &commands.DelegateExpire{RunID: last.Stream, SubID: term.SubID}, id, true
 	}
+	return settleCommand(last.Stream, last.Type, term), id, true
+}
+
+// settleCommand rebuilds the delegate.settle that ended a delegation with the terminal event of type typ, term its
+// payload.
+func settleCommand(run, typ string, term *events.DelegateSettled) *commands.DelegateSettle {
 	out := map[string]string{
 		events.TypeDelegateCompleted: commands.OutcomeOK, events.TypeDelegateFailed: commands.OutcomeFailed,
 		events.TypeDelegateTimedOut: commands.OutcomeTimedOut, events.TypeDelegateCancelled: commands.OutcomeCancelled,
-	}[last.Type]
-	c := &commands.DelegateSettle{RunID: last.Stream, SubID: term.SubID, Outcome: out, Text: "(result text)"}
+	}[typ]
+	c := &commands.DelegateSettle{RunID: run, SubID: term.SubID, Outcome: out, Text: "(result text)"}
 	if term.UsageTokens > 0 {
 		c.UsageTokens = &term.UsageTokens
 	}
-	return c, id, true
+	return c
 }
 
 // settledEvent is the terminal delegate event of a settlement's group: its
