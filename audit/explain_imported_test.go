@@ -137,3 +137,31 @@ func importedAdmission(sub string, at int64) decided {
 	}, commands.ImportedEvent{Type: events.TypeBudgetReserved, TimeMs: at,
 		Payload: &events.BudgetReserved{TaskID: "t1", SubID: sub, Tokens: 100, GrantedTokens: 1000}})
 }
+
+// TestExplainLoneImportedBudgetThreshold: pi-crew's files hold a run budget's threshold crossed as a line of its own
+// (run.budget_warning, run.budget_abort), with no usage report before it in the record. It is an imported decision
+// like the others: replay --explain names the threshold and its numbers as that system's, not decided again and
+// never drift, where it left it unexplained.
+func TestExplainLoneImportedBudgetThreshold(t *testing.T) {
+	at := audittest.Epoch.UnixMilli()
+	w, l, dir := decidedLog(t, append(importedTask(at),
+		picrewImport(commands.ImportedEvent{Type: events.TypeRunBudgetWarning, TimeMs: at + 1,
+			Payload: &events.RunBudgetWarning{BudgetTotal: 1000, BudgetUsed: 850, Threshold: "warning"}}),
+		picrewImport(commands.ImportedEvent{Type: events.TypeRunBudgetAbort, TimeMs: at + 2,
+			Payload: &events.RunBudgetAbort{BudgetTotal: 1000, BudgetUsed: 990, Threshold: "abort"}})))
+	l = reopened(t, w, l, dir)
+
+	crossed := explainedDecisions(t, l, "task.usage")
+	require.Len(t, crossed, 2, "each lone threshold is a decision")
+	for i, want := range []struct{ recorded, rule string }{
+		{"budget warning", "run budget 850 of 1000 used >= the warning at 80%"},
+		{"budget abort", "run budget 990 of 1000 used >= the abort at 95%"},
+	} {
+		d := crossed[i]
+		require.False(t, d.Drift, "%+v", d.Differences)
+		require.Equal(t, want.recorded, d.Recorded)
+		require.Equal(t, "not decided again: imported from picrew", d.Today)
+		require.Equal(t, want.rule, d.Rule)
+	}
+	requireExplainedAtAlike(t, l, crossed)
+}

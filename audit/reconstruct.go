@@ -70,6 +70,14 @@ func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
 		cmd = &commands.TaskUsage{RunID: first.Stream, TaskID: p.TaskID, Input: p.Input, Output: p.Output,
 			CacheRead: p.CacheRead, CacheWrite: p.CacheWrite, Cost: p.Cost, Turns: p.Turns}
 		d.Command, d.Subject = cmd.Kind(), p.TaskID
+	case events.TypeRunBudgetWarning, events.TypeRunBudgetAbort:
+		// NB: crewlog records a threshold crossed after the usage report that crossed it (above); one alone only
+		// an import writes (pi-crew's files hold it as a line of its own), explained below as that system's.
+		if !imported(first) {
+			return d, false
+		}
+		cmd = &commands.TaskUsage{RunID: first.Stream}
+		d.Command = cmd.Kind()
 	case events.TypePolicyAction:
 		p := events.PayloadAs[events.PolicyAction](first)
 		if p == nil {
@@ -91,7 +99,7 @@ func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
 		// writes (pi-crew's files hold a delegation's end as its terminal line alone), explained below as that
 		// system's decision.
 		term := SettledPayload(first.Payload)
-		if term == nil || !strings.HasPrefix(first.CorrelationID, events.ImportCorrelation) {
+		if term == nil || !imported(first) {
 			return d, false
 		}
 		cmd = settleCommand(first.Stream, first.Type, term)
@@ -102,7 +110,7 @@ func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
 		}
 		return d, false
 	}
-	if source, imported := strings.CutPrefix(first.CorrelationID, events.ImportCorrelation); imported {
+	if source, ok := strings.CutPrefix(first.CorrelationID, events.ImportCorrelation); ok {
 		// NB: another system decided it, under its own config and state (commands.Import records it as it was
 		// mapped): today's policy deciding the request otherwise is no drift of crewlog's.
 		d.Recorded = outcome(group, nil)
@@ -120,6 +128,11 @@ func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
 	d.Rule = rule(s, env.Config, cmd, dec.Events, err)
 	compare(&d, group, dec.Events)
 	return d, true
+}
+
+// imported reports whether ev was recorded by an import: another system's decision, not crewlog's.
+func imported(ev events.Event) bool {
+	return strings.HasPrefix(ev.CorrelationID, events.ImportCorrelation)
 }
 
 // compare sets d's drift: where today's events differ from the recorded
