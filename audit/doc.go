@@ -30,9 +30,9 @@
 //     only inside its message body: a rebuilt rejected request carries a
 //     placeholder prompt, and a settlement's message body is not compared.
 //     Neither is read by any policy check.
-//   - Decisions other than admissions, settlements, expiries and config
-//     changes (run and task transitions, messages, asks) are folded but not
-//     re-run.
+//   - Run and task transitions, messages and asks are folded but not
+//     re-run. A decision imported from another system (pi-crew's history)
+//     is explained from its record, not re-run: that system took it.
 //   - Pebble locks a store even for read-only opens: a store held by a
 //     running daemon is refused with ErrLocked. Audit a backup instead.
 package audit
