@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/crewlog/crewlog/eventlog"
@@ -21,7 +22,7 @@ import (
 //
 // ctx ends the read: the error then wraps ctx.Err().
 func PositionAt(ctx context.Context, l *eventlog.Log, head uint64, at time.Time) (uint64, error) {
-	ns := at.UnixNano()
+	ns := nanos(at)
 	it := l.ReadTransient(1)
 	defer it.Close()
 	pos := uint64(0)
@@ -45,3 +46,15 @@ func PositionAt(ctx context.Context, l *eventlog.Log, head uint64, at time.Time)
 // positionAtCheckEvery is how many events PositionAt reads between two looks at its context: often enough to stop
 // within a millisecond or so, rare enough to cost nothing.
 const positionAtCheckEvery = 1 << 10
+
+// nanos is t in unix nanoseconds, the unit of event times, held to the times they can take: time.UnixNano wraps a
+// time before 1678 or after 2262 around (the year 2300 read as before every event).
+func nanos(t time.Time) int64 {
+	switch {
+	case t.Before(time.Unix(0, math.MinInt64)):
+		return math.MinInt64
+	case t.After(time.Unix(0, math.MaxInt64)):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}

@@ -254,6 +254,29 @@ func TestPositionAtWithImportedTimes(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 }
 
+// TestPositionAtOutsideEventTimes: a time before 1678 or after 2262 has no unix nanoseconds (event times are int64
+// nanoseconds), and it wrapped around: the year 2300 stopped at 0, before every event, and 1600 at the head.
+func TestPositionAtOutsideEventTimes(t *testing.T) {
+	l, _ := contendedLog(t, 3, 20)
+	head, _ := l.Head()
+	for _, tc := range []struct {
+		at   time.Time
+		want uint64
+	}{
+		{time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC), head},
+		{time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC), head},
+		{time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC), 0},
+		{time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC), 0},
+	} {
+		got, err := audit.PositionAt(t.Context(), l, head, tc.at)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, got, "at %s", tc.at)
+		res, err := audit.Replay(l, audit.ReplayOptions{At: tc.at})
+		require.NoError(t, err)
+		require.Equal(t, tc.want, res.State.Position, "replay at %s", tc.at)
+	}
+}
+
 // eventTimes returns the time of each event of l, in log order.
 func eventTimes(t *testing.T, l *eventlog.Log) []int64 {
 	t.Helper()

@@ -80,6 +80,23 @@ func TestPolicyDrift(t *testing.T) {
 	}
 }
 
+// TestReplayAtAnyTime: --at takes any RFC 3339 time. One before every event replays nothing, the zero time
+// (0001-01-01T00:00:00Z) included, which replayed the whole log as if --at were not given; one after every event
+// replays them all, the year 2300 included, whose unix nanoseconds wrapped around to before every event.
+func TestReplayAtAnyTime(t *testing.T) {
+	data := scenarioData(t)
+	for at, want := range map[string]uint64{
+		"0001-01-01T00:00:00Z": 0, "1600-01-01T00:00:00Z": 0, "2300-01-01T00:00:00Z": scenario.head,
+		"9999-12-31T23:59:59Z": scenario.head,
+	} {
+		r := crewctl(t, nil, "replay", "--data", data, "--at", at, "--json")
+		require.Equal(t, exitOK, r.code, "%s: %s", at, r.err)
+		var out replayOutput
+		require.NoError(t, json.Unmarshal([]byte(r.out), &out))
+		require.Equal(t, want, out.Position, at)
+	}
+}
+
 func TestReplayUsageAndOpenErrors(t *testing.T) {
 	data := scenarioData(t)
 	r := crewctl(t, nil, "replay", "--data", data, "--to", "3", "--at", "2026-10-01T09:00:10Z")
