@@ -40,6 +40,9 @@ func describeAsk(ev events.Event) string {
 	case *events.AskAnswered:
 		return fmt.Sprintf("question %s of %s answered", p.QuestionID, p.TaskID)
 	case *events.AskTimedOut:
+		if p.Reason != "" { // its task or its run ended first
+			return withReason(fmt.Sprintf("question %s of %s closed before its deadline", p.QuestionID, p.TaskID), p.Reason)
+		}
 		return fmt.Sprintf("question %s of %s timed out", p.QuestionID, p.TaskID)
 	}
 	return ev.Type

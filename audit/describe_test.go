@@ -43,3 +43,20 @@ func TestDescribeCappedCharge(t *testing.T) {
 		require.Equal(t, tc.want, Describe(ev), "uncharged %d", tc.p.Uncharged)
 	}
 }
+
+// TestDescribeQuestionClosedEarly: a question closed because its task or its run ended, before its deadline, is not
+// told as timed out.
+func TestDescribeQuestionClosedEarly(t *testing.T) {
+	for _, tc := range []struct {
+		reason string
+		want   string
+	}{
+		{"", "question q1 of t1 timed out"},
+		{events.AskReasonAskerEnded, "question q1 of t1 closed before its deadline: asker-ended"},
+		{events.AskReasonRunEnded, "question q1 of t1 closed before its deadline: run-ended"},
+	} {
+		p := events.AskTimedOut{TaskID: "t1", QuestionID: "q1", Reason: tc.reason}
+		ev := events.Event{Type: events.TypeAskTimedOut, Stream: "r1", Payload: &p}
+		require.Equal(t, tc.want, Describe(ev), tc.reason)
+	}
+}

@@ -199,7 +199,7 @@ func (c *AskExpire) decide(s *projections.State, env *Env) (Decision, error) {
 	var evs []events.Event
 	resumed := false
 	if t, ok := s.Task(c.RunID, a.TaskID); ok && parkedOn(t, a.QuestionID) {
-		evs, resumed = expireParked(s, env, c.RunID, t), true
+		evs, resumed = expireParked(s, env, c.RunID, t, ""), true
 	} else {
 		evs = []events.Event{env.event(c.RunID, events.TypeAskTimedOut, &events.AskTimedOut{TaskID: a.TaskID, QuestionID: a.QuestionID})}
 	}

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"encoding/json"
 	"math"
 	"slices"
 	"testing"
@@ -14,7 +15,8 @@ import (
 
 // A question closes with its asker: a task that leaves waiting for anything but an answer or its deadline (an end in
 // any terminal status, a retry, its delegation's settlement) or whose run ends times its question out in the same
-// decision. Left pending, the question kept the run's waitState on a task no longer parked on it, kept an ended
+// decision, and says so: without a reason the question read as timed out though its deadline had not passed. Left
+// pending, the question kept the run's waitState on a task no longer parked on it, kept an ended
 // run from going cold (projections' mayEvict) for up to an hour beyond its retention and MaxRetainedRuns, and
 // resumed at its deadline a task of a run that had ended an hour before.
 func TestAskEndsWithItsAsker(t *testing.T) {
@@ -50,8 +52,14 @@ func TestAskEndsWithItsAsker(t *testing.T) {
 
 			a, _ := l.s.Ask(fxRun, qid)
 			require.Equal(t, projections.AskTimedOut, a.Status, "the question closes in the decision that ends its asker")
-			closes := func(ev events.Event) bool { return ev.Type == events.TypeAskTimedOut }
-			require.True(t, slices.ContainsFunc(dec.Events, closes))
+			reason := `"reason":"asker-ended"`
+			if tc.resumed {
+				reason = `"reason":"run-ended"` // the run ended, not the task
+			}
+			require.Contains(t, string(fxJSON(t, a)), reason, "the ask's query answer says why it closed early")
+			closes := slices.IndexFunc(dec.Events, func(ev events.Event) bool { return ev.Type == events.TypeAskTimedOut })
+			require.GreaterOrEqual(t, closes, 0)
+			require.Contains(t, string(fxJSON(t, dec.Events[closes].Payload)), reason, "so does its ask.timedout")
 			run, _ = l.s.Run(fxRun)
 			require.Nil(t, run.WaitState, "the run is no longer parked")
 			require.Empty(t, l.s.DueAsks(a.Deadline), "nothing is left for the clock to expire")
@@ -60,6 +68,13 @@ func TestAskEndsWithItsAsker(t *testing.T) {
 			require.Equal(t, tc.resumed, task.Status == projections.TaskRunning, "task is %s", task.Status)
 		})
 	}
+}
+
+func fxJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
 }
 
 // A task parked on a question that another task's end does not concern keeps it.

@@ -150,7 +150,7 @@ func settlement(s *projections.State, env *Env, d projections.Delegation, outcom
 	// NB: the status first, as s.Task copies the task: a settlement is on every delegation's path.
 	if st, _ := s.TaskStatus(d.RunID, d.SubID); st == projections.TaskWaiting {
 		if shadow, found := s.Task(d.RunID, d.SubID); found {
-			evs = append(evs, closeQuestion(s, env, d.RunID, shadow)...)
+			evs = append(evs, closeQuestion(s, env, d.RunID, shadow, events.AskReasonAskerEnded)...)
 		}
 	}
 	term := &rec.settled

@@ -160,6 +160,6 @@ func (c *TaskTransition) decide(s *projections.State, env *Env) (Decision, error
 		typ, p = events.TypeTaskRetried, &events.TaskRetried{TaskID: c.TaskID, Reason: c.Reason}
 	}
 	// A task that leaves waiting here (→ running is wait.resolve's) closes its question first (ask_end.go).
-	evs := append(closeQuestion(s, env, c.RunID, t), env.event(c.RunID, typ, p))
+	evs := append(closeQuestion(s, env, c.RunID, t, events.AskReasonAskerEnded), env.event(c.RunID, typ, p))
 	return Decision{Events: evs, Result: map[string]any{"ok": true, "taskId": c.TaskID, "status": c.To}}, nil
 }

@@ -195,13 +195,13 @@ func budgetAbort(s *projections.State, env *Env, run projections.Run) []events.E
 	s.EachLiveTask(run.RunID, func(t projections.Task) bool {
 		if t.Shadow() {
 			if fails {
-				shadowsResumed = append(shadowsResumed, expireParked(s, env, run.RunID, t)...)
+				shadowsResumed = append(shadowsResumed, expireParked(s, env, run.RunID, t, events.AskReasonRunEnded)...)
 			}
 			return true
 		}
 		switch t.Status {
 		case projections.TaskRunning, projections.TaskWaiting:
-			evs = append(evs, closeQuestion(s, env, run.RunID, t)...)
+			evs = append(evs, closeQuestion(s, env, run.RunID, t, events.AskReasonAskerEnded)...)
 			evs = append(evs, env.event(run.RunID, events.TypeTaskCancelled,
 				&events.TaskCancelled{TaskID: t.TaskID, Reason: ReasonBudgetAbort}))
 		case projections.TaskQueued:

@@ -28,10 +28,22 @@ type AskAnswered struct {
 	QuestionID string `json:"questionId" msgpack:"questionId"`
 }
 
+// Why a question closed before its deadline (AskTimedOut.Reason).
+const (
+	// AskReasonAskerEnded: its task left waiting on it other than by an answer — an end in any terminal status, a
+	// retry, its delegation's settlement.
+	AskReasonAskerEnded = "asker-ended"
+	// AskReasonRunEnded: its run ended (completed, failed or cancelled) while its task was parked on it.
+	AskReasonRunEnded = "run-ended"
+)
+
 // AskTimedOut closes a question whose deadline passed, or whose task left
 // waiting other than by an answer (its end, a retry) or whose run ended, in
-// that decision; waitState is cleared like for an answer.
+// that decision; waitState is cleared like for an answer. Reason says which
+// (AskReason...) when it closed before its deadline; absent, the deadline
+// had passed, as for every question of a log written before it was recorded.
 type AskTimedOut struct {
 	TaskID     string `json:"taskId" msgpack:"taskId"`
 	QuestionID string `json:"questionId" msgpack:"questionId"`
+	Reason     string `json:"reason,omitempty" msgpack:"reason,omitempty"`
 }

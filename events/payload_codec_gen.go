@@ -1507,16 +1507,24 @@ func (r *fastReader) readAskRequested(p *AskRequested) {
 }
 
 func appendAskTimedOut(b []byte, p *AskTimedOut) []byte {
-	b = appendMapLen(b, 2)
+	n := 2
+	if len(p.Reason) != 0 {
+		n++
+	}
+	b = appendMapLen(b, n)
 	b = append(b, "\xa6taskId"...)
 	b = appendString(b, p.TaskID)
 	b = append(b, "\xaaquestionId"...)
 	b = appendString(b, p.QuestionID)
+	if len(p.Reason) != 0 {
+		b = append(b, "\xa6reason"...)
+		b = appendString(b, p.Reason)
+	}
 	return b
 }
 
 func stringBytesAskTimedOut(p *AskTimedOut) int64 {
-	return int64(len(p.TaskID) + len(p.QuestionID))
+	return int64(len(p.TaskID) + len(p.QuestionID) + len(p.Reason))
 }
 
 func (r *fastReader) readAskTimedOut(p *AskTimedOut) {
@@ -1529,6 +1537,9 @@ func (r *fastReader) readAskTimedOut(p *AskTimedOut) {
 		case "questionId":
 			r.once(&seen, 1)
 			p.QuestionID = r.str()
+		case "reason":
+			r.once(&seen, 2)
+			p.Reason = r.str()
 		default:
 			r.skip()
 		}

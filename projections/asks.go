@@ -17,7 +17,9 @@ const (
 )
 
 // Ask is the read model of a question a task parked on. Times are unix
-// milliseconds.
+// milliseconds. Reason is the one its ask.timedout recorded
+// (events.AskReason...): why it closed before its deadline; absent for an
+// answered question and one that timed out at its deadline.
 type Ask struct {
 	RunID      string    `json:"runId" msgpack:"runId"`
 	TaskID     string    `json:"taskId" msgpack:"taskId"`
@@ -30,6 +32,7 @@ type Ask struct {
 	Clamped    bool      `json:"clamped" msgpack:"clamped"`
 	Status     AskStatus `json:"status" msgpack:"status"`
 	ResolvedAt int64     `json:"resolvedAt,omitempty" msgpack:"resolvedAt"`
+	Reason     string    `json:"reason,omitempty" msgpack:"reason,omitempty"`
 }
 
 func (a *Ask) clone() *Ask {
@@ -64,19 +67,20 @@ func applyAsk(r *runState, ev events.Event) {
 		r.run.WaitState = &WaitState{TaskID: p.TaskID, QuestionID: p.QuestionID, AskedAt: p.AskedAt}
 	case events.TypeAskAnswered:
 		if p := events.PayloadAs[events.AskAnswered](ev); p != nil {
-			resolveAsk(r, p.TaskID, p.QuestionID, AskAnswered, at)
+			resolveAsk(r, p.TaskID, p.QuestionID, AskAnswered, "", at)
 		}
 	case events.TypeAskTimedOut:
 		if p := events.PayloadAs[events.AskTimedOut](ev); p != nil {
-			resolveAsk(r, p.TaskID, p.QuestionID, AskTimedOut, at)
+			resolveAsk(r, p.TaskID, p.QuestionID, AskTimedOut, p.Reason, at)
 		}
 	}
 }
 
-func resolveAsk(r *runState, taskID, questionID string, st AskStatus, at int64) {
+func resolveAsk(r *runState, taskID, questionID string, st AskStatus, reason string, at int64) {
 	if a := r.asks[questionID]; a != nil && a.Status == AskPending {
 		a.Status = st
 		a.ResolvedAt = at
+		a.Reason = reason
 		r.askTally.settled(len(r.askOrder), func(i int) bool { return r.asks[r.askOrder[i]].Status != AskPending })
 		r.pendingAsks = dropFrom(r.pendingAsks, func(id string) bool { return id == questionID })
 	}

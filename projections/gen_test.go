@@ -60,6 +60,9 @@ func randomEvent(rng *rand.Rand) (stream, typ string, p any) {
 		p = &events.MailboxAppended{ID: msg, To: to, From: "x", Kind: events.KindMessage, Body: "b", Data: data}
 	case events.TypeAskRequested:
 		p = &events.AskRequested{TaskID: task, QuestionID: q, Question: "?", AskedAt: n(), Deadline: n(), Options: opts()}
+	case events.TypeAskTimedOut:
+		p = &events.AskTimedOut{TaskID: task, QuestionID: q,
+			Reason: []string{"", events.AskReasonAskerEnded, events.AskReasonRunEnded}[rng.IntN(3)]}
 	case events.TypeCredentialIssued:
 		p = &events.CredentialIssued{TaskID: []string{task, events.OrchestratorKey}[rng.IntN(2)], Role: "worker", Digest: fmt.Sprint(n())}
 	case events.TypeCredentialRevoked:
@@ -117,8 +120,6 @@ func setIDs(p any, task, sub, msg, q string) {
 	case *events.SteerPushed:
 		v.TaskID, v.MessageID = task, msg
 	case *events.AskAnswered:
-		v.TaskID, v.QuestionID = task, q
-	case *events.AskTimedOut:
 		v.TaskID, v.QuestionID = task, q
 	}
 }
