@@ -173,8 +173,13 @@ func (c *WaitResolve) decide(s *projections.State, env *Env) (Decision, error) {
 // deadline: the question times out and, if its task is still parked on it,
 // the task resumes (running), so no worker waits past the server-clamped
 // deadline. A question whose task already left waiting is closed all the
-// same, which clears the run's waitState: a task's end closes its question
-// (ask_end.go), but a log written before left such questions pending.
+// same, which clears the run's waitState. Before its deadline the clock
+// submits it for a question nobody can answer any more (projections'
+// StrandedAsks): one whose task no longer waits on it is closed for
+// events.AskReasonAskerEnded, one of a run that has ended for
+// events.AskReasonRunEnded, its task resuming as at the deadline — what the
+// end would have decided (ask_end.go), but a log written before it did, or an
+// imported history, left such questions pending.
 type AskExpire struct {
 	RunID      string
 	QuestionID string
@@ -184,24 +189,36 @@ type AskExpire struct {
 func (*AskExpire) Kind() string { return "ask.expire" }
 
 func (c *AskExpire) decide(s *projections.State, env *Env) (Decision, error) {
-	if _, ok := s.Run(c.RunID); !ok {
+	run, ok := s.Run(c.RunID)
+	if !ok {
 		return Decision{}, reject(CodeNoManifest, "no-manifest", "run %q not found", c.RunID)
 	}
 	a, ok := s.Ask(c.RunID, c.QuestionID)
-	switch {
-	case !ok:
+	if !ok {
 		return Decision{}, badParams("ask.expire: question %q not found in run %q", c.QuestionID, c.RunID)
-	case a.Status != projections.AskPending:
+	}
+	if a.Status != projections.AskPending {
 		return Decision{}, badParams("ask.expire: question %q is already %s", c.QuestionID, a.Status)
-	case env.millis() < a.Deadline:
-		return Decision{}, badParams("ask.expire: question %q expires at %d, not before", c.QuestionID, a.Deadline)
+	}
+	t, found := s.Task(c.RunID, a.TaskID)
+	parked := found && parkedOn(t, a.QuestionID)
+	reason := "" // its deadline
+	if env.millis() < a.Deadline {
+		switch {
+		case !parked:
+			reason = events.AskReasonAskerEnded
+		case run.Status.Stale():
+			reason = events.AskReasonRunEnded
+		default:
+			return Decision{}, badParams("ask.expire: question %q expires at %d, not before", c.QuestionID, a.Deadline)
+		}
 	}
 	var evs []events.Event
-	resumed := false
-	if t, ok := s.Task(c.RunID, a.TaskID); ok && parkedOn(t, a.QuestionID) {
-		evs, resumed = expireParked(s, env, c.RunID, t, ""), true
+	if parked {
+		evs = expireParked(s, env, c.RunID, t, reason)
 	} else {
-		evs = []events.Event{env.event(c.RunID, events.TypeAskTimedOut, &events.AskTimedOut{TaskID: a.TaskID, QuestionID: a.QuestionID})}
+		evs = []events.Event{env.event(c.RunID, events.TypeAskTimedOut,
+			&events.AskTimedOut{TaskID: a.TaskID, QuestionID: a.QuestionID, Reason: reason})}
 	}
-	return Decision{Events: evs, Result: map[string]any{"ok": true, "taskId": a.TaskID, "questionId": a.QuestionID, "resumed": resumed}}, nil
+	return Decision{Events: evs, Result: map[string]any{"ok": true, "taskId": a.TaskID, "questionId": a.QuestionID, "resumed": parked}}, nil
 }

@@ -12,7 +12,8 @@ import (
 // can answer it any more (wait.resolve answers only the question its task is parked on), and left pending it would
 // keep the run's waitState on a task no longer parked on it and an ended run hot past its retention until the
 // deadline, up to an hour later. NB: the fold is unchanged, so a log written before folds as it did; a question such
-// a log left pending expires at its deadline.
+// a log left pending is closed by the engine clock at its next tick (StrandedAsks, AskExpire), as the end would have
+// closed it.
 
 // closeQuestion is the ask.timedout that closes the question t is parked on, for reason (events.AskReason..., ""
 // for its deadline) if its deadline has not passed, or nil when t is parked on none (or on one already closed, which

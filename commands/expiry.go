@@ -5,8 +5,9 @@ import "github.com/crewlog/crewlog/projections"
 // DueExpiries is the engine clock's choice of what expires at now (unix ms):
 // a delegate.expire for every in-flight delegation past its deadline plus
 // the settle grace (ExpiresAt), in the order InFlight gives, then an
-// ask.expire for every pending question past its deadline. It is pure, so
-// Engine.Tick and the scenario runner make the same choice.
+// ask.expire for every pending question past its deadline, then one for
+// every other pending question nobody can answer any more (StrandedAsks). It
+// is pure, so Engine.Tick and the scenario runner make the same choice.
 func DueExpiries(s *projections.State, now int64) []Command {
 	var due []Command
 	cfg := s.Config()
@@ -15,8 +16,16 @@ func DueExpiries(s *projections.State, now int64) []Command {
 			due = append(due, &DelegateExpire{RunID: d.RunID, SubID: d.SubID})
 		}
 	}
+	type question struct{ run, id string }
+	asked := map[question]bool{}
 	for _, a := range s.DueAsks(now) {
+		asked[question{a.RunID, a.QuestionID}] = true
 		due = append(due, &AskExpire{RunID: a.RunID, QuestionID: a.QuestionID})
+	}
+	for _, a := range s.StrandedAsks() {
+		if !asked[question{a.RunID, a.QuestionID}] {
+			due = append(due, &AskExpire{RunID: a.RunID, QuestionID: a.QuestionID})
+		}
 	}
 	return due
 }

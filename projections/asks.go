@@ -154,3 +154,39 @@ func (s *State) DueAsks(now int64) []Ask {
 	}
 	return out
 }
+
+// StrandedAsks returns the pending questions, daemon-wide, that the engine clock must close before their deadline:
+// those whose task no longer waits on them (it ended, was retried and maybe asked again, its delegation settled, or
+// it never parked on them) and those of a run that has ended. Nobody can answer them (wait.resolve answers only the
+// question its task is parked on), and pending they would hold the run's waitState and keep an ended run hot. A
+// decision that ends a task or a run closes its questions itself; a log written before it did, or an imported
+// history, may hold such questions. In run creation order then asking order, like DueAsks, and like it a walk of
+// the pending questions of the hot runs alone.
+func (s *State) StrandedAsks() []Ask {
+	var stranded []*runState
+	for _, r := range s.runs {
+		if slices.ContainsFunc(r.pendingAsks, r.stranded) {
+			stranded = append(stranded, r)
+		}
+	}
+	slices.SortFunc(stranded, func(a, b *runState) int { return a.ord - b.ord })
+	var out []Ask
+	for _, r := range stranded {
+		for _, qid := range r.pendingAsks {
+			if r.stranded(qid) {
+				out = append(out, *r.asks[qid].clone())
+			}
+		}
+	}
+	return out
+}
+
+// stranded reports whether pending question qid of r is one StrandedAsks returns.
+func (r *runState) stranded(qid string) bool {
+	if r.run.Status.Stale() {
+		return true
+	}
+	a := r.asks[qid]
+	t := r.tasks[a.TaskID]
+	return t == nil || t.Status != TaskWaiting || t.Waiting == nil || t.Waiting.QuestionID != qid
+}

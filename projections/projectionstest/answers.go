@@ -26,8 +26,8 @@ var (
 		"CredentialsPage",
 		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage", "LedgerTotals",
 		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "RunStatus", "Runs", "SlotHolder", "SlotWaiters", "Slots",
-		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "Task", "TaskStatus", "Tasks", "TasksPage", "LiveTasks", "EachLiveTask",
-		"EachWorkflowTask", "EachInFlight",
+		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "StrandedAsks", "Task", "TaskStatus", "Tasks", "TasksPage", "LiveTasks",
+		"EachLiveTask", "EachWorkflowTask", "EachInFlight",
 		"ActiveLeases", "Job", "JobCount", "JobHeader", "JobPage", "JobTool", "Jobs", "EachJob", "LiveRequests",
 		"ProxyRequestOf", "RevokedRootsOf", "RevokedRootCount",
 	}
@@ -67,6 +67,7 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 	put("InFlight", s.InFlight())
 	put("DueAsks", s.DueAsks(now))
 	put("DueAsksLater", s.DueAsks(now+int64(time.Hour/time.Millisecond)))
+	put("StrandedAsks", s.StrandedAsks())
 	// The runs list, paged every way a client pages it (finished runs come
 	// from the index of cold runs' summaries, the others from memory).
 	statusSets := [][]projections.RunStatus{nil, {projections.RunCompleted}, {projections.RunRunning, projections.RunCancelled},

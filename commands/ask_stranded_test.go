@@ -1,0 +1,128 @@
+package commands
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// olderEvent is an event of an older log on run "R": its type and payload.
+type olderEvent struct {
+	typ string
+	p   any
+}
+
+// writeOlderLog appends evs to a new log in fs, one second apart from clock's reading, as a build wrote them before
+// a question closed with its asker (or an import of another runtime's history writes them today).
+func writeOlderLog(t *testing.T, fs vfs.FS, clock *testClock, evs ...olderEvent) {
+	t.Helper()
+	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+	require.NoError(t, err)
+	defer l.Close()
+	var w eventlog.Write
+	var buf []byte
+	for i, e := range evs {
+		ev := events.Event{Stream: "R", Type: e.typ, SchemaVersion: events.SchemaVersion(e.typ),
+			Time: clock.Now().UnixNano() + int64(i)*int64(time.Second), Payload: e.p}
+		var le eventlog.Event
+		le, buf, err = toLog(&ev, buf)
+		require.NoError(t, err)
+		w.Events = append(w.Events, le)
+	}
+	_, err = l.Append(w)
+	require.NoError(t, err)
+	clock.Advance(time.Duration(len(evs)) * time.Second)
+}
+
+// A question an older log left pending after its asker left it (the task ended, was retried and asked again, its
+// delegation settled) or after its run ended held the run's waitState, kept an ended run hot and, for a run that
+// ended, kept its task parked, until its deadline, up to an hour later. The engine clock closes it at its next tick,
+// as a recorded command of its own; the log folds as it did.
+func TestClockClosesTheQuestionsAnOlderLogStranded(t *testing.T) {
+	const q1, q2 = "q1", "q2"
+	clock := newTestClock()
+	ms := clock.Now().UnixMilli()
+	deadline := ms + 3_600_000
+	asked := func(task, qid string) []olderEvent {
+		return []olderEvent{
+			{events.TypeTaskWaiting, &events.TaskWaiting{TaskID: task, QuestionID: qid, AskedAt: ms, Deadline: deadline}},
+			{events.TypeAskRequested, &events.AskRequested{TaskID: task, QuestionID: qid, Question: "which?", AskedAt: ms,
+				Deadline: deadline, TimeoutSec: 3600}},
+		}
+	}
+	running := []olderEvent{
+		{events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"}},
+		{events.TypeRunRunning, &events.RunRunning{}},
+		{events.TypeTaskCreated, &events.TaskCreated{TaskID: "02_exec", Role: "executor", Agent: "a", Title: "x",
+			Cwd: "/w", DependsOn: []string{}, StepID: "exec", Kind: events.TaskKindWorkflow}},
+		{events.TypeTaskStarted, &events.TaskStarted{TaskID: "02_exec"}},
+	}
+	for _, tc := range []struct {
+		name    string
+		then    []olderEvent
+		closed  []string // the questions the tick closes
+		pending string   // the question still pending after it, "" for none
+		status  projections.TaskStatus
+		reason  string // the reason the closing records
+	}{
+		{"task completed", []olderEvent{{events.TypeTaskCompleted, &events.TaskCompleted{TaskID: "02_exec"}}},
+			[]string{q1}, "", projections.TaskCompleted, "asker-ended"},
+		{"task cancelled", []olderEvent{{events.TypeTaskCancelled, &events.TaskCancelled{TaskID: "02_exec"}}},
+			[]string{q1}, "", projections.TaskCancelled, "asker-ended"},
+		{"task retried and asking again", append([]olderEvent{
+			{events.TypeTaskRetried, &events.TaskRetried{TaskID: "02_exec"}},
+			{events.TypeTaskStarted, &events.TaskStarted{TaskID: "02_exec"}}}, asked("02_exec", q2)...),
+			[]string{q1}, q2, projections.TaskWaiting, "asker-ended"},
+		{"run cancelled", []olderEvent{{events.TypeRunCancelled, &events.RunCancelled{}}},
+			[]string{q1}, "", projections.TaskRunning, "run-ended"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newTestClock()
+			fs := vfs.NewMem()
+			evs := append(append(append([]olderEvent(nil), running...), asked("02_exec", q1)...), tc.then...)
+			writeOlderLog(t, fs, clock, evs...)
+			f := openEngineWith(t, fs, clock, Options{SnapshotEvery: -1})
+			now := clock.Now().UnixMilli()
+			f.eng.Read(func(s *projections.State) {
+				a, _ := s.Ask("R", q1)
+				require.Equal(t, projections.AskPending, a.Status, "the older log folds as it did")
+				require.NotContains(t, s.Evictable(now, 0, 0), "R", "a pending question keeps the run hot")
+			})
+
+			require.Equal(t, len(tc.closed), f.eng.Tick(context.Background()), "closed long before the deadline")
+			require.Zero(t, f.eng.Tick(context.Background()), "closed once")
+
+			f.eng.Read(func(s *projections.State) {
+				for _, qid := range tc.closed {
+					a, _ := s.Ask("R", qid)
+					require.Equal(t, projections.AskTimedOut, a.Status)
+					require.Contains(t, string(fxJSON(t, a)), `"reason":"`+tc.reason+`"`, "closed before its deadline")
+				}
+				run, _ := s.Run("R")
+				if tc.pending == "" {
+					require.Nil(t, run.WaitState)
+				} else {
+					require.Equal(t, tc.pending, run.WaitState.QuestionID, "the question its task waits on stays")
+					a, _ := s.Ask("R", tc.pending)
+					require.Equal(t, projections.AskPending, a.Status)
+				}
+				task, _ := s.Task("R", "02_exec")
+				require.Equal(t, tc.status, task.Status)
+				require.Empty(t, DueExpiries(s, now), "nothing left for the clock before the deadline")
+				if status, _ := s.RunStatus("R"); status.Stale() {
+					require.Contains(t, s.Evictable(now, 0, 0), "R", "the ended run may go cold")
+				}
+			})
+			o, err := f.log.Outcome(events.EnginePrincipal().Key(), "ask-expire:R:"+q1)
+			require.NoError(t, err)
+			require.True(t, o.Accepted(), "the engine's own command, recorded")
+		})
+	}
+}
