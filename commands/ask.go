@@ -179,7 +179,9 @@ func (c *WaitResolve) decide(s *projections.State, env *Env) (Decision, error) {
 // events.AskReasonAskerEnded, one of a run that has ended for
 // events.AskReasonRunEnded, its task resuming as at the deadline — what the
 // end would have decided (ask_end.go), but a log written before it did, or an
-// imported history, left such questions pending.
+// imported history, left such questions pending. For a question already
+// closed that the run's waitState still points at, it records the closing of
+// the question's own task, which releases the park.
 type AskExpire struct {
 	RunID      string
 	QuestionID string
@@ -198,7 +200,15 @@ func (c *AskExpire) decide(s *projections.State, env *Env) (Decision, error) {
 		return Decision{}, badParams("ask.expire: question %q not found in run %q", c.QuestionID, c.RunID)
 	}
 	if a.Status != projections.AskPending {
-		return Decision{}, badParams("ask.expire: question %q is already %s", c.QuestionID, a.Status)
+		w := run.WaitState
+		if w == nil || w.QuestionID != a.QuestionID {
+			return Decision{}, badParams("ask.expire: question %q is already %s", c.QuestionID, a.Status)
+		}
+		// NB: a closing that named another task than the question's closed it and left the run parked on it (R4);
+		// the closing its own task would have recorded clears the park, and changes nothing else.
+		ev := env.event(c.RunID, events.TypeAskTimedOut, &events.AskTimedOut{TaskID: w.TaskID, QuestionID: a.QuestionID})
+		return Decision{Events: []events.Event{ev}, Result: map[string]any{"ok": true, "taskId": w.TaskID,
+			"questionId": a.QuestionID, "resumed": false}}, nil
 	}
 	t, found := s.Task(c.RunID, a.TaskID)
 	parked := found && parkedOn(t, a.QuestionID)

@@ -126,3 +126,47 @@ func TestClockClosesTheQuestionsAnOlderLogStranded(t *testing.T) {
 		})
 	}
 }
+
+// A closing that named another task than the question's (an ask.timedout of an imported history without its taskId)
+// closed the question but left the run's waitState on it (R4 clears it only for the same task and question): the
+// run read as parked on a closed question for good, and once ended it never went cold. The clock records the
+// closing of the question's own task, which clears it.
+func TestClockReleasesAParkItsQuestionOutlived(t *testing.T) {
+	clock := newTestClock()
+	ms := clock.Now().UnixMilli()
+	deadline := ms + 3_600_000
+	fs := vfs.NewMem()
+	writeOlderLog(t, fs, clock,
+		olderEvent{events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"}},
+		olderEvent{events.TypeRunRunning, &events.RunRunning{}},
+		olderEvent{events.TypeTaskCreated, &events.TaskCreated{TaskID: "02_exec", Role: "executor", Agent: "a",
+			Title: "x", Cwd: "/w", DependsOn: []string{}, StepID: "exec", Kind: events.TaskKindWorkflow}},
+		olderEvent{events.TypeTaskStarted, &events.TaskStarted{TaskID: "02_exec"}},
+		olderEvent{events.TypeTaskWaiting, &events.TaskWaiting{TaskID: "02_exec", QuestionID: "q1", AskedAt: ms,
+			Deadline: deadline}},
+		olderEvent{events.TypeAskRequested, &events.AskRequested{TaskID: "02_exec", QuestionID: "q1", Question: "?",
+			AskedAt: ms, Deadline: deadline, TimeoutSec: 3600}},
+		olderEvent{events.TypeAskTimedOut, &events.AskTimedOut{QuestionID: "q1"}},
+		olderEvent{events.TypeTaskResumed, &events.TaskResumed{TaskID: "02_exec", QuestionID: "q1"}},
+		olderEvent{events.TypeRunCompleted, &events.RunCompleted{}},
+	)
+	f := openEngineWith(t, fs, clock, Options{SnapshotEvery: -1})
+	now := clock.Now().UnixMilli()
+	f.eng.Read(func(s *projections.State) {
+		run, _ := s.Run("R")
+		require.NotNil(t, run.WaitState, "the log folds as it did")
+		require.NotContains(t, s.Evictable(deadline+1, 0, 0), "R", "the park keeps the ended run hot, for good")
+	})
+
+	require.Equal(t, 1, f.eng.Tick(context.Background()))
+	require.Zero(t, f.eng.Tick(context.Background()), "released once")
+
+	f.eng.Read(func(s *projections.State) {
+		run, _ := s.Run("R")
+		require.Nil(t, run.WaitState)
+		require.Contains(t, s.Evictable(now, 0, 0), "R", "the ended run may go cold")
+		a, _ := s.Ask("R", "q1")
+		require.Equal(t, projections.AskTimedOut, a.Status)
+		require.Empty(t, a.Reason, "the question keeps how it closed")
+	})
+}

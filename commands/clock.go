@@ -34,8 +34,8 @@ func (e *Engine) clock() {
 
 // Tick submits an expiry for every in-flight delegation past its deadline
 // plus grace, for every pending question past its deadline and for every
-// other one nobody can answer any more (DueExpiries), and returns how many
-// it expired. The command id is derived from the delegation or the
+// other one nobody can answer any more or whose run's park it outlived
+// (DueExpiries), and returns how many it expired. The command id is derived from the delegation or the
 // question, so two ticks (or a tick racing a restart) expire it once; it is
 // the engine principal's, so no client can claim it first (a client's
 // "expire:…" id is its own, unrelated command). An expiry that changes

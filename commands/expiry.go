@@ -6,8 +6,8 @@ import "github.com/crewlog/crewlog/projections"
 // a delegate.expire for every in-flight delegation past its deadline plus
 // the settle grace (ExpiresAt), in the order InFlight gives, then an
 // ask.expire for every pending question past its deadline, then one for
-// every other pending question nobody can answer any more (StrandedAsks). It
-// is pure, so Engine.Tick and the scenario runner make the same choice.
+// every other question the clock closes before its deadline (StrandedAsks).
+// It is pure, so Engine.Tick and the scenario runner make the same choice.
 func DueExpiries(s *projections.State, now int64) []Command {
 	var due []Command
 	cfg := s.Config()

@@ -155,23 +155,28 @@ func (s *State) DueAsks(now int64) []Ask {
 	return out
 }
 
-// StrandedAsks returns the pending questions, daemon-wide, that the engine clock must close before their deadline:
-// those whose task no longer waits on them (it ended, was retried and maybe asked again, its delegation settled, or
-// it never parked on them) and those of a run that has ended. Nobody can answer them (wait.resolve answers only the
-// question its task is parked on), and pending they would hold the run's waitState and keep an ended run hot. A
-// decision that ends a task or a run closes its questions itself; a log written before it did, or an imported
-// history, may hold such questions. In run creation order then asking order, like DueAsks, and like it a walk of
-// the pending questions of the hot runs alone.
+// StrandedAsks returns the questions, daemon-wide, that the engine clock must close before their deadline: the
+// pending ones whose task no longer waits on them (it ended, was retried and maybe asked again, its delegation
+// settled, or it never parked on them) or whose run has ended, and a closed one its run's waitState still points at.
+// Nobody can answer them (wait.resolve answers only the question its task is parked on), and they would hold the
+// run's waitState and keep an ended run hot, the last for good. A decision that ends a task or a run closes its
+// questions itself; a log written before it did, or an imported history, may hold the pending ones, and a closing
+// that named another task than the question's (R4 clears the waitState only for the same task and question) the
+// closed one. In run creation order, the closed one first, then asking order; like DueAsks, a walk of the hot runs'
+// pending questions.
 func (s *State) StrandedAsks() []Ask {
 	var stranded []*runState
 	for _, r := range s.runs {
-		if slices.ContainsFunc(r.pendingAsks, r.stranded) {
+		if r.parkOutlived() != nil || slices.ContainsFunc(r.pendingAsks, r.stranded) {
 			stranded = append(stranded, r)
 		}
 	}
 	slices.SortFunc(stranded, func(a, b *runState) int { return a.ord - b.ord })
 	var out []Ask
 	for _, r := range stranded {
+		if a := r.parkOutlived(); a != nil {
+			out = append(out, *a.clone())
+		}
 		for _, qid := range r.pendingAsks {
 			if r.stranded(qid) {
 				out = append(out, *r.asks[qid].clone())
@@ -189,4 +194,14 @@ func (r *runState) stranded(qid string) bool {
 	a := r.asks[qid]
 	t := r.tasks[a.TaskID]
 	return t == nil || t.Status != TaskWaiting || t.Waiting == nil || t.Waiting.QuestionID != qid
+}
+
+// parkOutlived is the question r's waitState points at when it is no longer pending, else nil.
+func (r *runState) parkOutlived() *Ask {
+	if w := r.run.WaitState; w != nil {
+		if a := r.asks[w.QuestionID]; a != nil && a.Status != AskPending {
+			return a
+		}
+	}
+	return nil
 }
