@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -188,6 +189,50 @@ func TestMoveOutcomes(t *testing.T) {
 	require.NoError(t, l.db.Set(legacyCommandKey("zz"), (&Outcome{}).encodeLegacy(), pebble.Sync))
 	_, err = l.Verify(nil)
 	require.ErrorIs(t, err, ErrCorrupt)
+}
+
+// A step to format 3 that stops after a chunk committed (here on a principal too long, the third outcome) leaves each
+// outcome in one layout: its new key and the deletion of its old one commit in the same chunk. The new key was set in
+// one chunk and the old one deleted in the next whenever the set filled a chunk, so the store held an outcome under
+// both keys until the step ran again.
+func TestMoveOutcomesMovesEachOutcomeInOneChunk(t *testing.T) {
+	defer func(n int) { upgradeChunk = n }(upgradeChunk)
+	upgradeChunk = 3
+	l, _ := openMem(t)
+	defer l.Close()
+	_, err := l.Append(
+		Write{CommandID: "a", Events: evs("A", 1)},
+		Write{CommandID: "b", Events: evs("B", 1)},
+		Write{CommandID: "rej", Code: "bad-params", Reason: "no"},
+	)
+	require.NoError(t, err)
+	toLegacy(t, l)
+	principalOf := func(first *Event) string {
+		if first == nil {
+			return strings.Repeat("p", MaxPrincipalLen+1)
+		}
+		return "o" + first.Stream
+	}
+	err = l.Upgrade(FormatStreamCatalog, FormatPrincipalOutcomes, func(u *Upgrade) error {
+		_, err := u.MoveOutcomes(principalOf)
+		return err
+	}, nil)
+	require.ErrorIs(t, err, ErrInvalid)
+
+	has := func(k []byte) bool {
+		_, closer, err := l.db.Get(k)
+		if errors.Is(err, pebble.ErrNotFound) {
+			return false
+		}
+		require.NoError(t, err)
+		require.NoError(t, closer.Close())
+		return true
+	}
+	for _, c := range []struct{ principal, id string }{{"oA", "a"}, {"oB", "b"}} {
+		require.NotEqual(t, has(legacyCommandKey(c.id)), has(outcomeKey(c.principal, c.id)),
+			"%s is in exactly one layout", c.id)
+	}
+	require.True(t, has(outcomeKey("oA", "a")), "the first chunk committed")
 }
 
 // An outcome sealed in place after other bytes (an append's scratch buffer)

@@ -15,10 +15,9 @@ import (
 // does not interpret envelopes. A moved outcome has no fingerprint: the
 // request that first used the id was never digested.
 //
-// Idempotent: each outcome's new key is set and its old key deleted in the
-// same chunk, an entry is a pure function of the log and the old entry, and
-// a rerun after a crash moves what is left. Chunks commit without sync as
-// in BackfillStreamCatalog.
+// Idempotent: each outcome's new key is set and its old key deleted in the same chunk (one may hold a key more than
+// upgradeChunk), so every outcome is in one layout or the other; an entry is a pure function of the log and the old
+// entry, and a rerun after a crash moves what is left. Chunks commit without sync as in BackfillStreamCatalog.
 func (u *Upgrade) MoveOutcomes(principalOf func(first *Event) string) (moved int, err error) {
 	l := u.l
 	var ev Event
@@ -41,9 +40,8 @@ func (u *Upgrade) MoveOutcomes(principalOf func(first *Event) string) (moved int
 		if len(p) > MaxPrincipalLen {
 			return fmt.Errorf("%w: principal of %d bytes exceeds %d", ErrInvalid, len(p), MaxPrincipalLen)
 		}
-		if err := u.set(outcomeKey(p, o.CommandID), o.encode()); err != nil {
-			return err
-		}
+		// NB: held, not set: a set that fills a chunk commits it, and the old key's deletion went in the next one.
+		u.hold(outcomeKey(p, o.CommandID), o.encode())
 		if err := u.del(k); err != nil {
 			return err
 		}

@@ -8,8 +8,10 @@ import (
 
 // upgradeChunk bounds the keys a format step holds in one batch before it
 // commits them, so a step over a large store does not build one huge batch,
-// except a snapshot's chunks: ChunkSnapshots holds them until it deletes the
-// snapshot's whole key, so a batch takes a whole snapshot whatever its size.
+// except keys held together: ChunkSnapshots holds a snapshot's chunks until
+// it deletes the snapshot's whole key, so a batch takes a whole snapshot
+// whatever its size, and MoveOutcomes an outcome's new key until it deletes
+// the old one.
 // A variable only so that a test can make a step span its batches cheaply.
 var upgradeChunk = 1024
 
