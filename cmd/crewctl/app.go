@@ -8,6 +8,7 @@ import (
 	"io"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -34,11 +35,21 @@ type app struct {
 	// storeOpts are the options open (a.open) opens the store read-only with (nil: defaults); a test sets a file
 	// system that injects faults.
 	storeOpts *eventlog.Options
+	// now reads the clock that names migrate's backups (nil: time.Now); a test freezes it.
+	now func() time.Time
 }
 
 // run executes the command line and returns the exit code.
 func run(ctx context.Context, args []string, io stdio, dial dialer) int {
 	return (&app{io: io, dial: dial}).run(ctx, args)
+}
+
+// clock is the time now.
+func (a *app) clock() time.Time {
+	if a.now == nil {
+		return time.Now()
+	}
+	return a.now()
 }
 
 func (a *app) run(ctx context.Context, args []string) int {

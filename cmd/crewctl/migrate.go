@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -30,7 +29,8 @@ on a store that needs this.
 
 Before the first step it writes a checkpoint of the store to
 <data>/backups/pre-migrate-<format>-<time> (next to a bare store:
-<store>.backups/...). Every step is idempotent and commits its format marker
+<store>.backups/...), with -2, -3, ... after it when an earlier
+migrate took that name in the same second. Every step is idempotent and commits its format marker
 with its last write, so an interrupted migrate is finished by running it
 again. --dry-run lists the pending steps and writes nothing.
 
@@ -71,9 +71,13 @@ func (a *app) migrate(dryRun bool) error {
 		return openErr(fmt.Errorf("crewctl: migrate: %w", err))
 	}
 	defer l.Close()
-	backup := filepath.Join(a.backupsDir(store), fmt.Sprintf("pre-migrate-%d-%s", format, time.Now().UTC().Format("20060102T150405Z")))
-	if err := os.MkdirAll(filepath.Dir(backup), 0o700); err != nil {
+	backups := a.backupsDir(store)
+	if err := os.MkdirAll(backups, 0o700); err != nil {
 		return openErr(fmt.Errorf("crewctl: migrate: %w", err))
+	}
+	backup, err := newBackupName(backups, fmt.Sprintf("pre-migrate-%d-%s", format, a.clock().UTC().Format("20060102T150405Z")))
+	if err != nil {
+		return problemf("migrate: no backup, nothing migrated: %v", err)
 	}
 	if err := l.Checkpoint(backup); err != nil {
 		return problemf("migrate: no backup, nothing migrated: %v", err)
@@ -96,6 +100,25 @@ func (a *app) migrate(dryRun bool) error {
 			"the store is at the format of the last finished step; run migrate again (backup in "+backup+")")
 	}
 	return a.printMigrate(migrateOutput{Report: rep, Backup: backup})
+}
+
+// newBackupName is dir/name, or dir/name-2, -3, … when that is taken: a name has one-second resolution, and a second
+// migrate in the same second (a store put back from its backup and migrated again, a rerun after a failed step)
+// found it taken and made no backup. NB: no other migrate can take the name before the checkpoint does, since each
+// holds the store's lock, and the checkpoint refuses a name that exists rather than write over an earlier backup.
+func newBackupName(dir, name string) (string, error) {
+	for i := 1; i <= 1000; i++ {
+		p := filepath.Join(dir, name)
+		if i > 1 {
+			p = fmt.Sprintf("%s-%d", p, i)
+		}
+		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+			return p, nil
+		} else if err != nil {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("%s: a thousand backups named %s", dir, name)
 }
 
 // backupsDir is <data>/backups for a data directory, and <store>.backups

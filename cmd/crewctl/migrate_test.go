@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"io/fs"
 	"os"
@@ -8,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -92,6 +95,41 @@ func TestImportPicrewCommand(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.out+r.err)
 }
 
+// TestMigrateTwiceInOneSecondKeepsBothBackups: migrate names its backup by the second it starts in, so a second
+// migrate in the same second (a store put back from its backup and migrated again, a rerun after a failed step)
+// found its backup's name taken and refused: "no backup, nothing migrated". Each backup gets a name of its own, and
+// the earlier one is left as it was.
+func TestMigrateTwiceInOneSecondKeepsBothBackups(t *testing.T) {
+	data := t.TempDir()
+	fixture := filepath.Join("..", "..", "migrations", "testdata", "format1")
+	frozen := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	migrate := func() migrateOutput {
+		t.Helper()
+		require.NoError(t, os.RemoveAll(filepath.Join(data, storeDir)))
+		require.NoError(t, os.Rename(migrationstest.CopyDir(t, fixture), filepath.Join(data, storeDir)))
+		var out, errb bytes.Buffer
+		a := &app{io: stdio{out: &out, err: &errb}, now: func() time.Time { return frozen }}
+		code := a.run(context.Background(), []string{"migrate", "--data", data, "--json"})
+		require.Equal(t, exitOK, code, out.String()+errb.String())
+		var m migrateOutput
+		require.NoError(t, json.Unmarshal(out.Bytes(), &m))
+		return m
+	}
+	first := migrate()
+	firstFiles := storeFiles(t, first.Backup)
+	second := migrate()
+	require.NotEqual(t, first.Backup, second.Backup)
+	require.Equal(t, firstFiles, storeFiles(t, first.Backup), "the first backup is left as it was")
+	for _, b := range []string{first.Backup, second.Backup} {
+		l, err := eventlog.Open(b, &eventlog.Options{ReadOnly: true})
+		require.NoError(t, err, "%s is a store", b)
+		f, err := l.Format()
+		require.NoError(t, err)
+		require.Equal(t, eventlog.FormatInitial, f)
+		require.NoError(t, l.Close())
+	}
+}
+
 // TestNewStoreIsPrivate: a data directory and store crewctl creates are its user's alone, whatever umask it runs
 // with, as crewd's are: crewd refuses a data directory or store that others may reach, so one made 0755 by an
 // import could not be started on (and its messages were readable by every user).
@@ -137,10 +175,10 @@ func TestImportPicrewDryRunWritesNothing(t *testing.T) {
 	require.Equal(t, before, storeFiles(t, data), "the store was only read")
 }
 
-// storeFiles names the files of data's store with their sizes.
+// storeFiles names the files of data's store (data itself when it is a bare store) with their sizes.
 func storeFiles(t *testing.T, data string) map[string]int64 {
 	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(data, storeDir))
+	entries, err := os.ReadDir(storePath(data))
 	require.NoError(t, err)
 	out := map[string]int64{}
 	for _, e := range entries {
