@@ -71,3 +71,27 @@ func TestAdminCheckpoint(t *testing.T) {
 	_, err = os.Stat(dir + "3")
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
+
+// TestAdminCheckpointInsideTheStoreIsRefused: a dir inside the daemon's own store (by its path or through a symbolic
+// link) was written: a directory among Pebble's files, which restore, copying a store's files one by one, then refuses,
+// and which goes with the store when it is removed. crewctl backup refuses such a dir before it asks; the daemon
+// refuses it too, for any admin.
+func TestAdminCheckpointInsideTheStoreIsRefused(t *testing.T) {
+	f := newFixture(t, fixtureOpts{disk: true})
+	f.seed()
+	a := f.dial()
+	a.helloAdmin()
+	link := filepath.Join(t.TempDir(), "link")
+	require.NoError(t, os.Symlink(f.dir, link))
+	for _, dir := range []string{filepath.Join(f.dir, "copy"), filepath.Join(link, "copy")} {
+		e := a.fails(methodAdminCheckpoint, map[string]any{"dir": dir}, wire.CodeBadParams)
+		require.Contains(t, e.Message, "is inside the store; name a directory outside it", dir)
+		require.NoDirExists(t, dir)
+	}
+	entries, err := os.ReadDir(f.dir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.True(t, e.Type().IsRegular(), "%s in the store", e.Name())
+	}
+	a.ok(methodAdminCheckpoint, map[string]any{"dir": filepath.Join(filepath.Dir(f.dir), "copy")}) // beside it is fine
+}

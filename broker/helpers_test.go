@@ -39,6 +39,7 @@ const guard = 10 * time.Second
 type fixture struct {
 	t     testing.TB
 	log   *eventlog.Log
+	dir   string // the store's directory (on the real disk with fixtureOpts.disk)
 	eng   *commands.Engine
 	srv   *Server
 	cfg   projections.Config
@@ -88,6 +89,7 @@ func newFixture(t testing.TB, fo fixtureOpts) *fixture {
 	}
 	l, err := eventlog.Open(dir, lo)
 	require.NoError(t, err)
+	f.dir = dir
 	var n atomic.Int64
 	cfg := projections.DefaultConfig()
 	if fo.config != nil {

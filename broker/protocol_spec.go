@@ -568,7 +568,7 @@ var protocolSpec = map[string]methodSpec{
 	},
 	methodAdminCheckpoint: {
 		summary: "a consistent copy of the store in dir while the daemon runs", roles: rolesAdmin, strict: true,
-		params:  []paramDesc{note(pStr("dir", true, 1, 4096), "an absolute path that must not exist; its parent must")},
+		params:  []paramDesc{note(pStr("dir", true, 1, 4096), "an absolute path that must not exist, nor lie inside the store; its parent must")},
 		results: []any{checkpointResult{}},
 		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeInternal},
 	},

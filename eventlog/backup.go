@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -16,6 +17,10 @@ import (
 // On the same file system most files are hard links, so it is cheap. A log
 // that failed stop is refused (ErrFailed), and a failed sync of the WAL
 // before the copy fails it stop. A read-only log is refused (ErrReadOnly).
+//
+// destDir must not lie inside the store (ErrInsideStore), even through a
+// symbolic link: Pebble's directory holds nothing but its files, and a copy
+// there goes when the store is removed.
 //
 // On the operating system's file system the copy is private whatever the
 // umask: it is built in a 0700 staging directory next to destDir, its
@@ -36,6 +41,9 @@ func (l *Log) Checkpoint(destDir string) error {
 	if _, err := os.Lstat(destDir); err == nil {
 		return fmt.Errorf("eventlog: checkpoint to %s: %w", destDir, fs.ErrExist)
 	}
+	if Inside(destDir, l.dir) {
+		return fmt.Errorf("%w: checkpoint to %s", ErrInsideStore, destDir)
+	}
 	stage, err := os.MkdirTemp(filepath.Dir(destDir), "."+filepath.Base(destDir)+".tmp-")
 	if err != nil {
 		return fmt.Errorf("eventlog: checkpoint to %s: %w", destDir, err)
@@ -52,6 +60,35 @@ func (l *Log) Checkpoint(destDir string) error {
 		return fmt.Errorf("eventlog: checkpoint to %s: %w", destDir, err)
 	}
 	return syncDir(filepath.Dir(destDir))
+}
+
+// Inside reports whether path, which need not exist, lies in the directory dir (or is dir), the symbolic links of
+// both resolved as far as they exist.
+func Inside(path, dir string) bool {
+	rel, err := filepath.Rel(resolved(dir), resolved(path))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// resolved is the absolute path p (p cleaned when it cannot be made absolute) with the symbolic links of its longest
+// existing prefix resolved.
+func resolved(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	p = abs
+	var rest []string
+	for {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(append([]string{r}, rest...)...)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return filepath.Join(append([]string{p}, rest...)...)
+		}
+		rest = append([]string{filepath.Base(p)}, rest...)
+		p = parent
+	}
 }
 
 // checkpoint copies the store to destDir once every write handed to Pebble is synced. NB: the sync is syncWAL's,

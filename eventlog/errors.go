@@ -30,6 +30,9 @@ var (
 	// ErrFormatTooNew is returned by Open for a store written by a newer
 	// crewlog.
 	ErrFormatTooNew = errors.New("eventlog: store format is newer than this build supports")
+	// ErrInsideStore is returned by Checkpoint for a destination inside the
+	// store it would copy.
+	ErrInsideStore = errors.New("eventlog: inside the store")
 	// ErrInvalid wraps every rejection of malformed append input.
 	ErrInvalid = errors.New("eventlog: invalid append")
 )

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -62,7 +61,7 @@ func (a *app) backup(ctx context.Context, dest string) error {
 	}
 	// NB: Pebble's directory holds nothing but its files: restore, which copies them one by one, refuses a store
 	// that holds a directory, and a backup there goes when the store is removed.
-	if store := storePath(a.dataDir); store != "" && inside(abs, store) {
+	if store := storePath(a.dataDir); store != "" && eventlog.Inside(abs, store) {
 		return usagef("backup: %s is inside the store %s; name a directory outside it", dest, store)
 	}
 	b, unreached := a.reachDaemon(ctx)
@@ -71,35 +70,6 @@ func (a *app) backup(ctx context.Context, dest string) error {
 		return a.backupOnline(ctx, b, abs)
 	}
 	return a.backupOffline(abs, unreached)
-}
-
-// inside reports whether path, which need not exist, lies in the directory dir, the symbolic links of both resolved
-// as far as they exist.
-func inside(path, dir string) bool {
-	rel, err := filepath.Rel(resolved(dir), resolved(path))
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
-}
-
-// resolved is the absolute path p (p cleaned when it cannot be made absolute) with the symbolic links of its longest
-// existing prefix resolved.
-func resolved(p string) string {
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return filepath.Clean(p)
-	}
-	p = abs
-	var rest []string
-	for {
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			return filepath.Join(append([]string{r}, rest...)...)
-		}
-		parent := filepath.Dir(p)
-		if parent == p {
-			return filepath.Join(append([]string{p}, rest...)...)
-		}
-		rest = append([]string{filepath.Base(p)}, rest...)
-		p = parent
-	}
 }
 
 // makeBackupDir makes the backup directory dest, which must not exist. backup checked that before it looked for
@@ -263,7 +233,7 @@ afterwards.`,
 func (a *app) restore(backup, target string) error {
 	// NB: made before the copy, a directory there would be one more entry of the store it copies, which holds only
 	// files: the copy failed on it, and every later restore of the backup too.
-	if store := storePath(backup); inside(target, store) {
+	if store := storePath(backup); eventlog.Inside(target, store) {
 		return usagef("restore: %s is inside the backup's store %s; name a directory outside it", target, store)
 	}
 	if entries, err := os.ReadDir(target); err == nil && len(entries) > 0 {

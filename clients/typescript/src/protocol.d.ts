@@ -594,7 +594,7 @@ export declare const PUSH_EVENTS: readonly PushEvent[];
 export interface AdminCheckpointParams {
   /**
    * length 1..4096 code points
-   * an absolute path that must not exist; its parent must
+   * an absolute path that must not exist, nor lie inside the store; its parent must
    */
   "dir": string;
 }

@@ -50,7 +50,7 @@ export const METHODS = Object.freeze({
     "command": false,
     "strictParams": true,
     "params": Object.freeze([
-      Object.freeze({ "name": "dir", "type": "string", "required": true, "minLength": 1, "maxLength": 4096, "note": "an absolute path that must not exist; its parent must" }),
+      Object.freeze({ "name": "dir", "type": "string", "required": true, "minLength": 1, "maxLength": 4096, "note": "an absolute path that must not exist, nor lie inside the store; its parent must" }),
     ]),
     "result": "CheckpointResult",
     "errors": Object.freeze(["forbidden","bad-params","internal"]),
