@@ -23,10 +23,12 @@ import (
 // there goes when the store is removed.
 //
 // On the operating system's file system the copy is private whatever the
-// umask: it is built in a 0700 staging directory next to destDir, its
-// directories are made 0700 and its files 0600 (hard-linked files are the
-// store's own, which are private too), and only then is it renamed to
-// destDir.
+// umask: it is built in a 0700 staging directory next to destDir (a
+// StagingDir named CheckpointStaging and digits), its directories are made
+// 0700 and its files 0600 (hard-linked files are the store's own, which are
+// private too), and only then is it renamed to destDir. A checkpoint killed
+// before that leaves its staging directory, which the next checkpoint beside
+// it removes.
 func (l *Log) Checkpoint(destDir string) error {
 	if err := l.readable(); err != nil {
 		return err
@@ -44,15 +46,16 @@ func (l *Log) Checkpoint(destDir string) error {
 	if Inside(destDir, l.dir) {
 		return fmt.Errorf("%w: checkpoint to %s", ErrInsideStore, destDir)
 	}
-	stage, err := os.MkdirTemp(filepath.Dir(destDir), "."+filepath.Base(destDir)+".tmp-")
+	stage, err := NewStagingDir(filepath.Dir(destDir), CheckpointStaging, checkpointStore)
 	if err != nil {
 		return fmt.Errorf("eventlog: checkpoint to %s: %w", destDir, err)
 	}
-	defer os.RemoveAll(stage)
-	tmp := filepath.Join(stage, "store")
+	defer stage.Remove()
+	tmp := filepath.Join(stage.Dir, checkpointStore)
 	if err := l.checkpoint(tmp); err != nil {
 		return err
 	}
+	checkpointStaged(stage.Dir)
 	if err := restrictTree(tmp); err != nil {
 		return fmt.Errorf("eventlog: checkpoint to %s: %w", destDir, err)
 	}
@@ -90,6 +93,13 @@ func resolved(p string) string {
 		p = parent
 	}
 }
+
+// checkpointStore is the copy's name in its staging directory, the only entry one holds.
+const checkpointStore = "store"
+
+// checkpointStaged is called with the staging directory once the copy in it is whole, before it is moved into place; a test kills
+// the process there, as a crash or kill -9 would.
+var checkpointStaged = func(string) {}
 
 // checkpoint copies the store to destDir once every write handed to Pebble is synced. NB: the sync is syncWAL's,
 // not Pebble's WithFlushedWAL (a synced LogData, which panics on a failed sync), and a log that failed stop is

@@ -243,8 +243,12 @@ var streamNames = func() []string {
 	return out
 }()
 
-// TestMain removes the benchmark store once every benchmark has used it.
+// TestMain removes the benchmark store once every benchmark has used it. With killedCheckpointEnv set it runs a
+// checkpoint to be killed instead of the tests.
 func TestMain(m *testing.M) {
+	if args := os.Getenv(killedCheckpointEnv); args != "" {
+		killableCheckpoint(args)
+	}
 	code := m.Run()
 	if readStore.dir != "" {
 		os.RemoveAll(readStore.dir)

@@ -74,7 +74,9 @@
 //     walks the index: the count cannot tell it.
 //
 //   - Checkpoint copies on the operating system's file system are private
-//     (directories 0700, files 0600) whatever the umask.
+//     (directories 0700, files 0600) whatever the umask, never inside the
+//     store, and built in a StagingDir beside the destination: a checkpoint
+//     killed part-way leaves it, and the next one beside it removes it.
 //
 //   - Pebble's errors reach the Logger at most once per 10 s per kind, with
 //     the count left out: a flush retried on a full disk does not flood it.

@@ -35,7 +35,10 @@ exist, nor lie inside the store) as a data directory (DIR/store, and
 DIR/server.key so the tokens crewd minted stay valid after a restore; the
 admin token is not copied), then verifies the copy. A backup that fails
 before its copy is whole leaves nothing behind (but an online one cut off
-while crewd writes its checkpoint: crewctl says so).
+while crewd writes its checkpoint: crewctl says so). One killed while it
+copies (kill -9, a crash) leaves DIR holding a hidden staging directory
+(.crewlog-checkpoint-N or .crewlog-stream-N): the next backup to DIR
+removes both, once no process holds the staging directory.
 
 While crewd runs (its socket answers the admin token) the daemon writes the
 checkpoint itself (admin.checkpoint) and keeps serving, and names its
@@ -48,6 +51,9 @@ copies a JetStream cluster's stream.`,
 }
 
 func (a *app) backup(ctx context.Context, dest string) error {
+	if err := dropAbandoned(dest); err != nil {
+		return openErr(fmt.Errorf("crewctl: backup: %w", err))
+	}
 	if _, err := os.Lstat(dest); err == nil {
 		return usagef("backup: %s exists; name a new directory", dest)
 	}
@@ -85,6 +91,32 @@ func makeBackupDir(dest string) error {
 			return usagef("backup: %s exists; name a new directory", dest)
 		}
 		return openErr(fmt.Errorf("crewctl: backup: %w", err))
+	}
+	return nil
+}
+
+// dropAbandoned removes the directory dir that a copy killed part-way (kill -9, a crash) made and left holding
+// nothing but its stale staging directories (eventlog.RemoveStaleStagingDirs): a checkpoint's or a copy of a
+// stream's. Such a copy (backup's DIR, migrate-store's data directory) makes dir itself and refuses one that exists,
+// so its next run was refused too. NB: a dir that held no stale staging directory, or holds anything else, is left as
+// it is.
+func dropAbandoned(dir string) error {
+	if st, err := os.Lstat(dir); err != nil || !st.IsDir() {
+		return nil // none, or not a directory crewctl made (a symbolic link, a file): refused as existing
+	}
+	removed := 0
+	for _, prefix := range []string{eventlog.CheckpointStaging, streamStaging} {
+		n, err := eventlog.RemoveStaleStagingDirs(dir, prefix, storeDir)
+		if err != nil {
+			return err
+		}
+		removed += n
+	}
+	if removed == 0 {
+		return nil
+	}
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) == 0 {
+		_ = os.Remove(dir) // NB: one that cannot go (a mount point) is refused as existing, as before
 	}
 	return nil
 }
@@ -218,8 +250,10 @@ func (a *app) restoreCmd() *cobra.Command {
 		Long: `restore verifies BACKUP (integrity and invariants) and copies it into the data
 directory named by --data, which must be empty or absent, and outside the
 backup's store: restore never overwrites a store. A restore that fails
-before its copy is whole leaves nothing in DIR. Start crewd on DIR
-afterwards.`,
+before its copy is whole leaves nothing in DIR; one killed while it copies
+(kill -9, a crash) leaves a hidden staging directory there
+(.crewlog-restore-N), which the next restore into DIR removes. Start crewd
+on DIR afterwards.`,
 		Args: args(1, "the backup directory"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if !cmd.Flags().Changed("data") {
@@ -235,6 +269,11 @@ func (a *app) restore(backup, target string) error {
 	// files: the copy failed on it, and every later restore of the backup too.
 	if store := storePath(backup); eventlog.Inside(target, store) {
 		return usagef("restore: %s is inside the backup's store %s; name a directory outside it", target, store)
+	}
+	// NB: a restore killed while it copied (kill -9, a crash) left its staging directory in target, which was not
+	// empty from then on.
+	if _, err := eventlog.RemoveStaleStagingDirs(target, restoreStaging, restoreStaged...); err != nil {
+		return openErr(fmt.Errorf("crewctl: restore: %w", err))
 	}
 	if entries, err := os.ReadDir(target); err == nil && len(entries) > 0 {
 		return problemf("restore: %s is not empty; restore only into an empty or new directory", target)
@@ -267,23 +306,31 @@ func (a *app) restore(backup, target string) error {
 	return a.finishCopy(out, filepath.Join(target, storeDir), "verify restore")
 }
 
+// restoreStaging prefixes the name of the staging directory restore copies into, in its target; what it copies there
+// is restoreStaged.
+const restoreStaging = ".crewlog-restore-"
+
+var restoreStaged = []string{storeDir, serverKeyFile}
+
 // restoreFiles copies the store and server.key of backup into the data directory target, and reports whether there
 // was a key. NB: both are copied into a staging directory in target and moved into place only once whole: a store
 // copied part-way (a full disk, an entry it cannot copy) lacks files, its manifest marker among them when the copy
 // stopped before it, and crewd started on that as a new, empty store; and a failure leaves nothing in target, so the
 // same restore can run again.
 func restoreFiles(backup, target string) (serverKey bool, err error) {
-	stage, err := os.MkdirTemp(target, ".restore-")
+	sd, err := eventlog.NewStagingDir(target, restoreStaging, restoreStaged...)
 	if err != nil {
 		return false, err
 	}
-	defer os.RemoveAll(stage)
+	defer sd.Remove()
+	stage := sd.Dir
 	if err := copyDir(storePath(backup), filepath.Join(stage, storeDir)); err != nil {
 		return false, err
 	}
 	if serverKey, err = copySecret(filepath.Join(backup, serverKeyFile), filepath.Join(stage, serverKeyFile)); err != nil {
 		return false, err
 	}
+	staged(stage)
 	// The key before the store: a store in place without its key would have crewd mint a new one, and the tokens
 	// minted before would not validate.
 	key := filepath.Join(target, serverKeyFile)
@@ -300,6 +347,10 @@ func restoreFiles(backup, target string) (serverKey bool, err error) {
 	}
 	return serverKey, syncDir(target)
 }
+
+// staged is called with a staging directory once the copy in it is whole, before it is moved into place; a test
+// kills crewctl there, as a crash or kill -9 would.
+var staged = func(string) {}
 
 // finishCopy verifies a written copy and reports it.
 func (a *app) finishCopy(out backupOutput, store, label string) error {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/crewlog/crewlog/audit/audittest"
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/eventlog/stagingtest"
 )
 
 // TestRestoreFailingPartWayLeavesNoStore: a restore that fails part-way (here on an entry of the backup's store it
@@ -38,6 +39,27 @@ func TestRestoreFailingPartWayLeavesNoStore(t *testing.T) {
 	require.NoError(t, os.Remove(stray))
 	r = crewctl(t, nil, "restore", backup, "--data", target)
 	require.Equal(t, exitOK, r.code, r.out+r.err)
+	r = crewctl(t, nil, "verify", "--data", target)
+	require.Equal(t, exitOK, r.code, r.out+r.err)
+}
+
+// TestRestoreKilledWhileStagingRunsAgain: a restore killed (kill -9, a crash) while it built its copy left that
+// copy's staging directory in DIR, a hidden directory nothing removed: the same restore, run again, was refused
+// because DIR was not empty. It removes the staging directory a dead restore left, and restores.
+func TestRestoreKilledWhileStagingRunsAgain(t *testing.T) {
+	tmp := t.TempDir()
+	backup := filepath.Join(tmp, "backup")
+	require.Equal(t, exitOK, crewctl(t, nil, "backup", backup, "--data", scenarioData(t)).code)
+	require.NoError(t, os.WriteFile(filepath.Join(backup, serverKeyFile), []byte("key"), 0o600))
+	target := filepath.Join(tmp, "restored")
+	killedWhileStaging(t, "restore", backup, "--data", target)
+	left, err := os.ReadDir(target)
+	require.NoError(t, err)
+	require.Len(t, left, 1, "the killed restore left its staging directory")
+
+	r := crewctl(t, nil, "restore", backup, "--data", target)
+	require.Equal(t, exitOK, r.code, r.out+r.err)
+	require.ElementsMatch(t, []string{storeDir, serverKeyFile}, stagingtest.Names(t, target))
 	r = crewctl(t, nil, "verify", "--data", target)
 	require.Equal(t, exitOK, r.code, r.out+r.err)
 }

@@ -43,6 +43,9 @@ func scenarioData(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	if argv := os.Getenv(killedArgsEnv); argv != "" {
+		killableCrewctl(argv)
+	}
 	flag.Parse()
 	code := m.Run()
 	if scenario.dir != "" {

@@ -30,9 +30,12 @@ on a store that needs this.
 Before the first step it writes a checkpoint of the store to
 <data>/backups/pre-migrate-<format>-<time> (next to a bare store:
 <store>.backups/...), with -2, -3, ... after it when an earlier
-migrate took that name in the same second. Every step is idempotent and commits its format marker
-with its last write, so an interrupted migrate is finished by running it
-again. --dry-run lists the pending steps and writes nothing.
+migrate took that name in the same second. A migrate killed while it
+writes the backup leaves a hidden staging directory there
+(.crewlog-checkpoint-N), which the next migrate removes. Every step is
+idempotent and commits its format marker with its last write, so an
+interrupted migrate is finished by running it again. --dry-run lists the
+pending steps and writes nothing.
 
 The store must not be held by a running crewd: stop it first.`,
 		Args: args(0, "no arguments"),
@@ -103,9 +106,9 @@ func (a *app) migrate(dryRun bool) error {
 }
 
 // newBackupName is dir/name, or dir/name-2, -3, … when that is taken: a name has one-second resolution, and a second
-// migrate in the same second (a store put back from its backup and migrated again, a rerun after a failed step)
-// found it taken and made no backup. NB: no other migrate can take the name before the checkpoint does, since each
-// holds the store's lock, and the checkpoint refuses a name that exists rather than write over an earlier backup.
+// migrate in the same second (a store put back from its backup and migrated again, a rerun after a failed step) found
+// it taken and made no backup. NB: no other migrate can take the name before the checkpoint does, since each holds
+// the store's lock, and the checkpoint refuses a name that exists rather than write over an earlier backup.
 func newBackupName(dir, name string) (string, error) {
 	for i := 1; i <= 1000; i++ {
 		p := filepath.Join(dir, name)

@@ -40,7 +40,10 @@ are identical) and as many outcomes. Snapshots are not copied: crewds rebuild
 their state from the log.
 
 --to pebble copies the stream (--nats, --stream) into --data, a new data
-directory, and verifies it as 'crewctl verify' does.`,
+directory, and verifies it as 'crewctl verify' does. A copy killed part-way
+(kill -9, a crash) leaves the data directory holding a hidden staging
+directory (.crewlog-stream-N): the same command removes both and copies
+again.`,
 		Args: args(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !a.fromStream() {
@@ -110,6 +113,9 @@ func (a *app) migrateToStream(ctx context.Context, replicas int) error {
 }
 
 func (a *app) migrateToPebble(ctx context.Context) error {
+	if err := dropAbandoned(a.dataDir); err != nil {
+		return openErr(fmt.Errorf("crewctl: migrate-store: %w", err))
+	}
 	target := storePath(a.dataDir)
 	if _, err := os.Lstat(target); err == nil {
 		return usagef("migrate-store: %s exists; name a new data directory", target)

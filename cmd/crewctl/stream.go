@@ -52,20 +52,25 @@ func (a *app) copyStream(ctx context.Context, dest string) (uint64, error) {
 	return head, nil
 }
 
+// streamStaging prefixes the name of the staging directory a copy of the stream is built in, beside its store.
+const streamStaging = ".crewlog-stream-"
+
 // copyStreamStaged copies the whole stream into the new store dest as copyStream does, in a staging directory beside
 // it, and moves the copy to dest only once it is whole. NB: a copy that failed (the stream missing, the connection
 // lost part-way) is a store all the same, empty or holding a prefix of the log, on which crewd would start: what is
 // at dest is whole or not there.
 func (a *app) copyStreamStaged(ctx context.Context, dest string) (uint64, error) {
-	stage, err := os.MkdirTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".tmp-")
+	sd, err := eventlog.NewStagingDir(filepath.Dir(dest), streamStaging, storeDir)
 	if err != nil {
 		return 0, openErr(fmt.Errorf("crewctl: %w", err))
 	}
-	defer os.RemoveAll(stage)
+	defer sd.Remove()
+	stage := sd.Dir
 	head, err := a.copyStream(ctx, filepath.Join(stage, storeDir))
 	if err != nil {
 		return 0, err
 	}
+	staged(stage)
 	if err := os.Rename(filepath.Join(stage, storeDir), dest); err != nil {
 		return 0, problemf("copy stream %s: %v", a.nats.stream, err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/crewlog/crewlog/audit/audittest"
 	"github.com/crewlog/crewlog/eventlog/natslog"
+	"github.com/crewlog/crewlog/eventlog/stagingtest"
 )
 
 // A Pebble store moved into a JetStream stream verifies there, backs up
@@ -17,14 +19,8 @@ import (
 func TestMigrateStoreVerifyAndBackupOnAStream(t *testing.T) {
 	data := t.TempDir()
 	head := audittest.Scenario(t, filepath.Join(data, storeDir))
-	srv, err := natslog.StartServer(natslog.ServerOptions{Name: "t", StoreDir: t.TempDir(), Listen: true})
-	require.NoError(t, err)
-	t.Cleanup(srv.Shutdown)
-	stream := []string{"--nats", srv.ClientURL(), "--stream", "CREW"}
-
+	stream := streamOf(t, data)
 	r := crewctl(t, nil, append([]string{"migrate-store", "--to", "jetstream", "--replicas", "1", "--data", data}, stream...)...)
-	require.Equal(t, exitOK, r.code, r.err)
-	r = crewctl(t, nil, append([]string{"migrate-store", "--to", "jetstream", "--replicas", "1", "--data", data}, stream...)...)
 	require.Equal(t, exitProblem, r.code, "a second import into the same stream is refused")
 	require.Contains(t, r.err, "not empty")
 
@@ -90,4 +86,50 @@ func TestStreamCopyFailingLeavesNoStore(t *testing.T) {
 			require.Equal(t, exitOK, r.code, r.out+r.err)
 		})
 	}
+}
+
+// TestCopyOfStreamKilledWhileStagingRunsAgain: a migrate-store --to pebble or a backup of a stream killed (kill -9, a
+// crash) once its copy was built left the copy's staging directory, a whole store, hidden in the directory it made:
+// the same command run again was refused, the directory existing. It removes a directory that a dead copy left
+// holding nothing but its staging directory, and copies.
+func TestCopyOfStreamKilledWhileStagingRunsAgain(t *testing.T) {
+	data := t.TempDir()
+	audittest.Scenario(t, filepath.Join(data, storeDir))
+	stream := streamOf(t, data)
+	dir := filepath.Join(t.TempDir(), "dir")
+	for _, args := range [][]string{
+		{"migrate-store", "--to", "pebble", "--data", dir},
+		{"backup", dir},
+	} {
+		require.NoError(t, os.RemoveAll(dir))
+		killedWhileStaging(t, append(args, stream...)...)
+		require.Len(t, stagingtest.Names(t, dir), 1, "%s: the killed copy left its staging directory", args[0])
+		r := crewctl(t, nil, append(args, stream...)...)
+		require.Equal(t, exitOK, r.code, r.err)
+		require.Equal(t, []string{storeDir}, stagingtest.Names(t, dir), args[0])
+	}
+	// A DIR that is a symbolic link is refused as existing, even one to a directory a dead copy left: nothing reached
+	// through a link is removed.
+	require.NoError(t, os.RemoveAll(dir))
+	killedWhileStaging(t, append([]string{"backup", dir}, stream...)...)
+	target := dir + ".target"
+	require.NoError(t, os.Rename(dir, target))
+	require.NoError(t, os.Symlink(target, dir))
+	r := crewctl(t, nil, append([]string{"backup", dir}, stream...)...)
+	require.Equal(t, exitUsage, r.code, r.err)
+	require.Contains(t, r.err, "exists")
+	require.Len(t, stagingtest.Names(t, target), 1)
+}
+
+// streamOf moves data's store into the stream CREW of a new JetStream server (migrate-store --to jetstream) and
+// returns the flags that name the stream.
+func streamOf(t *testing.T, data string) []string {
+	t.Helper()
+	srv, err := natslog.StartServer(natslog.ServerOptions{Name: "t", StoreDir: t.TempDir(), Listen: true})
+	require.NoError(t, err)
+	t.Cleanup(srv.Shutdown)
+	stream := []string{"--nats", srv.ClientURL(), "--stream", "CREW"}
+	r := crewctl(t, nil, append([]string{"migrate-store", "--to", "jetstream", "--replicas", "1", "--data", data}, stream...)...)
+	require.Equal(t, exitOK, r.code, r.err)
+	return stream
 }
