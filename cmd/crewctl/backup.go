@@ -348,8 +348,8 @@ func restoreFiles(backup, target string) (serverKey bool, err error) {
 	return serverKey, syncDir(target)
 }
 
-// staged is called with a staging directory once the copy in it is whole, before it is moved into place; a test
-// kills crewctl there, as a crash or kill -9 would.
+// staged is called with a staging or temporary directory once the copy in it is whole, before it is moved into place
+// or read; a test kills crewctl there, as a crash or kill -9 would.
 var staged = func(string) {}
 
 // finishCopy verifies a written copy and reports it.

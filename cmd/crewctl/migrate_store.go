@@ -84,12 +84,12 @@ func (a *app) migrateToStream(ctx context.Context, replicas int) error {
 	}
 	// The copy a crewd would make, built while publishing: what Import
 	// checks against the source.
-	tmp, err := os.MkdirTemp("", "crewctl-migrate-")
+	tmp, err := newTempCopy()
 	if err != nil {
-		return openErr(fmt.Errorf("crewctl: %w", err))
+		return err
 	}
-	defer os.RemoveAll(tmp)
-	scratch, err := eventlog.Open(filepath.Join(tmp, storeDir), nil)
+	defer tmp.Remove()
+	scratch, err := eventlog.Open(filepath.Join(tmp.Dir, storeDir), nil)
 	if err != nil {
 		return openErr(fmt.Errorf("crewctl: %w", err))
 	}
@@ -102,6 +102,7 @@ func (a *app) migrateToStream(ctx context.Context, replicas int) error {
 	if err != nil {
 		return problemf("migrate-store: %v", err)
 	}
+	staged(tmp.Dir)
 	out := migrateStoreOutput{From: storePath(a.dataDir), To: "stream " + cfg.Stream, Head: rep.Events, Groups: rep.Groups,
 		Outcomes: rep.Outcomes, Verified: true}
 	if a.json {

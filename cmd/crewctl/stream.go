@@ -80,22 +80,37 @@ func (a *app) copyStreamStaged(ctx context.Context, dest string) (uint64, error)
 	return head, nil
 }
 
+// tempCopyStaging prefixes the name of the temporary directory that holds a copy of the log crewctl reads or checks
+// against, in the temporary directory.
+const tempCopyStaging = "crewctl-stream-"
+
+// newTempCopy makes a directory for a copy of the log (its store) in the temporary directory, after removing those
+// that a crewctl killed while it used them (kill -9, a crash) left there, each a whole copy of the log.
+func newTempCopy() (*eventlog.StagingDir, error) {
+	sd, err := eventlog.NewStagingDir(os.TempDir(), tempCopyStaging, storeDir)
+	if err != nil {
+		return nil, openErr(fmt.Errorf("crewctl: %w", err))
+	}
+	return sd, nil
+}
+
 // storeToRead is the store verify and replay read: the data directory's,
 // or with --nats a temporary copy of the stream (removed by done).
 func (a *app) storeToRead(ctx context.Context) (dir string, done func(), err error) {
 	if !a.fromStream() {
 		return storePath(a.dataDir), func() {}, nil
 	}
-	tmp, err := os.MkdirTemp("", "crewctl-stream-")
+	tmp, err := newTempCopy()
 	if err != nil {
-		return "", nil, openErr(fmt.Errorf("crewctl: %w", err))
+		return "", nil, err
 	}
-	done = func() { os.RemoveAll(tmp) }
-	dir = filepath.Join(tmp, storeDir)
+	done = func() { tmp.Remove() }
+	dir = filepath.Join(tmp.Dir, storeDir)
 	if _, err := a.copyStream(ctx, dir); err != nil {
 		done()
 		return "", nil, err
 	}
+	staged(tmp.Dir)
 	return dir, done, nil
 }
 

@@ -121,15 +121,53 @@ func TestCopyOfStreamKilledWhileStagingRunsAgain(t *testing.T) {
 	require.Len(t, stagingtest.Names(t, target), 1)
 }
 
-// streamOf moves data's store into the stream CREW of a new JetStream server (migrate-store --to jetstream) and
-// returns the flags that name the stream.
-func streamOf(t *testing.T, data string) []string {
+// newStream starts a JetStream server and returns the flags that name the stream CREW there, which does not exist.
+func newStream(t *testing.T) []string {
 	t.Helper()
 	srv, err := natslog.StartServer(natslog.ServerOptions{Name: "t", StoreDir: t.TempDir(), Listen: true})
 	require.NoError(t, err)
 	t.Cleanup(srv.Shutdown)
-	stream := []string{"--nats", srv.ClientURL(), "--stream", "CREW"}
+	return []string{"--nats", srv.ClientURL(), "--stream", "CREW"}
+}
+
+// streamOf moves data's store into the stream CREW of a new JetStream server (migrate-store --to jetstream) and
+// returns the flags that name the stream.
+func streamOf(t *testing.T, data string) []string {
+	t.Helper()
+	stream := newStream(t)
 	r := crewctl(t, nil, append([]string{"migrate-store", "--to", "jetstream", "--replicas", "1", "--data", data}, stream...)...)
 	require.Equal(t, exitOK, r.code, r.err)
 	return stream
+}
+
+// TestTempCopyOfStreamKilledIsRemovedByTheNext: verify (or replay) of a stream and migrate-store --to jetstream copy
+// the log into the temporary directory; one killed (kill -9, a crash) while its copy was there left it, a whole
+// copy of the log, for good, and every such kill took as much space again. The next copy removes those a dead
+// crewctl left.
+func TestTempCopyOfStreamKilledIsRemovedByTheNext(t *testing.T) {
+	data := t.TempDir()
+	audittest.Scenario(t, filepath.Join(data, storeDir))
+	for _, tc := range []struct {
+		name string
+		args func(stream []string) []string
+	}{
+		{"verify", func(stream []string) []string { return append([]string{"verify"}, stream...) }},
+		{"migrate-store", func(stream []string) []string {
+			return append([]string{"migrate-store", "--to", "jetstream", "--replicas", "1", "--data", data}, stream...)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stream := newStream(t)
+			if tc.name == "verify" {
+				stream = streamOf(t, data)
+			}
+			tmp := t.TempDir()
+			t.Setenv("TMPDIR", tmp)
+			killedWhileStaging(t, tc.args(stream)...)
+			require.Len(t, stagingtest.Names(t, tmp), 1, "the killed crewctl left its copy")
+			r := crewctl(t, nil, append([]string{"verify"}, stream...)...)
+			require.Equal(t, exitOK, r.code, r.err)
+			require.Empty(t, stagingtest.Names(t, tmp))
+		})
+	}
 }
