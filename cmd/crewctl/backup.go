@@ -222,7 +222,9 @@ func (a *app) backupOffline(dest string, unreached error) error {
 		return err
 	}
 	ro.Close()
-	l, err := eventlog.Open(src, nil)
+	// NB: a store at an older format (one crewd refuses until migrate brings it up) is backed up as it is: the
+	// checkpoint appends nothing to it, and the copy keeps its format.
+	l, err := eventlog.Open(src, &eventlog.Options{AllowOlderFormat: true})
 	if err != nil {
 		return openErr(fmt.Errorf("crewctl: backup: %w", err))
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/crewlog/crewlog/audit/audittest"
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/eventlog/stagingtest"
 )
 
@@ -61,6 +62,22 @@ func TestRestoreKilledWhileStagingRunsAgain(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.out+r.err)
 	require.ElementsMatch(t, []string{storeDir, serverKeyFile}, stagingtest.Names(t, target))
 	r = crewctl(t, nil, "verify", "--data", target)
+	require.Equal(t, exitOK, r.code, r.out+r.err)
+}
+
+// TestBackupOfAnOlderFormatStore: crewd refuses a store at an older format until migrate brings it up, and an operator
+// backs it up before running a newer crewlog on it; the offline backup opened it as a writer, which refused it as too
+// old, so it could not be backed up at all. The copy keeps the store's format, and the store is left at its own.
+func TestBackupOfAnOlderFormatStore(t *testing.T) {
+	data := fixtureData(t, "format1")
+	dest := filepath.Join(t.TempDir(), "backup")
+	r := crewctl(t, nil, "backup", dest, "--data", data)
+	require.Equal(t, exitOK, r.code, r.out+r.err)
+	requireFormat(t, filepath.Join(dest, storeDir), eventlog.FormatInitial)
+	requireFormat(t, filepath.Join(data, storeDir), eventlog.FormatInitial)
+	r = crewctl(t, nil, "restore", dest, "--data", filepath.Join(t.TempDir(), "restored"))
+	require.Equal(t, exitOK, r.code, r.out+r.err)
+	r = crewctl(t, nil, "migrate", "--data", data)
 	require.Equal(t, exitOK, r.code, r.out+r.err)
 }
 

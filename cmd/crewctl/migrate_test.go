@@ -22,9 +22,7 @@ import (
 // nothing, the real run takes a backup (still at format 1) first, a second
 // run has nothing to do.
 func TestMigrate(t *testing.T) {
-	data := t.TempDir()
-	store := migrationstest.CopyDir(t, filepath.Join("..", "..", "migrations", "testdata", "format1"))
-	require.NoError(t, os.Rename(store, filepath.Join(data, storeDir)))
+	data := fixtureData(t, "format1")
 
 	r := crewctl(t, nil, "migrate", "--data", data, "--dry-run")
 	require.Equal(t, exitOK, r.code, r.err)
@@ -61,9 +59,7 @@ func TestMigrate(t *testing.T) {
 // migrate takes a store written at format 2 to format 3: its outcomes move to their principals and verify, which
 // checks each against its events, passes.
 func TestMigrateFormat2(t *testing.T) {
-	data := t.TempDir()
-	store := migrationstest.CopyDir(t, filepath.Join("..", "..", "migrations", "testdata", "format2"))
-	require.NoError(t, os.Rename(store, filepath.Join(data, storeDir)))
+	data := fixtureData(t, "format2")
 	r := crewctl(t, nil, "verify", "--data", data)
 	require.Equal(t, exitOK, r.code, "a format-2 store verifies read-only: %s", r.out+r.err)
 	r = crewctl(t, nil, "migrate", "--data", data)
@@ -121,13 +117,28 @@ func TestMigrateTwiceInOneSecondKeepsBothBackups(t *testing.T) {
 	require.NotEqual(t, first.Backup, second.Backup)
 	require.Equal(t, firstFiles, storeFiles(t, first.Backup), "the first backup is left as it was")
 	for _, b := range []string{first.Backup, second.Backup} {
-		l, err := eventlog.Open(b, &eventlog.Options{ReadOnly: true})
-		require.NoError(t, err, "%s is a store", b)
-		f, err := l.Format()
-		require.NoError(t, err)
-		require.Equal(t, eventlog.FormatInitial, f)
-		require.NoError(t, l.Close())
+		requireFormat(t, b, eventlog.FormatInitial)
 	}
+}
+
+// fixtureData is a new data directory holding a copy of the committed store migrations/testdata/name.
+func fixtureData(t *testing.T, name string) string {
+	t.Helper()
+	data := t.TempDir()
+	store := migrationstest.CopyDir(t, filepath.Join("..", "..", "migrations", "testdata", name))
+	require.NoError(t, os.Rename(store, filepath.Join(data, storeDir)))
+	return data
+}
+
+// requireFormat checks that store is a store at format want.
+func requireFormat(t *testing.T, store string, want uint32) {
+	t.Helper()
+	l, err := eventlog.Open(store, &eventlog.Options{ReadOnly: true})
+	require.NoError(t, err, "%s is a store", store)
+	f, err := l.Format()
+	require.NoError(t, err)
+	require.Equal(t, want, f, store)
+	require.NoError(t, l.Close())
 }
 
 // TestNewStoreIsPrivate: a data directory and store crewctl creates are its user's alone, whatever umask it runs
