@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -252,9 +253,10 @@ func (a *app) restoreCmd() *cobra.Command {
 		Long: `restore verifies BACKUP (integrity and invariants) and copies it into the data
 directory named by --data, which must be empty or absent, and outside the
 backup's store: restore never overwrites a store. A restore that fails
-before its copy is whole leaves nothing in DIR; one killed while it copies
-(kill -9, a crash) leaves a hidden staging directory there
-(.crewlog-restore-N), which the next restore into DIR removes. Start crewd
+before its copy is whole leaves nothing in DIR; one killed before it is
+done (kill -9, a crash) leaves a hidden staging directory there
+(.crewlog-restore-N), and perhaps the backup's server.key, which the next
+restore of the same backup into DIR removes and copies again. Start crewd
 on DIR afterwards.`,
 		Args: args(1, "the backup directory"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
@@ -277,7 +279,7 @@ func (a *app) restore(backup, target string) error {
 	if _, err := eventlog.RemoveStaleStagingDirs(target, restoreStaging, restoreStaged...); err != nil {
 		return openErr(fmt.Errorf("crewctl: restore: %w", err))
 	}
-	if entries, err := os.ReadDir(target); err == nil && len(entries) > 0 {
+	if entries, err := os.ReadDir(target); err == nil && len(entries) > 0 && !keyLeftByRestore(entries, backup, target) {
 		return problemf("restore: %s is not empty; restore only into an empty or new directory", target)
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return openErr(fmt.Errorf("crewctl: restore: %w", err))
@@ -308,6 +310,24 @@ func (a *app) restore(backup, target string) error {
 	return a.finishCopy(out, filepath.Join(target, storeDir), "verify restore")
 }
 
+// keyLeftByRestore reports whether entries, those of target, are a server.key alone that is the backup's, as a
+// restore of it killed between its two moves into place (the key, then the store) left it: the restore puts the same
+// bytes there again. NB: any other key, or anything more, is not a restore's, and target is not empty.
+func keyLeftByRestore(entries []os.DirEntry, backup, target string) bool {
+	if len(entries) != 1 || entries[0].Name() != serverKeyFile || !entries[0].Type().IsRegular() {
+		return false
+	}
+	if st, err := os.Lstat(filepath.Join(backup, serverKeyFile)); err != nil || !st.Mode().IsRegular() {
+		return false
+	}
+	left, err := os.ReadFile(filepath.Join(target, serverKeyFile))
+	if err != nil {
+		return false
+	}
+	want, err := os.ReadFile(filepath.Join(backup, serverKeyFile))
+	return err == nil && bytes.Equal(left, want)
+}
+
 // restoreStaging prefixes the name of the staging directory restore copies into, in its target; what it copies there
 // is restoreStaged.
 const restoreStaging = ".crewlog-restore-"
@@ -332,7 +352,7 @@ func restoreFiles(backup, target string) (serverKey bool, err error) {
 	if serverKey, err = copySecret(filepath.Join(backup, serverKeyFile), filepath.Join(stage, serverKeyFile)); err != nil {
 		return false, err
 	}
-	staged(stage)
+	reached(atStaged)
 	// The key before the store: a store in place without its key would have crewd mint a new one, and the tokens
 	// minted before would not validate.
 	key := filepath.Join(target, serverKeyFile)
@@ -340,6 +360,7 @@ func restoreFiles(backup, target string) (serverKey bool, err error) {
 		if err := os.Rename(filepath.Join(stage, serverKeyFile), key); err != nil {
 			return false, err
 		}
+		reached(atKeyPlaced)
 	}
 	if err := os.Rename(filepath.Join(stage, storeDir), filepath.Join(target, storeDir)); err != nil {
 		if serverKey {
@@ -350,9 +371,15 @@ func restoreFiles(backup, target string) (serverKey bool, err error) {
 	return serverKey, syncDir(target)
 }
 
-// staged is called with a staging or temporary directory once the copy in it is whole, before it is moved into place
-// or read; a test kills crewctl there, as a crash or kill -9 would.
-var staged = func(string) {}
+// reached is called at the points where a crash leaves a copy half done; a test kills crewctl there, as a crash or
+// kill -9 would.
+var reached = func(point string) {}
+
+// The points reached names.
+const (
+	atStaged    = "staged"     // the copy whole in its staging or temporary directory, not yet moved into place or read
+	atKeyPlaced = "key placed" // restore's server.key moved into place, its store not yet
+)
 
 // finishCopy verifies a written copy and reports it.
 func (a *app) finishCopy(out backupOutput, store, label string) error {

@@ -45,24 +45,43 @@ func TestRestoreFailingPartWayLeavesNoStore(t *testing.T) {
 }
 
 // TestRestoreKilledWhileStagingRunsAgain: a restore killed (kill -9, a crash) while it built its copy left that
-// copy's staging directory in DIR, a hidden directory nothing removed: the same restore, run again, was refused
-// because DIR was not empty. It removes the staging directory a dead restore left, and restores.
+// copy's staging directory in DIR, a hidden directory nothing removed, and one killed between its two moves into
+// place left the backup's server.key there too: the same restore, run again, was refused because DIR was not empty.
+// It removes the staging directory a dead restore left, takes over the backup's key, and restores.
 func TestRestoreKilledWhileStagingRunsAgain(t *testing.T) {
 	tmp := t.TempDir()
 	backup := filepath.Join(tmp, "backup")
 	require.Equal(t, exitOK, crewctl(t, nil, "backup", backup, "--data", scenarioData(t)).code)
 	require.NoError(t, os.WriteFile(filepath.Join(backup, serverKeyFile), []byte("key"), 0o600))
-	target := filepath.Join(tmp, "restored")
-	killedWhileStaging(t, "restore", backup, "--data", target)
-	left, err := os.ReadDir(target)
-	require.NoError(t, err)
-	require.Len(t, left, 1, "the killed restore left its staging directory")
+	for _, tc := range []struct {
+		at   string
+		left []string // what the killed restore left in target, its staging directory aside
+	}{
+		{atStaged, nil},
+		// Killed between its two moves into place, a restore left the backup's server.key in target alone.
+		{atKeyPlaced, []string{serverKeyFile}},
+	} {
+		t.Run(tc.at, func(t *testing.T) {
+			target := filepath.Join(t.TempDir(), "restored")
+			killedAt(t, tc.at, "restore", backup, "--data", target)
+			left := stagingtest.Names(t, target)
+			require.Len(t, left, len(tc.left)+1, "the killed restore left its staging directory")
+			require.Subset(t, left, tc.left)
 
+			r := crewctl(t, nil, "restore", backup, "--data", target)
+			require.Equal(t, exitOK, r.code, r.out+r.err)
+			require.ElementsMatch(t, []string{storeDir, serverKeyFile}, stagingtest.Names(t, target))
+			r = crewctl(t, nil, "verify", "--data", target)
+			require.Equal(t, exitOK, r.code, r.out+r.err)
+		})
+	}
+	// A server.key in target that is not the backup's is not a restore's: target is not empty.
+	target := filepath.Join(tmp, "other")
+	require.NoError(t, os.Mkdir(target, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(target, serverKeyFile), []byte("another"), 0o600))
 	r := crewctl(t, nil, "restore", backup, "--data", target)
-	require.Equal(t, exitOK, r.code, r.out+r.err)
-	require.ElementsMatch(t, []string{storeDir, serverKeyFile}, stagingtest.Names(t, target))
-	r = crewctl(t, nil, "verify", "--data", target)
-	require.Equal(t, exitOK, r.code, r.out+r.err)
+	require.Equal(t, exitProblem, r.code, r.out+r.err)
+	require.Contains(t, r.err, "is not empty")
 }
 
 // TestBackupOfAnOlderFormatStore: crewd refuses a store at an older format until migrate brings it up, and an operator

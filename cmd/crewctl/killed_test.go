@@ -13,27 +13,43 @@ import (
 	"github.com/crewlog/crewlog/eventlog/stagingtest"
 )
 
-// killedArgsEnv, set to a JSON array of arguments, has the test binary run crewctl with them instead of the tests,
-// and stop it once it has built a copy in a staging directory (killableCrewctl).
-const killedArgsEnv = "CREWCTL_TEST_KILLED_ARGS"
+// killedEnv, set to a JSON killedRun, has the test binary run crewctl instead of the tests, and stop it at a point
+// (killableCrewctl).
+const killedEnv = "CREWCTL_TEST_KILLED"
 
-// killableCrewctl runs crewctl with the arguments argv (JSON) and, once it has built a copy in a staging directory,
-// waits to be killed (stagingtest.Staged).
-func killableCrewctl(argv string) {
-	var args []string
-	if err := json.Unmarshal([]byte(argv), &args); err != nil {
+// killedRun is a crewctl run to kill: its arguments, and the point (reached) to kill it at.
+type killedRun struct {
+	Args []string `json:"args"`
+	At   string   `json:"at"`
+}
+
+// killableCrewctl runs crewctl as spec (JSON killedRun) says and, once it reaches the point named, waits to be killed
+// (stagingtest.Staged).
+func killableCrewctl(spec string) {
+	var k killedRun
+	if err := json.Unmarshal([]byte(spec), &k); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	staged = func(string) { stagingtest.Staged() }
-	os.Exit(run(context.Background(), args, stdio{out: io.Discard, err: os.Stderr}, nil))
+	reached = func(point string) {
+		if point == k.At {
+			stagingtest.Staged()
+		}
+	}
+	os.Exit(run(context.Background(), k.Args, stdio{out: io.Discard, err: os.Stderr}, nil))
 }
 
 // killedWhileStaging runs crewctl with args in a process of its own and kills it (SIGKILL, as a crash or kill -9)
 // once it has built its copy in a staging directory, before it moves the copy into place.
 func killedWhileStaging(t *testing.T, args ...string) {
 	t.Helper()
-	argv, err := json.Marshal(args)
+	killedAt(t, atStaged, args...)
+}
+
+// killedAt runs crewctl with args in a process of its own and kills it (SIGKILL) at the point at (reached).
+func killedAt(t *testing.T, at string, args ...string) {
+	t.Helper()
+	k, err := json.Marshal(killedRun{Args: args, At: at})
 	require.NoError(t, err)
-	stagingtest.Kill(t, killedArgsEnv+"="+string(argv))
+	stagingtest.Kill(t, killedEnv+"="+string(k))
 }

@@ -43,8 +43,8 @@ func scenarioData(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
-	if argv := os.Getenv(killedArgsEnv); argv != "" {
-		killableCrewctl(argv)
+	if k := os.Getenv(killedEnv); k != "" {
+		killableCrewctl(k)
 	}
 	flag.Parse()
 	code := m.Run()

@@ -102,7 +102,7 @@ func (a *app) migrateToStream(ctx context.Context, replicas int) error {
 	if err != nil {
 		return problemf("migrate-store: %v", err)
 	}
-	staged(tmp.Dir)
+	reached(atStaged)
 	out := migrateStoreOutput{From: storePath(a.dataDir), To: "stream " + cfg.Stream, Head: rep.Events, Groups: rep.Groups,
 		Outcomes: rep.Outcomes, Verified: true}
 	if a.json {

@@ -70,7 +70,7 @@ func (a *app) copyStreamStaged(ctx context.Context, dest string) (uint64, error)
 	if err != nil {
 		return 0, err
 	}
-	staged(stage)
+	reached(atStaged)
 	if err := os.Rename(filepath.Join(stage, storeDir), dest); err != nil {
 		return 0, problemf("copy stream %s: %v", a.nats.stream, err)
 	}
@@ -110,7 +110,7 @@ func (a *app) storeToRead(ctx context.Context) (dir string, done func(), err err
 		done()
 		return "", nil, err
 	}
-	staged(tmp.Dir)
+	reached(atStaged)
 	return dir, done, nil
 }
 
