@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -118,7 +119,7 @@ func removeIfStale(dir string, holds []string) (removed bool, err error) {
 		return false, nil
 	}
 	for _, e := range entries {
-		if !holdsName(holds, e.Name()) {
+		if !slices.Contains(holds, e.Name()) {
 			return false, nil
 		}
 	}
@@ -128,15 +129,6 @@ func removeIfStale(dir string, holds []string) (removed bool, err error) {
 	}
 	defer unlock()
 	return true, os.RemoveAll(dir)
-}
-
-func holdsName(holds []string, name string) bool {
-	for _, h := range holds {
-		if h == name {
-			return true
-		}
-	}
-	return false
 }
 
 // lockDir takes the flock how on the directory dir and returns its release.
