@@ -86,36 +86,59 @@ func TestFollowCopiesGroups(t *testing.T) {
 	requireCopy(t, w.Local(), f.Local(), 3)
 }
 
-// The lease goes to one holder at a time; one that stops renewing loses it
-// after its TTL, and its next renewal says so.
-func TestLeaseIsExclusiveAndExpires(t *testing.T) {
+// The lease goes to one holder at a time, and stays with it while it
+// renews. NB: the TTL is a minute, so that no stall of the machine between
+// two steps lets the lease expire under them (the server's clock expires
+// it, and no test can hold that clock still).
+func TestLeaseIsExclusive(t *testing.T) {
 	js := connect(t, startServer(t))
 	ctx := context.Background()
-	ttl := 500 * time.Millisecond
-	a, err := OpenLease(ctx, js, testConfig, "a", ttl)
-	require.NoError(t, err)
-	b, err := OpenLease(ctx, js, testConfig, "b", ttl)
-	require.NoError(t, err)
+	a, b := openLeases(t, js, "a", "b")
 
 	requireAcquire(t, a, true)
 	requireAcquire(t, b, false)
 	require.NoError(t, a.Renew(ctx))
+	requireAcquire(t, b, false)
+	require.ErrorIs(t, b.Renew(ctx), ErrLeaseLost, "b never held it")
 	holder, err := b.Holder(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "a", holder)
+	require.NoError(t, a.Renew(ctx))
+}
 
-	// a stops renewing: b gets the lease once it expired (polled: the
-	// server signals no expiry).
-	for {
+// A holder that stops renewing loses the lease once its TTL has passed:
+// its key is written to expire TTL after its last write, another holder
+// then takes the lease, and the first one's next renewal says it lost it.
+func TestLeaseExpires(t *testing.T) {
+	js := connect(t, startServer(t))
+	ctx := context.Background()
+	const ttl = 200 * time.Millisecond
+	a, err := OpenLease(ctx, js, testConfig, "a", ttl)
+	require.NoError(t, err)
+	b, err := OpenLease(ctx, js, testConfig, "b", ttl)
+	require.NoError(t, err)
+	kv, err := js.KeyValue(ctx, testConfig.leaseBucket())
+	require.NoError(t, err)
+	st, err := kv.Status(ctx)
+	require.NoError(t, err)
+	require.Equal(t, ttl, st.TTL(), "the lease's key expires TTL after its last write")
+
+	requireAcquire(t, a, true)
+	// Polled: the server signals no expiry. The bound is a guard against a
+	// lease that never expires, not a measure of when it does.
+	for deadline := time.Now().Add(time.Minute); ; {
 		ok, err := b.Acquire(ctx)
 		require.NoError(t, err)
 		if ok {
 			break
 		}
+		require.True(t, time.Now().Before(deadline), "a lease nobody renews did not expire")
 		time.Sleep(ttl / 5)
 	}
 	require.ErrorIs(t, a.Renew(ctx), ErrLeaseLost)
-	require.NoError(t, b.Renew(ctx))
+	holder, err := a.Holder(ctx)
+	require.NoError(t, err)
+	require.NotEqual(t, "a", holder, "b's lease, or none once it expired too")
 }
 
 // A renewal whose caller gave up waiting (its context ended under load)
