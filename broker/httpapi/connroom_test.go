@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -494,12 +495,15 @@ func TestAKeepAliveConnectionIsAnsweredAfterItsDeadline(t *testing.T) {
 // has, and a request that arrives once Close has begun is answered 503 unavailable without reading anything.
 func TestCloseWaitsForTheRequestsInProgress(t *testing.T) {
 	f := newFixture(t, roomOptions)
-	entered, release := make(chan struct{}), make(chan struct{})
+	entered, release, waiting := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var once sync.Once
+	var left atomic.Bool
 	f.srv.reading = func(principal) {
 		once.Do(func() { close(entered) })
 		<-release
+		left.Store(true)
 	}
+	f.srv.closing = func() { close(waiting) }
 	f.srv.closeGrace = 10 * time.Millisecond
 	_, base := listening(t, f)
 	rc := sendRead(t, base, roToken)
@@ -511,14 +515,16 @@ func TestCloseWaitsForTheRequestsInProgress(t *testing.T) {
 		_ = f.srv.Close()
 		close(closed)
 	}()
+	<-waiting // Close's grace has ended and the request's connection is closed: all Close has left is the wait
 	select {
 	case <-closed:
 		close(release)
 		t.Fatal("Close returned while a request was still in its handler")
-	case <-time.After(50 * f.srv.closeGrace): // NB: not a timed assertion: Close had 50 times its grace to return early
+	case <-time.After(100 * time.Millisecond): // NB: not a timed assertion: Close had nothing else left to do
 	}
 	close(release)
 	<-closed
+	require.True(t, left.Load(), "Close returned before the handler it waited for")
 
 	w := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1/api/v1/slots", nil)

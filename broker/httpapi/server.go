@@ -36,6 +36,9 @@ type Server struct {
 	catchingUp func(key string)
 	// searching is a test's hook: runs as a search of the runs (q) starts matching a chunk of them.
 	searching func()
+	// closing is a test's hook: runs in Close once the listener, the connections and the streams are closed, just
+	// before Close waits for the handlers still in progress.
+	closing func()
 	// writeTimeout is the time a client has to take a piece of an answer or a stream's write (deadlines.go):
 	// writeTimeout, or shorter in a test, set before the server serves.
 	writeTimeout time.Duration
@@ -187,6 +190,9 @@ func (s *Server) Close() error {
 	// does not wait for their handlers; their contexts end, and they end with them.
 	s.streams.shut()
 	<-s.streams.hub.stopped
+	if s.closing != nil {
+		s.closing()
+	}
 	s.handlers.Wait()
 	return nil
 }
