@@ -73,6 +73,7 @@ func TestWaitingHellosCountAgainstTheirCredentialAndRun(t *testing.T) {
 func TestAHelloWaitsForItsPaceNoLongerThanItMay(t *testing.T) {
 	f := newFixture(t, fixtureOpts{opts: Options{HelloTimeout: time.Minute}})
 	clock := installPacerClock(f)
+	waits := watchPacerWaits(f)
 	s := f.seed()
 	f.awaitConns(0)
 	clock.freeze()
@@ -87,8 +88,11 @@ func TestAHelloWaitsForItsPaceNoLongerThanItMay(t *testing.T) {
 	f.srv.pacer.charge(cred(process), 2*60*DefaultRatePerCredential, clock.p.now())
 	owed := clock.level(process)
 	c := f.dial()
+	waits.arm()
 	c.sendLine(`{"id":"h","method":"hello","params":{"protocol":1,"runId":"` + runR + `","taskId":"` + taskQ +
 		`","token":"` + s.q + `"}}`)
+	waits.await("a hello its process's debt holds was not held until its wait had passed")
+	// The hello waits now, for a minute: whatever the read below finds was sent before the wait.
 	c.nc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 	_, err := c.rd.ReadFrame()
 	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "a hello its process's debt holds is not answered before the wait")

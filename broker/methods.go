@@ -200,6 +200,9 @@ func (c *conn) sleepUntil(by time.Time) bool {
 	if d <= 0 {
 		return true
 	}
+	if c.s.pacer.onWait != nil {
+		c.s.pacer.onWait()
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -46,7 +46,7 @@ func peerKey(pid int) string { return "\x00peer " + strconv.Itoa(pid) }
 // with an injected clock.
 type pacer struct {
 	now    func() time.Time // time.Now; tests freeze it
-	onWait func()           // nil; tests learn that a credential waits
+	onWait func()           // nil; tests learn that a connection waits on the pacer's clock
 
 	mu    sync.Mutex
 	creds buckets // RatePerCredential, by credKey or peerKey

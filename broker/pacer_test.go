@@ -68,7 +68,8 @@ func installPacerClock(f *fixture) *pacerClock {
 func (c *pacerClock) freeze()                 { c.frozen.Store(time.Now().Add(time.Hour).UnixNano()) }
 func (c *pacerClock) advance(d time.Duration) { c.frozen.Add(int64(d)) }
 
-// pacerWaits tells a test when, once armed, a connection next waits for its credential's budget.
+// pacerWaits tells a test when, once armed, a connection next waits on the pacer's clock: for its credential's
+// budget, or a refused hello for its deadline.
 type pacerWaits struct {
 	t       testing.TB
 	armed   atomic.Bool
