@@ -86,6 +86,9 @@ type FollowOptions struct {
 	// OnPass, when set, is called after every pass with the counters (and
 	// after every failed attempt to read the checkpoints at start).
 	OnPass func(FollowStats)
+	// now is the clock CheckpointEvery and SettleAfter are measured by
+	// (time.Now): tests set one that moves only when told.
+	now func() time.Time
 }
 
 // FollowStats counts a Follower's work since it started.
@@ -153,6 +156,9 @@ func NewFollower(root string, sink Sink, opts *FollowOptions) *Follower {
 	}
 	if o.MaxBatchBytes <= 0 {
 		o.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if o.now == nil {
+		o.now = time.Now
 	}
 	return &Follower{root: root, sink: sink, o: o, src: &source{root: root}, runs: map[string]*runFollower{},
 		reported: map[string]bool{}, dirty: map[string]bool{}, kick: make(chan struct{}, 1)}
@@ -413,7 +419,7 @@ func ckID(c events.ImportCheckpoint) string {
 // covers a write the daemon has not recorded). It writes at most every
 // CheckpointEvery unless force.
 func (f *Follower) flushCheckpoints(ctx context.Context, force bool) {
-	if !force && time.Since(f.lastCkpt) < f.o.CheckpointEvery {
+	if !force && f.o.now().Sub(f.lastCkpt) < f.o.CheckpointEvery {
 		return
 	}
 	var ws []Write
@@ -444,7 +450,7 @@ func (f *Follower) flushCheckpoints(ctx context.Context, force bool) {
 			}
 		}
 	}
-	f.lastCkpt = time.Now()
+	f.lastCkpt = f.o.now()
 	// A checkpoint is a few hundred bytes, but its path is pi-crew's, so
 	// the batches are bounded by bytes as the runs' writes are.
 	sizes := make([]int, len(ws))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -193,6 +194,53 @@ func (fl *following) stop(t *testing.T) FollowStats {
 	fl.cancel = nil
 	require.ErrorIs(t, <-fl.done, context.Canceled)
 	return fl.f.Stats()
+}
+
+// awaitCopy waits until the sink holds every write a one-shot import of the files as they are now makes (a live
+// run's reconcile left out), then for the pass that sent the last of them to end: its checkpoints, if due, are
+// written then.
+func (fl *following) awaitCopy(t *testing.T, root string, sink *memSink) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second) // a guard against a hang, not a measure
+	for {
+		got, want := copyIDs(t, root, sink, copyOf{live: true})
+		if slices.Equal(got, want) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the follower did not send every write: %+v\ngot %v\nwant %v",
+			fl.f.Stats(), got, want)
+		time.Sleep(time.Millisecond)
+	}
+	fl.awaitPass(t)
+}
+
+// awaitPass waits until a pass that began after the call has ended.
+func (fl *following) awaitPass(t *testing.T) {
+	t.Helper()
+	after := fl.f.Stats().Passes + 1
+	fl.awaitStats(t, "a pass", func(st FollowStats) bool { return st.Passes > after })
+}
+
+// awaitCheckpoints waits until the follower has written more than n checkpoints and the pass that wrote them has
+// ended (it counts them one by one), and returns how many it has.
+func (fl *following) awaitCheckpoints(t *testing.T, n uint64) uint64 {
+	t.Helper()
+	fl.awaitStats(t, "a checkpoint", func(st FollowStats) bool { return st.Checkpoints > n })
+	fl.awaitPass(t)
+	return fl.f.Stats().Checkpoints
+}
+
+// awaitStats waits until the follower's counters satisfy ok, and returns them.
+func (fl *following) awaitStats(t *testing.T, what string, ok func(FollowStats) bool) FollowStats {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second) // a guard against a hang, not a measure
+	for {
+		if st := fl.f.Stats(); ok(st) {
+			return st
+		}
+		require.True(t, time.Now().Before(deadline), "waiting for %s: %+v", what, fl.f.Stats())
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // reported returns the reasons reported so far for paths ending in suffix.

@@ -170,7 +170,7 @@ func (f *Follower) sawWhole(r *runFollower, name string, st stamp, b []byte) {
 		w.reconciled = false
 	}
 	w.st, w.hash, w.dirty = st, h, true
-	r.lastChange = time.Now()
+	r.lastChange = f.o.now()
 }
 
 // maxPending bounds the writes a run may have waiting for the daemon: past
@@ -231,9 +231,9 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 		// pi-crew makes the directory, then writes the manifest: only one
 		// that stays missing is worth a line.
 		if r.firstSeen.IsZero() {
-			r.firstSeen = time.Now()
+			r.firstSeen = f.o.now()
 		}
-		if !errors.Is(err, fs.ErrNotExist) || time.Since(r.firstSeen) >= f.o.SettleAfter {
+		if !errors.Is(err, fs.ErrNotExist) || f.o.now().Sub(r.firstSeen) >= f.o.SettleAfter {
 			s.skip(r.id, s.rel(mp), 0, 0, "run not followed yet: manifest unreadable: %v", err)
 		}
 		return
@@ -285,7 +285,7 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.skip(r.id, s.rel(dp), 0, 0, deliveryUnreadable, err)
 	}
-	if st := p.r.manifest.Status; terminalRun(st) && r.reconciled != st && time.Since(r.lastChange) >= f.o.SettleAfter {
+	if st := p.r.manifest.Status; terminalRun(st) && r.reconciled != st && f.o.now().Sub(r.lastChange) >= f.o.SettleAfter {
 		p.reconcile()
 		r.reconciled = st
 		if m := r.whole["manifest.json"]; m != nil {
@@ -609,10 +609,10 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 	case n > 0 && replay:
 		f.count(func(st *FollowStats) { st.Reread += uint64(n) })
 	case n > 0:
-		r.lastChange = time.Now()
+		r.lastChange = f.o.now()
 		f.count(func(st *FollowStats) { st.Lines += uint64(n) })
 	}
-	if partial >= 0 && !replay && t.partial.observe(partial, size, time.Now(), f.o.SettleAfter) {
+	if partial >= 0 && !replay && t.partial.observe(partial, size, f.o.now(), f.o.SettleAfter) {
 		s.skip(r.id, t.rel, int(t.lines+1), 0, "partial last line (no newline yet) at byte %d, unchanged for %s: read when it is complete", partial, f.o.SettleAfter)
 	}
 }
@@ -671,9 +671,9 @@ func (f *Follower) planLine(r *runFollower, t *tailState, l line, read int64, re
 			// when the one before it was let through, a file of n lines whose
 			// messages never come took n waits.
 			if t.hold.IsZero() || l.end > t.holdUpTo {
-				t.hold, t.holdUpTo = time.Now(), read
+				t.hold, t.holdUpTo = f.o.now(), read
 			}
-			if time.Since(t.hold) < f.o.SettleAfter {
+			if f.o.now().Sub(t.hold) < f.o.SettleAfter {
 				return false
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,17 +61,26 @@ type copyOf struct {
 // extra.
 func requireCopy(t *testing.T, root string, sink *memSink, o copyOf) {
 	t.Helper()
-	ids, count := sink.imported()
+	_, count := sink.imported()
 	for id, n := range count {
 		require.Equal(t, 1, n, "write %s appended %d times", id, n)
 	}
+	got, want := copyIDs(t, root, sink, o)
+	require.Equal(t, want, got)
+}
+
+// copyIDs are the ids of the writes the sink holds (got) and of those a
+// one-shot import of the files as they are now writes (want), both sorted,
+// each kept as o says.
+func copyIDs(t *testing.T, root string, sink *memSink, o copyOf) (got, want []string) {
+	t.Helper()
+	ids, _ := sink.imported()
 	keep := func(id string) bool {
 		if o.run != "" && !strings.HasPrefix(id, "import:"+o.run+":") {
 			return false
 		}
 		return !o.live || !(strings.Contains(id, ":reconcile:") || strings.Contains(id, ":usage:") || strings.Contains(id, ":shadow:"))
 	}
-	var got, want []string
 	for _, id := range ids {
 		if keep(id) {
 			got = append(got, id)
@@ -83,7 +93,7 @@ func requireCopy(t *testing.T, root string, sink *memSink, o copyOf) {
 	}
 	sortStrings(got)
 	sortStrings(want)
-	require.Equal(t, want, got)
+	return got, want
 }
 
 // TestFollowKeepsACopy: a follower started on an empty root imports two
@@ -445,20 +455,32 @@ func TestFollowCheckpointsAtTheDefaultInterval(t *testing.T) {
 	a := newRun(t, root, runA)
 	steps := picrewtest.Lifecycle(a, 40)
 	runSteps(t, steps[:20])
+	var clock atomic.Int64 // the follower's, in unix nanoseconds: it moves only when the test moves it
+	clock.Store(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC).UnixNano())
 	o := fastFollow()
 	o.CheckpointEvery = 0 // the default
+	o.now = func() time.Time { return time.Unix(0, clock.Load()) }
 	fl := startFollow(t, root.Dir, sink, o)
-	require.Eventually(t, func() bool { return fl.f.Stats().Checkpoints > 0 }, 30*time.Second, 10*time.Millisecond)
-	first := fl.f.Stats().Checkpoints
-	// A second and a half of steady writing: a pass every 20 ms reads each
-	// new line, and none of them is checkpointed yet.
-	for _, s := range steps[20:35] {
-		require.NoError(t, s())
-		time.Sleep(100 * time.Millisecond)
-	}
+	first := fl.settle(t).Checkpoints
+	require.Positive(t, first, "the first pass checkpoints what it read")
+
+	// Steady writing up to just short of DefaultCheckpointEvery after the
+	// last checkpoint: every new line is read and sent, none checkpointed.
+	clock.Add(int64(DefaultCheckpointEvery - time.Nanosecond))
+	runSteps(t, steps[20:30])
+	fl.awaitCopy(t, root.Dir, sink)
 	require.Equal(t, first, fl.f.Stats().Checkpoints, "no checkpoint within DefaultCheckpointEvery of the last")
+
+	// DefaultCheckpointEvery after the last: the lines read meanwhile are
+	// checkpointed.
+	clock.Add(int64(time.Nanosecond))
+	second := fl.awaitCheckpoints(t, first)
+
+	runSteps(t, steps[30:35])
+	fl.awaitCopy(t, root.Dir, sink)
+	require.Equal(t, second, fl.f.Stats().Checkpoints, "no checkpoint within DefaultCheckpointEvery of the last")
 	st := fl.stop(t)
-	require.Greater(t, st.Checkpoints, first, "a follower that stops writes its checkpoints")
+	require.Greater(t, st.Checkpoints, second, "a follower that stops writes its checkpoints")
 
 	fl2 := startFollow(t, root.Dir, sink, nil)
 	st2 := fl2.settle(t)
