@@ -484,14 +484,19 @@ func TestProbesLine(t *testing.T) {
 		"and fdatasync in the data directory, median of 32, 180 µs, –.\n", got)
 }
 
-// oneRetry is a store that counts one retry per admission.
+// oneRetry is a store that counts one retry per admission, and moves the
+// cell's clock a step at each, as if each took that long.
 type oneRetry struct {
 	Store
-	n *atomic.Int64
+	n     *atomic.Int64
+	clock *atomic.Int64 // unix nanoseconds
 }
+
+const oneRetryStep = 10 * time.Millisecond
 
 func (o oneRetry) Admit(ctx context.Context, run string, tokens int64) (Admission, error) {
 	o.n.Add(1)
+	o.clock.Add(int64(oneRetryStep))
 	return o.Store.Admit(ctx, run, tokens)
 }
 
@@ -501,18 +506,46 @@ func (o oneRetry) Retries() int64 { return o.n.Load() }
 // warm-up to the last operation finished, so they are divided by every
 // operation finished over that span, not by the window's alone — a store
 // that retries once per operation reports 1 retry/op, however long the
-// warm-up.
+// warm-up. The cell's clock moves only as the store admits.
 func TestRetriesPerOpOverTheSameSpan(t *testing.T) {
+	var clock atomic.Int64
 	file, _ := implByName("file")
 	im := Impl{Name: "retrier", open: func(d string, s Spec) (Store, error) {
 		st, err := file.open(d, s)
-		return oneRetry{Store: st, n: new(atomic.Int64)}, err
+		return oneRetry{Store: st, n: new(atomic.Int64), clock: &clock}, err
 	}}
-	r := runCell(context.Background(), im, t.TempDir(), Cell{Clients: 2}, 50*time.Millisecond, 50*time.Millisecond, Load{},
+	load := Load{now: func() time.Time { return time.Unix(0, clock.Load()) }}
+	r := runCell(context.Background(), im, t.TempDir(), Cell{Clients: 2}, 5*oneRetryStep, 5*oneRetryStep, load,
 		cellProfiling{}, nil)
 	require.NoError(t, r.Err)
+	require.Positive(t, r.Ops, "operations started in the window")
 	require.Greater(t, r.Finished, int64(r.Ops), "the warm-up's operations finished too")
 	require.InDelta(t, 1.0, r.Retries, 1e-9)
+}
+
+// TestEveryClientFinishesAnOperation: each client of a closed-loop cell
+// starts one operation, however slow the machine (Result.Finished). A
+// client that first ran once the window had ended started none, and the
+// tests of a tiny window that require operations finished, to check the
+// state after them, failed on a stalled machine.
+func TestEveryClientFinishesAnOperation(t *testing.T) {
+	const clients = 3
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	var reads atomic.Int64
+	// The cell's start reads t0; every later reading is past its window, as
+	// when its clients first ran after a stall.
+	load := Load{now: func() time.Time {
+		if reads.Add(1) == 1 {
+			return t0
+		}
+		return t0.Add(time.Hour)
+	}}
+	file, _ := implByName("file")
+	r := runCell(context.Background(), file, t.TempDir(), Cell{Clients: clients}, 10*time.Millisecond,
+		50*time.Millisecond, load, cellProfiling{}, nil)
+	require.NoError(t, r.Err)
+	require.Equal(t, int64(clients), r.Finished, "one operation each")
+	require.Zero(t, r.Ops, "none of them started in the window")
 }
 
 // TestSequentialSyncsOnePerCommit: one operation at a time leaves a

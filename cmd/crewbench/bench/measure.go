@@ -41,9 +41,9 @@ type Result struct {
 	Retries  float64 // conflicts or busy locks per operation finished (over the same span as Finished)
 	// Finished counts every operation finished, the warm-up's and those
 	// in flight at the window's end included: what the store's state was
-	// rechecked against. At least one per client (each starts one at
-	// once), however slow the machine, where Ops may be 0 when a window is
-	// shorter than one operation.
+	// rechecked against. In the closed loop, at least one per client (each
+	// starts one however late it first runs), however slow the machine,
+	// where Ops may be 0 when a window is shorter than one operation.
 	Finished int64
 	// CPUPerOp is the store's CPU time (user + system, every thread: the
 	// store's, the embedded servers') from the first operation to the last
@@ -97,6 +97,10 @@ type Load struct {
 	// it (no coordinated omission). Zero is the closed loop: each client
 	// starts its next operation when its last one ended.
 	Rate float64
+	// now is the clock the operations are scheduled and timed by
+	// (time.Now): tests set one that moves only when told, so what falls in
+	// the warm-up and in the window does not depend on the machine's speed.
+	now func() time.Time
 }
 
 // runCell times im in cell for warm + window on a fresh store in dir.
@@ -105,8 +109,9 @@ type Load struct {
 // by the settlement that frees its slot. An op counts when its admission
 // started (closed loop) or was scheduled (open loop) inside the window; the
 // ops in flight when the window ends are finished and counted, and no op
-// starts after it, so an implementation is never credited or charged for
-// where the window's edge fell inside a slow op.
+// starts after it (but a client's first in the closed loop, not counted), so
+// an implementation is never credited or charged for where the window's edge
+// fell inside a slow op.
 //
 // profile, when its prefix is not "", names the files of a CPU and an
 // allocation profile of the timed run, and of its execution trace if asked
@@ -176,7 +181,11 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 				return abandon(err, false, 0)
 			}
 		}
-		start := time.Now()
+		now := load.now
+		if now == nil {
+			now = time.Now
+		}
+		start := now()
 		from, to := start.Add(warm), start.Add(warm+window)
 		lats := make([][]time.Duration, cell.Clients)
 		errs := make([]error, cell.Clients)
@@ -188,25 +197,28 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 			go func(c int) {
 				defer wg.Done()
 				run := runs[c%len(runs)]
-				for {
+				for first := true; ; first = false {
 					// due is when the op was meant to start: now in the
 					// closed loop, its slot in the schedule in the open one.
-					due := time.Now()
+					due := now()
 					if load.Rate > 0 {
 						i := next.Add(1) - 1
 						due = start.Add(time.Duration(float64(i) * float64(time.Second) / load.Rate))
 						if !due.Before(to) {
 							return
 						}
-						if err := sleepUntil(dctx, due); err != nil {
+						if err := sleepUntil(dctx, due, now); err != nil {
 							errs[c] = err
 							return
 						}
-					} else if !due.Before(to) {
+					} else if !due.Before(to) && !first {
+						// NB: a client's first op starts whenever the client
+						// first runs, past the window on a stalled machine,
+						// so that every client finishes one (Finished).
 						return
 					}
 					a, err := s.Admit(dctx, run, timedTokens)
-					lat := time.Since(due)
+					lat := now().Sub(due)
 					if err == nil && !a.Admitted() {
 						err = fmt.Errorf("bench: %s refused a timed admission: %s", im.Name, a.Reason)
 					}
@@ -218,7 +230,7 @@ func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window t
 						return
 					}
 					done.Add(1)
-					if !due.Before(from) {
+					if !due.Before(from) && due.Before(to) {
 						lats[c] = append(lats[c], lat)
 					}
 				}
@@ -297,8 +309,9 @@ func cellRuns(cell Cell) ([]string, Spec) {
 	return runs, Spec{Budget: timedBudget, Slots: timedSlots, Clients: perRun}
 }
 
-func sleepUntil(ctx context.Context, t time.Time) error {
-	d := time.Until(t)
+// sleepUntil sleeps until t on the clock now.
+func sleepUntil(ctx context.Context, t time.Time, now func() time.Time) error {
+	d := t.Sub(now())
 	if d <= 0 {
 		return ctx.Err()
 	}
