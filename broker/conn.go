@@ -352,7 +352,7 @@ func (c *conn) end() bool {
 	if e == nil && c.idle != nil {
 		// NB: the timer is not stopped and re-armed for every request (two timer-heap updates under its lock per
 		// request); it fires as armed, and idleExpired arms it again for what is left of IdleTimeout after idleAt.
-		c.idleAt = time.Now()
+		c.idleAt = c.s.idleNow()
 	}
 	c.mu.Unlock()
 	if e != nil {
@@ -369,7 +369,7 @@ func (c *conn) startIdleTimer() {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.idleAt = time.Now()
+	c.idleAt = c.s.idleNow()
 	c.idle = time.AfterFunc(c.s.opts.IdleTimeout, c.idleExpired)
 }
 
@@ -383,7 +383,8 @@ func (c *conn) idleExpired() {
 	}
 	c.mu.Lock()
 	busy := c.serving || c.waits > 0 || c.sub != nil && !c.sub.ended()
-	left := c.s.opts.IdleTimeout - time.Since(c.idleAt)
+	now := c.s.idleNow()
+	left := c.s.opts.IdleTimeout - now.Sub(c.idleAt)
 	switch {
 	case busy:
 		c.idle.Reset(c.s.opts.IdleTimeout)
@@ -393,5 +394,8 @@ func (c *conn) idleExpired() {
 	c.mu.Unlock()
 	if !busy && left <= 0 {
 		c.terminate(wire.NewError(wire.CodeIdleTimeout, ""), reasonIdle)
+	}
+	if c.s.idleChecked != nil {
+		c.s.idleChecked(c, now, !busy && left <= 0)
 	}
 }

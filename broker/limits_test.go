@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,36 +135,105 @@ func (c *client) answerOf(id string) wire.Response {
 
 // TestIdleTimeout: an authenticated connection that sends nothing is closed after IdleTimeout with one
 // idle-timeout frame; one that holds a wait is not, and any request restarts the clock: a connection that made a
-// request is closed IdleTimeout after its answer at the earliest, not after its hello.
+// request is closed IdleTimeout after its answer at the earliest, not after its hello. IdleTimeout is measured on
+// the pacer's clock, frozen: it moves only as the test moves it, and the idle timers only pace the checks.
 func TestIdleTimeout(t *testing.T) {
-	const idle = 300 * time.Millisecond
+	const idle = 20 * time.Millisecond
 	f := newFixture(t, fixtureOpts{opts: Options{IdleTimeout: idle}})
+	clock := installPacerClock(f)
+	clock.freeze()
+	f.srv.idleNow = clock.p.now
+	checks := watchIdleChecks(f)
 	s := f.seed()
-	waiting := f.dial()
-	waiting.hello(runR, taskP, s.p)
+	waiting := f.dialOrchestrator(s)
 	waiting.sendLine(`{"id":"w","method":"task.waitStatus","params":{"taskId":"Q","until":"completed","timeoutMs":60000}}`)
-	waiting.ok("ping", nil) // its idle clock starts after this answer, before the idle connections' below
-	for i := 0; i < 2; i++ {
+	waiting.ok("ping", nil) // its idle clock starts after this answer
+	for i, task := range []string{taskP, taskQ} {
 		c := f.dial()
-		start := time.Now()
-		c.hello(runR, taskP, s.p)
+		c.hello(runR, task, map[string]string{taskP: s.p, taskQ: s.q}[task])
 		if i == 1 {
-			time.Sleep(idle / 2) // the time that passes between two requests, not a wait for anything
-			// NB: taken before the request is sent, so before the answer the
-			// server's idle clock restarts at: taken after the answer came, it
-			// is later than the server's, and the idle span seen here can be
-			// short of idle by the answer's trip.
-			start = time.Now()
+			clock.advance(idle / 2) // the time that passes between two requests
 			require.Equal(t, true, c.ok("ping", nil)["pong"])
+			checks.awaitServed(f, task) // the connection's idle clock restarts as its reader ends the request
+			clock.advance(idle / 2)
+			require.False(t, checks.decided(task), "closed IdleTimeout after its hello, though it made a request since")
+			clock.advance(idle/2 - time.Nanosecond)
+		} else {
+			clock.advance(idle - time.Nanosecond)
 		}
+		require.False(t, checks.decided(task), "closed before it was idle for IdleTimeout")
+		clock.advance(time.Nanosecond)
 		end := c.untilError()
 		require.Equal(t, "", end.ID)
 		require.Equal(t, wire.CodeIdleTimeout, end.Error.Code)
-		require.GreaterOrEqual(t, time.Since(start), idle)
 		c.closed()
 	}
-	// The waiting connection's clock ran out before each of the idle ones' did: it is still served.
+	require.False(t, checks.decided(events.OrchestratorKey), "the connection that holds a wait, idle for twice IdleTimeout")
 	require.Equal(t, true, waiting.ok("ping", nil)["pong"])
+}
+
+// idleChecks keeps what the idle timers of f's connections decided (Server.idleChecked), by their credential's key (a
+// worker's task): a test gives each connection a credential of its own.
+type idleChecks struct {
+	t      testing.TB
+	now    func() time.Time // the server's idle clock
+	mu     sync.Mutex
+	checks []idleCheck
+}
+
+type idleCheck struct {
+	key   string
+	at    time.Time
+	ended bool
+}
+
+// watchIdleChecks must be called before f's first connection, once the test has set the server's idle clock.
+func watchIdleChecks(f *fixture) *idleChecks {
+	w := &idleChecks{t: f.t, now: f.srv.idleNow}
+	f.srv.idleChecked = func(c *conn, at time.Time, ended bool) {
+		w.mu.Lock()
+		w.checks = append(w.checks, idleCheck{c.id.key, at, ended})
+		w.mu.Unlock()
+	}
+	return w
+}
+
+// awaitServed waits until the reader of the connection of key (bound to run R) has ended the request it served.
+func (w *idleChecks) awaitServed(f *fixture, key string) {
+	w.t.Helper()
+	require.Eventually(w.t, func() bool {
+		f.srv.mu.Lock()
+		defer f.srv.mu.Unlock()
+		for c := range f.srv.byRun[runR] { // bound: their identities are written
+			c.mu.Lock()
+			served := c.id.key == key && !c.serving
+			c.mu.Unlock()
+			if served {
+				return true
+			}
+		}
+		return false
+	}, guard, time.Millisecond, "the request of %s's connection did not end", key)
+}
+
+// decided reports whether the connection of key was ended by its idle timer: at once when a check ended it, else
+// once a check was made at the idle clock's reading now (the test does not move it meanwhile).
+func (w *idleChecks) decided(key string) bool {
+	w.t.Helper()
+	now := w.now()
+	deadline := time.Now().Add(guard) // a guard against a hang, not a measure
+	for {
+		w.mu.Lock()
+		for _, c := range w.checks {
+			if c.key == key && (c.ended || !c.at.Before(now)) {
+				w.mu.Unlock()
+				return c.ended
+			}
+		}
+		w.mu.Unlock()
+		require.True(w.t, time.Now().Before(deadline), "no idle check of %s's connection at %v", key, now)
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // TestReadTurnsPerCredential: a credential has at most MaxReadsPerCredential page reads in progress; another

@@ -42,6 +42,11 @@ type Server struct {
 	// feedRechecks counts the connections the feed re-checked for an event that can end credentials (closeEnded):
 	// tests learn how far an event's re-check reached.
 	feedRechecks atomic.Int64
+	// idleNow is the clock IdleTimeout is measured by: time.Now, or a test's that moves only when told, set before
+	// the first connection (the idle timers only pace the checks). idleChecked is nil; tests learn what a
+	// connection's idle timer decided, at which reading of idleNow.
+	idleNow     func() time.Time
+	idleChecked func(c *conn, at time.Time, ended bool)
 
 	mu       sync.Mutex
 	ln       *net.UnixListener
@@ -102,7 +107,7 @@ func New(eng *commands.Engine, log *eventlog.Log, opts Options) (*Server, error)
 	}
 	o := opts.withDefaults()
 	s := &Server{
-		eng: eng, log: log, opts: o, lg: o.Logger, writeTimeout: writeTimeout,
+		eng: eng, log: log, opts: o, lg: o.Logger, writeTimeout: writeTimeout, idleNow: time.Now,
 		conns: make(map[*conn]struct{}), byRun: make(map[string]map[*conn]struct{}), byBox: make(map[mailboxKey]map[*conn]struct{}),
 		credConns: make(map[string]int), credWaits: make(map[string]int), credSubs: make(map[string]int), pending: make(map[int]int),
 		reads: turns.New(o.MaxReadsPerCredential), credOut: make(map[string]*outboundBudget),
