@@ -34,7 +34,9 @@
 //     exactly the operations the clients finished, whole.
 //   - An operation counts when it started (closed loop) or was scheduled
 //     (open loop, Load.Rate) inside the window; those in flight at its end
-//     are finished and counted, and none starts after it.
+//     are finished and counted, and none starts after it, but in the closed
+//     loop the first of a client that first ran after it (a stalled
+//     machine), not counted: every client finishes one.
 //   - Every ratio is taken within one round and cell, then summarised over
 //     the rounds as median and range; the implementation order rotates from
 //     round to round and cell to cell.
