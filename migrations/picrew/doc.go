@@ -81,6 +81,25 @@
 //     engine clock ends a question nobody answers. Both ways of importing
 //     decode every time with the one rule (flexTime), so they record the
 //     same events.
+//   - Values crewlog's own commands bound: a task's usage in tasks.json with
+//     a counter below zero or above 2^40, or a cost below zero, is refused
+//     whole, as task.usage refuses such a report, and reported (a negative
+//     one lowered the run's budget use below what its other tasks spent);
+//     an allocation with a count below zero is left out, and an admission
+//     reserving less than nothing is skipped, so spend never decreases. A
+//     question's options are kept when they are 1..16 strings of 1..256
+//     chars (pi-crew's R5, crewlog's wait.request); an empty list is none,
+//     and any other list is left out, the question kept, and reported.
+//   - A waiting task is parked on an open question, as crewlog's
+//     wait.request parks one (task.waiting with its ask.requested): when
+//     the history lacks the question's ask.requested (compacted, or a
+//     task.waiting alone), the reconcile records it from the waiting record
+//     (reconcile:ask:<taskId>:<questionId>; no text, which only that event
+//     carries), so the engine clock ends it at its deadline; a task waiting
+//     on a question answered or timed out already, or on one whose id no
+//     wait.resolve takes (none, or more than 128 chars), is recorded
+//     resumed (task.resumed, reconcile:resume:…) and reported: nothing
+//     would ever move it on.
 //   - A run's writes commit in one atomic append.
 //
 // Import does not lock the pi-crew root (pi-crew must not be writing it)

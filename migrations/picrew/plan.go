@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
@@ -24,6 +25,18 @@ const maxTimeoutSec = 86400
 // is asked, R5, as crewlog's own wait.request does: commands.MaxAskTimeoutSec): only the engine clock ends a question
 // nobody answers, and a pending one keeps its run hot and parked, and its task waiting, until then.
 const maxAskTimeoutSec = 3600
+
+// Bounds of a question as crewlog's own wait.request and wait.resolve hold to (pi-crew's R5; commands.MaxAskOptions,
+// MaxAskOptionChars, MaxQuestionIDChars): an import keeps a question's options only within them, and parks a task only
+// on a question whose id a wait.resolve can name.
+const (
+	maxAskOptions      = 16
+	maxAskOptionChars  = 256
+	maxQuestionIDChars = 128
+)
+
+// maxUsageTokens bounds each counter of a task's usage, as crewlog's own task.usage does (commands.MaxUsageTokens).
+const maxUsageTokens = 1 << 40
 
 // planned is one write of the import, before the command-id check: the
 // events encoded for the log (the one-shot import appends them), and the
@@ -67,6 +80,8 @@ type planner struct {
 	delivered map[string]bool // messages whose mailbox.delivered was planned
 	acked     map[string]bool
 	steered   map[string]bool // the what of every steer planned
+	asks      map[string]bool // questions an ask.requested was planned for → still open (not answered, not timed out)
+	parked    map[string]park // workflow task → the question its last task.waiting planned parks it on
 	// foreignCount is how many events were kept as foreign.imported.
 	foreignCount int
 	// clockMs is the time (unix ms) the one-shot import records an event
@@ -84,7 +99,7 @@ func newPlanner(s *source, r *run, now func() time.Time) *planner {
 	p := &planner{s: s, r: r, now: now, tasks: map[string]*task{}, status: map[string]string{}, started: map[string]bool{},
 		dels: map[string]string{}, spent: map[string]int64{}, accounts: map[string]bool{}, msgIDs: map[string]bool{},
 		parents: map[string]string{}, created: map[string]bool{}, msgs: map[string]message{}, delivered: map[string]bool{},
-		acked: map[string]bool{}, steered: map[string]bool{}}
+		acked: map[string]bool{}, steered: map[string]bool{}, asks: map[string]bool{}, parked: map[string]park{}}
 	p.setTasks(r.tasks)
 	return p
 }
@@ -340,9 +355,11 @@ func (p *planner) taskEvent(ev *teamEvent, what string, at int64) {
 		p.add(at, &events.TaskRetried{TaskID: id, Reason: ev.Message})
 		p.status[id], p.started[id] = "queued", false
 	case "task.waiting":
-		deadline := p.askDeadline(ev, at, d.QuestionID, d.Deadline.ms)
-		p.add(at, &events.TaskWaiting{TaskID: id, QuestionID: d.QuestionID, AskedAt: at, Deadline: deadline, Options: d.Options})
+		deadline := p.askDeadline(ev.line, ev.Metadata.Seq, ev.Type, at, d.QuestionID, d.Deadline.ms)
+		options := p.askOptions(ev.line, ev.Metadata.Seq, ev.Type, d.QuestionID, d.Options)
+		p.add(at, &events.TaskWaiting{TaskID: id, QuestionID: d.QuestionID, AskedAt: at, Deadline: deadline, Options: options})
 		p.status[id] = "waiting"
+		p.parked[id] = park{question: d.QuestionID, at: at, deadline: deadline, options: options}
 	case "task.resumed":
 		p.add(at, &events.TaskResumed{TaskID: id, QuestionID: d.QuestionID})
 		p.status[id] = "running"
@@ -518,25 +535,110 @@ func (p *planner) askEvent(ev *teamEvent, what string, at int64) {
 	switch ev.Type {
 	case "ask.requested":
 		p.add(at, &events.AskRequested{TaskID: ev.TaskID, QuestionID: d.QuestionID, Question: ev.Message, AskedAt: at,
-			Deadline: p.askDeadline(ev, at, d.QuestionID, d.Deadline.ms), TimeoutSec: d.TimeoutSec, Clamped: d.Clamped, Options: d.Options})
+			Deadline: p.askDeadline(ev.line, ev.Metadata.Seq, ev.Type, at, d.QuestionID, d.Deadline.ms), TimeoutSec: d.TimeoutSec,
+			Clamped: d.Clamped, Options: p.askOptions(ev.line, ev.Metadata.Seq, ev.Type, d.QuestionID, d.Options)})
+		if _, asked := p.asks[d.QuestionID]; !asked {
+			p.asks[d.QuestionID] = true // a second ask.requested of the same id changes nothing (projections)
+		}
 	case "ask.answered":
 		p.add(at, &events.AskAnswered{TaskID: ev.TaskID, QuestionID: d.QuestionID})
+		p.closeAsk(d.QuestionID)
 	default:
 		p.add(at, &events.AskTimedOut{TaskID: ev.TaskID, QuestionID: d.QuestionID})
+		p.closeAsk(d.QuestionID)
 	}
 }
 
-// askDeadline is the deadline a question of event ev, at pi-crew time at, is recorded with: deadline, or, when that
-// is more than maxAskTimeoutSec after the time it is recorded at (recordedAt; no broker of pi-crew's writes one),
-// that bound, reported.
-func (p *planner) askDeadline(ev *teamEvent, at int64, questionID string, deadline int64) int64 {
+// closeAsk notes that question q, if it was asked, is no longer open.
+func (p *planner) closeAsk(q string) {
+	if _, asked := p.asks[q]; asked {
+		p.asks[q] = false
+	}
+}
+
+// askDeadline is the deadline a question of a record (a line of where, or its seq; typ names it in the report),
+// at pi-crew time at, is recorded with: deadline, or, when that is more than maxAskTimeoutSec after the time it is
+// recorded at (recordedAt; no broker of pi-crew's writes one), that bound, reported.
+func (p *planner) askDeadline(where string, seq uint64, typ string, at int64, questionID string, deadline int64) int64 {
 	latest := p.deadlineFrom(at) + maxAskTimeoutSec*1000
 	if deadline <= latest {
 		return deadline
 	}
-	p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "%s for question %s: deadline %d is more than %d s after it was asked "+
-		"(pi-crew's broker clamps it so): taken as %d", ev.Type, questionID, deadline, maxAskTimeoutSec, latest)
+	p.s.skip(p.r.id, where, 0, seq, "%s for question %s: deadline %d is more than %d s after it was asked "+
+		"(pi-crew's broker clamps it so): taken as %d", typ, clip(questionID), deadline, maxAskTimeoutSec, latest)
 	return latest
+}
+
+// askOptions are the options a question of a record (as for askDeadline) is recorded with: options when they are
+// what crewlog's wait.request takes (1..maxAskOptions strings of 1..maxAskOptionChars chars), none for an empty list
+// (which the log records as none), and otherwise none, reported: every read of the question and of its task's park
+// marker copies them, and pi-crew's broker refuses any other list (R5).
+func (p *planner) askOptions(where string, seq uint64, typ, questionID string, options []string) []string {
+	if len(options) == 0 {
+		return nil
+	}
+	ok := len(options) <= maxAskOptions
+	for _, o := range options {
+		ok = ok && o != "" && utf8.RuneCountInString(o) <= maxAskOptionChars
+	}
+	if !ok {
+		p.s.skip(p.r.id, where, 0, seq, "%s for question %s: options are not 1..%d strings of 1..%d chars: "+
+			"the question is imported without them", typ, clip(questionID), maxAskOptions, maxAskOptionChars)
+		return nil
+	}
+	return options
+}
+
+// park is the question a task.waiting planned parks its task on, with what the question's ask.requested carries
+// when the import has to plan it (reconcileParked).
+type park struct {
+	question     string
+	at, deadline int64
+	options      []string
+}
+
+// reconcileParked leaves task id, when it is waiting, parked on an open question, as crewlog's own wait.request parks
+// a task (task.waiting with its ask.requested) and nothing else leaves it (wait.resolve answers the question, the
+// engine clock times it out at its deadline, the task's end closes it). A question the history never asked (pi-crew's
+// compaction drops the oldest events, a run's files may hold a task.waiting alone) is asked now, from the waiting
+// record, without the question's text, which only its ask.requested carries: the engine clock then ends it at its
+// deadline. A task waiting on a question answered or timed out already, or on one whose id no wait.resolve takes
+// (none, or more than maxQuestionIDChars chars), would wait for good: it is resumed, as the engine resumes a task
+// whose question closes, and reported.
+func (p *planner) reconcileParked(id string) {
+	if p.status[id] != "waiting" {
+		return
+	}
+	w := p.parked[id]
+	open, asked := p.asks[w.question]
+	nameable := w.question != "" && utf8.RuneCountInString(w.question) <= maxQuestionIDChars
+	switch {
+	case asked && open:
+		return
+	case !asked && nameable:
+		if !p.begin("reconcile:ask:" + id + ":" + w.question) {
+			return
+		}
+		timeout := int64(0)
+		if w.deadline > w.at {
+			timeout = min((w.deadline-w.at)/1000, maxAskTimeoutSec)
+		}
+		p.add(w.at, &events.AskRequested{TaskID: id, QuestionID: w.question, AskedAt: w.at, Deadline: w.deadline,
+			TimeoutSec: timeout, Options: w.options})
+		p.asks[w.question] = true
+		return
+	}
+	why, what := "which is answered or timed out already", "reconcile:resume:"+id+":"+w.question
+	if !nameable {
+		why, what = "which wait.resolve cannot name", "reconcile:resume:"+id
+	}
+	p.s.skip(p.r.id, "state/runs/"+p.r.id+"/tasks.json", 0, 0, "task %s: waiting on question %q, %s: imported as resumed",
+		id, clip(w.question), why)
+	if !p.begin(what) {
+		return
+	}
+	p.add(p.r.manifest.UpdatedAt.ms, &events.TaskResumed{TaskID: id, QuestionID: w.question})
+	p.status[id] = "running"
 }
 
 // mailbox writes each message, then its delivery state; delivery.json is
@@ -640,9 +742,10 @@ func (p *planner) reconcile() {
 	for _, t := range p.r.tasks {
 		if t.shadow() {
 			p.reconcileShadow(t)
-			continue
+		} else {
+			p.reconcileTask(t)
 		}
-		p.reconcileTask(t)
+		p.reconcileParked(t.ID)
 	}
 	for _, t := range p.r.tasks {
 		p.reconcileAllocation(t)
@@ -698,8 +801,12 @@ func (p *planner) taskEnd(t task, want string) (at int64, end any, ok bool) {
 	case "waiting":
 		w := &events.TaskWaiting{TaskID: id}
 		if t.Waiting != nil {
-			w.QuestionID, w.AskedAt, w.Deadline, w.Options = t.Waiting.QuestionID, t.Waiting.AskedAt.ms, t.Waiting.Deadline.ms, t.Waiting.Options
+			where := "state/runs/" + p.r.id + "/tasks.json"
+			w.QuestionID, w.AskedAt = t.Waiting.QuestionID, t.Waiting.AskedAt.ms
+			w.Deadline = p.askDeadline(where, 0, "task "+id+": waiting", w.AskedAt, w.QuestionID, t.Waiting.Deadline.ms)
+			w.Options = p.askOptions(where, 0, "task "+id+": waiting", w.QuestionID, t.Waiting.Options)
 		}
+		p.parked[id] = park{question: w.QuestionID, at: w.AskedAt, deadline: w.Deadline, options: w.Options}
 		return w.AskedAt, w, true
 	case "completed":
 		return finished, &events.TaskCompleted{TaskID: id, FailureCause: t.FailureCause}, true
@@ -720,9 +827,33 @@ func (p *planner) reconcileUsage(t task) {
 		return
 	}
 	u := t.Usage
+	if bad := usageProblem(u.Input, u.Output, u.CacheRead, u.CacheWrite, u.Turns, u.Cost); bad != "" {
+		// NB: refused whole, as task.usage refuses such a report: a count below zero lowered the run's budget use
+		// (Σ of its tasks' usage) below what its other tasks spent, and the abort threshold with it.
+		p.s.skip(p.r.id, "state/runs/"+p.r.id+"/tasks.json", 0, 0,
+			"task %s: usage %s: not imported (crewlog's task.usage refuses such a report)", t.ID, bad)
+		return
+	}
 	p.begin("usage:" + t.ID)
 	p.add(max(t.FinishedAt.ms, t.StartedAt.ms), &events.TaskUsage{TaskID: t.ID, Input: u.Input, Output: u.Output,
 		CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Cost: u.Cost, Turns: u.Turns})
+}
+
+// usageProblem names what makes a usage one crewlog's task.usage refuses: a counter below zero or above
+// maxUsageTokens, or a cost below zero; "" when there is nothing.
+func usageProblem(input, output, cacheRead, cacheWrite, turns int64, cost float64) string {
+	for _, c := range []struct {
+		name string
+		n    int64
+	}{{"input", input}, {"output", output}, {"cacheRead", cacheRead}, {"cacheWrite", cacheWrite}, {"turns", turns}} {
+		if c.n < 0 || c.n > maxUsageTokens {
+			return fmt.Sprintf("%s %d is not a count of 0..%d", c.name, c.n, int64(maxUsageTokens))
+		}
+	}
+	if cost < 0 {
+		return fmt.Sprintf("cost %g is below zero", cost)
+	}
+	return ""
 }
 
 // reconcileShadow ends a delegation as its shadow record says; a shadow

@@ -1,0 +1,253 @@
+package picrew
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// writeFiles writes files (slash paths relative to root → contents) under root.
+func writeFiles(t *testing.T, root string, files map[string]string) {
+	for p, b := range files {
+		full := filepath.Join(root, filepath.FromSlash(p))
+		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+		require.NoError(t, os.WriteFile(full, []byte(b), 0o644))
+	}
+}
+
+// stateOf is the projection state l folds to.
+func stateOf(t *testing.T, l *eventlog.Log) *projections.State {
+	s := projections.New()
+	require.NoError(t, projections.Replay(s, l, 0))
+	return s
+}
+
+// TestImportedUsageIsACount: a task's usage in tasks.json is what crewlog's task.usage takes, or it is not imported.
+// task.usage refuses a counter below zero or above commands.MaxUsageTokens and a cost below zero; an imported one
+// was kept, and a negative one lowered the run's budget use (Σ of its tasks' usage) below what the other tasks
+// spent — the run's budget abort then came later than the files' spending warranted, or never. The usage is refused
+// whole, as task.usage refuses the report, and reported, by the one-shot import and a follower alike.
+func TestImportedUsageIsACount(t *testing.T) {
+	require.Equal(t, int64(commands.MaxUsageTokens), int64(maxUsageTokens), "the bound is crewlog's own task.usage's")
+	clock := func() time.Time { return time.UnixMilli(timesClockMs) }
+	root := t.TempDir()
+	run := timesRunCreated
+	task := func(id, usage string) string {
+		return `{"id":"` + id + `","stepId":"` + id + `","role":"executor","status":"completed","usage":` + usage + `}`
+	}
+	writeFiles(t, root, map[string]string{
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
+			`"status":"completed","cwd":"/srv/app","createdAt":1790928000000,"budgetTotal":100000}`,
+		"state/runs/" + run + "/tasks.json": `[` + strings.Join([]string{
+			task("01_plan", `{"input":1000,"output":200,"cacheRead":50,"cost":0.25,"turns":3}`),
+			task("02_exec", `{"input":-900,"output":5}`),
+			task("03_check", `{"input":5,"cost":-2.5}`),
+			task("04_big", `{"output":2000000000000}`),
+			task("05_turns", `{"input":7,"turns":-1}`),
+		}, ",") + `]`,
+	})
+	one, followed, reports := importedTwice(t, root, clock)
+	require.Len(t, reports, 4, "%q", reports)
+	for i, id := range []string{"02_exec", "03_check", "04_big", "05_turns"} {
+		require.Contains(t, reports[i], "task "+id+": usage ")
+		require.True(t, strings.HasSuffix(reports[i], ": not imported (crewlog's task.usage refuses such a report)"), reports[i])
+	}
+	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
+		s := stateOf(t, l)
+		r, ok := s.Run(run)
+		require.True(t, ok, name)
+		require.Equal(t, int64(1200), r.BudgetUsed, "%s: the run's budget use is the usage of its one task that reported a count", name)
+		for _, id := range []string{"02_exec", "03_check", "04_big", "05_turns"} {
+			tk, ok := s.Task(run, id)
+			require.True(t, ok, name)
+			require.Zero(t, tk.Usage, "%s: %s", name, id)
+		}
+		tk, _ := s.Task(run, "01_plan")
+		require.Equal(t, projections.Usage{Input: 1000, Output: 200, CacheRead: 50, Cost: 0.25, Turns: 3}, tk.Usage, name)
+	}
+}
+
+// parkedRunFiles is a run of status status whose tasks tasks.json shows waiting, each differently short of the
+// question the engine parks a task on: a waiting record whose question the events never asked (01_plan), none at all
+// (02_exec), a task.waiting whose ask.requested is missing (03_check), a question answered whose task.resumed is
+// missing (04_review), and a question id no wait.resolve takes (05_long, 129 chars).
+func parkedRunFiles(run, status string, at int64) map[string]string {
+	long := strings.Repeat("q", commands.MaxQuestionIDChars+1)
+	waiting := func(id, q string) string {
+		return fmt.Sprintf(`{"id":"%s","stepId":"%s","role":"analyst","status":"waiting","startedAt":%d,`+
+			`"waiting":{"questionId":"%s","askedAt":%d,"deadline":%d,"options":["yes","no"]}}`, id, id, at, q, at, at+600_000)
+	}
+	line := func(seq int, typ, task, data string) string {
+		return fmt.Sprintf(`{"time":%d,"type":"%s","taskId":"%s","message":"?","data":%s,"metadata":{"seq":%d}}`, at, typ, task, data, seq) + "\n"
+	}
+	return map[string]string{
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
+			`"status":"` + status + `","cwd":"/srv/app","createdAt":1790928000000}`,
+		"state/runs/" + run + "/tasks.json": `[` + strings.Join([]string{
+			waiting("01_plan", "q1"),
+			fmt.Sprintf(`{"id":"02_exec","stepId":"exec","role":"executor","status":"waiting","startedAt":%d}`, at),
+			waiting("03_check", "q3"),
+			waiting("04_review", "q4"),
+			waiting("05_long", long),
+		}, ",") + `]`,
+		"state/runs/" + run + "/events.jsonl": line(1, "task.started", "03_check", `{}`) +
+			line(2, "task.waiting", "03_check", `{"questionId":"q3","deadline":`+fmt.Sprint(at+600_000)+`}`) +
+			line(3, "task.started", "04_review", `{}`) +
+			line(4, "task.waiting", "04_review", `{"questionId":"q4","deadline":`+fmt.Sprint(at+600_000)+`}`) +
+			line(5, "ask.requested", "04_review", `{"questionId":"q4","deadline":`+fmt.Sprint(at+600_000)+`}`) +
+			line(6, "ask.answered", "04_review", `{"questionId":"q4"}`),
+	}
+}
+
+// requireParkedOnOpenQuestions holds the tasks of run in s to what the engine records: a task waits only on a
+// question that is pending, under an id wait.resolve takes; and once the engine clock passes every deadline (its
+// AskExpire, decided and folded), no task of the run waits.
+func requireParkedOnOpenQuestions(t *testing.T, s *projections.State, run, name string) {
+	for _, tk := range s.Tasks(run) {
+		if tk.Status != projections.TaskWaiting {
+			continue
+		}
+		require.NotNil(t, tk.Waiting, "%s: %s waits on nothing", name, tk.TaskID)
+		q := tk.Waiting.QuestionID
+		require.True(t, q != "" && len(q) <= commands.MaxQuestionIDChars, "%s: %s waits on question %q, which wait.resolve refuses", name, tk.TaskID, q)
+		a, ok := s.Ask(run, q)
+		require.True(t, ok, "%s: %s waits on question %s, never asked", name, tk.TaskID, q)
+		require.Equal(t, projections.AskPending, a.Status, "%s: %s waits on question %s", name, tk.TaskID, q)
+	}
+	const later = int64(9e12)
+	for i, c := range commands.DueExpiries(s, later) {
+		d, err := commands.Decide(s, c, commands.Env{Now: later * 1e6, CommandID: fmt.Sprint("expire-", i), NewID: func() string { return "x" }})
+		require.NoError(t, err, name)
+		for _, ev := range d.Events {
+			projections.Apply(s, ev)
+		}
+	}
+	for _, tk := range s.Tasks(run) {
+		require.NotEqual(t, projections.TaskWaiting, tk.Status, "%s: %s waits after every deadline passed", name, tk.TaskID)
+	}
+}
+
+// TestImportedWaitingTaskIsParkedOnAnOpenQuestion: the engine parks a task (task.waiting) only together with the
+// question it asks (ask.requested), under an id of 1..128 chars, and only the question's answer (wait.resolve), its
+// deadline (the engine clock) or the task's own end moves it on. An import recorded tasks.json's waiting, or a
+// task.waiting line, as it was: with no question behind it (pi-crew's compaction keeps the last events, and a run's
+// waiting task outlives its ask.requested), or one already answered, or one no wait.resolve can name, the task
+// waited for good, as nothing answers or times out a question that is not pending. The import now records a waiting
+// task's question when the history lacks it (ask.requested from the waiting record, without its text, which only
+// that event carries), and a task waiting on a question it cannot leave open (answered or timed out already, or an
+// id wait.resolve refuses) as resumed, reported; the one-shot import and a follower alike.
+func TestImportedWaitingTaskIsParkedOnAnOpenQuestion(t *testing.T) {
+	const at = int64(1790928000000)
+	clock := func() time.Time { return time.UnixMilli(timesClockMs) }
+	t.Run("running", func(t *testing.T) {
+		root := t.TempDir()
+		writeFiles(t, root, parkedRunFiles(timesRunCreated, "running", at))
+		l := openFuzzStore(t)
+		defer l.Close()
+		sum, err := Import(l, root, &Options{Clock: clock})
+		require.NoError(t, err)
+		var reports []string
+		for _, s := range sum.Skipped {
+			reports = append(reports, s.String())
+		}
+		requireParkedReports(t, reports)
+		s := stateOf(t, l)
+		// 01_plan's question from its waiting record, 03_check's from its task.waiting line, which names no options.
+		for id, q := range map[string]string{"01_plan": "q1", "03_check": "q3"} {
+			tk, _ := s.Task(timesRunCreated, id)
+			require.Equal(t, projections.TaskWaiting, tk.Status, id)
+			a, ok := s.Ask(timesRunCreated, q)
+			require.True(t, ok, id)
+			want := projections.Ask{RunID: timesRunCreated, TaskID: id, QuestionID: q, AskedAt: at, Deadline: at + 600_000,
+				TimeoutSec: 600, Status: projections.AskPending}
+			if id == "01_plan" {
+				want.Options = []string{"yes", "no"}
+			}
+			require.Equal(t, want, a, id)
+		}
+		requireParkedOnOpenQuestions(t, s, timesRunCreated, "import")
+	})
+	t.Run("finished", func(t *testing.T) {
+		root := t.TempDir()
+		writeFiles(t, root, parkedRunFiles(timesRunCreated, "failed", at))
+		one, followed, reports := importedTwice(t, root, clock)
+		requireParkedReports(t, reports)
+		require.Equal(t, recorded(t, one), recorded(t, followed), "the same events")
+		for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
+			requireParkedOnOpenQuestions(t, stateOf(t, l), timesRunCreated, name)
+		}
+	})
+}
+
+// requireParkedReports holds the reports of parkedRunFiles' import: one for each task whose question the import
+// could not leave open.
+func requireParkedReports(t *testing.T, reports []string) {
+	require.Len(t, reports, 3, "%q", reports)
+	all := strings.Join(reports, "\n")
+	for _, want := range []string{
+		`task 02_exec: waiting on question "", which wait.resolve cannot name: imported as resumed`,
+		`task 04_review: waiting on question "q4", which is answered or timed out already: imported as resumed`,
+		`task 05_long: waiting on question "qqqq`,
+	} {
+		require.Contains(t, all, want)
+	}
+}
+
+// TestImportedAskOptionsArePicrewsBounds: a question's options are 1..16 strings of 1..256 chars (R5), as crewlog's
+// wait.request takes them; an import kept any list the files held, of any length, of strings of any length, into
+// the question and its task's park marker, which every read of either copies. An empty list is no list (the log
+// records none); a list out of those bounds is left out, the question kept without it, and reported.
+func TestImportedAskOptionsArePicrewsBounds(t *testing.T) {
+	const at = int64(1790928000000)
+	clock := func() time.Time { return time.UnixMilli(timesClockMs) }
+	root := t.TempDir()
+	run := timesRunCreated
+	many := `["` + strings.Repeat(`o","`, commands.MaxAskOptions) + `o"]`
+	options := map[string]string{
+		"q1": `["yes","no"]`, "q2": `[]`, "q3": many, "q4": `["` + strings.Repeat("é", commands.MaxAskOptionChars+1) + `"]`,
+		"q5": `["yes",""]`, "q6": `["` + strings.Repeat("é", commands.MaxAskOptionChars) + `"]`,
+	}
+	var lines, tasks []string
+	seq := 0
+	for i, q := range []string{"q1", "q2", "q3", "q4", "q5", "q6"} {
+		id := fmt.Sprintf("0%d_t", i+1)
+		tasks = append(tasks, `{"id":"`+id+`","stepId":"t","role":"analyst","status":"waiting"}`)
+		for _, typ := range []string{"task.started", "task.waiting", "ask.requested"} {
+			seq++
+			lines = append(lines, fmt.Sprintf(`{"time":%d,"type":"%s","taskId":"%s","message":"which?","data":{"questionId":"%s","deadline":%d,"options":%s},"metadata":{"seq":%d}}`,
+				at, typ, id, q, at+600_000, options[q], seq))
+		}
+	}
+	writeFiles(t, root, map[string]string{
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
+			`"status":"failed","cwd":"/srv/app","createdAt":1790928000000}`,
+		"state/runs/" + run + "/tasks.json":   `[` + strings.Join(tasks, ",") + `]`,
+		"state/runs/" + run + "/events.jsonl": strings.Join(lines, "\n") + "\n",
+	})
+	one, followed, reports := importedTwice(t, root, clock)
+	require.Len(t, reports, 6, "%q", reports) // q3, q4 and q5, on task.waiting and ask.requested each
+	for _, r := range reports {
+		require.Contains(t, r, "options are not 1..16 strings of 1..256 chars: the question is imported without them")
+	}
+	want := map[string][]string{"q1": {"yes", "no"}, "q6": {strings.Repeat("é", commands.MaxAskOptionChars)}}
+	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
+		s := stateOf(t, l)
+		for i, q := range []string{"q1", "q2", "q3", "q4", "q5", "q6"} {
+			a, ok := s.Ask(run, q)
+			require.True(t, ok, "%s: %s", name, q)
+			require.Equal(t, want[q], a.Options, "%s: %s", name, q)
+			tk, _ := s.Task(run, fmt.Sprintf("0%d_t", i+1))
+			require.NotNil(t, tk.Waiting, "%s: %s", name, q)
+			require.Equal(t, want[q], tk.Waiting.Options, "%s: %s", name, q)
+		}
+	}
+}
