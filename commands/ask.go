@@ -53,8 +53,10 @@ func (c *WaitRequest) decide(s *projections.State, env *Env) (Decision, error) {
 	switch {
 	case n == 0 || n > MaxQuestionChars:
 		return Decision{}, badParams("wait.request: question must be 1..%d chars", MaxQuestionChars)
-	case len(c.Options) > MaxAskOptions:
-		return Decision{}, badParams("wait.request: at most %d options", MaxAskOptions)
+	case len(c.Options) > MaxAskOptions || c.Options != nil && len(c.Options) == 0:
+		// NB: options [] offers nothing to choose from; pi-crew's broker refuses it (D§7.5: 1..16 strings). Absent
+		// (or null) is nil, a question without options.
+		return Decision{}, badParams("wait.request: options must hold 1..%d strings", MaxAskOptions)
 	case c.TimeoutSec != nil && (math.IsNaN(*c.TimeoutSec) || math.IsInf(*c.TimeoutSec, 0)):
 		return Decision{}, badParams("wait.request: timeoutSec must be a finite number")
 	}

@@ -107,7 +107,8 @@ func TestWaitRequestRejections(t *testing.T) {
 	}{
 		{"empty question", WaitRequest{TaskID: "02_exec"}, CodeBadParams, "invalid-params", "question must be 1..8192 chars"},
 		{"long question", WaitRequest{TaskID: "02_exec", Question: strings.Repeat("q", MaxQuestionChars+1)}, CodeBadParams, "invalid-params", "question"},
-		{"17 options", WaitRequest{TaskID: "02_exec", Question: "q", Options: many}, CodeBadParams, "invalid-params", "at most 16 options"},
+		{"17 options", WaitRequest{TaskID: "02_exec", Question: "q", Options: many}, CodeBadParams, "invalid-params", "options must hold 1..16 strings"},
+		{"no options", WaitRequest{TaskID: "02_exec", Question: "q", Options: []string{}}, CodeBadParams, "invalid-params", "options must hold 1..16 strings"},
 		{"empty option", WaitRequest{TaskID: "02_exec", Question: "q", Options: []string{"a", ""}}, CodeBadParams, "invalid-params", "option"},
 		{"long option", WaitRequest{TaskID: "02_exec", Question: "q", Options: []string{strings.Repeat("o", 257)}}, CodeBadParams, "invalid-params", "option"},
 		{"NaN timeout", WaitRequest{TaskID: "02_exec", Question: "q", TimeoutSec: fxF(math.NaN())}, CodeBadParams, "invalid-params", "finite"},
@@ -216,4 +217,34 @@ func TestTickExpiresAsks(t *testing.T) {
 	o, err := l.Outcome(events.EnginePrincipal().Key(), "ask-expire:R:"+res.QuestionID)
 	require.NoError(t, err)
 	require.True(t, o.Accepted())
+}
+
+// TestWaitRequestRefusesAnEmptyOptionsList: a question's options are absent or 1..16 strings (D§7.5 wait.request, as
+// pi-crew's broker takes them, and docs/protocol.md says): options [] offers the worker's reader nothing to choose
+// from, and was taken as a question without options. It is refused bad-params, as pi-crew refuses it, from the wire
+// and after forwarding to the writer alike; absent (or null) is still a question without options.
+func TestWaitRequestRefusesAnEmptyOptionsList(t *testing.T) {
+	l := fxRunning(t, 0)
+	w := Caller{Role: events.RoleWorker, RunID: fxRun, TaskID: "02_exec"}
+	for params, refused := range map[string]bool{
+		`{"question":"q","options":[]}`:    true,
+		`{"question":"q","options":null}`:  false,
+		`{"question":"q"}`:                 false,
+		`{"question":"q","options":["a"]}`: false,
+	} {
+		cmd, err := ParseCommand("wait.request", json.RawMessage(params), w)
+		require.NoError(t, err, params)
+		b, err := EncodeRequest(Request{Principal: events.WorkerPrincipal(fxRun, "02_exec"), CommandID: "c", Command: cmd})
+		require.NoError(t, err, params)
+		forwarded, err := DecodeRequest(b)
+		require.NoError(t, err, params)
+		for how, c := range map[string]Command{"from the wire": cmd, "forwarded": forwarded.Command} {
+			dec, err := fxDecide(t, l.s, c)
+			if refused {
+				fxRejected(t, dec, err, CodeBadParams, "invalid-params", "wait.request: options must hold 1..16 strings")
+				continue
+			}
+			require.NoError(t, err, "%s %s", how, params)
+		}
+	}
 }
