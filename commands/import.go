@@ -49,8 +49,9 @@ const maxImportTimeMs = 9e12
 // does not; within those rules the events are trusted as the one-shot
 // import trusts the files (projections ignore what refers to nothing),
 // except a question's deadline, which is recorded at most MaxAskTimeoutSec
-// after the event's time (importedAskDeadline), and a delegation's, at most
-// MaxTimeoutSec after it (importedAdmission).
+// after the event's time (importedAskDeadline), a delegation's, at most
+// MaxTimeoutSec after it (importedAdmission), and a task's usage, refused
+// with counters task.usage refuses (importedUsageProblem).
 type Import struct {
 	// Source names the importing system (events.ForeignSourcePicrew); it
 	// becomes the events' correlation id after events.ImportCorrelation.
@@ -179,6 +180,8 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 			return Decision{}, badParams("import.append: event %d: payload is not a %s", i, ie.Type)
 		case checkpoint && checkpointProblem(ie.Payload) != nil:
 			return Decision{}, badParams("import.append: event %d: %v", i, checkpointProblem(ie.Payload))
+		case importedUsageProblem(ie.Payload) != "":
+			return Decision{}, badParams("import.append: event %d: %s", i, importedUsageProblem(ie.Payload))
 		case ie.TimeMs < 0 || ie.TimeMs > maxImportTimeMs:
 			return Decision{}, badParams("import.append: event %d: time must be 0..%d (unix ms)", i, int64(maxImportTimeMs))
 		case ie.Type == events.TypeRunCreated && exists:
@@ -270,6 +273,19 @@ func importedAskDeadline(p any, atMs int64) any {
 		}
 	}
 	return p
+}
+
+// importedUsageProblem is what makes p, a task.usage given as a pointer or a struct, one task.usage itself refuses
+// (countsProblem); "" when there is nothing, or when p is another payload. NB: a usage replaces its task's last,
+// and a counter below zero lowered the run's budget use below what its other tasks spent.
+func importedUsageProblem(p any) string {
+	switch u := p.(type) {
+	case *events.TaskUsage:
+		return countsProblem(*u)
+	case events.TaskUsage:
+		return countsProblem(u)
+	}
+	return ""
 }
 
 // payloadOf reports whether p is the payload struct (pointer) of typ.

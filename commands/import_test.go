@@ -419,3 +419,42 @@ func TestImportedAskDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestImportedUsageIsACount: an imported task.usage is held to the counters task.usage itself takes (0..
+// MaxUsageTokens, a cost that is a finite number ≥ 0), by value or by pointer: a negative one, recorded, lowered the
+// run's budget use (Σ of its tasks' usage) below what its other tasks spent, and the run's budget abort with it.
+func TestImportedUsageIsACount(t *testing.T) {
+	decide := func(u any) (*projections.State, error) {
+		s := projections.New()
+		d, err := Decide(s, &Import{Source: events.ForeignSourcePicrew, RunID: "r1", Events: []ImportedEvent{
+			{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{}},
+			{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
+			{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: "t2", Kind: events.TaskKindWorkflow}},
+			{Type: events.TypeTaskUsage, TimeMs: 1000, Payload: &events.TaskUsage{TaskID: "t1", Input: 1000}},
+			{Type: events.TypeTaskUsage, TimeMs: 1000, Payload: u}}},
+			Env{Now: 2000 * 1e6, CommandID: "c1", NewID: func() string { return "x" }})
+		for i, ev := range d.Events {
+			ev.Position = uint64(i + 1)
+			projections.Apply(s, ev)
+		}
+		return s, err
+	}
+	for name, u := range map[string]events.TaskUsage{
+		"negative input":  {TaskID: "t2", Input: -900},
+		"negative turns":  {TaskID: "t2", Output: 5, Turns: -1},
+		"above the bound": {TaskID: "t2", CacheWrite: MaxUsageTokens + 1},
+		"negative cost":   {TaskID: "t2", Input: 5, Cost: -2.5},
+		"infinite cost":   {TaskID: "t2", Input: 5, Cost: math.Inf(1)},
+	} {
+		for how, p := range map[string]any{"pointer": &u, "struct": u} {
+			s, err := decide(p)
+			require.ErrorContains(t, err, "import.append: event 4: task.usage: ", "%s by %s", name, how)
+			r, _ := s.Run("r1")
+			require.Zero(t, r.BudgetUsed, "%s by %s: nothing recorded", name, how)
+		}
+	}
+	s, err := decide(&events.TaskUsage{TaskID: "t2", Input: 5, Output: MaxUsageTokens, Cost: 0.5, Turns: 2})
+	require.NoError(t, err)
+	r, _ := s.Run("r1")
+	require.Equal(t, int64(1005+MaxUsageTokens), r.BudgetUsed)
+}

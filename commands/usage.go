@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/crewlog/crewlog/events"
@@ -52,14 +53,24 @@ type UsageResult struct {
 	FairShare  bool   `json:"budgetFairShare,omitempty"`
 }
 
-func (c *TaskUsage) decide(s *projections.State, env *Env) (Decision, error) {
-	for _, n := range []int64{c.Input, c.Output, c.CacheRead, c.CacheWrite, c.Turns} {
+// countsProblem says what makes a report's counters ones task.usage refuses (a counter outside 0..MaxUsageTokens, a
+// cost that is not a finite number ≥ 0), "" when there is nothing: an imported task.usage is held to the same.
+func countsProblem(u events.TaskUsage) string {
+	for _, n := range []int64{u.Input, u.Output, u.CacheRead, u.CacheWrite, u.Turns} {
 		if n < 0 || n > MaxUsageTokens {
-			return Decision{}, badParams("task.usage: input, output, cacheRead, cacheWrite and turns must be integers in 0..%d", int64(MaxUsageTokens))
+			return fmt.Sprintf("task.usage: input, output, cacheRead, cacheWrite and turns must be integers in 0..%d", int64(MaxUsageTokens))
 		}
 	}
-	if math.IsNaN(c.Cost) || math.IsInf(c.Cost, 0) || c.Cost < 0 {
-		return Decision{}, badParams("task.usage: cost must be a finite, non-negative number")
+	if math.IsNaN(u.Cost) || math.IsInf(u.Cost, 0) || u.Cost < 0 {
+		return "task.usage: cost must be a finite, non-negative number"
+	}
+	return ""
+}
+
+func (c *TaskUsage) decide(s *projections.State, env *Env) (Decision, error) {
+	if bad := countsProblem(events.TaskUsage{Input: c.Input, Output: c.Output, CacheRead: c.CacheRead, CacheWrite: c.CacheWrite,
+		Cost: c.Cost, Turns: c.Turns}); bad != "" {
+		return Decision{}, badParams("%s", bad)
 	}
 	run, ok := s.Run(c.RunID)
 	if !ok {
