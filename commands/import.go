@@ -50,8 +50,10 @@ const maxImportTimeMs = 9e12
 // import trusts the files (projections ignore what refers to nothing),
 // except a question's deadline, which is recorded at most MaxAskTimeoutSec
 // after the event's time (importedAskDeadline), a delegation's, at most
-// MaxTimeoutSec after it (importedAdmission), and a task's usage, refused
-// with counters task.usage refuses (importedUsageProblem).
+// MaxTimeoutSec after it (importedAdmission), a task's usage, refused
+// with counters task.usage refuses (importedUsageProblem), and a
+// delegation's subId, refused when it is not an id (safeID) or names a
+// workflow task of the run (workflowTask).
 type Import struct {
 	// Source names the importing system (events.ForeignSourcePicrew); it
 	// becomes the events' correlation id after events.ImportCorrelation.
@@ -169,7 +171,8 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 			"credential): an import does not write to it", c.RunID)
 	}
 	out := make([]events.Event, 0, len(c.Events))
-	var subIDs []string // the delegations this write admits, at most MaxImportEvents
+	var subIDs []string  // the delegations this write admits, at most MaxImportEvents
+	var created []string // the workflow tasks this write creates, at most MaxImportEvents
 	for i, ie := range c.Events {
 		switch {
 		case checkpoint != (ie.Type == events.TypeImportCheckpoint):
@@ -193,10 +196,18 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 			exists = true
 		}
 		if a := admissionOf(ie.Payload); a != nil {
-			if admittedBefore(s, c.RunID, a.SubID) || slices.Contains(subIDs, a.SubID) {
+			switch {
+			case !safeID(a.SubID):
+				return Decision{}, badParams("import.append: event %d: delegation id must be 1..%d chars of [A-Za-z0-9_-]", i, MaxIDChars)
+			case admittedBefore(s, c.RunID, a.SubID) || slices.Contains(subIDs, a.SubID):
 				return Decision{}, badParams("import.append: event %d: delegation %q was admitted already", i, a.SubID)
+			case workflowTask(s, c.RunID, a.SubID) || slices.Contains(created, a.SubID):
+				return Decision{}, badParams("import.append: event %d: delegation %q names a workflow task of run %q", i, a.SubID, c.RunID)
 			}
 			subIDs = append(subIDs, a.SubID)
+		}
+		if t := workflowCreated(ie.Payload); t != "" {
+			created = append(created, t)
 		}
 		// NB: the source time, but never after the engine clock: the source writes it as freely as the rest (up to
 		// the year 2255), and what counts from an event's time moved with it — a delegation's deadline held its
@@ -244,6 +255,29 @@ func admittedBefore(s *projections.State, runID, subID string) bool {
 	}
 	_, ok := s.Delegation(runID, subID)
 	return ok
+}
+
+// workflowTask reports whether taskID names a workflow task of run runID. NB: a delegation's subId names its shadow
+// task, and the engine mints it, so none of its delegations shares an id with a task of its run; an imported one
+// naming a workflow task took that task for its shadow, and its settlement, or its expiry, ended the workflow task.
+// A shadow task is one an import created without its delegation (its delegate events lost), whose delegation it is.
+func workflowTask(s *projections.State, runID, taskID string) bool {
+	_, ok := s.TaskStatus(runID, taskID)
+	return ok && !s.IsShadow(runID, taskID)
+}
+
+// workflowCreated is the task id of p, a task.created of a workflow task given as a pointer or a struct; "" for any
+// other payload.
+func workflowCreated(p any) string {
+	switch t := p.(type) {
+	case *events.TaskCreated:
+		return workflowCreated(*t)
+	case events.TaskCreated:
+		if t.Kind != events.TaskKindShadow {
+			return t.TaskID
+		}
+	}
+	return ""
 }
 
 // importedAskDeadline is p, an ask.requested or task.waiting given as a pointer or a struct, as a copy whose deadline

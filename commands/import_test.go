@@ -458,3 +458,60 @@ func TestImportedUsageIsACount(t *testing.T) {
 	r, _ := s.Run("r1")
 	require.Equal(t, int64(1005+MaxUsageTokens), r.BudgetUsed)
 }
+
+// TestImportedDelegationIsNotAWorkflowTask: the engine mints a delegation's subId, which names its shadow task, so
+// none of its delegations shares an id with a task of its run. An imported delegate.admitted whose subId names a
+// workflow task of the run (created before, or earlier in the same write) took that task for its shadow: the
+// delegation's settlement, or the engine clock's expiry at its deadline, ended the workflow task. It is refused, as
+// is a subId that is not an id the engine takes (safeID: it becomes a task id); one naming a shadow task the import
+// created without its delegation (its delegate events were lost) is that shadow's delegation.
+func TestImportedDelegationIsNotAWorkflowTask(t *testing.T) {
+	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
+	admitted := func(sub string) ImportedEvent {
+		return ImportedEvent{Type: events.TypeDelegateAdmitted, TimeMs: 1000, Payload: &events.DelegateAdmitted{TaskID: "T",
+			SubID: sub, ChildDepth: 2, Role: "explorer", Unmetered: true, TimeoutSec: 60}}
+	}
+	created := func(id, kind string) ImportedEvent {
+		return ImportedEvent{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: id, Role: "r",
+			Agent: "a", Kind: kind}}
+	}
+	submit := func(id string, evs ...ImportedEvent) *RejectedError {
+		r, err := f.eng.Submit(context.Background(), Request{Principal: events.EnginePrincipal(), CommandID: id,
+			Actor: admin, Command: &Import{Source: events.ForeignSourcePicrew, RunID: "A", Events: evs}})
+		require.NoError(t, err)
+		return r.Rejected
+	}
+	require.Nil(t, submit("import:A:run", ImportedEvent{Type: events.TypeRunCreated, TimeMs: 1000,
+		Payload: &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"}}))
+	require.Nil(t, submit("import:A:tasks", created("T", events.TaskKindWorkflow), created("W", events.TaskKindWorkflow),
+		created("gc-shadow", events.TaskKindShadow)))
+	head := f.eng.Head()
+	for name, c := range map[string]struct {
+		evs  []ImportedEvent
+		want string
+	}{
+		"a workflow task":                 {[]ImportedEvent{admitted("W")}, `delegation "W" names a workflow task of run "A"`},
+		"a workflow task of the write":    {[]ImportedEvent{created("N", events.TaskKindWorkflow), admitted("N")}, `delegation "N" names a workflow task`},
+		"not an id":                       {[]ImportedEvent{admitted("gc 1/x")}, "delegation id must be 1..256 chars of [A-Za-z0-9_-]"},
+		"none":                            {[]ImportedEvent{admitted("")}, "delegation id must be 1..256 chars"},
+		"a workflow task by value, later": {[]ImportedEvent{admitted("gc-ok"), {Type: events.TypeDelegateAdmitted, TimeMs: 1000, Payload: events.DelegateAdmitted{TaskID: "T", SubID: "T"}}}, `delegation "T" names a workflow task`},
+	} {
+		rej := submit("import:A:"+name, c.evs...)
+		require.NotNil(t, rej, name)
+		require.Equal(t, CodeBadParams, rej.Code, name)
+		require.Contains(t, rej.Error(), c.want, name)
+	}
+	require.Equal(t, head, f.eng.Head(), "a refusal records nothing")
+	f.eng.Read(func(s *projections.State) {
+		tk, _ := s.Task("A", "W")
+		require.Equal(t, projections.TaskQueued, tk.Status)
+		_, ok := s.Delegation("A", "W")
+		require.False(t, ok)
+	})
+	require.Nil(t, submit("import:A:shadow", admitted("gc-shadow")), "the shadow task's own delegation")
+	f.eng.Read(func(s *projections.State) {
+		d, ok := s.Delegation("A", "gc-shadow")
+		require.True(t, ok)
+		require.Equal(t, "T", d.ParentTaskID)
+	})
+}

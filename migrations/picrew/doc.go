@@ -89,7 +89,11 @@
 //     reserving less than nothing is skipped, so spend never decreases. A
 //     question's options are kept when they are 1..16 strings of 1..256
 //     chars (pi-crew's R5, crewlog's wait.request); an empty list is none,
-//     and any other list is left out, the question kept, and reported.
+//     and any other list is left out, the question kept, and reported. A
+//     delegate.admitted whose subId is not a task id tasks.json may hold,
+//     or names a workflow task (crewlog mints a subId, which names its
+//     shadow task), is skipped and reported, with its settlement: it took
+//     the workflow task for its shadow, and its settlement ended it.
 //   - A waiting task is parked on an open question, as crewlog's
 //     wait.request parks one (task.waiting with its ask.requested): when
 //     the history lacks the question's ask.requested (compacted, or a

@@ -399,6 +399,18 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 		p.begin(what)
 		p.add(at, &events.DelegateRejected{TaskID: parent, SubID: d.SubID, Reason: d.Reason, Message: d.Message})
 	case "delegate.admitted":
+		// NB: the subId names the delegation's shadow task (crewlog mints it, so no task of the run has it). One
+		// naming a workflow task took that task for its shadow, and the delegation's settlement, or its expiry,
+		// ended it; one outside the ids tasks.json is held to became a task id no command names.
+		if !runIDPattern.MatchString(d.SubID) {
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %q: not an id crewlog takes (1..255 chars of "+
+				"[A-Za-z0-9_-]): skipped", clip(d.SubID))
+			return
+		}
+		if t := p.tasks[d.SubID]; t != nil && !t.shadow() || p.created[d.SubID] {
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %q: a workflow task of the run has that id: skipped", d.SubID)
+			return
+		}
 		if p.dels[d.SubID] != "" {
 			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "second delegate.admitted for %s: skipped", d.SubID)
 			return

@@ -31,6 +31,18 @@ func stateOf(t *testing.T, l *eventlog.Log) *projections.State {
 	return s
 }
 
+// expireAll decides and folds into s what the engine clock expires once every deadline has passed.
+func expireAll(t *testing.T, s *projections.State, name string) {
+	const later = int64(9e12)
+	for i, c := range commands.DueExpiries(s, later) {
+		d, err := commands.Decide(s, c, commands.Env{Now: later * 1e6, CommandID: fmt.Sprint("expire-", i), NewID: func() string { return "x" }})
+		require.NoError(t, err, name)
+		for _, ev := range d.Events {
+			projections.Apply(s, ev)
+		}
+	}
+}
+
 // TestImportedUsageIsACount: a task's usage in tasks.json is what crewlog's task.usage takes, or it is not imported.
 // task.usage refuses a counter below zero or above commands.MaxUsageTokens and a cost below zero; an imported one
 // was kept, and a negative one lowered the run's budget use (Σ of its tasks' usage) below what the other tasks
@@ -123,14 +135,7 @@ func requireParkedOnOpenQuestions(t *testing.T, s *projections.State, run, name 
 		require.True(t, ok, "%s: %s waits on question %s, never asked", name, tk.TaskID, q)
 		require.Equal(t, projections.AskPending, a.Status, "%s: %s waits on question %s", name, tk.TaskID, q)
 	}
-	const later = int64(9e12)
-	for i, c := range commands.DueExpiries(s, later) {
-		d, err := commands.Decide(s, c, commands.Env{Now: later * 1e6, CommandID: fmt.Sprint("expire-", i), NewID: func() string { return "x" }})
-		require.NoError(t, err, name)
-		for _, ev := range d.Events {
-			projections.Apply(s, ev)
-		}
-	}
+	expireAll(t, s, name)
 	for _, tk := range s.Tasks(run) {
 		require.NotEqual(t, projections.TaskWaiting, tk.Status, "%s: %s waits after every deadline passed", name, tk.TaskID)
 	}
@@ -249,5 +254,52 @@ func TestImportedAskOptionsArePicrewsBounds(t *testing.T) {
 			require.NotNil(t, tk.Waiting, "%s: %s", name, q)
 			require.Equal(t, want[q], tk.Waiting.Options, "%s: %s", name, q)
 		}
+	}
+}
+
+// TestImportedDelegationIsNotAWorkflowTask: crewlog mints a delegation's subId, which names its shadow task, so no
+// delegation of the engine's shares its id with a task of its run; an imported delegate.admitted carries the subId
+// its line names. One naming a workflow task of the run took that task for its shadow: the delegation's settlement,
+// or the engine clock's expiry at its deadline, ended the workflow task — a line of the files changed what another
+// record says (tasks.json has it running). One whose subId is no id crewlog takes (not 1..255 chars of
+// [A-Za-z0-9_-], as tasks.json's ids are held to) became a task id no command names. Both are skipped and reported,
+// with their settlement, by the one-shot import and a follower alike.
+func TestImportedDelegationIsNotAWorkflowTask(t *testing.T) {
+	const at = int64(1790928000000)
+	clock := func() time.Time { return time.UnixMilli(timesClockMs) }
+	root := t.TempDir()
+	run := timesRunCreated
+	line := func(seq int, typ, task, data string) string {
+		return fmt.Sprintf(`{"time":%d,"type":"%s","taskId":"%s","data":%s,"metadata":{"seq":%d}}`, at, typ, task, data, seq) + "\n"
+	}
+	writeFiles(t, root, map[string]string{
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
+			`"status":"running","cwd":"/srv/app","createdAt":1790928000000,"budgetTotal":1000}`,
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","agent":"planner","status":"running"},` +
+			`{"id":"02_exec","stepId":"exec","role":"executor","agent":"executor","status":"running"}]`,
+		"state/runs/" + run + "/events.jsonl": line(1, "task.started", "01_plan", `{}`) +
+			line(2, "task.started", "02_exec", `{}`) +
+			line(3, "delegate.admitted", "01_plan", `{"subId":"02_exec","reservedTokens":10,"timeoutSec":60}`) +
+			line(4, "delegate.completed", "01_plan", `{"subId":"02_exec","ok":false}`) +
+			line(5, "delegate.admitted", "01_plan", `{"subId":"gc 1/../x","reservedTokens":10,"timeoutSec":60}`) +
+			line(6, "delegate.admitted", "01_plan", `{"subId":"gc-1","reservedTokens":10,"timeoutSec":60}`),
+	})
+	one, followed, reports := importedTwice(t, root, clock)
+	require.Len(t, reports, 3, "%q", reports)
+	require.Contains(t, reports[0], `(seq 3): delegate.admitted for "02_exec": a workflow task of the run has that id: skipped`)
+	require.Contains(t, reports[1], `(seq 4): delegate.completed for 02_exec, which was never admitted in the events`)
+	require.Contains(t, reports[2], `(seq 5): delegate.admitted for "gc 1/../x": not an id crewlog takes (1..255 chars of [A-Za-z0-9_-]): skipped`)
+	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
+		s := stateOf(t, l)
+		tk, _ := s.Task(run, "02_exec")
+		require.Equal(t, projections.TaskRunning, tk.Status, "%s: the files have 02_exec running", name)
+		var subs []string
+		for _, d := range s.Delegations(run) {
+			subs = append(subs, d.SubID)
+		}
+		require.Equal(t, []string{"gc-1"}, subs, name)
+		expireAll(t, s, name)
+		tk, _ = s.Task(run, "02_exec")
+		require.Equal(t, projections.TaskRunning, tk.Status, "%s: the engine clock's expiries end no workflow task", name)
 	}
 }
