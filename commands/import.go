@@ -51,7 +51,8 @@ const maxImportTimeMs = 9e12
 // except a question's deadline, which is recorded at most MaxAskTimeoutSec
 // after the event's time (importedAskDeadline), a delegation's, at most
 // MaxTimeoutSec after it (importedAdmission), a task's usage, refused
-// with counters task.usage refuses (importedUsageProblem), and a
+// with counters task.usage refuses (importedUsageProblem), a run's budget,
+// refused as run.create refuses it (importedBudgetProblem), and a
 // delegation's subId, refused when it is not an id (safeID) or names a
 // workflow task of the run (workflowTask).
 type Import struct {
@@ -185,6 +186,8 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 			return Decision{}, badParams("import.append: event %d: %v", i, checkpointProblem(ie.Payload))
 		case importedUsageProblem(ie.Payload) != "":
 			return Decision{}, badParams("import.append: event %d: %s", i, importedUsageProblem(ie.Payload))
+		case importedBudgetProblem(ie.Payload) != "":
+			return Decision{}, badParams("import.append: event %d: run.created: %s", i, importedBudgetProblem(ie.Payload))
 		case ie.TimeMs < 0 || ie.TimeMs > maxImportTimeMs:
 			return Decision{}, badParams("import.append: event %d: time must be 0..%d (unix ms)", i, int64(maxImportTimeMs))
 		case ie.Type == events.TypeRunCreated && exists:
@@ -318,6 +321,18 @@ func importedUsageProblem(p any) string {
 		return countsProblem(*u)
 	case events.TaskUsage:
 		return countsProblem(u)
+	}
+	return ""
+}
+
+// importedBudgetProblem is what makes p, a run.created given as a pointer or a struct, a budget run.create itself
+// refuses (budgetProblem); "" when there is nothing, or when p is another payload.
+func importedBudgetProblem(p any) string {
+	switch r := p.(type) {
+	case *events.RunCreated:
+		return budgetProblem(r.BudgetTotal, r.BudgetWarning, r.BudgetAbort)
+	case events.RunCreated:
+		return budgetProblem(r.BudgetTotal, r.BudgetWarning, r.BudgetAbort)
 	}
 	return ""
 }

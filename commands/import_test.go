@@ -515,3 +515,33 @@ func TestImportedDelegationIsNotAWorkflowTask(t *testing.T) {
 		require.Equal(t, "T", d.ParentTaskID)
 	})
 }
+
+// TestImportedRunBudgetIsWhatRunCreateTakes: an imported run.created is held to the budget run.create takes — a
+// budgetTotal in 0..MaxBudgetTotal (every integer up to it reads back in JavaScript as itself, and a run's tasks'
+// tokensGranted are seeded from it), budgetWarning and budgetAbort fractions in [0,1] (a threshold no report
+// reaches, or one every report does) — by value or by pointer; within it the run is created.
+func TestImportedRunBudgetIsWhatRunCreateTakes(t *testing.T) {
+	decide := func(p any) error {
+		_, err := Decide(projections.New(), &Import{Source: events.ForeignSourcePicrew, RunID: "r1", Events: []ImportedEvent{
+			{Type: events.TypeRunCreated, TimeMs: 1000, Payload: p}}},
+			Env{Now: 2000 * 1e6, CommandID: "c1", NewID: func() string { return "x" }})
+		return err
+	}
+	i64 := func(n int64) *int64 { return &n }
+	for name, c := range map[string]struct {
+		run  events.RunCreated
+		want string
+	}{
+		"budgetTotal above 2^53": {events.RunCreated{BudgetTotal: i64(MaxBudgetTotal + 2)}, "budgetTotal must be an integer in 0..9007199254740992"},
+		"budgetTotal below zero": {events.RunCreated{BudgetTotal: i64(-5)}, "budgetTotal must be an integer in 0..9007199254740992"},
+		"budgetWarning above 1":  {events.RunCreated{BudgetWarning: fxF(1.5)}, "budgetWarning and budgetAbort must be fractions in [0,1]"},
+		"budgetAbort below 0":    {events.RunCreated{BudgetAbort: fxF(-0.5)}, "budgetWarning and budgetAbort must be fractions in [0,1]"},
+		"budgetAbort NaN":        {events.RunCreated{BudgetAbort: fxF(math.NaN())}, "budgetWarning and budgetAbort must be fractions in [0,1]"},
+	} {
+		for how, p := range map[string]any{"pointer": &c.run, "struct": c.run} {
+			require.ErrorContains(t, decide(p), "import.append: event 0: run.created: "+c.want, "%s by %s", name, how)
+		}
+	}
+	require.NoError(t, decide(&events.RunCreated{BudgetTotal: i64(MaxBudgetTotal), BudgetWarning: fxF(0), BudgetAbort: fxF(1)}))
+	require.NoError(t, decide(&events.RunCreated{}))
+}

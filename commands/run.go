@@ -50,10 +50,8 @@ func (c *RunCreate) decide(s *projections.State, env *Env) (Decision, error) {
 		return Decision{}, badParams("run.create: runId must be 1..%d chars of [A-Za-z0-9_-]", MaxRunIDChars)
 	case c.Team == "" || longerThan(c.Team, MaxIDChars):
 		return Decision{}, badParams("run.create: team must be 1..%d chars", MaxIDChars)
-	case c.BudgetTotal != nil && (*c.BudgetTotal < 0 || *c.BudgetTotal > MaxBudgetTotal):
-		return Decision{}, badParams("run.create: budgetTotal must be an integer in 0..%d", int64(MaxBudgetTotal))
-	case !fraction(c.BudgetWarning) || !fraction(c.BudgetAbort):
-		return Decision{}, badParams("run.create: budgetWarning and budgetAbort must be fractions in [0,1]")
+	case budgetProblem(c.BudgetTotal, c.BudgetWarning, c.BudgetAbort) != "":
+		return Decision{}, badParams("run.create: %s", budgetProblem(c.BudgetTotal, c.BudgetWarning, c.BudgetAbort))
 	}
 	if err := checkText(c.Kind(), textField{"goal", c.Goal, MaxBodyChars}, textField{"workflow", c.Workflow, MaxIDChars},
 		textField{"cwd", c.Cwd, MaxCwdChars}); err != nil {
@@ -75,6 +73,18 @@ func (c *RunCreate) decide(s *projections.State, env *Env) (Decision, error) {
 		}))
 	}
 	return Decision{Events: evs, Result: RunCreateResult{RunID: id, Status: string(projections.RunQueued)}}, nil
+}
+
+// budgetProblem says what makes a run's budget one run.create refuses, "" when there is nothing: an imported
+// run.created is held to the same.
+func budgetProblem(total *int64, warning, abort *float64) string {
+	switch {
+	case total != nil && (*total < 0 || *total > MaxBudgetTotal):
+		return fmt.Sprintf("budgetTotal must be an integer in 0..%d", int64(MaxBudgetTotal))
+	case !fraction(warning) || !fraction(abort):
+		return "budgetWarning and budgetAbort must be fractions in [0,1]"
+	}
+	return ""
 }
 
 func fraction(f *float64) bool { return f == nil || !math.IsNaN(*f) && *f >= 0 && *f <= 1 }

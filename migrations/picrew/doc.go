@@ -81,10 +81,13 @@
 //     engine clock ends a question nobody answers. Both ways of importing
 //     decode every time with the one rule (flexTime), so they record the
 //     same events.
-//   - Values crewlog's own commands bound: a task's usage in tasks.json with
-//     a counter below zero or above 2^40, or a cost below zero, is refused
-//     whole, as task.usage refuses such a report, and reported (a negative
-//     one lowered the run's budget use below what its other tasks spent);
+//   - Values crewlog's own commands bound: a manifest's budgetTotal outside
+//     0..2^53 and a budgetWarning or budgetAbort outside [0,1] are taken as
+//     absent and reported, as run.create refuses them; a task's usage in
+//     tasks.json with a counter below zero or above 2^40, or a cost below
+//     zero, is refused whole, as task.usage refuses such a report, and
+//     reported (a negative one lowered the run's budget use below what its
+//     other tasks spent);
 //     an allocation with a count below zero is left out, and an admission
 //     reserving less than nothing is skipped, so spend never decreases. A
 //     question's options are kept when they are 1..16 strings of 1..256

@@ -35,6 +35,10 @@ const (
 	maxQuestionIDChars = 128
 )
 
+// maxBudgetTotal bounds a manifest's budgetTotal, as crewlog's own run.create does (commands.MaxBudgetTotal: every
+// integer up to it reads back in JavaScript as itself).
+const maxBudgetTotal = 1 << 53
+
 // maxUsageTokens bounds each counter of a task's usage, as crewlog's own task.usage does (commands.MaxUsageTokens).
 const maxUsageTokens = 1 << 40
 

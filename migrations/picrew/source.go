@@ -349,10 +349,31 @@ func (s *source) parseManifest(id, rel string, b []byte) (m manifest, err error)
 		return m, err
 	}
 	s.reportTimes(id, rel, 0, 0, "", "", &m)
+	s.boundBudget(id, rel, &m)
 	if !ownArtifacts(id, m.ArtifactsRoot) {
 		s.skip(id, rel, 0, 0, "artifactsRoot names another directory than the run's own: ignored, steering files are read from artifacts/%s", id)
 	}
 	return m, nil
+}
+
+// boundBudget takes a budget field of m that crewlog's own run.create refuses as absent, and reports it: a
+// budgetTotal outside 0..maxBudgetTotal (a JavaScript reader reads a larger one as another number, and a run's tasks'
+// tokensGranted are seeded from it), a budgetWarning or budgetAbort outside [0,1] (a threshold no report reaches, or
+// one every report does).
+func (s *source) boundBudget(id, rel string, m *manifest) {
+	if m.BudgetTotal < 0 || m.BudgetTotal > maxBudgetTotal {
+		s.skip(id, rel, 0, 0, "budgetTotal %d is not 0..%d (crewlog's run.create): taken as absent", int64(m.BudgetTotal), int64(maxBudgetTotal))
+		m.BudgetTotal = 0
+	}
+	for _, f := range []struct {
+		name string
+		v    **float64
+	}{{"budgetWarning", &m.BudgetWarning}, {"budgetAbort", &m.BudgetAbort}} {
+		if *f.v != nil && !(**f.v >= 0 && **f.v <= 1) {
+			s.skip(id, rel, 0, 0, "%s %g is not a fraction in [0,1] (crewlog's run.create): taken as absent", f.name, **f.v)
+			*f.v = nil
+		}
+	}
 }
 
 // ownArtifacts reports whether a manifest's artifactsRoot names the run's

@@ -303,3 +303,55 @@ func TestImportedDelegationIsNotAWorkflowTask(t *testing.T) {
 		require.Equal(t, projections.TaskRunning, tk.Status, "%s: the engine clock's expiries end no workflow task", name)
 	}
 }
+
+// TestImportedBudgetIsWhatRunCreateTakes: a manifest's budgetTotal is 0..2^53 (commands.MaxBudgetTotal: every
+// integer up to it reads back in JavaScript as itself, so the dashboard and a TypeScript runtime show the budget the
+// log holds) and its budgetWarning and budgetAbort are fractions in [0,1], as crewlog's own run.create takes them. An
+// import recorded any value: a budgetTotal above 2^53 that a JavaScript reader reads as another, or below zero,
+// seeded the run's tasks' tokensGranted with it (SPEC §4.2); a threshold above 1 or below 0 is one no report
+// reaches, or one every report does. Each is taken as absent (the run's budget unset, a threshold its default) and
+// reported, by the one-shot import and a follower alike.
+func TestImportedBudgetIsWhatRunCreateTakes(t *testing.T) {
+	require.Equal(t, int64(commands.MaxBudgetTotal), int64(maxBudgetTotal), "the bound is crewlog's own run.create's")
+	const at = int64(1790928000000)
+	clock := func() time.Time { return time.UnixMilli(timesClockMs) }
+	runs := map[string]string{ // run → the manifest's budget fields
+		timesRunCreated:   `"budgetTotal":9007199254740994,"budgetWarning":1.5,"budgetAbort":-0.5`,
+		timesRunNoCreated: `"budgetTotal":-5,"budgetWarning":0.5,"budgetAbort":1`,
+	}
+	root := t.TempDir()
+	for run, budget := range runs {
+		writeFiles(t, root, map[string]string{
+			"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
+				`"status":"running","cwd":"/srv/app","createdAt":1790928000000,` + budget + `}`,
+			"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","agent":"planner","status":"running"}]`,
+			"state/runs/" + run + "/events.jsonl": fmt.Sprintf(`{"time":%d,"type":"task.started","taskId":"01_plan","metadata":{"seq":1}}`, at) + "\n" +
+				fmt.Sprintf(`{"time":%d,"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"gc-%s","reservedTokens":10,"timeoutSec":60},"metadata":{"seq":2}}`, at, run) + "\n",
+		})
+	}
+	one, followed, reports := importedTwice(t, root, clock)
+	require.Len(t, reports, 4, "%q", reports)
+	all := strings.Join(reports, "\n")
+	for _, want := range []string{
+		timesRunNoCreated + "/manifest.json: budgetTotal -5 is not 0..9007199254740992 (crewlog's run.create): taken as absent",
+		timesRunCreated + "/manifest.json: budgetAbort -0.5 is not a fraction in [0,1] (crewlog's run.create): taken as absent",
+		timesRunCreated + "/manifest.json: budgetTotal 9007199254740994 is not 0..9007199254740992 (crewlog's run.create): taken as absent",
+		timesRunCreated + "/manifest.json: budgetWarning 1.5 is not a fraction in [0,1] (crewlog's run.create): taken as absent",
+	} {
+		require.Contains(t, all, want)
+	}
+	half, whole := 0.5, 1.0
+	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
+		s := stateOf(t, l)
+		for run, want := range map[string][2]*float64{timesRunCreated: {nil, nil}, timesRunNoCreated: {&half, &whole}} {
+			r, ok := s.Run(run)
+			require.True(t, ok, name)
+			require.Nil(t, r.BudgetTotal, "%s: %s", name, run)
+			require.Equal(t, want[0], r.BudgetWarning, "%s: %s", name, run)
+			require.Equal(t, want[1], r.BudgetAbort, "%s: %s", name, run)
+			a, ok := s.Account(run, "01_plan")
+			require.True(t, ok, "%s: %s", name, run)
+			require.Zero(t, a.TokensGranted, "%s: %s: the grant is seeded from no budget", name, run)
+		}
+	}
+}
