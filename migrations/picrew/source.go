@@ -343,7 +343,8 @@ func (s *source) parseDelivery(id, rel string, b []byte) (states map[string]stri
 }
 
 // parseManifest decodes the manifest rel of run id, reporting its damaged
-// times and an artifactsRoot that is not the run's own.
+// times, a budget run.create refuses (taken as absent: boundBudget) and an
+// artifactsRoot that is not the run's own.
 func (s *source) parseManifest(id, rel string, b []byte) (m manifest, err error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return m, err
