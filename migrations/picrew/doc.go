@@ -37,9 +37,11 @@
 //     foreign.imported with its type, seq, time, task, message and data; it
 //     changes no projection, and the timeline, replay and events.since show
 //     it (RunSummary.Foreign counts them).
-//   - Tolerant and loud: corrupt lines, seq gaps and duplicates, quarantined
-//     .corrupt-* files, lock and sidecar files and unknown files are skipped
-//     and each is listed in the Summary; so is a record the store cannot
+//   - Tolerant and loud: corrupt lines, task records of tasks.json that do
+//     not decode (each is its own: one bad value leaves the others in), seq
+//     gaps and duplicates, quarantined .corrupt-* files, lock and sidecar
+//     files and unknown files are skipped and each is listed in the
+//     Summary; so is a record the store cannot
 //     take (an id that makes its command id too long, a payload above the
 //     store's limit), and the rest of its run is imported; nothing is
 //     dropped without a line saying so.

@@ -418,23 +418,30 @@ func (s *source) steeringEntries(id string) (dir string, entries []os.DirEntry, 
 // reads (D§1): a bare array, or the {schemaVersion, tasks} envelope.
 func (s *source) parseTasks(id, rel string, b []byte) []task {
 	var err error
-	var tasks []task
+	var records []json.RawMessage
 	if bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
 		var env struct {
-			Tasks []task `json:"tasks"`
+			Tasks []json.RawMessage `json:"tasks"`
 		}
 		err = json.Unmarshal(b, &env)
-		tasks = env.Tasks
+		records = env.Tasks
 	} else {
-		err = json.Unmarshal(b, &tasks)
+		err = json.Unmarshal(b, &records)
 	}
 	if err != nil {
 		s.skip(id, rel, 0, 0, "tasks.json does not decode, tasks come from the events only: %v", err)
 		return nil
 	}
-	out := tasks[:0]
+	out := make([]task, 0, len(records))
 	seen := map[string]bool{}
-	for i, t := range tasks {
+	for i, rec := range records {
+		// NB: each record on its own: each is written from what its worker reported, and one value a record cannot
+		// hold (a fraction of a token) made the whole file undecodable, every other task of the run with it.
+		var t task
+		if err := json.Unmarshal(rec, &t); err != nil {
+			s.skip(id, rel, 0, 0, "task %d does not decode: left out: %v", i, err)
+			continue
+		}
 		switch {
 		case !runIDPattern.MatchString(t.ID):
 			s.skip(id, rel, 0, 0, "task %d has an unusable id %q", i, t.ID)

@@ -355,3 +355,40 @@ func TestImportedBudgetIsWhatRunCreateTakes(t *testing.T) {
 		}
 	}
 }
+
+// TestOneTaskRecordDoesNotTakeTheOthers: tasks.json holds every task of a run, each record written from what its
+// worker reported (its usage, its status). One value a record cannot hold — a fraction of a token, a depth past any
+// integer — made the whole file undecodable, and the import took every task of the run from the events alone (for a
+// run whose events were compacted, none); a worker's report changed what the import kept of every other task. The
+// record is left out and reported, the others imported, by the one-shot import and a follower alike.
+func TestOneTaskRecordDoesNotTakeTheOthers(t *testing.T) {
+	clock := func() time.Time { return time.UnixMilli(timesClockMs) }
+	for name, tasks := range map[string]string{
+		"array":    `[%s,%s]`,
+		"envelope": `{"schemaVersion":1,"tasks":[%s,%s]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			run := timesRunCreated
+			writeFiles(t, root, map[string]string{
+				"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
+					`"status":"completed","cwd":"/srv/app","createdAt":1790928000000}`,
+				"state/runs/" + run + "/tasks.json": fmt.Sprintf(tasks,
+					`{"id":"01_plan","stepId":"plan","role":"planner","status":"completed","usage":{"input":12.5}}`,
+					`{"id":"02_exec","stepId":"exec","role":"executor","status":"completed","usage":{"input":30}}`),
+			})
+			one, followed, reports := importedTwice(t, root, clock)
+			require.Len(t, reports, 1, "%q", reports)
+			require.Contains(t, reports[0], "tasks.json: task 0 does not decode: left out: ")
+			for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
+				s := stateOf(t, l)
+				tk, ok := s.Task(run, "02_exec")
+				require.True(t, ok, name)
+				require.Equal(t, projections.TaskCompleted, tk.Status, name)
+				require.Equal(t, int64(30), tk.Usage.Input, name)
+				_, ok = s.Task(run, "01_plan")
+				require.False(t, ok, name)
+			}
+		})
+	}
+}
