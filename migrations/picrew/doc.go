@@ -108,7 +108,9 @@
 //     on a question answered or timed out already, or on one whose id no
 //     wait.resolve takes (none, or more than 128 chars), is recorded
 //     resumed (task.resumed, reconcile:resume:…) and reported: nothing
-//     would ever move it on.
+//     would ever move it on. A task.waiting line of such an id is skipped
+//     and reported (a follower reconciles a live run only once it has
+//     finished, and the task would wait until then).
 //   - A run's writes commit in one atomic append.
 //
 // Import does not lock the pi-crew root (pi-crew must not be writing it)

@@ -27,8 +27,8 @@ const maxTimeoutSec = 86400
 const maxAskTimeoutSec = 3600
 
 // Bounds of a question as crewlog's own wait.request and wait.resolve hold to (pi-crew's R5; commands.MaxAskOptions,
-// MaxAskOptionChars, MaxQuestionIDChars): an import keeps a question's options only within them, and parks a task only
-// on a question whose id a wait.resolve can name.
+// MaxAskOptionChars, MaxQuestionIDChars): an import keeps a question's options only within them, and parks a task
+// only on a question whose id a wait.resolve can name.
 const (
 	maxAskOptions      = 16
 	maxAskOptionChars  = 256
@@ -334,6 +334,13 @@ func (p *planner) taskEvent(ev *teamEvent, what string, at int64) {
 	if !p.data(ev, &d) {
 		return
 	}
+	if ev.Type == "task.waiting" && !nameable(d.QuestionID) {
+		// NB: a follower reconciles a live run only once it has finished: recorded, the task waited until then on a
+		// question nobody could answer and nothing would time out.
+		p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "task.waiting for task %s: question %q is not one wait.resolve "+
+			"takes (1..%d chars): skipped, the task left %s", id, clip(d.QuestionID), maxQuestionIDChars, firstOf(p.status[id], "queued"))
+		return
+	}
 	p.begin(what)
 	switch ev.Type {
 	case "task.started":
@@ -605,6 +612,9 @@ func (p *planner) askOptions(where string, seq uint64, typ, questionID string, o
 	return options
 }
 
+// nameable reports whether question id q is one a wait.resolve can name: 1..maxQuestionIDChars chars.
+func nameable(q string) bool { return q != "" && utf8.RuneCountInString(q) <= maxQuestionIDChars }
+
 // park is the question a task.waiting planned parks its task on, with what the question's ask.requested carries
 // when the import has to plan it (reconcileParked).
 type park struct {
@@ -627,11 +637,10 @@ func (p *planner) reconcileParked(id string) {
 	}
 	w := p.parked[id]
 	open, asked := p.asks[w.question]
-	nameable := w.question != "" && utf8.RuneCountInString(w.question) <= maxQuestionIDChars
 	switch {
 	case asked && open:
 		return
-	case !asked && nameable:
+	case !asked && nameable(w.question):
 		if !p.begin("reconcile:ask:" + id + ":" + w.question) {
 			return
 		}
@@ -645,7 +654,7 @@ func (p *planner) reconcileParked(id string) {
 		return
 	}
 	why, what := "which is answered or timed out already", "reconcile:resume:"+id+":"+w.question
-	if !nameable {
+	if !nameable(w.question) {
 		why, what = "which wait.resolve cannot name", "reconcile:resume:"+id
 	}
 	p.s.skip(p.r.id, "state/runs/"+p.r.id+"/tasks.json", 0, 0, "task %s: waiting on question %q, %s: imported as resumed",

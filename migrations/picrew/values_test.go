@@ -24,6 +24,17 @@ func writeFiles(t *testing.T, root string, files map[string]string) {
 	}
 }
 
+// valuesAt is the time (unix ms) of these tests' lines, before their recorder's clock (valuesClock).
+const valuesAt = int64(1790928000000)
+
+// valuesClock is the recorder's clock of these tests.
+func valuesClock() time.Time { return time.UnixMilli(timesClockMs) }
+
+// eventLine is one line of events.jsonl at valuesAt: event typ of task with data (a JSON object) and seq.
+func eventLine(seq int, typ, task, data string) string {
+	return fmt.Sprintf(`{"time":%d,"type":"%s","taskId":"%s","message":"?","data":%s,"metadata":{"seq":%d}}`, valuesAt, typ, task, data, seq) + "\n"
+}
+
 // stateOf is the projection state l folds to.
 func stateOf(t *testing.T, l *eventlog.Log) *projections.State {
 	s := projections.New()
@@ -50,7 +61,6 @@ func expireAll(t *testing.T, s *projections.State, name string) {
 // whole, as task.usage refuses the report, and reported, by the one-shot import and a follower alike.
 func TestImportedUsageIsACount(t *testing.T) {
 	require.Equal(t, int64(commands.MaxUsageTokens), int64(maxUsageTokens), "the bound is crewlog's own task.usage's")
-	clock := func() time.Time { return time.UnixMilli(timesClockMs) }
 	root := t.TempDir()
 	run := timesRunCreated
 	task := func(id, usage string) string {
@@ -67,7 +77,7 @@ func TestImportedUsageIsACount(t *testing.T) {
 			task("05_turns", `{"input":7,"turns":-1}`),
 		}, ",") + `]`,
 	})
-	one, followed, reports := importedTwice(t, root, clock)
+	one, followed, reports := importedTwice(t, root, valuesClock)
 	require.Len(t, reports, 4, "%q", reports)
 	for i, id := range []string{"02_exec", "03_check", "04_big", "05_turns"} {
 		require.Contains(t, reports[i], "task "+id+": usage ")
@@ -98,9 +108,6 @@ func parkedRunFiles(run, status string, at int64) map[string]string {
 		return fmt.Sprintf(`{"id":"%s","stepId":"%s","role":"analyst","status":"waiting","startedAt":%d,`+
 			`"waiting":{"questionId":"%s","askedAt":%d,"deadline":%d,"options":["yes","no"]}}`, id, id, at, q, at, at+600_000)
 	}
-	line := func(seq int, typ, task, data string) string {
-		return fmt.Sprintf(`{"time":%d,"type":"%s","taskId":"%s","message":"?","data":%s,"metadata":{"seq":%d}}`, at, typ, task, data, seq) + "\n"
-	}
 	return map[string]string{
 		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
 			`"status":"` + status + `","cwd":"/srv/app","createdAt":1790928000000}`,
@@ -111,12 +118,12 @@ func parkedRunFiles(run, status string, at int64) map[string]string {
 			waiting("04_review", "q4"),
 			waiting("05_long", long),
 		}, ",") + `]`,
-		"state/runs/" + run + "/events.jsonl": line(1, "task.started", "03_check", `{}`) +
-			line(2, "task.waiting", "03_check", `{"questionId":"q3","deadline":`+fmt.Sprint(at+600_000)+`}`) +
-			line(3, "task.started", "04_review", `{}`) +
-			line(4, "task.waiting", "04_review", `{"questionId":"q4","deadline":`+fmt.Sprint(at+600_000)+`}`) +
-			line(5, "ask.requested", "04_review", `{"questionId":"q4","deadline":`+fmt.Sprint(at+600_000)+`}`) +
-			line(6, "ask.answered", "04_review", `{"questionId":"q4"}`),
+		"state/runs/" + run + "/events.jsonl": eventLine(1, "task.started", "03_check", `{}`) +
+			eventLine(2, "task.waiting", "03_check", `{"questionId":"q3","deadline":`+fmt.Sprint(at+600_000)+`}`) +
+			eventLine(3, "task.started", "04_review", `{}`) +
+			eventLine(4, "task.waiting", "04_review", `{"questionId":"q4","deadline":`+fmt.Sprint(at+600_000)+`}`) +
+			eventLine(5, "ask.requested", "04_review", `{"questionId":"q4","deadline":`+fmt.Sprint(at+600_000)+`}`) +
+			eventLine(6, "ask.answered", "04_review", `{"questionId":"q4"}`),
 	}
 }
 
@@ -151,14 +158,12 @@ func requireParkedOnOpenQuestions(t *testing.T, s *projections.State, run, name 
 // that event carries), and a task waiting on a question it cannot leave open (answered or timed out already, or an
 // id wait.resolve refuses) as resumed, reported; the one-shot import and a follower alike.
 func TestImportedWaitingTaskIsParkedOnAnOpenQuestion(t *testing.T) {
-	const at = int64(1790928000000)
-	clock := func() time.Time { return time.UnixMilli(timesClockMs) }
 	t.Run("running", func(t *testing.T) {
 		root := t.TempDir()
-		writeFiles(t, root, parkedRunFiles(timesRunCreated, "running", at))
+		writeFiles(t, root, parkedRunFiles(timesRunCreated, "running", valuesAt))
 		l := openFuzzStore(t)
 		defer l.Close()
-		sum, err := Import(l, root, &Options{Clock: clock})
+		sum, err := Import(l, root, &Options{Clock: valuesClock})
 		require.NoError(t, err)
 		var reports []string
 		for _, s := range sum.Skipped {
@@ -172,7 +177,7 @@ func TestImportedWaitingTaskIsParkedOnAnOpenQuestion(t *testing.T) {
 			require.Equal(t, projections.TaskWaiting, tk.Status, id)
 			a, ok := s.Ask(timesRunCreated, q)
 			require.True(t, ok, id)
-			want := projections.Ask{RunID: timesRunCreated, TaskID: id, QuestionID: q, AskedAt: at, Deadline: at + 600_000,
+			want := projections.Ask{RunID: timesRunCreated, TaskID: id, QuestionID: q, AskedAt: valuesAt, Deadline: valuesAt + 600_000,
 				TimeoutSec: 600, Status: projections.AskPending}
 			if id == "01_plan" {
 				want.Options = []string{"yes", "no"}
@@ -183,8 +188,8 @@ func TestImportedWaitingTaskIsParkedOnAnOpenQuestion(t *testing.T) {
 	})
 	t.Run("finished", func(t *testing.T) {
 		root := t.TempDir()
-		writeFiles(t, root, parkedRunFiles(timesRunCreated, "failed", at))
-		one, followed, reports := importedTwice(t, root, clock)
+		writeFiles(t, root, parkedRunFiles(timesRunCreated, "failed", valuesAt))
+		one, followed, reports := importedTwice(t, root, valuesClock)
 		requireParkedReports(t, reports)
 		require.Equal(t, recorded(t, one), recorded(t, followed), "the same events")
 		for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
@@ -212,8 +217,8 @@ func requireParkedReports(t *testing.T, reports []string) {
 // the question and its task's park marker, which every read of either copies. An empty list is no list (the log
 // records none); a list out of those bounds is left out, the question kept without it, and reported.
 func TestImportedAskOptionsArePicrewsBounds(t *testing.T) {
-	const at = int64(1790928000000)
-	clock := func() time.Time { return time.UnixMilli(timesClockMs) }
+	require.Equal(t, [2]int{commands.MaxAskOptions, commands.MaxAskOptionChars}, [2]int{maxAskOptions, maxAskOptionChars},
+		"the bounds are crewlog's own wait.request's")
 	root := t.TempDir()
 	run := timesRunCreated
 	many := `["` + strings.Repeat(`o","`, commands.MaxAskOptions) + `o"]`
@@ -229,7 +234,7 @@ func TestImportedAskOptionsArePicrewsBounds(t *testing.T) {
 		for _, typ := range []string{"task.started", "task.waiting", "ask.requested"} {
 			seq++
 			lines = append(lines, fmt.Sprintf(`{"time":%d,"type":"%s","taskId":"%s","message":"which?","data":{"questionId":"%s","deadline":%d,"options":%s},"metadata":{"seq":%d}}`,
-				at, typ, id, q, at+600_000, options[q], seq))
+				valuesAt, typ, id, q, valuesAt+600_000, options[q], seq))
 		}
 	}
 	writeFiles(t, root, map[string]string{
@@ -238,7 +243,7 @@ func TestImportedAskOptionsArePicrewsBounds(t *testing.T) {
 		"state/runs/" + run + "/tasks.json":   `[` + strings.Join(tasks, ",") + `]`,
 		"state/runs/" + run + "/events.jsonl": strings.Join(lines, "\n") + "\n",
 	})
-	one, followed, reports := importedTwice(t, root, clock)
+	one, followed, reports := importedTwice(t, root, valuesClock)
 	require.Len(t, reports, 6, "%q", reports) // q3, q4 and q5, on task.waiting and ask.requested each
 	for _, r := range reports {
 		require.Contains(t, r, "options are not 1..16 strings of 1..256 chars: the question is imported without them")
@@ -265,26 +270,21 @@ func TestImportedAskOptionsArePicrewsBounds(t *testing.T) {
 // [A-Za-z0-9_-], as tasks.json's ids are held to) became a task id no command names. Both are skipped and reported,
 // with their settlement, by the one-shot import and a follower alike.
 func TestImportedDelegationIsNotAWorkflowTask(t *testing.T) {
-	const at = int64(1790928000000)
-	clock := func() time.Time { return time.UnixMilli(timesClockMs) }
 	root := t.TempDir()
 	run := timesRunCreated
-	line := func(seq int, typ, task, data string) string {
-		return fmt.Sprintf(`{"time":%d,"type":"%s","taskId":"%s","data":%s,"metadata":{"seq":%d}}`, at, typ, task, data, seq) + "\n"
-	}
 	writeFiles(t, root, map[string]string{
 		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
 			`"status":"running","cwd":"/srv/app","createdAt":1790928000000,"budgetTotal":1000}`,
 		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","agent":"planner","status":"running"},` +
 			`{"id":"02_exec","stepId":"exec","role":"executor","agent":"executor","status":"running"}]`,
-		"state/runs/" + run + "/events.jsonl": line(1, "task.started", "01_plan", `{}`) +
-			line(2, "task.started", "02_exec", `{}`) +
-			line(3, "delegate.admitted", "01_plan", `{"subId":"02_exec","reservedTokens":10,"timeoutSec":60}`) +
-			line(4, "delegate.completed", "01_plan", `{"subId":"02_exec","ok":false}`) +
-			line(5, "delegate.admitted", "01_plan", `{"subId":"gc 1/../x","reservedTokens":10,"timeoutSec":60}`) +
-			line(6, "delegate.admitted", "01_plan", `{"subId":"gc-1","reservedTokens":10,"timeoutSec":60}`),
+		"state/runs/" + run + "/events.jsonl": eventLine(1, "task.started", "01_plan", `{}`) +
+			eventLine(2, "task.started", "02_exec", `{}`) +
+			eventLine(3, "delegate.admitted", "01_plan", `{"subId":"02_exec","reservedTokens":10,"timeoutSec":60}`) +
+			eventLine(4, "delegate.completed", "01_plan", `{"subId":"02_exec","ok":false}`) +
+			eventLine(5, "delegate.admitted", "01_plan", `{"subId":"gc 1/../x","reservedTokens":10,"timeoutSec":60}`) +
+			eventLine(6, "delegate.admitted", "01_plan", `{"subId":"gc-1","reservedTokens":10,"timeoutSec":60}`),
 	})
-	one, followed, reports := importedTwice(t, root, clock)
+	one, followed, reports := importedTwice(t, root, valuesClock)
 	require.Len(t, reports, 3, "%q", reports)
 	require.Contains(t, reports[0], `(seq 3): delegate.admitted for "02_exec": a workflow task of the run has that id: skipped`)
 	require.Contains(t, reports[1], `(seq 4): delegate.completed for 02_exec, which was never admitted in the events`)
@@ -313,8 +313,6 @@ func TestImportedDelegationIsNotAWorkflowTask(t *testing.T) {
 // reported, by the one-shot import and a follower alike.
 func TestImportedBudgetIsWhatRunCreateTakes(t *testing.T) {
 	require.Equal(t, int64(commands.MaxBudgetTotal), int64(maxBudgetTotal), "the bound is crewlog's own run.create's")
-	const at = int64(1790928000000)
-	clock := func() time.Time { return time.UnixMilli(timesClockMs) }
 	runs := map[string]string{ // run → the manifest's budget fields
 		timesRunCreated:   `"budgetTotal":9007199254740994,"budgetWarning":1.5,"budgetAbort":-0.5`,
 		timesRunNoCreated: `"budgetTotal":-5,"budgetWarning":0.5,"budgetAbort":1`,
@@ -325,11 +323,11 @@ func TestImportedBudgetIsWhatRunCreateTakes(t *testing.T) {
 			"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
 				`"status":"running","cwd":"/srv/app","createdAt":1790928000000,` + budget + `}`,
 			"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","agent":"planner","status":"running"}]`,
-			"state/runs/" + run + "/events.jsonl": fmt.Sprintf(`{"time":%d,"type":"task.started","taskId":"01_plan","metadata":{"seq":1}}`, at) + "\n" +
-				fmt.Sprintf(`{"time":%d,"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"gc-%s","reservedTokens":10,"timeoutSec":60},"metadata":{"seq":2}}`, at, run) + "\n",
+			"state/runs/" + run + "/events.jsonl": fmt.Sprintf(`{"time":%d,"type":"task.started","taskId":"01_plan","metadata":{"seq":1}}`, valuesAt) + "\n" +
+				fmt.Sprintf(`{"time":%d,"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"gc-%s","reservedTokens":10,"timeoutSec":60},"metadata":{"seq":2}}`, valuesAt, run) + "\n",
 		})
 	}
-	one, followed, reports := importedTwice(t, root, clock)
+	one, followed, reports := importedTwice(t, root, valuesClock)
 	require.Len(t, reports, 4, "%q", reports)
 	all := strings.Join(reports, "\n")
 	for _, want := range []string{
@@ -362,7 +360,6 @@ func TestImportedBudgetIsWhatRunCreateTakes(t *testing.T) {
 // run whose events were compacted, none); a worker's report changed what the import kept of every other task. The
 // record is left out and reported, the others imported, by the one-shot import and a follower alike.
 func TestOneTaskRecordDoesNotTakeTheOthers(t *testing.T) {
-	clock := func() time.Time { return time.UnixMilli(timesClockMs) }
 	for name, tasks := range map[string]string{
 		"array":    `[%s,%s]`,
 		"envelope": `{"schemaVersion":1,"tasks":[%s,%s]}`,
@@ -377,7 +374,7 @@ func TestOneTaskRecordDoesNotTakeTheOthers(t *testing.T) {
 					`{"id":"01_plan","stepId":"plan","role":"planner","status":"completed","usage":{"input":12.5}}`,
 					`{"id":"02_exec","stepId":"exec","role":"executor","status":"completed","usage":{"input":30}}`),
 			})
-			one, followed, reports := importedTwice(t, root, clock)
+			one, followed, reports := importedTwice(t, root, valuesClock)
 			require.Len(t, reports, 1, "%q", reports)
 			require.Contains(t, reports[0], "tasks.json: task 0 does not decode: left out: ")
 			for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
@@ -390,5 +387,38 @@ func TestOneTaskRecordDoesNotTakeTheOthers(t *testing.T) {
 				require.False(t, ok, name)
 			}
 		})
+	}
+}
+
+// TestLiveRunTaskWaitsOnlyOnANameableQuestion: a follower reconciles a run with its files only once the run has
+// finished, so what it records of a live run's task.waiting stands as long as the run goes on. One whose question
+// id no wait.resolve takes (none, or more than 128 chars) parked the task for good on a question nobody could answer
+// and nothing would time out. It is skipped and reported, the task left as it was (running), by a follower and the
+// one-shot import alike.
+func TestLiveRunTaskWaitsOnlyOnANameableQuestion(t *testing.T) {
+	require.Equal(t, commands.MaxQuestionIDChars, maxQuestionIDChars, "the bound is crewlog's own wait.resolve's")
+	root := t.TempDir()
+	run := timesRunCreated
+	long := strings.Repeat("q", commands.MaxQuestionIDChars+1)
+	writeFiles(t, root, map[string]string{
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
+			`"status":"running","cwd":"/srv/app","createdAt":1790928000000}`,
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","status":"running"},` +
+			`{"id":"02_exec","stepId":"exec","role":"executor","status":"running"}]`,
+		"state/runs/" + run + "/events.jsonl": eventLine(1, "task.started", "01_plan", `{}`) +
+			eventLine(2, "task.waiting", "01_plan", `{"deadline":`+fmt.Sprint(valuesAt+600_000)+`}`) +
+			eventLine(3, "task.started", "02_exec", `{}`) +
+			eventLine(4, "task.waiting", "02_exec", `{"questionId":"`+long+`","deadline":`+fmt.Sprint(valuesAt+600_000)+`}`),
+	})
+	one, followed, reports := importedTwice(t, root, valuesClock)
+	require.Len(t, reports, 2, "%q", reports)
+	require.Contains(t, reports[0], `(seq 2): task.waiting for task 01_plan: question "" is not one wait.resolve takes (1..128 chars): skipped`)
+	require.Contains(t, reports[1], `(seq 4): task.waiting for task 02_exec: question "qqqq`)
+	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
+		s := stateOf(t, l)
+		for _, id := range []string{"01_plan", "02_exec"} {
+			tk, _ := s.Task(run, id)
+			require.Equal(t, projections.TaskRunning, tk.Status, "%s: %s", name, id)
+		}
 	}
 }
