@@ -49,8 +49,10 @@ const maxImportTimeMs = 9e12
 // does not; within those rules the events are trusted as the one-shot
 // import trusts the files (projections ignore what refers to nothing),
 // except a question's deadline, which is recorded at most MaxAskTimeoutSec
-// after the event's time (importedAskDeadline), a delegation's, at most
-// MaxTimeoutSec after it (importedAdmission), a task's usage, refused
+// after the event's time (importedAskDeadline), its id and options, refused
+// outside what wait.request records (importedQuestionProblem), a
+// delegation's deadline, at most MaxTimeoutSec after it
+// (importedAdmission), a task's usage, refused
 // with counters task.usage refuses (importedUsageProblem), a run's budget,
 // refused as run.create refuses it (importedBudgetProblem), and a
 // delegation's subId, refused when it is not an id (safeID) or names a
@@ -188,6 +190,8 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 			return Decision{}, badParams("import.append: event %d: %s", i, importedUsageProblem(ie.Payload))
 		case importedBudgetProblem(ie.Payload) != "":
 			return Decision{}, badParams("import.append: event %d: run.created: %s", i, importedBudgetProblem(ie.Payload))
+		case importedQuestionProblem(ie.Payload) != "":
+			return Decision{}, badParams("import.append: event %d: %s: %s", i, ie.Type, importedQuestionProblem(ie.Payload))
 		case ie.TimeMs < 0 || ie.TimeMs > maxImportTimeMs:
 			return Decision{}, badParams("import.append: event %d: time must be 0..%d (unix ms)", i, int64(maxImportTimeMs))
 		case ie.Type == events.TypeRunCreated && exists:
@@ -285,31 +289,76 @@ func workflowCreated(p any) string {
 
 // importedAskDeadline is p, an ask.requested or task.waiting given as a pointer or a struct, as a copy whose deadline
 // is at most MaxAskTimeoutSec after atMs, the time it is recorded at (never after the engine clock): pi-crew's broker
-// clamps every question so (R5), and only the engine clock ends a question nobody answers, so a later one a file
-// names (a damaged or forged line, up to the year 2255) would keep the question pending — its run hot and parked, its
-// task waiting — until then. Any other payload, or a deadline within the clamp, is p itself (a struct given by value
-// comes back as a pointer to its copy). The caller's payload is not changed.
+// clamps every question so (R5), and only the engine clock ends a question nobody answers, so a later one a file names
+// (a damaged or forged line, up to the year 2255) would keep the question pending — its run hot and parked, its task
+// waiting — until then. An empty options list becomes none, as the log records it (omitempty): kept, the state
+// folded live held it where the same state rebuilt from the log did not. Any other payload, or a deadline within the
+// clamp and no empty list, is p itself (a struct given by value comes back as a pointer to its copy). The caller's
+// payload is not changed.
 func importedAskDeadline(p any, atMs int64) any {
 	latest := atMs + MaxAskTimeoutSec*1000 // NB: atMs is at most maxImportTimeMs: no overflow
+	emptied := func(o []string) bool { return o != nil && len(o) == 0 }
 	switch a := p.(type) {
 	case events.AskRequested:
 		return importedAskDeadline(&a, atMs) // a is a copy already
 	case events.TaskWaiting:
 		return importedAskDeadline(&a, atMs)
 	case *events.AskRequested:
-		if a.Deadline > latest {
+		if a.Deadline > latest || emptied(a.Options) {
 			c := *a
-			c.Deadline = latest
+			c.Deadline, c.Options = min(c.Deadline, latest), noneIfEmpty(c.Options)
 			return &c
 		}
 	case *events.TaskWaiting:
-		if a.Deadline > latest {
+		if a.Deadline > latest || emptied(a.Options) {
 			c := *a
-			c.Deadline = latest
+			c.Deadline, c.Options = min(c.Deadline, latest), noneIfEmpty(c.Options)
 			return &c
 		}
 	}
 	return p
+}
+
+// noneIfEmpty is o, or nil when o is empty.
+func noneIfEmpty(o []string) []string {
+	if len(o) == 0 {
+		return nil
+	}
+	return o
+}
+
+// importedQuestionProblem says what makes p, an ask.requested or task.waiting given as a pointer or a struct, a
+// question wait.request would not record; "" when there is nothing, or when p is another payload. Its id must be one
+// wait.resolve takes (1..MaxQuestionIDChars chars): a task parked on any other waited for good, as nothing answers a
+// question it cannot name (a follower reconciles a live run only once it has finished). Its options must be
+// 1..MaxAskOptions strings of 1..MaxAskOptionChars chars (an empty list is none: importedAskDeadline), as every
+// read of the question and of its task's park marker copies them.
+func importedQuestionProblem(p any) string {
+	var id string
+	var options []string
+	switch a := p.(type) {
+	case *events.AskRequested:
+		id, options = a.QuestionID, a.Options
+	case events.AskRequested:
+		id, options = a.QuestionID, a.Options
+	case *events.TaskWaiting:
+		id, options = a.QuestionID, a.Options
+	case events.TaskWaiting:
+		id, options = a.QuestionID, a.Options
+	default:
+		return ""
+	}
+	if id == "" || longerThan(id, MaxQuestionIDChars) {
+		return fmt.Sprintf("questionId must be 1..%d chars", MaxQuestionIDChars)
+	}
+	ok := len(options) <= MaxAskOptions
+	for _, o := range options {
+		ok = ok && o != "" && !longerThan(o, MaxAskOptionChars)
+	}
+	if !ok {
+		return fmt.Sprintf("options must hold 1..%d strings of 1..%d chars", MaxAskOptions, MaxAskOptionChars)
+	}
+	return ""
 }
 
 // importedUsageProblem is what makes p, a task.usage given as a pointer or a struct, one task.usage itself refuses

@@ -545,3 +545,71 @@ func TestImportedRunBudgetIsWhatRunCreateTakes(t *testing.T) {
 	require.NoError(t, decide(&events.RunCreated{BudgetTotal: i64(MaxBudgetTotal), BudgetWarning: fxF(0), BudgetAbort: fxF(1)}))
 	require.NoError(t, decide(&events.RunCreated{}))
 }
+
+// TestImportedQuestionIsOneWaitRequestAsks: an imported question (ask.requested) and a task's park on it
+// (task.waiting) are held to what wait.request records: a question id wait.resolve can name (1..MaxQuestionIDChars
+// chars; a task parked on any other waited for good, as nothing answers a question it cannot name and the import of a
+// live run is reconciled only once the run has finished) and options of 1..MaxAskOptions strings of
+// 1..MaxAskOptionChars chars, by value or by pointer. An empty options list is none, as the log records it: kept, a
+// state folded live held it where the same state rebuilt from the log did not.
+func TestImportedQuestionIsOneWaitRequestAsks(t *testing.T) {
+	decide := func(p any) (Decision, error) {
+		return Decide(projections.New(), &Import{Source: events.ForeignSourcePicrew, RunID: "r1", Events: []ImportedEvent{
+			{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{}},
+			{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
+			{Type: events.TypeTaskStarted, TimeMs: 1000, Payload: &events.TaskStarted{TaskID: "t1"}},
+			{Type: mustType(t, p), TimeMs: 1000, Payload: p}}},
+			Env{Now: 2000 * 1e6, CommandID: "c1", NewID: func() string { return "x" }})
+	}
+	long := strings.Repeat("q", MaxQuestionIDChars+1)
+	many := make([]string, MaxAskOptions+1)
+	for i := range many {
+		many[i] = "o"
+	}
+	for name, c := range map[string]struct {
+		waiting events.TaskWaiting
+		want    string
+	}{
+		"no question id":     {events.TaskWaiting{TaskID: "t1"}, "questionId must be 1..128 chars"},
+		"a long question id": {events.TaskWaiting{TaskID: "t1", QuestionID: long}, "questionId must be 1..128 chars"},
+		"17 options":         {events.TaskWaiting{TaskID: "t1", QuestionID: "q", Options: many}, "options must hold 1..16 strings of 1..256 chars"},
+		"an empty option":    {events.TaskWaiting{TaskID: "t1", QuestionID: "q", Options: []string{"a", ""}}, "options must hold 1..16 strings"},
+		"a long option":      {events.TaskWaiting{TaskID: "t1", QuestionID: "q", Options: []string{strings.Repeat("é", MaxAskOptionChars+1)}}, "options must hold"},
+	} {
+		asked := events.AskRequested{TaskID: "t1", QuestionID: c.waiting.QuestionID, Question: "?", Options: c.waiting.Options}
+		for how, p := range map[string]any{"waiting by pointer": &c.waiting, "waiting by value": c.waiting, "asked by pointer": &asked, "asked by value": asked} {
+			_, err := decide(p)
+			require.ErrorContains(t, err, "import.append: event 3: ", "%s, %s", name, how)
+			require.ErrorContains(t, err, c.want, "%s, %s", name, how)
+		}
+	}
+	for how, p := range map[string]any{
+		"waiting": &events.TaskWaiting{TaskID: "t1", QuestionID: "q", Options: []string{}},
+		"asked":   &events.AskRequested{TaskID: "t1", QuestionID: "q", Question: "?", Options: []string{}},
+	} {
+		d, err := decide(p)
+		require.NoError(t, err, how)
+		switch got := d.Events[3].Payload.(type) {
+		case *events.TaskWaiting:
+			require.Nil(t, got.Options, how)
+		case *events.AskRequested:
+			require.Nil(t, got.Options, how)
+		}
+		switch p := p.(type) {
+		case *events.TaskWaiting:
+			require.NotNil(t, p.Options, "%s: the importer's payload is its own", how)
+		case *events.AskRequested:
+			require.NotNil(t, p.Options, "%s: the importer's payload is its own", how)
+		}
+	}
+	_, err := decide(&events.AskRequested{TaskID: "t1", QuestionID: strings.Repeat("q", MaxQuestionIDChars), Question: "?",
+		Options: []string{strings.Repeat("é", MaxAskOptionChars)}})
+	require.NoError(t, err)
+}
+
+// mustType is the event type of payload p.
+func mustType(t *testing.T, p any) string {
+	typ, ok := events.TypeOf(p)
+	require.True(t, ok, "%T", p)
+	return typ
+}

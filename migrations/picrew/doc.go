@@ -105,12 +105,14 @@
 //     task.waiting alone), the reconcile records it from the waiting record
 //     (reconcile:ask:<taskId>:<questionId>; no text, which only that event
 //     carries), so the engine clock ends it at its deadline; a task waiting
-//     on a question answered or timed out already, or on one whose id no
-//     wait.resolve takes (none, or more than 128 chars), is recorded
-//     resumed (task.resumed, reconcile:resume:…) and reported: nothing
-//     would ever move it on. A task.waiting line of such an id is skipped
-//     and reported (a follower reconciles a live run only once it has
-//     finished, and the task would wait until then).
+//     on a question answered or timed out already is recorded resumed
+//     (task.resumed, reconcile:resume:…) and reported: nothing would ever
+//     move it on. A question id no wait.resolve takes (none, or more than
+//     128 chars) parks nothing: a task.waiting or ask.requested line of one
+//     is skipped and reported (a follower reconciles a live run only once
+//     it has finished, and the task would wait until then; crewd's
+//     import.append refuses them), and a waiting record of one in
+//     tasks.json is reconciled running, reported.
 //   - A run's writes commit in one atomic append.
 //
 // Import does not lock the pi-crew root (pi-crew must not be writing it)

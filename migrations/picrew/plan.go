@@ -554,6 +554,12 @@ func (p *planner) askEvent(ev *teamEvent, what string, at int64) {
 	if !p.data(ev, &d) {
 		return
 	}
+	if ev.Type == "ask.requested" && !nameable(d.QuestionID) {
+		// NB: crewd's import.append refuses it, as wait.request never asks one: nobody can answer it.
+		p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "ask.requested for task %s: question %q is not one wait.resolve "+
+			"takes (1..%d chars): skipped", ev.TaskID, clip(d.QuestionID), maxQuestionIDChars)
+		return
+	}
 	p.begin(what)
 	switch ev.Type {
 	case "ask.requested":
@@ -628,9 +634,9 @@ type park struct {
 // engine clock times it out at its deadline, the task's end closes it). A question the history never asked (pi-crew's
 // compaction drops the oldest events, a run's files may hold a task.waiting alone) is asked now, from the waiting
 // record, without the question's text, which only its ask.requested carries: the engine clock then ends it at its
-// deadline. A task waiting on a question answered or timed out already, or on one whose id no wait.resolve takes
-// (none, or more than maxQuestionIDChars chars), would wait for good: it is resumed, as the engine resumes a task
-// whose question closes, and reported.
+// deadline. A task waiting on a question answered or timed out already would wait for good: it is resumed, as the
+// engine resumes a task whose question closes, and reported. NB: a task is parked only on a question wait.resolve
+// can name (nameable): a task.waiting line of another is skipped, a waiting record of another reconciled running.
 func (p *planner) reconcileParked(id string) {
 	if p.status[id] != "waiting" {
 		return
@@ -640,7 +646,7 @@ func (p *planner) reconcileParked(id string) {
 	switch {
 	case asked && open:
 		return
-	case !asked && nameable(w.question):
+	case !asked:
 		if !p.begin("reconcile:ask:" + id + ":" + w.question) {
 			return
 		}
@@ -653,13 +659,9 @@ func (p *planner) reconcileParked(id string) {
 		p.asks[w.question] = true
 		return
 	}
-	why, what := "which is answered or timed out already", "reconcile:resume:"+id+":"+w.question
-	if !nameable(w.question) {
-		why, what = "which wait.resolve cannot name", "reconcile:resume:"+id
-	}
-	p.s.skip(p.r.id, "state/runs/"+p.r.id+"/tasks.json", 0, 0, "task %s: waiting on question %q, %s: imported as resumed",
-		id, clip(w.question), why)
-	if !p.begin(what) {
+	p.s.skip(p.r.id, "state/runs/"+p.r.id+"/tasks.json", 0, 0, "task %s: waiting on question %q, which is answered or "+
+		"timed out already: imported as resumed", id, w.question)
+	if !p.begin("reconcile:resume:" + id + ":" + w.question) {
 		return
 	}
 	p.add(p.r.manifest.UpdatedAt.ms, &events.TaskResumed{TaskID: id, QuestionID: w.question})
@@ -787,6 +789,18 @@ func (p *planner) reconcile() {
 
 func (p *planner) reconcileTask(t task) {
 	id, want := t.ID, t.Status
+	if q := ""; want == "waiting" && p.status[id] != "waiting" {
+		if t.Waiting != nil {
+			q = t.Waiting.QuestionID
+		}
+		if !nameable(q) {
+			// NB: parked on a question nobody can name, the task would wait for good; crewd's import.append refuses
+			// such a task.waiting, as wait.request never parks one.
+			p.s.skip(p.r.id, "state/runs/"+p.r.id+"/tasks.json", 0, 0, "task %s: waiting on question %q, which "+
+				"wait.resolve cannot name: imported as running", id, clip(q))
+			want = "running"
+		}
+	}
 	if want == "" || want == p.status[id] {
 		p.reconcileUsage(t)
 		return

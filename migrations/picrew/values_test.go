@@ -204,7 +204,7 @@ func requireParkedReports(t *testing.T, reports []string) {
 	require.Len(t, reports, 3, "%q", reports)
 	all := strings.Join(reports, "\n")
 	for _, want := range []string{
-		`task 02_exec: waiting on question "", which wait.resolve cannot name: imported as resumed`,
+		`task 02_exec: waiting on question "", which wait.resolve cannot name: imported as running`,
 		`task 04_review: waiting on question "q4", which is answered or timed out already: imported as resumed`,
 		`task 05_long: waiting on question "qqqq`,
 	} {
@@ -394,7 +394,7 @@ func TestOneTaskRecordDoesNotTakeTheOthers(t *testing.T) {
 // finished, so what it records of a live run's task.waiting stands as long as the run goes on. One whose question
 // id no wait.resolve takes (none, or more than 128 chars) parked the task for good on a question nobody could answer
 // and nothing would time out. It is skipped and reported, the task left as it was (running), by a follower and the
-// one-shot import alike.
+// one-shot import alike; so is an ask.requested of such an id, which crewd's import.append refuses.
 func TestLiveRunTaskWaitsOnlyOnANameableQuestion(t *testing.T) {
 	require.Equal(t, commands.MaxQuestionIDChars, maxQuestionIDChars, "the bound is crewlog's own wait.resolve's")
 	root := t.TempDir()
@@ -408,12 +408,16 @@ func TestLiveRunTaskWaitsOnlyOnANameableQuestion(t *testing.T) {
 		"state/runs/" + run + "/events.jsonl": eventLine(1, "task.started", "01_plan", `{}`) +
 			eventLine(2, "task.waiting", "01_plan", `{"deadline":`+fmt.Sprint(valuesAt+600_000)+`}`) +
 			eventLine(3, "task.started", "02_exec", `{}`) +
-			eventLine(4, "task.waiting", "02_exec", `{"questionId":"`+long+`","deadline":`+fmt.Sprint(valuesAt+600_000)+`}`),
+			eventLine(4, "task.waiting", "02_exec", `{"questionId":"`+long+`","deadline":`+fmt.Sprint(valuesAt+600_000)+`}`) +
+			eventLine(5, "ask.requested", "01_plan", `{"deadline":`+fmt.Sprint(valuesAt+600_000)+`}`) +
+			eventLine(6, "ask.requested", "02_exec", `{"questionId":"`+long+`","deadline":`+fmt.Sprint(valuesAt+600_000)+`}`),
 	})
 	one, followed, reports := importedTwice(t, root, valuesClock)
-	require.Len(t, reports, 2, "%q", reports)
+	require.Len(t, reports, 4, "%q", reports)
 	require.Contains(t, reports[0], `(seq 2): task.waiting for task 01_plan: question "" is not one wait.resolve takes (1..128 chars): skipped`)
 	require.Contains(t, reports[1], `(seq 4): task.waiting for task 02_exec: question "qqqq`)
+	require.Contains(t, reports[2], `(seq 5): ask.requested for task 01_plan: question "" is not one wait.resolve takes (1..128 chars): skipped`)
+	require.Contains(t, reports[3], `(seq 6): ask.requested for task 02_exec: question "qqqq`)
 	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
 		s := stateOf(t, l)
 		for _, id := range []string{"01_plan", "02_exec"} {
