@@ -52,7 +52,8 @@ const maxImportTimeMs = 9e12
 // after the event's time (importedAskDeadline), its id and options, refused
 // outside what wait.request records (importedQuestionProblem), a
 // delegation's deadline, at most MaxTimeoutSec after it
-// (importedAdmission), a task's usage, refused
+// (importedAdmission), a task's or delegation's depth, refused outside
+// 0..MaxMaxDepth (importedDepthProblem), a task's usage, refused
 // with counters task.usage refuses (importedUsageProblem), a run's budget,
 // refused as run.create refuses it (importedBudgetProblem), and a
 // delegation's subId, refused when it is not an id (safeID) or names a
@@ -190,6 +191,8 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 			return Decision{}, badParams("import.append: event %d: %s", i, importedUsageProblem(ie.Payload))
 		case importedBudgetProblem(ie.Payload) != "":
 			return Decision{}, badParams("import.append: event %d: run.created: %s", i, importedBudgetProblem(ie.Payload))
+		case importedDepthProblem(ie.Payload) != "":
+			return Decision{}, badParams("import.append: event %d: %s", i, importedDepthProblem(ie.Payload))
 		case importedQuestionProblem(ie.Payload) != "":
 			return Decision{}, badParams("import.append: event %d: %s: %s", i, ie.Type, importedQuestionProblem(ie.Payload))
 		case ie.TimeMs < 0 || ie.TimeMs > maxImportTimeMs:
@@ -382,6 +385,28 @@ func importedBudgetProblem(p any) string {
 		return budgetProblem(r.BudgetTotal, r.BudgetWarning, r.BudgetAbort)
 	case events.RunCreated:
 		return budgetProblem(r.BudgetTotal, r.BudgetWarning, r.BudgetAbort)
+	}
+	return ""
+}
+
+// importedDepthProblem says what makes p, a task.created or delegate.admitted given as a pointer or a struct, carry
+// a depth the engine never records (outside 0..MaxMaxDepth: task.create's bound, and the most an admission's
+// childDepth can be); "" when there is nothing, or when p is another payload. NB: a shadow's depth decides whether
+// credential.issue gives it a credential and how deep its own delegations go.
+func importedDepthProblem(p any) string {
+	depth := 0
+	switch d := p.(type) {
+	case *events.TaskCreated:
+		depth = d.Depth
+	case events.TaskCreated:
+		depth = d.Depth
+	default:
+		if a := admissionOf(p); a != nil {
+			depth = a.ChildDepth
+		}
+	}
+	if depth < 0 || depth > MaxMaxDepth {
+		return fmt.Sprintf("depth %d is not 0..%d", depth, MaxMaxDepth)
 	}
 	return ""
 }

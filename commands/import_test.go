@@ -641,3 +641,29 @@ func mustType(t *testing.T, p any) string {
 	require.True(t, ok, "%T", p)
 	return typ
 }
+
+// TestImportedDepthIsOneTheEngineRecords: an imported task.created's depth and delegate.admitted's childDepth are held
+// to 0..MaxMaxDepth (task.create's bound; an admission's childDepth is at most maxDepth, configured up to it), by
+// value or by pointer: a shadow's depth decides whether credential.issue gives it a credential and how deep its own
+// delegations go, and one recorded below zero was one the depth limit never reached.
+func TestImportedDepthIsOneTheEngineRecords(t *testing.T) {
+	decide := func(p any) error {
+		_, err := Decide(projections.New(), &Import{Source: events.ForeignSourcePicrew, RunID: "r1", Events: []ImportedEvent{
+			{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{}},
+			{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
+			{Type: mustType(t, p), TimeMs: 1000, Payload: p}}},
+			Env{Now: 2000 * 1e6, CommandID: "c1", NewID: func() string { return "x" }})
+		return err
+	}
+	for _, depth := range []int{-1, MaxMaxDepth + 1} {
+		created := events.TaskCreated{TaskID: "t2", Kind: events.TaskKindShadow, Depth: depth}
+		admitted := events.DelegateAdmitted{TaskID: "t1", SubID: "gc-1", ChildDepth: depth, Unmetered: true}
+		for how, p := range map[string]any{"created by pointer": &created, "created by value": created,
+			"admitted by pointer": &admitted, "admitted by value": admitted} {
+			require.ErrorContains(t, decide(p), fmt.Sprintf("import.append: event 2: depth %d is not 0..%d", depth, MaxMaxDepth),
+				"%d, %s", depth, how)
+		}
+	}
+	require.NoError(t, decide(&events.TaskCreated{TaskID: "t2", Kind: events.TaskKindShadow, Depth: MaxMaxDepth}))
+	require.NoError(t, decide(&events.DelegateAdmitted{TaskID: "t1", SubID: "gc-1", ChildDepth: MaxMaxDepth, Unmetered: true}))
+}

@@ -85,7 +85,9 @@
 //     same events.
 //   - Values crewlog's own commands bound: a manifest's budgetTotal outside
 //     0..2^53 and a budgetWarning or budgetAbort outside [0,1] are taken as
-//     absent and reported, as run.create refuses them; a task's usage in
+//     absent and reported, as run.create refuses them, and so are a task's
+//     depth and an admission's childDepth outside 0..10 (task.create's
+//     bound: a shadow's depth decides its credential); a task's usage in
 //     tasks.json with a counter below zero or above 2^40, or a cost below
 //     zero, is refused whole, as task.usage refuses such a report, and
 //     reported (a negative one lowered the run's budget use below what its

@@ -35,6 +35,10 @@ const (
 	maxQuestionIDChars = 128
 )
 
+// maxDepth bounds a task's depth and an admission's childDepth, as crewlog's own task.create does
+// (commands.MaxMaxDepth, the largest maxDepth an admission is held to).
+const maxDepth = 10
+
 // maxBudgetTotal bounds a manifest's budgetTotal, as crewlog's own run.create does (commands.MaxBudgetTotal: every
 // integer up to it reads back in JavaScript as itself).
 const maxBudgetTotal = 1 << 53
@@ -431,6 +435,11 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 			// than nothing, and the ledger would not add it.
 			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s reserves %d tokens: skipped", d.SubID, d.ReservedTokens)
 			return
+		}
+		if d.ChildDepth < 0 || d.ChildDepth > maxDepth {
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s: childDepth %d is not 0..%d: taken as absent",
+				d.SubID, d.ChildDepth, maxDepth)
+			d.ChildDepth = 0
 		}
 		if d.TimeoutSec > maxTimeoutSec {
 			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s: timeoutSec %g is longer than a delegation runs (at most %d s): taken as absent",

@@ -448,6 +448,12 @@ func (s *source) parseTasks(id, rel string, b []byte) []task {
 		case seen[t.ID]:
 			s.skip(id, rel, 0, 0, "task %s appears twice: the first is kept", t.ID)
 		default:
+			if t.Depth < 0 || t.Depth > maxDepth {
+				// NB: a shadow's depth decides whether it may be given a credential (credential.issue refuses one
+				// at the depth limit) and how deep its own delegations are.
+				s.skip(id, rel, 0, 0, "task %s: depth %d is not 0..%d (crewlog's task.create): taken as absent", t.ID, t.Depth, maxDepth)
+				t.Depth = 0
+			}
 			if a := t.Allocation; a != nil && (a.TokensGranted < 0 || a.TokensSpent < 0) {
 				s.skip(id, rel, 0, 0, "task %s: allocation of %d tokens granted, %d spent: a count below zero, the allocation is left out",
 					t.ID, a.TokensGranted, a.TokensSpent)

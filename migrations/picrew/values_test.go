@@ -426,3 +426,47 @@ func TestLiveRunTaskWaitsOnlyOnANameableQuestion(t *testing.T) {
 		}
 	}
 }
+
+// TestImportedDepthIsOneTheEngineRecords: a task's depth is 0..10 (crewlog's task.create, and an admission's
+// childDepth is at most maxDepth, configured 1..10): it decides whether a shadow task may be given a credential
+// (credential.issue refuses one at the depth limit) and how deep its own delegations are. An import recorded any
+// depth tasks.json or a delegate.admitted line named: a shadow at depth -5 was one the depth limit never reached. A
+// depth outside 0..10 is taken as absent (pi-crew's fallback) and reported, by the one-shot import and a follower
+// alike.
+func TestImportedDepthIsOneTheEngineRecords(t *testing.T) {
+	require.Equal(t, commands.MaxMaxDepth, maxDepth, "the bound is crewlog's own task.create's")
+	root := t.TempDir()
+	run := timesRunCreated
+	writeFiles(t, root, map[string]string{
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
+			`"status":"completed","cwd":"/srv/app","createdAt":1790928000000}`,
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","status":"running","depth":-3},` +
+			`{"id":"gc-lost","role":"explorer","status":"running","depth":99}]`,
+		"state/runs/" + run + "/events.jsonl": eventLine(1, "task.started", "01_plan", `{}`) +
+			eventLine(2, "delegate.admitted", "01_plan", `{"subId":"gc-a","childDepth":-5,"unmetered":true,"timeoutSec":60}`) +
+			eventLine(3, "delegate.admitted", "01_plan", `{"subId":"gc-b","childDepth":11,"unmetered":true,"timeoutSec":60}`) +
+			eventLine(4, "delegate.admitted", "01_plan", `{"subId":"gc-c","childDepth":3,"unmetered":true,"timeoutSec":60}`),
+	})
+	one, followed, reports := importedTwice(t, root, valuesClock)
+	require.Len(t, reports, 5, "%q", reports) // and gc-lost's lost admission
+	all := strings.Join(reports, "\n")
+	for _, want := range []string{
+		"(seq 2): delegate.admitted for gc-a: childDepth -5 is not 0..10: taken as absent",
+		"(seq 3): delegate.admitted for gc-b: childDepth 11 is not 0..10: taken as absent",
+		"tasks.json: task 01_plan: depth -3 is not 0..10 (crewlog's task.create): taken as absent",
+		"tasks.json: task gc-lost: depth 99 is not 0..10 (crewlog's task.create): taken as absent",
+	} {
+		require.Contains(t, all, want)
+	}
+	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
+		s := stateOf(t, l)
+		depths := map[string]int{}
+		for _, tk := range s.Tasks(run) {
+			depths[tk.TaskID] = tk.Depth
+		}
+		require.Equal(t, map[string]int{"01_plan": 0, "gc-lost": 0, "gc-a": 2, "gc-b": 2, "gc-c": 3}, depths, name)
+		for _, d := range s.Delegations(run) {
+			require.True(t, d.Depth >= 0 && d.Depth <= commands.MaxMaxDepth, "%s: %s at depth %d", name, d.SubID, d.Depth)
+		}
+	}
+}
