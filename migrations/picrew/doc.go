@@ -14,7 +14,9 @@
 //     events crewlog has (delegate.admitted also yields budget.reserved)
 //   - mailbox/{inbox,outbox}.jsonl, mailbox/tasks/<taskId>/{inbox,outbox}.jsonl
 //     (and their archives) with mailbox/delivery.json → mailbox.appended,
-//     mailbox.delivered, mailbox.acknowledged
+//     mailbox.delivered, mailbox.acknowledged, each message in its file's
+//     mailbox (a task's inbox: the task; an outbox or a run-level file: the
+//     run's inbox), whatever its line names (reported when it differs)
 //   - artifacts/<runId>/steering/<taskId>.jsonl → steer.pushed after the
 //     steer message (the run's own artifacts directory, D§1, whatever the
 //     manifest's artifactsRoot says: see below)

@@ -705,12 +705,14 @@ func (p *planner) message(m message) {
 	p.msgs[m.ID] = m
 }
 
-// recipient is whose mailbox a message is in.
+// recipient is whose mailbox a message is in: its file's (D§2.6: a message's taskId and direction select the file
+// pi-crew writes it to, and a task's inbox is what its file holds). NB: not what its line names (lineMailbox): a
+// line of one task's file naming another would otherwise put a message in that other task's mailbox.
 func recipient(m message) string {
-	if m.Direction == "outbox" {
+	if m.outbox {
 		return events.RunInbox // a task's outbox is read by the orchestrator
 	}
-	return firstOf(m.TaskID, m.file)
+	return m.file // "" for the run-level inbox: events.RunInbox
 }
 
 // delivery plans the delivery state st ("delivered" or "acknowledged") of

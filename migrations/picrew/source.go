@@ -16,6 +16,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/crewlog/crewlog/events"
 )
 
 // Skipped is one thing the import left out, and why. Path is relative to
@@ -156,7 +158,8 @@ type message struct {
 		TimedOut  bool   `json:"timedOut"`
 		Cancelled bool   `json:"cancelled"`
 	} `json:"data"`
-	file string // the mailbox file's task id ("" for the run-level files)
+	file   string // the mailbox file's task id ("" for the run-level files)
+	outbox bool   // the mailbox file is an outbox (outbox.jsonl or one of its archives)
 }
 
 // steer is one line of a steering file (D§2.7).
@@ -614,11 +617,37 @@ func (s *source) parseMessage(id, rel string, line int, b []byte) (m message, ok
 		s.skip(id, rel, line, 0, "corrupt mailbox line: skipped")
 		return m, false
 	}
-	if parts := strings.Split(rel, "/"); len(parts) >= 3 && parts[len(parts)-3] == "tasks" {
+	parts := strings.Split(rel, "/")
+	if len(parts) >= 3 && parts[len(parts)-3] == "tasks" {
 		m.file = parts[len(parts)-2]
+	}
+	m.outbox = strings.HasPrefix(parts[len(parts)-1], "outbox.jsonl")
+	if to, named := lineMailbox(m); named && to != recipient(m) {
+		s.skip(id, rel, line, 0, "message %s: its line names mailbox %q (direction %s): recorded in its file's, %s",
+			clip(m.ID), clip(to), clip(firstOf(m.Direction, "inbox")), mailboxName(recipient(m)))
 	}
 	s.reportTimes(id, rel, line, 0, "message "+clip(m.ID)+": ", "", &m)
 	return m, true
+}
+
+// lineMailbox is the mailbox a message's line names (its direction outbox: the run's inbox, which the orchestrator
+// reads; else its taskId), and whether it names one at all.
+func lineMailbox(m message) (to string, named bool) {
+	switch {
+	case m.Direction == "outbox":
+		return events.RunInbox, true
+	case m.TaskID != "":
+		return m.TaskID, true
+	}
+	return "", false
+}
+
+// mailboxName is recipient to, for a report.
+func mailboxName(to string) string {
+	if to == events.RunInbox {
+		return "the run's inbox"
+	}
+	return to
 }
 
 // parseSteer decodes one line of the steering file rel of task taskID; a

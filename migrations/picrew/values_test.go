@@ -470,3 +470,49 @@ func TestImportedDepthIsOneTheEngineRecords(t *testing.T) {
 		}
 	}
 }
+
+// TestImportedMessageIsInItsFilesMailbox: pi-crew keeps a message in the mailbox file its taskId and direction select
+// (D§2.6: mailbox/tasks/<taskId>/{inbox,outbox}.jsonl, the run-level files when it has none), and a task's inbox is
+// what its file holds. The import took the recipient from the line: a line in one task's inbox file naming another
+// task went to that other task's mailbox — what a line of one file says changed another task's — and one naming the
+// direction outbox went to the run's inbox. A message is recorded in its file's mailbox (a task's inbox file: the
+// task; a task's outbox file and the run-level files: the run's inbox), and a line naming another is reported, by
+// the one-shot import and a follower alike.
+func TestImportedMessageIsInItsFilesMailbox(t *testing.T) {
+	root := t.TempDir()
+	run := timesRunCreated
+	msg := func(id, extra string) string {
+		return `{"id":"` + id + `","from":"orchestrator","body":"hi","createdAt":1790928000000` + extra + `}` + "\n"
+	}
+	writeFiles(t, root, map[string]string{
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
+			`"status":"completed","cwd":"/srv/app","createdAt":1790928000000}`,
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","status":"completed"},` +
+			`{"id":"02_exec","stepId":"exec","role":"executor","status":"completed"}]`,
+		"state/runs/" + run + "/mailbox/tasks/01_plan/inbox.jsonl": msg("m1", `,"taskId":"02_exec","direction":"inbox"`) +
+			msg("m2", `,"taskId":"01_plan","direction":"outbox"`) + msg("m3", `,"taskId":"01_plan","direction":"inbox"`) + msg("m4", ``),
+		"state/runs/" + run + "/mailbox/tasks/01_plan/outbox.jsonl": msg("m5", `,"taskId":"01_plan","direction":"outbox"`),
+		"state/runs/" + run + "/mailbox/inbox.jsonl":                msg("m6", `,"taskId":"02_exec"`) + msg("m7", `,"direction":"inbox"`),
+	})
+	one, followed, reports := importedTwice(t, root, valuesClock)
+	require.Len(t, reports, 3, "%q", reports)
+	all := strings.Join(reports, "\n")
+	for _, want := range []string{
+		`mailbox/tasks/01_plan/inbox.jsonl:1: message m1: its line names mailbox "02_exec" (direction inbox): recorded in its file's, 01_plan`,
+		`mailbox/tasks/01_plan/inbox.jsonl:2: message m2: its line names mailbox "" (direction outbox): recorded in its file's, 01_plan`,
+		`mailbox/inbox.jsonl:1: message m6: its line names mailbox "02_exec" (direction inbox): recorded in its file's, the run's inbox`,
+	} {
+		require.Contains(t, all, want)
+	}
+	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
+		s := stateOf(t, l)
+		to := map[string]string{}
+		for _, id := range []string{"m1", "m2", "m3", "m4", "m5", "m6", "m7"} {
+			m, ok := s.Message(run, id)
+			require.True(t, ok, "%s: %s", name, id)
+			to[id] = m.To
+		}
+		require.Equal(t, map[string]string{"m1": "01_plan", "m2": "01_plan", "m3": "01_plan", "m4": "01_plan", "m5": "",
+			"m6": "", "m7": ""}, to, name)
+	}
+}
