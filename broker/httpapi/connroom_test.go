@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -438,14 +439,9 @@ func TestAnAnswerNobodyReadsHoldsNoTurnNorPlace(t *testing.T) {
 
 	// A client with a tiny receive buffer that sends its requests at once (8 pages: more than the sockets'
 	// buffers hold, however large the kernel lets them grow) and never reads the answers.
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-	}}
-	c, err := d.Dial("tcp", strings.TrimPrefix(base, "http://"))
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
+	c := dialTinyReceiver(t, base)
 	const pages = 8
-	_, err = io.WriteString(c, strings.Repeat(fmt.Sprintf("GET /api/v1/runs/%s/events?limit=1000 HTTP/1.1\r\n"+
+	_, err := io.WriteString(c, strings.Repeat(fmt.Sprintf("GET /api/v1/runs/%s/events?limit=1000 HTTP/1.1\r\n"+
 		"Host: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", liveRun, roToken), pages))
 	require.NoError(t, err)
 	<-reading
@@ -532,4 +528,69 @@ func TestCloseWaitsForTheRequestsInProgress(t *testing.T) {
 	f.srv.Handler().ServeHTTP(w, req)
 	require.Equal(t, http.StatusServiceUnavailable, w.Code)
 	require.Contains(t, w.Body.String(), `"code":"unavailable"`)
+}
+
+// dialTinyReceiver dials base with a receive buffer of 4 KiB: a client that reads nothing soon stops the server's
+// writes.
+func dialTinyReceiver(t *testing.T, base string) net.Conn {
+	t.Helper()
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	c, err := d.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// stalledReader is a hostile client's connection that asked, without a credential, for the page's file path and
+// read its answer's header but not the rest: its receive buffer is tiny and the file larger than the sockets'
+// buffers hold, however large the kernel lets them grow, so the server's write of the file is held until the write
+// deadline. One large file stands for the many small answers (the page's files, 401s) a client gets by pipelining
+// its requests and reading none of them, which hold the server's write as long.
+func stalledReader(t *testing.T, base, path string) net.Conn {
+	t.Helper()
+	c := dialTinyReceiver(t, base)
+	_, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path)
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(roomBound))) // a guard against a hang
+	var head []byte
+	for !strings.Contains(string(head), "\r\n\r\n") {
+		b := make([]byte, 512)
+		n, err := c.Read(b)
+		require.NoError(t, err, "the answer's header")
+		head = append(head, b[:n]...)
+	}
+	require.True(t, strings.HasPrefix(string(head), "HTTP/1.1 200 "), "%q", head)
+	return c
+}
+
+// TestAnUnauthenticatedAnswerNobodyReadsHoldsNoPlace: a connection with a request in progress was never closed to
+// make room, an unauthenticated one's too, and an answer's write is held until its deadline (10 s) when its client
+// reads none of it. So a client with no credential at all, asking for the page's files on every place and reading
+// nothing, held every place for 10 s at a time, reopened them as they closed, and the operator's page could not
+// connect. Now only a request that authenticated keeps its connection's place: another in progress for longer than
+// ConnGrace is closed to make room, as a silent one is.
+func TestAnUnauthenticatedAnswerNobodyReadsHoldsNoPlace(t *testing.T) {
+	opts := roomOptions
+	opts.Metrics = NewMetrics()
+	opts.UI = fstest.MapFS{"index.html": {Data: []byte("<h1>page</h1>")}, "big.js": {Data: make([]byte, 16<<20)}}
+	f := newFixture(t, opts)
+	f.srv.writeTimeout = time.Minute // NB: before it serves; longer than roomBound, so only making room lets one in
+	l, base := listening(t, f)
+	var hostile []net.Conn
+	for range roomOptions.MaxConns {
+		hostile = append(hostile, stalledReader(t, base, "/big.js"))
+	}
+	tr := legit(t, base)
+	text := metricsText(t, f)
+	require.Contains(t, text, `crewlog_http_connections_evicted_total{state="unauthenticated"} 1`)
+	require.Contains(t, text, `crewlog_http_connections_evicted_total{state="idle"} 0`)
+	require.Contains(t, text, `crewlog_http_connections_evicted_total{state="new"} 0`)
+
+	for _, c := range hostile {
+		c.Close()
+	}
+	tr.CloseIdleConnections()
+	requireNoPlaceHeld(t, l)
 }

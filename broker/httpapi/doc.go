@@ -82,12 +82,18 @@
 //   - first it closes the connection idle the longest (http.StateIdle: between two requests). Closing an idle
 //     keep-alive connection is allowed by HTTP/1.1 at any time and is what IdleTimeout does anyway, sooner; clients
 //     reopen and resend an idempotent request (every route but POST /api/v1/login is a GET);
-//   - else the oldest connection that has sent no complete request (http.StateNew) and has been open longer than
-//     ConnGrace (default 1 s): closing one still sending its header is what ReadHeaderTimeout would do, sooner.
-//     The grace keeps a legitimate client that has just connected from losing its place to the next one;
-//   - never a connection with a request in progress (http.StateActive: an authenticated stream, bounded by
-//     MaxStreams and MaxStreamsPerPrincipal below MaxConns; a read in progress or waiting its turn, ≤ 4 + 8 per
-//     credential) nor a hijacked one. If every place holds such a one, Accept waits for a place, as before.
+//   - else the oldest, by more than ConnGrace (default 1 s), of the connections that have sent no complete request
+//     (http.StateNew), since the server took them, and of those whose request in progress did not authenticate
+//     (http.StateActive, not vouched for), since the request came: closing one still sending its header is what
+//     ReadHeaderTimeout would do, sooner, and one whose unauthenticated answer (a 401, a page's file) its client
+//     has not taken within the grace is one that pipelines requests and reads no answer, which would otherwise
+//     hold its place until the write deadline (10 s, below), every place with enough connections, the next
+//     moment again. The grace keeps a legitimate client that has just connected from losing its place to the
+//     next one;
+//   - never a connection whose request in progress authenticated (the handler vouches for it: an authenticated
+//     stream, bounded by MaxStreams and MaxStreamsPerPrincipal below MaxConns; a read in progress or waiting its
+//     turn, ≤ 4 + 8 per credential) nor a hijacked one. If every place holds such a one, Accept waits for a
+//     place, as before.
 //
 // The reads' bound is what keeps one credential from holding every place: without it, a token's clients could
 // open MaxConns connections, each with a read waiting its turn behind the token's 4 in progress, all active, and
@@ -96,10 +102,11 @@
 // Its streams hold at most MaxStreamsPerPrincipal more (or MaxStreams if fewer), so New refuses a MaxConns that
 // does not exceed the sum (76 by default, of 1,024): a place is always left for another credential.
 //
-// An unauthenticated client gets no request in progress for long: its answer is immediate, and a request with a
-// body is answered and its connection closed without reading the body (no route reads one; net/http would
-// otherwise wait for it with no deadline). So a hostile client's connections are idle or new, and each new client
-// takes the place of one of them; refilling the places costs it a connection and a request per place.
+// An unauthenticated client holds no place beyond the grace: its answer is immediate, a request with a body is
+// answered and its connection closed without reading the body (no route reads one; net/http would otherwise wait
+// for it with no deadline), and a connection whose unauthenticated answer is not taken may be closed like a new
+// one. So a hostile client's connections are idle, new or unauthenticated, and each new client takes the place of
+// one of them; refilling the places costs it a connection and a request per place.
 //
 // A request in progress holds its read turn and its place only while its client reads the answer. The server has
 // no WriteTimeout (it would end every stream), so every answer's writes carry deadlines of their own
@@ -110,9 +117,11 @@
 // goes to the next, and net/http closes the connection, freeing its place — whether or not its credential is
 // still valid. One that reads slowly is served: a page of 4 MiB has 16 such deadlines, one after the other.
 //
-// The states come from http.Server.ConnState. Each change moves the connection between two intrusive lists (idle,
-// ordered by when it went idle; new, ordered by when the server took it) in O(1) under one mutex, and choosing
-// whom to close reads the head of each list, also O(1): there is no scan. The listener accepts the next
+// The states come from http.Server.ConnState, and a request's authentication from the handler, which finds its
+// connection through http.Server.ConnContext. Each change moves the connection between three intrusive lists (idle,
+// ordered by when it went idle; new, ordered by when the server took it; unauthenticated, ordered by when its
+// request came) in O(1) under one mutex, and choosing whom to close reads the head of each list, also O(1): there
+// is no scan. The listener accepts the next
 // connection before it makes room, so it closes one only for a client that is there; while it waits it holds
 // that one connection: at most MaxConns + 1 are open. crewlog_http_connections_evicted_total{state} counts the
 // connections closed to make room.

@@ -10,16 +10,18 @@ import (
 
 // limitListener holds at most max connections open at once. When a connection arrives and every place is held, it
 // makes room instead of waiting: it closes the connection idle the longest (http.StateIdle, between two requests),
-// else the oldest one that has not sent a complete request (http.StateNew) and is older than grace. A connection
-// with a request in progress (http.StateActive: a stream, a read waiting its turn) or hijacked is never closed to
-// make room; when every place holds one, Accept waits for a place, as the kernel's backlog would.
+// else the oldest, older than grace, of those that have not sent a complete request (http.StateNew) and those whose
+// request in progress did not authenticate (http.StateActive, not vouched for). A connection whose request in
+// progress authenticated (vouch: a stream, a read waiting its turn) or hijacked is never closed to make room; when
+// every place holds one, Accept waits for a place, as the kernel's backlog would.
 //
-// The states come from the http.Server's ConnState hook (connState). A connection whose server does not report
-// its states is never chosen: the listener then only waits, as it did before it made room.
+// The states come from the http.Server's ConnState hook (connState), and a request's authentication from the
+// handler (vouch). A connection whose server does not report its states is never chosen: the listener then only
+// waits, as it did before it made room.
 //
-// Cost: each state change moves the connection between two intrusive lists (idle, by when it went idle; new, by
-// when the server took it), O(1) under one mutex; choosing whom to close reads the head of each list, O(1). No
-// scan.
+// Cost: each state change moves the connection between three intrusive lists (idle, by when it went idle; new, by
+// when the server took it; unauthenticated, by when its request came), O(1) under one mutex; choosing whom to close
+// reads the head of each list, O(1). No scan.
 //
 // Accept takes the next connection from the kernel before it looks for room, so a connection is closed only for
 // one that is there; while it waits, it holds that one connection: at most max+1 are open.
@@ -35,11 +37,13 @@ type limitListener struct {
 	held    int           // places held: connections handed out and not closed or evicted, ≤ max
 	idle    connList      // StateIdle connections, the longest idle first
 	fresh   connList      // StateNew connections, the oldest first
+	anon    connList      // StateActive connections whose request has not authenticated, the oldest request first
 	changed chan struct{} // closed at the next change a waiting Accept may use; nil while none waits
 	closed  bool
 
 	evictedIdle atomic.Uint64 // connections closed to make room, by their state then
 	evictedNew  atomic.Uint64
+	evictedAnon atomic.Uint64
 }
 
 func newLimitListener(l net.Listener, max int, grace time.Duration) *limitListener {
@@ -79,10 +83,13 @@ func (l *limitListener) take() (*limitConn, error) {
 		}
 		victim, retry := l.victim(l.now())
 		if victim != nil {
-			if victim.list == &l.idle {
+			switch victim.list {
+			case &l.idle:
 				l.evictedIdle.Add(1)
-			} else {
+			case &l.fresh:
 				l.evictedNew.Add(1)
+			default:
+				l.evictedAnon.Add(1)
 			}
 			// The place passes from the victim to the new connection: held does not change.
 			victim.released = true
@@ -114,19 +121,23 @@ func (l *limitListener) wait(changed <-chan struct{}, retry time.Duration) {
 	}
 }
 
-// victim is the connection to close to make room, or nil and, when a new connection will become old enough, how
-// long until it does.
+// victim is the connection to close to make room, or nil and, when a new or unauthenticated connection will become
+// old enough, how long until it does.
 func (l *limitListener) victim(now time.Time) (*limitConn, time.Duration) {
 	if c := l.idle.head; c != nil {
 		return c, 0
 	}
-	if c := l.fresh.head; c != nil {
-		if wait := c.since.Add(l.grace).Sub(now); wait > 0 {
-			return nil, wait
-		}
-		return c, 0
+	c := l.fresh.head
+	if a := l.anon.head; c == nil || a != nil && a.since.Before(c.since) {
+		c = a
 	}
-	return nil, 0
+	if c == nil {
+		return nil, 0
+	}
+	if wait := c.since.Add(l.grace).Sub(now); wait > 0 {
+		return nil, wait
+	}
+	return c, 0
 }
 
 // connState is the http.Server's ConnState hook: it files each connection by its state.
@@ -150,11 +161,39 @@ func (l *limitListener) connState(nc net.Conn, st http.ConnState) {
 		c.since = l.now()
 		l.idle.push(c)
 		c.list = &l.idle
+	case http.StateActive:
+		// NB: a request without a credential is answered at once, but its answer's write is held as long as its
+		// client does not read it (up to the write deadline, deadlines.go); one that pipelines requests and reads
+		// none would hold its place that long, every place with enough connections. Until the request
+		// authenticates (vouch), its connection may be closed to make room like a new one.
+		c.since = l.now()
+		l.anon.push(c)
+		c.list = &l.anon
 	default:
-		// StateActive, StateHijacked: never closed to make room. StateClosed: Close gave its place back.
+		// StateHijacked: never closed to make room. StateClosed: Close gave its place back.
 		return
 	}
 	l.signal()
+}
+
+// vouch keeps c's place while its request is in progress: the request authenticated. Its connection goes back to
+// the lists when it next goes idle.
+func (l *limitListener) vouch(c *limitConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.list == &l.anon {
+		l.unlist(c)
+	}
+}
+
+// connKey is the request context's key of the connection the request came on (Listen's http.Server.ConnContext).
+type connKey struct{}
+
+// vouchFor keeps the place of the connection r came on, when Listen's listener accepted it: r authenticated.
+func vouchFor(r *http.Request) {
+	if c, ok := r.Context().Value(connKey{}).(*limitConn); ok {
+		c.l.vouch(c)
+	}
 }
 
 // release gives back c's place, once; an evicted connection gave its place to another already.
@@ -202,7 +241,7 @@ type limitConn struct {
 
 	// Guarded by l.mu.
 	released   bool      // its place was given back or passed to another connection
-	list       *connList // the list it is in: l.idle, l.fresh or none
+	list       *connList // the list it is in: l.idle, l.fresh, l.anon or none
 	since      time.Time // when it entered list
 	prev, next *limitConn
 }

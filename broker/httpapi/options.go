@@ -76,10 +76,11 @@ type Options struct {
 	MaxSessions            int
 	// MaxConns bounds the connections Listen's listener holds open at once (default 1024). When they are all open,
 	// the listener makes room for the next: it closes the connection idle the longest, else the oldest that has
-	// sent no complete request and is older than ConnGrace (default 1 s); one with a request in progress is never
-	// closed (see the package doc). So MaxConns must exceed MaxStreams, since each stream holds one, and the
-	// connections one credential can hold with requests in progress: 4 reads in progress, 8 waiting for a turn
-	// and its streams (MaxStreamsPerPrincipal, or MaxStreams if fewer; 76 by default).
+	// sent no complete request, or whose request in progress did not authenticate, for longer than ConnGrace
+	// (default 1 s); one with an authenticated request in progress is never closed (see the package doc). So
+	// MaxConns must exceed MaxStreams, since each stream holds one, and the connections one credential can hold
+	// with requests in progress: 4 reads in progress, 8 waiting for a turn and its streams
+	// (MaxStreamsPerPrincipal, or MaxStreams if fewer; 76 by default).
 	MaxConns  int
 	ConnGrace time.Duration
 	// Now is the clock of sessions and login codes, and times the rebuilds (the Retry-After of too-many-rebuilds)
@@ -107,8 +108,8 @@ func (o *Options) validate() error {
 		errs = append(errs, fmt.Errorf("httpapi: MaxConns %d must exceed MaxStreams %d (each stream holds a connection)",
 			d.MaxConns, d.MaxStreams))
 	}
-	// NB: a connection with a request in progress is never closed to make room, so the places one credential can
-	// hold that way must leave one for every other credential, the operator's page included.
+	// NB: a connection with an authenticated request in progress is never closed to make room, so the places one
+	// credential can hold that way must leave one for every other credential, the operator's page included.
 	if streams, held := d.credentialPlaces(); d.MaxConns <= held {
 		errs = append(errs, fmt.Errorf("httpapi: MaxConns %d must exceed the %d connections one credential can hold "+
 			"(%d reads in progress + %d waiting + %d streams, MaxStreamsPerPrincipal or MaxStreams if fewer)",
