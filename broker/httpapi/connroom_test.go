@@ -37,7 +37,16 @@ var roomOptions = Options{MaxConns: maxReadsPerCredential + maxWaitingReadsPerCr
 // a loopback port, and returns the listener and its base URL.
 func listening(t *testing.T, f *fixture) (*limitListener, string) {
 	t.Helper()
+	return listeningVia(t, f, nil)
+}
+
+// listeningVia is listening with the listener's connections accepted through wrap (nil: as they are).
+func listeningVia(t *testing.T, f *fixture, wrap func(net.Listener) net.Listener) (*limitListener, string) {
+	t.Helper()
 	require.NoError(t, f.srv.Listen("127.0.0.1:0"))
+	if wrap != nil {
+		f.srv.ln.Listener = wrap(f.srv.ln.Listener)
+	}
 	served := make(chan error, 1)
 	go func() { served <- f.srv.Serve(context.Background()) }()
 	t.Cleanup(func() {
@@ -543,15 +552,15 @@ func dialTinyReceiver(t *testing.T, base string) net.Conn {
 	return c
 }
 
-// stalledReader is a hostile client's connection that asked, without a credential, for the page's file path and
-// read its answer's header but not the rest: its receive buffer is tiny and the file larger than the sockets'
-// buffers hold, however large the kernel lets them grow, so the server's write of the file is held until the write
-// deadline. One large file stands for the many small answers (the page's files, 401s) a client gets by pipelining
-// its requests and reading none of them, which hold the server's write as long.
-func stalledReader(t *testing.T, base, path string) net.Conn {
+// stalledReader is a hostile client's connection that sent request (its line and its headers but the Host) and read
+// its answer's header but not the rest: its receive buffer is tiny and the answer larger than the sockets' buffers
+// hold, so the server's write of it is held until the write deadline. One large answer stands for the many small ones
+// (the page's files, 401s, 405s) a client gets by pipelining its requests and reading none of them, which hold the
+// server's write as long.
+func stalledReader(t *testing.T, base, request string, status int) net.Conn {
 	t.Helper()
 	c := dialTinyReceiver(t, base)
-	_, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path)
+	_, err := fmt.Fprintf(c, "%s\r\nHost: 127.0.0.1\r\n\r\n", request)
 	require.NoError(t, err)
 	require.NoError(t, c.SetReadDeadline(time.Now().Add(roomBound))) // a guard against a hang
 	var head []byte
@@ -561,7 +570,7 @@ func stalledReader(t *testing.T, base, path string) net.Conn {
 		require.NoError(t, err, "the answer's header")
 		head = append(head, b[:n]...)
 	}
-	require.True(t, strings.HasPrefix(string(head), "HTTP/1.1 200 "), "%q", head)
+	require.True(t, strings.HasPrefix(string(head), fmt.Sprintf("HTTP/1.1 %d ", status)), "%.200q", head)
 	return c
 }
 
@@ -569,8 +578,8 @@ func stalledReader(t *testing.T, base, path string) net.Conn {
 // make room, an unauthenticated one's too, and an answer's write is held until its deadline (10 s) when its client
 // reads none of it. So a client with no credential at all, asking for the page's files on every place and reading
 // nothing, held every place for 10 s at a time, reopened them as they closed, and the operator's page could not
-// connect. Now only a request that authenticated keeps its connection's place: another in progress for longer than
-// ConnGrace is closed to make room, as a silent one is.
+// connect. Now only a request that holds a read's turn, or waits for one, or a stream keeps its connection's place:
+// another in progress for longer than ConnGrace is closed to make room, as a silent one is.
 func TestAnUnauthenticatedAnswerNobodyReadsHoldsNoPlace(t *testing.T) {
 	opts := roomOptions
 	opts.Metrics = NewMetrics()
@@ -580,13 +589,55 @@ func TestAnUnauthenticatedAnswerNobodyReadsHoldsNoPlace(t *testing.T) {
 	l, base := listening(t, f)
 	var hostile []net.Conn
 	for range roomOptions.MaxConns {
-		hostile = append(hostile, stalledReader(t, base, "/big.js"))
+		hostile = append(hostile, stalledReader(t, base, "GET /big.js HTTP/1.1", http.StatusOK))
 	}
 	tr := legit(t, base)
 	text := metricsText(t, f)
-	require.Contains(t, text, `crewlog_http_connections_evicted_total{state="unauthenticated"} 1`)
+	require.Contains(t, text, `crewlog_http_connections_evicted_total{state="active"} 1`)
 	require.Contains(t, text, `crewlog_http_connections_evicted_total{state="idle"} 0`)
 	require.Contains(t, text, `crewlog_http_connections_evicted_total{state="new"} 0`)
+
+	for _, c := range hostile {
+		c.Close()
+	}
+	tr.CloseIdleConnections()
+	requireNoPlaceHeld(t, l)
+}
+
+// smallSendBuffers accepts connections with a send buffer of 4 KiB, which the kernel does not grow: an answer of
+// tens of KiB then stalls on a client that reads none of it.
+type smallSendBuffers struct{ net.Listener }
+
+func (l smallSendBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}
+
+// TestATokensQuickAnswersNobodyReadsHoldNoPlace: a connection whose request authenticated was never closed to make
+// room, though only a read in progress or waiting for its turn, and a stream, are bounded per credential. So a
+// read-only token's client sending, on every place, requests answered at once (405, 429, 404: no turn taken) and
+// reading none of the answers held every place until the write deadline, again and again, and another
+// credential's request could not connect. Now only a request that holds a read's turn, or waits for one, or a
+// stream keeps its connection's place.
+func TestATokensQuickAnswersNobodyReadsHoldNoPlace(t *testing.T) {
+	opts := roomOptions
+	opts.Metrics = NewMetrics()
+	f := newFixture(t, opts)
+	f.srv.writeTimeout = time.Minute // NB: before it serves; longer than roomBound, so only making room lets one in
+	l, base := listeningVia(t, f, func(l net.Listener) net.Listener { return smallSendBuffers{l} })
+	// The 405 names the path, and JSON writes each '<' of it in 6 bytes: an answer of about 72 KiB.
+	path := "/api/v1/runs/" + strings.Repeat("<", 12<<10)
+	var hostile []net.Conn
+	for range roomOptions.MaxConns {
+		hostile = append(hostile, stalledReader(t, base, "PUT "+path+" HTTP/1.1\r\nAuthorization: Bearer "+roToken,
+			http.StatusMethodNotAllowed))
+	}
+	tr := legit(t, base)
+	text := metricsText(t, f)
+	require.Contains(t, text, `crewlog_http_connections_evicted_total{state="active"} 1`)
 
 	for _, c := range hostile {
 		c.Close()

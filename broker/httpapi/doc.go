@@ -83,30 +83,31 @@
 //     keep-alive connection is allowed by HTTP/1.1 at any time and is what IdleTimeout does anyway, sooner; clients
 //     reopen and resend an idempotent request (every route but POST /api/v1/login is a GET);
 //   - else the oldest, by more than ConnGrace (default 1 s), of the connections that have sent no complete request
-//     (http.StateNew), since the server took them, and of those whose request in progress did not authenticate
-//     (http.StateActive, not vouched for), since the request came: closing one still sending its header is what
-//     ReadHeaderTimeout would do, sooner, and one whose unauthenticated answer (a 401, a page's file) its client
-//     has not taken within the grace is one that pipelines requests and reads no answer, which would otherwise
-//     hold its place until the write deadline (10 s, below), every place with enough connections, the next
-//     moment again. The grace keeps a legitimate client that has just connected from losing its place to the
-//     next one;
-//   - never a connection whose request in progress authenticated (the handler vouches for it: an authenticated
-//     stream, bounded by MaxStreams and MaxStreamsPerPrincipal below MaxConns; a read in progress or waiting its
-//     turn, ≤ 4 + 8 per credential) nor a hijacked one. If every place holds such a one, Accept waits for a
-//     place, as before.
+//     (http.StateNew), since the server took them, and of those whose request in progress keeps no place (below;
+//     http.StateActive: a request without a valid credential, or one answered at once: a page's file, a 401, 405,
+//     404 or 429), since the request came or let its place go: closing one still sending its header is what
+//     ReadHeaderTimeout would do, sooner, and one whose quick answer its client has not taken within the grace is
+//     one that pipelines requests and reads no answer, which would otherwise hold its place until the write
+//     deadline (10 s, below), every place with enough connections, the next moment again. The grace keeps a
+//     legitimate client that has just connected from losing its place to the next one;
+//   - never a connection whose request in progress keeps its place: it holds what its credential has a bounded
+//     number of (keepPlace): a stream, bounded by MaxStreams and MaxStreamsPerPrincipal below MaxConns, or a
+//     read in progress or waiting its turn, ≤ 4 + 8 per credential; nor a hijacked one. If every place holds such
+//     a one, Accept waits for a place, as before.
 //
 // The reads' bound is what keeps one credential from holding every place: without it, a token's clients could
 // open MaxConns connections, each with a read waiting its turn behind the token's 4 in progress, all active, and
 // every other credential, the operator's page included, would wait to be accepted. With it, the token's reads
-// hold at most 12 places; its next is answered 429 at once and its connection goes idle, the first to make room.
-// Its streams hold at most MaxStreamsPerPrincipal more (or MaxStreams if fewer), so New refuses a MaxConns that
-// does not exceed the sum (76 by default, of 1,024): a place is always left for another credential.
+// hold at most 12 places; its next is answered 429 at once and keeps no place: its connection is the first to make
+// room once idle, or once past the grace if its client does not read the 429. Its streams hold at most
+// MaxStreamsPerPrincipal more (or MaxStreams if fewer), so New refuses a MaxConns that does not exceed the sum (76
+// by default, of 1,024): a place is always left for another credential.
 //
 // An unauthenticated client holds no place beyond the grace: its answer is immediate, a request with a body is
 // answered and its connection closed without reading the body (no route reads one; net/http would otherwise wait
-// for it with no deadline), and a connection whose unauthenticated answer is not taken may be closed like a new
-// one. So a hostile client's connections are idle, new or unauthenticated, and each new client takes the place of
-// one of them; refilling the places costs it a connection and a request per place.
+// for it with no deadline), and a connection whose answer is not taken may be closed like a new one. So a hostile
+// client's connections are idle, new or active keeping no place, and each new client takes the place of one of
+// them; refilling the places costs it a connection and a request per place.
 //
 // A request in progress holds its read turn and its place only while its client reads the answer. The server has
 // no WriteTimeout (it would end every stream), so every answer's writes carry deadlines of their own
@@ -117,14 +118,13 @@
 // goes to the next, and net/http closes the connection, freeing its place — whether or not its credential is
 // still valid. One that reads slowly is served: a page of 4 MiB has 16 such deadlines, one after the other.
 //
-// The states come from http.Server.ConnState, and a request's authentication from the handler, which finds its
+// The states come from http.Server.ConnState, and what a request holds from the handler, which finds its
 // connection through http.Server.ConnContext. Each change moves the connection between three intrusive lists (idle,
-// ordered by when it went idle; new, ordered by when the server took it; unauthenticated, ordered by when its
-// request came) in O(1) under one mutex, and choosing whom to close reads the head of each list, also O(1): there
-// is no scan. The listener accepts the next
-// connection before it makes room, so it closes one only for a client that is there; while it waits it holds
-// that one connection: at most MaxConns + 1 are open. crewlog_http_connections_evicted_total{state} counts the
-// connections closed to make room.
+// ordered by when it went idle; new, ordered by when the server took it; active keeping no place, ordered by when
+// its request came or let its place go) in O(1) under one mutex, and choosing whom to close reads the head of each
+// list, also O(1): there is no scan. The listener accepts the next connection before it makes room, so it closes
+// one only for a client that is there; while it waits it holds that one connection: at most MaxConns + 1 are open.
+// crewlog_http_connections_evicted_total{state} counts the connections closed to make room.
 //
 // # Not guaranteed
 //

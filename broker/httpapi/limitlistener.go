@@ -11,17 +11,18 @@ import (
 // limitListener holds at most max connections open at once. When a connection arrives and every place is held, it
 // makes room instead of waiting: it closes the connection idle the longest (http.StateIdle, between two requests),
 // else the oldest, older than grace, of those that have not sent a complete request (http.StateNew) and those whose
-// request in progress did not authenticate (http.StateActive, not vouched for). A connection whose request in
-// progress authenticated (vouch: a stream, a read waiting its turn) or hijacked is never closed to make room; when
-// every place holds one, Accept waits for a place, as the kernel's backlog would.
+// request in progress holds none of what a credential has a bounded number of (http.StateActive, not kept: a
+// request without a valid credential, or one answered at once). A connection whose request keeps its place (keep:
+// a stream, a read in progress or waiting its turn) or hijacked is never closed to make room; when every place
+// holds one, Accept waits for a place, as the kernel's backlog would.
 //
-// The states come from the http.Server's ConnState hook (connState), and a request's authentication from the
-// handler (vouch). A connection whose server does not report its states is never chosen: the listener then only
-// waits, as it did before it made room.
+// The states come from the http.Server's ConnState hook (connState), and what a request holds from the handler
+// (keepPlace). A connection whose server does not report its states is never chosen: the listener then only waits,
+// as it did before it made room.
 //
 // Cost: each state change moves the connection between three intrusive lists (idle, by when it went idle; new, by
-// when the server took it; unauthenticated, by when its request came), O(1) under one mutex; choosing whom to close
-// reads the head of each list, O(1). No scan.
+// when the server took it; active and not kept, by when its request came or gave up what it held), O(1) under one
+// mutex; choosing whom to close reads the head of each list, O(1). No scan.
 //
 // Accept takes the next connection from the kernel before it looks for room, so a connection is closed only for
 // one that is there; while it waits, it holds that one connection: at most max+1 are open.
@@ -37,13 +38,13 @@ type limitListener struct {
 	held    int           // places held: connections handed out and not closed or evicted, ≤ max
 	idle    connList      // StateIdle connections, the longest idle first
 	fresh   connList      // StateNew connections, the oldest first
-	anon    connList      // StateActive connections whose request has not authenticated, the oldest request first
+	busy    connList      // StateActive connections whose request keeps no place, the oldest first
 	changed chan struct{} // closed at the next change a waiting Accept may use; nil while none waits
 	closed  bool
 
 	evictedIdle atomic.Uint64 // connections closed to make room, by their state then
 	evictedNew  atomic.Uint64
-	evictedAnon atomic.Uint64
+	evictedBusy atomic.Uint64
 }
 
 func newLimitListener(l net.Listener, max int, grace time.Duration) *limitListener {
@@ -89,7 +90,7 @@ func (l *limitListener) take() (*limitConn, error) {
 			case &l.fresh:
 				l.evictedNew.Add(1)
 			default:
-				l.evictedAnon.Add(1)
+				l.evictedBusy.Add(1)
 			}
 			// The place passes from the victim to the new connection: held does not change.
 			victim.released = true
@@ -121,15 +122,15 @@ func (l *limitListener) wait(changed <-chan struct{}, retry time.Duration) {
 	}
 }
 
-// victim is the connection to close to make room, or nil and, when a new or unauthenticated connection will become
+// victim is the connection to close to make room, or nil and, when a new or active connection not kept will become
 // old enough, how long until it does.
 func (l *limitListener) victim(now time.Time) (*limitConn, time.Duration) {
 	if c := l.idle.head; c != nil {
 		return c, 0
 	}
 	c := l.fresh.head
-	if a := l.anon.head; c == nil || a != nil && a.since.Before(c.since) {
-		c = a
+	if b := l.busy.head; c == nil || b != nil && b.since.Before(c.since) {
+		c = b
 	}
 	if c == nil {
 		return nil, 0
@@ -154,21 +155,16 @@ func (l *limitListener) connState(nc net.Conn, st http.ConnState) {
 	l.unlist(c)
 	switch st {
 	case http.StateNew:
-		c.since = l.now()
-		l.fresh.push(c)
-		c.list = &l.fresh
+		l.list(c, &l.fresh)
 	case http.StateIdle:
-		c.since = l.now()
-		l.idle.push(c)
-		c.list = &l.idle
+		l.list(c, &l.idle)
 	case http.StateActive:
-		// NB: a request without a credential is answered at once, but its answer's write is held as long as its
-		// client does not read it (up to the write deadline, deadlines.go); one that pipelines requests and reads
-		// none would hold its place that long, every place with enough connections. Until the request
-		// authenticates (vouch), its connection may be closed to make room like a new one.
-		c.since = l.now()
-		l.anon.push(c)
-		c.list = &l.anon
+		// NB: a request answered at once (a 401, a page's file, a 405 or a 429) has its answer's write held as long
+		// as its client does not read it (up to the write deadline, deadlines.go); a client that pipelines such
+		// requests and reads none would hold its place that long, every place with enough connections, with no
+		// credential or with one whose bounds it escapes so. Unless the request keeps its place (keep), its
+		// connection may be closed to make room like a new one.
+		l.list(c, &l.busy)
 	default:
 		// StateHijacked: never closed to make room. StateClosed: Close gave its place back.
 		return
@@ -176,24 +172,47 @@ func (l *limitListener) connState(nc net.Conn, st http.ConnState) {
 	l.signal()
 }
 
-// vouch keeps c's place while its request is in progress: the request authenticated. Its connection goes back to
-// the lists when it next goes idle.
-func (l *limitListener) vouch(c *limitConn) {
+// keep keeps c's place while its request holds what keeps it, until letGo.
+func (l *limitListener) keep(c *limitConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if c.list == &l.anon {
+	if c.list == &l.busy {
 		l.unlist(c)
 	}
+}
+
+// letGo ends keep: c's request no longer holds anything that keeps its place, and its connection may be closed to
+// make room once it is older than the grace from now.
+func (l *limitListener) letGo(c *limitConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !c.released && c.list == nil {
+		l.list(c, &l.busy)
+		l.signal()
+	}
+}
+
+// list files c in q from now. Under l.mu.
+func (l *limitListener) list(c *limitConn, q *connList) {
+	c.since = l.now()
+	q.push(c)
+	c.list = q
 }
 
 // connKey is the request context's key of the connection the request came on (Listen's http.Server.ConnContext).
 type connKey struct{}
 
-// vouchFor keeps the place of the connection r came on, when Listen's listener accepted it: r authenticated.
-func vouchFor(r *http.Request) {
-	if c, ok := r.Context().Value(connKey{}).(*limitConn); ok {
-		c.l.vouch(c)
+// keepPlace keeps the place of the connection r came on (when Listen's listener accepted it) while r holds what one
+// credential has a bounded number of, a read's turn (in progress or waited for) or a stream, so that however many
+// connections a credential opens it keeps no more places than its bounds allow; the function returned is letGo,
+// for a request that gives that up and goes on writing an answer.
+func keepPlace(r *http.Request) (letGo func()) {
+	c, ok := r.Context().Value(connKey{}).(*limitConn)
+	if !ok {
+		return func() {}
 	}
+	c.l.keep(c)
+	return func() { c.l.letGo(c) }
 }
 
 // release gives back c's place, once; an evicted connection gave its place to another already.
@@ -241,7 +260,7 @@ type limitConn struct {
 
 	// Guarded by l.mu.
 	released   bool      // its place was given back or passed to another connection
-	list       *connList // the list it is in: l.idle, l.fresh, l.anon or none
+	list       *connList // the list it is in: l.idle, l.fresh, l.busy or none
 	since      time.Time // when it entered list
 	prev, next *limitConn
 }

@@ -37,12 +37,13 @@ func TestLimitListenerHoldsAPlacePerOpenConnection(t *testing.T) {
 }
 
 // TestLimitListenerChoosesWhomToClose: the connection idle the longest, else the oldest past the grace of the new
-// ones and the active ones whose request did not authenticate; never an active one whose request did, nor a
+// ones and the active ones whose request keeps no place; never an active one whose request keeps its place, nor a
 // hijacked one; one within the grace is waited for.
 func TestLimitListenerChoosesWhomToClose(t *testing.T) {
 	const grace = 10 * time.Second
 	const n, a, i, c = http.StateNew, http.StateActive, http.StateIdle, http.StateClosed
-	const v = http.ConnState(-1) // not a state: the request in progress authenticated (vouch)
+	const k = http.ConnState(-1) // not a state: the request in progress keeps its place (keep)
+	const g = http.ConnState(-2) // not a state: ... and no longer does (letGo)
 	for _, tc := range []struct {
 		name   string
 		conns  [][]http.ConnState // each connection's states, in turns; each change a second after the last
@@ -50,18 +51,21 @@ func TestLimitListenerChoosesWhomToClose(t *testing.T) {
 		victim int                // index; -1: none
 		retry  time.Duration      // when none: the wait until a new one is past the grace (0: no such wait)
 	}{
-		{"idle longest first", [][]http.ConnState{{n, a, v}, {n, a, i}, {n, a, i}}, 0, 1, 0},
+		{"idle longest first", [][]http.ConnState{{n, a, k}, {n, a, i}, {n, a, i}}, 0, 1, 0},
 		{"idle again goes to the back", [][]http.ConnState{{n, a, i, a, i}, {n, a, i}}, 0, 1, 0},
 		{"idle before new", [][]http.ConnState{{n}, {n, a, i}}, 10 * grace, 1, 0},
 		{"oldest new past the grace", [][]http.ConnState{{n}, {n}}, grace, 0, 0},
 		{"new within the grace: wait", [][]http.ConnState{{n}, {n}}, grace / 4, -1, grace - grace/4 - time.Second},
-		{"authenticated and hijacked never", [][]http.ConnState{{n, a, v}, {n, http.StateHijacked}, {n, a, i, a, v}},
+		{"kept and hijacked never", [][]http.ConnState{{n, a, k}, {n, http.StateHijacked}, {n, a, i, a, k}},
 			10 * grace, -1, 0},
-		{"unauthenticated past the grace", [][]http.ConnState{{n, a, v}, {n, a, i, a}}, grace, 1, 0},
-		{"unauthenticated within the grace: wait", [][]http.ConnState{{n, a, i, a}}, grace / 4, -1, grace - grace/4},
-		{"the older of new and unauthenticated", [][]http.ConnState{{n}, {n, a}}, grace, 0, 0},
-		{"unauthenticated by when the request came", [][]http.ConnState{{n, a}, {n, a, i, a}}, grace, 0, 0},
-		{"authenticated again", [][]http.ConnState{{n, a, i, a, v}, {n, a, v}}, 10 * grace, -1, 0},
+		{"active not kept past the grace", [][]http.ConnState{{n, a, k}, {n, a, i, a}}, grace, 1, 0},
+		{"active not kept within the grace: wait", [][]http.ConnState{{n, a, i, a}}, grace / 4, -1, grace - grace/4},
+		{"the older of new and active", [][]http.ConnState{{n}, {n, a}}, grace, 0, 0},
+		{"active by when the request came", [][]http.ConnState{{n, a}, {n, a, i, a}}, grace, 0, 0},
+		{"kept again", [][]http.ConnState{{n, a, i, a, k}, {n, a, k}}, 10 * grace, -1, 0},
+		{"let go: from then", [][]http.ConnState{{n, a, k, g}, {n, a}}, grace - time.Second, 1, 0},
+		{"let go past the grace", [][]http.ConnState{{n, a, k, g}}, grace, 0, 0},
+		{"idle after let go", [][]http.ConnState{{n, a, k, g, i}, {n, a, i}}, 0, 1, 0},
 		{"closed leaves the lists", [][]http.ConnState{{n, a, i, c}, {n, c}}, 10 * grace, -1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,9 +83,12 @@ func TestLimitListenerChoosesWhomToClose(t *testing.T) {
 				for i, states := range tc.conns {
 					if step < len(states) {
 						clock = clock.Add(time.Second)
-						if states[step] == v {
-							l.vouch(cs[i])
-						} else {
+						switch states[step] {
+						case k:
+							l.keep(cs[i])
+						case g:
+							l.letGo(cs[i])
+						default:
 							l.connState(cs[i], states[step])
 						}
 						moved = true
@@ -103,7 +110,7 @@ func TestLimitListenerChoosesWhomToClose(t *testing.T) {
 	}
 }
 
-// TestLimitListenerTakesTheFirstPlaceToGoIdle: with every place active with an authenticated request or hijacked,
+// TestLimitListenerTakesTheFirstPlaceToGoIdle: with every place active with a request that keeps it or hijacked,
 // Accept holds the new connection until one goes idle, closes that one and hands the new one its place; the others
 // stay open. Close ends a waiting Accept and closes the connection it held.
 func TestLimitListenerTakesTheFirstPlaceToGoIdle(t *testing.T) {
@@ -126,7 +133,7 @@ func TestLimitListenerTakesTheFirstPlaceToGoIdle(t *testing.T) {
 		served = append(served, sc)
 		l.connState(sc, http.StateNew)
 		l.connState(sc, st)
-		l.vouch(sc.(*limitConn))
+		l.keep(sc.(*limitConn))
 	}
 	type accepted struct {
 		c   net.Conn
@@ -158,7 +165,7 @@ func TestLimitListenerTakesTheFirstPlaceToGoIdle(t *testing.T) {
 
 	l.connState(a.c, http.StateNew)
 	l.connState(a.c, http.StateActive)
-	l.vouch(a.c.(*limitConn))
+	l.keep(a.c.(*limitConn))
 	fourth := dial()
 	go accept()
 	require.NoError(t, l.Close())

@@ -134,7 +134,7 @@ var (
 	descSubscribers = prometheus.NewDesc("crewlog_subscribers", "Socket connections holding an events.subscribe subscription.", nil, nil)
 	descResyncs     = prometheus.NewDesc("crewlog_resyncs_total", "Resyncs sent to slow subscribers, by transport (socket, sse).", []string{"transport"}, nil)
 	descStreams     = prometheus.NewDesc("crewlog_http_streams", "Open HTTP event streams.", nil, nil)
-	descEvicted     = prometheus.NewDesc("crewlog_http_connections_evicted_total", "HTTP connections closed to make room for a new one at MaxConns, by their state then (idle, new, unauthenticated: a request in progress without a valid credential).", []string{"state"}, nil)
+	descEvicted     = prometheus.NewDesc("crewlog_http_connections_evicted_total", "HTTP connections closed to make room for a new one at MaxConns, by their state then (idle, new, active: a request in progress that holds no read turn nor stream).", []string{"state"}, nil)
 	descSnapAge     = prometheus.NewDesc("crewlog_snapshot_age_seconds", "Age of the last snapshot written since start.", nil, nil)
 	descSnapBytes   = prometheus.NewDesc("crewlog_snapshot_bytes", "Size of the last snapshot written since start.", nil, nil)
 	descSnapPos     = prometheus.NewDesc("crewlog_snapshot_position", "Position of the last snapshot written since start.", nil, nil)
@@ -210,15 +210,15 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descResyncs, prometheus.CounterValue, float64(s.streams.resyncs.Load()), "sse")
 	gauge(descStreams, float64(s.streams.open()))
-	var idle, fresh, anon uint64
+	var idle, fresh, busy uint64
 	s.mu.Lock()
 	if l := s.ln; l != nil {
-		idle, fresh, anon = l.evictedIdle.Load(), l.evictedNew.Load(), l.evictedAnon.Load()
+		idle, fresh, busy = l.evictedIdle.Load(), l.evictedNew.Load(), l.evictedBusy.Load()
 	}
 	s.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(descEvicted, prometheus.CounterValue, float64(idle), "idle")
 	ch <- prometheus.MustNewConstMetric(descEvicted, prometheus.CounterValue, float64(fresh), "new")
-	ch <- prometheus.MustNewConstMetric(descEvicted, prometheus.CounterValue, float64(anon), "unauthenticated")
+	ch <- prometheus.MustNewConstMetric(descEvicted, prometheus.CounterValue, float64(busy), "active")
 	counter := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)
 	}

@@ -76,8 +76,8 @@ type Options struct {
 	MaxSessions            int
 	// MaxConns bounds the connections Listen's listener holds open at once (default 1024). When they are all open,
 	// the listener makes room for the next: it closes the connection idle the longest, else the oldest that has
-	// sent no complete request, or whose request in progress did not authenticate, for longer than ConnGrace
-	// (default 1 s); one with an authenticated request in progress is never closed (see the package doc). So
+	// sent no complete request, or whose request in progress holds no read turn nor stream, for longer than
+	// ConnGrace (default 1 s); one whose request holds one is never closed (see the package doc). So
 	// MaxConns must exceed MaxStreams, since each stream holds one, and the connections one credential can hold
 	// with requests in progress: 4 reads in progress, 8 waiting for a turn and its streams
 	// (MaxStreamsPerPrincipal, or MaxStreams if fewer; 76 by default).
@@ -108,8 +108,9 @@ func (o *Options) validate() error {
 		errs = append(errs, fmt.Errorf("httpapi: MaxConns %d must exceed MaxStreams %d (each stream holds a connection)",
 			d.MaxConns, d.MaxStreams))
 	}
-	// NB: a connection with an authenticated request in progress is never closed to make room, so the places one
-	// credential can hold that way must leave one for every other credential, the operator's page included.
+	// NB: a connection whose request holds a read turn (or waits for one) or a stream is never closed to make room,
+	// so the places one credential can hold that way must leave one for every other credential, the operator's page
+	// included.
 	if streams, held := d.credentialPlaces(); d.MaxConns <= held {
 		errs = append(errs, fmt.Errorf("httpapi: MaxConns %d must exceed the %d connections one credential can hold "+
 			"(%d reads in progress + %d waiting + %d streams, MaxStreamsPerPrincipal or MaxStreams if fewer)",

@@ -29,7 +29,14 @@ const readsRetryAfter = 1
 // Retry-After.
 func (s *Server) takingTurns(h authed) authed {
 	return func(w http.ResponseWriter, r *http.Request, p principal) {
+		// NB: a read in progress or waiting for its turn keeps its connection's place (≤ 4 + 8 per credential); a
+		// refused one is answered at once and keeps none, or one credential's refused reads, each answer unread,
+		// would hold every place.
+		letGo := keepPlace(r)
 		done, err := s.reads.Take(r.Context(), p.key)
+		if err != nil {
+			letGo()
+		}
 		if errors.Is(err, turns.ErrTooManyWaiting) {
 			e := errorf(http.StatusTooManyRequests, codeTooManyReads,
 				"%d requests of this credential are in progress and %d waiting; wait for their answers",

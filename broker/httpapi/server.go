@@ -136,8 +136,8 @@ func (s *Server) Listen(addr string) error {
 		// NB: no WriteTimeout, which would end every stream: each answer's writes have deadlines of their own
 		// (deadlines.go), and so do a stream's.
 		ErrorLog: nil,
-		// The listener makes room by closing idle and new connections and those whose request did not authenticate,
-		// never one whose request did: it needs their states, and their connections to vouch for them.
+		// The listener makes room by closing idle and new connections and active ones whose request keeps no place
+		// (keepPlace): it needs their states, and their connections to keep.
 		ConnState:   s.ln.connState,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
 	}
@@ -249,7 +249,6 @@ func (s *Server) routes() http.Handler {
 				writeError(w, e)
 				return
 			}
-			vouchFor(r)
 			h(w, r, p)
 		})
 	}

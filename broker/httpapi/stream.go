@@ -145,6 +145,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, pr princip
 		return
 	}
 	defer s.streams.release(pr.key)
+	keepPlace(r) // NB: bounded by MaxStreams and MaxStreamsPerPrincipal, below MaxConns
 	first := h.join()
 	defer h.leave()
 
