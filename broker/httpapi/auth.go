@@ -88,7 +88,7 @@ func (s *Server) authenticate(r *http.Request) (principal, *apiError) {
 		}
 		return principal{}, errorf(http.StatusUnauthorized, codeAuth, "unknown or revoked token")
 	}
-	if c, err := r.Cookie(sessionCookie); err == nil && c.Value != "" && len(c.Value) <= maxSecretLen {
+	if cookies := sessionCookies(r); len(cookies) > 0 {
 		// NB: SameSite=Strict still sends the cookie from every origin of the same site — another port of
 		// 127.0.0.1, a dev server a worker started, say. Only the page's own requests and the user's own
 		// navigation may use the session.
@@ -96,11 +96,21 @@ func (s *Server) authenticate(r *http.Request) (principal, *apiError) {
 			return principal{}, errorf(http.StatusForbidden, codeForbidden,
 				"the session cookie is accepted only from the dashboard's own pages (Sec-Fetch-Site %q)", site)
 		}
-		if !hmac.Equal([]byte(proofOf(r)), []byte(s.sessionProof(c.Value))) {
+		// NB: not the first cookie of the name: a server on another port of the host can set one with a longer
+		// Path, which the browser sends before the page's own, and the page's session would be refused while it
+		// lives. The session is the cookie the proof was made for.
+		proof, sess := []byte(proofOf(r)), ""
+		for _, c := range cookies {
+			if hmac.Equal(proof, []byte(s.sessionProof(c))) {
+				sess = c
+				break
+			}
+		}
+		if sess == "" {
 			return principal{}, errorf(http.StatusUnauthorized, codeAuth, "the session cookie needs the proof its "+
 				"login gave the page (%s); open a new login link", proofHeader)
 		}
-		p := principal{kind: kindSession, session: digestOf(c.Value)}
+		p := principal{kind: kindSession, session: digestOf(sess)}
 		if s.current(&p) {
 			return p, nil
 		}
@@ -109,6 +119,26 @@ func (s *Server) authenticate(r *http.Request) (principal, *apiError) {
 	}
 	return principal{}, errorf(http.StatusUnauthorized, codeAuth,
 		"send Authorization: Bearer TOKEN (the admin token or one from crewctl token create --read-only), or log in with the link crewd prints")
+}
+
+// maxSessionCookies bounds the session cookies of one request that are checked against its proof: a browser sends
+// the page's and whatever other ports of the host set, a few at most; a client that sends more spends no more of
+// the server's time on them.
+const maxSessionCookies = 8
+
+// sessionCookies is the values of r's session cookies that may be sessions (not empty, at most maxSecretLen), at
+// most maxSessionCookies of them, in the order sent.
+func sessionCookies(r *http.Request) []string {
+	var vs []string
+	for _, c := range r.CookiesNamed(sessionCookie) {
+		if c.Value != "" && len(c.Value) <= maxSecretLen {
+			vs = append(vs, c.Value)
+			if len(vs) == maxSessionCookies {
+				break
+			}
+		}
+	}
+	return vs
 }
 
 // sessionProof is the proof that goes with the session cookie's value sess: an HMAC of it that only this server

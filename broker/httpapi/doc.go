@@ -18,14 +18,15 @@
 //   - Authentication on every data route: the admin token or a read-only token (TokenChecker: digests only) as a
 //     Bearer, or a session cookie (HttpOnly, SameSite=Strict) got by spending a one-time login code, with the
 //     session's proof (an HMAC of it, handed to the page in the login's fragment: auth.go), since the browser sends
-//     the cookie to every port of the host, a worker's server on another one too. A session belongs to the credential
-//     that minted its code: it lasts only while that credential is valid and counts against its limits; an open
-//     stream re-checks its credential before every write and ends once it is revoked or the session expired, and a
-//     request that waited for its read turn or for the rebuild slot re-checks it when the turn comes (401, nothing
-//     read nor folded, the turn passed on: readturns.go, stateCache.turn); a request another origin sent
-//     (Sec-Fetch-Site same-site or cross-site) may not use the cookie, nor spend a login code (which would log the
-//     browser into the session of the credential that minted it). Tokens, codes and session ids are held as sha-256
-//     digests and compared in constant time; none reaches a log line.
+//     the cookie to every port of the host, a worker's server on another one too; the session is the cookie the
+//     proof was made for, of the first 8 sent, since such a server may also set one the browser sends first. A
+//     session belongs to the credential that minted its code: it lasts only while that credential is valid and
+//     counts against its limits; an open stream re-checks its credential before every write and ends once it is
+//     revoked or the session expired, and a request that waited for its read turn or for the rebuild slot re-checks
+//     it when the turn comes (401, nothing read nor folded, the turn passed on: readturns.go, stateCache.turn); a
+//     request another origin sent (Sec-Fetch-Site same-site or cross-site) may not use the cookie, nor spend a
+//     login code (which would log the browser into the session of the credential that minted it). Tokens, codes and
+//     session ids are held as sha-256 digests and compared in constant time; none reaches a log line.
 //   - Loopback only unless Options.AllowRemote: Listen refuses another address, and the handler refuses a Host
 //     header that does not name loopback (DNS rebinding).
 //   - Every client-controlled size is bounded: limit 1..1000, cursors ≤ 64 bytes, ids ≤ 256, type filters ≤ 64,

@@ -249,6 +249,58 @@ func TestASessionCookieAloneDoesNotAuthenticate(t *testing.T) {
 	require.Equal(t, http.StatusOK, status("/api/v1/stream?proof="+proof, ""), "the page's EventSource")
 }
 
+// TestASessionCookieSetByAnotherPortDoesNotShadowThePages: cookies are not kept apart by port either way, so a server
+// a worker runs on another port of 127.0.0.1 can also set one for the dashboard: crewlog_session with a longer Path
+// (/api) than the page's (/), which the browser then sends first with each of the page's requests, and Path=/
+// cannot replace. The server read only the first cookie of the name: the page's own session, with its proof,
+// was refused 401 while the planted cookie lived, and a new login link set only another Path=/ cookie, shadowed
+// the same way. The session is now the cookie the request's proof was made for; without a matching proof, none.
+func TestASessionCookieSetByAnotherPortDoesNotShadowThePages(t *testing.T) {
+	f := newFixture(t, Options{})
+	start, _ := f.srv.LoginURL(0)
+	page := f.spendLink(start)
+	planted := f.spendLink(f.mintLink(roToken)) // the worker's own session, or any value at all
+	status := func(path, proof string, cookies ...*http.Cookie) int {
+		req, err := http.NewRequest(http.MethodGet, f.web.URL+path, nil)
+		require.NoError(t, err)
+		for _, c := range cookies {
+			req.AddCookie(c)
+		}
+		req.Header.Set(proofHeader, proof)
+		resp, err := f.web.Client().Do(req)
+		require.NoError(t, err)
+		resp.Body.Close() // NB: a stream's body never ends on its own
+		return resp.StatusCode
+	}
+	garbage := &http.Cookie{Name: sessionCookie, Value: "planted"}
+	proof := f.srv.sessionProof(page.Value)
+	for _, path := range []string{"/api/v1/runs", "/api/v1/stream"} {
+		for _, first := range []*http.Cookie{garbage, planted} {
+			require.Equal(t, http.StatusOK, status(path, proof, first, page), "%s after %q", path, first.Value)
+		}
+		require.Equal(t, http.StatusUnauthorized, status(path, "", garbage, page), "%s without a proof", path)
+		require.Equal(t, http.StatusUnauthorized, status(path, proof, garbage, planted),
+			"%s: the proof's cookie is not sent", path)
+	}
+	// A client that sends more cookies than a browser would costs the server no more proofs than maxSessionCookies.
+	var many []*http.Cookie
+	for range maxSessionCookies - 1 {
+		many = append(many, garbage)
+	}
+	require.Equal(t, http.StatusOK, status("/api/v1/runs", proof, append(many, page)...))
+	require.Equal(t, http.StatusUnauthorized, status("/api/v1/runs", proof, append(many, garbage, page)...))
+
+	req, err := http.NewRequest(http.MethodGet, f.web.URL+"/api/v1/runs", nil)
+	require.NoError(t, err)
+	req.AddCookie(garbage)
+	f.withSession(req, page)
+	read := make(chan string, 1)
+	f.srv.reading = func(p principal) { read <- p.key }
+	code, _ := f.send(req)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, keyCrewd, <-read, "the page's own session")
+}
+
 // TestALoginLinkOnlyFromTheUsersOwnNavigation: a page of another origin (a dev server a worker started, say) that
 // opens a login link minted with the worker's read-only token would log the operator's browser into the worker's
 // session: the cookie replaces the operator's own, the page then counts against the worker's limits, and it ends
