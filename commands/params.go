@@ -466,9 +466,15 @@ func (p *paramReader) compact(key string, v []byte) []byte {
 	return b.Bytes()
 }
 
+// maxExactInt is 2^53: every integer up to it is a float64 of its own, as it is a JavaScript number.
+const maxExactInt = 1 << 53
+
 // int64 reads an integer. Like pi-crew's Number.isInteger, an integral
 // number written with a fraction or exponent (2.0, 1e3) is accepted; 1.5,
-// strings and anything beyond int64 are not.
+// strings and anything beyond int64 are not. A number is the float64
+// JavaScript reads, however it is spelt: 9007199254740993 is 2^53, as
+// 9007199254740993.0 is, so that one number is one request (one
+// fingerprint), accepted or refused alike.
 func (p *paramReader) int64(key string, required bool) int64 {
 	v, ok := p.get(key, required, "an integer")
 	if !ok {
@@ -478,7 +484,7 @@ func (p *paramReader) int64(key string, required bool) int64 {
 		p.fail(key, "an integer")
 		return 0
 	}
-	if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+	if n, err := strconv.ParseInt(string(v), 10, 64); err == nil && -maxExactInt <= n && n <= maxExactInt {
 		return n
 	}
 	f, err := strconv.ParseFloat(string(v), 64)
@@ -517,6 +523,11 @@ func (p *paramReader) float(key string) float64 {
 	f, err := strconv.ParseFloat(string(v), 64)
 	if v[0] != '-' && (v[0] < '0' || v[0] > '9') || err != nil {
 		p.fail(key, "a finite number")
+	}
+	if f == 0 {
+		// NB: -0 is 0, as in JavaScript (-0 === 0, JSON.stringify(-0) is "0"): one request, one fingerprint, and
+		// no "-0" recorded to read back.
+		return 0
 	}
 	return f
 }

@@ -290,3 +290,59 @@ func TestParseMembersRefusesMembersThatAreNotJSON(t *testing.T) {
 		}
 	}
 }
+
+// A number reads as JavaScript reads it (pi-crew's JSON.parse), so that params one client spells 1, 1.0 or 1e0, -0
+// or 0, and 2^53+1 or 2^53 are one request with one fingerprint, accepted or refused alike: a retry that spells its
+// number otherwise is answered the recorded outcome, not "commandId already used for a different request".
+func TestParseReadsANumberAsJavaScriptDoes(t *testing.T) {
+	for _, tc := range []struct {
+		name, method string
+		caller       Caller
+		spellings    []string
+	}{
+		{"an integer beyond 2^53", "run.create", fxAdmin, []string{
+			`{"team":"t","goal":"g","cwd":"/w","budgetTotal":9007199254740992}`,
+			`{"team":"t","goal":"g","cwd":"/w","budgetTotal":9007199254740993}`,
+			`{"team":"t","goal":"g","cwd":"/w","budgetTotal":9007199254740993.0}`,
+			`{"team":"t","goal":"g","cwd":"/w","budgetTotal":9.007199254740993e15}`,
+		}},
+		{"an int64 at its limit", "task.create", fxOrch, []string{
+			`{"taskId":"a","role":"r","agent":"e","title":"t","cwd":"/w","depth":9223372036854775807}`,
+			`{"taskId":"a","role":"r","agent":"e","title":"t","cwd":"/w","depth":9223372036854775807.0}`,
+			`{"taskId":"a","role":"r","agent":"e","title":"t","cwd":"/w","depth":9223372036854775808}`,
+		}},
+		{"negative zero timeout", "delegate.request", fxWorker, []string{
+			`{"prompt":"p","timeoutSec":0}`, `{"prompt":"p","timeoutSec":-0}`, `{"prompt":"p","timeoutSec":-0.0e5}`,
+			`{"prompt":"p","timeoutSec":-1e-400}`,
+		}},
+		{"negative zero warning", "run.create", fxAdmin, []string{
+			`{"team":"t","goal":"g","cwd":"/w","budgetWarning":0}`, `{"team":"t","goal":"g","cwd":"/w","budgetWarning":-0}`,
+		}},
+		{"negative zero cost", "task.usage", fxOrch, []string{
+			`{"taskId":"a","input":1,"output":2,"cacheRead":3,"cacheWrite":4,"cost":0}`,
+			`{"taskId":"a","input":1,"output":2,"cacheRead":3,"cacheWrite":4,"cost":-0}`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var first []byte
+			var firstErr error
+			for i, params := range tc.spellings {
+				cmd, err := ParseCommand(tc.method, json.RawMessage(params), tc.caller)
+				if i == 0 {
+					firstErr = err
+				}
+				require.Equal(t, firstErr == nil, err == nil, "%s: %v, where %s gave %v", params, err, tc.spellings[0], firstErr)
+				if err != nil {
+					require.Equal(t, firstErr.Error(), err.Error(), params)
+					continue
+				}
+				fp, err := fingerprint(cmd)
+				require.NoError(t, err)
+				if i == 0 {
+					first = fp
+				}
+				require.Equal(t, first, fp, "%s is %s spelt otherwise", params, tc.spellings[0])
+			}
+		})
+	}
+}
