@@ -154,3 +154,29 @@ func TestKeyTwiceAtTheTopLevel(t *testing.T) {
 	require.Contains(t, o.err.Message, `key "content" appears twice`)
 	require.Empty(t, o.events)
 }
+
+// T20 reads annotations.readOnlyHint as JSON.parse does, by its exact key: a tool is read-only only when that key
+// holds true. A key spelled otherwise ("ReadOnlyHint", "READONLYHINT") is another key, which the tool's canonical JSON
+// keeps as such, and does not make a tool read-only, nor overrule the readOnlyHint beside it.
+func TestReadOnlyHintIsReadByItsExactKey(t *testing.T) {
+	for _, tc := range []struct {
+		annotations string
+		readOnly    bool
+	}{
+		{`{"readOnlyHint":true}`, true},
+		{`{"readOnlyHint":false}`, false},
+		{`{"readOnlyHint":1}`, false},
+		{`{"ReadOnlyHint":true}`, false},
+		{`{"readonlyhint":true}`, false},
+		{`{"readOnlyHint":false,"READONLYHINT":true}`, false},
+		{`{"READONLYHINT":false,"readOnlyHint":true}`, true},
+	} {
+		t.Run(tc.annotations, func(t *testing.T) {
+			item := `{"name":"edit","label":"Edit","description":"edit a file","parameters":{"type":"object"},"annotations":` +
+				tc.annotations + `,"sourceInfo":{"path":"/t/edit.ts","source":"pi","scope":"user","origin":"package"},"callable":"mgr:edit"}`
+			tool, _, merr := parseTool(0, json.RawMessage(item))
+			require.Nil(t, merr)
+			require.Equal(t, tc.readOnly, tool.readOnly)
+		})
+	}
+}

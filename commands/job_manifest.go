@@ -173,14 +173,14 @@ func parseTool(i int, item json.RawMessage) (manifestTool, []byte, *manifestErro
 	if err := canonicalJSON(&canon, mustMarshal(kept), 0); err != nil {
 		return manifestTool{}, nil, bad(reasonNotJSONSafe, name, "%v", err)
 	}
-	var ann struct {
-		ReadOnlyHint json.RawMessage `json:"readOnlyHint"`
-	}
+	// NB: a map, whose keys match exactly, as JSON.parse's do: a struct field would take "READONLYHINT" too, the
+	// last of both spellings winning over the readOnlyHint T20 reads.
+	var ann map[string]json.RawMessage
 	_ = json.Unmarshal(fields["annotations"], &ann)
 	sum := sha256.Sum256(canon.Bytes())
 	return manifestTool{
 		name: name, fingerprint: hex.EncodeToString(sum[:]), callable: callable,
-		readOnly: string(ann.ReadOnlyHint) == "true", // T20: exactly true, nothing truthy
+		readOnly: string(ann["readOnlyHint"]) == "true", // T20: exactly true, nothing truthy
 	}, canon.Bytes(), nil
 }
 
