@@ -287,7 +287,13 @@ func eachItem(pd paramDesc) bool {
 }
 
 // number is bound+step as a JSON number written exactly: a bound as large as 2^53 plus one is no float64.
+//
+// NB: a step a float64 cannot tell from the bound (1 past 2^53) is widened to the next float64 beyond it: params read a
+// number as JavaScript does, so 2^53+1 is 2^53, at the bound, not past it.
 func number(bound, step float64) json.Number {
+	if step != 0 && bound+step == bound {
+		step = math.Nextafter(bound, bound+math.Copysign(math.Inf(1), step)) - bound
+	}
 	if step == math.Trunc(step) && bound == math.Trunc(bound) {
 		return json.Number(strconv.FormatInt(int64(bound)+int64(step), 10))
 	}
