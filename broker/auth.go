@@ -175,6 +175,10 @@ func credentialEndedAnswer(end commands.CredentialEnd) *wire.Error {
 		return errRunTerminal
 	case commands.CredentialTaskEnded:
 		return errTaskTerminal
+	case commands.CredentialUnread:
+		// NB: the run's summary could not be read back from the log (the engine logged it with the run's id): the
+		// credential has not ended, so this is no closing code.
+		return wire.NewError(wire.CodeReplayFailed, "")
 	}
 	return errRevoked
 }

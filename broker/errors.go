@@ -31,18 +31,22 @@ var mapping = []struct {
 	match  func(error) bool
 	code   wire.Code
 	public bool
+	logged bool // not public, and logged already where it happened (with what the log needs), so not again here
 }{
-	{as[*wire.Error], "", true},             // a handler's own answer, sent as is
-	{as[*commands.RejectedError], "", true}, // a decided rejection: its own code and message
-	{is(commands.ErrUnknownMethod), wire.CodeNotImplemented, true},
-	{is(projections.ErrBadCursor), wire.CodeBadParams, true},
-	{is(errReplay), wire.CodeReplayFailed, false},
-	{is(errWaitTimeout), wire.CodeWaitTimeout, true},
-	{is(errConnClosing), wire.CodeClose, true},
-	{is(context.Canceled), wire.CodeClose, true},
-	{is(errTooLarge), wire.CodeOversizeFrame, true},
-	{is(commands.ErrNoSpace), wire.CodeDiskFull, true},
-	{is(commands.ErrUnavailable), wire.CodeUnavailable, false},
+	{as[*wire.Error], "", true, false},             // a handler's own answer, sent as is
+	{as[*commands.RejectedError], "", true, false}, // a decided rejection: its own code and message
+	{is(commands.ErrUnknownMethod), wire.CodeNotImplemented, true, false},
+	{is(projections.ErrBadCursor), wire.CodeBadParams, true, false},
+	{is(errReplay), wire.CodeReplayFailed, false, false},
+	// A cold run the log cannot give back (a read or a table that failed): its records are not known, so its
+	// queries and commands are refused as a failed read of the log is. The engine logged it, with the run's id.
+	{is(projections.ErrNotReadBack), wire.CodeReplayFailed, false, true},
+	{is(errWaitTimeout), wire.CodeWaitTimeout, true, false},
+	{is(errConnClosing), wire.CodeClose, true, false},
+	{is(context.Canceled), wire.CodeClose, true, false},
+	{is(errTooLarge), wire.CodeOversizeFrame, true, false},
+	{is(commands.ErrNoSpace), wire.CodeDiskFull, true, false},
+	{is(commands.ErrUnavailable), wire.CodeUnavailable, false, false},
 }
 
 func is(target error) func(error) bool { return func(err error) bool { return errors.Is(err, target) } }
@@ -62,7 +66,7 @@ func toWire(err error, method string) (e *wire.Error, logFull bool) {
 		case row.code == wire.CodeNotImplemented:
 			return wire.NotImplemented(method), false
 		case !row.public:
-			return wire.NewError(row.code, ""), true
+			return wire.NewError(row.code, ""), !row.logged
 		}
 		return wire.NewError(row.code, publicMessage(row.code, err)), false
 	}

@@ -73,6 +73,9 @@ type fixtureOpts struct {
 	// snapshotEvery is the engine's SnapshotEvery (0: its default; -1: never, so a start folds from position 1).
 	snapshotEvery int64
 	space         commands.SpaceGuard // the engine's Space (default none)
+	// uncached: a block cache that keeps no block, beside a small memtable, so that a read of what the log holds
+	// in its tables reaches the file system (fs) every time.
+	uncached bool
 }
 
 func newFixture(t testing.TB, fo fixtureOpts) *fixture {
@@ -84,6 +87,9 @@ func newFixture(t testing.TB, fo fixtureOpts) *fixture {
 		fs = vfs.NewMem()
 	}
 	dir, lo := "db", &eventlog.Options{FS: fs}
+	if fo.uncached {
+		lo.CacheSize, lo.MemTableSize = 1, 1<<12
+	}
 	if fo.disk {
 		dir, lo = filepath.Join(t.TempDir(), "store"), nil
 	}

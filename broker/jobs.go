@@ -233,7 +233,9 @@ func handleProxyResult(cl *call) (any, error) {
 		return nil, p.err
 	}
 	runID := c.id.runID
-	c.warm(runID)
+	if err := c.warm(runID); err != nil {
+		return nil, err
+	}
 	var (
 		q     projections.ProxyRequest
 		found bool

@@ -392,7 +392,9 @@ func withToken(c *conn, reply commands.Reply, field, token, runID, key string) (
 		// NB: a worker's credential and a job's nonce are among the run's records, which a cold run keeps in the log
 		// only (the orchestrator's is in its summary): read the run back as a query does (params.run), outside the
 		// state's lock, which would hold the writer while it reads, and charged to the caller.
-		c.warm(runID)
+		if err := c.warm(runID); err != nil {
+			return nil, err
+		}
 	}
 	valid := false
 	c.s.eng.Read(func(st *projections.State) {

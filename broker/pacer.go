@@ -247,5 +247,10 @@ func (s *Server) charge(k paceKeys, n int) { s.pacer.charge(k, n, s.pacer.now())
 func (c *conn) charge(n int) { c.s.charge(c.keys, n) }
 
 // warm reads cold run runID back for c (commands.Engine.Warm), outside the state's lock, and charges c the events
-// re-folded.
-func (c *conn) warm(runID string) { c.charge(int(c.s.eng.Warm(runID))) }
+// re-folded. Its error (projections.ErrNotReadBack: replay-failed) must be the answer: the run's queries would
+// answer as if it held nothing.
+func (c *conn) warm(runID string) error {
+	n, err := c.s.eng.Warm(runID)
+	c.charge(int(n))
+	return err
+}

@@ -169,7 +169,9 @@ func (p *params) run(cl *call) string {
 	// A run that ended long ago is cold (commands/tier.go): read it back now, outside the state's lock, rather
 	// than inside the query (which would hold the writer while it reads). Only now: the credential is known to be
 	// allowed to read the run. The events re-folded are charged to it, as the events a replay reads are (pacer.go).
-	cl.c.warm(id)
+	if err := cl.c.warm(id); err != nil {
+		p.err = err
+	}
 	return id
 }
 
@@ -193,9 +195,15 @@ func (p *params) runSummary(cl *call) string {
 		}
 		id = c.id.runID
 	}
-	exists := false
-	c.s.eng.Read(func(st *projections.State) { _, exists = st.Run(id) })
-	if !exists {
+	var (
+		exists bool
+		err    error
+	)
+	c.s.eng.Read(func(st *projections.State) { _, exists, err = st.LookupRun(id) })
+	switch {
+	case err != nil:
+		p.err = err // NB: not no-manifest: a run whose summary the log cannot give back is not known to be absent
+	case !exists:
 		p.err = wire.Errorf(wire.CodeNoManifest, "run %q not found", id)
 	}
 	return id

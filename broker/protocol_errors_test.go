@@ -193,11 +193,11 @@ func (s codesSeen) requireReached(t *testing.T, want map[string][]wire.Code) {
 // unreachedCodes are the codes, listed for a method ("method code") or for every method ("code"), that no request
 // of the corpus can meet, and why.
 var unreachedCodes = map[string]string{
-	string(wire.CodeUnavailable):       "a follower of a cluster answers it when no writer does (integration tests)",
-	"events.since replay-failed":       "a log that cannot be read",
-	"import.checkpoints replay-failed": "a log that cannot be read",
-	"admin.checkpoint internal":        "a store whose copy fails",
-	"task.waitStatus close":            "the server shutting down during the wait, an answer its connection's end races",
+	string(wire.CodeUnavailable): "a follower of a cluster answers it when no writer does (integration tests)",
+	string(wire.CodeReplayFailed): "a log that cannot be read, or a finished run gone cold that it cannot give back " +
+		"(cold_read_test.go)",
+	"admin.checkpoint internal": "a store whose copy fails",
+	"task.waitStatus close":     "the server shutting down during the wait, an answer its connection's end races",
 	// A worker's run and task exist while its credential does (neither is ever removed), and the run and task of a
 	// worker's command are its credential's; pi-crew's contract lists these codes all the same.
 	"delegate.request no-manifest": "SPEC §4.1 step 3: a worker's run always exists",

@@ -1,6 +1,10 @@
 package commands
 
-import "github.com/crewlog/crewlog/projections"
+import (
+	"fmt"
+
+	"github.com/crewlog/crewlog/projections"
+)
 
 // Credential is the secret a request authenticated with, by its digest:
 // the engine checks it again against the state it decides the request on
@@ -25,10 +29,17 @@ const (
 	CredentialRevoked                 // revoked, replaced by another secret, or never issued
 	CredentialRunEnded                // a worker's run is terminal (or cold: it ended long ago)
 	CredentialTaskEnded               // a worker's task is terminal
+	// CredentialUnread: the run is cold and its summary could not be read back from the log
+	// (projections.ErrNotReadBack), so the credential is known neither to hold nor to have ended.
+	CredentialUnread
 )
 
 // CheckCredential is what s says of c.
 func CheckCredential(s *projections.State, c Credential) CredentialEnd {
+	if _, _, err := s.LookupRunStatus(c.RunID); err != nil {
+		// NB: not revoked, which ends the holder's connections as if its credential were gone for good.
+		return CredentialUnread
+	}
 	worker := c.TaskID != ""
 	if worker && s.IsCold(c.RunID) {
 		// NB: before Credential: a cold run's worker credentials are in the
@@ -79,7 +90,12 @@ func credentialEnded(s *projections.State, req *Request) error {
 	if req.Credential == nil {
 		return nil
 	}
-	if end := CheckCredential(s, *req.Credential); end != CredentialLive {
+	switch end := CheckCredential(s, *req.Credential); end {
+	case CredentialLive:
+	case CredentialUnread:
+		return fmt.Errorf("commands: the credential of run %s cannot be checked: %w", req.Credential.RunID,
+			projections.ErrNotReadBack)
+	default:
 		return &CredentialEndedError{End: end}
 	}
 	return nil

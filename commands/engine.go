@@ -312,7 +312,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 			"inMemory", inMemory, "err", err)
 	})
 	s.ColdStore().ReportErrors(func(run string, err error) {
-		o.Logger.Error("a cold run could not be read back from the log; queries answer as if it held nothing", "run", run, "err", err)
+		o.Logger.Error("a cold run could not be read back from the log; its requests are refused until it can be", "run", run, "err", err)
 	})
 	if info.IndexRebuilt != nil {
 		o.Logger.Warn("the index of finished runs' summaries did not hold the runs it should; it was rebuilt from the log",

@@ -68,7 +68,17 @@ func (e *Engine) decide(f *flight, from int) error {
 			f.firsts = append(f.firsts, p)
 		}
 		if err := e.faultIn(runOf(p.req.Command), &f.faulted); err != nil {
-			return err
+			if !errors.Is(err, projections.ErrNotReadBack) {
+				return err
+			}
+			// NB: a run that cannot be read back is refused, not decided without its records (which could record
+			// events that contradict its history), and only its command: the working state is as it was, and
+			// the other principals' commands go on. Nothing is recorded, so a retry is decided once it can be read.
+			p.err = err
+			if id != "" {
+				unrecorded = append(unrecorded, p)
+			}
+			continue
 		}
 		e.lastNow = e.opts.Clock()
 		env = Env{Config: w.Config(), Now: e.lastNow.UnixNano(), NewID: e.opts.NewID, Actor: p.req.Actor, CommandID: id}

@@ -180,13 +180,14 @@ func (e *Engine) writeMissingViews(store *projections.ColdStore) {
 
 // faultIn makes run id hot in the working state and notes it, so the
 // published copy faults in the same run. A cold run's events are all
-// durable (evictIfDue), so the log it is read back from holds them.
+// durable (evictIfDue), so the log it is read back from holds them. An
+// error (projections.ErrNotReadBack) leaves the working state as it was.
 func (e *Engine) faultIn(id string, faulted *[]projections.Thawed) error {
-	if id == "" || !e.work.IsCold(id) {
+	if id == "" {
 		return nil
 	}
-	t, err := e.work.FaultIn(id)
-	if err != nil {
+	t, err := e.work.FaultIn(id) // NB: not IsCold first, which reads a summary that cannot be read as no run
+	if err != nil || t == (projections.Thawed{}) {
 		return err
 	}
 	*faulted = append(*faulted, t)
@@ -273,11 +274,14 @@ func runOf(c Command) string {
 // a hot, unknown or already cached run. It returns the number of events it
 // re-folded, for the caller to charge to the principal it reads for: call
 // it only once that principal is authenticated and allowed to read runID.
-func (e *Engine) Warm(runID string) int64 {
-	var load func() int64
+// An error (projections.ErrNotReadBack, logged once by the engine with the
+// run's id) means the run's records are not known: its queries would answer
+// as if it held nothing, so the caller must answer the error instead.
+func (e *Engine) Warm(runID string) (int64, error) {
+	var load func() (int64, error)
 	e.Read(func(s *projections.State) { load = s.Warm(runID) })
 	if load == nil {
-		return 0
+		return 0, nil
 	}
 	return load()
 }

@@ -82,7 +82,10 @@
 //     (DefaultColdCache) and estimated bytes (ColdCacheBytes). Daemon-wide state (slots, slot waiters, config)
 //     involves hot runs only. A query that cannot read a cold run back (a
 //     log error) answers as for an unknown run, never with a partial run;
-//     ColdStore.Err and ReportErrors say why.
+//     ColdStore.Err and ReportErrors say why, and Warm, FaultIn, LookupRun
+//     and LookupRunStatus return the error (ErrNotReadBack), so that the
+//     engine and the broker refuse a request naming the run rather than
+//     answer or decide it as if the run held nothing.
 //   - RunAt (RunAtFrom) folds any one run the same way up to any position:
 //     the run's records are the full fold's there, O(the run) not O(the
 //     log); its daemon-wide records hold that run only (AssumePool sets the

@@ -174,11 +174,18 @@ func mayBeRun(id string) bool { return id != "" && !strings.HasPrefix(id, "$") }
 // unknown, or when the index cannot be read: see ColdStore.Err): from
 // memory when it is kept there, else from the index as of s.Position.
 func (s *State) coldRun(id string) *coldRun {
+	cr, _ := s.lookupCold(id)
+	return cr
+}
+
+// lookupCold is coldRun, with the error (ErrNotReadBack) met reading the run's summary from the index: a run whose
+// summary cannot be read is not known to be unknown.
+func (s *State) lookupCold(id string) (*coldRun, error) {
 	if cr := s.cold[id]; cr != nil {
-		return cr
+		return cr, nil
 	}
 	if !s.indexedRuns() || s.runs[id] != nil || !mayBeRun(id) {
-		return nil
+		return nil, nil
 	}
 	return s.store.summary(id, s.Position)
 }
@@ -192,24 +199,25 @@ func (s *State) indexedRuns() bool {
 
 // summary reads run id's summary as of position upTo from the index (nil
 // when there is none).
-func (c *ColdStore) summary(id string, upTo uint64) *coldRun {
+func (c *ColdStore) summary(id string, upTo uint64) (*coldRun, error) {
 	if c.log == nil {
-		return nil
+		return nil, nil
 	}
 	c.summaryReads.Add(1)
 	sum, err := c.log.LatestSummary(id, upTo)
 	if errors.Is(err, eventlog.ErrNotFound) {
-		return nil
+		return nil, nil
 	}
 	var cr *coldRun
 	if err == nil {
 		cr, err = c.decoded(sum)
 	}
 	if err != nil {
+		err = fmt.Errorf("%w: run %s: summary: %w", ErrNotReadBack, id, err)
 		c.failed(id, err)
-		return nil
+		return nil, err
 	}
-	return cr
+	return cr, nil
 }
 
 // failed records err, met reading run id back, for Err and the report.

@@ -185,24 +185,40 @@ func setRunStatus(r *runState, st RunStatus, p *events.RunStatusChanged) {
 
 // Run returns the run runID.
 func (s *State) Run(runID string) (Run, bool) {
+	r, ok, _ := s.LookupRun(runID)
+	return r, ok
+}
+
+// LookupRun is Run, with the error (ErrNotReadBack) met reading a cold run's summary from the log: such a run is
+// not known to be unknown, and must not be answered as one.
+func (s *State) LookupRun(runID string) (Run, bool, error) {
 	if r := s.runs[runID]; r != nil { // NB: not s.run: a cold run's record is its summary, with no read of the log
-		return r.run.clone(), true
+		return r.run.clone(), true, nil
 	}
-	if cr := s.coldRun(runID); cr != nil {
-		return cr.run.clone(), true
+	cr, err := s.lookupCold(runID)
+	if cr == nil {
+		return Run{}, false, err
 	}
-	return Run{}, false
+	return cr.run.clone(), true, nil
 }
 
 // RunStatus is Run(runID).Status without copying the run: the broker reads it before every request of a worker.
 func (s *State) RunStatus(runID string) (RunStatus, bool) {
+	st, ok, _ := s.LookupRunStatus(runID)
+	return st, ok
+}
+
+// LookupRunStatus is RunStatus, with the error (ErrNotReadBack) met reading a cold run's summary from the log (see
+// LookupRun).
+func (s *State) LookupRunStatus(runID string) (RunStatus, bool, error) {
 	if r := s.runs[runID]; r != nil {
-		return r.run.Status, true
+		return r.run.Status, true, nil
 	}
-	if cr := s.coldRun(runID); cr != nil {
-		return cr.run.Status, true
+	cr, err := s.lookupCold(runID)
+	if cr == nil {
+		return "", false, err
 	}
-	return "", false
+	return cr.run.Status, true, nil
 }
 
 // RunFilter selects a page of runs. Runs are listed in creation order

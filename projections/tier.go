@@ -3,6 +3,7 @@ package projections
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -55,6 +56,11 @@ const (
 	DefaultColdCache = 64
 	ColdCacheBytes   = 32 << 20
 )
+
+// ErrNotReadBack marks an error met reading a cold run back from the log (a read that failed, a damaged table, a
+// view and a stream that do not decode): the run's records are not known, so nothing may be answered or decided
+// from them. It wraps the log's error, so errors.Is(err, eventlog.ErrCorrupt) still tells damage from a failed read.
+var ErrNotReadBack = errors.New("projections: a cold run could not be read back from the log")
 
 // ColdStore reads cold runs back from the log. One store serves every
 // State made from the same log (the engine's copies, their clones), and is
@@ -113,9 +119,9 @@ func NewColdStore(l *eventlog.Log, cache int) *ColdStore {
 }
 
 // ReportErrors makes c call report with every error met reading a cold run
-// back (a query that meets one answers as if the run held nothing, so the
-// daemon logs it). Call it before c is shared; report must be safe for
-// concurrent use.
+// back, its summary or its records (ErrNotReadBack: the daemon logs it once,
+// where it happens, whichever request met it). Call it before c is shared;
+// report must be safe for concurrent use.
 func (c *ColdStore) ReportErrors(report func(run string, err error)) { c.report = report }
 
 // Refolds is how many times c has read a run back from the log, from its
@@ -124,7 +130,8 @@ func (c *ColdStore) ReportErrors(report func(run string, err error)) { c.report 
 func (c *ColdStore) Refolds() int64 { return c.refolds.Load() }
 
 // Err returns the last error met reading a cold run back (nil when none).
-// A query that meets one answers as if the run held nothing.
+// A query that meets one answers as if the run held nothing: Warm, FaultIn,
+// LookupRun and LookupRunStatus tell it, for a caller to answer it instead.
 func (c *ColdStore) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -247,12 +254,8 @@ func (c *ColdStore) loadCounting(id string, cr *coldRun) (*runState, int64, erro
 	}
 	r, n, err := c.fold(id, cr)
 	if err != nil {
-		c.mu.Lock()
-		c.err = err
-		c.mu.Unlock()
-		if c.report != nil {
-			c.report(id, err)
-		}
+		err = fmt.Errorf("%w: run %s: %w", ErrNotReadBack, id, err)
+		c.failed(id, err)
 		return nil, n, err
 	}
 	c.keep(id, cr.last, r)
@@ -353,29 +356,39 @@ func (s *State) ColdInMemory() int { return len(s.cold) }
 // Warm reads cold run id into the store's cache, so that a query made soon
 // after finds it there. It returns a function to call outside any lock the
 // state is read under (it may read the log; it returns the number of events
-// it re-folded, 0 when another reader cached the run first), or nil when
-// there is nothing to read: id is hot, unknown or already cached. Only a
-// caller already authorised to read run id may call it: the re-fold is the
-// most expensive read a run id can cause.
-func (s *State) Warm(id string) func() int64 {
-	cr := s.coldRun(id)
+// it re-folded, 0 when another reader cached the run first, and the error,
+// ErrNotReadBack, when the run cannot be read back), or nil when there is
+// nothing to read: id is hot, unknown or already cached. Only a caller
+// already authorised to read run id may call it: the re-fold is the most
+// expensive read a run id can cause. NB: a caller must not answer for the run
+// when the function returns an error: the state's queries then answer as if
+// the run held nothing.
+func (s *State) Warm(id string) func() (int64, error) {
+	cr, err := s.lookupCold(id)
+	if err != nil {
+		return func() (int64, error) { return 0, err }
+	}
 	if cr == nil || s.store == nil || s.store.cached(id, cr.last) != nil {
 		return nil
 	}
 	store, c := s.store, *cr
-	return func() int64 { _, n, _ := store.loadCounting(id, &c); return n }
+	return func() (int64, error) {
+		_, n, err := store.loadCounting(id, &c)
+		return n, err
+	}
 }
 
 // FaultIn makes cold run id hot again, read back from the log; it is a
 // no-op for a hot or unknown run (the Thawed is then empty). The writer
 // calls it before a command or an event touches the run, so Decide and
 // Apply see the whole run. Errors are the log's (a read failure or
-// corruption). The Thawed makes the same run hot in another copy of the
-// state (ThawFrom), with no IO and no error.
+// corruption, reading its summary or its records), as ErrNotReadBack. The
+// Thawed makes the same run hot in another copy of the state (ThawFrom), with
+// no IO and no error.
 func (s *State) FaultIn(id string) (Thawed, error) {
-	cr := s.coldRun(id)
-	if cr == nil {
-		return Thawed{}, nil
+	cr, err := s.lookupCold(id)
+	if cr == nil || err != nil {
+		return Thawed{}, err
 	}
 	if s.store == nil {
 		return Thawed{}, fmt.Errorf("projections: run %s is cold and the state has no store to read it from", id)

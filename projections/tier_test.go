@@ -128,6 +128,9 @@ func TestColdRunNotReadBackIsReported(t *testing.T) {
 	require.ErrorIs(t, s.store.Err(), eventlog.ErrCorrupt)
 	_, err = s.FaultIn(cold)
 	require.ErrorIs(t, err, eventlog.ErrCorrupt, "the writer fails rather than decide on a partial run")
+	require.ErrorIs(t, err, ErrNotReadBack)
+	_, err = s.Warm(cold)()
+	require.ErrorIs(t, err, ErrNotReadBack, "a reader is told, to answer the error rather than the empty run")
 }
 
 // A cold run's record and orchestrator credential come from its summary,
@@ -165,7 +168,9 @@ func TestColdRunSummaryAnswersWithoutARefold(t *testing.T) {
 			withCred++
 		}
 		if load := s.Warm(id); load != nil {
-			require.Equal(t, run.Usage.Events, load())
+			n, err := load()
+			require.NoError(t, err)
+			require.Equal(t, run.Usage.Events, n)
 			require.Equal(t, before+1, s.store.Refolds())
 		}
 	}

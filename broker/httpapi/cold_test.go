@@ -23,18 +23,7 @@ func TestAPIReadsAColdRunBackOnlyForAnAuthenticatedRequest(t *testing.T) {
 		return n
 	}
 	// The scenario's ended runs are cold; with one decoded at most, the one that went cold first is not.
-	var cold string
-	f.eng.Read(func(st *projections.State) {
-		page, err := st.Runs(projections.RunFilter{})
-		require.NoError(t, err)
-		for _, r := range page.Runs {
-			if st.IsCold(r.RunID) {
-				cold = r.RunID
-				break
-			}
-		}
-	})
-	require.NotEmpty(t, cold)
+	cold := f.firstColdRun()
 	before := refolds()
 	for _, route := range []string{"", "/tasks", "/delegations", "/ledger", "/mailbox", "/asks", "/credentials",
 		"/events", "/state", "/jobs", "/jobs/j1"} {
@@ -129,4 +118,22 @@ func TestASettledDelegationHoldsNoSlotAnotherRunsDelegationHolds(t *testing.T) {
 	}
 	d := f.ok("/api/v1/runs/" + imported + "/delegations")["delegations"].([]any)[0].(map[string]any)
 	require.Equal(t, true, d["holdsSlot"], "the imported delegation holds its slot")
+}
+
+// firstColdRun is the first run of the runs list that is cold.
+func (f *fixture) firstColdRun() string {
+	f.t.Helper()
+	var cold string
+	f.eng.Read(func(st *projections.State) {
+		page, err := st.Runs(projections.RunFilter{})
+		require.NoError(f.t, err)
+		for _, r := range page.Runs {
+			if st.IsCold(r.RunID) {
+				cold = r.RunID
+				break
+			}
+		}
+	})
+	require.NotEmpty(f.t, cold)
+	return cold
 }

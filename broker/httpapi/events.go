@@ -58,16 +58,13 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ principa
 		writeError(w, e)
 		return
 	}
-	var (
-		head  uint64
-		found bool
-	)
+	var head uint64
 	s.opts.Engine.Read(func(st *projections.State) {
 		head = st.Position
-		_, found = st.Run(runID)
+		e = runFound(st, runID)
 	})
-	if !found {
-		writeError(w, noRun(runID))
+	if e != nil {
+		writeError(w, e)
 		return
 	}
 	var res eventsResult

@@ -70,9 +70,20 @@ func newFixture(t testing.TB, opts Options) *fixture {
 // newFixtureEngine is newFixture with the engine opened with eo.
 func newFixtureEngine(t testing.TB, opts Options, eo commands.Options) *fixture {
 	t.Helper()
+	return newFixtureStore(t, opts, eo, nil, nil)
+}
+
+// newFixtureStore is newFixtureEngine with the log opened with lo, once prepare (when not nil) has been given the
+// store's directory holding the scenario.
+func newFixtureStore(t testing.TB, opts Options, eo commands.Options, lo *eventlog.Options,
+	prepare func(dir string, head uint64)) *fixture {
+	t.Helper()
 	dir := t.TempDir()
-	audittest.Scenario(t, dir)
-	l, err := eventlog.Open(dir, nil)
+	head := audittest.Scenario(t, dir)
+	if prepare != nil {
+		prepare(dir, head)
+	}
+	l, err := eventlog.Open(dir, lo)
 	require.NoError(t, err)
 	eng, err := commands.Open(l, eo)
 	require.NoError(t, err)

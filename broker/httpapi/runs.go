@@ -183,14 +183,19 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, _ principal) 
 	var (
 		res runResult
 		ok  bool
+		err error
 	)
 	s.opts.Engine.Read(func(st *projections.State) {
 		var run projections.Run
-		if run, ok = st.Run(runID); ok {
+		if run, ok, err = st.LookupRun(runID); ok {
 			res = runResult{runItem: itemOf(st, run), Position: st.Position}
 		}
 	})
-	if !ok {
+	switch {
+	case err != nil:
+		writeError(w, notReadBack())
+		return
+	case !ok:
 		writeError(w, noRun(runID))
 		return
 	}
@@ -202,7 +207,9 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, _ principal) 
 func (s *Server) runParam(r *http.Request) (string, *apiError) {
 	id, e := runIDParam(r)
 	if e == nil {
-		s.opts.Engine.Warm(id)
+		if _, err := s.opts.Engine.Warm(id); err != nil {
+			e = notReadBack()
+		}
 	}
 	return id, e
 }
@@ -218,6 +225,25 @@ func runIDParam(r *http.Request) (string, *apiError) {
 }
 
 func noRun(runID string) *apiError { return notFound("no run %q", runID) }
+
+// runFound is nil when st knows run runID, else the answer: a 404 for no such run, a 500 for a cold run whose
+// summary the log cannot give back (notReadBack).
+func runFound(st *projections.State, runID string) *apiError {
+	_, ok, err := st.LookupRunStatus(runID)
+	switch {
+	case err != nil:
+		return notReadBack()
+	case !ok:
+		return noRun(runID)
+	}
+	return nil
+}
+
+// notReadBack answers for a cold run the log could not give back (projections.ErrNotReadBack: a read or a table
+// that failed), which the engine logged with the run's id: a 500, never the run as if it held nothing, nor a 404.
+func notReadBack() *apiError {
+	return errorf(http.StatusInternalServerError, codeInternal, "internal error; the daemon's log says more")
+}
 
 // internal logs err in full and answers a generic 500.
 func (s *Server) internal(r *http.Request, err error) *apiError {

@@ -119,10 +119,10 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, pr princip
 		after = min(n, head)
 	}
 	if runID != "" {
-		var found bool
-		s.opts.Engine.Read(func(st *projections.State) { _, found = st.Run(runID) })
-		if !found {
-			writeError(w, noRun(runID))
+		var e *apiError
+		s.opts.Engine.Read(func(st *projections.State) { e = runFound(st, runID) })
+		if e != nil {
+			writeError(w, e)
 			return
 		}
 	}

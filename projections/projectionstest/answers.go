@@ -25,7 +25,8 @@ var (
 		"Account", "AccountHistory", "Allocation", "Ask", "Asks", "AsksPage", "Authorize", "Config", "Credential", "Credentials",
 		"CredentialsPage",
 		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage", "LedgerTotals",
-		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "RunStatus", "Runs", "SlotHolder", "SlotWaiters", "Slots",
+		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "LookupRun", "RunStatus", "LookupRunStatus", "Runs",
+		"SlotHolder", "SlotWaiters", "Slots",
 		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "StrandedAsks", "Task", "TaskStatus", "Tasks", "TasksPage", "LiveTasks",
 		"EachLiveTask", "EachWorkflowTask", "EachInFlight",
 		"ActiveLeases", "Job", "JobCount", "JobHeader", "JobPage", "JobTool", "Jobs", "EachJob", "LiveRequests",
@@ -98,8 +99,14 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 		q := func(k string, v ...any) { put(run+"/"+k, v...) }
 		r, ok := s.Run(run)
 		q("Run", r, ok)
+		r, ok, err := s.LookupRun(run)
+		require.NoError(t, err, run)
+		q("LookupRun", r, ok)
 		rs, ok := s.RunStatus(run)
 		q("RunStatus", rs, ok)
+		rs, ok, err = s.LookupRunStatus(run)
+		require.NoError(t, err, run)
+		q("LookupRunStatus", rs, ok)
 		q("SlotsHeldBy", s.SlotsHeldBy(run))
 		q("SlotsOf", s.SlotsOf(run))
 		q("SlotWaiters", s.SlotWaiters(run, now, 1e9, 2))

@@ -1413,7 +1413,7 @@ export interface WaitResolveParams {
 export interface Methods {
   /**
    * a consistent copy of the store in dir while the daemon runs
-   * Errors: forbidden, bad-params, internal.
+   * Errors: forbidden, bad-params, internal, replay-failed.
    */
   "admin.checkpoint": {
     roles: "admin";
@@ -1423,7 +1423,7 @@ export interface Methods {
   };
   /**
    * issue (or re-issue) a worker's token for a task or a grandchild (subId); the answer carries it
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, internal, oversize-frame.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, internal, oversize-frame, replay-failed.
    */
   "credential.issue": {
     roles: "orchestrator" | "admin";
@@ -1433,7 +1433,7 @@ export interface Methods {
   };
   /**
    * revoke a task's (or the orchestrator's) token; its open connections end at once
-   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, internal, oversize-frame.
+   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, internal, oversize-frame, replay-failed.
    */
   "credential.revoke": {
     roles: "orchestrator" | "admin";
@@ -1443,7 +1443,7 @@ export interface Methods {
   };
   /**
    * ask the runtime to cancel a delegation and every in-flight one below it (records delegate.cancel_requested for each)
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, internal, oversize-frame.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, internal, oversize-frame, replay-failed.
    */
   "delegate.cancel": {
     roles: "orchestrator" | "admin";
@@ -1453,7 +1453,7 @@ export interface Methods {
   };
   /**
    * ask for a grandchild; the runtime spawns it (delegate.spawned) and settles it (delegate.settle)
-   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, policy-denied, quota-exceeded, disk-full, unavailable, internal, oversize-frame.
+   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, policy-denied, quota-exceeded, disk-full, unavailable, internal, oversize-frame, replay-failed.
    */
   "delegate.request": {
     roles: "worker";
@@ -1463,7 +1463,7 @@ export interface Methods {
   };
   /**
    * the grandchild ended: deliver its fenced result to the parent, charge usage above the reservation, free the slot
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, internal, oversize-frame.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, internal, oversize-frame, replay-failed.
    */
   "delegate.settle": {
     roles: "orchestrator" | "admin";
@@ -1473,7 +1473,7 @@ export interface Methods {
   };
   /**
    * the grandchild's process exists: queued → running (a late report is a no-op)
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, internal.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, internal, replay-failed.
    */
   "delegate.spawned": {
     roles: "orchestrator" | "admin";
@@ -1483,7 +1483,7 @@ export interface Methods {
   };
   /**
    * a follow-up message to a task (default the sender's own)
-   * Errors: forbidden, bad-params, no-manifest, quota-exceeded, rate-limit, disk-full, unavailable, internal, oversize-frame.
+   * Errors: forbidden, bad-params, no-manifest, quota-exceeded, rate-limit, disk-full, unavailable, internal, oversize-frame, replay-failed.
    */
   "escalate": {
     roles: "worker" | "orchestrator" | "admin";
@@ -1503,7 +1503,7 @@ export interface Methods {
   };
   /**
    * replay the run's events after sinceSeq, then push them live; one subscription per connection
-   * Errors: bad-params, forbidden, no-manifest, too-many-subscriptions.
+   * Errors: bad-params, forbidden, no-manifest, too-many-subscriptions, replay-failed.
    */
   "events.subscribe": {
     roles: "worker" | "orchestrator" | "admin";
@@ -1523,7 +1523,7 @@ export interface Methods {
   };
   /**
    * import another runtime's recorded history through the daemon, each write once (its commandId in the engine's namespace)
-   * Errors: forbidden, bad-params, disk-full, unavailable, internal.
+   * Errors: forbidden, bad-params, disk-full, unavailable, internal, replay-failed.
    */
   "import.append": {
     roles: "admin";
@@ -1543,7 +1543,7 @@ export interface Methods {
   };
   /**
    * the nested-call decision for a tool under a parent tool call, from the run's state
-   * Errors: forbidden, bad-params, no-manifest.
+   * Errors: forbidden, bad-params, no-manifest, replay-failed.
    */
   "job.authorize": {
     roles: "orchestrator" | "admin";
@@ -1553,7 +1553,7 @@ export interface Methods {
   };
   /**
    * create a job for a task with its tool grant (manifests); the answer carries the job's nonce
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, policy-denied, internal.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, policy-denied, internal, replay-failed.
    */
   "job.create": {
     roles: "orchestrator" | "admin";
@@ -1563,7 +1563,7 @@ export interface Methods {
   };
   /**
    * the worker's connection to the job went away: every pending call fails
-   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, internal, oversize-frame.
+   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, internal, oversize-frame, replay-failed.
    */
   "job.disconnect": {
     roles: "orchestrator" | "admin";
@@ -1573,7 +1573,7 @@ export interface Methods {
   };
   /**
    * empty the run's revoked-root set and lift its saturation (the manager session's shutdown)
-   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, internal.
+   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, internal, replay-failed.
    */
   "job.roots_reset": {
     roles: "orchestrator" | "admin";
@@ -1583,7 +1583,7 @@ export interface Methods {
   };
   /**
    * move a job to a status (an active lease is cleared first)
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded, internal, oversize-frame.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded, internal, oversize-frame, replay-failed.
    */
   "job.transition": {
     roles: "orchestrator" | "admin";
@@ -1593,7 +1593,7 @@ export interface Methods {
   };
   /**
    * clear a job's lease: its root is revoked and its calls aborted
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded, internal, oversize-frame.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded, internal, oversize-frame, replay-failed.
    */
   "lease.clear": {
     roles: "orchestrator" | "admin";
@@ -1603,7 +1603,7 @@ export interface Methods {
   };
   /**
    * open an executor lease on a job (start, or continue a paused one with its current grant)
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded, internal.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded, internal, replay-failed.
    */
   "lease.open": {
     roles: "orchestrator" | "admin";
@@ -1613,7 +1613,7 @@ export interface Methods {
   };
   /**
    * mark messages acknowledged; they leave msg.inbox
-   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, internal.
+   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, internal, replay-failed.
    */
   "mailbox.ack": {
     roles: "worker" | "orchestrator" | "admin";
@@ -1623,7 +1623,7 @@ export interface Methods {
   };
   /**
    * mark messages delivered (worker: its own mailbox; absent taskId: the run inbox)
-   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, internal.
+   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, internal, replay-failed.
    */
   "mailbox.deliver": {
     roles: "worker" | "orchestrator" | "admin";
@@ -1633,7 +1633,7 @@ export interface Methods {
   };
   /**
    * revalidate the grant before executing an admitted call (a different grant hard-stops the job)
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, internal, oversize-frame.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, internal, oversize-frame, replay-failed.
    */
   "manifest.revalidate": {
     roles: "orchestrator" | "admin";
@@ -1643,7 +1643,7 @@ export interface Methods {
   };
   /**
    * the caller's unacknowledged messages in append order (orchestrator: the run inbox)
-   * Errors: bad-params, forbidden, no-manifest, oversize-frame.
+   * Errors: bad-params, forbidden, no-manifest, oversize-frame, replay-failed.
    */
   "msg.inbox": {
     roles: "worker" | "orchestrator" | "admin";
@@ -1653,7 +1653,7 @@ export interface Methods {
   };
   /**
    * append a mailbox message (orchestrator: any recipient and kind; worker: parent, group or a task of its run)
-   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, quota-exceeded, rate-limit, internal, oversize-frame.
+   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, quota-exceeded, rate-limit, internal, oversize-frame, replay-failed.
    */
   "msg.send": {
     roles: "worker" | "orchestrator" | "admin";
@@ -1663,7 +1663,7 @@ export interface Methods {
   };
   /**
    * liveness
-   * Errors: none beyond the closing codes.
+   * Errors: replay-failed.
    */
   "ping": {
     roles: "worker" | "orchestrator" | "admin";
@@ -1673,7 +1673,7 @@ export interface Methods {
   };
   /**
    * a worker cancels its live proxied call
-   * Errors: forbidden, bad-params, policy-denied, disk-full, unavailable, quota-exceeded, internal, oversize-frame.
+   * Errors: forbidden, bad-params, policy-denied, disk-full, unavailable, quota-exceeded, internal, oversize-frame, replay-failed.
    */
   "proxy.cancel": {
     roles: "worker";
@@ -1683,7 +1683,7 @@ export interface Methods {
   };
   /**
    * deliver a proxied call's result (recorded fenced, never delivered, when the call's lease is gone)
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded, internal.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded, internal, replay-failed.
    */
   "proxy.complete": {
     roles: "orchestrator" | "admin";
@@ -1693,7 +1693,7 @@ export interface Methods {
   };
   /**
    * a worker's proxied tool call under its job's lease
-   * Errors: forbidden, bad-params, policy-denied, disk-full, unavailable, quota-exceeded, internal, oversize-frame.
+   * Errors: forbidden, bad-params, policy-denied, disk-full, unavailable, quota-exceeded, internal, oversize-frame, replay-failed.
    */
   "proxy.request": {
     roles: "worker";
@@ -1703,7 +1703,7 @@ export interface Methods {
   };
   /**
    * the state of one of the worker's proxied calls and, once delivered, its result
-   * Errors: forbidden, bad-params, oversize-frame.
+   * Errors: forbidden, bad-params, oversize-frame, replay-failed.
    */
   "proxy.result": {
     roles: "worker";
@@ -1713,7 +1713,7 @@ export interface Methods {
   };
   /**
    * a page of the run's delegations, in admission order
-   * Errors: forbidden, bad-params, no-manifest, oversize-frame.
+   * Errors: forbidden, bad-params, no-manifest, oversize-frame, replay-failed.
    */
   "query.delegations": {
     roles: "orchestrator" | "admin";
@@ -1723,7 +1723,7 @@ export interface Methods {
   };
   /**
    * one job: its summary, grant, revoked roots and a page of its proxied calls
-   * Errors: forbidden, bad-params, no-manifest, oversize-frame.
+   * Errors: forbidden, bad-params, no-manifest, oversize-frame, replay-failed.
    */
   "query.job": {
     roles: "orchestrator" | "admin";
@@ -1733,7 +1733,7 @@ export interface Methods {
   };
   /**
    * a page of the run's jobs, in creation order
-   * Errors: forbidden, bad-params, no-manifest, oversize-frame.
+   * Errors: forbidden, bad-params, no-manifest, oversize-frame, replay-failed.
    */
   "query.jobs": {
     roles: "orchestrator" | "admin";
@@ -1743,7 +1743,7 @@ export interface Methods {
   };
   /**
    * a page of the run's budget accounts; with taskId, a page of that account's history
-   * Errors: forbidden, bad-params, no-manifest, no-task.
+   * Errors: forbidden, bad-params, no-manifest, no-task, replay-failed.
    */
   "query.ledger": {
     roles: "orchestrator" | "admin";
@@ -1753,7 +1753,7 @@ export interface Methods {
   };
   /**
    * a page of one mailbox, acknowledged messages too unless pending
-   * Errors: forbidden, bad-params, no-manifest, oversize-frame.
+   * Errors: forbidden, bad-params, no-manifest, oversize-frame, replay-failed.
    */
   "query.mailbox": {
     roles: "orchestrator" | "admin";
@@ -1763,7 +1763,7 @@ export interface Methods {
   };
   /**
    * the run, and what its quotas count
-   * Errors: forbidden, bad-params, no-manifest, oversize-frame.
+   * Errors: forbidden, bad-params, no-manifest, oversize-frame, replay-failed.
    */
   "query.run": {
     roles: "orchestrator" | "admin";
@@ -1773,7 +1773,7 @@ export interface Methods {
   };
   /**
    * every run, in creation order (newest first with newest)
-   * Errors: forbidden, bad-params, oversize-frame.
+   * Errors: forbidden, bad-params, oversize-frame, replay-failed.
    */
   "query.runs": {
     roles: "admin";
@@ -1783,7 +1783,7 @@ export interface Methods {
   };
   /**
    * the daemon-wide slot pool (a worker sees only its run's holders)
-   * Errors: forbidden, bad-params, no-manifest.
+   * Errors: forbidden, bad-params, no-manifest, replay-failed.
    */
   "query.slots": {
     roles: "worker" | "orchestrator" | "admin";
@@ -1793,7 +1793,7 @@ export interface Methods {
   };
   /**
    * a page of the run's tasks (shadow tasks included)
-   * Errors: forbidden, bad-params, no-manifest, oversize-frame.
+   * Errors: forbidden, bad-params, no-manifest, oversize-frame, replay-failed.
    */
   "query.tasks": {
     roles: "orchestrator" | "admin";
@@ -1803,7 +1803,7 @@ export interface Methods {
   };
   /**
    * create a run; the answer carries the orchestrator's token
-   * Errors: forbidden, bad-params, disk-full, unavailable, internal, oversize-frame.
+   * Errors: forbidden, bad-params, disk-full, unavailable, internal, oversize-frame, replay-failed.
    */
   "run.create": {
     roles: "admin";
@@ -1813,7 +1813,7 @@ export interface Methods {
   };
   /**
    * move the run to a status; a terminal one asks every delegation in flight to cancel
-   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, quota-exceeded, internal.
+   * Errors: forbidden, bad-params, no-manifest, disk-full, unavailable, quota-exceeded, internal, replay-failed.
    */
   "run.transition": {
     roles: "orchestrator" | "admin";
@@ -1823,7 +1823,7 @@ export interface Methods {
   };
   /**
    * an urgent steering message to a task
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, rate-limit, internal, oversize-frame.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, rate-limit, internal, oversize-frame, replay-failed.
    */
   "steer.push": {
     roles: "orchestrator" | "admin";
@@ -1833,7 +1833,7 @@ export interface Methods {
   };
   /**
    * add a workflow task (queued)
-   * Errors: forbidden, bad-params, no-manifest, quota-exceeded, disk-full, unavailable, internal.
+   * Errors: forbidden, bad-params, no-manifest, quota-exceeded, disk-full, unavailable, internal, replay-failed.
    */
   "task.create": {
     roles: "orchestrator" | "admin";
@@ -1843,7 +1843,7 @@ export interface Methods {
   };
   /**
    * move a task to a status (terminal to non-terminal only by retry)
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, internal.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, internal, replay-failed.
    */
   "task.transition": {
     roles: "orchestrator" | "admin";
@@ -1853,7 +1853,7 @@ export interface Methods {
   };
   /**
    * report a task's token usage; crossing the run's thresholds records budget events
-   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, internal.
+   * Errors: forbidden, bad-params, no-manifest, no-task, disk-full, unavailable, quota-exceeded, internal, replay-failed.
    */
   "task.usage": {
     roles: "orchestrator" | "admin";
@@ -1863,7 +1863,7 @@ export interface Methods {
   };
   /**
    * answer once the task's status equals until (any terminal status satisfies a terminal until)
-   * Errors: bad-params, forbidden, no-manifest, no-task, wait-timeout, too-many-waits, close.
+   * Errors: bad-params, forbidden, no-manifest, no-task, wait-timeout, too-many-waits, close, replay-failed.
    */
   "task.waitStatus": {
     roles: "worker" | "orchestrator" | "admin";
@@ -1873,7 +1873,7 @@ export interface Methods {
   };
   /**
    * park the caller's task on a question until it is answered (msg.send kind response) or times out
-   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, quota-exceeded, disk-full, unavailable, internal, oversize-frame.
+   * Errors: forbidden, bad-params, no-manifest, no-task, policy-disabled, quota-exceeded, disk-full, unavailable, internal, oversize-frame, replay-failed.
    */
   "wait.request": {
     roles: "worker";
@@ -1883,7 +1883,7 @@ export interface Methods {
   };
   /**
    * resume the caller's task after its question was answered
-   * Errors: forbidden, bad-params, no-manifest, policy-disabled, quota-exceeded, disk-full, unavailable, internal.
+   * Errors: forbidden, bad-params, no-manifest, policy-disabled, quota-exceeded, disk-full, unavailable, internal, replay-failed.
    */
   "wait.resolve": {
     roles: "worker";

@@ -53,7 +53,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "dir", "type": "string", "required": true, "minLength": 1, "maxLength": 4096, "note": "an absolute path that must not exist, nor lie inside the store; its parent must" }),
     ]),
     "result": "CheckpointResult",
-    "errors": Object.freeze(["forbidden","bad-params","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","internal","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "credential.issue": Object.freeze({
@@ -66,7 +66,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "CredentialResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","internal","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","internal","oversize-frame","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "credential.revoke": Object.freeze({
@@ -80,7 +80,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "CredentialResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","internal","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","internal","oversize-frame","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "delegate.cancel": Object.freeze({
@@ -94,7 +94,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "CancelResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","internal","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","internal","oversize-frame","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "delegate.request": Object.freeze({
@@ -113,7 +113,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "DelegateResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","policy-disabled","policy-denied","quota-exceeded","disk-full","unavailable","internal","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","policy-disabled","policy-denied","quota-exceeded","disk-full","unavailable","internal","oversize-frame","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "delegate.settle": Object.freeze({
@@ -129,7 +129,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "SettleResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","internal","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","internal","oversize-frame","replay-failed"]),
     "pushes": Object.freeze(["mailbox.message"]),
   }),
   "delegate.spawned": Object.freeze({
@@ -143,7 +143,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "SpawnedResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","internal","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "escalate": Object.freeze({
@@ -158,7 +158,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "EscalateResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","quota-exceeded","rate-limit","disk-full","unavailable","internal","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","quota-exceeded","rate-limit","disk-full","unavailable","internal","oversize-frame","replay-failed"]),
     "pushes": Object.freeze(["mailbox.message"]),
   }),
   "events.since": Object.freeze({
@@ -184,7 +184,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "types", "type": "string[]", "required": false, "maxLength": 128, "maxItems": 64, "note": "only these event types (maxLength: of each)" }),
     ]),
     "result": "SubscribeResult",
-    "errors": Object.freeze(["bad-params","forbidden","no-manifest","too-many-subscriptions"]),
+    "errors": Object.freeze(["bad-params","forbidden","no-manifest","too-many-subscriptions","replay-failed"]),
     "pushes": Object.freeze(["team.event","resync"]),
   }),
   "hello": Object.freeze({
@@ -211,7 +211,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "writes", "type": "Record<string, unknown>[]", "required": true, "maxItems": 256, "note": "each {commandId: string of at most 256 bytes starting \"import:\", runId: string (a run id, or \"$import\" for import.checkpoint), events: {type: string, time?: integer (source unix ms), payload: object (the type's payload)}[] of 1..16}" }),
     ]),
     "result": "ImportAppendResult",
-    "errors": Object.freeze(["forbidden","bad-params","disk-full","unavailable","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","disk-full","unavailable","internal","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "import.checkpoints": Object.freeze({
@@ -237,7 +237,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "tool", "type": "string", "required": true, "minLength": 1, "maxLength": 256 }),
     ]),
     "result": "Authorization",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "job.create": Object.freeze({
@@ -252,7 +252,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "JobCreateResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","policy-denied","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","policy-denied","internal","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "job.disconnect": Object.freeze({
@@ -265,7 +265,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "JobResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","internal","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","internal","oversize-frame","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "job.roots_reset": Object.freeze({
@@ -277,7 +277,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "RootsResetResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","internal","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "job.transition": Object.freeze({
@@ -292,7 +292,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "JobResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable","quota-exceeded","internal","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable","quota-exceeded","internal","oversize-frame","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "lease.clear": Object.freeze({
@@ -306,7 +306,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "JobResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable","quota-exceeded","internal","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable","quota-exceeded","internal","oversize-frame","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "lease.open": Object.freeze({
@@ -322,7 +322,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "JobResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable","quota-exceeded","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable","quota-exceeded","internal","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "mailbox.ack": Object.freeze({
@@ -336,7 +336,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "MailboxResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","internal","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "mailbox.deliver": Object.freeze({
@@ -350,7 +350,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "MailboxResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","internal","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "manifest.revalidate": Object.freeze({
@@ -365,7 +365,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "ProxyAnswer",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable","internal","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable","internal","oversize-frame","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "msg.inbox": Object.freeze({
@@ -379,7 +379,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "cursor", "type": "string", "required": false, "maxLength": 64, "note": "a stringified offset, pi-crew's: nextCursor of the previous page, \"0\" or the decimal ordinal of a message of the mailbox (acknowledged ones counted)" }),
     ]),
     "result": "InboxResult",
-    "errors": Object.freeze(["bad-params","forbidden","no-manifest","oversize-frame"]),
+    "errors": Object.freeze(["bad-params","forbidden","no-manifest","oversize-frame","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "msg.send": Object.freeze({
@@ -398,10 +398,10 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "SendResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","quota-exceeded","rate-limit","internal","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","quota-exceeded","rate-limit","internal","oversize-frame","replay-failed"]),
     "pushes": Object.freeze(["mailbox.message"]),
   }),
-  "ping": Object.freeze({ "roles": Object.freeze(["worker","orchestrator","admin"]), "command": false, "strictParams": false, "params": Object.freeze([]), "result": "PingResult", "errors": Object.freeze([]), "pushes": Object.freeze([]) }),
+  "ping": Object.freeze({ "roles": Object.freeze(["worker","orchestrator","admin"]), "command": false, "strictParams": false, "params": Object.freeze([]), "result": "PingResult", "errors": Object.freeze(["replay-failed"]), "pushes": Object.freeze([]) }),
   "proxy.cancel": Object.freeze({
     "roles": Object.freeze(["worker"]),
     "command": true,
@@ -414,7 +414,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "ProxyAnswer",
-    "errors": Object.freeze(["forbidden","bad-params","policy-denied","disk-full","unavailable","quota-exceeded","internal","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","policy-denied","disk-full","unavailable","quota-exceeded","internal","oversize-frame","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "proxy.complete": Object.freeze({
@@ -430,7 +430,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "ProxyAnswer",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable","quota-exceeded","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable","quota-exceeded","internal","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "proxy.request": Object.freeze({
@@ -447,7 +447,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "ProxyAnswer",
-    "errors": Object.freeze(["forbidden","bad-params","policy-denied","disk-full","unavailable","quota-exceeded","internal","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","policy-denied","disk-full","unavailable","quota-exceeded","internal","oversize-frame","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "proxy.result": Object.freeze({
@@ -459,7 +459,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "requestId", "type": "string", "required": true, "minLength": 1, "maxLength": 512 }),
     ]),
     "result": "ProxyResult",
-    "errors": Object.freeze(["forbidden","bad-params","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","oversize-frame","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "query.delegations": Object.freeze({
@@ -472,7 +472,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "cursor", "type": "string", "required": false, "maxLength": 64, "note": "nextCursor of the previous page" }),
     ]),
     "result": "DelegationsPage",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","oversize-frame","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "query.job": Object.freeze({
@@ -486,7 +486,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "cursor", "type": "string", "required": false, "maxLength": 16, "note": "nextCursor of the previous page" }),
     ]),
     "result": "JobDetail",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","oversize-frame","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "query.jobs": Object.freeze({
@@ -499,7 +499,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "cursor", "type": "string", "required": false, "maxLength": 64, "note": "nextCursor of the previous page" }),
     ]),
     "result": "JobsResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","oversize-frame","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "query.ledger": Object.freeze({
@@ -513,7 +513,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "cursor", "type": "string", "required": false, "maxLength": 64, "note": "nextCursor of the previous page" }),
     ]),
     "result": "LedgerPage | AccountHistory",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "query.mailbox": Object.freeze({
@@ -528,7 +528,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "pending", "type": "boolean", "required": false, "default": false }),
     ]),
     "result": "InboxResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","oversize-frame","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "query.run": Object.freeze({
@@ -539,7 +539,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "runId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "the admin must name the run; a worker or orchestrator may leave it out (its credential's run)" }),
     ]),
     "result": "RunResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","oversize-frame","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "query.runs": Object.freeze({
@@ -553,7 +553,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "newest", "type": "boolean", "required": false, "default": false }),
     ]),
     "result": "RunsResult",
-    "errors": Object.freeze(["forbidden","bad-params","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","oversize-frame","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "query.slots": Object.freeze({
@@ -564,7 +564,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "runId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "optional for the admin; one it names must exist" }),
     ]),
     "result": "Slots",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "query.tasks": Object.freeze({
@@ -577,7 +577,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "cursor", "type": "string", "required": false, "maxLength": 64, "note": "nextCursor of the previous page" }),
     ]),
     "result": "TasksPage",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","oversize-frame","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "run.create": Object.freeze({
@@ -597,7 +597,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "RunCreateResult",
-    "errors": Object.freeze(["forbidden","bad-params","disk-full","unavailable","internal","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","disk-full","unavailable","internal","oversize-frame","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "run.transition": Object.freeze({
@@ -612,7 +612,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "RunStatusResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","quota-exceeded","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","quota-exceeded","internal","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "steer.push": Object.freeze({
@@ -627,7 +627,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "SteerResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","rate-limit","internal","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","rate-limit","internal","oversize-frame","replay-failed"]),
     "pushes": Object.freeze(["mailbox.message"]),
   }),
   "task.create": Object.freeze({
@@ -648,7 +648,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "TaskStatusResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","quota-exceeded","disk-full","unavailable","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","quota-exceeded","disk-full","unavailable","internal","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "task.transition": Object.freeze({
@@ -665,7 +665,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "TaskStatusResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","internal","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "task.usage": Object.freeze({
@@ -684,7 +684,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "UsageResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","disk-full","unavailable","quota-exceeded","internal","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "task.waitStatus": Object.freeze({
@@ -698,7 +698,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "timeoutMs", "type": "number", "required": false, "default": 30000, "note": "floored and clamped to 0..60000, no number as 30000 (as pi-crew)" }),
     ]),
     "result": "WaitStatusResult",
-    "errors": Object.freeze(["bad-params","forbidden","no-manifest","no-task","wait-timeout","too-many-waits","close"]),
+    "errors": Object.freeze(["bad-params","forbidden","no-manifest","no-task","wait-timeout","too-many-waits","close","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "wait.request": Object.freeze({
@@ -714,7 +714,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "WaitResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","policy-disabled","quota-exceeded","disk-full","unavailable","internal","oversize-frame"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","policy-disabled","quota-exceeded","disk-full","unavailable","internal","oversize-frame","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "wait.resolve": Object.freeze({
@@ -728,7 +728,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "ResolveResult",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-disabled","quota-exceeded","disk-full","unavailable","internal"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-disabled","quota-exceeded","disk-full","unavailable","internal","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
 });

@@ -1,0 +1,124 @@
+package broker
+
+import (
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// unreadableCold is a daemon whose run R1 (seeded: tasks P and Q, their credentials) has ended and gone cold, with
+// its summary, view and events only in the log's tables, read with no block cache; eio, while on, fails every read
+// of a table (EIO), so that R1 cannot be read back from the log. o is R1's orchestrator, a the admin, both
+// connected while the log could be read.
+type unreadableCold struct {
+	*fixture
+	eio  *errorfs.Toggle
+	o, a *client
+	orch string // R1's orchestrator token
+}
+
+func newUnreadableCold(t *testing.T) unreadableCold {
+	mem := vfs.NewMem()
+	f := newFixture(t, fixtureOpts{fs: mem, cold: true, snapshotEvery: 1})
+	s := f.seed()
+	o := f.dial()
+	o.hello(runR, events.OrchestratorKey, s.orch)
+	o.ok("msg.send", map[string]any{"to": taskP, "body": "hello"})
+	o.ok("run.transition", map[string]any{"to": "completed"})
+	o.nc.Close()
+	f.close() // views and a snapshot written; NB: a reopened store holds all of it in its tables, none in a memtable
+
+	eio := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasSuffix(op.Path, ".sst") && op.Kind == errorfs.OpFileReadAt {
+			return &os.PathError{Op: "read", Path: op.Path, Err: syscall.EIO}
+		}
+		return nil
+	})}
+	g := newFixture(t, fixtureOpts{fs: errorfs.Wrap(mem, eio), cold: true, uncached: true})
+	g.clock.Store(f.clock.Load())
+	require.Eventually(t, func() bool { // the views the snapshot says are missing are written in the background
+		var n int
+		g.eng.Read(func(st *projections.State) { n = st.ColdStore().ViewsMissing() })
+		return n == 0
+	}, 10*time.Second, 5*time.Millisecond)
+	d := g.dial()
+	d.hello("R2", events.OrchestratorKey, g.seedRun("R2", "X"))
+	d.ok("run.transition", map[string]any{"to": "completed"}) // R2 goes cold after R1 and takes the one decoded place
+	d.nc.Close()
+	g.seedRun("R3", "Y") // a group after R2 ended: it goes cold
+	g.eng.Read(func(st *projections.State) { require.True(t, st.IsCold(runR) && st.IsCold("R2")) })
+	u := unreadableCold{fixture: g, eio: eio, o: g.dial(), a: g.dial(), orch: s.orch}
+	u.o.hello(runR, events.OrchestratorKey, s.orch)
+	u.a.helloAdmin()
+	return u
+}
+
+// A finished run gone cold that the log cannot give back (a read of its tables fails) is answered replay-failed by
+// every query of its records and every command naming it, with the code's own message: never as a run that holds
+// nothing (query.tasks answered no task where the log holds two), nor as no run (no-manifest), nor as a revoked
+// credential (which closed the orchestrator's connection), and no command is decided without the run's records.
+// Once the log can be read, the same requests answer the run as the log holds it.
+func TestAColdRunTheLogCannotGiveBackIsAnsweredReplayFailed(t *testing.T) {
+	u := newUnreadableCold(t)
+	asAdmin := map[string]any{"runId": runR}
+	reads := []struct {
+		c      *client
+		method string
+		params map[string]any
+	}{
+		{u.a, "query.tasks", asAdmin},
+		{u.a, "query.run", asAdmin},
+		{u.a, "query.delegations", asAdmin},
+		{u.a, "query.ledger", asAdmin},
+		{u.a, "query.mailbox", map[string]any{"runId": runR, "taskId": taskP}},
+		{u.a, "query.jobs", asAdmin},
+		{u.a, "events.since", asAdmin},
+		{u.o, "query.tasks", map[string]any{}},
+		{u.o, "msg.inbox", nil},
+		{u.o, "task.waitStatus", map[string]any{"taskId": taskP, "until": "running", "timeoutMs": 0}},
+		{u.o, "events.since", map[string]any{}},
+	}
+	commands := []struct {
+		method string
+		params map[string]any
+	}{
+		{"run.transition", map[string]any{"to": "running"}},
+		{"task.transition", map[string]any{"taskId": taskP, "to": "completed"}},
+		{"msg.send", map[string]any{"to": taskP, "body": "again", "commandId": "c1"}},
+	}
+
+	u.eio.On()
+	for _, r := range reads {
+		e := r.c.fails(r.method, r.params, wire.CodeReplayFailed)
+		require.Equal(t, wire.CodeReplayFailed.Message(), e.Message, r.method)
+	}
+	for _, c := range commands {
+		e := u.o.fails(c.method, c.params, wire.CodeReplayFailed)
+		require.Equal(t, wire.CodeReplayFailed.Message(), e.Message, c.method)
+	}
+	// A hello's token cannot be checked: it is refused as for an unknown run (docs/protocol.md says so).
+	h := u.dial()
+	r := h.call("hello", map[string]any{"protocol": 1, "runId": runR, "taskId": events.OrchestratorKey, "token": u.orch})
+	require.NotNil(t, r.Error)
+	require.Equal(t, wire.CodeAuth, r.Error.Code)
+	u.eio.Off()
+
+	tasks := u.o.ok("query.tasks", map[string]any{})["tasks"].([]any)
+	require.Len(t, tasks, 2, "the log holds the run's tasks")
+	u.eng.Read(func(st *projections.State) {
+		run, ok := st.Run(runR)
+		require.True(t, ok)
+		require.Equal(t, projections.RunCompleted, run.Status, "no command was decided")
+	})
+	u.o.ok("run.transition", map[string]any{"to": "running"})
+}

@@ -1,0 +1,48 @@
+package httpapi
+
+import (
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
+)
+
+// A cold run the log cannot give back (every read of a table fails: EIO) is answered 500 by each of its routes:
+// never as a run that holds nothing (its tasks answered an empty list) nor as no run (404). A hot run, which
+// reads nothing of the log, is answered as ever meanwhile; and once the log can be read, the run is as it holds it.
+func TestAPIAnswersAColdRunTheLogCannotGiveBackWithA500(t *testing.T) {
+	eio := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasSuffix(op.Path, ".sst") && op.Kind == errorfs.OpFileReadAt {
+			return &os.PathError{Op: "read", Path: op.Path, Err: syscall.EIO}
+		}
+		return nil
+	})}
+	// NB: no views and no block cache, so that reading a cold run back reaches the tables; the snapshot holds the
+	// ended runs cold and the store is opened again after it, so that the tables hold every event.
+	eo := commands.Options{SnapshotEvery: -1, ExpiryInterval: -1, Retention: -1, ColdCache: 1, NoViews: true}
+	f := newFixtureStore(t, Options{}, eo,
+		&eventlog.Options{FS: errorfs.Wrap(vfs.Default, eio), CacheSize: 1, MemTableSize: 1 << 12},
+		func(dir string, head uint64) { audittest.ColdSnapshot(t, dir, head) })
+	cold := f.firstColdRun()
+	routes := []string{"", "/tasks", "/delegations", "/ledger", "/mailbox", "/asks", "/credentials", "/events",
+		"/jobs", "/jobs/j1"}
+
+	eio.On()
+	for _, route := range routes {
+		f.fails("/api/v1/runs/"+cold+route, http.StatusInternalServerError, codeInternal)
+	}
+	f.ok("/api/v1/runs/" + liveRun + "/tasks")
+	eio.Off()
+
+	tasks := f.ok("/api/v1/runs/" + cold + "/tasks")["tasks"].([]any)
+	require.NotEmpty(t, tasks, "the log holds the run's tasks")
+}
