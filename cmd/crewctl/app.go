@@ -186,6 +186,11 @@ func call(ctx context.Context, b Broker, method string, params, result any) erro
 	if err == nil {
 		return nil
 	}
+	if daemonReadFailed(err) {
+		// NB: crewd could not read its log (a finished run it cannot read back): nothing was compared or shown,
+		// which is no problem found (exit 1 from replay --diff means differences).
+		return openErr(fmt.Errorf("crewctl: %s: %w", method, err))
+	}
 	if isWireError(err) {
 		return problemf("%s: %v", method, err)
 	}

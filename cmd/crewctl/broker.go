@@ -123,3 +123,10 @@ func isWireError(err error) bool {
 	var we *wire.Error
 	return errors.As(err, &we)
 }
+
+// daemonReadFailed reports whether the broker answered err with replay-failed:
+// crewd could not read its log.
+func daemonReadFailed(err error) bool {
+	var we *wire.Error
+	return errors.As(err, &we) && we.Code == wire.CodeReplayFailed
+}

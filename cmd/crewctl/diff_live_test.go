@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/broker/wire"
 )
 
 // TestReplayDiffLiveRunOnlyTheDaemonHolds: a run the daemon holds that the rebuilt state does not (created after the
@@ -27,4 +28,31 @@ func TestReplayDiffLiveRunOnlyTheDaemonHolds(t *testing.T) {
 		"--socket", "fake.sock", "--token-file", tok)
 	require.Equal(t, exitProblem, r.code, r.err+r.out)
 	require.NotContains(t, r.out, "$.runs[1]")
+}
+
+// TestDaemonThatCannotReadARunIsNoProblemFound: crewd answers replay-failed for a finished run it cannot read back
+// from its log. Nothing was then compared or shown, so show, tasks, replay --diff and events --follow against it exit
+// 3 (the store could not be read), saying why, where they exited 1, which to replay --diff means differences found
+// between the daemon and the log.
+func TestDaemonThatCannotReadARunIsNoProblemFound(t *testing.T) {
+	f := newFake(t)
+	f.fail = map[string]*wire.Error{"query.tasks": wire.NewError(wire.CodeReplayFailed, "")}
+	tok := filepath.Join(t.TempDir(), "admin.token")
+	require.NoError(t, writeFile(tok, "t0ken"))
+	for _, args := range [][]string{
+		{"show", "run", audittest.RunBudget},
+		{"tasks", audittest.RunBudget},
+		{"replay", "--data", scenarioData(t), "--run", audittest.RunBudget, "--diff", "--socket", "fake.sock"},
+	} {
+		r := crewctl(t, f.dial, append(args, "--token-file", tok)...)
+		require.Equal(t, exitOpen, r.code, "%v: %s%s", args, r.out, r.err)
+		require.Empty(t, r.out, "%v", args)
+		require.Contains(t, r.err, "replay-failed", "%v", args)
+	}
+
+	// A tail whose subscription crewd cannot replay: the page before it is printed, and the same exit.
+	f.fail = map[string]*wire.Error{"events.subscribe": wire.NewError(wire.CodeReplayFailed, "")}
+	r := crewctl(t, f.dial, "events", "--run", audittest.RunBudget, "--follow", "--token-file", tok)
+	require.Equal(t, exitOpen, r.code, r.out+r.err)
+	require.Contains(t, r.err, "replay-failed")
 }

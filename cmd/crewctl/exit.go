@@ -10,7 +10,9 @@ const (
 	exitOK      = 0 // done, nothing wrong
 	exitProblem = 1 // the command ran and found a problem: corruption, a broken invariant, drift, differences
 	exitUsage   = 2 // the command line is wrong
-	exitOpen    = 3 // the store could not be opened or read (nothing was checked), or the daemon not reached
+	// exitOpen: the store could not be opened or read (nothing was checked), or the daemon not reached, or it could
+	// not read its own (replay-failed).
+	exitOpen = 3
 )
 
 // exitError carries an exit code out of a command. Commands return one for

@@ -33,6 +33,8 @@ type fakeBroker struct {
 	omitHistory bool
 	// stop ends a follow once the stream ran dry, as an interrupt would.
 	stop context.CancelFunc
+	// fail answers each method it names with its error, as crewd answers a finished run it cannot read back.
+	fail map[string]*wire.Error
 }
 
 func newFake(t *testing.T) *fakeBroker {
@@ -77,6 +79,9 @@ func (f *fakeBroker) Close() error { return nil }
 
 func (f *fakeBroker) Call(_ context.Context, method string, params, result any) error {
 	f.calls = append(f.calls, method)
+	if e := f.fail[method]; e != nil {
+		return e
+	}
 	b, _ := json.Marshal(params)
 	var p struct {
 		RunID    string `json:"runId"`
@@ -160,6 +165,9 @@ func fakePage[T any](p projections.Page[T], err error) func(key string) map[stri
 }
 
 func (f *fakeBroker) Subscribe(ctx context.Context, runID string, since uint64, types []string) (Stream, error) {
+	if e := f.fail["events.subscribe"]; e != nil {
+		return nil, e
+	}
 	return &fakeStream{f: f, evs: f.events[runID][since:], types: types}, nil
 }
 
