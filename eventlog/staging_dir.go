@@ -32,11 +32,11 @@ type StagingDir struct {
 // one there, locked. holds names the entries the caller builds in it: the only ones a stale one may hold to be
 // removed.
 func NewStagingDir(parent, prefix string, holds ...string) (*StagingDir, error) {
-	unlock, err := lockDir(parent, syscall.LOCK_EX)
+	parentLock, err := lockDir(parent, syscall.LOCK_EX)
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
+	defer parentLock.Close()
 	if _, err := removeStale(parent, prefix, holds); err != nil {
 		return nil, err
 	}
@@ -44,18 +44,12 @@ func NewStagingDir(parent, prefix string, holds ...string) (*StagingDir, error) 
 	if err != nil {
 		return nil, fmt.Errorf("eventlog: staging directory: %w", err)
 	}
-	f, err := os.Open(dir)
-	if err == nil {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-	}
+	lock, err := lockDir(dir, syscall.LOCK_EX|syscall.LOCK_NB)
 	if err != nil {
-		if f != nil {
-			f.Close()
-		}
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("eventlog: lock %s: %w", dir, err)
+		return nil, err
 	}
-	return &StagingDir{Dir: dir, lock: f}, nil
+	return &StagingDir{Dir: dir, lock: lock}, nil
 }
 
 // Remove removes the staging directory and whatever is left in it, then lets go of its lock.
@@ -70,14 +64,14 @@ func (s *StagingDir) Remove() error {
 // entries named in holds, whose lock no process holds, as its maker, killed, left it. NB: anything else is left as
 // it is, so that a directory that only looks like one, or one in use, is never removed.
 func RemoveStaleStagingDirs(parent, prefix string, holds ...string) (removed int, err error) {
-	unlock, err := lockDir(parent, syscall.LOCK_EX)
+	parentLock, err := lockDir(parent, syscall.LOCK_EX)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
 	}
-	defer unlock()
+	defer parentLock.Close()
 	return removeStale(parent, prefix, holds)
 }
 
@@ -123,16 +117,17 @@ func removeIfStale(dir string, holds []string) (removed bool, err error) {
 			return false, nil
 		}
 	}
-	unlock, err := lockDir(dir, syscall.LOCK_EX|syscall.LOCK_NB)
+	lock, err := lockDir(dir, syscall.LOCK_EX|syscall.LOCK_NB)
 	if err != nil {
 		return false, nil // in use, or not ours to lock
 	}
-	defer unlock()
+	defer lock.Close()
 	return true, os.RemoveAll(dir)
 }
 
-// lockDir takes the flock how on the directory dir and returns its release.
-func lockDir(dir string, how int) (unlock func(), err error) {
+// lockDir takes the flock how on the directory dir and returns the open directory that holds it: closing it lets go
+// of the lock.
+func lockDir(dir string, how int) (*os.File, error) {
 	f, err := os.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("eventlog: lock %s: %w", dir, err)
@@ -141,5 +136,5 @@ func lockDir(dir string, how int) (unlock func(), err error) {
 		f.Close()
 		return nil, fmt.Errorf("eventlog: lock %s: %w", dir, err)
 	}
-	return func() { f.Close() }, nil
+	return f, nil
 }
