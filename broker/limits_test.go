@@ -179,6 +179,8 @@ type idleChecks struct {
 	now    func() time.Time // the server's idle clock
 	mu     sync.Mutex
 	checks []idleCheck
+	// appended is closed, and replaced, as each check is appended: decided waits on it for the check it looks for.
+	appended chan struct{}
 }
 
 type idleCheck struct {
@@ -189,10 +191,12 @@ type idleCheck struct {
 
 // watchIdleChecks must be called before f's first connection, once the test has set the server's idle clock.
 func watchIdleChecks(f *fixture) *idleChecks {
-	w := &idleChecks{t: f.t, now: f.srv.idleNow}
+	w := &idleChecks{t: f.t, now: f.srv.idleNow, appended: make(chan struct{})}
 	f.srv.idleChecked = func(c *conn, at time.Time, ended bool) {
 		w.mu.Lock()
 		w.checks = append(w.checks, idleCheck{c.id.key, at, ended})
+		close(w.appended)
+		w.appended = make(chan struct{})
 		w.mu.Unlock()
 	}
 	return w
@@ -221,7 +225,8 @@ func (w *idleChecks) awaitServed(f *fixture, key string) {
 func (w *idleChecks) decided(key string) bool {
 	w.t.Helper()
 	now := w.now()
-	deadline := time.Now().Add(guard) // a guard against a hang, not a measure
+	hang := time.NewTimer(guard) // a guard against a hang, not a measure
+	defer hang.Stop()
 	for {
 		w.mu.Lock()
 		for _, c := range w.checks {
@@ -230,9 +235,13 @@ func (w *idleChecks) decided(key string) bool {
 				return c.ended
 			}
 		}
+		appended := w.appended
 		w.mu.Unlock()
-		require.True(w.t, time.Now().Before(deadline), "no idle check of %s's connection at %v", key, now)
-		time.Sleep(time.Millisecond)
+		select {
+		case <-appended:
+		case <-hang.C:
+			require.Failf(w.t, "no idle check", "no idle check of %s's connection at %v", key, now)
+		}
 	}
 }
 
