@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -43,7 +44,12 @@ func Kill(t testing.TB, env string) {
 	}
 	require.Equal(t, staged, line)
 	require.NoError(t, cmd.Process.Kill())
-	require.Error(t, cmd.Wait(), "killed")
+	var exit *exec.ExitError
+	require.ErrorAs(t, cmd.Wait(), &exit, "killed: %s", stderr.String())
+	status, ok := exit.Sys().(syscall.WaitStatus)
+	require.True(t, ok, "the wait status of %T", exit.Sys())
+	require.True(t, status.Signaled(), "ended by a signal, not %v: %s", exit, stderr.String())
+	require.Equal(t, syscall.SIGKILL, status.Signal())
 }
 
 // Names names the entries of dir.
