@@ -3,6 +3,7 @@ package audit_test
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -48,6 +49,14 @@ func TestNewerBuildsEventIsNotDamage(t *testing.T) {
 			res, err := audit.Replay(l, audit.ReplayOptions{To: pos - 1, Explain: true})
 			require.NoError(t, err)
 			require.Zero(t, res.Drift())
+
+			// Nor up to a time before it: the replay stops at the event's time, which its record gives, and never
+			// decodes its payload.
+			before, err := l.Event(pos - 1)
+			require.NoError(t, err)
+			res, err = audit.Replay(l, audit.ReplayOptions{At: time.Unix(0, before.Time), Explain: true})
+			require.NoError(t, err)
+			require.Equal(t, pos-1, res.State.Position)
 		})
 	}
 }

@@ -224,17 +224,21 @@ type decoder struct {
 }
 
 // decode starts reading l from position from up to and including
-// position to (0: to the durable head). NB: the reader stops at to rather
-// than at the first record past it, which it would have to read, and so
-// check, first: a replay up to a damaged record's predecessor succeeds.
-func decode(l *eventlog.Log, from, to uint64) *decoder {
+// position to (0: to the durable head), and before the first record whose
+// time is later than latest (unix nanoseconds). NB: the reader stops at to
+// rather than at the first record past it, which it would have to read, and
+// so check, first: a replay up to a damaged record's predecessor succeeds.
+// The first record later than latest is read and checked (its time says
+// where to stop), but its payload is not decoded: a replay up to a time
+// before an event of a newer build succeeds.
+func decode(l *eventlog.Log, from, to uint64, latest int64) *decoder {
 	quit := make(chan struct{})
 	d := &decoder{payloads: startPayloads(quit), quit: quit, done: make(chan struct{})}
-	go d.run(l, from, to)
+	go d.run(l, from, to, latest)
 	return d
 }
 
-func (d *decoder) run(l *eventlog.Log, from, to uint64) {
+func (d *decoder) run(l *eventlog.Log, from, to uint64, latest int64) {
 	defer close(d.done)
 	defer close(d.in)
 	// NB: chained, so a replay names a record whose checksum holds but whose
@@ -256,6 +260,9 @@ func (d *decoder) run(l *eventlog.Log, from, to uint64) {
 	if to == 0 || from <= to {
 		for it.Next() {
 			r := it.Event()
+			if r.Time > latest {
+				break
+			}
 			if rb.add(r); len(rb.recs) == batchSize && !send() {
 				return
 			}

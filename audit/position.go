@@ -11,14 +11,14 @@ import (
 
 // PositionAt is the position a replay "at" a time stops at: the one before the first event, in log order, whose
 // time is later than at (head when there is none, 0 when the first event is later): the longest prefix of the log
-// whose events are all at or before at. Replay --at and the dashboard's state?at=TIME both resolve a time here, so
-// they agree.
+// whose events are all at or before at. The dashboard's state?at=TIME resolves a time here, and Replay with At stops
+// at the same position by the same rule, found by its own fold, so they agree.
 //
 // NB: times do not follow positions, so no search can skip events: an imported event carries its source's time
 // (commands.Import, pi-crew's history), earlier than the events the engine wrote before it, and the one-shot
 // import writes runs one after another, each with its own times. A binary search over such a log could land on an
 // imported event at or before at that lies after the first later one, and stop past it. PositionAt reads the
-// events in order up to the answer, O(the answer), as the fold that follows reads them anyway.
+// events in order up to the answer, O(the answer), as a fold up to it reads them anyway.
 //
 // ctx ends the read: the error then wraps ctx.Err().
 func PositionAt(ctx context.Context, l *eventlog.Log, head uint64, at time.Time) (uint64, error) {

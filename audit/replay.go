@@ -1,9 +1,9 @@
 package audit
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/crewlog/crewlog/eventlog"
@@ -44,16 +44,20 @@ type ReplayOptions struct {
 	// (ErrInsideDecision).
 	To uint64
 	// At, when set, stops before the first event, in log order, whose time
-	// is later than At, found by PositionAt (and at To, when that is
-	// earlier): times need not follow positions (an import records its
+	// is later than At (and at To, when that is earlier), where PositionAt
+	// stops: times need not follow positions (an import records its
 	// source's). Nothing is folded when the first event is later than At.
+	// The fold finds that event itself, so the events before it are read
+	// once.
 	At time.Time
 	// Explain re-runs every recorded decision (see Explain).
 	Explain bool
 	// Timeline, when set, receives every event of the selection in order.
 	Timeline func(Entry)
 	// Progress, when set, is called now and then with the events folded
-	// and the number to fold.
+	// and the number to fold at most: To, else the head, though At may stop
+	// the fold sooner (where, the fold learns only there). The last call
+	// gives the events folded as both.
 	Progress func(done, total uint64)
 	// From, when set, is a state already folded up to its Position (an
 	// earlier Replay's, say): Replay folds the events after it into it
@@ -104,24 +108,16 @@ func Replay(l *eventlog.Log, o ReplayOptions) (*Result, error) {
 			return nil, err
 		}
 	}
-	if !o.At.IsZero() {
-		p, err := PositionAt(context.Background(), l, head, o.At)
-		if err != nil {
-			return nil, fmt.Errorf("audit: replay: %w", err)
-		}
-		if p == 0 {
-			return res, nil
-		}
-		if o.To == 0 || p < o.To {
-			o.To = p
-		}
-	}
 	total := head
 	if o.To > 0 && o.To < total {
 		total = o.To
 	}
+	latest := int64(math.MaxInt64)
+	if !o.At.IsZero() {
+		latest = nanos(o.At)
+	}
 	ex := explainer{run: o.Run, res: res}
-	d := decode(l, res.State.Position+1, o.To)
+	d := decode(l, res.State.Position+1, o.To, latest)
 	defer d.stop()
 	var done uint64
 	for b := range d.out {

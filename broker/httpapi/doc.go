@@ -66,10 +66,10 @@
 //   - A daemon-wide figure that a run's own events do not give is never guessed: a past state's slots.held is
 //     null (only the head's state knows it), and explain re-runs a delegation request with the slots held in all
 //     and the other runs waiting that the decision recorded (poolInputs "recorded").
-//   - state?at=TIME resolves the time by audit.PositionAt, as crewctl replay --at does: the same position, the one
-//     before the first event later than the time in log order. Times do not follow positions (an import records
-//     its source's), so that reads the events up to it, O(the position): it takes a rebuild's turn, and its read
-//     ends when its client goes away, as a fold does.
+//   - state?at=TIME resolves the time by audit.PositionAt, and crewctl replay --at stops by the same rule: at the
+//     same position, the one before the first event later than the time in log order. Times do not follow
+//     positions (an import records its source's), so that reads the events up to it, O(the position): it takes a
+//     rebuild's turn, and its read ends when its client goes away, as a fold does.
 //
 // # Connections
 //
