@@ -398,9 +398,8 @@ func rule(s *projections.State, cfg projections.Config, cmd commands.Command, ev
 // quotaReserve) its orchestrator and the admin alone may use. "" for another actor, or a quota too small to split
 // (a worker's limit is then the quota).
 func reserveCarved(cfg projections.Config, actor events.Actor, q *events.RunQuotaExceeded) string {
-	quota := map[string]int64{events.QuotaEvents: cfg.QuotaEvents, events.QuotaBytes: cfg.QuotaBytes,
-		events.QuotaMsgRate: int64(cfg.QuotaMsgsPerMin)}[q.Quota]
-	if actor.Role != events.RoleWorker || cfg.QuotaReserve <= 0 || q.Max >= quota {
+	quota, _, carved := commands.WorkerQuotaShare(cfg, actor, q.Quota)
+	if !carved {
 		return ""
 	}
 	return fmt.Sprintf(", a worker's share: the run's quota %d less the quotaReserve of %d%% kept for its orchestrator "+

@@ -194,6 +194,23 @@ func quotaLimit(env *Env) func(quota int64) int64 {
 	return func(quota int64) int64 { return max(1, quota-(quota/100*r+quota%100*r/100)) }
 }
 
+// WorkerQuotaShare is what of the quota named quotaName (events.QuotaEvents, QuotaBytes, QuotaMsgRate) cfg gives
+// actor, by the rule the quota check decides by: the run's quota, actor's limit, and whether that limit is carved
+// from the quota (a worker's, short of the reserve; a quota too small to split is not carved). Replay --explain
+// names what a worker's refusal was carved from by it, so its words cannot drift from the check.
+func WorkerQuotaShare(cfg projections.Config, actor events.Actor, quotaName string) (quota, limit int64, carved bool) {
+	switch quotaName {
+	case events.QuotaEvents:
+		quota = cfg.QuotaEvents
+	case events.QuotaBytes:
+		quota = cfg.QuotaBytes
+	case events.QuotaMsgRate:
+		quota = int64(cfg.QuotaMsgsPerMin)
+	}
+	limit = quotaLimit(&Env{Config: cfg, Actor: actor})(quota)
+	return quota, limit, limit < quota
+}
+
 // refuseQuota is the refusal of q: the error, and run.quota_exceeded unless
 // the run recorded one less than QuotaWindowSec ago.
 func refuseQuota(s *projections.State, runID string, q events.RunQuotaExceeded, env *Env) (Decision, error) {
