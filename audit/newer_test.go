@@ -54,7 +54,8 @@ func TestNewerBuildsEventIsNotDamage(t *testing.T) {
 			// decodes its payload.
 			before, err := l.Event(pos - 1)
 			require.NoError(t, err)
-			res, err = audit.Replay(l, audit.ReplayOptions{At: time.Unix(0, before.Time), Explain: true})
+			at := time.Unix(0, before.Time)
+			res, err = audit.Replay(l, audit.ReplayOptions{At: &at, Explain: true})
 			require.NoError(t, err)
 			require.Equal(t, pos-1, res.State.Position)
 		})

@@ -43,13 +43,13 @@ type ReplayOptions struct {
 	// head (ErrPastHead) and, with Explain, not inside a decision
 	// (ErrInsideDecision).
 	To uint64
-	// At, when set, stops before the first event, in log order, whose time
-	// is later than At (and at To, when that is earlier), where PositionAt
-	// stops: times need not follow positions (an import records its
-	// source's). Nothing is folded when the first event is later than At.
-	// The fold finds that event itself, so the events before it are read
-	// once.
-	At time.Time
+	// At, when not nil, stops before the first event, in log order, whose
+	// time is later than *At (and at To, when that is earlier), where
+	// PositionAt stops: times need not follow positions (an import records
+	// its source's). Nothing is folded when the first event is later. The
+	// fold finds that event itself, so the events before it are read once.
+	// Any time is one: the zero time is before every event.
+	At *time.Time
 	// Explain re-runs every recorded decision (see Explain).
 	Explain bool
 	// Timeline, when set, receives every event of the selection in order.
@@ -113,8 +113,8 @@ func Replay(l *eventlog.Log, o ReplayOptions) (*Result, error) {
 		total = o.To
 	}
 	latest := int64(math.MaxInt64)
-	if !o.At.IsZero() {
-		latest = nanos(o.At)
+	if o.At != nil {
+		latest = nanos(*o.At)
 	}
 	ex := explainer{run: o.Run, res: res}
 	d := decode(l, res.State.Position+1, o.To, latest)

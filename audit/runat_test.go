@@ -255,7 +255,8 @@ func TestPositionAtWithImportedTimes(t *testing.T) {
 }
 
 // TestPositionAtOutsideEventTimes: a time before 1678 or after 2262 has no unix nanoseconds (event times are int64
-// nanoseconds), and it wrapped around: the year 2300 stopped at 0, before every event, and 1600 at the head.
+// nanoseconds), and it wrapped around: the year 2300 stopped at 0, before every event, and 1600 at the head. The zero
+// time given to Replay is before every event too, where it read as no time given and replayed the whole log.
 func TestPositionAtOutsideEventTimes(t *testing.T) {
 	l, _ := contendedLog(t, 3, 20)
 	head, _ := l.Head()
@@ -267,11 +268,12 @@ func TestPositionAtOutsideEventTimes(t *testing.T) {
 		{time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC), head},
 		{time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC), 0},
 		{time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC), 0},
+		{time.Time{}, 0}, // given, the zero time is a time like any other
 	} {
 		got, err := audit.PositionAt(t.Context(), l, head, tc.at)
 		require.NoError(t, err)
 		require.Equal(t, tc.want, got, "at %s", tc.at)
-		res, err := audit.Replay(l, audit.ReplayOptions{At: tc.at})
+		res, err := audit.Replay(l, audit.ReplayOptions{At: &tc.at})
 		require.NoError(t, err)
 		require.Equal(t, tc.want, res.State.Position, "replay at %s", tc.at)
 	}
@@ -303,7 +305,8 @@ func requireStopBeforeLater(t *testing.T, l *eventlog.Log, times []int64, at int
 	require.NoError(t, err)
 	require.Equal(t, want, got, "at %d", at)
 	if replay {
-		res, err := audit.Replay(l, audit.ReplayOptions{At: time.Unix(0, at)})
+		stop := time.Unix(0, at)
+		res, err := audit.Replay(l, audit.ReplayOptions{At: &stop})
 		require.NoError(t, err)
 		require.Equal(t, want, res.State.Position, "replay at %d", at)
 	}

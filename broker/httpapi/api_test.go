@@ -591,7 +591,7 @@ func TestStateAtTimeIsReplayAt(t *testing.T) {
 	f := newFixture(t, Options{})
 	for d := -time.Second; d <= 40*time.Second; d += 500 * time.Millisecond {
 		at := audittest.Epoch.Add(d)
-		res, err := audit.Replay(f.log, audit.ReplayOptions{At: at})
+		res, err := audit.Replay(f.log, audit.ReplayOptions{At: &at})
 		require.NoError(t, err)
 		code, st := f.get(budgetRun + "/state?at=" + url.QueryEscape(at.Format(time.RFC3339Nano)))
 		run, existed := res.State.Run(audittest.RunBudget)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -111,12 +110,7 @@ func (a *app) replay(ctx context.Context, f replayFlags, live bool) error {
 		if err != nil {
 			return usagef("replay: --at %q is not an RFC3339 time", f.at)
 		}
-		if at.IsZero() {
-			// NB: the zero time is ReplayOptions.At's "not given", which replays the whole log; it is before every
-			// event, as the earliest time an event can carry is.
-			at = time.Unix(0, math.MinInt64)
-		}
-		o.At = at
+		o.At = &at
 	}
 	dir, done, err := a.storeToRead(ctx)
 	if err != nil {
