@@ -229,16 +229,7 @@ func tablesOnlyOf(t *testing.T, store, prefixes string) []string {
 	require.NoError(t, err)
 	defer db.Close()
 	require.NoError(t, db.Compact(t.Context(), []byte{0}, []byte{0xff}, false))
-	levels, err := db.SSTables()
-	require.NoError(t, err)
-	var out []string
-	for _, level := range levels {
-		for _, tb := range level {
-			if strings.IndexByte(prefixes, tb.Smallest.UserKey[0]) >= 0 && strings.IndexByte(prefixes, tb.Largest.UserKey[0]) >= 0 {
-				out = append(out, filepath.Join(store, tb.FileNum.String()+".sst"))
-			}
-		}
-	}
+	out := tablesWithin(t, db, store, prefixes)
 	require.NotEmpty(t, out)
 	return out
 }
@@ -249,15 +240,26 @@ func tableOf(t *testing.T, store string, prefix byte) string {
 	db, err := pebble.Open(store, &pebble.Options{ReadOnly: true, Logger: audittest.QuietPebble{}})
 	require.NoError(t, err)
 	defer db.Close()
+	tables := tablesWithin(t, db, store, string(prefix))
+	if len(tables) == 0 {
+		require.FailNow(t, "no table holds the prefix alone", "%c", prefix)
+	}
+	return tables[0]
+}
+
+// tablesWithin returns the paths of db's tables (db open on store) whose first and last keys both start with one of
+// prefixes.
+func tablesWithin(t *testing.T, db *pebble.DB, store, prefixes string) []string {
+	t.Helper()
 	levels, err := db.SSTables()
 	require.NoError(t, err)
+	var out []string
 	for _, level := range levels {
 		for _, tb := range level {
-			if tb.Smallest.UserKey[0] == prefix && tb.Largest.UserKey[0] == prefix {
-				return filepath.Join(store, tb.FileNum.String()+".sst")
+			if strings.IndexByte(prefixes, tb.Smallest.UserKey[0]) >= 0 && strings.IndexByte(prefixes, tb.Largest.UserKey[0]) >= 0 {
+				out = append(out, filepath.Join(store, tb.FileNum.String()+".sst"))
 			}
 		}
 	}
-	require.FailNow(t, "no table holds the prefix alone", "%c", prefix)
-	return ""
+	return out
 }
