@@ -55,9 +55,10 @@ const maxImportTimeMs = 9e12
 // (importedAdmission), a task's or delegation's depth, refused outside
 // 0..MaxMaxDepth (importedDepthProblem), a task's usage, refused
 // with counters task.usage refuses (importedUsageProblem), a run's budget,
-// refused as run.create refuses it (importedBudgetProblem), and a
-// delegation's subId, refused when it is not an id (safeID) or names a
-// workflow task of the run (workflowTask).
+// refused as run.create refuses it (importedBudgetProblem), a delegation's
+// subId, refused when it is not an id (safeID) or names a workflow task of
+// the run (workflowTask), and a free text, refused when it is longer than
+// crewlog's own command records it (importedTextProblem).
 type Import struct {
 	// Source names the importing system (events.ForeignSourcePicrew); it
 	// becomes the events' correlation id after events.ImportCorrelation.
@@ -193,6 +194,8 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 			return Decision{}, badParams("import.append: event %d: run.created: %s", i, importedBudgetProblem(ie.Payload))
 		case importedDepthProblem(ie.Payload) != "":
 			return Decision{}, badParams("import.append: event %d: %s", i, importedDepthProblem(ie.Payload))
+		case importedTextProblem(ie.Payload) != "":
+			return Decision{}, badParams("import.append: event %d: %s: %s", i, ie.Type, importedTextProblem(ie.Payload))
 		case importedQuestionProblem(ie.Payload) != "":
 			return Decision{}, badParams("import.append: event %d: %s: %s", i, ie.Type, importedQuestionProblem(ie.Payload))
 		case ie.TimeMs < 0 || ie.TimeMs > maxImportTimeMs:

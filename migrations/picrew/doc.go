@@ -102,7 +102,11 @@
 //     delegate.admitted whose subId is not a task id tasks.json may hold,
 //     or names a workflow task (crewlog mints a subId, which names its
 //     shadow task), is skipped and reported, with its settlement: it took
-//     the workflow task for its shadow, and its settlement ended it.
+//     the workflow task for its shadow, and its settlement ended it. A free
+//     text longer than crewlog's own command that records it takes (a
+//     question over wait.request's 8192 chars, a title, an error, a body,
+//     a steer, a goal: events.ImportedTexts) is cut to that bound, its
+//     beginning kept and a mark of how long it was, and reported.
 //   - A waiting task is parked on an open question, as crewlog's
 //     wait.request parks one (task.waiting with its ask.requested): when
 //     the history lacks the question's ask.requested (compacted, or a

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -161,6 +162,7 @@ func (p *planner) add(atMs int64, payload any) {
 	if !ok {
 		panic(fmt.Sprintf("picrew: %T is not a payload", payload)) // a programming error, not input
 	}
+	p.cutTexts(strings.TrimPrefix(p.cur.id, "import:"+p.r.id+":"), typ, payload)
 	b, err := events.EncodePayload(payload)
 	if err != nil {
 		panic(err) // payload structs always encode

@@ -223,8 +223,10 @@ func importedTwice(t *testing.T, root string, clock func() time.Time) (one, foll
 	require.NoError(t, err)
 	defer eng.Close()
 	var followReports []string
+	// NB: a crewd whose frame cap takes the longest text a command records (a task's error), as the engine takes
+	// the follower's writes without its socket.
 	fl := NewFollower(root, engineSink{eng}, &FollowOptions{SettleAfter: time.Nanosecond, CheckpointEvery: time.Nanosecond,
-		Report: func(s Skipped) { followReports = append(followReports, s.String()) }})
+		MaxBatchBytes: 2 << 20, Report: func(s Skipped) { followReports = append(followReports, s.String()) }})
 	fl.cks = map[string]events.ImportCheckpoint{} // what Run loads first: no checkpoint yet
 	runsDir := filepath.Join(root, "state", "runs")
 	for range 3 {
