@@ -57,8 +57,10 @@ const maxImportTimeMs = 9e12
 // with counters task.usage refuses (importedUsageProblem), a run's budget,
 // refused as run.create refuses it (importedBudgetProblem), a delegation's
 // subId, refused when it is not an id (safeID) or names a workflow task of
-// the run (workflowTask), and a free text, refused when it is longer than
-// crewlog's own command records it (importedTextProblem).
+// the run (workflowTask), a free text, refused when it is longer than
+// crewlog's own command records it (importedTextProblem), and an allocation
+// top-up (events.ImportTopUpSubID), recorded as what its task lacks of the
+// spend it carries (importedTopUp).
 type Import struct {
 	// Source names the importing system (events.ForeignSourcePicrew); it
 	// becomes the events' correlation id after events.ImportCorrelation.
@@ -234,6 +236,9 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 			return Decision{}, badParams("import.append: event %d: %v", i, err)
 		}
 		payload = importedAskDeadline(payload, at/1e6)
+		if t, _ := importedSpend(payload); t != "" {
+			payload = importedTopUp(payload, spentBefore(s, c.RunID, t, out))
+		}
 		out = append(out, events.Event{
 			Stream: c.RunID, Type: ie.Type, SchemaVersion: events.SchemaVersion(ie.Type), Time: at,
 			CommandID: env.CommandID, CorrelationID: events.ImportCorrelation + c.Source,

@@ -7,6 +7,13 @@ const (
 	TypeBudgetCharged  = "budget.charged"
 )
 
+// ImportTopUpSubID is the subId of the budget.reserved an import's reconcile records to bring a task's tokensSpent
+// to what its source says (pi-crew's tasks.json allocation). The import's write carries that spend in Tokens, and
+// what is recorded is what the task lacks of it given what the log holds, never below 0: the source's history may
+// have lost (compacted) admissions whose reservations the log holds already, and counted again they overspent the
+// run.
+const ImportTopUpSubID = "import:picrew"
+
 // BudgetReserved charges a metered admission's reservation to the parent
 // task's allocation: tokensSpent += Tokens. It follows delegate.admitted in
 // the same batch and is written for every metered admission, even with

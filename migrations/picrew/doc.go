@@ -107,6 +107,10 @@
 //     question over wait.request's 8192 chars, a title, an error, a body,
 //     a steer, a goal: events.ImportedTexts) is cut to that bound, its
 //     beginning kept and a mark of how long it was, and reported.
+//   - A task's allocation is reconciled to the spend tasks.json shows from
+//     what the log holds, not from the history read (reconcile:allocation,
+//     events.ImportTopUpSubID): a compacted history lacks admissions whose
+//     reservations the log holds, and they were counted twice.
 //   - A waiting task is parked on an open question, as crewlog's
 //     wait.request parks one (task.waiting with its ask.requested): when
 //     the history lacks the question's ask.requested (compacted, or a

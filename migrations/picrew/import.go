@@ -86,6 +86,7 @@ func Import(l *eventlog.Log, root string, opts *Options) (Summary, error) {
 			}
 		}
 		var todo []eventlog.Write
+		var items [][]Item
 		for _, w := range writes {
 			_, err := l.Outcome(engine, w.id)
 			switch {
@@ -101,7 +102,11 @@ func Import(l *eventlog.Log, root string, opts *Options) (Summary, error) {
 				}
 			}
 			todo = append(todo, eventlog.Write{Principal: engine, CommandID: w.id, Events: w.events})
+			items = append(items, w.items)
 			rs.Appended += len(w.events)
+		}
+		if err := topUps(l, r.id, todo, items); err != nil {
+			return sum, err
 		}
 		if len(todo) > 0 && !o.DryRun {
 			if _, err := l.Append(todo...); err != nil {

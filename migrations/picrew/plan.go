@@ -939,9 +939,11 @@ func (p *planner) reconcileShadow(t task) {
 // parentOf is the parent task of an admitted delegation.
 func (p *planner) parentOf(subID string) string { return p.parents[subID] }
 
-// reconcileAllocation makes the parent's ledger match tasks.json. Spend
-// only grows (SPEC §4.2), so a file that shows less than the events
-// reserved (pi-crew 0.10.1's settle-time refunds) is reported, not undone.
+// reconcileAllocation makes the parent's ledger match tasks.json: its write
+// carries the spend tasks.json shows, and records what the log lacks of it
+// (events.ImportTopUpSubID). Spend only grows (SPEC §4.2), so a file that
+// shows less than the events reserved (pi-crew 0.10.1's settle-time
+// refunds) is reported, not undone.
 func (p *planner) reconcileAllocation(t task) {
 	a := t.Allocation
 	if a == nil {
@@ -950,9 +952,11 @@ func (p *planner) reconcileAllocation(t task) {
 	have := p.spent[t.ID]
 	switch {
 	case a.TokensSpent > have || !p.accounts[t.ID]:
+		// NB: the spend to reach, not what this history lacks of it: a compacted history lacks admissions whose
+		// reservations the log holds already, so what the write records is counted from the log (ImportTopUpSubID).
 		p.begin(fmt.Sprintf("reconcile:allocation:%s:%d", t.ID, a.TokensSpent))
-		p.add(p.r.manifest.UpdatedAt.ms, &events.BudgetReserved{TaskID: t.ID, SubID: "import:picrew",
-			Tokens: a.TokensSpent - have, GrantedTokens: a.TokensGranted})
+		p.add(p.r.manifest.UpdatedAt.ms, &events.BudgetReserved{TaskID: t.ID, SubID: events.ImportTopUpSubID,
+			Tokens: a.TokensSpent, GrantedTokens: a.TokensGranted})
 		p.spent[t.ID], p.accounts[t.ID] = a.TokensSpent, true
 	case a.TokensSpent < have:
 		p.s.skip(p.r.id, "state/runs/"+p.r.id+"/tasks.json", 0, 0,

@@ -1,0 +1,57 @@
+package commands
+
+import (
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// importedTopUp is p, or, when p is an import's allocation top-up (a budget.reserved of subId
+// events.ImportTopUpSubID, given as a pointer or a struct), a copy reserving what its task lacks of the spend the
+// top-up carries, given spent, the task's tokensSpent before it (never below 0). NB: the importer plans the top-up
+// from its source's history, which may have lost (compacted) admissions whose reservations the log holds already:
+// counted again, they overspent the run, and its budget abort came early. The caller's payload is not changed.
+func importedTopUp(p any, spent int64) any {
+	var r events.BudgetReserved
+	switch b := p.(type) {
+	case *events.BudgetReserved:
+		r = *b
+	case events.BudgetReserved:
+		r = b
+	default:
+		return p
+	}
+	if r.SubID != events.ImportTopUpSubID {
+		return p
+	}
+	r.Tokens = max(r.Tokens-max(spent, 0), 0)
+	return &r
+}
+
+// importedSpend is what p, a budget.reserved or budget.charged given as a pointer or a struct, adds to its task's
+// tokensSpent, and the task; "" for any other payload.
+func importedSpend(p any) (taskID string, tokens int64) {
+	switch b := p.(type) {
+	case *events.BudgetReserved:
+		return b.TaskID, max(b.Tokens, 0)
+	case events.BudgetReserved:
+		return b.TaskID, max(b.Tokens, 0)
+	case *events.BudgetCharged:
+		return b.TaskID, max(b.Tokens, 0)
+	case events.BudgetCharged:
+		return b.TaskID, max(b.Tokens, 0)
+	}
+	return "", 0
+}
+
+// spentBefore is task taskID's tokensSpent in run runID given state s and the events out a write records before the
+// one being decided.
+func spentBefore(s *projections.State, runID, taskID string, out []events.Event) int64 {
+	a, _ := s.Allocation(runID, taskID)
+	spent := a.TokensSpent
+	for _, ev := range out {
+		if t, n := importedSpend(ev.Payload); t == taskID {
+			spent = projections.SaturatingAdd(spent, n)
+		}
+	}
+	return spent
+}

@@ -1,0 +1,116 @@
+package picrew
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+const replanRun = "run_replan"
+
+// writeReplanRun writes a finished run whose task 01_build reserved 100 tokens for its delegation gc-1 (seq 2), as
+// its tasks.json allocation says, and returns the path of its events.jsonl.
+func writeReplanRun(t *testing.T, dir string) string {
+	t.Helper()
+	run := "state/runs/" + replanRun
+	files := map[string]string{
+		run + "/manifest.json": `{"runId":"` + replanRun + `","team":"core","workflow":"implement","goal":"g",` +
+			`"status":"completed","createdAt":1790928000000,"updatedAt":1790928060000,"cwd":"/srv/app"}`,
+		run + "/tasks.json": `[` +
+			`{"id":"01_build","stepId":"build","role":"executor","agent":"executor","status":"completed",` +
+			`"startedAt":1790928001000,"finishedAt":1790928050000,"allocation":{"tokensGranted":1000,"tokensSpent":100}},` +
+			`{"id":"gc-1","role":"explorer","agent":"delegate","status":"completed","depth":2,` +
+			`"startedAt":1790928002000,"finishedAt":1790928040000}]`,
+		run + "/events.jsonl": strings.Join([]string{
+			`{"time":1790928001000,"type":"task.started","taskId":"01_build","metadata":{"seq":1}}`,
+			`{"time":1790928002000,"type":"delegate.admitted","taskId":"01_build","data":{"subId":"gc-1","reservedTokens":100},"metadata":{"seq":2}}`,
+			`{"time":1790928040000,"type":"delegate.completed","taskId":"01_build","data":{"subId":"gc-1","ok":true},"metadata":{"seq":3}}`,
+			`{"time":1790928050000,"type":"task.completed","taskId":"01_build","metadata":{"seq":4}}`,
+			`{"time":1790928060000,"type":"run.completed","metadata":{"seq":5}}`,
+		}, "\n") + "\n",
+	}
+	for p, b := range files {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+		require.NoError(t, os.WriteFile(full, []byte(b), 0o644))
+	}
+	return filepath.Join(dir, filepath.FromSlash(run+"/events.jsonl"))
+}
+
+// compactTo rewrites the file at p under a new inode with its last keep lines, as pi-crew's compaction does.
+func compactTo(t *testing.T, p string, keep int) {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	lines := strings.SplitAfter(strings.TrimSuffix(string(b), "\n"), "\n")
+	kept := strings.Join(lines[len(lines)-keep:], "")
+	if !strings.HasSuffix(kept, "\n") {
+		kept += "\n"
+	}
+	require.NoError(t, os.WriteFile(p+".tmp", []byte(kept), 0o644))
+	require.NoError(t, os.Rename(p+".tmp", p))
+}
+
+// spentOf is task taskID's tokensSpent in the state l's log folds to.
+func spentOf(t *testing.T, l *eventlog.Log, taskID string) int64 {
+	t.Helper()
+	eng, err := commands.Open(l, commands.Options{ExpiryInterval: -1, SnapshotEvery: -1})
+	require.NoError(t, err)
+	defer eng.Close()
+	var a projections.Allocation
+	eng.Read(func(s *projections.State) { a, _ = s.Allocation(replanRun, taskID) })
+	return a.TokensSpent
+}
+
+// TestReplanAfterCompactionCountsSpendOnce: a follower restarted after pi-crew compacted events.jsonl, or the
+// one-shot import run again over the compacted file, plans the run from what the file still holds, which lacks the
+// admission that reserved the task's spend; the reconcile that brings the task's allocation to what tasks.json says
+// must count what the store holds already, not reserve the compacted admission's tokens a second time.
+func TestReplanAfterCompactionCountsSpendOnce(t *testing.T) {
+	clock := func() time.Time { return time.UnixMilli(timesClockMs) }
+	t.Run("follower", func(t *testing.T) {
+		root := t.TempDir()
+		evs := writeReplanRun(t, root)
+		l := openFuzzStore(t)
+		defer l.Close()
+		eng, err := commands.Open(l, commands.Options{Clock: clock, ExpiryInterval: -1, SnapshotEvery: -1})
+		require.NoError(t, err)
+		follow := func() {
+			fl := NewFollower(root, engineSink{eng}, &FollowOptions{SettleAfter: time.Nanosecond, CheckpointEvery: time.Nanosecond})
+			fl.cks = map[string]events.ImportCheckpoint{} // a checkpoint that no longer matches: the file is read from its start
+			for range 3 {
+				fl.pass(t.Context(), filepath.Join(root, "state", "runs"), true, nil)
+			}
+			require.Zero(t, fl.Stats().Pending)
+		}
+		follow()
+		var before projections.Allocation
+		eng.Read(func(s *projections.State) { before, _ = s.Allocation(replanRun, "01_build") })
+		require.Equal(t, int64(100), before.TokensSpent)
+		compactTo(t, evs, 2)
+		follow()
+		require.NoError(t, eng.Close())
+		require.Equal(t, int64(100), spentOf(t, l, "01_build"), "the compacted admission's reservation is counted once")
+	})
+	t.Run("one-shot", func(t *testing.T) {
+		root := t.TempDir()
+		evs := writeReplanRun(t, root)
+		l := openFuzzStore(t)
+		defer l.Close()
+		_, err := Import(l, root, &Options{Clock: clock})
+		require.NoError(t, err)
+		compactTo(t, evs, 2)
+		_, err = Import(l, root, &Options{Clock: clock})
+		require.NoError(t, err)
+		require.Equal(t, int64(100), spentOf(t, l, "01_build"), "the compacted admission's reservation is counted once")
+	})
+}
