@@ -253,15 +253,7 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 
 // admissionOf is p, a delegate.admitted given as a pointer or a struct; nil for any other payload. NB: the caller's
 // payload: not to be changed.
-func admissionOf(p any) *events.DelegateAdmitted {
-	switch a := p.(type) {
-	case *events.DelegateAdmitted:
-		return a
-	case events.DelegateAdmitted:
-		return &a
-	}
-	return nil
-}
+func admissionOf(p any) *events.DelegateAdmitted { return payloadAs[events.DelegateAdmitted](p) }
 
 // admittedBefore reports whether subID holds a slot, for any run, or names a delegation of run runID already. NB:
 // the slot pool is keyed by subId alone (crewlog mints its own from UUIDs): an import, whose source chooses its
@@ -287,13 +279,8 @@ func workflowTask(s *projections.State, runID, taskID string) bool {
 // workflowCreated is the task id of p, a task.created of a workflow task given as a pointer or a struct; "" for any
 // other payload.
 func workflowCreated(p any) string {
-	switch t := p.(type) {
-	case *events.TaskCreated:
-		return workflowCreated(*t)
-	case events.TaskCreated:
-		if t.Kind != events.TaskKindShadow {
-			return t.TaskID
-		}
+	if t := payloadAs[events.TaskCreated](p); t != nil && t.Kind != events.TaskKindShadow {
+		return t.TaskID
 	}
 	return ""
 }
@@ -347,16 +334,11 @@ func noneIfEmpty(o []string) []string {
 func importedQuestionProblem(p any) string {
 	var id string
 	var options []string
-	switch a := p.(type) {
-	case *events.AskRequested:
+	if a := payloadAs[events.AskRequested](p); a != nil {
 		id, options = a.QuestionID, a.Options
-	case events.AskRequested:
-		id, options = a.QuestionID, a.Options
-	case *events.TaskWaiting:
-		id, options = a.QuestionID, a.Options
-	case events.TaskWaiting:
-		id, options = a.QuestionID, a.Options
-	default:
+	} else if w := payloadAs[events.TaskWaiting](p); w != nil {
+		id, options = w.QuestionID, w.Options
+	} else {
 		return ""
 	}
 	if id == "" || longerThan(id, MaxQuestionIDChars) {
@@ -376,11 +358,8 @@ func importedQuestionProblem(p any) string {
 // (countsProblem); "" when there is nothing, or when p is another payload. NB: a usage replaces its task's last,
 // and a counter below zero lowered the run's budget use below what its other tasks spent.
 func importedUsageProblem(p any) string {
-	switch u := p.(type) {
-	case *events.TaskUsage:
+	if u := payloadAs[events.TaskUsage](p); u != nil {
 		return countsProblem(*u)
-	case events.TaskUsage:
-		return countsProblem(u)
 	}
 	return ""
 }
@@ -388,10 +367,7 @@ func importedUsageProblem(p any) string {
 // importedBudgetProblem is what makes p, a run.created given as a pointer or a struct, a budget run.create itself
 // refuses (budgetProblem); "" when there is nothing, or when p is another payload.
 func importedBudgetProblem(p any) string {
-	switch r := p.(type) {
-	case *events.RunCreated:
-		return budgetProblem(r.BudgetTotal, r.BudgetWarning, r.BudgetAbort)
-	case events.RunCreated:
+	if r := payloadAs[events.RunCreated](p); r != nil {
 		return budgetProblem(r.BudgetTotal, r.BudgetWarning, r.BudgetAbort)
 	}
 	return ""
@@ -403,21 +379,20 @@ func importedBudgetProblem(p any) string {
 // credential.issue gives it a credential and how deep its own delegations go.
 func importedDepthProblem(p any) string {
 	depth := 0
-	switch d := p.(type) {
-	case *events.TaskCreated:
-		depth = d.Depth
-	case events.TaskCreated:
-		depth = d.Depth
-	default:
-		if a := admissionOf(p); a != nil {
-			depth = a.ChildDepth
-		}
+	if t := payloadAs[events.TaskCreated](p); t != nil {
+		depth = t.Depth
+	} else if a := admissionOf(p); a != nil {
+		depth = a.ChildDepth
 	}
 	if depth < 0 || depth > MaxMaxDepth {
 		return fmt.Sprintf("depth %d is not 0..%d", depth, MaxMaxDepth)
 	}
 	return ""
 }
+
+// payloadAs is p, a payload given as a pointer to a T or as a T, as a *T (the caller's pointer, or a pointer to a
+// copy of the struct); nil for any other payload. NB: the caller's payload: not to be changed.
+func payloadAs[T any](p any) *T { return events.PayloadAs[T](events.Event{Payload: p}) }
 
 // payloadOf reports whether p is the payload struct (pointer) of typ.
 func payloadOf(typ string, p any) bool {
@@ -427,15 +402,7 @@ func payloadOf(typ string, p any) bool {
 
 // checkpointOf is p, an import checkpoint given as a pointer or a struct;
 // nil for any other payload.
-func checkpointOf(p any) *events.ImportCheckpoint {
-	switch c := p.(type) {
-	case *events.ImportCheckpoint:
-		return c
-	case events.ImportCheckpoint:
-		return &c
-	}
-	return nil
-}
+func checkpointOf(p any) *events.ImportCheckpoint { return payloadAs[events.ImportCheckpoint](p) }
 
 // checkpointProblem is what makes p, an import checkpoint (a pointer or a
 // struct), one no import writes; nil when there is nothing, or when p is
