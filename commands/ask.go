@@ -50,20 +50,18 @@ type WaitResult struct {
 
 func (c *WaitRequest) decide(s *projections.State, env *Env) (Decision, error) {
 	n := utf8.RuneCountInString(c.Question)
+	manyOptions, badOption := optionsProblem(c.Options)
 	switch {
 	case n == 0 || n > MaxQuestionChars:
 		return Decision{}, badParams("wait.request: question must be 1..%d chars", MaxQuestionChars)
-	case len(c.Options) > MaxAskOptions || c.Options != nil && len(c.Options) == 0:
+	case manyOptions || c.Options != nil && len(c.Options) == 0:
 		// NB: options [] offers nothing to choose from; pi-crew's broker refuses it (D§7.5: 1..16 strings). Absent
 		// (or null) is nil, a question without options.
 		return Decision{}, badParams("wait.request: options must hold 1..%d strings", MaxAskOptions)
 	case c.TimeoutSec != nil && (math.IsNaN(*c.TimeoutSec) || math.IsInf(*c.TimeoutSec, 0)):
 		return Decision{}, badParams("wait.request: timeoutSec must be a finite number")
-	}
-	for _, o := range c.Options {
-		if m := utf8.RuneCountInString(o); m == 0 || m > MaxAskOptionChars {
-			return Decision{}, badParams("wait.request: each option must be 1..%d chars", MaxAskOptionChars)
-		}
+	case badOption:
+		return Decision{}, badParams("wait.request: each option must be 1..%d chars", MaxAskOptionChars)
 	}
 	if _, ok := s.Run(c.RunID); !ok {
 		return Decision{}, reject(CodeNoManifest, "no-manifest", "run %q not found", c.RunID)
@@ -103,6 +101,21 @@ func (c *WaitRequest) decide(s *projections.State, env *Env) (Decision, error) {
 	return Decision{Events: evs, Result: WaitResult{
 		OK: true, QuestionID: qid, AskedAt: isoMillis(askedAt), Deadline: deadline, TimeoutSec: timeout, Clamped: clamped,
 	}}, nil
+}
+
+// optionsProblem says which bound of a question's options o breaks (D§7.5): many, more than MaxAskOptions; badOption,
+// an option that is not 1..MaxAskOptionChars chars; neither when o is within them. An empty list is within them:
+// wait.request refuses it, and an import records it as none (importedAskDeadline).
+func optionsProblem(o []string) (many, badOption bool) {
+	if len(o) > MaxAskOptions {
+		return true, false
+	}
+	for _, opt := range o {
+		if n := utf8.RuneCountInString(opt); n == 0 || n > MaxAskOptionChars {
+			return false, true
+		}
+	}
+	return false, false
 }
 
 // waitMethodsOff refuses a wait method that the config switches off: policy-disabled in pi-crew's words, with a

@@ -344,11 +344,7 @@ func importedQuestionProblem(p any) string {
 	if id == "" || longerThan(id, MaxQuestionIDChars) {
 		return fmt.Sprintf("questionId must be 1..%d chars", MaxQuestionIDChars)
 	}
-	ok := len(options) <= MaxAskOptions
-	for _, o := range options {
-		ok = ok && o != "" && !longerThan(o, MaxAskOptionChars)
-	}
-	if !ok {
+	if many, badOption := optionsProblem(options); many || badOption {
 		return fmt.Sprintf("options must hold 1..%d strings of 1..%d chars", MaxAskOptions, MaxAskOptionChars)
 	}
 	return ""
