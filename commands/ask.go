@@ -174,7 +174,7 @@ func (c *WaitResolve) decide(s *projections.State, env *Env) (Decision, error) {
 	if !ok {
 		return Decision{}, reject(CodeNoTask, "no-task", "task %q not found in run %q", c.TaskID, c.RunID)
 	}
-	if !parkedOn(t, c.QuestionID) {
+	if !t.ParkedOn(c.QuestionID) {
 		return Decision{}, badParams("wait.resolve: task %s is not waiting on question %q", c.TaskID, c.QuestionID)
 	}
 	evs := []events.Event{
@@ -226,7 +226,7 @@ func (c *AskExpire) decide(s *projections.State, env *Env) (Decision, error) {
 			"questionId": a.QuestionID, "resumed": false}}, nil
 	}
 	t, found := s.Task(c.RunID, a.TaskID)
-	parked := found && parkedOn(t, a.QuestionID)
+	parked := found && t.ParkedOn(a.QuestionID)
 	reason := "" // its deadline
 	if env.millis() < a.Deadline {
 		switch {

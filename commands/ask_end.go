@@ -33,11 +33,6 @@ func closeQuestion(s *projections.State, env *Env, runID string, t projections.T
 		&events.AskTimedOut{TaskID: t.TaskID, QuestionID: t.Waiting.QuestionID, Reason: reason})}
 }
 
-// parkedOn reports whether t waits on question questionID.
-func parkedOn(t projections.Task, questionID string) bool {
-	return t.Status == projections.TaskWaiting && t.Waiting != nil && t.Waiting.QuestionID == questionID
-}
-
 // closeRunQuestions closes the question of every task of run runID parked on one, as the engine clock would at
 // its deadline: the question times out and its task resumes (AskExpire). A run's end ends no task; it brings the
 // deadline of its questions forward.

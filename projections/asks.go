@@ -191,9 +191,8 @@ func (r *runState) stranded(qid string) bool {
 	if r.run.Status.Stale() {
 		return true
 	}
-	a := r.asks[qid]
-	t := r.tasks[a.TaskID]
-	return t == nil || t.Status != TaskWaiting || t.Waiting == nil || t.Waiting.QuestionID != qid
+	t := r.tasks[r.asks[qid].TaskID]
+	return t == nil || !t.ParkedOn(qid)
 }
 
 // parkOutlived is the question r's waitState points at when it is no longer pending, else nil.

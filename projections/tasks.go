@@ -120,6 +120,13 @@ func (t Task) EffectiveDepth() int {
 // tasks too.
 func (t Task) Shadow() bool { return t.Kind == events.TaskKindShadow }
 
+// ParkedOn reports whether the task waits on question questionID: the one question wait.resolve answers for it. NB:
+// the one definition the engine clock's choice of stranded questions (State.StrandedAsks) and its ask.expire's
+// decision share, so a question it submits as stranded is one ask.expire closes before its deadline.
+func (t Task) ParkedOn(questionID string) bool {
+	return t.Status == TaskWaiting && t.Waiting != nil && t.Waiting.QuestionID == questionID
+}
+
 // cloneValue is a deep copy of t, as a value: a query returns it, and a
 // run's clone copies its tasks into one slab.
 func (t *Task) cloneValue() Task {
