@@ -170,3 +170,49 @@ func TestClockReleasesAParkItsQuestionOutlived(t *testing.T) {
 		require.Empty(t, a.Reason, "the question keeps how it closed")
 	})
 }
+
+// The engine clock's choice names each question once: one stranded before its deadline (its task left waiting) is
+// one StrandedAsks gives, and past its deadline DueAsks gives it too; a closed one the run's waitState outlived is
+// one StrandedAsks alone gives, before its deadline and after it.
+func TestDueExpiriesNamesEachQuestionOnce(t *testing.T) {
+	const deadline = 3_600_000
+	s := projections.New()
+	pos := uint64(0)
+	apply := func(run, typ string, p any) {
+		pos++
+		projections.Apply(s, events.Event{Stream: run, Type: typ, SchemaVersion: events.SchemaVersion(typ),
+			Position: pos, Time: 1e6, Payload: p})
+	}
+	for _, run := range []string{"R", "S"} {
+		apply(run, events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"})
+		apply(run, events.TypeRunRunning, &events.RunRunning{})
+		for _, task := range []string{"t1", "t2"} {
+			apply(run, events.TypeTaskCreated, &events.TaskCreated{TaskID: task, Role: "executor", Agent: "a",
+				Title: "x", Cwd: "/w", DependsOn: []string{}, StepID: task, Kind: events.TaskKindWorkflow})
+			apply(run, events.TypeTaskStarted, &events.TaskStarted{TaskID: task})
+		}
+	}
+	ask := func(run, task, qid string) {
+		apply(run, events.TypeTaskWaiting, &events.TaskWaiting{TaskID: task, QuestionID: qid, AskedAt: 1,
+			Deadline: deadline})
+		apply(run, events.TypeAskRequested, &events.AskRequested{TaskID: task, QuestionID: qid, Question: "?",
+			AskedAt: 1, Deadline: deadline, TimeoutSec: 3600})
+	}
+	ask("R", "t1", "stranded")
+	apply("R", events.TypeTaskCompleted, &events.TaskCompleted{TaskID: "t1"})
+	ask("R", "t2", "parked")
+	ask("S", "t1", "outlived")
+	apply("S", events.TypeAskTimedOut, &events.AskTimedOut{QuestionID: "outlived"}) // R4: another task's closing
+
+	expiries := func(now int64) []string {
+		var out []string
+		for _, c := range DueExpiries(s, now) {
+			a, ok := c.(*AskExpire)
+			require.True(t, ok, "%T", c)
+			out = append(out, a.RunID+"/"+a.QuestionID)
+		}
+		return out
+	}
+	require.Equal(t, []string{"R/stranded", "S/outlived"}, expiries(deadline-1), "before the deadline")
+	require.Equal(t, []string{"R/stranded", "R/parked", "S/outlived"}, expiries(deadline), "at the deadline")
+}

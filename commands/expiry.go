@@ -16,14 +16,12 @@ func DueExpiries(s *projections.State, now int64) []Command {
 			due = append(due, &DelegateExpire{RunID: d.RunID, SubID: d.SubID})
 		}
 	}
-	type question struct{ run, id string }
-	asked := map[question]bool{}
 	for _, a := range s.DueAsks(now) {
-		asked[question{a.RunID, a.QuestionID}] = true
 		due = append(due, &AskExpire{RunID: a.RunID, QuestionID: a.QuestionID})
 	}
 	for _, a := range s.StrandedAsks() {
-		if !asked[question{a.RunID, a.QuestionID}] {
+		// NB: a pending one past its deadline is one DueAsks gave.
+		if a.Status != projections.AskPending || a.Deadline > now {
 			due = append(due, &AskExpire{RunID: a.RunID, QuestionID: a.QuestionID})
 		}
 	}
