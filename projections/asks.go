@@ -165,21 +165,25 @@ func (s *State) DueAsks(now int64) []Ask {
 // closed one. In run creation order, the closed one first, then asking order; like DueAsks, a walk of the hot runs'
 // pending questions.
 func (s *State) StrandedAsks() []Ask {
-	var stranded []*runState
+	type strandedRun struct {
+		r        *runState
+		outlived *Ask // r.parkOutlived()
+	}
+	var stranded []strandedRun
 	for _, r := range s.runs {
-		if r.parkOutlived() != nil || slices.ContainsFunc(r.pendingAsks, r.stranded) {
-			stranded = append(stranded, r)
+		if o := r.parkOutlived(); o != nil || slices.ContainsFunc(r.pendingAsks, r.stranded) {
+			stranded = append(stranded, strandedRun{r, o})
 		}
 	}
-	slices.SortFunc(stranded, func(a, b *runState) int { return a.ord - b.ord })
+	slices.SortFunc(stranded, func(a, b strandedRun) int { return a.r.ord - b.r.ord })
 	var out []Ask
-	for _, r := range stranded {
-		if a := r.parkOutlived(); a != nil {
-			out = append(out, *a.clone())
+	for _, sr := range stranded {
+		if sr.outlived != nil {
+			out = append(out, *sr.outlived.clone())
 		}
-		for _, qid := range r.pendingAsks {
-			if r.stranded(qid) {
-				out = append(out, *r.asks[qid].clone())
+		for _, qid := range sr.r.pendingAsks {
+			if sr.r.stranded(qid) {
+				out = append(out, *sr.r.asks[qid].clone())
 			}
 		}
 	}
