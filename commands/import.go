@@ -188,18 +188,11 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 			return Decision{}, badParams("import.append: event %d: type %q cannot be imported", i, ie.Type)
 		case ie.Payload == nil || !payloadOf(ie.Type, ie.Payload):
 			return Decision{}, badParams("import.append: event %d: payload is not a %s", i, ie.Type)
-		case checkpoint && checkpointProblem(ie.Payload) != nil:
-			return Decision{}, badParams("import.append: event %d: %v", i, checkpointProblem(ie.Payload))
-		case importedUsageProblem(ie.Payload) != "":
-			return Decision{}, badParams("import.append: event %d: %s", i, importedUsageProblem(ie.Payload))
-		case importedBudgetProblem(ie.Payload) != "":
-			return Decision{}, badParams("import.append: event %d: run.created: %s", i, importedBudgetProblem(ie.Payload))
-		case importedDepthProblem(ie.Payload) != "":
-			return Decision{}, badParams("import.append: event %d: %s", i, importedDepthProblem(ie.Payload))
-		case importedTextProblem(ie.Payload) != "":
-			return Decision{}, badParams("import.append: event %d: %s: %s", i, ie.Type, importedTextProblem(ie.Payload))
-		case importedQuestionProblem(ie.Payload) != "":
-			return Decision{}, badParams("import.append: event %d: %s: %s", i, ie.Type, importedQuestionProblem(ie.Payload))
+		}
+		if bad := importedPayloadProblem(ie.Type, ie.Payload); bad != "" {
+			return Decision{}, badParams("import.append: event %d: %s", i, bad)
+		}
+		switch {
 		case ie.TimeMs < 0 || ie.TimeMs > maxImportTimeMs:
 			return Decision{}, badParams("import.append: event %d: time must be 0..%d (unix ms)", i, int64(maxImportTimeMs))
 		case ie.Type == events.TypeRunCreated && exists:
@@ -323,6 +316,31 @@ func noneIfEmpty(o []string) []string {
 		return nil
 	}
 	return o
+}
+
+// importedPayloadProblem says what makes p, the payload of an imported event of type typ, one crewlog does not record
+// (checkpointProblem, importedUsageProblem, importedBudgetProblem, importedDepthProblem, importedQuestionProblem); ""
+// when there is nothing.
+func importedPayloadProblem(typ string, p any) string {
+	if err := checkpointProblem(p); err != nil {
+		return err.Error()
+	}
+	if bad := importedUsageProblem(p); bad != "" {
+		return bad
+	}
+	if bad := importedBudgetProblem(p); bad != "" {
+		return "run.created: " + bad
+	}
+	if bad := importedDepthProblem(p); bad != "" {
+		return bad
+	}
+	if bad := importedTextProblem(p); bad != "" {
+		return typ + ": " + bad
+	}
+	if bad := importedQuestionProblem(p); bad != "" {
+		return typ + ": " + bad
+	}
+	return ""
 }
 
 // importedQuestionProblem says what makes p, an ask.requested or task.waiting given as a pointer or a struct, a

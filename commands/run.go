@@ -50,8 +50,9 @@ func (c *RunCreate) decide(s *projections.State, env *Env) (Decision, error) {
 		return Decision{}, badParams("run.create: runId must be 1..%d chars of [A-Za-z0-9_-]", MaxRunIDChars)
 	case c.Team == "" || longerThan(c.Team, MaxIDChars):
 		return Decision{}, badParams("run.create: team must be 1..%d chars", MaxIDChars)
-	case budgetProblem(c.BudgetTotal, c.BudgetWarning, c.BudgetAbort) != "":
-		return Decision{}, badParams("run.create: %s", budgetProblem(c.BudgetTotal, c.BudgetWarning, c.BudgetAbort))
+	}
+	if bad := budgetProblem(c.BudgetTotal, c.BudgetWarning, c.BudgetAbort); bad != "" {
+		return Decision{}, badParams("run.create: %s", bad)
 	}
 	if err := checkText(c.Kind(), textField{"goal", c.Goal, MaxBodyChars}, textField{"workflow", c.Workflow, MaxIDChars},
 		textField{"cwd", c.Cwd, MaxCwdChars}); err != nil {
