@@ -449,8 +449,8 @@ func TestImportedUsageIsACount(t *testing.T) {
 		for how, p := range map[string]any{"pointer": &u, "struct": u} {
 			s, err := decide(p)
 			require.ErrorContains(t, err, "import.append: event 4: task.usage: ", "%s by %s", name, how)
-			r, _ := s.Run("r1")
-			require.Zero(t, r.BudgetUsed, "%s by %s: nothing recorded", name, how)
+			_, created := s.Run("r1")
+			require.False(t, created, "%s by %s: nothing recorded", name, how)
 		}
 	}
 	s, err := decide(&events.TaskUsage{TaskID: "t2", Input: 5, Output: MaxUsageTokens, Cost: 0.5, Turns: 2})
@@ -594,6 +594,8 @@ func TestImportedQuestionIsOneWaitRequestAsks(t *testing.T) {
 			require.Nil(t, got.Options, how)
 		case *events.AskRequested:
 			require.Nil(t, got.Options, how)
+		default:
+			t.Fatalf("%s: %T", how, got)
 		}
 		switch p := p.(type) {
 		case *events.TaskWaiting:
