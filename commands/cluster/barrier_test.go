@@ -142,9 +142,10 @@ func TestAGroupThatAppendsNothingCostsTheWriterOneRequest(t *testing.T) {
 	for answered := 0; answered < burst; groups++ {
 		answered += <-eventless
 	}
-	require.Equal(t, groups, messages(), "one request per group that appends nothing, not per command")
+	requests := messages()
+	require.Equal(t, groups, requests, "one request per group that appends nothing, not per command")
 	t.Logf("%d commands that append nothing, sent at once, made %d groups and cost %d requests", burst, groups,
-		groups)
+		requests)
 }
 
 // eventlessGroups is a commands.Observer that sends the number of commands of each group that appended nothing.
