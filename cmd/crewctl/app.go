@@ -179,22 +179,12 @@ func (a *app) connect(ctx context.Context) (Broker, error) {
 	return b, nil
 }
 
-// call runs one broker call; a refusal by the broker is a problem (1), a
-// lost connection a failure to connect (3).
+// call runs one broker call; its error exits as brokerErr says.
 func call(ctx context.Context, b Broker, method string, params, result any) error {
-	err := b.Call(ctx, method, params, result)
-	if err == nil {
-		return nil
+	if err := b.Call(ctx, method, params, result); err != nil {
+		return brokerErr(method, err)
 	}
-	if daemonReadFailed(err) {
-		// NB: crewd could not read its log (a finished run it cannot read back): nothing was compared or shown,
-		// which is no problem found (exit 1 from replay --diff means differences).
-		return openErr(fmt.Errorf("crewctl: %s: %w", method, err))
-	}
-	if isWireError(err) {
-		return problemf("%s: %v", method, err)
-	}
-	return openErr(fmt.Errorf("crewctl: %s: %w", method, err))
+	return nil
 }
 
 // stdout is where a command prints for a person.

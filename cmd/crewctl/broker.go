@@ -126,7 +126,14 @@ func isWireError(err error) bool {
 
 // daemonReadFailed reports whether the broker answered err with replay-failed:
 // crewd could not read its log.
-func daemonReadFailed(err error) bool {
-	var we *wire.Error
-	return errors.As(err, &we) && we.Code == wire.CodeReplayFailed
+func daemonReadFailed(err error) bool { return wire.CodeOf(err) == wire.CodeReplayFailed }
+
+// brokerErr is what a broker call's error exits with: a refusal by the broker is a problem (1); replay-failed, crewd
+// unable to read its log (a finished run it cannot read back), and a lost connection are failures to reach the store
+// (3): nothing was compared or shown, which is no problem found (exit 1 from replay --diff means differences).
+func brokerErr(what string, err error) error {
+	if isWireError(err) && !daemonReadFailed(err) {
+		return problemf("%s: %v", what, err)
+	}
+	return openErr(fmt.Errorf("crewctl: %s: %w", what, err))
 }

@@ -85,10 +85,7 @@ func (a *app) events(ctx context.Context, b Broker, run string, since uint64, ty
 	}
 	st, err := b.Subscribe(ctx, run, since, types)
 	if err != nil {
-		if isWireError(err) && !daemonReadFailed(err) {
-			return problemf("events.subscribe: %v", err)
-		}
-		return openErr(fmt.Errorf("crewctl: events.subscribe: %w", err))
+		return brokerErr("events.subscribe", err)
 	}
 	defer st.Close()
 	for {

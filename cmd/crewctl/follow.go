@@ -29,7 +29,7 @@ func (a *app) followPicrew(ctx context.Context, root string) error {
 	// is an error now rather than retries forever.
 	if _, err := sink.Checkpoints(ctx); err != nil {
 		if isWireError(err) {
-			return problemf("import picrew --follow: %v", err)
+			return brokerErr("import picrew --follow", err)
 		}
 		return openErr(fmt.Errorf("crewctl: import picrew --follow: connect to crewd at %s: %w", a.socket, err))
 	}
