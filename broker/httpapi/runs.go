@@ -191,12 +191,8 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, _ principal) 
 			res = runResult{runItem: itemOf(st, run), Position: st.Position}
 		}
 	})
-	switch {
-	case err != nil:
-		writeError(w, notReadBack())
-		return
-	case !ok:
-		writeError(w, noRun(runID))
+	if e := runAnswer(runID, ok, err); e != nil {
+		writeError(w, e)
 		return
 	}
 	writeJSON(w, res)
@@ -230,6 +226,12 @@ func noRun(runID string) *apiError { return notFound("no run %q", runID) }
 // summary the log cannot give back (notReadBack).
 func runFound(st *projections.State, runID string) *apiError {
 	_, ok, err := st.LookupRunStatus(runID)
+	return runAnswer(runID, ok, err)
+}
+
+// runAnswer is the answer for run runID as a lookup found it (ok, err): nil when found, else a 404 for no such run or
+// a 500 for a cold run the log cannot give back.
+func runAnswer(runID string, ok bool, err error) *apiError {
 	switch {
 	case err != nil:
 		return notReadBack()
