@@ -76,6 +76,7 @@ type fixtureOpts struct {
 	// uncached: a block cache that keeps no block, beside a small memtable, so that a read of what the log holds
 	// in its tables reaches the file system (fs) every time.
 	uncached bool
+	noViews  bool // the engine's NoViews: no view of a run is written when it goes cold
 }
 
 func newFixture(t testing.TB, fo fixtureOpts) *fixture {
@@ -110,6 +111,7 @@ func newFixture(t testing.TB, fo fixtureOpts) *fixture {
 		SnapshotEvery:  fo.snapshotEvery,
 		Space:          fo.space,
 	}
+	eo.NoViews = fo.noViews
 	if fo.cold {
 		eo.Retention, eo.ColdCache = -1, 1
 	}
