@@ -20,8 +20,7 @@ func DueExpiries(s *projections.State, now int64) []Command {
 		due = append(due, &AskExpire{RunID: a.RunID, QuestionID: a.QuestionID})
 	}
 	for _, a := range s.StrandedAsks() {
-		// NB: a pending one past its deadline is one DueAsks gave.
-		if a.Status != projections.AskPending || a.Deadline > now {
+		if !a.Due(now) { // NB: a due one is one DueAsks gave
 			due = append(due, &AskExpire{RunID: a.RunID, QuestionID: a.QuestionID})
 		}
 	}

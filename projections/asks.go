@@ -35,6 +35,10 @@ type Ask struct {
 	Reason     string    `json:"reason,omitempty" msgpack:"reason,omitempty"`
 }
 
+// Due reports whether the engine clock must time a out at now (unix ms): it is pending and its deadline is at or
+// before now (DueAsks).
+func (a *Ask) Due(now int64) bool { return a.Status == AskPending && a.Deadline <= now }
+
 func (a *Ask) clone() *Ask {
 	c := *a
 	c.Options = cloneSlice(a.Options)
@@ -137,7 +141,7 @@ func (s *State) DueAsks(now int64) []Ask {
 	var due []*runState
 	for _, r := range s.runs {
 		for _, qid := range r.pendingAsks {
-			if r.asks[qid].Deadline <= now {
+			if r.asks[qid].Due(now) {
 				due = append(due, r)
 				break
 			}
@@ -147,7 +151,7 @@ func (s *State) DueAsks(now int64) []Ask {
 	var out []Ask
 	for _, r := range due {
 		for _, qid := range r.pendingAsks {
-			if a := r.asks[qid]; a.Deadline <= now {
+			if a := r.asks[qid]; a.Due(now) {
 				out = append(out, *a.clone())
 			}
 		}
