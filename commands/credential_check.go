@@ -36,7 +36,8 @@ const (
 
 // CheckCredential is what s says of c.
 func CheckCredential(s *projections.State, c Credential) CredentialEnd {
-	if _, _, err := s.LookupRunStatus(c.RunID); err != nil {
+	status, found, err := s.LookupRunStatus(c.RunID)
+	if err != nil {
 		// NB: not revoked, which ends the holder's connections as if its credential were gone for good.
 		return CredentialUnread
 	}
@@ -53,7 +54,7 @@ func CheckCredential(s *projections.State, c Credential) CredentialEnd {
 	if !worker {
 		return CredentialLive
 	}
-	if status, ok := s.RunStatus(c.RunID); !ok || status.Stale() {
+	if !found || status.Stale() {
 		return CredentialRunEnded
 	}
 	if status, ok := s.TaskStatus(c.RunID, c.TaskID); ok && status.Terminal() {
