@@ -13,9 +13,9 @@ import (
 // Ask bounds (D§7.5, R5).
 const (
 	MaxQuestionChars    = 8192
-	MaxAskOptions       = 16
-	MaxAskOptionChars   = 256
-	MaxQuestionIDChars  = 128
+	MaxAskOptions       = events.MaxAskOptions
+	MaxAskOptionChars   = events.MaxAskOptionChars
+	MaxQuestionIDChars  = events.MaxQuestionIDChars
 	DefaultAskTimeout   = 600
 	MaxAskTimeoutSec    = 3600
 	minAskTimeoutSecond = 1
@@ -107,11 +107,11 @@ func (c *WaitRequest) decide(s *projections.State, env *Env) (Decision, error) {
 // an option that is not 1..MaxAskOptionChars chars; neither when o is within them. An empty list is within them:
 // wait.request refuses it, and an import records it as none (importedAskDeadline).
 func optionsProblem(o []string) (many, badOption bool) {
-	if len(o) > MaxAskOptions {
+	if !events.AskOptionsCountOK(o) {
 		return true, false
 	}
 	for _, opt := range o {
-		if n := utf8.RuneCountInString(opt); n == 0 || n > MaxAskOptionChars {
+		if !events.AskOptionOK(opt) {
 			return false, true
 		}
 	}
@@ -161,7 +161,7 @@ type ResolveResult struct {
 }
 
 func (c *WaitResolve) decide(s *projections.State, env *Env) (Decision, error) {
-	if c.QuestionID == "" || longerThan(c.QuestionID, MaxQuestionIDChars) {
+	if !events.QuestionIDOK(c.QuestionID) {
 		return Decision{}, badParams("wait.resolve: questionId must be 1..%d chars", MaxQuestionIDChars)
 	}
 	if _, ok := s.Run(c.RunID); !ok {

@@ -9,9 +9,9 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
-// Bounds of the engine config (D§2.10).
+// Bounds of the engine config (D§2.10). MaxMaxDepth is also task.create's bound of a depth (events.MaxDepth).
 const (
-	MinMaxDepth, MaxMaxDepth = 1, 10
+	MinMaxDepth, MaxMaxDepth = 1, events.MaxDepth
 	MinMaxSlots, MaxMaxSlots = 1, 64
 	MaxSettleGraceSec        = 86400
 )

@@ -359,7 +359,7 @@ func importedQuestionProblem(p any) string {
 	} else {
 		return ""
 	}
-	if id == "" || longerThan(id, MaxQuestionIDChars) {
+	if !events.QuestionIDOK(id) {
 		return fmt.Sprintf("questionId must be 1..%d chars", MaxQuestionIDChars)
 	}
 	if many, badOption := optionsProblem(options); many || badOption {
@@ -398,7 +398,7 @@ func importedDepthProblem(p any) string {
 	} else if a := admissionOf(p); a != nil {
 		depth = a.ChildDepth
 	}
-	if depth < 0 || depth > MaxMaxDepth {
+	if !events.DepthOK(depth) {
 		return fmt.Sprintf("depth %d is not 0..%d", depth, MaxMaxDepth)
 	}
 	return ""

@@ -2,15 +2,13 @@ package commands
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
 
-// MaxBudgetTotal bounds a run's budgetTotal: 2^53, up to which every integer reads back in JavaScript as itself
-// (2^53+1 is the first that does not).
-const MaxBudgetTotal = 1 << 53
+// MaxBudgetTotal bounds a run's budgetTotal (events.MaxBudgetTotal).
+const MaxBudgetTotal = events.MaxBudgetTotal
 
 // RunCreate opens a run (issue the orchestrator's credential in the same
 // batch when OrchestratorDigest is set: the broker mints the secret and
@@ -80,7 +78,7 @@ func (c *RunCreate) decide(s *projections.State, env *Env) (Decision, error) {
 // run.created is held to the same.
 func budgetProblem(total *int64, warning, abort *float64) string {
 	switch {
-	case total != nil && (*total < 0 || *total > MaxBudgetTotal):
+	case total != nil && !events.BudgetTotalOK(*total):
 		return fmt.Sprintf("budgetTotal must be an integer in 0..%d", int64(MaxBudgetTotal))
 	case !fraction(warning) || !fraction(abort):
 		return "budgetWarning and budgetAbort must be fractions in [0,1]"
@@ -88,7 +86,7 @@ func budgetProblem(total *int64, warning, abort *float64) string {
 	return ""
 }
 
-func fraction(f *float64) bool { return f == nil || !math.IsNaN(*f) && *f >= 0 && *f <= 1 }
+func fraction(f *float64) bool { return f == nil || events.BudgetFractionOK(*f) }
 
 // runTransitions is the D§2.2 machine (from === to is always allowed).
 var runTransitions = map[projections.RunStatus][]projections.RunStatus{

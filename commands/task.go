@@ -35,7 +35,7 @@ func (c *TaskCreate) decide(s *projections.State, env *Env) (Decision, error) {
 		return Decision{}, badParams("task.create: taskId must be 1..%d chars of [A-Za-z0-9_-]", MaxIDChars)
 	case c.Role == "" || c.Agent == "":
 		return Decision{}, badParams("task.create: role and agent are required")
-	case c.Depth < 0 || c.Depth > MaxMaxDepth:
+	case !events.DepthOK(c.Depth):
 		return Decision{}, badParams("task.create: depth must be in 0..%d", MaxMaxDepth)
 	case len(c.DependsOn) > MaxDependsOn:
 		return Decision{}, badParams("task.create: dependsOn must list at most %d tasks", MaxDependsOn)

@@ -2,7 +2,6 @@ package commands
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
@@ -13,9 +12,8 @@ import (
 const (
 	DefaultBudgetWarning = 0.8
 	DefaultBudgetAbort   = 0.95
-	// MaxUsageTokens bounds each usage counter of a report, far above any
-	// real run, so Σ usage over a run's tasks cannot overflow an int64.
-	MaxUsageTokens = 1 << 40
+	// MaxUsageTokens bounds each usage counter of a report (events.MaxUsageTokens).
+	MaxUsageTokens = events.MaxUsageTokens
 	// ReasonBudgetAbort is the reason recorded on everything a budget abort
 	// cancels, skips or fails.
 	ReasonBudgetAbort = "budget-abort"
@@ -57,11 +55,11 @@ type UsageResult struct {
 // cost that is not a finite number ≥ 0), "" when there is nothing: an imported task.usage is held to the same.
 func countsProblem(u events.TaskUsage) string {
 	for _, n := range []int64{u.Input, u.Output, u.CacheRead, u.CacheWrite, u.Turns} {
-		if n < 0 || n > MaxUsageTokens {
+		if !events.UsageCountOK(n) {
 			return fmt.Sprintf("task.usage: input, output, cacheRead, cacheWrite and turns must be integers in 0..%d", int64(MaxUsageTokens))
 		}
 	}
-	if math.IsNaN(u.Cost) || math.IsInf(u.Cost, 0) || u.Cost < 0 {
+	if !events.UsageCostOK(u.Cost) {
 		return "task.usage: cost must be a finite, non-negative number"
 	}
 	return ""

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
@@ -26,26 +25,6 @@ const maxTimeoutSec = 86400
 // is asked, R5, as crewlog's own wait.request does: commands.MaxAskTimeoutSec): only the engine clock ends a question
 // nobody answers, and a pending one keeps its run hot and parked, and its task waiting, until then.
 const maxAskTimeoutSec = 3600
-
-// Bounds of a question as crewlog's own wait.request and wait.resolve hold to (pi-crew's R5; commands.MaxAskOptions,
-// MaxAskOptionChars, MaxQuestionIDChars): an import keeps a question's options only within them, and parks a task
-// only on a question whose id a wait.resolve can name.
-const (
-	maxAskOptions      = 16
-	maxAskOptionChars  = 256
-	maxQuestionIDChars = 128
-)
-
-// maxDepth bounds a task's depth and an admission's childDepth, as crewlog's own task.create does
-// (commands.MaxMaxDepth, the largest maxDepth an admission is held to).
-const maxDepth = 10
-
-// maxBudgetTotal bounds a manifest's budgetTotal, as crewlog's own run.create does (commands.MaxBudgetTotal: every
-// integer up to it reads back in JavaScript as itself).
-const maxBudgetTotal = 1 << 53
-
-// maxUsageTokens bounds each counter of a task's usage, as crewlog's own task.usage does (commands.MaxUsageTokens).
-const maxUsageTokens = 1 << 40
 
 // planned is one write of the import, before the command-id check: the
 // events encoded for the log (the one-shot import appends them), and the
@@ -340,11 +319,11 @@ func (p *planner) taskEvent(ev *teamEvent, what string, at int64) {
 	if !p.data(ev, &d) {
 		return
 	}
-	if ev.Type == "task.waiting" && !nameable(d.QuestionID) {
+	if ev.Type == "task.waiting" && !events.QuestionIDOK(d.QuestionID) {
 		// NB: a follower reconciles a live run only once it has finished: recorded, the task waited until then on a
 		// question nobody could answer and nothing would time out.
 		p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "task.waiting for task %s: question %q is not one wait.resolve "+
-			"takes (1..%d chars): skipped, the task left %s", id, clip(d.QuestionID), maxQuestionIDChars, firstOf(p.status[id], "queued"))
+			"takes (1..%d chars): skipped, the task left %s", id, clip(d.QuestionID), events.MaxQuestionIDChars, firstOf(p.status[id], "queued"))
 		return
 	}
 	p.begin(what)
@@ -438,9 +417,9 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s reserves %d tokens: skipped", d.SubID, d.ReservedTokens)
 			return
 		}
-		if d.ChildDepth < 0 || d.ChildDepth > maxDepth {
+		if !events.DepthOK(d.ChildDepth) {
 			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s: childDepth %d is not 0..%d: taken as absent",
-				d.SubID, d.ChildDepth, maxDepth)
+				d.SubID, d.ChildDepth, events.MaxDepth)
 			d.ChildDepth = 0
 		}
 		if d.TimeoutSec > maxTimeoutSec {
@@ -565,10 +544,10 @@ func (p *planner) askEvent(ev *teamEvent, what string, at int64) {
 	if !p.data(ev, &d) {
 		return
 	}
-	if ev.Type == "ask.requested" && !nameable(d.QuestionID) {
+	if ev.Type == "ask.requested" && !events.QuestionIDOK(d.QuestionID) {
 		// NB: crewd's import.append refuses it, as wait.request never asks one: nobody can answer it.
 		p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "ask.requested for task %s: question %q is not one wait.resolve "+
-			"takes (1..%d chars): skipped", ev.TaskID, clip(d.QuestionID), maxQuestionIDChars)
+			"takes (1..%d chars): skipped", ev.TaskID, clip(d.QuestionID), events.MaxQuestionIDChars)
 		return
 	}
 	p.begin(what)
@@ -610,27 +589,24 @@ func (p *planner) askDeadline(where string, seq uint64, typ string, at int64, qu
 }
 
 // askOptions are the options a question of a record (as for askDeadline) is recorded with: options when they are
-// what crewlog's wait.request takes (1..maxAskOptions strings of 1..maxAskOptionChars chars), none for an empty list
-// (which the log records as none), and otherwise none, reported: every read of the question and of its task's park
-// marker copies them, and pi-crew's broker refuses any other list (R5).
+// what crewlog's wait.request takes (events.AskOptionsCountOK, events.AskOptionOK), none for an empty list (which the
+// log records as none), and otherwise none, reported: every read of the question and of its task's park marker
+// copies them, and pi-crew's broker refuses any other list (R5).
 func (p *planner) askOptions(where string, seq uint64, typ, questionID string, options []string) []string {
 	if len(options) == 0 {
 		return nil
 	}
-	ok := len(options) <= maxAskOptions
+	ok := events.AskOptionsCountOK(options)
 	for _, o := range options {
-		ok = ok && o != "" && utf8.RuneCountInString(o) <= maxAskOptionChars
+		ok = ok && events.AskOptionOK(o)
 	}
 	if !ok {
 		p.s.skip(p.r.id, where, 0, seq, "%s for question %s: options are not 1..%d strings of 1..%d chars: "+
-			"the question is imported without them", typ, clip(questionID), maxAskOptions, maxAskOptionChars)
+			"the question is imported without them", typ, clip(questionID), events.MaxAskOptions, events.MaxAskOptionChars)
 		return nil
 	}
 	return options
 }
-
-// nameable reports whether question id q is one a wait.resolve can name: 1..maxQuestionIDChars chars.
-func nameable(q string) bool { return q != "" && utf8.RuneCountInString(q) <= maxQuestionIDChars }
 
 // park is the question a task.waiting planned parks its task on, with what the question's ask.requested carries
 // when the import has to plan it (reconcileParked).
@@ -647,7 +623,8 @@ type park struct {
 // record, without the question's text, which only its ask.requested carries: the engine clock then ends it at its
 // deadline. A task waiting on a question answered or timed out already would wait for good: it is resumed, as the
 // engine resumes a task whose question closes, and reported. NB: a task is parked only on a question wait.resolve
-// can name (nameable): a task.waiting line of another is skipped, a waiting record of another reconciled running.
+// can name (events.QuestionIDOK): a task.waiting line of another is skipped, a waiting record of another reconciled
+// running.
 func (p *planner) reconcileParked(id string) {
 	if p.status[id] != "waiting" {
 		return
@@ -806,7 +783,7 @@ func (p *planner) reconcileTask(t task) {
 		if t.Waiting != nil {
 			q = t.Waiting.QuestionID
 		}
-		if !nameable(q) {
+		if !events.QuestionIDOK(q) {
 			// NB: parked on a question nobody can name, the task would wait for good; crewd's import.append refuses
 			// such a task.waiting, as wait.request never parks one.
 			p.s.skip(p.r.id, "state/runs/"+p.r.id+"/tasks.json", 0, 0, "task %s: waiting on question %q, which "+
@@ -891,18 +868,19 @@ func (p *planner) reconcileUsage(t task) {
 		CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Cost: u.Cost, Turns: u.Turns})
 }
 
-// usageProblem names what makes a usage one crewlog's task.usage refuses: a counter below zero or above
-// maxUsageTokens, or a cost below zero; "" when there is nothing.
+// usageProblem names what makes a usage one crewlog's task.usage refuses: a counter outside 0..events.MaxUsageTokens
+// (events.UsageCountOK), or a cost that is not a finite number ≥ 0 (events.UsageCostOK; decoded from JSON, it is
+// below zero); "" when there is nothing.
 func usageProblem(input, output, cacheRead, cacheWrite, turns int64, cost float64) string {
 	for _, c := range []struct {
 		name string
 		n    int64
 	}{{"input", input}, {"output", output}, {"cacheRead", cacheRead}, {"cacheWrite", cacheWrite}, {"turns", turns}} {
-		if c.n < 0 || c.n > maxUsageTokens {
-			return fmt.Sprintf("%s %d is not a count of 0..%d", c.name, c.n, int64(maxUsageTokens))
+		if !events.UsageCountOK(c.n) {
+			return fmt.Sprintf("%s %d is not a count of 0..%d", c.name, c.n, int64(events.MaxUsageTokens))
 		}
 	}
-	if cost < 0 {
+	if !events.UsageCostOK(cost) {
 		return fmt.Sprintf("cost %g is below zero", cost)
 	}
 	return ""

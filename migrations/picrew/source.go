@@ -361,19 +361,20 @@ func (s *source) parseManifest(id, rel string, b []byte) (m manifest, err error)
 }
 
 // boundBudget takes a budget field of m that crewlog's own run.create refuses as absent, and reports it: a
-// budgetTotal outside 0..maxBudgetTotal (a JavaScript reader reads a larger one as another number, and a run's tasks'
-// tokensGranted are seeded from it), a budgetWarning or budgetAbort outside [0,1] (a threshold no report reaches, or
-// one every report does).
+// budgetTotal outside 0..events.MaxBudgetTotal (events.BudgetTotalOK: a JavaScript reader reads a larger one as
+// another number, and a run's tasks' tokensGranted are seeded from it), a budgetWarning or budgetAbort outside [0,1]
+// (events.BudgetFractionOK: a threshold no report reaches, or one every report does).
 func (s *source) boundBudget(id, rel string, m *manifest) {
-	if m.BudgetTotal < 0 || m.BudgetTotal > maxBudgetTotal {
-		s.skip(id, rel, 0, 0, "budgetTotal %d is not 0..%d (crewlog's run.create): taken as absent", int64(m.BudgetTotal), int64(maxBudgetTotal))
+	if !events.BudgetTotalOK(int64(m.BudgetTotal)) {
+		s.skip(id, rel, 0, 0, "budgetTotal %d is not 0..%d (crewlog's run.create): taken as absent", int64(m.BudgetTotal),
+			int64(events.MaxBudgetTotal))
 		m.BudgetTotal = 0
 	}
 	for _, f := range []struct {
 		name string
 		v    **float64
 	}{{"budgetWarning", &m.BudgetWarning}, {"budgetAbort", &m.BudgetAbort}} {
-		if *f.v != nil && !(**f.v >= 0 && **f.v <= 1) {
+		if *f.v != nil && !events.BudgetFractionOK(**f.v) {
 			s.skip(id, rel, 0, 0, "%s %g is not a fraction in [0,1] (crewlog's run.create): taken as absent", f.name, **f.v)
 			*f.v = nil
 		}
@@ -451,10 +452,10 @@ func (s *source) parseTasks(id, rel string, b []byte) []task {
 		case seen[t.ID]:
 			s.skip(id, rel, 0, 0, "task %s appears twice: the first is kept", t.ID)
 		default:
-			if t.Depth < 0 || t.Depth > maxDepth {
+			if !events.DepthOK(t.Depth) {
 				// NB: a shadow's depth decides whether it may be given a credential (credential.issue refuses one
 				// at the depth limit) and how deep its own delegations are.
-				s.skip(id, rel, 0, 0, "task %s: depth %d is not 0..%d (crewlog's task.create): taken as absent", t.ID, t.Depth, maxDepth)
+				s.skip(id, rel, 0, 0, "task %s: depth %d is not 0..%d (crewlog's task.create): taken as absent", t.ID, t.Depth, events.MaxDepth)
 				t.Depth = 0
 			}
 			if a := t.Allocation; a != nil && (a.TokensGranted < 0 || a.TokensSpent < 0) {

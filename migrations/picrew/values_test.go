@@ -60,7 +60,6 @@ func expireAll(t *testing.T, s *projections.State, name string) {
 // spent — the run's budget abort then came later than the files' spending warranted, or never. The usage is refused
 // whole, as task.usage refuses the report, and reported, by the one-shot import and a follower alike.
 func TestImportedUsageIsACount(t *testing.T) {
-	require.Equal(t, int64(commands.MaxUsageTokens), int64(maxUsageTokens), "the bound is crewlog's own task.usage's")
 	root := t.TempDir()
 	run := timesRunCreated
 	task := func(id, usage string) string {
@@ -217,8 +216,6 @@ func requireParkedReports(t *testing.T, reports []string) {
 // the question and its task's park marker, which every read of either copies. An empty list is no list (the log
 // records none); a list out of those bounds is left out, the question kept without it, and reported.
 func TestImportedAskOptionsArePicrewsBounds(t *testing.T) {
-	require.Equal(t, [2]int{commands.MaxAskOptions, commands.MaxAskOptionChars}, [2]int{maxAskOptions, maxAskOptionChars},
-		"the bounds are crewlog's own wait.request's")
 	root := t.TempDir()
 	run := timesRunCreated
 	many := `["` + strings.Repeat(`o","`, commands.MaxAskOptions) + `o"]`
@@ -312,7 +309,6 @@ func TestImportedDelegationIsNotAWorkflowTask(t *testing.T) {
 // reaches, or one every report does. Each is taken as absent (the run's budget unset, a threshold its default) and
 // reported, by the one-shot import and a follower alike.
 func TestImportedBudgetIsWhatRunCreateTakes(t *testing.T) {
-	require.Equal(t, int64(commands.MaxBudgetTotal), int64(maxBudgetTotal), "the bound is crewlog's own run.create's")
 	runs := map[string]string{ // run → the manifest's budget fields
 		timesRunCreated:   `"budgetTotal":9007199254740994,"budgetWarning":1.5,"budgetAbort":-0.5`,
 		timesRunNoCreated: `"budgetTotal":-5,"budgetWarning":0.5,"budgetAbort":1`,
@@ -396,7 +392,6 @@ func TestOneTaskRecordDoesNotTakeTheOthers(t *testing.T) {
 // and nothing would time out. It is skipped and reported, the task left as it was (running), by a follower and the
 // one-shot import alike; so is an ask.requested of such an id, which crewd's import.append refuses.
 func TestLiveRunTaskWaitsOnlyOnANameableQuestion(t *testing.T) {
-	require.Equal(t, commands.MaxQuestionIDChars, maxQuestionIDChars, "the bound is crewlog's own wait.resolve's")
 	root := t.TempDir()
 	run := timesRunCreated
 	long := strings.Repeat("q", commands.MaxQuestionIDChars+1)
@@ -434,7 +429,6 @@ func TestLiveRunTaskWaitsOnlyOnANameableQuestion(t *testing.T) {
 // depth outside 0..10 is taken as absent (pi-crew's fallback) and reported, by the one-shot import and a follower
 // alike.
 func TestImportedDepthIsOneTheEngineRecords(t *testing.T) {
-	require.Equal(t, commands.MaxMaxDepth, maxDepth, "the bound is crewlog's own task.create's")
 	root := t.TempDir()
 	run := timesRunCreated
 	writeFiles(t, root, map[string]string{

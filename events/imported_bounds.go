@@ -1,0 +1,59 @@
+package events
+
+import (
+	"math"
+	"unicode/utf8"
+)
+
+// The bounds an imported record shares with crewlog's own command that records the same thing: task.usage's counts,
+// run.create's budget, wait.request's and wait.resolve's question, task.create's depth. Both the engine's commands and
+// the importers hold to them, each with its own refusal or report. NB: here, as the importers may use neither commands
+// nor projections (as for ImportedTexts).
+const (
+	// MaxUsageTokens bounds each usage counter of a report, far above any real run, so Σ usage over a run's tasks
+	// cannot overflow an int64.
+	MaxUsageTokens = 1 << 40
+	// MaxBudgetTotal bounds a run's budgetTotal: 2^53, up to which every integer reads back in JavaScript as itself
+	// (2^53+1 is the first that does not).
+	MaxBudgetTotal = 1 << 53
+	// MaxAskOptions and MaxAskOptionChars bound a question's options (D§7.5, R5).
+	MaxAskOptions     = 16
+	MaxAskOptionChars = 256
+	// MaxQuestionIDChars bounds a question's id (D§7.5): a question of a longer one is one wait.resolve cannot name.
+	MaxQuestionIDChars = 128
+	// MaxDepth bounds a task's depth (task.create) and so the largest maxDepth an engine is configured with, which an
+	// admission's childDepth is held to.
+	MaxDepth = 10
+)
+
+// UsageCountOK reports whether n is a usage counter task.usage takes: 0..MaxUsageTokens.
+func UsageCountOK(n int64) bool { return n >= 0 && n <= MaxUsageTokens }
+
+// UsageCostOK reports whether c is a usage cost task.usage takes: a finite number ≥ 0.
+func UsageCostOK(c float64) bool { return !math.IsNaN(c) && !math.IsInf(c, 0) && c >= 0 }
+
+// BudgetTotalOK reports whether n is a budgetTotal run.create takes: 0..MaxBudgetTotal.
+func BudgetTotalOK(n int64) bool { return n >= 0 && n <= MaxBudgetTotal }
+
+// BudgetFractionOK reports whether f is a budgetWarning or budgetAbort run.create takes: a fraction in [0,1] (a
+// threshold above 1 is one no report reaches, below 0 one every report does).
+func BudgetFractionOK(f float64) bool { return f >= 0 && f <= 1 } // NB: false for NaN
+
+// AskOptionsCountOK reports whether o holds no more options than a question takes (MaxAskOptions).
+func AskOptionsCountOK(o []string) bool { return len(o) <= MaxAskOptions }
+
+// AskOptionOK reports whether o is an option a question takes: 1..MaxAskOptionChars chars.
+func AskOptionOK(o string) bool {
+	n := utf8.RuneCountInString(o)
+	return n > 0 && n <= MaxAskOptionChars
+}
+
+// QuestionIDOK reports whether q is a question id wait.resolve can name: 1..MaxQuestionIDChars chars. NB: nothing
+// answers a question it cannot name, so a task parked on one would wait for good.
+func QuestionIDOK(q string) bool {
+	// NB: a string of at most MaxQuestionIDChars bytes has at most as many chars; only a longer one is counted.
+	return q != "" && (len(q) <= MaxQuestionIDChars || utf8.RuneCountInString(q) <= MaxQuestionIDChars)
+}
+
+// DepthOK reports whether d is a depth the engine records: 0..MaxDepth.
+func DepthOK(d int) bool { return d >= 0 && d <= MaxDepth }

@@ -1,0 +1,36 @@
+package events
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestImportedBoundsEdges: each bound an imported record shares with a command takes its edge values and refuses the
+// next ones out, chars counted as runes (an option or a question id of 2-byte chars at the bound is taken).
+func TestImportedBoundsEdges(t *testing.T) {
+	for name, c := range map[string]struct{ in, out []bool }{
+		"usage count": {[]bool{UsageCountOK(0), UsageCountOK(MaxUsageTokens)}, []bool{UsageCountOK(-1), UsageCountOK(MaxUsageTokens + 1)}},
+		"usage cost": {[]bool{UsageCostOK(0), UsageCostOK(1e300)},
+			[]bool{UsageCostOK(-0.001), UsageCostOK(math.NaN()), UsageCostOK(math.Inf(1))}},
+		"budget total": {[]bool{BudgetTotalOK(0), BudgetTotalOK(MaxBudgetTotal)}, []bool{BudgetTotalOK(-1), BudgetTotalOK(MaxBudgetTotal + 1)}},
+		"budget fraction": {[]bool{BudgetFractionOK(0), BudgetFractionOK(1)},
+			[]bool{BudgetFractionOK(-0.001), BudgetFractionOK(1.001), BudgetFractionOK(math.NaN())}},
+		"options count": {[]bool{AskOptionsCountOK(nil), AskOptionsCountOK(make([]string, MaxAskOptions))},
+			[]bool{AskOptionsCountOK(make([]string, MaxAskOptions+1))}},
+		"option": {[]bool{AskOptionOK("o"), AskOptionOK(strings.Repeat("é", MaxAskOptionChars))},
+			[]bool{AskOptionOK(""), AskOptionOK(strings.Repeat("o", MaxAskOptionChars+1))}},
+		"question id": {[]bool{QuestionIDOK("q"), QuestionIDOK(strings.Repeat("é", MaxQuestionIDChars))},
+			[]bool{QuestionIDOK(""), QuestionIDOK(strings.Repeat("é", MaxQuestionIDChars+1))}},
+		"depth": {[]bool{DepthOK(0), DepthOK(MaxDepth)}, []bool{DepthOK(-1), DepthOK(MaxDepth + 1)}},
+	} {
+		for i, ok := range c.in {
+			require.True(t, ok, "%s: value %d within the bound is refused", name, i)
+		}
+		for i, ok := range c.out {
+			require.False(t, ok, "%s: value %d out of the bound is taken", name, i)
+		}
+	}
+}
