@@ -351,11 +351,11 @@ func (p *planner) taskEvent(ev *teamEvent, what string, at int64) {
 		p.add(at, &events.TaskRetried{TaskID: id, Reason: ev.Message})
 		p.status[id], p.started[id] = "queued", false
 	case "task.waiting":
-		deadline := p.askDeadline(ev.line, ev.Metadata.Seq, ev.Type, at, d.QuestionID, d.Deadline.ms)
-		options := p.askOptions(ev.line, ev.Metadata.Seq, ev.Type, d.QuestionID, d.Options)
-		p.add(at, &events.TaskWaiting{TaskID: id, QuestionID: d.QuestionID, AskedAt: at, Deadline: deadline, Options: options})
+		q := p.question(ev.line, ev.Metadata.Seq, ev.Type, at, d.QuestionID, d.Deadline.ms, d.Options)
+		p.add(at, &events.TaskWaiting{TaskID: id, QuestionID: q.question, AskedAt: q.at, Deadline: q.deadline,
+			Options: q.options})
 		p.status[id] = "waiting"
-		p.parked[id] = park{question: d.QuestionID, at: at, deadline: deadline, options: options}
+		p.parked[id] = q
 	case "task.resumed":
 		p.add(at, &events.TaskResumed{TaskID: id, QuestionID: d.QuestionID})
 		p.status[id] = "running"
@@ -553,9 +553,9 @@ func (p *planner) askEvent(ev *teamEvent, what string, at int64) {
 	p.begin(what)
 	switch ev.Type {
 	case "ask.requested":
-		p.add(at, &events.AskRequested{TaskID: ev.TaskID, QuestionID: d.QuestionID, Question: ev.Message, AskedAt: at,
-			Deadline: p.askDeadline(ev.line, ev.Metadata.Seq, ev.Type, at, d.QuestionID, d.Deadline.ms), TimeoutSec: d.TimeoutSec,
-			Clamped: d.Clamped, Options: p.askOptions(ev.line, ev.Metadata.Seq, ev.Type, d.QuestionID, d.Options)})
+		q := p.question(ev.line, ev.Metadata.Seq, ev.Type, at, d.QuestionID, d.Deadline.ms, d.Options)
+		p.add(at, &events.AskRequested{TaskID: ev.TaskID, QuestionID: q.question, Question: ev.Message, AskedAt: q.at,
+			Deadline: q.deadline, TimeoutSec: d.TimeoutSec, Clamped: d.Clamped, Options: q.options})
 		if _, asked := p.asks[d.QuestionID]; !asked {
 			p.asks[d.QuestionID] = true // a second ask.requested of the same id changes nothing (projections)
 		}
@@ -573,6 +573,15 @@ func (p *planner) closeAsk(q string) {
 	if _, asked := p.asks[q]; asked {
 		p.asks[q] = false
 	}
+}
+
+// question is a question of a record (a line of where, or its seq; typ names it in the report), asked at pi-crew
+// time at, as the import records it: its deadline bounded (askDeadline), then its options (askOptions), each
+// reported.
+func (p *planner) question(where string, seq uint64, typ string, at int64, questionID string, deadline int64,
+	options []string) park {
+	return park{question: questionID, at: at, deadline: p.askDeadline(where, seq, typ, at, questionID, deadline),
+		options: p.askOptions(where, seq, typ, questionID, options)}
 }
 
 // askDeadline is the deadline a question of a record (a line of where, or its seq; typ names it in the report),
@@ -828,15 +837,14 @@ func (p *planner) taskEnd(t task, want string) (at int64, end any, ok bool) {
 	case "queued":
 		return p.r.manifest.UpdatedAt.ms, &events.TaskRetried{TaskID: id, Reason: "import: status from tasks.json"}, true
 	case "waiting":
-		w := &events.TaskWaiting{TaskID: id}
-		if t.Waiting != nil {
-			where := "state/runs/" + p.r.id + "/tasks.json"
-			w.QuestionID, w.AskedAt = t.Waiting.QuestionID, t.Waiting.AskedAt.ms
-			w.Deadline = p.askDeadline(where, 0, "task "+id+": waiting", w.AskedAt, w.QuestionID, t.Waiting.Deadline.ms)
-			w.Options = p.askOptions(where, 0, "task "+id+": waiting", w.QuestionID, t.Waiting.Options)
+		var q park
+		if w := t.Waiting; w != nil {
+			q = p.question("state/runs/"+p.r.id+"/tasks.json", 0, "task "+id+": waiting", w.AskedAt.ms, w.QuestionID,
+				w.Deadline.ms, w.Options)
 		}
-		p.parked[id] = park{question: w.QuestionID, at: w.AskedAt, deadline: w.Deadline, options: w.Options}
-		return w.AskedAt, w, true
+		p.parked[id] = q
+		return q.at, &events.TaskWaiting{TaskID: id, QuestionID: q.question, AskedAt: q.at, Deadline: q.deadline,
+			Options: q.options}, true
 	case "completed":
 		return finished, &events.TaskCompleted{TaskID: id, FailureCause: t.FailureCause}, true
 	case "failed":
