@@ -163,12 +163,21 @@ func startFollow(t *testing.T, root string, sink Sink, o *FollowOptions) *follow
 func (fl *following) settle(t *testing.T) FollowStats {
 	t.Helper()
 	after := fl.f.Stats().Passes + 1
+	return fl.awaitPassThat(t, func() string { return "the follower did not settle" },
+		func(st FollowStats) bool { return st.Passes > after && st.Settled })
+}
+
+// awaitPassThat waits for the end of a pass whose counters satisfy ok, and returns them. ok is asked once per pass
+// ended (the newest, when several ended since it was last asked). After 30 s, a guard against a hang and not a
+// measure, it stops the follower and fails with why (asked then) and what the follower holds.
+func (fl *following) awaitPassThat(t *testing.T, why func() string, ok func(FollowStats) bool) FollowStats {
+	t.Helper()
 	timeout := time.NewTimer(30 * time.Second)
 	defer timeout.Stop()
 	for {
 		select {
 		case st := <-fl.passes:
-			if st.Passes > after && st.Settled {
+			if ok(st) {
 				return st
 			}
 		case err := <-fl.done:
@@ -180,7 +189,7 @@ func (fl *following) settle(t *testing.T) FollowStats {
 				state = append(state, fmt.Sprintf("run %s: pending %d, dirty %v, reconciled %q, status %q", r.id, len(r.pending),
 					r.anyDirty(), r.reconciled, r.p.r.manifest.Status))
 			}
-			require.FailNow(t, "the follower did not settle", "%+v\n%s\n%v", fl.f.Stats(), state, fl.seen)
+			require.FailNow(t, why(), "%+v\n%s\n%v", fl.f.Stats(), state, fl.seen)
 		}
 	}
 }
@@ -198,19 +207,18 @@ func (fl *following) stop(t *testing.T) FollowStats {
 
 // awaitCopy waits until the sink holds every write a one-shot import of the files as they are now makes (a live
 // run's reconcile left out), then for the pass that sent the last of them to end: its checkpoints, if due, are
-// written then.
+// written then. The sink is compared with the files once per pass ended: only a pass sends writes.
 func (fl *following) awaitCopy(t *testing.T, root string, sink *memSink) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second) // a guard against a hang, not a measure
-	for {
-		got, want := copyIDs(t, root, sink, copyOf{live: true})
-		if slices.Equal(got, want) {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the follower did not send every write: %+v\ngot %v\nwant %v",
-			fl.f.Stats(), got, want)
-		time.Sleep(time.Millisecond)
+	var got, want []string
+	sent := func(FollowStats) bool {
+		got, want = copyIDs(t, root, sink, copyOf{live: true})
+		return slices.Equal(got, want)
 	}
+	why := func() string {
+		return fmt.Sprintf("the follower did not send every write:\ngot %v\nwant %v", got, want)
+	}
+	fl.awaitPassThat(t, why, sent)
 	fl.awaitPass(t)
 }
 
@@ -218,29 +226,17 @@ func (fl *following) awaitCopy(t *testing.T, root string, sink *memSink) {
 func (fl *following) awaitPass(t *testing.T) {
 	t.Helper()
 	after := fl.f.Stats().Passes + 1
-	fl.awaitStats(t, "a pass", func(st FollowStats) bool { return st.Passes > after })
+	fl.awaitPassThat(t, func() string { return "no pass ended" }, func(st FollowStats) bool { return st.Passes > after })
 }
 
 // awaitCheckpoints waits until the follower has written more than n checkpoints and the pass that wrote them has
 // ended (it counts them one by one), and returns how many it has.
 func (fl *following) awaitCheckpoints(t *testing.T, n uint64) uint64 {
 	t.Helper()
-	fl.awaitStats(t, "a checkpoint", func(st FollowStats) bool { return st.Checkpoints > n })
+	fl.awaitPassThat(t, func() string { return fmt.Sprintf("no checkpoint past %d", n) },
+		func(st FollowStats) bool { return st.Checkpoints > n })
 	fl.awaitPass(t)
 	return fl.f.Stats().Checkpoints
-}
-
-// awaitStats waits until the follower's counters satisfy ok, and returns them.
-func (fl *following) awaitStats(t *testing.T, what string, ok func(FollowStats) bool) FollowStats {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second) // a guard against a hang, not a measure
-	for {
-		if st := fl.f.Stats(); ok(st) {
-			return st
-		}
-		require.True(t, time.Now().Before(deadline), "waiting for %s: %+v", what, fl.f.Stats())
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // reported returns the reasons reported so far for paths ending in suffix.
