@@ -47,7 +47,7 @@ func benchEngine(b *testing.B, submitters int) {
 	require.NoError(b, err)
 	defer e.Close()
 	f := &engineFixture{t: b, log: l, eng: e}
-	f.seedRun("R", 1<<62)
+	f.seedRun("R", MaxBudgetTotal)
 	start := e.Stats()
 
 	per := b.N/submitters + 1

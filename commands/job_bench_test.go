@@ -33,7 +33,7 @@ func BenchmarkProxyVsDelegate(b *testing.B) {
 	cfg.MaxSlots, cfg.ProxyMaxRequests = 64, MaxProxyMaxRequests
 	f := openEngine(b, vfs.NewMem(), clock, &cfg)
 	e := f.eng
-	f.seedRun("R", 1<<62)
+	f.seedRun("R", MaxBudgetTotal)
 	nonce := SecretDigest("bench-nonce")
 	job := 0
 	newJob := func() {
