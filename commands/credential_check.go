@@ -42,9 +42,10 @@ func CheckCredential(s *projections.State, c Credential) CredentialEnd {
 		return CredentialUnread
 	}
 	worker := c.TaskID != ""
-	if worker && s.IsCold(c.RunID) {
-		// NB: before Credential: a cold run's worker credentials are in the
-		// log only, and a run is made cold long after it ended.
+	if worker && found && !s.IsHot(c.RunID) {
+		// A cold run (found, and not in memory: its summary is not read
+		// again). NB: before Credential: a cold run's worker credentials are
+		// in the log only, and a run is made cold long after it ended.
 		return CredentialRunEnded
 	}
 	cred, ok := s.Credential(c.RunID, c.Key)

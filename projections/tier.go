@@ -344,6 +344,10 @@ func (s *State) run(id string) *runState {
 // (runindex.go) unless its summary is kept in memory.
 func (s *State) IsCold(id string) bool { return s.runs[id] == nil && s.coldRun(id) != nil }
 
+// IsHot reports whether run id is held whole in memory; it reads nothing from the log (a known run that is not hot
+// is cold).
+func (s *State) IsHot(id string) bool { return s.runs[id] != nil }
+
 // HotRuns is the number of runs held whole in memory; ColdRuns the number
 // of cold runs (their summaries in the index, or in memory until written).
 func (s *State) HotRuns() int  { return len(s.runs) }

@@ -33,7 +33,7 @@ var (
 		"ProxyRequestOf", "RevokedRootsOf", "RevokedRootCount",
 	}
 	stateNotQueries = []string{
-		"AssumePool", "Clone", "ColdInMemory", "ColdRuns", "ColdStore", "EvictAll", "EvictAllCounted", "Evict", "Evictable", "FaultIn", "HotRuns", "IsCold", "MissingViews",
+		"AssumePool", "Clone", "ColdInMemory", "ColdRuns", "ColdStore", "EvictAll", "EvictAllCounted", "Evict", "Evictable", "FaultIn", "HotRuns", "IsCold", "IsHot", "MissingViews",
 		"SetColdStore", "SnapshotRecords", "ThawFrom", "Warm", "Whole",
 	}
 )
