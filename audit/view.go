@@ -83,11 +83,12 @@ func CompareSnapshot(l *eventlog.Log, rebuilt *projections.State, run string) (S
 		}
 	}
 	d := SnapshotDiff{SnapshotPosition: snap.Position, Compared: left.Position}
-	d.Differences, err = Diff(ViewOf(left, run), ViewOf(loaded, run))
+	want, got := ViewOf(left, run), ViewOf(loaded, run)
 	if cerr := cold.Err(); cerr != nil {
 		// NB: a cold run that could not be read back answers as if it held nothing, and each of its records would
 		// show as a difference: the snapshot was not compared, and the read's error says why.
 		return SnapshotDiff{}, fmt.Errorf("audit: snapshot at %d: read back a finished run: %w", snap.Position, cerr)
 	}
+	d.Differences, err = Diff(want, got)
 	return d, err
 }
