@@ -94,6 +94,12 @@ func resolved(p string) string {
 	}
 }
 
+// RemoveStaleCheckpoints removes the staging directories a checkpoint killed part-way left in parent
+// (RemoveStaleStagingDirs with the checkpoint's prefix and the one entry it holds), and reports how many.
+func RemoveStaleCheckpoints(parent string) (removed int, err error) {
+	return RemoveStaleStagingDirs(parent, CheckpointStaging, checkpointStore)
+}
+
 // checkpointStore is the copy's name in its staging directory, the only entry one holds.
 const checkpointStore = "store"
 

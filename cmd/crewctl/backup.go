@@ -105,15 +105,15 @@ func dropAbandoned(dir string) error {
 	if st, err := os.Lstat(dir); err != nil || !st.IsDir() {
 		return nil // none, or not a directory crewctl made (a symbolic link, a file): refused as existing
 	}
-	removed := 0
-	for _, prefix := range []string{eventlog.CheckpointStaging, streamStaging} {
-		n, err := eventlog.RemoveStaleStagingDirs(dir, prefix, storeDir)
-		if err != nil {
-			return err
-		}
-		removed += n
+	checkpoints, err := eventlog.RemoveStaleCheckpoints(dir)
+	if err != nil {
+		return err
 	}
-	if removed == 0 {
+	streams, err := eventlog.RemoveStaleStagingDirs(dir, streamStaging, storeDir)
+	if err != nil {
+		return err
+	}
+	if checkpoints+streams == 0 {
 		return nil
 	}
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) == 0 {
