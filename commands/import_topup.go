@@ -11,34 +11,24 @@ import (
 // from its source's history, which may have lost (compacted) admissions whose reservations the log holds already:
 // counted again, they overspent the run, and its budget abort came early. The caller's payload is not changed.
 func importedTopUp(p any, spent int64) any {
-	var r events.BudgetReserved
-	switch b := p.(type) {
-	case *events.BudgetReserved:
-		r = *b
-	case events.BudgetReserved:
-		r = b
-	default:
+	b := payloadAs[events.BudgetReserved](p)
+	if b == nil || b.SubID != events.ImportTopUpSubID {
 		return p
 	}
-	if r.SubID != events.ImportTopUpSubID {
-		return p
-	}
+	r := *b // NB: b may be the caller's pointer
 	r.Tokens = max(r.Tokens-max(spent, 0), 0)
 	return &r
 }
 
 // importedSpend is what p, a budget.reserved or budget.charged given as a pointer or a struct, adds to its task's
-// tokensSpent, and the task; "" for any other payload.
+// tokensSpent, and the task; "" for any other payload. NB: a negative amount adds nothing, as projections' addSpend
+// folds it.
 func importedSpend(p any) (taskID string, tokens int64) {
-	switch b := p.(type) {
-	case *events.BudgetReserved:
-		return b.TaskID, max(b.Tokens, 0)
-	case events.BudgetReserved:
-		return b.TaskID, max(b.Tokens, 0)
-	case *events.BudgetCharged:
-		return b.TaskID, max(b.Tokens, 0)
-	case events.BudgetCharged:
-		return b.TaskID, max(b.Tokens, 0)
+	if r := payloadAs[events.BudgetReserved](p); r != nil {
+		return r.TaskID, max(r.Tokens, 0)
+	}
+	if c := payloadAs[events.BudgetCharged](p); c != nil {
+		return c.TaskID, max(c.Tokens, 0)
 	}
 	return "", 0
 }
