@@ -229,8 +229,8 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 			return Decision{}, badParams("import.append: event %d: %v", i, err)
 		}
 		payload = importedAskDeadline(payload, at/1e6)
-		if t, _ := importedSpend(payload); t != "" {
-			payload = importedTopUp(payload, spentBefore(s, c.RunID, t, out))
+		if r := topUpOf(payload); r != nil {
+			payload = importedTopUp(*r, spentBefore(s, c.RunID, r.TaskID, out))
 		}
 		out = append(out, events.Event{
 			Stream: c.RunID, Type: ie.Type, SchemaVersion: events.SchemaVersion(ie.Type), Time: at,

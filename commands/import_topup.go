@@ -5,17 +5,20 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
-// importedTopUp is p, or, when p is an import's allocation top-up (a budget.reserved of subId
-// events.ImportTopUpSubID, given as a pointer or a struct), a copy reserving what its task lacks of the spend the
-// top-up carries, given spent, the task's tokensSpent before it (never below 0). NB: the importer plans the top-up
-// from its source's history, which may have lost (compacted) admissions whose reservations the log holds already:
-// counted again, they overspent the run, and its budget abort came early. The caller's payload is not changed.
-func importedTopUp(p any, spent int64) any {
-	b := payloadAs[events.BudgetReserved](p)
-	if b == nil || b.SubID != events.ImportTopUpSubID {
-		return p
+// topUpOf is p, an import's allocation top-up (a budget.reserved of subId events.ImportTopUpSubID) given as a pointer
+// or a struct; nil for any other payload. NB: the caller's payload: not to be changed.
+func topUpOf(p any) *events.BudgetReserved {
+	if r := payloadAs[events.BudgetReserved](p); r != nil && r.SubID == events.ImportTopUpSubID {
+		return r
 	}
-	r := *b // NB: b may be the caller's pointer
+	return nil
+}
+
+// importedTopUp is a copy of r, an import's allocation top-up (topUpOf), reserving what its task lacks of the spend
+// the top-up carries, given spent, the task's tokensSpent before it (never below 0). NB: the importer plans the
+// top-up from its source's history, which may have lost (compacted) admissions whose reservations the log holds
+// already: counted again, they overspent the run, and its budget abort came early.
+func importedTopUp(r events.BudgetReserved, spent int64) *events.BudgetReserved {
 	r.Tokens = max(r.Tokens-max(spent, 0), 0)
 	return &r
 }
