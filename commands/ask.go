@@ -12,12 +12,12 @@ import (
 
 // Ask bounds (D§7.5, R5).
 const (
-	MaxQuestionChars    = 8192
+	MaxQuestionChars    = events.MaxQuestionChars
 	MaxAskOptions       = events.MaxAskOptions
 	MaxAskOptionChars   = events.MaxAskOptionChars
 	MaxQuestionIDChars  = events.MaxQuestionIDChars
 	DefaultAskTimeout   = 600
-	MaxAskTimeoutSec    = 3600
+	MaxAskTimeoutSec    = events.MaxAskTimeoutSec
 	minAskTimeoutSecond = 1
 )
 

@@ -13,23 +13,19 @@ import (
 
 // Parameter bounds of delegate.request (D§4.1, SPEC §4.1 step 2).
 const (
-	MaxPromptChars      = 32768
-	MaxDescriptionChars = 512
-	MaxModelChars       = 256
+	MaxPromptChars      = events.MaxPromptChars
+	MaxDescriptionChars = events.MaxDescriptionChars
+	MaxModelChars       = events.MaxModelChars
 	MaxTurnsLimit       = 200
 	MaxBudgetTokens     = 100_000_000
 	DefaultTimeoutSec   = 900
-	MaxTimeoutSec       = 86400
+	MaxTimeoutSec       = events.MaxTimeoutSec
 	DefaultDelegateRole = "explorer"
 	// rejectedMessageChars bounds delegate.rejected's message, as pi-crew.
-	rejectedMessageChars = 120
+	rejectedMessageChars = events.MaxRejectedMessageChars
 	// MaxRecordedRoleChars bounds the requested role as crewlog records and
-	// quotes it (delegate.requested, the policy inputs, the role-denied
-	// message). Any string is a valid request and an unknown role is a
-	// recorded role-denied (SPEC §4.1), but a huge one must not bloat the
-	// log; every allowed role is far shorter, so the cut never changes a
-	// decision and replay reaches the same one.
-	MaxRecordedRoleChars = 64
+	// quotes it (events.MaxRecordedRoleChars).
+	MaxRecordedRoleChars = events.MaxRecordedRoleChars
 )
 
 // Roles a grandchild may take (D§4.3 check 1) and those that can write.

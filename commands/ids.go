@@ -9,10 +9,11 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
 )
 
 // MaxIDChars bounds task and message ids (run ids: MaxRunIDChars).
-const MaxIDChars = 256
+const MaxIDChars = events.MaxIDChars
 
 // safeID reports whether id is 1..MaxIDChars of [A-Za-z0-9_-] (pi-crew's
 // safe-path charset, D§1), so ids can name files and never collide with

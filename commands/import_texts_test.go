@@ -64,36 +64,3 @@ func TestImportedTextsAreWhatCommandsRecord(t *testing.T) {
 		head = f.eng.Head()
 	}
 }
-
-// TestImportedTextBoundsAreTheCommands: each bound events.ImportedTexts holds an import's free text to is the one
-// crewlog's own command that records the field holds it to.
-func TestImportedTextBoundsAreTheCommands(t *testing.T) {
-	for _, tc := range []struct {
-		payload any
-		bounds  map[string]int
-	}{
-		{&events.RunCreated{}, map[string]int{"team": MaxIDChars, "workflow": MaxIDChars, "goal": MaxBodyChars, "cwd": MaxCwdChars}},
-		{&events.RunFailed{}, map[string]int{"summary": MaxStatusTextChars, "reason": MaxStatusTextChars}},
-		{&events.TaskCreated{}, map[string]int{"role": MaxIDChars, "agent": MaxIDChars, "title": MaxTitleChars, "cwd": MaxCwdChars,
-			"stepId": MaxIDChars, "model": MaxModelChars}},
-		{&events.TaskStarted{}, map[string]int{"role": MaxIDChars, "agent": MaxIDChars, "runtime": MaxIDChars, "cwd": MaxCwdChars,
-			"worktreePath": MaxCwdChars, "worktreeBranch": MaxIDChars}},
-		{&events.TaskNeedsAttention{}, map[string]int{"error": MaxStatusTextChars, "failureCause": MaxIDChars}},
-		{&events.TaskCancelled{}, map[string]int{"reason": MaxStatusTextChars, "phase": MaxIDChars}},
-		{&events.TaskRetried{}, map[string]int{"reason": MaxStatusTextChars}},
-		{&events.AskRequested{}, map[string]int{"question": MaxQuestionChars}},
-		{&events.MailboxAppended{}, map[string]int{"from": MaxIDChars, "body": MaxBodyChars, "subject": MaxSubjectChars, "replyTo": MaxIDChars}},
-		{&events.MailboxAppended{Kind: events.KindSteer}, map[string]int{"from": MaxIDChars, "body": MaxSteerChars,
-			"subject": MaxSubjectChars, "replyTo": MaxIDChars}},
-		{&events.DelegateRequested{}, map[string]int{"role": MaxRecordedRoleChars}},
-		{&events.DelegateRejected{}, map[string]int{"reason": MaxIDChars, "message": rejectedMessageChars}},
-		{&events.DelegateAdmitted{}, map[string]int{"role": MaxRecordedRoleChars, "model": MaxModelChars, "cwd": MaxCwdChars,
-			"title": MaxTitleChars, "description": MaxDescriptionChars, "prompt": MaxPromptChars, "parentRole": MaxIDChars}},
-	} {
-		got := map[string]int{}
-		for _, f := range events.ImportedTexts(tc.payload) {
-			got[f.Name] = f.Max
-		}
-		require.Equal(t, tc.bounds, got, "%T", tc.payload)
-	}
-}

@@ -11,7 +11,7 @@ import (
 // Mailbox bounds (D§7.5).
 const (
 	MaxRecipients   = 64
-	MaxSubjectChars = 256
+	MaxSubjectChars = events.MaxSubjectChars
 	// MaxMessageIDs bounds the ids one mailbox.deliver / mailbox.ack names.
 	MaxMessageIDs = 1024
 )

@@ -11,7 +11,7 @@ import (
 
 // Steer sanitiser bounds (D§2.7).
 const (
-	MaxSteerChars    = 4096
+	MaxSteerChars    = events.MaxSteerChars
 	MaxSteerNewlines = 50
 )
 

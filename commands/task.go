@@ -7,7 +7,7 @@ import (
 
 // MaxBodyChars bounds free text (goals, message bodies) like pi-crew's
 // 256 Ki-char body limit.
-const MaxBodyChars = 262144
+const MaxBodyChars = events.MaxBodyChars
 
 // TaskCreate adds a workflow task to a run, in status queued.
 type TaskCreate struct {

@@ -1,6 +1,10 @@
 package commands
 
-import "unicode/utf8"
+import (
+	"unicode/utf8"
+
+	"github.com/crewlog/crewlog/events"
+)
 
 // Bounds of the free text a client sends with a status change. Each such
 // field is recorded in the run's log for good, so each has a bound of its
@@ -9,15 +13,12 @@ import "unicode/utf8"
 const (
 	// MaxStatusTextChars bounds the free text of a status change: a run
 	// transition's summary and reason, a task transition's error and
-	// reason, a delegation's cancel reason. The longest pi-crew writes is
-	// a task's error, which can hold a worker's whole captured stderr (its
-	// last 512 KiB, maxCaptureBytes) under a line of pi-crew's and its
-	// model-fallback wording; 576 Ki chars hold that with room to spare.
-	MaxStatusTextChars = 576 << 10
+	// reason, a delegation's cancel reason (events.MaxStatusTextChars).
+	MaxStatusTextChars = events.MaxStatusTextChars
 	// MaxCwdChars bounds a working directory (Linux's PATH_MAX).
-	MaxCwdChars = 4096
+	MaxCwdChars = events.MaxCwdChars
 	// MaxTitleChars bounds a task's title.
-	MaxTitleChars = 4 * MaxIDChars
+	MaxTitleChars = events.MaxTitleChars
 	// MaxDependsOn bounds the tasks a task depends on.
 	MaxDependsOn = 1024
 )

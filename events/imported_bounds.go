@@ -6,7 +6,8 @@ import (
 )
 
 // The bounds an imported record shares with crewlog's own command that records the same thing: task.usage's counts,
-// run.create's budget, wait.request's and wait.resolve's question, task.create's depth. Both the engine's commands and
+// run.create's budget, wait.request's and wait.resolve's question, task.create's depth, delegate.request's and
+// wait.request's timeouts. Both the engine's commands and
 // the importers hold to them, each with its own refusal or report. NB: here, as the importers may use neither commands
 // nor projections (as for ImportedTexts).
 const (
@@ -24,6 +25,13 @@ const (
 	// MaxDepth bounds a task's depth (task.create) and so the largest maxDepth an engine is configured with, which an
 	// admission's childDepth is held to.
 	MaxDepth = 10
+	// MaxTimeoutSec is the longest a delegation may run (D§4.2's timeout-invalid): an admission holds a slot of the
+	// daemon-wide nested pool until its deadline.
+	MaxTimeoutSec = 86400
+	// MaxAskTimeoutSec is the longest a question waits (pi-crew's broker clamps its deadline to at most 3600 s after it
+	// is asked, R5): only the engine clock ends a question nobody answers, and a pending one keeps its run hot and
+	// parked, and its task waiting, until then.
+	MaxAskTimeoutSec = 3600
 )
 
 // UsageCountOK reports whether n is a usage counter task.usage takes: 0..MaxUsageTokens.

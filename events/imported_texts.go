@@ -1,25 +1,5 @@
 package events
 
-// Bounds of the free texts crewlog's own commands record (commands.MaxIDChars, MaxTitleChars, MaxCwdChars,
-// MaxModelChars, MaxBodyChars, MaxStatusTextChars, MaxQuestionChars, MaxSubjectChars, MaxSteerChars,
-// MaxRecordedRoleChars, MaxDescriptionChars, MaxPromptChars, and the 120 chars of a rejection's message), which
-// ImportedTexts holds an import to. NB: here, as the importers may use neither commands nor projections.
-const (
-	idChars           = 256
-	titleChars        = 4 * idChars
-	cwdChars          = 4096
-	modelChars        = 256
-	bodyChars         = 262144
-	statusTextChars   = 576 << 10
-	questionChars     = 8192
-	subjectChars      = 256
-	steerChars        = 4096
-	recordedRoleChars = 64
-	descriptionChars  = 512
-	promptChars       = 32768
-	rejectedChars     = 120
-)
-
 // ImportedText is a free text of a payload, by its field's JSON name, and the bound in chars of crewlog's own command
 // that records it.
 type ImportedText struct {
@@ -36,15 +16,15 @@ type ImportedText struct {
 // and the engine's import.append refuses more.
 func ImportedTexts(p any) []ImportedText {
 	status := func(s *RunStatusChanged) []ImportedText {
-		return []ImportedText{{"summary", &s.Summary, statusTextChars}, {"reason", &s.Reason, statusTextChars}}
+		return []ImportedText{{"summary", &s.Summary, MaxStatusTextChars}, {"reason", &s.Reason, MaxStatusTextChars}}
 	}
 	ended := func(e *TaskEnded) []ImportedText {
-		return []ImportedText{{"error", &e.Error, statusTextChars}, {"failureCause", &e.FailureCause, idChars}}
+		return []ImportedText{{"error", &e.Error, MaxStatusTextChars}, {"failureCause", &e.FailureCause, MaxIDChars}}
 	}
 	switch e := p.(type) {
 	case *RunCreated:
-		return []ImportedText{{"team", &e.Team, idChars}, {"workflow", &e.Workflow, idChars}, {"goal", &e.Goal, bodyChars},
-			{"cwd", &e.Cwd, cwdChars}}
+		return []ImportedText{{"team", &e.Team, MaxIDChars}, {"workflow", &e.Workflow, MaxIDChars}, {"goal", &e.Goal, MaxBodyChars},
+			{"cwd", &e.Cwd, MaxCwdChars}}
 	case *RunQueued:
 		return status((*RunStatusChanged)(e))
 	case *RunPlanning:
@@ -60,12 +40,12 @@ func ImportedTexts(p any) []ImportedText {
 	case *RunCancelled:
 		return status((*RunStatusChanged)(e))
 	case *TaskCreated:
-		return []ImportedText{{"role", &e.Role, idChars}, {"agent", &e.Agent, idChars}, {"title", &e.Title, titleChars},
-			{"cwd", &e.Cwd, cwdChars}, {"stepId", &e.StepID, idChars}, {"model", &e.Model, modelChars}}
+		return []ImportedText{{"role", &e.Role, MaxIDChars}, {"agent", &e.Agent, MaxIDChars}, {"title", &e.Title, MaxTitleChars},
+			{"cwd", &e.Cwd, MaxCwdChars}, {"stepId", &e.StepID, MaxIDChars}, {"model", &e.Model, MaxModelChars}}
 	case *TaskStarted:
-		return []ImportedText{{"role", &e.Role, idChars}, {"agent", &e.Agent, idChars}, {"runtime", &e.Runtime, idChars},
-			{"cwd", &e.Cwd, cwdChars}, {"worktreePath", &e.WorktreePath, cwdChars},
-			{"worktreeBranch", &e.WorktreeBranch, idChars}}
+		return []ImportedText{{"role", &e.Role, MaxIDChars}, {"agent", &e.Agent, MaxIDChars}, {"runtime", &e.Runtime, MaxIDChars},
+			{"cwd", &e.Cwd, MaxCwdChars}, {"worktreePath", &e.WorktreePath, MaxCwdChars},
+			{"worktreeBranch", &e.WorktreeBranch, MaxIDChars}}
 	case *TaskCompleted:
 		return ended((*TaskEnded)(e))
 	case *TaskFailed:
@@ -73,28 +53,28 @@ func ImportedTexts(p any) []ImportedText {
 	case *TaskNeedsAttention:
 		return ended((*TaskEnded)(e))
 	case *TaskCancelled:
-		return []ImportedText{{"reason", &e.Reason, statusTextChars}, {"phase", &e.Phase, idChars}}
+		return []ImportedText{{"reason", &e.Reason, MaxStatusTextChars}, {"phase", &e.Phase, MaxIDChars}}
 	case *TaskSkipped:
-		return []ImportedText{{"reason", &e.Reason, statusTextChars}}
+		return []ImportedText{{"reason", &e.Reason, MaxStatusTextChars}}
 	case *TaskRetried:
-		return []ImportedText{{"reason", &e.Reason, statusTextChars}}
+		return []ImportedText{{"reason", &e.Reason, MaxStatusTextChars}}
 	case *AskRequested:
-		return []ImportedText{{"question", &e.Question, questionChars}}
+		return []ImportedText{{"question", &e.Question, MaxQuestionChars}}
 	case *MailboxAppended:
-		body := bodyChars
+		body := MaxBodyChars
 		if e.Kind == KindSteer {
-			body = steerChars
+			body = MaxSteerChars
 		}
-		return []ImportedText{{"from", &e.From, idChars}, {"body", &e.Body, body}, {"subject", &e.Subject, subjectChars},
-			{"replyTo", &e.ReplyTo, idChars}}
+		return []ImportedText{{"from", &e.From, MaxIDChars}, {"body", &e.Body, body}, {"subject", &e.Subject, MaxSubjectChars},
+			{"replyTo", &e.ReplyTo, MaxIDChars}}
 	case *DelegateRequested:
-		return []ImportedText{{"role", &e.Role, recordedRoleChars}}
+		return []ImportedText{{"role", &e.Role, MaxRecordedRoleChars}}
 	case *DelegateRejected:
-		return []ImportedText{{"reason", &e.Reason, idChars}, {"message", &e.Message, rejectedChars}}
+		return []ImportedText{{"reason", &e.Reason, MaxIDChars}, {"message", &e.Message, MaxRejectedMessageChars}}
 	case *DelegateAdmitted:
-		return []ImportedText{{"role", &e.Role, recordedRoleChars}, {"model", &e.Model, modelChars}, {"cwd", &e.Cwd, cwdChars},
-			{"title", &e.Title, titleChars}, {"description", &e.Description, descriptionChars},
-			{"prompt", &e.Prompt, promptChars}, {"parentRole", &e.ParentRole, idChars}}
+		return []ImportedText{{"role", &e.Role, MaxRecordedRoleChars}, {"model", &e.Model, MaxModelChars}, {"cwd", &e.Cwd, MaxCwdChars},
+			{"title", &e.Title, MaxTitleChars}, {"description", &e.Description, MaxDescriptionChars},
+			{"prompt", &e.Prompt, MaxPromptChars}, {"parentRole", &e.ParentRole, MaxIDChars}}
 	}
 	return nil
 }

@@ -17,15 +17,6 @@ import (
 // whose process died with pi-crew's broker.
 const defaultTimeoutSec = 900
 
-// maxTimeoutSec is the longest a delegation may run (D§4.2's timeout-invalid, crewlog's commands.MaxTimeoutSec): an
-// imported admission holds a slot of the daemon-wide nested pool until its deadline.
-const maxTimeoutSec = 86400
-
-// maxAskTimeoutSec is the longest a question waits (pi-crew's broker clamps its deadline to at most 3600 s after it
-// is asked, R5, as crewlog's own wait.request does: commands.MaxAskTimeoutSec): only the engine clock ends a question
-// nobody answers, and a pending one keeps its run hot and parked, and its task waiting, until then.
-const maxAskTimeoutSec = 3600
-
 // planned is one write of the import, before the command-id check: the
 // events encoded for the log (the one-shot import appends them), and the
 // same events as typed payloads (a follower sends those to the daemon).
@@ -422,9 +413,9 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 				d.SubID, d.ChildDepth, events.MaxDepth)
 			d.ChildDepth = 0
 		}
-		if d.TimeoutSec > maxTimeoutSec {
+		if d.TimeoutSec > events.MaxTimeoutSec {
 			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s: timeoutSec %g is longer than a delegation runs (at most %d s): taken as absent",
-				d.SubID, d.TimeoutSec, maxTimeoutSec)
+				d.SubID, d.TimeoutSec, events.MaxTimeoutSec)
 			d.TimeoutSec = 0
 		}
 		if float64(p.deadlineFrom(at))+d.TimeoutSec*1000 > maxTimeMs {
@@ -585,15 +576,15 @@ func (p *planner) question(where string, seq uint64, typ string, at int64, quest
 }
 
 // askDeadline is the deadline a question of a record (a line of where, or its seq; typ names it in the report),
-// at pi-crew time at, is recorded with: deadline, or, when that is more than maxAskTimeoutSec after the time it is
-// recorded at (recordedAt; no broker of pi-crew's writes one), that bound, reported.
+// at pi-crew time at, is recorded with: deadline, or, when that is more than events.MaxAskTimeoutSec after the time
+// it is recorded at (recordedAt; no broker of pi-crew's writes one), that bound, reported.
 func (p *planner) askDeadline(where string, seq uint64, typ string, at int64, questionID string, deadline int64) int64 {
-	latest := p.deadlineFrom(at) + maxAskTimeoutSec*1000
+	latest := p.deadlineFrom(at) + events.MaxAskTimeoutSec*1000
 	if deadline <= latest {
 		return deadline
 	}
 	p.s.skip(p.r.id, where, 0, seq, "%s for question %s: deadline %d is more than %d s after it was asked "+
-		"(pi-crew's broker clamps it so): taken as %d", typ, clip(questionID), deadline, maxAskTimeoutSec, latest)
+		"(pi-crew's broker clamps it so): taken as %d", typ, clip(questionID), deadline, events.MaxAskTimeoutSec, latest)
 	return latest
 }
 
@@ -649,7 +640,7 @@ func (p *planner) reconcileParked(id string) {
 		}
 		timeout := int64(0)
 		if w.deadline > w.at {
-			timeout = min((w.deadline-w.at)/1000, maxAskTimeoutSec)
+			timeout = min((w.deadline-w.at)/1000, events.MaxAskTimeoutSec)
 		}
 		p.add(w.at, &events.AskRequested{TaskID: id, QuestionID: w.question, AskedAt: w.at, Deadline: w.deadline,
 			TimeoutSec: timeout, Options: w.options})

@@ -328,11 +328,10 @@ func TestUntimedAdmissionDeadlineImportAndFollowAgree(t *testing.T) {
 
 // TestAdmissionTimeoutIsADelegationsBound: an imported delegate.admitted holds a slot of the daemon-wide nested pool
 // until its deadline, which the engine's expiry ends. pi-crew refuses a timeoutSec above 86,400 (timeout-invalid), as
-// crewlog's own delegate.request does (commands.MaxTimeoutSec), so a larger one in the files is damage, taken as
+// crewlog's own delegate.request does (events.MaxTimeoutSec), so a larger one in the files is damage, taken as
 // absent (pi-crew's default) and reported, by the one-shot import and a follower alike. It was kept as long as its
 // deadline fell before 2255: a line of a run's events.jsonl held a slot every runtime shares for 31 years.
 func TestAdmissionTimeoutIsADelegationsBound(t *testing.T) {
-	require.Equal(t, commands.MaxTimeoutSec, maxTimeoutSec, "the bound is crewlog's own delegate.request's")
 	const at = int64(1790928000000)
 	clock := func() time.Time { return time.UnixMilli(timesClockMs) }
 	root := t.TempDir()
@@ -363,7 +362,7 @@ func TestAdmissionTimeoutIsADelegationsBound(t *testing.T) {
 				deadlines[p.(*events.DelegateAdmitted).SubID] = p.(*events.DelegateAdmitted).Deadline
 			}
 		})
-		require.Equal(t, map[string]int64{"s1": at + defaultTimeoutSec*1000, "s2": at + maxTimeoutSec*1000}, deadlines, name)
+		require.Equal(t, map[string]int64{"s1": at + defaultTimeoutSec*1000, "s2": at + events.MaxTimeoutSec*1000}, deadlines, name)
 	}
 }
 
@@ -373,7 +372,6 @@ func TestAdmissionTimeoutIsADelegationsBound(t *testing.T) {
 // task's task.waiting. It was kept up to 2255: a line of a run's events.jsonl kept the question pending, its run hot
 // and parked and its task waiting, for 229 years.
 func TestAskDeadlineIsPicrewsClamp(t *testing.T) {
-	require.Equal(t, int64(commands.MaxAskTimeoutSec), int64(maxAskTimeoutSec), "the bound is crewlog's own wait.request's")
 	const at = int64(1790928000000)
 	clock := func() time.Time { return time.UnixMilli(timesClockMs) }
 	root := t.TempDir()
@@ -401,7 +399,7 @@ func TestAskDeadlineIsPicrewsClamp(t *testing.T) {
 	for _, r := range reports {
 		require.Contains(t, r, "for question q1: deadline 9000000000000 is more than 3600 s after it was asked")
 	}
-	latest := at + maxAskTimeoutSec*1000
+	latest := at + events.MaxAskTimeoutSec*1000
 	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
 		require.Equal(t, map[string]int64{
 			"task.waiting q1": latest, "ask.requested q1": latest, "task.waiting q2": near, "ask.requested q2": near,
@@ -461,7 +459,7 @@ func TestFutureTimesDoNotStretchDeadlines(t *testing.T) {
 	_, err := Import(l, root, &Options{Clock: clock})
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{
-		"delegate.admitted s1": created + 60_000, "ask.requested q1": created + maxAskTimeoutSec*1000,
+		"delegate.admitted s1": created + 60_000, "ask.requested q1": created + events.MaxAskTimeoutSec*1000,
 		"delegate.admitted s2": created + 60_000,
 	}, recordedDeadlines(t, l))
 	forEachEvent(t, l, func(ev *eventlog.Event) {
