@@ -54,7 +54,9 @@ const maxImportTimeMs = 9e12
 // delegation's deadline, at most MaxTimeoutSec after it
 // (importedAdmission), a task's or delegation's depth, refused outside
 // 0..MaxMaxDepth (importedDepthProblem), a task's usage, refused
-// with counters task.usage refuses (importedUsageProblem), a run's budget,
+// with counters task.usage refuses (importedUsageProblem), a reservation's
+// or charge's tokens, refused outside 0..MaxUsageTokens
+// (importedSpendProblem), a run's budget,
 // refused as run.create refuses it (importedBudgetProblem), a delegation's
 // subId, refused when it is not an id (safeID) or names a workflow task of
 // the run (workflowTask), a free text, refused when it is longer than
@@ -319,8 +321,8 @@ func noneIfEmpty(o []string) []string {
 }
 
 // importedPayloadProblem says what makes p, the payload of an imported event of type typ, one crewlog does not record
-// (checkpointProblem, importedUsageProblem, importedBudgetProblem, importedDepthProblem, importedQuestionProblem); ""
-// when there is nothing.
+// (checkpointProblem, importedUsageProblem, importedBudgetProblem, importedDepthProblem, importedSpendProblem,
+// importedTextProblem, importedQuestionProblem); "" when there is nothing.
 func importedPayloadProblem(typ string, p any) string {
 	if err := checkpointProblem(p); err != nil {
 		return err.Error()
@@ -333,6 +335,9 @@ func importedPayloadProblem(typ string, p any) string {
 	}
 	if bad := importedDepthProblem(p); bad != "" {
 		return bad
+	}
+	if bad := importedSpendProblem(p); bad != "" {
+		return typ + ": " + bad
 	}
 	if bad := importedTextProblem(p); bad != "" {
 		return typ + ": " + bad

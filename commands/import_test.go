@@ -459,6 +459,72 @@ func TestImportedUsageIsACount(t *testing.T) {
 	require.Equal(t, int64(1005+MaxUsageTokens), r.BudgetUsed)
 }
 
+// TestImportedSpendIsACount: an imported budget.reserved or budget.charged, and an allocation top-up
+// (events.ImportTopUpSubID), is held to 0..MaxUsageTokens tokens, the bound of a usage counter, by value or by
+// pointer: one record near the int64 limit pushed its task's tokensSpent to saturation, and its run's budget use with
+// it.
+func TestImportedSpendIsACount(t *testing.T) {
+	typeOf := func(p any) string {
+		typ, ok := events.TypeOf(p)
+		require.True(t, ok, "%T", p)
+		return typ
+	}
+	decide := func(p any) (*projections.State, error) {
+		s := projections.New()
+		d, err := Decide(s, &Import{Source: events.ForeignSourcePicrew, RunID: "r1", Events: []ImportedEvent{
+			{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{}},
+			{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
+			{Type: events.TypeBudgetReserved, TimeMs: 1000, Payload: &events.BudgetReserved{TaskID: "t1", SubID: "gc-1", Tokens: 10}},
+			{Type: typeOf(p), TimeMs: 1000, Payload: p}}},
+			Env{Now: 2000 * 1e6, CommandID: "c1", NewID: func() string { return "x" }})
+		for i, ev := range d.Events {
+			ev.Position = uint64(i + 1)
+			projections.Apply(s, ev)
+		}
+		return s, err
+	}
+	for name, tc := range map[string]struct {
+		reserved *events.BudgetReserved
+		charged  *events.BudgetCharged
+	}{
+		"reserved above the bound":  {reserved: &events.BudgetReserved{TaskID: "t1", SubID: "gc-2", Tokens: MaxUsageTokens + 1}},
+		"reserved at int64's limit": {reserved: &events.BudgetReserved{TaskID: "t1", SubID: "gc-2", Tokens: math.MaxInt64}},
+		"reserved below zero":       {reserved: &events.BudgetReserved{TaskID: "t1", SubID: "gc-2", Tokens: -1}},
+		"top-up above the bound": {reserved: &events.BudgetReserved{TaskID: "t1", SubID: events.ImportTopUpSubID,
+			Tokens: MaxUsageTokens + 11}},
+		"charged above the bound": {charged: &events.BudgetCharged{TaskID: "t1", SubID: "gc-1", Tokens: MaxUsageTokens + 1}},
+		"charged below zero":      {charged: &events.BudgetCharged{TaskID: "t1", SubID: "gc-1", Tokens: -5}},
+	} {
+		var byHow map[string]any
+		typ := events.TypeBudgetReserved
+		if tc.reserved != nil {
+			byHow = map[string]any{"pointer": tc.reserved, "struct": *tc.reserved}
+		} else {
+			byHow, typ = map[string]any{"pointer": tc.charged, "struct": *tc.charged}, events.TypeBudgetCharged
+		}
+		for how, p := range byHow {
+			s, err := decide(p)
+			require.ErrorContains(t, err, fmt.Sprintf("import.append: event 3: %s: tokens must be an integer in 0..%d", typ,
+				int64(MaxUsageTokens)), "%s by %s", name, how)
+			_, created := s.Run("r1")
+			require.False(t, created, "%s by %s: nothing recorded", name, how)
+		}
+	}
+	for _, tc := range []struct {
+		p    any
+		want int64
+	}{
+		{&events.BudgetReserved{TaskID: "t1", SubID: "gc-2", Tokens: MaxUsageTokens}, 10 + MaxUsageTokens},
+		{events.BudgetCharged{TaskID: "t1", SubID: "gc-1", Tokens: MaxUsageTokens}, 10 + MaxUsageTokens},
+		{&events.BudgetReserved{TaskID: "t1", SubID: events.ImportTopUpSubID, Tokens: MaxUsageTokens}, MaxUsageTokens},
+	} {
+		s, err := decide(tc.p)
+		require.NoError(t, err, "%+v", tc.p)
+		a, _ := s.Allocation("r1", "t1")
+		require.Equal(t, tc.want, a.TokensSpent, "%+v", tc.p)
+	}
+}
+
 // TestImportedDelegationIsNotAWorkflowTask: the engine mints a delegation's subId, which names its shadow task, so
 // none of its delegations shares an id with a task of its run. An imported delegate.admitted whose subId names a
 // workflow task of the run (created before, or earlier in the same write) took that task for its shadow: the

@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"fmt"
+
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
@@ -34,6 +36,22 @@ func importedSpend(p any) (taskID string, tokens int64) {
 		return c.TaskID, max(c.Tokens, 0)
 	}
 	return "", 0
+}
+
+// importedSpendProblem says what makes p, a budget.reserved or budget.charged given as a pointer or a struct (an
+// allocation top-up too), a spend crewlog does not record: tokens outside 0..MaxUsageTokens (events.SpendTokensOK);
+// "" when there is nothing, or when p is another payload.
+func importedSpendProblem(p any) string {
+	var tokens int64
+	if r := payloadAs[events.BudgetReserved](p); r != nil {
+		tokens = r.Tokens
+	} else if c := payloadAs[events.BudgetCharged](p); c != nil {
+		tokens = c.Tokens
+	}
+	if !events.SpendTokensOK(tokens) {
+		return fmt.Sprintf("tokens must be an integer in 0..%d", int64(MaxUsageTokens))
+	}
+	return ""
 }
 
 // spentBefore is task taskID's tokensSpent in run runID given state s and the events out a write records before the

@@ -37,6 +37,11 @@ const (
 // UsageCountOK reports whether n is a usage counter task.usage takes: 0..MaxUsageTokens.
 func UsageCountOK(n int64) bool { return n >= 0 && n <= MaxUsageTokens }
 
+// SpendTokensOK reports whether n is what a budget.reserved or budget.charged an import records may add to its task's
+// tokensSpent: 0..MaxUsageTokens, the bound of a usage counter. NB: a spend saturates rather than wraps, but one
+// record near the int64 limit pushed its task's tokensSpent, and its run's budget use, to saturation.
+func SpendTokensOK(n int64) bool { return n >= 0 && n <= MaxUsageTokens }
+
 // UsageCostOK reports whether c is a usage cost task.usage takes: a finite number ≥ 0.
 func UsageCostOK(c float64) bool { return !math.IsNaN(c) && !math.IsInf(c, 0) && c >= 0 }
 

@@ -94,8 +94,9 @@
 //     zero, is refused whole, as task.usage refuses such a report, and
 //     reported (a negative one lowered the run's budget use below what its
 //     other tasks spent);
-//     an allocation with a count below zero is left out, and an admission
-//     reserving less than nothing is skipped, so spend never decreases. A
+//     an allocation with a count below zero, or a spend above 2^40, is left
+//     out, and an admission reserving less than nothing, or more than 2^40,
+//     is skipped, so spend never decreases and never saturates. A
 //     question's options are kept when they are 1..16 strings of 1..256
 //     chars (pi-crew's R5, crewlog's wait.request); an empty list is none,
 //     and any other list is left out, the question kept, and reported. A

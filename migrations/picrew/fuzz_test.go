@@ -171,7 +171,8 @@ func fuzzInputs(tree map[string][]byte) (targets []uint8, inputs [][]byte) {
 // import.append takes (broker.importCommand, commands.Import): a command id
 // under import:<run>: that fits the log's limit, 1..MaxImportEvents events,
 // each payload the struct of its type, each time one the daemon records
-// (0..maxTimeMs, TestTimeRangeIsWhatTheDaemonTakes). The one-shot import and a follower
+// (0..maxTimeMs, TestTimeRangeIsWhatTheDaemonTakes), each reservation one it
+// records (events.SpendTokensOK). The one-shot import and a follower
 // plan the same writes; a follower whose write the daemon refuses as a
 // whole call sends it again at every pass, for ever.
 func requireWellFormed(t testing.TB, run string, w Write) {
@@ -185,6 +186,9 @@ func requireWellFormed(t testing.TB, run string, w Write) {
 		require.True(t, ok, "write %q: %T is not a payload", w.ID, it.Payload)
 		require.Equal(t, it.Type, typ, "write %q", w.ID)
 		require.True(t, it.TimeMs >= 0 && it.TimeMs <= maxTimeMs, "write %q: %s at %d ms", w.ID, it.Type, it.TimeMs)
+		if r, ok := it.Payload.(*events.BudgetReserved); ok {
+			require.True(t, events.SpendTokensOK(r.Tokens), "write %q: reserves %d tokens", w.ID, r.Tokens)
+		}
 	}
 }
 

@@ -402,10 +402,11 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "second delegate.admitted for %s: skipped", d.SubID)
 			return
 		}
-		if d.ReservedTokens < 0 {
-			// Spend only grows (SPEC §4.2): no admission reserves less
-			// than nothing, and the ledger would not add it.
-			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s reserves %d tokens: skipped", d.SubID, d.ReservedTokens)
+		if !events.SpendTokensOK(d.ReservedTokens) {
+			// Spend only grows (SPEC §4.2): no admission reserves less than nothing, and the ledger would not add
+			// it; crewd's import.append refuses a reservation above events.MaxUsageTokens.
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s reserves %d tokens, not 0..%d: skipped",
+				d.SubID, d.ReservedTokens, int64(events.MaxUsageTokens))
 			return
 		}
 		if !events.DepthOK(d.ChildDepth) {

@@ -458,9 +458,11 @@ func (s *source) parseTasks(id, rel string, b []byte) []task {
 				s.skip(id, rel, 0, 0, "task %s: depth %d is not 0..%d (crewlog's task.create): taken as absent", t.ID, t.Depth, events.MaxDepth)
 				t.Depth = 0
 			}
-			if a := t.Allocation; a != nil && (a.TokensGranted < 0 || a.TokensSpent < 0) {
-				s.skip(id, rel, 0, 0, "task %s: allocation of %d tokens granted, %d spent: a count below zero, the allocation is left out",
-					t.ID, a.TokensGranted, a.TokensSpent)
+			if a := t.Allocation; a != nil && (a.TokensGranted < 0 || !events.SpendTokensOK(a.TokensSpent)) {
+				// NB: its spend becomes an allocation top-up, a budget.reserved crewd's import.append refuses above
+				// events.MaxUsageTokens.
+				s.skip(id, rel, 0, 0, "task %s: allocation of %d tokens granted, %d spent: a count below zero or a spend "+
+					"above %d, the allocation is left out", t.ID, a.TokensGranted, a.TokensSpent, int64(events.MaxUsageTokens))
 				t.Allocation = nil
 			}
 			s.reportTimes(id, rel, 0, 0, "task "+t.ID+": ", "", &t)

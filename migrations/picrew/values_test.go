@@ -12,6 +12,7 @@ import (
 
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
 
@@ -94,6 +95,42 @@ func TestImportedUsageIsACount(t *testing.T) {
 		}
 		tk, _ := s.Task(run, "01_plan")
 		require.Equal(t, projections.Usage{Input: 1000, Output: 200, CacheRead: 50, Cost: 0.25, Turns: 3}, tk.Usage, name)
+	}
+}
+
+// TestImportedSpendIsACount: an admission's reservedTokens and an allocation's tokensSpent in the files are spends
+// crewlog's import.append records (0..events.MaxUsageTokens), or they are not imported. import.append refuses a
+// budget.reserved of more: a follower sending one had its write refused at every pass, and the one-shot import
+// recorded what a follower cannot, pushing the task's tokensSpent, and its run's budget use, toward saturation. The
+// admission is skipped and the allocation left out, reported, by the one-shot import and a follower alike.
+func TestImportedSpendIsACount(t *testing.T) {
+	root := t.TempDir()
+	run := timesRunCreated
+	over := int64(events.MaxUsageTokens) + 1
+	writeFiles(t, root, map[string]string{
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
+			`"status":"completed","cwd":"/srv/app","createdAt":1790928000000}`,
+		"state/runs/" + run + "/tasks.json": `[` + strings.Join([]string{
+			fmt.Sprintf(`{"id":"01_plan","stepId":"plan","role":"planner","status":"completed","allocation":`+
+				`{"tokensGranted":%d,"tokensSpent":%d}}`, 2*over, over),
+			`{"id":"02_exec","stepId":"exec","role":"executor","status":"completed","allocation":{"tokensGranted":1000,"tokensSpent":100}}`,
+		}, ",") + `]`,
+		"state/runs/" + run + "/events.jsonl": eventLine(1, "task.started", "02_exec", `{}`) +
+			eventLine(2, "delegate.admitted", "02_exec", fmt.Sprintf(`{"subId":"s1","reservedTokens":%d,"timeoutSec":60}`, over)) +
+			eventLine(3, "delegate.admitted", "02_exec", `{"subId":"s2","reservedTokens":40,"timeoutSec":60}`),
+	})
+	one, followed, reports := importedTwice(t, root, valuesClock)
+	require.Len(t, reports, 2, "%q", reports)
+	require.Contains(t, reports[0], fmt.Sprintf("delegate.admitted for s1 reserves %d tokens, not 0..%d: skipped", over, over-1))
+	require.Contains(t, reports[1], fmt.Sprintf("task 01_plan: allocation of %d tokens granted, %d spent: ", 2*over, over))
+	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
+		s := stateOf(t, l)
+		a, _ := s.Allocation(run, "01_plan")
+		require.Zero(t, a.TokensSpent, "%s: the allocation is left out", name)
+		a, _ = s.Allocation(run, "02_exec")
+		require.Equal(t, int64(100), a.TokensSpent, "%s: s2's reservation, topped up to what tasks.json shows", name)
+		_, admitted := s.Delegation(run, "s1")
+		require.False(t, admitted, name)
 	}
 }
 
