@@ -784,8 +784,9 @@ func TestRebuildsBoundedPerPrincipal(t *testing.T) {
 	require.Equal(t, http.StatusTooManyRequests, code)
 	require.Equal(t, codeTooManyRebuilds, m["error"].(map[string]any)["code"])
 	f.fails("/api/v1/events/5/explain", http.StatusTooManyRequests, codeTooManyRebuilds)
-	// A time is resolved by reading the events up to it (times do not follow positions), a read as long as a fold:
-	// it takes a turn too, even where the answer then comes from the published state (a time past the head).
+	// A time is resolved by reading every run's events up to it (times do not follow positions), in the turn its
+	// fold then holds: it takes the turn even where the answer then comes from the published state (a time past
+	// the head).
 	f.fails(budgetRun+"/state?at="+url.QueryEscape(audittest.Epoch.AddDate(1, 0, 0).Format(time.RFC3339)),
 		http.StatusTooManyRequests, codeTooManyRebuilds)
 	ro := principal{kind: kindReadOnly, key: keyReadOnlyPrefix + digestOf(roToken)}

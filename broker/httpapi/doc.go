@@ -68,8 +68,9 @@
 //     and the other runs waiting that the decision recorded (poolInputs "recorded").
 //   - state?at=TIME resolves the time by audit.PositionAt, and crewctl replay --at stops by the same rule: at the
 //     same position, the one before the first event later than the time in log order. Times do not follow
-//     positions (an import records its source's), so that reads the events up to it, O(the position): it takes a
-//     rebuild's turn, and its read ends when its client goes away, as a fold does.
+//     positions (an import records its source's), so that reads the events up to it, every run's, O(the
+//     position): it takes a rebuild's turn, the one the run's fold then holds (one rebuild, waited for once), and
+//     its read ends when its client goes away, as a fold does.
 //
 // # Connections
 //

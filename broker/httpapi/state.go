@@ -21,8 +21,9 @@ const maxStateItems = 10000
 
 // stateCache keeps the last few run states rebuilt by state?at and explain (each one run alone, as of a position:
 // projections.RunAt), a rebuild starting from the nearest kept state of its run before its position; and it lets
-// one rebuild (state?at, explain) run at a time: a rebuild reads the run's stream from the log, CPU the daemon's
-// writer shares. A state in the cache is never modified.
+// one rebuild (state?at, explain) run at a time: a rebuild reads the run's stream from the log (state?at=TIME reads
+// the log up to its time first, in the same turn), CPU the daemon's writer shares. A state in the cache is never
+// modified.
 //
 // Neither turns bounds its waiters, nor needs to: rebuilds is only tried (TryTake), never waited for; the slot's
 // waiters are rebuild requests, each counted in rebuilds (≤ maxRebuildsPerPrincipal per principal) and each
@@ -98,24 +99,44 @@ func (s *Server) runAt(ctx context.Context, p principal, runID string, pos uint6
 		return nil, false, err
 	}
 	defer done()
-	st, ok, err = projections.RunAtFrom(ctx, s.opts.Log, s.states.Base(runID, pos), runID, pos)
+	return s.foldRunAt(ctx, runID, pos)
+}
+
+// runAtTime resolves time t to a position (audit.PositionAt) and returns run runID alone as of it, as runAt does,
+// both during one turn of the caller: one rebuild, waited for once and timed once (record). st is nil, and nothing
+// folded, when pos is 0 (no run yet) or the head (the published state's).
+//
+// NB: times do not follow positions, so the lookup reads every event of the log up to the answer, O(the position):
+// the whole log's prefix, every run's, where a fold reads one run's stream. It is bounded by the head (it reads no
+// further), by ctx (the request's: the read stops soon after its client goes, as audit.PositionAt looks at it) and
+// by the turn it holds, the slot every rebuild waits for and one of the principal's maxRebuildsPerPrincipal.
+func (s *Server) runAtTime(ctx context.Context, p principal, runID string, head uint64, t time.Time) (pos uint64,
+	st *projections.State, ok bool, err error) {
+	done, err := s.states.turn(ctx, p)
+	if err != nil {
+		return 0, nil, false, err
+	}
+	defer done()
+	if pos, err = audit.PositionAt(ctx, s.opts.Log, head, t); err != nil || pos == 0 || pos >= head {
+		return pos, nil, false, err
+	}
+	st, ok, err = s.foldRunAt(ctx, runID, pos)
+	return pos, st, ok, err
+}
+
+// foldRunAt is runAt during a turn the caller holds: the kept state at pos, or the fold on from the nearest kept
+// one before it, which it keeps.
+func (s *Server) foldRunAt(ctx context.Context, runID string, pos uint64) (*projections.State, bool, error) {
+	b := s.states.Base(runID, pos)
+	if b != nil && b.Position == pos {
+		return b, true, nil
+	}
+	st, ok, err := projections.RunAtFrom(ctx, s.opts.Log, b, runID, pos)
 	if err != nil || !ok {
 		return nil, ok, err
 	}
 	s.states.Keep(st)
 	return st, true, nil
-}
-
-// positionAt resolves time t to a position (audit.PositionAt) during the caller's turn: times do not follow
-// positions, so it reads the log's events up to the answer, O(the position), a read as long as a fold and bounded
-// alike. Its read ends with ctx.
-func (s *Server) positionAt(ctx context.Context, p principal, head uint64, t time.Time) (uint64, error) {
-	done, err := s.states.turn(ctx, p)
-	if err != nil {
-		return 0, err
-	}
-	defer done()
-	return audit.PositionAt(ctx, s.opts.Log, head, t)
 }
 
 // explainAt re-runs the recorded decision holding position pos (audit.ExplainAt, O(the decision's run), on from
@@ -260,22 +281,28 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request, pr principa
 	}
 	head := s.opts.Engine.Head()
 	var (
-		pos uint64
-		at  *time.Time
+		pos     uint64
+		at      *time.Time
+		past    *projections.State // the run folded at pos, before the head
+		existed bool
+		err     error
 	)
-	if n, err := strconv.ParseUint(atParam, 10, 64); err == nil {
-		pos = min(n, head)
+	if n, perr := strconv.ParseUint(atParam, 10, 64); perr == nil {
+		if pos = min(n, head); pos > 0 && pos < head {
+			past, existed, err = s.runAt(r.Context(), pr, runID, pos)
+		}
 	} else {
-		t, err := time.Parse(time.RFC3339Nano, atParam)
-		if err != nil {
+		t, perr := time.Parse(time.RFC3339Nano, atParam)
+		if perr != nil {
 			writeError(w, badParams("at must be a log position or an RFC 3339 time, got %q", atParam))
 			return
 		}
 		at = &t
-		if pos, err = s.positionAt(r.Context(), pr, head, t); err != nil {
-			s.rebuildFailed(w, r, err)
-			return
-		}
+		pos, past, existed, err = s.runAtTime(r.Context(), pr, runID, head, t)
+	}
+	if err != nil {
+		s.rebuildFailed(w, r, err)
+		return
 	}
 	if pos == 0 {
 		writeError(w, notFound("run %q did not exist yet at position 0", runID))
@@ -294,15 +321,8 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request, pr principa
 				out.Slots.Held = &held
 			}
 		})
-	} else {
-		st, existed, err := s.runAt(r.Context(), pr, runID, pos)
-		if err != nil {
-			s.rebuildFailed(w, r, err)
-			return
-		}
-		if existed {
-			out, ok = runView(st, runID)
-		}
+	} else if existed {
+		out, ok = runView(past, runID)
 	}
 	if !ok {
 		writeError(w, notFound("run %q did not exist yet at position %d", runID, pos))

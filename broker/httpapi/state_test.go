@@ -8,9 +8,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/audit/audittest"
 )
 
 // TestRebuildEndsWithItsClient: a state?at or explain whose client goes away while its rebuild holds the slot
@@ -56,12 +61,7 @@ func TestRebuildEndsWithItsClient(t *testing.T) {
 			nextReq, err := http.NewRequest(http.MethodGet, f.web.URL+next, nil)
 			require.NoError(t, err)
 			nextReq.Header.Set("Authorization", "Bearer "+adminToken)
-			type answer struct {
-				code int
-				body []byte
-				err  error
-			}
-			answered := make(chan answer, 1)
+			var answered <-chan answer
 			var first bool
 			paceAtNext := int64(-1)
 			c.holding = func() {
@@ -70,16 +70,7 @@ func TestRebuildEndsWithItsClient(t *testing.T) {
 					return
 				}
 				first = true
-				go func() {
-					resp, err := f.web.Client().Do(nextReq)
-					if err != nil {
-						answered <- answer{err: err}
-						return
-					}
-					defer resp.Body.Close()
-					body, err := io.ReadAll(resp.Body)
-					answered <- answer{resp.StatusCode, body, err}
-				}()
+				answered = sendInBackground(f, nextReq)
 				awaitTurns(t, c.slot, "", 1, 1) // the next request waits for the slot
 				cancel()                        // and the client of the one holding it goes
 			}
@@ -111,4 +102,89 @@ func TestRebuildEndsWithItsClient(t *testing.T) {
 			require.Positive(t, c.pace.Load(), "the waiting request's rebuild is")
 		})
 	}
+}
+
+// TestStateAtTimeTakesOneTurn: state?at=TIME resolves its time and folds the run there in one rebuild turn: it
+// waits once for the slot, behind the rebuild holding it, and not again behind the rebuild queued after it, and it
+// is one rebuild of the queue and of the pace.
+func TestStateAtTimeTakesOneTurn(t *testing.T) {
+	f := newFixture(t, Options{})
+	c := &f.srv.states
+	ctx := t.Context()
+	done, err := c.turn(ctx, principal{kind: kindAdmin, key: keyAdmin}) // another rebuild holds the slot
+	require.NoError(t, err)
+	defer done()
+	var turns atomic.Int32
+	c.holding = func() { turns.Add(1) }
+
+	// By the scenario's clock (one second per command from audittest.Epoch), a time before the run ended.
+	at := audittest.Epoch.Add(8 * time.Second).Format(time.RFC3339)
+	req, err := http.NewRequest(http.MethodGet, f.web.URL+budgetRun+"/state?at="+url.QueryEscape(at), nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	answered := sendInBackground(f, req)
+	awaitTurns(t, c.slot, "", 1, 1) // state?at=TIME waits for the slot
+
+	// Another credential's rebuild queues behind it, and holds the slot once it has it.
+	ro := principal{kind: kindReadOnly, key: keyReadOnlyPrefix + digestOf(roToken)}
+	holds, release, next := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		done, err := c.turn(ctx, ro)
+		if err == nil {
+			close(holds)
+			<-release
+			done()
+		}
+		next <- err
+	}()
+	defer close(release)
+	awaitTurns(t, c.slot, "", 1, 2)
+	done()
+	select {
+	case <-holds:
+	case err := <-next:
+		require.NoError(t, err)
+	}
+
+	// state?at=TIME had its one turn before the rebuild behind it: it is answered while that one holds the slot.
+	awaitCtx, stopAwait := context.WithCancel(ctx)
+	defer stopAwait()
+	waitsAgain := make(chan error, 1)
+	go func() { waitsAgain <- c.slot.AwaitLoad(awaitCtx, "", 1, 1) }()
+	select {
+	case a := <-answered:
+		require.NoError(t, a.err)
+		require.Equal(t, http.StatusOK, a.code, "%s", a.body)
+		var st map[string]any
+		require.NoError(t, json.Unmarshal(a.body, &st))
+		require.Len(t, st["delegations"], 2)
+		require.Equal(t, at, st["at"])
+	case err := <-waitsAgain:
+		require.NoError(t, err)
+		require.Fail(t, "state?at=TIME waited for the slot a second time, behind the rebuild queued after it")
+	}
+	require.EqualValues(t, 2, turns.Load(), "one turn for state?at=TIME, one for the rebuild behind it")
+}
+
+// answer is the answer to a request sent in the background (sendInBackground), or its failure.
+type answer struct {
+	code int
+	body []byte
+	err  error
+}
+
+// sendInBackground sends req from another goroutine, and its answer once it has it.
+func sendInBackground(f *fixture, req *http.Request) <-chan answer {
+	answered := make(chan answer, 1)
+	go func() {
+		resp, err := f.web.Client().Do(req)
+		if err != nil {
+			answered <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		answered <- answer{resp.StatusCode, body, err}
+	}()
+	return answered
 }
