@@ -355,6 +355,9 @@ func (c *conn) end() bool {
 		c.idleAt = c.s.idleNow()
 	}
 	c.mu.Unlock()
+	if c.s.requestEnded != nil {
+		c.s.requestEnded(c)
+	}
 	if e != nil {
 		c.out.pushFinal(errorFrame("", e.we, c.s.opts.MaxFrame), e.reason)
 		return false

@@ -154,7 +154,7 @@ func TestIdleTimeout(t *testing.T) {
 		if i == 1 {
 			clock.advance(idle / 2) // the time that passes between two requests
 			require.Equal(t, true, c.ok("ping", nil)["pong"])
-			checks.awaitServed(f, task) // the connection's idle clock restarts as its reader ends the request
+			checks.awaitServed(task) // the connection's idle clock restarts as its reader ends the request
 			clock.advance(idle / 2)
 			require.False(t, checks.decided(task), "closed IdleTimeout after its hello, though it made a request since")
 			clock.advance(idle/2 - time.Nanosecond)
@@ -172,15 +172,18 @@ func TestIdleTimeout(t *testing.T) {
 	require.Equal(t, true, waiting.ok("ping", nil)["pong"])
 }
 
-// idleChecks keeps what the idle timers of f's connections decided (Server.idleChecked), by their credential's key (a
-// worker's task): a test gives each connection a credential of its own.
+// idleChecks keeps what the idle timers of f's connections decided (Server.idleChecked), and how many requests
+// each connection's reader has ended (Server.requestEnded), by their credential's key (a worker's task): a test gives
+// each connection a credential of its own.
 type idleChecks struct {
 	t      testing.TB
 	now    func() time.Time // the server's idle clock
 	mu     sync.Mutex
 	checks []idleCheck
-	// appended is closed, and replaced, as each check is appended: decided waits on it for the check it looks for.
-	appended chan struct{}
+	served map[string]int
+	// changed is closed, and replaced, as each check or ended request is kept: decided and awaitServed wait on it
+	// for the one they look for.
+	changed chan struct{}
 }
 
 type idleCheck struct {
@@ -191,33 +194,51 @@ type idleCheck struct {
 
 // watchIdleChecks must be called before f's first connection, once the test has set the server's idle clock.
 func watchIdleChecks(f *fixture) *idleChecks {
-	w := &idleChecks{t: f.t, now: f.srv.idleNow, appended: make(chan struct{})}
+	w := &idleChecks{t: f.t, now: f.srv.idleNow, served: map[string]int{}, changed: make(chan struct{})}
 	f.srv.idleChecked = func(c *conn, at time.Time, ended bool) {
-		w.mu.Lock()
-		w.checks = append(w.checks, idleCheck{c.id.key, at, ended})
-		close(w.appended)
-		w.appended = make(chan struct{})
-		w.mu.Unlock()
+		w.keep(func() { w.checks = append(w.checks, idleCheck{c.id.key, at, ended}) })
+	}
+	f.srv.requestEnded = func(c *conn) {
+		w.keep(func() { w.served[c.id.key]++ })
 	}
 	return w
 }
 
-// awaitServed waits until the reader of the connection of key (bound to run R) has ended the request it served.
-func (w *idleChecks) awaitServed(f *fixture, key string) {
+// keep records under mu what a hook reported, and wakes whoever waits for it.
+func (w *idleChecks) keep(record func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	record()
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+// await waits until found, called under mu, reports true; it fails the test with msg if that never happens.
+func (w *idleChecks) await(found func() bool, msg string, args ...any) {
 	w.t.Helper()
-	require.Eventually(w.t, func() bool {
-		f.srv.mu.Lock()
-		defer f.srv.mu.Unlock()
-		for c := range f.srv.byRun[runR] { // bound: their identities are written
-			c.mu.Lock()
-			served := c.id.key == key && !c.serving
-			c.mu.Unlock()
-			if served {
-				return true
-			}
+	hang := time.NewTimer(guard) // a guard against a hang, not a measure
+	defer hang.Stop()
+	for {
+		w.mu.Lock()
+		if found() {
+			w.mu.Unlock()
+			return
 		}
-		return false
-	}, guard, time.Millisecond, "the request of %s's connection did not end", key)
+		changed := w.changed
+		w.mu.Unlock()
+		select {
+		case <-changed:
+		case <-hang.C:
+			require.Failf(w.t, "never happened", msg, args...)
+		}
+	}
+}
+
+// awaitServed waits until the reader of the connection of key has ended the request it served: its idle clock
+// restarted then.
+func (w *idleChecks) awaitServed(key string) {
+	w.t.Helper()
+	w.await(func() bool { return w.served[key] > 0 }, "the request of %s's connection did not end", key)
 }
 
 // decided reports whether the connection of key was ended by its idle timer: at once when a check ended it, else
@@ -225,24 +246,17 @@ func (w *idleChecks) awaitServed(f *fixture, key string) {
 func (w *idleChecks) decided(key string) bool {
 	w.t.Helper()
 	now := w.now()
-	hang := time.NewTimer(guard) // a guard against a hang, not a measure
-	defer hang.Stop()
-	for {
-		w.mu.Lock()
+	var ended bool
+	w.await(func() bool {
 		for _, c := range w.checks {
 			if c.key == key && (c.ended || !c.at.Before(now)) {
-				w.mu.Unlock()
-				return c.ended
+				ended = c.ended
+				return true
 			}
 		}
-		appended := w.appended
-		w.mu.Unlock()
-		select {
-		case <-appended:
-		case <-hang.C:
-			require.Failf(w.t, "no idle check", "no idle check of %s's connection at %v", key, now)
-		}
-	}
+		return false
+	}, "no idle check of %s's connection at %v", key, now)
+	return ended
 }
 
 // TestReadTurnsPerCredential: a credential has at most MaxReadsPerCredential page reads in progress; another

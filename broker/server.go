@@ -44,9 +44,11 @@ type Server struct {
 	feedRechecks atomic.Int64
 	// idleNow is the clock IdleTimeout is measured by: time.Now, or a test's that moves only when told, set before
 	// the first connection (the idle timers only pace the checks). idleChecked is nil; tests learn what a
-	// connection's idle timer decided, at which reading of idleNow.
-	idleNow     func() time.Time
-	idleChecked func(c *conn, at time.Time, ended bool)
+	// connection's idle timer decided, at which reading of idleNow. requestEnded is nil; tests learn that a
+	// connection's reader has ended a request, its idle clock restarted (idleAt) before it is called.
+	idleNow      func() time.Time
+	idleChecked  func(c *conn, at time.Time, ended bool)
+	requestEnded func(c *conn)
 
 	mu       sync.Mutex
 	ln       *net.UnixListener
