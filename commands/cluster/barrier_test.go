@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -91,14 +92,18 @@ func forwardTo(t *testing.T, n *Node, r commands.Request) (commands.Reply, error
 
 // The barrier costs a group that appends nothing one request of the writer (the stream's info, from its leader),
 // however many commands the group holds, and a group that appends none: the fence is its batch's. The writer's
-// renewals of its lease are held back, so that its connection carries the groups' messages alone.
+// renewals of its lease are held back, so that its connection carries the groups' messages alone. A burst is sent
+// while the group before it is held, so that its commands queue together, as they do behind a group the stream takes
+// its time to confirm.
 func TestAGroupThatAppendsNothingCostsTheWriterOneRequest(t *testing.T) {
 	srv := startNATS(t)
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
 	renewals := newHeldRenewals()
-	eventless := make(chan int, 64) // the commands of each group that appended nothing, once it is answered
+	eventless := newEventlessGroups()
+	submitted := &submissions{checked: make(chan struct{}, 64)}
 	w := startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second,
-		Engine: commands.Options{Observer: eventlessGroups(eventless)}, beforeRenew: renewals.hook})
+		Engine: commands.Options{Observer: eventless, Space: submitted}, beforeRenew: renewals.hook})
+	t.Cleanup(eventless.let) // before the node closes: a test that fails while a group is held does not hang
 	renewals.hold()
 	sent := func() func() int {
 		before := w.o.Conn.Stats().OutMsgs
@@ -118,15 +123,16 @@ func TestAGroupThatAppendsNothingCostsTheWriterOneRequest(t *testing.T) {
 		rep, err := submitTo(t, w, refused(i))
 		require.NoError(t, err)
 		require.NotNil(t, rep.Rejected)
-		require.Equal(t, 1, <-eventless)
+		require.Equal(t, 1, <-eventless.sizes)
 	}
 	require.Equal(t, 3, messages(), "three groups of one command that appends nothing")
 
-	// Sent at once (a cluster node's SubmitAll sends one after the other), they share groups.
+	// Sent at once (a cluster node's SubmitAll sends one after the other), they share groups: the first command's
+	// group is held, and with it the publisher, until the others are submitted, so they queue behind it.
 	const burst = 16
 	messages = sent()
 	errs := make(chan error, burst)
-	for i := range burst {
+	submit := func(i int) {
 		go func() {
 			rep, err := submitTo(t, w, refused(i))
 			if err == nil && rep.Rejected == nil {
@@ -135,29 +141,79 @@ func TestAGroupThatAppendsNothingCostsTheWriterOneRequest(t *testing.T) {
 			errs <- err
 		}()
 	}
+	eventless.hold.Store(true)
+	submit(0)
+	require.Equal(t, 1, <-eventless.held)
+	submitted.on.Store(true)
+	for i := 1; i < burst; i++ {
+		submit(i)
+	}
+	for range burst - 1 {
+		<-submitted.checked
+	}
+	submitted.on.Store(false)
+	eventless.let()
 	for range burst {
 		require.NoError(t, <-errs)
 	}
 	groups := 0
 	for answered := 0; answered < burst; groups++ {
-		answered += <-eventless
+		answered += <-eventless.sizes
 	}
 	requests := messages()
+	require.Less(t, groups, burst, "the commands queued behind a group did not share groups")
 	require.Equal(t, groups, requests, "one request per group that appends nothing, not per command")
 	t.Logf("%d commands that append nothing, sent at once, made %d groups and cost %d requests", burst, groups,
 		requests)
 }
 
-// eventlessGroups is a commands.Observer that sends the number of commands of each group that appended nothing.
-type eventlessGroups chan int
-
-func (o eventlessGroups) Committed(g *commands.GroupReport) {
-	if g.Events == 0 {
-		o <- len(g.Commands)
-	}
+// eventlessGroups is a commands.Observer that sends the number of commands of each group that appended nothing on
+// sizes, once the group is answered. Once hold is set, it holds the next such group there, and with it the publisher
+// (no group after it is answered), until let: it sends the group's number of commands on held first.
+type eventlessGroups struct {
+	sizes   chan int
+	hold    atomic.Bool
+	held    chan int
+	release chan struct{}
+	let     func()
 }
 
-func (eventlessGroups) Snapshotted(uint64, int, time.Time) {}
+func newEventlessGroups() *eventlessGroups {
+	release := make(chan struct{})
+	return &eventlessGroups{sizes: make(chan int, 64), held: make(chan int, 1), release: release,
+		let: sync.OnceFunc(func() { close(release) })}
+}
+
+func (o *eventlessGroups) Committed(g *commands.GroupReport) {
+	if g.Events != 0 {
+		return
+	}
+	if o.hold.CompareAndSwap(true, false) {
+		o.held <- len(g.Commands)
+		<-o.release
+	}
+	o.sizes <- len(g.Commands)
+}
+
+func (*eventlessGroups) Snapshotted(uint64, int, time.Time) {}
+
+// submissions is a commands.SpaceGuard with room always that, while on, signals on checked each command submitted:
+// the engine asks it just before it queues the command, and its queue has room for the test's burst, so a command
+// signalled is queued without waiting for anything.
+type submissions struct {
+	on      atomic.Bool
+	checked chan struct{}
+}
+
+func (s *submissions) CheckSpace() error {
+	if s.on.Load() {
+		select {
+		case s.checked <- struct{}{}:
+		default: // more checks than the test waits for: it waits for none of them
+		}
+	}
+	return nil
+}
 
 // heldRenewals is a node's beforeRenew hook that, once hold is called, holds its renewals of the lease back until it
 // stops, as a paused machine's are.
