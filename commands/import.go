@@ -231,7 +231,7 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 			return Decision{}, badParams("import.append: event %d: %v", i, err)
 		}
 		payload = importedAskDeadline(payload, at/1e6)
-		if r := topUpOf(payload); r != nil {
+		if r := events.TopUpOf(payload); r != nil {
 			payload = importedTopUp(*r, spentBefore(s, c.RunID, r.TaskID, out))
 		}
 		out = append(out, events.Event{

@@ -2,7 +2,6 @@ package picrew
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
@@ -22,17 +21,17 @@ func topUps(l *eventlog.Log, runID string, todo []eventlog.Write, items [][]Item
 	}
 	for i := range todo {
 		for j, it := range items[i] {
-			if r, ok := it.Payload.(*events.BudgetReserved); ok && r.SubID == events.ImportTopUpSubID {
+			if r := events.TopUpOf(it.Payload); r != nil {
 				c := *r
-				c.Tokens = max(c.Tokens-spent[c.TaskID], 0)
+				c.Tokens = events.TopUpTokens(c.Tokens, spent[c.TaskID])
 				b, err := events.EncodePayload(&c)
 				if err != nil {
 					return err
 				}
 				todo[i].Events[j].Payload, items[i][j].Payload = b, &c
 			}
-			if task, n := spendOf(items[i][j].Payload); task != "" {
-				spent[task] = addSpend(spent[task], n)
+			if task, n, ok := events.SpendOf(items[i][j].Payload); ok {
+				spent[task] = events.AddSpend(spent[task], n)
 			}
 		}
 	}
@@ -42,7 +41,7 @@ func topUps(l *eventlog.Log, runID string, todo []eventlog.Write, items [][]Item
 func hasTopUp(items [][]Item) bool {
 	for _, w := range items {
 		for _, it := range w {
-			if r, ok := it.Payload.(*events.BudgetReserved); ok && r.SubID == events.ImportTopUpSubID {
+			if events.TopUpOf(it.Payload) != nil {
 				return true
 			}
 		}
@@ -65,24 +64,9 @@ func spendInLog(l *eventlog.Log, runID string) (map[string]int64, error) {
 		if err != nil {
 			return nil, fmt.Errorf("picrew: run %s: %w", runID, err)
 		}
-		if task, n := spendOf(p); task != "" {
-			spent[task] = addSpend(spent[task], n)
+		if task, n, ok := events.SpendOf(p); ok {
+			spent[task] = events.AddSpend(spent[task], n)
 		}
 	}
 	return spent, it.Err()
 }
-
-// spendOf is what p, a budget.reserved or budget.charged payload, adds to its task's tokensSpent, and the task; ""
-// for any other payload.
-func spendOf(p any) (taskID string, tokens int64) {
-	switch b := p.(type) {
-	case *events.BudgetReserved:
-		return b.TaskID, max(b.Tokens, 0)
-	case *events.BudgetCharged:
-		return b.TaskID, max(b.Tokens, 0)
-	}
-	return "", 0
-}
-
-// addSpend is spent + tokens (tokens ≥ 0), held at the largest int64 as the ledger holds it.
-func addSpend(spent, tokens int64) int64 { return min(spent, math.MaxInt64-tokens) + tokens }
