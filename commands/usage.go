@@ -54,15 +54,13 @@ type UsageResult struct {
 // countsProblem says what makes a report's counters ones task.usage refuses (a counter outside 0..MaxUsageTokens, a
 // cost that is not a finite number ≥ 0), "" when there is nothing: an imported task.usage is held to the same.
 func countsProblem(u events.TaskUsage) string {
-	for _, n := range []int64{u.Input, u.Output, u.CacheRead, u.CacheWrite, u.Turns} {
-		if !events.UsageCountOK(n) {
-			return fmt.Sprintf("task.usage: input, output, cacheRead, cacheWrite and turns must be integers in 0..%d", int64(MaxUsageTokens))
-		}
-	}
-	if !events.UsageCostOK(u.Cost) {
+	switch field, _ := events.UsageProblem(u); field {
+	case "":
+		return ""
+	case "cost":
 		return "task.usage: cost must be a finite, non-negative number"
 	}
-	return ""
+	return fmt.Sprintf("task.usage: input, output, cacheRead, cacheWrite and turns must be integers in 0..%d", int64(MaxUsageTokens))
 }
 
 func (c *TaskUsage) decide(s *projections.State, env *Env) (Decision, error) {

@@ -37,6 +37,24 @@ const (
 // UsageCountOK reports whether n is a usage counter task.usage takes: 0..MaxUsageTokens.
 func UsageCountOK(n int64) bool { return n >= 0 && n <= MaxUsageTokens }
 
+// UsageProblem names what makes u a report task.usage refuses: the first of "input", "output", "cacheRead",
+// "cacheWrite" and "turns" outside 0..MaxUsageTokens (UsageCountOK), with its count, else "cost" when the cost is not
+// a finite number ≥ 0 (UsageCostOK); "" when there is nothing. task.usage and the importers each word it their way.
+func UsageProblem(u TaskUsage) (field string, count int64) {
+	for _, c := range []struct {
+		name string
+		n    int64
+	}{{"input", u.Input}, {"output", u.Output}, {"cacheRead", u.CacheRead}, {"cacheWrite", u.CacheWrite}, {"turns", u.Turns}} {
+		if !UsageCountOK(c.n) {
+			return c.name, c.n
+		}
+	}
+	if !UsageCostOK(u.Cost) {
+		return "cost", 0
+	}
+	return "", 0
+}
+
 // SpendTokensOK reports whether n is what a budget.reserved or budget.charged an import records may add to its task's
 // tokensSpent: 0..MaxUsageTokens, the bound of a usage counter. NB: a spend saturates rather than wraps, but one
 // record near the int64 limit pushed its task's tokensSpent, and its run's budget use, to saturation.

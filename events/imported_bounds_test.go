@@ -34,3 +34,28 @@ func TestImportedBoundsEdges(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageProblem: the first counter out of 0..MaxUsageTokens is named with its value, counters before the cost, and
+// a cost that is not a finite number ≥ 0 is named "cost"; a report within the bounds has none.
+func TestUsageProblem(t *testing.T) {
+	for name, c := range map[string]struct {
+		u     TaskUsage
+		field string
+		count int64
+	}{
+		"within":        {TaskUsage{Input: MaxUsageTokens, Output: 0, CacheRead: 1, CacheWrite: 2, Turns: 3, Cost: 1e300}, "", 0},
+		"input":         {TaskUsage{Input: -1}, "input", -1},
+		"output":        {TaskUsage{Output: MaxUsageTokens + 1}, "output", MaxUsageTokens + 1},
+		"cacheRead":     {TaskUsage{CacheRead: -2}, "cacheRead", -2},
+		"cacheWrite":    {TaskUsage{CacheWrite: math.MaxInt64}, "cacheWrite", math.MaxInt64},
+		"turns":         {TaskUsage{Turns: -3}, "turns", -3},
+		"first counter": {TaskUsage{Output: -1, Turns: -2, Cost: -1}, "output", -1},
+		"cost":          {TaskUsage{Cost: math.NaN()}, "cost", 0},
+		"cost below 0":  {TaskUsage{Cost: -0.5}, "cost", 0},
+		"cost infinite": {TaskUsage{Cost: math.Inf(1)}, "cost", 0},
+	} {
+		field, count := UsageProblem(c.u)
+		require.Equal(t, c.field, field, name)
+		require.Equal(t, c.count, count, name)
+	}
+}

@@ -872,18 +872,15 @@ func (p *planner) reconcileUsage(t task) {
 // (events.UsageCountOK), or a cost that is not a finite number ≥ 0 (events.UsageCostOK; decoded from JSON, it is
 // below zero); "" when there is nothing.
 func usageProblem(input, output, cacheRead, cacheWrite, turns int64, cost float64) string {
-	for _, c := range []struct {
-		name string
-		n    int64
-	}{{"input", input}, {"output", output}, {"cacheRead", cacheRead}, {"cacheWrite", cacheWrite}, {"turns", turns}} {
-		if !events.UsageCountOK(c.n) {
-			return fmt.Sprintf("%s %d is not a count of 0..%d", c.name, c.n, int64(events.MaxUsageTokens))
-		}
-	}
-	if !events.UsageCostOK(cost) {
+	switch field, n := events.UsageProblem(events.TaskUsage{Input: input, Output: output, CacheRead: cacheRead,
+		CacheWrite: cacheWrite, Turns: turns, Cost: cost}); field {
+	case "":
+		return ""
+	case "cost":
 		return fmt.Sprintf("cost %g is below zero", cost)
+	default:
+		return fmt.Sprintf("%s %d is not a count of 0..%d", field, n, int64(events.MaxUsageTokens))
 	}
-	return ""
 }
 
 // reconcileShadow ends a delegation as its shadow record says; a shadow

@@ -79,9 +79,14 @@ func TestImportedUsageIsACount(t *testing.T) {
 	})
 	one, followed, reports := importedTwice(t, root, valuesClock)
 	require.Len(t, reports, 4, "%q", reports)
-	for i, id := range []string{"02_exec", "03_check", "04_big", "05_turns"} {
-		require.Contains(t, reports[i], "task "+id+": usage ")
-		require.True(t, strings.HasSuffix(reports[i], ": not imported (crewlog's task.usage refuses such a report)"), reports[i])
+	for i, c := range []struct{ id, problem string }{
+		{"02_exec", "input -900 is not a count of 0..1099511627776"},
+		{"03_check", "cost -2.5 is below zero"},
+		{"04_big", "output 2000000000000 is not a count of 0..1099511627776"},
+		{"05_turns", "turns -1 is not a count of 0..1099511627776"},
+	} {
+		require.True(t, strings.HasSuffix(reports[i], "task "+c.id+": usage "+c.problem+
+			": not imported (crewlog's task.usage refuses such a report)"), reports[i])
 	}
 	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
 		s := stateOf(t, l)
