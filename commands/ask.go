@@ -50,7 +50,7 @@ type WaitResult struct {
 
 func (c *WaitRequest) decide(s *projections.State, env *Env) (Decision, error) {
 	n := utf8.RuneCountInString(c.Question)
-	manyOptions, badOption := optionsProblem(c.Options)
+	manyOptions, badOption := events.AskOptionsProblem(c.Options)
 	switch {
 	case n == 0 || n > MaxQuestionChars:
 		return Decision{}, badParams("wait.request: question must be 1..%d chars", MaxQuestionChars)
@@ -101,21 +101,6 @@ func (c *WaitRequest) decide(s *projections.State, env *Env) (Decision, error) {
 	return Decision{Events: evs, Result: WaitResult{
 		OK: true, QuestionID: qid, AskedAt: isoMillis(askedAt), Deadline: deadline, TimeoutSec: timeout, Clamped: clamped,
 	}}, nil
-}
-
-// optionsProblem says which bound of a question's options o breaks (D§7.5): many, more than MaxAskOptions; badOption,
-// an option that is not 1..MaxAskOptionChars chars; neither when o is within them. An empty list is within them:
-// wait.request refuses it, and an import records it as none (importedAskDeadline).
-func optionsProblem(o []string) (many, badOption bool) {
-	if !events.AskOptionsCountOK(o) {
-		return true, false
-	}
-	for _, opt := range o {
-		if !events.AskOptionOK(opt) {
-			return false, true
-		}
-	}
-	return false, false
 }
 
 // waitMethodsOff refuses a wait method that the config switches off: policy-disabled in pi-crew's words, with a

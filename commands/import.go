@@ -367,7 +367,7 @@ func importedQuestionProblem(p any) string {
 	if !events.QuestionIDOK(id) {
 		return fmt.Sprintf("questionId must be 1..%d chars", MaxQuestionIDChars)
 	}
-	if many, badOption := optionsProblem(options); many || badOption {
+	if many, badOption := events.AskOptionsProblem(options); many || badOption {
 		return fmt.Sprintf("options must hold 1..%d strings of 1..%d chars", MaxAskOptions, MaxAskOptionChars)
 	}
 	return ""

@@ -79,6 +79,21 @@ func AskOptionOK(o string) bool {
 	return n > 0 && n <= MaxAskOptionChars
 }
 
+// AskOptionsProblem says which bound of a question's options o breaks (D§7.5): many, more than MaxAskOptions
+// (AskOptionsCountOK); badOption, within the count, an option that is not 1..MaxAskOptionChars chars (AskOptionOK);
+// neither when o is within them. An empty list is within them: wait.request refuses it, an import records it as none.
+func AskOptionsProblem(o []string) (many, badOption bool) {
+	if !AskOptionsCountOK(o) {
+		return true, false
+	}
+	for _, opt := range o {
+		if !AskOptionOK(opt) {
+			return false, true
+		}
+	}
+	return false, false
+}
+
 // QuestionIDOK reports whether q is a question id wait.resolve can name: 1..MaxQuestionIDChars chars. NB: nothing
 // answers a question it cannot name, so a task parked on one would wait for good.
 func QuestionIDOK(q string) bool {

@@ -59,3 +59,26 @@ func TestUsageProblem(t *testing.T) {
 		require.Equal(t, c.count, count, name)
 	}
 }
+
+// TestAskOptionsProblem: more than MaxAskOptions options is many, whatever they hold; within the count, an option that
+// is not 1..MaxAskOptionChars chars is a bad option; an empty or absent list is neither.
+func TestAskOptionsProblem(t *testing.T) {
+	over := make([]string, MaxAskOptions+1)
+	for name, c := range map[string]struct {
+		o               []string
+		many, badOption bool
+	}{
+		"absent":        {nil, false, false},
+		"empty":         {[]string{}, false, false},
+		"within":        {[]string{"a", strings.Repeat("é", MaxAskOptionChars)}, false, false},
+		"too many":      {over, true, false},
+		"empty option":  {[]string{"a", ""}, false, true},
+		"long option":   {[]string{strings.Repeat("o", MaxAskOptionChars+1)}, false, true},
+		"at the count":  {make([]string, MaxAskOptions), false, true},
+		"many and long": {append([]string{strings.Repeat("o", MaxAskOptionChars+1)}, over...), true, false},
+	} {
+		many, badOption := AskOptionsProblem(c.o)
+		require.Equal(t, c.many, many, name)
+		require.Equal(t, c.badOption, badOption, name)
+	}
+}

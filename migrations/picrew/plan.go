@@ -597,11 +597,7 @@ func (p *planner) askOptions(where string, seq uint64, typ, questionID string, o
 	if len(options) == 0 {
 		return nil
 	}
-	ok := events.AskOptionsCountOK(options)
-	for _, o := range options {
-		ok = ok && events.AskOptionOK(o)
-	}
-	if !ok {
+	if many, badOption := events.AskOptionsProblem(options); many || badOption {
 		p.s.skip(p.r.id, where, 0, seq, "%s for question %s: options are not 1..%d strings of 1..%d chars: "+
 			"the question is imported without them", typ, clip(questionID), events.MaxAskOptions, events.MaxAskOptionChars)
 		return nil
