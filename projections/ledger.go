@@ -68,8 +68,8 @@ func applyLedger(r *runState, ev events.Event) {
 		if p := events.PayloadAs[events.BudgetReserved](ev); p != nil {
 			a := r.account(p.TaskID, p.GrantedTokens)
 			a.Reservations = append(a.Reservations, Reservation{SubID: p.SubID, Tokens: p.Tokens, At: at})
-			a.Reserved = addSpend(a.Reserved, p.Tokens)
-			a.TokensSpent = addSpend(a.TokensSpent, p.Tokens)
+			a.Reserved = events.AddSpend(a.Reserved, p.Tokens)
+			a.TokensSpent = events.AddSpend(a.TokensSpent, p.Tokens)
 			r.countRootSpend(p.TaskID, p.Tokens)
 		}
 	case events.TypeBudgetCharged:
@@ -79,8 +79,8 @@ func applyLedger(r *runState, ev events.Event) {
 			// only keeps a malformed log from losing the charge.
 			a := r.account(p.TaskID, 0)
 			a.Charges = append(a.Charges, Charge{SubID: p.SubID, Tokens: p.Tokens, UsageTokens: p.UsageTokens, ReservedTokens: p.ReservedTokens, At: at})
-			a.Charged = addSpend(a.Charged, p.Tokens)
-			a.TokensSpent = addSpend(a.TokensSpent, p.Tokens)
+			a.Charged = events.AddSpend(a.Charged, p.Tokens)
+			a.TokensSpent = events.AddSpend(a.TokensSpent, p.Tokens)
 			r.countRootSpend(p.TaskID, p.Tokens)
 		}
 	}
@@ -102,7 +102,7 @@ func (s *State) RootSpent(runID string) int64 {
 // when the task is not a shadow task.
 func (r *runState) countRootSpend(taskID string, tokens int64) {
 	if t := r.tasks[taskID]; t == nil || !t.Shadow() {
-		r.rootSpent = addSpend(r.rootSpent, tokens)
+		r.rootSpent = events.AddSpend(r.rootSpent, tokens)
 	}
 }
 

@@ -14,7 +14,3 @@ func SaturatingAdd(a, b int64) int64 {
 	}
 	return a + b
 }
-
-// addSpend adds a ledger amount to a spend: a negative amount (which no
-// decision writes) adds nothing, so a spend never decreases.
-func addSpend(spent, tokens int64) int64 { return SaturatingAdd(spent, max(tokens, 0)) }
