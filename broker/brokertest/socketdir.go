@@ -3,6 +3,7 @@ package brokertest
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,4 +18,16 @@ func SocketDir(t testing.TB) string {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	return dir
+}
+
+// RequireSocketPathsShort runs paths under a subtest of a long name and requires every socket path it returns to lie
+// within 40 bytes of the temporary directory: a fixture whose socket path grew with the test's name (t.TempDir) was
+// refused, or could not bind, under a TMPDIR of 30–48 bytes.
+func RequireSocketPathsShort(t *testing.T, paths func(t *testing.T) []string) {
+	t.Helper()
+	t.Run(strings.Repeat("a_subtest_of_a_long_name_", 4), func(t *testing.T) {
+		for _, got := range paths(t) {
+			require.LessOrEqual(t, len(got), len(os.TempDir())+40, "%s under %s", got, os.TempDir())
+		}
+	})
 }
