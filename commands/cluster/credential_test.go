@@ -89,7 +89,7 @@ func startFollowerHoldingItsFold(t *testing.T, srv *server.Server, cfg natslog.C
 	t.Helper()
 	hold = new(atomic.Bool)
 	released := make(chan struct{})
-	f = startOn(t, srv, Options{Name: "f", Log: cfg, LeaseTTL: time.Minute, beforeFold: func(ctx context.Context) {
+	f = startOn(t, srv, Options{Name: "f", Log: cfg, LeaseTTL: time.Second, beforeFold: func(ctx context.Context) {
 		if hold.Load() {
 			select {
 			case <-released:

@@ -55,7 +55,7 @@ func TestFollowerWithLowSpaceAnswersDiskFull(t *testing.T) {
 	srv := startNATS(t)
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
 	w := startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second})
-	f := startOn(t, srv, Options{Name: "f", Log: cfg, LeaseTTL: time.Minute, Engine: commands.Options{Space: lowSpace{}}})
+	f := startOn(t, srv, Options{Name: "f", Log: cfg, LeaseTTL: time.Second, Engine: commands.Options{Space: lowSpace{}}})
 
 	head := w.Engine().Head()
 	for _, id := range []string{"with-id", ""} {

@@ -53,7 +53,9 @@ type Options struct {
 	Log natslog.Config
 	// LeaseTTL is how long the writer lease outlives its last renewal
 	// (default 2 s): a dead writer is replaced after about that long. It
-	// is renewed every LeaseTTL/4.
+	// is renewed every LeaseTTL/4. Every node of a log must have the same:
+	// Start refuses one whose TTL is not the lease bucket's
+	// (natslog.ErrLeaseTTL).
 	LeaseTTL time.Duration
 	// Engine are the engine's options; the node sets Committer, Forwarder
 	// and ExpiryInterval (the node ticks the clock while it writes), and

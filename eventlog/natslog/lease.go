@@ -18,6 +18,9 @@ const leaseKey = "writer"
 // it expired: the caller is no longer the writer.
 var ErrLeaseLost = errors.New("natslog: writer lease lost")
 
+// ErrLeaseTTL is returned by OpenLease when the lease bucket exists with another TTL than the caller's.
+var ErrLeaseTTL = errors.New("natslog: the writer lease has another TTL")
+
 // Lease is the writer lease of one crewlog log: a key in a JetStream KV
 // bucket whose entries expire TTL after their last write. Acquire creates
 // the key (compare-and-set on its absence), Renew rewrites it expecting the
@@ -42,6 +45,16 @@ type Lease struct {
 // OpenLease opens (creating if needed) the lease bucket of cfg's log for
 // holder (the crewd's name, shown by Holder; two crewds given one name
 // are still two holders).
+//
+// NB: an existing bucket is opened as it is, never updated to the caller's
+// settings: the bucket is every holder's, and one node's settings would
+// change the others' (a JetStream KV update applies to the whole bucket).
+// Its replicas are the first opener's, as the stream's are its creator's.
+// Its TTL is refused when it is not the caller's (ErrLeaseTTL, naming
+// both): a holder renews every quarter of its own TTL and gives up after
+// three quarters, so a bucket TTL shorter than a writer's lets another
+// node take the lease while that writer still writes, and a longer one
+// leaves a dead writer unreplaced for longer than the other nodes wait.
 func OpenLease(ctx context.Context, js jetstream.JetStream, cfg Config, holder string, ttl time.Duration) (*Lease, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -49,12 +62,26 @@ func OpenLease(ctx context.Context, js jetstream.JetStream, cfg Config, holder s
 	if holder == "" || ttl < 100*time.Millisecond {
 		return nil, fmt.Errorf("natslog: a lease needs a holder name and a TTL of at least 100ms")
 	}
+	bucket := cfg.leaseBucket()
 	kv, err := callAPI(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
-		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: cfg.leaseBucket(), TTL: ttl,
-			History: 1, Storage: jetstream.FileStorage, Replicas: cfg.Replicas, Description: "crewlog writer lease"})
+		kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, TTL: ttl, History: 1,
+			Storage: jetstream.FileStorage, Replicas: cfg.Replicas, Description: "crewlog writer lease"})
+		if errors.Is(err, jetstream.ErrBucketExists) { // with other settings than these
+			kv, err = js.KeyValue(ctx, bucket)
+		}
+		return kv, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("natslog: lease bucket: %w", err)
+	}
+	st, err := callAPI(ctx, kv.Status)
+	if err != nil {
+		return nil, fmt.Errorf("natslog: lease bucket: %w", err)
+	}
+	if st.TTL() != ttl {
+		return nil, fmt.Errorf("%w: bucket %s expires the lease %s after its last renewal, this node asks %s: "+
+			"start every node of the log with the bucket's TTL, or stop them all and delete the bucket to change it",
+			ErrLeaseTTL, bucket, st.TTL(), ttl)
 	}
 	return &Lease{kv: kv, holder: holder, value: holder + "/" + rand.Text(), ttl: ttl}, nil
 }
