@@ -11,6 +11,7 @@ import (
 
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/events/msgpacklen"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // commandKinds makes an empty command of each kind: the decoder of
@@ -204,6 +205,9 @@ const (
 	causeCredentialRevoked
 	causeCredentialRunEnded
 	causeCredentialTaskEnded
+	// projections.ErrNotReadBack: a cold run the writer could not read back from its log; it decided and recorded
+	// nothing, and the client is owed replay-failed, as from one crewd.
+	causeNotReadBack
 )
 
 // credentialCause is the cause of the refusal of a credential that ended so; an end this build does not know is
@@ -233,7 +237,8 @@ func credentialEndOf(cause replyCause) (CredentialEnd, bool) {
 
 // EncodeReply encodes the answer of Submit for the engine that forwarded
 // the request. An error travels as its text and, for ErrNoSpace,
-// ErrNotWriter, ErrResultTooLarge and a *CredentialEndedError, its cause:
+// ErrNotWriter, ErrResultTooLarge, projections.ErrNotReadBack and a
+// *CredentialEndedError, its cause:
 // the forwarder cannot match the text with errors.Is, and must not match
 // it by its words — an engine's failure quotes the commit error that
 // stopped it, whose words may be those of an answer given before deciding
@@ -251,6 +256,8 @@ func EncodeReply(r Reply, err error) ([]byte, error) {
 			f.Cause = causeNotWriter
 		case errors.Is(err, ErrResultTooLarge):
 			f.Cause = causeResultTooLarge
+		case errors.Is(err, projections.ErrNotReadBack):
+			f.Cause = causeNotReadBack
 		default:
 			if ended, ok := err.(*CredentialEndedError); ok {
 				f.Cause = credentialCause(ended.End)
@@ -272,10 +279,10 @@ func marshalArray(v any) ([]byte, error) {
 }
 
 // DecodeReply is the inverse of EncodeReply; a remote error comes back
-// wrapping ErrRemote, but the writer's ErrNoSpace, ErrNotWriter and
-// ErrResultTooLarge as themselves, and its *CredentialEndedError as one,
-// not wrapped: the broker tells it by its type, and the client of a
-// follower must hear what one crewd would answer.
+// wrapping ErrRemote, but the writer's ErrNoSpace, ErrNotWriter,
+// ErrResultTooLarge and projections.ErrNotReadBack as themselves, and its
+// *CredentialEndedError as one, not wrapped: the broker tells it by its
+// type, and the client of a follower must hear what one crewd would answer.
 func DecodeReply(b []byte) (Reply, error) {
 	if !events.LengthsFit(b) { // NB: as in DecodeRequest
 		return Reply{}, fmt.Errorf("commands: decode forwarded reply: %w", errLengths)
@@ -294,6 +301,8 @@ func DecodeReply(b []byte) (Reply, error) {
 		return Reply{}, fmt.Errorf("%w (answered by the node asked)", ErrNotWriter)
 	case f.Cause == causeResultTooLarge:
 		return Reply{}, fmt.Errorf("%w%s (on the writer)", ErrResultTooLarge, strings.TrimPrefix(f.Err, ErrResultTooLarge.Error()))
+	case f.Cause == causeNotReadBack:
+		return Reply{}, fmt.Errorf("%w (on the writer: %s)", projections.ErrNotReadBack, f.Err)
 	default:
 		return Reply{}, fmt.Errorf("%w: %s", ErrRemote, f.Err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // Every kind of command survives forwarding: the writer fingerprints and
@@ -87,7 +88,14 @@ func TestForwardedRequestsRoundTrip(t *testing.T) {
 	_, err = DecodeReply(b)
 	require.ErrorIs(t, err, ErrResultTooLarge)
 	require.NotErrorIs(t, err, ErrRemote)
-	for _, quoted := range []error{ErrNotWriter, ErrNoSpace, ErrResultTooLarge} {
+	// A cold run the writer could not read back was refused before anything was decided: its client is owed
+	// replay-failed, as from one crewd, not a failure.
+	b, err = EncodeReply(Reply{}, fmt.Errorf("%w: run r: summary: corrupt", projections.ErrNotReadBack))
+	require.NoError(t, err)
+	_, err = DecodeReply(b)
+	require.ErrorIs(t, err, projections.ErrNotReadBack)
+	require.NotErrorIs(t, err, ErrRemote)
+	for _, quoted := range []error{ErrNotWriter, ErrNoSpace, ErrResultTooLarge, projections.ErrNotReadBack} {
 		b, err = EncodeReply(Reply{}, fmt.Errorf("%w: %v", ErrFailed, quoted))
 		require.NoError(t, err)
 		_, err = DecodeReply(b)
@@ -95,6 +103,7 @@ func TestForwardedRequestsRoundTrip(t *testing.T) {
 		require.NotErrorIs(t, err, ErrNotWriter)
 		require.NotErrorIs(t, err, ErrNoSpace)
 		require.NotErrorIs(t, err, ErrResultTooLarge)
+		require.NotErrorIs(t, err, projections.ErrNotReadBack)
 	}
 }
 

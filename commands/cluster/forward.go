@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // Forward implements commands.Forwarder: a follower sends the request to
@@ -93,15 +94,18 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 				}
 				return commands.Reply{}, true, ended
 			}
-			if (errors.Is(err, commands.ErrNoSpace) || errors.Is(err, commands.ErrResultTooLarge)) && !inDoubt {
-				// The writer's disk is short, or the result would not
-				// fit the client's frame: it recorded nothing, and the
-				// client hears so (disk-full, oversize-frame), as from
-				// one crewd. NB: not after an attempt in doubt — the
-				// writer checks its space before it looks the command
-				// id up, and answers a result too large without a
-				// commit, so a command decided then (and still landing)
-				// would be answered so.
+			if (errors.Is(err, commands.ErrNoSpace) || errors.Is(err, commands.ErrResultTooLarge) ||
+				errors.Is(err, projections.ErrNotReadBack)) && !inDoubt {
+				// The writer's disk is short, the result would not fit
+				// the client's frame, or the command's cold run could not
+				// be read back from the writer's log: it recorded nothing,
+				// and the client hears so (disk-full, oversize-frame,
+				// replay-failed), as from one crewd. NB: not after an
+				// attempt in doubt — the writer checks its space, and the
+				// credential's run, before it looks the command id up,
+				// and answers a result too large without a commit, so a
+				// command decided then (and still landing) would be
+				// answered so.
 				return commands.Reply{}, true, err
 			}
 			// The node asked was not the writer and decided nothing.

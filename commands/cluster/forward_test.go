@@ -166,23 +166,45 @@ func submitRunCreate(f *Node, commandID string) (commands.Reply, error) {
 		Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}})
 }
 
-// A writer answers a command whose result the follower's client could not
-// carry with commands.ErrResultTooLarge, having recorded nothing; the
-// follower answers the same at once (the broker's oversize-frame, as from
-// one crewd), instead of sending it again until its time is up and
-// answering that no writer answered, which a client retries for ever.
-func TestFollowerAnswersTheWritersResultTooLarge(t *testing.T) {
-	for _, id := range []string{"with-id", ""} {
-		t.Run(fmt.Sprintf("command id %q", id), func(t *testing.T) {
-			f, asked := followerOfAFakeWriter(t, func(int32) error {
-				return fmt.Errorf("%w: run.create answers 90 bytes, 1 fit", commands.ErrResultTooLarge)
+// A writer refuses some commands before deciding them, recording nothing: one whose result the follower's client could
+// not carry (commands.ErrResultTooLarge), and one on a cold run it cannot read back from its log
+// (projections.ErrNotReadBack). The follower answers the same at once (the broker's oversize-frame, replay-failed, as
+// from one crewd), instead of sending it again until its time is up and answering that no writer answered
+// (unavailable), which a client retries for ever. A not-read-back refusal was taken for the writer's failure so.
+func TestFollowerAnswersTheWritersRefusalsBeforeDeciding(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		refusal error
+	}{
+		{"result too large", fmt.Errorf("%w: run.create answers 90 bytes, 1 fit", commands.ErrResultTooLarge)},
+		{"cold run not read back", fmt.Errorf("%w: run r: pebble: corrupt table", projections.ErrNotReadBack)},
+	} {
+		for _, id := range []string{"with-id", ""} {
+			t.Run(fmt.Sprintf("%s, command id %q", tc.name, id), func(t *testing.T) {
+				f, asked := followerOfAFakeWriter(t, func(int32) error { return tc.refusal })
+				_, err := submitRunCreate(f, id)
+				require.ErrorIs(t, err, errors.Unwrap(tc.refusal))
+				require.NotErrorIs(t, err, commands.ErrUnavailable)
+				require.Equal(t, int32(1), asked.Load(), "nothing was recorded: not sent again")
 			})
-			_, err := submitRunCreate(f, id)
-			require.ErrorIs(t, err, commands.ErrResultTooLarge)
-			require.NotErrorIs(t, err, ErrNoWriter)
-			require.Equal(t, int32(1), asked.Load(), "nothing was recorded: not sent again")
-		})
+		}
 	}
+}
+
+// A follower that sent a command whose outcome it did not learn does not answer the writer's not-read-back refusal
+// of a retry as replay-failed: the writer checks the credential, whose run it may fail to read back, before it looks
+// the command id up, so the first attempt may have been decided. It answers ErrNoWriter, in doubt.
+func TestFollowerInDoubtDoesNotAnswerNotReadBack(t *testing.T) {
+	f, asked := followerOfAFakeWriter(t, func(n int32) error {
+		if n == 1 {
+			return commands.ErrFailed
+		}
+		return fmt.Errorf("commands: the credential of run r cannot be checked: %w", projections.ErrNotReadBack)
+	})
+	_, err := submitRunCreate(f, "c-1")
+	require.ErrorIs(t, err, ErrNoWriter)
+	require.NotErrorIs(t, err, projections.ErrNotReadBack)
+	require.GreaterOrEqual(t, asked.Load(), int32(2), "sent again after the failure")
 }
 
 // A command forwarded by a follower whose copy lags the writer, and refused by the writer for state the copy does
