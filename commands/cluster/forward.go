@@ -23,7 +23,9 @@ import (
 // sent again; a request that may have reached a writer (a timeout, a
 // writer that failed mid-group) is sent again only with a command id, whose
 // recorded outcome makes the retry harmless — without one it is answered
-// ErrNoWriter, in doubt, as a crash of a single crewd would leave it.
+// ErrNoWriter, in doubt, as a crash of a single crewd would leave it, and
+// so its one attempt waits for the writer's answer as long as ctx lasts
+// (request).
 //
 // The answer comes once this node's copy holds the command's events and
 // everything the writer had published when it answered (decidedOnHeader),
@@ -67,7 +69,7 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 		if n.writer.Load() {
 			return commands.Reply{}, false, nil // became the writer meanwhile
 		}
-		m, err := n.request(ctx, data, cred)
+		m, err := n.request(ctx, data, cred, r.CommandID != "")
 		var rep commands.Reply
 		retry := false
 		switch {
@@ -142,17 +144,28 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 // forward.go says why).
 const credentialHeader = "Crewlog-Credential"
 
+// attemptTimeout bounds the wait for the answer to one attempt of a request that may be sent again.
+const attemptTimeout = 5 * time.Second
+
 // request sends data, with its credential cred (credentialHeaderOf, "" for none), on the commands subject
-// and waits for one answer, 5 s at most.
-func (n *Node) request(ctx context.Context, data []byte, cred string) (*nats.Msg, error) {
+// and waits for one answer: attemptTimeout at most when resendable (the request has a command id), else as long as
+// ctx lasts.
+//
+// NB: a request without a command id is not sent again once it may have reached a writer, so an attempt given up
+// early would only answer in doubt what the writer still decides and answers: a writer's publish may wait out a
+// stream leader election, up to its publish timeout, and is answered then.
+func (n *Node) request(ctx context.Context, data []byte, cred string, resendable bool) (*nats.Msg, error) {
 	m := nats.NewMsg(n.o.Log.CommandSubject())
 	m.Data = data
 	if cred != "" {
 		m.Header.Set(credentialHeader, cred)
 	}
-	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	return n.o.Conn.RequestMsgWithContext(actx, m)
+	if resendable {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, attemptTimeout)
+		defer cancel()
+	}
+	return n.o.Conn.RequestMsgWithContext(ctx, m)
 }
 
 // decidedOnHeader is the header of a writer's answer that carries the position its engine had published when it

@@ -115,6 +115,31 @@ func TestFollowerResendsOnlyWhatTheWriterDidNotDecide(t *testing.T) {
 	}
 }
 
+// A writer may take longer than a few seconds to answer: a publish waits out a stream leader election, up to its
+// publish timeout (10 s by default), rather than fail the writer. A follower waits for its answer to a command without
+// a command id for as long as the request may wait: such a request cannot be sent again once it may have reached a
+// writer, so giving the attempt up gains nothing. It used to give each attempt up after 5 s and answer that no writer
+// answered (unavailable, in doubt), while the writer decided the command and its answer was on its way.
+func TestFollowerWaitsForASlowWritersAnswerToACommandWithoutAnID(t *testing.T) {
+	var asked atomic.Int32
+	f := followerOfAFakeWriterReplying(t, startNATS(t), func(*nats.Msg) []byte {
+		asked.Add(1)
+		time.Sleep(6 * time.Second)
+		b, err := commands.EncodeReply(commands.Reply{Result: []byte(`{"ok":true}`)}, nil)
+		if err != nil {
+			return nil
+		}
+		return b
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := f.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(),
+		Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"ok":true}`, string(rep.Result))
+	require.Equal(t, int32(1), asked.Load())
+}
+
 // followerOfAFakeWriter starts a follower whose writer is the test's: it
 // holds the lease and answers the n-th request on the commands subject
 // (counted in asked, from 1) with answer(n).
