@@ -353,8 +353,11 @@ func (s *State) eachRun(from int, desc, index bool, fn func(ord int, run *Run) b
 			err = decodeErr
 		}
 		if err != nil {
+			// NB: ErrNotReadBack, as for one run's summary: the runs the index holds are not known, so the page is
+			// a failed read of the log, not a fault of the caller's nor a bug.
+			err = fmt.Errorf("%w: reading the index of runs: %w", ErrNotReadBack, err)
 			s.store.failed("", err)
-			return fmt.Errorf("projections: reading the index of runs: %w", err)
+			return err
 		}
 	}
 	for ; !stopped && i < len(mem); i++ {
