@@ -9,9 +9,11 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
-// Hello answers (D§7.4). Every failure closes the connection.
+// Hello answers (D§7.4). Every failure closes the connection. errNotReadBack is also the answer to a request whose
+// credential's run the log cannot give back (credentialEndedAnswer).
 var (
 	errHelloRejected = wire.NewError(wire.CodeAuth, wire.MsgHelloRejected)
+	errNotReadBack   = wire.NewError(wire.CodeReplayFailed, "")
 	errStaleToken    = wire.NewError(wire.CodeStaleToken, wire.MsgStaleToken)
 	errRunTerminal   = wire.NewError(wire.CodeStaleToken, wire.MsgRunTerminal)
 	errTaskTerminal  = wire.NewError(wire.CodeStaleToken, wire.MsgTaskTerminal)
@@ -78,7 +80,13 @@ func (s *Server) authenticateAdmin(a adminHello) (identity, *wire.Error) {
 // existing run and one of its tasks learns that the pair exists (stale-token): that is pi-crew's contract, which its
 // client depends on, and it reveals nothing a caller could enumerate without knowing the run id.
 func classify(st *projections.State, runID, taskID, digest string) (identity, *wire.Error) {
-	if _, ok := st.Run(runID); !ok {
+	switch _, ok, err := st.LookupRun(runID); {
+	case err != nil:
+		// NB: a run whose summary the log cannot give back is not known to be unknown, nor its token to be bad: the
+		// answer is every other request's for it, and a run the log does not hold answers alike meanwhile (its
+		// absence is read from the same index), so it tells nobody whether the run exists.
+		return identity{}, errNotReadBack
+	case !ok:
 		return identity{}, errHelloRejected
 	}
 	if st.IsCold(runID) {
@@ -178,7 +186,7 @@ func credentialEndedAnswer(end commands.CredentialEnd) *wire.Error {
 	case commands.CredentialUnread:
 		// NB: the run's summary could not be read back from the log (the engine logged it with the run's id): the
 		// credential has not ended, so this is no closing code.
-		return wire.NewError(wire.CodeReplayFailed, "")
+		return errNotReadBack
 	}
 	return errRevoked
 }

@@ -102,11 +102,6 @@ func TestAColdRunTheLogCannotGiveBackIsAnsweredReplayFailed(t *testing.T) {
 		e := u.o.fails(c.method, c.params, wire.CodeReplayFailed)
 		require.Equal(t, wire.CodeReplayFailed.Message(), e.Message, c.method)
 	}
-	// A hello's token cannot be checked: it is refused as for an unknown run (docs/protocol.md says so).
-	h := u.dial()
-	r := h.call("hello", map[string]any{"protocol": 1, "runId": runR, "taskId": events.OrchestratorKey, "token": u.orch})
-	require.NotNil(t, r.Error)
-	require.Equal(t, wire.CodeAuth, r.Error.Code)
 	u.eio.Off()
 
 	tasks := u.o.ok("query.tasks", map[string]any{})["tasks"].([]any)
@@ -117,4 +112,44 @@ func TestAColdRunTheLogCannotGiveBackIsAnsweredReplayFailed(t *testing.T) {
 		require.Equal(t, projections.RunCompleted, run.Status, "no command was decided")
 	})
 	u.o.ok("run.transition", map[string]any{"to": "running"})
+}
+
+// A hello naming a finished run gone cold whose summary the log cannot give back cannot check its token: it is
+// answered replay-failed, as every other request of the run is, and its connection closed (every refused hello
+// closes it) — never auth "hello rejected", which told the run's orchestrator its token was bad. A hello naming a
+// run the log does not hold answers alike while the index cannot be read (it is not known to be absent), so the
+// answer still tells nobody whether a run exists. Once the log can be read, the same token is accepted.
+func TestAHelloOfAColdRunTheLogCannotGiveBackIsAnsweredReplayFailed(t *testing.T) {
+	u := newUnreadableCold(t)
+	hello := func(runID, token string) map[string]any {
+		return map[string]any{"protocol": 1, "runId": runID, "taskId": events.OrchestratorKey, "token": token}
+	}
+
+	u.eio.On()
+	for _, h := range []map[string]any{hello(runR, u.orch), hello(runR, "wrong"), hello("R9", u.orch)} {
+		c := u.dial()
+		e := c.fails("hello", h, wire.CodeReplayFailed)
+		require.Equal(t, wire.CodeReplayFailed.Message(), e.Message, h["runId"])
+		c.closed()
+	}
+	u.eio.Off()
+
+	u.dial().hello(runR, events.OrchestratorKey, u.orch)
+}
+
+// A page of query.runs that meets a failed read of the index of cold runs' summaries is answered replay-failed, the
+// code of a log that could not be read: not internal (a bug, for which crewctl exits 1 as for a problem found).
+// The connection stays open, and once the log can be read the page lists every run.
+func TestAPageOfRunsTheIndexCannotGiveIsAnsweredReplayFailed(t *testing.T) {
+	u := newUnreadableCold(t)
+
+	u.eio.On()
+	for _, p := range []map[string]any{{}, {"newest": true}, {"status": "completed"}} {
+		e := u.a.fails("query.runs", p, wire.CodeReplayFailed)
+		require.Equal(t, wire.CodeReplayFailed.Message(), e.Message)
+	}
+	u.eio.Off()
+
+	runs := u.a.ok("query.runs", map[string]any{})["runs"].([]any)
+	require.Len(t, runs, 3)
 }

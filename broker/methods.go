@@ -142,7 +142,7 @@ func (c *conn) hello(req wire.Request) bool {
 	if bad != nil {
 		s.charge(pk, helloCost)
 		s.lg.Debug("hello rejected", "conn", c.seq, "code", string(bad.Code))
-		return c.sendError(req.ID, bad)
+		return c.refuseHello(req.ID, bad)
 	}
 	// A hello costs its credential (and a worker's run) helloCost units, so a token that dials in a loop is paced
 	// too.
@@ -175,6 +175,21 @@ func (c *conn) hello(req wire.Request) bool {
 	return c.respond(req.ID, req.Method, wire.HelloAck{
 		Protocol: wire.ProtocolVersion, Session: s.opts.SessionID, Run: id.runID, OK: true,
 	}, nil)
+}
+
+// refuseHello answers a hello with we and closes the connection, as every refused hello does: a code that leaves
+// the connection open after other requests (replay-failed: the token could not be checked) closes it here, with the
+// reason of a refused credential, so that a connection never stays open unauthenticated past its answer.
+func (c *conn) refuseHello(id string, we *wire.Error) bool {
+	if we.Code.Closes() {
+		return c.sendError(id, we)
+	}
+	frame := errorFrame(id, we, c.s.opts.MaxFrame)
+	if frame == nil {
+		return c.sendError(id, we) // its protocol error closes
+	}
+	c.out.pushFinal(frame, reasonAuth)
+	return false
 }
 
 // MinHelloPaceWait is the least a hello may wait for its pace (helloPaceWait). A credential, or a worker's run, can

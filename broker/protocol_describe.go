@@ -182,10 +182,10 @@ func describeMethod(name string, ts *typeSet) (methodDesc, error) {
 			m.Errors = append(slices.Clip(m.Errors), wire.CodeOversizeFrame)
 		}
 	}
-	// A request after hello is checked against its credential's run, and most name a run: a finished run gone cold
-	// that the log cannot give back (a read or a table that failed) is answered replay-failed, never as no run or
-	// as a run that holds nothing.
-	if name != wire.MethodHello && !slices.Contains(m.Errors, wire.CodeReplayFailed) {
+	// Every request is checked against its credential's run (a hello against the run it names), and most name a
+	// run: a finished run gone cold that the log cannot give back (a read or a table that failed) is answered
+	// replay-failed, never as no run or as a run that holds nothing.
+	if !slices.Contains(m.Errors, wire.CodeReplayFailed) {
 		m.Errors = append(slices.Clip(m.Errors), wire.CodeReplayFailed)
 	}
 	if described {

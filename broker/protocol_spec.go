@@ -204,7 +204,8 @@ var protocolSpec = map[string]methodSpec{
 			note(pEnum("role", false, nil, events.RoleAdmin), "\"admin\" with the admin token, and no runId or taskId"),
 		},
 		results: []any{wire.HelloAck{}},
-		errors:  []wire.Code{wire.CodeProtocol, wire.CodeAuth, wire.CodeStaleToken, wire.CodeRevoked, wire.CodeTooManyConnections},
+		errors: []wire.Code{wire.CodeProtocol, wire.CodeAuth, wire.CodeStaleToken, wire.CodeRevoked, wire.CodeTooManyConnections,
+			wire.CodeReplayFailed},
 	},
 	wire.MethodPing: {summary: "liveness", roles: rolesAll, results: []any{pingResult{}}},
 	wire.MethodMsgSend: {

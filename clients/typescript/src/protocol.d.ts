@@ -1513,7 +1513,7 @@ export interface Methods {
   };
   /**
    * the first request of every connection: authenticate with a token; the role comes from the token
-   * Errors: protocol, auth, stale-token, revoked, too-many-connections.
+   * Errors: protocol, auth, stale-token, revoked, too-many-connections, replay-failed.
    */
   "hello": {
     roles: "worker" | "orchestrator" | "admin";

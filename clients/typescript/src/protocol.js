@@ -199,7 +199,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "role", "type": "string", "required": false, "enum": Object.freeze(["admin"]), "note": "\"admin\" with the admin token, and no runId or taskId" }),
     ]),
     "result": "HelloAck",
-    "errors": Object.freeze(["protocol","auth","stale-token","revoked","too-many-connections"]),
+    "errors": Object.freeze(["protocol","auth","stale-token","revoked","too-many-connections","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "import.append": Object.freeze({
