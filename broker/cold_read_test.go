@@ -3,6 +3,7 @@ package broker
 import (
 	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -152,4 +153,52 @@ func TestAPageOfRunsTheIndexCannotGiveIsAnsweredReplayFailed(t *testing.T) {
 
 	runs := u.a.ok("query.runs", map[string]any{})["runs"].([]any)
 	require.Len(t, runs, 3)
+}
+
+// A query whose cold run was found and read back (params.run), then meets a log that fails as it reads the run
+// under the state's lock (the one decoded place taken by another run meanwhile, or the run's summary read again
+// there), is answered replay-failed: never as a run that holds nothing (an empty page), nor as no run (a zero
+// record from query.run), nor as no job, nor a nested call allowed as covered by no lease (job.authorize). The log
+// fails at the read (onRead), after the read-back.
+func TestAQueryWhoseColdRunTheLogStopsGivingBackIsAnsweredReplayFailed(t *testing.T) {
+	u := newUnreadableCold(t)
+	var fail atomic.Bool
+	u.srv.onRead = func() {
+		if fail.CompareAndSwap(true, false) {
+			u.eio.On()
+		}
+	}
+	a := u.dial()
+	a.helloAdmin()
+	asAdmin := func(kv ...any) map[string]any {
+		p := map[string]any{"runId": runR}
+		for i := 0; i < len(kv); i += 2 {
+			p[kv[i].(string)] = kv[i+1]
+		}
+		return p
+	}
+	reads := []struct {
+		method string
+		params map[string]any
+	}{
+		{"query.run", asAdmin()},
+		{"query.tasks", asAdmin()},
+		{"query.delegations", asAdmin()},
+		{"query.ledger", asAdmin()},
+		{"query.ledger", asAdmin("taskId", taskP)},
+		{"query.mailbox", asAdmin("taskId", taskP)},
+		{"query.jobs", asAdmin()},
+		{"query.job", asAdmin("jobId", "J")},
+		{"job.authorize", asAdmin("parentToolCallId", "root/call", "tool", "write")},
+	}
+	for _, r := range reads {
+		fail.Store(true)
+		e := a.fails(r.method, r.params, wire.CodeReplayFailed)
+		require.Equal(t, wire.CodeReplayFailed.Message(), e.Message, r.method)
+		require.False(t, fail.Load(), "%s: the log failed at the read", r.method)
+		u.eio.Off()
+		a.ok("query.runs", map[string]any{}) // the connection stays open
+	}
+	tasks := a.ok("query.tasks", asAdmin())["tasks"].([]any)
+	require.Len(t, tasks, 2, "the log holds the run's tasks")
 }

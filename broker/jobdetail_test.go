@@ -76,7 +76,8 @@ func TestJobDetailOfPages(t *testing.T) {
 		{name: "one", from: 24, limit: 1, first: 24, end: 25},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := JobDetailOf(st, runR, "J", tc.from, tc.limit)
+			got, ok, err := JobDetailOf(st, runR, "J", tc.from, tc.limit)
+			require.NoError(t, err)
 			require.True(t, ok)
 			want := JobDetail{
 				JobSummary: JobSummary{JobID: "J", TaskID: taskP, Status: whole.Status, Generation: 2,
@@ -105,15 +106,18 @@ func TestJobDetailOfPages(t *testing.T) {
 			for i := range got.Grant {
 				got.Grant[i].Name = "scribbled"
 			}
-			again, ok := JobDetailOf(st, runR, "J", tc.from, tc.limit)
+			again, ok, err := JobDetailOf(st, runR, "J", tc.from, tc.limit)
+			require.NoError(t, err)
 			require.True(t, ok)
 			require.Equal(t, want, again)
 		})
 	}
 
-	_, ok := JobDetailOf(st, runR, "nope", 0, 10)
+	_, ok, err := JobDetailOf(st, runR, "nope", 0, 10)
+	require.NoError(t, err)
 	require.False(t, ok, "no such job")
-	_, ok = JobDetailOf(st, "nope", "J", 0, 10)
+	_, ok, err = JobDetailOf(st, "nope", "J", 0, 10)
+	require.NoError(t, err)
 	require.False(t, ok, "no such run")
 }
 
@@ -132,7 +136,8 @@ func TestJobDetailOfCopiesThePageAlone(t *testing.T) {
 	const limit = 50
 	allocs := func(n int) float64 {
 		st := jobState(n)
-		d, ok := JobDetailOf(st, runR, "J", n/2, limit)
+		d, ok, err := JobDetailOf(st, runR, "J", n/2, limit)
+		require.NoError(t, err)
 		require.True(t, ok)
 		require.Len(t, d.Requests, limit)
 		require.Equal(t, strconv.Itoa(n/2+limit), d.NextCursor)

@@ -29,14 +29,18 @@ type JobSummary struct {
 	UpdatedAt      int64  `json:"updatedAt"`
 }
 
-// JobSummaries is query.jobs' list: run runID's jobs in st, in creation order.
-func JobSummaries(st *projections.State, runID string) []JobSummary {
+// JobSummaries is query.jobs' list: run runID's jobs in st, in creation order. The error is
+// projections.ErrNotReadBack for a cold run the log cannot give back, whose jobs are not known to be none.
+func JobSummaries(st *projections.State, runID string) ([]JobSummary, error) {
 	out := []JobSummary{}
-	st.EachJob(runID, func(j projections.Job) bool {
+	err := st.EachJob(runID, func(j projections.Job) bool {
 		out = append(out, summarizeJob(j, len(j.Requests)))
 		return true
 	})
-	return out
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // summarizeJob is job j's summary, seen the number of calls it has seen (j.Requests may hold a page of them).
@@ -67,7 +71,10 @@ func handleQueryJobs(cl *call) (any, error) {
 	// NB: read once, not on every pass of fitPage: each pass cuts its page from the same summaries, and the state's
 	// lock is taken once.
 	var all []JobSummary
-	if err := cl.read(func(st *projections.State) { all = JobSummaries(st, runID) }); err != nil {
+	if rerr := cl.read(func(st *projections.State) { all, err = JobSummaries(st, runID) }); rerr != nil {
+		return nil, rerr
+	}
+	if err != nil {
 		return nil, err
 	}
 	pg, err := fitPage(cl, limit, func(limit int) (page[JobSummary], error) {
@@ -142,8 +149,14 @@ func handleQueryJob(cl *call) (any, error) {
 	}
 	var out JobDetail
 	pg, err := fitPage(cl, int(limit), func(limit int) (page[*projections.ProxyRequest], error) {
-		found := false
-		if err := cl.read(func(st *projections.State) { out, found = JobDetailOf(st, runID, jobID, from, limit) }); err != nil {
+		var (
+			found bool
+			err   error
+		)
+		if rerr := cl.read(func(st *projections.State) { out, found, err = JobDetailOf(st, runID, jobID, from, limit) }); rerr != nil {
+			return page[*projections.ProxyRequest]{}, rerr
+		}
+		if err != nil {
 			return page[*projections.ProxyRequest]{}, err
 		}
 		if !found {
@@ -164,13 +177,14 @@ func handleQueryJob(cl *call) (any, error) {
 }
 
 // JobDetailOf is query.job's answer for job jobID of run runID in st: the job with limit of its requests from
-// the from-th (a from past the last gives none); found is false when the run has no such job. It copies what it
+// the from-th (a from past the last gives none); found is false when the run has no such job, and the error
+// projections.ErrNotReadBack for a cold run the log cannot give back (its jobs are not known). It copies what it
 // answers and that alone (State.JobPage), so the caller may render it outside the read, and a page cut to the frame
 // (fitPage) may read it again without copying every call the job has seen each time.
-func JobDetailOf(st *projections.State, runID, jobID string, from, limit int) (out JobDetail, found bool) {
-	pg, ok := st.JobPage(runID, jobID, from, limit)
+func JobDetailOf(st *projections.State, runID, jobID string, from, limit int) (out JobDetail, found bool, err error) {
+	pg, ok, err := st.JobPage(runID, jobID, from, limit)
 	if !ok {
-		return JobDetail{}, false
+		return JobDetail{}, false, err
 	}
 	j := pg.Job
 	out.JobSummary = summarizeJob(j, pg.Seen)
@@ -185,8 +199,8 @@ func JobDetailOf(st *projections.State, runID, jobID string, from, limit int) (o
 	if pg.Next < pg.Seen {
 		out.NextCursor = strconv.Itoa(pg.Next)
 	}
-	out.RevokedRoots, out.Saturated = st.RevokedRootCount(runID)
-	return out, true
+	out.RevokedRoots, out.Saturated = pg.RevokedRoots, pg.Saturated // NB: of the same read of the run as the page
+	return out, true, nil
 }
 
 // job.authorize {parentToolCallId, tool} → {allowed, reason, jobId?, rootToolCallId?}: the nested-call decision
@@ -200,7 +214,17 @@ func handleJobAuthorize(cl *call) (any, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	return readState(cl, func(st *projections.State) projections.Authorization { return st.Authorize(runID, parent, tool) })
+	var (
+		a   projections.Authorization
+		err error
+	)
+	if rerr := cl.read(func(st *projections.State) { a, err = st.Authorize(runID, parent, tool) }); rerr != nil {
+		return nil, rerr
+	}
+	if err != nil {
+		return nil, err // NB: not allowed as unrelated: the run's leases and revoked roots are not known
+	}
+	return a, nil
 }
 
 // methodProxyResult is the worker's read of one of its proxied calls: a page read (pageRead), since it reads the

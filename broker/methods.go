@@ -36,6 +36,9 @@ type call struct {
 // kept the turns busy, and the request's own check (serve) was a read of its own.
 func (cl *call) read(fn func(st *projections.State)) error {
 	var bad *wire.Error
+	if cl.c.s.onRead != nil {
+		cl.c.s.onRead()
+	}
 	cl.c.s.eng.Read(func(st *projections.State) {
 		if bad = checkCredential(st, cl.c.id); bad == nil {
 			fn(st)

@@ -62,11 +62,24 @@ func handleQueryRun(cl *call) (any, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	return readState(cl, func(st *projections.State) runResult {
-		r, _ := st.Run(runID)
-		return runResult{Run: r, Usage: runUsage{Events: r.Usage.Events, MsgBytes: r.Usage.MsgBytes,
-			TextBytes: r.Usage.TextBytes, SlotsHeld: st.SlotsHeldBy(runID)}}
-	})
+	var (
+		res runResult
+		err error
+	)
+	if rerr := cl.read(func(st *projections.State) {
+		var r projections.Run
+		// NB: the summary is read again here, and a read that fails now is no zero run.
+		if r, _, err = st.LookupRun(runID); err == nil {
+			res = runResult{Run: r, Usage: runUsage{Events: r.Usage.Events, MsgBytes: r.Usage.MsgBytes,
+				TextBytes: r.Usage.TextBytes, SlotsHeld: st.SlotsHeldBy(runID)}}
+		}
+	}); rerr != nil {
+		return nil, rerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // MaxRunsScan bounds the runs one page of query.runs, and of the dashboard's runs list, looks at

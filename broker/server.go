@@ -36,6 +36,9 @@ type Server struct {
 
 	writeTimeout time.Duration // writeTimeout, shortened by tests
 	onBound      func()        // nil; tests hold a hello once its bind has been decided, before it is answered
+	// onRead is nil; tests run it as a request is about to read the published state (call.read), after its run was
+	// found and read back, so that the log fails between the two.
+	onRead func()
 	// onEnding is nil; tests hold the feed (set and read under mu) as it is about to re-check the connections an
 	// event may end (closeEnded), so that a wait or a subscription runs ahead of it.
 	onEnding func()

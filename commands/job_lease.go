@@ -192,7 +192,7 @@ func stopJob(s *projections.State, env *Env, runID string, j projections.JobHead
 // record, then (for a call) the call's proxy.rejected, then the job's
 // hard stop.
 func revalidateGrant(s *projections.State, env *Env, runID string, j projections.JobHeader, mode, requestID string, raw json.RawMessage) (bool, []events.Event) {
-	pg, _ := s.JobPage(runID, j.JobID, 0, 0) // the grant alone: none of the calls the job has seen
+	pg, _, _ := s.JobPage(runID, j.JobID, 0, 0) // the grant alone: none of the calls the job has seen; the run is hot
 	full := pg.Job
 	want := make([]manifestTool, len(full.Tools))
 	for i := range full.Tools {

@@ -491,7 +491,11 @@ func (w *scenarioWorld) query(args []string) (string, error) {
 		if err := need(3); err != nil {
 			return "", err
 		}
-		v = w.s.Authorize(args[1], dash(args[2]), args[3])
+		a, err := w.s.Authorize(args[1], dash(args[2]), args[3])
+		if err != nil {
+			return "", err
+		}
+		v = a
 	default:
 		return "", fmt.Errorf("unknown state query %q", args[0])
 	}

@@ -120,9 +120,9 @@ func (s *State) Asks(runID string) []Ask {
 // asked, only those still pending when pending is set. Total counts the
 // questions the filter keeps. It copies only the page's questions.
 func (s *State) AsksPage(runID string, pending bool, f PageFilter) (Page[Ask], error) {
-	r := s.run(runID)
+	r, err := s.lookupRun(runID)
 	if r == nil {
-		return Page[Ask]{}, nil
+		return Page[Ask]{}, err
 	}
 	sel := everything(len(r.askOrder))
 	if pending {

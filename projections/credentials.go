@@ -101,9 +101,9 @@ func (s *State) Credentials(runID string) []Credential {
 // CredentialsPage returns a page of run runID's credentials in the order
 // their keys were first issued. It copies only the page's credentials.
 func (s *State) CredentialsPage(runID string, f PageFilter) (Page[Credential], error) {
-	r := s.run(runID)
+	r, err := s.lookupRun(runID)
 	if r == nil {
-		return Page[Credential]{}, nil
+		return Page[Credential]{}, err
 	}
 	return filteredPage(len(r.credOrder), f, everything(len(r.credOrder)), func(i int) Credential { return *r.creds[r.credOrder[i]] })
 }

@@ -47,7 +47,8 @@ func TestJobPage(t *testing.T) {
 	fields.Requests, fields.seen, fields.grant, fields.ro = nil, nil, nil, nil
 	for _, limit := range []int{0, 1, 3, n, n + 1, math.MaxInt} {
 		for from := -1; from <= n+2; from++ {
-			pg, ok := s.JobPage(runR, "J", from, limit)
+			pg, ok, err := s.JobPage(runR, "J", from, limit)
+			require.NoError(t, err)
 			require.True(t, ok)
 			first := min(max(from, 0), n)
 			end := first + min(limit, n-first)
@@ -64,15 +65,18 @@ func TestJobPage(t *testing.T) {
 				pg.Job.Tools[i], pg.Job.Fingerprints[i], pg.Job.Callables[i] = "scribbled", "scribbled", "scribbled"
 			}
 			pg.Job.ReadOnly[0] = "scribbled"
-			again, ok := s.JobPage(runR, "J", from, limit)
+			again, ok, err := s.JobPage(runR, "J", from, limit)
+			require.NoError(t, err)
 			require.True(t, ok)
 			require.Equal(t, fields, again.Job, "nothing of a page is the state's")
 			require.Equal(t, whole.Requests[first:end], again.Requests, "nothing of a page is the state's")
 		}
 	}
-	_, ok = s.JobPage(runR, "nope", 0, 1)
+	_, ok, err := s.JobPage(runR, "nope", 0, 1)
+	require.NoError(t, err)
 	require.False(t, ok, "no such job")
-	_, ok = s.JobPage("nope", "J", 0, 1)
+	_, ok, err = s.JobPage("nope", "J", 0, 1)
+	require.NoError(t, err)
 	require.False(t, ok, "no such run")
 }
 
@@ -88,14 +92,17 @@ func TestJobPageOfAColdRun(t *testing.T) {
 	require.True(t, cold.IsCold(runR))
 	for _, from := range []int{0, 4, n - 1, n, n + 1} {
 		for _, limit := range []int{1, 4, n} {
-			want, ok := hot.JobPage(runR, "J", from, limit)
+			want, ok, err := hot.JobPage(runR, "J", from, limit)
+			require.NoError(t, err)
 			require.True(t, ok)
-			got, ok := cold.JobPage(runR, "J", from, limit)
+			got, ok, err := cold.JobPage(runR, "J", from, limit)
+			require.NoError(t, err)
 			require.True(t, ok)
 			require.Equal(t, want, got, "from %d limit %d", from, limit)
 		}
 	}
-	_, ok := cold.JobPage(runR, "nope", 0, 1)
+	_, ok, err := cold.JobPage(runR, "nope", 0, 1)
+	require.NoError(t, err)
 	require.False(t, ok)
 }
 
@@ -106,7 +113,8 @@ func TestJobPageCopiesThePageAlone(t *testing.T) {
 	const limit = 50
 	allocs := func(n, limit int) float64 {
 		s := jobOfCalls(n)
-		pg, ok := s.JobPage(runR, "J", n/2, limit)
+		pg, ok, err := s.JobPage(runR, "J", n/2, limit)
+		require.NoError(t, err)
 		require.True(t, ok)
 		require.Len(t, pg.Requests, limit)
 		return testing.AllocsPerRun(10, func() { s.JobPage(runR, "J", n/2, limit) })

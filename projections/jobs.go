@@ -422,29 +422,33 @@ type JobPage struct {
 	// Seen counts the calls the job has seen; Next is the index of the first call after the page, which is there
 	// when Next < Seen.
 	Seen, Next int
+	// RevokedRoots and Saturated are the run's RevokedRootCount, read with the page from the same read of the run.
+	RevokedRoots int
+	Saturated    bool
 }
 
 // JobPage returns job jobID of run runID with at most limit of its calls from the from-th (none when from is past
-// the last), and whether the run has the job. It walks the calls in place and copies the job's own fields and the
-// page alone: a page of a job's calls is read under the state's lock, which holds up the publication of every run,
+// the last), and whether the run has the job; the error is ErrNotReadBack for a cold run the log cannot give back
+// (lookupRun). It walks the calls in place and copies the job's own fields and the page alone: a page of a job's calls is read under the state's lock, which holds up the publication of every run,
 // and a manager may ask for it again and again, where Job's deep copy takes every call the job has seen (as many as
 // the config's proxyMaxRequests) and rebuilds their lookup maps.
-func (s *State) JobPage(runID, jobID string, from, limit int) (JobPage, bool) {
-	r := s.run(runID)
+func (s *State) JobPage(runID, jobID string, from, limit int) (JobPage, bool, error) {
+	r, err := s.lookupRun(runID)
 	if r == nil || r.jobs[jobID] == nil {
-		return JobPage{}, false
+		return JobPage{}, false, err
 	}
 	j := r.jobs[jobID]
 	n := len(j.Requests)
 	from = min(max(from, 0), n)
 	to := from + min(max(limit, 0), n-from) // not from+limit, which a limit near MaxInt would overflow
 	calls := make([]ProxyRequest, to-from)  // one allocation for the page's calls, not one a call
-	out := JobPage{Job: j.fields(), Requests: make([]*ProxyRequest, to-from), Seen: n, Next: to}
+	out := JobPage{Job: j.fields(), Requests: make([]*ProxyRequest, to-from), Seen: n, Next: to,
+		RevokedRoots: len(r.roots.Roots), Saturated: r.roots.Saturated}
 	for i, q := range j.Requests[from:to] {
 		calls[i] = *q
 		out.Requests[i] = &calls[i]
 	}
-	return out, true
+	return out, true, nil
 }
 
 // Jobs returns copies of run runID's jobs in creation order.
@@ -465,18 +469,22 @@ func (s *State) Jobs(runID string) []Job {
 // modify what its slices, maps and pointers reach. A summary of the jobs
 // reads it under the state's lock instead of Jobs, whose deep copies take
 // every call a job has seen (as many as the config's proxyMaxRequests).
-func (s *State) EachJob(runID string, fn func(j Job) bool) {
-	r := s.run(runID)
+// The error is ErrNotReadBack for a cold run the log cannot give back
+// (lookupRun): fn is then never called, and the run is not known to have
+// no job.
+func (s *State) EachJob(runID string, fn func(j Job) bool) error {
+	r, err := s.lookupRun(runID)
 	if r == nil {
-		return
+		return err
 	}
 	for _, id := range r.jobOrder {
 		j := *r.jobs[id]
 		j.live = nil
 		if !fn(j) {
-			return
+			return nil
 		}
 	}
+	return nil
 }
 
 // JobCount returns how many jobs run runID holds and the id of its live
@@ -539,12 +547,22 @@ const CodemodeTool = "codemode"
 // whose parent tool-call id is an active lease's root, or under it (root +
 // "/"), is allowed only for a granted tool other than codemode; a call
 // attributable to a revoked root is blocked, and after saturation every
-// call with a parent id is (T18).
-func (s *State) Authorize(runID, parent, tool string) Authorization {
+// call with a parent id is (T18). The error is ErrNotReadBack for a cold
+// run the log cannot give back (lookupRun): its leases and revoked roots are
+// not known, so no call is allowed as unrelated to them.
+func (s *State) Authorize(runID, parent, tool string) (Authorization, error) {
 	if parent == "" {
-		return Authorization{Allowed: true, Reason: AuthNoParent}
+		return Authorization{Allowed: true, Reason: AuthNoParent}, nil
 	}
-	r := s.run(runID)
+	r, err := s.lookupRun(runID)
+	if err != nil {
+		return Authorization{}, err
+	}
+	return r.authorize(parent, tool), nil
+}
+
+// authorize is Authorize for run r (nil: unknown, so no lease covers the call).
+func (r *runState) authorize(parent, tool string) Authorization {
 	if r == nil {
 		return Authorization{Allowed: true, Reason: AuthUnrelated}
 	}

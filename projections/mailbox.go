@@ -128,9 +128,9 @@ type MailboxPage struct {
 // events.RunInbox for the run inbox). Messages are never removed, so a cursor
 // (an offset into the recipient's append-only box) stays valid.
 func (s *State) Mailbox(runID, recipient string, f MailboxFilter) (MailboxPage, error) {
-	r := s.run(runID)
+	r, err := s.lookupRun(runID)
 	if r == nil {
-		return MailboxPage{}, nil
+		return MailboxPage{}, err
 	}
 	box := r.boxes[recipient]
 	sel := everything(len(box))

@@ -132,11 +132,13 @@ func pageCap(left, limit int) int {
 }
 
 // TasksPage returns a page of run runID's tasks in creation order (shadow
-// tasks included), each with its allocation. An unknown run has no tasks.
+// tasks included), each with its allocation. An unknown run has no tasks; a
+// cold run the log cannot give back is an error (ErrNotReadBack), as it is
+// for every page of a run's records.
 func (s *State) TasksPage(runID string, f PageFilter) (Page[Task], error) {
-	r := s.run(runID)
+	r, err := s.lookupRun(runID)
 	if r == nil {
-		return Page[Task]{}, nil
+		return Page[Task]{}, err
 	}
 	return pageOf(r.taskOrder, f, func(id string) Task { return r.taskView(r.tasks[id]) })
 }
@@ -144,9 +146,9 @@ func (s *State) TasksPage(runID string, f PageFilter) (Page[Task], error) {
 // DelegationsPage returns a page of run runID's delegations in admission
 // order.
 func (s *State) DelegationsPage(runID string, f PageFilter) (Page[Delegation], error) {
-	r := s.run(runID)
+	r, err := s.lookupRun(runID)
 	if r == nil {
-		return Page[Delegation]{}, nil
+		return Page[Delegation]{}, err
 	}
 	return pageOf(r.delOrder, f, func(id string) Delegation { return *r.dels[id] })
 }
@@ -154,9 +156,9 @@ func (s *State) DelegationsPage(runID string, f PageFilter) (Page[Delegation], e
 // LedgerPage returns a page of run runID's accounts in the order they were
 // opened.
 func (s *State) LedgerPage(runID string, f PageFilter) (Page[Account], error) {
-	r := s.run(runID)
+	r, err := s.lookupRun(runID)
 	if r == nil {
-		return Page[Account]{}, nil
+		return Page[Account]{}, err
 	}
 	return pageOf(r.accountOrder, f, func(id string) Account { return *r.accounts[id].clone() })
 }
@@ -175,9 +177,9 @@ type LedgerHistory struct {
 // run runID; ok is false when the task has no account. The cursor is an
 // ordinal into the append-only list, so it stays valid as the account grows.
 func (s *State) AccountHistory(runID, taskID string, f PageFilter) (h LedgerHistory, ok bool, err error) {
-	r := s.run(runID)
+	r, err := s.lookupRun(runID)
 	if r == nil || r.accounts[taskID] == nil {
-		return LedgerHistory{}, false, nil
+		return LedgerHistory{}, false, err
 	}
 	a := r.accounts[taskID]
 	nr := len(a.Reservations)

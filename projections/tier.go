@@ -130,8 +130,10 @@ func (c *ColdStore) ReportErrors(report func(run string, err error)) { c.report 
 func (c *ColdStore) Refolds() int64 { return c.refolds.Load() }
 
 // Err returns the last error met reading a cold run back (nil when none).
-// A query that meets one answers as if the run held nothing: Warm, FaultIn,
-// LookupRun and LookupRunStatus tell it, for a caller to answer it instead.
+// A query with no error to return answers as if the run held nothing:
+// Warm, FaultIn, LookupRun, LookupRunStatus and the pages of a run's
+// records (TasksPage, Mailbox, …) tell it, for a caller to answer it
+// instead.
 func (c *ColdStore) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -325,18 +327,23 @@ func (s *State) ColdStore() *ColdStore { return s.store }
 // unknown, or when the log could not be read: see ColdStore.Err). A cold
 // run is shared with other readers and must not be mutated.
 func (s *State) run(id string) *runState {
-	if r := s.runs[id]; r != nil {
-		return r
-	}
-	cr := s.coldRun(id)
-	if cr == nil || s.store == nil {
-		return nil
-	}
-	r, err := s.store.load(id, cr)
-	if err != nil {
-		return nil
-	}
+	r, _ := s.lookupRun(id)
 	return r
+}
+
+// lookupRun is run, with the error (ErrNotReadBack) met reading a cold run's summary or records back from the log:
+// such a run is not known to hold nothing, and a query that returns an error must return it rather than an empty
+// answer. A caller that read the run back before (Warm) still meets it: the run may have left the cache since, and
+// its summary is read again.
+func (s *State) lookupRun(id string) (*runState, error) {
+	if r := s.runs[id]; r != nil {
+		return r, nil
+	}
+	cr, err := s.lookupCold(id)
+	if cr == nil || s.store == nil {
+		return nil, err
+	}
+	return s.store.load(id, cr)
 }
 
 // IsCold reports whether run id is known and cold.

@@ -96,9 +96,30 @@ func requireSizeEstimateCloseToTheHeap(t *testing.T, s *State, copies int) {
 // a position its stream never reaches) is reported, and its queries answer
 // as for an unknown run, never with a partial run.
 func TestColdRunNotReadBackIsReported(t *testing.T) {
+	s, cold := coldRunNotReadBack(t)
+	var reported []string
+	s.store.ReportErrors(func(run string, err error) {
+		require.ErrorIs(t, err, eventlog.ErrCorrupt)
+		reported = append(reported, run)
+	})
+	_, ok := s.Task(cold, "00_step")
+	require.False(t, ok)
+	require.Equal(t, []string{cold}, reported)
+	require.ErrorIs(t, s.store.Err(), eventlog.ErrCorrupt)
+	_, err := s.FaultIn(cold)
+	require.ErrorIs(t, err, eventlog.ErrCorrupt, "the writer fails rather than decide on a partial run")
+	require.ErrorIs(t, err, ErrNotReadBack)
+	_, err = s.Warm(cold)()
+	require.ErrorIs(t, err, ErrNotReadBack, "a reader is told, to answer the error rather than the empty run")
+}
+
+// coldRunNotReadBack is a state of a realistic history whose ended run cold, gone cold with its summary kept in
+// memory, cannot be read back as recorded: its summary names a position its stream never reaches (ErrCorrupt).
+func coldRunNotReadBack(t *testing.T) (s *State, cold string) {
+	t.Helper()
 	l, err := eventlog.Open("db", &eventlog.Options{FS: vfs.NewMem()})
 	require.NoError(t, err)
-	defer l.Close()
+	t.Cleanup(func() { l.Close() })
 	evs := realisticHistory(300)
 	var writes []eventlog.Write
 	for _, ev := range evs {
@@ -109,28 +130,42 @@ func TestColdRunNotReadBackIsReported(t *testing.T) {
 	}
 	_, err = l.Append(writes...)
 	require.NoError(t, err)
-	s, _, err := LoadTiered(l, Tiering{Now: evs[len(evs)-1].UnixMilli() + 1})
+	s, _, err = LoadTiered(l, Tiering{Now: evs[len(evs)-1].UnixMilli() + 1})
 	require.NoError(t, err)
-	var cold string
 	for id := range s.cold {
 		cold = id
 	}
 	require.NotEmpty(t, cold, "the history has an ended run")
-	var reported []string
-	s.store.ReportErrors(func(run string, err error) {
-		require.ErrorIs(t, err, eventlog.ErrCorrupt)
-		reported = append(reported, run)
-	})
 	s.coldRun(cold).last++ // a position the run's stream never reaches
-	_, ok := s.Task(cold, "00_step")
-	require.False(t, ok)
-	require.Equal(t, []string{cold}, reported)
-	require.ErrorIs(t, s.store.Err(), eventlog.ErrCorrupt)
-	_, err = s.FaultIn(cold)
-	require.ErrorIs(t, err, eventlog.ErrCorrupt, "the writer fails rather than decide on a partial run")
-	require.ErrorIs(t, err, ErrNotReadBack)
-	_, err = s.Warm(cold)()
-	require.ErrorIs(t, err, ErrNotReadBack, "a reader is told, to answer the error rather than the empty run")
+	return s, cold
+}
+
+// Every query of a cold run's records that can return an error returns ErrNotReadBack when the log cannot give the
+// run back: a page is not empty, a job list not none, a nested call not allowed as covered by no lease. The run's
+// summary still answers (its record is known), so only the records are in question.
+func TestQueriesOfAColdRunNotReadBackAnswerTheError(t *testing.T) {
+	s, cold := coldRunNotReadBack(t)
+	_, ok, err := s.LookupRun(cold)
+	require.NoError(t, err)
+	require.True(t, ok, "the summary answers")
+	f := PageFilter{Limit: 10}
+	pages := map[string]func() error{
+		"TasksPage":       func() error { _, err := s.TasksPage(cold, f); return err },
+		"DelegationsPage": func() error { _, err := s.DelegationsPage(cold, f); return err },
+		"LedgerPage":      func() error { _, err := s.LedgerPage(cold, f); return err },
+		"AccountHistory":  func() error { _, _, err := s.AccountHistory(cold, "00_step", f); return err },
+		"Mailbox":         func() error { _, err := s.Mailbox(cold, events.RunInbox, MailboxFilter{Limit: 10}); return err },
+		"AsksPage":        func() error { _, err := s.AsksPage(cold, false, f); return err },
+		"CredentialsPage": func() error { _, err := s.CredentialsPage(cold, f); return err },
+		"JobPage":         func() error { _, _, err := s.JobPage(cold, "J", 0, 10); return err },
+		"EachJob":         func() error { return s.EachJob(cold, func(Job) bool { return true }) },
+		"Authorize":       func() error { _, err := s.Authorize(cold, "root/call", "write"); return err },
+	}
+	for name, read := range pages {
+		err := read()
+		require.ErrorIs(t, err, ErrNotReadBack, name)
+		require.ErrorIs(t, err, eventlog.ErrCorrupt, name)
+	}
 }
 
 // A cold run's record and orchestrator credential come from its summary,

@@ -49,7 +49,10 @@ func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request, _ principal)
 	s.runList(w, r, "jobs", nil,
 		func(st *projections.State, runID string, req pageReq) (listPage, error) {
 			lim := jobLimitsOf(st)
-			all := broker.JobSummaries(st, runID)
+			all, err := broker.JobSummaries(st, runID)
+			if err != nil {
+				return listPage{}, err
+			}
 			items := make([]jobItem, len(all))
 			for i, j := range all {
 				items[i] = jobItem{JobSummary: j, Limits: lim}
@@ -91,14 +94,17 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request, _ principal) 
 	var (
 		out          jobDetail
 		runOK, jobOK bool
+		err          error
 	)
 	s.opts.Engine.Read(func(st *projections.State) {
-		if _, runOK = st.Run(runID); runOK {
-			out.JobDetail, jobOK = broker.JobDetailOf(st, runID, jobID, from, int(limit))
+		if _, runOK, err = st.LookupRun(runID); runOK {
+			out.JobDetail, jobOK, err = broker.JobDetailOf(st, runID, jobID, from, int(limit))
 			out.Limits = jobLimitsOf(st)
 		}
 	})
 	switch {
+	case err != nil:
+		writeError(w, notReadBack())
 	case !runOK:
 		writeError(w, noRun(runID))
 	case !jobOK:

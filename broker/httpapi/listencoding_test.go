@@ -136,7 +136,8 @@ func TestListsAnswerAsBefore(t *testing.T) {
 			expect[fmt.Sprint("/api/v1/runs?limit=", limit)] = runs
 		}
 		for _, runID := range []string{liveRun, "escaped_run"} {
-			out, ok := runView(st, runID)
+			out, ok, err := runView(st, runID)
+			require.NoError(t, err)
 			require.True(t, ok)
 			held := st.SlotsHeld()
 			out.Slots.Held = &held

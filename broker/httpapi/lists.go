@@ -86,7 +86,9 @@ func (s *Server) runList(w http.ResponseWriter, r *http.Request, key string, rea
 	)
 	for {
 		s.opts.Engine.Read(func(st *projections.State) {
-			if _, found = st.Run(runID); found {
+			// NB: the run's summary is read again here, and its records may be read again (another run may have
+			// taken its place in the cache since runParam): a read that fails now is no missing run (err).
+			if _, found, err = st.LookupRun(runID); found {
 				pg, err = list(st, runID, req)
 			}
 		})
@@ -101,6 +103,8 @@ func (s *Server) runList(w http.ResponseWriter, r *http.Request, key string, rea
 	}
 	var ae *apiError
 	switch {
+	case errors.Is(err, projections.ErrNotReadBack):
+		writeError(w, notReadBack()) // logged by the engine, with the run's id
 	case !found:
 		writeError(w, noRun(runID))
 	case errors.As(err, &ae):

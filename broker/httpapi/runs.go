@@ -207,6 +207,9 @@ func (s *Server) runParam(r *http.Request) (string, *apiError) {
 			e = notReadBack()
 		}
 	}
+	if e == nil && s.warmed != nil {
+		s.warmed()
+	}
 	return id, e
 }
 

@@ -36,6 +36,8 @@ type Server struct {
 	catchingUp func(key string)
 	// searching is a test's hook: runs as a search of the runs (q) starts matching a chunk of them.
 	searching func()
+	// warmed is a test's hook: runs once runParam has read a cold run back, before the route reads the state.
+	warmed func()
 	// closing is a test's hook: runs in Close once the listener, the connections and the streams are closed, just
 	// before Close waits for the handlers still in progress.
 	closing func()

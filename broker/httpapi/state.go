@@ -316,13 +316,17 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request, pr principa
 		// The published state is the rebuild at the head (a rebuild from position 1 gives the same state, which
 		// the engine's tests prove): read it instead of folding the run again.
 		s.opts.Engine.Read(func(st *projections.State) {
-			if out, ok = runView(st, runID); ok {
+			if out, ok, err = runView(st, runID); ok && err == nil {
 				held := st.SlotsHeld()
 				out.Slots.Held = &held
 			}
 		})
 	} else if existed {
-		out, ok = runView(past, runID)
+		out, ok, err = runView(past, runID)
+	}
+	if err != nil {
+		writeError(w, notReadBack()) // the run's summary or records read again at the head (ErrNotReadBack)
+		return
 	}
 	if !ok {
 		writeError(w, notFound("run %q did not exist yet at position %d", runID, pos))
@@ -374,19 +378,29 @@ func (out *stateResult) fit() error {
 	return nil
 }
 
-// runView is run runID's lists in st, each capped at maxStateItems.
-func runView(st *projections.State, runID string) (stateResult, bool) {
-	run, ok := st.Run(runID)
+// runView is run runID's lists in st, each capped at maxStateItems. The error is projections.ErrNotReadBack for a
+// cold run the log cannot give back: not a run that did not exist, nor one with empty lists.
+func runView(st *projections.State, runID string) (stateResult, bool, error) {
+	run, ok, err := st.LookupRun(runID)
 	if !ok {
-		return stateResult{}, false
+		return stateResult{}, false, err
 	}
 	own := st.SlotsOf(runID)
 	out := stateResult{Position: st.Position, Run: itemOf(st, run),
 		Slots: stateSlots{Capacity: own.Capacity, RunHeld: len(own.SubIDs), SubIDs: own.SubIDs}}
 	f := projections.PageFilter{Limit: maxStateItems}
-	tp, _ := st.TasksPage(runID, f)
-	dp, _ := st.DelegationsPage(runID, f)
-	lp, _ := st.LedgerPage(runID, f)
+	tp, err := st.TasksPage(runID, f)
+	if err != nil {
+		return stateResult{}, false, err
+	}
+	dp, err := st.DelegationsPage(runID, f)
+	if err != nil {
+		return stateResult{}, false, err
+	}
+	lp, err := st.LedgerPage(runID, f)
+	if err != nil {
+		return stateResult{}, false, err
+	}
 	l := &out.lists
 	l.tasks = make([]taskItem, 0, len(tp.Items))
 	for _, t := range tp.Items {
@@ -400,8 +414,11 @@ func runView(st *projections.State, runID string) (stateResult, bool) {
 	for _, a := range lp.Items {
 		l.ledger = append(l.ledger, accountOf(a))
 	}
-	ap, _ := st.AsksPage(runID, false, f)
+	ap, err := st.AsksPage(runID, false, f)
+	if err != nil {
+		return stateResult{}, false, err
+	}
 	out.Truncated = tp.NextCursor != "" || dp.NextCursor != "" || lp.NextCursor != "" || ap.NextCursor != ""
 	l.asks = nonNil(ap.Items)
-	return out, true
+	return out, true, nil
 }

@@ -198,7 +198,7 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 		jobs := s.Jobs(run)
 		q("Jobs", jobs)
 		var walked []projections.Job
-		s.EachJob(run, func(j projections.Job) bool { walked = append(walked, j); return true })
+		require.NoError(t, s.EachJob(run, func(j projections.Job) bool { walked = append(walked, j); return true }))
 		q("EachJob", walked)
 		n, live := s.JobCount(run)
 		q("JobCount", n, live)
@@ -207,23 +207,30 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 		q("RevokedRootsOf", rr)
 		roots, saturated := s.RevokedRootCount(run)
 		q("RevokedRootCount", roots, saturated)
-		q("Authorize/none", s.Authorize(run, "", "x"))
+		authorize := func(parent, tool string) projections.Authorization {
+			a, err := s.Authorize(run, parent, tool)
+			require.NoError(t, err)
+			return a
+		}
+		q("Authorize/none", authorize("", "x"))
 		for _, root := range append(rr.Roots, "nope") {
-			q("Authorize/"+root, s.Authorize(run, root+"/c", "x"))
+			q("Authorize/"+root, authorize(root+"/c", "x"))
 		}
 		for _, j := range append(jobs, projections.Job{JobID: "nope"}) {
 			jj, ok := s.Job(run, j.JobID)
 			q("Job/"+j.JobID, jj, ok)
 			// Its calls by pages of 2 from the first, then a page past the last.
 			for from := 0; ; {
-				pg, ok := s.JobPage(run, j.JobID, from, 2)
+				pg, ok, err := s.JobPage(run, j.JobID, from, 2)
+				require.NoError(t, err)
 				q(fmt.Sprintf("JobPage/%s/%d", j.JobID, from), pg, ok)
 				if !ok || pg.Next >= pg.Seen {
 					break
 				}
 				from = pg.Next
 			}
-			pg, ok := s.JobPage(run, j.JobID, len(j.Requests)+1, 2)
+			pg, ok, err := s.JobPage(run, j.JobID, len(j.Requests)+1, 2)
+			require.NoError(t, err)
 			q("JobPage/"+j.JobID+"/past", pg, ok)
 			h, ok := s.JobHeader(run, j.JobID)
 			q("JobHeader/"+j.JobID, h, ok)
@@ -231,7 +238,7 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 			for _, tool := range append(j.Tools, "nope") {
 				g, ro := s.JobTool(run, j.JobID, tool)
 				q("JobTool/"+j.JobID+"/"+tool, g, ro)
-				q("Authorize/"+j.JobID+"/"+tool, s.Authorize(run, j.Root+"/c", tool))
+				q("Authorize/"+j.JobID+"/"+tool, authorize(j.Root+"/c", tool))
 			}
 			for _, r := range append(j.Requests, &projections.ProxyRequest{RequestID: "nope"}) {
 				pr, ok := s.ProxyRequestOf(run, j.JobID, r.RequestID)
