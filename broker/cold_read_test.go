@@ -158,8 +158,8 @@ func TestAPageOfRunsTheIndexCannotGiveIsAnsweredReplayFailed(t *testing.T) {
 // A query whose cold run was found and read back (params.run), then meets a log that fails as it reads the run
 // under the state's lock (the one decoded place taken by another run meanwhile, or the run's summary read again
 // there), is answered replay-failed: never as a run that holds nothing (an empty page), nor as no run (a zero
-// record from query.run), nor as no job, nor a nested call allowed as covered by no lease (job.authorize). The log
-// fails at the read (onRead), after the read-back.
+// record from query.run), nor as no job or no task, nor a nested call allowed as covered by no lease (job.authorize).
+// The log fails at the read (onRead), after the read-back.
 func TestAQueryWhoseColdRunTheLogStopsGivingBackIsAnsweredReplayFailed(t *testing.T) {
 	u := newUnreadableCold(t)
 	var fail atomic.Bool
@@ -190,6 +190,7 @@ func TestAQueryWhoseColdRunTheLogStopsGivingBackIsAnsweredReplayFailed(t *testin
 		{"query.jobs", asAdmin()},
 		{"query.job", asAdmin("jobId", "J")},
 		{"job.authorize", asAdmin("parentToolCallId", "root/call", "tool", "write")},
+		{"task.waitStatus", asAdmin("taskId", taskP, "until", "running", "timeoutMs", 0)},
 	}
 	for _, r := range reads {
 		fail.Store(true)

@@ -39,11 +39,14 @@ type taskWatch struct {
 	waiters int
 }
 
-// taskReading is a task's status as one read of the published state saw it, at position at.
+// taskReading is a task's status as one read of the published state saw it, at position at. err is set when the
+// read could not tell (projections.ErrNotReadBack: a cold run the log cannot give back): such a reading says nothing
+// of the task, not that it does not exist.
 type taskReading struct {
 	status projections.TaskStatus
 	found  bool
 	at     uint64
+	err    error
 }
 
 // readTask reads the status of (runID, taskID) and the position it is published at, in one read.
@@ -54,8 +57,8 @@ func readTask(s *Server, runID, taskID string) taskReading {
 }
 
 func readTaskIn(st *projections.State, runID, taskID string) taskReading {
-	t, ok := st.Task(runID, taskID)
-	return taskReading{status: t.Status, found: ok, at: st.Position}
+	status, ok, err := st.LookupTaskStatus(runID, taskID)
+	return taskReading{status: status, found: ok, at: st.Position, err: err}
 }
 
 // observe records r unless tw holds a reading of a later position, and reports whether it moved the status, in
@@ -63,7 +66,9 @@ func readTaskIn(st *projections.State, runID, taskID string) taskReading {
 // follower's) and by each waiter as it comes (add), so they arrive in any order: an older one must not bring back
 // a status the task has left.
 func (tw *taskWatch) observe(r taskReading) (moved bool) {
-	if r.at < tw.at {
+	if r.at < tw.at || r.err != nil {
+		// NB: a reading that failed keeps the last one: only a cold run is read back, and a cold run does not change
+		// (an event of it makes it hot), so the follower's next reading, at the run's next change, tells.
 		return false
 	}
 	tw.at = r.at
@@ -83,8 +88,9 @@ func (h *waitHub) observe(tw *taskWatch, r taskReading) {
 	}
 }
 
-// add registers a waiter of (runID, taskID); call release exactly once when it ends.
-func (h *waitHub) add(runID, taskID string) {
+// add registers a waiter of (runID, taskID); call release exactly once when it ends, unless add failed: its error is
+// its own reading's (projections.ErrNotReadBack), which registered nothing.
+func (h *waitHub) add(runID, taskID string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	rw := h.byRun[runID]
@@ -98,6 +104,10 @@ func (h *waitHub) add(runID, taskID string) {
 	// reading, or the follower's, may be); under the hub's lock, before the follower can include a new task in a
 	// pass: any publish after this read either closes the follower's run signal or precedes its next read.
 	r := readTask(h.s, runID, taskID)
+	if r.err != nil {
+		// NB: the follower started for it, if any, finds no task to follow and ends.
+		return r.err
+	}
 	tw := rw.tasks[taskID]
 	if tw == nil {
 		tw = &taskWatch{status: r.status, found: r.found, at: r.at, changed: make(chan struct{})}
@@ -106,6 +116,7 @@ func (h *waitHub) add(runID, taskID string) {
 		h.observe(tw, r)
 	}
 	tw.waiters++
+	return nil
 }
 
 // current is the status of a registered (runID, taskID) as the hub's newest reading saw it, whether the task

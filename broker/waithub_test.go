@@ -89,8 +89,8 @@ func TestWaitStatusNeverAnswersAStatusTheTaskHasLeft(t *testing.T) {
 }
 
 // TestTaskWatchKeepsTheNewestReading: a reading replaces the watch's only when it was read at the same or a later
-// position, and wakes the waiters only when it moves the status; an older reading, whatever it says, changes
-// nothing.
+// position, and wakes the waiters only when it moves the status; an older reading, whatever it says, and a reading
+// that failed, change nothing.
 func TestTaskWatchKeepsTheNewestReading(t *testing.T) {
 	running := taskReading{status: projections.TaskRunning, found: true}
 	queued := taskReading{status: projections.TaskQueued, found: true}
@@ -108,6 +108,8 @@ func TestTaskWatchKeepsTheNewestReading(t *testing.T) {
 		{"a later reading of the same status", at(queued, 12), false, at(queued, 12)},
 		{"a later reading of another status", at(running, 11), true, at(running, 11)},
 		{"a later reading of no task", taskReading{at: 11}, true, taskReading{at: 11}},
+		// A cold run the log could not give back: the reading tells nothing of the task, not that it is gone.
+		{"a later reading that failed", taskReading{at: 11, err: projections.ErrNotReadBack}, false, at(queued, 10)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tw := &taskWatch{status: queued.status, found: true, at: 10, changed: make(chan struct{})}

@@ -44,7 +44,14 @@ func handleWaitStatus(cl *call) (any, error) {
 		return nil, p.err
 	}
 	c := cl.c
-	if !readTask(c.s, runID, taskID).found {
+	var r taskReading
+	if err := cl.read(func(st *projections.State) { r = readTaskIn(st, runID, taskID) }); err != nil {
+		return nil, err
+	}
+	if r.err != nil {
+		return nil, r.err // NB: not no-task: the run's tasks are not known
+	}
+	if !r.found {
 		return nil, wire.Errorf(wire.CodeNoTask, "task %q not found in run %q", taskID, runID)
 	}
 	if err := c.acquireWait(); err != nil {
@@ -80,7 +87,9 @@ func waitFor(c *conn, runID, taskID string, until projections.TaskStatus, timeou
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	hub := &c.s.waits
-	hub.add(runID, taskID)
+	if err := hub.add(runID, taskID); err != nil {
+		return nil, err
+	}
 	defer hub.release(runID, taskID)
 	for {
 		st, ok, changed := hub.current(runID, taskID)

@@ -323,11 +323,18 @@ func (s *State) Task(runID, taskID string) (Task, bool) {
 // TaskStatus is Task(runID, taskID).Status without building the task's view: the broker reads it before every
 // request of a worker.
 func (s *State) TaskStatus(runID, taskID string) (TaskStatus, bool) {
-	r := s.run(runID)
+	st, ok, _ := s.LookupTaskStatus(runID, taskID)
+	return st, ok
+}
+
+// LookupTaskStatus is TaskStatus, with the error (ErrNotReadBack) met reading a cold run back from the log: its
+// tasks are not known to be none, and must not be answered as if the task did not exist.
+func (s *State) LookupTaskStatus(runID, taskID string) (TaskStatus, bool, error) {
+	r, err := s.lookupRun(runID)
 	if r == nil || r.tasks[taskID] == nil {
-		return "", false
+		return "", false, err
 	}
-	return r.tasks[taskID].Status, true
+	return r.tasks[taskID].Status, true, nil
 }
 
 // LiveTasks is the number of run runID's workflow tasks not in a terminal status (queued, running or waiting):

@@ -27,7 +27,7 @@ var (
 		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage", "LedgerTotals",
 		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "LookupRun", "RunStatus", "LookupRunStatus", "Runs",
 		"SlotHolder", "SlotWaiters", "Slots",
-		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "StrandedAsks", "Task", "TaskStatus", "Tasks", "TasksPage", "LiveTasks",
+		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "StrandedAsks", "Task", "TaskStatus", "LookupTaskStatus", "Tasks", "TasksPage", "LiveTasks",
 		"EachLiveTask", "EachWorkflowTask", "EachInFlight",
 		"ActiveLeases", "Job", "JobCount", "JobHeader", "JobPage", "JobTool", "Jobs", "EachJob", "LiveRequests",
 		"ProxyRequestOf", "RevokedRootsOf", "RevokedRootCount",
@@ -132,6 +132,9 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 			q("Task/"+id, tk, ok)
 			ts, ok := s.TaskStatus(run, id)
 			q("TaskStatus/"+id, ts, ok)
+			ts, ok, err := s.LookupTaskStatus(run, id)
+			require.NoError(t, err)
+			q("LookupTaskStatus/"+id, ts, ok)
 			q("IsShadow/"+id, s.IsShadow(run, id))
 			a, ok := s.Account(run, id)
 			q("Account/"+id, a, ok)
