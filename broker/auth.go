@@ -89,7 +89,7 @@ func classify(st *projections.State, runID, taskID, digest string) (identity, *w
 	case !ok:
 		return identity{}, errHelloRejected
 	}
-	if st.IsCold(runID) {
+	if !st.IsHot(runID) { // NB: a known run that is not hot is cold, and IsHot reads nothing: the summary is not read again
 		return classifyCold(st, runID, digest)
 	}
 	orch, hasOrch := st.Credential(runID, events.OrchestratorKey)
@@ -120,8 +120,10 @@ func classify(st *projections.State, runID, taskID, digest string) (identity, *w
 // cold run has ended long ago (a worker's hello would be refused whatever its token, "run is already terminal"),
 // and the answer still tells nobody whether the run or a task of it exists.
 func classifyCold(st *projections.State, runID, digest string) (identity, *wire.Error) {
-	orch, ok := st.Credential(runID, events.OrchestratorKey)
+	orch, ok, err := st.LookupCredential(runID, events.OrchestratorKey)
 	switch {
+	case err != nil:
+		return identity{}, errNotReadBack // its summary, read again, could not be: not a token known to be bad
 	case ok && !orch.Revoked && sameDigest(orch.Digest, digest):
 		return identity{role: events.RoleOrchestrator, runID: runID, key: events.OrchestratorKey, digest: digest}, nil
 	case ok && orch.Revoked && sameDigest(orch.Digest, digest):

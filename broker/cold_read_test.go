@@ -19,12 +19,14 @@ import (
 // unreadableCold is a daemon whose run R1 (seeded: tasks P and Q, their credentials) has ended and gone cold, with
 // its summary, view and events only in the log's tables, read with no block cache; eio, while on, fails every read
 // of a table (EIO), so that R1 cannot be read back from the log. o is R1's orchestrator, a the admin, both
-// connected while the log could be read.
+// connected while the log could be read. While eio is on, the first passes reads of a table (none by default) are
+// let through before the others fail.
 type unreadableCold struct {
 	*fixture
-	eio  *errorfs.Toggle
-	o, a *client
-	orch string // R1's orchestrator token
+	eio    *errorfs.Toggle
+	passes *atomic.Int64
+	o, a   *client
+	orch   string // R1's orchestrator token
 }
 
 func newUnreadableCold(t *testing.T) unreadableCold {
@@ -38,8 +40,9 @@ func newUnreadableCold(t *testing.T) unreadableCold {
 	o.nc.Close()
 	f.close() // views and a snapshot written; NB: a reopened store holds all of it in its tables, none in a memtable
 
+	passes := new(atomic.Int64)
 	eio := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if strings.HasSuffix(op.Path, ".sst") && op.Kind == errorfs.OpFileReadAt {
+		if strings.HasSuffix(op.Path, ".sst") && op.Kind == errorfs.OpFileReadAt && passes.Add(-1) < 0 {
 			return &os.PathError{Op: "read", Path: op.Path, Err: syscall.EIO}
 		}
 		return nil
@@ -54,7 +57,7 @@ func newUnreadableCold(t *testing.T) unreadableCold {
 	d.nc.Close()
 	g.seedRun("R3", "Y") // a group after R2 ended: it goes cold
 	g.eng.Read(func(st *projections.State) { require.True(t, st.IsCold(runR) && st.IsCold("R2")) })
-	u := unreadableCold{fixture: g, eio: eio, o: g.dial(), a: g.dial(), orch: s.orch}
+	u := unreadableCold{fixture: g, eio: eio, passes: passes, o: g.dial(), a: g.dial(), orch: s.orch}
 	u.o.hello(runR, events.OrchestratorKey, s.orch)
 	u.a.helloAdmin()
 	return u
@@ -202,4 +205,51 @@ func TestAQueryWhoseColdRunTheLogStopsGivingBackIsAnsweredReplayFailed(t *testin
 	}
 	tasks := a.ok("query.tasks", asAdmin())["tasks"].([]any)
 	require.Len(t, tasks, 2, "the log holds the run's tasks")
+}
+
+// summaryReads is how many reads of a table one read of R1's summary makes, its tables open already.
+func (u unreadableCold) summaryReads() int64 {
+	u.t.Helper()
+	read := func() {
+		u.eng.Read(func(st *projections.State) {
+			_, ok, err := st.LookupRunStatus(runR)
+			require.NoError(u.t, err)
+			require.True(u.t, ok)
+		})
+	}
+	read() // opens the tables, which reads them more than a summary does
+	const many = 1 << 40
+	u.passes.Store(many)
+	u.eio.On()
+	read()
+	u.eio.Off()
+	n := many - u.passes.Load()
+	u.passes.Store(0)
+	require.Positive(u.t, n)
+	return n
+}
+
+// A hello or a request checked against the summary of a cold run read once, then meeting a log that fails as it
+// reads that summary again in the same read of the state (the run's orchestrator credential, its tier), is answered
+// replay-failed: the hello was refused auth "hello rejected" (its token bad, for which clients give up), and the
+// orchestrator's connection was closed revoked "token revoked", as if the credential had ended for good.
+func TestACredentialWhoseColdRunsSummaryFailsOnItsSecondReadIsAnsweredReplayFailed(t *testing.T) {
+	u := newUnreadableCold(t)
+	n := u.summaryReads()
+
+	u.passes.Store(n) // the first read of the summary passes, the next fails
+	u.eio.On()
+	h := u.dial()
+	e := h.fails("hello", map[string]any{"protocol": 1, "runId": runR, "taskId": events.OrchestratorKey, "token": u.orch},
+		wire.CodeReplayFailed)
+	require.Equal(t, wire.CodeReplayFailed.Message(), e.Message)
+	u.eio.Off()
+
+	u.passes.Store(n)
+	u.eio.On()
+	e = u.o.fails("ping", nil, wire.CodeReplayFailed)
+	require.Equal(t, wire.CodeReplayFailed.Message(), e.Message)
+	u.eio.Off()
+	u.o.ok("ping", nil) // the connection stays open, its credential live
+	u.dial().hello(runR, events.OrchestratorKey, u.orch)
 }

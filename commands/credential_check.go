@@ -29,8 +29,8 @@ const (
 	CredentialRevoked                 // revoked, replaced by another secret, or never issued
 	CredentialRunEnded                // a worker's run is terminal (or cold: it ended long ago)
 	CredentialTaskEnded               // a worker's task is terminal
-	// CredentialUnread: the run is cold and its summary could not be read back from the log
-	// (projections.ErrNotReadBack), so the credential is known neither to hold nor to have ended.
+	// CredentialUnread: the run is cold and its summary (or the records holding the credential) could not be read
+	// back from the log (projections.ErrNotReadBack), so the credential is known neither to hold nor to have ended.
 	CredentialUnread
 )
 
@@ -48,7 +48,10 @@ func CheckCredential(s *projections.State, c Credential) CredentialEnd {
 		// in the log only, and a run is made cold long after it ended.
 		return CredentialRunEnded
 	}
-	cred, ok := s.Credential(c.RunID, c.Key)
+	cred, ok, err := s.LookupCredential(c.RunID, c.Key)
+	if err != nil {
+		return CredentialUnread // NB: its summary read again, or its records read back, failed: not revoked
+	}
 	if !ok || cred.Revoked || !SameDigest(cred.Digest, c.Digest) {
 		return CredentialRevoked
 	}

@@ -71,17 +71,37 @@ func actorName(a events.Actor) string { return strings.Clone(a.String()) }
 // hello or a request of a run's orchestrator is checked without re-folding
 // the run; any other key of a cold run re-folds it.
 func (s *State) Credential(runID, key string) (Credential, bool) {
-	if cr := s.coldRun(runID); cr != nil && key == events.OrchestratorKey {
-		if cr.orch == nil {
-			return Credential{}, false
+	c, ok, _ := s.LookupCredential(runID, key)
+	return c, ok
+}
+
+// LookupCredential is Credential, with the error (ErrNotReadBack) met reading a cold run's summary or records back
+// from the log: such a credential is not known to be absent (a caller that took it for revoked would end its
+// holder's connections for good). A cold run's summary is read once.
+func (s *State) LookupCredential(runID, key string) (Credential, bool, error) {
+	r := s.runs[runID]
+	if r == nil {
+		cr, err := s.lookupCold(runID)
+		if cr == nil {
+			return Credential{}, false, err
 		}
-		return *cr.orch, true
+		if key == events.OrchestratorKey {
+			if cr.orch == nil {
+				return Credential{}, false, nil
+			}
+			return *cr.orch, true, nil
+		}
+		if s.store == nil { // a state decoded from a snapshot alone: its cold runs' records are not known to it
+			return Credential{}, false, nil
+		}
+		if r, err = s.store.load(runID, cr); err != nil {
+			return Credential{}, false, err
+		}
 	}
-	r := s.run(runID)
-	if r == nil || r.creds[key] == nil {
-		return Credential{}, false
+	if r.creds[key] == nil {
+		return Credential{}, false, nil
 	}
-	return *r.creds[key], true
+	return *r.creds[key], true, nil
 }
 
 // Credentials returns the credentials of run runID in the order their keys

@@ -161,6 +161,7 @@ func TestQueriesOfAColdRunNotReadBackAnswerTheError(t *testing.T) {
 		"EachJob":          func() error { return s.EachJob(cold, func(Job) bool { return true }) },
 		"Authorize":        func() error { _, err := s.Authorize(cold, "root/call", "write"); return err },
 		"LookupTaskStatus": func() error { _, _, err := s.LookupTaskStatus(cold, "00_step"); return err },
+		"LookupCredential": func() error { _, _, err := s.LookupCredential(cold, "00_step"); return err },
 	}
 	for name, read := range pages {
 		err := read()

@@ -22,7 +22,7 @@ import (
 // say how it is held.
 var (
 	stateQueries = []string{
-		"Account", "AccountHistory", "Allocation", "Ask", "Asks", "AsksPage", "Authorize", "Config", "Credential", "Credentials",
+		"Account", "AccountHistory", "Allocation", "Ask", "Asks", "AsksPage", "Authorize", "Config", "Credential", "LookupCredential", "Credentials",
 		"CredentialsPage",
 		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage", "LedgerTotals",
 		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "LookupRun", "RunStatus", "LookupRunStatus", "Runs",
@@ -257,6 +257,9 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 		for _, c := range append(creds, projections.Credential{Key: "nope"}) {
 			cc, ok := s.Credential(run, c.Key)
 			q("Credential/"+c.Key, cc, ok)
+			cc, ok, err := s.LookupCredential(run, c.Key)
+			require.NoError(t, err)
+			q("LookupCredential/"+c.Key, cc, ok)
 		}
 	}
 	return out
