@@ -27,7 +27,11 @@ type unreadableCold struct {
 	passes *atomic.Int64
 	o, a   *client
 	orch   string // R1's orchestrator token
+	issued string // Q's token, which R1's orchestrator issued again with issueQ
 }
+
+// issueQ is the credential.issue R1's orchestrator sent while R1 was hot.
+var issueQ = map[string]any{"taskId": taskQ, "commandId": "issue-q"}
 
 func newUnreadableCold(t *testing.T) unreadableCold {
 	mem := vfs.NewMem()
@@ -36,6 +40,7 @@ func newUnreadableCold(t *testing.T) unreadableCold {
 	o := f.dial()
 	o.hello(runR, events.OrchestratorKey, s.orch)
 	o.ok("msg.send", map[string]any{"to": taskP, "body": "hello"})
+	issued := o.ok("credential.issue", issueQ)["token"].(string)
 	o.ok("run.transition", map[string]any{"to": "completed"})
 	o.nc.Close()
 	f.close() // views and a snapshot written; NB: a reopened store holds all of it in its tables, none in a memtable
@@ -57,7 +62,7 @@ func newUnreadableCold(t *testing.T) unreadableCold {
 	d.nc.Close()
 	g.seedRun("R3", "Y") // a group after R2 ended: it goes cold
 	g.eng.Read(func(st *projections.State) { require.True(t, st.IsCold(runR) && st.IsCold("R2")) })
-	u := unreadableCold{fixture: g, eio: eio, passes: passes, o: g.dial(), a: g.dial(), orch: s.orch}
+	u := unreadableCold{fixture: g, eio: eio, passes: passes, o: g.dial(), a: g.dial(), orch: s.orch, issued: issued}
 	u.o.hello(runR, events.OrchestratorKey, s.orch)
 	u.a.helloAdmin()
 	return u
@@ -165,12 +170,7 @@ func TestAPageOfRunsTheIndexCannotGiveIsAnsweredReplayFailed(t *testing.T) {
 // The log fails at the read (onRead), after the read-back.
 func TestAQueryWhoseColdRunTheLogStopsGivingBackIsAnsweredReplayFailed(t *testing.T) {
 	u := newUnreadableCold(t)
-	var fail atomic.Bool
-	u.srv.onRead = func() {
-		if fail.CompareAndSwap(true, false) {
-			u.eio.On()
-		}
-	}
+	fail := u.failingAtRead()
 	a := u.dial()
 	a.helloAdmin()
 	asAdmin := func(kv ...any) map[string]any {
@@ -252,4 +252,33 @@ func TestACredentialWhoseColdRunsSummaryFailsOnItsSecondReadIsAnsweredReplayFail
 	u.eio.Off()
 	u.o.ok("ping", nil) // the connection stays open, its credential live
 	u.dial().hello(runR, events.OrchestratorKey, u.orch)
+}
+
+// A retried credential.issue of a cold run, its outcome recorded, is answered its token again only once the
+// credential it recorded is found among the run's records, read back for it. When that read of the run fails after
+// the read-back (onRead), the retry is answered replay-failed: not bad-params "commandId was already used for a
+// request whose credential is not current; retry with a new commandId", which would have the runtime issue the
+// credential again, ending the one its worker holds. Once the log can be read, the retry answers the same token.
+func TestARetriedIssueOfAColdRunTheLogStopsGivingBackIsAnsweredReplayFailed(t *testing.T) {
+	u := newUnreadableCold(t)
+	fail := u.failingAtRead()
+	fail.Store(true)
+	e := u.o.fails("credential.issue", issueQ, wire.CodeReplayFailed)
+	require.Equal(t, wire.CodeReplayFailed.Message(), e.Message)
+	require.False(t, fail.Load(), "the log failed after the read-back")
+	u.eio.Off()
+
+	require.Equal(t, u.issued, u.o.ok("credential.issue", issueQ)["token"])
+}
+
+// failingAtRead makes the log fail (eio on) as the next request after fail is set reads the published state
+// (onRead): after its run was found and read back. fail is cleared as the log fails.
+func (u unreadableCold) failingAtRead() (fail *atomic.Bool) {
+	fail = new(atomic.Bool)
+	u.srv.onRead = func() {
+		if fail.CompareAndSwap(true, false) {
+			u.eio.On()
+		}
+	}
+	return fail
 }

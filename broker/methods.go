@@ -414,16 +414,32 @@ func withToken(c *conn, reply commands.Reply, field, token, runID, key string) (
 			return nil, err
 		}
 	}
-	valid := false
+	var (
+		valid bool
+		err   error
+	)
+	if c.s.onRead != nil {
+		c.s.onRead()
+	}
 	c.s.eng.Read(func(st *projections.State) {
+		// NB: the run is read again here (its summary, and its records if they left the cache since warm): a read
+		// that fails is no credential that is not current, whose answer would have the caller issue it again.
 		if job, ok := strings.CutPrefix(key, jobNoncePrefix); ok {
-			h, ok := st.JobHeader(runID, job)
-			valid = ok && sameDigest(h.NonceDigest, digestOf(token))
+			var pg projections.JobPage
+			pg, ok, err = st.JobPage(runID, job, 0, 0) // the job's own fields alone
+			valid = ok && sameDigest(pg.Job.NonceDigest, digestOf(token))
 			return
 		}
-		cred, ok := st.Credential(runID, key)
+		var (
+			cred projections.Credential
+			ok   bool
+		)
+		cred, ok, err = st.LookupCredential(runID, key)
 		valid = ok && !cred.Revoked && sameDigest(cred.Digest, digestOf(token))
 	})
+	if err != nil {
+		return nil, err
+	}
 	if !valid {
 		return nil, wire.NewError(wire.CodeBadParams,
 			"commandId was already used for a request whose credential is not current; retry with a new commandId")
