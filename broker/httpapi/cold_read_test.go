@@ -16,14 +16,23 @@ import (
 	"github.com/crewlog/crewlog/audit/audittest"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // newUnreadableCold is a server over a store whose ended runs are cold, and cold one of them; eio, while on, fails
-// every read of a table (EIO), so that a cold run cannot be read back from the log.
+// every read of a table (EIO) but the first passes (none unless set), so that a cold run cannot be read back from the
+// log.
 func newUnreadableCold(t *testing.T) (f *fixture, eio *errorfs.Toggle, cold string) {
+	f, eio, _, cold = newUnreadableColdPassing(t)
+	return f, eio, cold
+}
+
+// newUnreadableColdPassing is newUnreadableCold, with the count of reads eio lets through while on.
+func newUnreadableColdPassing(t *testing.T) (f *fixture, eio *errorfs.Toggle, passes *atomic.Int64, cold string) {
 	t.Helper()
+	passes = new(atomic.Int64)
 	eio = &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if strings.HasSuffix(op.Path, ".sst") && op.Kind == errorfs.OpFileReadAt {
+		if strings.HasSuffix(op.Path, ".sst") && op.Kind == errorfs.OpFileReadAt && passes.Add(-1) < 0 {
 			return &os.PathError{Op: "read", Path: op.Path, Err: syscall.EIO}
 		}
 		return nil
@@ -34,7 +43,7 @@ func newUnreadableCold(t *testing.T) (f *fixture, eio *errorfs.Toggle, cold stri
 	f = newFixtureStore(t, Options{}, eo,
 		&eventlog.Options{FS: errorfs.Wrap(vfs.Default, eio), CacheSize: 1, MemTableSize: 1 << 12},
 		func(dir string, head uint64) { audittest.ColdSnapshot(t, dir, head) })
-	return f, eio, f.firstColdRun()
+	return f, eio, passes, f.firstColdRun()
 }
 
 // A cold run the log cannot give back (every read of a table fails: EIO) is answered 500 by each of its routes:
@@ -68,8 +77,11 @@ func TestAPIAnswersAColdRunTheLogStopsGivingBackWithA500(t *testing.T) {
 		}
 	}
 	head := f.ok("/api/v1/runs/" + cold)["position"].(float64)
+	accounts := f.ok("/api/v1/runs/" + cold + "/ledger")["accounts"].([]any)
+	require.NotEmpty(t, accounts)
+	account := accounts[0].(map[string]any)["taskId"].(string)
 	routes := []string{"/tasks", "/delegations", "/ledger", "/mailbox", "/asks", "/credentials", "/jobs", "/jobs/j1",
-		fmt.Sprintf("/state?at=%d", int64(head))}
+		fmt.Sprintf("/state?at=%d", int64(head)), "/ledger?taskId=" + account}
 
 	for _, route := range routes {
 		fail.Store(true)
@@ -79,4 +91,51 @@ func TestAPIAnswersAColdRunTheLogStopsGivingBackWithA500(t *testing.T) {
 	}
 	tasks := f.ok("/api/v1/runs/" + cold + "/tasks")["tasks"].([]any)
 	require.NotEmpty(t, tasks, "the log holds the run's tasks")
+}
+
+// The credentials of a cold run show each worker's task status, read from the run's records: when that read fails
+// (the run's summary, read again for the task after the read-back's, the list's and the page's reads), the route
+// answers 500, never the credentials as if their tasks were gone (no taskStatus).
+func TestAPICredentialsOfAColdRunTheLogStopsGivingBackAnswerA500(t *testing.T) {
+	f, eio, passes, cold := newUnreadableColdPassing(t)
+	// Reopened, a worker's credential issued, ended again: the run goes cold again with it.
+	for _, cmd := range []commands.Command{
+		&commands.RunTransition{RunID: cold, To: "running"},
+		&commands.CredentialIssue{RunID: cold, TaskID: "02_explore", Digest: strings.Repeat("ab", 32)},
+		&commands.RunTransition{RunID: cold, To: "completed"},
+	} {
+		require.Nil(t, f.do(audittest.Admin, cmd).Rejected)
+	}
+	route := "/api/v1/runs/" + cold + "/credentials"
+	creds := f.ok(route)["credentials"].([]any) // the run read back and kept decoded
+	f.eng.Read(func(st *projections.State) { require.True(t, st.IsCold(cold)) })
+	workers := 0
+	for _, c := range creds {
+		if c.(map[string]any)["taskStatus"] != nil {
+			workers++
+		}
+	}
+	require.Positive(t, workers, "the run has credentials of its tasks")
+	summary := func() {
+		f.eng.Read(func(st *projections.State) {
+			_, ok, err := st.LookupRunStatus(cold)
+			require.NoError(t, err)
+			require.True(t, ok)
+		})
+	}
+	const many = 1 << 40
+	passes.Store(many)
+	eio.On()
+	summary()
+	eio.Off()
+	n := many - passes.Load()
+	require.Positive(t, n, "a read of the summary reads the tables")
+
+	// The read-back's (the run cached: no records read), the list's, the page's: the fourth read of the summary
+	// fails, the first task's.
+	passes.Store(3 * n)
+	eio.On()
+	f.fails(route, http.StatusInternalServerError, codeInternal)
+	eio.Off()
+	require.Equal(t, creds, f.ok(route)["credentials"])
 }

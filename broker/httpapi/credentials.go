@@ -34,8 +34,13 @@ func (s *Server) handleCredentials(w http.ResponseWriter, r *http.Request, _ pri
 				it := credentialItem{RunID: c.RunID, Key: c.Key, Role: c.Role, IssuedAt: c.IssuedAt, IssuedBy: c.IssuedBy,
 					Revoked: c.Revoked, RevokedAt: c.RevokedAt, RevokedBy: c.RevokedBy, RevokedReason: c.RevokedReason}
 				if c.Key != events.OrchestratorKey {
-					if t, ok := st.Task(runID, c.Key); ok {
-						it.TaskStatus = string(t.Status)
+					// NB: a cold run's summary is read again for it: a read that fails is no task gone.
+					status, ok, err := st.LookupTaskStatus(runID, c.Key)
+					if err != nil {
+						return listPage{}, err
+					}
+					if ok {
+						it.TaskStatus = string(status)
 					}
 				}
 				items[i] = it

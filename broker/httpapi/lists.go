@@ -275,11 +275,13 @@ func (s *Server) accountHistory(w http.ResponseWriter, r *http.Request) {
 		err          error
 	)
 	s.opts.Engine.Read(func(st *projections.State) {
-		if _, found = st.Run(runID); found {
+		if _, found, err = st.LookupRun(runID); found {
 			h, hasAc, err = st.AccountHistory(runID, taskID, projections.PageFilter{Limit: limit, Cursor: cursor})
 		}
 	})
 	switch {
+	case errors.Is(err, projections.ErrNotReadBack):
+		writeError(w, notReadBack()) // read again after runParam's read-back, and failed: logged by the engine
 	case !found:
 		writeError(w, noRun(runID))
 	case err != nil && errors.Is(err, projections.ErrBadCursor):
