@@ -282,3 +282,21 @@ func (u unreadableCold) failingAtRead() (fail *atomic.Bool) {
 	}
 	return fail
 }
+
+// A hello whose token checked out against a cold run's summary, then meets a log that fails as its bind checks the
+// credential again (the summary's third read), is answered replay-failed and its connection closed, as every
+// refused hello's is: it was left open and unauthenticated with the place it claimed, and a second hello on it
+// would claim another, which its close never gave back.
+func TestAHelloRefusedReplayFailedAtItsBindClosesItsConnection(t *testing.T) {
+	u := newUnreadableCold(t)
+	n := u.summaryReads()
+	h := u.dial()
+	u.passes.Store(2 * n) // the hello's two reads of the summary pass, its bind's fails
+	u.eio.On()
+	e := h.fails("hello", map[string]any{"protocol": 1, "runId": runR, "taskId": events.OrchestratorKey, "token": u.orch},
+		wire.CodeReplayFailed)
+	u.eio.Off()
+	require.Equal(t, wire.CodeReplayFailed.Message(), e.Message)
+	_, _ = h.nc.Write([]byte(`{"id":"p","method":"ping","params":null}` + "\n")) // NB: may meet the close
+	h.closed()
+}

@@ -168,8 +168,10 @@ func (c *conn) hello(req wire.Request) bool {
 		return false
 	}
 	if bad != nil {
+		// NB: closed whatever the code (replay-failed: the credential could not be checked again): left open, the
+		// connection would keep the place it claimed, and a second hello on it would claim another.
 		s.lg.Debug("hello refused", "conn", c.seq, "code", string(bad.Code), "message", bad.Message)
-		return c.sendError(req.ID, bad)
+		return c.refuseHello(req.ID, bad)
 	}
 	c.authed, c.keys, c.cred = true, k, id.credential()
 	c.nc.SetReadDeadline(time.Time{})
