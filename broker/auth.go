@@ -89,7 +89,8 @@ func classify(st *projections.State, runID, taskID, digest string) (identity, *w
 	case !ok:
 		return identity{}, errHelloRejected
 	}
-	if !st.IsHot(runID) { // NB: a known run that is not hot is cold, and IsHot reads nothing: the summary is not read again
+	// NB: a known run that is not hot is cold, and IsHot reads nothing: the summary is not read again.
+	if !st.IsHot(runID) {
 		return classifyCold(st, runID, digest)
 	}
 	orch, hasOrch := st.Credential(runID, events.OrchestratorKey)

@@ -427,11 +427,12 @@ type JobPage struct {
 	Saturated    bool
 }
 
-// JobPage returns job jobID of run runID with at most limit of its calls from the from-th (none when from is past
-// the last), and whether the run has the job; the error is ErrNotReadBack for a cold run the log cannot give back
-// (lookupRun). It walks the calls in place and copies the job's own fields and the page alone: a page of a job's calls is read under the state's lock, which holds up the publication of every run,
-// and a manager may ask for it again and again, where Job's deep copy takes every call the job has seen (as many as
-// the config's proxyMaxRequests) and rebuilds their lookup maps.
+// JobPage returns job jobID of run runID with at most limit of its calls from the from-th (none when from is past the
+// last), and whether the run has the job; the error is ErrNotReadBack for a cold run the log cannot give back
+// (lookupRun). It walks the calls in place and copies the job's own fields and the page alone: a page of a job's
+// calls is read under the state's lock, which holds up the publication of every run, and a manager may ask for it
+// again and again, where Job's deep copy takes every call the job has seen (as many as the config's proxyMaxRequests)
+// and rebuilds their lookup maps.
 func (s *State) JobPage(runID, jobID string, from, limit int) (JobPage, bool, error) {
 	r, err := s.lookupRun(runID)
 	if r == nil || r.jobs[jobID] == nil {
