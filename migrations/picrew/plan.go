@@ -3,8 +3,11 @@ package picrew
 import (
 	"bytes"
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -859,9 +862,21 @@ func (p *planner) reconcileUsage(t task) {
 			"task %s: usage %s: not imported (crewlog's task.usage refuses such a report)", t.ID, bad)
 		return
 	}
-	p.begin("usage:" + t.ID)
+	p.begin("usage:" + t.ID + ":" + usageDigest(t))
 	p.add(max(t.FinishedAt.ms, t.StartedAt.ms), &events.TaskUsage{TaskID: t.ID, Input: u.Input, Output: u.Output,
 		CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Cost: u.Cost, Turns: u.Turns})
+}
+
+// usageDigest names what task t's usage write records: its counters and cost, and the attempt they are of (its
+// startedAt and finishedAt). NB: pi-crew writes a task's usage at the end of each attempt, and the log keeps the last
+// task.usage of a task (projections replace it): under one id per task, a retried task's new usage was answered as a
+// write already recorded, and its run's budget use kept the first attempt's. The same usage of the same attempt read
+// again is the same write; a changed one, or the same one of a later attempt, is a new one.
+func usageDigest(t task) string {
+	u := t.Usage
+	h := sha256.Sum256(fmt.Appendf(nil, "%d,%d,%d,%d,%d,%s,%d,%d", u.Input, u.Output, u.CacheRead, u.CacheWrite, u.Turns,
+		strconv.FormatFloat(u.Cost, 'g', -1, 64), t.StartedAt.ms, t.FinishedAt.ms))
+	return hex.EncodeToString(h[:8])
 }
 
 // usageProblem names what makes a usage one crewlog's task.usage refuses: a counter outside 0..events.MaxUsageTokens
