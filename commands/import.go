@@ -53,7 +53,8 @@ const maxImportTimeMs = 9e12
 // outside what wait.request records (importedQuestionProblem), a
 // delegation's deadline, at most MaxTimeoutSec after it
 // (importedAdmission), a task's or delegation's depth, refused outside
-// 0..MaxMaxDepth (importedDepthProblem), a task's usage, refused
+// 0..MaxMaxDepth (importedDepthProblem), a task's dependsOn, refused beyond what task.create takes
+// (importedDependsOnProblem), a task's usage, refused
 // with counters task.usage refuses (importedUsageProblem), a reservation's
 // or charge's tokens, refused outside 0..MaxUsageTokens
 // (importedSpendProblem), a run's budget,
@@ -321,8 +322,8 @@ func noneIfEmpty(o []string) []string {
 }
 
 // importedPayloadProblem says what makes p, the payload of an imported event of type typ, one crewlog does not record
-// (checkpointProblem, importedUsageProblem, importedBudgetProblem, importedDepthProblem, importedSpendProblem,
-// importedTextProblem, importedQuestionProblem); "" when there is nothing.
+// (checkpointProblem, importedUsageProblem, importedBudgetProblem, importedDepthProblem, importedDependsOnProblem,
+// importedSpendProblem, importedTextProblem, importedQuestionProblem); "" when there is nothing.
 func importedPayloadProblem(typ string, p any) string {
 	if err := checkpointProblem(p); err != nil {
 		return err.Error()
@@ -335,6 +336,9 @@ func importedPayloadProblem(typ string, p any) string {
 	}
 	if bad := importedDepthProblem(p); bad != "" {
 		return bad
+	}
+	if bad := importedDependsOnProblem(p); bad != "" {
+		return typ + ": " + bad
 	}
 	if bad := importedSpendProblem(p); bad != "" {
 		return typ + ": " + bad
@@ -405,6 +409,25 @@ func importedDepthProblem(p any) string {
 	}
 	if !events.DepthOK(depth) {
 		return fmt.Sprintf("depth %d is not 0..%d", depth, MaxMaxDepth)
+	}
+	return ""
+}
+
+// importedDependsOnProblem says what makes p, a task.created given as a pointer or a struct, list dependencies
+// task.create never records (more than MaxDependsOn, or an id that is not 1..MaxIDChars chars: events.DependsOnCountOK,
+// events.DependencyOK); "" when there is nothing, or when p is another payload. NB: every read of the task, snapshot
+// of its run and page of the dashboard copies the list.
+func importedDependsOnProblem(p any) string {
+	t := payloadAs[events.TaskCreated](p)
+	if t == nil {
+		return ""
+	}
+	bad := !events.DependsOnCountOK(t.DependsOn)
+	for _, d := range t.DependsOn {
+		bad = bad || !events.DependencyOK(d)
+	}
+	if bad {
+		return fmt.Sprintf("dependsOn must list at most %d task ids of 1..%d chars", MaxDependsOn, MaxIDChars)
 	}
 	return ""
 }

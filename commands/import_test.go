@@ -735,3 +735,38 @@ func TestImportedDepthIsOneTheEngineRecords(t *testing.T) {
 	require.NoError(t, decide(&events.TaskCreated{TaskID: "t2", Kind: events.TaskKindShadow, Depth: MaxMaxDepth}))
 	require.NoError(t, decide(&events.DelegateAdmitted{TaskID: "t1", SubID: "gc-1", ChildDepth: MaxMaxDepth, Unmetered: true}))
 }
+
+// TestImportedDependsOnIsOneTaskCreateTakes: an imported task.created's dependsOn is held to what task.create takes, by
+// value or by pointer: at most MaxDependsOn task ids, each 1..MaxIDChars chars. Unbounded, a write carried a list of
+// any length of ids of any length (up to the frame), which every read of the task, snapshot of its run and page of
+// the dashboard copies.
+func TestImportedDependsOnIsOneTaskCreateTakes(t *testing.T) {
+	decide := func(p any) error {
+		_, err := Decide(projections.New(), &Import{Source: events.ForeignSourcePicrew, RunID: "r1", Events: []ImportedEvent{
+			{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{}},
+			{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: p}}},
+			Env{Now: 2000 * 1e6, CommandID: "c1", NewID: func() string { return "x" }})
+		return err
+	}
+	ids := func(n int, id string) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = id
+		}
+		return out
+	}
+	for name, deps := range map[string][]string{
+		"too many":    ids(MaxDependsOn+1, "t0"),
+		"a long id":   {"t0", strings.Repeat("é", MaxIDChars+1)},
+		"an empty id": {""},
+	} {
+		created := events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow, DependsOn: deps}
+		for how, p := range map[string]any{"pointer": &created, "struct": created} {
+			require.ErrorContains(t, decide(p), fmt.Sprintf("import.append: event 1: task.created: dependsOn must list at "+
+				"most %d task ids of 1..%d chars", MaxDependsOn, MaxIDChars), "%s by %s", name, how)
+		}
+	}
+	require.NoError(t, decide(&events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow,
+		DependsOn: append(ids(MaxDependsOn-1, "t0"), strings.Repeat("é", MaxIDChars))}))
+	require.NoError(t, decide(&events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}))
+}

@@ -19,8 +19,8 @@ const (
 	MaxCwdChars = events.MaxCwdChars
 	// MaxTitleChars bounds a task's title.
 	MaxTitleChars = events.MaxTitleChars
-	// MaxDependsOn bounds the tasks a task depends on.
-	MaxDependsOn = 1024
+	// MaxDependsOn bounds the tasks a task depends on (events.MaxDependsOn).
+	MaxDependsOn = events.MaxDependsOn
 )
 
 // textField is a free-text param, by its params key, and its bound in chars.

@@ -6,8 +6,8 @@ import (
 )
 
 // The bounds an imported record shares with crewlog's own command that records the same thing: task.usage's counts,
-// run.create's budget, wait.request's and wait.resolve's question, task.create's depth, delegate.request's and
-// wait.request's timeouts. Both the engine's commands and
+// run.create's budget, wait.request's and wait.resolve's question, task.create's depth and dependsOn,
+// delegate.request's and wait.request's timeouts. Both the engine's commands and
 // the importers hold to them, each with its own refusal or report. NB: here, as the importers may use neither commands
 // nor projections (as for ImportedTexts).
 const (
@@ -25,6 +25,9 @@ const (
 	// MaxDepth bounds a task's depth (task.create) and so the largest maxDepth an engine is configured with, which an
 	// admission's childDepth is held to.
 	MaxDepth = 10
+	// MaxDependsOn bounds the tasks a task depends on (task.create), each named by a task id of 1..MaxIDChars chars:
+	// every read of the task, snapshot of its run and page of the dashboard copies the list.
+	MaxDependsOn = 1024
 	// MaxTimeoutSec is the longest a delegation may run (D§4.2's timeout-invalid): an admission holds a slot of the
 	// daemon-wide nested pool until its deadline.
 	MaxTimeoutSec = 86400
@@ -103,3 +106,12 @@ func QuestionIDOK(q string) bool {
 
 // DepthOK reports whether d is a depth the engine records: 0..MaxDepth.
 func DepthOK(d int) bool { return d >= 0 && d <= MaxDepth }
+
+// DependsOnCountOK reports whether deps lists no more tasks than a task depends on (MaxDependsOn).
+func DependsOnCountOK(deps []string) bool { return len(deps) <= MaxDependsOn }
+
+// DependencyOK reports whether d is a dependency a task records: 1..MaxIDChars chars, as a task id is. NB: a longer
+// one names no task.
+func DependencyOK(d string) bool {
+	return d != "" && (len(d) <= MaxIDChars || utf8.RuneCountInString(d) <= MaxIDChars)
+}

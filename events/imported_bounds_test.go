@@ -25,6 +25,10 @@ func TestImportedBoundsEdges(t *testing.T) {
 		"question id": {[]bool{QuestionIDOK("q"), QuestionIDOK(strings.Repeat("é", MaxQuestionIDChars))},
 			[]bool{QuestionIDOK(""), QuestionIDOK(strings.Repeat("é", MaxQuestionIDChars+1))}},
 		"depth": {[]bool{DepthOK(0), DepthOK(MaxDepth)}, []bool{DepthOK(-1), DepthOK(MaxDepth + 1)}},
+		"dependsOn count": {[]bool{DependsOnCountOK(nil), DependsOnCountOK(make([]string, MaxDependsOn))},
+			[]bool{DependsOnCountOK(make([]string, MaxDependsOn+1))}},
+		"dependency": {[]bool{DependencyOK("t"), DependencyOK(strings.Repeat("é", MaxIDChars))},
+			[]bool{DependencyOK(""), DependencyOK(strings.Repeat("t", MaxIDChars+1))}},
 	} {
 		for i, ok := range c.in {
 			require.True(t, ok, "%s: value %d within the bound is refused", name, i)

@@ -93,7 +93,8 @@
 //     tasks.json with a counter below zero or above 2^40, or a cost below
 //     zero, is refused whole, as task.usage refuses such a report, and
 //     reported (a negative one lowered the run's budget use below what its
-//     other tasks spent);
+//     other tasks spent); a task's dependsOn keeps the ids of 1..256 chars,
+//     and of those the first 1024 (task.create's bound), each cut reported;
 //     an allocation with a count below zero, or a spend above 2^40, is left
 //     out, and an admission reserving less than nothing, or more than 2^40,
 //     is skipped, so spend never decreases and never saturates. A

@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -458,6 +459,7 @@ func (s *source) parseTasks(id, rel string, b []byte) []task {
 				s.skip(id, rel, 0, 0, "task %s: depth %d is not 0..%d (crewlog's task.create): taken as absent", t.ID, t.Depth, events.MaxDepth)
 				t.Depth = 0
 			}
+			t.DependsOn = s.boundDependsOn(id, rel, t.ID, t.DependsOn)
 			if a := t.Allocation; a != nil && (a.TokensGranted < 0 || !events.SpendTokensOK(a.TokensSpent)) {
 				// NB: its spend becomes an allocation top-up, a budget.reserved crewd's import.append refuses above
 				// events.MaxUsageTokens.
@@ -471,6 +473,24 @@ func (s *source) parseTasks(id, rel string, b []byte) []task {
 		}
 	}
 	return out
+}
+
+// boundDependsOn is deps, the dependsOn of task taskID in tasks.json (rel) of run id, within what crewlog's task.create
+// takes, each change reported: an id that is not 1..events.MaxIDChars chars (events.DependencyOK: it names no task)
+// left out, then the ids past the first events.MaxDependsOn cut. NB: cut, not refused: the task is what the history
+// needs, and crewd's import.append refuses a longer list, which every read of the task copies.
+func (s *source) boundDependsOn(id, rel, taskID string, deps []string) []string {
+	kept := slices.DeleteFunc(deps, func(d string) bool { return !events.DependencyOK(d) })
+	if n := len(deps) - len(kept); n > 0 {
+		s.skip(id, rel, 0, 0, "task %s: dependsOn holds %d ids that are not 1..%d chars (no task has one): left out",
+			taskID, n, events.MaxIDChars)
+	}
+	if !events.DependsOnCountOK(kept) {
+		s.skip(id, rel, 0, 0, "task %s: dependsOn lists %d tasks, more than %d (crewlog's task.create): the first %d are kept",
+			taskID, len(kept), events.MaxDependsOn, events.MaxDependsOn)
+		kept = kept[:events.MaxDependsOn]
+	}
+	return kept
 }
 
 // readEvents merges the archives and the live log by seq, like pi-crew's

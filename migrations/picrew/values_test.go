@@ -1,6 +1,7 @@
 package picrew
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -504,6 +505,45 @@ func TestImportedDepthIsOneTheEngineRecords(t *testing.T) {
 		for _, d := range s.Delegations(run) {
 			require.True(t, d.Depth >= 0 && d.Depth <= commands.MaxMaxDepth, "%s: %s at depth %d", name, d.SubID, d.Depth)
 		}
+	}
+}
+
+// TestImportedDependsOnIsOneTaskCreateTakes: a task's dependsOn is at most events.MaxDependsOn task ids of
+// 1..events.MaxIDChars chars (crewlog's task.create, and crewd's import.append refuses more). An import recorded the
+// list tasks.json held, of any length and ids of any length, which every read of the task, snapshot of its run and
+// page of the dashboard copies. An id outside the bound (no task has one) is left out, and the ids past the first
+// events.MaxDependsOn are cut, each reported, by the one-shot import and a follower alike.
+func TestImportedDependsOnIsOneTaskCreateTakes(t *testing.T) {
+	root := t.TempDir()
+	run := timesRunCreated
+	long := strings.Repeat("d", events.MaxIDChars+1)
+	deps := []string{"01_plan", long, ""}
+	for i := range events.MaxDependsOn + 10 {
+		deps = append(deps, fmt.Sprintf("t%d", i))
+	}
+	list, err := json.Marshal(deps)
+	require.NoError(t, err)
+	writeFiles(t, root, map[string]string{
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
+			`"status":"completed","cwd":"/srv/app","createdAt":1790928000000}`,
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","status":"queued","dependsOn":[]},` +
+			`{"id":"02_exec","stepId":"exec","role":"executor","status":"queued","dependsOn":` + string(list) + `}]`,
+	})
+	one, followed, reports := importedTwice(t, root, valuesClock)
+	require.Len(t, reports, 2, "%q", reports)
+	all := strings.Join(reports, "\n")
+	for _, want := range []string{
+		"tasks.json: task 02_exec: dependsOn holds 2 ids that are not 1..256 chars (no task has one): left out",
+		fmt.Sprintf("tasks.json: task 02_exec: dependsOn lists %d tasks, more than %d (crewlog's task.create): "+
+			"the first %d are kept", events.MaxDependsOn+11, events.MaxDependsOn, events.MaxDependsOn),
+	} {
+		require.Contains(t, all, want)
+	}
+	want := append([]string{"01_plan"}, deps[3:3+events.MaxDependsOn-1]...)
+	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
+		tk, ok := stateOf(t, l).Task(run, "02_exec")
+		require.True(t, ok, name)
+		require.Equal(t, want, tk.DependsOn, name)
 	}
 }
 
