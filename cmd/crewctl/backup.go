@@ -379,6 +379,7 @@ var reached = func(point string) {}
 const (
 	atStaged    = "staged"     // the copy whole in its staging or temporary directory, not yet moved into place or read
 	atKeyPlaced = "key placed" // restore's server.key moved into place, its store not yet
+	atDryRun    = "dry run"    // import --dry-run's store open in its temporary directory, not yet removed
 )
 
 // finishCopy verifies a written copy and reports it.

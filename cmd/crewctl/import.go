@@ -60,6 +60,11 @@ it.`,
 	return c
 }
 
+// dryRunStaging prefixes the name of the temporary directory that holds the empty store a dry run into a data
+// directory without one plans against. NB: a staging directory (eventlog.NewStagingDir), so that the next dry run
+// removes those a crewctl killed while it planned (kill -9, a crash) left there.
+const dryRunStaging = "crewctl-dry-run-"
+
 func (a *app) importPicrew(root string, dryRun bool) error {
 	if st, err := os.Stat(root); err != nil || !st.IsDir() {
 		return usagef("import picrew: %s is not a directory", root)
@@ -91,16 +96,19 @@ func (a *app) importPicrew(root string, dryRun bool) error {
 		if dryRun {
 			// No store yet: a dry run plans against an empty one of its
 			// own, removed after, and creates nothing in the data directory.
-			tmp, err := os.MkdirTemp("", "crewctl-dry-run-")
+			tmp, err := eventlog.NewStagingDir(os.TempDir(), dryRunStaging, storeDir)
 			if err != nil {
 				return openErr(fmt.Errorf("crewctl: import picrew: %w", err))
 			}
-			defer os.RemoveAll(tmp)
-			store = filepath.Join(tmp, storeDir)
+			defer tmp.Remove()
+			store = filepath.Join(tmp.Dir, storeDir)
 		}
 		var err error
 		if l, err = eventlog.Open(store, nil); err != nil {
 			return openErr(fmt.Errorf("crewctl: import picrew: %w", err))
+		}
+		if dryRun {
+			reached(atDryRun)
 		}
 	}
 	defer l.Close()

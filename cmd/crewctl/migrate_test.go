@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/eventlog/stagingtest"
 	"github.com/crewlog/crewlog/migrations/migrationstest"
 )
 
@@ -184,6 +185,22 @@ func TestImportPicrewDryRunWritesNothing(t *testing.T) {
 	require.Zero(t, sum.Appended)
 	require.Positive(t, sum.Existing, "the store's writes were found")
 	require.Equal(t, before, storeFiles(t, data), "the store was only read")
+}
+
+// TestImportPicrewDryRunKilledIsRemovedByTheNext: a dry run into a data directory without a store plans against an
+// empty store of its own in the temporary directory; one killed (kill -9, a crash) while it planned left that store
+// there for good, and every such kill another. The next dry run removes those a dead crewctl left.
+func TestImportPicrewDryRunKilledIsRemovedByTheNext(t *testing.T) {
+	root := filepath.Join("..", "..", "migrations", "picrew", "testdata", "root")
+	data := filepath.Join(t.TempDir(), "data")
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	killedAt(t, atDryRun, "import", "picrew", root, "--data", data, "--dry-run")
+	require.Len(t, stagingtest.Names(t, tmp), 1, "the killed dry run left its store")
+	r := crewctl(t, nil, "import", "picrew", root, "--data", data, "--dry-run")
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Empty(t, stagingtest.Names(t, tmp))
+	require.NoDirExists(t, data, "a dry run creates no store")
 }
 
 // storeFiles names the files of data's store (data itself when it is a bare store) with their sizes.
