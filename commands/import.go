@@ -61,7 +61,8 @@ const maxImportTimeMs = 9e12
 // refused as run.create refuses it (importedBudgetProblem), a delegation's
 // subId, refused when it is not an id (safeID) or names a workflow task of
 // the run (workflowTask), a free text, refused when it is longer than
-// crewlog's own command records it (importedTextProblem), and an allocation
+// crewlog's own command records it (importedTextProblem), an id longer than any
+// crewlog records (importedIDProblem), and an allocation
 // top-up (events.ImportTopUpSubID), recorded as what its task lacks of the
 // spend it carries (importedTopUp).
 type Import struct {
@@ -323,7 +324,7 @@ func noneIfEmpty(o []string) []string {
 
 // importedPayloadProblem says what makes p, the payload of an imported event of type typ, one crewlog does not record
 // (checkpointProblem, importedUsageProblem, importedBudgetProblem, importedDepthProblem, importedDependsOnProblem,
-// importedSpendProblem, importedTextProblem, importedQuestionProblem); "" when there is nothing.
+// importedSpendProblem, importedTextProblem, importedQuestionProblem, importedIDProblem); "" when there is nothing.
 func importedPayloadProblem(typ string, p any) string {
 	if err := checkpointProblem(p); err != nil {
 		return err.Error()
@@ -347,6 +348,9 @@ func importedPayloadProblem(typ string, p any) string {
 		return typ + ": " + bad
 	}
 	if bad := importedQuestionProblem(p); bad != "" {
+		return typ + ": " + bad
+	}
+	if bad := importedIDProblem(p); bad != "" {
 		return typ + ": " + bad
 	}
 	return ""

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -710,19 +711,22 @@ func mustType(t *testing.T, p any) string {
 	return typ
 }
 
+// decideAfterTask decides an import of run r1 whose write creates the run and its workflow task t1, then imports p.
+func decideAfterTask(t *testing.T, p any) error {
+	_, err := Decide(projections.New(), &Import{Source: events.ForeignSourcePicrew, RunID: "r1", Events: []ImportedEvent{
+		{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{}},
+		{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
+		{Type: mustType(t, p), TimeMs: 1000, Payload: p}}},
+		Env{Now: 2000 * 1e6, CommandID: "c1", NewID: func() string { return "x" }})
+	return err
+}
+
 // TestImportedDepthIsOneTheEngineRecords: an imported task.created's depth and delegate.admitted's childDepth are held
 // to 0..MaxMaxDepth (task.create's bound; an admission's childDepth is at most maxDepth, configured up to it), by
 // value or by pointer: a shadow's depth decides whether credential.issue gives it a credential and how deep its own
 // delegations go, and one recorded below zero was one the depth limit never reached.
 func TestImportedDepthIsOneTheEngineRecords(t *testing.T) {
-	decide := func(p any) error {
-		_, err := Decide(projections.New(), &Import{Source: events.ForeignSourcePicrew, RunID: "r1", Events: []ImportedEvent{
-			{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{}},
-			{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
-			{Type: mustType(t, p), TimeMs: 1000, Payload: p}}},
-			Env{Now: 2000 * 1e6, CommandID: "c1", NewID: func() string { return "x" }})
-		return err
-	}
+	decide := func(p any) error { return decideAfterTask(t, p) }
 	for _, depth := range []int{-1, MaxMaxDepth + 1} {
 		created := events.TaskCreated{TaskID: "t2", Kind: events.TaskKindShadow, Depth: depth}
 		admitted := events.DelegateAdmitted{TaskID: "t1", SubID: "gc-1", ChildDepth: depth, Unmetered: true}
@@ -769,4 +773,40 @@ func TestImportedDependsOnIsOneTaskCreateTakes(t *testing.T) {
 	require.NoError(t, decide(&events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow,
 		DependsOn: append(ids(MaxDependsOn-1, "t0"), strings.Repeat("é", MaxIDChars))}))
 	require.NoError(t, decide(&events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}))
+}
+
+// TestImportedIDsAreOnesCrewlogRecords: an imported payload names a task, a delegation, a question or a message by an
+// id of at most MaxIDChars chars, as every id crewlog's own commands record, by value or by pointer: a longer one was
+// recorded, and a delegate.admitted's taskId became its delegation's parentTaskId and a budget account's key, an
+// ask.requested's its question's and its run's waitState's, each read and snapshot of the run copying it. A
+// foreign.imported keeps what its source wrote.
+func TestImportedIDsAreOnesCrewlogRecords(t *testing.T) {
+	decide := func(p any) error { return decideAfterTask(t, p) }
+	long := strings.Repeat("é", MaxIDChars+1)
+	for name, c := range map[string]struct {
+		p    any
+		want string
+	}{
+		"an admission's parent":  {events.DelegateAdmitted{TaskID: long, SubID: "gc-1", Unmetered: true}, "delegate.admitted: taskId"},
+		"a request's subId":      {events.DelegateRequested{TaskID: "t1", SubID: long}, "delegate.requested: subId"},
+		"a reservation's task":   {events.BudgetReserved{TaskID: long, SubID: "gc-1"}, "budget.reserved: taskId"},
+		"a question's task":      {events.AskRequested{TaskID: long, QuestionID: "q"}, "ask.requested: taskId"},
+		"an answer's question":   {events.AskAnswered{TaskID: "t1", QuestionID: long}, "ask.answered: questionId"},
+		"a delivery's message":   {events.MailboxDelivered{MessageID: long, Recipient: "t1"}, "mailbox.delivered: messageId"},
+		"a message's question":   {events.MailboxAppended{ID: "m1", To: "t1", QuestionID: long}, "mailbox.appended: questionId"},
+		"a message's id":         {events.MailboxAppended{ID: long, To: "t1"}, "mailbox.appended: id"},
+		"a message's mailbox":    {events.MailboxAppended{ID: "m1", To: long}, "mailbox.appended: to"},
+		"an ack's recipient":     {events.MailboxAcknowledged{MessageID: "m1", Recipient: long}, "mailbox.acknowledged: recipient"},
+		"a message's data.subId": {events.MailboxAppended{ID: "m1", To: "t1", Data: &events.MessageData{SubID: long}}, "mailbox.appended: data.subId"},
+	} {
+		ptr := reflect.New(reflect.TypeOf(c.p))
+		ptr.Elem().Set(reflect.ValueOf(c.p))
+		for how, p := range map[string]any{"struct": c.p, "pointer": ptr.Interface()} {
+			require.ErrorContains(t, decide(p), fmt.Sprintf("import.append: event 2: %s must be at most %d chars", c.want, MaxIDChars),
+				"%s by %s", name, how)
+		}
+	}
+	at := strings.Repeat("é", MaxIDChars)
+	require.NoError(t, decide(&events.DelegateAdmitted{TaskID: at, SubID: "gc-1", Unmetered: true}))
+	require.NoError(t, decide(&events.ForeignImported{Source: "picrew", Type: "x.y", Seq: 1, TaskID: long}))
 }

@@ -3,6 +3,7 @@ package commands
 import (
 	"fmt"
 	"reflect"
+	"strings"
 
 	"github.com/crewlog/crewlog/events"
 )
@@ -21,6 +22,38 @@ func importedTextProblem(p any) string {
 		if longerThan(*f.Text, f.Max) {
 			return fmt.Sprintf("%s must be at most %d chars", f.Name, f.Max)
 		}
+	}
+	return ""
+}
+
+// importedIDFields are the fields by which an imported payload names a task, a delegation, a question, a message or a
+// mailbox.
+var importedIDFields = []string{"TaskID", "SubID", "QuestionID", "MessageID", "ID", "To", "Recipient"}
+
+// importedIDProblem says which id of p, an imported payload given as a pointer or a struct, is longer than any id
+// crewlog records (events.ImportedIDOK): its fields TaskID, SubID, QuestionID, MessageID, ID, To and Recipient, and a
+// message's data.subId; "" when none is, and for a foreign.imported, which keeps what its source wrote. NB: refused, not cut: a
+// cut id names another task, and projections key delegations, accounts and questions by these ids.
+func importedIDProblem(p any) string {
+	if payloadAs[events.ForeignImported](p) != nil {
+		return ""
+	}
+	v := reflect.Indirect(reflect.ValueOf(p))
+	if v.Kind() != reflect.Struct {
+		return ""
+	}
+	for _, name := range importedIDFields {
+		f, ok := v.Type().FieldByName(name)
+		if !ok || f.Type.Kind() != reflect.String {
+			continue
+		}
+		if !events.ImportedIDOK(v.FieldByIndex(f.Index).String()) {
+			tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			return fmt.Sprintf("%s must be at most %d chars", tag, MaxIDChars)
+		}
+	}
+	if m := payloadAs[events.MailboxAppended](p); m != nil && m.Data != nil && !events.ImportedIDOK(m.Data.SubID) {
+		return fmt.Sprintf("data.subId must be at most %d chars", MaxIDChars)
 	}
 	return ""
 }

@@ -110,8 +110,13 @@ func DepthOK(d int) bool { return d >= 0 && d <= MaxDepth }
 // DependsOnCountOK reports whether deps lists no more tasks than a task depends on (MaxDependsOn).
 func DependsOnCountOK(deps []string) bool { return len(deps) <= MaxDependsOn }
 
-// DependencyOK reports whether d is a dependency a task records: 1..MaxIDChars chars, as a task id is. NB: a longer
-// one names no task.
-func DependencyOK(d string) bool {
-	return d != "" && (len(d) <= MaxIDChars || utf8.RuneCountInString(d) <= MaxIDChars)
+// DependencyOK reports whether d is a dependency a task records: 1..MaxIDChars chars, as a task id is (ImportedIDOK).
+func DependencyOK(d string) bool { return d != "" && ImportedIDOK(d) }
+
+// ImportedIDOK reports whether id is one an imported record may name a task, a delegation, a question or a message
+// by: at most MaxIDChars chars (an empty one names none). NB: every id crewlog's own commands record is within it; a
+// longer one names nothing crewlog records, and every read and snapshot of its run copied it.
+func ImportedIDOK(id string) bool {
+	// NB: a string of at most MaxIDChars bytes has at most as many chars; only a longer one is counted.
+	return len(id) <= MaxIDChars || utf8.RuneCountInString(id) <= MaxIDChars
 }

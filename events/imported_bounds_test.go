@@ -27,6 +27,8 @@ func TestImportedBoundsEdges(t *testing.T) {
 		"depth": {[]bool{DepthOK(0), DepthOK(MaxDepth)}, []bool{DepthOK(-1), DepthOK(MaxDepth + 1)}},
 		"dependsOn count": {[]bool{DependsOnCountOK(nil), DependsOnCountOK(make([]string, MaxDependsOn))},
 			[]bool{DependsOnCountOK(make([]string, MaxDependsOn+1))}},
+		"imported id": {[]bool{ImportedIDOK(""), ImportedIDOK(strings.Repeat("é", MaxIDChars))},
+			[]bool{ImportedIDOK(strings.Repeat("t", MaxIDChars+1))}},
 		"dependency": {[]bool{DependencyOK("t"), DependencyOK(strings.Repeat("é", MaxIDChars))},
 			[]bool{DependencyOK(""), DependencyOK(strings.Repeat("t", MaxIDChars+1))}},
 	} {

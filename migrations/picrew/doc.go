@@ -95,6 +95,9 @@
 //     reported (a negative one lowered the run's budget use below what its
 //     other tasks spent); a task's dependsOn keeps the ids of 1..256 chars,
 //     and of those the first 1024 (task.create's bound), each cut reported;
+//     a line naming a task, a delegation or a question by an id longer than
+//     256 chars is skipped, and a message's questionId or data.subId so
+//     long taken as absent, reported (events.ImportedIDOK);
 //     an allocation with a count below zero, or a spend above 2^40, is left
 //     out, and an admission reserving less than nothing, or more than 2^40,
 //     is skipped, so spend never decreases and never saturates. A

@@ -313,6 +313,9 @@ func (p *planner) taskEvent(ev *teamEvent, what string, at int64) {
 	if !p.data(ev, &d) {
 		return
 	}
+	if ev.Type == "task.resumed" && !p.idsOK(ev, namedID{"questionId", d.QuestionID}) {
+		return
+	}
 	if ev.Type == "task.waiting" && !events.QuestionIDOK(d.QuestionID) {
 		// NB: a follower reconciles a live run only once it has finished: recorded, the task waited until then on a
 		// question nobody could answer and nothing would time out.
@@ -381,6 +384,13 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 		return
 	}
 	parent := ev.TaskID
+	ids := []namedID{{"taskId", parent}}
+	if ev.Type != "delegate.admitted" { // its subId is held to a task id's pattern below
+		ids = append(ids, namedID{"subId", d.SubID})
+	}
+	if !p.idsOK(ev, ids...) {
+		return
+	}
 	switch ev.Type {
 	case "delegate.requested":
 		p.begin(what)
@@ -539,6 +549,13 @@ func (p *planner) askEvent(ev *teamEvent, what string, at int64) {
 	if !p.data(ev, &d) {
 		return
 	}
+	ids := []namedID{{"taskId", ev.TaskID}}
+	if ev.Type != "ask.requested" { // its question id is held to what wait.resolve takes below
+		ids = append(ids, namedID{"questionId", d.QuestionID})
+	}
+	if !p.idsOK(ev, ids...) {
+		return
+	}
 	if ev.Type == "ask.requested" && !events.QuestionIDOK(d.QuestionID) {
 		// NB: crewd's import.append refuses it, as wait.request never asks one: nobody can answer it.
 		p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "ask.requested for task %s: question %q is not one wait.resolve "+
@@ -561,6 +578,24 @@ func (p *planner) askEvent(ev *teamEvent, what string, at int64) {
 		p.add(at, &events.AskTimedOut{TaskID: ev.TaskID, QuestionID: d.QuestionID})
 		p.closeAsk(d.QuestionID)
 	}
+}
+
+// namedID is an id a record names something by, with its field's name.
+type namedID struct{ name, id string }
+
+// idsOK reports whether every id of line ev is one crewlog records (events.ImportedIDOK); the line of one that is
+// not is reported and skipped. NB: not cut: a cut id names another task, delegation or question, and crewd's
+// import.append refuses a longer one; uncut, it was recorded, and a delegation's parent, a budget account or a
+// question kept it in every read and snapshot of the run.
+func (p *planner) idsOK(ev *teamEvent, ids ...namedID) bool {
+	for _, n := range ids {
+		if !events.ImportedIDOK(n.id) {
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "%s: %s %s is longer than %d chars, as no id crewlog records: skipped",
+				ev.Type, n.name, clip(n.id), events.MaxIDChars)
+			return false
+		}
+	}
+	return true
 }
 
 // closeAsk notes that question q, if it was asked, is no longer open.

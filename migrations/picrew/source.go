@@ -649,8 +649,27 @@ func (s *source) parseMessage(id, rel string, line int, b []byte) (m message, ok
 		s.skip(id, rel, line, 0, "message %s: its line names mailbox %q (direction %s): recorded in its file's, %s",
 			clip(m.ID), clip(to), clip(firstOf(m.Direction, "inbox")), mailboxName(recipient(m)))
 	}
+	s.boundMessageIDs(id, rel, line, &m)
 	s.reportTimes(id, rel, line, 0, "message "+clip(m.ID)+": ", "", &m)
 	return m, true
+}
+
+// boundMessageIDs takes an id of message m (a line of the mailbox file rel) longer than any id crewlog records
+// (events.ImportedIDOK) as absent, and reports it: its questionId, and its data's subId. NB: the message is kept, as
+// its body is what the history needs; crewd's import.append refuses such an id, which the message would carry in
+// every read and snapshot of its run.
+func (s *source) boundMessageIDs(id, rel string, line int, m *message) {
+	bound := func(name string, v *string) {
+		if !events.ImportedIDOK(*v) {
+			s.skip(id, rel, line, 0, "message %s: %s %s is longer than %d chars, as no id crewlog records: taken as absent",
+				clip(m.ID), name, clip(*v), events.MaxIDChars)
+			*v = ""
+		}
+	}
+	bound("questionId", &m.QuestionID)
+	if m.Data != nil {
+		bound("data.subId", &m.Data.SubID)
+	}
 }
 
 // lineMailbox is the mailbox a message's line names (its direction outbox: the run's inbox, which the orchestrator

@@ -26,6 +26,12 @@ func writeFiles(t *testing.T, root string, files map[string]string) {
 	}
 }
 
+// manifestOf is the manifest.json of run in status status, created at valuesAt.
+func manifestOf(run, status string) string {
+	return `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g","status":"` + status +
+		`","cwd":"/srv/app","createdAt":1790928000000}`
+}
+
 // valuesAt is the time (unix ms) of these tests' lines, before their recorder's clock (valuesClock).
 const valuesAt = int64(1790928000000)
 
@@ -524,8 +530,7 @@ func TestImportedDependsOnIsOneTaskCreateTakes(t *testing.T) {
 	list, err := json.Marshal(deps)
 	require.NoError(t, err)
 	writeFiles(t, root, map[string]string{
-		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
-			`"status":"completed","cwd":"/srv/app","createdAt":1790928000000}`,
+		"state/runs/" + run + "/manifest.json": manifestOf(run, "completed"),
 		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","status":"queued","dependsOn":[]},` +
 			`{"id":"02_exec","stepId":"exec","role":"executor","status":"queued","dependsOn":` + string(list) + `}]`,
 	})
@@ -590,5 +595,62 @@ func TestImportedMessageIsInItsFilesMailbox(t *testing.T) {
 		}
 		require.Equal(t, map[string]string{"m1": "01_plan", "m2": "01_plan", "m3": "01_plan", "m4": "01_plan", "m5": "",
 			"m6": "", "m7": ""}, to, name)
+	}
+}
+
+// TestImportedIDsAreOnesCrewlogNames: an id a record of the files names a task, a delegation, a question or a message
+// by is at most events.MaxIDChars chars, as every id crewlog's own commands record (crewd's import.append refuses a
+// longer one). An import recorded the ids of a line as written, up to the store's payload limit: a delegate.admitted
+// whose taskId was a long string put it in its delegation (parentTaskId) and opened a budget account under it, an
+// ask.requested put it in its question and its run's waitState, and a mailbox line's questionId and data.subId were
+// kept in the message, each read and snapshot of the run copying them. Such a line is skipped (its ids name what no
+// record of crewlog's can), and a message keeps its record without the id, each reported, by the one-shot import and
+// a follower alike.
+func TestImportedIDsAreOnesCrewlogNames(t *testing.T) {
+	root := t.TempDir()
+	run := timesRunCreated
+	long := strings.Repeat("x", events.MaxIDChars+1)
+	writeFiles(t, root, map[string]string{
+		"state/runs/" + run + "/manifest.json": manifestOf(run, "running"),
+		"state/runs/" + run + "/tasks.json":    `[{"id":"01_plan","stepId":"plan","role":"planner","status":"running"}]`,
+		"state/runs/" + run + "/events.jsonl": eventLine(1, "task.started", "01_plan", `{}`) +
+			eventLine(2, "delegate.requested", "01_plan", `{"subId":"`+long+`","role":"explorer"}`) +
+			eventLine(3, "delegate.admitted", long, `{"subId":"gc-a","reservedTokens":10,"timeoutSec":60}`) +
+			eventLine(4, "delegate.completed", long, `{"subId":"gc-a","ok":true}`) +
+			eventLine(5, "ask.requested", long, `{"questionId":"q1"}`) +
+			eventLine(6, "ask.requested", "01_plan", `{"questionId":"q2"}`) +
+			eventLine(7, "ask.answered", "01_plan", `{"questionId":"`+long+`"}`),
+		"state/runs/" + run + "/mailbox/tasks/01_plan/inbox.jsonl": `{"id":"m1","from":"orchestrator","body":"hi",` +
+			`"createdAt":1790928000000,"kind":"response","questionId":"` + long + `","data":{"subId":"` + long + `","ok":true}}` + "\n",
+	})
+	one, followed, reports := importedTwice(t, root, valuesClock)
+	all := strings.Join(reports, "\n")
+	for _, want := range []string{
+		"(seq 2): delegate.requested: subId " + clip(long) + " is longer than 256 chars, as no id crewlog records: skipped",
+		"(seq 3): delegate.admitted: taskId " + clip(long) + " is longer than 256 chars, as no id crewlog records: skipped",
+		"(seq 4): delegate.completed: taskId " + clip(long) + " is longer than 256 chars, as no id crewlog records: skipped",
+		"(seq 5): ask.requested: taskId " + clip(long) + " is longer than 256 chars, as no id crewlog records: skipped",
+		"(seq 7): ask.answered: questionId " + clip(long) + " is longer than 256 chars, as no id crewlog records: skipped",
+		"inbox.jsonl:1: message m1: questionId " + clip(long) + " is longer than 256 chars, as no id crewlog records: taken as absent",
+		"inbox.jsonl:1: message m1: data.subId " + clip(long) + " is longer than 256 chars, as no id crewlog records: taken as absent",
+	} {
+		require.Contains(t, all, want)
+	}
+	require.Len(t, reports, 7, "%q", reports)
+	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
+		s := stateOf(t, l)
+		require.Empty(t, s.Delegations(run), name)
+		_, ok := s.Allocation(run, long)
+		require.False(t, ok, "%s: no account under the long id", name)
+		_, ok = s.Ask(run, "q1")
+		require.False(t, ok, name)
+		q2, ok := s.Ask(run, "q2")
+		require.True(t, ok, name)
+		require.Equal(t, projections.AskPending, q2.Status, name)
+		m, ok := s.Message(run, "m1")
+		require.True(t, ok, name)
+		require.Empty(t, m.QuestionID, name)
+		require.NotNil(t, m.Data, name)
+		require.Empty(t, m.Data.SubID, name)
 	}
 }
