@@ -285,6 +285,11 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.skip(r.id, s.rel(dp), 0, 0, deliveryUnreadable, err)
 	}
+	if !terminalRun(p.r.manifest.Status) {
+		// NB: a run resumed has left the end it was reconciled for; the end it reaches next, the same one or another,
+		// is reconciled again (only the reconcile records its tasks' usage and allocations).
+		r.reconciled = ""
+	}
 	if st := p.r.manifest.Status; terminalRun(st) && r.reconciled != st && f.o.now().Sub(r.lastChange) >= f.o.SettleAfter {
 		p.reconcile()
 		r.reconciled = st

@@ -3,6 +3,7 @@ package picrew
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -172,18 +173,9 @@ func TestImportFollowsAChangedUsage(t *testing.T) {
 	t.Run("follower", func(t *testing.T) {
 		root := t.TempDir()
 		writeUsageRun(t, root, first, 1790928050000)
-		l := openFuzzStore(t)
-		defer l.Close()
-		eng, err := commands.Open(l, commands.Options{Clock: clock, ExpiryInterval: -1, SnapshotEvery: -1})
-		require.NoError(t, err)
-		defer eng.Close()
-		fl := NewFollower(root, engineSink{eng}, &FollowOptions{SettleAfter: time.Nanosecond, CheckpointEvery: time.Nanosecond})
-		fl.cks = map[string]events.ImportCheckpoint{} // what Run loads first: no checkpoint yet
+		l, eng, fl := followThroughEngine(t, root, clock, time.Nanosecond)
 		passes := func() {
-			for range 3 {
-				fl.pass(t.Context(), filepath.Join(root, "state", "runs"), true, nil)
-			}
-			require.Zero(t, fl.Stats().Pending)
+			fl.passes(t, 3)
 			require.Zero(t, fl.Stats().Refused)
 		}
 		passes()
@@ -219,4 +211,80 @@ func TestImportFollowsAChangedUsage(t *testing.T) {
 		attempt(second, 1790928050000, requireSecond)
 		attempt(first, 1790928090000, requireFirst)
 	})
+}
+
+// TestFollowReconcilesARunThatFinishesAgain: a finished run is reconciled with its files, and only the reconcile
+// records its tasks' usage. A run resumed (its manifest running again) while the follower held it (its checkpoints
+// not due yet) that finished again in the same status was not reconciled again, as the follower kept the status it
+// had reconciled it for: the new attempt's usage never reached the store. A run that leaves its end is reconciled
+// again when it reaches one.
+func TestFollowReconcilesARunThatFinishesAgain(t *testing.T) {
+	clock := func() time.Time { return time.UnixMilli(timesClockMs) }
+	root := t.TempDir()
+	manifest := filepath.Join(root, "state", "runs", usageRun, "manifest.json")
+	setStatus := func(status string) {
+		b, err := os.ReadFile(manifest)
+		require.NoError(t, err)
+		b = regexp.MustCompile(`"status":"[a-z]+"`).ReplaceAll(b, []byte(`"status":"`+status+`"`))
+		require.NoError(t, os.WriteFile(manifest+".tmp", b, 0o644))
+		require.NoError(t, os.Rename(manifest+".tmp", manifest))
+	}
+	writeUsageRun(t, root, `{"input":100,"output":50}`, 1790928050000)
+	setStatus("running")
+	// NB: the checkpoints of the first pass are the last due within the test: the follower holds the run from then on
+	// rather than letting it go once reconciled (as it does until a file's next checkpoint is due).
+	_, eng, fl := followThroughEngine(t, root, clock, time.Hour)
+	passes := func() {
+		fl.passes(t, 3)
+		require.NotNil(t, fl.runs[usageRun].p, "the follower holds the run")
+	}
+	budgetUsed := func() int64 {
+		var used int64
+		eng.Read(func(s *projections.State) {
+			r, _ := s.Run(usageRun)
+			used = r.BudgetUsed
+		})
+		return used
+	}
+	passes()
+	setStatus("completed")
+	passes()
+	require.Equal(t, int64(150), budgetUsed())
+
+	setStatus("running")
+	passes()
+	writeUsageRun(t, root, `{"input":300,"output":70}`, 1790928090000)
+	passes()
+	require.Equal(t, int64(370), budgetUsed(), "the second attempt's usage, reconciled when the run finished again")
+}
+
+// engineFollower is a follower of a crew root through an engine, passing in the test's goroutine.
+type engineFollower struct {
+	*Follower
+	root string
+}
+
+// followThroughEngine opens a store and an engine on clock, and a follower of root through it that settles in a
+// nanosecond and checkpoints a file at most every checkpointEvery, with no checkpoint yet; both are closed when the
+// test ends.
+func followThroughEngine(t *testing.T, root string, clock func() time.Time, checkpointEvery time.Duration) (*eventlog.Log,
+	*commands.Engine, engineFollower) {
+	t.Helper()
+	l := openFuzzStore(t)
+	t.Cleanup(func() { l.Close() })
+	eng, err := commands.Open(l, commands.Options{Clock: clock, ExpiryInterval: -1, SnapshotEvery: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() { eng.Close() })
+	fl := NewFollower(root, engineSink{eng}, &FollowOptions{SettleAfter: time.Nanosecond, CheckpointEvery: checkpointEvery})
+	fl.cks = map[string]events.ImportCheckpoint{} // what Run loads first: no checkpoint yet
+	return l, eng, engineFollower{Follower: fl, root: root}
+}
+
+// passes makes n passes, as Run does at every poll without notifications, and requires every write answered.
+func (fl engineFollower) passes(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		fl.pass(t.Context(), filepath.Join(fl.root, "state", "runs"), true, nil)
+	}
+	require.Zero(t, fl.Stats().Pending)
 }
