@@ -83,8 +83,7 @@ func removeStale(parent, prefix string, holds []string) (removed int, err error)
 		return 0, fmt.Errorf("eventlog: staging directories: %w", err)
 	}
 	for _, e := range entries {
-		digits, ok := strings.CutPrefix(e.Name(), prefix)
-		if !ok || digits == "" || strings.Trim(digits, "0123456789") != "" || !e.IsDir() {
+		if !IsStagingDirName(e.Name(), prefix) || !e.IsDir() {
 			continue
 		}
 		dir := filepath.Join(parent, e.Name())
@@ -97,6 +96,12 @@ func removeStale(parent, prefix string, holds []string) (removed int, err error)
 		}
 	}
 	return removed, nil
+}
+
+// IsStagingDirName reports whether name is that of a staging directory of prefix: prefix followed by digits.
+func IsStagingDirName(name, prefix string) bool {
+	digits, ok := strings.CutPrefix(name, prefix)
+	return ok && digits != "" && strings.Trim(digits, "0123456789") == ""
 }
 
 // removeIfStale removes the staging directory dir when it is stale, holding its lock while it does.

@@ -38,8 +38,9 @@ admin token is not copied), then verifies the copy. A backup that fails
 before its copy is whole leaves nothing behind (but an online one cut off
 while crewd writes its checkpoint: crewctl says so). One killed while it
 copies (kill -9, a crash) leaves DIR holding a hidden staging directory
-(.crewlog-checkpoint-N or .crewlog-stream-N): the next backup to DIR
-removes both, once no process holds the staging directory.
+(.crewlog-checkpoint-N or .crewlog-stream-N), on which crewd refuses to
+start: the next backup to DIR removes both, once no process holds the
+staging directory.
 
 While crewd runs (its socket answers the admin token) the daemon writes the
 checkpoint itself (admin.checkpoint) and keeps serving, and names its
@@ -256,8 +257,8 @@ backup's store: restore never overwrites a store. A restore that fails
 before its copy is whole leaves nothing in DIR; one killed before it is
 done (kill -9, a crash) leaves a hidden staging directory there
 (.crewlog-restore-N), and perhaps the backup's server.key, which the next
-restore of the same backup into DIR removes and copies again. Start crewd
-on DIR afterwards.`,
+restore of the same backup into DIR removes and copies again; crewd refuses
+to start on a DIR so left. Start crewd on DIR afterwards.`,
 		Args: args(1, "the backup directory"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if !cmd.Flags().Changed("data") {
@@ -330,7 +331,7 @@ func keyLeftByRestore(entries []os.DirEntry, backup, target string) bool {
 
 // restoreStaging prefixes the name of the staging directory restore copies into, in its target; what it copies there
 // is restoreStaged.
-const restoreStaging = ".crewlog-restore-"
+const restoreStaging = daemon.RestoreStaging
 
 var restoreStaged = []string{storeDir, serverKeyFile}
 

@@ -84,6 +84,52 @@ func TestRestoreKilledWhileStagingRunsAgain(t *testing.T) {
 	require.Contains(t, r.err, "is not empty")
 }
 
+// TestCrewdRefusesAnUnfinishedCopy: a restore killed (kill -9, a crash) before its copy was in place left its staging
+// directory in DIR, and perhaps the backup's server.key; a migrate-store --to pebble killed so left its own. crewd
+// started on DIR made a new, empty store there (with the backup's key) and served it, and an operator who missed the
+// failed copy ran an empty crewd believing it restored; its admin.token and store then had the same copy, run again,
+// refused DIR as not empty. crewd refuses such a data directory, naming the staging directory and what to do, and
+// writes nothing there; the copy run again then finishes, and crewd serves it.
+func TestCrewdRefusesAnUnfinishedCopy(t *testing.T) {
+	tmp := t.TempDir()
+	backup := filepath.Join(tmp, "backup")
+	require.Equal(t, exitOK, crewctl(t, nil, "backup", backup, "--data", scenarioData(t)).code)
+	require.NoError(t, os.WriteFile(filepath.Join(backup, serverKeyFile), []byte(strings.Repeat("k", 32)), 0o600))
+	for _, tc := range []struct {
+		name    string
+		at      string
+		args    func(target string) []string
+		staging string
+	}{
+		{"restore staged", atStaged, func(target string) []string { return []string{"restore", backup, "--data", target} },
+			restoreStaging},
+		{"restore key placed", atKeyPlaced, func(target string) []string { return []string{"restore", backup, "--data", target} },
+			restoreStaging},
+		{"migrate-store to pebble", atStaged, func(target string) []string {
+			return append([]string{"migrate-store", "--to", "pebble", "--data", target}, streamOf(t, scenarioData(t))...)
+		}, streamStaging},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			target := filepath.Join(t.TempDir(), "data")
+			args := tc.args(target)
+			killedAt(t, tc.at, args...)
+			left := stagingtest.Names(t, target)
+
+			run := startCrewdOn(t, target)
+			require.False(t, run.served, "crewd served an empty store in place of the unfinished copy")
+			require.NotZero(t, run.code)
+			require.Contains(t, run.stderr, filepath.Join(target, tc.staging))
+			require.Contains(t, run.stderr, "run the same crewctl command again")
+			require.Equal(t, left, stagingtest.Names(t, target), "crewd wrote nothing in the data directory")
+
+			r := crewctl(t, nil, args...)
+			require.Equal(t, exitOK, r.code, r.out+r.err)
+			run = startCrewdOn(t, target)
+			require.True(t, run.served, run.stderr)
+		})
+	}
+}
+
 // TestBackupOfAnOlderFormatStore: crewd refuses a store at an older format until migrate brings it up, and an operator
 // backs it up before running a newer crewlog on it; the offline backup opened it as a writer, which refused it as too
 // old, so it could not be backed up at all. The copy keeps the store's format, and the store is left at its own.

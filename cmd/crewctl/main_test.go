@@ -46,6 +46,9 @@ func TestMain(m *testing.M) {
 	if k := os.Getenv(killedEnv); k != "" {
 		killableCrewctl(k)
 	}
+	if args := os.Getenv(crewdEnv); args != "" {
+		crewdMain(args)
+	}
 	flag.Parse()
 	code := m.Run()
 	if scenario.dir != "" {

@@ -42,8 +42,8 @@ their state from the log.
 --to pebble copies the stream (--nats, --stream) into --data, a new data
 directory, and verifies it as 'crewctl verify' does. A copy killed part-way
 (kill -9, a crash) leaves the data directory holding a hidden staging
-directory (.crewlog-stream-N): the same command removes both and copies
-again.`,
+directory (.crewlog-stream-N), on which crewd refuses to start: the same
+command removes both and copies again.`,
 		Args: args(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !a.fromStream() {

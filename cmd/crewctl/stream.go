@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/crewlog/crewlog/cmd/crewd/daemon"
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/eventlog/natslog"
 )
@@ -53,7 +54,7 @@ func (a *app) copyStream(ctx context.Context, dest string) (uint64, error) {
 }
 
 // streamStaging prefixes the name of the staging directory a copy of the stream is built in, beside its store.
-const streamStaging = ".crewlog-stream-"
+const streamStaging = daemon.StreamStaging
 
 // copyStreamStaged copies the whole stream into the new store dest as copyStream does, in a staging directory beside
 // it, and moves the copy to dest only once it is whole. NB: a copy that failed (the stream missing, the connection

@@ -1,0 +1,65 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/eventlog"
+)
+
+// TestRunRefusesAnUnfinishedCopy: a data directory without a store that holds the staging directory of a crewctl copy
+// into it (a restore, a copy of a stream, a backup's checkpoint, killed before the copy was in place) is refused, and
+// nothing is written there; crewd would have served a new, empty store in place of the copy. A staging directory
+// beside a store, or a name that only looks like one, does not stop the start.
+func TestRunRefusesAnUnfinishedCopy(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		entry string // made in the data directory
+		store bool   // the data directory holds a store too
+		want  string // "" starts
+	}{
+		{"restore", RestoreStaging + "123", false, "crewctl restore into it"},
+		{"copy of a stream", StreamStaging + "9", false, "crewctl migrate-store --to pebble (or backup --nats)"},
+		{"backup", eventlog.CheckpointStaging + "77", false, "crewctl backup into it"},
+		{"beside a store", RestoreStaging + "123", true, ""},
+		{"a look-alike", RestoreStaging + "x1", false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testConfig(t)
+			require.NoError(t, os.MkdirAll(filepath.Join(c.DataDir, tc.entry, StoreDir), 0o700))
+			if tc.store {
+				require.NoError(t, os.Mkdir(filepath.Join(c.DataDir, StoreDir), 0o700))
+				l, err := eventlog.Open(filepath.Join(c.DataDir, StoreDir), nil)
+				require.NoError(t, err)
+				require.NoError(t, l.Close())
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			ended := make(chan error, 1)
+			r, w := io.Pipe()
+			go func() { ended <- Run(ctx, c, w, discard()); w.Close() }()
+			// Its first line comes once it serves; none, once it refused to start.
+			_, readErr := r.Read(make([]byte, 1))
+			served := readErr == nil
+			cancel()
+			go func() { _, _ = io.Copy(io.Discard, r) }()
+			err := <-ended
+			if tc.want == "" {
+				require.True(t, served, "%v", err)
+				require.NoError(t, err)
+				return
+			}
+			require.False(t, served, "crewd served a new, empty store")
+			require.ErrorContains(t, err, filepath.Join(c.DataDir, tc.entry))
+			require.ErrorContains(t, err, tc.want)
+			names, rerr := os.ReadDir(c.DataDir)
+			require.NoError(t, rerr)
+			require.Len(t, names, 1, "nothing was written beside %s", tc.entry)
+		})
+	}
+}
