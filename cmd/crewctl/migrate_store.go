@@ -37,7 +37,10 @@ func (a *app) migrateStoreCmd() *cobra.Command {
 outcomes that recorded them, and every outcome. It then checks that a copy of
 the stream has the store's head and hash (so every record and the hash chain
 are identical) and as many outcomes. Snapshots are not copied: crewds rebuild
-their state from the log.
+their state from the log. Until that check passed the stream is marked as an
+unfinished import, which crewd and crewctl refuse: one stopped part-way
+(kill -9, a lost connection) holds part of the store at most, and is not
+resumed; delete the stream (nats stream rm) and run the command again.
 
 --to pebble copies the stream (--nats, --stream) into --data, a new data
 directory, and verifies it as 'crewctl verify' does. A copy killed part-way

@@ -221,11 +221,15 @@ func callAgainWhile[T any](ctx context.Context, transient func(error) bool, f fu
 	}
 }
 
-// checkStream refuses a stream that is not fit to be a crewlog log, and
-// tells its layout.
+// checkStream refuses a stream that is not fit to be a crewlog log (one an
+// Import did not finish included: ErrImportUnfinished), and tells its
+// layout.
 func checkStream(st jetstream.Stream, c Config) (layout, error) {
 	info := st.CachedInfo()
 	subjects := info.Config.Subjects
+	if _, ok := info.Config.Metadata[importMark]; ok {
+		return 0, fmt.Errorf("natslog: stream %s: %w", c.Stream, ErrImportUnfinished)
+	}
 	switch {
 	case info.Config.Storage != jetstream.FileStorage:
 		return 0, fmt.Errorf("natslog: stream %s does not use file storage", c.Stream)

@@ -5,12 +5,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/crewlog/crewlog/eventlog"
 )
 
 // ErrStreamNotEmpty is returned by Import into a stream that holds groups.
 var ErrStreamNotEmpty = errors.New("natslog: the stream is not empty; import only into a new stream")
+
+// ErrImportUnfinished is returned by Open (and EnsureStream) for a stream an Import into did not finish: stopped
+// part-way (killed, its connection lost) or refused by its check, it holds a prefix of the store at most, which a
+// crewd would serve as the whole log. Import marks the stream (importMark) before it publishes and unmarks it once
+// its copy is checked. NB: no import resumes one: the stream is deleted (nats stream rm) and the import run again,
+// from the store, which it left as it was.
+var ErrImportUnfinished = errors.New("an import into it did not finish (crewctl migrate-store --to jetstream stopped " +
+	"part-way, or is still running), and it may hold only part of the store: delete the stream (nats stream rm) and " +
+	"run the import again")
+
+// importMark is the key of the stream's metadata that marks it while an Import fills it.
+const importMark = "crewlog-import"
 
 // ImportReport tells what Import copied.
 type ImportReport struct {
@@ -34,7 +47,9 @@ const (
 // wrote no events included. Snapshots are not copied (an optimisation
 // only). It then checks that dst's local copy — built by the same appends
 // every crewd's copy will make — has the source's head and hash (so every
-// record and the hash chain are identical) and as many outcomes.
+// record and the hash chain are identical) and as many outcomes. The stream
+// is marked from before the first group until that check passed: until
+// then Open refuses it (ErrImportUnfinished).
 func Import(ctx context.Context, src *eventlog.Log, dst *Log) (ImportReport, error) {
 	var rep ImportReport
 	if dst.Sequence() != 0 {
@@ -47,6 +62,9 @@ func Import(ctx context.Context, src *eventlog.Log, dst *Log) (ImportReport, err
 	}
 	if head, _ := dst.local.Head(); head != 0 {
 		return rep, fmt.Errorf("natslog: import needs an empty local log, this one is at %d", head)
+	}
+	if err := markImport(ctx, dst, true); err != nil {
+		return rep, err
 	}
 	byFirst := make(map[uint64]eventlog.Outcome)
 	var eventless []eventlog.Outcome
@@ -73,6 +91,7 @@ func Import(ctx context.Context, src *eventlog.Log, dst *Log) (ImportReport, err
 			return err
 		}
 		rep.Groups++
+		importCommitted()
 		group, size = nil, 0
 		return ctx.Err()
 	}
@@ -133,7 +152,33 @@ func Import(ctx context.Context, src *eventlog.Log, dst *Log) (ImportReport, err
 	if err := flush(); err != nil {
 		return rep, err
 	}
-	return rep, verifyCopy(src, dst.local, rep.Outcomes)
+	if err := verifyCopy(src, dst.local, rep.Outcomes); err != nil {
+		return rep, err
+	}
+	return rep, markImport(ctx, dst, false)
+}
+
+// markImport sets (on) or removes the stream's importMark. NB: set before the first group is published, so that a
+// stream holding part of an import is never unmarked.
+func markImport(ctx context.Context, dst *Log, on bool) error {
+	info, err := dst.stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("natslog: stream info: %w", err)
+	}
+	cfg := info.Config
+	cfg.Metadata = maps.Clone(cfg.Metadata)
+	if on {
+		if cfg.Metadata == nil {
+			cfg.Metadata = map[string]string{}
+		}
+		cfg.Metadata[importMark] = "unfinished"
+	} else {
+		delete(cfg.Metadata, importMark)
+	}
+	if _, err := dst.js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("natslog: mark the stream's import: %w", err)
+	}
+	return nil
 }
 
 // verifyCopy checks that copy holds what src holds: the same head and hash
@@ -153,3 +198,7 @@ func verifyCopy(src, copy *eventlog.Log, outcomes int) error {
 	}
 	return nil
 }
+
+// importCommitted is called once each group Import publishes is committed; a test stops the import there, as a crash
+// or kill -9 of the process would.
+var importCommitted = func() {}

@@ -2,6 +2,7 @@ package natslog
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -74,4 +75,44 @@ func TestImportKeepsEventlessOutcomesAndUnidentifiedEvents(t *testing.T) {
 	o, err := c.Local().Outcome("admin", "rejected")
 	require.NoError(t, err)
 	require.Equal(t, "bad-params", o.Code)
+}
+
+// TestImportStoppedPartWayIsRefused: an import stopped part-way (crewctl migrate-store --to jetstream killed, its
+// connection lost) left the stream holding the store's first groups. A second import was refused as the stream was
+// not empty, but a crewd joined the stream and served the short log as the whole one, and a copy of it (verify,
+// backup, migrate-store --to pebble) found nothing wrong: the source store, not a prefix of it, is the log. The stream
+// stays marked until its import is whole and checked, and everything that binds it refuses it meanwhile, saying
+// what to do; a stream whose import finished is bound as before.
+func TestImportStoppedPartWayIsRefused(t *testing.T) {
+	src := openLocal(t)
+	ws := make([]eventlog.Write, 3*importGroupWrites)
+	for i := range ws {
+		ws[i] = eventlog.Write{Principal: "admin", CommandID: fmt.Sprint(i), Result: []byte("{}"),
+			Events: []eventlog.Event{{Stream: "r1", Type: "run.created", Time: 1, Payload: []byte{0x80}}}}
+	}
+	_, err := src.Append(ws...)
+	require.NoError(t, err)
+
+	js := connect(t, startServer(t))
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(func() { importCommitted = func() {} })
+	importCommitted = stop
+	_, err = Import(ctx, src, openLog(t, js))
+	require.ErrorIs(t, err, context.Canceled)
+	importCommitted = func() {}
+	st, err := js.Stream(context.Background(), testConfig.Stream)
+	require.NoError(t, err)
+	require.Positive(t, st.CachedInfo().State.LastSeq, "the stream holds the groups committed before the stop")
+
+	for _, cfg := range []Config{testConfig, {Stream: testConfig.Stream, Existing: true}} {
+		_, err = Open(context.Background(), js, openLocal(t), cfg) // a crewd joining; a copy
+		require.ErrorIs(t, err, ErrImportUnfinished, "existing %v", cfg.Existing)
+		require.ErrorContains(t, err, "stream CREWLOG")
+		require.ErrorContains(t, err, "delete the stream")
+	}
+
+	require.NoError(t, js.DeleteStream(context.Background(), testConfig.Stream))
+	_, err = Import(context.Background(), src, openLog(t, js))
+	require.NoError(t, err)
+	requireCopy(t, src, openLog(t, js).Local(), uint64(len(ws)))
 }
