@@ -130,6 +130,28 @@ func TestCrewdRefusesAnUnfinishedCopy(t *testing.T) {
 	}
 }
 
+// TestCrewdRefusesABareStore: a bare store (a checkpoint, as migrate's pre-migrate backups are) is a data directory
+// to crewctl, and crewd started on one made a new, empty store inside it and served that. crewd refuses it and says
+// to restore it into a data directory, on which it then serves the copy.
+func TestCrewdRefusesABareStore(t *testing.T) {
+	bare := filepath.Join(t.TempDir(), "checkpoint")
+	audittest.Scenario(t, bare)
+	require.Equal(t, exitOK, crewctl(t, nil, "verify", "--data", bare).code, "crewctl reads it as a data directory")
+	before := stagingtest.Names(t, bare)
+
+	run := startCrewdOn(t, bare)
+	require.False(t, run.served, "crewd served a new, empty store inside the checkpoint")
+	require.NotZero(t, run.code)
+	require.Contains(t, run.stderr, "crewctl restore "+bare+" --data NEWDIR")
+	require.Equal(t, before, stagingtest.Names(t, bare), "crewd wrote nothing in the checkpoint")
+
+	data := filepath.Join(t.TempDir(), "data")
+	r := crewctl(t, nil, "restore", bare, "--data", data)
+	require.Equal(t, exitOK, r.code, r.out+r.err)
+	run = startCrewdOn(t, data)
+	require.True(t, run.served, run.stderr)
+}
+
 // TestBackupOfAnOlderFormatStore: crewd refuses a store at an older format until migrate brings it up, and an operator
 // backs it up before running a newer crewlog on it; the offline backup opened it as a writer, which refused it as too
 // old, so it could not be backed up at all. The copy keeps the store's format, and the store is left at its own.

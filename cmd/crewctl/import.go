@@ -73,12 +73,12 @@ func (a *app) importPicrew(root string, dryRun bool) error {
 	if store == "" {
 		return usagef("no data directory: pass --data")
 	}
-	if !isStore(store) {
+	if !eventlog.IsStore(store) {
 		// A new data directory gets its store where crewd looks for it.
 		store = filepath.Join(a.dataDir, storeDir)
 	}
 	var l *eventlog.Log
-	if isStore(store) {
+	if eventlog.IsStore(store) {
 		// An existing store: the read-only open names a running crewd, a
 		// damaged store or one that needs a migration before anything else,
 		// and is all a dry run needs.
@@ -136,10 +136,4 @@ func (a *app) importPicrew(root string, dryRun bool) error {
 		w.printf("  skipped %s\n", s)
 	}
 	return nil
-}
-
-// isStore reports whether dir holds a Pebble store (its OPTIONS file).
-func isStore(dir string) bool {
-	m, _ := filepath.Glob(filepath.Join(dir, "OPTIONS-*"))
-	return len(m) > 0
 }

@@ -81,8 +81,9 @@ var errOpenTimeout = errors.New("open timeout reached (--open-timeout)")
 // admin token file (never the token), the dashboard's one-time login link (when HTTP is on) and, last, the socket
 // path to stdout once the socket accepts connections.
 //
-// It refuses to start on a data directory that others may reach, on one where a crewctl copy of a store did not
-// finish (checkNoUnfinishedCopy), or with less free space than cfg.MinFreeBytes.
+// It refuses to start on a data directory that others may reach, on one that is a store itself
+// (checkNotABareStore), on one where a crewctl copy of a store did not finish (checkNoUnfinishedCopy), or with less
+// free space than cfg.MinFreeBytes.
 // Opening the store and rebuilding the state end early, with an error, when ctx ends or cfg.OpenTimeout passes.
 // If a commit error stops the engine, Run answers reads for failDrain, shuts down and returns an error wrapping
 // commands.ErrFailed, so the process exits non-zero and its supervisor restarts it.
@@ -92,6 +93,9 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	}
 	storeDir := filepath.Join(cfg.DataDir, StoreDir)
 	if err := MakePrivateDir(cfg.DataDir); err != nil {
+		return err
+	}
+	if err := checkNotABareStore(cfg.DataDir); err != nil {
 		return err
 	}
 	if err := checkNoUnfinishedCopy(cfg.DataDir); err != nil {

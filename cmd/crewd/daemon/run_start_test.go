@@ -29,6 +29,21 @@ func testConfig(t *testing.T) Config {
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
+// runUntilServed runs the daemon of c until it serves, then stops it, or until it refuses to start, and reports which
+// and what Run returned.
+func runUntilServed(c Config) (served bool, err error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ended := make(chan error, 1)
+	r, w := io.Pipe()
+	go func() { ended <- Run(ctx, c, w, discard()); w.Close() }()
+	// Its first line comes once it serves; none, once it refused to start.
+	_, readErr := r.Read(make([]byte, 1))
+	cancel()
+	go func() { _, _ = io.Copy(io.Discard, r) }()
+	return readErr == nil, <-ended
+}
+
 // TestRunRefusesUnsafeDataDir: a data directory (or store) that group or others may reach, or that another user
 // owns, stops the start and is left as it was. Modes are checked, not access, so this holds as root.
 func TestRunRefusesUnsafeDataDir(t *testing.T) {

@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -38,17 +36,7 @@ func TestRunRefusesAnUnfinishedCopy(t *testing.T) {
 				require.NoError(t, err)
 				require.NoError(t, l.Close())
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			ended := make(chan error, 1)
-			r, w := io.Pipe()
-			go func() { ended <- Run(ctx, c, w, discard()); w.Close() }()
-			// Its first line comes once it serves; none, once it refused to start.
-			_, readErr := r.Read(make([]byte, 1))
-			served := readErr == nil
-			cancel()
-			go func() { _, _ = io.Copy(io.Discard, r) }()
-			err := <-ended
+			served, err := runUntilServed(c)
 			if tc.want == "" {
 				require.True(t, served, "%v", err)
 				require.NoError(t, err)
