@@ -14,6 +14,9 @@
 //
 //   - crewd runs with umask 077. A data directory or store that another user owns or that group or others may
 //     reach is refused (exit 1), never chmod-ed.
+//   - crewd makes a new store only where it hides no copy: a data directory without a store that is a store itself
+//     (a checkpoint), or that holds the staging directory of a crewctl restore, copy of a stream or backup that did
+//     not finish, is refused (exit 1) with what to do, and nothing is written there.
 //   - Below --min-free-mib of free space crewd does not start (Pebble never opens on a full disk, where its
 //     recovery flush retries without end), and while running it answers writes disk-full before Pebble fails;
 //     nothing refused is recorded, reads keep working.
