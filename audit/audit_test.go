@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -78,11 +79,19 @@ func TestExplainScenario(t *testing.T) {
 	require.Equal(t, map[string]int{"engine.configure": 2, "delegate.request": 8, "delegate.settle": 3, "delegate.expire": 1}, kinds)
 }
 
+// TestOpenRefusesMissingStore: a directory that does not exist, or holds no store, is refused (ErrNoStore), and one
+// that exists is left as it was: Pebble's open, even read-only, wrote its LOCK file there, and a directory that was
+// empty (one a restore is about to copy into, one a killed copy left) no longer was.
 func TestOpenRefusesMissingStore(t *testing.T) {
 	_, err := Open(filepath.Join(t.TempDir(), "none"))
 	require.ErrorIs(t, err, ErrNoStore)
-	_, err = Open(t.TempDir())
-	require.Error(t, err)
+	dir := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(dir, ".crewlog-checkpoint-1"), 0o700))
+	_, err = Open(dir)
+	require.ErrorIs(t, err, ErrNoStore)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "nothing was written in %s", dir)
 }
 
 // TestVerifyMatchesCheck: the one-pass Verify finds what Verify then Check

@@ -31,6 +31,11 @@ func OpenWith(dir string, o *eventlog.Options) (*eventlog.Log, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("%w in %s: %w", ErrNoStore, dir, err)
 	}
+	// NB: refused before Pebble opens it, which writes its LOCK file even read-only: an empty directory (one a
+	// restore is to copy into, one a killed copy left) would be empty no more, and the copy refuse it.
+	if !holdsStore(dir) && !eventlog.IsStore(dir) {
+		return nil, fmt.Errorf("%w in %s", ErrNoStore, dir)
+	}
 	var opts eventlog.Options
 	if o != nil {
 		opts = *o

@@ -152,6 +152,22 @@ func TestCrewdRefusesABareStore(t *testing.T) {
 	require.True(t, run.served, run.stderr)
 }
 
+// TestOfflineReadOfADirectoryWithoutAStoreLeavesItEmpty: verify (or restore, or an offline backup) of a directory
+// that holds no store, such as the empty one a restore is about to copy into, is refused, but its read-only open
+// left Pebble's LOCK file there: the restore into it was then refused as the directory was not empty.
+func TestOfflineReadOfADirectoryWithoutAStoreLeavesItEmpty(t *testing.T) {
+	backup := filepath.Join(t.TempDir(), "backup")
+	require.Equal(t, exitOK, crewctl(t, nil, "backup", backup, "--data", scenarioData(t)).code)
+	target := filepath.Join(t.TempDir(), "data")
+	require.NoError(t, os.Mkdir(target, 0o700))
+	r := crewctl(t, nil, "verify", "--data", target)
+	require.Equal(t, exitOpen, r.code, r.out+r.err)
+	require.Contains(t, r.err, "no store")
+	require.Empty(t, stagingtest.Names(t, target))
+	r = crewctl(t, nil, "restore", backup, "--data", target)
+	require.Equal(t, exitOK, r.code, r.out+r.err)
+}
+
 // TestBackupOfAnOlderFormatStore: crewd refuses a store at an older format until migrate brings it up, and an operator
 // backs it up before running a newer crewlog on it; the offline backup opened it as a writer, which refused it as too
 // old, so it could not be backed up at all. The copy keeps the store's format, and the store is left at its own.
