@@ -95,16 +95,15 @@ func TestCrewdRefusesAnUnfinishedCopy(t *testing.T) {
 	backup := filepath.Join(tmp, "backup")
 	require.Equal(t, exitOK, crewctl(t, nil, "backup", backup, "--data", scenarioData(t)).code)
 	require.NoError(t, os.WriteFile(filepath.Join(backup, serverKeyFile), []byte(strings.Repeat("k", 32)), 0o600))
+	restore := func(target string) []string { return []string{"restore", backup, "--data", target} }
 	for _, tc := range []struct {
 		name    string
 		at      string
 		args    func(target string) []string
 		staging string
 	}{
-		{"restore staged", atStaged, func(target string) []string { return []string{"restore", backup, "--data", target} },
-			restoreStaging},
-		{"restore key placed", atKeyPlaced, func(target string) []string { return []string{"restore", backup, "--data", target} },
-			restoreStaging},
+		{"restore staged", atStaged, restore, restoreStaging},
+		{"restore key placed", atKeyPlaced, restore, restoreStaging},
 		{"migrate-store to pebble", atStaged, func(target string) []string {
 			return append([]string{"migrate-store", "--to", "pebble", "--data", target}, streamOf(t, scenarioData(t))...)
 		}, streamStaging},

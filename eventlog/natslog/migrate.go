@@ -18,9 +18,9 @@ var ErrStreamNotEmpty = errors.New("natslog: the stream is not empty; import onl
 // crewd would serve as the whole log. Import marks the stream (importMark) before it publishes and unmarks it once
 // its copy is checked. NB: no import resumes one: the stream is deleted (nats stream rm) and the import run again,
 // from the store, which it left as it was.
-var ErrImportUnfinished = errors.New("an import into it did not finish (crewctl migrate-store --to jetstream stopped " +
-	"part-way, or is still running), and it may hold only part of the store: delete the stream (nats stream rm) and " +
-	"run the import again")
+var ErrImportUnfinished = errors.New("an import into it did not finish (crewctl migrate-store --to jetstream " +
+	"stopped part-way, or is still running), and it may hold only part of the store: delete the stream " +
+	"(nats stream rm) and run the import again")
 
 // importMark is the key of the stream's metadata that marks it while an Import fills it.
 const importMark = "crewlog-import"

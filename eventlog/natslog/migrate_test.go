@@ -80,9 +80,9 @@ func TestImportKeepsEventlessOutcomesAndUnidentifiedEvents(t *testing.T) {
 // TestImportStoppedPartWayIsRefused: an import stopped part-way (crewctl migrate-store --to jetstream killed, its
 // connection lost) left the stream holding the store's first groups. A second import was refused as the stream was
 // not empty, but a crewd joined the stream and served the short log as the whole one, and a copy of it (verify,
-// backup, migrate-store --to pebble) found nothing wrong: the source store, not a prefix of it, is the log. The stream
-// stays marked until its import is whole and checked, and everything that binds it refuses it meanwhile, saying
-// what to do; a stream whose import finished is bound as before.
+// backup, migrate-store --to pebble) found nothing wrong: the source store, not a prefix of it, is the log. The
+// stream stays marked until its import is whole and checked, and everything that binds it refuses it meanwhile,
+// saying what to do; a stream whose import finished is bound as before.
 func TestImportStoppedPartWayIsRefused(t *testing.T) {
 	src := openLocal(t)
 	ws := make([]eventlog.Write, 3*importGroupWrites)
