@@ -2,17 +2,15 @@ package daemon
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/crewlog/crewlog/eventlog"
 )
 
-// checkNotABareStore refuses a data directory without a store that is itself one: a checkpoint such as migrate's
+// checkNotABareStore refuses a data directory without a store (Run looks) that is itself one: a checkpoint such as migrate's
 // pre-migrate backups, which crewctl reads as a data directory. NB: crewd would make a new, empty store inside it and
 // serve that, and the directory and secrets it wrote among Pebble's files would have restore refuse the copy.
 func checkNotABareStore(dataDir string) error {
-	if _, err := os.Lstat(filepath.Join(dataDir, StoreDir)); err == nil || !eventlog.IsStore(dataDir) {
+	if !eventlog.IsStore(dataDir) {
 		return nil
 	}
 	return fmt.Errorf("daemon: %s is a store itself (a checkpoint, such as a backup migrate wrote), not a data "+

@@ -95,11 +95,13 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	if err := MakePrivateDir(cfg.DataDir); err != nil {
 		return err
 	}
-	if err := checkNotABareStore(cfg.DataDir); err != nil {
-		return err
-	}
-	if err := checkNoUnfinishedCopy(cfg.DataDir); err != nil {
-		return err
+	if _, err := os.Lstat(storeDir); err != nil { // no store: a new one is made here, unless the directory is not for one
+		if err := checkNotABareStore(cfg.DataDir); err != nil {
+			return err
+		}
+		if err := checkNoUnfinishedCopy(cfg.DataDir); err != nil {
+			return err
+		}
 	}
 	if err := checkPrivateDir(storeDir); err != nil {
 		return err

@@ -19,17 +19,24 @@ func TestRunRefusesAnUnfinishedCopy(t *testing.T) {
 		name  string
 		entry string // made in the data directory
 		store bool   // the data directory holds a store too
+		file  bool   // entry is a file, not a directory
 		want  string // "" starts
 	}{
-		{"restore", RestoreStaging + "123", false, "crewctl restore into it"},
-		{"copy of a stream", StreamStaging + "9", false, "crewctl migrate-store --to pebble (or backup --nats)"},
-		{"backup", eventlog.CheckpointStaging + "77", false, "crewctl backup into it"},
-		{"beside a store", RestoreStaging + "123", true, ""},
-		{"a look-alike", RestoreStaging + "x1", false, ""},
+		{"restore", RestoreStaging + "123", false, false, "crewctl restore into it"},
+		{"copy of a stream", StreamStaging + "9", false, false, "crewctl migrate-store --to pebble (or backup --nats)"},
+		{"backup", eventlog.CheckpointStaging + "77", false, false, "crewctl backup into it"},
+		{"beside a store", RestoreStaging + "123", true, false, ""},
+		{"a look-alike", RestoreStaging + "x1", false, false, ""},
+		{"a file of the name", RestoreStaging + "5", false, true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testConfig(t)
-			require.NoError(t, os.MkdirAll(filepath.Join(c.DataDir, tc.entry, StoreDir), 0o700))
+			if tc.file {
+				require.NoError(t, os.MkdirAll(c.DataDir, 0o700))
+				require.NoError(t, os.WriteFile(filepath.Join(c.DataDir, tc.entry), nil, 0o600))
+			} else {
+				require.NoError(t, os.MkdirAll(filepath.Join(c.DataDir, tc.entry, StoreDir), 0o700))
+			}
 			if tc.store {
 				require.NoError(t, os.Mkdir(filepath.Join(c.DataDir, StoreDir), 0o700))
 				l, err := eventlog.Open(filepath.Join(c.DataDir, StoreDir), nil)
