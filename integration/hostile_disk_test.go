@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -156,25 +157,20 @@ func TestDiskFullRefusesWritesThenRecovers(t *testing.T) {
 func mailboxCount(ctx context.Context, t *testing.T, c *client.Client, body string) int {
 	t.Helper()
 	n := 0
-	params := map[string]any{"limit": 1000}
-	for {
+	eachPage(ctx, t, c, "query.mailbox", func(raw json.RawMessage) {
 		var page struct {
 			Messages []struct {
 				Body string `json:"body"`
 			} `json:"messages"`
-			NextCursor string `json:"nextCursor"`
 		}
-		require.NoError(t, c.Call(ctx, "query.mailbox", params, &page))
+		require.NoError(t, json.Unmarshal(raw, &page))
 		for _, m := range page.Messages {
 			if m.Body == `"`+body+`"` { // bodies are stored as JSON
 				n++
 			}
 		}
-		if page.NextCursor == "" {
-			return n
-		}
-		params["cursor"] = page.NextCursor
-	}
+	})
+	return n
 }
 
 // TestEngineFailureExitsNonZero: with the space check off, a write that fails on a full disk stops the engine;

@@ -456,6 +456,25 @@ func checkReplays(ctx context.Context, t *testing.T, d *daemon, acks []ack) {
 	}
 }
 
+// eachPage hands each page of a query's answer to c (pages of 1,000, the most a query gives) to each, in order.
+func eachPage(ctx context.Context, t *testing.T, c *client.Client, method string, each func(page json.RawMessage)) {
+	t.Helper()
+	params := map[string]any{"limit": 1000}
+	for {
+		var page json.RawMessage
+		require.NoError(t, c.Call(ctx, method, params, &page))
+		each(page)
+		var next struct {
+			NextCursor string `json:"nextCursor"`
+		}
+		require.NoError(t, json.Unmarshal(page, &next))
+		if next.NextCursor == "" {
+			return
+		}
+		params["cursor"] = next.NextCursor
+	}
+}
+
 func jsonEqual(a, b json.RawMessage) bool {
 	var x, y any
 	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
@@ -469,21 +488,15 @@ func checkNothingInFlight(ctx context.Context, t *testing.T, d *daemon, crew *cr
 	defer orch.Close()
 	// NB: every page: a run holds more delegations than one page (100 by default) once the rounds are many.
 	status := map[string]string{}
-	params := map[string]any{"limit": 1000}
-	for {
+	eachPage(ctx, t, orch, "query.delegations", func(raw json.RawMessage) {
 		var page struct {
 			Delegations []delegation `json:"delegations"`
-			NextCursor  string       `json:"nextCursor"`
 		}
-		require.NoError(t, orch.Call(ctx, "query.delegations", params, &page))
+		require.NoError(t, json.Unmarshal(raw, &page))
 		for _, dl := range page.Delegations {
 			status[dl.SubID] = dl.Status
 		}
-		if page.NextCursor == "" {
-			break
-		}
-		params["cursor"] = page.NextCursor
-	}
+	})
 	admittedIDs := 0
 	for _, a := range acks {
 		if a.method != "delegate.request" || a.err != nil || a.as.RunID != crew.runID {
