@@ -91,10 +91,7 @@ func (s *State) LookupCredential(runID, key string) (Credential, bool, error) {
 			}
 			return *cr.orch, true, nil
 		}
-		if s.store == nil { // a state decoded from a snapshot alone: its cold runs' records are not known to it
-			return Credential{}, false, nil
-		}
-		if r, err = s.store.load(runID, cr); err != nil {
+		if r, err = s.loadCold(runID, cr); r == nil {
 			return Credential{}, false, err
 		}
 	}

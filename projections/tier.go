@@ -340,8 +340,17 @@ func (s *State) lookupRun(id string) (*runState, error) {
 		return r, nil
 	}
 	cr, err := s.lookupCold(id)
-	if cr == nil || s.store == nil {
+	if cr == nil {
 		return nil, err
+	}
+	return s.loadCold(id, cr)
+}
+
+// loadCold is cold run id's records read back (cr its summary): nil, and no error, for a state decoded from a
+// snapshot alone, which has no store to read its cold runs' records from.
+func (s *State) loadCold(id string, cr *coldRun) (*runState, error) {
+	if s.store == nil {
+		return nil, nil
 	}
 	return s.store.load(id, cr)
 }
