@@ -235,6 +235,13 @@ func credentialEndOf(cause replyCause) (CredentialEnd, bool) {
 	return CredentialLive, false
 }
 
+// DecidedNothing reports whether err is a writer's refusal of a request it decided and recorded nothing for, and
+// that its client is owed as itself (disk-full, oversize-frame, replay-failed), as one crewd answers it: the errors
+// EncodeReply carries by their cause besides ErrNotWriter and a *CredentialEndedError.
+func DecidedNothing(err error) bool {
+	return errors.Is(err, ErrNoSpace) || errors.Is(err, ErrResultTooLarge) || errors.Is(err, projections.ErrNotReadBack)
+}
+
 // EncodeReply encodes the answer of Submit for the engine that forwarded
 // the request. An error travels as its text and, for ErrNoSpace,
 // ErrNotWriter, ErrResultTooLarge, projections.ErrNotReadBack and a

@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/crewlog/crewlog/commands"
-	"github.com/crewlog/crewlog/projections"
 )
 
 // Forward implements commands.Forwarder: a follower sends the request to
@@ -96,8 +95,7 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 				}
 				return commands.Reply{}, true, ended
 			}
-			if (errors.Is(err, commands.ErrNoSpace) || errors.Is(err, commands.ErrResultTooLarge) ||
-				errors.Is(err, projections.ErrNotReadBack)) && !inDoubt {
+			if commands.DecidedNothing(err) && !inDoubt {
 				// The writer's disk is short, the result would not fit
 				// the client's frame, or the command's cold run could not
 				// be read back from the writer's log: it recorded nothing,
@@ -144,11 +142,11 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 // forward.go says why).
 const credentialHeader = "Crewlog-Credential"
 
-// attemptTimeout bounds the wait for the answer to one attempt of a request that may be sent again.
-const attemptTimeout = 5 * time.Second
+// defaultAttemptTimeout bounds the wait for the answer to one attempt of a request that may be sent again.
+const defaultAttemptTimeout = 5 * time.Second
 
 // request sends data, with its credential cred (credentialHeaderOf, "" for none), on the commands subject
-// and waits for one answer: attemptTimeout at most when resendable (the request has a command id), else as long as
+// and waits for one answer: Options.attemptTimeout (defaultAttemptTimeout) at most when resendable (the request has a command id), else as long as
 // ctx lasts.
 //
 // NB: a request without a command id is not sent again once it may have reached a writer, so an attempt given up
@@ -162,7 +160,7 @@ func (n *Node) request(ctx context.Context, data []byte, cred string, resendable
 	}
 	if resendable {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, attemptTimeout)
+		ctx, cancel = context.WithTimeout(ctx, n.o.attemptTimeout)
 		defer cancel()
 	}
 	return n.o.Conn.RequestMsgWithContext(ctx, m)

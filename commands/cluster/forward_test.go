@@ -122,9 +122,10 @@ func TestFollowerResendsOnlyWhatTheWriterDidNotDecide(t *testing.T) {
 // answered (unavailable, in doubt), while the writer decided the command and its answer was on its way.
 func TestFollowerWaitsForASlowWritersAnswerToACommandWithoutAnID(t *testing.T) {
 	var asked atomic.Int32
-	f := followerOfAFakeWriterReplying(t, startNATS(t), func(*nats.Msg) []byte {
+	const attempt = 200 * time.Millisecond // what a request with a command id would wait for one attempt
+	f := followerOfAFakeWriterReplyingWith(t, startNATS(t), Options{attemptTimeout: attempt}, func(*nats.Msg) []byte {
 		asked.Add(1)
-		time.Sleep(6 * time.Second)
+		time.Sleep(5 * attempt)
 		b, err := commands.EncodeReply(commands.Reply{Result: []byte(`{"ok":true}`)}, nil)
 		if err != nil {
 			return nil
@@ -163,6 +164,12 @@ func followerOfAFakeWriterOn(t *testing.T, srv *server.Server, answer func(n int
 // followerOfAFakeWriterReplying starts a follower whose writer is the test's: it holds the lease and answers each
 // request on the commands subject with reply(request), or not at all when that is nil.
 func followerOfAFakeWriterReplying(t *testing.T, srv *server.Server, reply func(request *nats.Msg) []byte) *Node {
+	return followerOfAFakeWriterReplyingWith(t, srv, Options{}, reply)
+}
+
+// followerOfAFakeWriterReplyingWith is followerOfAFakeWriterReplying with the follower's options o (its name, log and
+// lease TTL set here).
+func followerOfAFakeWriterReplyingWith(t *testing.T, srv *server.Server, o Options, reply func(request *nats.Msg) []byte) *Node {
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
 	nc := connectTo(t, srv)
 	js, err := jetstream.New(nc)
@@ -180,7 +187,8 @@ func followerOfAFakeWriterReplying(t *testing.T, srv *server.Server, reply func(
 		}
 	})
 	require.NoError(t, err)
-	return startOn(t, srv, Options{Name: "f", Log: cfg, LeaseTTL: time.Minute})
+	o.Name, o.Log, o.LeaseTTL = "f", cfg, time.Minute
+	return startOn(t, srv, o)
 }
 
 // submitRunCreate submits a run.create through f's engine, bounded by 2 s.

@@ -94,6 +94,9 @@ type Options struct {
 	// node stops following. A test that blocks in it holds the follower's
 	// state (what its broker checks a credential against) behind the stream.
 	beforeFold func(ctx context.Context)
+	// attemptTimeout, set by tests, replaces the bound of one attempt of a forwarded request that may be sent again
+	// (defaultAttemptTimeout).
+	attemptTimeout time.Duration
 }
 
 // Node is one crewd of a cluster sharing one JetStream stream (doc.go).
@@ -137,6 +140,9 @@ func Start(ctx context.Context, local *eventlog.Log, o Options) (*Node, error) {
 	}
 	if o.ForwardTimeout == 0 {
 		o.ForwardTimeout = 15 * time.Second
+	}
+	if o.attemptTimeout == 0 {
+		o.attemptTimeout = defaultAttemptTimeout
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
