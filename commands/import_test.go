@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -752,15 +753,8 @@ func TestImportedDependsOnIsOneTaskCreateTakes(t *testing.T) {
 			Env{Now: 2000 * 1e6, CommandID: "c1", NewID: func() string { return "x" }})
 		return err
 	}
-	ids := func(n int, id string) []string {
-		out := make([]string, n)
-		for i := range out {
-			out[i] = id
-		}
-		return out
-	}
 	for name, deps := range map[string][]string{
-		"too many":    ids(MaxDependsOn+1, "t0"),
+		"too many":    slices.Repeat([]string{"t0"}, MaxDependsOn+1),
 		"a long id":   {"t0", strings.Repeat("é", MaxIDChars+1)},
 		"an empty id": {""},
 	} {
@@ -771,7 +765,7 @@ func TestImportedDependsOnIsOneTaskCreateTakes(t *testing.T) {
 		}
 	}
 	require.NoError(t, decide(&events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow,
-		DependsOn: append(ids(MaxDependsOn-1, "t0"), strings.Repeat("é", MaxIDChars))}))
+		DependsOn: append(slices.Repeat([]string{"t0"}, MaxDependsOn-1), strings.Repeat("é", MaxIDChars))}))
 	require.NoError(t, decide(&events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}))
 }
 
