@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/crewlog/crewlog/eventlog"
 )
@@ -33,7 +32,7 @@ func OpenWith(dir string, o *eventlog.Options) (*eventlog.Log, error) {
 	}
 	// NB: refused before Pebble opens it, which writes its LOCK file even read-only: an empty directory (one a
 	// restore is to copy into, one a killed copy left) would be empty no more, and the copy refuse it.
-	if !holdsStore(dir) && !eventlog.IsStore(dir) {
+	if !eventlog.HasManifestMarker(dir) && !eventlog.IsStore(dir) {
 		return nil, fmt.Errorf("%w in %s", ErrNoStore, dir)
 	}
 	var opts eventlog.Options
@@ -50,17 +49,10 @@ func OpenWith(dir string, o *eventlog.Options) (*eventlog.Log, error) {
 		return nil, fmt.Errorf("%w (%s): %w", ErrLocked, dir, err)
 	case errors.As(err, &ce):
 		return nil, err
-	case errors.Is(err, eventlog.ErrCorrupt) || errors.Is(err, os.ErrNotExist) && holdsStore(dir):
+	case errors.Is(err, eventlog.ErrCorrupt) || errors.Is(err, os.ErrNotExist) && eventlog.HasManifestMarker(dir):
 		return nil, &eventlog.CorruptError{Key: "store", Reason: err.Error()}
 	case errors.Is(err, eventlog.ErrNotFound) || errors.Is(err, os.ErrNotExist):
 		return nil, fmt.Errorf("%w in %s: %w", ErrNoStore, dir, err)
 	}
 	return nil, err
-}
-
-// holdsStore reports whether dir holds a Pebble store: the marker naming its
-// current manifest.
-func holdsStore(dir string) bool {
-	m, _ := filepath.Glob(filepath.Join(dir, "marker.manifest.*"))
-	return len(m) > 0
 }
