@@ -115,13 +115,9 @@ func offsetCursor(cursor string) (string, error) {
 func mailboxPage(cl *call, runID, box string, f projections.MailboxFilter, offset bool) (inboxResult, error) {
 	p, err := fitPage(cl, f.Limit, func(limit int) (page[projections.Message], error) {
 		f.Limit = limit
-		var (
-			mp  projections.MailboxPage
-			err error
-		)
-		if rerr := cl.read(func(st *projections.State) { mp, err = st.Mailbox(runID, box, f) }); rerr != nil {
-			return page[projections.Message]{}, rerr
-		}
+		mp, err := readState(cl, func(st *projections.State) (projections.MailboxPage, error) {
+			return st.Mailbox(runID, box, f)
+		})
 		next := mp.NextCursor
 		if offset && next != "" {
 			// NB: here, not after fitPage, which counts the cursor's bytes as the page gives it.

@@ -70,10 +70,7 @@ func handleQueryJobs(cl *call) (any, error) {
 	}
 	// NB: read once, not on every pass of fitPage: each pass cuts its page from the same summaries, and the state's
 	// lock is taken once.
-	var all []JobSummary
-	if rerr := cl.read(func(st *projections.State) { all, err = JobSummaries(st, runID) }); rerr != nil {
-		return nil, rerr
-	}
+	all, err := readState(cl, func(st *projections.State) ([]JobSummary, error) { return JobSummaries(st, runID) })
 	if err != nil {
 		return nil, err
 	}
@@ -153,9 +150,11 @@ func handleQueryJob(cl *call) (any, error) {
 			found bool
 			err   error
 		)
-		if rerr := cl.read(func(st *projections.State) { out, found, err = JobDetailOf(st, runID, jobID, from, limit) }); rerr != nil {
-			return page[*projections.ProxyRequest]{}, rerr
-		}
+		out, err = readState(cl, func(st *projections.State) (JobDetail, error) {
+			d, ok, err := JobDetailOf(st, runID, jobID, from, limit)
+			found = ok
+			return d, err
+		})
 		if err != nil {
 			return page[*projections.ProxyRequest]{}, err
 		}
@@ -214,13 +213,9 @@ func handleJobAuthorize(cl *call) (any, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	var (
-		a   projections.Authorization
-		err error
-	)
-	if rerr := cl.read(func(st *projections.State) { a, err = st.Authorize(runID, parent, tool) }); rerr != nil {
-		return nil, rerr
-	}
+	a, err := readState(cl, func(st *projections.State) (projections.Authorization, error) {
+		return st.Authorize(runID, parent, tool)
+	})
 	if err != nil {
 		return nil, err // NB: not allowed as unrelated: the run's leases and revoked roots are not known
 	}

@@ -67,15 +67,11 @@ func handleQueryLedger(cl *call) (any, error) {
 func ledgerHistory(cl *call, runID, taskID string, limit int, cursor string) (any, error) {
 	found := true
 	pg, err := fitPage(cl, limit, func(limit int) (page[historyEntry], error) {
-		var (
-			h   projections.LedgerHistory
-			err error
-		)
-		if rerr := cl.read(func(st *projections.State) {
-			h, found, err = st.AccountHistory(runID, taskID, projections.PageFilter{Limit: limit, Cursor: cursor})
-		}); rerr != nil {
-			return page[historyEntry]{}, rerr
-		}
+		h, err := readState(cl, func(st *projections.State) (projections.LedgerHistory, error) {
+			h, ok, err := st.AccountHistory(runID, taskID, projections.PageFilter{Limit: limit, Cursor: cursor})
+			found = ok
+			return h, err
+		})
 		if err != nil || !found {
 			return page[historyEntry]{}, err
 		}

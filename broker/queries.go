@@ -33,13 +33,18 @@ func queryParamsWith(cl *call, read func(p *params), run func(*params, *call) st
 	return p, runID
 }
 
-// readState is fn's answer from the published state (cl.read).
-func readState[T any](cl *call, fn func(st *projections.State) T) (any, error) {
-	var out T
-	if err := cl.read(func(st *projections.State) { out = fn(st) }); err != nil {
-		return nil, err
+// readState is fn's answer from the published state (cl.read): the read's error (the credential no longer holds)
+// first, else fn's, which comes with fn's answer.
+func readState[T any](cl *call, fn func(st *projections.State) (T, error)) (T, error) {
+	var (
+		out T
+		err error
+	)
+	if rerr := cl.read(func(st *projections.State) { out, err = fn(st) }); rerr != nil {
+		var zero T
+		return zero, rerr
 	}
-	return out, nil
+	return out, err
 }
 
 // runResult is query.run's answer: the run, and what its quotas and the slot pool count for it.
@@ -62,20 +67,15 @@ func handleQueryRun(cl *call) (any, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	var (
-		res runResult
-		err error
-	)
-	if rerr := cl.read(func(st *projections.State) {
-		var r projections.Run
+	res, err := readState(cl, func(st *projections.State) (runResult, error) {
 		// NB: the summary is read again here, and a read that fails now is no zero run.
-		if r, _, err = st.LookupRun(runID); err == nil {
-			res = runResult{Run: r, Usage: runUsage{Events: r.Usage.Events, MsgBytes: r.Usage.MsgBytes,
-				TextBytes: r.Usage.TextBytes, SlotsHeld: st.SlotsHeldBy(runID)}}
+		r, _, err := st.LookupRun(runID)
+		if err != nil {
+			return runResult{}, err
 		}
-	}); rerr != nil {
-		return nil, rerr
-	}
+		return runResult{Run: r, Usage: runUsage{Events: r.Usage.Events, MsgBytes: r.Usage.MsgBytes,
+			TextBytes: r.Usage.TextBytes, SlotsHeld: st.SlotsHeldBy(runID)}}, nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -128,16 +128,10 @@ func handleQueryRuns(cl *call) (any, error) {
 		return nil, p.err
 	}
 	pg, err := fitPage(cl, limit, func(limit int) (page[projections.Run], error) {
-		var (
-			rp  projections.RunPage
-			err error
-		)
-		if rerr := cl.read(func(st *projections.State) {
-			rp, err = st.Runs(projections.RunFilter{Statuses: statuses, Limit: limit, Newest: newest, Cursor: cursor,
+		rp, err := readState(cl, func(st *projections.State) (projections.RunPage, error) {
+			return st.Runs(projections.RunFilter{Statuses: statuses, Limit: limit, Newest: newest, Cursor: cursor,
 				MaxScan: MaxRunsScan})
-		}); rerr != nil {
-			return page[projections.Run]{}, rerr
-		}
+		})
 		return page[projections.Run]{items: rp.Runs, next: rp.NextCursor}, err
 	}, same[projections.Run])
 	if err != nil {
@@ -181,15 +175,9 @@ func runPage[T, W any](cl *call, runID string, limit int, cursor string,
 	read func(st *projections.State, runID string, f projections.PageFilter) (projections.Page[T], error),
 	render func(T) W) (page[W], error) {
 	return fitPage(cl, limit, func(limit int) (page[T], error) {
-		var (
-			pp  projections.Page[T]
-			err error
-		)
-		if rerr := cl.read(func(st *projections.State) {
-			pp, err = read(st, runID, projections.PageFilter{Limit: limit, Cursor: cursor})
-		}); rerr != nil {
-			return page[T]{}, rerr
-		}
+		pp, err := readState(cl, func(st *projections.State) (projections.Page[T], error) {
+			return read(st, runID, projections.PageFilter{Limit: limit, Cursor: cursor})
+		})
 		return page[T]{items: pp.Items, next: pp.NextCursor, total: pp.Total}, err
 	}, render)
 }
@@ -208,11 +196,11 @@ func handleQuerySlots(cl *call) (any, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	return readState(cl, func(st *projections.State) projections.Slots {
+	return readState(cl, func(st *projections.State) (projections.Slots, error) {
 		if cl.c.id.role == events.RoleWorker {
-			return st.SlotsOf(runID)
+			return st.SlotsOf(runID), nil
 		}
-		return st.Slots()
+		return st.Slots(), nil
 	})
 }
 

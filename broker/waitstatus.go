@@ -44,12 +44,12 @@ func handleWaitStatus(cl *call) (any, error) {
 		return nil, p.err
 	}
 	c := cl.c
-	var r taskReading
-	if err := cl.read(func(st *projections.State) { r = readTaskIn(st, runID, taskID) }); err != nil {
-		return nil, err
-	}
-	if r.err != nil {
-		return nil, r.err // NB: not no-task: the run's tasks are not known
+	r, err := readState(cl, func(st *projections.State) (taskReading, error) {
+		r := readTaskIn(st, runID, taskID)
+		return r, r.err
+	})
+	if err != nil {
+		return nil, err // NB: not no-task: the run's tasks are not known
 	}
 	if !r.found {
 		return nil, wire.Errorf(wire.CodeNoTask, "task %q not found in run %q", taskID, runID)
