@@ -275,12 +275,18 @@ func (c *conn) answer(id, method string, raw json.RawMessage) bool {
 // leaves no room for an error in a frame (its U+2028 and U+2029 take six bytes each as the answer writes them,
 // three as a client may send them) cannot be answered at all: the connection ends with a protocol error of id "".
 func (c *conn) sendError(id string, we *wire.Error) bool {
+	return c.queueError(id, we, false)
+}
+
+// queueError is sendError, the frame the connection's final one whatever its code when final is set (a code that
+// does not close ends it with the reason of a refused credential).
+func (c *conn) queueError(id string, we *wire.Error, final bool) bool {
 	frame := errorFrame(id, we, c.s.opts.MaxFrame)
 	if frame == nil {
 		we = wire.NewError(wire.CodeProtocol, "request id too long to answer within the frame cap")
 		frame = errorFrame("", we, c.s.opts.MaxFrame)
 	}
-	if we.Code.Closes() {
+	if final || we.Code.Closes() {
 		reason := reasonAuth
 		switch we.Code {
 		case wire.CodeProtocol:

@@ -186,15 +186,7 @@ func (c *conn) hello(req wire.Request) bool {
 // the connection open after other requests (replay-failed: the token could not be checked) closes it here, with the
 // reason of a refused credential, so that a connection never stays open unauthenticated past its answer.
 func (c *conn) refuseHello(id string, we *wire.Error) bool {
-	if we.Code.Closes() {
-		return c.sendError(id, we)
-	}
-	frame := errorFrame(id, we, c.s.opts.MaxFrame)
-	if frame == nil {
-		return c.sendError(id, we) // its protocol error closes
-	}
-	c.out.pushFinal(frame, reasonAuth)
-	return false
+	return c.queueError(id, we, true)
 }
 
 // MinHelloPaceWait is the least a hello may wait for its pace (helloPaceWait). A credential, or a worker's run, can
