@@ -419,9 +419,9 @@ func withToken(c *conn, reply commands.Reply, field, token, runID, key string) (
 		// NB: the run is read again here (its summary, and its records if they left the cache since warm): a read
 		// that fails is no credential that is not current, whose answer would have the caller issue it again.
 		if job, ok := strings.CutPrefix(key, jobNoncePrefix); ok {
-			var pg projections.JobPage
-			pg, ok, err = st.JobPage(runID, job, 0, 0) // the job's own fields alone
-			valid = ok && sameDigest(pg.Job.NonceDigest, digestOf(token))
+			var h projections.JobHeader
+			h, ok, err = st.LookupJobHeader(runID, job)
+			valid = ok && sameDigest(h.NonceDigest, digestOf(token))
 			return
 		}
 		var (

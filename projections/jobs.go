@@ -341,15 +341,23 @@ type JobHeader struct {
 
 // JobHeader returns the header of job jobID of run runID.
 func (s *State) JobHeader(runID, jobID string) (JobHeader, bool) {
-	r := s.run(runID)
+	h, ok, _ := s.LookupJobHeader(runID, jobID)
+	return h, ok
+}
+
+// LookupJobHeader is JobHeader, with the error (ErrNotReadBack) met reading a cold run back from the log: its jobs
+// are not known to be none, and must not be answered as if the job did not exist. It copies none of the job's
+// slices, where JobPage copies its grant.
+func (s *State) LookupJobHeader(runID, jobID string) (JobHeader, bool, error) {
+	r, err := s.lookupRun(runID)
 	if r == nil || r.jobs[jobID] == nil {
-		return JobHeader{}, false
+		return JobHeader{}, false, err
 	}
 	j := r.jobs[jobID]
 	return JobHeader{
 		JobID: j.JobID, TaskID: j.TaskID, Status: j.Status, NonceDigest: j.NonceDigest, Generation: j.Generation,
 		LeaseActive: j.LeaseActive, Root: j.Root, InFlight: j.InFlight, Seen: len(j.Requests), Tools: len(j.Tools),
-	}, true
+	}, true, nil
 }
 
 // ActiveLeases returns the headers of run runID's jobs that hold an active

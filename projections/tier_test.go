@@ -158,6 +158,7 @@ func TestQueriesOfAColdRunNotReadBackAnswerTheError(t *testing.T) {
 		"AsksPage":         func() error { _, err := s.AsksPage(cold, false, f); return err },
 		"CredentialsPage":  func() error { _, err := s.CredentialsPage(cold, f); return err },
 		"JobPage":          func() error { _, _, err := s.JobPage(cold, "J", 0, 10); return err },
+		"LookupJobHeader":  func() error { _, _, err := s.LookupJobHeader(cold, "J"); return err },
 		"EachJob":          func() error { return s.EachJob(cold, func(Job) bool { return true }) },
 		"Authorize":        func() error { _, err := s.Authorize(cold, "root/call", "write"); return err },
 		"LookupTaskStatus": func() error { _, _, err := s.LookupTaskStatus(cold, "00_step"); return err },

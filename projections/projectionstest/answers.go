@@ -29,7 +29,7 @@ var (
 		"SlotHolder", "SlotWaiters", "Slots",
 		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "StrandedAsks", "Task", "TaskStatus", "LookupTaskStatus", "Tasks", "TasksPage", "LiveTasks",
 		"EachLiveTask", "EachWorkflowTask", "EachInFlight",
-		"ActiveLeases", "Job", "JobCount", "JobHeader", "JobPage", "JobTool", "Jobs", "EachJob", "LiveRequests",
+		"ActiveLeases", "Job", "JobCount", "JobHeader", "LookupJobHeader", "JobPage", "JobTool", "Jobs", "EachJob", "LiveRequests",
 		"ProxyRequestOf", "RevokedRootsOf", "RevokedRootCount",
 	}
 	stateNotQueries = []string{
@@ -237,6 +237,9 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 			q("JobPage/"+j.JobID+"/past", pg, ok)
 			h, ok := s.JobHeader(run, j.JobID)
 			q("JobHeader/"+j.JobID, h, ok)
+			h, ok, err = s.LookupJobHeader(run, j.JobID)
+			require.NoError(t, err)
+			q("LookupJobHeader/"+j.JobID, h, ok)
 			q("LiveRequests/"+j.JobID, s.LiveRequests(run, j.JobID))
 			for _, tool := range append(j.Tools, "nope") {
 				g, ro := s.JobTool(run, j.JobID, tool)
