@@ -93,20 +93,20 @@ func (h *waitHub) observe(tw *taskWatch, r taskReading) {
 func (h *waitHub) add(runID, taskID string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	// NB: every waiter reads its task itself, so its answer is never older than its request (another waiter's
+	// reading, or the follower's, may be); under the hub's lock, before the follower can include a new task in a
+	// pass: any publish after this read either closes the follower's run signal or precedes its next read. A reading
+	// that fails registers nothing, and starts no follower.
+	r := readTask(h.s, runID, taskID)
+	if r.err != nil {
+		return r.err
+	}
 	rw := h.byRun[runID]
 	if rw == nil {
 		rw = &runWaits{tasks: make(map[string]*taskWatch), kick: make(chan struct{}, 1)}
 		h.byRun[runID] = rw
 		h.s.wg.Add(1)
 		go h.follow(runID, rw)
-	}
-	// NB: every waiter reads its task itself, so its answer is never older than its request (another waiter's
-	// reading, or the follower's, may be); under the hub's lock, before the follower can include a new task in a
-	// pass: any publish after this read either closes the follower's run signal or precedes its next read.
-	r := readTask(h.s, runID, taskID)
-	if r.err != nil {
-		// NB: the follower started for it, if any, finds no task to follow and ends.
-		return r.err
 	}
 	tw := rw.tasks[taskID]
 	if tw == nil {
