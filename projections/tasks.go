@@ -337,6 +337,23 @@ func (s *State) LookupTaskStatus(runID, taskID string) (TaskStatus, bool, error)
 	return r.tasks[taskID].Status, true, nil
 }
 
+// LookupTaskStatuses is LookupTaskStatus for each of taskIDs, the run looked up once: a list of them (a page of
+// credentials) reads a cold run's summary once, not once a task, under the state's lock. The i-th status is
+// taskIDs[i]'s, "" for a task the run does not have; the statuses are nil when the run is unknown, or with the error.
+func (s *State) LookupTaskStatuses(runID string, taskIDs []string) ([]TaskStatus, error) {
+	r, err := s.lookupRun(runID)
+	if r == nil {
+		return nil, err
+	}
+	out := make([]TaskStatus, len(taskIDs))
+	for i, id := range taskIDs {
+		if t := r.tasks[id]; t != nil {
+			out[i] = t.Status
+		}
+	}
+	return out, nil
+}
+
 // LiveTasks is the number of run runID's workflow tasks not in a terminal status (queued, running or waiting):
 // what a budget abort of the run cancels or skips in one decision.
 func (s *State) LiveTasks(runID string) int {

@@ -163,6 +163,10 @@ func TestQueriesOfAColdRunNotReadBackAnswerTheError(t *testing.T) {
 		"Authorize":        func() error { _, err := s.Authorize(cold, "root/call", "write"); return err },
 		"LookupTaskStatus": func() error { _, _, err := s.LookupTaskStatus(cold, "00_step"); return err },
 		"LookupCredential": func() error { _, _, err := s.LookupCredential(cold, "00_step"); return err },
+		"LookupTaskStatuses": func() error {
+			_, err := s.LookupTaskStatuses(cold, []string{"00_step"})
+			return err
+		},
 	}
 	for name, read := range pages {
 		err := read()

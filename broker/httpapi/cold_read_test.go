@@ -93,14 +93,15 @@ func TestAPIAnswersAColdRunTheLogStopsGivingBackWithA500(t *testing.T) {
 	require.NotEmpty(t, tasks, "the log holds the run's tasks")
 }
 
-// The credentials of a cold run show each worker's task status, read from the run's records: when that read fails
-// (the run's summary, read again for the task after the read-back's, the list's and the page's reads), the route
-// answers 500, never the credentials as if their tasks were gone (no taskStatus).
+// The credentials of a cold run show each worker's task status, read from the run's records, the run's summary read
+// once for the page's tasks (not once a task) after the read-back's, the list's and the page's reads: when that read
+// fails, the route answers 500, never the credentials as if their tasks were gone (no taskStatus).
 func TestAPICredentialsOfAColdRunTheLogStopsGivingBackAnswerA500(t *testing.T) {
 	f, eio, passes, cold := newUnreadableColdPassing(t)
-	// Reopened, a worker's credential issued, ended again: the run goes cold again with it.
+	// Reopened, two workers' credentials issued, ended again: the run goes cold again with them.
 	for _, cmd := range []commands.Command{
 		&commands.RunTransition{RunID: cold, To: "running"},
+		&commands.CredentialIssue{RunID: cold, TaskID: "01_build", Digest: strings.Repeat("cd", 32)},
 		&commands.CredentialIssue{RunID: cold, TaskID: "02_explore", Digest: strings.Repeat("ab", 32)},
 		&commands.RunTransition{RunID: cold, To: "completed"},
 	} {
@@ -131,8 +132,16 @@ func TestAPICredentialsOfAColdRunTheLogStopsGivingBackAnswerA500(t *testing.T) {
 	n := many - passes.Load()
 	require.Positive(t, n, "a read of the summary reads the tables")
 
-	// The read-back's (the run cached: no records read), the list's, the page's: the fourth read of the summary
-	// fails, the first task's.
+	// The read-back's (the run cached: no records read), the list's, the page's and the task statuses': four reads
+	// of the summary, however many of the page's credentials are a task's.
+	require.Greater(t, workers, 1)
+	passes.Store(many)
+	eio.On()
+	require.Equal(t, creds, f.ok(route)["credentials"])
+	eio.Off()
+	require.Equal(t, 4*n, many-passes.Load(), "reads of the tables by a page of %d workers' credentials", workers)
+
+	// The fourth read of the summary fails, the task statuses'.
 	passes.Store(3 * n)
 	eio.On()
 	f.fails(route, http.StatusInternalServerError, codeInternal)

@@ -29,19 +29,22 @@ func (s *Server) handleCredentials(w http.ResponseWriter, r *http.Request, _ pri
 			if err != nil {
 				return listPage{}, cursorErr(err, req.cursor)
 			}
+			keys := make([]string, len(pg.Items))
+			for i, c := range pg.Items {
+				keys[i] = c.Key
+			}
+			// NB: a cold run's summary is read again for the statuses, once for the page: a read that fails is no task
+			// gone.
+			statuses, err := st.LookupTaskStatuses(runID, keys)
+			if err != nil {
+				return listPage{}, err
+			}
 			items := make([]credentialItem, len(pg.Items))
 			for i, c := range pg.Items {
 				it := credentialItem{RunID: c.RunID, Key: c.Key, Role: c.Role, IssuedAt: c.IssuedAt, IssuedBy: c.IssuedBy,
 					Revoked: c.Revoked, RevokedAt: c.RevokedAt, RevokedBy: c.RevokedBy, RevokedReason: c.RevokedReason}
-				if c.Key != events.OrchestratorKey {
-					// NB: a cold run's summary is read again for it: a read that fails is no task gone.
-					status, ok, err := st.LookupTaskStatus(runID, c.Key)
-					if err != nil {
-						return listPage{}, err
-					}
-					if ok {
-						it.TaskStatus = string(status)
-					}
+				if c.Key != events.OrchestratorKey && i < len(statuses) {
+					it.TaskStatus = string(statuses[i])
 				}
 				items[i] = it
 			}

@@ -27,7 +27,7 @@ var (
 		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage", "LedgerTotals",
 		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "LookupRun", "RunStatus", "LookupRunStatus", "Runs",
 		"SlotHolder", "SlotWaiters", "Slots",
-		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "StrandedAsks", "Task", "TaskStatus", "LookupTaskStatus", "Tasks", "TasksPage", "LiveTasks",
+		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "StrandedAsks", "Task", "TaskStatus", "LookupTaskStatus", "LookupTaskStatuses", "Tasks", "TasksPage", "LiveTasks",
 		"EachLiveTask", "EachWorkflowTask", "EachInFlight",
 		"ActiveLeases", "Job", "JobCount", "JobHeader", "LookupJobHeader", "JobPage", "JobTool", "Jobs", "EachJob", "LiveRequests",
 		"ProxyRequestOf", "RevokedRootsOf", "RevokedRootCount",
@@ -124,6 +124,13 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 			p, err := s.TasksPage(run, f)
 			return p.NextCursor, p, err
 		})
+		taskIDs := []string{"nope"}
+		for _, task := range tasks {
+			taskIDs = append(taskIDs, task.TaskID)
+		}
+		statuses, err := s.LookupTaskStatuses(run, taskIDs)
+		require.NoError(t, err)
+		q("LookupTaskStatuses", statuses)
 		recipients := []string{events.RunInbox, "nobody"}
 		for _, task := range append(tasks, projections.Task{TaskID: "nope"}) {
 			id := task.TaskID
