@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"strings"
@@ -27,12 +28,18 @@ func newUnreadableCold(t *testing.T) (f *fixture, eio *errorfs.Toggle, cold stri
 	return f, eio, cold
 }
 
-// newUnreadableColdPassing is newUnreadableCold, with the count of reads eio lets through while on.
-func newUnreadableColdPassing(t *testing.T) (f *fixture, eio *errorfs.Toggle, passes *atomic.Int64, cold string) {
+// readFaults counts down what eio does, while on, to the reads of a table: it lets the first passes through, fails
+// the next fails (every one after them unless set), and lets the others through.
+type readFaults struct{ passes, fails atomic.Int64 }
+
+// newUnreadableColdPassing is newUnreadableCold, with the counts of the reads eio lets through and fails while on.
+func newUnreadableColdPassing(t *testing.T) (f *fixture, eio *errorfs.Toggle, rf *readFaults, cold string) {
 	t.Helper()
-	passes = new(atomic.Int64)
+	rf = new(readFaults)
+	rf.fails.Store(math.MaxInt64)
 	eio = &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if strings.HasSuffix(op.Path, ".sst") && op.Kind == errorfs.OpFileReadAt && passes.Add(-1) < 0 {
+		if strings.HasSuffix(op.Path, ".sst") && op.Kind == errorfs.OpFileReadAt && rf.passes.Add(-1) < 0 &&
+			rf.fails.Add(-1) >= 0 {
 			return &os.PathError{Op: "read", Path: op.Path, Err: syscall.EIO}
 		}
 		return nil
@@ -43,7 +50,25 @@ func newUnreadableColdPassing(t *testing.T) (f *fixture, eio *errorfs.Toggle, pa
 	f = newFixtureStore(t, Options{}, eo,
 		&eventlog.Options{FS: errorfs.Wrap(vfs.Default, eio), CacheSize: 1, MemTableSize: 1 << 12},
 		func(dir string, head uint64) { audittest.ColdSnapshot(t, dir, head) })
-	return f, eio, passes, f.firstColdRun()
+	return f, eio, rf, f.firstColdRun()
+}
+
+// summaryReads is how many reads of a table one read of cold run cold's summary makes, its tables open already.
+func (rf *readFaults) summaryReads(t *testing.T, f *fixture, eio *errorfs.Toggle, cold string) int64 {
+	t.Helper()
+	const many = 1 << 40
+	rf.passes.Store(many)
+	eio.On()
+	f.eng.Read(func(st *projections.State) {
+		_, ok, err := st.LookupRunStatus(cold)
+		require.NoError(t, err)
+		require.True(t, ok)
+	})
+	eio.Off()
+	n := many - rf.passes.Load()
+	rf.passes.Store(0)
+	require.Positive(t, n, "a read of the summary reads the tables")
+	return n
 }
 
 // A cold run the log cannot give back (every read of a table fails: EIO) is answered 500 by each of its routes:
@@ -67,27 +92,51 @@ func TestAPIAnswersAColdRunTheLogCannotGiveBackWithA500(t *testing.T) {
 
 // A route whose cold run was read back (runParam), then meets a log that fails as it reads the run again under the
 // state's lock (its summary, or its records once another run took its place in the cache), answers 500: never 404
-// as for no run or no job, nor the run's lists empty. The log fails right after the read-back (warmed).
+// as for no run or no job, nor the run's lists empty. Each of the route's reads of the summary after the read-back
+// (warmed) fails in turn, the others passing: the route's first (the run found), then each list's.
 func TestAPIAnswersAColdRunTheLogStopsGivingBackWithA500(t *testing.T) {
-	f, eio, cold := newUnreadableCold(t)
-	var fail atomic.Bool
-	f.srv.warmed = func() {
-		if fail.CompareAndSwap(true, false) {
-			eio.On()
-		}
-	}
+	f, eio, rf, cold := newUnreadableColdPassing(t)
 	head := f.ok("/api/v1/runs/" + cold)["position"].(float64)
 	accounts := f.ok("/api/v1/runs/" + cold + "/ledger")["accounts"].([]any)
 	require.NotEmpty(t, accounts)
 	account := accounts[0].(map[string]any)["taskId"].(string)
-	routes := []string{"/tasks", "/delegations", "/ledger", "/mailbox", "/asks", "/credentials", "/jobs", "/jobs/j1",
-		fmt.Sprintf("/state?at=%d", int64(head)), "/ledger?taskId=" + account}
+	n := rf.summaryReads(t, f, eio, cold)
+	var fail atomic.Int64 // the read of the summary after the read-back that fails, from 1; 0 for none
+	f.srv.warmed = func() {
+		if k := fail.Swap(0); k > 0 {
+			rf.passes.Store((k - 1) * n)
+			rf.fails.Store(1) // NB: a read of the summary ends at its first read of a table that fails
+			eio.On()
+		}
+	}
+	routes := []struct {
+		route string
+		reads int64 // of the summary after the read-back: the run found, then its list's, each
+	}{
+		{"/tasks", 2}, {"/delegations", 2}, {"/ledger", 2}, {"/mailbox", 2}, {"/asks", 2},
+		{"/credentials", 3}, // the run, its page of credentials, their tasks' statuses
+		{"/jobs", 2}, {"/jobs/j1", 2},
+		{fmt.Sprintf("/state?at=%d", int64(head)), 5}, // the run, its tasks, delegations, ledger and asks
+		{"/ledger?taskId=" + account, 2},
+	}
 
-	for _, route := range routes {
-		fail.Store(true)
-		f.fails("/api/v1/runs/"+cold+route, http.StatusInternalServerError, codeInternal)
-		require.False(t, fail.Load(), "%s: the log failed after the read-back", route)
-		eio.Off()
+	for _, r := range routes {
+		path := "/api/v1/runs/" + cold + r.route
+		want, _ := f.get(path)
+		for k := int64(1); ; k++ {
+			fail.Store(k)
+			status, m := f.get(path)
+			eio.Off()
+			require.Zero(t, fail.Load(), "%s: the run read back", r.route)
+			if rf.fails.Load() == 1 {
+				require.Equal(t, want, status, "%s: no read failed: %v", r.route, m)
+				require.Equal(t, r.reads, k-1, "%s: its reads of the summary", r.route)
+				break
+			}
+			require.Equal(t, http.StatusInternalServerError, status, "%s: read %d failed: %v", r.route, k, m)
+			e, _ := m["error"].(map[string]any)
+			require.Equal(t, codeInternal, e["code"], "%s: read %d failed: %v", r.route, k, m)
+		}
 	}
 	tasks := f.ok("/api/v1/runs/" + cold + "/tasks")["tasks"].([]any)
 	require.NotEmpty(t, tasks, "the log holds the run's tasks")
@@ -97,7 +146,7 @@ func TestAPIAnswersAColdRunTheLogStopsGivingBackWithA500(t *testing.T) {
 // once for the page's tasks (not once a task) after the read-back's, the list's and the page's reads: when that read
 // fails, the route answers 500, never the credentials as if their tasks were gone (no taskStatus).
 func TestAPICredentialsOfAColdRunTheLogStopsGivingBackAnswerA500(t *testing.T) {
-	f, eio, passes, cold := newUnreadableColdPassing(t)
+	f, eio, rf, cold := newUnreadableColdPassing(t)
 	// Reopened, two workers' credentials issued, ended again: the run goes cold again with them.
 	for _, cmd := range []commands.Command{
 		&commands.RunTransition{RunID: cold, To: "running"},
@@ -117,32 +166,20 @@ func TestAPICredentialsOfAColdRunTheLogStopsGivingBackAnswerA500(t *testing.T) {
 		}
 	}
 	require.Positive(t, workers, "the run has credentials of its tasks")
-	summary := func() {
-		f.eng.Read(func(st *projections.State) {
-			_, ok, err := st.LookupRunStatus(cold)
-			require.NoError(t, err)
-			require.True(t, ok)
-		})
-	}
-	const many = 1 << 40
-	passes.Store(many)
-	eio.On()
-	summary()
-	eio.Off()
-	n := many - passes.Load()
-	require.Positive(t, n, "a read of the summary reads the tables")
+	n := rf.summaryReads(t, f, eio, cold)
 
 	// The read-back's (the run cached: no records read), the list's, the page's and the task statuses': four reads
 	// of the summary, however many of the page's credentials are a task's.
 	require.Greater(t, workers, 1)
-	passes.Store(many)
+	const many = 1 << 40
+	rf.passes.Store(many)
 	eio.On()
 	require.Equal(t, creds, f.ok(route)["credentials"])
 	eio.Off()
-	require.Equal(t, 4*n, many-passes.Load(), "reads of the tables by a page of %d workers' credentials", workers)
+	require.Equal(t, 4*n, many-rf.passes.Load(), "reads of the tables by a page of %d workers' credentials", workers)
 
 	// The fourth read of the summary fails, the task statuses'.
-	passes.Store(3 * n)
+	rf.passes.Store(3 * n)
 	eio.On()
 	f.fails(route, http.StatusInternalServerError, codeInternal)
 	eio.Off()
