@@ -39,10 +39,11 @@ func (e *Engine) clock() {
 // question, so two ticks (or a tick racing a restart) expire it once; it is
 // the engine principal's, so no client can claim it first (a client's
 // "expire:…" id is its own, unrelated command). An expiry that changes
-// nothing is not recorded (group.go), so one refused as not yet due (the
-// clock stepped back, say) is decided again at the next tick.
+// nothing is not recorded (group.go), so one refused as not yet due is
+// decided again at the next tick. The tick and the expiries it submits read the engine's time (engine_time.go),
+// which never goes back, so what a tick finds due is due when it is decided.
 func (e *Engine) Tick(ctx context.Context) int {
-	now := e.opts.Clock().UnixMilli()
+	now := e.times.now().UnixMilli()
 	var due []Request
 	principal := events.EnginePrincipal()
 	engine := principal.Actor()

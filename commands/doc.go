@@ -77,8 +77,8 @@
 //   - The engine's own commands (clock expiries, config, imports) are the engine
 //     principal's, which no client credential maps to, so a client naming
 //     its id "expire:<run>:<subId>" claims nothing of the engine's. An
-//     engine command that changes nothing (an expiry not yet due because
-//     the clock stepped back, or of something already settled) is not
+//     engine command that changes nothing (an expiry submitted before it
+//     is due, or one of something already settled) is not
 //     recorded: the next tick decides it again, so every delegation expires
 //     within one tick after deadline + grace whatever ids clients send.
 //   - Read sees a published state that holds exactly the durable groups,
@@ -172,6 +172,19 @@
 //     group is durable.
 //   - Delegation expiry is driven by the engine clock as ordinary commands
 //     (delegate.expire), so it is recorded, replayable and survives crashes.
+//   - Event times (engine_time.go): the engine decides and dates its events by the wall clock (Options.Clock), but
+//     never by a time before one it decided by already, nor before the newest event's in its log when it opened
+//     (or the newest a follower caught up): the events the engine decides are dated in log order, though the
+//     wall clock steps back while crewd runs or crewd starts on a host whose clock is behind the log. While the
+//     wall clock is behind, the engine's time goes on from its last by the monotonic clock, at 15/16 of its pace:
+//     a deadline, the message-rate window, a run's wait for a slot and the retention of ended runs count time as
+//     it passes (a fifteenth slower at most), not the step, and the wall clock meets the engine's time again
+//     sixteen times the step later. A step forwards cannot be told from time passing (a host resumed from sleep
+//     steps forwards rightly): what fell due by then (a delegation's deadline and grace, a question's deadline) is
+//     due at the next tick, and when a wrong step forwards is set right, the events dated in the meantime stay
+//     as dated. Imported events keep their source's time (never later than the engine's), so only the events
+//     the engine decides are ordered by time: readers that resolve a time to a position (audit.PositionAt)
+//     take the longest prefix of the log dated at or before it.
 //   - The commit step is a seam (commit.go): Options.Committer makes each
 //     group durable (default: the log's Stage and Wait, pipelined). A replicated backend
 //     commits the group to its replicated log first and then appends it to

@@ -57,8 +57,8 @@ type SpaceGuard interface {
 
 // Options configure an Engine. Zero fields mean defaults.
 type Options struct {
-	// Clock is the engine clock (default time.Now). Its readings are
-	// recorded in events, so replay does not need it.
+	// Clock is the wall clock (default time.Now) the engine's time follows, never back (engine_time.go). Its
+	// readings are recorded in events, so replay does not need it.
 	Clock func() time.Time
 	// NewID mints ids (default random UUIDs).
 	NewID func() string
@@ -253,6 +253,8 @@ type Engine struct {
 	// lastNow the clock reading of the writer's last decision (writer only).
 	nextEvict time.Time
 	lastNow   time.Time
+	// times is the engine's time, read for every decision and tick (engine_time.go).
+	times *engineTime
 }
 
 type pending struct {
@@ -300,6 +302,10 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 			return nil, fmt.Errorf("commands: engine config: %w", err)
 		}
 	}
+	times, err := openEngineTime(l, o)
+	if err != nil {
+		return nil, err
+	}
 	s, info, err := projections.LoadTiered(l, projections.Tiering{
 		Retention: time.Duration(o.retention()) * time.Millisecond, MaxRetained: MaxRetainedRuns, Cache: o.ColdCache,
 		SaveViews: !o.NoViews, Index: true,
@@ -329,7 +335,7 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 		quit: make(chan struct{}), done: make(chan struct{}), stopped: make(chan struct{}),
 		next: head + 1, lastSnap: info.SnapshotPosition, loadInfo: info, coldSinceSnap: info.Evicted,
 		seen: make(map[string]*pending), landed: make(chan struct{}),
-		cold: s.ColdStore(),
+		cold: s.ColdStore(), times: times,
 	}
 	e.lastSnapRecords.Store(info.SnapshotRecords)
 	e.stager, e.depth, e.early, e.mayLinger = stagerFor(o.Committer, l)
@@ -635,7 +641,7 @@ func (e *Engine) run() {
 			e.failStop(nil, nil)
 			return
 		case <-idle:
-			e.evictIfDue(e.opts.Clock())
+			e.evictIfDue(e.times.now())
 		case c := <-e.sync:
 			err := e.catchUp()
 			c <- err

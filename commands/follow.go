@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
@@ -60,13 +61,14 @@ func (e *Engine) catchUp() error {
 			return fmt.Errorf("commands: catch up at position %d: %w", r.Position, err)
 		}
 		projections.Apply(e.work, ev)
+		e.times.observe(time.Unix(0, ev.Time))
 		f.applied = append(f.applied, ev)
 		e.next++
 	}
 	if err := it.Close(); err != nil {
 		return fmt.Errorf("commands: catch up: %w", err)
 	}
-	if now := e.opts.Clock(); e.evictDue(now) {
+	if now := e.times.now(); e.evictDue(now) {
 		f.evicted, f.madeCold = e.evictPass(now)
 	}
 	// A group of no requests: publishing it answers nobody but notifies

@@ -80,7 +80,7 @@ func (e *Engine) decide(f *flight, from int) error {
 			}
 			continue
 		}
-		e.lastNow = e.opts.Clock()
+		e.lastNow = e.times.now()
 		env = Env{Config: w.Config(), Now: e.lastNow.UnixNano(), NewID: e.opts.NewID, Actor: p.req.Actor, CommandID: id}
 		dec, err := decideSafely(w, p.req.Command, &env)
 		rej := rejectedOf(err)

@@ -43,6 +43,9 @@ type testHooks struct {
 	// wait, with the channel that ends the linger (nil: the engine's own
 	// timer; the group also goes once it holds that many commands).
 	lingerEnd func(wait time.Duration) <-chan time.Time
+	// elapsed, when set, stands in for the monotonic clock the engine's time goes on by while the wall clock is
+	// behind it (engine_time.go).
+	elapsed func() time.Duration
 }
 
 // hook runs the commit hook at point, if a test set one.

@@ -154,6 +154,16 @@ func TestEngineSameIDDifferentRequest(t *testing.T) {
 	require.ErrorContains(t, err, "a command id needs a principal")
 }
 
+// delegate admits a delegation of timeoutSec seconds, as the worker wk of run R's task 02_exec, and returns its subId.
+func (f *engineFixture) delegate(wk events.Principal, timeoutSec float64) string {
+	f.t.Helper()
+	adm := f.submit(as(wk, "d-1", &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p", TimeoutSec: ptr(timeoutSec)}))
+	require.Nil(f.t, adm.Rejected)
+	var res DelegateResult
+	require.NoError(f.t, json.Unmarshal(adm.Result, &res))
+	return res.GrandchildTaskRef
+}
+
 // A worker that sends any command under the engine's expiry id of its own
 // delegation does not stop it from expiring: the tick after deadline +
 // grace expires it. An expiry refused as not yet due is not recorded.
@@ -162,11 +172,7 @@ func TestEngineExpiryIDsAreTheEngines(t *testing.T) {
 	f := openEngine(t, vfs.NewMem(), clock, nil)
 	f.seedRunAs("R")
 	wk := events.WorkerPrincipal("R", "02_exec")
-	adm := f.submit(as(wk, "d-1", &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p", TimeoutSec: ptr(60.0)}))
-	require.Nil(t, adm.Rejected)
-	var res DelegateResult
-	require.NoError(t, json.Unmarshal(adm.Result, &res))
-	sub := res.GrandchildTaskRef
+	sub := f.delegate(wk, 60)
 	expireID := "expire:R:" + sub
 
 	// The worker claims the id, with the very command the clock would send
