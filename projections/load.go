@@ -88,12 +88,15 @@ var errSnapshotSkipped = errors.New("projections: snapshot not read (Tiering.NoS
 // its last event.
 const evictEvery = int64(1000)
 
+// evictEveryEvents is how many events a fold reads between two eviction passes at most, whatever their times say.
+const evictEveryEvents = 4096
+
 func replay(s *State, l *eventlog.Log, to uint64, t Tiering) (evicted int, err error) {
 	if s.store == nil && (s.ColdRuns() > 0 || t.Retention >= 0) {
 		s.store = NewColdStore(l, t.Cache)
 	}
 	retention := t.Retention.Milliseconds()
-	nextPass := int64(0)
+	nextPass, sincePass := int64(0), 0
 	// NB: chained, as the offline replay reads it: a record whose checksum holds but whose hash does not follow its
 	// predecessor's is not what the writer wrote there, and the state a daemon answers from must not build on it.
 	it := l.ReadChained(s.Position + 1)
@@ -112,9 +115,16 @@ func replay(s *State, l *eventlog.Log, to uint64, t Tiering) (evicted int, err e
 			return evicted, err
 		}
 		Apply(s, ev)
-		if at := ev.UnixMilli(); t.Retention >= 0 && at >= nextPass {
+		if t.Retention < 0 {
+			continue
+		}
+		// NB: times go back in log order (an import keeps its source's), so a pass comes every evictEveryEvents
+		// events as well: by time alone, none would come after a later event until the log's times were past it
+		// again, and every run folded meanwhile would stay hot.
+		at := ev.UnixMilli()
+		if sincePass++; at >= nextPass || sincePass >= evictEveryEvents {
 			evicted += len(s.EvictAll(at, retention, t.MaxRetained))
-			nextPass = at + evictEvery
+			nextPass, sincePass = at+evictEvery, 0
 		}
 	}
 	return evicted, it.Close()
