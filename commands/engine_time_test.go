@@ -141,3 +141,26 @@ func TestEngineTimeCatchesUpWithTheWallClock(t *testing.T) {
 	c.pass(time.Second)
 	require.Equal(t, c.wall.Now(), et.now(), "the wall clock's again")
 }
+
+// A follower that caught up on another writer's groups dates what it decides next no earlier than them, though its
+// own wall clock is behind the writer's: it may become the writer.
+func TestEngineTimeFollowsTheGroupsCaughtUp(t *testing.T) {
+	own, copyLog := writerAndCopy(t)
+	ahead, behind := newTestClock(), &steppedClock{wall: newTestClock()}
+	ahead.Advance(time.Hour)
+	w, err := Open(own, Options{Clock: ahead.Now, NewID: counterIDs(), ExpiryInterval: -1, Committer: &copyingCommitter{own: own, copy: copyLog}})
+	require.NoError(t, err)
+	defer w.Close()
+	f, err := Open(copyLog, Options{Clock: behind.wall.Now, NewID: counterIDs(), ExpiryInterval: -1, hooks: &testHooks{elapsed: behind.Elapsed}})
+	require.NoError(t, err)
+	defer f.Close()
+
+	(&engineFixture{t: t, eng: w, clock: ahead}).seedRun("r1", 0)
+	require.NoError(t, f.CatchUp(context.Background()))
+	ff := &engineFixture{t: t, eng: f, log: copyLog, clock: behind.wall}
+	ff.do(&RunCreate{RunID: "r2", Team: "t", Goal: "g", Cwd: "/w"})
+	head, _ := copyLog.Head()
+	newest, err := copyLog.Event(head)
+	require.NoError(t, err)
+	require.Equal(t, ahead.Now().UnixNano(), newest.Time, "dated at the writer's newest time, not an hour before it")
+}

@@ -43,6 +43,18 @@ func (c *copyingCommitter) Commit(ws []eventlog.Write) (uint64, error) {
 	return first, nil
 }
 
+// writerAndCopy opens a writer's log and the log of a follower that copies it, closed when t ends.
+func writerAndCopy(t *testing.T) (own, copyLog *eventlog.Log) {
+	t.Helper()
+	own, err := eventlog.Open("own", &eventlog.Options{FS: vfs.NewMem()})
+	require.NoError(t, err)
+	t.Cleanup(func() { own.Close() })
+	copyLog, err = eventlog.Open("copy", &eventlog.Options{FS: vfs.NewMem()})
+	require.NoError(t, err)
+	t.Cleanup(func() { copyLog.Close() })
+	return own, copyLog
+}
+
 func snapshotOf(t *testing.T, e *Engine) []byte {
 	t.Helper()
 	var b []byte
@@ -56,12 +68,7 @@ func snapshotOf(t *testing.T, e *Engine) []byte {
 // committed holds the same state, and its log the same records.
 func TestEngineCatchUpFollowsAnotherWriter(t *testing.T) {
 	clock := newTestClock()
-	own, err := eventlog.Open("own", &eventlog.Options{FS: vfs.NewMem()})
-	require.NoError(t, err)
-	defer own.Close()
-	copyLog, err := eventlog.Open("copy", &eventlog.Options{FS: vfs.NewMem()})
-	require.NoError(t, err)
-	defer copyLog.Close()
+	own, copyLog := writerAndCopy(t)
 
 	c := &copyingCommitter{own: own, copy: copyLog}
 	w, err := Open(own, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, Committer: c})
