@@ -51,10 +51,10 @@ func (c *engineTime) now() time.Time {
 	return w
 }
 
-// catchUpPace is how far the engine's time moves while the wall clock is behind it and d passes: 15/16 of d, so that
-// the wall clock is the engine's time again after sixteen times the step back, and a duration measured meanwhile takes
-// a fifteenth longer at most. Without it the engine's time would stay ahead by the step until the next restart after
-// a pause at least as long, and date every event wrongly until then.
+// catchUpPace is how far the engine's time moves while the wall clock is behind it and d passes: 15/16 of d, so
+// that the wall clock is the engine's time again after sixteen times the step back, and a duration measured
+// meanwhile takes a fifteenth longer at most. Without it the engine's time would stay ahead by the step until the
+// next restart after a pause at least as long, and date every event wrongly until then.
 func catchUpPace(d time.Duration) time.Duration { return d - d/16 }
 
 // observe makes t, the time of an event in the log (the newest at open, each one a follower catches up), a time
@@ -68,8 +68,9 @@ func (c *engineTime) observe(t time.Time) {
 	}
 }
 
-// openEngineTime is the time of an engine opened on l with o: never before the newest event's in l, so that a
-// restart on a host whose clock is behind the log does not date events before it.
+// openEngineTime is the time of an engine opened on l with o: never before the time of l's last event, so that a
+// restart on a host whose clock is behind the log does not date events before it. NB: the last event by position,
+// as the one read cheaply: an import's events keep their source's earlier times, so after one the bound is lower.
 func openEngineTime(l *eventlog.Log, o Options) (*engineTime, error) {
 	var elapsed func() time.Duration
 	if o.hooks != nil {

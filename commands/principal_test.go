@@ -154,7 +154,8 @@ func TestEngineSameIDDifferentRequest(t *testing.T) {
 	require.ErrorContains(t, err, "a command id needs a principal")
 }
 
-// delegate admits a delegation of timeoutSec seconds, as the worker wk of run R's task 02_exec, and returns its subId.
+// delegate admits a delegation of timeoutSec seconds, as the worker wk of run R's task 02_exec, and returns its
+// subId.
 func (f *engineFixture) delegate(wk events.Principal, timeoutSec float64) string {
 	f.t.Helper()
 	adm := f.submit(as(wk, "d-1", &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p", TimeoutSec: ptr(timeoutSec)}))
