@@ -164,3 +164,17 @@ func TestEngineTimeFollowsTheGroupsCaughtUp(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ahead.Now().UnixNano(), newest.Time, "dated at the writer's newest time, not an hour before it")
 }
+
+// An ended run goes cold its retention after its end, though the wall clock stepped back in between: the step
+// does not hold off the eviction passes (and the bound on the ended runs kept in memory) for its length.
+func TestEngineRetentionPassesThroughAStepBack(t *testing.T) {
+	c := &steppedClock{wall: newTestClock()}
+	f := openEngineWith(t, vfs.NewMem(), c.wall, Options{Retention: time.Second, SnapshotEvery: -1,
+		hooks: &testHooks{elapsed: c.Elapsed}})
+	f.seedRunAs("R")
+	f.do(&RunTransition{RunID: "R", To: "completed"})
+	c.step(-time.Hour)
+	c.pass(3 * time.Second)
+	f.seedRunAs("LATER") // its commit runs an eviction pass
+	f.eng.Read(func(s *projections.State) { require.True(t, s.IsCold("R"), "the ended run went cold") })
+}
