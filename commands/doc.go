@@ -183,7 +183,9 @@
 //     sixteen times the step later. A step forwards cannot be told from time passing (a host resumed from sleep
 //     steps forwards rightly): what fell due by then (a delegation's deadline and grace, a question's deadline) is
 //     due at the next tick; a wrong step forwards set right is a step back as above, and the events dated in the
-//     meantime stay as dated. Imported events keep their source's time (never later than the engine's), so only
+//     meantime stay as dated. A wall clock more than an hour behind (maxHold) is followed as it reads, the
+//     events it dates before the ones ahead of them: a wrong step forwards of a day, set right, would otherwise
+//     have every event dated up to a day ahead for sixteen days. Imported events keep their source's time (never later than the engine's), so only
 //     the events the engine decides are ordered by time: readers that resolve a time to a position
 //     (audit.PositionAt) take the longest prefix of the log dated at or before it.
 //   - The commit step is a seam (commit.go): Options.Committer makes each

@@ -9,7 +9,7 @@ import (
 )
 
 // engineTime is the time the engine decides and records by: Options.Clock's reading, but never earlier than a time
-// it handed out before or found in its log. While the wall clock is behind that time (it stepped back, or crewd
+// it handed out before or found in its log (maxHold apart). While the wall clock is behind that time (it stepped back, or crewd
 // started on a host whose clock is behind the log), the engine's time goes on from it by a monotonic clock instead,
 // at catchUpPace, so that events keep their order in the log, what is measured between two of its readings (a
 // deadline, the message-rate window, a slot wait, a retention) takes little longer than it would have without the
@@ -43,13 +43,21 @@ func (c *engineTime) now() time.Time {
 	if c.behind || w.Before(c.last) {
 		// NB: only once the wall clock was found behind: a frozen one (a test's) gives its own reading, no more.
 		t := c.last.Add(catchUpPace(max(at-c.lastAt, 0)))
-		if c.behind = w.Before(t); c.behind {
+		// NB: a wall clock further behind than maxHold is followed: most likely one set right after a wrong step
+		// forwards, which the engine's time would otherwise keep for sixteen times that step.
+		if c.behind = w.Before(t) && t.Sub(w) <= maxHold; c.behind {
 			w = t
 		}
 	}
 	c.last, c.lastAt = w, at
 	return w
 }
+
+// maxHold is the furthest the wall clock may be behind the engine's time for the engine to hold its time: an NTP
+// step, a VM resumed with a clock a little behind, a restart on a host a few minutes off. Behind by more, the wall
+// clock is taken as it reads (events are dated before the ones ahead of them in the log, as without the hold):
+// holding a wrong step forwards of a day would date every event up to a day ahead for sixteen days.
+const maxHold = time.Hour
 
 // catchUpPace is how far the engine's time moves while the wall clock is behind it and d passes: 15/16 of d, so
 // that the wall clock is the engine's time again after sixteen times the step back, and a duration measured

@@ -104,7 +104,8 @@ func TestEngineDeadlinesComeThroughAStepBack(t *testing.T) {
 }
 
 // A run's message rate refills a minute after its last messages, even when they were dated by a wall clock that
-// stepped forwards and then back: the messages dated a day ahead do not hold the run's rate full for that day.
+// stepped forwards and then back: the messages dated half an hour ahead do not hold the run's rate full for that
+// half hour.
 func TestEngineMessageRateRefillsAfterAStepBack(t *testing.T) {
 	cfg := projections.DefaultConfig()
 	cfg.QuotaMsgsPerMin, cfg.QuotaReserve = 3, 0
@@ -113,7 +114,7 @@ func TestEngineMessageRateRefillsAfterAStepBack(t *testing.T) {
 		return f.submit(as(wk, "", &MessageSend{RunID: "R", FromTask: "02_exec", To: []string{ToParent}, Body: "m"})).Rejected
 	}
 
-	c.step(24 * time.Hour)
+	c.step(30 * time.Minute)
 	for range 3 {
 		require.Nil(t, send())
 	}
@@ -121,7 +122,7 @@ func TestEngineMessageRateRefillsAfterAStepBack(t *testing.T) {
 	require.NotNil(t, rej)
 	require.Equal(t, CodeRateLimit, rej.Code, "the rate is full")
 
-	c.step(-24 * time.Hour)
+	c.step(-30 * time.Minute)
 	c.pass(events.QuotaWindowSec * time.Second * 16 / 15) // a minute of the engine's time (catchUpPace)
 	require.Nil(t, send(), "the window passed")
 }
@@ -140,6 +141,23 @@ func TestEngineTimeCatchesUpWithTheWallClock(t *testing.T) {
 	require.Equal(t, c.wall.Now(), et.now(), "met sixteen minutes after a minute's step")
 	c.pass(time.Second)
 	require.Equal(t, c.wall.Now(), et.now(), "the wall clock's again")
+}
+
+// A wall clock further behind the engine's time than maxHold is followed as it reads: most likely one set right
+// after a wrong step forwards, which holding would keep in every event's date for sixteen times the step.
+func TestEngineTimeFollowsAWallClockFarBehind(t *testing.T) {
+	c := &steppedClock{wall: newTestClock()}
+	et := newEngineTime(c.wall.Now, c.Elapsed)
+	c.step(24 * time.Hour)
+	ahead := et.now()
+	c.step(-24 * time.Hour)
+	require.Equal(t, ahead.Add(-24*time.Hour), et.now(), "a day's step back is followed")
+	c.pass(time.Second)
+	require.Equal(t, c.wall.Now(), et.now(), "and the wall clock's from then on")
+
+	c.step(-maxHold)
+	held := et.now()
+	require.Equal(t, c.wall.Now().Add(maxHold), held, "a step back of maxHold is held")
 }
 
 // A follower that caught up on another writer's groups dates what it decides next no earlier than them, though its
