@@ -8,11 +8,11 @@ import (
 	"github.com/crewlog/crewlog/eventlog"
 )
 
-// engineTime is the time the engine decides and records by: Options.Clock's reading, but never earlier than a time
-// it handed out before or found in its log (maxHold apart). While the wall clock is behind that time (it stepped back, or crewd
-// started on a host whose clock is behind the log), the engine's time goes on from it by a monotonic clock instead,
-// at catchUpPace, so that events keep their order in the log, what is measured between two of its readings (a
-// deadline, the message-rate window, a slot wait, a retention) takes little longer than it would have without the
+// engineTime is the time the engine decides and records by: Options.Clock's reading, but never earlier than a time it
+// handed out before or found in its log (maxHold apart). While the wall clock is behind that time (it stepped back,
+// or crewd started on a host whose clock is behind the log), the engine's time goes on from it by a monotonic clock
+// instead, at catchUpPace, so that events keep their order in the log, what is measured between two of its readings
+// (a deadline, the message-rate window, a slot wait, a retention) takes little longer than it would have without the
 // step, and the wall clock, gaining on it, is the engine's time again sixteen times the step later.
 type engineTime struct {
 	wall    func() time.Time
