@@ -85,7 +85,7 @@ func statFile(p string) (fs.FileInfo, error) {
 // which only a process allowed to make device nodes can put there.
 // O_NONBLOCK changes nothing for a regular file.
 func openFile(p string) (*os.File, fs.FileInfo, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_NOCTTY, 0)
+	f, err := openOS(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_NOCTTY, 0)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
 			if st, lerr := os.Lstat(p); lerr == nil && st.Mode()&fs.ModeSymlink != 0 {
@@ -146,6 +146,24 @@ func readFileLimit(p string, limit int64) ([]byte, fs.FileInfo, error) {
 	return b, st, nil
 }
 
+// openOS and readDir are os.OpenFile and os.ReadDir, variables so tests can make a read fail as a full descriptor
+// table or a failing disk does (EMFILE, EIO): a file's mode cannot, for a reader running as root.
+var (
+	openOS  = os.OpenFile
+	readDir = os.ReadDir
+)
+
+// readFailed reports whether err is a read of something that is there failing (EIO, EMFILE, EACCES, …): neither the
+// file's absence nor a refusal of what it is (notRegularError, tooLargeError, a symbolic link or a file in place of a
+// directory), which reading it again would meet again. NB: such a file is not absent, and what was read of its run
+// without it is not the run: a pass that meets one records nothing for the run from it (see the package doc).
+func readFailed(err error) bool {
+	var nr *notRegularError
+	var tl *tooLargeError
+	return err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.As(err, &nr) && !errors.As(err, &tl) &&
+		!errors.Is(err, errNotDir) && !errors.Is(err, errLinkDir)
+}
+
 // pathless is err without the path an *fs.PathError names: a report names
 // its file relative to the crew root, never as a path of this machine.
 func pathless(err error) error {
@@ -167,7 +185,12 @@ func realDir(p string) error {
 	case st.IsDir():
 		return nil
 	case st.Mode()&fs.ModeSymlink != 0:
-		return errors.New("a symbolic link in place of a directory")
+		return errLinkDir
 	}
-	return errors.New("not a directory")
+	return errNotDir
 }
+
+var (
+	errLinkDir = errors.New("a symbolic link in place of a directory")
+	errNotDir  = errors.New("not a directory")
+)

@@ -348,7 +348,7 @@ func (f *Follower) pass(ctx context.Context, runsDir string, all bool, w *watche
 // scanRuns finds new run directories and those pi-crew's retention
 // removed.
 func (f *Follower) scanRuns(runsDir string, w *watcher) {
-	entries, err := os.ReadDir(runsDir)
+	entries, err := readDir(runsDir)
 	if err != nil {
 		f.src.skip("", "state/runs", 0, 0, "unreadable: %v (retrying)", err)
 		return

@@ -208,6 +208,10 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 		r.unread = true
 		return // the daemon is behind or away: read on once it has taken these
 	}
+	// NB: set by a read of the run's files that fails in this pass (readFailed): the pass then takes no file it could
+	// not list for removed, lets no steering line go without its message, and does not reconcile the run with what it
+	// read before; a later pass reads the files again.
+	f.src.failed = false
 	defer func() {
 		if w != nil {
 			w.addRun(r, f.src.steeringDir(r.id))
@@ -238,7 +242,7 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 		}
 		return
 	case err != nil:
-		s.skip(r.id, s.rel(mp), 0, 0, "manifest unreadable, the last one read stands: %v", err)
+		s.unreadable(r.id, mp, err, "manifest unreadable, the last one read stands: %v")
 	case changed:
 		m, err := s.parseManifest(r.id, s.rel(mp), b)
 		if err != nil {
@@ -268,7 +272,7 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 		p.setTasks(s.parseTasks(r.id, s.rel(tp), b))
 		p.newTasks()
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.skip(r.id, s.rel(tp), 0, 0, "tasks unreadable, the tasks read before stand: %v", err)
+		s.unreadable(r.id, tp, err, "tasks unreadable, the tasks read before stand: %v")
 	}
 	for _, path := range f.followedFiles(r) {
 		f.readTail(r, path, r.tails[path], -1)
@@ -283,14 +287,14 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 			}
 		}
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.skip(r.id, s.rel(dp), 0, 0, deliveryUnreadable, err)
+		s.unreadable(r.id, dp, err, deliveryUnreadable)
 	}
 	if !terminalRun(p.r.manifest.Status) {
 		// NB: a run resumed has left the end it was reconciled for; the end it reaches next, the same one or another,
 		// is reconciled again (only the reconcile records its tasks' usage and allocations).
 		r.reconciled = ""
 	}
-	if st := p.r.manifest.Status; terminalRun(st) && r.reconciled != st && f.o.now().Sub(r.lastChange) >= f.o.SettleAfter {
+	if st := p.r.manifest.Status; terminalRun(st) && r.reconciled != st && !s.failed && f.o.now().Sub(r.lastChange) >= f.o.SettleAfter {
 		p.reconcile()
 		r.reconciled = st
 		if m := r.whole["manifest.json"]; m != nil {
@@ -369,7 +373,11 @@ func (f *Follower) settledAtStart(r *runFollower) bool {
 			return false
 		}
 	}
-	for _, p := range f.listFiles(r, false) {
+	files, complete := f.listFiles(r, false)
+	if !complete {
+		return false
+	}
+	for _, p := range files {
 		if !matches(p.path, false, nil) {
 			return false
 		}
@@ -386,7 +394,11 @@ func (f *Follower) wakes(r *runFollower) bool {
 			now[r.wholePath(name)] = st
 		}
 	}
-	for _, p := range f.listFiles(r, false) {
+	files, complete := f.listFiles(r, false)
+	if !complete {
+		return false // nothing seen to change: asked again at a later pass
+	}
+	for _, p := range files {
 		if st, err := stampOf(p.path); err == nil {
 			now[p.path] = st
 		}
@@ -454,16 +466,21 @@ type listed struct {
 }
 
 // listFiles lists a run's JSONL files (events and archives, mailboxes,
-// steering); with report, what else is there is reported (once).
-func (f *Follower) listFiles(r *runFollower, report bool) []listed {
+// steering); with report, what else is there is reported (once). complete
+// is false when a listing failed (readFailed): files may be missing from
+// the list, not from the run.
+func (f *Follower) listFiles(r *runFollower, report bool) (out []listed, complete bool) {
 	s := f.src
 	skip := func(p, why string) {
 		if report {
 			s.skip(r.id, s.rel(p), 0, 0, "%s", why)
 		}
 	}
-	var out []listed
-	entries, _ := os.ReadDir(r.dir)
+	entries, err := readDir(r.dir)
+	complete = !readFailed(err)
+	if err != nil {
+		skip(r.dir, "unreadable: "+pathless(err).Error()+" (retrying)")
+	}
 	for _, e := range entries {
 		name, p := e.Name(), filepath.Join(r.dir, e.Name())
 		switch {
@@ -471,13 +488,12 @@ func (f *Follower) listFiles(r *runFollower, report bool) []listed {
 		case name == "events.jsonl" || (strings.HasPrefix(name, "events.jsonl.") && strings.HasSuffix(name, ".archive.jsonl")):
 			out = append(out, listed{path: p, kind: eventsFile})
 		case name == "mailbox" && e.IsDir():
-			var mail []string
-			if report {
-				mail = s.mailboxFiles(r.id, p)
-			} else {
-				quiet := &source{root: s.root}
-				mail = quiet.mailboxFiles(r.id, p)
+			from := s
+			if !report {
+				from = &source{root: s.root}
 			}
+			mail, whole := from.mailboxFiles(r.id, p)
+			complete = complete && whole
 			for _, mp := range mail {
 				out = append(out, listed{path: mp, kind: mailboxFile})
 			}
@@ -487,6 +503,7 @@ func (f *Follower) listFiles(r *runFollower, report bool) []listed {
 	}
 	dir, steering, bad, err := s.steeringEntries(r.id)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		complete = complete && !readFailed(err)
 		skip(bad, "steering files not read: "+err.Error())
 	}
 	for _, e := range steering {
@@ -500,7 +517,7 @@ func (f *Follower) listFiles(r *runFollower, report bool) []listed {
 		}
 		out = append(out, listed{path: p, kind: steeringFile, taskID: taskID})
 	}
-	return out
+	return out, complete
 }
 
 // isTemp reports a temporary file of an atomic write in progress: it is
@@ -514,7 +531,11 @@ func isTemp(name string) bool {
 // and reports files that went away.
 func (f *Follower) followedFiles(r *runFollower) []string {
 	var out []string
-	for _, l := range f.listFiles(r, true) {
+	files, complete := f.listFiles(r, true)
+	if !complete {
+		f.src.failed = true
+	}
+	for _, l := range files {
 		if r.tails[l.path] == nil {
 			t := &tailState{tail: tail{rel: f.src.rel(l.path)}, kind: l.kind, taskID: l.taskID}
 			if inode, _, err := fileID(l.path); err == nil && l.kind == eventsFile {
@@ -533,7 +554,7 @@ func (f *Follower) followedFiles(r *runFollower) []string {
 		out = append(out, l.path)
 	}
 	for p, t := range r.tails {
-		if !contains(out, p) && !t.gone {
+		if complete && !contains(out, p) && !t.gone {
 			f.src.skip(r.id, t.rel, 0, 0, "file removed: what was imported of it stays")
 			// NB: a line of it waiting for its mailbox message is not read
 			// again, so it holds up nothing (holding).
@@ -562,6 +583,8 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 	if err != nil {
 		if nr := (*notRegularError)(nil); errors.As(err, &nr) {
 			s.skip(r.id, t.rel, 0, 0, "unreadable: %v", err)
+		} else if readFailed(err) {
+			s.unreadable(r.id, path, err, "unreadable: %v (retrying)")
 		}
 		return // or removed since listed: the next listing reports it
 	}
@@ -587,7 +610,7 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 		t.hash, t.lastLen, t.skipping, t.dirty = "", -1, true, true
 		return
 	case err != nil:
-		s.skip(r.id, t.rel, 0, 0, "unreadable: %v (retrying)", err)
+		s.unreadable(r.id, path, err, "unreadable: %v (retrying)")
 		return
 	}
 	t.size = size
@@ -674,11 +697,13 @@ func (f *Follower) planLine(r *runFollower, t *tailState, l line, read int64, re
 			// imported with a message of its own. NB: the wait counts from
 			// when the line was first read, with the lines read with it: from
 			// when the one before it was let through, a file of n lines whose
-			// messages never come took n waits.
+			// messages never come took n waits. While a file of the run cannot
+			// be read (src.failed), a mailbox file may hold the message: the
+			// line waits as long as that lasts.
 			if t.hold.IsZero() || l.end > t.holdUpTo {
 				t.hold, t.holdUpTo = f.o.now(), read
 			}
-			if f.o.now().Sub(t.hold) < f.o.SettleAfter {
+			if f.o.now().Sub(t.hold) < f.o.SettleAfter || s.failed {
 				return false
 			}
 		}

@@ -52,6 +52,7 @@ type Options struct {
 // Import reads the pi-crew crew root at root and appends the equivalent
 // crewlog events to l, one atomic append per run. It is idempotent (see the
 // package doc). A damaged file is reported in Summary.Skipped, never fatal;
+// a run with a file that cannot be read is reported there and not imported;
 // an error is returned only when root is not a crew root or the store
 // fails.
 func Import(l *eventlog.Log, root string, opts *Options) (Summary, error) {

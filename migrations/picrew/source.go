@@ -189,6 +189,15 @@ type run struct {
 type source struct {
 	root    string
 	skipped []Skipped
+	// failed: a read of the run being read failed (readFailed), reported; its caller resets it before each run.
+	failed bool
+}
+
+// unreadable reports err, an error reading the file or directory p of run id, with format (err its argument), and
+// notes a read that failed (readFailed) in s.failed.
+func (s *source) unreadable(id, p string, err error, format string) {
+	s.failed = s.failed || readFailed(err)
+	s.skip(id, s.rel(p), 0, 0, format, err)
 }
 
 // maxReason bounds a report's reason, in bytes. Many reasons name a value read from the files (a run id in a
@@ -235,7 +244,7 @@ func (s *source) rel(p string) string {
 // readRuns reads every run under state/runs, in run-id order.
 func (s *source) readRuns() ([]*run, error) {
 	dir := filepath.Join(s.root, "state", "runs")
-	entries, err := os.ReadDir(dir)
+	entries, err := readDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("picrew: %s is not a pi-crew crew root: %w", s.root, err)
 	}
@@ -256,6 +265,11 @@ func (s *source) readRuns() ([]*run, error) {
 	}
 	return runs, nil
 }
+
+// runUnreadReason is the report of a run not imported because a read of one of its files failed (readFailed): what
+// was read of it without that file is not the run, and a later import reads it again.
+const runUnreadReason = "run not imported: a file or directory of it could not be read (reported): nothing of it is " +
+	"recorded, a later import reads it again"
 
 // tempReason is why a temporary file of an atomic write is left out.
 const tempReason = "temporary file of an unfinished atomic write: ignored"
@@ -280,6 +294,7 @@ func classify(name, otherwise string) string {
 }
 
 func (s *source) readRun(id, dir string) *run {
+	s.failed = false
 	r := &run{id: id, delivery: map[string]string{}}
 	mp := filepath.Join(dir, "manifest.json")
 	b, _, err := readFile(mp)
@@ -298,11 +313,14 @@ func (s *source) readRun(id, dir string) *run {
 	if b, _, err := readFile(tp); err == nil {
 		r.tasks = s.parseTasks(id, s.rel(tp), b)
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		s.skip(id, s.rel(tp), 0, 0, "tasks unreadable, tasks come from the events only: %v", err)
+		s.unreadable(id, tp, err, "tasks unreadable, tasks come from the events only: %v")
 	}
 
 	var eventFiles, mailFiles []string
-	entries, _ := os.ReadDir(dir)
+	entries, err := readDir(dir)
+	if err != nil {
+		s.unreadable(id, dir, pathless(err), "unreadable: %v")
+	}
 	for _, e := range entries {
 		name, p := e.Name(), filepath.Join(dir, e.Name())
 		switch {
@@ -310,7 +328,7 @@ func (s *source) readRun(id, dir string) *run {
 		case name == "events.jsonl" || (strings.HasPrefix(name, "events.jsonl.") && strings.HasSuffix(name, ".archive.jsonl")):
 			eventFiles = append(eventFiles, p)
 		case name == "mailbox" && e.IsDir():
-			mailFiles = s.mailboxFiles(id, p)
+			mailFiles, _ = s.mailboxFiles(id, p)
 		default:
 			s.skip(id, s.rel(p), 0, 0, "%s", classify(name, "unknown file: not imported"))
 		}
@@ -323,9 +341,13 @@ func (s *source) readRun(id, dir string) *run {
 			r.delivery = d
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		s.skip(id, s.rel(dp), 0, 0, deliveryUnreadable, err)
+		s.unreadable(id, dp, err, deliveryUnreadable)
 	}
 	r.steers = s.readSteers(id)
+	if s.failed {
+		s.skip(id, s.rel(dir), 0, 0, "%s", runUnreadReason)
+		return nil
+	}
 	return r
 }
 
@@ -415,7 +437,7 @@ func (s *source) steeringEntries(id string) (dir string, entries []os.DirEntry, 
 			return dir, nil, d, err
 		}
 	}
-	entries, err = os.ReadDir(dir)
+	entries, err = readDir(dir)
 	return dir, entries, dir, pathless(err)
 }
 
@@ -550,7 +572,7 @@ func (s *source) parseEvent(id, rel string, line int, b []byte) (ev teamEvent, o
 func (s *source) readLines(id, p string, fn func(line int, b []byte)) {
 	f, _, err := openFile(p)
 	if err != nil {
-		s.skip(id, s.rel(p), 0, 0, "unreadable: %v", err)
+		s.unreadable(id, p, err, "unreadable: %v")
 		return
 	}
 	defer f.Close()
@@ -564,14 +586,18 @@ func (s *source) readLines(id, p string, fn func(line int, b []byte)) {
 		}
 	}
 	if err := sc.Err(); err != nil {
+		// NB: a line longer than the scanner takes is the file's, which reading it again meets again; any other error
+		// is the read's (readFailed).
+		s.failed = s.failed || !errors.Is(err, bufio.ErrTooLong)
 		s.skip(id, s.rel(p), n+1, 0, "rest of the file unreadable: %v", pathless(err))
 	}
 }
 
 // mailboxFiles lists the mailbox JSONL files of a run (run-level and
 // per-task, live and archived) and reports everything else in mailbox/.
-func (s *source) mailboxFiles(id, dir string) []string {
-	var out []string
+// complete is false when a listing failed (readFailed): files may be
+// missing from the list, not from the mailbox.
+func (s *source) mailboxFiles(id, dir string) (out []string, complete bool) {
 	isMail := func(name string) bool {
 		for _, d := range []string{"inbox.jsonl", "outbox.jsonl"} {
 			if name == d || (strings.HasPrefix(name, d+".") && strings.HasSuffix(name, ".archive.jsonl")) {
@@ -580,23 +606,29 @@ func (s *source) mailboxFiles(id, dir string) []string {
 		}
 		return false
 	}
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
+	complete = true
+	list := func(dir string) []os.DirEntry {
+		entries, err := readDir(dir)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			complete = complete && !readFailed(err)
+			s.unreadable(id, dir, pathless(err), "unreadable: %v")
+		}
+		return entries
+	}
+	for _, e := range list(dir) {
 		name, p := e.Name(), filepath.Join(dir, e.Name())
 		switch {
 		case name == "delivery.json":
 		case isMail(name) && !e.IsDir():
 			out = append(out, p)
 		case name == "tasks" && e.IsDir():
-			tasks, _ := os.ReadDir(p)
-			for _, t := range tasks {
+			for _, t := range list(p) {
 				tp := filepath.Join(p, t.Name())
 				if !t.IsDir() || !runIDPattern.MatchString(t.Name()) {
 					s.skip(id, s.rel(tp), 0, 0, "%s", classify(t.Name(), "not a task mailbox: not imported"))
 					continue
 				}
-				files, _ := os.ReadDir(tp)
-				for _, f := range files {
+				for _, f := range list(tp) {
 					fp := filepath.Join(tp, f.Name())
 					if isMail(f.Name()) && !f.IsDir() {
 						out = append(out, fp)
@@ -610,7 +642,7 @@ func (s *source) mailboxFiles(id, dir string) []string {
 		}
 	}
 	sort.Strings(out)
-	return out
+	return out, complete
 }
 
 func (s *source) readMessages(id string, files []string) []message {
@@ -708,7 +740,7 @@ func (s *source) readSteers(id string) []steer {
 	dir, entries, bad, err := s.steeringEntries(id)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
-			s.skip(id, s.rel(bad), 0, 0, "steering files not read: %v", err)
+			s.unreadable(id, bad, err, "steering files not read: %v")
 		}
 		return nil
 	}
