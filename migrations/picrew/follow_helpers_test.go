@@ -326,14 +326,24 @@ func startCapped(t *testing.T, root string, limit int) (*cappedSink, *following)
 func followPasses(t *testing.T, root string, n int) (*memSink, []Skipped) {
 	t.Helper()
 	sink := newMemSink()
-	var reported []Skipped
-	fl := NewFollower(root, sink, &FollowOptions{SettleAfter: time.Nanosecond, CheckpointEvery: time.Nanosecond,
-		Report: func(s Skipped) { reported = append(reported, s) }})
-	fl.cks = map[string]events.ImportCheckpoint{} // what Run loads first: no checkpoint yet
+	_, pass, reported := stepFollower(t, root, sink)
 	for range n {
-		fl.pass(t.Context(), filepath.Join(root, "state", "runs"), true, nil)
+		pass()
 	}
-	return sink, reported
+	return sink, *reported
+}
+
+// stepFollower is a new follower over root, sending to sink, whose passes (what Follower.Run does at every poll,
+// without notifications) the test makes one at a time in its goroutine with pass; it settles in a nanosecond.
+// reported holds what it reported so far.
+func stepFollower(t *testing.T, root string, sink Sink) (fl *Follower, pass func(), reported *[]Skipped) {
+	t.Helper()
+	reported = new([]Skipped)
+	fl = NewFollower(root, sink, &FollowOptions{SettleAfter: time.Nanosecond, CheckpointEvery: time.Nanosecond,
+		Report: func(s Skipped) { *reported = append(*reported, s) }})
+	fl.cks = map[string]events.ImportCheckpoint{} // what Run loads first: no checkpoint yet
+	pass = func() { fl.pass(t.Context(), filepath.Join(root, "state", "runs"), true, nil) }
+	return fl, pass, reported
 }
 
 // reasonsFor are the reasons reported for the path rel.

@@ -134,11 +134,7 @@ func TestFollowerDoesNotTakeAnUnreadableFileForAbsent(t *testing.T) {
 			})
 
 			sink := newMemSink()
-			var reported []Skipped
-			fl := NewFollower(root.Dir, sink, &FollowOptions{SettleAfter: time.Nanosecond, CheckpointEvery: time.Nanosecond,
-				Report: func(s Skipped) { reported = append(reported, s) }})
-			fl.cks = map[string]events.ImportCheckpoint{}
-			pass := func() { fl.pass(t.Context(), filepath.Join(root.Dir, "state", "runs"), true, nil) }
+			_, pass, reported := stepFollower(t, root.Dir, sink)
 			pass()
 			pass()
 
@@ -156,7 +152,7 @@ func TestFollowerDoesNotTakeAnUnreadableFileForAbsent(t *testing.T) {
 				time.Sleep(time.Millisecond)
 				pass()
 			}
-			for _, s := range reported {
+			for _, s := range *reported {
 				require.NotContains(t, s.Reason, "removed", "%s is not removed", s.Path)
 			}
 			for _, c := range checkpointsOf(sink) {
@@ -184,4 +180,34 @@ func checkpointsOf(m *memSink) []events.ImportCheckpoint {
 		}
 	}
 	return out
+}
+
+// TestFollowerDoesNotTakeAFailedReadForARewrite: before reading what a file gained, the follower reads back the
+// line it read last, to tell a file rewritten in place. A read back that failed (a failing disk) was taken for a
+// rewrite: the file was reported "rewritten in place" and read again from its start. It is not a rewrite: the file
+// is read on from where it was once it can be read.
+func TestFollowerDoesNotTakeAFailedReadForARewrite(t *testing.T) {
+	root := newRoot(t)
+	r := newRun(t, root, runA)
+	runSteps(t, []func() error{
+		func() error { return r.AddTask("01_plan", "planner") },
+		func() error { return r.SetStatus("running") },
+		func() error { _, err := r.Event("run.running", "", nil); return err },
+	})
+	sink := newMemSink()
+	fl, pass, reported := stepFollower(t, root.Dir, sink)
+	pass()
+	read := fl.Stats().Lines
+
+	heal := failReads(t, root.Dir, readFails, syscall.EIO, "state/runs/"+runA+"/events.jsonl")
+	_, err := r.Event("task.progress", "01_plan", map[string]any{"step": 1})
+	require.NoError(t, err)
+	pass()
+	heal()
+	pass()
+	for _, s := range *reported {
+		require.NotContains(t, s.Reason, "rewritten", "%s: a read that failed is not a rewrite", s.Path)
+	}
+	require.Equal(t, read+1, fl.Stats().Lines, "the line the file gained is read, and only it")
+	requireCopy(t, root.Dir, sink, copyOf{live: true})
 }

@@ -308,7 +308,9 @@ func (t *tail) rewritten(p string) bool {
 	}
 	buf := make([]byte, n)
 	if _, err := f.ReadAt(buf, begin); err != nil {
-		return true
+		// NB: only a file that ends before the line says it changed; a read that fails (a failing disk) says nothing
+		// of what the file holds, and the read of the lines after it meets the same error and reports it.
+		return errors.Is(err, io.EOF)
 	}
 	if withPrev {
 		if buf[0] != '\n' {
