@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -29,7 +30,10 @@ tasks.json decide where each run, task and delegation ended.
 It is idempotent: every write carries a command id import:<runId>:<what>, so
 a second import of the same root adds nothing. Corrupt lines, seq gaps,
 quarantined .corrupt-* files, lock files and anything else left out are listed
-one per line at the end (and in --json). The store is created when absent.
+one per line at the end (and in --json). A run a file of which could not be
+read (a failing disk, a full descriptor table) is not imported, nothing of it
+recorded: the command exits 1 naming it, and an import run again once it can
+be read imports it whole. The store is created when absent.
 
 The store must not be held by a running crewd: stop it first.
 
@@ -118,8 +122,16 @@ func (a *app) importPicrew(root string, dryRun bool) error {
 	if err != nil {
 		return problemf("%v", err)
 	}
+	return a.printImport(sum, dryRun)
+}
+
+// printImport prints what an import (a dry run: one planned) did.
+func (a *app) printImport(sum picrew.Summary, dryRun bool) error {
 	if a.json {
-		return a.printJSON(sum)
+		if err := a.printJSON(sum); err != nil {
+			return err
+		}
+		return unreadRuns(sum)
 	}
 	w := a.stdout()
 	verb := "appended"
@@ -135,5 +147,15 @@ func (a *app) importPicrew(root string, dryRun bool) error {
 	for _, s := range sum.Skipped {
 		w.printf("  skipped %s\n", s)
 	}
-	return nil
+	return unreadRuns(sum)
+}
+
+// unreadRuns is the error of an import that left runs out because a file of theirs could not be read: it did not
+// import them, and one run again once they can be read does.
+func unreadRuns(sum picrew.Summary) error {
+	if len(sum.Unread) == 0 {
+		return nil
+	}
+	return hinted(problemf("import picrew: %d run(s) not imported, a file of theirs could not be read: %s",
+		len(sum.Unread), strings.Join(sum.Unread, ", ")), "mend what keeps them from being read and run the import again")
 }

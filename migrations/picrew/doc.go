@@ -67,12 +67,13 @@
 //   - A file or directory of a run that is there but cannot be read (a
 //     failing disk, a full descriptor table: readFailed), or whose read
 //     stops midway, is reported and never taken as absent or empty: the
-//     import does not import the run (nothing of it recorded; an import
-//     once it can be read imports it whole), and a Follower reads it again
-//     at its next pass (from where it was: a read back of a file's last
-//     line that fails is no rewrite), taking no file it could not list for
-//     removed, holding a steering line whose message it may hold, and
-//     reconciling the run only once every file of it was read.
+//     import does not import the run (nothing of it recorded, the run in
+//     Summary.Unread; an import once it can be read imports it whole), and
+//     a Follower reads it again at its next pass (from where it was: a read
+//     back of a file's last line that fails is no rewrite), taking no file
+//     it could not list for removed, holding a steering line whose message
+//     it may hold, and reconciling the run only once every file of it was
+//     read.
 //   - Times: a pi-crew time (unix ms, or RFC 3339) that crewlog's events
 //     cannot carry — before 1970, after 2255 (maxTimeMs), a string that
 //     is not RFC 3339, any other value — is listed and taken as absent,

@@ -35,6 +35,9 @@ type Summary struct {
 	Appended int          `json:"appended"` // events written, all runs
 	Existing int          `json:"existing"` // writes skipped as already imported
 	Skipped  []Skipped    `json:"skipped"`
+	// Unread are the runs not imported because a file or directory of theirs could not be read (each reported in
+	// Skipped): nothing of them is recorded, and an import run again once they can be read imports them.
+	Unread []string `json:"unread,omitempty"`
 }
 
 // Options tune Import; nil means defaults.
@@ -121,7 +124,7 @@ func Import(l *eventlog.Log, root string, opts *Options) (Summary, error) {
 			o.Progress(uint64(i+1), uint64(len(runs)))
 		}
 	}
-	sum.Skipped = src.skipped
+	sum.Skipped, sum.Unread = src.skipped, src.unread
 	if sum.Skipped == nil {
 		sum.Skipped = []Skipped{}
 	}

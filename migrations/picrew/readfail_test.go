@@ -96,9 +96,20 @@ func TestImportDoesNotTakeAnUnreadableFileForAbsent(t *testing.T) {
 				}), "%s reported unreadable: %v", rel, reasonsFor(skipped, rel))
 				require.Contains(t, reasonsFor(skipped, "state/runs/"+runA), runUnreadReason)
 
+				l := openFuzzStore(t) // small and in memory
+				defer l.Close()
+				sum, err := Import(l, root, nil)
+				require.NoError(t, err)
+				require.Equal(t, []string{runA}, sum.Unread, "the import says run A is left to a later one")
+				require.Equal(t, []string{runB}, runIDs(sum))
+
 				heal()
 				again, _ := importPlan(t, root)
 				require.Equal(t, whole, again, "once it can be read, the run is imported whole")
+				sum, err = Import(l, root, nil)
+				require.NoError(t, err)
+				require.Empty(t, sum.Unread)
+				require.Equal(t, []string{runA, runB}, runIDs(sum))
 			})
 		}
 	}
@@ -167,6 +178,15 @@ func TestFollowerDoesNotTakeAnUnreadableFileForAbsent(t *testing.T) {
 			requireCopy(t, root.Dir, sink, copyOf{})
 		})
 	}
+}
+
+// runIDs are the runs an import imported, in its order.
+func runIDs(sum Summary) []string {
+	var out []string
+	for _, r := range sum.Runs {
+		out = append(out, r.RunID)
+	}
+	return out
 }
 
 // checkpointsOf are the checkpoints the sink recorded, in order.

@@ -191,6 +191,8 @@ type source struct {
 	skipped []Skipped
 	// failed: a read of the run being read failed (readFailed), reported; its caller resets it before each run.
 	failed bool
+	// unread are the runs readRun left out for a read that failed.
+	unread []string
 }
 
 // unreadable reports err, an error reading the file or directory p of run id, with format (err its argument), and
@@ -346,6 +348,7 @@ func (s *source) readRun(id, dir string) *run {
 	r.steers = s.readSteers(id)
 	if s.failed {
 		s.skip(id, s.rel(dir), 0, 0, "%s", runUnreadReason)
+		s.unread = append(s.unread, id)
 		return nil
 	}
 	return r
