@@ -178,16 +178,16 @@
 //     clock steps back while crewd runs or crewd starts on a host whose clock is behind the log (where the log ends
 //     with imported events, dated earlier, a restart holds to the last one's time only). While the wall clock is
 //     behind, the engine's time goes on from its last by the monotonic clock, at 15/16 of its pace: a deadline, the
-//     message-rate window, a run's wait for a slot and the retention of ended runs count time as it passes (a fifteenth
-//     slower at most), not the step, and the wall clock meets the engine's time again sixteen times the step later. A
-//     step forwards cannot be told from time passing (a host resumed from sleep steps forwards rightly): what fell due
-//     by then (a delegation's deadline and grace, a question's deadline) is due at the next tick; a wrong step forwards
-//     set right is a step back as above, and the events dated in the meantime stay as dated. A wall clock more than an
-//     hour behind (maxHold) is followed as it reads, the events it dates before the ones ahead of them: a wrong step
-//     forwards of a day, set right, would otherwise have every event dated up to a day ahead for sixteen days. Imported
-//     events keep their source's time (never later than the engine's), so only the events the engine decides are
-//     ordered by time: readers that resolve a time to a position (audit.PositionAt) take the longest prefix of the log
-//     dated at or before it.
+//     message-rate window, a run's wait for a slot and the retention of ended runs count time as it passes (a
+//     fifteenth slower at most), not the step, and the wall clock meets the engine's time again sixteen times the
+//     step later. A step forwards cannot be told from time passing (a host resumed from sleep steps forwards
+//     rightly): what fell due by then (a delegation's deadline and grace, a question's deadline) is due at the next
+//     tick; a wrong step forwards set right is a step back as above, and the events dated in the meantime stay as
+//     dated. A wall clock more than an hour behind (maxHold) is followed as it reads, the events it dates before the
+//     ones ahead of them: a wrong step forwards of a day, set right, would otherwise have every event dated up to a
+//     day ahead for sixteen days. Imported events keep their source's time (never later than the engine's), so only
+//     the events the engine decides are ordered by time: readers that resolve a time to a position (audit.PositionAt)
+//     take the longest prefix of the log dated at or before it.
 //   - The commit step is a seam (commit.go): Options.Committer makes each
 //     group durable (default: the log's Stage and Wait, pipelined). A replicated backend
 //     commits the group to its replicated log first and then appends it to

@@ -418,9 +418,9 @@ func importedDepthProblem(p any) string {
 }
 
 // importedDependsOnProblem says what makes p, a task.created given as a pointer or a struct, list dependencies
-// task.create never records (more than MaxDependsOn, or an id that is not 1..MaxIDChars chars: events.DependsOnCountOK,
-// events.DependencyOK); "" when there is nothing, or when p is another payload. NB: every read of the task, snapshot
-// of its run and page of the dashboard copies the list.
+// task.create never records (more than MaxDependsOn, or an id that is not 1..MaxIDChars chars:
+// events.DependsOnCountOK, events.DependencyOK); "" when there is nothing, or when p is another payload. NB: every
+// read of the task, snapshot of its run and page of the dashboard copies the list.
 func importedDependsOnProblem(p any) string {
 	t := payloadAs[events.TaskCreated](p)
 	if t == nil {

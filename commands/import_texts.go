@@ -32,8 +32,8 @@ var importedIDFields = []string{"TaskID", "SubID", "QuestionID", "MessageID", "I
 
 // importedIDProblem says which id of p, an imported payload given as a pointer or a struct, is longer than any id
 // crewlog records (events.ImportedIDOK): its fields TaskID, SubID, QuestionID, MessageID, ID, To and Recipient, and a
-// message's data.subId; "" when none is, and for a foreign.imported, which keeps what its source wrote. NB: refused, not cut: a
-// cut id names another task, and projections key delegations, accounts and questions by these ids.
+// message's data.subId; "" when none is, and for a foreign.imported, which keeps what its source wrote. NB: refused,
+// not cut: a cut id names another task, and projections key delegations, accounts and questions by these ids.
 func importedIDProblem(p any) string {
 	if payloadAs[events.ForeignImported](p) != nil {
 		return ""

@@ -80,12 +80,14 @@
 //     query answers for a cold run exactly what it answers for the same run
 //     hot. The runs read back last stay decoded in a cache bounded by count
 //     (DefaultColdCache) and estimated bytes (ColdCacheBytes). Daemon-wide state (slots, slot waiters, config)
-//     involves hot runs only. A query that cannot read a cold run back (a
-//     log error) answers as for an unknown run, never with a partial run;
-//     ColdStore.Err and ReportErrors say why, and Warm, FaultIn, LookupRun
-//     and LookupRunStatus return the error (ErrNotReadBack), so that the
-//     engine and the broker refuse a request naming the run rather than
-//     answer or decide it as if the run held nothing.
+//     involves hot runs only. A cold run that cannot be read back (a log
+//     error) is never answered as a partial run: the accessors without an
+//     error (Run, Task, Credential, …) answer it as an unknown run, and
+//     ColdStore.Err and ReportErrors say why; Warm, FaultIn, the Lookup*
+//     accessors, the pages of a run's records, Runs, EachJob, JobPage and
+//     Authorize return the error (ErrNotReadBack), so that the engine and
+//     the broker refuse a request naming the run rather than answer or
+//     decide it as if the run held nothing.
 //   - RunAt (RunAtFrom) folds any one run the same way up to any position:
 //     the run's records are the full fold's there, O(the run) not O(the
 //     log); its daemon-wide records hold that run only (AssumePool sets the
@@ -96,7 +98,9 @@
 //     is not hot. Whole returns the state with every run hot, for tests and
 //     tools that compare states.
 //   - LoadTiered makes ended runs cold while it folds (by event time, once
-//     per second of it), so a fold from position 1 never holds every run.
+//     per second of it, and at least every 4,096 events: times go back in
+//     log order after an import), so a fold from position 1 never holds
+//     every run.
 //   - Replay cost is O(1) map work per event, with allocations only for what
 //     an event adds (a record, a list entry).
 //

@@ -98,8 +98,9 @@ Either, writing <data>/readonly.tokens: token create --read-only, token list,
   token revoke (read-only tokens of the dashboard's HTTP API)
 
 Exit codes: 0 ok, 1 problem found (corruption, broken invariant, policy
-drift, differences), 2 usage error, 3 cannot open or read the store, or
-reach crewd.`,
+drift, differences, runs an import left unread), 2 usage error, 3 cannot
+open or read the store, reach crewd, or crewd could not read its own
+(replay-failed).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

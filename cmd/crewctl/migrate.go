@@ -29,7 +29,8 @@ on a store that needs this.
 
 Before the first step it writes a checkpoint of the store to
 <data>/backups/pre-migrate-<format>-<time> (next to a bare store:
-<store>.backups/...), with -2, -3, ... after it when an earlier
+<store>.backups/...; a store itself: crewctl restore it into a data
+directory, as crewd refuses to start on it), with -2, -3, ... after it when an earlier
 migrate took that name in the same second. A migrate killed while it
 writes the backup leaves a hidden staging directory there
 (.crewlog-checkpoint-N), which the next migrate removes. Every step is

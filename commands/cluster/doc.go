@@ -40,8 +40,9 @@
 //     the writer checks against the state it decides on: a credential
 //     revoked, or whose worker's task or run ended, on the writer admits
 //     nothing more through a follower whose copy lags, and the follower
-//     answers the writer's *commands.CredentialEndedError as one crewd
-//     does. The credential travels in a header of the request's message,
+//     answers the writer's *commands.CredentialEndedError, and its
+//     refusals that decided nothing (commands.DecidedNothing: disk-full,
+//     oversize-frame, replay-failed), as one crewd does. The credential travels in a header of the request's message,
 //     beside its bytes, which a writer of the build before forwarded
 //     credentials reads alone, deciding the request without the check as
 //     it decided every one (commands' forward.go says why).

@@ -145,9 +145,9 @@ const credentialHeader = "Crewlog-Credential"
 // defaultAttemptTimeout bounds the wait for the answer to one attempt of a request that may be sent again.
 const defaultAttemptTimeout = 5 * time.Second
 
-// request sends data, with its credential cred (credentialHeaderOf, "" for none), on the commands subject
-// and waits for one answer: Options.attemptTimeout (defaultAttemptTimeout) at most when resendable (the request has a command id), else as long as
-// ctx lasts.
+// request sends data, with its credential cred (credentialHeaderOf, "" for none), on the commands subject and waits
+// for one answer: Options.attemptTimeout (defaultAttemptTimeout) at most when resendable (the request has a command
+// id), else as long as ctx lasts.
 //
 // NB: a request without a command id is not sent again once it may have reached a writer, so an attempt given up
 // early would only answer in doubt what the writer still decides and answers: a writer's publish may wait out a

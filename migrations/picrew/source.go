@@ -500,10 +500,10 @@ func (s *source) parseTasks(id, rel string, b []byte) []task {
 	return out
 }
 
-// boundDependsOn is deps, the dependsOn of task taskID in tasks.json (rel) of run id, within what crewlog's task.create
-// takes, each change reported: an id that is not 1..events.MaxIDChars chars (events.DependencyOK: it names no task)
-// left out, then the ids past the first events.MaxDependsOn cut. NB: cut, not refused: the task is what the history
-// needs, and crewd's import.append refuses a longer list, which every read of the task copies.
+// boundDependsOn is deps, the dependsOn of task taskID in tasks.json (rel) of run id, within what crewlog's
+// task.create takes, each change reported: an id that is not 1..events.MaxIDChars chars (events.DependencyOK: it
+// names no task) left out, then the ids past the first events.MaxDependsOn cut. NB: cut, not refused: the task is
+// what the history needs, and crewd's import.append refuses a longer list, which every read of the task copies.
 func (s *source) boundDependsOn(id, rel, taskID string, deps []string) []string {
 	kept := slices.DeleteFunc(deps, func(d string) bool { return !events.DependencyOK(d) })
 	if n := len(deps) - len(kept); n > 0 {

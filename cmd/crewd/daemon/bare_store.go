@@ -6,9 +6,10 @@ import (
 	"github.com/crewlog/crewlog/eventlog"
 )
 
-// checkNotABareStore refuses a data directory without a store (Run looks) that is itself one: a checkpoint such as migrate's
-// pre-migrate backups, which crewctl reads as a data directory. NB: crewd would make a new, empty store inside it and
-// serve that, and the directory and secrets it wrote among Pebble's files would have restore refuse the copy.
+// checkNotABareStore refuses a data directory without a store (Run looks) that is itself one: a checkpoint such as
+// migrate's pre-migrate backups, which crewctl reads as a data directory. NB: crewd would make a new, empty store
+// inside it and serve that, and the directory and secrets it wrote among Pebble's files would have restore refuse the
+// copy.
 func checkNotABareStore(dataDir string) error {
 	if !eventlog.IsStore(dataDir) {
 		return nil

@@ -53,7 +53,7 @@ var clusterOptions = []option{
 	{"stream", kindString, "NAME", "JetStream stream holding the log (letters, digits, _ and -)", fixed("CREWLOG")},
 	{"replicas", kindInt, "N", "the stream's replicas, 1..5 (3 survives one NATS node down)", fixed("3")},
 	{"node-name", kindString, "NAME", "this crewd's name among the cluster's crewds (default: host name and process id)", fixed("")},
-	{"lease-ttl", kindDuration, "DURATION", "how long the writer lease outlives its holder: a dead writer is replaced after about this long; the same on every crewd of the stream, 500ms..1m", fixed("2s")},
+	{"lease-ttl", kindDuration, "DURATION", "how long the writer lease outlives its holder: a dead writer is replaced after about this long; the same on every crewd of the stream (one whose TTL is not the lease bucket's is refused), 500ms..1m", fixed("2s")},
 	{"nats-pipeline", kindBool, "[=BOOL]", "the writer publishes each group as soon as it has decided it, while the one before is replicated (off: once that one is acknowledged); it shortens a command's wait where the NATS servers have machines of their own, and costs CPU per command where they share crewd's cores (docs/cluster.md)", fixed("false")},
 	{"nats-max-batch", kindInt, "N", "the most messages of one atomic batch, 2..100000: the NATS servers' jetstream limits max_batch_size (1000 unless configured); a group that needs more is published as several batches cut at command boundaries", fixed(strconv.Itoa(natslog.DefaultMaxBatchMessages))},
 }

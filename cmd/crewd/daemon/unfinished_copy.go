@@ -22,11 +22,11 @@ var unfinishedCopies = []struct{ prefix, copy string }{
 	{eventlog.CheckpointStaging, "backup"},
 }
 
-// checkNoUnfinishedCopy refuses a data directory without a store (Run looks) that holds the staging directory of a crewctl copy
-// into it: one killed before its copy was in place (kill -9, a crash), or still running. NB: crewd would make a new,
-// empty store there, with the server.key a restore may have put in place already, and serve it as though the copy
-// were done; the admin.token and store it wrote would then have the copy, run again, refuse the directory as not
-// empty. A staging directory beside a store is one whose copy was moved into place, the last step, and is left.
+// checkNoUnfinishedCopy refuses a data directory without a store (Run looks) that holds the staging directory of a
+// crewctl copy into it: one killed before its copy was in place (kill -9, a crash), or still running. NB: crewd would
+// make a new, empty store there, with the server.key a restore may have put in place already, and serve it as though
+// the copy were done; the admin.token and store it wrote would then have the copy, run again, refuse the directory as
+// not empty. A staging directory beside a store is one whose copy was moved into place, the last step, and is left.
 func checkNoUnfinishedCopy(dataDir string) error {
 	entries, err := os.ReadDir(dataDir)
 	if err != nil {
