@@ -165,8 +165,13 @@ func checkStop(l *eventlog.Log, head, to uint64, explain bool) error {
 	}
 	first, last := to, to
 	for first > 1 {
+		// NB: a read that fails is no start of the decision: the refusal would name a part of it and send the
+		// operator to stop inside it.
 		inside, err := sameDecisionAt(l, first-1)
-		if err != nil || !inside {
+		if err != nil {
+			return fmt.Errorf("audit: replay: %w", err)
+		}
+		if !inside {
 			break
 		}
 		first--

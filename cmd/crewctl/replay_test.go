@@ -6,12 +6,17 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/eventlog"
 )
 
 func TestReplayGolden(t *testing.T) {
@@ -262,4 +267,33 @@ func tablesWithin(t *testing.T, db *pebble.DB, store, prefixes string) []string 
 		}
 	}
 	return out
+}
+
+// TestReplayToInsideADecisionWhoseStartCannotBeRead: --to inside a decision, with --explain, is refused with the
+// decision's positions and the stops around it. A read of the log that fails (the disk answers EIO once) as replay
+// looks back for where the decision begins is a store replay could not read (exit 3): it was taken for the decision's
+// start, and replay named a decision at 9..10 and sent the operator to stop at 8, inside the decision at 8..10.
+func TestReplayToInsideADecisionWhoseStartCannotBeRead(t *testing.T) {
+	data, _ := scenarioInTables(t)
+	var failed atomic.Bool
+	once := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		// NB: the first read of a table's first data block, which Pebble's open does not make: the look back's.
+		if strings.HasSuffix(op.Path, ".sst") && op.Kind == errorfs.OpFileReadAt && op.Offset == 0 &&
+			failed.CompareAndSwap(false, true) {
+			return &os.PathError{Op: "read", Path: op.Path, Err: syscall.EIO}
+		}
+		return nil
+	})
+	r := crewctlOn(t, &eventlog.Options{FS: errorfs.Wrap(vfs.Default, once)}, "replay", "--data", data, "--to", "9",
+		"--explain")
+	require.True(t, failed.Load(), "no read failed")
+	require.Equal(t, exitOpen, r.code, r.out+r.err)
+	require.Empty(t, r.out)
+	require.Contains(t, r.err, "could not read the store")
+	require.Contains(t, r.err, "input/output error")
+	require.NotContains(t, r.err, "stop at")
+
+	r = crewctl(t, nil, "replay", "--data", data, "--to", "9", "--explain")
+	require.Equal(t, exitProblem, r.code, r.out)
+	require.Contains(t, r.err, "9 is inside the decision at positions 8..10; stop at 7 or 10")
 }
