@@ -46,15 +46,10 @@ func newUnreadableCold(t *testing.T) unreadableCold {
 	f.close() // views and a snapshot written; NB: a reopened store holds all of it in its tables, none in a memtable
 
 	passes := new(atomic.Int64)
-	eio := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if strings.HasSuffix(op.Path, ".sst") && op.Kind == errorfs.OpFileReadAt && passes.Add(-1) < 0 {
-			return &os.PathError{Op: "read", Path: op.Path, Err: syscall.EIO}
-		}
-		return nil
-	})}
+	fs, eio := failingTableReads(mem, passes)
 	// NB: no views: none is then written in the background while the test reads (a run is read back from its
 	// events), so there is nothing to wait for.
-	g := newFixture(t, fixtureOpts{fs: errorfs.Wrap(mem, eio), cold: true, uncached: true, noViews: true})
+	g := newFixture(t, fixtureOpts{fs: fs, cold: true, uncached: true, noViews: true})
 	g.clock.Store(f.clock.Load())
 	d := g.dial()
 	d.hello("R2", events.OrchestratorKey, g.seedRun("R2", "X"))
@@ -66,6 +61,18 @@ func newUnreadableCold(t *testing.T) unreadableCold {
 	u.o.hello(runR, events.OrchestratorKey, s.orch)
 	u.a.helloAdmin()
 	return u
+}
+
+// failingTableReads is fs with eio, a toggle that, while on, fails every read of a table (EIO) but the first passes
+// ones (none when passes is nil).
+func failingTableReads(fs vfs.FS, passes *atomic.Int64) (_ vfs.FS, eio *errorfs.Toggle) {
+	eio = &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasSuffix(op.Path, ".sst") && op.Kind == errorfs.OpFileReadAt && (passes == nil || passes.Add(-1) < 0) {
+			return &os.PathError{Op: "read", Path: op.Path, Err: syscall.EIO}
+		}
+		return nil
+	})}
+	return errorfs.Wrap(fs, eio), eio
 }
 
 // A finished run gone cold that the log cannot give back (a read of its tables fails) is answered replay-failed by

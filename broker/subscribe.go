@@ -49,6 +49,13 @@ func handleSubscribe(cl *call) (any, error) {
 		return nil, p.err
 	}
 	c := cl.c
+	// NB: the first event the subscription would push is read before it is answered, so that a log that cannot give
+	// it back is answered replay-failed, as events.since is. A subscription whose read fails ends with a resync
+	// (pull), after which a client subscribes again: answered subscribed, it met the same resync for as long as the
+	// log could not be read, and was never told so.
+	if err := readableFrom(c.s.log, runID, since+1); err != nil {
+		return nil, fmt.Errorf("%w: %w", errReplay, err)
+	}
 	if err := c.acquireSubscription(); err != nil {
 		return nil, err
 	}
@@ -72,6 +79,13 @@ func handleSubscribe(cl *call) (any, error) {
 		go sub.run()
 	}
 	return subscribeResult{Subscribed: true, SinceSeq: since}, nil
+}
+
+// readableFrom reads the event of stream at version from, if the log holds it, and returns the error of that read.
+func readableFrom(l *eventlog.Log, stream string, from uint64) error {
+	it := l.ReadStream(stream, from)
+	it.Next()
+	return it.Close()
 }
 
 // ended reports whether the subscription's goroutine has returned (resync, replacement, close).
