@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 
 	"github.com/crewlog/crewlog/commands"
@@ -279,7 +280,7 @@ func handleProxyResult(cl *call) (any, error) {
 	}
 	raw, err := c.s.log.Event(q.ResultPosition)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", errReplay, err)
 	}
 	ev, err := projections.FromLog(&raw)
 	if err != nil {
