@@ -46,6 +46,7 @@ func (e *Engine) catchUp() error {
 	f := fs[0]
 	it := e.log.Read(e.next)
 	dec := events.NewDecoder()
+	var newest int64 // the latest time of the events caught up, which the engine's time does not go back from
 	for it.Next() {
 		r := it.Event()
 		if r.Position != e.next {
@@ -61,9 +62,12 @@ func (e *Engine) catchUp() error {
 			return fmt.Errorf("commands: catch up at position %d: %w", r.Position, err)
 		}
 		projections.Apply(e.work, ev)
-		e.times.observe(time.Unix(0, ev.Time))
+		newest = max(newest, ev.Time)
 		f.applied = append(f.applied, ev)
 		e.next++
+	}
+	if newest != 0 {
+		e.times.observe(time.Unix(0, newest))
 	}
 	if err := it.Close(); err != nil {
 		return fmt.Errorf("commands: catch up: %w", err)

@@ -239,7 +239,29 @@ func credentialEndOf(cause replyCause) (CredentialEnd, bool) {
 // that its client is owed as itself (disk-full, oversize-frame, replay-failed), as one crewd answers it: the errors
 // EncodeReply carries by their cause besides ErrNotWriter and a *CredentialEndedError.
 func DecidedNothing(err error) bool {
-	return errors.Is(err, ErrNoSpace) || errors.Is(err, ErrResultTooLarge) || errors.Is(err, projections.ErrNotReadBack)
+	switch causeOf(err) {
+	case causeNoSpace, causeResultTooLarge, causeNotReadBack:
+		return true
+	}
+	return false
+}
+
+// causeOf is the cause err travels with in a forwarded reply (EncodeReply): causeFailed for any other error.
+func causeOf(err error) replyCause {
+	switch {
+	case errors.Is(err, ErrNoSpace):
+		return causeNoSpace
+	case errors.Is(err, ErrNotWriter):
+		return causeNotWriter
+	case errors.Is(err, ErrResultTooLarge):
+		return causeResultTooLarge
+	case errors.Is(err, projections.ErrNotReadBack):
+		return causeNotReadBack
+	}
+	if ended, ok := err.(*CredentialEndedError); ok {
+		return credentialCause(ended.End)
+	}
+	return causeFailed
 }
 
 // EncodeReply encodes the answer of Submit for the engine that forwarded
@@ -255,21 +277,7 @@ func DecidedNothing(err error) bool {
 func EncodeReply(r Reply, err error) ([]byte, error) {
 	f := forwardedReply{Result: r.Result, Rejected: r.Rejected, Position: r.Position, Replayed: r.Replayed}
 	if err != nil {
-		f.Err = err.Error()
-		switch {
-		case errors.Is(err, ErrNoSpace):
-			f.Cause = causeNoSpace
-		case errors.Is(err, ErrNotWriter):
-			f.Cause = causeNotWriter
-		case errors.Is(err, ErrResultTooLarge):
-			f.Cause = causeResultTooLarge
-		case errors.Is(err, projections.ErrNotReadBack):
-			f.Cause = causeNotReadBack
-		default:
-			if ended, ok := err.(*CredentialEndedError); ok {
-				f.Cause = credentialCause(ended.End)
-			}
-		}
+		f.Err, f.Cause = err.Error(), causeOf(err)
 	}
 	return marshalArray(&f)
 }

@@ -183,8 +183,8 @@ func TestEngineExpiryIDsAreTheEngines(t *testing.T) {
 	claim2 := f.submit(as(wk, "ask-expire:R:q", &MessageSend{RunID: "R", FromTask: "02_exec", To: []string{ToParent}, Body: "x"}))
 	require.False(t, claim2.Replayed)
 
-	// The engine's own expiry before it is due (a clock stepped back) is
-	// refused and not recorded.
+	// The engine's own expiry submitted before it is due is refused and not
+	// recorded.
 	engine := events.EnginePrincipal()
 	early := f.submit(as(engine, expireID, &DelegateExpire{RunID: "R", SubID: sub}))
 	require.NotNil(t, early.Rejected)
