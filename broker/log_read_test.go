@@ -74,3 +74,21 @@ func TestAProxyResultTheLogCannotGiveBackIsAnsweredReplayFailed(t *testing.T) {
 	require.Equal(t, "completed", res["state"])
 	require.JSONEq(t, `{"content":[{"text":"hi","type":"text"}]}`, res["result"].(string))
 }
+
+// TestSubscribeTakesAReadTurn: events.subscribe reads the first event it would push before it answers, as
+// events.since reads its page, so it takes its credential's read turn: a worker's connections together read no
+// more of the log at once than MaxReadsPerCredential, however many subscriptions they open and replace.
+func TestSubscribeTakesAReadTurn(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{MaxReadsPerCredential: 1}})
+	s := f.seed()
+	w := f.dial()
+	w.hello(runR, taskP, s.p)
+
+	release := f.holdReads(workerKey(taskP))
+	w.sendLine(`{"id":"sub","method":"events.subscribe","params":{"sinceSeq":0}}`)
+	awaitReads(t, f.srv, workerKey(taskP), 1, 1) // it waits for the turn the other read holds
+	release()
+	r := w.answerOf("sub")
+	require.Nil(t, r.Error)
+	require.Contains(t, string(r.Result), `"subscribed":true`)
+}

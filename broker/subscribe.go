@@ -53,7 +53,15 @@ func handleSubscribe(cl *call) (any, error) {
 	// it back is answered replay-failed, as events.since is. A subscription whose read fails ends with a resync
 	// (pull), after which a client subscribes again: answered subscribed, it met the same resync for as long as the
 	// log could not be read, and was never told so.
-	if err := readableFrom(c.s.log, runID, since+1); err != nil {
+	// The read takes one of the credential's read turns, as events.since's does, and gives it back at once: the
+	// old subscription, which this one waits for below, may be waiting for a turn itself.
+	done, ok := c.readTurn()
+	if !ok {
+		return nil, errConnClosed
+	}
+	err := readableFrom(c.s.log, runID, since+1)
+	done()
+	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errReplay, err)
 	}
 	if err := c.acquireSubscription(); err != nil {
