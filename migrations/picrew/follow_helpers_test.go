@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -342,6 +343,11 @@ func stepFollower(t *testing.T, root string, sink Sink) (fl *Follower, pass func
 	fl = NewFollower(root, sink, &FollowOptions{SettleAfter: time.Nanosecond, CheckpointEvery: time.Nanosecond,
 		Report: func(s Skipped) { *reported = append(*reported, s) }})
 	fl.cks = map[string]events.ImportCheckpoint{} // what Run loads first: no checkpoint yet
+	// NB: a clock that moves a millisecond at every reading, so that a run settles (SettleAfter) and a checkpoint
+	// comes due (CheckpointEvery) by the next pass without the test waiting for the wall clock.
+	var ticks atomic.Int64
+	start := time.Now()
+	fl.o.now = func() time.Time { return start.Add(time.Duration(ticks.Add(1)) * time.Millisecond) }
 	pass = func() { fl.pass(t.Context(), filepath.Join(root, "state", "runs"), true, nil) }
 	return fl, pass, reported
 }

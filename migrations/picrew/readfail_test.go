@@ -7,7 +7,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -160,7 +159,6 @@ func TestFollowerDoesNotTakeAnUnreadableFileForAbsent(t *testing.T) {
 				event("run.completed", ""),
 			})
 			for range 3 {
-				time.Sleep(time.Millisecond)
 				pass()
 			}
 			for _, s := range *reported {
@@ -172,7 +170,6 @@ func TestFollowerDoesNotTakeAnUnreadableFileForAbsent(t *testing.T) {
 
 			heal()
 			for range 3 {
-				time.Sleep(time.Millisecond)
 				pass()
 			}
 			requireCopy(t, root.Dir, sink, copyOf{})
