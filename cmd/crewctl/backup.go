@@ -179,6 +179,9 @@ func (a *app) backupOnline(ctx context.Context, b Broker, dest string) error {
 	if err := a.checkServerKey(res.ServerKeyID, filepath.Join(dest, serverKeyFile), out.ServerKey); err != nil {
 		return dropBackup(dest, err)
 	}
+	if err := syncBackup(dest); err != nil {
+		return dropBackup(dest, err)
+	}
 	return a.finishCopy(out, filepath.Join(dest, storeDir), "backup")
 }
 
@@ -243,6 +246,9 @@ func (a *app) backupOffline(dest string, unreached error) error {
 	out := backupOutput{From: a.dataDir, To: dest, Head: head}
 	if out.ServerKey, err = copySecret(filepath.Join(a.dataDir, serverKeyFile), filepath.Join(dest, serverKeyFile)); err != nil {
 		return dropBackup(dest, fmt.Errorf("backup: %v", err))
+	}
+	if err := syncBackup(dest); err != nil {
+		return dropBackup(dest, err)
 	}
 	return a.finishCopy(out, filepath.Join(dest, storeDir), "backup")
 }
@@ -441,7 +447,25 @@ func syncDir(dir string) error {
 		return err
 	}
 	defer d.Close()
-	return d.Sync()
+	return syncDirFile(d)
+}
+
+// syncDirFile is (*os.File).Sync; tests replace it to make a directory's sync fail, which no file system does on
+// demand.
+var syncDirFile = (*os.File).Sync
+
+// syncBackup makes the backup directory dest durable once it is whole: its server.key's entry, which the
+// checkpoint's own sync of dest came before, and dest's entry in its parent. NB: a backup reported written is one a
+// crash keeps; without these a crash right after could leave a store without its key (a restore of it verifies, and
+// crewd, minting a new key, validates none of the tokens it gave out) or no backup at all.
+func syncBackup(dest string) error {
+	if err := syncDir(dest); err != nil {
+		return fmt.Errorf("backup: %v", err)
+	}
+	if err := syncDir(filepath.Dir(dest)); err != nil {
+		return fmt.Errorf("backup: %v", err)
+	}
+	return nil
 }
 
 func copyFile(from, to string, mode os.FileMode) error {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -345,5 +346,50 @@ func TestBackupLeftBehindByCrewdSaysSo(t *testing.T) {
 			require.Contains(t, r.err, "a copy there has no server.key")
 			require.DirExists(t, filepath.Join(dest, storeDir))
 		})
+	}
+}
+
+// TestBackupWhoseSyncFailsIsNotReported: backup reported its copy written (exit 0) without syncing the backup
+// directory after it copied server.key into it, nor that directory's entry in its parent: a crash right after could
+// leave a backup without its key, which restores and verifies while crewd, minting a new key, validates none of the
+// tokens it gave out, or leave no backup at all. A sync that fails now fails the backup, offline or through crewd,
+// and the backup leaves nothing.
+func TestBackupWhoseSyncFailsIsNotReported(t *testing.T) {
+	offline := t.TempDir()
+	audittest.Scenario(t, filepath.Join(offline, storeDir))
+	require.NoError(t, os.WriteFile(filepath.Join(offline, serverKeyFile), []byte(strings.Repeat("k", 32)), 0o600))
+	online, socket := liveDaemon(t)
+	for _, how := range []struct {
+		name string
+		dial dialer
+		args []string
+	}{
+		{"offline", nil, []string{"--data", offline}},
+		{"online", dialBroker, []string{"--data", online, "--socket", socket}},
+	} {
+		for _, tc := range []struct {
+			name   string
+			failed func(dest string) string
+		}{
+			{"the backup directory", func(dest string) string { return dest }},
+			{"its parent", filepath.Dir},
+		} {
+			t.Run(how.name+"/"+tc.name, func(t *testing.T) {
+				dest := filepath.Join(t.TempDir(), "backup")
+				failed := tc.failed(dest)
+				was := syncDirFile
+				t.Cleanup(func() { syncDirFile = was })
+				syncDirFile = func(f *os.File) error {
+					if f.Name() == failed {
+						return syscall.EIO
+					}
+					return was(f)
+				}
+				r := crewctl(t, how.dial, append([]string{"backup", dest}, how.args...)...)
+				require.Equal(t, exitProblem, r.code, r.out+r.err)
+				require.Contains(t, r.err, syscall.EIO.Error())
+				require.NoDirExists(t, dest, "nothing is left behind")
+			})
+		}
 	}
 }
