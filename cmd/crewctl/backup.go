@@ -360,6 +360,12 @@ func restoreFiles(backup, target string) (serverKey bool, err error) {
 		return false, err
 	}
 	reached(atStaged)
+	// NB: target's own entry, which MakePrivateDir may just have made, is made durable before anything is moved into
+	// it: a restore reported done that a crash undoes is a data directory without its store, on which crewd starts
+	// a new, empty one.
+	if err := syncDir(filepath.Dir(target)); err != nil {
+		return false, err
+	}
 	// The key before the store: a store in place without its key would have crewd mint a new one, and the tokens
 	// minted before would not validate.
 	key := filepath.Join(target, serverKeyFile)
@@ -375,7 +381,20 @@ func restoreFiles(backup, target string) (serverKey bool, err error) {
 		}
 		return false, err
 	}
-	return serverKey, syncDir(target)
+	// NB: moved in but not durably so, the copy is taken out again: a restore that fails leaves nothing in target,
+	// so the same restore can run again, where a target left holding the copy is refused as not empty.
+	if err := syncDir(target); err != nil {
+		if rerr := os.RemoveAll(filepath.Join(target, storeDir)); rerr != nil {
+			return false, fmt.Errorf("%w (and removing %s: %v)", err, filepath.Join(target, storeDir), rerr)
+		}
+		if serverKey {
+			if rerr := os.Remove(key); rerr != nil {
+				return false, fmt.Errorf("%w (and removing %s: %v)", err, key, rerr)
+			}
+		}
+		return false, err
+	}
+	return serverKey, nil
 }
 
 // reached is called at the points where a crash leaves a copy half done; a test kills crewctl there, as a crash or

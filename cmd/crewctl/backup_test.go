@@ -376,20 +376,52 @@ func TestBackupWhoseSyncFailsIsNotReported(t *testing.T) {
 		} {
 			t.Run(how.name+"/"+tc.name, func(t *testing.T) {
 				dest := filepath.Join(t.TempDir(), "backup")
-				failed := tc.failed(dest)
-				was := syncDirFile
-				t.Cleanup(func() { syncDirFile = was })
-				syncDirFile = func(f *os.File) error {
-					if f.Name() == failed {
-						return syscall.EIO
-					}
-					return was(f)
-				}
+				failDirSync(t, tc.failed(dest))
 				r := crewctl(t, how.dial, append([]string{"backup", dest}, how.args...)...)
 				require.Equal(t, exitProblem, r.code, r.out+r.err)
 				require.Contains(t, r.err, syscall.EIO.Error())
 				require.NoDirExists(t, dest, "nothing is left behind")
 			})
 		}
+	}
+}
+
+// TestRestoreWhoseSyncFailsIsNotReported: restore made its data directory and reported the restore done without
+// syncing that directory's entry in its parent, so a crash right after could leave no data directory, or one without
+// its store (crewd then starts a new, empty one), nor did it fail when a sync of what it moved in failed. A sync that
+// fails now fails the restore, which leaves nothing in the data directory.
+func TestRestoreWhoseSyncFailsIsNotReported(t *testing.T) {
+	tmp := t.TempDir()
+	backup := filepath.Join(tmp, "backup")
+	require.Equal(t, exitOK, crewctl(t, nil, "backup", backup, "--data", scenarioData(t)).code)
+	for _, tc := range []struct {
+		name   string
+		failed func(target string) string
+	}{
+		{"the data directory", func(target string) string { return target }},
+		{"its parent", filepath.Dir},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			target := filepath.Join(t.TempDir(), "restored")
+			failDirSync(t, tc.failed(target))
+			r := crewctl(t, nil, "restore", backup, "--data", target)
+			require.Equal(t, exitProblem, r.code, r.out+r.err)
+			require.Contains(t, r.err, syscall.EIO.Error())
+			entries, err := os.ReadDir(target)
+			require.NoError(t, err)
+			require.Empty(t, entries, "nothing of the failed restore is left in %s", target)
+		})
+	}
+}
+
+// failDirSync makes the sync of the directory dir fail with EIO for the rest of the test.
+func failDirSync(t *testing.T, dir string) {
+	was := syncDirFile
+	t.Cleanup(func() { syncDirFile = was })
+	syncDirFile = func(f *os.File) error {
+		if f.Name() == dir {
+			return syscall.EIO
+		}
+		return was(f)
 	}
 }
