@@ -79,6 +79,11 @@ func (a *app) migrate(dryRun bool) error {
 	if err := os.MkdirAll(backups, 0o700); err != nil {
 		return openErr(fmt.Errorf("crewctl: migrate: %w", err))
 	}
+	// NB: the checkpoint syncs the backups directory, not its entry in its parent, which MkdirAll may just have made:
+	// without this a crash while the store is migrated could leave no backup of it.
+	if err := syncDir(filepath.Dir(backups)); err != nil {
+		return problemf("migrate: no backup, nothing migrated: %v", err)
+	}
 	backup, err := newBackupName(backups, fmt.Sprintf("pre-migrate-%d-%s", format, a.clock().UTC().Format("20060102T150405Z")))
 	if err != nil {
 		return problemf("migrate: no backup, nothing migrated: %v", err)

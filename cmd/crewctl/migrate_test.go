@@ -216,3 +216,17 @@ func storeFiles(t *testing.T, data string) map[string]int64 {
 	}
 	return out
 }
+
+// TestMigrateWhoseBackupIsNotDurableMigratesNothing: migrate made its backups directory, checkpointed the store into
+// it and went on to migrate without syncing that directory's entry in the data directory, so a crash during the
+// migration could leave a store part-way migrated and no backup of it, which migrate had named. A sync that fails
+// now stops migrate before it changes the store.
+func TestMigrateWhoseBackupIsNotDurableMigratesNothing(t *testing.T) {
+	data := fixtureData(t, "format1")
+	failDirSync(t, data)
+	r := crewctl(t, nil, "migrate", "--data", data)
+	require.Equal(t, exitProblem, r.code, r.out+r.err)
+	require.Contains(t, r.err, "no backup, nothing migrated")
+	require.Contains(t, r.err, syscall.EIO.Error())
+	requireFormat(t, filepath.Join(data, storeDir), eventlog.FormatInitial)
+}
