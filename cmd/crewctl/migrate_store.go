@@ -130,6 +130,12 @@ func (a *app) migrateToPebble(ctx context.Context) error {
 	if err := daemon.MakePrivateDir(a.dataDir); err != nil { // as crewd makes it: this user's alone
 		return openErr(fmt.Errorf("crewctl: %w", err))
 	}
+	// NB: the copy's own sync is of the data directory, not of its entry in its parent, which was just made: a copy
+	// reported written that a crash undoes is no copy at all.
+	if err := syncDir(filepath.Dir(a.dataDir)); err != nil {
+		os.Remove(a.dataDir) // made above and still empty: the same command can run again
+		return problemf("migrate-store: %v", err)
+	}
 	head, err := a.copyStreamStaged(ctx, store)
 	if err != nil {
 		os.Remove(a.dataDir) // made above and still empty: the same command can run again

@@ -128,5 +128,8 @@ func (a *app) backupStream(ctx context.Context, dest string) error {
 		os.Remove(dest) // still empty: the same backup can run again
 		return err
 	}
+	if err := syncBackup(dest); err != nil {
+		return dropBackup(dest, err)
+	}
 	return a.finishCopy(backupOutput{From: "stream " + a.nats.stream, To: dest, Head: head}, store, "backup")
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -56,6 +57,15 @@ func TestMigrateStoreVerifyAndBackupOnAStream(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.err)
 }
 
+// streamCopies are the commands that copy a stream into a new store: the arguments that copy it to dir.
+var streamCopies = []struct {
+	name string
+	args func(dir string) []string
+}{
+	{"backup", func(dir string) []string { return []string{"backup", dir} }},
+	{"migrate-store", func(dir string) []string { return []string{"migrate-store", "--to", "pebble", "--data", dir} }},
+}
+
 // TestStreamCopyFailingLeavesNoStore: backup --nats and migrate-store --to pebble copy a stream into a store that
 // crewd would start on. A copy that fails (here a stream that does not exist; a connection lost part-way does the
 // same after some events) left the store it had begun, empty or holding a prefix of the log, without a word of it:
@@ -69,13 +79,7 @@ func TestStreamCopyFailingLeavesNoStore(t *testing.T) {
 	r := crewctl(t, nil, "migrate-store", "--to", "jetstream", "--replicas", "1", "--data", data, "--nats", srv.ClientURL(), "--stream", "CREW")
 	require.Equal(t, exitOK, r.code, r.err)
 
-	for _, tc := range []struct {
-		name string
-		args func(dir string) []string
-	}{
-		{"backup", func(dir string) []string { return []string{"backup", dir} }},
-		{"migrate-store", func(dir string) []string { return []string{"migrate-store", "--to", "pebble", "--data", dir} }},
-	} {
+	for _, tc := range streamCopies {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "copy")
 			r := crewctl(t, nil, append(tc.args(dir), "--nats", srv.ClientURL(), "--stream", "NOPE")...)
@@ -168,6 +172,25 @@ func TestTempCopyOfStreamKilledIsRemovedByTheNext(t *testing.T) {
 			r := crewctl(t, nil, append([]string{"verify"}, stream...)...)
 			require.Equal(t, exitOK, r.code, r.err)
 			require.Empty(t, stagingtest.Names(t, tmp))
+		})
+	}
+}
+
+// TestStreamCopyWhoseSyncFailsLeavesNothing: backup --nats and migrate-store --to pebble made their target directory
+// and reported the copy written without syncing that directory's entry in its parent, so a crash right after could
+// leave no copy at all. A sync that fails now fails the command, which leaves nothing.
+func TestStreamCopyWhoseSyncFailsLeavesNothing(t *testing.T) {
+	data := t.TempDir()
+	audittest.Scenario(t, filepath.Join(data, storeDir))
+	stream := streamOf(t, data)
+	for _, tc := range streamCopies {
+		t.Run(tc.name, func(t *testing.T) {
+			target := filepath.Join(t.TempDir(), "copy")
+			failDirSync(t, filepath.Dir(target))
+			r := crewctl(t, nil, append(tc.args(target), stream...)...)
+			require.Equal(t, exitProblem, r.code, r.out+r.err)
+			require.Contains(t, r.err, syscall.EIO.Error())
+			require.NoDirExists(t, target, "nothing is left behind")
 		})
 	}
 }
