@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
 )
 
@@ -35,17 +36,45 @@ func checkPrivateDir(dir string) error {
 	return nil
 }
 
-// MakePrivateDir makes dir, and any missing parent, for this user only, then checks what is there. Made first and
-// checked after: a directory that someone else made at that path in between (a --data in a shared parent such as
-// /tmp) is then refused as any other foreign or loose directory is, where a look before the mkdir would have found
-// nothing and the mkdir would have taken it as its own. An existing directory is left as it is. crewd makes its
-// data directory so, and crewctl the data directory it restores or copies a store into.
+// MakePrivateDir makes dir, and any missing parent, for this user only, then checks what is there and syncs the
+// entries of the directories it made. Made first and checked after: a directory that someone else made at that path
+// in between (a --data in a shared parent such as /tmp) is then refused as any other foreign or loose directory is,
+// where a look before the mkdir would have found nothing and the mkdir would have taken it as its own. An existing
+// directory is left as it is. crewd makes its data directory so, and crewctl the data directory it restores or copies
+// a store into.
 func MakePrivateDir(dir string) error {
 	beforeMakeDir(dir)
+	made := missingDirs(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("daemon: data directory: %w", err)
 	}
-	return checkPrivateDir(dir)
+	if err := checkPrivateDir(dir); err != nil {
+		return err
+	}
+	// NB: a new directory's entry is durable only once its parent is synced: without it a crash could take away the
+	// data directory after a secret, a token or a copy written in it was reported written.
+	for _, d := range made {
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// missingDirs lists dir and those of its parents that do not exist, outermost first: the directories MkdirAll
+// would make.
+func missingDirs(dir string) []string {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		missing = append([]string{d}, missing...)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	return missing
 }
 
 // beforeMakeDir is called as a private directory is about to be made: tests make one there themselves, as another

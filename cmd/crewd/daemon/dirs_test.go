@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -40,4 +41,34 @@ func TestPrivateDirMadeMeanwhileIsRefused(t *testing.T) {
 		require.ErrorContains(t, err, "has mode 0777")
 		require.NoFileExists(t, filepath.Join(dir, ReadOnlyTokensFile), "nothing was written")
 	})
+}
+
+// TestMakePrivateDirSyncsWhatItMade: MakePrivateDir made the data directory, and any missing parent, without syncing
+// their entries, so crewctl token create into a new data directory printed a token that a crash right after could
+// undo with the directory, and crewd wrote its secrets into a directory a crash could take away. A sync of a
+// directory that holds one it made that fails now fails it, and no token is given out.
+func TestMakePrivateDirSyncsWhatItMade(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		failed func(root string) string
+	}{
+		{"the data directory's parent", func(root string) string { return filepath.Join(root, "a") }},
+		{"a parent it made's parent", func(root string) string { return root }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			failed := tc.failed(root)
+			errSync := errors.New("sync: input/output error")
+			syncFile = func(f *os.File) error {
+				if f.Name() == failed {
+					return errSync
+				}
+				return f.Sync()
+			}
+			t.Cleanup(func() { syncFile = (*os.File).Sync })
+			tok, _, err := CreateReadOnlyToken(filepath.Join(root, "a", "data"), "ci", time.Now())
+			require.ErrorIs(t, err, errSync)
+			require.Empty(t, tok)
+		})
+	}
 }

@@ -112,7 +112,8 @@ func loadOrCreate(path string, gen func() ([]byte, error)) ([]byte, error) {
 	return secret, nil
 }
 
-// syncFile is (*os.File).Sync; tests replace it to make a sync fail, which no file system does on demand.
+// syncFile is (*os.File).Sync, of a file or a directory; tests replace it to make a sync fail, which no file system
+// does on demand.
 var syncFile = (*os.File).Sync
 
 // writeSecret writes secret to the new temporary file f, syncs and closes it. CreateTemp makes the file 0600; it is
@@ -162,7 +163,7 @@ func syncDir(dir string) error {
 		return fmt.Errorf("daemon: sync %s: %w", dir, err)
 	}
 	defer d.Close()
-	if err := d.Sync(); err != nil {
+	if err := syncFile(d); err != nil {
 		return fmt.Errorf("daemon: sync %s: %w", dir, err)
 	}
 	return nil
