@@ -85,6 +85,7 @@ func (a *app) backup(ctx context.Context, dest string) error {
 // directory) is refused rather than written into: its owner could alter the copy, server.key included, before a
 // restore.
 func makeBackupDir(dest string) error {
+	made := daemon.MissingDirs(filepath.Dir(dest))
 	if err := os.MkdirAll(filepath.Dir(dest), 0o700); err != nil {
 		return openErr(fmt.Errorf("crewctl: backup: %w", err))
 	}
@@ -93,6 +94,14 @@ func makeBackupDir(dest string) error {
 			return usagef("backup: %s exists; name a new directory", dest)
 		}
 		return openErr(fmt.Errorf("crewctl: backup: %w", err))
+	}
+	// NB: syncBackup syncs dest's parent once the backup is whole; the parents made here are synced now, or a crash
+	// after the backup was reported written could take one away, and the backup with it.
+	for _, d := range made {
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			os.Remove(dest) // still empty: the same backup can run again
+			return problemf("backup: %v", err)
+		}
 	}
 	return nil
 }

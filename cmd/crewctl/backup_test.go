@@ -425,3 +425,18 @@ func failDirSync(t *testing.T, dir string) {
 		return was(f)
 	}
 }
+
+// TestBackupSyncsTheParentsItMade: backup makes the missing parents of its directory, and synced the entry of the
+// nearest one only, so a crash right after a backup reported written could take away a parent it made, and the
+// backup with it. A sync of a directory that holds one it made that fails now fails the backup.
+func TestBackupSyncsTheParentsItMade(t *testing.T) {
+	data := t.TempDir()
+	audittest.Scenario(t, filepath.Join(data, storeDir))
+	root := t.TempDir()
+	failDirSync(t, root)
+	dest := filepath.Join(root, "a", "b", "backup")
+	r := crewctl(t, nil, "backup", dest, "--data", data)
+	require.Equal(t, exitProblem, r.code, r.out+r.err)
+	require.Contains(t, r.err, syscall.EIO.Error())
+	require.NoDirExists(t, dest, "nothing is left behind")
+}

@@ -44,7 +44,7 @@ func checkPrivateDir(dir string) error {
 // a store into.
 func MakePrivateDir(dir string) error {
 	beforeMakeDir(dir)
-	made := missingDirs(dir)
+	made := MissingDirs(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("daemon: data directory: %w", err)
 	}
@@ -61,9 +61,9 @@ func MakePrivateDir(dir string) error {
 	return nil
 }
 
-// missingDirs lists dir and those of its parents that do not exist, outermost first: the directories MkdirAll
+// MissingDirs lists dir and those of its parents that do not exist, outermost first: the directories MkdirAll
 // would make.
-func missingDirs(dir string) []string {
+func MissingDirs(dir string) []string {
 	var missing []string
 	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
 		if _, err := os.Lstat(d); err == nil || !errors.Is(err, fs.ErrNotExist) {
