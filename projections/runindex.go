@@ -291,10 +291,11 @@ func (c *ColdStore) indexed(id string, last uint64) bool {
 	return err == nil && sum.Position == last
 }
 
-// summaryReadCount is how many single summaries c read from the index (a
-// run looked up by id, or checked for a version another copy wrote): for
-// tests. A runs list paged from the index is not counted.
-func (c *ColdStore) summaryReadCount() int64 { return c.summaryReads.Load() }
+// SummaryReads is how many single summaries c read from the index (a run
+// looked up by id, or checked for a version another copy wrote); a runs
+// list paged from the index is not counted. A reader's own count of the
+// tables it touched would take in the store's flushes and compactions too.
+func (c *ColdStore) SummaryReads() int64 { return c.summaryReads.Load() }
 
 // eachRun calls fn with the Run record of every run s knows, by creation
 // ordinal from ordinal from (descending with desc), until fn returns

@@ -535,11 +535,11 @@ func TestEvictionWritesSummariesWithoutReadingThemFirst(t *testing.T) {
 
 	ids := work.EvictAll(now, 0, 0)
 	require.Len(t, ids, mixedEnded)
-	require.Zero(t, work.store.summaryReadCount(), "the writer read no summary")
+	require.Zero(t, work.store.SummaryReads(), "the writer read no summary")
 	for _, id := range ids {
 		pub.Evict(id)
 	}
-	require.EqualValues(t, mixedEnded, work.store.summaryReadCount(), "the other copy read each once")
+	require.EqualValues(t, mixedEnded, work.store.SummaryReads(), "the other copy read each once")
 	require.Zero(t, work.ColdInMemory())
 	require.Zero(t, pub.ColdInMemory())
 	requireRunsAlike(t, want, pub, "after eviction")
@@ -548,10 +548,10 @@ func TestEvictionWritesSummariesWithoutReadingThemFirst(t *testing.T) {
 	th, err := work.FaultIn(ids[0])
 	require.NoError(t, err)
 	pub.ThawFrom(th)
-	reads := work.store.summaryReadCount()
+	reads := work.store.SummaryReads()
 	again := work.EvictAll(now+1000, 0, 0)
 	require.Equal(t, ids[:1], again)
-	require.Equal(t, reads, work.store.summaryReadCount())
+	require.Equal(t, reads, work.store.SummaryReads())
 	pub.Evict(ids[0])
 	require.Zero(t, work.ColdInMemory())
 	require.Zero(t, pub.ColdInMemory(), "the version written again is the one the other copy finds")
