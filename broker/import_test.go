@@ -3,7 +3,9 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +22,20 @@ func importWriteOf(id, run string, evs ...map[string]any) map[string]any {
 
 func importEventOf(typ string, ms int64, payload map[string]any) map[string]any {
 	return map[string]any{"type": typ, "time": ms, "payload": payload}
+}
+
+// importRunWriteOf is the write that imports run's run.created.
+func importRunWriteOf(run string) map[string]any {
+	return importWriteOf("import:"+run+":run", run, importEventOf(events.TypeRunCreated, 1790928000000,
+		map[string]any{"team": "core", "goal": "g", "cwd": "/srv"}))
+}
+
+// importProgressWriteOf is the write that imports the source's task.progress line seq of run (as foreign.imported),
+// a second after 08:00 for each seq past 6.
+func importProgressWriteOf(run string, seq int) map[string]any {
+	return importWriteOf(fmt.Sprintf("import:%s:seq:%d", run, seq), run, importEventOf(events.TypeForeignImported,
+		1790928000000+int64(seq-6)*1000, map[string]any{"source": "picrew", "type": "task.progress", "seq": seq,
+			"time": fmt.Sprintf("2026-10-02T08:00:%02d.000Z", seq-6)}))
 }
 
 type importResults struct {
@@ -39,13 +55,11 @@ func TestImportAppend(t *testing.T) {
 	a.helloAdmin()
 	const run = "team_20261201120000_0000000000000001"
 	writes := []map[string]any{
-		importWriteOf("import:"+run+":run", run, importEventOf(events.TypeRunCreated, 1790928000000,
-			map[string]any{"team": "core", "goal": "g", "cwd": "/srv"})),
+		importRunWriteOf(run),
 		importWriteOf("import:"+run+":task:01_plan", run, importEventOf(events.TypeTaskCreated, 1790928000000,
 			map[string]any{"taskId": "01_plan", "role": "planner", "agent": "planner", "title": "plan", "cwd": "/srv",
 				"dependsOn": []string{}, "stepId": "plan", "kind": "workflow"})),
-		importWriteOf("import:"+run+":seq:7", run, importEventOf(events.TypeForeignImported, 1790928001000,
-			map[string]any{"source": "picrew", "type": "task.progress", "seq": 7, "time": "2026-10-02T08:00:01.000Z"})),
+		importProgressWriteOf(run, 7),
 		importWriteOf("import:"+run+":seq:8", run, importEventOf(events.TypeCredentialIssued, 0,
 			map[string]any{"taskId": "01_plan", "role": "worker", "digest": "00"})),
 	}
@@ -348,4 +362,53 @@ func TestImportAppendCannotClaimTheEngineClocksIDs(t *testing.T) {
 		require.True(t, ok)
 		require.Equal(t, projections.DelegationTimedOut, d.Status)
 	})
+}
+
+// spaceAfter is the engine's free-space check, full once it has been asked left more times.
+type spaceAfter struct{ left atomic.Int64 }
+
+func (g *spaceAfter) CheckSpace() error {
+	if g.left.Add(-1) < 0 {
+		return fmt.Errorf("the test's disk is full")
+	}
+	return nil
+}
+
+// TestImportAppendDiskFullDecidesNoneOfTheWrites: the disk fills while a batch is taken in, after its first write;
+// the call is answered disk-full and none of its writes is recorded, as the protocol says, where the first was
+// recorded under that answer. Sent again once there is room, every write is decided once.
+func TestImportAppendDiskFullDecidesNoneOfTheWrites(t *testing.T) {
+	g := &spaceAfter{}
+	g.left.Store(1 << 30)
+	f := newFixture(t, fixtureOpts{space: g})
+	a := f.dial()
+	a.helloAdmin()
+	const run = "team_20261201120000_0000000000000003"
+	writes := []map[string]any{
+		importRunWriteOf(run),
+		importProgressWriteOf(run, 7),
+		importProgressWriteOf(run, 8),
+	}
+	params := map[string]any{"source": "picrew", "writes": writes}
+	head, _ := f.log.Head()
+	g.left.Store(1)
+	a.fails(methodImportAppend, params, wire.CodeDiskFull)
+	after, _ := f.log.Head()
+	require.Equal(t, head, after, "a disk-full decides none of the writes")
+	f.eng.Read(func(st *projections.State) {
+		_, ok := st.Run(run)
+		require.False(t, ok)
+	})
+
+	g.left.Store(1 << 30)
+	var res importResults
+	r := a.call(methodImportAppend, params)
+	require.Nil(t, r.Error)
+	require.NoError(t, json.Unmarshal(r.Result, &res))
+	require.Len(t, res.Results, 3)
+	for _, w := range res.Results {
+		require.Nil(t, w.Error, w.CommandID)
+		require.False(t, w.Replayed, w.CommandID)
+		require.Equal(t, 1, w.Appended, w.CommandID)
+	}
 }

@@ -455,9 +455,10 @@ func (e *Engine) Submit(ctx context.Context, r Request) (Reply, error) {
 // caller's in between, and waits for every answer: the writer decides them
 // in that order, usually in one group (one synced append), so a batch of
 // dependent commands (an import's records) costs one commit, not one each.
-// The answers are in the order of rs. A request that cannot be queued
-// (a command id without a principal, a closed engine) ends the batch:
-// the requests before it are answered, the rest are not sent. With a
+// The answers are in the order of rs. A request refused before it is
+// queued (a disk below its minimum, a failed engine) refuses the batch,
+// none of it sent; one that cannot be queued (a closed engine, ctx ended)
+// ends it: the requests before it are answered, the rest are not sent. With a
 // Forwarder (a follower of a cluster) the requests are submitted one after
 // the other, each answered before the next is sent, so the order holds.
 func (e *Engine) SubmitAll(ctx context.Context, rs []Request) ([]Reply, error) {
@@ -472,15 +473,22 @@ func (e *Engine) SubmitAll(ctx context.Context, rs []Request) ([]Reply, error) {
 		}
 		return out, nil
 	}
-	ps := make([]*pending, 0, len(rs))
-	var qerr error
+	// NB: every request is prepared before the first is queued, so that what prepare refuses (a disk below its
+	// minimum, a failed engine) refuses the batch before any of it is decided, rather than after its first requests
+	// were recorded under an answer that says the batch failed.
+	prepared := make([]*pending, len(rs))
 	for i, r := range rs {
 		p, err := e.prepare(r)
-		if err == nil {
-			p.caller = i == len(rs)-1 && r.Actor.Role != events.RoleEngine
-			err = e.enqueue(ctx, p)
-		}
 		if err != nil {
+			return nil, err
+		}
+		p.caller = i == len(rs)-1 && r.Actor.Role != events.RoleEngine
+		prepared[i] = p
+	}
+	ps := make([]*pending, 0, len(rs))
+	var qerr error
+	for _, p := range prepared {
+		if err := e.enqueue(ctx, p); err != nil {
 			qerr = err
 			break
 		}

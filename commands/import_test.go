@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -50,11 +51,44 @@ func TestSubmitAllDecidesInOrder(t *testing.T) {
 	}
 	require.Equal(t, head, f.eng.Head(), "nothing appended twice")
 
-	// A request that cannot be queued ends the batch after those before it.
+	// A request refused before it is queued refuses the batch: none of it is sent.
 	bad := append(batch[:1:1], Request{CommandID: "x", Command: batch[1].Command})
 	replies, err = f.eng.SubmitAll(context.Background(), bad)
 	require.ErrorContains(t, err, "a command id needs a principal")
-	require.Len(t, replies, 1)
+	require.Empty(t, replies)
+}
+
+// spaceFor is a free-space check that reports low space once it has been asked left times.
+type spaceFor struct{ left atomic.Int64 }
+
+func (g *spaceFor) CheckSpace() error {
+	if g.left.Add(-1) < 0 {
+		return errLowSpace
+	}
+	return nil
+}
+
+// TestSubmitAllLowSpaceRefusesTheWholeBatch: space runs low while a batch is taken in, after its first request; the
+// batch is refused ErrNoSpace with none of it decided, where its first request was recorded under that refusal.
+func TestSubmitAllLowSpaceRefusesTheWholeBatch(t *testing.T) {
+	guard := &spaceFor{}
+	guard.left.Store(1 << 30)
+	f := openEngineWith(t, vfs.NewMem(), newTestClock(), Options{Space: guard})
+	batch := []Request{
+		importOf("R", "import:R:run", events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"}),
+		importOf("R", "import:R:task:T", events.TypeTaskCreated, &events.TaskCreated{TaskID: "T", Role: "executor",
+			StepID: "s", Kind: events.TaskKindWorkflow}),
+	}
+	head := f.eng.Head()
+	guard.left.Store(1)
+	replies, err := f.eng.SubmitAll(context.Background(), batch)
+	require.ErrorIs(t, err, ErrNoSpace)
+	require.Empty(t, replies)
+	require.Equal(t, head, f.eng.Head(), "nothing decided")
+	f.eng.Read(func(s *projections.State) {
+		_, ok := s.Run("R")
+		require.False(t, ok)
+	})
 }
 
 // TestImportRefuses: only a runtime's history is importable, into a run that exists (or that the write creates).
