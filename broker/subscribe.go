@@ -59,8 +59,10 @@ func handleSubscribe(cl *call) (any, error) {
 	if !ok {
 		return nil, errConnClosed
 	}
-	err := readableFrom(c.s.log, runID, since+1)
-	done()
+	err := func() error {
+		defer done() // NB: given back on every path, a panic the server recovers from included
+		return readableFrom(c.s.log, runID, since+1)
+	}()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errReplay, err)
 	}
