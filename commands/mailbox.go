@@ -28,6 +28,10 @@ const (
 	ToGroup = "group"
 )
 
+// recipientName reports whether id is one msg.send reads as a group of mailboxes (ToParent, ToAll, ToGroup) before
+// it looks for a task of that name: a task so named could never be sent a message of its own.
+func recipientName(id string) bool { return id == ToParent || id == ToAll || id == ToGroup }
+
 // orchestratorSender is the From of messages the orchestrator (or an admin
 // acting for it) sends.
 const orchestratorSender = events.OrchestratorKey
