@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -141,7 +140,7 @@ var options = []option{
 	{"data", kindString, "DIR", "data directory: admin.token, server.key and the event store (store/)", DefaultDataDir},
 	{"socket", kindString, "PATH", "unix socket path the broker listens on (a new directory is made 0700; an existing one others may reach is refused)", DefaultSocketPath},
 	{"socket-group", kindString, "GROUP", "group (name or id) whose members may connect: the socket is made 0660 and a new directory 0750, with that group (default: only crewd's own user)", fixed("")},
-	{"config", kindString, "FILE", "JSON file with any of these settings by flag name, e.g. {\"max-slots\": 4}; flags override it", fixed("")},
+	{"config", kindString, "FILE", "JSON file with any of these settings by flag name, each at most once (an unknown or repeated key is refused), e.g. {\"max-slots\": 4}; flags override it", fixed("")},
 	{"picrew-config", kindString, "FILE", "a pi-crew config file (JSON) whose nesting.* and broker.* keys set --nesting, --max-depth, --max-slots, --wait-methods, --max-frame and --outbound-queue-cap; unknown keys are reported; --config and flags override it", fixed("")},
 	{"nesting", kindBool, "[=BOOL]", "allow workers to delegate (nesting.enabled; off by default, as pi-crew ships)", fixed("false")},
 	{"max-depth", kindInt, "N", fmt.Sprintf("deepest delegation depth, %d..%d (nesting.maxDepth)", commands.MinMaxDepth, commands.MaxMaxDepth), fixed("2")},
@@ -466,12 +465,14 @@ func readConfigFile(path string) (map[string]string, []error) {
 	if err != nil {
 		return nil, []error{fmt.Errorf("daemon: config file: %w", err)}
 	}
-	var fields map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&fields); err != nil || fields == nil || dec.More() {
-		return nil, []error{fmt.Errorf("daemon: config file %s: not one JSON object", path)}
+	fields, duplicates, err := decodeObject(data)
+	if err != nil {
+		return nil, []error{fmt.Errorf("daemon: config file %s: %w", path, err)}
 	}
 	var errs []error
+	for _, key := range duplicates {
+		errs = append(errs, fmt.Errorf("daemon: config file %s: duplicate key %q", path, key))
+	}
 	out := make(map[string]string, len(fields))
 	for key, raw := range fields {
 		o, ok := lookupOption(key)

@@ -252,9 +252,11 @@ func TestLoadInvalidConfigFile(t *testing.T) {
 		{"not json", `{`, []string{"not one JSON object"}},
 		{"array", `[]`, []string{"not one JSON object"}},
 		{"two objects", `{} {}`, []string{"not one JSON object"}},
+		{"trailing bracket", `{} ]`, []string{"not one JSON object"}},
 		{"unknown key and bad types", `{"max-slot": 3, "config": "x", "nesting": "yes", "max-depth": "4", "data": 1, "settle-grace": true}`,
 			[]string{`unknown key "max-slot"`, `unknown key "config"`, "nesting: must be a boolean", "max-depth: must be a number",
 				"data: must be a string", "settle-grace: must be a string"}},
+		{"duplicate key", `{"max-slots": 4, "nesting": true, "max-slots": 8}`, []string{`duplicate key "max-slots"`}},
 		{"bad values", `{"max-depth": 11, "max-slots": 2.5}`, []string{"max-depth in ", ": 11 is outside 1..10", `max-slots in `, `"2.5" is not an integer`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
