@@ -36,6 +36,9 @@ type runsPage struct {
 	NextCursor string            `json:"nextCursor,omitempty"`
 }
 
+// maxRunsLimit is the largest page query.runs gives (docs/protocol.md).
+const maxRunsLimit = 1000
+
 func (a *app) runsCmd() *cobra.Command {
 	var status, cursor string
 	var limit int
@@ -45,6 +48,9 @@ func (a *app) runsCmd() *cobra.Command {
 		Short: "List runs (query.runs)",
 		Args:  args(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 0 || limit > maxRunsLimit {
+				return usagef("runs: --limit %d is outside 0..%d (0: the daemon's default)", limit, maxRunsLimit)
+			}
 			p := map[string]any{}
 			if status != "" {
 				p["status"] = strings.Split(status, ",")
@@ -83,7 +89,7 @@ func (a *app) runsCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&status, "status", "", "only runs in these statuses (comma-separated)")
-	c.Flags().IntVar(&limit, "limit", 0, "page size (the daemon's default when 0)")
+	c.Flags().IntVar(&limit, "limit", 0, fmt.Sprintf("page size, 0..%d (0: the daemon's default)", maxRunsLimit))
 	c.Flags().StringVar(&cursor, "cursor", "", "continue after a previous page")
 	c.Flags().BoolVar(&newest, "newest", false, "newest first")
 	return c

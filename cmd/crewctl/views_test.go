@@ -322,3 +322,19 @@ func TestCancelAnyRunsDelegation(t *testing.T) {
 	r = crewctl(t, f.dial, "cancel", "--token-file", tok)
 	require.Equal(t, exitUsage, r.code)
 }
+
+// TestRunsLimitOutOfRange: a --limit query.runs cannot take is a usage error, before crewd is asked, where a
+// negative one was dropped and the daemon's default page answered.
+func TestRunsLimitOutOfRange(t *testing.T) {
+	tok := filepath.Join(t.TempDir(), "admin.token")
+	require.NoError(t, writeFile(tok, "t0ken"))
+	for _, limit := range []string{"-1", "1001"} {
+		t.Run(limit, func(t *testing.T) {
+			f := newFake(t)
+			r := crewctl(t, f.dial, "runs", "--limit", limit, "--token-file", tok)
+			require.Equal(t, exitUsage, r.code, r.err)
+			require.Contains(t, r.err, "--limit "+limit+" is outside 0..1000")
+			require.Empty(t, f.calls)
+		})
+	}
+}
