@@ -289,6 +289,12 @@ func TestMainUsage(t *testing.T) {
 	require.Equal(t, 2, Main(context.Background(), []string{"compare", "--duration", "0s"}, &out, &errw))
 	require.Equal(t, 1, Main(context.Background(), []string{"compare", "--only", "nosuch"}, &out, &errw))
 	require.Contains(t, errw.String(), "unknown implementation")
+	// --only nosuch stops a compare these flags let through before it times anything.
+	for _, rounds := range []string{"0", "-1"} {
+		errw.Reset()
+		require.Equal(t, 2, Main(context.Background(), []string{"compare", "--rounds", rounds, "--only", "nosuch"}, &out, &errw))
+		require.Contains(t, errw.String(), "--rounds must be at least 1, got "+rounds)
+	}
 }
 
 // socketLine signals when crewd has printed its socket line.

@@ -93,6 +93,9 @@ Ratios are taken within a round and summarised over rounds as median (min–max)
 			if o.Duration <= 0 {
 				return usageError{fmt.Errorf("--duration must be positive")}
 			}
+			if o.Rounds < 1 {
+				return usageError{fmt.Errorf("--rounds must be at least 1, got %d", o.Rounds)}
+			}
 			if o.Load.Rate < 0 {
 				return usageError{fmt.Errorf("--rate must not be negative")}
 			}
@@ -125,7 +128,7 @@ Ratios are taken within a round and summarised over rounds as median (min–max)
 	f.StringSliceVar(&o.Only, "only", nil, "only these implementations ("+strings.Join(implNames(), ", ")+"; default all but the optional crewlog-noid, crewlog-jetstream-r3-early and jetstream-async)")
 	f.StringVar(&o.Dir, "dir", "", "directory for the stores (default: a temporary one, removed after)")
 	f.StringVar(&out, "out", "", "write the markdown table to this file instead of stdout")
-	f.IntVar(&o.Rounds, "rounds", 3, "rounds of the whole matrix, implementation order rotated; medians and ranges over rounds")
+	f.IntVar(&o.Rounds, "rounds", 3, "rounds of the whole matrix, at least 1, implementation order rotated; medians and ranges over rounds")
 	f.StringVar(&o.Profile.Prefix, "profile", "", "write a CPU and an allocation profile of each timed cell of one implementation to PREFIX-<impl>-<n>.cpu.pprof, .allocs.pprof and .allocs-base.pprof (the allocations before the cell: pass it to pprof's -base); for socket, the server process's too, as PREFIX-socket-<n>.server.cpu.pprof and so on")
 	f.StringVar(&o.Profile.Impl, "profile-impl", reference, "the implementation --profile profiles")
 	f.BoolVar(&o.Profile.Trace, "trace", false, "with --profile, also write an execution trace of each profiled cell to PREFIX-<impl>-<n>.trace (go tool trace; -pprof=sched: where goroutines waited for a processor); it traces this process only: for socket, the clients, not the server")

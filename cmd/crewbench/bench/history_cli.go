@@ -45,6 +45,9 @@ start-up and memory figures.`,
 			if o.Dir == "" {
 				return usageError{errHistoryData}
 			}
+			if err := historyFlagsErr(o, mo); err != nil {
+				return usageError{err}
+			}
 			if o.Runs < 1 || o.Active < 0 || o.Active >= o.Runs {
 				return usageError{errHistoryShape}
 			}
@@ -77,13 +80,13 @@ start-up and memory figures.`,
 	f.Int64Var(&o.Events, "events", 1_000_000, "events in the store")
 	f.IntVar(&o.Runs, "runs", 1000, "runs in the store")
 	f.IntVar(&o.Active, "active", 10, "runs left running (the newest)")
-	f.Int64Var(&o.ActiveEvents, "active-events", DefaultActiveEvents, "events in each active run, whatever --events and --runs")
+	f.Int64Var(&o.ActiveEvents, "active-events", DefaultActiveEvents, fmt.Sprintf("events in each active run, whatever --events and --runs, at least %d", minActiveEvents))
 	f.StringVar(&o.Dir, "data", "", "crewd data directory to write the store into (its store/ must not exist)")
-	f.IntVar(&o.Submitters, "submitters", 64, "concurrent submitters while writing")
-	f.DurationVar(&o.Span, "span", 7*24*time.Hour, "how far back the history's engine clock begins (it ends now)")
+	f.IntVar(&o.Submitters, "submitters", 64, "concurrent submitters while writing, at least 1")
+	f.DurationVar(&o.Span, "span", 7*24*time.Hour, "how far back the history's engine clock begins (it ends now), positive")
 	f.StringVar(&mo.Crewd, "crewd", "", "the crewd binary (default: crewd next to crewbench, else on PATH)")
-	f.IntVar(&mo.Starts, "starts", 3, "times crewd is started to time its start-up")
-	f.IntVar(&mo.Calls, "calls", 200, "calls of each query")
+	f.IntVar(&mo.Starts, "starts", 3, "times crewd is started to time its start-up, at least 1")
+	f.IntVar(&mo.Calls, "calls", 200, "calls of each query, at least 1")
 	f.IntVar(&mo.Write, "write", -1, "events to write over the socket after the queries (-1: enough for crewd to snapshot)")
 	f.BoolVar(&onlyWrite, "write-only", false, "write the store, do not measure")
 	f.BoolVar(&onlyMeasure, "measure-only", false, "measure the store already in --data (written with the same --runs and --active)")
@@ -103,4 +106,25 @@ func findCrewd() string {
 		return p
 	}
 	return "crewd"
+}
+
+// historyFlagsErr refuses the counts and span history cannot use. WriteHistory and MeasureHistory take a zero one
+// for their default; given on the command line it is a mistake, and the history written would not be the one asked
+// for.
+func historyFlagsErr(o HistoryOptions, mo MeasureOptions) error {
+	switch {
+	case o.Submitters < 1:
+		return fmt.Errorf("--submitters must be at least 1, got %d", o.Submitters)
+	case o.Span <= 0:
+		return fmt.Errorf("--span must be positive, got %s", o.Span)
+	case o.ActiveEvents < minActiveEvents:
+		return fmt.Errorf("--active-events must be at least %d, got %d", minActiveEvents, o.ActiveEvents)
+	case mo.Starts < 1:
+		return fmt.Errorf("--starts must be at least 1, got %d", mo.Starts)
+	case mo.Calls < 1:
+		return fmt.Errorf("--calls must be at least 1, got %d", mo.Calls)
+	case mo.Write < -1:
+		return fmt.Errorf("--write must be -1 or more, got %d", mo.Write)
+	}
+	return nil
 }

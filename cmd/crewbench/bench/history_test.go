@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -60,6 +61,28 @@ func TestWriteHistoryNoneActive(t *testing.T) {
 func TestWriteHistoryTooFewEvents(t *testing.T) {
 	_, err := WriteHistory(context.Background(), HistoryOptions{Events: 100, Runs: 10, Dir: t.TempDir()})
 	require.ErrorIs(t, err, errHistoryEvents)
+}
+
+// TestHistoryFlagsOutOfRange: a count or span history cannot use is a usage error naming the flag, where it was
+// replaced by the default and a history other than the one asked for was written and measured. --runs 0 stops a
+// history these flags let through before it writes anything.
+func TestHistoryFlagsOutOfRange(t *testing.T) {
+	for _, tc := range []struct{ flag, value, want string }{
+		{"--submitters", "0", "--submitters must be at least 1, got 0"},
+		{"--span", "-1h", "--span must be positive, got -1h0m0s"},
+		{"--span", "0s", "--span must be positive, got 0s"},
+		{"--active-events", "0", "--active-events must be at least " + strconv.Itoa(minActiveEvents) + ", got 0"},
+		{"--starts", "-2", "--starts must be at least 1, got -2"},
+		{"--calls", "0", "--calls must be at least 1, got 0"},
+		{"--write", "-2", "--write must be -1 or more, got -2"},
+	} {
+		t.Run(tc.flag+"="+tc.value, func(t *testing.T) {
+			var out, errw bytes.Buffer
+			code := Main(context.Background(), []string{"history", "--data", t.TempDir(), "--runs", "0", tc.flag + "=" + tc.value}, &out, &errw)
+			require.Equal(t, 2, code, errw.String())
+			require.Contains(t, errw.String(), tc.want)
+		})
+	}
 }
 
 // verifiedHistory checks the store in dir (integrity and invariants, head),
