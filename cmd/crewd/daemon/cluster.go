@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -44,7 +45,7 @@ type Cluster struct {
 }
 
 var clusterOptions = []option{
-	{"store", kindString, "pebble|jetstream", "where the log commits: pebble (this machine's store) or jetstream (a NATS JetStream stream shared by several crewds, one of them writing; the store in --data is this crewd's copy)", fixed(StorePebble)},
+	{"store", kindString, "pebble|jetstream", "where the log commits: pebble (this machine's store) or jetstream (a NATS JetStream stream shared by several crewds, one of them writing; the store in --data is this crewd's copy); the flags below apply only with jetstream and are refused without it", fixed(StorePebble)},
 	{"nats", kindString, "URL[,URL]", "NATS server URLs (--store jetstream)", fixed("")},
 	{"nats-creds", kindString, "FILE", "NATS credentials file (JWT and nkey seed), as NATS users issue them", fixed("")},
 	{"nats-tls-ca", kindString, "FILE", "PEM certificates to trust for the NATS servers' TLS (default: the system's)", fixed("")},
@@ -66,6 +67,13 @@ func loadCluster(integer func(name string, lo, hi int) int, duration func(name s
 	store, src := str("store")
 	switch store {
 	case StorePebble:
+		// NB: a cluster setting given on its own is a crewd meant to join a cluster, which started alone would
+		// answer from a store no other crewd shares.
+		for _, o := range clusterOptions {
+			if _, src := str(o.name); o.name != "store" && !strings.HasPrefix(src, "default ") {
+				fail("%s: applies only with --store jetstream", src)
+			}
+		}
 		return store, Cluster{}
 	case StoreJetStream:
 	default:

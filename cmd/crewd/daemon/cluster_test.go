@@ -33,6 +33,11 @@ func TestLoadJetStream(t *testing.T) {
 		args []string
 		want string
 	}{
+		// A cluster setting without --store jetstream would leave crewd on its own store, the stream unwritten.
+		{[]string{"--nats", "nats://a"}, "--nats: applies only with --store jetstream"},
+		{[]string{"--store", "pebble", "--replicas", "9"}, "--replicas: applies only with --store jetstream"},
+		{[]string{"--nats-pipeline"}, "--nats-pipeline: applies only with --store jetstream"},
+		{[]string{"--config", writeFile(t, "c.json", `{"nats": "nats://a", "lease-ttl": "5s"}`)}, "lease-ttl in "},
 		{[]string{"--store", "jetstream"}, "--store jetstream needs --nats"},
 		{[]string{"--store", "raft"}, `--store: "raft" is not one of pebble, jetstream`},
 		{[]string{"--store", "jetstream", "--nats", "nats://a", "--replicas", "7"}, "--replicas: 7 is outside 1..5"},
