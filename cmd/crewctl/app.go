@@ -103,6 +103,9 @@ open or read the store, reach crewd, or crewd could not read its own
 (replay-failed).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return a.checkStreamFlags(cmd)
+		},
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("%v", err) })
@@ -111,9 +114,9 @@ open or read the store, reach crewd, or crewd could not read its own
 	pf.StringVar(&a.socket, "socket", defaultSocket(), "crewd's unix socket")
 	pf.StringVar(&a.tokenFile, "token-file", "", "admin token file (default <data>/admin.token)")
 	pf.BoolVar(&a.json, "json", false, "print JSON for scripts instead of text")
-	pf.StringVar(&a.nats.urls, "nats", "", "NATS URL[,URL] of a JetStream cluster: verify, replay and backup read the stream instead of --data's store")
-	pf.StringVar(&a.nats.creds, "nats-creds", "", "NATS credentials file for --nats")
-	pf.StringVar(&a.nats.stream, "stream", "CREWLOG", "the JetStream stream holding the log (with --nats)")
+	pf.StringVar(&a.nats.urls, "nats", "", "NATS URL[,URL] of a JetStream cluster: verify, replay and backup read the stream instead of --data's store, migrate-store moves a log to or from it; other commands refuse it")
+	pf.StringVar(&a.nats.creds, "nats-creds", "", "NATS credentials file for --nats (refused without it)")
+	pf.StringVar(&a.nats.stream, "stream", "CREWLOG", "the JetStream stream holding the log (with --nats; refused without it)")
 	root.AddCommand(a.replayCmd(), a.verifyCmd(), a.backupCmd(), a.restoreCmd(),
 		a.runsCmd(), a.showCmd(), a.tasksCmd(), a.delegationsCmd(), a.ledgerCmd(), a.slotsCmd(), a.eventsCmd(), a.jobsCmd(),
 		a.cancelCmd(), a.migrateCmd(), a.migrateStoreCmd(), a.importCmd(), a.tokenCmd())

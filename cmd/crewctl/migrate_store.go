@@ -56,13 +56,16 @@ command removes both and copies again.`,
 			case "jetstream":
 				return a.migrateToStream(cmd.Context(), replicas)
 			case "pebble":
+				if cmd.Flags().Changed("replicas") {
+					return usagef("migrate-store: --replicas applies only with --to jetstream")
+				}
 				return a.migrateToPebble(cmd.Context())
 			}
 			return usagef("migrate-store: --to must be jetstream or pebble, got %q", to)
 		},
 	}
 	c.Flags().StringVar(&to, "to", "", "jetstream (from --data's store into the stream) or pebble (from the stream into --data's store)")
-	c.Flags().IntVar(&replicas, "replicas", 3, "replicas of the stream --to jetstream creates, 1..5")
+	c.Flags().IntVar(&replicas, "replicas", 3, "replicas of the stream --to jetstream creates, 1..5 (refused with --to pebble)")
 	return c
 }
 

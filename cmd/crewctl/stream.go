@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
 
 	"github.com/crewlog/crewlog/cmd/crewd/daemon"
 	"github.com/crewlog/crewlog/eventlog"
@@ -19,6 +21,29 @@ type streamFlags struct {
 	urls   string
 	creds  string
 	stream string
+}
+
+// streamCommands are the commands that read a JetStream stream when --nats is given.
+var streamCommands = []string{"verify", "replay", "backup", "migrate-store"}
+
+// checkStreamFlags refuses a stream flag cmd would not use: without --nats, --stream and --nats-creds name nothing
+// and the command would read --data's store in their place; --nats on a command that reads no stream would be
+// ignored, and its answer taken for the cluster's.
+func (a *app) checkStreamFlags(cmd *cobra.Command) error {
+	if !a.fromStream() {
+		for _, name := range []string{"stream", "nats-creds"} {
+			if cmd.Flags().Changed(name) {
+				return usagef("--%s applies only with --nats", name)
+			}
+		}
+		return nil
+	}
+	for _, name := range streamCommands {
+		if cmd.CommandPath() == "crewctl "+name {
+			return nil
+		}
+	}
+	return usagef("%s: --nats applies only to verify, replay, backup and migrate-store", strings.TrimPrefix(cmd.CommandPath(), "crewctl "))
 }
 
 // fromStream reports whether --nats was given.

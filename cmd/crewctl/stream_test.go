@@ -194,3 +194,29 @@ func TestStreamCopyWhoseSyncFailsLeavesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamFlagsOnlyWhereTheyApply: a stream setting a command would not use is a usage error naming it, where the
+// command ran without it: verify --stream PROD without --nats verified --data's store and said it was sound.
+func TestStreamFlagsOnlyWhereTheyApply(t *testing.T) {
+	data := scenarioData(t)
+	tok := filepath.Join(t.TempDir(), "admin.token")
+	require.NoError(t, writeFile(tok, "t0ken"))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"verify", "--data", data, "--stream", "PROD"}, "--stream applies only with --nats"},
+		{[]string{"replay", "--data", data, "--nats-creds", "crewd.creds"}, "--nats-creds applies only with --nats"},
+		{[]string{"runs", "--nats", "nats://127.0.0.1:1", "--token-file", tok}, "runs: --nats applies only to verify, replay, backup and migrate-store"},
+		{[]string{"migrate-store", "--nats", "nats://127.0.0.1:1", "--to", "pebble", "--replicas", "5", "--data", filepath.Join(t.TempDir(), "d")},
+			"migrate-store: --replicas applies only with --to jetstream"},
+	} {
+		t.Run(tc.args[0], func(t *testing.T) {
+			f := newFake(t)
+			r := crewctl(t, f.dial, tc.args...)
+			require.Equal(t, exitUsage, r.code, r.err)
+			require.Contains(t, r.err, tc.want)
+			require.Empty(t, f.calls)
+		})
+	}
+}
