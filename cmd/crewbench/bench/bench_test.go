@@ -297,6 +297,26 @@ func TestMainUsage(t *testing.T) {
 	}
 }
 
+// TestCompareProfileFlags: a profile compare would not take is a usage error naming the flag, where the compare ran
+// its hours and wrote no profile. --duration 0s stops a compare these flags let through before it times anything.
+func TestCompareProfileFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--trace"}, "--profile-impl and --trace apply only with --profile"},
+		{[]string{"--profile-impl", "sqlite-group"}, "--profile-impl and --trace apply only with --profile"},
+		{[]string{"--profile", "p", "--profile-impl", "crewlg"}, `--profile-impl "crewlg" is not among the implementations compared`},
+		{[]string{"--profile", "p", "--only", "sqlite-group,pebble"}, `--profile-impl "crewlog" is not among the implementations compared (sqlite-group, pebble)`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var out, errw bytes.Buffer
+			require.Equal(t, 2, Main(context.Background(), append([]string{"compare", "--duration", "0s"}, tc.args...), &out, &errw))
+			require.Contains(t, errw.String(), tc.want)
+		})
+	}
+}
+
 // socketLine signals when crewd has printed its socket line.
 type socketLine struct {
 	mu    sync.Mutex

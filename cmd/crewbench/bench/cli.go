@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -90,6 +91,9 @@ clients, payloads read back, sync calls counted under strace), or it is reported
 Ratios are taken within a round and summarised over rounds as median (min–max).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := profileFlagsErr(cmd.Flags(), o); err != nil {
+				return usageError{err}
+			}
 			if o.Duration <= 0 {
 				return usageError{fmt.Errorf("--duration must be positive")}
 			}
@@ -130,8 +134,32 @@ Ratios are taken within a round and summarised over rounds as median (min–max)
 	f.StringVar(&out, "out", "", "write the markdown table to this file instead of stdout")
 	f.IntVar(&o.Rounds, "rounds", 3, "rounds of the whole matrix, at least 1, implementation order rotated; medians and ranges over rounds")
 	f.StringVar(&o.Profile.Prefix, "profile", "", "write a CPU and an allocation profile of each timed cell of one implementation to PREFIX-<impl>-<n>.cpu.pprof, .allocs.pprof and .allocs-base.pprof (the allocations before the cell: pass it to pprof's -base); for socket, the server process's too, as PREFIX-socket-<n>.server.cpu.pprof and so on")
-	f.StringVar(&o.Profile.Impl, "profile-impl", reference, "the implementation --profile profiles")
+	f.StringVar(&o.Profile.Impl, "profile-impl", reference, "the implementation --profile profiles: one of those compared (--only)")
 	f.BoolVar(&o.Profile.Trace, "trace", false, "with --profile, also write an execution trace of each profiled cell to PREFIX-<impl>-<n>.trace (go tool trace; -pprof=sched: where goroutines waited for a processor); it traces this process only: for socket, the clients, not the server")
 	f.Float64Var(&o.Load.Rate, "rate", 0, "open loop: operations per second scheduled at fixed times, latency from the scheduled time (0: closed loop)")
 	return c
+}
+
+// profileFlagsErr refuses a profile compare would not write: --profile-impl or --trace without --profile, or an
+// implementation --profile-impl names that is not compared. Each would leave a run of the whole matrix with no
+// profile, found out only at its end.
+func profileFlagsErr(flags *pflag.FlagSet, o CompareOptions) error {
+	if o.Profile.Prefix == "" {
+		if flags.Changed("profile-impl") || o.Profile.Trace {
+			return errors.New("--profile-impl and --trace apply only with --profile")
+		}
+		return nil
+	}
+	impls, err := selectImpls(o.Only)
+	if err != nil {
+		return nil // Compare names the unknown implementation
+	}
+	names := make([]string, len(impls))
+	for i, im := range impls {
+		names[i] = im.Name
+	}
+	if !slices.Contains(names, o.Profile.Impl) {
+		return fmt.Errorf("--profile-impl %q is not among the implementations compared (%s)", o.Profile.Impl, strings.Join(names, ", "))
+	}
+	return nil
 }
