@@ -104,6 +104,10 @@ open or read the store, reach crewd, or crewd could not read its own
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			// NB: an empty socket would be dialled as given, and backup would take it for a crewd not running.
+			if cmd.Flags().Changed("socket") && a.socket == "" {
+				return usagef("--socket: a path is required")
+			}
 			return a.checkStreamFlags(cmd)
 		},
 	}

@@ -338,3 +338,15 @@ func TestRunsLimitOutOfRange(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptySocketRefused: --socket "" is a usage error naming the flag, where it was dialled as given (the error
+// naming no socket) and backup took its offline path for a crewd it never looked for.
+func TestEmptySocketRefused(t *testing.T) {
+	tok := filepath.Join(t.TempDir(), "admin.token")
+	require.NoError(t, writeFile(tok, "t0ken"))
+	f := newFake(t)
+	r := crewctl(t, f.dial, "runs", "--socket", "", "--token-file", tok)
+	require.Equal(t, exitUsage, r.code, r.err)
+	require.Contains(t, r.err, "--socket: a path is required")
+	require.Empty(t, f.calls)
+}
