@@ -280,6 +280,12 @@ func (n *Node) serve(m *nats.Msg) {
 			ctx, cancel := context.WithTimeout(n.ctx, n.o.ForwardTimeout)
 			rep, err = n.eng.Submit(ctx, r)
 			cancel()
+			if ferr := n.eng.Err(); err != nil && n.ctx.Err() != nil && ferr != nil {
+				// NB: the node stopped because its engine failed (a fenced commit: another writer appended), which
+				// cancels n.ctx: the request is answered with that failure, as the engine answers the requests it
+				// held, not with the context the stop cancelled first.
+				err = ferr
+			}
 		}
 		b, eerr := commands.EncodeReply(rep, err)
 		if eerr != nil {
