@@ -62,7 +62,8 @@ const maxImportTimeMs = 9e12
 // subId, refused when it is not an id (safeID) or names a workflow task of
 // the run (workflowTask), a free text, refused when it is longer than
 // crewlog's own command records it (importedTextProblem), an id longer than any
-// crewlog records (importedIDProblem), and an allocation
+// crewlog records (importedIDProblem), a task id task.create refuses (a reserved word, or an empty taskId:
+// importedTaskIDProblem), and an allocation
 // top-up (events.ImportTopUpSubID), recorded as what its task lacks of the
 // spend it carries (importedTopUp).
 type Import struct {
@@ -324,7 +325,8 @@ func noneIfEmpty(o []string) []string {
 
 // importedPayloadProblem says what makes p, the payload of an imported event of type typ, one crewlog does not record
 // (checkpointProblem, importedUsageProblem, importedBudgetProblem, importedDepthProblem, importedDependsOnProblem,
-// importedSpendProblem, importedTextProblem, importedQuestionProblem, importedIDProblem); "" when there is nothing.
+// importedSpendProblem, importedTextProblem, importedQuestionProblem, importedIDProblem, importedTaskIDProblem); ""
+// when there is nothing.
 func importedPayloadProblem(typ string, p any) string {
 	if err := checkpointProblem(p); err != nil {
 		return err.Error()
@@ -351,6 +353,9 @@ func importedPayloadProblem(typ string, p any) string {
 		return typ + ": " + bad
 	}
 	if bad := importedIDProblem(p); bad != "" {
+		return typ + ": " + bad
+	}
+	if bad := importedTaskIDProblem(p); bad != "" {
 		return typ + ": " + bad
 	}
 	return ""

@@ -185,10 +185,10 @@ func TestImportedAdmissionDeadline(t *testing.T) {
 		in       events.DelegateAdmitted
 		deadline int64
 	}{
-		"at the daemon's clock": {0, events.DelegateAdmitted{SubID: "s", TimeoutSec: 60}, now + 60_000},
-		"at its own time":       {1000, events.DelegateAdmitted{SubID: "s", TimeoutSec: 1.5}, 2500},
-		"a deadline given":      {0, events.DelegateAdmitted{SubID: "s", TimeoutSec: 60, Deadline: 7}, 7},
-		"no timeout":            {0, events.DelegateAdmitted{SubID: "s"}, 0},
+		"at the daemon's clock": {0, events.DelegateAdmitted{TaskID: "T", SubID: "s", TimeoutSec: 60}, now + 60_000},
+		"at its own time":       {1000, events.DelegateAdmitted{TaskID: "T", SubID: "s", TimeoutSec: 1.5}, 2500},
+		"a deadline given":      {0, events.DelegateAdmitted{TaskID: "T", SubID: "s", TimeoutSec: 60, Deadline: 7}, 7},
+		"no timeout":            {0, events.DelegateAdmitted{TaskID: "T", SubID: "s"}, 0},
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := tc.in
@@ -199,12 +199,12 @@ func TestImportedAdmissionDeadline(t *testing.T) {
 		})
 	}
 	for _, timeout := range []float64{1e300, math.Inf(1)} {
-		got, err := decide(0, &events.DelegateAdmitted{SubID: "s", TimeoutSec: timeout})
+		got, err := decide(0, &events.DelegateAdmitted{TaskID: "T", SubID: "s", TimeoutSec: timeout})
 		require.NoError(t, err)
 		require.Equal(t, now+MaxTimeoutSec*1000, got.Deadline, "the longest a delegation runs")
 	}
 	for _, deadline := range []int64{-1, math.MaxInt64, 9e12 + 1} {
-		_, err := decide(0, &events.DelegateAdmitted{SubID: "s", Deadline: deadline})
+		_, err := decide(0, &events.DelegateAdmitted{TaskID: "T", SubID: "s", Deadline: deadline})
 		require.ErrorContains(t, err, fmt.Sprintf("deadline %d is not a time", deadline))
 	}
 }
@@ -224,18 +224,18 @@ func TestImportedAdmissionHoldsItsSlotNoLongerThanADelegationRuns(t *testing.T) 
 		in     events.DelegateAdmitted
 		want   int64
 	}{
-		"within the bound":       {1000, events.DelegateAdmitted{SubID: "s", Deadline: 1000 + 60_000}, 1000 + 60_000},
-		"at the bound":           {1000, events.DelegateAdmitted{SubID: "s", Deadline: 1000 + bound}, 1000 + bound},
-		"past the bound":         {1000, events.DelegateAdmitted{SubID: "s", Deadline: 1000 + bound + 1}, 1000 + bound},
-		"the latest time":        {1000, events.DelegateAdmitted{SubID: "s", Deadline: 9e12}, 1000 + bound},
-		"at the daemon's clock":  {0, events.DelegateAdmitted{SubID: "s", Deadline: 9e12}, now + bound},
-		"a timeout past it":      {1000, events.DelegateAdmitted{SubID: "s", TimeoutSec: 1e9}, 1000 + bound},
-		"a timeout at the clock": {0, events.DelegateAdmitted{SubID: "s", TimeoutSec: MaxTimeoutSec + 1}, now + bound},
-		"before it was recorded": {5000, events.DelegateAdmitted{SubID: "s", Deadline: 1000}, 1000},
-		"a timeout within it":    {1000, events.DelegateAdmitted{SubID: "s", TimeoutSec: 60}, 1000 + 60_000},
+		"within the bound":       {1000, events.DelegateAdmitted{TaskID: "T", SubID: "s", Deadline: 1000 + 60_000}, 1000 + 60_000},
+		"at the bound":           {1000, events.DelegateAdmitted{TaskID: "T", SubID: "s", Deadline: 1000 + bound}, 1000 + bound},
+		"past the bound":         {1000, events.DelegateAdmitted{TaskID: "T", SubID: "s", Deadline: 1000 + bound + 1}, 1000 + bound},
+		"the latest time":        {1000, events.DelegateAdmitted{TaskID: "T", SubID: "s", Deadline: 9e12}, 1000 + bound},
+		"at the daemon's clock":  {0, events.DelegateAdmitted{TaskID: "T", SubID: "s", Deadline: 9e12}, now + bound},
+		"a timeout past it":      {1000, events.DelegateAdmitted{TaskID: "T", SubID: "s", TimeoutSec: 1e9}, 1000 + bound},
+		"a timeout at the clock": {0, events.DelegateAdmitted{TaskID: "T", SubID: "s", TimeoutSec: MaxTimeoutSec + 1}, now + bound},
+		"before it was recorded": {5000, events.DelegateAdmitted{TaskID: "T", SubID: "s", Deadline: 1000}, 1000},
+		"a timeout within it":    {1000, events.DelegateAdmitted{TaskID: "T", SubID: "s", TimeoutSec: 60}, 1000 + 60_000},
 		// A time the source wrote ahead of the engine clock (up to 2255) moved the bound with it.
-		"ahead of the clock":            {8e12, events.DelegateAdmitted{SubID: "s", Deadline: 8e12 + 60_000}, now + bound},
-		"a timeout, ahead of the clock": {8e12, events.DelegateAdmitted{SubID: "s", TimeoutSec: 60}, now + 60_000},
+		"ahead of the clock":            {8e12, events.DelegateAdmitted{TaskID: "T", SubID: "s", Deadline: 8e12 + 60_000}, now + bound},
+		"a timeout, ahead of the clock": {8e12, events.DelegateAdmitted{TaskID: "T", SubID: "s", TimeoutSec: 60}, now + 60_000},
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := tc.in
@@ -273,7 +273,7 @@ func TestImportedSlotRefusalWaitsNoLongerThanSlotWait(t *testing.T) {
 				{Type: events.TypeRunCreated, TimeMs: now, Payload: &events.RunCreated{}},
 				{Type: events.TypeRunRunning, TimeMs: now, Payload: &events.RunRunning{}},
 				{Type: events.TypeDelegateRejected, TimeMs: timeMs,
-					Payload: &events.DelegateRejected{SubID: "s1", Reason: events.ReasonSlotsExhausted}}}},
+					Payload: &events.DelegateRejected{TaskID: "T", SubID: "s1", Reason: events.ReasonSlotsExhausted}}}},
 				Env{Now: now * 1e6, CommandID: "c1", NewID: func() string { return "x" }})
 			require.NoError(t, err)
 			for i, ev := range d.Events {

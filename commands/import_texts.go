@@ -57,3 +57,25 @@ func importedIDProblem(p any) string {
 	}
 	return ""
 }
+
+// importedTaskIDProblem says which task id of p, an imported payload given as a pointer or a struct, is one
+// task.create refuses: a task.created named by a reserved word (events.TaskIDReserved), and an empty taskId wherever
+// a payload names a task (a TaskID field whose tag has no omitempty); "" when there is none. NB: an empty id is the
+// run inbox's mailbox key, and a task named "parent", "all" or "group" could never be sent a message of its own.
+func importedTaskIDProblem(p any) string {
+	if c := payloadAs[events.TaskCreated](p); c != nil && events.TaskIDReserved(c.TaskID) {
+		return fmt.Sprintf("taskId %q is the run inbox, a group of tasks or the orchestrator, not a task's", c.TaskID)
+	}
+	v := reflect.Indirect(reflect.ValueOf(p))
+	if v.Kind() != reflect.Struct {
+		return ""
+	}
+	f, ok := v.Type().FieldByName("TaskID")
+	if !ok || f.Type.Kind() != reflect.String || strings.Contains(f.Tag.Get("json"), ",omitempty") {
+		return ""
+	}
+	if v.FieldByIndex(f.Index).String() == "" {
+		return "taskId must not be empty"
+	}
+	return ""
+}

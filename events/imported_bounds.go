@@ -120,3 +120,11 @@ func ImportedIDOK(id string) bool {
 	// NB: a string of at most MaxIDChars bytes has at most as many chars; only a longer one is counted.
 	return len(id) <= MaxIDChars || utf8.RuneCountInString(id) <= MaxIDChars
 }
+
+// TaskIDReserved reports whether id is a word no task may be named: the orchestrator's credential key
+// (OrchestratorKey), and the recipient names msg.send reads as a group of mailboxes before it looks for a task
+// ("parent": the run inbox, "all": every workflow task, "group": a worker's live siblings), so a task so named could
+// never be sent a message of its own.
+func TaskIDReserved(id string) bool {
+	return id == OrchestratorKey || id == "parent" || id == "all" || id == "group"
+}
