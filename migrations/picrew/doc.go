@@ -107,7 +107,12 @@
 //     and of those the first 1024 (task.create's bound), each cut reported;
 //     a line naming a task, a delegation or a question by an id longer than
 //     256 chars is skipped, and a message's questionId or data.subId so
-//     long taken as absent, reported (events.ImportedIDOK);
+//     long taken as absent, reported (events.ImportedIDOK); a task of
+//     tasks.json, or an admission's subId, named parent, all, group or
+//     orchestrator (events.TaskIDReserved: names task.create refuses, as
+//     msg.send reads them as a group of mailboxes) is left out with its
+//     lines, and a delegation or question line with an empty taskId (the
+//     run inbox's mailbox key) skipped, each reported;
 //     an allocation with a count below zero, or a spend above 2^40, is left
 //     out, and an admission reserving less than nothing, or more than 2^40,
 //     is skipped, so spend never decreases and never saturates. A

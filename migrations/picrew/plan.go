@@ -407,6 +407,11 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 				"[A-Za-z0-9_-]): skipped", clip(d.SubID))
 			return
 		}
+		if events.TaskIDReserved(d.SubID) {
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %q: an id that names the run inbox, a group "+
+				"of tasks or the orchestrator: skipped", d.SubID)
+			return
+		}
 		if t := p.tasks[d.SubID]; t != nil && !t.shadow() || p.created[d.SubID] {
 			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %q: a workflow task of the run has that id: skipped", d.SubID)
 			return
@@ -583,12 +588,17 @@ func (p *planner) askEvent(ev *teamEvent, what string, at int64) {
 // namedID is an id a record names something by, with its field's name.
 type namedID struct{ name, id string }
 
-// idsOK reports whether every id of line ev is one crewlog records (events.ImportedIDOK); the line of one that is
-// not is reported and skipped. NB: not cut: a cut id names another task, delegation or question, and crewd's
-// import.append refuses a longer one; uncut, it was recorded, and a delegation's parent, a budget account or a
-// question kept it in every read and snapshot of the run.
+// idsOK reports whether every id of line ev is one crewlog records (events.ImportedIDOK), and its taskId is not
+// empty; the line of one that is not is reported and skipped. NB: not cut: a cut id names another task, delegation or
+// question, and crewd's import.append refuses a longer one; uncut, it was recorded, and a delegation's parent, a
+// budget account or a question kept it in every read and snapshot of the run.
 func (p *planner) idsOK(ev *teamEvent, ids ...namedID) bool {
 	for _, n := range ids {
+		if n.name == "taskId" && n.id == "" {
+			// NB: an empty id is the run inbox's mailbox key, and crewd's import.append refuses it where a task is named.
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "%s names no task: skipped", ev.Type)
+			return false
+		}
 		if !events.ImportedIDOK(n.id) {
 			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "%s: %s %s is longer than %d chars, as no id crewlog records: skipped",
 				ev.Type, n.name, clip(n.id), events.MaxIDChars)

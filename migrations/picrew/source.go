@@ -475,6 +475,10 @@ func (s *source) parseTasks(id, rel string, b []byte) []task {
 		switch {
 		case !runIDPattern.MatchString(t.ID):
 			s.skip(id, rel, 0, 0, "task %d has an unusable id %q", i, t.ID)
+		case events.TaskIDReserved(t.ID):
+			// NB: crewd's import.append refuses it, as task.create does: a task so named is never sent a message.
+			s.skip(id, rel, 0, 0, "task %d has the id %q, which names the run inbox, a group of tasks or the orchestrator: "+
+				"left out", i, t.ID)
 		case seen[t.ID]:
 			s.skip(id, rel, 0, 0, "task %s appears twice: the first is kept", t.ID)
 		default:
