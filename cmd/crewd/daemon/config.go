@@ -140,8 +140,8 @@ var options = []option{
 	{"data", kindString, "DIR", "data directory: admin.token, server.key and the event store (store/)", DefaultDataDir},
 	{"socket", kindString, "PATH", "unix socket path the broker listens on (a new directory is made 0700; an existing one others may reach is refused)", DefaultSocketPath},
 	{"socket-group", kindString, "GROUP", "group (name or id) whose members may connect: the socket is made 0660 and a new directory 0750, with that group (default: only crewd's own user)", fixed("")},
-	{"config", kindString, "FILE", "JSON file with any of these settings by flag name, each at most once (an unknown or repeated key is refused), e.g. {\"max-slots\": 4}; flags override it", fixed("")},
-	{"picrew-config", kindString, "FILE", "a pi-crew config file (JSON) whose nesting.* and broker.* keys set --nesting, --max-depth, --max-slots, --wait-methods, --max-frame and --outbound-queue-cap; unknown keys are reported; --config and flags override it", fixed("")},
+	{"config", kindString, "FILE", "JSON file with any of these settings by flag name, each at most once (an unknown or repeated key is refused), e.g. {\"max-slots\": 4}; flags override it; a regular file of at most 1 MiB", fixed("")},
+	{"picrew-config", kindString, "FILE", "a pi-crew config file (JSON) whose nesting.* and broker.* keys set --nesting, --max-depth, --max-slots, --wait-methods, --max-frame and --outbound-queue-cap; unknown keys are reported; --config and flags override it; a regular file of at most 1 MiB", fixed("")},
 	{"nesting", kindBool, "[=BOOL]", "allow workers to delegate (nesting.enabled; off by default, as pi-crew ships)", fixed("false")},
 	{"max-depth", kindInt, "N", fmt.Sprintf("deepest delegation depth, %d..%d (nesting.maxDepth)", commands.MinMaxDepth, commands.MaxMaxDepth), fixed("2")},
 	{"wait-methods", kindBool, "[=BOOL]", "let workers park on questions with wait.request / wait.resolve (broker.waitMethodsEnabled; off by default, as pi-crew ships: refused policy-disabled with a policy.action event)", fixed("false")},
@@ -461,9 +461,9 @@ func absPath(p string) string {
 // readConfigFile returns the settings of a config file as flag texts, checking each key's JSON type against its
 // option. Every problem is returned.
 func readConfigFile(path string) (map[string]string, []error) {
-	data, err := os.ReadFile(path)
+	data, err := readSettingsFile("config file", path)
 	if err != nil {
-		return nil, []error{fmt.Errorf("daemon: config file: %w", err)}
+		return nil, []error{err}
 	}
 	fields, duplicates, err := decodeObject(data)
 	if err != nil {

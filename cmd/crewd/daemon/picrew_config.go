@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 )
 
@@ -27,9 +26,9 @@ var picrewIgnored = []string{"broker.enabled", "broker.pathHashLen"}
 // validation does), and so is a key crewd does not use; a value of the wrong type is an error. The file's other
 // sections are pi-crew's own business and are not read.
 func readPicrewConfig(path string) (vals map[string]string, warnings []string, errs []error) {
-	data, err := os.ReadFile(path)
+	data, err := readSettingsFile("pi-crew config", path)
 	if err != nil {
-		return nil, nil, []error{fmt.Errorf("daemon: pi-crew config: %w", err)}
+		return nil, nil, []error{err}
 	}
 	var top map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
