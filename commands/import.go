@@ -62,8 +62,8 @@ const maxImportTimeMs = 9e12
 // subId, refused when it is not an id (safeID) or names a workflow task of
 // the run (workflowTask), a free text, refused when it is longer than
 // crewlog's own command records it (importedTextProblem), an id longer than any
-// crewlog records (importedIDProblem), a task id task.create refuses (a reserved word, or an empty taskId:
-// importedTaskIDProblem), and an allocation
+// crewlog records or a task id task.create refuses (a reserved word, or an empty taskId: importedIDProblem), and
+// an allocation
 // top-up (events.ImportTopUpSubID), recorded as what its task lacks of the
 // spend it carries (importedTopUp).
 type Import struct {
@@ -325,8 +325,7 @@ func noneIfEmpty(o []string) []string {
 
 // importedPayloadProblem says what makes p, the payload of an imported event of type typ, one crewlog does not record
 // (checkpointProblem, importedUsageProblem, importedBudgetProblem, importedDepthProblem, importedDependsOnProblem,
-// importedSpendProblem, importedTextProblem, importedQuestionProblem, importedIDProblem, importedTaskIDProblem); ""
-// when there is nothing.
+// importedSpendProblem, importedTextProblem, importedQuestionProblem, importedIDProblem); "" when there is nothing.
 func importedPayloadProblem(typ string, p any) string {
 	if err := checkpointProblem(p); err != nil {
 		return err.Error()
@@ -340,26 +339,18 @@ func importedPayloadProblem(typ string, p any) string {
 	if bad := importedDepthProblem(p); bad != "" {
 		return bad
 	}
-	if bad := importedDependsOnProblem(p); bad != "" {
-		return typ + ": " + bad
-	}
-	if bad := importedSpendProblem(p); bad != "" {
-		return typ + ": " + bad
-	}
-	if bad := importedTextProblem(p); bad != "" {
-		return typ + ": " + bad
-	}
-	if bad := importedQuestionProblem(p); bad != "" {
-		return typ + ": " + bad
-	}
-	if bad := importedIDProblem(p); bad != "" {
-		return typ + ": " + bad
-	}
-	if bad := importedTaskIDProblem(p); bad != "" {
-		return typ + ": " + bad
+	for _, problem := range importedFieldProblems {
+		if bad := problem(p); bad != "" {
+			return typ + ": " + bad
+		}
 	}
 	return ""
 }
+
+// importedFieldProblems are the checks of importedPayloadProblem whose answer is prefixed with the event's type, in
+// the order they are made.
+var importedFieldProblems = []func(p any) string{importedDependsOnProblem, importedSpendProblem, importedTextProblem,
+	importedQuestionProblem, importedIDProblem}
 
 // importedQuestionProblem says what makes p, an ask.requested or task.waiting given as a pointer or a struct, a
 // question wait.request would not record; "" when there is nothing, or when p is another payload. Its id must be one

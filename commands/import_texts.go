@@ -30,10 +30,13 @@ func importedTextProblem(p any) string {
 // mailbox.
 var importedIDFields = []string{"TaskID", "SubID", "QuestionID", "MessageID", "ID", "To", "Recipient"}
 
-// importedIDProblem says which id of p, an imported payload given as a pointer or a struct, is longer than any id
-// crewlog records (events.ImportedIDOK): its fields TaskID, SubID, QuestionID, MessageID, ID, To and Recipient, and a
-// message's data.subId; "" when none is, and for a foreign.imported, which keeps what its source wrote. NB: refused,
-// not cut: a cut id names another task, and projections key delegations, accounts and questions by these ids.
+// importedIDProblem says which id of p, an imported payload given as a pointer or a struct, is one crewlog does not
+// record: longer than any id crewlog records (events.ImportedIDOK: its fields TaskID, SubID, QuestionID, MessageID,
+// ID, To and Recipient, and a message's data.subId), a task.created named by a reserved word (events.TaskIDReserved),
+// or an empty taskId wherever a payload names a task (a TaskID field whose tag has no omitempty); "" when none is,
+// and for a foreign.imported, which keeps what its source wrote. NB: refused, not cut: a cut id names another task,
+// and projections key delegations, accounts and questions by these ids; an empty id is the run inbox's mailbox key,
+// and a task named "parent", "all" or "group" could never be sent a message of its own.
 func importedIDProblem(p any) string {
 	if payloadAs[events.ForeignImported](p) != nil {
 		return ""
@@ -55,26 +58,11 @@ func importedIDProblem(p any) string {
 	if m := payloadAs[events.MailboxAppended](p); m != nil && m.Data != nil && !events.ImportedIDOK(m.Data.SubID) {
 		return fmt.Sprintf("data.subId must be at most %d chars", MaxIDChars)
 	}
-	return ""
-}
-
-// importedTaskIDProblem says which task id of p, an imported payload given as a pointer or a struct, is one
-// task.create refuses: a task.created named by a reserved word (events.TaskIDReserved), and an empty taskId wherever
-// a payload names a task (a TaskID field whose tag has no omitempty); "" when there is none. NB: an empty id is the
-// run inbox's mailbox key, and a task named "parent", "all" or "group" could never be sent a message of its own.
-func importedTaskIDProblem(p any) string {
 	if c := payloadAs[events.TaskCreated](p); c != nil && events.TaskIDReserved(c.TaskID) {
 		return fmt.Sprintf("taskId %q is the run inbox, a group of tasks or the orchestrator, not a task's", c.TaskID)
 	}
-	v := reflect.Indirect(reflect.ValueOf(p))
-	if v.Kind() != reflect.Struct {
-		return ""
-	}
-	f, ok := v.Type().FieldByName("TaskID")
-	if !ok || f.Type.Kind() != reflect.String || strings.Contains(f.Tag.Get("json"), ",omitempty") {
-		return ""
-	}
-	if v.FieldByIndex(f.Index).String() == "" {
+	if f, ok := v.Type().FieldByName("TaskID"); ok && f.Type.Kind() == reflect.String &&
+		!strings.Contains(f.Tag.Get("json"), ",omitempty") && v.FieldByIndex(f.Index).String() == "" {
 		return "taskId must not be empty"
 	}
 	return ""

@@ -16,21 +16,12 @@ const (
 	MaxMessageIDs = 1024
 )
 
-// Special recipients of msg.send and escalate (D§7.5).
+// Special recipients of msg.send and escalate (D§7.5): events' recipient names, which no task may take.
 const (
-	// ToAll (orchestrator only) is every workflow task of the run, finished
-	// ones included, as in pi-crew; grandchild (shadow) records are not.
-	ToAll = "all"
-	// ToParent is the run inbox, which the orchestrator consumes.
-	ToParent = "parent"
-	// ToGroup (worker only) is every other non-terminal workflow task of the
-	// sender's run.
-	ToGroup = "group"
+	ToAll    = events.RecipientAll
+	ToParent = events.RecipientParent
+	ToGroup  = events.RecipientGroup
 )
-
-// recipientName reports whether id is one msg.send reads as a group of mailboxes (ToParent, ToAll, ToGroup) before
-// it looks for a task of that name: a task so named could never be sent a message of its own.
-func recipientName(id string) bool { return id == ToParent || id == ToAll || id == ToGroup }
 
 // orchestratorSender is the From of messages the orchestrator (or an admin
 // acting for it) sends.

@@ -33,7 +33,7 @@ func (c *TaskCreate) decide(s *projections.State, env *Env) (Decision, error) {
 	switch {
 	case !safeID(c.TaskID) || c.TaskID == events.OrchestratorKey:
 		return Decision{}, badParams("task.create: taskId must be 1..%d chars of [A-Za-z0-9_-]", MaxIDChars)
-	case recipientName(c.TaskID):
+	case events.RecipientName(c.TaskID):
 		return Decision{}, badParams("task.create: taskId %q is a recipient name of msg.send (%q, %q, %q), not a task's",
 			c.TaskID, ToParent, ToAll, ToGroup)
 	case c.Role == "" || c.Agent == "":

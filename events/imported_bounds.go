@@ -121,10 +121,23 @@ func ImportedIDOK(id string) bool {
 	return len(id) <= MaxIDChars || utf8.RuneCountInString(id) <= MaxIDChars
 }
 
-// TaskIDReserved reports whether id is a word no task may be named: the orchestrator's credential key
-// (OrchestratorKey), and the recipient names msg.send reads as a group of mailboxes before it looks for a task
-// ("parent": the run inbox, "all": every workflow task, "group": a worker's live siblings), so a task so named could
-// never be sent a message of its own.
-func TaskIDReserved(id string) bool {
-	return id == OrchestratorKey || id == "parent" || id == "all" || id == "group"
+// The recipient names msg.send and escalate read as a group of mailboxes before they look for a task (D§7.5).
+const (
+	// RecipientAll (orchestrator only) is every workflow task of the run, finished ones included, as in pi-crew;
+	// grandchild (shadow) records are not.
+	RecipientAll = "all"
+	// RecipientParent is the run inbox, which the orchestrator consumes.
+	RecipientParent = "parent"
+	// RecipientGroup (worker only) is every other non-terminal workflow task of the sender's run.
+	RecipientGroup = "group"
+)
+
+// RecipientName reports whether id is one of the recipient names (RecipientAll, RecipientParent, RecipientGroup):
+// a task so named could never be sent a message of its own.
+func RecipientName(id string) bool {
+	return id == RecipientParent || id == RecipientAll || id == RecipientGroup
 }
+
+// TaskIDReserved reports whether id is a word no task may be named: the orchestrator's credential key
+// (OrchestratorKey), and the recipient names (RecipientName).
+func TaskIDReserved(id string) bool { return id == OrchestratorKey || RecipientName(id) }
