@@ -36,9 +36,6 @@ type runsPage struct {
 	NextCursor string            `json:"nextCursor,omitempty"`
 }
 
-// maxRunsLimit is the largest page query.runs gives (docs/protocol.md).
-const maxRunsLimit = 1000
-
 func (a *app) runsCmd() *cobra.Command {
 	var status, cursor string
 	var limit int
@@ -48,8 +45,8 @@ func (a *app) runsCmd() *cobra.Command {
 		Short: "List runs (query.runs)",
 		Args:  args(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if limit < 0 || limit > maxRunsLimit {
-				return usagef("runs: --limit %d is outside 0..%d (0: the daemon's default)", limit, maxRunsLimit)
+			if limit < 0 || limit > maxPageLimit {
+				return usagef("runs: --limit %d is outside 0..%d (0: the daemon's default)", limit, maxPageLimit)
 			}
 			p := map[string]any{}
 			if status != "" {
@@ -89,7 +86,7 @@ func (a *app) runsCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&status, "status", "", "only runs in these statuses (comma-separated)")
-	c.Flags().IntVar(&limit, "limit", 0, fmt.Sprintf("page size, 0..%d (0: the daemon's default)", maxRunsLimit))
+	c.Flags().IntVar(&limit, "limit", 0, fmt.Sprintf("page size, 0..%d (0: the daemon's default)", maxPageLimit))
 	c.Flags().StringVar(&cursor, "cursor", "", "continue after a previous page")
 	c.Flags().BoolVar(&newest, "newest", false, "newest first")
 	return c
