@@ -118,7 +118,7 @@ func TestNoPlaceIsCountedForAConnectionClosedMeanwhile(t *testing.T) {
 
 	id := identity{role: events.RoleWorker, runID: runR, taskID: taskP, key: taskP}
 	require.Equal(t, errConnClosed, f.srv.claimPlace(c, id))
-	require.Equal(t, errConnClosed, f.srv.bindAt(c, id, 0))
+	require.Equal(t, errConnClosed, f.srv.bindAt(c, id, 0, []byte("{}\n")))
 	f.srv.mu.Lock()
 	defer f.srv.mu.Unlock()
 	require.Zero(t, f.srv.places)

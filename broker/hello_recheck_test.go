@@ -100,32 +100,17 @@ func TestNoPushToAHelloBoundAfterItsRevocation(t *testing.T) {
 	f := newFixture(t, fixtureOpts{opts: Options{RatePerCredential: 1000, BurstPerCredential: helloCost}})
 	clock := installPacerClock(f)
 	waits := watchPacerWaits(f)
-	var hold atomic.Bool
-	bound, resume := make(chan struct{}), make(chan struct{})
-	f.srv.onBound = func() {
-		if hold.CompareAndSwap(true, false) {
-			bound <- struct{}{}
-			<-resume
-		}
-	}
+	h := holdBinds(f)
 	s := f.seed()
 	o := f.dialOrchestrator(s)
 	q := f.dial()
 	q.hello(runR, taskQ, s.q)
 	late := helloHeldAcrossRevocation(t, f, clock, waits, s, o)
-	hold.Store(true)
+	h.arm()
 	clock.advance(time.Second) // the bucket refills: the held hello goes on to its bind
-	select {
-	case <-bound:
-	case <-time.After(guard):
-		t.Fatal("the hello was not bound")
-	}
-	o.ok("msg.send", map[string]any{"to": taskP, "body": "after the revocation"})
-	// A barrier: the feed pushes in log order, so once the orchestrator is pushed Q's later message, the feed has
-	// decided the push of the one to P.
-	q.ok("msg.send", map[string]any{"to": "parent", "body": "barrier"})
-	o.untilPush()
-	close(resume)
+	h.awaitBound(t)
+	mailPThroughTheFeed(o, q, "after the revocation")
+	h.release()
 
 	for {
 		frame, err := late.read()
@@ -144,4 +129,83 @@ func TestNoPushToAHelloBoundAfterItsRevocation(t *testing.T) {
 		require.NotNil(t, r.Error, "a revoked credential was bound: %s", frame)
 		require.Equal(t, wire.CodeRevoked, r.Error.Code)
 	}
+}
+
+// TestTheHelloAnswerIsAConnectionsFirstFrame: mail sent to a worker while its hello is being bound is pushed after
+// the hello's answer, never before it. The bind publishes the connection to the feed before the answer was queued,
+// so a message the feed handled in between was written first, and a client that reads the hello answer as the
+// first frame (the TypeScript client refuses anything else as a protocol error) failed its connection. The hello
+// is held (onBound) once bound, while the mail is sent and the feed pushes it.
+func TestTheHelloAnswerIsAConnectionsFirstFrame(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	h := holdBinds(f)
+	s := f.seed()
+	o := f.dialOrchestrator(s)
+	q := f.dial()
+	q.hello(runR, taskQ, s.q)
+	h.arm()
+	p := f.dial()
+	p.sendLine(`{"id":"h","method":"hello","params":{"protocol":1,"runId":"R1","taskId":"P","token":"` + s.p + `"}}`)
+	h.awaitBound(t)
+	mailPThroughTheFeed(o, q, "while P says hello")
+	h.release()
+
+	var first struct {
+		ID     string          `json:"id"`
+		Event  string          `json:"event"`
+		Result json.RawMessage `json:"result"`
+	}
+	frame, err := p.read()
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(frame, &first))
+	require.Equal(t, "h", first.ID, "the first frame is not the hello answer: %s", frame)
+	require.NotEmpty(t, first.Result)
+	var push wire.Event
+	frame, err = p.read()
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(frame, &push))
+	require.Equal(t, wire.EventMailboxMessage, push.Name, "the mail sent after the bind is pushed: %s", frame)
+}
+
+// bindHold holds a hello once its bind is decided (the server's onBound), before it goes on, when armed.
+type bindHold struct {
+	armed         atomic.Bool
+	bound, resume chan struct{}
+}
+
+// holdBinds installs a bindHold on f's server.
+func holdBinds(f *fixture) *bindHold {
+	h := &bindHold{bound: make(chan struct{}), resume: make(chan struct{})}
+	f.srv.onBound = func() {
+		if h.armed.CompareAndSwap(true, false) {
+			h.bound <- struct{}{}
+			<-h.resume
+		}
+	}
+	return h
+}
+
+// arm holds the next hello to be bound.
+func (h *bindHold) arm() { h.armed.Store(true) }
+
+// awaitBound waits until the armed hello is held.
+func (h *bindHold) awaitBound(t *testing.T) {
+	t.Helper()
+	select {
+	case <-h.bound:
+	case <-time.After(guard):
+		t.Fatal("the hello was not bound")
+	}
+}
+
+// release lets the held hello go on.
+func (h *bindHold) release() { close(h.resume) }
+
+// mailPThroughTheFeed sends task P a message through the orchestrator's connection o and returns once the feed has
+// decided its push: the feed pushes in log order, so once o is pushed the later message worker connection q sends
+// to its parent, the one to P is behind it.
+func mailPThroughTheFeed(o, q *client, body string) {
+	o.ok("msg.send", map[string]any{"to": taskP, "body": body})
+	q.ok("msg.send", map[string]any{"to": "parent", "body": "barrier"})
+	o.untilPush()
 }

@@ -160,7 +160,10 @@ func (c *conn) hello(req wire.Request) bool {
 		return c.sendError(req.ID, lateHello(wait))
 	}
 	s.charge(k, helloCost)
-	bad = s.bind(c, id)
+	ack, bad := c.helloAck(req.ID, id)
+	if bad == nil {
+		bad = s.bind(c, id, ack)
+	}
 	if s.onBound != nil {
 		s.onBound()
 	}
@@ -177,9 +180,26 @@ func (c *conn) hello(req wire.Request) bool {
 	c.nc.SetReadDeadline(time.Time{})
 	c.startIdleTimer()
 	s.lg.Debug("hello", "conn", c.seq, "role", id.role, "runId", id.runID, "taskId", id.taskID)
-	return c.respond(req.ID, req.Method, wire.HelloAck{
-		Protocol: wire.ProtocolVersion, Session: s.opts.SessionID, Run: id.runID, OK: true,
-	}, nil)
+	return true // the answer was queued by the bind
+}
+
+// helloAck is the frame that answers hello id for identity id, or the error that refuses it when the answer does
+// not fit in a frame (an id of U+2028s, which the answer writes in six bytes each).
+func (c *conn) helloAck(reqID string, id identity) ([]byte, *wire.Error) {
+	ack := wire.HelloAck{Protocol: wire.ProtocolVersion, Session: c.s.opts.SessionID, Run: id.runID, OK: true}
+	raw, err := json.Marshal(ack)
+	if err == nil {
+		var frame []byte
+		if frame, err = wire.AppendCompactResponse(nil, reqID, raw, c.s.opts.MaxFrame); err == nil {
+			return frame, nil
+		}
+	}
+	we, _ := toWire(fmt.Errorf("%w: %s", errTooLarge, wire.MethodHello), wire.MethodHello)
+	if !errors.Is(err, wire.ErrFrameTooLarge) {
+		c.s.lg.Error("broker: encode response", "method", wire.MethodHello, "err", err)
+		we = wire.NewError(wire.CodeInternal, "")
+	}
+	return nil, we
 }
 
 // refuseHello answers a hello with we and closes the connection, as every refused hello does: a code that leaves

@@ -211,6 +211,20 @@ func (q *outbound) pushControl(f []byte) bool {
 	return true
 }
 
+// queueFirst queues a frame regardless of the bounds and of endPushes (the hello's answer, which no push may
+// precede); false means the connection is closing.
+func (q *outbound) queueFirst(f []byte) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed || q.final {
+		return false
+	}
+	q.force(f)
+	q.frames = append(q.frames, f)
+	q.signal()
+	return true
+}
+
 // pushFinal queues the last frame the connection will carry; the writer closes the connection with reason after
 // writing it. Only the first final frame counts.
 func (q *outbound) pushFinal(f []byte, reason closeReason) bool {

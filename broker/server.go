@@ -254,17 +254,21 @@ func (s *Server) admit(nc *net.UnixConn) {
 // connections for an end only once: an end published before the bind is refused here, one published after it finds
 // the connection bound and the feed ends it before any later push. Checked after the bind, a push of mail sent
 // after an earlier end could be queued for the connection in between.
-func (s *Server) bind(c *conn, id identity) (bad *wire.Error) {
+//
+// ack, the hello's answer, is queued before the connection is published to the feed (under s.mu, which the feed
+// takes to find a push's connections): a push is never written before it, and a client reading the answer as the
+// connection's first frame is not handed a mailbox message instead.
+func (s *Server) bind(c *conn, id identity, ack []byte) (bad *wire.Error) {
 	s.eng.Read(func(st *projections.State) {
 		if bad = checkCredential(st, id); bad == nil {
-			bad = s.bindAt(c, id, st.Position)
+			bad = s.bindAt(c, id, st.Position, ack)
 		}
 	})
 	return bad
 }
 
 // bindAt is bind's indexing, the published state being at position head.
-func (s *Server) bindAt(c *conn, id identity, head uint64) *wire.Error {
+func (s *Server) bindAt(c *conn, id identity, head uint64, ack []byte) *wire.Error {
 	// NB: c.id is written under s.mu because Close (another goroutine) reads
 	// it in forget while the reader may be binding.
 	s.mu.Lock()
@@ -272,6 +276,9 @@ func (s *Server) bindAt(c *conn, id identity, head uint64) *wire.Error {
 	if !s.isOpen(c) {
 		// Closed by another goroutine (Close, say) since its place was claimed: forget has run, and would not run
 		// again for the budgets and indexes a bind would add.
+		return errConnClosed
+	}
+	if !c.out.queueFirst(ack) { // closing: forget is to run, and finds nothing of the bind to undo
 		return errConnClosed
 	}
 	s.helloDone(c)
