@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/crewlog/crewlog/broker/client"
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/migrations/picrew"
 	"github.com/crewlog/crewlog/migrations/picrew/picrewtest"
 )
 
@@ -129,4 +131,45 @@ func runSteps(t *testing.T, steps []func() error) {
 	for i, s := range steps {
 		require.NoError(t, s(), "step %d", i)
 	}
+}
+
+// TestRunFollowerCheckpointsAtStop: on a stop, the pi-crew follower records where it got to in each file before the
+// broker closes, so the next start reads on from there. The checkpoints of what the follower imported since its last
+// periodic one (every picrew.DefaultCheckpointEvery) are sent by the follower as it stops; with the broker closed
+// first they were refused, and the next start read those files again from the older checkpoints.
+func TestRunFollowerCheckpointsAtStop(t *testing.T) {
+	mainUmask(t)
+	c := testConfig(t)
+	c.HTTPAddr = ""
+	const runID = "team_20261201120000_00000000000000c5"
+	root, run, steps := lifecycle(t, runID)
+	runSteps(t, steps[:6])
+	waitStatus, stop := following(t, c, root.Dir, runID)
+	waitStatus("01_plan", "running")
+	runSteps(t, steps[6:])
+	waitStatus("02_exec", "completed")
+	stop()
+
+	c.FollowPicrew = ""
+	d := startRun(t, c)
+	defer d.stop()
+	token, err := AdminToken(c.DataDir)
+	require.NoError(t, err)
+	sink := picrew.NewDaemonSink(func(ctx context.Context) (picrew.Caller, error) {
+		return client.Dial(ctx, c.SocketPath, client.Hello{Role: "admin", Token: token}, nil)
+	})
+	defer sink.Close()
+	cks, err := sink.Checkpoints(context.Background())
+	require.NoError(t, err)
+	fi, err := os.Stat(run.EventsPath())
+	require.NoError(t, err)
+	rel, err := filepath.Rel(root.Dir, run.EventsPath())
+	require.NoError(t, err)
+	var offset int64 = -1
+	for _, ck := range cks {
+		if ck.Path == rel {
+			offset = ck.Offset
+		}
+	}
+	require.Equal(t, fi.Size(), offset, "the checkpoint of %s, of %d checkpoints", rel, len(cks))
 }

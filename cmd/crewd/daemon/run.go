@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -76,8 +77,9 @@ const failDrain = 2 * time.Second
 // errOpenTimeout is the cause of an open that outlived cfg.OpenTimeout.
 var errOpenTimeout = errors.New("open timeout reached (--open-timeout)")
 
-// Run starts the daemon of cfg and serves until ctx ends, then shuts down in order: the broker stops accepting
-// and closes its connections, the engine finishes the group it is committing, the log closes. It prints the
+// Run starts the daemon of cfg and serves until ctx ends, then shuts down in order: the pi-crew follower
+// (--follow-picrew) sends what it has read and its checkpoints, the broker stops accepting and closes its
+// connections, the engine finishes the group it is committing, the log closes. It prints the
 // admin token file (never the token), the dashboard's one-time login link (when HTTP is on) and, last, the socket
 // path to stdout once the socket accepts connections.
 //
@@ -292,12 +294,23 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 			}
 		}()
 	}
+	brokerCtx := serveCtx
 	if cfg.FollowPicrew != "" {
-		// NB: deferred after srv.Close, so the follower stops before the broker closes.
-		stopFollow := followPicrew(serveCtx, cfg.FollowPicrew, srv.Addr(), token, cfg.MaxFrame, lg.With("component", "picrew-follow"))
+		stopFollow := sync.OnceFunc(followPicrew(serveCtx, cfg.FollowPicrew, srv.Addr(), token, cfg.MaxFrame,
+			lg.With("component", "picrew-follow")))
 		defer stopFollow()
+		// NB: the broker serves until the follower has stopped: the follower sends the writes it has read and where
+		// it got to in each file as it stops, through the broker, which Serve closes as soon as its context ends.
+		var stopBroker context.CancelFunc
+		brokerCtx, stopBroker = context.WithCancel(context.WithoutCancel(serveCtx))
+		defer stopBroker()
+		go func() {
+			<-serveCtx.Done()
+			stopFollow()
+			stopBroker()
+		}()
 	}
-	if err := srv.Serve(serveCtx); err != nil {
+	if err := srv.Serve(brokerCtx); err != nil {
 		return fmt.Errorf("daemon: %w", err)
 	}
 	if err := failure(); err != nil {
