@@ -1,8 +1,11 @@
 package eventlog
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -198,11 +201,16 @@ func verifyCatalog(snap *pebble.Snapshot, streams streamVersions) error {
 		return orErr(err, nil)
 	}
 	if found != len(streams) {
-		for s, vers := range streams {
+		// NB: in the order the streams begin in the log, not a walk over the map: Verify names the first bad
+		// position, the same one at every run.
+		names := slices.SortedFunc(maps.Keys(streams), func(a, b string) int {
+			return cmp.Compare(streams[a].pos[0], streams[b].pos[0])
+		})
+		for _, s := range names {
 			_, closer, err := snap.Get(catalogKey(s))
 			switch {
 			case isNotFound(err):
-				return corruptf(vers.pos[0], catalogKey(s), "stream has no catalog entry")
+				return corruptf(streams[s].pos[0], catalogKey(s), "stream has no catalog entry")
 			case err != nil:
 				return orErr(err, nil) // a read that failed is not damage
 			}

@@ -343,11 +343,18 @@ func verifyIndex(snap *pebble.Snapshot, streams streamVersions) error {
 	if err := it.Error(); err != nil {
 		return orErr(err, nil)
 	}
+	// NB: the stream whose first uncovered version comes first in the log, not the first a walk over the map meets:
+	// Verify names the first bad position, the same one at every run. Positions start at 1: at 0 none is uncovered.
+	var first string
+	var at uint64
 	for stream, v := range streams {
-		if vers := v.pos; covered[stream] != uint64(len(vers)) {
-			return corruptf(vers[covered[stream]], appendStreamPrefix(nil, stream),
-				"stream index covers %d of %d versions", covered[stream], len(vers))
+		if n := covered[stream]; n != uint64(len(v.pos)) && (at == 0 || v.pos[n] < at) {
+			first, at = stream, v.pos[n]
 		}
+	}
+	if at > 0 {
+		return corruptf(at, appendStreamPrefix(nil, first),
+			"stream index covers %d of %d versions", covered[first], len(streams.positions(first)))
 	}
 	return nil
 }
