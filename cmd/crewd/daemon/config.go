@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -474,7 +476,8 @@ func readConfigFile(path string) (map[string]string, []error) {
 		errs = append(errs, fmt.Errorf("daemon: config file %s: duplicate key %q", path, key))
 	}
 	out := make(map[string]string, len(fields))
-	for key, raw := range fields {
+	for _, key := range slices.Sorted(maps.Keys(fields)) { // the same file is refused with the same text every time
+		raw := fields[key]
 		o, ok := lookupOption(key)
 		if !ok || key == "config" || key == "picrew-config" {
 			errs = append(errs, fmt.Errorf("daemon: config file %s: unknown key %q", path, key))

@@ -260,10 +260,16 @@ func TestLoadInvalidConfigFile(t *testing.T) {
 		{"bad values", `{"max-depth": 11, "max-slots": 2.5}`, []string{"max-depth in ", ": 11 is outside 1..10", `max-slots in `, `"2.5" is not an integer`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Load([]string{"--config", writeFile(t, "c.json", tc.content)}, homeEnv)
+			path := writeFile(t, "c.json", tc.content)
+			_, err := Load([]string{"--config", path}, homeEnv)
 			require.Error(t, err)
 			for _, w := range tc.want {
 				require.ErrorContains(t, err, w)
+			}
+			// The same file is refused with the same text every time, its problems in the order of their keys.
+			for range 16 {
+				_, again := Load([]string{"--config", path}, homeEnv)
+				require.Equal(t, err.Error(), again.Error())
 			}
 		})
 	}
