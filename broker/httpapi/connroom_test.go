@@ -541,6 +541,54 @@ func TestCloseWaitsForTheRequestsInProgress(t *testing.T) {
 	require.Contains(t, w.Body.String(), `"code":"unavailable"`)
 }
 
+// TestASecondCloseWaitsForTheFirst: a Close called while another is in progress returns only once that one has
+// finished, as the first does: crewd closes the server from the context's end (Serve) and again as it returns, then
+// closes the log, which no request may still be reading. The second Close returned at once, while the first still
+// waited for a request in its handler. The request is held in its handler (reading) while both Closes run.
+func TestASecondCloseWaitsForTheFirst(t *testing.T) {
+	f := newFixture(t, roomOptions)
+	entered, release, waiting := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var left atomic.Bool // the held request has left its handler
+	f.srv.reading = func(principal) {
+		once.Do(func() { close(entered) })
+		<-release
+		left.Store(true)
+	}
+	f.srv.closing = func() { close(waiting) }
+	secondWaits := make(chan struct{})
+	var waitsOnce sync.Once // NB: the cleanups close the server again
+	f.srv.closeWaits = func() { waitsOnce.Do(func() { close(secondWaits) }) }
+	f.srv.closeGrace = 10 * time.Millisecond
+	_, base := listening(t, f)
+	rc := sendRead(t, base, roToken)
+	defer rc.c.Close()
+	<-entered
+
+	first := make(chan struct{})
+	go func() {
+		_ = f.srv.Close()
+		close(first)
+	}()
+	<-waiting // the first Close has only the request in its handler left to wait for
+	second := make(chan bool, 1)
+	go func() {
+		_ = f.srv.Close()
+		second <- left.Load()
+	}()
+	select {
+	case afterRequest := <-second:
+		close(release)
+		require.True(t, afterRequest, "a second Close returned while the first still waited for a request in its handler")
+	case <-secondWaits:
+		close(release)
+		require.True(t, <-second, "a second Close returned while the first still waited for a request in its handler")
+	case <-time.After(time.Minute): // a guard against a hang, not a timing
+		t.Fatal("the second Close neither returned nor waited for the first")
+	}
+	<-first
+}
+
 // dialTinyReceiver dials base with a receive buffer of 4 KiB: a client that reads nothing soon stops the server's
 // writes.
 func dialTinyReceiver(t *testing.T, base string) net.Conn {

@@ -41,6 +41,8 @@ type Server struct {
 	// closing is a test's hook: runs in Close once the listener, the connections and the streams are closed, just
 	// before Close waits for the handlers still in progress.
 	closing func()
+	// closeWaits is a test's hook: runs in a Close that found another in progress, before it waits for that one.
+	closeWaits func()
 	// writeTimeout is the time a client has to take a piece of an answer or a stream's write (deadlines.go):
 	// writeTimeout, or shorter in a test, set before the server serves.
 	writeTimeout time.Duration
@@ -55,6 +57,8 @@ type Server struct {
 	loopback bool          // the listener is on a loopback address: check Host
 	quit     chan struct{} // closed by Close: ends every stream
 	closed   bool
+	// closeDone is closed when the first Close has finished: a Close called meanwhile waits for it.
+	closeDone chan struct{}
 	// handlers counts the requests in progress, entered under mu while the server is open: Close waits for them,
 	// since a handler may be reading the log, which its caller closes next.
 	handlers sync.WaitGroup
@@ -67,8 +71,8 @@ func New(opts Options) (*Server, error) {
 	}
 	o := opts.withDefaults()
 	s := &Server{
-		opts: o, quit: make(chan struct{}), loopback: !o.AllowRemote, writeTimeout: writeTimeout,
-		closeGrace: closeGrace,
+		opts: o, quit: make(chan struct{}), closeDone: make(chan struct{}), loopback: !o.AllowRemote,
+		writeTimeout: writeTimeout, closeGrace: closeGrace,
 	}
 	rand.Read(s.proofKey[:]) // NB: crypto/rand.Read never fails (Go ≥ 1.24 crashes the process instead)
 	s.sessions = newSecrets(o.MaxSessions, maxSessionsPerCredential, s.credentialValid)
@@ -171,11 +175,17 @@ func (s *Server) Serve(ctx context.Context) error {
 }
 
 // Close ends every stream and stops the listener; requests in progress get 2 s to finish, and their connections are
-// closed then. When it returns, no request, stream or part of the server's stream hub reads the log any more.
+// closed then. When it returns, no request, stream or part of the server's stream hub reads the log any more. It is
+// idempotent and safe to call concurrently: every call returns once the first has finished (crewd's Serve closes
+// the server as its context ends while crewd closes it again on its way to closing the log).
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		if s.closeWaits != nil {
+			s.closeWaits()
+		}
+		<-s.closeDone
 		return nil
 	}
 	s.closed = true
@@ -198,6 +208,7 @@ func (s *Server) Close() error {
 		s.closing()
 	}
 	s.handlers.Wait()
+	close(s.closeDone)
 	return nil
 }
 
