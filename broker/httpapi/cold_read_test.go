@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"fmt"
-	"math"
 	"net/http"
 	"os"
 	"strings"
@@ -28,18 +27,27 @@ func newUnreadableCold(t *testing.T) (f *fixture, eio *errorfs.Toggle, cold stri
 	return f, eio, cold
 }
 
-// readFaults counts down what eio does, while on, to the reads of a table: it lets the first passes through, fails
-// the next fails (every one after them unless set), and lets the others through.
-type readFaults struct{ passes, fails atomic.Int64 }
+// readFaults picks which reads of a table eio fails while on: every one, or, with from set, those made once the cold
+// store has begun its from-th read of a summary (ColdStore.SummaryReads counts a read as it begins). NB: by the
+// store's count of its summaries, not a count of the tables' reads, which takes in Pebble's background compactions
+// too: a compaction that read a table meanwhile moved the failure to another read of the request's.
+type readFaults struct {
+	cs   atomic.Pointer[projections.ColdStore]
+	from atomic.Int64
+}
 
-// newUnreadableColdPassing is newUnreadableCold, with the counts of the reads eio lets through and fails while on.
+// fails reports whether a table read made now fails.
+func (rf *readFaults) fails() bool {
+	from := rf.from.Load()
+	return from == 0 || rf.cs.Load().SummaryReads() >= from
+}
+
+// newUnreadableColdPassing is newUnreadableCold, with what eio fails while on.
 func newUnreadableColdPassing(t *testing.T) (f *fixture, eio *errorfs.Toggle, rf *readFaults, cold string) {
 	t.Helper()
 	rf = new(readFaults)
-	rf.fails.Store(math.MaxInt64)
 	eio = &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if strings.HasSuffix(op.Path, ".sst") && op.Kind == errorfs.OpFileReadAt && rf.passes.Add(-1) < 0 &&
-			rf.fails.Add(-1) >= 0 {
+		if strings.HasSuffix(op.Path, ".sst") && op.Kind == errorfs.OpFileReadAt && rf.fails() {
 			return &os.PathError{Op: "read", Path: op.Path, Err: syscall.EIO}
 		}
 		return nil
@@ -50,26 +58,12 @@ func newUnreadableColdPassing(t *testing.T) (f *fixture, eio *errorfs.Toggle, rf
 	f = newFixtureStore(t, Options{}, eo,
 		&eventlog.Options{FS: errorfs.Wrap(vfs.Default, eio), CacheSize: 1, MemTableSize: 1 << 12},
 		func(dir string, head uint64) { audittest.ColdSnapshot(t, dir, head) })
+	f.eng.Read(func(st *projections.State) { rf.cs.Store(st.ColdStore()) })
 	return f, eio, rf, f.firstColdRun()
 }
 
-// summaryReads is how many reads of a table one read of cold run cold's summary makes, its tables open already.
-func (rf *readFaults) summaryReads(t *testing.T, f *fixture, eio *errorfs.Toggle, cold string) int64 {
-	t.Helper()
-	const many = 1 << 40
-	rf.passes.Store(many)
-	eio.On()
-	f.eng.Read(func(st *projections.State) {
-		_, ok, err := st.LookupRunStatus(cold)
-		require.NoError(t, err)
-		require.True(t, ok)
-	})
-	eio.Off()
-	n := many - rf.passes.Load()
-	rf.passes.Store(0)
-	require.Positive(t, n, "a read of the summary reads the tables")
-	return n
-}
+// summaryReads is how many summaries the cold store has begun to read.
+func (rf *readFaults) summaryReads() int64 { return rf.cs.Load().SummaryReads() }
 
 // A cold run the log cannot give back (every read of a table fails: EIO) is answered 500 by each of its routes:
 // never as a run that holds nothing (its tasks answered an empty list) nor as no run (404). A hot run, which
@@ -100,12 +94,12 @@ func TestAPIAnswersAColdRunTheLogStopsGivingBackWithA500(t *testing.T) {
 	accounts := f.ok("/api/v1/runs/" + cold + "/ledger")["accounts"].([]any)
 	require.NotEmpty(t, accounts)
 	account := accounts[0].(map[string]any)["taskId"].(string)
-	n := rf.summaryReads(t, f, eio, cold)
 	var fail atomic.Int64 // the read of the summary after the read-back that fails, from 1; 0 for none
+	var base atomic.Int64 // the summaries read when the run was read back
 	f.srv.warmed = func() {
 		if k := fail.Swap(0); k > 0 {
-			rf.passes.Store((k - 1) * n)
-			rf.fails.Store(1) // NB: a read of the summary ends at its first read of a table that fails
+			base.Store(rf.summaryReads())
+			rf.from.Store(base.Load() + k)
 			eio.On()
 		}
 	}
@@ -128,7 +122,7 @@ func TestAPIAnswersAColdRunTheLogStopsGivingBackWithA500(t *testing.T) {
 			status, m := f.get(path)
 			eio.Off()
 			require.Zero(t, fail.Load(), "%s: the run read back", r.route)
-			if rf.fails.Load() == 1 {
+			if rf.summaryReads()-base.Load() < k { // no k-th read: none failed
 				require.Equal(t, want, status, "%s: no read failed: %v", r.route, m)
 				require.Equal(t, r.reads, k-1, "%s: its reads of the summary", r.route)
 				break
@@ -166,22 +160,21 @@ func TestAPICredentialsOfAColdRunTheLogStopsGivingBackAnswerA500(t *testing.T) {
 		}
 	}
 	require.Positive(t, workers, "the run has credentials of its tasks")
-	n := rf.summaryReads(t, f, eio, cold)
 
 	// The read-back's (the run cached: no records read), the list's, the page's and the task statuses': four reads
 	// of the summary, however many of the page's credentials are a task's. NB: counted by the store's own count of
 	// the summaries it read, not by the tables' reads, which take in the store's flushes and compactions too.
 	require.Greater(t, workers, 1)
-	var cs *projections.ColdStore
-	f.eng.Read(func(st *projections.State) { cs = st.ColdStore() })
-	before := cs.SummaryReads()
+	before := rf.summaryReads()
 	require.Equal(t, creds, f.ok(route)["credentials"])
-	require.EqualValues(t, 4, cs.SummaryReads()-before, "summaries read by a page of %d workers' credentials", workers)
+	require.EqualValues(t, 4, rf.summaryReads()-before, "summaries read by a page of %d workers' credentials", workers)
 
 	// The fourth read of the summary fails, the task statuses'.
-	rf.passes.Store(3 * n)
+	before = rf.summaryReads()
+	rf.from.Store(before + 4)
 	eio.On()
 	f.fails(route, http.StatusInternalServerError, codeInternal)
 	eio.Off()
+	require.EqualValues(t, 4, rf.summaryReads()-before, "the route ended at its fourth read of the summary")
 	require.Equal(t, creds, f.ok(route)["credentials"])
 }
