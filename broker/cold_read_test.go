@@ -19,12 +19,13 @@ import (
 // unreadableCold is a daemon whose run R1 (seeded: tasks P and Q, their credentials) has ended and gone cold, with
 // its summary, view and events only in the log's tables, read with no block cache; eio, while on, fails every read
 // of a table (EIO), so that R1 cannot be read back from the log. o is R1's orchestrator, a the admin, both
-// connected while the log could be read. While eio is on, the first passes reads of a table (none by default) are
-// let through before the others fail.
+// connected while the log could be read. While eio is on, every read of a table fails, or with from set, those made
+// once the cold store has begun its from-th read of a summary (failFromRead).
 type unreadableCold struct {
 	*fixture
 	eio    *errorfs.Toggle
-	passes *atomic.Int64
+	from   *atomic.Int64
+	cs     *atomic.Pointer[projections.ColdStore]
 	o, a   *client
 	orch   string // R1's orchestrator token
 	issued string // Q's token, which R1's orchestrator issued again with issueQ
@@ -45,8 +46,8 @@ func newUnreadableCold(t *testing.T) unreadableCold {
 	o.nc.Close()
 	f.close() // views and a snapshot written; NB: a reopened store holds all of it in its tables, none in a memtable
 
-	passes := new(atomic.Int64)
-	fs, eio := failingTableReads(mem, passes)
+	from, cs := new(atomic.Int64), new(atomic.Pointer[projections.ColdStore])
+	fs, eio := failingTableReads(mem, func() bool { return from.Load() == 0 || cs.Load().SummaryReads() >= from.Load() })
 	// NB: no views: none is then written in the background while the test reads (a run is read back from its
 	// events), so there is nothing to wait for.
 	g := newFixture(t, fixtureOpts{fs: fs, cold: true, uncached: true, noViews: true})
@@ -57,17 +58,18 @@ func newUnreadableCold(t *testing.T) unreadableCold {
 	d.nc.Close()
 	g.seedRun("R3", "Y") // a group after R2 ended: it goes cold
 	g.eng.Read(func(st *projections.State) { require.True(t, st.IsCold(runR) && st.IsCold("R2")) })
-	u := unreadableCold{fixture: g, eio: eio, passes: passes, o: g.dial(), a: g.dial(), orch: s.orch, issued: issued}
+	g.eng.Read(func(st *projections.State) { cs.Store(st.ColdStore()) })
+	u := unreadableCold{fixture: g, eio: eio, from: from, cs: cs, o: g.dial(), a: g.dial(), orch: s.orch, issued: issued}
 	u.o.hello(runR, events.OrchestratorKey, s.orch)
 	u.a.helloAdmin()
 	return u
 }
 
-// failingTableReads is fs with eio, a toggle that, while on, fails every read of a table (EIO) but the first passes
-// ones (none when passes is nil).
-func failingTableReads(fs vfs.FS, passes *atomic.Int64) (_ vfs.FS, eio *errorfs.Toggle) {
+// failingTableReads is fs with eio, a toggle that, while on, fails the reads of a table (EIO) that fails lets fail
+// (every one when fails is nil).
+func failingTableReads(fs vfs.FS, fails func() bool) (_ vfs.FS, eio *errorfs.Toggle) {
 	eio = &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if strings.HasSuffix(op.Path, ".sst") && op.Kind == errorfs.OpFileReadAt && (passes == nil || passes.Add(-1) < 0) {
+		if strings.HasSuffix(op.Path, ".sst") && op.Kind == errorfs.OpFileReadAt && (fails == nil || fails()) {
 			return &os.PathError{Op: "read", Path: op.Path, Err: syscall.EIO}
 		}
 		return nil
@@ -214,26 +216,11 @@ func TestAQueryWhoseColdRunTheLogStopsGivingBackIsAnsweredReplayFailed(t *testin
 	require.Len(t, tasks, 2, "the log holds the run's tasks")
 }
 
-// summaryReads is how many reads of a table one read of R1's summary makes, its tables open already.
-func (u unreadableCold) summaryReads() int64 {
-	u.t.Helper()
-	read := func() {
-		u.eng.Read(func(st *projections.State) {
-			_, ok, err := st.LookupRunStatus(runR)
-			require.NoError(u.t, err)
-			require.True(u.t, ok)
-		})
-	}
-	read() // opens the tables, which reads them more than a summary does
-	const many = 1 << 40
-	u.passes.Store(many)
-	u.eio.On()
-	read()
-	u.eio.Off()
-	n := many - u.passes.Load()
-	u.passes.Store(0)
-	require.Positive(u.t, n)
-	return n
+// failFromRead makes the k-th read of a summary the cold store begins from now fail, and every read after it, while
+// eio is on. NB: by the store's count of its summaries, not a count of the tables' reads, which takes in Pebble's
+// background compactions too: a compaction that read a table meanwhile moved the failure to another read.
+func (u unreadableCold) failFromRead(k int64) {
+	u.from.Store(u.cs.Load().SummaryReads() + k)
 }
 
 // A hello or a request checked against the summary of a cold run read once, then meeting a log that fails as it
@@ -242,9 +229,7 @@ func (u unreadableCold) summaryReads() int64 {
 // orchestrator's connection was closed revoked "token revoked", as if the credential had ended for good.
 func TestACredentialWhoseColdRunsSummaryFailsOnItsSecondReadIsAnsweredReplayFailed(t *testing.T) {
 	u := newUnreadableCold(t)
-	n := u.summaryReads()
-
-	u.passes.Store(n) // the first read of the summary passes, the next fails
+	u.failFromRead(2) // the first read of the summary passes, the next fails
 	u.eio.On()
 	h := u.dial()
 	e := h.fails("hello", map[string]any{"protocol": 1, "runId": runR, "taskId": events.OrchestratorKey, "token": u.orch},
@@ -252,7 +237,7 @@ func TestACredentialWhoseColdRunsSummaryFailsOnItsSecondReadIsAnsweredReplayFail
 	require.Equal(t, wire.CodeReplayFailed.Message(), e.Message)
 	u.eio.Off()
 
-	u.passes.Store(n)
+	u.failFromRead(2)
 	u.eio.On()
 	e = u.o.fails("ping", nil, wire.CodeReplayFailed)
 	require.Equal(t, wire.CodeReplayFailed.Message(), e.Message)
@@ -296,9 +281,8 @@ func (u unreadableCold) failingAtRead() (fail *atomic.Bool) {
 // would claim another, which its close never gave back.
 func TestAHelloRefusedReplayFailedAtItsBindClosesItsConnection(t *testing.T) {
 	u := newUnreadableCold(t)
-	n := u.summaryReads()
 	h := u.dial()
-	u.passes.Store(2 * n) // the hello's two reads of the summary pass, its bind's fails
+	u.failFromRead(3) // the hello's two reads of the summary pass, its bind's fails
 	u.eio.On()
 	e := h.fails("hello", map[string]any{"protocol": 1, "runId": runR, "taskId": events.OrchestratorKey, "token": u.orch},
 		wire.CodeReplayFailed)
