@@ -79,7 +79,8 @@ func (wt *watcher) loop(ctx context.Context) {
 }
 
 // addRun watches a run's directories (run, mailbox, task mailboxes,
-// steering); those that do not exist yet are added by a later pass.
+// steering); those that do not exist yet are added by a later pass. It and
+// removeRun are called by the follower's pass alone.
 func (wt *watcher) addRun(r *runFollower, steering string) {
 	if !wt.active() {
 		return
@@ -93,14 +94,16 @@ func (wt *watcher) addRun(r *runFollower, steering string) {
 	if ents, err := filepath.Glob(filepath.Join(r.dir, "mailbox", "tasks", "*")); err == nil {
 		dirs = append(dirs, ents...)
 	}
-	wt.mu.Lock()
-	defer wt.mu.Unlock()
 	for _, d := range dirs {
-		if _, ok := wt.dirs[d]; ok {
-			continue
-		}
-		if wt.w.Add(d) == nil {
+		wt.mu.Lock()
+		_, ok := wt.dirs[d]
+		wt.mu.Unlock()
+		// NB: fsnotify is called without wt.mu: its reader may send on Errors while it holds its own lock (a watch
+		// it fails to drop), which Add waits for, and the loop that would take that error waits for wt.mu.
+		if !ok && wt.w.Add(d) == nil {
+			wt.mu.Lock()
 			wt.dirs[d] = r.id
+			wt.mu.Unlock()
 		}
 	}
 }
@@ -112,13 +115,17 @@ func (wt *watcher) removeRun(id string) {
 	if !wt.active() {
 		return
 	}
+	var gone []string
 	wt.mu.Lock()
-	defer wt.mu.Unlock()
 	for d, run := range wt.dirs {
 		if run == id {
-			_ = wt.w.Remove(d) // NB: an error for a directory whose watch went with it
+			gone = append(gone, d)
 			delete(wt.dirs, d)
 		}
+	}
+	wt.mu.Unlock()
+	for _, d := range gone { // NB: without wt.mu, as in addRun
+		_ = wt.w.Remove(d) // NB: an error for a directory whose watch went with it
 	}
 }
 
