@@ -286,7 +286,11 @@ export class CrewClient extends EventEmitter {
       });
       conn.onFrame = (frame) => {
         if (done) return this.#onFrame(conn, frame);
-        if (frame.id !== "hello" && frame.id !== "") return finish(new BrokerError("protocol", "a frame before the hello answer"));
+        // NB: id "" answers no request: with an error it is the broker's refusal of the connection, and anything else
+        // under it is no answer to the hello.
+        if (frame.id !== "hello" && !(frame.id === "" && frame.error)) {
+          return finish(new BrokerError("protocol", "a frame before the hello answer"));
+        }
         if (frame.error) return finish(new BrokerError(frame.error.code, frame.error.message, { method: "hello" }));
         finish(null, frame.result);
       };

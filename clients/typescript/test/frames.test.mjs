@@ -217,3 +217,31 @@ test("a subscription ends the same whether its next() waits or comes later: done
   await assert.rejects(waitingSub.next(), { code: "closed" });
   assert.deepEqual(await waitingSub.next(), { value: undefined, done: true }, "the error is delivered once");
 });
+
+test("a frame of id \"\" that is no error, before the hello answer, fails the connect with protocol, not taken for that answer", { timeout: 10_000 }, async (t) => {
+  // id "" answers no request: the broker sends it only with an error that ends the connection. A result under it is
+  // no answer to the hello, whose own answer comes after it here.
+  const dir = mkdtempSync(join(tmpdir(), "crewlog-frames-"));
+  const path = join(dir, "b.sock");
+  const server = createServer((sock) => {
+    sock.on("error", () => {});
+    sock.once("data", () => {
+      sock.write(JSON.stringify({ id: "", result: { ok: true, run: "not-the-hello" } }) + "\n" +
+        JSON.stringify({ id: "hello", result: { ok: true, run: "R" } }) + "\n");
+    });
+  });
+  await new Promise((resolve) => server.listen(path, resolve));
+  t.after(() => {
+    server.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const options = { socketPath: path, credentials: { role: "admin", token: "x" }, backoffMs: [] };
+  const outcome = await CrewClient.connect(options).then(
+    async (c) => {
+      await c.close();
+      return `connected, its hello answered ${JSON.stringify(c.hello)}`;
+    },
+    (err) => err.code,
+  );
+  assert.equal(outcome, "protocol");
+});
