@@ -22,21 +22,24 @@ type mailboxPush struct {
 
 // feed follows the whole log for two jobs that need every run's events: mailbox.message pushes, and ending the
 // connections whose credential an event ended (revocation, a terminal run or task: closeEnded). One goroutine
-// follows the log from the head at start, reading only events the published state holds (so a push never
-// precedes durability, and a re-check sees the event that triggered it), and for each mailbox.appended finds the
-// connections of that run whose recipient it is: the worker of the task, or the orchestrator for the run inbox.
-// One follower for the server, not one per connection: idle connections cost nothing per event.
+// follows the log from position next (the first after the head at which the server began to accept connections),
+// reading only events the published state holds (so a push never precedes durability, and a re-check sees the event
+// that triggered it), and for each mailbox.appended finds the connections of that run whose recipient it is: the
+// worker of the task, or the orchestrator for the run inbox. One follower for the server, not one per connection:
+// idle connections cost nothing per event.
 //
 // Pushes are best effort, as in pi-crew: a push that finds a connection's queue full is dropped (the message is
 // durable; msg.inbox is the source of truth). A frame over the cap is not pushed either.
-func (s *Server) feed() {
+func (s *Server) feed(next uint64) {
 	defer s.wg.Done()
 	defer func() {
 		if r := recover(); r != nil {
 			s.lg.Error("broker: panic in the mailbox feed; pushes stop", "panic", r)
 		}
 	}()
-	next := s.eng.Head() + 1
+	if s.feedStarting != nil {
+		s.feedStarting()
+	}
 	// NB: the strings every push and settlement repeats (the run's task ids, a message's sender, kind and priority)
 	// are shared between the payloads it decodes rather than copied out of each one.
 	dec := events.NewDecoder()

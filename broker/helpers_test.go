@@ -77,6 +77,8 @@ type fixtureOpts struct {
 	// in its tables reaches the file system (fs) every time.
 	uncached bool
 	noViews  bool // the engine's NoViews: no view of a run is written when it goes cold
+	// feedStarting is the server's feedStarting hook, set before it serves.
+	feedStarting func()
 }
 
 func newFixture(t testing.TB, fo fixtureOpts) *fixture {
@@ -140,6 +142,7 @@ func newFixture(t testing.TB, fo fixtureOpts) *fixture {
 		srv.writeTimeout = fo.write
 	}
 	require.NoError(t, srv.Listen())
+	srv.feedStarting = fo.feedStarting
 	f.srv = srv
 	go func() { f.errc <- srv.Serve(context.Background()) }()
 	t.Cleanup(f.close)

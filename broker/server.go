@@ -42,6 +42,8 @@ type Server struct {
 	// onEnding is nil; tests hold the feed (set and read under mu) as it is about to re-check the connections an
 	// event may end (closeEnded), so that a wait or a subscription runs ahead of it.
 	onEnding func()
+	// feedStarting is nil; tests hold the feed (set before Serve) as its goroutine starts, before it follows the log.
+	feedStarting func()
 	// feedRechecks counts the connections the feed re-checked for an event that can end credentials (closeEnded):
 	// tests learn how far an event's re-check reached.
 	feedRechecks atomic.Int64
@@ -161,7 +163,9 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 	}()
 	s.wg.Add(1)
-	go s.feed() // mailbox.message pushes
+	// NB: the head is read here, before the first connection is accepted, not by the feed's goroutine when it first
+	// runs: what connections accepted meanwhile publish (a revocation of one of them, mail to it) is the feed's too.
+	go s.feed(s.eng.Head() + 1) // mailbox.message pushes
 	err := s.acceptLoop(ln)
 	close(s.serveDone)
 	close(stop)
