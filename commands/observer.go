@@ -3,9 +3,10 @@ package commands
 import "time"
 
 // Observer is told what the writer did, for metrics. Its methods run on the publisher's goroutine (Committed, one
-// group at a time in log order, pipeline.go) or the snapshot's goroutine (Snapshotted: the snapshot goroutine, or
-// Close's for the snapshot saved at close), after the group's answers are sent: they must be quick and must not call
-// the engine. The report and its slices are reused: copy what you keep.
+// group at a time in log order, pipeline.go, the groups in flight when the engine failed included, their commands
+// errors) or the snapshot's goroutine (Snapshotted: the snapshot goroutine, or Close's for the snapshot saved at
+// close), after the group's answers are sent: they must be quick and must not call the engine. The report and its
+// slices are reused: copy what you keep.
 type Observer interface {
 	Committed(g *GroupReport)
 	Snapshotted(position uint64, bytes int, at time.Time)
@@ -47,9 +48,10 @@ type CommandReport struct {
 	Reason  string
 }
 
-// report fills e.rep for f's group and hands it to the observer
-// (publisher only).
-func (e *Engine) report(f *flight, appendTook time.Duration) {
+// report fills e.rep for f's group and hands it to the observer (publisher only). failed: the engine failed
+// before the group was published and answered every command with the failure; the commands count as the errors
+// their callers got, no event as appended, and the head is where the last published group left it.
+func (e *Engine) report(f *flight, appendTook time.Duration, failed bool) {
 	o := e.opts.Observer
 	if o == nil {
 		return
@@ -60,6 +62,8 @@ func (e *Engine) report(f *flight, appendTook time.Duration) {
 		c := CommandReport{Method: p.req.Command.Kind(), Outcome: OutcomeAdmitted}
 		ended, _ := p.err.(*CredentialEndedError)
 		switch {
+		case failed:
+			c.Outcome = OutcomeError
 		case ended != nil:
 			// NB: not an error of the engine: the caller's credential ended.
 			c.Outcome, c.Reason = OutcomeRejected, ended.reason()
@@ -74,5 +78,8 @@ func (e *Engine) report(f *flight, appendTook time.Duration) {
 		r.Commands = append(r.Commands, c)
 	}
 	r.Events, r.Head, r.Commit, r.Append = len(f.applied), f.next-1, time.Since(f.started), appendTook
+	if failed {
+		r.Events, r.Head, r.Append = 0, e.pub.s.Position, 0
+	}
 	o.Committed(r)
 }

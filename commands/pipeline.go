@@ -284,6 +284,9 @@ func (e *Engine) land(f *flight) {
 	}
 	if ferr := e.failure(); ferr != nil {
 		answerFailed(f.group, ferr)
+		if len(f.group) > 0 {
+			e.report(f, 0, true)
+		}
 		return
 	}
 	// The log assigned stream versions; carry them into the events the
@@ -308,7 +311,7 @@ func (e *Engine) land(f *flight) {
 		return
 	}
 	if len(f.group) > 0 {
-		e.report(f, appendTook)
+		e.report(f, appendTook, false)
 	}
 }
 

@@ -1,0 +1,61 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
+)
+
+// groupReports is an Observer that keeps every group's command reports and events.
+type groupReports struct {
+	mu     sync.Mutex
+	cmds   [][]CommandReport
+	events []int
+}
+
+func (g *groupReports) Committed(r *GroupReport) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.cmds = append(g.cmds, append([]CommandReport(nil), r.Commands...))
+	g.events = append(g.events, r.Events)
+}
+func (g *groupReports) Snapshotted(uint64, int, time.Time) {}
+
+// A group handed to the log that fails to become durable is answered with the failure; the observer counts its
+// commands as the errors their callers got, and no event appended, where it was told nothing of that group.
+func TestTheObserverCountsAFailedGroupAsErrors(t *testing.T) {
+	l, err := eventlog.Open("db", &eventlog.Options{FS: vfs.NewMem()})
+	require.NoError(t, err)
+	defer l.Close()
+	obs := &groupReports{}
+	hooks := &testHooks{commit: func(point commitPoint, group []*pending) error {
+		if point == pointDurable && group[0].req.CommandID == "doomed" {
+			return errors.New("the disk went away")
+		}
+		return nil
+	}}
+	e, err := Open(l, Options{Clock: newTestClock().Now, NewID: counterIDs(), ExpiryInterval: -1, Observer: obs, hooks: hooks})
+	require.NoError(t, err)
+	defer e.Close()
+	admin := events.AdminPrincipal()
+	_, err = e.Submit(context.Background(), as(admin, "fine", &RunCreate{RunID: "R1", Team: "t", Goal: "g", Cwd: "/w"}))
+	require.NoError(t, err)
+	_, err = e.Submit(context.Background(), as(admin, "doomed", &RunCreate{RunID: "R2", Team: "t", Goal: "g", Cwd: "/w"}))
+	require.ErrorIs(t, err, ErrFailed)
+	require.NoError(t, e.Close())
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	require.Equal(t, [][]CommandReport{
+		{{Method: "run.create", Outcome: OutcomeAdmitted}},
+		{{Method: "run.create", Outcome: OutcomeError}},
+	}, obs.cmds)
+	require.Equal(t, []int{1, 0}, obs.events, "the failed group appended nothing")
+}
