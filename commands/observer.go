@@ -1,6 +1,9 @@
 package commands
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // Observer is told what the writer did, for metrics. Its methods run on the publisher's goroutine (Committed, one
 // group at a time in log order, pipeline.go, the groups in flight when the engine failed included, their commands
@@ -40,6 +43,9 @@ const (
 	OutcomeError    = "error"    // not decided: a bug or an engine failure
 )
 
+// reasonResultTooLarge is the reason an ErrResultTooLarge is reported with: the code its client is answered.
+const reasonResultTooLarge = "oversize-frame"
+
 // CommandReport is one command's method and outcome; Reason is the rejection's reason (its code when it has
 // none).
 type CommandReport struct {
@@ -67,6 +73,10 @@ func (e *Engine) report(f *flight, appendTook time.Duration, failed bool) {
 		case ended != nil:
 			// NB: not an error of the engine: the caller's credential ended.
 			c.Outcome, c.Reason = OutcomeRejected, ended.reason()
+		case errors.Is(p.err, ErrResultTooLarge):
+			// NB: nor is a result longer than the caller can carry (a long request id can make it so): its client
+			// is refused oversize-frame.
+			c.Outcome, c.Reason = OutcomeRejected, reasonResultTooLarge
 		case p.err != nil:
 			c.Outcome = OutcomeError
 		case p.reply.Rejected != nil:

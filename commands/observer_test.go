@@ -29,24 +29,30 @@ func (g *groupReports) Committed(r *GroupReport) {
 }
 func (g *groupReports) Snapshotted(uint64, int, time.Time) {}
 
+// openObserved opens an engine on a fresh log that tells obs what it commits, with the test hooks given (or none).
+func openObserved(t *testing.T, obs Observer, hooks *testHooks) *Engine {
+	t.Helper()
+	l, err := eventlog.Open("db", &eventlog.Options{FS: vfs.NewMem()})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	e, err := Open(l, Options{Clock: newTestClock().Now, NewID: counterIDs(), ExpiryInterval: -1, Observer: obs, hooks: hooks})
+	require.NoError(t, err)
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
 // A group handed to the log that fails to become durable is answered with the failure; the observer counts its
 // commands as the errors their callers got, and no event appended, where it was told nothing of that group.
 func TestTheObserverCountsAFailedGroupAsErrors(t *testing.T) {
-	l, err := eventlog.Open("db", &eventlog.Options{FS: vfs.NewMem()})
-	require.NoError(t, err)
-	defer l.Close()
 	obs := &groupReports{}
-	hooks := &testHooks{commit: func(point commitPoint, group []*pending) error {
+	e := openObserved(t, obs, &testHooks{commit: func(point commitPoint, group []*pending) error {
 		if point == pointDurable && group[0].req.CommandID == "doomed" {
 			return errors.New("the disk went away")
 		}
 		return nil
-	}}
-	e, err := Open(l, Options{Clock: newTestClock().Now, NewID: counterIDs(), ExpiryInterval: -1, Observer: obs, hooks: hooks})
-	require.NoError(t, err)
-	defer e.Close()
+	}})
 	admin := events.AdminPrincipal()
-	_, err = e.Submit(context.Background(), as(admin, "fine", &RunCreate{RunID: "R1", Team: "t", Goal: "g", Cwd: "/w"}))
+	_, err := e.Submit(context.Background(), as(admin, "fine", &RunCreate{RunID: "R1", Team: "t", Goal: "g", Cwd: "/w"}))
 	require.NoError(t, err)
 	_, err = e.Submit(context.Background(), as(admin, "doomed", &RunCreate{RunID: "R2", Team: "t", Goal: "g", Cwd: "/w"}))
 	require.ErrorIs(t, err, ErrFailed)
@@ -58,4 +64,20 @@ func TestTheObserverCountsAFailedGroupAsErrors(t *testing.T) {
 		{{Method: "run.create", Outcome: OutcomeError}},
 	}, obs.cmds)
 	require.Equal(t, []int{1, 0}, obs.events, "the failed group appended nothing")
+}
+
+// A result longer than its caller can carry is the caller's refusal, as its client is answered (oversize-frame),
+// not an error of the engine: a worker that sends a long request id must not move the figure an operator alerts on
+// for bugs and failed commits.
+func TestTheObserverSeesAResultTooLargeAsARefusal(t *testing.T) {
+	obs := &groupReports{}
+	e := openObserved(t, obs, nil)
+	r := as(events.AdminPrincipal(), "c1", &RunCreate{RunID: "R1", Team: "t", Goal: "g", Cwd: "/w"})
+	r.MaxResultBytes = 1
+	_, err := e.Submit(context.Background(), r)
+	require.ErrorIs(t, err, ErrResultTooLarge)
+	require.NoError(t, e.Close())
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	require.Equal(t, [][]CommandReport{{{Method: "run.create", Outcome: OutcomeRejected, Reason: "oversize-frame"}}}, obs.cmds)
 }
