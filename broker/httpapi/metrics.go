@@ -38,9 +38,9 @@ type Metrics struct {
 	methods   boundedLabels
 	reasons   boundedLabels
 
-	snapPos   atomic.Uint64
-	snapBytes atomic.Int64
-	snapAt    atomic.Int64 // unix nanoseconds; 0: none since start
+	// snap is the last snapshot saved since start (nil: none): one record, so a scrape never reads the position of
+	// one snapshot with the size or time of another.
+	snap atomic.Pointer[snapshotInfo]
 
 	attachOnce sync.Once
 }
@@ -85,11 +85,16 @@ func (m *Metrics) Committed(g *commands.GroupReport) {
 	m.appended.Add(float64(g.Events))
 }
 
+// snapshotInfo is what the gauges tell of a snapshot.
+type snapshotInfo struct {
+	position uint64
+	bytes    int
+	at       time.Time
+}
+
 // Snapshotted implements commands.Observer.
 func (m *Metrics) Snapshotted(position uint64, bytes int, at time.Time) {
-	m.snapPos.Store(position)
-	m.snapBytes.Store(int64(bytes))
-	m.snapAt.Store(at.UnixNano())
+	m.snap.Store(&snapshotInfo{position: position, bytes: bytes, at: at})
 }
 
 // boundedLabels maps label values to themselves until max distinct ones were seen, then to "other".
@@ -236,10 +241,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descStalls, float64(st.WriteStalls))
 	counter(descStallSecs, st.WriteStallTime.Seconds())
 	gauge(descFilterBytes, float64(st.OutcomeFilterBytes))
-	if at := c.m.snapAt.Load(); at != 0 {
-		gauge(descSnapAge, time.Since(time.Unix(0, at)).Seconds())
-		gauge(descSnapBytes, float64(c.m.snapBytes.Load()))
-		gauge(descSnapPos, float64(c.m.snapPos.Load()))
+	if snap := c.m.snap.Load(); snap != nil {
+		gauge(descSnapAge, time.Since(snap.at).Seconds())
+		gauge(descSnapBytes, float64(snap.bytes))
+		gauge(descSnapPos, float64(snap.position))
 	}
 }
 

@@ -1,0 +1,49 @@
+package httpapi
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A scrape reads the last snapshot's position, size and time as one: a snapshot saved while it is collected shows
+// either the snapshot before it or itself, never the position of one with the size of the other.
+func TestMetricsSnapshotGaugesDoNotTear(t *testing.T) {
+	m := NewMetrics()
+	newFixture(t, Options{Metrics: m})
+	m.Snapshotted(1, 1, time.Now())
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := uint64(2); ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			m.Snapshotted(i, int(i), time.Now())
+		}
+	}()
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	for range 2000 {
+		families, err := m.reg.Gather()
+		require.NoError(t, err)
+		var pos, size float64
+		for _, f := range families {
+			switch f.GetName() {
+			case "crewlog_snapshot_position":
+				pos = f.GetMetric()[0].GetGauge().GetValue()
+			case "crewlog_snapshot_bytes":
+				size = f.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		require.Equal(t, pos, size, "the position of one snapshot and the size of another")
+	}
+}
