@@ -287,8 +287,10 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request, pr principa
 		existed bool
 		err     error
 	)
-	if n, perr := strconv.ParseUint(atParam, 10, 64); perr == nil {
-		if pos = min(n, head); pos > 0 && pos < head {
+	asked, perr := strconv.ParseUint(atParam, 10, 64)
+	byPosition := perr == nil
+	if byPosition {
+		if pos = min(asked, head); pos > 0 && pos < head {
 			past, existed, err = s.runAt(r.Context(), pr, runID, pos)
 		}
 	} else {
@@ -314,14 +316,31 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request, pr principa
 	)
 	if pos >= head {
 		// The published state is the rebuild at the head (a rebuild from position 1 gives the same state, which
-		// the engine's tests prove): read it instead of folding the run again.
+		// the engine's tests prove): read it instead of folding the run again. NB: unless a command committed since
+		// the head was read and pos is before it now: the published state would then answer a later position than
+		// the one asked for (or the one a time resolved to), and beyond the head the answer names.
+		moved := false
 		s.opts.Engine.Read(func(st *projections.State) {
+			head = st.Position
+			if byPosition {
+				pos = min(asked, head)
+			}
+			if moved = pos < head; moved {
+				return
+			}
 			if out, ok, err = runView(st, runID); ok {
 				held := st.SlotsHeld()
 				out.Slots.Held = &held
 			}
 		})
-	} else if existed {
+		if moved {
+			if past, existed, err = s.runAt(r.Context(), pr, runID, pos); err != nil {
+				s.rebuildFailed(w, r, err)
+				return
+			}
+		}
+	}
+	if pos < head && existed {
 		out, ok, err = runView(past, runID)
 	}
 	if err != nil {

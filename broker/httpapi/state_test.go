@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/commands"
 )
 
 // TestRebuildEndsWithItsClient: a state?at or explain whose client goes away while its rebuild holds the slot
@@ -187,4 +189,27 @@ func sendInBackground(f *fixture, req *http.Request) <-chan answer {
 		answered <- answer{resp.StatusCode, body, err}
 	}()
 	return answered
+}
+
+// TestStateAtTheHeadIsNotLaterThanAsked: a state?at that resolves to the head it read answers the state there, even
+// when a command commits before the state is read: never a later position than the one asked for, nor one beyond
+// the head it answers with.
+func TestStateAtTheHeadIsNotLaterThanAsked(t *testing.T) {
+	f := newFixture(t, Options{})
+	head := f.eng.Head()
+	at := time.Now()
+	time.Sleep(2 * time.Millisecond) // the command below is later than at
+	var once sync.Once
+	f.srv.states.holding = func() {
+		// state?at=TIME read the head, and holds the rebuild slot before it resolves the time: a commit now.
+		once.Do(func() {
+			f.do(audittest.Admin, &commands.RunCreate{RunID: "team_20261001100000_a1b2c3d4e5f600ff", Team: "t",
+				Goal: "g", Cwd: "/w"})
+		})
+	}
+	code, st := f.get(livePath + "/state?at=" + url.QueryEscape(at.Format(time.RFC3339Nano)))
+	require.Equal(t, http.StatusOK, code, "%v", st)
+	require.Equal(t, head+1, f.eng.Head(), "a command committed while the request was answered")
+	require.EqualValues(t, head, st["position"], "the state as of the time asked, before the later command")
+	require.LessOrEqual(t, st["position"].(float64), st["head"].(float64))
 }
