@@ -646,7 +646,7 @@ func (e *Engine) run() {
 			e.drain(ErrClosed)
 			return
 		case <-e.stopped: // the publisher failed
-			e.failStop(nil, nil)
+			e.failStop(nil)
 			return
 		case <-idle:
 			e.evictIfDue(e.times.now())
@@ -654,7 +654,7 @@ func (e *Engine) run() {
 			err := e.catchUp()
 			c <- err
 			if err != nil {
-				e.failStop(err, nil)
+				e.failStop(err)
 				return
 			}
 		case p := <-e.in:
@@ -667,7 +667,11 @@ func (e *Engine) run() {
 				err = e.handOff(f)
 			}
 			if err != nil {
-				e.failStop(err, f.group)
+				// NB: the publisher answers the group with the failure, after the groups before it, as it
+				// answers every group in flight, and tells the observer of it.
+				e.fail(err)
+				e.flights <- f
+				e.failStop(nil)
 				return
 			}
 			e.handedOff(f)
@@ -743,15 +747,14 @@ func (e *Engine) fill(f *flight, p *pending) (quit bool, err error) {
 	return false, nil
 }
 
-// failStop records err (nil: the failure the publisher recorded) as the
-// engine's failure, answers group with it, and then answers whatever still
-// arrives until Close. The publisher answers the groups in flight.
-func (e *Engine) failStop(err error, group []*pending) {
+// failStop records err (nil: the failure recorded already) as the
+// engine's failure, and then answers whatever still arrives until Close.
+// The publisher answers the groups in flight.
+func (e *Engine) failStop(err error) {
 	if err != nil {
 		e.fail(err)
 	}
 	ferr := e.failure()
-	answerFailed(group, ferr)
 	for {
 		select {
 		case p := <-e.in:

@@ -6,10 +6,10 @@ import (
 )
 
 // Observer is told what the writer did, for metrics. Its methods run on the publisher's goroutine (Committed, one
-// group at a time in log order, pipeline.go, the groups in flight when the engine failed included, their commands
-// errors) or the snapshot's goroutine (Snapshotted: the snapshot goroutine, or Close's for the snapshot saved at
-// close), after the group's answers are sent: they must be quick and must not call the engine. The report and its
-// slices are reused: copy what you keep.
+// group at a time in log order, pipeline.go, the groups the writer had taken when the engine failed included, their
+// commands errors) or the snapshot's goroutine (Snapshotted: the snapshot goroutine, or Close's for the snapshot
+// saved at close), after the group's answers are sent: they must be quick and must not call the engine. The report
+// and its slices are reused: copy what you keep.
 type Observer interface {
 	Committed(g *GroupReport)
 	Snapshotted(position uint64, bytes int, at time.Time)

@@ -41,29 +41,40 @@ func openObserved(t *testing.T, obs Observer, hooks *testHooks) *Engine {
 	return e
 }
 
-// A group handed to the log that fails to become durable is answered with the failure; the observer counts its
-// commands as the errors their callers got, and no event appended, where it was told nothing of that group.
+// A group that fails to commit — as it is handed to the log, or once the log has it — is answered with the
+// failure; the observer counts its commands as the errors their callers got, and no event appended, where it was
+// told nothing of that group.
 func TestTheObserverCountsAFailedGroupAsErrors(t *testing.T) {
-	obs := &groupReports{}
-	e := openObserved(t, obs, &testHooks{commit: func(point commitPoint, group []*pending) error {
-		if point == pointDurable && group[0].req.CommandID == "doomed" {
-			return errors.New("the disk went away")
-		}
-		return nil
-	}})
-	admin := events.AdminPrincipal()
-	_, err := e.Submit(context.Background(), as(admin, "fine", &RunCreate{RunID: "R1", Team: "t", Goal: "g", Cwd: "/w"}))
-	require.NoError(t, err)
-	_, err = e.Submit(context.Background(), as(admin, "doomed", &RunCreate{RunID: "R2", Team: "t", Goal: "g", Cwd: "/w"}))
-	require.ErrorIs(t, err, ErrFailed)
-	require.NoError(t, e.Close())
-	obs.mu.Lock()
-	defer obs.mu.Unlock()
-	require.Equal(t, [][]CommandReport{
-		{{Method: "run.create", Outcome: OutcomeAdmitted}},
-		{{Method: "run.create", Outcome: OutcomeError}},
-	}, obs.cmds)
-	require.Equal(t, []int{1, 0}, obs.events, "the failed group appended nothing")
+	for _, tc := range []struct {
+		name string
+		at   commitPoint
+	}{
+		{"handed to the log", pointDecided},
+		{"durable", pointDurable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := &groupReports{}
+			e := openObserved(t, obs, &testHooks{commit: func(point commitPoint, group []*pending) error {
+				if point == tc.at && group[0].req.CommandID == "doomed" {
+					return errors.New("the disk went away")
+				}
+				return nil
+			}})
+			admin := events.AdminPrincipal()
+			_, err := e.Submit(context.Background(), as(admin, "fine", &RunCreate{RunID: "R1", Team: "t", Goal: "g", Cwd: "/w"}))
+			require.NoError(t, err)
+			_, err = e.Submit(context.Background(), as(admin, "doomed", &RunCreate{RunID: "R2", Team: "t", Goal: "g", Cwd: "/w"}))
+			require.ErrorIs(t, err, ErrFailed)
+			require.NoError(t, e.Close())
+			obs.mu.Lock()
+			defer obs.mu.Unlock()
+			require.Equal(t, [][]CommandReport{
+				{{Method: "run.create", Outcome: OutcomeAdmitted}},
+				{{Method: "run.create", Outcome: OutcomeError}},
+			}, obs.cmds)
+			require.Equal(t, []int{1, 0}, obs.events, "the failed group appended nothing")
+		})
+	}
 }
 
 // A result longer than its caller can carry is the caller's refusal, as its client is answered (oversize-frame),
