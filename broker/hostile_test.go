@@ -143,14 +143,14 @@ func TestMessageFloodHitsRunQuota(t *testing.T) {
 }
 
 // TestLongDelegationsCannotStarveAnotherRun: run A takes the whole pool with day-long delegations while nobody
-// waits. Run B is refused and from then on waits; a worker sees only its own run's slot holders. The admin
+// waits. Run B is refused and from then on waits; a worker or orchestrator sees only its own run's slot holders. The admin
 // cancels one of A's delegations by subId alone and settles it; then A floods delegate.request while B retries:
 // whatever the interleaving, A (holding its share) never gets the free slot and B does.
 func TestLongDelegationsCannotStarveAnotherRun(t *testing.T) {
 	cfg := projections.DefaultConfig() // 2 slots, share 1
 	f := newFixture(t, fixtureOpts{config: &cfg})
 	_, hog := f.hostileRun("A")
-	_, waiter := f.hostileRun("B")
+	waiterOrch, waiter := f.hostileRun("B")
 	long := map[string]any{"prompt": "forever", "timeoutSec": 86400}
 	s1 := hog.ok("delegate.request", long)["grandchildTaskRef"].(string)
 	s2 := hog.ok("delegate.request", long)["grandchildTaskRef"].(string)
@@ -160,6 +160,8 @@ func TestLongDelegationsCannotStarveAnotherRun(t *testing.T) {
 	require.ElementsMatch(t, []any{s1, s2}, hog.ok("query.slots", nil)["subIds"])
 	require.Equal(t, []any{}, waiter.ok("query.slots", nil)["subIds"], "another run's holders are not shown")
 	require.Equal(t, 2.0, waiter.ok("query.slots", nil)["held"], "the pool is daemon-wide")
+	require.Equal(t, []any{}, waiterOrch.ok("query.slots", nil)["subIds"], "nor to another run's orchestrator")
+	require.Equal(t, 2.0, waiterOrch.ok("query.slots", nil)["held"], "the pool is daemon-wide")
 
 	admin := f.dial()
 	admin.helloAdmin()

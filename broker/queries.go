@@ -183,9 +183,9 @@ func runPage[T, W any](cl *call, runID string, limit int, cursor string,
 }
 
 // query.slots {} → the daemon-wide slot pool {held, capacity, subIds}. It is not per run: the admin needs no
-// runId (one it names must exist), and the orchestrator of any existing run may read it (admission depends on it).
-// A worker may read it too, but sees only its own run's holders in subIds (held and capacity stay daemon-wide):
-// other runs' delegation ids are not its business.
+// runId (one it names must exist) and sees every holder. The orchestrator and the workers of any existing run may
+// read it too (admission depends on it), but see only their own run's holders in subIds (held and capacity stay
+// daemon-wide): other runs' delegation ids are not their business.
 func handleQuerySlots(cl *call) (any, error) {
 	p := readParams(cl)
 	runID := ""
@@ -197,7 +197,7 @@ func handleQuerySlots(cl *call) (any, error) {
 		return nil, p.err
 	}
 	return readState(cl, func(st *projections.State) (projections.Slots, error) {
-		if cl.c.id.role == events.RoleWorker {
+		if cl.c.id.role != events.RoleAdmin {
 			return st.SlotsOf(runID), nil
 		}
 		return st.Slots(), nil

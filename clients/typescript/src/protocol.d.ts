@@ -1782,7 +1782,7 @@ export interface Methods {
     command: false;
   };
   /**
-   * the daemon-wide slot pool (a worker sees only its run's holders)
+   * the daemon-wide slot pool (a run's credentials see only its run's holders)
    * Errors: forbidden, bad-params, no-manifest, replay-failed.
    */
   "query.slots": {
