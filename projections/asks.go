@@ -126,7 +126,7 @@ func (s *State) AsksPage(runID string, pending bool, f PageFilter) (Page[Ask], e
 	}
 	sel := everything(len(r.askOrder))
 	if pending {
-		sel = pendingOf(r.askTally, func(i int) bool { return r.asks[r.askOrder[i]].Status == AskPending })
+		sel = pendingOf(r.askTally, len(r.askOrder), func(i int) bool { return r.asks[r.askOrder[i]].Status == AskPending })
 	}
 	return filteredPage(len(r.askOrder), f, sel, func(i int) Ask { return *r.asks[r.askOrder[i]].clone() })
 }

@@ -1,6 +1,8 @@
 package projections
 
 import (
+	"slices"
+
 	"github.com/crewlog/crewlog/events"
 )
 
@@ -56,9 +58,12 @@ func (r *runState) addMessage(m Message) {
 func (r *runState) indexMessage(i int, m *Message) {
 	r.msgIndex[m.ID] = i
 	r.boxes[m.To] = append(r.boxes[m.To], i)
-	t := r.boxTally[m.To]
-	t.appended(len(r.boxes[m.To]), m.Status != MessageAcknowledged)
-	r.boxTally[m.To] = t
+	x := r.boxPending[m.To]
+	if x == nil {
+		x = &pendingIndex{}
+		r.boxPending[m.To] = x
+	}
+	x.appended(m.Status != MessageAcknowledged)
 }
 
 func applyMailbox(r *runState, ev events.Event) {
@@ -92,9 +97,9 @@ func applyMailbox(r *runState, ev events.Event) {
 				m := r.msgs.At(i)
 				m.Status = MessageAcknowledged
 				m.AcknowledgedAt = at
-				box, t := r.boxes[m.To], r.boxTally[m.To]
-				t.settled(len(box), func(j int) bool { return r.msgs.At(box[j]).Status == MessageAcknowledged })
-				r.boxTally[m.To] = t
+				// NB: a box lists its messages' indexes in the run's log in append order, so sorted.
+				ord, _ := slices.BinarySearch(r.boxes[m.To], i)
+				r.boxPending[m.To].settled(ord)
 			}
 		}
 	}
@@ -135,7 +140,7 @@ func (s *State) Mailbox(runID, recipient string, f MailboxFilter) (MailboxPage, 
 	box := r.boxes[recipient]
 	sel := everything(len(box))
 	if f.Pending {
-		sel = pendingOf(r.boxTally[recipient], func(i int) bool { return r.msgs.At(box[i]).Status != MessageAcknowledged })
+		sel = pendingIn(r.boxPending[recipient])
 	}
 	cursor := f.Cursor
 	if f.PastEndIsEmpty {

@@ -73,30 +73,50 @@ func cursorAtMost(cursor string, n int) string {
 	return cursor
 }
 
-// selection is the entries of a list a filter keeps: keep(i) says whether
-// entry i passes (nil keeps all), total counts the entries kept and from is an
-// ordinal before which none is.
+// selection is the entries of a list a filter keeps: next(i) is the first entry kept at or after ordinal i, or the
+// list's length when none is (nil keeps all), and total counts the entries kept.
 type selection struct {
-	keep  func(i int) bool
+	next  func(i int) int
 	total int
-	from  int
 }
 
 // everything selects every entry of a list of n.
 func everything(n int) selection { return selection{total: n} }
 
 // pendingOf selects the entries of a list that tally follows still pending;
-// isPending says whether entry i is.
-func pendingOf(t pendingTally, isPending func(i int) bool) selection {
-	return selection{keep: isPending, total: t.pending, from: t.first}
+// isPending says whether entry i is. It walks the settled entries between two
+// pending ones: for a list whose settled entries a client can pile up, the
+// index of pendingIn is the one to keep.
+func pendingOf(t pendingTally, n int, isPending func(i int) bool) selection {
+	return selection{total: t.pending, next: func(i int) int {
+		for i = max(i, t.first); i < n && !isPending(i); i++ {
+		}
+		return i
+	}}
+}
+
+// pendingIn selects the entries of a list that x follows still pending.
+func pendingIn(x *pendingIndex) selection {
+	if x == nil {
+		x = &pendingIndex{} // a recipient no message was sent to
+	}
+	return selection{total: x.pending, next: x.next}
+}
+
+// from is the first entry sel keeps at or after ordinal i of a list of n.
+func (sel selection) from(i, n int) int {
+	if sel.next == nil || i >= n {
+		return i
+	}
+	return sel.next(i)
 }
 
 // filteredPage cuts a page out of a run's append-only list of n entries in
 // place: sel picks the entries, item(i) copies entry i out. Only the page's
-// entries are copied, and only those from the cursor (or sel.from, when
-// later) to the first kept entry after the page are looked at. The cursor is
-// the ordinal of the next entry to look at (the first kept one left out), so
-// it stays valid while entries are added. Items is nil when the page is empty.
+// entries are copied, and only the entries sel finds them by are looked at.
+// The cursor is the ordinal of the next entry to look at (the first kept one
+// left out), so it stays valid while entries are added. Items is nil when the
+// page is empty.
 //
 // NB: it runs under the engine's read lock, which the publisher waits for:
 // it must cost the page, not the run, and change nothing.
@@ -106,10 +126,7 @@ func filteredPage[T any](n int, f PageFilter, sel selection, item func(i int) T)
 		return Page[T]{}, err
 	}
 	page := Page[T]{Total: sel.total}
-	for i := max(start, sel.from); i < n; i++ {
-		if sel.keep != nil && !sel.keep(i) {
-			continue
-		}
+	for i := sel.from(start, n); i < n; i = sel.from(i+1, n) {
 		if f.Limit > 0 && len(page.Items) == f.Limit {
 			page.NextCursor = strconv.FormatUint(uint64(i), 36)
 			break

@@ -1,13 +1,13 @@
 package projections
 
 // pendingTally follows one of a run's append-only lists whose entries leave
-// their pending state once and never return to it (a mailbox's messages
-// become acknowledged, a run's asks answered or timed out). It keeps how many
-// entries are still pending and the ordinal of the first one still pending,
-// so that a page of the pending entries knows its total without a walk of the
-// list and starts its walk at the first pending entry: a box whose thousands
-// of old messages are all acknowledged pages its inbox for the cost of the
-// page, under the engine's read lock that the publisher waits for.
+// their pending state once and never return to it (a run's asks answered or
+// timed out). It keeps how many entries are still pending and the ordinal of
+// the first one still pending, so that a page of the pending entries knows its
+// total without a walk of the list and starts its walk at the first pending
+// entry. A settled entry after a pending one is still walked over
+// (pendingOf); a mailbox, whose settled entries a worker piles up, keeps a
+// pendingIndex instead.
 type pendingTally struct {
 	pending int // entries still pending
 	first   int // ordinal of the first entry still pending; the list's length when none is

@@ -74,9 +74,9 @@ type runState struct {
 	msgs     messageLog       // every message of the run, in append order
 	msgIndex map[string]int   // message id → index in msgs
 	boxes    map[string][]int // recipient → indexes in msgs
-	// boxTally follows each box's messages not yet acknowledged (the
+	// boxPending follows each box's messages not yet acknowledged (the
 	// pending pages of Mailbox).
-	boxTally map[string]pendingTally
+	boxPending map[string]*pendingIndex
 
 	asks     map[string]*Ask // by question id
 	askOrder []string
@@ -109,17 +109,17 @@ func New() *State {
 // and one decoded from a snapshot are identical, down to nil versus empty.
 func newRunState(r Run) *runState {
 	return &runState{
-		run:      r,
-		tasks:    make(map[string]*Task),
-		dels:     make(map[string]*Delegation),
-		accounts: make(map[string]*Account),
-		msgIndex: make(map[string]int),
-		boxes:    make(map[string][]int),
-		boxTally: make(map[string]pendingTally),
-		asks:     make(map[string]*Ask),
-		creds:    make(map[string]*Credential),
-		jobs:     make(map[string]*Job),
-		roots:    &RevokedRoots{set: make(map[string]struct{})},
+		run:        r,
+		tasks:      make(map[string]*Task),
+		dels:       make(map[string]*Delegation),
+		accounts:   make(map[string]*Account),
+		msgIndex:   make(map[string]int),
+		boxes:      make(map[string][]int),
+		boxPending: make(map[string]*pendingIndex),
+		asks:       make(map[string]*Ask),
+		creds:      make(map[string]*Credential),
+		jobs:       make(map[string]*Job),
+		roots:      &RevokedRoots{set: make(map[string]struct{})},
 	}
 }
 
@@ -197,7 +197,9 @@ func (r *runState) clone() *runState {
 	for id, a := range r.asks {
 		c.asks[id] = a.clone()
 	}
-	c.boxTally = maps.Clone(r.boxTally)
+	for to, x := range r.boxPending {
+		c.boxPending[to] = x.clone()
+	}
 	c.askOrder = cloneSlice(r.askOrder)
 	c.askTally, c.pendingAsks = r.askTally, cloneSlice(r.pendingAsks)
 	for k, cr := range r.creds {
