@@ -48,7 +48,7 @@ func (a *Ask) clone() *Ask {
 func (r *runState) addAsk(a *Ask) {
 	r.asks[a.QuestionID] = a
 	r.askOrder = append(r.askOrder, a.QuestionID)
-	r.askTally.appended(len(r.askOrder), a.Status == AskPending)
+	r.askPending.appended(a.Status == AskPending)
 	if a.Status == AskPending {
 		r.pendingAsks = append(r.pendingAsks, a.QuestionID)
 	}
@@ -85,8 +85,15 @@ func resolveAsk(r *runState, taskID, questionID string, st AskStatus, reason str
 		a.Status = st
 		a.ResolvedAt = at
 		a.Reason = reason
-		r.askTally.settled(len(r.askOrder), func(i int) bool { return r.asks[r.askOrder[i]].Status != AskPending })
-		r.pendingAsks = dropFrom(r.pendingAsks, func(id string) bool { return id == questionID })
+		// NB: pendingAsks lists the pending questions in asking order, so the j-th of them is the j-th pending
+		// entry of askOrder; the walk to find it is the one that drops it.
+		if j := slices.Index(r.pendingAsks, questionID); j >= 0 {
+			r.askPending.settled(r.askPending.kth(j + 1))
+			r.pendingAsks = slices.Delete(r.pendingAsks, j, j+1)
+		}
+		if len(r.pendingAsks) == 0 {
+			r.pendingAsks = nil // as a run loaded from a snapshot has it
+		}
 	}
 	// R4: waitState is cleared only when it points at this task+question.
 	if w := r.run.WaitState; w != nil && w.TaskID == taskID && w.QuestionID == questionID {
@@ -126,7 +133,7 @@ func (s *State) AsksPage(runID string, pending bool, f PageFilter) (Page[Ask], e
 	}
 	sel := everything(len(r.askOrder))
 	if pending {
-		sel = pendingOf(r.askTally, len(r.askOrder), func(i int) bool { return r.asks[r.askOrder[i]].Status == AskPending })
+		sel = pendingIn(&r.askPending)
 	}
 	return filteredPage(len(r.askOrder), f, sel, func(i int) Ask { return *r.asks[r.askOrder[i]].clone() })
 }

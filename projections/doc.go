@@ -26,9 +26,9 @@
 //     page costs the page, not the run (they run under the engine's read
 //     lock): the list is walked in place from the cursor, only the page is
 //     copied, and a filtered total (pending asks, unacknowledged messages) is
-//     kept as the list changes (pendingTally, pendingIndex), not counted per
-//     read. A mailbox's pending page finds its messages through an index
-//     (pendingIndex), not by a walk over the acknowledged ones between them.
+//     kept as the list changes (pendingIndex), not counted per read; a
+//     pending page finds its entries through that index, not by a walk over
+//     the settled ones between them.
 //   - A task is a shadow task iff it was created as one (Task.Kind, from
 //     task.created v2 or delegate.admitted); Task.Shadow is the only test.
 //   - Token sums (the ledger, a run's budget use) saturate instead of

@@ -83,18 +83,6 @@ type selection struct {
 // everything selects every entry of a list of n.
 func everything(n int) selection { return selection{total: n} }
 
-// pendingOf selects the entries of a list that tally follows still pending;
-// isPending says whether entry i is. It walks the settled entries between two
-// pending ones: for a list whose settled entries a client can pile up, the
-// index of pendingIn is the one to keep.
-func pendingOf(t pendingTally, n int, isPending func(i int) bool) selection {
-	return selection{total: t.pending, next: func(i int) int {
-		for i = max(i, t.first); i < n && !isPending(i); i++ {
-		}
-		return i
-	}}
-}
-
 // pendingIn selects the entries of a list that x follows still pending.
 func pendingIn(x *pendingIndex) selection {
 	if x == nil {

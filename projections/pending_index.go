@@ -3,12 +3,13 @@ package projections
 import "math/bits"
 
 // pendingIndex follows which entries of an append-only list are still pending, for a list whose entries leave the
-// pending state once and never return to it (a mailbox's messages become acknowledged). It is a Fenwick tree over
+// pending state once and never return to it (a mailbox's messages become acknowledged, a run's asks answered or
+// timed out). It is a Fenwick tree over
 // the entries' pending flags: an append, a settlement, the count of the pending entries before an ordinal and the
 // next pending entry at or after one each cost O(log n). So a page of the pending entries costs its own entries
 // however many settled ones lie between them or before its cursor: a worker that acknowledges its messages piles up
 // settled entries in its own box, by the thousand, and every page of msg.inbox it asks for is read under the
-// engine's read lock that the publisher waits for. pendingTally's first pending entry skips only a settled prefix.
+// engine's read lock that the publisher waits for. The count of pending entries is a page's total.
 //
 // Its content is a function of the flags alone, so a box folded from events and one decoded from a snapshot hold
 // the same index.
@@ -51,9 +52,11 @@ func (x *pendingIndex) before(n int) int {
 }
 
 // next is the ordinal of the first pending entry at or after from, or the list's length when none is.
-func (x *pendingIndex) next(from int) int {
+func (x *pendingIndex) next(from int) int { return x.kth(x.before(from) + 1) }
+
+// kth is the ordinal of the k-th pending entry (1-based), or the list's length when fewer are pending.
+func (x *pendingIndex) kth(k int) int {
 	n := len(x.sums)
-	k := x.before(from) + 1 // the k-th pending entry, 1-based
 	if k > x.pending {
 		return n
 	}
@@ -67,6 +70,6 @@ func (x *pendingIndex) next(from int) int {
 	return pos
 }
 
-func (x *pendingIndex) clone() *pendingIndex {
-	return &pendingIndex{sums: cloneSlice(x.sums), pending: x.pending}
+func (x pendingIndex) clone() pendingIndex {
+	return pendingIndex{sums: cloneSlice(x.sums), pending: x.pending}
 }

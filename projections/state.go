@@ -78,9 +78,9 @@ type runState struct {
 	// pending pages of Mailbox).
 	boxPending map[string]*pendingIndex
 
-	asks     map[string]*Ask // by question id
-	askOrder []string
-	askTally pendingTally // the asks still pending (AsksPage's pending pages)
+	asks       map[string]*Ask // by question id
+	askOrder   []string
+	askPending pendingIndex // the asks still pending (AsksPage's pending pages)
 	// pendingAsks is askOrder without the questions answered or timed out: what the engine clock walks at every
 	// tick (DueAsks), however many questions the run has had answered.
 	pendingAsks []string
@@ -198,10 +198,11 @@ func (r *runState) clone() *runState {
 		c.asks[id] = a.clone()
 	}
 	for to, x := range r.boxPending {
-		c.boxPending[to] = x.clone()
+		xc := x.clone()
+		c.boxPending[to] = &xc
 	}
 	c.askOrder = cloneSlice(r.askOrder)
-	c.askTally, c.pendingAsks = r.askTally, cloneSlice(r.pendingAsks)
+	c.askPending, c.pendingAsks = r.askPending.clone(), cloneSlice(r.pendingAsks)
 	for k, cr := range r.creds {
 		cc := *cr
 		c.creds[k] = &cc
