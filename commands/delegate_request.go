@@ -262,7 +262,7 @@ func (c *DelegateRequest) checkAdmission(s *projections.State, run projections.R
 			"delegate rejected: timeoutSec %s is outside 1..%d (default %d)", jsNumber(t), MaxTimeoutSec, DefaultTimeoutSec))
 	}
 	if slices.Contains(writeRoles, role) && !cfg.SerializeOnPathOverlap {
-		policy.Overlapping = overlappingExecutors(s, c.RunID, c.TaskID, parent.Cwd)
+		policy.Overlapping = overlappingExecutors(s, c.RunID, parent)
 		if policy.Overlapping > 0 {
 			return refuse(events.ReasonWorkspaceConflict, fmt.Sprintf(
 				"delegate rejected: parent task '%s' cwd overlaps %d in-flight executor(s) and limits.serializeOnPathOverlap is off — "+
@@ -338,16 +338,18 @@ const (
 	nestingDisabledPolicyMessage = "delegate rejected: governed nesting is disabled (nesting.enabled=false, the fail-closed default; enable it in USER config)"
 )
 
-// overlappingExecutors counts the run's other running executor-class tasks
-// whose cwd is exactly cwd (D§4.7: exact equality, not prefix).
-func overlappingExecutors(s *projections.State, runID, self, cwd string) int {
+// overlappingExecutors counts the run's running executor-class tasks other than parent whose cwd is exactly
+// parent's (D§4.7: exact equality, not prefix). It reads the run's counts of running tasks by role and cwd
+// (State.RunningTasks), not a walk of its live tasks: a run may hold thousands, and each delegate.request a worker
+// sends would walk them all on the writer that every run shares.
+func overlappingExecutors(s *projections.State, runID string, parent projections.Task) int {
 	n := 0
-	s.EachLiveTask(runID, func(t projections.Task) bool {
-		if t.TaskID != self && t.Status == projections.TaskRunning && t.Cwd == cwd && slices.Contains(writeRoles, t.Role) {
-			n++
-		}
-		return true
-	})
+	for _, role := range writeRoles {
+		n += s.RunningTasks(runID, role, parent.Cwd)
+	}
+	if parent.Status == projections.TaskRunning && slices.Contains(writeRoles, parent.Role) {
+		n-- // NB: the parent runs in its own cwd, and is no conflict of its own
+	}
 	return n
 }
 

@@ -23,7 +23,7 @@ func indexEvent(rng *rand.Rand) (string, string, any) {
 	req := fmt.Sprintf("c%d", rng.IntN(8))
 	gen := int64(rng.IntN(3))
 	task := []string{"P", sub}[rng.IntN(2)]
-	n := rng.IntN(29)
+	n := rng.IntN(30)
 	switch n {
 	case 0:
 		return run, events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w", BudgetUnlimited: true}
@@ -77,6 +77,8 @@ func indexEvent(rng *rand.Rand) (string, string, any) {
 		return run, events.TypeRunCompleted, &events.RunCompleted{}
 	case 27:
 		return run, events.TypeRunRunning, &events.RunRunning{}
+	case 28:
+		return run, events.TypeTaskStarted, &events.TaskStarted{TaskID: task, Cwd: []string{"", "/w", "/v"}[rng.IntN(3)]}
 	default:
 		return run, events.TypeTaskRetried, &events.TaskRetried{TaskID: task}
 	}
@@ -99,12 +101,22 @@ func checkIndexes(t *testing.T, s *State, where string) {
 		s.EachInFlight(id, func(d Delegation) bool { viaEach = append(viaEach, d.SubID); return true })
 		require.Equal(t, wantIn, viaEach, "%s: EachInFlight", where)
 		var wantAsk []string
+		var askFlags pendingIndex
 		for _, q := range r.askOrder {
+			askFlags.appended(r.asks[q].Status == AskPending)
 			if r.asks[q].Status == AskPending {
 				wantAsk = append(wantAsk, q)
 			}
 		}
 		require.Equal(t, wantAsk, r.pendingAsks, "%s: run %s pendingAsks", where, id)
+		require.Equal(t, askFlags, r.askPending, "%s: run %s askPending", where, id)
+		wantRunning := map[roleCwd]int{}
+		for _, tk := range r.tasks {
+			if tk.Status == TaskRunning {
+				wantRunning[roleCwd{tk.Role, tk.Cwd}]++
+			}
+		}
+		require.Equal(t, wantRunning, r.running, "%s: run %s running", where, id)
 		for jid, j := range r.jobs {
 			var want []*ProxyRequest
 			for _, p := range j.Requests {

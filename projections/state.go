@@ -57,6 +57,8 @@ type runState struct {
 	live          []string // the tasks not in a terminal status, shadow ones included, in creation order (setTaskStatus)
 	// liveWorkflow is how many of live are workflow tasks (LiveTasks).
 	liveWorkflow int
+	// running counts the tasks in status running, shadow ones included, by role and cwd (RunningTasks).
+	running map[roleCwd]int
 
 	dels     map[string]*Delegation // by subId
 	delOrder []string
@@ -111,6 +113,7 @@ func newRunState(r Run) *runState {
 	return &runState{
 		run:        r,
 		tasks:      make(map[string]*Task),
+		running:    make(map[roleCwd]int),
 		dels:       make(map[string]*Delegation),
 		accounts:   make(map[string]*Account),
 		msgIndex:   make(map[string]int),
@@ -175,6 +178,7 @@ func (r *runState) clone() *runState {
 	}
 	c.taskOrder = cloneSlice(r.taskOrder)
 	c.workflowOrder, c.live, c.liveWorkflow = cloneSlice(r.workflowOrder), cloneSlice(r.live), r.liveWorkflow
+	c.running = maps.Clone(r.running)
 	c.dels = make(map[string]*Delegation, len(r.dels))
 	dels := make([]Delegation, 0, len(r.dels))
 	for id, d := range r.dels {

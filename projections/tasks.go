@@ -155,6 +155,7 @@ func (r *runState) addTask(t *Task) {
 		r.live = append(r.live, t.TaskID) // the newest task is last in creation order
 		r.countLive(t, 1)
 	}
+	r.countRunning(t, 1)
 }
 
 // countLive adds d to r's count of live workflow tasks when t is one (LiveTasks). NB: shadow tasks are walked
@@ -170,7 +171,9 @@ func (r *runState) countLive(t *Task, d int) {
 // loaded from a snapshot, which lists the tasks in creation order, so decisions that walk them decide alike.
 func (r *runState) setTaskStatus(t *Task, st TaskStatus) {
 	was := !t.Status.Terminal()
+	r.countRunning(t, -1)
 	t.setStatus(st)
+	r.countRunning(t, 1)
 	now := !t.Status.Terminal()
 	if was == now {
 		return
@@ -194,6 +197,33 @@ func (r *runState) setTaskStatus(t *Task, st TaskStatus) {
 	if len(r.live) == 0 {
 		r.live = nil // as a run loaded from a snapshot has it
 	}
+}
+
+// roleCwd is a key of runState.running.
+type roleCwd struct{ role, cwd string }
+
+// countRunning adds d to r's count of running tasks of t's role and cwd when t is running (RunningTasks); a count
+// that drops to zero leaves the map, so a state folded from events and one loaded from a snapshot hold the same.
+func (r *runState) countRunning(t *Task, d int) {
+	if t.Status != TaskRunning {
+		return
+	}
+	k := roleCwd{t.Role, t.Cwd}
+	if n := r.running[k] + d; n != 0 {
+		r.running[k] = n
+	} else {
+		delete(r.running, k)
+	}
+}
+
+// RunningTasks is the number of run runID's tasks, shadow ones included, in status running with role role and cwd
+// cwd. It reads a count kept as tasks change status, not a walk of the run's tasks: delegate.request's workspace
+// check asks it on the writer for every request a worker sends, and a run may hold thousands of live tasks.
+func (s *State) RunningTasks(runID, role, cwd string) int {
+	if r := s.run(runID); r != nil {
+		return r.running[roleCwd{role, cwd}]
+	}
+	return 0
 }
 
 // setStatus moves t to st at time at; leaving waiting drops the park marker,
@@ -236,7 +266,9 @@ func applyTask(r *runState, ev events.Event) {
 				r.setTaskStatus(t, TaskRunning)
 				t.StartedAt = at
 				if p.Cwd != "" {
+					r.countRunning(t, -1)
 					t.Cwd = p.Cwd
+					r.countRunning(t, 1)
 				}
 			}
 		}

@@ -28,6 +28,7 @@ var (
 		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "LookupRun", "RunStatus", "LookupRunStatus", "Runs",
 		"SlotHolder", "SlotWaiters", "Slots",
 		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "StrandedAsks", "Task", "TaskStatus", "LookupTaskStatus", "LookupTaskStatuses", "Tasks", "TasksPage", "LiveTasks",
+		"RunningTasks",
 		"EachLiveTask", "EachWorkflowTask", "EachInFlight",
 		"ActiveLeases", "Job", "JobCount", "JobHeader", "LookupJobHeader", "JobPage", "JobTool", "Jobs", "EachJob", "LiveRequests",
 		"ProxyRequestOf", "RevokedRootsOf", "RevokedRootCount",
@@ -143,6 +144,7 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 			require.NoError(t, err)
 			q("LookupTaskStatus/"+id, ts, ok)
 			q("IsShadow/"+id, s.IsShadow(run, id))
+			q("RunningTasks/"+id, s.RunningTasks(run, task.Role, task.Cwd))
 			a, ok := s.Account(run, id)
 			q("Account/"+id, a, ok)
 			al, ok := s.Allocation(run, id)
