@@ -193,3 +193,42 @@ func BenchmarkDecideMeteredAdmission(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecideDelegateAmongLiveTasks is the pure cost of deciding a worker's delegate.request on a run holding n
+// running executor tasks, each in a cwd of its own: the workspace check reads the run's count of running tasks by
+// role and cwd, so the cost stays flat as the run grows (it walked every live task before):
+//
+//	go test ./commands -run '^$' -bench DecideDelegateAmongLiveTasks -count 6
+func BenchmarkDecideDelegateAmongLiveTasks(b *testing.B) {
+	for _, n := range []int{400, 4000} {
+		b.Run(fmt.Sprintf("tasks=%d", n), func(b *testing.B) {
+			s := projections.New()
+			pos := uint64(0)
+			apply := func(stream, typ string, p any) {
+				pos++
+				projections.Apply(s, events.Event{Position: pos, Stream: stream, Type: typ,
+					SchemaVersion: events.SchemaVersion(typ), Time: fxNow, Payload: p})
+			}
+			apply(events.EngineStream, events.TypeEngineConfigured, projections.DefaultConfig().Event())
+			apply(fxRun, events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"})
+			apply(fxRun, events.TypeRunRunning, &events.RunRunning{})
+			for i := range n {
+				id := fmt.Sprintf("t%04d", i)
+				apply(fxRun, events.TypeTaskCreated, &events.TaskCreated{TaskID: id, Role: "executor", Agent: "a",
+					Cwd: "/w/" + id, DependsOn: []string{}, StepID: "s", Kind: events.TaskKindWorkflow})
+				apply(fxRun, events.TypeTaskStarted, &events.TaskStarted{TaskID: id})
+			}
+			env := Env{Config: s.Config(), Now: fxNow, Actor: events.Actor{Role: events.RoleWorker, TaskID: "t0000"},
+				NewID: func() string { return "00000001" }}
+			cmd := &DelegateRequest{RunID: fxRun, TaskID: "t0000", Prompt: "p", Role: ptr("executor")}
+			_, err := Decide(s, cmd, env)
+			require.NoError(b, err, "the request is admitted: its workspace check passed")
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Decide(s, cmd, env); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
