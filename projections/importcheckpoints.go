@@ -124,6 +124,11 @@ func (c *ImportCheckpoints) loadView(l *eventlog.Log) bool {
 		if n <= 0 || version == 0 {
 			return errors.New("no version")
 		}
+		// NB: checked first, as a snapshot is: msgpack makes the slice an array header claims before reading an
+		// element, and a garbled header would ask for more memory than there is, which no recover survives.
+		if err := checkMsgpack(b[1+n:], 1); err != nil {
+			return err
+		}
 		var cks []events.ImportCheckpoint
 		if err := msgpack.Unmarshal(b[1+n:], &cks); err != nil {
 			return err
