@@ -162,12 +162,7 @@ func BenchmarkDecideMeteredAdmission(b *testing.B) {
 	for _, mode := range []string{events.BudgetModePicrew, events.BudgetModeNested} {
 		b.Run(mode, func(b *testing.B) {
 			s := projections.New()
-			pos := uint64(0)
-			apply := func(stream, typ string, p any) {
-				pos++
-				projections.Apply(s, events.Event{Position: pos, Stream: stream, Type: typ,
-					SchemaVersion: events.SchemaVersion(typ), Time: fxNow, Payload: p})
-			}
+			apply := folder(s)
 			cfg := projections.DefaultConfig()
 			cfg.BudgetMode = mode
 			apply(events.EngineStream, events.TypeEngineConfigured, cfg.Event())
@@ -203,12 +198,7 @@ func BenchmarkDecideDelegateAmongLiveTasks(b *testing.B) {
 	for _, n := range []int{400, 4000} {
 		b.Run(fmt.Sprintf("tasks=%d", n), func(b *testing.B) {
 			s := projections.New()
-			pos := uint64(0)
-			apply := func(stream, typ string, p any) {
-				pos++
-				projections.Apply(s, events.Event{Position: pos, Stream: stream, Type: typ,
-					SchemaVersion: events.SchemaVersion(typ), Time: fxNow, Payload: p})
-			}
+			apply := folder(s)
 			apply(events.EngineStream, events.TypeEngineConfigured, projections.DefaultConfig().Event())
 			apply(fxRun, events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"})
 			apply(fxRun, events.TypeRunRunning, &events.RunRunning{})
@@ -230,5 +220,15 @@ func BenchmarkDecideDelegateAmongLiveTasks(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// folder returns a function that folds one event of stream into s at the next position, stamped fxNow.
+func folder(s *projections.State) func(stream, typ string, p any) {
+	pos := uint64(0)
+	return func(stream, typ string, p any) {
+		pos++
+		projections.Apply(s, events.Event{Position: pos, Stream: stream, Type: typ,
+			SchemaVersion: events.SchemaVersion(typ), Time: fxNow, Payload: p})
 	}
 }
