@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"os"
@@ -60,17 +59,8 @@ func TestRunFollowsPicrewWithinItsFrameCap(t *testing.T) {
 func following(t *testing.T, c Config, root, runID string) (waitStatus func(task, want string), stop func()) {
 	t.Helper()
 	c.FollowPicrew = root
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, c, pw, discard()); pw.Close() }()
-	sc := bufio.NewScanner(pr)
-	for sc.Scan() {
-		if strings.HasPrefix(sc.Text(), "crewd: socket ") {
-			break
-		}
-	}
-	go io.Copy(io.Discard, pr)
+	ctx := context.Background()
+	d := startRun(t, c)
 	token, err := AdminToken(c.DataDir)
 	require.NoError(t, err)
 	cl, err := client.Dial(ctx, c.SocketPath, client.Hello{Role: "admin", Token: token}, &client.Options{MaxFrame: c.MaxFrame})
@@ -110,8 +100,7 @@ func following(t *testing.T, c Config, root, runID string) (waitStatus func(task
 	}
 	return waitStatus, func() {
 		cl.Close()
-		cancel()
-		require.NoError(t, <-done)
+		require.NoError(t, d.stop())
 	}
 }
 

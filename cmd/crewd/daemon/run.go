@@ -304,11 +304,10 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 		var stopBroker context.CancelFunc
 		brokerCtx, stopBroker = context.WithCancel(context.WithoutCancel(serveCtx))
 		defer stopBroker()
-		go func() {
-			<-serveCtx.Done()
+		defer context.AfterFunc(serveCtx, func() {
 			stopFollow()
 			stopBroker()
-		}()
+		})()
 	}
 	if err := srv.Serve(brokerCtx); err != nil {
 		return fmt.Errorf("daemon: %w", err)
