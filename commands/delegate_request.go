@@ -348,7 +348,7 @@ func overlappingExecutors(s *projections.State, runID string, parent projections
 		n += s.RunningTasks(runID, role, parent.Cwd)
 	}
 	if parent.Status == projections.TaskRunning && slices.Contains(writeRoles, parent.Role) {
-		n-- // NB: the parent runs in its own cwd, and is no conflict of its own
+		n-- // NB: the parent, running in its own cwd (as admission requires), is no conflict of its own
 	}
 	return n
 }

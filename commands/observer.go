@@ -43,9 +43,6 @@ const (
 	OutcomeError    = "error"    // not decided: a bug or an engine failure
 )
 
-// reasonResultTooLarge is the reason an ErrResultTooLarge is reported with: the code its client is answered.
-const reasonResultTooLarge = "oversize-frame"
-
 // CommandReport is one command's method and outcome; Reason is the rejection's reason (its code when it has
 // none).
 type CommandReport struct {
@@ -76,7 +73,7 @@ func (e *Engine) report(f *flight, appendTook time.Duration, failed bool) {
 		case errors.Is(p.err, ErrResultTooLarge):
 			// NB: nor is a result longer than the caller can carry (a long request id can make it so): its client
 			// is refused oversize-frame.
-			c.Outcome, c.Reason = OutcomeRejected, reasonResultTooLarge
+			c.Outcome, c.Reason = OutcomeRejected, CodeOversizeFrame // the code its client is answered
 		case p.err != nil:
 			c.Outcome = OutcomeError
 		case p.reply.Rejected != nil:

@@ -41,9 +41,9 @@ func openObserved(t *testing.T, obs Observer, hooks *testHooks) *Engine {
 	return e
 }
 
-// A group that fails to commit — as it is handed to the log, or once the log has it — is answered with the
-// failure; the observer counts its commands as the errors their callers got, and no event appended, where it was
-// told nothing of that group.
+// A group that fails to commit — as it is handed to the log, once the log has it, or as it is published — is
+// answered with the failure; the observer counts its commands as the errors their callers got, and no event
+// appended, where it was told nothing of that group.
 func TestTheObserverCountsAFailedGroupAsErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -51,6 +51,7 @@ func TestTheObserverCountsAFailedGroupAsErrors(t *testing.T) {
 	}{
 		{"handed to the log", pointDecided},
 		{"durable", pointDurable},
+		{"published", pointPublished},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			obs := &groupReports{}

@@ -283,10 +283,7 @@ func (e *Engine) land(f *flight) {
 		e.fail(err)
 	}
 	if ferr := e.failure(); ferr != nil {
-		answerFailed(f.group, ferr)
-		if len(f.group) > 0 {
-			e.report(f, 0, true)
-		}
+		e.landFailed(f, ferr)
 		return
 	}
 	// The log assigned stream versions; carry them into the events the
@@ -307,11 +304,19 @@ func (e *Engine) land(f *flight) {
 	e.stats.commands.Add(uint64(len(f.group)))
 	e.stats.events.Add(uint64(len(f.applied)))
 	if err := e.publish(f); err != nil {
-		answerFailed(f.group, e.fail(err))
+		e.landFailed(f, e.fail(err))
 		return
 	}
 	if len(f.group) > 0 {
 		e.report(f, appendTook, false)
+	}
+}
+
+// landFailed answers f's group with the engine's failure ferr and tells the observer its commands were errors.
+func (e *Engine) landFailed(f *flight, ferr error) {
+	answerFailed(f.group, ferr)
+	if len(f.group) > 0 {
+		e.report(f, 0, true)
 	}
 }
 
