@@ -259,16 +259,26 @@ func (c *conn) respond(id, method string, result any, err error) bool {
 
 // answer sends raw, compact and valid JSON, as the result of request id; false means the connection is closing.
 func (c *conn) answer(id, method string, raw json.RawMessage) bool {
-	frame, ferr := wire.AppendCompactResponse(nil, id, raw, c.s.opts.MaxFrame)
-	if ferr != nil {
-		we, _ := toWire(fmt.Errorf("%w: %s", errTooLarge, method), method)
-		if !errors.Is(ferr, wire.ErrFrameTooLarge) {
-			c.s.lg.Error("broker: encode response", "method", method, "err", ferr)
-			we = wire.NewError(wire.CodeInternal, "")
-		}
+	frame, we := c.responseFrame(id, method, raw)
+	if we != nil {
 		return c.sendError(id, we)
 	}
 	return c.sendResponse(frame)
+}
+
+// responseFrame frames raw, compact and valid JSON, as the result of request id of method, or returns the error
+// that answers it instead: too-large when the result does not fit in a frame.
+func (c *conn) responseFrame(id, method string, raw json.RawMessage) ([]byte, *wire.Error) {
+	frame, ferr := wire.AppendCompactResponse(nil, id, raw, c.s.opts.MaxFrame)
+	if ferr == nil {
+		return frame, nil
+	}
+	we, _ := toWire(fmt.Errorf("%w: %s", errTooLarge, method), method)
+	if !errors.Is(ferr, wire.ErrFrameTooLarge) {
+		c.s.lg.Error("broker: encode response", "method", method, "err", ferr)
+		we = wire.NewError(wire.CodeInternal, "")
+	}
+	return nil, we
 }
 
 // sendError queues an error frame; a closing code makes it the connection's final frame. A request whose id alone

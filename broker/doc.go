@@ -138,7 +138,7 @@
 //     shorter id.
 //   - A hello cannot probe which runs exist: an unknown run, an unknown task and a wrong orchestrator token all
 //     answer auth; stale-token (pi-crew's answer, which its client acts on) needs an existing run and task named.
-//     query.slots shows a worker only its own run's holders.
+//     query.slots shows a worker or an orchestrator only its own run's holders; the admin sees every holder.
 //   - Errors map to wire codes in one table (errors.go); anything unmapped is "internal", logged in full.
 //   - The socket is reachable only by the daemon's uid (socket 0600 in a 0700 directory), or also by SocketGroup
 //     (0660 / 0750 with that group); an existing directory others may reach is refused, never chmod-ed. Every

@@ -143,9 +143,9 @@ func TestMessageFloodHitsRunQuota(t *testing.T) {
 }
 
 // TestLongDelegationsCannotStarveAnotherRun: run A takes the whole pool with day-long delegations while nobody
-// waits. Run B is refused and from then on waits; a worker or orchestrator sees only its own run's slot holders. The admin
-// cancels one of A's delegations by subId alone and settles it; then A floods delegate.request while B retries:
-// whatever the interleaving, A (holding its share) never gets the free slot and B does.
+// waits. Run B is refused and from then on waits; a worker or orchestrator sees only its own run's slot holders.
+// The admin cancels one of A's delegations by subId alone and settles it; then A floods delegate.request while B
+// retries: whatever the interleaving, A (holding its share) never gets the free slot and B does.
 func TestLongDelegationsCannotStarveAnotherRun(t *testing.T) {
 	cfg := projections.DefaultConfig() // 2 slots, share 1
 	f := newFixture(t, fixtureOpts{config: &cfg})

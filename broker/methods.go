@@ -183,23 +183,16 @@ func (c *conn) hello(req wire.Request) bool {
 	return true // the answer was queued by the bind
 }
 
-// helloAck is the frame that answers hello id for identity id, or the error that refuses it when the answer does
+// helloAck is the frame that answers hello reqID for identity id, or the error that refuses it when the answer does
 // not fit in a frame (an id of U+2028s, which the answer writes in six bytes each).
 func (c *conn) helloAck(reqID string, id identity) ([]byte, *wire.Error) {
 	ack := wire.HelloAck{Protocol: wire.ProtocolVersion, Session: c.s.opts.SessionID, Run: id.runID, OK: true}
 	raw, err := json.Marshal(ack)
-	if err == nil {
-		var frame []byte
-		if frame, err = wire.AppendCompactResponse(nil, reqID, raw, c.s.opts.MaxFrame); err == nil {
-			return frame, nil
-		}
+	if err != nil {
+		c.s.lg.Error("broker: encode result", "method", wire.MethodHello, "err", err)
+		return nil, wire.NewError(wire.CodeInternal, "")
 	}
-	we, _ := toWire(fmt.Errorf("%w: %s", errTooLarge, wire.MethodHello), wire.MethodHello)
-	if !errors.Is(err, wire.ErrFrameTooLarge) {
-		c.s.lg.Error("broker: encode response", "method", wire.MethodHello, "err", err)
-		we = wire.NewError(wire.CodeInternal, "")
-	}
-	return nil, we
+	return c.responseFrame(reqID, wire.MethodHello, raw)
 }
 
 // refuseHello answers a hello with we and closes the connection, as every refused hello does: a code that leaves

@@ -205,9 +205,7 @@ func (q *outbound) pushControl(f []byte) bool {
 	if q.closed || q.final || q.noPushes {
 		return false
 	}
-	q.force(f)
-	q.frames = append(q.frames, f)
-	q.signal()
+	q.enqueueForced(f)
 	return true
 }
 
@@ -219,10 +217,15 @@ func (q *outbound) queueFirst(f []byte) bool {
 	if q.closed || q.final {
 		return false
 	}
+	q.enqueueForced(f)
+	return true
+}
+
+// enqueueForced queues f regardless of the bounds, with q.mu held.
+func (q *outbound) enqueueForced(f []byte) {
 	q.force(f)
 	q.frames = append(q.frames, f)
 	q.signal()
-	return true
 }
 
 // pushFinal queues the last frame the connection will carry; the writer closes the connection with reason after
@@ -234,9 +237,7 @@ func (q *outbound) pushFinal(f []byte, reason closeReason) bool {
 		return false
 	}
 	q.final, q.reason = true, reason
-	q.force(f)
-	q.frames = append(q.frames, f)
-	q.signal()
+	q.enqueueForced(f)
 	return true
 }
 

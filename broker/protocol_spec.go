@@ -455,7 +455,8 @@ var protocolSpec = map[string]methodSpec{
 		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask},
 	},
 	"query.slots": {
-		summary: "the daemon-wide slot pool (a run's credentials see only its run's holders)", roles: rolesAll, strict: true,
+		summary: "the daemon-wide slot pool (a run's credentials see only its run's holders)",
+		roles:   rolesAll, strict: true,
 		params:  []paramDesc{note(pStr("runId", false, 1, 256), "optional for the admin; one it names must exist")},
 		results: []any{projections.Slots{}},
 		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest},
