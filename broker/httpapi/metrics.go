@@ -50,7 +50,7 @@ func NewMetrics() *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		commands: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "crewlog_commands_total",
-			Help: "Commands decided, by method and outcome (admitted, rejected, error)."}, []string{"method", "outcome"}),
+			Help: "Commands the writer took, by method and outcome (admitted, rejected, error)."}, []string{"method", "outcome"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "crewlog_commands_rejected_total",
 			Help: "Rejected commands, by method and reason."}, []string{"method", "reason"}),
 		groupSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "crewlog_group_size",

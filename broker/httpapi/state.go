@@ -319,13 +319,12 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request, pr principa
 		// the engine's tests prove): read it instead of folding the run again. NB: unless a command committed since
 		// the head was read and pos is before it now: the published state would then answer a later position than
 		// the one asked for (or the one a time resolved to), and beyond the head the answer names.
-		moved := false
 		s.opts.Engine.Read(func(st *projections.State) {
 			head = st.Position
 			if byPosition {
 				pos = min(asked, head)
 			}
-			if moved = pos < head; moved {
+			if pos < head {
 				return
 			}
 			if out, ok, err = runView(st, runID); ok {
@@ -333,7 +332,7 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request, pr principa
 				out.Slots.Held = &held
 			}
 		})
-		if moved {
+		if pos < head {
 			if past, existed, err = s.runAt(r.Context(), pr, runID, pos); err != nil {
 				s.rebuildFailed(w, r, err)
 				return
