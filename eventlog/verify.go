@@ -347,14 +347,14 @@ func verifyIndex(snap *pebble.Snapshot, streams streamVersions) error {
 	// Verify names the first bad position, the same one at every run. Positions start at 1: at 0 none is uncovered.
 	var first string
 	var at uint64
+	total := 0
 	for stream, v := range streams {
 		if n := covered[stream]; n != uint64(len(v.pos)) && (at == 0 || v.pos[n] < at) {
-			first, at = stream, v.pos[n]
+			first, at, total = stream, v.pos[n], len(v.pos)
 		}
 	}
 	if at > 0 {
-		return corruptf(at, appendStreamPrefix(nil, first),
-			"stream index covers %d of %d versions", covered[first], len(streams.positions(first)))
+		return corruptf(at, appendStreamPrefix(nil, first), "stream index covers %d of %d versions", covered[first], total)
 	}
 	return nil
 }
