@@ -34,7 +34,7 @@ func (s *State) Slots() Slots {
 // SlotsHeld is the held count alone, O(1), for the admission check.
 func (s *State) SlotsHeld() int { return len(s.held) }
 
-// SlotsOf is the pool as a worker of run runID may see it: the daemon-wide
+// SlotsOf is the pool as a worker or the orchestrator of run runID may see it: the daemon-wide
 // held count and capacity, but only runID's holders.
 func (s *State) SlotsOf(runID string) Slots {
 	out := s.Slots()

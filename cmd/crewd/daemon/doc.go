@@ -24,7 +24,8 @@
 //   - A commit error that stops the engine ends crewd: reads are answered for 2 s, then it shuts down and exits
 //     1, for its supervisor to restart it (docs/crewd.service).
 //   - Every problem with the flags and the config file is reported at once, each naming the flag or file key to
-//     fix; Main then exits 2 without touching the data directory.
+//     fix (a config file's in the order of its keys, the same text at every start); Main then exits 2 without
+//     touching the data directory.
 //   - A secret file is created atomically (written, synced, then linked into place), so a crash never leaves an
 //     empty or partial one. A secret file that is a symlink, not a regular file, or accessible to group or others
 //     is refused, never silently fixed: its secret may have leaked.
@@ -34,9 +35,10 @@
 //     off), loopback only unless --http-allow-remote. A default address already in use turns HTTP off with a
 //     warning; an address given explicitly that cannot be bound stops the start. crewd prints a one-time login
 //     link (crewd: dashboard URL) before the socket line; the link's code is a secret for whoever reads stdout.
-//   - Shutdown on SIGINT or SIGTERM: the broker stops accepting and closes connections, the engine finishes the
-//     group it is committing, the log closes; exit 0 (1 if the signal came during the start). A second signal
-//     during shutdown kills the process.
+//   - Shutdown on SIGINT or SIGTERM: the pi-crew follower (--follow-picrew) sends what it has read and its
+//     checkpoints while the broker still serves; then the broker stops accepting and closes connections, the engine
+//     finishes the group it is committing, the log closes; exit 0 (1 if the signal came during the start). A
+//     second signal during shutdown kills the process.
 //   - Memory: the Go heap's soft limit (debug.SetMemoryLimit) is what --memory-mib (default 256) leaves beside the
 //     store's cache, three memtables and 32 MiB for the binary (without cgo the cache and memtables are on the Go
 //     heap, and only the binary is taken out), at least 64 MiB, or a quarter above the live heap when that is more
