@@ -100,7 +100,10 @@ export declare class Subscription implements AsyncIterableIterator<TeamEvent> {
 }
 
 export declare class CrewClient<R extends Role = Role> extends EventEmitter {
-  /** Connects and says hello; rejects with the broker's error (auth, stale-token, revoked, …) or exhausted. */
+  /**
+   * Connects and says hello; rejects with the broker's error (auth, stale-token, revoked, …), with protocol when the
+   * first frame is neither the hello's answer nor an error of id "", or with exhausted.
+   */
   static connect<R extends Role>(options: ClientOptions<R>): Promise<CrewClient<R>>;
   constructor(options: ClientOptions<R>);
   readonly role: R;
