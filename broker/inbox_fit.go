@@ -113,22 +113,15 @@ func (c *conn) fitResult(x *commands.DelegateSettle) {
 		// sender's "delegate:", the data's keys).
 		return
 	}
-	// NB: the cut is part of the request the engine fingerprints, so a retry must be cut the same: by what stays
-	// true of the delegation once it is settled. The admin's settle that leaves out runId names its run only
-	// through the slot the settle frees, so it is cut for the widest run id and parent task id instead.
+	// NB: the cut is part of the request the engine fingerprints, so a retry must be cut the same: by the request
+	// alone, never by what the run holds when it arrives. A settle of a delegation not admitted yet (or not yet in
+	// this crewd's copy) would be left uncut and refused, that refusal recorded, and its retry, cut once the
+	// delegation is there, refused as another request; the admin's settle that leaves out runId names its run only
+	// through the slot the settle frees. So it is cut for the widest parent task id, and without runId for the widest
+	// run id too.
 	runID, parent := x.RunID, strings.Repeat("z", commands.MaxIDChars)
 	if runID == "" {
 		runID = strings.Repeat("z", commands.MaxRunIDChars)
-	} else {
-		var found bool
-		c.s.eng.Read(func(st *projections.State) {
-			var d projections.Delegation
-			d, found = st.Delegation(runID, x.SubID)
-			parent = d.ParentTaskID
-		})
-		if !found {
-			return // the engine refuses it
-		}
 	}
 	// The widest the engine may make of the rest of the message: the widest data (ok and timedOut false, which
 	// JSON writes a byte wider than true, cancelled set), every time shown.
