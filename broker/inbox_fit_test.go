@@ -353,3 +353,50 @@ func TestACutResultsRetryIsTheSameRequestWhateverTheRunHoldsThen(t *testing.T) {
 	again := o.callUnescaped("delegate.settle", params)
 	require.Equal(t, first.Error, again.Error, "the retry is answered the recorded refusal")
 }
+
+// TestAMessagesRetryIsAnsweredItsOutcomeWhateverTheRunHoldsThen: a worker's message is measured against the
+// mailboxes it reaches in the published state before the engine sees it; a retry of one the engine recorded is
+// answered that outcome, even when the message would no longer fit a page of a mailbox it reaches now ("group"
+// reaches a task created since, whose id is longer). It was answered oversize-frame "body too large", as if the
+// message had not been sent.
+func TestAMessagesRetryIsAnsweredItsOutcomeWhateverTheRunHoldsThen(t *testing.T) {
+	const frame = 4096
+	long := strings.Repeat("L", commands.MaxIDChars)
+	createLong := func(o *client) {
+		o.ok("task.create", map[string]any{"taskId": long, "role": "executor", "agent": "a", "title": "l", "cwd": "/w"})
+	}
+	// The longest body of '<' that fits a page of box to: found on a probe whose run holds the long task.
+	probe := newFixture(t, fixtureOpts{opts: Options{MaxFrame: frame}})
+	ps := probe.seed()
+	po, pp := probe.dial(), probe.dial()
+	po.hello(runR, events.OrchestratorKey, ps.orch)
+	pp.hello(runR, taskP, ps.p)
+	createLong(po)
+	longest := func(to string) int {
+		lo, hi := 0, frame // lo fits, hi does not
+		for hi-lo > 1 {
+			n := (lo + hi) / 2
+			if r := pp.callUnescaped("msg.send", map[string]any{"to": []any{to}, "body": strings.Repeat("<", n)}); r.Error == nil {
+				lo = n
+			} else {
+				require.Equal(t, wire.CodeOversizeFrame, r.Error.Code)
+				hi = n
+			}
+		}
+		return lo
+	}
+	n := longest(long) + 1
+	require.Less(t, n, longest(taskQ), "a body that fits a page of task Q's mailbox and not of the long task's")
+
+	f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: frame}})
+	s := f.seed()
+	o, p := f.dial(), f.dial()
+	o.hello(runR, events.OrchestratorKey, s.orch)
+	p.hello(runR, taskP, s.p)
+	params := map[string]any{"to": "group", "body": strings.Repeat("<", n), "commandId": "to-group"}
+	first := p.result("msg.send", p.callUnescaped("msg.send", params))
+	createLong(o)
+	again := p.callUnescaped("msg.send", params)
+	require.Nil(t, again.Error, "the retry is answered the recorded outcome")
+	require.Equal(t, first, p.result("msg.send", again))
+}

@@ -327,8 +327,11 @@ func runCommand(c *conn, id, method string, params json.RawMessage) (json.RawMes
 	if err != nil {
 		return nil, err
 	}
-	if err := c.messageFits(cmd); err != nil {
-		return nil, err
+	// NB: a message that does not fit is refused by the engine when its command id has no outcome, rather than here:
+	// a retry of one recorded is answered that outcome, whatever the mailboxes it reaches now.
+	refused := c.messageFits(cmd)
+	if refused != nil && commandID == "" {
+		return nil, refused
 	}
 	if x, ok := cmd.(*commands.DelegateSettle); ok {
 		c.fitResult(x)
@@ -365,7 +368,7 @@ func runCommand(c *conn, id, method string, params json.RawMessage) (json.RawMes
 		room -= len(`,"":`) + len(tokenField) + jsonLen(token)
 	}
 	reply, err := c.s.eng.Submit(c.ctx, commands.Request{Principal: principal, CommandID: commandID,
-		Actor: principal.Actor(), Command: cmd, MaxResultBytes: max(room, 1), Credential: c.cred})
+		Actor: principal.Actor(), Command: cmd, MaxResultBytes: max(room, 1), Credential: c.cred, Refused: refused})
 	if ended, ok := err.(*commands.CredentialEndedError); ok { // NB: as Submit returns it, and no allocation when nil
 		return nil, credentialEndedAnswer(ended.End)
 	}

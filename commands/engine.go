@@ -144,6 +144,13 @@ type Request struct {
 	// of the build before forwarded credentials reads the bytes alone
 	// (forward.go says why).
 	Credential *Credential
+	// Refused, when set, is the caller's refusal of the request, measured against the published state before it
+	// was submitted (the broker's: a worker's message some mailbox it reaches could not read back). The writer
+	// answers it, deciding and recording nothing, unless the request's CommandID has an outcome, which answers it as
+	// it answers any retry: what the caller measures may have changed since the outcome was recorded (a mailbox
+	// created since), and a retry must not be told otherwise than the first attempt was. A crewd of a cluster looks
+	// the outcome up in its own copy instead, since a forwarded request does not carry the refusal.
+	Refused error
 }
 
 // Reply is the engine's answer to a request. Exactly one of Result and
@@ -268,6 +275,7 @@ type pending struct {
 	done      chan struct{}
 	follow    *pending // the same principal's command id earlier in flight, same request: answer as it
 	early     bool     // answered before the commit (planted_on.go, test builds only)
+	refused   bool     // answered its caller's refusal (Request.Refused), nothing decided
 	// caller is set when a caller waits for this command's answer before
 	// it sends more: a Submit's command (not the engine's own) and a
 	// SubmitAll batch's last. The linger counts them (pipeline.go).
@@ -434,6 +442,9 @@ func (e *Engine) Submit(ctx context.Context, r Request) (Reply, error) {
 	}
 	if err := e.failure(); err != nil {
 		return Reply{}, err
+	}
+	if r.Refused != nil && e.opts.Forwarder != nil {
+		return e.recordedOrRefused(r)
 	}
 	if e.opts.Forwarder != nil {
 		if rep, handled, err := e.opts.Forwarder.Forward(ctx, r); handled {

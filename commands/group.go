@@ -64,8 +64,16 @@ func (e *Engine) decide(f *flight, from int) error {
 			if !errors.Is(err, eventlog.ErrNotFound) {
 				return fmt.Errorf("commands: look up command %q: %w", id, err)
 			}
+			if p.req.Refused != nil {
+				// NB: not entered in seen: nothing is decided, and the id is measured again when it comes again.
+				p.err, p.refused = p.req.Refused, true
+				continue
+			}
 			e.seen[p.slot] = p
 			f.firsts = append(f.firsts, p)
+		} else if p.req.Refused != nil {
+			p.err, p.refused = p.req.Refused, true
+			continue
 		}
 		if err := e.faultIn(runOf(p.req.Command), &f.faulted); err != nil {
 			if !errors.Is(err, projections.ErrNotReadBack) {
@@ -237,6 +245,35 @@ func decideSafely(s *projections.State, c Command, env *Env) (d Decision, err er
 		}
 	}()
 	return decideIn(s, c, env)
+}
+
+// recordedOrRefused answers r, which its caller refused (Request.Refused), on a node that forwards what it decides
+// to the writer: the outcome its copy holds of r's command id, as the writer would answer a retry, else the refusal.
+func (e *Engine) recordedOrRefused(r Request) (Reply, error) {
+	if r.CommandID == "" {
+		return Reply{}, r.Refused
+	}
+	key := r.Principal.Key()
+	if key == "" {
+		return Reply{}, fmt.Errorf("commands: %s: a command id needs a principal", r.Command.Kind())
+	}
+	o, err := e.log.Outcome(key, r.CommandID)
+	if errors.Is(err, eventlog.ErrNotFound) {
+		return Reply{}, r.Refused
+	}
+	if err != nil {
+		return Reply{}, fmt.Errorf("commands: look up command %q: %w", r.CommandID, err)
+	}
+	if len(o.Fingerprint) > 0 {
+		var fp [fingerprintLen]byte
+		if err := fingerprintInto(&fp, r.Command); err != nil {
+			return Reply{}, err
+		}
+		if !bytes.Equal(o.Fingerprint, fp[:]) {
+			return Reply{Rejected: reusedID()}, nil
+		}
+	}
+	return recorded(o), nil
 }
 
 // recorded rebuilds the answer of an earlier attempt from its outcome.

@@ -43,6 +43,9 @@ const (
 	OutcomeError    = "error"    // not decided: a bug or an engine failure
 )
 
+// reasonRefused is the reason a request its caller refused (Request.Refused) is reported with.
+const reasonRefused = "refused-by-caller"
+
 // CommandReport is one command's method and outcome; Reason is the rejection's reason (its code when it has
 // none).
 type CommandReport struct {
@@ -74,6 +77,9 @@ func (e *Engine) report(f *flight, appendTook time.Duration, failed bool) {
 			// NB: nor is a result longer than the caller can carry (a long request id can make it so): its client
 			// is refused oversize-frame.
 			c.Outcome, c.Reason = OutcomeRejected, CodeOversizeFrame // the code its client is answered
+		case p.refused:
+			// NB: nor is the caller's own refusal of the request, which answered it with nothing decided.
+			c.Outcome, c.Reason = OutcomeRejected, reasonRefused
 		case p.err != nil:
 			c.Outcome = OutcomeError
 		case p.reply.Rejected != nil:

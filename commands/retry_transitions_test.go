@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"context"
+	"errors"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -190,4 +192,49 @@ func TestARetryIsAnsweredItsOutcomeOnceItLeftTheRecentIndex(t *testing.T) {
 		require.Nil(t, r.Rejected)
 	}
 	requireAnsweredAsFirst(t, f, rs, "past the recent index")
+}
+
+// A request its caller refused before submitting it (Request.Refused: what the caller measures against the
+// published state, which may have changed since a first attempt was recorded) is answered its command id's outcome
+// when there is one, and the refusal, with nothing decided or recorded, when there is none.
+func TestARefusedRequestIsAnsweredItsRecordedOutcome(t *testing.T) {
+	reports := &groupReports{}
+	f := openEngineWith(t, vfs.NewMem(), newTestClock(), Options{Observer: reports})
+	rs := sendRetried(t, f)
+	refusal := errors.New("refused by the caller")
+	head, _ := f.log.Head()
+	for _, r := range rs {
+		req := r.req
+		req.Refused = refusal
+		again := f.submit(req)
+		require.True(t, again.Replayed, "%s %q", r.req.Command.Kind(), r.req.CommandID)
+		require.Equal(t, string(r.first.Result), string(again.Result))
+		require.Equal(t, r.first.Rejected, again.Rejected)
+		req.Command = r.other
+		require.Equal(t, reusedID(), f.submit(req).Rejected)
+	}
+	fresh := as(events.OrchestratorPrincipal(retryRun), "fresh",
+		&TaskCreate{RunID: retryRun, TaskID: "03_c", Role: "executor", Agent: "a", Title: "t", Cwd: "/w", StepID: "s"})
+	for _, id := range []string{"fresh", ""} {
+		req := fresh
+		req.CommandID, req.Refused = id, refusal
+		_, err := f.eng.Submit(context.Background(), req)
+		require.ErrorIs(t, err, refusal, "%q", id)
+	}
+	after, _ := f.log.Head()
+	require.Equal(t, head, after, "nothing decided or recorded")
+	decided := f.submit(fresh)
+	require.Nil(t, decided.Rejected)
+	require.False(t, decided.Replayed, "the id the refusal did not record is decided once it is sent unrefused")
+	reports.mu.Lock()
+	defer reports.mu.Unlock()
+	outcomes := map[CommandReport]int{}
+	for _, g := range reports.cmds {
+		for _, c := range g {
+			outcomes[c]++
+		}
+	}
+	require.Equal(t, 2, outcomes[CommandReport{Method: "task.create", Outcome: OutcomeRejected, Reason: reasonRefused}],
+		"the refusals are reported as the caller's")
+	require.Zero(t, outcomes[CommandReport{Method: "task.create", Outcome: OutcomeError}], "not as errors of the engine")
 }

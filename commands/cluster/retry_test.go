@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -91,4 +92,29 @@ func TestARetryAfterTheWriterChangedIsAnsweredItsOutcome(t *testing.T) {
 	}
 	require.Equal(t, head, w.Engine().Head(), "nothing appended")
 
+	// A request its caller refused (the broker's measure of a message against its node's copy) is answered by a
+	// follower from its copy's outcome, which the forwarded request could not ask the writer for.
+	follower := f
+	if w == f {
+		follower = g
+	}
+	refusal := errors.New("refused by the caller")
+	for _, r := range rs {
+		req := r.req
+		req.Refused = refusal
+		again, err := submitTo(t, follower, req)
+		require.NoError(t, err)
+		require.True(t, again.Replayed)
+		require.Equal(t, string(r.first.Result), string(again.Result))
+		require.Equal(t, r.first.Rejected, again.Rejected)
+		req.Command = r.other
+		refused, err := submitTo(t, follower, req)
+		require.NoError(t, err)
+		require.Equal(t, "commandid-reused", refused.Rejected.Reason)
+	}
+	fresh := rs[0].req
+	fresh.CommandID, fresh.Refused = "fresh", refusal
+	_, err := submitTo(t, follower, fresh)
+	require.ErrorIs(t, err, refusal)
+	require.Equal(t, head, w.Engine().Head(), "nothing appended")
 }
