@@ -52,13 +52,7 @@ func (e *Engine) decide(f *flight, from int) error {
 			}
 			o, err := e.log.Outcome(p.principal, id)
 			if err == nil {
-				// An outcome moved from before format 3 has no fingerprint:
-				// it answers any retry, as it did then.
-				if len(o.Fingerprint) > 0 && !bytes.Equal(o.Fingerprint, p.fp) {
-					p.reply = Reply{Rejected: reusedID()}
-					continue
-				}
-				p.reply = recorded(o)
+				p.reply = answerRetry(o, p.fp)
 				continue
 			}
 			if !errors.Is(err, eventlog.ErrNotFound) {
@@ -264,16 +258,21 @@ func (e *Engine) recordedOrRefused(r Request) (Reply, error) {
 	if err != nil {
 		return Reply{}, fmt.Errorf("commands: look up command %q: %w", r.CommandID, err)
 	}
-	if len(o.Fingerprint) > 0 {
-		var fp [fingerprintLen]byte
-		if err := fingerprintInto(&fp, r.Command); err != nil {
-			return Reply{}, err
-		}
-		if !bytes.Equal(o.Fingerprint, fp[:]) {
-			return Reply{Rejected: reusedID()}, nil
-		}
+	var fp [fingerprintLen]byte
+	if err := fingerprintInto(&fp, r.Command); err != nil {
+		return Reply{}, err
 	}
-	return recorded(o), nil
+	return answerRetry(o, fp[:]), nil
+}
+
+// answerRetry answers a retry whose request digests to fp from the outcome o recorded under its command id: that
+// outcome, or a refusal when another request was recorded under the id. An outcome moved from before format 3 has
+// no fingerprint: it answers any retry, as it did then.
+func answerRetry(o eventlog.Outcome, fp []byte) Reply {
+	if len(o.Fingerprint) > 0 && !bytes.Equal(o.Fingerprint, fp) {
+		return Reply{Rejected: reusedID()}
+	}
+	return recorded(o)
 }
 
 // recorded rebuilds the answer of an earlier attempt from its outcome.
