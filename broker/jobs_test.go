@@ -91,12 +91,7 @@ func TestJobsReachableAtTheSmallestFrame(t *testing.T) {
 // of them at once than MaxReadsPerCredential, however many connections its token opens.
 func TestProxyResultTakesAReadTurn(t *testing.T) {
 	f := newFixture(t, fixtureOpts{opts: Options{MaxReadsPerCredential: 1}})
-	s := f.seed()
-	o, w := f.dialOrchestrator(s), f.dial()
-	w.hello(runR, taskP, s.p)
-	nonce := o.ok("job.create", map[string]any{"jobId": "J", "taskId": taskP, "tools": testGrant})["nonce"].(string)
-	o.ok("lease.open", map[string]any{"jobId": "J", "mode": "start", "rootToolCallId": "root-1"})
-	w.ok("proxy.request", map[string]any{"jobId": "J", "requestId": "r1", "nonce": nonce, "tool": "read"})
+	_, w, _ := leasedJobCall(f, f.seed())
 
 	release := f.holdReads(workerKey(taskP))
 	w.sendLine(`{"id":"result","method":"proxy.result","params":{"jobId":"J","requestId":"r1"}}`)
@@ -105,4 +100,15 @@ func TestProxyResultTakesAReadTurn(t *testing.T) {
 	r := w.answerOf("result")
 	require.Nil(t, r.Error)
 	require.Contains(t, string(r.Result), `"state":"admitted"`)
+}
+
+// leasedJobCall is job J of task P under lease 1 (root root-1) with call r1 of the granted read admitted: the
+// orchestrator's connection, P's, and the job's nonce.
+func leasedJobCall(f *fixture, s seeded) (o, w *client, nonce string) {
+	o, w = f.dialOrchestrator(s), f.dial()
+	w.hello(runR, taskP, s.p)
+	nonce = o.ok("job.create", map[string]any{"jobId": "J", "taskId": taskP, "tools": testGrant})["nonce"].(string)
+	o.ok("lease.open", map[string]any{"jobId": "J", "mode": "start", "rootToolCallId": "root-1"})
+	w.ok("proxy.request", map[string]any{"jobId": "J", "requestId": "r1", "nonce": nonce, "tool": "read"})
+	return o, w, nonce
 }

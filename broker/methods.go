@@ -336,6 +336,11 @@ func runCommand(c *conn, id, method string, params json.RawMessage) (json.RawMes
 	if x, ok := cmd.(*commands.DelegateSettle); ok {
 		c.fitResult(x)
 	}
+	if x, ok := cmd.(*commands.ProxyComplete); ok {
+		if err := c.resultFits(x); err != nil {
+			return nil, err
+		}
+	}
 	var (
 		token, tokenField, tokenRun, tokenKey string
 	)

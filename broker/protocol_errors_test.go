@@ -261,6 +261,10 @@ var commandStates = []errorState{
 		params: func(_ *errorsCrew, _ string, params map[string]any) {
 			params["tools"] = []any{} // the manager grants nothing now
 		}},
+	{name: "a result proxy.result could not answer in a frame", methods: []string{"proxy.complete"},
+		params: func(_ *errorsCrew, _ string, params map[string]any) {
+			params["result"] = map[string]any{"content": []any{map[string]any{"type": "text", "text": strings.Repeat("<", wire.DefaultMaxFrame/7)}}}
+		}},
 	{name: "the smallest frame, an id as wide as an error allows", opts: fixtureOpts{opts: Options{MaxFrame: wire.MaxFrameFloor}},
 		params: func(e *errorsCrew, _ string, _ map[string]any) { e.idWidth = widestAnswerableID }},
 }

@@ -96,9 +96,9 @@ var readStates = []errorState{
 	{name: "records larger than a frame", opts: fixtureOpts{opts: Options{MaxFrame: 4096}}, apply: func(e *errorsCrew) {
 		// A page of a 4 KiB frame holds 3.9 KiB: P's first pending message, the run inbox's first and the run's first
 		// task do not fit in one. Nor, in a frame of their own, does the run (its reason's chars take six bytes each
-		// in JSON), which query.run sends and query.runs cannot cut; nor r1's result, which proxy.result sends as a
-		// string of JSON; nor the import's first checkpoint with its path again as the cursor of the next page. J's
-		// calls do fit, on pages cut to the frame.
+		// in JSON), which query.run sends and query.runs cannot cut; nor the import's first checkpoint with its path
+		// again as the cursor of the next page. J's calls do fit, on pages cut to the frame, and so does r1's result,
+		// which proxy.result sends as a string of JSON: proxy.complete refuses one it could not answer.
 		big := strings.Repeat("x", 3900)
 		o, p, a := e.conn(events.RoleOrchestrator), e.conn(events.RoleWorker), e.conn(events.RoleAdmin)
 		p.ok("mailbox.ack", map[string]any{"taskId": taskP, "messageIds": []any{e.ids["message"]}})
@@ -106,7 +106,7 @@ var readStates = []errorState{
 		o.ok("task.transition", map[string]any{"taskId": taskP, "to": "queued", "reason": big})
 		o.ok("run.transition", map[string]any{"to": "blocked", "reason": strings.Repeat("<", 640)})
 		o.ok("manifest.revalidate", map[string]any{"jobId": "J", "requestId": "r1", "tools": testGrant})
-		text := map[string]any{"type": "text", "text": strings.Repeat("<", 580)}
+		text := map[string]any{"type": "text", "text": strings.Repeat("<", 500)}
 		o.ok("proxy.complete", map[string]any{"jobId": "J", "requestId": "r1", "nonce": e.ids["nonce"],
 			"result": map[string]any{"content": []any{text}}})
 		for i := range 24 {
@@ -122,7 +122,7 @@ var readStates = []errorState{
 			// A page holds what fits in 0.9 KiB: P's delegation, its description of six-byte chars, does not. Nor
 			// does J with its call whose id takes 0.75 KiB, nor J's summary, its lease's root of six-byte chars taking
 			// 3 KiB. Every event fits, bare if need be, but not in the answer to a request whose id leaves a result no
-			// more than an error answering it would take.
+			// more than an error answering it would take; nor does r1's state as proxy.result answers it.
 			o, p := e.conn(events.RoleOrchestrator), e.conn(events.RoleWorker)
 			o.ok("job.transition", map[string]any{"jobId": "J", "to": "paused"})
 			o.okUnescaped("lease.open", map[string]any{"jobId": "J", "mode": "continue", "tools": testGrant,
@@ -133,7 +133,7 @@ var readStates = []errorState{
 		},
 		params: func(e *errorsCrew, method string, params map[string]any) {
 			switch method {
-			case wire.MethodEventsSince:
+			case wire.MethodEventsSince, methodProxyResult:
 				e.idWidth = widestAnswerableID
 			case "query.job":
 				params["cursor"] = "1" // the call after r1

@@ -528,9 +528,10 @@ var protocolSpec = map[string]methodSpec{
 	"proxy.complete": {
 		summary: "deliver a proxied call's result (recorded fenced, never delivered, when the call's lease is gone)",
 		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars), pStr("requestId", true, 0, commands.MaxRequestIDChars),
-			note(paramDesc{Name: "result"}, "an object: content, structuredContent, isError, terminate are kept")},
+			note(paramDesc{Name: "result"}, "an object: content, structuredContent, isError, terminate are kept; one "+
+				"proxy.result could not answer in a frame is refused (oversize-frame)")},
 		results: []any{commands.ProxyAnswer{}},
-		errors:  errsRepeatableJob,
+		errors:  append(slices.Clip(errsRepeatableJob), wire.CodeOversizeFrame),
 	},
 	"proxy.cancel": {
 		summary: "a worker cancels its live proxied call",

@@ -292,9 +292,10 @@ func keyTwice(object json.RawMessage) error {
 // usage, details and anything else are stripped.
 var proxyResultFields = []string{"content", "structuredContent", "isError", "terminate"}
 
-// shapeProxyResult keeps T14's fields of a result object, canonical and
-// JSON-safe (T3), and tells whether it is an error result.
-func shapeProxyResult(raw json.RawMessage) (string, bool, error) {
+// ShapeProxyResult keeps T14's fields of a result object, canonical and
+// JSON-safe (T3), and tells whether it is an error result: the result as
+// proxy.completed records it and proxy.result answers it.
+func ShapeProxyResult(raw json.RawMessage) (string, bool, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
 		return "", false, errors.New("result must be an object")

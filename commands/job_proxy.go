@@ -229,7 +229,7 @@ func (c *ProxyComplete) decide(s *projections.State, env *Env) (Decision, error)
 	if !current {
 		p.Fenced = true // recorded, never delivered: the result is not kept
 	} else {
-		if p.Result, p.IsError, err = shapeProxyResult(c.Result); err != nil {
+		if p.Result, p.IsError, err = ShapeProxyResult(c.Result); err != nil {
 			return Decision{}, badParams("proxy.complete: %v", err)
 		}
 		p.ResultBytes = int64(len(p.Result))

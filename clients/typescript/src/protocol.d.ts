@@ -1031,7 +1031,7 @@ export interface ProxyCompleteParams {
   /** length 0..128 code points */
   "requestId": string;
   "nonce": string;
-  /** an object: content, structuredContent, isError, terminate are kept */
+  /** an object: content, structuredContent, isError, terminate are kept; one proxy.result could not answer in a frame is refused (oversize-frame) */
   "result": unknown;
   /**
    * length 1..256 code points
@@ -1683,7 +1683,7 @@ export interface Methods {
   };
   /**
    * deliver a proxied call's result (recorded fenced, never delivered, when the call's lease is gone)
-   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded, internal, replay-failed.
+   * Errors: forbidden, bad-params, no-manifest, policy-denied, disk-full, unavailable, quota-exceeded, oversize-frame, internal, replay-failed.
    */
   "proxy.complete": {
     roles: "orchestrator" | "admin";

@@ -426,11 +426,11 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "jobId", "type": "string", "required": true, "minLength": 1, "maxLength": 128 }),
       Object.freeze({ "name": "requestId", "type": "string", "required": true, "maxLength": 128 }),
       Object.freeze({ "name": "nonce", "type": "string", "required": true }),
-      Object.freeze({ "name": "result", "type": "unknown", "required": true, "note": "an object: content, structuredContent, isError, terminate are kept" }),
+      Object.freeze({ "name": "result", "type": "unknown", "required": true, "note": "an object: content, structuredContent, isError, terminate are kept; one proxy.result could not answer in a frame is refused (oversize-frame)" }),
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "ProxyAnswer",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable","quota-exceeded","internal","replay-failed"]),
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","policy-denied","disk-full","unavailable","quota-exceeded","oversize-frame","internal","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "proxy.request": Object.freeze({

@@ -1,0 +1,48 @@
+package broker
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// proxyReaderID is the longest request id (as written) whose proxy.result answer a delivered result must fit in, as
+// msg.inbox's page must fit a message (inboxReaderID).
+const proxyReaderID = 64
+
+// widestProxyAnswerRest bounds the bytes proxy.result's answer takes besides its job id, request id and result: its
+// keys, the state, the widest generation (the call's is not read here) and isError.
+const widestProxyAnswerRest = 256
+
+// resultFits refuses a proxy.complete whose result the worker's proxy.result could not answer in a frame
+// (oversize-frame "proxy.complete: result too large", nothing recorded). A result is recorded canonical and answered
+// as a JSON string, where a char can take more bytes than the request that sent it gave it ('<' is recorded in six
+// bytes and escaped again as it is read, a quote escaped twice): delivered, such a result would be the call's for
+// good (a second completion is refused) and the worker would never read it. Refused, the call stays executing, and
+// the manager may deliver a shorter result, or an error.
+//
+// NB: a result the engine refuses anyway (not an object, not JSON-safe) is left to it, so that its answer is the
+// engine's; and a result the engine would record fenced, never delivered, is measured all the same: it is not known
+// here whether the call is still current.
+func (c *conn) resultFits(x *commands.ProxyComplete) error {
+	room := wire.ResultRoom(strings.Repeat("x", proxyReaderID), c.s.opts.MaxFrame)
+	if 7*len(x.Result)+6*(len(x.JobID)+len(x.RequestID))+widestProxyAnswerRest <= room {
+		// NB: the common case, without shaping the result: a byte sent is at most six recorded ('<' as \u003c) and
+		// seven answered (the backslash escaped again); JSON writes no byte of an id in more than six.
+		return nil
+	}
+	result, isError, err := commands.ShapeProxyResult(x.Result)
+	if err != nil {
+		return nil
+	}
+	b, err := json.Marshal(proxyResult{JobID: x.JobID, RequestID: x.RequestID, State: projections.ProxyCompleted,
+		Generation: math.MaxInt64, Result: result, IsError: isError})
+	if err == nil && len(b) > room {
+		return wire.NewError(wire.CodeOversizeFrame, x.Kind()+": result too large")
+	}
+	return nil
+}

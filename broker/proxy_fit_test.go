@@ -1,0 +1,47 @@
+package broker
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/wire"
+)
+
+// TestProxyCompleteFitsProxyResult: a result is stored canonical and proxy.result answers it as a JSON string, so a
+// char can take more bytes in the worker's answer than in the manager's request ('<' is written as six bytes and
+// escaped again, a quote as two and escaped again). A result the manager delivers that the worker's proxy.result
+// could not answer in a frame would be delivered for good (a second completion is refused) and never read. Such a
+// completion is refused oversize-frame with nothing recorded, the call still executing, and a result that fits is
+// delivered and read whole, however the request spelt it.
+func TestProxyCompleteFitsProxyResult(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	o, w, nonce := leasedJobCall(f, f.seed())
+	o.ok("manifest.revalidate", map[string]any{"jobId": "J", "requestId": "r1", "tools": testGrant})
+	result := func(text string) map[string]any {
+		return map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}
+	}
+	complete := func(text string) wire.Response {
+		return o.callUnescaped("proxy.complete", map[string]any{"jobId": "J", "requestId": "r1", "nonce": nonce, "result": result(text)})
+	}
+
+	for _, text := range []string{
+		strings.Repeat("<", wire.DefaultMaxFrame/7), // sent in one byte a char, recorded in six, answered in seven
+		strings.Repeat(`"`, wire.DefaultMaxFrame/3), // sent in two bytes a char, recorded in two, answered in four
+	} {
+		head := f.eng.Head()
+		r := complete(text)
+		require.NotNil(t, r.Error, "a result proxy.result could not answer is not delivered")
+		require.Equal(t, wire.CodeOversizeFrame, r.Error.Code, r.Error.Message)
+		require.Equal(t, head, f.eng.Head(), "nothing is recorded")
+		require.Equal(t, "executing", w.ok("proxy.result", map[string]any{"jobId": "J", "requestId": "r1"})["state"])
+	}
+
+	text := strings.Repeat("<", wire.DefaultMaxFrame/8)
+	r := complete(text)
+	require.Nil(t, r.Error, "a result that fits is delivered")
+	res := w.ok("proxy.result", map[string]any{"jobId": "J", "requestId": "r1"})
+	require.Equal(t, "completed", res["state"])
+	require.Contains(t, res["result"].(string), strings.Repeat(`\u003c`, 100), "the result is read whole")
+}
