@@ -336,8 +336,13 @@ func runCommand(c *conn, id, method string, params json.RawMessage) (json.RawMes
 	if x, ok := cmd.(*commands.DelegateSettle); ok {
 		c.fitResult(x)
 	}
-	if x, ok := cmd.(*commands.ProxyComplete); ok {
+	switch x := cmd.(type) {
+	case *commands.ProxyComplete:
 		if err := c.resultFits(x); err != nil {
+			return nil, err
+		}
+	case *commands.ProxyRequest:
+		if err := c.argsFit(x, commandID); err != nil {
 			return nil, err
 		}
 	}

@@ -120,23 +120,18 @@ var readStates = []errorState{
 	{name: "the smallest frame", opts: fixtureOpts{opts: Options{MaxFrame: wire.MaxFrameFloor}},
 		apply: func(e *errorsCrew) {
 			// A page holds what fits in 0.9 KiB: P's delegation, its description of six-byte chars, does not. Nor
-			// does J with its call whose id takes 0.75 KiB, nor J's summary, its lease's root of six-byte chars taking
-			// 3 KiB. Every event fits, bare if need be, but not in the answer to a request whose id leaves a result no
-			// more than an error answering it would take; nor does r1's state as proxy.result answers it.
-			o, p := e.conn(events.RoleOrchestrator), e.conn(events.RoleWorker)
+			// does J, nor J's summary, its lease's root of six-byte chars taking 3 KiB (a call whose id took as much
+			// is refused: its proxy.requested could not be read whole). Every event fits, bare if need be, but not in
+			// the answer to a request whose id leaves a result no more than an error answering it would take; nor
+			// does r1's state as proxy.result answers it.
+			o := e.conn(events.RoleOrchestrator)
 			o.ok("job.transition", map[string]any{"jobId": "J", "to": "paused"})
 			o.okUnescaped("lease.open", map[string]any{"jobId": "J", "mode": "continue", "tools": testGrant,
 				"rootToolCallId": strings.Repeat("<", commands.MaxRootChars)})
-			long := strings.Repeat("<", maxCommandID)
-			p.okUnescaped("proxy.request", map[string]any{"jobId": "J", "nonce": e.ids["nonce"], "tool": "read",
-				"requestId": long[:commands.MaxRequestIDChars]})
 		},
-		params: func(e *errorsCrew, method string, params map[string]any) {
-			switch method {
-			case wire.MethodEventsSince, methodProxyResult:
+		params: func(e *errorsCrew, method string, _ map[string]any) {
+			if method == wire.MethodEventsSince || method == methodProxyResult {
 				e.idWidth = widestAnswerableID
-			case "query.job":
-				params["cursor"] = "1" // the call after r1
 			}
 		}},
 	{name: "credentials revoked", apply: func(e *errorsCrew) {

@@ -514,7 +514,8 @@ var protocolSpec = map[string]methodSpec{
 		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars),
 			note(paramDesc{Name: "requestId"}, "1..128 chars, else a recorded bad-request-id"),
 			note(paramDesc{Name: "nonce"}, "the job's nonce from job.create"),
-			pStr("tool", true, 1, commands.MaxToolNameChars), note(paramDesc{Name: "args"}, "a JSON-safe object")},
+			pStr("tool", true, 1, commands.MaxToolNameChars), note(paramDesc{Name: "args"}, "a JSON-safe object; "+
+				"arguments the manager could not read whole in proxy.requested are refused (oversize-frame)")},
 		results: []any{commands.ProxyAnswer{}},
 		errors:  errsProxyMessage,
 	},

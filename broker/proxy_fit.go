@@ -7,6 +7,7 @@ import (
 
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
 
@@ -43,6 +44,44 @@ func (c *conn) resultFits(x *commands.ProxyComplete) error {
 		Generation: math.MaxInt64, Result: result, IsError: isError})
 	if err == nil && len(b) > room {
 		return wire.NewError(wire.CodeOversizeFrame, x.Kind()+": result too large")
+	}
+	return nil
+}
+
+// widestProxyEventRest bounds the bytes a proxy.requested event takes as the manager reads it besides its run id,
+// job id, request id, tool, command id, worker's task id and arguments: its keys, time, type, generation, flags,
+// seq, position, provenance, schema version and role.
+const widestProxyEventRest = 512
+
+// argsFit refuses a worker's proxy.request whose proxy.requested event the manager could not read whole in a frame
+// (oversize-frame "proxy.request: arguments too large", nothing recorded, the id not seen): in an events.since page
+// answering a request id of up to proxyReaderID bytes, or in a team.event push. The event is the only place the
+// manager reads a call's arguments, recorded canonical and written as a JSON string ('<' sent in one byte is
+// recorded in six and written in seven); an event that does not fit is sent with its data left out, and such a call
+// would be admitted with arguments no one reads, holding its place in flight until its lease ended.
+//
+// NB: arguments the engine refuses anyway (not JSON-safe) are left to it, so that its answer is the engine's.
+func (c *conn) argsFit(x *commands.ProxyRequest, commandID string) error {
+	room := min(frameBudget(c.s.opts.MaxFrame, strings.Repeat("x", proxyReaderID)), c.s.opts.MaxFrame-pushEnvelope)
+	ids := len(x.RunID) + len(x.JobID) + len(x.RequestID) + len(x.Tool) + len(commandID) + len(x.TaskID)
+	if 7*len(x.Args)+6*ids+widestProxyEventRest <= room {
+		// NB: the common case, without rendering the event: as for a result (resultFits).
+		return nil
+	}
+	args, err := commands.JSONSafeArgs(x.Args)
+	if err != nil {
+		return nil
+	}
+	data, err := json.Marshal(&events.ProxyRequested{JobID: x.JobID, RequestID: x.RequestID, Generation: math.MaxInt64,
+		Tool: x.Tool, Mutating: true, Args: args, ArgsBytes: math.MaxInt64})
+	if err != nil {
+		return nil
+	}
+	te := teamEvent{Time: "9999-12-31T23:59:59.999Z", Type: events.TypeProxyRequested, RunID: x.RunID, Data: data,
+		Metadata: teamMetadata{Seq: math.MaxUint64, Provenance: "api", Position: math.MaxUint64,
+			SchemaVersion: math.MaxUint16, CommandID: commandID, Actor: events.Actor{Role: events.RoleWorker, TaskID: x.TaskID}}}
+	if b, err := te.encodeJSON(); err == nil && len(b)+1 > room {
+		return wire.NewError(wire.CodeOversizeFrame, x.Kind()+": arguments too large")
 	}
 	return nil
 }

@@ -45,3 +45,37 @@ func TestProxyCompleteFitsProxyResult(t *testing.T) {
 	require.Equal(t, "completed", res["state"])
 	require.Contains(t, res["result"].(string), strings.Repeat(`\u003c`, 100), "the result is read whole")
 }
+
+// TestProxyRequestFitsTheManagersEvents: the manager reads a call's arguments from its proxy.requested event alone
+// (events.since, a subscription's push), where they are recorded canonical and written as a JSON string, so a char
+// can take more bytes than the worker's request gave it. A call whose event could not be read whole in a frame would
+// be admitted with arguments the manager never reads (the event sent with its data left out), holding its place in
+// flight until its lease ends. Such a request is refused oversize-frame with nothing recorded, its id not seen, and
+// arguments that fit are admitted and read whole.
+func TestProxyRequestFitsTheManagersEvents(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	s := f.seed()
+	o, w := f.dialOrchestrator(s), f.dial()
+	w.hello(runR, taskP, s.p)
+	nonce := o.ok("job.create", map[string]any{"jobId": "J", "taskId": taskP, "tools": testGrant})["nonce"].(string)
+	o.ok("lease.open", map[string]any{"jobId": "J", "mode": "start", "rootToolCallId": "root-1"})
+	request := func(text string) wire.Response {
+		return w.callUnescaped("proxy.request", map[string]any{"jobId": "J", "requestId": "r1", "nonce": nonce, "tool": "read",
+			"args": map[string]any{"html": text}})
+	}
+
+	head := f.eng.Head()
+	r := request(strings.Repeat("<", wire.DefaultMaxFrame/7))
+	require.NotNil(t, r.Error, "a call whose arguments the manager could not read is not admitted")
+	require.Equal(t, wire.CodeOversizeFrame, r.Error.Code, r.Error.Message)
+	require.Equal(t, head, f.eng.Head(), "nothing is recorded")
+
+	require.Nil(t, request(strings.Repeat("<", wire.DefaultMaxFrame/8)).Error, "the same id, with arguments that fit")
+	var args any
+	for _, e := range o.ok("events.since", map[string]any{"sinceSeq": 0, "limit": 1000})["events"].([]any) {
+		if ev := e.(map[string]any); ev["type"] == "proxy.requested" {
+			args = ev["data"].(map[string]any)["args"]
+		}
+	}
+	require.Contains(t, args, strings.Repeat(`\u003c`, 100), "the manager reads the arguments whole")
+}

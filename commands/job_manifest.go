@@ -316,8 +316,9 @@ func ShapeProxyResult(raw json.RawMessage) (string, bool, error) {
 	return b.String(), string(bytes.TrimSpace(kept["isError"])) == "true", nil
 }
 
-// jsonSafeArgs checks proxied arguments (T3) and returns them canonical.
-func jsonSafeArgs(raw json.RawMessage) (string, error) {
+// JSONSafeArgs checks proxied arguments (T3) and returns them canonical: the arguments as proxy.requested records
+// them.
+func JSONSafeArgs(raw json.RawMessage) (string, error) {
 	var b bytes.Buffer
 	if err := canonicalJSON(&b, raw, 0); err != nil {
 		return "", err

@@ -122,7 +122,7 @@ func (c *ProxyRequest) decide(s *projections.State, env *Env) (Decision, error) 
 	if rej.Reason != "" {
 		return proxyRejection(env, c.RunID, j, rej)
 	}
-	args, err := jsonSafeArgs(c.Args)
+	args, err := JSONSafeArgs(c.Args)
 	if err != nil {
 		// A malformed message, like a malformed frame: refused before the
 		// rules, nothing recorded, the id not seen.

@@ -1052,7 +1052,7 @@ export interface ProxyRequestParams {
   "tool": string;
   /** 1..128 chars, else a recorded bad-request-id */
   "requestId"?: string;
-  /** a JSON-safe object */
+  /** a JSON-safe object; arguments the manager could not read whole in proxy.requested are refused (oversize-frame) */
   "args"?: unknown;
   /**
    * length 1..256 code points

@@ -443,7 +443,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "nonce", "type": "string", "required": true, "note": "the job's nonce from job.create" }),
       Object.freeze({ "name": "tool", "type": "string", "required": true, "minLength": 1, "maxLength": 256 }),
       Object.freeze({ "name": "requestId", "type": "string", "required": false, "note": "1..128 chars, else a recorded bad-request-id" }),
-      Object.freeze({ "name": "args", "type": "unknown", "required": false, "note": "a JSON-safe object" }),
+      Object.freeze({ "name": "args", "type": "unknown", "required": false, "note": "a JSON-safe object; arguments the manager could not read whole in proxy.requested are refused (oversize-frame)" }),
       Object.freeze({ "name": "commandId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids" }),
     ]),
     "result": "ProxyAnswer",
