@@ -327,24 +327,20 @@ func runCommand(c *conn, id, method string, params json.RawMessage) (json.RawMes
 	if err != nil {
 		return nil, err
 	}
-	// NB: a message that does not fit is refused by the engine when its command id has no outcome, rather than here:
-	// a retry of one recorded is answered that outcome, whatever the mailboxes it reaches now.
+	// NB: a request measured too large for its readers is refused by the engine when its command id has no outcome,
+	// rather than here: a retry of one recorded is answered that outcome, whatever the mailboxes it reaches now or
+	// the frame crewd was restarted with.
 	refused := c.messageFits(cmd)
+	switch x := cmd.(type) {
+	case *commands.DelegateSettle:
+		c.fitResult(x)
+	case *commands.ProxyComplete:
+		refused = c.resultFits(x)
+	case *commands.ProxyRequest:
+		refused = c.argsFit(x, commandID)
+	}
 	if refused != nil && commandID == "" {
 		return nil, refused
-	}
-	if x, ok := cmd.(*commands.DelegateSettle); ok {
-		c.fitResult(x)
-	}
-	switch x := cmd.(type) {
-	case *commands.ProxyComplete:
-		if err := c.resultFits(x); err != nil {
-			return nil, err
-		}
-	case *commands.ProxyRequest:
-		if err := c.argsFit(x, commandID); err != nil {
-			return nil, err
-		}
 	}
 	var (
 		token, tokenField, tokenRun, tokenKey string
