@@ -136,6 +136,10 @@
 //     request's id leaves a result in a frame (wire.ResultRoom, less a minted secret's field) and refuses a larger
 //     result before anything is recorded, answered oversize-frame; the same commandId may come again with a
 //     shorter id.
+//   - A request whose record its reader could not read whole (a worker's msg.send or escalate in msg.inbox,
+//     proxy.request's proxy.requested in events.since, proxy.complete's result in proxy.result) is refused
+//     oversize-frame, nothing recorded: by the broker without a commandId, else by the engine
+//     (commands.Request.Refused), only when the id has no outcome.
 //   - A hello cannot probe which runs exist: an unknown run, an unknown task and a wrong orchestrator token all
 //     answer auth; stale-token (pi-crew's answer, which its client acts on) needs an existing run and task named.
 //     query.slots shows a worker or an orchestrator only its own run's holders; the admin sees every holder.

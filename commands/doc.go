@@ -67,6 +67,9 @@
 //     that wrote no event past its principal's MaxEventlessOutcomes, or a
 //     worker's past its run's MaxEventlessOutcomesPerRun (eventless.go): it
 //     is answered but not recorded, so a retry of its id is decided again.
+//     A request its caller refused (Request.Refused) is answered the id's
+//     recorded outcome if there is one, else the refusal, nothing decided
+//     or recorded; a forwarding node answers it from its own copy.
 //   - Engine.SubmitAll queues a batch in order and answers it in order: the
 //     writer decides its commands in that order (a later one sees the
 //     earlier ones' effects), usually in one group. Import (import.go) is
