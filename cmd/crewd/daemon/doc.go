@@ -37,8 +37,8 @@
 //     link (crewd: dashboard URL) before the socket line; the link's code is a secret for whoever reads stdout.
 //   - Shutdown on SIGINT or SIGTERM: the pi-crew follower (--follow-picrew) sends what it has read and its
 //     checkpoints while the broker still serves; then the broker stops accepting and closes connections, the engine
-//     finishes the group it is committing, the log closes; exit 0 (1 if the signal came during the start). A
-//     second signal during shutdown kills the process.
+//     finishes the group it is committing, the log closes; exit 0 (1 if the signal came while the store was opened
+//     or the state rebuilt, above). A second signal during shutdown kills the process.
 //   - Memory: the Go heap's soft limit (debug.SetMemoryLimit) is what --memory-mib (default 256) leaves beside the
 //     store's cache, three memtables and 32 MiB for the binary (without cgo the cache and memtables are on the Go
 //     heap, and only the binary is taken out), at least 64 MiB, or a quarter above the live heap when that is more
