@@ -11,8 +11,9 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
-// inboxReaderID is the longest request id (as written) whose msg.inbox page a message sent here must fit in.
-const inboxReaderID = 64
+// readerIDLen is the longest request id (as written) whose answer a record sent here must fit in: the msg.inbox page
+// of a message, the proxy.result answer of a delivered result, the events.since page of a proxy call's arguments.
+const readerIDLen = 64
 
 // widestMessageRest bounds the bytes a message takes in JSON besides its run id, sender and texts: its keys, its
 // id (a recipient's label of at most commands.MaxIDChars), the recipient twice more, kind, priority, delivery mode,
@@ -93,9 +94,9 @@ func (c *conn) messageFits(cmd commands.Command) error {
 }
 
 // inboxPageRoom is the bytes a message may take as the one message of a msg.inbox page (a next cursor after it)
-// answering a request id of inboxReaderID bytes, in a frame of maxFrame.
+// answering a request id of readerIDLen bytes, in a frame of maxFrame.
 func inboxPageRoom(maxFrame int) int {
-	return frameBudget(maxFrame, strings.Repeat("x", inboxReaderID)) - cursorBytes("4294967295")
+	return frameBudget(maxFrame, strings.Repeat("x", readerIDLen)) - cursorBytes("4294967295")
 }
 
 // fitResult cuts the text of delegate.settle x so that the message delivering its result, to the parent task or

@@ -138,7 +138,7 @@ func inboxBodies(c *client) []string {
 
 // TestTheWidestMessageSentIsRead: the bound is the page's. Every message a worker had accepted on the way to the
 // widest one (escaped twice over, acknowledged, with a page after it, its every copy) is read back by msg.inbox and
-// query.mailbox answering a request id of inboxReaderID bytes, and a quote more than the widest is refused.
+// query.mailbox answering a request id of readerIDLen bytes, and a quote more than the widest is refused.
 func TestTheWidestMessageSentIsRead(t *testing.T) {
 	for _, frame := range []int{wire.MaxFrameFloor, 4096, wire.DefaultMaxFrame} {
 		t.Run(fmt.Sprint(frame), func(t *testing.T) {
@@ -192,13 +192,13 @@ func TestTheWidestMessageSentIsRead(t *testing.T) {
 	}
 }
 
-// widestIDPages reads every page of method, one request after another with an id of inboxReaderID bytes, and
+// widestIDPages reads every page of method, one request after another with an id of readerIDLen bytes, and
 // returns the messages.
 func widestIDPages(c *client, method string, params map[string]any) []map[string]any {
 	c.t.Helper()
 	var out []map[string]any
 	for {
-		c.idPrefix = strings.Repeat("x", inboxReaderID-len(fmt.Sprintf("c%d", c.n+1)))
+		c.idPrefix = strings.Repeat("x", readerIDLen-len(fmt.Sprintf("c%d", c.n+1)))
 		res := c.ok(method, params)
 		for _, m := range res["messages"].([]any) {
 			out = append(out, m.(map[string]any))

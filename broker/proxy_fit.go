@@ -11,10 +11,6 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
-// proxyReaderID is the longest request id (as written) whose proxy.result answer a delivered result must fit in, as
-// msg.inbox's page must fit a message (inboxReaderID).
-const proxyReaderID = 64
-
 // widestProxyAnswerRest bounds the bytes proxy.result's answer takes besides its job id, request id and result: its
 // keys, the state, the widest generation (the call's is not read here) and isError.
 const widestProxyAnswerRest = 256
@@ -30,7 +26,7 @@ const widestProxyAnswerRest = 256
 // engine's; and a result the engine would record fenced, never delivered, is measured all the same: it is not known
 // here whether the call is still current.
 func (c *conn) resultFits(x *commands.ProxyComplete) error {
-	room := wire.ResultRoom(strings.Repeat("x", proxyReaderID), c.s.opts.MaxFrame)
+	room := wire.ResultRoom(strings.Repeat("x", readerIDLen), c.s.opts.MaxFrame)
 	if 7*len(x.Result)+6*(len(x.JobID)+len(x.RequestID))+widestProxyAnswerRest <= room {
 		// NB: the common case, without shaping the result: a byte sent is at most six recorded ('<' as \u003c) and
 		// seven answered (the backslash escaped again); JSON writes no byte of an id in more than six.
@@ -55,14 +51,14 @@ const widestProxyEventRest = 512
 
 // argsFit refuses a worker's proxy.request whose proxy.requested event the manager could not read whole in a frame
 // (oversize-frame "proxy.request: arguments too large", nothing recorded, the id not seen): in an events.since page
-// answering a request id of up to proxyReaderID bytes, or in a team.event push. The event is the only place the
+// answering a request id of up to readerIDLen bytes, or in a team.event push. The event is the only place the
 // manager reads a call's arguments, recorded canonical and written as a JSON string ('<' sent in one byte is
 // recorded in six and written in seven); an event that does not fit is sent with its data left out, and such a call
 // would be admitted with arguments no one reads, holding its place in flight until its lease ended.
 //
 // NB: arguments the engine refuses anyway (not JSON-safe) are left to it, so that its answer is the engine's.
 func (c *conn) argsFit(x *commands.ProxyRequest, commandID string) error {
-	room := min(frameBudget(c.s.opts.MaxFrame, strings.Repeat("x", proxyReaderID)), c.s.opts.MaxFrame-pushEnvelope)
+	room := min(frameBudget(c.s.opts.MaxFrame, strings.Repeat("x", readerIDLen)), c.s.opts.MaxFrame-pushEnvelope)
 	ids := len(x.RunID) + len(x.JobID) + len(x.RequestID) + len(x.Tool) + len(commandID) + len(x.TaskID)
 	if 7*len(x.Args)+6*ids+widestProxyEventRest <= room {
 		// NB: the common case, without rendering the event: as for a result (resultFits).
