@@ -1,12 +1,8 @@
 package daemon
 
 import (
-	"bufio"
 	"context"
-	"io"
-	"log/slog"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -52,46 +48,17 @@ func TestLoadJetStream(t *testing.T) {
 }
 
 // runningCrewd is a crewd started by Run in this process.
+// runningCrewd is a crewd started by startCrewd: its data directory and socket. It stops when the test ends.
 type runningCrewd struct {
 	data, socket string
-	stop         context.CancelFunc
-	done         chan error
 }
 
 func startCrewd(t *testing.T, args ...string) *runningCrewd {
 	t.Helper()
-	c := &runningCrewd{data: filepath.Join(t.TempDir(), "data"), socket: filepath.Join(brokertest.SocketDir(t), "s", "crewd.sock"),
-		done: make(chan error, 1)}
+	c := &runningCrewd{data: filepath.Join(t.TempDir(), "data"), socket: filepath.Join(brokertest.SocketDir(t), "s", "crewd.sock")}
 	cfg, err := Load(append([]string{"--data", c.data, "--socket", c.socket, "--http", "", "--min-free-mib", "0"}, args...), homeEnv)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	c.stop = cancel
-	r, w := io.Pipe()
-	go func() {
-		c.done <- Run(ctx, cfg, w, slog.New(slog.DiscardHandler))
-		w.Close()
-	}()
-	lines := bufio.NewScanner(r)
-	serving := false
-	for !serving && lines.Scan() {
-		serving = strings.HasPrefix(lines.Text(), "crewd: socket ")
-	}
-	if !serving {
-		// The scan ends at crewd's exit or on a read error while Run goes on:
-		// stop it (and let its writes fail, with no reader left) before
-		// waiting for it.
-		cancel()
-		r.Close()
-		err := <-c.done
-		require.NoError(t, lines.Err(), "reading crewd's output")
-		require.NoError(t, err, "crewd stopped before it served")
-		require.FailNow(t, "crewd stopped before it served")
-	}
-	go func() { _, _ = io.Copy(io.Discard, r) }()
-	t.Cleanup(func() {
-		cancel()
-		<-c.done
-	})
+	startRun(t, cfg)
 	return c
 }
 

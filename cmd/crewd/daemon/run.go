@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"time"
 
@@ -296,8 +295,9 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	}
 	brokerCtx := serveCtx
 	if cfg.FollowPicrew != "" {
-		stopFollow := sync.OnceFunc(followPicrew(serveCtx, cfg.FollowPicrew, srv.Addr(), token, cfg.MaxFrame,
-			lg.With("component", "picrew-follow")))
+		// NB: its stop may be called twice, and at once: here and from the AfterFunc below.
+		stopFollow := followPicrew(serveCtx, cfg.FollowPicrew, srv.Addr(), token, cfg.MaxFrame,
+			lg.With("component", "picrew-follow"))
 		defer stopFollow()
 		// NB: the broker serves until the follower has stopped: the follower sends the writes it has read and where
 		// it got to in each file as it stops, through the broker, which Serve closes as soon as its context ends.
