@@ -330,8 +330,10 @@ func runCommand(c *conn, id, method string, params json.RawMessage) (json.RawMes
 	// NB: a request measured too large for its readers is refused by the engine when its command id has no outcome,
 	// rather than here: a retry of one recorded is answered that outcome, whatever the mailboxes it reaches now or
 	// the frame crewd was restarted with.
-	refused := c.messageFits(cmd)
+	var refused error
 	switch x := cmd.(type) {
+	case *commands.MessageSend, *commands.Escalate:
+		refused = c.messageFits(x)
 	case *commands.DelegateSettle:
 		c.fitResult(x)
 	case *commands.ProxyComplete:
