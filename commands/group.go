@@ -58,16 +58,16 @@ func (e *Engine) decide(f *flight, from int) error {
 			if !errors.Is(err, eventlog.ErrNotFound) {
 				return fmt.Errorf("commands: look up command %q: %w", id, err)
 			}
-			if p.req.Refused != nil {
-				// NB: not entered in seen: nothing is decided, and the id is measured again when it comes again.
-				p.err, p.refused = p.req.Refused, true
-				continue
-			}
-			e.seen[p.slot] = p
-			f.firsts = append(f.firsts, p)
-		} else if p.req.Refused != nil {
+		}
+		if p.req.Refused != nil {
+			// NB: its id, if any, has no outcome and is not entered in seen: nothing is decided, and the id is
+			// measured again when it comes again.
 			p.err, p.refused = p.req.Refused, true
 			continue
+		}
+		if id != "" {
+			e.seen[p.slot] = p
+			f.firsts = append(f.firsts, p)
 		}
 		if err := e.faultIn(runOf(p.req.Command), &f.faulted); err != nil {
 			if !errors.Is(err, projections.ErrNotReadBack) {
