@@ -89,10 +89,9 @@ func resolveAsk(r *runState, taskID, questionID string, st AskStatus, reason str
 		// entry of askOrder; the walk to find it is the one that drops it.
 		if j := slices.Index(r.pendingAsks, questionID); j >= 0 {
 			r.askPending.settled(r.askPending.kth(j + 1))
-			r.pendingAsks = slices.Delete(r.pendingAsks, j, j+1)
-		}
-		if len(r.pendingAsks) == 0 {
-			r.pendingAsks = nil // as a run loaded from a snapshot has it
+			if r.pendingAsks = slices.Delete(r.pendingAsks, j, j+1); len(r.pendingAsks) == 0 {
+				r.pendingAsks = nil // as dropFrom leaves a list, and a run loaded from a snapshot has it
+			}
 		}
 	}
 	// R4: waitState is cleared only when it points at this task+question.

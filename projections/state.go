@@ -201,9 +201,10 @@ func (r *runState) clone() *runState {
 	for id, a := range r.asks {
 		c.asks[id] = a.clone()
 	}
+	boxPending := make([]pendingIndex, 0, len(r.boxPending)) // NB: one slab, as the records'
 	for to, x := range r.boxPending {
-		xc := x.clone()
-		c.boxPending[to] = &xc
+		boxPending = append(boxPending, x.clone())
+		c.boxPending[to] = &boxPending[len(boxPending)-1]
 	}
 	c.askOrder = cloneSlice(r.askOrder)
 	c.askPending, c.pendingAsks = r.askPending.clone(), cloneSlice(r.pendingAsks)
