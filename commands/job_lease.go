@@ -132,7 +132,8 @@ func (c *LeaseClear) decide(s *projections.State, env *Env) (Decision, error) {
 func clearLease(s *projections.State, env *Env, runID string, j projections.JobHeader, reason string) events.Event {
 	roots, saturated := s.RevokedRootCount(runID) // NB: not a copy of the roots of every lease cleared before
 	p := &events.LeaseCleared{JobID: j.JobID, Generation: j.Generation, RootToolCallID: j.Root, Reason: reason, Aborted: j.InFlight}
-	if !saturated && roots >= env.Config.JobLimits().RevokedRoots {
+	// NB: a root revoked already is not added again (the fold), so it does not fill the set.
+	if !saturated && roots >= env.Config.JobLimits().RevokedRoots && !s.RootRevoked(runID, j.Root) {
 		p.Saturated = true
 	}
 	return env.event(runID, events.TypeLeaseCleared, p)

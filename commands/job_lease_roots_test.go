@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // TestLeaseClearCopiesNoRevokedRoot: clearing a lease reads how many roots the run has revoked, not a copy of them,
@@ -37,4 +38,29 @@ func TestLeaseClearCopiesNoRevokedRoot(t *testing.T) {
 	const slack = 4 << 10
 	few, many := cost(0), cost(4000)
 	require.LessOrEqual(t, many, few+slack, "%.0f bytes allocated with 4,000 roots revoked, %.0f with none", many, few)
+}
+
+// TestLeaseClearOfARevokedRootDoesNotSaturate: a lease opened again on a root the run has revoked already (a manager
+// continuing its job under the same dispatch call) and cleared once more revokes nothing new, so it must not
+// saturate the set, even when the set is full: saturation blocks every nested call of the run (T18) until the
+// manager's session resets the roots, and was reached one revocation early.
+func TestLeaseClearOfARevokedRootDoesNotSaturate(t *testing.T) {
+	w := workerEndWorld(t, true, "revokedRootLimit=1")
+	mustDo(t, w, events.RoleOrchestrator, "", "job.transition", `{"jobId":"J","to":"paused"}`)
+	require.Equal(t, projections.RevokedRoots{Roots: []string{"call-1"}}, w.s.RevokedRootsOf("R"))
+	mustDo(t, w, events.RoleOrchestrator, "", "lease.open",
+		`{"jobId":"J","mode":"continue","rootToolCallId":"call-1","tools":`+string(jobGrant)+`}`)
+
+	out := mustDo(t, w, events.RoleOrchestrator, "", "job.transition", `{"jobId":"J","to":"paused"}`)
+	require.False(t, out.events[0].Payload.(*events.LeaseCleared).Saturated, "the root was revoked already")
+	require.Equal(t, projections.RevokedRoots{Roots: []string{"call-1"}}, w.s.RevokedRootsOf("R"))
+	require.Equal(t, projections.AuthRevokedRoot, authorized(t, w.s, "R", "call-1/c", "read").Reason)
+	require.Equal(t, projections.AuthUnrelated, authorized(t, w.s, "R", "call-2/c", "read").Reason)
+
+	// A new root at the limit saturates, as before.
+	mustDo(t, w, events.RoleOrchestrator, "", "lease.open",
+		`{"jobId":"J","mode":"continue","rootToolCallId":"call-2","tools":`+string(jobGrant)+`}`)
+	out = mustDo(t, w, events.RoleOrchestrator, "", "job.transition", `{"jobId":"J","to":"paused"}`)
+	require.True(t, out.events[0].Payload.(*events.LeaseCleared).Saturated)
+	require.Equal(t, projections.AuthSaturated, authorized(t, w.s, "R", "call-3/c", "read").Reason)
 }

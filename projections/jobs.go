@@ -531,6 +531,17 @@ func (s *State) RevokedRootCount(runID string) (n int, saturated bool) {
 	return len(r.roots.Roots), r.roots.Saturated
 }
 
+// RootRevoked reports whether run runID's revoked-root set holds root itself (not a prefix of it: Authorize).
+// Clearing a lease reads it: a lease opened again on a root revoked already revokes nothing new when it is cleared.
+func (s *State) RootRevoked(runID, root string) bool {
+	r := s.run(runID)
+	if r == nil {
+		return false
+	}
+	_, ok := r.roots.set[root]
+	return ok
+}
+
 // Authorization is the answer of Authorize (T17, T18).
 type Authorization struct {
 	Allowed bool   `json:"allowed"`

@@ -31,7 +31,7 @@ var (
 		"RunningTasks",
 		"EachLiveTask", "EachWorkflowTask", "EachInFlight",
 		"ActiveLeases", "Job", "JobCount", "JobHeader", "LookupJobHeader", "JobPage", "JobTool", "Jobs", "EachJob", "LiveRequests",
-		"ProxyRequestOf", "RevokedRootsOf", "RevokedRootCount",
+		"ProxyRequestOf", "RevokedRootsOf", "RevokedRootCount", "RootRevoked",
 	}
 	stateNotQueries = []string{
 		"AssumePool", "Clone", "ColdInMemory", "ColdRuns", "ColdStore", "EvictAll", "EvictAllCounted", "Evict", "Evictable", "FaultIn", "HotRuns", "IsCold", "IsHot", "MissingViews",
@@ -227,6 +227,7 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 		q("Authorize/none", authorize("", "x"))
 		for _, root := range append(rr.Roots, "nope") {
 			q("Authorize/"+root, authorize(root+"/c", "x"))
+			q("RootRevoked/"+root, s.RootRevoked(run, root))
 		}
 		for _, j := range append(jobs, projections.Job{JobID: "nope"}) {
 			jj, ok := s.Job(run, j.JobID)
