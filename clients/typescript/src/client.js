@@ -529,7 +529,9 @@ export class Subscription {
   }
 
   _resync() {
-    if (this.closed) return;
+    // NB: while a re-subscribe waits for its answer, a resync is the replaced subscription's (the broker answers
+    // before the new one's first frame): the replay asked for covers it, and another would be asked in a loop.
+    if (this.closed || this._pending !== null) return;
     this.#again();
   }
 

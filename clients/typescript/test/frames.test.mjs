@@ -245,3 +245,55 @@ test("a frame of id \"\" that is no error, before the hello answer, fails the co
   );
   assert.equal(outcome, "protocol");
 });
+
+test("a resync that comes while the subscription is being replaced is the old one's: it asks no second replay", { timeout: 10_000 }, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "crewlog-frames-"));
+  const path = join(dir, "b.sock");
+  const subscribes = [];
+  const server = createServer((sock) => {
+    let buf = "";
+    const send = (frame) => sock.write(JSON.stringify(frame) + "\n");
+    sock.setEncoding("utf8");
+    sock.on("error", () => {});
+    sock.on("data", (chunk) => {
+      buf += chunk;
+      let nl;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        const req = JSON.parse(buf.slice(0, nl));
+        buf = buf.slice(nl + 1);
+        if (req.method === "hello") {
+          send({ id: "hello", result: { ok: true } });
+          continue;
+        }
+        subscribes.push(req.params.sinceSeq);
+        if (subscribes.length === 1) {
+          send({ id: req.id, result: { ok: true } });
+          send({ event: "resync", data: { fromSeq: 0 } }); // the subscription fell behind
+          continue;
+        }
+        // The old subscription's queue still held a resync when the re-subscribe came: it is written before the
+        // answer, which comes before the new subscription's pushes. (Once only, so that a client taking it for the
+        // new one's is answered a third time rather than in a loop.)
+        if (subscribes.length === 2) send({ event: "resync", data: { fromSeq: 0 } });
+        send({ id: req.id, result: { ok: true } });
+        for (const seq of [1, 2, 3]) send({ event: "team.event", seq, data: { metadata: { seq } } });
+      }
+    });
+  });
+  await new Promise((resolve) => server.listen(path, resolve));
+  t.after(() => {
+    server.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const c = await CrewClient.connect({ socketPath: path, credentials: { role: "admin", token: "x" } });
+  t.after(() => c.close());
+  const sub = c.subscribe({ sinceSeq: 0 });
+  const seqs = [];
+  for await (const ev of sub) {
+    seqs.push(ev.metadata.seq);
+    if (seqs.length === 3) break;
+  }
+  assert.deepEqual(seqs, [1, 2, 3]);
+  assert.deepEqual(subscribes, [0, 0], "one re-subscribe for the one resync of the live subscription");
+  assert.equal(sub.resyncs, 1);
+});
