@@ -234,7 +234,7 @@ func (c *conn) respond(id, method string, result any, err error) bool {
 		if logFull {
 			c.s.lg.Error("broker: request failed", "conn", c.seq, "method", method, "err", err)
 		}
-		return c.sendError(id, we)
+		return c.refuse(id, method, we)
 	}
 	// NB: every result is compact, valid JSON already, so it is framed as a CompactResponse, copied rather than
 	// compacted again (which was most of the cost of framing a small answer): a compactResult is written so, a
@@ -250,7 +250,7 @@ func (c *conn) respond(id, method string, result any, err error) bool {
 		b, merr := json.Marshal(result)
 		if merr != nil {
 			c.s.lg.Error("broker: encode result", "method", method, "err", merr)
-			return c.sendError(id, wire.NewError(wire.CodeInternal, ""))
+			return c.refuse(id, method, wire.NewError(wire.CodeInternal, ""))
 		}
 		raw = b
 	}
@@ -261,9 +261,16 @@ func (c *conn) respond(id, method string, result any, err error) bool {
 func (c *conn) answer(id, method string, raw json.RawMessage) bool {
 	frame, we := c.responseFrame(id, method, raw)
 	if we != nil {
-		return c.sendError(id, we)
+		return c.refuse(id, method, we)
 	}
+	c.s.requests.add(method, nil)
 	return c.sendResponse(frame)
+}
+
+// refuse answers request id of method with we, counted (Stats); false means the connection is closing.
+func (c *conn) refuse(id, method string, we *wire.Error) bool {
+	c.s.requests.add(method, we)
+	return c.sendError(id, we)
 }
 
 // responseFrame frames raw, compact and valid JSON, as the result of request id of method, or returns the error

@@ -94,7 +94,7 @@ func Methods() []string {
 func (c *conn) handle(req wire.Request, size int) bool {
 	if !c.authed {
 		if req.Method != wire.MethodHello {
-			return c.sendError(req.ID, wire.NewError(wire.CodeProtocol, wire.MsgHelloRequired))
+			return c.refuse(req.ID, req.Method, wire.NewError(wire.CodeProtocol, wire.MsgHelloRequired))
 		}
 		return c.hello(req)
 	}
@@ -130,7 +130,7 @@ func (c *conn) hello(req wire.Request) bool {
 			return false
 		}
 		s.lg.Debug("hello refused", "conn", c.seq, "reason", "its process's pace")
-		return c.sendError(req.ID, lateHello(wait))
+		return c.refuse(req.ID, wire.MethodHello, lateHello(wait))
 	}
 	id, bad := s.authenticate(req.Params)
 	if bad == nil {
@@ -157,7 +157,7 @@ func (c *conn) hello(req wire.Request) bool {
 		// Its process pays, as for any refused hello; the place is given back as the refusal closes the connection.
 		s.charge(pk, helloCost)
 		s.lg.Debug("hello refused", "conn", c.seq, "reason", "its credential's pace")
-		return c.sendError(req.ID, lateHello(wait))
+		return c.refuse(req.ID, wire.MethodHello, lateHello(wait))
 	}
 	s.charge(k, helloCost)
 	ack, bad := c.helloAck(req.ID, id)
@@ -179,6 +179,7 @@ func (c *conn) hello(req wire.Request) bool {
 	c.authed, c.keys, c.cred = true, k, id.credential()
 	c.nc.SetReadDeadline(time.Time{})
 	c.startIdleTimer()
+	s.requests.add(wire.MethodHello, nil)
 	s.lg.Debug("hello", "conn", c.seq, "role", id.role, "runId", id.runID, "taskId", id.taskID)
 	return true // the answer was queued by the bind
 }
@@ -199,6 +200,7 @@ func (c *conn) helloAck(reqID string, id identity) ([]byte, *wire.Error) {
 // the connection open after other requests (replay-failed: the token could not be checked) closes it here, with the
 // reason of a refused credential, so that a connection never stays open unauthenticated past its answer.
 func (c *conn) refuseHello(id string, we *wire.Error) bool {
+	c.s.requests.add(wire.MethodHello, we)
 	return c.queueError(id, we, true)
 }
 
@@ -241,10 +243,10 @@ func (c *conn) sleepUntil(by time.Time) bool {
 // serve answers one request of an authenticated connection; false means the connection is closing.
 func (c *conn) serve(req wire.Request) bool {
 	if req.Method == wire.MethodHello {
-		return c.sendError(req.ID, wire.NewError(wire.CodeProtocol, wire.MsgHelloCompleted))
+		return c.refuse(req.ID, req.Method, wire.NewError(wire.CodeProtocol, wire.MsgHelloCompleted))
 	}
 	if bad := c.s.recheck(c.id); bad != nil {
-		return c.sendError(req.ID, bad)
+		return c.refuse(req.ID, req.Method, bad)
 	}
 	h, ok := brokerMethods[req.Method]
 	if !ok {

@@ -78,6 +78,7 @@ type Server struct {
 	pending  map[int]int    // peer pid → its connections that have not finished hello (MaxPendingPerPeer)
 	pacer    *pacer         // per-credential and per-run request and replay rate (pacer.go)
 	resyncs  atomic.Uint64  // resync frames sent (Stats)
+	requests *requestCounts // the requests answered, by method and answer (Stats)
 
 	waits     waitHub        // task.waitStatus waiters, woken per task
 	outBudget outboundBudget // bytes held by every connection's outbound queue
@@ -114,7 +115,7 @@ func New(eng *commands.Engine, log *eventlog.Log, opts Options) (*Server, error)
 	}
 	o := opts.withDefaults()
 	s := &Server{
-		eng: eng, log: log, opts: o, lg: o.Logger, writeTimeout: writeTimeout, idleNow: time.Now,
+		eng: eng, log: log, opts: o, lg: o.Logger, writeTimeout: writeTimeout, idleNow: time.Now, requests: newRequestCounts(),
 		conns: make(map[*conn]struct{}), byRun: make(map[string]map[*conn]struct{}), byBox: make(map[mailboxKey]map[*conn]struct{}),
 		credConns: make(map[string]int), credWaits: make(map[string]int), credSubs: make(map[string]int), pending: make(map[int]int),
 		reads: turns.New(o.MaxReadsPerCredential), credOut: make(map[string]*outboundBudget),

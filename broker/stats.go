@@ -11,13 +11,15 @@ type Stats struct {
 	Subscribers int
 	// Resyncs counts the resync frames sent since the server started.
 	Resyncs uint64
+	// Requests counts the requests answered since the server started, by method and answer (those not zero).
+	Requests []RequestCount
 }
 
 // Stats counts the connections now. It takes the server's lock once; it is meant for a metrics scrape.
 func (s *Server) Stats() Stats {
 	st := Stats{Connections: map[string]int{
 		events.RoleAdmin: 0, events.RoleOrchestrator: 0, events.RoleWorker: 0, "pending": 0,
-	}, Resyncs: s.resyncs.Load()}
+	}, Resyncs: s.resyncs.Load(), Requests: s.requests.counts()}
 	s.mu.Lock()
 	bound := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {

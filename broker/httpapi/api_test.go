@@ -19,6 +19,7 @@ import (
 
 	"github.com/crewlog/crewlog/audit"
 	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/broker"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/events"
 )
@@ -649,7 +650,8 @@ func TestHealthAndPage(t *testing.T) {
 // TestMetricsSeries: the series are served, and a run's budget gauges exist only while it runs.
 func TestMetricsSeries(t *testing.T) {
 	m := NewMetrics()
-	f := newFixture(t, Options{Metrics: m})
+	f := newFixture(t, Options{Metrics: m, Broker: fixedBrokerStats{Requests: []broker.RequestCount{
+		{Method: "ping", Answer: "ok", N: 3}, {Method: "other", Answer: "not-implemented", N: 2}}}})
 	// The fixture's engine has no observer: feed one group by hand, as the engine does.
 	m.Committed(&commands.GroupReport{Commands: []commands.CommandReport{
 		{Method: "delegate.request", Outcome: commands.OutcomeAdmitted},
@@ -662,7 +664,9 @@ func TestMetricsSeries(t *testing.T) {
 		`crewlog_commands_rejected_total{method="delegate.request",reason="slots-exhausted"} 1`,
 		"crewlog_group_size_count 1", "crewlog_commit_seconds_count 1", "crewlog_fsync_seconds_count 1",
 		"crewlog_events_appended_total 4", "crewlog_log_head ", "crewlog_slots_held 0", "crewlog_slots_capacity 3",
-		`crewlog_resyncs_total{transport="sse"} 0`, "crewlog_http_streams 0", "crewlog_snapshot_bytes 1234",
+		`crewlog_resyncs_total{transport="sse"} 0`, `crewlog_resyncs_total{transport="socket"} 0`,
+		`crewlog_requests_total{answer="ok",method="ping"} 3`,
+		`crewlog_requests_total{answer="not-implemented",method="other"} 2`, "crewlog_http_streams 0", "crewlog_snapshot_bytes 1234",
 		`crewlog_http_connections_evicted_total{state="idle"} 0`,
 		`crewlog_budget_tokens_granted{run="` + liveRun + `"}`,
 		"crewlog_storage_l0_files ", "crewlog_storage_l0_sublevels ", "crewlog_storage_compaction_debt_bytes ",
@@ -681,6 +685,11 @@ func TestMetricsSeries(t *testing.T) {
 	f.do(audittest.Orchestrator, &commands.RunTransition{RunID: liveRun, To: "cancelled", Reason: "done"})
 	require.NotContains(t, metricsText(t, f), liveRun, "its series go when the run ends")
 }
+
+// fixedBrokerStats is a socket server's census that never changes.
+type fixedBrokerStats broker.Stats
+
+func (s fixedBrokerStats) Stats() broker.Stats { return broker.Stats(s) }
 
 func metricsText(t *testing.T, f *fixture) string {
 	t.Helper()

@@ -138,6 +138,7 @@ var (
 	descConns       = prometheus.NewDesc("crewlog_connections", "Open socket connections by role (pending: no hello yet).", []string{"role"}, nil)
 	descSubscribers = prometheus.NewDesc("crewlog_subscribers", "Socket connections holding an events.subscribe subscription.", nil, nil)
 	descResyncs     = prometheus.NewDesc("crewlog_resyncs_total", "Resyncs sent to slow subscribers, by transport (socket, sse).", []string{"transport"}, nil)
+	descRequests    = prometheus.NewDesc("crewlog_requests_total", "Socket requests answered, by method (other: one the server does not answer) and answer (ok, or the error code), those refused before the engine included.", []string{"method", "answer"}, nil)
 	descStreams     = prometheus.NewDesc("crewlog_http_streams", "Open HTTP event streams.", nil, nil)
 	descEvicted     = prometheus.NewDesc("crewlog_http_connections_evicted_total", "HTTP connections closed to make room for a new one at MaxConns, by their state then (idle, new, active: a request in progress that holds no read turn nor stream).", []string{"state"}, nil)
 	descSnapAge     = prometheus.NewDesc("crewlog_snapshot_age_seconds", "Age of the last snapshot written since start.", nil, nil)
@@ -165,7 +166,7 @@ var (
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHead, descSlotsHeld, descSlotsCap, descConns, descSubscribers, descResyncs,
-		descStreams, descEvicted, descSnapAge, descSnapBytes, descSnapPos, descGranted, descSpent, descReady,
+		descRequests, descStreams, descEvicted, descSnapAge, descSnapBytes, descSnapPos, descGranted, descSpent, descReady,
 		descL0Files, descL0Sublevels, descDebt, descCompactions, descFlushes, descWALBytes, descFlushBytes, descCompRead,
 		descCompWritten, descDiskBytes, descStalls, descStallSecs, descFilterBytes} {
 		ch <- d
@@ -212,6 +213,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descSubscribers, float64(bs.Subscribers))
 		ch <- prometheus.MustNewConstMetric(descResyncs, prometheus.CounterValue, float64(bs.Resyncs), "socket")
+		for _, r := range bs.Requests {
+			ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(r.N), r.Method, r.Answer)
+		}
 	}
 	ch <- prometheus.MustNewConstMetric(descResyncs, prometheus.CounterValue, float64(s.streams.resyncs.Load()), "sse")
 	gauge(descStreams, float64(s.streams.open()))
