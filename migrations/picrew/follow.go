@@ -89,6 +89,8 @@ type FollowOptions struct {
 	// now is the clock CheckpointEvery and SettleAfter are measured by
 	// (time.Now): tests set one that moves only when told.
 	now func() time.Time
+	// synced, when set, is told of each run a pass has looked at (tests).
+	synced func(run string)
 }
 
 // FollowStats counts a Follower's work since it started.
@@ -313,9 +315,20 @@ func (f *Follower) pass(ctx context.Context, runsDir string, all bool, w *watche
 		if r.dormant && skipDormant && !dirty[id] {
 			continue
 		}
+		if ctx.Err() != nil {
+			// NB: a stop ends the pass here, not after every run of a large root was read: what was read is sent by
+			// Run's last flush, and the runs not looked at are read at the next start, from their checkpoints.
+			break
+		}
 		if all || dirty[id] || len(r.pending) > 0 {
 			f.syncRun(r, w)
+			if f.o.synced != nil {
+				f.o.synced(id)
+			}
 		}
+	}
+	if ctx.Err() != nil {
+		return
 	}
 	f.report()
 	f.flush(ctx)

@@ -2,6 +2,7 @@ package picrew
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -704,4 +705,33 @@ func runOfOneEvent(t *testing.T, root *picrewtest.Root, status string) *picrewte
 	_, err := a.Event("task.progress", "", nil)
 	require.NoError(t, err)
 	return a
+}
+
+// TestFollowStopsBetweenRunsOfAPass: a stop during a pass ends it at the next run, where it went on to read every
+// run of the root first (on a large crew root, a stop during the first pass waited minutes for it); what was read
+// is sent, and the next start reads the rest, nothing lost.
+func TestFollowStopsBetweenRunsOfAPass(t *testing.T) {
+	root := newRoot(t)
+	const runs = 12
+	for i := range runs {
+		runSteps(t, picrewtest.Lifecycle(newRun(t, root, fmt.Sprintf("team_20261201120000_%016x", i)), 2))
+	}
+	sink := newMemSink()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	o := fastFollow()
+	looked := 0
+	o.synced = func(string) {
+		if looked++; looked == 3 {
+			cancel() // as crewd's stop does
+		}
+	}
+	require.ErrorIs(t, NewFollower(root.Dir, sink, o).Run(ctx), context.Canceled)
+	require.Equal(t, 3, looked, "runs looked at after the stop")
+	ids, _ := sink.imported()
+	require.NotEmpty(t, ids, "what the pass read before the stop is sent")
+
+	fl := startFollow(t, root.Dir, sink, nil)
+	fl.settle(t)
+	requireCopy(t, root.Dir, sink, copyOf{})
 }
