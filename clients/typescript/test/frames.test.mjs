@@ -9,11 +9,22 @@ import { test } from "node:test";
 
 import { CrewClient } from "../src/index.js";
 
-// fakeBroker answers the hello, then answers every request with the line answer() gives.
-async function fakeBroker(t, answer) {
+// listen serves a unix socket in a directory of its own, each connection to onSocket, for the test's length.
+async function listen(t, onSocket) {
   const dir = mkdtempSync(join(tmpdir(), "crewlog-frames-"));
   const path = join(dir, "b.sock");
-  const server = createServer((sock) => {
+  const server = createServer(onSocket);
+  await new Promise((resolve) => server.listen(path, resolve));
+  t.after(() => {
+    server.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return path;
+}
+
+// fakeBroker answers the hello, then answers every request with the line answer() gives.
+function fakeBroker(t, answer) {
+  return listen(t, (sock) => {
     let buf = "";
     sock.setEncoding("utf8");
     sock.on("error", () => {});
@@ -27,12 +38,6 @@ async function fakeBroker(t, answer) {
       }
     });
   });
-  await new Promise((resolve) => server.listen(path, resolve));
-  t.after(() => {
-    server.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  return path;
 }
 
 for (const line of ["null", "42", '"pong"', "[]", "true"]) {
@@ -45,20 +50,13 @@ for (const line of ["null", "42", '"pong"', "[]", "true"]) {
 }
 
 test("calls to a broker that stops reading are refused busy once maxQueuedBytes wait, not queued without end", { timeout: 30_000 }, async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), "crewlog-frames-"));
-  const path = join(dir, "b.sock");
-  const server = createServer((sock) => {
+  const path = await listen(t, (sock) => {
     sock.setEncoding("utf8");
     sock.on("error", () => {});
     sock.once("data", () => {
       sock.write(JSON.stringify({ id: "hello", result: { ok: true } }) + "\n");
       sock.pause(); // reads nothing more
     });
-  });
-  await new Promise((resolve) => server.listen(path, resolve));
-  t.after(() => {
-    server.close();
-    rmSync(dir, { recursive: true, force: true });
   });
   const maxQueuedBytes = 1 << 20;
   const c = await CrewClient.connect({ socketPath: path, credentials: { role: "admin", token: "x" }, maxQueuedBytes });
@@ -155,18 +153,11 @@ test("a call made as the one before it fails exhausted dials again and settles, 
 });
 
 test("close() while a hello waits for its answer closes that connection, and leaves no timer to keep the process", { timeout: 10_000 }, async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), "crewlog-frames-"));
-  const path = join(dir, "b.sock");
   let accepted;
   const acceptedP = new Promise((resolve) => (accepted = resolve));
-  const server = createServer((sock) => {
+  const path = await listen(t, (sock) => {
     sock.on("error", () => {});
     accepted({ closed: new Promise((resolve) => sock.once("close", resolve)) }); // reads the hello, never answers it
-  });
-  await new Promise((resolve) => server.listen(path, resolve));
-  t.after(() => {
-    server.close();
-    rmSync(dir, { recursive: true, force: true });
   });
   const c = new CrewClient({ socketPath: path, credentials: { role: "admin", token: "x" }, connectTimeoutMs: 600_000 });
   const call = c.call("ping").then(() => "answered", (err) => err.code);
@@ -184,9 +175,7 @@ test("a subscription ends the same whether its next() waits or comes later: done
   await c.close();
   assert.deepEqual(await waiting, { value: undefined, done: true }, "close() ends a waiting next() as it ends a later one");
 
-  const dir = mkdtempSync(join(tmpdir(), "crewlog-frames-"));
-  const path = join(dir, "b.sock");
-  const server = createServer((sock) => {
+  const path = await listen(t, (sock) => {
     sock.setEncoding("utf8");
     sock.on("error", () => {});
     sock.on("data", (chunk) => {
@@ -196,11 +185,6 @@ test("a subscription ends the same whether its next() waits or comes later: done
         else sock.end(subscribed(req) + "\n"); // answers the subscribe, and goes
       }
     });
-  });
-  await new Promise((resolve) => server.listen(path, resolve));
-  t.after(() => {
-    server.close();
-    rmSync(dir, { recursive: true, force: true });
   });
   const lost = await CrewClient.connect({ socketPath: path, credentials: { role: "admin", token: "x" }, reconnect: false });
   t.after(() => lost.close());
@@ -221,19 +205,12 @@ test("a subscription ends the same whether its next() waits or comes later: done
 test("a frame of id \"\" that is no error, before the hello answer, fails the connect with protocol, not taken for that answer", { timeout: 10_000 }, async (t) => {
   // id "" answers no request: the broker sends it only with an error that ends the connection. A result under it is
   // no answer to the hello, whose own answer comes after it here.
-  const dir = mkdtempSync(join(tmpdir(), "crewlog-frames-"));
-  const path = join(dir, "b.sock");
-  const server = createServer((sock) => {
+  const path = await listen(t, (sock) => {
     sock.on("error", () => {});
     sock.once("data", () => {
       sock.write(JSON.stringify({ id: "", result: { ok: true, run: "not-the-hello" } }) + "\n" +
         JSON.stringify({ id: "hello", result: { ok: true, run: "R" } }) + "\n");
     });
-  });
-  await new Promise((resolve) => server.listen(path, resolve));
-  t.after(() => {
-    server.close();
-    rmSync(dir, { recursive: true, force: true });
   });
   const options = { socketPath: path, credentials: { role: "admin", token: "x" }, backoffMs: [] };
   const outcome = await CrewClient.connect(options).then(
@@ -247,10 +224,8 @@ test("a frame of id \"\" that is no error, before the hello answer, fails the co
 });
 
 test("a resync that comes while the subscription is being replaced is the old one's: it asks no second replay", { timeout: 10_000 }, async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), "crewlog-frames-"));
-  const path = join(dir, "b.sock");
   const subscribes = [];
-  const server = createServer((sock) => {
+  const path = await listen(t, (sock) => {
     let buf = "";
     const send = (frame) => sock.write(JSON.stringify(frame) + "\n");
     sock.setEncoding("utf8");
@@ -279,11 +254,6 @@ test("a resync that comes while the subscription is being replaced is the old on
         for (const seq of [1, 2, 3]) send({ event: "team.event", seq, data: { metadata: { seq } } });
       }
     });
-  });
-  await new Promise((resolve) => server.listen(path, resolve));
-  t.after(() => {
-    server.close();
-    rmSync(dir, { recursive: true, force: true });
   });
   const c = await CrewClient.connect({ socketPath: path, credentials: { role: "admin", token: "x" } });
   t.after(() => c.close());
