@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -569,6 +570,13 @@ func (s *source) parseEvent(id, rel string, line int, b []byte) (ev teamEvent, o
 	ev.line = fmt.Sprintf("%s:%d", rel, line)
 	if ev.Metadata.Seq == 0 {
 		s.skip(id, rel, line, 0, "event %s has no metadata.seq: skipped", ev.Type)
+		return ev, false
+	}
+	if ev.Metadata.Seq > math.MaxInt64 {
+		// NB: a foreign.imported keeps the seq as an int64, which one past it wrapped to a negative seq: a pi-crew client
+		// reading its own event back read another one.
+		s.skip(id, rel, line, ev.Metadata.Seq, "event %s: seq is past what crewlog records (at most %d): skipped", ev.Type,
+			int64(math.MaxInt64))
 		return ev, false
 	}
 	s.reportTimes(id, rel, line, ev.Metadata.Seq, "", "", &ev)

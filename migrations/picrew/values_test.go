@@ -654,3 +654,45 @@ func TestImportedIDsAreOnesCrewlogNames(t *testing.T) {
 		require.Empty(t, m.Data.SubID, name)
 	}
 }
+
+// TestImportedSeqIsOneCrewlogRecords: a seq in events.jsonl is a count a foreign.imported records (an int64) and
+// hands back to a pi-crew client as the source wrote it, or the event is not imported. One past the largest int64 was
+// recorded wrapped to a negative seq, and a pi-crew client reading its own event back read another seq. The line is
+// skipped and reported, as one with no seq is, by the one-shot import and a follower alike.
+func TestImportedSeqIsOneCrewlogRecords(t *testing.T) {
+	root := t.TempDir()
+	run := timesRunCreated
+	writeFiles(t, root, map[string]string{
+		"state/runs/" + run + "/manifest.json": manifestOf(run, "completed"),
+		"state/runs/" + run + "/tasks.json":    `[{"id":"01_plan","stepId":"01_plan","role":"executor","status":"completed"}]`,
+		"state/runs/" + run + "/events.jsonl": eventLine(1, "task.progress", "01_plan", `{"n":1}`) +
+			strings.Replace(eventLine(0, "task.progress", "01_plan", `{"n":2}`), `"seq":0`, `"seq":9223372036854775808`, 1) +
+			eventLine(2, "task.progress", "01_plan", `{"n":3}`),
+	})
+	foreignSeqs := func(name string, l *eventlog.Log) []int64 {
+		var seqs []int64
+		it := l.Read(1)
+		for it.Next() {
+			if it.Event().Type == events.TypeForeignImported {
+				ev, err := projections.FromLog(it.Event())
+				require.NoError(t, err, name)
+				seqs = append(seqs, ev.Payload.(*events.ForeignImported).Seq)
+			}
+		}
+		require.NoError(t, it.Close(), name)
+		return seqs
+	}
+	l := openFuzzStore(t)
+	defer l.Close()
+	_, err := Import(l, root, &Options{Clock: valuesClock})
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 2}, foreignSeqs("import", l), "no seq recorded wrapped")
+
+	one, followed, reports := importedTwice(t, root, valuesClock)
+	require.Len(t, reports, 1, "%q", reports)
+	require.Contains(t, reports[0], "events.jsonl:2 (seq 9223372036854775808): event task.progress: seq is past what "+
+		"crewlog records (at most 9223372036854775807): skipped")
+	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
+		require.Equal(t, []int64{1, 2}, foreignSeqs(name, l), name)
+	}
+}
