@@ -56,8 +56,8 @@ const maxImportTimeMs = 9e12
 // 0..MaxMaxDepth (importedDepthProblem), a task's dependsOn, refused beyond what task.create takes
 // (importedDependsOnProblem), a task's usage, refused
 // with counters task.usage refuses (importedUsageProblem), a reservation's
-// or charge's tokens, refused outside 0..MaxUsageTokens
-// (importedSpendProblem), a run's budget,
+// or charge's tokens, refused outside 0..MaxUsageTokens, and a reservation's grant, refused outside
+// 0..MaxBudgetTotal (importedSpendProblem), a run's budget,
 // refused as run.create refuses it (importedBudgetProblem), a delegation's
 // subId, refused when it is not an id (safeID) or names a workflow task of
 // the run (workflowTask), a free text, refused when it is longer than

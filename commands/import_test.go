@@ -456,24 +456,30 @@ func TestImportedAskDeadline(t *testing.T) {
 	}
 }
 
+// importFolded decides an import.append of evs into run r1 of an empty state and folds what it records: the state
+// after it, and its refusal.
+func importFolded(evs ...ImportedEvent) (*projections.State, error) {
+	s := projections.New()
+	d, err := Decide(s, &Import{Source: events.ForeignSourcePicrew, RunID: "r1", Events: evs},
+		Env{Now: 2000 * 1e6, CommandID: "c1", NewID: func() string { return "x" }})
+	for i, ev := range d.Events {
+		ev.Position = uint64(i + 1)
+		projections.Apply(s, ev)
+	}
+	return s, err
+}
+
 // TestImportedUsageIsACount: an imported task.usage is held to the counters task.usage itself takes (0..
 // MaxUsageTokens, a cost that is a finite number ≥ 0), by value or by pointer: a negative one, recorded, lowered the
 // run's budget use (Σ of its tasks' usage) below what its other tasks spent, and the run's budget abort with it.
 func TestImportedUsageIsACount(t *testing.T) {
 	decide := func(u any) (*projections.State, error) {
-		s := projections.New()
-		d, err := Decide(s, &Import{Source: events.ForeignSourcePicrew, RunID: "r1", Events: []ImportedEvent{
-			{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{}},
-			{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
-			{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: "t2", Kind: events.TaskKindWorkflow}},
-			{Type: events.TypeTaskUsage, TimeMs: 1000, Payload: &events.TaskUsage{TaskID: "t1", Input: 1000}},
-			{Type: events.TypeTaskUsage, TimeMs: 1000, Payload: u}}},
-			Env{Now: 2000 * 1e6, CommandID: "c1", NewID: func() string { return "x" }})
-		for i, ev := range d.Events {
-			ev.Position = uint64(i + 1)
-			projections.Apply(s, ev)
-		}
-		return s, err
+		return importFolded(
+			ImportedEvent{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{}},
+			ImportedEvent{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
+			ImportedEvent{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: "t2", Kind: events.TaskKindWorkflow}},
+			ImportedEvent{Type: events.TypeTaskUsage, TimeMs: 1000, Payload: &events.TaskUsage{TaskID: "t1", Input: 1000}},
+			ImportedEvent{Type: events.TypeTaskUsage, TimeMs: 1000, Payload: u})
 	}
 	for name, u := range map[string]events.TaskUsage{
 		"negative input":  {TaskID: "t2", Input: -900},
@@ -506,18 +512,11 @@ func TestImportedSpendIsACount(t *testing.T) {
 		return typ
 	}
 	decide := func(p any) (*projections.State, error) {
-		s := projections.New()
-		d, err := Decide(s, &Import{Source: events.ForeignSourcePicrew, RunID: "r1", Events: []ImportedEvent{
-			{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{}},
-			{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
-			{Type: events.TypeBudgetReserved, TimeMs: 1000, Payload: &events.BudgetReserved{TaskID: "t1", SubID: "gc-1", Tokens: 10}},
-			{Type: typeOf(p), TimeMs: 1000, Payload: p}}},
-			Env{Now: 2000 * 1e6, CommandID: "c1", NewID: func() string { return "x" }})
-		for i, ev := range d.Events {
-			ev.Position = uint64(i + 1)
-			projections.Apply(s, ev)
-		}
-		return s, err
+		return importFolded(
+			ImportedEvent{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{}},
+			ImportedEvent{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
+			ImportedEvent{Type: events.TypeBudgetReserved, TimeMs: 1000, Payload: &events.BudgetReserved{TaskID: "t1", SubID: "gc-1", Tokens: 10}},
+			ImportedEvent{Type: typeOf(p), TimeMs: 1000, Payload: p})
 	}
 	for name, tc := range map[string]struct {
 		reserved *events.BudgetReserved
@@ -646,6 +645,37 @@ func TestImportedRunBudgetIsWhatRunCreateTakes(t *testing.T) {
 	}
 	require.NoError(t, decide(&events.RunCreated{BudgetTotal: i64(MaxBudgetTotal), BudgetWarning: fxF(0), BudgetAbort: fxF(1)}))
 	require.NoError(t, decide(&events.RunCreated{}))
+}
+
+// TestImportedGrantIsOneABudgetSeeds: an imported budget.reserved (an allocation top-up too) opens its task's account
+// with the grant it carries, which the engine seeds only from a budgetTotal (0..MaxBudgetTotal) or a reservation: a
+// grant below zero left the task less than nothing to spend, one above 2^53 reads back in JavaScript as another
+// number, and the run's ledger total of such grants (saturating, with signs mixed) depended on the order of its
+// accounts. It is refused, by value or by pointer; within the bound the account opens with it.
+func TestImportedGrantIsOneABudgetSeeds(t *testing.T) {
+	decide := func(p any) (*projections.State, error) {
+		return importFolded(
+			ImportedEvent{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{}},
+			ImportedEvent{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
+			ImportedEvent{Type: events.TypeBudgetReserved, TimeMs: 1000, Payload: p})
+	}
+	for name, r := range map[string]events.BudgetReserved{
+		"grant below zero":       {TaskID: "t1", SubID: "gc-1", Tokens: 10, GrantedTokens: -1},
+		"grant above 2^53":       {TaskID: "t1", SubID: "gc-1", Tokens: 10, GrantedTokens: MaxBudgetTotal + 1},
+		"grant at int64's limit": {TaskID: "t1", SubID: events.ImportTopUpSubID, Tokens: 10, GrantedTokens: math.MaxInt64},
+	} {
+		for how, p := range map[string]any{"pointer": &r, "struct": r} {
+			s, err := decide(p)
+			require.ErrorContains(t, err, fmt.Sprintf("import.append: event 2: budget.reserved: grantedTokens must be an "+
+				"integer in 0..%d", int64(MaxBudgetTotal)), "%s by %s", name, how)
+			_, created := s.Run("r1")
+			require.False(t, created, "%s by %s: nothing recorded", name, how)
+		}
+	}
+	s, err := decide(&events.BudgetReserved{TaskID: "t1", SubID: "gc-1", Tokens: 10, GrantedTokens: MaxBudgetTotal})
+	require.NoError(t, err)
+	a, _ := s.Allocation("r1", "t1")
+	require.Equal(t, projections.Allocation{TokensGranted: MaxBudgetTotal, TokensSpent: 10}, a)
 }
 
 // TestImportedQuestionIsOneWaitRequestAsks: an imported question (ask.requested) and a task's park on it

@@ -15,11 +15,16 @@ func importedTopUp(r events.BudgetReserved, spent int64) *events.BudgetReserved 
 }
 
 // importedSpendProblem says what makes p, a budget.reserved or budget.charged given as a pointer or a struct (an
-// allocation top-up too), a spend crewlog does not record: tokens outside 0..MaxUsageTokens (events.SpendTokensOK);
+// allocation top-up too), a spend crewlog does not record: tokens outside 0..MaxUsageTokens (events.SpendTokensOK),
+// or a reservation's grant outside 0..MaxBudgetTotal (events.BudgetTotalOK: the engine seeds a grant only from a
+// budgetTotal or a reservation, and the first reservation of a task opens its account with the grant it carries);
 // "" when there is nothing, or when p is another payload.
 func importedSpendProblem(p any) string {
 	var tokens int64
 	if r := payloadAs[events.BudgetReserved](p); r != nil {
+		if !events.BudgetTotalOK(r.GrantedTokens) {
+			return fmt.Sprintf("grantedTokens must be an integer in 0..%d", int64(MaxBudgetTotal))
+		}
 		tokens = r.Tokens
 	} else if c := payloadAs[events.BudgetCharged](p); c != nil {
 		tokens = c.Tokens

@@ -490,11 +490,12 @@ func (s *source) parseTasks(id, rel string, b []byte) []task {
 				t.Depth = 0
 			}
 			t.DependsOn = s.boundDependsOn(id, rel, t.ID, t.DependsOn)
-			if a := t.Allocation; a != nil && (a.TokensGranted < 0 || !events.SpendTokensOK(a.TokensSpent)) {
-				// NB: its spend becomes an allocation top-up, a budget.reserved crewd's import.append refuses above
-				// events.MaxUsageTokens.
-				s.skip(id, rel, 0, 0, "task %s: allocation of %d tokens granted, %d spent: a count below zero or a spend "+
-					"above %d, the allocation is left out", t.ID, a.TokensGranted, a.TokensSpent, int64(events.MaxUsageTokens))
+			if a := t.Allocation; a != nil && (!events.BudgetTotalOK(a.TokensGranted) || !events.SpendTokensOK(a.TokensSpent)) {
+				// NB: it becomes an allocation top-up, a budget.reserved crewd's import.append refuses with a spend above
+				// events.MaxUsageTokens, or a grant above events.MaxBudgetTotal (the budgetTotal a grant is seeded from).
+				s.skip(id, rel, 0, 0, "task %s: allocation of %d tokens granted, %d spent: a count below zero, a grant above "+
+					"%d or a spend above %d, the allocation is left out", t.ID, a.TokensGranted, a.TokensSpent,
+					int64(events.MaxBudgetTotal), int64(events.MaxUsageTokens))
 				t.Allocation = nil
 			}
 			s.reportTimes(id, rel, 0, 0, "task "+t.ID+": ", "", &t)

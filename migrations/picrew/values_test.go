@@ -146,6 +146,36 @@ func TestImportedSpendIsACount(t *testing.T) {
 	}
 }
 
+// TestImportedGrantIsOneABudgetSeeds: an allocation's tokensGranted in tasks.json is a grant crewlog's engine seeds
+// (0..events.MaxBudgetTotal, the bound of the budgetTotal it is seeded from), or the allocation is not imported. crewd's
+// import.append refuses a grant above it: a follower sending one had its write refused at every pass, and the
+// one-shot import recorded a grant a JavaScript reader reads as another number. The allocation is left out and
+// reported, by the one-shot import and a follower alike.
+func TestImportedGrantIsOneABudgetSeeds(t *testing.T) {
+	root := t.TempDir()
+	run := timesRunCreated
+	over := int64(events.MaxBudgetTotal) + 1
+	writeFiles(t, root, map[string]string{
+		"state/runs/" + run + "/manifest.json": manifestOf(run, "completed"),
+		"state/runs/" + run + "/tasks.json": `[` + strings.Join([]string{
+			fmt.Sprintf(`{"id":"01_plan","stepId":"plan","role":"planner","status":"completed","allocation":`+
+				`{"tokensGranted":%d,"tokensSpent":10}}`, over),
+			fmt.Sprintf(`{"id":"02_exec","stepId":"exec","role":"executor","status":"completed","allocation":`+
+				`{"tokensGranted":%d,"tokensSpent":10}}`, over-1),
+		}, ",") + `]`,
+	})
+	one, followed, reports := importedTwice(t, root, valuesClock)
+	require.Len(t, reports, 1, "%q", reports)
+	require.Contains(t, reports[0], fmt.Sprintf("task 01_plan: allocation of %d tokens granted, 10 spent: ", over))
+	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
+		s := stateOf(t, l)
+		_, ok := s.Allocation(run, "01_plan")
+		require.False(t, ok, "%s: the allocation is left out", name)
+		a, _ := s.Allocation(run, "02_exec")
+		require.Equal(t, projections.Allocation{TokensGranted: over - 1, TokensSpent: 10}, a, name)
+	}
+}
+
 // parkedRunFiles is a run of status status whose tasks tasks.json shows waiting, each differently short of the
 // question the engine parks a task on: a waiting record whose question the events never asked (01_plan), none at all
 // (02_exec), a task.waiting whose ask.requested is missing (03_check), a question answered whose task.resumed is
