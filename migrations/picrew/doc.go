@@ -113,9 +113,11 @@
 //     msg.send reads them as a group of mailboxes) is left out with its
 //     lines, and a delegation or question line with an empty taskId (the
 //     run inbox's mailbox key) skipped, each reported;
-//     an allocation with a count below zero, or a spend above 2^40, is left
-//     out, and an admission reserving less than nothing, or more than 2^40,
-//     is skipped, so spend never decreases and never saturates. A
+//     an allocation with a count below zero, a spend above 2^40 or a grant
+//     above 2^53 (the budgetTotal a grant is seeded from) is left out, and an
+//     admission reserving less than nothing, or more than 2^40, is skipped,
+//     so spend never decreases and never saturates. An event whose seq is
+//     past the largest int64 (what foreign.imported records) is skipped. A
 //     question's options are kept when they are 1..16 strings of 1..256
 //     chars (pi-crew's R5, crewlog's wait.request); an empty list is none,
 //     and any other list is left out, the question kept, and reported. A
