@@ -103,6 +103,10 @@ func publicMessage(c wire.Code, err error) string {
 	return msg
 }
 
+// msgLoneSurrogate is why params holding a lone UTF-16 surrogate are refused (wire.HoldsLoneSurrogate).
+const msgLoneSurrogate = "a string holds a lone UTF-16 surrogate (\\ud800..\\udfff without its pair), " +
+	"which is no Unicode text"
+
 // badParams builds the bad-params answer for a broker-parsed method, worded like ParseCommand's.
 func badParams(method, format string, args ...any) *wire.Error {
 	return wire.NewError(wire.CodeBadParams, method+": invalid params: "+fmt.Sprintf(format, args...))

@@ -248,6 +248,11 @@ func (c *conn) serve(req wire.Request) bool {
 	if bad := c.s.recheck(c.id); bad != nil {
 		return c.refuse(req.ID, req.Method, bad)
 	}
+	if wire.HoldsLoneSurrogate(req.Params) {
+		// Refused before anything reads the params: decoded, the text would hold U+FFFD where the client sent
+		// something else, and be kept, fingerprinted and compared so (wire.HoldsLoneSurrogate).
+		return c.refuse(req.ID, req.Method, badParams(req.Method, msgLoneSurrogate))
+	}
 	h, ok := brokerMethods[req.Method]
 	if !ok {
 		// NB: a command needs no call, and its answer is the engine's, sent as it is rather than made an interface

@@ -83,4 +83,6 @@
 //   - Flow control, timeouts and close reasons: the broker's. Nothing here blocks except the Reader's source.
 //   - pi-crew rejects a line of only spaces as malformed; this package skips it, and also refuses invalid UTF-8
 //     that Node would have replaced with U+FFFD. No pi-crew peer sends either.
+//   - pi-crew echoes a request id holding a lone UTF-16 surrogate escape (\ud800); DecodeRequest refuses it
+//     (HoldsLoneSurrogate), since Go decodes it to U+FFFD and an answer would name an id the client never sent.
 package wire

@@ -114,6 +114,9 @@ func decodeRequestReference(frame []byte) (Request, error) {
 	if !ok || id == "" || UTF16Len(id) > MaxIDLen {
 		return Request{}, malformed("request id must be a string of 1..256 characters")
 	}
+	if loneSurrogateReference(string(fields["id"])) {
+		return Request{}, malformed(msgLoneSurrogateID)
+	}
 	method, ok := str("method")
 	if !ok || !ValidMethod(method) {
 		return Request{}, malformed("request method must match ^[a-zA-Z][a-zA-Z0-9._-]{0,63}$")

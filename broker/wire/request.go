@@ -9,6 +9,9 @@ import (
 // MaxIDLen is the longest request id, in UTF-16 code units (see UTF16Len).
 const MaxIDLen = 256
 
+// msgLoneSurrogateID is why a request whose id holds a lone UTF-16 surrogate is malformed (HoldsLoneSurrogate).
+const msgLoneSurrogateID = "request id holds a lone UTF-16 surrogate, which is no Unicode text"
+
 // maxMethodLen is the longest method name, in bytes (method names are ASCII).
 const maxMethodLen = 64
 
@@ -39,7 +42,7 @@ func (r CompactRequest) MarshalJSON() ([]byte, error) { return marshal(Request(r
 //
 //   - a single JSON object in valid UTF-8; keys match exactly and a repeated key takes its last value, as in
 //     JSON.parse (encoding/json would match "ID" to "id");
-//   - "id": a string of 1..MaxIDLen UTF-16 code units;
+//   - "id": a string of 1..MaxIDLen UTF-16 code units, without a lone surrogate (HoldsLoneSurrogate);
 //   - "method": a string that passes ValidMethod;
 //   - "params": present, any JSON value (null included).
 //
@@ -84,6 +87,10 @@ func decodeValidRequest(frame []byte, last string) (Request, error) {
 	idStr, ok := jsonString(id)
 	if !ok || idStr == "" || UTF16Len(idStr) > MaxIDLen {
 		return Request{}, malformed("request id must be a string of 1..256 characters")
+	}
+	if HoldsLoneSurrogate(id) {
+		// NB: decoded, it holds U+FFFD there: an answer would echo an id other than the one the client waits on.
+		return Request{}, malformed(msgLoneSurrogateID)
 	}
 	var methodStr string
 	if len(method) >= 2 && method[0] == '"' && last != "" && string(method[1:len(method)-1]) == last {

@@ -30,6 +30,10 @@ func TestDecodeRequest(t *testing.T) {
 		{"id of 256 chars", `{"id":"` + long + `","method":"m","params":{}}`, Request{long, "m", json.RawMessage(`{}`)}, ""},
 		{"id of 256 UTF-16 units", `{"id":"` + emoji + `","method":"m","params":{}}`,
 			Request{emoji, "m", json.RawMessage(`{}`)}, ""},
+		{"id of an escaped surrogate pair", `{"id":"\ud83d\ude00","method":"m","params":{}}`,
+			Request{"😀", "m", json.RawMessage(`{}`)}, ""},
+		{"id of an escaped backslash and u", `{"id":"\\ud800","method":"m","params":{}}`,
+			Request{`\ud800`, "m", json.RawMessage(`{}`)}, ""},
 		{"method of 64 chars", `{"id":"1","method":"` + strings.Repeat("a", 64) + `","params":{}}`,
 			Request{"1", strings.Repeat("a", 64), json.RawMessage(`{}`)}, ""},
 
@@ -51,6 +55,10 @@ func TestDecodeRequest(t *testing.T) {
 		{"null", `null`, Request{}, "not a JSON object"},
 		{"invalid json", `{"id":"1",}`, Request{}, "not a JSON object"},
 		{"invalid utf-8", "{\"id\":\"\xff\",\"method\":\"m\",\"params\":{}}", Request{}, "invalid UTF-8"},
+		// A lone surrogate escape decodes to U+FFFD: answered so, the id would not be the one the client waits on.
+		{"id of a lone high surrogate", `{"id":"a\ud800","method":"m","params":{}}`, Request{}, msgLoneSurrogateID},
+		{"id of a lone low surrogate", `{"id":"\udc00a","method":"m","params":{}}`, Request{}, msgLoneSurrogateID},
+		{"id of a reversed pair", `{"id":"\ude00\ud83d","method":"m","params":{}}`, Request{}, msgLoneSurrogateID},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := DecodeRequest([]byte(tc.frame))

@@ -1,0 +1,68 @@
+package wire
+
+import "bytes"
+
+// HoldsLoneSurrogate reports whether raw, a JSON text, holds a string with a lone UTF-16 surrogate: a \uD800..\uDBFF
+// escape not followed at once by a \uDC00..\uDFFF one, or one of the latter not preceded by one of the former.
+//
+// Why: JSON strings are UTF-16 to JavaScript, and JSON.stringify writes a lone surrogate as its escape (a string
+// cut between the two halves of an emoji holds one). It is no Unicode character: encoding/json decodes it to
+// U+FFFD, so text crewlog kept and answered would not be the text its client sent, and two strings that differ only
+// there would be one — two command ids, two request ids. The frame's bytes are valid UTF-8 (the Reader checks them);
+// this finds what its escapes spell that is not. Any bytes are safe to pass; on invalid JSON the answer means
+// nothing.
+func HoldsLoneSurrogate(raw []byte) bool {
+	for i := 0; ; {
+		j := bytes.IndexByte(raw[i:], '\\')
+		if j < 0 {
+			return false
+		}
+		i += j
+		// NB: in JSON a backslash appears only in a string, where it starts an escape: skipping each escape whole
+		// keeps an escaped backslash (\\) from being read as the start of the next one.
+		if i+1 >= len(raw) {
+			return false
+		}
+		if raw[i+1] != 'u' {
+			i += 2
+			continue
+		}
+		u, ok := escapedUnit(raw, i)
+		switch {
+		case !ok:
+			return false
+		case 0xdc00 <= u && u <= 0xdfff:
+			return true
+		case 0xd800 <= u && u <= 0xdbff:
+			if low, ok := escapedUnit(raw, i+6); !ok || low < 0xdc00 || low > 0xdfff {
+				return true
+			}
+			i += 12
+		default:
+			i += 6
+		}
+	}
+}
+
+// escapedUnit returns the UTF-16 unit of the \uXXXX escape at raw[i], and false when there is none.
+func escapedUnit(raw []byte, i int) (uint16, bool) {
+	if len(raw)-i < 6 || raw[i] != '\\' || raw[i+1] != 'u' {
+		return 0, false
+	}
+	var u uint16
+	for _, c := range raw[i+2 : i+6] {
+		var d byte
+		switch {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		u = u<<4 | uint16(d)
+	}
+	return u, true
+}
