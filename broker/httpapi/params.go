@@ -42,21 +42,41 @@ func (p *params) fail(e *apiError) {
 	}
 }
 
+// single is the single value of key, and whether there is one: false when it is absent ("") or given more than once
+// (kept as the problem).
+func (p *params) single(key string) (string, bool) {
+	p.read = append(p.read, key)
+	switch vs := p.v[key]; len(vs) {
+	case 0:
+		return "", false
+	case 1:
+		return vs[0], true
+	default:
+		p.fail(badParams("%s is given %d times; give it once", key, len(vs)))
+		return "", false
+	}
+}
+
 // str is the single value of key ("" when absent), at most maxLen bytes of valid UTF-8.
 func (p *params) str(key string, maxLen int) string {
-	p.read = append(p.read, key)
-	vs := p.v[key]
-	switch {
-	case len(vs) == 0:
-		return ""
-	case len(vs) > 1:
-		p.fail(badParams("%s is given %d times; give it once", key, len(vs)))
-		return ""
-	case len(vs[0]) > maxLen || !utf8.ValidString(vs[0]):
+	s, ok := p.single(key)
+	if ok && (len(s) > maxLen || !utf8.ValidString(s)) {
 		p.fail(badParams("%s must be at most %d bytes of UTF-8", key, maxLen))
 		return ""
 	}
-	return vs[0]
+	return s
+}
+
+// chars is str bounded in chars (Unicode code points) instead of bytes: a name whose bound the engine counts so,
+// a task id (events.MaxIDChars) above all. An imported pi-crew task may be named by chars of several bytes each,
+// and a bound in bytes would leave such a task listed with its mailbox and its account unreadable.
+func (p *params) chars(key string, maxChars int) string {
+	s, ok := p.single(key)
+	if ok && (!utf8.ValidString(s) || utf8.RuneCountInString(s) > maxChars) {
+		p.fail(badParams("%s must be at most %d chars of UTF-8", key, maxChars))
+		return ""
+	}
+	return s
 }
 
 // strs is every value of a repeatable key, at most maxN of at most maxLen bytes each.
