@@ -20,6 +20,10 @@ type CredentialIssue struct {
 	Digest string
 }
 
+// MaxHelloTaskIDUnits is the longest task id a worker's hello carries, in UTF-16 units as JavaScript's .length
+// counts them (pi-crew's bound, broker/wire's maxCredentialLen).
+const MaxHelloTaskIDUnits = 256
+
 // Kind implements Command.
 func (*CredentialIssue) Kind() string { return "credential.issue" }
 
@@ -49,6 +53,12 @@ func (c *CredentialIssue) decide(s *projections.State, env *Env) (Decision, erro
 	t, ok := s.Task(c.RunID, c.TaskID)
 	if !ok {
 		return Decision{}, reject(CodeNoTask, "no-task", "task %q not found in run %q", c.TaskID, c.RunID)
+	}
+	// NB: only an imported task's id can be past it (task.create takes ASCII ids); checked after the look-up, so
+	// that an unknown task is no-task whatever its id.
+	if n := utf16Units(c.TaskID); n > MaxHelloTaskIDUnits {
+		return Decision{}, badParams("credential.issue: the task's id is %d UTF-16 units, more than the %d a hello carries",
+			n, MaxHelloTaskIDUnits)
 	}
 	if limit := env.Config.MaxDepth; t.Shadow() && t.EffectiveDepth() >= limit {
 		return Decision{}, reject(CodeForbidden, events.ReasonDepthExceeded,

@@ -106,3 +106,19 @@ func TestCredentialRevoke(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, strings.Repeat("cd", 32), dec.Events[0].Payload.(*events.CredentialRevoked).Digest)
 }
+
+// TestCredentialIssueTaskIDFitsHello: a worker names its task in its hello, in at most 256 UTF-16 units (pi-crew's
+// bound, which JavaScript's .length counts), while a task id is bounded in chars, and an imported pi-crew task may be
+// named by chars of two units each. A credential for a task whose id no hello carries would be a token its worker
+// could never present, so it is refused; one whose id fits is issued.
+func TestCredentialIssueTaskIDFitsHello(t *testing.T) {
+	fits, past := strings.Repeat("😀", MaxHelloTaskIDUnits/2), strings.Repeat("😀", MaxHelloTaskIDUnits/2+1)
+	l := fxRunning(t, 0).task(fits, projections.TaskRunning).task(past, projections.TaskRunning)
+
+	dec, err := fxDecide(t, l.s, &CredentialIssue{RunID: fxRun, TaskID: fits, Digest: fxDigest})
+	require.NoError(t, err)
+	require.Equal(t, CredentialResult{OK: true, TaskID: fits, Role: events.RoleWorker}, dec.Result)
+
+	dec, err = fxDecide(t, l.s, &CredentialIssue{RunID: fxRun, TaskID: past, Digest: fxDigest})
+	fxRejected(t, dec, err, CodeBadParams, "invalid-params", "258 UTF-16 units, more than the 256 a hello carries")
+}

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/crewlog/crewlog/events"
@@ -58,4 +59,13 @@ func longerThan(s string, max int) bool {
 // it is valid UTF-8.
 func charsOfUTF8(s string, max int) bool {
 	return s != "" && utf8.ValidString(s) && !longerThan(s, max)
+}
+
+// utf16Units is the length of s as JavaScript's .length counts it: UTF-16 units, two for a char past U+FFFF.
+func utf16Units(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
 }
