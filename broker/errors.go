@@ -103,8 +103,8 @@ func publicMessage(c wire.Code, err error) string {
 	return msg
 }
 
-// msgLoneSurrogate is why params holding a lone UTF-16 surrogate are refused (wire.HoldsLoneSurrogate).
-const msgLoneSurrogate = "a string holds a lone UTF-16 surrogate (\\ud800..\\udfff without its pair), " +
+// msgLoneSurrogate is why a commandId holding a lone UTF-16 surrogate is refused (wire.HoldsLoneSurrogate).
+const msgLoneSurrogate = "commandId holds a lone UTF-16 surrogate (\\ud800..\\udfff without its pair), " +
 	"which is no Unicode text"
 
 // badParams builds the bad-params answer for a broker-parsed method, worded like ParseCommand's.

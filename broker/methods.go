@@ -248,11 +248,6 @@ func (c *conn) serve(req wire.Request) bool {
 	if bad := c.s.recheck(c.id); bad != nil {
 		return c.refuse(req.ID, req.Method, bad)
 	}
-	if wire.HoldsLoneSurrogate(req.Params) {
-		// Refused before anything reads the params: decoded, the text would hold U+FFFD where the client sent
-		// something else, and be kept, fingerprinted and compared so (wire.HoldsLoneSurrogate).
-		return c.refuse(req.ID, req.Method, badParams(req.Method, msgLoneSurrogate))
-	}
 	h, ok := brokerMethods[req.Method]
 	if !ok {
 		// NB: a command needs no call, and its answer is the engine's, sent as it is rather than made an interface
@@ -500,6 +495,11 @@ func splitParams(method string, params json.RawMessage, reuse map[string]json.Ra
 	if id != nil && string(id) != "null" {
 		if id[0] != '"' || !unquote(id, &commandID) || commandID == "" || len(commandID) > maxCommandID {
 			return "", nil, badParams(method, "commandId must be a string of 1..%d bytes", maxCommandID)
+		}
+		if wire.HoldsLoneSurrogate(id) {
+			// NB: decoded, it holds U+FFFD there, and two ids its client holds apart would be one: the second
+			// request answered the first's outcome, or refused as a reuse (wire.HoldsLoneSurrogate).
+			return "", nil, badParams(method, msgLoneSurrogate)
 		}
 	}
 	return commandID, members, nil
