@@ -95,6 +95,7 @@ type conn struct {
 	ending  *finalError // the connection ends with this frame (terminate)
 	idle    *time.Timer // IdleTimeout after the last request; nil before hello or when disabled
 	idleAt  time.Time   // when the connection last became idle: its hello, or its last answer
+	closed  bool        // close has stopped the idle timer: none is started after it
 
 	closeOnce sync.Once
 }
@@ -111,6 +112,7 @@ func (c *conn) close(r closeReason) {
 	c.closeOnce.Do(func() {
 		id := c.s.forget(c) // first: once the peer sees the close, the connection no longer counts against MaxConns
 		c.mu.Lock()
+		c.closed = true
 		if c.idle != nil {
 			c.idle.Stop()
 		}
@@ -395,6 +397,11 @@ func (c *conn) startIdleTimer() {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		// NB: ended between its bind and here (the feed ends a connection whose credential ended): a timer started
+		// now would keep the connection, its buffers and its server reachable until IdleTimeout.
+		return
+	}
 	c.idleAt = c.s.idleNow()
 	c.idle = time.AfterFunc(c.s.opts.IdleTimeout, c.idleExpired)
 }
