@@ -111,14 +111,20 @@ var jobGrant = []any{map[string]any{
 // client, closed when the test ends.
 func taskW(t *testing.T, ctx context.Context, socket string) (run string, a *client.Client) {
 	run = createRun(t, ctx, socket)
-	a, err := client.Dial(ctx, socket, client.Hello{Role: "admin", Token: liveToken}, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { a.Close() })
+	a = adminOf(t, ctx, socket)
 	callOK(t, ctx, a, "run.transition", map[string]any{"runId": run, "to": "running"})
 	callOK(t, ctx, a, "task.create", map[string]any{"runId": run, "taskId": "W", "role": "engineer", "agent": "e",
 		"title": "w", "cwd": "/w"})
 	callOK(t, ctx, a, "task.transition", map[string]any{"runId": run, "taskId": "W", "to": "running"})
 	return run, a
+}
+
+// adminOf is a client of the daemon at socket with the admin token, closed when the test ends.
+func adminOf(t *testing.T, ctx context.Context, socket string) *client.Client {
+	a, err := client.Dial(ctx, socket, client.Hello{Role: "admin", Token: liveToken}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close() })
+	return a
 }
 
 // callOK calls method on c, requires it to succeed and returns its answer.

@@ -173,9 +173,7 @@ func TestLiveViewsEscapeWorkerText(t *testing.T) {
 	data, socket := liveDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	a, err := client.Dial(ctx, socket, client.Hello{Role: "admin", Token: liveToken}, nil)
-	require.NoError(t, err)
-	defer a.Close()
+	a := adminOf(t, ctx, socket)
 	run := callOK(t, ctx, a, "run.create", map[string]any{"team": "t", "goal": hostile, "cwd": "/w"})["runId"].(string)
 	callOK(t, ctx, a, "run.transition", map[string]any{"runId": run, "to": "running"})
 	callOK(t, ctx, a, "task.create", map[string]any{"runId": run, "taskId": "W", "role": "engineer", "agent": "e",

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,7 +44,11 @@ func (a *app) runsCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "runs",
 		Short: "List runs (query.runs)",
-		Args:  args(0, "no arguments"),
+		Long: `runs lists a page of runs (query.runs), oldest first or with --newest newest first, and when more
+follow names the command for the next page ("more: crewctl runs ... --cursor C"). A cursor is a place in
+the order runs were created, not in the listing: with --json, pass nextCursor as --cursor with the same
+--status and --newest.`,
+		Args: args(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 0 || limit > maxPageLimit {
 				return usagef("runs: --limit %d is outside 0..%d (0: the daemon's default)", limit, maxPageLimit)
@@ -79,7 +84,9 @@ func (a *app) runsCmd() *cobra.Command {
 				}
 				tw.flush()
 				if page.NextCursor != "" {
-					a.stdout().printf("more: crewctl runs --cursor %s\n", page.NextCursor)
+					// NB: the cursor is a place in creation order, not this listing: the next page is the listing's
+					// only with the same filter, order and size.
+					a.stdout().printf("more: crewctl runs%s --cursor %s\n", listingFlags(status, newest, limit), page.NextCursor)
 				}
 				return nil
 			})
@@ -87,9 +94,25 @@ func (a *app) runsCmd() *cobra.Command {
 	}
 	c.Flags().StringVar(&status, "status", "", "only runs in these statuses (comma-separated)")
 	c.Flags().IntVar(&limit, "limit", 0, fmt.Sprintf("page size, 0..%d (0: the daemon's default)", maxPageLimit))
-	c.Flags().StringVar(&cursor, "cursor", "", "continue after a previous page")
+	c.Flags().StringVar(&cursor, "cursor", "", "continue after a previous page (its nextCursor), with its --status and --newest")
 	c.Flags().BoolVar(&newest, "newest", false, "newest first")
 	return c
+}
+
+// listingFlags are the flags of runs that shape its listing, as the command line gives them, for the command that
+// prints the next page.
+func listingFlags(status string, newest bool, limit int) string {
+	var flags string
+	if status != "" {
+		flags += " --status " + status
+	}
+	if newest {
+		flags += " --newest"
+	}
+	if limit > 0 {
+		flags += " --limit " + strconv.Itoa(limit)
+	}
+	return flags
 }
 
 func budgetOf(r projections.Run) string {

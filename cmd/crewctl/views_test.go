@@ -350,3 +350,65 @@ func TestEmptySocketRefused(t *testing.T) {
 	require.Contains(t, r.err, "--socket: a path is required")
 	require.Empty(t, f.calls)
 }
+
+// TestRunsNextPageKeepsTheListing: the cursor of query.runs is a place in creation order, not the listing, so the
+// next page of runs --newest --status S is that listing's only when asked with the same flags. The command runs
+// prints for it must carry them, where it named the cursor alone: oldest first, every status, the runs already shown
+// again.
+func TestRunsNextPageKeepsTheListing(t *testing.T) {
+	data, socket := liveDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := adminOf(t, ctx, socket)
+	for i := range 5 { // R0 … R4 in creation order; the even ones running
+		run := fmt.Sprintf("R%d", i)
+		callOK(t, ctx, a, "run.create", map[string]any{"runId": run, "team": "t", "goal": "g", "cwd": "/w"})
+		if i%2 == 0 {
+			callOK(t, ctx, a, "run.transition", map[string]any{"runId": run, "to": "running"})
+		}
+	}
+	listed := func(args ...string) (runs []string, more []string) {
+		t.Helper()
+		r := crewctl(t, dialBroker, append(args, "--data", data, "--socket", socket)...)
+		require.Equal(t, exitOK, r.code, r.err)
+		for _, line := range strings.Split(strings.TrimSpace(r.out), "\n")[1:] {
+			if next, ok := strings.CutPrefix(line, "more: crewctl "); ok {
+				more = strings.Fields(next)
+				continue
+			}
+			runs = append(runs, strings.Fields(line)[0])
+		}
+		return runs, more
+	}
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		pages [][]string
+	}{
+		{"newest first", []string{"runs", "--newest", "--limit", "2"},
+			[][]string{{"R4", "R3"}, {"R2", "R1"}, {"R0"}}},
+		{"by status", []string{"runs", "--status", "running", "--limit", "1"},
+			[][]string{{"R0"}, {"R2"}, {"R4"}}},
+		{"by status, newest first", []string{"runs", "--status", "queued", "--newest", "--limit", "1"},
+			[][]string{{"R3"}, {"R1"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			for i, want := range tc.pages {
+				runs, more := listed(args...)
+				require.Equal(t, want, runs, "page %d of %v", i+1, tc.args)
+				if i == len(tc.pages)-1 {
+					// NB: a page that ends the listing may name a next one all the same (the last run it looked at
+					// matched); what it shows must then be nothing.
+					if more != nil {
+						runs, _ := listed(more...)
+						require.Empty(t, runs, "past the last page of %v", tc.args)
+					}
+					break
+				}
+				require.NotNil(t, more, "page %d of %v names the next", i+1, tc.args)
+				args = more
+			}
+		})
+	}
+}
