@@ -12,6 +12,12 @@ import (
 	"github.com/crewlog/crewlog/migrations/picrew"
 )
 
+// unreached is the error of a dial of crewd, its hello included: crewd was not reached with the admin credential.
+type unreached struct{ err error }
+
+func (e unreached) Error() string { return e.err.Error() }
+func (e unreached) Unwrap() error { return e.err }
+
 // followPicrew runs the pi-crew follower against crewd until ctx ends
 // (an interrupt): it is an admin client of the daemon's socket and never
 // opens the store.
@@ -23,12 +29,19 @@ func (a *app) followPicrew(ctx context.Context, root string) error {
 	if err != nil {
 		return err
 	}
-	sink := picrew.NewDaemonSink(func(ctx context.Context) (picrew.Caller, error) { return a.dial(ctx, a.socket, tok) })
+	sink := picrew.NewDaemonSink(func(ctx context.Context) (picrew.Caller, error) {
+		b, err := a.dial(ctx, a.socket, tok)
+		if err != nil {
+			return nil, unreached{err}
+		}
+		return b, nil
+	})
 	defer sink.Close()
 	// Reach the daemon once before following, so a wrong socket or token
 	// is an error now rather than retries forever.
 	if _, err := sink.Checkpoints(ctx); err != nil {
-		if isWireError(err) {
+		// NB: a hello crewd refuses (a token not its own) is a wire error too, and crewd not reached, as connect says.
+		if isWireError(err) && !errors.As(err, new(unreached)) {
 			return brokerErr("import picrew --follow", err)
 		}
 		return openErr(fmt.Errorf("crewctl: import picrew --follow: connect to crewd at %s: %w", a.socket, err))

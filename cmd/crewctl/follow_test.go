@@ -398,3 +398,20 @@ func TestImportFollowCommand(t *testing.T) {
 	require.Equal(t, exitOpen, r.code, r.err)
 	require.Contains(t, r.err, "connect to crewd")
 }
+
+// TestImportFollowWithATokenCrewdRefuses: a hello crewd refuses (an admin token file of another crewd's, one
+// rotated since) is crewd not reached with the admin credential, exit 3, as for every other live command; import
+// picrew --follow exited 1, which says an import left runs unread.
+func TestImportFollowWithATokenCrewdRefuses(t *testing.T) {
+	data, socket := liveDaemon(t)
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "state", "runs"), 0o700))
+	stale := filepath.Join(t.TempDir(), "admin.token")
+	require.NoError(t, writeFile(stale, "another-crewds-token\n"))
+	for _, args := range [][]string{{"runs"}, {"import", "picrew", root, "--follow"}} {
+		r := crewctl(t, dialBroker, append(args, "--data", data, "--socket", socket, "--token-file", stale)...)
+		require.Equal(t, exitOpen, r.code, "%v: %s", args, r.err)
+		require.Contains(t, r.err, "connect to crewd at "+socket, args)
+		require.Contains(t, r.err, "hello rejected", args)
+	}
+}
