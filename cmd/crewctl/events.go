@@ -25,6 +25,8 @@ type teamEvent struct {
 		Seq      uint64       `json:"seq"`
 		Position uint64       `json:"position"`
 		Actor    events.Actor `json:"actor"`
+		// Omitted: crewd left the data out, the event being too large for its frame.
+		Omitted bool `json:"omitted"`
 	} `json:"metadata"`
 }
 
@@ -118,7 +120,11 @@ func printEvent(w screen, raw json.RawMessage) error {
 		return fmt.Errorf("crewctl: undecodable event: %w", err)
 	}
 	meaning := te.Type
-	if p := events.NewPayload(te.Type); p != nil && json.Unmarshal(te.Data, p) == nil {
+	switch p := events.NewPayload(te.Type); {
+	case te.Metadata.Omitted:
+		// NB: its data is null, which decodes into an empty payload: described, an event whose fields are all empty.
+		meaning = omitted(te)
+	case p != nil && json.Unmarshal(te.Data, p) == nil:
 		meaning = audit.Describe(events.Event{Type: te.Type, Stream: te.RunID, Payload: p})
 	}
 	at := te.Time
@@ -127,4 +133,13 @@ func printEvent(w screen, raw json.RawMessage) error {
 	}
 	return w.printf("%d\t#%d\t%s\t%s\t%s\t%s\n", te.Metadata.Seq, te.Metadata.Position, at,
 		te.Metadata.Actor.String(), te.Type, meaning)
+}
+
+// omitted says what is known of an event crewd sent without its data: its task, when it has one.
+func omitted(te teamEvent) string {
+	const why = "data omitted: the event does not fit in crewd's frame (--max-frame)"
+	if te.TaskID == "" {
+		return why
+	}
+	return "task " + te.TaskID + ": " + why
 }

@@ -245,3 +245,28 @@ func TestDialBrokerRefusesAnotherUsersSocket(t *testing.T) {
 	require.ErrorContains(t, err, "uid")
 	require.NotContains(t, string(<-got), "admin-secret-token", "the admin token reached a listener of another uid")
 }
+
+// TestEventsSaysWhatCrewdOmitted: an event too large for crewd's frame comes without its data (metadata.omitted);
+// events says so, where it described the event from nothing, as one whose fields were all empty: "task  created
+// (, )" for a task whose title did not fit.
+func TestEventsSaysWhatCrewdOmitted(t *testing.T) {
+	data, socket := liveDaemonWith(t, broker.Options{MaxFrame: 4096})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, a := taskW(t, ctx, socket)
+	// NB: a title of 960 chars fits in task.create's frame, and its event, which adds the metadata, does not.
+	callOK(t, ctx, a, "task.create", map[string]any{"runId": run, "taskId": "Big", "role": "engineer", "agent": "e",
+		"title": strings.Repeat("😀", 960), "cwd": "/w"})
+	r := crewctl(t, dialBroker, "events", "--run", run, "--json", "--data", data, "--socket", socket)
+	require.Equal(t, exitOK, r.code, r.err)
+	lines := strings.Split(strings.TrimSpace(r.out), "\n")
+	require.Contains(t, lines[len(lines)-1], `"omitted":true`, "crewd left the data out")
+
+	r = crewctl(t, dialBroker, "events", "--run", run, "--data", data, "--socket", socket)
+	require.Equal(t, exitOK, r.code, r.err)
+	lines = strings.Split(strings.TrimSpace(r.out), "\n")
+	last := lines[len(lines)-1]
+	require.Contains(t, last, "task.created")
+	require.NotContains(t, last, "task  created (, )")
+	require.Contains(t, last, "task Big: data omitted")
+}
