@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/crewlog/crewlog/broker/client"
@@ -101,20 +102,28 @@ type sincePage struct {
 	HasMore bool              `json:"hasMore"`
 }
 
+// typeIn reports whether the event raw, as the broker encodes it, is of one of types (none: every type). NB: by the
+// type the log stored, as events.subscribe's types match: an imported event is shown with its source's type, and
+// metadata.imported holds the stored one (foreign.imported), so that the events read before a follow and those it
+// is pushed are chosen alike.
 func typeIn(raw json.RawMessage, types []string) bool {
 	if len(types) == 0 {
 		return true
 	}
 	var ev struct {
-		Type string `json:"type"`
+		Type     string `json:"type"`
+		Metadata struct {
+			Imported *struct {
+				Type string `json:"type"`
+			} `json:"imported"`
+		} `json:"metadata"`
 	}
 	_ = json.Unmarshal(raw, &ev)
-	for _, t := range types {
-		if t == ev.Type {
-			return true
-		}
+	stored := ev.Type
+	if ev.Metadata.Imported != nil {
+		stored = ev.Metadata.Imported.Type
 	}
-	return false
+	return slices.Contains(types, stored)
 }
 
 // isWireError reports whether the broker answered err (an error frame), as

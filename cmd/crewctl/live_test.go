@@ -270,3 +270,37 @@ func TestEventsSaysWhatCrewdOmitted(t *testing.T) {
 	require.NotContains(t, last, "task  created (, )")
 	require.Contains(t, last, "task Big: data omitted")
 }
+
+// TestEventsTypeIsTheStoredType: --type matches an imported event by the type the log stored, foreign.imported, as
+// events.subscribe's types do (docs/protocol.md), so the events events --follow prints before and after it starts
+// are chosen alike. The pages read before matched the source's type (task.progress) shown in its place: with
+// --type foreign.imported the history's imported events were left out and the new ones printed, and with --type
+// task.progress the other way round.
+func TestEventsTypeIsTheStoredType(t *testing.T) {
+	data, socket := liveDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := adminOf(t, ctx, socket)
+	imported := func(id, typ string, payload map[string]any) {
+		res := callOK(t, ctx, a, "import.append", map[string]any{"source": "picrew", "writes": []any{map[string]any{
+			"commandId": "import:P:" + id, "runId": "P", "events": []any{map[string]any{"type": typ, "payload": payload}}}}})
+		require.NotContains(t, res["results"].([]any)[0], "error", id)
+	}
+	imported("run", "run.created", map[string]any{"team": "t", "goal": "g", "cwd": "/w"})
+	imported("progress", "foreign.imported", map[string]any{"source": "picrew", "type": "task.progress", "seq": 1,
+		"time": "2026-01-01T00:00:00Z", "data": `{"step":1}`})
+	for _, tc := range []struct {
+		typ  string
+		seqs []uint64
+	}{{"foreign.imported", []uint64{2}}, {"task.progress", nil}, {"run.created", []uint64{1}}} {
+		r := crewctl(t, dialBroker, "events", "--run", "P", "--type", tc.typ, "--json", "--data", data, "--socket", socket)
+		require.Equal(t, exitOK, r.code, r.err)
+		var seqs []uint64
+		for line := range strings.Lines(r.out) {
+			var ev teamEvent
+			require.NoError(t, json.Unmarshal([]byte(line), &ev))
+			seqs = append(seqs, ev.Metadata.Seq)
+		}
+		require.Equal(t, tc.seqs, seqs, "--type %s", tc.typ)
+	}
+}
