@@ -277,16 +277,7 @@ func TestEventsSaysWhatCrewdOmitted(t *testing.T) {
 // --type foreign.imported the history's imported events were left out and the new ones printed, and with --type
 // task.progress the other way round.
 func TestEventsTypeIsTheStoredType(t *testing.T) {
-	data, socket := liveDaemon(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	a := adminOf(t, ctx, socket)
-	imported := func(id, typ string, payload map[string]any) {
-		res := callOK(t, ctx, a, "import.append", map[string]any{"source": "picrew", "writes": []any{map[string]any{
-			"commandId": "import:P:" + id, "runId": "P", "events": []any{map[string]any{"type": typ, "payload": payload}}}}})
-		require.NotContains(t, res["results"].([]any)[0], "error", id)
-	}
-	imported("run", "run.created", map[string]any{"team": "t", "goal": "g", "cwd": "/w"})
+	data, socket, imported := importedRun(t)
 	imported("progress", "foreign.imported", map[string]any{"source": "picrew", "type": "task.progress", "seq": 1,
 		"time": "2026-01-01T00:00:00Z", "data": `{"step":1}`})
 	for _, tc := range []struct {
@@ -303,4 +294,21 @@ func TestEventsTypeIsTheStoredType(t *testing.T) {
 		}
 		require.Equal(t, tc.seqs, seqs, "--type %s", tc.typ)
 	}
+}
+
+// importedRun serves the real broker (liveDaemon) with one run, P, imported through import.append, and returns with
+// its data directory and socket what imports more of P's events, each as a write of its own named id.
+func importedRun(t *testing.T) (data, socket string, imported func(id, typ string, payload map[string]any)) {
+	data, socket = liveDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	a := adminOf(t, ctx, socket)
+	imported = func(id, typ string, payload map[string]any) {
+		t.Helper()
+		res := callOK(t, ctx, a, "import.append", map[string]any{"source": "picrew", "writes": []any{map[string]any{
+			"commandId": "import:P:" + id, "runId": "P", "events": []any{map[string]any{"type": typ, "payload": payload}}}}})
+		require.NotContains(t, res["results"].([]any)[0], "error", id)
+	}
+	imported("run", "run.created", map[string]any{"team": "t", "goal": "g", "cwd": "/w"})
+	return data, socket, imported
 }

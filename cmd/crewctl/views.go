@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -169,8 +170,7 @@ func (a *app) showCmd() *cobra.Command {
 	return show
 }
 
-// printTree prints the run and its tasks, each delegation's shadow task
-// under its parent.
+// printTree prints the run and every one of its tasks once, each delegation's shadow task under its parent.
 func printTree(w screen, rv runViews) {
 	r := rv.Run
 	w.printf("run %s  %s  team %s  budget %s\n  goal: %s\n", r.RunID, r.Status, r.Team, budgetOf(r), r.Goal)
@@ -178,14 +178,41 @@ func printTree(w screen, rv runViews) {
 	for _, d := range rv.Delegations {
 		parentOf[d.SubID] = d.ParentTaskID
 	}
+	inRun := make(map[string]bool, len(rv.Tasks))
+	for _, t := range rv.Tasks {
+		inRun[t.TaskID] = true
+	}
 	children := map[string][]projections.Task{}
 	var roots []projections.Task
 	for _, t := range rv.Tasks {
-		if p, ok := parentOf[t.TaskID]; ok {
+		// NB: a delegation may name a parent the run does not hold (an import records what its source wrote).
+		if p, ok := parentOf[t.TaskID]; ok && inRun[p] {
 			children[p] = append(children[p], t)
 		} else {
 			roots = append(roots, t)
 		}
+	}
+	reached := make(map[string]bool, len(rv.Tasks))
+	var reach func(id string)
+	reach = func(id string) {
+		reached[id] = true
+		for _, c := range children[id] {
+			reach(c.TaskID)
+		}
+	}
+	for _, t := range roots {
+		reach(t.TaskID)
+	}
+	for _, t := range rv.Tasks {
+		if reached[t.TaskID] {
+			continue
+		}
+		// Delegations that name each other as parents (an import can record them) reach no root: the cycle is cut
+		// at its first task, which is printed as a root.
+		p := parentOf[t.TaskID]
+		children[p] = slices.DeleteFunc(children[p], func(c projections.Task) bool { return c.TaskID == t.TaskID })
+		roots = append(roots, t)
+		reach(t.TaskID)
 	}
 	var walk func(ts []projections.Task, prefix string)
 	walk = func(ts []projections.Task, prefix string) {
@@ -200,6 +227,9 @@ func printTree(w screen, rv runViews) {
 			}
 			if n := len(children[t.TaskID]); n > 0 {
 				line += fmt.Sprintf("  %d delegation(s)", n)
+			}
+			if p, ok := parentOf[t.TaskID]; ok && prefix == "" {
+				line += fmt.Sprintf("  delegated by %s", p)
 			}
 			w.printf("%s\n", line)
 			walk(children[t.TaskID], prefix+next)

@@ -412,3 +412,22 @@ func TestRunsNextPageKeepsTheListing(t *testing.T) {
 		})
 	}
 }
+
+// TestShowRunPrintsEveryTask: show run prints every task of the run once, where it printed only those it reached
+// from a task no delegation names: a shadow task whose delegation names a parent the run does not hold, and the
+// shadow tasks of delegations that name each other as parents (an import can record both), were left out, silently.
+func TestShowRunPrintsEveryTask(t *testing.T) {
+	data, socket, imported := importedRun(t)
+	imported("W", "task.created", map[string]any{"taskId": "W", "role": "engineer", "agent": "e", "title": "w", "cwd": "/w"})
+	for _, d := range [][2]string{{"W", "gc-w"}, {"ghost", "gc-x"}, {"gc-z", "gc-y"}, {"gc-y", "gc-z"}} {
+		imported(d[1], "delegate.admitted", map[string]any{"taskId": d[0], "subId": d[1], "childDepth": 2,
+			"role": "explorer", "timeoutSec": 100, "cwd": "/w", "title": d[1], "prompt": "p"})
+	}
+	r := crewctl(t, dialBroker, "show", "run", "P", "--data", data, "--socket", socket)
+	require.Equal(t, exitOK, r.code, r.err)
+	for _, task := range []string{"W", "gc-w", "gc-x", "gc-y", "gc-z"} {
+		require.Equal(t, 1, strings.Count(r.out, " "+task+"  "), "task %s once in\n%s", task, r.out)
+	}
+	require.Contains(t, r.out, "├─ W  engineer  queued  depth 1  1 delegation(s)\n│  └─ gc-w  explorer  queued  depth 2\n",
+		"a delegation under its parent")
+}
