@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -32,15 +33,48 @@ type Stream interface {
 // dialer connects to the daemon with the admin token.
 type dialer func(ctx context.Context, socket, token string) (Broker, error)
 
-// readToken reads the admin token file; the token itself is never printed.
+// maxTokenChars is the longest token a hello carries, and crewd's admin.token holds (daemon.AdminToken).
+const maxTokenChars = 256
+
+// maxTokenFile bounds what readToken reads of a token file: a token and the whitespace about it, which a file longer
+// than that cannot be.
+const maxTokenFile = 4096
+
+// readToken reads the admin token file as crewd reads its admin.token; the token itself is never printed. NB: a file
+// group or others may access is refused, its token may have leaked (crewd refuses to start on one, and one made so
+// since it started is no safer); and a file that is not one token is refused naming it, where crewd would answer a
+// hello that names no file.
 func readToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return "", fmt.Errorf("crewctl: admin token: %w", err)
 	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("crewctl: admin token: %w", err)
+	}
+	switch {
+	case st.IsDir():
+		return "", fmt.Errorf("crewctl: admin token file %s is a directory", path)
+	case st.Mode().Perm()&0o077 != 0:
+		return "", fmt.Errorf("crewctl: admin token file %s has mode %04o: group or others may access it, so the token "+
+			"may have leaked; chmod 600 it if you are sure it has not, else remove crewd's admin.token and restart crewd "+
+			"to have a new one made", path, st.Mode().Perm())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	if err != nil {
+		return "", fmt.Errorf("crewctl: admin token: %w", err)
+	}
+	if len(b) > maxTokenFile {
+		return "", fmt.Errorf("crewctl: admin token file %s is longer than a token file (%d bytes at most)", path, maxTokenFile)
+	}
 	tok := strings.TrimSpace(string(b))
-	if tok == "" {
+	switch {
+	case tok == "":
 		return "", fmt.Errorf("crewctl: admin token file %s is empty", path)
+	case len(tok) > maxTokenChars || strings.ContainsAny(tok, " \t\r\n"):
+		return "", fmt.Errorf("crewctl: admin token file %s must hold one token of 1..%d chars", path, maxTokenChars)
 	}
 	return tok, nil
 }

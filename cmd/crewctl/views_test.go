@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -430,4 +431,41 @@ func TestShowRunPrintsEveryTask(t *testing.T) {
 	}
 	require.Contains(t, r.out, "├─ W  engineer  queued  depth 1  1 delegation(s)\n│  └─ gc-w  explorer  queued  depth 2\n",
 		"a delegation under its parent")
+}
+
+// TestAdminTokenFileLikeCrewds: the admin token is read, as crewd reads admin.token, only from a file neither group
+// nor others may access (its token may have leaked: crewd refuses to start on one) and that holds one token. crewctl
+// sent the token of any file it could read, one that became world-readable since crewd started included, and read a
+// file whole whatever its size.
+func TestAdminTokenFileLikeCrewds(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, content string
+		mode          os.FileMode
+		says          string
+	}{
+		{"readable by others", "t0ken\n", 0o644, "has mode 0644: group or others may access it"},
+		{"readable by the group", "t0ken\n", 0o640, "has mode 0640: group or others may access it"},
+		{"writable by the group", "t0ken\n", 0o620, "has mode 0620: group or others may access it"},
+		{"two tokens", "t0ken\nother\n", 0o600, "must hold one token"},
+		{"longer than a token", strings.Repeat("t", 257), 0o600, "must hold one token"},
+		{"far longer than a token", strings.Repeat("t", 1<<20), 0o600, "is longer than a token file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t)
+			tok := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
+			require.NoError(t, writeFile(tok, tc.content))
+			require.NoError(t, os.Chmod(tok, tc.mode))
+			r := crewctl(t, f.dial, "slots", "--token-file", tok)
+			require.Equal(t, exitOpen, r.code, r.err)
+			require.Contains(t, r.err, "admin token file "+tok)
+			require.Contains(t, r.err, tc.says)
+			require.Empty(t, f.calls, "the token went nowhere")
+		})
+	}
+	f := newFake(t)
+	tok := filepath.Join(dir, "spaced")
+	require.NoError(t, writeFile(tok, "  t0ken \n\n"))
+	r := crewctl(t, f.dial, "slots", "--token-file", tok)
+	require.Equal(t, exitOK, r.code, "the whitespace around the token is no part of it: %s", r.err)
 }
