@@ -2,6 +2,8 @@ package main
 
 import (
 	"github.com/spf13/cobra"
+
+	"github.com/crewlog/crewlog/broker/wire"
 )
 
 // cancelCmd asks crewd to cancel any run's delegation by its subId, with the admin token: the pool is
@@ -22,8 +24,8 @@ func (a *app) cancelCmd() *cobra.Command {
 				if reason != "" {
 					p["reason"] = reason
 				}
-				if err := call(cmd.Context(), b, "delegate.cancel", p, nil); err != nil {
-					return err
+				if err := b.Call(cmd.Context(), "delegate.cancel", p, nil); err != nil {
+					return cancelRefused("delegate.cancel", err)
 				}
 				out := map[string]any{"subId": sub, "cancelRequested": true, "freed": false}
 				if free {
@@ -32,8 +34,8 @@ func (a *app) cancelCmd() *cobra.Command {
 						text += ": " + reason
 					}
 					settle := map[string]any{"subId": sub, "outcome": "cancelled", "text": text}
-					if err := call(cmd.Context(), b, "delegate.settle", settle, nil); err != nil {
-						return err
+					if err := b.Call(cmd.Context(), "delegate.settle", settle, nil); err != nil {
+						return cancelRefused("delegate.settle", err)
 					}
 					out["freed"] = true
 				}
@@ -52,4 +54,14 @@ func (a *app) cancelCmd() *cobra.Command {
 	c.Flags().StringVar(&reason, "reason", "", "why, recorded with the cancel intent")
 	c.Flags().BoolVar(&free, "free", false, "also settle it cancelled at once, freeing the slot without the run's runtime")
 	return c
+}
+
+// cancelRefused is the error of method's call, as call makes it, with crewctl's advice when crewd found no delegation
+// of that subId holding a slot: crewd says to name its run, which a protocol client can and crewctl cancel cannot.
+func cancelRefused(method string, err error) error {
+	if wire.CodeOf(err) != wire.CodeNoTask {
+		return brokerErr(method, err)
+	}
+	return hinted(brokerErr(method, err), "crewctl cancel takes a delegation that holds a slot, as crewctl slots lists "+
+		"them; one settled already holds none, and there is nothing to cancel")
 }

@@ -312,3 +312,20 @@ func importedRun(t *testing.T) (data, socket string, imported func(id, typ strin
 	imported("run", "run.created", map[string]any{"team": "t", "goal": "g", "cwd": "/w"})
 	return data, socket, imported
 }
+
+// TestCancelOfADelegationHoldingNoSlot: crewd refuses to cancel, by its subId alone, a delegation that holds no slot
+// (settled already, or none such) and says to name its run, which crewctl cancel cannot: crewctl says what it takes,
+// where it left the operator with advice no flag of its own follows. The refusal stays a problem (exit 1).
+func TestCancelOfADelegationHoldingNoSlot(t *testing.T) {
+	data, socket, imported := importedRun(t)
+	imported("W", "task.created", map[string]any{"taskId": "W", "role": "engineer", "agent": "e", "title": "w", "cwd": "/w"})
+	imported("admitted", "delegate.admitted", map[string]any{"taskId": "W", "subId": "gc-s", "childDepth": 2,
+		"role": "explorer", "timeoutSec": 100, "cwd": "/w", "title": "s", "prompt": "p"})
+	imported("settled", "delegate.completed", map[string]any{"taskId": "W", "subId": "gc-s", "ok": true})
+	for _, args := range [][]string{{"cancel", "gc-s"}, {"cancel", "gc-s", "--free"}, {"cancel", "gc-none"}} {
+		r := crewctl(t, dialBroker, append(args, "--data", data, "--socket", socket)...)
+		require.Equal(t, exitProblem, r.code, "%v: %s", args, r.err)
+		require.Contains(t, r.err, "holds a slot; name its runId", args)
+		require.Contains(t, r.err, "crewctl cancel takes a delegation that holds a slot", args)
+	}
+}
