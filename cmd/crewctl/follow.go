@@ -48,7 +48,8 @@ func (a *app) followPicrew(ctx context.Context, root string) error {
 	}
 	var (
 		mu       sync.Mutex
-		shown    uint64
+		shown    uint64 // events appended, as the last progress line said
+		failed   uint64 // calls to crewd that failed, as the last line said
 		shownAt  time.Time
 		w        = a.io.out
 		printOne = func(v any) {
@@ -71,17 +72,30 @@ func (a *app) followPicrew(ctx context.Context, root string) error {
 			printOne("skipped " + s.String())
 		},
 		OnPass: func(st picrew.FollowStats) {
-			// At most a line a second, and only when something was added.
-			if st.Appended == shown || time.Since(shownAt) < time.Second {
+			// At most a line a second: when calls to crewd failed since the last line (it stopped, or refuses every
+			// import.append: the follower keeps the writes and retries, which nothing else would show), else when
+			// something was added.
+			if time.Since(shownAt) < time.Second {
 				return
 			}
-			shown, shownAt = st.Appended, time.Now()
-			if a.json {
-				printOne(map[string]any{"progress": st})
-				return
+			switch {
+			case st.SendErrors > failed:
+				failed, shownAt = st.SendErrors, time.Now()
+				if a.json {
+					printOne(map[string]any{"failing": st})
+					return
+				}
+				printOne(fmt.Sprintf("crewd at %s did not answer: %d call(s) failed so far; retrying, %d write(s) pending",
+					a.socket, st.SendErrors, st.Pending))
+			case st.Appended != shown:
+				shown, shownAt = st.Appended, time.Now()
+				if a.json {
+					printOne(map[string]any{"progress": st})
+					return
+				}
+				printOne(fmt.Sprintf("imported %d event(s) in %d write(s); %d already there; %d line(s) read; %d pending",
+					st.Appended, st.Writes-st.Replayed, st.Replayed, st.Lines, st.Pending))
 			}
-			printOne(fmt.Sprintf("imported %d event(s) in %d write(s); %d already there; %d line(s) read; %d pending",
-				st.Appended, st.Writes-st.Replayed, st.Replayed, st.Lines, st.Pending))
 		},
 	})
 	err = f.Run(ctx)
@@ -89,8 +103,9 @@ func (a *app) followPicrew(ctx context.Context, root string) error {
 	if a.json {
 		printOne(map[string]any{"stopped": st})
 	} else {
-		printOne(fmt.Sprintf("stopped: imported %d event(s); %d write(s) already there; %d refused; %d problem(s) reported; %d checkpoint(s)",
-			st.Appended, st.Replayed, st.Refused, st.Reported, st.Checkpoints))
+		printOne(fmt.Sprintf("stopped: imported %d event(s); %d write(s) already there; %d refused; %d problem(s) reported; "+
+			"%d checkpoint(s); %d call(s) to crewd failed", st.Appended, st.Replayed, st.Refused, st.Reported, st.Checkpoints,
+			st.SendErrors))
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return nil

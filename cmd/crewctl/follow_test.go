@@ -193,11 +193,7 @@ func TestFollowThroughCrewd(t *testing.T) {
 	if os.Getenv("CREWLOG_SOAK") != "" {
 		progress = 400
 	}
-	data := t.TempDir()
-	socket := filepath.Join(brokertest.SocketDir(t), "run", "crewd.sock")
-	d := startDaemon(t, data, socket)
-	root, err := picrewtest.New(t.TempDir())
-	require.NoError(t, err)
+	data, socket, d, root := followDaemon(t)
 	a, err := root.NewRun(followRunA)
 	require.NoError(t, err)
 	b, err := root.NewRun(followRunB)
@@ -294,16 +290,23 @@ func TestFollowLatency(t *testing.T) {
 	}
 }
 
+// followDaemon starts a daemon on a fresh data directory, and makes an empty crew root.
+func followDaemon(t *testing.T) (data, socket string, d *testDaemon, root *picrewtest.Root) {
+	t.Helper()
+	data = t.TempDir()
+	socket = filepath.Join(brokertest.SocketDir(t), "run", "crewd.sock")
+	d = startDaemon(t, data, socket)
+	root, err := picrewtest.New(t.TempDir())
+	require.NoError(t, err)
+	return data, socket, d, root
+}
+
 // followSetup starts a daemon on a fresh data directory and a crew root
 // whose run followRunA has its first six lifecycle steps written.
 func followSetup(t *testing.T, progress int) (data, socket string, root *picrewtest.Root, a *picrewtest.Run) {
 	t.Helper()
-	data = t.TempDir()
-	socket = filepath.Join(brokertest.SocketDir(t), "run", "crewd.sock")
-	startDaemon(t, data, socket)
-	root, err := picrewtest.New(t.TempDir())
-	require.NoError(t, err)
-	a, err = root.NewRun(followRunA)
+	data, socket, _, root = followDaemon(t)
+	a, err := root.NewRun(followRunA)
 	require.NoError(t, err)
 	for _, s := range picrewtest.Lifecycle(a, progress)[:6] {
 		require.NoError(t, s())
@@ -414,4 +417,58 @@ func TestImportFollowWithATokenCrewdRefuses(t *testing.T) {
 		require.Contains(t, r.err, "connect to crewd at "+socket, args)
 		require.Contains(t, r.err, "hello rejected", args)
 	}
+}
+
+// TestImportFollowSaysCrewdFails: once crewd stops answering (stopped; or refusing every import.append, disk-full,
+// unavailable) the follower keeps the writes and retries, and says so at most once a second, with the writes it
+// holds, and its last line counts the failed calls; it said nothing, and stopped with a line like a clean import's.
+func TestImportFollowSaysCrewdFails(t *testing.T) {
+	data, socket, d, root := followDaemon(t)
+	a, err := root.NewRun(followRunA)
+	require.NoError(t, err)
+	steps := picrewtest.Lifecycle(a, 3)
+	for _, s := range steps[:6] {
+		require.NoError(t, s())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := lockedBuffer{wrote: make(chan struct{}, 1)}
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"import", "picrew", root.Dir, "--follow", "--json", "--data", data, "--socket", socket},
+			stdio{out: &out, err: &out}, dialBroker)
+	}()
+	guard := time.NewTimer(time.Minute) // a guard against a hung test, not a timing assertion
+	defer guard.Stop()
+	waitFor := func(key string) map[string]json.RawMessage {
+		t.Helper()
+		for {
+			for line := range strings.Lines(out.String()) {
+				var l map[string]json.RawMessage
+				require.NoError(t, json.Unmarshal([]byte(line), &l), line)
+				if _, ok := l[key]; ok {
+					return l
+				}
+			}
+			select {
+			case <-out.wrote:
+			case <-guard.C:
+				require.FailNow(t, "no "+key+" line", out.String())
+			}
+		}
+	}
+	waitFor("progress")
+	d.stop()
+	for _, s := range steps[6:] {
+		require.NoError(t, s())
+	}
+	var failing picrew.FollowStats
+	require.NoError(t, json.Unmarshal(waitFor("failing")["failing"], &failing))
+	require.Positive(t, failing.SendErrors)
+	require.Positive(t, failing.Pending, "the writes are kept")
+	cancel()
+	require.Equal(t, exitOK, <-code, out.String())
+	var stopped picrew.FollowStats
+	require.NoError(t, json.Unmarshal(waitFor("stopped")["stopped"], &stopped))
+	require.GreaterOrEqual(t, stopped.SendErrors, failing.SendErrors)
 }

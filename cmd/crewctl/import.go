@@ -46,7 +46,8 @@ restart of crewd or of the follower resumes where it stopped, with no
 duplicate and no gap (the command ids are the one-shot import's). Problems
 (a corrupt or partial line, a truncated or rotated file, a run directory
 removed by pi-crew's retention) are printed as they are met and never stop
-it.`,
+it; so are, at most once a second, calls to crewd that failed (crewd stopped,
+or refusing every import.append), whose writes are kept and sent again.`,
 		Args: args(1, "the pi-crew crew root"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if follow {
