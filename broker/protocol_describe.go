@@ -254,6 +254,8 @@ var typeNames = map[reflect.Type]string{
 	reflect.TypeFor[wireMessage]():  "MailboxMessage",
 	reflect.TypeFor[mailboxPush]():  "MailboxPush",
 	reflect.TypeFor[wireAccount]():  "LedgerAccount",
+	reflect.TypeFor[wireRun]():      "Run",
+	reflect.TypeFor[wireTask]():     "Task",
 	reflect.TypeFor[waitResult]():   "WaitStatusResult",
 }
 

@@ -138,10 +138,10 @@ type (
 		Token string `json:"token,omitempty"` // credential.issue only
 	}
 	tasksPage struct {
-		Tasks      []projections.Task `json:"tasks"`
-		NextCursor string             `json:"nextCursor,omitempty"`
-		HasMore    bool               `json:"hasMore"`
-		Total      int                `json:"total"`
+		Tasks      []wireTask `json:"tasks"`
+		NextCursor string     `json:"nextCursor,omitempty"`
+		HasMore    bool       `json:"hasMore"`
+		Total      int        `json:"total"`
 	}
 	delegationsPage struct {
 		Delegations []projections.Delegation `json:"delegations"`

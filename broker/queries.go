@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
@@ -49,7 +50,7 @@ func readState[T any](cl *call, fn func(st *projections.State) (T, error)) (T, e
 
 // runResult is query.run's answer: the run, and what its quotas and the slot pool count for it.
 type runResult struct {
-	projections.Run
+	wireRun
 	Usage runUsage `json:"usage"`
 }
 
@@ -73,11 +74,14 @@ func handleQueryRun(cl *call) (any, error) {
 		if err != nil {
 			return runResult{}, err
 		}
-		return runResult{Run: r, Usage: runUsage{Events: r.Usage.Events, MsgBytes: r.Usage.MsgBytes,
+		return runResult{wireRun: wireRun{Run: r}, Usage: runUsage{Events: r.Usage.Events, MsgBytes: r.Usage.MsgBytes,
 			TextBytes: r.Usage.TextBytes, SlotsHeld: st.SlotsHeldBy(runID)}}, nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	if !fits(res, wire.ResultRoom(cl.id, cl.c.s.opts.MaxFrame)) {
+		res.omitTexts()
 	}
 	return res, nil
 }
@@ -88,8 +92,8 @@ func handleQueryRun(cl *call) (any, error) {
 const MaxRunsScan = 5000
 
 type runsResult struct {
-	Runs       []projections.Run `json:"runs"`
-	NextCursor string            `json:"nextCursor,omitempty"`
+	Runs       []wireRun `json:"runs"`
+	NextCursor string    `json:"nextCursor,omitempty"`
 }
 
 // query.runs {status?: string|[string], limit? 1..1000 (default 100), cursor?, newest?} → {runs, nextCursor?}, cut
@@ -127,13 +131,14 @@ func handleQueryRuns(cl *call) (any, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
+	room := pageBudget(cl) - omitRoom
 	pg, err := fitPage(cl, limit, func(limit int) (page[projections.Run], error) {
 		rp, err := readState(cl, func(st *projections.State) (projections.RunPage, error) {
 			return st.Runs(projections.RunFilter{Statuses: statuses, Limit: limit, Newest: newest, Cursor: cursor,
 				MaxScan: MaxRunsScan})
 		})
 		return page[projections.Run]{items: rp.Runs, next: rp.NextCursor}, err
-	}, same[projections.Run])
+	}, func(r projections.Run) wireRun { return runFitting(r, room) })
 	if err != nil {
 		return nil, err
 	}
@@ -143,18 +148,21 @@ func handleQueryRuns(cl *call) (any, error) {
 // query.tasks {limit? 1..1000 (default 100), cursor?} → {tasks, nextCursor?, hasMore, total} (shadow tasks
 // included; allocations filled from the ledger).
 func handleQueryTasks(cl *call) (any, error) {
-	return queryRunPage(cl, "tasks", (*projections.State).TasksPage)
+	room := pageBudget(cl) - omitRoom
+	return queryRunPage(cl, "tasks", (*projections.State).TasksPage,
+		func(t projections.Task) wireTask { return taskFitting(t, room) })
 }
 
 // query.delegations {limit?, cursor?} → {delegations, nextCursor?, hasMore, total}.
 func handleQueryDelegations(cl *call) (any, error) {
-	return queryRunPage(cl, "delegations", (*projections.State).DelegationsPage)
+	return queryRunPage(cl, "delegations", (*projections.State).DelegationsPage, same[projections.Delegation])
 }
 
 // queryRunPage answers a paged query over one run's records, in creation order, shortening the page to what fits
 // in a frame (the cursor then points at the first record left out).
-func queryRunPage[T any](cl *call, key string,
-	read func(st *projections.State, runID string, f projections.PageFilter) (projections.Page[T], error)) (any, error) {
+func queryRunPage[T, W any](cl *call, key string,
+	read func(st *projections.State, runID string, f projections.PageFilter) (projections.Page[T], error),
+	render func(T) W) (any, error) {
 	var (
 		limit  int
 		cursor string
@@ -163,7 +171,7 @@ func queryRunPage[T any](cl *call, key string,
 	if p.err != nil {
 		return nil, p.err
 	}
-	pg, err := runPage(cl, runID, limit, cursor, read, same[T])
+	pg, err := runPage(cl, runID, limit, cursor, read, render)
 	if err != nil {
 		return nil, err
 	}

@@ -384,6 +384,7 @@ export interface Run {
   "waitState"?: WaitState;
   "createdAt": number;
   "updatedAt": number;
+  "textsOmitted"?: boolean;
 }
 
 export interface RunCreateResult {
@@ -411,6 +412,7 @@ export interface RunResult {
   "waitState"?: WaitState;
   "createdAt": number;
   "updatedAt": number;
+  "textsOmitted"?: boolean;
   "usage": RunUsage;
 }
 
@@ -494,6 +496,7 @@ export interface Task {
   "createdAt": number;
   "startedAt"?: number;
   "finishedAt"?: number;
+  "textsOmitted"?: boolean;
 }
 
 export interface TaskStatusResult {
