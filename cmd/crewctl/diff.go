@@ -32,13 +32,14 @@ func (a *app) diffState(ctx context.Context, dir string, l *eventlog.Log, s *pro
 		return nil, err
 	}
 	defer b.Close()
-	daemon, err := liveView(ctx, b, s, run)
+	daemon, omitted, err := liveView(ctx, b, s, run)
 	if err != nil {
 		return nil, err
 	}
 	// The daemon's position and config are not queryable: compare what
 	// the views show.
 	mine := audit.ViewOf(s, run)
+	omitted.apply(&mine)
 	mine.Position, daemon.Position = 0, 0
 	daemon.Config = mine.Config
 	diffs, err := audit.Diff(mine, daemon)
@@ -52,10 +53,11 @@ func (a *app) diffState(ctx context.Context, dir string, l *eventlog.Log, s *pro
 // knows (or of run alone), in the shape of audit.View, and lists after them
 // every run only the daemon holds (not with run), by its summary alone:
 // the rebuilt side has nothing of it to compare.
-func liveView(ctx context.Context, b Broker, s *projections.State, run string) (audit.View, error) {
+func liveView(ctx context.Context, b Broker, s *projections.State, run string) (audit.View, omittedTexts, error) {
 	v := audit.View{Runs: []audit.RunView{}}
+	omitted := omittedTexts{}
 	if err := call(ctx, b, "query.slots", map[string]any{}, &v.Slots); err != nil {
-		return v, err
+		return v, omitted, err
 	}
 	page, _ := s.Runs(projections.RunFilter{})
 	for _, r := range page.Runs {
@@ -64,34 +66,35 @@ func liveView(ctx context.Context, b Broker, s *projections.State, run string) (
 		}
 		rv, err := fetchRun(ctx, b, r.RunID)
 		if err != nil {
-			return v, err
+			return v, omitted, err
 		}
-		v.Runs = append(v.Runs, rv)
+		omitted.note(rv)
+		v.Runs = append(v.Runs, rv.view())
 	}
 	if run != "" {
-		return v, nil
+		return v, omitted, nil
 	}
-	theirs, err := callPaged[projections.Run](ctx, b, "query.runs", "runs", "")
+	theirs, err := callPaged[liveRun](ctx, b, "query.runs", "runs", "")
 	for _, r := range theirs {
 		if _, known := s.RunStatus(r.RunID); !known {
-			v.Runs = append(v.Runs, audit.RunView{Run: r})
+			v.Runs = append(v.Runs, audit.RunView{Run: r.Run})
 		}
 	}
-	return v, err
+	return v, omitted, err
 }
 
 // fetchRun asks the daemon for a run's views: all of them, or only the
 // queries named in only (a one-table view needs one query, not four). The
 // paged queries are followed to their last page.
-func fetchRun(ctx context.Context, b Broker, runID string, only ...string) (audit.RunView, error) {
-	var rv audit.RunView
+func fetchRun(ctx context.Context, b Broker, runID string, only ...string) (liveRunView, error) {
+	var rv liveRunView
 	want := func(method string) bool { return len(only) == 0 || slices.Contains(only, method) }
 	var err error
 	if want("query.run") {
 		err = call(ctx, b, "query.run", map[string]any{"runId": runID}, &rv.Run)
 	}
 	if err == nil && want("query.tasks") {
-		rv.Tasks, err = callPaged[projections.Task](ctx, b, "query.tasks", "tasks", runID)
+		rv.Tasks, err = callPaged[liveTask](ctx, b, "query.tasks", "tasks", runID)
 	}
 	if err == nil && want("query.delegations") {
 		rv.Delegations, err = callPaged[projections.Delegation](ctx, b, "query.delegations", "delegations", runID)

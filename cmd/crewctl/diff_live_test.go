@@ -56,3 +56,27 @@ func TestDaemonThatCannotReadARunIsNoProblemFound(t *testing.T) {
 	require.Equal(t, exitOpen, r.code, r.out+r.err)
 	require.Contains(t, r.err, "replay-failed")
 }
+
+// TestViewsOfTextsCrewdOmitted: crewd sends a run or a task whose texts would not fit in its frame without them
+// (textsOmitted). show run says the goal was omitted, where it printed an empty one, and replay --diff compares what
+// crewd sent, where every such goal, summary, error and reason was a difference between the daemon and the log.
+func TestViewsOfTextsCrewdOmitted(t *testing.T) {
+	f := newFake(t)
+	tok := filepath.Join(t.TempDir(), "admin.token")
+	require.NoError(t, writeFile(tok, "t0ken"))
+	r := crewctl(t, f.dial, "replay", "--data", scenarioData(t), "--run", audittest.RunBudget, "--diff",
+		"--socket", "fake.sock", "--token-file", tok)
+	require.Equal(t, exitOK, r.code, "the views as sent whole: %s%s", r.out, r.err)
+
+	f.omitTexts = true
+	r = crewctl(t, f.dial, "replay", "--data", scenarioData(t), "--run", audittest.RunBudget, "--diff",
+		"--socket", "fake.sock", "--token-file", tok)
+	require.Equal(t, exitOK, r.code, "the views as sent without their texts: %s%s", r.out, r.err)
+
+	r = crewctl(t, f.dial, "show", "run", audittest.RunBudget, "--token-file", tok)
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Contains(t, r.out, "goal: (omitted: larger than crewd's frame; the dashboard shows it)")
+	r = crewctl(t, f.dial, "show", "run", audittest.RunBudget, "--json", "--token-file", tok)
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Contains(t, r.out, `"textsOmitted": true`)
+}

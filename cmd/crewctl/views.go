@@ -34,8 +34,8 @@ func millis(ms int64) string {
 }
 
 type runsPage struct {
-	Runs       []projections.Run `json:"runs"`
-	NextCursor string            `json:"nextCursor,omitempty"`
+	Runs       []liveRun `json:"runs"`
+	NextCursor string    `json:"nextCursor,omitempty"`
 }
 
 func (a *app) runsCmd() *cobra.Command {
@@ -73,7 +73,7 @@ the order runs were created, not in the listing: with --json, pass nextCursor as
 					return err
 				}
 				if page.Runs == nil {
-					page.Runs = []projections.Run{}
+					page.Runs = []liveRun{}
 				}
 				if a.json {
 					return a.printJSON(page)
@@ -81,7 +81,7 @@ the order runs were created, not in the listing: with --json, pass nextCursor as
 				tw := a.stdout().table()
 				tw.printf("RUN\tSTATUS\tTEAM\tBUDGET USED\tUPDATED\tGOAL\n")
 				for _, r := range page.Runs {
-					tw.printf("%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Status, r.Team, budgetOf(r), millis(r.UpdatedAt), r.Goal)
+					tw.printf("%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Status, r.Team, budgetOf(r.Run), millis(r.UpdatedAt), goalOf(r))
 				}
 				tw.flush()
 				if page.NextCursor != "" {
@@ -128,8 +128,8 @@ func budgetOf(r projections.Run) string {
 
 // runViews is one run's views from the daemon.
 type runViews struct {
-	Run         projections.Run          `json:"run"`
-	Tasks       []projections.Task       `json:"tasks"`
+	Run         liveRun                  `json:"run"`
+	Tasks       []liveTask               `json:"tasks"`
 	Delegations []projections.Delegation `json:"delegations"`
 	Ledger      []projections.Account    `json:"ledger"`
 }
@@ -173,7 +173,7 @@ func (a *app) showCmd() *cobra.Command {
 // printTree prints the run and every one of its tasks once, each delegation's shadow task under its parent.
 func printTree(w screen, rv runViews) {
 	r := rv.Run
-	w.printf("run %s  %s  team %s  budget %s\n  goal: %s\n", r.RunID, r.Status, r.Team, budgetOf(r), r.Goal)
+	w.printf("run %s  %s  team %s  budget %s\n  goal: %s\n", r.RunID, r.Status, r.Team, budgetOf(r.Run), goalOf(r))
 	parentOf := map[string]string{}
 	for _, d := range rv.Delegations {
 		parentOf[d.SubID] = d.ParentTaskID
@@ -182,8 +182,8 @@ func printTree(w screen, rv runViews) {
 	for _, t := range rv.Tasks {
 		inRun[t.TaskID] = true
 	}
-	children := map[string][]projections.Task{}
-	var roots []projections.Task
+	children := map[string][]liveTask{}
+	var roots []liveTask
 	for _, t := range rv.Tasks {
 		// NB: a delegation may name a parent the run does not hold (an import records what its source wrote).
 		if p, ok := parentOf[t.TaskID]; ok && inRun[p] {
@@ -210,12 +210,12 @@ func printTree(w screen, rv runViews) {
 		// Delegations that name each other as parents (an import can record them) reach no root: the cycle is cut
 		// at its first task, which is printed as a root.
 		p := parentOf[t.TaskID]
-		children[p] = slices.DeleteFunc(children[p], func(c projections.Task) bool { return c.TaskID == t.TaskID })
+		children[p] = slices.DeleteFunc(children[p], func(c liveTask) bool { return c.TaskID == t.TaskID })
 		roots = append(roots, t)
 		reach(t.TaskID)
 	}
-	var walk func(ts []projections.Task, prefix string)
-	walk = func(ts []projections.Task, prefix string) {
+	var walk func(ts []liveTask, prefix string)
+	walk = func(ts []liveTask, prefix string) {
 		for i, t := range ts {
 			branch, next := "├─ ", "│  "
 			if i == len(ts)-1 {

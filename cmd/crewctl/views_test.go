@@ -32,6 +32,8 @@ type fakeBroker struct {
 	writes []string
 	// omitHistory sends every account without its history, as crewd does for one too large for a frame.
 	omitHistory bool
+	// omitTexts sends every run and task without its long texts, as crewd does for one too large for a frame.
+	omitTexts bool
 	// stop ends a follow once the stream ran dry, as an interrupt would.
 	stop context.CancelFunc
 	// fail answers each method it names with its error, as crewd answers a finished run it cannot read back.
@@ -107,9 +109,20 @@ func (f *fakeBroker) Call(_ context.Context, method string, params, result any) 
 		res = map[string]any{"runs": page.Runs, "nextCursor": page.NextCursor}
 	case "query.run":
 		res, _ = f.s.Run(p.RunID)
+		if f.omitTexts {
+			res = withoutTexts(res, "goal", "summary", "reason")
+		}
 	// Pages of two, whatever the limit asked: crewctl must follow the cursor.
 	case "query.tasks":
-		res = fakePage(f.s.TasksPage(p.RunID, projections.PageFilter{Limit: 2, Cursor: p.Cursor}))("tasks")
+		page := fakePage(f.s.TasksPage(p.RunID, projections.PageFilter{Limit: 2, Cursor: p.Cursor}))("tasks")
+		if f.omitTexts {
+			var omitted []map[string]any
+			for _, t := range page["tasks"].([]projections.Task) {
+				omitted = append(omitted, withoutTexts(t, "error", "statusReason"))
+			}
+			page["tasks"] = omitted
+		}
+		res = page
 	case "query.delegations":
 		res = fakePage(f.s.DelegationsPage(p.RunID, projections.PageFilter{Limit: 2, Cursor: p.Cursor}))("delegations")
 	case "query.ledger":
@@ -153,6 +166,20 @@ func (f *fakeBroker) Call(_ context.Context, method string, params, result any) 
 		return err
 	}
 	return json.Unmarshal(b, result)
+}
+
+// withoutTexts is v as JSON, the keys named empty or absent and textsOmitted true.
+func withoutTexts(v any, keys ...string) map[string]any {
+	b, _ := json.Marshal(v)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	for _, k := range keys {
+		if _, ok := m[k]; ok {
+			m[k] = ""
+		}
+	}
+	m["textsOmitted"] = true
+	return m
 }
 
 // fakePage renders a projection page in the broker's paged shape.
