@@ -11,10 +11,7 @@ import (
 // its server reachable until IdleTimeout, for every such connection a client could make.
 func TestAClosedConnectionStartsNoIdleTimer(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
-	s := f.seed()
-	w := f.dial()
-	w.hello(runR, taskP, s.p)
-	sc := f.newestConn(taskP)
+	_, sc := f.workerToServe(f.seed())
 	sc.mu.Lock()
 	armed := sc.idle
 	sc.mu.Unlock()

@@ -396,10 +396,15 @@ func (f *fixture) workerToServe(s seeded) (*client, *conn) {
 	w := f.dial()
 	w.hello(runR, taskP, s.p)
 	sc := f.newestConn(taskP)
-	// NB: the reader set the connection's identity before it took c.mu to start the idle timer and answered the
-	// hello, so taking c.mu orders the caller after those writes.
-	sc.mu.Lock()
-	require.False(f.t, sc.idleAt.IsZero())
-	sc.mu.Unlock()
+	// NB: the hello's answer is queued by its bind, before the reader takes c.mu to start the idle timer: the client
+	// may read it first. Once the timer is started (under c.mu) the reader has ended the hello, and taking c.mu
+	// orders the caller after its writes. The lock is not held across a failure, which would leave the close that
+	// cleans up waiting for it.
+	started := func() bool {
+		sc.mu.Lock()
+		defer sc.mu.Unlock()
+		return !sc.idleAt.IsZero()
+	}
+	require.Eventually(f.t, started, 10*time.Second, time.Millisecond, "the reader never ended the hello")
 	return w, sc
 }
