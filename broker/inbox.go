@@ -40,6 +40,7 @@ type wireMessage struct {
 	CreatedAt      string              `json:"createdAt"`
 	DeliveredAt    string              `json:"deliveredAt,omitempty"`
 	AcknowledgedAt string              `json:"acknowledgedAt,omitempty"`
+	TextsOmitted   bool                `json:"textsOmitted,omitempty"`
 }
 
 func isoTime(ms int64) string {
@@ -110,9 +111,11 @@ func offsetCursor(cursor string) (string, error) {
 }
 
 // mailboxPage reads a page and, when it would not fit in a frame, shortens it (the projection's cursor then
-// points at the first message left out). A single message too large for a frame is oversize-frame. offset gives
-// the next cursor as msg.inbox's stringified offset rather than the projection's own.
+// points at the first message left out). A message too large for a frame alone is sent without its texts
+// (messageFitting). offset gives the next cursor as msg.inbox's stringified offset rather than the projection's own.
 func mailboxPage(cl *call, runID, box string, f projections.MailboxFilter, offset bool) (inboxResult, error) {
+	// NB: the room messageFits measures a worker's message against, so that what it lets through is sent whole.
+	room := pageBudget(cl) - cursorBytes(widestInboxCursor)
 	p, err := fitPage(cl, f.Limit, func(limit int) (page[projections.Message], error) {
 		f.Limit = limit
 		mp, err := readState(cl, func(st *projections.State) (projections.MailboxPage, error) {
@@ -125,7 +128,7 @@ func mailboxPage(cl *call, runID, box string, f projections.MailboxFilter, offse
 			next = strconv.FormatUint(n, 10)
 		}
 		return page[projections.Message]{items: mp.Messages, next: next, total: mp.Total}, err
-	}, toWireMessage)
+	}, func(m projections.Message) wireMessage { return messageFitting(m, room) })
 	if err != nil {
 		return inboxResult{}, err
 	}

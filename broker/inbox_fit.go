@@ -96,8 +96,12 @@ func (c *conn) messageFits(cmd commands.Command) error {
 // inboxPageRoom is the bytes a message may take as the one message of a msg.inbox page (a next cursor after it)
 // answering a request id of readerIDLen bytes, in a frame of maxFrame.
 func inboxPageRoom(maxFrame int) int {
-	return frameBudget(maxFrame, strings.Repeat("x", readerIDLen)) - cursorBytes("4294967295")
+	return frameBudget(maxFrame, strings.Repeat("x", readerIDLen)) - cursorBytes(widestInboxCursor)
 }
+
+// widestInboxCursor is the widest next cursor of a mailbox's page: msg.inbox's offset below 2^32 (query.mailbox's,
+// the same ordinal in base 36, is narrower).
+const widestInboxCursor = "4294967295"
 
 // fitResult cuts the text of delegate.settle x so that the message delivering its result, to the parent task or
 // rerouted to the run inbox, fits in a page of its own as msg.inbox answers it (messageFits). The text is a

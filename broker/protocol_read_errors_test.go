@@ -94,10 +94,11 @@ var readStates = []errorState{
 		e.f.eng.Read(func(st *projections.State) { require.True(e.t, st.IsCold(runR)) })
 	}},
 	{name: "records larger than a frame", opts: fixtureOpts{opts: Options{MaxFrame: 4096}}, apply: func(e *errorsCrew) {
-		// A page of a 4 KiB frame holds 3.9 KiB: P's first pending message and the run inbox's first do not fit in
-		// one (the run and its first task, whose reasons' chars take six bytes each in JSON, are sent without
-		// them); nor does the import's first checkpoint with its path again as the cursor of the next page. J's calls do fit, on pages cut to the frame, and so does r1's result,
-		// which proxy.result sends as a string of JSON: proxy.complete refuses one it could not answer.
+		// A page of a 4 KiB frame holds 3.9 KiB: the import's first checkpoint with its path again as the cursor of
+		// the next page does not fit in one (P's first pending message and the run inbox's first, the run and its
+		// first task, whose texts take more, are sent without them). J's calls do fit, on pages cut to the frame,
+		// and so does r1's result, which proxy.result sends as a string of JSON: proxy.complete refuses one it could
+		// not answer.
 		big := strings.Repeat("x", 3900)
 		o, p, a := e.conn(events.RoleOrchestrator), e.conn(events.RoleWorker), e.conn(events.RoleAdmin)
 		p.ok("mailbox.ack", map[string]any{"taskId": taskP, "messageIds": []any{e.ids["message"]}})
@@ -121,16 +122,19 @@ var readStates = []errorState{
 			// A page holds what fits in 0.9 KiB: P's delegation, its description of six-byte chars, does not. Nor
 			// does J, nor J's summary, its lease's root of six-byte chars taking 3 KiB (a call whose id took as much
 			// is refused: its proxy.requested could not be read whole). Every event fits, bare if need be, and every
-			// run and task without its long texts, but not in the answer to a request whose id leaves a result no
-			// more than an error answering it would take; nor does r1's state as proxy.result answers it.
+			// run, task and message without its long texts, but not in the answer to a request whose id leaves a
+			// result no more than an error answering it would take; nor does r1's state as proxy.result answers it.
 			o := e.conn(events.RoleOrchestrator)
 			o.ok("job.transition", map[string]any{"jobId": "J", "to": "paused"})
 			o.okUnescaped("lease.open", map[string]any{"jobId": "J", "mode": "continue", "tools": testGrant,
 				"rootToolCallId": strings.Repeat("<", commands.MaxRootChars)})
 		},
-		params: func(e *errorsCrew, method string, _ map[string]any) {
+		params: func(e *errorsCrew, method string, params map[string]any) {
 			switch method {
-			case wire.MethodEventsSince, methodProxyResult, "query.run", "query.runs", "query.tasks":
+			case "query.mailbox":
+				params["taskId"] = taskP // the run inbox is empty here
+				e.idWidth = widestAnswerableID
+			case wire.MethodEventsSince, methodProxyResult, "query.run", "query.runs", "query.tasks", wire.MethodMsgInbox:
 				e.idWidth = widestAnswerableID
 			}
 		}},

@@ -12,6 +12,11 @@ import (
 // them — those fields empty, textsOmitted true — every other field as it is, so that query.run answers and the pages
 // of query.runs and query.tasks go on past it (an item too large alone was oversize-frame at every read, and no
 // cursor passed it). The texts are in the dashboard's API, which has no frame, and in the events that recorded them.
+//
+// So is a message's body and subject: the socket refuses a worker's message its recipient could not read
+// (messageFits), but not the orchestrator's or the admin's, nor one imported (a body of 262,144 chars of six-byte
+// escapes) or recorded under a larger --max-frame, which left msg.inbox and query.mailbox answering oversize-frame
+// at it for good, its recipient reading neither it nor any message after it, nor learning its id to acknowledge it.
 
 // omitRoom is what a page's next cursor may take beside an item sent alone (pageBudget leaves it out): the cursors
 // of runs and tasks are a few dozen bytes.
@@ -45,6 +50,15 @@ func taskFitting(t projections.Task, room int) wireTask {
 	w := wireTask{Task: t}
 	if !fits(w, room) {
 		w.Error, w.StatusReason, w.TextsOmitted = "", "", true
+	}
+	return w
+}
+
+// messageFitting renders m, without its body and subject when it would take more than room bytes with them.
+func messageFitting(m projections.Message, room int) wireMessage {
+	w := toWireMessage(m)
+	if !fits(w, room) {
+		w.Body, w.Subject, w.TextsOmitted = "", "", true
 	}
 	return w
 }

@@ -282,6 +282,7 @@ export interface MailboxMessage {
   "createdAt": string;
   "deliveredAt"?: string;
   "acknowledgedAt"?: string;
+  "textsOmitted"?: boolean;
 }
 
 export interface MailboxPush {
