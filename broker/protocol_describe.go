@@ -248,15 +248,16 @@ type typeSet struct {
 
 // typeNames renames unexported or ambiguous Go types for the description.
 var typeNames = map[reflect.Type]string{
-	reflect.TypeFor[teamEvent]():    "TeamEvent",
-	reflect.TypeFor[teamMetadata](): "TeamEventMetadata",
-	reflect.TypeFor[importedMeta](): "ImportedEventMetadata",
-	reflect.TypeFor[wireMessage]():  "MailboxMessage",
-	reflect.TypeFor[mailboxPush]():  "MailboxPush",
-	reflect.TypeFor[wireAccount]():  "LedgerAccount",
-	reflect.TypeFor[wireRun]():      "Run",
-	reflect.TypeFor[wireTask]():     "Task",
-	reflect.TypeFor[waitResult]():   "WaitStatusResult",
+	reflect.TypeFor[teamEvent]():      "TeamEvent",
+	reflect.TypeFor[teamMetadata]():   "TeamEventMetadata",
+	reflect.TypeFor[importedMeta]():   "ImportedEventMetadata",
+	reflect.TypeFor[wireMessage]():    "MailboxMessage",
+	reflect.TypeFor[mailboxPush]():    "MailboxPush",
+	reflect.TypeFor[wireAccount]():    "LedgerAccount",
+	reflect.TypeFor[wireRun]():        "Run",
+	reflect.TypeFor[wireTask]():       "Task",
+	reflect.TypeFor[wireDelegation](): "Delegation",
+	reflect.TypeFor[waitResult]():     "WaitStatusResult",
 }
 
 var rawMessage = reflect.TypeFor[json.RawMessage]()

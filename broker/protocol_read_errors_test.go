@@ -119,11 +119,11 @@ var readStates = []errorState{
 	}},
 	{name: "the smallest frame", opts: fixtureOpts{opts: Options{MaxFrame: wire.MaxFrameFloor}},
 		apply: func(e *errorsCrew) {
-			// A page holds what fits in 0.9 KiB: P's delegation, its description of six-byte chars, does not. Nor
-			// does J, nor J's summary, its lease's root of six-byte chars taking 3 KiB (a call whose id took as much
-			// is refused: its proxy.requested could not be read whole). Every event fits, bare if need be, and every
-			// run, task and message without its long texts, but not in the answer to a request whose id leaves a
-			// result no more than an error answering it would take; nor does r1's state as proxy.result answers it.
+			// A page holds what fits in 0.9 KiB: J does not, nor J's summary, its lease's root of six-byte chars
+			// taking 3 KiB (a call whose id took as much is refused: its proxy.requested could not be read whole).
+			// Every event fits, bare if need be, and every run, task, delegation (P's, its description of six-byte
+			// chars) and message without its long texts, but not in the answer to a request whose id leaves a result
+			// no more than an error answering it would take; nor does r1's state as proxy.result answers it.
 			o := e.conn(events.RoleOrchestrator)
 			o.ok("job.transition", map[string]any{"jobId": "J", "to": "paused"})
 			o.okUnescaped("lease.open", map[string]any{"jobId": "J", "mode": "continue", "tools": testGrant,
@@ -134,7 +134,8 @@ var readStates = []errorState{
 			case "query.mailbox":
 				params["taskId"] = taskP // the run inbox is empty here
 				e.idWidth = widestAnswerableID
-			case wire.MethodEventsSince, methodProxyResult, "query.run", "query.runs", "query.tasks", wire.MethodMsgInbox:
+			case wire.MethodEventsSince, methodProxyResult, "query.run", "query.runs", "query.tasks", wire.MethodMsgInbox,
+				"query.delegations":
 				e.idWidth = widestAnswerableID
 			}
 		}},

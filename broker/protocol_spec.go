@@ -144,10 +144,10 @@ type (
 		Total      int        `json:"total"`
 	}
 	delegationsPage struct {
-		Delegations []projections.Delegation `json:"delegations"`
-		NextCursor  string                   `json:"nextCursor,omitempty"`
-		HasMore     bool                     `json:"hasMore"`
-		Total       int                      `json:"total"`
+		Delegations []wireDelegation `json:"delegations"`
+		NextCursor  string           `json:"nextCursor,omitempty"`
+		HasMore     bool             `json:"hasMore"`
+		Total       int              `json:"total"`
 	}
 	jobCreateResult struct {
 		commands.JobResult

@@ -155,7 +155,9 @@ func handleQueryTasks(cl *call) (any, error) {
 
 // query.delegations {limit?, cursor?} → {delegations, nextCursor?, hasMore, total}.
 func handleQueryDelegations(cl *call) (any, error) {
-	return queryRunPage(cl, "delegations", (*projections.State).DelegationsPage, same[projections.Delegation])
+	room := pageBudget(cl) - omitRoom
+	return queryRunPage(cl, "delegations", (*projections.State).DelegationsPage,
+		func(d projections.Delegation) wireDelegation { return delegationFitting(d, room) })
 }
 
 // queryRunPage answers a paged query over one run's records, in creation order, shortening the page to what fits

@@ -17,9 +17,15 @@ import (
 // (messageFits), but not the orchestrator's or the admin's, nor one imported (a body of 262,144 chars of six-byte
 // escapes) or recorded under a larger --max-frame, which left msg.inbox and query.mailbox answering oversize-frame
 // at it for good, its recipient reading neither it nor any message after it, nor learning its id to acknowledge it.
+//
+// And so are the texts a worker names that are bounded in chars, not bytes, and can outgrow a small frame (a daemon
+// allows one of 1 KiB; in 4 KiB, a description of 512 chars that take six bytes each in JSON and a model of 256):
+// a delegation's title, cwd and model, and a task's title, cwd, model and the options of its question (up to 16 of
+// 256 chars), which left query.delegations and query.tasks answering oversize-frame at the worker's delegation, its
+// shadow task or its own task for good, the orchestrator reading no later one.
 
 // omitRoom is what a page's next cursor may take beside an item sent alone (pageBudget leaves it out): the cursors
-// of runs and tasks are a few dozen bytes.
+// of runs, tasks, delegations and messages are a few dozen bytes.
 const omitRoom = 128
 
 // wireRun is a run on the wire.
@@ -36,29 +42,46 @@ type wireTask struct {
 
 // runFitting renders r, without its long texts when it would take more than room bytes with them.
 func runFitting(r projections.Run, room int) wireRun {
-	w := wireRun{Run: r}
-	if !fits(w, room) {
-		w.omitTexts()
-	}
-	return w
+	return fitting(wireRun{Run: r}, room, (*wireRun).omitTexts)
 }
 
 func (w *wireRun) omitTexts() { w.Goal, w.Summary, w.Reason, w.TextsOmitted = "", "", "", true }
 
-// taskFitting renders t, without its long texts when it would take more than room bytes with them.
+// taskFitting renders t, without its long texts (its title, cwd, model, error, status reason and the options of its
+// question) when it would take more than room bytes with them.
 func taskFitting(t projections.Task, room int) wireTask {
-	w := wireTask{Task: t}
-	if !fits(w, room) {
-		w.Error, w.StatusReason, w.TextsOmitted = "", "", true
-	}
-	return w
+	return fitting(wireTask{Task: t}, room, func(w *wireTask) {
+		w.Title, w.Cwd, w.Model, w.Error, w.StatusReason, w.TextsOmitted = "", "", "", "", "", true
+		if w.Waiting != nil {
+			waiting := *w.Waiting // NB: a copy: the task's own is the state's
+			waiting.Options = nil
+			w.Waiting = &waiting
+		}
+	})
+}
+
+// wireDelegation is a delegation on the wire.
+type wireDelegation struct {
+	projections.Delegation
+	TextsOmitted bool `json:"textsOmitted,omitempty"`
+}
+
+// delegationFitting renders d, without its title, cwd and model when it would take more than room bytes with them.
+func delegationFitting(d projections.Delegation, room int) wireDelegation {
+	return fitting(wireDelegation{Delegation: d}, room, func(w *wireDelegation) {
+		w.Title, w.Cwd, w.Model, w.TextsOmitted = "", "", "", true
+	})
 }
 
 // messageFitting renders m, without its body and subject when it would take more than room bytes with them.
 func messageFitting(m projections.Message, room int) wireMessage {
-	w := toWireMessage(m)
+	return fitting(toWireMessage(m), room, func(w *wireMessage) { w.Body, w.Subject, w.TextsOmitted = "", "", true })
+}
+
+// fitting is w, or w with omit applied when it would take more than room bytes as it is.
+func fitting[W any](w W, room int, omit func(*W)) W {
 	if !fits(w, room) {
-		w.Body, w.Subject, w.TextsOmitted = "", "", true
+		omit(&w)
 	}
 	return w
 }

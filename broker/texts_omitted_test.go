@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/events"
 )
 
@@ -101,11 +102,7 @@ func TestItemsLargerThanAFrameAreSentWithoutTheirTexts(t *testing.T) {
 func TestMessagesLargerThanAFrameAreSentWithoutTheirTexts(t *testing.T) {
 	for _, frame := range []int{4096, wire.MaxFrameFloor} {
 		t.Run(fmt.Sprint(frame), func(t *testing.T) {
-			f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: frame}})
-			s := f.seed()
-			o, p := f.dial(), f.dial()
-			o.hello(runR, events.OrchestratorKey, s.orch)
-			p.hello(runR, taskP, s.p)
+			o, p := orchestratorAndP(t, frame)
 			huge := strings.Repeat("<", frame-300) // the request fits in the frame, the message read back does not
 			small := strings.Repeat("b", frame/4)  // two or three in a frame: the list takes more than one page
 			for i, body := range []string{small, huge, small, small} {
@@ -146,6 +143,70 @@ func TestMessagesLargerThanAFrameAreSentWithoutTheirTexts(t *testing.T) {
 			require.Len(t, everyItem(t, p, wire.MethodMsgInbox, "messages"), 3)
 		})
 	}
+}
+
+// A worker's delegate.request names its delegation's description (512 chars) and model (256 chars), and both its
+// shadow task's title and model: in a frame of 4 KiB, which a daemon allows, chars that take six bytes each in JSON
+// make the delegation and the task larger than a frame. query.delegations and query.tasks answered oversize-frame at
+// them for good, no cursor passing them: one worker left its orchestrator unable to read any later delegation or
+// task. Such a delegation, or task, is sent without its title, cwd and model (textsOmitted), every other field as it
+// is, and the pages go on past it.
+func TestWorkersDelegationsAndQuestionsLargerThanAFrameAreSentWithoutTheirTexts(t *testing.T) {
+	const frame = 4096
+	o, p := orchestratorAndP(t, frame)
+	var subs []string
+	for i, desc := range []string{"first", strings.Repeat("<", commands.MaxDescriptionChars), "third"} {
+		req := map[string]any{"prompt": "p", "budgetTokens": 1, "description": desc}
+		if i == 1 {
+			req["model"] = strings.Repeat("<", commands.MaxModelChars)
+		}
+		subs = append(subs, p.okUnescaped("delegate.request", req)["grandchildTaskRef"].(string))
+		if i != 1 { // two may be in flight
+			o.ok("delegate.settle", map[string]any{"subId": subs[i], "outcome": "ok", "text": "done"})
+		}
+	}
+
+	delegations := everyItem(t, o, "query.delegations", "delegations")
+	require.Len(t, delegations, 3)
+	for i, d := range delegations {
+		require.Equal(t, subs[i], d["subId"])
+	}
+	require.Equal(t, true, delegations[1]["textsOmitted"])
+	require.Equal(t, "", delegations[1]["title"])
+	require.Equal(t, taskP, delegations[1]["parentTaskId"])
+	require.Equal(t, "queued", delegations[1]["status"])
+	require.Nil(t, delegations[0]["textsOmitted"], "a delegation that fits is sent whole")
+	require.Equal(t, "delegate: first", delegations[0]["title"])
+
+	// So are a worker's options to its question: up to 16 of 256 chars, as many as its request carries.
+	options := make([]any, 12)
+	for i := range options {
+		options[i] = strings.Repeat("<", commands.MaxAskOptionChars)
+	}
+	question := p.okUnescaped("wait.request", map[string]any{"question": "?", "options": options})["questionId"]
+
+	tasks := everyItem(t, o, "query.tasks", "tasks")
+	require.Len(t, tasks, 5)
+	require.Equal(t, taskP, tasks[0]["id"])
+	require.Equal(t, true, tasks[0]["textsOmitted"])
+	require.Equal(t, "waiting", tasks[0]["status"])
+	require.Equal(t, map[string]any{"questionId": question, "askedAt": tasks[0]["waiting"].(map[string]any)["askedAt"],
+		"deadline": tasks[0]["waiting"].(map[string]any)["deadline"]}, tasks[0]["waiting"])
+	require.Equal(t, subs[1], tasks[3]["id"])
+	require.Equal(t, true, tasks[3]["textsOmitted"])
+	require.Equal(t, "", tasks[3]["title"])
+	require.Nil(t, tasks[2]["textsOmitted"])
+	require.Equal(t, "delegate: first", tasks[2]["title"])
+}
+
+// orchestratorAndP are the orchestrator's and task P's connections to a seeded daemon of frame bytes.
+func orchestratorAndP(t *testing.T, frame int) (o, p *client) {
+	f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: frame}})
+	s := f.seed()
+	o, p = f.dial(), f.dial()
+	o.hello(runR, events.OrchestratorKey, s.orch)
+	p.hello(runR, taskP, s.p)
+	return o, p
 }
 
 // everyItem reads every page of method, one item a page, and returns the items of key.

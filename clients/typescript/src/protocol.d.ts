@@ -98,6 +98,7 @@ export interface Delegation {
   "usageTokens"?: number;
   "expired"?: boolean;
   "messageId"?: string;
+  "textsOmitted"?: boolean;
 }
 
 export interface DelegationsPage {
