@@ -97,7 +97,7 @@ func fetchRun(ctx context.Context, b Broker, runID string, only ...string) (live
 		rv.Tasks, err = callPaged[liveTask](ctx, b, "query.tasks", "tasks", runID)
 	}
 	if err == nil && want("query.delegations") {
-		rv.Delegations, err = callPaged[projections.Delegation](ctx, b, "query.delegations", "delegations", runID)
+		rv.Delegations, err = callPaged[liveDelegation](ctx, b, "query.delegations", "delegations", runID)
 	}
 	if err == nil && want("query.ledger") {
 		rv.Ledger, err = fetchLedger(ctx, b, runID)

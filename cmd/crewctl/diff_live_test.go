@@ -57,9 +57,10 @@ func TestDaemonThatCannotReadARunIsNoProblemFound(t *testing.T) {
 	require.Contains(t, r.err, "replay-failed")
 }
 
-// TestViewsOfTextsCrewdOmitted: crewd sends a run or a task whose texts would not fit in its frame without them
-// (textsOmitted). show run says the goal was omitted, where it printed an empty one, and replay --diff compares what
-// crewd sent, where every such goal, summary, error and reason was a difference between the daemon and the log.
+// TestViewsOfTextsCrewdOmitted: crewd sends a run, a task or a delegation whose texts would not fit in its frame
+// without them (textsOmitted). show run says the goal was omitted, and tasks the title, where they printed an empty
+// one, delegations --json keeps the flag, and replay --diff compares what crewd sent, where every such goal,
+// summary, title, cwd, model, error and reason was a difference between the daemon and the log.
 func TestViewsOfTextsCrewdOmitted(t *testing.T) {
 	f := newFake(t)
 	tok := filepath.Join(t.TempDir(), "admin.token")
@@ -76,6 +77,12 @@ func TestViewsOfTextsCrewdOmitted(t *testing.T) {
 	r = crewctl(t, f.dial, "show", "run", audittest.RunBudget, "--token-file", tok)
 	require.Equal(t, exitOK, r.code, r.err)
 	require.Contains(t, r.out, "goal: (omitted: larger than crewd's frame; the dashboard shows it)")
+	r = crewctl(t, f.dial, "tasks", audittest.RunBudget, "--token-file", tok)
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Contains(t, r.out, "(omitted: larger than crewd's frame; the dashboard shows it)")
+	r = crewctl(t, f.dial, "delegations", audittest.RunBudget, "--json", "--token-file", tok)
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Contains(t, r.out, `"textsOmitted": true`)
 	r = crewctl(t, f.dial, "show", "run", audittest.RunBudget, "--json", "--token-file", tok)
 	require.Equal(t, exitOK, r.code, r.err)
 	require.Contains(t, r.out, `"textsOmitted": true`)

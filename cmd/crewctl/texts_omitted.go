@@ -5,9 +5,10 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
-// crewd sends a run or a task whose texts alone would not fit in its frame without them — a run's goal, summary and
-// reason, a task's error and status reason empty, textsOmitted true — rather than refuse the read. These are the
-// daemon's views as sent, the flag kept: the views print it, and the diff compares what was sent.
+// crewd sends a run, a task or a delegation whose texts would not fit in its frame without them — a run's goal,
+// summary and reason, a task's title, cwd, model, error, status reason and its question's options, a delegation's
+// title, cwd and model empty, textsOmitted true — rather than refuse the read. These are the daemon's views as sent,
+// the flag kept: the views print it, and the diff compares what was sent.
 
 // liveRun is a run as crewd sends it.
 type liveRun struct {
@@ -21,38 +22,62 @@ type liveTask struct {
 	TextsOmitted bool `json:"textsOmitted,omitempty"`
 }
 
+// liveDelegation is a delegation as crewd sends it.
+type liveDelegation struct {
+	projections.Delegation
+	TextsOmitted bool `json:"textsOmitted,omitempty"`
+}
+
 // liveRunView is one run's views as crewd sends them.
 type liveRunView struct {
 	Run         liveRun
 	Tasks       []liveTask
-	Delegations []projections.Delegation
+	Delegations []liveDelegation
 	Ledger      []projections.Account
 }
 
 // view is v in audit's shape, without the flags.
 func (v liveRunView) view() audit.RunView {
-	rv := audit.RunView{Run: v.Run.Run, Delegations: v.Delegations, Ledger: v.Ledger}
+	rv := audit.RunView{Run: v.Run.Run, Ledger: v.Ledger}
 	if v.Tasks != nil {
 		rv.Tasks = make([]projections.Task, len(v.Tasks))
 		for i, t := range v.Tasks {
 			rv.Tasks[i] = t.Task
 		}
 	}
+	if v.Delegations != nil {
+		rv.Delegations = make([]projections.Delegation, len(v.Delegations))
+		for i, d := range v.Delegations {
+			rv.Delegations[i] = d.Delegation
+		}
+	}
 	return rv
 }
+
+// omittedNote is what the views print for a text crewd left out.
+const omittedNote = "(omitted: larger than crewd's frame; the dashboard shows it)"
 
 // goalOf is what the views print for r's goal.
 func goalOf(r liveRun) string {
 	if r.TextsOmitted {
-		return "(omitted: larger than crewd's frame; the dashboard shows it)"
+		return omittedNote
 	}
 	return r.Goal
 }
 
-// omittedTexts are the runs, and the tasks by run, crewd sent without their texts.
+// titleOf is what the views print for t's title.
+func titleOf(t liveTask) string {
+	if t.TextsOmitted {
+		return omittedNote
+	}
+	return t.Title
+}
+
+// omittedTexts are the runs, and the tasks and delegations by run, crewd sent without their texts.
 type omittedTexts struct {
-	runs  map[string]bool
-	tasks map[string]map[string]bool
+	runs        map[string]bool
+	tasks       map[string]map[string]bool
+	delegations map[string]map[string]bool
 }
 
 func (o *omittedTexts) note(v liveRunView) {
@@ -63,17 +88,26 @@ func (o *omittedTexts) note(v liveRunView) {
 		o.runs[v.Run.RunID] = true
 	}
 	for _, t := range v.Tasks {
-		if !t.TextsOmitted {
-			continue
+		if t.TextsOmitted {
+			noteOmitted(&o.tasks, t.RunID, t.TaskID)
 		}
-		if o.tasks == nil {
-			o.tasks = map[string]map[string]bool{}
-		}
-		if o.tasks[t.RunID] == nil {
-			o.tasks[t.RunID] = map[string]bool{}
-		}
-		o.tasks[t.RunID][t.TaskID] = true
 	}
+	for _, d := range v.Delegations {
+		if d.TextsOmitted {
+			noteOmitted(&o.delegations, d.RunID, d.SubID)
+		}
+	}
+}
+
+// noteOmitted adds id of run runID to by.
+func noteOmitted(by *map[string]map[string]bool, runID, id string) {
+	if *by == nil {
+		*by = map[string]map[string]bool{}
+	}
+	if (*by)[runID] == nil {
+		(*by)[runID] = map[string]bool{}
+	}
+	(*by)[runID][id] = true
 }
 
 // apply leaves out of v the texts crewd left out of its views, so that a diff compares what crewd sent.
@@ -85,7 +119,17 @@ func (o omittedTexts) apply(v *audit.View) {
 		}
 		for j := range rv.Tasks {
 			if t := &rv.Tasks[j]; o.tasks[t.RunID][t.TaskID] {
-				t.Error, t.StatusReason = "", ""
+				t.Title, t.Cwd, t.Model, t.Error, t.StatusReason = "", "", "", "", ""
+				if t.Waiting != nil {
+					waiting := *t.Waiting
+					waiting.Options = nil
+					t.Waiting = &waiting
+				}
+			}
+		}
+		for j := range rv.Delegations {
+			if d := &rv.Delegations[j]; o.delegations[d.RunID][d.SubID] {
+				d.Title, d.Cwd, d.Model = "", "", ""
 			}
 		}
 	}

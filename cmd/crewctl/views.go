@@ -128,10 +128,10 @@ func budgetOf(r projections.Run) string {
 
 // runViews is one run's views from the daemon.
 type runViews struct {
-	Run         liveRun                  `json:"run"`
-	Tasks       []liveTask               `json:"tasks"`
-	Delegations []projections.Delegation `json:"delegations"`
-	Ledger      []projections.Account    `json:"ledger"`
+	Run         liveRun               `json:"run"`
+	Tasks       []liveTask            `json:"tasks"`
+	Delegations []liveDelegation      `json:"delegations"`
+	Ledger      []projections.Account `json:"ledger"`
 }
 
 func (a *app) fetch(ctx context.Context, b Broker, runID string, only ...string) (runViews, error) {
@@ -268,7 +268,7 @@ func (a *app) tasksCmd() *cobra.Command {
 			if t.Allocation != nil {
 				alloc = fmt.Sprintf("%d/%d", t.Allocation.TokensSpent, t.Allocation.TokensGranted)
 			}
-			tw.printf("%s\t%s\t%s\t%d\t%s\t%d\t%s\n", t.TaskID, t.Role, t.Status, t.EffectiveDepth(), alloc, t.Usage.Budgeted(), t.Title)
+			tw.printf("%s\t%s\t%s\t%d\t%s\t%d\t%s\n", t.TaskID, t.Role, t.Status, t.EffectiveDepth(), alloc, t.Usage.Budgeted(), titleOf(t))
 		}
 		return tw.flush()
 	})

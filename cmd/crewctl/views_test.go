@@ -32,7 +32,8 @@ type fakeBroker struct {
 	writes []string
 	// omitHistory sends every account without its history, as crewd does for one too large for a frame.
 	omitHistory bool
-	// omitTexts sends every run and task without its long texts, as crewd does for one too large for a frame.
+	// omitTexts sends every run, task and delegation without its long texts, as crewd does for one too large for a
+	// frame.
 	omitTexts bool
 	// stop ends a follow once the stream ran dry, as an interrupt would.
 	stop context.CancelFunc
@@ -118,13 +119,21 @@ func (f *fakeBroker) Call(_ context.Context, method string, params, result any) 
 		if f.omitTexts {
 			var omitted []map[string]any
 			for _, t := range page["tasks"].([]projections.Task) {
-				omitted = append(omitted, withoutTexts(t, "error", "statusReason"))
+				omitted = append(omitted, withoutTexts(t, "error", "statusReason", "title", "cwd", "model"))
 			}
 			page["tasks"] = omitted
 		}
 		res = page
 	case "query.delegations":
-		res = fakePage(f.s.DelegationsPage(p.RunID, projections.PageFilter{Limit: 2, Cursor: p.Cursor}))("delegations")
+		page := fakePage(f.s.DelegationsPage(p.RunID, projections.PageFilter{Limit: 2, Cursor: p.Cursor}))("delegations")
+		if f.omitTexts {
+			var omitted []map[string]any
+			for _, d := range page["delegations"].([]projections.Delegation) {
+				omitted = append(omitted, withoutTexts(d, "title", "cwd", "model"))
+			}
+			page["delegations"] = omitted
+		}
+		res = page
 	case "query.ledger":
 		if p.TaskID != "" {
 			h, _, err := f.s.AccountHistory(p.RunID, p.TaskID, projections.PageFilter{Limit: 1, Cursor: p.Cursor})
