@@ -212,9 +212,11 @@ func (f *Follower) report() {
 // what is new since them, then keeps importing at every notification and
 // poll. A daemon that cannot be reached is retried at every poll; nothing
 // pi-crew wrote in the meantime is lost (the files are read again from the
-// last acknowledged position). Run returns ctx's end, after a last attempt
-// to record the checkpoints; an error only when the root is not a crew
-// root.
+// last acknowledged position). A pass that ctx's end meets stops at the
+// next run: what it read is sent, and the runs it did not look at are read
+// at the next start, from their checkpoints. Run returns ctx's end, after a
+// last attempt to record the checkpoints; an error only when the root is
+// not a crew root.
 func (f *Follower) Run(ctx context.Context) error {
 	runsDir := filepath.Join(f.root, "state", "runs")
 	if st, err := os.Stat(runsDir); err != nil || !st.IsDir() {
