@@ -56,9 +56,11 @@ func (c *CredentialIssue) decide(s *projections.State, env *Env) (Decision, erro
 	}
 	// NB: only an imported task's id can be past it (task.create takes ASCII ids); checked after the look-up, so
 	// that an unknown task is no-task whatever its id.
-	if n := utf16Units(c.TaskID); n > MaxHelloTaskIDUnits {
-		return Decision{}, badParams("credential.issue: the task's id is %d UTF-16 units, more than the %d a hello carries",
-			n, MaxHelloTaskIDUnits)
+	if len(c.TaskID) > MaxHelloTaskIDUnits { // NB: no more units than bytes: most ids need no count
+		if n := utf16Units(c.TaskID); n > MaxHelloTaskIDUnits {
+			return Decision{}, badParams("credential.issue: the task's id is %d UTF-16 units, more than the %d a hello carries",
+				n, MaxHelloTaskIDUnits)
+		}
 	}
 	if limit := env.Config.MaxDepth; t.Shadow() && t.EffectiveDepth() >= limit {
 		return Decision{}, reject(CodeForbidden, events.ReasonDepthExceeded,

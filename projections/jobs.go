@@ -521,8 +521,8 @@ func (s *State) RevokedRootsOf(runID string) RevokedRoots {
 }
 
 // RevokedRootCount is RevokedRootsOf(runID) without copying the roots: how many the run has revoked, and whether the
-// set saturated. Clearing a lease reads it, and the set holds a root for every lease cleared before (as many as the
-// config's revokedRootLimit).
+// set saturated. Clearing a lease reads it, and the set holds each distinct root of the leases cleared before (as many
+// as the config's revokedRootLimit).
 func (s *State) RevokedRootCount(runID string) (n int, saturated bool) {
 	r := s.run(runID)
 	if r == nil {
