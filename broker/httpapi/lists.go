@@ -259,7 +259,7 @@ func (s *Server) accountHistory(w http.ResponseWriter, r *http.Request) {
 	if e == nil {
 		p := newParams(r.URL)
 		limit, cursor = p.page()
-		taskID = p.chars("taskId", events.MaxIDChars)
+		taskID = p.taskID("taskId")
 		e = p.strict()
 	}
 	if e == nil && taskID == "" {
@@ -302,7 +302,7 @@ func (s *Server) handleMailbox(w http.ResponseWriter, r *http.Request, _ princip
 		box string
 	)
 	s.runList(w, r, "messages", func(p *params) {
-		box = p.chars("taskId", events.MaxIDChars)
+		box = p.taskID("taskId")
 		f.Pending = p.bool("pending")
 	}, func(st *projections.State, runID string, req pageReq) (listPage, error) {
 		f.Limit, f.Cursor = req.limit, req.cursor

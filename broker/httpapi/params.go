@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/crewlog/crewlog/events"
 )
 
 // Paging bounds, as the socket's query.* (limit 1..1000, default 100).
@@ -67,13 +69,14 @@ func (p *params) str(key string, maxLen int) string {
 	return s
 }
 
-// chars is str bounded in chars (Unicode code points) instead of bytes: a name whose bound the engine counts so,
-// a task id (events.MaxIDChars) above all. An imported pi-crew task may be named by chars of several bytes each,
-// and a bound in bytes would leave such a task listed with its mailbox and its account unreadable.
-func (p *params) chars(key string, maxChars int) string {
+// taskID is the single value of key ("" when absent), a task id: at most events.MaxIDChars chars (Unicode code
+// points) of valid UTF-8, as the engine bounds task ids (events.ImportedIDOK), not bytes: an imported pi-crew task
+// may be named by chars of several bytes each, and a bound in bytes would leave such a task listed with its mailbox
+// and its account unreadable.
+func (p *params) taskID(key string) string {
 	s, ok := p.single(key)
-	if ok && (!utf8.ValidString(s) || utf8.RuneCountInString(s) > maxChars) {
-		p.fail(badParams("%s must be at most %d chars of UTF-8", key, maxChars))
+	if ok && (!utf8.ValidString(s) || !events.ImportedIDOK(s)) {
+		p.fail(badParams("%s must be at most %d chars of UTF-8", key, events.MaxIDChars))
 		return ""
 	}
 	return s
