@@ -254,9 +254,9 @@ var typeNames = map[reflect.Type]string{
 	reflect.TypeFor[wireMessage]():    "MailboxMessage",
 	reflect.TypeFor[mailboxPush]():    "MailboxPush",
 	reflect.TypeFor[wireAccount]():    "LedgerAccount",
-	reflect.TypeFor[wireRun]():        "Run",
-	reflect.TypeFor[wireTask]():       "Task",
-	reflect.TypeFor[wireDelegation](): "Delegation",
+	reflect.TypeFor[WireRun]():        "Run",
+	reflect.TypeFor[WireTask]():       "Task",
+	reflect.TypeFor[WireDelegation](): "Delegation",
 	reflect.TypeFor[waitResult]():     "WaitStatusResult",
 }
 

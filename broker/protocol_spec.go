@@ -138,13 +138,13 @@ type (
 		Token string `json:"token,omitempty"` // credential.issue only
 	}
 	tasksPage struct {
-		Tasks      []wireTask `json:"tasks"`
+		Tasks      []WireTask `json:"tasks"`
 		NextCursor string     `json:"nextCursor,omitempty"`
 		HasMore    bool       `json:"hasMore"`
 		Total      int        `json:"total"`
 	}
 	delegationsPage struct {
-		Delegations []wireDelegation `json:"delegations"`
+		Delegations []WireDelegation `json:"delegations"`
 		NextCursor  string           `json:"nextCursor,omitempty"`
 		HasMore     bool             `json:"hasMore"`
 		Total       int              `json:"total"`

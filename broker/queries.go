@@ -50,7 +50,7 @@ func readState[T any](cl *call, fn func(st *projections.State) (T, error)) (T, e
 
 // runResult is query.run's answer: the run, and what its quotas and the slot pool count for it.
 type runResult struct {
-	wireRun
+	WireRun
 	Usage runUsage `json:"usage"`
 }
 
@@ -74,14 +74,14 @@ func handleQueryRun(cl *call) (any, error) {
 		if err != nil {
 			return runResult{}, err
 		}
-		return runResult{wireRun: wireRun{Run: r}, Usage: runUsage{Events: r.Usage.Events, MsgBytes: r.Usage.MsgBytes,
+		return runResult{WireRun: WireRun{Run: r}, Usage: runUsage{Events: r.Usage.Events, MsgBytes: r.Usage.MsgBytes,
 			TextBytes: r.Usage.TextBytes, SlotsHeld: st.SlotsHeldBy(runID)}}, nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	if !fits(res, wire.ResultRoom(cl.id, cl.c.s.opts.MaxFrame)) {
-		res.omitTexts()
+		res.OmitTexts()
 	}
 	return res, nil
 }
@@ -92,7 +92,7 @@ func handleQueryRun(cl *call) (any, error) {
 const MaxRunsScan = 5000
 
 type runsResult struct {
-	Runs       []wireRun `json:"runs"`
+	Runs       []WireRun `json:"runs"`
 	NextCursor string    `json:"nextCursor,omitempty"`
 }
 
@@ -138,7 +138,7 @@ func handleQueryRuns(cl *call) (any, error) {
 				MaxScan: MaxRunsScan})
 		})
 		return page[projections.Run]{items: rp.Runs, next: rp.NextCursor}, err
-	}, func(r projections.Run) wireRun { return runFitting(r, room) })
+	}, func(r projections.Run) WireRun { return runFitting(r, room) })
 	if err != nil {
 		return nil, err
 	}
@@ -150,14 +150,14 @@ func handleQueryRuns(cl *call) (any, error) {
 func handleQueryTasks(cl *call) (any, error) {
 	room := pageBudget(cl) - omitRoom
 	return queryRunPage(cl, "tasks", (*projections.State).TasksPage,
-		func(t projections.Task) wireTask { return taskFitting(t, room) })
+		func(t projections.Task) WireTask { return taskFitting(t, room) })
 }
 
 // query.delegations {limit?, cursor?} → {delegations, nextCursor?, hasMore, total}.
 func handleQueryDelegations(cl *call) (any, error) {
 	room := pageBudget(cl) - omitRoom
 	return queryRunPage(cl, "delegations", (*projections.State).DelegationsPage,
-		func(d projections.Delegation) wireDelegation { return delegationFitting(d, room) })
+		func(d projections.Delegation) WireDelegation { return delegationFitting(d, room) })
 }
 
 // queryRunPage answers a paged query over one run's records, in creation order, shortening the page to what fits

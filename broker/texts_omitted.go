@@ -28,49 +28,57 @@ import (
 // of runs, tasks, delegations and messages are a few dozen bytes.
 const omitRoom = 128
 
-// wireRun is a run on the wire.
-type wireRun struct {
+// WireRun is a run on the wire: its texts are left out, textsOmitted true, when they would not fit in a frame.
+// crewctl decodes query.run and query.runs into it. It is a plain value: OmitTexts changes only the copy it is
+// called on, and never the state's own.
+type WireRun struct {
 	projections.Run
 	TextsOmitted bool `json:"textsOmitted,omitempty"`
 }
 
-// wireTask is a task on the wire.
-type wireTask struct {
+// OmitTexts leaves out w's long texts (its goal, summary and reason) and says so: the one list of what crewd may
+// leave out of a run, which crewctl's replay --diff leaves out of the log's run too.
+func (w *WireRun) OmitTexts() { w.Goal, w.Summary, w.Reason, w.TextsOmitted = "", "", "", true }
+
+// WireTask is a task on the wire, as WireRun is a run.
+type WireTask struct {
 	projections.Task
 	TextsOmitted bool `json:"textsOmitted,omitempty"`
 }
 
-// runFitting renders r, without its long texts when it would take more than room bytes with them.
-func runFitting(r projections.Run, room int) wireRun {
-	return fitting(wireRun{Run: r}, room, (*wireRun).omitTexts)
+// OmitTexts leaves out w's long texts (its title, cwd, model, error, status reason and the options of its question)
+// and says so.
+func (w *WireTask) OmitTexts() {
+	w.Title, w.Cwd, w.Model, w.Error, w.StatusReason, w.TextsOmitted = "", "", "", "", "", true
+	if w.Waiting != nil {
+		waiting := *w.Waiting // NB: a copy: the task's own is the state's
+		waiting.Options = nil
+		w.Waiting = &waiting
+	}
 }
 
-func (w *wireRun) omitTexts() { w.Goal, w.Summary, w.Reason, w.TextsOmitted = "", "", "", true }
-
-// taskFitting renders t, without its long texts (its title, cwd, model, error, status reason and the options of its
-// question) when it would take more than room bytes with them.
-func taskFitting(t projections.Task, room int) wireTask {
-	return fitting(wireTask{Task: t}, room, func(w *wireTask) {
-		w.Title, w.Cwd, w.Model, w.Error, w.StatusReason, w.TextsOmitted = "", "", "", "", "", true
-		if w.Waiting != nil {
-			waiting := *w.Waiting // NB: a copy: the task's own is the state's
-			waiting.Options = nil
-			w.Waiting = &waiting
-		}
-	})
-}
-
-// wireDelegation is a delegation on the wire.
-type wireDelegation struct {
+// WireDelegation is a delegation on the wire, as WireRun is a run.
+type WireDelegation struct {
 	projections.Delegation
 	TextsOmitted bool `json:"textsOmitted,omitempty"`
 }
 
-// delegationFitting renders d, without its title, cwd and model when it would take more than room bytes with them.
-func delegationFitting(d projections.Delegation, room int) wireDelegation {
-	return fitting(wireDelegation{Delegation: d}, room, func(w *wireDelegation) {
-		w.Title, w.Cwd, w.Model, w.TextsOmitted = "", "", "", true
-	})
+// OmitTexts leaves out w's title, cwd and model and says so.
+func (w *WireDelegation) OmitTexts() { w.Title, w.Cwd, w.Model, w.TextsOmitted = "", "", "", true }
+
+// runFitting renders r, without its long texts when it would take more than room bytes with them.
+func runFitting(r projections.Run, room int) WireRun {
+	return fitting(WireRun{Run: r}, room, (*WireRun).OmitTexts)
+}
+
+// taskFitting renders t, without its long texts when it would take more than room bytes with them.
+func taskFitting(t projections.Task, room int) WireTask {
+	return fitting(WireTask{Task: t}, room, (*WireTask).OmitTexts)
+}
+
+// delegationFitting renders d, without its long texts when it would take more than room bytes with them.
+func delegationFitting(d projections.Delegation, room int) WireDelegation {
+	return fitting(WireDelegation{Delegation: d}, room, (*WireDelegation).OmitTexts)
 }
 
 // messageFitting renders m, without its body and subject when it would take more than room bytes with them.

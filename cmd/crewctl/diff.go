@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/crewlog/crewlog/audit"
+	"github.com/crewlog/crewlog/broker"
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/projections"
 )
@@ -74,7 +75,7 @@ func liveView(ctx context.Context, b Broker, s *projections.State, run string) (
 	if run != "" {
 		return v, omitted, nil
 	}
-	theirs, err := callPaged[liveRun](ctx, b, "query.runs", "runs", "")
+	theirs, err := callPaged[broker.WireRun](ctx, b, "query.runs", "runs", "")
 	for _, r := range theirs {
 		if _, known := s.RunStatus(r.RunID); !known {
 			v.Runs = append(v.Runs, audit.RunView{Run: r.Run})
@@ -94,10 +95,10 @@ func fetchRun(ctx context.Context, b Broker, runID string, only ...string) (live
 		err = call(ctx, b, "query.run", map[string]any{"runId": runID}, &rv.Run)
 	}
 	if err == nil && want("query.tasks") {
-		rv.Tasks, err = callPaged[liveTask](ctx, b, "query.tasks", "tasks", runID)
+		rv.Tasks, err = callPaged[broker.WireTask](ctx, b, "query.tasks", "tasks", runID)
 	}
 	if err == nil && want("query.delegations") {
-		rv.Delegations, err = callPaged[liveDelegation](ctx, b, "query.delegations", "delegations", runID)
+		rv.Delegations, err = callPaged[broker.WireDelegation](ctx, b, "query.delegations", "delegations", runID)
 	}
 	if err == nil && want("query.ledger") {
 		rv.Ledger, err = fetchLedger(ctx, b, runID)

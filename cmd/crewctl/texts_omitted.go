@@ -2,37 +2,21 @@ package main
 
 import (
 	"github.com/crewlog/crewlog/audit"
+	"github.com/crewlog/crewlog/broker"
 	"github.com/crewlog/crewlog/projections"
 )
 
 // crewd sends a run, a task or a delegation whose texts would not fit in its frame without them — a run's goal,
 // summary and reason, a task's title, cwd, model, error, status reason and its question's options, a delegation's
 // title, cwd and model empty, textsOmitted true — rather than refuse the read. These are the daemon's views as sent,
-// the flag kept: the views print it, and the diff compares what was sent.
-
-// liveRun is a run as crewd sends it.
-type liveRun struct {
-	projections.Run
-	TextsOmitted bool `json:"textsOmitted,omitempty"`
-}
-
-// liveTask is a task as crewd sends it.
-type liveTask struct {
-	projections.Task
-	TextsOmitted bool `json:"textsOmitted,omitempty"`
-}
-
-// liveDelegation is a delegation as crewd sends it.
-type liveDelegation struct {
-	projections.Delegation
-	TextsOmitted bool `json:"textsOmitted,omitempty"`
-}
+// the flag kept (broker's WireRun, WireTask and WireDelegation): the views print it, and the diff compares what was
+// sent.
 
 // liveRunView is one run's views as crewd sends them.
 type liveRunView struct {
-	Run         liveRun
-	Tasks       []liveTask
-	Delegations []liveDelegation
+	Run         broker.WireRun
+	Tasks       []broker.WireTask
+	Delegations []broker.WireDelegation
 	Ledger      []projections.Account
 }
 
@@ -58,7 +42,7 @@ func (v liveRunView) view() audit.RunView {
 const omittedNote = "(omitted: larger than crewd's frame; the dashboard shows it)"
 
 // goalOf is what the views print for r's goal.
-func goalOf(r liveRun) string {
+func goalOf(r broker.WireRun) string {
 	if r.TextsOmitted {
 		return omittedNote
 	}
@@ -66,7 +50,7 @@ func goalOf(r liveRun) string {
 }
 
 // titleOf is what the views print for t's title.
-func titleOf(t liveTask) string {
+func titleOf(t broker.WireTask) string {
 	if t.TextsOmitted {
 		return omittedNote
 	}
@@ -110,26 +94,28 @@ func noteOmitted(by *map[string]map[string]bool, runID, id string) {
 	(*by)[runID][id] = true
 }
 
-// apply leaves out of v the texts crewd left out of its views, so that a diff compares what crewd sent.
+// apply leaves out of v the texts crewd left out of its views, as crewd leaves them out, so that a diff compares what
+// crewd sent.
 func (o omittedTexts) apply(v *audit.View) {
 	for i := range v.Runs {
 		rv := &v.Runs[i]
 		if o.runs[rv.Run.RunID] {
-			rv.Run.Goal, rv.Run.Summary, rv.Run.Reason = "", "", ""
+			w := broker.WireRun{Run: rv.Run}
+			w.OmitTexts()
+			rv.Run = w.Run
 		}
 		for j := range rv.Tasks {
 			if t := &rv.Tasks[j]; o.tasks[t.RunID][t.TaskID] {
-				t.Title, t.Cwd, t.Model, t.Error, t.StatusReason = "", "", "", "", ""
-				if t.Waiting != nil {
-					waiting := *t.Waiting
-					waiting.Options = nil
-					t.Waiting = &waiting
-				}
+				w := broker.WireTask{Task: *t}
+				w.OmitTexts()
+				*t = w.Task
 			}
 		}
 		for j := range rv.Delegations {
 			if d := &rv.Delegations[j]; o.delegations[d.RunID][d.SubID] {
-				d.Title, d.Cwd, d.Model = "", "", ""
+				w := broker.WireDelegation{Delegation: *d}
+				w.OmitTexts()
+				*d = w.Delegation
 			}
 		}
 	}

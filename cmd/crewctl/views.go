@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/crewlog/crewlog/broker"
 	"github.com/crewlog/crewlog/projections"
 )
 
@@ -34,8 +35,8 @@ func millis(ms int64) string {
 }
 
 type runsPage struct {
-	Runs       []liveRun `json:"runs"`
-	NextCursor string    `json:"nextCursor,omitempty"`
+	Runs       []broker.WireRun `json:"runs"`
+	NextCursor string           `json:"nextCursor,omitempty"`
 }
 
 func (a *app) runsCmd() *cobra.Command {
@@ -73,7 +74,7 @@ the order runs were created, not in the listing: with --json, pass nextCursor as
 					return err
 				}
 				if page.Runs == nil {
-					page.Runs = []liveRun{}
+					page.Runs = []broker.WireRun{}
 				}
 				if a.json {
 					return a.printJSON(page)
@@ -128,10 +129,10 @@ func budgetOf(r projections.Run) string {
 
 // runViews is one run's views from the daemon.
 type runViews struct {
-	Run         liveRun               `json:"run"`
-	Tasks       []liveTask            `json:"tasks"`
-	Delegations []liveDelegation      `json:"delegations"`
-	Ledger      []projections.Account `json:"ledger"`
+	Run         broker.WireRun          `json:"run"`
+	Tasks       []broker.WireTask       `json:"tasks"`
+	Delegations []broker.WireDelegation `json:"delegations"`
+	Ledger      []projections.Account   `json:"ledger"`
 }
 
 func (a *app) fetch(ctx context.Context, b Broker, runID string, only ...string) (runViews, error) {
@@ -182,8 +183,8 @@ func printTree(w screen, rv runViews) {
 	for _, t := range rv.Tasks {
 		inRun[t.TaskID] = true
 	}
-	children := map[string][]liveTask{}
-	var roots []liveTask
+	children := map[string][]broker.WireTask{}
+	var roots []broker.WireTask
 	for _, t := range rv.Tasks {
 		// NB: a delegation may name a parent the run does not hold (an import records what its source wrote).
 		if p, ok := parentOf[t.TaskID]; ok && inRun[p] {
@@ -210,12 +211,12 @@ func printTree(w screen, rv runViews) {
 		// Delegations that name each other as parents (an import can record them) reach no root: the cycle is cut
 		// at its first task, which is printed as a root.
 		p := parentOf[t.TaskID]
-		children[p] = slices.DeleteFunc(children[p], func(c liveTask) bool { return c.TaskID == t.TaskID })
+		children[p] = slices.DeleteFunc(children[p], func(c broker.WireTask) bool { return c.TaskID == t.TaskID })
 		roots = append(roots, t)
 		reach(t.TaskID)
 	}
-	var walk func(ts []liveTask, prefix string)
-	walk = func(ts []liveTask, prefix string) {
+	var walk func(ts []broker.WireTask, prefix string)
+	walk = func(ts []broker.WireTask, prefix string) {
 		for i, t := range ts {
 			branch, next := "├─ ", "│  "
 			if i == len(ts)-1 {

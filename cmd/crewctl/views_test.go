@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/broker"
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/projections"
@@ -109,17 +110,22 @@ func (f *fakeBroker) Call(_ context.Context, method string, params, result any) 
 		}
 		res = map[string]any{"runs": page.Runs, "nextCursor": page.NextCursor}
 	case "query.run":
-		res, _ = f.s.Run(p.RunID)
+		r, _ := f.s.Run(p.RunID)
+		res = r
 		if f.omitTexts {
-			res = withoutTexts(res, "goal", "summary", "reason")
+			w := broker.WireRun{Run: r}
+			w.OmitTexts()
+			res = w
 		}
 	// Pages of two, whatever the limit asked: crewctl must follow the cursor.
 	case "query.tasks":
 		page := fakePage(f.s.TasksPage(p.RunID, projections.PageFilter{Limit: 2, Cursor: p.Cursor}))("tasks")
 		if f.omitTexts {
-			var omitted []map[string]any
+			var omitted []broker.WireTask
 			for _, t := range page["tasks"].([]projections.Task) {
-				omitted = append(omitted, withoutTexts(t, "error", "statusReason", "title", "cwd", "model"))
+				w := broker.WireTask{Task: t}
+				w.OmitTexts()
+				omitted = append(omitted, w)
 			}
 			page["tasks"] = omitted
 		}
@@ -127,9 +133,11 @@ func (f *fakeBroker) Call(_ context.Context, method string, params, result any) 
 	case "query.delegations":
 		page := fakePage(f.s.DelegationsPage(p.RunID, projections.PageFilter{Limit: 2, Cursor: p.Cursor}))("delegations")
 		if f.omitTexts {
-			var omitted []map[string]any
+			var omitted []broker.WireDelegation
 			for _, d := range page["delegations"].([]projections.Delegation) {
-				omitted = append(omitted, withoutTexts(d, "title", "cwd", "model"))
+				w := broker.WireDelegation{Delegation: d}
+				w.OmitTexts()
+				omitted = append(omitted, w)
 			}
 			page["delegations"] = omitted
 		}
@@ -175,20 +183,6 @@ func (f *fakeBroker) Call(_ context.Context, method string, params, result any) 
 		return err
 	}
 	return json.Unmarshal(b, result)
-}
-
-// withoutTexts is v as JSON, the keys named empty or absent and textsOmitted true.
-func withoutTexts(v any, keys ...string) map[string]any {
-	b, _ := json.Marshal(v)
-	var m map[string]any
-	_ = json.Unmarshal(b, &m)
-	for _, k := range keys {
-		if _, ok := m[k]; ok {
-			m[k] = ""
-		}
-	}
-	m["textsOmitted"] = true
-	return m
 }
 
 // fakePage renders a projection page in the broker's paged shape.
