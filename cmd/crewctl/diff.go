@@ -84,11 +84,29 @@ func liveView(ctx context.Context, b Broker, s *projections.State, run string) (
 	return v, omitted, err
 }
 
+// view is v in audit's shape, without the flags.
+func (v runViews) view() audit.RunView {
+	rv := audit.RunView{Run: v.Run.Run, Ledger: v.Ledger}
+	if v.Tasks != nil {
+		rv.Tasks = make([]projections.Task, len(v.Tasks))
+		for i, t := range v.Tasks {
+			rv.Tasks[i] = t.Task
+		}
+	}
+	if v.Delegations != nil {
+		rv.Delegations = make([]projections.Delegation, len(v.Delegations))
+		for i, d := range v.Delegations {
+			rv.Delegations[i] = d.Delegation
+		}
+	}
+	return rv
+}
+
 // fetchRun asks the daemon for a run's views: all of them, or only the
 // queries named in only (a one-table view needs one query, not four). The
 // paged queries are followed to their last page.
-func fetchRun(ctx context.Context, b Broker, runID string, only ...string) (liveRunView, error) {
-	var rv liveRunView
+func fetchRun(ctx context.Context, b Broker, runID string, only ...string) (runViews, error) {
+	var rv runViews
 	want := func(method string) bool { return len(only) == 0 || slices.Contains(only, method) }
 	var err error
 	if want("query.run") {

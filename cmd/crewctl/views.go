@@ -137,7 +137,8 @@ type runViews struct {
 
 func (a *app) fetch(ctx context.Context, b Broker, runID string, only ...string) (runViews, error) {
 	rv, err := fetchRun(ctx, b, runID, only...)
-	return runViews{Run: rv.Run, Tasks: nonNil(rv.Tasks), Delegations: nonNil(rv.Delegations), Ledger: nonNil(rv.Ledger)}, err
+	rv.Tasks, rv.Delegations, rv.Ledger = nonNil(rv.Tasks), nonNil(rv.Delegations), nonNil(rv.Ledger)
+	return rv, err
 }
 
 func nonNil[T any](s []T) []T {
