@@ -8,10 +8,11 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strings"
+	"syscall"
 
 	"github.com/crewlog/crewlog/broker/client"
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/cmd/crewd/daemon"
 )
 
 // Broker is what crewctl needs from a connection to crewd: calls and a
@@ -33,34 +34,35 @@ type Stream interface {
 // dialer connects to the daemon with the admin token.
 type dialer func(ctx context.Context, socket, token string) (Broker, error)
 
-// maxTokenChars is the longest token a hello carries, and crewd's admin.token holds (daemon.AdminToken).
-const maxTokenChars = 256
-
 // maxTokenFile bounds what readToken reads of a token file: a token and the whitespace about it, which a file longer
 // than that cannot be.
 const maxTokenFile = 4096
 
-// readToken reads the admin token file as crewd reads its admin.token; the token itself is never printed. NB: a file
-// group or others may access is refused, its token may have leaked (crewd refuses to start on one, and one made so
-// since it started is no safer); and a file that is not one token is refused naming it, where crewd would answer a
-// hello that names no file.
+// readToken reads the admin token file as crewd reads its admin.token (daemon.SecretFileFault, daemon.ParseToken);
+// the token itself is never printed. NB: a file group or others may access is refused, its token may have leaked
+// (crewd refuses to start on one, and one made so since it started is no safer); a symlink, which could point
+// anywhere, and a file that is not a regular one (a FIFO's open would wait for a writer for good) are refused before
+// it is opened, and what was opened is checked again; and a file that is not one token is refused naming it, where
+// crewd would answer a hello that names no file.
 func readToken(path string) (string, error) {
-	f, err := os.Open(path)
+	st, err := os.Lstat(path)
+	if err != nil {
+		return "", fmt.Errorf("crewctl: admin token: %w", err)
+	}
+	if err := tokenFileFault(path, st); err != nil {
+		return "", err
+	}
+	// NB: O_NONBLOCK and O_NOFOLLOW: a FIFO or a symlink put in its place since is not waited on nor followed.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return "", fmt.Errorf("crewctl: admin token: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
+	if st, err = f.Stat(); err != nil {
 		return "", fmt.Errorf("crewctl: admin token: %w", err)
 	}
-	switch {
-	case st.IsDir():
-		return "", fmt.Errorf("crewctl: admin token file %s is a directory", path)
-	case st.Mode().Perm()&0o077 != 0:
-		return "", fmt.Errorf("crewctl: admin token file %s has mode %04o: group or others may access it, so the token "+
-			"may have leaked; chmod 600 it if you are sure it has not, else remove crewd's admin.token and restart crewd "+
-			"to have a new one made", path, st.Mode().Perm())
+	if err := tokenFileFault(path, st); err != nil {
+		return "", err
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
 	if err != nil {
@@ -69,14 +71,32 @@ func readToken(path string) (string, error) {
 	if len(b) > maxTokenFile {
 		return "", fmt.Errorf("crewctl: admin token file %s is longer than a token file (%d bytes at most)", path, maxTokenFile)
 	}
-	tok := strings.TrimSpace(string(b))
+	tok, ok := daemon.ParseToken(b)
 	switch {
 	case tok == "":
 		return "", fmt.Errorf("crewctl: admin token file %s is empty", path)
-	case len(tok) > maxTokenChars || strings.ContainsAny(tok, " \t\r\n"):
-		return "", fmt.Errorf("crewctl: admin token file %s must hold one token of 1..%d chars", path, maxTokenChars)
+	case !ok:
+		return "", fmt.Errorf("crewctl: admin token file %s must hold one token of 1..%d chars", path, daemon.MaxTokenLen)
 	}
 	return tok, nil
+}
+
+// tokenFileFault says why the admin token file at path, which st describes, may not hold the token, if it may not.
+func tokenFileFault(path string, st os.FileInfo) error {
+	switch daemon.SecretFileFault(st) {
+	case daemon.SecretFileSymlink:
+		return fmt.Errorf("crewctl: admin token file %s is a symlink; it must be a regular file", path)
+	case daemon.SecretFileIrregular:
+		if st.IsDir() {
+			return fmt.Errorf("crewctl: admin token file %s is a directory", path)
+		}
+		return fmt.Errorf("crewctl: admin token file %s is not a regular file", path)
+	case daemon.SecretFileShared:
+		return fmt.Errorf("crewctl: admin token file %s has mode %04o: group or others may access it, so the token "+
+			"may have leaked; chmod 600 it if you are sure it has not, else remove crewd's admin.token and restart crewd "+
+			"to have a new one made", path, st.Mode().Perm())
+	}
+	return nil
 }
 
 // crewdUID is the uid crewd must run as: crewctl's own, since only crewd's uid can read the admin token (and crewd

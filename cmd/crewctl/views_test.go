@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -493,6 +494,41 @@ func TestAdminTokenFileLikeCrewds(t *testing.T) {
 			require.Empty(t, f.calls, "the token went nowhere")
 		})
 	}
+	t.Run("a symlink", func(t *testing.T) {
+		f := newFake(t)
+		target := filepath.Join(dir, "target")
+		require.NoError(t, writeFile(target, "t0ken\n"))
+		tok := filepath.Join(dir, "link")
+		require.NoError(t, os.Symlink(target, tok))
+		r := crewctl(t, f.dial, "slots", "--token-file", tok)
+		require.Equal(t, exitOpen, r.code, r.err)
+		require.Contains(t, r.err, "admin token file "+tok+" is a symlink")
+		require.Empty(t, f.calls, "the token went nowhere")
+	})
+	t.Run("a FIFO", func(t *testing.T) {
+		f := newFake(t)
+		tok := filepath.Join(dir, "fifo")
+		require.NoError(t, syscall.Mkfifo(tok, 0o600))
+		// A writer with a token, should crewctl open the FIFO to read it (an open that blocks until a writer comes).
+		wrote := make(chan struct{})
+		go func() {
+			defer close(wrote)
+			w, err := os.OpenFile(tok, os.O_WRONLY, 0)
+			if err == nil {
+				_, _ = w.WriteString("t0ken\n")
+				_ = w.Close()
+			}
+		}()
+		r := crewctl(t, f.dial, "slots", "--token-file", tok)
+		// NB: a reader of the test's own lets the writer's open end once crewctl did not open the FIFO.
+		rd, err := os.OpenFile(tok, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		require.NoError(t, err)
+		<-wrote
+		require.NoError(t, rd.Close())
+		require.Equal(t, exitOpen, r.code, r.err)
+		require.Contains(t, r.err, "admin token file "+tok+" is not a regular file")
+		require.Empty(t, f.calls, "the token went nowhere")
+	})
 	f := newFake(t)
 	tok := filepath.Join(dir, "spaced")
 	require.NoError(t, writeFile(tok, "  t0ken \n\n"))

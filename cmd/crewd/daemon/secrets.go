@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // File names in the data directory.
@@ -23,8 +24,8 @@ const (
 // refuses shorter ones.
 const serverKeyLen = 32
 
-// maxTokenLen is the longest token a hello can carry (wire: 1..256 chars).
-const maxTokenLen = 256
+// MaxTokenLen is the longest token a hello can carry (wire: 1..256 chars).
+const MaxTokenLen = 256
 
 // AdminToken returns the admin token in dataDir/admin.token, creating the file with a new random token at first
 // start. The token is 64 hex chars (256 random bits).
@@ -37,11 +38,19 @@ func AdminToken(dataDir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	tok := string(bytes.TrimSpace(b))
-	if tok == "" || len(tok) > maxTokenLen || bytes.ContainsAny([]byte(tok), " \t\r\n") {
-		return "", fmt.Errorf("daemon: %s must hold one token of 1..%d chars", path, maxTokenLen)
+	tok, ok := ParseToken(b)
+	if !ok {
+		return "", fmt.Errorf("daemon: %s must hold one token of 1..%d chars", path, MaxTokenLen)
 	}
 	return tok, nil
+}
+
+// ParseToken is the token a token file's contents b hold: b without the whitespace about it, which is one token
+// (ok) when it is not empty, holds no whitespace and is at most MaxTokenLen long. crewd reads admin.token, and
+// crewctl its --token-file, with it.
+func ParseToken(b []byte) (tok string, ok bool) {
+	tok = string(bytes.TrimSpace(b))
+	return tok, tok != "" && len(tok) <= MaxTokenLen && !strings.ContainsAny(tok, " \t\r\n")
 }
 
 // ServerKey returns the key in dataDir/server.key, creating the file with 32 random bytes at first start. The
@@ -132,6 +141,35 @@ func writeSecret(f *os.File, secret []byte) error {
 	return err
 }
 
+// SecretFault is what makes a file unfit to hold a secret.
+type SecretFault int
+
+const (
+	// SecretFileFit is a regular file only its owner may access.
+	SecretFileFit SecretFault = iota
+	// SecretFileSymlink could point anywhere.
+	SecretFileSymlink
+	// SecretFileIrregular is a directory, a device or a FIFO (whose open blocks until something writes to it).
+	SecretFileIrregular
+	// SecretFileShared is a file group or others may access: its secret may have leaked.
+	SecretFileShared
+)
+
+// SecretFileFault is what makes the file fi describes (from os.Lstat, or the Stat of the file as opened) unfit to
+// hold a secret: crewd's secret files and crewctl's --token-file are refused alike, each caller saying why in its
+// own words.
+func SecretFileFault(fi fs.FileInfo) SecretFault {
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return SecretFileSymlink
+	case !fi.Mode().IsRegular():
+		return SecretFileIrregular
+	case fi.Mode().Perm()&0o077 != 0:
+		return SecretFileShared
+	}
+	return SecretFileFit
+}
+
 func readSecret(path string) ([]byte, error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
@@ -140,12 +178,12 @@ func readSecret(path string) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
-	switch {
-	case fi.Mode()&fs.ModeSymlink != 0:
+	switch SecretFileFault(fi) {
+	case SecretFileSymlink:
 		return nil, fmt.Errorf("daemon: %s is a symlink; a secret file must be a regular file", path)
-	case !fi.Mode().IsRegular():
+	case SecretFileIrregular:
 		return nil, fmt.Errorf("daemon: %s is not a regular file", path)
-	case fi.Mode().Perm()&0o077 != 0:
+	case SecretFileShared:
 		return nil, fmt.Errorf("daemon: %s has mode %04o: group or others may access it, so its secret may have leaked; "+
 			"remove it to have a new one made, or chmod 600 it if you are sure", path, fi.Mode().Perm())
 	}
