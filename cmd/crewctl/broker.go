@@ -164,20 +164,9 @@ func typeIn(raw json.RawMessage, types []string) bool {
 	if len(types) == 0 {
 		return true
 	}
-	var ev struct {
-		Type     string `json:"type"`
-		Metadata struct {
-			Imported *struct {
-				Type string `json:"type"`
-			} `json:"imported"`
-		} `json:"metadata"`
-	}
-	_ = json.Unmarshal(raw, &ev)
-	stored := ev.Type
-	if ev.Metadata.Imported != nil {
-		stored = ev.Metadata.Imported.Type
-	}
-	return slices.Contains(types, stored)
+	var te teamEvent
+	_ = json.Unmarshal(raw, &te)
+	return slices.Contains(types, te.storedType())
 }
 
 // isWireError reports whether the broker answered err (an error frame), as

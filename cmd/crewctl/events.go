@@ -27,7 +27,20 @@ type teamEvent struct {
 		Actor    events.Actor `json:"actor"`
 		// Omitted: crewd left the data out, the event being too large for its frame.
 		Omitted bool `json:"omitted"`
+		// Imported: an event an import kept as it was (foreign.imported) is shown with its source's type, and this
+		// holds the type the log stored.
+		Imported *struct {
+			Type string `json:"type"`
+		} `json:"imported"`
 	} `json:"metadata"`
+}
+
+// storedType is te's type as the log stored it: foreign.imported for an event an import kept as it was.
+func (te teamEvent) storedType() string {
+	if te.Metadata.Imported != nil {
+		return te.Metadata.Imported.Type
+	}
+	return te.Type
 }
 
 func (a *app) eventsCmd() *cobra.Command {
