@@ -112,11 +112,11 @@ func offsetCursor(cursor string) (string, error) {
 
 // mailboxPage reads a page and, when it would not fit in a frame, shortens it (the projection's cursor then
 // points at the first message left out). A message too large for a frame alone is sent without its texts
-// (messageFitting). offset gives the next cursor as msg.inbox's stringified offset rather than the projection's own.
+// (wireMessage.omitTexts). offset gives the next cursor as msg.inbox's stringified offset rather than the projection's own.
 func mailboxPage(cl *call, runID, box string, f projections.MailboxFilter, offset bool) (inboxResult, error) {
 	// NB: the room messageFits measures a worker's message against, so that what it lets through is sent whole.
-	room := pageBudget(cl) - cursorBytes(widestInboxCursor)
-	p, err := fitPage(cl, f.Limit, func(limit int) (page[projections.Message], error) {
+	om := omission[wireMessage]{room: pageBudget(cl) - cursorBytes(widestInboxCursor), omit: (*wireMessage).omitTexts}
+	p, err := fitPageOmitting(cl, f.Limit, func(limit int) (page[projections.Message], error) {
 		f.Limit = limit
 		mp, err := readState(cl, func(st *projections.State) (projections.MailboxPage, error) {
 			return st.Mailbox(runID, box, f)
@@ -128,7 +128,7 @@ func mailboxPage(cl *call, runID, box string, f projections.MailboxFilter, offse
 			next = strconv.FormatUint(n, 10)
 		}
 		return page[projections.Message]{items: mp.Messages, next: next, total: mp.Total}, err
-	}, func(m projections.Message) wireMessage { return messageFitting(m, room) })
+	}, toWireMessage, om)
 	if err != nil {
 		return inboxResult{}, err
 	}

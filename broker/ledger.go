@@ -47,14 +47,11 @@ func handleQueryLedger(cl *call) (any, error) {
 	if taskID != "" {
 		return ledgerHistory(cl, runID, taskID, limit, cursor)
 	}
-	budget := pageBudget(cl)
-	pg, err := runPage(cl, runID, limit, cursor, (*projections.State).LedgerPage, func(a projections.Account) wireAccount {
-		w := wireAccount{Account: a}
-		if b, _ := json.Marshal(w); len(b)+1 > budget {
+	pg, err := runPage(cl, runID, limit, cursor, (*projections.State).LedgerPage,
+		func(a projections.Account) wireAccount { return wireAccount{Account: a} },
+		omission[wireAccount]{room: pageBudget(cl), omit: func(w *wireAccount) {
 			w.Reservations, w.Charges, w.HistoryOmitted = nil, nil, true
-		}
-		return w
-	})
+		}})
 	if err != nil {
 		return nil, err
 	}

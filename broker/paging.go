@@ -30,6 +30,19 @@ type page[T any] struct {
 // ever skipped. A single item too large for a frame, with its cursor and what its answer holds around it, is
 // oversize-frame.
 func fitPage[T, W any](cl *call, limit int, read func(limit int) (page[T], error), render func(T) W) (page[W], error) {
+	return fitPageOmitting(cl, limit, read, render, omission[W]{})
+}
+
+// omission is how a page sends an item too large for a page of its own (texts_omitted.go): without what omit leaves
+// out, when it takes more than room bytes (its comma counted) as it is. The zero value leaves nothing out.
+type omission[W any] struct {
+	room int
+	omit func(*W)
+}
+
+// fitPageOmitting is fitPage, each item that takes more than om.room bytes sent as om.omit leaves it.
+func fitPageOmitting[T, W any](cl *call, limit int, read func(limit int) (page[T], error), render func(T) W,
+	om omission[W]) (page[W], error) {
 	budget := pageBudget(cl)
 	for {
 		p, err := read(limit)
@@ -44,6 +57,10 @@ func fitPage[T, W any](cl *call, limit int, read func(limit int) (page[T], error
 		for _, it := range p.items {
 			w := render(it)
 			b, _ := json.Marshal(w)
+			if om.omit != nil && len(b)+1 > om.room {
+				om.omit(&w)
+				b, _ = json.Marshal(w)
+			}
 			if size+len(b)+1 > room {
 				break
 			}

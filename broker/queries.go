@@ -131,14 +131,13 @@ func handleQueryRuns(cl *call) (any, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	room := pageBudget(cl) - omitRoom
-	pg, err := fitPage(cl, limit, func(limit int) (page[projections.Run], error) {
+	pg, err := fitPageOmitting(cl, limit, func(limit int) (page[projections.Run], error) {
 		rp, err := readState(cl, func(st *projections.State) (projections.RunPage, error) {
 			return st.Runs(projections.RunFilter{Statuses: statuses, Limit: limit, Newest: newest, Cursor: cursor,
 				MaxScan: MaxRunsScan})
 		})
 		return page[projections.Run]{items: rp.Runs, next: rp.NextCursor}, err
-	}, func(r projections.Run) WireRun { return runFitting(r, room) })
+	}, func(r projections.Run) WireRun { return WireRun{Run: r} }, omitting(cl, (*WireRun).OmitTexts))
 	if err != nil {
 		return nil, err
 	}
@@ -148,23 +147,22 @@ func handleQueryRuns(cl *call) (any, error) {
 // query.tasks {limit? 1..1000 (default 100), cursor?} → {tasks, nextCursor?, hasMore, total} (shadow tasks
 // included; allocations filled from the ledger).
 func handleQueryTasks(cl *call) (any, error) {
-	room := pageBudget(cl) - omitRoom
 	return queryRunPage(cl, "tasks", (*projections.State).TasksPage,
-		func(t projections.Task) WireTask { return taskFitting(t, room) })
+		func(t projections.Task) WireTask { return WireTask{Task: t} }, omitting(cl, (*WireTask).OmitTexts))
 }
 
 // query.delegations {limit?, cursor?} → {delegations, nextCursor?, hasMore, total}.
 func handleQueryDelegations(cl *call) (any, error) {
-	room := pageBudget(cl) - omitRoom
 	return queryRunPage(cl, "delegations", (*projections.State).DelegationsPage,
-		func(d projections.Delegation) WireDelegation { return delegationFitting(d, room) })
+		func(d projections.Delegation) WireDelegation { return WireDelegation{Delegation: d} },
+		omitting(cl, (*WireDelegation).OmitTexts))
 }
 
 // queryRunPage answers a paged query over one run's records, in creation order, shortening the page to what fits
 // in a frame (the cursor then points at the first record left out).
 func queryRunPage[T, W any](cl *call, key string,
 	read func(st *projections.State, runID string, f projections.PageFilter) (projections.Page[T], error),
-	render func(T) W) (any, error) {
+	render func(T) W, om omission[W]) (any, error) {
 	var (
 		limit  int
 		cursor string
@@ -173,7 +171,7 @@ func queryRunPage[T, W any](cl *call, key string,
 	if p.err != nil {
 		return nil, p.err
 	}
-	pg, err := runPage(cl, runID, limit, cursor, read, render)
+	pg, err := runPage(cl, runID, limit, cursor, read, render, om)
 	if err != nil {
 		return nil, err
 	}
@@ -183,13 +181,13 @@ func queryRunPage[T, W any](cl *call, key string,
 // runPage reads a page of one run's records with read and renders it for the wire, cut to what fits in a frame.
 func runPage[T, W any](cl *call, runID string, limit int, cursor string,
 	read func(st *projections.State, runID string, f projections.PageFilter) (projections.Page[T], error),
-	render func(T) W) (page[W], error) {
-	return fitPage(cl, limit, func(limit int) (page[T], error) {
+	render func(T) W, om omission[W]) (page[W], error) {
+	return fitPageOmitting(cl, limit, func(limit int) (page[T], error) {
 		pp, err := readState(cl, func(st *projections.State) (projections.Page[T], error) {
 			return read(st, runID, projections.PageFilter{Limit: limit, Cursor: cursor})
 		})
 		return page[T]{items: pp.Items, next: pp.NextCursor, total: pp.Total}, err
-	}, render)
+	}, render, om)
 }
 
 // query.slots {} → the daemon-wide slot pool {held, capacity, subIds}. It is not per run: the admin needs no

@@ -66,33 +66,14 @@ type WireDelegation struct {
 // OmitTexts leaves out w's title, cwd and model and says so.
 func (w *WireDelegation) OmitTexts() { w.Title, w.Cwd, w.Model, w.TextsOmitted = "", "", "", true }
 
-// runFitting renders r, without its long texts when it would take more than room bytes with them.
-func runFitting(r projections.Run, room int) WireRun {
-	return fitting(WireRun{Run: r}, room, (*WireRun).OmitTexts)
+// omitting is how a page of runs, tasks or delegations sends one too large for a page of its own: omit leaves
+// its texts out when it takes more than the page's room less omitRoom.
+func omitting[W any](cl *call, omit func(*W)) omission[W] {
+	return omission[W]{room: pageBudget(cl) - omitRoom, omit: omit}
 }
 
-// taskFitting renders t, without its long texts when it would take more than room bytes with them.
-func taskFitting(t projections.Task, room int) WireTask {
-	return fitting(WireTask{Task: t}, room, (*WireTask).OmitTexts)
-}
-
-// delegationFitting renders d, without its long texts when it would take more than room bytes with them.
-func delegationFitting(d projections.Delegation, room int) WireDelegation {
-	return fitting(WireDelegation{Delegation: d}, room, (*WireDelegation).OmitTexts)
-}
-
-// messageFitting renders m, without its body and subject when it would take more than room bytes with them.
-func messageFitting(m projections.Message, room int) wireMessage {
-	return fitting(toWireMessage(m), room, func(w *wireMessage) { w.Body, w.Subject, w.TextsOmitted = "", "", true })
-}
-
-// fitting is w, or w with omit applied when it would take more than room bytes as it is.
-func fitting[W any](w W, room int, omit func(*W)) W {
-	if !fits(w, room) {
-		omit(&w)
-	}
-	return w
-}
+// omitTexts leaves out w's body and subject and says so.
+func (w *wireMessage) omitTexts() { w.Body, w.Subject, w.TextsOmitted = "", "", true }
 
 // fits reports whether v, as JSON and with one more byte (its comma in a page), takes at most room bytes.
 func fits(v any, room int) bool {
