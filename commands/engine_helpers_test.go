@@ -30,10 +30,12 @@ func (c *testClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) 
 func (c *testClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // counterIDs mints readable deterministic ids.
-func counterIDs() func() string {
-	var n atomic.Int64
-	return func() string { return fmt.Sprintf("%08d", n.Add(1)) }
-}
+func counterIDs() func() string { return (&idCounter{}).next }
+
+// idCounter mints counterIDs' ids from a count that a copy can start from.
+type idCounter struct{ n atomic.Int64 }
+
+func (c *idCounter) next() string { return fmt.Sprintf("%08d", c.n.Add(1)) }
 
 type engineFixture struct {
 	t     testing.TB
