@@ -122,25 +122,16 @@ func (f *fakeBroker) Call(_ context.Context, method string, params, result any) 
 	case "query.tasks":
 		page := fakePage(f.s.TasksPage(p.RunID, projections.PageFilter{Limit: 2, Cursor: p.Cursor}))("tasks")
 		if f.omitTexts {
-			var omitted []broker.WireTask
-			for _, t := range page["tasks"].([]projections.Task) {
-				w := broker.WireTask{Task: t}
-				w.OmitTexts()
-				omitted = append(omitted, w)
-			}
-			page["tasks"] = omitted
+			page["tasks"] = omittedAll(page["tasks"].([]projections.Task),
+				func(t projections.Task) broker.WireTask { return broker.WireTask{Task: t} }, (*broker.WireTask).OmitTexts)
 		}
 		res = page
 	case "query.delegations":
 		page := fakePage(f.s.DelegationsPage(p.RunID, projections.PageFilter{Limit: 2, Cursor: p.Cursor}))("delegations")
 		if f.omitTexts {
-			var omitted []broker.WireDelegation
-			for _, d := range page["delegations"].([]projections.Delegation) {
-				w := broker.WireDelegation{Delegation: d}
-				w.OmitTexts()
-				omitted = append(omitted, w)
-			}
-			page["delegations"] = omitted
+			page["delegations"] = omittedAll(page["delegations"].([]projections.Delegation),
+				func(d projections.Delegation) broker.WireDelegation { return broker.WireDelegation{Delegation: d} },
+				(*broker.WireDelegation).OmitTexts)
 		}
 		res = page
 	case "query.ledger":
@@ -184,6 +175,16 @@ func (f *fakeBroker) Call(_ context.Context, method string, params, result any) 
 		return err
 	}
 	return json.Unmarshal(b, result)
+}
+
+// omittedAll is items as crewd sends them without their texts: each wrapped, then omit applied.
+func omittedAll[T, W any](items []T, wrap func(T) W, omit func(*W)) []W {
+	out := make([]W, len(items))
+	for i, it := range items {
+		out[i] = wrap(it)
+		omit(&out[i])
+	}
+	return out
 }
 
 // fakePage renders a projection page in the broker's paged shape.

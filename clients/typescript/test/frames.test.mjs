@@ -22,10 +22,12 @@ async function listen(t, onSocket) {
   return path;
 }
 
-// fakeBroker answers the hello, then answers every request with the line answer() gives.
-function fakeBroker(t, answer) {
+// serveRequests answers the hello on each connection and hands every other request to onRequest, with send, which
+// writes a frame.
+function serveRequests(t, onRequest) {
   return listen(t, (sock) => {
     let buf = "";
+    const send = (frame) => sock.write(JSON.stringify(frame) + "\n");
     sock.setEncoding("utf8");
     sock.on("error", () => {});
     sock.on("data", (chunk) => {
@@ -34,10 +36,16 @@ function fakeBroker(t, answer) {
       while ((nl = buf.indexOf("\n")) >= 0) {
         const req = JSON.parse(buf.slice(0, nl));
         buf = buf.slice(nl + 1);
-        sock.write(req.method === "hello" ? JSON.stringify({ id: "hello", result: { ok: true } }) + "\n" : answer(req) + "\n");
+        if (req.method === "hello") send({ id: "hello", result: { ok: true } });
+        else onRequest(req, send, sock);
       }
     });
   });
+}
+
+// fakeBroker answers the hello, then answers every request with the line answer() gives.
+function fakeBroker(t, answer) {
+  return serveRequests(t, (req, _send, sock) => sock.write(answer(req) + "\n"));
 }
 
 for (const line of ["null", "42", '"pong"', "[]", "true"]) {
@@ -225,35 +233,19 @@ test("a frame of id \"\" that is no error, before the hello answer, fails the co
 
 test("a resync that comes while the subscription is being replaced is the old one's: it asks no second replay", { timeout: 10_000 }, async (t) => {
   const subscribes = [];
-  const path = await listen(t, (sock) => {
-    let buf = "";
-    const send = (frame) => sock.write(JSON.stringify(frame) + "\n");
-    sock.setEncoding("utf8");
-    sock.on("error", () => {});
-    sock.on("data", (chunk) => {
-      buf += chunk;
-      let nl;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        const req = JSON.parse(buf.slice(0, nl));
-        buf = buf.slice(nl + 1);
-        if (req.method === "hello") {
-          send({ id: "hello", result: { ok: true } });
-          continue;
-        }
-        subscribes.push(req.params.sinceSeq);
-        if (subscribes.length === 1) {
-          send({ id: req.id, result: { ok: true } });
-          send({ event: "resync", data: { fromSeq: 0 } }); // the subscription fell behind
-          continue;
-        }
-        // The old subscription's queue still held a resync when the re-subscribe came: it is written before the
-        // answer, which comes before the new subscription's pushes. (Once only, so that a client taking it for the
-        // new one's is answered a third time rather than in a loop.)
-        if (subscribes.length === 2) send({ event: "resync", data: { fromSeq: 0 } });
-        send({ id: req.id, result: { ok: true } });
-        for (const seq of [1, 2, 3]) send({ event: "team.event", seq, data: { metadata: { seq } } });
-      }
-    });
+  const path = await serveRequests(t, (req, send) => {
+    subscribes.push(req.params.sinceSeq);
+    if (subscribes.length === 1) {
+      send({ id: req.id, result: { ok: true } });
+      send({ event: "resync", data: { fromSeq: 0 } }); // the subscription fell behind
+      return;
+    }
+    // The old subscription's queue still held a resync when the re-subscribe came: it is written before the answer,
+    // which comes before the new subscription's pushes. (Once only, so that a client taking it for the new one's is
+    // answered a third time rather than in a loop.)
+    if (subscribes.length === 2) send({ event: "resync", data: { fromSeq: 0 } });
+    send({ id: req.id, result: { ok: true } });
+    for (const seq of [1, 2, 3]) send({ event: "team.event", seq, data: { metadata: { seq } } });
   });
   const c = await CrewClient.connect({ socketPath: path, credentials: { role: "admin", token: "x" } });
   t.after(() => c.close());
