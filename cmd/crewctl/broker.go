@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"syscall"
 
 	"github.com/crewlog/crewlog/broker/client"
 	"github.com/crewlog/crewlog/broker/wire"
@@ -45,25 +44,14 @@ const maxTokenFile = 4096
 // it is opened, and what was opened is checked again; and a file that is not one token is refused naming it, where
 // crewd would answer a hello that names no file.
 func readToken(path string) (string, error) {
-	st, err := os.Lstat(path)
+	f, st, fault, err := daemon.OpenSecret(path)
 	if err != nil {
 		return "", fmt.Errorf("crewctl: admin token: %w", err)
 	}
-	if err := tokenFileFault(path, st); err != nil {
-		return "", err
-	}
-	// NB: O_NONBLOCK and O_NOFOLLOW: a FIFO or a symlink put in its place since is not waited on nor followed.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return "", fmt.Errorf("crewctl: admin token: %w", err)
+	if fault != daemon.SecretFileFit {
+		return "", tokenFileFault(path, st)
 	}
 	defer f.Close()
-	if st, err = f.Stat(); err != nil {
-		return "", fmt.Errorf("crewctl: admin token: %w", err)
-	}
-	if err := tokenFileFault(path, st); err != nil {
-		return "", err
-	}
 	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
 	if err != nil {
 		return "", fmt.Errorf("crewctl: admin token: %w", err)

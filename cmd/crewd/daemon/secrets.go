@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // File names in the data directory.
@@ -170,15 +172,41 @@ func SecretFileFault(fi fs.FileInfo) SecretFault {
 	return SecretFileFit
 }
 
+// OpenSecret opens the secret file at path to read it, as crewd reads its own: a symlink, which could point anywhere,
+// and a file that is not a regular one (a FIFO's open would wait for a writer for good) are found before it is
+// opened, and what was opened is checked again, opened with O_NONBLOCK and O_NOFOLLOW, so that a FIFO or a symlink put
+// in its place since is neither waited on nor followed. fault is the first fault found, with the FileInfo it was found
+// on; only with SecretFileFit and no error is f open, for the caller to close. err is Lstat's or the open's.
+func OpenSecret(path string) (f *os.File, fi fs.FileInfo, fault SecretFault, err error) {
+	if fi, err = os.Lstat(path); err != nil {
+		return nil, nil, SecretFileFit, err
+	}
+	if fault = SecretFileFault(fi); fault != SecretFileFit {
+		return nil, fi, fault, nil
+	}
+	if f, err = os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0); err != nil {
+		return nil, fi, SecretFileFit, err
+	}
+	if fi, err = f.Stat(); err != nil {
+		f.Close()
+		return nil, nil, SecretFileFit, err
+	}
+	if fault = SecretFileFault(fi); fault != SecretFileFit {
+		f.Close()
+		return nil, fi, fault, nil
+	}
+	return f, fi, SecretFileFit, nil
+}
+
 func readSecret(path string) ([]byte, error) {
-	fi, err := os.Lstat(path)
+	f, fi, fault, err := OpenSecret(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
-	switch SecretFileFault(fi) {
+	switch fault {
 	case SecretFileSymlink:
 		return nil, fmt.Errorf("daemon: %s is a symlink; a secret file must be a regular file", path)
 	case SecretFileIrregular:
@@ -187,7 +215,8 @@ func readSecret(path string) ([]byte, error) {
 		return nil, fmt.Errorf("daemon: %s has mode %04o: group or others may access it, so its secret may have leaked; "+
 			"remove it to have a new one made, or chmod 600 it if you are sure", path, fi.Mode().Perm())
 	}
-	b, err := os.ReadFile(path)
+	defer f.Close()
+	b, err := io.ReadAll(f)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
