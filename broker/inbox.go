@@ -112,7 +112,8 @@ func offsetCursor(cursor string) (string, error) {
 
 // mailboxPage reads a page and, when it would not fit in a frame, shortens it (the projection's cursor then
 // points at the first message left out). A message too large for a frame alone is sent without its texts
-// (wireMessage.omitTexts). offset gives the next cursor as msg.inbox's stringified offset rather than the projection's own.
+// (wireMessage.omitTexts). offset gives the next cursor as msg.inbox's stringified offset rather than the
+// projection's own.
 func mailboxPage(cl *call, runID, box string, f projections.MailboxFilter, offset bool) (inboxResult, error) {
 	// NB: the room messageFits measures a worker's message against, so that what it lets through is sent whole.
 	om := omission[wireMessage]{room: pageBudget(cl) - cursorBytes(widestInboxCursor), omit: (*wireMessage).omitTexts}

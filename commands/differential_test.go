@@ -60,17 +60,23 @@ func TestDifferentialEveryStateAnswersAlike(t *testing.T) {
 	for s := uint64(100); s < uint64(100+stepsFromEnv("CREWLOG_DIFF_SEEDS", 0)); s++ {
 		seeds = append(seeds, s)
 	}
+	coldChecks := 0
 	for _, seed := range seeds {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { differential(t, seed, differentialSteps()) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { coldChecks += differential(t, seed, differentialSteps()) })
 	}
+	// NB: the comparisons of cold runs read back compare nothing while no run is cold.
+	require.Positive(t, coldChecks, "no comparison met a cold run")
 }
 
-func differential(t *testing.T, seed uint64, steps int) {
+// differential drives one seed and returns how many of its comparisons met a cold run.
+func differential(t *testing.T, seed uint64, steps int) (coldChecks int) {
 	clock := newTestClock()
 	fs := vfs.NewCrashableMem()
 	ids := &idCounter{}
 	newID := ids.next
-	stepped := false // the clock stepped back: an engine opened since keeps its own time for a while
+	// stepped: the clock stepped back, and an engine opened since keeps its own time until the clock passes high, the
+	// latest it read before.
+	stepped, high := false, clock.Now()
 	// A follower copies every group the engine commits to its own log, and catches up on it.
 	copyLog, err := eventlog.Open("copy", &eventlog.Options{FS: vfs.NewMem()})
 	require.NoError(t, err)
@@ -136,6 +142,9 @@ func differential(t *testing.T, seed uint64, steps int) {
 		default:
 			clock.Advance(time.Duration(rng.IntN(1000)) * time.Millisecond)
 		}
+		if now := clock.Now(); now.After(high) {
+			high, stepped = now, false
+		}
 		f.eng.Tick(context.Background())
 		switch rng.IntN(40) {
 		case 0:
@@ -149,6 +158,11 @@ func differential(t *testing.T, seed uint64, steps int) {
 		if i%every == every-1 || i == steps-1 {
 			what := fmt.Sprintf("seed %d step %d", seed, i)
 			differentialCheck(t, f, seed, what)
+			f.eng.Read(func(s *projections.State) {
+				if s.ColdRuns() > 0 {
+					coldChecks++
+				}
+			})
 			if !stepped {
 				differentialDecisions(t, f, seed, ids, what, func() Request {
 					var req Request
@@ -170,6 +184,7 @@ func differential(t *testing.T, seed uint64, steps int) {
 	f.eng.Read(func(s *projections.State) {
 		t.Logf("seed %d: %d steps, position %d, %d cold runs, %d hot; outcomes %v", seed, steps, s.Position, s.ColdRuns(), s.HotRuns(), outcomes)
 	})
+	return coldChecks
 }
 
 // differentialCheck compares every state that holds f's history with the live one, by their answers.
