@@ -35,6 +35,7 @@
 //
 //	index.html, app.css, favicon.svg   the shell: header, theme (light and dark), main
 //	js/main.js                          routing (#/runs, #/health, #/run/ID/TAB), stream, keyboard
+//	js/route.js                         the view the fragment names; one not percent-encoding: the runs (pure)
 //	js/api.js                           the API as functions; paging; the stream
 //	js/retry.js                         when a read refused for now is read again; time travel's latest read (pure)
 //	js/model.js, js/format.js           pure shaping and wording (timeline, tree, health, policy inputs)

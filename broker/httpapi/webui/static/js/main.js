@@ -5,6 +5,7 @@
 import { h, replace } from './dom.js';
 import { api, ApiError, keepProof, reads, Stream } from './api.js';
 import { coalesce } from './live.js';
+import { route as routeOf } from './route.js';
 import { moveRow, showDialog } from './widgets.js';
 import { RunsView } from './views/runs.js';
 import { RunView } from './views/run.js';
@@ -77,14 +78,7 @@ const refreshSlots = coalesce(async () => {
   if (view && view.onSlots) view.onSlots(s);
 }, 300);
 
-function route() {
-  const hash = location.hash.replace(/^#\/?/, '');
-  const [path] = hash.split('?');
-  const parts = path.split('/').map(decodeURIComponent);
-  if (parts[0] === 'run' && parts[1]) return { name: 'run', runId: parts[1], tab: parts[2] || 'tree' };
-  if (parts[0] === 'health') return { name: 'health' };
-  return { name: 'runs' };
-}
+const route = () => routeOf(location.hash);
 
 let current = null;
 async function render() {
