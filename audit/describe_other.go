@@ -88,6 +88,9 @@ func ConfigSummary(c projections.Config) string {
 	if c.QuotaReserve != 0 {
 		s += fmt.Sprintf(" quotaReserve=%d%%", c.QuotaReserve)
 	}
+	if c.QuotaWorkerMsgShare != 0 {
+		s += fmt.Sprintf(" quotaWorkerMsgShare=%d%%", c.QuotaWorkerMsgShare)
+	}
 	if !c.WaitMethodsEnabled {
 		s += " waitMethods=false"
 	}

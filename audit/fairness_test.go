@@ -60,30 +60,10 @@ func TestExplainQuotaAndSlotShare(t *testing.T) {
 // re-decided with the actor the event recorded, without drift, and so is the orchestrator's use of the reserve; the
 // rule names the run's quota and the reserve the worker's limit is carved from, not the limit alone.
 func TestExplainQuotaReserve(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "store")
-	l, err := eventlog.Open(dir, nil)
-	require.NoError(t, err)
-	w := audittest.NewWorld(l, audittest.Epoch.UnixNano())
 	cfg := projections.DefaultConfig()
 	cfg.QuotaMsgsPerMin, cfg.QuotaReserve = 4, 50
-	const a = "team_20261001090000_0000000000000001"
-	do := func(actor events.Actor, cmd commands.Command) error {
-		_, err := w.Do(actor, cmd)
-		return err
-	}
-	require.NoError(t, do(audittest.Admin, &commands.Configure{Config: cfg}))
-	require.NoError(t, do(audittest.Admin, &commands.RunCreate{RunID: a, Team: "crew", Cwd: "/a"}))
-	require.NoError(t, do(audittest.Orchestrator, &commands.RunTransition{RunID: a, To: "running"}))
-	require.NoError(t, do(audittest.Orchestrator, &commands.TaskCreate{RunID: a, TaskID: "t1", Role: "explorer", Agent: "explorer", Cwd: "/a"}))
-	require.NoError(t, do(audittest.Orchestrator, &commands.TaskTransition{RunID: a, TaskID: "t1", To: "running"}))
+	dir, l, send := quotaWorld(t, cfg, "t1")
 	worker := audittest.Worker("t1")
-	send := func(actor events.Actor, to string) error {
-		from := ""
-		if actor.Role == events.RoleWorker {
-			from = actor.TaskID
-		}
-		return do(actor, &commands.MessageSend{RunID: a, FromTask: from, To: []string{to}, Body: "hi"})
-	}
 	for range 2 {
 		require.NoError(t, send(worker, "parent"))
 	}
@@ -98,6 +78,60 @@ func TestExplainQuotaReserve(t *testing.T) {
 	rules := explainedRules(t, dir)
 	require.Equal(t, "quota msg-rate: used 2 + adding 1 > max 2, a worker's share: the run's quota 4 less the "+
 		"quotaReserve of 50% kept for its orchestrator and the admin", rules["msg.send refused: msg-rate quota"])
+}
+
+// TestExplainWorkerMsgShare: a worker's refusal at its own share of the message rate is re-decided without drift
+// while its sibling, sending after it, is not refused; the rule names the share and what it is a share of.
+func TestExplainWorkerMsgShare(t *testing.T) {
+	cfg := projections.DefaultConfig()
+	cfg.QuotaMsgsPerMin, cfg.QuotaReserve, cfg.QuotaWorkerMsgShare = 8, 25, 50
+	dir, l, send := quotaWorld(t, cfg, "t1", "t2")
+	for range 3 {
+		require.NoError(t, send(audittest.Worker("t1"), "parent"))
+	}
+	var rej *commands.RejectedError
+	require.ErrorAs(t, send(audittest.Worker("t1"), "parent"), &rej)
+	require.Equal(t, commands.CodeRateLimit, rej.Code)
+	for range 3 {
+		require.NoError(t, send(audittest.Worker("t2"), "parent"), "the sibling's share")
+	}
+	require.NoError(t, l.Close())
+
+	rules := explainedRules(t, dir)
+	require.Equal(t, "quota worker-msg-rate: used 3 + adding 1 > max 3, one worker's share: the quotaWorkerMsgShare "+
+		"of 50% of the 6 messages a minute the run's workers share (the run's 8 less its quotaReserve of 25%)",
+		rules["msg.send refused: worker-msg-rate quota"])
+}
+
+// quotaWorld is a store in a new directory holding a running run configured with cfg and a running task of each
+// of taskIDs, with the open log and a send of a one-line message by an actor to a recipient.
+func quotaWorld(t *testing.T, cfg projections.Config, taskIDs ...string) (string, *eventlog.Log,
+	func(events.Actor, string) error) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "store")
+	l, err := eventlog.Open(dir, nil)
+	require.NoError(t, err)
+	w := audittest.NewWorld(l, audittest.Epoch.UnixNano())
+	const a = "team_20261001090000_0000000000000001"
+	do := func(actor events.Actor, cmd commands.Command) error {
+		_, err := w.Do(actor, cmd)
+		return err
+	}
+	require.NoError(t, do(audittest.Admin, &commands.Configure{Config: cfg}))
+	require.NoError(t, do(audittest.Admin, &commands.RunCreate{RunID: a, Team: "crew", Cwd: "/a"}))
+	require.NoError(t, do(audittest.Orchestrator, &commands.RunTransition{RunID: a, To: "running"}))
+	for _, id := range taskIDs {
+		require.NoError(t, do(audittest.Orchestrator, &commands.TaskCreate{RunID: a, TaskID: id, Role: "explorer", Agent: "explorer", Cwd: "/a"}))
+		require.NoError(t, do(audittest.Orchestrator, &commands.TaskTransition{RunID: a, TaskID: id, To: "running"}))
+	}
+	send := func(actor events.Actor, to string) error {
+		from := ""
+		if actor.Role == events.RoleWorker {
+			from = actor.TaskID
+		}
+		return do(actor, &commands.MessageSend{RunID: a, FromTask: from, To: []string{to}, Body: "hi"})
+	}
+	return dir, l, send
 }
 
 // explainedRules replays the store in dir with --explain, requires no drift, and returns each decision's rule by

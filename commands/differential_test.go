@@ -292,6 +292,7 @@ func (w *differentialWorld) command(rng *rand.Rand, s *projections.State) Reques
 		if rng.IntN(2) == 0 {
 			cfg.QuotaEvents, cfg.QuotaBytes, cfg.QuotaMsgsPerMin = int64(20+rng.IntN(200)), int64(2000+rng.IntN(50000)), rng.IntN(8)
 			cfg.QuotaReserve = rng.IntN(50)
+			cfg.QuotaWorkerMsgShare = rng.IntN(101)
 		}
 		if rng.IntN(2) == 0 {
 			cfg.ProxyMaxInFlight, cfg.ProxyMaxRequests, cfg.RevokedRootLimit, cfg.ProxyPayloadBytes = 1+rng.IntN(3), 2+rng.IntN(20), 1+rng.IntN(3), 256

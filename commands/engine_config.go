@@ -62,7 +62,7 @@ func SameConfig(a, b projections.Config) bool {
 		a.SettleGraceSec == b.SettleGraceSec && (a.ModelCatalog == nil) == (b.ModelCatalog == nil) &&
 		slices.Equal(a.ModelCatalog, b.ModelCatalog) && a.SlotShare == b.SlotShare && a.SlotWaitSec == b.SlotWaitSec &&
 		a.QuotaEvents == b.QuotaEvents && a.QuotaBytes == b.QuotaBytes && a.QuotaMsgsPerMin == b.QuotaMsgsPerMin &&
-		a.QuotaReserve == b.QuotaReserve &&
+		a.QuotaReserve == b.QuotaReserve && a.QuotaWorkerMsgShare == b.QuotaWorkerMsgShare &&
 		recordedBudgetMode(a.BudgetMode) == recordedBudgetMode(b.BudgetMode) && a.WaitMethodsEnabled == b.WaitMethodsEnabled &&
 		a.ProxyPayloadBytes == b.ProxyPayloadBytes && a.ProxyManifestBytes == b.ProxyManifestBytes &&
 		a.ProxyMaxInFlight == b.ProxyMaxInFlight && a.ProxyMaxRequests == b.ProxyMaxRequests &&

@@ -74,5 +74,8 @@ func validateFairness(c projections.Config) []error {
 	if c.QuotaReserve < 0 || c.QuotaReserve > MaxQuotaReserve {
 		errs = append(errs, fmt.Errorf("quotaReserve %d%% is outside 0..%d", c.QuotaReserve, MaxQuotaReserve))
 	}
+	if c.QuotaWorkerMsgShare < 0 || c.QuotaWorkerMsgShare > 100 {
+		errs = append(errs, fmt.Errorf("quotaWorkerMsgShare %d%% is outside 0..100", c.QuotaWorkerMsgShare))
+	}
 	return errs
 }

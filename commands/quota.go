@@ -168,9 +168,15 @@ func overQuota(s *projections.State, runID string, g Growth, env *Env) (events.R
 	case cfg.QuotaMsgsPerMin > 0 && g.Msgs > 0:
 		most := limit(int64(cfg.QuotaMsgsPerMin))
 		since := env.millis() - events.QuotaWindowSec*1000 + 1
-		recent := int64(s.MessagesSince(runID, since, cfg.QuotaMsgsPerMin+1))
-		if recent+g.Msgs > most {
-			return events.RunQuotaExceeded{Quota: events.QuotaMsgRate, Used: recent, Adding: g.Msgs, Max: most}, true
+		mine, sender := workerMsgLimit(env, most)
+		// NB: the run's count first: when it passes, the window may hold more messages than were counted, and
+		// the sender's count is only whole when the run's is.
+		recent, sent := s.MessagesSince(runID, sender, since, cfg.QuotaMsgsPerMin+1)
+		if int64(recent)+g.Msgs > most {
+			return events.RunQuotaExceeded{Quota: events.QuotaMsgRate, Used: int64(recent), Adding: g.Msgs, Max: most}, true
+		}
+		if mine > 0 && int64(sent)+g.Msgs > mine {
+			return events.RunQuotaExceeded{Quota: events.QuotaWorkerMsgRate, Used: int64(sent), Adding: g.Msgs, Max: mine}, true
 		}
 	}
 	return events.RunQuotaExceeded{}, false
@@ -192,6 +198,17 @@ func quotaLimit(env *Env) func(quota int64) int64 {
 	// NB: at least 1: a quota too small to split is not reserved (the workers could use none of it).
 	r := int64(cfg.QuotaReserve)
 	return func(quota int64) int64 { return max(1, quota-(quota/100*r+quota%100*r/100)) }
+}
+
+// workerMsgLimit is what of most, the workers' part of the message rate, env's actor may use on its own: config
+// quotaWorkerMsgShare percent of it (at least 1), and the sender whose messages count against it (the actor's
+// task). 0 and "" when none applies: not a worker, or no share (0, or 100 and more, which is no limit of its own).
+func workerMsgLimit(env *Env, most int64) (int64, string) {
+	share := int64(env.Config.QuotaWorkerMsgShare)
+	if env.Actor.Role != events.RoleWorker || env.Actor.TaskID == "" || share <= 0 || share >= 100 {
+		return 0, ""
+	}
+	return max(1, most*share/100), env.Actor.TaskID
 }
 
 // WorkerQuotaShare is what of the quota named quotaName (events.QuotaEvents, QuotaBytes, QuotaMsgRate) cfg gives
@@ -218,8 +235,11 @@ func refuseQuota(s *projections.State, runID string, q events.RunQuotaExceeded, 
 	code, what := CodeQuotaExceeded, map[string]string{
 		events.QuotaEvents: "events in the run", events.QuotaBytes: "bytes of the run's text",
 	}[q.Quota]
-	if q.Quota == events.QuotaMsgRate {
+	switch q.Quota {
+	case events.QuotaMsgRate:
 		code, what = CodeRateLimit, "messages to the run in the last minute"
+	case events.QuotaWorkerMsgRate:
+		code, what = CodeRateLimit, "messages from task "+q.TaskID+" in the last minute"
 	}
 	rej := reject(code, "quota-"+q.Quota, "%s: run quota exceeded: %d %s + %d > %d (%s quota)",
 		q.Method, q.Used, what, q.Adding, q.Max, q.Quota)
@@ -251,7 +271,7 @@ func (c *QuotaRecheck) decide(s *projections.State, env *Env) (Decision, error) 
 		g.Events = c.Recorded.Adding
 	case events.QuotaBytes:
 		g.Bytes = c.Recorded.Adding
-	case events.QuotaMsgRate:
+	case events.QuotaMsgRate, events.QuotaWorkerMsgRate:
 		g.Msgs = c.Recorded.Adding
 	default:
 		return Decision{}, badParams("quota.check: unknown quota %q", c.Recorded.Quota)

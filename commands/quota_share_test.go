@@ -36,3 +36,40 @@ func TestWorkerQuotaShare(t *testing.T) {
 		})
 	}
 }
+
+// One worker's share of the message rate is a percent of the workers' part, at least 1; it applies to workers only,
+// and 0 or 100 is no share of its own. The config refuses a percent outside 0..100.
+func TestWorkerMsgLimit(t *testing.T) {
+	worker := events.Actor{Role: events.RoleWorker, TaskID: "W"}
+	for _, c := range []struct {
+		name   string
+		actor  events.Actor
+		share  int
+		most   int64
+		limit  int64
+		sender string
+	}{
+		{"half", worker, 50, 6, 3, "W"},
+		{"at least one", worker, 1, 6, 1, "W"},
+		{"rounded down", worker, 50, 5, 2, "W"},
+		{"no share", worker, 0, 6, 0, ""},
+		{"the whole part", worker, 100, 6, 0, ""},
+		{"the orchestrator", events.Actor{Role: events.RoleOrchestrator}, 50, 8, 0, ""},
+		{"the admin", events.Actor{Role: events.RoleAdmin}, 50, 8, 0, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := &Env{Config: projections.Config{QuotaWorkerMsgShare: c.share}, Actor: c.actor}
+			limit, sender := workerMsgLimit(env, c.most)
+			require.Equal(t, []any{c.limit, c.sender}, []any{limit, sender})
+		})
+	}
+	cfg := projections.DefaultConfig()
+	for share, bad := range map[int]bool{-1: true, 0: false, 100: false, 101: true} {
+		cfg.QuotaWorkerMsgShare = share
+		if err := ValidateConfig(cfg); bad {
+			require.ErrorContains(t, err, "quotaWorkerMsgShare", share)
+		} else {
+			require.NoError(t, err, share)
+		}
+	}
+}

@@ -138,6 +138,8 @@ func (w *scenarioWorld) config(words []string) error {
 			p.QuotaMsgsPerMin, err = strconv.Atoi(v)
 		case "quotaReserve":
 			p.QuotaReserve, err = strconv.Atoi(v)
+		case "quotaWorkerMsgShare":
+			p.QuotaWorkerMsgShare, err = strconv.Atoi(v)
 		case "waitMethodsEnabled":
 			var on bool
 			on, err = strconv.ParseBool(v)

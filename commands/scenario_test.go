@@ -23,7 +23,8 @@ import (
 //	                           lines before the first case run first in every case
 //	config k=v …               engine.configured (defaults of projections.DefaultConfig;
 //	                           catalog=a,b · catalog= is the empty catalog; slotShare,
-//	                           slotWaitSec, quotaEvents, quotaBytes, quotaMsgsPerMin;
+//	                           slotWaitSec, quotaEvents, quotaBytes, quotaMsgsPerMin, quotaReserve,
+//	                           quotaWorkerMsgShare;
 //	                           budgetMode=picrew|nested; proxyPayloadBytes, proxyManifestBytes,
 //	                           proxyMaxInFlight, proxyMaxRequests, revokedRootLimit)
 //	given <type> <stream> <json>  an event, decoded with events.NewPayload, folded

@@ -46,6 +46,9 @@ type EngineConfigured struct {
 	// QuotaReserve is the percent of each run quota only the run's orchestrator and the admin may use; absent (0),
 	// as in every log written before it existed, the workers may use the whole quota.
 	QuotaReserve int `json:"quotaReserve,omitempty" msgpack:"quotaReserve,omitempty"`
+	// QuotaWorkerMsgShare is the percent of what a run's workers share of its message rate that any one of them may
+	// use; absent (0), as in every log written before it existed, one worker may use all of it.
+	QuotaWorkerMsgShare int `json:"quotaWorkerMsgShare,omitempty" msgpack:"quotaWorkerMsgShare,omitempty"`
 	// BudgetMode is BudgetModePicrew (absent, the default) or
 	// BudgetModeNested.
 	BudgetMode string `json:"budgetMode,omitempty" msgpack:"budgetMode,omitempty"`

@@ -2135,6 +2135,9 @@ func appendEngineConfigured(b []byte, p *EngineConfigured) []byte {
 	if p.QuotaReserve != 0 {
 		n++
 	}
+	if p.QuotaWorkerMsgShare != 0 {
+		n++
+	}
 	if len(p.BudgetMode) != 0 {
 		n++
 	}
@@ -2194,6 +2197,10 @@ func appendEngineConfigured(b []byte, p *EngineConfigured) []byte {
 	if p.QuotaReserve != 0 {
 		b = append(b, "\xacquotaReserve"...)
 		b = appendInt(b, int64(p.QuotaReserve))
+	}
+	if p.QuotaWorkerMsgShare != 0 {
+		b = append(b, "\xb3quotaWorkerMsgShare"...)
+		b = appendInt(b, int64(p.QuotaWorkerMsgShare))
 	}
 	if len(p.BudgetMode) != 0 {
 		b = append(b, "\xaabudgetMode"...)
@@ -2277,26 +2284,29 @@ func (r *fastReader) readEngineConfigured(p *EngineConfigured) {
 		case "quotaReserve":
 			r.once(&seen, 12)
 			p.QuotaReserve = int(r.int())
-		case "budgetMode":
+		case "quotaWorkerMsgShare":
 			r.once(&seen, 13)
+			p.QuotaWorkerMsgShare = int(r.int())
+		case "budgetMode":
+			r.once(&seen, 14)
 			p.BudgetMode = r.str()
 		case "waitMethodsDisabled":
-			r.once(&seen, 14)
+			r.once(&seen, 15)
 			p.WaitMethodsDisabled = r.bool()
 		case "proxyPayloadBytes":
-			r.once(&seen, 15)
+			r.once(&seen, 16)
 			p.ProxyPayloadBytes = r.int()
 		case "proxyManifestBytes":
-			r.once(&seen, 16)
+			r.once(&seen, 17)
 			p.ProxyManifestBytes = r.int()
 		case "proxyMaxInFlight":
-			r.once(&seen, 17)
+			r.once(&seen, 18)
 			p.ProxyMaxInFlight = int(r.int())
 		case "proxyMaxRequests":
-			r.once(&seen, 18)
+			r.once(&seen, 19)
 			p.ProxyMaxRequests = int(r.int())
 		case "revokedRootLimit":
-			r.once(&seen, 19)
+			r.once(&seen, 20)
 			p.RevokedRootLimit = int(r.int())
 		default:
 			r.skip()

@@ -26,6 +26,9 @@ const (
 	QuotaEvents  = "events"   // events in the run's stream
 	QuotaBytes   = "bytes"    // bytes of text the run holds: every string its events record (events.TextBytes)
 	QuotaMsgRate = "msg-rate" // messages appended in the last minute
+	// QuotaWorkerMsgRate: messages one worker appended in the last minute, against its share of what the run's
+	// workers share (config quotaWorkerMsgShare).
+	QuotaWorkerMsgRate = "worker-msg-rate"
 )
 
 // RunQuotaExceeded records a command a run quota refused: which command of

@@ -35,6 +35,11 @@ type Config struct {
 	// rest, so a worker that floods its run can never lock its orchestrator
 	// out of steering, messaging or creating tasks. 0: no reserve.
 	QuotaReserve int `json:"quotaReserve,omitempty" msgpack:"quotaReserve,omitempty"`
+	// QuotaWorkerMsgShare is the percent of the workers' part of the message
+	// rate (the rate less the reserve) that any one worker may use, so a
+	// worker flooding its run cannot silence its sibling workers for the
+	// rest of every minute. 0: no share (one worker may use it all).
+	QuotaWorkerMsgShare int `json:"quotaWorkerMsgShare,omitempty" msgpack:"quotaWorkerMsgShare,omitempty"`
 	// BudgetMode is events.BudgetModePicrew or events.BudgetModeNested; an
 	// engine.configured written before the knob existed reads as picrew.
 	BudgetMode string `json:"budgetMode" msgpack:"budgetMode"`
@@ -87,6 +92,9 @@ const (
 	// keeps none: it is what a log holds before its first engine.configured,
 	// and replay decides with it.
 	DefaultQuotaReserve = 10
+	// DefaultQuotaWorkerMsgShare is crewd's default QuotaWorkerMsgShare
+	// (DefaultConfig keeps none, as for QuotaReserve).
+	DefaultQuotaWorkerMsgShare = 50
 )
 
 // DefaultSlotShare is the share of a pool of maxSlots: half of it (at least
@@ -124,6 +132,7 @@ func ConfigOf(p *events.EngineConfigured) Config {
 		QuotaBytes:             p.QuotaBytes,
 		QuotaMsgsPerMin:        p.QuotaMsgsPerMin,
 		QuotaReserve:           p.QuotaReserve,
+		QuotaWorkerMsgShare:    p.QuotaWorkerMsgShare,
 		BudgetMode:             p.BudgetMode,
 		WaitMethodsEnabled:     !p.WaitMethodsDisabled,
 		ProxyPayloadBytes:      p.ProxyPayloadBytes,
@@ -148,7 +157,7 @@ func (c Config) Event() *events.EngineConfigured {
 		ModelCatalog: slices.Clone(c.ModelCatalog), SettleGraceSec: c.SettleGraceSec,
 		SlotShare: c.SlotShare, SlotWaitSec: c.SlotWaitSec,
 		QuotaEvents: c.QuotaEvents, QuotaBytes: c.QuotaBytes, QuotaMsgsPerMin: c.QuotaMsgsPerMin,
-		QuotaReserve:        c.QuotaReserve,
+		QuotaReserve: c.QuotaReserve, QuotaWorkerMsgShare: c.QuotaWorkerMsgShare,
 		WaitMethodsDisabled: !c.WaitMethodsEnabled,
 		ProxyPayloadBytes:   c.ProxyPayloadBytes, ProxyManifestBytes: c.ProxyManifestBytes,
 		ProxyMaxInFlight: c.ProxyMaxInFlight, ProxyMaxRequests: c.ProxyMaxRequests, RevokedRootLimit: c.RevokedRootLimit,

@@ -72,15 +72,22 @@ func (s *State) SlotWaiters(except string, now, waitMs int64, share int) int {
 
 // MessagesSince counts run runID's messages appended at or after since
 // (unix ms), counting from the newest and stopping once it has counted
-// upTo: the cost is bounded by the limit it is checked against.
-func (s *State) MessagesSince(runID string, since int64, upTo int) int {
+// upTo: the cost is bounded by the limit it is checked against. Of those it
+// counted, fromSender are the ones whose From is from ("" counts none).
+func (s *State) MessagesSince(runID, from string, since int64, upTo int) (all, fromSender int) {
 	r := s.run(runID)
 	if r == nil {
-		return 0
+		return 0, 0
 	}
-	n := 0
-	for i := r.msgs.Len() - 1; i >= 0 && n < upTo && r.msgs.At(i).CreatedAt >= since; i-- {
-		n++
+	for i := r.msgs.Len() - 1; i >= 0 && all < upTo; i-- {
+		m := r.msgs.At(i)
+		if m.CreatedAt < since {
+			break
+		}
+		all++
+		if from != "" && m.From == from {
+			fromSender++
+		}
 	}
-	return n
+	return all, fromSender
 }

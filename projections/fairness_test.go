@@ -70,13 +70,20 @@ func TestMessagesSinceIsBounded(t *testing.T) {
 	var h history
 	h.add("A", events.TypeRunCreated, &events.RunCreated{Team: "t"})
 	for i := range 10 {
-		h.add("A", events.TypeMailboxAppended, &events.MailboxAppended{ID: fmt.Sprint(i), To: "a", Body: "x"})
+		from := []string{"w1", "w2"}[i%2]
+		h.add("A", events.TypeMailboxAppended, &events.MailboxAppended{ID: fmt.Sprint(i), To: "a", From: from, Body: "x"})
 	}
 	s := fold(h.evs)
-	require.Equal(t, 10, s.MessagesSince("A", 0, 100))
-	require.Equal(t, 4, s.MessagesSince("A", 0, 4))
-	require.Equal(t, 3, s.MessagesSince("A", at(9), 100), "positions 9, 10 and 11")
-	require.Zero(t, s.MessagesSince("nope", 0, 100))
+	counts := func(from string, since int64, upTo int) []int {
+		all, sent := s.MessagesSince("A", from, since, upTo)
+		return []int{all, sent}
+	}
+	require.Equal(t, []int{10, 5}, counts("w1", 0, 100))
+	require.Equal(t, []int{4, 2}, counts("w2", 0, 4), "w2 sent the newest")
+	require.Equal(t, []int{3, 1}, counts("w1", at(9), 100), "positions 9, 10 and 11: w1 sent position 10's")
+	require.Equal(t, []int{10, 0}, counts("", 0, 100))
+	all, sent := s.MessagesSince("nope", "w1", 0, 100)
+	require.Zero(t, all+sent)
 }
 
 // TestPagesFollowTheCursor: every page query returns each record once, in order, and refuses a cursor it did not

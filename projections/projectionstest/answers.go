@@ -111,7 +111,11 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 		q("SlotsHeldBy", s.SlotsHeldBy(run))
 		q("SlotsOf", s.SlotsOf(run))
 		q("SlotWaiters", s.SlotWaiters(run, now, 1e9, 2))
-		q("MessagesSince", s.MessagesSince(run, 0, 1000))
+		// NB: counting the first live task's messages too, as the quota counts a worker's
+		var firstTask string
+		s.EachLiveTask(run, func(t projections.Task) bool { firstTask = t.TaskID; return false })
+		all, sent := s.MessagesSince(run, firstTask, 0, 1000)
+		q("MessagesSince", all, sent)
 		q("RootSpent", s.RootSpent(run))
 		q("LiveTasks", s.LiveTasks(run))
 		var liveTasks, workflowTasks []projections.Task

@@ -41,7 +41,8 @@ func activeStateOf(s *projections.State, runs []string) ActiveState {
 		a.Tasks += len(s.Tasks(id))
 		a.Delegations += len(s.Delegations(id))
 		a.Accounts += len(s.Ledger(id))
-		a.Messages += s.MessagesSince(id, math.MinInt64, math.MaxInt)
+		messages, _ := s.MessagesSince(id, "", math.MinInt64, math.MaxInt)
+		a.Messages += messages
 	}
 	return a
 }

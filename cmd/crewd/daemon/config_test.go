@@ -37,6 +37,7 @@ func TestLoadDefaults(t *testing.T) {
 	engine := projections.DefaultConfig()
 	engine.NestingEnabled, engine.MaxDepth, engine.WaitMethodsEnabled = false, 2, false
 	engine.QuotaReserve = projections.DefaultQuotaReserve
+	engine.QuotaWorkerMsgShare = projections.DefaultQuotaWorkerMsgShare
 	require.Equal(t, Config{
 		DataDir:          "/home/u/.local/share/crewlog",
 		SocketPath:       "/tmp/crewlog-1234/crewd.sock",
@@ -95,7 +96,7 @@ func TestLoadFlagsOverride(t *testing.T) {
 		"--settle-grace", "2m", "--max-frame", "1024", "--outbound-queue-cap", "4096", "--budget-mode", "nested",
 		"-log-level", "debug", "--log-format", "json", "--min-free-mib", "0", "--open-timeout", "0s", "--socket-group", "4242", "--retention", "0s",
 		"--cache-mib", "64", "--memtable-mib", "48", "--memory-mib", "0",
-		"--slot-share", "3", "--slot-wait", "30s", "--quota-events", "5000", "--quota-bytes", "1048576", "--quota-msg-rate", "0", "--quota-reserve", "25",
+		"--slot-share", "3", "--slot-wait", "30s", "--quota-events", "5000", "--quota-bytes", "1048576", "--quota-msg-rate", "0", "--quota-reserve", "25", "--quota-worker-msg-share", "40",
 		"--http", "0.0.0.0:8080", "--http-allow-remote",
 	}, homeEnv)
 	require.NoError(t, err)
@@ -104,7 +105,7 @@ func TestLoadFlagsOverride(t *testing.T) {
 		Engine: projections.Config{
 			NestingEnabled: false, MaxDepth: 10, MaxSlots: 64, SerializeOnPathOverlap: true,
 			UnmeteredDelegates: events.UnmeteredDeny, ModelCatalog: []string{"claude-sonnet", "gpt-x"}, SettleGraceSec: 120,
-			SlotShare: 3, SlotWaitSec: 30, QuotaEvents: 5000, QuotaBytes: 1 << 20, QuotaMsgsPerMin: 0, QuotaReserve: 25,
+			SlotShare: 3, SlotWaitSec: 30, QuotaEvents: 5000, QuotaBytes: 1 << 20, QuotaMsgsPerMin: 0, QuotaReserve: 25, QuotaWorkerMsgShare: 40,
 			BudgetMode: events.BudgetModeNested,
 		},
 		ModelCatalogFile: catalog, MaxFrame: 1024, OutboundQueueCap: 4096, Limits: defaultLimits, Store: StorePebble,
@@ -201,6 +202,7 @@ func TestLoadInvalid(t *testing.T) {
 		{"grace fraction", []string{"--settle-grace", "1500ms"}, []string{"--settle-grace: 1.5s is not a whole number of seconds"}},
 		{"quota reserve high", []string{"--quota-reserve", "51"}, []string{"--quota-reserve: 51 is outside 0..50"}},
 		{"quota reserve negative", []string{"--quota-reserve", "-1"}, []string{"--quota-reserve: -1 is outside 0..50"}},
+		{"worker message share high", []string{"--quota-worker-msg-share", "101"}, []string{"--quota-worker-msg-share: 101 is outside 0..100"}},
 		{"grace negative", []string{"--settle-grace", "-1s"}, []string{"--settle-grace: -1s is outside 0s..86400s"}},
 		{"grace high", []string{"--settle-grace", "25h"}, []string{"--settle-grace: 25h0m0s is outside 0s..86400s"}},
 		{"max-frame low", []string{"--max-frame", "1023"}, []string{"--max-frame: 1023 is outside 1024..1048576"}},

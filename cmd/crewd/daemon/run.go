@@ -267,7 +267,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 		"settleGraceSec", engineConfig.SettleGraceSec, "slotShare", engineConfig.SlotShare,
 		"slotWaitSec", engineConfig.SlotWaitSec, "quotaEvents", engineConfig.QuotaEvents,
 		"quotaBytes", engineConfig.QuotaBytes, "quotaMsgsPerMin", engineConfig.QuotaMsgsPerMin,
-		"quotaReserve", engineConfig.QuotaReserve)
+		"quotaReserve", engineConfig.QuotaReserve, "quotaWorkerMsgShare", engineConfig.QuotaWorkerMsgShare)
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
 	if mallocTrims {
