@@ -76,6 +76,7 @@ var brokerMethods = map[string]handler{
 	methodProxyResult:          handleProxyResult,
 	methodImportAppend:         handleImportAppend,
 	methodImportCheckpoints:    handleImportCheckpoints,
+	methodDashboardLogin:       handleDashboardLogin,
 }
 
 // Methods lists every method the server answers, hello included, sorted.

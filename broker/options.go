@@ -163,6 +163,9 @@ type Options struct {
 	BurstPerRun int
 	// SessionID is echoed in the hello ack's "session".
 	SessionID string
+	// DashboardLogin mints a one-time login link to the dashboard the daemon serves, for the admin
+	// (dashboard.login), and the time it expires; ok is false while it serves none. nil: it serves none.
+	DashboardLogin func() (url string, expiresAt time.Time, ok bool)
 	// Logger receives connection lifecycle at debug and failures at warn/error (default discard). It never
 	// receives a token.
 	Logger *slog.Logger

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -308,6 +309,11 @@ func newErrorsCrew(t *testing.T, fo fixtureOpts) *errorsCrew {
 	disk := &diskGauge{}
 	opened := fo
 	opened.space = disk
+	if opened.opts.DashboardLogin == nil {
+		opened.opts.DashboardLogin = func() (string, time.Time, bool) {
+			return "http://127.0.0.1:7717/login?code=c", time.Now().Add(time.Minute), true
+		}
+	}
 	f := newFixture(t, opened)
 	e := &errorsCrew{t: t, fo: fo, disk: disk, f: f, s: f.seed(), ids: map[string]string{}, conns: map[string]*client{}}
 	o, p, q := e.conn(events.RoleOrchestrator), e.conn(events.RoleWorker), f.dial()

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -76,11 +77,14 @@ func TestProtocolReadErrorsMatchServer(t *testing.T) {
 		"query.run":  {wire.CodeOversizeFrame}, "query.runs": {wire.CodeOversizeFrame}, "query.ledger": {wire.CodeNoTask},
 		"import.checkpoints": {wire.CodeOversizeFrame}, "events.since": {wire.CodeOversizeFrame},
 		"query.delegations": {wire.CodeOversizeFrame}, "proxy.result": {wire.CodeForbidden},
-		"msg.inbox": {wire.CodeNoManifest, wire.CodeOversizeFrame}})
+		"msg.inbox": {wire.CodeNoManifest, wire.CodeOversizeFrame}, "dashboard.login": {wire.CodeNotImplemented}})
 }
 
 // readStates are the states that refuse reads, besides errorStates.
 var readStates = []errorState{
+	{name: "no dashboard served", opts: fixtureOpts{opts: Options{DashboardLogin: func() (string, time.Time, bool) {
+		return "", time.Time{}, false
+	}}}, apply: func(*errorsCrew) {}},
 	{name: "run ended, gone cold", opts: fixtureOpts{cold: true}, apply: func(e *errorsCrew) {
 		// A run holding a slot or a pending ask stays hot: the delegation is settled and Q's question answered first.
 		o, q := e.conn(events.RoleOrchestrator), e.f.dial()
@@ -195,6 +199,8 @@ func readsBase(e *errorsCrew, method, role string) (map[string]any, bool) {
 		return importCheckpoint("w1", "/f"), true
 	case methodImportCheckpoints:
 		return map[string]any{"source": "test"}, true
+	case methodDashboardLogin:
+		return map[string]any{}, true
 	}
 	return nil, false
 }

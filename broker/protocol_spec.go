@@ -598,4 +598,10 @@ var protocolSpec = map[string]methodSpec{
 		results: []any{importCheckpointsResult{}},
 		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeReplayFailed, wire.CodeOversizeFrame},
 	},
+	methodDashboardLogin: {
+		summary: "a one-time login link to the dashboard crewd serves, valid for ten minutes",
+		roles:   rolesAdmin, strict: true,
+		results: []any{dashboardLoginResult{}},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNotImplemented},
+	},
 }

@@ -336,6 +336,13 @@ func (s *Server) LoginURL(ttl time.Duration) (string, time.Time) {
 	return s.loginURL(keyCrewd, ttl)
 }
 
+// AdminLoginURL mints a one-time login code for the admin, valid for LoginCodeLifetime, as POST /api/v1/login
+// with the admin token does, and returns the URL that spends it and when it expires. The daemon hands it out
+// through its socket, so that a client need not send the admin token over TCP to whatever holds the address.
+func (s *Server) AdminLoginURL() (string, time.Time) {
+	return s.loginURL(keyAdmin, LoginCodeLifetime)
+}
+
 // loginURL is LoginURL for a link minted by the credential with key owner: its session lasts while that does.
 func (s *Server) loginURL(owner string, ttl time.Duration) (string, time.Time) {
 	now := s.opts.Now()

@@ -123,6 +123,7 @@ open or read the store, reach crewd, or crewd could not read its own
 	pf.StringVar(&a.nats.stream, "stream", "CREWLOG", "the JetStream stream holding the log (with --nats; refused without it)")
 	root.AddCommand(a.replayCmd(), a.verifyCmd(), a.backupCmd(), a.restoreCmd(),
 		a.runsCmd(), a.showCmd(), a.tasksCmd(), a.delegationsCmd(), a.ledgerCmd(), a.slotsCmd(), a.eventsCmd(), a.jobsCmd(),
+		a.dashboardCmd(),
 		a.cancelCmd(), a.migrateCmd(), a.migrateStoreCmd(), a.importCmd(), a.tokenCmd())
 	return root
 }

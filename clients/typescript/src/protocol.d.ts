@@ -68,6 +68,11 @@ export interface CredentialResult {
   "token"?: string;
 }
 
+export interface DashboardLoginResult {
+  "url": string;
+  "expiresAt": number;
+}
+
 export interface DelegateResult {
   "ok": boolean;
   "grandchildTaskRef": string;
@@ -629,6 +634,10 @@ export interface CredentialRevokeParams {
    * idempotency key: a retry with the same one gets the recorded outcome; at most 256 bytes in UTF-8 too, the event log's bound on ids
    */
   "commandId"?: string;
+}
+
+/** Params of `dashboard.login` (unknown keys are refused). */
+export interface DashboardLoginParams {
 }
 
 /** Params of `delegate.cancel` (unknown keys are refused). */
@@ -1445,6 +1454,16 @@ export interface Methods {
     params: CredentialRevokeParams;
     result: CredentialResult;
     command: true;
+  };
+  /**
+   * a one-time login link to the dashboard crewd serves, valid for ten minutes
+   * Errors: forbidden, bad-params, not-implemented, replay-failed.
+   */
+  "dashboard.login": {
+    roles: "admin";
+    params: DashboardLoginParams;
+    result: DashboardLoginResult;
+    command: false;
   };
   /**
    * ask the runtime to cancel a delegation and every in-flight one below it (records delegate.cancel_requested for each)

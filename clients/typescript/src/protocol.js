@@ -83,6 +83,7 @@ export const METHODS = Object.freeze({
     "errors": Object.freeze(["forbidden","bad-params","no-manifest","disk-full","unavailable","internal","oversize-frame","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
+  "dashboard.login": Object.freeze({ "roles": Object.freeze(["admin"]), "command": false, "strictParams": true, "params": Object.freeze([]), "result": "DashboardLoginResult", "errors": Object.freeze(["forbidden","bad-params","not-implemented","replay-failed"]), "pushes": Object.freeze([]) }),
   "delegate.cancel": Object.freeze({
     "roles": Object.freeze(["orchestrator","admin"]),
     "command": true,

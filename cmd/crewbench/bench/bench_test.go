@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -371,17 +372,24 @@ func TestSim(t *testing.T) {
 	}
 	require.NotContains(t, s, "transport errors", s)
 
-	// --dashboard asks crewd for a login link to print.
+	// --dashboard asks crewd, through its socket, for a login link to the address it serves the dashboard on.
 	out.mu.Lock()
 	printed := out.buf.String()
 	out.mu.Unlock()
 	_, rest, ok := strings.Cut(printed, "crewd: dashboard http://")
 	require.True(t, ok, printed)
 	addr := rest[:strings.Index(rest, "/")]
-	link, err := dashboardLink(context.Background(), addr, filepath.Join(data, daemon.AdminTokenFile))
+	link, err := dashboardLink(context.Background(), sock, filepath.Join(data, daemon.AdminTokenFile))
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(link, "http://"+addr+"/login?code="), link)
-	_, err = dashboardLink(context.Background(), addr, filepath.Join(data, "no-such-token"))
+	// It opens a session: crewd answers the link with its cookie.
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Get(link)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.NotEmpty(t, resp.Cookies())
+	_, err = dashboardLink(context.Background(), sock, filepath.Join(data, "no-such-token"))
 	require.ErrorIs(t, err, os.ErrNotExist)
 	cancel()
 	require.NoError(t, <-ran)

@@ -2,41 +2,34 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/crewlog/crewlog/broker/client"
 )
 
-// dashboardLink asks crewd's HTTP API at addr (host:port) for a one-time login link to the dashboard, with the
-// admin token in tokenFile. It opens nothing: the caller prints the link.
-func dashboardLink(ctx context.Context, addr, tokenFile string) (string, error) {
+// dashboardLink asks crewd, through its socket as its admin (dashboard.login), for a one-time login link to the
+// dashboard, with the admin token in tokenFile. It opens nothing: the caller prints the link. NB: not POST
+// /api/v1/login: the token would go to whatever process holds the dashboard's TCP address, crewd's or not.
+func dashboardLink(ctx context.Context, socket, tokenFile string) (string, error) {
 	tok, err := os.ReadFile(tokenFile)
 	if err != nil {
 		return "", fmt.Errorf("crewbench: admin token: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/api/v1/login", nil)
+	c, err := client.Dial(ctx, socket, client.Hello{Role: "admin", Token: strings.TrimSpace(string(tok))}, nil)
 	if err != nil {
-		return "", fmt.Errorf("crewbench: --http %q: %w", addr, err)
+		return "", fmt.Errorf("crewbench: crewd at %s: %w", socket, err)
 	}
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("crewbench: crewd's dashboard at %s: %w (is crewd running with --http?)", addr, err)
-	}
-	defer resp.Body.Close()
+	defer c.Close()
 	var out struct {
-		URL   string `json:"url"`
-		Error struct {
-			Message string `json:"message"`
-		} `json:"error"`
+		URL string `json:"url"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("crewbench: crewd's dashboard at %s answered %s %s", addr, resp.Status, out.Error.Message)
+	if err := c.Call(ctx, "dashboard.login", map[string]any{}, &out); err != nil {
+		return "", fmt.Errorf("crewbench: crewd's dashboard: %w", err)
 	}
 	return out.URL, nil
 }

@@ -13,14 +13,10 @@ import (
 
 func simCommand(stdout io.Writer) *cobra.Command {
 	o := SimOptions{Out: stdout}
-	var (
-		dashboard bool
-		httpAddr  string
-	)
+	var dashboard bool
 	// The defaults are crewd's, so `crewd` then `crewbench sim` just works.
 	if cfg, err := daemon.Load(nil, daemon.OSEnv()); err == nil {
 		o.Socket, o.TokenFile = cfg.SocketPath, filepath.Join(cfg.DataDir, daemon.AdminTokenFile)
-		httpAddr = cfg.HTTPAddr
 	}
 	c := &cobra.Command{
 		Use:   "sim",
@@ -37,7 +33,7 @@ reason, latency percentiles. crewd ships with delegation and asks off, as pi-cre
 				return usageError{errBadSimFlags}
 			}
 			if dashboard {
-				link, err := dashboardLink(cmd.Context(), httpAddr, o.TokenFile)
+				link, err := dashboardLink(cmd.Context(), o.Socket, o.TokenFile)
 				if err != nil {
 					return err
 				}
@@ -53,7 +49,6 @@ reason, latency percentiles. crewd ships with delegation and asks off, as pi-cre
 	f.IntVar(&o.Workers, "workers", 4, "worker tasks per run")
 	f.DurationVar(&o.Duration, "duration", 20*time.Second, "how long the crew works before winding down")
 	f.Uint64Var(&o.Seed, "seed", 0, "random seed (0: random; the summary names it)")
-	f.BoolVar(&dashboard, "dashboard", false, "print a one-time login link to crewd's dashboard before starting (opens nothing)")
-	f.StringVar(&httpAddr, "http", httpAddr, "crewd's --http address, for --dashboard (default: crewd's default)")
+	f.BoolVar(&dashboard, "dashboard", false, "print a one-time login link to crewd's dashboard, asked through its socket, before starting (opens nothing)")
 	return c
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -234,6 +235,16 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 		SessionID:        fmt.Sprintf("crewd-%x", session),
 		Logger:           lg.With("component", "broker"),
 	}
+	// NB: the dashboard starts after the socket (it reads the broker's stats), so dashboard.login finds it here.
+	var dashboard atomic.Pointer[httpapi.Server]
+	bopts.DashboardLogin = func() (string, time.Time, bool) {
+		web := dashboard.Load()
+		if web == nil {
+			return "", time.Time{}, false
+		}
+		url, exp := web.AdminLoginURL()
+		return url, exp, true
+	}
 	cfg.Limits.apply(&bopts)
 	srv, err := broker.New(eng, log, bopts)
 	if err != nil {
@@ -249,6 +260,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	}
 	if web != nil {
 		defer web.Close()
+		dashboard.Store(web)
 	}
 	// NB: the socket line comes last: scripts and tests take it as the sign that crewd accepts connections.
 	fmt.Fprintf(stdout, "crewd: admin token file %s\n", filepath.Join(cfg.DataDir, AdminTokenFile))
