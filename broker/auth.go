@@ -102,7 +102,9 @@ func classify(st *projections.State, runID, taskID, digest string) (identity, *w
 		if bad := workerEnded(st, runID, taskID); bad != nil {
 			return identity{}, bad
 		}
-		return identity{role: events.RoleWorker, runID: runID, taskID: taskID, key: taskID, digest: digest}, nil
+		_, attempt, _ := st.TaskAttempt(runID, taskID)
+		return identity{role: events.RoleWorker, runID: runID, taskID: taskID, key: taskID, digest: digest,
+			attempt: attempt}, nil
 	}
 	if hasOrch && orch.Revoked && sameDigest(orch.Digest, digest) || hasCred && cred.Revoked && sameDigest(cred.Digest, digest) {
 		return identity{}, errRevoked
@@ -147,7 +149,9 @@ func workerEnded(st *projections.State, runID, taskID string) *wire.Error {
 // recheck re-validates an authenticated connection's credential against the newest published state; it runs
 // before every request, and the feed runs it for a run's connections when the run's credentials, status or task
 // statuses change (closeEnded), so a revocation takes effect at the connection's next frame. The check is by
-// secret: a re-issued credential for the same key does not rescue a connection that used the old secret.
+// secret: a re-issued credential for the same key does not rescue a connection that used the old secret; and a
+// worker's by attempt: a retry of its task (which makes an ended task live again) does not rescue the connection of
+// the attempt before.
 func (s *Server) recheck(id identity) *wire.Error {
 	var bad *wire.Error
 	s.eng.Read(func(st *projections.State) { bad = checkCredential(st, id) })
@@ -171,7 +175,7 @@ func (id identity) credential() *commands.Credential {
 	}
 	c := &commands.Credential{RunID: id.runID, Key: id.key, Digest: id.digest}
 	if id.role == events.RoleWorker {
-		c.TaskID = id.taskID
+		c.TaskID, c.Attempt = id.taskID, id.attempt
 	}
 	return c
 }

@@ -56,6 +56,8 @@ type identity struct {
 	taskID string // the worker's task; "" otherwise
 	key    string // credential key: taskID or events.OrchestratorKey; "" for admin
 	digest string // sha-256 of the secret it authenticated with, re-checked before every request
+	// attempt is the worker's task's retries at hello: the connection is that attempt's (commands.Credential.Attempt).
+	attempt int
 }
 
 // conn is one client connection: a reader goroutine that decodes and dispatches requests, a writer goroutine that

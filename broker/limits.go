@@ -259,7 +259,7 @@ func endsCredentials(eventType string) bool {
 	case events.TypeCredentialIssued, events.TypeCredentialRevoked,
 		events.TypeRunCompleted, events.TypeRunFailed, events.TypeRunCancelled,
 		events.TypeTaskCompleted, events.TypeTaskFailed, events.TypeTaskCancelled, events.TypeTaskSkipped,
-		events.TypeTaskNeedsAttention,
+		events.TypeTaskNeedsAttention, events.TypeTaskRetried,
 		events.TypeDelegateCompleted, events.TypeDelegateFailed, events.TypeDelegateTimedOut,
 		events.TypeDelegateCancelled:
 		return true
@@ -268,9 +268,10 @@ func endsCredentials(eventType string) bool {
 }
 
 // endedBox names the one box (boxOf) whose connections ev, an event that ends credentials, can end, narrowed false
-// when it can end any connection of its run (the run's end). A task's end ends only its workers' credentials, and a
-// delegation's settlement (every admitted delegation has one) only its shadow task's (projections' settle); a
-// credential issued or revoked ends only the connections of its key: a task's workers, or the orchestrators'.
+// when it can end any connection of its run (the run's end). A task's end or retry ends only its workers'
+// credentials, and a delegation's settlement (every admitted delegation has one) only its shadow task's (projections'
+// settle); a credential issued or revoked ends only the connections of its key: a task's workers, or the
+// orchestrators'.
 // The re-check is one engine read per connection: of the run's every connection it would cost O(connections of the
 // run), up to MaxConnsPerRun, per event of a loop an orchestrator controls. The event is decoded with dec, the
 // feed's.
@@ -298,6 +299,8 @@ func endedBox(dec *events.Decoder, ev *eventlog.Event) (box string, narrowed boo
 		return p.TaskID, true
 	case *events.TaskNeedsAttention:
 		return p.TaskID, true
+	case *events.TaskRetried:
+		return p.TaskID, true // a new attempt: the connections of the one before end (commands.Credential.Attempt)
 	case *events.DelegateCompleted:
 		return p.SubID, true
 	case *events.DelegateFailed:

@@ -97,8 +97,8 @@ func probeParams(m methodDesc, key, value string) map[string]any {
 			params[p.Name] = map[string]any{"content": []any{}}
 		case p.Name == "tools":
 			params[p.Name] = []any{}
-		case p.Name == "taskId" && m.Name == "credential.revoke":
-			params[p.Name] = taskQ // not the prober's own
+		case p.Name == "taskId" && (m.Name == "credential.revoke" || m.Name == "task.transition"):
+			params[p.Name] = taskQ // not the prober's own: its revocation, or its task's retry, ends its connections
 		case p.Name == "to" && len(p.Enum) == 0:
 			params[p.Name] = taskQ
 		default:

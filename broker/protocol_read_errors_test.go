@@ -108,6 +108,8 @@ var readStates = []errorState{
 		p.ok("mailbox.ack", map[string]any{"taskId": taskP, "messageIds": []any{e.ids["message"]}})
 		o.ok("msg.send", map[string]any{"to": []any{taskP, "parent"}, "body": big})
 		o.ok("task.transition", map[string]any{"taskId": taskP, "to": "queued", "reason": big})
+		e.drop(events.RoleWorker) // ended by the retry: P's new attempt says hello again
+		p = e.conn(events.RoleWorker)
 		o.ok("run.transition", map[string]any{"to": "blocked", "reason": strings.Repeat("<", 640)})
 		o.ok("manifest.revalidate", map[string]any{"jobId": "J", "requestId": "r1", "tools": testGrant})
 		text := map[string]any{"type": "text", "text": strings.Repeat("<", 500)}

@@ -19,6 +19,14 @@ type Credential struct {
 	// TaskID is a worker's task, "" for the orchestrator: a worker's
 	// credential ends with its task and its run as well.
 	TaskID string
+	// Attempt is a worker's task's retries (projections.Task.Retries) when
+	// its hello was authenticated: a retry starts a new attempt, and the
+	// credential ends for the attempt before as if its task had ended,
+	// whether or not the task ended first (the secret stays the task's: a
+	// new hello with it is the new attempt's). NB: by count, not status: a
+	// retry makes an ended task live again, so an end undone before the
+	// broker acted on it would leave the ended attempt acting for the next.
+	Attempt int
 }
 
 // CredentialEnd is why a credential no longer admits its holder.
@@ -28,7 +36,7 @@ const (
 	CredentialLive      CredentialEnd = iota
 	CredentialRevoked                 // revoked, replaced by another secret, or never issued
 	CredentialRunEnded                // a worker's run is terminal (or cold: it ended long ago)
-	CredentialTaskEnded               // a worker's task is terminal
+	CredentialTaskEnded               // a worker's task is terminal, or was retried since (Credential.Attempt)
 	// CredentialUnread: the run is cold and its summary (or the records holding the credential) could not be read
 	// back from the log (projections.ErrNotReadBack), so the credential is known neither to hold nor to have ended.
 	CredentialUnread
@@ -61,7 +69,7 @@ func CheckCredential(s *projections.State, c Credential) CredentialEnd {
 	if !found || status.Stale() {
 		return CredentialRunEnded
 	}
-	if status, ok := s.TaskStatus(c.RunID, c.TaskID); ok && status.Terminal() {
+	if status, retries, ok := s.TaskAttempt(c.RunID, c.TaskID); ok && (status.Terminal() || retries != c.Attempt) {
 		return CredentialTaskEnded
 	}
 	return CredentialLive

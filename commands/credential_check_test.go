@@ -71,6 +71,13 @@ func TestACommandOfAnEndedCredentialIsNotDecided(t *testing.T) {
 
 	f.do(&TaskTransition{RunID: "R", TaskID: "T2", To: "completed"})
 	ended(t, send(workerOf("T2")), CredentialTaskEnded)
+	// A retry makes the task live again, not its ended attempt's credential: the writer checks it by attempt.
+	f.do(&TaskTransition{RunID: "R", TaskID: "T2", To: "queued"})
+	f.do(&TaskTransition{RunID: "R", TaskID: "T2", To: "running"})
+	ended(t, send(workerOf("T2")), CredentialTaskEnded)
+	next := workerOf("T2")
+	next.Attempt = 1
+	require.NoError(t, send(next), "the new attempt's credential")
 
 	require.NoError(t, send(workerOf("T3")))
 	f.do(&RunTransition{RunID: "R", To: "completed"})

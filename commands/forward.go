@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -142,13 +143,20 @@ func decodeBound(rest []byte) (int, error) {
 // that build did. In a rolling upgrade a forwarded request is checked once its follower and the writer both run
 // this build, and no answer of any node makes a follower of this build drop the credential.
 
-// EncodeCredential encodes c to travel beside a forwarded request: the msgpack array of its four strings. nil is
-// no bytes.
+// EncodeCredential encodes c to travel beside a forwarded request: the msgpack array of its four strings, and a
+// fifth, its Attempt in decimal, when that is not 0. nil is no bytes. NB: four as before Attempt, so a writer of the
+// build before reads every credential of a task never retried; one that was, it refuses to decode (nothing decided),
+// rather than check it without its attempt. Four strings read as attempt 0, so a follower of the build before has a
+// retried task's worker refused as the ended attempt's (stale-token) by a writer of this build until it is upgraded.
 func EncodeCredential(c *Credential) ([]byte, error) {
 	if c == nil {
 		return nil, nil
 	}
-	b, err := msgpack.Marshal([4]string{c.RunID, c.Key, c.Digest, c.TaskID})
+	fields := []string{c.RunID, c.Key, c.Digest, c.TaskID}
+	if c.Attempt != 0 {
+		fields = append(fields, strconv.Itoa(c.Attempt))
+	}
+	b, err := msgpack.Marshal(fields)
 	if err != nil {
 		return nil, fmt.Errorf("commands: encode the credential of a forwarded request: %w", err)
 	}
@@ -171,10 +179,20 @@ func DecodeCredential(b []byte) (*Credential, error) {
 		return nil, errors.New("commands: decode the credential of a forwarded request: not one msgpack value")
 	}
 	var fields []string
-	if err := msgpack.Unmarshal(b, &fields); err != nil || len(fields) != 4 {
-		return nil, fmt.Errorf("commands: decode the credential of a forwarded request: no array of four strings (%v)", err)
+	if err := msgpack.Unmarshal(b, &fields); err != nil || len(fields) != 4 && len(fields) != 5 {
+		return nil, fmt.Errorf("commands: decode the credential of a forwarded request: no array of four or five strings (%v)",
+			err)
 	}
-	return &Credential{RunID: fields[0], Key: fields[1], Digest: fields[2], TaskID: fields[3]}, nil
+	c := &Credential{RunID: fields[0], Key: fields[1], Digest: fields[2], TaskID: fields[3]}
+	if len(fields) == 5 {
+		n, err := strconv.Atoi(fields[4])
+		if err != nil || n <= 0 || strconv.Itoa(n) != fields[4] {
+			return nil, fmt.Errorf("commands: decode the credential of a forwarded request: attempt %q is no positive integer",
+				fields[4])
+		}
+		c.Attempt = n
+	}
+	return c, nil
 }
 
 // forwardedReply is a Reply (or the error of Submit) on the wire.

@@ -311,6 +311,7 @@ func TestForwardedCredentialRoundTrip(t *testing.T) {
 	for _, c := range []*Credential{
 		forwardedCredential(),
 		{RunID: "r", Key: events.OrchestratorKey, Digest: "d"},
+		{RunID: "r", Key: "t1", Digest: strings.Repeat("ab", 32), TaskID: "t1", Attempt: 3},
 		{RunID: "run\r\nX-Injected: 1", Key: "t\x00é", Digest: strings.Repeat("ab", 32), TaskID: "t\x00é"},
 		{RunID: strings.Repeat("r", 256), Key: strings.Repeat("k", 256), Digest: strings.Repeat("d", 64),
 			TaskID: strings.Repeat("k", 256)},
@@ -339,6 +340,10 @@ func TestForwardedCredentialRoundTrip(t *testing.T) {
 	for name, b := range map[string][]byte{
 		"three strings":      enc([]string{"r", "t1", "ab"}),
 		"five strings":       enc([]string{"r", "t1", "ab", "t1", "x"}),
+		"an attempt of 0":    enc([]string{"r", "t1", "ab", "t1", "0"}),
+		"a negative attempt": enc([]string{"r", "t1", "ab", "t1", "-1"}),
+		"a padded attempt":   enc([]string{"r", "t1", "ab", "t1", "01"}),
+		"six strings":        enc([]string{"r", "t1", "ab", "t1", "1", "1"}),
 		"four ints":          enc([]int{1, 2, 3, 4}),
 		"a map":              enc(map[string]string{"RunID": "r"}),
 		"a value after it":   append(slices.Clone(valid), 0x01),

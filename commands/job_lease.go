@@ -231,6 +231,8 @@ const LeaseReasonWorkerEnded = "worker-ended"
 // worker of its run (the run terminal, all). ok is false for any other
 // event. These are the events after which the broker refuses the worker's
 // credential (a re-issue is not one: the task goes on, with a new secret).
+// NB: nor is a retry, after which the broker refuses the connections of the
+// attempt before (Credential.Attempt): the task, and its job, go on.
 func EndedWorker(ev events.Event) (taskID string, all, ok bool) {
 	switch p := ev.Payload.(type) {
 	case *events.TaskCompleted:

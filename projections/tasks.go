@@ -369,6 +369,17 @@ func (s *State) LookupTaskStatus(runID, taskID string) (TaskStatus, bool, error)
 	return r.tasks[taskID].Status, true, nil
 }
 
+// TaskAttempt is TaskStatus with the task's Retries, without building the task's view: a worker's connection belongs
+// to the attempt it said hello in, and the broker reads both before every request of a worker.
+func (s *State) TaskAttempt(runID, taskID string) (status TaskStatus, retries int, ok bool) {
+	r := s.run(runID)
+	if r == nil || r.tasks[taskID] == nil {
+		return "", 0, false
+	}
+	t := r.tasks[taskID]
+	return t.Status, t.Retries, true
+}
+
 // LookupTaskStatuses is LookupTaskStatus for each of taskIDs, the run looked up once: a list of them (a page of
 // credentials) reads a cold run's summary once, not once a task, under the state's lock. The i-th status is
 // taskIDs[i]'s, "" for a task the run does not have; the statuses are nil when the run is unknown, or with the error.

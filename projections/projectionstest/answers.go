@@ -27,7 +27,7 @@ var (
 		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage", "LedgerTotals",
 		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "LookupRun", "RunStatus", "LookupRunStatus", "Runs",
 		"SlotHolder", "SlotWaiters", "Slots",
-		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "StrandedAsks", "Task", "TaskStatus", "LookupTaskStatus", "LookupTaskStatuses", "Tasks", "TasksPage", "LiveTasks",
+		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "StrandedAsks", "Task", "TaskStatus", "TaskAttempt", "LookupTaskStatus", "LookupTaskStatuses", "Tasks", "TasksPage", "LiveTasks",
 		"RunningTasks",
 		"EachLiveTask", "EachWorkflowTask", "EachInFlight",
 		"ActiveLeases", "Job", "JobCount", "JobHeader", "LookupJobHeader", "JobPage", "JobTool", "Jobs", "EachJob", "LiveRequests",
@@ -144,6 +144,8 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 			q("Task/"+id, tk, ok)
 			ts, ok := s.TaskStatus(run, id)
 			q("TaskStatus/"+id, ts, ok)
+			ts, retries, ok := s.TaskAttempt(run, id)
+			q("TaskAttempt/"+id, ts, retries, ok)
 			ts, ok, err := s.LookupTaskStatus(run, id)
 			require.NoError(t, err)
 			q("LookupTaskStatus/"+id, ts, ok)
