@@ -61,7 +61,11 @@ func (s *Server) feed(next uint64) {
 			}
 			if endsCredentials(r.Type) {
 				box, narrowed := endedBox(dec, r)
-				s.closeEnded(r.Stream, box, narrowed) // now, before any later push of this run
+				var runEndAt uint64
+				if runEnds(r.Type) {
+					runEndAt = r.Position
+				}
+				s.closeEnded(r.Stream, box, narrowed, runEndAt) // now, before any later push of this run
 				continue
 			}
 			if r.Type != events.TypeMailboxAppended {

@@ -227,16 +227,22 @@ func (c *conn) acquireSubscription() error {
 // changed) and ends, after one error frame, those the check refuses: revoked, stale-token for an ended run or
 // task. Called by the feed only for events that can end a credential, after they are published. When narrowed,
 // the re-check is of the connections of one box only (boxOf: a task's workers, or the orchestrators'): the event
-// changed nothing else the check reads.
-func (s *Server) closeEnded(runID string, box string, narrowed bool) {
+// changed nothing else the check reads. runEndAt is the position of the event when it is the run's end (runEnds),
+// else 0: a run's end ends every worker connection bound before it, whatever the newest state says, which a run
+// reopened since makes hold again.
+func (s *Server) closeEnded(runID string, box string, narrowed bool, runEndAt uint64) {
 	s.mu.Lock()
 	set := s.byRun[runID]
 	if narrowed {
 		set = s.byBox[mailboxKey{runID, box}]
 	}
 	conns := make([]*conn, 0, len(set))
+	var runEnded []bool // NB: by conns' index; only for the run's end
 	for c := range set {
 		conns = append(conns, c)
+		if runEndAt > 0 {
+			runEnded = append(runEnded, c.id.role == events.RoleWorker && c.boundAt < runEndAt)
+		}
 	}
 	hold := s.onEnding
 	s.mu.Unlock()
@@ -244,8 +250,12 @@ func (s *Server) closeEnded(runID string, box string, narrowed bool) {
 		hold()
 	}
 	s.feedRechecks.Add(int64(len(conns)))
-	for _, c := range conns {
-		if bad := s.recheck(c.id); bad != nil {
+	for i, c := range conns {
+		bad := errRunTerminal
+		if runEnded == nil || !runEnded[i] {
+			bad = s.recheck(c.id)
+		}
+		if bad != nil {
 			s.lg.Debug("credential ended; closing its connection", "conn", c.seq, "code", string(bad.Code),
 				"runId", c.id.runID, "taskId", c.id.taskID)
 			c.terminate(bad, reasonEnded)
@@ -267,6 +277,12 @@ func endsCredentials(eventType string) bool {
 	return false
 }
 
+// runEnds reports event types that end their run: every worker credential of it ends with them.
+func runEnds(eventType string) bool {
+	return eventType == events.TypeRunCompleted || eventType == events.TypeRunFailed ||
+		eventType == events.TypeRunCancelled
+}
+
 // endedBox names the one box (boxOf) whose connections ev, an event that ends credentials, can end, narrowed false
 // when it can end any connection of its run (the run's end). A task's end or retry ends only its workers'
 // credentials, and a delegation's settlement (every admitted delegation has one) only its shadow task's (projections'
@@ -276,8 +292,7 @@ func endsCredentials(eventType string) bool {
 // run), up to MaxConnsPerRun, per event of a loop an orchestrator controls. The event is decoded with dec, the
 // feed's.
 func endedBox(dec *events.Decoder, ev *eventlog.Event) (box string, narrowed bool) {
-	switch ev.Type {
-	case events.TypeRunCompleted, events.TypeRunFailed, events.TypeRunCancelled:
+	if runEnds(ev.Type) {
 		return "", false
 	}
 	decoded, err := projections.FromLogWith(dec, ev)
