@@ -168,6 +168,22 @@ func (bs *buckets) wait(k string, now time.Time) time.Duration {
 // off reports that nothing is paced: the lock is not taken at all.
 func (p *pacer) off() bool { return p.creds.rate == 0 && p.runs.rate == 0 }
 
+// httpKey is the pacer's key of the dashboard's credential key (httpapi.Pacer): buckets of their own, apart from
+// the socket's credentials. NB: no credential key starts with a NUL (credKey: a run id first).
+func httpKey(key string) string { return "\x00http " + key }
+
+// HTTPDelay is how long the dashboard's credential with key must wait before its next read is served (0: none),
+// by the rule and at the rate the socket's credentials are paced (RatePerCredential, BurstPerCredential), in a
+// bucket of its own (httpapi.Pacer).
+func (s *Server) HTTPDelay(key string) time.Duration {
+	return s.pacer.delay(paceKeys{cred: httpKey(key)}, s.pacer.now())
+}
+
+// HTTPCharge counts n units of work done for the dashboard's credential with key (httpapi.Pacer).
+func (s *Server) HTTPCharge(key string, n int) {
+	s.pacer.charge(paceKeys{cred: httpKey(key)}, n, s.pacer.now())
+}
+
 // charge takes n units from the buckets of k at now.
 func (p *pacer) charge(k paceKeys, n int, now time.Time) {
 	if n <= 0 || k == (paceKeys{}) || p.off() {

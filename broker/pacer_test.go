@@ -297,3 +297,24 @@ func BenchmarkPacerWorkerRequest(b *testing.B) {
 		})
 	})
 }
+
+// TestHTTPPacing: the dashboard's credentials are paced at the socket's rate per credential, each in a bucket of its
+// own, apart from every socket credential's, so a read-only token's reads cannot spend a worker's budget nor
+// the other way round.
+func TestHTTPPacing(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{RatePerCredential: 100, BurstPerCredential: 10}})
+	c := installPacerClock(f)
+	c.freeze()
+	require.Zero(t, f.srv.HTTPDelay("ro:a"), "a full bucket")
+	f.srv.HTTPCharge("ro:a", 1010) // a read of a cold run of 1,000 events and its own unit, charged after it
+	require.Equal(t, 10010*time.Millisecond, f.srv.HTTPDelay("ro:a"), "the debt and one unit, at the rate")
+	require.Zero(t, f.srv.HTTPDelay("ro:b"), "another token has its own bucket")
+	require.Equal(t, float64(10), c.level(workerKey(taskP)), "no socket credential pays for it")
+	require.Equal(t, float64(-1000), c.level(httpKey("ro:a")))
+	c.advance(10010 * time.Millisecond)
+	require.Zero(t, f.srv.HTTPDelay("ro:a"))
+
+	off := newFixture(t, fixtureOpts{opts: Options{RatePerCredential: -1}})
+	off.srv.HTTPCharge("ro:a", 1e6)
+	require.Zero(t, off.srv.HTTPDelay("ro:a"), "no pacing")
+}

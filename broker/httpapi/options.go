@@ -49,6 +49,13 @@ type BrokerStats interface {
 	Stats() broker.Stats
 }
 
+// Pacer paces credentials by the socket's rule (implemented by *broker.Server): HTTPDelay is how long the credential
+// with key must wait before its next read is served (0: none), HTTPCharge counts n units of work done for it.
+type Pacer interface {
+	HTTPDelay(key string) time.Duration
+	HTTPCharge(key string, n int)
+}
+
 // Options configure a Server. Engine and Log are required; zero fields mean their defaults.
 type Options struct {
 	// Engine answers every query (Engine.Read) and is the readiness signal; Log is the log it writes, read by
@@ -67,6 +74,9 @@ type Options struct {
 	// Metrics, when set, is served at /metrics (see NewMetrics). Broker adds the socket's census to it.
 	Metrics *Metrics
 	Broker  BrokerStats
+	// Pacer paces the reads of the read-only tokens (and of the sessions their links opened) by the socket's rule
+	// (nil: none; crewd's is its broker). See pacing.go.
+	Pacer Pacer
 	// StreamBytes is one stream's outbound budget (the hub's ring holds twice that); MaxStreams and
 	// MaxStreamsPerPrincipal bound open streams. See the Default constants.
 	StreamBytes            int

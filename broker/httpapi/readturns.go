@@ -55,6 +55,12 @@ func (s *Server) takingTurns(h authed) authed {
 			writeError(w, credentialGone())
 			return
 		}
+		ctx, charge, ok := s.paceRead(r.Context(), p)
+		if !ok {
+			return
+		}
+		defer charge()
+		r = r.WithContext(ctx)
 		if s.reading != nil {
 			s.reading(p)
 		}

@@ -203,7 +203,9 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, _ principal) 
 func (s *Server) runParam(r *http.Request) (string, *apiError) {
 	id, e := runIDParam(r)
 	if e == nil {
-		if _, err := s.opts.Engine.Warm(id); err != nil {
+		n, err := s.opts.Engine.Warm(id)
+		chargeRead(r.Context(), n)
+		if err != nil {
 			e = notReadBack()
 		}
 	}

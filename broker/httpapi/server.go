@@ -30,6 +30,7 @@ type Server struct {
 	states   stateCache
 	reads    *turns.PerKey   // requests in progress and waiting per credential (readturns.go)
 	reading  func(principal) // a test's hook: runs during a read's turn, before its handler
+	pacing   func(principal) // a test's hook: runs as a paced read waits for its credential's bucket
 	catchUps *turns.PerKey   // streams' reads of the log to catch up, per credential (catchupturns.go)
 	// catchingUp is a test's hook: runs in each read of the log a stream's catch-up makes, once it has read the head,
 	// with the key of the stream's credential.

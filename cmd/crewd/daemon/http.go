@@ -28,7 +28,7 @@ func startHTTP(cfg Config, eng *commands.Engine, log *eventlog.Log, srv *broker.
 		Metrics:  metrics, Logger: hl,
 	}
 	if srv != nil {
-		opts.Broker = srv
+		opts.Broker, opts.Pacer = srv, srv
 	}
 	web, err := httpapi.New(opts)
 	if err != nil {

@@ -1,0 +1,59 @@
+package httpapi
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Pacing of the read-only credentials: the turns (readturns.go) bound the reads a credential has in progress, not
+// what they cost. A read of a run that went cold reads it back from the log (Engine.Warm: its view, or every one of
+// its events), and the cold runs' cache keeps a few: a token reading two large cold runs in turn had each read back
+// every time, its four turns the daemon's CPU. So a read-only token's reads, as a socket credential's requests, are
+// paced (Options.Pacer: the broker's buckets, at its rate per credential): a read waits, in its turn, until the
+// credential's bucket holds a unit, and is charged one unit and the events of every cold run it had read back.
+// The admin's and the link crewd prints (its operator's) are not paced, as the socket's admin is not.
+
+// costKey is the context key of a read's cost (readCost).
+type costKey struct{}
+
+// readCost is the units a paced read has cost so far beyond its own: the events of the cold runs it read back.
+type readCost struct{ units atomic.Int64 }
+
+// paced reports whether the credential with key is paced: a read-only token's.
+func paced(key string) bool { return strings.HasPrefix(key, keyReadOnlyPrefix) }
+
+// chargeRead adds n units to the cost of the read of ctx, if it is paced.
+func chargeRead(ctx context.Context, n int64) {
+	if c, ok := ctx.Value(costKey{}).(*readCost); ok && n > 0 {
+		c.units.Add(n)
+	}
+}
+
+// paceRead waits until the credential p may read again, and returns the context to serve the read with and a func
+// that charges the read's cost once served; false when the client went first (it gets no answer).
+func (s *Server) paceRead(ctx context.Context, p principal) (context.Context, func(), bool) {
+	pacer := s.opts.Pacer
+	if pacer == nil || !paced(p.key) {
+		return ctx, func() {}, true
+	}
+	for {
+		d := pacer.HTTPDelay(p.key)
+		if d <= 0 {
+			break
+		}
+		if s.pacing != nil {
+			s.pacing(p)
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx, nil, false
+		}
+	}
+	cost := &readCost{}
+	return context.WithValue(ctx, costKey{}, cost), func() { pacer.HTTPCharge(p.key, int(1+cost.units.Load())) }, true
+}

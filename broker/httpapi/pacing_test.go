@@ -1,0 +1,102 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// fakePacer records what each credential was charged and makes every credential wait delay.
+type fakePacer struct {
+	delay   atomic.Int64 // nanoseconds
+	mu      sync.Mutex
+	charged map[string][]int
+}
+
+func (p *fakePacer) HTTPDelay(string) time.Duration { return time.Duration(p.delay.Load()) }
+
+func (p *fakePacer) HTTPCharge(key string, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.charged[key] = append(p.charged[key], n)
+}
+
+func (p *fakePacer) charges() map[string][]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string][]int{}
+	for k, v := range p.charged {
+		out[k] = append([]int(nil), v...)
+	}
+	return out
+}
+
+// A read-only token's read is charged one unit and the events of the cold run it read back, and waits while its
+// credential's bucket is empty (its client gone, it is answered nothing); the admin's reads are not paced.
+func TestReadOnlyReadsArePaced(t *testing.T) {
+	pacer := &fakePacer{charged: map[string][]int{}}
+	f := newFixtureEngine(t, Options{Pacer: pacer},
+		commands.Options{SnapshotEvery: -1, ExpiryInterval: -1, Retention: -1, ColdCache: 1})
+	// NB: the hook is set before any request, which its handlers read.
+	waiting := make(chan struct{}, 1)
+	f.srv.pacing = func(principal) {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	}
+	cold := f.firstColdRun()
+	var events int64
+	f.eng.Read(func(st *projections.State) {
+		r, ok, err := st.LookupRun(cold)
+		require.NoError(t, err)
+		require.True(t, ok)
+		events = r.Usage.Events
+	})
+	require.Positive(t, events)
+	ro := "ro:" + digestOf(roToken)
+
+	status, _ := f.getAs("/api/v1/runs/"+cold+"/tasks", "Bearer "+roToken)
+	require.Equal(t, http.StatusOK, status)
+	status, _ = f.getAs("/api/v1/runs/"+cold+"/delegations", "Bearer "+roToken)
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, map[string][]int{ro: {1 + int(events), 1}}, pacer.charges(),
+		"the run read back, then found in the cold runs' cache")
+	f.ok("/api/v1/runs/" + cold + "/tasks")
+	f.ok("/api/v1/runs")
+	require.Equal(t, map[string][]int{ro: {1 + int(events), 1}}, pacer.charges(), "the admin is not paced")
+
+	pacer.delay.Store(int64(time.Hour))
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.web.URL+"/api/v1/runs", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+roToken)
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := f.web.Client().Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		answered <- err
+	}()
+	select {
+	case <-waiting:
+	case err := <-answered:
+		t.Fatalf("a read of an empty bucket was answered: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the read never waited for its bucket")
+	}
+	cancel()
+	require.True(t, errors.Is(<-answered, context.Canceled))
+	require.Equal(t, map[string][]int{ro: {1 + int(events), 1}}, pacer.charges(), "a read never served costs nothing")
+	f.ok("/api/v1/runs") // the admin's reads do not wait for anyone's bucket
+}
