@@ -57,7 +57,8 @@
 //   - No stream waits on a hub that stopped: when the hub stops on an error (a log read error or a panic, logged),
 //     every open stream, live or replaying, gets its resync (the reason says so) and ends, and a new stream is
 //     refused 503 unavailable until crewd restarts, never opened to keep-alives only (hub.fail, handleStream).
-//   - state?at and explain rebuild one at a time, from the nearest of the last 4 rebuilt run states before their
+//   - state?at and explain rebuild one at a time (the principals waiting served in turn, each one's rebuilds in
+//     arrival order: turns.Shared), from the nearest of the last 4 rebuilt run states before their
 //     position (or the run's first event); a credential or session has at most 4 of them in progress or waiting
 //     (429 too-many-rebuilds beyond, at once, with a Retry-After of 1..60 s: the rebuilds in progress or waiting,
 //     every principal's, times the recent rebuilds' mean time, timed by Options.Now: state.go). Each shows the run

@@ -313,6 +313,20 @@ func readAll(t testing.TB, resp *http.Response) string {
 }
 
 // awaitTurns waits until key has held turns of p and waiting takers waiting for one.
+// awaitSlot waits until the rebuild slot is held (1) or not (0) and has waiting takers waiting, or fails.
+func awaitSlot(t *testing.T, s *turns.Shared, held, waiting int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a guard against a hang, not a timing
+	defer cancel()
+	require.NoError(t, s.AwaitLoad(ctx, held, waiting))
+}
+
+// slotLoad is the rebuild slot's Load: whether it is held, and its takers waiting.
+func slotLoad(s *turns.Shared) []int {
+	held, waiting := s.Load()
+	return []int{held, waiting}
+}
+
 func awaitTurns(t *testing.T, p *turns.PerKey, key string, held, waiting int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a guard against a hang, not a timing

@@ -25,12 +25,14 @@ const maxStateItems = 10000
 // the log up to its time first, in the same turn), CPU the daemon's writer shares. A state in the cache is never
 // modified.
 //
-// Neither turns bounds its waiters, nor needs to: rebuilds is only tried (TryTake), never waited for; the slot's
+// Neither bounds its waiters, nor needs to: rebuilds is only tried (TryTake), never waited for; the slot's
 // waiters are rebuild requests, each counted in rebuilds (≤ maxRebuildsPerPrincipal per principal) and each
-// inside one of its credential's read turns (≤ maxReadsPerCredential). A bound on the slot's waiters, all under
-// one key, would let one principal's waiters refuse another's.
+// inside one of its credential's read turns (≤ maxReadsPerCredential). A bound on the slot's waiters, all
+// principals', would let one principal's waiters refuse another's. The slot is handed to the principals waiting in
+// turn (turns.Shared): one that keeps its maxRebuildsPerPrincipal queued delays another's next rebuild by one of
+// its rebuilds, not by all of them, which state?at=TIME, reading the log's prefix, can make seconds each.
 type stateCache struct {
-	slot     *turns.PerKey // the one rebuild in progress, under the key ""
+	slot     *turns.Shared // the one rebuild in progress, handed to the principals waiting in turn
 	rebuilds *turns.PerKey // rebuild requests in progress or waiting for the slot, per principal
 	mu       sync.Mutex
 	states   []*projections.State // oldest kept first; each holds one run (projections.RunAt)
@@ -56,7 +58,7 @@ const maxRebuildsPerPrincipal = 4
 const maxRebuildsRetryAfter = 60
 
 func (c *stateCache) init(now func() time.Time, current func(*principal) bool) {
-	c.slot = turns.New(1)
+	c.slot = turns.NewShared()
 	c.rebuilds = turns.New(maxRebuildsPerPrincipal)
 	c.now, c.current = now, current
 }
@@ -164,7 +166,7 @@ func (c *stateCache) turn(ctx context.Context, p principal) (done func(), err er
 	}
 	c.queued.Add(1)
 	leave := func() { c.queued.Add(-1); counted() }
-	slotDone, err := c.slot.Take(ctx, "")
+	slotDone, err := c.slot.Take(ctx, p.key)
 	if err != nil {
 		leave()
 		return nil, err

@@ -73,8 +73,8 @@ func TestRebuildEndsWithItsClient(t *testing.T) {
 				}
 				first = true
 				answered = sendInBackground(f, nextReq)
-				awaitTurns(t, c.slot, "", 1, 1) // the next request waits for the slot
-				cancel()                        // and the client of the one holding it goes
+				awaitSlot(t, c.slot, 1, 1) // the next request waits for the slot
+				cancel()                   // and the client of the one holding it goes
 			}
 			req := httptest.NewRequestWithContext(ctx, http.MethodGet, gone, nil)
 			req.Host, req.RemoteAddr = "127.0.0.1:7717", "127.0.0.1:40000"
@@ -92,7 +92,7 @@ func TestRebuildEndsWithItsClient(t *testing.T) {
 			require.Equal(t, http.StatusOK, a.code, "the waiting request had its turn: %s", a.body)
 			var nextBody map[string]any
 			require.NoError(t, json.Unmarshal(a.body, &nextBody))
-			awaitTurns(t, c.slot, "", 0, 0)
+			awaitSlot(t, c.slot, 0, 0)
 			awaitTurns(t, c.rebuilds, keyAdmin, 0, 0)
 			c.mu.Lock()
 			kept := c.states
@@ -125,7 +125,7 @@ func TestStateAtTimeTakesOneTurn(t *testing.T) {
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	answered := sendInBackground(f, req)
-	awaitTurns(t, c.slot, "", 1, 1) // state?at=TIME waits for the slot
+	awaitSlot(t, c.slot, 1, 1) // state?at=TIME waits for the slot
 
 	// Another credential's rebuild queues behind it, and holds the slot once it has it.
 	ro := principal{kind: kindReadOnly, key: keyReadOnlyPrefix + digestOf(roToken)}
@@ -140,7 +140,7 @@ func TestStateAtTimeTakesOneTurn(t *testing.T) {
 		next <- err
 	}()
 	defer close(release)
-	awaitTurns(t, c.slot, "", 1, 2)
+	awaitSlot(t, c.slot, 1, 2)
 	done()
 	select {
 	case <-holds:
@@ -152,7 +152,7 @@ func TestStateAtTimeTakesOneTurn(t *testing.T) {
 	awaitCtx, stopAwait := context.WithCancel(ctx)
 	defer stopAwait()
 	waitsAgain := make(chan error, 1)
-	go func() { waitsAgain <- c.slot.AwaitLoad(awaitCtx, "", 1, 1) }()
+	go func() { waitsAgain <- c.slot.AwaitLoad(awaitCtx, 1, 1) }()
 	select {
 	case a := <-answered:
 		require.NoError(t, a.err)

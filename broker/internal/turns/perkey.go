@@ -21,7 +21,7 @@ type PerKey struct {
 	maxWaiting int
 	mu         sync.Mutex
 	keys       map[string]*entry // only keys with a turn held or a taker waiting
-	changed    chan struct{}     // closed at the next change of any key's counts; nil while nobody watches
+	watch                        // of any key's counts
 
 	givingUp func() // a test's hook: runs when a waiting Take's context has ended, before it gives up
 }
@@ -130,28 +130,13 @@ func (p *PerKey) Keys() int {
 func (p *PerKey) Changed() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.changed == nil {
-		p.changed = make(chan struct{})
-	}
-	return p.changed
+	return p.next()
 }
 
 // AwaitLoad waits until key's Load is held and waiting, or ctx ends (its error). A caller uses it to know that a
 // taker is waiting, without sleeping.
 func (p *PerKey) AwaitLoad(ctx context.Context, key string, held, waiting int) error {
-	for {
-		changed := p.Changed()
-		if h, w := p.Load(key); h == held && w == waiting {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			h, w := p.Load(key)
-			return fmt.Errorf("turns: key %q: %d held and %d waiting, not %d and %d: %w", key, h, w, held, waiting,
-				ctx.Err())
-		}
-	}
+	return awaitLoad(ctx, fmt.Sprintf("key %q", key), p.Changed, func() (int, int) { return p.Load(key) }, held, waiting)
 }
 
 // entryOf is key's entry, made when it has none. Under p.mu.
@@ -194,13 +179,5 @@ func (p *PerKey) giveBack(key string, e *entry) {
 func (p *PerKey) forgetIdle(key string, e *entry) {
 	if e.held == 0 && len(e.waiting) == 0 {
 		delete(p.keys, key)
-	}
-}
-
-// notify wakes the watchers of Changed. Under p.mu.
-func (p *PerKey) notify() {
-	if p.changed != nil {
-		close(p.changed)
-		p.changed = nil
 	}
 }
