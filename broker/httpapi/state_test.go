@@ -213,3 +213,35 @@ func TestStateAtTheHeadIsNotLaterThanAsked(t *testing.T) {
 	require.EqualValues(t, head, st["position"], "the state as of the time asked, before the later command")
 	require.LessOrEqual(t, st["position"].(float64), st["head"].(float64))
 }
+
+// TestRebuildSlotServesCredentialsInTurn: a credential with its rebuilds queued delays another credential's next
+// rebuild by one of them, not by all: the slot goes to the credentials waiting in turn.
+func TestRebuildSlotServesCredentialsInTurn(t *testing.T) {
+	f := newFixture(t, Options{})
+	c := &f.srv.states
+	admin := principal{kind: kindAdmin, key: keyAdmin}
+	ro := principal{kind: kindReadOnly, key: keyReadOnlyPrefix + digestOf(roToken)}
+	held, err := c.turn(t.Context(), admin)
+	require.NoError(t, err)
+	served := make(chan string, maxRebuildsPerPrincipal+1)
+	queue := func(p principal, name string, waiting int) {
+		go func() {
+			done, err := c.turn(t.Context(), p)
+			if err == nil {
+				served <- name
+				done()
+			}
+		}()
+		awaitSlot(t, c.slot, 1, waiting)
+	}
+	for i := range maxRebuildsPerPrincipal - 1 {
+		queue(ro, fmt.Sprint("read-only ", i), i+1)
+	}
+	queue(admin, "admin", maxRebuildsPerPrincipal)
+	held()
+	var order []string
+	for range maxRebuildsPerPrincipal {
+		order = append(order, <-served)
+	}
+	require.Equal(t, []string{"read-only 0", "admin", "read-only 1", "read-only 2"}, order)
+}
