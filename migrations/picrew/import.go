@@ -76,10 +76,15 @@ func Import(l *eventlog.Log, root string, opts *Options) (Summary, error) {
 	// The import is the engine's command: its ids are the engine
 	// principal's, out of every client's reach.
 	engine := events.EnginePrincipal().Key()
+	slots := newSlotPool(l)
 	for i, r := range runs {
 		p := newPlanner(src, r, o.Clock)
-		p.clockMs = now / 1e6
-		writes := takeable(l, src, r.id, p.plan())
+		p.clockMs, p.slots = now/1e6, slots
+		planned := p.plan()
+		if slots.err != nil {
+			return sum, slots.err
+		}
+		writes := takeable(l, src, r.id, planned)
 		rs := RunSummary{RunID: r.id, Status: r.manifest.Status, Events: len(r.events), Messages: len(r.messages),
 			Steers: len(r.steers), Writes: len(writes), Foreign: p.foreignCount}
 		for _, t := range r.tasks {

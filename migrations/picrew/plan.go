@@ -66,6 +66,9 @@ type planner struct {
 	parked    map[string]park // workflow task → the question its last task.waiting planned parks it on
 	// foreignCount is how many events were kept as foreign.imported.
 	foreignCount int
+	// slots is the slot pool an admission is checked against: the one-shot import's (slotPool); nil for a
+	// follower, whose daemon checks it.
+	slots *slotPool
 	// clockMs is the time (unix ms) the one-shot import records an event
 	// at that has no time of its own nor its run a createdAt; 0 for a
 	// follower, whose daemon records such an event at its own clock.
@@ -445,6 +448,11 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 				d.SubID, d.TimeoutSec, timeRange)
 			d.TimeoutSec = 0
 		}
+		if run, held := p.slotHolder(d.SubID); held && run != p.r.id {
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s: its subId holds a slot of run %s (the "+
+				"slot pool is keyed by subId): skipped", d.SubID, run)
+			return
+		}
 		p.begin(what)
 		p.admit(at, parent, d.SubID, d.Role, d.ChildDepth, d.Unmetered, d.ReservedTokens, d.TimeoutSec)
 	default: // terminal
@@ -501,6 +509,9 @@ func (p *planner) admit(at int64, parent, subID, role string, depth int, unmeter
 		Cwd: cwd, Title: title, ParentRole: p.roleOf(parent)})
 	p.dels[subID] = "queued"
 	p.parents[subID] = parent
+	if p.slots != nil {
+		p.slots.admit(p.r.id, subID)
+	}
 	if !unmetered {
 		p.add(at, &events.BudgetReserved{TaskID: parent, SubID: subID, Tokens: reserved, GrantedTokens: p.grant(parent)})
 		p.spent[parent] += reserved
@@ -541,6 +552,17 @@ func (p *planner) settle(at int64, parent, subID, outcome string) {
 		p.add(at, (*events.DelegateCancelled)(&s))
 	}
 	p.dels[subID] = outcome
+	if p.slots != nil {
+		p.slots.settle(p.r.id, subID)
+	}
+}
+
+// slotHolder is the run whose delegation in flight holds subID's slot (slotPool), if the planner knows the pool.
+func (p *planner) slotHolder(subID string) (run string, ok bool) {
+	if p.slots == nil {
+		return "", false
+	}
+	return p.slots.holder(subID)
 }
 
 func (p *planner) askEvent(ev *teamEvent, what string, at int64) {

@@ -1,0 +1,91 @@
+package picrew
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/projections"
+)
+
+// slotRunFiles is run id, running, with its task 01_exec running and the events lines after its task.started.
+func slotRunFiles(id string, lines ...string) map[string]string {
+	return map[string]string{
+		"state/runs/" + id + "/manifest.json": manifestOf(id, "running"),
+		"state/runs/" + id + "/tasks.json":    `[{"id":"01_exec","stepId":"exec","role":"executor","status":"running"}]`,
+		"state/runs/" + id + "/events.jsonl":  eventLine(1, "task.started", "01_exec", `{}`) + strings.Join(lines, ""),
+	}
+}
+
+// TestImportedAdmissionDoesNotTakeAnotherRunsSlot: the daemon-wide slot pool is keyed by subId, so a delegation a run's
+// files admit under a subId another run's delegation holds (a worker's line naming another run's shadow) is one
+// crewd's import.append refuses. The one-shot import recorded it: the second admission took the first run's slot, its
+// settlement freed it while the first run's delegation was still in flight, and a snapshot of two runs holding one
+// subId is refused at load, so the state folded from the log and the one rebuilt from its snapshot differed. The
+// import now leaves such an admission out, reported, whether the run holding the subId is of the same import or of
+// the store already; a subId whose delegation was settled holds nothing and may be admitted again.
+func TestImportedAdmissionDoesNotTakeAnotherRunsSlot(t *testing.T) {
+	const holder, other = "team_20261201120000_00000000000000aa", "team_20261201120000_00000000000000bb"
+	admitted := eventLine(2, "delegate.admitted", "01_exec", `{"subId":"gc-shared","timeoutSec":600}`)
+	settled := eventLine(3, "delegate.completed", "01_exec", `{"subId":"gc-shared","ok":true}`)
+	for _, c := range []struct {
+		name          string
+		holder, other []string // the runs' lines after task.started
+		together      bool     // one import of both runs, else the holder's first, then the other's
+		want          string   // the run whose delegation holds gc-shared at the end
+		refused       bool     // the other run's admission is left out
+	}{
+		{"one import", []string{admitted}, []string{admitted, settled}, true, holder, true},
+		{"in the store", []string{admitted}, []string{admitted, settled}, false, holder, true},
+		{"both in flight", []string{admitted}, []string{admitted}, true, holder, true},
+		{"settled first", []string{admitted, settled}, []string{admitted}, true, other, false},
+		{"settled first, in the store", []string{admitted, settled}, []string{admitted}, false, other, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := openFuzzStore(t)
+			defer l.Close()
+			var reports []string
+			imp := func(files map[string]string) {
+				root := t.TempDir()
+				writeFiles(t, root, files)
+				sum, err := Import(l, root, &Options{Clock: valuesClock})
+				require.NoError(t, err)
+				for _, s := range sum.Skipped {
+					reports = append(reports, s.String())
+				}
+			}
+			if c.together {
+				files := slotRunFiles(holder, c.holder...)
+				for p, b := range slotRunFiles(other, c.other...) {
+					files[p] = b
+				}
+				imp(files)
+			} else {
+				imp(slotRunFiles(holder, c.holder...))
+				imp(slotRunFiles(other, c.other...))
+			}
+			s := stateOf(t, l)
+			runID, held := s.SlotHolder("gc-shared")
+			require.True(t, held, "a delegation in flight holds its slot")
+			require.Equal(t, c.want, runID)
+			_, recorded := s.Delegation(other, "gc-shared")
+			require.Equal(t, !c.refused, recorded)
+			refusals := slices.DeleteFunc(slices.Clone(reports), func(r string) bool { return !strings.Contains(r, "gc-shared") })
+			if c.refused {
+				require.NotEmpty(t, refusals, "%q", reports) // its settlement's line is reported after it, if any
+				require.Contains(t, refusals[0], "state/runs/"+other+"/events.jsonl:2 (seq 2): delegate.admitted for gc-shared: "+
+					"its subId holds a slot of run "+holder+" (the slot pool is keyed by subId): skipped")
+			} else {
+				require.Empty(t, refusals)
+			}
+
+			b, err := projections.EncodeSnapshot(s)
+			require.NoError(t, err)
+			back, err := projections.DecodeSnapshot(b)
+			require.NoError(t, err, "the state's snapshot is one a load takes")
+			require.Equal(t, s.Slots(), back.Slots())
+		})
+	}
+}
