@@ -147,12 +147,15 @@
 //     it has finished, and the task would wait until then; crewd's
 //     import.append refuses them), and a waiting record of one in
 //     tasks.json is reconciled running, reported.
-//   - One run's files change no other run: a delegate.admitted whose subId
-//     holds a slot of another run's delegation in flight (the daemon-wide
-//     slot pool is keyed by subId: it took that run's slot, and its
-//     settlement freed it) is skipped and reported, as crewd's
-//     import.append refuses it; the store's delegate events are read once
-//     for it, at the import's first admission.
+//   - One run's files change no other run: a run directory whose id names
+//     a run of the store created through crewd's socket (it has an
+//     orchestrator credential, which no import records) is reported and
+//     not imported, as crewd's import.append refuses every write to it; a
+//     delegate.admitted whose subId holds a slot of another run's
+//     delegation in flight (the daemon-wide slot pool is keyed by subId: it
+//     took that run's slot, and its settlement freed it) is skipped and
+//     reported, as crewd's import.append refuses it; the store's delegate
+//     events are read once for it, at the import's first admission.
 //   - A run's writes commit in one atomic append.
 //
 // Import does not lock the pi-crew root (pi-crew must not be writing it)

@@ -52,10 +52,19 @@ type Options struct {
 	Clock func() time.Time
 }
 
+// progress tells o.Progress, if set, that done runs of total are.
+func (o *Options) progress(done, total int) {
+	if o.Progress != nil {
+		o.Progress(uint64(done), uint64(total))
+	}
+}
+
 // Import reads the pi-crew crew root at root and appends the equivalent
 // crewlog events to l, one atomic append per run. It is idempotent (see the
 // package doc). A damaged file is reported in Summary.Skipped, never fatal;
-// a run with a file that cannot be read is reported there and not imported;
+// a run with a file that cannot be read, or whose id names a run of the
+// store served through crewd's socket (servedRun), is reported there and
+// not imported;
 // an error is returned only when root is not a crew root or the store
 // fails.
 func Import(l *eventlog.Log, root string, opts *Options) (Summary, error) {
@@ -78,6 +87,13 @@ func Import(l *eventlog.Log, root string, opts *Options) (Summary, error) {
 	engine := events.EnginePrincipal().Key()
 	slots := newSlotPool(l)
 	for i, r := range runs {
+		if served, err := servedRun(l, r.id); err != nil {
+			return sum, err
+		} else if served {
+			src.skip(r.id, "state/runs/"+r.id, 0, 0, servedReason, r.id)
+			o.progress(i+1, len(runs))
+			continue
+		}
 		p := newPlanner(src, r, o.Clock)
 		p.clockMs, p.slots = now/1e6, slots
 		planned := p.plan()
@@ -125,9 +141,7 @@ func Import(l *eventlog.Log, root string, opts *Options) (Summary, error) {
 		sum.Runs = append(sum.Runs, rs)
 		sum.Appended += rs.Appended
 		sum.Existing += rs.Existing
-		if o.Progress != nil {
-			o.Progress(uint64(i+1), uint64(len(runs)))
-		}
+		o.progress(i+1, len(runs))
 	}
 	sum.Skipped, sum.Unread = src.skipped, src.unread
 	if sum.Skipped == nil {
