@@ -112,7 +112,7 @@ func (p *planner) drain() []planned {
 // and ok is false, so that a caller whose later writes depend on it can
 // leave them out.
 func (p *planner) begin(what string) (ok bool) {
-	id := "import:" + p.r.id + ":" + what
+	id := p.commandID(what)
 	if len(id) > eventlog.MaxIDLen {
 		p.s.skip(p.r.id, "state/runs/"+p.r.id, 0, 0, "%q: an id too long to name its import (a command id of %d bytes, at most %d): not imported",
 			clip(what), len(id), eventlog.MaxIDLen)
@@ -123,6 +123,9 @@ func (p *planner) begin(what string) (ok bool) {
 	p.cur = &p.writes[len(p.writes)-1]
 	return true
 }
+
+// commandID is the command id of the write what: import:<runId>:<what>.
+func (p *planner) commandID(what string) string { return "import:" + p.r.id + ":" + what }
 
 // clip is s shortened for a report.
 func clip(s string) string {
@@ -448,9 +451,13 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 				d.SubID, d.TimeoutSec, timeRange)
 			d.TimeoutSec = 0
 		}
-		if run, held := p.slotHolder(d.SubID); held && run != p.r.id {
-			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s: its subId holds a slot of run %s (the "+
-				"slot pool is keyed by subId): skipped", d.SubID, run)
+		if run, taken := p.slotTaken(d.SubID, what); taken {
+			if run == p.r.id {
+				p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "second delegate.admitted for %s: skipped", d.SubID)
+			} else {
+				p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s: its subId holds a slot of run %s "+
+					"(the slot pool is keyed by subId): skipped", d.SubID, run)
+			}
 			return
 		}
 		p.begin(what)
@@ -557,12 +564,14 @@ func (p *planner) settle(at int64, parent, subID, outcome string) {
 	}
 }
 
-// slotHolder is the run whose delegation in flight holds subID's slot (slotPool), if the planner knows the pool.
-func (p *planner) slotHolder(subID string) (run string, ok bool) {
+// slotTaken is the run whose delegation holds subID's slot, or this run when it has subID already (slotPool.taken),
+// which an admission of subID planned as the write what must leave alone; ok is false when the planner does not know
+// the pool.
+func (p *planner) slotTaken(subID, what string) (run string, ok bool) {
 	if p.slots == nil {
 		return "", false
 	}
-	return p.slots.holder(subID)
+	return p.slots.taken(p.r.id, subID, p.commandID(what))
 }
 
 func (p *planner) askEvent(ev *teamEvent, what string, at int64) {

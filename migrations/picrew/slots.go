@@ -1,23 +1,27 @@
 package picrew
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
 )
 
-// slotPool is what the one-shot import knows of the daemon-wide slot pool (D§5): which run's delegation in flight
-// holds each subId, as the store holds them and as the import's runs planned so far add to it. NB: the pool is keyed
-// by subId alone (crewlog mints its own), so an admission under a subId another run holds would take that run's slot
-// and its settlement free it while the other run's delegation is still in flight, and a snapshot of two runs holding
-// one subId is refused at load; crewd's import.append refuses such an admission (commands' admittedBefore), and the
-// one-shot import leaves it out. A follower has none: its daemon decides.
+// slotPool is what the one-shot import knows of the delegations of the store, and of the daemon-wide slot pool
+// (D§5): which run's delegation in flight holds each subId, as the store holds them and as the import's runs planned so
+// far add to them. NB: the pool is keyed by subId alone (crewlog mints its own), so an admission under a subId another
+// run holds would take that run's slot and its settlement free it while the other run's delegation is still in
+// flight, and a snapshot of two runs holding one subId is refused at load; and an admission of a subId its run
+// admitted already, which the fold ignores, reserved its tokens again. crewd's import.append refuses both (commands'
+// admittedBefore), and the one-shot import leaves them out. A follower has none: its daemon decides.
 type slotPool struct {
 	l *eventlog.Log
-	// held and inFlight are read from the store at the first admission asked about (loaded), then kept as the
-	// import plans: held is subId → the run holding its slot, inFlight the (run, subId) delegations not settled.
+	// admitted, held and inFlight are read from the store at the first admission asked about (loaded), then kept as
+	// the import plans: admitted are the (run, subId) delegations, held is subId → the run holding its slot, inFlight
+	// the delegations not settled.
 	loaded   bool
+	admitted map[[2]string]bool
 	held     map[string]string
 	inFlight map[[2]string]bool
 	// err is the store's failure while reading it: the import stops with it.
@@ -26,20 +30,35 @@ type slotPool struct {
 
 func newSlotPool(l *eventlog.Log) *slotPool { return &slotPool{l: l} }
 
-// holder is the run whose delegation in flight holds subId's slot, if any. NB: the first call reads every event of the
-// store once (the delegate events decoded), so an import that admits nothing never reads it.
-func (sp *slotPool) holder(subID string) (run string, ok bool) {
+// taken is the run whose delegation holds subID's slot, or has subID already when it is run: an admission of subID by
+// run under commandID is not to be recorded (ok), unless the store holds commandID's write already (the same
+// admission read again). NB: the first call that is not such a write reads every event of the store once (the
+// delegate events decoded), so an import that admits nothing new never reads it.
+func (sp *slotPool) taken(run, subID, commandID string) (holder string, ok bool) {
+	if sp.err != nil {
+		return "", false
+	}
+	switch _, err := sp.l.Outcome(events.EnginePrincipal().Key(), commandID); {
+	case err == nil:
+		return "", false
+	case !errors.Is(err, eventlog.ErrNotFound):
+		sp.err = fmt.Errorf("picrew: run %s: %w", run, err)
+		return "", false
+	}
 	if !sp.loaded {
 		sp.load()
 	}
-	run, ok = sp.held[subID]
-	return run, ok
+	if sp.admitted[[2]string{run, subID}] {
+		return run, true
+	}
+	holder, ok = sp.held[subID]
+	return holder, ok
 }
 
-// load folds the store's delegate events into the pool as projections fold them: an admission takes its subId's slot,
-// and a run's first settlement of a delegation it admitted frees it.
+// load folds the store's delegate events into the pool as projections fold them: a run's first admission of a subId
+// takes its slot, and the first settlement of a delegation in flight frees it.
 func (sp *slotPool) load() {
-	sp.loaded, sp.held, sp.inFlight = true, map[string]string{}, map[[2]string]bool{}
+	sp.loaded, sp.admitted, sp.held, sp.inFlight = true, map[[2]string]bool{}, map[string]string{}, map[[2]string]bool{}
 	it := sp.l.ReadTransient(1)
 	defer it.Close()
 	for it.Next() {
@@ -63,11 +82,11 @@ func (sp *slotPool) load() {
 	}
 }
 
-// admit notes that run's delegation subID holds its slot.
+// admit notes run's admission of subID: its first takes subID's slot.
 func (sp *slotPool) admit(run, subID string) {
-	if sp.loaded {
+	if k := [2]string{run, subID}; sp.loaded && !sp.admitted[k] {
+		sp.admitted[k], sp.inFlight[k] = true, true
 		sp.held[subID] = run
-		sp.inFlight[[2]string{run, subID}] = true
 	}
 }
 

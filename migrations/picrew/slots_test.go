@@ -89,3 +89,41 @@ func TestImportedAdmissionDoesNotTakeAnotherRunsSlot(t *testing.T) {
 		})
 	}
 }
+
+// TestImportedAdmissionIsItsRunsFirst: a delegation is admitted once (pi-crew mints a subId per admission), and crewd's
+// import.append refuses an admission of a subId its run admitted already. The one-shot import recorded one the store
+// held from an earlier import whose line the files no longer had (pi-crew's compaction keeps the last events): the
+// fold ignores the second admission, but not its budget.reserved, and the parent's spend counted the reservation
+// twice. It is now skipped and reported; the same admission read again is the write recorded already, and appends
+// nothing.
+func TestImportedAdmissionIsItsRunsFirst(t *testing.T) {
+	const run = "team_20261201120000_00000000000000aa"
+	l := openFuzzStore(t)
+	defer l.Close()
+	imp := func(lines ...string) []string {
+		root := t.TempDir()
+		writeFiles(t, root, slotRunFiles(run, lines...))
+		sum, err := Import(l, root, &Options{Clock: valuesClock})
+		require.NoError(t, err)
+		var reports []string
+		for _, s := range sum.Skipped {
+			if strings.Contains(s.Reason, "gc-1") {
+				reports = append(reports, s.String())
+			}
+		}
+		return reports
+	}
+	admitted := eventLine(2, "delegate.admitted", "01_exec", `{"subId":"gc-1","timeoutSec":600,"reservedTokens":50}`)
+	require.Empty(t, imp(admitted, eventLine(3, "delegate.completed", "01_exec", `{"subId":"gc-1","ok":true}`)))
+	require.Empty(t, imp(admitted), "the admission recorded already, read again")
+	require.Equal(t, []string{"state/runs/" + run + "/events.jsonl:2 (seq 7): second delegate.admitted for gc-1: skipped"},
+		imp(eventLine(7, "delegate.admitted", "01_exec", `{"subId":"gc-1","timeoutSec":600,"reservedTokens":50}`)))
+	s := stateOf(t, l)
+	d, ok := s.Delegation(run, "gc-1")
+	require.True(t, ok)
+	require.Equal(t, projections.DelegationCompleted, d.Status, "the delegation stays settled")
+	a, _ := s.Allocation(run, "01_exec")
+	require.Equal(t, int64(50), a.TokensSpent, "its reservation is counted once")
+	_, held := s.SlotHolder("gc-1")
+	require.False(t, held)
+}
