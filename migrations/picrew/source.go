@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -584,7 +585,9 @@ func (s *source) parseEvent(id, rel string, line int, b []byte) (ev teamEvent, o
 	return ev, true
 }
 
-// readLines calls fn for each non-empty line of p.
+// readLines calls fn for each non-empty line of p. A line longer than maxLine bytes is reported and skipped to its
+// newline, and the lines after it are read. NB: skipped, not the end of the file: one line a run's worker appends would
+// otherwise hide every later line of its file, which a follower, skipping a line longer than one read, imports.
 func (s *source) readLines(id, p string, fn func(line int, b []byte)) {
 	f, _, err := openFile(p)
 	if err != nil {
@@ -592,20 +595,36 @@ func (s *source) readLines(id, p string, fn func(line int, b []byte)) {
 		return
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	n := 0
-	for sc.Scan() {
-		n++
-		if b := bytes.TrimSpace(sc.Bytes()); len(b) > 0 {
+	r := bufio.NewReaderSize(f, 64<<10)
+	var text []byte // the line read so far, nil once it is longer than maxLine
+	long := false
+	for n := 1; ; {
+		chunk, err := r.ReadSlice('\n')
+		if !long && len(text)+len(bytes.TrimSuffix(chunk, []byte("\n"))) > maxLine {
+			long, text = true, nil
+		} else if !long {
+			text = append(text, chunk...)
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue // the line goes on
+		case err != nil && !errors.Is(err, io.EOF):
+			// NB: the read's failure (readFailed), not the file's content.
+			s.failed = true
+			s.skip(id, s.rel(p), n, 0, "rest of the file unreadable: %v", pathless(err))
+			return
+		case err != nil && len(text) == 0 && !long:
+			return // the end of the file, after a newline
+		}
+		if long {
+			s.skip(id, s.rel(p), n, 0, "line longer than %d bytes: skipped", maxLine)
+		} else if b := bytes.TrimSpace(text); len(b) > 0 {
 			fn(n, b)
 		}
-	}
-	if err := sc.Err(); err != nil {
-		// NB: a line longer than the scanner takes is the file's, which reading it again meets again; any other error
-		// is the read's (readFailed).
-		s.failed = s.failed || !errors.Is(err, bufio.ErrTooLong)
-		s.skip(id, s.rel(p), n+1, 0, "rest of the file unreadable: %v", pathless(err))
+		if err != nil {
+			return // a last line without its newline, read as the lines before it
+		}
+		n, text, long = n+1, text[:0], false
 	}
 }
 
