@@ -62,7 +62,8 @@ const maxImportTimeMs = 9e12
 // subId, refused when it is not an id (safeID) or names a workflow task of
 // the run (workflowTask), a free text, refused when it is longer than
 // crewlog's own command records it (importedTextProblem), an id longer than any
-// crewlog records or a task id task.create refuses (a reserved word, or an empty taskId: importedIDProblem), and
+// crewlog records or a task id task.create refuses (a reserved word, or an empty taskId: importedIDProblem), a
+// foreign event's seq below 1, which no event of its source has (importedForeignProblem), and
 // an allocation
 // top-up (events.ImportTopUpSubID), recorded as what its task lacks of the
 // spend it carries (importedTopUp).
@@ -325,7 +326,8 @@ func noneIfEmpty(o []string) []string {
 
 // importedPayloadProblem says what makes p, the payload of an imported event of type typ, one crewlog does not record
 // (checkpointProblem, importedUsageProblem, importedBudgetProblem, importedDepthProblem, importedDependsOnProblem,
-// importedSpendProblem, importedTextProblem, importedQuestionProblem, importedIDProblem); "" when there is nothing.
+// importedSpendProblem, importedTextProblem, importedQuestionProblem, importedIDProblem, importedForeignProblem); ""
+// when there is nothing.
 func importedPayloadProblem(typ string, p any) string {
 	if err := checkpointProblem(p); err != nil {
 		return err.Error()
@@ -350,7 +352,7 @@ func importedPayloadProblem(typ string, p any) string {
 // importedFieldProblems are the checks of importedPayloadProblem whose answer is prefixed with the event's type, in
 // the order they are made.
 var importedFieldProblems = []func(p any) string{importedDependsOnProblem, importedSpendProblem, importedTextProblem,
-	importedQuestionProblem, importedIDProblem}
+	importedQuestionProblem, importedIDProblem, importedForeignProblem}
 
 // importedQuestionProblem says what makes p, an ask.requested or task.waiting given as a pointer or a struct, a
 // question wait.request would not record; "" when there is nothing, or when p is another payload. Its id must be one
