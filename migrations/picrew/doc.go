@@ -36,9 +36,10 @@
 //     import of files that grew appends only what is new.
 //   - Nothing pi-crew wrote is dropped: an event type without a crewlog
 //     counterpart (task.progress, hook.executed, policy.action, …) is kept as
-//     foreign.imported with its type, seq, time, task, message and data; it
-//     changes no projection, and the timeline, replay and events.since show
-//     it (RunSummary.Foreign counts them).
+//     foreign.imported with its type, seq, time, task, message and data (its
+//     JSON text, each byte that is not UTF-8 as U+FFFD, as in every text
+//     decoded from JSON); it changes no projection, and the timeline, replay
+//     and events.since show it (RunSummary.Foreign counts them).
 //   - Tolerant and loud: corrupt lines, task records of tasks.json that do
 //     not decode (each is its own: one bad value leaves the others in), seq
 //     gaps and duplicates, quarantined .corrupt-* files, lock and sidecar
