@@ -60,7 +60,8 @@ func (o *Options) progress(done, total int) {
 }
 
 // Import reads the pi-crew crew root at root and appends the equivalent
-// crewlog events to l, one atomic append per run. It is idempotent (see the
+// crewlog events to l, one atomic append per run, reading each run's files
+// when it imports the run. It is idempotent (see the
 // package doc). A damaged file is reported in Summary.Skipped, never fatal;
 // a run with a file that cannot be read, or whose id names a run of the
 // store served through crewd's socket (servedRun), is reported there and
@@ -73,7 +74,7 @@ func Import(l *eventlog.Log, root string, opts *Options) (Summary, error) {
 		o = *opts
 	}
 	src := &source{root: root}
-	runs, err := src.readRuns()
+	ids, err := src.runIDs()
 	if err != nil {
 		return Summary{}, err
 	}
@@ -86,12 +87,20 @@ func Import(l *eventlog.Log, root string, opts *Options) (Summary, error) {
 	// principal's, out of every client's reach.
 	engine := events.EnginePrincipal().Key()
 	slots := newSlotPool(l)
-	for i, r := range runs {
-		if served, err := servedRun(l, r.id); err != nil {
+	for i, id := range ids {
+		served, err := servedRun(l, id)
+		if err != nil {
 			return sum, err
-		} else if served {
-			src.skip(r.id, "state/runs/"+r.id, 0, 0, servedReason, r.id)
-			o.progress(i+1, len(runs))
+		}
+		var r *run
+		if served {
+			src.skip(id, "state/runs/"+id, 0, 0, servedReason, id)
+		} else {
+			// NB: read here, one run at a time: what the import holds is the run it imports, not the root.
+			r = src.readRun(id, src.runDir(id))
+		}
+		if r == nil {
+			o.progress(i+1, len(ids))
 			continue
 		}
 		p := newPlanner(src, r, o.Clock)
@@ -141,7 +150,7 @@ func Import(l *eventlog.Log, root string, opts *Options) (Summary, error) {
 		sum.Runs = append(sum.Runs, rs)
 		sum.Appended += rs.Appended
 		sum.Existing += rs.Existing
-		o.progress(i+1, len(runs))
+		o.progress(i+1, len(ids))
 	}
 	sum.Skipped, sum.Unread = src.skipped, src.unread
 	if sum.Skipped == nil {

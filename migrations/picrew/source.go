@@ -247,12 +247,29 @@ func (s *source) rel(p string) string {
 
 // readRuns reads every run under state/runs, in run-id order.
 func (s *source) readRuns() ([]*run, error) {
+	ids, err := s.runIDs()
+	if err != nil {
+		return nil, err
+	}
+	var runs []*run
+	for _, id := range ids {
+		if r := s.readRun(id, s.runDir(id)); r != nil {
+			runs = append(runs, r)
+		}
+	}
+	return runs, nil
+}
+
+// runIDs lists the runs under state/runs, in run-id order, and reports what else is there. NB: the runs themselves
+// are read one at a time (readRun), by their importer: a root holds thousands of runs, each with the archives of its
+// compacted event log.
+func (s *source) runIDs() ([]string, error) {
 	dir := filepath.Join(s.root, "state", "runs")
 	entries, err := readDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("picrew: %s is not a pi-crew crew root: %w", s.root, err)
 	}
-	var runs []*run
+	var ids []string
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
 		if !e.IsDir() {
@@ -263,12 +280,13 @@ func (s *source) readRuns() ([]*run, error) {
 			s.skip("", s.rel(p), 0, 0, "directory name is not a pi-crew run id")
 			continue
 		}
-		if r := s.readRun(e.Name(), p); r != nil {
-			runs = append(runs, r)
-		}
+		ids = append(ids, e.Name())
 	}
-	return runs, nil
+	return ids, nil
 }
+
+// runDir is the directory of run id.
+func (s *source) runDir(id string) string { return filepath.Join(s.root, "state", "runs", id) }
 
 // runUnreadReason is the report of a run not imported because a read of one of its files failed (readFailed): what
 // was read of it without that file is not the run, and a later import reads it again.
