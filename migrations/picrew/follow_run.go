@@ -672,7 +672,13 @@ func (f *Follower) planLine(r *runFollower, t *tailState, l line, read int64, re
 		p.event(&ev)
 	case mailboxFile:
 		m, ok := s.parseMessage(r.id, t.rel, l.n, b)
-		if !ok || p.msgIDs[m.ID] {
+		if !ok {
+			return true
+		}
+		if p.msgIDs[m.ID] {
+			if first, planned := p.msgs[m.ID]; planned {
+				s.messageAgain(r.id, l.n, first, m)
+			}
 			return true
 		}
 		p.message(m)

@@ -163,6 +163,7 @@ type message struct {
 	} `json:"data"`
 	file   string // the mailbox file's task id ("" for the run-level files)
 	outbox bool   // the mailbox file is an outbox (outbox.jsonl or one of its archives)
+	rel    string // the mailbox file, for the report
 }
 
 // steer is one line of a steering file (D§2.7).
@@ -700,22 +701,34 @@ func (s *source) mailboxFiles(id, dir string) (out []string, complete bool) {
 
 func (s *source) readMessages(id string, files []string) []message {
 	var out []message
-	seen := map[string]bool{}
+	seen := map[string]int{} // message id → its index in out
 	for _, f := range files {
 		s.readLines(id, f, func(line int, b []byte) {
 			m, ok := s.parseMessage(id, s.rel(f), line, b)
 			if !ok {
 				return
 			}
-			if seen[m.ID] {
-				return // the same message in an archive and the live file
+			if i, dup := seen[m.ID]; dup {
+				s.messageAgain(id, line, out[i], m)
+				return
 			}
-			seen[m.ID] = true
+			seen[m.ID] = len(out)
 			out = append(out, m)
 		})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.ms < out[j].CreatedAt.ms })
 	return out
+}
+
+// messageAgain reports m, a message of line line of run id under the id of first, read before it, unless it is the
+// same message (its mailbox, sender and body): a compacted file's archive holds the lines it held. NB: a message id
+// is its run's one message (pi-crew's M1), and the first one read stands: a line of one mailbox file under the id of
+// another's message (a line a run's worker wrote) would otherwise leave that message out without a line saying so.
+func (s *source) messageAgain(id string, line int, first, m message) {
+	if recipient(first) != recipient(m) || first.From != m.From || first.Body != m.Body {
+		s.skip(id, m.rel, line, 0, "message %s: a message of that id is in %s already, in another mailbox or with "+
+			"another body: skipped (a message id is its run's one message)", clip(m.ID), first.rel)
+	}
 }
 
 // parseMessage decodes one mailbox line of the file rel; a corrupt line is
@@ -730,6 +743,7 @@ func (s *source) parseMessage(id, rel string, line int, b []byte) (m message, ok
 		m.file = parts[len(parts)-2]
 	}
 	m.outbox = strings.HasPrefix(parts[len(parts)-1], "outbox.jsonl")
+	m.rel = rel
 	if to, named := lineMailbox(m); named && to != recipient(m) {
 		s.skip(id, rel, line, 0, "message %s: its line names mailbox %q (direction %s): recorded in its file's, %s",
 			clip(m.ID), clip(to), clip(firstOf(m.Direction, "inbox")), mailboxName(recipient(m)))
