@@ -24,6 +24,9 @@ type slotPool struct {
 	admitted map[[2]string]bool
 	held     map[string]string
 	inFlight map[[2]string]bool
+	// settled are the (run, subId) settlements planned before the pool was read, which the store may not hold yet
+	// (the run planning them is appended after, a dry run never): folded in after the store.
+	settled [][2]string
 	// err is the store's failure while reading it: the import stops with it.
 	err error
 }
@@ -80,6 +83,10 @@ func (sp *slotPool) load() {
 	if err := it.Err(); err != nil {
 		sp.err = fmt.Errorf("picrew: reading the store's delegations: %w", err)
 	}
+	for _, k := range sp.settled {
+		sp.settle(k[0], k[1])
+	}
+	sp.settled = nil
 }
 
 // admit notes run's admission of subID: its first takes subID's slot.
@@ -92,7 +99,11 @@ func (sp *slotPool) admit(run, subID string) {
 
 // settle notes that run's delegation subID, if in flight, was settled: it frees its subId's slot.
 func (sp *slotPool) settle(run, subID string) {
-	if k := [2]string{run, subID}; sp.loaded && sp.inFlight[k] {
+	k := [2]string{run, subID}
+	switch {
+	case !sp.loaded:
+		sp.settled = append(sp.settled, k)
+	case sp.inFlight[k]:
 		delete(sp.inFlight, k)
 		delete(sp.held, subID)
 	}

@@ -127,3 +127,38 @@ func TestImportedAdmissionIsItsRunsFirst(t *testing.T) {
 	_, held := s.SlotHolder("gc-1")
 	require.False(t, held)
 }
+
+// TestDryRunPlansAsTheImport: a dry run plans what the import would append, for the slot pool too: a run of the root
+// settling a delegation the store holds in flight frees its subId for the runs after it, though a dry run appends
+// nothing. The pool, read from the store at the first admission, missed the settlements planned before it, and the
+// dry run reported an admission the import then recorded.
+func TestDryRunPlansAsTheImport(t *testing.T) {
+	const holder, other = "team_20261201120000_00000000000000aa", "team_20261201120000_00000000000000bb"
+	admitted := eventLine(2, "delegate.admitted", "01_exec", `{"subId":"gc-shared","timeoutSec":600}`)
+	settled := eventLine(3, "delegate.completed", "01_exec", `{"subId":"gc-shared","ok":true}`)
+	l := openFuzzStore(t)
+	defer l.Close()
+	imp := func(dry bool, files map[string]string) []string {
+		root := t.TempDir()
+		writeFiles(t, root, files)
+		sum, err := Import(l, root, &Options{Clock: valuesClock, DryRun: dry})
+		require.NoError(t, err)
+		var reports []string
+		for _, s := range sum.Skipped {
+			if strings.Contains(s.Reason, "gc-shared") {
+				reports = append(reports, s.String())
+			}
+		}
+		return reports
+	}
+	require.Empty(t, imp(false, slotRunFiles(holder, admitted)))
+	files := slotRunFiles(holder, admitted, settled)
+	for p, b := range slotRunFiles(other, admitted) {
+		files[p] = b
+	}
+	require.Empty(t, imp(true, files), "the dry run")
+	require.Empty(t, imp(false, files), "the import")
+	runID, held := stateOf(t, l).SlotHolder("gc-shared")
+	require.True(t, held)
+	require.Equal(t, other, runID)
+}
