@@ -40,8 +40,9 @@
 //     JSON text, each byte that is not UTF-8 as U+FFFD, as in every text
 //     decoded from JSON); it changes no projection, and the timeline, replay
 //     and events.since show it (RunSummary.Foreign counts them).
-//   - Tolerant and loud: corrupt lines, task records of tasks.json that do
-//     not decode (each is its own: one bad value leaves the others in), seq
+//   - Tolerant and loud: corrupt lines, task records of tasks.json and
+//     message states of delivery.json that do not decode (each is its own:
+//     one bad value leaves the others in), seq
 //     gaps and duplicates, quarantined .corrupt-* files, lock and sidecar
 //     files and unknown files are skipped and each is listed in the
 //     Summary; so is a record the store cannot
