@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/projections"
 )
 
@@ -17,6 +18,21 @@ func slotRunFiles(id string, lines ...string) map[string]string {
 		"state/runs/" + id + "/tasks.json":    `[{"id":"01_exec","stepId":"exec","role":"executor","status":"running"}]`,
 		"state/runs/" + id + "/events.jsonl":  eventLine(1, "task.started", "01_exec", `{}`) + strings.Join(lines, ""),
 	}
+}
+
+// importFiles imports a root of files into l (a dry run with dry) and returns the reports whose reason names sub.
+func importFiles(t *testing.T, l *eventlog.Log, files map[string]string, dry bool, sub string) []string {
+	root := t.TempDir()
+	writeFiles(t, root, files)
+	sum, err := Import(l, root, &Options{Clock: valuesClock, DryRun: dry})
+	require.NoError(t, err)
+	var reports []string
+	for _, s := range sum.Skipped {
+		if strings.Contains(s.Reason, sub) {
+			reports = append(reports, s.String())
+		}
+	}
+	return reports
 }
 
 // TestImportedAdmissionDoesNotTakeAnotherRunsSlot: the daemon-wide slot pool is keyed by subId, so a delegation a run's
@@ -47,15 +63,7 @@ func TestImportedAdmissionDoesNotTakeAnotherRunsSlot(t *testing.T) {
 			l := openFuzzStore(t)
 			defer l.Close()
 			var reports []string
-			imp := func(files map[string]string) {
-				root := t.TempDir()
-				writeFiles(t, root, files)
-				sum, err := Import(l, root, &Options{Clock: valuesClock})
-				require.NoError(t, err)
-				for _, s := range sum.Skipped {
-					reports = append(reports, s.String())
-				}
-			}
+			imp := func(files map[string]string) { reports = append(reports, importFiles(t, l, files, false, "")...) }
 			if c.together {
 				files := slotRunFiles(holder, c.holder...)
 				for p, b := range slotRunFiles(other, c.other...) {
@@ -100,19 +108,7 @@ func TestImportedAdmissionIsItsRunsFirst(t *testing.T) {
 	const run = "team_20261201120000_00000000000000aa"
 	l := openFuzzStore(t)
 	defer l.Close()
-	imp := func(lines ...string) []string {
-		root := t.TempDir()
-		writeFiles(t, root, slotRunFiles(run, lines...))
-		sum, err := Import(l, root, &Options{Clock: valuesClock})
-		require.NoError(t, err)
-		var reports []string
-		for _, s := range sum.Skipped {
-			if strings.Contains(s.Reason, "gc-1") {
-				reports = append(reports, s.String())
-			}
-		}
-		return reports
-	}
+	imp := func(lines ...string) []string { return importFiles(t, l, slotRunFiles(run, lines...), false, "gc-1") }
 	admitted := eventLine(2, "delegate.admitted", "01_exec", `{"subId":"gc-1","timeoutSec":600,"reservedTokens":50}`)
 	require.Empty(t, imp(admitted, eventLine(3, "delegate.completed", "01_exec", `{"subId":"gc-1","ok":true}`)))
 	require.Empty(t, imp(admitted), "the admission recorded already, read again")
@@ -138,19 +134,7 @@ func TestDryRunPlansAsTheImport(t *testing.T) {
 	settled := eventLine(3, "delegate.completed", "01_exec", `{"subId":"gc-shared","ok":true}`)
 	l := openFuzzStore(t)
 	defer l.Close()
-	imp := func(dry bool, files map[string]string) []string {
-		root := t.TempDir()
-		writeFiles(t, root, files)
-		sum, err := Import(l, root, &Options{Clock: valuesClock, DryRun: dry})
-		require.NoError(t, err)
-		var reports []string
-		for _, s := range sum.Skipped {
-			if strings.Contains(s.Reason, "gc-shared") {
-				reports = append(reports, s.String())
-			}
-		}
-		return reports
-	}
+	imp := func(dry bool, files map[string]string) []string { return importFiles(t, l, files, dry, "gc-shared") }
 	require.Empty(t, imp(false, slotRunFiles(holder, admitted)))
 	files := slotRunFiles(holder, admitted, settled)
 	for p, b := range slotRunFiles(other, admitted) {
