@@ -57,10 +57,10 @@ type planner struct {
 	spent     map[string]int64  // parent task → tokens reserved or charged so far
 	accounts  map[string]bool
 	msgIDs    map[string]bool
-	parents   map[string]string // subId → parent task, from delegate.admitted
-	created   map[string]bool   // workflow tasks whose task.created was planned
-	msgs      map[string]message
-	delivered map[string]bool // messages whose mailbox.delivered was planned
+	parents   map[string]string  // subId → parent task, from delegate.admitted
+	created   map[string]bool    // workflow tasks whose task.created was planned
+	msgs      map[string]message // planned messages, without their bodies
+	delivered map[string]bool    // messages whose mailbox.delivered was planned
 	acked     map[string]bool
 	steered   map[string]bool // the what of every steer planned
 	asks      map[string]bool // questions an ask.requested was planned for → still open (not answered, not timed out)
@@ -773,6 +773,9 @@ func (p *planner) message(m message) {
 	}
 	p.add(m.CreatedAt.ms, ma)
 	p.msgIDs[m.ID] = true
+	// NB: without its body, which its write carries: a follower keeps a live run's planner, and it held every body the
+	// run ever sent (up to 256 Ki chars each); what later records name a message by is its mailbox and its time.
+	m.Body, m.Data = "", nil
 	p.msgs[m.ID] = m
 }
 

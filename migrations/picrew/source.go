@@ -3,6 +3,7 @@ package picrew
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -165,6 +166,8 @@ type message struct {
 	file   string // the mailbox file's task id ("" for the run-level files)
 	outbox bool   // the mailbox file is an outbox (outbox.jsonl or one of its archives)
 	rel    string // the mailbox file, for the report
+	// bodySum is the SHA-256 of Body: what the planner keeps of it (planner.msgs).
+	bodySum [sha256.Size]byte
 }
 
 // steer is one line of a steering file (D§2.7).
@@ -738,7 +741,7 @@ func (s *source) readMessages(id string, files []string) []message {
 // is its run's one message (pi-crew's M1), and the first one read stands: a line of one mailbox file under the id of
 // another's message (a line a run's worker wrote) would otherwise leave that message out without a line saying so.
 func (s *source) messageAgain(id string, line int, first, m message) {
-	if recipient(first) != recipient(m) || first.From != m.From || first.Body != m.Body {
+	if recipient(first) != recipient(m) || first.From != m.From || first.bodySum != m.bodySum {
 		s.skip(id, m.rel, line, 0, "message %s: a message of that id is in %s already, in another mailbox or with "+
 			"another body: skipped (a message id is its run's one message)", clip(m.ID), first.rel)
 	}
@@ -756,7 +759,7 @@ func (s *source) parseMessage(id, rel string, line int, b []byte) (m message, ok
 		m.file = parts[len(parts)-2]
 	}
 	m.outbox = strings.HasPrefix(parts[len(parts)-1], "outbox.jsonl")
-	m.rel = rel
+	m.rel, m.bodySum = rel, sha256.Sum256([]byte(m.Body))
 	if to, named := lineMailbox(m); named && to != recipient(m) {
 		s.skip(id, rel, line, 0, "message %s: its line names mailbox %q (direction %s): recorded in its file's, %s",
 			clip(m.ID), clip(to), clip(firstOf(m.Direction, "inbox")), mailboxName(recipient(m)))
