@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/migrations/picrew/picrewtest"
 )
 
 // nullSink takes every write and keeps nothing of it, so that what a test measures is the follower's own.
@@ -60,4 +61,45 @@ func TestFollowerDoesNotHoldMessageBodies(t *testing.T) {
 		held, messages, body)
 	t.Logf("held %d bytes", held)
 	runtime.KeepAlive(fl)
+}
+
+// TestFollowHoldsAtMostMaxPendingBytes: a run's writes waiting for the daemon are bounded in bytes too: past
+// maxPendingBytes of lines read, its files are not read further until the daemon takes them. Bounded in number only
+// (maxPending), a daemon away let a run of long lines (up to maxTailRead each, a foreign event's data kept whole)
+// hold gigabytes of writes in the follower, and in crewd it runs in. Once the daemon answers, every line is imported,
+// once.
+func TestFollowHoldsAtMostMaxPendingBytes(t *testing.T) {
+	const lineLen = 256 << 10
+	root := newRoot(t)
+	a := newRun(t, root, runA)
+	require.NoError(t, a.SetStatus("running"))
+	total := 2*maxPendingBytes/lineLen + 1
+	for seq := 1; seq <= total; seq++ {
+		line := fmt.Sprintf(`{"type":"task.progress","taskId":"01_plan","metadata":{"seq":%d},"data":{"pad":"`, seq)
+		line += strings.Repeat("p", lineLen-len(line)-3) + `"}}` + "\n"
+		require.NoError(t, picrewtest.AppendRaw(a.EventsPath(), []byte(line)))
+	}
+	sink := newMemSink()
+	sink.failBefore = 1 << 30
+	fl := NewFollower(root.Dir, sink, &FollowOptions{SettleAfter: time.Hour, CheckpointEvery: time.Nanosecond,
+		MaxBatchBytes: 2 << 20})
+	fl.cks = map[string]events.ImportCheckpoint{} // what Run loads first: no checkpoint yet
+	runsDir := filepath.Join(root.Dir, "state", "runs")
+	for range 2 * total * lineLen / maxTailRead {
+		fl.pass(t.Context(), runsDir, true, nil)
+	}
+	read := int(fl.Stats().Lines)
+	require.LessOrEqual(t, read*lineLen, maxPendingBytes+lineLen, "lines read for a daemon that is away")
+	require.GreaterOrEqual(t, read*lineLen, maxPendingBytes, "the run read on up to the bound")
+
+	sink.mu.Lock()
+	sink.failBefore = 0
+	sink.mu.Unlock()
+	for i := 0; fl.Stats().Lines < uint64(total); i++ {
+		require.Less(t, i, 4*total*lineLen/maxTailRead, "the lines were not all read: %+v", fl.Stats())
+		fl.pass(t.Context(), runsDir, true, nil)
+	}
+	fl.pass(t.Context(), runsDir, true, nil)
+	require.Zero(t, fl.Stats().Pending)
+	requireCopy(t, root.Dir, sink, copyOf{live: true})
 }

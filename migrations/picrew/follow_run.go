@@ -103,6 +103,8 @@ type runFollower struct {
 	maxSeq  uint64
 	steers  map[string]bool // steering lines planned (task and id)
 	pending []planned
+	// pendingBytes are the bytes of the lines read since pending was last empty (maxPendingBytes).
+	pendingBytes int64
 	// unread: the last sync stopped reading at maxPending, so the files may
 	// hold lines not read yet (a pass is not settled then).
 	unread bool
@@ -181,6 +183,11 @@ func (f *Follower) sawWhole(r *runFollower, name string, st stamp, b []byte) {
 // lines each.
 const maxPending = 10_000
 
+// maxPendingBytes bounds, in bytes of the lines read, the writes a run may have waiting for the daemon, as maxPending
+// bounds their number: a line may be up to maxTailRead bytes (a foreign event's data is kept whole), and 10,000 of
+// them were gigabytes. The run reads on past it by one line at most.
+const maxPendingBytes = 16 << 20
+
 // waiting is how many writes the run has that the daemon has not answered:
 // those pending and those planned since the last drain.
 func (r *runFollower) waiting() int {
@@ -189,6 +196,12 @@ func (r *runFollower) waiting() int {
 		n += len(r.p.writes)
 	}
 	return n
+}
+
+// full reports whether the run has as many writes waiting for the daemon as it may hold (maxPending, maxPendingBytes):
+// its files are not read further until the daemon takes them.
+func (r *runFollower) full() bool {
+	return r.waiting() >= maxPending || r.pendingBytes >= maxPendingBytes
 }
 
 // terminalRun reports whether a manifest status is one a run ends in.
@@ -204,7 +217,10 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 		f.gone(r, w)
 		return
 	}
-	if len(r.pending) >= maxPending {
+	if len(r.pending) == 0 {
+		r.pendingBytes = 0 // the daemon took every write of the lines read
+	}
+	if r.full() {
 		r.unread = true
 		return // the daemon is behind or away: read on once it has taken these
 	}
@@ -619,12 +635,15 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 		if replay && l.end > upTo {
 			break
 		}
-		if !replay && r.waiting() >= maxPending {
+		if !replay && r.full() {
 			r.unread = true
 			break // the rest waits for the daemon to take these (syncRun)
 		}
 		if !l.rest && !f.planLine(r, t, l, lines[len(lines)-1].end, replay) {
 			break // held: read again next pass
+		}
+		if !replay {
+			r.pendingBytes += int64(len(l.text))
 		}
 		t.advance(path, l)
 		t.dirty = !replay
