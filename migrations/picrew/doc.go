@@ -157,9 +157,12 @@
 //     delegation in flight (the daemon-wide slot pool is keyed by subId: it
 //     took that run's slot, and its settlement freed it), or that its run
 //     admitted already (a line compaction dropped, imported before: its
-//     reservation was counted twice), is skipped and reported, as crewd's
-//     import.append refuses it; the store's delegate events are read once
-//     for it, at the import's first admission not recorded already.
+//     reservation was counted twice), or that names a workflow task the
+//     store holds of its run (one a rewritten tasks.json no longer lists:
+//     the delegation's settlement ended it), is skipped and reported, as
+//     crewd's import.append refuses it; the store's task and delegate
+//     events are read once for it, at the import's first admission not
+//     recorded already.
 //   - A run's writes commit in one atomic append.
 //
 // Import does not lock the pi-crew root (pi-crew must not be writing it)

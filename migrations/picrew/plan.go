@@ -435,7 +435,7 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 			return
 		}
 		if t := p.tasks[d.SubID]; t != nil && !t.shadow() || p.created[d.SubID] {
-			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %q: a workflow task of the run has that id: skipped", d.SubID)
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, workflowSubIDReason, d.SubID)
 			return
 		}
 		if p.dels[d.SubID] != "" {
@@ -467,13 +467,16 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 				d.SubID, d.TimeoutSec, timeRange)
 			d.TimeoutSec = 0
 		}
-		if run, taken := p.slotTaken(d.SubID, what); taken {
-			if run == p.r.id {
-				p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "second delegate.admitted for %s: skipped", d.SubID)
-			} else {
-				p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s: its subId holds a slot of run %s "+
-					"(the slot pool is keyed by subId): skipped", d.SubID, run)
-			}
+		switch run, why := p.slotTaken(d.SubID, what); why {
+		case subIDWorkflowTask:
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, workflowSubIDReason, d.SubID)
+			return
+		case subIDAdmitted:
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "second delegate.admitted for %s: skipped", d.SubID)
+			return
+		case subIDHeld:
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s: its subId holds a slot of run %s "+
+				"(the slot pool is keyed by subId): skipped", d.SubID, run)
 			return
 		}
 		p.begin(what)
@@ -498,6 +501,9 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 		p.settle(at, parent, d.SubID, outcome)
 	}
 }
+
+// workflowSubIDReason is the report of a delegate.admitted whose subId (its argument) names a workflow task of its run.
+const workflowSubIDReason = "delegate.admitted for %q: a workflow task of the run has that id: skipped"
 
 // admit writes delegate.admitted (and budget.reserved when metered) with the
 // shadow record's cwd and title.
@@ -580,12 +586,11 @@ func (p *planner) settle(at int64, parent, subID, outcome string) {
 	}
 }
 
-// slotTaken is the run whose delegation holds subID's slot, or this run when it has subID already (slotPool.taken),
-// which an admission of subID planned as the write what must leave alone; ok is false when the planner does not know
-// the pool.
-func (p *planner) slotTaken(subID, what string) (run string, ok bool) {
+// slotTaken says why an admission of subID planned as the write what must be left out, and which run holds its slot
+// (slotPool.taken); subIDFree when the planner does not know the pool.
+func (p *planner) slotTaken(subID, what string) (run string, why subIDTaken) {
 	if p.slots == nil {
-		return "", false
+		return "", subIDFree
 	}
 	return p.slots.taken(p.r.id, subID, p.commandID(what))
 }

@@ -12,18 +12,21 @@ import (
 // (D§5): which run's delegation in flight holds each subId, as the store holds them and as the import's runs planned so
 // far add to them. NB: the pool is keyed by subId alone (crewlog mints its own), so an admission under a subId another
 // run holds would take that run's slot and its settlement free it while the other run's delegation is still in
-// flight, and a snapshot of two runs holding one subId is refused at load; and an admission of a subId its run
-// admitted already, which the fold ignores, reserved its tokens again. crewd's import.append refuses both (commands'
-// admittedBefore), and the one-shot import leaves them out. A follower has none: its daemon decides.
+// flight, and a snapshot of two runs holding one subId is refused at load; an admission of a subId its run admitted
+// already, which the fold ignores, reserved its tokens again; and one whose subId names a workflow task of its run
+// took that task for its shadow, which the delegation's settlement ended. crewd's import.append refuses each
+// (commands' admittedBefore and workflowTask), and the one-shot import leaves them out. A follower has none: its
+// daemon decides.
 type slotPool struct {
 	l *eventlog.Log
-	// admitted, held and inFlight are read from the store at the first admission asked about (loaded), then kept as
-	// the import plans: admitted are the (run, subId) delegations, held is subId → the run holding its slot, inFlight
-	// the delegations not settled.
+	// admitted, held, inFlight and workflow are read from the store at the first admission asked about (loaded), then
+	// kept as the import plans: admitted are the (run, subId) delegations, held is subId → the run holding its slot,
+	// inFlight the delegations not settled, workflow the (run, taskId) workflow tasks the store holds.
 	loaded   bool
 	admitted map[[2]string]bool
 	held     map[string]string
 	inFlight map[[2]string]bool
+	workflow map[[2]string]bool
 	// settled are the (run, subId) settlements planned before the pool was read, which the store may not hold yet
 	// (the run planning them is appended after, a dry run never): folded in after the store.
 	settled [][2]string
@@ -33,40 +36,56 @@ type slotPool struct {
 
 func newSlotPool(l *eventlog.Log) *slotPool { return &slotPool{l: l} }
 
-// taken is the run whose delegation holds subID's slot, or has subID already when it is run: an admission of subID by
-// run under commandID is not to be recorded (ok), unless the store holds commandID's write already (the same
-// admission read again). NB: the first call that is not such a write reads every event of the store once (the
+// subIDTaken is why an admission may not take a subId (slotPool.taken).
+type subIDTaken int
+
+const (
+	subIDFree         subIDTaken = iota
+	subIDHeld                    // another run's delegation in flight holds its slot
+	subIDAdmitted                // its run admitted it already
+	subIDWorkflowTask            // it names a workflow task of its run, as the store holds it
+)
+
+// taken says why an admission of subID by run, under commandID, is not to be recorded, and names the run holding the
+// slot (subIDHeld); subIDFree when it may be, or when the store holds commandID's write already (the same admission
+// read again). NB: the first call that is not such a write reads every event of the store once (the task and
 // delegate events decoded), so an import that admits nothing new never reads it.
-func (sp *slotPool) taken(run, subID, commandID string) (holder string, ok bool) {
+func (sp *slotPool) taken(run, subID, commandID string) (holder string, why subIDTaken) {
 	if sp.err != nil {
-		return "", false
+		return "", subIDFree
 	}
 	switch _, err := sp.l.Outcome(events.EnginePrincipal().Key(), commandID); {
 	case err == nil:
-		return "", false
+		return "", subIDFree
 	case !errors.Is(err, eventlog.ErrNotFound):
 		sp.err = fmt.Errorf("picrew: run %s: %w", run, err)
-		return "", false
+		return "", subIDFree
 	}
 	if !sp.loaded {
 		sp.load()
 	}
-	if sp.admitted[[2]string{run, subID}] {
-		return run, true
+	k := [2]string{run, subID}
+	switch holder, held := sp.held[subID]; {
+	case sp.workflow[k]:
+		return "", subIDWorkflowTask
+	case sp.admitted[k]:
+		return "", subIDAdmitted
+	case held:
+		return holder, subIDHeld
 	}
-	holder, ok = sp.held[subID]
-	return holder, ok
+	return "", subIDFree
 }
 
-// load folds the store's delegate events into the pool as projections fold them: a run's first admission of a subId
-// takes its slot, and the first settlement of a delegation in flight frees it.
+// load folds the store's delegate events into the pool as projections fold them (a run's first admission of a subId
+// takes its slot, and the first settlement of a delegation in flight frees it), and notes its workflow tasks.
 func (sp *slotPool) load() {
 	sp.loaded, sp.admitted, sp.held, sp.inFlight = true, map[[2]string]bool{}, map[string]string{}, map[[2]string]bool{}
+	sp.workflow = map[[2]string]bool{}
 	it := sp.l.ReadTransient(1)
 	defer it.Close()
 	for it.Next() {
 		ev := it.Event()
-		if !delegateSlotEvent(ev.Type) {
+		if ev.Type != events.TypeTaskCreated && !delegateSlotEvent(ev.Type) {
 			continue
 		}
 		p, err := events.DecodePayload(ev.Type, ev.SchemaVersion, ev.Payload)
@@ -74,7 +93,11 @@ func (sp *slotPool) load() {
 			sp.err = fmt.Errorf("picrew: reading the store's delegations: %w", err)
 			return
 		}
-		if sub, admitted := slotEventSubID(p); admitted {
+		if t, ok := p.(*events.TaskCreated); ok {
+			if t.Kind != events.TaskKindShadow {
+				sp.workflow[[2]string{ev.Stream, t.TaskID}] = true
+			}
+		} else if sub, admitted := slotEventSubID(p); admitted {
 			sp.admit(ev.Stream, sub)
 		} else {
 			sp.settle(ev.Stream, sub)

@@ -146,3 +146,32 @@ func TestDryRunPlansAsTheImport(t *testing.T) {
 	require.True(t, held)
 	require.Equal(t, other, runID)
 }
+
+// TestImportedAdmissionIsNotAStoredWorkflowTask: a delegation's subId names its shadow task, so crewd's import.append
+// refuses an admission whose subId names a workflow task of its run, as the store holds it. The one-shot import
+// checked only the tasks.json it read: a workflow task imported before, which a rewritten tasks.json no longer listed,
+// was taken for the delegation's shadow, and the delegation's settlement ended it. Such an admission is now skipped
+// and reported.
+func TestImportedAdmissionIsNotAStoredWorkflowTask(t *testing.T) {
+	const run = "team_20261201120000_00000000000000aa"
+	l := openFuzzStore(t)
+	defer l.Close()
+	files := slotRunFiles(run)
+	files["state/runs/"+run+"/tasks.json"] = `[{"id":"01_exec","stepId":"exec","role":"executor","status":"running"},` +
+		`{"id":"02_check","stepId":"check","role":"reviewer","status":"queued"}]`
+	require.Empty(t, importFiles(t, l, files, false, "02_check"))
+	files = slotRunFiles(run, eventLine(2, "delegate.admitted", "01_exec", `{"subId":"02_check","timeoutSec":600}`),
+		eventLine(3, "delegate.completed", "01_exec", `{"subId":"02_check","ok":true}`))
+	require.Equal(t, []string{
+		"state/runs/" + run + "/events.jsonl:2 (seq 2): delegate.admitted for \"02_check\": a workflow task of the run has " +
+			"that id: skipped",
+		"state/runs/" + run + "/events.jsonl:3 (seq 3): delegate.completed for 02_check, which was never admitted in the " +
+			"events: the files decide",
+	}, importFiles(t, l, files, false, "02_check"))
+	s := stateOf(t, l)
+	tk, ok := s.Task(run, "02_check")
+	require.True(t, ok)
+	require.Equal(t, projections.TaskQueued, tk.Status, "the workflow task is not ended by a delegation")
+	_, admitted := s.Delegation(run, "02_check")
+	require.False(t, admitted)
+}
