@@ -12,9 +12,9 @@ import (
 
 // TestImportedForeignSeqIsTheSources: a foreign.imported keeps its event's seq in the source's log (pi-crew's
 // metadata.seq, which counts from 1), and events.since gives it back as metadata.imported.seq, where a pi-crew client
-// reads its own event back. import.append took any seq: the admin's write of a seq of 0 or below recorded one no source
-// event has, which the importers never record (they skip a line without a seq, or with one past the largest int64).
-// It is refused, by value or by pointer.
+// reads its own event back. import.append took any seq: the admin's write of a seq of 0 or below recorded one no
+// source event has, which the importers never record (they skip a line without a seq, or with one past the largest
+// int64). It is refused, by value or by pointer.
 func TestImportedForeignSeqIsTheSources(t *testing.T) {
 	decide := func(p any) error { return decideAfterTask(t, p) }
 	for _, seq := range []int64{0, -1, math.MinInt64} {

@@ -198,8 +198,8 @@ func (r *runFollower) waiting() int {
 	return n
 }
 
-// full reports whether the run has as many writes waiting for the daemon as it may hold (maxPending, maxPendingBytes):
-// its files are not read further until the daemon takes them.
+// full reports whether the run has as many writes waiting for the daemon as it may hold (maxPending,
+// maxPendingBytes): its files are not read further until the daemon takes them.
 func (r *runFollower) full() bool {
 	return r.waiting() >= maxPending || r.pendingBytes >= maxPendingBytes
 }

@@ -502,7 +502,7 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 	}
 }
 
-// workflowSubIDReason is the report of a delegate.admitted whose subId (its argument) names a workflow task of its run.
+// workflowSubIDReason reports a delegate.admitted whose subId (its argument) names a workflow task of its run.
 const workflowSubIDReason = "delegate.admitted for %q: a workflow task of the run has that id: skipped"
 
 // admit writes delegate.admitted (and budget.reserved when metered) with the

@@ -14,9 +14,10 @@ import (
 )
 
 // TestImportSkipsALongLineToItsEnd: a JSONL line longer than the one-shot import reads (maxLine) is reported and
-// skipped to its newline, and the lines after it are imported, as a follower skips a line longer than one of its reads
-// and goes on. The import stopped reading the file at such a line: one line a worker appended hid every later event
-// of its run (or message of its mailbox, or steer) from the import, which a follower of the same files imported.
+// skipped to its newline, and the lines after it are imported, as a follower skips a line longer than one of its
+// reads and goes on. The import stopped reading the file at such a line: one line a worker appended hid every later
+// event of its run (or message of its mailbox, or steer) from the import, which a follower of the same files
+// imported.
 func TestImportSkipsALongLineToItsEnd(t *testing.T) {
 	root := newRoot(t)
 	a := runOfOneEvent(t, root, "running")
@@ -43,8 +44,9 @@ func TestImportSkipsALongLineToItsEnd(t *testing.T) {
 	require.Equal(t, []int{2, 3}, lines)
 }
 
-// TestReadLinesNumbersEachLine: readLines hands on each non-empty line, trimmed, with its 1-based number, the last one
-// without its newline too (a one-shot import reads files pi-crew no longer writes), and a line of maxLine bytes whole.
+// TestReadLinesNumbersEachLine: readLines hands on each non-empty line, trimmed, with its 1-based number, the last
+// one without its newline too (a one-shot import reads files pi-crew no longer writes), and a line of maxLine bytes
+// whole.
 func TestReadLinesNumbersEachLine(t *testing.T) {
 	atLimit := strings.Repeat("y", maxLine)
 	for _, c := range []struct {

@@ -13,11 +13,11 @@ import (
 )
 
 // TestImportDoesNotWriteToARunServedThroughTheSocket: a run of the store that has an orchestrator credential was
-// created through crewd's socket (an import records no credential), and its principals decide what it records; crewd's
-// import.append refuses every write to it. The one-shot import wrote into it all the same when a run directory of the
-// crew root bore its id (a worker can make one under any name): the files' tasks, messages and end joined the run
-// served through the socket, as the admin. The import now leaves such a run out, nothing of it recorded, reported;
-// the other runs of the root are imported.
+// created through crewd's socket (an import records no credential), and its principals decide what it records;
+// crewd's import.append refuses every write to it. The one-shot import wrote into it all the same when a run
+// directory of the crew root bore its id (a worker can make one under any name): the files' tasks, messages and end
+// joined the run served through the socket, as the admin. The import now leaves such a run out, nothing of it
+// recorded, reported; the other runs of the root are imported.
 func TestImportDoesNotWriteToARunServedThroughTheSocket(t *testing.T) {
 	const served, imported = "team_20261201120000_00000000000000cc", "team_20261201120000_00000000000000dd"
 	l := openFuzzStore(t)

@@ -8,9 +8,9 @@ import (
 	"github.com/crewlog/crewlog/events"
 )
 
-// slotPool is what the one-shot import knows of the delegations of the store, and of the daemon-wide slot pool
-// (D§5): which run's delegation in flight holds each subId, as the store holds them and as the import's runs planned so
-// far add to them. NB: the pool is keyed by subId alone (crewlog mints its own), so an admission under a subId another
+// slotPool is what the one-shot import knows of the delegations of the store, and of the daemon-wide slot pool (D§5):
+// which run's delegation in flight holds each subId, as the store holds them and as the import's runs planned so far
+// add to them. NB: the pool is keyed by subId alone (crewlog mints its own), so an admission under a subId another
 // run holds would take that run's slot and its settlement free it while the other run's delegation is still in
 // flight, and a snapshot of two runs holding one subId is refused at load; an admission of a subId its run admitted
 // already, which the fold ignores, reserved its tokens again; and one whose subId names a workflow task of its run

@@ -35,8 +35,8 @@ func importFiles(t *testing.T, l *eventlog.Log, files map[string]string, dry boo
 	return reports
 }
 
-// TestImportedAdmissionDoesNotTakeAnotherRunsSlot: the daemon-wide slot pool is keyed by subId, so a delegation a run's
-// files admit under a subId another run's delegation holds (a worker's line naming another run's shadow) is one
+// TestImportedAdmissionDoesNotTakeAnotherRunsSlot: the daemon-wide slot pool is keyed by subId, so a delegation a
+// run's files admit under a subId another run's delegation holds (a worker's line naming another run's shadow) is one
 // crewd's import.append refuses. The one-shot import recorded it: the second admission took the first run's slot, its
 // settlement freed it while the first run's delegation was still in flight, and a snapshot of two runs holding one
 // subId is refused at load, so the state folded from the log and the one rebuilt from its snapshot differed. The
@@ -98,12 +98,12 @@ func TestImportedAdmissionDoesNotTakeAnotherRunsSlot(t *testing.T) {
 	}
 }
 
-// TestImportedAdmissionIsItsRunsFirst: a delegation is admitted once (pi-crew mints a subId per admission), and crewd's
-// import.append refuses an admission of a subId its run admitted already. The one-shot import recorded one the store
-// held from an earlier import whose line the files no longer had (pi-crew's compaction keeps the last events): the
-// fold ignores the second admission, but not its budget.reserved, and the parent's spend counted the reservation
-// twice. It is now skipped and reported; the same admission read again is the write recorded already, and appends
-// nothing.
+// TestImportedAdmissionIsItsRunsFirst: a delegation is admitted once (pi-crew mints a subId per admission), and
+// crewd's import.append refuses an admission of a subId its run admitted already. The one-shot import recorded one
+// the store held from an earlier import whose line the files no longer had (pi-crew's compaction keeps the last
+// events): the fold ignores the second admission, but not its budget.reserved, and the parent's spend counted the
+// reservation twice. It is now skipped and reported; the same admission read again is the write recorded already, and
+// appends nothing.
 func TestImportedAdmissionIsItsRunsFirst(t *testing.T) {
 	const run = "team_20261201120000_00000000000000aa"
 	l := openFuzzStore(t)
@@ -149,9 +149,9 @@ func TestDryRunPlansAsTheImport(t *testing.T) {
 
 // TestImportedAdmissionIsNotAStoredWorkflowTask: a delegation's subId names its shadow task, so crewd's import.append
 // refuses an admission whose subId names a workflow task of its run, as the store holds it. The one-shot import
-// checked only the tasks.json it read: a workflow task imported before, which a rewritten tasks.json no longer listed,
-// was taken for the delegation's shadow, and the delegation's settlement ended it. Such an admission is now skipped
-// and reported.
+// checked only the tasks.json it read: a workflow task imported before, which a rewritten tasks.json no longer
+// listed, was taken for the delegation's shadow, and the delegation's settlement ended it. Such an admission is now
+// skipped and reported.
 func TestImportedAdmissionIsNotAStoredWorkflowTask(t *testing.T) {
 	const run = "team_20261201120000_00000000000000aa"
 	l := openFuzzStore(t)

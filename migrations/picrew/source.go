@@ -621,8 +621,8 @@ func (s *source) parseEvent(id, rel string, line int, b []byte) (ev teamEvent, o
 }
 
 // readLines calls fn for each non-empty line of p. A line longer than maxLine bytes is reported and skipped to its
-// newline, and the lines after it are read. NB: skipped, not the end of the file: one line a run's worker appends would
-// otherwise hide every later line of its file, which a follower, skipping a line longer than one read, imports.
+// newline, and the lines after it are read. NB: skipped, not the end of the file: one line a run's worker appends
+// would otherwise hide every later line of its file, which a follower, skipping a line longer than one read, imports.
 func (s *source) readLines(id, p string, fn func(line int, b []byte)) {
 	f, _, err := openFile(p)
 	if err != nil {
