@@ -285,8 +285,14 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 	tp := r.wholePath("tasks.json")
 	if b, st, changed, err := readWhole(tp, r.whole["tasks.json"]); err == nil && changed {
 		f.sawWhole(r, "tasks.json", st, b)
-		p.setTasks(s.parseTasks(r.id, s.rel(tp), b))
-		p.newTasks()
+		if tasks, err := s.parseTasks(r.id, s.rel(tp), b); err != nil {
+			// NB: as for the manifest: taken for a run without tasks, every task line read until it decoded again
+			// named no task and was skipped for good.
+			s.skip(r.id, s.rel(tp), 0, 0, "tasks.json does not decode, the tasks read before stand: %v", err)
+		} else {
+			p.setTasks(tasks)
+			p.newTasks()
+		}
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.unreadable(r.id, tp, err, "tasks unreadable, the tasks read before stand: %v")
 	}
@@ -441,7 +447,11 @@ func (f *Follower) prime(r *runFollower, m manifest) {
 	tp := r.wholePath("tasks.json")
 	if b, st, changed, err := readWhole(tp, nil); err == nil && changed {
 		f.sawWhole(r, "tasks.json", st, b)
-		r.p.setTasks(s.parseTasks(r.id, s.rel(tp), b))
+		if tasks, err := s.parseTasks(r.id, s.rel(tp), b); err != nil {
+			s.skip(r.id, s.rel(tp), 0, 0, "tasks.json does not decode, tasks come from the events only: %v", err)
+		} else {
+			r.p.setTasks(tasks)
+		}
 	}
 	// run.created and the workflow tasks first: the history read below
 	// moves the statuses they start.

@@ -338,7 +338,9 @@ func (s *source) readRun(id, dir string) *run {
 	}
 	tp := filepath.Join(dir, "tasks.json")
 	if b, _, err := readFile(tp); err == nil {
-		r.tasks = s.parseTasks(id, s.rel(tp), b)
+		if r.tasks, err = s.parseTasks(id, s.rel(tp), b); err != nil {
+			s.skip(id, s.rel(tp), 0, 0, "tasks.json does not decode, tasks come from the events only: %v", err)
+		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		s.unreadable(id, tp, err, "tasks unreadable, tasks come from the events only: %v")
 	}
@@ -482,8 +484,10 @@ func (s *source) steeringEntries(id string) (dir string, entries []os.DirEntry, 
 }
 
 // parseTasks decodes tasks.json (rel) of run id in both forms pi-crew
-// reads (D§1): a bare array, or the {schemaVersion, tasks} envelope.
-func (s *source) parseTasks(id, rel string, b []byte) []task {
+// reads (D§1): a bare array, or the {schemaVersion, tasks} envelope. A
+// record that does not decode is reported and left out; a file that does
+// not is err, which its caller reports.
+func (s *source) parseTasks(id, rel string, b []byte) ([]task, error) {
 	var err error
 	var records []json.RawMessage
 	if bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
@@ -496,8 +500,7 @@ func (s *source) parseTasks(id, rel string, b []byte) []task {
 		err = json.Unmarshal(b, &records)
 	}
 	if err != nil {
-		s.skip(id, rel, 0, 0, "tasks.json does not decode, tasks come from the events only: %v", err)
-		return nil
+		return nil, err
 	}
 	out := make([]task, 0, len(records))
 	seen := map[string]bool{}
@@ -539,7 +542,7 @@ func (s *source) parseTasks(id, rel string, b []byte) []task {
 			out = append(out, t)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // boundDependsOn is deps, the dependsOn of task taskID in tasks.json (rel) of run id, within what crewlog's
