@@ -75,15 +75,16 @@ func (w *wholeFile) checkpoint() events.ImportCheckpoint {
 		Offset: w.st.size, LastLineHash: w.hash, Reconciled: w.reconciled}
 }
 
-// readWhole reads a whole file if it changed since w (nil: never read);
-// changed is false when its stamp is the same. It reads with readFile: a
+// readWhole reads a whole file if it changed since w (nil: never read) and
+// since it was read and refused at stamp refused (zero: never); changed is
+// false when its stamp is the same. It reads with readFile: a
 // regular file of at most maxWholeFile bytes, else an error. The stamp
 // returned is the one of what was read.
-func readWhole(p string, w *wholeFile) (b []byte, st stamp, changed bool, err error) {
+func readWhole(p string, w *wholeFile, refused stamp) (b []byte, st stamp, changed bool, err error) {
 	if st, err = stampOf(p); err != nil {
 		return nil, st, false, err
 	}
-	if w != nil && w.st == st {
+	if (w != nil && w.st == st) || st == refused {
 		return nil, st, false, nil
 	}
 	b, info, err := readFile(p)
@@ -109,11 +110,16 @@ type runFollower struct {
 	// hold lines not read yet (a pass is not settled then).
 	unread bool
 
-	whole      map[string]*wholeFile // manifest.json, tasks.json, delivery.json by name
-	lastChange time.Time
-	firstSeen  time.Time // when a run without a readable manifest was first seen
-	reconciled string    // the manifest status the run was reconciled for
-	gone       bool
+	whole map[string]*wholeFile // manifest.json, tasks.json, delivery.json by name
+	// refused is the stamp of the manifest last read and refused (it did not decode, or named another run:
+	// refusedStop), so that it is read again only once it changes. NB: read at every pass, a worker's manifest of
+	// 16 MiB that does not decode cost the follower 16 MiB a second.
+	refused     stamp
+	refusedStop bool
+	lastChange  time.Time
+	firstSeen   time.Time // when a run without a readable manifest was first seen
+	reconciled  string    // the manifest status the run was reconciled for
+	gone        bool
 	// dormant: at start every file matched its checkpoint and the run was
 	// reconciled, so nothing was read; seen holds what the files looked
 	// like then, and the first change wakes the run (priming it).
@@ -245,7 +251,7 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 	}
 	s := f.src
 	mp := r.wholePath("manifest.json")
-	b, st, changed, err := readWhole(mp, r.whole["manifest.json"])
+	b, st, changed, err := readWhole(mp, r.whole["manifest.json"], r.refused)
 	switch {
 	case err != nil && r.p == nil:
 		// pi-crew makes the directory, then writes the manifest: only one
@@ -265,6 +271,7 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 			// pi-crew writes it atomically, so this is a damaged file or
 			// another writer's: keep the last one read.
 			s.skip(r.id, s.rel(mp), 0, 0, "manifest does not decode, the last one read stands: %v", err)
+			r.refused, r.refusedStop = st, false
 			if r.p == nil {
 				return
 			}
@@ -272,6 +279,7 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 		}
 		if m.RunID != "" && m.RunID != r.id {
 			s.skip(r.id, s.rel(mp), 0, 0, "run not imported: manifest names run %q", m.RunID)
+			r.refused, r.refusedStop = st, true
 			return
 		}
 		f.sawWhole(r, "manifest.json", st, b)
@@ -280,10 +288,12 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 		} else {
 			r.p.r.manifest = m
 		}
+	case st == r.refused && (r.refusedStop || r.p == nil):
+		return // refused when read, and unchanged since
 	}
 	p := r.p
 	tp := r.wholePath("tasks.json")
-	if b, st, changed, err := readWhole(tp, r.whole["tasks.json"]); err == nil && changed {
+	if b, st, changed, err := readWhole(tp, r.whole["tasks.json"], stamp{}); err == nil && changed {
 		f.sawWhole(r, "tasks.json", st, b)
 		if tasks, err := s.parseTasks(r.id, s.rel(tp), b); err != nil {
 			// NB: as for the manifest: taken for a run without tasks, every task line read until it decoded again
@@ -300,7 +310,7 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 		f.readTail(r, path, r.tails[path], -1)
 	}
 	dp := r.wholePath("delivery.json")
-	if b, st, changed, err := readWhole(dp, r.whole["delivery.json"]); err == nil && changed {
+	if b, st, changed, err := readWhole(dp, r.whole["delivery.json"], stamp{}); err == nil && changed {
 		f.sawWhole(r, "delivery.json", st, b)
 		if d, ok := s.parseDelivery(r.id, s.rel(dp), b); ok {
 			p.r.delivery = d
@@ -445,7 +455,7 @@ func (f *Follower) prime(r *runFollower, m manifest) {
 	s := f.src
 	r.p = newPlanner(s, &run{id: r.id, manifest: m, delivery: map[string]string{}}, time.Now)
 	tp := r.wholePath("tasks.json")
-	if b, st, changed, err := readWhole(tp, nil); err == nil && changed {
+	if b, st, changed, err := readWhole(tp, nil, stamp{}); err == nil && changed {
 		f.sawWhole(r, "tasks.json", st, b)
 		if tasks, err := s.parseTasks(r.id, s.rel(tp), b); err != nil {
 			s.skip(r.id, s.rel(tp), 0, 0, "tasks.json does not decode, tasks come from the events only: %v", err)
