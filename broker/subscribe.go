@@ -113,25 +113,34 @@ func (sub *subscription) run() {
 	defer c.s.wg.Done()
 	defer close(sub.done)
 	defer c.recover()
-	for {
-		changed := c.s.eng.RunChanged(sub.runID) // taken before reading, so a commit after the read still wakes us
-		if !c.pace(c.keys, sub.stop) {
-			return
-		}
-		ok, more := sub.pull()
-		if !ok {
-			return
-		}
-		if more {
-			continue // the scan stopped at maxScan to let the credential's other reads take their turn
-		}
-		select {
-		case <-changed:
-		case <-sub.stop:
-			return
-		case <-c.done:
-			return
-		}
+	for sub.wait() {
+	}
+}
+
+// wait pulls once and waits for the next publish of the run: false ends the subscription. NB: the run's channel is
+// left on every path, so a subscription of a run that publishes nothing more (cold, or never created) leaves nothing
+// behind in the engine when it ends (commands' runNotifier).
+func (sub *subscription) wait() bool {
+	c := sub.c
+	changed, leave := c.s.eng.RunChanged(sub.runID) // taken before reading, so a commit after the read still wakes us
+	defer leave()
+	if !c.pace(c.keys, sub.stop) {
+		return false
+	}
+	ok, more := sub.pull()
+	if !ok {
+		return false
+	}
+	if more {
+		return true // the scan stopped at maxScan to let the credential's other reads take their turn
+	}
+	select {
+	case <-changed:
+		return true
+	case <-sub.stop:
+		return false
+	case <-c.done:
+		return false
 	}
 }
 

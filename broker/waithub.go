@@ -157,13 +157,17 @@ func (h *waitHub) follow(runID string, rw *runWaits) {
 		r  taskReading
 	}
 	var batch []seen
-	for {
-		changed := h.s.eng.RunChanged(runID) // before the read: a publish after it still wakes us
+	// pass re-reads the waited tasks once and waits for the next publish of the run: false ends the follower. NB:
+	// the run's channel is left on every path, so a run that publishes nothing more (cold, or never created) keeps
+	// no channel in the engine once its follower ends (commands' runNotifier).
+	pass := func() bool {
+		changed, leave := h.s.eng.RunChanged(runID) // before the read: a publish after it still wakes us
+		defer leave()
 		h.mu.Lock()
 		if len(rw.tasks) == 0 {
 			delete(h.byRun, runID) // a later watch starts a new follower
 			h.mu.Unlock()
-			return
+			return false
 		}
 		batch = batch[:0]
 		for id := range rw.tasks {
@@ -186,7 +190,10 @@ func (h *waitHub) follow(runID string, rw *runWaits) {
 		case <-changed:
 		case <-rw.kick:
 		case <-h.s.quit:
-			return
+			return false
 		}
+		return true
+	}
+	for pass() {
 	}
 }

@@ -11,30 +11,57 @@ import (
 // cares about one run (a subscription, the task.waitStatus waiters of a run) waits here instead, so a commit costs
 // nothing to the followers of other runs.
 //
-// Memory: at most one channel per run somebody has waited on since that run last changed. A follower that took a
-// run's channel and left (a connection closed, a wait follower's last pass) leaves it until the run's next publish,
-// which a run that ended may never have, so the eviction that makes a run cold closes its channel too; one taken of
-// a run already cold stays until the run publishes again: at most one per run, and only the admin creates runs.
+// Memory: at most one channel per run somebody waits on. Each follower that takes a run's channel leaves it when it
+// stops waiting on it (a connection closed, a wait follower's last pass), and the channel is forgotten when the last
+// one leaves: a run that ended long ago (cold) or was never created publishes nothing, and an orchestrator
+// subscribing to its finished run, or the admin to any run id, would otherwise leave one channel per run behind for
+// good, growing with the history. The eviction that makes a run cold closes its channel too, waking its followers.
 //
 // Concurrency: safe for concurrent use; publish is called by the writer only.
 type runNotifier struct {
 	mu    sync.Mutex
-	chans map[string]chan struct{}
+	chans map[string]*runSignal
 }
 
-// wait returns the channel closed at the next publish of an event of runID.
-func (n *runNotifier) wait(runID string) <-chan struct{} {
+// runSignal is one run's channel and how many followers took it and have not left it.
+type runSignal struct {
+	ch     chan struct{}
+	takers int
+}
+
+// wait returns the channel closed at the next publish of an event of runID, and the function that leaves it: call
+// it once, when the caller stops waiting on the channel (whether it was closed or not).
+func (n *runNotifier) wait(runID string) (<-chan struct{}, func()) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.chans == nil {
-		n.chans = make(map[string]chan struct{})
+		n.chans = make(map[string]*runSignal)
 	}
-	ch := n.chans[runID]
-	if ch == nil {
-		ch = make(chan struct{})
-		n.chans[runID] = ch
+	sig := n.chans[runID]
+	if sig == nil {
+		sig = &runSignal{ch: make(chan struct{})}
+		n.chans[runID] = sig
 	}
-	return ch
+	sig.takers++
+	return sig.ch, func() { n.leave(runID, sig) }
+}
+
+// leave ends one follower's wait on sig, forgetting sig with its last follower. NB: a publish may have closed and
+// forgotten sig already, and another follower taken a new channel of the run since: that one is not sig's to
+// count down.
+func (n *runNotifier) leave(runID string, sig *runSignal) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if sig.takers--; sig.takers <= 0 && n.chans[runID] == sig {
+		delete(n.chans, runID)
+	}
+}
+
+// held is how many runs have a channel.
+func (n *runNotifier) held() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.chans)
 }
 
 // publish closes the channel of every run that evs touch. NB: call it only once the state holding evs is
@@ -52,8 +79,8 @@ func (n *runNotifier) publish(evs []events.Event) {
 
 // wake closes and forgets runID's channel, if any, with n.mu held.
 func (n *runNotifier) wake(runID string) {
-	if ch := n.chans[runID]; ch != nil {
-		close(ch)
+	if sig := n.chans[runID]; sig != nil {
+		close(sig.ch)
 		delete(n.chans, runID)
 	}
 }
@@ -71,6 +98,13 @@ func (n *runNotifier) forget(runIDs []string) {
 	}
 }
 
-// RunChanged returns a channel that is closed at the next publish carrying an event of runID: take it before
-// reading, and a commit after the read still wakes the caller.
-func (e *Engine) RunChanged(runID string) <-chan struct{} { return e.runs.wait(runID) }
+// RunChanged returns a channel that is closed at the next publish carrying an event of runID, and leave, which the
+// caller calls once it no longer waits on the channel (closed or not): take it before reading, and a commit after
+// the read still wakes the caller.
+func (e *Engine) RunChanged(runID string) (changed <-chan struct{}, leave func()) {
+	return e.runs.wait(runID)
+}
+
+// RunSignals is how many runs have a channel RunChanged gave and a follower still waits on (or that no publish
+// closed yet): at most one per run followed, for tests and stats.
+func (e *Engine) RunSignals() int { return e.runs.held() }

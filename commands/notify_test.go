@@ -27,7 +27,10 @@ func TestRunChangedWakesOnlyThatRun(t *testing.T) {
 	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
 	f.seedRun("A", 0)
 	f.seedRun("B", 0)
-	a, b := f.eng.RunChanged("A"), f.eng.RunChanged("B")
+	a, leaveA := f.eng.RunChanged("A")
+	defer leaveA()
+	b, leaveB := f.eng.RunChanged("B")
+	defer leaveB()
 	all := f.eng.Changed()
 	f.do(&TaskUsage{RunID: "B", TaskID: "02_exec", Input: 1, Output: 1})
 	require.True(t, closed(all), "Changed wakes at every publish")
@@ -41,7 +44,9 @@ func TestRunChangedWakesOnlyThatRun(t *testing.T) {
 		input = task.Usage.Input
 	})
 	require.Equal(t, int64(7), input, "the publish that woke A carries A's event")
-	require.False(t, closed(f.eng.RunChanged("A")), "a fresh channel waits for the next commit")
+	fresh, leave := f.eng.RunChanged("A")
+	defer leave()
+	require.False(t, closed(fresh), "a fresh channel waits for the next commit")
 }
 
 // TestRunChangedOfAColdRunIsForgotten: a channel a follower took of a run that ended, and then left (a closed
@@ -63,7 +68,8 @@ func TestRunChangedOfAColdRunIsForgotten(t *testing.T) {
 		id := fmt.Sprintf("N%03d", i)
 		f.seedRun(id, 0)
 		f.do(&RunTransition{RunID: id, To: "completed"})
-		waiting = append(waiting, e.RunChanged(id))
+		ch, _ := e.RunChanged(id) // NB: never left: the follower still waits when its run goes cold
+		waiting = append(waiting, ch)
 	}
 	clock.Advance(2 * time.Second)
 	f.seedRun("LAST", 0) // its commit runs an eviction pass: the ended runs go cold
@@ -75,4 +81,41 @@ func TestRunChangedOfAColdRunIsForgotten(t *testing.T) {
 	n := len(e.runs.chans)
 	e.runs.mu.Unlock()
 	require.Zero(t, n, "channels of cold runs held by the engine")
+}
+
+// TestRunChangedLeftByItsFollowersIsForgotten: a channel taken of a run that is cold or unknown, which publishes
+// nothing, is forgotten once every follower that took it has left, not kept until the run's next publish: followers
+// of runs ended long ago (an orchestrator subscribing to its finished run, the admin to any run id) would otherwise
+// leave one channel per run behind for good, growing with the history. A follower still waiting keeps it.
+func TestRunChangedLeftByItsFollowersIsForgotten(t *testing.T) {
+	f := openColdEngine(t, Options{SnapshotEvery: -1, Retention: -1})
+	e := f.eng
+	endRuns(t, f, "C", 3)
+	require.Nil(t, f.submitAs(admin, &RunCreate{RunID: "N", Team: "t", Goal: "g", Cwd: "/w"}).Rejected)
+	e.Read(func(s *projections.State) { require.True(t, s.IsCold("C02")) })
+	for i := range 50 {
+		for _, id := range []string{"C00", "C01", "C02", fmt.Sprintf("unknown-%d", i)} {
+			_, leave := e.RunChanged(id)
+			_, leave2 := e.RunChanged(id)
+			leave()
+			leave2()
+		}
+	}
+	require.Zero(t, e.RunSignals(), "channels of runs nobody follows any more")
+
+	held, leave := e.RunChanged("N")
+	_, leaveOther := e.RunChanged("N")
+	leaveOther()
+	require.Equal(t, 1, e.RunSignals(), "a follower still waiting keeps its run's channel")
+	require.Nil(t, f.submitAs(orchestrator, &RunTransition{RunID: "N", To: "running"}).Rejected)
+	require.True(t, closed(held), "a follower still waiting is woken by its run's publish")
+	leave() // after the publish that closed it: the channel taken since is not this one's to forget
+	again, leaveAgain := e.RunChanged("N")
+	_, leaveLate := e.RunChanged("N")
+	leaveLate()
+	require.Equal(t, 1, e.RunSignals())
+	require.Nil(t, f.submitAs(orchestrator, &RunTransition{RunID: "N", To: "completed"}).Rejected)
+	require.True(t, closed(again))
+	leaveAgain()
+	require.Zero(t, e.RunSignals())
 }
