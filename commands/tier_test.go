@@ -504,3 +504,67 @@ func TestAColdRunReadBackAndLeftUnchangedIsNotWrittenAgain(t *testing.T) {
 	f.close() // waits for a snapshot in the background, and takes one that is due
 	require.Zero(t, len(snapped), "runs read back unchanged made a snapshot due")
 }
+
+// liveAndEndRun makes run id live through what a run holds — tasks, a worker's credential, usage, messages, a
+// question left pending, a delegation settled and one left in flight — and end, which closes the question; the
+// delegation in flight is settled last, giving back its slot.
+func liveAndEndRun(t *testing.T, f *engineFixture, id string) {
+	t.Helper()
+	must := func(actor events.Actor, c Command) Reply {
+		t.Helper()
+		r := f.submitAs(actor, c)
+		require.Nil(t, r.Rejected, "%s", c.Kind())
+		return r
+	}
+	must(admin, &RunCreate{RunID: id, Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: optBudget(100000)})
+	must(orchestrator, &RunTransition{RunID: id, To: "running"})
+	must(orchestrator, &TaskCreate{RunID: id, TaskID: "02_exec", Role: "executor", Agent: "a", Title: "x", Cwd: "/w", StepID: "s"})
+	must(orchestrator, &TaskTransition{RunID: id, TaskID: "02_exec", To: "running"})
+	must(admin, &CredentialIssue{RunID: id, TaskID: "02_exec", Digest: fmt.Sprintf("%064x", len(id))})
+	must(worker("02_exec"), &TaskUsage{RunID: id, TaskID: "02_exec", Input: 100, Output: 10, Turns: 1})
+	must(orchestrator, &MessageSend{RunID: id, To: []string{"02_exec"}, Body: "start " + id})
+	must(worker("02_exec"), &MessageSend{RunID: id, FromTask: "02_exec", To: []string{"02_exec"}, Body: "note"})
+	for range 2 {
+		must(worker("02_exec"), &DelegateRequest{RunID: id, TaskID: "02_exec", Prompt: "p", BudgetTokens: ptr(int64(500))})
+	}
+	var dels []projections.Delegation
+	f.eng.Read(func(s *projections.State) { dels = s.Delegations(id) })
+	require.Len(t, dels, 2)
+	must(orchestrator, &DelegateSpawned{RunID: id, SubID: dels[0].SubID, PID: 100})
+	must(orchestrator, &DelegateSettle{RunID: id, SubID: dels[0].SubID, Outcome: OutcomeOK, Text: "done", UsageTokens: ptr(int64(70))})
+	var q WaitResult
+	require.NoError(t, json.Unmarshal(must(worker("02_exec"), &WaitRequest{RunID: id, TaskID: "02_exec", Question: "ok?", TimeoutSec: ptr(600.0)}).Result, &q))
+	must(orchestrator, &RunTransition{RunID: id, To: "completed"})
+	must(orchestrator, &DelegateSettle{RunID: id, SubID: dels[1].SubID, Outcome: OutcomeOK, Text: "late", UsageTokens: ptr(int64(70))})
+}
+
+// The snapshot holds the hot runs whole and nothing of a cold run but what the index cannot give (none, once its
+// summary is written): after N runs lived, ended and went cold, its records and bytes, and so the work of a start
+// from it, are the same for a few runs as for many more.
+func TestSnapshotDoesNotGrowWithColdRuns(t *testing.T) {
+	type size struct {
+		records int64
+		bytes   int
+		cold    int
+	}
+	measure := func(n int) size {
+		f := openColdEngine(t, Options{SnapshotEvery: -1, Retention: -1})
+		liveAndEndRun(t, f, "hot")
+		require.Nil(t, f.submitAs(orchestrator, &RunTransition{RunID: "hot", To: "running"}).Rejected)
+		for i := range n {
+			liveAndEndRun(t, f, fmt.Sprintf("R%03d", i))
+		}
+		// One more group after the last end: its eviction pass makes the last run cold.
+		require.Nil(t, f.submitAs(orchestrator, &TaskUsage{RunID: "hot", TaskID: "02_exec", Input: 1, Turns: 1}).Rejected)
+		s := f.viewsWritten()
+		b, err := projections.EncodeSnapshot(s)
+		require.NoError(t, err)
+		return size{records: s.SnapshotRecords(), bytes: len(b), cold: s.ColdRuns()}
+	}
+	few, many := measure(2), measure(40)
+	require.Equal(t, 2, few.cold)
+	require.Equal(t, 40, many.cold)
+	require.Equal(t, few.records, many.records, "the snapshot's records grow with the cold runs")
+	// NB: the position and the count of runs are varints: a few bytes more, never a few per run.
+	require.InDelta(t, few.bytes, many.bytes, 8, "the snapshot's bytes grow with the cold runs")
+}
