@@ -568,3 +568,46 @@ func TestSnapshotDoesNotGrowWithColdRuns(t *testing.T) {
 	// NB: the position and the count of runs are varints: a few bytes more, never a few per run.
 	require.InDelta(t, few.bytes, many.bytes, 8, "the snapshot's bytes grow with the cold runs")
 }
+
+// An ended run goes cold however it was refused a slot: a refusal recorded after the run's end (an import, whose
+// events pi-crew's files order as they were written) left the run among the slot waiters, which only the run's next
+// admission or end cleared, so the run stayed hot for good, whole in memory and in every snapshot, and a file naming
+// many runs kept any number of them hot. An ended run waits for no slot (SlotWaiters counts none), so the place held
+// nothing; reopened, the run waits again as the full fold has it.
+func TestAnEndedRunRefusedASlotGoesCold(t *testing.T) {
+	f := openColdEngine(t, Options{SnapshotEvery: -1, Retention: -1})
+	const runs = 5
+	imp := func(run, what string, typ string, payload any) {
+		t.Helper()
+		req := importOf(run, "import:"+run+":"+what, typ, payload)
+		req.Command.(*Import).Events[0].TimeMs = 0 // the engine clock's: a refusal the queries count as recent
+		r, err := f.eng.Submit(context.Background(), req)
+		require.NoError(t, err)
+		require.Nil(t, r.Rejected, what)
+	}
+	for i := range runs {
+		run := fmt.Sprintf("I%02d", i)
+		imp(run, "run", events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"})
+		imp(run, "task", events.TypeTaskCreated, &events.TaskCreated{TaskID: "T", Role: "executor", StepID: "s",
+			Kind: events.TaskKindWorkflow})
+		imp(run, "end", events.TypeRunCompleted, &events.RunCompleted{})
+		imp(run, "refused", events.TypeDelegateRejected, &events.DelegateRejected{TaskID: "T", SubID: "s1",
+			Reason: events.ReasonSlotsExhausted})
+	}
+	require.Nil(t, f.submitAs(admin, &RunCreate{RunID: "N", Team: "t", Goal: "g", Cwd: "/w"}).Rejected)
+	f.eng.Read(func(s *projections.State) {
+		for i := range runs {
+			require.True(t, s.IsCold(fmt.Sprintf("I%02d", i)), "run %d: an ended run refused a slot stays hot", i)
+		}
+	})
+
+	require.Nil(t, f.submitAs(orchestrator, &RunTransition{RunID: "I00", To: "running"}).Rejected)
+	full := projections.New()
+	require.NoError(t, projections.Replay(full, f.log, 0))
+	now := f.clock.Now().UnixMilli()
+	require.Equal(t, 1, full.SlotWaiters("", now, 1e9, 2), "the reopened run waits for a slot in the full fold")
+	want := projectionstest.Answers(t, full, now)
+	f.eng.Read(func(s *projections.State) {
+		projectionstest.RequireSame(t, want, projectionstest.Answers(t, s, now), "cold, then reopened")
+	})
+}

@@ -47,8 +47,8 @@
 //     statuses none of which has ended reads no index.
 //   - Hot and cold (tier.go): a run is hot (whole in memory) unless it went
 //     cold through Evict, which only an ended run holding nothing
-//     daemon-wide (no slot, no pending question, no parked wait, not
-//     waiting for a slot) may. Of a cold run the state keeps nothing but
+//     daemon-wide (no slot, no pending question, no parked wait; an ended
+//     run waits for no slot) may. Of a cold run the state keeps nothing but
 //     a count: its summary (its Run record, the position of its last event,
 //     its creation ordinal and its orchestrator credential) is written to
 //     the log's index of summaries when it goes cold (runindex.go,

@@ -17,7 +17,7 @@ import (
 // Tiers: a State holds its hot runs whole (hot: every record in memory) and
 // its cold runs as a summary only. A run may go cold (Evict) once it has
 // ended (completed, failed, cancelled) and holds nothing daemon-wide: no
-// slot, no pending question, no place among the slot waiters. What a cold run
+// slot, no pending question (an ended run waits for no slot). What a cold run
 // is made of is re-folded from the log on demand: its own stream and the
 // engine stream (whose config the fold reads), up to the position of the
 // run's last event, so a cold run is exactly what the full fold would hold.
@@ -459,12 +459,15 @@ func (s *State) ThawFrom(t Thawed) {
 	h := t.r.clone()
 	s.runs[t.id] = h
 	s.trackEnded(h)
+	if h.run.Usage.SlotWaitAt != 0 { // as a snapshot's hot run is decoded (addSnapshotRun)
+		s.waiting[t.id] = struct{}{}
+	}
 }
 
 // Evictable returns the hot runs that may go cold at clock reading now
 // (unix ms) with the given retention (ms): ended (completed, failed,
 // cancelled) for at least the retention since their last event, holding no
-// slot, no pending question, not waiting for a slot; and, when more than
+// slot, no pending question; and, when more than
 // maxRetained (> 0) such runs are still within the retention, the ones
 // that ended first beyond that many, so the memory of ended runs does not
 // grow with the rate at which runs end. Sorted, so the choice is
@@ -500,11 +503,12 @@ func (s *State) Evictable(now, retention int64, maxRetained int) []string {
 	return out
 }
 
+// mayEvict reports whether r may go cold: ended, holding no slot and no question. NB: a place among the slot waiters
+// does not keep it hot: an ended run waits for no slot (SlotWaiters counts none), and a refusal recorded after the
+// end (an import) would otherwise keep the run hot for good, since only its next admission or end clears the place.
+// The place leaves with the run and comes back with it (evict, ThawFrom), so a reopened run waits as the full fold's.
 func (s *State) mayEvict(r *runState) bool {
 	if !r.run.Status.Stale() || s.SlotsHeldBy(r.run.RunID) > 0 || r.run.WaitState != nil {
-		return false
-	}
-	if _, waiting := s.waiting[r.run.RunID]; waiting {
 		return false
 	}
 	return len(r.pendingAsks) == 0
@@ -541,6 +545,7 @@ func (s *State) evict(id string, writes bool) *runState {
 	}
 	delete(s.runs, id)
 	delete(s.ended, id)
+	delete(s.waiting, id)
 	var orch *Credential
 	if c := r.creds[events.OrchestratorKey]; c != nil {
 		cc := *c
