@@ -382,7 +382,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	if !ok || !s.credentialValid(owner) {
 		w.Header().Set("Cache-Control", "no-store")
 		http.Error(w, "crewlog: this login link is not valid or was already used; crewd printed it once at start, and "+
-			"POST /api/v1/login with a token mints another", http.StatusUnauthorized)
+			"`crewctl dashboard` prints another", http.StatusUnauthorized)
 		return
 	}
 	sess := s.sessions.add(owner, now.Add(SessionLifetime), now)

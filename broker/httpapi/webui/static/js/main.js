@@ -118,7 +118,7 @@ function signedOut(err) {
     h('h1', 'Not signed in'),
     h('p', 'Open the one-time login link crewd printed when it started (',
       h('code', 'crewd: dashboard http://…/login?code=…'), '), or get a fresh one with ',
-      h('code', 'crewbench sim --dashboard'), ' or ', h('code', 'POST /api/v1/login'), ' with the admin token.')));
+      h('code', 'crewctl dashboard'), ', which asks crewd through its socket.')));
   return true;
 }
 
