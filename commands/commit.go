@@ -31,6 +31,18 @@ type Forwarder interface {
 	Forward(ctx context.Context, r Request) (reply Reply, handled bool, err error)
 }
 
+// WriterForwarder is a Forwarder that says whether its engine is the one to decide now (a cluster's node). A request
+// its caller refused (Request.Refused) is never forwarded, since the refusal does not travel with it: an engine with
+// a Forwarder answers it from its own log's outcome of the request's id (a follower's copy). While Writer reports
+// true the engine decides it instead, as one crewd does (the groups in flight, a credential that ended, the barrier
+// of a group that appends nothing: HeadConfirmer). NB: the writer's log alone would answer a retry whose first
+// attempt is still in flight with the refusal, and a writer deposed without knowing it would answer from a state
+// behind the new writer's.
+type WriterForwarder interface {
+	Forwarder
+	Writer() bool
+}
+
 // StagingCommitter is a Committer that commits a group in two steps, so
 // that the writer decides the next group while this one syncs (the
 // pipeline, pipeline.go). Stage hands the group to the log and returns

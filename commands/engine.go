@@ -105,8 +105,9 @@ type Options struct {
 	// Append (commit.go); it must append the group to the engine's log.
 	Committer Committer
 	// Forwarder, when set, is offered every request first but one its
-	// caller refused (Request.Refused), which this crewd answers from its
-	// own copy: a follower forwards it to the writer (commit.go).
+	// caller refused (Request.Refused), which a follower answers from its
+	// own copy (WriterForwarder): a follower forwards it to the writer
+	// (commit.go).
 	Forwarder Forwarder
 
 	hooks *testHooks // crash points for tests; nil in production
@@ -149,8 +150,9 @@ type Request struct {
 	// was submitted (the broker's: a worker's message some mailbox it reaches could not read back). The writer
 	// answers it, deciding and recording nothing, unless the request's CommandID has an outcome, which answers it as
 	// it answers any retry: what the caller measures may have changed since the outcome was recorded (a mailbox
-	// created since), and a retry must not be told otherwise than the first attempt was. A crewd of a cluster looks
-	// the outcome up in its own copy instead, since a forwarded request does not carry the refusal.
+	// created since), and a retry must not be told otherwise than the first attempt was. A follower of a cluster
+	// looks the outcome up in its own copy instead, since a forwarded request does not carry the refusal
+	// (WriterForwarder).
 	Refused error
 }
 
@@ -444,11 +446,12 @@ func (e *Engine) Submit(ctx context.Context, r Request) (Reply, error) {
 	if err := e.failure(); err != nil {
 		return Reply{}, err
 	}
-	if r.Refused != nil && e.opts.Forwarder != nil {
-		return e.recordedOrRefused(r)
-	}
-	if e.opts.Forwarder != nil {
-		if rep, handled, err := e.opts.Forwarder.Forward(ctx, r); handled {
+	if fw := e.opts.Forwarder; fw != nil {
+		if r.Refused != nil {
+			if w, ok := fw.(WriterForwarder); !ok || !w.Writer() {
+				return e.recordedOrRefused(r)
+			}
+		} else if rep, handled, err := fw.Forward(ctx, r); handled {
 			return rep, err
 		}
 	}

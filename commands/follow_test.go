@@ -3,7 +3,9 @@ package commands
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
@@ -140,4 +142,75 @@ func TestEngineForwarderTakesRequests(t *testing.T) {
 	require.Len(t, fw.got, 1)
 	head, _ := l.Head()
 	require.Zero(t, head)
+}
+
+// writingForwarder is the Forwarder of a cluster's writer (a commands.WriterForwarder reporting Writer): it forwards
+// nothing.
+type writingForwarder struct{}
+
+func (writingForwarder) Forward(context.Context, Request) (Reply, bool, error) {
+	return Reply{}, false, nil
+}
+func (writingForwarder) Writer() bool { return true }
+
+// heldCommitter appends each group to its log once the test lets it (release), after telling it the group is there
+// (committing): a group in flight for as long as the test needs.
+type heldCommitter struct {
+	l          *eventlog.Log
+	committing chan struct{}
+	release    chan struct{}
+}
+
+func (c *heldCommitter) Commit(ws []eventlog.Write) (uint64, error) {
+	c.committing <- struct{}{}
+	<-c.release
+	return c.l.Append(ws...)
+}
+
+// A request its caller refused (Request.Refused) is decided by the engine of a cluster's writer as by one crewd's: a
+// retry whose first attempt is still in flight is answered that attempt's outcome once it is durable. The writer
+// answered it from its log alone, as a follower answers from its copy, and told the retry the refusal while the first
+// attempt recorded its message.
+func TestAWritersRefusedRetryOfAnAttemptInFlightIsAnsweredItsOutcome(t *testing.T) {
+	l, err := eventlog.Open("db", &eventlog.Options{FS: vfs.NewMem()})
+	require.NoError(t, err)
+	defer l.Close()
+	c := &heldCommitter{l: l, committing: make(chan struct{}), release: make(chan struct{})}
+	e, err := Open(l, Options{ExpiryInterval: -1, Forwarder: writingForwarder{}, Committer: c})
+	require.NoError(t, err)
+	defer e.Close()
+	release := sync.OnceFunc(func() { close(c.release) })
+	defer release() // NB: before Close, which waits for the group in flight
+
+	req := Request{Principal: events.AdminPrincipal(), CommandID: "c1", Actor: admin,
+		Command: &RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}}
+	type answer struct {
+		rep Reply
+		err error
+	}
+	submit := func(r Request) <-chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			rep, err := e.Submit(context.Background(), r)
+			ch <- answer{rep, err}
+		}()
+		return ch
+	}
+	first := submit(req)
+	<-c.committing // the first attempt's group is in flight
+	refusal := errors.New("refused by the caller")
+	req.Refused = refusal
+	retry := submit(req)
+	select {
+	case a := <-retry:
+		require.NotErrorIs(t, a.err, refusal, "the retry was refused while its first attempt was being recorded")
+	case <-time.After(100 * time.Millisecond): // queued behind the first attempt, as on one crewd
+	}
+	release()
+	f, r := <-first, <-retry
+	require.NoError(t, f.err)
+	require.NoError(t, r.err, "answered as the first attempt")
+	require.Nil(t, r.rep.Rejected)
+	require.Equal(t, string(f.rep.Result), string(r.rep.Result))
+	require.Equal(t, f.rep.Position, r.rep.Position)
 }

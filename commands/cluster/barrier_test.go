@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -56,12 +57,7 @@ func TestDeposedWriterAnswersNothingFromAStateBehindTheNewWriters(t *testing.T) 
 			require.Nil(t, rep.Rejected, "a answered from a state behind b's")
 			require.ErrorIs(t, err, tc.failed)
 			require.Contains(t, err.Error(), natslog.ErrFenced.Error())
-			select {
-			case <-a.Failed():
-			case <-time.After(10 * time.Second):
-				t.Fatal("a, deposed, did not fail stop")
-			}
-			require.ErrorIs(t, a.Err(), commands.ErrFailed)
+			requireDeposedFailsStop(t, a)
 		})
 	}
 }
@@ -238,4 +234,50 @@ func (h *heldRenewals) hook(ctx context.Context) {
 func (h *heldRenewals) hold() {
 	h.on.Store(true)
 	<-h.held
+}
+
+// A request its caller refused (Request.Refused: the broker's measure of a message against its copy) is answered by
+// the writer as its engine answers any request, not from its log alone: a writer whose lease another node took, and
+// that has not learnt it yet, answered the refusal from its store while the new writer had recorded an outcome under
+// the request's id — a retry told otherwise than the first attempt was. It is answered as a deposed writer's group
+// that appends nothing is (the engine's failure: in doubt), and the old writer fails stop.
+func TestDeposedWriterAnswersNoRefusedRequestFromAStateBehindTheNewWriters(t *testing.T) {
+	srv := startNATS(t)
+	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
+	renewals := newHeldRenewals()
+	a := startWriterOn(t, srv, Options{Name: "a", Log: cfg, LeaseTTL: time.Second, beforeRenew: renewals.hook})
+	require.Nil(t, submitAsAdmin(t, a, &commands.RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"}).Rejected)
+	require.Nil(t, submitAsAdmin(t, a, &commands.RunTransition{RunID: "R", To: "running"}).Rejected)
+	require.Nil(t, submitAsAdmin(t, a, &commands.TaskCreate{RunID: "R", TaskID: "T", Role: "executor", Agent: "a",
+		Title: "t", Cwd: "/w"}).Rejected)
+
+	renewals.hold() // a's lease expires a TTL after its last renewal, and b takes it
+	b := startWriterOn(t, srv, Options{Name: "b", Log: cfg, LeaseTTL: time.Second})
+	orch := events.OrchestratorPrincipal("R")
+	req := commands.Request{Principal: orch, CommandID: "c1", Actor: orch.Actor(),
+		Command: &commands.MessageSend{RunID: "R", To: []string{"T"}, Body: "hi"}}
+	first, err := submitTo(t, b, req)
+	require.NoError(t, err)
+	require.Nil(t, first.Rejected, "b recorded the first attempt")
+	require.True(t, a.Writer(), "a has not learnt that it lost the lease")
+
+	refusal := errors.New("refused by the caller")
+	req.Refused = refusal
+	_, err = submitTo(t, a, req)
+	require.NotErrorIs(t, err, refusal, "a answered the refusal from a store behind b's, which recorded the id")
+	require.ErrorIs(t, err, commands.ErrFailed)
+	require.Contains(t, err.Error(), natslog.ErrFenced.Error())
+	requireDeposedFailsStop(t, a)
+}
+
+// requireDeposedFailsStop requires a, a writer deposed by another node's commit, to fail stop with its engine's
+// failure.
+func requireDeposedFailsStop(t *testing.T, a *Node) {
+	t.Helper()
+	select {
+	case <-a.Failed():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a, deposed, did not fail stop")
+	}
+	require.ErrorIs(t, a.Err(), commands.ErrFailed)
 }

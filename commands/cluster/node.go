@@ -191,8 +191,11 @@ func Start(ctx context.Context, local *eventlog.Log, o Options) (*Node, error) {
 // read it on any node; commands submitted to a follower's are forwarded.
 func (n *Node) Engine() *commands.Engine { return n.eng }
 
-// Writer reports whether this node is the writer now.
+// Writer reports whether this node is the writer now. NB: it makes the node a commands.WriterForwarder: its engine
+// decides a request its caller refused while it writes, and answers it from its copy while it follows.
 func (n *Node) Writer() bool { return n.writer.Load() }
+
+var _ commands.WriterForwarder = (*Node)(nil)
 
 // ElectedAt is when this node last became the writer (zero if never).
 func (n *Node) ElectedAt() time.Time {
