@@ -292,9 +292,10 @@ func (n *Node) serve(m *nats.Msg) {
 			return
 		}
 		answer := &nats.Msg{Data: b}
-		if err == nil {
+		if _, ended := err.(*commands.CredentialEndedError); err == nil || ended {
 			// NB: read once Submit answered, when the group that decided the request is published: the
-			// follower answers once its copy holds as much (forward.go's decidedOnHeader).
+			// follower answers once its copy holds as much (forward.go's decidedOnHeader), the end of a
+			// credential the writer refused included.
 			answer.Header = nats.Header{}
 			answer.Header.Set(decidedOnHeader, strconv.FormatUint(n.eng.Head(), 10))
 		}

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,11 +22,12 @@ import (
 // revocation, the end of its task) is refused by the writer with the error a single crewd gives — the same
 // *commands.CredentialEndedError, which the broker answers revoked or stale-token — and nothing is recorded: the
 // writer checks the credential against the state it decides on, not the follower's copy, however far behind it is.
+// The follower answers the refusal once its copy holds the end, as it answers any refusal: it answered at once, and
+// a worker told its credential had ended was admitted again by a hello on the same crewd, and read its task running.
 func TestWriterRefusesACredentialEndedBehindTheFollowersCopy(t *testing.T) {
 	srv := startNATS(t)
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
 	w := startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second})
-	f, hold, release := startFollowerHoldingItsFold(t, srv, cfg)
 
 	admin := func(c commands.Command) {
 		t.Helper()
@@ -41,24 +41,6 @@ func TestWriterRefusesACredentialEndedBehindTheFollowersCopy(t *testing.T) {
 		admin(&commands.TaskTransition{RunID: "R", TaskID: task, To: "running"})
 		admin(&commands.CredentialIssue{RunID: "R", TaskID: task, Digest: digest})
 	}
-	waitHead(t, f, w.Engine().Head())
-	hold.Store(true) // from here on the follower copies the stream but its state stays where it is
-
-	sent := 0
-	viaFollower := func(task string) error {
-		t.Helper()
-		sent++
-		cred := &commands.Credential{RunID: "R", Key: task, Digest: digest, TaskID: task}
-		var live commands.CredentialEnd
-		f.Engine().Read(func(s *projections.State) { live = commands.CheckCredential(s, *cred) })
-		require.Equal(t, commands.CredentialLive, live, "the follower's copy (what its broker checks) admits %s", task)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, err := f.Engine().Submit(ctx, commands.Request{Principal: events.WorkerPrincipal("R", task),
-			CommandID: "m" + strconv.Itoa(sent), Actor: events.Actor{Role: events.RoleWorker, TaskID: task},
-			Command: &commands.MessageSend{RunID: "R", FromTask: task, To: []string{"T3"}, Body: "hi"}, Credential: cred})
-		return err
-	}
 	for _, tc := range []struct {
 		task string
 		end  commands.Command
@@ -67,19 +49,46 @@ func TestWriterRefusesACredentialEndedBehindTheFollowersCopy(t *testing.T) {
 		{"T1", &commands.CredentialRevoke{RunID: "R", TaskID: "T1"}, commands.CredentialRevoked},
 		{"T2", &commands.TaskTransition{RunID: "R", TaskID: "T2", To: "completed"}, commands.CredentialTaskEnded},
 	} {
-		admin(tc.end)
-		before := w.Engine().Head()
-		err := viaFollower(tc.task)
-		// NB: as the broker tells it (a type assertion, not errors.As): the client must hear the very answer of
-		// one crewd.
-		ended, ok := err.(*commands.CredentialEndedError)
-		require.True(t, ok, "%s: want a *commands.CredentialEndedError, got %T: %v", tc.task, err, err)
-		require.Equal(t, tc.want, ended.End, tc.task)
-		require.Equal(t, before, w.Engine().Head(), "%s: the writer recorded the refused command", tc.task)
+		t.Run(tc.task, func(t *testing.T) {
+			f, hold, release := startFollowerHoldingItsFold(t, srv, cfg)
+			waitHead(t, f, w.Engine().Head())
+			hold.Store(true) // from here on the follower copies the stream but its state stays where it is
+			admin(tc.end)
+			before := w.Engine().Head()
+
+			cred := &commands.Credential{RunID: "R", Key: tc.task, Digest: digest, TaskID: tc.task}
+			checked := func() (end commands.CredentialEnd) {
+				f.Engine().Read(func(s *projections.State) { end = commands.CheckCredential(s, *cred) })
+				return end
+			}
+			require.Equal(t, commands.CredentialLive, checked(), "the follower's copy (what its broker checks) admits it")
+			answered := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_, err := f.Engine().Submit(ctx, commands.Request{Principal: events.WorkerPrincipal("R", tc.task),
+					CommandID: "m-" + tc.task, Actor: events.Actor{Role: events.RoleWorker, TaskID: tc.task},
+					Command: &commands.MessageSend{RunID: "R", FromTask: tc.task, To: []string{"T3"}, Body: "hi"}, Credential: cred})
+				answered <- err
+			}()
+			select {
+			case err := <-answered:
+				t.Fatalf("answered %v while the follower's copy still admits the credential", err)
+			case <-time.After(300 * time.Millisecond):
+			}
+			release()
+			err := <-answered
+			// NB: as the broker tells it (a type assertion, not errors.As): the client must hear the very answer of
+			// one crewd.
+			ended, ok := err.(*commands.CredentialEndedError)
+			require.True(t, ok, "want a *commands.CredentialEndedError, got %T: %v", err, err)
+			require.Equal(t, tc.want, ended.End)
+			require.Equal(t, tc.want, checked(), "the follower's copy, once it answered, refuses the credential so too")
+			require.Equal(t, before, w.Engine().Head(), "the writer recorded the refused command")
+			waitHead(t, f, w.Engine().Head())
+			require.Equal(t, w.Engine().Head(), f.Engine().Head(), "the follower's copy holds what the writer's does, no more")
+		})
 	}
-	release()
-	waitHead(t, f, w.Engine().Head())
-	require.Equal(t, w.Engine().Head(), f.Engine().Head(), "the follower's copy holds what the writer's does, no more")
 }
 
 // startFollowerHoldingItsFold starts a follower whose engine stops folding what it copies once hold is set, until

@@ -29,13 +29,13 @@ import (
 // The answer comes once this node's copy holds the command's events and
 // everything the writer had published when it answered (decidedOnHeader),
 // so a client reads its own writes on the crewd it talks to, and the state
-// a refusal was decided on — but for the refusal of an ended credential,
-// below, which the writer answers as an error and this node at once.
+// a refusal was decided on.
 //
 // The request carries its credential, which the writer checks against the
 // state it decides on: this node's copy, which its broker checked, may lag
 // the stream by any amount. The writer's refusal of an ended credential is
-// answered as one crewd answers it (a *commands.CredentialEndedError).
+// answered as one crewd answers it (a *commands.CredentialEndedError), once
+// this node's copy holds the end too.
 func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply, bool, error) {
 	if n.writer.Load() {
 		return commands.Reply{}, false, nil
@@ -85,13 +85,19 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 				// The writer checked the request's credential against the
 				// state it decides on, and it had ended, whatever this
 				// node's copy still says: nothing was decided, and the
-				// client hears so as from one crewd. NB: not after an
-				// attempt in doubt — the writer checks the credential
-				// before it looks the command id up, so a command decided
-				// then is refused now, and every attempt after it would
-				// be: it is in doubt at once.
+				// client hears so as from one crewd, once this node's copy
+				// holds the end (decidedOnHeader), so that the credential
+				// the client was told had ended admits nothing more here
+				// (a hello, a read). NB: not after an attempt in doubt —
+				// the writer checks the credential before it looks the
+				// command id up, so a command decided then is refused
+				// now, and every attempt after it would be: it is in
+				// doubt at once.
 				if inDoubt {
 					return commands.Reply{}, true, fmt.Errorf("%w: %v", ErrNoWriter, err)
+				}
+				if err := n.waitCopied(ctx, decidedOn(m)); err != nil {
+					return commands.Reply{}, true, err
 				}
 				return commands.Reply{}, true, ended
 			}
@@ -168,8 +174,9 @@ func (n *Node) request(ctx context.Context, data []byte, cred string, resendable
 
 // decidedOnHeader is the header of a writer's answer that carries the position its engine had published when it
 // answered, in decimal: at least that of the state it decided the request on, which a refusal, or a command that
-// wrote nothing, does not name in its Reply.Position. A writer of the build before sends none, and its answer is
-// awaited by Reply.Position alone, as that build's followers await every answer.
+// wrote nothing, does not name in its Reply.Position, nor does the refusal of a credential that ended (an error). A
+// writer of the build before sends none, and its answer is awaited by Reply.Position alone, as that build's
+// followers await every answer.
 const decidedOnHeader = "Crewlog-Decided-On"
 
 // decidedOn is the position m's decidedOnHeader names, 0 when it names none.
