@@ -104,10 +104,10 @@ type Options struct {
 	// Committer, when set, makes each group durable instead of the log's
 	// Append (commit.go); it must append the group to the engine's log.
 	Committer Committer
-	// Forwarder, when set, is offered every request first but one its
-	// caller refused (Request.Refused), which a follower answers from its
-	// own copy (WriterForwarder): a follower forwards it to the writer
-	// (commit.go).
+	// Forwarder, when set, is offered every request first (a follower
+	// forwards it to the writer: commit.go) but one its caller refused
+	// (Request.Refused), which a follower answers from its own copy and
+	// the writer decides (WriterForwarder).
 	Forwarder Forwarder
 
 	hooks *testHooks // crash points for tests; nil in production
