@@ -41,6 +41,12 @@
 //     fails; once a failure is recorded (the failed append's Wait has
 //     returned) they, views and summaries are refused (ErrFailed) too, since
 //     the WAL keeps the error and Pebble panics on a write that meets it.
+//     Every write but an append's unsynced copy (AppendFromUnsynced) and a
+//     format step's chunks (offline, alone) is followed by a sync, awaited at
+//     once or, for derived data (views, summaries), by the next derived or
+//     synced write and Close: an error of a write left to the WAL's
+//     background would reach no one but the next write, as a panic
+//     (derived_sync.go).
 //
 //   - SaveSnapshot is atomic and durable: a crash at any point leaves the
 //     previous snapshot or the new one, whole and sealed, never neither.
@@ -60,9 +66,10 @@
 //   - Snapshots, stream views and stream summaries are derived data, sealed
 //     like every value: a snapshot is saved with a sync, and after a sync of
 //     the WAL, so every view and summary written before it is durable with
-//     it; a view or a summary is saved without one (a crash may lose the
-//     last ones, never corrupt one); readers use each only for the position
-//     it is stamped with. Summaries are versioned by that position and
+//     it; a view or a summary is followed by a sync it does not wait for,
+//     only for the fail stop above (a crash may lose the last ones, never
+//     corrupt one); readers use each only for the position it is stamped
+//     with. Summaries are versioned by that position and
 //     never overwritten: a reader asks for the newest at or before a
 //     position (summary.go). A version older than the newest at or before
 //     the newest snapshot's position can no longer be read, and goes in

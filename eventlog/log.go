@@ -81,6 +81,8 @@ type Log struct {
 	summaries summaryIndex
 
 	stalls *writeStalls // Pebble's write stalls (storage_stats.go)
+	// derived is the sync after the last write of derived data (derived_sync.go).
+	derived derivedSync
 
 	durable  atomic.Pointer[head] // last position whose append has synced
 	inflight sync.WaitGroup       // appends waiting for their sync
@@ -184,7 +186,9 @@ func (l *Log) recover() (uint32, error) {
 		if l.opts.ReadOnly {
 			return 0, fmt.Errorf("eventlog: %w: the store is empty and was opened read-only", ErrNotFound)
 		}
-		if err := l.db.Set(keyFormat, encodeFormat(CurrentFormat), pebble.Sync); err != nil {
+		b := l.db.NewBatch()
+		_ = b.Set(keyFormat, encodeFormat(CurrentFormat), nil)
+		if err := l.commitSynced(b); err != nil {
 			return 0, fmt.Errorf("eventlog: write format: %w", err)
 		}
 		format = CurrentFormat
@@ -350,7 +354,8 @@ func (l *Log) Event(pos uint64) (Event, error) {
 	return ev, nil
 }
 
-// Close waits for in-flight appends and closes the store. Every iterator
+// Close waits for in-flight appends and for the sync after the last write of
+// derived data (derived_sync.go), and closes the store. Every iterator
 // must be closed first, and no read may run concurrently with Close.
 func (l *Log) Close() error {
 	l.mu.Lock()
@@ -365,7 +370,11 @@ func (l *Log) Close() error {
 	if filterDone != nil {
 		<-filterDone
 	}
-	return l.db.Close()
+	derr := l.awaitDerived()
+	if err := l.db.Close(); err != nil {
+		return err
+	}
+	return derr
 }
 
 // readable guards reads. Close must not race with reads or open iterators

@@ -116,6 +116,18 @@ func (l *Log) syncWAL() error {
 // panics. b is closed.
 func (l *Log) commitSynced(b *pebble.Batch) error {
 	defer b.Close() // NB: Close handles a batch the commit pipeline still references
+	return l.applySynced(b)
+}
+
+// applySynced is commitSynced leaving b to its caller to close. Every write but an append's and derived data's goes
+// through it. NB: a write Pebble makes without a sync is written to the WAL in the background, and an error there (a
+// full disk) reaches no one: the WAL keeps it, and Pebble panics on a later record that meets it, however much space
+// there is by then. Synced, the error reaches the writer, and the log fails stop before anything meets it. The sync
+// after the last derived write is awaited first (derivedSync).
+func (l *Log) applySynced(b *pebble.Batch) error {
+	if err := l.awaitDerived(); err != nil {
+		return err
+	}
 	err := l.db.ApplyNoSyncWait(b, pebble.Sync)
 	if err == nil {
 		err = b.SyncWait()

@@ -28,10 +28,11 @@ import (
 // needs and those written since (summary_index.go, with the index's count
 // of streams).
 //
-// Like a view, a summary is written without a sync of its own
-// (SaveSummaries); SaveSnapshot syncs the WAL before it stores a snapshot,
-// so a snapshot that relies on a summary (it no longer lists the run)
-// is never durable without it. Builds that predate summaries ignore the
+// Like a view, a summary is written without waiting for a sync (the next
+// write awaits it, so that a write error fails the log stop: derivedSync);
+// SaveSnapshot syncs the WAL before it stores a snapshot, so a snapshot
+// that relies on a summary (it no longer lists the run) is never durable
+// without it. Builds that predate summaries ignore the
 // keys (the store format is unchanged); Verify checks their seal, that the
 // two copies agree and that the position is one of the stream's.
 const (
@@ -139,7 +140,7 @@ func (l *Log) SaveSummaries(ss []Summary) error {
 	if err := stageSummaryCount(b, streams); err != nil {
 		return fmt.Errorf("eventlog: save summaries: %w", err)
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if err := l.applyDerived(b); err != nil {
 		return fmt.Errorf("eventlog: save summaries: %w", err)
 	}
 	si.streams = streams

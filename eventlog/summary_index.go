@@ -94,10 +94,10 @@ func (l *Log) loadSummaryIndexLocked() error {
 // made once, not at every open: at 10,000 finished runs it read every
 // summary into the block cache, which start-up then held (10 MiB more RSS
 // than at 1,000). Held with summaries.mu, as every write of the index is,
-// so n is the index's count when it is stored. Not synced: a crash before
-// the next sync leaves a store without it, which is counted again.
+// so n is the index's count when it is stored. A log that writes nothing
+// more (failed stop) counts it again at its next open.
 func (l *Log) storeSummaryCountLocked(n uint64) error {
-	if l.opts.ReadOnly {
+	if l.opts.ReadOnly || l.writableDerived() != nil {
 		return nil // counted at every open of a read-only copy, as before
 	}
 	b := l.db.NewBatch()
@@ -105,7 +105,7 @@ func (l *Log) storeSummaryCountLocked(n uint64) error {
 	if err := stageSummaryCount(b, n); err != nil {
 		return fmt.Errorf("eventlog: keep the count of summarised streams: %w", err)
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if err := l.applyDerived(b); err != nil {
 		return fmt.Errorf("eventlog: keep the count of summarised streams: %w", err)
 	}
 	return nil
@@ -347,7 +347,7 @@ func (l *Log) pruneAfterSnapshot(pos uint64) error {
 			still[stream] = struct{}{}
 		}
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if err := l.applyDerived(b); err != nil {
 		return fmt.Errorf("eventlog: prune summaries: %w", err)
 	}
 	si.pending = still

@@ -19,10 +19,10 @@ import (
 //	value sealed [pos:8 BE | data]
 //
 // A view is derived data, like a snapshot: it is an optimisation only,
-// written without a sync of its own (a crash may lose it; the next sync of
-// the WAL makes it durable) and never trusted over the log. Its position
-// says which prefix of the stream it reflects; a reader uses it only when
-// that is the prefix it wants, and otherwise rebuilds from the events.
+// never trusted over the log, and followed by a sync only so that a write
+// error fails the log stop (SaveView). Its position says which prefix of
+// the stream it reflects; a reader uses it only when that is the prefix it
+// wants, and otherwise rebuilds from the events.
 // Builds that predate views ignore the keys (the store format is
 // unchanged); Verify checks their seal and that the position is one of the
 // stream's, not beyond the head.
@@ -41,10 +41,12 @@ func parseViewKey(k []byte) (stream string, ok bool) { return parsePrefixedName(
 
 // SaveView stores data as the view of stream at pos (a position of the
 // stream, at most the durable head), replacing any older view of the
-// stream. It does not wait for a sync: a view is derived data, so losing
-// the last ones to a crash only means rebuilding them. Nothing is written
-// to a read-only log (ErrReadOnly), nor to one that failed stop (ErrFailed):
-// its WAL keeps the write error, and Pebble panics on a write that meets it.
+// stream. It is followed by a sync it does not wait for, awaited by the
+// next write: not for the view's sake (derived data, which a crash may
+// lose) but so that a write error fails the log stop (derivedSync).
+// Nothing is written to a read-only log (ErrReadOnly), nor to one that
+// failed stop (ErrFailed): its WAL keeps the write error, and Pebble panics
+// on a write that meets it.
 func (l *Log) SaveView(stream string, pos uint64, data []byte) error {
 	if l.opts.ReadOnly {
 		return ErrReadOnly
@@ -69,7 +71,7 @@ func (l *Log) SaveView(stream string, pos uint64, data []byte) error {
 	if err := op.Finish(); err != nil {
 		return fmt.Errorf("eventlog: save view: %w", err)
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if err := l.applyDerived(b); err != nil {
 		return fmt.Errorf("eventlog: save view: %w", err)
 	}
 	return nil

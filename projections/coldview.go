@@ -20,8 +20,8 @@ import (
 // is the one the run's summary names (a run reopened and ended again has a
 // newer one), and a view that is missing, of another format, stamped
 // otherwise, or undecodable is ignored and the run re-folded, after which
-// its view is written again. It is derived data written without a sync of
-// its own, so a crash that loses it costs one re-fold, nothing else.
+// its view is written again. It is derived data, written without waiting
+// for a sync, so a crash that loses it costs one re-fold, nothing else.
 //
 // The encoding is the run's record in a snapshot (snapshotRun, the same
 // appended msgpack), preceded by the snapshot format, so the two cannot

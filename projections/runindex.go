@@ -54,7 +54,8 @@ import (
 // actors would be missing, which no answer renders from a summary. A
 // summary the decoder refused would answer its run as unknown, far worse.
 //
-// Durability: summaries are written without a sync, and the snapshot that
+// Durability: summaries are written without waiting for a sync (eventlog
+// awaits it at its next write, for its fail stop), and the snapshot that
 // stops listing a run is stored only after a sync of the WAL
 // (eventlog.SaveSnapshot), so a restart never meets a snapshot without
 // the summaries it relies on. The versions no state can read any more go

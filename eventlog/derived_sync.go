@@ -1,0 +1,71 @@
+package eventlog
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// derivedSync is what the log keeps of the derived writes (views, summaries, the count and the pruning of
+// summaries): the sync requested after the last one, which no one has awaited yet.
+//
+// A derived write needs no durability of its own (a crash may lose the last ones), but it must not be left to the
+// WAL's background without a sync: an error there (a full disk) reaches no one, the WAL keeps it, and Pebble panics
+// on a later record that meets it, however much space there is by then. So each derived write is followed by a sync
+// it does not wait for; the next derived write awaits it before it hands anything to Pebble, as do the writes that
+// sync (applySynced) and Close, and a failed one fails the log stop. NB: not awaited at once: a fold from position 1
+// writes summaries at every eviction pass, thousands of them in a long log, and a wait for each fsync would add as
+// many to the rebuild.
+type derivedSync struct {
+	mu      sync.Mutex
+	pending *pebble.Batch // the sync after the last derived write, not yet awaited
+}
+
+// applyDerived applies b, a batch of derived data, without waiting for its sync (derivedSync). The caller closes b.
+func (l *Log) applyDerived(b *pebble.Batch) error {
+	d := &l.derived
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := l.awaitDerivedLocked(); err != nil {
+		return err
+	}
+	if err := l.writableDerived(); err != nil {
+		return err // NB: failed meanwhile (an append): the WAL keeps the error
+	}
+	if err := l.db.Apply(b, pebble.NoSync); err != nil {
+		l.fail(err)
+		return fmt.Errorf("%w: %v", ErrFailed, err)
+	}
+	sync := l.db.NewBatch()
+	_ = sync.LogData(nil, nil)
+	if err := l.db.ApplyNoSyncWait(sync, pebble.Sync); err != nil {
+		_ = sync.Close()
+		l.fail(err)
+		return fmt.Errorf("%w: %v", ErrFailed, err)
+	}
+	d.pending = sync
+	return nil
+}
+
+// awaitDerived waits for the sync after the last derived write; one that failed fails the log stop.
+func (l *Log) awaitDerived() error {
+	l.derived.mu.Lock()
+	defer l.derived.mu.Unlock()
+	return l.awaitDerivedLocked()
+}
+
+func (l *Log) awaitDerivedLocked() error {
+	b := l.derived.pending
+	if b == nil {
+		return nil
+	}
+	l.derived.pending = nil
+	err := b.SyncWait()
+	_ = b.Close()
+	if err != nil {
+		l.fail(err)
+		return fmt.Errorf("%w: sync: %v", ErrFailed, err)
+	}
+	return nil
+}
