@@ -56,11 +56,18 @@ func (a *app) run(ctx context.Context, args []string) int {
 	// A store, data directory, backup or secret crewctl creates is for its user alone, as crewd's are
 	// (crewd refuses a data directory or store that others may reach), whatever umask it was started with.
 	syscall.Umask(0o077)
+	out := &output{w: a.io.out}
+	a.io.out = out
 	root := a.root()
 	root.SetArgs(args)
 	root.SetOut(a.io.out)
 	root.SetErr(a.io.err)
 	err := root.ExecuteContext(ctx)
+	if err == nil {
+		if werr := out.failed(); werr != nil {
+			err = problemf("write output: %v", werr)
+		}
+	}
 	if err == nil {
 		return exitOK
 	}
@@ -98,9 +105,9 @@ Either, writing <data>/readonly.tokens: token create --read-only, token list,
   token revoke (read-only tokens of the dashboard's HTTP API)
 
 Exit codes: 0 ok, 1 problem found (corruption, broken invariant, policy
-drift, differences, runs an import left unread), 2 usage error, 3 cannot
-open or read the store, reach crewd, or crewd could not read its own
-(replay-failed).`,
+drift, differences, runs an import left unread) or output that could not
+be written, 2 usage error, 3 cannot open or read the store, reach crewd,
+or crewd could not read its own (replay-failed).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {

@@ -56,7 +56,8 @@ func hidden(r rune) bool {
 // screen writes lines for a person to w: each argument is formatted as its verb asks and then made printable; the
 // format string, crewctl's own, is written as it is, its newlines and tabs included. There is no println: text
 // crewctl means as it is belongs in the format, and anything else is an argument. A write error is returned
-// for the caller that cares; a terminal that went away is no reason to stop a command that already did its work.
+// for the caller that cares; a terminal that went away is no reason to stop a command that already did its work,
+// though the command then fails at its end (output.go).
 type screen struct{ w io.Writer }
 
 func (s screen) printf(format string, args ...any) error {

@@ -37,9 +37,15 @@ func (a *app) tokenCmd() *cobra.Command {
 				return openErr(fmt.Errorf("crewctl: %w", err))
 			}
 			if a.json {
-				return a.printJSON(map[string]any{"id": rec.ID, "name": rec.Name, "created": rec.Created, "token": tok})
+				made := map[string]any{"id": rec.ID, "name": rec.Name, "created": rec.Created, "token": tok}
+				if err := a.printJSON(made); err != nil {
+					return a.revokeUnshown(rec.ID, err)
+				}
+				return nil
 			}
-			a.stdout().printf("%s\n", tok)
+			if err := a.stdout().printf("%s\n", tok); err != nil {
+				return a.revokeUnshown(rec.ID, err)
+			}
 			screen{a.io.err}.printf("read-only token %s created; it is shown only now (use it as Authorization: Bearer TOKEN)\n", rec.ID)
 			return nil
 		},
@@ -94,6 +100,16 @@ func (a *app) tokenCmd() *cobra.Command {
 	}
 	c.AddCommand(create, list, revoke)
 	return c
+}
+
+// revokeUnshown revokes the read-only token id just created, whose printing failed with err (stdout on a full disk):
+// a token is shown only once, so no one holds this one, and it would stay valid, listed under its name, beside the
+// one created again.
+func (a *app) revokeUnshown(id string, err error) error {
+	if _, rerr := daemon.RevokeReadOnlyToken(a.dataDir, id); rerr != nil {
+		return problemf("token create: the token was not shown (%v), and revoking it failed (%v): revoke %s", err, rerr, id)
+	}
+	return problemf("token create: the token was not shown (%v); it was revoked, so create another", err)
 }
 
 // needData refuses a token command without a data directory: the token file lives there, and an empty path would
