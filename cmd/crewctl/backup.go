@@ -77,7 +77,7 @@ func (a *app) backup(ctx context.Context, dest string) error {
 		defer b.Close()
 		return a.backupOnline(ctx, b, abs)
 	}
-	return a.backupOffline(abs, unreached)
+	return a.backupOffline(ctx, abs, unreached)
 }
 
 // makeBackupDir makes the backup directory dest, which must not exist. backup checked that before it looked for
@@ -220,7 +220,7 @@ func (a *app) checkServerKey(want, path string, copied bool) error {
 }
 
 // backupOffline opens the store itself: crewd was not reached, for the reason unreached.
-func (a *app) backupOffline(dest string, unreached error) error {
+func (a *app) backupOffline(ctx context.Context, dest string, unreached error) error {
 	src := storePath(a.dataDir)
 	// Read-only first: it tells a missing, locked or damaged store apart
 	// without creating anything. Pebble refuses a checkpoint of a
@@ -238,7 +238,7 @@ func (a *app) backupOffline(dest string, unreached error) error {
 	ro.Close()
 	// NB: a store at an older format (one crewd refuses until migrate brings it up) is backed up as it is: the
 	// checkpoint appends nothing to it, and the copy keeps its format.
-	l, err := eventlog.Open(src, &eventlog.Options{AllowOlderFormat: true})
+	l, err := a.openWritable(ctx, src, eventlog.Options{AllowOlderFormat: true})
 	if err != nil {
 		return openErr(fmt.Errorf("crewctl: backup: %w", err))
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -56,7 +57,7 @@ or refusing every import.append), whose writes are kept and sent again.`,
 				}
 				return a.followPicrew(cmd.Context(), argv[0])
 			}
-			return a.importPicrew(argv[0], dryRun)
+			return a.importPicrew(cmd.Context(), argv[0], dryRun)
 		},
 	}
 	pc.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be imported without writing")
@@ -70,7 +71,7 @@ or refusing every import.append), whose writes are kept and sent again.`,
 // removes those a crewctl killed while it planned (kill -9, a crash) left there.
 const dryRunStaging = "crewctl-dry-run-"
 
-func (a *app) importPicrew(root string, dryRun bool) error {
+func (a *app) importPicrew(ctx context.Context, root string, dryRun bool) error {
 	if st, err := os.Stat(root); err != nil || !st.IsDir() {
 		return usagef("import picrew: %s is not a directory", root)
 	}
@@ -109,7 +110,7 @@ func (a *app) importPicrew(root string, dryRun bool) error {
 			store = filepath.Join(tmp.Dir, storeDir)
 		}
 		var err error
-		if l, err = eventlog.Open(store, nil); err != nil {
+		if l, err = a.openWritable(ctx, store, eventlog.Options{}); err != nil {
 			return openErr(fmt.Errorf("crewctl: import picrew: %w", err))
 		}
 		if dryRun {

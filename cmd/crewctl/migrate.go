@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -40,13 +41,13 @@ pending steps and writes nothing.
 
 The store must not be held by a running crewd: stop it first.`,
 		Args: args(0, "no arguments"),
-		RunE: func(*cobra.Command, []string) error { return a.migrate(dryRun) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.migrate(cmd.Context(), dryRun) },
 	}
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "list the pending steps without running them")
 	return c
 }
 
-func (a *app) migrate(dryRun bool) error {
+func (a *app) migrate(ctx context.Context, dryRun bool) error {
 	store := storePath(a.dataDir)
 	// Read-only first: it tells a missing, locked, damaged or too new store
 	// apart without writing, and is all a dry run needs.
@@ -70,7 +71,7 @@ func (a *app) migrate(dryRun bool) error {
 	if format == eventlog.CurrentFormat {
 		return a.printMigrate(migrateOutput{Report: migrations.Report{From: format, To: format, Applied: []migrations.Applied{}}})
 	}
-	l, err := eventlog.Open(store, &eventlog.Options{AllowOlderFormat: true})
+	l, err := a.openWritable(ctx, store, eventlog.Options{AllowOlderFormat: true})
 	if err != nil {
 		return openErr(fmt.Errorf("crewctl: migrate: %w", err))
 	}
