@@ -30,7 +30,7 @@ type State struct {
 	ended map[string]struct{}
 	store *ColdStore
 	held  map[string]string // nested slots held: subId → run id
-	// waiting holds the runs whose Usage.SlotWaitAt is set: the candidates
+	// waiting holds the hot runs whose Usage.SlotWaitAt is set: the candidates
 	// of SlotWaiters, so it never scans every run.
 	waiting map[string]struct{}
 	config  Config
