@@ -69,7 +69,9 @@
 //     is answered but not recorded, so a retry of its id is decided again.
 //     A request its caller refused (Request.Refused) is answered the id's
 //     recorded outcome if there is one, else the refusal, nothing decided
-//     or recorded; a forwarding node answers it from its own copy.
+//     or recorded; a follower of a cluster answers it from its own copy,
+//     and a cluster's writer decides it as one crewd does
+//     (WriterForwarder).
 //   - Engine.SubmitAll queues a batch in order and answers it in order: the
 //     writer decides its commands in that order (a later one sees the
 //     earlier ones' effects), usually in one group. Import (import.go) is
@@ -157,11 +159,12 @@
 //   - With Request.Credential, the writer checks the secret the request
 //     authenticated with against the state it decides the request on, and
 //     answers a *CredentialEndedError before deciding when it was revoked
-//     or replaced, or a worker's task or run has ended: nothing is
-//     recorded, so no command of a credential is recorded after the event
-//     that ended it, whatever the broker saw when it handed the request on
-//     (TestACommandOfAnEndedCredentialIsNotDecided). A request forwarded to
-//     another engine carries its credential beside its bytes
+//     or replaced, or a worker's task or run has ended or its task was
+//     retried since the attempt it said hello in (Credential.Attempt):
+//     nothing is recorded, so no command of a credential is recorded after
+//     the event that ended it, whatever the broker saw when it handed the
+//     request on (TestACommandOfAnEndedCredentialIsNotDecided). A request
+//     forwarded to another engine carries its credential beside its bytes
 //     (EncodeCredential), so a writer checks it against its own state
 //     however far behind the follower's copy is, and the follower hears the
 //     same *CredentialEndedError (DecodeReply); a writer of the build before
