@@ -105,6 +105,6 @@ func (e *Engine) RunChanged(runID string) (changed <-chan struct{}, leave func()
 	return e.runs.wait(runID)
 }
 
-// RunSignals is how many runs have a channel RunChanged gave and a follower still waits on (or that no publish
-// closed yet): at most one per run followed, for tests and stats.
+// RunSignals is how many runs have a channel RunChanged gave that no publish has closed yet and a follower has not
+// left: at most one per run followed, for tests.
 func (e *Engine) RunSignals() int { return e.runs.held() }
