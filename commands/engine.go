@@ -474,8 +474,9 @@ func (e *Engine) Submit(ctx context.Context, r Request) (Reply, error) {
 // queued (a disk below its minimum, a failed engine) refuses the batch,
 // none of it sent; one that cannot be queued (a closed engine, ctx ended)
 // ends it: the requests before it are answered, the rest are not sent. With a
-// Forwarder (a follower of a cluster) the requests are submitted one after
-// the other, each answered before the next is sent, so the order holds.
+// Forwarder (a node of a cluster, its writer too) the requests are submitted
+// one after the other, each answered before the next is sent, so the order
+// holds.
 func (e *Engine) SubmitAll(ctx context.Context, rs []Request) ([]Reply, error) {
 	if e.opts.Forwarder != nil {
 		out := make([]Reply, 0, len(rs))
