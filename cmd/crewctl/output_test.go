@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -72,4 +73,18 @@ func TestTokenNotShownIsRevoked(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, ts, "json %v: the token no one was shown is not left valid", json)
 	}
+}
+
+// TestProgressSeesTheTerminalBehindTheOutputCheck: run puts stdout behind output, which keeps its write errors; the
+// progress bar, shown only when stdout and stderr are terminals, still sees the terminal behind it.
+func TestProgressSeesTheTerminalBehindTheOutputCheck(t *testing.T) {
+	tty, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0) // NB: a character device, as a terminal is
+	require.NoError(t, err)
+	defer tty.Close()
+	require.True(t, isTerminal(tty))
+	dial := func(context.Context, string, string) (Broker, error) { return nil, syscall.ENOENT }
+	a := &app{io: stdio{out: tty, err: tty}, dial: dial}
+	require.Equal(t, exitOK, a.run(context.Background(), []string{"verify", "--data", scenarioData(t)}))
+	require.IsType(t, &output{}, a.io.out, "the commands write through output")
+	require.True(t, newProgress(a.io, "verify").enabled, "stdout and stderr are terminals")
 }

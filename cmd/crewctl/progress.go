@@ -30,8 +30,12 @@ func newProgress(io stdio, label string) *progress {
 	return &progress{w: screen{io.err}, label: label, enabled: isTerminal(io.out) && isTerminal(io.err), start: time.Now()}
 }
 
-// isTerminal reports whether w is a character device.
+// isTerminal reports whether w is a character device. NB: stdout is behind output (run), which is no file: the bar
+// looks at the one it writes to.
 func isTerminal(w io.Writer) bool {
+	if o, ok := w.(*output); ok {
+		w = o.w
+	}
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
