@@ -97,7 +97,8 @@ Offline (reads the store directly, read-only; the daemon must not hold it):
 Offline, writing (the daemon must not hold the store):
   migrate, import picrew, migrate-store (Pebble store <-> JetStream stream)
 Live (asks crewd over its socket with the admin token):
-  runs, show run, tasks, delegations, ledger, slots, events, jobs, show job
+  runs, show run, tasks, delegations, ledger, slots, events, jobs, show job,
+  dashboard (a one-time login link to crewd's dashboard)
 Live, writing (with the admin token):
   cancel, import picrew --follow
 Either: backup (a checkpoint through crewd when it answers, else offline)

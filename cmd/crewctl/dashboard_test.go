@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"regexp"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,4 +46,14 @@ func TestDashboardPrintsALoginLink(t *testing.T) {
 	require.NotEqual(t, exitOK, code)
 	require.Empty(t, out)
 	require.Contains(t, errs, "serves no dashboard")
+}
+
+// TestOverviewNamesEveryCommand: crewctl --help sorts the commands by what they need (the store, crewd, the data
+// directory); each one is named there, so a new command does not go without the line saying whether crewd must run.
+func TestOverviewNamesEveryCommand(t *testing.T) {
+	root := (&app{}).root()
+	for _, c := range root.Commands() {
+		named := `[ ,]` + regexp.QuoteMeta(c.Name()) + `[ ,\n]`
+		require.Regexp(t, named, root.Long, "crewctl --help's overview names %s", c.Name())
+	}
 }
