@@ -3,6 +3,7 @@ package picrew
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
@@ -81,6 +82,7 @@ func (sp *slotPool) taken(run, subID, commandID string) (holder string, why subI
 func (sp *slotPool) load() {
 	sp.loaded, sp.admitted, sp.held, sp.inFlight = true, map[[2]string]bool{}, map[string]string{}, map[[2]string]bool{}
 	sp.workflow = map[[2]string]bool{}
+	runs := map[string]string{}
 	it := sp.l.ReadTransient(1)
 	defer it.Close()
 	for it.Next() {
@@ -93,14 +95,21 @@ func (sp *slotPool) load() {
 			sp.err = fmt.Errorf("picrew: reading the store's delegations: %w", err)
 			return
 		}
+		// NB: a copy, one per run: the event, read transient, aliases the storage engine's memory until the next one,
+		// and the pool keeps its run (the decoded payload is a copy already).
+		run, ok := runs[ev.Stream]
+		if !ok {
+			run = strings.Clone(ev.Stream)
+			runs[run] = run
+		}
 		if t, ok := p.(*events.TaskCreated); ok {
 			if t.Kind != events.TaskKindShadow {
-				sp.workflow[[2]string{ev.Stream, t.TaskID}] = true
+				sp.workflow[[2]string{run, t.TaskID}] = true
 			}
 		} else if sub, admitted := slotEventSubID(p); admitted {
-			sp.admit(ev.Stream, sub)
+			sp.admit(run, sub)
 		} else {
-			sp.settle(ev.Stream, sub)
+			sp.settle(run, sub)
 		}
 	}
 	if err := it.Err(); err != nil {

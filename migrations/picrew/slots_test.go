@@ -1,6 +1,8 @@
 package picrew
 
 import (
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -174,4 +176,34 @@ func TestImportedAdmissionIsNotAStoredWorkflowTask(t *testing.T) {
 	require.Equal(t, projections.TaskQueued, tk.Status, "the workflow task is not ended by a delegation")
 	_, admitted := s.Delegation(run, "02_check")
 	require.False(t, admitted)
+}
+
+// TestSlotPoolKeepsWhatItReadsOfTheStore: the pool's runs are copies of what the store's iterator gave: an event it
+// returns, read transient, aliases the storage engine's memory only until the next one. The pool kept the run of
+// each event as the iterator gave it, so its maps held keys and a slot's run whose bytes the engine reused (a race
+// build mangles them at once), and an admission named "another run" whose id was garbage, or was not seen at all.
+func TestSlotPoolKeepsWhatItReadsOfTheStore(t *testing.T) {
+	const runs = 16
+	l := openFuzzStore(t)
+	defer l.Close()
+	files := map[string]string{}
+	for i := range runs {
+		id := fmt.Sprintf("team_20261201120000_%016x", i+1)
+		admitted := eventLine(2, "delegate.admitted", "01_exec", fmt.Sprintf(`{"subId":"gc-%d","timeoutSec":600}`, i))
+		maps.Copy(files, slotRunFiles(id, admitted))
+	}
+	require.Empty(t, importFiles(t, l, files, false, "gc-"))
+
+	for range 64 { // NB: a race build mangles some of the engine's memory, at random, once an iterator moves on
+		sp := newSlotPool(l)
+		sp.load()
+		require.NoError(t, sp.err)
+		for i := range runs {
+			id, sub := fmt.Sprintf("team_20261201120000_%016x", i+1), fmt.Sprintf("gc-%d", i)
+			require.Equal(t, id, sp.held[sub], "the run holding %s", sub)
+			require.True(t, sp.admitted[[2]string{id, sub}], "%s admitted by %s", sub, id)
+			require.True(t, sp.inFlight[[2]string{id, sub}], "%s in flight", sub)
+			require.True(t, sp.workflow[[2]string{id, "01_exec"}], "the workflow task of %s", id)
+		}
+	}
 }
