@@ -11,10 +11,10 @@ import (
 )
 
 // TestFollowerKeepsTheTasksReadBefore: a tasks.json that no longer decodes (rewritten with a value no JSON holds, by
-// a run's worker, or cut) leaves the tasks read before standing, as an undecodable manifest leaves the one read before,
-// and is reported. The follower took such a file for a run without tasks: every task line read until tasks.json
-// decoded again (a task's start, its end, its question) named no task of it and was skipped for good, its offset
-// passed.
+// a run's worker, or cut) leaves the tasks read before standing, as an undecodable manifest leaves the one read
+// before, and is reported. The follower took such a file for a run without tasks: every task line read until
+// tasks.json decoded again (a task's start, its end, its question) named no task of it and was skipped for good, its
+// offset passed.
 func TestFollowerKeepsTheTasksReadBefore(t *testing.T) {
 	root := newRoot(t)
 	a := newRun(t, root, runA)
