@@ -1,6 +1,8 @@
 package picrew
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -39,4 +41,28 @@ func TestOneDeliveryStateDoesNotTakeTheOthers(t *testing.T) {
 			require.Equal(t, want, m.Status, "%s: %s", name, id)
 		}
 	}
+}
+
+// A file of many bad items is reported up to maxReportsPerFile of them, and once that the others go unreported,
+// by the one-shot import and by a follower alike: a run's worker writing a delivery.json of millions of states that
+// are not strings would otherwise have as many reports kept, logged and printed.
+func TestReportsOfOneFileAreBounded(t *testing.T) {
+	root := t.TempDir()
+	run := timesRunCreated
+	var states strings.Builder
+	for i := range 3 * maxReportsPerFile {
+		if i > 0 {
+			states.WriteString(",")
+		}
+		fmt.Fprintf(&states, `"m%d":{"status":"acknowledged"}`, i)
+	}
+	writeFiles(t, root, map[string]string{
+		"state/runs/" + run + "/manifest.json":         manifestOf(run, "completed"),
+		"state/runs/" + run + "/tasks.json":            `[{"id":"01_plan","stepId":"plan","role":"planner","status":"completed"}]`,
+		"state/runs/" + run + "/mailbox/delivery.json": `{"messages":{` + states.String() + `},"updatedAt":"2026-10-02T08:00:00.000Z"}`,
+	})
+	_, _, reports := importedTwice(t, root, valuesClock)
+	require.Len(t, reports, maxReportsPerFile+1)
+	require.Contains(t, reports, fmt.Sprintf("state/runs/%s/mailbox/delivery.json: more than %d of this file's items "+
+		"were skipped: the others are not reported", run, maxReportsPerFile))
 }

@@ -206,6 +206,7 @@ func (f *Follower) report() {
 		}
 	}
 	f.src.skipped = f.src.skipped[:0]
+	clear(f.src.perFile)
 }
 
 // Run follows the root until ctx ends. It loads the checkpoints, imports

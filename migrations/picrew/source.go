@@ -196,6 +196,9 @@ type run struct {
 type source struct {
 	root    string
 	skipped []Skipped
+	// perFile counts the reports of each file (of a run) since the follower's last pass, or in the import
+	// (maxReportsPerFile).
+	perFile map[reportedFile]int
 	// failed: a read of the run being read failed (readFailed), reported; its caller resets it before each run.
 	failed bool
 	// unread are the runs readRun left out for a read that failed.
@@ -215,9 +218,34 @@ func (s *source) unreadable(id, p string, err error, format string) {
 // length, far above the longest reason crewlog words itself (a few ids of at most eventlog.MaxIDLen bytes).
 const maxReason = 1024
 
+// maxReportsPerFile bounds the reports of one file of a run in one pass of a follower, or in one import: a file a
+// run's workers write may hold millions of bad items (a 16 MiB delivery.json of states that are not strings, a
+// JSONL file of broken lines), and every report is kept, logged by crewd and printed by crewctl. Past the bound one
+// more report says that the file's other bad items go unreported, and they cost no report at all.
+const maxReportsPerFile = 64
+
+// reportedFile names a file of a run, for maxReportsPerFile.
+type reportedFile struct{ run, path string }
+
 func (s *source) skip(run, p string, line int, seq uint64, format string, args ...any) {
-	s.skipped = append(s.skipped, Skipped{Run: run, Path: printable(p), Line: line, Seq: seq,
-		Reason: cutReason(printable(fmt.Sprintf(format, args...)))})
+	path := printable(p)
+	if s.perFile == nil {
+		s.perFile = map[reportedFile]int{}
+	}
+	k := reportedFile{run, path}
+	n := s.perFile[k]
+	if n > maxReportsPerFile {
+		return
+	}
+	s.perFile[k] = n + 1
+	r := Skipped{Run: run, Path: path, Line: line, Seq: seq}
+	if n == maxReportsPerFile {
+		r.Line, r.Seq = 0, 0
+		r.Reason = fmt.Sprintf("more than %d of this file's items were skipped: the others are not reported", n)
+	} else {
+		r.Reason = cutReason(printable(fmt.Sprintf(format, args...)))
+	}
+	s.skipped = append(s.skipped, r)
 }
 
 // printable is s with each control character, and each byte that is not UTF-8, as U+FFFD. A report names files and
