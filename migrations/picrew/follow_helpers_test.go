@@ -373,3 +373,19 @@ func withPrefix(ids []string, prefix string) []string {
 	}
 	return out
 }
+
+// readRuns reads every run under state/runs, in run-id order, all at once: the tests' view of a root. NB: the
+// importers read one run at a time (runIDs, readRun), so their memory follows a run, not the root.
+func (s *source) readRuns() ([]*run, error) {
+	ids, err := s.runIDs()
+	if err != nil {
+		return nil, err
+	}
+	var runs []*run
+	for _, id := range ids {
+		if r := s.readRun(id, s.runDir(id)); r != nil {
+			runs = append(runs, r)
+		}
+	}
+	return runs, nil
+}

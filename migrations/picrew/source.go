@@ -278,21 +278,6 @@ func (s *source) rel(p string) string {
 	return filepath.ToSlash(r)
 }
 
-// readRuns reads every run under state/runs, in run-id order.
-func (s *source) readRuns() ([]*run, error) {
-	ids, err := s.runIDs()
-	if err != nil {
-		return nil, err
-	}
-	var runs []*run
-	for _, id := range ids {
-		if r := s.readRun(id, s.runDir(id)); r != nil {
-			runs = append(runs, r)
-		}
-	}
-	return runs, nil
-}
-
 // runIDs lists the runs under state/runs, in run-id order, and reports what else is there. NB: the runs themselves
 // are read one at a time (readRun), by their importer: a root holds thousands of runs, each with the archives of its
 // compacted event log.
