@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -38,7 +39,15 @@ func TestWritingOpenOnAFullDiskIsHeardAndGivenUp(t *testing.T) {
 		return nil, errors.New("no crewd")
 	}, storeOpts: &eventlog.Options{FS: errorfs.Wrap(vfs.Default, full)}}
 	dest := filepath.Join(t.TempDir(), "b")
-	code := a.run(ctx, []string{"backup", dest, "--data", data})
+	ran := make(chan int, 1)
+	go func() { ran <- a.run(ctx, []string{"backup", dest, "--data", data}) }()
+	var code int
+	select {
+	case code = <-ran:
+	case <-time.After(time.Minute): // a guard against the hang this test is about, not a timing
+		t.Fatalf("backup neither failed nor gave its open up a minute after the storage engine's error; stderr: %s",
+			errb.String())
+	}
 	require.Equal(t, exitOpen, code, "stderr: %s\nstdout: %s", errb.String(), out.String())
 	require.Contains(t, errb.String(), errorfs.ErrInjected.Error(), "the storage engine's error is shown")
 	require.Contains(t, errb.String(), "given up (interrupt)")
