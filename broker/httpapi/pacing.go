@@ -31,16 +31,18 @@ func chargeRead(ctx context.Context, n int64) {
 	}
 }
 
-// paceRead waits until the credential p may read again, and returns the context to serve the read with and a func
-// that charges the read's cost once served; false when the client went first (it gets no answer).
+// paceRead waits until the credential p may read again, or is no longer current (the caller refuses it then), and
+// returns the context to serve the read with and a func that charges the read's cost once served; false when the
+// client went first (it gets no answer).
 func (s *Server) paceRead(ctx context.Context, p principal) (context.Context, func(), bool) {
 	pacer := s.opts.Pacer
 	if pacer == nil || !paced(p.key) {
 		return ctx, func() {}, true
 	}
 	for {
+		// NB: a credential revoked (or a session expired) does not wait out its debt, holding its connection's place.
 		d := pacer.HTTPDelay(p.key)
-		if d <= 0 {
+		if d <= 0 || !s.current(&p) {
 			break
 		}
 		if s.pacing != nil {

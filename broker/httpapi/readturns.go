@@ -49,14 +49,15 @@ func (s *Server) takingTurns(h authed) authed {
 			return
 		}
 		defer done()
-		// NB: authenticated when the request came, but it may have waited for its turn behind answers that take up
-		// to minutes: a credential revoked, or a session expired, meanwhile reads nothing, as if it came now.
-		if !s.current(&p) {
-			writeError(w, credentialGone())
-			return
-		}
 		ctx, charge, ok := s.paceRead(r.Context(), p)
 		if !ok {
+			return
+		}
+		// NB: authenticated when the request came, but it may have waited for its turn behind answers that take up
+		// to minutes, then for its credential's pacing (as long as its debt takes to repay): a credential revoked,
+		// or a session expired, meanwhile reads nothing, as if it came now.
+		if !s.current(&p) {
+			writeError(w, credentialGone())
 			return
 		}
 		defer charge()

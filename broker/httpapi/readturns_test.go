@@ -150,8 +150,9 @@ func TestReadsWaitingAreBoundedPerCredential(t *testing.T) {
 }
 
 // TestARequestThatWaitedIsServedOnlyIfItsCredentialStillIs: a request waits for its credential's read turn, or for
-// the rebuild slot, for as long as the requests before it take; a credential revoked (or a session expired)
-// meanwhile gets nothing when the turn comes: 401, as the same request sent then, and no rebuild is folded for it.
+// the rebuild slot, for as long as the requests before it take, or for its credential's pacing for as long as its
+// debt takes to repay; a credential revoked (or a session expired) meanwhile gets nothing when the turn comes: 401,
+// as the same request sent then, and no rebuild is folded for it.
 func TestARequestThatWaitedIsServedOnlyIfItsCredentialStillIs(t *testing.T) {
 	ro := keyReadOnlyPrefix + digestOf(roToken)
 	bearer := func(*fixture, *testClock) func(*http.Request) {
@@ -167,6 +168,7 @@ func TestARequestThatWaitedIsServedOnlyIfItsCredentialStillIs(t *testing.T) {
 		auth    func(*fixture, *testClock) func(*http.Request)
 		end     func(*fixture, *testClock)
 		rebuild bool // waits for the rebuild slot, not for a read turn
+		paced   bool // waits for its credential's pacing, not for a read turn
 	}{
 		{name: "revoked token waiting for a read turn", auth: bearer, end: revoke},
 		{name: "session of a revoked token waiting for a read turn", auth: session, end: revoke},
@@ -176,26 +178,44 @@ func TestARequestThatWaitedIsServedOnlyIfItsCredentialStillIs(t *testing.T) {
 		{name: "session of a revoked token waiting for the rebuild slot", auth: session, end: revoke, rebuild: true},
 		{name: "session expired waiting for the rebuild slot", auth: session,
 			end: func(_ *fixture, c *testClock) { c.add(SessionLifetime) }, rebuild: true},
+		{name: "revoked token waiting for its pacing", auth: bearer, end: revoke, paced: true},
+		{name: "session of a revoked token waiting for its pacing", auth: session, end: revoke, paced: true},
+		{name: "session expired waiting for its pacing", auth: session,
+			end: func(_ *fixture, c *testClock) { c.add(SessionLifetime) }, paced: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := new(testClock).set(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
-			f := newFixture(t, Options{Now: clock.Now})
+			pacer := &fakePacer{charged: map[string][]int{}}
+			f := newFixture(t, Options{Now: clock.Now, Pacer: pacer})
+			pacing := make(chan struct{}, 1)
+			f.srv.pacing = func(principal) { // NB: set before any request, which its handlers read
+				select {
+				case pacing <- struct{}{}:
+				default:
+				}
+			}
 			auth := tc.auth(f, clock)
 			path := "/api/v1/runs"
 			var release []func()
-			if tc.rebuild {
+			switch {
+			case tc.paced:
+				// Owed for ever: it waits again and again, and must not wait out a debt its credential outlived.
+				pacer.delay.Store(int64(time.Millisecond))
+			case tc.rebuild:
 				path = budgetRun + "/state?at=5"
 				done, err := f.srv.states.turn(t.Context(), principal{kind: kindAdmin, key: keyAdmin})
 				require.NoError(t, err)
 				release = append(release, done)
-			} else {
+			default:
 				for range maxReadsPerCredential {
 					done, err := f.srv.reads.Take(context.Background(), ro)
 					require.NoError(t, err)
 					release = append(release, done)
 				}
 			}
-			req := httptest.NewRequest(http.MethodGet, path, nil)
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel) // before the fixture's: a request left waiting by a failure ends
+			req := httptest.NewRequestWithContext(ctx, http.MethodGet, path, nil)
 			req.Host = "127.0.0.1"
 			auth(req)
 			answered := make(chan *httptest.ResponseRecorder, 1)
@@ -204,16 +224,28 @@ func TestARequestThatWaitedIsServedOnlyIfItsCredentialStillIs(t *testing.T) {
 				f.srv.Handler().ServeHTTP(rec, req)
 				answered <- rec
 			}()
-			if tc.rebuild {
+			switch {
+			case tc.paced:
+				select {
+				case <-pacing:
+				case <-time.After(time.Minute): // a guard against a hang, not a timing
+					t.Fatal("the read never waited for its credential's pacing")
+				}
+			case tc.rebuild:
 				awaitSlot(t, f.srv.states.slot, 1, 1)
-			} else {
+			default:
 				awaitTurns(t, f.srv.reads, ro, maxReadsPerCredential, 1)
 			}
 			tc.end(f, clock)
 			for _, done := range release {
 				done()
 			}
-			rec := <-answered
+			var rec *httptest.ResponseRecorder
+			select {
+			case rec = <-answered:
+			case <-time.After(time.Minute): // a guard against a hang, not a timing
+				t.Fatal("the request of an ended credential is still waiting")
+			}
 			require.Equal(t, http.StatusUnauthorized, rec.Code, "body %q", rec.Body)
 			var body errorBody
 			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
