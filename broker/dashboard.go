@@ -14,11 +14,11 @@ type dashboardLoginResult struct {
 	ExpiresAt int64  `json:"expiresAt"` // unix ms, as every time on the wire
 }
 
-// dashboard.login {} → {url, expiresAt (unix ms)}: a one-time login link to the dashboard crewd serves, for the admin, valid
-// for ten minutes. Why through the socket: the dashboard listens on TCP, where any local process may hold the
-// address first (crewd then serves no dashboard); a client that sent the admin token there (POST /api/v1/login)
-// would hand it to that process, while the socket is crewd's own, in a directory only its user may reach, and the
-// link names the address crewd itself listens on.
+// dashboard.login {} → {url, expiresAt (unix ms)}: a one-time login link to the dashboard crewd serves, for the
+// admin, valid for ten minutes. Why through the socket: the dashboard listens on TCP, where any local process may
+// hold the address first (crewd then serves no dashboard); a client that sent the admin token there (POST
+// /api/v1/login) would hand it to that process, while the socket is crewd's own, in a directory only its user may
+// reach, and the link names the address crewd itself listens on.
 func handleDashboardLogin(cl *call) (any, error) {
 	if cl.c.id.role != events.RoleAdmin {
 		return nil, forbidden("%s: admin only", cl.method)

@@ -312,7 +312,6 @@ func readAll(t testing.TB, resp *http.Response) string {
 	return string(b)
 }
 
-// awaitTurns waits until key has held turns of p and waiting takers waiting for one.
 // awaitSlot waits until the rebuild slot is held (1) or not (0) and has waiting takers waiting, or fails.
 func awaitSlot(t *testing.T, s *turns.Shared, held, waiting int) {
 	t.Helper()
@@ -327,6 +326,7 @@ func slotLoad(s *turns.Shared) []int {
 	return []int{held, waiting}
 }
 
+// awaitTurns waits until key has held turns of p and waiting takers waiting for one.
 func awaitTurns(t *testing.T, p *turns.PerKey, key string, held, waiting int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a guard against a hang, not a timing

@@ -171,7 +171,7 @@ func (c *stateCache) turn(ctx context.Context, p principal) (done func(), err er
 		leave()
 		return nil, err
 	}
-	// NB: every principal's rebuilds wait in one queue, seconds long when it is full: a credential revoked (or a
+	// NB: every principal's rebuilds wait for the one slot, seconds when many wait: a credential revoked (or a
 	// session expired) meanwhile must not have a run folded, nor its answer, nor hold the slot from the next.
 	if !c.current(&p) {
 		slotDone()
