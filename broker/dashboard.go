@@ -34,5 +34,6 @@ func handleDashboardLogin(cl *call) (any, error) {
 		}
 	}
 	return nil, wire.NewError(wire.CodeNotImplemented,
-		"dashboard.login: this crewd serves no dashboard (started with --http \"\", or its address was in use)")
+		"dashboard.login: this crewd serves no dashboard (started with --http \"\", its address was in use, or it is "+
+			"still starting)")
 }

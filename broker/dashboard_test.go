@@ -52,6 +52,6 @@ func TestDashboardLoginWithoutADashboard(t *testing.T) {
 	a := f.dial()
 	a.helloAdmin()
 	e := a.fails(methodDashboardLogin, map[string]any{}, wire.CodeNotImplemented)
-	require.Equal(t, `dashboard.login: this crewd serves no dashboard (started with --http "", or its address was in use)`,
-		e.Message)
+	require.Equal(t, `dashboard.login: this crewd serves no dashboard (started with --http "", its address was in use, `+
+		`or it is still starting)`, e.Message)
 }
