@@ -175,7 +175,7 @@ func (id identity) credential() *commands.Credential {
 	}
 	c := &commands.Credential{RunID: id.runID, Key: id.key, Digest: id.digest}
 	if id.role == events.RoleWorker {
-		c.TaskID, c.Attempt = id.taskID, id.attempt
+		c.TaskID, c.Attempt, c.Since = id.taskID, id.attempt, id.since
 	}
 	return c
 }

@@ -58,6 +58,9 @@ type identity struct {
 	digest string // sha-256 of the secret it authenticated with, re-checked before every request
 	// attempt is the worker's task's retries at hello: the connection is that attempt's (commands.Credential.Attempt).
 	attempt int
+	// since is the position of the state a worker's connection was bound on (bindAt; 0 before):
+	// commands.Credential.Since.
+	since uint64
 }
 
 // conn is one client connection: a reader goroutine that decodes and dispatches requests, a writer goroutine that

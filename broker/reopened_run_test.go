@@ -31,3 +31,22 @@ func TestAReopenedRunKeepsNoConnectionItsEndEnded(t *testing.T) {
 	next.hello(runR, taskP, s.p)
 	next.ok("msg.send", map[string]any{"to": "parent", "body": "after the reopening"})
 }
+
+// TestAReopenedRunRefusesItsEndedWorkersBeforeTheFeedEndsThem: between a run's reopening and the feed getting to its
+// end, a worker connection bound before the end is refused at its next request, and its command is not recorded:
+// the run's newest status would admit it, so the check reads the position of the run's last end against the one the
+// connection was bound at (commands.Credential.Since).
+func TestAReopenedRunRefusesItsEndedWorkersBeforeTheFeedEndsThem(t *testing.T) {
+	f, _, o, w := endingRun(t)
+	entered, release := f.holdFeed()
+	defer release()
+	o.ok("run.transition", map[string]any{"to": "completed"})
+	<-entered // the feed has seen the end, and ended nothing yet
+	o.ok("run.transition", map[string]any{"to": "running"})
+	before, _ := f.log.Head()
+
+	e := w.fails("msg.send", map[string]any{"to": "parent", "body": "after the end"}, wire.CodeStaleToken)
+	require.Equal(t, wire.MsgRunTerminal, e.Message)
+	after, _ := f.log.Head()
+	require.Equal(t, before, after, "the ended worker's command was recorded")
+}

@@ -287,6 +287,9 @@ func (s *Server) bindAt(c *conn, id identity, head uint64, ack []byte) *wire.Err
 		return errConnClosed
 	}
 	s.helloDone(c)
+	if id.role == events.RoleWorker {
+		id.since = head // NB: the state the bind checked the credential on
+	}
 	c.id, c.bound, c.boundAt = id, true, head
 	if k := credKey(id); k != "" {
 		c.out.share(joinBudget(s.credOut, k, s.opts.OutboundBytesPerCredential))

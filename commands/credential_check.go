@@ -27,6 +27,11 @@ type Credential struct {
 	// retry makes an ended task live again, so an end undone before the
 	// broker acted on it would leave the ended attempt acting for the next.
 	Attempt int
+	// Since is the position of the state a worker's hello was bound on (0: not known, and not checked): the run's
+	// end after it ends the credential even once the run is reopened, as the end of its task does when the task is
+	// retried. NB: the broker ends the connections a run's end ends as its feed reaches the end; a reopening
+	// published before then would otherwise have the run's newest status admit them in between.
+	Since uint64
 }
 
 // CredentialEnd is why a credential no longer admits its holder.
@@ -66,7 +71,7 @@ func CheckCredential(s *projections.State, c Credential) CredentialEnd {
 	if !worker {
 		return CredentialLive
 	}
-	if !found || status.Stale() {
+	if !found || status.Stale() || c.Since != 0 && s.RunEndedAt(c.RunID) > c.Since {
 		return CredentialRunEnded
 	}
 	if status, retries, ok := s.TaskAttempt(c.RunID, c.TaskID); ok && (status.Terminal() || retries != c.Attempt) {

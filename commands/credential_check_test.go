@@ -80,9 +80,18 @@ func TestACommandOfAnEndedCredentialIsNotDecided(t *testing.T) {
 	require.NoError(t, send(next), "the new attempt's credential")
 
 	require.NoError(t, send(workerOf("T3")))
+	bound := workerOf("T3")
+	bound.Since, _ = f.log.Head() // a hello bound before the run's end
 	f.do(&RunTransition{RunID: "R", To: "completed"})
 	ended(t, send(workerOf("T3")), CredentialRunEnded)
 	require.NoError(t, send(orch), "an orchestrator's credential outlives its run's end")
+	// A reopening makes the run live again, not the credential of a hello bound before its end: the writer checks
+	// it by the position it was bound at.
+	f.do(&RunTransition{RunID: "R", To: "running"})
+	ended(t, send(bound), CredentialRunEnded)
+	after := workerOf("T3")
+	after.Since, _ = f.log.Head()
+	require.NoError(t, send(after), "a hello bound after the reopening")
 }
 
 // BenchmarkCheckCredential is the writer's cost of the check per command.

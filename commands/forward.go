@@ -148,6 +148,9 @@ func decodeBound(rest []byte) (int, error) {
 // build before reads every credential of a task never retried; one that was, it refuses to decode (nothing decided),
 // rather than check it without its attempt. Four strings read as attempt 0, so a follower of the build before has a
 // retried task's worker refused as the ended attempt's (stale-token) by a writer of this build until it is upgraded.
+// Since does not travel (a writer of the build before would refuse every worker's request): the follower's broker
+// checks it against its copy, which holds a run's end before any reopening of it, and the writer decides as it did
+// before Since for a run ended and reopened between that check and the decision.
 func EncodeCredential(c *Credential) ([]byte, error) {
 	if c == nil {
 		return nil, nil

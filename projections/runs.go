@@ -83,6 +83,9 @@ type RunUsage struct {
 	SlotWaitAt int64 `msgpack:"slotWaitAt"`
 	// QuotaNotedAt is the time of the run's last run.quota_exceeded.
 	QuotaNotedAt int64 `msgpack:"quotaNotedAt"`
+	// EndedAt is the position of the run's last end (run.completed, failed or cancelled), kept when it is reopened:
+	// a worker's connection bound before it has ended with it, whatever the run's status now (RunEndedAt).
+	EndedAt uint64 `msgpack:"endedAt,omitempty"`
 }
 
 // Bytes is what the run's bytes quota counts: its messages' bodies and
@@ -172,6 +175,23 @@ func applyRun(r *runState, ev events.Event) {
 			r.run.Usage.QuotaNotedAt = ev.UnixMilli()
 		}
 	}
+	switch ev.Type {
+	case events.TypeRunCompleted, events.TypeRunFailed, events.TypeRunCancelled:
+		r.run.Usage.EndedAt = ev.Position
+	}
+}
+
+// RunEndedAt is the position of the last end of run runID (Usage.EndedAt), 0 when it never ended or is unknown (or
+// its summary could not be read back: a cold run has ended, and its workers' credentials with it, whatever this
+// says).
+func (s *State) RunEndedAt(runID string) uint64 {
+	if r := s.runs[runID]; r != nil {
+		return r.run.Usage.EndedAt
+	}
+	if cr, _ := s.lookupCold(runID); cr != nil {
+		return cr.run.Usage.EndedAt
+	}
+	return 0
 }
 
 func setRunStatus(r *runState, st RunStatus, p *events.RunStatusChanged) {

@@ -25,7 +25,7 @@ var (
 		"Account", "AccountHistory", "Allocation", "Ask", "Asks", "AsksPage", "Authorize", "Config", "Credential", "LookupCredential", "Credentials",
 		"CredentialsPage",
 		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage", "LedgerTotals",
-		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "LookupRun", "RunStatus", "LookupRunStatus", "Runs",
+		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "LookupRun", "RunStatus", "LookupRunStatus", "RunEndedAt", "Runs",
 		"SlotHolder", "SlotWaiters", "Slots",
 		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "StrandedAsks", "Task", "TaskStatus", "TaskAttempt", "LookupTaskStatus", "LookupTaskStatuses", "Tasks", "TasksPage", "LiveTasks",
 		"RunningTasks",
@@ -108,6 +108,7 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 		rs, ok, err = s.LookupRunStatus(run)
 		require.NoError(t, err, run)
 		q("LookupRunStatus", rs, ok)
+		q("RunEndedAt", s.RunEndedAt(run))
 		q("SlotsHeldBy", s.SlotsHeldBy(run))
 		q("SlotsOf", s.SlotsOf(run))
 		q("SlotWaiters", s.SlotWaiters(run, now, 1e9, 2))
