@@ -22,6 +22,21 @@ type fakePacer struct {
 	charged map[string][]int
 }
 
+func newFakePacer() *fakePacer { return &fakePacer{charged: map[string][]int{}} }
+
+// watchPacing sets the server's pacing hook, before any request (its handlers read it): the channel it returns
+// holds a signal once a paced read has waited for its credential's bucket since the last one was taken.
+func watchPacing(f *fixture) <-chan struct{} {
+	waited := make(chan struct{}, 1)
+	f.srv.pacing = func(principal) {
+		select {
+		case waited <- struct{}{}:
+		default:
+		}
+	}
+	return waited
+}
+
 func (p *fakePacer) HTTPDelay(string) time.Duration { return time.Duration(p.delay.Load()) }
 
 func (p *fakePacer) HTTPCharge(key string, n int) {
@@ -43,17 +58,10 @@ func (p *fakePacer) charges() map[string][]int {
 // A read-only token's read is charged one unit and the events of the cold run it read back, and waits while its
 // credential's bucket is empty (its client gone, it is answered nothing); the admin's reads are not paced.
 func TestReadOnlyReadsArePaced(t *testing.T) {
-	pacer := &fakePacer{charged: map[string][]int{}}
+	pacer := newFakePacer()
 	f := newFixtureEngine(t, Options{Pacer: pacer},
 		commands.Options{SnapshotEvery: -1, ExpiryInterval: -1, Retention: -1, ColdCache: 1})
-	// NB: the hook is set before any request, which its handlers read.
-	waiting := make(chan struct{}, 1)
-	f.srv.pacing = func(principal) {
-		select {
-		case waiting <- struct{}{}:
-		default:
-		}
-	}
+	waiting := watchPacing(f)
 	cold := f.firstColdRun()
 	var events int64
 	f.eng.Read(func(st *projections.State) {

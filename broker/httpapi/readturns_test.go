@@ -185,15 +185,9 @@ func TestARequestThatWaitedIsServedOnlyIfItsCredentialStillIs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := new(testClock).set(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
-			pacer := &fakePacer{charged: map[string][]int{}}
+			pacer := newFakePacer()
 			f := newFixture(t, Options{Now: clock.Now, Pacer: pacer})
-			pacing := make(chan struct{}, 1)
-			f.srv.pacing = func(principal) { // NB: set before any request, which its handlers read
-				select {
-				case pacing <- struct{}{}:
-				default:
-				}
-			}
+			pacing := watchPacing(f)
 			auth := tc.auth(f, clock)
 			path := "/api/v1/runs"
 			var release []func()
