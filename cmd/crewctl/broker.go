@@ -49,7 +49,7 @@ func readToken(path string) (string, error) {
 		return "", fmt.Errorf("crewctl: admin token: %w", err)
 	}
 	if fault != daemon.SecretFileFit {
-		return "", tokenFileFault(path, st)
+		return "", tokenFileFault(path, fault, st)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
@@ -69,9 +69,9 @@ func readToken(path string) (string, error) {
 	return tok, nil
 }
 
-// tokenFileFault says why the admin token file at path, which st describes, may not hold the token, if it may not.
-func tokenFileFault(path string, st os.FileInfo) error {
-	switch daemon.SecretFileFault(st) {
+// tokenFileFault says why the admin token file at path may not hold the token: fault, which OpenSecret found on st.
+func tokenFileFault(path string, fault daemon.SecretFault, st os.FileInfo) error {
+	switch fault {
 	case daemon.SecretFileSymlink:
 		return fmt.Errorf("crewctl: admin token file %s is a symlink; it must be a regular file", path)
 	case daemon.SecretFileIrregular:
