@@ -321,9 +321,7 @@ func measureFollow(t *testing.T, lines int, tune func(*picrew.FollowOptions)) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, err := client.Dial(ctx, socket, client.Hello{Role: "admin", Token: liveToken}, nil)
-	require.NoError(t, err)
-	defer c.Close()
+	c := adminOf(t, ctx, socket)
 	sub, err := c.Subscribe(ctx, 0, nil, client.WithRun(followRunA))
 	require.NoError(t, err)
 	defer sub.Close()
@@ -390,9 +388,7 @@ func TestImportFollowCommand(t *testing.T) {
 	require.Equal(t, exitOK, <-codes)
 
 	// The run is in crewd's store, imported through the socket.
-	c, err := client.Dial(context.Background(), socket, client.Hello{Role: "admin", Token: liveToken}, nil)
-	require.NoError(t, err)
-	defer c.Close()
+	c := adminOf(t, context.Background(), socket)
 	var res map[string]any
 	require.NoError(t, c.Call(context.Background(), "query.run", map[string]any{"runId": followRunA}, &res))
 

@@ -190,9 +190,7 @@ func TestEventsFollowUsesTheSubscription(t *testing.T) {
 		}
 	}
 	waitFor("credential.issued") // the last event of the first page: what follows comes from the subscription
-	c, err := client.Dial(ctx, socket, client.Hello{Role: "admin", Token: liveToken}, nil)
-	require.NoError(t, err)
-	defer c.Close()
+	c := adminOf(t, ctx, socket)
 	for _, to := range []string{"planning", "running"} {
 		require.NoError(t, c.Call(ctx, "run.transition", map[string]any{"runId": run, "to": to}, nil))
 	}
