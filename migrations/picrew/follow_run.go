@@ -458,7 +458,7 @@ func (f *Follower) prime(r *runFollower, m manifest) {
 	if b, st, changed, err := readWhole(tp, nil, stamp{}); err == nil && changed {
 		f.sawWhole(r, "tasks.json", st, b)
 		if tasks, err := s.parseTasks(r.id, s.rel(tp), b); err != nil {
-			s.skip(r.id, s.rel(tp), 0, 0, "tasks.json does not decode, tasks come from the events only: %v", err)
+			s.skip(r.id, s.rel(tp), 0, 0, tasksUndecodable, err)
 		} else {
 			r.p.setTasks(tasks)
 		}

@@ -352,7 +352,7 @@ func (s *source) readRun(id, dir string) *run {
 	tp := filepath.Join(dir, "tasks.json")
 	if b, _, err := readFile(tp); err == nil {
 		if r.tasks, err = s.parseTasks(id, s.rel(tp), b); err != nil {
-			s.skip(id, s.rel(tp), 0, 0, "tasks.json does not decode, tasks come from the events only: %v", err)
+			s.skip(id, s.rel(tp), 0, 0, tasksUndecodable, err)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		s.unreadable(id, tp, err, "tasks unreadable, tasks come from the events only: %v")
@@ -495,6 +495,10 @@ func (s *source) steeringEntries(id string) (dir string, entries []os.DirEntry, 
 	entries, err = readDir(dir)
 	return dir, entries, dir, pathless(err)
 }
+
+// tasksUndecodable is the report of a tasks.json that does not decode (parseTasks' err) read first: the run's tasks
+// are then those its events create.
+const tasksUndecodable = "tasks.json does not decode, tasks come from the events only: %v"
 
 // parseTasks decodes tasks.json (rel) of run id in both forms pi-crew
 // reads (D§1): a bare array, or the {schemaVersion, tasks} envelope. A
