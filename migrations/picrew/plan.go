@@ -439,7 +439,7 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 			return
 		}
 		if p.dels[d.SubID] != "" {
-			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "second delegate.admitted for %s: skipped", d.SubID)
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, secondAdmissionReason, d.SubID)
 			return
 		}
 		if !events.SpendTokensOK(d.ReservedTokens) {
@@ -472,7 +472,7 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, workflowSubIDReason, d.SubID)
 			return
 		case subIDAdmitted:
-			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "second delegate.admitted for %s: skipped", d.SubID)
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, secondAdmissionReason, d.SubID)
 			return
 		case subIDHeld:
 			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s: its subId holds a slot of run %s "+
@@ -504,6 +504,9 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 
 // workflowSubIDReason reports a delegate.admitted whose subId (its argument) names a workflow task of its run.
 const workflowSubIDReason = "delegate.admitted for %q: a workflow task of the run has that id: skipped"
+
+// secondAdmissionReason reports a delegate.admitted of a subId (its argument) its run admitted already.
+const secondAdmissionReason = "second delegate.admitted for %s: skipped"
 
 // admit writes delegate.admitted (and budget.reserved when metered) with the
 // shadow record's cwd and title.
