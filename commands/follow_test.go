@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
@@ -176,7 +175,9 @@ func TestAWritersRefusedRetryOfAnAttemptInFlightIsAnsweredItsOutcome(t *testing.
 	require.NoError(t, err)
 	defer l.Close()
 	c := &heldCommitter{l: l, committing: make(chan struct{}), release: make(chan struct{})}
-	e, err := Open(l, Options{ExpiryInterval: -1, Forwarder: writingForwarder{}, Committer: c})
+	queued := make(chan struct{}, 2) // each attempt, once the writer's queue holds it
+	e, err := Open(l, Options{ExpiryInterval: -1, Forwarder: writingForwarder{}, Committer: c,
+		hooks: &testHooks{queued: func() { queued <- struct{}{} }}})
 	require.NoError(t, err)
 	defer e.Close()
 	release := sync.OnceFunc(func() { close(c.release) })
@@ -197,17 +198,24 @@ func TestAWritersRefusedRetryOfAnAttemptInFlightIsAnsweredItsOutcome(t *testing.
 		return ch
 	}
 	first := submit(req)
+	<-queued
 	<-c.committing // the first attempt's group is in flight
 	refusal := errors.New("refused by the caller")
 	req.Refused = refusal
 	retry := submit(req)
+	var r answer
+	answered := false
 	select {
-	case a := <-retry:
-		require.NotErrorIs(t, a.err, refusal, "the retry was refused while its first attempt was being recorded")
-	case <-time.After(100 * time.Millisecond): // queued behind the first attempt, as on one crewd
+	case r = <-retry: // answered without the writer's queue
+		answered = true
+		require.NotErrorIs(t, r.err, refusal, "the retry was refused while its first attempt was being recorded")
+	case <-queued: // queued behind the first attempt, as on one crewd
 	}
 	release()
-	f, r := <-first, <-retry
+	f := <-first
+	if !answered {
+		r = <-retry
+	}
 	require.NoError(t, f.err)
 	require.NoError(t, r.err, "answered as the first attempt")
 	require.Nil(t, r.rep.Rejected)
