@@ -185,11 +185,8 @@ func applyRun(r *runState, ev events.Event) {
 // its summary could not be read back: a cold run has ended, and its workers' credentials with it, whatever this
 // says).
 func (s *State) RunEndedAt(runID string) uint64 {
-	if r := s.runs[runID]; r != nil {
-		return r.run.Usage.EndedAt
-	}
-	if cr, _ := s.lookupCold(runID); cr != nil {
-		return cr.run.Usage.EndedAt
+	if r, _ := s.runRecord(runID); r != nil {
+		return r.Usage.EndedAt
 	}
 	return 0
 }
@@ -212,14 +209,25 @@ func (s *State) Run(runID string) (Run, bool) {
 // LookupRun is Run, with the error (ErrNotReadBack) met reading a cold run's summary from the log: such a run is
 // not known to be unknown, and must not be answered as one.
 func (s *State) LookupRun(runID string) (Run, bool, error) {
-	if r := s.runs[runID]; r != nil { // NB: not s.run: a cold run's record is its summary, with no read of the log
-		return r.run.clone(), true, nil
+	r, err := s.runRecord(runID)
+	if r == nil {
+		return Run{}, false, err
+	}
+	return r.clone(), true, nil
+}
+
+// runRecord is the record of run runID, not a copy: a hot run's, or a cold run's summary. NB: not s.run: a cold
+// run's record is its summary, with no read of its records from the log. nil when the run is unknown, or with the
+// error (ErrNotReadBack) met reading the summary.
+func (s *State) runRecord(runID string) (*Run, error) {
+	if r := s.runs[runID]; r != nil {
+		return &r.run, nil
 	}
 	cr, err := s.lookupCold(runID)
 	if cr == nil {
-		return Run{}, false, err
+		return nil, err
 	}
-	return cr.run.clone(), true, nil
+	return &cr.run, nil
 }
 
 // RunStatus is Run(runID).Status without copying the run: the broker reads it before every request of a worker.
@@ -231,14 +239,11 @@ func (s *State) RunStatus(runID string) (RunStatus, bool) {
 // LookupRunStatus is RunStatus, with the error (ErrNotReadBack) met reading a cold run's summary from the log (see
 // LookupRun).
 func (s *State) LookupRunStatus(runID string) (RunStatus, bool, error) {
-	if r := s.runs[runID]; r != nil {
-		return r.run.Status, true, nil
-	}
-	cr, err := s.lookupCold(runID)
-	if cr == nil {
+	r, err := s.runRecord(runID)
+	if r == nil {
 		return "", false, err
 	}
-	return cr.run.Status, true, nil
+	return r.Status, true, nil
 }
 
 // RunFilter selects a page of runs. Runs are listed in creation order
