@@ -143,7 +143,7 @@ func (s *State) addRun(r *runState, last uint64) {
 	r.ord, r.last = s.nruns, last
 	s.nruns++
 	s.runs[r.run.RunID] = r
-	s.trackEnded(r)
+	s.trackHot(r)
 }
 
 func applyRun(r *runState, ev events.Event) {

@@ -432,9 +432,6 @@ func addSnapshotRun(s *State, sr *snapshotRun) error {
 	r.accounts = make(map[string]*Account, len(sr.Accounts))
 	r.msgIndex = make(map[string]int, len(sr.Messages))
 	s.addRun(r, sr.Last)
-	if r.run.Usage.SlotWaitAt != 0 {
-		s.waiting[r.run.RunID] = struct{}{}
-	}
 	for _, t := range sr.Tasks {
 		if t == nil || r.tasks[t.TaskID] != nil {
 			return fmt.Errorf("run %s: task missing or duplicate", r.run.RunID)

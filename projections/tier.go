@@ -458,10 +458,7 @@ func (s *State) ThawFrom(t Thawed) {
 	delete(s.cold, t.id)
 	h := t.r.clone()
 	s.runs[t.id] = h
-	s.trackEnded(h)
-	if h.run.Usage.SlotWaitAt != 0 { // as a snapshot's hot run is decoded (addSnapshotRun)
-		s.waiting[t.id] = struct{}{}
-	}
+	s.trackHot(h)
 }
 
 // Evictable returns the hot runs that may go cold at clock reading now
@@ -556,6 +553,15 @@ func (s *State) evict(id string, writes bool) *runState {
 	}
 	s.store.keep(id, r.last, r)
 	return r
+}
+
+// trackHot enters r, a run made hot (created, decoded from a snapshot, read back from the log), in the indexes of the
+// hot runs that evict takes it out of: the ended runs (trackEnded) and the slot waiters.
+func (s *State) trackHot(r *runState) {
+	s.trackEnded(r)
+	if r.run.Usage.SlotWaitAt != 0 {
+		s.waiting[r.run.RunID] = struct{}{}
+	}
 }
 
 // trackEnded keeps s.ended (the eviction candidates) in step with r's
