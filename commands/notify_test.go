@@ -77,10 +77,7 @@ func TestRunChangedOfAColdRunIsForgotten(t *testing.T) {
 	for i, ch := range waiting {
 		require.True(t, closed(ch), "run %d: a follower still waiting is woken when its run goes cold", i)
 	}
-	e.runs.mu.Lock()
-	n := len(e.runs.chans)
-	e.runs.mu.Unlock()
-	require.Zero(t, n, "channels of cold runs held by the engine")
+	require.Zero(t, e.RunSignals(), "channels of cold runs held by the engine")
 }
 
 // TestRunChangedLeftByItsFollowersIsForgotten: a channel taken of a run that is cold or unknown, which publishes
