@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 
@@ -80,9 +81,11 @@ func handleQueryRun(cl *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !fits(res, wire.ResultRoom(cl.id, cl.c.s.opts.MaxFrame)) {
-		res.OmitTexts()
+	// NB: the run is encoded once: bytes that fit are the answer as they are (compactResult), not encoded again.
+	if b, err := json.Marshal(res); err == nil && len(b)+1 <= wire.ResultRoom(cl.id, cl.c.s.opts.MaxFrame) {
+		return compactResult(b), nil
 	}
+	res.OmitTexts()
 	return res, nil
 }
 

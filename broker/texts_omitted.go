@@ -1,10 +1,6 @@
 package broker
 
-import (
-	"encoding/json"
-
-	"github.com/crewlog/crewlog/projections"
-)
+import "github.com/crewlog/crewlog/projections"
 
 // A run's goal (up to 262,144 chars) and the free text of a status change (a run's summary and reason, a task's
 // error and status reason: up to 576 Ki chars, a worker's captured stderr) can each be larger than a frame by themselves,
@@ -74,9 +70,3 @@ func omitting[W any](cl *call, omit func(*W)) omission[W] {
 
 // omitTexts leaves out w's body and subject and says so.
 func (w *wireMessage) omitTexts() { w.Body, w.Subject, w.TextsOmitted = "", "", true }
-
-// fits reports whether v, as JSON and with one more byte (its comma in a page), takes at most room bytes.
-func fits(v any, room int) bool {
-	b, _ := json.Marshal(v)
-	return len(b)+1 <= room
-}
