@@ -397,14 +397,12 @@ func (f *fixture) workerToServe(s seeded) (*client, *conn) {
 	w.hello(runR, taskP, s.p)
 	sc := f.newestConn(taskP)
 	// NB: the hello's answer is queued by its bind, before the reader takes c.mu to start the idle timer: the client
-	// may read it first. Once the timer is started (under c.mu) the reader has ended the hello, and taking c.mu
-	// orders the caller after its writes. The lock is not held across a failure, which would leave the close that
-	// cleans up waiting for it.
-	started := func() bool {
-		sc.mu.Lock()
-		defer sc.mu.Unlock()
-		return !sc.idleAt.IsZero()
-	}
-	require.Eventually(f.t, started, 10*time.Second, time.Millisecond, "the reader never ended the hello")
+	// may read it first. The reader serves requests in order, so a ping answered has the hello ended, and taking c.mu
+	// (which the ping's request took after the hello's writes) orders the caller after them.
+	w.ok("ping", nil)
+	sc.mu.Lock()
+	started := !sc.idleAt.IsZero()
+	sc.mu.Unlock() // NB: not held across a failure, which would leave the close that cleans up waiting for it
+	require.True(f.t, started, "the reader ended the hello")
 	return w, sc
 }
