@@ -59,7 +59,8 @@ func TestItemsLargerThanAFrameAreSentWithoutTheirTexts(t *testing.T) {
 	require.Equal(t, "queued", run["status"])
 
 	byID := map[string]map[string]any{}
-	for _, it := range append(everyItem(t, a, "query.runs", "runs"), everyItem(t, o, "query.tasks", "tasks")...) {
+	listed := append(everyItem(t, a, "query.runs", nil, "runs"), everyItem(t, o, "query.tasks", nil, "tasks")...)
+	for _, it := range listed {
 		id, ok := it["runId"].(string)
 		if it["id"] != nil {
 			id, ok = it["id"].(string)
@@ -88,7 +89,7 @@ func TestItemsLargerThanAFrameAreSentWithoutTheirTexts(t *testing.T) {
 	var one map[string]any
 	require.NoError(t, json.Unmarshal(r.Result, &one))
 	require.Equal(t, true, one["textsOmitted"])
-	listed := everyItem(t, ga, "query.runs", "runs")
+	listed = everyItem(t, ga, "query.runs", nil, "runs")
 	require.Len(t, listed, 2)
 	require.Equal(t, true, listed[1]["textsOmitted"])
 	require.LessOrEqual(t, ga.rd.FrameBytes(), wire.MaxFrameFloor)
@@ -126,7 +127,7 @@ func TestMessagesLargerThanAFrameAreSentWithoutTheirTexts(t *testing.T) {
 			} {
 				ids := pages.all(read.c, read.method, read.params, "messages", "id")
 				require.Len(t, ids, 4, read.method)
-				items := everyItem(t, read.c, read.method, "messages")
+				items := everyItem(t, read.c, read.method, read.params, "messages")
 				require.Contains(t, items[0]["body"], small)
 				require.Nil(t, items[0]["textsOmitted"], "a message that fits is sent whole")
 				require.Equal(t, true, items[1]["textsOmitted"], read.method)
@@ -138,9 +139,9 @@ func TestMessagesLargerThanAFrameAreSentWithoutTheirTexts(t *testing.T) {
 			}
 
 			// Its id, read so, acknowledges it.
-			items := everyItem(t, p, wire.MethodMsgInbox, "messages")
+			items := everyItem(t, p, wire.MethodMsgInbox, nil, "messages")
 			p.ok("mailbox.ack", map[string]any{"taskId": taskP, "messageIds": []any{items[1]["id"]}})
-			require.Len(t, everyItem(t, p, wire.MethodMsgInbox, "messages"), 3)
+			require.Len(t, everyItem(t, p, wire.MethodMsgInbox, nil, "messages"), 3)
 		})
 	}
 }
@@ -166,7 +167,7 @@ func TestWorkersDelegationsAndQuestionsLargerThanAFrameAreSentWithoutTheirTexts(
 		}
 	}
 
-	delegations := everyItem(t, o, "query.delegations", "delegations")
+	delegations := everyItem(t, o, "query.delegations", nil, "delegations")
 	require.Len(t, delegations, 3)
 	for i, d := range delegations {
 		require.Equal(t, subs[i], d["subId"])
@@ -185,7 +186,7 @@ func TestWorkersDelegationsAndQuestionsLargerThanAFrameAreSentWithoutTheirTexts(
 	}
 	question := p.okUnescaped("wait.request", map[string]any{"question": "?", "options": options})["questionId"]
 
-	tasks := everyItem(t, o, "query.tasks", "tasks")
+	tasks := everyItem(t, o, "query.tasks", nil, "tasks")
 	require.Len(t, tasks, 5)
 	require.Equal(t, taskP, tasks[0]["id"])
 	require.Equal(t, true, tasks[0]["textsOmitted"])
@@ -209,12 +210,15 @@ func orchestratorAndP(t *testing.T, frame int) (o, p *client) {
 	return o, p
 }
 
-// everyItem reads every page of method, one item a page, and returns the items of key.
-func everyItem(t *testing.T, c *client, method, key string) []map[string]any {
+// everyItem reads every page of method with params, one item a page, and returns the items of key.
+func everyItem(t *testing.T, c *client, method string, params map[string]any, key string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for cursor := ""; ; {
 		req := map[string]any{"limit": 1}
+		for k, v := range params {
+			req[k] = v
+		}
 		if cursor != "" {
 			req["cursor"] = cursor
 		}
