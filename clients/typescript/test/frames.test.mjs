@@ -183,17 +183,7 @@ test("a subscription ends the same whether its next() waits or comes later: done
   await c.close();
   assert.deepEqual(await waiting, { value: undefined, done: true }, "close() ends a waiting next() as it ends a later one");
 
-  const path = await listen(t, (sock) => {
-    sock.setEncoding("utf8");
-    sock.on("error", () => {});
-    sock.on("data", (chunk) => {
-      for (const line of chunk.split("\n").filter(Boolean)) {
-        const req = JSON.parse(line);
-        if (req.method === "hello") sock.write(JSON.stringify({ id: "hello", result: { ok: true } }) + "\n");
-        else sock.end(subscribed(req) + "\n"); // answers the subscribe, and goes
-      }
-    });
-  });
+  const path = await serveRequests(t, (req, _send, sock) => sock.end(subscribed(req) + "\n")); // answers, and goes
   const lost = await CrewClient.connect({ socketPath: path, credentials: { role: "admin", token: "x" }, reconnect: false });
   t.after(() => lost.close());
   const disconnected = new Promise((resolve) => lost.once("disconnect", resolve));
