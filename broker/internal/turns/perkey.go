@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"sync"
-	"sync/atomic"
 )
 
 // ErrTooManyWaiting is Take's refusal of a taker that would wait behind as many takers of its key as the turns
@@ -151,15 +150,11 @@ func (p *PerKey) entryOf(key string) *entry {
 
 // giver is the function that gives a turn of key back, once.
 func (p *PerKey) giver(key string, e *entry) func() {
-	var given atomic.Bool
-	return func() {
-		if given.Swap(true) {
-			return
-		}
+	return sync.OnceFunc(func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.giveBack(key, e)
-	}
+	})
 }
 
 // giveBack hands a held turn of key to its oldest waiter, or frees it. Under p.mu.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"sync"
-	"sync/atomic"
 )
 
 // Shared is one turn that every key takes in turn: a key's takers wait in arrival order, and the keys with a taker
@@ -102,15 +101,11 @@ func (s *Shared) Keys() int {
 
 // giver is the function that gives the turn back, once.
 func (s *Shared) giver() func() {
-	var given atomic.Bool
-	return func() {
-		if given.Swap(true) {
-			return
-		}
+	return sync.OnceFunc(func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.handOn()
-	}
+	})
 }
 
 // handOn hands the held turn to the oldest taker of the next key in order, that key then going to the back of the
