@@ -11,12 +11,11 @@ import (
 // at most one turn of each key ahead of it, not for all of that key's takers. It is safe for concurrent use; make
 // one with NewShared.
 type Shared struct {
-	mu      sync.Mutex
-	held    bool
-	queues  map[string][]chan struct{} // each key's takers waiting, oldest first; only keys with one
-	order   []string                   // the keys with a taker waiting, the next to be served first
-	waiting int                        // Σ len(queues)
-	watch                              // of Load
+	mu     sync.Mutex
+	held   bool
+	queues map[string][]chan struct{} // each key's takers waiting, oldest first; only keys with one
+	order  []string                   // the keys with a taker waiting, the next to be served first
+	watch                             // of Load
 
 	givingUp func() // a test's hook: runs when a waiting Take's context has ended, before it gives up
 }
@@ -42,7 +41,6 @@ func (s *Shared) Take(ctx context.Context, key string) (done func(), err error) 
 		s.order = append(s.order, key)
 	}
 	s.queues[key] = append(s.queues[key], ready)
-	s.waiting++
 	s.notify()
 	s.mu.Unlock()
 	select {
@@ -62,7 +60,6 @@ func (s *Shared) Take(ctx context.Context, key string) (done func(), err error) 
 	default:
 		q := slices.DeleteFunc(s.queues[key], func(c chan struct{}) bool { return c == ready })
 		s.setQueue(key, q)
-		s.waiting--
 		s.notify()
 	}
 	return nil, ctx.Err()
@@ -75,7 +72,10 @@ func (s *Shared) Load() (held, waiting int) {
 	if s.held {
 		held = 1
 	}
-	return held, s.waiting
+	for _, q := range s.queues {
+		waiting += len(q)
+	}
+	return held, waiting
 }
 
 // Changed returns a channel closed at the next change of Load. Take it before reading Load, so that a change
@@ -116,7 +116,6 @@ func (s *Shared) handOn() {
 		s.held = false
 		return
 	}
-	s.waiting--
 	key := s.order[0]
 	s.order = s.order[1:]
 	q := s.queues[key]
