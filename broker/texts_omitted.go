@@ -2,12 +2,12 @@ package broker
 
 import "github.com/crewlog/crewlog/projections"
 
-// A run's goal (up to 262,144 chars) and the free text of a status change (a run's summary and reason, a task's
-// error and status reason: up to 576 Ki chars, a worker's captured stderr) can each be larger than a frame by themselves,
-// and a page cannot cut an item. A run or a task whose answer would not fit in a frame with them is sent without
-// them — those fields empty, textsOmitted true — every other field as it is, so that query.run answers and the pages
-// of query.runs and query.tasks go on past it (an item too large alone was oversize-frame at every read, and no
-// cursor passed it). The texts are in the dashboard's API, which has no frame, and in the events that recorded them.
+// A run's goal (up to 262,144 chars) and the free text of a status change (a run's summary and reason, a task's error
+// and status reason: up to 576 Ki chars, a worker's captured stderr) can each be larger than a frame by themselves,
+// and a page cannot cut an item. A run or a task whose answer would not fit in a frame with them is sent without them
+// — those fields empty, textsOmitted true — every other field as it is, so that query.run answers and the pages of
+// query.runs and query.tasks go on past it (an item too large alone was oversize-frame at every read, and no cursor
+// passed it). The texts are in the dashboard's API, which has no frame, and in the events that recorded them.
 //
 // So is a message's body and subject: the socket refuses a worker's message its recipient could not read
 // (messageFits), but not the orchestrator's or the admin's, nor one imported (a body of 262,144 chars of six-byte
