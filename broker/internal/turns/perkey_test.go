@@ -27,8 +27,13 @@ func endedContext(t *testing.T) context.Context {
 	return ctx
 }
 
+// taker is turns to take: a PerKey or the Shared turn.
+type taker interface {
+	Take(ctx context.Context, key string) (done func(), err error)
+}
+
 // takeAsync starts a Take of key and returns where its outcome arrives.
-func takeAsync(ctx context.Context, p *PerKey, key string) <-chan taken {
+func takeAsync(ctx context.Context, p taker, key string) <-chan taken {
 	out := make(chan taken, 1)
 	go func() {
 		done, err := p.Take(ctx, key)

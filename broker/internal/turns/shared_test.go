@@ -16,16 +16,6 @@ func awaitShared(t *testing.T, s *Shared, held, waiting int) {
 	require.NoError(t, s.AwaitLoad(ctx, held, waiting))
 }
 
-// takeShared starts a Take of key and returns where its outcome arrives.
-func takeShared(ctx context.Context, s *Shared, key string) <-chan taken {
-	out := make(chan taken, 1)
-	go func() {
-		done, err := s.Take(ctx, key)
-		out <- taken{done, err}
-	}()
-	return out
-}
-
 // TestSharedServesKeysInTurn: one key's queue of takers does not hold another key's taker behind all of them: the
 // keys waiting are served round-robin, each key's takers in arrival order.
 func TestSharedServesKeysInTurn(t *testing.T) {
@@ -34,10 +24,10 @@ func TestSharedServesKeysInTurn(t *testing.T) {
 	require.NoError(t, err)
 	var flood []<-chan taken
 	for range 3 {
-		flood = append(flood, takeShared(t.Context(), s, "flood"))
+		flood = append(flood, takeAsync(t.Context(), s, "flood"))
 		awaitShared(t, s, 1, len(flood))
 	}
-	operator := takeShared(t.Context(), s, "operator")
+	operator := takeAsync(t.Context(), s, "operator")
 	awaitShared(t, s, 1, 4)
 
 	served := []string{}
@@ -85,13 +75,13 @@ func TestSharedTakerGivesUp(t *testing.T) {
 	held, err := s.Take(t.Context(), "a")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
-	w := takeShared(ctx, s, "b")
+	w := takeAsync(ctx, s, "b")
 	awaitShared(t, s, 1, 1)
 	cancel()
 	require.ErrorIs(t, (<-w).err, context.Canceled)
 	require.Zero(t, s.Keys())
 	awaitShared(t, s, 1, 0)
-	other := takeShared(t.Context(), s, "c")
+	other := takeAsync(t.Context(), s, "c")
 	awaitShared(t, s, 1, 1)
 	held()
 	tk := <-other
@@ -108,9 +98,9 @@ func TestSharedHandedWhileGivingUp(t *testing.T) {
 	giving := make(chan struct{})
 	release := make(chan struct{})
 	s.givingUp = func() { close(giving); <-release }
-	w := takeShared(ctx, s, "b")
+	w := takeAsync(ctx, s, "b")
 	awaitShared(t, s, 1, 1)
-	next := takeShared(t.Context(), s, "c")
+	next := takeAsync(t.Context(), s, "c")
 	awaitShared(t, s, 1, 2)
 	cancel()
 	<-giving
