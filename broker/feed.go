@@ -61,11 +61,7 @@ func (s *Server) feed(next uint64) {
 			}
 			if endsCredentials(r.Type) {
 				box, narrowed := endedBox(dec, r)
-				var runEndAt uint64
-				if runEnds(r.Type) {
-					runEndAt = r.Position
-				}
-				s.closeEnded(r.Stream, box, narrowed, runEndAt) // now, before any later push of this run
+				s.closeEnded(r.Stream, box, narrowed) // now, before any later push of this run
 				continue
 			}
 			if r.Type != events.TypeMailboxAppended {

@@ -227,22 +227,18 @@ func (c *conn) acquireSubscription() error {
 // changed) and ends, after one error frame, those the check refuses: revoked, stale-token for an ended run or
 // task. Called by the feed only for events that can end a credential, after they are published. When narrowed,
 // the re-check is of the connections of one box only (boxOf: a task's workers, or the orchestrators'): the event
-// changed nothing else the check reads. runEndAt is the position of the event when it is the run's end (runEnds),
-// else 0: a run's end ends every worker connection bound before it, whatever the newest state says, which a run
-// reopened since makes hold again.
-func (s *Server) closeEnded(runID string, box string, narrowed bool, runEndAt uint64) {
+// changed nothing else the check reads. NB: a run's end ends its worker connections even when the run is reopened
+// before the feed gets here: the check reads the run's last end against the position each was bound at
+// (commands.Credential.Since), not the run's newest status.
+func (s *Server) closeEnded(runID string, box string, narrowed bool) {
 	s.mu.Lock()
 	set := s.byRun[runID]
 	if narrowed {
 		set = s.byBox[mailboxKey{runID, box}]
 	}
 	conns := make([]*conn, 0, len(set))
-	var runEnded []bool // NB: by conns' index; only for the run's end
 	for c := range set {
 		conns = append(conns, c)
-		if runEndAt > 0 {
-			runEnded = append(runEnded, c.id.role == events.RoleWorker && c.boundAt < runEndAt)
-		}
 	}
 	hold := s.onEnding
 	s.mu.Unlock()
@@ -250,12 +246,8 @@ func (s *Server) closeEnded(runID string, box string, narrowed bool, runEndAt ui
 		hold()
 	}
 	s.feedRechecks.Add(int64(len(conns)))
-	for i, c := range conns {
-		bad := errRunTerminal
-		if runEnded == nil || !runEnded[i] {
-			bad = s.recheck(c.id)
-		}
-		if bad != nil {
+	for _, c := range conns {
+		if bad := s.recheck(c.id); bad != nil {
 			s.lg.Debug("credential ended; closing its connection", "conn", c.seq, "code", string(bad.Code),
 				"runId", c.id.runID, "taskId", c.id.taskID)
 			c.terminate(bad, reasonEnded)
