@@ -14,6 +14,10 @@ const MaxSlotWaitSec = 86400
 // at most half, so the workers always keep the larger part.
 const MaxQuotaReserve = 50
 
+// MaxQuotaWorkerMsgShare bounds the percent of the workers' part of the message rate one worker may use: all of it,
+// which is no share of its own (as 0 is).
+const MaxQuotaWorkerMsgShare = 100
+
 // Fair slots (SPEC §5, per-run slot share). The pool is daemon-wide and
 // crewlog cannot take a slot back from a running grandchild, so fairness is
 // decided at admission: a run that already holds its share of the pool
@@ -74,8 +78,9 @@ func validateFairness(c projections.Config) []error {
 	if c.QuotaReserve < 0 || c.QuotaReserve > MaxQuotaReserve {
 		errs = append(errs, fmt.Errorf("quotaReserve %d%% is outside 0..%d", c.QuotaReserve, MaxQuotaReserve))
 	}
-	if c.QuotaWorkerMsgShare < 0 || c.QuotaWorkerMsgShare > 100 {
-		errs = append(errs, fmt.Errorf("quotaWorkerMsgShare %d%% is outside 0..100", c.QuotaWorkerMsgShare))
+	if c.QuotaWorkerMsgShare < 0 || c.QuotaWorkerMsgShare > MaxQuotaWorkerMsgShare {
+		errs = append(errs, fmt.Errorf("quotaWorkerMsgShare %d%% is outside 0..%d", c.QuotaWorkerMsgShare,
+			MaxQuotaWorkerMsgShare))
 	}
 	return errs
 }

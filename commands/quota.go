@@ -205,7 +205,7 @@ func quotaLimit(env *Env) func(quota int64) int64 {
 // task). 0 and "" when none applies: not a worker, or no share (0, or 100 and more, which is no limit of its own).
 func workerMsgLimit(env *Env, most int64) (int64, string) {
 	share := int64(env.Config.QuotaWorkerMsgShare)
-	if env.Actor.Role != events.RoleWorker || env.Actor.TaskID == "" || share <= 0 || share >= 100 {
+	if env.Actor.Role != events.RoleWorker || env.Actor.TaskID == "" || share <= 0 || share >= MaxQuotaWorkerMsgShare {
 		return 0, ""
 	}
 	return max(1, most*share/100), env.Actor.TaskID

@@ -159,7 +159,7 @@ var options = []option{
 	{"quota-bytes", kindInt, "BYTES", fmt.Sprintf("bytes of text one run may hold (every string its events record: message bodies and subjects, ids, command ids), 0..%d (0: no limit)", maxQuota), fixed(strconv.Itoa(projections.DefaultQuotaBytes))},
 	{"quota-msg-rate", kindInt, "N", fmt.Sprintf("messages one run may take per minute, 0..%d (0: no limit)", maxQuota), fixed(strconv.Itoa(projections.DefaultQuotaMsgsPerMin))},
 	{"quota-reserve", kindInt, "PERCENT", fmt.Sprintf("percent of each run quota only the run's orchestrator and the admin may use, 0..%d: its workers together stop at the rest, so none of them can lock the orchestrator out of its run", commands.MaxQuotaReserve), fixed(strconv.Itoa(projections.DefaultQuotaReserve))},
-	{"quota-worker-msg-share", kindInt, "PERCENT", "percent of what a run's workers share of its message rate (the rate less the reserve) that any one worker may use, 0..100 (0 or 100: no share of its own), so one worker flooding its run cannot silence the others", fixed(strconv.Itoa(projections.DefaultQuotaWorkerMsgShare))},
+	{"quota-worker-msg-share", kindInt, "PERCENT", fmt.Sprintf("percent of what a run's workers share of its message rate (the rate less the reserve) that any one worker may use, 0..%d (0 or %d: no share of its own), so one worker flooding its run cannot silence the others", commands.MaxQuotaWorkerMsgShare, commands.MaxQuotaWorkerMsgShare), fixed(strconv.Itoa(projections.DefaultQuotaWorkerMsgShare))},
 	{"max-frame", kindInt, "BYTES", fmt.Sprintf("broker frame cap in bytes, newline included, %d..%d", wire.MaxFrameFloor, wire.MaxFrameCeiling), fixed(strconv.Itoa(wire.DefaultMaxFrame))},
 	{"outbound-queue-cap", kindInt, "N", fmt.Sprintf("frames queued per connection before a subscriber is resynced, %d..%d", minOutboundQueueCap, maxOutboundQueueCap), fixed(strconv.Itoa(defaultOutboundQueueCap))},
 	{"min-free-mib", kindInt, "MIB", fmt.Sprintf("free space (MiB) the store's file system must keep: below it crewd does not start and answers writes disk-full; 0 disables, 0..%d", maxMinFreeMiB), fixed("256")},
@@ -391,7 +391,7 @@ func Load(args []string, env Env) (Config, error) {
 	c.Engine.QuotaBytes = int64(integer("quota-bytes", 0, maxQuota))
 	c.Engine.QuotaMsgsPerMin = integer("quota-msg-rate", 0, maxQuota)
 	c.Engine.QuotaReserve = integer("quota-reserve", 0, commands.MaxQuotaReserve)
-	c.Engine.QuotaWorkerMsgShare = integer("quota-worker-msg-share", 0, 100)
+	c.Engine.QuotaWorkerMsgShare = integer("quota-worker-msg-share", 0, commands.MaxQuotaWorkerMsgShare)
 	if text, _ := str("model-catalog"); text != "" {
 		c.ModelCatalogFile = absPath(text)
 		catalog, err := readModelCatalog(c.ModelCatalogFile)
