@@ -60,6 +60,19 @@
 //     16 MiB each (maxWholeFile: pi-crew rewrites them whole at every
 //     change, and a real run keeps them far smaller), once per change; a
 //     larger one is reported and not read the same way.
+//     A run's directories are written by its workers too: below
+//     state/runs and artifacts every directory of a path is opened
+//     relative to the one opened before it, without following a link
+//     (openat with O_NOFOLLOW: crewRoot), so a symbolic link in place of a
+//     run's directory, its mailbox, a task's mailbox or its steering
+//     directory, there before a listing or put there between the listing
+//     and the open, is reported and nothing is read through it, as if
+//     absent: nothing under one run's directory makes the reader open a
+//     file of another run, or one outside the crew root. state/runs and
+//     artifacts themselves are opened through an os.Root of the crew
+//     root, which a link there may not leave. No path is built from what
+//     a file holds: every name joined is one listed (a run id or task id
+//     of pi-crew's charset, runIDPattern) or one of pi-crew's own.
 //     A run's steering files are read from artifacts/<runId>/steering
 //     only: a manifest's artifactsRoot naming another directory (another
 //     run's, say, whose steers would become this run's) is reported and

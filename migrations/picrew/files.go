@@ -12,9 +12,11 @@ import (
 // The files of a crew root are written by the runs' workers, which crewlog
 // trusts no more than it must: every file of a run is opened through
 // openFile and every whole file read through readFile, which read regular
-// files only and whole files up to maxWholeFile bytes. pi-crew itself
-// writes regular files (an append, or a write to a temporary file renamed
-// into place), so what is anything else was put there by someone else.
+// files only and whole files up to maxWholeFile bytes, each through its
+// crew root's crewRoot, which follows no link in place of a run's
+// directory. pi-crew itself writes regular files (an append, or a write to
+// a temporary file renamed into place), so what is anything else was put
+// there by someone else.
 
 // maxWholeFile bounds what readFile reads of manifest.json, tasks.json and
 // delivery.json. pi-crew rewrites each of them whole at every change, so a
@@ -62,8 +64,8 @@ func regular(st fs.FileInfo) error {
 
 // statFile returns what the file at p is, without following a symbolic
 // link, and an error when it is not a regular file.
-func statFile(p string) (fs.FileInfo, error) {
-	st, err := os.Lstat(p)
+func (c *crewRoot) statFile(p string) (fs.FileInfo, error) {
+	st, err := c.lstat(p)
 	if err != nil {
 		return nil, pathless(err)
 	}
@@ -83,12 +85,13 @@ func statFile(p string) (fs.FileInfo, error) {
 // follower has just made one, and what it would keep from being opened is a
 // device node itself at the path (a link to one is refused by O_NOFOLLOW),
 // which only a process allowed to make device nodes can put there.
-// O_NONBLOCK changes nothing for a regular file.
-func openFile(p string) (*os.File, fs.FileInfo, error) {
-	f, err := openOS(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_NOCTTY, 0)
+// O_NONBLOCK changes nothing for a regular file. Each directory to the file is opened as crewRoot opens it: a link
+// in place of one is refused as well.
+func (c *crewRoot) openFile(p string) (*os.File, fs.FileInfo, error) {
+	f, err := openOS(c, p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_NOCTTY)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
-			if st, lerr := os.Lstat(p); lerr == nil && st.Mode()&fs.ModeSymlink != 0 {
+			if st, lerr := c.lstat(p); lerr == nil && st.Mode()&fs.ModeSymlink != 0 {
 				return nil, nil, regular(st)
 			}
 		}
@@ -107,15 +110,15 @@ func openFile(p string) (*os.File, fs.FileInfo, error) {
 
 // readFile reads the whole regular file at p, at most maxWholeFile bytes,
 // and returns what its descriptor said it was when opened.
-func readFile(p string) ([]byte, fs.FileInfo, error) {
-	return readFileLimit(p, maxWholeFile)
+func (c *crewRoot) readFile(p string) ([]byte, fs.FileInfo, error) {
+	return c.readFileLimit(p, maxWholeFile)
 }
 
 // readFileLimit is readFile with a limit of limit bytes. A file larger
 // than the limit is refused without a byte read; one that grows past it
 // while being read is refused after limit+1 bytes.
-func readFileLimit(p string, limit int64) ([]byte, fs.FileInfo, error) {
-	f, st, err := openFile(p)
+func (c *crewRoot) readFileLimit(p string, limit int64) ([]byte, fs.FileInfo, error) {
+	f, st, err := c.openFile(p)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -146,11 +149,12 @@ func readFileLimit(p string, limit int64) ([]byte, fs.FileInfo, error) {
 	return b, st, nil
 }
 
-// openOS and readDir are os.OpenFile and os.ReadDir, variables so tests can make a read fail as a full descriptor
-// table or a failing disk does (EMFILE, EIO): a file's mode cannot, for a reader running as root.
+// openOS and readDir are crewRoot's openPath and list (the opening of a file, and the listing of a directory, of a
+// crew root), variables so tests can make a read fail as a full descriptor table or a failing disk does (EMFILE,
+// EIO): a file's mode cannot, for a reader running as root.
 var (
-	openOS  = os.OpenFile
-	readDir = os.ReadDir
+	openOS  = (*crewRoot).openPath
+	readDir = (*crewRoot).list
 )
 
 // readFailed reports whether err is a read of something that is there failing (EIO, EMFILE, EACCES, …): neither the
@@ -177,8 +181,8 @@ func pathless(err error) error {
 // realDir returns an error when p is not a directory: a symbolic link in
 // place of one is refused like one in place of a file (openFile), since it
 // may name another run's directory.
-func realDir(p string) error {
-	st, err := os.Lstat(p)
+func (c *crewRoot) realDir(p string) error {
+	st, err := c.lstat(p)
 	switch {
 	case err != nil:
 		return pathless(err)

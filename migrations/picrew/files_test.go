@@ -201,7 +201,7 @@ func TestReadFileLimit(t *testing.T) {
 			} else if _, err := os.Stat(p); err != nil {
 				t.Skipf("no %s here", p)
 			}
-			b, _, err := readFileLimit(p, 10)
+			b, _, err := (&crewRoot{dir: filepath.Dir(p)}).readFileLimit(p, 10)
 			if tc.err != "" {
 				var tooLarge *tooLargeError
 				require.ErrorAs(t, err, &tooLarge)

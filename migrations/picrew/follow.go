@@ -249,6 +249,7 @@ func (f *Follower) Run(ctx context.Context) error {
 		case <-time.After(f.poll(false)):
 		}
 	}
+	defer f.src.files().close()
 	w := f.watch(ctx, runsDir)
 	defer w.close()
 	f.watcher = w
@@ -364,7 +365,7 @@ func (f *Follower) pass(ctx context.Context, runsDir string, all bool, w *watche
 // scanRuns finds new run directories and those pi-crew's retention
 // removed.
 func (f *Follower) scanRuns(runsDir string, w *watcher) {
-	entries, err := readDir(runsDir)
+	entries, err := readDir(f.src.files(), runsDir)
 	if err != nil {
 		f.src.skip("", "state/runs", 0, 0, "unreadable: %v (retrying)", err)
 		return

@@ -43,8 +43,8 @@ type stamp struct {
 
 // stampOf is the stamp of the regular file at p; anything else is an
 // error (statFile).
-func stampOf(p string) (stamp, error) {
-	st, err := statFile(p)
+func (c *crewRoot) stampOf(p string) (stamp, error) {
+	st, err := c.statFile(p)
 	if err != nil {
 		return stamp{}, err
 	}
@@ -80,14 +80,14 @@ func (w *wholeFile) checkpoint() events.ImportCheckpoint {
 // false when its stamp is the same. It reads with readFile: a
 // regular file of at most maxWholeFile bytes, else an error. The stamp
 // returned is the one of what was read.
-func readWhole(p string, w *wholeFile, refused stamp) (b []byte, st stamp, changed bool, err error) {
-	if st, err = stampOf(p); err != nil {
+func (c *crewRoot) readWhole(p string, w *wholeFile, refused stamp) (b []byte, st stamp, changed bool, err error) {
+	if st, err = c.stampOf(p); err != nil {
 		return nil, st, false, err
 	}
 	if (w != nil && w.st == st) || st == refused {
 		return nil, st, false, nil
 	}
-	b, info, err := readFile(p)
+	b, info, err := c.readFile(p)
 	if err != nil {
 		return nil, st, false, err
 	}
@@ -251,7 +251,7 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 	}
 	s := f.src
 	mp := r.wholePath("manifest.json")
-	b, st, changed, err := readWhole(mp, r.whole["manifest.json"], r.refused)
+	b, st, changed, err := f.src.files().readWhole(mp, r.whole["manifest.json"], r.refused)
 	switch {
 	case err != nil && r.p == nil:
 		// pi-crew makes the directory, then writes the manifest: only one
@@ -293,7 +293,7 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 	}
 	p := r.p
 	tp := r.wholePath("tasks.json")
-	if b, st, changed, err := readWhole(tp, r.whole["tasks.json"], stamp{}); err == nil && changed {
+	if b, st, changed, err := f.src.files().readWhole(tp, r.whole["tasks.json"], stamp{}); err == nil && changed {
 		f.sawWhole(r, "tasks.json", st, b)
 		if tasks, err := s.parseTasks(r.id, s.rel(tp), b); err != nil {
 			// NB: as for the manifest: taken for a run without tasks, every task line read until it decoded again
@@ -310,7 +310,7 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 		f.readTail(r, path, r.tails[path], -1)
 	}
 	dp := r.wholePath("delivery.json")
-	if b, st, changed, err := readWhole(dp, r.whole["delivery.json"], stamp{}); err == nil && changed {
+	if b, st, changed, err := f.src.files().readWhole(dp, r.whole["delivery.json"], stamp{}); err == nil && changed {
 		f.sawWhole(r, "delivery.json", st, b)
 		if d, ok := s.parseDelivery(r.id, s.rel(dp), b); ok {
 			p.r.delivery = d
@@ -378,7 +378,7 @@ func (f *Follower) settledAtStart(r *runFollower) bool {
 	// did.
 	matches := func(p string, whole bool, held *wholeFile) bool {
 		c, ok := f.cks[f.src.rel(p)]
-		st, err := stampOf(p)
+		st, err := f.src.files().stampOf(p)
 		if err != nil {
 			return !ok || c.Gone
 		}
@@ -387,7 +387,7 @@ func (f *Follower) settledAtStart(r *runFollower) bool {
 			return false
 		}
 		if !whole {
-			good, _ := resumable(p, c)
+			good, _ := f.src.files().resumable(p, c)
 			return good
 		}
 		if held != nil && held.st == st {
@@ -397,7 +397,7 @@ func (f *Follower) settledAtStart(r *runFollower) bool {
 			// its whole files, up to maxWholeFile each, read at every pass.
 			return held.hash == c.LastLineHash
 		}
-		b, _, err := readFile(p)
+		b, _, err := f.src.files().readFile(p)
 		return err == nil && lineHash(b) == c.LastLineHash
 	}
 	for _, name := range wholeNames {
@@ -422,7 +422,7 @@ func (f *Follower) settledAtStart(r *runFollower) bool {
 func (f *Follower) wakes(r *runFollower) bool {
 	now := map[string]stamp{}
 	for _, name := range wholeNames {
-		if st, err := stampOf(r.wholePath(name)); err == nil {
+		if st, err := f.src.files().stampOf(r.wholePath(name)); err == nil {
 			now[r.wholePath(name)] = st
 		}
 	}
@@ -431,7 +431,7 @@ func (f *Follower) wakes(r *runFollower) bool {
 		return false // nothing seen to change: asked again at a later pass
 	}
 	for _, p := range files {
-		if st, err := stampOf(p.path); err == nil {
+		if st, err := f.src.files().stampOf(p.path); err == nil {
 			now[p.path] = st
 		}
 	}
@@ -455,7 +455,7 @@ func (f *Follower) prime(r *runFollower, m manifest) {
 	s := f.src
 	r.p = newPlanner(s, &run{id: r.id, manifest: m, delivery: map[string]string{}}, time.Now)
 	tp := r.wholePath("tasks.json")
-	if b, st, changed, err := readWhole(tp, nil, stamp{}); err == nil && changed {
+	if b, st, changed, err := f.src.files().readWhole(tp, nil, stamp{}); err == nil && changed {
 		f.sawWhole(r, "tasks.json", st, b)
 		if tasks, err := s.parseTasks(r.id, s.rel(tp), b); err != nil {
 			s.skip(r.id, s.rel(tp), 0, 0, tasksUndecodable, err)
@@ -474,7 +474,7 @@ func (f *Follower) prime(r *runFollower, m manifest) {
 		if !ok || c.Gone {
 			continue
 		}
-		if ok, why := resumable(path, c); !ok {
+		if ok, why := s.files().resumable(path, c); !ok {
 			s.skip(r.id, t.rel, 0, 0, "%s: read again from the start (the command ids keep it from doubling)", why)
 			continue
 		}
@@ -512,7 +512,7 @@ func (f *Follower) listFiles(r *runFollower, report bool) (out []listed, complet
 			s.skip(r.id, s.rel(p), 0, 0, "%s", why)
 		}
 	}
-	entries, err := readDir(r.dir)
+	entries, err := readDir(s.files(), r.dir)
 	complete = !readFailed(err)
 	if err != nil {
 		skip(r.dir, "unreadable: "+pathless(err).Error()+" (retrying)")
@@ -526,7 +526,7 @@ func (f *Follower) listFiles(r *runFollower, report bool) (out []listed, complet
 		case name == "mailbox" && e.IsDir():
 			from := s
 			if !report {
-				from = &source{root: s.root}
+				from = &source{root: s.root, crew: s.files()}
 			}
 			mail, whole := from.mailboxFiles(r.id, p)
 			complete = complete && whole
@@ -574,7 +574,7 @@ func (f *Follower) followedFiles(r *runFollower) []string {
 	for _, l := range files {
 		if r.tails[l.path] == nil {
 			t := &tailState{tail: tail{rel: f.src.rel(l.path)}, kind: l.kind, taskID: l.taskID}
-			if inode, _, err := fileID(l.path); err == nil && l.kind == eventsFile {
+			if inode, _, err := f.src.files().fileID(l.path); err == nil && l.kind == eventsFile {
 				for _, old := range r.tails {
 					if old.kind == eventsFile && old.inode == inode && !old.gone {
 						// A rotation renamed the live file: the archive is
@@ -615,12 +615,14 @@ func contains(ss []string, s string) bool {
 func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int64) {
 	replay := upTo >= 0
 	s := f.src
-	inode, size, err := fileID(path)
+	inode, size, err := f.src.files().fileID(path)
 	if err != nil {
-		if nr := (*notRegularError)(nil); errors.As(err, &nr) {
-			s.skip(r.id, t.rel, 0, 0, "unreadable: %v", err)
-		} else if readFailed(err) {
+		switch {
+		case readFailed(err):
 			s.unreadable(r.id, path, err, "unreadable: %v (retrying)")
+		case !errors.Is(err, fs.ErrNotExist):
+			// NB: not a regular file, or a directory to it replaced by a link (errLinkDir) or a file since listed.
+			s.skip(r.id, t.rel, 0, 0, "unreadable: %v", err)
 		}
 		return // or removed since listed: the next listing reports it
 	}
@@ -630,7 +632,7 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 	if changed, why := t.changed(inode, size); changed && !replay {
 		s.skip(r.id, t.rel, 0, 0, "%s", why)
 		t.reset(inode)
-	} else if !replay && size != t.offset && t.rewritten(path) {
+	} else if !replay && size != t.offset && t.rewritten(f.src.files(), path) {
 		s.skip(r.id, t.rel, 0, 0, "rewritten in place (the last line read is no longer where it was): read again from the start")
 		t.reset(inode)
 	}
@@ -638,7 +640,7 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 		t.size = size
 		return
 	}
-	lines, partial, err := t.read(path)
+	lines, partial, err := t.read(f.src.files(), path)
 	switch {
 	case errors.Is(err, errLongLine):
 		s.skip(r.id, t.rel, int(t.lines+1), 0, "line longer than %d bytes: skipped", maxTailRead)
@@ -665,7 +667,7 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 		if !replay {
 			r.pendingBytes += int64(len(l.text))
 		}
-		t.advance(path, l)
+		t.advance(f.src.files(), path, l)
 		t.dirty = !replay
 		if t.offset >= t.holdUpTo {
 			t.hold = time.Time{} // every line read with the held ones is through

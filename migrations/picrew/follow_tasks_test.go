@@ -93,11 +93,11 @@ func TestFollowerReadsANewRunsRefusedManifestOncePerChange(t *testing.T) {
 func countOpens(t *testing.T, p string) *atomic.Int64 {
 	var n atomic.Int64
 	open := openOS
-	openOS = func(name string, flag int, mode os.FileMode) (*os.File, error) {
+	openOS = func(c *crewRoot, name string, flag int) (*os.File, error) {
 		if name == p {
 			n.Add(1)
 		}
-		return open(name, flag, mode)
+		return open(c, name, flag)
 	}
 	t.Cleanup(func() { openOS = open })
 	return &n

@@ -423,7 +423,7 @@ func TestFollowRefusesAnImpossibleCheckpoint(t *testing.T) {
 	root := newRoot(t)
 	live := newRun(t, root, runA)
 	runSteps(t, picrewtest.Lifecycle(live, 10))
-	inode, size, err := fileID(live.EventsPath())
+	inode, size, err := (&crewRoot{dir: root.Dir}).fileID(live.EventsPath())
 	require.NoError(t, err)
 	rel, err := filepath.Rel(root.Dir, live.EventsPath())
 	require.NoError(t, err)

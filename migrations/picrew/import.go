@@ -74,6 +74,7 @@ func Import(l *eventlog.Log, root string, opts *Options) (Summary, error) {
 		o = *opts
 	}
 	src := &source{root: root}
+	defer src.files().close()
 	ids, err := src.runIDs()
 	if err != nil {
 		return Summary{}, err

@@ -26,11 +26,11 @@ func TestImportReadsOneRunAtATime(t *testing.T) {
 	var mu sync.Mutex
 	var opened []string
 	open := openOS
-	openOS = func(p string, flag int, mode os.FileMode) (*os.File, error) {
+	openOS = func(c *crewRoot, p string, flag int) (*os.File, error) {
 		mu.Lock()
 		opened = append(opened, p)
 		mu.Unlock()
-		return open(p, flag, mode)
+		return open(c, p, flag)
 	}
 	t.Cleanup(func() { openOS = open })
 

@@ -84,7 +84,7 @@ func TestLastLineAnswersAsBefore(t *testing.T) {
 		for _, chunk := range []int64{lastLineChunk, 1, 3, 4} {
 			t.Run(fmt.Sprintf("%s/chunk %d", tt.name, chunk), func(t *testing.T) {
 				withLastLineChunk(t, chunk)
-				got, err := lastLine(p, off)
+				got, err := (&crewRoot{dir: filepath.Dir(p)}).lastLine(p, off)
 				requireSameLastLine(t, wantLine, wantErr, got, err, "")
 			})
 		}
@@ -97,7 +97,7 @@ func TestLastLineAnswersAsBefore(t *testing.T) {
 func TestLastLineRefusesANegativeOffset(t *testing.T) {
 	p := writeTemp(t, []byte("abc\n"))
 	for _, off := range []int64{-1, -1 << 40} {
-		_, err := lastLine(p, off)
+		_, err := (&crewRoot{dir: filepath.Dir(p)}).lastLine(p, off)
 		require.EqualError(t, err, "no line ends there", "offset %d", off)
 	}
 }
@@ -175,7 +175,7 @@ func TestLastLineMemoryFollowsTheLastLine(t *testing.T) {
 		require.NoError(t, err)
 	})
 	after = allocatedBy(func() {
-		_, err := lastLine(p, size)
+		_, err := (&crewRoot{dir: filepath.Dir(p)}).lastLine(p, size)
 		require.NoError(t, err)
 	})
 	t.Logf("lastLine on a %d-byte file of short lines: %d bytes allocated (single read: %d)", size, after, before)
@@ -187,7 +187,7 @@ func BenchmarkLastLine(b *testing.B) {
 	p, size := shortLinesFile(b, 10<<20)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := lastLine(p, size); err != nil {
+		if _, err := (&crewRoot{dir: filepath.Dir(p)}).lastLine(p, size); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -33,20 +33,20 @@ func failReads(t *testing.T, root string, how readFailure, err error, rels ...st
 		failing[filepath.Join(root, filepath.FromSlash(rel))] = true
 	}
 	open, list := openOS, readDir
-	openOS = func(p string, flag int, mode os.FileMode) (*os.File, error) {
+	openOS = func(c *crewRoot, p string, flag int) (*os.File, error) {
 		switch {
 		case failing[p] && how == readFails:
-			return open("/proc/self/mem", flag, mode)
+			return os.OpenFile("/proc/self/mem", flag, 0)
 		case failing[p]:
 			return nil, &os.PathError{Op: "open", Path: p, Err: err}
 		}
-		return open(p, flag, mode)
+		return open(c, p, flag)
 	}
-	readDir = func(p string) ([]os.DirEntry, error) {
+	readDir = func(c *crewRoot, p string) ([]os.DirEntry, error) {
 		if failing[p] {
 			return nil, &os.PathError{Op: "open", Path: p, Err: err}
 		}
-		return list(p)
+		return list(c, p)
 	}
 	heal = func() { openOS, readDir = open, list }
 	t.Cleanup(heal)

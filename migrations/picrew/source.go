@@ -194,7 +194,9 @@ type run struct {
 
 // source reads a crew root and collects what it skips.
 type source struct {
-	root    string
+	root string
+	// crew is what the root's files are opened through (files makes it at the first open).
+	crew    *crewRoot
 	skipped []Skipped
 	// perFile counts the reports of each file (of a run) since the follower's last pass, or in the import
 	// (maxReportsPerFile).
@@ -203,6 +205,14 @@ type source struct {
 	failed bool
 	// unread are the runs readRun left out for a read that failed.
 	unread []string
+}
+
+// files is the crew root the files are opened through.
+func (s *source) files() *crewRoot {
+	if s.crew == nil {
+		s.crew = &crewRoot{dir: s.root}
+	}
+	return s.crew
 }
 
 // unreadable reports err, an error reading the file or directory p of run id, with format (err its argument), and
@@ -283,7 +293,7 @@ func (s *source) rel(p string) string {
 // compacted event log.
 func (s *source) runIDs() ([]string, error) {
 	dir := filepath.Join(s.root, "state", "runs")
-	entries, err := readDir(dir)
+	entries, err := readDir(s.files(), dir)
 	if err != nil {
 		return nil, fmt.Errorf("picrew: %s is not a pi-crew crew root: %w", s.root, err)
 	}
@@ -337,7 +347,7 @@ func (s *source) readRun(id, dir string) *run {
 	s.failed = false
 	r := &run{id: id, delivery: map[string]string{}}
 	mp := filepath.Join(dir, "manifest.json")
-	b, _, err := readFile(mp)
+	b, _, err := s.files().readFile(mp)
 	if err == nil {
 		r.manifest, err = s.parseManifest(id, s.rel(mp), b)
 	}
@@ -350,7 +360,7 @@ func (s *source) readRun(id, dir string) *run {
 		return nil
 	}
 	tp := filepath.Join(dir, "tasks.json")
-	if b, _, err := readFile(tp); err == nil {
+	if b, _, err := s.files().readFile(tp); err == nil {
 		if r.tasks, err = s.parseTasks(id, s.rel(tp), b); err != nil {
 			s.skip(id, s.rel(tp), 0, 0, tasksUndecodable, err)
 		}
@@ -359,7 +369,7 @@ func (s *source) readRun(id, dir string) *run {
 	}
 
 	var eventFiles, mailFiles []string
-	entries, err := readDir(dir)
+	entries, err := readDir(s.files(), dir)
 	if err != nil {
 		s.unreadable(id, dir, pathless(err), "unreadable: %v")
 	}
@@ -378,7 +388,7 @@ func (s *source) readRun(id, dir string) *run {
 	r.events = s.readEvents(id, eventFiles)
 	r.messages = s.readMessages(id, mailFiles)
 	dp := filepath.Join(dir, "mailbox", "delivery.json")
-	if b, _, err := readFile(dp); err == nil {
+	if b, _, err := s.files().readFile(dp); err == nil {
 		if d, ok := s.parseDelivery(id, s.rel(dp), b); ok {
 			r.delivery = d
 		}
@@ -488,11 +498,11 @@ func (s *source) steeringDir(id string) string {
 func (s *source) steeringEntries(id string) (dir string, entries []os.DirEntry, bad string, err error) {
 	dir = s.steeringDir(id)
 	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := realDir(d); err != nil {
+		if err := s.files().realDir(d); err != nil {
 			return dir, nil, d, err
 		}
 	}
-	entries, err = readDir(dir)
+	entries, err = readDir(s.files(), dir)
 	return dir, entries, dir, pathless(err)
 }
 
@@ -644,7 +654,7 @@ func (s *source) parseEvent(id, rel string, line int, b []byte) (ev teamEvent, o
 // newline, and the lines after it are read. NB: skipped, not the end of the file: one line a run's worker appends
 // would otherwise hide every later line of its file, which a follower, skipping a line longer than one read, imports.
 func (s *source) readLines(id, p string, fn func(line int, b []byte)) {
-	f, _, err := openFile(p)
+	f, _, err := s.files().openFile(p)
 	if err != nil {
 		s.unreadable(id, p, err, "unreadable: %v")
 		return
@@ -698,7 +708,7 @@ func (s *source) mailboxFiles(id, dir string) (out []string, complete bool) {
 	}
 	complete = true
 	list := func(dir string) []os.DirEntry {
-		entries, err := readDir(dir)
+		entries, err := readDir(s.files(), dir)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			complete = complete && !readFailed(err)
 			s.unreadable(id, dir, pathless(err), "unreadable: %v")

@@ -90,8 +90,8 @@ func lineHash(b []byte) string {
 
 // fileID is a regular file's identity and size; anything else is an
 // error (statFile).
-func fileID(p string) (inode, size int64, err error) {
-	st, err := statFile(p)
+func (c *crewRoot) fileID(p string) (inode, size int64, err error) {
+	st, err := c.statFile(p)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -110,8 +110,8 @@ func (t *tail) checkpoint() events.ImportCheckpoint {
 // ending at c.Offset hashing to c.LastLineHash. Otherwise the file was
 // truncated, rotated or rewritten, and reading starts again at 0 (the
 // command ids make that safe); why is the reason to report.
-func resumable(p string, c events.ImportCheckpoint) (ok bool, why string) {
-	inode, size, err := fileID(p)
+func (fsys *crewRoot) resumable(p string, c events.ImportCheckpoint) (ok bool, why string) {
+	inode, size, err := fsys.fileID(p)
 	switch {
 	case err != nil:
 		return false, fmt.Sprintf("unreadable: %v", err)
@@ -124,7 +124,7 @@ func resumable(p string, c events.ImportCheckpoint) (ok bool, why string) {
 	case c.LastLineHash == "":
 		return false, fmt.Sprintf("read to within or just after a line longer than %d bytes, which cannot be checked", maxTailRead)
 	}
-	last, err := lastLine(p, c.Offset)
+	last, err := fsys.lastLine(p, c.Offset)
 	if err != nil || lineHash(last) != c.LastLineHash {
 		return false, "rewritten since the last import (the last line read differs)"
 	}
@@ -141,8 +141,8 @@ var lastLineChunk int64 = 64 << 10
 // backwards from off in chunks (lastLineChunk, doubling while no newline
 // is found) and costs about the last line, not the file; a line of maxLine
 // bytes or more that does not start the file is refused.
-func lastLine(p string, off int64) ([]byte, error) {
-	f, _, err := openFile(p)
+func (c *crewRoot) lastLine(p string, off int64) ([]byte, error) {
+	f, _, err := c.openFile(p)
 	if err != nil {
 		return nil, err
 	}
@@ -209,8 +209,8 @@ func (t *tail) changed(inode, size int64) (bool, string) {
 // of them, and no more bytes than the file holds) without moving t: the caller advances with advance once the
 // lines are handled. A partial last line (no newline yet) is left for a
 // later read; partial is its offset (-1 when there is none).
-func (t *tail) read(p string) (lines []line, partial int64, err error) {
-	f, st, err := openFile(p)
+func (t *tail) read(c *crewRoot, p string) (lines []line, partial int64, err error) {
+	f, st, err := c.openFile(p)
 	if err != nil {
 		return nil, -1, err
 	}
@@ -266,7 +266,7 @@ func (t *tail) read(p string) (lines []line, partial int64, err error) {
 var errLongLine = errors.New("picrew: a line longer than the read limit")
 
 // advance moves t past l, a line of the file at p.
-func (t *tail) advance(p string, l line) {
+func (t *tail) advance(c *crewRoot, p string, l line) {
 	if l.rest {
 		// NB: the long line was never held whole, so its hash is read back
 		// once, as resumable reads it: without it a checkpoint after it was
@@ -276,7 +276,7 @@ func (t *tail) advance(p string, l line) {
 		// "", which resumable refuses without reading. Its length stays
 		// unknown, so rewritten does not read it back at every pass.
 		t.offset, t.lines, t.hash, t.lastLen, t.skipping = l.end, int64(l.n), "", -1, false
-		if last, err := lastLine(p, l.end); err == nil {
+		if last, err := c.lastLine(p, l.end); err == nil {
 			t.hash = lineHash(last)
 		}
 		return
@@ -288,11 +288,11 @@ func (t *tail) advance(p string, l line) {
 // t.offset, the line read last: pi-crew (or someone) rewrote it in place
 // and it grew past what was read before the follower looked. It reads
 // only that line back.
-func (t *tail) rewritten(p string) bool {
+func (t *tail) rewritten(c *crewRoot, p string) bool {
 	if t.offset == 0 || t.lastLen < 0 || t.hash == "" {
 		return false
 	}
-	f, _, err := openFile(p)
+	f, _, err := c.openFile(p)
 	if err != nil {
 		return false // gone or replaced: the listing or the read reports it
 	}

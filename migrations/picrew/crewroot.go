@@ -1,0 +1,161 @@
+package picrew
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// crewRoot is a crew root as its reader opens it. A run's workers write its directories, not only its files, so a
+// path of a run's file is never opened whole: O_NOFOLLOW refuses a symbolic link as its last component only, and
+// a directory of the run (the run's own, its mailbox, a task's mailbox, its steering directory) replaced by a link
+// between a listing and an open made the reader read another run's file, or one outside the crew root, as the run's.
+// Below state/runs and artifacts every directory is opened one component at a time, each relative to the one
+// opened before it (openat) with O_NOFOLLOW, so a symbolic link in place of any of them, there before the listing
+// or put there after it, is refused and never followed. state/runs and artifacts themselves, which pi-crew makes
+// once and the runs' workers do not own, are opened through an os.Root of the crew root: a link there (a layout an
+// operator chose) is followed only as long as it stays within the root.
+type crewRoot struct {
+	dir  string
+	root *os.Root // opened at the first open, closed by close
+}
+
+// errOutsideRoot is a path that is not under the crew root: the reader builds none (every name it joins is one it
+// listed, or one of pi-crew's fixed names), so one would be a defect, refused rather than opened.
+var errOutsideRoot = errors.New("not under the crew root: not read")
+
+// close releases the crew root's descriptor; a later open opens it again.
+func (c *crewRoot) close() {
+	if c.root != nil {
+		c.root.Close()
+		c.root = nil
+	}
+}
+
+// split is p, a path under the crew root, as the layout's part (state/runs, artifacts or what leads to them: opened
+// through the os.Root) and the components below it (each opened without following a link).
+func (c *crewRoot) split(p string) (layout string, below []string, err error) {
+	rel, err := filepath.Rel(c.dir, p)
+	if err != nil || !filepath.IsLocal(rel) {
+		return "", nil, errOutsideRoot
+	}
+	parts := strings.Split(filepath.ToSlash(rel), "/")
+	n := len(parts)
+	switch {
+	case n >= 2 && parts[0] == "state" && parts[1] == "runs":
+		n = 2
+	case parts[0] == "artifacts":
+		n = 1
+	}
+	return path.Join(parts[:n]...), parts[n:], nil
+}
+
+// openPath opens p, a path under the crew root, with flag and O_NOFOLLOW: a link as its last component is ELOOP, and
+// with O_DIRECTORY errLinkDir (errNotDir for anything else that is not a directory). Each directory to it below the
+// layout's is opened without following a link (errLinkDir in place of one, errNotDir).
+func (c *crewRoot) openPath(p string, flag int) (*os.File, error) {
+	parent, name, err := c.parentOf(p)
+	switch {
+	case err != nil:
+		return nil, err
+	case parent == nil:
+		return c.root.OpenFile(name, flag|unix.O_CLOEXEC, 0)
+	}
+	defer parent.Close()
+	var fd int
+	if flag&unix.O_DIRECTORY != 0 {
+		fd, err = openDirAt(int(parent.Fd()), name)
+	} else {
+		fd, err = unix.Openat(int(parent.Fd()), name, flag|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), p), nil
+}
+
+// lstat is what p, a path under the crew root, is, without following a link as its last component; each directory
+// to it is opened as openPath opens it.
+func (c *crewRoot) lstat(p string) (fs.FileInfo, error) {
+	parent, name, err := c.parentOf(p)
+	switch {
+	case err != nil:
+		return nil, err
+	case parent == nil:
+		return c.root.Lstat(name)
+	}
+	defer parent.Close()
+	// NB: O_PATH opens a link itself (with O_NOFOLLOW), a named pipe without waiting, and reads nothing.
+	fd, err := unix.Openat(int(parent.Fd()), name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	return f.Stat()
+}
+
+// parentOf opens the directory p, a path under the crew root, is in, and returns it with p's last name; each of its
+// directories below the layout's is opened without following a link. NB: p of the layout itself (state/runs, say)
+// has no parent opened that way: parent is nil and name is p relative to the crew root, to open through the os.Root.
+func (c *crewRoot) parentOf(p string) (parent *os.File, name string, err error) {
+	layout, below, err := c.split(p)
+	if err != nil {
+		return nil, "", err
+	}
+	if c.root == nil {
+		if c.root, err = os.OpenRoot(c.dir); err != nil {
+			return nil, "", err
+		}
+	}
+	if len(below) == 0 {
+		return nil, layout, nil
+	}
+	dir, err := c.root.OpenFile(layout, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	for _, sub := range below[:len(below)-1] {
+		if err != nil {
+			return nil, "", err
+		}
+		fd, subErr := openDirAt(int(dir.Fd()), sub)
+		dir.Close()
+		if err = subErr; err == nil {
+			dir = os.NewFile(uintptr(fd), sub)
+		}
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	return dir, below[len(below)-1], nil
+}
+
+// openDirAt opens the directory name of the directory dir without following a link.
+func openDirAt(dir int, name string) (int, error) {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+		var st unix.Stat_t
+		if unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			return -1, errLinkDir
+		}
+		return -1, errNotDir
+	}
+	return fd, err
+}
+
+// list is the directory p, a path under the crew root, sorted by name as os.ReadDir sorts it; p is opened as
+// openPath opens a directory.
+func (c *crewRoot) list(p string) ([]os.DirEntry, error) {
+	d, err := c.openPath(p, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	entries, err := d.ReadDir(-1)
+	slices.SortFunc(entries, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, err
+}
