@@ -642,6 +642,8 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 	}
 	lines, partial, err := t.read(f.src.files(), path)
 	switch {
+	case errors.Is(err, errNotLookedAt):
+		return // the next pass looks at the file now under the name
 	case errors.Is(err, errLongLine):
 		s.skip(r.id, t.rel, int(t.lines+1), 0, "line longer than %d bytes: skipped", maxTailRead)
 		t.offset += maxTailRead

@@ -208,13 +208,17 @@ func (t *tail) changed(inode, size int64) (bool, string) {
 // read reads the complete lines after t.offset (at most maxTailRead bytes
 // of them, and no more bytes than the file holds) without moving t: the caller advances with advance once the
 // lines are handled. A partial last line (no newline yet) is left for a
-// later read; partial is its offset (-1 when there is none).
+// later read; partial is its offset (-1 when there is none). A file opened
+// that is not t's (t.inode) is not read: errNotLookedAt.
 func (t *tail) read(c *crewRoot, p string) (lines []line, partial int64, err error) {
 	f, st, err := c.openFile(p)
 	if err != nil {
 		return nil, -1, err
 	}
 	defer f.Close()
+	if stampOfInfo(st).inode != t.inode {
+		return nil, -1, errNotLookedAt
+	}
 	if _, err := f.Seek(t.offset, io.SeekStart); err != nil {
 		return nil, -1, err
 	}
@@ -265,6 +269,11 @@ func (t *tail) read(c *crewRoot, p string) (lines []line, partial int64, err err
 
 var errLongLine = errors.New("picrew: a line longer than the read limit")
 
+// errNotLookedAt is a file opened to be read that is not the one its reader looked at (its inode): replaced under
+// its name between the look and the open (a rotation, a compaction). NB: its offset and last line are the other
+// file's, so it is read at the next pass, whose look at it tells what happened to it.
+var errNotLookedAt = errors.New("picrew: replaced since it was looked at")
+
 // advance moves t past l, a line of the file at p.
 func (t *tail) advance(c *crewRoot, p string, l line) {
 	if l.rest {
@@ -292,8 +301,8 @@ func (t *tail) rewritten(c *crewRoot, p string) bool {
 	if t.offset == 0 || t.lastLen < 0 || t.hash == "" {
 		return false
 	}
-	f, _, err := c.openFile(p)
-	if err != nil {
+	f, st, err := c.openFile(p)
+	if err != nil || stampOfInfo(st).inode != t.inode {
 		return false // gone or replaced: the listing or the read reports it
 	}
 	defer f.Close()
