@@ -3,7 +3,6 @@ package picrew
 import (
 	"context"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/fsnotify/fsnotify"
@@ -85,28 +84,47 @@ func (wt *watcher) addRun(r *runFollower, steering string) {
 	if !wt.active() {
 		return
 	}
-	dirs := []string{r.dir, filepath.Join(r.dir, "mailbox"), filepath.Join(r.dir, "mailbox", "tasks"), steering}
-	for p := range r.tails {
-		if d := filepath.Dir(p); strings.HasPrefix(d, filepath.Join(r.dir, "mailbox", "tasks")) {
-			dirs = append(dirs, d)
+	tasks := filepath.Join(r.dir, "mailbox", "tasks")
+	dirs := []string{r.dir, filepath.Join(r.dir, "mailbox"), tasks, steering}
+	// NB: a task's mailbox is watched only when the listing shows a directory named as pi-crew names a task: a link
+	// there may name another run's directory or one outside the crew root, which a watch follows.
+	entries, _ := readDir(wt.f.src.files(), tasks)
+	for _, e := range entries {
+		if e.IsDir() && runIDPattern.MatchString(e.Name()) {
+			dirs = append(dirs, filepath.Join(tasks, e.Name()))
 		}
 	}
-	if ents, err := filepath.Glob(filepath.Join(r.dir, "mailbox", "tasks", "*")); err == nil {
-		dirs = append(dirs, ents...)
+	wt.mu.Lock()
+	taskWatches := 0
+	for d, run := range wt.dirs {
+		if run == r.id && filepath.Dir(d) == tasks {
+			taskWatches++
+		}
 	}
+	wt.mu.Unlock()
 	for _, d := range dirs {
+		task := filepath.Dir(d) == tasks
 		wt.mu.Lock()
 		_, ok := wt.dirs[d]
 		wt.mu.Unlock()
 		// NB: fsnotify is called without wt.mu: its reader may send on Errors while it holds its own lock (a watch
 		// it fails to drop), which Add waits for, and the loop that would take that error waits for wt.mu.
-		if !ok && wt.w.Add(d) == nil {
+		if !ok && (!task || taskWatches < maxTaskWatches) && wt.w.Add(d) == nil {
 			wt.mu.Lock()
 			wt.dirs[d] = r.id
 			wt.mu.Unlock()
+			if task {
+				taskWatches++
+			}
 		}
 	}
 }
+
+// maxTaskWatches bounds the task mailboxes of a run the follower watches. NB: each holds one of the user's inotify
+// watches, a limit every run shares with every other program of the user, and a run's workers make as many
+// directories as they like; a run of pi-crew has tens of tasks, hundreds with its shadows. The mailboxes past it are
+// read at every poll, as without notifications.
+const maxTaskWatches = 256
 
 // removeRun stops watching the directories of run id, gone: the watches of those removed with it are gone already,
 // and a directory left behind (its steering directory, say) would hold one of the user's inotify watches for good.
