@@ -154,6 +154,11 @@ func (n *Node) promote(stopFollow func(), followDone <-chan error) error {
 		return err
 	}
 	n.sub.Store(sub)
+	if n.ctx.Err() != nil {
+		// NB: failed or closed while it subscribed, before fail or Close found a subscription to end.
+		n.stopServing()
+		return n.ctx.Err()
+	}
 	close(n.electedCh)
 	n.o.Logger.Info("this crewd is the writer", "node", n.o.Name, "sequence", n.jl.Sequence())
 	return nil

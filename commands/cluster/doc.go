@@ -63,9 +63,11 @@
 // A node that must not go on — its commit was fenced (another writer
 // appended), or a group that appends nothing found so before it was
 // answered, its lease was lost while writing, its copy diverged — closes
-// Failed. Its owner closes it and starts a new node on the same local log
-// (a crewd exits and its supervisor restarts it): the new node resumes
-// copying after the last group its log holds and rebuilds its state, so
-// whatever the failed one had decided but not committed is gone, as a
-// crash of a single crewd would leave it.
+// Failed, and a writer leaves the commands subject at once (the requests
+// it was given are answered, not dropped), so that forwarded requests wait
+// for the next writer. Its owner closes it and starts a new node on the
+// same local log (a crewd exits and its supervisor restarts it): the new
+// node resumes copying after the last group its log holds and rebuilds its
+// state, so whatever the failed one had decided but not committed is gone,
+// as a crash of a single crewd would leave it.
 package cluster

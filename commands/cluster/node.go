@@ -229,7 +229,20 @@ func (n *Node) fail(err error) {
 		n.o.Logger.Error("cluster node stopped; restart it", "node", n.o.Name, "err", err)
 		close(n.failed)
 		n.cancel()
+		n.stopServing()
 	})
+}
+
+// stopServing ends the writer's command subscription, if it has one: the server sends it no request more, and the
+// requests already delivered to it are answered (ErrNotWriter, once the node failed), not dropped.
+//
+// NB: at once when the node fails, not at Close: its owner closes it only after answering reads for a while, and a
+// failed writer in the commands subject's queue group would meanwhile draw requests from the next writer, each
+// answered "not the writer" and sent again.
+func (n *Node) stopServing() {
+	if sub := n.sub.Load(); sub != nil {
+		_ = sub.Drain()
+	}
 }
 
 // Close stops the node and its engine (not the local log nor the
@@ -238,9 +251,7 @@ func (n *Node) fail(err error) {
 // for it to expire — a writer, or a node that failed while it promoted.
 func (n *Node) Close() error {
 	n.writer.Store(false)
-	if sub := n.sub.Load(); sub != nil {
-		_ = sub.Unsubscribe()
-	}
+	n.stopServing()
 	n.cancel()
 	n.wg.Wait()
 	err := n.eng.Close()

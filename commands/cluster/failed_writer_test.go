@@ -1,0 +1,50 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog/natslog"
+	"github.com/crewlog/crewlog/events"
+)
+
+// A writer that failed stop (here its commit was fenced: the stream moved past its copy) takes no forwarded request
+// from then on, before its owner closes it: a request finds no responder, as while there is no writer, so it reaches
+// the next writer alone. The failed writer stayed in the commands subject's queue group until it was closed — crewd
+// closes it only after answering reads for a while — answering each request it drew "not the writer", so a
+// follower's request went to and fro between it and the new writer.
+func TestAFailedWriterTakesNoForwardedRequest(t *testing.T) {
+	srv := startNATS(t)
+	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
+	w := startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second})
+	require.Nil(t, submitAsAdmin(t, w, &commands.RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"}).Rejected)
+
+	nc := connectTo(t, srv)
+	js, err := jsOf(nc)
+	require.NoError(t, err)
+	_, err = js.Publish(context.Background(), cfg.Subject(), []byte("another writer's message"))
+	require.NoError(t, err)
+	_, err = submitTo(t, w, commands.Request{Principal: events.AdminPrincipal(), Actor: events.Actor{Role: events.RoleAdmin},
+		Command: &commands.RunCreate{RunID: "S", Team: "t", Goal: "g", Cwd: "/w"}})
+	require.ErrorIs(t, err, commands.ErrFailed, "fenced")
+	select {
+	case <-w.Failed():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fenced writer did not fail stop")
+	}
+
+	data, err := commands.EncodeRequest(commands.Request{Principal: events.AdminPrincipal(), CommandID: "c1",
+		Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: "T", Team: "t", Goal: "g", Cwd: "/w"}})
+	require.NoError(t, err)
+	var answered error
+	require.Eventually(t, func() bool {
+		_, answered = nc.Request(cfg.CommandSubject(), data, time.Second)
+		return errors.Is(answered, nats.ErrNoResponders)
+	}, 3*time.Second, 50*time.Millisecond, "the failed writer still takes forwarded requests (last: %v)", answered)
+}
