@@ -123,8 +123,9 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 			// message. Refused, recording nothing, as the writer
 			// refuses a command whose event no message can carry.
 			return commands.Reply{Rejected: &commands.RejectedError{Code: commands.CodeBadParams, Reason: "invalid-params",
-				Message: fmt.Sprintf("%s: a request of %d bytes (with its credential) is too large to forward to the writer "+
-					"(NATS max payload %d bytes)", r.Command.Kind(), len(data)+len(cred), n.o.Conn.MaxPayload())}}, true, nil
+				Message: fmt.Sprintf("%s: a request of %d bytes (with its credential) does not fit one NATS message to the "+
+					"writer: the NATS servers' max_payload is %d bytes; raise max_payload above crewd's --max-frame, or send less",
+					r.Command.Kind(), len(data)+len(cred), n.o.Conn.MaxPayload())}}, true, nil
 		case errors.Is(err, nats.ErrNoResponders):
 			retry = true // nobody received it
 		default:

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -75,4 +76,34 @@ func startNATSWithMaxPayload(t *testing.T, maxPayload int32) *server.Server {
 	require.NoError(t, err)
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	return srv
+}
+
+// A command larger than one NATS message (the servers' max_payload, here below crewd's --max-frame, which let it
+// through) is refused with a message that names the limit it met, by the servers' setting and its value, and what to
+// change: on the writer (its event) and on a follower (its request). They said "max payload" and "invalid append",
+// which read as the client's mistake, not the operator's.
+func TestACommandLargerThanANATSMessageIsRefusedNamingTheLimit(t *testing.T) {
+	const maxPayload = 64 << 10
+	srv := startNATSWithMaxPayload(t, maxPayload)
+	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
+	w := startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second})
+	f := startOn(t, srv, Options{Name: "f", Log: cfg, LeaseTTL: time.Second})
+	for _, via := range []struct {
+		name string
+		n    *Node
+	}{{"the writer", w}, {"a follower", f}} {
+		t.Run(via.name, func(t *testing.T) {
+			rep, err := submitTo(t, via.n, commands.Request{Principal: events.AdminPrincipal(), CommandID: "big",
+				Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: "r", Team: "t",
+					Goal: strings.Repeat("g", maxPayload+1), Cwd: "/w"}})
+			require.NoError(t, err)
+			require.NotNil(t, rep.Rejected)
+			require.Equal(t, commands.CodeBadParams, rep.Rejected.Code)
+			for _, says := range []string{"max_payload", strconv.Itoa(maxPayload), "--max-frame"} {
+				require.Contains(t, rep.Rejected.Message, says)
+			}
+		})
+	}
+	require.Nil(t, w.Err())
+	require.Zero(t, w.Engine().Head(), "nothing was recorded")
 }

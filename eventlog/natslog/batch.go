@@ -193,13 +193,23 @@ func (l *Log) CheckWrite(w *eventlog.Write) error {
 		for i := range w.Events {
 			e := &w.Events[i]
 			if n := eventBytes(e) + len(e.Stream) + chunkRoom; n > mp {
-				return fmt.Errorf("%w: natslog: an event of about %d bytes does not fit a NATS message (max payload %d bytes)",
-					eventlog.ErrInvalid, n, mp)
+				return limitError(fmt.Sprintf("natslog: an event of about %d bytes (with its message's envelope) does not "+
+					"fit one NATS message: the NATS servers' max_payload is %d bytes; raise max_payload above crewd's "+
+					"--max-frame, or send less", n, mp))
 			}
 		}
 	}
 	return nil
 }
+
+// limitError is CheckWrite's refusal of an event the log would take but no NATS message carries: eventlog.ErrInvalid,
+// whose text names the servers' limit and what to change instead of an invalid append — the operator's setting, not
+// the client's request, is what falls short.
+type limitError string
+
+func (e limitError) Error() string { return string(e) }
+
+func (limitError) Unwrap() error { return eventlog.ErrInvalid }
 
 // encodeBatch encodes ws (one batch of planBatches, before Append assigns
 // anything in place) as the messages of batch id following batch prev and
