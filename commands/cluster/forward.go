@@ -64,6 +64,7 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 	// decided (no answer, or a writer's failure): a later answer that
 	// nothing was decided speaks only for its own attempt.
 	inDoubt := false
+	unanswered := 0 // attempts that reached a node and went unanswered (maxUnansweredAttempts)
 	for {
 		if n.writer.Load() {
 			return commands.Reply{}, false, nil // became the writer meanwhile
@@ -130,7 +131,11 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 			retry = true // nobody received it
 		default:
 			inDoubt = true
-			retry = r.CommandID != ""
+			unanswered++
+			retry = r.CommandID != "" && unanswered < maxUnansweredAttempts
+			if !retry && ctx.Err() == nil {
+				err = fmt.Errorf("%d attempts unanswered: %w", unanswered, err)
+			}
 		}
 		if !retry || ctx.Err() != nil {
 			return commands.Reply{}, true, fmt.Errorf("%w: %v", ErrNoWriter, err)
@@ -151,6 +156,16 @@ const credentialHeader = "Crewlog-Credential"
 
 // defaultAttemptTimeout bounds the wait for the answer to one attempt of a request that may be sent again.
 const defaultAttemptTimeout = 5 * time.Second
+
+// maxUnansweredAttempts bounds the attempts of a request with a command id that go unanswered (a writer that died,
+// or one slow to answer): the follower then answers ErrNoWriter, however long its caller's deadline, and the client
+// sends it again with the same command id. Three are ForwardTimeout's 15 s at defaultAttemptTimeout.
+//
+// NB: each attempt sent to a slow writer waits there, a goroutine and the request's bytes, until it is decided
+// (once: the ones after the first are answered as it) or the writer's own bound ends it; a caller with a long
+// deadline made the follower send one every attempt bound until then. An attempt that reached no writer (no
+// responder, a node that is not the writer) does not count: it waits for the next writer.
+const maxUnansweredAttempts = 3
 
 // request sends data, with its credential cred (credentialHeaderOf, "" for none), on the commands subject and waits
 // for one answer: Options.attemptTimeout (defaultAttemptTimeout) at most when resendable (the request has a command
