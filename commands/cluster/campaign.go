@@ -267,6 +267,12 @@ func (n *Node) tickClock() {
 // It decides on its own goroutine so that concurrent requests share the
 // engine's group commits.
 func (n *Node) serve(m *nats.Msg) {
+	if m.Reply == "" {
+		// NB: not decided: a follower always asks for an answer, and a command decided for no one to hear would be
+		// a change nobody learns of until a retry with its command id asks.
+		n.lostAnswer("a message on the commands subject asks for no answer: not decided", nats.ErrMsgNoReply, len(m.Data))
+		return
+	}
 	// NB: not counted in n.wg: a callback may still run after Close
 	// unsubscribed; it then finds the engine closed and answers so.
 	go func() {
@@ -294,7 +300,12 @@ func (n *Node) serve(m *nats.Msg) {
 		}
 		b, eerr := commands.EncodeReply(rep, err)
 		if eerr != nil {
-			return
+			// The request may have been decided: its follower hears the writer's failure (in doubt), not nothing.
+			n.lostAnswer("a forwarded request's answer could not be encoded; answered as the writer's failure", eerr, 0)
+			rep, err = commands.Reply{}, fmt.Errorf("cluster: encode the writer's answer: %w", eerr)
+			if b, eerr = commands.EncodeReply(rep, err); eerr != nil {
+				return
+			}
 		}
 		answer := &nats.Msg{Data: b}
 		if _, ended := err.(*commands.CredentialEndedError); err == nil || ended {
@@ -304,6 +315,15 @@ func (n *Node) serve(m *nats.Msg) {
 			answer.Header = nats.Header{}
 			answer.Header.Set(decidedOnHeader, strconv.FormatUint(n.eng.Head(), 10))
 		}
-		_ = m.RespondMsg(answer)
+		if rerr := m.RespondMsg(answer); rerr != nil {
+			n.lostAnswer("a forwarded request's answer could not be sent; its follower waits for it in vain", rerr, len(b))
+		}
 	}()
+}
+
+// lostAnswer logs, with how many there have been, a forwarded request this writer answers no one: its follower
+// waits for the attempt's bound, then sends a request with a command id again (and learns its recorded outcome)
+// and answers one without ErrNoWriter, in doubt (forward.go).
+func (n *Node) lostAnswer(what string, err error, bytes int) {
+	n.o.Logger.Warn(what, "node", n.o.Name, "err", err, "bytes", bytes, "lost", n.lostAnswers.Add(1))
 }

@@ -124,9 +124,10 @@ type Node struct {
 	failed   chan struct{}
 	err      atomic.Pointer[error]
 
-	sub       atomic.Pointer[nats.Subscription] // the writer's command subscription
-	elected   atomic.Int64                      // unix ns when this node became the writer
-	electedCh chan struct{}                     // closed then
+	sub         atomic.Pointer[nats.Subscription] // the writer's command subscription
+	lostAnswers atomic.Uint64                     // forwarded requests answered no one (lostAnswer)
+	elected     atomic.Int64                      // unix ns when this node became the writer
+	electedCh   chan struct{}                     // closed then
 }
 
 // Start copies the stream into local (a copy of it, or empty), opens the

@@ -1,0 +1,63 @@
+package cluster
+
+import (
+	"bytes"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog/natslog"
+	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// A message on the commands subject that asks for no answer (a publish, not a request: no follower sends one) is not
+// decided, and the writer logs it: it decided it, and its answer, which RespondMsg could not send, was dropped
+// unlogged — a change made for no one to hear.
+func TestWriterDecidesNoRequestItCannotAnswer(t *testing.T) {
+	srv := startNATS(t)
+	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
+	logs := &lockedBuffer{}
+	w := startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+
+	data, err := commands.EncodeRequest(commands.Request{Principal: events.AdminPrincipal(), CommandID: "c1",
+		Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"}})
+	require.NoError(t, err)
+	nc := connectTo(t, srv)
+	require.NoError(t, nc.Publish(cfg.CommandSubject(), data))
+	require.NoError(t, nc.Flush())
+
+	require.Never(t, func() bool {
+		created := false
+		w.Engine().Read(func(s *projections.State) { _, created = s.Run("R") })
+		return created
+	}, 500*time.Millisecond, 10*time.Millisecond, "decided a request nobody hears the answer to")
+	require.Eventually(t, func() bool { return bytes.Contains(logs.Bytes(), []byte("asks for no answer")) },
+		5*time.Second, 10*time.Millisecond, "not logged: %s", logs.Bytes())
+	require.Contains(t, logs.String(), "lost=1")
+}
+
+// lockedBuffer is a bytes.Buffer a logger writes to from any goroutine while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
+}
+
+func (b *lockedBuffer) String() string { return string(b.Bytes()) }
