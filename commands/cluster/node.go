@@ -252,9 +252,10 @@ func (n *Node) stopServing() {
 // for it to expire — a writer, or a node that failed while it promoted.
 func (n *Node) Close() error {
 	n.writer.Store(false)
-	n.stopServing()
 	n.cancel()
 	n.wg.Wait()
+	// NB: once the campaign ended: a promotion that subscribed meanwhile has stored its subscription by then.
+	n.stopServing()
 	err := n.eng.Close()
 	if n.leased.Load() && !n.o.Conn.IsClosed() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
