@@ -48,3 +48,26 @@ func TestAFailedWriterTakesNoForwardedRequest(t *testing.T) {
 		return errors.Is(answered, nats.ErrNoResponders)
 	}, 3*time.Second, 50*time.Millisecond, "the failed writer still takes forwarded requests (last: %v)", answered)
 }
+
+// A node that failed stop (here its copy met a message that is not crewlog's) sends its own clients' commands to the
+// writer no more while its owner answers reads before restarting it: it could not learn their outcome (its copy has
+// stopped), so each was decided and answered unavailable, in doubt — one without a command id, sent again by its
+// client, decided twice. It answers unavailable at once, having sent nothing.
+func TestAFailedNodeForwardsNothing(t *testing.T) {
+	srv := startNATS(t)
+	f, asked := followerOfAFakeWriterOn(t, srv, func(int32) error { return nil })
+	js, err := jsOf(connectTo(t, srv))
+	require.NoError(t, err)
+	_, err = js.Publish(context.Background(), f.o.Log.Subject(), []byte("not a group of crewlog's"))
+	require.NoError(t, err)
+	select {
+	case <-f.Failed():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follower's copy did not fail")
+	}
+	for _, id := range []string{"with-id", ""} {
+		_, err := submitRunCreate(f, id)
+		require.ErrorIs(t, err, commands.ErrUnavailable, "command id %q", id)
+	}
+	require.Zero(t, asked.Load(), "a failed node sent its clients' commands to the writer")
+}

@@ -69,6 +69,14 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 		if n.writer.Load() {
 			return commands.Reply{}, false, nil // became the writer meanwhile
 		}
+		select {
+		case <-n.failed:
+			// NB: nothing more is sent once the node failed (its owner may answer reads a while before it restarts
+			// it): its copy has stopped, so it would answer the writer's decision ErrStopped, in doubt, and a
+			// command without a command id sent again by its client would be decided twice.
+			return commands.Reply{}, true, fmt.Errorf("%w: nothing more was sent: %v", ErrStopped, n.Err())
+		default:
+		}
 		m, err := n.request(ctx, data, cred, r.CommandID != "")
 		var rep commands.Reply
 		retry := false

@@ -30,7 +30,9 @@ var (
 	ErrNoWriter error = unavailable("cluster: no writer answered; retry with the same command id")
 	// ErrStopped is returned to a forwarded request whose answer came
 	// while this crewd was failing: the command may be committed; retry
-	// with the same command id on another crewd to learn its outcome.
+	// with the same command id on another crewd to learn its outcome. A
+	// request submitted once the node failed is answered it too, and sent
+	// nowhere.
 	ErrStopped error = unavailable("cluster: this crewd stopped; retry with the same command id")
 )
 
