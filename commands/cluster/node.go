@@ -236,7 +236,7 @@ func (n *Node) fail(err error) {
 	})
 }
 
-// stopServing ends the writer's command subscription, if it has one: the server sends it no request more, and the
+// stopServing ends the writer's command subscription, if it has one: the server sends it no more requests, and the
 // requests already delivered to it are answered (ErrNotWriter, once the node failed), not dropped.
 //
 // NB: at once when the node fails, not at Close: its owner closes it only after answering reads for a while, and a
