@@ -7,19 +7,20 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// derivedSync is what the log keeps of the derived writes (views, summaries, the count and the pruning of
-// summaries): the sync requested after the last one, which no one has awaited yet.
+// derivedSync is what the log keeps of the writes it makes without a sync, derived writes (views, summaries, the
+// count and the pruning of summaries) and an unsynced copy's appends (appendUnsynced): the sync requested after the
+// last one, which no one has awaited yet.
 //
 // A derived write needs no durability of its own (a crash may lose the last ones), but it must not be left to the
 // WAL's background without a sync: an error there (a full disk) reaches no one, the WAL keeps it, and Pebble panics
 // on a later record that meets it, however much space there is by then. So each derived write is followed by a sync
-// it does not wait for; the next derived write awaits it before it hands anything to Pebble, as do the writes that
-// sync (applySynced) and Close, and a failed one fails the log stop. NB: not awaited at once: a fold from position 1
-// writes summaries at every eviction pass, thousands of them in a long log, and a wait for each fsync would add as
-// many to the rebuild.
+// it does not wait for; the next derived write (or unsynced append) awaits it before it hands anything to Pebble, as
+// do the writes that sync (applySynced) and Close, and a failed one fails the log stop. NB: not awaited at once: a
+// fold from position 1 writes summaries at every eviction pass, thousands of them in a long log, and a wait for each
+// fsync would add as many to the rebuild; an unsynced copy would wait for the fsync its source already made.
 type derivedSync struct {
 	mu      sync.Mutex
-	pending *pebble.Batch // the sync after the last derived write, not yet awaited
+	pending *pebble.Batch // the sync after the last write made without one, not yet awaited
 }
 
 // applyDerived applies b, a batch of derived data, without waiting for its sync (derivedSync). The caller closes b.
@@ -37,6 +38,32 @@ func (l *Log) applyDerived(b *pebble.Batch) error {
 		l.fail(err)
 		return fmt.Errorf("%w: %v", ErrFailed, err)
 	}
+	return l.requestSyncLocked()
+}
+
+// appendUnsynced is appendBatch without a sync (AppendFromUnsynced), followed, as a derived write is, by a sync it
+// does not wait for: the next write learns a failed WAL write of the group and fails the log stop before it hands
+// Pebble anything, where Pebble would panic on it. NB: the copy's caller learns the failure at its next append, not
+// at this one, and meanwhile readers see the group: a crash may lose it anyway (AppendFromUnsynced).
+func (l *Log) appendUnsynced(ws []Write, extra func(*pebble.Batch)) (first uint64, err error) {
+	d := &l.derived
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := l.awaitDerivedLocked(); err != nil {
+		return 0, err
+	}
+	if first, err = l.appendBatch(ws, nil, extra, false); err != nil {
+		return 0, err
+	}
+	if err := l.requestSyncLocked(); err != nil {
+		return 0, err
+	}
+	return first, nil
+}
+
+// requestSyncLocked asks Pebble for a sync of the WAL without waiting for it, after a write made without one, and
+// keeps it for the next write to await (derivedSync). Called with l.derived.mu held and nothing pending.
+func (l *Log) requestSyncLocked() error {
 	sync := l.db.NewBatch()
 	_ = sync.LogData(nil, nil)
 	if err := l.db.ApplyNoSyncWait(sync, pebble.Sync); err != nil {
@@ -44,7 +71,7 @@ func (l *Log) applyDerived(b *pebble.Batch) error {
 		l.fail(err)
 		return fmt.Errorf("%w: %v", ErrFailed, err)
 	}
-	d.pending = sync
+	l.derived.pending = sync
 	return nil
 }
 

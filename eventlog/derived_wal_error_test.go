@@ -1,8 +1,6 @@
 package eventlog
 
 import (
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -10,37 +8,38 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// A write of derived data (a view, summaries) whose bytes fail to reach the WAL — a full disk met by the WAL's
-// background write, EIO — fails the log stop, as an append's failure does: the next write learns it, and it and
-// every later one are refused (ErrFailed) rather than handed to Pebble, whose WAL keeps the error and panics on the
-// next record that meets it; the reopened store holds every acknowledged append. The error is gone before the next
-// write: a disk with space again does not mend a WAL that lost a write.
-func TestDerivedWriteOnAFailingWALFailsStop(t *testing.T) {
+// A write that does not wait for its sync, of derived data (a view, summaries) or an unsynced copy's append
+// (AppendFromUnsynced), whose bytes fail to reach the WAL — a full disk met by the WAL's background write, EIO —
+// fails the log stop, as an append's failure does: the next write learns it, and it and every later one are refused
+// (ErrFailed) rather than handed to Pebble, whose WAL keeps the error and panics on the next record that meets it;
+// the reopened store holds every acknowledged append, and no source sequence of a lost copied group. The error is
+// gone before the next write: a disk with space again does not mend a WAL that lost a write.
+func TestUnsyncedWriteOnAFailingWALFailsStop(t *testing.T) {
 	big := make([]byte, 40<<10) // more than a WAL block (32 KiB): each write of it moves the WAL to a new block
+	var source uint64
 	ops := map[string]func(l *Log) error{
 		"view": func(l *Log) error { return l.SaveView("run", 20, big) },
 		"summaries": func(l *Log) error {
 			return l.SaveSummaries([]Summary{{Stream: "run", Ord: 1, Position: 20, Data: big}})
 		},
+		"unsynced copy": func(l *Log) error {
+			source++
+			_, err := l.AppendFromUnsynced(source, Write{Events: []Event{{Stream: "run", Type: "test.big", Payload: big}}})
+			return err
+		},
 	}
 	for name, op := range ops {
 		t.Run(name, func(t *testing.T) {
 			mem := vfs.NewMem()
-			var once sync.Once
-			injected := make(chan struct{})
-			toggle := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(o errorfs.Op) error {
-				if strings.HasSuffix(o.Path, ".log") && (o.Kind == errorfs.OpFileWrite || o.Kind == errorfs.OpFileWriteAt) {
-					once.Do(func() { close(injected) })
-					return errorfs.ErrInjected
-				}
-				return nil
-			})}
+			toggle, injected := walWriteFaults()
 			l := openTenAcked(t, mem, toggle)
 
 			toggle.On()
 			if err := op(l); err != nil { // NB: its sync is not awaited; one before it (the index's count) may be
 				require.ErrorIs(t, err, ErrFailed)
 			}
+			// NB: an unsynced copy's group is served until the failure is learnt: its source holds it.
+			served, _ := l.Head()
 			<-injected // the WAL's write of it failed, in Pebble's background
 			toggle.Off()
 			// NB: each write moves the WAL to a new block, where Pebble takes up the error of its background write;
@@ -56,11 +55,16 @@ func TestDerivedWriteOnAFailingWALFailsStop(t *testing.T) {
 			}
 			require.ErrorIs(t, appendErr, ErrFailed, "the log failed stop")
 			pos, _ := l.Head()
-			require.EqualValues(t, 20, pos)
+			require.Equal(t, served, pos, "nothing written after the failure is served")
 			_ = l.Close()
 
 			r := reopenTenAcked(t, mem)
 			defer r.Close()
+			src, err := r.Source()
+			require.NoError(t, err)
+			require.Zero(t, src, "the copy resumes before the group it lost")
+			pos, _ = r.Head()
+			require.EqualValues(t, 20, pos)
 			require.NoError(t, op(r), "reopen recovers")
 		})
 	}

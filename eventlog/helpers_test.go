@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -85,6 +86,21 @@ func walFaults(kinds ...errorfs.OpKind) *errorfs.Toggle {
 		}
 		return nil
 	})}
+}
+
+// walWriteFaults is a toggle that, on, fails every write to a WAL file, and a channel closed at the first one it
+// fails: a write Pebble makes in its WAL's background, after the write it carries has returned.
+func walWriteFaults() (*errorfs.Toggle, <-chan struct{}) {
+	var once sync.Once
+	injected := make(chan struct{})
+	toggle := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasSuffix(op.Path, ".log") && (op.Kind == errorfs.OpFileWrite || op.Kind == errorfs.OpFileWriteAt) {
+			once.Do(func() { close(injected) })
+			return errorfs.ErrInjected
+		}
+		return nil
+	})}
+	return toggle, injected
 }
 
 // walSyncOps are the operations that sync a file.

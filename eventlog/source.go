@@ -31,7 +31,9 @@ func (l *Log) AppendFrom(source uint64, ws ...Write) (first uint64, err error) {
 // AppendFrom, and the WAL keeps the order of every append: a crash (of the
 // process or the machine) may lose a suffix of the groups appended
 // unsynced, never part of one and never one before a later synced append,
-// and Source then tells where the copy resumes from the source.
+// and Source then tells where the copy resumes from the source. A group
+// whose write to the WAL fails fails the log stop: the next write (this
+// copy's next append) returns ErrFailed (derived_sync.go).
 func (l *Log) AppendFromUnsynced(source uint64, ws ...Write) (first uint64, err error) {
 	return l.appendFrom(source, ws, false)
 }
@@ -45,7 +47,11 @@ func (l *Log) appendFrom(source uint64, ws []Write, sync bool) (first uint64, er
 		return 0, fmt.Errorf("%w: source sequence %d is not above the recorded %d", ErrInvalid, source, last)
 	}
 	v := seal(binary.BigEndian.AppendUint64(nil, source))
-	return l.appendBatch(ws, nil, func(b *pebble.Batch) { _ = b.Set(keySource, v, nil) }, sync)
+	extra := func(b *pebble.Batch) { _ = b.Set(keySource, v, nil) }
+	if !sync {
+		return l.appendUnsynced(ws, extra)
+	}
+	return l.appendBatch(ws, nil, extra, true)
 }
 
 // Source returns the sequence recorded by the last AppendFrom (0 if none).

@@ -90,10 +90,12 @@
 //     group answered.
 //   - The writer appends an acknowledged group to its local copy unsynced
 //     (eventlog.Log.AppendFromUnsynced): the stream, fsynced by a majority,
-//     is what makes it durable, and a second fsync per group on the
-//     writer's machine would only lengthen every group's round. A crash of
-//     the writer's process or machine may lose a suffix of the groups its
-//     copy held, whole and in order, with their stream sequence; on its
+//     is what makes it durable, and a second fsync per group awaited on the
+//     writer's machine would only lengthen every group's round (the copy's
+//     next append awaits it, so that a failed write of the WAL fails the
+//     copy stop instead of reaching no one). A crash of the writer's
+//     process or machine may lose a suffix of the groups its copy held,
+//     whole and in order, with their stream sequence; on its
 //     next start the copy resumes from the last group it still holds
 //     (Open reads it back, CatchUp and Follow copy the rest), and a crewd
 //     becomes the writer only after CatchUp. Followers' copies
