@@ -108,8 +108,9 @@ func (l *Log) Streams() ([]StreamInfo, error) {
 // one, reading the log once. It is the body of the step to format 2 and is
 // idempotent: an entry is a pure function of the log, so a rerun after a
 // crash writes the same bytes or nothing. Full chunks are committed as it
-// goes (without sync: the caller's final synced batch, which carries the new
-// format marker, makes them durable, because the WAL is synced in order);
+// goes (without awaiting their sync: the caller's final synced batch, which
+// carries the new format marker, makes them durable, because the WAL is
+// synced in order);
 // the entries of the last chunk are staged into u and committed with it.
 func (u *Upgrade) BackfillStreamCatalog() (added int, err error) {
 	l := u.l

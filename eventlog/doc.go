@@ -41,9 +41,9 @@
 //     fails; once a failure is recorded (the failed append's Wait has
 //     returned) they, views and summaries are refused (ErrFailed) too, since
 //     the WAL keeps the error and Pebble panics on a write that meets it.
-//     Every write but a format step's chunks (offline, alone) is followed
-//     by a sync, awaited at once or, for derived data (views, summaries)
-//     and an append's unsynced copy (AppendFromUnsynced), by the next of
+//     Every write is followed by a sync, awaited at once or, for derived
+//     data (views, summaries), an append's unsynced copy
+//     (AppendFromUnsynced) and a format step's chunks, by the next of
 //     these, the next synced write but an append, and Close: an error of a
 //     write left to the WAL's background would reach no one but the next
 //     write, as a panic (derived_sync.go).

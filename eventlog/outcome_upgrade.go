@@ -17,7 +17,8 @@ import (
 //
 // Idempotent: each outcome's new key is set and its old key deleted in the same chunk (one may hold a key more than
 // upgradeChunk), so every outcome is in one layout or the other; an entry is a pure function of the log and the old
-// entry, and a rerun after a crash moves what is left. Chunks commit without sync as in BackfillStreamCatalog.
+// entry, and a rerun after a crash moves what is left. Chunks commit without awaiting their sync as in
+// BackfillStreamCatalog.
 func (u *Upgrade) MoveOutcomes(principalOf func(first *Event) string) (moved int, err error) {
 	l := u.l
 	var ev Event

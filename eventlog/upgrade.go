@@ -27,8 +27,8 @@ type Upgrade struct {
 	progress func(done, total uint64)
 }
 
-// set stages one key, committing a full chunk without sync (see
-// BackfillStreamCatalog for why that is safe).
+// set stages one key, committing a full chunk without awaiting its sync
+// (see BackfillStreamCatalog for why that is safe).
 func (u *Upgrade) set(k, v []byte) error {
 	_ = u.b.Set(k, v, nil)
 	return u.staged()
@@ -53,11 +53,11 @@ func (u *Upgrade) staged() error {
 	if u.n < upgradeChunk {
 		return nil
 	}
-	// NB: not synced, nor followed by a sync (derived_sync.go): a step runs offline, alone, and a sync per chunk
-	// would be as many fsyncs; the step's last batch is synced.
-	if err := u.b.Commit(pebble.NoSync); err != nil {
-		u.l.fail(err)
-		return fmt.Errorf("%w: format step: %v", ErrFailed, err)
+	// NB: not synced, but followed by a sync that the next chunk awaits, as a derived write is (derived_sync.go):
+	// a chunk left to the WAL's background whose write failed made Pebble panic on a later chunk. The sync runs
+	// while the step reads and stages the next chunk's keys; the step's last batch is synced.
+	if err := u.l.applyDerived(u.b); err != nil {
+		return fmt.Errorf("format step: %w", err)
 	}
 	u.b.Close()
 	u.b, u.n = u.l.db.NewBatch(), 0
@@ -117,6 +117,10 @@ func (l *Log) Upgrade(from, to uint32, step func(*Upgrade) error, opts *UpgradeO
 			return fmt.Errorf("eventlog: format marker: %w", err)
 		}
 		return nil
+	}
+	// NB: the sync after the step's last chunk first: appendBatch hands its batch to Pebble without awaiting it.
+	if err := l.awaitDerived(); err != nil {
+		return fmt.Errorf("format step: %w", err)
 	}
 	b := u.b
 	// NB: appendBatch owns the batch from here: it closes it after the

@@ -138,11 +138,11 @@ func TestVerifyChecksCatalog(t *testing.T) {
 }
 
 // A crash before every file-system operation of the step to format 3, which moves the outcomes in chunks committed
-// without a sync: the recovered store is at format 2 or 3, the step run again finishes it, and then every outcome is
-// under its principal and every command id is still refused as a duplicate.
+// without awaiting their sync: the recovered store is at format 2 or 3, the step run again finishes it, and then every
+// outcome is under its principal and every command id is still refused as a duplicate.
 func TestCrashWhileMovingOutcomes(t *testing.T) {
 	defer func(n int) { upgradeChunk = n }(upgradeChunk)
-	upgradeChunk = 8
+	upgradeChunk = 64 // NB: each chunk is a WAL write and a sync, and a crash before each: some 50 chunks, not 400
 	mem := vfs.NewCrashableMem()
 	l, err := Open("db", &Options{FS: mem})
 	require.NoError(t, err)
