@@ -664,6 +664,11 @@ func (e *Engine) run() {
 		case <-e.stopped: // the publisher failed
 			e.failStop(nil)
 			return
+		case <-e.log.Failed():
+			// NB: a write the writer did not make (a view, a summary) failed the log stop: the writer stops now,
+			// not at its next append, so that crewd stops reporting itself ready and restarts.
+			e.failStop(fmt.Errorf("%w (cause: %v)", eventlog.ErrFailed, e.log.Err()))
+			return
 		case <-idle:
 			e.evictIfDue(e.times.now())
 		case c := <-e.sync:

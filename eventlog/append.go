@@ -144,8 +144,8 @@ func (s *Staged) Wait() (first uint64, err error) {
 		// lookup finds the outcome in one place or the other.
 		l.recent.add(r.key, &r.outcome)
 	}
-	if serr != nil && l.failed == nil {
-		l.failed = serr
+	if serr != nil {
+		l.failLocked(serr)
 	}
 	l.mu.Unlock()
 	if serr != nil {
@@ -278,7 +278,7 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch), s
 		// the store is in doubt: fail stop.
 		// The batch is not closed: Pebble may still reference it, and the log
 		// is dead anyway.
-		l.failed = err
+		l.failLocked(err)
 		l.rollbackVersions(ws)
 		return nil, 0, nil, head{}, fmt.Errorf("%w: apply: %v", ErrFailed, err)
 	}

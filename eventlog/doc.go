@@ -46,7 +46,9 @@
 //     (AppendFromUnsynced) and a format step's chunks, by the next of
 //     these, the next synced write but an append, and Close: an error of a
 //     write left to the WAL's background would reach no one but the next
-//     write, as a panic (derived_sync.go).
+//     write, as a panic (derived_sync.go). Failed and Err tell a writer
+//     that keeps state of the log (the commands engine) of the failure at
+//     once, whichever write met it.
 //
 //   - SaveSnapshot is atomic and durable: a crash at any point leaves the
 //     previous snapshot or the new one, whole and sealed, never neither.

@@ -63,8 +63,9 @@ type Log struct {
 	filterDone chan struct{}
 	// outcomeReads counts lookups of the outcome table that reached Pebble.
 	outcomeReads atomic.Int64
-	failed       error
-	closed       atomic.Bool // set under mu; read without it
+	failed       error         // the write or sync error that failed the log stop (failure.go)
+	failedCh     chan struct{} // closed when failed is set
+	closed       atomic.Bool   // set under mu; read without it
 	scratch      []byte
 	// What an append stages, kept for the next one (append.go).
 	keyScratch   []byte
@@ -143,6 +144,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 		stalls:     stalls,
 		versions:   make(map[string]streamVersion),
 		pending:    make(map[string]struct{}),
+		failedCh:   make(chan struct{}),
 		absent:     make(map[string]uint64),
 		recent:     newRecentOutcomes(o.RecentOutcomes, o.RecentOutcomeBytes),
 	}

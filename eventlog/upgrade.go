@@ -129,12 +129,3 @@ func (l *Log) Upgrade(from, to uint32, step func(*Upgrade) error, opts *UpgradeO
 	_, err = l.appendBatch(ws, b, marker, true)
 	return err
 }
-
-// fail records a write error: the log fails stop.
-func (l *Log) fail(err error) {
-	l.mu.Lock()
-	if l.failed == nil {
-		l.failed = err
-	}
-	l.mu.Unlock()
-}
