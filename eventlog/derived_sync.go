@@ -18,9 +18,13 @@ import (
 // do the writes that sync (applySynced) and Close, and a failed one fails the log stop. NB: not awaited at once: a
 // fold from position 1 writes summaries at every eviction pass, thousands of them in a long log, and a wait for each
 // fsync would add as many to the rebuild; an unsynced copy would wait for the fsync its source already made.
+//
+// The sync is awaited in the background too, so that its failure fails the log stop at once (Failed), not only at
+// the next write: the last write of a pass may be followed by none for a long time.
 type derivedSync struct {
-	mu      sync.Mutex
-	pending *pebble.Batch // the sync after the last write made without one, not yet awaited
+	mu sync.Mutex
+	// pending receives the outcome of the sync after the last write made without one; nil when it was awaited.
+	pending <-chan error
 }
 
 // applyDerived applies b, a batch of derived data, without waiting for its sync (derivedSync). The caller closes b.
@@ -71,7 +75,16 @@ func (l *Log) requestSyncLocked() error {
 		l.fail(err)
 		return fmt.Errorf("%w: %v", ErrFailed, err)
 	}
-	l.derived.pending = sync
+	done := make(chan error, 1)
+	go func() {
+		err := sync.SyncWait()
+		_ = sync.Close()
+		if err != nil {
+			l.fail(err)
+		}
+		done <- err
+	}()
+	l.derived.pending = done
 	return nil
 }
 
@@ -83,15 +96,12 @@ func (l *Log) awaitDerived() error {
 }
 
 func (l *Log) awaitDerivedLocked() error {
-	b := l.derived.pending
-	if b == nil {
+	done := l.derived.pending
+	if done == nil {
 		return nil
 	}
 	l.derived.pending = nil
-	err := b.SyncWait()
-	_ = b.Close()
-	if err != nil {
-		l.fail(err)
+	if err := <-done; err != nil {
 		return fmt.Errorf("%w: sync: %v", ErrFailed, err)
 	}
 	return nil

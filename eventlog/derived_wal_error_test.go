@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -79,4 +80,37 @@ func TestOpenOfANewStoreWhoseSyncFailsIsAnError(t *testing.T) {
 		_, err := Open("db", &Options{FS: errorfs.Wrap(vfs.NewMem(), toggle)})
 		require.ErrorIs(t, err, ErrFailed)
 	})
+}
+
+// A write that does not wait for its sync, whose bytes fail to reach the WAL, fails the log stop once its sync has
+// failed, with no later write to learn it: Failed tells of it, and Err says why. A writer that stops with its log
+// (the commands engine) learns the failure of the last view or summary of a pass, not at its next write, however
+// long that is in coming.
+func TestAWriteLeftUnsyncedFailsTheLogWithoutALaterWrite(t *testing.T) {
+	writes := map[string]func(l *Log) error{
+		"view": func(l *Log) error { return l.SaveView("run", 20, []byte("v")) },
+		"unsynced copy": func(l *Log) error {
+			_, err := l.AppendFromUnsynced(1, Write{Events: evs("run", 1)})
+			return err
+		},
+	}
+	for name, write := range writes {
+		t.Run(name, func(t *testing.T) {
+			toggle, _ := walWriteFaults()
+			l := openTenAcked(t, vfs.NewMem(), toggle)
+			defer l.Close()
+			require.NoError(t, l.Err())
+			toggle.On()
+			require.NoError(t, write(l), "its WAL write is Pebble's background's")
+			select {
+			case <-l.Failed():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the log did not fail stop")
+			}
+			toggle.Off()
+			require.ErrorIs(t, l.Err(), errorfs.ErrInjected)
+			_, err := l.Append(Write{Events: evs("run", 1)})
+			require.ErrorIs(t, err, ErrFailed)
+		})
+	}
 }
