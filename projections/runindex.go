@@ -243,8 +243,8 @@ func (c *ColdStore) failed(id string, err error) {
 // from memory meanwhile, so a failure costs memory, not answers. What
 // bounds that memory: a write fails for good only once the log has failed
 // stop (eventlog.ErrFailed, after a write or sync error), and then nothing
-// more is appended, so no more runs end; the engine fails stop at its next
-// append and the daemon restarts, and the restart writes them (the
+// more is appended, so no more runs end; the engine fails stop with the log
+// (eventlog.Log.Failed) and the daemon restarts, and the restart writes them (the
 // snapshot lists the runs it holds in memory, or the tail is folded again).
 // A passing failure (a read error of the index) holds at most the runs
 // that went cold until the next pass that succeeds. Each failure is
