@@ -110,9 +110,11 @@
 //
 // An unauthenticated client holds no place beyond the grace: its answer is immediate, a request with a body is
 // answered and its connection closed without reading the body (no route reads one; net/http would otherwise wait
-// for it with no deadline), and a connection whose answer is not taken may be closed like a new one. So a hostile
-// client's connections are idle, new or active keeping no place, and each new client takes the place of one of
-// them; refilling the places costs it a connection and a request per place.
+// for it with no deadline), and a connection whose answer is not taken may be closed like a new one. (A request
+// with a body, a stream or a read waiting its turn, still ends when its client goes: while it is in its handler the
+// server reads and drops what follows on its connection, 64 KiB at most, to see the client go: unreadbody.go.) So
+// a hostile client's connections are idle, new or active keeping no place, and each new client takes the place of
+// one of them; refilling the places costs it a connection and a request per place.
 //
 // A request in progress holds its read turn and its place only while its client reads the answer. The server has
 // no WriteTimeout (it would end every stream), so every answer's writes carry deadlines of their own

@@ -319,11 +319,10 @@ func (s *Server) routes() http.Handler {
 		}
 		defer s.handlers.Done()
 		if r.ContentLength != 0 {
-			// No route reads a body. After the answer net/http would read what is left of it with no deadline
-			// (ReadTimeout is 0, for the streams' sake), so a client trickling one would keep its connection
-			// active, never closed to make room, for as long as it likes. Answer, read no more, close.
-			w.Header().Set("Connection", "close")
-			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+			// No route reads a body: answer, close, and end the request when its client goes (unreadbody.go).
+			var stop func()
+			r, stop = watchUnreadBody(w, r)
+			defer stop()
 		}
 		if !s.hostAllowed(r) {
 			writeError(w, errorf(http.StatusForbidden, codeForbidden, "Host %q is not a loopback name; crewd serves this "+
