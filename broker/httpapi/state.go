@@ -119,8 +119,14 @@ func (s *Server) runAtTime(ctx context.Context, p principal, runID string, head 
 		return 0, nil, false, err
 	}
 	defer done()
-	if pos, err = audit.PositionAt(ctx, s.opts.Log, head, t); err != nil || pos == 0 || pos >= head {
-		return pos, nil, false, err
+	pos, err = audit.PositionAt(ctx, s.opts.Log, head, t)
+	if err != nil {
+		chargeRead(ctx, int64(head)) // NB: the most it could have read: a client leaving just before its answer pays
+		return 0, nil, false, err
+	}
+	chargeRead(ctx, int64(pos)) // the log's events up to pos
+	if pos == 0 || pos >= head {
+		return pos, nil, false, nil
 	}
 	st, ok, err = s.foldRunAt(ctx, runID, pos)
 	return pos, st, ok, err
@@ -134,6 +140,7 @@ func (s *Server) foldRunAt(ctx context.Context, runID string, pos uint64) (*proj
 		return b, true, nil
 	}
 	st, ok, err := projections.RunAtFrom(ctx, s.opts.Log, b, runID, pos)
+	s.chargeFold(ctx, runID, b, st)
 	if err != nil || !ok {
 		return nil, ok, err
 	}
@@ -149,7 +156,10 @@ func (s *Server) explainAt(ctx context.Context, p principal, pos uint64) (d audi
 		return audit.Decision{}, false, false, err
 	}
 	defer done()
-	return audit.ExplainAt(ctx, s.opts.Log, pos, &s.states)
+	fw := &foldWatch{states: &s.states}
+	d, recorded, ok, err = audit.ExplainAt(ctx, s.opts.Log, pos, fw)
+	s.chargeFold(ctx, fw.run, fw.base, fw.kept)
+	return d, recorded, ok, err
 }
 
 // turn waits for the one rebuild slot and returns the function that gives it back, once; it refuses a principal

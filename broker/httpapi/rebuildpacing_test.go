@@ -1,0 +1,122 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/audit/audittest"
+)
+
+// runEventsUpTo counts the events of run's stream at positions ≤ pos: what a fold of the run from its first event
+// to pos reads of it.
+func runEventsUpTo(t *testing.T, f *fixture, run string, pos uint64) int {
+	t.Helper()
+	it := f.log.ReadStream(run, 1)
+	defer it.Close()
+	n := 0
+	for it.Next() && it.Event().Position <= pos {
+		n++
+	}
+	require.NoError(t, it.Close())
+	return n
+}
+
+// explainPath is the explain of the first delegation decision of the budget run.
+func explainPath(t *testing.T, f *fixture) string {
+	t.Helper()
+	evs := f.ok(budgetRun + "/events?type=delegate.admitted&type=delegate.rejected")["events"].([]any)
+	require.NotEmpty(t, evs)
+	return fmt.Sprintf("/api/v1/events/%.0f/explain", evs[0].(map[string]any)["metadata"].(map[string]any)["position"])
+}
+
+// TestRebuildsArePacedByTheEventsTheyRead: a read-only token's state?at and explain were charged one unit each,
+// however many events their rebuild read (only the one rebuild slot bounded them), so one token could keep the slot
+// and a core busy with rebuilds back to back. Now a rebuild is charged, as a read of a cold run is, the events it
+// read: the run's from the state it started from to its position, and, for a time, the log's up to it; one its
+// client left is charged what it could have read (its run's at the head).
+func TestRebuildsArePacedByTheEventsTheyRead(t *testing.T) {
+	run := audittest.RunBudget
+	for _, tc := range []struct {
+		name string
+		// ask makes the token's request (before it, what the admin's may keep) and returns what it should cost.
+		ask func(t *testing.T, f *fixture) int
+	}{
+		{"state?at, from the run's first event", func(t *testing.T, f *fixture) int {
+			requireRO(t, f, budgetRun+"/state?at=10")
+			return 1 + runEventsUpTo(t, f, run, 10)
+		}},
+		{"state?at, on from a kept state", func(t *testing.T, f *fixture) int {
+			f.ok(budgetRun + "/state?at=8") // the admin's, not paced: kept
+			requireRO(t, f, budgetRun+"/state?at=14")
+			return 1 + runEventsUpTo(t, f, run, 14) - runEventsUpTo(t, f, run, 8)
+		}},
+		{"state?at, a kept state", func(t *testing.T, f *fixture) int {
+			f.ok(budgetRun + "/state?at=8")
+			requireRO(t, f, budgetRun+"/state?at=8")
+			return 1
+		}},
+		{"state?at a time", func(t *testing.T, f *fixture) int {
+			at := audittest.Epoch.Add(8 * time.Second).Format(time.RFC3339)
+			st := requireRO(t, f, budgetRun+"/state?at="+url.QueryEscape(at))
+			pos := uint64(st["position"].(float64))
+			return 1 + int(pos) + runEventsUpTo(t, f, run, pos)
+		}},
+		{"explain", func(t *testing.T, f *fixture) int {
+			ex := requireRO(t, f, explainPath(t, f))
+			// The decision is re-run on its run's state just before it.
+			folded := uint64(ex["decision"].(map[string]any)["position"].(float64)) - 1
+			return 1 + runEventsUpTo(t, f, run, folded)
+		}},
+		{"state?at, its client gone", func(t *testing.T, f *fixture) int {
+			leaveAsItFolds(t, f, budgetRun+"/state?at=10")
+			return 1 + runEventsUpTo(t, f, run, f.eng.Head())
+		}},
+		{"state?at a time, its client gone", func(t *testing.T, f *fixture) int {
+			at := audittest.Epoch.Add(8 * time.Second).Format(time.RFC3339)
+			leaveAsItFolds(t, f, budgetRun+"/state?at="+url.QueryEscape(at))
+			return 1 + int(f.eng.Head()) // the log up to the head: the time was not resolved yet
+		}},
+		{"explain, its client gone", func(t *testing.T, f *fixture) int {
+			leaveAsItFolds(t, f, explainPath(t, f))
+			return 1 + runEventsUpTo(t, f, run, f.eng.Head())
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pacer := newFakePacer()
+			f := newFixture(t, Options{Pacer: pacer})
+			want := tc.ask(t, f)
+			ro := keyReadOnlyPrefix + digestOf(roToken)
+			awaitTurns(t, f.srv.reads, ro, 0, 0) // NB: the charge is made before the turn is given back
+			require.Equal(t, map[string][]int{ro: {want}}, pacer.charges())
+		})
+	}
+}
+
+// requireRO requires a 200 to a GET of path with the read-only token, and returns its answer.
+func requireRO(t *testing.T, f *fixture, path string) map[string]any {
+	t.Helper()
+	code, m := f.getAs(path, "Bearer "+roToken)
+	require.Equal(t, http.StatusOK, code, "GET %s: %v", path, m)
+	return m
+}
+
+// leaveAsItFolds sends a GET of path with the read-only token whose client goes once its rebuild has the slot,
+// before it folds.
+func leaveAsItFolds(t *testing.T, f *fixture, path string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	f.srv.states.holding = cancel
+	req := httptest.NewRequestWithContext(ctx, http.MethodGet, path, nil)
+	req.Host = "127.0.0.1:7717"
+	req.Header.Set("Authorization", "Bearer "+roToken)
+	rec := httptest.NewRecorder()
+	f.srv.Handler().ServeHTTP(rec, req)
+	require.Empty(t, rec.Body.String(), "nothing answered to a client that went")
+}
