@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -152,7 +153,8 @@ func TestReadsWaitingAreBoundedPerCredential(t *testing.T) {
 // TestARequestThatWaitedIsServedOnlyIfItsCredentialStillIs: a request waits for its credential's read turn, or for
 // the rebuild slot, for as long as the requests before it take, or for its credential's pacing for as long as its
 // debt takes to repay; a credential revoked (or a session expired) meanwhile gets nothing when the turn comes: 401,
-// as the same request sent then, and no rebuild is folded for it.
+// as the same request sent then, and no rebuild is folded for it. A read that owed an hour waited it out, holding
+// its turn and its connection's place, before it looked at its credential again; now it looks every paceRecheck.
 func TestARequestThatWaitedIsServedOnlyIfItsCredentialStillIs(t *testing.T) {
 	ro := keyReadOnlyPrefix + digestOf(roToken)
 	bearer := func(*fixture, *testClock) func(*http.Request) {
@@ -167,8 +169,9 @@ func TestARequestThatWaitedIsServedOnlyIfItsCredentialStillIs(t *testing.T) {
 		name    string
 		auth    func(*fixture, *testClock) func(*http.Request)
 		end     func(*fixture, *testClock)
-		rebuild bool // waits for the rebuild slot, not for a read turn
-		paced   bool // waits for its credential's pacing, not for a read turn
+		rebuild bool          // waits for the rebuild slot, not for a read turn
+		paced   bool          // waits for its credential's pacing, not for a read turn
+		debt    time.Duration // how long the pacing makes it wait at a time (default: 1 ms, again and again)
 	}{
 		{name: "revoked token waiting for a read turn", auth: bearer, end: revoke},
 		{name: "session of a revoked token waiting for a read turn", auth: session, end: revoke},
@@ -182,6 +185,9 @@ func TestARequestThatWaitedIsServedOnlyIfItsCredentialStillIs(t *testing.T) {
 		{name: "session of a revoked token waiting for its pacing", auth: session, end: revoke, paced: true},
 		{name: "session expired waiting for its pacing", auth: session,
 			end: func(_ *fixture, c *testClock) { c.add(SessionLifetime) }, paced: true},
+		{name: "revoked token waiting out a long debt", auth: bearer, end: revoke, paced: true, debt: time.Hour},
+		{name: "session expired waiting out a long debt", auth: session,
+			end: func(_ *fixture, c *testClock) { c.add(SessionLifetime) }, paced: true, debt: time.Hour},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := new(testClock).set(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
@@ -194,7 +200,7 @@ func TestARequestThatWaitedIsServedOnlyIfItsCredentialStillIs(t *testing.T) {
 			switch {
 			case tc.paced:
 				// Owed for ever: it waits again and again, and must not wait out a debt its credential outlived.
-				pacer.delay.Store(int64(time.Millisecond))
+				pacer.delay.Store(int64(cmp.Or(tc.debt, time.Millisecond)))
 			case tc.rebuild:
 				path = budgetRun + "/state?at=5"
 				done, err := f.srv.states.turn(t.Context(), principal{kind: kindAdmin, key: keyAdmin})
