@@ -24,6 +24,7 @@ type eventsResult struct {
 	HasMore    bool
 	NextCursor string
 	bytes      int // of Events: at most maxPageBytes, or one event
+	looked     int // events looked at, kept or not: what the page costs a paced read (pacing.go)
 }
 
 // GET /api/v1/runs/{runId}/events?cursor=POSITION&type=…&limit=&order=asc|desc
@@ -74,6 +75,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ principa
 	} else {
 		res, err = s.eventsForward(runID, after, head, limit, types)
 	}
+	chargeRead(r.Context(), int64(res.looked)) // NB: a filter that keeps little of a long run reads as much
 	if err != nil {
 		writeError(w, s.internal(r, err))
 		return
@@ -91,12 +93,12 @@ func (s *Server) eventsForward(runID string, after, head uint64, limit int, type
 	it := s.opts.Log.ReadStream(runID, from)
 	defer it.Close()
 	var last uint64
-	for scanned := 0; it.Next(); scanned++ {
+	for ; it.Next(); res.looked++ {
 		rec := it.Event()
 		if rec.Position > head {
 			break // not published yet
 		}
-		if res.ends(limit, scanned) {
+		if res.ends(limit) {
 			break
 		}
 		if err := res.add(rec, types); err != nil {
@@ -134,8 +136,7 @@ func (s *Server) eventsBackward(runID string, hasCursor bool, before, head uint6
 	if err != nil {
 		return res, err
 	}
-	end := v - 1 // the last version to look at
-	scanned := 0
+	end := v - 1    // the last version to look at
 	var last uint64 // the oldest position looked at
 	chunk := uint64(max(limit, 256))
 	type looked struct {
@@ -158,7 +159,7 @@ func (s *Server) eventsBackward(runID string, hasCursor bool, before, head uint6
 		if err := it.Close(); err != nil {
 			return res, err
 		}
-		for i := len(recs) - 1; i >= 0 && !res.ends(limit, scanned); i-- {
+		for i := len(recs) - 1; i >= 0 && !res.ends(limit); i-- {
 			if recs[i].kept {
 				rec, err := s.opts.Log.Event(recs[i].pos)
 				if err == nil {
@@ -168,7 +169,7 @@ func (s *Server) eventsBackward(runID string, hasCursor bool, before, head uint6
 					return res.cursorAfter(last), err
 				}
 			}
-			scanned++
+			res.looked++
 			last = recs[i].pos
 		}
 		end = from - 1
@@ -176,10 +177,10 @@ func (s *Server) eventsBackward(runID string, hasCursor bool, before, head uint6
 	return res.cursorAfter(last), nil
 }
 
-// ends reports whether the page ends before the next event, having scanned events: it holds limit events, or it
-// looked at maxEventScan (HasMore, then).
-func (res *eventsResult) ends(limit, scanned int) bool {
-	if len(res.Events) == limit || scanned == maxEventScan {
+// ends reports whether the page ends before the next event: it holds limit events, or it looked at maxEventScan
+// (HasMore, then).
+func (res *eventsResult) ends(limit int) bool {
+	if len(res.Events) == limit || res.looked == maxEventScan {
 		res.HasMore = true
 	}
 	return res.HasMore

@@ -12,8 +12,9 @@ import (
 // its events), and the cold runs' cache keeps a few: a token reading two large cold runs in turn had each read back
 // every time, its four turns the daemon's CPU. So a read-only token's reads, as a socket credential's requests, are
 // paced (Options.Pacer: the broker's buckets, at its rate per credential): a read waits, in its turn, until the
-// credential's bucket holds a unit, and is charged one unit and the events of every cold run it had read back, and
-// of its rebuild (rebuildpacing.go). The admin's and the link crewd prints (its operator's) are not paced, as the socket's admin is not.
+// credential's bucket holds a unit, and is charged one unit and the events of every cold run it had read back, of
+// the log an events page looked at (events.go) and of its rebuild (rebuildpacing.go). The admin's and the link crewd
+// prints (its operator's) are not paced, as the socket's admin is not.
 
 // costKey is the context key of a read's cost (readCost).
 type costKey struct{}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/crewlog/crewlog/audit/audittest"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/projections"
 )
@@ -110,4 +111,22 @@ func TestReadOnlyReadsArePaced(t *testing.T) {
 	awaitTurns(t, f.srv.reads, ro, 0, 0)
 	require.Equal(t, map[string][]int{ro: {1 + int(events), 1}}, pacer.charges(), "a read never served costs nothing")
 	f.ok("/api/v1/runs") // the admin's reads do not wait for anyone's bucket
+}
+
+// TestEventPagesArePacedByTheEventsTheyLookAt: a read-only token's page of events was charged one unit, though it
+// looks at up to 20,000 events of the log (a type filter that keeps none of them answers none), where the socket
+// charges each event a page returns or a subscription reads. Now a page is charged the events it looked at.
+func TestEventPagesArePacedByTheEventsTheyLookAt(t *testing.T) {
+	for _, order := range []string{"asc", "desc"} {
+		t.Run(order, func(t *testing.T) {
+			pacer := newFakePacer()
+			f := newFixture(t, Options{Pacer: pacer})
+			page := requireRO(t, f, budgetRun+"/events?type=no.such&order="+order)
+			require.Empty(t, page["events"])
+			ro := keyReadOnlyPrefix + digestOf(roToken)
+			awaitTurns(t, f.srv.reads, ro, 0, 0)
+			require.Equal(t, map[string][]int{ro: {1 + runEventsUpTo(t, f, audittest.RunBudget, f.eng.Head())}},
+				pacer.charges())
+		})
+	}
 }
