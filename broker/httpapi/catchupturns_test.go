@@ -144,3 +144,49 @@ func TestACatchUpTurnIsGivenBackWhenItsReadPanics(t *testing.T) {
 	require.Equal(t, "hello", next(t, second).event)
 	require.Equal(t, "1", next(t, second).id, "the credential's next stream catches up")
 }
+
+// TestAReadOnlyStreamsCatchUpIsPaced: a read-only token's stream replaying the log with a filter that keeps nothing
+// writes nothing, so nothing but the catch-up turns held it back: the token's streams read the whole log, over and
+// over if they liked, at a core's speed, where the socket charges every event a subscription reads to the
+// credential's pace. Now each catch-up read waits for the token's bucket, as its reads do, and is charged the events
+// it read.
+func TestAReadOnlyStreamsCatchUpIsPaced(t *testing.T) {
+	ro := keyReadOnlyPrefix + digestOf(roToken)
+	auth := http.Header{"Authorization": {"Bearer " + roToken}}
+
+	t.Run("charged the events it read", func(t *testing.T) {
+		pacer := newFakePacer()
+		f := newFixture(t, Options{Pacer: pacer})
+		frames := f.openStream("/api/v1/stream?after=0&type=no.such", auth)
+		require.Equal(t, "hello", next(t, frames).event)
+		head := int(f.eng.Head())
+		charged := func() int {
+			n := 0
+			for _, c := range pacer.charges()[ro] {
+				n += c
+			}
+			return n
+		}
+		awaitTrue(t, time.Minute, func() bool { return charged() >= head }, "the catch-up was not charged its events")
+		require.Equal(t, head, charged(), "each event read once, charged once")
+	})
+
+	t.Run("waits for the token's bucket", func(t *testing.T) {
+		pacer := newFakePacer()
+		pacer.delay.Store(int64(time.Hour))
+		f := newFixture(t, Options{Pacer: pacer})
+		waiting := watchPacing(f)
+		f.srv.catchingUp = func(key string) {
+			if key == ro {
+				t.Error("the stream read the log while its token owed an hour")
+			}
+		}
+		frames := f.openStream("/api/v1/stream?after=0&type=no.such", auth)
+		require.Equal(t, "hello", next(t, frames).event)
+		select {
+		case <-waiting:
+		case <-time.After(time.Minute): // a guard against a hang, not a timing
+			t.Fatal("the stream's catch-up never waited for its token's bucket")
+		}
+	})
+}

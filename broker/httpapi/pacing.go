@@ -47,15 +47,29 @@ const paceRecheck = time.Second
 // returns the context to serve the read with and a func that charges the read's cost once served; false when the
 // client went first (it gets no answer).
 func (s *Server) paceRead(ctx context.Context, p principal) (context.Context, func(), bool) {
+	if !s.awaitPace(ctx, p) {
+		return ctx, nil, false
+	}
 	pacer := s.opts.Pacer
 	if pacer == nil || !paced(p.key) {
 		return ctx, func() {}, true
+	}
+	cost := &readCost{}
+	return context.WithValue(ctx, costKey{}, cost), func() { pacer.HTTPCharge(p.key, int(1+cost.units.Load())) }, true
+}
+
+// awaitPace waits until the credential p, if paced, may read again (its bucket holds a unit), or is no longer
+// current (the caller refuses it then); false when ctx ended first.
+func (s *Server) awaitPace(ctx context.Context, p principal) bool {
+	pacer := s.opts.Pacer
+	if pacer == nil || !paced(p.key) {
+		return true
 	}
 	for {
 		// NB: a credential revoked (or a session expired) does not wait out its debt, holding its connection's place.
 		d := pacer.HTTPDelay(p.key)
 		if d <= 0 || !s.current(&p) {
-			break
+			return true
 		}
 		if s.pacing != nil {
 			s.pacing(p)
@@ -65,9 +79,14 @@ func (s *Server) paceRead(ctx context.Context, p principal) (context.Context, fu
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return ctx, nil, false
+			return false
 		}
 	}
-	cost := &readCost{}
-	return context.WithValue(ctx, costKey{}, cost), func() { pacer.HTTPCharge(p.key, int(1+cost.units.Load())) }, true
+}
+
+// chargeStream charges the credential with key, if paced, n events a stream read from the log to catch up.
+func (s *Server) chargeStream(key string, n int) {
+	if s.opts.Pacer != nil && paced(key) && n > 0 {
+		s.opts.Pacer.HTTPCharge(key, n)
+	}
 }

@@ -267,19 +267,26 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 // write of at most streamBatchBytes of frames (at least one frame), as the ring's batches; false means the client
 // is gone, the server is closing or pr's credential no longer holds. The cursor moves past the events sent and
 // those filtered out, never past the one left for the next batch. The log is read during one of the credential's
-// catch-up turns, given back before the write (catchupturns.go).
+// catch-up turns, given back before the write (catchupturns.go), once a paced credential's bucket holds a unit
+// (pacing.go): the events read are charged to it, as a subscription's are on the socket, so a filter that keeps
+// nothing, which writes nothing, does not let a token read the log as fast as a core can.
 func (st *sseStream) catchUp(ctx context.Context, pr *principal) (bool, error) {
+	if !st.s.awaitPace(ctx, *pr) {
+		return false, nil
+	}
 	done, ok := st.s.catchUpTurn(ctx, pr)
 	if !ok {
 		return false, nil
 	}
 	var frames [][]byte
 	var next uint64
+	var read int
 	var err error
 	func() {
 		defer done() // NB: given back even if the read panics (the server recovers a handler and serves on)
-		frames, next, err = st.readLog(pr.key)
+		frames, next, read, err = st.readLog(pr.key)
 	}()
+	st.s.chargeStream(pr.key, read)
 	if err != nil {
 		return false, err
 	}
@@ -290,8 +297,8 @@ func (st *sseStream) catchUp(ctx context.Context, pr *principal) (bool, error) {
 	return true, nil
 }
 
-// readLog reads catchUp's batch: its frames and the cursor after them.
-func (st *sseStream) readLog(key string) (frames [][]byte, next uint64, err error) {
+// readLog reads catchUp's batch: its frames, the cursor after them and the events it read.
+func (st *sseStream) readLog(key string) (frames [][]byte, next uint64, read int, err error) {
 	head := st.s.opts.Engine.Head()
 	if st.s.catchingUp != nil {
 		st.s.catchingUp(key)
@@ -300,7 +307,7 @@ func (st *sseStream) readLog(key string) (frames [][]byte, next uint64, err erro
 	if st.run != "" {
 		from, err := versionAfter(st.s.opts.Log, st.run, st.cursor)
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
 		it = st.s.opts.Log.ReadStream(st.run, from)
 	} else {
@@ -320,7 +327,7 @@ func (st *sseStream) readLog(key string) (frames [][]byte, next uint64, err erro
 		}
 		f, err := eventFrame(rec)
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, n, err
 		}
 		if size > 0 && size+len(f) > streamBatchBytes {
 			break // the next batch starts with it
@@ -331,7 +338,7 @@ func (st *sseStream) readLog(key string) (frames [][]byte, next uint64, err erro
 		size += len(f)
 	}
 	if err := it.Close(); err != nil {
-		return nil, 0, err
+		return nil, 0, n, err
 	}
 	if n == 0 {
 		// Nothing of the stream's in the log after the cursor up to the head read above: move to that head, and no
@@ -340,7 +347,7 @@ func (st *sseStream) readLog(key string) (frames [][]byte, next uint64, err erro
 		// log only, and the next read finds them there.
 		next = max(st.cursor, head)
 	}
-	return frames, next, nil
+	return frames, next, n, nil
 }
 
 // closing reports whether the server is closing.
