@@ -150,10 +150,18 @@ type clusterEngine struct {
 }
 
 // openClusterEngine joins the cluster: it copies the stream into log and starts the node (cluster.Start).
-func openClusterEngine(ctx context.Context, cfg Cluster, log *eventlog.Log, opts commands.Options, lg *slog.Logger) (*clusterEngine, error) {
+// maxFrame is the broker's frame cap (--max-frame), which the servers' max_payload should be above.
+func openClusterEngine(ctx context.Context, cfg Cluster, log *eventlog.Log, opts commands.Options, maxFrame int,
+	lg *slog.Logger) (*clusterEngine, error) {
 	nc, err := cfg.Connect("crewd " + cfg.Name)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	if mp := nc.MaxPayload(); mp > 0 && mp < int64(maxFrame) {
+		// NB: a warning, not a refusal: NATS's default max_payload (1 MiB) is --max-frame's default, and a frame
+		// near the cap is rare. A command larger than one NATS message is refused when it comes, naming the limit.
+		lg.Warn("the NATS servers' max_payload is below --max-frame: a command larger than one NATS message is "+
+			"refused; raise max_payload above --max-frame, or lower --max-frame", "max_payload", mp, "max_frame", maxFrame)
 	}
 	node, err := cluster.Start(ctx, log, cluster.Options{Name: cfg.Name, Conn: nc, Log: cfg.LogConfig(), LeaseTTL: cfg.LeaseTTL, EarlyStaging: cfg.EarlyStaging,
 		Engine: opts, Logger: lg.With("component", "cluster")})

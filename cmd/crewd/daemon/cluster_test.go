@@ -1,8 +1,12 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,4 +114,63 @@ func TestCrewdsShareOneJetStreamLog(t *testing.T) {
 		}
 		require.Subset(t, got, want)
 	}
+}
+
+// A crewd whose NATS servers take messages smaller than its frame cap says so at start: a command legal under
+// --max-frame but larger than one NATS message is refused when it comes (naming max_payload), and the operator should
+// learn of the mismatch from the start, not from a client's refusal.
+func TestCrewdWarnsOfAMaxPayloadBelowItsFrameCap(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		maxPayload int32
+		warns      bool
+	}{
+		{"below the frame cap", 64 << 10, true},
+		{"above it", 2 << 20, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, err := natslog.StartServer(natslog.ServerOptions{Name: "t", StoreDir: t.TempDir(), Listen: true,
+				MaxPayload: tc.maxPayload})
+			require.NoError(t, err)
+			t.Cleanup(srv.Shutdown)
+			data := filepath.Join(t.TempDir(), "data")
+			socket := filepath.Join(brokertest.SocketDir(t), "s", "crewd.sock")
+			cfg, err := Load([]string{"--data", data, "--socket", socket, "--http", "", "--min-free-mib", "0",
+				"--store", "jetstream", "--nats", srv.ClientURL(), "--replicas", "1", "--max-frame", "1048576"}, homeEnv)
+			require.NoError(t, err)
+			var logs lockedBuffer
+			ctx, cancel := context.WithCancel(context.Background())
+			out := &lockedBuffer{}
+			done := make(chan error, 1)
+			go func() { done <- Run(ctx, cfg, out, slog.New(slog.NewTextHandler(&logs, nil))) }()
+			require.Eventually(t, func() bool { return strings.Contains(out.String(), "crewd: socket ") }, 30*time.Second,
+				10*time.Millisecond, "crewd did not serve: %s", logs.String())
+			cancel()
+			require.NoError(t, <-done)
+			if !tc.warns {
+				require.NotContains(t, logs.String(), "max_payload")
+				return
+			}
+			require.Contains(t, logs.String(), "max_payload=65536")
+			require.Contains(t, logs.String(), "max_frame=1048576")
+		})
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that crewd's goroutines write to while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

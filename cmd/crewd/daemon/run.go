@@ -186,7 +186,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 			opts.Space = space
 		}
 		if cfg.Store == StoreJetStream {
-			c, err := openClusterEngine(openCtx, cfg.Cluster, log, opts, lg)
+			c, err := openClusterEngine(openCtx, cfg.Cluster, log, opts, cfg.MaxFrame, lg)
 			if err != nil {
 				return nil, err
 			}
