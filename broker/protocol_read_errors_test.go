@@ -107,14 +107,17 @@ var readStates = []errorState{
 		o, p, a := e.conn(events.RoleOrchestrator), e.conn(events.RoleWorker), e.conn(events.RoleAdmin)
 		p.ok("mailbox.ack", map[string]any{"taskId": taskP, "messageIds": []any{e.ids["message"]}})
 		o.ok("msg.send", map[string]any{"to": []any{taskP, "parent"}, "body": big})
-		o.ok("task.transition", map[string]any{"taskId": taskP, "to": "queued", "reason": big})
-		e.drop(events.RoleWorker) // ended by the retry: P's new attempt says hello again
-		p = e.conn(events.RoleWorker)
-		o.ok("run.transition", map[string]any{"to": "blocked", "reason": strings.Repeat("<", 640)})
 		o.ok("manifest.revalidate", map[string]any{"jobId": "J", "requestId": "r1", "tools": testGrant})
 		text := map[string]any{"type": "text", "text": strings.Repeat("<", 500)}
 		o.ok("proxy.complete", map[string]any{"jobId": "J", "requestId": "r1", "nonce": e.ids["nonce"],
 			"result": map[string]any{"content": []any{text}}})
+		o.ok("task.transition", map[string]any{"taskId": taskP, "to": "queued", "reason": big})
+		e.drop(events.RoleWorker) // ended by the retry: P's new attempt says hello again
+		p = e.conn(events.RoleWorker)
+		// The retry cleared the lease of P's attempt before it: J goes on with the new attempt under a new one.
+		o.ok("job.transition", map[string]any{"jobId": "J", "to": "paused"})
+		o.ok("lease.open", map[string]any{"jobId": "J", "mode": "continue", "tools": testGrant, "rootToolCallId": "root-2"})
+		o.ok("run.transition", map[string]any{"to": "blocked", "reason": strings.Repeat("<", 640)})
 		for i := range 24 {
 			p.ok("proxy.request", map[string]any{"jobId": "J", "requestId": fmt.Sprintf("%0120d", i),
 				"nonce": e.ids["nonce"], "tool": "read"})

@@ -232,7 +232,8 @@ const LeaseReasonWorkerEnded = "worker-ended"
 // event. These are the events after which the broker refuses the worker's
 // credential (a re-issue is not one: the task goes on, with a new secret).
 // NB: nor is a retry, after which the broker refuses the connections of the
-// attempt before (Credential.Attempt): the task, and its job, go on.
+// attempt before (Credential.Attempt): the task, and its job, go on, the job
+// under a new lease (the attempt's own is cleared: endedAttempt).
 func EndedWorker(ev events.Event) (taskID string, all, ok bool) {
 	switch p := ev.Payload.(type) {
 	case *events.TaskCompleted:
@@ -261,8 +262,20 @@ func EndedWorker(ev events.Event) (taskID string, all, ok bool) {
 	return "", false, false
 }
 
+// endedAttempt is EndedWorker, and a retry's task: a retry starts a new
+// attempt of the task, and the broker ends the connections of the attempt
+// before (Credential.Attempt), so the lease that attempt's worker held ends
+// with them. NB: not in EndedWorker: the credential is not ended, the new
+// attempt's hello is accepted with it.
+func endedAttempt(ev events.Event) (taskID string, all, ok bool) {
+	if p, retried := ev.Payload.(*events.TaskRetried); retried {
+		return p.TaskID, false, true
+	}
+	return EndedWorker(ev)
+}
+
 // endWorkerLeases follows every event of evs that ends a worker (EndedWorker)
-// with the lease.cleared of each active lease that worker's job holds, unless
+// or its attempt (a retry, endedAttempt) with the lease.cleared of each active lease that worker's job holds, unless
 // evs already clear it: a lease never outlives its worker's credential. Left
 // open, its admitted calls could still be revalidated and executed, and
 // nested calls under its root still granted, until the manager cleared it.
@@ -281,7 +294,7 @@ func endWorkerLeases(s *projections.State, env *Env, evs []events.Event) []event
 		if out != nil {
 			out = append(out, ev)
 		}
-		taskID, all, ok := EndedWorker(ev)
+		taskID, all, ok := endedAttempt(ev)
 		if !ok {
 			continue
 		}

@@ -229,3 +229,36 @@ func authorized(t testing.TB, s *projections.State, runID, parent, tool string) 
 	require.NoError(t, err)
 	return a
 }
+
+// TestRetryClearsTheAttemptsLease: a retry (→ queued, from running, waiting or a terminal status) starts a new
+// attempt of the task, and the broker ends the connections of the attempt before (Credential.Attempt): the lease
+// that attempt's worker held is cleared in the retry's batch, as at a worker's end, so no call the ended attempt
+// made is revalidated or executed, its capacity is freed and its root revoked. The job goes on with the new attempt
+// only when the manager opens a new lease for it.
+func TestRetryClearsTheAttemptsLease(t *testing.T) {
+	for _, tc := range []struct{ name, params string }{
+		{"retried while running", `{"taskId":"W","to":"queued","reason":"retry"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := workerEndWorld(t, true)
+			retried := mustDo(t, w, events.RoleOrchestrator, "", "task.transition", tc.params).events
+			require.Len(t, retried, 2, "the retry, then the clearing of its attempt's lease")
+			require.Equal(t, events.TypeTaskRetried, retried[0].Type)
+			require.Equal(t, &events.LeaseCleared{JobID: "J", Generation: 1, RootToolCallID: "call-1",
+				Reason: LeaseReasonWorkerEnded, Aborted: 2}, retried[1].Payload)
+			j, _ := w.s.JobHeader("R", "J")
+			require.False(t, j.LeaseActive)
+			require.Zero(t, j.InFlight)
+			require.Equal(t, projections.AuthRevokedRoot, authorized(t, w.s, "R", "call-1/c", "write").Reason)
+			out := mustDo(t, w, events.RoleOrchestrator, "", "proxy.complete", `{"jobId":"J","requestId":"r1","nonce":"secret-3","result":{"content":[]}}`)
+			require.True(t, out.events[0].Payload.(*events.ProxyCompleted).Fenced, "the ended attempt's call is fenced")
+
+			// The new attempt is a live worker: the manager may continue the job with it, under a new lease.
+			mustDo(t, w, events.RoleOrchestrator, "", "task.transition", `{"taskId":"W","to":"running"}`)
+			mustDo(t, w, events.RoleOrchestrator, "", "job.transition", `{"jobId":"J","to":"paused"}`)
+			mustDo(t, w, events.RoleOrchestrator, "", "lease.open", `{"jobId":"J","mode":"continue","rootToolCallId":"call-2","tools":`+string(jobGrant)+`}`)
+			require.NoError(t, w.checkInvariants())
+			require.NoError(t, w.rebuild(0))
+		})
+	}
+}
