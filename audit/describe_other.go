@@ -100,5 +100,8 @@ func ConfigSummary(c projections.Config) string {
 		s += fmt.Sprintf(" proxyPayloadBytes=%d proxyManifestBytes=%d proxyMaxInFlight=%d proxyMaxRequests=%d revokedRootLimit=%d",
 			j.PayloadBytes, j.ManifestBytes, j.MaxInFlight, j.MaxRequests, j.RevokedRoots)
 	}
+	if c.RerouteEndedAttempts {
+		s += " rerouteEndedAttempts=true"
+	}
 	return s
 }

@@ -563,6 +563,7 @@ func configChange(from, to projections.Config) string {
 	add("proxyMaxInFlight", from.ProxyMaxInFlight, to.ProxyMaxInFlight)
 	add("proxyMaxRequests", from.ProxyMaxRequests, to.ProxyMaxRequests)
 	add("revokedRootLimit", from.RevokedRootLimit, to.RevokedRootLimit)
+	add("rerouteEndedAttempts", from.RerouteEndedAttempts, to.RerouteEndedAttempts)
 	if len(ch) == 0 {
 		return "none"
 	}

@@ -48,7 +48,7 @@ func (c *DelegateSpawned) decide(s *projections.State, env *Env) (Decision, erro
 
 // DelegateSettle records a grandchild's end (SPEC §4.3): in one batch, the
 // fenced result delivered to the parent (or rerouted to the run inbox when
-// the parent is terminal), any over-run charge, and the terminal event that
+// the parent's attempt that made it has ended: parentEnded), any over-run charge, and the terminal event that
 // frees the slot. The admin may leave RunID empty (see heldDelegation), to
 // free any run's slot.
 type DelegateSettle struct {
@@ -113,7 +113,7 @@ func settlement(s *projections.State, env *Env, d projections.Delegation, outcom
 		typ = events.TypeDelegateCancelled
 	}
 	to, rerouted := d.ParentTaskID, false
-	if parent, found := s.Task(d.RunID, d.ParentTaskID); !found || parent.Status.Terminal() {
+	if parentEnded(s, env, d) {
 		to, rerouted = events.RunInbox, true
 	}
 	msgID := messageID(env)
@@ -279,6 +279,16 @@ func cancelBelow(s *projections.State, env *Env, d projections.Delegation) []eve
 		}
 	}
 	return evs
+}
+
+// parentEnded reports whether the attempt of d's parent task that made d has
+// ended: the task is gone or terminal, or (RerouteEndedAttempts) a retry
+// has started another attempt since, whose connections are not the ones
+// that asked for d (Credential.Attempt). Its result then goes to the run
+// inbox, never to a later attempt as its own.
+func parentEnded(s *projections.State, env *Env, d projections.Delegation) bool {
+	status, retries, found := s.TaskAttempt(d.RunID, d.ParentTaskID)
+	return !found || status.Terminal() || env.Config.RerouteEndedAttempts && retries != d.ParentAttempt
 }
 
 // DelegateExpire is submitted by the engine clock for a delegation not

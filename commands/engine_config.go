@@ -66,7 +66,7 @@ func SameConfig(a, b projections.Config) bool {
 		recordedBudgetMode(a.BudgetMode) == recordedBudgetMode(b.BudgetMode) && a.WaitMethodsEnabled == b.WaitMethodsEnabled &&
 		a.ProxyPayloadBytes == b.ProxyPayloadBytes && a.ProxyManifestBytes == b.ProxyManifestBytes &&
 		a.ProxyMaxInFlight == b.ProxyMaxInFlight && a.ProxyMaxRequests == b.ProxyMaxRequests &&
-		a.RevokedRootLimit == b.RevokedRootLimit
+		a.RevokedRootLimit == b.RevokedRootLimit && a.RerouteEndedAttempts == b.RerouteEndedAttempts
 }
 
 func (c *Configure) decide(s *projections.State, env *Env) (Decision, error) {

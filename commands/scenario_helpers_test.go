@@ -156,6 +156,8 @@ func (w *scenarioWorld) config(words []string) error {
 			p.ProxyMaxRequests, err = strconv.Atoi(v)
 		case "revokedRootLimit":
 			p.RevokedRootLimit, err = strconv.Atoi(v)
+		case "rerouteEndedAttempts":
+			p.RerouteEndedAttempts, err = strconv.ParseBool(v)
 		case "catalog":
 			p.ModelCatalog = []string{}
 			if v != "" {

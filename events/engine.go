@@ -63,4 +63,8 @@ type EngineConfigured struct {
 	ProxyMaxInFlight   int   `json:"proxyMaxInFlight,omitempty" msgpack:"proxyMaxInFlight,omitempty"`
 	ProxyMaxRequests   int   `json:"proxyMaxRequests,omitempty" msgpack:"proxyMaxRequests,omitempty"`
 	RevokedRootLimit   int   `json:"revokedRootLimit,omitempty" msgpack:"revokedRootLimit,omitempty"`
+	// RerouteEndedAttempts settles a delegation made by an attempt of its parent task that a retry has ended into
+	// the run inbox (rerouted), as one whose parent has ended. Absent (false), as in every log written before the
+	// knob existed, its result is delivered to the parent task, whichever attempt of it runs.
+	RerouteEndedAttempts bool `json:"rerouteEndedAttempts,omitempty" msgpack:"rerouteEndedAttempts,omitempty"`
 }

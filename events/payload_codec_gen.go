@@ -2159,6 +2159,9 @@ func appendEngineConfigured(b []byte, p *EngineConfigured) []byte {
 	if p.RevokedRootLimit != 0 {
 		n++
 	}
+	if p.RerouteEndedAttempts {
+		n++
+	}
 	b = appendMapLen(b, n)
 	b = append(b, "\xaenestingEnabled"...)
 	b = appendBool(b, p.NestingEnabled)
@@ -2229,6 +2232,10 @@ func appendEngineConfigured(b []byte, p *EngineConfigured) []byte {
 	if p.RevokedRootLimit != 0 {
 		b = append(b, "\xb0revokedRootLimit"...)
 		b = appendInt(b, int64(p.RevokedRootLimit))
+	}
+	if p.RerouteEndedAttempts {
+		b = append(b, "\xb4rerouteEndedAttempts"...)
+		b = appendBool(b, p.RerouteEndedAttempts)
 	}
 	return b
 }
@@ -2308,6 +2315,9 @@ func (r *fastReader) readEngineConfigured(p *EngineConfigured) {
 		case "revokedRootLimit":
 			r.once(&seen, 20)
 			p.RevokedRootLimit = int(r.int())
+		case "rerouteEndedAttempts":
+			r.once(&seen, 21)
+			p.RerouteEndedAttempts = r.bool()
 		default:
 			r.skip()
 		}

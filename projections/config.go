@@ -54,6 +54,10 @@ type Config struct {
 	ProxyMaxInFlight   int   `json:"proxyMaxInFlight,omitempty" msgpack:"proxyMaxInFlight,omitempty"`
 	ProxyMaxRequests   int   `json:"proxyMaxRequests,omitempty" msgpack:"proxyMaxRequests,omitempty"`
 	RevokedRootLimit   int   `json:"revokedRootLimit,omitempty" msgpack:"revokedRootLimit,omitempty"`
+	// RerouteEndedAttempts settles the result of a delegation made by an attempt of its parent task that a retry
+	// has ended into the run inbox (rerouted), as one whose parent has ended: the new attempt is not the one that
+	// asked for it. Off (every log written before the knob), the result goes to the parent task.
+	RerouteEndedAttempts bool `json:"rerouteEndedAttempts,omitempty" msgpack:"rerouteEndedAttempts,omitempty"`
 	// Position of the engine.configured in force; 0 for the defaults.
 	Position uint64 `json:"position" msgpack:"position"`
 }
@@ -140,6 +144,7 @@ func ConfigOf(p *events.EngineConfigured) Config {
 		ProxyMaxInFlight:       p.ProxyMaxInFlight,
 		ProxyMaxRequests:       p.ProxyMaxRequests,
 		RevokedRootLimit:       p.RevokedRootLimit,
+		RerouteEndedAttempts:   p.RerouteEndedAttempts,
 	}
 	if c.BudgetMode == "" {
 		c.BudgetMode = events.BudgetModePicrew
@@ -161,6 +166,7 @@ func (c Config) Event() *events.EngineConfigured {
 		WaitMethodsDisabled: !c.WaitMethodsEnabled,
 		ProxyPayloadBytes:   c.ProxyPayloadBytes, ProxyManifestBytes: c.ProxyManifestBytes,
 		ProxyMaxInFlight: c.ProxyMaxInFlight, ProxyMaxRequests: c.ProxyMaxRequests, RevokedRootLimit: c.RevokedRootLimit,
+		RerouteEndedAttempts: c.RerouteEndedAttempts,
 	}
 	if c.BudgetMode != events.BudgetModePicrew {
 		e.BudgetMode = c.BudgetMode

@@ -45,19 +45,22 @@ func (st DelegationStatus) taskStatus() TaskStatus {
 // Delegation is the read model of an admitted delegation (a grandchild).
 // Rejected requests leave no delegation. Times are unix milliseconds.
 type Delegation struct {
-	RunID        string           `json:"runId" msgpack:"runId"`
-	SubID        string           `json:"subId" msgpack:"subId"`
-	ParentTaskID string           `json:"parentTaskId" msgpack:"parentTaskId"`
-	Role         string           `json:"role" msgpack:"role"`
-	Depth        int              `json:"depth" msgpack:"depth"`
-	Model        string           `json:"model,omitempty" msgpack:"model"`
-	TimeoutSec   float64          `json:"timeoutSec" msgpack:"timeoutSec"`
-	Deadline     int64            `json:"deadline" msgpack:"deadline"`
-	Cwd          string           `json:"cwd" msgpack:"cwd"`
-	Title        string           `json:"title" msgpack:"title"`
-	Metered      bool             `json:"metered" msgpack:"metered"`
-	Reserved     int64            `json:"reservedTokens" msgpack:"reservedTokens"`
-	Status       DelegationStatus `json:"status" msgpack:"status"`
+	RunID        string  `json:"runId" msgpack:"runId"`
+	SubID        string  `json:"subId" msgpack:"subId"`
+	ParentTaskID string  `json:"parentTaskId" msgpack:"parentTaskId"`
+	Role         string  `json:"role" msgpack:"role"`
+	Depth        int     `json:"depth" msgpack:"depth"`
+	Model        string  `json:"model,omitempty" msgpack:"model"`
+	TimeoutSec   float64 `json:"timeoutSec" msgpack:"timeoutSec"`
+	Deadline     int64   `json:"deadline" msgpack:"deadline"`
+	Cwd          string  `json:"cwd" msgpack:"cwd"`
+	Title        string  `json:"title" msgpack:"title"`
+	// ParentAttempt is the attempt of the parent task that made the delegation: the parent's Retries when it was
+	// admitted. A retry since ended that attempt, and its result is not the new attempt's (RerouteEndedAttempts).
+	ParentAttempt int              `json:"parentAttempt,omitempty" msgpack:"parentAttempt"`
+	Metered       bool             `json:"metered" msgpack:"metered"`
+	Reserved      int64            `json:"reservedTokens" msgpack:"reservedTokens"`
+	Status        DelegationStatus `json:"status" msgpack:"status"`
 	// CancelRequested is set by delegate.cancel_requested while in flight;
 	// the runtime is expected to settle with cancelled.
 	CancelRequested bool  `json:"cancelRequested,omitempty" msgpack:"cancelRequested"`
@@ -142,6 +145,9 @@ func admit(s *State, r *runState, p *events.DelegateAdmitted, at int64, pos uint
 		Status:           DelegationQueued,
 		AdmittedAt:       at,
 		AdmittedPosition: pos,
+	}
+	if parent := r.tasks[p.TaskID]; parent != nil {
+		r.dels[p.SubID].ParentAttempt = parent.Retries
 	}
 	r.delOrder = append(r.delOrder, p.SubID)
 	r.inFlight = append(r.inFlight, p.SubID)

@@ -114,7 +114,7 @@
 // # Snapshot format
 //
 // EncodeSnapshot writes two msgpack values: the format version (uint16,
-// SnapshotFormat = 9) and a map
+// SnapshotFormat = 10) and a map
 //
 //	{position, config, runCount, ords, missingViews, runs: [{run, last, cold, tasks, delegations, accounts, messages, asks, credentials, rootSpent, jobs, revokedRoots, noView}]}
 //

@@ -22,17 +22,20 @@ import (
 // format 8 lists only the runs whose summary is not in the index of
 // summaries (runindex.go), with their creation ordinals, the number of
 // runs and the cold runs whose view is missing; format 9 each credential's
-// actors (IssuedBy, RevokedBy) and revocation reason. An older snapshot
-// lacks them, so it is refused and the state rebuilt from position 1.
+// actors (IssuedBy, RevokedBy) and revocation reason; format 10 each
+// delegation's ParentAttempt. An older snapshot lacks them, so it is
+// refused and the state rebuilt from position 1.
 //
-// NB: this format alone is read. Every older one lacks the credentials'
-// actors: a state decoded from one would answer without them where the
-// fold from position 1 answers with them. The same goes for views
+// NB: this format alone is read. Every older one lacks the delegations'
+// parent attempts, and the older still the credentials' actors: a state
+// decoded from one would answer without them (settle a delegation of the
+// parent's present attempt as if a retry had ended it) where the fold from
+// position 1 answers with them. The same goes for views
 // (coldview.go, the same run record, stamped with the format): an older
 // one is ignored and its run re-folded, and the fold from position 1 that
 // a refused snapshot causes writes every view and summary again (the
 // summaries at the versions already there).
-const SnapshotFormat uint16 = 9
+const SnapshotFormat uint16 = 10
 
 // readableFormat reports whether DecodeSnapshot and a view's decoder read
 // format f: SnapshotFormat alone (see its NB).

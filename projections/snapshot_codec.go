@@ -187,7 +187,7 @@ func appendDelegation(b []byte, d *Delegation) []byte {
 	if d == nil {
 		return m.Nil(b)
 	}
-	b = m.MapLen(b, 22)
+	b = m.MapLen(b, 23)
 	b = m.String(m.String(b, "runId"), d.RunID)
 	b = m.String(m.String(b, "subId"), d.SubID)
 	b = m.String(m.String(b, "parentTaskId"), d.ParentTaskID)
@@ -198,6 +198,7 @@ func appendDelegation(b []byte, d *Delegation) []byte {
 	b = m.Int64(m.String(b, "deadline"), d.Deadline)
 	b = m.String(m.String(b, "cwd"), d.Cwd)
 	b = m.String(m.String(b, "title"), d.Title)
+	b = m.Int(m.String(b, "parentAttempt"), int64(d.ParentAttempt))
 	b = m.Bool(m.String(b, "metered"), d.Metered)
 	b = m.Int64(m.String(b, "reservedTokens"), d.Reserved)
 	b = m.String(m.String(b, "status"), string(d.Status))

@@ -672,6 +672,9 @@ func readDelegation(r *viewReader, d *Delegation) {
 		case "messageId":
 			r.once(&seen, 21)
 			d.MessageID = r.str()
+		case "parentAttempt":
+			r.once(&seen, 22)
+			d.ParentAttempt = int(r.int())
 		default:
 			r.fail()
 		}

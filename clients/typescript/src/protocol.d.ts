@@ -91,6 +91,7 @@ export interface Delegation {
   "deadline": number;
   "cwd": string;
   "title": string;
+  "parentAttempt"?: number;
   "metered": boolean;
   "reservedTokens": number;
   "status": string;

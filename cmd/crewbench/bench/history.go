@@ -83,6 +83,7 @@ func historyConfig() projections.Config {
 	cfg.MaxSlots = commands.MaxMaxSlots
 	cfg.SlotShare = 0
 	cfg.QuotaEvents, cfg.QuotaBytes, cfg.QuotaMsgsPerMin = 0, 0, 0
+	cfg.RerouteEndedAttempts = true // crewd's rule, not a flag
 	return cfg
 }
 

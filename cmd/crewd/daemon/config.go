@@ -392,6 +392,9 @@ func Load(args []string, env Env) (Config, error) {
 	c.Engine.QuotaMsgsPerMin = integer("quota-msg-rate", 0, maxQuota)
 	c.Engine.QuotaReserve = integer("quota-reserve", 0, commands.MaxQuotaReserve)
 	c.Engine.QuotaWorkerMsgShare = integer("quota-worker-msg-share", 0, commands.MaxQuotaWorkerMsgShare)
+	// NB: a rule, not a choice: a knob only so that engine.configured records when it came into force, and replay
+	// decides a settlement of a log written before it as it was decided.
+	c.Engine.RerouteEndedAttempts = true
 	if text, _ := str("model-catalog"); text != "" {
 		c.ModelCatalogFile = absPath(text)
 		catalog, err := readModelCatalog(c.ModelCatalogFile)

@@ -38,6 +38,7 @@ func TestLoadDefaults(t *testing.T) {
 	engine.NestingEnabled, engine.MaxDepth, engine.WaitMethodsEnabled = false, 2, false
 	engine.QuotaReserve = projections.DefaultQuotaReserve
 	engine.QuotaWorkerMsgShare = projections.DefaultQuotaWorkerMsgShare
+	engine.RerouteEndedAttempts = true // a rule of crewd's, in no log without a config
 	require.Equal(t, Config{
 		DataDir:          "/home/u/.local/share/crewlog",
 		SocketPath:       "/tmp/crewlog-1234/crewd.sock",
@@ -106,7 +107,7 @@ func TestLoadFlagsOverride(t *testing.T) {
 			NestingEnabled: false, MaxDepth: 10, MaxSlots: 64, SerializeOnPathOverlap: true,
 			UnmeteredDelegates: events.UnmeteredDeny, ModelCatalog: []string{"claude-sonnet", "gpt-x"}, SettleGraceSec: 120,
 			SlotShare: 3, SlotWaitSec: 30, QuotaEvents: 5000, QuotaBytes: 1 << 20, QuotaMsgsPerMin: 0, QuotaReserve: 25, QuotaWorkerMsgShare: 40,
-			BudgetMode: events.BudgetModeNested,
+			BudgetMode: events.BudgetModeNested, RerouteEndedAttempts: true,
 		},
 		ModelCatalogFile: catalog, MaxFrame: 1024, OutboundQueueCap: 4096, Limits: defaultLimits, Store: StorePebble,
 		LogLevel: slog.LevelDebug, LogFormat: "json", SocketGroup: 4242,
