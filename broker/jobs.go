@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -28,7 +29,14 @@ type JobSummary struct {
 	ManifestDigest string `json:"manifestDigest"`
 	CreatedAt      int64  `json:"createdAt"`
 	UpdatedAt      int64  `json:"updatedAt"`
+	// TextsOmitted says the root was left out: with it the job would not fit in a frame (omitRoot).
+	TextsOmitted bool `json:"textsOmitted,omitempty"`
 }
+
+// omitRoot leaves out s's root, the one field of a job's summary whose size is not bounded by its jobId's and
+// taskId's (up to commands.MaxRootChars, six bytes each in JSON), and says so. The root is in the lease.opened event
+// that recorded it, and in the dashboard's API, which has no frame.
+func (s *JobSummary) omitRoot() { s.RootToolCallID, s.TextsOmitted = "", true }
 
 // JobSummaries is query.jobs' list: run runID's jobs in st, in creation order. The error is
 // projections.ErrNotReadBack for a cold run the log cannot give back, whose jobs are not known to be none.
@@ -75,10 +83,12 @@ func handleQueryJobs(cl *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	pg, err := fitPage(cl, limit, func(limit int) (page[JobSummary], error) {
+	// NB: a job that would not fit in a frame with its root is sent without it (omitRoot), as the other lists send an
+	// item too large for a page of its own, so that the jobs after it are read too.
+	pg, err := fitPageOmitting(cl, limit, func(limit int) (page[JobSummary], error) {
 		items, next := indexPage(all, from, limit)
 		return page[JobSummary]{items: items, next: next}, nil
-	}, same[JobSummary])
+	}, same[JobSummary], omitting(cl, (*JobSummary).omitRoot))
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +123,10 @@ func indexPage[T any](items []T, from, limit int) (page []T, next string) {
 // seen-set.
 type JobDetail struct {
 	JobSummary
-	Grant        []GrantedTool               `json:"grant"`
+	Grant []GrantedTool `json:"grant"`
+	// GrantOmitted says the grant was left out (null; tools still counts it): the job's other fields with it left
+	// no room for one of its calls in a frame.
+	GrantOmitted bool                        `json:"grantOmitted,omitempty"`
 	Requests     []*projections.ProxyRequest `json:"requests"`
 	NextCursor   string                      `json:"nextCursor,omitempty"`
 	RevokedRoots int                         `json:"revokedRoots"`
@@ -129,7 +142,11 @@ type GrantedTool struct {
 }
 
 // query.job {jobId, limit? 1..500 (default 100), cursor?} → the job with a page of its requests in the order their
-// ids were first seen, cut to what fits in a frame beside the job's own fields (fitPage); nextCursor continues.
+// ids were first seen, cut to what fits in a frame beside the job's own fields (fitPage); nextCursor continues. When
+// the job's own fields leave no room for a call, they are sent without the root (omitRoot) and, if that is not
+// enough, without the grant too (GrantOmitted): a grant of the dispatcher's 256 tools, or one that filled the frame
+// of the job.create that made it, is larger than a frame in query.job, where each tool takes its fingerprint, and
+// the job's calls, which the worker names, were unreachable behind it.
 func handleQueryJob(cl *call) (any, error) {
 	var jobID, cursor string
 	var limit int64
@@ -145,30 +162,50 @@ func handleQueryJob(cl *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out JobDetail
-	pg, err := fitPage(cl, int(limit), func(limit int) (page[*projections.ProxyRequest], error) {
-		var (
-			found bool
-			err   error
-		)
-		out, err = readState(cl, func(st *projections.State) (JobDetail, error) {
-			d, ok, err := JobDetailOf(st, runID, jobID, from, limit)
-			found = ok
-			return d, err
-		})
-		if err != nil {
-			return page[*projections.ProxyRequest]{}, err
+	var (
+		out  JobDetail
+		pg   page[*projections.ProxyRequest]
+		omit int // 0: the job whole; 1: without its root; 2: without its grant too
+	)
+	for ; ; omit++ {
+		pg, err = fitPage(cl, int(limit), func(limit int) (page[*projections.ProxyRequest], error) {
+			var (
+				found bool
+				err   error
+			)
+			out, err = readState(cl, func(st *projections.State) (JobDetail, error) {
+				d, ok, err := JobDetailOf(st, runID, jobID, from, limit)
+				found = ok
+				return d, err
+			})
+			if err != nil {
+				return page[*projections.ProxyRequest]{}, err
+			}
+			if !found {
+				return page[*projections.ProxyRequest]{}, badParams(cl.method, "job %q not found", jobID)
+			}
+			if omit >= 1 {
+				out.omitRoot()
+			}
+			if omit >= 2 {
+				out.Grant, out.GrantOmitted = nil, true
+			}
+			// The job's own fields are sent with every page: measured without the page, they are what it holds
+			// around it.
+			p := page[*projections.ProxyRequest]{items: out.Requests, next: out.NextCursor}
+			out.Requests, out.NextCursor = []*projections.ProxyRequest{}, ""
+			b, err := json.Marshal(out)
+			p.around = len(b)
+			if err == nil && p.around+cursorBytes(p.next) > pageBudget(cl) {
+				// NB: a job of no call (or a page past its last) is no item fitPage could find too large.
+				err = fmt.Errorf("%w: %s", errTooLarge, cl.method)
+			}
+			return p, err
+		}, same[*projections.ProxyRequest])
+		if !errors.Is(err, errTooLarge) || omit == 2 {
+			break
 		}
-		if !found {
-			return page[*projections.ProxyRequest]{}, badParams(cl.method, "job %q not found", jobID)
-		}
-		// The job's own fields are sent with every page: measured without the page, they are what it holds around it.
-		p := page[*projections.ProxyRequest]{items: out.Requests, next: out.NextCursor}
-		out.Requests, out.NextCursor = []*projections.ProxyRequest{}, ""
-		b, err := json.Marshal(out)
-		p.around = len(b)
-		return p, err
-	}, same[*projections.ProxyRequest])
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -129,7 +129,8 @@ var readStates = []errorState{
 	{name: "the smallest frame", opts: fixtureOpts{opts: Options{MaxFrame: wire.MaxFrameFloor}},
 		apply: func(e *errorsCrew) {
 			// A page holds what fits in 0.9 KiB: J does not, nor J's summary, its lease's root of six-byte chars
-			// taking 3 KiB (a call whose id took as much is refused: its proxy.requested could not be read whole).
+			// taking 3 KiB (a call whose id took as much is refused: its proxy.requested could not be read whole), but
+			// both are sent without the root, and J without its grant if need be.
 			// Every event fits, bare if need be, and every run, task, delegation (P's, its description of six-byte
 			// chars) and message without its long texts, but not in the answer to a request whose id leaves a result
 			// no more than an error answering it would take; nor does r1's state as proxy.result answers it.
@@ -144,7 +145,7 @@ var readStates = []errorState{
 				params["taskId"] = taskP // the run inbox is empty here
 				e.idWidth = widestAnswerableID
 			case wire.MethodEventsSince, methodProxyResult, "query.run", "query.runs", "query.tasks", wire.MethodMsgInbox,
-				"query.delegations":
+				"query.delegations", "query.jobs", "query.job":
 				e.idWidth = widestAnswerableID
 			}
 		}},

@@ -212,7 +212,9 @@ export interface JobDetail {
   "manifestDigest": string;
   "createdAt": number;
   "updatedAt": number;
+  "textsOmitted"?: boolean;
   "grant": GrantedTool[];
+  "grantOmitted"?: boolean;
   "requests": ProxyRequest[];
   "nextCursor"?: string;
   "revokedRoots": number;
@@ -243,6 +245,7 @@ export interface JobSummary {
   "manifestDigest": string;
   "createdAt": number;
   "updatedAt": number;
+  "textsOmitted"?: boolean;
 }
 
 export interface JobsResult {
