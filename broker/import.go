@@ -169,12 +169,12 @@ func handleImportCheckpoints(cl *call) (any, error) {
 	if set.SaveDue() {
 		s.saveImportView(set)
 	}
-	cks := set.Of(source, cursor) // in path order
-	// The cursor is the path of the page's last checkpoint: the next page starts at the first path left out.
+	cks := checkpointsAfter(set, source, cursor) // in path order
+	// The cursor names the path of the page's last checkpoint: the next page starts at the first path left out.
 	pg, err := fitPage(cl, limit, func(limit int) (page[events.ImportCheckpoint], error) {
 		p := page[events.ImportCheckpoint]{items: cks[:min(limit, len(cks))]}
 		if limit < len(cks) {
-			p.next = cks[limit-1].Path
+			p.next = checkpointCursor(cks[limit-1].Path)
 		}
 		return p, nil
 	}, func(c events.ImportCheckpoint) events.ImportCheckpoint { return c })

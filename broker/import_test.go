@@ -163,7 +163,8 @@ func TestImportAppendRefusals(t *testing.T) {
 }
 
 // TestImportCheckpointsPageOnEveryPathRecorded: a page ending on any path the engine records hands out a nextCursor
-// the next call takes, the longest (4096 chars, counted as the cursor is, in code points: 2-byte ones too) included;
+// the next call takes (the path, or a long one's digest), the longest (4096 chars, counted as a path cursor is, in
+// code points: 2-byte ones too) included;
 // a path no page could end on (longer, or empty, never after a cursor) is refused when written, naming the bound.
 func TestImportCheckpointsPageOnEveryPathRecorded(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
@@ -213,10 +214,18 @@ func TestImportCheckpointsPageOnEveryPathRecorded(t *testing.T) {
 		if pg.NextCursor == "" {
 			break
 		}
-		require.Equal(t, pg.Checkpoints[0].Path, pg.NextCursor)
+		require.Equal(t, checkpointCursor(pg.Checkpoints[0].Path), pg.NextCursor, "a long path is named by its digest")
 		params["cursor"] = pg.NextCursor
 	}
 	require.Equal(t, recorded, listed)
+	// The longest path is taken as a cursor itself too, as crewd answered it before it named long paths by digest.
+	var pg struct {
+		Checkpoints []events.ImportCheckpoint `json:"checkpoints"`
+	}
+	r = a.call(methodImportCheckpoints, map[string]any{"source": "picrew", "limit": 1, "cursor": recorded[1]})
+	require.Nil(t, r.Error)
+	require.NoError(t, json.Unmarshal(r.Result, &pg))
+	require.Equal(t, recorded[2], pg.Checkpoints[0].Path)
 
 	for i, c := range cases {
 		e := res.Results[i].Error

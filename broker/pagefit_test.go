@@ -77,7 +77,7 @@ func TestRunsCheckpointsAndCallsCutToTheFrame(t *testing.T) {
 				a.ok("run.create", map[string]any{"runId": id, "team": "t", "goal": strings.Repeat("g", 200), "cwd": "/w"})
 				runs = append(runs, id)
 			}
-			var paths []string // each checkpoint's page holds its path twice, the second time as the cursor
+			var paths []string // each long enough to be named by its digest as a cursor
 			for i := range 12 {
 				path := fmt.Sprintf("/%02d/%s", i, strings.Repeat("p", 300))
 				a.ok(methodImportAppend, importCheckpoint(fmt.Sprint("c", i), path))

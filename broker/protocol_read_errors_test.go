@@ -98,8 +98,8 @@ var readStates = []errorState{
 		e.f.eng.Read(func(st *projections.State) { require.True(e.t, st.IsCold(runR)) })
 	}},
 	{name: "records larger than a frame", opts: fixtureOpts{opts: Options{MaxFrame: 4096}}, apply: func(e *errorsCrew) {
-		// A page of a 4 KiB frame holds 3.9 KiB: the import's first checkpoint with its path again as the cursor of
-		// the next page does not fit in one (P's first pending message and the run inbox's first, the run and its
+		// A page of a 4 KiB frame holds 3.9 KiB: the import's first checkpoint, its path of six-byte chars taking
+		// 18 KiB, does not fit in one (P's first pending message and the run inbox's first, the run and its
 		// first task, whose texts take more, are sent without them). J's calls do fit, on pages cut to the frame,
 		// and so does r1's result, which proxy.result sends as a string of JSON: proxy.complete refuses one it could
 		// not answer.
@@ -123,7 +123,7 @@ var readStates = []errorState{
 				"nonce": e.ids["nonce"], "tool": "read"})
 		}
 		for _, path := range []string{"/a", "/b"} {
-			a.ok(methodImportAppend, importCheckpoint("i"+path, path+strings.Repeat("x", 2000)))
+			a.okUnescaped(methodImportAppend, importCheckpoint("i"+path, path+strings.Repeat("<", 3000)))
 		}
 	}},
 	{name: "the smallest frame", opts: fixtureOpts{opts: Options{MaxFrame: wire.MaxFrameFloor}},
