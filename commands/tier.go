@@ -84,9 +84,14 @@ func (e *Engine) evictIfDue(now time.Time) {
 
 // evictDue reports whether an eviction pass is due at now: at most once per
 // evictPassEvery (every group with no retention). now is a reading the
-// writer already took (a test clock may count readings).
+// writer already took (a test clock may count readings). NB: a pass plans
+// the next at most evictPassEvery ahead, so a next pass further ahead of now
+// was planned before the engine's time stepped back (a wall clock behind by
+// more than maxHold is followed): the pass is due now, else no run would go
+// cold, whatever the retention and MaxRetainedRuns, until the clock had
+// made up the step.
 func (e *Engine) evictDue(now time.Time) bool {
-	return !now.IsZero() && !now.Before(e.nextEvict)
+	return !now.IsZero() && (!now.Before(e.nextEvict) || e.nextEvict.Sub(now) > evictPassEvery)
 }
 
 // evictPass makes cold, in the working state, the runs whose retention has

@@ -1,0 +1,48 @@
+package commands
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/projections"
+)
+
+// stepBack is a step of the wall clock back further than the engine holds its time for (maxHold): the engine's
+// time follows it, and what was recorded before is dated ahead of it.
+const stepBack = 24 * time.Hour
+
+// After the clock steps back beyond maxHold, the writer still makes runs cold: a pass is due a pass interval after
+// the last one by the engine's time, not only once that time is past the time the last pass planned the next for,
+// which the step put a day ahead, a day in which every run that ended stayed hot whatever the retention and the cap.
+func TestEvictionGoesOnAfterTheClockStepsBack(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		retention time.Duration
+		ended     int
+		wantHot   int
+	}{
+		{"no retention", -1, 3, 0},
+		{"more ended runs than are retained", time.Hour, MaxRetainedRuns + 5, MaxRetainedRuns},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := openColdEngine(t, Options{SnapshotEvery: -1, Retention: tc.retention})
+			// a pass plans the next by the clock before the step
+			require.Nil(t, f.submitAs(admin, &RunCreate{RunID: "A", Team: "t", Goal: "g", Cwd: "/w"}).Rejected)
+			f.clock.Advance(-stepBack)
+			endRuns(t, f, "C", tc.ended)
+			require.Nil(t, f.submitAs(admin, &RunCreate{RunID: "N", Team: "t", Goal: "g", Cwd: "/w"}).Rejected)
+			f.eng.Read(func(s *projections.State) {
+				hot := 0
+				for i := range tc.ended {
+					if s.IsHot(fmt.Sprintf("C%02d", i)) {
+						hot++
+					}
+				}
+				require.Equal(t, tc.wantHot, hot, "ended runs kept hot after the step back")
+			})
+		})
+	}
+}
