@@ -46,3 +46,27 @@ func TestEvictionGoesOnAfterTheClockStepsBack(t *testing.T) {
 		})
 	}
 }
+
+// An ended run whose last event is stamped ahead of the engine's time (recorded before the clock stepped back, or
+// by an earlier crewd, or an importer whose clock was ahead) is retained from when a pass first found it ended, not
+// until its stamp: as many such runs as MaxRetainedRuns neither keep every run that ends after them cold at once nor
+// stay hot themselves once the retention has passed by the engine's time.
+func TestRunsStampedAheadDoNotHoldTheRetention(t *testing.T) {
+	f := openColdEngine(t, Options{SnapshotEvery: -1, Retention: time.Hour})
+	endRuns(t, f, "F", MaxRetainedRuns)
+	f.clock.Advance(-stepBack)
+	require.Nil(t, f.submitAs(admin, &RunCreate{RunID: "N", Team: "t", Goal: "g", Cwd: "/w"}).Rejected)
+	const later = 6
+	endRuns(t, f, "C", later)
+	f.eng.Read(func(s *projections.State) {
+		for i := range later {
+			require.True(t, s.IsHot(fmt.Sprintf("C%02d", i)), "run C%02d, ended last, went cold at once", i)
+			require.True(t, s.IsCold(fmt.Sprintf("F%02d", i)), "run F%02d, ended first, kept its place", i)
+		}
+	})
+	f.clock.Advance(time.Hour)
+	require.Nil(t, f.submitAs(admin, &RunCreate{RunID: "M", Team: "t", Goal: "g", Cwd: "/w"}).Rejected)
+	f.eng.Read(func(s *projections.State) {
+		require.Equal(t, MaxRetainedRuns+later, s.ColdRuns(), "ended runs hot an hour after their retention passed")
+	})
+}

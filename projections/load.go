@@ -140,6 +140,8 @@ func replay(s *State, l *eventlog.Log, to uint64, t Tiering) (evicted int, err e
 // (ColdStore.SaveViewsOnEvict), but for a run read back and made cold again
 // with no event of it since, whose view is written, queued or missing
 // already; Evict queues nothing, so a run is queued once, not once per copy.
+// It notes the ended runs it keeps whose last event is stamped after now
+// (noteAhead): the next passes measure their retention from now.
 func (s *State) EvictAll(now, retention int64, maxRetained int) []string {
 	ids, _ := s.EvictAllCounted(now, retention, maxRetained)
 	return ids
@@ -168,6 +170,7 @@ func (s *State) EvictAllCounted(now, retention int64, maxRetained int) (ids []st
 			changed++
 		}
 	}
+	s.noteAhead(now)
 	if err := s.flushSummaries(); err != nil {
 		s.store.indexWriteFailed(len(s.cold), err)
 		return ids, changed

@@ -28,8 +28,11 @@ type State struct {
 	// is ended: the candidates for going cold.
 	cold  map[string]*coldRun
 	ended map[string]struct{}
-	store *ColdStore
-	held  map[string]string // nested slots held: subId → run id
+	// seenAhead holds the ended hot runs whose last event an eviction pass found stamped after its clock reading,
+	// with that reading: their retention counts from it (retainedFrom). At most the ended hot runs.
+	seenAhead map[string]seenAhead
+	store     *ColdStore
+	held      map[string]string // nested slots held: subId → run id
 	// waiting holds the hot runs whose Usage.SlotWaitAt is set: the candidates
 	// of SlotWaiters, so it never scans every run.
 	waiting map[string]struct{}
@@ -98,12 +101,13 @@ type runState struct {
 // New returns an empty state with the default engine config in force.
 func New() *State {
 	return &State{
-		runs:    make(map[string]*runState),
-		cold:    make(map[string]*coldRun),
-		ended:   make(map[string]struct{}),
-		held:    make(map[string]string),
-		waiting: make(map[string]struct{}),
-		config:  DefaultConfig(),
+		runs:      make(map[string]*runState),
+		cold:      make(map[string]*coldRun),
+		ended:     make(map[string]struct{}),
+		seenAhead: make(map[string]seenAhead),
+		held:      make(map[string]string),
+		waiting:   make(map[string]struct{}),
+		config:    DefaultConfig(),
 	}
 }
 
@@ -132,21 +136,25 @@ func newRunState(r Run) *runState {
 // cold runs, which nothing mutates.
 func (s *State) Clone() *State {
 	c := &State{
-		Position: s.Position,
-		runs:     make(map[string]*runState, len(s.runs)),
-		nruns:    s.nruns,
-		cold:     make(map[string]*coldRun, len(s.cold)),
-		ended:    make(map[string]struct{}, len(s.ended)),
-		store:    s.store,
-		held:     make(map[string]string, len(s.held)),
-		waiting:  make(map[string]struct{}, len(s.waiting)),
-		config:   s.config.clone(),
+		Position:  s.Position,
+		runs:      make(map[string]*runState, len(s.runs)),
+		nruns:     s.nruns,
+		cold:      make(map[string]*coldRun, len(s.cold)),
+		ended:     make(map[string]struct{}, len(s.ended)),
+		seenAhead: make(map[string]seenAhead, len(s.seenAhead)),
+		store:     s.store,
+		held:      make(map[string]string, len(s.held)),
+		waiting:   make(map[string]struct{}, len(s.waiting)),
+		config:    s.config.clone(),
 	}
 	for run := range s.waiting {
 		c.waiting[run] = struct{}{}
 	}
 	for run := range s.ended {
 		c.ended[run] = struct{}{}
+	}
+	for run, seen := range s.seenAhead {
+		c.seenAhead[run] = seen
 	}
 	for id, cr := range s.cold {
 		c.cold[id] = cr // summaries are never mutated

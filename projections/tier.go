@@ -468,36 +468,76 @@ func (s *State) ThawFrom(t Thawed) {
 // maxRetained (> 0) such runs are still within the retention, the ones
 // that ended first beyond that many, so the memory of ended runs does not
 // grow with the rate at which runs end. Sorted, so the choice is
-// deterministic. Cost: one pass over the ended hot runs.
+// deterministic. Cost: one pass over the ended hot runs. A run whose last
+// event is stamped after now is measured from retainedFrom.
 func (s *State) Evictable(now, retention int64, maxRetained int) []string {
 	if s.store == nil || len(s.ended) == 0 {
 		return nil
 	}
+	type candidate struct {
+		id   string
+		from int64
+		last uint64
+	}
 	var out []string
-	var retained []*runState
+	var retained []candidate
 	for id := range s.ended {
 		r := s.runs[id]
-		switch {
-		case r == nil || !s.mayEvict(r):
-		case r.run.UpdatedAt <= now-retention:
+		if r == nil || !s.mayEvict(r) {
+			continue
+		}
+		if from := s.retainedFrom(r, now); from <= now-retention {
 			out = append(out, id)
-		default:
-			retained = append(retained, r)
+		} else {
+			retained = append(retained, candidate{id, from, r.last})
 		}
 	}
 	if maxRetained > 0 && len(retained) > maxRetained {
-		slices.SortFunc(retained, func(a, b *runState) int {
-			if a.run.UpdatedAt != b.run.UpdatedAt {
-				return cmp.Compare(a.run.UpdatedAt, b.run.UpdatedAt)
-			}
-			return strings.Compare(a.run.RunID, b.run.RunID)
+		slices.SortFunc(retained, func(a, b candidate) int {
+			// NB: then by the log's order: the runs stamped ahead are all measured from one reading.
+			return cmp.Or(cmp.Compare(a.from, b.from), cmp.Compare(a.last, b.last), strings.Compare(a.id, b.id))
 		})
-		for _, r := range retained[:len(retained)-maxRetained] {
-			out = append(out, r.run.RunID)
+		for _, c := range retained[:len(retained)-maxRetained] {
+			out = append(out, c.id)
 		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+// seenAhead is when an eviction pass first found an ended hot run's last event stamped after its clock reading, and
+// the run's last position then (a later event of the run makes its stamp the one to measure again).
+type seenAhead struct {
+	at   int64 // the pass's clock reading, unix ms
+	last uint64
+}
+
+// retainedFrom is the time r's retention is measured from at clock reading now: its last event's, or, when that is
+// stamped after now, the reading of the pass that first found it so (noteAhead), else now. NB: an event is stamped
+// after the engine's time when the clock stepped back further than the engine holds its time for, or an earlier crewd
+// or an importer with a clock ahead wrote it: measured from its stamp, the run would stay hot, and hold a place of
+// maxRetained from the runs that end after it, for as long as the stamp is ahead, a year for a clock a year ahead.
+func (s *State) retainedFrom(r *runState, now int64) int64 {
+	if r.run.UpdatedAt <= now {
+		return r.run.UpdatedAt
+	}
+	if seen, ok := s.seenAhead[r.run.RunID]; ok && seen.last == r.last {
+		return min(seen.at, now)
+	}
+	return now
+}
+
+// noteAhead notes, for each ended hot run whose last event is stamped after now, the reading now of the pass that
+// first found it so at its last position (retainedFrom), and forgets the runs stamped no later than now.
+func (s *State) noteAhead(now int64) {
+	for id := range s.ended {
+		r := s.runs[id]
+		if r == nil || r.run.UpdatedAt <= now {
+			delete(s.seenAhead, id)
+		} else if seen, ok := s.seenAhead[id]; !ok || seen.last != r.last {
+			s.seenAhead[id] = seenAhead{at: now, last: r.last}
+		}
+	}
 }
 
 // mayEvict reports whether r may go cold: ended, holding no slot and no question. NB: a place among the slot waiters
@@ -542,6 +582,7 @@ func (s *State) evict(id string, writes bool) *runState {
 	}
 	delete(s.runs, id)
 	delete(s.ended, id)
+	delete(s.seenAhead, id)
 	delete(s.waiting, id)
 	var orch *Credential
 	if c := r.creds[events.OrchestratorKey]; c != nil {
@@ -571,6 +612,7 @@ func (s *State) trackEnded(r *runState) {
 		s.ended[r.run.RunID] = struct{}{}
 	} else {
 		delete(s.ended, r.run.RunID)
+		delete(s.seenAhead, r.run.RunID)
 	}
 }
 

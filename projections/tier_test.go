@@ -268,3 +268,21 @@ func jobHeavyHistory(jobs, tools, calls int) []events.Event {
 func TestRunSizeEstimateCountsJobs(t *testing.T) {
 	requireSizeEstimateCloseToTheHeap(t, fold(jobHeavyHistory(4, 64, 1000)), 10)
 }
+
+// Ended runs whose last events are stamped after the clock reading are all measured from it (retainedFrom), so when
+// more of them than maxRetained are retained, the ones that ended first in the log go cold, as for any ended runs:
+// the run ids, which their writers choose, do not decide it.
+func TestRunsStampedAheadGoColdInTheOrderTheyEnded(t *testing.T) {
+	var h history
+	ids := []string{"Z", "Y", "X", "B", "A"} // in the order they end
+	for _, id := range ids {
+		h.add(id, events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"})
+	}
+	for _, id := range ids {
+		h.add(id, events.TypeRunCompleted, &events.RunCompleted{})
+	}
+	s := fold(h.evs)
+	s.SetColdStore(NewColdStore(nil, 0))
+	now := at(1) // before every end
+	require.Equal(t, []string{"X", "Y", "Z"}, s.Evictable(now, 60_000, 2))
+}
