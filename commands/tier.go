@@ -153,7 +153,13 @@ func (e *Engine) writeMissingViews(store *projections.ColdStore) {
 	start, n := time.Now(), 0
 	for {
 		var batch []projections.MissingView
-		e.Read(func(s *projections.State) { batch = s.MissingViews(missingViewsBatch) })
+		var err error
+		e.Read(func(s *projections.State) { batch, err = s.MissingViews(missingViewsBatch) })
+		if err != nil {
+			e.missingViewsFailed.Store(true)
+			e.opts.Logger.Warn("missing views of cold runs not written; they are re-folded when read", "err", err)
+			return
+		}
 		if len(batch) == 0 {
 			break
 		}

@@ -280,11 +280,13 @@ func (v MissingView) ID() string { return v.id }
 // not know to be written, in run-id order. Runs of the set met that s holds
 // hot (read back since) are passed over and kept: one made cold again with
 // no event of it since is not queued for its view (EvictAll). Those s does
-// not know are dropped from it.
-func (s *State) MissingViews(n int) []MissingView {
+// not know are dropped from it. A run whose summary cannot be read from the
+// index (ErrNotReadBack) ends the list there, with the error: it stays in
+// the set, since a read that failed does not say the run is unknown.
+func (s *State) MissingViews(n int) ([]MissingView, error) {
 	c := s.store
 	if c == nil || n <= 0 {
-		return nil
+		return nil, nil
 	}
 	ids := c.missingIDs()
 	var out []MissingView
@@ -295,7 +297,10 @@ func (s *State) MissingViews(n int) []MissingView {
 		if s.runs[id] != nil {
 			continue
 		}
-		cr := s.coldRun(id) // NB: outside the store's lock: it may read the index
+		cr, err := s.lookupCold(id) // NB: outside the store's lock: it may read the index
+		if err != nil {
+			return out, err
+		}
 		if cr == nil {
 			c.mu.Lock()
 			delete(c.missing, id)
@@ -304,7 +309,7 @@ func (s *State) MissingViews(n int) []MissingView {
 		}
 		out = append(out, MissingView{id: id, cr: *cr})
 	}
-	return out
+	return out, nil
 }
 
 // WriteMissingView makes sure cold run v has a view stamped with its last

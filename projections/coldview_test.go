@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/eventlog"
@@ -125,7 +126,7 @@ func TestMissingViewsAreKnownKeptBySnapshotsAndWritten(t *testing.T) {
 
 	c := restarted.store
 	written := 0
-	for batch := restarted.MissingViews(3); len(batch) > 0; batch = restarted.MissingViews(3) {
+	for batch := missingViewsOf(t, restarted, 3); len(batch) > 0; batch = missingViewsOf(t, restarted, 3) {
 		require.LessOrEqual(t, len(batch), 3)
 		for _, v := range batch {
 			require.NoError(t, c.WriteMissingView(v))
@@ -149,7 +150,7 @@ func TestMissingViewsAreKnownKeptBySnapshotsAndWritten(t *testing.T) {
 		}
 	}
 	c.markViewMissing(any)
-	v := restarted.MissingViews(1)
+	v := missingViewsOf(t, restarted, 1)
 	require.Len(t, v, 1)
 	require.NoError(t, c.WriteMissingView(v[0]))
 	require.EqualValues(t, cold-2, c.ViewsSaved(), "a current view is not written again")
@@ -170,7 +171,7 @@ func TestMissingViewsAreKnownKeptBySnapshotsAndWritten(t *testing.T) {
 
 	// A run no longer cold leaves the set.
 	c.markViewMissing("no-such-run")
-	require.Empty(t, restarted.MissingViews(5))
+	require.Empty(t, missingViewsOf(t, restarted, 5))
 	require.Zero(t, c.ViewsMissing())
 }
 
@@ -195,7 +196,7 @@ func TestAMissingViewOfARunReadBackStaysMissing(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, s.IsCold(id))
 	require.Equal(t, missing-1, s.store.ViewsMissing(), "a hot run is no cold run missing its view")
-	for _, v := range s.MissingViews(s.ColdRuns() + 1) {
+	for _, v := range missingViewsOf(t, s, s.ColdRuns()+1) {
 		require.NotEqual(t, id, v.ID(), "a hot run has no view to write")
 	}
 	require.True(t, s.store.viewMissing(id), "the run read back is still missing its view")
@@ -203,7 +204,7 @@ func TestAMissingViewOfARunReadBackStaysMissing(t *testing.T) {
 	require.Equal(t, []string{id}, s.EvictAll(now, 0, 0))
 	require.False(t, s.store.ViewsQueued(), "the unchanged run is not queued again")
 	require.Equal(t, missing, s.store.ViewsMissing())
-	for batch := s.MissingViews(16); len(batch) > 0; batch = s.MissingViews(16) {
+	for batch := missingViewsOf(t, s, 16); len(batch) > 0; batch = missingViewsOf(t, s, 16) {
 		for _, v := range batch {
 			require.NoError(t, s.store.WriteMissingView(v))
 		}
@@ -211,4 +212,61 @@ func TestAMissingViewOfARunReadBackStaysMissing(t *testing.T) {
 	pos, _, err := l.View(id)
 	require.NoError(t, err)
 	require.Equal(t, s.coldRun(id).last, pos)
+}
+
+// restartedMissingViews is a state restarted from a snapshot whose cold runs all miss their view, on a store whose
+// reads of its tables fail while faults is on, with a block cache too small to keep a block: reading a cold run's
+// summary or records then fails.
+func restartedMissingViews(t *testing.T, faults errorfs.Injector) (*State, int64) {
+	t.Helper()
+	defer func(n int) { maxQueuedViews = n }(maxQueuedViews)
+	maxQueuedViews = 0 // every run made cold in the fold goes without a view
+	evs := realisticHistory(1500)
+	fs := vfs.NewMem()
+	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+	require.NoError(t, err)
+	appendEvents(t, l, evs)
+	now := evs[len(evs)-1].UnixMilli() + 1
+	s, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: true, Index: true})
+	require.NoError(t, err)
+	b, err := EncodeSnapshot(s)
+	require.NoError(t, err)
+	require.NoError(t, l.SaveSnapshot(s.Position, b))
+	require.NoError(t, l.Close()) // NB: a reopened store holds every record in its tables, none in a memtable
+
+	l, err = eventlog.Open("db", &eventlog.Options{FS: errorfs.Wrap(fs, faults), CacheSize: 1, MemTableSize: 1 << 12})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	restarted, info, err := LoadTiered(l, Tiering{Now: now, SaveViews: true, Index: true})
+	require.NoError(t, err)
+	require.Equal(t, s.Position, info.SnapshotPosition)
+	require.Greater(t, restarted.store.ViewsMissing(), 3, "the snapshot keeps the missing views")
+	return restarted, now
+}
+
+// A cold run missing its view whose summary cannot be read from the index (a read that failed) stays among the
+// missing views, and MissingViews says why it returns none, where it dropped every such run as unknown: a pass met
+// by a passing read error wrote nothing, reported every view written, and the snapshot after it recorded none
+// missing, so those runs went without a view for good, each re-folded by its first query.
+func TestMissingViewsKeepTheRunsWhoseSummaryIsNotReadBack(t *testing.T) {
+	faults := sstReadFaults()
+	s, _ := restartedMissingViews(t, faults)
+	missing := s.store.ViewsMissing()
+
+	faults.On()
+	views, err := s.MissingViews(3)
+	faults.Off()
+	require.ErrorIs(t, err, ErrNotReadBack)
+	require.ErrorIs(t, err, errorfs.ErrInjected)
+	require.Empty(t, views)
+	require.Equal(t, missing, s.store.ViewsMissing(), "runs whose summary was not read back left the missing views")
+	require.Len(t, missingViewsOf(t, s, 3), 3, "read again once the reads succeed")
+}
+
+// missingViewsOf is s.MissingViews(n), which must return no error.
+func missingViewsOf(t *testing.T, s *State, n int) []MissingView {
+	t.Helper()
+	views, err := s.MissingViews(n)
+	require.NoError(t, err)
+	return views
 }

@@ -474,12 +474,7 @@ func TestAFailedWriteOfSummariesIsRetriedAndBothCopiesLetGo(t *testing.T) {
 	// store is reopened (with an empty block cache).
 	require.NoError(t, l.SaveSummaries([]eventlog.Summary{{Stream: evs[1].Stream, Ord: 0, Position: evs[1].Position, Data: []byte{summaryFormat}}}))
 	require.NoError(t, l.Close())
-	faults := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if strings.HasSuffix(op.Path, ".sst") && (op.Kind == errorfs.OpFileReadAt || op.Kind == errorfs.OpFileRead) {
-			return errorfs.ErrInjected
-		}
-		return nil
-	})}
+	faults := sstReadFaults()
 	l, err = eventlog.Open("db", &eventlog.Options{FS: errorfs.Wrap(fs, faults)})
 	require.NoError(t, err)
 	defer l.Close()
@@ -582,4 +577,14 @@ func BenchmarkEvictAllWritesSummaries(b *testing.B) {
 		require.Len(b, ids, mixedEnded)
 		require.NoError(b, l.Close())
 	}
+}
+
+// sstReadFaults fails every read of a table while it is on.
+func sstReadFaults() *errorfs.Toggle {
+	return &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasSuffix(op.Path, ".sst") && (op.Kind == errorfs.OpFileReadAt || op.Kind == errorfs.OpFileRead) {
+			return errorfs.ErrInjected
+		}
+		return nil
+	})}
 }

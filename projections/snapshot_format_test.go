@@ -184,7 +184,7 @@ func TestStoreOfAnOlderFormatIsRebuiltWithCredentialActors(t *testing.T) {
 	queued, err := s.store.SaveViews()
 	require.NoError(t, err)
 	require.Equal(t, maxQueuedViews, queued)
-	missing := s.MissingViews(len(cold))
+	missing := missingViewsOf(t, s, len(cold))
 	require.Len(t, missing, len(cold)-queued)
 	for _, v := range missing {
 		require.NoError(t, s.store.WriteMissingView(v), v.ID())
