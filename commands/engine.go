@@ -248,10 +248,13 @@ type Engine struct {
 	// (tier.go).
 	savingViews atomic.Bool
 	viewsMu     sync.Mutex // held by a pass writing views
-	// missingViewsFailed stops writeMissingViews for good after an error.
-	missingViewsFailed atomic.Bool
-	cold               *projections.ColdStore // shared by both copies
-	lastSnap           uint64
+	// missingViewsWait is how many eviction passes go by before the next pass of the missing views, after one
+	// failed (tier.go); missingViewsBackoff how many the last failure set, touched by one pass at a time
+	// (savingViews).
+	missingViewsWait    atomic.Int64
+	missingViewsBackoff int64
+	cold                *projections.ColdStore // shared by both copies
+	lastSnap            uint64
 	// lastSnapRecords is the last saved snapshot's size in records, set by
 	// the goroutine that saved it and read by the publisher.
 	lastSnapRecords atomic.Int64

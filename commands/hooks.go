@@ -46,6 +46,9 @@ type testHooks struct {
 	// elapsed, when set, stands in for the monotonic clock the engine's time goes on by while the wall clock is
 	// behind it (engine_time.go).
 	elapsed func() time.Duration
+	// missingViews is called by each pass of the missing views of cold runs as it starts (writeMissingViews), in the
+	// goroutine that writes them.
+	missingViews func()
 }
 
 // hook runs the commit hook at point, if a test set one.

@@ -111,10 +111,11 @@ func (e *Engine) evictPass(now time.Time) (ids []string, madeCold int) {
 // coldview.go) in the background, one pass at a time: encoding a large
 // run's records must not hold up the writer. The runs queued while a pass
 // runs are written by the next one, at the next eviction pass. A pass then
-// writes the missing views (writeMissingViews).
+// writes the missing views (writeMissingViews), unless a failed one has
+// them wait (missingViewsTurn). The writer calls it, at each eviction pass.
 func (e *Engine) maybeSaveViews() {
 	store := e.cold
-	missing := store != nil && store.ViewsMissing() > 0 && !e.missingViewsFailed.Load()
+	missing := store != nil && store.ViewsMissing() > 0 && e.missingViewsTurn()
 	if store == nil || (!store.ViewsQueued() && !missing) || !e.savingViews.CompareAndSwap(false, true) {
 		return
 	}
@@ -128,8 +129,38 @@ func (e *Engine) maybeSaveViews() {
 			e.opts.Logger.Warn("views of cold runs not saved; they are re-folded when read", "err", err)
 			return
 		}
-		e.writeMissingViews(store)
+		if missing {
+			e.writeMissingViews(store)
+		}
 	}()
+}
+
+// missingViewsRetry is how many eviction passes (at most one a second, evictPassEvery) go by after a failed pass of
+// the missing views before the next, doubled after each failure in a row up to maxMissingViewsRetry: an error that
+// lasts (a disk failing its reads) costs a pass every ten minutes or so, not a re-fold at every eviction pass, and
+// one that passes costs the views a short wait. NB: passes, not the clock: a clock stepped back would put the next
+// pass off by the step, and the engine's clock is read by no background pass (a test's counts its readings).
+const (
+	missingViewsRetry    = 10
+	maxMissingViewsRetry = 600
+)
+
+// missingViewsTurn reports whether a pass of the missing views may start at this eviction pass: none failed since one
+// succeeded, or missingViewsWait passes went by since the failure. The writer calls it once per eviction pass.
+func (e *Engine) missingViewsTurn() bool {
+	if e.missingViewsWait.Load() > 0 {
+		e.missingViewsWait.Add(-1)
+		return false
+	}
+	return true
+}
+
+// putOffMissingViews makes the next pass of the missing views wait, after one that failed, and returns how many
+// eviction passes.
+func (e *Engine) putOffMissingViews() int64 {
+	e.missingViewsBackoff = min(max(2*e.missingViewsBackoff, missingViewsRetry), maxMissingViewsRetry)
+	e.missingViewsWait.Store(e.missingViewsBackoff)
+	return e.missingViewsBackoff
 }
 
 // missingViewsBatch is how many cold runs writeMissingViews takes from the
@@ -143,26 +174,26 @@ const missingViewsBatch = 16
 // after a change of the snapshot format, or a write failed), one run at a
 // time, so that the first query of a cold run reads a view instead of
 // re-folding the run. It stops when the engine closes (the next start goes
-// on: the snapshot keeps the set) and for good at the first error (a log
-// that cannot be read or written; the runs are re-folded when read). Once
-// every view is written it takes a snapshot, so that a restart knows.
+// on: the snapshot keeps the set) and at the first error (a log that cannot
+// be read or written; the runs are re-folded when read meanwhile), after
+// which the next pass waits (putOffMissingViews). Once every view is
+// written it takes a snapshot, so that a restart knows.
 func (e *Engine) writeMissingViews(store *projections.ColdStore) {
-	if store.ViewsMissing() == 0 || e.missingViewsFailed.Load() {
+	if store.ViewsMissing() == 0 {
 		return
+	}
+	if h := e.opts.hooks; h != nil && h.missingViews != nil {
+		h.missingViews()
+	}
+	failed := func(run string, err error) {
+		e.opts.Logger.Warn("missing views of cold runs not written; they are re-folded when read, and tried again later",
+			"run", run, "err", err, "retryAfterEvictionPasses", e.putOffMissingViews())
 	}
 	start, n := time.Now(), 0
 	for {
 		var batch []projections.MissingView
 		var err error
 		e.Read(func(s *projections.State) { batch, err = s.MissingViews(missingViewsBatch) })
-		if err != nil {
-			e.missingViewsFailed.Store(true)
-			e.opts.Logger.Warn("missing views of cold runs not written; they are re-folded when read", "err", err)
-			return
-		}
-		if len(batch) == 0 {
-			break
-		}
 		for _, v := range batch {
 			select {
 			case <-e.quit:
@@ -171,17 +202,24 @@ func (e *Engine) writeMissingViews(store *projections.ColdStore) {
 			default:
 			}
 			if err := store.WriteMissingView(v); err != nil {
-				e.missingViewsFailed.Store(true)
-				e.opts.Logger.Warn("missing views of cold runs not written; they are re-folded when read", "run", v.ID(), "err", err)
+				failed(v.ID(), err)
 				return
 			}
 			n++
 		}
+		if err != nil {
+			failed("", err)
+			return
+		}
+		if len(batch) == 0 {
+			break
+		}
 		if _, err := store.SaveViews(); err != nil {
-			e.opts.Logger.Warn("views of cold runs not saved; they are re-folded when read", "err", err)
+			failed("", err)
 			return
 		}
 	}
+	e.missingViewsBackoff = 0
 	e.opts.Logger.Info("missing views of cold runs written", "runs", n, "took", time.Since(start).Round(time.Millisecond))
 	if e.opts.SnapshotEvery >= 0 && e.snapping.CompareAndSwap(false, true) {
 		e.saveSnapshot()

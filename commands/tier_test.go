@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/eventlog"
@@ -313,20 +315,7 @@ func TestEngineWritesTheMissingViewsOfColdRuns(t *testing.T) {
 	defer l.Close()
 	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: -1, Retention: -1, NoViews: true})
 	require.NoError(t, err)
-	runs := 1030 // more than projections' queue of views (1,024 runs)
-	for i := 0; i < runs; i++ {
-		run := fmt.Sprintf("C%04d", i)
-		rs, err := e.SubmitAll(context.Background(), []Request{
-			{Actor: admin, Command: &RunCreate{RunID: run, Team: "t", Goal: "g", Cwd: "/w"}},
-			{Actor: orchestrator, Command: &RunTransition{RunID: run, To: "running"}},
-			{Actor: orchestrator, Command: &RunTransition{RunID: run, To: "completed"}},
-		})
-		require.NoError(t, err)
-		for _, r := range rs {
-			require.Nil(t, r.Rejected)
-		}
-		clock.Advance(2 * time.Second) // the fold makes a run cold a second of event time after it ended
-	}
+	runs := endMoreRunsThanViewsQueue(t, e, clock)
 	require.NoError(t, e.Close())
 	_, _, err = l.View("C0000")
 	require.ErrorIs(t, err, eventlog.ErrNotFound, "views off: no view written")
@@ -357,6 +346,27 @@ func TestEngineWritesTheMissingViewsOfColdRuns(t *testing.T) {
 	require.NoError(t, info.SnapshotError)
 	require.Equal(t, runs, s.ColdRuns(), "the run the engine kept hot goes cold at Now, queued for its view")
 	require.Zero(t, s.ColdStore().ViewsMissing(), "the snapshot after the pass records no missing view")
+}
+
+// endMoreRunsThanViewsQueue creates and ends, on e, more runs than projections' queue of views holds (1,024), two
+// seconds of clock apart, and returns how many.
+func endMoreRunsThanViewsQueue(t *testing.T, e *Engine, clock *testClock) int {
+	t.Helper()
+	const runs = 1030
+	for i := range runs {
+		run := fmt.Sprintf("C%04d", i)
+		rs, err := e.SubmitAll(context.Background(), []Request{
+			{Actor: admin, Command: &RunCreate{RunID: run, Team: "t", Goal: "g", Cwd: "/w"}},
+			{Actor: orchestrator, Command: &RunTransition{RunID: run, To: "running"}},
+			{Actor: orchestrator, Command: &RunTransition{RunID: run, To: "completed"}},
+		})
+		require.NoError(t, err)
+		for _, r := range rs {
+			require.Nil(t, r.Rejected)
+		}
+		clock.Advance(2 * time.Second) // the fold makes a run cold a second of event time after it ended
+	}
+	return runs
 }
 
 // openColdEngine opens an engine with o on a new store in memory, on a test
@@ -610,4 +620,73 @@ func TestAnEndedRunRefusedASlotGoesCold(t *testing.T) {
 	f.eng.Read(func(s *projections.State) {
 		projectionstest.RequireSame(t, want, projectionstest.Answers(t, s, now), "cold, then reopened")
 	})
+}
+
+// openMissingViews opens an engine, with hooks, on a store whose cold runs have no view (written with views off,
+// then rebuilt from position 1: more runs go cold at once than the queue of views holds), its reads given to faults
+// and a block cache too small to keep a block, so the background pass of the missing views reads the tables.
+func openMissingViews(t *testing.T, faults errorfs.Injector, hooks *testHooks) *engineFixture {
+	t.Helper()
+	mem, clock := vfs.NewMem(), newTestClock()
+	f := openEngineWith(t, mem, clock, Options{SnapshotEvery: -1, Retention: -1, NoViews: true})
+	endMoreRunsThanViewsQueue(t, f.eng, clock)
+	f.close()
+
+	l, err := eventlog.Open("db", &eventlog.Options{FS: errorfs.Wrap(mem, faults), CacheSize: 1, MemTableSize: 1 << 12})
+	require.NoError(t, err)
+	o := Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: -1, Retention: -1,
+		hooks: hooks}
+	e, err := Open(l, o)
+	require.NoError(t, err)
+	f = &engineFixture{t: t, fs: mem, log: l, eng: e, clock: clock}
+	t.Cleanup(f.close)
+	return f
+}
+
+// A pass of the missing views of cold runs that fails (here every read of a table fails while it runs) is tried
+// again once missingViewsRetry eviction passes went by, and writes them all then, where the first error stopped the
+// passes until the next restart and left every such run to be re-folded by its first query; before that, no pass
+// starts at each eviction pass, which would re-fold a run a second for as long as the error lasts.
+func TestAFailedPassOfTheMissingViewsIsTriedAgainLater(t *testing.T) {
+	eio := eioToggle()
+	var passes atomic.Int32
+	hooks := &testHooks{missingViews: func() {
+		if passes.Add(1) == 1 {
+			eio.On() // the error lasts for the pass only
+		}
+	}}
+	f := openMissingViews(t, eio, hooks)
+	passDone := func(n int32) bool { return passes.Load() == n && !f.eng.savingViews.Load() }
+	require.Eventually(t, func() bool { return passDone(1) }, time.Minute, time.Millisecond, "the pass at Open")
+	eio.Off()
+	require.Positive(t, f.eng.cold.ViewsMissing(), "the first pass failed")
+
+	for i := range missingViewsRetry { // an eviction pass each: no retention, a second of the clock apart
+		require.Nil(t, f.submitAs(admin, &RunCreate{RunID: fmt.Sprintf("N%02d", i), Team: "t", Goal: "g",
+			Cwd: "/w"}).Rejected)
+	}
+	require.Never(t, func() bool { return passes.Load() > 1 }, 50*time.Millisecond, time.Millisecond,
+		"a pass of the missing views started before missingViewsRetry eviction passes went by")
+
+	require.Nil(t, f.submitAs(admin, &RunCreate{RunID: "M", Team: "t", Goal: "g", Cwd: "/w"}).Rejected)
+	require.Eventually(t, func() bool { return passDone(2) }, time.Minute, time.Millisecond, "no pass after the wait")
+	require.Zero(t, f.eng.cold.ViewsMissing(), "the second pass wrote every missing view")
+}
+
+// Each failed pass of the missing views in a row doubles the eviction passes that go by before the next, up to
+// maxMissingViewsRetry.
+func TestTheWaitAfterFailedPassesOfTheMissingViewsDoublesAndIsBounded(t *testing.T) {
+	e := &Engine{}
+	require.True(t, e.missingViewsTurn(), "none failed")
+	var waits []int64
+	for range 8 {
+		w := e.putOffMissingViews()
+		waits = append(waits, w)
+		for range w {
+			require.False(t, e.missingViewsTurn(), "a turn within a wait of %d passes", w)
+		}
+		require.True(t, e.missingViewsTurn(), "no turn after a wait of %d passes", w)
+	}
+	require.Equal(t, []int64{missingViewsRetry, 2 * missingViewsRetry, 4 * missingViewsRetry, 8 * missingViewsRetry,
+		16 * missingViewsRetry, 32 * missingViewsRetry, maxMissingViewsRetry, maxMissingViewsRetry}, waits)
 }
