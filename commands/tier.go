@@ -1,8 +1,10 @@
 package commands
 
 import (
+	"errors"
 	"time"
 
+	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/projections"
 )
 
@@ -201,7 +203,13 @@ func (e *Engine) writeMissingViews(store *projections.ColdStore) {
 				return
 			default:
 			}
-			if err := store.WriteMissingView(v); err != nil {
+			err := store.WriteMissingView(v)
+			if errors.Is(err, eventlog.ErrCorrupt) {
+				// NB: the run left the set: the others after it are written all the same.
+				e.opts.Logger.Warn("the view of a cold run its log does not give back is not written", "run", v.ID(), "err", err)
+				continue
+			}
+			if err != nil {
 				failed(v.ID(), err)
 				return
 			}

@@ -315,7 +315,11 @@ func (s *State) MissingViews(n int) ([]MissingView, error) {
 // WriteMissingView makes sure cold run v has a view stamped with its last
 // position: a usable view already there is kept, else the run is re-folded
 // from the log and its view written. Either way the run leaves the missing
-// views; on an error (the log could not be read or written) it stays.
+// views; on an error (the log could not be read or written) it stays, but
+// for damage (an error wrapping eventlog.ErrCorrupt): no view can be
+// written of a run the log does not give back as recorded, and its queries
+// report the damage (ErrNotReadBack) whatever the set says. NB: kept, it
+// would be first in the set for good, and every pass would stop at it.
 // It neither counts as a read back (Refolds, ViewReads) nor fills the
 // cache: it is housekeeping, not a query.
 func (c *ColdStore) WriteMissingView(v MissingView) error {
@@ -323,12 +327,16 @@ func (c *ColdStore) WriteMissingView(v MissingView) error {
 		return nil
 	}
 	scratch, err := foldRun(context.Background(), c.log, nil, v.id, v.cr.last)
+	if err == nil && (scratch.runs[v.id] == nil || scratch.runs[v.id].last != v.cr.last) {
+		err = fmt.Errorf("%w: run %s re-folded from its stream does not reach position %d", eventlog.ErrCorrupt, v.id, v.cr.last)
+	}
+	if errors.Is(err, eventlog.ErrCorrupt) {
+		c.mu.Lock()
+		delete(c.missing, v.id)
+		c.mu.Unlock()
+	}
 	if err != nil {
 		return err
 	}
-	r := scratch.runs[v.id]
-	if r == nil || r.last != v.cr.last {
-		return fmt.Errorf("%w: run %s re-folded from its stream does not reach position %d", eventlog.ErrCorrupt, v.id, v.cr.last)
-	}
-	return c.saveView(v.id, v.cr.last, r)
+	return c.saveView(v.id, v.cr.last, scratch.runs[v.id])
 }

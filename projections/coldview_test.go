@@ -270,3 +270,18 @@ func missingViewsOf(t *testing.T, s *State, n int) []MissingView {
 	require.NoError(t, err)
 	return views
 }
+
+// A cold run missing its view that the log cannot give back as recorded (here its summary names a position its
+// stream never reaches: ErrCorrupt) leaves the missing views when WriteMissingView meets the damage, where it stayed
+// first in the set for good: every pass of the missing views stopped at it, so the runs after it never had a view
+// written. Its queries report the damage (ErrNotReadBack) whatever the set says.
+func TestAMissingViewOfADamagedRunLeavesTheSet(t *testing.T) {
+	s, cold := coldRunNotReadBack(t)
+	s.store.SaveViewsOnEvict()
+	s.store.markViewMissing(cold)
+	views := missingViewsOf(t, s, 1)
+	require.Len(t, views, 1)
+	require.ErrorIs(t, s.store.WriteMissingView(views[0]), eventlog.ErrCorrupt)
+	require.Zero(t, s.store.ViewsMissing(), "a damaged run stays among the missing views")
+	require.Empty(t, missingViewsOf(t, s, 1))
+}
