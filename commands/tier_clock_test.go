@@ -1,12 +1,14 @@
 package commands
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
 
@@ -69,4 +71,26 @@ func TestRunsStampedAheadDoNotHoldTheRetention(t *testing.T) {
 	f.eng.Read(func(s *projections.State) {
 		require.Equal(t, MaxRetainedRuns+later, s.ColdRuns(), "ended runs hot an hour after their retention passed")
 	})
+}
+
+// An imported run its files leave live (a pi-crew runtime that died mid-run) stays hot however long it is left: only
+// an end makes a run cold, and an import's files are the truth of their runs. The admin ends it (run.transition,
+// as for any run), and it goes cold at the next eviction pass.
+func TestAnImportedRunLeftLiveIsHotUntilTheAdminEndsIt(t *testing.T) {
+	f := openColdEngine(t, Options{SnapshotEvery: -1, Retention: -1})
+	for _, req := range []Request{
+		importOf("I", "import:I:run", events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"}),
+		importOf("I", "import:I:running", events.TypeRunRunning, &events.RunRunning{}),
+	} {
+		r, err := f.eng.Submit(context.Background(), req)
+		require.NoError(t, err)
+		require.Nil(t, r.Rejected)
+	}
+	f.clock.Advance(30 * 24 * time.Hour)
+	require.Nil(t, f.submitAs(admin, &RunCreate{RunID: "N", Team: "t", Goal: "g", Cwd: "/w"}).Rejected)
+	f.eng.Read(func(s *projections.State) { require.True(t, s.IsHot("I"), "a live run went cold") })
+
+	require.Nil(t, f.submitAs(admin, &RunTransition{RunID: "I", To: "cancelled"}).Rejected)
+	require.Nil(t, f.submitAs(admin, &RunCreate{RunID: "M", Team: "t", Goal: "g", Cwd: "/w"}).Rejected)
+	f.eng.Read(func(s *projections.State) { require.True(t, s.IsCold("I"), "the run the admin ended is hot") })
 }
