@@ -50,7 +50,7 @@ func TestWriterRefusesACredentialEndedBehindTheFollowersCopy(t *testing.T) {
 		{"T2", &commands.TaskTransition{RunID: "R", TaskID: "T2", To: "completed"}, commands.CredentialTaskEnded},
 	} {
 		t.Run(tc.task, func(t *testing.T) {
-			f, hold, release := startFollowerHoldingItsFold(t, srv, cfg)
+			f, hold, release, waiting := startFollowerHoldingItsFold(t, srv, cfg)
 			waitHead(t, f, w.Engine().Head())
 			hold.Store(true) // from here on the follower copies the stream but its state stays where it is
 			admin(tc.end)
@@ -62,22 +62,12 @@ func TestWriterRefusesACredentialEndedBehindTheFollowersCopy(t *testing.T) {
 				return end
 			}
 			require.Equal(t, commands.CredentialLive, checked(), "the follower's copy (what its broker checks) admits it")
-			answered := make(chan error, 1)
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				_, err := f.Engine().Submit(ctx, commands.Request{Principal: events.WorkerPrincipal("R", tc.task),
-					CommandID: "m-" + tc.task, Actor: events.Actor{Role: events.RoleWorker, TaskID: tc.task},
-					Command: &commands.MessageSend{RunID: "R", FromTask: tc.task, To: []string{"T3"}, Body: "hi"}, Credential: cred})
-				answered <- err
-			}()
-			select {
-			case err := <-answered:
-				t.Fatalf("answered %v while the follower's copy still admits the credential", err)
-			case <-time.After(300 * time.Millisecond):
-			}
+			answered := submitHeldBack(t, f, waiting, commands.Request{Principal: events.WorkerPrincipal("R", tc.task),
+				CommandID: "m-" + tc.task, Actor: events.Actor{Role: events.RoleWorker, TaskID: tc.task},
+				Command: &commands.MessageSend{RunID: "R", FromTask: tc.task, To: []string{"T3"}, Body: "hi"}, Credential: cred})
+			require.Equal(t, commands.CredentialLive, checked(), "the fold is still held")
 			release()
-			err := <-answered
+			err := (<-answered).err
 			// NB: as the broker tells it (a type assertion, not errors.As): the client must hear the very answer of
 			// one crewd.
 			ended, ok := err.(*commands.CredentialEndedError)
@@ -93,11 +83,13 @@ func TestWriterRefusesACredentialEndedBehindTheFollowersCopy(t *testing.T) {
 
 // startFollowerHoldingItsFold starts a follower whose engine stops folding what it copies once hold is set, until
 // release is called: its state (what its broker checks a credential against, and serves reads from) stays behind the
-// stream.
-func startFollowerHoldingItsFold(t *testing.T, srv *server.Server, cfg natslog.Config) (f *Node, hold *atomic.Bool, release func()) {
+// stream. waiting receives each position the answer to a forwarded request waits for its copy to hold.
+func startFollowerHoldingItsFold(t *testing.T, srv *server.Server, cfg natslog.Config) (f *Node, hold *atomic.Bool,
+	release func(), waiting <-chan uint64) {
 	t.Helper()
 	hold = new(atomic.Bool)
 	released := make(chan struct{})
+	waits := make(chan uint64, 16)
 	f = startOn(t, srv, Options{Name: "f", Log: cfg, LeaseTTL: time.Second, beforeFold: func(ctx context.Context) {
 		if hold.Load() {
 			select {
@@ -105,8 +97,45 @@ func startFollowerHoldingItsFold(t *testing.T, srv *server.Server, cfg natslog.C
 			case <-ctx.Done():
 			}
 		}
+	}, beforeCopyWait: func(pos uint64) {
+		select {
+		case waits <- pos:
+		default:
+		}
 	}})
-	return f, hold, sync.OnceFunc(func() { close(released) })
+	return f, hold, sync.OnceFunc(func() { close(released) }), waits
+}
+
+// submitted is what a submission answered.
+type submitted struct {
+	rep commands.Reply
+	err error
+}
+
+// submitHeldBack submits r to f on its own goroutine and requires that its answer waits for f's copy (waiting, of
+// startFollowerHoldingItsFold, receives the position it waits for) rather than come first; the answer comes on the
+// channel returned. NB: the follower's wait, not a time window: the writer's answer is in its hand then, so a
+// follower that answers before its copy holds what the writer decided on has answered by then, however slow the
+// machine.
+func submitHeldBack(t *testing.T, f *Node, waiting <-chan uint64, r commands.Request) <-chan submitted {
+	t.Helper()
+	answered := make(chan submitted, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		rep, err := f.Engine().Submit(ctx, r)
+		answered <- submitted{rep, err}
+	}()
+	select {
+	case a := <-answered:
+		t.Fatalf("answered %+v, %v while the follower's copy does not hold what the writer decided on", a.rep.Rejected,
+			a.err)
+	case pos := <-waiting:
+		require.Greater(t, pos, f.Engine().Head(), "waits for a position its copy has not folded")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the follower neither answered nor waited for its copy")
+	}
+	return answered
 }
 
 // submitAsAdmin submits c to n's engine as the admin, without a command id, and requires an answer.

@@ -216,10 +216,13 @@ func decidedOn(m *nats.Msg) uint64 {
 // that sent a command through a follower then reads its own write there,
 // and the state the writer's refusal of it was decided on.
 func (n *Node) waitCopied(ctx context.Context, pos uint64) error {
-	for {
+	for waited := false; ; waited = true {
 		ch := n.eng.Changed()
 		if n.eng.Head() >= pos {
 			return nil
+		}
+		if !waited && n.o.beforeCopyWait != nil {
+			n.o.beforeCopyWait(pos)
 		}
 		select {
 		case <-ch:

@@ -96,6 +96,9 @@ type Options struct {
 	// node stops following. A test that blocks in it holds the follower's
 	// state (what its broker checks a credential against) behind the stream.
 	beforeFold func(ctx context.Context)
+	// beforeCopyWait, set by tests, runs when the answer to a forwarded request waits for this node's copy to hold
+	// position pos (waitCopied), once, before it waits: a test then knows the answer is in hand and held back.
+	beforeCopyWait func(pos uint64)
 	// attemptTimeout, set by tests, replaces the bound of one attempt of a forwarded request that may be sent again
 	// (defaultAttemptTimeout).
 	attemptTimeout time.Duration
