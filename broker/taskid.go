@@ -1,11 +1,6 @@
 package broker
 
-import (
-	"strings"
-	"unicode/utf8"
-
-	"github.com/crewlog/crewlog/events"
-)
+import "github.com/crewlog/crewlog/events"
 
 // A TeamEvent's taskId is the "taskId" of its payload's JSON. Reading it back from that JSON cost a full parse of
 // every event into a map (the largest single cost of rendering a page of events.since). events.PayloadTaskID,
@@ -23,24 +18,5 @@ func liftTaskID(payload any) (taskID string, ok bool) {
 	if !ok {
 		return "", false
 	}
-	return asJSONReadsBack(id), true
-}
-
-// asJSONReadsBack is s as encoding/json writes and reads it back: each byte that is not part of valid UTF-8 becomes
-// U+FFFD (and nothing else changes).
-func asJSONReadsBack(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 {
-			b.WriteRune(utf8.RuneError)
-		} else {
-			b.WriteString(s[i : i+n])
-		}
-		i += n
-	}
-	return b.String()
+	return events.AsJSONReadsBack(id), true
 }

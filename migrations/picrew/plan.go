@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
@@ -276,24 +275,13 @@ func (p *planner) foreign(ev *teamEvent, what string, at int64) {
 		iso = time.UnixMilli(ev.Time.ms).UTC().Format("2006-01-02T15:04:05.000Z")
 	}
 	p.begin(what)
+	// NB: with each byte that is not UTF-8 as U+FFFD, as encoding/json reads a JSON string. A foreign event's data is
+	// its line's JSON text, which JSON decoders take with such bytes inside a string: kept, the one-shot import
+	// recorded them and events.since served them in its frames, while a follower's write, whose data is a JSON string,
+	// carried U+FFFD for each, and the two recorded different events under one command id.
 	p.add(at, &events.ForeignImported{Source: events.ForeignSourcePicrew, Type: ev.Type, Seq: int64(ev.Metadata.Seq),
-		Time: iso, TaskID: ev.TaskID, Message: ev.Message, Data: utf8OrReplaced(data.String())})
+		Time: iso, TaskID: ev.TaskID, Message: ev.Message, Data: events.AsJSONReadsBack(data.String())})
 	p.foreignCount++
-}
-
-// utf8OrReplaced is s with each byte that is not UTF-8 as U+FFFD, as encoding/json reads a JSON string. NB: a foreign
-// event's data is its line's JSON text, which JSON decoders take with such bytes inside a string: kept, the one-shot
-// import recorded them and events.since served them in its frames, while a follower's write, whose data is a JSON
-// string, carried U+FFFD for each, and the two recorded different events under one command id.
-func utf8OrReplaced(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		b.WriteRune(r) // NB: ranging over a string yields utf8.RuneError for each byte that is not UTF-8
-	}
-	return b.String()
 }
 
 func (p *planner) addRunStatus(at int64, typ, summary, reason string) {
