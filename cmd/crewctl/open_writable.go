@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"sync"
 
+	"github.com/crewlog/crewlog/cmd/crewd/daemon"
 	"github.com/crewlog/crewlog/eventlog"
 )
 
@@ -24,28 +26,14 @@ func (a *app) openWritable(ctx context.Context, dir string, opts eventlog.Option
 	}
 	errs := &quietable{w: a.io.err}
 	opts.Logger = slog.New(slog.NewTextHandler(errs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	type opened struct {
-		l   *eventlog.Log
-		err error
-	}
-	done := make(chan opened, 1)
-	go func() {
-		l, err := eventlog.Open(dir, &opts)
-		done <- opened{l, err}
-	}()
-	select {
-	case o := <-done:
-		return o.l, o.err
-	case <-ctx.Done():
+	l, err := daemon.Interruptible(ctx, "open "+dir, func() (*eventlog.Log, error) { return eventlog.Open(dir, &opts) },
+		func(l *eventlog.Log) { l.Close() })
+	if errors.Is(err, daemon.ErrGaveUp) {
 		errs.quiet() // NB: the open goes on beside what crewctl does next, and must not write there
-		go func() {
-			if o := <-done; o.l != nil {
-				o.l.Close()
-			}
-		}()
 		return nil, fmt.Errorf("open %s: given up (%v): the storage engine has not finished opening it (see its errors "+
 			"above: a full disk?)", dir, context.Cause(ctx))
 	}
+	return l, err
 }
 
 // quietable is a writer that writes to w until quiet.

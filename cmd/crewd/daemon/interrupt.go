@@ -7,14 +7,14 @@ import (
 	"sync"
 )
 
-// errGaveUp marks an open that interruptible stopped waiting for.
-var errGaveUp = errors.New("gave up")
+// ErrGaveUp marks an open that Interruptible stopped waiting for.
+var ErrGaveUp = errors.New("gave up")
 
-// interruptible runs open on its own goroutine and returns its result, or gives up as soon as ctx ends (a signal,
-// or the open deadline) with an error naming the cause. Pebble's open takes no context and may retry a failing
-// flush for minutes; giving up on it lets the first SIGTERM end crewd. An open that finishes after Run gave up is
-// closed with drop.
-func interruptible[T any](ctx context.Context, what string, open func() (T, error), drop func(T)) (T, error) {
+// Interruptible runs open on its own goroutine and returns its result, or gives up as soon as ctx ends (a signal,
+// or the open deadline) with an error naming the cause (ErrGaveUp). Pebble's open takes no context and may retry a
+// failing flush for minutes, or without end (a full disk); giving up on it lets the first SIGTERM end crewd, and
+// Ctrl-C crewctl. An open that finishes after its caller gave up is closed with drop.
+func Interruptible[T any](ctx context.Context, what string, open func() (T, error), drop func(T)) (T, error) {
 	type result struct {
 		v   T
 		err error
@@ -52,5 +52,5 @@ func interruptible[T any](ctx context.Context, what string, open func() (T, erro
 	default:
 	}
 	var zero T
-	return zero, fmt.Errorf("daemon: %s: %w: %w", what, errGaveUp, context.Cause(ctx))
+	return zero, fmt.Errorf("daemon: %s: %w: %w", what, ErrGaveUp, context.Cause(ctx))
 }

@@ -145,7 +145,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 		openCtx, cancelOpen = context.WithTimeoutCause(ctx, cfg.OpenTimeout, errOpenTimeout)
 	}
 	defer cancelOpen()
-	log, err := interruptible(openCtx, "open the event log", func() (*eventlog.Log, error) {
+	log, err := Interruptible(openCtx, "open the event log", func() (*eventlog.Log, error) {
 		opts := &eventlog.Options{Logger: lg.With("component", "eventlog"), CacheSize: cfg.CacheBytes,
 			MemTableSize: cfg.MemTableBytes}
 		storeFaults(opts)
@@ -176,7 +176,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	metrics := httpapi.NewMetrics()
 	// clustered is set when crewd runs as one of a JetStream cluster's crewds (--store jetstream).
 	var clustered *clusterEngine
-	eng, err := interruptible(openCtx, "open the engine", func() (*commands.Engine, error) {
+	eng, err := Interruptible(openCtx, "open the engine", func() (*commands.Engine, error) {
 		opts := commands.Options{Config: &engineConfig, Logger: lg.With("component", "engine"), Observer: engineObserver{metrics},
 			Retention: cfg.Retention, Clock: engineClock()}
 		if cfg.Retention == 0 {
@@ -205,7 +205,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 		e.Close()
 		log.Close()
 	})
-	if errors.Is(err, errGaveUp) {
+	if errors.Is(err, ErrGaveUp) {
 		logInUse = true
 	}
 	if err != nil {

@@ -142,17 +142,17 @@ func TestInterruptible(t *testing.T) {
 	errDeadline := errors.New("deadline")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(errDeadline)
-	_, err := interruptible(ctx, "open the thing", func() (int, error) {
+	_, err := Interruptible(ctx, "open the thing", func() (int, error) {
 		<-release
 		return 7, nil
 	}, func(v int) { dropped <- v })
 	require.ErrorIs(t, err, errDeadline)
-	require.ErrorIs(t, err, errGaveUp)
+	require.ErrorIs(t, err, ErrGaveUp)
 	require.ErrorContains(t, err, "daemon: open the thing: gave up")
 	close(release)
 	require.Equal(t, 7, <-dropped)
 
-	v, err := interruptible(context.Background(), "open", func() (int, error) { return 3, nil }, func(int) { t.Error("dropped") })
+	v, err := Interruptible(context.Background(), "open", func() (int, error) { return 3, nil }, func(int) { t.Error("dropped") })
 	require.NoError(t, err)
 	require.Equal(t, 3, v)
 }
