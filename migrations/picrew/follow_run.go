@@ -517,26 +517,33 @@ func (f *Follower) listFiles(r *runFollower, report bool) (out []listed, complet
 	if err != nil {
 		skip(r.dir, "unreadable: "+pathless(err).Error()+" (retrying)")
 	}
+	// NB: the live events.jsonl is listed after its archives, which hold older seqs: a rotation leaves in the archive
+	// the lines appended just before it, which a pass may not have read yet, and read after the live file they were
+	// recorded after newer events (a settlement before its admission) and reported missing from it.
+	var live, mail []listed
 	for _, e := range entries {
 		name, p := e.Name(), filepath.Join(r.dir, e.Name())
 		switch {
 		case name == "manifest.json" || name == "tasks.json" || isTemp(name):
-		case name == "events.jsonl" || (strings.HasPrefix(name, "events.jsonl.") && strings.HasSuffix(name, ".archive.jsonl")):
+		case name == "events.jsonl":
+			live = append(live, listed{path: p, kind: eventsFile})
+		case strings.HasPrefix(name, "events.jsonl.") && strings.HasSuffix(name, ".archive.jsonl"):
 			out = append(out, listed{path: p, kind: eventsFile})
 		case name == "mailbox" && e.IsDir():
 			from := s
 			if !report {
 				from = &source{root: s.root, crew: s.files()}
 			}
-			mail, whole := from.mailboxFiles(r.id, p)
+			files, whole := from.mailboxFiles(r.id, p)
 			complete = complete && whole
-			for _, mp := range mail {
-				out = append(out, listed{path: mp, kind: mailboxFile})
+			for _, mp := range files {
+				mail = append(mail, listed{path: mp, kind: mailboxFile})
 			}
 		default:
 			skip(p, classify(name, "unknown file: not imported"))
 		}
 	}
+	out = append(append(out, live...), mail...)
 	dir, steering, bad, err := s.steeringEntries(r.id)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		complete = complete && !readFailed(err)
