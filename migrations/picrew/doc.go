@@ -237,7 +237,9 @@
 //     (rotation, compaction), that shrank below what was read (truncation),
 //     or whose last line read is no longer where it was (rewritten in
 //     place) is read again from its start; an archive renamed from the live file
-//     goes on from the live file's position; a run directory removed (by
+//     goes on from the live file's position, and a run's archives are read
+//     before its live file (they hold its older seqs: a rotation leaves the
+//     lines appended just before it there); a run directory removed (by
 //     pi-crew's retention) keeps what was imported and gets its checkpoints
 //     marked gone; a write the daemon refuses is reported and not retried,
 //     and so is one larger alone than a request may carry (MaxBatchBytes:
