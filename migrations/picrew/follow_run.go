@@ -32,6 +32,9 @@ type tailState struct {
 	taskID string // the steering file's task
 	dirty  bool
 	gone   bool
+	// waited: a pass found the live events.jsonl replaced and left the new file to the next (waitsForArchive), which
+	// reads what it finds.
+	waited bool
 }
 
 // stamp tells whether a file changed: pi-crew rewrites its whole files
@@ -636,6 +639,10 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 	if t.inode == 0 {
 		t.inode = inode
 	}
+	if !replay && r.waitsForArchive(path, t, inode) {
+		r.unread = true
+		return
+	}
 	if changed, why := t.changed(inode, size); changed && !replay {
 		s.skip(r.id, t.rel, 0, 0, "%s", why)
 		t.reset(inode)
@@ -693,6 +700,26 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 	if partial >= 0 && !replay && t.partial.observe(partial, size, f.o.now(), f.o.SettleAfter) {
 		s.skip(r.id, t.rel, int(t.lines+1), 0, "partial last line (no newline yet) at byte %d, unchanged for %s: read when it is complete", partial, f.o.SettleAfter)
 	}
+}
+
+// waitsForArchive reports whether the live events.jsonl at path, found as the file inode in place of the one t read,
+// is left to the next pass: no archive this pass listed is t's file, and no pass left it already. NB: a rotation
+// between the pass's listing and this read left the lines appended just before it, unread, in an archive the pass
+// did not list; read now, the new file's newer events were recorded before them and they were reported missing. The
+// next listing finds the archive, if it is one (a compaction leaves none), and reads it first. Once only: a file
+// replaced again at every pass (a worker's) would never be read.
+func (r *runFollower) waitsForArchive(path string, t *tailState, inode int64) bool {
+	if t.kind != eventsFile || filepath.Base(path) != "events.jsonl" || inode == t.inode || t.waited {
+		t.waited = false
+		return false
+	}
+	for p, o := range r.tails {
+		if p != path && o.kind == eventsFile && !o.gone && o.inode == t.inode {
+			return false // listed: an archive took the file over, and was read first
+		}
+	}
+	t.waited = true
+	return true
 }
 
 // planLine plans one line of a followed file, read with the complete lines

@@ -1,6 +1,8 @@
 package picrew
 
 import (
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,23 +49,88 @@ func TestFollowReadsTheArchiveBeforeTheLiveFile(t *testing.T) {
 				pass()
 			}
 
-			for _, s := range *reported {
-				require.NotContains(t, s.Reason, "missing", "%s: %s", s.Path, s.Reason)
-			}
-			var seqs []uint64
-			for _, id := range mustImported(sink) {
-				if rest, ok := strings.CutPrefix(id, "import:"+runA+":seq:"); ok {
-					seq, err := strconv.ParseUint(rest, 10, 64)
-					require.NoError(t, err, id)
-					seqs = append(seqs, seq)
-				}
-			}
-			require.IsIncreasing(t, seqs, "recorded in seq order")
-			require.Len(t, seqs, int(a.Seq()), "every event recorded")
-			types := sink.eventTypes()
-			require.Equal(t, 1, types[events.TypeDelegateAdmitted])
-			require.Equal(t, 1, types[events.TypeDelegateCompleted])
+			requireReadInOrder(t, sink, *reported, a.Seq())
 			requireCopy(t, root.Dir, sink, copyOf{})
 		})
 	}
+}
+
+// TestFollowReadsAnArchiveMadeAfterTheListingFirst: a rotation between a pass's listing of the run's files and its
+// read of events.jsonl leaves the lines appended just before it in an archive that pass never listed. The follower
+// read the new live file from its start at once, so it reported the archive's unread seqs missing and recorded the
+// newer events before them. A live file replaced under a tail whose file no listed archive took over is read at the
+// next pass now, whose listing finds the archive, if it is one, and reads it first.
+func TestFollowReadsAnArchiveMadeAfterTheListingFirst(t *testing.T) {
+	root := newRoot(t)
+	a := newRun(t, root, runA)
+	steps := picrewtest.Lifecycle(a, 12)
+	runSteps(t, steps[:14])
+	sink := newMemSink()
+	_, pass, reported := stepFollower(t, root.Dir, sink)
+	pass()
+	list := readDir
+	rotated := false
+	readDir = func(c *crewRoot, p string) ([]os.DirEntry, error) {
+		entries, err := list(c, p)
+		if p == a.Dir && !rotated {
+			rotated = true
+			runSteps(t, steps[14:18]) // appended to the live file, read by no pass
+			require.NoError(t, a.Rotate())
+			runSteps(t, steps[18:]) // the new live file
+		}
+		return entries, err
+	}
+	t.Cleanup(func() { readDir = list })
+	for range 4 {
+		pass()
+	}
+	require.True(t, rotated)
+	requireReadInOrder(t, sink, *reported, a.Seq())
+	requireCopy(t, root.Dir, sink, copyOf{})
+}
+
+// requireReadInOrder checks that the sink recorded events 1..last of runA once each, in seq order, and that nothing
+// was reported missing.
+func requireReadInOrder(t *testing.T, sink *memSink, reported []Skipped, last uint64) {
+	t.Helper()
+	for _, s := range reported {
+		require.NotContains(t, s.Reason, "missing", "%s: %s", s.Path, s.Reason)
+	}
+	var seqs []uint64
+	for _, id := range mustImported(sink) {
+		if rest, ok := strings.CutPrefix(id, "import:"+runA+":seq:"); ok {
+			seq, err := strconv.ParseUint(rest, 10, 64)
+			require.NoError(t, err, id)
+			seqs = append(seqs, seq)
+		}
+	}
+	require.IsIncreasing(t, seqs, "recorded in seq order")
+	require.Len(t, seqs, int(last), "every event recorded")
+	types := sink.eventTypes()
+	require.Equal(t, 1, types[events.TypeDelegateAdmitted])
+	require.Equal(t, 1, types[events.TypeDelegateCompleted])
+}
+
+// TestFollowReadsALiveFileReplacedAtEveryPass: a live events.jsonl found replaced is left to the next pass once, not
+// at every pass it is found replaced again: a worker rewriting the file (a new inode) more often than the follower
+// passes would keep its every event from being read.
+func TestFollowReadsALiveFileReplacedAtEveryPass(t *testing.T) {
+	root := newRoot(t)
+	a := newRun(t, root, runA)
+	require.NoError(t, a.SetStatus("running"))
+	sink := newMemSink()
+	_, pass, _ := stepFollower(t, root.Dir, sink)
+	kept := t.TempDir()
+	for i := range 8 {
+		_, err := a.Event("task.progress", "", nil)
+		require.NoError(t, err)
+		// The same lines under a new inode; the old file kept, so its inode is not the new one's.
+		b, err := os.ReadFile(a.EventsPath())
+		require.NoError(t, err)
+		require.NoError(t, os.Rename(a.EventsPath(), filepath.Join(kept, strconv.Itoa(i))))
+		require.NoError(t, os.WriteFile(a.EventsPath(), b, 0o644))
+		pass()
+	}
+	require.GreaterOrEqual(t, len(withPrefix(mustImported(sink), "import:"+runA+":seq:")), 4,
+		"the live file read at every other pass at least")
 }
