@@ -2,6 +2,8 @@ package picrew
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -37,4 +39,33 @@ func TestFollowForgetsRemovedRuns(t *testing.T) {
 	longCks, longDirs := held(6)
 	require.Equal(t, shortCks, longCks, "checkpoints kept after 6 runs removed: %d, against %d after one", longCks, shortCks)
 	require.Equal(t, shortDirs, longDirs, "directories watched after 6 runs removed: %d, against %d after one", longDirs, shortDirs)
+}
+
+// TestFollowTakesBackAFileThatCameBack: a file of a run a pass found removed (renamed away by a worker, say) and
+// that came back under its name kept its tail marked gone, though it was read again: each of its checkpoints was
+// recorded gone (which the follower reads as none), so the finished run never matched its checkpoints and was never
+// let go (read at every pass, held in memory), and a restarted follower read the file again from its start. A file
+// listed again is followed again, and checkpointed as such.
+func TestFollowTakesBackAFileThatCameBack(t *testing.T) {
+	root := newRoot(t)
+	a := newRun(t, root, runA)
+	steps := picrewtest.Lifecycle(a, 12)
+	runSteps(t, steps[:len(steps)-3])
+	sink := newMemSink()
+	fl, pass, reported := stepFollower(t, root.Dir, sink)
+	pass()
+	inbox := filepath.Join(a.Dir, "mailbox", "tasks", "02_exec", "inbox.jsonl")
+	require.NoError(t, os.Rename(inbox, inbox+".away"))
+	pass()
+	require.Contains(t, reasonsFor(*reported, fl.src.rel(inbox)), "file removed: what was imported of it stays")
+	require.NoError(t, os.Rename(inbox+".away", inbox))
+	runSteps(t, steps[len(steps)-3:]) // the run ends
+	for range 6 {
+		pass()
+	}
+	require.True(t, fl.runs[runA].dormant, "the finished run is let go")
+	c, ok := fl.cks[fl.src.rel(inbox)]
+	require.True(t, ok, "the file that came back is checkpointed")
+	require.False(t, c.Gone)
+	requireCopy(t, root.Dir, sink, copyOf{})
 }
