@@ -21,17 +21,87 @@ import (
 // or put there after it, is refused and never followed. state/runs and artifacts themselves, which pi-crew makes
 // once and the runs' workers do not own, are opened through an os.Root of the crew root: a link there (a layout an
 // operator chose) is followed only as long as it stays within the root.
+//
+// NB: a look at one file walked the whole path (state, runs, the run, …: 6 to 10 syscalls where a stat was one), and
+// a follower's pass looks at every file of every run, some twice. So state/runs and artifacts, and the directory of
+// the run last looked at under state/runs, once opened, are held (held) until release, which the follower calls at
+// the end of each pass: a run's files are opened relative to its directory as it was when the pass first opened it.
+// A link put in place of it later in the pass is not followed either (the path is not looked up again); the next
+// pass opens the directory again and meets the link. The directories below a run's are opened again at each look.
 type crewRoot struct {
 	dir  string
 	root *os.Root // opened at the first open, closed by close
+	held heldDirs
 }
+
+// heldDirs are the directories a crewRoot holds open until its release: the layout's (state/runs, artifacts) by
+// path, and one run's directory under state/runs (a follower's pass and an import look at one run at a time, so
+// one is held at a time and the descriptors held stay three).
+type heldDirs struct {
+	layout  map[string]*os.File
+	run     *os.File
+	runName string
+}
+
+// release closes the directories held: the next look opens them again, and meets what is there then.
+func (c *crewRoot) release() {
+	for _, d := range c.held.layout {
+		d.Close()
+	}
+	if c.held.run != nil {
+		c.held.run.Close()
+	}
+	c.held = heldDirs{}
+}
+
+// layoutDir is the directory layout (state/runs, artifacts, or what leads to them), opened through the os.Root of
+// the crew root, held until release.
+func (c *crewRoot) layoutDir(layout string) (*os.File, error) {
+	if d := c.held.layout[layout]; d != nil {
+		return d, nil
+	}
+	d, err := openInRoot(c.root, layout, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, err
+	}
+	if c.held.layout == nil {
+		c.held.layout = map[string]*os.File{}
+	}
+	c.held.layout[layout] = d
+	return d, nil
+}
+
+// runDir is the directory name of state/runs (dir, held), opened without following a link, held until release or
+// until another run's is opened.
+func (c *crewRoot) runDir(dir *os.File, name string) (*os.File, error) {
+	if c.held.run != nil && c.held.runName == name {
+		return c.held.run, nil
+	}
+	fd, err := openDirAt(int(dir.Fd()), name)
+	if err != nil {
+		return nil, err
+	}
+	if c.held.run != nil {
+		c.held.run.Close()
+	}
+	c.held.run, c.held.runName = os.NewFile(uintptr(fd), name), name
+	return c.held.run, nil
+}
+
+// openAt and openInRoot are unix.Openat and os.Root's OpenFile, the opens of a crewRoot, variables so tests can
+// count them.
+var (
+	openAt     = unix.Openat
+	openInRoot = (*os.Root).OpenFile
+)
 
 // errOutsideRoot is a path that is not under the crew root: the reader builds none (every name it joins is one it
 // listed, or one of pi-crew's fixed names), so one would be a defect, refused rather than opened.
 var errOutsideRoot = errors.New("not under the crew root: not read")
 
-// close releases the crew root's descriptor; a later open opens it again.
+// close releases the crew root's descriptors; a later open opens them again.
 func (c *crewRoot) close() {
+	c.release()
 	if c.root != nil {
 		c.root.Close()
 		c.root = nil
@@ -60,19 +130,19 @@ func (c *crewRoot) split(p string) (layout string, below []string, err error) {
 // with O_DIRECTORY errLinkDir (errNotDir for anything else that is not a directory). Each directory to it below the
 // layout's is opened without following a link (errLinkDir in place of one, errNotDir).
 func (c *crewRoot) openPath(p string, flag int) (*os.File, error) {
-	parent, name, err := c.parentOf(p)
+	parent, name, done, err := c.parentOf(p)
 	switch {
 	case err != nil:
 		return nil, err
 	case parent == nil:
-		return c.root.OpenFile(name, flag|unix.O_CLOEXEC, 0)
+		return openInRoot(c.root, name, flag|unix.O_CLOEXEC, 0)
 	}
-	defer parent.Close()
+	defer done()
 	var fd int
 	if flag&unix.O_DIRECTORY != 0 {
 		fd, err = openDirAt(int(parent.Fd()), name)
 	} else {
-		fd, err = unix.Openat(int(parent.Fd()), name, flag|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err = openAt(int(parent.Fd()), name, flag|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	}
 	if err != nil {
 		return nil, err
@@ -83,16 +153,16 @@ func (c *crewRoot) openPath(p string, flag int) (*os.File, error) {
 // lstat is what p, a path under the crew root, is, without following a link as its last component; each directory
 // to it is opened as openPath opens it.
 func (c *crewRoot) lstat(p string) (fs.FileInfo, error) {
-	parent, name, err := c.parentOf(p)
+	parent, name, done, err := c.parentOf(p)
 	switch {
 	case err != nil:
 		return nil, err
 	case parent == nil:
 		return c.root.Lstat(name)
 	}
-	defer parent.Close()
+	defer done()
 	// NB: O_PATH opens a link itself (with O_NOFOLLOW), a named pipe without waiting, and reads nothing.
-	fd, err := unix.Openat(int(parent.Fd()), name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := openAt(int(parent.Fd()), name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -101,42 +171,54 @@ func (c *crewRoot) lstat(p string) (fs.FileInfo, error) {
 	return f.Stat()
 }
 
-// parentOf opens the directory p, a path under the crew root, is in, and returns it with p's last name; each of its
-// directories below the layout's is opened without following a link. NB: p of the layout itself (state/runs, say)
-// has no parent opened that way: parent is nil and name is p relative to the crew root, to open through the os.Root.
-func (c *crewRoot) parentOf(p string) (parent *os.File, name string, err error) {
+// parentOf opens the directory p, a path under the crew root, is in, and returns it with p's last name, and done,
+// which closes it unless it is held; each of its directories below the layout's is opened without following a link.
+// NB: p of the layout itself (state/runs, say) has no parent opened that way: parent is nil and name is p relative
+// to the crew root, to open through the os.Root.
+func (c *crewRoot) parentOf(p string) (parent *os.File, name string, done func(), err error) {
 	layout, below, err := c.split(p)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	if c.root == nil {
 		if c.root, err = os.OpenRoot(c.dir); err != nil {
-			return nil, "", err
+			return nil, "", nil, err
 		}
 	}
 	if len(below) == 0 {
-		return nil, layout, nil
+		return nil, layout, func() {}, nil
 	}
-	dir, err := c.root.OpenFile(layout, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	for _, sub := range below[:len(below)-1] {
+	dir, err := c.layoutDir(layout)
+	held := true // dir is held: not closed here
+	for i, sub := range below[:len(below)-1] {
 		if err != nil {
-			return nil, "", err
+			break
+		}
+		if i == 0 && layout == "state/runs" {
+			dir, err = c.runDir(dir, sub)
+			continue
 		}
 		fd, subErr := openDirAt(int(dir.Fd()), sub)
-		dir.Close()
+		if !held {
+			dir.Close()
+		}
 		if err = subErr; err == nil {
-			dir = os.NewFile(uintptr(fd), sub)
+			dir, held = os.NewFile(uintptr(fd), sub), false
 		}
 	}
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
-	return dir, below[len(below)-1], nil
+	done = func() {}
+	if !held {
+		done = func() { dir.Close() }
+	}
+	return dir, below[len(below)-1], done, nil
 }
 
 // openDirAt opens the directory name of the directory dir without following a link.
 func openDirAt(dir int, name string) (int, error) {
-	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := openAt(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
 		var st unix.Stat_t
 		if unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {

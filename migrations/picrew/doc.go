@@ -68,9 +68,13 @@
 //     directory, there before a listing or put there between the listing
 //     and the open, is reported and nothing is read through it, as if
 //     absent: nothing under one run's directory makes the reader open a
-//     file of another run, or one outside the crew root. state/runs and
-//     artifacts themselves are opened through an os.Root of the crew
-//     root, which a link there may not leave. No path is built from what
+//     file of another run, or one outside the crew root. A pass (and an
+//     import) holds state/runs, artifacts and the directory of the run it
+//     reads open until its end, so a look at a file opens only the
+//     directories below the run's; a run's directory replaced by a link
+//     during the pass is not looked up again, and the next pass meets the
+//     link. state/runs and artifacts themselves are opened through an
+//     os.Root of the crew root, which a link there may not leave. No path is built from what
 //     a file holds: every name joined is one listed (a run id or task id
 //     of pi-crew's charset, runIDPattern) or one of pi-crew's own.
 //     A run's steering files are read from artifacts/<runId>/steering

@@ -300,6 +300,10 @@ func (f *Follower) notify(run string) {
 // pass looks at every run (all) or those a notification named, imports
 // what changed, and writes the checkpoints that are due.
 func (f *Follower) pass(ctx context.Context, runsDir string, all bool, w *watcher) {
+	// NB: the directories a pass holds (crewRoot.held) are let go at its end, so the next pass opens them again and
+	// meets a link put in place of one since.
+	f.src.files().release()
+	defer f.src.files().release()
 	f.mu.Lock()
 	dirty := f.dirty
 	f.dirty = map[string]bool{}

@@ -597,9 +597,9 @@ func (f *Follower) followedFiles(r *runFollower) []string {
 			}
 			r.tails[l.path] = t
 		} else if t := r.tails[l.path]; t.gone {
-			// NB: it came back under its name (renamed away and back, or made again): followed again, and checkpointed
-			// so. Kept gone, each checkpoint of it said gone (read as none), so its finished run never matched its
-			// checkpoints and was never let go, and a restart read the file again from its start.
+			// NB: it came back under its name (renamed away and back, or made again): followed again, and
+			// checkpointed so. Kept gone, each checkpoint of it said gone (read as none), so its finished run never
+			// matched its checkpoints and was never let go, and a restart read the file again from its start.
 			t.gone, t.dirty = false, true
 		}
 		out = append(out, l.path)
