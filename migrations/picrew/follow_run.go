@@ -329,7 +329,11 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 		// is reconciled again (only the reconcile records its tasks' usage and allocations).
 		r.reconciled = ""
 	}
-	if st := p.r.manifest.Status; terminalRun(st) && r.reconciled != st && !s.failed && f.o.now().Sub(r.lastChange) >= f.o.SettleAfter {
+	// NB: nor while lines of the run are left unread (r.unread: a replaced live file left to the next pass, or the
+	// daemon behind): the reconcile records from the state files the ends those lines record, and they were recorded
+	// twice, the event after its reconcile.
+	if st := p.r.manifest.Status; terminalRun(st) && r.reconciled != st && !s.failed && !r.unread &&
+		f.o.now().Sub(r.lastChange) >= f.o.SettleAfter {
 		p.reconcile()
 		r.reconciled = st
 		if m := r.whole["manifest.json"]; m != nil {

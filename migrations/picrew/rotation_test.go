@@ -68,23 +68,15 @@ func TestFollowReadsAnArchiveMadeAfterTheListingFirst(t *testing.T) {
 	sink := newMemSink()
 	_, pass, reported := stepFollower(t, root.Dir, sink)
 	pass()
-	list := readDir
-	rotated := false
-	readDir = func(c *crewRoot, p string) ([]os.DirEntry, error) {
-		entries, err := list(c, p)
-		if p == a.Dir && !rotated {
-			rotated = true
-			runSteps(t, steps[14:18]) // appended to the live file, read by no pass
-			require.NoError(t, a.Rotate())
-			runSteps(t, steps[18:]) // the new live file
-		}
-		return entries, err
-	}
-	t.Cleanup(func() { readDir = list })
+	rotated := onceListed(t, a.Dir, func() {
+		runSteps(t, steps[14:18]) // appended to the live file, read by no pass
+		require.NoError(t, a.Rotate())
+		runSteps(t, steps[18:]) // the new live file
+	})
 	for range 4 {
 		pass()
 	}
-	require.True(t, rotated)
+	require.True(t, rotated())
 	requireReadInOrder(t, sink, *reported, a.Seq())
 	requireCopy(t, root.Dir, sink, copyOf{})
 }
@@ -133,4 +125,51 @@ func TestFollowReadsALiveFileReplacedAtEveryPass(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, len(withPrefix(mustImported(sink), "import:"+runA+":seq:")), 4,
 		"the live file read at every other pass at least")
+}
+
+// TestFollowReconcilesOnlyOnceTheArchiveIsRead: a pass that leaves a replaced live events.jsonl to the next (a
+// rotation between its listing and its read) has not read the run's last events: a finished run is not reconciled
+// with what it read, which would record as reconciled (from tasks.json and the manifest) the ends its unread events
+// record.
+func TestFollowReconcilesOnlyOnceTheArchiveIsRead(t *testing.T) {
+	root := newRoot(t)
+	a := newRun(t, root, runA)
+	steps := picrewtest.Lifecycle(a, 12)
+	n := len(steps)
+	runSteps(t, steps[:n-3]) // up to the last task's end in tasks.json
+	sink := newMemSink()
+	_, pass, reported := stepFollower(t, root.Dir, sink)
+	pass()
+	runSteps(t, steps[n-1:]) // the run's end in its manifest
+	rotated := onceListed(t, a.Dir, func() {
+		runSteps(t, steps[n-3:n-2]) // task.completed, the rotation, then run.completed
+		require.NoError(t, a.Rotate())
+		runSteps(t, steps[n-2:n-1])
+	})
+	for range 6 {
+		pass()
+	}
+	require.True(t, rotated())
+	for _, s := range *reported {
+		require.NotContains(t, s.Reason, "missing", "%s: %s", s.Path, s.Reason)
+	}
+	requireCopy(t, root.Dir, sink, copyOf{})
+}
+
+// onceListed runs change once, right after the reader's next listing of the directory dir returns: between its look
+// at what is there and its reads of what it found, as a run's worker can. ran tells whether it did.
+func onceListed(t *testing.T, dir string, change func()) (ran func() bool) {
+	t.Helper()
+	list := readDir
+	done := false
+	readDir = func(c *crewRoot, p string) ([]os.DirEntry, error) {
+		entries, err := list(c, p)
+		if p == dir && !done {
+			done = true
+			change()
+		}
+		return entries, err
+	}
+	t.Cleanup(func() { readDir = list })
+	return func() bool { return done }
 }
