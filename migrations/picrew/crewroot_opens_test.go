@@ -58,3 +58,21 @@ func TestFollowPassOpensEachRunsDirectoryOnce(t *testing.T) {
 	// Per run: state/runs/<run> held, and listed.
 	require.Equal(t, runs*2, runOpens, "a run's directory opened for each look at each of its files")
 }
+
+// TestFollowPassHoldsTheRunsDirectoryItOpened: a run's directory replaced by a link to another run's between the
+// pass's listing of it and its reads of its files is not followed: the pass reads on in the directory it opened (the
+// run's own files), and the next pass meets the link (not a run directory: the run is no longer followed).
+func TestFollowPassHoldsTheRunsDirectoryItOpened(t *testing.T) {
+	root := t.TempDir()
+	runWithMore(t, root, runA, false)
+	runWithMore(t, root, runB, true)
+	own, _ := importPlan(t, root)
+	runDir := "state/runs/" + runA
+	swapped := swapAfterListing(t, root, runDir, 2, runDir, filepath.Join(root, "state", "runs", runB))
+	sink, reported := followPasses(t, root, 3)
+	require.True(t, swapped(), "the link was made while the follower read")
+	got, _ := sink.imported()
+	sortStrings(got)
+	require.Subset(t, own, got, "nothing of run B read as run A's")
+	require.Contains(t, reasonsFor(reported, runDir), "not a run directory", "the next pass meets the link")
+}
