@@ -282,7 +282,10 @@ func (v MissingView) ID() string { return v.id }
 // no event of it since is not queued for its view (EvictAll). Those s does
 // not know are dropped from it. A run whose summary cannot be read from the
 // index (ErrNotReadBack) ends the list there, with the error: it stays in
-// the set, since a read that failed does not say the run is unknown.
+// the set, since a read that failed does not say the run is unknown. But
+// one whose summary is damaged (summaryDamaged) is dropped too: no view can
+// be written of it, and its queries report the damage whatever the set says.
+// NB: kept, it would end the list for good, and every pass would stop at it.
 func (s *State) MissingViews(n int) ([]MissingView, error) {
 	c := s.store
 	if c == nil || n <= 0 {
@@ -298,7 +301,7 @@ func (s *State) MissingViews(n int) ([]MissingView, error) {
 			continue
 		}
 		cr, err := s.lookupCold(id) // NB: outside the store's lock: it may read the index
-		if err != nil {
+		if err != nil && !summaryDamaged(err) {
 			return out, err
 		}
 		if cr == nil {
@@ -310,6 +313,12 @@ func (s *State) MissingViews(n int) ([]MissingView, error) {
 		out = append(out, MissingView{id: id, cr: *cr})
 	}
 	return out, nil
+}
+
+// summaryDamaged reports whether err, met reading a run's summary from the index, is damage that a read again
+// meets the same (a version that fails its checksum or does not decode), not a read that failed.
+func summaryDamaged(err error) bool {
+	return errors.Is(err, eventlog.ErrCorrupt) || errors.Is(err, ErrBadSnapshot)
 }
 
 // WriteMissingView makes sure cold run v has a view stamped with its last

@@ -285,3 +285,27 @@ func TestAMissingViewOfADamagedRunLeavesTheSet(t *testing.T) {
 	require.Zero(t, s.store.ViewsMissing(), "a damaged run stays among the missing views")
 	require.Empty(t, missingViewsOf(t, s, 1))
 }
+
+// A cold run missing its view whose summary in the index is damaged (a version that does not decode, or fails its
+// checksum) leaves the missing views and the list goes on with the runs after it, where MissingViews returned the
+// damage as a failed read: the run stayed first in the set for good, every pass of the missing views stopped at it
+// and the runs after it never had a view written. Its queries report the damage (ErrNotReadBack) whatever the set
+// says.
+func TestMissingViewsPassOverARunWhoseSummaryIsDamaged(t *testing.T) {
+	s, _ := restartedMissingViews(t, sstReadFaults())
+	missing := s.store.ViewsMissing()
+	damaged := s.store.missingIDs()[0]
+	require.Nil(t, s.cold[damaged], "the run's summary is in the index alone")
+	require.NoError(t, s.store.log.SaveSummaries([]eventlog.Summary{{Stream: damaged, Position: s.Position,
+		Data: []byte{summaryFormat}}}))
+
+	views, err := s.MissingViews(3)
+	require.NoError(t, err)
+	require.Len(t, views, 3, "the runs after the damaged one")
+	for _, v := range views {
+		require.NotEqual(t, damaged, v.ID())
+	}
+	require.Equal(t, missing-1, s.store.ViewsMissing(), "the damaged run left the missing views")
+	_, _, err = s.LookupRun(damaged)
+	require.ErrorIs(t, err, ErrNotReadBack, "its queries report the damage")
+}
