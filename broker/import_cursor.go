@@ -37,9 +37,9 @@ func digestCursor(path string) string {
 }
 
 // checkpointsAfter is the newest checkpoint of every file of source in set, in path order, after cursor: after the
-// path whose digest it names (digestCursor), or, for any other cursor (a path), after that path. NB: a digest is found by computing every path's, in the order Of sorts them:
-// the list is read and sorted whole at every page already, and a checkpoint once recorded stays in it, so the path
-// a cursor names is always found.
+// path whose digest it names (digestCursor), or, for any other cursor (a path), after that path. NB: a digest is
+// found by computing every path's, in the order Of sorts them: the list is read and sorted whole at every page
+// already, and a checkpoint once recorded stays in it, so the path a cursor names is always found.
 func checkpointsAfter(set *projections.ImportCheckpoints, source, cursor string) []events.ImportCheckpoint {
 	all := set.Of(source, "")
 	if len(cursor) == len(digestCursor("")) && cursor[:len(checkpointCursorPrefix)] == checkpointCursorPrefix {
