@@ -17,11 +17,14 @@ type watcher struct {
 	runsDir string
 	mu      sync.Mutex
 	dirs    map[string]string // watched directory → run ("" for state/runs)
-	done    chan struct{}
+	// tasks counts each run's task mailboxes watched (maxTaskWatches). NB: kept, not counted in dirs, which holds
+	// every run's directories: addRun is called for every run a pass syncs.
+	tasks map[string]int
+	done  chan struct{}
 }
 
 func (f *Follower) watch(ctx context.Context, runsDir string) *watcher {
-	wt := &watcher{f: f, runsDir: runsDir, dirs: map[string]string{}, done: make(chan struct{})}
+	wt := &watcher{f: f, runsDir: runsDir, dirs: map[string]string{}, tasks: map[string]int{}, done: make(chan struct{})}
 	if f.o.NoNotify {
 		close(wt.done)
 		return wt
@@ -95,12 +98,7 @@ func (wt *watcher) addRun(r *runFollower, steering string) {
 		}
 	}
 	wt.mu.Lock()
-	taskWatches := 0
-	for d, run := range wt.dirs {
-		if run == r.id && filepath.Dir(d) == tasks {
-			taskWatches++
-		}
-	}
+	taskWatches := wt.tasks[r.id]
 	wt.mu.Unlock()
 	for _, d := range dirs {
 		task := filepath.Dir(d) == tasks
@@ -112,10 +110,11 @@ func (wt *watcher) addRun(r *runFollower, steering string) {
 		if !ok && (!task || taskWatches < maxTaskWatches) && wt.w.Add(d) == nil {
 			wt.mu.Lock()
 			wt.dirs[d] = r.id
-			wt.mu.Unlock()
 			if task {
 				taskWatches++
+				wt.tasks[r.id] = taskWatches
 			}
+			wt.mu.Unlock()
 		}
 	}
 }
@@ -141,6 +140,7 @@ func (wt *watcher) removeRun(id string) {
 			delete(wt.dirs, d)
 		}
 	}
+	delete(wt.tasks, id)
 	wt.mu.Unlock()
 	for _, d := range gone { // NB: without wt.mu, as in addRun
 		_ = wt.w.Remove(d) // NB: an error for a directory whose watch went with it
