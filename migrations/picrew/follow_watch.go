@@ -81,8 +81,9 @@ func (wt *watcher) loop(ctx context.Context) {
 }
 
 // addRun watches a run's directories (run, mailbox, task mailboxes,
-// steering); those that do not exist yet are added by a later pass. It and
-// removeRun are called by the follower's pass alone.
+// steering), none through a symbolic link; those that do not exist yet are
+// added by a later pass. It and removeRun are called by the follower's
+// pass alone.
 func (wt *watcher) addRun(r *runFollower, steering string) {
 	if !wt.active() {
 		return
@@ -105,9 +106,18 @@ func (wt *watcher) addRun(r *runFollower, steering string) {
 		wt.mu.Lock()
 		_, ok := wt.dirs[d]
 		wt.mu.Unlock()
+		switch {
+		case ok, task && taskWatches >= maxTaskWatches:
+			continue
+		case !task && wt.f.src.files().realDir(d) != nil:
+			// NB: a link in place of the run's directory, its mailbox, mailbox/tasks or its steering directory (a
+			// task's mailbox is one the listing showed a directory): a watch follows it, and the link's path would
+			// take over the watch of what it names, another run's directory or one outside the crew root.
+			continue
+		}
 		// NB: fsnotify is called without wt.mu: its reader may send on Errors while it holds its own lock (a watch
 		// it fails to drop), which Add waits for, and the loop that would take that error waits for wt.mu.
-		if !ok && (!task || taskWatches < maxTaskWatches) && wt.w.Add(d) == nil {
+		if wt.w.Add(d) == nil {
 			wt.mu.Lock()
 			wt.dirs[d] = r.id
 			if task {

@@ -38,13 +38,9 @@ func TestFollowerWatchesOnlyARunsOwnDirectories(t *testing.T) {
 		require.NoError(t, os.Mkdir(filepath.Join(tasks, fmt.Sprintf("task_%04d", i)), 0o755))
 	}
 
-	fl := startFollow(t, root.Dir, newMemSink(), nil)
-	fl.settle(t)
-	fl.stop(t)
-	require.True(t, fl.f.watcher.active(), "the test follows with notifications")
 	var watched []string
-	for d, run := range fl.f.watcher.dirs {
-		if run == runA && filepath.Dir(d) == tasks {
+	for _, d := range watchedDirs(t, root.Dir, runA) {
+		if filepath.Dir(d) == tasks {
 			watched = append(watched, filepath.Base(d))
 		}
 	}
@@ -54,4 +50,39 @@ func TestFollowerWatchesOnlyARunsOwnDirectories(t *testing.T) {
 		require.NotContains(t, watched, name, "a link is not watched")
 	}
 	require.NotContains(t, watched, "a_file", "a file is not a task's mailbox")
+}
+
+// TestFollowerWatchesNoLinkInPlaceOfARunsDirectory: the run's directory, its mailbox, mailbox/tasks and its steering
+// directory were watched by their paths, which a watch follows: a run's worker that put a symbolic link in place of
+// its mailbox (to another run's) or of its steering directory (to one outside the crew root) had the follower watch
+// what it names, each of its changes waking the run, and another run's watch taken over by the link's path. A
+// directory is watched only when it is one, reached without following a link (crewRoot), as it is read.
+func TestFollowerWatchesNoLinkInPlaceOfARunsDirectory(t *testing.T) {
+	root := newRoot(t)
+	a, b := newRun(t, root, runA), newRun(t, root, runB)
+	require.NoError(t, b.AddTask("01_plan", "planner"))
+	_, err := b.Message("01_plan", "hello")
+	require.NoError(t, err)
+	require.NoError(t, os.RemoveAll(filepath.Join(a.Dir, "mailbox")))
+	require.NoError(t, os.Symlink(filepath.Join(b.Dir, "mailbox"), filepath.Join(a.Dir, "mailbox")))
+	require.NoError(t, os.MkdirAll(filepath.Join(root.Dir, "artifacts", runA), 0o755))
+	require.NoError(t, os.Symlink(t.TempDir(), filepath.Join(root.Dir, "artifacts", runA, "steering")))
+
+	require.Equal(t, []string{a.Dir}, watchedDirs(t, root.Dir, runA), "run A's directories watched")
+}
+
+// watchedDirs follows the crew root at root until it settles, and returns the directories watched for run id.
+func watchedDirs(t *testing.T, root, id string) []string {
+	t.Helper()
+	fl := startFollow(t, root, newMemSink(), nil)
+	fl.settle(t)
+	fl.stop(t)
+	require.True(t, fl.f.watcher.active(), "the test follows with notifications")
+	var watched []string
+	for d, run := range fl.f.watcher.dirs {
+		if run == id {
+			watched = append(watched, d)
+		}
+	}
+	return watched
 }
