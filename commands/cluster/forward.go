@@ -141,7 +141,7 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 			inDoubt = true
 			unanswered++
 			retry = r.CommandID != "" && unanswered < maxUnansweredAttempts
-			if !retry && ctx.Err() == nil {
+			if !retry && ctx.Err() == nil && unanswered > 1 {
 				err = fmt.Errorf("%d attempts unanswered: %w", unanswered, err)
 			}
 		}

@@ -47,14 +47,13 @@ func TestAResendToASlowWriterIsDecidedOnce(t *testing.T) {
 		rep commands.Reply
 		err error
 	}
-	answered := make(chan answer, 2)
+	answered := make(chan answer, 1)
 	go func() {
 		rep, err := submitTo(t, f, commands.Request{Principal: events.AdminPrincipal(), CommandID: "c1",
 			Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"}})
 		answered <- answer{rep, err}
 	}()
 	for range 2 { // the first attempt and one more
-
 		select {
 		case <-sent:
 		case <-time.After(5 * time.Second):
@@ -66,11 +65,6 @@ func TestAResendToASlowWriterIsDecidedOnce(t *testing.T) {
 	require.NoError(t, a.err)
 	require.Nil(t, a.rep.Rejected, "decided again, and refused as a run that exists")
 	require.True(t, a.rep.Replayed, "answered to the attempt sent again, as the first attempt")
-	select {
-	case again := <-answered:
-		t.Fatalf("a second answer: %+v", again)
-	case <-time.After(100 * time.Millisecond):
-	}
 
 	it := w.local.ReadStream("R", 1)
 	defer it.Close()
