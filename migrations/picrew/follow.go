@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -220,8 +219,10 @@ func (f *Follower) report() {
 // not a crew root.
 func (f *Follower) Run(ctx context.Context) error {
 	runsDir := filepath.Join(f.root, "state", "runs")
-	if st, err := os.Stat(runsDir); err != nil || !st.IsDir() {
-		return fmt.Errorf("picrew: %s is not a pi-crew crew root (no state/runs directory)", f.root)
+	// NB: listed as every pass lists it (crewRoot), not looked at with os.Stat, which follows a link out of the root
+	// that every pass would then refuse to list, reporting the runs unreadable for good.
+	if _, err := readDir(f.src.files(), runsDir); err != nil {
+		return fmt.Errorf("picrew: %s is not a pi-crew crew root (no state/runs directory): %w", f.root, pathless(err))
 	}
 	for f.cks == nil {
 		cks, err := f.sink.Checkpoints(ctx)

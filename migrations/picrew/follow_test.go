@@ -353,6 +353,19 @@ func TestFollowNotARoot(t *testing.T) {
 	require.ErrorContains(t, err, "not a pi-crew crew root")
 }
 
+// A root whose state/runs is a symbolic link out of the root is refused at start, as the one-shot import refuses it:
+// os.Stat followed the link, and every pass then failed to list it (the reader opens nothing outside the root), so
+// the follower reported the runs unreadable, retrying, for good.
+func TestFollowRefusesARunsDirectoryOutsideTheRoot(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "state"), 0o755))
+	require.NoError(t, os.Symlink(outside, filepath.Join(dir, "state", "runs")))
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	err := NewFollower(dir, newMemSink(), fastFollow()).Run(ctx)
+	require.ErrorContains(t, err, "not a pi-crew crew root")
+}
+
 // TestFollowBatchesByBytes: writes that together exceed what the daemon
 // takes in one request, each fitting, go over several calls, in the order
 // an unbounded follower sends them, and none is refused for its size.
