@@ -13,7 +13,7 @@
 //     by metadata.seq → the run, task, delegate, budget-warning and ask
 //     events crewlog has (delegate.admitted also yields budget.reserved)
 //   - mailbox/{inbox,outbox}.jsonl, mailbox/tasks/<taskId>/{inbox,outbox}.jsonl
-//     (and their archives) with mailbox/delivery.json → mailbox.appended,
+//     (and their archives, read before their live file) with mailbox/delivery.json → mailbox.appended,
 //     mailbox.delivered, mailbox.acknowledged, each message in its file's
 //     mailbox (a task's inbox: the task; an outbox or a run-level file: the
 //     run's inbox), whatever its line names (reported when it differs)
@@ -243,7 +243,8 @@
 //     place) is read again from its start; an archive renamed from the live file
 //     goes on from the live file's position, and a run's archives are read
 //     before its live file (they hold its older seqs: a rotation leaves the
-//     lines appended just before it there); a run directory removed (by
+//     lines appended just before it there), as a mailbox's archives are read
+//     before its live file (they hold its older messages); a run directory removed (by
 //     pi-crew's retention) keeps what was imported and gets its checkpoints
 //     marked gone; a write the daemon refuses is reported and not retried,
 //     and so is one larger alone than a request may carry (MaxBatchBytes:

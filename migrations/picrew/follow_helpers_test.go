@@ -352,6 +352,19 @@ func stepFollower(t *testing.T, root string, sink Sink) (fl *Follower, pass func
 	return fl, pass, reported
 }
 
+// restartedFollower is stepFollower over root and sink, started from the checkpoints sink holds (what Run loads
+// first): a follower restarted.
+func restartedFollower(t *testing.T, root string, sink *memSink) (fl *Follower, pass func(), reported *[]Skipped) {
+	t.Helper()
+	cks, err := sink.Checkpoints(t.Context())
+	require.NoError(t, err)
+	fl, pass, reported = stepFollower(t, root, sink)
+	for _, c := range cks {
+		fl.cks[c.Path] = c
+	}
+	return fl, pass, reported
+}
+
 // reasonsFor are the reasons reported for the path rel.
 func reasonsFor(skipped []Skipped, rel string) []string {
 	var out []string

@@ -34,12 +34,7 @@ func TestFollowReadsTheArchiveBeforeTheLiveFile(t *testing.T) {
 			require.NotEmpty(t, fl.cks)
 			read := a.Seq()
 			if restart {
-				cks, err := sink.Checkpoints(t.Context())
-				require.NoError(t, err)
-				fl, pass, reported = stepFollower(t, root.Dir, sink)
-				for _, c := range cks {
-					fl.cks[c.Path] = c
-				}
+				_, pass, reported = restartedFollower(t, root.Dir, sink)
 			}
 			runSteps(t, steps[14:18]) // appended to the live file, read by no pass
 			require.Greater(t, a.Seq(), read)

@@ -741,8 +741,21 @@ func (s *source) mailboxFiles(id, dir string) (out []string, complete bool) {
 			s.skip(id, s.rel(p), 0, 0, "%s", classify(name, "unknown mailbox file: not imported"))
 		}
 	}
-	sort.Strings(out)
+	slices.SortFunc(out, func(a, b string) int { return strings.Compare(mailboxOrder(a), mailboxOrder(b)) })
 	return out, complete
+}
+
+// mailboxOrder is the key mailbox files are read in: by name, but each live file (inbox.jsonl, outbox.jsonl) after
+// its archives (<file>.<ts>.archive.jsonl). NB: an archive holds the file's older lines, some of which a follower may
+// not have read before the rotation; read after the live file, the newer messages were recorded before them.
+// Mailbox files have no takeover of the live file's position by its archive, as events.jsonl's have: the archive is
+// read from its start (its messages read before are known, or their command ids keep them from doubling), then the
+// live file.
+func mailboxOrder(p string) string {
+	if name := filepath.Base(p); name == "inbox.jsonl" || name == "outbox.jsonl" {
+		return p + ".\xff" // after every <file>.<ts>.archive.jsonl of the same directory
+	}
+	return p
 }
 
 func (s *source) readMessages(id string, files []string) []message {
