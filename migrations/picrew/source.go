@@ -635,6 +635,14 @@ func (s *source) parseEvent(id, rel string, line int, b []byte) (ev teamEvent, o
 		return ev, false
 	}
 	ev.line = fmt.Sprintf("%s:%d", rel, line)
+	if ev.RunID != "" && ev.RunID != id {
+		// NB: pi-crew names the run in every line it appends (D§3.1, an event is its runId and seq): a line naming
+		// another is another run's, copied in by a worker of this one, and read as this run's it recorded that run's
+		// delegations, questions and ends here. A line naming no run is read as this one's, as the import always has.
+		s.skip(id, rel, line, ev.Metadata.Seq, "event %s names run %q, not this one: skipped", clip(ev.Type),
+			clip(ev.RunID))
+		return ev, false
+	}
 	if ev.Metadata.Seq == 0 {
 		s.skip(id, rel, line, 0, "event %s has no metadata.seq: skipped", ev.Type)
 		return ev, false
