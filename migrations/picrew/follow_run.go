@@ -32,8 +32,8 @@ type tailState struct {
 	taskID string // the steering file's task
 	dirty  bool
 	gone   bool
-	// waited: a pass found the live events.jsonl replaced and left the new file to the next (waitsForArchive), which
-	// reads what it finds.
+	// waited: a pass found the live file (events.jsonl, a mailbox's inbox.jsonl or outbox.jsonl) replaced and left
+	// the new file to the next (waitsForArchive), which reads what it finds.
 	waited bool
 }
 
@@ -711,24 +711,39 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 	}
 }
 
-// waitsForArchive reports whether the live events.jsonl at path, found as the file inode in place of the one t read,
-// is left to the next pass: no archive this pass listed is t's file, and no pass left it already. NB: a rotation
-// between the pass's listing and this read left the lines appended just before it, unread, in an archive the pass
-// did not list; read now, the new file's newer events were recorded before them and they were reported missing. The
-// next listing finds the archive, if it is one (a compaction leaves none), and reads it first. Once only: a file
-// replaced again at every pass (a worker's) would never be read.
+// waitsForArchive reports whether the live file at path (events.jsonl, or a mailbox's inbox.jsonl or outbox.jsonl),
+// found as the file inode in place of the one t read, is left to the next pass: no archive this pass listed is t's
+// file, and no pass left it already. NB: a rotation between the pass's listing and this read left the lines appended
+// just before it, unread, in an archive the pass did not list; read now, the new file's newer events (or messages)
+// were recorded before them and the events reported missing. The next listing finds the archive, if it is one (a
+// compaction leaves none), and reads it first. Once only: a file replaced again at every pass (a worker's) would
+// never be read.
 func (r *runFollower) waitsForArchive(path string, t *tailState, inode int64) bool {
-	if t.kind != eventsFile || filepath.Base(path) != "events.jsonl" || inode == t.inode || t.waited {
+	if !liveFile(t.kind, filepath.Base(path)) || inode == t.inode || t.waited {
 		t.waited = false
 		return false
 	}
 	for p, o := range r.tails {
-		if p != path && o.kind == eventsFile && !o.gone && o.inode == t.inode {
-			return false // listed: an archive took the file over, and was read first
+		// NB: an events archive took the file's tail over when listed (followedFiles); a mailbox archive, read from
+		// its start, took its inode at its first read, before this one (mailboxOrder).
+		if p != path && o.kind == t.kind && !o.gone && o.inode == t.inode {
+			return false // listed: an archive holds the file, and was read first
 		}
 	}
 	t.waited = true
 	return true
+}
+
+// liveFile reports whether a followed file of kind and name is one pi-crew rotates to archives: events.jsonl, a
+// mailbox's inbox.jsonl or outbox.jsonl.
+func liveFile(kind fileKind, name string) bool {
+	switch kind {
+	case eventsFile:
+		return name == "events.jsonl"
+	case mailboxFile:
+		return name == "inbox.jsonl" || name == "outbox.jsonl"
+	}
+	return false
 }
 
 // planLine plans one line of a followed file, read with the complete lines

@@ -98,28 +98,51 @@ func requireReadInOrder(t *testing.T, sink *memSink, reported []Skipped, last ui
 	require.Equal(t, 1, types[events.TypeDelegateCompleted])
 }
 
-// TestFollowReadsALiveFileReplacedAtEveryPass: a live events.jsonl found replaced is left to the next pass once, not
-// at every pass it is found replaced again: a worker rewriting the file (a new inode) more often than the follower
-// passes would keep its every event from being read.
+// TestFollowReadsALiveFileReplacedAtEveryPass: a live events.jsonl (or mailbox file) found replaced is left to the
+// next pass once, not at every pass it is found replaced again: a worker rewriting the file (a new inode) more often
+// than the follower passes would keep its every line from being read.
 func TestFollowReadsALiveFileReplacedAtEveryPass(t *testing.T) {
-	root := newRoot(t)
-	a := newRun(t, root, runA)
-	require.NoError(t, a.SetStatus("running"))
-	sink := newMemSink()
-	_, pass, _ := stepFollower(t, root.Dir, sink)
-	kept := t.TempDir()
-	for i := range 8 {
-		_, err := a.Event("task.progress", "", nil)
-		require.NoError(t, err)
-		// The same lines under a new inode; the old file kept, so its inode is not the new one's.
-		b, err := os.ReadFile(a.EventsPath())
-		require.NoError(t, err)
-		require.NoError(t, os.Rename(a.EventsPath(), filepath.Join(kept, strconv.Itoa(i))))
-		require.NoError(t, os.WriteFile(a.EventsPath(), b, 0o644))
-		pass()
+	files := map[string]struct {
+		path   func(a *picrewtest.Run) string
+		append func(a *picrewtest.Run) error
+		prefix string
+	}{
+		"events.jsonl": {
+			path: (*picrewtest.Run).EventsPath,
+			append: func(a *picrewtest.Run) error {
+				_, err := a.Event("task.progress", "", nil)
+				return err
+			},
+			prefix: "import:" + runA + ":seq:",
+		},
+		"inbox.jsonl": {
+			path: func(a *picrewtest.Run) string { return filepath.Join(a.Dir, "mailbox", "tasks", "t1", "inbox.jsonl") },
+			append: func(a *picrewtest.Run) error {
+				_, err := a.Message("t1", "body")
+				return err
+			},
+			prefix: "import:" + runA + ":msg:",
+		},
 	}
-	require.GreaterOrEqual(t, len(withPrefix(mustImported(sink), "import:"+runA+":seq:")), 4,
-		"the live file read at every other pass at least")
+	for name, file := range files {
+		t.Run(name, func(t *testing.T) {
+			root, a := runningWithTask(t, "t1")
+			sink := newMemSink()
+			_, pass, _ := stepFollower(t, root.Dir, sink)
+			kept := t.TempDir()
+			for i := range 8 {
+				require.NoError(t, file.append(a))
+				// The same lines under a new inode; the old file kept, so its inode is not the new one's.
+				b, err := os.ReadFile(file.path(a))
+				require.NoError(t, err)
+				require.NoError(t, os.Rename(file.path(a), filepath.Join(kept, strconv.Itoa(i))))
+				require.NoError(t, os.WriteFile(file.path(a), b, 0o644))
+				pass()
+			}
+			require.GreaterOrEqual(t, len(withPrefix(mustImported(sink), file.prefix)), 4,
+				"the live file read at every other pass at least")
+		})
+	}
 }
 
 // TestFollowReconcilesOnlyOnceTheArchiveIsRead: a pass that leaves a replaced live events.jsonl to the next (a
