@@ -104,6 +104,9 @@ func (l *Log) stageBatch(ws []Write, base *pebble.Batch, extra func(*pebble.Batc
 	if l.opts.ReadOnly {
 		return nil, ErrReadOnly
 	}
+	if err := l.awaitPendingSync(); err != nil {
+		return nil, err
+	}
 	b, first, recorded, last, err := l.stage(ws, base, extra, sync)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,8 @@
 package eventlog
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -112,5 +114,105 @@ func TestAWriteLeftUnsyncedFailsTheLogWithoutALaterWrite(t *testing.T) {
 			_, err := l.Append(Write{Events: evs("run", 1)})
 			require.ErrorIs(t, err, ErrFailed)
 		})
+	}
+}
+
+// Synced appends (Append, Stage, AppendFrom) made at once after a write left unsynced whose bytes failed to reach the
+// WAL, before the failed sync after that write is recorded, are refused (ErrFailed) and the log fails stop: each
+// awaits that sync before it hands its batch to Pebble. The WAL keeps the error and takes it up at the next record
+// that starts a new block; Pebble panics on the record after that, here a second append staged while the first syncs
+// (the engine stages its next group so). The background waiter of the sync is held back, so the appends come before
+// the failure is recorded. (Summaries are written as a view is; their count's write, made first, awaits that sync in
+// the same call.)
+func TestSyncedAppendsAfterAFailedUnsyncedWriteAwaitItsSync(t *testing.T) {
+	big := make([]byte, 40<<10) // more than a WAL block (32 KiB): each write of it moves the WAL to a new block
+	unsynced := map[string]func(l *Log) error{
+		"view": func(l *Log) error { return l.SaveView("run", 20, big) },
+		"unsynced copy": func(l *Log) error {
+			_, err := l.AppendFromUnsynced(1, Write{Events: []Event{{Stream: "run", Type: "test.big", Payload: big}}})
+			return err
+		},
+	}
+	bigWrite := func(id string) Write {
+		return Write{CommandID: id, Events: []Event{{Stream: "run", Type: "test.big", Payload: big}}}
+	}
+	next := map[string]func(l *Log) error{
+		"append": func(l *Log) error { _, err := l.Append(bigWrite("second")); return err },
+		"stage": func(l *Log) error {
+			s, err := l.Stage(bigWrite("second"))
+			if err != nil {
+				return err
+			}
+			_, err = s.Wait()
+			return err
+		},
+		"append from": func(l *Log) error { _, err := l.AppendFrom(2, bigWrite("second")); return err },
+	}
+	for uname, write := range unsynced {
+		for nname, appendNext := range next {
+			t.Run(uname+" then stage and "+nname, func(t *testing.T) {
+				mem := vfs.NewMem()
+				toggle, injected := walWriteFaults()
+				reached, release := make(chan struct{}), make(chan struct{})
+				var once sync.Once
+				l, err := Open("db", &Options{FS: errorfs.Wrap(mem, toggle), beforeDerivedSyncOutcome: func() {
+					once.Do(func() { close(reached); <-release })
+				}})
+				require.NoError(t, err)
+				for i := 0; i < 10; i++ {
+					_, err := l.Append(Write{CommandID: fmt.Sprintf("ok-%d", i), Events: evs("run", 2)})
+					require.NoError(t, err)
+				}
+
+				toggle.On()
+				require.NoError(t, write(l), "its WAL write is Pebble's background's")
+				<-injected
+				toggle.Off()
+				<-reached // its sync is over, its failure not yet recorded
+
+				type result struct {
+					first, next error
+					panicked    any
+				}
+				done := make(chan result, 1)
+				go func() {
+					var r result
+					defer func() { r.panicked = recover(); done <- r }()
+					s, err := l.Stage(bigWrite("first"))
+					r.next = appendNext(l)
+					if r.first = err; err == nil {
+						_, r.first = s.Wait()
+					}
+				}()
+				var r result
+				returned := false
+				select {
+				case r = <-done: // NB: the appends did not wait for the pending sync
+					returned = true
+				case <-time.After(200 * time.Millisecond):
+				}
+				close(release)
+				if !returned {
+					r = <-done
+				}
+				require.Nil(t, r.panicked, "an append reached Pebble's WAL after its write error")
+				require.ErrorIs(t, r.first, ErrFailed)
+				require.ErrorIs(t, r.next, ErrFailed)
+				select {
+				case <-l.Failed():
+				default:
+					t.Fatal("the log did not fail stop")
+				}
+				require.ErrorIs(t, l.Err(), errorfs.ErrInjected)
+				_ = l.Close()
+
+				reopened := reopenTenAcked(t, mem)
+				defer reopened.Close()
+				for _, id := range []string{"first", "second"} {
+					_, err = reopened.Outcome("", id)
+					require.ErrorIs(t, err, ErrNotFound, "a refused append left no trace")
+				}
+			})
+		}
 	}
 }

@@ -44,9 +44,12 @@
 //     Every write is followed by a sync, awaited at once or, for derived
 //     data (views, summaries), an append's unsynced copy
 //     (AppendFromUnsynced) and a format step's chunks, by the next of
-//     these, the next synced write but an append, and Close: an error of a
-//     write left to the WAL's background would reach no one but the next
-//     write, as a panic (derived_sync.go). Failed and Err tell a writer
+//     these, the next synced write, an append included, and Close: an
+//     error of a write left to the WAL's background would reach no one but
+//     the next writes, as a panic (derived_sync.go). An append awaits it
+//     only while one is pending, before it takes the log's lock, so a run's
+//     appends that follow no view or summary pay nothing for it and keep
+//     staging while one syncs. Failed and Err tell a writer
 //     that keeps state of the log (the commands engine) of the failure at
 //     once, whichever write met it.
 //

@@ -72,6 +72,10 @@ type Options struct {
 	// once it has taken its view of the store and before it reads it: a
 	// test forces appends into that gap. Nil in production.
 	afterFilterView func()
+	// beforeDerivedSyncOutcome, when set, is called by the background waiter of the sync after a write made without
+	// one (derived_sync.go) once that sync is over and before its outcome is recorded: a test holds a failed sync's
+	// record back to force writes into that gap. Nil in production.
+	beforeDerivedSyncOutcome func()
 }
 
 // Validate reports every problem with the options at once.

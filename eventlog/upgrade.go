@@ -118,7 +118,7 @@ func (l *Log) Upgrade(from, to uint32, step func(*Upgrade) error, opts *UpgradeO
 		}
 		return nil
 	}
-	// NB: the sync after the step's last chunk first: appendBatch hands its batch to Pebble without awaiting it.
+	// NB: the sync after the step's last chunk first, and cleared, as the next chunk would (appendBatch awaits it too).
 	if err := l.awaitDerived(); err != nil {
 		return fmt.Errorf("format step: %w", err)
 	}
