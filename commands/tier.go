@@ -192,11 +192,13 @@ func (e *Engine) writeMissingViews(store *projections.ColdStore) {
 			"run", run, "err", err, "retryAfterEvictionPasses", e.putOffMissingViews())
 	}
 	start, n := time.Now(), 0
+	after := "" // NB: each batch goes on after the last: a run added before it meanwhile waits for the next pass
 	for {
 		var batch []projections.MissingView
 		var err error
-		e.Read(func(s *projections.State) { batch, err = s.MissingViews(missingViewsBatch) })
+		e.Read(func(s *projections.State) { batch, err = s.MissingViews(after, missingViewsBatch) })
 		for _, v := range batch {
+			after = v.ID()
 			select {
 			case <-e.quit:
 				e.opts.Logger.Info("writing the missing views of cold runs stopped by close", "written", n, "left", store.ViewsMissing())

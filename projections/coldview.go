@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 
 	"github.com/crewlog/crewlog/eventlog"
 	m "github.com/crewlog/crewlog/events/msgpackappend"
@@ -215,7 +216,10 @@ func (c *ColdStore) markViewMissingLocked(id string) {
 	if c.missing == nil {
 		c.missing = make(map[string]struct{})
 	}
-	c.missing[id] = struct{}{}
+	if _, ok := c.missing[id]; !ok {
+		c.missing[id] = struct{}{}
+		c.missingStale = true
+	}
 }
 
 func (c *ColdStore) markViewMissing(id string) {
@@ -251,6 +255,28 @@ func (c *ColdStore) missingIDs() []string {
 	return ids
 }
 
+// missingAfter returns the runs of the missing set's order after cursor after, some of which may have left the set
+// since (the caller asks viewMissing). NB: made again, under the store's lock, only after a run joined the set, and
+// never written in place: a slice returned stays as it was.
+func (c *ColdStore) missingAfter(after string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.missingStale || len(c.missing) == 0 {
+		c.missingStale, c.missingOrder = false, nil
+		if len(c.missing) > 0 {
+			order := make([]string, 0, len(c.missing))
+			for id := range c.missing {
+				order = append(order, id)
+			}
+			slices.Sort(order)
+			c.missingOrder = order
+			c.missingLooks.Add(int64(len(order)))
+		}
+	}
+	i := sort.Search(len(c.missingOrder), func(i int) bool { return c.missingOrder[i] > after })
+	return c.missingOrder[i:]
+}
+
 // ViewsMissing is how many cold runs have no view known to be written. NB: a run of the set read back hot since
 // (FaultIn) stays in it (EvictAll) but is not counted: it has no view to write until it is cold again, and the engine
 // starts a pass of the missing views, and takes a snapshot after it, whenever this is above 0.
@@ -277,7 +303,9 @@ type MissingView struct {
 func (v MissingView) ID() string { return v.id }
 
 // MissingViews returns up to n cold runs of s whose view the store does
-// not know to be written, in run-id order. Runs of the set met that s holds
+// not know to be written, in run-id order after cursor after ("": from the
+// first; a pass goes on after the last run of its batch before, so that it
+// takes up each run of the set about once). Runs of the set met that s holds
 // hot (read back since) are passed over and kept: one made cold again with
 // no event of it since is not queued for its view (EvictAll). Those s does
 // not know are dropped from it. A run whose summary cannot be read from the
@@ -286,18 +314,18 @@ func (v MissingView) ID() string { return v.id }
 // one whose summary is damaged (summaryDamaged) is dropped too: no view can
 // be written of it, and its queries report the damage whatever the set says.
 // NB: kept, it would end the list for good, and every pass would stop at it.
-func (s *State) MissingViews(n int) ([]MissingView, error) {
+func (s *State) MissingViews(after string, n int) ([]MissingView, error) {
 	c := s.store
 	if c == nil || n <= 0 {
 		return nil, nil
 	}
-	ids := c.missingIDs()
 	var out []MissingView
-	for _, id := range ids {
+	for _, id := range c.missingAfter(after) {
 		if len(out) == n {
 			break
 		}
-		if s.runs[id] != nil {
+		c.missingLooks.Add(1)
+		if s.runs[id] != nil || !c.viewMissing(id) {
 			continue
 		}
 		cr, err := s.lookupCold(id) // NB: outside the store's lock: it may read the index

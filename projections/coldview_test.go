@@ -254,7 +254,7 @@ func TestMissingViewsKeepTheRunsWhoseSummaryIsNotReadBack(t *testing.T) {
 	missing := s.store.ViewsMissing()
 
 	faults.On()
-	views, err := s.MissingViews(3)
+	views, err := s.MissingViews("", 3)
 	faults.Off()
 	require.ErrorIs(t, err, ErrNotReadBack)
 	require.ErrorIs(t, err, errorfs.ErrInjected)
@@ -263,12 +263,40 @@ func TestMissingViewsKeepTheRunsWhoseSummaryIsNotReadBack(t *testing.T) {
 	require.Len(t, missingViewsOf(t, s, 3), 3, "read again once the reads succeed")
 }
 
-// missingViewsOf is s.MissingViews(n), which must return no error.
-func missingViewsOf(t *testing.T, s *State, n int) []MissingView {
+// A pass of the missing views, batch after batch from the cursor of the last, looks at each run of the set about
+// once, where every batch copied and sorted the whole set and walked it from its first run: a pass of M missing
+// views (every cold run, after the views' format changes) cost O(M²/16 · log M).
+func TestAPassOfTheMissingViewsLooksAtEachRunOnce(t *testing.T) {
+	s, _ := restartedMissingViews(t, sstReadFaults())
+	missing := s.store.ViewsMissing()
+	written := 0
+	after := ""
+	for batch := missingViewsAfter(t, s, after, 2); len(batch) > 0; batch = missingViewsAfter(t, s, after, 2) {
+		for _, v := range batch {
+			require.Greater(t, v.ID(), after, "in run-id order, after the cursor")
+			require.NoError(t, s.store.WriteMissingView(v))
+			written++
+			after = v.ID()
+		}
+	}
+	require.Equal(t, missing, written, "every missing view written")
+	require.Zero(t, s.store.ViewsMissing())
+	require.LessOrEqual(t, s.store.missingLooks.Load(), int64(2*missing+2),
+		"runs of the set looked at in a pass of %d batches of 2 over %d missing views", (missing+1)/2, missing)
+}
+
+// missingViewsAfter is s.MissingViews(after, n), which must return no error.
+func missingViewsAfter(t *testing.T, s *State, after string, n int) []MissingView {
 	t.Helper()
-	views, err := s.MissingViews(n)
+	views, err := s.MissingViews(after, n)
 	require.NoError(t, err)
 	return views
+}
+
+// missingViewsOf is s.MissingViews("", n), which must return no error.
+func missingViewsOf(t *testing.T, s *State, n int) []MissingView {
+	t.Helper()
+	return missingViewsAfter(t, s, "", n)
 }
 
 // A cold run missing its view that the log cannot give back as recorded (here its summary names a position its
@@ -299,7 +327,7 @@ func TestMissingViewsPassOverARunWhoseSummaryIsDamaged(t *testing.T) {
 	require.NoError(t, s.store.log.SaveSummaries([]eventlog.Summary{{Stream: damaged, Position: s.Position,
 		Data: []byte{summaryFormat}}}))
 
-	views, err := s.MissingViews(3)
+	views, err := s.MissingViews("", 3)
 	require.NoError(t, err)
 	require.Len(t, views, 3, "the runs after the damaged one")
 	for _, v := range views {

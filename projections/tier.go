@@ -95,8 +95,15 @@ type ColdStore struct {
 	queued      []queuedView
 	queuedBytes int64
 	missing     map[string]struct{} // cold runs whose view is not known to be written
-	viewReads   atomic.Int64
-	viewsSaved  atomic.Int64
+	// missingOrder is the set's runs in id order, for MissingViews to go on after a cursor: it may hold runs that
+	// have left the set since, and is made again after a run joins it (missingStale). NB: made for every batch of 16
+	// (the set copied and sorted), a pass of M missing views cost O(M²/16 · log M): every cold run, after a change
+	// of the views' format. missingLooks counts the runs MissingViews took up (sorted or looked at): a pass's cost.
+	missingOrder []string
+	missingStale bool
+	missingLooks atomic.Int64
+	viewReads    atomic.Int64
+	viewsSaved   atomic.Int64
 	// readBack holds, for each run FaultIn made hot and EvictAll has not made cold since, its last position then:
 	// a run made cold again at that position is what its summary and view already hold. At most the hot runs.
 	readBack map[string]uint64
