@@ -741,7 +741,7 @@ func liveFile(kind fileKind, name string) bool {
 	case eventsFile:
 		return name == "events.jsonl"
 	case mailboxFile:
-		return name == "inbox.jsonl" || name == "outbox.jsonl"
+		return liveMailboxFile(name)
 	}
 	return false
 }

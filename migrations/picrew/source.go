@@ -760,10 +760,16 @@ func (s *source) mailboxFiles(id, dir string) (out []string, complete bool) {
 // read from its start (its messages read before are known, or their command ids keep them from doubling), then the
 // live file.
 func mailboxOrder(p string) string {
-	if name := filepath.Base(p); name == "inbox.jsonl" || name == "outbox.jsonl" {
+	if liveMailboxFile(filepath.Base(p)) {
 		return p + ".\xff" // after every <file>.<ts>.archive.jsonl of the same directory
 	}
 	return p
+}
+
+// liveMailboxFile reports whether name is a mailbox's live file, the one pi-crew appends to and rotates to archives:
+// inbox.jsonl or outbox.jsonl.
+func liveMailboxFile(name string) bool {
+	return name == "inbox.jsonl" || name == "outbox.jsonl"
 }
 
 func (s *source) readMessages(id string, files []string) []message {
