@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"sort"
+	"strings"
 
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
@@ -31,6 +32,9 @@ func checkpointCursor(path string) string {
 	return digestCursor(path)
 }
 
+// digestCursorLen is the length of every digestCursor: the prefix and 16 bytes in hex.
+const digestCursorLen = len(checkpointCursorPrefix) + 2*16
+
 func digestCursor(path string) string {
 	sum := sha256.Sum256([]byte(path))
 	return checkpointCursorPrefix + hex.EncodeToString(sum[:16])
@@ -42,7 +46,7 @@ func digestCursor(path string) string {
 // already, and a checkpoint once recorded stays in it, so the path a cursor names is always found.
 func checkpointsAfter(set *projections.ImportCheckpoints, source, cursor string) []events.ImportCheckpoint {
 	all := set.Of(source, "")
-	if len(cursor) == len(digestCursor("")) && cursor[:len(checkpointCursorPrefix)] == checkpointCursorPrefix {
+	if len(cursor) == digestCursorLen && strings.HasPrefix(cursor, checkpointCursorPrefix) {
 		for i, ck := range all {
 			if digestCursor(ck.Path) == cursor {
 				return all[i+1:]
