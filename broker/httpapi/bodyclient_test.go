@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -22,21 +21,6 @@ func sendWithBody(t *testing.T, base, path string) net.Conn {
 		"Content-Length: 100\r\n\r\nxx", path, roToken)
 	require.NoError(t, err)
 	return c
-}
-
-// awaitTrue polls cond until it holds, failing after bound: what it waits for comes in milliseconds, or without
-// the fix under test not for as long as the bound (a keep-alive of an hour, turns held to the end of the test).
-func awaitTrue(t *testing.T, bound time.Duration, cond func() bool, msg string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), bound)
-	defer cancel()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatal(msg)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
 }
 
 // TestARequestWithABodyEndsWhenItsClientGoes: net/http learns that a client went only by reading the connection
@@ -78,9 +62,10 @@ func TestARequestWithABodyEndsWhenItsClientGoes(t *testing.T) {
 			_, base := listening(t, f)
 			tc.hold(t, f)
 			c := sendWithBody(t, base, tc.path)
-			awaitTrue(t, time.Minute, func() bool { return tc.holds(f) }, "the request never got there")
+			require.Eventually(t, func() bool { return tc.holds(f) }, time.Minute, 5*time.Millisecond, "the request never got there")
 			c.Close()
-			awaitTrue(t, 10*time.Second, func() bool { return !tc.holds(f) },
+			// NB: a bound, not a timing: without the watch, the request held its place for the hour of its keep-alive.
+			require.Eventually(t, func() bool { return !tc.holds(f) }, 10*time.Second, 5*time.Millisecond,
 				"the request still holds its place after its client went")
 		})
 	}
@@ -111,5 +96,6 @@ func TestAStreamWithABodyLastsWhileItsClientStays(t *testing.T) {
 	_, err = c.Write([]byte(strings.Repeat("y", maxUnreadBody)))
 	require.NoError(t, err)
 	ends(t, frames)
-	awaitTrue(t, 10*time.Second, func() bool { return f.srv.streams.open() == 0 }, "the stream still holds its place")
+	require.Eventually(t, func() bool { return f.srv.streams.open() == 0 }, 10*time.Second, 5*time.Millisecond,
+		"the stream still holds its place")
 }

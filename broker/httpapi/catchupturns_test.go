@@ -167,7 +167,8 @@ func TestAReadOnlyStreamsCatchUpIsPaced(t *testing.T) {
 			}
 			return n
 		}
-		awaitTrue(t, time.Minute, func() bool { return charged() >= head }, "the catch-up was not charged its events")
+		require.Eventually(t, func() bool { return charged() >= head }, time.Minute, 5*time.Millisecond,
+			"the catch-up was not charged its events")
 		require.Equal(t, head, charged(), "each event read once, charged once")
 	})
 
