@@ -246,12 +246,18 @@ func (c *ColdStore) viewMissing(id string) bool {
 // sorted.
 func (c *ColdStore) missingIDs() []string {
 	c.mu.Lock()
+	ids := c.missingSetLocked()
+	c.mu.Unlock()
+	slices.Sort(ids) // NB: outside the lock: the set may hold every cold run
+	return ids
+}
+
+// missingSetLocked returns the cold runs whose view is not known to be written, in no order. Called with c.mu held.
+func (c *ColdStore) missingSetLocked() []string {
 	ids := make([]string, 0, len(c.missing))
 	for id := range c.missing {
 		ids = append(ids, id)
 	}
-	c.mu.Unlock()
-	slices.Sort(ids)
 	return ids
 }
 
@@ -264,10 +270,7 @@ func (c *ColdStore) missingAfter(after string) []string {
 	if c.missingStale || len(c.missing) == 0 {
 		c.missingStale, c.missingOrder = false, nil
 		if len(c.missing) > 0 {
-			order := make([]string, 0, len(c.missing))
-			for id := range c.missing {
-				order = append(order, id)
-			}
+			order := c.missingSetLocked()
 			slices.Sort(order)
 			c.missingOrder = order
 			c.missingLooks.Add(int64(len(order)))
