@@ -118,7 +118,7 @@ func (c *ColdStore) currentView(id string, cr *coldRun) *runState {
 		return nil
 	}
 	r.ord = cr.ord
-	c.viewWritten(id)
+	c.dropMissingView(id)
 	return r
 }
 
@@ -189,7 +189,7 @@ func (c *ColdStore) saveView(id string, last uint64, r *runState) error {
 		return err
 	}
 	c.viewsSaved.Add(1)
-	c.viewWritten(id)
+	c.dropMissingView(id)
 	return nil
 }
 
@@ -228,7 +228,9 @@ func (c *ColdStore) markViewMissing(id string) {
 	c.mu.Unlock()
 }
 
-func (c *ColdStore) viewWritten(id string) {
+// dropMissingView takes run id out of the missing views: its view is written, or none can be (a run the state does
+// not know, or one its log does not give back as recorded).
+func (c *ColdStore) dropMissingView(id string) {
 	c.mu.Lock()
 	delete(c.missing, id)
 	c.mu.Unlock()
@@ -336,9 +338,7 @@ func (s *State) MissingViews(after string, n int) ([]MissingView, error) {
 			return out, err
 		}
 		if cr == nil {
-			c.mu.Lock()
-			delete(c.missing, id)
-			c.mu.Unlock()
+			c.dropMissingView(id)
 			continue
 		}
 		out = append(out, MissingView{id: id, cr: *cr})
@@ -371,9 +371,7 @@ func (c *ColdStore) WriteMissingView(v MissingView) error {
 		err = fmt.Errorf("%w: run %s re-folded from its stream does not reach position %d", eventlog.ErrCorrupt, v.id, v.cr.last)
 	}
 	if errors.Is(err, eventlog.ErrCorrupt) {
-		c.mu.Lock()
-		delete(c.missing, v.id)
-		c.mu.Unlock()
+		c.dropMissingView(v.id)
 	}
 	if err != nil {
 		return err
