@@ -103,7 +103,7 @@ func (o *Options) promoteStallFor() time.Duration {
 // leader — would hold the lease, with no writer, for as long as it hangs:
 // every command in the cluster would wait. A watchdog gives the promotion
 // up once it has made no progress for promoteStallFor; the node fails, and
-// Close gives the lease up.
+// gives the lease up (giveUpLeaseOnFailure).
 func (n *Node) promote(stopFollow func(), followDone <-chan error) error {
 	ctx, cancel := context.WithCancelCause(n.ctx)
 	defer cancel(nil)
@@ -218,9 +218,11 @@ func (n *Node) watchPromotion(cancel context.CancelCauseFunc, folding *atomic.Bo
 // slow answer that comes in time keeps the lease (one abandoned earlier,
 // and stored after all, is found by the next renewal: natslog.Lease.Renew).
 // Safety does not rest on this (the fence does); it keeps a short election
-// or a loaded machine from costing a failover.
+// or a loaded machine from costing a failover. Once the node failed it gives
+// the lease up (giveUpLeaseOnFailure).
 func (n *Node) keepLease(renew *time.Ticker, held time.Time) {
 	defer n.wg.Done()
+	defer n.giveUpLeaseOnFailure()
 	stopAfter := n.o.LeaseTTL * 3 / 4
 	for {
 		select {
@@ -246,6 +248,31 @@ func (n *Node) keepLease(renew *time.Ticker, held time.Time) {
 		default:
 			n.o.Logger.Warn("lease renewal failed; trying again", "node", n.o.Name, "err", err)
 		}
+	}
+}
+
+// giveUpLeaseOnFailure gives the lease up, if this node still holds it, once the node failed: a node that failed
+// stages nothing more (Commit and Stage refuse), so another may take over at once. Safety rests on the fence, as
+// ever: a batch the failed node had published already is stored before the next writer's first, which that one's
+// fence then refuses (it fails stop and catches up), or is refused by its own.
+//
+// NB: at the failure, not at Close: its owner closes it only after answering reads for a while (crewd's drain), and
+// the cluster had no writer until then, or until the TTL ran out for an owner that never closed it. Here, not in
+// fail: keepLease is the lease's one user once it was taken (natslog.Lease is one goroutine's), and fail may run on
+// another goroutine while a renewal is under way.
+func (n *Node) giveUpLeaseOnFailure() {
+	select {
+	case <-n.failed:
+	default:
+		return // closed, not failed: Close gives the lease up
+	}
+	if n.o.Conn.IsClosed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if n.lease.Release(ctx) == nil {
+		n.leased.Store(false) // NB: Close asks again only when this one found no answer (or the lease lost)
 	}
 }
 

@@ -52,8 +52,8 @@
 // A writer that dies stops renewing; after the TTL another node takes the
 // lease, catches up and writes. A node renews the lease from the moment it
 // takes it; a promotion that has made no progress for the stall bound
-// (five TTLs, at least 10 s) is given up, and the node fails and gives the
-// lease up as it closes, so a node that cannot become the writer holds the
+// (five TTLs, at least 10 s) is given up: the node fails and gives the
+// lease up at once, so a node that cannot become the writer holds the
 // lease no longer than that. Forwarded requests wait for it and are sent
 // again with their command ids, so a client learns the recorded outcome of
 // a command whose answer was lost, never a second decision.
@@ -65,9 +65,11 @@
 // answered, its lease was lost while writing, its copy diverged — closes
 // Failed, and a writer leaves the commands subject at once (the requests
 // it was given are answered, not dropped), so that forwarded requests wait
-// for the next writer. Its owner closes it and starts a new node on the
-// same local log (a crewd exits and its supervisor restarts it): the new
-// node resumes copying after the last group its log holds and rebuilds its
-// state, so whatever the failed one had decided but not committed is gone,
-// as a crash of a single crewd would leave it.
+// for the next writer, and gives the lease up, so that the next writer
+// need not wait for its owner to close it or for the lease to expire. Its
+// owner closes it and starts a new node on the same local log (a crewd
+// exits and its supervisor restarts it): the new node resumes copying after
+// the last group its log holds and rebuilds its state, so whatever the
+// failed one had decided but not committed is gone, as a crash of a single
+// crewd would leave it.
 package cluster

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/commands"
@@ -28,16 +29,7 @@ func TestAFailedWriterTakesNoForwardedRequest(t *testing.T) {
 	nc := connectTo(t, srv)
 	js, err := jsOf(nc)
 	require.NoError(t, err)
-	_, err = js.Publish(context.Background(), cfg.Subject(), []byte("another writer's message"))
-	require.NoError(t, err)
-	_, err = submitTo(t, w, commands.Request{Principal: events.AdminPrincipal(), Actor: events.Actor{Role: events.RoleAdmin},
-		Command: &commands.RunCreate{RunID: "S", Team: "t", Goal: "g", Cwd: "/w"}})
-	require.ErrorIs(t, err, commands.ErrFailed, "fenced")
-	select {
-	case <-w.Failed():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the fenced writer did not fail stop")
-	}
+	fenceWriter(t, w, js)
 
 	data, err := commands.EncodeRequest(commands.Request{Principal: events.AdminPrincipal(), CommandID: "c1",
 		Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: "T", Team: "t", Goal: "g", Cwd: "/w"}})
@@ -49,6 +41,22 @@ func TestAFailedWriterTakesNoForwardedRequest(t *testing.T) {
 		_, answered = nc.Request(cfg.CommandSubject(), data, time.Second)
 		return errors.Is(answered, nats.ErrNoResponders)
 	}, 20*time.Second, 50*time.Millisecond, "the failed writer still takes forwarded requests (last: %v)", answered)
+}
+
+// fenceWriter appends a message of another writer's to w's stream through js, has w commit a group on it, and waits
+// until w failed stop: its commit was fenced.
+func fenceWriter(t *testing.T, w *Node, js jetstream.JetStream) {
+	t.Helper()
+	_, err := js.Publish(context.Background(), w.o.Log.Subject(), []byte("another writer's message"))
+	require.NoError(t, err)
+	_, err = submitTo(t, w, commands.Request{Principal: events.AdminPrincipal(), Actor: events.Actor{Role: events.RoleAdmin},
+		Command: &commands.RunCreate{RunID: "S", Team: "t", Goal: "g", Cwd: "/w"}})
+	require.ErrorIs(t, err, commands.ErrFailed, "fenced")
+	select {
+	case <-w.Failed():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fenced writer did not fail stop")
+	}
 }
 
 // A node that failed stop (here its copy met a message that is not crewlog's) sends its own clients' commands to the
@@ -72,4 +80,35 @@ func TestAFailedNodeForwardsNothing(t *testing.T) {
 		require.ErrorIs(t, err, commands.ErrUnavailable, "command id %q", id)
 	}
 	require.Zero(t, asked.Load(), "a failed node sent its clients' commands to the writer")
+}
+
+// A writer that failed stop (here its commit was fenced) gives the lease up at once, not when its owner closes it:
+// crewd closes it only after answering reads for a while, and the lease stayed with the failed writer until then —
+// or, for a crewd that could not close it, until the lease expired — with no writer in the cluster meanwhile. The
+// TTL outlasts the test's wait: the lease is free in time only if the failed writer gave it up.
+func TestAFailedWriterGivesTheLeaseUpAtOnce(t *testing.T) {
+	srv := startNATS(t)
+	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
+	// NB: a node first asks for the lease a quarter TTL after it starts, and renews it every quarter: the lease of a
+	// writer that failed expires three quarters of a TTL after the failure at the earliest, past the wait below.
+	const ttl = 8 * time.Second
+	w := startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: ttl})
+	require.Nil(t, submitAsAdmin(t, w, &commands.RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"}).Rejected)
+
+	js, err := jsOf(connectTo(t, srv))
+	require.NoError(t, err)
+	probe, err := natslog.OpenLease(context.Background(), js, cfg, "probe", ttl)
+	require.NoError(t, err)
+	holder, err := probe.Holder(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, "w", holder)
+
+	fenceWriter(t, w, js)
+	require.Eventually(t, func() bool {
+		holder, err := probe.Holder(context.Background())
+		return err == nil && holder == ""
+	}, ttl/2, 20*time.Millisecond, "the failed writer, not closed, still holds the lease")
+	ok, err := probe.Acquire(context.Background())
+	require.NoError(t, err)
+	require.True(t, ok, "another node cannot take the lease the failed writer gave up")
 }

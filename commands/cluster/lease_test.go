@@ -79,8 +79,8 @@ func awaitLeaseWrites(nc *nats.Conn, cfg natslog.Config, holder string, writes i
 // of the stream waiting on a consumer that gets nothing) renews the lease
 // all the while: before the watchdog, every command in the cluster waited
 // for as long as it hung. It gives the promotion up once nothing moved for
-// the stall bound, fails, and its Close gives the lease up at once, so the
-// other node becomes the writer.
+// the stall bound, fails, and gives the lease up at once (as it fails, or
+// at the latest as it closes), so the other node becomes the writer.
 func TestStalledPromotionGivesTheLeaseUp(t *testing.T) {
 	srv := startNATS(t)
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}

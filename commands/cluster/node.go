@@ -254,7 +254,8 @@ func (n *Node) stopServing() {
 // Close stops the node and its engine (not the local log nor the
 // connection). A node that took the lease gives it up (if it still holds
 // it: the delete expects its last revision), so a successor need not wait
-// for it to expire — a writer, or a node that failed while it promoted.
+// for it to expire — a writer, or a node that failed while it promoted
+// and could not give it up as it failed (giveUpLeaseOnFailure).
 func (n *Node) Close() error {
 	n.writer.Store(false)
 	n.cancel()
