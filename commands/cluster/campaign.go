@@ -342,6 +342,16 @@ func (n *Node) serve(m *nats.Msg) {
 			answer.Header = nats.Header{}
 			answer.Header.Set(decidedOnHeader, strconv.FormatUint(n.eng.Head(), 10))
 		}
+		if mp := n.o.Conn.MaxPayload(); mp > 0 && int64(len(b)+headerBytes(answer.Header)) > mp {
+			// The answer does not fit one NATS message (answer_fit.go): sent cut to fit, its meaning kept.
+			if answer.Data, eerr = fitAnswer(rep, err, len(b), int(mp)-headerBytes(answer.Header), mp); eerr != nil {
+				n.lostAnswer("a forwarded request's answer does not fit one NATS message, even cut; its follower waits "+
+					"for it in vain", eerr, len(b))
+				return
+			}
+			n.o.Logger.Warn("a forwarded request's answer does not fit one NATS message: answered cut to fit; raise "+
+				"the NATS servers' max_payload above --max-frame", "node", n.o.Name, "bytes", len(b), "max_payload", mp)
+		}
 		if rerr := m.RespondMsg(answer); rerr != nil {
 			n.lostAnswer("a forwarded request's answer could not be sent; its follower waits for it in vain", rerr, len(b))
 		}
