@@ -349,8 +349,9 @@ func (n *Node) serve(m *nats.Msg) {
 					"for it in vain", eerr, len(b))
 				return
 			}
-			n.o.Logger.Warn("a forwarded request's answer does not fit one NATS message: answered cut to fit; raise "+
-				"the NATS servers' max_payload above --max-frame", "node", n.o.Name, "bytes", len(b), "max_payload", mp)
+			n.peerWarns.warn(n.o.Logger, "a forwarded request's answer does not fit one NATS message: answered cut "+
+				"to fit; raise the NATS servers' max_payload above --max-frame", "node", n.o.Name, "bytes", len(b),
+				"max_payload", mp)
 		}
 		if rerr := m.RespondMsg(answer); rerr != nil {
 			n.lostAnswer("a forwarded request's answer could not be sent; its follower waits for it in vain", rerr, len(b))
@@ -360,7 +361,9 @@ func (n *Node) serve(m *nats.Msg) {
 
 // lostAnswer logs, with how many there have been, a forwarded request this writer answers no one: its follower
 // waits for the attempt's bound, then sends a request with a command id again (and learns its recorded outcome)
-// and answers one without ErrNoWriter, in doubt (forward.go).
+// and answers one without ErrNoWriter, in doubt (forward.go). The lines are bounded (warnBound): anyone who may
+// publish on the commands subject can send them.
 func (n *Node) lostAnswer(what string, err error, bytes int) {
-	n.o.Logger.Warn(what, "node", n.o.Name, "err", err, "bytes", bytes, "lost", n.lostAnswers.Add(1))
+	lost := n.lostAnswers.Add(1)
+	n.peerWarns.warn(n.o.Logger, what, "node", n.o.Name, "err", err, "bytes", bytes, "lost", lost)
 }

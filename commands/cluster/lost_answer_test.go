@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -64,3 +65,47 @@ func (b *lockedBuffer) Bytes() []byte {
 }
 
 func (b *lockedBuffer) String() string { return string(b.Bytes()) }
+
+// Messages on the commands subject that ask for no answer, sent as fast as a peer (or a misconfigured client) can,
+// are logged one line per interval, not one each: a line for each flooded crewd's log.
+func TestAFloodOfUnanswerableMessagesIsLoggedBounded(t *testing.T) {
+	srv := startNATS(t)
+	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
+	logs := &lockedBuffer{}
+	w := startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second, warnEvery: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	nc := connectTo(t, srv)
+	const flood = 500
+	for range flood {
+		require.NoError(t, nc.Publish(cfg.CommandSubject(), []byte("x")))
+	}
+	require.NoError(t, nc.Flush())
+	require.Eventually(t, func() bool { return w.lostAnswers.Load() == flood }, 20*time.Second, 10*time.Millisecond,
+		"the writer handled %d of %d messages", w.lostAnswers.Load(), flood)
+	require.Equal(t, 1, bytes.Count(logs.Bytes(), []byte("asks for no answer")), "lines logged:\n%s", logs)
+}
+
+// warnBound logs a kind of warning once an interval, the next line with how many went unlogged, and each kind apart.
+func TestWarnBoundLogsAKindOnceAnInterval(t *testing.T) {
+	logs := &lockedBuffer{}
+	lg := slog.New(slog.NewTextHandler(logs, nil))
+	now := time.Unix(1000, 0)
+	b := newWarnBound(10 * time.Second)
+	b.now = func() time.Time { return now }
+	for range 5 {
+		b.warn(lg, "kind a", "n", 1)
+	}
+	b.warn(lg, "kind b")
+	now = now.Add(9 * time.Second)
+	b.warn(lg, "kind a")
+	now = now.Add(time.Second)
+	b.warn(lg, "kind a")
+	b.warn(lg, "kind a")
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	require.Len(t, lines, 3, "%s", logs)
+	require.Contains(t, lines[0], `msg="kind a" n=1`)
+	require.NotContains(t, lines[0], "suppressed")
+	require.Contains(t, lines[1], `msg="kind b"`)
+	require.NotContains(t, lines[1], "suppressed")
+	require.Contains(t, lines[2], `msg="kind a" suppressed=5`)
+}

@@ -102,6 +102,8 @@ type Options struct {
 	// attemptTimeout, set by tests, replaces the bound of one attempt of a forwarded request that may be sent again
 	// (defaultAttemptTimeout).
 	attemptTimeout time.Duration
+	// warnEvery, set by tests, replaces defaultWarnEvery, the bound of the warnings about what peers send (warnBound).
+	warnEvery time.Duration
 }
 
 // Node is one crewd of a cluster sharing one JetStream stream (doc.go).
@@ -131,6 +133,7 @@ type Node struct {
 
 	sub         atomic.Pointer[nats.Subscription] // the writer's command subscription
 	lostAnswers atomic.Uint64                     // forwarded requests answered no one (lostAnswer)
+	peerWarns   *warnBound                        // the warnings about what peers send, bounded
 	elected     atomic.Int64                      // unix ns when this node became the writer
 	electedCh   chan struct{}                     // closed then
 }
@@ -150,6 +153,9 @@ func Start(ctx context.Context, local *eventlog.Log, o Options) (*Node, error) {
 	if o.attemptTimeout == 0 {
 		o.attemptTimeout = defaultAttemptTimeout
 	}
+	if o.warnEvery == 0 {
+		o.warnEvery = defaultWarnEvery
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -157,7 +163,8 @@ func Start(ctx context.Context, local *eventlog.Log, o Options) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: jetstream: %w", err)
 	}
-	n := &Node{o: o, local: local, js: js, failed: make(chan struct{}), electedCh: make(chan struct{})}
+	n := &Node{o: o, local: local, js: js, failed: make(chan struct{}), electedCh: make(chan struct{}),
+		peerWarns: newWarnBound(o.warnEvery)}
 	// NB: before the copy catches up: what it copies now counts in its runs' tallies too.
 	commands.KeepRunTallies(local)
 	if n.jl, err = natslog.Open(ctx, js, local, o.Log); err != nil {
