@@ -42,8 +42,10 @@
 //     and events.since show it (RunSummary.Foreign counts them).
 //   - Tolerant and loud: corrupt lines, task records of tasks.json and
 //     message states of delivery.json that do not decode (each is its own:
-//     one bad value leaves the others in), event lines whose runId names
-//     another run than their directory's (a worker's copy), seq
+//     one bad value leaves the others in), event and mailbox lines whose
+//     runId names another run than their directory's (a worker's copy: a
+//     message so skipped is none of the run's, its delivery state records
+//     nothing and a steering line under its id gets a message of its own), seq
 //     gaps and duplicates, quarantined .corrupt-* files, lock and sidecar
 //     files and unknown files are skipped and each is listed in the
 //     Summary; so is a record the store cannot

@@ -145,6 +145,7 @@ type teamEvent struct {
 // message is a MailboxMessage (D§2.6).
 type message struct {
 	ID           string   `json:"id"`
+	RunID        string   `json:"runId"`
 	Direction    string   `json:"direction"`
 	From         string   `json:"from"`
 	To           string   `json:"to"`
@@ -804,11 +805,21 @@ func (s *source) messageAgain(id string, line int, first, m message) {
 	}
 }
 
-// parseMessage decodes one mailbox line of the file rel; a corrupt line is
+// parseMessage decodes one mailbox line of the file rel; a corrupt line, or one naming another run than id, is
 // reported and ok is false.
 func (s *source) parseMessage(id, rel string, line int, b []byte) (m message, ok bool) {
 	if err := json.Unmarshal(b, &m); err != nil || m.ID == "" {
 		s.skip(id, rel, line, 0, "corrupt mailbox line: skipped")
+		return m, false
+	}
+	if m.RunID != "" && m.RunID != id {
+		// NB: pi-crew names the run in every line it appends (D§2.6, the manifest's runId, which its own reader
+		// requires): a line naming another is another run's, copied in by a worker of this one, and read as this run's
+		// it recorded that run's message here, delivered or acknowledged as this run's delivery.json says of its id.
+		// Skipped, its id is no message of this run: a delivery state under it records nothing (delivery), and a
+		// steering line under it gets a message of its own (steer). A line naming no run is read as this one's, as
+		// for events: a worker who can strip the name can as well write this run's.
+		s.skip(id, rel, line, 0, "message %s names run %q, not this one: skipped", clip(m.ID), clip(m.RunID))
 		return m, false
 	}
 	parts := strings.Split(rel, "/")
