@@ -3,6 +3,8 @@ package picrew
 import (
 	"context"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/fsnotify/fsnotify"
@@ -20,11 +22,15 @@ type watcher struct {
 	// tasks counts each run's task mailboxes watched (maxTaskWatches). NB: kept, not counted in dirs, which holds
 	// every run's directories: addRun is called for every run a pass syncs.
 	tasks map[string]int
-	done  chan struct{}
+	// lost are the directories watched (dirs: directory → run) whose watch a notification said is gone or names
+	// another directory now: removed, renamed away, or replaced under their name (dropLost).
+	lost map[string]string
+	done chan struct{}
 }
 
 func (f *Follower) watch(ctx context.Context, runsDir string) *watcher {
-	wt := &watcher{f: f, runsDir: runsDir, dirs: map[string]string{}, tasks: map[string]int{}, done: make(chan struct{})}
+	wt := &watcher{f: f, runsDir: runsDir, dirs: map[string]string{}, tasks: map[string]int{}, lost: map[string]string{},
+		done: make(chan struct{})}
 	if f.o.NoNotify {
 		close(wt.done)
 		return wt
@@ -61,6 +67,13 @@ func (wt *watcher) loop(ctx context.Context) {
 			}
 			wt.mu.Lock()
 			run, watched := wt.dirs[filepath.Dir(ev.Name)]
+			self, isDir := wt.dirs[ev.Name]
+			if isDir && self != "" && ev.Has(fsnotify.Create|fsnotify.Remove|fsnotify.Rename) {
+				// NB: a directory watched that went (its watch went with it), was renamed away (fsnotify drops the
+				// watch) or was replaced under its name (renamed over): the directory now there is not watched, and
+				// kept in dirs it never was again (addRun adds what dirs lacks), its files' changes woke nothing.
+				wt.lost[ev.Name] = self
+			}
 			wt.mu.Unlock()
 			switch {
 			case watched && run == "":
@@ -69,6 +82,8 @@ func (wt *watcher) loop(ctx context.Context) {
 				wt.f.notify(filepath.Base(ev.Name))
 			case watched:
 				wt.f.notify(run)
+			case isDir && self != "":
+				wt.f.notify(self) // a directory whose parent is not watched (the steering directory)
 			}
 		case _, ok := <-wt.w.Errors:
 			if !ok {
@@ -82,13 +97,15 @@ func (wt *watcher) loop(ctx context.Context) {
 
 // addRun watches a run's directories (run, mailbox, task mailboxes,
 // steering), none through a symbolic link; those that do not exist yet are
-// added by a later pass. It and removeRun are called by the follower's
-// pass alone.
+// added by a later pass, and those a notification said were lost are
+// watched again under their names (dropLost). It and removeRun are called
+// by the follower's pass alone.
 func (wt *watcher) addRun(r *runFollower, steering string) {
 	if !wt.active() {
 		return
 	}
 	tasks := filepath.Join(r.dir, "mailbox", "tasks")
+	wt.dropLost(r.id, tasks)
 	dirs := []string{r.dir, filepath.Join(r.dir, "mailbox"), tasks, steering}
 	// NB: a task's mailbox is watched only when the listing shows a directory named as pi-crew names a task: a link
 	// there may name another run's directory or one outside the crew root, which a watch follows.
@@ -115,16 +132,68 @@ func (wt *watcher) addRun(r *runFollower, steering string) {
 			// take over the watch of what it names, another run's directory or one outside the crew root.
 			continue
 		}
-		// NB: fsnotify is called without wt.mu: its reader may send on Errors while it holds its own lock (a watch
-		// it fails to drop), which Add waits for, and the loop that would take that error waits for wt.mu.
-		if wt.w.Add(d) == nil {
-			wt.mu.Lock()
-			wt.dirs[d] = r.id
+		// NB: in dirs before fsnotify watches it, so that the loop takes a notification of its loss (the directory
+		// removed as it was watched) for a directory watched: lost, it is dropped at the next pass (dropLost).
+		count := func(by int) {
 			if task {
-				taskWatches++
+				taskWatches += by
 				wt.tasks[r.id] = taskWatches
 			}
+		}
+		wt.mu.Lock()
+		wt.dirs[d] = r.id
+		count(1)
+		wt.mu.Unlock()
+		// NB: fsnotify is called without wt.mu: its reader may send on Errors while it holds its own lock (a watch
+		// it fails to drop), which Add waits for, and the loop that would take that error waits for wt.mu.
+		if wt.w.Add(d) != nil {
+			wt.mu.Lock()
+			delete(wt.dirs, d)
+			count(-1)
 			wt.mu.Unlock()
+		}
+	}
+}
+
+// dropLost stops watching the directories of run id that a notification said are lost (wt.lost), and those below
+// them, so that addRun watches what is there now under their names; tasks is the run's mailbox/tasks, whose
+// directories count against maxTaskWatches. NB: fsnotify's watch of each is removed before it leaves dirs: added
+// again over a watch fsnotify still holds by that name (a rename it has not yet seen), the new watch took the old's
+// place in fsnotify, which lost track of the old one, a watch of the user's held for good. The loop does not do it
+// itself: fsnotify may wait for it to take an error while holding the lock Remove waits for.
+func (wt *watcher) dropLost(id, tasks string) {
+	wt.mu.Lock()
+	var lost, gone []string
+	for l, run := range wt.lost {
+		if run == id {
+			lost = append(lost, l)
+		}
+	}
+	if len(lost) == 0 {
+		wt.mu.Unlock()
+		return // NB: before going over dirs, every run's: addRun asks at every run a pass syncs
+	}
+	for d, run := range wt.dirs {
+		if run == id && slices.ContainsFunc(lost, func(l string) bool {
+			return d == l || strings.HasPrefix(d, l+string(filepath.Separator))
+		}) {
+			gone = append(gone, d)
+		}
+	}
+	wt.mu.Unlock()
+	for _, d := range gone { // NB: without wt.mu, as in addRun
+		_ = wt.w.Remove(d) // NB: an error for a watch that went with its directory, or that fsnotify dropped
+	}
+	wt.mu.Lock()
+	defer wt.mu.Unlock()
+	for _, l := range lost {
+		// NB: only those handled: one the loop added since is another loss, for the next pass.
+		delete(wt.lost, l)
+	}
+	for _, d := range gone {
+		delete(wt.dirs, d)
+		if filepath.Dir(d) == tasks {
+			wt.tasks[id]--
 		}
 	}
 }
@@ -151,6 +220,11 @@ func (wt *watcher) removeRun(id string) {
 		}
 	}
 	delete(wt.tasks, id)
+	for l, run := range wt.lost {
+		if run == id {
+			delete(wt.lost, l)
+		}
+	}
 	wt.mu.Unlock()
 	for _, d := range gone { // NB: without wt.mu, as in addRun
 		_ = wt.w.Remove(d) // NB: an error for a directory whose watch went with it
