@@ -650,6 +650,9 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 	}
 	if !replay && r.waitsForArchive(path, t, inode) {
 		r.unread = true
+		// NB: the next pass at once: with notifications, none may come for a file made whole by a rename (one
+		// notification, taken by this pass), and it waited for the poll.
+		f.notify(r.id)
 		return
 	}
 	if changed, why := t.changed(inode, size); changed && !replay {

@@ -56,21 +56,7 @@ func TestFollowerWatchesADirectoryMadeAgain(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			root := newRoot(t)
-			a := newRun(t, root, runA)
-			require.NoError(t, a.AddTask("01_plan", "planner"))
-			require.NoError(t, a.SetStatus("running"))
-			msg, err := a.Message("01_plan", "hello")
-			require.NoError(t, err)
-			require.NoError(t, a.Steer("01_plan", "steer"))
-			sink := newMemSink()
-			o := fastFollow()
-			o.Poll = time.Hour // only a notification wakes the follower
-			fl := startFollow(t, root.Dir, sink, o)
-			imported := func(id string) func() bool {
-				return func() bool { ids, _ := sink.imported(); return slices.Contains(ids, id) }
-			}
-			require.Eventually(t, imported("import:"+runA+":msg:"+msg), 10*time.Second, 10*time.Millisecond)
+			root, a, fl, imported := followedByNotifications(t)
 			wt := fl.f.watcher
 			require.True(t, wt.active(), "the test follows with notifications")
 			dir := filepath.Join(a.Dir, filepath.FromSlash(c.dir))
@@ -84,7 +70,8 @@ func TestFollowerWatchesADirectoryMadeAgain(t *testing.T) {
 			write := c.write
 			if write == nil {
 				write = func(t *testing.T, dir string, i int) string {
-					// NB: a file the follower never read, whose first line is read at once.
+					// NB: a file the follower never read: one it read, made again, is another case
+					// (TestFollowerReadsALiveFileMadeAgain).
 					id := fmt.Sprintf("msg_again_%d", i)
 					require.NoError(t, picrewtest.AppendRaw(filepath.Join(dir, "outbox.jsonl"), message(id)))
 					return "import:" + runA + ":msg:" + id
@@ -122,6 +109,30 @@ func TestFollowerWatchesADirectoryMadeAgain(t *testing.T) {
 			}, 10*time.Second, 10*time.Millisecond, "the directories listed as watched are those watched")
 		})
 	}
+}
+
+// followedByNotifications is a crew root with a running run (runA) of one task, 01_plan, sent a message and steered,
+// followed with notifications and a poll too long to wake the follower, once the message is imported; imported
+// tells whether the follower sent the write of a command id.
+func followedByNotifications(t *testing.T) (root *picrewtest.Root, a *picrewtest.Run, fl *following,
+	imported func(id string) func() bool) {
+	t.Helper()
+	root = newRoot(t)
+	a = newRun(t, root, runA)
+	require.NoError(t, a.AddTask("01_plan", "planner"))
+	require.NoError(t, a.SetStatus("running"))
+	msg, err := a.Message("01_plan", "hello")
+	require.NoError(t, err)
+	require.NoError(t, a.Steer("01_plan", "steer"))
+	sink := newMemSink()
+	o := fastFollow()
+	o.Poll = time.Hour // only a notification wakes the follower
+	fl = startFollow(t, root.Dir, sink, o)
+	imported = func(id string) func() bool {
+		return func() bool { ids, _ := sink.imported(); return slices.Contains(ids, id) }
+	}
+	require.Eventually(t, imported("import:"+runA+":msg:"+msg), 10*time.Second, 10*time.Millisecond)
+	return root, a, fl, imported
 }
 
 // removeAndMake removes the directory dir and makes it again, empty.
