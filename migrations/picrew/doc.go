@@ -230,6 +230,9 @@
 //     read up to their checkpoints only to rebuild the planner (pi-crew's
 //     compaction keeps them to about 1,000 events), nothing of it sent
 //     again but run.created and the tasks; the rest is imported as new.
+//     An archive rotated while no follower ran resumes from its live
+//     file's checkpoint when it matches it (the same inode, the line read
+//     last where it was), and is then checkpointed under its own name.
 //   - A finished run (manifest completed, failed or cancelled) is
 //     reconciled with its files, as the one-shot import does, once its files
 //     have been still for SettleAfter (2 s); once its checkpoints are

@@ -478,6 +478,11 @@ func (f *Follower) prime(r *runFollower, m manifest) {
 	for _, path := range f.followedFiles(r) {
 		t := r.tails[path]
 		c, ok := f.cks[t.rel]
+		renamed := false
+		if !ok {
+			c, renamed = f.renamedFrom(path, t.kind)
+			ok = renamed
+		}
 		if !ok || c.Gone {
 			continue
 		}
@@ -493,12 +498,50 @@ func (f *Follower) prime(r *runFollower, m manifest) {
 				break
 			}
 		}
-		t.dirty = false
+		// NB: an archive resumed from its live file's checkpoint is checkpointed under its own name, even when
+		// nothing is left of it to read: the live file's checkpoint is the new file's once that is read.
+		t.dirty = renamed
 	}
 	r.p.drain()
 	if r.p.r.manifest.Status != "" && terminalRun(r.p.r.manifest.Status) && len(r.seqs) > 0 {
 		r.lastChange = time.Time{} // a finished run read from its checkpoints is settled already
 	}
+}
+
+// renamedFrom is the checkpoint of the live file the archive at path, of kind, was renamed from while no follower
+// ran (a rotation: events.jsonl, or a mailbox's inbox.jsonl or outbox.jsonl, of its directory), when the archive has
+// none of its own; ok is false when the live file's checkpoint is of another file (inode), or of none read. NB: a
+// restart read such an archive from its start as new, every line of it decided and sent again. The caller resumes
+// from it only as from the archive's own (resumable: the line read last is where it was), so a file of that inode
+// with other content (a worker's, rewritten in place) is read from its start, and a hard link of the live file (a
+// worker's) resumes as the live file does, its lines after the checkpoint read twice and recorded once.
+func (f *Follower) renamedFrom(path string, kind fileKind) (c events.ImportCheckpoint, ok bool) {
+	live, ok := liveOfArchive(kind, path)
+	if !ok {
+		return c, false
+	}
+	c, ok = f.cks[f.src.rel(live)]
+	if !ok || c.Gone || c.Offset == 0 {
+		return c, false
+	}
+	inode, _, err := f.src.files().fileID(path)
+	return c, err == nil && inode == c.Inode
+}
+
+// liveOfArchive is the live file an archive of kind at path is named for (events.jsonl.<ts>.archive.jsonl:
+// events.jsonl; a mailbox's inbox.jsonl.<ts>.archive.jsonl: its inbox.jsonl), in its directory; ok is false for a
+// file that is no archive.
+func liveOfArchive(kind fileKind, path string) (live string, ok bool) {
+	name := filepath.Base(path)
+	if !strings.HasSuffix(name, ".archive.jsonl") {
+		return "", false
+	}
+	for _, l := range []string{"events.jsonl", "inbox.jsonl", "outbox.jsonl"} {
+		if strings.HasPrefix(name, l+".") && liveFile(kind, l) {
+			return filepath.Join(filepath.Dir(path), l), true
+		}
+	}
+	return "", false
 }
 
 // listed is one JSONL file of a run.
