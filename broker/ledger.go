@@ -33,29 +33,11 @@ func accountHistoryOf(taskID string, h projections.LedgerHistory) accountHistory
 // query.ledger {limit?, cursor?} → {accounts, nextCursor?, hasMore, total}; with taskId, that account's history
 // {taskId, reservations, charges, nextCursor?, hasMore, total}, paged over its reservations then its charges.
 func handleQueryLedger(cl *call) (any, error) {
-	var (
-		limit          int
-		cursor, taskID string
-	)
-	p, runID := queryParams(cl, func(p *params) {
-		limit, cursor = pageParams(p)
-		taskID = p.str("taskId", false, 256)
-	})
-	if p.err != nil {
-		return nil, p.err
-	}
-	if taskID != "" {
-		return ledgerHistory(cl, runID, taskID, limit, cursor)
-	}
-	pg, err := runPage(cl, runID, limit, cursor, (*projections.State).LedgerPage,
+	return queryRunPage(cl, "accounts", (*projections.State).LedgerPage,
 		func(a projections.Account) wireAccount { return wireAccount{Account: a} },
 		omission[wireAccount]{room: pageBudget(cl), omit: func(w *wireAccount) {
 			w.Reservations, w.Charges, w.HistoryOmitted = nil, nil, true
-		}})
-	if err != nil {
-		return nil, err
-	}
-	return pagedResult("accounts", pg), nil
+		}}, ledgerHistory)
 }
 
 // ledgerHistory pages one account's history with fitPage, as every paged query: its reservations then its

@@ -197,6 +197,8 @@ func TestPageEnvelopeHoldsEveryPagedAnswer(t *testing.T) {
 		"events":      sincePage{nextSeq: math.MaxUint64}.result(), // hasMore false: its longest
 		"history": accountHistoryOf(history, projections.LedgerHistory{Reservations: []projections.Reservation{},
 			Charges: []projections.Charge{}, NextCursor: cursor, Total: math.MinInt}),
+		"dependsOn": taskDependsOnPage{TaskID: history, DependsOn: []string{}, NextCursor: cursor, HasMore: true,
+			Total: math.MinInt},
 	} {
 		raw, ok := result.(compactResult)
 		if !ok {
@@ -213,6 +215,9 @@ func TestPageEnvelopeHoldsEveryPagedAnswer(t *testing.T) {
 		}
 		if name == "history" {
 			around -= len(historyAround) + jsonLen(history)
+		}
+		if name == "dependsOn" {
+			around -= len(dependsOnAround) + jsonLen(history)
 		}
 		require.LessOrEqual(t, around, pageEnvelope, "%s: %s", name, frame)
 	}

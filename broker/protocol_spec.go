@@ -436,10 +436,13 @@ var protocolSpec = map[string]methodSpec{
 		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeOversizeFrame},
 	},
 	"query.tasks": {
-		summary: "a page of the run's tasks (shadow tasks included)", roles: rolesRuntime, strict: true,
-		params:  []paramDesc{runParam, limitParam, cursorParam},
-		results: []any{tasksPage{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeOversizeFrame},
+		summary: "a page of the run's tasks (shadow tasks included); with taskId, a page of that task's dependsOn",
+		roles:   rolesRuntime, strict: true,
+		params: []paramDesc{runParam, note(pStr("taskId", false, 1, 256), "page one task's dependsOn"), limitParam,
+			cursorParam},
+		results: []any{tasksPage{}, taskDependsOnPage{}},
+		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask,
+			wire.CodeOversizeFrame},
 	},
 	"query.delegations": {
 		summary: "a page of the run's delegations, in admission order", roles: rolesRuntime, strict: true,

@@ -148,31 +148,45 @@ func handleQueryRuns(cl *call) (any, error) {
 }
 
 // query.tasks {limit? 1..1000 (default 100), cursor?} → {tasks, nextCursor?, hasMore, total} (shadow tasks
-// included; allocations filled from the ledger).
+// included; allocations filled from the ledger); with taskId, a page of that task's dependsOn {taskId, dependsOn,
+// nextCursor?, hasMore, total}, which a task too large for a frame is sent without (depends_on.go).
 func handleQueryTasks(cl *call) (any, error) {
 	return queryRunPage(cl, "tasks", (*projections.State).TasksPage,
-		func(t projections.Task) WireTask { return WireTask{Task: t} }, omitting(cl, (*WireTask).OmitTexts))
+		func(t projections.Task) WireTask { return WireTask{Task: t} }, omittingTask(cl), taskDependsOn)
 }
 
 // query.delegations {limit?, cursor?} → {delegations, nextCursor?, hasMore, total}.
 func handleQueryDelegations(cl *call) (any, error) {
 	return queryRunPage(cl, "delegations", (*projections.State).DelegationsPage,
 		func(d projections.Delegation) WireDelegation { return WireDelegation{Delegation: d} },
-		omitting(cl, (*WireDelegation).OmitTexts))
+		omitting(cl, (*WireDelegation).OmitTexts), nil)
 }
 
+// taskList reads a page of one list of task taskID of run runID, which a paged query answers when it names the task
+// (query.ledger's account history, query.tasks' dependsOn): a list its items are sent without when too large.
+type taskList func(cl *call, runID, taskID string, limit int, cursor string) (any, error)
+
 // queryRunPage answers a paged query over one run's records, in creation order, shortening the page to what fits
-// in a frame (the cursor then points at the first record left out).
+// in a frame (the cursor then points at the first record left out); with params.taskId, byTask's page of that task's
+// list instead (a nil byTask takes no taskId).
 func queryRunPage[T, W any](cl *call, key string,
 	read func(st *projections.State, runID string, f projections.PageFilter) (projections.Page[T], error),
-	render func(T) W, om omission[W]) (any, error) {
+	render func(T) W, om omission[W], byTask taskList) (any, error) {
 	var (
-		limit  int
-		cursor string
+		limit          int
+		cursor, taskID string
 	)
-	p, runID := queryParams(cl, func(p *params) { limit, cursor = pageParams(p) })
+	p, runID := queryParams(cl, func(p *params) {
+		limit, cursor = pageParams(p)
+		if byTask != nil {
+			taskID = p.str("taskId", false, 256)
+		}
+	})
 	if p.err != nil {
 		return nil, p.err
+	}
+	if taskID != "" {
+		return byTask(cl, runID, taskID, limit, cursor)
 	}
 	pg, err := runPage(cl, runID, limit, cursor, read, render, om)
 	if err != nil {

@@ -148,6 +148,22 @@ func (s *State) TasksPage(runID string, f PageFilter) (Page[Task], error) {
 	return pageOf(r.taskOrder, f, func(id string) Task { return r.taskView(r.tasks[id]) })
 }
 
+// TaskDependsOn returns a page of the tasks task taskID of run runID depends on, in the order task.created listed
+// them; ok is false when the run has no such task. The list never changes once recorded, so the cursor, an ordinal
+// into it, stays valid. NB: only the page is copied, not the list of up to events.MaxDependsOn ids.
+func (s *State) TaskDependsOn(runID, taskID string, f PageFilter) (p Page[string], ok bool, err error) {
+	r, err := s.lookupRun(runID)
+	if r == nil || r.tasks[taskID] == nil {
+		return Page[string]{}, false, err
+	}
+	deps := r.tasks[taskID].DependsOn
+	start, end, next, err := pageRange(len(deps), f)
+	if err != nil {
+		return Page[string]{}, true, err
+	}
+	return Page[string]{Items: append([]string{}, deps[start:end]...), NextCursor: next, Total: len(deps)}, true, nil
+}
+
 // DelegationsPage returns a page of run runID's delegations in admission
 // order.
 func (s *State) DelegationsPage(runID string, f PageFilter) (Page[Delegation], error) {

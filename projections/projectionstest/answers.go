@@ -28,6 +28,7 @@ var (
 		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "LookupRun", "RunStatus", "LookupRunStatus", "RunEndedAt", "Runs",
 		"SlotHolder", "SlotWaiters", "Slots",
 		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "StrandedAsks", "Task", "TaskStatus", "TaskAttempt", "LookupTaskStatus", "LookupTaskStatuses", "Tasks", "TasksPage", "LiveTasks",
+		"TaskDependsOn",
 		"RunningTasks",
 		"EachLiveTask", "EachWorkflowTask", "EachInFlight",
 		"ActiveLeases", "Job", "JobCount", "JobHeader", "LookupJobHeader", "JobPage", "JobTool", "Jobs", "EachJob", "LiveRequests",
@@ -156,6 +157,10 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 			q("Account/"+id, a, ok)
 			al, ok := s.Allocation(run, id)
 			q("Allocation/"+id, al, ok)
+			recordPages(t, q, "TaskDependsOn/"+id, func(f projections.PageFilter) (string, any, error) {
+				p, ok, err := s.TaskDependsOn(run, id, f)
+				return p.NextCursor, []any{p, ok}, err
+			})
 			recordPages(t, q, "AccountHistory/"+id, func(f projections.PageFilter) (string, any, error) {
 				h, ok, err := s.AccountHistory(run, id, f)
 				return h.NextCursor, []any{h, ok}, err

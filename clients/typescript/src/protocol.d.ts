@@ -508,6 +508,15 @@ export interface Task {
   "startedAt"?: number;
   "finishedAt"?: number;
   "textsOmitted"?: boolean;
+  "dependsOnOmitted"?: boolean;
+}
+
+export interface TaskDependsOnPage {
+  "taskId": string;
+  "dependsOn": string[];
+  "nextCursor"?: string;
+  "hasMore": boolean;
+  "total": number;
 }
 
 export interface TaskStatusResult {
@@ -1221,6 +1230,11 @@ export interface QueryTasksParams {
    * the admin must name the run; a worker or orchestrator may leave it out (its credential's run)
    */
   "runId"?: string;
+  /**
+   * length 1..256 code points
+   * page one task's dependsOn
+   */
+  "taskId"?: string;
   /** 1..1000; default 100 */
   "limit"?: number;
   /**
@@ -1820,13 +1834,13 @@ export interface Methods {
     command: false;
   };
   /**
-   * a page of the run's tasks (shadow tasks included)
-   * Errors: forbidden, bad-params, no-manifest, oversize-frame, replay-failed.
+   * a page of the run's tasks (shadow tasks included); with taskId, a page of that task's dependsOn
+   * Errors: forbidden, bad-params, no-manifest, no-task, oversize-frame, replay-failed.
    */
   "query.tasks": {
     roles: "orchestrator" | "admin";
     params: QueryTasksParams;
-    result: TasksPage;
+    result: TasksPage | TaskDependsOnPage;
     command: false;
   };
   /**

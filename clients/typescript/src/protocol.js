@@ -574,11 +574,12 @@ export const METHODS = Object.freeze({
     "strictParams": true,
     "params": Object.freeze([
       Object.freeze({ "name": "runId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "the admin must name the run; a worker or orchestrator may leave it out (its credential's run)" }),
+      Object.freeze({ "name": "taskId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "page one task's dependsOn" }),
       Object.freeze({ "name": "limit", "type": "integer", "required": false, "min": 1, "max": 1000, "default": 100 }),
       Object.freeze({ "name": "cursor", "type": "string", "required": false, "maxLength": 64, "note": "nextCursor of the previous page" }),
     ]),
-    "result": "TasksPage",
-    "errors": Object.freeze(["forbidden","bad-params","no-manifest","oversize-frame","replay-failed"]),
+    "result": "TasksPage | TaskDependsOnPage",
+    "errors": Object.freeze(["forbidden","bad-params","no-manifest","no-task","oversize-frame","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "run.create": Object.freeze({

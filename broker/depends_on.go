@@ -1,0 +1,70 @@
+package broker
+
+import (
+	"encoding/json"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/projections"
+)
+
+// A task's dependsOn lists up to commands.MaxDependsOn task ids of up to 256 chars, which the task.create that named
+// them carried in a frame where the task read back, its runId, status, usage and times beside them, need not fit (a
+// daemon allows a frame of 1 KiB), nor an imported one in any. query.tasks answered oversize-frame at such a task for
+// good, its texts left out or not, no cursor passing it, so the orchestrator read no later task. A task that would
+// not fit in a frame without its texts is sent without its dependsOn too — null, dependsOnOmitted true — every other
+// field as it is, and the list is read page by page with query.tasks {taskId}. A task that fits is sent as before.
+
+// OmitDependsOn leaves out w's dependsOn and says so.
+func (w *WireTask) OmitDependsOn() { w.DependsOn, w.DependsOnOmitted = nil, true }
+
+// omittingTask is how a page of tasks sends one too large for a page of its own: without its texts (OmitTexts) and,
+// when that is not enough, without its dependsOn too.
+func omittingTask(cl *call) omission[WireTask] {
+	om := omitting(cl, (*WireTask).OmitTexts)
+	om.omit = func(w *WireTask) {
+		w.OmitTexts()
+		if b, _ := json.Marshal(w); len(b)+1 > om.room {
+			w.OmitDependsOn()
+		}
+	}
+	return om
+}
+
+// taskDependsOnPage is query.tasks' answer for one task's dependsOn.
+type taskDependsOnPage struct {
+	TaskID     string   `json:"taskId"`
+	DependsOn  []string `json:"dependsOn"`
+	NextCursor string   `json:"nextCursor,omitempty"`
+	HasMore    bool     `json:"hasMore"`
+	Total      int      `json:"total"`
+}
+
+// dependsOnAround is what a page of a task's dependsOn holds besides what pageEnvelope counts (its list's key is
+// shorter than the longest it counts) and its task's id: the task id's key.
+const dependsOnAround = `"taskId":,`
+
+// taskDependsOn pages task taskID's dependsOn with fitPage, as every paged query: a page that would not fit in a
+// frame is read again with the limit that fits, so the projection computes the cursor and no id is skipped.
+func taskDependsOn(cl *call, runID, taskID string, limit int, cursor string) (any, error) {
+	found := true
+	pg, err := fitPage(cl, limit, func(limit int) (page[string], error) {
+		dp, err := readState(cl, func(st *projections.State) (projections.Page[string], error) {
+			dp, ok, err := st.TaskDependsOn(runID, taskID, projections.PageFilter{Limit: limit, Cursor: cursor})
+			found = ok
+			return dp, err
+		})
+		if err != nil || !found {
+			return page[string]{}, err
+		}
+		return page[string]{items: dp.Items, next: dp.NextCursor, total: dp.Total,
+			around: len(dependsOnAround) + jsonLen(taskID)}, nil
+	}, same[string])
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, wire.Errorf(wire.CodeNoTask, "task %q not found", taskID)
+	}
+	return taskDependsOnPage{TaskID: taskID, DependsOn: nonNil(pg.items), NextCursor: pg.next, HasMore: pg.next != "",
+		Total: pg.total}, nil
+}

@@ -1,0 +1,162 @@
+package broker
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/events"
+)
+
+// TestTasksPastADependsOnTooLargeForAFrame: a task's dependsOn lists up to 1,024 task ids of up to 256 chars, and the
+// task.create that names them fits in a frame where the task read back, with its runId, status, usage and times,
+// does not. query.tasks answered oversize-frame at such a task for good — its texts omitted or not — no cursor
+// passing it, so the orchestrator read no later task. It is sent without its dependsOn (null, dependsOnOmitted) when
+// leaving its texts out is not enough, and the list is read page by page with query.tasks {taskId}, every id once and
+// in order, each answer within the frame (TestADependsOnLargerThanAFrameIsReadPageByPage). A task that fits keeps
+// its dependsOn, and at the default frame the task is whole.
+func TestTasksPastADependsOnTooLargeForAFrame(t *testing.T) {
+	for _, frame := range []int{wire.MaxFrameFloor, 4096, 0} {
+		t.Run(fmt.Sprint(frame), func(t *testing.T) {
+			o, _ := orchestratorAndP(t, frame)
+			// As many dependencies as a task.create of the frame carries (its request, ids of 48 chars), and at the
+			// default frame those of 4 KiB.
+			size := frame
+			if size == 0 {
+				size = 4096
+			}
+			n := (size - 160) / 51
+			var deps []any
+			want := []string{}
+			for i := range n {
+				id := fmt.Sprintf("D%02d-%s", i, strings.Repeat("d", 44))
+				o.ok("task.create", map[string]any{"taskId": id, "role": "r", "agent": "a", "title": "t", "cwd": "/w"})
+				deps = append(deps, id)
+				want = append(want, id)
+			}
+			o.ok("task.create", map[string]any{"taskId": "W", "role": "r", "agent": "a", "title": "t", "cwd": "/w", "dependsOn": deps})
+			o.ok("task.create", map[string]any{"taskId": "X", "role": "r", "agent": "a", "title": "t", "cwd": "/w", "dependsOn": deps[:1]})
+
+			tasks := everyItem(t, o, "query.tasks", nil, "tasks")
+			require.Len(t, tasks, 2+n+2, "every task is listed, those after W too")
+			w, x := tasks[len(tasks)-2], tasks[len(tasks)-1]
+			require.Equal(t, "W", w["id"])
+			require.Equal(t, "X", x["id"])
+			require.Equal(t, []any{want[0]}, x["dependsOn"], "a task that fits keeps its dependsOn")
+			require.NotContains(t, x, "dependsOnOmitted")
+			if frame == 0 {
+				require.Len(t, w["dependsOn"], n, "at the default frame the task is whole")
+				require.NotContains(t, w, "dependsOnOmitted")
+				require.NotContains(t, w, "textsOmitted")
+				return
+			}
+			require.Equal(t, true, w["dependsOnOmitted"], "the dependsOn is left out, and it says so")
+			require.Nil(t, w["dependsOn"])
+			require.Equal(t, "queued", w["status"])
+			if frame > wire.MaxFrameFloor {
+				pages := pager{t: t, frame: frame}
+				require.Len(t, pages.all(o, "query.tasks", nil, "tasks", "id"), 2+n+2)
+			}
+
+			require.Equal(t, want, dependsOnPages(t, o, "W", frame))
+
+			for _, tc := range []struct {
+				params map[string]any
+				code   wire.Code
+			}{
+				{params: map[string]any{"taskId": "nope"}, code: wire.CodeNoTask},
+				{params: map[string]any{"taskId": "W", "cursor": "zzzz"}, code: wire.CodeBadParams},
+			} {
+				r := o.call("query.tasks", tc.params)
+				require.NotNil(t, r.Error, "%v", tc.params)
+				require.Equal(t, tc.code, r.Error.Code, "%v", tc.params)
+			}
+		})
+	}
+}
+
+// TestATasksDependsOnIsReadByItsRunsReadersOnly: query.tasks {taskId} answers the task's whole dependsOn in one page
+// when it fits, and is query.tasks': a worker may not read it.
+func TestATasksDependsOnIsReadByItsRunsReadersOnly(t *testing.T) {
+	o, p := orchestratorAndP(t, 0)
+	o.ok("task.create", map[string]any{"taskId": "W", "role": "r", "agent": "a", "title": "t", "cwd": "/w",
+		"dependsOn": []any{taskP}})
+	require.Equal(t, map[string]any{"taskId": "W", "dependsOn": []any{taskP}, "hasMore": false, "total": float64(1)},
+		o.ok("query.tasks", map[string]any{"taskId": "W"}))
+	r := p.call("query.tasks", map[string]any{"taskId": "W"})
+	require.NotNil(t, r.Error)
+	require.Equal(t, wire.CodeForbidden, r.Error.Code)
+}
+
+// TestADependsOnLargerThanAFrameIsReadPageByPage: a task recorded under a larger --max-frame (or imported) may list
+// more dependencies than a frame holds: query.tasks {taskId} pages them, every id once and in order, each page within
+// the frame, and query.tasks lists the task without them.
+func TestADependsOnLargerThanAFrameIsReadPageByPage(t *testing.T) {
+	for _, frame := range []int{wire.MaxFrameFloor, 4096} {
+		t.Run(fmt.Sprint(frame), func(t *testing.T) {
+			fs := vfs.NewMem()
+			f := newFixture(t, fixtureOpts{fs: fs})
+			s := f.seed()
+			o := f.dial()
+			o.hello(runR, events.OrchestratorKey, s.orch)
+			var deps []any
+			want := []string{}
+			for i := range 3 * frame / 51 {
+				id := fmt.Sprintf("D%03d-%s", i, strings.Repeat("d", 43))
+				o.ok("task.create", map[string]any{"taskId": id, "role": "r", "agent": "a", "title": "t", "cwd": "/w"})
+				deps = append(deps, id)
+				want = append(want, id)
+			}
+			o.ok("task.create", map[string]any{"taskId": "W", "role": "r", "agent": "a", "title": "t", "cwd": "/w",
+				"dependsOn": deps})
+			f.close()
+
+			g := newFixture(t, fixtureOpts{fs: fs, opts: Options{MaxFrame: frame}})
+			o = g.dial()
+			o.hello(runR, events.OrchestratorKey, s.orch)
+			tasks := everyItem(t, o, "query.tasks", nil, "tasks")
+			w := tasks[len(tasks)-1]
+			require.Equal(t, "W", w["id"])
+			require.Equal(t, true, w["dependsOnOmitted"])
+			require.Equal(t, want, dependsOnPages(t, o, "W", frame))
+		})
+	}
+}
+
+// dependsOnPages reads task taskID's dependsOn with query.tasks {taskId}, following nextCursor with the largest limit
+// each page allows, each answer within frame and holding at least one id.
+func dependsOnPages(t *testing.T, c *client, taskID string, frame int) []string {
+	t.Helper()
+	var got []string
+	for cursor, pages := "", 0; ; pages++ {
+		req := map[string]any{"taskId": taskID, "limit": 1000}
+		if cursor != "" {
+			req["cursor"] = cursor
+		}
+		r := c.call("query.tasks", req)
+		require.Nil(t, r.Error, "page %d", pages+1)
+		require.LessOrEqual(t, c.rd.FrameBytes(), frame)
+		var res struct {
+			TaskID     string   `json:"taskId"`
+			DependsOn  []string `json:"dependsOn"`
+			NextCursor string   `json:"nextCursor"`
+			HasMore    bool     `json:"hasMore"`
+			Total      int      `json:"total"`
+		}
+		require.NoError(t, json.Unmarshal(r.Result, &res))
+		require.Equal(t, taskID, res.TaskID)
+		require.NotEmpty(t, res.DependsOn, "page %d", pages+1)
+		require.Equal(t, res.NextCursor != "", res.HasMore)
+		got = append(got, res.DependsOn...)
+		if !res.HasMore {
+			require.Equal(t, len(got), res.Total)
+			return got
+		}
+		cursor = res.NextCursor
+	}
+}
