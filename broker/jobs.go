@@ -162,45 +162,49 @@ func handleQueryJob(cl *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// NB: read once, not on every pass of fitPage nor at each omission: each cuts its page from the same job, the
+	// state's lock is taken once, and the job's fields and its calls answered are of one read.
+	var found bool
+	whole, err := readState(cl, func(st *projections.State) (JobDetail, error) {
+		d, ok, err := JobDetailOf(st, runID, jobID, from, int(limit))
+		found = ok
+		return d, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, badParams(cl.method, "job %q not found", jobID)
+	}
 	var (
-		out  JobDetail
-		pg   page[*projections.ProxyRequest]
-		omit int // 0: the job whole; 1: without its root; 2: without its grant too
+		out JobDetail
+		pg  page[*projections.ProxyRequest]
 	)
-	for ; ; omit++ {
+	for omit := 0; ; omit++ { // 0: the job whole; 1: without its root; 2: without its grant too
+		out = whole // NB: a copy: each omission starts from the job as read, and changes only its own fields
+		if omit >= 1 {
+			out.omitRoot()
+		}
+		if omit >= 2 {
+			out.Grant, out.GrantOmitted = nil, true
+		}
+		// The job's own fields are sent with every page: measured without the page, they are what it holds around it.
+		calls := out.Requests
+		out.Requests, out.NextCursor = []*projections.ProxyRequest{}, ""
+		b, merr := json.Marshal(out)
+		if merr != nil {
+			return nil, merr
+		}
 		pg, err = fitPage(cl, int(limit), func(limit int) (page[*projections.ProxyRequest], error) {
-			var (
-				found bool
-				err   error
-			)
-			out, err = readState(cl, func(st *projections.State) (JobDetail, error) {
-				d, ok, err := JobDetailOf(st, runID, jobID, from, limit)
-				found = ok
-				return d, err
-			})
-			if err != nil {
-				return page[*projections.ProxyRequest]{}, err
+			p := page[*projections.ProxyRequest]{items: calls, next: whole.NextCursor, around: len(b)}
+			if limit < len(calls) {
+				p.items, p.next = calls[:limit], strconv.Itoa(from+limit)
 			}
-			if !found {
-				return page[*projections.ProxyRequest]{}, badParams(cl.method, "job %q not found", jobID)
-			}
-			if omit >= 1 {
-				out.omitRoot()
-			}
-			if omit >= 2 {
-				out.Grant, out.GrantOmitted = nil, true
-			}
-			// The job's own fields are sent with every page: measured without the page, they are what it holds
-			// around it.
-			p := page[*projections.ProxyRequest]{items: out.Requests, next: out.NextCursor}
-			out.Requests, out.NextCursor = []*projections.ProxyRequest{}, ""
-			b, err := json.Marshal(out)
-			p.around = len(b)
-			if err == nil && p.around+cursorBytes(p.next) > pageBudget(cl) {
+			if p.around+cursorBytes(p.next) > pageBudget(cl) {
 				// NB: a job of no call (or a page past its last) is no item fitPage could find too large.
-				err = fmt.Errorf("%w: %s", errTooLarge, cl.method)
+				return p, fmt.Errorf("%w: %s", errTooLarge, cl.method)
 			}
-			return p, err
+			return p, nil
 		}, same[*projections.ProxyRequest])
 		if !errors.Is(err, errTooLarge) || omit == 2 {
 			break
@@ -209,7 +213,7 @@ func handleQueryJob(cl *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out.Requests, out.NextCursor = pg.items, pg.next // out is the job as the read that gave the page saw it
+	out.Requests, out.NextCursor = pg.items, pg.next
 	return out, nil
 }
 

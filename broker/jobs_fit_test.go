@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker/wire"
@@ -56,7 +58,8 @@ func TestJobsPastAJobTooLargeForAFrame(t *testing.T) {
 // (grant null, grantOmitted true; tools still counts it), so its calls are read by following the cursor, every one
 // once, each answer within the frame, where query.job answered oversize-frame at every page. A grant as large as
 // the request that made it fits in a frame is larger than one in query.job: each tool is answered with its sha-256
-// fingerprint. At the default frame the job is whole.
+// fingerprint. At the default frame the job is whole. The state is read once for the answer, not once each way of
+// fitting it is tried.
 func TestAJobsCallsPastAGrantTooLargeForAFrame(t *testing.T) {
 	tools := func(n int) []any {
 		grant := make([]any, n)
@@ -98,8 +101,13 @@ func TestAJobsCallsPastAGrantTooLargeForAFrame(t *testing.T) {
 				require.Equal(t, calls, pages.all(o, "query.job", map[string]any{"jobId": job, "limit": 500},
 					"requests", "requestId"))
 			}
+			// NB: the job is read from the state once, whatever it takes to fit (its root, its grant left out).
+			var reads atomic.Int32
+			f.srv.onRead = func() { reads.Add(1) }
 			r := o.call("query.job", map[string]any{"jobId": job})
+			f.srv.onRead = nil
 			require.Nil(t, r.Error)
+			require.EqualValues(t, 1, reads.Load(), "reads of the state")
 			var res map[string]any
 			require.NoError(t, json.Unmarshal(r.Result, &res))
 			require.NotEmpty(t, res["requests"])
@@ -120,4 +128,29 @@ func TestAJobsCallsPastAGrantTooLargeForAFrame(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAJobsCallTooLargeForAFrameWithoutItsRootAndGrant: a call that does not fit in a frame beside the job's fields
+// even without its root and grant (a requestId of 128 chars JSON writes in six bytes each, recorded under a larger
+// --max-frame and read in the smallest) is answered oversize-frame, as docs/protocol.md says, not a page of no call.
+func TestAJobsCallTooLargeForAFrameWithoutItsRootAndGrant(t *testing.T) {
+	fs := vfs.NewMem()
+	f := newFixture(t, fixtureOpts{fs: fs})
+	s := f.seed()
+	o, p := f.dial(), f.dial()
+	o.hello(runR, events.OrchestratorKey, s.orch)
+	p.hello(runR, taskP, s.p)
+	job := "J" + strings.Repeat("j", 127)
+	nonce := o.ok("job.create", map[string]any{"jobId": job, "taskId": taskP, "tools": testGrant})["nonce"].(string)
+	o.ok("lease.open", map[string]any{"jobId": job, "mode": "start", "rootToolCallId": strings.Repeat("r", 512)})
+	p.okUnescaped("proxy.request", map[string]any{"jobId": job, "requestId": strings.Repeat("<", 128), "nonce": nonce,
+		"tool": "read"})
+	f.close()
+
+	g := newFixture(t, fixtureOpts{fs: fs, opts: Options{MaxFrame: wire.MaxFrameFloor}})
+	o = g.dial()
+	o.hello(runR, events.OrchestratorKey, s.orch)
+	r := o.call("query.job", map[string]any{"jobId": job})
+	require.NotNil(t, r.Error)
+	require.Equal(t, wire.CodeOversizeFrame, r.Error.Code)
 }
