@@ -49,6 +49,11 @@ type testHooks struct {
 	// missingViews is called by each pass of the missing views of cold runs as it starts (writeMissingViews), in the
 	// goroutine that writes them.
 	missingViews func()
+	// missingViewsDecided is called by the writer at each eviction pass (maybeSaveViews), with whether a pass of the
+	// missing views of cold runs is due there (missingViewsTurn) and whether it starts (no pass of the views runs):
+	// a test counts the passes as they are decided, where one that starts late in its goroutine (missingViews) could
+	// be missed by a wait of any length.
+	missingViewsDecided func(due, starts bool)
 }
 
 // hook runs the commit hook at point, if a test set one.

@@ -118,7 +118,11 @@ func (e *Engine) evictPass(now time.Time) (ids []string, madeCold int) {
 func (e *Engine) maybeSaveViews() {
 	store := e.cold
 	missing := store != nil && store.ViewsMissing() > 0 && e.missingViewsTurn()
-	if store == nil || (!store.ViewsQueued() && !missing) || !e.savingViews.CompareAndSwap(false, true) {
+	starts := store != nil && (store.ViewsQueued() || missing) && e.savingViews.CompareAndSwap(false, true)
+	if h := e.opts.hooks; h != nil && h.missingViewsDecided != nil {
+		h.missingViewsDecided(missing, starts && missing)
+	}
+	if !starts {
 		return
 	}
 	e.wg.Add(1)

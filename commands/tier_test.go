@@ -646,13 +646,23 @@ func openMissingViews(t *testing.T, faults errorfs.Injector, hooks *testHooks) *
 // A pass of the missing views of cold runs that fails (here every read of a table fails while it runs) is tried
 // again once missingViewsRetry eviction passes went by, and writes them all then, where the first error stopped the
 // passes until the next restart and left every such run to be re-folded by its first query; before that, no pass
-// starts at each eviction pass, which would re-fold a run a second for as long as the error lasts.
+// starts at each eviction pass, which would re-fold a run a second for as long as the error lasts. NB: the passes are
+// counted as the writer decides them (missingViewsDecided), one eviction pass a command, so a pass decided too early
+// is seen however late its goroutine starts it.
 func TestAFailedPassOfTheMissingViewsIsTriedAgainLater(t *testing.T) {
 	eio := eioToggle()
-	var passes atomic.Int32
+	var passes, due, decided, evictions atomic.Int32
 	hooks := &testHooks{missingViews: func() {
 		if passes.Add(1) == 1 {
 			eio.On() // the error lasts for the pass only
+		}
+	}, missingViewsDecided: func(isDue, starts bool) {
+		evictions.Add(1)
+		if isDue {
+			due.Add(1)
+		}
+		if starts {
+			decided.Add(1)
 		}
 	}}
 	f := openMissingViews(t, eio, hooks)
@@ -660,16 +670,25 @@ func TestAFailedPassOfTheMissingViewsIsTriedAgainLater(t *testing.T) {
 	require.Eventually(t, func() bool { return passDone(1) }, time.Minute, time.Millisecond, "the pass at Open")
 	eio.Off()
 	require.Positive(t, f.eng.cold.ViewsMissing(), "the first pass failed")
+	require.EqualValues(t, 1, decided.Load(), "the pass at Open")
 
+	before := evictions.Load()
 	for i := range missingViewsRetry { // an eviction pass each: no retention, a second of the clock apart
 		require.Nil(t, f.submitAs(admin, &RunCreate{RunID: fmt.Sprintf("N%02d", i), Team: "t", Goal: "g",
 			Cwd: "/w"}).Rejected)
 	}
-	require.Never(t, func() bool { return passes.Load() > 1 }, 50*time.Millisecond, time.Millisecond,
-		"a pass of the missing views started before missingViewsRetry eviction passes went by")
+	require.EqualValues(t, missingViewsRetry, evictions.Load()-before, "an eviction pass each")
+	require.EqualValues(t, 1, due.Load(),
+		"a pass of the missing views was due before missingViewsRetry eviction passes went by")
 
+	// NB: a pass writing the views queued meanwhile (runs gone cold at these eviction passes) may still run: the pass
+	// of the missing views, due, would start at the first eviction pass after it.
+	require.Eventually(t, func() bool { return !f.eng.savingViews.Load() }, time.Minute, time.Millisecond)
+	require.EqualValues(t, 1, decided.Load())
 	require.Nil(t, f.submitAs(admin, &RunCreate{RunID: "M", Team: "t", Goal: "g", Cwd: "/w"}).Rejected)
-	require.Eventually(t, func() bool { return passDone(2) }, time.Minute, time.Millisecond, "no pass after the wait")
+	require.EqualValues(t, 2, due.Load(), "no pass due after the wait")
+	require.EqualValues(t, 2, decided.Load(), "no pass after the wait")
+	require.Eventually(t, func() bool { return passDone(2) }, time.Minute, time.Millisecond, "the pass after the wait")
 	require.Zero(t, f.eng.cold.ViewsMissing(), "the second pass wrote every missing view")
 }
 
