@@ -149,7 +149,7 @@ func handleQueryRuns(cl *call) (any, error) {
 
 // query.tasks {limit? 1..1000 (default 100), cursor?} → {tasks, nextCursor?, hasMore, total} (shadow tasks
 // included; allocations filled from the ledger); with taskId, a page of that task's dependsOn {taskId, dependsOn,
-// nextCursor?, hasMore, total}, which a task too large for a frame is sent without (depends_on.go).
+// nextCursor?, hasMore, total}, which a task too large for a frame is sent without (task_fit.go).
 func handleQueryTasks(cl *call) (any, error) {
 	return queryRunPage(cl, "tasks", (*projections.State).TasksPage,
 		func(t projections.Task) WireTask { return WireTask{Task: t} }, omittingTask(cl), taskDependsOn)

@@ -36,12 +36,13 @@ type WireRun struct {
 // leave out of a run, which crewctl's replay --diff leaves out of the log's run too.
 func (w *WireRun) OmitTexts() { w.Goal, w.Summary, w.Reason, w.TextsOmitted = "", "", "", true }
 
-// WireTask is a task on the wire, as WireRun is a run; its dependsOn is left out too, dependsOnOmitted true, when the
-// task would not fit in a frame without its texts either (depends_on.go).
+// WireTask is a task on the wire, as WireRun is a run; its dependsOn, then its names, are left out too (flagged so)
+// when the task would not fit in a frame without its texts either (task_fit.go).
 type WireTask struct {
 	projections.Task
 	TextsOmitted     bool `json:"textsOmitted,omitempty"`
 	DependsOnOmitted bool `json:"dependsOnOmitted,omitempty"`
+	NamesOmitted     bool `json:"namesOmitted,omitempty"`
 }
 
 // OmitTexts leaves out w's long texts (its title, cwd, model, error, status reason and the options of its question)

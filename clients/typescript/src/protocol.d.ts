@@ -509,6 +509,7 @@ export interface Task {
   "finishedAt"?: number;
   "textsOmitted"?: boolean;
   "dependsOnOmitted"?: boolean;
+  "namesOmitted"?: boolean;
 }
 
 export interface TaskDependsOnPage {

@@ -9,22 +9,33 @@ import (
 
 // A task's dependsOn lists up to commands.MaxDependsOn task ids of up to 256 chars, which the task.create that named
 // them carried in a frame where the task read back, its runId, status, usage and times beside them, need not fit (a
-// daemon allows a frame of 1 KiB), nor an imported one in any. query.tasks answered oversize-frame at such a task for
-// good, its texts left out or not, no cursor passing it, so the orchestrator read no later task. A task that would
-// not fit in a frame without its texts is sent without its dependsOn too — null, dependsOnOmitted true — every other
-// field as it is, and the list is read page by page with query.tasks {taskId}. A task that fits is sent as before.
+// daemon allows a frame of 1 KiB), nor an imported one in any. Its role, agent and stepId are up to 256 chars each, of
+// any char: the task.create sends '<' in one byte, the answer in six, so three of them outgrow a frame of 4 KiB. And
+// query.tasks answered oversize-frame at such a task for good, its texts left out or not, no cursor passing it, so
+// the orchestrator read no later task. A task that would not fit in a frame without its texts is sent without its
+// dependsOn too — null, dependsOnOmitted true — whose list query.tasks {taskId} reads page by page; and one that would
+// not fit without them either, without its names: role, agent, stepId and failureCause empty, namesOmitted true (they
+// are in the dashboard's API, which has no frame, and in the events that recorded them). Every other field is sent as
+// it is, and a task that fits is sent as before.
 
 // OmitDependsOn leaves out w's dependsOn and says so.
 func (w *WireTask) OmitDependsOn() { w.DependsOn, w.DependsOnOmitted = nil, true }
 
+// OmitNames leaves out w's role, agent, stepId and failureCause and says so.
+func (w *WireTask) OmitNames() {
+	w.Role, w.Agent, w.StepID, w.FailureCause, w.NamesOmitted = "", "", "", "", true
+}
+
 // omittingTask is how a page of tasks sends one too large for a page of its own: without its texts (OmitTexts) and,
-// when that is not enough, without its dependsOn too.
+// when that is not enough, without its dependsOn too, then without its names.
 func omittingTask(cl *call) omission[WireTask] {
 	om := omitting(cl, (*WireTask).OmitTexts)
 	om.omit = func(w *WireTask) {
-		w.OmitTexts()
-		if b, _ := json.Marshal(w); len(b)+1 > om.room {
-			w.OmitDependsOn()
+		for _, omit := range []func(){w.OmitTexts, w.OmitDependsOn, w.OmitNames} {
+			omit()
+			if b, _ := json.Marshal(w); len(b)+1 <= om.room {
+				return
+			}
 		}
 	}
 	return om

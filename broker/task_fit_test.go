@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/events"
 )
 
@@ -158,5 +159,36 @@ func dependsOnPages(t *testing.T, c *client, taskID string, frame int) []string 
 			return got
 		}
 		cursor = res.NextCursor
+	}
+}
+
+// TestTasksPastNamesTooLargeForAFrame: a task's role, agent and stepId are up to 256 chars each, of any char: chars
+// JSON writes in six bytes ('<', sent in one) make a task read back larger than a frame of 4 KiB, or of 1 KiB, that
+// its task.create fit in, its texts and dependsOn left out or not. query.tasks answered oversize-frame at it for
+// good, no cursor passing it. Such a task is sent without them too (empty, namesOmitted), every other field as it is.
+func TestTasksPastNamesTooLargeForAFrame(t *testing.T) {
+	for _, tc := range []struct {
+		frame, chars int
+	}{{frame: wire.MaxFrameFloor, chars: 100}, {frame: 4096, chars: commands.MaxIDChars}} {
+		t.Run(fmt.Sprint(tc.frame), func(t *testing.T) {
+			o, _ := orchestratorAndP(t, tc.frame)
+			long := strings.Repeat("<", tc.chars)
+			o.okUnescaped("task.create", map[string]any{"taskId": "W", "role": long, "agent": long, "stepId": long,
+				"title": "t", "cwd": "/w"})
+			o.ok("task.create", map[string]any{"taskId": "X", "role": "r", "agent": "a", "title": "t", "cwd": "/w"})
+
+			tasks := everyItem(t, o, "query.tasks", nil, "tasks")
+			require.Len(t, tasks, 4, "every task is listed, those after W too")
+			w, x := tasks[2], tasks[3]
+			require.Equal(t, "W", w["id"])
+			require.Equal(t, true, w["namesOmitted"], "the names are left out, and it says so")
+			require.Equal(t, "", w["role"])
+			require.Equal(t, "", w["agent"])
+			require.Nil(t, w["stepId"])
+			require.Equal(t, "queued", w["status"])
+			require.Equal(t, "X", x["id"])
+			require.Equal(t, "r", x["role"])
+			require.NotContains(t, x, "namesOmitted")
+		})
 	}
 }
