@@ -82,10 +82,11 @@ func handleQueryRun(cl *call) (any, error) {
 		return nil, err
 	}
 	// NB: the run is encoded once: bytes that fit are the answer as they are (compactResult), not encoded again.
-	if b, err := json.Marshal(res); err == nil && len(b)+1 <= wire.ResultRoom(cl.id, cl.c.s.opts.MaxFrame) {
+	room := wire.ResultRoom(cl.id, cl.c.s.opts.MaxFrame)
+	if b, err := json.Marshal(res); err == nil && len(b)+1 <= room {
 		return compactResult(b), nil
 	}
-	res.OmitTexts()
+	omitToFit(&res, room, func(r *runResult) { r.OmitTexts() }, func(r *runResult) { r.OmitNames() })
 	return res, nil
 }
 
@@ -140,7 +141,8 @@ func handleQueryRuns(cl *call) (any, error) {
 				MaxScan: MaxRunsScan})
 		})
 		return page[projections.Run]{items: rp.Runs, next: rp.NextCursor}, err
-	}, func(r projections.Run) WireRun { return WireRun{Run: r} }, omitting(cl, (*WireRun).OmitTexts))
+	}, func(r projections.Run) WireRun { return WireRun{Run: r} },
+		omitting(cl, (*WireRun).OmitTexts, (*WireRun).OmitNames))
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +154,8 @@ func handleQueryRuns(cl *call) (any, error) {
 // nextCursor?, hasMore, total}, which a task too large for a frame is sent without (task_fit.go).
 func handleQueryTasks(cl *call) (any, error) {
 	return queryRunPage(cl, "tasks", (*projections.State).TasksPage,
-		func(t projections.Task) WireTask { return WireTask{Task: t} }, omittingTask(cl), taskDependsOn)
+		func(t projections.Task) WireTask { return WireTask{Task: t} }, omitting(cl, (*WireTask).OmitTexts, (*WireTask).OmitDependsOn, (*WireTask).OmitNames),
+		taskDependsOn)
 }
 
 // query.delegations {limit?, cursor?} → {delegations, nextCursor?, hasMore, total}.

@@ -1,8 +1,6 @@
 package broker
 
 import (
-	"encoding/json"
-
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/projections"
 )
@@ -24,21 +22,6 @@ func (w *WireTask) OmitDependsOn() { w.DependsOn, w.DependsOnOmitted = nil, true
 // OmitNames leaves out w's role, agent, stepId and failureCause and says so.
 func (w *WireTask) OmitNames() {
 	w.Role, w.Agent, w.StepID, w.FailureCause, w.NamesOmitted = "", "", "", "", true
-}
-
-// omittingTask is how a page of tasks sends one too large for a page of its own: without its texts (OmitTexts) and,
-// when that is not enough, without its dependsOn too, then without its names.
-func omittingTask(cl *call) omission[WireTask] {
-	om := omitting(cl, (*WireTask).OmitTexts)
-	om.omit = func(w *WireTask) {
-		for _, omit := range []func(){w.OmitTexts, w.OmitDependsOn, w.OmitNames} {
-			omit()
-			if b, _ := json.Marshal(w); len(b)+1 <= om.room {
-				return
-			}
-		}
-	}
-	return om
 }
 
 // taskDependsOnPage is query.tasks' answer for one task's dependsOn.

@@ -1,6 +1,10 @@
 package broker
 
-import "github.com/crewlog/crewlog/projections"
+import (
+	"encoding/json"
+
+	"github.com/crewlog/crewlog/projections"
+)
 
 // A run's goal (up to 262,144 chars) and the free text of a status change (a run's summary and reason, a task's error
 // and status reason: up to 576 Ki chars, a worker's captured stderr) can each be larger than a frame by themselves,
@@ -30,11 +34,18 @@ const omitRoom = 128
 type WireRun struct {
 	projections.Run
 	TextsOmitted bool `json:"textsOmitted,omitempty"`
+	// NamesOmitted says the run's team, workflow and cwd were left out: without its texts it would not fit either
+	// (OmitNames).
+	NamesOmitted bool `json:"namesOmitted,omitempty"`
 }
 
 // OmitTexts leaves out w's long texts (its goal, summary and reason) and says so: the one list of what crewd may
 // leave out of a run, which crewctl's replay --diff leaves out of the log's run too.
 func (w *WireRun) OmitTexts() { w.Goal, w.Summary, w.Reason, w.TextsOmitted = "", "", "", true }
+
+// OmitNames leaves out w's team, workflow and cwd (up to 256, 256 and 4,096 chars, six bytes each in JSON for '<',
+// which the run.create sent in one: they outgrow a frame of 4 KiB) and says so.
+func (w *WireRun) OmitNames() { w.Team, w.Workflow, w.Cwd, w.NamesOmitted = "", "", "", true }
 
 // WireTask is a task on the wire, as WireRun is a run; its dependsOn, then its names, are left out too (flagged so)
 // when the task would not fit in a frame without its texts either (task_fit.go).
@@ -65,10 +76,25 @@ type WireDelegation struct {
 // OmitTexts leaves out w's title, cwd and model and says so.
 func (w *WireDelegation) OmitTexts() { w.Title, w.Cwd, w.Model, w.TextsOmitted = "", "", "", true }
 
-// omitting is how a page of runs, tasks or delegations sends one too large for a page of its own: omit leaves
-// its texts out when it takes more than the page's room less omitRoom.
-func omitting[W any](cl *call, omit func(*W)) omission[W] {
-	return omission[W]{room: pageBudget(cl) - omitRoom, omit: omit}
+// omitting is how a page of runs, tasks or delegations sends one too large for a page of its own: the first of
+// stages leaves its texts out when it takes more than the page's room less omitRoom, and each next one more of it
+// while it still does.
+func omitting[W any](cl *call, stages ...func(*W)) omission[W] {
+	om := omission[W]{room: pageBudget(cl) - omitRoom, omit: stages[0]}
+	if len(stages) > 1 {
+		om.omit = func(w *W) { omitToFit(w, om.room, stages...) }
+	}
+	return om
+}
+
+// omitToFit applies stages to w in turn until w takes no more than room bytes (its comma counted), or none is left.
+func omitToFit[W any](w *W, room int, stages ...func(*W)) {
+	for _, omit := range stages {
+		omit(w)
+		if b, _ := json.Marshal(w); len(b)+1 <= room {
+			return
+		}
+	}
 }
 
 // omitTexts leaves out w's body and subject and says so.

@@ -396,6 +396,7 @@ export interface Run {
   "createdAt": number;
   "updatedAt": number;
   "textsOmitted"?: boolean;
+  "namesOmitted"?: boolean;
 }
 
 export interface RunCreateResult {
@@ -424,6 +425,7 @@ export interface RunResult {
   "createdAt": number;
   "updatedAt": number;
   "textsOmitted"?: boolean;
+  "namesOmitted"?: boolean;
   "usage": RunUsage;
 }
 
