@@ -130,11 +130,12 @@
 //     (fitPage in paging.go); events.since ends a page before an event that does not fit in the rest of it and sends
 //     an event without its data (omitted) only when it cannot fit a page of its own, bare (fitEvent) when even that
 //     would not fit; a push of the smallest frame holds every event bare, so no event ends a subscription. A run, a
-//     task or a message that cannot fit a page of its own is sent without its long texts (texts_omitted.go), an
-//     account without its history (ledger.go), a job without its root, and query.job's job, when its own fields
-//     leave no room for one of its calls, without its root, then without its grant too (jobs.go). Only a single
-//     item larger than a frame even so, with what its answer holds around it, is oversize-frame; so is a single
-//     object (query.run, proxy.result) larger than a frame.
+//     task or a message that cannot fit a page of its own is sent without its long texts (texts_omitted.go), then a
+//     run without its names, a task without its dependsOn (query.tasks {taskId} pages it), then its names
+//     (task_fit.go), an account without its history (ledger.go), a job without its root, and query.job's job, when
+//     its own fields leave no room for one of its calls, without its root, then without its grant too (jobs.go).
+//     Only a single item larger than a frame even so, with what its answer holds around it, is oversize-frame; so is
+//     a single object (query.run, proxy.result) larger than a frame.
 //   - A command is never committed with an answer its client cannot receive: the engine is told the room the
 //     request's id leaves a result in a frame (wire.ResultRoom, less a minted secret's field) and refuses a larger
 //     result before anything is recorded, answered oversize-frame; the same commandId may come again with a
