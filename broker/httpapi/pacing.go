@@ -13,8 +13,9 @@ import (
 // every time, its four turns the daemon's CPU. So a read-only token's reads, as a socket credential's requests, are
 // paced (Options.Pacer: the broker's buckets, at its rate per credential): a read waits, in its turn, until the
 // credential's bucket holds a unit, and is charged one unit and the events of every cold run it had read back, of
-// the log an events page looked at (events.go) and of its rebuild (rebuildpacing.go). The admin's and the link crewd
-// prints (its operator's) are not paced, as the socket's admin is not.
+// the log an events page looked at (events.go) and of its rebuild (rebuildpacing.go). Its streams wait for the
+// bucket before each read, of the log or of the hub's ring, and are charged the events read or sent (stream.go).
+// The admin's and the link crewd prints (its operator's) are not paced, as the socket's admin is not.
 
 // costKey is the context key of a read's cost (readCost).
 type costKey struct{}
@@ -61,6 +62,12 @@ func (s *Server) paceRead(ctx context.Context, p principal) (context.Context, fu
 // awaitPace waits until the credential p, if paced, may read again (its bucket holds a unit), or is no longer
 // current (the caller refuses it then); false when ctx ended first.
 func (s *Server) awaitPace(ctx context.Context, p principal) bool {
+	return s.awaitPaceTicking(ctx, &p, nil, nil)
+}
+
+// awaitPaceTicking is awaitPace calling onTick each time tick ticks while p waits (a stream's keep-alive), once p is
+// found current again; false also when onTick returns false.
+func (s *Server) awaitPaceTicking(ctx context.Context, p *principal, tick <-chan time.Time, onTick func() bool) bool {
 	pacer := s.opts.Pacer
 	if pacer == nil || !paced(p.key) {
 		return true
@@ -68,15 +75,20 @@ func (s *Server) awaitPace(ctx context.Context, p principal) bool {
 	for {
 		// NB: a credential revoked (or a session expired) does not wait out its debt, holding its connection's place.
 		d := pacer.HTTPDelay(p.key)
-		if d <= 0 || !s.current(&p) {
+		if d <= 0 || !s.current(p) {
 			return true
 		}
 		if s.pacing != nil {
-			s.pacing(p)
+			s.pacing(*p)
 		}
 		t := time.NewTimer(min(d, paceRecheck))
 		select {
 		case <-t.C:
+		case <-tick:
+			t.Stop()
+			if s.current(p) && !onTick() {
+				return false
+			}
 		case <-ctx.Done():
 			t.Stop()
 			return false
@@ -84,7 +96,8 @@ func (s *Server) awaitPace(ctx context.Context, p principal) bool {
 	}
 }
 
-// chargeStream charges the credential with key, if paced, n events a stream read from the log to catch up.
+// chargeStream charges the credential with key, if paced, n events a stream read from the log to catch up, or was
+// sent from the hub's one read of them for every stream.
 func (s *Server) chargeStream(key string, n int) {
 	if s.opts.Pacer != nil && paced(key) && n > 0 {
 		s.opts.Pacer.HTTPCharge(key, n)

@@ -201,6 +201,11 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 	defer keepAlive.Stop()
 	var lastWrite time.Time
 	for {
+		// NB: a paced credential's stream reads nothing, of the log or of the ring, while its token owes: it sends
+		// its keep-alive meanwhile, however long the debt, so that neither a proxy nor its client takes it for dead.
+		if !s.awaitPaceTicking(ctx, &pr, keepAlive.C, st.keepAlive) {
+			return
+		}
 		// NB: checked before every write, a catch-up's too (it writes without waiting on anything): a stream opened
 		// with a credential sends nothing once the credential would no longer open it.
 		if ctx.Err() != nil || st.closing() || !s.current(&pr) {
@@ -242,6 +247,8 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 				}
 				continue // take again: more may have arrived
 			}
+			// NB: the hub read them once for every stream; this one is charged what it is sent of that read.
+			s.chargeStream(pr.key, len(frames))
 			if !st.write(frames...) {
 				return
 			}
@@ -254,7 +261,7 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 		select {
 		case <-wait:
 		case <-keepAlive.C:
-			if !st.write([]byte(": keep-alive\n\n")) {
+			if !st.keepAlive() {
 				return
 			}
 		case <-ctx.Done():
@@ -268,12 +275,9 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 // is gone, the server is closing or pr's credential no longer holds. The cursor moves past the events sent and
 // those filtered out, never past the one left for the next batch. The log is read during one of the credential's
 // catch-up turns, given back before the write (catchupturns.go), once a paced credential's bucket holds a unit
-// (pacing.go): the events read are charged to it, as a subscription's are on the socket, so a filter that keeps
-// nothing, which writes nothing, does not let a token read the log as fast as a core can.
+// (serve waits for it: pacing.go): the events read are charged to it, as a subscription's are on the socket, so a
+// filter that keeps nothing, which writes nothing, does not let a token read the log as fast as a core can.
 func (st *sseStream) catchUp(ctx context.Context, pr *principal) (bool, error) {
-	if !st.s.awaitPace(ctx, *pr) {
-		return false, nil
-	}
 	done, ok := st.s.catchUpTurn(ctx, pr)
 	if !ok {
 		return false, nil
@@ -370,6 +374,9 @@ func (st *sseStream) write(frames ...[]byte) bool {
 	}
 	return st.rc.Flush() == nil
 }
+
+// keepAlive sends the stream's keep-alive comment; false means the client is gone.
+func (st *sseStream) keepAlive() bool { return st.write([]byte(": keep-alive\n\n")) }
 
 // hubStopped says, in a stream's resync and refusal, that the hub stopped on an error (hub.fail).
 const hubStopped = "stopped following the log for the streams"

@@ -1,0 +1,152 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// openStreamLines opens the stream at path with the read-only token and returns its lines as sent, keep-alive
+// comments included (openStream's frames leave them out); it ends with the test.
+func openStreamLines(t *testing.T, f *fixture, path string) <-chan string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.web.URL+path, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+roToken)
+	resp, err := f.web.Client().Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	lines := make(chan string, 1024)
+	go func() {
+		defer resp.Body.Close()
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	return lines
+}
+
+// nextLine is the stream's next line that is not empty, failing the test if none comes within a minute (a guard
+// against a hang, not a timing assertion).
+func nextLine(t *testing.T, lines <-chan string) string {
+	t.Helper()
+	for {
+		select {
+		case l, ok := <-lines:
+			require.True(t, ok, "the stream ended")
+			if l != "" {
+				return l
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("no line within a minute")
+			return ""
+		}
+	}
+}
+
+// awaitLine reads the stream's lines up to the first that starts with prefix, and returns the ones before it.
+func awaitLine(t *testing.T, lines <-chan string, prefix string) []string {
+	t.Helper()
+	var before []string
+	for l := nextLine(t, lines); !strings.HasPrefix(l, prefix); l = nextLine(t, lines) {
+		before = append(before, l)
+	}
+	return before
+}
+
+const keepAliveLine = ": keep-alive"
+
+// TestAPacedStreamSendsKeepAlivesWhileItWaits: a read-only token's stream waiting out the token's debt sent
+// nothing (replaying the log), or did not wait at all (live), so a proxy or a browser could drop a paced stream as
+// dead, and its client could not tell it from a hung one. Now the stream sends its keep-alive while it waits, and
+// reads nothing, of the log or of the hub's ring, until the token's bucket holds a unit again.
+func TestAPacedStreamSendsKeepAlivesWhileItWaits(t *testing.T) {
+	ro := keyReadOnlyPrefix + digestOf(roToken)
+	for _, tc := range []struct {
+		name string
+		path string
+		// owe makes the token owe an hour once the stream has said hello, and returns the first line of the event
+		// the stream must not send while the token owes it.
+		owe func(t *testing.T, f *fixture, pacer *fakePacer, waiting <-chan struct{}) string
+	}{
+		{"replaying the log", "/api/v1/stream?after=0", func(_ *testing.T, _ *fixture, _ *fakePacer,
+			_ <-chan struct{}) string {
+			return "id: 1"
+		}},
+		{"live", "/api/v1/stream", func(t *testing.T, f *fixture, pacer *fakePacer, waiting <-chan struct{}) string {
+			pacer.delay.Store(int64(time.Hour))
+			select {
+			case <-waiting: // NB: the event comes once the stream waits, so no take of the ring precedes the debt
+			case <-time.After(time.Minute): // a guard against a hang, not a timing
+				t.Fatal("the live stream never waited for its token's bucket")
+			}
+			usage(f, 1)
+			return "id: " + strconv.FormatUint(f.eng.Head(), 10)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pacer := newFakePacer()
+			f := newFixture(t, Options{Pacer: pacer, KeepAlive: 20 * time.Millisecond})
+			waiting := watchPacing(f)
+			f.srv.catchingUp = func(key string) {
+				if key == ro && pacer.delay.Load() > 0 {
+					t.Error("the stream read the log while its token owed an hour")
+				}
+			}
+			if tc.name == "replaying the log" {
+				pacer.delay.Store(int64(time.Hour))
+			}
+			lines := openStreamLines(t, f, tc.path)
+			awaitLine(t, lines, "event: hello")
+			held := tc.owe(t, f, pacer, waiting)
+			for range 3 {
+				l := nextLine(t, lines)
+				require.True(t, l == keepAliveLine || strings.HasPrefix(l, "data: "), "while the token owes: %q", l)
+				if l != keepAliveLine {
+					require.Equal(t, keepAliveLine, nextLine(t, lines), "after the hello's data")
+				}
+			}
+			pacer.delay.Store(0)
+			before := awaitLine(t, lines, held)
+			for _, l := range before {
+				require.Equal(t, keepAliveLine, l, "the event comes first once the token owes nothing")
+			}
+		})
+	}
+}
+
+// TestALiveStreamIsChargedTheEventsItIsSent: a read-only token's live stream took every event the hub read for it
+// free of charge, where a socket subscription is charged every event it is pushed, so the token's streams cost
+// nothing of its pace however much they were sent. The hub reads each event once for every stream, so each stream is
+// charged what it is sent from that read: one unit per event.
+func TestALiveStreamIsChargedTheEventsItIsSent(t *testing.T) {
+	ro := keyReadOnlyPrefix + digestOf(roToken)
+	pacer := newFakePacer()
+	f := newFixture(t, Options{Pacer: pacer})
+	frames := f.openStream("/api/v1/stream", http.Header{"Authorization": {"Bearer " + roToken}})
+	require.Equal(t, "hello", next(t, frames).event)
+	for n := range int64(3) {
+		usage(f, n+1)
+		require.Equal(t, "task.usage", next(t, frames).event)
+	}
+	charged := func() int {
+		n := 0
+		for _, c := range pacer.charges()[ro] {
+			n += c
+		}
+		return n
+	}
+	require.Eventually(t, func() bool { return charged() >= 3 }, time.Minute, 5*time.Millisecond,
+		"the stream was not charged the events it was sent")
+	require.Equal(t, 3, charged(), "each event sent charged once")
+}
