@@ -38,7 +38,10 @@ const ExplainReach = 64
 // ctx ends the fold of the run's state as it ends projections.RunAt: the
 // error then wraps ctx.Err(), and states keeps nothing.
 func ExplainAt(ctx context.Context, l *eventlog.Log, pos uint64, states RunStates) (d Decision, recorded, ok bool, err error) {
-	group, err := decisionAt(l, pos)
+	group, searched, err := decisionAt(l, pos)
+	if states != nil {
+		states.Searched(searched)
+	}
 	if err != nil || group == nil {
 		return Decision{}, false, false, err
 	}
@@ -71,6 +74,9 @@ type RunStates interface {
 	// nil.
 	Base(run string, to uint64) *projections.State
 	Keep(s *projections.State)
+	// Searched is told the events ExplainAt read of the log to find the decision holding its position, before
+	// any fold (a caller that charges a reader for what it has the log read counts them too).
+	Searched(events int)
 }
 
 // maxExplainReach bounds how far back decisionAt reads: the longest decisions audit re-runs are a run's budget
@@ -87,12 +93,14 @@ const maxExplainReach = 3 * (commands.MaxLiveTasksPerRun + commands.MaxMaxSlots)
 // consecutive (another stream's event between two of them closes a decision in the whole log too). A decision that
 // reaches back to the first event read may begin before it (a job's disconnect writes an event per call in flight,
 // a budget abort one per live task), so the read then goes back maxExplainReach, unless the decision begins after
-// its first event or the stream's first event was read. nil when pos is past the head.
-func decisionAt(l *eventlog.Log, pos uint64) ([]events.Event, error) {
+// its first event or the stream's first event was read. nil when pos is past the head. read is the events it read,
+// the one at pos included.
+func decisionAt(l *eventlog.Log, pos uint64) (group []events.Event, read int, err error) {
 	rec, err := l.Event(pos)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	read = 1
 	// NB: the longest reach at once after a miss: a decision longer than ExplainReach is one of the few long ones,
 	// and each read starts over.
 	for reach := uint64(ExplainReach); ; reach = maxExplainReach {
@@ -100,25 +108,27 @@ func decisionAt(l *eventlog.Log, pos uint64) ([]events.Event, error) {
 		if rec.StreamVersion > reach {
 			from = rec.StreamVersion - reach
 		}
-		group, begun, err := readDecision(l, rec.Stream, from, pos)
+		group, begun, n, err := readDecision(l, rec.Stream, from, pos)
+		read += n
 		if err != nil || begun || from == 1 || reach >= maxExplainReach {
-			return group, err
+			return group, read, err
 		}
 	}
 }
 
 // readDecision is decisionAt's read of stream from version from. begun
 // reports that the decision begins after the first event read, so none of
-// it lies before from.
-func readDecision(l *eventlog.Log, stream string, from, pos uint64) (group []events.Event, begun bool, err error) {
+// it lies before from; read is the events read.
+func readDecision(l *eventlog.Log, stream string, from, pos uint64) (group []events.Event, begun bool, read int, err error) {
 	it := l.ReadStream(stream, from)
 	defer it.Close()
 	var first uint64 // position of the first event read
 	for it.Next() {
+		read++
 		e := it.Event()
 		ev, err := projections.FromLog(e)
 		if err != nil {
-			return nil, false, err
+			return nil, false, read, err
 		}
 		if first == 0 {
 			first = ev.Position
@@ -132,12 +142,12 @@ func readDecision(l *eventlog.Log, stream string, from, pos uint64) (group []eve
 		group = append(group, ev)
 	}
 	if err := it.Close(); err != nil {
-		return nil, false, fmt.Errorf("audit: explain position %d: %w", pos, err)
+		return nil, false, read, fmt.Errorf("audit: explain position %d: %w", pos, err)
 	}
 	if len(group) == 0 || group[0].Position > pos {
-		return nil, true, nil
+		return nil, true, read, nil
 	}
-	return group, group[0].Position != first, nil
+	return group, group[0].Position != first, read, nil
 }
 
 // policyOf is the policy inputs a request decision recorded, nil for

@@ -326,3 +326,5 @@ func (k *keptStates) Base(run string, to uint64) *projections.State {
 }
 
 func (k *keptStates) Keep(s *projections.State) { k.states = append(k.states, s) }
+
+func (k *keptStates) Searched(int) {}

@@ -12,7 +12,9 @@ import (
 // as one that reads a cold run back is (pacing.go), the events it read: its run's from the state it started on to
 // its position, and the log's up to a time it resolved. A rebuild that stops before its end (its client left, or a
 // read failed) kept nothing to count them by; it is charged the most it could have read (its run's events at the
-// head, the log up to the head), so that leaving just before the answer does not make the rebuild free.
+// head, the log up to the head), so that leaving just before the answer does not make the rebuild free. Explain
+// also reads its decision's events before it folds, from audit.ExplainReach of them before its position (from
+// thousands before, for the longest decisions), each charged as well, whether or not a fold follows.
 
 // chargeFold charges the read of ctx with the events of run a rebuild folded into folded (nil: it stopped first),
 // on from base (nil: the run's first event). run "" is no fold.
@@ -39,13 +41,17 @@ func runEvents(st *projections.State, run string) int64 {
 	return r.Usage.Events
 }
 
-// foldWatch is the audit.RunStates explain lends audit.ExplainAt: the server's kept states, noting the run folded,
-// the state the fold started from and the one it kept, for its charge (chargeFold).
+// foldWatch is the audit.RunStates explain lends audit.ExplainAt: the server's kept states, noting the events read
+// to find the decision, the run folded, the state the fold started from and the one it kept, for its charge
+// (chargeFold).
 type foldWatch struct {
 	states     *stateCache
+	searched   int
 	run        string
 	base, kept *projections.State
 }
+
+func (w *foldWatch) Searched(n int) { w.searched += n }
 
 func (w *foldWatch) Base(run string, to uint64) *projections.State {
 	w.run, w.base = run, w.states.Base(run, to)

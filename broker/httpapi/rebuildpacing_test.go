@@ -6,11 +6,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/crewlog/crewlog/audit"
 	"github.com/crewlog/crewlog/audit/audittest"
 )
 
@@ -69,10 +72,16 @@ func TestRebuildsArePacedByTheEventsTheyRead(t *testing.T) {
 			return 1 + int(pos) + runEventsUpTo(t, f, run, pos)
 		}},
 		{"explain", func(t *testing.T, f *fixture) int {
-			ex := requireRO(t, f, explainPath(t, f))
+			path := explainPath(t, f)
+			ex := requireRO(t, f, path)
 			// The decision is re-run on its run's state just before it.
 			folded := uint64(ex["decision"].(map[string]any)["position"].(float64)) - 1
-			return 1 + runEventsUpTo(t, f, run, folded)
+			return 1 + explainSearch(t, f, path, ex) + runEventsUpTo(t, f, run, folded)
+		}},
+		{"explain, its state kept", func(t *testing.T, f *fixture) int {
+			path := explainPath(t, f)
+			f.ok(path) // the admin's, not paced: kept
+			return 1 + explainSearch(t, f, path, requireRO(t, f, path))
 		}},
 		{"state?at, its client gone", func(t *testing.T, f *fixture) int {
 			leaveAsItFolds(t, f, budgetRun+"/state?at=10")
@@ -84,8 +93,9 @@ func TestRebuildsArePacedByTheEventsTheyRead(t *testing.T) {
 			return 1 + int(f.eng.Head()) // the log up to the head: the time was not resolved yet
 		}},
 		{"explain, its client gone", func(t *testing.T, f *fixture) int {
-			leaveAsItFolds(t, f, explainPath(t, f))
-			return 1 + runEventsUpTo(t, f, run, f.eng.Head())
+			path := explainPath(t, f)
+			leaveAsItFolds(t, f, path)
+			return 1 + explainSearch(t, f, path, f.ok(path)) + runEventsUpTo(t, f, run, f.eng.Head())
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -97,6 +107,30 @@ func TestRebuildsArePacedByTheEventsTheyRead(t *testing.T) {
 			require.Equal(t, map[string][]int{ro: {want}}, pacer.charges())
 		})
 	}
+}
+
+// explainSearch is the events the explain at path, answered ex, read of the log to find its decision: the event at
+// its position, then its stream from audit.ExplainReach events before it (its first event, for the decisions
+// explainPath names) up to the first event after the decision.
+func explainSearch(t *testing.T, f *fixture, path string, ex map[string]any) int {
+	t.Helper()
+	pos, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(path, "/api/v1/events/"), "/explain"), 10, 64)
+	require.NoError(t, err)
+	rec, err := f.log.Event(pos)
+	require.NoError(t, err)
+	require.LessOrEqual(t, rec.StreamVersion, uint64(audit.ExplainReach), "the search starts at the run's first event")
+	last := uint64(ex["decision"].(map[string]any)["last"].(float64))
+	it := f.log.ReadStream(rec.Stream, 1)
+	defer it.Close()
+	n := 1
+	for it.Next() {
+		n++
+		if it.Event().Position > last {
+			break
+		}
+	}
+	require.NoError(t, it.Close())
+	return n
 }
 
 // requireRO requires a 200 to a GET of path with the read-only token, and returns its answer.

@@ -158,6 +158,7 @@ func (s *Server) explainAt(ctx context.Context, p principal, pos uint64) (d audi
 	defer done()
 	fw := &foldWatch{states: &s.states}
 	d, recorded, ok, err = audit.ExplainAt(ctx, s.opts.Log, pos, fw)
+	chargeRead(ctx, int64(fw.searched))
 	s.chargeFold(ctx, fw.run, fw.base, fw.kept)
 	return d, recorded, ok, err
 }
