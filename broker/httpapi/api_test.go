@@ -783,7 +783,7 @@ func TestRebuildsBoundedPerPrincipal(t *testing.T) {
 	c := &f.srv.states
 	admin := principal{kind: kindAdmin, key: "admin"}
 	ctx := t.Context()
-	done, err := c.turn(ctx, admin) // holds the rebuild slot
+	_, done, err := c.turn(ctx, admin) // holds the rebuild slot
 	require.NoError(t, err)
 	waiting := make(chan error, maxRebuildsPerPrincipal)
 	queueRebuilds(ctx, c, waiting, admin, maxRebuildsPerPrincipal-1)
@@ -816,7 +816,7 @@ func TestRebuildsBoundedPerPrincipal(t *testing.T) {
 func queueRebuilds(ctx context.Context, c *stateCache, waiting chan<- error, p principal, n int) {
 	for range n {
 		go func() {
-			done, err := c.turn(ctx, p)
+			_, done, err := c.turn(ctx, p)
 			if err == nil {
 				done()
 			}
@@ -849,12 +849,12 @@ func TestRebuildsRefusalSaysWhenToTryAgain(t *testing.T) {
 			admin := principal{kind: kindAdmin, key: "admin"}
 			ctx := t.Context()
 			for _, d := range tc.took {
-				done, err := c.turn(ctx, admin)
+				_, done, err := c.turn(ctx, admin)
 				require.NoError(t, err)
 				clock.Add(int64(d))
 				done()
 			}
-			done, err := c.turn(ctx, admin) // holds the rebuild slot
+			_, done, err := c.turn(ctx, admin) // holds the rebuild slot
 			require.NoError(t, err)
 			waiting := make(chan error, maxRebuildsPerPrincipal+tc.others)
 			queueRebuilds(ctx, c, waiting, admin, maxRebuildsPerPrincipal-1)

@@ -182,10 +182,10 @@ func (s *Server) current(p *principal) bool {
 }
 
 // credentialGone is the answer to a request whose credential was valid when it came but no longer is when its turn
-// (to read, to rebuild) comes: the 401 the same request would get if it came now.
+// (to read, to rebuild) comes, or while its rebuild runs: the 401 the same request would get if it came now.
 func credentialGone() *apiError {
 	return errorf(http.StatusUnauthorized, codeAuth,
-		"the token was revoked, or the session expired, while the request waited for its turn")
+		"the token was revoked, or the session expired, while the request waited for its turn or was served")
 }
 
 // credentialValid reports whether the credential with this key is still accepted.

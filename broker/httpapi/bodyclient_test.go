@@ -51,7 +51,7 @@ func TestARequestWithABodyEndsWhenItsClientGoes(t *testing.T) {
 			func(f *fixture) bool { _, waiting := f.srv.reads.Load(ro.key); return waiting == 1 }},
 		{"rebuild waiting for the slot", budgetRun + "/state?at=5",
 			func(t *testing.T, f *fixture) {
-				done, err := f.srv.states.turn(t.Context(), principal{kind: kindAdmin, key: keyAdmin})
+				_, done, err := f.srv.states.turn(t.Context(), principal{kind: kindAdmin, key: keyAdmin})
 				require.NoError(t, err)
 				t.Cleanup(done)
 			},

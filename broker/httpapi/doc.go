@@ -23,7 +23,8 @@
 //     session belongs to the credential that minted its code: it lasts only while that credential is valid and
 //     counts against its limits; an open stream re-checks its credential before every write and ends once it is
 //     revoked or the session expired, and a request that waited for its read turn or for the rebuild slot re-checks
-//     it when the turn comes (401, nothing read nor folded, the turn passed on: readturns.go, stateCache.turn); a
+//     it when the turn comes (401, nothing read nor folded, the turn passed on: readturns.go, stateCache.turn), a
+//     rebuild in progress every second (401, stopped as when its client goes: watchCredential); a
 //     request another origin sent (Sec-Fetch-Site same-site or cross-site) may not use the cookie, nor spend a
 //     login code (which would log the browser into the session of the credential that minted it). Tokens, codes and
 //     session ids are held as sha-256 digests and compared in constant time; none reaches a log line.

@@ -203,7 +203,7 @@ func TestARequestThatWaitedIsServedOnlyIfItsCredentialStillIs(t *testing.T) {
 				pacer.delay.Store(int64(cmp.Or(tc.debt, time.Millisecond)))
 			case tc.rebuild:
 				path = budgetRun + "/state?at=5"
-				done, err := f.srv.states.turn(t.Context(), principal{kind: kindAdmin, key: keyAdmin})
+				_, done, err := f.srv.states.turn(t.Context(), principal{kind: kindAdmin, key: keyAdmin})
 				require.NoError(t, err)
 				release = append(release, done)
 			default:

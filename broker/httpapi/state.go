@@ -96,12 +96,13 @@ func (s *Server) runAt(ctx context.Context, p principal, runID string, pos uint6
 	if b := s.states.Base(runID, pos); b != nil && b.Position == pos {
 		return b, true, nil
 	}
-	done, err := s.states.turn(ctx, p)
+	ctx, done, err := s.states.turn(ctx, p)
 	if err != nil {
 		return nil, false, err
 	}
 	defer done()
-	return s.foldRunAt(ctx, runID, pos)
+	st, ok, err = s.foldRunAt(ctx, runID, pos)
+	return st, ok, credentialGoneFrom(ctx, err)
 }
 
 // runAtTime resolves time t to a position (audit.PositionAt) and returns run runID alone as of it, as runAt does,
@@ -114,7 +115,7 @@ func (s *Server) runAt(ctx context.Context, p principal, runID string, pos uint6
 // by the turn it holds, the slot every rebuild waits for and one of the principal's maxRebuildsPerPrincipal.
 func (s *Server) runAtTime(ctx context.Context, p principal, runID string, head uint64, t time.Time) (pos uint64,
 	st *projections.State, ok bool, err error) {
-	done, err := s.states.turn(ctx, p)
+	ctx, done, err := s.states.turn(ctx, p)
 	if err != nil {
 		return 0, nil, false, err
 	}
@@ -122,14 +123,14 @@ func (s *Server) runAtTime(ctx context.Context, p principal, runID string, head 
 	pos, err = audit.PositionAt(ctx, s.opts.Log, head, t)
 	if err != nil {
 		chargeRead(ctx, int64(head)) // NB: the most it could have read: a client leaving just before its answer pays
-		return 0, nil, false, err
+		return 0, nil, false, credentialGoneFrom(ctx, err)
 	}
 	chargeRead(ctx, int64(pos)) // the log's events up to pos
 	if pos == 0 || pos >= head {
 		return pos, nil, false, nil
 	}
 	st, ok, err = s.foldRunAt(ctx, runID, pos)
-	return pos, st, ok, err
+	return pos, st, ok, credentialGoneFrom(ctx, err)
 }
 
 // foldRunAt is runAt during a turn the caller holds: the kept state at pos, or the fold on from the nearest kept
@@ -151,7 +152,7 @@ func (s *Server) foldRunAt(ctx context.Context, runID string, pos uint64) (*proj
 // explainAt re-runs the recorded decision holding position pos (audit.ExplainAt, O(the decision's run), on from
 // the nearest kept state of the run) during the caller's turn; its fold ends with ctx, as runAt's does.
 func (s *Server) explainAt(ctx context.Context, p principal, pos uint64) (d audit.Decision, recorded, ok bool, err error) {
-	done, err := s.states.turn(ctx, p)
+	ctx, done, err := s.states.turn(ctx, p)
 	if err != nil {
 		return audit.Decision{}, false, false, err
 	}
@@ -160,49 +161,89 @@ func (s *Server) explainAt(ctx context.Context, p principal, pos uint64) (d audi
 	d, recorded, ok, err = audit.ExplainAt(ctx, s.opts.Log, pos, fw)
 	chargeRead(ctx, int64(fw.searched))
 	s.chargeFold(ctx, fw.run, fw.base, fw.kept)
-	return d, recorded, ok, err
+	return d, recorded, ok, credentialGoneFrom(ctx, err)
 }
 
-// turn waits for the one rebuild slot and returns the function that gives it back, once; it refuses a principal
-// that already has maxRebuildsPerPrincipal requests in progress or waiting (429, with rebuildsRetryAfter), and one
-// whose credential is no longer valid when the slot comes (401: credentialGone), the slot given back at once.
-func (c *stateCache) turn(ctx context.Context, p principal) (done func(), err error) {
+// turn waits for the one rebuild slot and returns the context to rebuild under and the function that gives the slot
+// back, once; it refuses a principal that already has maxRebuildsPerPrincipal requests in progress or waiting (429,
+// with rebuildsRetryAfter), and one whose credential is no longer valid when the slot comes (401: credentialGone),
+// the slot given back at once. The context ends with ctx, and once the credential no longer holds
+// (watchCredential).
+func (c *stateCache) turn(ctx context.Context, p principal) (_ context.Context, done func(), err error) {
 	counted, ok := c.rebuilds.TryTake(p.key)
 	if !ok {
 		after := c.retryAfter()
 		e := errorf(http.StatusTooManyRequests, codeTooManyRebuilds,
 			"%d rebuilds of this credential are in progress or waiting; try again in %d s", maxRebuildsPerPrincipal, after)
 		e.retryAfter = after
-		return nil, e
+		return nil, nil, e
 	}
 	c.queued.Add(1)
 	leave := func() { c.queued.Add(-1); counted() }
 	slotDone, err := c.slot.Take(ctx, p.key)
 	if err != nil {
 		leave()
-		return nil, err
+		return nil, nil, err
 	}
 	// NB: every principal's rebuilds wait for the one slot, seconds when many wait: a credential revoked (or a
 	// session expired) meanwhile must not have a run folded, nor its answer, nor hold the slot from the next.
 	if !c.current(&p) {
 		slotDone()
 		leave()
-		return nil, credentialGone()
+		return nil, nil, credentialGone()
 	}
+	rctx, unwatch := c.watchCredential(ctx, p)
 	start := c.now()
 	if c.holding != nil {
 		c.holding()
 	}
 	var once sync.Once
-	return func() {
+	return rctx, func() {
 		once.Do(func() {
-			if ctx.Err() == nil { // NB: a rebuild its client left stopped early: no measure of the pace
+			// NB: a rebuild its client left, or its credential, stopped early: no measure of the pace
+			if rctx.Err() == nil {
 				c.record(c.now().Sub(start))
 			}
+			unwatch()
 			slotDone()
 			leave()
 		})
 	}, nil
+}
+
+// watchCredential returns ctx ending also once p's credential no longer holds (a token revoked, a session expired),
+// with credentialGone's answer as its cause (credentialGoneFrom): a rebuild folds or reads the log for minutes on a
+// large run or log, and a revoked token's must stop, as its waiting reads do, within paceRecheck (and the events
+// the fold or the read takes to look at its context again), not hold the slot from every other credential till
+// its end. unwatch ends the watch.
+func (c *stateCache) watchCredential(ctx context.Context, p principal) (_ context.Context, unwatch func()) {
+	rctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		tick := time.NewTicker(paceRecheck)
+		defer tick.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-tick.C:
+				if !c.current(&p) {
+					cancel(credentialGone())
+					return
+				}
+			}
+		}
+	}()
+	return rctx, func() { cancel(nil) }
+}
+
+// credentialGoneFrom is err, a rebuild's under ctx (turn's), or credentialGone's answer when ctx ended because the
+// rebuild's credential no longer holds.
+func credentialGoneFrom(ctx context.Context, err error) error {
+	var gone *apiError
+	if err != nil && errors.As(context.Cause(ctx), &gone) {
+		return gone
+	}
+	return err
 }
 
 // record adds a rebuild that held the slot for d to the pace: a moving mean weighing the latest rebuild 1/4, so a

@@ -113,7 +113,7 @@ func TestStateAtTimeTakesOneTurn(t *testing.T) {
 	f := newFixture(t, Options{})
 	c := &f.srv.states
 	ctx := t.Context()
-	done, err := c.turn(ctx, principal{kind: kindAdmin, key: keyAdmin}) // another rebuild holds the slot
+	_, done, err := c.turn(ctx, principal{kind: kindAdmin, key: keyAdmin}) // another rebuild holds the slot
 	require.NoError(t, err)
 	defer done()
 	var turns atomic.Int32
@@ -131,7 +131,7 @@ func TestStateAtTimeTakesOneTurn(t *testing.T) {
 	ro := principal{kind: kindReadOnly, key: keyReadOnlyPrefix + digestOf(roToken)}
 	holds, release, next := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
-		done, err := c.turn(ctx, ro)
+		_, done, err := c.turn(ctx, ro)
 		if err == nil {
 			close(holds)
 			<-release
@@ -221,12 +221,12 @@ func TestRebuildSlotServesCredentialsInTurn(t *testing.T) {
 	c := &f.srv.states
 	admin := principal{kind: kindAdmin, key: keyAdmin}
 	ro := principal{kind: kindReadOnly, key: keyReadOnlyPrefix + digestOf(roToken)}
-	held, err := c.turn(t.Context(), admin)
+	_, held, err := c.turn(t.Context(), admin)
 	require.NoError(t, err)
 	served := make(chan string, maxRebuildsPerPrincipal+1)
 	queue := func(p principal, name string, waiting int) {
 		go func() {
-			done, err := c.turn(t.Context(), p)
+			_, done, err := c.turn(t.Context(), p)
 			if err == nil {
 				served <- name
 				done()

@@ -1,0 +1,44 @@
+package httpapi
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/audit/audittest"
+)
+
+// TestARebuildStopsOnceItsCredentialIsRevoked: a rebuild (state?at, a time's read of the log, explain) that had the
+// slot when its token was revoked went on to its end and was answered, however long it took (minutes, for a time
+// on a large log), holding the slot from every other credential's rebuilds. Now a rebuild looks at its credential
+// every paceRecheck, as a paced read waiting does, and stops once it no longer holds: it keeps nothing and is
+// answered 401, as the same request sent then.
+func TestARebuildStopsOnceItsCredentialIsRevoked(t *testing.T) {
+	at := url.QueryEscape(audittest.Epoch.Add(8 * time.Second).Format(time.RFC3339))
+	for _, tc := range []struct {
+		name string
+		path func(f *fixture) string
+	}{
+		{"state?at a position", func(*fixture) string { return budgetRun + "/state?at=10" }},
+		{"state?at a time", func(*fixture) string { return budgetRun + "/state?at=" + at }},
+		{"explain", func(f *fixture) string { return explainPath(t, f) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Options{})
+			path := tc.path(f)
+			f.srv.states.holding = func() {
+				f.tokens.set(roToken, false)
+				// NB: stands in for a rebuild that lasts three times as long as the credential goes unchecked.
+				time.Sleep(3 * paceRecheck)
+			}
+			status, m := f.getAs(path, "Bearer "+roToken)
+			require.Equal(t, http.StatusUnauthorized, status, "%v", m)
+			require.Equal(t, codeAuth, m["error"].(map[string]any)["code"])
+			require.Nil(t, f.srv.states.Base(audittest.RunBudget, f.eng.Head()), "nothing kept of the rebuild")
+			require.Equal(t, []int{0, 0}, slotLoad(f.srv.states.slot), "the slot given back")
+		})
+	}
+}
