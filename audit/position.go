@@ -20,16 +20,18 @@ import (
 // imported event at or before at that lies after the first later one, and stop past it. PositionAt reads the
 // events in order up to the answer, O(the answer), as a fold up to it reads them anyway.
 //
-// ctx ends the read: the error then wraps ctx.Err().
+// ctx ends the read: the error then wraps ctx.Err(). With an error, the number returned is not a position but the
+// events read before it stopped, for a caller that counts what it has the log read.
 func PositionAt(ctx context.Context, l *eventlog.Log, head uint64, at time.Time) (uint64, error) {
 	ns := nanos(at)
 	it := l.ReadTransient(1)
 	defer it.Close()
-	pos := uint64(0)
+	pos, read := uint64(0), uint64(0)
 	for pos < head && it.Next() {
+		read++
 		if pos%positionAtCheckEvery == 0 {
 			if err := ctx.Err(); err != nil {
-				return 0, fmt.Errorf("audit: position at %s: %w", at.Format(time.RFC3339Nano), err)
+				return read, fmt.Errorf("audit: position at %s: %w", at.Format(time.RFC3339Nano), err)
 			}
 		}
 		if it.Event().Time > ns {
@@ -38,7 +40,7 @@ func PositionAt(ctx context.Context, l *eventlog.Log, head uint64, at time.Time)
 		pos++
 	}
 	if err := it.Close(); err != nil {
-		return 0, err
+		return read, err
 	}
 	return pos, nil
 }

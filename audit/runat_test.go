@@ -250,8 +250,9 @@ func TestPositionAtWithImportedTimes(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	_, err = audit.PositionAt(ctx, l, uint64(len(times)), time.Unix(0, times[len(times)-1]))
+	read, err := audit.PositionAt(ctx, l, uint64(len(times)), time.Unix(0, times[len(times)-1]))
 	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, uint64(1), read, "the events read before it looked at its context, not a position")
 }
 
 // TestPositionAtOutsideEventTimes: a time before 1678 or after 2262 has no unix nanoseconds (event times are int64

@@ -20,12 +20,29 @@ import (
 // has no event at or before to.
 //
 // The fold looks at ctx before it starts and every 256 events of the run
-// (foldCheckEvery): once ctx has ended it stops and returns no state and an
-// error wrapping ctx.Err(), so errors.Is(err, context.Canceled) holds for
-// a cancelled ctx.
+// (foldCheckEvery): once ctx has ended it stops and returns no state and a
+// *FoldStoppedError wrapping ctx.Err(), so errors.Is(err, context.Canceled)
+// holds for a cancelled ctx, and its Read says how many of the run's events
+// the fold had read.
 func RunAt(ctx context.Context, l *eventlog.Log, id string, to uint64) (s *State, ok bool, err error) {
 	return RunAtFrom(ctx, l, nil, id, to)
 }
+
+// FoldStoppedError is the error of a fold (RunAt, RunAtFrom) that stopped
+// because its context ended: Err is the context's error, Read the events of
+// the run the fold had read from the log by then (those after its base),
+// for a caller that counts what it has the log read.
+type FoldStoppedError struct {
+	Run  string
+	Read int
+	Err  error
+}
+
+func (e *FoldStoppedError) Error() string {
+	return fmt.Sprintf("projections: fold run %s: %v", e.Run, e.Err)
+}
+
+func (e *FoldStoppedError) Unwrap() error { return e.Err }
 
 // foldCheckEvery is how many events of its run RunAt reads between two
 // looks at its context: a fold stops within that many events of its
@@ -53,11 +70,11 @@ func RunAtFrom(ctx context.Context, l *eventlog.Log, base *State, id string, to 
 // foldRun folds run id and the engine stream up to position upTo into a
 // fresh state, or into a clone of base (a state of run id alone at
 // base.Position ≤ upTo) with the events after base.Position. It stops,
-// with ctx's error and no state, once ctx has ended: it looks before it
-// starts and every foldCheckEvery events of the run.
+// with a *FoldStoppedError and no state, once ctx has ended: it looks before
+// it starts and every foldCheckEvery events of the run.
 func foldRun(ctx context.Context, l *eventlog.Log, base *State, id string, upTo uint64) (*State, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("projections: fold run %s: %w", id, err)
+		return nil, &FoldStoppedError{Run: id, Err: err}
 	}
 	scratch, after, from := New(), uint64(0), uint64(1) // from: the first stream version to read
 	if base != nil {
@@ -89,7 +106,7 @@ func foldRun(ctx context.Context, l *eventlog.Log, base *State, id string, upTo 
 		if n%foldCheckEvery == 0 {
 			if err := ctx.Err(); err != nil {
 				it.Close()
-				return nil, fmt.Errorf("projections: fold run %s: %w", id, err)
+				return nil, &FoldStoppedError{Run: id, Read: n, Err: err}
 			}
 		}
 		e := it.Event()

@@ -52,13 +52,16 @@ func TestRunAtStopsWhenItsContextEnds(t *testing.T) {
 		ends  int
 		err   error
 		looks int // the looks the fold took
+		read  int // the events of the run it read, when it stopped
 	}{
 		{name: "never ends", looks: whole},
 		{name: "ended before it starts", ends: 1, err: context.Canceled, looks: 1},
-		{name: "cancelled after foldCheckEvery events", ends: 2, err: context.Canceled, looks: 2},
-		{name: "past its deadline after 2 × foldCheckEvery events", ends: 3, err: context.DeadlineExceeded, looks: 3},
+		{name: "cancelled after foldCheckEvery events", ends: 2, err: context.Canceled, looks: 2, read: foldCheckEvery},
+		{name: "past its deadline after 2 × foldCheckEvery events", ends: 3, err: context.DeadlineExceeded, looks: 3,
+			read: 2 * foldCheckEvery},
 		{name: "from a base, ended before it starts", base: base, ends: 1, err: context.Canceled, looks: 1},
-		{name: "from a base, cancelled after foldCheckEvery events", base: base, ends: 2, err: context.Canceled, looks: 2},
+		{name: "from a base, cancelled after foldCheckEvery events", base: base, ends: 2, err: context.Canceled, looks: 2,
+			read: foldCheckEvery},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := &endingCtx{Context: context.Background(), ends: tc.ends, err: tc.err}
@@ -73,6 +76,9 @@ func TestRunAtStopsWhenItsContextEnds(t *testing.T) {
 				return
 			}
 			require.ErrorIs(t, err, tc.err)
+			var stopped *FoldStoppedError
+			require.ErrorAs(t, err, &stopped)
+			require.Equal(t, tc.read, stopped.Read, "the events read, for a caller that counts them")
 			require.Nil(t, s, "no part of a state")
 			require.False(t, ok)
 			require.Equal(t, baseBefore, base, "the base is not modified")

@@ -122,7 +122,7 @@ func (s *Server) runAtTime(ctx context.Context, p principal, runID string, head 
 	defer done()
 	pos, err = audit.PositionAt(ctx, s.opts.Log, head, t)
 	if err != nil {
-		chargeRead(ctx, int64(head)) // NB: the most it could have read: a client leaving just before its answer pays
+		chargeRead(ctx, int64(pos)) // NB: with its error, the events it read before it stopped
 		return 0, nil, false, credentialGoneFrom(ctx, err)
 	}
 	chargeRead(ctx, int64(pos)) // the log's events up to pos
@@ -141,7 +141,7 @@ func (s *Server) foldRunAt(ctx context.Context, runID string, pos uint64) (*proj
 		return b, true, nil
 	}
 	st, ok, err := projections.RunAtFrom(ctx, s.opts.Log, b, runID, pos)
-	s.chargeFold(ctx, runID, b, st)
+	s.chargeFold(ctx, runID, b, st, err)
 	if err != nil || !ok {
 		return nil, ok, err
 	}
@@ -160,7 +160,7 @@ func (s *Server) explainAt(ctx context.Context, p principal, pos uint64) (d audi
 	fw := &foldWatch{states: &s.states}
 	d, recorded, ok, err = audit.ExplainAt(ctx, s.opts.Log, pos, fw)
 	chargeRead(ctx, int64(fw.searched))
-	s.chargeFold(ctx, fw.run, fw.base, fw.kept)
+	s.chargeFold(ctx, fw.run, fw.base, fw.kept, err)
 	return d, recorded, ok, credentialGoneFrom(ctx, err)
 }
 
