@@ -385,7 +385,7 @@ func TestAuthRefusals(t *testing.T) {
 // SameSite=Strict session cookie that then authenticates the page; only a bearer can mint another link.
 func TestLoginCodeOnceThenSessionCookie(t *testing.T) {
 	f := newFixture(t, Options{})
-	link, _ := f.srv.LoginURL(0)
+	link, _ := f.srv.LoginURL()
 	require.True(t, strings.HasPrefix(link, f.web.URL+"/login?code="))
 	resp, err := noRedirect.Get(link)
 	require.NoError(t, err)
@@ -438,7 +438,7 @@ func TestSessionsExpire(t *testing.T) {
 	clock := func() time.Time { return now }
 	f := newFixture(t, Options{Now: func() time.Time { return clock() }})
 	sess := digestOf(f.srv.sessions.add(keyCrewd, now.Add(SessionLifetime), now))
-	link, _ := f.srv.LoginURL(LoginCodeLifetime)
+	link, _ := f.srv.LoginURL()
 	code := strings.TrimPrefix(link, f.web.URL+"/login?code=")
 	_, ok := f.srv.sessions.valid(sess, now.Add(SessionLifetime-time.Second))
 	require.True(t, ok)

@@ -330,10 +330,13 @@ const (
 	maxSessionsPerCredential   = 16
 )
 
-// LoginURL mints a one-time login code valid for ttl (0: until it is used or the server stops) and returns the
-// URL that spends it. The server must be listening (the URL names its address).
-func (s *Server) LoginURL(ttl time.Duration) (string, time.Time) {
-	return s.loginURL(keyCrewd, ttl)
+// LoginURL mints the one-time login code crewd prints at start, valid for LoginCodeLifetime, and returns the URL
+// that spends it and when it expires. The server must be listening (the URL names its address).
+//
+// NB: short-lived, as every code: crewd's output goes to a journal or a file that others may read long after, and
+// the session the code opens is the operator's, paced by nothing and revoked by no token.
+func (s *Server) LoginURL() (string, time.Time) {
+	return s.loginURL(keyCrewd, LoginCodeLifetime)
 }
 
 // AdminLoginURL mints a one-time login code for the admin, valid for LoginCodeLifetime, as POST /api/v1/login
@@ -343,13 +346,11 @@ func (s *Server) AdminLoginURL() (string, time.Time) {
 	return s.loginURL(keyAdmin, LoginCodeLifetime)
 }
 
-// loginURL is LoginURL for a link minted by the credential with key owner: its session lasts while that does.
+// loginURL is LoginURL for a link minted by the credential with key owner, valid for ttl: its session lasts while
+// that credential does.
 func (s *Server) loginURL(owner string, ttl time.Duration) (string, time.Time) {
 	now := s.opts.Now()
-	var exp time.Time
-	if ttl > 0 {
-		exp = now.Add(ttl)
-	}
+	exp := now.Add(ttl)
 	code := s.codes.add(owner, exp, now)
 	return s.BaseURL() + "/login?code=" + code, exp
 }
@@ -381,8 +382,8 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	if !ok || !s.credentialValid(owner) {
 		w.Header().Set("Cache-Control", "no-store")
-		http.Error(w, "crewlog: this login link is not valid or was already used; crewd printed it once at start, and "+
-			"`crewctl dashboard` prints another", http.StatusUnauthorized)
+		http.Error(w, "crewlog: this login link is not valid, was already used or has expired (a link is valid 10 "+
+			"minutes, the one crewd prints at start too); `crewctl dashboard` prints another", http.StatusUnauthorized)
 		return
 	}
 	sess := s.sessions.add(owner, now.Add(SessionLifetime), now)

@@ -33,8 +33,8 @@ const (
 	DefaultMaxSessions = 1024
 	// SessionLifetime is how long a session cookie is honoured.
 	SessionLifetime = 7 * 24 * time.Hour
-	// LoginCodeLifetime is how long a login code minted by POST /api/v1/login is valid. The code printed at start
-	// is valid until it is used or crewd stops.
+	// LoginCodeLifetime is how long a login code is valid: one minted by POST /api/v1/login or dashboard.login,
+	// and the one crewd prints at start (LoginURL).
 	LoginCodeLifetime = 10 * time.Minute
 )
 

@@ -71,7 +71,7 @@ func TestASessionLastsOnlyAsLongAsTheTokenThatOpenedIt(t *testing.T) {
 	require.NotNil(t, ro)
 	unspent := f.mintLink(roToken)
 	admin := f.spendLink(f.mintLink(adminToken))
-	start, _ := f.srv.LoginURL(0)
+	start, _ := f.srv.LoginURL()
 	crewd := f.spendLink(start)
 	for _, c := range []*http.Cookie{ro, admin, crewd} {
 		require.Equal(t, http.StatusOK, f.readsWith(c))
@@ -112,7 +112,7 @@ func TestASessionCountsAgainstItsTokensLimits(t *testing.T) {
 		require.Equal(t, codeTooManyStreams, m.Error.Code)
 	}
 	// Another credential's session has its own.
-	start, _ := f.srv.LoginURL(0)
+	start, _ := f.srv.LoginURL()
 	c := f.spendLink(start)
 	other := f.openStream("/api/v1/stream", f.sessionHeader(c))
 	require.Equal(t, "hello", next(t, other).event)
@@ -124,7 +124,7 @@ func TestASessionCountsAgainstItsTokensLimits(t *testing.T) {
 func TestOneTokensLoginsCannotLogOthersOut(t *testing.T) {
 	const maxSessions = 64
 	f := newFixture(t, Options{MaxSessions: maxSessions})
-	start, _ := f.srv.LoginURL(0)
+	start, _ := f.srv.LoginURL()
 	crewd := f.spendLink(start)
 	admin := f.spendLink(f.mintLink(adminToken))
 	adminLink := f.mintLink(adminToken)
@@ -177,7 +177,7 @@ func jsonBody(t *testing.T, rec *httptest.ResponseRecorder) map[string]any {
 // navigation and clients that send no such header are served.
 func TestSessionCookieOnlyFromThePagesOwnOrigin(t *testing.T) {
 	f := newFixture(t, Options{})
-	start, _ := f.srv.LoginURL(0)
+	start, _ := f.srv.LoginURL()
 	c := f.spendLink(start)
 	for _, tc := range []struct {
 		site string
@@ -218,7 +218,7 @@ func TestSessionCookieOnlyFromThePagesOwnOrigin(t *testing.T) {
 // (EventSource sends no header of its own) in the query.
 func TestASessionCookieAloneDoesNotAuthenticate(t *testing.T) {
 	f := newFixture(t, Options{})
-	start, _ := f.srv.LoginURL(0)
+	start, _ := f.srv.LoginURL()
 	c := f.spendLink(start)
 	other := f.spendLink(f.mintLink(adminToken))
 	status := func(path string, proof string) int {
@@ -257,7 +257,7 @@ func TestASessionCookieAloneDoesNotAuthenticate(t *testing.T) {
 // the same way. The session is now the cookie the request's proof was made for; without a matching proof, none.
 func TestASessionCookieSetByAnotherPortDoesNotShadowThePages(t *testing.T) {
 	f := newFixture(t, Options{})
-	start, _ := f.srv.LoginURL(0)
+	start, _ := f.srv.LoginURL()
 	page := f.spendLink(start)
 	planted := f.spendLink(f.mintLink(roToken)) // the worker's own session, or any value at all
 	status := func(path, proof string, cookies ...*http.Cookie) int {
@@ -475,6 +475,31 @@ func TestTokensAtTheirShareCannotPushOutAnothersLogins(t *testing.T) {
 			fill()
 			require.Len(t, tc.table(f).m, tc.owners*tc.share)
 			require.True(t, admin(), "the admin's was pushed out by tokens within their share")
+		})
+	}
+}
+
+// TestTheLinkCrewdPrintsExpires: the link crewd prints at start held a code valid until it was used or crewd
+// stopped, so whoever read crewd's output (its journal, a log file) days later could still open an operator's
+// session with it: unpaced, and revoked by no token. Now it is valid LoginCodeLifetime, as every link minted is;
+// `crewctl dashboard` prints another.
+func TestTheLinkCrewdPrintsExpires(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		after time.Duration
+		want  bool
+	}{
+		{"within its lifetime", LoginCodeLifetime - time.Second, true},
+		{"at the end of its lifetime", LoginCodeLifetime, false},
+		{"a day later", 24 * time.Hour, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := new(testClock).set(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+			f := newFixture(t, Options{Now: clock.Now})
+			link, exp := f.srv.LoginURL()
+			require.Equal(t, clock.Now().Add(LoginCodeLifetime), exp)
+			clock.add(tc.after)
+			require.Equal(t, tc.want, f.spendLink(link) != nil)
 		})
 	}
 }

@@ -49,7 +49,7 @@ func TestStreamEndsWithItsCredential(t *testing.T) {
 			func(f *fixture, _ *testClock) { f.tokens.set(roToken, false) }},
 		{"expired session",
 			func(f *fixture) http.Header {
-				start, _ := f.srv.LoginURL(0)
+				start, _ := f.srv.LoginURL()
 				return f.sessionHeader(f.spendLink(start))
 			},
 			func(_ *fixture, clock *testClock) { clock.add(SessionLifetime) }},

@@ -265,7 +265,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	// NB: the socket line comes last: scripts and tests take it as the sign that crewd accepts connections.
 	fmt.Fprintf(stdout, "crewd: admin token file %s\n", filepath.Join(cfg.DataDir, AdminTokenFile))
 	if web != nil {
-		login, _ := web.LoginURL(0)
+		login, _ := web.LoginURL()
 		fmt.Fprintf(stdout, "crewd: dashboard %s\n", login)
 	}
 	fmt.Fprintf(stdout, "crewd: socket %s\n", srv.Addr())

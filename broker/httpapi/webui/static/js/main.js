@@ -117,7 +117,7 @@ function signedOut(err) {
   replace(main, h('div.notice.warn',
     h('h1', 'Not signed in'),
     h('p', 'Open the one-time login link crewd printed when it started (',
-      h('code', 'crewd: dashboard http://…/login?code=…'), '), or get a fresh one with ',
+      h('code', 'crewd: dashboard http://…/login?code=…'), ', valid 10 minutes), or get a fresh one with ',
       h('code', 'crewctl dashboard'), ', which asks crewd through its socket.')));
   return true;
 }
