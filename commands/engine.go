@@ -36,6 +36,10 @@ var (
 	// given before anything was decided: the request may go to the writer
 	// again, with or without a command id.
 	ErrNotWriter = errors.New("commands: this engine is not the writer; nothing was decided")
+	// ErrWriterBusy is the answer of a cluster's writer to a request forwarded to it while it holds as many forwarded
+	// requests as it may (its engine's queue's worth, QueueCap), given before anything was decided: the request may
+	// go to the writer again, with or without a command id, as a request waits for room in the queue of one crewd.
+	ErrWriterBusy = errors.New("commands: the writer holds as many forwarded requests as it may; nothing was decided")
 	// ErrResultTooLarge is the answer to a request whose accepted result
 	// would exceed its Request.MaxResultBytes: nothing was applied or recorded,
 	// so the same command id may be sent again by a caller with more room.
@@ -601,6 +605,10 @@ func (e *Engine) wait(ctx context.Context, p *pending) (Reply, error) {
 		return Reply{}, ctx.Err()
 	}
 }
+
+// QueueCap is how many requests the engine's queue holds before Submit waits for room: four groups' worth
+// (Options.MaxGroup).
+func (e *Engine) QueueCap() int { return cap(e.in) }
 
 // Head is the last durable position the published state reflects.
 func (e *Engine) Head() uint64 {

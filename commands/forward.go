@@ -229,6 +229,10 @@ const (
 	// projections.ErrNotReadBack: a cold run the writer could not read back from its log; it decided and recorded
 	// nothing, and the client is owed replay-failed, as from one crewd.
 	causeNotReadBack
+	// ErrWriterBusy: the writer took no more forwarded requests; nothing was decided and the request may go to it
+	// again. A follower of the build before, which knows no such cause, takes it for the writer's failure, in doubt:
+	// it sends a request with a command id again, and answers one without unavailable.
+	causeWriterBusy
 )
 
 // credentialCause is the cause of the refusal of a credential that ended so; an end this build does not know is
@@ -278,6 +282,8 @@ func causeOf(err error) replyCause {
 		return causeResultTooLarge
 	case errors.Is(err, projections.ErrNotReadBack):
 		return causeNotReadBack
+	case errors.Is(err, ErrWriterBusy):
+		return causeWriterBusy
 	}
 	if ended, ok := err.(*CredentialEndedError); ok {
 		return credentialCause(ended.End)
@@ -287,8 +293,8 @@ func causeOf(err error) replyCause {
 
 // EncodeReply encodes the answer of Submit for the engine that forwarded
 // the request. An error travels as its text and, for ErrNoSpace,
-// ErrNotWriter, ErrResultTooLarge, projections.ErrNotReadBack and a
-// *CredentialEndedError, its cause:
+// ErrNotWriter, ErrWriterBusy, ErrResultTooLarge, projections.ErrNotReadBack
+// and a *CredentialEndedError, its cause:
 // the forwarder cannot match the text with errors.Is, and must not match
 // it by its words — an engine's failure quotes the commit error that
 // stopped it, whose words may be those of an answer given before deciding
@@ -315,7 +321,7 @@ func marshalArray(v any) ([]byte, error) {
 }
 
 // DecodeReply is the inverse of EncodeReply; a remote error comes back
-// wrapping ErrRemote, but the writer's ErrNoSpace, ErrNotWriter,
+// wrapping ErrRemote, but the writer's ErrNoSpace, ErrNotWriter, ErrWriterBusy,
 // ErrResultTooLarge and projections.ErrNotReadBack as themselves, and its
 // *CredentialEndedError as one, not wrapped: the broker tells it by its
 // type, and the client of a follower must hear what one crewd would answer.
@@ -339,6 +345,8 @@ func DecodeReply(b []byte) (Reply, error) {
 		return Reply{}, fmt.Errorf("%w%s (on the writer)", ErrResultTooLarge, strings.TrimPrefix(f.Err, ErrResultTooLarge.Error()))
 	case f.Cause == causeNotReadBack:
 		return Reply{}, fmt.Errorf("%w (on the writer: %s)", projections.ErrNotReadBack, f.Err)
+	case f.Cause == causeWriterBusy:
+		return Reply{}, fmt.Errorf("%w (answered by the writer)", ErrWriterBusy)
 	default:
 		return Reply{}, fmt.Errorf("%w: %s", ErrRemote, f.Err)
 	}

@@ -292,7 +292,8 @@ func (n *Node) tickClock() {
 
 // serve answers one forwarded request (the writer's command subscription).
 // It decides on its own goroutine so that concurrent requests share the
-// engine's group commits.
+// engine's group commits; the writer holds a bounded number of them at
+// once, and answers one over the bound busy at once (forwardSlots).
 func (n *Node) serve(m *nats.Msg) {
 	if m.Reply == "" {
 		// NB: not decided: a follower always asks for an answer, and a command decided for no one to hear would be
@@ -300,9 +301,15 @@ func (n *Node) serve(m *nats.Msg) {
 		n.lostAnswer("a message on the commands subject asks for no answer: not decided", nats.ErrMsgNoReply, len(m.Data))
 		return
 	}
+	size := forwardedSize(m)
+	if !n.forwards.take(size) {
+		n.answerBusy(m, size)
+		return
+	}
 	// NB: not counted in n.wg: a callback may still run after Close
 	// unsubscribed; it then finds the engine closed and answers so.
 	go func() {
+		defer n.forwards.give(size)
 		var rep commands.Reply
 		r, err := commands.DecodeRequest(m.Data)
 		if err == nil {
@@ -315,6 +322,9 @@ func (n *Node) serve(m *nats.Msg) {
 		case !n.writer.Load():
 			err = ErrNotWriter
 		default:
+			if n.o.beforeSubmit != nil {
+				n.o.beforeSubmit(n.ctx)
+			}
 			ctx, cancel := context.WithTimeout(n.ctx, n.o.ForwardTimeout)
 			rep, err = n.eng.Submit(ctx, r)
 			cancel()

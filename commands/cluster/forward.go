@@ -123,10 +123,12 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 				// answered so.
 				return commands.Reply{}, true, err
 			}
-			// The node asked was not the writer and decided nothing.
-			notWriter := errors.Is(err, commands.ErrNotWriter)
-			inDoubt = inDoubt || !notWriter
-			retry = notWriter || r.CommandID != ""
+			// The node asked was not the writer, or the writer held as many forwarded requests as it may (serve's
+			// forwardSlots): it decided nothing, and the request is sent again after a pause, as a request waits
+			// for room in the queue of one crewd.
+			untaken := errors.Is(err, commands.ErrNotWriter) || errors.Is(err, commands.ErrWriterBusy)
+			inDoubt = inDoubt || !untaken
+			retry = untaken || r.CommandID != ""
 		case errors.Is(err, nats.ErrMaxPayload) && !inDoubt:
 			// Nothing was sent: the request is larger than a NATS
 			// message. Refused, recording nothing, as the writer

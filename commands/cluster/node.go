@@ -104,6 +104,9 @@ type Options struct {
 	attemptTimeout time.Duration
 	// warnEvery, set by tests, replaces defaultWarnEvery, the bound of the warnings about what peers send (warnBound).
 	warnEvery time.Duration
+	// beforeSubmit, set by tests, runs when the writer has taken a forwarded request and before its engine decides
+	// it; ctx ends when the node stops. A test that blocks in it holds the writer's forwarded requests in flight.
+	beforeSubmit func(ctx context.Context)
 }
 
 // Node is one crewd of a cluster sharing one JetStream stream (doc.go).
@@ -134,6 +137,7 @@ type Node struct {
 	sub         atomic.Pointer[nats.Subscription] // the writer's command subscription
 	lostAnswers atomic.Uint64                     // forwarded requests answered no one (lostAnswer)
 	peerWarns   *warnBound                        // the warnings about what peers send, bounded
+	forwards    *forwardSlots                     // the forwarded requests the writer holds, bounded
 	elected     atomic.Int64                      // unix ns when this node became the writer
 	electedCh   chan struct{}                     // closed then
 }
@@ -193,6 +197,7 @@ func Start(ctx context.Context, local *eventlog.Log, o Options) (*Node, error) {
 	if n.eng, err = commands.Open(local, eo); err != nil {
 		return nil, err
 	}
+	n.forwards = newForwardSlots(n.eng.QueueCap(), maxForwardedBytes)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.wg.Add(2)
 	go n.campaign()
