@@ -644,6 +644,17 @@ func (e *Engine) Failed() <-chan struct{} { return e.stopped }
 // nil while it runs.
 func (e *Engine) Err() error { return e.failure() }
 
+// Cause is the error that made the engine fail stop, with its chain (the Committer's natslog.ErrFenced, say), or nil.
+// NB: Err wraps ErrFailed alone, its cause in its text: a forwarded answer travels with the cause of its error
+// (forward.go), and a commit error's chain may hold one that says nothing was decided (ErrNotWriter) where the groups
+// that failed may be durable. Cause is for telling failures apart where nothing is decided on it: crewd's log line.
+func (e *Engine) Cause() error {
+	if p := e.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 func (e *Engine) failure() error {
 	if p := e.failed.Load(); p != nil {
 		return fmt.Errorf("%w: %v", ErrFailed, *p)

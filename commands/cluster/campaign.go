@@ -78,10 +78,6 @@ func (n *Node) campaign() {
 	}
 }
 
-// errPromoteStalled is why a promotion that made no progress for
-// promoteStallFor was given up.
-var errPromoteStalled = errors.New("cluster: promotion made no progress; giving the lease up")
-
 // promoteStallFor is how long a promotion may go without copying or
 // folding anything before it is given up: five lease TTLs and at least
 // 10 s (a JetStream API call's own bound), so that a NATS leader election
@@ -166,13 +162,13 @@ func (n *Node) promote(stopFollow func(), followDone <-chan error) error {
 
 // promoteErr is err, or the watchdog's cause when it ended the promotion.
 func promoteErr(ctx context.Context, err error) error {
-	if cause := context.Cause(ctx); errors.Is(cause, errPromoteStalled) {
+	if cause := context.Cause(ctx); errors.Is(cause, ErrPromoteStalled) {
 		return fmt.Errorf("%w (%v)", cause, err)
 	}
 	return err
 }
 
-// watchPromotion cancels the promotion (with errPromoteStalled) once the
+// watchPromotion cancels the promotion (with ErrPromoteStalled) once the
 // local copy's head and the engine's have both stood still for
 // promoteStallFor, not counting the time folding is set, and returns the
 // function that stops watching.
@@ -199,7 +195,7 @@ func (n *Node) watchPromotion(cancel context.CancelCauseFunc, folding *atomic.Bo
 					last, since = p, now
 				} else if now.Sub(since) >= stall {
 					n.o.Logger.Warn("promotion stalled; giving the lease up", "node", n.o.Name, "position", last[0], "after", stall)
-					cancel(errPromoteStalled)
+					cancel(ErrPromoteStalled)
 					return
 				}
 			}
@@ -242,8 +238,11 @@ func (n *Node) keepLease(renew *time.Ticker, held time.Time) {
 			held = sent
 		case n.ctx.Err() != nil:
 			return
-		case errors.Is(err, natslog.ErrLeaseLost) || time.Since(held) >= stopAfter:
+		case errors.Is(err, natslog.ErrLeaseLost):
 			n.fail(err)
+			return
+		case time.Since(held) >= stopAfter:
+			n.fail(fmt.Errorf("%w: no renewal answered within %v of the last: %w", ErrLeaseNotRenewed, stopAfter, err))
 			return
 		default:
 			n.o.Logger.Warn("lease renewal failed; trying again", "node", n.o.Name, "err", err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,7 +95,7 @@ func TestStalledPromotionGivesTheLeaseUp(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("a promotion that hangs is not given up")
 	}
-	require.ErrorIs(t, a.Err(), errPromoteStalled)
+	require.ErrorIs(t, a.Err(), ErrPromoteStalled)
 	require.False(t, a.Writer())
 	require.NoError(t, a.Close())
 
@@ -161,4 +162,29 @@ func connectTo(t *testing.T, srv *server.Server) *nats.Conn {
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// A writer whose renewals of the lease go unanswered for three quarters of its TTL (a paused machine, a slow server)
+// stops, and says why: the lease was not renewed in time, which is neither the lease lost to another holder nor a
+// commit error. It failed with the renewal's own context error, which told crewd's operator nothing of the lease.
+func TestWriterWhoseRenewalsGoUnansweredFailsSayingSo(t *testing.T) {
+	srv := startNATS(t)
+	var slow atomic.Bool
+	w := startWriterOn(t, srv, Options{Name: "w", Log: natslog.Config{Stream: "CREWLOG", Replicas: 1},
+		LeaseTTL: time.Second, beforeRenew: func(ctx context.Context) {
+			if slow.Load() {
+				select {
+				case <-time.After(time.Second):
+				case <-ctx.Done():
+				}
+			}
+		}})
+	slow.Store(true)
+	select {
+	case <-w.Failed():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the writer did not stop")
+	}
+	require.ErrorIs(t, w.Err(), ErrLeaseNotRenewed)
+	require.NotErrorIs(t, w.Err(), natslog.ErrLeaseLost)
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -34,6 +35,14 @@ var (
 	// request submitted once the node failed is answered it too, and sent
 	// nowhere.
 	ErrStopped error = unavailable("cluster: this crewd stopped; retry with the same command id")
+	// ErrPromoteStalled is why a node that took the lease failed when its
+	// promotion made no progress for the stall bound (promoteStallFor): it
+	// gives the lease up.
+	ErrPromoteStalled = errors.New("cluster: promotion made no progress; giving the lease up")
+	// ErrLeaseNotRenewed is why a writer failed whose renewals of the lease
+	// went unanswered for three quarters of its TTL (keepLease): another
+	// node may take it soon, and this one stops first.
+	ErrLeaseNotRenewed = errors.New("cluster: the writer lease was not renewed in time")
 )
 
 // unavailable is an error of a forwarded request whose outcome this node

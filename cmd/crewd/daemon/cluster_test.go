@@ -3,7 +3,6 @@ package daemon
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -133,16 +132,7 @@ func TestCrewdWarnsOfAMaxPayloadBelowItsFrameCap(t *testing.T) {
 				MaxPayload: tc.maxPayload})
 			require.NoError(t, err)
 			t.Cleanup(srv.Shutdown)
-			data := filepath.Join(t.TempDir(), "data")
-			socket := filepath.Join(brokertest.SocketDir(t), "s", "crewd.sock")
-			cfg, err := Load([]string{"--data", data, "--socket", socket, "--http", "", "--min-free-mib", "0",
-				"--store", "jetstream", "--nats", srv.ClientURL(), "--replicas", "1", "--max-frame", "1048576"}, homeEnv)
-			require.NoError(t, err)
-			var logs lockedBuffer
-			ctx, cancel := context.WithCancel(context.Background())
-			out := &lockedBuffer{}
-			done := make(chan error, 1)
-			go func() { done <- Run(ctx, cfg, out, slog.New(slog.NewTextHandler(&logs, nil))) }()
+			logs, out, cancel, done := runClusteredCrewd(t, srv.ClientURL(), "--max-frame", "1048576")
 			require.Eventually(t, func() bool { return strings.Contains(out.String(), "crewd: socket ") }, 30*time.Second,
 				10*time.Millisecond, "crewd did not serve: %s", logs.String())
 			cancel()

@@ -288,8 +288,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	go func() {
 		select {
 		case <-failed:
-			lg.Error("the engine stopped after a commit error; answering reads, then exiting so a supervisor restarts crewd",
-				"err", failure(), "drain", failDrain)
+			lg.Error(failureLine(failure(), eng.Cause()), "err", failure(), "drain", failDrain)
 			select {
 			case <-time.After(failDrain):
 			case <-serveCtx.Done():
