@@ -128,7 +128,9 @@ func (e *Engine) decide(f *flight, from int) error {
 				break
 			}
 		}
-		if e.checker != nil {
+		// NB: only a write the group may record: a command without a command id and without events records nothing
+		// (its refusal, say), whatever the size of its outcome, and is answered as decided.
+		if e.checker != nil && (id != "" || len(wr.Events) > 0) {
 			probe := wr // as recorded below
 			probe.Result = res
 			if rej != nil {

@@ -107,3 +107,34 @@ func TestACommandLargerThanANATSMessageIsRefusedNamingTheLimit(t *testing.T) {
 	require.Nil(t, w.Err())
 	require.Zero(t, w.Engine().Head(), "nothing was recorded")
 }
+
+// With a small max_payload, a refusal's outcome may not fit a batch's manifest (half a NATS message). A refusal
+// without a command id records nothing, so it is answered as decided, whatever its size; one with a command id, which
+// is recorded, is refused bad-params naming the servers' max_payload and what to change. The first was size-checked
+// as a write too, and both came back saying that "a command's events need more messages than one atomic batch may
+// hold", where a command with no events had an outcome too large for the manifest.
+func TestARefusalTooLargeForTheManifestIsAnsweredNamingTheLimit(t *testing.T) {
+	const maxPayload = 2 << 10
+	srv := startNATSWithMaxPayload(t, maxPayload)
+	w := startWriterOn(t, srv, Options{Name: "w", Log: natslog.Config{Stream: "CREWLOG", Replicas: 1}, LeaseTTL: time.Second})
+	transition := func(id string) *commands.RejectedError {
+		rep, err := submitTo(t, w, commands.Request{Principal: events.AdminPrincipal(), CommandID: id,
+			Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunTransition{RunID: strings.Repeat("r", 900),
+				To: "running"}})
+		require.NoError(t, err)
+		require.NotNil(t, rep.Rejected)
+		return rep.Rejected
+	}
+	unrecorded := transition("")
+	require.Equal(t, commands.CodeNoManifest, unrecorded.Code, "%s", unrecorded.Message)
+	require.Contains(t, unrecorded.Message, "not found")
+
+	recorded := transition("c1")
+	require.Equal(t, commands.CodeBadParams, recorded.Code)
+	for _, says := range []string{"max_payload", strconv.Itoa(maxPayload), "--max-frame", "outcome"} {
+		require.Contains(t, recorded.Message, says)
+	}
+	require.NotContains(t, recorded.Message, "more messages")
+	require.Nil(t, w.Err())
+	require.Zero(t, w.Engine().Head(), "nothing was recorded")
+}

@@ -178,38 +178,52 @@ const chunkRoom = 1 << 10
 // CheckWrite refuses a write that no batch can carry, so that the engine
 // refuses its command before deciding on it (commands.WriteChecker)
 // instead of failing stop when its publish fails: a write that needs more
-// messages or manifest bytes than one batch may hold (ErrGroupTooLarge),
-// or an event of which is too large for one message of the server's. Both
-// wrap eventlog.ErrInvalid.
+// messages than one batch may hold, or whose outcome (its code, reason and
+// result) is larger than a batch's manifest may be (ErrGroupTooLarge), or
+// an event of which is too large for one message of the server's. All wrap
+// eventlog.ErrInvalid, and each names the limit it met and what to change.
 func (l *Log) CheckWrite(w *eventlog.Write) error {
 	lim := l.limits()
 	p := newPacker(lim)
 	p.addWrite(w)
-	if !p.fits() {
-		return fmt.Errorf("%w (%d messages, manifest of %d bytes; limits %d messages, %d bytes)",
-			ErrGroupTooLarge, p.messages, p.manifest, lim.messages, lim.bytes)
+	mp := int(l.js.Conn().MaxPayload())
+	switch {
+	case p.messages > lim.messages:
+		return limitError{ErrGroupTooLarge, fmt.Sprintf("natslog: a command's events need %d messages, more than one "+
+			"atomic batch may hold (%d: the NATS servers' max_batch_size, crewd's --nats-max-batch); raise both, or send "+
+			"less", p.messages, lim.messages)}
+	case p.manifest > lim.bytes && lim.bytes < maxManifestBytes:
+		return limitError{ErrGroupTooLarge, fmt.Sprintf("natslog: a command's outcome of about %d bytes does not fit "+
+			"a batch's manifest, which may hold %d bytes, half of one NATS message: the NATS servers' max_payload is %d "+
+			"bytes; raise max_payload above crewd's --max-frame, or send less", p.manifest, lim.bytes, mp)}
+	case p.manifest > lim.bytes:
+		return limitError{ErrGroupTooLarge, fmt.Sprintf("natslog: a command's outcome of about %d bytes does not fit "+
+			"a batch's manifest, which may hold %d bytes; send less", p.manifest, lim.bytes)}
 	}
-	if mp := int(l.js.Conn().MaxPayload()); mp > 0 {
+	if mp > 0 {
 		for i := range w.Events {
 			e := &w.Events[i]
 			if n := eventBytes(e) + len(e.Stream) + chunkRoom; n > mp {
-				return limitError(fmt.Sprintf("natslog: an event of about %d bytes (with its message's envelope) does not "+
-					"fit one NATS message: the NATS servers' max_payload is %d bytes; raise max_payload above crewd's "+
-					"--max-frame, or send less", n, mp))
+				return limitError{eventlog.ErrInvalid, fmt.Sprintf("natslog: an event of about %d bytes (with its "+
+					"message's envelope) does not fit one NATS message: the NATS servers' max_payload is %d bytes; raise "+
+					"max_payload above crewd's --max-frame, or send less", n, mp)}
 			}
 		}
 	}
 	return nil
 }
 
-// limitError is CheckWrite's refusal of an event the log would take but no NATS message carries: eventlog.ErrInvalid,
-// whose text names the servers' limit and what to change instead of an invalid append — the operator's setting, not
-// the client's request, is what falls short.
-type limitError string
+// limitError is CheckWrite's refusal of a write the log would take but no batch of NATS messages carries: is (which
+// wraps eventlog.ErrInvalid), with a text that names the servers' limit and what to change instead of an invalid
+// append — the operator's setting, not the client's request, is what falls short.
+type limitError struct {
+	is   error
+	text string
+}
 
-func (e limitError) Error() string { return string(e) }
+func (e limitError) Error() string { return e.text }
 
-func (limitError) Unwrap() error { return eventlog.ErrInvalid }
+func (e limitError) Unwrap() error { return e.is }
 
 // encodeBatch encodes ws (one batch of planBatches, before Append assigns
 // anything in place) as the messages of batch id following batch prev and

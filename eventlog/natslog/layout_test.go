@@ -1,6 +1,7 @@
 package natslog
 
 import (
+	"bytes"
 	"context"
 	"path/filepath"
 	"strconv"
@@ -229,4 +230,44 @@ func TestCheckWriteRefusesAnEventNoMessageCarries(t *testing.T) {
 	require.NoError(t, w.CheckWrite(&fits))
 	_, err = w.Commit([]eventlog.Write{fits})
 	require.NoError(t, err)
+}
+
+// CheckWrite's refusal of a write no batch carries names the limit the write met and what to change, and is still
+// ErrGroupTooLarge: too many messages for a batch (max_batch_size), or an outcome too large for a batch's manifest (half
+// of the servers' max_payload). An outcome too large for the manifest was told as events that "need more messages".
+func TestCheckWriteNamesTheLimitAWriteMeets(t *testing.T) {
+	const maxPayload = 2 << 10
+	srv, err := StartServer(ServerOptions{Name: "t", StoreDir: filepath.Join(t.TempDir(), "nats"), MaxPayload: maxPayload})
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	cfg := testConfig
+	cfg.MaxBatchMessages = 4
+	w, err := Open(context.Background(), connect(t, srv), openLocal(t), cfg)
+	require.NoError(t, err)
+	ev := func(stream string) eventlog.Event {
+		return eventlog.Event{Stream: stream, Type: "run.created", Time: 1, Payload: []byte{0x80}}
+	}
+	for _, tc := range []struct {
+		name  string
+		write eventlog.Write
+		says  []string
+	}{
+		{"too many messages", eventlog.Write{Principal: "admin", CommandID: "c", Result: []byte("{}"),
+			Events: []eventlog.Event{ev("x"), ev("y"), ev("x"), ev("y")}},
+			[]string{"need 5 messages", "(4:", "max_batch_size", "--nats-max-batch"}},
+		{"an outcome too large for the manifest", eventlog.Write{Principal: "admin", CommandID: "c", Code: "no-manifest",
+			Reason: "no-manifest", Result: bytes.Repeat([]byte("r"), 1100)},
+			[]string{"outcome of about", "manifest, which may hold 1024 bytes", "max_payload is 2048 bytes",
+				"raise max_payload above crewd's --max-frame"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := w.CheckWrite(&tc.write)
+			require.ErrorIs(t, err, ErrGroupTooLarge)
+			require.ErrorIs(t, err, eventlog.ErrInvalid)
+			for _, says := range tc.says {
+				require.Contains(t, err.Error(), says)
+			}
+			require.NotContains(t, err.Error(), "invalid append")
+		})
+	}
 }

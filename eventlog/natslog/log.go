@@ -199,11 +199,14 @@ func batchNotStored(err error) bool {
 		errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrAtomicPublishIncompleteBatch
 }
 
+// maxManifestBytes bounds a batch's manifest, and each of its chunks, whatever the servers' max_payload (limits).
+const maxManifestBytes = 512 << 10
+
 // limits are the batch limits of this log: the configured message count,
 // and a chunk of at most half the server's maximum payload (at most 512
 // KiB), leaving room for the headers and the estimate's error.
 func (l *Log) limits() batchLimits {
-	b := 512 << 10
+	b := maxManifestBytes
 	if mp := int(l.js.Conn().MaxPayload()); mp > 0 && mp/2 < b {
 		b = mp / 2
 	}
