@@ -93,6 +93,8 @@ func TestWriterBoundsTheForwardedRequestsItHolds(t *testing.T) {
 		require.ErrorIs(t, err, commands.ErrWriterBusy)
 		require.False(t, commands.DecidedNothing(err), "no answer of its own for the client: the follower sends it again")
 	}
+	require.Eventually(t, func() bool { return held.now.Load() == int64(slots) }, 10*time.Second, 10*time.Millisecond,
+		"the writer holds its slots' worth")
 	require.Equal(t, int64(slots), held.max.Load(), "held at once")
 	require.Less(t, runtime.NumGoroutine()-goroutines, slots+50, "goroutines while the writer holds its slots")
 
