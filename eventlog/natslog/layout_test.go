@@ -233,8 +233,9 @@ func TestCheckWriteRefusesAnEventNoMessageCarries(t *testing.T) {
 }
 
 // CheckWrite's refusal of a write no batch carries names the limit the write met and what to change, and is still
-// ErrGroupTooLarge: too many messages for a batch (max_batch_size), or an outcome too large for a batch's manifest (half
-// of the servers' max_payload). An outcome too large for the manifest was told as events that "need more messages".
+// ErrGroupTooLarge: too many messages for a batch (max_batch_size), or an outcome too large for a batch's manifest
+// (half of the servers' max_payload). An outcome too large for the manifest was told as events that "need more
+// messages".
 func TestCheckWriteNamesTheLimitAWriteMeets(t *testing.T) {
 	const maxPayload = 2 << 10
 	srv, err := StartServer(ServerOptions{Name: "t", StoreDir: filepath.Join(t.TempDir(), "nats"), MaxPayload: maxPayload})
