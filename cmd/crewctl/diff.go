@@ -114,6 +114,9 @@ func fetchRun(ctx context.Context, b Broker, runID string, only ...string) (runV
 	}
 	if err == nil && want("query.tasks") {
 		rv.Tasks, err = callPaged[broker.WireTask](ctx, b, "query.tasks", "tasks", runID)
+		if err == nil {
+			rv.dependsOnRead, err = readOmittedDependsOn(ctx, b, runID, rv.Tasks)
+		}
 	}
 	if err == nil && want("query.delegations") {
 		rv.Delegations, err = callPaged[broker.WireDelegation](ctx, b, "query.delegations", "delegations", runID)
@@ -169,6 +172,41 @@ func fetchHistory(ctx context.Context, b Broker, runID, taskID string) ([]projec
 		}
 		p["cursor"] = h.NextCursor
 	}
+}
+
+// readOmittedDependsOn reads the dependsOn of each of tasks crewd sent without it page by page (query.tasks {taskId})
+// into the task, which then shows it whole, and returns the ids of those tasks.
+func readOmittedDependsOn(ctx context.Context, b Broker, runID string,
+	tasks []broker.WireTask) (map[string]bool, error) {
+	read := map[string]bool{}
+	for i := range tasks {
+		t := &tasks[i]
+		if !t.DependsOnOmitted {
+			continue
+		}
+		deps := []string{}
+		p := map[string]any{"runId": runID, "taskId": t.TaskID, "limit": maxPageLimit}
+		for {
+			var page struct {
+				DependsOn  []string `json:"dependsOn"`
+				NextCursor string   `json:"nextCursor"`
+			}
+			if err := call(ctx, b, "query.tasks", p, &page); err != nil {
+				return read, err
+			}
+			deps = append(deps, page.DependsOn...)
+			if page.NextCursor == "" {
+				break
+			}
+			if page.NextCursor == p["cursor"] || len(page.DependsOn) == 0 {
+				return read, problemf("query.tasks: task %s's dependsOn after cursor %v moved on by nothing", t.TaskID,
+					p["cursor"])
+			}
+			p["cursor"] = page.NextCursor
+		}
+		t.DependsOn, t.DependsOnOmitted, read[t.TaskID] = deps, false, true
+	}
+	return read, nil
 }
 
 // callPaged reads every page of a paged query of run runID, or of the

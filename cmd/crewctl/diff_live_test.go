@@ -1,12 +1,18 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/broker"
 	"github.com/crewlog/crewlog/broker/wire"
 )
 
@@ -86,4 +92,81 @@ func TestViewsOfTextsCrewdOmitted(t *testing.T) {
 	r = crewctl(t, f.dial, "show", "run", audittest.RunBudget, "--json", "--token-file", tok)
 	require.Equal(t, exitOK, r.code, r.err)
 	require.Contains(t, r.out, `"textsOmitted": true`)
+}
+
+// TestViewsOfNamesAndDependsOnCrewdOmitted: crewd sends a run or a task that would not fit in its frame without its
+// texts either without its names (namesOmitted: a run's team, workflow and cwd, a task's role, agent, stepId and
+// failureCause), and a task without its dependsOn (dependsOnOmitted). show run, runs and tasks printed the empty
+// names as if they were the names, show run --json a task without its dependencies, and replay --diff reported each
+// omission as a difference between the daemon and the log. The views now say the names were omitted, crewctl reads a
+// dependsOn crewd left out page by page (query.tasks {taskId}), and the diff compares what crewd sent.
+func TestViewsOfNamesAndDependsOnCrewdOmitted(t *testing.T) {
+	data, socket := liveDaemonWith(t, broker.Options{MaxFrame: wire.MaxFrameFloor})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := adminOf(t, ctx, socket)
+	// NB: a char of four bytes takes four in the request and in the answer: the run.create and the task.create fit
+	// in the frame, and the run and the task read back, with every field the engine adds, do not.
+	wide := strings.Repeat("😀", 200)
+	run := callOK(t, ctx, a, "run.create", map[string]any{"team": "t", "goal": "g", "cwd": "/" + wide})["runId"].(string)
+	callOK(t, ctx, a, "run.transition", map[string]any{"runId": run, "to": "running"})
+	names := strings.Repeat("😀", 60)
+	callOK(t, ctx, a, "task.create", map[string]any{"runId": run, "taskId": "W", "role": names, "agent": names,
+		"stepId": names, "title": "w", "cwd": "/w"})
+	var deps []any
+	for i := range 16 {
+		id := fmt.Sprintf("D%02d-%s", i, strings.Repeat("d", 44))
+		callOK(t, ctx, a, "task.create", map[string]any{"runId": run, "taskId": id, "role": "r", "agent": "a",
+			"title": "t", "cwd": "/w"})
+		deps = append(deps, id)
+	}
+	callOK(t, ctx, a, "task.create", map[string]any{"runId": run, "taskId": "X", "role": "r", "agent": "a",
+		"title": "t", "cwd": "/w", "dependsOn": deps})
+
+	b, err := dialBroker(ctx, socket, liveToken)
+	require.NoError(t, err)
+	defer b.Close()
+	sent, err := callPaged[broker.WireTask](ctx, b, "query.tasks", "tasks", run)
+	require.NoError(t, err)
+	require.Equal(t, "W", sent[0].TaskID)
+	require.True(t, sent[0].NamesOmitted, "crewd leaves W's names out")
+	require.Equal(t, "X", sent[len(sent)-1].TaskID)
+	require.True(t, sent[len(sent)-1].DependsOnOmitted, "crewd leaves X's dependsOn out")
+	require.False(t, sent[len(sent)-1].NamesOmitted)
+	var sentRun broker.WireRun
+	require.NoError(t, a.Call(ctx, "query.run", map[string]any{"runId": run}, &sentRun))
+	require.True(t, sentRun.NamesOmitted, "crewd leaves the run's names out")
+
+	on := []string{"--data", data, "--socket", socket}
+	r := crewctl(t, dialBroker, append([]string{"show", "run", run}, on...)...)
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Contains(t, r.out, "team "+omittedNote)
+	require.Contains(t, r.out, "W  "+omittedNote)
+	r = crewctl(t, dialBroker, append([]string{"tasks", run}, on...)...)
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Regexp(t, `W +\(omitted: `, r.out)
+	r = crewctl(t, dialBroker, append([]string{"runs"}, on...)...)
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Regexp(t, run+` +running +\(omitted: `, r.out)
+
+	r = crewctl(t, dialBroker, append([]string{"show", "run", run, "--json"}, on...)...)
+	require.Equal(t, exitOK, r.code, r.err)
+	var shown runViews
+	require.NoError(t, json.Unmarshal([]byte(r.out), &shown))
+	x := shown.Tasks[len(shown.Tasks)-1]
+	require.Equal(t, "X", x.TaskID)
+	require.Len(t, x.DependsOn, len(deps), "crewctl reads the dependsOn crewd left out")
+	require.Equal(t, deps[15], x.DependsOn[15])
+	require.False(t, x.DependsOnOmitted, "what crewctl shows is the whole list")
+	require.True(t, shown.Tasks[0].NamesOmitted)
+	require.True(t, shown.Run.NamesOmitted)
+
+	// The log, read from a backup while crewd runs, holds what crewd sent without: no difference.
+	dest := filepath.Join(t.TempDir(), "backup")
+	r = crewctl(t, dialBroker, "backup", dest, "--data", data, "--socket", socket)
+	require.Equal(t, exitOK, r.code, r.out+r.err)
+	r = crewctl(t, dialBroker, "replay", "--data", dest, "--diff", "--socket", socket, "--token-file",
+		filepath.Join(data, adminTokenFile))
+	require.Equal(t, exitOK, r.code, r.out+r.err)
+	require.Contains(t, r.out, "0 difference(s)")
 }

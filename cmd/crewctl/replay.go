@@ -70,8 +70,10 @@ system's: it is explained from its record and not decided again.
 
 --diff compares the rebuilt state with the newest snapshot, or with the live
 daemon's views when --socket is given (the token from --token-file or
-<data>/admin.token), and exits 1 on any difference. The texts crewd sent
-without (textsOmitted: an item larger than its frame) are not compared.
+<data>/admin.token), and exits 1 on any difference. The texts and names
+crewd sent without (textsOmitted, namesOmitted: an item larger than its
+frame) are not compared; a task's dependsOn it sent without is read page by
+page and compared.
 
 A damaged store (a record or a table block that fails its checksum) is
 reported as corrupt and exits 1. A read of the store that fails (an I/O

@@ -7,9 +7,13 @@ import (
 
 // crewd sends a run, a task or a delegation whose texts would not fit in its frame without them — a run's goal,
 // summary and reason, a task's title, cwd, model, error, status reason and its question's options, a delegation's
-// title, cwd and model empty, textsOmitted true — rather than refuse the read. These are the daemon's views as sent,
-// the flag kept (broker's WireRun, WireTask and WireDelegation): the views print it, and the diff compares what was
-// sent.
+// title, cwd and model empty, textsOmitted true — rather than refuse the read; a run that would not fit without them
+// either without its names too (team, workflow and cwd empty, namesOmitted true), and a task without its dependsOn
+// (null, dependsOnOmitted true), then without its names (role, agent, stepId and failureCause empty, namesOmitted
+// true). These are the daemon's views as sent, the flags kept (broker's WireRun, WireTask and WireDelegation): the
+// views print them, and the diff compares what was sent. A dependsOn is the one omission crewctl reads back
+// (readOmittedDependsOn), as it reads an account's history: crewd pages it (query.tasks {taskId}), so the diff
+// compares it and show run --json shows it whole, where it pages no text nor name.
 
 // omittedNote is what the views print for a text crewd left out.
 const omittedNote = "(omitted: larger than crewd's frame; the dashboard shows it)"
@@ -22,6 +26,14 @@ func goalOf(r broker.WireRun) string {
 	return r.Goal
 }
 
+// teamOf is what the views print for r's team.
+func teamOf(r broker.WireRun) string {
+	if r.NamesOmitted {
+		return omittedNote
+	}
+	return r.Team
+}
+
 // titleOf is what the views print for t's title.
 func titleOf(t broker.WireTask) string {
 	if t.TextsOmitted {
@@ -30,48 +42,76 @@ func titleOf(t broker.WireTask) string {
 	return t.Title
 }
 
-// omittedTexts are the runs, tasks and delegations crewd sent without their texts.
-type omittedTexts map[omittedItem]bool
+// roleOf is what the views print for t's role.
+func roleOf(t broker.WireTask) string {
+	if t.NamesOmitted {
+		return omittedNote
+	}
+	return t.Role
+}
+
+// omittedTexts are the runs, tasks and delegations crewd sent without some of their fields, and what it left out.
+type omittedTexts map[omittedItem]omission
 
 // omittedItem names a run (id empty), or a task or a delegation of run.
 type omittedItem struct{ kind, run, id string }
 
-// note records the items of v crewd sent without their texts.
+// omission is what crewd left out of an item: its texts, its names, and a dependsOn crewctl read back page by page.
+type omission struct{ texts, names, dependsOnRead bool }
+
+// note records the items of v crewd sent without some of their fields.
 func (o omittedTexts) note(v runViews) {
-	if v.Run.TextsOmitted {
-		o[omittedItem{"run", v.Run.RunID, ""}] = true
+	if v.Run.TextsOmitted || v.Run.NamesOmitted {
+		o[omittedItem{"run", v.Run.RunID, ""}] = omission{texts: v.Run.TextsOmitted, names: v.Run.NamesOmitted}
 	}
 	for _, t := range v.Tasks {
-		if t.TextsOmitted {
-			o[omittedItem{"task", t.RunID, t.TaskID}] = true
+		if read := v.dependsOnRead[t.TaskID]; t.TextsOmitted || t.NamesOmitted || read {
+			o[omittedItem{"task", t.RunID, t.TaskID}] = omission{texts: t.TextsOmitted, names: t.NamesOmitted,
+				dependsOnRead: read}
 		}
 	}
 	for _, d := range v.Delegations {
 		if d.TextsOmitted {
-			o[omittedItem{"delegation", d.RunID, d.SubID}] = true
+			o[omittedItem{"delegation", d.RunID, d.SubID}] = omission{texts: true}
 		}
 	}
 }
 
-// apply leaves out of v the texts crewd left out of its views, as crewd leaves them out, so that a diff compares what
-// crewd sent.
+// apply leaves out of v the fields crewd left out of its views, as crewd leaves them out, so that a diff compares
+// what crewd sent.
 func (o omittedTexts) apply(v *audit.View) {
 	for i := range v.Runs {
 		rv := &v.Runs[i]
-		if o[omittedItem{"run", rv.Run.RunID, ""}] {
+		if om, ok := o[omittedItem{"run", rv.Run.RunID, ""}]; ok {
 			w := broker.WireRun{Run: rv.Run}
-			w.OmitTexts()
+			if om.texts {
+				w.OmitTexts()
+			}
+			if om.names {
+				w.OmitNames()
+			}
 			rv.Run = w.Run
 		}
 		for j := range rv.Tasks {
-			if t := &rv.Tasks[j]; o[omittedItem{"task", t.RunID, t.TaskID}] {
-				w := broker.WireTask{Task: *t}
-				w.OmitTexts()
-				*t = w.Task
+			t := &rv.Tasks[j]
+			om, ok := o[omittedItem{"task", t.RunID, t.TaskID}]
+			if !ok {
+				continue
 			}
+			w := broker.WireTask{Task: *t}
+			if om.texts {
+				w.OmitTexts()
+			}
+			if om.names {
+				w.OmitNames()
+			}
+			if om.dependsOnRead && len(w.DependsOn) == 0 {
+				w.DependsOn = []string{} // NB: as query.tasks {taskId} writes an empty list, which a task may hold as nil
+			}
+			*t = w.Task
 		}
 		for j := range rv.Delegations {
-			if d := &rv.Delegations[j]; o[omittedItem{"delegation", d.RunID, d.SubID}] {
+			if d := &rv.Delegations[j]; o[omittedItem{"delegation", d.RunID, d.SubID}].texts {
 				w := broker.WireDelegation{Delegation: *d}
 				w.OmitTexts()
 				*d = w.Delegation
