@@ -261,7 +261,8 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 		select {
 		case <-wait:
 		case <-keepAlive.C:
-			if !st.keepAlive() {
+			// NB: a keep-alive is a write too: a stream whose credential went gets not even that.
+			if !s.current(&pr) || !st.keepAlive() {
 				return
 			}
 		case <-ctx.Done():

@@ -31,29 +31,33 @@ func (c *testClock) Now() time.Time             { return time.Unix(0, c.ns.Load(
 func (c *testClock) add(d time.Duration)        { c.ns.Add(int64(d)) }
 func (c *testClock) set(t time.Time) *testClock { c.ns.Store(t.UnixNano()); return c }
 
+// credentialEnds are the ways the credential a stream was opened with goes: the stream's credential (auth), then
+// what ends it (end), on the clock of the stream's server.
+var credentialEnds = []struct {
+	name string
+	auth func(f *fixture) http.Header
+	end  func(f *fixture, clock *testClock)
+}{
+	{"revoked token",
+		func(*fixture) http.Header { return http.Header{"Authorization": {"Bearer " + roToken}} },
+		func(f *fixture, _ *testClock) { f.tokens.set(roToken, false) }},
+	{"session of a revoked token",
+		func(f *fixture) http.Header {
+			return f.sessionHeader(f.spendLink(f.mintLink(roToken)))
+		},
+		func(f *fixture, _ *testClock) { f.tokens.set(roToken, false) }},
+	{"expired session",
+		func(f *fixture) http.Header {
+			start, _ := f.srv.LoginURL()
+			return f.sessionHeader(f.spendLink(start))
+		},
+		func(_ *fixture, clock *testClock) { clock.add(SessionLifetime) }},
+}
+
 // TestStreamEndsWithItsCredential: an open stream sends nothing more once the credential it was opened with would
 // no longer open it — a revoked token, the session of a revoked token, an expired session — and ends.
 func TestStreamEndsWithItsCredential(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		auth func(f *fixture) http.Header
-		end  func(f *fixture, clock *testClock)
-	}{
-		{"revoked token",
-			func(*fixture) http.Header { return http.Header{"Authorization": {"Bearer " + roToken}} },
-			func(f *fixture, _ *testClock) { f.tokens.set(roToken, false) }},
-		{"session of a revoked token",
-			func(f *fixture) http.Header {
-				return f.sessionHeader(f.spendLink(f.mintLink(roToken)))
-			},
-			func(f *fixture, _ *testClock) { f.tokens.set(roToken, false) }},
-		{"expired session",
-			func(f *fixture) http.Header {
-				start, _ := f.srv.LoginURL()
-				return f.sessionHeader(f.spendLink(start))
-			},
-			func(_ *fixture, clock *testClock) { clock.add(SessionLifetime) }},
-	} {
+	for _, tc := range credentialEnds {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := new(testClock).set(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 			f := newFixture(t, Options{Now: clock.Now})
@@ -65,6 +69,32 @@ func TestStreamEndsWithItsCredential(t *testing.T) {
 			usage(f, 2)
 			ends(t, frames)
 			require.Zero(t, f.srv.streams.open(), "the stream's place is given back before its response ends")
+		})
+	}
+}
+
+// TestAnIdleStreamSendsNoKeepAliveOnceItsCredentialIsGone: a live stream that had nothing to send wrote its next
+// keep-alive before it checked its credential again, so a revoked token's or an expired session's stream was sent
+// one more keep-alive, where docs/security.md has the stream recheck its credential at every keep-alive. It now ends
+// at its next keep-alive without writing it.
+func TestAnIdleStreamSendsNoKeepAliveOnceItsCredentialIsGone(t *testing.T) {
+	const keepAlive = 250 * time.Millisecond
+	for _, tc := range credentialEnds {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := new(testClock).set(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+			f := newFixture(t, Options{Now: clock.Now, KeepAlive: keepAlive})
+			lines := openStreamLinesWith(t, f, "/api/v1/stream", tc.auth(f))
+			awaitLine(t, lines, keepAliveLine) // the stream is live and idle
+			idle := time.Now()
+			tc.end(f, clock)
+			if time.Since(idle) >= keepAlive/2 {
+				// NB: the next keep-alive may then have been written before the credential went, which is no defect.
+				t.Skip("the credential went too long after a keep-alive to tell which came first")
+			}
+			for l := range lines {
+				require.Empty(t, l, "the stream wrote after its credential went")
+			}
+			require.Zero(t, f.srv.streams.open(), "the stream ended")
 		})
 	}
 }

@@ -16,11 +16,19 @@ import (
 // comments included (openStream's frames leave them out); it ends with the test.
 func openStreamLines(t *testing.T, f *fixture, path string) <-chan string {
 	t.Helper()
+	return openStreamLinesWith(t, f, path, http.Header{"Authorization": {"Bearer " + roToken}})
+}
+
+// openStreamLinesWith is openStreamLines with the credential in header.
+func openStreamLinesWith(t *testing.T, f *fixture, path string, header http.Header) <-chan string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.web.URL+path, nil)
 	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+roToken)
+	for k, v := range header {
+		req.Header[k] = v
+	}
 	resp, err := f.web.Client().Do(req)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
