@@ -448,6 +448,20 @@ func TestSessionsExpire(t *testing.T) {
 	require.False(t, ok)
 }
 
+// TestASecretWithoutExpiryIsNeverValid: a secret added with a zero expiry never expired, a handling every code
+// and session once minted without one relied on and none does now: a code minted so by mistake would open a session
+// until used or crewd stopped. A secret is now valid only before its expiry, and a zero one has passed.
+func TestASecretWithoutExpiryIsNeverValid(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	ss := newSecrets(3, 3, func(string) bool { return true })
+	sec := ss.add(keyAdmin, time.Time{}, now)
+	_, ok := ss.valid(digestOf(sec), now)
+	require.False(t, ok, "valid")
+	sec = ss.add(keyAdmin, time.Time{}, now)
+	_, ok = ss.spend(sec, now)
+	require.False(t, ok, "spent")
+}
+
 func TestSecretsAreBounded(t *testing.T) {
 	now := time.Now()
 	ss := newSecrets(3, 3, func(string) bool { return true })

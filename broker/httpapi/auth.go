@@ -206,9 +206,10 @@ func (s *Server) credentialValid(key string) bool {
 // its share drops its own that expires first, so one token's many logins cannot push out another's; a full set
 // drops, of the owners that hold the most, the one that expires first, so tokens that each keep their share and
 // together fill the set push out one another's, never the secret of an owner that holds fewer (the admin's one
-// link, say). A zero expiry never expires. A secret whose owner is no longer valid (live: a
-// revoked token) is refused anyway, so it is dropped as an expired one is, at the next add: otherwise a revoked
-// token's sessions would hold their places for days, and a full set would drop a valid credential's for a login.
+// link, say). Every secret expires (NB: a zero expiry has passed: nothing is minted to last until used or crewd
+// stops). A secret whose owner is no longer valid (live: a revoked token) is refused anyway, so it is dropped as an
+// expired one is, at the next add: otherwise a revoked token's sessions would hold their places for days, and a full
+// set would drop a valid credential's for a login.
 type secrets struct {
 	mu          sync.Mutex
 	max         int
@@ -222,13 +223,13 @@ type secretEntry struct {
 	owner string
 }
 
-func (e secretEntry) expired(now time.Time) bool { return !e.exp.IsZero() && !now.Before(e.exp) }
+func (e secretEntry) expired(now time.Time) bool { return !now.Before(e.exp) }
 
 func newSecrets(max, maxPerOwner int, live func(owner string) bool) *secrets {
 	return &secrets{max: max, maxPerOwner: min(max, maxPerOwner), live: live, m: make(map[string]secretEntry)}
 }
 
-// add mints a secret of owner valid until exp (zero: no expiry) and returns it; only its digest is kept. The
+// add mints a secret of owner valid until exp and returns it; only its digest is kept. The
 // expired secrets and those of owners no longer live go first.
 func (ss *secrets) add(owner string, exp time.Time, now time.Time) string {
 	sec := newSecret()
@@ -275,8 +276,7 @@ func (ss *secrets) liveOwners() map[string]bool {
 	return owners
 }
 
-// dropFirstExpiring removes, of the candidate entries, the one that expires first (one that never expires
-// last). Under ss.mu.
+// dropFirstExpiring removes, of the candidate entries, the one that expires first. Under ss.mu.
 func (ss *secrets) dropFirstExpiring(candidate func(secretEntry) bool) {
 	var (
 		first string
@@ -286,7 +286,7 @@ func (ss *secrets) dropFirstExpiring(candidate func(secretEntry) bool) {
 		if !candidate(e) {
 			continue
 		}
-		if first == "" || !e.exp.IsZero() && (at.IsZero() || e.exp.Before(at)) {
+		if first == "" || e.exp.Before(at) {
 			first, at = d, e.exp
 		}
 	}
