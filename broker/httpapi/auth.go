@@ -382,8 +382,9 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	if !ok || !s.credentialValid(owner) {
 		w.Header().Set("Cache-Control", "no-store")
-		http.Error(w, "crewlog: this login link is not valid, was already used or has expired (a link is valid 10 "+
-			"minutes, the one crewd prints at start too); `crewctl dashboard` prints another", http.StatusUnauthorized)
+		http.Error(w, fmt.Sprintf("crewlog: this login link is not valid, was already used or has expired (a link is "+
+			"valid %d minutes, the one crewd prints at start too); `crewctl dashboard` prints another",
+			LoginCodeLifetime/time.Minute), http.StatusUnauthorized)
 		return
 	}
 	sess := s.sessions.add(owner, now.Add(SessionLifetime), now)
