@@ -20,18 +20,19 @@ import (
 // imported event at or before at that lies after the first later one, and stop past it. PositionAt reads the
 // events in order up to the answer, O(the answer), as a fold up to it reads them anyway.
 //
-// ctx ends the read: the error then wraps ctx.Err(). With an error, the number returned is not a position but the
-// events read before it stopped, for a caller that counts what it has the log read.
-func PositionAt(ctx context.Context, l *eventlog.Log, head uint64, at time.Time) (uint64, error) {
+// read is the events it read, for a caller that counts what it has the log read: pos + 1 when it stopped at a later
+// event (that one read too), with an error those read before it stopped (pos is then 0).
+//
+// ctx ends the read: the error then wraps ctx.Err().
+func PositionAt(ctx context.Context, l *eventlog.Log, head uint64, at time.Time) (pos, read uint64, err error) {
 	ns := nanos(at)
 	it := l.ReadTransient(1)
 	defer it.Close()
-	pos, read := uint64(0), uint64(0)
 	for pos < head && it.Next() {
 		read++
 		if pos%positionAtCheckEvery == 0 {
 			if err := ctx.Err(); err != nil {
-				return read, fmt.Errorf("audit: position at %s: %w", at.Format(time.RFC3339Nano), err)
+				return 0, read, fmt.Errorf("audit: position at %s: %w", at.Format(time.RFC3339Nano), err)
 			}
 		}
 		if it.Event().Time > ns {
@@ -40,9 +41,9 @@ func PositionAt(ctx context.Context, l *eventlog.Log, head uint64, at time.Time)
 		pos++
 	}
 	if err := it.Close(); err != nil {
-		return read, err
+		return 0, read, err
 	}
-	return pos, nil
+	return pos, read, nil
 }
 
 // positionAtCheckEvery is how many events PositionAt reads between two looks at its context: often enough to stop

@@ -250,9 +250,10 @@ func TestPositionAtWithImportedTimes(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	read, err := audit.PositionAt(ctx, l, uint64(len(times)), time.Unix(0, times[len(times)-1]))
+	pos, read, err := audit.PositionAt(ctx, l, uint64(len(times)), time.Unix(0, times[len(times)-1]))
 	require.ErrorIs(t, err, context.Canceled)
-	require.Equal(t, uint64(1), read, "the events read before it looked at its context, not a position")
+	require.Zero(t, pos)
+	require.Equal(t, uint64(1), read, "the events read before it looked at its context")
 }
 
 // TestPositionAtOutsideEventTimes: a time before 1678 or after 2262 has no unix nanoseconds (event times are int64
@@ -271,9 +272,10 @@ func TestPositionAtOutsideEventTimes(t *testing.T) {
 		{time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC), 0},
 		{time.Time{}, 0}, // given, the zero time is a time like any other
 	} {
-		got, err := audit.PositionAt(t.Context(), l, head, tc.at)
+		got, read, err := audit.PositionAt(t.Context(), l, head, tc.at)
 		require.NoError(t, err)
 		require.Equal(t, tc.want, got, "at %s", tc.at)
+		require.Equal(t, min(tc.want+1, head), read, "at %s: up to the first later event, that one included", tc.at)
 		res, err := audit.Replay(l, audit.ReplayOptions{At: &tc.at})
 		require.NoError(t, err)
 		require.Equal(t, tc.want, res.State.Position, "replay at %s", tc.at)
@@ -302,9 +304,10 @@ func requireStopBeforeLater(t *testing.T, l *eventlog.Log, times []int64, at int
 	for want < head && times[want] <= at {
 		want++
 	}
-	got, err := audit.PositionAt(t.Context(), l, head, time.Unix(0, at))
+	got, read, err := audit.PositionAt(t.Context(), l, head, time.Unix(0, at))
 	require.NoError(t, err)
 	require.Equal(t, want, got, "at %d", at)
+	require.Equal(t, min(want+1, head), read, "at %d: up to the first later event, that one included", at)
 	if replay {
 		stop := time.Unix(0, at)
 		res, err := audit.Replay(l, audit.ReplayOptions{At: &stop})

@@ -8,17 +8,17 @@ import (
 )
 
 // A rebuild (state?at, explain) reads its run's events from the log and folds them, O(the run), in the one rebuild
-// slot; state?at=TIME reads the log's events up to its time first. One unit a request let a read-only token keep
-// the slot and a core busy with rebuilds back to back, whatever the pace. So a paced read that rebuilds is charged,
-// as one that reads a cold run back is (pacing.go), the events it read: its run's from the state it started on to
-// its position, and the log's up to a time it resolved. A rebuild that stops before its end (its client left, its
-// credential went) keeps nothing, but the fold and the time's read count the events they had read by then
-// (projections.FoldStoppedError, audit.PositionAt's answer with its error): it is charged those, every event the
-// server read for it, so leaving early saves the token only what was not read, and a request abandoned at once is
-// not charged the whole log. A fold that failed otherwise (a read of the log) is charged the most it could have
-// read, its run's events at the head. Explain also reads its decision's events before it folds, from
-// audit.ExplainReach of them before its position (from thousands before, for the longest decisions), each charged
-// as well, whether or not a fold follows.
+// slot; state?at=TIME reads the log's events up to its time first. One unit a request let a read-only token keep the
+// slot and a core busy with rebuilds back to back, whatever the pace. So a paced read that rebuilds is charged, as
+// one that reads a cold run back is (pacing.go), the events it read: its run's from the state it started on to its
+// position, and the log's up to the first later than a time it resolved, that one included (audit.PositionAt's read).
+// A rebuild that stops before its end (its client left, its credential went) keeps nothing, but the fold and the
+// time's read count the events they had read by then (projections.FoldStoppedError, audit.PositionAt's read with its
+// error): it is charged those, every event the server read for it, so leaving early saves the token only what was not
+// read, and a request abandoned at once is not charged the whole log. A fold that failed otherwise (a read of the
+// log) is charged the most it could have read, its run's events at the head. Explain also reads its decision's events
+// before it folds, from audit.ExplainReach of them before its position (from thousands before, for the longest
+// decisions), each charged as well, whether or not a fold follows.
 
 // chargeFold charges the read of ctx with the events of run a rebuild folded into folded, on from base (nil: the
 // run's first event), or, when it stopped first (folded nil), those its error says it read. run "" is no fold.

@@ -69,10 +69,17 @@ func TestRebuildsArePacedByTheEventsTheyRead(t *testing.T) {
 			return 1
 		}},
 		{"state?at a time", func(t *testing.T, f *fixture) int {
-			at := audittest.Epoch.Add(8 * time.Second).Format(time.RFC3339)
-			st := requireRO(t, f, budgetRun+"/state?at="+url.QueryEscape(at))
+			at := audittest.Epoch.Add(8 * time.Second)
+			st := requireRO(t, f, budgetRun+"/state?at="+url.QueryEscape(at.Format(time.RFC3339)))
 			pos := uint64(st["position"].(float64))
-			return 1 + int(pos) + runEventsUpTo(t, f, run, pos)
+			require.Less(t, pos, f.eng.Head(), "the lookup stops at a later event")
+			return 1 + timeLookupReads(t, f, at) + runEventsUpTo(t, f, run, pos)
+		}},
+		{"state?at a time after every event", func(t *testing.T, f *fixture) int {
+			at := time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
+			st := requireRO(t, f, budgetRun+"/state?at="+url.QueryEscape(at.Format(time.RFC3339)))
+			require.Equal(t, f.eng.Head(), uint64(st["position"].(float64)))
+			return 1 + timeLookupReads(t, f, at) // the published state's: no fold
 		}},
 		{"explain", func(t *testing.T, f *fixture) int {
 			path := explainPath(t, f)
@@ -110,6 +117,23 @@ func TestRebuildsArePacedByTheEventsTheyRead(t *testing.T) {
 			require.Equal(t, map[string][]int{ro: {want}}, pacer.charges())
 		})
 	}
+}
+
+// timeLookupReads is the events a state?at of time at reads of the log to find its position: every event up to the
+// first later than at, that one included, or up to the head.
+func timeLookupReads(t *testing.T, f *fixture, at time.Time) int {
+	t.Helper()
+	it := f.log.Read(1)
+	defer it.Close()
+	n := 0
+	for n < int(f.eng.Head()) && it.Next() {
+		n++
+		if it.Event().Time > at.UnixNano() {
+			break
+		}
+	}
+	require.NoError(t, it.Close())
+	return n
 }
 
 // explainSearch is the events the explain at path, answered ex, read of the log to find its decision: the event at

@@ -120,12 +120,12 @@ func (s *Server) runAtTime(ctx context.Context, p principal, runID string, head 
 		return 0, nil, false, err
 	}
 	defer done()
-	pos, err = audit.PositionAt(ctx, s.opts.Log, head, t)
+	pos, read, err := audit.PositionAt(ctx, s.opts.Log, head, t)
+	// NB: what it read: up to the first event later than t, that one included, or up to where it stopped
+	chargeRead(ctx, int64(read))
 	if err != nil {
-		chargeRead(ctx, int64(pos)) // NB: with its error, the events it read before it stopped
 		return 0, nil, false, credentialGoneFrom(ctx, err)
 	}
-	chargeRead(ctx, int64(pos)) // the log's events up to pos
 	if pos == 0 || pos >= head {
 		return pos, nil, false, nil
 	}
