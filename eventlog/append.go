@@ -104,8 +104,17 @@ func (l *Log) stageBatch(ws []Write, base *pebble.Batch, extra func(*pebble.Batc
 	if l.opts.ReadOnly {
 		return nil, ErrReadOnly
 	}
-	if err := l.awaitPendingSync(); err != nil {
-		return nil, err
+	if sync {
+		if l.opts.beforeSyncedHandOff != nil {
+			l.opts.beforeSyncedHandOff()
+		}
+		// NB: derived.mu from the check of the pending sync to the hand-off, so that no write made without a sync
+		// reaches Pebble between them (derived_sync.go); an unsynced append holds it already (appendUnsynced).
+		l.derived.mu.Lock()
+		defer l.derived.mu.Unlock()
+		if err := l.awaitDerivedLocked(); err != nil {
+			return nil, err
+		}
 	}
 	b, first, recorded, last, err := l.stage(ws, base, extra, sync)
 	if err != nil {

@@ -3,7 +3,6 @@ package eventlog
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -16,8 +15,9 @@ import (
 // WAL's background without a sync: an error there (a full disk) reaches no one, the WAL keeps it, and Pebble panics
 // on a later record that meets it, however much space there is by then. So each derived write is followed by a sync
 // it does not wait for; the next derived write (or unsynced append) awaits it before it hands anything to Pebble, as
-// do the writes that sync (applySynced), the synced appends (awaitPendingSync) and Close, and a failed one fails the
-// log stop. NB: not awaited at once: a fold from position 1 writes summaries at every eviction pass, thousands of
+// do the writes that sync (applySynced), the synced appends (stageBatch) and Close, and a failed one fails the log
+// stop. Each holds mu from that wait to its hand-off: a write made without a sync between them would put its record
+// in the WAL before theirs with none awaiting its sync, and a failed one would make Pebble panic as above. NB: not awaited at once: a fold from position 1 writes summaries at every eviction pass, thousands of
 // them in a long log, and a wait for each fsync would add as many to the rebuild; an unsynced copy would wait for the
 // fsync its source already made.
 //
@@ -25,9 +25,8 @@ import (
 // the next write: the last write of a pass may be followed by none for a long time.
 type derivedSync struct {
 	mu sync.Mutex
-	// pending is the sync after the last write made without one; nil when it was awaited. Set under mu; the synced
-	// appends read it without mu (awaitPendingSync).
-	pending atomic.Pointer[pendingSync]
+	// pending is the sync after the last write made without one; nil when it was awaited. Guarded by mu.
+	pending *pendingSync
 }
 
 // pendingSync is a sync requested without waiting for it, which any number of writers may await.
@@ -106,7 +105,7 @@ func (l *Log) requestSyncLocked() error {
 		p.err = err
 		close(p.done)
 	}()
-	l.derived.pending.Store(p)
+	l.derived.pending = p
 	return nil
 }
 
@@ -118,31 +117,11 @@ func (l *Log) awaitDerived() error {
 }
 
 func (l *Log) awaitDerivedLocked() error {
-	p := l.derived.pending.Load()
+	p := l.derived.pending
 	if p == nil {
 		return nil
 	}
 	err := p.wait()
-	l.derived.pending.Store(nil)
+	l.derived.pending = nil
 	return err
-}
-
-// awaitPendingSync is what a synced append does before it takes l.mu: it waits for the sync after the last write
-// made without one, if that is still pending, and is refused when it failed. Pebble's WAL keeps the error of a write
-// it made in its background and takes it up at the next record that starts a new block, panicking on the record
-// after that: an append that did not wait, and one staged behind it before the failure is recorded, would meet it.
-// NB: without derived.mu, which a derived write holds while it awaits a sync and which is taken before l.mu
-// (derived.mu → l.mu); and at the cost of one atomic load when nothing is pending, as on the hot path of a busy
-// run, whose views and summaries are written when it goes cold. It leaves the pending sync to the next write made
-// without one to clear, but for one that succeeded, which it clears if no other has replaced it.
-func (l *Log) awaitPendingSync() error {
-	p := l.derived.pending.Load()
-	if p == nil {
-		return nil
-	}
-	if err := p.wait(); err != nil {
-		return err
-	}
-	l.derived.pending.CompareAndSwap(p, nil)
-	return nil
 }

@@ -3,6 +3,7 @@ package eventlog
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -126,13 +127,7 @@ func TestAWriteLeftUnsyncedFailsTheLogWithoutALaterWrite(t *testing.T) {
 // the same call.)
 func TestSyncedAppendsAfterAFailedUnsyncedWriteAwaitItsSync(t *testing.T) {
 	big := make([]byte, 40<<10) // more than a WAL block (32 KiB): each write of it moves the WAL to a new block
-	unsynced := map[string]func(l *Log) error{
-		"view": func(l *Log) error { return l.SaveView("run", 20, big) },
-		"unsynced copy": func(l *Log) error {
-			_, err := l.AppendFromUnsynced(1, Write{Events: []Event{{Stream: "run", Type: "test.big", Payload: big}}})
-			return err
-		},
-	}
+	unsynced := bigUnsyncedWrites(big)
 	bigWrite := func(id string) Write {
 		return Write{CommandID: id, Events: []Event{{Stream: "run", Type: "test.big", Payload: big}}}
 	}
@@ -198,21 +193,120 @@ func TestSyncedAppendsAfterAFailedUnsyncedWriteAwaitItsSync(t *testing.T) {
 				require.Nil(t, r.panicked, "an append reached Pebble's WAL after its write error")
 				require.ErrorIs(t, r.first, ErrFailed)
 				require.ErrorIs(t, r.next, ErrFailed)
-				select {
-				case <-l.Failed():
-				default:
-					t.Fatal("the log did not fail stop")
-				}
-				require.ErrorIs(t, l.Err(), errorfs.ErrInjected)
-				_ = l.Close()
-
-				reopened := reopenTenAcked(t, mem)
-				defer reopened.Close()
-				for _, id := range []string{"first", "second"} {
-					_, err = reopened.Outcome("", id)
-					require.ErrorIs(t, err, ErrNotFound, "a refused append left no trace")
-				}
+				requireFailedStopWithoutTrace(t, l, mem, "first", "second")
 			})
 		}
+	}
+}
+
+// Synced appends on their way to Pebble, with no sync pending, when a write made without one (a view, an unsynced
+// copy's append) overtakes them and its bytes fail to reach the WAL, are refused (ErrFailed) and the log fails stop:
+// none meets the WAL's error, which Pebble takes up at the next record that starts a new block (the first append's)
+// and panics on at the record after that (the second's). The appends are held just before their hand-off while the
+// write is made, and the failure of its sync is held back from being recorded until they have had their chance to
+// reach Pebble: each must await that sync, and check for it in one step with its hand-off.
+func TestSyncedAppendsRacingAFailedUnsyncedWriteDoNotMeetItsError(t *testing.T) {
+	big := make([]byte, 40<<10) // more than a WAL block (32 KiB): each write of it moves the WAL to a new block
+	unsynced := bigUnsyncedWrites(big)
+	for name, write := range unsynced {
+		t.Run(name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			toggle, injected := walWriteFaults()
+			reached, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			var hold atomic.Bool
+			atHandOff := make(chan chan struct{})
+			l, err := Open("db", &Options{FS: errorfs.Wrap(mem, toggle),
+				beforeDerivedSyncOutcome: func() { once.Do(func() { close(reached); <-release }) },
+				beforeSyncedHandOff: func() {
+					if hold.Load() {
+						gate := make(chan struct{})
+						atHandOff <- gate
+						<-gate
+					}
+				},
+			})
+			require.NoError(t, err)
+			for i := 0; i < 10; i++ {
+				_, err := l.Append(Write{CommandID: fmt.Sprintf("ok-%d", i), Events: evs("run", 2)})
+				require.NoError(t, err)
+			}
+
+			type staged struct {
+				s        *Staged
+				err      error
+				panicked any
+			}
+			hold.Store(true)
+			stages := make(chan staged, 2)
+			for _, id := range []string{"first", "second"} {
+				go func() {
+					var r staged
+					defer func() { r.panicked = recover(); stages <- r }()
+					r.s, r.err = l.Stage(Write{CommandID: id, Events: []Event{{Stream: "run", Type: "test.big", Payload: big}}})
+				}()
+			}
+			gates := []chan struct{}{<-atHandOff, <-atHandOff} // both checked: nothing pending
+			hold.Store(false)
+
+			toggle.On()
+			require.NoError(t, write(l), "its WAL write is Pebble's background's")
+			<-injected
+			toggle.Off()
+			<-reached // its sync is over, its failure not yet recorded
+
+			var got []staged
+			for _, gate := range gates { // one at a time: the first staged, the second staged behind it
+				close(gate)
+				select {
+				case r := <-stages:
+					got = append(got, r)
+				case <-time.After(200 * time.Millisecond): // NB: it awaits the pending sync
+				}
+			}
+			close(release)
+			for len(got) < len(gates) {
+				got = append(got, <-stages)
+			}
+			for i, r := range got {
+				require.Nil(t, r.panicked, "append %d reached Pebble's WAL after its write error", i)
+				if r.err == nil {
+					_, r.err = r.s.Wait()
+				}
+				require.ErrorIs(t, r.err, ErrFailed, "append %d", i)
+			}
+			requireFailedStopWithoutTrace(t, l, mem, "first", "second")
+		})
+	}
+}
+
+// requireFailedStopWithoutTrace requires that l failed stop on an injected error, closes it, and requires that the
+// store reopened from mem holds the ten acknowledged appends and none of the refused commands.
+func requireFailedStopWithoutTrace(t *testing.T, l *Log, mem vfs.FS, refused ...string) {
+	t.Helper()
+	select {
+	case <-l.Failed():
+	default:
+		t.Fatal("the log did not fail stop")
+	}
+	require.ErrorIs(t, l.Err(), errorfs.ErrInjected)
+	_ = l.Close()
+
+	reopened := reopenTenAcked(t, mem)
+	defer reopened.Close()
+	for _, id := range refused {
+		_, err := reopened.Outcome("", id)
+		require.ErrorIs(t, err, ErrNotFound, "a refused append left no trace")
+	}
+}
+
+// bigUnsyncedWrites are the writes made without a sync, a view and an unsynced copy's append, each of big.
+func bigUnsyncedWrites(big []byte) map[string]func(l *Log) error {
+	return map[string]func(l *Log) error{
+		"view": func(l *Log) error { return l.SaveView("run", 20, big) },
+		"unsynced copy": func(l *Log) error {
+			_, err := l.AppendFromUnsynced(1, Write{Events: []Event{{Stream: "run", Type: "test.big", Payload: big}}})
+			return err
+		},
 	}
 }

@@ -47,9 +47,11 @@
 //     these, the next synced write, an append included, and Close: an
 //     error of a write left to the WAL's background would reach no one but
 //     the next writes, as a panic (derived_sync.go). An append awaits it
-//     only while one is pending, before it takes the log's lock, so a run's
-//     appends that follow no view or summary pay nothing for it and keep
-//     staging while one syncs. Failed and Err tell a writer
+//     only while one is pending, and holds the lock the writes made without
+//     a sync take from that wait to its hand-off to Pebble, so that none
+//     comes between: a run's appends that follow no view or summary pay one
+//     uncontended lock for it and keep staging while one syncs (the lock is
+//     not held through the sync). Failed and Err tell a writer
 //     that keeps state of the log (the commands engine) of the failure at
 //     once, whichever write met it.
 //
