@@ -17,9 +17,10 @@ import (
 // it does not wait for; the next derived write (or unsynced append) awaits it before it hands anything to Pebble, as
 // do the writes that sync (applySynced), the synced appends (stageBatch) and Close, and a failed one fails the log
 // stop. Each holds mu from that wait to its hand-off: a write made without a sync between them would put its record
-// in the WAL before theirs with none awaiting its sync, and a failed one would make Pebble panic as above. NB: not awaited at once: a fold from position 1 writes summaries at every eviction pass, thousands of
-// them in a long log, and a wait for each fsync would add as many to the rebuild; an unsynced copy would wait for the
-// fsync its source already made.
+// in the WAL before theirs with none awaiting its sync, and a failed one would make Pebble panic as above. NB: not
+// awaited at once: a fold from position 1 writes summaries at every eviction pass, thousands of them in a long log,
+// and a wait for each fsync would add as many to the rebuild; an unsynced copy would wait for the fsync its source
+// already made.
 //
 // The sync is awaited in the background too, so that its failure fails the log stop at once (Failed), not only at
 // the next write: the last write of a pass may be followed by none for a long time.

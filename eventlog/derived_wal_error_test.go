@@ -199,84 +199,106 @@ func TestSyncedAppendsAfterAFailedUnsyncedWriteAwaitItsSync(t *testing.T) {
 	}
 }
 
-// Synced appends on their way to Pebble, with no sync pending, when a write made without one (a view, an unsynced
+// Synced writes on their way to Pebble, with no sync pending, when a write made without one (a view, an unsynced
 // copy's append) overtakes them and its bytes fail to reach the WAL, are refused (ErrFailed) and the log fails stop:
-// none meets the WAL's error, which Pebble takes up at the next record that starts a new block (the first append's)
-// and panics on at the record after that (the second's). The appends are held just before their hand-off while the
-// write is made, and the failure of its sync is held back from being recorded until they have had their chance to
-// reach Pebble: each must await that sync, and check for it in one step with its hand-off.
-func TestSyncedAppendsRacingAFailedUnsyncedWriteDoNotMeetItsError(t *testing.T) {
+// none meets the WAL's error, which Pebble takes up at the next record that starts a new block (the first write's)
+// and panics on at the record after that (the second's); nor does a third, once the failure is recorded. The writes
+// are held just before their hand-off while the write is made, and the failure of its sync is held back from being
+// recorded until they have had their chance to reach Pebble: each must await that sync, and check for it in one step
+// with its hand-off. So must a synced write that is not an append (a snapshot's sync of the WAL, a count of
+// summaries, a format step's last batch).
+func TestSyncedWritesRacingAFailedUnsyncedWriteDoNotMeetItsError(t *testing.T) {
 	big := make([]byte, 40<<10) // more than a WAL block (32 KiB): each write of it moves the WAL to a new block
-	unsynced := bigUnsyncedWrites(big)
-	for name, write := range unsynced {
-		t.Run(name, func(t *testing.T) {
-			mem := vfs.NewMem()
-			toggle, injected := walWriteFaults()
-			reached, release := make(chan struct{}), make(chan struct{})
-			var once sync.Once
-			var hold atomic.Bool
-			atHandOff := make(chan chan struct{})
-			l, err := Open("db", &Options{FS: errorfs.Wrap(mem, toggle),
-				beforeDerivedSyncOutcome: func() { once.Do(func() { close(reached); <-release }) },
-				beforeSyncedHandOff: func() {
-					if hold.Load() {
-						gate := make(chan struct{})
-						atHandOff <- gate
-						<-gate
-					}
-				},
-			})
-			require.NoError(t, err)
-			for i := 0; i < 10; i++ {
-				_, err := l.Append(Write{CommandID: fmt.Sprintf("ok-%d", i), Events: evs("run", 2)})
+	// Each synced write returns what awaits its sync, if it is left to await.
+	synced := map[string]func(l *Log, id string) (wait func() error, err error){
+		"stage": func(l *Log, id string) (func() error, error) {
+			s, err := l.Stage(Write{CommandID: id, Events: []Event{{Stream: "run", Type: "test.big", Payload: big}}})
+			if err != nil {
+				return nil, err
+			}
+			return func() error { _, err := s.Wait(); return err }, nil
+		},
+		"commit synced": func(l *Log, _ string) (func() error, error) { // as a snapshot's, a summaries count's
+			b := l.db.NewBatch()
+			_ = b.LogData(big, nil)
+			return nil, l.commitSynced(b)
+		},
+	}
+	for uname, write := range bigUnsyncedWrites(big) {
+		for sname, syncedWrite := range synced {
+			t.Run(uname+" overtaking "+sname, func(t *testing.T) {
+				mem := vfs.NewMem()
+				toggle, injected := walWriteFaults()
+				reached, release := make(chan struct{}), make(chan struct{})
+				var once sync.Once
+				var hold atomic.Bool
+				atHandOff := make(chan chan struct{})
+				l, err := Open("db", &Options{FS: errorfs.Wrap(mem, toggle),
+					beforeDerivedSyncOutcome: func() { once.Do(func() { close(reached); <-release }) },
+					beforeSyncedHandOff: func() {
+						if hold.Load() {
+							gate := make(chan struct{})
+							atHandOff <- gate
+							<-gate
+						}
+					},
+				})
 				require.NoError(t, err)
-			}
-
-			type staged struct {
-				s        *Staged
-				err      error
-				panicked any
-			}
-			hold.Store(true)
-			stages := make(chan staged, 2)
-			for _, id := range []string{"first", "second"} {
-				go func() {
-					var r staged
-					defer func() { r.panicked = recover(); stages <- r }()
-					r.s, r.err = l.Stage(Write{CommandID: id, Events: []Event{{Stream: "run", Type: "test.big", Payload: big}}})
-				}()
-			}
-			gates := []chan struct{}{<-atHandOff, <-atHandOff} // both checked: nothing pending
-			hold.Store(false)
-
-			toggle.On()
-			require.NoError(t, write(l), "its WAL write is Pebble's background's")
-			<-injected
-			toggle.Off()
-			<-reached // its sync is over, its failure not yet recorded
-
-			var got []staged
-			for _, gate := range gates { // one at a time: the first staged, the second staged behind it
-				close(gate)
-				select {
-				case r := <-stages:
-					got = append(got, r)
-				case <-time.After(200 * time.Millisecond): // NB: it awaits the pending sync
+				for i := 0; i < 10; i++ {
+					_, err := l.Append(Write{CommandID: fmt.Sprintf("ok-%d", i), Events: evs("run", 2)})
+					require.NoError(t, err)
 				}
-			}
-			close(release)
-			for len(got) < len(gates) {
-				got = append(got, <-stages)
-			}
-			for i, r := range got {
-				require.Nil(t, r.panicked, "append %d reached Pebble's WAL after its write error", i)
-				if r.err == nil {
-					_, r.err = r.s.Wait()
+
+				type handedOff struct {
+					wait     func() error
+					err      error
+					panicked any
 				}
-				require.ErrorIs(t, r.err, ErrFailed, "append %d", i)
-			}
-			requireFailedStopWithoutTrace(t, l, mem, "first", "second")
-		})
+				hold.Store(true)
+				ids := []string{"first", "second", "third"}
+				handOffs := make(chan handedOff, len(ids))
+				for _, id := range ids {
+					go func() {
+						var r handedOff
+						defer func() { r.panicked = recover(); handOffs <- r }()
+						r.wait, r.err = syncedWrite(l, id)
+					}()
+				}
+				gates := make([]chan struct{}, len(ids))
+				for i := range gates {
+					gates[i] = <-atHandOff // on its way, nothing pending
+				}
+				hold.Store(false)
+
+				toggle.On()
+				require.NoError(t, write(l), "its WAL write is Pebble's background's")
+				<-injected
+				toggle.Off()
+				<-reached // its sync is over, its failure not yet recorded
+
+				var got []handedOff
+				for _, gate := range gates { // one at a time, each handed off behind the one before
+					close(gate)
+					select {
+					case r := <-handOffs:
+						got = append(got, r)
+					case <-time.After(200 * time.Millisecond): // NB: it awaits the pending sync
+					}
+				}
+				close(release)
+				for len(got) < len(gates) {
+					got = append(got, <-handOffs)
+				}
+				for i, r := range got {
+					require.Nil(t, r.panicked, "write %d reached Pebble's WAL after its write error", i)
+					if r.err == nil && r.wait != nil {
+						r.err = r.wait()
+					}
+					require.ErrorIs(t, r.err, ErrFailed, "write %d", i)
+				}
+				requireFailedStopWithoutTrace(t, l, mem, ids...)
+			})
+		}
 	}
 }
 

@@ -76,9 +76,9 @@ type Options struct {
 	// one (derived_sync.go) once that sync is over and before its outcome is recorded: a test holds a failed sync's
 	// record back to force writes into that gap. Nil in production.
 	beforeDerivedSyncOutcome func()
-	// beforeSyncedHandOff, when set, is called by a synced append before it checks for the sync still pending after
-	// a write made without one and hands its batch to Pebble: a test forces such a write in just before them. Nil
-	// in production.
+	// beforeSyncedHandOff, when set, is called by a synced write (an append, applySynced's) before it checks for the
+	// sync still pending after a write made without one and hands its batch to Pebble: a test forces such a write in
+	// just before them. Nil in production.
 	beforeSyncedHandOff func()
 }
 

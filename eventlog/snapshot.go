@@ -123,16 +123,35 @@ func (l *Log) commitSynced(b *pebble.Batch) error {
 // through it. NB: a write Pebble makes without a sync is written to the WAL in the background, and an error there (a
 // full disk) reaches no one: the WAL keeps it, and Pebble panics on a later record that meets it, however much space
 // there is by then. Synced, the error reaches the writer, and the log fails stop before anything meets it. The sync
-// after the last derived write is awaited first (derivedSync).
+// after the last derived write is awaited first (handOffSynced).
 func (l *Log) applySynced(b *pebble.Batch) error {
-	if err := l.awaitDerived(); err != nil {
+	if err := l.handOffSynced(b); err != nil {
 		return err
 	}
-	err := l.db.ApplyNoSyncWait(b, pebble.Sync)
-	if err == nil {
-		err = b.SyncWait()
+	if err := b.SyncWait(); err != nil {
+		l.fail(err)
+		return fmt.Errorf("%w: sync: %v", ErrFailed, err)
 	}
-	if err != nil {
+	return nil
+}
+
+// handOffSynced hands b to Pebble for a synced write without waiting for the sync, once the sync after the last
+// derived write is over, holding derived.mu from that wait to the hand-off so that no write made without a sync comes
+// between them (derivedSync). It is refused, ErrFailed or ErrClosed, when the log failed stop meanwhile, as an
+// append is: the WAL keeps the error.
+func (l *Log) handOffSynced(b *pebble.Batch) error {
+	if l.opts.beforeSyncedHandOff != nil {
+		l.opts.beforeSyncedHandOff()
+	}
+	l.derived.mu.Lock()
+	defer l.derived.mu.Unlock()
+	if err := l.awaitDerivedLocked(); err != nil {
+		return err
+	}
+	if err := l.writableDerived(); err != nil {
+		return err
+	}
+	if err := l.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
 		l.fail(err)
 		return fmt.Errorf("%w: sync: %v", ErrFailed, err)
 	}
