@@ -1,7 +1,11 @@
 package commands
 
 import (
+	"context"
+	"fmt"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,4 +43,62 @@ func TestAnEngineStopsWhenItsLogFailsStop(t *testing.T) {
 	}
 	require.ErrorIs(t, f.eng.Err(), ErrFailed)
 	require.ErrorContains(t, f.eng.Err(), errorfs.ErrInjected.Error())
+}
+
+// A flush that fails under the engine — a disk full past crewd's space guard refuses the flush's table, while the
+// WAL, its file recycled, still takes the commits — stops the engine at once, as a failed commit does: Err and Failed
+// say so (crewd's readiness, its exit for a restart), and the engine and its log close. Where the log went on, the
+// engine went on committing until Pebble held its writer back for good, waiting for a flush that never came, and
+// neither the engine's Close nor the log's returned.
+func TestAnEngineStopsWhenItsLogsFlushFails(t *testing.T) {
+	tableWrites := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasSuffix(op.Path, ".sst") && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
+			return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
+		}
+		return nil
+	})}
+	fs := errorfs.Wrap(vfs.NewMem(), tableWrites)
+	l, err := eventlog.Open("db", &eventlog.Options{FS: fs, MemTableSize: 256 << 10})
+	require.NoError(t, err)
+	e, err := Open(l, Options{Clock: newTestClock().Now, NewID: counterIDs(), ExpiryInterval: -1})
+	require.NoError(t, err)
+
+	tableWrites.On()
+	goal := strings.Repeat("g", 4000)
+	submitted := make(chan error, 1)
+	go func() {
+		// NB: four memtables' worth: Pebble holds writes back once two are queued for the flush.
+		for i := 0; i < 256; i++ {
+			_, err := e.Submit(context.Background(), Request{Actor: admin,
+				Command: &RunCreate{RunID: fmt.Sprintf("R%d", i), Team: "t", Goal: goal, Cwd: "/w"}})
+			if err != nil {
+				submitted <- err
+				return
+			}
+		}
+		submitted <- nil
+	}()
+	select {
+	case <-e.Failed():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the engine did not stop with its log")
+	}
+	require.ErrorIs(t, e.Err(), ErrFailed)
+	require.ErrorContains(t, e.Err(), syscall.ENOSPC.Error())
+	select {
+	case err := <-submitted:
+		require.ErrorIs(t, err, ErrFailed, "the commands after the failure are refused")
+	case <-time.After(10 * time.Second):
+		t.Fatal("a command waits in Pebble for the flush")
+	}
+	closed := make(chan error, 1)
+	go func() {
+		e.Close()
+		closed <- l.Close()
+	}()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the engine or its log does not close")
+	}
 }

@@ -55,6 +55,18 @@
 //     that keeps state of the log (the commands engine) of the failure at
 //     once, whichever write met it.
 //
+//   - A flush that fails (a full disk refusing its table) fails the log stop
+//     too, though it loses nothing (the WAL holds what it would have
+//     written): Pebble retries it without end, and holds every write back
+//     once two memtables wait for it, an append among them, with no way out
+//     but a flush that succeeds. Failed stop at the first failure, the log
+//     refuses every write long before that (a memtable later), and its
+//     writer stops with it; Close ends the retries. Each failed flush holds
+//     Pebble back for 100 ms before the next try (flush_failure.go), where
+//     it retried at once, tens of thousands of times a second. Open of a
+//     store whose recovered state the disk will not take waits so: Pebble's
+//     Open waits for that flush, and completes once the disk has space.
+//
 //   - SaveSnapshot is atomic and durable: a crash at any point leaves the
 //     previous snapshot or the new one, whole and sealed, never neither.
 //     The snapshot is ingested as a table of its own with the older ones
@@ -93,7 +105,8 @@
 //     killed part-way leaves it, and the next one beside it removes it.
 //
 //   - Pebble's errors reach the Logger at most once per 10 s per kind, with
-//     the count left out: a flush retried on a full disk does not flood it.
+//     the count left out: a flush retried on a full disk does not flood it
+//     (nor can it: its retries are paced, above).
 //     Its write stalls (writes held back until flushes or compactions catch
 //     up) reach it at most once a minute, with the count since the last line.
 //

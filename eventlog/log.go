@@ -119,6 +119,8 @@ func Open(dir string, opts *Options) (*Log, error) {
 	SetCompression(po)
 	stalls := newWriteStalls(o.Logger)
 	po.EventListener = stalls.listener()
+	flushes := &flushFailure{logger: po.Logger}
+	flushes.listen(po.EventListener)
 	if o.ReadOnly {
 		// A read-only open is the offline tools' (verify, replay): a table that fails its checksum is damage they
 		// report, as the error of the read that met it. Pebble's default is a fatal error, which made verify
@@ -162,6 +164,9 @@ func Open(dir string, opts *Options) (*Log, error) {
 			return nil, fmt.Errorf("eventlog: %w", err)
 		}
 	}
+	// NB: from here on, not before: a flush that fails while Open waits for it (the recovered state's) is retried
+	// until it succeeds, and the log it opens then has lost nothing.
+	flushes.log.Store(l)
 	return l, nil
 }
 

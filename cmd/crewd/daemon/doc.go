@@ -17,9 +17,10 @@
 //   - crewd makes a new store only where it hides no copy: a data directory without a store that is a store itself
 //     (a checkpoint), or that holds the staging directory of a crewctl restore, copy of a stream or backup that did
 //     not finish, is refused (exit 1) with what to do, and nothing is written there.
-//   - Below --min-free-mib of free space crewd does not start (Pebble never opens on a full disk, where its
-//     recovery flush retries without end), and while running it answers writes disk-full before Pebble fails;
-//     nothing refused is recorded, reads keep working.
+//   - Below --min-free-mib of free space crewd does not start (Pebble never opens on a full disk, where it waits
+//     for its recovery flush, retried a few times a second, until there is space), and while running it answers
+//     writes disk-full before Pebble fails; nothing refused is recorded, reads keep working. A flush that fails
+//     past that guard fails the log stop, as a failed commit does: the engine stops and crewd exits 1.
 //   - Opening the store and rebuilding the state end at the first SIGINT/SIGTERM or at --open-timeout (exit 1).
 //   - A commit error that stops the engine ends crewd: reads are answered for 2 s, then it shuts down and exits
 //     1, for its supervisor to restart it (docs/crewd.service).

@@ -1,0 +1,139 @@
+package eventlog
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/stretchr/testify/require"
+)
+
+// tableWriteFaults is a toggle that, on, fails every creation of and write to a table file with ENOSPC, as a disk
+// full past crewd's space guard does to a flush (the WAL's file, recycled, has its space already), and a count of
+// the faults injected: one per attempt of the flush, which Pebble retries at once.
+func tableWriteFaults() (*errorfs.Toggle, *atomic.Int64) {
+	var injected atomic.Int64
+	toggle := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasSuffix(op.Path, ".sst") && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
+			injected.Add(1)
+			return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
+		}
+		return nil
+	})}
+	return toggle, &injected
+}
+
+// A flush that fails, its table refused by a full disk, fails the log stop at once: Failed tells of it, Err says
+// why, the appends after it are refused (ErrFailed) rather than left waiting in Pebble for a flush that never comes
+// once its memtables are full, and Close returns, ending Pebble's retries of the flush (made at once and without
+// end, a core spinning meanwhile). The reopened store holds every acknowledged append.
+func TestAFailedFlushFailsTheLogStop(t *testing.T) {
+	mem := vfs.NewMem()
+	toggle, injected := tableWriteFaults()
+	l, err := Open("db", &Options{FS: errorfs.Wrap(mem, toggle), MemTableSize: 256 << 10})
+	require.NoError(t, err)
+	toggle.On()
+
+	payload := make([]byte, 4<<10)
+	var acked atomic.Uint64
+	appended := make(chan error, 1)
+	go func() {
+		// NB: four memtables' worth: Pebble holds writes back once two are queued for the flush.
+		for i := 0; i < 256; i++ {
+			pos, err := l.Append(Write{CommandID: fmt.Sprint(i), Events: []Event{{Stream: "run", Type: "test.big",
+				Payload: payload}}})
+			if err != nil {
+				appended <- err
+				return
+			}
+			acked.Store(pos)
+		}
+		appended <- nil
+	}()
+	select {
+	case <-l.Failed():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the log did not fail stop; %d appends acknowledged, the flush failed %d times", acked.Load(),
+			injected.Load())
+	}
+	require.ErrorIs(t, l.Err(), syscall.ENOSPC)
+	select {
+	case err := <-appended:
+		require.ErrorIs(t, err, ErrFailed, "the appends after the failure are refused")
+	case <-time.After(10 * time.Second):
+		t.Fatal("an append waits in Pebble for the flush")
+	}
+
+	before := injected.Load()
+	time.Sleep(300 * time.Millisecond)
+	require.LessOrEqual(t, injected.Load()-before, int64(2*300/flushRetryPause.Milliseconds()+2),
+		"the flush's retries are paced")
+
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hangs")
+	}
+	attempts := injected.Load()
+	time.Sleep(50 * time.Millisecond)
+	require.Equal(t, attempts, injected.Load(), "the flush is retried after Close")
+
+	toggle.Off()
+	r, err := Open("db", &Options{FS: mem})
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = r.Verify(nil)
+	require.NoError(t, err)
+	pos, _ := r.Head()
+	require.GreaterOrEqual(t, pos, acked.Load(), "every acknowledged append is held")
+}
+
+// Open of a store whose recovered appends Pebble must flush (a crash left them in the WAL alone), on a disk that
+// refuses the flush's table, waits for the disk, where it retried the flush at once and without end, a core
+// spinning: Pebble's Open waits for that flush, and the log paces its retries (a few a second). Once the disk has
+// space Open completes, and the store holds every acknowledged append.
+func TestOpenWhoseFlushOfTheRecoveredStateFailsWaitsForTheDisk(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	l, err := Open("db", &Options{FS: mem})
+	require.NoError(t, err)
+	for i := 0; i < 10; i++ {
+		_, err := l.Append(Write{CommandID: fmt.Sprintf("ok-%d", i), Events: evs("run", 2)})
+		require.NoError(t, err)
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	require.NoError(t, l.Close())
+
+	toggle, injected := tableWriteFaults()
+	toggle.On()
+	type opened struct {
+		l   *Log
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		r, err := Open("db", &Options{FS: errorfs.Wrap(crashed, toggle)})
+		done <- opened{r, err}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	require.LessOrEqual(t, injected.Load(), int64(2*500/flushRetryPause.Milliseconds()+2),
+		"the flush's retries are paced")
+	toggle.Off()
+	select {
+	case o := <-done:
+		require.NoError(t, o.err)
+		pos, _ := o.l.Head()
+		require.EqualValues(t, 20, pos)
+		require.NoError(t, o.l.Close())
+	case <-time.After(10 * time.Second):
+		t.Fatal("Open waits on once the disk has space")
+	}
+	reopenTenAcked(t, crashed).Close()
+}
