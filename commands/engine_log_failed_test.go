@@ -32,7 +32,9 @@ func TestAnEngineStopsWhenItsLogFailsStop(t *testing.T) {
 	require.NoError(t, f.eng.Err())
 
 	walWrites.On()
-	require.NoError(t, f.log.SaveView("R", 1, []byte("v")), "its WAL write is Pebble's background's")
+	if err := f.log.SaveView("R", 1, []byte("v")); err != nil { // NB: its WAL write is Pebble's background's
+		require.ErrorIs(t, err, eventlog.ErrFailed, "its WAL write failed before it requested its sync")
+	}
 	require.ErrorIs(t, f.log.SaveView("R", 1, []byte("v")), eventlog.ErrFailed, "the next write learns it")
 	walWrites.Off()
 

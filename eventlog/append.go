@@ -177,11 +177,8 @@ func (s *Staged) Wait() (first uint64, err error) {
 func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch), sync bool) (b *pebble.Batch, first uint64, recorded []stagedOutcome, last head, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch {
-	case l.closed.Load():
-		return nil, 0, nil, head{}, ErrClosed
-	case l.failed != nil:
-		return nil, 0, nil, head{}, fmt.Errorf("%w (cause: %v)", ErrFailed, l.failed)
+	if err := l.refusalLocked(); err != nil {
+		return nil, 0, nil, head{}, err
 	}
 	if len(ws) == 0 {
 		return nil, 0, nil, head{}, fmt.Errorf("%w: no writes", ErrInvalid)

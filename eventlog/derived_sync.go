@@ -86,6 +86,10 @@ func (l *Log) appendUnsynced(ws []Write, extra func(*pebble.Batch)) (first uint6
 // requestSyncLocked asks Pebble for a sync of the WAL without waiting for it, after a write made without one, and
 // keeps it for the next write to await (derivedSync). Called with l.derived.mu held and nothing pending.
 func (l *Log) requestSyncLocked() error {
+	if err := l.wal.failed(); err != nil { // NB: the write before it may have taken the error up
+		l.fail(err)
+		return fmt.Errorf("%w (cause: %v)", ErrFailed, err)
+	}
 	sync := l.db.NewBatch()
 	_ = sync.LogData(nil, nil)
 	if err := l.db.ApplyNoSyncWait(sync, pebble.Sync); err != nil {

@@ -20,17 +20,9 @@ import (
 // gone before the next write: a disk with space again does not mend a WAL that lost a write.
 func TestUnsyncedWriteOnAFailingWALFailsStop(t *testing.T) {
 	big := make([]byte, 40<<10) // more than a WAL block (32 KiB): each write of it moves the WAL to a new block
-	var source uint64
-	ops := map[string]func(l *Log) error{
-		"view": func(l *Log) error { return l.SaveView("run", 20, big) },
-		"summaries": func(l *Log) error {
-			return l.SaveSummaries([]Summary{{Stream: "run", Ord: 1, Position: 20, Data: big}})
-		},
-		"unsynced copy": func(l *Log) error {
-			source++
-			_, err := l.AppendFromUnsynced(source, Write{Events: []Event{{Stream: "run", Type: "test.big", Payload: big}}})
-			return err
-		},
+	ops := bigUnsyncedWrites(big)
+	ops["summaries"] = func(l *Log) error {
+		return l.SaveSummaries([]Summary{{Stream: "run", Ord: 1, Position: 20, Data: big}})
 	}
 	for name, op := range ops {
 		t.Run(name, func(t *testing.T) {
@@ -104,7 +96,7 @@ func TestAWriteLeftUnsyncedFailsTheLogWithoutALaterWrite(t *testing.T) {
 			defer l.Close()
 			require.NoError(t, l.Err())
 			toggle.On()
-			require.NoError(t, write(l), "its WAL write is Pebble's background's")
+			requireLeftUnsynced(t, write(l))
 			select {
 			case <-l.Failed():
 			case <-time.After(10 * time.Second):
@@ -160,10 +152,12 @@ func TestSyncedAppendsAfterAFailedUnsyncedWriteAwaitItsSync(t *testing.T) {
 				}
 
 				toggle.On()
-				require.NoError(t, write(l), "its WAL write is Pebble's background's")
+				pending := requireLeftUnsynced(t, write(l))
 				<-injected
 				toggle.Off()
-				<-reached // its sync is over, its failure not yet recorded
+				if pending {
+					<-reached // its sync is over, its failure not yet recorded
+				}
 
 				type result struct {
 					first, next error
@@ -271,10 +265,12 @@ func TestSyncedWritesRacingAFailedUnsyncedWriteDoNotMeetItsError(t *testing.T) {
 				hold.Store(false)
 
 				toggle.On()
-				require.NoError(t, write(l), "its WAL write is Pebble's background's")
+				pending := requireLeftUnsynced(t, write(l))
 				<-injected
 				toggle.Off()
-				<-reached // its sync is over, its failure not yet recorded
+				if pending {
+					<-reached // its sync is over, its failure not yet recorded
+				}
 
 				var got []handedOff
 				for _, gate := range gates { // one at a time, each handed off behind the one before
@@ -322,13 +318,73 @@ func requireFailedStopWithoutTrace(t *testing.T, l *Log, mem vfs.FS, refused ...
 	}
 }
 
-// bigUnsyncedWrites are the writes made without a sync, a view and an unsynced copy's append, each of big.
+// bigUnsyncedWrites are the writes made without a sync, a view and an unsynced copy's append (of the next source
+// sequence at each call), each of big.
 func bigUnsyncedWrites(big []byte) map[string]func(l *Log) error {
+	var source uint64
 	return map[string]func(l *Log) error{
 		"view": func(l *Log) error { return l.SaveView("run", 20, big) },
 		"unsynced copy": func(l *Log) error {
-			_, err := l.AppendFromUnsynced(1, Write{Events: []Event{{Stream: "run", Type: "test.big", Payload: big}}})
+			source++
+			_, err := l.AppendFromUnsynced(source, Write{Events: []Event{{Stream: "run", Type: "test.big", Payload: big}}})
 			return err
 		},
 	}
+}
+
+// Writes handed to Pebble after a synced append whose bytes failed to reach the WAL, before that append's failed sync
+// is awaited (Staged.Wait), are refused (ErrFailed) or fail with it, and none meets the WAL's error: Pebble takes it
+// up at the next record that starts a new block and panics on the record after that, here the sync a view or an
+// unsynced copy's append requests after its own record, or a second append staged behind a first (the engine stages
+// its next group, and writes a cold run's view, while a group syncs). The log fails stop; every acknowledged append
+// survives, and the appends that were not acknowledged left no trace.
+func TestWritesAfterAFailedAppendWhoseFailureIsNotYetAwaitedDoNotMeetItsError(t *testing.T) {
+	big := make([]byte, 40<<10) // more than a WAL block (32 KiB): each write of it moves the WAL to a new block
+	writes := bigUnsyncedWrites(big)
+	var staged []*Staged // NB: waited for once the first append's failure is: Close waits for them
+	writes["stage"] = func(l *Log) error {
+		s, err := l.Stage(Write{CommandID: fmt.Sprintf("next-%d", len(staged)+1), Events: []Event{{Stream: "run",
+			Type: "test.big", Payload: big}}})
+		if err == nil {
+			staged = append(staged, s)
+		}
+		return err
+	}
+	for name, write := range writes {
+		t.Run(name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			toggle, injected := walWriteFaults()
+			l := openTenAcked(t, mem, toggle)
+
+			toggle.On()
+			s, err := l.Stage(Write{CommandID: "first", Events: []Event{{Stream: "run", Type: "test.big", Payload: big}}})
+			require.NoError(t, err)
+			<-injected // its WAL write failed, in Pebble's background
+			toggle.Off()
+			for i := 0; i < 2; i++ {
+				require.NotPanics(t, func() { _ = write(l) }, "write %d after the failure", i)
+			}
+			_, err = s.Wait()
+			require.ErrorIs(t, err, ErrFailed)
+			for _, next := range staged {
+				_, err = next.Wait()
+				require.ErrorIs(t, err, ErrFailed, "an append staged behind it")
+			}
+			staged = nil
+			require.NotPanics(t, func() { require.ErrorIs(t, write(l), ErrFailed) }, "a write once the failure is known")
+			requireFailedStopWithoutTrace(t, l, mem, "first", "next-1", "next-2", "next-3")
+		})
+	}
+}
+
+// requireLeftUnsynced requires that err, of a write made without a sync while the WAL's writes fail, be nil, or
+// ErrFailed when its WAL write failed in Pebble's background before it requested its sync; it reports whether it
+// requested its sync.
+func requireLeftUnsynced(t *testing.T, err error) (syncRequested bool) {
+	t.Helper()
+	if err != nil {
+		require.ErrorIs(t, err, ErrFailed, "its WAL write is Pebble's background's")
+		return false
+	}
+	return true
 }

@@ -51,9 +51,14 @@
 //     a sync take from that wait to its hand-off to Pebble, so that none
 //     comes between: a run's appends that follow no view or summary pay one
 //     uncontended lock for it and keep staging while one syncs (the lock is
-//     not held through the sync). Failed and Err tell a writer
-//     that keeps state of the log (the commands engine) of the failure at
-//     once, whichever write met it.
+//     not held through the sync). The log also learns of a failed write or
+//     sync of a WAL file from its file system, before Pebble's WAL keeps
+//     the error, and refuses every hand-off after it, whatever sync has been
+//     awaited yet (wal_failure.go): no second record reaches the WAL after
+//     its error, where one that panicked could (a view written after an
+//     append whose bytes failed, before that append's Wait). Failed and Err
+//     tell a writer that keeps state of the log (the commands engine) of the
+//     failure at once, whichever write met it.
 //
 //   - A flush that fails (a full disk refusing its table) fails the log stop
 //     too, though it loses nothing (the WAL holds what it would have

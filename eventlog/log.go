@@ -84,6 +84,8 @@ type Log struct {
 	stalls *writeStalls // Pebble's write stalls (storage_stats.go)
 	// derived is the sync after the last write of derived data (derived_sync.go).
 	derived derivedSync
+	// wal is the first failed write or sync of a WAL file (wal_failure.go).
+	wal *walFailure
 
 	durable  atomic.Pointer[head] // last position whose append has synced
 	inflight sync.WaitGroup       // appends waiting for their sync
@@ -95,8 +97,9 @@ func Open(dir string, opts *Options) (*Log, error) {
 		return nil, err
 	}
 	o := opts.withDefaults()
+	wal := &walFailure{}
 	po := &pebble.Options{
-		FS:                 o.FS,
+		FS:                 &walWatchFS{FS: o.FS, wal: wal},
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             newPebbleLogger(o.Logger),
 		CacheSize:          o.CacheSize + memTableReservation(o.MemTableSize),
@@ -149,7 +152,9 @@ func Open(dir string, opts *Options) (*Log, error) {
 		failedCh:   make(chan struct{}),
 		absent:     make(map[string]uint64),
 		recent:     newRecentOutcomes(o.RecentOutcomes, o.RecentOutcomeBytes),
+		wal:        wal,
 	}
+	wal.log.Store(l)
 	format, err := l.recover()
 	if err != nil {
 		_ = db.Close()

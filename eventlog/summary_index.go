@@ -372,5 +372,9 @@ func (l *Log) refusalLocked() error {
 	case l.failed != nil:
 		return fmt.Errorf("%w (cause: %v)", ErrFailed, l.failed)
 	}
+	if err := l.wal.failed(); err != nil {
+		l.failLocked(err) // NB: before walFailure's own goroutine, maybe: refused only once failed stop
+		return fmt.Errorf("%w (cause: %v)", ErrFailed, err)
+	}
 	return nil
 }
