@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/stretchr/testify/require"
@@ -136,4 +137,40 @@ func TestOpenWhoseFlushOfTheRecoveredStateFailsWaitsForTheDisk(t *testing.T) {
 		t.Fatal("Open waits on once the disk has space")
 	}
 	reopenTenAcked(t, crashed).Close()
+}
+
+// A flush that a concurrent operation cancelled (pebble.ErrCancelledCompaction, which Pebble meets in normal
+// operation and tries again at once) does not fail the log, where the log failed stop at it
+// under crewbench's 64 clients on their own runs.
+func TestACancelledFlushIsNoFailure(t *testing.T) {
+	l, err := Open("db", &Options{FS: vfs.NewMem()})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, l.Close()) }()
+
+	f := &flushFailure{logger: pebble.DefaultLogger}
+	el := &pebble.EventListener{}
+	f.listen(el)
+	f.log.Store(l)
+	cancelled := fmt.Errorf("flush: %w", pebble.ErrCancelledCompaction)
+	el.FlushEnd(pebble.FlushInfo{Done: true, Err: cancelled})
+	el.BackgroundError(cancelled)
+	require.False(t, f.failed.Load())
+	select {
+	case <-l.Failed():
+		t.Fatalf("a cancelled flush failed the log: %v", l.Err())
+	case <-time.After(50 * time.Millisecond):
+	}
+	_, err = l.Append(Write{Events: []Event{{Stream: "run", Type: "test.after"}}})
+	require.NoError(t, err)
+
+	// The same listener still fails the log at a flush that failed for the disk.
+	full := &os.PathError{Op: "write", Path: "000001.sst", Err: syscall.ENOSPC}
+	el.FlushEnd(pebble.FlushInfo{Done: true, Err: full})
+	el.BackgroundError(full)
+	require.True(t, f.failed.Load())
+	select {
+	case <-l.Failed():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a failed flush did not fail the log")
+	}
 }
