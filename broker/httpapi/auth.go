@@ -336,21 +336,21 @@ const (
 // NB: short-lived, as every code: crewd's output goes to a journal or a file that others may read long after, and
 // the session the code opens is the operator's, paced by nothing and revoked by no token.
 func (s *Server) LoginURL() (string, time.Time) {
-	return s.loginURL(keyCrewd, LoginCodeLifetime)
+	return s.loginURL(keyCrewd)
 }
 
 // AdminLoginURL mints a one-time login code for the admin, valid for LoginCodeLifetime, as POST /api/v1/login
 // with the admin token does, and returns the URL that spends it and when it expires. The daemon hands it out
 // through its socket, so that a client need not send the admin token over TCP to whatever holds the address.
 func (s *Server) AdminLoginURL() (string, time.Time) {
-	return s.loginURL(keyAdmin, LoginCodeLifetime)
+	return s.loginURL(keyAdmin)
 }
 
-// loginURL is LoginURL for a link minted by the credential with key owner, valid for ttl: its session lasts while
-// that credential does.
-func (s *Server) loginURL(owner string, ttl time.Duration) (string, time.Time) {
+// loginURL is LoginURL for a link minted by the credential with key owner, valid for LoginCodeLifetime as every
+// login code is: its session lasts while that credential does.
+func (s *Server) loginURL(owner string) (string, time.Time) {
 	now := s.opts.Now()
-	exp := now.Add(ttl)
+	exp := now.Add(LoginCodeLifetime)
 	code := s.codes.add(owner, exp, now)
 	return s.BaseURL() + "/login?code=" + code, exp
 }
@@ -417,6 +417,6 @@ func (s *Server) handleNewLogin(w http.ResponseWriter, r *http.Request, p princi
 		writeError(w, e)
 		return
 	}
-	u, exp := s.loginURL(p.key, LoginCodeLifetime)
+	u, exp := s.loginURL(p.key)
 	writeJSON(w, loginResult{URL: u, ExpiresAt: &exp})
 }
