@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -659,6 +660,30 @@ func TestHealthAndPage(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "a closed engine has not failed")
+}
+
+// /readyz answers the engine's owner's words for why it stops (NotReady), a cluster node's that lost its lease with
+// its engine running too, and ready while they are empty.
+func TestReadinessSaysWhyFromTheOwner(t *testing.T) {
+	var why atomic.Pointer[string]
+	why.Store(new(string))
+	f := newFixture(t, Options{NotReady: func() string { return *why.Load() }})
+	readyz := func() (int, string) {
+		resp, err := f.web.Client().Get(f.web.URL + "/readyz")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(body)
+	}
+	code, body := readyz()
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "ready\n", body)
+	lost := "this crewd lost the writer lease; answering reads, then exiting"
+	why.Store(&lost)
+	code, body = readyz()
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Equal(t, "not ready: "+lost+"\n", body)
 }
 
 // TestMetricsSeries: the series are served, and a run's budget gauges exist only while it runs.

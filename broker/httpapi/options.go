@@ -98,6 +98,11 @@ type Options struct {
 	Now func() time.Time
 	// Logger gets failures at warn/error (default discard). It never receives a token, code or cookie.
 	Logger *slog.Logger
+	// NotReady says why the engine's owner stops, or "" while it runs: /readyz answers 503 with it (default: that
+	// the engine stopped after a commit error, once Engine.Err says it failed). NB: crewd's words its engine's or,
+	// in a cluster, its node's failure from its cause, as the line it logs: a node that lost the writer lease stops
+	// with its engine running, and one fenced or diverged committed nothing amiss on its disk.
+	NotReady func() string
 }
 
 // validate reports every problem at once.

@@ -8,9 +8,9 @@ import (
 	"github.com/crewlog/crewlog/eventlog/natslog"
 )
 
-// failureLine is the line crewd logs when it must exit for its supervisor to restart it, worded from why: err, the
-// engine's Err or, in a cluster, the node's, and cause, the error that made the engine fail stop, if it did
-// (commands.Engine.Cause).
+// failureLine is the line crewd logs when it must exit for its supervisor to restart it, and what its /readyz answers
+// meanwhile, worded from why: err, the engine's Err or, in a cluster, the node's, and cause, the error that made the
+// engine fail stop, if it did (commands.Engine.Cause).
 //
 // NB: "the engine stopped after a commit error" was logged for every failure, a cluster node's that lost its lease or
 // whose copy diverged too, and sent the operator to the disk of a crewd that had committed nothing amiss.

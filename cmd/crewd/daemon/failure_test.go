@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,16 +33,7 @@ func TestCrewdThatLostItsLeaseSaysSo(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "this crewd is the writer") },
 		30*time.Second, 10*time.Millisecond, "no writer: %s", logs.String())
 
-	ctx := context.Background()
-	nc, err := nats.Connect(srv.ClientURL())
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	kv, err := js.KeyValue(ctx, "crewlog_LOST_writer")
-	require.NoError(t, err)
-	_, err = kv.Put(ctx, "writer", []byte("another crewd"))
-	require.NoError(t, err)
+	takeWriterLease(t, srv.ClientURL(), "LOST")
 
 	select {
 	case err := <-done:
@@ -51,6 +43,70 @@ func TestCrewdThatLostItsLeaseSaysSo(t *testing.T) {
 	}
 	require.Contains(t, logs.String(), "this crewd lost the writer lease; answering reads, then exiting")
 	require.NotContains(t, logs.String(), "commit error")
+}
+
+// While a crewd of a cluster that lost its writer lease answers reads before it exits, its /readyz says it is not
+// ready and why, as the line it logs does, where it answered ready (its engine had not failed) until the address
+// went.
+func TestReadinessOfACrewdThatLostItsLeaseSaysSo(t *testing.T) {
+	srv, err := natslog.StartServer(natslog.ServerOptions{Name: "t", StoreDir: t.TempDir(), Listen: true})
+	require.NoError(t, err)
+	t.Cleanup(srv.Shutdown)
+	logs, out, _, done := runClusteredCrewd(t, srv.ClientURL(), "--stream", "UNREADY", "--http", "127.0.0.1:0")
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "this crewd is the writer") },
+		30*time.Second, 10*time.Millisecond, "no writer: %s", logs.String())
+	var base string
+	require.Eventually(t, func() bool {
+		for _, line := range strings.Split(out.String(), "\n") {
+			if u, ok := strings.CutPrefix(line, "crewd: dashboard "); ok {
+				base, _, _ = strings.Cut(u, "/login")
+			}
+		}
+		return base != ""
+	}, 30*time.Second, 10*time.Millisecond, "no dashboard: %s", out.String())
+	readyz := func() (int, string) {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(body)
+	}
+	code, body := readyz()
+	require.Equal(t, http.StatusOK, code, body)
+
+	takeWriterLease(t, srv.ClientURL(), "UNREADY")
+
+	// NB: polled from the lease's loss on: crewd serves for failDrain once it failed, then its address goes.
+	for code == http.StatusOK {
+		select {
+		case err := <-done:
+			require.FailNow(t, "crewd exited answering ready", "%v: %s", err, logs.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		code, body = readyz()
+	}
+	require.Equal(t, http.StatusServiceUnavailable, code, body)
+	require.Equal(t, "not ready: this crewd lost the writer lease; answering reads, then exiting so a supervisor "+
+		"restarts crewd\n", body)
+}
+
+// takeWriterLease writes another crewd's name in the writer lease of the stream's cluster at url, as a crewd that
+// took it would.
+func takeWriterLease(t *testing.T, url, stream string) {
+	t.Helper()
+	ctx := context.Background()
+	nc, err := nats.Connect(url)
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	kv, err := js.KeyValue(ctx, "crewlog_"+stream+"_writer")
+	require.NoError(t, err)
+	_, err = kv.Put(ctx, "writer", []byte("another crewd"))
+	require.NoError(t, err)
 }
 
 // runClusteredCrewd runs crewd in this process as a node of the cluster of the NATS server at url (one replica), with

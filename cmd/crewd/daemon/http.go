@@ -15,9 +15,9 @@ import (
 
 // startHTTP makes the dashboard's HTTP server and binds cfg.HTTPAddr; nil when HTTP is off. A default address
 // that is already in use (another crewd, say) turns HTTP off with a warning; an address given explicitly that
-// cannot be bound stops the start.
+// cannot be bound stops the start. notReady is why crewd stops, or "" while it runs (httpapi.Options.NotReady).
 func startHTTP(cfg Config, eng *commands.Engine, log *eventlog.Log, srv *broker.Server, metrics *httpapi.Metrics,
-	adminDigest string, lg *slog.Logger) (*httpapi.Server, error) {
+	adminDigest string, notReady func() string, lg *slog.Logger) (*httpapi.Server, error) {
 	if cfg.HTTPAddr == "" {
 		return nil, nil
 	}
@@ -25,7 +25,7 @@ func startHTTP(cfg Config, eng *commands.Engine, log *eventlog.Log, srv *broker.
 	opts := httpapi.Options{
 		Engine: eng, Log: log, AdminDigest: adminDigest, UI: webui.FS(), AllowRemote: cfg.HTTPAllowRemote,
 		ReadOnly: NewReadOnlyTokens(cfg.DataDir, func(err error) { hl.Warn("read-only tokens unreadable; none accepted", "err", err) }),
-		Metrics:  metrics, Logger: hl,
+		Metrics:  metrics, Logger: hl, NotReady: notReady,
 	}
 	if srv != nil {
 		opts.Broker, opts.Pacer = srv, srv

@@ -31,18 +31,18 @@ func TestStartHTTPAddressInUse(t *testing.T) {
 	var logs bytes.Buffer
 	lg := slog.New(slog.NewTextHandler(&logs, nil))
 	cfg := Config{DataDir: t.TempDir(), HTTPAddr: taken.Addr().String()}
-	web, err := startHTTP(cfg, eng, l, nil, httpapi.NewMetrics(), "", lg)
+	web, err := startHTTP(cfg, eng, l, nil, httpapi.NewMetrics(), "", nil, lg)
 	require.NoError(t, err)
 	require.Nil(t, web)
 	require.Contains(t, logs.String(), "serving without HTTP")
 
 	cfg.HTTPAddrSet = true
-	_, err = startHTTP(cfg, eng, l, nil, httpapi.NewMetrics(), "", lg)
+	_, err = startHTTP(cfg, eng, l, nil, httpapi.NewMetrics(), "", nil, lg)
 	require.ErrorIs(t, err, syscall.EADDRINUSE)
 	require.ErrorContains(t, err, "--http")
 
 	cfg.HTTPAddr = ""
-	web, err = startHTTP(cfg, eng, l, nil, httpapi.NewMetrics(), "", lg)
+	web, err = startHTTP(cfg, eng, l, nil, httpapi.NewMetrics(), "", nil, lg)
 	require.NoError(t, err)
 	require.Nil(t, web, `--http "" turns HTTP off`)
 }

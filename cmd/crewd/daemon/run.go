@@ -254,7 +254,13 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	if err := srv.Listen(); err != nil {
 		return fmt.Errorf("daemon: %w", err)
 	}
-	web, err := startHTTP(cfg, eng, log, srv, metrics, adminDigest, lg)
+	notReady := func() string {
+		if err := failure(); err != nil {
+			return failureLine(err, eng.Cause())
+		}
+		return ""
+	}
+	web, err := startHTTP(cfg, eng, log, srv, metrics, adminDigest, notReady, lg)
 	if err != nil {
 		return err
 	}
