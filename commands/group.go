@@ -130,16 +130,16 @@ func (e *Engine) decide(f *flight, from int) error {
 		}
 		// NB: only a write the group may record: a command without a command id and without events records nothing
 		// (its refusal, say), whatever the size of its outcome, and is answered as decided.
+		unrecordable := false
 		if e.checker != nil && (id != "" || len(wr.Events) > 0) {
-			probe := wr // as recorded below
-			probe.Result = res
-			if rej != nil {
-				probe.Code, probe.Reason, probe.Result = rej.Code, rej.Reason, []byte(rej.Message)
-			}
-			if err := e.checker.CheckWrite(&probe); err != nil {
+			if err := e.checkWrite(wr, res, rej); err != nil {
 				// Too large for the Committer's log: refused as above.
 				rej = badParams("%s: %v", p.req.Command.Kind(), err)
 				dec.Events, wr.Events = nil, nil
+				// NB: the refusal recorded in its place may not fit either (its command id, principal and message,
+				// under a max_payload of a few KiB): it is answered unrecorded, decided again when it comes again,
+				// where the group holding it could not be committed and the writer failed stop.
+				unrecordable = id != "" && e.checkWrite(wr, nil, rej) != nil
 			}
 		}
 		for i := range dec.Events {
@@ -170,7 +170,7 @@ func (e *Engine) decide(f *flight, from int) error {
 		// due, or of something already settled) is not recorded: it is
 		// decided again next time, so no recorded "not yet" outlives the
 		// reason for it.
-		record := id != "" && !(p.req.Principal.Role == events.RoleEngine && len(wr.Events) == 0)
+		record := id != "" && !unrecordable && !(p.req.Principal.Role == events.RoleEngine && len(wr.Events) == 0)
 		if record && len(wr.Events) == 0 {
 			if record, err = e.mayRecordEventless(f, p.principal, p.req.Principal); err != nil {
 				return err
@@ -192,6 +192,15 @@ func (e *Engine) decide(f *flight, from int) error {
 		h.decidedCommands(f.group[from:])
 	}
 	return nil
+}
+
+// checkWrite asks the Committer's log (e.checker) whether it can record wr with its outcome: res, or rej if set.
+func (e *Engine) checkWrite(wr eventlog.Write, res []byte, rej *RejectedError) error {
+	wr.Result = res
+	if rej != nil {
+		wr.Code, wr.Reason, wr.Result = rej.Code, rej.Reason, []byte(rej.Message)
+	}
+	return e.checker.CheckWrite(&wr)
 }
 
 // handOff closes f's group, decided by decide, and hands it to the log.

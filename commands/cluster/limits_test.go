@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/eventlog/natslog"
 	"github.com/crewlog/crewlog/events"
 )
@@ -117,19 +118,12 @@ func TestARefusalTooLargeForTheManifestIsAnsweredNamingTheLimit(t *testing.T) {
 	const maxPayload = 2 << 10
 	srv := startNATSWithMaxPayload(t, maxPayload)
 	w := startWriterOn(t, srv, Options{Name: "w", Log: natslog.Config{Stream: "CREWLOG", Replicas: 1}, LeaseTTL: time.Second})
-	transition := func(id string) *commands.RejectedError {
-		rep, err := submitTo(t, w, commands.Request{Principal: events.AdminPrincipal(), CommandID: id,
-			Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunTransition{RunID: strings.Repeat("r", 900),
-				To: "running"}})
-		require.NoError(t, err)
-		require.NotNil(t, rep.Rejected)
-		return rep.Rejected
-	}
-	unrecorded := transition("")
+	runID := strings.Repeat("r", 900)
+	unrecorded := refusedTransition(t, w, "", runID)
 	require.Equal(t, commands.CodeNoManifest, unrecorded.Code, "%s", unrecorded.Message)
 	require.Contains(t, unrecorded.Message, "not found")
 
-	recorded := transition("c1")
+	recorded := refusedTransition(t, w, "c1", runID)
 	require.Equal(t, commands.CodeBadParams, recorded.Code)
 	for _, says := range []string{"max_payload", strconv.Itoa(maxPayload), "--max-frame", "outcome"} {
 		require.Contains(t, recorded.Message, says)
@@ -137,4 +131,44 @@ func TestARefusalTooLargeForTheManifestIsAnsweredNamingTheLimit(t *testing.T) {
 	require.NotContains(t, recorded.Message, "more messages")
 	require.Nil(t, w.Err())
 	require.Zero(t, w.Engine().Head(), "nothing was recorded")
+}
+
+// With a max_payload so small that the bad-params outcome recorded in place of a refused write (its command id, its
+// principal and the message naming the limit) does not fit a batch's manifest either, the command is answered that
+// refusal unrecorded, and the writer goes on to record the next: the replacement was recorded unchecked, the group's
+// batch could not be planned, and the writer failed stop on a client's request.
+func TestARefusalWhoseReplacementDoesNotFitIsAnsweredUnrecorded(t *testing.T) {
+	const maxPayload = 1 << 10
+	srv := startNATSWithMaxPayload(t, maxPayload)
+	w := startWriterOn(t, srv, Options{Name: "w", Log: natslog.Config{Stream: "CREWLOG", Replicas: 1}, LeaseTTL: time.Second})
+	id := strings.Repeat("c", eventlog.MaxIDLen)
+	for range 2 { // the second is a retry: nothing was recorded, so it is decided again
+		refused := refusedTransition(t, w, id, strings.Repeat("r", 300))
+		require.Equal(t, commands.CodeBadParams, refused.Code)
+		for _, says := range []string{"max_payload", strconv.Itoa(maxPayload), "outcome"} {
+			require.Contains(t, refused.Message, says)
+		}
+		require.Nil(t, w.Err())
+		require.True(t, w.Writer())
+	}
+	// NB: a command whose outcome fits is recorded as before (no event fits a message of 1 KiB with its envelope).
+	require.Equal(t, commands.CodeNoManifest, refusedTransition(t, w, "c2", "r").Code)
+	require.Nil(t, w.Err())
+	var recorded []string
+	require.NoError(t, w.jl.Local().Outcomes(func(o eventlog.Outcome) error {
+		recorded = append(recorded, o.CommandID)
+		return nil
+	}))
+	require.Equal(t, []string{"c2"}, recorded)
+}
+
+// refusedTransition submits to w the admin's run.transition of runID to running under command id id, and returns its
+// refusal.
+func refusedTransition(t *testing.T, w *Node, id, runID string) *commands.RejectedError {
+	t.Helper()
+	rep, err := submitTo(t, w, commands.Request{Principal: events.AdminPrincipal(), CommandID: id,
+		Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunTransition{RunID: runID, To: "running"}})
+	require.NoError(t, err)
+	require.NotNil(t, rep.Rejected)
+	return rep.Rejected
 }
