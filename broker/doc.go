@@ -130,9 +130,10 @@
 //     (fitPage in paging.go); events.since ends a page before an event that does not fit in the rest of it and sends
 //     an event without its data (omitted) only when it cannot fit a page of its own, bare (fitEvent) when even that
 //     would not fit; a push of the smallest frame holds every event bare, so no event ends a subscription. A run, a
-//     task or a message that cannot fit a page of its own is sent without its long texts (texts_omitted.go), then a
-//     run without its names, a task without its dependsOn (query.tasks {taskId} pages it), then its names
-//     (task_fit.go), an account without its history (ledger.go), a job without its root, and query.job's job, when
+//     task, a delegation or a message that cannot fit a page of its own is sent without its long texts
+//     (texts_omitted.go), then a run without its names, a task without its dependsOn (query.tasks {taskId} pages
+//     it), then its names (task_fit.go), a delegation without its role and runId (delegation_fit.go), an account
+//     without its history (ledger.go), a job without its root, and query.job's job, when
 //     its own fields leave no room for one of its calls, without its root, then without its grant too (jobs.go).
 //     Only a single item larger than a frame even so, with what its answer holds around it, is oversize-frame; so is
 //     a single object (query.run, proxy.result) larger than a frame.

@@ -162,7 +162,7 @@ func handleQueryTasks(cl *call) (any, error) {
 func handleQueryDelegations(cl *call) (any, error) {
 	return queryRunPage(cl, "delegations", (*projections.State).DelegationsPage,
 		func(d projections.Delegation) WireDelegation { return WireDelegation{Delegation: d} },
-		omitting(cl, (*WireDelegation).OmitTexts), nil)
+		omitting(cl, (*WireDelegation).OmitTexts, (*WireDelegation).OmitNames), nil)
 }
 
 // taskList reads a page of one list of task taskID of run runID, which a paged query answers when it names the task

@@ -67,10 +67,12 @@ func (w *WireTask) OmitTexts() {
 	}
 }
 
-// WireDelegation is a delegation on the wire, as WireRun is a run.
+// WireDelegation is a delegation on the wire, as WireRun is a run; its role and runId are left out too (flagged so)
+// when the delegation would not fit in a frame without its texts either (delegation_fit.go).
 type WireDelegation struct {
 	projections.Delegation
 	TextsOmitted bool `json:"textsOmitted,omitempty"`
+	NamesOmitted bool `json:"namesOmitted,omitempty"`
 }
 
 // OmitTexts leaves out w's title, cwd and model and says so.

@@ -120,6 +120,7 @@ func fetchRun(ctx context.Context, b Broker, runID string, only ...string) (runV
 	}
 	if err == nil && want("query.delegations") {
 		rv.Delegations, err = callPaged[broker.WireDelegation](ctx, b, "query.delegations", "delegations", runID)
+		rv.Delegations = withRunIDs(rv.Delegations, runID)
 	}
 	if err == nil && want("query.ledger") {
 		rv.Ledger, err = fetchLedger(ctx, b, runID)

@@ -94,6 +94,37 @@ func TestViewsOfTextsCrewdOmitted(t *testing.T) {
 	require.Contains(t, r.out, `"textsOmitted": true`)
 }
 
+// TestViewsOfDelegationNamesCrewdOmitted: crewd sends a delegation that would not fit in its frame without its texts
+// either without its role and runId (namesOmitted; the runId is the run asked about). delegations printed the empty
+// role as the role and --json an empty runId, and replay --diff reported each as a difference between the daemon and
+// the log. delegations now says the role was omitted, crewctl puts the runId back, and the diff compares what crewd
+// sent.
+func TestViewsOfDelegationNamesCrewdOmitted(t *testing.T) {
+	f := newFake(t)
+	f.omitDelegationNames = true
+	tok := filepath.Join(t.TempDir(), "admin.token")
+	require.NoError(t, writeFile(tok, "t0ken"))
+	require.NotEmpty(t, f.s.Delegations(audittest.RunBudget), "the scenario's run holds delegations")
+	r := crewctl(t, f.dial, "replay", "--data", scenarioData(t), "--run", audittest.RunBudget, "--diff",
+		"--socket", "fake.sock", "--token-file", tok)
+	require.Equal(t, exitOK, r.code, "the views as sent without their names: %s%s", r.out, r.err)
+	require.Contains(t, r.out, "0 difference(s)")
+
+	r = crewctl(t, f.dial, "delegations", audittest.RunBudget, "--token-file", tok)
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Contains(t, r.out, omittedNote)
+	require.NotContains(t, r.out, "explorer")
+	r = crewctl(t, f.dial, "delegations", audittest.RunBudget, "--json", "--token-file", tok)
+	require.Equal(t, exitOK, r.code, r.err)
+	var shown struct{ Delegations []broker.WireDelegation }
+	require.NoError(t, json.Unmarshal([]byte(r.out), &shown))
+	require.NotEmpty(t, shown.Delegations)
+	for _, d := range shown.Delegations {
+		require.True(t, d.NamesOmitted)
+		require.Equal(t, audittest.RunBudget, d.RunID, "crewctl puts back the runId crewd left out")
+	}
+}
+
 // TestViewsOfNamesAndDependsOnCrewdOmitted: crewd sends a run or a task that would not fit in its frame without its
 // texts either without its names (namesOmitted: a run's team, workflow and cwd, a task's role, agent, stepId and
 // failureCause), and a task without its dependsOn (dependsOnOmitted). show run, runs and tasks printed the empty

@@ -10,10 +10,12 @@ import (
 // title, cwd and model empty, textsOmitted true — rather than refuse the read; a run that would not fit without them
 // either without its names too (team, workflow and cwd empty, namesOmitted true), and a task without its dependsOn
 // (null, dependsOnOmitted true), then without its names (role, agent, stepId and failureCause empty, namesOmitted
-// true). These are the daemon's views as sent, the flags kept (broker's WireRun, WireTask and WireDelegation): the
-// views print them, and the diff compares what was sent. A dependsOn is the one omission crewctl reads back
-// (readOmittedDependsOn), as it reads an account's history: crewd pages it (query.tasks {taskId}), so the diff
-// compares it and show run --json shows it whole, where it pages no text nor name.
+// true), and a delegation without its role and runId (empty, namesOmitted true). These are the daemon's views as
+// sent, the flags kept (broker's WireRun, WireTask and WireDelegation), but for a delegation's runId, the run crewctl
+// asked about, which it puts back (withRunIDs): the views print them, and the diff compares what was sent. A
+// dependsOn is the one omission crewctl reads back (readOmittedDependsOn), as it reads an account's history: crewd
+// pages it (query.tasks {taskId}), so the diff compares it and show run --json shows it whole, where it pages no text
+// nor name.
 
 // omittedNote is what the views print for a text crewd left out.
 const omittedNote = "(omitted: larger than crewd's frame; the dashboard shows it)"
@@ -50,6 +52,25 @@ func roleOf(t broker.WireTask) string {
 	return t.Role
 }
 
+// delegationRoleOf is what the views print for d's role.
+func delegationRoleOf(d broker.WireDelegation) string {
+	if d.NamesOmitted {
+		return omittedNote
+	}
+	return d.Role
+}
+
+// withRunIDs puts runID back in each of ds crewd sent without it (namesOmitted): it sends a delegation's runId empty
+// only when the delegation would not fit in its frame with it, and it is the run the query named.
+func withRunIDs(ds []broker.WireDelegation, runID string) []broker.WireDelegation {
+	for i := range ds {
+		if ds[i].NamesOmitted {
+			ds[i].RunID = runID
+		}
+	}
+	return ds
+}
+
 // omittedTexts are the runs, tasks and delegations crewd sent without some of their fields, and what it left out.
 type omittedTexts map[omittedItem]omission
 
@@ -71,8 +92,8 @@ func (o omittedTexts) note(v runViews) {
 		}
 	}
 	for _, d := range v.Delegations {
-		if d.TextsOmitted {
-			o[omittedItem{"delegation", d.RunID, d.SubID}] = omission{texts: true}
+		if d.TextsOmitted || d.NamesOmitted {
+			o[omittedItem{"delegation", d.RunID, d.SubID}] = omission{texts: d.TextsOmitted, names: d.NamesOmitted}
 		}
 	}
 }
@@ -84,12 +105,7 @@ func (o omittedTexts) apply(v *audit.View) {
 		rv := &v.Runs[i]
 		if om, ok := o[omittedItem{"run", rv.Run.RunID, ""}]; ok {
 			w := broker.WireRun{Run: rv.Run}
-			if om.texts {
-				w.OmitTexts()
-			}
-			if om.names {
-				w.OmitNames()
-			}
+			omitAs(&w, om)
 			rv.Run = w.Run
 		}
 		for j := range rv.Tasks {
@@ -99,23 +115,33 @@ func (o omittedTexts) apply(v *audit.View) {
 				continue
 			}
 			w := broker.WireTask{Task: *t}
-			if om.texts {
-				w.OmitTexts()
-			}
-			if om.names {
-				w.OmitNames()
-			}
+			omitAs(&w, om)
 			if om.dependsOnRead && len(w.DependsOn) == 0 {
 				w.DependsOn = []string{} // NB: as query.tasks {taskId} writes an empty list, which a task may hold as nil
 			}
 			*t = w.Task
 		}
 		for j := range rv.Delegations {
-			if d := &rv.Delegations[j]; o[omittedItem{"delegation", d.RunID, d.SubID}].texts {
+			d := &rv.Delegations[j]
+			if om, ok := o[omittedItem{"delegation", d.RunID, d.SubID}]; ok {
 				w := broker.WireDelegation{Delegation: *d}
-				w.OmitTexts()
+				omitAs(&w, om)
+				w.RunID = d.RunID // NB: put back on the daemon's side too (withRunIDs)
 				*d = w.Delegation
 			}
 		}
+	}
+}
+
+// omitAs leaves out of w, a run, a task or a delegation on the wire, the texts and the names crewd left out (om).
+func omitAs[W interface {
+	OmitTexts()
+	OmitNames()
+}](w W, om omission) {
+	if om.texts {
+		w.OmitTexts()
+	}
+	if om.names {
+		w.OmitNames()
 	}
 }

@@ -286,7 +286,7 @@ func (a *app) delegationsCmd() *cobra.Command {
 		tw := w.table()
 		tw.printf("SUB\tPARENT\tROLE\tSTATUS\tDEPTH\tMETERED\tRESERVED\tUSED\tADMITTED\tDEADLINE\n")
 		for _, d := range rv.Delegations {
-			tw.printf("%s\t%s\t%s\t%s\t%d\t%t\t%d\t%d\t%s\t%s\n", d.SubID, d.ParentTaskID, d.Role, d.Status, d.Depth,
+			tw.printf("%s\t%s\t%s\t%s\t%d\t%t\t%d\t%d\t%s\t%s\n", d.SubID, d.ParentTaskID, delegationRoleOf(d), d.Status, d.Depth,
 				d.Metered, d.Reserved, d.UsageTokens, millis(d.AdmittedAt), millis(d.Deadline))
 		}
 		return tw.flush()

@@ -37,6 +37,9 @@ type fakeBroker struct {
 	// omitTexts sends every run, task and delegation without its long texts, as crewd does for one too large for a
 	// frame.
 	omitTexts bool
+	// omitDelegationNames sends every delegation without its texts, role and runId, as crewd does for one too large
+	// for a frame without its texts either.
+	omitDelegationNames bool
 	// stop ends a follow once the stream ran dry, as an interrupt would.
 	stop context.CancelFunc
 	// fail answers each method it names with its error, as crewd answers a finished run it cannot read back.
@@ -132,6 +135,11 @@ func (f *fakeBroker) Call(_ context.Context, method string, params, result any) 
 			page["delegations"] = omittedAll(page["delegations"].([]projections.Delegation),
 				func(d projections.Delegation) broker.WireDelegation { return broker.WireDelegation{Delegation: d} },
 				(*broker.WireDelegation).OmitTexts)
+		}
+		if f.omitDelegationNames {
+			page["delegations"] = omittedAll(page["delegations"].([]projections.Delegation),
+				func(d projections.Delegation) broker.WireDelegation { return broker.WireDelegation{Delegation: d} },
+				func(w *broker.WireDelegation) { w.OmitTexts(); w.OmitNames() })
 		}
 		res = page
 	case "query.ledger":

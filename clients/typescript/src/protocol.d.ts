@@ -105,6 +105,7 @@ export interface Delegation {
   "expired"?: boolean;
   "messageId"?: string;
   "textsOmitted"?: boolean;
+  "namesOmitted"?: boolean;
 }
 
 export interface DelegationsPage {
