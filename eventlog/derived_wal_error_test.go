@@ -318,15 +318,18 @@ func requireFailedStopWithoutTrace(t *testing.T, l *Log, mem vfs.FS, refused ...
 	}
 }
 
-// bigUnsyncedWrites are the writes made without a sync, a view and an unsynced copy's append (of the next source
-// sequence at each call), each of big.
+// bigUnsyncedWrites are the writes made without a sync, a view and an unsynced copy's append (of the source sequence
+// after the one the log recorded), each of big. NB: the sequence is the log's, not counted across calls: the writes
+// serve the subtests of a test, each on a store of its own, whose synced AppendFrom after them names sequence 2.
 func bigUnsyncedWrites(big []byte) map[string]func(l *Log) error {
-	var source uint64
 	return map[string]func(l *Log) error{
 		"view": func(l *Log) error { return l.SaveView("run", 20, big) },
 		"unsynced copy": func(l *Log) error {
-			source++
-			_, err := l.AppendFromUnsynced(source, Write{Events: []Event{{Stream: "run", Type: "test.big", Payload: big}}})
+			last, err := l.Source()
+			if err != nil {
+				return err
+			}
+			_, err = l.AppendFromUnsynced(last+1, Write{Events: []Event{{Stream: "run", Type: "test.big", Payload: big}}})
 			return err
 		},
 	}
