@@ -93,9 +93,9 @@ func requireNamesTheLimit(t *testing.T, text string, maxPayload int) {
 	}
 }
 
-// fitAnswer cuts each kind of answer to its room and keeps what it means: a refusal its code, a failure its cause, and
-// an accepted command's result, which cannot be cut, becomes the writer's failure (in doubt: it was decided), each
-// naming the limit; text is cut between runes.
+// fitAnswer cuts each kind of answer to its room and keeps what it means: a refusal its code, a failure its cause,
+// and an accepted command's result, which cannot be cut, becomes the writer's failure (in doubt: it was decided),
+// each naming the limit; text is cut between runes.
 func TestFitAnswerKeepsWhatTheAnswerMeans(t *testing.T) {
 	const room, maxPayload = 600, 700
 	long := strings.Repeat("é", 1000)
