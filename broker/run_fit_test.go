@@ -14,8 +14,8 @@ import (
 // TestRunsPastNamesTooLargeForAFrame: a run's cwd is up to 4,096 chars, its team and workflow up to 256, of any char:
 // chars JSON writes in six bytes ('<', sent in one by the run.create) make the run read back larger than a frame of
 // 4 KiB, or of 1 KiB, that its run.create fit in, its goal left out or not. query.run answered oversize-frame for it
-// for good, and query.runs at it, no cursor passing it, so the admin read no later run. Such a run is sent without them
-// too (empty, namesOmitted), every other field as it is; a run that fits is sent whole.
+// for good, and query.runs at it, no cursor passing it, so the admin read no later run. Such a run is sent without
+// them too (empty, namesOmitted), every other field as it is; a run that fits is sent whole.
 func TestRunsPastNamesTooLargeForAFrame(t *testing.T) {
 	for _, tc := range []struct {
 		frame, chars int

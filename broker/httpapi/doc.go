@@ -41,7 +41,7 @@
 //     a read-only token's reads paced in its turn at the socket's rate per credential, each charged one unit and
 //     the events of the cold runs it read back (Options.Pacer: pacing.go), those an events page looked at,
 //     those explain read to find its decision, and those its rebuild read, up to where it stopped when its client
-//     went (rebuildpacing.go),
+//     or its credential went (rebuildpacing.go),
 //     per-run metric series ≤ 1,000; a handler panic answers 500 and is logged, the daemon goes on.
 //   - Paging never skips or repeats an item; a cursor the route did not hand out is 400 bad-cursor.
 //   - The writer never waits for HTTP: reads hold the engine's read lock only while copying a page, and streams

@@ -12,12 +12,13 @@ import (
 )
 
 // TestFollowResumesAnArchiveRotatedWhileDown: a live file (events.jsonl, a mailbox's inbox.jsonl) rotated to an
-// archive while no follower ran leaves the archive without a checkpoint of its own: its checkpoint is the live file's,
-// under the live file's name. A restarted follower read the archive from its start as new, every line of it decided
-// and sent again (each answered replayed). The archive now takes over the live file's checkpoint when it is that file
-// (the same inode, at least as long, the line read last where it was: as a checkpoint is resumed from), is read up to
-// it only to rebuild the planner, and gets its own checkpoint; one that is not (rewritten in place since) is read from
-// its start, and a hard link of the live file under an archive's name adds no write: nothing skipped, nothing twice.
+// archive while no follower ran leaves the archive without a checkpoint of its own: its checkpoint is the live
+// file's, under the live file's name. A restarted follower read the archive from its start as new, every line of it
+// decided and sent again (each answered replayed). The archive now takes over the live file's checkpoint when it is
+// that file (the same inode, at least as long, the line read last where it was: as a checkpoint is resumed from), is
+// read up to it only to rebuild the planner, and gets its own checkpoint; one that is not (rewritten in place since)
+// is read from its start, and a hard link of the live file under an archive's name adds no write: nothing skipped,
+// nothing twice.
 func TestFollowResumesAnArchiveRotatedWhileDown(t *testing.T) {
 	cases := map[string]struct {
 		whileDown func(t *testing.T, a *picrewtest.Run)
