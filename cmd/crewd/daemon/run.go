@@ -255,7 +255,12 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 		return fmt.Errorf("daemon: %w", err)
 	}
 	notReady := func() string {
-		if err := failure(); err != nil {
+		err := failure()
+		if err == nil {
+			// NB: a cluster node learns of its engine's failure on a goroutine of its own: until then, the engine's.
+			err = eng.Err()
+		}
+		if err != nil {
 			return failureLine(err, eng.Cause())
 		}
 		return ""
