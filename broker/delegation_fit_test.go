@@ -8,7 +8,6 @@ import (
 
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/commands"
-	"github.com/crewlog/crewlog/events"
 )
 
 // TestDelegationsPastIDsTooLargeForAFrame: a delegation carries its run's id (up to 255 chars) and its parent task's
@@ -18,13 +17,8 @@ import (
 // orchestrator read no later delegation. Such a delegation is sent without its role and runId too (empty: the run
 // the query names), namesOmitted true, every other field as it is; one that fits is sent whole.
 func TestDelegationsPastIDsTooLargeForAFrame(t *testing.T) {
-	f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: wire.MaxFrameFloor}})
-	a, o := f.dial(), f.dial()
-	a.helloAdmin()
-	runID, long := strings.Repeat("r", commands.MaxRunIDChars), strings.Repeat("t", commands.MaxIDChars)
-	orch := a.ok("run.create", map[string]any{"runId": runID, "team": "t", "goal": "g", "cwd": "/w"})["orchestratorToken"]
-	o.hello(runID, events.OrchestratorKey, orch.(string))
-	o.ok("run.transition", map[string]any{"to": "running"})
+	f, o, runID := longestRunID(t)
+	long := strings.Repeat("t", commands.MaxIDChars)
 	var subs []string
 	for _, parent := range []string{long, "S"} {
 		o.ok("task.create", map[string]any{"taskId": parent, "role": "executor", "agent": "a", "title": "t", "cwd": "/w"})

@@ -15,13 +15,18 @@ import (
 // not fit without them either, without its names: role, agent, stepId and failureCause empty, namesOmitted true (they
 // are in the dashboard's API, which has no frame, and in the events that recorded them). Every other field is sent as
 // it is, and a task that fits is sent as before.
+//
+// A task's run id (up to 255 chars) and its own (up to 256), beside its usage (four counters of up to 2^40, its cost
+// and turns) and times, that the run.create, task.create and task.usage fit in a frame of 1 KiB, read back larger
+// than that frame without its texts, dependsOn and names too: its runId is left out with its names, empty (it is the
+// run query.tasks names), as a delegation's is (delegation_fit.go).
 
 // OmitDependsOn leaves out w's dependsOn and says so.
 func (w *WireTask) OmitDependsOn() { w.DependsOn, w.DependsOnOmitted = nil, true }
 
-// OmitNames leaves out w's role, agent, stepId and failureCause and says so.
+// OmitNames leaves out w's role, agent, stepId, failureCause and runId and says so.
 func (w *WireTask) OmitNames() {
-	w.Role, w.Agent, w.StepID, w.FailureCause, w.NamesOmitted = "", "", "", "", true
+	w.Role, w.Agent, w.StepID, w.FailureCause, w.RunID, w.NamesOmitted = "", "", "", "", "", true
 }
 
 // taskDependsOnPage is query.tasks' answer for one task's dependsOn.

@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -191,4 +192,43 @@ func TestTasksPastNamesTooLargeForAFrame(t *testing.T) {
 			require.NotContains(t, x, "namesOmitted")
 		})
 	}
+}
+
+// TestTasksPastIDsTooLargeForAFrame: a task carries its run's id (up to 255 chars) beside its own (up to 256), its
+// usage (four counters of up to 2^40, its cost and turns) and times, all of which the run.create, task.create and
+// task.usage fit in a frame of 1 KiB, which a daemon allows: reported, it read back larger than the frame without
+// its texts, dependsOn and names too, and query.tasks answered oversize-frame at it for good, no cursor passing it,
+// so the orchestrator read no later task. Such a task is sent without its runId too (empty: the run the query names),
+// namesOmitted true, every other field as it is; one that fits is sent whole.
+func TestTasksPastIDsTooLargeForAFrame(t *testing.T) {
+	_, o, runID := longestRunID(t)
+	long := strings.Repeat("t", commands.MaxIDChars)
+	const most = int64(commands.MaxUsageTokens)
+	for _, id := range []string{long, "S"} {
+		o.ok("task.create", map[string]any{"taskId": id, "role": "r", "agent": "a", "title": "t", "cwd": "/w"})
+		o.ok("task.transition", map[string]any{"taskId": id, "to": "running"})
+		for range 3 {
+			o.ok("task.usage", map[string]any{"taskId": id, "input": most, "output": most, "cacheRead": most,
+				"cacheWrite": most, "cost": math.MaxFloat64, "turns": most})
+		}
+		o.ok("task.transition", map[string]any{"taskId": id, "to": "completed"})
+	}
+
+	tasks := everyItem(t, o, "query.tasks", nil, "tasks")
+	require.LessOrEqual(t, o.rd.FrameBytes(), wire.MaxFrameFloor)
+	require.Len(t, tasks, 2, "every task is listed, the one after the large one too")
+	large, small := tasks[0], tasks[1]
+	require.Equal(t, long, large["id"])
+	require.Equal(t, true, large["namesOmitted"], "the names and runId are left out, and it says so")
+	require.Equal(t, true, large["textsOmitted"])
+	require.Equal(t, "", large["runId"])
+	require.Equal(t, "", large["role"])
+	require.Equal(t, "completed", large["status"])
+	require.Equal(t, map[string]any{"input": float64(most), "output": float64(most), "cacheRead": float64(most),
+		"cacheWrite": float64(most), "cost": math.MaxFloat64, "turns": float64(most)}, large["usage"])
+	require.Equal(t, "S", small["id"])
+	require.Equal(t, runID, small["runId"], "a task that fits is sent whole")
+	require.Equal(t, "r", small["role"])
+	require.NotContains(t, small, "namesOmitted")
+	require.NotContains(t, small, "textsOmitted")
 }

@@ -210,6 +210,19 @@ func orchestratorAndP(t *testing.T, frame int) (o, p *client) {
 	return o, p
 }
 
+// longestRunID starts a daemon of the smallest frame, with a running run of the longest id, and its orchestrator.
+func longestRunID(t *testing.T) (f *fixture, o *client, runID string) {
+	f = newFixture(t, fixtureOpts{opts: Options{MaxFrame: wire.MaxFrameFloor}})
+	a := f.dial()
+	a.helloAdmin()
+	runID = strings.Repeat("r", commands.MaxRunIDChars)
+	orch := a.ok("run.create", map[string]any{"runId": runID, "team": "t", "goal": "g", "cwd": "/w"})["orchestratorToken"]
+	o = f.dial()
+	o.hello(runID, events.OrchestratorKey, orch.(string))
+	o.ok("run.transition", map[string]any{"to": "running"})
+	return f, o, runID
+}
+
 // everyItem reads every page of method with params, one item a page, and returns the items of key.
 func everyItem(t *testing.T, c *client, method string, params map[string]any, key string) []map[string]any {
 	t.Helper()

@@ -114,13 +114,14 @@ func fetchRun(ctx context.Context, b Broker, runID string, only ...string) (runV
 	}
 	if err == nil && want("query.tasks") {
 		rv.Tasks, err = callPaged[broker.WireTask](ctx, b, "query.tasks", "tasks", runID)
+		rv.Tasks = withRunIDs(rv.Tasks, runID, taskRunID)
 		if err == nil {
 			rv.dependsOnRead, err = readOmittedDependsOn(ctx, b, runID, rv.Tasks)
 		}
 	}
 	if err == nil && want("query.delegations") {
 		rv.Delegations, err = callPaged[broker.WireDelegation](ctx, b, "query.delegations", "delegations", runID)
-		rv.Delegations = withRunIDs(rv.Delegations, runID)
+		rv.Delegations = withRunIDs(rv.Delegations, runID, delegationRunID)
 	}
 	if err == nil && want("query.ledger") {
 		rv.Ledger, err = fetchLedger(ctx, b, runID)

@@ -126,11 +126,12 @@ func TestViewsOfDelegationNamesCrewdOmitted(t *testing.T) {
 }
 
 // TestViewsOfNamesAndDependsOnCrewdOmitted: crewd sends a run or a task that would not fit in its frame without its
-// texts either without its names (namesOmitted: a run's team, workflow and cwd, a task's role, agent, stepId and
-// failureCause), and a task without its dependsOn (dependsOnOmitted). show run, runs and tasks printed the empty
-// names as if they were the names, show run --json a task without its dependencies, and replay --diff reported each
-// omission as a difference between the daemon and the log. The views now say the names were omitted, crewctl reads a
-// dependsOn crewd left out page by page (query.tasks {taskId}), and the diff compares what crewd sent.
+// texts either without its names (namesOmitted: a run's team, workflow and cwd, a task's role, agent, stepId,
+// failureCause and runId), and a task without its dependsOn (dependsOnOmitted). show run, runs and tasks printed the
+// empty names as if they were the names, show run --json a task without its dependencies, and replay --diff reported
+// each omission as a difference between the daemon and the log. The views now say the names were omitted, crewctl
+// reads a dependsOn crewd left out page by page (query.tasks {taskId}) and puts the runId back, and the diff compares
+// what crewd sent.
 func TestViewsOfNamesAndDependsOnCrewdOmitted(t *testing.T) {
 	data, socket := liveDaemonWith(t, broker.Options{MaxFrame: wire.MaxFrameFloor})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -161,6 +162,7 @@ func TestViewsOfNamesAndDependsOnCrewdOmitted(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "W", sent[0].TaskID)
 	require.True(t, sent[0].NamesOmitted, "crewd leaves W's names out")
+	require.Empty(t, sent[0].RunID, "and its runId: the run asked about")
 	require.Equal(t, "X", sent[len(sent)-1].TaskID)
 	require.True(t, sent[len(sent)-1].DependsOnOmitted, "crewd leaves X's dependsOn out")
 	require.False(t, sent[len(sent)-1].NamesOmitted)
@@ -190,6 +192,7 @@ func TestViewsOfNamesAndDependsOnCrewdOmitted(t *testing.T) {
 	require.Equal(t, deps[15], x.DependsOn[15])
 	require.False(t, x.DependsOnOmitted, "what crewctl shows is the whole list")
 	require.True(t, shown.Tasks[0].NamesOmitted)
+	require.Equal(t, run, shown.Tasks[0].RunID, "crewctl puts back the runId crewd left out")
 	require.True(t, shown.Run.NamesOmitted)
 
 	// The log, read from a backup while crewd runs, holds what crewd sent without: no difference.

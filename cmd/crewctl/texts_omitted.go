@@ -9,10 +9,11 @@ import (
 // summary and reason, a task's title, cwd, model, error, status reason and its question's options, a delegation's
 // title, cwd and model empty, textsOmitted true — rather than refuse the read; a run that would not fit without them
 // either without its names too (team, workflow and cwd empty, namesOmitted true), and a task without its dependsOn
-// (null, dependsOnOmitted true), then without its names (role, agent, stepId and failureCause empty, namesOmitted
-// true), and a delegation without its role and runId (empty, namesOmitted true). These are the daemon's views as
-// sent, the flags kept (broker's WireRun, WireTask and WireDelegation), but for a delegation's runId, the run crewctl
-// asked about, which it puts back (withRunIDs): the views print them, and the diff compares what was sent. A
+// (null, dependsOnOmitted true), then without its names (role, agent, stepId, failureCause and runId empty,
+// namesOmitted true), and a delegation without its role and runId (empty, namesOmitted true). These are the daemon's
+// views as sent, the flags kept (broker's WireRun, WireTask and WireDelegation), but for a task's or a delegation's
+// runId, the run crewctl asked about, which it puts back (withRunIDs): the views print them, and the diff compares
+// what was sent. A
 // dependsOn is the one omission crewctl reads back (readOmittedDependsOn), as it reads an account's history: crewd
 // pages it (query.tasks {taskId}), so the diff compares it and show run --json shows it whole, where it pages no text
 // nor name.
@@ -60,15 +61,32 @@ func delegationRoleOf(d broker.WireDelegation) string {
 	return d.Role
 }
 
-// withRunIDs puts runID back in each of ds crewd sent without it (namesOmitted): it sends a delegation's runId empty
-// only when the delegation would not fit in its frame with it, and it is the run the query named.
-func withRunIDs(ds []broker.WireDelegation, runID string) []broker.WireDelegation {
-	for i := range ds {
-		if ds[i].NamesOmitted {
-			ds[i].RunID = runID
+// withRunIDs puts runID back in each of ws, tasks or delegations, crewd sent without it: it sends an item's runId
+// empty only when the item would not fit in its frame with it (namesOmitted), and it is the run the query named.
+// omitted gives an item's runId field when crewd left it out, nil when it did not.
+func withRunIDs[W any](ws []W, runID string, omitted func(*W) *string) []W {
+	for i := range ws {
+		if id := omitted(&ws[i]); id != nil {
+			*id = runID
 		}
 	}
-	return ds
+	return ws
+}
+
+// taskRunID is t's runId field when crewd left it out (withRunIDs).
+func taskRunID(t *broker.WireTask) *string {
+	if t.NamesOmitted {
+		return &t.RunID
+	}
+	return nil
+}
+
+// delegationRunID is d's runId field when crewd left it out (withRunIDs).
+func delegationRunID(d *broker.WireDelegation) *string {
+	if d.NamesOmitted {
+		return &d.RunID
+	}
+	return nil
 }
 
 // omittedTexts are the runs, tasks and delegations crewd sent without some of their fields, and what it left out.
@@ -116,6 +134,7 @@ func (o omittedTexts) apply(v *audit.View) {
 			}
 			w := broker.WireTask{Task: *t}
 			omitAs(&w, om)
+			w.RunID = t.RunID // NB: put back on the daemon's side too (withRunIDs)
 			if om.dependsOnRead && len(w.DependsOn) == 0 {
 				w.DependsOn = []string{} // NB: as query.tasks {taskId} writes an empty list, which a task may hold as nil
 			}
