@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/commands"
 )
 
@@ -17,7 +16,7 @@ import (
 // orchestrator read no later delegation. Such a delegation is sent without its role and runId too (empty: the run
 // the query names), namesOmitted true, every other field as it is; one that fits is sent whole.
 func TestDelegationsPastIDsTooLargeForAFrame(t *testing.T) {
-	f, o, runID := longestRunID(t)
+	f, o, runID := longestRunID(t, nil)
 	long := strings.Repeat("t", commands.MaxIDChars)
 	var subs []string
 	for _, parent := range []string{long, "S"} {
@@ -32,10 +31,7 @@ func TestDelegationsPastIDsTooLargeForAFrame(t *testing.T) {
 		o.ok("delegate.settle", map[string]any{"subId": sub, "outcome": "cancelled", "text": "x", "usageTokens": 1 << 40})
 	}
 
-	delegations := everyItem(t, o, "query.delegations", nil, "delegations")
-	require.LessOrEqual(t, o.rd.FrameBytes(), wire.MaxFrameFloor)
-	require.Len(t, delegations, 2, "every delegation is listed, the one after the large one too")
-	large, small := delegations[0], delegations[1]
+	large, small := largeThenSmall(t, o, "query.delegations", "delegations")
 	require.Equal(t, subs[0], large["subId"])
 	require.Equal(t, true, large["namesOmitted"], "the role and runId are left out, and it says so")
 	require.Equal(t, true, large["textsOmitted"])

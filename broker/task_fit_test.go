@@ -201,7 +201,7 @@ func TestTasksPastNamesTooLargeForAFrame(t *testing.T) {
 // so the orchestrator read no later task. Such a task is sent without its runId too (empty: the run the query names),
 // namesOmitted true, every other field as it is; one that fits is sent whole.
 func TestTasksPastIDsTooLargeForAFrame(t *testing.T) {
-	_, o, runID := longestRunID(t)
+	_, o, runID := longestRunID(t, nil)
 	long := strings.Repeat("t", commands.MaxIDChars)
 	const most = int64(commands.MaxUsageTokens)
 	for _, id := range []string{long, "S"} {
@@ -214,10 +214,7 @@ func TestTasksPastIDsTooLargeForAFrame(t *testing.T) {
 		o.ok("task.transition", map[string]any{"taskId": id, "to": "completed"})
 	}
 
-	tasks := everyItem(t, o, "query.tasks", nil, "tasks")
-	require.LessOrEqual(t, o.rd.FrameBytes(), wire.MaxFrameFloor)
-	require.Len(t, tasks, 2, "every task is listed, the one after the large one too")
-	large, small := tasks[0], tasks[1]
+	large, small := largeThenSmall(t, o, "query.tasks", "tasks")
 	require.Equal(t, long, large["id"])
 	require.Equal(t, true, large["namesOmitted"], "the names and runId are left out, and it says so")
 	require.Equal(t, true, large["textsOmitted"])

@@ -34,8 +34,8 @@ const omitRoom = 128
 type WireRun struct {
 	projections.Run
 	TextsOmitted bool `json:"textsOmitted,omitempty"`
-	// NamesOmitted says the run's team, workflow and cwd were left out: without its texts it would not fit either
-	// (OmitNames).
+	// NamesOmitted says the run's team, workflow, cwd and its waitState's taskId were left out: without its texts it
+	// would not fit either (OmitNames).
 	NamesOmitted bool `json:"namesOmitted,omitempty"`
 }
 
@@ -44,8 +44,17 @@ type WireRun struct {
 func (w *WireRun) OmitTexts() { w.Goal, w.Summary, w.Reason, w.TextsOmitted = "", "", "", true }
 
 // OmitNames leaves out w's team, workflow and cwd (up to 256, 256 and 4,096 chars, six bytes each in JSON for '<',
-// which the run.create sent in one: they outgrow a frame of 4 KiB) and says so.
-func (w *WireRun) OmitNames() { w.Team, w.Workflow, w.Cwd, w.NamesOmitted = "", "", "", true }
+// which the run.create sent in one: they outgrow a frame of 4 KiB), and the id of the task its waitState names (up
+// to 256 chars: beside the run's id of 255, its budget and times, it outgrows a frame of 1 KiB; query.tasks lists the
+// task waiting on the question), and says so.
+func (w *WireRun) OmitNames() {
+	w.Team, w.Workflow, w.Cwd, w.NamesOmitted = "", "", "", true
+	if w.WaitState != nil {
+		park := *w.WaitState // NB: a copy: the run's own is the state's
+		park.TaskID = ""
+		w.WaitState = &park
+	}
+}
 
 // WireTask is a task on the wire, as WireRun is a run; its dependsOn, then its names, are left out too (flagged so)
 // when the task would not fit in a frame without its texts either (task_fit.go).

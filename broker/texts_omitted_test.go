@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -210,17 +211,30 @@ func orchestratorAndP(t *testing.T, frame int) (o, p *client) {
 	return o, p
 }
 
-// longestRunID starts a daemon of the smallest frame, with a running run of the longest id, and its orchestrator.
-func longestRunID(t *testing.T) (f *fixture, o *client, runID string) {
+// longestRunID starts a daemon of the smallest frame, with a running run of the longest id (its run.create's params
+// and more), and its orchestrator.
+func longestRunID(t *testing.T, more map[string]any) (f *fixture, o *client, runID string) {
 	f = newFixture(t, fixtureOpts{opts: Options{MaxFrame: wire.MaxFrameFloor}})
 	a := f.dial()
 	a.helloAdmin()
 	runID = strings.Repeat("r", commands.MaxRunIDChars)
-	orch := a.ok("run.create", map[string]any{"runId": runID, "team": "t", "goal": "g", "cwd": "/w"})["orchestratorToken"]
+	create := map[string]any{"runId": runID, "team": "t", "goal": "g", "cwd": "/w"}
+	maps.Copy(create, more)
+	orch := a.ok("run.create", create)["orchestratorToken"]
 	o = f.dial()
 	o.hello(runID, events.OrchestratorKey, orch.(string))
 	o.ok("run.transition", map[string]any{"to": "running"})
 	return f, o, runID
+}
+
+// largeThenSmall reads the two items of key that method lists, one a page, each answer within the smallest frame: a
+// large item and the small one after it.
+func largeThenSmall(t *testing.T, c *client, method, key string) (large, small map[string]any) {
+	t.Helper()
+	items := everyItem(t, c, method, nil, key)
+	require.LessOrEqual(t, c.rd.FrameBytes(), wire.MaxFrameFloor)
+	require.Len(t, items, 2, "every item is listed, the one after the large one too")
+	return items[0], items[1]
 }
 
 // everyItem reads every page of method with params, one item a page, and returns the items of key.
