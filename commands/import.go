@@ -62,7 +62,8 @@ const maxImportTimeMs = 9e12
 // subId, refused when it is not an id (safeID) or names a workflow task of
 // the run (workflowTask), a free text, refused when it is longer than
 // crewlog's own command records it (importedTextProblem), an id longer than any
-// crewlog records or a task id task.create refuses (a reserved word, or an empty taskId: importedIDProblem), a
+// crewlog records, in chars or in the bytes JSON writes it in, or a task id task.create refuses (a reserved word, or
+// an empty taskId: importedIDProblem), a
 // foreign event's seq below 1, which no event of its source has (importedForeignProblem), and
 // an allocation
 // top-up (events.ImportTopUpSubID), recorded as what its task lacks of the
@@ -416,9 +417,9 @@ func importedDepthProblem(p any) string {
 }
 
 // importedDependsOnProblem says what makes p, a task.created given as a pointer or a struct, list dependencies
-// task.create never records (more than MaxDependsOn, or an id that is not 1..MaxIDChars chars:
-// events.DependsOnCountOK, events.DependencyOK); "" when there is nothing, or when p is another payload. NB: every
-// read of the task, snapshot of its run and page of the dashboard copies the list.
+// task.create never records (more than MaxDependsOn, or an id that is not 1..MaxIDChars chars of at most MaxIDChars
+// bytes in JSON: events.DependsOnCountOK, events.DependencyOK); "" when there is nothing, or when p is another
+// payload. NB: every read of the task, snapshot of its run and page of the dashboard copies the list.
 func importedDependsOnProblem(p any) string {
 	t := payloadAs[events.TaskCreated](p)
 	if t == nil {
@@ -429,7 +430,8 @@ func importedDependsOnProblem(p any) string {
 		bad = bad || !events.DependencyOK(d)
 	}
 	if bad {
-		return fmt.Sprintf("dependsOn must list at most %d task ids of 1..%d chars", MaxDependsOn, MaxIDChars)
+		return fmt.Sprintf("dependsOn must list at most %d task ids, each of 1..%d chars, of at most %d bytes in JSON",
+			MaxDependsOn, MaxIDChars, MaxIDChars)
 	}
 	return ""
 }

@@ -818,29 +818,49 @@ func TestImportedDependsOnIsOneTaskCreateTakes(t *testing.T) {
 		return err
 	}
 	for name, deps := range map[string][]string{
-		"too many":    slices.Repeat([]string{"t0"}, MaxDependsOn+1),
-		"a long id":   {"t0", strings.Repeat("é", MaxIDChars+1)},
-		"an empty id": {""},
+		"too many":                  slices.Repeat([]string{"t0"}, MaxDependsOn+1),
+		"a long id":                 {"t0", strings.Repeat("é", MaxIDChars+1)},
+		"an id of two-byte chars":   {"t0", strings.Repeat("é", MaxIDChars/2+1)},
+		"an id JSON writes in more": {"t0", strings.Repeat("<", MaxIDChars/6+1)},
+		"an empty id":               {""},
 	} {
 		created := events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow, DependsOn: deps}
 		for how, p := range map[string]any{"pointer": &created, "struct": created} {
 			require.ErrorContains(t, decide(p), fmt.Sprintf("import.append: event 1: task.created: dependsOn must list at "+
-				"most %d task ids of 1..%d chars", MaxDependsOn, MaxIDChars), "%s by %s", name, how)
+				"most %d task ids, each of 1..%d chars, of at most %d bytes in JSON", MaxDependsOn, MaxIDChars, MaxIDChars),
+				"%s by %s", name, how)
 		}
 	}
 	require.NoError(t, decide(&events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow,
-		DependsOn: append(slices.Repeat([]string{"t0"}, MaxDependsOn-1), strings.Repeat("é", MaxIDChars))}))
+		DependsOn: append(slices.Repeat([]string{"t0"}, MaxDependsOn-2), strings.Repeat("é", MaxIDChars/2),
+			strings.Repeat("<", MaxIDChars/6))}))
 	require.NoError(t, decide(&events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}))
 }
 
 // TestImportedIDsAreOnesCrewlogRecords: an imported payload names a task, a delegation, a question or a message by an
-// id of at most MaxIDChars chars, as every id crewlog's own commands record, by value or by pointer: a longer one was
-// recorded, and a delegate.admitted's taskId became its delegation's parentTaskId and a budget account's key, an
-// ask.requested's its question's and its run's waitState's, each read and snapshot of the run copying it. A
-// foreign.imported keeps what its source wrote.
+// id of at most MaxIDChars chars that JSON writes in at most MaxIDChars bytes, as every id crewlog's own commands
+// record, by value or by pointer: a longer one was recorded, and a delegate.admitted's taskId became its delegation's
+// parentTaskId and a budget account's key, an ask.requested's its question's and its run's waitState's, each read and
+// snapshot of the run copying it; and one of 256 '<', 1,536 bytes in JSON, was larger alone than a frame of 1 KiB,
+// each read of the socket that met it answering oversize-frame for good. A foreign.imported keeps what its source
+// wrote.
 func TestImportedIDsAreOnesCrewlogRecords(t *testing.T) {
+	for _, long := range []string{strings.Repeat("é", MaxIDChars+1), strings.Repeat("<", MaxIDChars),
+		strings.Repeat("<", MaxIDChars/6+1), strings.Repeat("é", MaxIDChars/2+1), strings.Repeat("\x00", MaxIDChars/6+1)} {
+		importedIDsRefused(t, long)
+	}
 	decide := func(p any) error { return decideAfterTask(t, p) }
-	long := strings.Repeat("é", MaxIDChars+1)
+	for _, at := range []string{strings.Repeat("t", MaxIDChars), strings.Repeat("é", MaxIDChars/2),
+		strings.Repeat("<", MaxIDChars/6)} {
+		require.NoError(t, decide(&events.DelegateAdmitted{TaskID: at, SubID: "gc-1", Unmetered: true}))
+	}
+	long := strings.Repeat("<", MaxIDChars)
+	require.NoError(t, decide(&events.ForeignImported{Source: "picrew", Type: "x.y", Seq: 1, TaskID: long}))
+}
+
+// importedIDsRefused requires each payload naming something by id long to be refused, by value or by pointer.
+func importedIDsRefused(t *testing.T, long string) {
+	decide := func(p any) error { return decideAfterTask(t, p) }
 	for name, c := range map[string]struct {
 		p    any
 		want string
@@ -860,11 +880,8 @@ func TestImportedIDsAreOnesCrewlogRecords(t *testing.T) {
 		ptr := reflect.New(reflect.TypeOf(c.p))
 		ptr.Elem().Set(reflect.ValueOf(c.p))
 		for how, p := range map[string]any{"struct": c.p, "pointer": ptr.Interface()} {
-			require.ErrorContains(t, decide(p), fmt.Sprintf("import.append: event 2: %s must be at most %d chars", c.want, MaxIDChars),
-				"%s by %s", name, how)
+			require.ErrorContains(t, decide(p), fmt.Sprintf("import.append: event 2: %s must be at most %d chars, of at "+
+				"most %d bytes in JSON", c.want, MaxIDChars, MaxIDChars), "%q: %s by %s", long[:1], name, how)
 		}
 	}
-	at := strings.Repeat("é", MaxIDChars)
-	require.NoError(t, decide(&events.DelegateAdmitted{TaskID: at, SubID: "gc-1", Unmetered: true}))
-	require.NoError(t, decide(&events.ForeignImported{Source: "picrew", Type: "x.y", Seq: 1, TaskID: long}))
 }

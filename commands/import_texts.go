@@ -26,17 +26,21 @@ func importedTextProblem(p any) string {
 	return ""
 }
 
+// importedIDBound is what an imported id must be (events.ImportedIDOK).
+var importedIDBound = fmt.Sprintf("at most %d chars, of at most %d bytes in JSON", MaxIDChars, MaxIDChars)
+
 // importedIDFields are the fields by which an imported payload names a task, a delegation, a question, a message or a
 // mailbox.
 var importedIDFields = []string{"TaskID", "SubID", "QuestionID", "MessageID", "ID", "To", "Recipient"}
 
 // importedIDProblem says which id of p, an imported payload given as a pointer or a struct, is one crewlog does not
-// record: longer than any id crewlog records (events.ImportedIDOK: its fields TaskID, SubID, QuestionID, MessageID,
-// ID, To and Recipient, and a message's data.subId), a task.created named by a reserved word (events.TaskIDReserved),
-// or an empty taskId wherever a payload names a task (a TaskID field whose tag has no omitempty); "" when none is,
-// and for a foreign.imported, which keeps what its source wrote. NB: refused, not cut: a cut id names another task,
-// and projections key delegations, accounts and questions by these ids; an empty id is the run inbox's mailbox key,
-// and a task named "parent", "all" or "group" could never be sent a message of its own.
+// record: longer than any id crewlog records, in chars or in the bytes JSON writes it in (events.ImportedIDOK: its
+// fields TaskID, SubID, QuestionID, MessageID, ID, To and Recipient, and a message's data.subId), a task.created
+// named by a reserved word (events.TaskIDReserved), or an empty taskId wherever a payload names a task (a TaskID
+// field whose tag has no omitempty); "" when none is, and for a foreign.imported, which keeps what its source wrote.
+// NB: refused, not cut: a cut id names another task, and projections key delegations, accounts and questions by these
+// ids; an empty id is the run inbox's mailbox key, and a task named "parent", "all" or "group" could never be sent a
+// message of its own.
 func importedIDProblem(p any) string {
 	if payloadAs[events.ForeignImported](p) != nil {
 		return ""
@@ -52,11 +56,11 @@ func importedIDProblem(p any) string {
 		}
 		if !events.ImportedIDOK(v.FieldByIndex(f.Index).String()) {
 			tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			return fmt.Sprintf("%s must be at most %d chars", tag, MaxIDChars)
+			return tag + " must be " + importedIDBound
 		}
 	}
 	if m := payloadAs[events.MailboxAppended](p); m != nil && m.Data != nil && !events.ImportedIDOK(m.Data.SubID) {
-		return fmt.Sprintf("data.subId must be at most %d chars", MaxIDChars)
+		return "data.subId must be " + importedIDBound
 	}
 	if c := payloadAs[events.TaskCreated](p); c != nil && events.TaskIDReserved(c.TaskID) {
 		return fmt.Sprintf("taskId %q is the run inbox, a group of tasks or the orchestrator, not a task's", c.TaskID)

@@ -104,21 +104,55 @@ func QuestionIDOK(q string) bool {
 	return q != "" && (len(q) <= MaxQuestionIDChars || utf8.RuneCountInString(q) <= MaxQuestionIDChars)
 }
 
+// ImportedQuestionIDOK reports whether q is a question id an import may record: one wait.resolve can name
+// (QuestionIDOK) that JSON writes in at most MaxIDChars bytes, as every id an import records (ImportedIDOK).
+func ImportedQuestionIDOK(q string) bool { return QuestionIDOK(q) && ImportedIDOK(q) }
+
 // DepthOK reports whether d is a depth the engine records: 0..MaxDepth.
 func DepthOK(d int) bool { return d >= 0 && d <= MaxDepth }
 
 // DependsOnCountOK reports whether deps lists no more tasks than a task depends on (MaxDependsOn).
 func DependsOnCountOK(deps []string) bool { return len(deps) <= MaxDependsOn }
 
-// DependencyOK reports whether d is a dependency a task records: 1..MaxIDChars chars, as a task id is (ImportedIDOK).
+// DependencyOK reports whether d is a dependency a task records: a task id an import may record (ImportedIDOK), not
+// empty.
 func DependencyOK(d string) bool { return d != "" && ImportedIDOK(d) }
 
 // ImportedIDOK reports whether id is one an imported record may name a task, a delegation, a question or a message
-// by: at most MaxIDChars chars (an empty one names none). NB: every id crewlog's own commands record is within it; a
-// longer one names nothing crewlog records, and every read and snapshot of its run copied it.
+// by: one JSON writes in at most MaxIDChars bytes, so of at most MaxIDChars chars (an empty one names none). NB:
+// every id crewlog's own commands record is within it, MaxIDChars chars of [A-Za-z0-9_-], and so is every id pi-crew
+// writes (its task ids are path segments of that charset, its message, question and sub ids of it too); a longer one
+// names nothing crewlog records, and every read and snapshot of its run copied it. Bytes, not only chars: the
+// socket's reads answer in a frame down to 1 KiB, and 256 chars that encoding/json writes in six bytes each ('<',
+// '>', '&', a control char, U+2028, an invalid byte) took 1,536, so that each read that met such an id (its task,
+// its message, its delegation) answered oversize-frame for good; an id within the bound fits wherever one of
+// crewlog's own does. The bound is the import's: a log that holds a longer id (recorded before it) replays.
 func ImportedIDOK(id string) bool {
-	// NB: a string of at most MaxIDChars bytes has at most as many chars; only a longer one is counted.
-	return len(id) <= MaxIDChars || utf8.RuneCountInString(id) <= MaxIDChars
+	if len(id) > MaxIDChars*utf8.UTFMax {
+		return false // NB: more chars than the bound allows bytes, whatever they are: not measured
+	}
+	n := 0
+	for i := 0; i < len(id); {
+		r, size := utf8.DecodeRuneInString(id[i:])
+		n += jsonBytes(r, size)
+		i += size
+	}
+	return n <= MaxIDChars
+}
+
+// jsonBytes is the bytes encoding/json writes rune r, size bytes of a string, in (HTML's characters escaped): six
+// for an invalid byte (\ufffd), a control char (\u00XX; NB: two for \n, \r and \t), '<', '>', '&', U+2028 and
+// U+2029; two for '"' and '\\'; its UTF-8 bytes for every other.
+func jsonBytes(r rune, size int) int {
+	switch {
+	case r == utf8.RuneError && size == 1:
+		return 6
+	case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t':
+		return 2
+	case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029':
+		return 6
+	}
+	return size
 }
 
 // The recipient names msg.send and escalate read as a group of mailboxes before they look for a task (D§7.5).

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -27,10 +28,11 @@ func TestImportedBoundsEdges(t *testing.T) {
 		"depth": {[]bool{DepthOK(0), DepthOK(MaxDepth)}, []bool{DepthOK(-1), DepthOK(MaxDepth + 1)}},
 		"dependsOn count": {[]bool{DependsOnCountOK(nil), DependsOnCountOK(make([]string, MaxDependsOn))},
 			[]bool{DependsOnCountOK(make([]string, MaxDependsOn+1))}},
-		"imported id": {[]bool{ImportedIDOK(""), ImportedIDOK(strings.Repeat("é", MaxIDChars))},
-			[]bool{ImportedIDOK(strings.Repeat("t", MaxIDChars+1))}},
-		"dependency": {[]bool{DependencyOK("t"), DependencyOK(strings.Repeat("é", MaxIDChars))},
-			[]bool{DependencyOK(""), DependencyOK(strings.Repeat("t", MaxIDChars+1))}},
+		"imported id": {[]bool{ImportedIDOK(""), ImportedIDOK(strings.Repeat("t", MaxIDChars)),
+			ImportedIDOK(strings.Repeat("é", MaxIDChars/2))},
+			[]bool{ImportedIDOK(strings.Repeat("t", MaxIDChars+1)), ImportedIDOK(strings.Repeat("é", MaxIDChars/2+1))}},
+		"dependency": {[]bool{DependencyOK("t"), DependencyOK(strings.Repeat("é", MaxIDChars/2))},
+			[]bool{DependencyOK(""), DependencyOK(strings.Repeat("t", MaxIDChars+1)), DependencyOK(strings.Repeat("<", 43))}},
 	} {
 		for i, ok := range c.in {
 			require.True(t, ok, "%s: value %d within the bound is refused", name, i)
@@ -86,5 +88,32 @@ func TestAskOptionsProblem(t *testing.T) {
 		many, badOption := AskOptionsProblem(c.o)
 		require.Equal(t, c.many, many, name)
 		require.Equal(t, c.badOption, badOption, name)
+	}
+}
+
+// TestImportedIDsFitAFrame: an imported id is bounded by the bytes JSON writes it in, as well as its chars: 256 chars
+// that encoding/json writes in six bytes each ('<', '>', '&', a control char, U+2028, an invalid byte) took 1,536
+// bytes, larger alone than a frame of 1 KiB, and every read that met it (its task in query.tasks, its message in
+// msg.inbox) answered oversize-frame for good. Every id an import may record takes at most as many bytes as the
+// longest id crewlog's own commands record ([A-Za-z0-9_-], MaxIDChars), and so fits where that one does.
+func TestImportedIDsFitAFrame(t *testing.T) {
+	for _, c := range []struct {
+		char  string
+		bytes int // as encoding/json writes it
+	}{{"t", 1}, {"é", 2}, {"😀", 4}, {"<", 6}, {">", 6}, {"&", 6}, {"\x01", 6}, {"\u2028", 6}, {"\xff", 6}, {`"`, 2}, {"\n", 2}} {
+		char := c.char
+		most := MaxIDChars / c.bytes
+		for n, fits := range map[int]bool{most: true, most + 1: false} {
+			b, err := json.Marshal(strings.Repeat(char, n))
+			require.NoError(t, err)
+			require.Equal(t, fits, len(b)-len(`""`) <= MaxIDChars, "%q ×%d as encoding/json writes it", char, n)
+		}
+		require.True(t, ImportedIDOK(strings.Repeat(char, most)), "%q ×%d", char, most)
+		require.False(t, ImportedIDOK(strings.Repeat(char, most+1)), "%q ×%d", char, most+1)
+		if c.bytes > 1 {
+			require.False(t, ImportedIDOK(strings.Repeat(char, MaxIDChars)), "%q ×%d", char, MaxIDChars)
+		}
+		require.True(t, DependencyOK(strings.Repeat(char, most)), "%q ×%d", char, most)
+		require.False(t, DependencyOK(strings.Repeat(char, most+1)), "%q ×%d", char, most+1)
 	}
 }

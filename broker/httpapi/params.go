@@ -70,12 +70,12 @@ func (p *params) str(key string, maxLen int) string {
 }
 
 // taskID is the single value of key ("" when absent), a task id: at most events.MaxIDChars chars (Unicode code
-// points) of valid UTF-8, as the engine bounds task ids (events.ImportedIDOK), not bytes: an imported pi-crew task
-// may be named by chars of several bytes each, and a bound in bytes would leave such a task listed with its mailbox
-// and its account unreadable.
+// points) of valid UTF-8, not bytes: a task imported before an import bounded an id's bytes too
+// (events.ImportedIDOK) may be named by chars of several bytes each, and a bound in bytes would leave such a task
+// listed with its mailbox and its account unreadable.
 func (p *params) taskID(key string) string {
 	s, ok := p.single(key)
-	if ok && (!utf8.ValidString(s) || !events.ImportedIDOK(s)) {
+	if ok && (!utf8.ValidString(s) || utf8.RuneCountInString(s) > events.MaxIDChars) {
 		p.fail(badParams("%s must be at most %d chars of UTF-8", key, events.MaxIDChars))
 		return ""
 	}

@@ -127,9 +127,12 @@
 //     reported (a negative one lowered the run's budget use below what its
 //     other tasks spent); a task's dependsOn keeps the ids of 1..256 chars,
 //     and of those the first 1024 (task.create's bound), each cut reported;
-//     a line naming a task, a delegation or a question by an id longer than
-//     256 chars is skipped, and a message's questionId or data.subId so
-//     long taken as absent, reported (events.ImportedIDOK); a task of
+//     a line naming a task, a delegation, a question or a message by an id
+//     longer than 256 chars, or than 256 bytes as JSON writes it (one of 256
+//     '<' was larger alone than a frame of 1 KiB, and each read that met it
+//     answered oversize-frame for good), is skipped, and a message's
+//     questionId or data.subId so long taken as absent, reported
+//     (events.ImportedIDOK, events.ImportedQuestionIDOK); a task of
 //     tasks.json, or an admission's subId, named parent, all, group or
 //     orchestrator (events.TaskIDReserved: names task.create refuses, as
 //     msg.send reads them as a group of mailboxes) is left out with its

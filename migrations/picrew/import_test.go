@@ -126,7 +126,7 @@ func TestImportSkipsWhatTheStoreRefuses(t *testing.T) {
 	require.NoError(t, run.AddTask("01_plan", "planner"))
 	big, err := run.Message("01_plan", strings.Repeat("x", 4096))
 	require.NoError(t, err)
-	long := strings.Repeat("m", 300)
+	long := strings.Repeat("m", events.MaxIDChars-6) // NB: an id an import records, its command id too long
 	require.NoError(t, picrewtest.AppendRaw(filepath.Join(run.Dir, "mailbox", "tasks", "01_plan", "inbox.jsonl"),
 		[]byte(`{"id":"`+long+`","taskId":"01_plan","body":"hi","createdAt":"2026-12-01T12:00:00.000Z"}`+"\n")))
 	small, err := run.Message("01_plan", "fits")
@@ -145,7 +145,7 @@ func TestImportSkipsWhatTheStoreRefuses(t *testing.T) {
 	all := strings.Join(reasons, "\n")
 	require.Contains(t, all, "import:"+run.ID+":msg:"+big+": not imported: eventlog: invalid append: payload of")
 	require.Contains(t, all, `"msg:`+long[:60])
-	require.Contains(t, all, "an id too long to name its import (a command id of 348 bytes, at most 256): not imported")
+	require.Contains(t, all, "an id too long to name its import (a command id of 298 bytes, at most 256): not imported")
 
 	engine := events.EnginePrincipal().Key()
 	for _, id := range []string{"run", "task:01_plan", "msg:" + small} {

@@ -326,11 +326,12 @@ func (p *planner) taskEvent(ev *teamEvent, what string, at int64) {
 	if ev.Type == "task.resumed" && !p.idsOK(ev, namedID{"questionId", d.QuestionID}) {
 		return
 	}
-	if ev.Type == "task.waiting" && !events.QuestionIDOK(d.QuestionID) {
+	if ev.Type == "task.waiting" && !events.ImportedQuestionIDOK(d.QuestionID) {
 		// NB: a follower reconciles a live run only once it has finished: recorded, the task waited until then on a
 		// question nobody could answer and nothing would time out.
 		p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "task.waiting for task %s: question %q is not one wait.resolve "+
-			"takes (1..%d chars): skipped, the task left %s", id, clip(d.QuestionID), events.MaxQuestionIDChars, firstOf(p.status[id], "queued"))
+			"takes (1..%d chars"+questionIDBytes+"): skipped, the task left %s", id, clip(d.QuestionID),
+			events.MaxQuestionIDChars, firstOf(p.status[id], "queued"))
 		return
 	}
 	p.begin(what)
@@ -604,10 +605,10 @@ func (p *planner) askEvent(ev *teamEvent, what string, at int64) {
 	if !p.idsOK(ev, ids...) {
 		return
 	}
-	if ev.Type == "ask.requested" && !events.QuestionIDOK(d.QuestionID) {
+	if ev.Type == "ask.requested" && !events.ImportedQuestionIDOK(d.QuestionID) {
 		// NB: crewd's import.append refuses it, as wait.request never asks one: nobody can answer it.
 		p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "ask.requested for task %s: question %q is not one wait.resolve "+
-			"takes (1..%d chars): skipped", ev.TaskID, clip(d.QuestionID), events.MaxQuestionIDChars)
+			"takes (1..%d chars"+questionIDBytes+"): skipped", ev.TaskID, clip(d.QuestionID), events.MaxQuestionIDChars)
 		return
 	}
 	p.begin(what)
@@ -628,6 +629,12 @@ func (p *planner) askEvent(ev *teamEvent, what string, at int64) {
 	}
 }
 
+// importedIDBound is how long an id may be (events.ImportedIDOK), as the reports say it.
+var importedIDBound = fmt.Sprintf("%d chars, or %d bytes in JSON", events.MaxIDChars, events.MaxIDChars)
+
+// questionIDBytes is what the reports of a question id add to wait.resolve's bound (events.ImportedQuestionIDOK).
+var questionIDBytes = fmt.Sprintf(", of at most %d bytes in JSON", events.MaxIDChars)
+
 // namedID is an id a record names something by, with its field's name.
 type namedID struct{ name, id string }
 
@@ -643,8 +650,8 @@ func (p *planner) idsOK(ev *teamEvent, ids ...namedID) bool {
 			return false
 		}
 		if !events.ImportedIDOK(n.id) {
-			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "%s: %s %s is longer than %d chars, as no id crewlog records: skipped",
-				ev.Type, n.name, clip(n.id), events.MaxIDChars)
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "%s: %s %s is longer than %s, as no id crewlog records: skipped",
+				ev.Type, n.name, clip(n.id), importedIDBound)
 			return false
 		}
 	}
@@ -874,7 +881,7 @@ func (p *planner) reconcileTask(t task) {
 		if t.Waiting != nil {
 			q = t.Waiting.QuestionID
 		}
-		if !events.QuestionIDOK(q) {
+		if !events.ImportedQuestionIDOK(q) {
 			// NB: parked on a question nobody can name, the task would wait for good; crewd's import.append refuses
 			// such a task.waiting, as wait.request never parks one.
 			p.s.skip(p.r.id, "state/runs/"+p.r.id+"/tasks.json", 0, 0, "task %s: waiting on question %q, which "+

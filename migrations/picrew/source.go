@@ -812,6 +812,13 @@ func (s *source) parseMessage(id, rel string, line int, b []byte) (m message, ok
 		s.skip(id, rel, line, 0, "corrupt mailbox line: skipped")
 		return m, false
 	}
+	if !events.ImportedIDOK(m.ID) {
+		// NB: not taken as absent, as another of its ids is: the id is the message (its delivery state, its
+		// acknowledgement and a second line of it name it so), and crewd's import.append refuses it.
+		s.skip(id, rel, line, 0, "message %s: its id is longer than %s, as no id crewlog records: skipped", clip(m.ID),
+			importedIDBound)
+		return m, false
+	}
 	if m.RunID != "" && m.RunID != id {
 		// NB: pi-crew names the run in every line it appends (D§2.6, the manifest's runId, which its own reader
 		// requires): a line naming another is another run's, copied in by a worker of this one, and read as this run's
@@ -844,8 +851,8 @@ func (s *source) parseMessage(id, rel string, line int, b []byte) (m message, ok
 func (s *source) boundMessageIDs(id, rel string, line int, m *message) {
 	bound := func(name string, v *string) {
 		if !events.ImportedIDOK(*v) {
-			s.skip(id, rel, line, 0, "message %s: %s %s is longer than %d chars, as no id crewlog records: taken as absent",
-				clip(m.ID), name, clip(*v), events.MaxIDChars)
+			s.skip(id, rel, line, 0, "message %s: %s %s is longer than %s, as no id crewlog records: taken as absent",
+				clip(m.ID), name, clip(*v), importedIDBound)
 			*v = ""
 		}
 	}

@@ -488,9 +488,9 @@ func TestLiveRunTaskWaitsOnlyOnANameableQuestion(t *testing.T) {
 	})
 	one, followed, reports := importedTwice(t, root, valuesClock)
 	require.Len(t, reports, 4, "%q", reports)
-	require.Contains(t, reports[0], `(seq 2): task.waiting for task 01_plan: question "" is not one wait.resolve takes (1..128 chars): skipped`)
+	require.Contains(t, reports[0], `(seq 2): task.waiting for task 01_plan: question "" is not one wait.resolve takes (1..128 chars, of at most 256 bytes in JSON): skipped`)
 	require.Contains(t, reports[1], `(seq 4): task.waiting for task 02_exec: question "qqqq`)
-	require.Contains(t, reports[2], `(seq 5): ask.requested for task 01_plan: question "" is not one wait.resolve takes (1..128 chars): skipped`)
+	require.Contains(t, reports[2], `(seq 5): ask.requested for task 01_plan: question "" is not one wait.resolve takes (1..128 chars, of at most 256 bytes in JSON): skipped`)
 	require.Contains(t, reports[3], `(seq 6): ask.requested for task 02_exec: question "qqqq`)
 	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
 		s := stateOf(t, l)
@@ -656,33 +656,41 @@ func TestImportedIDsAreOnesCrewlogNames(t *testing.T) {
 	one, followed, reports := importedTwice(t, root, valuesClock)
 	all := strings.Join(reports, "\n")
 	for _, want := range []string{
-		"(seq 2): delegate.requested: subId " + clip(long) + " is longer than 256 chars, as no id crewlog records: skipped",
-		"(seq 3): delegate.admitted: taskId " + clip(long) + " is longer than 256 chars, as no id crewlog records: skipped",
-		"(seq 4): delegate.completed: taskId " + clip(long) + " is longer than 256 chars, as no id crewlog records: skipped",
-		"(seq 5): ask.requested: taskId " + clip(long) + " is longer than 256 chars, as no id crewlog records: skipped",
-		"(seq 7): ask.answered: questionId " + clip(long) + " is longer than 256 chars, as no id crewlog records: skipped",
-		"inbox.jsonl:1: message m1: questionId " + clip(long) + " is longer than 256 chars, as no id crewlog records: taken as absent",
-		"inbox.jsonl:1: message m1: data.subId " + clip(long) + " is longer than 256 chars, as no id crewlog records: taken as absent",
+		"(seq 2): delegate.requested: subId " + clip(long) + " is longer than 256 chars, or 256 bytes in JSON, as no id crewlog records: skipped",
+		"(seq 3): delegate.admitted: taskId " + clip(long) + " is longer than 256 chars, or 256 bytes in JSON, as no id crewlog records: skipped",
+		"(seq 4): delegate.completed: taskId " + clip(long) + " is longer than 256 chars, or 256 bytes in JSON, as no id crewlog records: skipped",
+		"(seq 5): ask.requested: taskId " + clip(long) + " is longer than 256 chars, or 256 bytes in JSON, as no id crewlog records: skipped",
+		"(seq 7): ask.answered: questionId " + clip(long) + " is longer than 256 chars, or 256 bytes in JSON, as no id crewlog records: skipped",
+		"inbox.jsonl:1: message m1: questionId " + clip(long) + " is longer than 256 chars, or 256 bytes in JSON, as no id crewlog records: taken as absent",
+		"inbox.jsonl:1: message m1: data.subId " + clip(long) + " is longer than 256 chars, or 256 bytes in JSON, as no id crewlog records: taken as absent",
 	} {
 		require.Contains(t, all, want)
 	}
 	require.Len(t, reports, 7, "%q", reports)
 	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
 		s := stateOf(t, l)
-		require.Empty(t, s.Delegations(run), name)
 		_, ok := s.Allocation(run, long)
 		require.False(t, ok, "%s: no account under the long id", name)
-		_, ok = s.Ask(run, "q1")
-		require.False(t, ok, name)
-		q2, ok := s.Ask(run, "q2")
-		require.True(t, ok, name)
-		require.Equal(t, projections.AskPending, q2.Status, name)
-		m, ok := s.Message(run, "m1")
-		require.True(t, ok, name)
-		require.Empty(t, m.QuestionID, name)
-		require.NotNil(t, m.Data, name)
-		require.Empty(t, m.Data.SubID, name)
+		requireIDsLeftOut(t, s, run, name)
 	}
+}
+
+// requireIDsLeftOut requires of run in s, the state of an import (name), what the files of the tests of imported ids
+// leave once their ids are bounded: no delegation, no question q1, question q2 pending, and message m1 without its
+// questionId and data.subId.
+func requireIDsLeftOut(t *testing.T, s *projections.State, run, name string) {
+	t.Helper()
+	require.Empty(t, s.Delegations(run), name)
+	_, ok := s.Ask(run, "q1")
+	require.False(t, ok, name)
+	q2, ok := s.Ask(run, "q2")
+	require.True(t, ok, name)
+	require.Equal(t, projections.AskPending, q2.Status, name)
+	m, ok := s.Message(run, "m1")
+	require.True(t, ok, name)
+	require.Empty(t, m.QuestionID, name)
+	require.NotNil(t, m.Data, name)
+	require.Empty(t, m.Data.SubID, name)
 }
 
 // TestImportedSeqIsOneCrewlogRecords: a seq in events.jsonl is a count a foreign.imported records (an int64) and
@@ -724,5 +732,66 @@ func TestImportedSeqIsOneCrewlogRecords(t *testing.T) {
 		"crewlog records (at most 9223372036854775807): skipped")
 	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
 		require.Equal(t, []int64{1, 2}, foreignSeqs(name, l), name)
+	}
+}
+
+// TestImportedIDsFitAFrame: an id a record of the files names a task, a delegation, a question or a message by takes
+// at most events.MaxIDChars bytes in JSON, as every id crewlog's own commands record (crewd's import.append refuses
+// more). Of 256 chars at most, one of '<' was imported: 1,536 bytes in JSON, larger alone than a frame of 1 KiB, so
+// that each read of the socket that met it answered oversize-frame for good. Such a line is skipped, and a message
+// keeps its record without the id, each reported, by the one-shot import and a follower alike, and crewd refuses none
+// of the follower's writes.
+func TestImportedIDsFitAFrame(t *testing.T) {
+	root := t.TempDir()
+	run := timesRunCreated
+	wide := strings.Repeat("<", events.MaxIDChars/6+1)
+	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	writeFiles(t, root, map[string]string{
+		"state/runs/" + run + "/manifest.json": manifestOf(run, "running"),
+		"state/runs/" + run + "/tasks.json":    `[{"id":"01_plan","stepId":"plan","role":"planner","status":"running"}]`,
+		"state/runs/" + run + "/events.jsonl": eventLine(1, "task.started", "01_plan", `{}`) +
+			eventLine(2, "delegate.requested", "01_plan", `{"subId":`+q(wide)+`,"role":"explorer"}`) +
+			eventLine(3, "ask.requested", wide, `{"questionId":"q1"}`) +
+			eventLine(4, "ask.requested", "01_plan", `{"questionId":`+q(wide)+`}`) +
+			eventLine(5, "task.waiting", "01_plan", `{"questionId":`+q(wide)+`}`) +
+			eventLine(6, "ask.requested", "01_plan", `{"questionId":"q2"}`) +
+			eventLine(7, "ask.answered", "01_plan", `{"questionId":`+q(wide)+`}`),
+		"state/runs/" + run + "/mailbox/tasks/01_plan/inbox.jsonl": `{"id":"m1","from":"orchestrator","body":"hi",` +
+			`"createdAt":1790928000000,"kind":"response","questionId":` + q(wide) + `,"data":{"subId":` + q(wide) +
+			`,"ok":true}}` + "\n" + `{"id":` + q(wide) + `,"from":"orchestrator","body":"hi","createdAt":1790928000000}` + "\n",
+		"state/runs/" + run + "/mailbox/tasks/" + wide + "/inbox.jsonl": `{"id":"m3","from":"orchestrator","body":"hi",` +
+			`"createdAt":1790928000000}` + "\n",
+		"state/runs/" + run + "/mailbox/inbox.jsonl": `{"id":"m4","from":"orchestrator","body":"hi","taskId":` + q(wide) +
+			`,"createdAt":1790928000000}` + "\n",
+	})
+	one, followed, reports := importedTwice(t, root, valuesClock)
+	all := strings.Join(reports, "\n")
+	bound := "is longer than 256 chars, or 256 bytes in JSON, as no id crewlog records"
+	question := "is not one wait.resolve takes (1..128 chars, of at most 256 bytes in JSON): skipped"
+	for _, want := range []string{
+		"(seq 2): delegate.requested: subId " + clip(wide) + " " + bound + ": skipped",
+		"(seq 3): ask.requested: taskId " + clip(wide) + " " + bound + ": skipped",
+		"(seq 4): ask.requested for task 01_plan: question " + fmt.Sprintf("%q", wide) + " " + question,
+		"(seq 5): task.waiting for task 01_plan: question " + fmt.Sprintf("%q", wide) + " " + question +
+			", the task left running",
+		"(seq 7): ask.answered: questionId " + clip(wide) + " " + bound + ": skipped",
+		"inbox.jsonl:1: message m1: questionId " + clip(wide) + " " + bound + ": taken as absent",
+		"inbox.jsonl:1: message m1: data.subId " + clip(wide) + " " + bound + ": taken as absent",
+		"inbox.jsonl:2: message " + clip(wide) + ": its id " + bound + ": skipped",
+		"mailbox/tasks/" + wide + ": not a task mailbox: not imported",
+	} {
+		require.Contains(t, all, want)
+	}
+	require.Len(t, reports, 10, "%q", reports)
+	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
+		s := stateOf(t, l)
+		requireIDsLeftOut(t, s, run, name)
+		task, ok := s.Task(run, "01_plan")
+		require.True(t, ok, name)
+		require.Equal(t, projections.TaskRunning, task.Status, name)
+		_, ok = s.Message(run, wide)
+		require.False(t, ok, name)
+		_, ok = s.Ask(run, wide)
+		require.False(t, ok, name)
 	}
 }
