@@ -41,6 +41,9 @@ type wireMessage struct {
 	DeliveredAt    string              `json:"deliveredAt,omitempty"`
 	AcknowledgedAt string              `json:"acknowledgedAt,omitempty"`
 	TextsOmitted   bool                `json:"textsOmitted,omitempty"`
+	// NamesOmitted says the message's runId, to and taskId were left out: without its texts it would not fit either
+	// (message_fit.go).
+	NamesOmitted bool `json:"namesOmitted,omitempty"`
 }
 
 func isoTime(ms int64) string {
@@ -112,11 +115,12 @@ func offsetCursor(cursor string) (string, error) {
 
 // mailboxPage reads a page and, when it would not fit in a frame, shortens it (the projection's cursor then
 // points at the first message left out). A message too large for a frame alone is sent without its texts
-// (wireMessage.omitTexts). offset gives the next cursor as msg.inbox's stringified offset rather than the
-// projection's own.
+// (wireMessage.omitTexts), then without its run's and its mailbox's ids (wireMessage.omitNames). offset gives the
+// next cursor as msg.inbox's stringified offset rather than the projection's own.
 func mailboxPage(cl *call, runID, box string, f projections.MailboxFilter, offset bool) (inboxResult, error) {
 	// NB: the room messageFits measures a worker's message against, so that what it lets through is sent whole.
-	om := omission[wireMessage]{room: pageBudget(cl) - cursorBytes(widestInboxCursor), omit: (*wireMessage).omitTexts}
+	om := omission[wireMessage]{room: pageBudget(cl) - cursorBytes(widestInboxCursor)}
+	om.omit = func(w *wireMessage) { omitToFit(w, om.room, (*wireMessage).omitTexts, (*wireMessage).omitNames) }
 	p, err := fitPageOmitting(cl, f.Limit, func(limit int) (page[projections.Message], error) {
 		f.Limit = limit
 		mp, err := readState(cl, func(st *projections.State) (projections.MailboxPage, error) {

@@ -400,3 +400,43 @@ func TestAMessagesRetryIsAnsweredItsOutcomeWhateverTheRunHoldsThen(t *testing.T)
 	require.Nil(t, again.Error, "the retry is answered the recorded outcome")
 	require.Equal(t, first, p.result("msg.send", again))
 }
+
+// TestMessagesPastIDsTooLargeForAFrame: a message carries its run's id (up to 255 chars) and its recipient's (up to
+// 256) three times, as its id's label, its to and its taskId, beside its sender, kind, status and times, all of which
+// the run.create, task.create and the orchestrator's msg.send fit in a frame of 1 KiB, which a daemon allows: the
+// message read back larger than the frame without its texts too, and msg.inbox and query.mailbox answered
+// oversize-frame at it for good, its recipient reading neither it nor any message after it. Such a message is sent
+// without its runId, to and taskId too (empty: the run and the mailbox the read names), namesOmitted true, every
+// other field as it is.
+func TestMessagesPastIDsTooLargeForAFrame(t *testing.T) {
+	f, o, runID := longestRunID(t, nil)
+	long := strings.Repeat("t", commands.MaxIDChars)
+	o.ok("task.create", map[string]any{"taskId": long, "role": "r", "agent": "a", "title": "t", "cwd": "/w"})
+	o.ok("task.transition", map[string]any{"taskId": long, "to": "running"})
+	var sent []string
+	for _, body := range []string{"hi", "again"} {
+		sent = append(sent, o.ok("msg.send", map[string]any{"to": long, "body": body})["messageId"].(string))
+	}
+	p := f.dial()
+	p.hello(runID, long, o.ok("credential.issue", map[string]any{"taskId": long})["token"].(string))
+
+	for _, read := range []struct {
+		c      *client
+		method string
+		params map[string]any
+	}{{p, "msg.inbox", nil}, {o, "query.mailbox", map[string]any{"taskId": long}}} {
+		msgs := everyItem(t, read.c, read.method, read.params, "messages")
+		require.LessOrEqual(t, read.c.rd.FrameBytes(), wire.MaxFrameFloor)
+		require.Len(t, msgs, 2, "%s lists every message, the one after the first too", read.method)
+		for i, m := range msgs {
+			require.Equal(t, sent[i]+"_"+long, m["id"], read.method)
+			require.Equal(t, true, m["namesOmitted"], "%s: the ids are left out, and it says so", read.method)
+			require.Equal(t, "", m["runId"])
+			require.Equal(t, "", m["to"])
+			require.NotContains(t, m, "taskId")
+			require.Equal(t, "orchestrator", m["from"])
+			require.NotEmpty(t, m["status"])
+			require.Equal(t, true, m["textsOmitted"])
+		}
+	}
+}

@@ -294,6 +294,7 @@ export interface MailboxMessage {
   "deliveredAt"?: string;
   "acknowledgedAt"?: string;
   "textsOmitted"?: boolean;
+  "namesOmitted"?: boolean;
 }
 
 export interface MailboxPush {
