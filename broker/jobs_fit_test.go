@@ -83,6 +83,14 @@ func TestAJobsCallsPastAGrantTooLargeForAFrame(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: tc.frame}})
+			// NB: the hook is set before any connection reads it, and counts only while counting is on.
+			var reads atomic.Int32
+			var counting atomic.Bool
+			f.srv.onRead = func() {
+				if counting.Load() {
+					reads.Add(1)
+				}
+			}
 			s := f.seed()
 			o, p := f.dial(), f.dial()
 			o.hello(runR, events.OrchestratorKey, s.orch)
@@ -102,10 +110,9 @@ func TestAJobsCallsPastAGrantTooLargeForAFrame(t *testing.T) {
 					"requests", "requestId"))
 			}
 			// NB: the job is read from the state once, whatever it takes to fit (its root, its grant left out).
-			var reads atomic.Int32
-			f.srv.onRead = func() { reads.Add(1) }
+			counting.Store(true)
 			r := o.call("query.job", map[string]any{"jobId": job})
-			f.srv.onRead = nil
+			counting.Store(false)
 			require.Nil(t, r.Error)
 			require.EqualValues(t, 1, reads.Load(), "reads of the state")
 			var res map[string]any
