@@ -88,13 +88,22 @@ func (f *walFile) WriteAt(p []byte, off int64) (int, error) {
 	return n, f.failed(err)
 }
 
-func (f *walFile) Sync() error { return f.failed(f.File.Sync()) }
+func (f *walFile) Sync() error { return f.syncFailed(f.File.Sync()) }
 
-func (f *walFile) SyncData() error { return f.failed(f.File.SyncData()) }
+func (f *walFile) SyncData() error { return f.syncFailed(f.File.SyncData()) }
 
 func (f *walFile) SyncTo(length int64) (fullSync bool, err error) {
 	fullSync, err = f.File.SyncTo(length)
-	return fullSync, f.failed(err)
+	return fullSync, f.syncFailed(err)
+}
+
+// syncFailed records err, a sync's error, if any and not ignored (syncOutcome: a build with a planted bug ignores it,
+// here too, for the linearizability checker to find), and returns it as Pebble's to handle.
+func (f *walFile) syncFailed(err error) error {
+	if syncOutcome(err) != nil {
+		f.wal.record(err)
+	}
+	return err
 }
 
 // failed records err, if any, and returns it.
