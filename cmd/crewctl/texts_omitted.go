@@ -13,52 +13,20 @@ import (
 // namesOmitted true), and a delegation without its role and runId (empty, namesOmitted true). These are the daemon's
 // views as sent, the flags kept (broker's WireRun, WireTask and WireDelegation), but for a task's or a delegation's
 // runId, the run crewctl asked about, which it puts back (withRunIDs): the views print them, and the diff compares
-// what was sent. A
-// dependsOn is the one omission crewctl reads back (readOmittedDependsOn), as it reads an account's history: crewd
-// pages it (query.tasks {taskId}), so the diff compares it and show run --json shows it whole, where it pages no text
-// nor name.
+// what was sent. A dependsOn is the one omission crewctl reads back (readOmittedDependsOn), as it reads an account's
+// history: crewd pages it (query.tasks {taskId}), so the diff compares it and show run --json shows it whole, where it
+// pages no text nor name.
 
 // omittedNote is what the views print for a text crewd left out.
 const omittedNote = "(omitted: larger than crewd's frame; the dashboard shows it)"
 
-// goalOf is what the views print for r's goal.
-func goalOf(r broker.WireRun) string {
-	if r.TextsOmitted {
+// orOmitted is what the views print for a field crewd sent empty when omitted (textsOmitted, namesOmitted), else
+// the field's value.
+func orOmitted(omitted bool, value string) string {
+	if omitted {
 		return omittedNote
 	}
-	return r.Goal
-}
-
-// teamOf is what the views print for r's team.
-func teamOf(r broker.WireRun) string {
-	if r.NamesOmitted {
-		return omittedNote
-	}
-	return r.Team
-}
-
-// titleOf is what the views print for t's title.
-func titleOf(t broker.WireTask) string {
-	if t.TextsOmitted {
-		return omittedNote
-	}
-	return t.Title
-}
-
-// roleOf is what the views print for t's role.
-func roleOf(t broker.WireTask) string {
-	if t.NamesOmitted {
-		return omittedNote
-	}
-	return t.Role
-}
-
-// delegationRoleOf is what the views print for d's role.
-func delegationRoleOf(d broker.WireDelegation) string {
-	if d.NamesOmitted {
-		return omittedNote
-	}
-	return d.Role
+	return value
 }
 
 // withRunIDs puts runID back in each of ws, tasks or delegations, crewd sent without it: it sends an item's runId

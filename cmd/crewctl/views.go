@@ -82,7 +82,7 @@ the order runs were created, not in the listing: with --json, pass nextCursor as
 				tw := a.stdout().table()
 				tw.printf("RUN\tSTATUS\tTEAM\tBUDGET USED\tUPDATED\tGOAL\n")
 				for _, r := range page.Runs {
-					tw.printf("%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Status, teamOf(r), budgetOf(r.Run), millis(r.UpdatedAt), goalOf(r))
+					tw.printf("%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Status, orOmitted(r.NamesOmitted, r.Team), budgetOf(r.Run), millis(r.UpdatedAt), orOmitted(r.TextsOmitted, r.Goal))
 				}
 				tw.flush()
 				if page.NextCursor != "" {
@@ -177,7 +177,7 @@ func (a *app) showCmd() *cobra.Command {
 // printTree prints the run and every one of its tasks once, each delegation's shadow task under its parent.
 func printTree(w screen, rv runViews) {
 	r := rv.Run
-	w.printf("run %s  %s  team %s  budget %s\n  goal: %s\n", r.RunID, r.Status, teamOf(r), budgetOf(r.Run), goalOf(r))
+	w.printf("run %s  %s  team %s  budget %s\n  goal: %s\n", r.RunID, r.Status, orOmitted(r.NamesOmitted, r.Team), budgetOf(r.Run), orOmitted(r.TextsOmitted, r.Goal))
 	parentOf := map[string]string{}
 	for _, d := range rv.Delegations {
 		parentOf[d.SubID] = d.ParentTaskID
@@ -225,7 +225,7 @@ func printTree(w screen, rv runViews) {
 			if i == len(ts)-1 {
 				branch, next = "└─ ", "   "
 			}
-			line := fmt.Sprintf("%s%s%s  %s  %s  depth %d", prefix, branch, t.TaskID, roleOf(t), t.Status, t.EffectiveDepth())
+			line := fmt.Sprintf("%s%s%s  %s  %s  depth %d", prefix, branch, t.TaskID, orOmitted(t.NamesOmitted, t.Role), t.Status, t.EffectiveDepth())
 			if t.Allocation != nil {
 				line += fmt.Sprintf("  budget %d/%d spent", t.Allocation.TokensSpent, t.Allocation.TokensGranted)
 			}
@@ -272,7 +272,7 @@ func (a *app) tasksCmd() *cobra.Command {
 			if t.Allocation != nil {
 				alloc = fmt.Sprintf("%d/%d", t.Allocation.TokensSpent, t.Allocation.TokensGranted)
 			}
-			tw.printf("%s\t%s\t%s\t%d\t%s\t%d\t%s\n", t.TaskID, roleOf(t), t.Status, t.EffectiveDepth(), alloc, t.Usage.Budgeted(), titleOf(t))
+			tw.printf("%s\t%s\t%s\t%d\t%s\t%d\t%s\n", t.TaskID, orOmitted(t.NamesOmitted, t.Role), t.Status, t.EffectiveDepth(), alloc, t.Usage.Budgeted(), orOmitted(t.TextsOmitted, t.Title))
 		}
 		return tw.flush()
 	})
@@ -286,7 +286,7 @@ func (a *app) delegationsCmd() *cobra.Command {
 		tw := w.table()
 		tw.printf("SUB\tPARENT\tROLE\tSTATUS\tDEPTH\tMETERED\tRESERVED\tUSED\tADMITTED\tDEADLINE\n")
 		for _, d := range rv.Delegations {
-			tw.printf("%s\t%s\t%s\t%s\t%d\t%t\t%d\t%d\t%s\t%s\n", d.SubID, d.ParentTaskID, delegationRoleOf(d), d.Status, d.Depth,
+			tw.printf("%s\t%s\t%s\t%s\t%d\t%t\t%d\t%d\t%s\t%s\n", d.SubID, d.ParentTaskID, orOmitted(d.NamesOmitted, d.Role), d.Status, d.Depth,
 				d.Metered, d.Reserved, d.UsageTokens, millis(d.AdmittedAt), millis(d.Deadline))
 		}
 		return tw.flush()
