@@ -157,7 +157,7 @@ func (s *Staged) Wait() (first uint64, err error) {
 		l.recent.add(r.key, &r.outcome)
 	}
 	if serr != nil {
-		l.failLocked(serr)
+		l.fail(serr)
 	}
 	l.mu.Unlock()
 	if serr != nil {
@@ -287,7 +287,7 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch), s
 		// the store is in doubt: fail stop.
 		// The batch is not closed: Pebble may still reference it, and the log
 		// is dead anyway.
-		l.failLocked(err)
+		l.fail(err)
 		l.rollbackVersions(ws)
 		return nil, 0, nil, head{}, fmt.Errorf("%w: apply: %v", ErrFailed, err)
 	}

@@ -8,23 +8,19 @@ func (l *Log) Failed() <-chan struct{} { return l.failedCh }
 
 // Err returns the write or sync error that failed the log stop, or nil while it has not.
 func (l *Log) Err() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.failed
+	if p := l.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
-// fail records a write error: the log fails stop.
+// fail records err as the log's failure unless one is recorded already, and closes Failed's channel.
+//
+// NB: without l.mu, which an append holds while it waits inside Pebble: once two memtables wait for a flush that
+// fails (a full disk), that wait never ends, and a failure recorded under l.mu was never recorded. The appends, which
+// check it under l.mu (refusalLocked), are refused from the next one on, as they were.
 func (l *Log) fail(err error) {
-	l.mu.Lock()
-	l.failLocked(err)
-	l.mu.Unlock()
-}
-
-// failLocked records err as the log's failure unless one is recorded already, and closes Failed's channel. Called
-// with l.mu held.
-func (l *Log) failLocked(err error) {
-	if l.failed == nil {
-		l.failed = err
+	if l.failed.CompareAndSwap(nil, &err) {
 		close(l.failedCh)
 	}
 }

@@ -26,11 +26,16 @@ import (
 // reads do not take it. Open of a store whose recovered state must be flushed, which Pebble's Open waits for, so
 // waits for the disk without spinning, and completes once it has space.
 //
+// A flush that fails only after the appends were held back (a slow disk that then fills up) leaves an append
+// waiting in Pebble for good, with l.mu held: the failure is recorded without l.mu (fail), so Failed closes all the
+// same and crewd exits, bounding its wait for Close, which cannot end while the append waits. Nothing acknowledged
+// is lost then either: the held append was not acknowledged, and what was is in the WAL.
+//
 // NB: Pebble tells of a failed flush to FlushEnd (info.Err) and then, with the same error, to BackgroundError,
 // which it tells of other errors too (a compaction's, a read of a table's statistics), and FlushEnd also gets
 // Pebble's note that a flush wrote no table, which BackgroundError never gets: the failure is the error both got.
-// Both are called with Pebble's own lock held, which an append waits for holding l.mu: the log is failed on a
-// goroutine of its own, once.
+// Both are called with Pebble's own lock held, which an append may wait for holding l.mu: fail takes no lock of
+// the log's.
 //
 // NB: a flush that a concurrent operation cancelled fails with pebble.ErrCancelledCompaction in normal operation
 // (crewbench's 64 clients on their own runs met it every few runs), and Pebble tries it again at once: it is
@@ -62,7 +67,7 @@ func (f *flushFailure) listen(el *pebble.EventListener) {
 			return
 		}
 		if l := f.log.Load(); l != nil && f.failed.CompareAndSwap(false, true) {
-			go l.fail(fmt.Errorf("flush: %w", err))
+			l.fail(fmt.Errorf("flush: %w", err))
 		}
 		time.Sleep(flushRetryPause)
 	}

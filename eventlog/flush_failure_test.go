@@ -41,22 +41,8 @@ func TestAFailedFlushFailsTheLogStop(t *testing.T) {
 	require.NoError(t, err)
 	toggle.On()
 
-	payload := make([]byte, 4<<10)
 	var acked atomic.Uint64
-	appended := make(chan error, 1)
-	go func() {
-		// NB: four memtables' worth: Pebble holds writes back once two are queued for the flush.
-		for i := 0; i < 256; i++ {
-			pos, err := l.Append(Write{CommandID: fmt.Sprint(i), Events: []Event{{Stream: "run", Type: "test.big",
-				Payload: payload}}})
-			if err != nil {
-				appended <- err
-				return
-			}
-			acked.Store(pos)
-		}
-		appended <- nil
-	}()
+	appended := appendMemTablesOf4KiB(l, &acked)
 	select {
 	case <-l.Failed():
 	case <-time.After(10 * time.Second):
@@ -88,13 +74,7 @@ func TestAFailedFlushFailsTheLogStop(t *testing.T) {
 	require.Equal(t, attempts, injected.Load(), "the flush is retried after Close")
 
 	toggle.Off()
-	r, err := Open("db", &Options{FS: mem})
-	require.NoError(t, err)
-	defer r.Close()
-	_, err = r.Verify(nil)
-	require.NoError(t, err)
-	pos, _ := r.Head()
-	require.GreaterOrEqual(t, pos, acked.Load(), "every acknowledged append is held")
+	requireHolds(t, mem, acked.Load())
 }
 
 // Open of a store whose recovered appends Pebble must flush (a crash left them in the WAL alone), on a disk that
@@ -173,4 +153,93 @@ func TestACancelledFlushIsNoFailure(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a failed flush did not fail the log")
 	}
+}
+
+// A flush that fails only after Pebble held the appends back (its second memtable full, queued for the flush) fails
+// the log stop all the same: Failed closes and Err says why while an append waits inside Pebble with the log's lock
+// held, where the failure waited for that lock, for good, and neither the writer that keeps state of the log (the
+// commands engine) nor crewd learnt of it. What was acknowledged before is in the WAL.
+func TestAFlushThatFailsAfterTheAppendsStalledFailsTheLogStop(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	var full atomic.Bool
+	release := make(chan struct{})
+	toggle := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if !strings.HasSuffix(op.Path, ".sst") || op.Kind.ReadOrWrite() != errorfs.OpIsWrite {
+			return nil
+		}
+		<-release // NB: a slow disk: the flush's table waits while the appends fill the next memtable
+		if full.Load() {
+			return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
+		}
+		return nil
+	})}
+	l, err := Open("db", &Options{FS: errorfs.Wrap(mem, toggle), MemTableSize: 256 << 10})
+	require.NoError(t, err)
+	full.Store(true)
+	toggle.On()
+	released := false
+	t.Cleanup(func() {
+		// NB: the disk gets its space back, so that the flush and the held append end and the store closes.
+		full.Store(false)
+		if !released {
+			close(release)
+		}
+		_ = l.Close()
+	})
+
+	var acked atomic.Uint64
+	appended := appendMemTablesOf4KiB(l, &acked)
+	require.Eventually(t, func() bool { n, _ := l.stalls.read(time.Now()); return n > 0 }, 10*time.Second,
+		time.Millisecond, "Pebble did not hold the appends back")
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case err := <-appended:
+		t.Fatalf("the appends were not held back: %v", err)
+	default:
+	}
+	close(release)
+	released = true
+
+	select {
+	case <-l.Failed():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the log did not fail stop while an append waits in Pebble")
+	}
+	require.ErrorIs(t, l.Err(), syscall.ENOSPC)
+
+	// Nothing acknowledged is lost: it is in the WAL, which a store reopened on a disk with space flushes.
+	requireHolds(t, mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0}), acked.Load())
+}
+
+// appendMemTablesOf4KiB appends four memtables' worth of 4 KiB events to l (Pebble holds writes back once two are
+// queued for the flush) on a goroutine of its own, keeping the last acknowledged position in acked, and sends the
+// first error, or nil, once it is done.
+func appendMemTablesOf4KiB(l *Log, acked *atomic.Uint64) <-chan error {
+	payload := make([]byte, 4<<10)
+	appended := make(chan error, 1)
+	go func() {
+		for i := 0; i < 256; i++ {
+			pos, err := l.Append(Write{CommandID: fmt.Sprint(i), Events: []Event{{Stream: "run", Type: "test.big",
+				Payload: payload}}})
+			if err != nil {
+				appended <- err
+				return
+			}
+			acked.Store(pos)
+		}
+		appended <- nil
+	}()
+	return appended
+}
+
+// requireHolds opens the store on fs and requires that it verify and hold every position up to acked.
+func requireHolds(t *testing.T, fs vfs.FS, acked uint64) {
+	t.Helper()
+	r, err := Open("db", &Options{FS: fs})
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = r.Verify(nil)
+	require.NoError(t, err)
+	pos, _ := r.Head()
+	require.GreaterOrEqual(t, pos, acked, "every acknowledged append is held")
 }

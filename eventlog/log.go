@@ -63,9 +63,9 @@ type Log struct {
 	filterDone chan struct{}
 	// outcomeReads counts lookups of the outcome table that reached Pebble.
 	outcomeReads atomic.Int64
-	failed       error         // the write or sync error that failed the log stop (failure.go)
-	failedCh     chan struct{} // closed when failed is set
-	closed       atomic.Bool   // set under mu; read without it
+	failed       atomic.Pointer[error] // the write or sync error that failed the log stop (failure.go); not under mu
+	failedCh     chan struct{}         // closed when failed is set
+	closed       atomic.Bool           // set under mu; read without it
 	scratch      []byte
 	// What an append stages, kept for the next one (append.go).
 	keyScratch   []byte

@@ -369,11 +369,11 @@ func (l *Log) refusalLocked() error {
 	switch {
 	case l.closed.Load():
 		return ErrClosed
-	case l.failed != nil:
-		return fmt.Errorf("%w (cause: %v)", ErrFailed, l.failed)
+	case l.Err() != nil:
+		return fmt.Errorf("%w (cause: %v)", ErrFailed, l.Err())
 	}
 	if err := l.wal.failed(); err != nil {
-		l.failLocked(err) // NB: before walFailure's own goroutine, maybe: refused only once failed stop
+		l.fail(err) // NB: walFailure.record may not have failed the log yet: refused only once failed stop
 		return fmt.Errorf("%w (cause: %v)", ErrFailed, err)
 	}
 	return nil

@@ -35,7 +35,7 @@ func (w *walFailure) record(err error) {
 		return
 	}
 	if l := w.log.Load(); l != nil {
-		go l.fail(err) // NB: not in Pebble's WAL goroutine, which an append may wait for holding l.mu
+		l.fail(err) // NB: takes no lock of the log's: an append may wait for this goroutine holding l.mu
 	}
 }
 
