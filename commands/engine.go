@@ -369,6 +369,8 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 	e.changed.Store(&ch)
 	go e.publishLoop()
 	go e.run()
+	e.wg.Add(1)
+	go e.stopWithLog()
 	if o.Config != nil {
 		r, err := e.Submit(context.Background(), Request{Actor: events.Actor{Role: events.RoleEngine}, Command: &Configure{Config: *o.Config}})
 		if err == nil && r.Rejected != nil {
@@ -689,7 +691,7 @@ func (e *Engine) run() {
 		case <-e.log.Failed():
 			// NB: a write the writer did not make (a view, a summary) failed the log stop: the writer stops now,
 			// not at its next append, so that crewd stops reporting itself ready and restarts.
-			e.failStop(fmt.Errorf("%w (cause: %v)", eventlog.ErrFailed, e.log.Err()))
+			e.failStop(e.logFailure())
 			return
 		case <-idle:
 			e.evictIfDue(e.times.now())

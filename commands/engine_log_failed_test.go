@@ -3,8 +3,10 @@ package commands
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -103,4 +105,78 @@ func TestAnEngineStopsWhenItsLogsFlushFails(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the engine or its log does not close")
 	}
+}
+
+// A flush that fails only after Pebble held the engine's commit back (its second memtable full, queued for the
+// flush), the writer waiting inside Pebble for good, stops the engine all the same: Failed closes and Err says why,
+// so that crewd exits, where neither the log nor the engine told of the failure, whose writer cannot.
+func TestAnEngineStopsWhenItsLogsFlushFailsWithItsWriterHeldInPebble(t *testing.T) {
+	var full atomic.Bool
+	release := make(chan struct{})
+	tableWrites := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if !strings.HasSuffix(op.Path, ".sst") || op.Kind.ReadOrWrite() != errorfs.OpIsWrite {
+			return nil
+		}
+		<-release // NB: a slow disk: the flush's table waits while the commits fill the next memtable
+		if full.Load() {
+			return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
+		}
+		return nil
+	})}
+	held := &logWatch{line: "holds writes back"}
+	l, err := eventlog.Open("db", &eventlog.Options{FS: errorfs.Wrap(vfs.NewMem(), tableWrites), MemTableSize: 256 << 10,
+		Logger: slog.New(slog.NewTextHandler(held, nil))})
+	require.NoError(t, err)
+	e, err := Open(l, Options{Clock: newTestClock().Now, NewID: counterIDs(), ExpiryInterval: -1})
+	require.NoError(t, err)
+	full.Store(true)
+	tableWrites.On()
+	released := false
+	t.Cleanup(func() {
+		// NB: the disk gets its space back, so that the flush and the held commit end and the engine and log close.
+		full.Store(false)
+		if !released {
+			close(release)
+		}
+		e.Close()
+		_ = l.Close()
+	})
+
+	goal := strings.Repeat("g", 4000)
+	go func() {
+		for i := 0; i < 256; i++ {
+			_, err := e.Submit(context.Background(), Request{Actor: admin,
+				Command: &RunCreate{RunID: fmt.Sprintf("R%d", i), Team: "t", Goal: goal, Cwd: "/w"}})
+			if err != nil {
+				return
+			}
+		}
+	}()
+	require.Eventually(t, held.seen.Load, 10*time.Second, time.Millisecond, "Pebble did not hold the commits back")
+	close(release)
+	released = true
+
+	select {
+	case <-e.Failed():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the engine did not stop with its log while its writer waits in Pebble")
+	}
+	require.ErrorIs(t, e.Err(), ErrFailed)
+	require.ErrorContains(t, e.Err(), syscall.ENOSPC.Error())
+	_, err = e.Submit(context.Background(), Request{Actor: admin, Command: &RunCreate{RunID: "after", Team: "t",
+		Goal: "g", Cwd: "/w"}})
+	require.ErrorIs(t, err, ErrFailed, "the commands after the failure are refused")
+}
+
+// logWatch is a log's output that notes whether a line holding line was written.
+type logWatch struct {
+	line string
+	seen atomic.Bool
+}
+
+func (w *logWatch) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.line) {
+		w.seen.Store(true)
+	}
+	return len(p), nil
 }
