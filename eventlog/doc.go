@@ -70,7 +70,15 @@
 //     Pebble back for 100 ms before the next try (flush_failure.go), where
 //     it retried at once, tens of thousands of times a second. Open of a
 //     store whose recovered state the disk will not take waits so: Pebble's
-//     Open waits for that flush, and completes once the disk has space.
+//     Open waits for that flush, and completes once the disk has space. A
+//     flush that fails only after the appends were held back (a slow disk
+//     that then fills up) leaves one append waiting in Pebble for good: the
+//     failure is recorded without the log's lock, which that append holds,
+//     so Failed and Err tell of it all the same, but Close cannot end (it
+//     waits for that append), and the process exits without it (crewd
+//     bounds its wait). Nothing acknowledged is lost: it is in the WAL,
+//     which the next Open replays and flushes; the held append was never
+//     acknowledged.
 //
 //   - SaveSnapshot is atomic and durable: a crash at any point leaves the
 //     previous snapshot or the new one, whole and sealed, never neither.

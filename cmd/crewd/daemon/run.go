@@ -74,6 +74,10 @@ func NewLogger(w io.Writer, cfg Config) *slog.Logger {
 // failDrain is how long a daemon whose engine failed keeps answering reads before it exits.
 const failDrain = 2 * time.Second
 
+// storeOptions is storeFaults; tests replace it to put the store on a file system that fails as they need, which no
+// disk does on demand.
+var storeOptions = storeFaults
+
 // errOpenTimeout is the cause of an open that outlived cfg.OpenTimeout.
 var errOpenTimeout = errors.New("open timeout reached (--open-timeout)")
 
@@ -88,7 +92,8 @@ var errOpenTimeout = errors.New("open timeout reached (--open-timeout)")
 // free space than cfg.MinFreeBytes.
 // Opening the store and rebuilding the state end early, with an error, when ctx ends or cfg.OpenTimeout passes.
 // If a commit error stops the engine, Run answers reads for failDrain, shuts down and returns an error wrapping
-// commands.ErrFailed, so the process exits non-zero and its supervisor restarts it.
+// commands.ErrFailed, so the process exits non-zero and its supervisor restarts it; once the log failed stop, it
+// waits for the engine and the log to close at most failedStoreClose (closeStore).
 func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (err error) {
 	for _, w := range cfg.Warnings {
 		lg.Warn(w)
@@ -148,7 +153,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	log, err := Interruptible(openCtx, "open the event log", func() (*eventlog.Log, error) {
 		opts := &eventlog.Options{Logger: lg.With("component", "eventlog"), CacheSize: cfg.CacheBytes,
 			MemTableSize: cfg.MemTableBytes}
-		storeFaults(opts)
+		storeOptions(opts)
 		l, err := eventlog.Open(storeDir, opts)
 		if err != nil {
 			return nil, openError(cfg.DataDir, err)
@@ -161,8 +166,9 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	// logInUse is set when the engine's open was given up while it may still read the log: closing the log under
 	// a reader is not allowed, so the abandoned open closes it when it ends (the process is exiting anyway).
 	logInUse := false
+	storeClosed := false // set once closeStore took the log's close over
 	defer func() {
-		if logInUse {
+		if logInUse || storeClosed {
 			return
 		}
 		if cerr := log.Close(); cerr != nil && err == nil {
@@ -214,12 +220,16 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	cancelOpen()
 	releaseStartup()
 	// NB: deferred after the log's close, so it runs first: the engine finishes its group before the log closes.
-	defer eng.Close()
+	defer func() {
+		storeClosed = true
+		if cerr := closeStore(clustered, eng, log, lg); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
 	// failed is closed when crewd must exit for its supervisor to restart it; failure says why.
 	failed, failure := eng.Failed(), eng.Err
 	if clustered != nil {
 		// A crewd in a cluster also stops when it is fenced or loses the writer lease: it restarts as a follower.
-		defer clustered.Close()
 		failed, failure = clustered.node.Failed(), clustered.node.Err
 		lg.Info("joined the cluster", "stream", cfg.Cluster.Stream, "node", cfg.Cluster.Name, "sequence", clustered.node.Sequence())
 	}

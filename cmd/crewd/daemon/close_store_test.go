@@ -1,0 +1,99 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/client"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
+)
+
+// A crewd whose flush fails only after Pebble held its engine's commit back (its second memtable full, queued for
+// the flush) says why and exits non-zero after its drain, without waiting for good for its engine and log to close,
+// which they cannot while the commit waits inside Pebble; where crewd, its engine never told of the failure, went on
+// serving, and a stop hung in the closes. The store reopens once the disk has space.
+func TestCrewdExitsWhenItsLogFailsWithACommitHeldInPebble(t *testing.T) {
+	var full atomic.Bool
+	release := make(chan struct{})
+	tableWrites := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if !strings.HasSuffix(op.Path, ".sst") || op.Kind.ReadOrWrite() != errorfs.OpIsWrite {
+			return nil
+		}
+		<-release // NB: a slow disk: the flush's table waits while the commits fill the next memtable
+		if full.Load() {
+			return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
+		}
+		return nil
+	})}
+	storeOptions = func(o *eventlog.Options) { o.FS = errorfs.Wrap(vfs.Default, tableWrites) }
+	c := testConfig(t)
+	c.MemTableBytes = 256 << 10
+	released := false
+	t.Cleanup(func() {
+		storeOptions = storeFaults
+		// NB: the disk gets its space back, so that the commit held in Pebble ends and the abandoned closes with it.
+		full.Store(false)
+		if !released {
+			close(release)
+		}
+		require.Eventually(t, func() bool {
+			l, err := eventlog.Open(filepath.Join(c.DataDir, StoreDir), nil)
+			if err != nil {
+				return false
+			}
+			_, err = l.Verify(nil)
+			require.NoError(t, err)
+			require.NoError(t, l.Close())
+			return true
+		}, 30*time.Second, 10*time.Millisecond, "the store does not reopen")
+	})
+	logs, out := &lockedBuffer{}, &lockedBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, c, out, slog.New(slog.NewTextHandler(logs, nil))) }()
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "crewd: socket ") }, 30*time.Second,
+		10*time.Millisecond, "crewd does not serve: %s", logs.String())
+	token, err := AdminToken(c.DataDir)
+	require.NoError(t, err)
+	admin, err := client.Dial(ctx, c.SocketPath, client.Hello{Role: "admin", Token: token}, nil)
+	require.NoError(t, err)
+	defer admin.Close()
+
+	full.Store(true)
+	tableWrites.On()
+	goal := strings.Repeat("g", 4000)
+	go func() {
+		for i := 0; i < 256; i++ {
+			if admin.Call(ctx, "run.create", map[string]any{"team": "t", "goal": goal, "cwd": "/w"}, nil) != nil {
+				return
+			}
+		}
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "holds writes back") }, 30*time.Second,
+		time.Millisecond, "Pebble did not hold the commits back: %s", logs.String())
+	close(release)
+	released = true
+
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, commands.ErrFailed)
+		require.ErrorContains(t, err, syscall.ENOSPC.Error())
+	case <-time.After(failDrain + failedStoreClose + 10*time.Second):
+		t.Fatalf("crewd did not exit: %s", logs.String())
+	}
+	require.Contains(t, logs.String(), "the engine stopped after a commit error; answering reads, then exiting")
+	require.Contains(t, logs.String(), "the event log did not close after its failure")
+}
