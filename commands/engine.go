@@ -237,6 +237,7 @@ type Engine struct {
 
 	failed    atomic.Pointer[error]
 	stopped   chan struct{} // closed when the engine fails stop
+	stuck     chan struct{} // closed when it failed stop without its writer, held inside its log (stopWithLog)
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 
@@ -351,7 +352,8 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 	e := &Engine{
 		log: l, opts: o, in: make(chan *pending, 4*o.MaxGroup), sync: make(chan chan error),
 		quit: make(chan struct{}), done: make(chan struct{}), stopped: make(chan struct{}),
-		next: head + 1, lastSnap: info.SnapshotPosition, loadInfo: info, coldSinceSnap: info.Evicted,
+		stuck: make(chan struct{}),
+		next:  head + 1, lastSnap: info.SnapshotPosition, loadInfo: info, coldSinceSnap: info.Evicted,
 		seen: make(map[string]*pending), landed: make(chan struct{}),
 		cold: s.ColdStore(), times: times,
 	}
@@ -581,6 +583,8 @@ func (e *Engine) enqueue(ctx context.Context, p *pending) error {
 	case e.in <- p:
 	case <-e.quit:
 		return ErrClosed
+	case <-e.stuck:
+		return e.failure()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -602,6 +606,15 @@ func (e *Engine) wait(ctx context.Context, p *pending) (Reply, error) {
 			return p.reply, p.err
 		default:
 			return Reply{}, ErrClosed
+		}
+	case <-e.stuck:
+		// NB: the writer is held inside the log for good (stopWithLog) and answers nothing more: p's outcome is
+		// unknown, as after a failed sync, and a retry with its command id after the restart learns it.
+		select {
+		case <-p.done:
+			return p.reply, p.err
+		default:
+			return Reply{}, e.failure()
 		}
 	case <-ctx.Done():
 		return Reply{}, ctx.Err()

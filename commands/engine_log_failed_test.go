@@ -95,6 +95,9 @@ func TestAnEngineStopsWhenItsLogsFlushFails(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a command waits in Pebble for the flush")
 	}
+	// NB: a writer held inside Pebble, once two memtables queued before the flush failed, returns only once the
+	// disk has room again and the flush's retry lands (crewd bounds its wait for it: closeStore).
+	tableWrites.Off()
 	closed := make(chan error, 1)
 	go func() {
 		e.Close()
@@ -143,14 +146,17 @@ func TestAnEngineStopsWhenItsLogsFlushFailsWithItsWriterHeldInPebble(t *testing.
 	})
 
 	goal := strings.Repeat("g", 4000)
+	submitted := make(chan error, 1)
 	go func() {
 		for i := 0; i < 256; i++ {
 			_, err := e.Submit(context.Background(), Request{Actor: admin,
 				Command: &RunCreate{RunID: fmt.Sprintf("R%d", i), Team: "t", Goal: goal, Cwd: "/w"}})
 			if err != nil {
+				submitted <- err
 				return
 			}
 		}
+		submitted <- nil
 	}()
 	require.Eventually(t, held.seen.Load, 10*time.Second, time.Millisecond, "Pebble did not hold the commits back")
 	close(release)
@@ -166,6 +172,12 @@ func TestAnEngineStopsWhenItsLogsFlushFailsWithItsWriterHeldInPebble(t *testing.
 	_, err = e.Submit(context.Background(), Request{Actor: admin, Command: &RunCreate{RunID: "after", Team: "t",
 		Goal: "g", Cwd: "/w"}})
 	require.ErrorIs(t, err, ErrFailed, "the commands after the failure are refused")
+	select {
+	case err := <-submitted:
+		require.ErrorIs(t, err, ErrFailed, "the command held with the writer is answered with the failure")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the command held with the writer inside Pebble is not answered")
+	}
 }
 
 // logWatch is a log's output that notes whether a line holding line was written.

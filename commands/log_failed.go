@@ -14,7 +14,10 @@ import (
 // the engine's Failed, on which crewd exits for its supervisor to restart it, would never close.
 //
 // NB: after a grace, not at once: the writer that learns the failure from its commit answers that group's callers
-// and those behind it in order (pipeline.go), which a failure from this goroutine would overtake.
+// and those behind it in order (pipeline.go), which a failure from this goroutine would overtake. A writer still
+// held then answers nothing more: the callers waiting for it, or for room in its queue, are answered with the
+// failure at once (stuck), their outcome unknown as after a failed sync. Close still waits for the writer: crewd
+// bounds its wait (closeStore).
 func (e *Engine) stopWithLog() {
 	defer e.wg.Done()
 	select {
@@ -27,6 +30,7 @@ func (e *Engine) stopWithLog() {
 	select {
 	case <-grace.C:
 		e.fail(e.logFailure())
+		close(e.stuck) // NB: after fail, so that a caller let go by it reads the failure (wait, enqueue)
 	case <-e.stopped:
 	case <-e.quit:
 	}
