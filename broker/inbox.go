@@ -41,8 +41,8 @@ type wireMessage struct {
 	DeliveredAt    string              `json:"deliveredAt,omitempty"`
 	AcknowledgedAt string              `json:"acknowledgedAt,omitempty"`
 	TextsOmitted   bool                `json:"textsOmitted,omitempty"`
-	// NamesOmitted says the message's runId, to and taskId were left out: without its texts it would not fit either
-	// (message_fit.go).
+	// NamesOmitted says the message's runId, to, taskId, replyTo and questionId were left out: without its texts it
+	// would not fit either (message_fit.go).
 	NamesOmitted bool `json:"namesOmitted,omitempty"`
 }
 
@@ -115,8 +115,8 @@ func offsetCursor(cursor string) (string, error) {
 
 // mailboxPage reads a page and, when it would not fit in a frame, shortens it (the projection's cursor then
 // points at the first message left out). A message too large for a frame alone is sent without its texts
-// (wireMessage.omitTexts), then without its run's and its mailbox's ids (wireMessage.omitNames). offset gives the
-// next cursor as msg.inbox's stringified offset rather than the projection's own.
+// (wireMessage.omitTexts), then without its run's, its mailbox's and its reply's ids (wireMessage.omitNames). offset
+// gives the next cursor as msg.inbox's stringified offset rather than the projection's own.
 func mailboxPage(cl *call, runID, box string, f projections.MailboxFilter, offset bool) (inboxResult, error) {
 	// NB: the room messageFits measures a worker's message against, so that what it lets through is sent whole.
 	om := omission[wireMessage]{room: pageBudget(cl) - cursorBytes(widestInboxCursor)}

@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -438,5 +439,56 @@ func TestMessagesPastIDsTooLargeForAFrame(t *testing.T) {
 			require.NotEmpty(t, m["status"])
 			require.Equal(t, true, m["textsOmitted"])
 		}
+	}
+}
+
+// TestMessagesPastReplyIDsTooLargeForAFrame: the orchestrator's msg.send takes a replyTo of up to 256 chars of any
+// char and a questionId of up to 128, which its request sends in a frame of 1 KiB: a response to a task of an id of
+// 256 in a run of an id of 255, naming a question and the message it answers by ids of that length, or one replying
+// to an id of 256 '<' (six bytes each in JSON), read back larger than the frame without its texts, runId, to and
+// taskId too, and its recipient's msg.inbox answered oversize-frame at it for good. Such a message is sent without
+// its replyTo and questionId too, with its other names (namesOmitted), every other field as it is.
+func TestMessagesPastReplyIDsTooLargeForAFrame(t *testing.T) {
+	tests := map[string]struct {
+		taskID string
+		send   map[string]any
+	}{
+		"a response of ids of the longest": {taskID: strings.Repeat("t", commands.MaxIDChars),
+			send: map[string]any{"kind": "response", "questionId": strings.Repeat("q", commands.MaxQuestionIDChars),
+				"replyTo": strings.Repeat("m", commands.MaxIDChars)}},
+		"a reply to an id JSON writes in six bytes a char": {taskID: "t",
+			send: map[string]any{"replyTo": strings.Repeat("<", commands.MaxIDChars)}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f, o, runID := longestRunID(t, nil)
+			o.ok("task.create", map[string]any{"taskId": tc.taskID, "role": "r", "agent": "a", "title": "t", "cwd": "/w"})
+			o.ok("task.transition", map[string]any{"taskId": tc.taskID, "to": "running"})
+			send := map[string]any{"to": tc.taskID, "body": "hi"}
+			maps.Copy(send, tc.send)
+			sent := []string{o.okUnescaped("msg.send", send)["messageId"].(string),
+				o.ok("msg.send", map[string]any{"to": tc.taskID, "body": "again"})["messageId"].(string)}
+			p := f.dial()
+			p.hello(runID, tc.taskID, o.ok("credential.issue", map[string]any{"taskId": tc.taskID})["token"].(string))
+
+			for _, read := range []struct {
+				c      *client
+				method string
+				params map[string]any
+			}{{p, "msg.inbox", nil}, {o, "query.mailbox", map[string]any{"taskId": tc.taskID}}} {
+				msgs := everyItem(t, read.c, read.method, read.params, "messages")
+				require.LessOrEqual(t, read.c.rd.FrameBytes(), wire.MaxFrameFloor)
+				require.Len(t, msgs, 2, "%s lists every message, the one after the first too", read.method)
+				require.Equal(t, sent[0]+"_"+tc.taskID, msgs[0]["id"], read.method)
+				require.Equal(t, true, msgs[0]["namesOmitted"], "%s: the ids are left out, and it says so", read.method)
+				require.NotContains(t, msgs[0], "replyTo", read.method)
+				require.NotContains(t, msgs[0], "questionId", read.method)
+				require.Equal(t, "orchestrator", msgs[0]["from"])
+				if kind, ok := tc.send["kind"]; ok {
+					require.Equal(t, kind, msgs[0]["kind"])
+				}
+				require.Equal(t, sent[1]+"_"+tc.taskID, msgs[1]["id"], read.method)
+			}
+		})
 	}
 }

@@ -1,13 +1,17 @@
 package broker
 
 // A message carries its run's id (up to 255 chars) and its recipient's (up to 256) three times — its id's label, its
-// to and its taskId — beside its sender, kind, status and times. The orchestrator's message to a task of such ids,
-// that the run.create, task.create and msg.send fit in a frame of 1 KiB (which a daemon allows), read back larger
-// than that frame without its body and subject too, and msg.inbox and query.mailbox answered oversize-frame at it for
-// good: its recipient read neither it nor any message after it, nor learnt its id to acknowledge it. A message that
-// would not fit in a frame without its texts is sent without its runId, to and taskId too: empty (the run and the
-// mailbox the read names: the reader's own, or the taskId query.mailbox is given), namesOmitted true. Its id, which
+// to and its taskId — beside its sender, kind, status and times, and the ids of what it answers: a replyTo of up to
+// 256 chars of any char and a questionId of up to 128, which the orchestrator's msg.send takes ('<' sent in one byte,
+// read back in six). The orchestrator's message of such ids, that the run.create, task.create and msg.send fit in a
+// frame of 1 KiB (which a daemon allows), read back larger than that frame without its body and subject too, and
+// msg.inbox and query.mailbox answered oversize-frame at it for good: its recipient read neither it nor any message
+// after it, nor learnt its id to acknowledge it. A message that would not fit in a frame without its texts is sent
+// without its runId, to, taskId, replyTo and questionId too: runId and to empty (the run and the mailbox the read
+// names: the reader's own, or the taskId query.mailbox is given), the others absent, namesOmitted true. Its id, which
 // names the mailbox in its label, is sent as it is, with every other field; a message that fits is sent as before.
 
-// omitNames leaves out w's runId, to and taskId and says so.
-func (w *wireMessage) omitNames() { w.RunID, w.To, w.TaskID, w.NamesOmitted = "", "", "", true }
+// omitNames leaves out w's runId, to, taskId, replyTo and questionId and says so.
+func (w *wireMessage) omitNames() {
+	w.RunID, w.To, w.TaskID, w.ReplyTo, w.QuestionID, w.NamesOmitted = "", "", "", "", "", true
+}
