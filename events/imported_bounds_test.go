@@ -117,3 +117,24 @@ func TestImportedIDsFitAFrame(t *testing.T) {
 		require.False(t, DependencyOK(strings.Repeat(char, most+1)), "%q ×%d", char, most+1)
 	}
 }
+
+// TestMessageWords: a message's kind, priority and delivery mode are empty or one of the words of D§2.6, and no other
+// string is, however near one it is.
+func TestMessageWords(t *testing.T) {
+	for _, c := range []struct {
+		ok      func(string) bool
+		in, out []string
+	}{
+		{MessageKindOK, []string{"", KindMessage, KindNotify, KindSteer, KindFollowUp, KindResponse, KindGroupJoin},
+			[]string{"Message", "message ", "follow_up", strings.Repeat("<", 60_000)}},
+		{PriorityOK, []string{"", PriorityUrgent, PriorityNormal, PriorityLow}, []string{"high", "Normal", "<"}},
+		{DeliveryModeOK, []string{"", DeliveryInterrupt, DeliveryNextTurn}, []string{"next-turn", "now", "<"}},
+	} {
+		for _, w := range c.in {
+			require.True(t, c.ok(w), "%q", w)
+		}
+		for _, w := range c.out {
+			require.False(t, c.ok(w), "%.20q", w)
+		}
+	}
+}

@@ -32,6 +32,26 @@ const (
 	DeliveryNextTurn  = "next_turn"
 )
 
+// MessageKindOK, PriorityOK and DeliveryModeOK report whether a message's kind, priority or delivery mode is empty
+// (an importer's default) or one of the words of D§2.6 above: what pi-crew writes and crewlog's commands record. NB:
+// nothing else bounds an imported message's words, which every read of the message copies: one of 60,000 '<' left
+// each read that met it larger than any frame.
+func MessageKindOK(k string) bool {
+	switch k {
+	case "", KindMessage, KindNotify, KindSteer, KindFollowUp, KindResponse, KindGroupJoin:
+		return true
+	}
+	return false
+}
+
+// PriorityOK: see MessageKindOK.
+func PriorityOK(p string) bool {
+	return p == "" || p == PriorityUrgent || p == PriorityNormal || p == PriorityLow
+}
+
+// DeliveryModeOK: see MessageKindOK.
+func DeliveryModeOK(d string) bool { return d == "" || d == DeliveryInterrupt || d == DeliveryNextTurn }
+
 // MailboxAppended carries the whole message; it starts queued. The message
 // id is unique within the run. A delegate result is a kind "response" from
 // "delegate:<subId>" to the parent task, or to RunInbox with Rerouted set

@@ -132,7 +132,11 @@
 //     '<' was larger alone than a frame of 1 KiB, and each read that met it
 //     answered oversize-frame for good), is skipped, and a message's
 //     questionId or data.subId so long taken as absent, reported
-//     (events.ImportedIDOK, events.ImportedQuestionIDOK); a task of
+//     (events.ImportedIDOK, events.ImportedQuestionIDOK); a message's
+//     kind, priority or deliveryMode that is none of the words pi-crew
+//     writes (events.MessageKindOK, PriorityOK, DeliveryModeOK: nothing
+//     else bounds it, and one of 60,000 '<' was larger than any frame) is
+//     taken as absent, the default, reported; a task of
 //     tasks.json, or an admission's subId, named parent, all, group or
 //     orchestrator (events.TaskIDReserved: names task.create refuses, as
 //     msg.send reads them as a group of mailboxes) is left out with its

@@ -840,6 +840,7 @@ func (s *source) parseMessage(id, rel string, line int, b []byte) (m message, ok
 			clip(m.ID), clip(to), clip(firstOf(m.Direction, "inbox")), mailboxName(recipient(m)))
 	}
 	s.boundMessageIDs(id, rel, line, &m)
+	s.boundMessageWords(id, rel, line, &m)
 	s.reportTimes(id, rel, line, 0, "message "+clip(m.ID)+": ", "", &m)
 	return m, true
 }
@@ -859,6 +860,26 @@ func (s *source) boundMessageIDs(id, rel string, line int, m *message) {
 	bound("questionId", &m.QuestionID)
 	if m.Data != nil {
 		bound("data.subId", &m.Data.SubID)
+	}
+}
+
+// boundMessageWords takes a kind, priority or deliveryMode of message m (a line of the mailbox file rel) that is none
+// of the words pi-crew writes (events.MessageKindOK, PriorityOK and DeliveryModeOK) as absent, the default the plan
+// gives it, and reports it. NB: a worker can write its own line, and nothing else bounds the word, which every read
+// of the message copies: one of 60,000 '<' left msg.inbox answering oversize-frame at the message for good, whatever
+// the frame.
+func (s *source) boundMessageWords(id, rel string, line int, m *message) {
+	for _, w := range []struct {
+		name string
+		v    *string
+		ok   func(string) bool
+	}{{"kind", &m.Kind, events.MessageKindOK}, {"priority", &m.Priority, events.PriorityOK},
+		{"deliveryMode", &m.DeliveryMode, events.DeliveryModeOK}} {
+		if !w.ok(*w.v) {
+			s.skip(id, rel, line, 0, "message %s: %s %s is not one pi-crew writes: taken as absent", clip(m.ID), w.name,
+				clip(*w.v))
+			*w.v = ""
+		}
 	}
 }
 

@@ -795,3 +795,42 @@ func TestImportedIDsFitAFrame(t *testing.T) {
 		require.False(t, ok, name)
 	}
 }
+
+// TestImportedMessageWordsAreOnesPiCrewWrites: a message's kind, priority and deliveryMode are one of the words
+// pi-crew writes (D§2.6), which crewlog's own msg.send and steer.push record; a mailbox line holding another (a
+// worker can write its own line) was imported as it was, bounded by nothing but the store's payload, and every read
+// of the socket that met the message, msg.inbox and query.mailbox, answered oversize-frame at it for good whatever
+// the frame: a kind of 60,000 '<' takes 360,000 bytes in JSON, whatever crewd leaves out of a message too large.
+// Such a word is taken as absent (the default), and reported, by the one-shot import and a follower alike; a word
+// pi-crew writes is kept.
+func TestImportedMessageWordsAreOnesPiCrewWrites(t *testing.T) {
+	root := t.TempDir()
+	run := timesRunCreated
+	wide := strings.Repeat("<", 60_000)
+	writeFiles(t, root, map[string]string{
+		"state/runs/" + run + "/manifest.json": manifestOf(run, "running"),
+		"state/runs/" + run + "/tasks.json":    `[{"id":"01_plan","stepId":"plan","role":"planner","status":"running"}]`,
+		"state/runs/" + run + "/mailbox/tasks/01_plan/inbox.jsonl": `{"id":"m1","from":"orchestrator","body":"hi",` +
+			`"createdAt":1790928000000,"kind":"` + wide + `","priority":"` + wide + `","deliveryMode":"` + wide + `"}` +
+			"\n" + `{"id":"m2","from":"orchestrator","body":"hi","createdAt":1790928000000,"kind":"follow-up",` +
+			`"priority":"low","deliveryMode":"interrupt"}` + "\n",
+	})
+	one, followed, reports := importedTwice(t, root, valuesClock)
+	all := strings.Join(reports, "\n")
+	for _, field := range []string{"kind", "priority", "deliveryMode"} {
+		require.Contains(t, all, "inbox.jsonl:1: message m1: "+field+" "+clip(wide)+" is not one pi-crew writes: "+
+			"taken as absent")
+	}
+	require.Len(t, reports, 3, "%q", reports)
+	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
+		s := stateOf(t, l)
+		m, ok := s.Message(run, "m1")
+		require.True(t, ok, name)
+		require.Equal(t, []string{events.KindMessage, events.PriorityNormal, events.DeliveryNextTurn},
+			[]string{m.Kind, m.Priority, m.DeliveryMode}, name)
+		m, ok = s.Message(run, "m2")
+		require.True(t, ok, name)
+		require.Equal(t, []string{events.KindFollowUp, events.PriorityLow, events.DeliveryInterrupt},
+			[]string{m.Kind, m.Priority, m.DeliveryMode}, name)
+	}
+}
