@@ -7,14 +7,14 @@ import (
 
 // A task's dependsOn lists up to commands.MaxDependsOn task ids of up to 256 chars, which the task.create that named
 // them carried in a frame where the task read back, its runId, status, usage and times beside them, need not fit (a
-// daemon allows a frame of 1 KiB), nor an imported one in any. Its role, agent and stepId are up to 256 chars each, of
-// any char: the task.create sends '<' in one byte, the answer in six, so three of them outgrow a frame of 4 KiB. And
-// query.tasks answered oversize-frame at such a task for good, its texts left out or not, no cursor passing it, so
-// the orchestrator read no later task. A task that would not fit in a frame without its texts is sent without its
-// dependsOn too — null, dependsOnOmitted true — whose list query.tasks {taskId} reads page by page; and one that would
-// not fit without them either, without its names: role, agent, stepId and failureCause empty, namesOmitted true (they
-// are in the dashboard's API, which has no frame, and in the events that recorded them). Every other field is sent as
-// it is, and a task that fits is sent as before.
+// daemon allows a frame of 1 KiB), nor an imported one in any. Its role, agent and stepId are up to 256 chars each,
+// of any char: the task.create sends '<' in one byte, the answer in six, so three of them outgrow a frame of 4 KiB.
+// And query.tasks answered oversize-frame at such a task for good, its texts left out or not, no cursor passing it,
+// so the orchestrator read no later task. A task that would not fit in a frame without its texts is sent without its
+// dependsOn too — null, dependsOnOmitted true — whose list query.tasks {taskId} reads page by page; and one that
+// would not fit without them either, without its names: role, agent, stepId and failureCause empty, namesOmitted true
+// (they are in the dashboard's API, which has no frame, and in the events that recorded them). Every other field is
+// sent as it is, and a task that fits is sent as before.
 //
 // A task's run id (up to 255 chars) and its own (up to 256), beside its usage (four counters of up to 2^40, its cost
 // and turns) and times, that the run.create, task.create and task.usage fit in a frame of 1 KiB, read back larger

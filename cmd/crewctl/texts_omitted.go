@@ -14,8 +14,8 @@ import (
 // views as sent, the flags kept (broker's WireRun, WireTask and WireDelegation), but for a task's or a delegation's
 // runId, the run crewctl asked about, which it puts back (withRunIDs): the views print them, and the diff compares
 // what was sent. A dependsOn is the one omission crewctl reads back (readOmittedDependsOn), as it reads an account's
-// history: crewd pages it (query.tasks {taskId}), so the diff compares it and show run --json shows it whole, where it
-// pages no text nor name.
+// history: crewd pages it (query.tasks {taskId}), so the diff compares it and show run --json shows it whole, where
+// it pages no text nor name.
 
 // omittedNote is what the views print for a text crewd left out.
 const omittedNote = "(omitted: larger than crewd's frame; the dashboard shows it)"
