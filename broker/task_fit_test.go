@@ -229,3 +229,60 @@ func TestTasksPastIDsTooLargeForAFrame(t *testing.T) {
 	require.NotContains(t, small, "namesOmitted")
 	require.NotContains(t, small, "textsOmitted")
 }
+
+// TestTasksPastAnImportedQuestionTooLargeForAFrame: an import records a question id of up to 128 chars that JSON
+// writes in up to 256 bytes (events.ImportedQuestionIDOK), where crewlog's own wait.request mints one of a few dozen.
+// A task of an id of 256 chars parked on such a question, its usage at 2^40 per counter, whose every import.append
+// fits in a frame of 1 KiB, read back larger than the frame without its texts, dependsOn, names and runId too, and
+// query.tasks answered oversize-frame at it for good, the admin reading no later task. Such a task is sent without
+// its waiting question's id too (empty: query.run's waitState names the question the run is parked on), namesOmitted
+// true, every other field as it is.
+func TestTasksPastAnImportedQuestionTooLargeForAFrame(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: wire.MaxFrameFloor}})
+	a := f.dial()
+	a.helloAdmin()
+	run := "team_" + strings.Repeat("r", commands.MaxRunIDChars-len("team_"))
+	long := strings.Repeat("t", commands.MaxIDChars)
+	question := strings.Repeat("<", events.MaxIDChars/6) // 42 chars, 252 bytes in JSON
+	const at, most = int64(1790928000000), int64(commands.MaxUsageTokens)
+	for i, ev := range []struct {
+		typ     string
+		payload map[string]any
+	}{
+		{events.TypeRunCreated, map[string]any{"team": "t", "goal": "g", "cwd": "/w"}},
+		{events.TypeRunRunning, map[string]any{}},
+		{events.TypeTaskCreated, map[string]any{"taskId": long, "role": "r", "agent": "a", "title": "t", "cwd": "/w",
+			"kind": events.TaskKindWorkflow}},
+		{events.TypeTaskCreated, map[string]any{"taskId": "S", "role": "r", "agent": "a", "title": "t", "cwd": "/w",
+			"kind": events.TaskKindWorkflow}},
+		{events.TypeTaskStarted, map[string]any{"taskId": long}},
+		{events.TypeTaskUsage, map[string]any{"taskId": long, "input": most, "output": most, "cacheRead": most,
+			"cacheWrite": most, "turns": most, "cost": math.MaxFloat64}},
+		{events.TypeTaskWaiting, map[string]any{"taskId": long, "questionId": question, "askedAt": at,
+			"deadline": at + 1000}},
+		{events.TypeAskRequested, map[string]any{"taskId": long, "questionId": question, "question": "?",
+			"askedAt": at, "deadline": at + 1000, "timeoutSec": 1}},
+	} {
+		res := a.okUnescaped(methodImportAppend, map[string]any{"source": "picrew", "writes": []any{
+			importWriteOf(fmt.Sprint("import:", i), run, importEventOf(ev.typ, at, ev.payload))}})
+		require.NotContains(t, res["results"].([]any)[0], "error", ev.typ)
+	}
+
+	tasks := everyItem(t, a, "query.tasks", map[string]any{"runId": run}, "tasks")
+	require.LessOrEqual(t, a.rd.FrameBytes(), wire.MaxFrameFloor)
+	require.Len(t, tasks, 2, "every task is listed, the one after the large one too")
+	large, small := tasks[0], tasks[1]
+	require.Equal(t, long, large["id"])
+	require.Equal(t, true, large["namesOmitted"], "the question's id is left out with the names, and it says so")
+	require.Equal(t, "waiting", large["status"])
+	require.Equal(t, map[string]any{"questionId": "", "askedAt": float64(at), "deadline": float64(at + 1000)},
+		large["waiting"])
+	require.Equal(t, "S", small["id"])
+	require.NotContains(t, small, "namesOmitted")
+
+	r := a.call("query.run", map[string]any{"runId": run})
+	require.Nil(t, r.Error)
+	var parked map[string]any
+	require.NoError(t, json.Unmarshal(r.Result, &parked))
+	require.Equal(t, question, parked["waitState"].(map[string]any)["questionId"], "query.run names the question")
+}
