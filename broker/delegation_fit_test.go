@@ -6,7 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/events"
 )
 
 // TestDelegationsPastIDsTooLargeForAFrame: a delegation carries its run's id (up to 255 chars) and its parent task's
@@ -45,4 +47,47 @@ func TestDelegationsPastIDsTooLargeForAFrame(t *testing.T) {
 	require.Equal(t, "explorer", small["role"])
 	require.NotContains(t, small, "namesOmitted")
 	require.NotContains(t, small, "textsOmitted")
+}
+
+// TestDelegationsPastImportedIDsTooLargeForAFrame: an import records a delegation's subId of up to 256 chars of
+// [A-Za-z0-9_-] and its result message's id of up to 256 bytes in JSON, where crewlog's own delegate.request mints a
+// sub id of a few dozen. A settled delegation of such ids, whose every import.append fits in a frame of 1 KiB, read
+// back larger than the frame without its texts, role and runId too, and query.delegations answered oversize-frame at
+// it for good, the admin reading no later delegation. Such a delegation is sent without its messageId too (absent:
+// the message names the delegation in its data.subId), namesOmitted true, every other field as it is.
+func TestDelegationsPastImportedIDsTooLargeForAFrame(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: wire.MaxFrameFloor}})
+	a := f.dial()
+	a.helloAdmin()
+	const run, at = "team_x", int64(1790928000000)
+	parent := strings.Repeat("t", 120) // NB: the longest whose delegate.completed, with the ids below, fits in a frame
+	sub, message := strings.Repeat("s", commands.MaxIDChars), strings.Repeat("m", commands.MaxIDChars)
+	imported := []importedEvent{
+		{events.TypeRunCreated, map[string]any{"team": "t", "goal": "g", "cwd": "/w"}},
+		{events.TypeRunRunning, map[string]any{}},
+		{events.TypeTaskCreated, map[string]any{"taskId": parent, "role": "r", "agent": "a", "title": "t", "cwd": "/w",
+			"kind": events.TaskKindWorkflow}},
+		{events.TypeTaskStarted, map[string]any{"taskId": parent}},
+	}
+	for _, s := range []string{sub, "S"} {
+		imported = append(imported,
+			importedEvent{events.TypeDelegateAdmitted, map[string]any{"taskId": parent, "subId": s, "childDepth": 1,
+				"role": "explorer", "timeoutSec": 900, "deadline": at + 900_000, "cwd": "/w", "title": "t", "prompt": "p"}},
+			importedEvent{events.TypeDelegateCompleted, map[string]any{"taskId": parent, "subId": s, "ok": true,
+				"usageTokens": 1 << 40, "messageId": message}})
+	}
+	importEach(t, a, run, at, imported)
+
+	delegations := everyItem(t, a, "query.delegations", map[string]any{"runId": run}, "delegations")
+	require.LessOrEqual(t, a.rd.FrameBytes(), wire.MaxFrameFloor)
+	require.Len(t, delegations, 2, "every delegation is listed, the one after the large one too")
+	large, small := delegations[0], delegations[1]
+	require.Equal(t, sub, large["subId"])
+	require.Equal(t, true, large["namesOmitted"], "the result's messageId is left out with the names, and it says so")
+	require.NotContains(t, large, "messageId")
+	require.Equal(t, parent, large["parentTaskId"])
+	require.Equal(t, float64(1<<40), large["usageTokens"])
+	require.Equal(t, "S", small["subId"])
+	require.Equal(t, message, small["messageId"], "a delegation that fits is sent whole")
+	require.NotContains(t, small, "namesOmitted")
 }

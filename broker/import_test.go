@@ -24,6 +24,22 @@ func importEventOf(typ string, ms int64, payload map[string]any) map[string]any 
 	return map[string]any{"type": typ, "time": ms, "payload": payload}
 }
 
+// importedEvent is an event of importEach: its type and payload.
+type importedEvent struct {
+	typ     string
+	payload map[string]any
+}
+
+// importEach imports evs into run at time at, each as a write of its own sent unescaped, and requires none refused.
+func importEach(t *testing.T, a *client, run string, at int64, evs []importedEvent) {
+	t.Helper()
+	for i, ev := range evs {
+		res := a.okUnescaped(methodImportAppend, map[string]any{"source": "picrew", "writes": []any{
+			importWriteOf(fmt.Sprint("import:", i), run, importEventOf(ev.typ, at, ev.payload))}})
+		require.NotContains(t, res["results"].([]any)[0], "error", ev.typ)
+	}
+}
+
 // importRunWriteOf is the write that imports run's run.created.
 func importRunWriteOf(run string) map[string]any {
 	return importWriteOf("import:"+run+":run", run, importEventOf(events.TypeRunCreated, 1790928000000,

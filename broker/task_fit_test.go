@@ -245,10 +245,7 @@ func TestTasksPastAnImportedQuestionTooLargeForAFrame(t *testing.T) {
 	long := strings.Repeat("t", commands.MaxIDChars)
 	question := strings.Repeat("<", events.MaxIDChars/6) // 42 chars, 252 bytes in JSON
 	const at, most = int64(1790928000000), int64(commands.MaxUsageTokens)
-	for i, ev := range []struct {
-		typ     string
-		payload map[string]any
-	}{
+	importEach(t, a, run, at, []importedEvent{
 		{events.TypeRunCreated, map[string]any{"team": "t", "goal": "g", "cwd": "/w"}},
 		{events.TypeRunRunning, map[string]any{}},
 		{events.TypeTaskCreated, map[string]any{"taskId": long, "role": "r", "agent": "a", "title": "t", "cwd": "/w",
@@ -262,11 +259,7 @@ func TestTasksPastAnImportedQuestionTooLargeForAFrame(t *testing.T) {
 			"deadline": at + 1000}},
 		{events.TypeAskRequested, map[string]any{"taskId": long, "questionId": question, "question": "?",
 			"askedAt": at, "deadline": at + 1000, "timeoutSec": 1}},
-	} {
-		res := a.okUnescaped(methodImportAppend, map[string]any{"source": "picrew", "writes": []any{
-			importWriteOf(fmt.Sprint("import:", i), run, importEventOf(ev.typ, at, ev.payload))}})
-		require.NotContains(t, res["results"].([]any)[0], "error", ev.typ)
-	}
+	})
 
 	tasks := everyItem(t, a, "query.tasks", map[string]any{"runId": run}, "tasks")
 	require.LessOrEqual(t, a.rd.FrameBytes(), wire.MaxFrameFloor)

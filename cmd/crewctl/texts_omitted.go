@@ -10,12 +10,12 @@ import (
 // title, cwd and model empty, textsOmitted true — rather than refuse the read; a run that would not fit without them
 // either without its names too (team, workflow, cwd and its waitState's taskId empty, namesOmitted true), and a task
 // without its dependsOn (null, dependsOnOmitted true), then without its names (role, agent, stepId, failureCause,
-// runId and its waiting question's id empty, namesOmitted true), and a delegation without its role and runId (empty,
-// namesOmitted true). These are the daemon's views as sent, the flags kept (broker's WireRun, WireTask and
-// WireDelegation), but for a task's or a delegation's runId, the run crewctl asked about, which it puts back
-// (withRunIDs): the views print them, and the diff compares what was sent. A dependsOn is the one omission crewctl
-// reads back (readOmittedDependsOn), as it reads an account's history: crewd pages it (query.tasks {taskId}), so the
-// diff compares it and show run --json shows it whole, where it pages no text nor name.
+// runId and its waiting question's id empty, namesOmitted true), and a delegation without its role, runId and
+// messageId (empty, namesOmitted true). These are the daemon's views as sent, the flags kept (broker's WireRun,
+// WireTask and WireDelegation), but for a task's or a delegation's runId, the run crewctl asked about, which it puts
+// back (withRunIDs): the views print them, and the diff compares what was sent. A dependsOn is the one omission
+// crewctl reads back (readOmittedDependsOn), as it reads an account's history: crewd pages it (query.tasks {taskId}),
+// so the diff compares it and show run --json shows it whole, where it pages no text nor name.
 
 // omittedNote is what the views print for a text crewd left out.
 const omittedNote = "(omitted: larger than crewd's frame; the dashboard shows it)"
