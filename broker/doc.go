@@ -133,9 +133,10 @@
 //     task, a delegation or a message that cannot fit a page of its own is sent without its long texts
 //     (texts_omitted.go), then a run without its names and its park's task id, a task without its dependsOn
 //     (query.tasks {taskId} pages it), then its names and runId (task_fit.go), a delegation without its role, runId
-//     and messageId (delegation_fit.go), a message without its run's, its mailbox's and its reply's ids
-//     (message_fit.go), an account without its history (ledger.go), a job without its root, and query.job's job, when
-//     its own fields leave no room for one of its calls, without its root, then without its grant too (jobs.go).
+//     and messageId (delegation_fit.go), a message without its run's, its mailbox's and its reply's ids, then its
+//     sender's (message_fit.go), an account without its history (ledger.go), a job without its root, and query.job's
+//     job, when its own fields leave no room for one of its calls, without its root, then without its grant too
+//     (jobs.go).
 //     Only a single item larger than a frame even so, with what its answer holds around it, is oversize-frame; so is
 //     a single object (query.run, proxy.result) larger than a frame.
 //   - A command is never committed with an answer its client cannot receive: the engine is told the room the

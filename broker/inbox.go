@@ -42,7 +42,7 @@ type wireMessage struct {
 	AcknowledgedAt string              `json:"acknowledgedAt,omitempty"`
 	TextsOmitted   bool                `json:"textsOmitted,omitempty"`
 	// NamesOmitted says the message's runId, to, taskId, replyTo and questionId were left out: without its texts it
-	// would not fit either (message_fit.go).
+	// would not fit either; and its from and data.subId when it would not fit without those either (message_fit.go).
 	NamesOmitted bool `json:"namesOmitted,omitempty"`
 }
 
@@ -115,12 +115,15 @@ func offsetCursor(cursor string) (string, error) {
 
 // mailboxPage reads a page and, when it would not fit in a frame, shortens it (the projection's cursor then
 // points at the first message left out). A message too large for a frame alone is sent without its texts
-// (wireMessage.omitTexts), then without its run's, its mailbox's and its reply's ids (wireMessage.omitNames). offset
-// gives the next cursor as msg.inbox's stringified offset rather than the projection's own.
+// (wireMessage.omitTexts), then without its run's, its mailbox's and its reply's ids (wireMessage.omitNames), then
+// without its sender's (wireMessage.omitSender). offset gives the next cursor as msg.inbox's stringified offset
+// rather than the projection's own.
 func mailboxPage(cl *call, runID, box string, f projections.MailboxFilter, offset bool) (inboxResult, error) {
 	// NB: the room messageFits measures a worker's message against, so that what it lets through is sent whole.
 	om := omission[wireMessage]{room: pageBudget(cl) - cursorBytes(widestInboxCursor)}
-	om.omit = func(w *wireMessage) { omitToFit(w, om.room, (*wireMessage).omitTexts, (*wireMessage).omitNames) }
+	om.omit = func(w *wireMessage) {
+		omitToFit(w, om.room, (*wireMessage).omitTexts, (*wireMessage).omitNames, (*wireMessage).omitSender)
+	}
 	p, err := fitPageOmitting(cl, f.Limit, func(limit int) (page[projections.Message], error) {
 		f.Limit = limit
 		mp, err := readState(cl, func(st *projections.State) (projections.MailboxPage, error) {

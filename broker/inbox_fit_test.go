@@ -492,3 +492,51 @@ func TestMessagesPastReplyIDsTooLargeForAFrame(t *testing.T) {
 		})
 	}
 }
+
+// TestMessagesPastImportedSendersTooLargeForAFrame: an import records a message's id and data.subId of up to 256
+// bytes in JSON and its sender of up to 256 chars of any char, where crewlog's own delegate.settle sends a result
+// from a sub id of a few dozen. A delegation's result of such ids, or a sender of 256 '<' (six bytes each in JSON, a
+// line a worker wrote), whose import.append fit in a frame of 1 KiB, read back larger than the frame without its
+// texts and its other names too, and msg.inbox and query.mailbox answered oversize-frame at it for good, the
+// orchestrator reading neither it nor any later message. Such a message is sent without its from and data.subId too
+// (empty: a message always has a sender), namesOmitted true, its id, kind and the rest of its data as they are.
+func TestMessagesPastImportedSendersTooLargeForAFrame(t *testing.T) {
+	sub := strings.Repeat("s", 200)
+	tests := map[string]map[string]any{
+		"a delegation's result of long ids": {"id": strings.Repeat("m", commands.MaxIDChars), "from": "delegate:" + sub,
+			"kind": "response", "data": map[string]any{"subId": sub, "ok": true}},
+		"a sender JSON writes in six bytes a char": {"id": "m1", "from": strings.Repeat("<", commands.MaxIDChars),
+			"kind": "message"},
+	}
+	for name, m := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: wire.MaxFrameFloor}})
+			a := f.dial()
+			a.helloAdmin()
+			const run, at = "team_x", int64(1790928000000)
+			maps.Copy(m, map[string]any{"to": "", "priority": "normal", "deliveryMode": "next_turn", "body": "b"})
+			importEach(t, a, run, at, []importedEvent{
+				{events.TypeRunCreated, map[string]any{"team": "t", "goal": "g", "cwd": "/w"}},
+				{events.TypeMailboxAppended, m},
+				{events.TypeMailboxAppended, map[string]any{"id": "m2", "to": "", "from": "orchestrator",
+					"kind": "message", "priority": "normal", "deliveryMode": "next_turn", "body": "after"}},
+			})
+
+			for _, method := range []string{"msg.inbox", "query.mailbox"} {
+				msgs := everyItem(t, a, method, map[string]any{"runId": run}, "messages")
+				require.LessOrEqual(t, a.rd.FrameBytes(), wire.MaxFrameFloor)
+				require.Len(t, msgs, 2, "%s lists every message, the one after the first too", method)
+				large, small := msgs[0], msgs[1]
+				require.Equal(t, m["id"], large["id"], method)
+				require.Equal(t, true, large["namesOmitted"], "%s: the sender is left out, and it says so", method)
+				require.Equal(t, "", large["from"], method)
+				require.Equal(t, m["kind"], large["kind"], method)
+				if m["data"] != nil {
+					require.Equal(t, map[string]any{"ok": true, "timedOut": false}, large["data"], method)
+				}
+				require.Equal(t, "orchestrator", small["from"], method)
+				require.Equal(t, "after", small["body"], "%s: a message that fits is sent whole", method)
+			}
+		})
+	}
+}
