@@ -825,11 +825,18 @@ func (p *planner) steering() {
 // steer plans one steering line. A second line under the id of one
 // planned (the same id twice in the file, or a line whose id is the one
 // derived for a legacy line) is reported and left out: its write would
-// carry the first one's command id.
+// carry the first one's command id; so is a line of an id no message of
+// crewlog's has (events.ImportedIDOK).
 func (p *planner) steer(st steer) {
 	id := st.ID
 	if id == "" {
 		id = fmt.Sprintf("steer_import_%s_%d", st.taskID, st.line)
+	}
+	if !events.ImportedIDOK(id) {
+		// NB: the id is its message's, which crewd's import.append refuses, as a mailbox line's (parseMessage).
+		p.s.skip(p.r.id, st.rel, st.line, 0, "steer %s of task %s: its id is longer than %s, as no id crewlog records: "+
+			"skipped", clip(id), st.taskID, importedIDBound)
+		return
 	}
 	what := "steer:" + st.taskID + ":" + id
 	if p.steered[what] {

@@ -834,3 +834,32 @@ func TestImportedMessageWordsAreOnesPiCrewWrites(t *testing.T) {
 			[]string{m.Kind, m.Priority, m.DeliveryMode}, name)
 	}
 }
+
+// TestImportedSteerIDsFitAFrame: a steering line's id is the id of the message it records, which crewd's
+// import.append refuses past 256 bytes in JSON, as every imported id (events.ImportedIDOK); the import took it as it
+// was, and a follower's write of a line of an id of 60 '<' (360 bytes in JSON, within the chars an id had) was
+// refused by crewd for good, where the one-shot import recorded it. Such a line is skipped and reported by both, and
+// the next steer imported.
+func TestImportedSteerIDsFitAFrame(t *testing.T) {
+	root := t.TempDir()
+	run := timesRunCreated
+	wide := strings.Repeat("<", 60)
+	writeFiles(t, root, map[string]string{
+		"state/runs/" + run + "/manifest.json": manifestOf(run, "running"),
+		"state/runs/" + run + "/tasks.json":    `[{"id":"01_plan","stepId":"plan","role":"planner","status":"running"}]`,
+		"artifacts/" + run + "/steering/01_plan.jsonl": `{"type":"steer","message":"first","id":"` + wide + `",` +
+			`"ts":1790928000000}` + "\n" + `{"type":"steer","message":"next","id":"s2","ts":1790928000000}` + "\n",
+	})
+	one, followed, reports := importedTwice(t, root, valuesClock)
+	require.Len(t, reports, 1, "%q", reports)
+	require.Contains(t, reports[0], "steering/01_plan.jsonl:1: steer "+clip(wide)+" of task 01_plan: its id is longer "+
+		"than 256 chars, or 256 bytes in JSON, as no id crewlog records: skipped")
+	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
+		s := stateOf(t, l)
+		_, ok := s.Message(run, wide)
+		require.False(t, ok, name)
+		m, ok := s.Message(run, "s2")
+		require.True(t, ok, name)
+		require.Equal(t, "next", m.Body, name)
+	}
+}
