@@ -258,6 +258,7 @@ var typeNames = map[reflect.Type]string{
 	reflect.TypeFor[WireTask]():       "Task",
 	reflect.TypeFor[WireDelegation](): "Delegation",
 	reflect.TypeFor[waitResult]():     "WaitStatusResult",
+	reflect.TypeFor[WireSlots]():      "Slots",
 }
 
 var rawMessage = reflect.TypeFor[json.RawMessage]()

@@ -461,7 +461,7 @@ var protocolSpec = map[string]methodSpec{
 		summary: "the daemon-wide slot pool (a run's credentials see only its run's holders)",
 		roles:   rolesAll, strict: true,
 		params:  []paramDesc{note(pStr("runId", false, 1, 256), "optional for the admin; one it names must exist")},
-		results: []any{projections.Slots{}},
+		results: []any{WireSlots{}},
 		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest},
 	},
 	"query.mailbox": {

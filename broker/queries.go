@@ -210,10 +210,10 @@ func runPage[T, W any](cl *call, runID string, limit int, cursor string,
 	}, render, om)
 }
 
-// query.slots {} → the daemon-wide slot pool {held, capacity, subIds}. It is not per run: the admin needs no
-// runId (one it names must exist) and sees every holder. The orchestrator and the workers of any existing run may
-// read it too (admission depends on it), but see only their own run's holders in subIds (held and capacity stay
-// daemon-wide): other runs' delegation ids are not their business.
+// query.slots {} → the daemon-wide slot pool {held, capacity, subIds, subIdsOmitted?} (slots_fit.go). It is not
+// per run: the admin needs no runId (one it names must exist) and sees every holder. The orchestrator and the
+// workers of any existing run may read it too (admission depends on it), but see only their own run's holders in
+// subIds (held and capacity stay daemon-wide): other runs' delegation ids are not their business.
 func handleQuerySlots(cl *call) (any, error) {
 	p := readParams(cl)
 	runID := ""
@@ -224,12 +224,16 @@ func handleQuerySlots(cl *call) (any, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	return readState(cl, func(st *projections.State) (projections.Slots, error) {
+	slots, err := readState(cl, func(st *projections.State) (projections.Slots, error) {
 		if cl.c.id.role != events.RoleAdmin {
 			return st.SlotsOf(runID), nil
 		}
 		return st.Slots(), nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return fitSlots(cl, slots), nil
 }
 
 // query.mailbox {taskId?, limit? 1..1000 (default 100), cursor?, pending?} → {messages, nextCursor?, hasMore,

@@ -33,7 +33,7 @@ func (a *app) diffState(ctx context.Context, dir string, l *eventlog.Log, s *pro
 		return nil, err
 	}
 	defer b.Close()
-	daemon, omitted, err := liveView(ctx, b, s, run)
+	daemon, omitted, slots, err := liveView(ctx, b, s, run)
 	if err != nil {
 		return nil, err
 	}
@@ -41,6 +41,7 @@ func (a *app) diffState(ctx context.Context, dir string, l *eventlog.Log, s *pro
 	// the views show.
 	mine := audit.ViewOf(s, run)
 	omitted.apply(&mine)
+	cutAsSent(&mine.Slots, slots)
 	mine.Position, daemon.Position = 0, 0
 	daemon.Config = mine.Config
 	diffs, err := audit.Diff(mine, daemon)
@@ -53,13 +54,17 @@ func (a *app) diffState(ctx context.Context, dir string, l *eventlog.Log, s *pro
 // liveView asks the daemon for the views of every run the rebuilt state
 // knows (or of run alone), in the shape of audit.View, and lists after them
 // every run only the daemon holds (not with run), by its summary alone:
-// the rebuilt side has nothing of it to compare.
-func liveView(ctx context.Context, b Broker, s *projections.State, run string) (audit.View, omittedTexts, error) {
+// the rebuilt side has nothing of it to compare. It returns the pool as
+// crewd sent it too, which may list only its first holders (cutAsSent).
+func liveView(ctx context.Context, b Broker, s *projections.State, run string) (audit.View, omittedTexts,
+	broker.WireSlots, error) {
 	v := audit.View{Runs: []audit.RunView{}}
 	omitted := omittedTexts{}
-	if err := call(ctx, b, "query.slots", map[string]any{}, &v.Slots); err != nil {
-		return v, omitted, err
+	var slots broker.WireSlots
+	if err := call(ctx, b, "query.slots", map[string]any{}, &slots); err != nil {
+		return v, omitted, slots, err
 	}
+	v.Slots = slots.Slots
 	page, _ := s.Runs(projections.RunFilter{})
 	for _, r := range page.Runs {
 		if run != "" && r.RunID != run {
@@ -67,13 +72,13 @@ func liveView(ctx context.Context, b Broker, s *projections.State, run string) (
 		}
 		rv, err := fetchRun(ctx, b, r.RunID)
 		if err != nil {
-			return v, omitted, err
+			return v, omitted, slots, err
 		}
 		omitted.note(rv)
 		v.Runs = append(v.Runs, rv.view())
 	}
 	if run != "" {
-		return v, omitted, nil
+		return v, omitted, slots, nil
 	}
 	theirs, err := callPaged[broker.WireRun](ctx, b, "query.runs", "runs", "")
 	for _, r := range theirs {
@@ -81,7 +86,7 @@ func liveView(ctx context.Context, b Broker, s *projections.State, run string) (
 			v.Runs = append(v.Runs, audit.RunView{Run: r.Run})
 		}
 	}
-	return v, omitted, err
+	return v, omitted, slots, err
 }
 
 // view is v in audit's shape, without the flags.

@@ -14,6 +14,7 @@ import (
 	"github.com/crewlog/crewlog/audit/audittest"
 	"github.com/crewlog/crewlog/broker"
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // TestReplayDiffLiveRunOnlyTheDaemonHolds: a run the daemon holds that the rebuilt state does not (created after the
@@ -203,4 +204,33 @@ func TestViewsOfNamesAndDependsOnCrewdOmitted(t *testing.T) {
 		filepath.Join(data, adminTokenFile))
 	require.Equal(t, exitOK, r.code, r.out+r.err)
 	require.Contains(t, r.out, "0 difference(s)")
+}
+
+// TestViewsOfSlotHoldersCrewdOmitted: crewd lists only the first holders of the pool that fit in its frame when all
+// would not (subIdsOmitted). slots printed the pool as if those were all its holders; it now says how many it left
+// out, and --json keeps the flag.
+func TestViewsOfSlotHoldersCrewdOmitted(t *testing.T) {
+	f := newFake(t)
+	f.slots = &broker.WireSlots{Slots: projections.Slots{Held: 3, Capacity: 64, SubIDs: []string{"gc-1"}},
+		SubIDsOmitted: true}
+	tok := filepath.Join(t.TempDir(), "admin.token")
+	require.NoError(t, writeFile(tok, "t0ken"))
+	r := crewctl(t, f.dial, "slots", "--token-file", tok)
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Contains(t, r.out, "slots 3/64 held\n  gc-1\n  2 more "+omittedNote)
+	r = crewctl(t, f.dial, "slots", "--json", "--token-file", tok)
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Contains(t, r.out, `"subIdsOmitted": true`)
+}
+
+// TestTheDiffComparesTheSlotHoldersCrewdListed: replay --diff compares the holders crewd listed when it left some
+// out (subIdsOmitted), the first of the rebuilt pool's, where every holder it left out was a difference.
+func TestTheDiffComparesTheSlotHoldersCrewdListed(t *testing.T) {
+	mine := projections.Slots{Held: 3, Capacity: 64, SubIDs: []string{"a", "b", "c"}}
+	cutAsSent(&mine, broker.WireSlots{Slots: projections.Slots{Held: 3, Capacity: 64, SubIDs: []string{"a"}},
+		SubIDsOmitted: true})
+	require.Equal(t, []string{"a"}, mine.SubIDs)
+	mine.SubIDs = []string{"a", "b", "c"}
+	cutAsSent(&mine, broker.WireSlots{Slots: projections.Slots{Held: 3, Capacity: 64, SubIDs: []string{"a", "b", "c"}}})
+	require.Equal(t, []string{"a", "b", "c"}, mine.SubIDs, "a pool crewd sent whole is compared whole")
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/crewlog/crewlog/audit"
 	"github.com/crewlog/crewlog/broker"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // crewd sends a run, a task or a delegation whose texts would not fit in its frame without them — a run's goal,
@@ -55,6 +56,14 @@ func delegationRunID(d *broker.WireDelegation) *string {
 		return &d.RunID
 	}
 	return nil
+}
+
+// cutAsSent leaves in mine, the rebuilt pool, only the first holders, as many as crewd listed in sent when it left
+// the others out (subIdsOmitted: too many for its frame), so that a diff compares the holders crewd sent.
+func cutAsSent(mine *projections.Slots, sent broker.WireSlots) {
+	if sent.SubIDsOmitted {
+		mine.SubIDs = mine.SubIDs[:min(len(mine.SubIDs), len(sent.SubIDs))]
+	}
 }
 
 // omittedTexts are the runs, tasks and delegations crewd sent without some of their fields, and what it left out.

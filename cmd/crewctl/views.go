@@ -320,7 +320,7 @@ func (a *app) slotsCmd() *cobra.Command {
 		Args:  args(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.view(cmd.Context(), func(b Broker) error {
-				var s projections.Slots
+				var s broker.WireSlots
 				if err := call(cmd.Context(), b, "query.slots", map[string]any{}, &s); err != nil {
 					return err
 				}
@@ -332,6 +332,10 @@ func (a *app) slotsCmd() *cobra.Command {
 				w.printf("slots %d/%d held\n", s.Held, s.Capacity)
 				for _, sub := range s.SubIDs {
 					w.printf("  %s\n", sub)
+				}
+				if s.SubIDsOmitted {
+					// NB: the admin's pool: held counts every holder crewd left out.
+					w.printf("  %d more %s\n", s.Held-len(s.SubIDs), omittedNote)
 				}
 				return nil
 			})

@@ -40,6 +40,8 @@ type fakeBroker struct {
 	// omitDelegationNames sends every delegation without its texts, role and runId, as crewd does for one too large
 	// for a frame without its texts either.
 	omitDelegationNames bool
+	// slots, when set, is query.slots' answer in place of the state's pool.
+	slots *broker.WireSlots
 	// stop ends a follow once the stream ran dry, as an interrupt would.
 	stop context.CancelFunc
 	// fail answers each method it names with its error, as crewd answers a finished run it cannot read back.
@@ -166,6 +168,9 @@ func (f *fakeBroker) Call(_ context.Context, method string, params, result any) 
 		res = page
 	case "query.slots":
 		res = f.s.Slots()
+		if f.slots != nil {
+			res = *f.slots
+		}
 	case "delegate.cancel", "delegate.settle":
 		b, _ := json.Marshal(params)
 		f.writes = append(f.writes, method+" "+string(b))

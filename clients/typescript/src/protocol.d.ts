@@ -470,6 +470,7 @@ export interface Slots {
   "held": number;
   "capacity": number;
   "subIds": string[];
+  "subIdsOmitted"?: boolean;
 }
 
 export interface SpawnedResult {
