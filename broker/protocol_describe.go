@@ -5,6 +5,7 @@ package broker
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -261,6 +262,12 @@ var typeNames = map[reflect.Type]string{
 	reflect.TypeFor[WireSlots]():      "Slots",
 }
 
+// nullFields names the fields of a named type that may be null though their Go type is no pointer: a task's
+// dependsOn, null when left out of a task too large for a frame (dependsOnOmitted, task_fit.go).
+var nullFields = map[reflect.Type][]string{
+	reflect.TypeFor[WireTask](): {"dependsOn"},
+}
+
 var rawMessage = reflect.TypeFor[json.RawMessage]()
 
 func (ts *typeSet) expr(t reflect.Type) string {
@@ -314,7 +321,16 @@ func (ts *typeSet) structName(t reflect.Type) string {
 	}
 	ts.byType[t] = name
 	ts.named[name] = typeDesc{} // reserve the name before the fields, which may refer back to it
-	ts.named[name] = typeDesc{Fields: ts.fields(t)}
+	fields := ts.fields(t)
+	for _, null := range nullFields[t] {
+		i := slices.IndexFunc(fields, func(f fieldDesc) bool { return f.Name == null })
+		if i < 0 {
+			ts.err = cmp.Or(ts.err, fmt.Errorf("broker: protocol description: %s has no field %s", name, null))
+			continue
+		}
+		fields[i].Type += " | null"
+	}
+	ts.named[name] = typeDesc{Fields: fields}
 	return name
 }
 

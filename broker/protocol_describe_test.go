@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // TestProtocolJSONCurrent is the drift test of docs/protocol.json: it must be what the method table generates.
@@ -128,4 +130,26 @@ func TestProtocolDescribesEveryCode(t *testing.T) {
 	}
 	require.Equal(t, wire.Codes(), codes)
 	require.True(t, slices.ContainsFunc(d.Pushes, func(p pushDesc) bool { return p.Event == wire.EventResync }))
+}
+
+// TestProtocolTypesSayWhatMayBeNull: a field the server sends as null is described as possibly null, so that a
+// typed client checks for it: a task too large for a frame is sent with dependsOn null (dependsOnOmitted), which the
+// description gave as string[] alone.
+func TestProtocolTypesSayWhatMayBeNull(t *testing.T) {
+	d, err := Describe()
+	require.NoError(t, err)
+	w := WireTask{Task: projections.Task{TaskID: "T", DependsOn: []string{"A"}}}
+	w.OmitDependsOn()
+	b, err := json.Marshal(w)
+	require.NoError(t, err)
+	var sent map[string]any
+	require.NoError(t, json.Unmarshal(b, &sent))
+	nulls := 0
+	for _, f := range d.Types["Task"].Fields {
+		if v, ok := sent[f.Name]; ok && v == nil {
+			require.Contains(t, f.Type, "null", "Task.%s is sent as null", f.Name)
+			nulls++
+		}
+	}
+	require.Positive(t, nulls, "the omitted dependsOn is sent as null")
 }

@@ -499,7 +499,7 @@ export interface Task {
   "title": string;
   "status": string;
   "cwd": string;
-  "dependsOn": string[];
+  "dependsOn": string[] | null;
   "depth"?: number;
   "model"?: string;
   "allocation"?: Allocation;
