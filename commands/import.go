@@ -327,8 +327,8 @@ func noneIfEmpty(o []string) []string {
 
 // importedPayloadProblem says what makes p, the payload of an imported event of type typ, one crewlog does not record
 // (checkpointProblem, importedUsageProblem, importedBudgetProblem, importedDepthProblem, importedDependsOnProblem,
-// importedSpendProblem, importedTextProblem, importedQuestionProblem, importedIDProblem, importedForeignProblem); ""
-// when there is nothing.
+// importedSpendProblem, importedTextProblem, importedQuestionProblem, importedIDProblem, importedWordProblem,
+// importedForeignProblem); "" when there is nothing.
 func importedPayloadProblem(typ string, p any) string {
 	if err := checkpointProblem(p); err != nil {
 		return err.Error()
@@ -353,7 +353,7 @@ func importedPayloadProblem(typ string, p any) string {
 // importedFieldProblems are the checks of importedPayloadProblem whose answer is prefixed with the event's type, in
 // the order they are made.
 var importedFieldProblems = []func(p any) string{importedDependsOnProblem, importedSpendProblem, importedTextProblem,
-	importedQuestionProblem, importedIDProblem, importedForeignProblem}
+	importedQuestionProblem, importedIDProblem, importedWordProblem, importedForeignProblem}
 
 // importedQuestionProblem says what makes p, an ask.requested or task.waiting given as a pointer or a struct, a
 // question wait.request would not record; "" when there is nothing, or when p is another payload. Its id must be one

@@ -71,3 +71,25 @@ func importedIDProblem(p any) string {
 	}
 	return ""
 }
+
+// importedWordProblem says which word of p, an imported mailbox.appended given as a pointer or a struct, is none
+// crewlog records: its kind, priority or deliveryMode must be empty (the default) or one of the words of D§2.6 that
+// msg.send and pi-crew write (events.MessageKindOK, PriorityOK, DeliveryModeOK); "" when each is, and for another
+// payload. NB: every read of the message copies them, and one of 60,000 '<' left msg.inbox answering oversize-frame
+// at the message for good, whatever the frame.
+func importedWordProblem(p any) string {
+	m := payloadAs[events.MailboxAppended](p)
+	if m == nil {
+		return ""
+	}
+	for _, w := range []struct {
+		name, v string
+		ok      func(string) bool
+	}{{"kind", m.Kind, events.MessageKindOK}, {"priority", m.Priority, events.PriorityOK},
+		{"deliveryMode", m.DeliveryMode, events.DeliveryModeOK}} {
+		if !w.ok(w.v) {
+			return w.name + " must be empty or one of the words a message of crewlog's has (D§2.6)"
+		}
+	}
+	return ""
+}

@@ -221,17 +221,11 @@ func (c *MessageSend) recipients(s *projections.State) ([]recipient, error) {
 	return out, nil
 }
 
-func validKind(k string) bool {
-	switch k {
-	case events.KindMessage, events.KindNotify, events.KindSteer, events.KindFollowUp, events.KindResponse, events.KindGroupJoin:
-		return true
-	}
-	return false
-}
+// validKind and validPriority: a word of D§2.6, which a command that sends a message names (an import may leave it
+// empty: events.MessageKindOK).
+func validKind(k string) bool { return k != "" && events.MessageKindOK(k) }
 
-func validPriority(p string) bool {
-	return p == events.PriorityUrgent || p == events.PriorityNormal || p == events.PriorityLow
-}
+func validPriority(p string) bool { return p != "" && events.PriorityOK(p) }
 
 // Escalate is escalate (D§7.5): a follow-up message, to the sender's own
 // task unless To says otherwise. Unlike pi-crew, To is validated: the run
