@@ -158,7 +158,8 @@ func TestACancelledFlushIsNoFailure(t *testing.T) {
 // A flush that fails only after Pebble held the appends back (its second memtable full, queued for the flush) fails
 // the log stop all the same: Failed closes and Err says why while an append waits inside Pebble with the log's lock
 // held, where the failure waited for that lock, for good, and neither the writer that keeps state of the log (the
-// commands engine) nor crewd learnt of it. What was acknowledged before is in the WAL.
+// commands engine) nor crewd learnt of it; StorageStats answers meanwhile. What was acknowledged before is in the
+// WAL.
 func TestAFlushThatFailsAfterTheAppendsStalledFailsTheLogStop(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	var full atomic.Bool
@@ -206,6 +207,15 @@ func TestAFlushThatFailsAfterTheAppendsStalledFailsTheLogStop(t *testing.T) {
 		t.Fatal("the log did not fail stop while an append waits in Pebble")
 	}
 	require.ErrorIs(t, l.Err(), syscall.ENOSPC)
+	// An operator's metrics are read all the same, where StorageStats waited for the lock the held append holds.
+	stats := make(chan StorageStats, 1)
+	go func() { stats <- l.StorageStats() }()
+	select {
+	case st := <-stats:
+		require.Positive(t, st.WriteStalls)
+	case <-time.After(5 * time.Second):
+		t.Fatal("StorageStats waits for the append held in Pebble")
+	}
 
 	// Nothing acknowledged is lost: it is in the WAL, which a store reopened on a disk with space flushes.
 	requireHolds(t, mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0}), acked.Load())

@@ -3,6 +3,7 @@ package eventlog
 import (
 	"hash/maphash"
 	"math/bits"
+	"sync/atomic"
 )
 
 // outcomeFilter is an in-memory filter over every outcome key the store
@@ -36,11 +37,12 @@ import (
 // instead of six (0.9 %), and 4 million six instead of ten (1.1 %
 // instead of 1.8 %).
 //
-// Not safe for concurrent use: the Log guards it with its mutex.
+// Not safe for concurrent use, but bytes: the Log guards it with its mutex.
 type outcomeFilter struct {
 	seed  maphash.Seed
 	parts []filterPart
-	ready bool // the scan of the keys already stored has finished
+	ready bool         // the scan of the keys already stored has finished
+	size  atomic.Int64 // the parts' bytes, read without the Log's mutex (StorageStats)
 }
 
 type filterPart struct {
@@ -88,6 +90,7 @@ func (f *outcomeFilter) add(h uint64) {
 			c = 2 * f.parts[n-1].cap
 		}
 		f.parts = append(f.parts, filterPart{blocks: make([][filterBlockWords]uint64, c*filterBitsPerKey/512), cap: c})
+		f.size.Add(int64(len(f.parts[n].blocks)) * filterBlockWords * 8)
 	}
 	p := &f.parts[len(f.parts)-1]
 	p.set(h)
@@ -99,11 +102,7 @@ func (f *outcomeFilter) bytes() int64 {
 	if f == nil {
 		return 0
 	}
-	var n int64
-	for i := range f.parts {
-		n += int64(len(f.parts[i].blocks)) * filterBlockWords * 8
-	}
-	return n
+	return f.size.Load()
 }
 
 // provesAbsent reports whether the key of hash h is certainly not stored.

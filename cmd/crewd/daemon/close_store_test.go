@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,8 +24,22 @@ import (
 // A crewd whose flush fails only after Pebble held its engine's commit back (its second memtable full, queued for
 // the flush) says why and exits non-zero after its drain, without waiting for good for its engine and log to close,
 // which they cannot while the commit waits inside Pebble; where crewd, its engine never told of the failure, went on
-// serving, and a stop hung in the closes. The store reopens once the disk has space.
+// serving, and a stop hung in the closes. The store reopens once the disk has space. A scrape of the dashboard's
+// metrics made while the commit is held ends too, where the log's storage statistics waited for the lock the held
+// commit holds and the dashboard's close, before the store's, waited for good for that request.
 func TestCrewdExitsWhenItsLogFailsWithACommitHeldInPebble(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		scrape bool // the dashboard's metrics are read while the commit is held
+	}{
+		{name: "no request in flight"},
+		{name: "a metrics scrape in flight", scrape: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { crewdExitsWithACommitHeldInPebble(t, tc.scrape) })
+	}
+}
+
+func crewdExitsWithACommitHeldInPebble(t *testing.T, scrape bool) {
 	var full atomic.Bool
 	release := make(chan struct{})
 	tableWrites := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
@@ -40,6 +55,9 @@ func TestCrewdExitsWhenItsLogFailsWithACommitHeldInPebble(t *testing.T) {
 	storeOptions = func(o *eventlog.Options) { o.FS = errorfs.Wrap(vfs.Default, tableWrites) }
 	c := testConfig(t)
 	c.MemTableBytes = 256 << 10
+	if scrape {
+		c.HTTPAddr = "127.0.0.1:0"
+	}
 	released := false
 	t.Cleanup(func() {
 		storeOptions = storeFaults
@@ -84,6 +102,23 @@ func TestCrewdExitsWhenItsLogFailsWithACommitHeldInPebble(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "holds writes back") }, 30*time.Second,
 		time.Millisecond, "Pebble did not hold the commits back: %s", logs.String())
+	if scrape {
+		base, _, _ := strings.Cut(strings.SplitN(out.String(), "crewd: dashboard ", 2)[1], "/login")
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		scraped := make(chan struct{})
+		go func() {
+			defer close(scraped)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		select {
+		case <-scraped: // NB: answered before the failure; the dashboard's close has nothing to wait for
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	close(release)
 	released = true
 
