@@ -177,7 +177,7 @@ func (s *Staged) Wait() (first uint64, err error) {
 func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch), sync bool) (b *pebble.Batch, first uint64, recorded []stagedOutcome, last head, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.refusalLocked(); err != nil {
+	if err := l.refusal(); err != nil {
 		return nil, 0, nil, head{}, err
 	}
 	if len(ws) == 0 {

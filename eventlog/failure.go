@@ -18,7 +18,7 @@ func (l *Log) Err() error {
 //
 // NB: without l.mu, which an append holds while it waits inside Pebble: once two memtables wait for a flush that
 // fails (a full disk), that wait never ends, and a failure recorded under l.mu was never recorded. The appends, which
-// check it under l.mu (refusalLocked), are refused from the next one on, as they were.
+// check it under l.mu (refusal), are refused from the next one on, as they were.
 func (l *Log) fail(err error) {
 	if l.failed.CompareAndSwap(nil, &err) {
 		close(l.failedCh)

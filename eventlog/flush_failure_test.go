@@ -158,8 +158,8 @@ func TestACancelledFlushIsNoFailure(t *testing.T) {
 // A flush that fails only after Pebble held the appends back (its second memtable full, queued for the flush) fails
 // the log stop all the same: Failed closes and Err says why while an append waits inside Pebble with the log's lock
 // held, where the failure waited for that lock, for good, and neither the writer that keeps state of the log (the
-// commands engine) nor crewd learnt of it; StorageStats answers meanwhile. What was acknowledged before is in the
-// WAL.
+// commands engine) nor crewd learnt of it; StorageStats answers meanwhile, and every other write is refused. What
+// was acknowledged before is in the WAL.
 func TestAFlushThatFailsAfterTheAppendsStalledFailsTheLogStop(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	var full atomic.Bool
@@ -215,6 +215,23 @@ func TestAFlushThatFailsAfterTheAppendsStalledFailsTheLogStop(t *testing.T) {
 		require.Positive(t, st.WriteStalls)
 	case <-time.After(5 * time.Second):
 		t.Fatal("StorageStats waits for the append held in Pebble")
+	}
+	// The writes other than appends (a view, a summary, a snapshot, a checkpoint) are refused at once, where their
+	// check of the failure waited for the lock the held append holds.
+	for name, write := range map[string]func() error{
+		"SaveView":      func() error { return l.SaveView("run", 1, []byte("v")) },
+		"SaveSummaries": func() error { return l.SaveSummaries([]Summary{{Stream: "run", Ord: 1, Position: 1}}) },
+		"SaveSnapshot":  func() error { return l.SaveSnapshot(1, []byte("s")) },
+		"Checkpoint":    func() error { return l.Checkpoint("checkpoint") },
+	} {
+		refused := make(chan error, 1)
+		go func() { refused <- write() }()
+		select {
+		case err := <-refused:
+			require.ErrorIs(t, err, ErrFailed, name)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s waits for the append held in Pebble", name)
+		}
 	}
 
 	// Nothing acknowledged is lost: it is in the WAL, which a store reopened on a disk with space flushes.

@@ -91,7 +91,7 @@ func (l *Log) Check(ws ...Write) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.refusalLocked(); err != nil {
+	if err := l.refusal(); err != nil {
 		return err
 	}
 	if len(ws) == 0 {

@@ -357,20 +357,21 @@ func (l *Log) pruneAfterSnapshot(pos uint64) error {
 // writableDerived reports why derived data may not be written: a closed log, or
 // one that failed stop after a write error (nothing more is written then,
 // derived data included: the store is reopened first).
+//
+// NB: without l.mu, which an append holds while Pebble holds it back: once a flush failed then, the append held for
+// good, a view, a summary, a snapshot or a checkpoint waited for good for this check, where it is refused.
 func (l *Log) writableDerived() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.refusalLocked()
+	return l.refusal()
 }
 
-// refusalLocked is why l writes nothing more (nil when it may): closed, or
-// failed stop. Called with l.mu held.
-func (l *Log) refusalLocked() error {
-	switch {
-	case l.closed.Load():
+// refusal is why l writes nothing more (nil when it may): closed, or failed stop. It reads atomics only; an append
+// calls it with l.mu held, so that Close, which sets closed under l.mu, waits for every append it let through.
+func (l *Log) refusal() error {
+	if l.closed.Load() {
 		return ErrClosed
-	case l.Err() != nil:
-		return fmt.Errorf("%w (cause: %v)", ErrFailed, l.Err())
+	}
+	if err := l.Err(); err != nil {
+		return fmt.Errorf("%w (cause: %v)", ErrFailed, err)
 	}
 	if err := l.wal.failed(); err != nil {
 		l.fail(err) // NB: walFailure.record may not have failed the log yet: refused only once failed stop
