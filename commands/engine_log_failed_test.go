@@ -68,20 +68,7 @@ func TestAnEngineStopsWhenItsLogsFlushFails(t *testing.T) {
 	require.NoError(t, err)
 
 	tableWrites.On()
-	goal := strings.Repeat("g", 4000)
-	submitted := make(chan error, 1)
-	go func() {
-		// NB: four memtables' worth: Pebble holds writes back once two are queued for the flush.
-		for i := 0; i < 256; i++ {
-			_, err := e.Submit(context.Background(), Request{Actor: admin,
-				Command: &RunCreate{RunID: fmt.Sprintf("R%d", i), Team: "t", Goal: goal, Cwd: "/w"}})
-			if err != nil {
-				submitted <- err
-				return
-			}
-		}
-		submitted <- nil
-	}()
+	submitted := submitMemTablesOfRuns(e)
 	select {
 	case <-e.Failed():
 	case <-time.After(10 * time.Second):
@@ -145,19 +132,7 @@ func TestAnEngineStopsWhenItsLogsFlushFailsWithItsWriterHeldInPebble(t *testing.
 		_ = l.Close()
 	})
 
-	goal := strings.Repeat("g", 4000)
-	submitted := make(chan error, 1)
-	go func() {
-		for i := 0; i < 256; i++ {
-			_, err := e.Submit(context.Background(), Request{Actor: admin,
-				Command: &RunCreate{RunID: fmt.Sprintf("R%d", i), Team: "t", Goal: goal, Cwd: "/w"}})
-			if err != nil {
-				submitted <- err
-				return
-			}
-		}
-		submitted <- nil
-	}()
+	submitted := submitMemTablesOfRuns(e)
 	require.Eventually(t, held.seen.Load, 10*time.Second, time.Millisecond, "Pebble did not hold the commits back")
 	close(release)
 	released = true
@@ -178,6 +153,25 @@ func TestAnEngineStopsWhenItsLogsFlushFailsWithItsWriterHeldInPebble(t *testing.
 	case <-time.After(5 * time.Second):
 		t.Fatal("the command held with the writer inside Pebble is not answered")
 	}
+}
+
+// submitMemTablesOfRuns submits four memtables' worth of runs of a 4,000-byte goal to e (Pebble holds writes back
+// once two are queued for the flush) on a goroutine of its own, and sends the first error, or nil, once it is done.
+func submitMemTablesOfRuns(e *Engine) <-chan error {
+	goal := strings.Repeat("g", 4000)
+	submitted := make(chan error, 1)
+	go func() {
+		for i := 0; i < 256; i++ {
+			_, err := e.Submit(context.Background(), Request{Actor: admin,
+				Command: &RunCreate{RunID: fmt.Sprintf("R%d", i), Team: "t", Goal: goal, Cwd: "/w"}})
+			if err != nil {
+				submitted <- err
+				return
+			}
+		}
+		submitted <- nil
+	}()
+	return submitted
 }
 
 // logWatch is a log's output that notes whether a line holding line was written.
