@@ -108,10 +108,12 @@ func (l *Log) stageBatch(ws []Write, base *pebble.Batch, extra func(*pebble.Batc
 		if l.opts.beforeSyncedHandOff != nil {
 			l.opts.beforeSyncedHandOff()
 		}
-		// NB: derived.mu from the check of the pending sync to the hand-off, so that no write made without a sync
-		// reaches Pebble between them (derived_sync.go); an unsynced append holds it already (appendUnsynced).
-		l.derived.mu.Lock()
-		defer l.derived.mu.Unlock()
+		// NB: the lock of the writes made without a sync from the check of the pending sync to the hand-off, so that
+		// none reaches Pebble between them (derived_sync.go); an unsynced append holds it already (appendUnsynced).
+		if err := l.lockDerived(); err != nil {
+			return nil, err
+		}
+		defer l.unlockDerived()
 		if err := l.awaitDerivedLocked(); err != nil {
 			return nil, err
 		}

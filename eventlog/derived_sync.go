@@ -2,7 +2,6 @@ package eventlog
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -16,8 +15,10 @@ import (
 // on a later record that meets it, however much space there is by then. So each derived write is followed by a sync
 // it does not wait for; the next derived write (or unsynced append) awaits it before it hands anything to Pebble, as
 // do the writes that sync (applySynced), the synced appends (stageBatch) and Close, and a failed one fails the log
-// stop. Each holds mu from that wait to its hand-off: a write made without a sync between them would put its record
-// in the WAL before theirs with none awaiting its sync, and a failed one would make Pebble panic as above. NB: not
+// stop. Each holds the lock (turn) from that wait to its hand-off: a write made without a sync between them would put
+// its record in the WAL before theirs with none awaiting its sync, and a failed one would make Pebble panic as above.
+// The lock is given up for the log's failure (lockDerived): a synced append that holds it while Pebble holds its
+// commit back, after a flush that then failed, holds it for good. NB: not
 // awaited at once: a fold from position 1 writes summaries at every eviction pass, thousands of them in a long log,
 // and a wait for each fsync would add as many to the rebuild; an unsynced copy would wait for the fsync its source
 // already made.
@@ -25,10 +26,28 @@ import (
 // The sync is awaited in the background too, so that its failure fails the log stop at once (Failed), not only at
 // the next write: the last write of a pass may be followed by none for a long time.
 type derivedSync struct {
-	mu sync.Mutex
-	// pending is the sync after the last write made without one; nil when it was awaited. Guarded by mu.
+	// turn is the lock: holding its one token is holding it (lockDerived, unlockDerived).
+	turn chan struct{}
+	// pending is the sync after the last write made without one; nil when it was awaited. Guarded by turn.
 	pending *pendingSync
 }
+
+// lockDerived takes the lock of the writes made without a sync (derivedSync), or answers the log's failure (ErrFailed)
+// once it fails stop while it waits. NB: not a mutex, which no failure interrupts: an append that holds it while
+// Pebble holds its commit back for a flush that then failed (a full disk, once two memtables are queued) holds it for
+// good, and a view, a snapshot or an operator's checkpoint made meanwhile waited for good, the server that made it
+// with it.
+func (l *Log) lockDerived() error {
+	select {
+	case l.derived.turn <- struct{}{}:
+		return nil
+	case <-l.failedCh:
+		return l.refusal()
+	}
+}
+
+// unlockDerived gives the lock lockDerived took back.
+func (l *Log) unlockDerived() { <-l.derived.turn }
 
 // pendingSync is a sync requested without waiting for it, which any number of writers may await.
 type pendingSync struct {
@@ -47,9 +66,10 @@ func (p *pendingSync) wait() error {
 
 // applyDerived applies b, a batch of derived data, without waiting for its sync (derivedSync). The caller closes b.
 func (l *Log) applyDerived(b *pebble.Batch) error {
-	d := &l.derived
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	if err := l.lockDerived(); err != nil {
+		return err
+	}
+	defer l.unlockDerived()
 	if err := l.awaitDerivedLocked(); err != nil {
 		return err
 	}
@@ -68,9 +88,10 @@ func (l *Log) applyDerived(b *pebble.Batch) error {
 // Pebble anything, where Pebble would panic on it. NB: the copy's caller learns the failure at its next append, not
 // at this one, and meanwhile readers see the group: a crash may lose it anyway (AppendFromUnsynced).
 func (l *Log) appendUnsynced(ws []Write, extra func(*pebble.Batch)) (first uint64, err error) {
-	d := &l.derived
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	if err := l.lockDerived(); err != nil {
+		return 0, err
+	}
+	defer l.unlockDerived()
 	if err := l.awaitDerivedLocked(); err != nil {
 		return 0, err
 	}
@@ -84,7 +105,7 @@ func (l *Log) appendUnsynced(ws []Write, extra func(*pebble.Batch)) (first uint6
 }
 
 // requestSyncLocked asks Pebble for a sync of the WAL without waiting for it, after a write made without one, and
-// keeps it for the next write to await (derivedSync). Called with l.derived.mu held and nothing pending.
+// keeps it for the next write to await (derivedSync). Called with the lock held (lockDerived) and nothing pending.
 func (l *Log) requestSyncLocked() error {
 	if err := l.wal.failed(); err != nil { // NB: the write before it may have taken the error up
 		l.fail(err)
@@ -116,8 +137,8 @@ func (l *Log) requestSyncLocked() error {
 
 // awaitDerived waits for the sync after the last derived write; one that failed fails the log stop.
 func (l *Log) awaitDerived() error {
-	l.derived.mu.Lock()
-	defer l.derived.mu.Unlock()
+	l.derived.turn <- struct{}{} // NB: Close's: it waits for the lock whether or not the log failed
+	defer l.unlockDerived()
 	return l.awaitDerivedLocked()
 }
 

@@ -75,9 +75,11 @@
 //     that then fills up) leaves one append waiting in Pebble for good: the
 //     failure is recorded without the log's lock, which that append holds,
 //     so Failed and Err tell of it all the same, the writes other than
-//     appends are refused and StorageStats answers (neither takes that
-//     lock), but Close cannot end (it waits for that append), and the
-//     process exits without it (crewd bounds its wait). Nothing acknowledged is lost: it is in the WAL,
+//     appends, made before the failure or after it, are refused at it
+//     (none waits for the locks that append holds) and StorageStats
+//     answers, but Close cannot end (it waits for that append), and the
+//     process exits without it (crewd bounds its wait). Nothing
+//     acknowledged is lost: it is in the WAL,
 //     which the next Open replays and flushes; the held append was never
 //     acknowledged.
 //

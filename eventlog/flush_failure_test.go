@@ -198,6 +198,20 @@ func TestAFlushThatFailsAfterTheAppendsStalledFailsTheLogStop(t *testing.T) {
 		t.Fatalf("the appends were not held back: %v", err)
 	default:
 	}
+	writes := map[string]func() error{
+		"SaveView":      func() error { return l.SaveView("run", 1, []byte("v")) },
+		"SaveSummaries": func() error { return l.SaveSummaries([]Summary{{Stream: "run", Ord: 1, Position: 1}}) },
+		"SaveSnapshot":  func() error { return l.SaveSnapshot(1, []byte("s")) },
+		"Checkpoint":    func() error { return l.Checkpoint("checkpoint") },
+	}
+	// The writes other than appends made while the append is held wait for it (the lock of the writes made without a
+	// sync, which the held append holds from its check of the pending sync to its hand-off) until the log fails.
+	held := map[string]chan error{}
+	for name, write := range writes {
+		answer := make(chan error, 1)
+		held[name] = answer
+		go func() { answer <- write() }()
+	}
 	close(release)
 	released = true
 
@@ -217,20 +231,19 @@ func TestAFlushThatFailsAfterTheAppendsStalledFailsTheLogStop(t *testing.T) {
 		t.Fatal("StorageStats waits for the append held in Pebble")
 	}
 	// The writes other than appends (a view, a summary, a snapshot, a checkpoint) are refused at once, where their
-	// check of the failure waited for the lock the held append holds.
-	for name, write := range map[string]func() error{
-		"SaveView":      func() error { return l.SaveView("run", 1, []byte("v")) },
-		"SaveSummaries": func() error { return l.SaveSummaries([]Summary{{Stream: "run", Ord: 1, Position: 1}}) },
-		"SaveSnapshot":  func() error { return l.SaveSnapshot(1, []byte("s")) },
-		"Checkpoint":    func() error { return l.Checkpoint("checkpoint") },
-	} {
+	// check of the failure waited for the lock the held append holds; and so are those made while it was held, where
+	// they waited for good for the lock of the writes made without a sync (an operator's checkpoint held crewd's
+	// socket server, and its exit, with it).
+	for name, write := range writes {
 		refused := make(chan error, 1)
 		go func() { refused <- write() }()
-		select {
-		case err := <-refused:
-			require.ErrorIs(t, err, ErrFailed, name)
-		case <-time.After(5 * time.Second):
-			t.Fatalf("%s waits for the append held in Pebble", name)
+		for when, answer := range map[string]chan error{"after the failure": refused, "while held": held[name]} {
+			select {
+			case err := <-answer:
+				require.ErrorIs(t, err, ErrFailed, "%s %s", name, when)
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%s made %s waits for the append held in Pebble", name, when)
+			}
 		}
 	}
 

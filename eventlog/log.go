@@ -150,6 +150,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 		versions:   make(map[string]streamVersion),
 		pending:    make(map[string]struct{}),
 		failedCh:   make(chan struct{}),
+		derived:    derivedSync{turn: make(chan struct{}, 1)},
 		absent:     make(map[string]uint64),
 		recent:     newRecentOutcomes(o.RecentOutcomes, o.RecentOutcomeBytes),
 		wal:        wal,

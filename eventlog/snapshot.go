@@ -136,15 +136,17 @@ func (l *Log) applySynced(b *pebble.Batch) error {
 }
 
 // handOffSynced hands b to Pebble for a synced write without waiting for the sync, once the sync after the last
-// derived write is over, holding derived.mu from that wait to the hand-off so that no write made without a sync comes
+// derived write is over, holding the lock of the writes made without a sync (lockDerived) from that wait to the hand-off so that no write made without a sync comes
 // between them (derivedSync). It is refused, ErrFailed or ErrClosed, when the log failed stop meanwhile, as an
 // append is: the WAL keeps the error.
 func (l *Log) handOffSynced(b *pebble.Batch) error {
 	if l.opts.beforeSyncedHandOff != nil {
 		l.opts.beforeSyncedHandOff()
 	}
-	l.derived.mu.Lock()
-	defer l.derived.mu.Unlock()
+	if err := l.lockDerived(); err != nil {
+		return err
+	}
+	defer l.unlockDerived()
 	if err := l.awaitDerivedLocked(); err != nil {
 		return err
 	}

@@ -12,13 +12,13 @@ import (
 //
 // Pebble's WAL writes its blocks and syncs them in the background, keeps the first error, takes it up at the next
 // record that starts a new block and panics on the record after that. The writers learn of the error from the sync
-// they await, and a synced append awaits its own only after the next one is handed off (Stage), a derived write
-// never at once (derivedSync): two records can reach the WAL between its error and the failure recorded, the second
+// they await, and a synced append awaits its own only after the next one is handed off (Stage), a derived write never
+// at once (derivedSync): two records can reach the WAL between its error and the failure recorded, the second
 // panicking, such as a view (its record, then the sync it requests) written after an append whose bytes a full disk
-// refused. Every hand-off to Pebble is made with derived.mu held and checks walFailure first (refusal,
+// refused. Every hand-off to Pebble is made with the lock of derivedSync held and checks walFailure first (refusal,
 // requestSyncLocked), and walFailure is set before Pebble's WAL keeps the error: a record that passed the check
-// before the failure may still take the error up, but the next is refused, whatever Staged.Wait and the pending
-// sync after a derived write have recorded yet. (Pebble panics still where the error meets a WAL it closes, at a
+// before the failure may still take the error up, but the next is refused, whatever Staged.Wait and the pending sync
+// after a derived write have recorded yet. (Pebble panics still where the error meets a WAL it closes, at a
 // memtable's rotation: crewd exits 2, Not guaranteed in its doc.)
 type walFailure struct {
 	err atomic.Pointer[error]

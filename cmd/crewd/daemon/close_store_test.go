@@ -26,20 +26,23 @@ import (
 // which they cannot while the commit waits inside Pebble; where crewd, its engine never told of the failure, went on
 // serving, and a stop hung in the closes. The store reopens once the disk has space. A scrape of the dashboard's
 // metrics made while the commit is held ends too, where the log's storage statistics waited for the lock the held
-// commit holds and the dashboard's close, before the store's, waited for good for that request.
+// commit holds and the dashboard's close, before the store's, waited for good for that request; and so does an
+// operator's checkpoint made then, where it waited for good for the lock of the log's writes made without a sync,
+// which the held commit holds too, and the socket server's close with it.
 func TestCrewdExitsWhenItsLogFailsWithACommitHeldInPebble(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		scrape bool // the dashboard's metrics are read while the commit is held
+		name     string
+		inFlight string // made while the commit is held: "scrape" (the dashboard's metrics), "checkpoint" (the admin's)
 	}{
 		{name: "no request in flight"},
-		{name: "a metrics scrape in flight", scrape: true},
+		{name: "a metrics scrape in flight", inFlight: "scrape"},
+		{name: "an operator's checkpoint in flight", inFlight: "checkpoint"},
 	} {
-		t.Run(tc.name, func(t *testing.T) { crewdExitsWithACommitHeldInPebble(t, tc.scrape) })
+		t.Run(tc.name, func(t *testing.T) { crewdExitsWithACommitHeldInPebble(t, tc.inFlight) })
 	}
 }
 
-func crewdExitsWithACommitHeldInPebble(t *testing.T, scrape bool) {
+func crewdExitsWithACommitHeldInPebble(t *testing.T, inFlight string) {
 	var full atomic.Bool
 	release := make(chan struct{})
 	tableWrites := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
@@ -55,7 +58,7 @@ func crewdExitsWithACommitHeldInPebble(t *testing.T, scrape bool) {
 	storeOptions = func(o *eventlog.Options) { o.FS = errorfs.Wrap(vfs.Default, tableWrites) }
 	c := testConfig(t)
 	c.MemTableBytes = 256 << 10
-	if scrape {
+	if inFlight == "scrape" {
 		c.HTTPAddr = "127.0.0.1:0"
 	}
 	released := false
@@ -102,7 +105,23 @@ func crewdExitsWithACommitHeldInPebble(t *testing.T, scrape bool) {
 	}()
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "holds writes back") }, 30*time.Second,
 		time.Millisecond, "Pebble did not hold the commits back: %s", logs.String())
-	if scrape {
+	switch inFlight {
+	case "checkpoint":
+		// NB: its own connection: the first one's calls wait for the held commit.
+		operator, err := client.Dial(ctx, c.SocketPath, client.Hello{Role: "admin", Token: token}, nil)
+		require.NoError(t, err)
+		defer operator.Close()
+		checkpointed := make(chan struct{})
+		go func() {
+			defer close(checkpointed)
+			_ = operator.Call(ctx, "admin.checkpoint", map[string]any{"dir": filepath.Join(t.TempDir(), "copy")}, nil)
+		}()
+		select {
+		case <-checkpointed:
+			t.Fatal("the checkpoint did not wait for the held commit")
+		case <-time.After(100 * time.Millisecond):
+		}
+	case "scrape":
 		base, _, _ := strings.Cut(strings.SplitN(out.String(), "crewd: dashboard ", 2)[1], "/login")
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 		require.NoError(t, err)
