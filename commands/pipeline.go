@@ -368,7 +368,7 @@ func (e *Engine) publish(f *flight) error {
 func (e *Engine) fail(err error) error {
 	if e.failed.CompareAndSwap(nil, &err) {
 		close(e.stopped)
-		e.opts.Logger.Error("commit failed; engine stopped", "err", err)
+		e.opts.Logger.Error("engine failed stop: a commit or its log failed", "err", err)
 	}
 	return e.failure()
 }

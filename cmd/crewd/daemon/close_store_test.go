@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/crewlog/crewlog/broker/client"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
 )
 
 // A crewd whose flush fails only after Pebble held its engine's commit back (its second memtable full, queued for
@@ -45,16 +47,7 @@ func TestCrewdExitsWhenItsLogFailsWithACommitHeldInPebble(t *testing.T) {
 func crewdExitsWithACommitHeldInPebble(t *testing.T, inFlight string) {
 	var full atomic.Bool
 	release := make(chan struct{})
-	tableWrites := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if !strings.HasSuffix(op.Path, ".sst") || op.Kind.ReadOrWrite() != errorfs.OpIsWrite {
-			return nil
-		}
-		<-release // NB: a slow disk: the flush's table waits while the commits fill the next memtable
-		if full.Load() {
-			return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
-		}
-		return nil
-	})}
+	tableWrites := slowThenFullTables(release, &full)
 	storeOptions = func(o *eventlog.Options) { o.FS = errorfs.Wrap(vfs.Default, tableWrites) }
 	c := testConfig(t)
 	c.MemTableBytes = 256 << 10
@@ -150,4 +143,79 @@ func crewdExitsWithACommitHeldInPebble(t *testing.T, inFlight string) {
 	}
 	require.Contains(t, logs.String(), "the engine stopped after a commit error; answering reads, then exiting")
 	require.Contains(t, logs.String(), "the event log did not close after its failure")
+}
+
+// slowThenFullTables fails the tables' writes once on, as a slow disk that fills up: each waits for release, and
+// fails with ENOSPC while full holds.
+func slowThenFullTables(release <-chan struct{}, full *atomic.Bool) *errorfs.Toggle {
+	return &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if !strings.HasSuffix(op.Path, ".sst") || op.Kind.ReadOrWrite() != errorfs.OpIsWrite {
+			return nil
+		}
+		<-release // NB: a slow disk: the flush's table waits while the commits fill the next memtable
+		if full.Load() {
+			return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
+		}
+		return nil
+	})}
+}
+
+// TestAStoreThatDoesNotCloseAfterItsFailureIsNoCleanClose: a store whose log failed stop with a commit held inside
+// Pebble, which closeStore gives up waiting for, is a failure crewd exits with, where closeStore answered nil and a
+// stop asked for meanwhile (SIGTERM, the engine not failed yet) exited 0 with a store its next start must recover.
+func TestAStoreThatDoesNotCloseAfterItsFailureIsNoCleanClose(t *testing.T) {
+	bound := failedStoreClose
+	failedStoreClose = 200 * time.Millisecond
+	t.Cleanup(func() { failedStoreClose = bound })
+	var full atomic.Bool
+	release := make(chan struct{})
+	tableWrites := slowThenFullTables(release, &full)
+	held := &lockedBuffer{}
+	l, err := eventlog.Open("db", &eventlog.Options{FS: errorfs.Wrap(vfs.NewMem(), tableWrites), MemTableSize: 256 << 10,
+		Logger: slog.New(slog.NewTextHandler(held, nil))})
+	require.NoError(t, err)
+	eng, err := commands.Open(l, commands.Options{ExpiryInterval: -1})
+	require.NoError(t, err)
+	released := false
+	closed := make(chan struct{})
+	t.Cleanup(func() {
+		// NB: the disk gets its space back, so that the held commit, and the closes closeStore gave up, end.
+		full.Store(false)
+		if !released {
+			close(release)
+		}
+		<-closed
+	})
+	full.Store(true)
+	tableWrites.On()
+	goal := strings.Repeat("g", 4000)
+	go func() {
+		for i := 0; i < 256; i++ {
+			if _, err := eng.Submit(context.Background(), commands.Request{Actor: events.AdminPrincipal().Actor(),
+				Command: &commands.RunCreate{RunID: fmt.Sprintf("R%d", i), Team: "t", Goal: goal, Cwd: "/w"}}); err != nil {
+				return
+			}
+		}
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(held.String(), "holds writes back") }, 10*time.Second,
+		time.Millisecond, "Pebble did not hold the commits back")
+	close(release)
+	released = true
+	select {
+	case <-l.Failed():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the log did not fail stop")
+	}
+
+	go func() {
+		defer close(closed)
+		err = closeStore(nil, eng, l, slog.New(slog.DiscardHandler))
+	}()
+	select {
+	case <-closed:
+	case <-time.After(failedStoreClose + 10*time.Second):
+		t.Fatal("closeStore waits for the held commit")
+	}
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	require.ErrorContains(t, err, "the event log failed stop")
 }
