@@ -212,6 +212,16 @@ func TestAFlushThatFailsAfterTheAppendsStalledFailsTheLogStop(t *testing.T) {
 		held[name] = answer
 		go func() { answer <- write() }()
 	}
+	// NB: they wait before the flush fails, so that each checked the failure before it and waits for that lock, where
+	// one taking its check after the failure is refused at once whatever the lock does.
+	time.Sleep(50 * time.Millisecond)
+	for name, answer := range held {
+		select {
+		case err := <-answer:
+			t.Fatalf("%s made while the append is held does not wait for it: %v", name, err)
+		default:
+		}
+	}
 	close(release)
 	released = true
 
