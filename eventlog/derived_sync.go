@@ -15,13 +15,14 @@ import (
 // on a later record that meets it, however much space there is by then. So each derived write is followed by a sync
 // it does not wait for; the next derived write (or unsynced append) awaits it before it hands anything to Pebble, as
 // do the writes that sync (applySynced), the synced appends (stageBatch) and Close, and a failed one fails the log
-// stop. Each holds the lock (turn) from that wait to its hand-off: a write made without a sync between them would put
-// its record in the WAL before theirs with none awaiting its sync, and a failed one would make Pebble panic as above.
-// The lock is given up for the log's failure (lockDerived): a synced append that holds it while Pebble holds its
-// commit back, after a flush that then failed, holds it for good. NB: not
-// awaited at once: a fold from position 1 writes summaries at every eviction pass, thousands of them in a long log,
-// and a wait for each fsync would add as many to the rebuild; an unsynced copy would wait for the fsync its source
-// already made.
+// stop. NB: not awaited at once: a fold from position 1 writes summaries at every eviction pass, thousands of them in
+// a long log, and a wait for each fsync would add as many to the rebuild; an unsynced copy would wait for the fsync
+// its source already made.
+//
+// Each holds the lock (turn) from that wait to its hand-off: a write made without a sync between them would put its
+// record in the WAL before theirs with none awaiting its sync, and a failed one would make Pebble panic as above. A
+// wait for the lock is given up at the log's failure (lockDerived): a synced append that holds it while Pebble holds
+// its commit back, after a flush that then failed, holds it for good.
 //
 // The sync is awaited in the background too, so that its failure fails the log stop at once (Failed), not only at
 // the next write: the last write of a pass may be followed by none for a long time.
@@ -32,11 +33,11 @@ type derivedSync struct {
 	pending *pendingSync
 }
 
-// lockDerived takes the lock of the writes made without a sync (derivedSync), or answers the log's failure (ErrFailed)
-// once it fails stop while it waits. NB: not a mutex, which no failure interrupts: an append that holds it while
-// Pebble holds its commit back for a flush that then failed (a full disk, once two memtables are queued) holds it for
-// good, and a view, a snapshot or an operator's checkpoint made meanwhile waited for good, the server that made it
-// with it.
+// lockDerived takes the lock of the writes made without a sync (derivedSync), or answers the log's failure
+// (ErrFailed) once it fails stop while it waits. NB: not a mutex, which no failure interrupts: an append that holds
+// it while Pebble holds its commit back for a flush that then failed (a full disk, once two memtables are queued)
+// holds it for good, and a view, a snapshot or an operator's checkpoint made meanwhile waited for good, the server
+// that made it with it.
 func (l *Log) lockDerived() error {
 	select {
 	case l.derived.turn <- struct{}{}:

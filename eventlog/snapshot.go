@@ -136,9 +136,9 @@ func (l *Log) applySynced(b *pebble.Batch) error {
 }
 
 // handOffSynced hands b to Pebble for a synced write without waiting for the sync, once the sync after the last
-// derived write is over, holding the lock of the writes made without a sync (lockDerived) from that wait to the hand-off so that no write made without a sync comes
-// between them (derivedSync). It is refused, ErrFailed or ErrClosed, when the log failed stop meanwhile, as an
-// append is: the WAL keeps the error.
+// derived write is over, holding the lock of the writes made without a sync (lockDerived) from that wait to the
+// hand-off so that no write made without a sync comes between them (derivedSync). It is refused, ErrFailed or
+// ErrClosed, when the log failed stop meanwhile, as an append is: the WAL keeps the error.
 func (l *Log) handOffSynced(b *pebble.Batch) error {
 	if l.opts.beforeSyncedHandOff != nil {
 		l.opts.beforeSyncedHandOff()
