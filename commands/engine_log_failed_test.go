@@ -99,7 +99,8 @@ func TestAnEngineStopsWhenItsLogsFlushFails(t *testing.T) {
 
 // A flush that fails only after Pebble held the engine's commit back (its second memtable full, queued for the
 // flush), the writer waiting inside Pebble for good, stops the engine all the same: Failed closes and Err says why,
-// so that crewd exits, where neither the log nor the engine told of the failure, whose writer cannot.
+// so that crewd exits, where neither the log nor the engine told of the failure, whose writer cannot; and the callers
+// waiting for that writer, or for room in its queue, are answered with the failure (stuck).
 func TestAnEngineStopsWhenItsLogsFlushFailsWithItsWriterHeldInPebble(t *testing.T) {
 	var full atomic.Bool
 	release := make(chan struct{})
@@ -134,6 +135,17 @@ func TestAnEngineStopsWhenItsLogsFlushFailsWithItsWriterHeldInPebble(t *testing.
 
 	submitted := submitMemTablesOfRuns(e)
 	require.Eventually(t, held.seen.Load, 10*time.Second, time.Millisecond, "Pebble did not hold the commits back")
+	// More commands than the queue holds, the writer held: the last waits for room in the queue.
+	queued := make(chan error, 1)
+	go func() {
+		rs := make([]Request, e.QueueCap()+2)
+		for i := range rs {
+			rs[i] = Request{Actor: admin, Command: &RunCreate{RunID: fmt.Sprintf("Q%d", i), Team: "t", Goal: "g",
+				Cwd: "/w"}}
+		}
+		_, err := e.SubmitAll(context.Background(), rs)
+		queued <- err
+	}()
 	close(release)
 	released = true
 
@@ -152,6 +164,12 @@ func TestAnEngineStopsWhenItsLogsFlushFailsWithItsWriterHeldInPebble(t *testing.
 		require.ErrorIs(t, err, ErrFailed, "the command held with the writer is answered with the failure")
 	case <-time.After(5 * time.Second):
 		t.Fatal("the command held with the writer inside Pebble is not answered")
+	}
+	select {
+	case err := <-queued:
+		require.ErrorIs(t, err, ErrFailed, "the commands waiting for room in the queue are answered with the failure")
+	case <-time.After(5 * time.Second):
+		t.Fatal("a command waiting for room in the queue of the writer held inside Pebble is not answered")
 	}
 }
 
