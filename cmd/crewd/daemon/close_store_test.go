@@ -219,3 +219,35 @@ func TestAStoreThatDoesNotCloseAfterItsFailureIsNoCleanClose(t *testing.T) {
 	require.ErrorIs(t, err, syscall.ENOSPC)
 	require.ErrorContains(t, err, "the event log failed stop")
 }
+
+// TestAStoreWhoseLogFailedIsNoCleanCloseThoughItCloses: a store whose log failed stop (a flush that met a full disk)
+// and that then closes, the disk given room, is a failure crewd exits with, where closeStore answered nil for the
+// close that returned no error, and a stop asked for while a write failed exited 0 with a store its next start must
+// recover.
+func TestAStoreWhoseLogFailedIsNoCleanCloseThoughItCloses(t *testing.T) {
+	tableWrites := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasSuffix(op.Path, ".sst") && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
+			return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
+		}
+		return nil
+	})}
+	l, err := eventlog.Open("db", &eventlog.Options{FS: errorfs.Wrap(vfs.NewMem(), tableWrites), MemTableSize: 256 << 10})
+	require.NoError(t, err)
+	eng, err := commands.Open(l, commands.Options{ExpiryInterval: -1})
+	require.NoError(t, err)
+	tableWrites.On()
+	goal := strings.Repeat("g", 4000)
+	for i := 0; ; i++ {
+		require.Less(t, i, 256, "the flush did not fail the log")
+		if _, err := eng.Submit(context.Background(), commands.Request{Actor: events.AdminPrincipal().Actor(),
+			Command: &commands.RunCreate{RunID: fmt.Sprintf("R%d", i), Team: "t", Goal: goal, Cwd: "/w"}}); err != nil {
+			break
+		}
+	}
+	require.Eventually(t, func() bool { return l.Err() != nil }, 10*time.Second, time.Millisecond)
+	tableWrites.Off() // NB: the disk has room again: the flush's retry lands and the store closes
+
+	err = closeStore(nil, eng, l, slog.New(slog.DiscardHandler))
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	require.ErrorContains(t, err, "the event log failed stop")
+}
