@@ -143,7 +143,14 @@
 //     of every group in flight is answered ErrFailed (whether or not its
 //     group reached the disk: a retry after the restart learns which), and
 //     the state is rebuilt from the log on restart. Failed is closed then,
-//     so the daemon can exit for its supervisor to restart it.
+//     so the daemon can exit for its supervisor to restart it. The engine
+//     fails stop too when its log does for a write the writer did not make
+//     (a view's, a flush): at once when the writer waits for work, else
+//     after stuckWriterGrace (2 s, log_failed.go), as the writer may be held
+//     inside the log for good (Pebble holds its commit back after a failed
+//     flush); the commands waiting for that writer, or for room in its
+//     queue, are answered ErrFailed then, their outcome unknown as above,
+//     and Close still waits for it.
 //   - With Options.Space, a command submitted while the disk is below its
 //     free-space minimum is answered ErrNoSpace before it is decided: nothing
 //     is recorded, so the same CommandID retried later is decided then. The
