@@ -42,8 +42,9 @@
 //     and events.since show it (RunSummary.Foreign counts them).
 //   - Tolerant and loud: corrupt lines, task records of tasks.json and
 //     message states of delivery.json that do not decode (each is its own:
-//     one bad value leaves the others in), event and mailbox lines whose
-//     runId names another run than their directory's (a worker's copy: a
+//     one bad value leaves the others in), event and mailbox lines and task
+//     records whose runId names another run than their directory's (a
+//     worker's copy, which takes no id from the run's own records: a
 //     message so skipped is none of the run's, its delivery state records
 //     nothing and a steering line under its id gets a message of its own), seq
 //     gaps and duplicates, quarantined .corrupt-* files, lock and sidecar

@@ -48,21 +48,7 @@ func TestAnotherRunsMailboxLineIsNotThisRuns(t *testing.T) {
 			`"ts":1790928000000}` + "\n",
 	})
 	one, followed, reports := importedTwice(t, root, valuesClock)
-	var named, bound int
-	for _, r := range reports {
-		switch {
-		case strings.Contains(r, "names run"):
-			require.True(t, strings.HasPrefix(r, "state/runs/"+run+"/mailbox/tasks/01_plan/inbox.jsonl:"), r)
-			require.Contains(t, r, runA)
-			named++
-		case strings.Contains(r, "not reported"):
-			bound++
-		default:
-			require.Fail(t, "unexpected report", r)
-		}
-	}
-	require.Equal(t, maxReportsPerFile, named, "another run's lines reported, within the file's report bound")
-	require.Equal(t, 1, bound, "the rest said to go unreported")
+	requireOtherRunReports(t, reports, "state/runs/"+run+"/mailbox/tasks/01_plan/inbox.jsonl:")
 	require.Equal(t, recorded(t, one), recorded(t, followed), "the same events")
 
 	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
@@ -84,4 +70,26 @@ func TestAnotherRunsMailboxLineIsNotThisRuns(t *testing.T) {
 		require.Equal(t, "the steer", m.Body, name)
 		require.Equal(t, projections.MessageQueued, m.Status, "%s: the delivery state of the line skipped is not its", name)
 	}
+}
+
+// requireOtherRunReports requires reports to be those of more than maxReportsPerFile records of the file (its reports
+// start with prefix) naming run runA: as many reports of them as the file's report bound allows, then one saying the
+// others go unreported, and nothing else.
+func requireOtherRunReports(t *testing.T, reports []string, prefix string) {
+	t.Helper()
+	var named, bound int
+	for _, r := range reports {
+		switch {
+		case strings.Contains(r, "names run"):
+			require.True(t, strings.HasPrefix(r, prefix), r)
+			require.Contains(t, r, runA)
+			named++
+		case strings.Contains(r, "not reported"):
+			bound++
+		default:
+			require.Fail(t, "unexpected report", r)
+		}
+	}
+	require.Equal(t, maxReportsPerFile, named, "another run's records reported, within the file's report bound")
+	require.Equal(t, 1, bound, "the rest said to go unreported")
 }

@@ -93,6 +93,7 @@ type manifest struct {
 // pointer because absent (a shadow, BR-09) differs from empty.
 type task struct {
 	ID           string   `json:"id"`
+	RunID        string   `json:"runId"`
 	StepID       *string  `json:"stepId"`
 	Role         string   `json:"role"`
 	Agent        string   `json:"agent"`
@@ -541,6 +542,13 @@ func (s *source) parseTasks(id, rel string, b []byte) ([]task, error) {
 			continue
 		}
 		switch {
+		case t.RunID != "" && t.RunID != id:
+			// NB: pi-crew names the run in every task record it writes (D§2.3, D§2.5: the manifest's runId, a shadow's
+			// too): a record naming another is another run's, copied in by a worker of this one, and read as this run's
+			// it recorded that run's task here, its status, usage and allocation with it, and under the id of a task of
+			// this run read first it stood for that task. Checked first, so that such a record takes no id from this
+			// run's own. A record naming no run is read as this one's, as for events and mailbox lines.
+			s.skip(id, rel, 0, 0, "task %d (%s) names run %q, not this one: skipped", i, clip(t.ID), clip(t.RunID))
 		case !runIDPattern.MatchString(t.ID):
 			s.skip(id, rel, 0, 0, "task %d has an unusable id %q", i, t.ID)
 		case events.TaskIDReserved(t.ID):
