@@ -23,12 +23,8 @@ func TestAnotherRunsMailboxLineIsNotThisRuns(t *testing.T) {
 	root := t.TempDir()
 	run := timesRunCreated
 	line := func(id, runID, kind, body string) string {
-		named := ""
-		if runID != "" {
-			named = fmt.Sprintf(`"runId":%q,`, runID)
-		}
 		return fmt.Sprintf(`{"id":%q,%s"direction":"inbox","from":"orchestrator","to":"01_plan","taskId":"01_plan",`+
-			`"kind":%q,"body":%q,"status":"queued","createdAt":1790928000000}`+"\n", id, named, kind, body)
+			`"kind":%q,"body":%q,"status":"queued","createdAt":1790928000000}`+"\n", id, optionalField("runId", runID), kind, body)
 	}
 	var inbox strings.Builder
 	inbox.WriteString(line("m_own", run, "message", "mine"))
@@ -92,4 +88,13 @@ func requireOtherRunReports(t *testing.T, reports []string, prefix string) {
 	}
 	require.Equal(t, maxReportsPerFile, named, "another run's records reported, within the file's report bound")
 	require.Equal(t, 1, bound, "the rest said to go unreported")
+}
+
+// optionalField is the JSON member name: value, with the comma that follows it, or nothing for an empty value (a
+// record without the field).
+func optionalField(name, value string) string {
+	if value == "" {
+		return ""
+	}
+	return fmt.Sprintf(`%q:%q,`, name, value)
 }

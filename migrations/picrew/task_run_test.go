@@ -22,15 +22,9 @@ func TestAnotherRunsTaskIsNotThisRuns(t *testing.T) {
 	root := t.TempDir()
 	run := timesRunCreated
 	record := func(id, runID, step, status string) string {
-		named, stepped := "", ""
-		if runID != "" {
-			named = fmt.Sprintf(`"runId":%q,`, runID)
-		}
-		if step != "" {
-			stepped = fmt.Sprintf(`"stepId":%q,`, step)
-		}
 		return fmt.Sprintf(`{"id":%q,%s%s"role":"executor","agent":"executor","status":%q,"cwd":"/srv/app",`+
-			`"dependsOn":[],"finishedAt":1790928000000,"usage":{"input":7,"output":7}}`, id, named, stepped, status)
+			`"dependsOn":[],"finishedAt":1790928000000,"usage":{"input":7,"output":7}}`, id, optionalField("runId", runID),
+			optionalField("stepId", step), status)
 	}
 	records := []string{
 		record("01_plan", runA, "plan", "failed"), // another run's task of this id, before this run's own
