@@ -831,6 +831,14 @@ func (p *planner) steer(st steer) {
 	id := st.ID
 	if id == "" {
 		id = fmt.Sprintf("steer_import_%s_%d", st.taskID, st.line)
+		if !events.ImportedIDOK(id) {
+			// NB: reported as derived, not as the line's: it has none, and the id is long for its task's (the steering
+			// file's name, 242 chars or more). No shorter id would import it: the write's command id names the task
+			// too (begin), and is longer than eventlog.MaxIDLen whatever the id. A derived id that fits is unchanged.
+			p.s.skip(p.r.id, st.rel, st.line, 0, "steer of task %s without an id: the id derived for it, %s, is longer "+
+				"than %s, as no id crewlog records: skipped", clip(st.taskID), clip(id), importedIDBound)
+			return
+		}
 	}
 	if !events.ImportedIDOK(id) {
 		// NB: the id is its message's, which crewd's import.append refuses, as a mailbox line's (parseMessage).
