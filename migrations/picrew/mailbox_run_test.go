@@ -24,7 +24,8 @@ func TestAnotherRunsMailboxLineIsNotThisRuns(t *testing.T) {
 	run := timesRunCreated
 	line := func(id, runID, kind, body string) string {
 		return fmt.Sprintf(`{"id":%q,%s"direction":"inbox","from":"orchestrator","to":"01_plan","taskId":"01_plan",`+
-			`"kind":%q,"body":%q,"status":"queued","createdAt":1790928000000}`+"\n", id, optionalField("runId", runID), kind, body)
+			`"kind":%q,"body":%q,"status":"queued","createdAt":1790928000000}`+"\n", id, optionalField("runId", runID),
+			kind, body)
 	}
 	var inbox strings.Builder
 	inbox.WriteString(line("m_own", run, "message", "mine"))

@@ -1,7 +1,6 @@
 package picrew
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
@@ -10,26 +9,23 @@ import (
 	"github.com/crewlog/crewlog/eventlog"
 )
 
-// TestLegacySteerOfALongTaskIDSaysItsIDIsDerived: a steering line without an id (a legacy entry, D§2.7) is imported
-// under an id derived from its task and its line, steer_import_<taskId>_<line>. A steering file's name is its task id,
-// which a run's workers choose, and for one of 242 chars or more the derived id is longer than any id crewlog
-// records: the line was reported as one whose id is too long, though it had none. Its report says now that the line
-// has no id and names the id derived for it. A line whose own id is too long is reported as before, and a line of a
-// short task id is imported under the id derived today.
+// TestLegacySteerOfALongTaskIDSaysItsIDIsDerived: a steering line without an id (a legacy entry, D§2.7) is
+// imported under an id derived from its task and its line, steer_import_<taskId>_<line>. A steering file's name is
+// its task id, which a run's workers choose, and for one of 242 chars or more the derived id is longer than any id
+// crewlog records: the line was reported as one whose id is too long, though it had none. Its report says now that
+// the line has no id and names the id derived for it. A line whose own id is too long is reported as before, and a
+// line of a short task id is imported under the id derived today.
 func TestLegacySteerOfALongTaskIDSaysItsIDIsDerived(t *testing.T) {
 	root := t.TempDir()
 	run := timesRunCreated
 	long := strings.Repeat("t", 242)
 	steerLine := func(id string) string {
-		named := ""
-		if id != "" {
-			named = fmt.Sprintf(`"id":%q,`, id)
-		}
-		return fmt.Sprintf(`{"type":"steer","message":"the steer",%s"ts":1790928000000}`, named) + "\n"
+		return `{"type":"steer","message":"the steer",` + optionalField("id", id) + `"ts":1790928000000}` + "\n"
 	}
 	writeFiles(t, root, map[string]string{
-		"state/runs/" + run + "/manifest.json":              manifestOf(run, "running"),
-		"state/runs/" + run + "/tasks.json":                 `[{"id":"01_plan","stepId":"plan","role":"planner","status":"running"}]`,
+		"state/runs/" + run + "/manifest.json": manifestOf(run, "running"),
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner",` +
+			`"status":"running"}]`,
 		"artifacts/" + run + "/steering/" + long + ".jsonl": steerLine(""),
 		"artifacts/" + run + "/steering/01_plan.jsonl":      steerLine("") + steerLine(strings.Repeat("s", 257)),
 	})
