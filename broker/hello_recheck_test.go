@@ -23,14 +23,7 @@ func TestHelloPacedAcrossARevocationIsRefused(t *testing.T) {
 	o.ok("msg.send", map[string]any{"to": taskP, "body": "after the revocation"})
 
 	clock.advance(time.Second) // the bucket refills: the held hello goes on
-	frame, err := late.read()
-	require.NoError(t, err)
-	var r wire.Response
-	require.NoError(t, json.Unmarshal(frame, &r))
-	require.Equal(t, "h", r.ID)
-	require.NotNil(t, r.Error, "a revoked credential was bound: %s", frame)
-	require.Equal(t, wire.CodeRevoked, r.Error.Code)
-	late.closed()
+	require.Equal(t, wire.CodeRevoked, late.closingError("h").Code, "a revoked credential was bound")
 }
 
 // pacedRun is the seeded run on a server whose credentials' burst is one hello, with the pacer's clock and waits
@@ -80,13 +73,7 @@ func TestRefusedHellosArePacedPerProcess(t *testing.T) {
 	waits.await("the third refused hello was not paced")
 	require.Equal(t, 0.0, clock.level(peerKey(os.Getpid())), "its answer waits for the process's bucket")
 	clock.advance(time.Second) // the bucket refills: the hello is answered
-	frame, err := late.read()
-	require.NoError(t, err)
-	var r wire.Response
-	require.NoError(t, json.Unmarshal(frame, &r))
-	require.Equal(t, "h", r.ID)
-	require.Equal(t, wire.CodeStaleToken, r.Error.Code)
-	late.closed()
+	require.Equal(t, wire.CodeStaleToken, late.closingError("h").Code)
 	f.dialOrchestrator(s).ok("ping", nil) // an accepted hello costs its credential, not its process
 }
 

@@ -95,7 +95,7 @@ func Methods() []string {
 func (c *conn) handle(req wire.Request, size int) bool {
 	if !c.authed {
 		if req.Method != wire.MethodHello {
-			return c.refuse(req.ID, req.Method, wire.NewError(wire.CodeProtocol, wire.MsgHelloRequired))
+			return c.refuseBeforeHello(req)
 		}
 		return c.hello(req)
 	}
@@ -120,16 +120,10 @@ func (c *conn) hello(req wire.Request) bool {
 	// A refused hello has no credential to pay for it: its process does (peerKey), and a process whose hellos keep
 	// failing has its next ones answered at the pacing rate.
 	pk := paceKeys{cred: peerKey(c.peerPID)}
-	switch c.paceUntil(pk, nil, by) {
+	switch c.paceProcess(pk, by) {
 	case paceClosed:
 		return false
 	case paceLate:
-		// NB: not charged: nothing was authenticated, so it cost no more than a connection that never says hello,
-		// and a process that dials in a loop would only owe more with each. Answered at by, not at once, so that
-		// such a process still meets back-pressure: MaxPendingPerPeer refusals per wait at most.
-		if !c.sleepUntil(by) {
-			return false
-		}
 		s.lg.Debug("hello refused", "conn", c.seq, "reason", "its process's pace")
 		return c.refuse(req.ID, wire.MethodHello, lateHello(wait))
 	}
@@ -183,6 +177,33 @@ func (c *conn) hello(req wire.Request) bool {
 	s.requests.add(wire.MethodHello, nil)
 	s.lg.Debug("hello", "conn", c.seq, "role", id.role, "runId", id.runID, "taskId", id.taskID)
 	return true // the answer was queued by the bind
+}
+
+// refuseBeforeHello answers a connection's first request, not a hello, "hello required", and the connection
+// closes. NB: it is paced and charged as a hello its token did not authenticate, by and to its process (peerKey):
+// free, it let a process whose refused hellos had put it in debt dial on at full speed with any other first request,
+// each a connection set up, a frame of up to MaxFrame read and decoded, and torn down.
+func (c *conn) refuseBeforeHello(req wire.Request) bool {
+	pk := paceKeys{cred: peerKey(c.peerPID)}
+	switch c.paceProcess(pk, c.s.pacer.now().Add(helloPaceWait(c.s.opts.HelloTimeout))) {
+	case paceClosed:
+		return false
+	case paced:
+		c.s.charge(pk, helloCost)
+	}
+	return c.refuse(req.ID, req.Method, wire.NewError(wire.CodeProtocol, wire.MsgHelloRequired))
+}
+
+// paceProcess waits until the buckets of pk, a connecting process's, may serve the connection, by at most: one that
+// would not by then waits until by and is paceLate. NB: a late one is answered at by, not at once, so that a process
+// dialling in a loop still meets back-pressure (MaxPendingPerPeer answers per wait at most), and is not charged, as
+// nothing was authenticated: it cost no more than a connection that never says hello, and would only owe more.
+func (c *conn) paceProcess(pk paceKeys, by time.Time) paceResult {
+	r := c.paceUntil(pk, nil, by)
+	if r == paceLate && !c.sleepUntil(by) {
+		return paceClosed
+	}
+	return r
 }
 
 // helloAck is the frame that answers hello reqID for identity id, or the error that refuses it when the answer does
