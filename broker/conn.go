@@ -152,7 +152,13 @@ func (c *conn) readLoop() {
 		req, err := rd.ReadRequest()
 		if err != nil {
 			// pi-crew: an invalid request gets no frame (its id cannot be trusted), only the close.
-			c.close(c.readFailure(err))
+			r := c.readFailure(err)
+			if !c.authed && (r == reasonMalformed || r == reasonOversize) {
+				// NB: read and parsed up to a frame: closed at its process's pace, and charged to it, as a request
+				// before a hello is (refuseBeforeHello).
+				c.payBeforeHello()
+			}
+			c.close(r)
 			return
 		}
 		if !c.handle(req, rd.FrameBytes()) {

@@ -94,7 +94,7 @@
 //     most RatePerRun with bursts of BurstPerRun (the run's orchestrator is paced by its credential alone, so its
 //     workers' requests do not spend its budget; the events they write cost it what it reads of them, as below); a
 //     request is one unit and one more per frameUnit (4 KiB) of its frame and the blank lines before it, a hello
-//     helloCost (50; a refused one, or a first request that is no hello, to its process, by pid), each event
+//     helloCost (50; a refused one, or a first frame that is no hello, to its process, by pid), each event
 //     events.since returns
 //     or a subscription reads (pushed or filtered out) one more, and each event of a cold run re-folded from the log
 //     for it (params.go, and withToken for a retried command whose secret is checked against the run's records; a

@@ -184,6 +184,16 @@ func (c *conn) hello(req wire.Request) bool {
 // free, it let a process whose refused hellos had put it in debt dial on at full speed with any other first request,
 // each a connection set up, a frame of up to MaxFrame read and decoded, and torn down.
 func (c *conn) refuseBeforeHello(req wire.Request) bool {
+	if !c.payBeforeHello() {
+		return false
+	}
+	return c.refuse(req.ID, req.Method, wire.NewError(wire.CodeProtocol, wire.MsgHelloRequired))
+}
+
+// payBeforeHello paces a connection refused before its hello by its process's bucket and charges the process
+// helloCost (paceProcess: not when late), as for a hello its token did not authenticate; false means the connection
+// closed meanwhile.
+func (c *conn) payBeforeHello() bool {
 	pk := paceKeys{cred: peerKey(c.peerPID)}
 	switch c.paceProcess(pk, c.s.pacer.now().Add(helloPaceWait(c.s.opts.HelloTimeout))) {
 	case paceClosed:
@@ -191,7 +201,7 @@ func (c *conn) refuseBeforeHello(req wire.Request) bool {
 	case paced:
 		c.s.charge(pk, helloCost)
 	}
-	return c.refuse(req.ID, req.Method, wire.NewError(wire.CodeProtocol, wire.MsgHelloRequired))
+	return true
 }
 
 // paceProcess waits until the buckets of pk, a connecting process's, may serve the connection, by at most: one that

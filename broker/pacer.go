@@ -10,7 +10,7 @@ import (
 // bucket of RatePerCredential units per second holding at most BurstPerCredential, and every run one of RatePerRun
 // holding at most BurstPerRun that its workers' credentials share (runKey: not its orchestrator's), so a run that
 // issues a credential to each of its tasks is not served that many credentials' rate. A request costs one unit and
-// one more per frameUnit bytes it takes on the wire, a hello helloCost units (a refused one, and a first request that
+// one more per frameUnit bytes it takes on the wire, a hello helloCost units (a refused one, and a first frame that
 // is no hello: to its process, peerKey), and every event events.since returns to a credential, or its subscription
 // reads from the log (pushed or filtered out), one more (a replay from seq 0 is the most expensive thing a client can
 // ask for), as does every event of a cold run the log re-folds for a request of the credential (params.go); a
