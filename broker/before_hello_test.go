@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -22,7 +23,8 @@ func TestRequestsBeforeHelloArePacedPerProcess(t *testing.T) {
 		"a large frame": `{"id":"p","method":"run.create","params":{"pad":"` + strings.Repeat("x", 64<<10) + `"}}`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t, fixtureOpts{opts: Options{RatePerCredential: 1000, BurstPerCredential: 2 * helloCost}})
+			f := newFixture(t, fixtureOpts{opts: Options{RatePerCredential: 1000,
+				BurstPerCredential: 2 * helloUnits(len(first)+1)}})
 			clock := installPacerClock(f)
 			waits := watchPacerWaits(f)
 			clock.freeze()
@@ -88,4 +90,39 @@ func (c *client) closingError(id string) *wire.Error {
 	require.NotNil(c.t, r.Error, "%s", frame)
 	c.closed()
 	return r.Error
+}
+
+// TestAHelloCostsItsBytes: a connection's first frame costs what a hello does and one more unit per frameUnit bytes
+// it took, as every later request pays for its bytes: to its credential when it is a hello that authenticates, else
+// to its process. Until it did, a hello of any size cost helloCost alone, and a token, or a process, that dialled in
+// a loop with hellos of MaxFrame bytes had five times as many bytes read and parsed for its units as its requests.
+func TestAHelloCostsItsBytes(t *testing.T) {
+	pad := `,"pad":"` + strings.Repeat("x", 100<<10) + `"`
+	hello := `{"id":"h","method":"hello","params":{"protocol":1,"runId":"R1","taskId":"P","token":"%s"` + pad + `}}`
+	ping := `{"id":"h","method":"ping","params":{"x":"%s"` + pad + `}}`
+	for name, tc := range map[string]struct {
+		first, token string
+		payer        string
+	}{
+		"an accepted hello":        {hello, "", workerKey(taskP)},
+		"a refused hello":          {hello, "wrong", peerKey(os.Getpid())},
+		"a request before a hello": {ping, "", peerKey(os.Getpid())},
+		"a malformed frame":        {ping[:len(ping)-1], "", peerKey(os.Getpid())},
+	} {
+		t.Run(name, func(t *testing.T) {
+			const full = 1 << 20
+			f := newFixture(t, fixtureOpts{opts: Options{RatePerCredential: 1, BurstPerCredential: full}})
+			clock := installPacerClock(f)
+			s := f.seed()
+			clock.freeze()
+			token := tc.token
+			if token == "" {
+				token = s.p
+			}
+			line := fmt.Sprintf(tc.first, token)
+			f.dial().sendLine(line)
+			require.Eventually(t, func() bool { return clock.level(tc.payer) < full }, guard, time.Millisecond)
+			require.Equal(t, float64(full-helloCost-(len(line)+1)/frameUnit), clock.level(tc.payer))
+		})
+	}
 }

@@ -156,7 +156,7 @@ func (c *conn) readLoop() {
 			if !c.authed && (r == reasonMalformed || r == reasonOversize) {
 				// NB: read and parsed up to a frame: closed at its process's pace, and charged to it, as a request
 				// before a hello is (refuseBeforeHello).
-				c.payBeforeHello()
+				c.payBeforeHello(rd.FrameBytes())
 			}
 			c.close(r)
 			return

@@ -95,9 +95,9 @@ func Methods() []string {
 func (c *conn) handle(req wire.Request, size int) bool {
 	if !c.authed {
 		if req.Method != wire.MethodHello {
-			return c.refuseBeforeHello(req)
+			return c.refuseBeforeHello(req, size)
 		}
-		return c.hello(req)
+		return c.hello(req, size)
 	}
 	if !c.begin() {
 		return false
@@ -109,8 +109,8 @@ func (c *conn) handle(req wire.Request, size int) bool {
 	return c.end()
 }
 
-// hello serves the connection's hello; false means the connection is closing.
-func (c *conn) hello(req wire.Request) bool {
+// hello serves the connection's hello, which took size bytes of the stream; false means the connection is closing.
+func (c *conn) hello(req wire.Request, size int) bool {
 	s := c.s
 	// The hello waits for its pace, its process's and then its credential's and a worker's run's, until by at most
 	// (helloPaceWait): the connection holds a place while it waits, and nothing reads its socket, so a client that
@@ -138,11 +138,11 @@ func (c *conn) hello(req wire.Request) bool {
 		return false
 	}
 	if bad != nil {
-		s.charge(pk, helloCost)
+		s.charge(pk, helloUnits(size))
 		s.lg.Debug("hello rejected", "conn", c.seq, "code", string(bad.Code))
 		return c.refuseHello(req.ID, bad)
 	}
-	// A hello costs its credential (and a worker's run) helloCost units, so a token that dials in a loop is paced
+	// A hello costs its credential (and a worker's run) helloUnits, so a token that dials in a loop is paced
 	// too.
 	k := paceKeys{cred: credKey(id), run: runKey(id)}
 	switch c.paceUntil(k, nil, by) {
@@ -150,11 +150,11 @@ func (c *conn) hello(req wire.Request) bool {
 		return false
 	case paceLate:
 		// Its process pays, as for any refused hello; the place is given back as the refusal closes the connection.
-		s.charge(pk, helloCost)
+		s.charge(pk, helloUnits(size))
 		s.lg.Debug("hello refused", "conn", c.seq, "reason", "its credential's pace")
 		return c.refuse(req.ID, wire.MethodHello, lateHello(wait))
 	}
-	s.charge(k, helloCost)
+	s.charge(k, helloUnits(size))
 	ack, bad := c.helloAck(req.ID, id)
 	if bad == nil {
 		bad = s.bind(c, id, ack)
@@ -183,23 +183,23 @@ func (c *conn) hello(req wire.Request) bool {
 // closes. NB: it is paced and charged as a hello its token did not authenticate, by and to its process (peerKey):
 // free, it let a process whose refused hellos had put it in debt dial on at full speed with any other first request,
 // each a connection set up, a frame of up to MaxFrame read and decoded, and torn down.
-func (c *conn) refuseBeforeHello(req wire.Request) bool {
-	if !c.payBeforeHello() {
+func (c *conn) refuseBeforeHello(req wire.Request, size int) bool {
+	if !c.payBeforeHello(size) {
 		return false
 	}
 	return c.refuse(req.ID, req.Method, wire.NewError(wire.CodeProtocol, wire.MsgHelloRequired))
 }
 
-// payBeforeHello paces a connection refused before its hello by its process's bucket and charges the process
-// helloCost (paceProcess: not when late), as for a hello its token did not authenticate; false means the connection
-// closed meanwhile.
-func (c *conn) payBeforeHello() bool {
+// payBeforeHello paces a connection refused before its hello, whose first frame took size bytes of the stream, by
+// its process's bucket and charges the process helloUnits (paceProcess: not when late), as for a hello its token did
+// not authenticate; false means the connection closed meanwhile.
+func (c *conn) payBeforeHello(size int) bool {
 	pk := paceKeys{cred: peerKey(c.peerPID)}
 	switch c.paceProcess(pk, c.s.pacer.now().Add(helloPaceWait(c.s.opts.HelloTimeout))) {
 	case paceClosed:
 		return false
 	case paced:
-		c.s.charge(pk, helloCost)
+		c.s.charge(pk, helloUnits(size))
 	}
 	return true
 }

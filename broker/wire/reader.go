@@ -68,6 +68,9 @@ func (r *Reader) ReadFrame() ([]byte, error) {
 	for r.err == nil {
 		line, err := r.line()
 		if err != nil {
+			if errors.Is(err, ErrFrameTooLarge) {
+				r.last, r.skipped = r.limit, 0 // NB: the cap's worth was read, at least
+			}
 			r.err = err
 			break
 		}
@@ -80,6 +83,7 @@ func (r *Reader) ReadFrame() ([]byte, error) {
 			continue
 		}
 		if err := checkFrame(line); err != nil {
+			r.last, r.skipped = r.skipped+size, 0
 			r.err = err
 			break
 		}
@@ -90,7 +94,8 @@ func (r *Reader) ReadFrame() ([]byte, error) {
 }
 
 // FrameBytes is how many bytes of the stream the frame ReadFrame returned last took: the blank lines before it, the
-// frame and its line end. A caller that weighs its peer's work by the bytes it sent reads it here.
+// frame and its line end; after a line refused malformed, that line's, and after one over the cap, the cap. A caller
+// that weighs its peer's work by the bytes it sent reads it here.
 func (r *Reader) FrameBytes() int { return r.last }
 
 // line returns the next line without its '\n'.

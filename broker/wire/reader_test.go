@@ -185,6 +185,27 @@ func TestReadFrameBytes(t *testing.T) {
 	}
 }
 
+// TestRefusedFrameBytes: after a line refused, FrameBytes is what it took of the stream, the blank lines before it
+// included, or the cap for a line over it, so that a reader that charges its peer by bytes charges a refused line
+// too. Until it was, FrameBytes kept the last accepted frame's (0 for a connection's first line).
+func TestRefusedFrameBytes(t *testing.T) {
+	for name, tc := range map[string]struct {
+		stream string
+		err    error
+		want   int
+	}{
+		"malformed":    {"\n" + `{"a":` + "\n", ErrMalformed, 1 + 6},
+		"over the cap": {"\n" + object(2000) + "\n", ErrFrameTooLarge, 1024},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := NewReader(strings.NewReader(tc.stream), 1024)
+			_, err := r.ReadFrame()
+			require.ErrorIs(t, err, tc.err)
+			require.Equal(t, tc.want, r.FrameBytes())
+		})
+	}
+}
+
 // repeat yields the same frame forever.
 type repeat struct {
 	frame string
