@@ -40,8 +40,9 @@
 // order) and one writer goroutine (draining a bounded outbound queue with a write deadline; a response finding the
 // queue empty and the socket idle is written by the goroutine answering it, under the same deadline; what the
 // socket takes at once is written without arming the deadline, which only a write that waits needs), plus at most
-// one subscription goroutine and a bounded number of task.waitStatus waiters. Server-wide: one feed goroutine following
-// the log (mailbox pushes, ending connections whose credential ended) and one wait follower per run with waiters.
+// one subscription goroutine and a bounded number of task.waitStatus waiters. Server-wide: one feed goroutine
+// following the log (mailbox pushes, ending connections whose credential ended) and one wait follower per run with
+// waiters.
 // All are tracked by the server's WaitGroup; Close returns only when every one has ended. Close reasons are an
 // enum, logged at debug.
 //

@@ -100,8 +100,8 @@
 //     events Warm says it re-folded).
 //   - Hot and cold (tier.go, projections/tier.go): runs that have not ended,
 //     and ended runs for Options.Retention after their last event (at most
-//     MaxRetainedRuns of those, the latest to end), are held whole; the others go cold (at most one pass a second, an idle writer
-//     included) and are read back from the log when asked for. Before it
+//     MaxRetainedRuns of those, the latest to end), are held whole; the others go cold (at most one pass a second, an
+//     idle writer included) and are read back from the log when asked for. Before it
 //     decides a command the writer faults in the run the command names, and
 //     before it applies an event the event's run, so Decide and Apply always
 //     see whole runs; the published copy faults in, applies and evicts the
@@ -225,8 +225,8 @@
 // (bad-params) → run exists (no-manifest) → nesting enabled
 // (delegate.rejected nesting-disabled, policy-disabled) → mint the subId →
 // parent exists (no-task) → parent running, its run not ended and, for a
-// delegation, not asked to cancel (parent-not-running, bad-params) → role, trust, depth, slots, slot share (fair_slots.go), budget (metered)
-// or unmetered-denied, model catalog, timeout, workspace overlap (all
+// delegation, not asked to cancel (parent-not-running, bad-params) → role, trust, depth, slots, slot share
+// (fair_slots.go), budget (metered) or unmetered-denied, model catalog, timeout, workspace overlap (all
 // policy-denied). Everything from
 // the subId on is one batch: delegate.requested followed by
 // delegate.rejected, or by delegate.admitted and (metered) budget.reserved.

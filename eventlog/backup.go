@@ -103,8 +103,8 @@ func RemoveStaleCheckpoints(parent string) (removed int, err error) {
 // checkpointStore is the copy's name in its staging directory, the only entry one holds.
 const checkpointStore = "store"
 
-// checkpointStaged is called with the staging directory once the copy in it is whole, before it is moved into place; a test kills
-// the process there, as a crash or kill -9 would.
+// checkpointStaged is called with the staging directory once the copy in it is whole, before it is moved into place;
+// a test kills the process there, as a crash or kill -9 would.
 var checkpointStaged = func(string) {}
 
 // checkpoint copies the store to destDir once every write handed to Pebble is synced. NB: the sync is syncWAL's,

@@ -8,8 +8,8 @@ import (
 // The bounds an imported record shares with crewlog's own command that records the same thing: task.usage's counts,
 // run.create's budget, wait.request's and wait.resolve's question, task.create's depth and dependsOn,
 // delegate.request's and wait.request's timeouts. Both the engine's commands and
-// the importers hold to them, each with its own refusal or report. NB: here, as the importers may use neither commands
-// nor projections (as for ImportedTexts).
+// the importers hold to them, each with its own refusal or report. NB: here, as the importers may use neither
+// commands nor projections (as for ImportedTexts).
 const (
 	// MaxUsageTokens bounds each usage counter of a report, far above any real run, so Σ usage over a run's tasks
 	// cannot overflow an int64.
