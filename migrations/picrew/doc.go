@@ -142,7 +142,12 @@
 //     orchestrator (events.TaskIDReserved: names task.create refuses, as
 //     msg.send reads them as a group of mailboxes) is left out with its
 //     lines, and a delegation or question line with an empty taskId (the
-//     run inbox's mailbox key) skipped, each reported;
+//     run inbox's mailbox key) skipped, each reported; a delegation's
+//     admission or settlement, or a question line, whose taskId is no task
+//     of tasks.json (pi-crew's broker writes one only for a task it found
+//     there: a workflow task or a shadow) is skipped and reported, as a
+//     task event's is; a delegation's request or rejection (written before
+//     the broker looks the task up) is imported as it is;
 //     an allocation with a count below zero, a spend above 2^40 or a grant
 //     above 2^53 (the budgetTotal a grant is seeded from) is left out, and an
 //     admission reserving less than nothing, or more than 2^40, is skipped,

@@ -402,6 +402,9 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 	if !p.idsOK(ev, ids...) {
 		return
 	}
+	if ev.Type != "delegate.requested" && ev.Type != "delegate.rejected" && !p.namesTask(ev) {
+		return // NB: pi-crew's broker writes these two before it looks the task up (a rejection: no-task)
+	}
 	switch ev.Type {
 	case "delegate.requested":
 		p.begin(what)
@@ -602,7 +605,7 @@ func (p *planner) askEvent(ev *teamEvent, what string, at int64) {
 	if ev.Type != "ask.requested" { // its question id is held to what wait.resolve takes below
 		ids = append(ids, namedID{"questionId", d.QuestionID})
 	}
-	if !p.idsOK(ev, ids...) {
+	if !p.idsOK(ev, ids...) || !p.namesTask(ev) {
 		return
 	}
 	if ev.Type == "ask.requested" && !events.ImportedQuestionIDOK(d.QuestionID) {
@@ -656,6 +659,20 @@ func (p *planner) idsOK(ev *teamEvent, ids ...namedID) bool {
 		}
 	}
 	return true
+}
+
+// namesTask reports whether line ev's taskId is a task of tasks.json (a workflow task, or a delegation's shadow); the
+// line of one that is not is reported and skipped, as a task event's is (taskEvent). NB: pi-crew's broker admits and
+// settles a delegation, and parks or answers a question, only for a task it found in tasks.json (it adds a shadow
+// there before its admission's line); a line naming another is a worker's, and recorded it took a budget account, a
+// delegation's parent or a question for a task the run does not have.
+func (p *planner) namesTask(ev *teamEvent) bool {
+	if p.tasks[ev.TaskID] != nil {
+		return true
+	}
+	p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "%s names task %q, not a task of tasks.json: skipped", ev.Type,
+		clip(ev.TaskID))
+	return false
 }
 
 // closeAsk notes that question q, if it was asked, is no longer open.
