@@ -141,7 +141,8 @@
 //     tasks.json, or an admission's subId, named parent, all, group or
 //     orchestrator (events.TaskIDReserved: names task.create refuses, as
 //     msg.send reads them as a group of mailboxes) is left out with its
-//     lines, and a delegation or question line with an empty taskId (the
+//     lines, a task mailbox directory or a steering file so named is not
+//     read, and a delegation or question line with an empty taskId (the
 //     run inbox's mailbox key) skipped, each reported; a delegation's
 //     admission or settlement, or a question line, whose taskId is no task
 //     of tasks.json (pi-crew's broker writes one only for a task it found

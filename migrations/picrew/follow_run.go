@@ -608,6 +608,10 @@ func (f *Follower) listFiles(r *runFollower, report bool) (out []listed, complet
 			}
 			continue
 		}
+		if events.TaskIDReserved(taskID) {
+			skip(p, reservedTaskFile("steering file", taskID))
+			continue
+		}
 		out = append(out, listed{path: p, kind: steeringFile, taskID: taskID})
 	}
 	return out, complete

@@ -107,11 +107,12 @@ func (wt *watcher) addRun(r *runFollower, steering string) {
 	tasks := filepath.Join(r.dir, "mailbox", "tasks")
 	wt.dropLost(r.id, tasks)
 	dirs := []string{r.dir, filepath.Join(r.dir, "mailbox"), tasks, steering}
-	// NB: a task's mailbox is watched only when the listing shows a directory named as pi-crew names a task: a link
-	// there may name another run's directory or one outside the crew root, which a watch follows.
+	// NB: a task's mailbox is watched only when the listing shows a directory named as a task may be (taskNamed: one
+	// of a reserved name is not read): a link there may name another run's directory or one outside the crew root,
+	// which a watch follows.
 	entries, _ := readDir(wt.f.src.files(), tasks)
 	for _, e := range entries {
-		if e.IsDir() && runIDPattern.MatchString(e.Name()) {
+		if e.IsDir() && taskNamed(e.Name()) {
 			dirs = append(dirs, filepath.Join(tasks, e.Name()))
 		}
 	}

@@ -745,6 +745,10 @@ func (s *source) mailboxFiles(id, dir string) (out []string, complete bool) {
 					s.skip(id, s.rel(tp), 0, 0, "%s", classify(t.Name(), "not a task mailbox: not imported"))
 					continue
 				}
+				if events.TaskIDReserved(t.Name()) {
+					s.skip(id, s.rel(tp), 0, 0, "%s", reservedTaskFile("task mailbox", t.Name()))
+					continue
+				}
 				for _, f := range list(tp) {
 					fp := filepath.Join(tp, f.Name())
 					if isMail(f.Name()) && !f.IsDir() {
@@ -760,6 +764,20 @@ func (s *source) mailboxFiles(id, dir string) (out []string, complete bool) {
 	}
 	slices.SortFunc(out, func(a, b string) int { return strings.Compare(mailboxOrder(a), mailboxOrder(b)) })
 	return out, complete
+}
+
+// reservedTaskFile is the report of a task mailbox directory or a steering file (what) named for taskID, a word no
+// task is named (events.TaskIDReserved), as a task of tasks.json so named is left out. NB: read, its messages went to
+// a mailbox under that name, which no task reads and msg.send reads as a group of mailboxes (or the orchestrator's).
+func reservedTaskFile(what, taskID string) string {
+	return fmt.Sprintf("a %s of %q, which names the run inbox, a group of tasks or the orchestrator: not imported",
+		what, taskID)
+}
+
+// taskNamed reports whether name, a task mailbox directory's or a steering file's task id, is one a task of a run
+// may have: of pi-crew's charset (runIDPattern), and no word no task is named (events.TaskIDReserved).
+func taskNamed(name string) bool {
+	return runIDPattern.MatchString(name) && !events.TaskIDReserved(name)
 }
 
 // mailboxOrder is the key mailbox files are read in: by name, but each live file (inbox.jsonl, outbox.jsonl) after
@@ -937,6 +955,10 @@ func (s *source) readSteers(id string) []steer {
 		taskID, ok := strings.CutSuffix(e.Name(), ".jsonl")
 		if e.IsDir() || !ok || !runIDPattern.MatchString(taskID) {
 			s.skip(id, s.rel(p), 0, 0, "%s", classify(e.Name(), "not a steering file: not imported"))
+			continue
+		}
+		if events.TaskIDReserved(taskID) {
+			s.skip(id, s.rel(p), 0, 0, "%s", reservedTaskFile("steering file", taskID))
 			continue
 		}
 		s.readLines(id, p, func(line int, b []byte) {
