@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -48,14 +49,16 @@ func TestRequestsBeforeHelloArePacedPerProcess(t *testing.T) {
 	}
 }
 
-// TestFramesRefusedBeforeHelloArePacedPerProcess: a connection whose first frame is malformed or over the cap is
-// closed without a frame at its process's pace, and costs the process what a refused hello does. Until it did, a
-// process whose refused hellos had put it in debt dialled on at full speed with such frames, each a connection set
-// up, up to MaxFrame read and parsed, and torn down.
+// TestFramesRefusedBeforeHelloArePacedPerProcess: a connection whose first frame is malformed, over the cap or cut
+// off by the end of its stream is closed without a frame at its process's pace, and costs the process what a refused
+// hello does. Until it did, a process whose refused hellos had put it in debt dialled on at full speed with such
+// frames, each a connection set up, up to MaxFrame read and parsed, and torn down; and one whose line the stream
+// ended in still did.
 func TestFramesRefusedBeforeHelloArePacedPerProcess(t *testing.T) {
-	for name, first := range map[string]string{
-		"malformed":    `{"id":"p","method":}`,
-		"over the cap": `{"id":"p","method":"hello","params":"` + strings.Repeat("x", wire.MaxFrameFloor) + `"}`,
+	for name, sent := range map[string]string{
+		"malformed":    `{"id":"p","method":}` + "\n",
+		"over the cap": `{"id":"p","method":"hello","params":"` + strings.Repeat("x", wire.MaxFrameFloor) + `"}` + "\n",
+		"truncated":    `{"id":"p","method":"hello","params":{"protocol":1`, // and the client's end of the stream
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: wire.MaxFrameFloor, RatePerCredential: 1000,
@@ -63,15 +66,21 @@ func TestFramesRefusedBeforeHelloArePacedPerProcess(t *testing.T) {
 			clock := installPacerClock(f)
 			waits := watchPacerWaits(f)
 			clock.freeze()
+			send := func(c *client) {
+				c.nc.Write([]byte(sent)) // NB: the server may close before it has read it all
+				if !strings.HasSuffix(sent, "\n") {
+					require.NoError(t, c.nc.(*net.UnixConn).CloseWrite())
+				}
+			}
 			for range 2 { // the burst
 				c := f.dial()
-				c.nc.Write([]byte(first + "\n")) // NB: the server may close before it has read it all
+				send(c)
 				c.closed()
 			}
 			require.Equal(t, 0.0, clock.level(peerKey(os.Getpid())), "each close cost its process a hello's units")
 			waits.arm()
 			late := f.dial()
-			late.nc.Write([]byte(first + "\n"))
+			send(late)
 			waits.await("the third frame refused before a hello was not paced")
 			clock.advance(time.Second) // the bucket refills: the connection is closed
 			late.closed()
@@ -103,11 +112,13 @@ func TestAHelloCostsItsBytes(t *testing.T) {
 	for name, tc := range map[string]struct {
 		first, token string
 		payer        string
+		cut          bool // sent without its line end, and the stream ended
 	}{
-		"an accepted hello":        {hello, "", workerKey(taskP)},
-		"a refused hello":          {hello, "wrong", peerKey(os.Getpid())},
-		"a request before a hello": {ping, "", peerKey(os.Getpid())},
-		"a malformed frame":        {ping[:len(ping)-1], "", peerKey(os.Getpid())},
+		"an accepted hello":        {hello, "", workerKey(taskP), false},
+		"a refused hello":          {hello, "wrong", peerKey(os.Getpid()), false},
+		"a request before a hello": {ping, "", peerKey(os.Getpid()), false},
+		"a malformed frame":        {ping[:len(ping)-1], "", peerKey(os.Getpid()), false},
+		"a truncated frame":        {ping, "", peerKey(os.Getpid()), true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			const full = 1 << 20
@@ -119,10 +130,18 @@ func TestAHelloCostsItsBytes(t *testing.T) {
 			if token == "" {
 				token = s.p
 			}
-			line := fmt.Sprintf(tc.first, token)
-			f.dial().sendLine(line)
+			sent := fmt.Sprintf(tc.first, token) + "\n"
+			if tc.cut {
+				sent = sent[:len(sent)-1]
+			}
+			c := f.dial()
+			_, err := c.nc.Write([]byte(sent))
+			require.NoError(t, err)
+			if tc.cut {
+				require.NoError(t, c.nc.(*net.UnixConn).CloseWrite())
+			}
 			require.Eventually(t, func() bool { return clock.level(tc.payer) < full }, guard, time.Millisecond)
-			require.Equal(t, float64(full-helloCost-(len(line)+1)/frameUnit), clock.level(tc.payer))
+			require.Equal(t, float64(full-helloCost-len(sent)/frameUnit), clock.level(tc.payer))
 		})
 	}
 }

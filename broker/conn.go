@@ -153,9 +153,9 @@ func (c *conn) readLoop() {
 		if err != nil {
 			// pi-crew: an invalid request gets no frame (its id cannot be trusted), only the close.
 			r := c.readFailure(err)
-			if !c.authed && (r == reasonMalformed || r == reasonOversize) {
-				// NB: read and parsed up to a frame: closed at its process's pace, and charged to it, as a request
-				// before a hello is (refuseBeforeHello).
+			if !c.authed && (r == reasonMalformed || r == reasonOversize || errors.Is(err, wire.ErrTruncated)) {
+				// NB: read and parsed up to a frame (a line the stream ended in: read): closed at its process's pace,
+				// and charged to it, as a request before a hello is (refuseBeforeHello).
 				c.payBeforeHello(rd.FrameBytes())
 			}
 			c.close(r)

@@ -94,8 +94,9 @@ func (r *Reader) ReadFrame() ([]byte, error) {
 }
 
 // FrameBytes is how many bytes of the stream the frame ReadFrame returned last took: the blank lines before it, the
-// frame and its line end; after a line refused malformed, that line's, and after one over the cap, the cap. A caller
-// that weighs its peer's work by the bytes it sent reads it here.
+// frame and its line end; after a line refused malformed, that line's, after one over the cap, the cap, and after one
+// the stream ended in (ErrTruncated), the bytes of it read. A caller that weighs its peer's work by the bytes it sent
+// reads it here.
 func (r *Reader) FrameBytes() int { return r.last }
 
 // line returns the next line without its '\n'.
@@ -158,12 +159,14 @@ func (r *Reader) endOfStream() error {
 	for _, c := range r.spill {
 		partial = partial || !isBlank(c)
 	}
+	held := r.skipped + r.nspill + (r.end - r.start)
 	r.spill, r.nspill, r.cspill = nil, 0, 0
 	r.start, r.end = 0, 0
 	switch {
 	case r.srcErr != io.EOF:
 		return fmt.Errorf("wire: read frame: %w", r.srcErr)
 	case partial:
+		r.last, r.skipped = held, 0 // FrameBytes: what the line took of the stream, the blank lines before it included
 		return ErrTruncated
 	default:
 		return io.EOF

@@ -187,18 +187,23 @@ func TestReadFrameBytes(t *testing.T) {
 
 // TestRefusedFrameBytes: after a line refused, FrameBytes is what it took of the stream, the blank lines before it
 // included, or the cap for a line over it, so that a reader that charges its peer by bytes charges a refused line
-// too. Until it was, FrameBytes kept the last accepted frame's (0 for a connection's first line).
+// too. Until it was, FrameBytes kept the last accepted frame's (0 for a connection's first line), and it still did
+// for a line the stream ended in.
 func TestRefusedFrameBytes(t *testing.T) {
 	for name, tc := range map[string]struct {
 		stream string
+		limit  int
 		err    error
 		want   int
 	}{
-		"malformed":    {"\n" + `{"a":` + "\n", ErrMalformed, 1 + 6},
-		"over the cap": {"\n" + object(2000) + "\n", ErrFrameTooLarge, 1024},
+		"malformed":    {"\n" + `{"a":` + "\n", 1024, ErrMalformed, 1 + 6},
+		"over the cap": {"\n" + object(2000) + "\n", 1024, ErrFrameTooLarge, 1024},
+		"truncated":    {"\n" + `{"a":1`, 1024, ErrTruncated, 1 + 6},
+		// NB: longer than the read-ahead, so that the line is spilled before the stream ends.
+		"truncated, longer than the read-ahead": {"\n" + object(10000)[:9999], 16 << 10, ErrTruncated, 1 + 9999},
 	} {
 		t.Run(name, func(t *testing.T) {
-			r := NewReader(strings.NewReader(tc.stream), 1024)
+			r := NewReader(strings.NewReader(tc.stream), tc.limit)
 			_, err := r.ReadFrame()
 			require.ErrorIs(t, err, tc.err)
 			require.Equal(t, tc.want, r.FrameBytes())
