@@ -1,10 +1,13 @@
 package picrew
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/events"
 )
 
 // A run's count of task mailboxes watched (maxTaskWatches) is kept with the run, where addRun counted it by going
@@ -35,4 +38,33 @@ func TestAWatchedRunsTaskMailboxesAreCountedWithIt(t *testing.T) {
 
 	wt.removeRun(runA) // NB: the follower has stopped: nothing else calls it
 	require.NotContains(t, wt.tasks, runA)
+}
+
+// A task mailbox directory of a reserved name (orchestrator, all, parent, group: taskNamed) is not read, so it is not
+// watched either: its notifications would wake passes that read nothing, and it would take one of the run's
+// maxTaskWatches from its tasks' own.
+func TestAReservedTaskMailboxIsNotWatched(t *testing.T) {
+	root := newRoot(t)
+	a := newRun(t, root, runA)
+	require.NoError(t, a.AddTask("01_plan", "planner"))
+	_, err := a.Message("01_plan", "hello")
+	require.NoError(t, err)
+	tasks := filepath.Join(root.Dir, "state", "runs", runA, "mailbox", "tasks")
+	for _, name := range []string{events.OrchestratorKey, events.RecipientAll, events.RecipientParent,
+		events.RecipientGroup} {
+		require.NoError(t, os.Mkdir(filepath.Join(tasks, name), 0o755))
+	}
+	fl := startFollow(t, root.Dir, newMemSink(), nil)
+	fl.settle(t)
+	fl.stop(t)
+	wt := fl.f.watcher
+	require.True(t, wt.active(), "the test follows with notifications")
+	var watched []string
+	for d, run := range wt.dirs {
+		if run == runA && filepath.Dir(d) == tasks {
+			watched = append(watched, filepath.Base(d))
+		}
+	}
+	require.Equal(t, []string{"01_plan"}, watched, "the run's task mailboxes watched")
+	require.Equal(t, 1, wt.tasks[runA])
 }
