@@ -22,16 +22,20 @@ type WireSlots struct {
 }
 
 // fitSlots is s as query.slots answers it to cl: whole when it fits in the frame, else with the first holders that
-// fit.
-func fitSlots(cl *call, s projections.Slots) WireSlots {
+// fit. NB: a pool that fits is answered as the bytes that measured it (compactResult), not encoded again.
+func fitSlots(cl *call, s projections.Slots) any {
 	room := wire.ResultRoom(cl.id, cl.c.s.opts.MaxFrame)
 	out := WireSlots{Slots: s}
-	if b, err := json.Marshal(out); err != nil || len(b) <= room {
+	b, err := json.Marshal(out)
+	if err != nil {
 		return out
+	}
+	if len(b) <= room {
+		return compactResult(b)
 	}
 	holders := s.SubIDs
 	out.SubIDs, out.SubIDsOmitted = []string{}, true
-	b, _ := json.Marshal(out)
+	b, _ = json.Marshal(out)
 	size := len(b)
 	for _, id := range holders {
 		if size += jsonLen(id) + 1; size > room { // NB: its comma counted, one more than the first needs

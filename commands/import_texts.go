@@ -82,13 +82,9 @@ func importedWordProblem(p any) string {
 	if m == nil {
 		return ""
 	}
-	for _, w := range []struct {
-		name, v string
-		ok      func(string) bool
-	}{{"kind", m.Kind, events.MessageKindOK}, {"priority", m.Priority, events.PriorityOK},
-		{"deliveryMode", m.DeliveryMode, events.DeliveryModeOK}} {
-		if !w.ok(w.v) {
-			return w.name + " must be empty or one of the words a message of crewlog's has (D§2.6)"
+	for _, w := range events.MessageWords(&m.Kind, &m.Priority, &m.DeliveryMode) {
+		if !w.OK(*w.Value) {
+			return w.Name + " must be empty or one of the words a message of crewlog's has (D§2.6)"
 		}
 	}
 	return ""

@@ -111,7 +111,7 @@ var checkpointStaged = func(string) {}
 // not Pebble's WithFlushedWAL (a synced LogData, which panics on a failed sync), and a log that failed stop is
 // refused: its WAL keeps the error.
 func (l *Log) checkpoint(destDir string) error {
-	if err := l.writableDerived(); err != nil {
+	if err := l.refusal(); err != nil {
 		return err
 	}
 	if err := l.syncWAL(); err != nil {

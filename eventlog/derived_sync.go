@@ -74,7 +74,7 @@ func (l *Log) applyDerived(b *pebble.Batch) error {
 	if err := l.awaitDerivedLocked(); err != nil {
 		return err
 	}
-	if err := l.writableDerived(); err != nil {
+	if err := l.refusal(); err != nil {
 		return err // NB: failed meanwhile (an append): the WAL keeps the error
 	}
 	if err := l.db.Apply(b, pebble.NoSync); err != nil {

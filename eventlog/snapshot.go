@@ -63,7 +63,7 @@ func (l *Log) checkSnapshotSave(pos uint64) error {
 	}
 	// NB: not on a log that failed stop: its WAL keeps the write error, and Pebble's synced apply of the save
 	// would meet it and panic (syncWAL).
-	if err := l.writableDerived(); err != nil {
+	if err := l.refusal(); err != nil {
 		return err
 	}
 	if h := l.durable.Load().Position; pos == 0 || pos > h {
@@ -150,7 +150,7 @@ func (l *Log) handOffSynced(b *pebble.Batch) error {
 	if err := l.awaitDerivedLocked(); err != nil {
 		return err
 	}
-	if err := l.writableDerived(); err != nil {
+	if err := l.refusal(); err != nil {
 		return err
 	}
 	if err := l.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {

@@ -82,7 +82,7 @@ func (l *Log) SaveSummaries(ss []Summary) error {
 	if l.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	if err := l.writableDerived(); err != nil {
+	if err := l.refusal(); err != nil {
 		return err
 	}
 	h := l.durable.Load().Position

@@ -97,7 +97,7 @@ func (l *Log) loadSummaryIndexLocked() error {
 // so n is the index's count when it is stored. A log that writes nothing
 // more (failed stop) counts it again at its next open.
 func (l *Log) storeSummaryCountLocked(n uint64) error {
-	if l.opts.ReadOnly || l.writableDerived() != nil {
+	if l.opts.ReadOnly || l.refusal() != nil {
 		return nil // counted at every open of a read-only copy, as before
 	}
 	b := l.db.NewBatch()
@@ -297,7 +297,7 @@ func (l *Log) DropSummaries(snapshot bool) error {
 	if l.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	if err := l.writableDerived(); err != nil {
+	if err := l.refusal(); err != nil {
 		return err
 	}
 	l.summaries.mu.Lock()
@@ -354,18 +354,11 @@ func (l *Log) pruneAfterSnapshot(pos uint64) error {
 	return nil
 }
 
-// writableDerived reports why derived data may not be written: a closed log, or
-// one that failed stop after a write error (nothing more is written then,
-// derived data included: the store is reopened first).
-//
-// NB: without l.mu, which an append holds while Pebble holds it back: once a flush failed then, the append held for
-// good, a view, a summary, a snapshot or a checkpoint waited for good for this check, where it is refused.
-func (l *Log) writableDerived() error {
-	return l.refusal()
-}
-
-// refusal is why l writes nothing more (nil when it may): closed, or failed stop. It reads atomics only; an append
-// calls it with l.mu held, so that Close, which sets closed under l.mu, waits for every append it let through.
+// refusal is why l writes nothing more (nil when it may): closed, or failed stop after a write error (nothing more is
+// written then, derived data included: the store is reopened first). It reads atomics only: an append calls it with
+// l.mu held, so that Close, which sets closed under l.mu, waits for every append it let through; every other write
+// (a view, a summary, a snapshot, a checkpoint) without it, which an append holds while Pebble holds it back, so that
+// once a flush failed then, the append held for good, such a write is refused rather than waiting for good.
 func (l *Log) refusal() error {
 	if l.closed.Load() {
 		return ErrClosed

@@ -51,7 +51,7 @@ func (l *Log) SaveView(stream string, pos uint64, data []byte) error {
 	if l.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	if err := l.writableDerived(); err != nil {
+	if err := l.refusal(); err != nil {
 		return err
 	}
 	if h := l.durable.Load().Position; pos == 0 || pos > h {

@@ -52,6 +52,20 @@ func PriorityOK(p string) bool {
 // DeliveryModeOK: see MessageKindOK.
 func DeliveryModeOK(d string) bool { return d == "" || d == DeliveryInterrupt || d == DeliveryNextTurn }
 
+// MessageWord is one of a message's words, by its JSON name, and what it may be.
+type MessageWord struct {
+	Name  string
+	Value *string
+	OK    func(string) bool
+}
+
+// MessageWords are a message's kind, priority and delivery mode, given by their places, each with its check
+// (MessageKindOK, PriorityOK, DeliveryModeOK): what import.append refuses and the importer takes as absent.
+func MessageWords(kind, priority, deliveryMode *string) [3]MessageWord {
+	return [3]MessageWord{{"kind", kind, MessageKindOK}, {"priority", priority, PriorityOK},
+		{"deliveryMode", deliveryMode, DeliveryModeOK}}
+}
+
 // MailboxAppended carries the whole message; it starts queued. The message
 // id is unique within the run. A delegate result is a kind "response" from
 // "delegate:<subId>" to the parent task, or to RunInbox with Rerouted set

@@ -895,16 +895,11 @@ func (s *source) boundMessageIDs(id, rel string, line int, m *message) {
 // of the message copies: one of 60,000 '<' left msg.inbox answering oversize-frame at the message for good, whatever
 // the frame.
 func (s *source) boundMessageWords(id, rel string, line int, m *message) {
-	for _, w := range []struct {
-		name string
-		v    *string
-		ok   func(string) bool
-	}{{"kind", &m.Kind, events.MessageKindOK}, {"priority", &m.Priority, events.PriorityOK},
-		{"deliveryMode", &m.DeliveryMode, events.DeliveryModeOK}} {
-		if !w.ok(*w.v) {
-			s.skip(id, rel, line, 0, "message %s: %s %s is not one pi-crew writes: taken as absent", clip(m.ID), w.name,
-				clip(*w.v))
-			*w.v = ""
+	for _, w := range events.MessageWords(&m.Kind, &m.Priority, &m.DeliveryMode) {
+		if !w.OK(*w.Value) {
+			s.skip(id, rel, line, 0, "message %s: %s %s is not one pi-crew writes: taken as absent", clip(m.ID), w.Name,
+				clip(*w.Value))
+			*w.Value = ""
 		}
 	}
 }
