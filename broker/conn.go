@@ -249,25 +249,28 @@ func (c *conn) respond(id, method string, result any, err error) bool {
 		}
 		return c.refuse(id, method, we)
 	}
-	// NB: every result is compact, valid JSON already, so it is framed as a CompactResponse, copied rather than
-	// compacted again (which was most of the cost of framing a small answer): a compactResult is written so, a
-	// json.RawMessage is the engine's (commands.Reply.Result: json.Marshal's bytes, or its reflection-free
-	// encoders' held to them, recorded outcomes included), and anything else is json.Marshal's output here.
-	var raw json.RawMessage
-	switch r := result.(type) {
-	case compactResult:
-		raw = json.RawMessage(r)
-	case json.RawMessage:
-		raw = r
-	default:
-		b, merr := json.Marshal(result)
-		if merr != nil {
-			c.s.lg.Error("broker: encode result", "method", method, "err", merr)
-			return c.refuse(id, method, wire.NewError(wire.CodeInternal, ""))
-		}
-		raw = b
+	raw, merr := resultJSON(result)
+	if merr != nil {
+		c.s.lg.Error("broker: encode result", "method", method, "err", merr)
+		return c.refuse(id, method, wire.NewError(wire.CodeInternal, ""))
 	}
 	return c.answer(id, method, raw)
+}
+
+// resultJSON is a handler's result as the compact, valid JSON its answer carries.
+//
+// NB: every result is compact, valid JSON already, so it is framed as a CompactResponse, copied rather than
+// compacted again (which was most of the cost of framing a small answer): a compactResult is written so, a
+// json.RawMessage is the engine's (commands.Reply.Result: json.Marshal's bytes, or its reflection-free encoders'
+// held to them, recorded outcomes included), and anything else is json.Marshal's output here.
+func resultJSON(result any) (json.RawMessage, error) {
+	switch r := result.(type) {
+	case compactResult:
+		return json.RawMessage(r), nil
+	case json.RawMessage:
+		return r, nil
+	}
+	return json.Marshal(result)
 }
 
 // answer sends raw, compact and valid JSON, as the result of request id; false means the connection is closing.

@@ -88,8 +88,9 @@
 //     MaxWaitsPerCredential: too-many-waits), subscriptions (MaxSubscriptionsPerCredential: too-many-subscriptions),
 //     idle connections (IdleTimeout: idle-timeout). Page reads (events.since, msg.inbox, query.*, proxy.result)
 //     take turns per credential (MaxReadsPerCredential), so a token's connections share the CPU of that many
-//     readers; the turns are kept only for credentials reading or waiting to (package broker/internal/turns), not
-//     for every credential that ever read.
+//     readers; a read gives its turn back once its answer is rendered, before it is written, so a connection that
+//     does not read its answers holds none (readPage); the turns are kept only for credentials reading or waiting
+//     to (package broker/internal/turns), not for every credential that ever read.
 //   - CPU per principal (pacer.go): every credential but the admin's is served at most RatePerCredential units a
 //     second with bursts of BurstPerCredential, and the workers of one run together, whatever their credentials, at
 //     most RatePerRun with bursts of BurstPerRun (the run's orchestrator is paced by its credential alone, so its

@@ -346,3 +346,27 @@ func (c *conn) readTurn() (done func(), ok bool) {
 	done, err := c.s.reads.Take(c.ctx, k)
 	return done, err == nil
 }
+
+// readPage serves page read cl with h in one of its credential's read turns (readTurn), or returns errConnClosed
+// when the connection closed while it waited for one. The turn is given back once the answer is rendered (a result
+// that is not JSON yet is made a compactResult), before it is written: a client that does not read its socket
+// holds its reader on the answer for up to writeTimeout, and would hold the turn as long, stalling its credential's
+// reads on its other connections.
+//
+// NB: h reads through cl.read, which checks the credential again against what it reads: a client that keeps its
+// credential's turns busy can hold this request for as long as it likes.
+func (c *conn) readPage(cl *call, h handler) (any, error) {
+	done, ok := c.readTurn()
+	if !ok {
+		return nil, errConnClosed
+	}
+	defer done() // NB: given back on every path, a panic the server recovers from included
+	result, err := h(cl)
+	if err != nil {
+		return nil, err
+	}
+	if raw, merr := resultJSON(result); merr == nil {
+		return compactResult(raw), nil
+	}
+	return result, nil // respond meets the same failure again, and answers internal with it logged
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -298,6 +299,52 @@ func TestReadTurnsPerCredential(t *testing.T) {
 	require.False(t, pageRead("ping") || pageRead("msg.send") || pageRead("task.waitStatus"))
 }
 
+// TestAnUnreadAnswerKeepsNoReadTurn: a page read gives its credential's turn back once its answer is rendered,
+// before it is written, so a connection whose client never reads its socket, its reader waiting (up to
+// writeTimeout) for room for an answer, holds none of its credential's MaxReadsPerCredential turns meanwhile: the
+// credential's other connections read on.
+func TestAnUnreadAnswerKeepsNoReadTurn(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{MaxReadsPerCredential: 1, RatePerCredential: -1}, write: time.Minute})
+	s := f.seed()
+	stalled := f.dial()
+	stalled.hello(runR, taskP, s.p)
+	pages := []byte(strings.Repeat(`{"id":"s","method":"events.since","params":{"sinceSeq":0,"limit":1}}`+"\n", 64))
+	for range 100_000 { // until the broker stops reading: its reader waits on the answers this client leaves
+		stalled.nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		if _, err := stalled.nc.Write(pages); err != nil {
+			break
+		}
+	}
+	f.awaitAnswerStalled(f.newestConn(taskP))
+	awaitReads(t, f.srv, workerKey(taskP), 0, 0)
+	other := f.dial()
+	other.hello(runR, taskP, s.p)
+	require.Len(t, other.ok("events.since", map[string]any{"sinceSeq": 0, "limit": 1})["events"], 1,
+		"another connection of the credential reads while the first's answer waits")
+}
+
+// awaitAnswerStalled waits until c's reader waits, for good, to write an answer its client does not read: on the
+// socket, which took only part of it (the write under the deadline), or for room in c's queue, which the writer
+// blocked on the socket does not drain.
+func (f *fixture) awaitAnswerStalled(c *conn) {
+	f.t.Helper()
+	stacks := make([]byte, 1<<20)
+	require.Eventually(f.t, func() bool {
+		c.out.mu.Lock()
+		waitsForRoom := c.out.space != nil
+		c.out.mu.Unlock()
+		if waitsForRoom {
+			return true
+		}
+		for _, g := range strings.Split(string(stacks[:runtime.Stack(stacks, true)]), "\n\n") {
+			if strings.Contains(g, "(*conn).serve(") && strings.Contains(g, "(*socketWriter).underDeadline(") {
+				return true
+			}
+		}
+		return false
+	}, guard, time.Millisecond, "the reader never waited to write an answer")
+}
+
 // awaitReads waits until credential k has held page-read turns and waiting reads waiting for one.
 func awaitReads(t *testing.T, s *Server, k string, held, waiting int) {
 	t.Helper()
@@ -324,7 +371,7 @@ func TestReadTurnsOfPastCredentialsAreForgotten(t *testing.T) {
 		w.ok("msg.inbox", map[string]any{})
 		w.ok("events.since", map[string]any{"sinceSeq": 0, "limit": 1})
 		o.ok("credential.revoke", map[string]any{"taskId": id})
-		// The answer is written before the read gives its turn back: wait for that.
+		// The turn is given back before the answer is written (readPage): none is held by now.
 		awaitReads(t, f.srv, workerKey(id), 0, 0)
 	}
 	require.Zero(t, f.srv.reads.Keys(), "turns kept for credentials with no read in progress")

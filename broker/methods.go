@@ -291,16 +291,15 @@ func (c *conn) serve(req wire.Request) bool {
 		return c.answer(req.ID, req.Method, raw)
 	}
 	cl := &call{c: c, id: req.ID, method: req.Method, params: req.Params}
+	var (
+		result any
+		err    error
+	)
 	if pageRead(req.Method) {
-		done, ok := c.readTurn()
-		if !ok {
-			return false
-		}
-		defer done()
-		// NB: the handler reads through cl.read, which checks the credential again against what it reads: a
-		// client that keeps its credential's turns busy can hold this request for as long as it likes.
+		result, err = c.readPage(cl, h)
+	} else {
+		result, err = h(cl)
 	}
-	result, err := h(cl)
 	if err == errConnClosed {
 		// Closed by another goroutine while the handler served it (events.subscribe, as it counts its subscription):
 		// as for a hello's place and bind, nothing is sent, since the queue may not be closed yet (close runs forget
