@@ -55,7 +55,8 @@
 //   - events.subscribe delivers every event type (optionally filtered) in seq order (seq = the event's version in
 //     the run's stream), replay then live, never repeating or skipping one; it reads only durable events. On
 //     overflow it sends ONE {"event":"resync","data":{"fromSeq":N}} (N = first seq not delivered), stops, and
-//     the connection stays authenticated.
+//     the connection stays authenticated; the ended subscription counts no more toward its credential's
+//     MaxSubscriptionsPerCredential (releaseSubscription), from before the frame is queued.
 //   - mailbox.message pushes follow durability (they are read back from the log) and are best effort; a
 //     connection is pushed only messages published after its hello (earlier ones are msg.inbox's), and never
 //     before its hello's answer, which is the first frame an accepted hello's connection carries.

@@ -198,29 +198,49 @@ func (c *conn) releaseWait() {
 	}
 }
 
-// acquireSubscription counts c's first subscription against MaxSubscriptionsPerCredential (a replacement is
-// free: a connection holds one), or returns the too-many-subscriptions error, or errConnClosed for a connection
-// closed meanwhile.
-func (c *conn) acquireSubscription() error {
+// acquireSubscription counts c's subscription sub against MaxSubscriptionsPerCredential, unless c's subscription is
+// counted already (a replacement is free: a connection holds one), and makes it c's subscription, returning the
+// one it replaces; or it returns the too-many-subscriptions error, or errConnClosed for a connection closed
+// meanwhile. NB: one step under the server's mu, so that a subscription ended by a resync meanwhile
+// (releaseSubscription) gives back a count its replacement does not hold.
+func (c *conn) acquireSubscription(sub *subscription) (old *subscription, err error) {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.isOpen(c) {
 		// Closed by another goroutine (its writer, on a write error) while the reader served the request: forget has
 		// run and would not give the count back, which would hold one of the credential's places for good.
-		return errConnClosed
+		return nil, errConnClosed
 	}
-	k := credKey(c.id)
-	if c.subCounted || k == "" {
-		return nil
+	if k := credKey(c.id); !c.subCounted && k != "" {
+		if s.credSubs[k] >= s.opts.MaxSubscriptionsPerCredential {
+			return nil, wire.Errorf(wire.CodeTooManySubscriptions,
+				"too many subscriptions for this credential (limit %d)", s.opts.MaxSubscriptionsPerCredential)
+		}
+		s.credSubs[k]++
+		c.subCounted = true
 	}
-	if s.credSubs[k] >= s.opts.MaxSubscriptionsPerCredential {
-		return wire.Errorf(wire.CodeTooManySubscriptions, "too many subscriptions for this credential (limit %d)",
-			s.opts.MaxSubscriptionsPerCredential)
+	c.mu.Lock()
+	old, c.sub = c.sub, sub
+	c.mu.Unlock()
+	return old, nil
+}
+
+// releaseSubscription gives back the count of c's subscription sub as it ends with a resync, unless it was replaced
+// meanwhile (its replacement holds the count): the connection stays, and would otherwise hold one of its
+// credential's MaxSubscriptionsPerCredential places until it closed. A connection's close gives its count back
+// itself (forget).
+func (c *conn) releaseSubscription(sub *subscription) {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.mu.Lock()
+	current := c.sub == sub
+	c.mu.Unlock()
+	if current && c.subCounted {
+		decrement(s.credSubs, credKey(c.id))
+		c.subCounted = false
 	}
-	s.credSubs[k]++
-	c.subCounted = true
-	return nil
 }
 
 // closeEnded re-checks the credential of every connection of runID (its credentials, status or a task's status

@@ -410,7 +410,8 @@ func TestASubscriptionOfAClosedConnectionIsNotCounted(t *testing.T) {
 	w.hello(runR, taskP, s.p)
 	sc := f.newestConn(taskP)
 	sc.close(reasonWriteError) // the writer gave up while the reader was inside the request...
-	require.Equal(t, errConnClosed, sc.acquireSubscription(), "...which then counts the subscription it serves")
+	_, err := sc.acquireSubscription(&subscription{c: sc})
+	require.Equal(t, errConnClosed, err, "...which then counts the subscription it serves")
 	w.closed()
 
 	again := f.dial()
@@ -419,6 +420,29 @@ func TestASubscriptionOfAClosedConnectionIsNotCounted(t *testing.T) {
 	f.srv.mu.Lock()
 	defer f.srv.mu.Unlock()
 	require.Equal(t, 1, f.srv.credSubs[workerKey(taskP)], "the closed connection's subscription is counted")
+}
+
+// TestAResyncedSubscriptionGivesItsPlaceBack: a subscription ended by a resync no longer counts against its
+// credential's MaxSubscriptionsPerCredential, where it counted until its connection closed: another connection of
+// the credential subscribes in its place, and the resynced connection, subscribing again, is counted anew.
+func TestAResyncedSubscriptionGivesItsPlaceBack(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{MaxSubscriptionsPerCredential: 1, OutboundBytes: 64 << 10,
+		MaxFrame: 16 << 10}, write: time.Minute})
+	s := f.seed()
+	slow := f.dial()
+	slow.hello(runR, taskP, s.p)
+	f.streamUsage(t, 3000)
+	f.stalledSubscription(slow, taskP)
+	slow.untilResync(func(wire.Event) {})
+
+	other := f.dial()
+	other.hello(runR, taskP, s.p)
+	other.ok("events.subscribe", map[string]any{"sinceSeq": 0, "types": []string{"none"}}) // no push: no resync
+	e := slow.fails("events.subscribe", map[string]any{"sinceSeq": 0}, wire.CodeTooManySubscriptions)
+	require.Contains(t, e.Message, "limit 1")
+	f.srv.mu.Lock()
+	defer f.srv.mu.Unlock()
+	require.Equal(t, 1, f.srv.credSubs[workerKey(taskP)], "the live subscription alone is counted")
 }
 
 // TestASubscribeOfAClosedConnectionIsNotAnswered: an events.subscribe served while another goroutine (Server.Close,

@@ -363,6 +363,7 @@ func (s *Server) forget(c *conn) identity {
 		leaveBudget(s.runOut, runKey(c.id))
 		if c.subCounted {
 			decrement(s.credSubs, k)
+			c.subCounted = false // NB: a subscription ending with a resync after this gives nothing back again
 		}
 	}
 	s.unclaimPlace(c)

@@ -66,9 +66,6 @@ func handleSubscribe(cl *call) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errReplay, err)
 	}
-	if err := c.acquireSubscription(); err != nil {
-		return nil, err
-	}
 	sub := &subscription{c: c, runID: runID, next: since + 1, stop: make(chan struct{}), done: make(chan struct{})}
 	if types != nil {
 		sub.types = make(map[string]bool, len(types))
@@ -76,10 +73,10 @@ func handleSubscribe(cl *call) (any, error) {
 			sub.types[t] = true
 		}
 	}
-	c.mu.Lock()
-	old := c.sub
-	c.sub = sub
-	c.mu.Unlock()
+	old, err := c.acquireSubscription(sub)
+	if err != nil {
+		return nil, err
+	}
 	if old != nil {
 		close(old.stop)
 		<-old.done
@@ -233,8 +230,11 @@ func (sub *subscription) frame(seq uint64, r *eventlog.Event) ([]byte, error) {
 	return f, nil
 }
 
-// resync queues the one resync frame and ends the subscription.
+// resync queues the one resync frame and ends the subscription, which counts no more against its credential's
+// subscriptions from before the frame is queued: a client told of the resync may subscribe again at once, on any of
+// its connections.
 func (sub *subscription) resync() bool {
+	sub.c.releaseSubscription(sub)
 	f, _ := wire.AppendFrame(nil, wire.Resync{FromSeq: sub.next}, sub.c.s.opts.MaxFrame)
 	if sub.c.out.pushControl(f) {
 		sub.c.s.resyncs.Add(1)
