@@ -40,10 +40,12 @@ func handleEventsSince(cl *call) (any, error) {
 	page, err := readSince(cl.c.s.log, runID, since, head, limit, pageBudget(cl), func(r *eventlog.Event) (teamEvent, error) {
 		return renderEvent(r, viewer)
 	})
+	// A page costs the events it read, the one past it included, answered or not: the reader waits for them before
+	// the next request.
+	cl.c.charge(page.read)
 	if err != nil {
 		return nil, err
 	}
-	cl.c.charge(len(page.events)) // a page of events costs its events: the reader waits for them before the next request
 	return page.result(), nil
 }
 
@@ -53,18 +55,23 @@ type sincePage struct {
 	bytes   int // of the events
 	nextSeq uint64
 	hasMore bool
+	// read counts the events read of the log: those of the page, and the one after it, which it reads to learn
+	// that there is more (hasMore), or renders and finds too large for the rest of the page, or finds unpublished.
+	read int
 }
 
 // readSince reads the page of at most limit events of runID's stream after version since, up to log position head
 // (the published state's: the log may hold events the state has not published yet), that fits in budget bytes, each
-// rendered by render.
+// rendered by render. With an error, the page holds only what it read (read), to be charged.
 func readSince(l *eventlog.Log, runID string, since, head uint64, limit, budget int,
 	render func(*eventlog.Event) (teamEvent, error)) (sincePage, error) {
 	page := sincePage{events: []json.RawMessage{}, nextSeq: since}
 	empty := budget // a page's budget; budget is what is left of it
+	failed := func(err error) (sincePage, error) { return sincePage{read: page.read}, err }
 	it := l.ReadStream(runID, since+1)
 	defer it.Close()
 	for it.Next() {
+		page.read++
 		if it.Event().Position > head {
 			break // not published yet: the next page has it
 		}
@@ -74,15 +81,15 @@ func readSince(l *eventlog.Log, runID string, since, head uint64, limit, budget 
 		}
 		te, err := render(it.Event())
 		if err != nil {
-			return sincePage{}, fmt.Errorf("%w: %w", errReplay, err)
+			return failed(fmt.Errorf("%w: %w", errReplay, err))
 		}
 		b, err := fitEvent(te, empty)
 		if err != nil {
-			return sincePage{}, fmt.Errorf("%w: %w", errReplay, err)
+			return failed(fmt.Errorf("%w: %w", errReplay, err))
 		}
 		if len(b)+1 > budget {
 			if len(page.events) == 0 {
-				return sincePage{}, fmt.Errorf("%w: events.since: event %d", errTooLarge, te.Metadata.Seq)
+				return failed(fmt.Errorf("%w: events.since: event %d", errTooLarge, te.Metadata.Seq))
 			}
 			page.hasMore = true
 			break
@@ -93,7 +100,7 @@ func readSince(l *eventlog.Log, runID string, since, head uint64, limit, budget 
 		page.nextSeq = te.Metadata.Seq
 	}
 	if err := it.Close(); err != nil {
-		return sincePage{}, fmt.Errorf("%w: %w", errReplay, err)
+		return failed(fmt.Errorf("%w: %w", errReplay, err))
 	}
 	return page, nil
 }

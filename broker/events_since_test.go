@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 
+	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
@@ -230,4 +231,53 @@ func TestReadSinceStopsAtTheHead(t *testing.T) {
 	require.Equal(t, all.events[:3], page.events, "the events up to the head, and none after it")
 	require.False(t, page.hasMore)
 	require.Equal(t, last.Metadata.Seq, page.nextSeq, "the next page starts after the head")
+}
+
+// TestEventsSinceIsChargedWhatItReads: events.since is charged one unit for every event it reads of the log, the
+// one past its page included, which it reads to learn that there is more (a page cut at its limit) or reads and
+// renders to find it too large for the rest of the frame (a page cut at the frame), where it was charged only the
+// events it returned; a page that ends the run reads none past it. The answers are unchanged.
+func TestEventsSinceIsChargedWhatItReads(t *testing.T) {
+	const full = 1 << 20
+	f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: wire.MaxFrameFloor, RatePerCredential: 1,
+		BurstPerCredential: full}})
+	clock := installPacerClock(f)
+	s := f.seed()
+	clock.freeze()
+	var last uint64
+	it := f.log.ReadStream(runR, 1)
+	for it.Next() {
+		last = it.Event().StreamVersion
+	}
+	require.NoError(t, it.Close())
+	p := f.dial()
+	p.hello(runR, taskP, s.p)
+	for _, tc := range []struct {
+		name         string
+		since, limit int
+		returned     int // events the page returns, -1: fewer than limit, cut at the frame
+		more         bool
+		read         int // events read: returned, and the one past the page when there is more
+	}{
+		{"a page cut at its limit", 0, 1, 1, true, 2},
+		{"a page cut at the frame", 0, maxSinceLimit, -1, true, -1},
+		{"the run's last event", int(last) - 1, maxSinceLimit, 1, false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := clock.level(workerKey(taskP))
+			page := p.ok("events.since", map[string]any{"sinceSeq": tc.since, "limit": tc.limit})
+			n := len(page["events"].([]any))
+			require.Equal(t, tc.more, page["hasMore"])
+			read := tc.read
+			if tc.returned < 0 {
+				require.Positive(t, n)
+				require.Less(t, n, int(last), "the page must end on its size: the frame does not test that")
+				read = n + 1
+			} else {
+				require.Equal(t, tc.returned, n)
+			}
+			require.Equal(t, float64(1+read), before-clock.level(workerKey(taskP)),
+				"the request and the %d events it read", read)
+		})
+	}
 }

@@ -38,7 +38,7 @@ const (
 	DefaultMaxWaitsPerCredential         = 64
 	DefaultMaxSubscriptionsPerCredential = 16
 	DefaultMaxReadsPerCredential         = 2
-	// DefaultRatePerCredential is the units per second (a request, or an event events.since returns or a
+	// DefaultRatePerCredential is the units per second (a request, or an event events.since or a
 	// subscription reads) one credential is served: far above what a pi-crew worker or orchestrator asks, far below what
 	// a loop can.
 	DefaultRatePerCredential = 5000
@@ -133,8 +133,8 @@ type Options struct {
 	// client's pushes would be refused. The admin's connections are not counted.
 	OutboundBytesPerCredential int64
 	// RatePerCredential paces each credential but the admin's to that many units per second (a request is one
-	// unit and one more per 4 KiB of its frame, a hello 50; every event events.since returns it or its subscription
-	// reads is one more), with bursts of
+	// unit and one more per 4 KiB of its frame, a hello 50; every event events.since reads for it, the one past
+	// its page included, or its subscription reads is one more), with bursts of
 	// BurstPerCredential units (default: one second's worth). A credential over its rate is not refused: its
 	// connections' next requests are read, and its subscriptions pull, only when its budget allows (pacer.go); only a
 	// hello that would wait longer than HelloTimeout (MinHelloPaceWait at least) is refused.
