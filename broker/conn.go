@@ -82,11 +82,11 @@ type conn struct {
 	keys       paceKeys             // credKey(id), runKey(id) once authed: its buckets, built once, not per request
 	cred       *commands.Credential // id.credential(), once authed: the writer checks it again, built once
 	bound      bool                 // counted by bind (under the server's mu)
-	pending    bool                 // counted in the server's pending for peerPID until its hello ends (under the server's mu)
+	pending    bool                 // counted in the server's pending for peerPID until its hello ends (server's mu)
 	placed     place                // its place from its hello's authentication on (claimPlace; server's mu)
 	peerPID    int                  // the connecting process (SO_PEERCRED)
 	subCounted bool                 // counted in the credential's subscriptions (under the server's mu)
-	boundAt    uint64               // the published head at hello: mailbox pushes are of later messages (under the server's mu)
+	boundAt    uint64               // the published head at hello: mailbox pushes are of later messages (server's mu)
 
 	// members is the map the reader split its last command's params into, kept empty for the next (runCommand
 	// takes it while it fills it, and gives it back emptied only after a command it could parse): reader only, and

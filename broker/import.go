@@ -144,11 +144,11 @@ type importCheckpointsResult struct {
 	NextCursor  string                    `json:"nextCursor,omitempty"`
 }
 
-// handleImportCheckpoints: admin only, {source, cursor?, limit?} → {checkpoints, nextCursor?}: the newest
-// checkpoint of every file the source's imports recorded, by path, from the path after cursor, the page cut to what
-// fits in a frame as the other pages are (fitPage). It reads the checkpoint stream's view and the checkpoints
-// recorded after it (projections.ImportCheckpoints), so it costs one decode per file plus one per checkpoint since the
-// view, not one per checkpoint ever recorded; a read that folded many saves a new view.
+// handleImportCheckpoints: admin only, {source, cursor?, limit?} → {checkpoints, nextCursor?}: the newest checkpoint
+// of every file the source's imports recorded, by path, from the path after cursor, the page cut to what fits in a
+// frame as the other pages are (fitPage). It reads the checkpoint stream's view and the checkpoints recorded after it
+// (projections.ImportCheckpoints), so it costs one decode per file plus one per checkpoint since the view, not one
+// per checkpoint ever recorded; a read that folded many saves a new view.
 func handleImportCheckpoints(cl *call) (any, error) {
 	if cl.c.id.role != events.RoleAdmin {
 		return nil, forbidden("%s: admin only", cl.method)

@@ -507,7 +507,8 @@ const maxCommandID = eventlog.MaxIDLen
 // commandId (ParseMembers refuses unknown keys of crewlog's methods), which it returns. members is nil when params
 // are not an object. One scan, no decoding to a map by reflection: every command over the socket takes this path.
 // reuse, when not nil, is a map splitParams empties and fills rather than making one (the connection's previous).
-func splitParams(method string, params json.RawMessage, reuse map[string]json.RawMessage) (commandID string, members map[string]json.RawMessage, err error) {
+func splitParams(method string, params json.RawMessage, reuse map[string]json.RawMessage) (
+	commandID string, members map[string]json.RawMessage, err error) {
 	var id []byte
 	members = reuse
 	if members == nil {

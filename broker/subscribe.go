@@ -37,9 +37,9 @@ type subscribeResult struct {
 	SinceSeq   uint64 `json:"sinceSeq"`
 }
 
-// handleSubscribe: {sinceSeq? (default 0: the whole stream; negative counts as 0), types?: [string]} → {subscribed:true, sinceSeq}.
-// A connection has at most one subscription: a new events.subscribe replaces the previous one (which is stopped
-// before the answer, so no push of the old one follows it).
+// handleSubscribe: {sinceSeq? (default 0: the whole stream; negative counts as 0), types?: [string]} →
+// {subscribed:true, sinceSeq}. A connection has at most one subscription: a new events.subscribe replaces the
+// previous one (which is stopped before the answer, so no push of the old one follows it).
 func handleSubscribe(cl *call) (any, error) {
 	p := readParams(cl)
 	since := p.sinceSeq()

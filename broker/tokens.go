@@ -20,9 +20,9 @@ const tokenDomain = "crewlog-token\x00"
 //
 // nonce is tokenNonce(principal, commandId), so that an idempotent retry of run.create or credential.issue — which
 // the engine answers with the recorded outcome — hands back the same secret whose digest that outcome recorded.
-// Without a commandId the nonce is 16 random bytes and every call mints a fresh secret. NB: a derivation, not storage: the
-// broker keeps no secret, the log keeps only sha256hex(token), and a restarted daemon with the same key still
-// accepts the token because the digest persists.
+// Without a commandId the nonce is 16 random bytes and every call mints a fresh secret. NB: a derivation, not
+// storage: the broker keeps no secret, the log keeps only sha256hex(token), and a restarted daemon with the same key
+// still accepts the token because the digest persists.
 func mintToken(serverKey []byte, runID, key, commandID string) (string, error) {
 	nonce := commandID
 	if nonce == "" {
@@ -46,10 +46,10 @@ func mintToken(serverKey []byte, runID, key, commandID string) (string, error) {
 // id is no token's secret and derives none.
 const keyIDDomain = "crewlog-server-key-id\x00"
 
-// ServerKeyID names a server key without revealing it: the lowercase hex HMAC-SHA256(key, "crewlog-server-key-id\x00").
-// admin.checkpoint answers the daemon's, so that a backup tool can tell whether the key file it copies beside the
-// store is the one the running daemon mints with: a copy of another key would leave every token the daemon minted
-// invalid after a restore.
+// ServerKeyID names a server key without revealing it: the lowercase hex
+// HMAC-SHA256(key, "crewlog-server-key-id\x00"). admin.checkpoint answers the daemon's, so that a backup tool can
+// tell whether the key file it copies beside the store is the one the running daemon mints with: a copy of another
+// key would leave every token the daemon minted invalid after a restore.
 func ServerKeyID(key []byte) string {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(keyIDDomain))
