@@ -367,7 +367,7 @@ func (s *source) readRun(id, dir string) *run {
 			s.skip(id, s.rel(tp), 0, 0, tasksUndecodable, err)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		s.unreadable(id, tp, err, "tasks unreadable, tasks come from the events only: %v")
+		s.unreadable(id, tp, err, tasksUnreadable)
 	}
 
 	var eventFiles, mailFiles []string
@@ -508,9 +508,14 @@ func (s *source) steeringEntries(id string) (dir string, entries []os.DirEntry, 
 	return dir, entries, dir, pathless(err)
 }
 
-// tasksUndecodable is the report of a tasks.json that does not decode (parseTasks' err) read first: the run's tasks
-// are then those its events create.
-const tasksUndecodable = "tasks.json does not decode, tasks come from the events only: %v"
+// tasksUndecodable is the report of a tasks.json that does not decode (parseTasks' err) read first, and
+// tasksUnreadable of one that cannot be read (its error): the run then has no tasks. NB: a run's tasks come from its
+// tasks.json only (a task.created line is not read, and a line naming a task tasks.json lacks is skipped), not from
+// its events, as these said.
+const (
+	tasksUndecodable = "tasks.json does not decode, the run has no tasks (they come from tasks.json only): %v"
+	tasksUnreadable  = "tasks unreadable, the run has no tasks (they come from tasks.json only): %v"
+)
 
 // parseTasks decodes tasks.json (rel) of run id in both forms pi-crew
 // reads (D§1): a bare array, or the {schemaVersion, tasks} envelope. A

@@ -1,0 +1,56 @@
+package picrew
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestATasksFileNotReadLeavesTheRunWithoutTasks: a run's tasks come from its tasks.json only (a task.created line is
+// not read, and a line naming a task tasks.json lacks is skipped), so a tasks.json that cannot be read or does not
+// decode leaves the run without tasks, and the report says so. It said the tasks came "from the events only", where
+// the task lines were skipped one by one. The one-shot import and a follower starting alike.
+func TestATasksFileNotReadLeavesTheRunWithoutTasks(t *testing.T) {
+	for name, c := range map[string]struct {
+		write  func(t *testing.T, p string)
+		reason string
+	}{
+		"does not decode": {
+			write: func(t *testing.T, p string) { require.NoError(t, os.WriteFile(p, []byte(`[{"id":"01_plan",`), 0o644)) },
+			reason: "tasks.json does not decode, the run has no tasks (they come from tasks.json only): " +
+				"unexpected end of JSON input",
+		},
+		"not a regular file": {
+			write: func(t *testing.T, p string) { require.NoError(t, os.Mkdir(p, 0o755)) },
+			reason: "tasks unreadable, the run has no tasks (they come from tasks.json only): " +
+				"a directory, not a regular file: not read",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			run := timesRunCreated
+			writeFiles(t, root, map[string]string{
+				"state/runs/" + run + "/manifest.json": manifestOf(run, "running"),
+				"state/runs/" + run + "/events.jsonl": eventLine(1, "task.created", "01_plan", `{}`) +
+					eventLine(2, "task.started", "01_plan", `{}`),
+			})
+			c.write(t, filepath.Join(root, "state", "runs", run, "tasks.json"))
+			ids, skipped := importPlan(t, root)
+			require.Equal(t, []string{c.reason}, reasonsFor(skipped, "state/runs/"+run+"/tasks.json"))
+			noTask := func(ids []string) {
+				require.Contains(t, ids, "import:"+run+":run")
+				require.Empty(t, withPrefix(ids, "import:"+run+":task:"), "no task")
+				require.Empty(t, withPrefix(ids, "import:"+run+":seq:"), "no task line")
+			}
+			noTask(ids)
+			if name == "does not decode" {
+				sink, reported := followPasses(t, root, 2)
+				require.Equal(t, []string{c.reason}, reasonsFor(reported, "state/runs/"+run+"/tasks.json"))
+				got, _ := sink.imported()
+				noTask(got)
+			}
+		})
+	}
+}
