@@ -19,7 +19,8 @@
 //     run's inbox), whatever its line names (reported when it differs)
 //   - artifacts/<runId>/steering/<taskId>.jsonl → steer.pushed after the
 //     steer message (the run's own artifacts directory, D§1, whatever the
-//     manifest's artifactsRoot says: see below)
+//     manifest's artifactsRoot says: see below); a line under the id of a
+//     message of another mailbox than its task's is skipped and reported
 //
 // pi-crew's event log is lossy (compaction keeps the last 1,000 events), so
 // the state files are the truth for where things ended: after the events, a

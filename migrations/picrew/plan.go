@@ -64,6 +64,8 @@ type planner struct {
 	steered   map[string]bool // the what of every steer planned
 	asks      map[string]bool // questions an ask.requested was planned for → still open (not answered, not timed out)
 	parked    map[string]park // workflow task → the question its last task.waiting planned parks it on
+	// steerMessages are the messages steering lines were given (steer), without a mailbox line: id → its task.
+	steerMessages map[string]string
 	// foreignCount is how many events were kept as foreign.imported.
 	foreignCount int
 	// slots is the slot pool an admission is checked against: the one-shot import's (slotPool); nil for a
@@ -84,7 +86,8 @@ func newPlanner(s *source, r *run, now func() time.Time) *planner {
 	p := &planner{s: s, r: r, now: now, tasks: map[string]*task{}, status: map[string]string{}, started: map[string]bool{},
 		dels: map[string]string{}, spent: map[string]int64{}, accounts: map[string]bool{}, msgIDs: map[string]bool{},
 		parents: map[string]string{}, created: map[string]bool{}, msgs: map[string]message{}, delivered: map[string]bool{},
-		acked: map[string]bool{}, steered: map[string]bool{}, asks: map[string]bool{}, parked: map[string]park{}}
+		acked: map[string]bool{}, steered: map[string]bool{}, asks: map[string]bool{}, parked: map[string]park{},
+		steerMessages: map[string]string{}}
 	p.setTasks(r.tasks)
 	return p
 }
@@ -863,6 +866,14 @@ func (p *planner) steer(st steer) {
 			"skipped", clip(id), st.taskID, importedIDBound)
 		return
 	}
+	if to, ok := p.mailboxOf(id); ok && to != st.taskID {
+		// NB: a message id is its run's one message (as for a mailbox line, messageAgain), and pi-crew writes a
+		// steer's to its task's inbox: recorded, this task's steer.pushed named a message of another mailbox, a
+		// steer the task never had.
+		p.s.skip(p.r.id, st.rel, st.line, 0, "steer %s of task %s: its id is a message of %s: skipped (a message id "+
+			"is its run's one message)", id, st.taskID, mailboxOwner(to))
+		return
+	}
 	what := "steer:" + st.taskID + ":" + id
 	if p.steered[what] {
 		p.s.skip(p.r.id, st.rel, st.line, 0, "steer %s of task %s appears twice: the first is kept", id, st.taskID)
@@ -877,8 +888,27 @@ func (p *planner) steer(st steer) {
 		p.add(at, &events.MailboxAppended{ID: id, To: st.taskID, From: "orchestrator", Kind: events.KindSteer,
 			Priority: events.PriorityUrgent, DeliveryMode: events.DeliveryInterrupt, Body: st.Message})
 		p.msgIDs[id] = true
+		p.steerMessages[id] = st.taskID
 	}
 	p.add(at, &events.SteerPushed{TaskID: st.taskID, MessageID: id})
+}
+
+// mailboxOf is whose mailbox the planned message id is in (recipient), a mailbox line's or the one a steering line
+// was given (steer); ok is false when no message of that id is planned.
+func (p *planner) mailboxOf(id string) (to string, ok bool) {
+	if m, ok := p.msgs[id]; ok {
+		return recipient(m), true
+	}
+	to, ok = p.steerMessages[id]
+	return to, ok
+}
+
+// mailboxOwner names the mailbox to, for a report: the run's inbox, or a task's mailbox.
+func mailboxOwner(to string) string {
+	if to == events.RunInbox {
+		return "the run's inbox"
+	}
+	return to + "'s mailbox"
 }
 
 // reconcile appends what the (possibly compacted) history lacks so that
