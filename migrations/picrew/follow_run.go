@@ -109,6 +109,9 @@ type runFollower struct {
 	pending []planned
 	// pendingBytes are the bytes of the lines read since pending was last empty (maxPendingBytes).
 	pendingBytes int64
+	// tasksReread: tasks.json was read again since the file being read was (readTail), for a line naming a task the
+	// tasks read lacked (planLine).
+	tasksReread bool
 	// unread: the last sync stopped reading at maxPending, so the files may
 	// hold lines not read yet (a pass is not settled then).
 	unread bool
@@ -295,20 +298,7 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 		return // refused when read, and unchanged since
 	}
 	p := r.p
-	tp := r.wholePath("tasks.json")
-	if b, st, changed, err := f.src.files().readWhole(tp, r.whole["tasks.json"], stamp{}); err == nil && changed {
-		f.sawWhole(r, "tasks.json", st, b)
-		if tasks, err := s.parseTasks(r.id, s.rel(tp), b); err != nil {
-			// NB: as for the manifest: taken for a run without tasks, every task line read until it decoded again
-			// named no task and was skipped for good.
-			s.skip(r.id, s.rel(tp), 0, 0, "tasks.json does not decode, the tasks read before stand: %v", err)
-		} else {
-			p.setTasks(tasks)
-			p.newTasks()
-		}
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.unreadable(r.id, tp, err, "tasks unreadable, the tasks read before stand: %v")
-	}
+	f.readTasks(r)
 	for _, path := range f.followedFiles(r) {
 		f.readTail(r, path, r.tails[path], -1)
 	}
@@ -342,6 +332,24 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 		}
 	}
 	r.pending = append(r.pending, p.drain()...)
+}
+
+// readTasks reads the run's tasks.json again if it changed since it was read, and plans its new workflow tasks.
+func (f *Follower) readTasks(r *runFollower) {
+	s, tp := f.src, r.wholePath("tasks.json")
+	if b, st, changed, err := s.files().readWhole(tp, r.whole["tasks.json"], stamp{}); err == nil && changed {
+		f.sawWhole(r, "tasks.json", st, b)
+		if tasks, err := s.parseTasks(r.id, s.rel(tp), b); err != nil {
+			// NB: as for the manifest: taken for a run without tasks, every task line read until it decoded again
+			// named no task and was skipped for good.
+			s.skip(r.id, s.rel(tp), 0, 0, "tasks.json does not decode, the tasks read before stand: %v", err)
+		} else {
+			r.p.setTasks(tasks)
+			r.p.newTasks()
+		}
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.unreadable(r.id, tp, err, "tasks unreadable, the tasks read before stand: %v")
+	}
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -727,6 +735,7 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 		return
 	}
 	t.size = size
+	r.tasksReread = false
 	n := 0
 	for _, l := range lines {
 		if replay && l.end > upTo {
@@ -817,6 +826,14 @@ func (f *Follower) planLine(r *runFollower, t *tailState, l line, read int64, re
 		}
 		if seq > r.maxSeq+1 && t.rel == s.rel(filepath.Join(r.dir, "events.jsonl")) && r.maxSeq > 0 {
 			s.skip(r.id, t.rel, l.n, r.maxSeq+1, "seq %d..%d missing (compacted or a failed append)", r.maxSeq+1, seq-1)
+		}
+		if ev.TaskID != "" && p.tasks[ev.TaskID] == nil && !r.tasksReread && !replay {
+			// NB: pi-crew adds a task to tasks.json (a shadow, a workflow task) before it appends a line naming it,
+			// and the pass read tasks.json before this file: a task added, and its line appended, between the two
+			// reads had the line skipped for good. Read again after the line was, tasks.json holds the task; once a
+			// read of the file, as every line of it was read by then.
+			r.tasksReread = true
+			f.readTasks(r)
 		}
 		r.seqs[seq] = true
 		r.maxSeq = max(r.maxSeq, seq)
