@@ -109,6 +109,10 @@ type runFollower struct {
 	pending []planned
 	// pendingBytes are the bytes of the lines read since pending was last empty (maxPendingBytes).
 	pendingBytes int64
+	// passes counts the passes that read the run's files, and mailboxesRead says whether the one reading them read
+	// every mailbox file of the run to its end (readTail), which it reads before the steering files (listFiles).
+	passes        uint64
+	mailboxesRead bool
 	// tasksReread: tasks.json was read again since the file being read was (readTail), for a line naming a task the
 	// tasks read lacked (planLine).
 	tasksReread bool
@@ -141,7 +145,7 @@ func newRunFollower(id, dir string) *runFollower {
 // holding reports whether a steering line of the run waits for its mailbox message.
 func (r *runFollower) holding() bool {
 	for _, t := range r.tails {
-		if !t.hold.IsZero() {
+		if t.heldIn != 0 {
 			return true
 		}
 	}
@@ -299,8 +303,14 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 	}
 	p := r.p
 	f.readTasks(r)
+	r.passes++
+	r.mailboxesRead = true
 	for _, path := range f.followedFiles(r) {
-		f.readTail(r, path, r.tails[path], -1)
+		// NB: the mailbox files are listed before the steering files (listFiles), so a steering line waiting for its
+		// message (planLine) is let go by what this pass read of them.
+		if t := r.tails[path]; !f.readTail(r, path, t, -1) && t.kind == mailboxFile {
+			r.mailboxesRead = false
+		}
 	}
 	dp := r.wholePath("delivery.json")
 	if b, st, changed, err := f.src.files().readWhole(dp, r.whole["delivery.json"], stamp{}); err == nil && changed {
@@ -668,7 +678,7 @@ func (f *Follower) followedFiles(r *runFollower) []string {
 			f.src.skip(r.id, t.rel, 0, 0, "file removed: what was imported of it stays")
 			// NB: a line of it waiting for its mailbox message is not read
 			// again, so it holds up nothing (holding).
-			t.gone, t.dirty, t.hold = true, true, time.Time{}
+			t.gone, t.dirty, t.heldIn = true, true, 0
 		}
 	}
 	return out
@@ -685,8 +695,9 @@ func contains(ss []string, s string) bool {
 
 // readTail plans the complete lines a file gained. With upTo >= 0 it is
 // priming: it reads only the lines that end at or before upTo, to rebuild
-// the planner.
-func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int64) {
+// the planner. through says whether it read every complete line the file
+// held when it looked at it.
+func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int64) (through bool) {
 	replay := upTo >= 0
 	s := f.src
 	inode, size, err := f.src.files().fileID(path)
@@ -698,7 +709,10 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 			// NB: not a regular file, or a directory to it replaced by a link (errLinkDir) or a file since listed.
 			s.skip(r.id, t.rel, 0, 0, "unreadable: %v", err)
 		}
-		return // or removed since listed: the next listing reports it
+		// NB: or removed since listed: the next listing reports it. A file not read (not a regular file, or gone)
+		// is read as absent, so it holds nothing of the run to read: through, or a steering line would wait on it
+		// for good (planLine). One that failed is not (src.failed).
+		return !readFailed(err)
 	}
 	if t.inode == 0 {
 		t.inode = inode
@@ -708,7 +722,7 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 		// NB: the next pass at once: with notifications, none may come for a file made whole by a rename (one
 		// notification, taken by this pass), and it waited for the poll.
 		f.notify(r.id)
-		return
+		return false
 	}
 	if changed, why := t.changed(inode, size); changed && !replay {
 		s.skip(r.id, t.rel, 0, 0, "%s", why)
@@ -719,33 +733,37 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 	}
 	if size == t.offset {
 		t.size = size
-		return
+		return true
 	}
 	lines, partial, err := t.read(f.src.files(), path)
 	switch {
 	case errors.Is(err, errNotLookedAt):
-		return // the next pass looks at the file now under the name
+		return false // the next pass looks at the file now under the name
 	case errors.Is(err, errLongLine):
 		s.skip(r.id, t.rel, int(t.lines+1), 0, "line longer than %d bytes: skipped", maxTailRead)
 		t.offset += maxTailRead
 		t.hash, t.lastLen, t.skipping, t.dirty = "", -1, true, true
-		return
+		return false
 	case err != nil:
 		s.unreadable(r.id, path, err, "unreadable: %v (retrying)")
-		return
+		return false
 	}
 	t.size = size
 	r.tasksReread = false
+	// NB: a read takes at most maxTailRead bytes: the lines past them are read at the next pass.
+	through = size-t.offset <= maxTailRead
 	n := 0
 	for _, l := range lines {
 		if replay && l.end > upTo {
+			through = false
 			break
 		}
 		if !replay && r.full() {
-			r.unread = true
+			r.unread, through = true, false
 			break // the rest waits for the daemon to take these (syncRun)
 		}
 		if !l.rest && !f.planLine(r, t, l, lines[len(lines)-1].end, replay) {
+			through = false
 			break // held: read again next pass
 		}
 		if !replay {
@@ -754,7 +772,7 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 		t.advance(f.src.files(), path, l)
 		t.dirty = !replay
 		if t.offset >= t.holdUpTo {
-			t.hold = time.Time{} // every line read with the held ones is through
+			t.heldIn = 0 // every line read with the held ones is through
 		}
 		n++
 	}
@@ -768,6 +786,7 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 	if partial >= 0 && !replay && t.partial.observe(partial, size, f.o.now(), f.o.SettleAfter) {
 		s.skip(r.id, t.rel, int(t.lines+1), 0, "partial last line (no newline yet) at byte %d, unchanged for %s: read when it is complete", partial, f.o.SettleAfter)
 	}
+	return through
 }
 
 // waitsForArchive reports whether the live file at path (events.jsonl, or a mailbox's inbox.jsonl or outbox.jsonl),
@@ -843,11 +862,17 @@ func (f *Follower) planLine(r *runFollower, t *tailState, l line, read int64, re
 		if !ok {
 			return true
 		}
-		if p.msgIDs[m.ID] {
-			if first, planned := p.msgs[m.ID]; planned {
-				s.messageAgain(r.id, l.n, first, m)
-			}
+		if first, planned := p.msgs[m.ID]; planned {
+			s.messageAgain(r.id, l.n, first, m)
 			return true
+		}
+		if _, steered := p.steerMessages[m.ID]; steered {
+			// NB: the message of a steering line given one of its own, read after it: the import of the same files,
+			// which plans the mailbox before the steering files, records it, with its delivery states. Left out, the
+			// follower dropped it without a line saying so; recorded, its mailbox.appended is the message's second
+			// (the steer's stands) and the writes are the import's.
+			s.skip(r.id, t.rel, l.n, 0, "message %s: read after its steering line, which was given a message of its "+
+				"own that stands: recorded too, with its delivery states", clip(m.ID))
 		}
 		p.message(m)
 		p.delivery(m.ID, firstOf(p.r.delivery[m.ID], m.Status))
@@ -864,20 +889,21 @@ func (f *Follower) planLine(r *runFollower, t *tailState, l line, read int64, re
 			return true
 		}
 		if st.ID != "" && !p.msgIDs[st.ID] && !replay {
-			// pi-crew's broker appends the steer's mailbox message first: a
-			// steering line whose message is not read yet waits for it a
-			// while (the import of the finished files pairs them the same
-			// way); a legacy line, or one whose message never comes, is
-			// imported with a message of its own. NB: the wait counts from
-			// when the line was first read, with the lines read with it: from
-			// when the one before it was let through, a file of n lines whose
-			// messages never come took n waits. While a file of the run cannot
-			// be read (src.failed), a mailbox file may hold the message: the
-			// line waits as long as that lasts.
-			if t.hold.IsZero() || l.end > t.holdUpTo {
-				t.hold, t.holdUpTo = f.o.now(), read
+			// pi-crew's broker appends the steer's mailbox message first: a steering line whose message is not read
+			// yet waits until every mailbox file of the run has been read to its end in a pass after the one that
+			// first read the line, which finds the message if a file holds it (the import of the finished files
+			// pairs them the same way); a legacy line, or one whose message is gone (an archive removed), is then
+			// imported with a message of its own. NB: a wait of a time instead (SettleAfter) let a line go before a
+			// mailbox read over more passes than that reached its message, which was then left out (planLine of a
+			// mailbox line); a wait for the message itself held every later line of the file for as long as the run
+			// lived when it was gone. Lines read together wait together: from the line before it let through, a
+			// file of n lines whose messages never came took n waits. While a file of the run cannot be read
+			// (src.failed), a mailbox file may hold the message: the line waits as long as that lasts.
+			if t.heldIn == 0 || l.end > t.holdUpTo {
+				t.heldIn, t.holdUpTo = r.passes, read
+				f.notify(r.id) // the next pass reads the mailbox files again at once, not at the poll
 			}
-			if f.o.now().Sub(t.hold) < f.o.SettleAfter || s.failed {
+			if t.heldIn == r.passes || !r.mailboxesRead || s.failed {
 				return false
 			}
 		}

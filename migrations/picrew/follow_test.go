@@ -544,13 +544,12 @@ func TestFollowHoldsAtMostMaxPendingWrites(t *testing.T) {
 	requireCopy(t, root.Dir, sink, copyOf{live: true})
 }
 
-// TestFollowSteeringLinesWaitTogether: a steering line whose mailbox message is not there yet waits up to
-// SettleAfter for it, from when it was first read. Lines read together wait together: each waited its SettleAfter
-// after the one before it was let through, so a steering file of n lines whose messages never came (a worker's, or
-// lost) took n times SettleAfter to import, and kept its run from settling all that time. A line appended after the
-// wait still waits for its own message.
+// TestFollowSteeringLinesWaitTogether: a steering line whose mailbox message is not there yet waits for it until the
+// run's mailbox files have been read to their end in a pass after the one that first read it. Lines read together
+// wait together: each waited after the one before it was let through, so a steering file of n lines whose messages
+// never came (a worker's, or lost) took n waits to import, and kept its run from settling all that time. A line
+// appended after the wait still waits for its own message.
 func TestFollowSteeringLinesWaitTogether(t *testing.T) {
-	const settle = 100 * time.Millisecond
 	root := newRoot(t)
 	a := newRun(t, root, runA)
 	require.NoError(t, a.AddTask("01_exec", "executor"))
@@ -565,28 +564,21 @@ func TestFollowSteeringLinesWaitTogether(t *testing.T) {
 	steers := func(sink *memSink) []string { return withPrefix(mustImported(sink), "import:"+runA+":steer:") }
 
 	sink := newMemSink()
-	fl := NewFollower(root.Dir, sink, &FollowOptions{SettleAfter: settle, CheckpointEvery: time.Nanosecond})
-	fl.cks = map[string]events.ImportCheckpoint{} // what Run loads first: no checkpoint yet
-	runsDir := filepath.Join(root.Dir, "state", "runs")
-	fl.pass(t.Context(), runsDir, true, nil)
+	_, pass, _ := stepFollower(t, root.Dir, sink)
+	pass()
 	require.Empty(t, steers(sink), "the lines wait for their messages")
-	for _, tl := range fl.runs[runA].tails { // the wait has passed, as settle from now would make it
-		if !tl.hold.IsZero() {
-			tl.hold = tl.hold.Add(-settle)
-		}
-	}
-	fl.pass(t.Context(), runsDir, true, nil)
+	pass()
 	require.Len(t, steers(sink), 3, "the lines read together waited together")
 
 	steer("steer_late")
-	fl.pass(t.Context(), runsDir, true, nil)
+	pass()
 	require.Len(t, steers(sink), 3, "a line read later waits for its message")
 	msg := map[string]any{"id": "steer_late", "runId": runA, "direction": "inbox", "from": "orchestrator", "to": "01_exec",
 		"taskId": "01_exec", "body": "go on", "createdAt": "2026-12-01T12:00:00.000Z", "status": "queued", "kind": "steer"}
 	line, err := json.Marshal(msg)
 	require.NoError(t, err)
 	require.NoError(t, picrewtest.AppendRaw(filepath.Join(a.Dir, "mailbox", "tasks", "01_exec", "inbox.jsonl"), append(line, '\n')))
-	fl.pass(t.Context(), runsDir, true, nil)
+	pass()
 	require.Len(t, steers(sink), 4)
 	requireCopy(t, root.Dir, sink, copyOf{live: true})
 }
@@ -661,10 +653,9 @@ func TestFollowSettlesOnceAHeldSteeringFileIsGone(t *testing.T) {
 	fl := NewFollower(root.Dir, sink, &FollowOptions{SettleAfter: time.Hour, CheckpointEvery: time.Nanosecond})
 	fl.cks = map[string]events.ImportCheckpoint{} // what Run loads first: no checkpoint yet
 	runsDir := filepath.Join(root.Dir, "state", "runs")
-	for range 2 {
-		fl.pass(t.Context(), runsDir, true, nil)
-		require.False(t, fl.Stats().Settled, "the steering line waits for its message")
-	}
+	fl.pass(t.Context(), runsDir, true, nil)
+	require.False(t, fl.Stats().Settled, "the steering line waits for its message")
+	require.True(t, fl.runs[runA].holding())
 	require.NoError(t, os.Remove(steering))
 	for range 2 {
 		fl.pass(t.Context(), runsDir, true, nil)

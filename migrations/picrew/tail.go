@@ -37,10 +37,10 @@ type tail struct {
 	// partial is the partial last line (no newline yet) the follower last
 	// found after offset.
 	partial partialLine
-	// hold is when a steering line was first held for its mailbox message
-	// (zero: none is), and holdUpTo the end of the complete lines read then:
-	// every line up to it has waited since hold.
-	hold     time.Time
+	// heldIn is the follower's pass of its run (runFollower.passes) in which a steering line was first held for its
+	// mailbox message (0: none is), and holdUpTo the end of the complete lines read then: every line up to it has
+	// waited since that pass.
+	heldIn   uint64
 	holdUpTo int64
 	// skipping: the bytes at offset are the rest of a line longer than one
 	// read (maxTailRead), skipped up to its newline.
@@ -333,5 +333,5 @@ func (t *tail) rewritten(c *crewRoot, p string) bool {
 // reset starts t again at the start of a new file.
 func (t *tail) reset(inode int64) {
 	t.inode, t.offset, t.lines, t.hash, t.partial, t.lastLen = inode, 0, 0, "", partialLine{}, 0
-	t.hold, t.holdUpTo, t.skipping = time.Time{}, 0, false
+	t.heldIn, t.holdUpTo, t.skipping = 0, 0, false
 }

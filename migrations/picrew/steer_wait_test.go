@@ -1,0 +1,119 @@
+package picrew
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/migrations/picrew/picrewtest"
+)
+
+// TestFollowedSteersAgreeWithTheImport: pi-crew's broker appends a steer's mailbox message, then its steering line
+// (D§2.7). A follower reading a steering line whose message it has not read yet lets it wait until every mailbox file
+// of the run has been read to its end once after the line was: in pi-crew's order the message is there by then, and
+// the pair is recorded as the one-shot import of the same files records it. It waited a time (SettleAfter) instead:
+// a mailbox read over more passes than that (a follower catching up on a large one) had the line given a message of
+// its own, and the mailbox line, read later, was dropped without a line saying so, its delivery states with it,
+// where the import records both. A mailbox line that comes after its steering line is found by the wait when it
+// comes before the mailbox is read again; one that comes later still is recorded too, and reported: the writes are
+// those of the import, the steer's own message standing for the line's (docs/picrew.md). A line whose message is
+// gone is given one of its own after the wait, as the import gives it.
+func TestFollowedSteersAgreeWithTheImport(t *testing.T) {
+	const steerID = "steer_000001_abcdef"
+	for name, c := range map[string]struct {
+		before     int  // bytes of mailbox lines before the steer's message, at the start
+		afterPass  int  // the pass after which the steer's message is appended (0: before the first, -1: never)
+		ownMessage bool // the steering line is given a message of its own, which stands for the line's
+	}{
+		"the message first, in a mailbox read over three passes":    {before: 2*maxTailRead + 1},
+		"the message after its steering line, before the wait ends": {afterPass: 1},
+		"the message after its steering line, after the wait":       {afterPass: 2, ownMessage: true},
+		"the message gone (its archive removed)":                    {afterPass: -1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := newRoot(t)
+			a := newRun(t, root, runA)
+			require.NoError(t, a.AddTask("01_exec", "executor"))
+			require.NoError(t, a.SetStatus("running"))
+			inbox := filepath.Join(a.Dir, "mailbox", "tasks", "01_exec", "inbox.jsonl")
+			message := func(id, body string) []byte {
+				b, err := json.Marshal(map[string]any{"id": id, "runId": runA, "direction": "inbox", "from": "orchestrator",
+					"to": "01_exec", "taskId": "01_exec", "body": body, "createdAt": valuesAt, "status": "queued",
+					"kind": "steer", "priority": "urgent", "deliveryMode": "interrupt"})
+				require.NoError(t, err)
+				return append(b, '\n')
+			}
+			body := strings.Repeat("b", 250_000)
+			for i := 0; i*len(body) < c.before; i++ {
+				require.NoError(t, picrewtest.AppendRaw(inbox, message(fmt.Sprintf("msg_%06d", i), body)))
+			}
+			appendMessage := func() {
+				require.NoError(t, picrewtest.AppendRaw(inbox, message(steerID, "go on")))
+				require.NoError(t, a.Deliver(steerID, "acknowledged"))
+			}
+			if c.afterPass == 0 {
+				appendMessage()
+			}
+			require.NoError(t, picrewtest.AppendRaw(filepath.Join(root.Dir, "artifacts", runA, "steering", "01_exec.jsonl"),
+				fmt.Appendf(nil, `{"type":"steer","message":"go on","id":%q,"ts":%d}`+"\n", steerID, valuesAt)))
+
+			sink := newMemSink()
+			_, pass, reported := stepFollower(t, root.Dir, sink)
+			for i := 1; i <= 5; i++ {
+				pass()
+				if i == c.afterPass {
+					appendMessage()
+				}
+			}
+			requireCopy(t, root.Dir, sink, copyOf{live: true})
+			steer := "import:" + runA + ":steer:01_exec:" + steerID
+			var late []string
+			for _, s := range *reported {
+				if strings.Contains(s.Reason, "given a message of its own") {
+					late = append(late, s.String())
+				}
+			}
+			if !c.ownMessage {
+				require.Empty(t, differingWrites(t, root.Dir, sink), "the writes are the import's")
+				require.Empty(t, late)
+				return
+			}
+			require.Equal(t, []string{steer}, differingWrites(t, root.Dir, sink), "the steer's write carries its message")
+			require.Equal(t, []string{"state/runs/" + runA + "/mailbox/tasks/01_exec/inbox.jsonl:1: message " + steerID +
+				": read after its steering line, which was given a message of its own that stands: recorded too, " +
+				"with its delivery states"}, late)
+		})
+	}
+}
+
+// differingWrites are the command ids of the writes the sink holds that a one-shot import of the files as they are
+// now makes with other events, sorted.
+func differingWrites(t *testing.T, root string, sink *memSink) []string {
+	t.Helper()
+	src := &source{root: root}
+	runs, err := src.readRuns()
+	require.NoError(t, err)
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	var out []string
+	for _, r := range runs {
+		for _, w := range newPlanner(src, r, time.Now).plan() {
+			got, ok := sink.requests[r.id+"\x00"+w.id]
+			if !ok {
+				continue
+			}
+			want, err := json.Marshal(w.items)
+			require.NoError(t, err)
+			if got != string(want) {
+				out = append(out, w.id)
+			}
+		}
+	}
+	sortStrings(out)
+	return out
+}
