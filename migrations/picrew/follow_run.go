@@ -2,6 +2,7 @@ package picrew
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -812,6 +813,19 @@ func (r *runFollower) waitsForArchive(path string, t *tailState, inode int64) bo
 	return true
 }
 
+// lacksTask reports whether the event line ev names a task the planner's tasks lack: its taskId, or the shadow a
+// delegate.admitted admits (its subId), whose record the admission takes its title and cwd from (admit).
+func lacksTask(p *planner, ev *teamEvent) bool {
+	if ev.TaskID != "" && p.tasks[ev.TaskID] == nil {
+		return true
+	}
+	var d struct {
+		SubID string `json:"subId"`
+	}
+	return ev.Type == "delegate.admitted" && json.Unmarshal(ev.Data, &d) == nil && d.SubID != "" &&
+		p.tasks[d.SubID] == nil
+}
+
 // liveFile reports whether a followed file of kind and name is one pi-crew rotates to archives: events.jsonl, a
 // mailbox's inbox.jsonl or outbox.jsonl.
 func liveFile(kind fileKind, name string) bool {
@@ -846,11 +860,12 @@ func (f *Follower) planLine(r *runFollower, t *tailState, l line, read int64, re
 		if seq > r.maxSeq+1 && t.rel == s.rel(filepath.Join(r.dir, "events.jsonl")) && r.maxSeq > 0 {
 			s.skip(r.id, t.rel, l.n, r.maxSeq+1, "seq %d..%d missing (compacted or a failed append)", r.maxSeq+1, seq-1)
 		}
-		if ev.TaskID != "" && p.tasks[ev.TaskID] == nil && !r.tasksReread && !replay {
+		if !r.tasksReread && !replay && lacksTask(p, &ev) {
 			// NB: pi-crew adds a task to tasks.json (a shadow, a workflow task) before it appends a line naming it,
 			// and the pass read tasks.json before this file: a task added, and its line appended, between the two
-			// reads had the line skipped for good. Read again after the line was, tasks.json holds the task; once a
-			// read of the file, as every line of it was read by then.
+			// reads had the line skipped for good (an admission recorded without its shadow's title and cwd). Read
+			// again after the line was, tasks.json holds the task; once a read of the file, as every line of it was
+			// read by then.
 			r.tasksReread = true
 			f.readTasks(r)
 		}
