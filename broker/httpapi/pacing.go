@@ -62,12 +62,14 @@ func (s *Server) paceRead(ctx context.Context, p principal) (context.Context, fu
 // awaitPace waits until the credential p, if paced, may read again (its bucket holds a unit), or is no longer
 // current (the caller refuses it then); false when ctx ended first.
 func (s *Server) awaitPace(ctx context.Context, p principal) bool {
-	return s.awaitPaceTicking(ctx, &p, nil, nil)
+	return s.awaitPaceTicking(ctx, &p, nil, nil, nil)
 }
 
 // awaitPaceTicking is awaitPace calling onTick each time tick ticks while p waits (a stream's keep-alive), once p is
-// found current again; false also when onTick returns false.
-func (s *Server) awaitPaceTicking(ctx context.Context, p *principal, tick <-chan time.Time, onTick func() bool) bool {
+// found current again, and ending the wait, true, once stop is closed (the hub's end, which a stream must not wait
+// out its debt to learn of); false also when onTick returns false.
+func (s *Server) awaitPaceTicking(ctx context.Context, p *principal, tick <-chan time.Time, onTick func() bool,
+	stop <-chan struct{}) bool {
 	pacer := s.opts.Pacer
 	if pacer == nil || !paced(p.key) {
 		return true
@@ -89,6 +91,9 @@ func (s *Server) awaitPaceTicking(ctx context.Context, p *principal, tick <-chan
 			if s.current(p) && !onTick() {
 				return false
 			}
+		case <-stop:
+			t.Stop()
+			return true
 		case <-ctx.Done():
 			t.Stop()
 			return false

@@ -203,7 +203,9 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 	for {
 		// NB: a paced credential's stream reads nothing, of the log or of the ring, while its token owes: it sends
 		// its keep-alive meanwhile, however long the debt, so that neither a proxy nor its client takes it for dead.
-		if !s.awaitPaceTicking(ctx, &pr, keepAlive.C, st.keepAlive) {
+		// The hub's end ends the wait: the take below finds it down and sends the resync, rather than the stream
+		// holding its place for the rest of its debt (minutes) to learn that it will never be sent an event again.
+		if !s.awaitPaceTicking(ctx, &pr, keepAlive.C, st.keepAlive, h.stopped) {
 			return
 		}
 		// NB: checked before every write, a catch-up's too (it writes without waiting on anything): a stream opened

@@ -158,3 +158,49 @@ func TestALiveStreamIsChargedTheEventsItIsSent(t *testing.T) {
 		"the stream was not charged the events it was sent")
 	require.Equal(t, 3, charged(), "each event sent charged once")
 }
+
+// TestAStreamInDebtEndsWithTheHubOrItsClient: a read-only token's stream waiting out its token's debt noticed that
+// the hub feeding every stream had stopped only once the debt was paid (an hour here), keeping its goroutine, its
+// place among the credential's streams and its buffers that long, sending keep-alives on a stream that would never
+// carry an event again. It now ends as every other stream does when the hub stops: its resync says so, at once.
+// A stream in debt whose client goes ends at once too, live or replaying.
+func TestAStreamInDebtEndsWithTheHubOrItsClient(t *testing.T) {
+	for _, path := range []string{"/api/v1/stream", "/api/v1/stream?after=0"} {
+		for _, end := range []string{"the hub stops", "the client goes"} {
+			t.Run(path+": "+end, func(t *testing.T) {
+				pacer := newFakePacer()
+				// NB: no keep-alive within the test's guards, which read frames only.
+				f := newFixture(t, Options{Pacer: pacer, KeepAlive: time.Hour})
+				waiting := watchPacing(f)
+				live := path == "/api/v1/stream"
+				if !live {
+					pacer.delay.Store(int64(time.Hour)) // owed before its replay's first read
+				}
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				frames := f.openStreamVia(ctx, f.web.Client(), f.web.URL, path,
+					http.Header{"Authorization": {"Bearer " + roToken}})
+				require.Equal(t, "hello", next(t, frames).event)
+				if live {
+					pacer.delay.Store(int64(time.Hour))
+					usage(f, 1) // wakes the stream, which finds its token owing before it takes the event
+				}
+				select {
+				case <-waiting:
+				case <-time.After(time.Minute): // a guard against a hang, not a timing
+					t.Fatal("the stream never waited for its token's bucket")
+				}
+				if end == "the client goes" {
+					cancel()
+				} else {
+					failHub(t, f)
+					_, reason := resyncOf(t, next(t, frames))
+					require.Contains(t, reason, "stopped following the log")
+					ends(t, frames)
+				}
+				require.Eventually(t, func() bool { return f.srv.streams.open() == 0 }, time.Minute,
+					5*time.Millisecond, "the stream in debt held its place")
+			})
+		}
+	}
+}
