@@ -205,19 +205,21 @@ func (h *hub) leave() {
 }
 
 // take copies the frames after cursor that pass keep, at most maxBytes of them (at least one), and returns them
-// with the new cursor (the last position looked at), the bytes published after cursor that are not yet sent
-// (lag), the channel closed at the next append, and whether cursor is still in the ring (evicted false; always
-// false once the hub failed, whatever the cursor).
-func (h *hub) take(cursor uint64, keep func(run, typ string) bool, maxBytes int) (frames [][]byte, next uint64, lag uint64, wait <-chan struct{}, inRing bool) {
+// with the new cursor (the last position looked at), the events looked at of run's (every run's, run empty), sent
+// or left out by keep: what a stream of run reads of the ring (read), the bytes published after cursor that are not
+// yet sent (lag), the channel closed at the next append, and whether cursor is still in the ring (evicted false;
+// always false once the hub failed, whatever the cursor).
+func (h *hub) take(cursor uint64, run string, keep func(run, typ string) bool, maxBytes int) (frames [][]byte,
+	next uint64, read int, lag uint64, wait <-chan struct{}, inRing bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	next, wait = cursor, h.notify
 	if h.failed || cursor+1 < h.first {
-		return nil, cursor, 0, wait, false
+		return nil, cursor, 0, 0, wait, false
 	}
 	i := int(cursor + 1 - h.first)
 	if i >= len(h.entries) {
-		return nil, cursor, 0, wait, true
+		return nil, cursor, 0, 0, wait, true
 	}
 	lag = h.total - (h.entries[i].cum - uint64(len(h.entries[i].frame)))
 	size := 0
@@ -230,7 +232,10 @@ func (h *hub) take(cursor uint64, keep func(run, typ string) bool, maxBytes int)
 			frames = append(frames, e.frame)
 			size += len(e.frame)
 		}
+		if run == "" || e.run == run {
+			read++
+		}
 		next = e.pos
 	}
-	return frames, next, lag, wait, true
+	return frames, next, read, lag, wait, true
 }

@@ -14,7 +14,8 @@ import (
 // paced (Options.Pacer: the broker's buckets, at its rate per credential): a read waits, in its turn, until the
 // credential's bucket holds a unit, and is charged one unit and the events of every cold run it had read back, of
 // the log an events page looked at (events.go) and of its rebuild (rebuildpacing.go). Its streams wait for the
-// bucket before each read, of the log or of the hub's ring, and are charged the events read or sent (stream.go).
+// bucket before each read, of the log or of the hub's ring, and are charged the events of their run they read, sent
+// or filtered out (stream.go).
 // The admin's and the link crewd prints (its operator's) are not paced, as the socket's admin is not.
 
 // costKey is the context key of a read's cost (readCost).
@@ -101,8 +102,8 @@ func (s *Server) awaitPaceTicking(ctx context.Context, p *principal, tick <-chan
 	}
 }
 
-// chargeStream charges the credential with key, if paced, n events a stream read from the log to catch up, or was
-// sent from the hub's one read of them for every stream.
+// chargeStream charges the credential with key, if paced, n events a stream read from the log to catch up, or read
+// of the hub's one read of them for every stream.
 func (s *Server) chargeStream(key string, n int) {
 	if s.opts.Pacer != nil && paced(key) && n > 0 {
 		s.opts.Pacer.HTTPCharge(key, n)

@@ -213,7 +213,7 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 		if ctx.Err() != nil || st.closing() || !s.current(&pr) {
 			return
 		}
-		frames, next, lag, wait, inRing := h.take(st.cursor, st.keep, streamBatchBytes)
+		frames, next, read, lag, wait, inRing := h.take(st.cursor, st.run, st.keep, streamBatchBytes)
 		switch {
 		case !inRing && h.down():
 			// Live or replaying, the stream could only wait for a hub that will never wake it.
@@ -249,8 +249,13 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 				}
 				continue // take again: more may have arrived
 			}
-			// NB: the hub read them once for every stream; this one is charged what it is sent of that read.
-			s.chargeStream(pr.key, len(frames))
+		}
+		// NB: the hub read them once for every stream; this one is charged what it read of that read: the events of
+		// its run it looked at, sent or left out by its type filter, as its replay is charged those it read of the
+		// log and a subscription on the socket every event of its run it reads, so a filter that keeps little does
+		// not have the token's streams look at every event crewd writes for free.
+		s.chargeStream(pr.key, read)
+		if len(frames) > 0 {
 			if !st.write(frames...) {
 				return
 			}

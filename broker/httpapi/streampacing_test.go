@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/commands"
 )
 
 // openStreamLines opens the stream at path with the read-only token and returns its lines as sent, keep-alive
@@ -202,5 +205,55 @@ func TestAStreamInDebtEndsWithTheHubOrItsClient(t *testing.T) {
 					5*time.Millisecond, "the stream in debt held its place")
 			})
 		}
+	}
+}
+
+// TestALiveStreamIsChargedTheEventsItsFilterLeavesOut: a read-only token's live stream was charged only the events
+// it was sent, where a socket subscription is charged every event it reads, pushed or filtered out, and a replaying
+// stream every event it read from the log: a type filter that keeps little had the token's streams look at every
+// event the daemon wrote for free. A live stream is now charged, as its replay is, every event of its run (every
+// run's, without one) that it looked at in the hub's ring, sent or left out by its type filter; not the other runs'
+// events a run's stream skips, which a subscription and a run's replay never read.
+func TestALiveStreamIsChargedTheEventsItsFilterLeavesOut(t *testing.T) {
+	ro := keyReadOnlyPrefix + digestOf(roToken)
+	for _, path := range []string{
+		"/api/v1/stream?type=task.usage",
+		"/api/v1/stream?run=" + liveRun + "&type=task.usage",
+		"/api/v1/stream?run=" + liveRun,
+	} {
+		t.Run(path, func(t *testing.T) {
+			pacer := newFakePacer()
+			f := newFixture(t, Options{Pacer: pacer})
+			frames := f.openStream(path, http.Header{"Authorization": {"Bearer " + roToken}})
+			require.Equal(t, "hello", next(t, frames).event)
+			from := f.eng.Head()
+			f.do(audittest.Admin, &commands.RunCreate{RunID: "other_run", Team: "t", Goal: "g", Cwd: "/srv/o"})
+			f.do(audittest.Orchestrator, &commands.TaskCreate{RunID: liveRun, TaskID: "04_more", Role: "executor",
+				Agent: "executor", Title: "more", Cwd: "/srv/live/more", StepID: "04_more"})
+			usage(f, 1)
+			last := f.eng.Head()
+			var fr sseFrame
+			for fr.event != "task.usage" {
+				fr = next(t, frames)
+			}
+			require.Equal(t, strconv.FormatUint(last, 10), fr.id)
+
+			runOnly := strings.Contains(path, "run=")
+			want := 0
+			it := f.log.Read(from + 1)
+			for it.Next() && it.Event().Position <= last {
+				if !runOnly || it.Event().Stream == liveRun {
+					want++
+				}
+			}
+			require.NoError(t, it.Close())
+			require.Greater(t, want, 1, "the filter leaves some out")
+			charged := 0
+			for _, c := range pacer.charges()[ro] {
+				charged += c
+			}
+			// NB: a stream is charged before it writes: the charges of what it looked at are in once the frame is.
+			require.Equal(t, want, charged, "the events of the stream's run it looked at, sent or left out")
+		})
 	}
 }
