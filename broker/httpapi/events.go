@@ -24,7 +24,10 @@ type eventsResult struct {
 	HasMore    bool
 	NextCursor string
 	bytes      int // of Events: at most maxPageBytes, or one event
-	looked     int // events looked at, kept or not: what the page costs a paced read (pacing.go)
+	looked     int // events looked at for the page, kept or not: at most maxEventScan
+	// read is the events the page read of the log, what it costs a paced read (pacing.go): those it looked at, the
+	// one after its last read to learn that there is more, and, newest first, the rest of the chunks it read.
+	read int
 }
 
 // GET /api/v1/runs/{runId}/events?cursor=POSITION&type=…&limit=&order=asc|desc
@@ -75,7 +78,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ principa
 	} else {
 		res, err = s.eventsForward(runID, after, head, limit, types)
 	}
-	chargeRead(r.Context(), int64(res.looked)) // NB: a filter that keeps little of a long run reads as much
+	chargeRead(r.Context(), int64(res.read)) // NB: a filter that keeps little of a long run reads as much
 	if err != nil {
 		writeError(w, s.internal(r, err))
 		return
@@ -94,6 +97,7 @@ func (s *Server) eventsForward(runID string, after, head uint64, limit int, type
 	defer it.Close()
 	var last uint64
 	for ; it.Next(); res.looked++ {
+		res.read++ // NB: the event after the page's last too: it was read, to learn that there is more
 		rec := it.Event()
 		if rec.Position > head {
 			break // not published yet
@@ -149,6 +153,9 @@ func (s *Server) eventsBackward(runID string, hasCursor bool, before, head uint6
 		recs = recs[:0]
 		it := s.opts.Log.ReadStreamTransient(runID, from)
 		for it.Next() {
+			// NB: every event of the chunk is read, however few of them the page then looks at: a page of one
+			// event reads 256.
+			res.read++
 			rec := it.Event() // NB: valid until Next: only its position and the filter's verdict are kept
 			// NB: versions grow with positions, so every version up to end is at or below head: published.
 			if rec.StreamVersion > end {

@@ -130,3 +130,31 @@ func TestEventPagesArePacedByTheEventsTheyLookAt(t *testing.T) {
 		})
 	}
 }
+
+// TestEventPagesArePacedByTheEventsTheyRead: a read-only token's page of events was charged the events it looked at
+// for its page, where it reads more of the log: a page newest first reads the chunk of at least 256 of the run's
+// events that ends at its cursor before it looks at them, newest first, until the page is full, so a page of one
+// event read 256 and cost 2 units, and a page oldest first reads the event after its last to learn that there is
+// more, as the socket's events.since does, which charges it. A page is now charged every event it read of the log.
+func TestEventPagesArePacedByTheEventsTheyRead(t *testing.T) {
+	for _, tc := range []struct {
+		query string
+		read  func(events int) int // of the run's events at the head
+	}{
+		{"order=desc&limit=1", func(events int) int { return min(events, 256) }},
+		{"order=asc&limit=1", func(int) int { return 2 }},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			pacer := newFakePacer()
+			f := newFixture(t, Options{Pacer: pacer})
+			events := runEventsUpTo(t, f, audittest.RunBudget, f.eng.Head())
+			require.Greater(t, events, 2, "a run of more events than the page and the one after it")
+			page := requireRO(t, f, budgetRun+"/events?"+tc.query)
+			require.Len(t, page["events"], 1)
+			require.Equal(t, true, page["hasMore"])
+			ro := keyReadOnlyPrefix + digestOf(roToken)
+			awaitTurns(t, f.srv.reads, ro, 0, 0)
+			require.Equal(t, map[string][]int{ro: {1 + tc.read(events)}}, pacer.charges())
+		})
+	}
+}
