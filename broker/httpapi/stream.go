@@ -309,7 +309,8 @@ func (st *sseStream) catchUp(ctx context.Context, pr *principal) (bool, error) {
 	return true, nil
 }
 
-// readLog reads catchUp's batch: its frames, the cursor after them and the events it read.
+// readLog reads catchUp's batch: its frames, the cursor after them and the events it read, the one past the head or
+// left for the next batch (read, and rendered, again then) included.
 func (st *sseStream) readLog(key string) (frames [][]byte, next uint64, read int, err error) {
 	head := st.s.opts.Engine.Head()
 	if st.s.catchingUp != nil {
@@ -328,6 +329,7 @@ func (st *sseStream) readLog(key string) (frames [][]byte, next uint64, read int
 	defer it.Close()
 	next, n, size := st.cursor, 0, 0
 	for n < catchUpEvents && it.Next() {
+		read++
 		rec := it.Event()
 		if rec.Position > head {
 			break
@@ -339,7 +341,7 @@ func (st *sseStream) readLog(key string) (frames [][]byte, next uint64, read int
 		}
 		f, err := eventFrame(rec)
 		if err != nil {
-			return nil, 0, n, err
+			return nil, 0, read, err
 		}
 		if size > 0 && size+len(f) > streamBatchBytes {
 			break // the next batch starts with it
@@ -350,7 +352,7 @@ func (st *sseStream) readLog(key string) (frames [][]byte, next uint64, read int
 		size += len(f)
 	}
 	if err := it.Close(); err != nil {
-		return nil, 0, n, err
+		return nil, 0, read, err
 	}
 	if n == 0 {
 		// Nothing of the stream's in the log after the cursor up to the head read above: move to that head, and no
@@ -359,7 +361,7 @@ func (st *sseStream) readLog(key string) (frames [][]byte, next uint64, read int
 		// log only, and the next read finds them there.
 		next = max(st.cursor, head)
 	}
-	return frames, next, n, nil
+	return frames, next, read, nil
 }
 
 // closing reports whether the server is closing.

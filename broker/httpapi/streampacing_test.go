@@ -13,6 +13,7 @@ import (
 
 	"github.com/crewlog/crewlog/audit/audittest"
 	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/events"
 )
 
 // openStreamLines opens the stream at path with the read-only token and returns its lines as sent, keep-alive
@@ -256,4 +257,43 @@ func TestALiveStreamIsChargedTheEventsItsFilterLeavesOut(t *testing.T) {
 			require.Equal(t, want, charged, "the events of the stream's run it looked at, sent or left out")
 		})
 	}
+}
+
+// TestAStreamsReplayIsChargedTheEventItLeavesForItsNextBatch: a stream replaying the log reads, and renders, the
+// event that does not fit in the rest of its batch, and leaves it for its next batch, where it reads it again; it was
+// charged only the events it sent, so a replay of events of about a batch each read and rendered each twice for one
+// unit, where the socket's events.since is charged the event it read past its page too. Each read of the log is now
+// charged every event it read.
+func TestAStreamsReplayIsChargedTheEventItLeavesForItsNextBatch(t *testing.T) {
+	ro := keyReadOnlyPrefix + digestOf(roToken)
+	pacer := newFakePacer()
+	f := newFixture(t, Options{Pacer: pacer})
+	start := f.eng.Head()
+	const large = 3
+	body := strings.Repeat("x", 200<<10) // NB: one frame to a batch (streamBatchBytes)
+	for range large {
+		r := f.do(audittest.Worker("02_help"), &commands.MessageSend{RunID: liveRun, FromTask: "02_help",
+			To: []string{"parent"}, Body: body})
+		require.Nil(t, r.Rejected, "%v", r.Rejected)
+	}
+	h := &f.srv.streams.hub
+	// NB: the hub, idle, moves its ring's start past the messages, so the stream reads them from the log.
+	require.Eventually(t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.first > f.eng.Head()
+	}, time.Minute, 5*time.Millisecond)
+
+	frames := f.openStream("/api/v1/stream?after="+strconv.FormatUint(start, 10),
+		http.Header{"Authorization": {"Bearer " + roToken}})
+	require.Equal(t, "hello", next(t, frames).event)
+	for range large {
+		require.Equal(t, events.TypeMailboxAppended, next(t, frames).event)
+	}
+	charged := 0
+	for _, c := range pacer.charges()[ro] {
+		charged += c
+	}
+	// Each batch read its message and the next one, which did not fit; the last read its message alone.
+	require.Equal(t, 2*large-1, charged)
 }
