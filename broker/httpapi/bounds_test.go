@@ -1,0 +1,72 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker"
+)
+
+// TestClientSizesAreBoundedWhereTheDocsSay: each size of a request that docs/dashboard-api.md bounds is taken at its
+// bound and refused 400 bad-params one beyond it, before anything is read for it: a limit, a cursor, an id, a
+// search, a type filter's count and each type's bytes, a job's page.
+func TestClientSizesAreBoundedWhereTheDocsSay(t *testing.T) {
+	f := newFixture(t, Options{})
+	types := func(n, size int) string {
+		q := make([]string, n)
+		for i := range q {
+			q[i] = "type=" + strings.Repeat("t", size)
+		}
+		return strings.Join(q, "&")
+	}
+	for _, tc := range []struct {
+		name          string
+		atBound, over string
+		atBoundStatus int // the answer at the bound (an unknown run, a cursor no route handed out)
+	}{
+		{"limit", "/api/v1/runs?limit=1000", "/api/v1/runs?limit=1001", http.StatusOK},
+		{"cursor", "/api/v1/runs?cursor=" + strings.Repeat("z", maxCursorLen),
+			"/api/v1/runs?cursor=" + strings.Repeat("z", maxCursorLen+1), http.StatusBadRequest},
+		{"run id", "/api/v1/runs/" + strings.Repeat("r", maxIDLen) + "/tasks",
+			"/api/v1/runs/" + strings.Repeat("r", maxIDLen+1) + "/tasks", http.StatusNotFound},
+		{"search", "/api/v1/runs?q=" + strings.Repeat("q", maxIDLen),
+			"/api/v1/runs?q=" + strings.Repeat("q", maxIDLen+1), http.StatusOK},
+		{"types of a page", budgetRun + "/events?" + types(broker.MaxTypeFilter, 1),
+			budgetRun + "/events?" + types(broker.MaxTypeFilter+1, 1), http.StatusOK},
+		{"a type's bytes", budgetRun + "/events?" + types(1, broker.MaxTypeLen),
+			budgetRun + "/events?" + types(1, broker.MaxTypeLen+1), http.StatusOK},
+		{"a job's page", livePath + "/jobs/" + liveJob + "?limit=500", livePath + "/jobs/" + liveJob + "?limit=501",
+			http.StatusOK},
+		{"a stream's run", "/api/v1/stream?run=" + strings.Repeat("r", maxIDLen),
+			"/api/v1/stream?run=" + strings.Repeat("r", maxIDLen+1), http.StatusNotFound},
+		{"types of a stream", "", "/api/v1/stream?" + types(broker.MaxTypeFilter+1, 1), 0},
+		{"a stream's type's bytes", "", "/api/v1/stream?" + types(1, broker.MaxTypeLen+1), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.atBound != "" {
+				status, m := f.get(tc.atBound)
+				require.Equal(t, tc.atBoundStatus, status, "at the bound: %v", m)
+				if status == http.StatusBadRequest {
+					require.Equal(t, codeBadCursor, m["error"].(map[string]any)["code"], "at the bound: %v", m)
+				}
+			}
+			f.fails(tc.over, http.StatusBadRequest, codeBadParams)
+		})
+	}
+}
+
+// TestStreamsAreBoundedInAll: beyond MaxStreams open streams, every credential's together, the next is refused 429
+// too-many-streams whatever its credential.
+func TestStreamsAreBoundedInAll(t *testing.T) {
+	f := newFixture(t, Options{MaxStreams: 2})
+	admin := f.openStream("/api/v1/stream", nil)
+	require.Equal(t, "hello", next(t, admin).event)
+	ro := f.openStream("/api/v1/stream", http.Header{"Authorization": {"Bearer " + roToken}})
+	require.Equal(t, "hello", next(t, ro).event)
+	msg := f.fails("/api/v1/stream", http.StatusTooManyRequests, codeTooManyStreams)
+	require.Contains(t, msg, "limit 2")
+	require.Equal(t, 2, f.srv.streams.open())
+}
