@@ -144,7 +144,12 @@ func (s *Staged) Wait() (first uint64, err error) {
 	// the same WAL fsync (Pebble's commit pipeline groups them).
 	serr := syncOutcome(s.b.SyncWait())
 	s.b.Close()
-	l.mu.Lock()
+	if serr != nil {
+		l.fail(serr)
+	}
+	// NB: outcomesMu, not l.mu, which a later append holds while Pebble holds it back (log.go): this append,
+	// durable, is answered.
+	l.outcomesMu.Lock()
 	for i := range s.recorded {
 		if serr != nil {
 			// NB: a failed append's outcomes stay pending for good: Pebble
@@ -158,10 +163,7 @@ func (s *Staged) Wait() (first uint64, err error) {
 		// lookup finds the outcome in one place or the other.
 		l.recent.add(r.key, &r.outcome)
 	}
-	if serr != nil {
-		l.fail(serr)
-	}
-	l.mu.Unlock()
+	l.outcomesMu.Unlock()
 	if serr != nil {
 		return 0, fmt.Errorf("%w: sync: %v", ErrFailed, serr)
 	}
@@ -284,9 +286,20 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch), s
 		extra(b)
 	}
 
+	// NB: the outcomes are pending from before the hand-off, not after it: Pebble shows the batch to readers once
+	// it is applied, before its sync, and Outcome, which does not take l.mu, reads Pebble for a key not pending.
+	l.outcomesMu.Lock()
+	for i := range recorded {
+		l.pending[recorded[i].key] = struct{}{}
+		l.filter.add(l.filter.hashString(recorded[i].key))
+	}
+	l.gen++
+	clear(l.absent)
+	l.outcomesMu.Unlock()
 	if err := l.apply(b, sync); err != nil {
 		// Nothing was handed to the WAL; still, a Pebble write error means
-		// the store is in doubt: fail stop.
+		// the store is in doubt: fail stop. Its outcomes stay pending for
+		// good, as a failed sync's do (Wait).
 		// The batch is not closed: Pebble may still reference it, and the log
 		// is dead anyway.
 		l.fail(err)
@@ -294,10 +307,6 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch), s
 		return nil, 0, nil, head{}, fmt.Errorf("%w: apply: %v", ErrFailed, err)
 	}
 	l.next, l.prevHash = pos, prev
-	for i := range recorded {
-		l.pending[recorded[i].key] = struct{}{}
-		l.filter.add(l.filter.hashString(recorded[i].key))
-	}
 	if l.filter != nil && l.filterDone == nil {
 		// NB: the first append starts the filter's build, not Open: a
 		// reader never pays for it, and a daemon's start-up (its state
@@ -306,8 +315,6 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch), s
 		l.filterDone = make(chan struct{})
 		go l.buildOutcomeFilter()
 	}
-	l.gen++
-	clear(l.absent)
 	l.sweepVersions()
 	l.inflight.Add(1)
 	return b, first, recorded, last, nil
@@ -421,17 +428,19 @@ func (l *Log) checkNewCommand(key, id string, seen map[string]struct{}) error {
 		return fmt.Errorf("%w: %q appears twice in one append", ErrDuplicateCommand, id)
 	}
 	seen[key] = struct{}{}
-	if _, dup := l.pending[key]; dup {
+	h := l.filter.hashString(key)
+	l.outcomesMu.Lock()
+	_, pending := l.pending[key]
+	recent := l.recent.contains(key)
+	absent := l.filter.provesAbsent(h)
+	g, looked := l.absent[key]
+	looked = looked && g == l.gen // looked up since the last append: still unrecorded
+	l.outcomesMu.Unlock()
+	if pending || recent {
 		return fmt.Errorf("%w: %q", ErrDuplicateCommand, id)
 	}
-	if l.recent.contains(key) {
-		return fmt.Errorf("%w: %q", ErrDuplicateCommand, id)
-	}
-	if l.filter.provesAbsent(l.filter.hashString(key)) {
+	if absent || looked {
 		return nil
-	}
-	if g, ok := l.absent[key]; ok && g == l.gen {
-		return nil // looked up since the last append: still unrecorded
 	}
 	_, found, err := l.lookupOutcome([]byte(key))
 	if err != nil {

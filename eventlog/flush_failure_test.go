@@ -161,43 +161,8 @@ func TestACancelledFlushIsNoFailure(t *testing.T) {
 // commands engine) nor crewd learnt of it; StorageStats answers meanwhile, and every other write is refused. What
 // was acknowledged before is in the WAL.
 func TestAFlushThatFailsAfterTheAppendsStalledFailsTheLogStop(t *testing.T) {
-	mem := vfs.NewCrashableMem()
-	var full atomic.Bool
-	release := make(chan struct{})
-	toggle := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if !strings.HasSuffix(op.Path, ".sst") || op.Kind.ReadOrWrite() != errorfs.OpIsWrite {
-			return nil
-		}
-		<-release // NB: a slow disk: the flush's table waits while the appends fill the next memtable
-		if full.Load() {
-			return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
-		}
-		return nil
-	})}
-	l, err := Open("db", &Options{FS: errorfs.Wrap(mem, toggle), MemTableSize: 256 << 10})
-	require.NoError(t, err)
-	full.Store(true)
-	toggle.On()
-	released := false
-	t.Cleanup(func() {
-		// NB: the disk gets its space back, so that the flush and the held append end and the store closes.
-		full.Store(false)
-		if !released {
-			close(release)
-		}
-		_ = l.Close()
-	})
-
-	var acked atomic.Uint64
-	appended := appendMemTablesOf4KiB(l, &acked)
-	require.Eventually(t, func() bool { n, _ := l.stalls.read(time.Now()); return n > 0 }, 10*time.Second,
-		time.Millisecond, "Pebble did not hold the appends back")
-	time.Sleep(50 * time.Millisecond)
-	select {
-	case err := <-appended:
-		t.Fatalf("the appends were not held back: %v", err)
-	default:
-	}
+	h := holdAppendsInPebble(t, Options{})
+	l := h.l
 	writes := map[string]func() error{
 		"SaveView":      func() error { return l.SaveView("run", 1, []byte("v")) },
 		"SaveSummaries": func() error { return l.SaveSummaries([]Summary{{Stream: "run", Ord: 1, Position: 1}}) },
@@ -222,8 +187,7 @@ func TestAFlushThatFailsAfterTheAppendsStalledFailsTheLogStop(t *testing.T) {
 		default:
 		}
 	}
-	close(release)
-	released = true
+	h.fillDisk()
 
 	select {
 	case <-l.Failed():
@@ -258,7 +222,117 @@ func TestAFlushThatFailsAfterTheAppendsStalledFailsTheLogStop(t *testing.T) {
 	}
 
 	// Nothing acknowledged is lost: it is in the WAL, which a store reopened on a disk with space flushes.
-	requireHolds(t, mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0}), acked.Load())
+	requireHolds(t, h.mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0}), h.acked.Load())
+}
+
+// The outcome of a command is answered while an append waits inside Pebble, before and after the flush it waits for
+// fails: a command acknowledged (read from Pebble), the command of the held append (being recorded) and one never
+// sent (unrecorded), where the lookup waited for the log's lock, which the held append holds, and once the flush
+// failed waited for good: a cluster follower's answer to a retry that its broker refused (commands'
+// recordedOrRefused), whose copier's append Pebble held, with it.
+func TestAnOutcomeIsAnsweredWhileAnAppendIsHeldInPebble(t *testing.T) {
+	h := holdAppendsInPebble(t, Options{RecentOutcomes: 1}) // NB: the acknowledged outcomes are read from Pebble
+	acked := h.acked.Load()
+	require.Positive(t, acked)
+	lookups := []struct {
+		id       string
+		recorded bool
+	}{
+		{id: "0", recorded: true},
+		{id: fmt.Sprint(acked - 1), recorded: true}, // appendMemTablesOf4KiB's command i has position i+1
+		{id: fmt.Sprint(acked)},                     // the held append's
+		{id: "never sent"},
+	}
+	requireAnswered := func(when string) {
+		for _, lookup := range lookups {
+			type answer struct {
+				o   Outcome
+				err error
+			}
+			answered := make(chan answer, 1)
+			go func() {
+				o, err := h.l.Outcome("", lookup.id)
+				answered <- answer{o, err}
+			}()
+			select {
+			case a := <-answered:
+				if lookup.recorded {
+					require.NoError(t, a.err, "%s: %s", when, lookup.id)
+					require.Equal(t, lookup.id, a.o.CommandID)
+				} else {
+					require.ErrorIs(t, a.err, ErrNotFound, "%s: %s", when, lookup.id)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("the outcome of %q is not answered %s", lookup.id, when)
+			}
+		}
+	}
+	requireAnswered("while an append is held in Pebble")
+	h.fillDisk()
+	select {
+	case <-h.l.Failed():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the log did not fail stop while an append waits in Pebble")
+	}
+	requireAnswered("once the flush the held append waits for failed")
+}
+
+// heldAppends is a log on a slow disk that then fills up (holdAppendsInPebble), its appends held inside Pebble.
+type heldAppends struct {
+	l       *Log
+	mem     *vfs.MemFS
+	acked   atomic.Uint64 // the last position acknowledged
+	full    atomic.Bool   // the disk refuses the flush's table once released
+	release chan struct{} // closed to let the flush's table write go on
+	done    bool          // release is closed
+}
+
+// holdAppendsInPebble opens a log with opts (its FS and MemTableSize set here) whose flush waits for a slow disk (the
+// table's writes wait for fillDisk) while appends fill the next memtable, and returns once Pebble holds an append
+// back inside it, the log's lock held: a slow disk that then fills up, when the flush fails. The disk gets its space
+// back at the test's end, so that the flush and the held append end and the store closes.
+func holdAppendsInPebble(t *testing.T, opts Options) *heldAppends {
+	h := &heldAppends{mem: vfs.NewCrashableMem(), release: make(chan struct{})}
+	toggle := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if !strings.HasSuffix(op.Path, ".sst") || op.Kind.ReadOrWrite() != errorfs.OpIsWrite {
+			return nil
+		}
+		<-h.release // NB: a slow disk: the flush's table waits while the appends fill the next memtable
+		if h.full.Load() {
+			return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
+		}
+		return nil
+	})}
+	opts.FS, opts.MemTableSize = errorfs.Wrap(h.mem, toggle), 256<<10
+	l, err := Open("db", &opts)
+	require.NoError(t, err)
+	h.l = l
+	h.full.Store(true)
+	toggle.On()
+	t.Cleanup(func() {
+		h.full.Store(false)
+		if !h.done {
+			close(h.release)
+		}
+		_ = l.Close()
+	})
+
+	appended := appendMemTablesOf4KiB(l, &h.acked)
+	require.Eventually(t, func() bool { n, _ := l.stalls.read(time.Now()); return n > 0 }, 10*time.Second,
+		time.Millisecond, "Pebble did not hold the appends back")
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case err := <-appended:
+		t.Fatalf("the appends were not held back: %v", err)
+	default:
+	}
+	return h
+}
+
+// fillDisk lets the flush's table write go on, and the disk refuse it: the flush fails, the append held for good.
+func (h *heldAppends) fillDisk() {
+	close(h.release)
+	h.done = true
 }
 
 // appendMemTablesOf4KiB appends four memtables' worth of 4 KiB events to l (Pebble holds writes back once two are

@@ -36,7 +36,7 @@ type Log struct {
 	// ingestMu serialises ingestions, which share one file name.
 	ingestMu sync.Mutex
 
-	mu       sync.Mutex // guards the fields below and the order of hand-off to Pebble
+	mu       sync.Mutex // guards the fields below up to outcomesMu, and the order of hand-off to Pebble
 	next     uint64     // next position to assign
 	prevHash [32]byte   // hash of position next-1
 	// versions caches each stream's version for the next append to it, with
@@ -46,18 +46,6 @@ type Log struct {
 	// versionsSwept is the entries the last sweep left.
 	versions      map[string]streamVersion
 	versionsSwept int
-	pending       map[string]struct{} // outcome keys handed to Pebble but not yet synced
-	// gen counts appends handed to Pebble; absent holds outcome keys an
-	// Outcome lookup found unrecorded, with the gen it saw. Until the next
-	// append nothing can record them, so Append may skip its own lookup:
-	// a writer that looks an id up before appending it pays one Get, not
-	// two.
-	gen    uint64
-	absent map[string]uint64
-	recent *recentOutcomes // outcomes synced since Open, bounded (recent.go)
-	// filter proves most new command ids unrecorded without a Pebble read
-	// (outcome_filter.go); nil on a read-only log or an older format.
-	filter *outcomeFilter
 	// filterDone is closed when the filter's background build has stopped;
 	// nil until the first append starts it.
 	filterDone chan struct{}
@@ -76,6 +64,28 @@ type Log struct {
 	stageGroups  map[string]uint64             // group → its tally after the writes so far (tally.go)
 	tallyGroup   func(principal string) string // SetTallyGroup's; nil: no group tallies
 	stageRuns    stagedRuns
+
+	// outcomesMu guards the fields below up to summaries: what an Outcome
+	// lookup reads besides Pebble. Taken after mu, never before it.
+	//
+	// NB: not mu, which an append holds while Pebble holds its hand-off
+	// back (a write stall, and for good once the flush it waits for
+	// fails): a lookup, which reads only durable outcomes, waited for it.
+	outcomesMu sync.Mutex
+	// pending holds the outcome keys of the appends handed to Pebble (from
+	// before the hand-off) whose sync has not returned.
+	pending map[string]struct{}
+	// gen counts appends handed to Pebble; absent holds outcome keys an
+	// Outcome lookup found unrecorded, with the gen it saw. Until the next
+	// append nothing can record them, so Append may skip its own lookup:
+	// a writer that looks an id up before appending it pays one Get, not
+	// two.
+	gen    uint64
+	absent map[string]uint64
+	recent *recentOutcomes // outcomes synced since Open, bounded (recent.go)
+	// filter proves most new command ids unrecorded without a Pebble read
+	// (outcome_filter.go); nil on a read-only log or an older format.
+	filter *outcomeFilter
 
 	// summaries is what the log keeps of its index of summaries
 	// (summary_index.go).

@@ -139,12 +139,13 @@ func (l *Log) Outcome(principal, commandID string) (Outcome, error) {
 	var buf [96]byte
 	key := appendOutcomeKey(buf[:0], principal, commandID)
 	h := l.filter.hash(key)
-	l.mu.Lock()
+	// NB: outcomesMu, not l.mu, which an append holds while Pebble holds it back (log.go).
+	l.outcomesMu.Lock()
 	_, pending := l.pending[string(key)]
 	o, recent := l.recent.get(key)
 	absent := l.filter.provesAbsent(h)
 	gen := l.gen
-	l.mu.Unlock()
+	l.outcomesMu.Unlock()
 	if pending {
 		return Outcome{}, &unrecordedError{commandID: commandID, pending: true}
 	}
@@ -227,8 +228,8 @@ const maxAbsent = 1 << 16
 // staged since gen. If one was staged meanwhile, the observation may be
 // stale and is dropped.
 func (l *Log) noteAbsent(key string, gen uint64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.outcomesMu.Lock()
+	defer l.outcomesMu.Unlock()
 	if l.gen == gen && len(l.absent) < maxAbsent {
 		l.absent[key] = gen
 	}

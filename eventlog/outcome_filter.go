@@ -37,12 +37,12 @@ import (
 // instead of six (0.9 %), and 4 million six instead of ten (1.1 %
 // instead of 1.8 %).
 //
-// Not safe for concurrent use, but bytes: the Log guards it with its mutex.
+// Not safe for concurrent use, but bytes: the Log guards it with outcomesMu.
 type outcomeFilter struct {
 	seed  maphash.Seed
 	parts []filterPart
 	ready bool         // the scan of the keys already stored has finished
-	size  atomic.Int64 // the parts' bytes, read without the Log's mutex (StorageStats)
+	size  atomic.Int64 // the parts' bytes, read without outcomesMu (StorageStats)
 }
 
 type filterPart struct {
@@ -63,7 +63,7 @@ func newOutcomeFilter() *outcomeFilter {
 }
 
 // hash is the key's hash; add and mayContain take it so that a caller can
-// hash outside the Log's mutex.
+// hash outside outcomesMu.
 func (f *outcomeFilter) hash(key []byte) uint64 {
 	if f == nil {
 		return 0
@@ -151,7 +151,7 @@ func (p *filterPart) has(h uint64) bool {
 }
 
 // filterScanChunk is how many stored keys the scan hashes between two
-// acquisitions of the Log's mutex (which appends hold to stage).
+// acquisitions of outcomesMu (which appends and lookups take).
 const filterScanChunk = 4096
 
 // buildOutcomeFilter adds every outcome key already stored to l.filter and
@@ -175,11 +175,11 @@ func (l *Log) buildOutcomeFilter() {
 	}
 	hashes := make([]uint64, 0, filterScanChunk)
 	flush := func() {
-		l.mu.Lock()
+		l.outcomesMu.Lock()
 		for _, h := range hashes {
 			l.filter.add(h)
 		}
-		l.mu.Unlock()
+		l.outcomesMu.Unlock()
 		hashes = hashes[:0]
 	}
 	for ok := it.First(); ok; ok = it.Next() {
@@ -196,7 +196,7 @@ func (l *Log) buildOutcomeFilter() {
 		return
 	}
 	flush()
-	l.mu.Lock()
+	l.outcomesMu.Lock()
 	l.filter.ready = true
-	l.mu.Unlock()
+	l.outcomesMu.Unlock()
 }

@@ -62,9 +62,9 @@ func (u *Upgrade) MoveOutcomes(principalOf func(first *Event) string) (moved int
 // NB: the only deletion of outcome keys there is, so it empties the index
 // of recent outcomes, which may hold them (recent.go).
 func (l *Log) stageLegacyOutcomes(b *pebble.Batch) error {
-	l.mu.Lock()
+	l.outcomesMu.Lock()
 	l.recent.reset()
-	l.mu.Unlock()
+	l.outcomesMu.Unlock()
 	_, err := eachKey(l.db, prefixOutcome, func(k, v []byte) error {
 		o, err := decodeOutcome(k, v)
 		if err != nil {

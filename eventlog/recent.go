@@ -16,7 +16,7 @@ package eventlog
 // Eviction is first in, first out, by count and by bytes, so that neither
 // many small outcomes nor a few large results can grow it past its bounds.
 //
-// Not safe for concurrent use: the Log guards it with its mutex.
+// Not safe for concurrent use: the Log guards it with outcomesMu.
 type recentOutcomes struct {
 	maxEntries int
 	maxBytes   int
