@@ -80,6 +80,9 @@ type Options struct {
 	// sync still pending after a write made without one and hands its batch to Pebble: a test forces such a write in
 	// just before them. Nil in production.
 	beforeSyncedHandOff func()
+	// beforeOutcomeRead, when set, is called by Outcome once it has checked what it holds in memory and before it
+	// reads the outcome table: a test forces an append's hand-off into that gap. Nil in production.
+	beforeOutcomeRead func()
 }
 
 // Validate reports every problem with the options at once.

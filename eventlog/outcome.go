@@ -158,6 +158,9 @@ func (l *Log) Outcome(principal, commandID string) (Outcome, error) {
 		return o, nil
 	}
 	owned := bytes.Clone(key)
+	if l.opts.beforeOutcomeRead != nil {
+		l.opts.beforeOutcomeRead()
+	}
 	v, found, err := l.lookupOutcome(owned)
 	if err != nil {
 		return Outcome{}, err
@@ -166,7 +169,20 @@ func (l *Log) Outcome(principal, commandID string) (Outcome, error) {
 		l.noteAbsent(string(owned), gen)
 		return Outcome{}, &unrecordedError{commandID: commandID}
 	}
+	// NB: Pebble shows an append's batch from its hand-off on, before its sync, and the append may have been staged
+	// since the check above: it is pending from before its hand-off until its sync returned (or for good, failed).
+	if l.isPending(owned) {
+		return Outcome{}, &unrecordedError{commandID: commandID, pending: true}
+	}
 	return decodeOutcome(owned, v)
+}
+
+// isPending reports whether key is the outcome key of an append handed to Pebble whose sync has not returned.
+func (l *Log) isPending(key []byte) bool {
+	l.outcomesMu.Lock()
+	defer l.outcomesMu.Unlock()
+	_, pending := l.pending[string(key)]
+	return pending
 }
 
 // unrecordedError is Outcome's answer for an id with no durable outcome; it

@@ -108,3 +108,40 @@ func TestStagedSyncFailureFailsTheLaterStages(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
+
+// A lookup that checked a command id's pending appends before the id was staged, and reads Pebble after the hand-off,
+// reports it not found until its Wait, as a lookup made after the Stage does, where it answered the outcome Pebble
+// shows from the hand-off on, before the sync: one whose sync then failed was answered as recorded, and a retry
+// told of a command the store never held.
+func TestAnOutcomeReadAcrossAStageIsNotFoundUntilItsWait(t *testing.T) {
+	reading, read := make(chan struct{}), make(chan struct{})
+	var opts Options
+	opts.FS = vfs.NewMem()
+	opts.beforeOutcomeRead = func() {
+		close(reading)
+		<-read
+	}
+	l, err := Open("db", &opts)
+	require.NoError(t, err)
+	defer l.Close()
+
+	looked := make(chan error, 1)
+	go func() {
+		// NB: before the first append, so that the outcome filter (not yet built) proves nothing and Pebble is read.
+		_, err := l.Outcome("p", "a")
+		looked <- err
+	}()
+	<-reading
+	s, err := l.Stage(Write{Principal: "p", CommandID: "a", Events: evs("run", 1)})
+	require.NoError(t, err)
+	close(read)
+	lookup := <-looked
+	l.opts.beforeOutcomeRead = nil
+	_, err = s.Wait() // NB: before the test may stop: Close waits for it
+	require.NoError(t, err)
+	require.ErrorIs(t, lookup, ErrNotFound, "the outcome before its Wait")
+
+	o, err := l.Outcome("p", "a")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, o.First)
+}
