@@ -45,7 +45,6 @@ type flushFailure struct {
 	logger pebble.Logger
 	last   atomic.Pointer[error] // the error of the last flush FlushEnd was told of
 	log    atomic.Pointer[Log]   // set once Open has built the log
-	failed atomic.Bool           // the log was failed by a flush
 }
 
 // listen adds the flush's failure to el, whose BackgroundError must be unset, and logs every background error as
@@ -66,7 +65,8 @@ func (f *flushFailure) listen(el *pebble.EventListener) {
 		if last == nil || !errors.Is(err, *last) {
 			return
 		}
-		if l := f.log.Load(); l != nil && f.failed.CompareAndSwap(false, true) {
+		if l := f.log.Load(); l != nil {
+			// NB: fail keeps the first failure: a retry's, told again, changes nothing.
 			l.fail(fmt.Errorf("flush: %w", err))
 		}
 		time.Sleep(flushRetryPause)
