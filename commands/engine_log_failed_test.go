@@ -100,7 +100,8 @@ func TestAnEngineStopsWhenItsLogsFlushFails(t *testing.T) {
 // A flush that fails only after Pebble held the engine's commit back (its second memtable full, queued for the
 // flush), the writer waiting inside Pebble for good, stops the engine all the same: Failed closes and Err says why,
 // so that crewd exits, where neither the log nor the engine told of the failure, whose writer cannot; and the callers
-// waiting for that writer, or for room in its queue, are answered with the failure (stuck).
+// waiting for that writer, or for room in its queue, are answered with the failure (stuck), and so is a cluster
+// follower's catch-up (CatchUp), where it waited for that writer for as long as its context lasted.
 func TestAnEngineStopsWhenItsLogsFlushFailsWithItsWriterHeldInPebble(t *testing.T) {
 	var full atomic.Bool
 	release := make(chan struct{})
@@ -146,6 +147,8 @@ func TestAnEngineStopsWhenItsLogsFlushFailsWithItsWriterHeldInPebble(t *testing.
 		_, err := e.SubmitAll(context.Background(), rs)
 		queued <- err
 	}()
+	caught := make(chan error, 1)
+	go func() { caught <- e.CatchUp(context.Background()) }()
 	close(release)
 	released = true
 
@@ -170,6 +173,12 @@ func TestAnEngineStopsWhenItsLogsFlushFailsWithItsWriterHeldInPebble(t *testing.
 		require.ErrorIs(t, err, ErrFailed, "the commands waiting for room in the queue are answered with the failure")
 	case <-time.After(5 * time.Second):
 		t.Fatal("a command waiting for room in the queue of the writer held inside Pebble is not answered")
+	}
+	select {
+	case err := <-caught:
+		require.ErrorIs(t, err, ErrFailed, "the catch-up waiting for the writer is answered with the failure")
+	case <-time.After(5 * time.Second):
+		t.Fatal("a catch-up waiting for the writer held inside Pebble is not answered")
 	}
 }
 

@@ -19,7 +19,8 @@ import (
 //
 // CatchUp runs on the writer goroutine, between groups. An error reading or
 // decoding the log makes the engine fail stop (the state may hold part of
-// the events); it is returned wrapping ErrFailed.
+// the events); it is returned wrapping ErrFailed, as is the failure of an
+// engine that stopped without its writer, held inside its failed log.
 func (e *Engine) CatchUp(ctx context.Context) error {
 	c := make(chan error, 1)
 	select {
@@ -29,6 +30,9 @@ func (e *Engine) CatchUp(ctx context.Context) error {
 			return err
 		}
 		return ErrClosed
+	case <-e.stuck:
+		// NB: the writer is held inside the log for good (stopWithLog) and takes no catch-up: the engine failed.
+		return e.failure()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
