@@ -76,8 +76,9 @@
 //     failure is recorded without the log's lock, which that append holds,
 //     so Failed and Err tell of it all the same, the writes other than
 //     appends, made before the failure or after it, are refused at it
-//     (none waits for the locks that append holds), and StorageStats and
-//     Outcome answer, but Close cannot end (it waits for that append), and the
+//     (none waits for the locks that append holds), StorageStats and
+//     Outcome answer, and so does the Wait of an append staged before it,
+//     once synced; but Close cannot end (it waits for that append), and the
 //     process exits without it (crewd bounds its wait). Nothing
 //     acknowledged is lost: it is in the WAL,
 //     which the next Open replays and flushes; the held append was never

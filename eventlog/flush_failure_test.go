@@ -161,7 +161,7 @@ func TestACancelledFlushIsNoFailure(t *testing.T) {
 // commands engine) nor crewd learnt of it; StorageStats answers meanwhile, and every other write is refused. What
 // was acknowledged before is in the WAL.
 func TestAFlushThatFailsAfterTheAppendsStalledFailsTheLogStop(t *testing.T) {
-	h := holdAppendsInPebble(t, Options{})
+	h := holdAppendsInPebble(t, Options{}, nil)
 	l := h.l
 	writes := map[string]func() error{
 		"SaveView":      func() error { return l.SaveView("run", 1, []byte("v")) },
@@ -231,7 +231,7 @@ func TestAFlushThatFailsAfterTheAppendsStalledFailsTheLogStop(t *testing.T) {
 // failed waited for good: a cluster follower's answer to a retry that its broker refused (commands'
 // recordedOrRefused), whose copier's append Pebble held, with it.
 func TestAnOutcomeIsAnsweredWhileAnAppendIsHeldInPebble(t *testing.T) {
-	h := holdAppendsInPebble(t, Options{RecentOutcomes: 1}) // NB: the acknowledged outcomes are read from Pebble
+	h := holdAppendsInPebble(t, Options{RecentOutcomes: 1}, nil) // NB: the acknowledged outcomes are read from Pebble
 	acked := h.acked.Load()
 	require.Positive(t, acked)
 	lookups := []struct {
@@ -277,6 +277,35 @@ func TestAnOutcomeIsAnsweredWhileAnAppendIsHeldInPebble(t *testing.T) {
 	requireAnswered("once the flush the held append waits for failed")
 }
 
+// A staged append whose sync is over is answered, and shown to readers, while a later append waits inside Pebble,
+// where its Wait waited for the log's lock, which the held append holds, and for good once the flush failed: a
+// commit the engine had made durable was answered as in doubt, its callers told of the failure.
+func TestAStagedAppendIsAnsweredWhileALaterOneIsHeldInPebble(t *testing.T) {
+	var staged *Staged
+	h := holdAppendsInPebble(t, Options{}, func(l *Log) {
+		var err error
+		staged, err = l.Stage(Write{Principal: "p", CommandID: "staged", Events: evs("run", 1)})
+		require.NoError(t, err)
+	})
+	waited := make(chan error, 1)
+	go func() {
+		_, err := staged.Wait()
+		waited <- err
+	}()
+	select {
+	case err := <-waited:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the staged append's Wait waits for the append held in Pebble")
+	}
+	o, err := h.l.Outcome("p", "staged")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, o.First)
+	ev, err := h.l.Event(1)
+	require.NoError(t, err)
+	require.Equal(t, "staged", ev.CommandID)
+}
+
 // heldAppends is a log on a slow disk that then fills up (holdAppendsInPebble), its appends held inside Pebble.
 type heldAppends struct {
 	l       *Log
@@ -289,9 +318,10 @@ type heldAppends struct {
 
 // holdAppendsInPebble opens a log with opts (its FS and MemTableSize set here) whose flush waits for a slow disk (the
 // table's writes wait for fillDisk) while appends fill the next memtable, and returns once Pebble holds an append
-// back inside it, the log's lock held: a slow disk that then fills up, when the flush fails. The disk gets its space
-// back at the test's end, so that the flush and the held append end and the store closes.
-func holdAppendsInPebble(t *testing.T, opts Options) *heldAppends {
+// back inside it, the log's lock held: a slow disk that then fills up, when the flush fails. before, when set, is
+// called with the log before the appends start. The disk gets its space back at the test's end, so that the flush
+// and the held append end and the store closes.
+func holdAppendsInPebble(t *testing.T, opts Options, before func(*Log)) *heldAppends {
 	h := &heldAppends{mem: vfs.NewCrashableMem(), release: make(chan struct{})}
 	toggle := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
 		if !strings.HasSuffix(op.Path, ".sst") || op.Kind.ReadOrWrite() != errorfs.OpIsWrite {
@@ -317,6 +347,9 @@ func holdAppendsInPebble(t *testing.T, opts Options) *heldAppends {
 		_ = l.Close()
 	})
 
+	if before != nil {
+		before(l)
+	}
 	appended := appendMemTablesOf4KiB(l, &h.acked)
 	require.Eventually(t, func() bool { n, _ := l.stalls.read(time.Now()); return n > 0 }, 10*time.Second,
 		time.Millisecond, "Pebble did not hold the appends back")
