@@ -274,8 +274,9 @@
 // Not guaranteed: the order of writes across runs, and events pi-crew
 // compacted away before the follower read them (the reconcile supplies the
 // end state, as for the one-shot import). A steering line waits for its
-// mailbox message until every mailbox file of its run was read to its end
-// in a later pass, then gets a message of its own; a steer's mailbox line
+// mailbox message until each mailbox file of its run was read to its end
+// (or found replaced or rewritten) in a pass after the one that read the
+// line, then gets a message of its own; a steer's mailbox line
 // read after that (pi-crew writes it first) is recorded too, under the
 // import's ids, but the message crewd holds is the steer's
 // (docs/picrew.md).

@@ -36,6 +36,9 @@ type tailState struct {
 	// waited: a pass found the live file (events.jsonl, a mailbox's inbox.jsonl or outbox.jsonl) replaced and left
 	// the new file to the next (waitsForArchive), which reads what it finds.
 	waited bool
+	// readIn is the last pass of its run (runFollower.passes) that read the file to its end, or found it replaced or
+	// rewritten (readTail), 0: none.
+	readIn uint64
 }
 
 // stamp tells whether a file changed: pi-crew rewrites its whole files
@@ -110,10 +113,11 @@ type runFollower struct {
 	pending []planned
 	// pendingBytes are the bytes of the lines read since pending was last empty (maxPendingBytes).
 	pendingBytes int64
-	// passes counts the passes that read the run's files, and mailboxesRead says whether the one reading them read
-	// every mailbox file of the run to its end (readTail), which it reads before the steering files (listFiles).
-	passes        uint64
-	mailboxesRead bool
+	// passes counts the passes that read the run's files, and mailboxesReadIn is the earliest of its mailbox files'
+	// last passes that read them to their end (tailState.readIn), as the pass reading them found it (it reads them
+	// before the steering files: listFiles): a steering line held in pass h waits until it is past h (planLine).
+	passes          uint64
+	mailboxesReadIn uint64
 	// tasksReread: tasks.json was read again since the file being read was (readTail), for a line naming a task the
 	// tasks read lacked (planLine).
 	tasksReread bool
@@ -305,12 +309,18 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 	p := r.p
 	f.readTasks(r)
 	r.passes++
-	r.mailboxesRead = true
+	r.mailboxesReadIn = r.passes
 	for _, path := range f.followedFiles(r) {
 		// NB: the mailbox files are listed before the steering files (listFiles), so a steering line waiting for its
-		// message (planLine) is let go by what this pass read of them.
-		if t := r.tails[path]; !f.readTail(r, path, t, -1) && t.kind == mailboxFile {
-			r.mailboxesRead = false
+		// message (planLine) is let go by what this and earlier passes read of them: each file read to its end once
+		// after the line was, in a pass of its own or not. A file not listed is gone, or the listing failed
+		// (src.failed), which holds the line anyway.
+		t := r.tails[path]
+		if f.readTail(r, path, t, -1) {
+			t.readIn = r.passes
+		}
+		if t.kind == mailboxFile {
+			r.mailboxesReadIn = min(r.mailboxesReadIn, t.readIn)
 		}
 	}
 	dp := r.wholePath("delivery.json")
@@ -697,7 +707,8 @@ func contains(ss []string, s string) bool {
 // readTail plans the complete lines a file gained. With upTo >= 0 it is
 // priming: it reads only the lines that end at or before upTo, to rebuild
 // the planner. through says whether it read every complete line the file
-// held when it looked at it.
+// held when it looked at it, or found it replaced or rewritten in place:
+// either way, nothing the file held before is left to read (planLine).
 func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int64) (through bool) {
 	replay := upTo >= 0
 	s := f.src
@@ -725,12 +736,18 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 		f.notify(r.id)
 		return false
 	}
+	// NB: a file replaced or rewritten is through even if what it holds now takes more than this read: a worker
+	// rewriting its mailbox file (the last line read of one longer than maxTailRead) before every pass held every
+	// steering line of its run that waited for it for good (planLine).
+	replaced := false
 	if changed, why := t.changed(inode, size); changed && !replay {
 		s.skip(r.id, t.rel, 0, 0, "%s", why)
 		t.reset(inode)
+		replaced = true
 	} else if !replay && size != t.offset && t.rewritten(f.src.files(), path) {
 		s.skip(r.id, t.rel, 0, 0, "rewritten in place (the last line read is no longer where it was): read again from the start")
 		t.reset(inode)
+		replaced = true
 	}
 	if size == t.offset {
 		t.size = size
@@ -739,12 +756,12 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 	lines, partial, err := t.read(f.src.files(), path)
 	switch {
 	case errors.Is(err, errNotLookedAt):
-		return false // the next pass looks at the file now under the name
+		return replaced // the next pass looks at the file now under the name
 	case errors.Is(err, errLongLine):
 		s.skip(r.id, t.rel, int(t.lines+1), 0, "line longer than %d bytes: skipped", maxTailRead)
 		t.offset += maxTailRead
 		t.hash, t.lastLen, t.skipping, t.dirty = "", -1, true, true
-		return false
+		return replaced
 	case err != nil:
 		s.unreadable(r.id, path, err, "unreadable: %v (retrying)")
 		return false
@@ -787,7 +804,7 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 	if partial >= 0 && !replay && t.partial.observe(partial, size, f.o.now(), f.o.SettleAfter) {
 		s.skip(r.id, t.rel, int(t.lines+1), 0, "partial last line (no newline yet) at byte %d, unchanged for %s: read when it is complete", partial, f.o.SettleAfter)
 	}
-	return through
+	return through || replaced
 }
 
 // waitsForArchive reports whether the live file at path (events.jsonl, or a mailbox's inbox.jsonl or outbox.jsonl),
@@ -905,20 +922,22 @@ func (f *Follower) planLine(r *runFollower, t *tailState, l line, read int64, re
 		}
 		if st.ID != "" && !p.msgIDs[st.ID] && !replay {
 			// pi-crew's broker appends the steer's mailbox message first: a steering line whose message is not read
-			// yet waits until every mailbox file of the run has been read to its end in a pass after the one that
+			// yet waits until each mailbox file of the run has been read to its end in a pass after the one that
 			// first read the line, which finds the message if a file holds it (the import of the finished files
 			// pairs them the same way); a legacy line, or one whose message is gone (an archive removed), is then
 			// imported with a message of its own. NB: a wait of a time instead (SettleAfter) let a line go before a
 			// mailbox read over more passes than that reached its message, which was then left out (planLine of a
 			// mailbox line); a wait for the message itself held every later line of the file for as long as the run
-			// lived when it was gone. Lines read together wait together: from the line before it let through, a
-			// file of n lines whose messages never came took n waits. While a file of the run cannot be read
-			// (src.failed), a mailbox file may hold the message: the line waits as long as that lasts.
+			// lived when it was gone; a wait for one pass reading every mailbox file to its end held it for as long
+			// as a worker replaced its inbox and outbox in turn, each pass leaving one to the next (waitsForArchive).
+			// Lines read together wait together: from the line before it let through, a file of n lines whose
+			// messages never came took n waits. While a file of the run cannot be read (src.failed), a mailbox file
+			// may hold the message: the line waits as long as that lasts.
 			if t.heldIn == 0 || l.end > t.holdUpTo {
 				t.heldIn, t.holdUpTo = r.passes, read
 				f.notify(r.id) // the next pass reads the mailbox files again at once, not at the poll
 			}
-			if t.heldIn == r.passes || !r.mailboxesRead || s.failed {
+			if t.heldIn == r.passes || r.mailboxesReadIn <= t.heldIn || s.failed {
 				return false
 			}
 		}
