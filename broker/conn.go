@@ -280,6 +280,9 @@ func (c *conn) answer(id, method string, raw json.RawMessage) bool {
 		return c.refuse(id, method, we)
 	}
 	c.s.requests.add(method, nil)
+	if c.s.answering != nil {
+		c.s.answering(c, method)
+	}
 	return c.sendResponse(frame)
 }
 

@@ -44,6 +44,9 @@ type Server struct {
 	onEnding func()
 	// feedStarting is nil; tests hold the feed (set before Serve) as its goroutine starts, before it follows the log.
 	feedStarting func()
+	// answering is nil; tests hold a connection's reader as it is about to send the answer to a request of method,
+	// as a client that does not read its socket holds it (up to writeTimeout).
+	answering func(c *conn, method string)
 	// feedRechecks counts the connections the feed re-checked for an event that can end credentials (closeEnded):
 	// tests learn how far an event's re-check reached.
 	feedRechecks atomic.Int64
