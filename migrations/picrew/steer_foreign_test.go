@@ -2,7 +2,6 @@ package picrew
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -55,16 +54,5 @@ func TestASteeringLineUnderAnotherMailboxsMessageIsSkipped(t *testing.T) {
 			`(a message id is its run's one message)`,
 		prefix + `02_exec.jsonl:1: steer steer_lone of task 02_exec: its id is a message of 01_plan's mailbox: ` +
 			`skipped (a message id is its run's one message)`,
-	}, filterReports(reports, prefix))
-}
-
-// filterReports are the reports that start with prefix.
-func filterReports(reports []string, prefix string) []string {
-	var out []string
-	for _, r := range reports {
-		if strings.HasPrefix(r, prefix) {
-			out = append(out, r)
-		}
-	}
-	return out
+	}, withPrefix(reports, prefix))
 }
