@@ -306,6 +306,9 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch), s
 		l.rollbackVersions(ws)
 		return nil, 0, nil, head{}, fmt.Errorf("%w: apply: %v", ErrFailed, err)
 	}
+	if l.opts.afterHandOff != nil {
+		l.opts.afterHandOff()
+	}
 	l.next, l.prevHash = pos, prev
 	if l.filter != nil && l.filterDone == nil {
 		// NB: the first append starts the filter's build, not Open: a

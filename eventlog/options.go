@@ -83,6 +83,9 @@ type Options struct {
 	// beforeOutcomeRead, when set, is called by Outcome once it has checked what it holds in memory and before it
 	// reads the outcome table: a test forces an append's hand-off into that gap. Nil in production.
 	beforeOutcomeRead func()
+	// afterHandOff, when set, is called by an append once Pebble holds its batch, which Pebble shows to readers
+	// before its sync, with the log's lock held: a test looks the append's outcome up in that gap. Nil in production.
+	afterHandOff func()
 }
 
 // Validate reports every problem with the options at once.

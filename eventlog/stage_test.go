@@ -1,6 +1,7 @@
 package eventlog
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -140,6 +141,37 @@ func TestAnOutcomeReadAcrossAStageIsNotFoundUntilItsWait(t *testing.T) {
 	_, err = s.Wait() // NB: before the test may stop: Close waits for it
 	require.NoError(t, err)
 	require.ErrorIs(t, lookup, ErrNotFound, "the outcome before its Wait")
+
+	o, err := l.Outcome("p", "a")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, o.First)
+}
+
+// An append's command id is being recorded from before its hand-off to Pebble, which shows the batch to readers
+// before its sync: a lookup made once Pebble holds the batch, and before the append is done staging, answers it
+// not found (being recorded) from the outcome table it reads, until its Wait. Marked pending only after the
+// hand-off, it was answered as recorded in that gap: one whose sync then failed as well, a command the store never
+// held.
+func TestAnOutcomeHandedToPebbleIsBeingRecordedFromItsHandOff(t *testing.T) {
+	var opts Options
+	opts.FS = vfs.NewMem()
+	var l *Log
+	lookup := errors.New("not looked up")
+	opts.afterHandOff = func() {
+		// NB: the first append, so that the outcome filter (not yet built) proves nothing and Pebble is read.
+		_, lookup = l.Outcome("p", "a")
+	}
+	l, err := Open("db", &opts)
+	require.NoError(t, err)
+	defer l.Close()
+
+	s, err := l.Stage(Write{Principal: "p", CommandID: "a", Events: evs("run", 1)})
+	require.NoError(t, err)
+	l.opts.afterHandOff = nil
+	_, err = s.Wait() // NB: before the test may stop: Close waits for it
+	require.NoError(t, err)
+	require.ErrorIs(t, lookup, ErrNotFound, "the outcome Pebble shows before its sync")
+	require.ErrorContains(t, lookup, "being recorded")
 
 	o, err := l.Outcome("p", "a")
 	require.NoError(t, err)
