@@ -138,9 +138,10 @@ func TestAPacedStreamSendsKeepAlivesWhileItWaits(t *testing.T) {
 }
 
 // TestALiveStreamIsChargedTheEventsItIsSent: a read-only token's live stream took every event the hub read for it
-// free of charge, where a socket subscription is charged every event it is pushed, so the token's streams cost
-// nothing of its pace however much they were sent. The hub reads each event once for every stream, so each stream is
-// charged what it is sent from that read: one unit per event.
+// free of charge, where a socket subscription is charged every event it reads, so the token's streams cost nothing
+// of its pace however much they were sent. The hub reads each event once for every stream, so each stream is
+// charged what it looks at of that read, here, without a filter, what it is sent: one unit per event (those its
+// filter leaves out: TestALiveStreamIsChargedTheEventsItsFilterLeavesOut).
 func TestALiveStreamIsChargedTheEventsItIsSent(t *testing.T) {
 	ro := keyReadOnlyPrefix + digestOf(roToken)
 	pacer := newFakePacer()
