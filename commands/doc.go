@@ -149,8 +149,8 @@
 //     after stuckWriterGrace (2 s, log_failed.go), as the writer may be held
 //     inside the log for good (Pebble holds its commit back after a failed
 //     flush); the commands waiting for that writer, or for room in its
-//     queue, are answered ErrFailed then, their outcome unknown as above,
-//     and Close still waits for it.
+//     queue, are answered ErrFailed then, their outcome unknown as above, as
+//     is a catch-up (CatchUp) waiting for it, and Close still waits for it.
 //   - With Options.Space, a command submitted while the disk is below its
 //     free-space minimum is answered ErrNoSpace before it is decided: nothing
 //     is recorded, so the same CommandID retried later is decided then. The

@@ -16,8 +16,8 @@ import (
 // NB: after a grace, not at once: the writer that learns the failure from its commit answers that group's callers
 // and those behind it in order (pipeline.go), which a failure from this goroutine would overtake. A writer still
 // held then answers nothing more: the callers waiting for it, or for room in its queue, are answered with the
-// failure at once (stuck), their outcome unknown as after a failed sync. Close still waits for the writer: crewd
-// bounds its wait (closeStore).
+// failure at once (stuck), their outcome unknown as after a failed sync, and so is a catch-up (CatchUp) waiting for
+// it. Close still waits for the writer: crewd bounds its wait (closeStore).
 func (e *Engine) stopWithLog() {
 	defer e.wg.Done()
 	select {
