@@ -3,7 +3,9 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -155,6 +157,55 @@ func TestEventPagesArePacedByTheEventsTheyRead(t *testing.T) {
 			ro := keyReadOnlyPrefix + digestOf(roToken)
 			awaitTurns(t, f.srv.reads, ro, 0, 0)
 			require.Equal(t, map[string][]int{ro: {1 + tc.read(events)}}, pacer.charges())
+		})
+	}
+}
+
+// TestARunsSearchIsChargedTheBytesItSearched: a read-only token's search of the runs (q) was charged one unit however
+// many runs it looked at (up to 5,000 a page, in reads of 500) and however long their fields (a goal may be 256K
+// characters), each field lowercased for each run, so a search that matches nothing had crewd go through every run's
+// goal for one unit. A search is now charged one more unit per 4 KiB of the runs' ids, teams, workflows and goals it
+// searched, as a socket request is one more per 4 KiB of it; a page that searches nothing still costs one unit.
+func TestARunsSearchIsChargedTheBytesItSearched(t *testing.T) {
+	for _, tc := range []struct {
+		name, query string
+		searched    bool
+	}{
+		{"a search that matches nothing", "?q=no-such-run", true},
+		{"a search that matches nothing, a run a read", "?q=NO-SUCH-RUN&limit=1", true},
+		{"no search", "", false},
+		{"a status filter", "?status=running&status=completed", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pacer := newFakePacer()
+			f := newFixture(t, Options{Pacer: pacer})
+			for i := range 3 {
+				r := f.do(audittest.Admin, &commands.RunCreate{RunID: fmt.Sprintf("long-%d", i), Team: "Long",
+					Workflow: "Wide", Goal: strings.Repeat("A Goal ", 5<<10), Cwd: "/srv/long"})
+				require.Nil(t, r.Rejected, "%v", r.Rejected)
+			}
+			fields := 0
+			f.eng.Read(func(st *projections.State) {
+				page, err := st.Runs(projections.RunFilter{Limit: maxSearchScan, MaxScan: maxSearchScan})
+				require.NoError(t, err)
+				require.Empty(t, page.NextCursor, "every run on one page")
+				for _, r := range page.Runs {
+					fields += len(r.RunID) + len(r.Team) + len(r.Workflow) + len(r.Goal)
+				}
+			})
+			require.Greater(t, fields/(4<<10), 20, "the runs' fields are more than a few units")
+			page := requireRO(t, f, "/api/v1/runs"+tc.query)
+			if tc.searched {
+				require.Empty(t, page["runs"])
+				require.Equal(t, false, page["hasMore"], "every run searched")
+			}
+			want := 1
+			if tc.searched {
+				want += fields / (4 << 10)
+			}
+			ro := keyReadOnlyPrefix + digestOf(roToken)
+			awaitTurns(t, f.srv.reads, ro, 0, 0)
+			require.Equal(t, map[string][]int{ro: {want}}, pacer.charges())
 		})
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/crewlog/crewlog/broker"
 	"github.com/crewlog/crewlog/projections"
@@ -68,11 +67,17 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 		statuses = append(statuses, st)
 	}
 	newest := p.bool("newest")
-	q := strings.ToLower(p.str("q", maxIDLen))
+	q := p.str("q", maxIDLen)
 	limit, cursor := p.page()
 	if e := p.strict(); e != nil {
 		writeError(w, e)
 		return
+	}
+	var search *runSearch
+	if q != "" {
+		search = newRunSearch(q)
+		// NB: charged what it searched however the page ends: its runs' fields were gone through.
+		defer func() { chargeRead(r.Context(), search.units()) }()
 	}
 	// chunk reads up to want runs from cursor: the page, the runs that match and the index in the page of each.
 	chunk := func(want, scan int) (page projections.RunPage, items []runItem, at []int, err error) {
@@ -88,14 +93,14 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 		if err != nil {
 			return page, nil, nil, err
 		}
-		// NB: matched after the read, which only copies the runs: a search lowercases the fields of up to
+		// NB: matched after the read, which only copies the runs: a search goes through the fields of up to
 		// searchChunk runs (a goal may be 256K characters), and the engine publishes its next group, and answers
 		// its commands, only once every read in progress has ended.
-		if q != "" && s.searching != nil {
+		if search != nil && s.searching != nil {
 			s.searching()
 		}
 		for i, it := range read {
-			if q == "" || matches(it.Run, q) {
+			if search == nil || search.matches(it.Run) {
 				items, at = append(items, it), append(at, i)
 			}
 		}
@@ -105,7 +110,7 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 	scanned, size := 0, 0
 	for {
 		want, scan := limit-len(res.Runs), maxSearchScan-scanned
-		if q != "" {
+		if search != nil {
 			want, scan = min(want, searchChunk), min(scan, searchChunk)
 		}
 		page, items, at, err := chunk(want, scan)
@@ -149,16 +154,6 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 func containsStatus(all []projections.RunStatus, st projections.RunStatus) bool {
 	for _, s := range all {
 		if s == st {
-			return true
-		}
-	}
-	return false
-}
-
-// matches is the run list's search: a case-insensitive substring of the run's id, team, workflow or goal.
-func matches(r projections.Run, q string) bool {
-	for _, f := range []string{r.RunID, r.Team, r.Workflow, r.Goal} {
-		if strings.Contains(strings.ToLower(f), q) {
 			return true
 		}
 	}
