@@ -167,14 +167,14 @@ func TestAReadOnlyStreamsCatchUpIsPaced(t *testing.T) {
 			}
 			return n
 		}
-		require.Eventually(t, func() bool { return charged() >= head }, time.Minute, 5*time.Millisecond,
+		require.Eventually(t, func() bool { return charged() >= 1+head }, time.Minute, 5*time.Millisecond,
 			"the catch-up was not charged its events")
-		require.Equal(t, head, charged(), "each event read once, charged once")
+		require.Equal(t, 1+head, charged(), "its opening, and each event read once, charged once")
 	})
 
 	t.Run("waits for the token's bucket", func(t *testing.T) {
 		pacer := newFakePacer()
-		pacer.delay.Store(int64(time.Hour))
+		pacer.debt.Store(int64(time.Hour)) // from the stream's opening on
 		f := newFixture(t, Options{Pacer: pacer})
 		waiting := watchPacing(f)
 		f.srv.catchingUp = func(key string) {

@@ -58,10 +58,11 @@
 //     back before they write: however many streams a credential opens, with whatever filter (one that keeps
 //     nothing writes nothing, so no client's pace slows its replay), together they read the log no faster than
 //     one, and no other credential's stream waits for them; a stream that waited re-checks its credential when
-//     its turn comes (catchupturns.go). A read-only token's streams also read at its pace: each read, of the log
-//     or of the ring, waits for the token's bucket, sending the stream's keep-alive meanwhile, and is charged the
-//     events it read from the log, or those of its run it looked at of the hub's one read of them, sent or left
-//     out by its type filter (stream.go, pacing.go).
+//     its turn comes (catchupturns.go). A read-only token's streams also read at its pace: each opens as a read
+//     is served, once the token's bucket holds a unit, and is charged one unit; each read, of the log or of the
+//     ring, waits for the token's bucket, sending the stream's keep-alive meanwhile, and is charged the events it
+//     read from the log, or those of its run it looked at of the hub's one read of them, sent or left out by its
+//     type filter (stream.go, pacing.go).
 //   - No stream waits on a hub that stopped: when the hub stops on an error (a log read error or a panic, logged),
 //     every open stream, live or replaying, one waiting out its token's debt too, gets its resync (the reason says
 //     so) and ends, and a new stream is refused 503 unavailable until crewd restarts, never opened to keep-alives

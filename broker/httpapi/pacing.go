@@ -14,8 +14,9 @@ import (
 // paced (Options.Pacer: the broker's buckets, at its rate per credential): a read waits, in its turn, until the
 // credential's bucket holds a unit, and is charged one unit and the events of every cold run it had read back, of the
 // log an events page read (events.go) and of its rebuild (rebuildpacing.go), and one per searchUnit of the runs'
-// fields a search of the runs went through (runsearch.go). Its streams wait for the bucket before each read, of the
-// log or of the hub's ring, and are charged the events of their run they read, sent or filtered out (stream.go).
+// fields a search of the runs went through (runsearch.go). Its streams wait for it to open, as its reads do, and are
+// charged one unit each, then wait for it before each read, of the log or of the hub's ring, and are charged the
+// events of their run they read, sent or filtered out (stream.go).
 // The admin's and the link crewd prints (its operator's) are not paced, as the socket's admin is not.
 
 // costKey is the context key of a read's cost (readCost).
@@ -102,8 +103,8 @@ func (s *Server) awaitPaceTicking(ctx context.Context, p *principal, tick <-chan
 	}
 }
 
-// chargeStream charges the credential with key, if paced, n events a stream read from the log to catch up, or read
-// of the hub's one read of them for every stream.
+// chargeStream charges the credential with key, if paced, n units of a stream's: its opening's one, or the events it
+// read from the log to catch up, or read of the hub's one read of them for every stream.
 func (s *Server) chargeStream(key string, n int) {
 	if s.opts.Pacer != nil && paced(key) && n > 0 {
 		s.opts.Pacer.HTTPCharge(key, n)

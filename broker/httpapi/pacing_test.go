@@ -20,7 +20,10 @@ import (
 
 // fakePacer records what each credential was charged and makes every credential wait delay.
 type fakePacer struct {
-	delay   atomic.Int64 // nanoseconds
+	delay atomic.Int64 // nanoseconds
+	// debt, when not zero, is the delay every charge leaves (nanoseconds): a stream's opening puts its token in debt
+	// before its first read.
+	debt    atomic.Int64
 	mu      sync.Mutex
 	charged map[string][]int
 }
@@ -46,6 +49,9 @@ func (p *fakePacer) HTTPCharge(key string, n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.charged[key] = append(p.charged[key], n)
+	if d := p.debt.Load(); d != 0 {
+		p.delay.Store(d)
+	}
 }
 
 func (p *fakePacer) charges() map[string][]int {

@@ -96,6 +96,18 @@ type helloData struct {
 
 // GET /api/v1/stream?run=ID&type=T…&after=POSITION (or Last-Event-ID: POSITION)
 func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, pr principal) {
+	// NB: opening a stream is a read as any other (takingTurns): a paced credential's waits for its bucket before
+	// anything is done for it, holding no stream's place and keeping no connection's (one waiting here is closed to
+	// make room as an answered one is), and costs one unit, answered or refused; its reads cost what they read
+	// (serve). A credential that went while it waited opens nothing.
+	if !s.awaitPace(r.Context(), pr) {
+		return
+	}
+	if !s.current(&pr) {
+		writeError(w, credentialGone())
+		return
+	}
+	s.chargeStream(pr.key, 1)
 	p := newParams(r.URL)
 	runID := p.str("run", maxIDLen)
 	types := typeSet(p.strs("type", broker.MaxTypeFilter, broker.MaxTypeLen))

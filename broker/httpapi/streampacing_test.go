@@ -116,7 +116,7 @@ func TestAPacedStreamSendsKeepAlivesWhileItWaits(t *testing.T) {
 				}
 			}
 			if tc.name == "replaying the log" {
-				pacer.delay.Store(int64(time.Hour))
+				pacer.debt.Store(int64(time.Hour)) // from the stream's opening on
 			}
 			lines := openStreamLines(t, f, tc.path)
 			awaitLine(t, lines, "event: hello")
@@ -128,6 +128,7 @@ func TestAPacedStreamSendsKeepAlivesWhileItWaits(t *testing.T) {
 					require.Equal(t, keepAliveLine, nextLine(t, lines), "after the hello's data")
 				}
 			}
+			pacer.debt.Store(0)
 			pacer.delay.Store(0)
 			before := awaitLine(t, lines, held)
 			for _, l := range before {
@@ -159,9 +160,9 @@ func TestALiveStreamIsChargedTheEventsItIsSent(t *testing.T) {
 		}
 		return n
 	}
-	require.Eventually(t, func() bool { return charged() >= 3 }, time.Minute, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return charged() >= 1+3 }, time.Minute, 5*time.Millisecond,
 		"the stream was not charged the events it was sent")
-	require.Equal(t, 3, charged(), "each event sent charged once")
+	require.Equal(t, 1+3, charged(), "its opening, and each event sent charged once")
 }
 
 // TestAStreamInDebtEndsWithTheHubOrItsClient: a read-only token's stream waiting out its token's debt noticed that
@@ -179,7 +180,7 @@ func TestAStreamInDebtEndsWithTheHubOrItsClient(t *testing.T) {
 				waiting := watchPacing(f)
 				live := path == "/api/v1/stream"
 				if !live {
-					pacer.delay.Store(int64(time.Hour)) // owed before its replay's first read
+					pacer.debt.Store(int64(time.Hour)) // owed from its opening on, before its replay's first read
 				}
 				ctx, cancel := context.WithCancel(t.Context())
 				defer cancel()
@@ -255,7 +256,7 @@ func TestALiveStreamIsChargedTheEventsItsFilterLeavesOut(t *testing.T) {
 				charged += c
 			}
 			// NB: a stream is charged before it writes: the charges of what it looked at are in once the frame is.
-			require.Equal(t, want, charged, "the events of the stream's run it looked at, sent or left out")
+			require.Equal(t, 1+want, charged, "its opening, and the events of its run it looked at, sent or left out")
 		})
 	}
 }
@@ -295,6 +296,100 @@ func TestAStreamsReplayIsChargedTheEventItLeavesForItsNextBatch(t *testing.T) {
 	for _, c := range pacer.charges()[ro] {
 		charged += c
 	}
-	// Each batch read its message and the next one, which did not fit; the last read its message alone.
-	require.Equal(t, 2*large-1, charged)
+	// Its opening; each batch read its message and the next one, which did not fit; the last read its message alone.
+	require.Equal(t, 1+2*large-1, charged)
+}
+
+// TestOpeningAStreamIsChargedAsARead: a read-only token's stream was charged nothing to open (a run looked up, a
+// stream set up, its hello written), where every other read costs one unit, as a socket subscription's request does,
+// so a token could open and close streams, or ask for runs that are not there, in a loop for free. Opening a stream
+// now costs one unit, answered or refused; its reads are charged as they go (the events it looks at).
+func TestOpeningAStreamIsChargedAsARead(t *testing.T) {
+	ro := keyReadOnlyPrefix + digestOf(roToken)
+	for _, tc := range []struct {
+		path   string
+		status int
+	}{
+		{"/api/v1/stream", http.StatusOK},
+		{"/api/v1/stream?run=" + liveRun, http.StatusOK},
+		{"/api/v1/stream?run=no-such-run", http.StatusNotFound},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			pacer := newFakePacer()
+			f := newFixture(t, Options{Pacer: pacer})
+			if tc.status == http.StatusOK {
+				frames := f.openStream(tc.path, http.Header{"Authorization": {"Bearer " + roToken}})
+				require.Equal(t, "hello", next(t, frames).event)
+			} else {
+				status, _ := f.getAs(tc.path, "Bearer "+roToken)
+				require.Equal(t, tc.status, status)
+			}
+			// NB: charged before its hello is written, or its refusal: nothing was committed for it to read since.
+			require.Equal(t, map[string][]int{ro: {1}}, pacer.charges())
+		})
+	}
+}
+
+// TestOpeningAStreamWaitsForItsTokensBucket: a read-only token in debt opened its streams at once (a run looked up,
+// a place among its streams taken, its answer and hello written), where its every other read waits for its bucket,
+// so a token in debt for hours kept opening streams at full speed; its stream then waited before its first read. The
+// opening now waits, holding no stream's place and writing nothing, as a read does; one whose token is revoked
+// meanwhile is answered 401 auth, as a read is, and one whose client goes is answered nothing.
+func TestOpeningAStreamWaitsForItsTokensBucket(t *testing.T) {
+	for _, end := range []string{"the token is revoked", "the client goes", "the debt is paid"} {
+		t.Run(end, func(t *testing.T) {
+			pacer := newFakePacer()
+			f := newFixture(t, Options{Pacer: pacer, KeepAlive: time.Hour})
+			waiting := watchPacing(f)
+			pacer.delay.Store(int64(time.Hour))
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.web.URL+"/api/v1/stream?run="+liveRun, nil)
+			require.NoError(t, err)
+			req.Header.Set("Authorization", "Bearer "+roToken)
+			type answer struct {
+				resp *http.Response
+				err  error
+			}
+			answered := make(chan answer, 1)
+			go func() {
+				resp, err := f.web.Client().Do(req)
+				answered <- answer{resp, err}
+			}()
+			select {
+			case <-waiting:
+			case <-time.After(time.Minute): // a guard against a hang, not a timing
+				t.Fatal("the stream never waited for its token's bucket")
+			}
+			require.Zero(t, f.srv.streams.open(), "a stream waiting to open holds no place")
+			require.Empty(t, pacer.charges(), "nothing charged before it is served")
+			switch end {
+			case "the token is revoked":
+				f.tokens.set(roToken, false)
+			case "the client goes":
+				cancel()
+			case "the debt is paid":
+				pacer.delay.Store(0)
+			}
+			var a answer
+			select {
+			case a = <-answered:
+			case <-time.After(time.Minute): // a guard against a hang, not a timing
+				t.Fatal("no answer within a minute")
+			}
+			if a.err == nil {
+				defer a.resp.Body.Close()
+			}
+			switch end {
+			case "the token is revoked":
+				require.NoError(t, a.err)
+				require.Equal(t, http.StatusUnauthorized, a.resp.StatusCode)
+			case "the client goes":
+				require.ErrorIs(t, a.err, context.Canceled)
+			case "the debt is paid":
+				require.NoError(t, a.err)
+				require.Equal(t, http.StatusOK, a.resp.StatusCode)
+			}
+		})
+	}
 }
