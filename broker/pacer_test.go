@@ -1,10 +1,12 @@
 package broker
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/events"
 )
 
@@ -166,6 +169,70 @@ func TestPacingChargesRequestsAndReplays(t *testing.T) {
 	a.helloAdmin()
 	a.ok("events.since", map[string]any{"runId": runR, "sinceSeq": 0})
 	require.Equal(t, float64(full), level(credKey(identity{role: events.RoleAdmin})), "the admin is not charged")
+}
+
+// TestASubscriptionIsChargedEveryEventItReads: a subscription's pull was charged the events it pushed or filtered
+// out, not the one it read past them: at maxScan, the event that told it there was more (which its next pull reads
+// again), and one the log holds past the published position (not yet published: read again once it is), where
+// events.since is charged the event it reads past its page. A pull is now charged every event it read of the log.
+func TestASubscriptionIsChargedEveryEventItReads(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		usage    int  // events committed before the subscription, which its filter leaves out
+		pastHead bool // the marker is committed as the first pull has read the published position, not before
+	}{
+		{"a pull that stops at maxScan", maxScan + 1, false},
+		{"a pull that meets an event not yet published", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const full = 1 << 20
+			f := newFixture(t, fixtureOpts{opts: Options{RatePerCredential: 1, BurstPerCredential: full}})
+			clock := installPacerClock(f)
+			s := f.seed()
+			f.streamUsage(t, tc.usage)
+			lastSeq := func() uint64 {
+				var last uint64
+				it := f.log.ReadStream(runR, 1)
+				for it.Next() {
+					last = it.Event().StreamVersion
+				}
+				require.NoError(t, it.Close())
+				return last
+			}
+			marker := func() {
+				r, err := f.eng.Submit(context.Background(), commands.Request{Actor: events.Actor{Role: events.RoleOrchestrator},
+					Command: &commands.MessageSend{RunID: runR, To: []string{taskP}, Body: `"marker"`}})
+				require.NoError(t, err)
+				require.Nil(t, r.Rejected)
+			}
+			since := uint64(0)
+			if tc.pastHead {
+				since = lastSeq()
+				var once sync.Once
+				f.srv.onPull = func() { once.Do(marker) }
+			} else {
+				marker()
+			}
+			clock.freeze()
+			p := f.dial()
+			p.hello(runR, taskP, s.p)
+			before := clock.level(workerKey(taskP))
+			filter := []string{events.TypeMailboxAppended}
+			p.ok("events.subscribe", map[string]any{"sinceSeq": since, "types": filter})
+			var ev wire.Event
+			for ev.Name != wire.EventTeamEvent {
+				require.NoError(t, json.Unmarshal(p.nextFrame(), &ev))
+			}
+			last := lastSeq()
+			require.Equal(t, last, ev.Seq, "the marker, the run's last event, pushed")
+			// NB: a subscription replaced has ended, its pulls charged, once the new one is answered; the new one
+			// reads nothing.
+			p.ok("events.subscribe", map[string]any{"sinceSeq": last, "types": filter})
+			read := int(last-since) + 1 // the run's events after since, and the one read past a pull
+			require.Equal(t, float64(1+read+1), before-clock.level(workerKey(taskP)),
+				"the two subscriptions' requests and the %d events read", read)
+		})
+	}
 }
 
 // teamEvents is 1 when frame is a team.event push.

@@ -39,6 +39,9 @@ type Server struct {
 	// onRead is nil; tests run it as a request is about to read the published state (call.read), after its run was
 	// found and read back, so that the log fails between the two.
 	onRead func()
+	// onPull is nil; tests run it as a subscription's pull has read the published position, before it reads the
+	// log, so that the log holds an event past that position.
+	onPull func()
 	// onEnding is nil; tests hold the feed (set and read under mu) as it is about to re-check the connections an
 	// event may end (closeEnded), so that a wait or a subscription runs ahead of it.
 	onEnding func()

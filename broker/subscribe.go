@@ -165,14 +165,18 @@ func (sub *subscription) pull() (ok, more bool) {
 		c.terminate(bad, reasonEnded)
 		return false, false
 	}
+	if c.s.onPull != nil {
+		c.s.onPull()
+	}
 	it := c.s.log.ReadStream(sub.runID, sub.next)
 	defer it.Close()
-	scanned := 0
+	read := 0
 	// Every event read costs its credential one unit, pushed or filtered out: a replay, or a filter that matches
-	// little of a long run, is paced like requests.
-	defer func() { c.charge(scanned) }()
-	for ; it.Next(); scanned++ {
-		if scanned == maxScan {
+	// little of a long run, is paced like requests. NB: the one read past the pull too, at maxScan or not yet
+	// published, which the next pull reads again, as events.since is charged the one it reads past its page.
+	defer func() { c.charge(read) }()
+	for it.Next() {
+		if read++; read > maxScan {
 			return true, true
 		}
 		if it.Event().Position > head {
