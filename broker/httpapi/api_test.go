@@ -535,6 +535,56 @@ func TestRunsFilterLooksAtBoundedRuns(t *testing.T) {
 	}
 }
 
+// TestASearchReadsTheRunsInChunks: a search (q) read the runs a page's limit at a time, so a search of limit=1 that
+// matched none of 5,000 runs read the runs 5,000 times, a run a read, each read of the engine's state listing and
+// sorting every run it holds in memory: thousands of times the work of the same search at limit=100. A search now
+// reads up to 500 runs a read whatever its limit, and a page its limit cuts short reads again only up to its last
+// run, so that its cursor names the next; the pages together still hold every match, once, in order.
+func TestASearchReadsTheRunsInChunks(t *testing.T) {
+	f := newFixture(t, Options{})
+	const runs = 2*searchChunk + 100
+	reqs := make([]commands.Request, runs)
+	for i := range reqs {
+		team := "bulk"
+		if i%300 == 0 {
+			team = "Needle"
+		}
+		reqs[i] = commands.Request{Actor: audittest.Admin, Command: &commands.RunCreate{RunID: fmt.Sprintf("bulk-%05d", i),
+			Team: team, Goal: "wait", Cwd: "/srv/bulk"}}
+	}
+	replies, err := f.eng.SubmitAll(t.Context(), reqs)
+	require.NoError(t, err)
+	for _, r := range replies {
+		require.Nil(t, r.Rejected, "%v", r.Rejected)
+	}
+	var reads atomic.Int64
+	f.srv.searching = func() { reads.Add(1) }
+	page := f.ok("/api/v1/runs?q=no-such-run&limit=1")
+	require.Empty(t, page["runs"])
+	require.LessOrEqual(t, reads.Load(), int64(runs/searchChunk+2), "the runs read in chunks, not a run a read")
+
+	var got []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 10)
+		reads.Store(0)
+		page := f.ok("/api/v1/runs?q=NEEDLE&limit=1" + cursor)
+		require.LessOrEqual(t, reads.Load(), int64(runs/searchChunk+3), "the runs read in chunks, and the last again")
+		for _, r := range page["runs"].([]any) {
+			got = append(got, r.(map[string]any)["runId"].(string))
+		}
+		if page["hasMore"] != true {
+			break
+		}
+		cursor = "&cursor=" + page["nextCursor"].(string)
+	}
+	var want []string
+	for i := 0; i < runs; i += 300 {
+		want = append(want, fmt.Sprintf("bulk-%05d", i))
+	}
+	require.Equal(t, want, got, "every match, once, in order")
+}
+
 // TestASearchMatchesOutsideTheEnginesRead: a search (q) lowercases and scans each run's id, team, workflow and goal
 // (a goal may be 256K characters), up to 5,000 runs a page; the engine publishes its next group, and answers its
 // commands, only once every read in progress has ended. So the runs are matched after the read that copies them: a

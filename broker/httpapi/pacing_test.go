@@ -178,7 +178,7 @@ func TestARunsSearchIsChargedTheBytesItSearched(t *testing.T) {
 		searched    bool
 	}{
 		{"a search that matches nothing", "?q=no-such-run", true},
-		{"a search that matches nothing, a run a read", "?q=NO-SUCH-RUN&limit=1", true},
+		{"a search that matches nothing, a page of one run", "?q=NO-SUCH-RUN&limit=1", true},
 		{"no search", "", false},
 		{"a status filter", "?status=running&status=completed", false},
 	} {

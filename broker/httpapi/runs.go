@@ -109,11 +109,19 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 	res := runsResult{Runs: []json.RawMessage{}}
 	scanned, size := 0, 0
 	for {
-		want, scan := limit-len(res.Runs), maxSearchScan-scanned
+		room, scan := limit-len(res.Runs), maxSearchScan-scanned
+		want := room
 		if search != nil {
-			want, scan = min(want, searchChunk), min(scan, searchChunk)
+			// NB: a chunk a read whatever the limit: each read lists the runs the state holds in memory, and a
+			// search of limit=1 that matched little read them once for every run it looked at.
+			want, scan = searchChunk, min(scan, searchChunk)
 		}
 		page, items, at, err := chunk(want, scan)
+		// A search that matched more runs than the page has room for reads again up to the first it leaves out, so
+		// the projection names that run in the cursor; each read takes fewer runs than the one before, so it ends.
+		for err == nil && len(items) > room {
+			page, items, at, err = chunk(at[room], scan)
+		}
 		// A page's bytes are bounded too (a goal may be 256K characters): the page ends before the run that
 		// would take it past maxPageBytes, read again up to that run so the projection names it in the cursor.
 		raw, used, full, encErr := encodeFitting(items, size)
