@@ -98,18 +98,18 @@
 //     workers' requests do not spend its budget; the events they write cost it what it reads of them, as below); a
 //     request is one unit and one more per frameUnit (4 KiB) of its frame and the blank lines before it, a hello
 //     helloCost (50) more (a refused one, or a first frame that is no hello, to its process, by pid), each event
-//     events.since reads (returned, or the one past its page) or a subscription reads (pushed or filtered out, or
-//     the one past a pull: at maxScan, or not published yet) one more, and each event of a cold run re-folded from
-//     the log for it (params.go, and withToken for a retried command whose secret is checked against the run's
-//     records; a hello never re-folds: classifyCold; events.since reads a run's events from the log and never
-//     reads a cold run back), charged to the worker's run as well. A
-//     credential with an empty bucket, or a worker whose run's bucket is empty, is not refused: its connections'
-//     readers read no next frame, its subscriptions pull nothing and its hellos are not answered until it refills, so
-//     a flood is back-pressured by the flooder's own socket and costs the daemon no CPU while it waits; only a hello
-//     that would wait longer than the longer of HelloTimeout and MinHelloPaceWait is refused (too-many-connections):
-//     at once, charged to its process, for its credential's or run's pace; once that wait has passed, uncharged, for
-//     its process's. Blank lines count toward the frame cap of the request after them (package wire), so no stream of
-//     them is read unpaid.
+//     events.since reads (returned, or the one past its page) or a subscription reads (pushed or filtered out, the
+//     one past a pull: at maxScan, or not published yet, or the first it would push, which events.subscribe reads to
+//     learn that the log gives it back) one more, and each event of a cold run re-folded from the log for it
+//     (params.go, and withToken for a retried command whose secret is checked against the run's records; a hello
+//     never re-folds: classifyCold; events.since reads a run's events from the log and never reads a cold run back),
+//     charged to the worker's run as well. A credential with an empty bucket, or a worker whose run's bucket is
+//     empty, is not refused: its connections' readers read no next frame, its subscriptions pull nothing and its
+//     hellos are not answered until it refills, so a flood is back-pressured by the flooder's own socket and costs
+//     the daemon no CPU while it waits; only a hello that would wait longer than the longer of HelloTimeout and
+//     MinHelloPaceWait is refused (too-many-connections): at once, charged to its process, for its credential's or
+//     run's pace; once that wait has passed, uncharged, for its process's. Blank lines count toward the frame cap of
+//     the request after them (package wire), so no stream of them is read unpaid.
 //   - Secrets: the broker mints tokens (see mintToken) and hands each only to the caller of run.create or
 //     credential.issue; the engine and the log see sha-256 digests. No token reaches a log line or an error.
 //   - Command ids belong to their caller (SPEC §2): a command's principal is the connection's authenticated

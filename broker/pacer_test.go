@@ -158,10 +158,10 @@ func TestPacingChargesRequestsAndReplays(t *testing.T) {
 		pushes += teamEvents(t, f)
 	}
 	// NB: a pull charges what it read once it has pushed it, so the last pushes may arrive before their charge.
-	want := full - spent - float64(1+n)
+	want := full - spent - float64(1+1+n)
 	require.Eventually(t, func() bool { return level(workerKey(taskP)) <= want }, 10*time.Second, time.Millisecond,
 		"the subscription's replay is charged")
-	require.Equal(t, want, level(workerKey(taskP)), "the subscription: the request and its replay")
+	require.Equal(t, want, level(workerKey(taskP)), "the subscription: the request, the event it checked and its replay")
 	require.Equal(t, float64(full), level(workerKey(taskQ)), "Q did nothing")
 	require.Equal(t, runFull-(full-want), clock.runLevel(runR), "P's run paid all that P did")
 
@@ -175,14 +175,17 @@ func TestPacingChargesRequestsAndReplays(t *testing.T) {
 // out, not the one it read past them: at maxScan, the event that told it there was more (which its next pull reads
 // again), and one the log holds past the published position (not yet published: read again once it is), where
 // events.since is charged the event it reads past its page. A pull is now charged every event it read of the log.
+// So is events.subscribe the first event it would push, which it reads before its answer to learn that the log gives
+// it back, where it was charged its request alone.
 func TestASubscriptionIsChargedEveryEventItReads(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		usage    int  // events committed before the subscription, which its filter leaves out
 		pastHead bool // the marker is committed as the first pull has read the published position, not before
+		checked  int  // events the request read to learn that the log gives them back: the first it would push
 	}{
-		{"a pull that stops at maxScan", maxScan + 1, false},
-		{"a pull that meets an event not yet published", 0, true},
+		{"a pull that stops at maxScan", maxScan + 1, false, 1},
+		{"a pull that meets an event not yet published", 0, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const full = 1 << 20
@@ -229,8 +232,8 @@ func TestASubscriptionIsChargedEveryEventItReads(t *testing.T) {
 			// reads nothing.
 			p.ok("events.subscribe", map[string]any{"sinceSeq": last, "types": filter})
 			read := int(last-since) + 1 // the run's events after since, and the one read past a pull
-			require.Equal(t, float64(1+read+1), before-clock.level(workerKey(taskP)),
-				"the two subscriptions' requests and the %d events read", read)
+			require.Equal(t, float64(1+tc.checked+read+1), before-clock.level(workerKey(taskP)),
+				"the two subscriptions' requests, the event checked and the %d events read", read)
 		})
 	}
 }

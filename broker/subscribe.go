@@ -59,10 +59,11 @@ func handleSubscribe(cl *call) (any, error) {
 	if !ok {
 		return nil, errConnClosed
 	}
-	err := func() error {
+	read, err := func() (int, error) {
 		defer done() // NB: given back on every path, a panic the server recovers from included
 		return readableFrom(c.s.log, runID, since+1)
 	}()
+	c.charge(read) // as every event read for the credential is, answered or refused
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errReplay, err)
 	}
@@ -88,11 +89,14 @@ func handleSubscribe(cl *call) (any, error) {
 	return subscribeResult{Subscribed: true, SinceSeq: since}, nil
 }
 
-// readableFrom reads the event of stream at version from, if the log holds it, and returns the error of that read.
-func readableFrom(l *eventlog.Log, stream string, from uint64) error {
+// readableFrom reads the event of stream at version from, if the log holds it, and returns the events it read (0 or
+// 1) and the error of that read.
+func readableFrom(l *eventlog.Log, stream string, from uint64) (read int, err error) {
 	it := l.ReadStream(stream, from)
-	it.Next()
-	return it.Close()
+	if it.Next() {
+		read = 1
+	}
+	return read, it.Close()
 }
 
 // ended reports whether the subscription's goroutine has returned (resync, replacement, close).
