@@ -203,10 +203,11 @@ func optBudget(n int64) *int64 {
 func runIDs(t testing.TB, s *State) []string {
 	t.Helper()
 	var ids []string
-	require.NoError(t, s.eachRun(0, false, true, func(_ int, run *Run) bool {
+	_, err := s.eachRun(0, false, true, func(_ int, run *Run) bool {
 		ids = append(ids, run.RunID)
 		return true
-	}))
+	})
+	require.NoError(t, err)
 	return ids
 }
 

@@ -303,7 +303,9 @@ func (c *ColdStore) SummaryReads() int64 { return c.summaryReads.Load() }
 // false: the runs in memory (hot, and cold ones kept in memory) merged
 // with the summaries in the index as of s.Position (unless index is
 // false), memory first for an ordinal found in both. fn must not keep run.
-func (s *State) eachRun(from int, desc, index bool, fn func(ord int, run *Run) bool) error {
+// read is the bytes of the summaries it read from the index (summaryBytes),
+// those memory answered for included.
+func (s *State) eachRun(from int, desc, index bool, fn func(ord int, run *Run) bool) (read int, err error) {
 	type memRun struct {
 		ord int
 		run *Run
@@ -330,6 +332,7 @@ func (s *State) eachRun(from int, desc, index bool, fn func(ord int, run *Run) b
 	if index && s.indexedRuns() {
 		var decodeErr error
 		err := s.store.log.Summaries(uint64(from), desc, s.Position, func(sum eventlog.Summary) bool {
+			read += summaryBytes(sum)
 			ord := int(sum.Ord)
 			for ; i < len(mem) && before(mem[i].ord, ord); i++ {
 				if !fn(mem[i].ord, mem[i].run) {
@@ -359,7 +362,7 @@ func (s *State) eachRun(from int, desc, index bool, fn func(ord int, run *Run) b
 			// a failed read of the log, not a fault of the caller's nor a bug.
 			err = fmt.Errorf("%w: reading the index of runs: %w", ErrNotReadBack, err)
 			s.store.failed("", err)
-			return err
+			return read, err
 		}
 	}
 	for ; !stopped && i < len(mem); i++ {
@@ -367,14 +370,17 @@ func (s *State) eachRun(from int, desc, index bool, fn func(ord int, run *Run) b
 			break
 		}
 	}
-	return nil
+	return read, nil
 }
+
+// summaryBytes is what reading sum from the index counts: its run id and its record.
+func summaryBytes(sum eventlog.Summary) int { return len(sum.Stream) + len(sum.Data) }
 
 // coldIDs returns the ids of s's cold runs in creation order (O(runs):
 // for Whole and tests, not for the daemon).
 func (s *State) coldIDs() ([]string, error) {
 	var ids []string
-	err := s.eachRun(0, false, true, func(_ int, run *Run) bool {
+	_, err := s.eachRun(0, false, true, func(_ int, run *Run) bool {
 		if s.runs[run.RunID] == nil {
 			ids = append(ids, run.RunID)
 		}

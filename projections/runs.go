@@ -275,6 +275,11 @@ type RunPage struct {
 	Runs       []Run
 	NextCursor string
 	Scanned    int
+	// IndexRead is the bytes of cold runs' summaries (their ids and records) the page read from the store's index
+	// on disk (runindex.go), the one past the page's last included: what it cost beyond the runs in memory, which a
+	// reader paced by its reads is charged. Not part of the answer: a state that keeps the same summaries in memory
+	// answers the same page reading none.
+	IndexRead int
 }
 
 // ErrBadCursor is returned for a cursor that no query of this state made.
@@ -307,7 +312,7 @@ func (s *State) Runs(f RunFilter) (RunPage, error) {
 	// A cold run has ended: a filter of statuses none of which has ended
 	// (the dashboard's active runs, the metrics) reads no index.
 	ended := len(f.Statuses) == 0 || slices.ContainsFunc(f.Statuses, RunStatus.Stale)
-	err := s.eachRun(from, f.Newest, ended, func(ord int, run *Run) bool {
+	read, err := s.eachRun(from, f.Newest, ended, func(ord int, run *Run) bool {
 		if !ended && run.Status.Stale() {
 			// NB: not looked at, as a cold run is not: a page counts the same runs whichever of them memory holds.
 			return true
@@ -327,8 +332,9 @@ func (s *State) Runs(f RunFilter) (RunPage, error) {
 		return true
 	})
 	if err != nil {
-		return RunPage{}, err
+		return RunPage{IndexRead: read}, err
 	}
+	page.IndexRead = read
 	return page, nil
 }
 

@@ -41,7 +41,8 @@
 //     and ≤ 8 more waiting their turn (beyond, 429 too-many-reads with Retry-After: 1 at once: readturns.go),
 //     a read-only token's reads paced in its turn at the socket's rate per credential, each charged one unit and
 //     the events of the cold runs it read back (Options.Pacer: pacing.go), one per 4 KiB of the runs' fields a
-//     search went through (runsearch.go), those an events page read,
+//     search went through (runsearch.go) and of the cold runs' summaries a page of runs read from the index on disk
+//     (runs.go), those an events page read,
 //     those explain read to find its decision, and those its rebuild read, up to where it stopped when its client
 //     or its credential went (rebuildpacing.go),
 //     per-run metric series ≤ 1,000; a handler panic answers 500 and is logged, the daemon goes on.

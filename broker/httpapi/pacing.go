@@ -13,8 +13,9 @@ import (
 // every time, its four turns the daemon's CPU. So a read-only token's reads, as a socket credential's requests, are
 // paced (Options.Pacer: the broker's buckets, at its rate per credential): a read waits, in its turn, until the
 // credential's bucket holds a unit, and is charged one unit and the events of every cold run it had read back, of the
-// log an events page read (events.go) and of its rebuild (rebuildpacing.go), and one per searchUnit of the runs'
-// fields a search of the runs went through (runsearch.go). Its streams wait for it to open, as its reads do, and are
+// log an events page read (events.go) and of its rebuild (rebuildpacing.go), one per searchUnit of the runs' fields a
+// search of the runs went through (runsearch.go), and one per indexUnit of the cold runs' summaries a page of runs
+// read from the index (runs.go). Its streams wait for it to open, as its reads do, and are
 // charged one unit each, then wait for it before each read, of the log or of the hub's ring, and are charged the
 // events of their run they read, sent or filtered out (stream.go).
 // The admin's and the link crewd prints (its operator's) are not paced, as the socket's admin is not.

@@ -17,6 +17,15 @@ const maxSearchScan = broker.MaxRunsScan
 // searchChunk is how many runs one read of a search takes: the writer never waits for more than one chunk.
 const searchChunk = 500
 
+// indexUnit is the bytes of cold runs' summaries a page read from the index on disk (projections.RunPage.IndexRead)
+// for each unit it is charged beyond its read's own, as a search is charged its searchUnit: a page whose status takes
+// in the ended runs reads up to maxSearchScan summaries, each holding its run's goal (up to 256K characters).
+//
+// NB: by the bytes read, not by the summaries decoded that the store had not cached: the index is read whether or not
+// a summary is cached (the cache skips only its decode), and the cache is every reader's, so a page's cost would
+// depend on what other credentials read before it, and a summary with a long goal would cost what a short one does.
+const indexUnit = 4 << 10
+
 // runItem is a run on the API: the socket's query.run shape plus the count of its delegations in flight.
 type runItem struct {
 	projections.Run
@@ -79,12 +88,17 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 		// NB: charged what it searched however the page ends: its runs' fields were gone through.
 		defer func() { chargeRead(r.Context(), search.units()) }()
 	}
+	// indexRead is the bytes of summaries every read of the page read from the index, a read again included:
+	// charged however the page ends, as its search is.
+	indexRead := 0
+	defer func() { chargeRead(r.Context(), int64(indexRead/indexUnit)) }()
 	// chunk reads up to want runs from cursor: the page, the runs that match and the index in the page of each.
 	chunk := func(want, scan int) (page projections.RunPage, items []runItem, at []int, err error) {
 		var read []runItem
 		s.opts.Engine.Read(func(st *projections.State) {
 			page, err = st.Runs(projections.RunFilter{Statuses: statuses, Limit: want, Newest: newest, Cursor: cursor,
 				MaxScan: scan})
+			indexRead += page.IndexRead
 			read = make([]runItem, len(page.Runs))
 			for i, run := range page.Runs {
 				read[i] = itemOf(st, run)
