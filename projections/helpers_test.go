@@ -119,6 +119,7 @@ func settledPayload(typ string, p events.DelegateSettled) any {
 // must keep, whatever the events.
 func checkInvariants(t *testing.T, s *State) {
 	t.Helper()
+	requireOrdered(t, s)
 	inFlight := 0
 	for _, runID := range runIDs(t, s) {
 		r := s.run(runID)

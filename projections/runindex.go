@@ -277,6 +277,7 @@ func (s *State) flushSummaries() error {
 		}
 		delete(s.cold, id)
 	}
+	s.leftMemory()
 	return nil
 }
 
@@ -306,27 +307,11 @@ func (c *ColdStore) SummaryReads() int64 { return c.summaryReads.Load() }
 // read is the bytes of the summaries it read from the index (summaryBytes),
 // those memory answered for included.
 func (s *State) eachRun(from int, desc, index bool, fn func(ord int, run *Run) bool) (read int, err error) {
-	type memRun struct {
-		ord int
-		run *Run
-	}
-	mem := make([]memRun, 0, len(s.runs)+len(s.cold))
-	for _, r := range s.runs {
-		mem = append(mem, memRun{r.ord, &r.run})
-	}
-	for _, cr := range s.cold {
-		mem = append(mem, memRun{cr.ord, &cr.run})
-	}
-	slices.SortFunc(mem, func(a, b memRun) int { return a.ord - b.ord })
+	mem := s.memRunsFrom(from, desc)
 	// before reports whether ordinal a is visited before b.
 	before := func(a, b int) bool { return a < b }
 	if desc {
-		slices.Reverse(mem)
 		before = func(a, b int) bool { return a > b }
-	}
-	i := 0
-	for i < len(mem) && before(mem[i].ord, from) {
-		i++
 	}
 	stopped := false
 	if index && s.indexedRuns() {
@@ -334,13 +319,18 @@ func (s *State) eachRun(from int, desc, index bool, fn func(ord int, run *Run) b
 		err := s.store.log.Summaries(uint64(from), desc, s.Position, func(sum eventlog.Summary) bool {
 			read += summaryBytes(sum)
 			ord := int(sum.Ord)
-			for ; i < len(mem) && before(mem[i].ord, ord); i++ {
-				if !fn(mem[i].ord, mem[i].run) {
+			for {
+				memOrd, run, ok := mem.peek()
+				if !ok || !before(memOrd, ord) {
+					break
+				}
+				if !fn(memOrd, run) {
 					stopped = true
 					return false
 				}
+				mem.next()
 			}
-			if i < len(mem) && mem[i].ord == ord {
+			if memOrd, _, ok := mem.peek(); ok && memOrd == ord {
 				return true // memory first: the hot run, or its summary kept there
 			}
 			cr, err := s.store.decoded(sum)
@@ -365,10 +355,12 @@ func (s *State) eachRun(from int, desc, index bool, fn func(ord int, run *Run) b
 			return read, err
 		}
 	}
-	for ; !stopped && i < len(mem); i++ {
-		if !fn(mem[i].ord, mem[i].run) {
+	for !stopped {
+		ord, run, ok := mem.peek()
+		if !ok || !fn(ord, run) {
 			break
 		}
+		mem.next()
 	}
 	return read, nil
 }

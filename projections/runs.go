@@ -143,6 +143,7 @@ func (s *State) addRun(r *runState, last uint64) {
 	r.ord, r.last = s.nruns, last
 	s.nruns++
 	s.runs[r.run.RunID] = r
+	s.ordered(r.ord, r.run.RunID)
 	s.trackHot(r)
 }
 

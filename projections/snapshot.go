@@ -418,6 +418,11 @@ func fromSnapshot(snap *snapshot) (_ *State, records int64, _ error) {
 		r.ord = snap.Ords[i]
 	}
 	s.nruns = snap.RunCount
+	// NB: addRun entered each hot run at the ordinal it gave it, not the snapshot's; the runs are listed in order.
+	s.order = s.order[:0]
+	for i := range snap.Runs {
+		s.order = append(s.order, orderedRun{snap.Ords[i], snap.Runs[i].Run.RunID})
+	}
 	return s, records, nil
 }
 

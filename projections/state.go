@@ -28,6 +28,9 @@ type State struct {
 	// is ended: the candidates for going cold.
 	cold  map[string]*coldRun
 	ended map[string]struct{}
+	// order is the runs of runs and cold by creation ordinal, and entries of runs that left memory since
+	// (runorder.go).
+	order []orderedRun
 	// seenAhead holds the ended hot runs whose last event an eviction pass found stamped after its clock reading,
 	// with that reading: their retention counts from it (retainedFrom). At most the ended hot runs.
 	seenAhead map[string]seenAhead
@@ -143,6 +146,7 @@ func (s *State) Clone() *State {
 		ended:     make(map[string]struct{}, len(s.ended)),
 		seenAhead: make(map[string]seenAhead, len(s.seenAhead)),
 		store:     s.store,
+		order:     cloneSlice(s.order),
 		held:      make(map[string]string, len(s.held)),
 		waiting:   make(map[string]struct{}, len(s.waiting)),
 		config:    s.config.clone(),

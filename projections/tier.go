@@ -465,6 +465,7 @@ func (s *State) ThawFrom(t Thawed) {
 	delete(s.cold, t.id)
 	h := t.r.clone()
 	s.runs[t.id] = h
+	s.ordered(h.ord, t.id)
 	s.trackHot(h)
 }
 
@@ -581,6 +582,7 @@ func (s *State) evict(id string, writes bool) *runState {
 	if r == nil {
 		if cr := s.cold[id]; cr != nil && s.store != nil && s.store.indexed(id, cr.last) {
 			delete(s.cold, id) // another copy of the state wrote it after a failed write (EvictAll)
+			s.leftMemory()
 		}
 		return nil
 	}
@@ -598,6 +600,8 @@ func (s *State) evict(id string, writes bool) *runState {
 	}
 	if writes || !s.store.indexed(id, r.last) { // else another copy of the state wrote it
 		s.cold[id] = &coldRun{run: r.run.clone(), last: r.last, ord: r.ord, orch: orch}
+	} else {
+		s.leftMemory()
 	}
 	s.store.keep(id, r.last, r)
 	return r

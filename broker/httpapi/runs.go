@@ -126,8 +126,8 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 		room, scan := limit-len(res.Runs), maxSearchScan-scanned
 		want := room
 		if search != nil {
-			// NB: a chunk a read whatever the limit: each read lists the runs the state holds in memory, and a
-			// search of limit=1 that matched little read them once for every run it looked at.
+			// NB: a chunk a read whatever the limit: each read takes the state's read lock and opens the index of
+			// cold runs, and a search of limit=1 that matched little read the state once for every run it looked at.
 			want, scan = searchChunk, min(scan, searchChunk)
 		}
 		page, items, at, err := chunk(want, scan)
