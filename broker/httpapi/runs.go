@@ -92,8 +92,9 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 	// charged however the page ends, as its search is.
 	indexRead := 0
 	defer func() { chargeRead(r.Context(), int64(indexRead/indexUnit)) }()
-	// chunk reads up to want runs from cursor: the page, the runs that match and the index in the page of each.
-	chunk := func(want, scan int) (page projections.RunPage, items []runItem, at []int, err error) {
+	// chunk reads up to want runs from cursor: the page, the runs that match, up to the first past room, and the
+	// index in the page of each.
+	chunk := func(want, scan, room int) (page projections.RunPage, items []runItem, at []int, err error) {
 		var read []runItem
 		s.opts.Engine.Read(func(st *projections.State) {
 			page, err = st.Runs(projections.RunFilter{Statuses: statuses, Limit: want, Newest: newest, Cursor: cursor,
@@ -117,6 +118,11 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 			if search == nil || search.matches(it.Run) {
 				items, at = append(items, it), append(at, i)
 			}
+			if len(items) > room {
+				// NB: the page is read again up to this match, which it leaves out: the runs after it, of a chunk
+				// read whatever the limit, would be searched (and charged) for nothing.
+				break
+			}
 		}
 		return page, items, at, nil
 	}
@@ -130,11 +136,11 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 			// cold runs, and a search of limit=1 that matched little read the state once for every run it looked at.
 			want, scan = searchChunk, min(scan, searchChunk)
 		}
-		page, items, at, err := chunk(want, scan)
+		page, items, at, err := chunk(want, scan, room)
 		// A search that matched more runs than the page has room for reads again up to the first it leaves out, so
 		// the projection names that run in the cursor; each read takes fewer runs than the one before, so it ends.
 		for err == nil && len(items) > room {
-			page, items, at, err = chunk(at[room], scan)
+			page, items, at, err = chunk(at[room], scan, room)
 		}
 		// A page's bytes are bounded too (a goal may be 256K characters): the page ends before the run that
 		// would take it past maxPageBytes, read again up to that run so the projection names it in the cursor.
@@ -143,7 +149,7 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 		if full {
 			n := len(raw)
 			if at[n] > 0 {
-				page, items, _, err = chunk(at[n], scan)
+				page, items, _, err = chunk(at[n], scan, room)
 				// NB: read again, so encoded again: the runs before the one left out may have changed meanwhile.
 				raw, encErr = encodeAll(items)
 			} else {
