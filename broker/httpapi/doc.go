@@ -66,8 +66,8 @@
 //     type filter (stream.go, pacing.go).
 //   - No stream waits on a hub that stopped: when the hub stops on an error (a log read error or a panic, logged),
 //     every open stream, live or replaying, one waiting out its token's debt too, gets its resync (the reason says
-//     so) and ends, and a new stream is refused 503 unavailable until crewd restarts, never opened to keep-alives
-//     only (hub.fail, handleStream).
+//     so) and ends, and a new stream, one waiting out its token's debt to open too, is refused 503 unavailable at
+//     once until crewd restarts, never opened to keep-alives only (hub.fail, handleStream).
 //   - state?at and explain rebuild one at a time (the principals waiting served in turn, each one's rebuilds in
 //     arrival order: turns.Shared), from the nearest of the last 4 rebuilt run states before their
 //     position (or the run's first event); a credential or session has at most 4 of them in progress or waiting

@@ -99,8 +99,9 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, pr princip
 	// NB: opening a stream is a read as any other (takingTurns): a paced credential's waits for its bucket before
 	// anything is done for it, holding no stream's place and keeping no connection's (one waiting here is closed to
 	// make room as an answered one is), and costs one unit, answered or refused; its reads cost what they read
-	// (serve). A credential that went while it waited opens nothing.
-	if !s.awaitPace(r.Context(), pr) {
+	// (serve). A credential that went while it waited opens nothing. NB: the hub's end ends the wait, as it ends a
+	// stream's: the opening is refused below at once, rather than once its debt (hours) is paid.
+	if !s.awaitPaceTicking(r.Context(), &pr, nil, nil, s.streams.hub.stopped) {
 		return
 	}
 	if !s.current(&pr) {

@@ -334,9 +334,11 @@ func TestOpeningAStreamIsChargedAsARead(t *testing.T) {
 // a place among its streams taken, its answer and hello written), where its every other read waits for its bucket,
 // so a token in debt for hours kept opening streams at full speed; its stream then waited before its first read. The
 // opening now waits, holding no stream's place and writing nothing, as a read does; one whose token is revoked
-// meanwhile is answered 401 auth, as a read is, and one whose client goes is answered nothing.
+// meanwhile is answered 401 auth, as a read is, and one whose client goes is answered nothing. One waiting as the hub
+// stops is refused 503 unavailable at once, as a stream in debt ends at once with its resync, where it waited out
+// its debt (an hour here) to be refused.
 func TestOpeningAStreamWaitsForItsTokensBucket(t *testing.T) {
-	for _, end := range []string{"the token is revoked", "the client goes", "the debt is paid"} {
+	for _, end := range []string{"the token is revoked", "the client goes", "the debt is paid", "the hub stops"} {
 		t.Run(end, func(t *testing.T) {
 			pacer := newFakePacer()
 			f := newFixture(t, Options{Pacer: pacer, KeepAlive: time.Hour})
@@ -370,6 +372,8 @@ func TestOpeningAStreamWaitsForItsTokensBucket(t *testing.T) {
 				cancel()
 			case "the debt is paid":
 				pacer.delay.Store(0)
+			case "the hub stops":
+				failHub(t, f)
 			}
 			var a answer
 			select {
@@ -389,6 +393,9 @@ func TestOpeningAStreamWaitsForItsTokensBucket(t *testing.T) {
 			case "the debt is paid":
 				require.NoError(t, a.err)
 				require.Equal(t, http.StatusOK, a.resp.StatusCode)
+			case "the hub stops":
+				require.NoError(t, a.err)
+				require.Equal(t, http.StatusServiceUnavailable, a.resp.StatusCode)
 			}
 		})
 	}
