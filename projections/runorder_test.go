@@ -8,8 +8,11 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/stretchr/testify/require"
 
+	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
 )
 
@@ -81,17 +84,8 @@ func TestARunsPageDoesNotListEveryRunInMemory(t *testing.T) {
 // from a state that keeps every run hot.
 func TestRunsInMemoryStayInOrderAsTheyComeAndGo(t *testing.T) {
 	const runs = 150
-	var h history
-	id := func(r int) string { return fmt.Sprintf("team_20261001000000_%016x", r) }
-	for r := range runs {
-		h.add(id(r), events.TypeRunCreated, &events.RunCreated{Team: "t", Workflow: "w", Goal: "g", Cwd: "/w"})
-		h.add(id(r), events.TypeRunRunning, &events.RunRunning{})
-	}
-	for i := range runs {
-		if r := i * 7 % runs; r%5 != 0 {
-			h.add(id(r), events.TypeRunCompleted, &events.RunCompleted{Summary: "done"})
-		}
-	}
+	id := comeAndGoRun
+	h := comeAndGoHistory(runs, func(i int) int { return i * 7 % runs })
 	now := h.evs[len(h.evs)-1].UnixMilli() + 1
 	want := fold(h.evs)
 	for _, index := range []bool{true, false} {
@@ -116,6 +110,25 @@ func TestRunsInMemoryStayInOrderAsTheyComeAndGo(t *testing.T) {
 	}
 }
 
+// comeAndGoRun is the id of the r-th run of comeAndGoHistory.
+func comeAndGoRun(r int) string { return fmt.Sprintf("team_20261001000000_%016x", r) }
+
+// comeAndGoHistory creates runs runs, all running, then completes them in the order nth gives (the run completed
+// i-th), but for every fifth run (r%5 == 0), which stays running: hot whatever the eviction.
+func comeAndGoHistory(runs int, nth func(i int) int) history {
+	var h history
+	for r := range runs {
+		h.add(comeAndGoRun(r), events.TypeRunCreated, &events.RunCreated{Team: "t", Workflow: "w", Goal: "g", Cwd: "/w"})
+		h.add(comeAndGoRun(r), events.TypeRunRunning, &events.RunRunning{})
+	}
+	for i := range runs {
+		if r := nth(i); r%5 != 0 {
+			h.add(comeAndGoRun(r), events.TypeRunCompleted, &events.RunCompleted{Summary: "done"})
+		}
+	}
+	return h
+}
+
 // requireOrdered requires s.order to hold every run in memory once, by creation ordinal.
 func requireOrdered(t *testing.T, s *State) {
 	t.Helper()
@@ -136,4 +149,55 @@ func requireOrdered(t *testing.T, s *State) {
 	inMemory := slices.Collect(maps.Keys(s.runs))
 	inMemory = append(inMemory, slices.Collect(maps.Keys(s.cold))...)
 	require.ElementsMatch(t, inMemory, listed)
+}
+
+// The copy of the state that does not write the index (the published one, Evict) lets go of the runs the other copy
+// wrote, when it makes them cold or once a failed write is retried, and compacts their entries as the writer does:
+// else every run ever created kept its entry there, the copy the pages read, and a page skipped them all.
+func TestTheOtherCopyCompactsTheEntriesOfTheRunsItLetsGo(t *testing.T) {
+	const runs = 150
+	id := comeAndGoRun
+	h := comeAndGoHistory(runs, func(i int) int { return i })
+	now := h.evs[len(h.evs)-1].UnixMilli() + 1
+	want := fold(h.evs)
+	for _, failed := range []bool{false, true} {
+		fs := vfs.NewMem()
+		l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+		require.NoError(t, err)
+		appendEvents(t, l, h.evs)
+		faults := sstReadFaults()
+		if failed { // as TestAFailedWriteOfSummariesIsRetriedAndBothCopiesLetGo makes the first write fail
+			require.NoError(t, l.SaveSummaries([]eventlog.Summary{{Stream: id(1), Ord: 1, Position: h.evs[3].Position,
+				Data: []byte{summaryFormat}}}))
+			require.NoError(t, l.Close())
+			l, err = eventlog.Open("db", &eventlog.Options{FS: errorfs.Wrap(fs, faults)})
+			require.NoError(t, err)
+		}
+		work := fold(h.evs)
+		work.SetColdStore(NewColdStore(l, 0))
+		work.store.WriteIndex()
+		pub := work.Clone()
+
+		if failed {
+			faults.On()
+		}
+		ids := work.EvictAll(now, 0, 0)
+		for _, id := range ids {
+			pub.Evict(id)
+		}
+		faults.Off()
+		if failed {
+			require.Equal(t, runs-runs/5, pub.ColdInMemory(), "kept in memory after the failed write")
+			ids = work.EvictAll(now+1000, 0, 0)
+			for _, id := range ids {
+				pub.Evict(id)
+			}
+		}
+		require.Len(t, ids, runs-runs/5)
+		require.Zero(t, pub.ColdInMemory(), "failed %v", failed)
+		require.LessOrEqual(t, len(pub.order), 2*pub.HotRuns()+orderSlack, "failed %v: entries compacted", failed)
+		requireOrdered(t, pub)
+		requireRunsAlike(t, want, pub, fmt.Sprintf("the other copy, failed %v", failed))
+		require.NoError(t, l.Close())
+	}
 }
