@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -27,9 +28,21 @@ const MaxImportWrites = 256
 
 // importWrite is one write of import.append's params.
 type importWrite struct {
-	CommandID string        `json:"commandId"`
-	RunID     string        `json:"runId"`
-	Events    []importEvent `json:"events"`
+	CommandID importCommandID `json:"commandId"`
+	RunID     string          `json:"runId"`
+	Events    []importEvent   `json:"events"`
+}
+
+// importCommandID is a write's commandId, and whether its JSON spelt a lone UTF-16 surrogate
+// (wire.HoldsLoneSurrogate), which decoding reads as U+FFFD: "import:r\ud800" and "import:r\udc00" would be one id.
+type importCommandID struct {
+	id   string
+	lone bool
+}
+
+func (c *importCommandID) UnmarshalJSON(raw []byte) error {
+	c.lone = wire.HoldsLoneSurrogate(raw)
+	return json.Unmarshal(raw, &c.id)
 }
 
 type importEvent struct {
@@ -82,7 +95,7 @@ func handleImportAppend(cl *call) (any, error) {
 		if err != nil {
 			return nil, badParams(cl.method, "write %d: %v", i, err)
 		}
-		reqs = append(reqs, commands.Request{Principal: events.EnginePrincipal(), CommandID: w.CommandID,
+		reqs = append(reqs, commands.Request{Principal: events.EnginePrincipal(), CommandID: w.CommandID.id,
 			Actor: events.Actor{Role: events.RoleAdmin}, Command: cmd})
 	}
 	replies, err := cl.c.s.eng.SubmitAll(cl.c.ctx, reqs)
@@ -91,7 +104,7 @@ func handleImportAppend(cl *call) (any, error) {
 	}
 	out := importAppendResult{Results: make([]importOutcome, len(replies))}
 	for i, r := range replies {
-		o := importOutcome{CommandID: writes[i].CommandID, Replayed: r.Replayed, Position: r.Position}
+		o := importOutcome{CommandID: writes[i].CommandID.id, Replayed: r.Replayed, Position: r.Position}
 		if r.Rejected != nil {
 			o.Error, _ = toWire(r.Rejected, cl.method)
 		} else {
@@ -112,8 +125,11 @@ func handleImportAppend(cl *call) (any, error) {
 // unknown field is refused, so nothing a source sent is silently lost). The engine decides the rest.
 func importCommand(source string, w importWrite) (*commands.Import, error) {
 	// NB: the import's namespace alone: its ids are the engine principal's, as the clock's and the migrations' are.
-	if !strings.HasPrefix(w.CommandID, commands.ImportIDPrefix) || len(w.CommandID) > maxCommandID ||
-		!utf8.ValidString(w.CommandID) {
+	if w.CommandID.lone {
+		return nil, errors.New(msgLoneSurrogate)
+	}
+	if id := w.CommandID.id; !strings.HasPrefix(id, commands.ImportIDPrefix) || len(id) > maxCommandID ||
+		!utf8.ValidString(id) {
 		return nil, fmt.Errorf("commandId must be a string of at most %d bytes starting %q", maxCommandID,
 			commands.ImportIDPrefix)
 	}

@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/events"
 )
 
 // A lone UTF-16 surrogate escape (\ud800 without its pair; JavaScript's JSON.stringify writes one for a string cut
@@ -61,6 +63,36 @@ func TestLoneSurrogate(t *testing.T) {
 		require.Equal(t, "\"cut \ufffd\"", got[before].(map[string]any)["body"])
 		require.Equal(t, `"😀"`, got[before+1].(map[string]any)["body"])
 	})
+}
+
+// An import.append write's commandId holding a lone surrogate is refused as a command's is, the whole call
+// (bad-params, as any write of the wrong shape), before anything is recorded: decoded, "import:r\ud800" and
+// "import:r\udc00" were one id of the engine's, the second write answered replayed with the first's outcome, or
+// refused as a reuse, and not imported.
+func TestImportAppendRefusesALoneSurrogateInACommandID(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	a := f.dialAs(t)
+	a.helloAdmin()
+	const run = "team_20261201120000_0000000000000002"
+	write := func(id string) string {
+		return `{"commandId":"` + id + `","runId":"` + run + `","events":[{"type":"run.created","time":1790928000000,` +
+			`"payload":{"team":"core","goal":"g","cwd":"/srv"}}]}`
+	}
+	for _, tc := range []struct{ name, writes string }{
+		{"one write", `[` + write(`import:r\ud800`) + `]`},
+		{"two ids one decoded", `[` + write(`import:r\udc00`) + `,` + write(`import:r\udbff`) + `]`},
+		{"after a good write", `[` + write(`import:r`) + `,` + write(`import:\ud83d`) + `]`},
+	} {
+		a.sendLine(`{"id":"i","method":"import.append","params":{"source":"picrew","writes":` + tc.writes + `}}`)
+		r := answerTo(t, a, "i")
+		require.NotNil(t, r.Error, "%s: %s", tc.name, r.Result)
+		require.Equal(t, wire.CodeBadParams, r.Error.Code, tc.name)
+		require.Contains(t, r.Error.Message, "commandId holds a lone UTF-16 surrogate", tc.name)
+		_, err := f.log.Outcome(events.EnginePrincipal().Key(), "import:r\ufffd")
+		require.ErrorIs(t, err, eventlog.ErrNotFound, "%s: nothing was recorded", tc.name)
+		_, err = f.log.Outcome(events.EnginePrincipal().Key(), "import:r")
+		require.ErrorIs(t, err, eventlog.ErrNotFound, "%s: nothing was recorded", tc.name)
+	}
 }
 
 // answerTo reads c's frames until the answer to request id.
