@@ -42,6 +42,14 @@ func (l *Log) lockDerived() error {
 	select {
 	case l.derived.turn <- struct{}{}:
 		return nil
+	default:
+	}
+	if l.opts.derivedLockWaits != nil {
+		l.opts.derivedLockWaits()
+	}
+	select {
+	case l.derived.turn <- struct{}{}:
+		return nil
 	case <-l.failedCh:
 		return l.refusal()
 	}

@@ -161,7 +161,8 @@ func TestACancelledFlushIsNoFailure(t *testing.T) {
 // commands engine) nor crewd learnt of it; StorageStats answers meanwhile, and every other write is refused. What
 // was acknowledged before is in the WAL.
 func TestAFlushThatFailsAfterTheAppendsStalledFailsTheLogStop(t *testing.T) {
-	h := holdAppendsInPebble(t, Options{}, nil)
+	waiting := make(chan struct{}, 16)
+	h := holdAppendsInPebble(t, Options{derivedLockWaits: func() { waiting <- struct{}{} }}, nil)
 	l := h.l
 	writes := map[string]func() error{
 		"SaveView":      func() error { return l.SaveView("run", 1, []byte("v")) },
@@ -179,7 +180,13 @@ func TestAFlushThatFailsAfterTheAppendsStalledFailsTheLogStop(t *testing.T) {
 	}
 	// NB: they wait before the flush fails, so that each checked the failure before it and waits for that lock, where
 	// one taking its check after the failure is refused at once whatever the lock does.
-	time.Sleep(50 * time.Millisecond)
+	for range writes {
+		select {
+		case <-waiting:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the writes made while the append is held do not wait for the lock it holds")
+		}
+	}
 	for name, answer := range held {
 		select {
 		case err := <-answer:

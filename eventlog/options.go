@@ -86,6 +86,9 @@ type Options struct {
 	// afterHandOff, when set, is called by an append once Pebble holds its batch, which Pebble shows to readers
 	// before its sync, with the log's lock held: a test looks the append's outcome up in that gap. Nil in production.
 	afterHandOff func()
+	// derivedLockWaits, when set, is called by a write that finds the lock of the writes made without a sync held
+	// (lockDerived), before it waits for it: a test learns that the write waits. Nil in production.
+	derivedLockWaits func()
 }
 
 // Validate reports every problem with the options at once.
