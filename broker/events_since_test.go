@@ -244,12 +244,7 @@ func TestEventsSinceIsChargedWhatItReads(t *testing.T) {
 	clock := installPacerClock(f)
 	s := f.seed()
 	clock.freeze()
-	var last uint64
-	it := f.log.ReadStream(runR, 1)
-	for it.Next() {
-		last = it.Event().StreamVersion
-	}
-	require.NoError(t, it.Close())
+	last := f.lastVersion(runR)
 	p := f.dial()
 	p.hello(runR, taskP, s.p)
 	for _, tc := range []struct {

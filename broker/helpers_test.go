@@ -411,6 +411,18 @@ func (f *fixture) seedRun(runID, taskID string) string {
 	return orch
 }
 
+// lastVersion is the version of the last event of stream runID the log holds.
+func (f *fixture) lastVersion(runID string) uint64 {
+	f.t.Helper()
+	var last uint64
+	it := f.log.ReadStream(runID, 1)
+	for it.Next() {
+		last = it.Event().StreamVersion
+	}
+	require.NoError(f.t, it.Close())
+	return last
+}
+
 // serverSubscription is the server side of the subscription of task taskID's connection (there must be one).
 func (f *fixture) serverSubscription(taskID string) *subscription {
 	f.t.Helper()

@@ -193,15 +193,6 @@ func TestASubscriptionIsChargedEveryEventItReads(t *testing.T) {
 			clock := installPacerClock(f)
 			s := f.seed()
 			f.streamUsage(t, tc.usage)
-			lastSeq := func() uint64 {
-				var last uint64
-				it := f.log.ReadStream(runR, 1)
-				for it.Next() {
-					last = it.Event().StreamVersion
-				}
-				require.NoError(t, it.Close())
-				return last
-			}
 			marker := func() {
 				r, err := f.eng.Submit(context.Background(), commands.Request{Actor: events.Actor{Role: events.RoleOrchestrator},
 					Command: &commands.MessageSend{RunID: runR, To: []string{taskP}, Body: `"marker"`}})
@@ -210,7 +201,7 @@ func TestASubscriptionIsChargedEveryEventItReads(t *testing.T) {
 			}
 			since := uint64(0)
 			if tc.pastHead {
-				since = lastSeq()
+				since = f.lastVersion(runR)
 				var once sync.Once
 				f.srv.onPull = func() { once.Do(marker) }
 			} else {
@@ -226,7 +217,7 @@ func TestASubscriptionIsChargedEveryEventItReads(t *testing.T) {
 			for ev.Name != wire.EventTeamEvent {
 				require.NoError(t, json.Unmarshal(p.nextFrame(), &ev))
 			}
-			last := lastSeq()
+			last := f.lastVersion(runR)
 			require.Equal(t, last, ev.Seq, "the marker, the run's last event, pushed")
 			// NB: a subscription replaced has ended, its pulls charged, once the new one is answered; the new one
 			// reads nothing.
