@@ -82,12 +82,11 @@ func (r *Reader) ReadFrame() ([]byte, error) {
 			r.skipped += size
 			continue
 		}
+		r.last, r.skipped = r.skipped+size, 0 // NB: a line refused malformed took its bytes as a frame does
 		if err := checkFrame(line); err != nil {
-			r.last, r.skipped = r.skipped+size, 0
 			r.err = err
 			break
 		}
-		r.last, r.skipped = r.skipped+size, 0
 		return line, nil
 	}
 	return nil, r.err
