@@ -62,17 +62,9 @@ func TestDelegationsPastImportedIDsTooLargeForAFrame(t *testing.T) {
 	const run, at = "team_x", int64(1790928000000)
 	parent := strings.Repeat("t", 120) // NB: the longest whose delegate.completed, with the ids below, fits in a frame
 	sub, message := strings.Repeat("s", commands.MaxIDChars), strings.Repeat("m", commands.MaxIDChars)
-	imported := []importedEvent{
-		{events.TypeRunCreated, map[string]any{"team": "t", "goal": "g", "cwd": "/w"}},
-		{events.TypeRunRunning, map[string]any{}},
-		{events.TypeTaskCreated, map[string]any{"taskId": parent, "role": "r", "agent": "a", "title": "t", "cwd": "/w",
-			"kind": events.TaskKindWorkflow}},
-		{events.TypeTaskStarted, map[string]any{"taskId": parent}},
-	}
+	imported := importedParent(parent)
 	for _, s := range []string{sub, "S"} {
-		imported = append(imported,
-			importedEvent{events.TypeDelegateAdmitted, map[string]any{"taskId": parent, "subId": s, "childDepth": 1,
-				"role": "explorer", "timeoutSec": 900, "deadline": at + 900_000, "cwd": "/w", "title": "t", "prompt": "p"}},
+		imported = append(imported, importedAdmission(parent, s, at),
 			importedEvent{events.TypeDelegateCompleted, map[string]any{"taskId": parent, "subId": s, "ok": true,
 				"usageTokens": 1 << 40, "messageId": message}})
 	}

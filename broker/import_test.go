@@ -40,6 +40,24 @@ func importEach(t *testing.T, a *client, run string, at int64, evs []importedEve
 	}
 }
 
+// importedParent is the imported events of a running run whose one task, parent, a workflow's, is running: the
+// parent of the delegations a test imports (importedAdmission).
+func importedParent(parent string) []importedEvent {
+	return []importedEvent{
+		{events.TypeRunCreated, map[string]any{"team": "t", "goal": "g", "cwd": "/w"}},
+		{events.TypeRunRunning, map[string]any{}},
+		{events.TypeTaskCreated, map[string]any{"taskId": parent, "role": "r", "agent": "a", "title": "t", "cwd": "/w",
+			"kind": events.TaskKindWorkflow}},
+		{events.TypeTaskStarted, map[string]any{"taskId": parent}},
+	}
+}
+
+// importedAdmission is the imported delegate.admitted of sub by parent at time at.
+func importedAdmission(parent, sub string, at int64) importedEvent {
+	return importedEvent{events.TypeDelegateAdmitted, map[string]any{"taskId": parent, "subId": sub, "childDepth": 1,
+		"role": "explorer", "timeoutSec": 900, "deadline": at + 900_000, "cwd": "/w", "title": "t", "prompt": "p"}}
+}
+
 // importRunWriteOf is the write that imports run's run.created.
 func importRunWriteOf(run string) map[string]any {
 	return importWriteOf("import:"+run+":run", run, importEventOf(events.TypeRunCreated, 1790928000000,

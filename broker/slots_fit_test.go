@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker/wire"
-	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
 
@@ -28,20 +27,12 @@ func TestSlotsPastHoldersTooManyForAFrame(t *testing.T) {
 			a := f.dial()
 			a.helloAdmin()
 			const run, at = "team_x", int64(1796040000000)
-			evs := []importedEvent{
-				{events.TypeRunCreated, map[string]any{"team": "t", "goal": "g", "cwd": "/w"}},
-				{events.TypeRunRunning, map[string]any{}},
-				{events.TypeTaskCreated, map[string]any{"taskId": "p", "role": "r", "agent": "a", "title": "t",
-					"cwd": "/w", "kind": events.TaskKindWorkflow}},
-				{events.TypeTaskStarted, map[string]any{"taskId": "p"}},
-			}
+			evs := importedParent("p")
 			var subs []any
 			for i := range 20 {
 				sub := fmt.Sprintf("%02d", i) + strings.Repeat("s", 60)
 				subs = append(subs, sub)
-				evs = append(evs, importedEvent{events.TypeDelegateAdmitted, map[string]any{"taskId": "p", "subId": sub,
-					"childDepth": 1, "role": "explorer", "timeoutSec": 900, "deadline": at + 900_000, "cwd": "/w",
-					"title": "t", "prompt": "p"}})
+				evs = append(evs, importedAdmission("p", sub, at))
 			}
 			importEach(t, a, run, at, evs)
 
