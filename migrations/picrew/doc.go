@@ -276,7 +276,8 @@
 // end state, as for the one-shot import). A steering line waits for its
 // mailbox message until each mailbox file of its run was read to its end
 // (or found replaced or rewritten) in a pass after the one that read the
-// line, then gets a message of its own; a steer's mailbox line
+// line, or up to the size it had at the end of that pass, then gets a
+// message of its own; a steer's mailbox line
 // read after that (pi-crew writes it first) is recorded too, under the
 // import's ids, but the message crewd holds is the steer's
 // (docs/picrew.md).

@@ -37,7 +37,7 @@ type tailState struct {
 	// the new file to the next (waitsForArchive), which reads what it finds.
 	waited bool
 	// readIn is the last pass of its run (runFollower.passes) that read the file to its end, or found it replaced or
-	// rewritten (readTail), 0: none.
+	// rewritten (readTail), or the pass after one whose size noted (tail.mark) the file is read up to; 0: none.
 	readIn uint64
 }
 
@@ -114,8 +114,8 @@ type runFollower struct {
 	// pendingBytes are the bytes of the lines read since pending was last empty (maxPendingBytes).
 	pendingBytes int64
 	// passes counts the passes that read the run's files, and mailboxesReadIn is the earliest of its mailbox files'
-	// last passes that read them to their end (tailState.readIn), as the pass reading them found it (it reads them
-	// before the steering files: listFiles): a steering line held in pass h waits until it is past h (planLine).
+	// last passes that read them for a steering line (tailState.readIn), as the pass reading them found it (it reads
+	// them before the steering files: listFiles): a steering line held in pass h waits until it is past h (planLine).
 	passes          uint64
 	mailboxesReadIn uint64
 	// tasksReread: tasks.json was read again since the file being read was (readTail), for a line naming a task the
@@ -320,9 +320,11 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 			t.readIn = r.passes
 		}
 		if t.kind == mailboxFile {
+			t.readIn = max(t.readIn, t.markRead())
 			r.mailboxesReadIn = min(r.mailboxesReadIn, t.readIn)
 		}
 	}
+	f.markMailboxes(r)
 	dp := r.wholePath("delivery.json")
 	if b, st, changed, err := f.src.files().readWhole(dp, r.whole["delivery.json"], stamp{}); err == nil && changed {
 		f.sawWhole(r, "delivery.json", st, b)
@@ -353,6 +355,32 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 		}
 	}
 	r.pending = append(r.pending, p.drain()...)
+}
+
+// markMailboxes notes the size each mailbox file of the run has now, after the pass read the steering files
+// (tail.mark), when a steering line waits for its message and the file is not read for it yet, nor has a size noted.
+// pi-crew's broker appends a steer's message before its steering line, so a message of a line held by now lies within
+// that size: the file read up to it is read for the line (readIn, planLine), though it grew since. NB: a file that
+// grew by more than a pass reads (maxTailRead) before every pass was never read to its end, and held every steering
+// line of its run for as long as its writer kept ahead. A size noted is kept until it is read up to: noted again at
+// every pass, it moved with the file's end.
+func (f *Follower) markMailboxes(r *runFollower) {
+	var newest uint64 // the latest pass in which a line now held was first held
+	for _, t := range r.tails {
+		newest = max(newest, t.heldIn)
+	}
+	if newest == 0 {
+		return
+	}
+	for path, t := range r.tails {
+		if t.kind != mailboxFile || t.gone || t.inode == 0 || t.markIn != 0 || t.readIn > newest {
+			continue
+		}
+		// NB: a file replaced since it was read is read from its start at the next pass, which counts it read.
+		if inode, size, err := f.src.files().fileID(path); err == nil && inode == t.inode {
+			t.mark, t.markIn = size, r.passes
+		}
+	}
 }
 
 // readTasks reads the run's tasks.json again if it changed since it was read, and plans its new workflow tasks.
@@ -923,13 +951,15 @@ func (f *Follower) planLine(r *runFollower, t *tailState, l line, read int64, re
 		if st.ID != "" && !p.msgIDs[st.ID] && !replay {
 			// pi-crew's broker appends the steer's mailbox message first: a steering line whose message is not read
 			// yet waits until each mailbox file of the run has been read to its end in a pass after the one that
-			// first read the line, which finds the message if a file holds it (the import of the finished files
-			// pairs them the same way); a legacy line, or one whose message is gone (an archive removed), is then
-			// imported with a message of its own. NB: a wait of a time instead (SettleAfter) let a line go before a
-			// mailbox read over more passes than that reached its message, which was then left out (planLine of a
-			// mailbox line); a wait for the message itself held every later line of the file for as long as the run
-			// lived when it was gone; a wait for one pass reading every mailbox file to its end held it for as long
-			// as a worker replaced its inbox and outbox in turn, each pass leaving one to the next (waitsForArchive).
+			// first read the line, or up to the size it had at the end of that pass (markMailboxes), which finds the
+			// message if a file holds it (the import of the finished files pairs them the same way); a legacy line,
+			// or one whose message is gone (an archive removed), is then imported with a message of its own. NB: a
+			// wait of a time instead (SettleAfter) let a line go before a mailbox read over more passes than that
+			// reached its message, which was then left out (planLine of a mailbox line); a wait for the message itself
+			// held every later line of the file for as long as the run lived when it was gone; a wait for one pass
+			// reading every mailbox file to its end held it for as long as a worker replaced its inbox and outbox in
+			// turn, each pass leaving one to the next (waitsForArchive), or appended more to one before every pass
+			// than a pass reads of it.
 			// Lines read together wait together: from the line before it let through, a file of n lines whose
 			// messages never came took n waits. While a file of the run cannot be read (src.failed), a mailbox file
 			// may hold the message: the line waits as long as that lasts.

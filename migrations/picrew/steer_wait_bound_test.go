@@ -1,6 +1,7 @@
 package picrew
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -78,6 +79,57 @@ func TestAWorkerRewritingItsMailboxFilesHoldsNoSteeringLine(t *testing.T) {
 			require.False(t, fl.runs[runA].holding(), "each mailbox file was read to its end, or rewritten, since")
 			require.Len(t, withPrefix(mustImported(sink), "import:"+runA+":steer:"), 1,
 				"the line, given a message of its own")
+		})
+	}
+}
+
+// TestASteeringLineWaitsForItsMailboxAsItWasWhenHeld: a steering line whose mailbox message is not read yet waits
+// until each mailbox file of its run has been read up to the size it had when the line was first held (pi-crew's
+// broker appends the message first, so it lies within that size), not to the file's moving end. It waited for a pass
+// reading each mailbox file to its end, which never came while a writer appended more to a file before every pass
+// than a pass reads of it (maxTailRead): the line, every later line of its file and the run's settling were held for
+// as long as the writer kept ahead. A message within that size is still found, the pair recorded as the one-shot
+// import of the same files records it.
+func TestASteeringLineWaitsForItsMailboxAsItWasWhenHeld(t *testing.T) {
+	const steerID = "steer_000001_abcdef"
+	for name, c := range map[string]struct {
+		before  int  // bytes of mailbox lines before the steer's message
+		message bool // the steer's message is in the inbox, after those lines (else it is given one of its own)
+	}{
+		"its message never comes":               {before: 1},
+		"its message behind three reads' worth": {before: 3 * maxTailRead, message: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			root, _, inbox := execRun(t)
+			n := 0
+			appendMessages := func(bytes int, id string) {
+				for written := 0; written < bytes; {
+					if id == "" {
+						n++
+					}
+					b := execInboxLine(t, cmp.Or(id, fmt.Sprintf("msg_%06d", n)), strings.Repeat("b", 250_000))
+					require.NoError(t, picrewtest.AppendRaw(inbox, b))
+					written += len(b)
+				}
+			}
+			appendMessages(c.before, "")
+			if c.message {
+				appendMessages(1, steerID)
+			}
+			require.NoError(t, picrewtest.AppendRaw(filepath.Join(root.Dir, "artifacts", runA, "steering", "01_exec.jsonl"),
+				fmt.Appendf(nil, `{"type":"steer","message":"go on","id":%q,"ts":%d}`+"\n", steerID, valuesAt)))
+
+			sink := newMemSink()
+			fl, pass, _ := stepFollower(t, root.Dir, sink)
+			pass()
+			require.True(t, fl.runs[runA].holding(), "the line waits for its message")
+			for range 6 {
+				appendMessages(maxTailRead+maxTailRead/4, "") // more than a pass reads
+				pass()
+			}
+			require.False(t, fl.runs[runA].holding(), "the inbox was read up to its size when the line was held")
+			require.Len(t, withPrefix(mustImported(sink), "import:"+runA+":steer:"), 1, "the line is recorded")
+			require.Empty(t, differingWrites(t, root.Dir, sink), "the writes are the import's")
 		})
 	}
 }

@@ -36,24 +36,13 @@ func TestFollowedSteersAgreeWithTheImport(t *testing.T) {
 		"the message gone (its archive removed)":                    {afterPass: -1},
 	} {
 		t.Run(name, func(t *testing.T) {
-			root := newRoot(t)
-			a := newRun(t, root, runA)
-			require.NoError(t, a.AddTask("01_exec", "executor"))
-			require.NoError(t, a.SetStatus("running"))
-			inbox := filepath.Join(a.Dir, "mailbox", "tasks", "01_exec", "inbox.jsonl")
-			message := func(id, body string) []byte {
-				b, err := json.Marshal(map[string]any{"id": id, "runId": runA, "direction": "inbox", "from": "orchestrator",
-					"to": "01_exec", "taskId": "01_exec", "body": body, "createdAt": valuesAt, "status": "queued",
-					"kind": "steer", "priority": "urgent", "deliveryMode": "interrupt"})
-				require.NoError(t, err)
-				return append(b, '\n')
-			}
+			root, a, inbox := execRun(t)
 			body := strings.Repeat("b", 250_000)
 			for i := 0; i*len(body) < c.before; i++ {
-				require.NoError(t, picrewtest.AppendRaw(inbox, message(fmt.Sprintf("msg_%06d", i), body)))
+				require.NoError(t, picrewtest.AppendRaw(inbox, execInboxLine(t, fmt.Sprintf("msg_%06d", i), body)))
 			}
 			appendMessage := func() {
-				require.NoError(t, picrewtest.AppendRaw(inbox, message(steerID, "go on")))
+				require.NoError(t, picrewtest.AppendRaw(inbox, execInboxLine(t, steerID, "go on")))
 				require.NoError(t, a.Deliver(steerID, "acknowledged"))
 			}
 			if c.afterPass == 0 {
@@ -89,6 +78,26 @@ func TestFollowedSteersAgreeWithTheImport(t *testing.T) {
 				"with its delivery states"}, late)
 		})
 	}
+}
+
+// execRun is a crew root with run A running its one task, 01_exec, and the path of that task's inbox.
+func execRun(t *testing.T) (root *picrewtest.Root, a *picrewtest.Run, inbox string) {
+	t.Helper()
+	root = newRoot(t)
+	a = newRun(t, root, runA)
+	require.NoError(t, a.AddTask("01_exec", "executor"))
+	require.NoError(t, a.SetStatus("running"))
+	return root, a, filepath.Join(a.Dir, "mailbox", "tasks", "01_exec", "inbox.jsonl")
+}
+
+// execInboxLine is a line of execRun's inbox, a steer's message as pi-crew's broker writes it, of id and body.
+func execInboxLine(t *testing.T, id, body string) []byte {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"id": id, "runId": runA, "direction": "inbox", "from": "orchestrator",
+		"to": "01_exec", "taskId": "01_exec", "body": body, "createdAt": valuesAt, "status": "queued",
+		"kind": "steer", "priority": "urgent", "deliveryMode": "interrupt"})
+	require.NoError(t, err)
+	return append(b, '\n')
 }
 
 // differingWrites are the command ids of the writes the sink holds that a one-shot import of the files as they are

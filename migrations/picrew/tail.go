@@ -42,6 +42,10 @@ type tail struct {
 	// waited since that pass.
 	heldIn   uint64
 	holdUpTo int64
+	// mark is the size a mailbox file had at the end of its run's pass markIn (0: none noted), after the pass read
+	// the steering lines it held (runFollower.markMailboxes): read up to it, the file is read for those lines.
+	mark   int64
+	markIn uint64
 	// skipping: the bytes at offset are the rest of a line longer than one
 	// read (maxTailRead), skipped up to its newline.
 	skipping bool
@@ -333,5 +337,16 @@ func (t *tail) rewritten(c *crewRoot, p string) bool {
 // reset starts t again at the start of a new file.
 func (t *tail) reset(inode int64) {
 	t.inode, t.offset, t.lines, t.hash, t.partial, t.lastLen = inode, 0, 0, "", partialLine{}, 0
-	t.heldIn, t.holdUpTo, t.skipping = 0, 0, false
+	t.heldIn, t.holdUpTo, t.skipping, t.mark, t.markIn = 0, 0, false, 0, 0
+}
+
+// markRead returns the pass after the one that noted t's mark, once t is read up to it, and forgets the mark; 0 while
+// it is not (or none is noted).
+func (t *tail) markRead() uint64 {
+	if t.markIn == 0 || t.offset < t.mark {
+		return 0
+	}
+	after := t.markIn + 1
+	t.mark, t.markIn = 0, 0
+	return after
 }
