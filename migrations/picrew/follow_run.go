@@ -2,7 +2,6 @@ package picrew
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -864,11 +863,11 @@ func lacksTask(p *planner, ev *teamEvent) bool {
 	if ev.TaskID != "" && p.tasks[ev.TaskID] == nil {
 		return true
 	}
-	var d struct {
-		SubID string `json:"subId"`
+	if ev.Type != "delegate.admitted" {
+		return false
 	}
-	return ev.Type == "delegate.admitted" && json.Unmarshal(ev.Data, &d) == nil && d.SubID != "" &&
-		p.tasks[d.SubID] == nil
+	d, err := ev.delegation()
+	return err == nil && d.SubID != "" && p.tasks[d.SubID] == nil
 }
 
 // liveFile reports whether a followed file of kind and name is one pi-crew rotates to archives: events.jsonl, a

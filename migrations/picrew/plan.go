@@ -221,10 +221,21 @@ func (p *planner) newTasks() {
 
 // data decodes an event's data into v; a malformed one is reported.
 func (p *planner) data(ev *teamEvent, v any) bool {
-	if len(ev.Data) == 0 || string(ev.Data) == "null" {
-		return true
+	return p.dataDecoded(ev, v, decodeData(ev.Data, v))
+}
+
+// decodeData decodes an event's data into v; none (absent, or null) leaves v as it is.
+func decodeData(data json.RawMessage, v any) error {
+	if len(data) == 0 || string(data) == "null" {
+		return nil
 	}
-	if err := json.Unmarshal(ev.Data, v); err != nil {
+	return json.Unmarshal(data, v)
+}
+
+// dataDecoded reports an event's data that did not decode into v (err), and the times v holds that crewlog does not
+// record; false when it did not decode.
+func (p *planner) dataDecoded(ev *teamEvent, v any, err error) bool {
+	if err != nil {
 		p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "%s data does not decode: skipped", ev.Type)
 		return false
 	}
@@ -382,19 +393,32 @@ func firstOf(s ...string) string {
 	return ""
 }
 
-func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
-	var d struct {
-		SubID          string  `json:"subId"`
-		Role           string  `json:"role"`
-		ChildDepth     int     `json:"childDepth"`
-		Unmetered      bool    `json:"unmetered"`
-		ReservedTokens int64   `json:"reservedTokens"`
-		Reason         string  `json:"reason"`
-		Message        string  `json:"message"`
-		OK             bool    `json:"ok"`
-		TimeoutSec     float64 `json:"timeoutSec"`
+// delegateData is the data of a delegate.* event.
+type delegateData struct {
+	SubID          string  `json:"subId"`
+	Role           string  `json:"role"`
+	ChildDepth     int     `json:"childDepth"`
+	Unmetered      bool    `json:"unmetered"`
+	ReservedTokens int64   `json:"reservedTokens"`
+	Reason         string  `json:"reason"`
+	Message        string  `json:"message"`
+	OK             bool    `json:"ok"`
+	TimeoutSec     float64 `json:"timeoutSec"`
+}
+
+// delegation is ev's data as a delegate.* event's, decoded once: a follower reads an admission's subId before it
+// plans the line (lacksTask), and delegateEvent all of it. It is a copy, which its caller may change.
+func (ev *teamEvent) delegation() (delegateData, error) {
+	if ev.delegate == nil {
+		ev.delegate = &delegateData{}
+		ev.delegateErr = decodeData(ev.Data, ev.delegate)
 	}
-	if !p.data(ev, &d) {
+	return *ev.delegate, ev.delegateErr
+}
+
+func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
+	d, err := ev.delegation()
+	if !p.dataDecoded(ev, &d, err) {
 		return
 	}
 	parent := ev.TaskID

@@ -141,6 +141,9 @@ type teamEvent struct {
 		Seq uint64 `json:"seq"`
 	} `json:"metadata"`
 	line string // where it came from, for the report
+	// delegate and delegateErr are Data decoded as a delegate.* event's (delegation), once decoded.
+	delegate    *delegateData
+	delegateErr error
 }
 
 // message is a MailboxMessage (D§2.6).
