@@ -396,7 +396,15 @@ func (f *Follower) readTasks(r *runFollower) {
 			r.p.newTasks()
 		}
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.unreadable(r.id, tp, err, "tasks unreadable, the tasks read before stand: %v")
+		// NB: a follower that read none (starting) has the one-shot import's tasks: none, and says so as it does.
+		reason := tasksNotReadReason(err)
+		if r.whole["tasks.json"] != nil {
+			reason = "tasks.json not read, the tasks read before stand: %v"
+			if readFailed(err) {
+				reason = "tasks unreadable, the tasks read before stand: %v"
+			}
+		}
+		s.unreadable(r.id, tp, err, reason)
 	}
 }
 

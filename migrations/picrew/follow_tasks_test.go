@@ -1,6 +1,7 @@
 package picrew
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,27 +12,50 @@ import (
 )
 
 // TestFollowerKeepsTheTasksReadBefore: a tasks.json that no longer decodes (rewritten with a value no JSON holds, by
-// a run's worker, or cut) leaves the tasks read before standing, as an undecodable manifest leaves the one read
-// before, and is reported. The follower took such a file for a run without tasks: every task line read until
-// tasks.json decoded again (a task's start, its end, its question) named no task of it and was skipped for good, its
-// offset passed.
+// a run's worker, or cut), or that is no longer read (not a regular file, larger than maxWholeFile), leaves the tasks
+// read before standing, as an undecodable manifest leaves the one read before, and is reported. The follower took a
+// file that did not decode for a run without tasks: every task line read until tasks.json decoded again (a task's
+// start, its end, its question) named no task of it and was skipped for good, its offset passed.
 func TestFollowerKeepsTheTasksReadBefore(t *testing.T) {
-	root := newRoot(t)
-	a := newRun(t, root, runA)
-	require.NoError(t, a.AddTask("01_plan", "planner"))
-	require.NoError(t, a.SetStatus("running"))
-	sink := newMemSink()
-	_, pass, reported := stepFollower(t, root.Dir, sink)
-	pass()
-	require.NoError(t, os.WriteFile(filepath.Join(a.Dir, "tasks.json"), []byte(`[{"id":"01_plan",`), 0o644))
-	seq, err := a.Event("task.started", "01_plan", nil)
-	require.NoError(t, err)
-	pass()
-	pass()
-	ids, _ := sink.imported()
-	require.Contains(t, ids, "import:"+runA+":seq:"+itoa(seq), "the task's start is imported")
-	require.Contains(t, reasonsFor(*reported, "state/runs/"+runA+"/tasks.json"),
-		"tasks.json does not decode, the tasks read before stand: unexpected end of JSON input")
+	for name, c := range map[string]struct {
+		write  func(t *testing.T, p string)
+		reason string
+	}{
+		"does not decode": {
+			write:  func(t *testing.T, p string) { require.NoError(t, os.WriteFile(p, []byte(`[{"id":"01_plan",`), 0o644)) },
+			reason: "tasks.json does not decode, the tasks read before stand: unexpected end of JSON input",
+		},
+		"not a regular file": {
+			write: func(t *testing.T, p string) {
+				require.NoError(t, os.Remove(p))
+				require.NoError(t, os.Mkdir(p, 0o755))
+			},
+			reason: "tasks.json not read, the tasks read before stand: a directory, not a regular file: not read",
+		},
+		"larger than a whole file may be": {
+			write: func(t *testing.T, p string) { require.NoError(t, os.Truncate(p, maxWholeFile+1)) },
+			reason: fmt.Sprintf("tasks.json not read, the tasks read before stand: larger than the limit of %d bytes "+
+				"of a file pi-crew rewrites whole: not read", maxWholeFile),
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := newRoot(t)
+			a := newRun(t, root, runA)
+			require.NoError(t, a.AddTask("01_plan", "planner"))
+			require.NoError(t, a.SetStatus("running"))
+			sink := newMemSink()
+			_, pass, reported := stepFollower(t, root.Dir, sink)
+			pass()
+			c.write(t, filepath.Join(a.Dir, "tasks.json"))
+			seq, err := a.Event("task.started", "01_plan", nil)
+			require.NoError(t, err)
+			pass()
+			pass()
+			ids, _ := sink.imported()
+			require.Contains(t, ids, "import:"+runA+":seq:"+itoa(seq), "the task's start is imported")
+			require.Equal(t, []string{c.reason}, reasonsFor(*reported, "state/runs/"+runA+"/tasks.json"))
+		})
+	}
 }
 
 // TestFollowerReadsARefusedManifestOncePerChange: a manifest.json the follower refuses (it does not decode, or names

@@ -370,7 +370,7 @@ func (s *source) readRun(id, dir string) *run {
 			s.skip(id, s.rel(tp), 0, 0, tasksUndecodable, err)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		s.unreadable(id, tp, err, tasksUnreadable)
+		s.unreadable(id, tp, err, tasksNotReadReason(err))
 	}
 
 	var eventFiles, mailFiles []string
@@ -512,13 +512,23 @@ func (s *source) steeringEntries(id string) (dir string, entries []os.DirEntry, 
 }
 
 // tasksUndecodable is the report of a tasks.json that does not decode (parseTasks' err) read first, and
-// tasksUnreadable of one that cannot be read (its error): the run then has no tasks. NB: a run's tasks come from its
-// tasks.json only (a task.created line is not read, and a line naming a task tasks.json lacks is skipped), not from
-// its events, as these said.
+// tasksNotRead of one not read (not a regular file, larger than maxWholeFile: its error): the run then has no tasks.
+// NB: a run's tasks come from its tasks.json only (a task.created line is not read, and a line naming a task
+// tasks.json lacks is skipped), not from its events, as these said. tasksUnreadable is the report of one whose read
+// failed (readFailed), which leaves the run not imported (runUnreadReason), not without tasks.
 const (
 	tasksUndecodable = "tasks.json does not decode, the run has no tasks (they come from tasks.json only): %v"
-	tasksUnreadable  = "tasks unreadable, the run has no tasks (they come from tasks.json only): %v"
+	tasksNotRead     = "tasks.json not read, the run has no tasks (they come from tasks.json only): %v"
+	tasksUnreadable  = "tasks unreadable: %v"
 )
+
+// tasksNotReadReason is the report of the first read of a tasks.json that failed with err, not one of an absent file.
+func tasksNotReadReason(err error) string {
+	if readFailed(err) {
+		return tasksUnreadable
+	}
+	return tasksNotRead
+}
 
 // parseTasks decodes tasks.json (rel) of run id in both forms pi-crew
 // reads (D§1): a bare array, or the {schemaVersion, tasks} envelope. A

@@ -1,6 +1,7 @@
 package picrew
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,9 +10,10 @@ import (
 )
 
 // TestATasksFileNotReadLeavesTheRunWithoutTasks: a run's tasks come from its tasks.json only (a task.created line is
-// not read, and a line naming a task tasks.json lacks is skipped), so a tasks.json that cannot be read or does not
-// decode leaves the run without tasks, and the report says so. It said the tasks came "from the events only", where
-// the task lines were skipped one by one. The one-shot import and a follower starting alike.
+// not read, and a line naming a task tasks.json lacks is skipped), so a tasks.json that is not read (not a regular
+// file, larger than maxWholeFile) or does not decode leaves the run without tasks, and the report says so. It said
+// the tasks came "from the events only", where the task lines were skipped one by one. The one-shot import and a
+// follower starting alike: the follower said the tasks read before stood, where it had read none.
 func TestATasksFileNotReadLeavesTheRunWithoutTasks(t *testing.T) {
 	for name, c := range map[string]struct {
 		write  func(t *testing.T, p string)
@@ -24,8 +26,16 @@ func TestATasksFileNotReadLeavesTheRunWithoutTasks(t *testing.T) {
 		},
 		"not a regular file": {
 			write: func(t *testing.T, p string) { require.NoError(t, os.Mkdir(p, 0o755)) },
-			reason: "tasks unreadable, the run has no tasks (they come from tasks.json only): " +
+			reason: "tasks.json not read, the run has no tasks (they come from tasks.json only): " +
 				"a directory, not a regular file: not read",
+		},
+		"larger than a whole file may be": {
+			write: func(t *testing.T, p string) {
+				require.NoError(t, os.WriteFile(p, nil, 0o644))
+				require.NoError(t, os.Truncate(p, maxWholeFile+1))
+			},
+			reason: fmt.Sprintf("tasks.json not read, the run has no tasks (they come from tasks.json only): "+
+				"larger than the limit of %d bytes of a file pi-crew rewrites whole: not read", maxWholeFile),
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -45,12 +55,10 @@ func TestATasksFileNotReadLeavesTheRunWithoutTasks(t *testing.T) {
 				require.Empty(t, withPrefix(ids, "import:"+run+":seq:"), "no task line")
 			}
 			noTask(ids)
-			if name == "does not decode" {
-				sink, reported := followPasses(t, root, 2)
-				require.Equal(t, []string{c.reason}, reasonsFor(reported, "state/runs/"+run+"/tasks.json"))
-				got, _ := sink.imported()
-				noTask(got)
-			}
+			sink, reported := followPasses(t, root, 2)
+			require.Equal(t, []string{c.reason}, reasonsFor(reported, "state/runs/"+run+"/tasks.json"))
+			got, _ := sink.imported()
+			noTask(got)
 		})
 	}
 }
