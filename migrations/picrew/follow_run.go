@@ -118,8 +118,9 @@ type runFollower struct {
 	passes          uint64
 	mailboxesReadIn uint64
 	// tasksReread: tasks.json was read again since the file being read was (readTail), for a line naming a task the
-	// tasks read lacked (planLine).
+	// tasks read lacked (planLine). tasksFailed: the last read of tasks.json failed (readFailed).
 	tasksReread bool
+	tasksFailed bool
 	// unread: the last sync stopped reading at maxPending, so the files may
 	// hold lines not read yet (a pass is not settled then).
 	unread bool
@@ -385,7 +386,9 @@ func (f *Follower) markMailboxes(r *runFollower) {
 // readTasks reads the run's tasks.json again if it changed since it was read, and plans its new workflow tasks.
 func (f *Follower) readTasks(r *runFollower) {
 	s, tp := f.src, r.wholePath("tasks.json")
-	if b, st, changed, err := s.files().readWhole(tp, r.whole["tasks.json"], stamp{}); err == nil && changed {
+	b, st, changed, err := s.files().readWhole(tp, r.whole["tasks.json"], stamp{})
+	r.tasksFailed = readFailed(err)
+	if err == nil && changed {
 		f.sawWhole(r, "tasks.json", st, b)
 		if tasks, err := s.parseTasks(r.id, s.rel(tp), b); err != nil {
 			// NB: as for the manifest: taken for a run without tasks, every task line read until it decoded again
@@ -912,14 +915,22 @@ func (f *Follower) planLine(r *runFollower, t *tailState, l line, read int64, re
 		if seq > r.maxSeq+1 && t.rel == s.rel(filepath.Join(r.dir, "events.jsonl")) && r.maxSeq > 0 {
 			s.skip(r.id, t.rel, l.n, r.maxSeq+1, "seq %d..%d missing (compacted or a failed append)", r.maxSeq+1, seq-1)
 		}
-		if !r.tasksReread && !replay && lacksTask(p, &ev) {
+		if !replay && lacksTask(p, &ev) {
 			// NB: pi-crew adds a task to tasks.json (a shadow, a workflow task) before it appends a line naming it,
 			// and the pass read tasks.json before this file: a task added, and its line appended, between the two
 			// reads had the line skipped for good (an admission recorded without its shadow's title and cwd). Read
 			// again after the line was, tasks.json holds the task; once a read of the file, as every line of it was
 			// read by then.
-			r.tasksReread = true
-			f.readTasks(r)
+			if !r.tasksReread {
+				r.tasksReread = true
+				f.readTasks(r)
+			}
+			// NB: nor is the line taken for one naming no task while tasks.json cannot be read (a failing disk): a
+			// follower starting then, which had read no task, skipped every task line it read for good. It waits,
+			// with the lines after it, for a pass that reads tasks.json.
+			if r.tasksFailed && lacksTask(p, &ev) {
+				return false
+			}
 		}
 		r.seqs[seq] = true
 		r.maxSeq = max(r.maxSeq, seq)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/migrations/picrew/picrewtest"
 )
 
 // readFailure is where failReads makes a read of a file fail.
@@ -177,6 +178,19 @@ func TestFollowerDoesNotTakeAnUnreadableFileForAbsent(t *testing.T) {
 	}
 }
 
+// runningPlanRun is a crew root with run A, running (its run.running line written), and its one task, 01_plan.
+func runningPlanRun(t *testing.T) (*picrewtest.Root, *picrewtest.Run) {
+	t.Helper()
+	root := newRoot(t)
+	r := newRun(t, root, runA)
+	runSteps(t, []func() error{
+		func() error { return r.AddTask("01_plan", "planner") },
+		func() error { return r.SetStatus("running") },
+		func() error { _, err := r.Event("run.running", "", nil); return err },
+	})
+	return root, r
+}
+
 // runIDs are the runs an import imported, in its order.
 func runIDs(sum Summary) []string {
 	var out []string
@@ -204,13 +218,7 @@ func checkpointsOf(m *memSink) []events.ImportCheckpoint {
 // rewrite: the file was reported "rewritten in place" and read again from its start. It is not a rewrite: the file
 // is read on from where it was once it can be read.
 func TestFollowerDoesNotTakeAFailedReadForARewrite(t *testing.T) {
-	root := newRoot(t)
-	r := newRun(t, root, runA)
-	runSteps(t, []func() error{
-		func() error { return r.AddTask("01_plan", "planner") },
-		func() error { return r.SetStatus("running") },
-		func() error { _, err := r.Event("run.running", "", nil); return err },
-	})
+	root, r := runningPlanRun(t)
 	sink := newMemSink()
 	fl, pass, reported := stepFollower(t, root.Dir, sink)
 	pass()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -59,6 +60,33 @@ func TestATasksFileNotReadLeavesTheRunWithoutTasks(t *testing.T) {
 			require.Equal(t, []string{c.reason}, reasonsFor(reported, "state/runs/"+run+"/tasks.json"))
 			got, _ := sink.imported()
 			noTask(got)
+		})
+	}
+}
+
+// TestFollowerStartingWhileTasksCannotBeReadHoldsTheTaskLines: a follower starting on a run whose tasks.json is there
+// but cannot be read (a failing disk, a full descriptor table) has read no task, and took the run for one without
+// tasks: every line naming a task that it read until tasks.json could be read was skipped for good, as naming no task
+// of tasks.json, where the one-shot import of the same files, which does not import a run it cannot read whole,
+// records it once it can. A line naming a task the tasks read lack waits, with the lines after it, while tasks.json
+// cannot be read, and is read once it can.
+func TestFollowerStartingWhileTasksCannotBeReadHoldsTheTaskLines(t *testing.T) {
+	for _, how := range []readFailure{openFails, readFails} {
+		t.Run(string(how), func(t *testing.T) {
+			root, r := runningPlanRun(t)
+			_, err := r.Event("task.started", "01_plan", nil)
+			require.NoError(t, err)
+			heal := failReads(t, root.Dir, how, syscall.EIO, "state/runs/"+runA+"/tasks.json")
+			sink := newMemSink()
+			_, pass, reported := stepFollower(t, root.Dir, sink)
+			pass()
+			pass()
+			require.Contains(t, reasonsFor(*reported, "state/runs/"+runA+"/tasks.json"), "tasks unreadable: "+
+				syscall.EIO.Error())
+			heal()
+			pass()
+			pass()
+			requireCopy(t, root.Dir, sink, copyOf{live: true})
 		})
 	}
 }
