@@ -948,7 +948,8 @@ func (f *Follower) planLine(r *runFollower, t *tailState, l line, read int64, re
 			// NB: the message of a steering line given one of its own, read after it: the import of the same files,
 			// which plans the mailbox before the steering files, records it, with its delivery states. Left out, the
 			// follower dropped it without a line saying so; recorded, its mailbox.appended is the message's second
-			// (the steer's stands) and the writes are the import's.
+			// (the steer's stands) and the writes are the import's. Not the steer's message alone: its write may
+			// still wait for the daemon, or have been refused, and an import of the same files appends this one.
 			s.skip(r.id, t.rel, l.n, 0, "message %s: read after its steering line, which was given a message of its "+
 				"own that stands: recorded too, with its delivery states", clip(m.ID))
 		}
