@@ -150,7 +150,10 @@
 //   - A request whose record its reader could not read whole (a worker's msg.send or escalate in msg.inbox,
 //     proxy.request's proxy.requested in events.since, proxy.complete's result in proxy.result) is refused
 //     oversize-frame, nothing recorded: by the broker without a commandId, else by the engine
-//     (commands.Request.Refused), only when the id has no outcome.
+//     (commands.Request.Refused), only when the id has no outcome. A delegate.settle whose text would not fit its
+//     reader is not refused but cut (fitResult), and is fingerprinted by the text as sent (SentText), so a retry
+//     through a frame that cuts it otherwise is answered its outcome; docs/protocol.md says which outcomes of a
+//     build before that answer only a retry cut as they were.
 //   - A hello cannot probe which runs exist: an unknown run, an unknown task and a wrong orchestrator token all
 //     answer auth; stale-token (pi-crew's answer, which its client acts on) needs an existing run and task named.
 //     query.slots shows a worker or an orchestrator only its own run's holders; the admin sees every holder.

@@ -118,12 +118,13 @@ func (c *conn) fitResult(x *commands.DelegateSettle) {
 		// sender's "delegate:", the data's keys).
 		return
 	}
-	// NB: the cut is part of the request the engine fingerprints, so a retry must be cut the same: by the request
-	// alone, never by what the run holds when it arrives. A settle of a delegation not admitted yet (or not yet in
-	// this crewd's copy) would be left uncut and refused, that refusal recorded, and its retry, cut once the
-	// delegation is there, refused as another request; the admin's settle that leaves out runId names its run only
-	// through the slot the settle frees. So it is cut for the widest parent task id, and without runId for the widest
-	// run id too.
+	// NB: the engine fingerprints the text as sent (SentText), whatever the cut, so that a retry through another
+	// frame is the same request; an outcome recorded by a build before SentText holds the digest of the text as cut,
+	// which a retry cut the same matches. So the cut is made by the request and the frame alone, never by what the
+	// run holds when it arrives: a settle of a delegation not admitted yet (or not yet in this crewd's copy) would be
+	// left uncut and refused, that refusal recorded, and its retry, cut once the delegation is there, match that
+	// build's outcome no more; the admin's settle that leaves out runId names its run only through the slot the
+	// settle frees. So it is cut for the widest parent task id, and without runId for the widest run id too.
 	runID, parent := x.RunID, strings.Repeat("z", commands.MaxIDChars)
 	if runID == "" {
 		runID = strings.Repeat("z", commands.MaxRunIDChars)
@@ -143,7 +144,9 @@ func (c *conn) fitResult(x *commands.DelegateSettle) {
 			rest = max(rest, len(b)+1)
 		}
 	}
-	x.Text = jsonPrefix(x.Text, room-rest)
+	if cut := jsonPrefix(x.Text, room-rest); cut != x.Text {
+		x.Text, x.SentText = cut, x.Text
+	}
 }
 
 // jsonPrefix is the longest prefix of s, whole chars, that takes at most n bytes inside a JSON string as

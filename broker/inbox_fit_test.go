@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker/wire"
@@ -314,13 +315,7 @@ func TestACutResultsRetryIsTheSameRequest(t *testing.T) {
 			first := settler.result("delegate.settle", settler.callUnescaped("delegate.settle", params))
 			again := settler.result("delegate.settle", settler.callUnescaped("delegate.settle", params))
 			require.Equal(t, first, again)
-			var result string
-			for _, m := range widestIDPages(p, "msg.inbox", map[string]any{"limit": 1}) {
-				if m["from"] == "delegate:"+sub {
-					result = m["body"].(string)
-				}
-			}
-			require.Contains(t, result, "--- delegate "+sub+" (ok) ---\n<", "the result, cut, read by its parent")
+			require.Contains(t, resultBodyOf(p, sub), "--- delegate "+sub+" (ok) ---\n<", "the result, cut, read by its parent")
 		})
 	}
 }
@@ -353,6 +348,57 @@ func TestACutResultsRetryIsTheSameRequestWhateverTheRunHoldsThen(t *testing.T) {
 	require.Equal(t, sub, delegate(p))
 	again := o.callUnescaped("delegate.settle", params)
 	require.Equal(t, first.Error, again.Error, "the retry is answered the recorded refusal")
+}
+
+// TestACutResultsRetryIsTheSameRequestWhateverTheFrame: a settle's text is cut to what an inbox page of the frame
+// holds, and the engine fingerprinted the text as cut: a retry through a crewd restarted with another --max-frame
+// (or a node of a cluster with another frame) was cut otherwise, and the retry of an accepted settle was refused
+// "commandId already used for a different request" instead of answered the recorded outcome. The result its parent
+// reads is the one the first attempt delivered.
+func TestACutResultsRetryIsTheSameRequestWhateverTheFrame(t *testing.T) {
+	for _, frames := range [][2]int{{4096, 8192}, {8192, 4096}, {4096, wire.MaxFrameFloor}} {
+		t.Run(fmt.Sprint(frames[0], " then ", frames[1]), func(t *testing.T) {
+			mem := vfs.NewMem()
+			f := newFixture(t, fixtureOpts{fs: mem, opts: Options{MaxFrame: frames[0]}})
+			s := f.seed()
+			o, p := f.dial(), f.dial()
+			o.hello(runR, events.OrchestratorKey, s.orch)
+			p.hello(runR, taskP, s.p)
+			sub := p.ok("delegate.request", map[string]any{"prompt": "look", "description": "d"})["grandchildTaskRef"].(string)
+			// NB: a text each frame cuts, which a request of the smaller frame still carries.
+			params := map[string]any{"subId": sub, "outcome": "ok", "commandId": "settle-1",
+				"text": strings.Repeat("<", min(frames[0], frames[1])-300)}
+			first := o.result("delegate.settle", o.callUnescaped("delegate.settle", params))
+			delivered := resultBodyOf(p, sub)
+			require.Contains(t, delivered, "--- delegate "+sub+" (ok) ---\n<", "the result, cut")
+			o.nc.Close()
+			p.nc.Close()
+			f.close()
+
+			g := newFixture(t, fixtureOpts{fs: mem, opts: Options{MaxFrame: frames[1]}})
+			g.clock.Store(f.clock.Load())
+			o, p = g.dial(), g.dial()
+			o.hello(runR, events.OrchestratorKey, s.orch)
+			p.hello(runR, taskP, s.p)
+			again := o.callUnescaped("delegate.settle", params)
+			require.Nil(t, again.Error, "the retry is answered the recorded outcome")
+			require.Equal(t, first, o.result("delegate.settle", again))
+			if frames[1] >= frames[0] {
+				require.Equal(t, delivered, resultBodyOf(p, sub), "the result the first attempt delivered")
+			}
+		})
+	}
+}
+
+// resultBodyOf is the body of the message that delivered delegation sub's result to reader, read a message a page.
+func resultBodyOf(reader *client, sub string) string {
+	var result string
+	for _, m := range widestIDPages(reader, "msg.inbox", map[string]any{"limit": 1}) {
+		if m["from"] == "delegate:"+sub {
+			result = m["body"].(string)
+		}
+	}
+	return result
 }
 
 // TestAMessagesRetryIsAnsweredItsOutcomeWhateverTheRunHoldsThen: a worker's message is measured against the

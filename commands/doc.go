@@ -62,6 +62,10 @@
 //     whose outcomes the log does not serve yet, the same rules hold: a
 //     second equal request follows the first's answer (and is answered when
 //     the first is durable), a different one is refused.
+//     A delegate.settle whose text its caller cut to fit its readers
+//     (DelegateSettle.SentText) is fingerprinted as sent, and its retry also
+//     matches an outcome fingerprinted as cut, what a build before SentText
+//     recorded (cutFingerprint).
 //     An outcome moved from a format-2 store has no fingerprint and answers
 //     any retry of its principal, as it did. The one exception is an outcome
 //     that wrote no event past its principal's MaxEventlessOutcomes, or a

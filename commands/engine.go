@@ -281,6 +281,7 @@ type pending struct {
 	slot      string // principal and command id, unambiguously (the duplicate check of the groups in flight)
 	fp        []byte // fingerprint(req.Command), when req has a CommandID: a slice of fpBuf
 	fpBuf     [fingerprintLen]byte
+	cutFP     []byte // cutFingerprint(req.Command), when req has a CommandID: nil but for a settle whose text was cut
 	reply     Reply
 	err       error
 	done      chan struct{}
@@ -568,6 +569,11 @@ func (e *Engine) prepare(r Request) (*pending, error) {
 			return nil, err
 		}
 		p.fp = p.fpBuf[:]
+		cutFP, err := cutFingerprint(r.Command)
+		if err != nil {
+			return nil, err
+		}
+		p.cutFP = cutFP
 		var slot [160]byte
 		b := binary.AppendUvarint(slot[:0], uint64(len(key)))
 		at := len(b)

@@ -57,6 +57,20 @@ func fingerprintInto(fp *[fingerprintLen]byte, c Command) error {
 	return nil
 }
 
+// cutFingerprint is the fingerprint a build before DelegateSettle.SentText gave c, a settle whose text its caller
+// cut: the digest of the text as cut, which such a build recorded with its outcome; nil for any other request. A
+// retry matches either (answerRetry), so an outcome recorded then answers a retry cut the same, through a frame
+// that cuts as the one of the time did.
+func cutFingerprint(c Command) ([]byte, error) {
+	s, ok := c.(*DelegateSettle)
+	if !ok || s.SentText == "" {
+		return nil, nil
+	}
+	cut := *s
+	cut.SentText = ""
+	return fingerprint(&cut)
+}
+
 // encodeCanonical writes c's canonical encoding by reflection: struct
 // fields in declaration order, map keys sorted.
 func encodeCanonical(buf *bytes.Buffer, c Command) error {

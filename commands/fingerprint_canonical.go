@@ -13,6 +13,10 @@ import (
 // differ from reflection by a byte: TestCanonicalEncodingMatchesReflection
 // and FuzzCanonicalEncodingMatchesReflection hold them to it, and
 // TestCanonicalEncodingCoversEveryField fails when a field is added.
+//
+// NB: DelegateSettle.SentText is no field of the request: it is the text its client sent, which the settle's
+// encoding holds in Text's place, so a settle is fingerprinted as sent however a frame cut its text, and as before
+// SentText when it was not cut (SentText empty, omitted by reflection).
 
 // appendCanonical appends c's canonical encoding; ok is false for a command
 // that has no encoder here (reflection encodes it).
@@ -53,8 +57,16 @@ func (c *DelegateSettle) appendCanonical(b []byte) []byte {
 	b = m.String(m.String(b, "RunID"), c.RunID)
 	b = m.String(m.String(b, "SubID"), c.SubID)
 	b = m.String(m.String(b, "Outcome"), c.Outcome)
-	b = m.String(m.String(b, "Text"), c.Text)
+	b = m.String(m.String(b, "Text"), c.sentText())
 	return appendOptionalInt64(m.String(b, "UsageTokens"), c.UsageTokens)
+}
+
+// sentText is the text as the client sent it.
+func (c *DelegateSettle) sentText() string {
+	if c.SentText != "" {
+		return c.SentText
+	}
+	return c.Text
 }
 
 func appendOptionalString(b []byte, s *string) []byte {

@@ -68,6 +68,17 @@ func TestCanonicalEncodingMatchesReflection(t *testing.T) {
 	requireCanonicalAsReflection(t, &DelegateSettle{})
 }
 
+// TestACutSettleIsEncodedAsSent: a settle whose text its caller cut (SentText set) is encoded as the settle its
+// client sent, whose Text is SentText, so that its fingerprint does not depend on the cut.
+func TestACutSettleIsEncodedAsSent(t *testing.T) {
+	tokens := int64(9)
+	cut := &DelegateSettle{RunID: "R", SubID: "gc-1", Outcome: OutcomeOK, Text: "<<", SentText: "<<<<", UsageTokens: &tokens}
+	b, ok := appendCanonical(nil, cut)
+	require.True(t, ok)
+	require.Equal(t, reflected(t, &DelegateSettle{RunID: "R", SubID: "gc-1", Outcome: OutcomeOK, Text: "<<<<",
+		UsageTokens: &tokens}), b)
+}
+
 func FuzzCanonicalEncodingMatchesReflection(f *testing.F) {
 	f.Add("run", "task", "prompt", "desc", int64(1000), 3, 1.5, "ok", "text", true)
 	f.Fuzz(func(t *testing.T, run, task, prompt, desc string, tokens int64, turns int, timeout float64, outcome, text string, set bool) {
@@ -86,7 +97,8 @@ func FuzzCanonicalEncodingMatchesReflection(f *testing.F) {
 // A field added to either command must be added to its canonical encoder.
 func TestCanonicalEncodingCoversEveryField(t *testing.T) {
 	require.Equal(t, 10, reflect.TypeFor[DelegateRequest]().NumField(), "DelegateRequest changed: update its appendCanonical")
-	require.Equal(t, 5, reflect.TypeFor[DelegateSettle]().NumField(), "DelegateSettle changed: update its appendCanonical")
+	// NB: DelegateSettle's sixth, SentText, is encoded in Text's place.
+	require.Equal(t, 6, reflect.TypeFor[DelegateSettle]().NumField(), "DelegateSettle changed: update its appendCanonical")
 }
 
 func TestFingerprintOfACanonicalCommandAllocatesNothing(t *testing.T) {

@@ -145,6 +145,7 @@ func forwardedCommands() []Command {
 		&RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: &budget, OrchestratorDigest: "ab"},
 		&TaskCreate{RunID: "r", TaskID: "t1", Role: "executor", DependsOn: []string{"t0"}},
 		&DelegateRequest{RunID: "r", TaskID: "t1", Prompt: "p", Description: &desc, TimeoutSec: &timeout},
+		&DelegateSettle{RunID: "r", SubID: "gc-1", Outcome: OutcomeOK, Text: "<", SentText: "<<"}, // cut for its frame
 		&ProxyRequest{RunID: "r", TaskID: "t1", JobID: "J", RequestID: "q", RequestIDChars: 1, NonceDigest: "ab", Tool: "read",
 			Args: json.RawMessage(`{"a":1}`)},
 		&JobCreate{RunID: "r", JobID: "J", TaskID: "t1", Tools: json.RawMessage(`[]`), NonceDigest: "ab"},
@@ -297,6 +298,31 @@ func TestForwardedBoundFollowsTheArray(t *testing.T) {
 		_, err := DecodeRequest(append(slices.Clone(old), tail...))
 		require.Error(t, err, name)
 	}
+}
+
+// A settle whose text its follower cut carries the text as sent beside it (SentText), which a writer of the build
+// before SentText skips as a field it does not know: it decides the cut text, as it decided a settle its follower
+// cut; an uncut settle is the bytes that build sent.
+func TestAForwardedCutSettleIsReadByTheBuildBefore(t *testing.T) {
+	type settleBefore struct { // DelegateSettle as the build before SentText has it
+		RunID, SubID, Outcome, Text string
+		UsageTokens                 *int64
+	}
+	tokens := int64(5)
+	cut := &DelegateSettle{RunID: "r", SubID: "gc-1", Outcome: OutcomeOK, Text: "<", SentText: "<<", UsageTokens: &tokens}
+	b, err := EncodeRequest(forwardedRequest(cut))
+	require.NoError(t, err)
+	var f forwarded
+	require.NoError(t, msgpack.Unmarshal(b, &f))
+	var before settleBefore
+	require.NoError(t, msgpack.Unmarshal(f.Command, &before))
+	require.Equal(t, settleBefore{RunID: "r", SubID: "gc-1", Outcome: OutcomeOK, Text: "<", UsageTokens: &tokens}, before)
+
+	uncut, err := msgpack.Marshal(&DelegateSettle{RunID: "r", SubID: "gc-1", Outcome: OutcomeOK, Text: "<<"})
+	require.NoError(t, err)
+	sentBefore, err := msgpack.Marshal(&settleBefore{RunID: "r", SubID: "gc-1", Outcome: OutcomeOK, Text: "<<"})
+	require.NoError(t, err)
+	require.Equal(t, sentBefore, uncut)
 }
 
 // forwardedCredential is a worker's credential of forwardedRequest's task.

@@ -43,7 +43,7 @@ func (e *Engine) decide(f *flight, from int) error {
 				// outcome the log does not serve yet): the second is a
 				// retry of the first only if it is the same request, and
 				// is answered as the first once that is durable.
-				if !bytes.Equal(first.fp, p.fp) {
+				if !sameRequest(first.fp, p.fp, p.cutFP) {
 					p.reply = Reply{Rejected: reusedID()}
 					continue
 				}
@@ -52,7 +52,7 @@ func (e *Engine) decide(f *flight, from int) error {
 			}
 			o, err := e.log.Outcome(p.principal, id)
 			if err == nil {
-				p.reply = answerRetry(o, p.fp)
+				p.reply = answerRetry(o, p.fp, p.cutFP)
 				continue
 			}
 			if !errors.Is(err, eventlog.ErrNotFound) {
@@ -273,17 +273,28 @@ func (e *Engine) recordedOrRefused(r Request) (Reply, error) {
 	if err := fingerprintInto(&fp, r.Command); err != nil {
 		return Reply{}, err
 	}
-	return answerRetry(o, fp[:]), nil
+	cutFP, err := cutFingerprint(r.Command)
+	if err != nil {
+		return Reply{}, err
+	}
+	return answerRetry(o, fp[:], cutFP), nil
 }
 
-// answerRetry answers a retry whose request digests to fp from the outcome o recorded under its command id: that
-// outcome, or a refusal when another request was recorded under the id. An outcome moved from before format 3 has
-// no fingerprint: it answers any retry, as it did then.
-func answerRetry(o eventlog.Outcome, fp []byte) Reply {
-	if len(o.Fingerprint) > 0 && !bytes.Equal(o.Fingerprint, fp) {
+// answerRetry answers a retry whose request digests to fp (and cutFP, cutFingerprint's) from the outcome o recorded
+// under its command id: that outcome, or a refusal when another request was recorded under the id. An outcome moved
+// from before format 3 has no fingerprint: it answers any retry, as it did then.
+func answerRetry(o eventlog.Outcome, fp, cutFP []byte) Reply {
+	if len(o.Fingerprint) > 0 && !sameRequest(o.Fingerprint, fp, cutFP) {
 		return Reply{Rejected: reusedID()}
 	}
 	return recorded(o)
+}
+
+// sameRequest tells whether recorded, the fingerprint of a request under a command id (an outcome's, or a request's
+// in flight), is that of a retry that digests to fp, or to cutFP, the fingerprint of its text as cut that a build
+// before DelegateSettle.SentText recorded (nil for most requests).
+func sameRequest(recorded, fp, cutFP []byte) bool {
+	return bytes.Equal(recorded, fp) || cutFP != nil && bytes.Equal(recorded, cutFP)
 }
 
 // recorded rebuilds the answer of an earlier attempt from its outcome.

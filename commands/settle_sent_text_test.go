@@ -1,0 +1,71 @@
+package commands
+
+import (
+	"context"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/events"
+)
+
+// TestACutSettlesRetryIsTheRequestAsSent: a settle whose text its caller cut to fit its frame's readers was
+// fingerprinted as cut, so that its retry through a frame that cuts otherwise (a crewd restarted with another
+// --max-frame, another node of a cluster) was refused "commandId already used for a different request" instead of
+// answered the recorded outcome. It is fingerprinted as sent (SentText); an outcome a build before SentText
+// recorded, under the digest of the text as cut, still answers a retry cut the same.
+func TestACutSettlesRetryIsTheRequestAsSent(t *testing.T) {
+	const sent = "a long result, cut to what the readers' frame holds"
+	cutAt := func(n int) *DelegateSettle {
+		c := &DelegateSettle{RunID: "R", Outcome: OutcomeOK, Text: sent[:n], SentText: sent}
+		if n == len(sent) {
+			c.SentText = ""
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name        string
+		first, then *DelegateSettle
+		reused      bool
+	}{
+		{"cut then cut otherwise", cutAt(10), cutAt(20), false},
+		{"cut then uncut", cutAt(10), cutAt(len(sent)), false},
+		{"uncut then cut", cutAt(len(sent)), cutAt(10), false},
+		{"recorded as cut by a build before, retried cut the same", &DelegateSettle{RunID: "R", Outcome: OutcomeOK,
+			Text: sent[:10]}, cutAt(10), false},
+		// NB: what a build before recorded for a cut text is the cut alone: a retry through a frame that cuts
+		// otherwise cannot be told from another request (docs/protocol.md).
+		{"recorded as cut by a build before, retried cut otherwise", &DelegateSettle{RunID: "R", Outcome: OutcomeOK,
+			Text: sent[:10]}, cutAt(20), true},
+		{"another text cut the same", cutAt(10), &DelegateSettle{RunID: "R", Outcome: OutcomeOK, Text: sent[:10],
+			SentText: sent[:10] + " and something else"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
+			f.seedRun("R", 0)
+			r, err := f.eng.Submit(context.Background(), Request{Principal: events.WorkerPrincipal("R", "02_exec"),
+				Actor: worker("02_exec"), Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p"}})
+			require.NoError(t, err)
+			require.Nil(t, r.Rejected)
+			sub := r.Value.(*DelegateResult).GrandchildTaskRef
+			settle := func(c *DelegateSettle) Reply {
+				c.SubID = sub
+				r, err := f.eng.Submit(context.Background(), Request{Principal: events.OrchestratorPrincipal("R"),
+					CommandID: "settle-1", Actor: orchestrator, Command: c})
+				require.NoError(t, err)
+				return r
+			}
+			first := settle(tc.first)
+			require.Nil(t, first.Rejected)
+			again := settle(tc.then)
+			if tc.reused {
+				require.Equal(t, reusedID(), again.Rejected)
+				return
+			}
+			require.Nil(t, again.Rejected, "the retry is answered the recorded outcome")
+			require.True(t, again.Replayed)
+			require.JSONEq(t, string(first.Result), string(again.Result))
+		})
+	}
+}
