@@ -154,7 +154,8 @@ func handleQueryRuns(cl *call) (any, error) {
 // nextCursor?, hasMore, total}, which a task too large for a frame is sent without (task_fit.go).
 func handleQueryTasks(cl *call) (any, error) {
 	return queryRunPage(cl, "tasks", (*projections.State).TasksPage,
-		func(t projections.Task) WireTask { return WireTask{Task: t} }, omitting(cl, (*WireTask).OmitTexts, (*WireTask).OmitDependsOn, (*WireTask).OmitNames),
+		func(t projections.Task) WireTask { return WireTask{Task: t} },
+		omitting(cl, (*WireTask).OmitTexts, (*WireTask).OmitDependsOn, (*WireTask).OmitNames, (*WireTask).OmitQuestion),
 		taskDependsOn)
 }
 

@@ -19,17 +19,28 @@ import (
 // A task's run id (up to 255 chars) and its own (up to 256), beside its usage (four counters of up to 2^40, its cost
 // and turns) and times, that the run.create, task.create and task.usage fit in a frame of 1 KiB, read back larger
 // than that frame without its texts, dependsOn and names too: its runId is left out with its names, empty (it is the
-// run query.tasks names), as a delegation's is (delegation_fit.go). So is the id of the question it waits on: an
-// import records one of up to 256 bytes in JSON (events.ImportedQuestionIDOK), where crewlog's own wait.request mints
-// one of a few dozen, and a task of an id of 256 chars parked on it outgrew that frame without its runId too. It is
-// left out with the names, empty (query.run's waitState names the question the run is parked on).
+// run query.tasks names), as a delegation's is (delegation_fit.go). So, once the task would not fit without them
+// either, is the id of the question it waits on: an import records one of up to 256 bytes in JSON
+// (events.ImportedQuestionIDOK), where crewlog's own wait.request mints one of a few dozen, and a task of an id of
+// 256 chars parked on it outgrew that frame without its runId too. It is left out last, empty, namesOmitted true (a
+// question id is never empty; query.run's waitState names the question the run is parked on).
+//
+// NB: last, not with the names: the orchestrator answers a parked task with a response carrying exactly its
+// question's id, which the run's waitState names only for the question the run was parked on last, and events.since
+// sends the ask.requested of such a task without its data. A task of an id of 256 chars in a run of an id of 255,
+// parked on a question crewlog minted, fits in 1 KiB with that id: left out with the names, no read gave it.
 
 // OmitDependsOn leaves out w's dependsOn and says so.
 func (w *WireTask) OmitDependsOn() { w.DependsOn, w.DependsOnOmitted = nil, true }
 
-// OmitNames leaves out w's role, agent, stepId, failureCause, runId and its waiting question's id and says so.
+// OmitNames leaves out w's role, agent, stepId, failureCause and runId and says so.
 func (w *WireTask) OmitNames() {
 	w.Role, w.Agent, w.StepID, w.FailureCause, w.RunID, w.NamesOmitted = "", "", "", "", "", true
+}
+
+// OmitQuestion leaves out w's waiting question's id, after its names (namesOmitted says so).
+func (w *WireTask) OmitQuestion() {
+	w.NamesOmitted = true
 	if w.Waiting != nil {
 		waiting := *w.Waiting // NB: a copy: the task's own is the state's
 		waiting.QuestionID = ""

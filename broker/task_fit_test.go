@@ -279,3 +279,32 @@ func TestTasksPastAnImportedQuestionTooLargeForAFrame(t *testing.T) {
 	require.NoError(t, json.Unmarshal(r.Result, &parked))
 	require.Equal(t, question, parked["waitState"].(map[string]any)["questionId"], "query.run names the question")
 }
+
+// TestTasksPastIDsKeepTheirQuestionWhenItFits: a task of an id of 256 chars in a run of an id of 255, parked on a
+// question crewlog minted (a few dozen chars), outgrows a frame of 1 KiB with its runId, and was sent without its
+// waiting question's id too, with the names: the run's waitState names only the question the run was parked on last,
+// and events.since sends the ask.requested of such a task without its data, so the orchestrator learnt no other
+// parked task's question from any read, and could not answer it (pi-crew's ask tool takes a response carrying
+// exactly that id). The question's id is left out only when the task would not fit without its names either.
+func TestTasksPastIDsKeepTheirQuestionWhenItFits(t *testing.T) {
+	f, o, runID := longestRunID(t, nil)
+	asked := map[string]string{}
+	for _, c := range []string{"t", "u"} {
+		long := strings.Repeat(c, commands.MaxIDChars)
+		o.ok("task.create", map[string]any{"taskId": long, "role": "r", "agent": "a", "title": "t", "cwd": "/w"})
+		o.ok("task.transition", map[string]any{"taskId": long, "to": "running"})
+		p := f.dial()
+		p.hello(runID, long, o.ok("credential.issue", map[string]any{"taskId": long})["token"].(string))
+		asked[long] = p.ok("wait.request", map[string]any{"question": "?"})["questionId"].(string)
+	}
+
+	tasks := everyItem(t, o, "query.tasks", nil, "tasks")
+	require.LessOrEqual(t, o.rd.FrameBytes(), wire.MaxFrameFloor)
+	require.Len(t, tasks, 2)
+	for _, task := range tasks {
+		require.Equal(t, true, task["namesOmitted"], "the names and runId are left out")
+		require.Equal(t, "", task["runId"])
+		require.Equal(t, asked[task["id"].(string)], task["waiting"].(map[string]any)["questionId"],
+			"the question the task waits on")
+	}
+}
