@@ -3,7 +3,6 @@ package broker
 import (
 	"encoding/json"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/commands"
@@ -108,7 +107,9 @@ const widestInboxCursor = "4294967295"
 // grandchild's, which the runtime passes on: one whose chars take six bytes each in JSON would otherwise leave the
 // parent's msg.inbox (or the run inbox) answering oversize-frame at the result for good, so that the parent read
 // neither its result nor any message after it. A settlement cannot be refused for it (it frees the slot, and a
-// run must be able to finish), so the text is cut, as the fence cuts it at commands.MaxResultChars.
+// run must be able to finish), so the text is cut, as the fence cuts it at commands.MaxResultChars, and the engine
+// follows the fence with a note of the cut (made room for in the text), so that the parent learns that there was
+// more than it reads: in a frame of 1 KiB, the room for a parent task id of the longest leaves none for the text.
 func (c *conn) fitResult(x *commands.DelegateSettle) {
 	room := inboxPageRoom(c.s.opts.MaxFrame)
 	if 6*(len(x.Text)+4*len(x.SubID)+len(x.RunID)+commands.MaxIDChars)+widestMessageRest <= room {
@@ -144,32 +145,9 @@ func (c *conn) fitResult(x *commands.DelegateSettle) {
 			rest = max(rest, len(b)+1)
 		}
 	}
-	if cut := jsonPrefix(x.Text, room-rest); cut != x.Text {
+	if cut := commands.JSONPrefix(x.Text, room-rest); cut != x.Text {
 		x.Text, x.SentText = cut, x.Text
 	}
-}
-
-// jsonPrefix is the longest prefix of s, whole chars, that takes at most n bytes inside a JSON string as
-// encoding/json writes it (HTML's characters escaped). NB: it counts a control character other than \n, \r and
-// \t as six bytes, what \u00XX takes, where encoding/json may write two.
-func jsonPrefix(s string, n int) string {
-	used := 0
-	for at, r := range s {
-		size := utf8.RuneLen(r)
-		switch {
-		case r == utf8.RuneError && !strings.HasPrefix(s[at:], "\uFFFD"):
-			size = 6 // an invalid byte, written \ufffd
-		case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t':
-			size = 2
-		case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029':
-			size = 6
-		}
-		if used+size > n {
-			return s[:at]
-		}
-		used += size
-	}
-	return s
 }
 
 // widestBoxes are the mailboxes of boxes whose copies are the widest: the run inbox, and the task whose id is the

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"strings"
@@ -255,8 +254,10 @@ func TestADelegateResultNoInboxCanReadIsCut(t *testing.T) {
 				}
 				delivered, ok := strings.CutPrefix(result, "--- delegate "+sub+" (ok) ---\n")
 				require.True(t, ok, "the result: %q", result)
-				delivered, ok = strings.CutSuffix(delivered, "\n--- end delegate "+sub+" ---")
+				delivered, note, ok := strings.Cut(delivered, "\n--- end delegate "+sub+" ---")
 				require.True(t, ok, "its end marker: %q", result)
+				require.Equal(t, fmt.Sprintf("\n[the result was cut to fit a frame: its text had %d chars]", len(text)),
+					note, "the note of the cut")
 				require.Equal(t, strings.Repeat("<", len(delivered)), delivered, "a start of the text")
 				require.Less(t, len(delivered), len(text), "cut")
 				if frame > wire.MaxFrameFloor {
@@ -269,24 +270,48 @@ func TestADelegateResultNoInboxCanReadIsCut(t *testing.T) {
 	}
 }
 
-// TestJSONPrefixIsWhatFits: jsonPrefix's prefix takes at most n bytes in a JSON string as encoding/json writes it,
-// and one char more would not fit (but for the control characters it counts as six bytes).
-func TestJSONPrefixIsWhatFits(t *testing.T) {
-	for _, s := range []string{"plain text", `"quoted" \ back`, "<a> & <b>", "\u2028\u2029x", "é😀日本", "\x01\x1f\x7f",
-		"\xff\xfe invalid", "\uFFFD real", "tab\tnl\ncr\r"} {
-		for n := range 64 {
-			p := jsonPrefix(s, n)
-			require.True(t, strings.HasPrefix(s, p), "%q %d", s, n)
-			b, err := json.Marshal(p)
-			require.NoError(t, err)
-			require.LessOrEqual(t, len(b)-2, n, "%q %d", s, n)
-			if p == s || strings.ContainsAny(s, "\x01\x1f") {
-				continue
+// TestACutResultSaysSo: a settle's text is cut to what an inbox page holds for a parent task id of the longest (and
+// without runId a run id of the longest), which in a frame of 1 KiB leaves no room for any text: every result, "done"
+// too, was delivered as an empty fence, which its parent read as a grandchild that answered nothing, and nothing in
+// the settle's answer, the message or the event that recorded it said that there had been more. The fence of a cut
+// result is followed by a note of the length of the text as sent.
+func TestACutResultSaysSo(t *testing.T) {
+	for _, tc := range []struct {
+		frame  int
+		text   string
+		parent string
+	}{
+		{wire.MaxFrameFloor, "done", taskP},
+		{1500, strings.Repeat("a", 300), taskP},
+		{4096, strings.Repeat("<", 3800), taskP},
+		// NB: the note is made room for in the page the text was cut for: the longest parent id reads it whole.
+		{4096, strings.Repeat("<", 3800), strings.Repeat("p", commands.MaxIDChars)},
+	} {
+		t.Run(fmt.Sprint(tc.frame, " ", len(tc.parent)), func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: tc.frame}})
+			s := f.seed()
+			o, p := f.dial(), f.dial()
+			o.hello(runR, events.OrchestratorKey, s.orch)
+			token := s.p
+			if tc.parent != taskP {
+				o.ok("task.create", map[string]any{"taskId": tc.parent, "role": "executor", "agent": "a", "title": "l",
+					"cwd": "/w"})
+				o.ok("task.transition", map[string]any{"taskId": tc.parent, "to": "running"})
+				token = o.ok("credential.issue", map[string]any{"taskId": tc.parent})["token"].(string)
 			}
-			_, size := utf8.DecodeRuneInString(s[len(p):])
-			b, _ = json.Marshal(s[:len(p)+size])
-			require.Greater(t, len(b)-2, n, "%q %d: one char more fits", s, n)
-		}
+			p.hello(runR, tc.parent, token)
+			sub := p.ok("delegate.request", map[string]any{"prompt": "look", "description": "d"})["grandchildTaskRef"].(string)
+			o.result("delegate.settle", o.callUnescaped("delegate.settle",
+				map[string]any{"subId": sub, "outcome": "ok", "text": tc.text}))
+			result := resultBodyOf(p, sub)
+			fenced, note, ok := strings.Cut(result, "\n--- end delegate "+sub+" ---")
+			require.True(t, ok, "the fence: %q", result)
+			require.Equal(t, fmt.Sprintf("\n[the result was cut to fit a frame: its text had %d chars]",
+				utf8.RuneCountInString(tc.text)), note, "the note after the fence")
+			delivered := strings.TrimPrefix(fenced, "--- delegate "+sub+" (ok) ---\n")
+			require.True(t, strings.HasPrefix(tc.text, delivered), "a start of the text: %q", delivered)
+			require.Less(t, len(delivered), len(tc.text), "cut")
+		})
 	}
 }
 

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
@@ -100,15 +101,35 @@ func (c *DelegateSettle) decide(s *projections.State, env *Env) (Decision, error
 	default:
 		return Decision{}, badParams("delegate.settle: outcome must be ok, failed, timed_out or cancelled")
 	}
-	evs, res := settlement(s, env, d, c.Outcome, c.Text, usage, false)
+	evs, res := settlement(s, env, d, c.Outcome, c.resultBody(d.SubID), usage, false)
 	return Decision{Events: evs, Result: res}, nil
+}
+
+// resultBody is the body of the message that delivers c's text of delegation subID: ResultBody, and when its caller
+// cut the text to fit its readers' frame (SentText), a note of that cut after the fence, so that the parent reading
+// it learns that there was more than it reads (in a frame of 1 KiB, nothing of the text is left). NB: the text is
+// cut further by the bytes the note takes in JSON, so that the message fits in the page it was cut for, as it did
+// without the note: the cut is the caller's, as a build before the note made it too (cutFingerprint matches it), so
+// the note's room is made here.
+func (c *DelegateSettle) resultBody(subID string) string {
+	if c.SentText == "" {
+		return ResultBody(subID, c.Outcome, c.Text)
+	}
+	note := cutNote(c.SentText)
+	text := JSONPrefix(c.Text, jsonBytes(c.Text)-jsonBytes(note))
+	return ResultBody(subID, c.Outcome, text) + note
+}
+
+// cutNote follows the fence of a result whose text was cut to fit a frame: the length of the text as sent.
+func cutNote(sent string) string {
+	return "\n[the result was cut to fit a frame: its text had " + strconv.Itoa(utf8.RuneCountInString(sent)) + " chars]"
 }
 
 // settlement builds the events that end delegation d: delivery, charge, the
 // timeout of the question its shadow task is parked on and the terminal
 // event, in that order (D8: the result is durable before the terminal event,
 // in the same batch).
-func settlement(s *projections.State, env *Env, d projections.Delegation, outcome, text string, usage int64, expired bool) ([]events.Event, *SettleResult) {
+func settlement(s *projections.State, env *Env, d projections.Delegation, outcome, body string, usage int64, expired bool) ([]events.Event, *SettleResult) {
 	ok := outcome == OutcomeOK
 	typ := events.TypeDelegateCompleted
 	switch outcome {
@@ -127,7 +148,7 @@ func settlement(s *projections.State, env *Env, d projections.Delegation, outcom
 	rec := new(settlementRecords)
 	rec.delivered = events.MailboxAppended{
 		ID: msgID, To: to, From: "delegate:" + d.SubID, Kind: events.KindResponse, Priority: events.PriorityNormal,
-		DeliveryMode: events.DeliveryNextTurn, Body: ResultBody(d.SubID, outcome, text), Rerouted: rerouted,
+		DeliveryMode: events.DeliveryNextTurn, Body: body, Rerouted: rerouted,
 		// NB: an allocation of its own: the mailbox keeps this pointer for
 		// as long as the message, and would keep the whole block with it.
 		Data: &events.MessageData{SubID: d.SubID, OK: ok, TimedOut: outcome == OutcomeTimedOut, Cancelled: outcome == OutcomeCancelled},
@@ -321,7 +342,8 @@ func (c *DelegateExpire) decide(s *projections.State, env *Env) (Decision, error
 	if at := ExpiresAt(d, env.Config); env.millis() < at {
 		return Decision{}, badParams("delegate.expire: delegation %s expires at %d, not before", c.SubID, at)
 	}
-	evs, res := settlement(s, env, d, OutcomeTimedOut, "[delegate timed out]", 0, true)
+	evs, res := settlement(s, env, d, OutcomeTimedOut, ResultBody(d.SubID, OutcomeTimedOut, "[delegate timed out]"), 0,
+		true)
 	return Decision{Events: evs, Result: res}, nil
 }
 

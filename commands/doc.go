@@ -287,7 +287,9 @@
 // bad-params naming the field and the bound, and cuts nothing; a recorded
 // refusal that quotes client input (a grant's rule message) is cut to
 // MaxRejectionMessageBytes. A delegate's result text is cut to
-// MaxResultChars by the fence (D§6.2), as pi-crew does.
+// MaxResultChars by the fence (D§6.2), as pi-crew does; one its caller cut
+// to fit its readers' frame (DelegateSettle.SentText) is followed by a
+// note of that cut after the fence (DelegateSettle.resultBody).
 //
 // # Run quotas (quota.go)
 //

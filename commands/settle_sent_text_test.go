@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -67,5 +68,22 @@ func TestACutSettlesRetryIsTheRequestAsSent(t *testing.T) {
 			require.True(t, again.Replayed)
 			require.JSONEq(t, string(first.Result), string(again.Result))
 		})
+	}
+}
+
+// TestACutResultsNoteTakesNoRoomOfItsOwn: the broker cuts a settle's text so that the result's message fits in a page
+// of its frame, and the note of that cut follows the fence: the text is cut further by what the note takes, so that
+// the body takes no more bytes in JSON than the fence of the text as the broker cut it.
+func TestACutResultsNoteTakesNoRoomOfItsOwn(t *testing.T) {
+	for _, text := range []string{strings.Repeat("<", 500), strings.Repeat("a", 500), strings.Repeat("é", 500),
+		strings.Repeat("<", 10), ""} {
+		c := &DelegateSettle{SubID: "gc-1", Outcome: OutcomeOK, Text: text, SentText: text + "and more"}
+		body := c.resultBody("gc-1")
+		require.Contains(t, body, "--- end delegate gc-1 ---\n[the result was cut to fit a frame: its text had")
+		if jsonBytes(text) < jsonBytes(cutNote(c.SentText)) {
+			require.Contains(t, body, "---\n\n--- end", "nothing of the text is left")
+			continue
+		}
+		require.LessOrEqual(t, jsonBytes(body), jsonBytes(ResultBody("gc-1", OutcomeOK, text)), "%q", text)
 	}
 }
