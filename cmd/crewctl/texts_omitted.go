@@ -10,13 +10,13 @@ import (
 // summary and reason, a task's title, cwd, model, error, status reason and its question's options, a delegation's
 // title, cwd and model empty, textsOmitted true — rather than refuse the read; a run that would not fit without them
 // either without its names too (team, workflow, cwd and its waitState's taskId empty, namesOmitted true), and a task
-// without its dependsOn (null, dependsOnOmitted true), then without its names (role, agent, stepId, failureCause,
-// runId and its waiting question's id empty, namesOmitted true), and a delegation without its role, runId and
-// messageId (empty, namesOmitted true). These are the daemon's views as sent, the flags kept (broker's WireRun,
-// WireTask and WireDelegation), but for a task's or a delegation's runId, the run crewctl asked about, which it puts
-// back (withRunIDs): the views print them, and the diff compares what was sent. A dependsOn is the one omission
-// crewctl reads back (readOmittedDependsOn), as it reads an account's history: crewd pages it (query.tasks {taskId}),
-// so the diff compares it and show run --json shows it whole, where it pages no text nor name.
+// without its dependsOn (null, dependsOnOmitted true), then without its names (role, agent, stepId, failureCause and
+// runId empty, namesOmitted true), then without its waiting question's id (empty), and a delegation without its role,
+// runId and messageId (empty, namesOmitted true). These are the daemon's views as sent, the flags kept (broker's
+// WireRun, WireTask and WireDelegation), but for a task's or a delegation's runId, the run crewctl asked about, which
+// it puts back (withRunIDs): the views print them, and the diff compares what was sent. A dependsOn is the one
+// omission crewctl reads back (readOmittedDependsOn), as it reads an account's history: crewd pages it (query.tasks
+// {taskId}), so the diff compares it and show run --json shows it whole, where it pages no text nor name.
 
 // omittedNote is what the views print for a text crewd left out.
 const omittedNote = "(omitted: larger than crewd's frame; the dashboard shows it)"
@@ -72,8 +72,9 @@ type omittedTexts map[omittedItem]omission
 // omittedItem names a run (id empty), or a task or a delegation of run.
 type omittedItem struct{ kind, run, id string }
 
-// omission is what crewd left out of an item: its texts, its names, and a dependsOn crewctl read back page by page.
-type omission struct{ texts, names, dependsOnRead bool }
+// omission is what crewd left out of an item: its texts, its names, a task's waiting question's id (left out after
+// its names), and a dependsOn crewctl read back page by page.
+type omission struct{ texts, names, question, dependsOnRead bool }
 
 // note records the items of v crewd sent without some of their fields.
 func (o omittedTexts) note(v runViews) {
@@ -82,8 +83,10 @@ func (o omittedTexts) note(v runViews) {
 	}
 	for _, t := range v.Tasks {
 		if read := v.dependsOnRead[t.TaskID]; t.TextsOmitted || t.NamesOmitted || read {
+			// NB: a question id is never empty: one sent empty was left out, after the names (OmitQuestion).
+			question := t.NamesOmitted && t.Waiting != nil && t.Waiting.QuestionID == ""
 			o[omittedItem{"task", t.RunID, t.TaskID}] = omission{texts: t.TextsOmitted, names: t.NamesOmitted,
-				dependsOnRead: read}
+				question: question, dependsOnRead: read}
 		}
 	}
 	for _, d := range v.Delegations {
@@ -111,6 +114,9 @@ func (o omittedTexts) apply(v *audit.View) {
 			}
 			w := broker.WireTask{Task: *t}
 			omitAs(&w, om)
+			if om.question {
+				w.OmitQuestion()
+			}
 			w.RunID = t.RunID // NB: put back on the daemon's side too (withRunIDs)
 			if om.dependsOnRead && len(w.DependsOn) == 0 {
 				w.DependsOn = []string{} // NB: as query.tasks {taskId} writes an empty list, which a task may hold as nil
