@@ -1,8 +1,6 @@
 package broker
 
 import (
-	"encoding/json"
-
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
@@ -19,6 +17,34 @@ type mailboxPush struct {
 	Priority   string `json:"priority"`
 	QuestionID string `json:"questionId,omitempty"`
 }
+
+// appendJSON appends json.Marshal(p), byte for byte (TestMailboxPushEncodesAsJSONMarshal), without its reflection:
+// the feed encodes one for every message a connection is there to be pushed.
+func (p *mailboxPush) appendJSON(b []byte) []byte {
+	members := [...]struct{ key, value string }{
+		{`{"id":`, p.ID}, {`,"from":`, p.From}, {`,"to":`, p.To}, {`,"body":`, p.Body}, {`,"kind":`, p.Kind},
+		{`,"priority":`, p.Priority}, {`,"questionId":`, p.QuestionID},
+	}
+	for i, m := range members {
+		if i == len(members)-1 && m.value == "" {
+			break // omitempty
+		}
+		b = append(b, m.key...)
+		b = wire.AppendJSONString(b, m.value) // NB: a body's lines escaped in place (commands' would marshal it)
+	}
+	return append(b, '}')
+}
+
+// pushScratch is what the feed's goroutine reuses from one mailbox push to the next: the push's data as it encodes
+// it, and the connections it goes to.
+type pushScratch struct {
+	data    []byte
+	targets []*conn
+}
+
+// maxPushScratch is the most bytes of a push's data the feed keeps its buffer at for the next push: a message's body
+// may take a frame, and one such message would otherwise keep that much for the server's life.
+const maxPushScratch = 16 << 10
 
 // feed follows the whole log for two jobs that need every run's events: mailbox.message pushes, and ending the
 // connections whose credential an event ended (revocation, a terminal run or task: closeEnded). One goroutine
@@ -43,6 +69,7 @@ func (s *Server) feed(next uint64) {
 	// NB: the strings every push and settlement repeats (the run's task ids, a message's sender, kind and priority)
 	// are shared between the payloads it decodes rather than copied out of each one.
 	dec := events.NewDecoder()
+	var scratch pushScratch
 	for {
 		changed := s.eng.Changed()
 		head := s.eng.Head() // NB: after Changed: a publish past head wakes us again
@@ -73,7 +100,7 @@ func (s *Server) feed(next uint64) {
 				continue
 			}
 			if p, ok := ev.Payload.(*events.MailboxAppended); ok {
-				s.pushMessage(ev.Stream, r.Position, p)
+				s.pushMessage(&scratch, ev.Stream, r.Position, p)
 			}
 		}
 		if err := it.Close(); err != nil {
@@ -95,33 +122,51 @@ func (s *Server) hasConns(runID string) bool {
 
 // pushMessage pushes message m, appended at log position pos, to its recipient's connections of runID that said
 // hello after it was published: a message that was already in the inbox at hello is msg.inbox's to show, so
-// whether it is pushed does not depend on how far the feed has got.
-func (s *Server) pushMessage(runID string, pos uint64, m *events.MailboxAppended) {
-	to := m.To
-	if to == events.RunInbox {
-		to = runInboxName
-	}
-	data, err := json.Marshal(mailboxPush{ID: m.ID, From: m.From, To: to, Body: m.Body, Kind: m.Kind, Priority: m.Priority,
-		QuestionID: m.QuestionID})
-	if err != nil {
-		return
-	}
-	frame, err := wire.AppendFrame(nil, wire.Event{Name: wire.EventMailboxMessage, Data: data}, s.opts.MaxFrame)
-	if err != nil {
-		s.lg.Debug("mailbox push over the frame cap; not pushed", "runId", runID, "id", m.ID)
-		return
-	}
+// whether it is pushed does not depend on how far the feed has got. sc is the caller's scratch (the feed's own).
+//
+// NB: the recipients are found first, and a message none is there for is not encoded; the frame is the one
+// allocation of a push (its data is encoded into sc, and framed as the compact JSON it is, not checked again).
+func (s *Server) pushMessage(sc *pushScratch, runID string, pos uint64, m *events.MailboxAppended) {
 	s.mu.Lock()
-	var targets []*conn
+	targets := sc.targets[:0]
 	for c := range s.byBox[mailboxKey{runID, m.To}] { // NB: the run inbox is "", the orchestrators' box
 		if c.boundAt < pos {
 			targets = append(targets, c)
 		}
 	}
 	s.mu.Unlock()
+	defer func() {
+		clear(targets) // NB: no connection is kept reachable by the scratch once closed
+		sc.targets = targets[:0]
+	}()
+	if len(targets) == 0 {
+		return
+	}
+	frame, err := mailboxPushFrame(sc, m, s.opts.MaxFrame)
+	if err != nil {
+		s.lg.Debug("mailbox push over the frame cap; not pushed", "runId", runID, "id", m.ID)
+		return
+	}
 	for _, c := range targets {
 		if !c.out.tryPush(frame) {
 			s.lg.Debug("mailbox push dropped: outbound queue full", "conn", c.seq, "id", m.ID)
 		}
 	}
+}
+
+// mailboxPushFrame is the mailbox.message push of m, its data encoded into sc: AppendFrame's bytes of the Event of
+// json.Marshal's mailboxPush, or the error that refuses a frame over maxFrame.
+func mailboxPushFrame(sc *pushScratch, m *events.MailboxAppended, maxFrame int) ([]byte, error) {
+	to := m.To
+	if to == events.RunInbox {
+		to = runInboxName
+	}
+	p := mailboxPush{ID: m.ID, From: m.From, To: to, Body: m.Body, Kind: m.Kind, Priority: m.Priority,
+		QuestionID: m.QuestionID}
+	sc.data = p.appendJSON(sc.data[:0])
+	frame, err := wire.AppendCompactEvent(nil, wire.EventMailboxMessage, sc.data, 0, maxFrame)
+	if cap(sc.data) > maxPushScratch {
+		sc.data = nil
+	}
+	return frame, err
 }

@@ -70,7 +70,9 @@
 //   - AppendFrame encodes requests, success responses and pushes without reflection, byte for byte as
 //     encoding/json does (fuzz tests compare them), and anything else through encoding/json. A CompactResponse's
 //     result is copied as it is: that it is compact, valid JSON is its producer's word (the broker's events.since).
-//     AppendCompactResponse is AppendFrame of a CompactResponse, the same bytes, for a caller that has its parts.
+//     AppendCompactResponse is AppendFrame of a CompactResponse, the same bytes, for a caller that has its parts;
+//     AppendCompactEvent is AppendFrame of an Event whose data is compact, on the same word (the broker's mailbox
+//     pushes), and AppendJSONString appends a string as json.Marshal encodes it.
 //   - AppendFrame's output is always a single line within the cap, or nothing.
 //   - Codes are pi-crew's spellings plus crewlog's own (marked in code.go); Code.Closes tells which ones end the
 //     connection.

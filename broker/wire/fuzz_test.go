@@ -223,6 +223,36 @@ func FuzzAppendCompactResultAgreesWithResponse(f *testing.F) {
 	})
 }
 
+// FuzzAppendCompactEventAgreesWithEvent: a push whose data is compact, valid JSON (as its producer guarantees) has
+// the frame of the Event with the same name, data and seq, byte for byte, the cap included.
+func FuzzAppendCompactEventAgreesWithEvent(f *testing.F) {
+	for _, seed := range []struct {
+		name, data string
+		seq        uint64
+	}{
+		{EventMailboxMessage, `{"id":"m1","body":"\u003c\u2028"}`, 0}, {EventTeamEvent, ` { "a" : [ 1 ] } `, 1 << 63},
+		{"big", `"` + strings.Repeat("a", 1100) + `"`, 1}, {"e\"v", `1`, 7}, {"é", `null`, 1}, {"t\x01", `[]`, 2},
+		{"x", "\"\xff\"", 3},
+	} {
+		f.Add(seed.name, []byte(seed.data), seed.seq)
+	}
+	f.Fuzz(func(t *testing.T, name string, data []byte, seq uint64) {
+		var compact bytes.Buffer
+		if json.Compact(&compact, data) != nil {
+			t.Skip("a producer of a compact push writes valid JSON")
+		}
+		want, err := AppendFrame(nil, Event{Name: name, Data: compact.Bytes(), Seq: seq}, 0)
+		got, gotErr := AppendCompactEvent([]byte("x"), name, compact.Bytes(), seq, 0) // after bytes already there
+		require.Equal(t, err, gotErr)
+		require.Equal(t, "x"+string(want), string(got))
+		if n := len(want); err == nil && n-1 >= MaxFrameFloor { // a cap one byte short: refused, dst as it was
+			got, err = AppendCompactEvent([]byte("xyz"), name, compact.Bytes(), seq, n-1)
+			require.ErrorIs(t, err, ErrFrameTooLarge)
+			require.Equal(t, "xyz", string(got))
+		}
+	})
+}
+
 // FuzzAppendCompactParamsAgreesWithRequest: a CompactRequest whose params are compact, valid JSON (as a client's
 // json.Marshal writes them) has the frame of the Request with the same fields, byte for byte.
 func FuzzAppendCompactParamsAgreesWithRequest(f *testing.F) {

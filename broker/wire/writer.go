@@ -59,6 +59,25 @@ func AppendCompactResponse(dst []byte, id string, result json.RawMessage, maxFra
 	return AppendFrame(dst, r, maxFrame)
 }
 
+// AppendCompactEvent is AppendFrame of Event{Name: name, Data: data, Seq: seq} for data its producer wrote as
+// compact, valid JSON (json.Marshal's output, or such outputs joined by JSON punctuation): data is copied as it is
+// rather than validated and compacted again, and no interface value is made of the Event (an allocation per push).
+// The bytes are AppendFrame's as long as the producer keeps its word; data holding a newline is compacted all the
+// same, so a frame stays one line whatever the producer wrote.
+func AppendCompactEvent(dst []byte, name string, data json.RawMessage, seq uint64, maxFrame int) ([]byte, error) {
+	limit, err := resolveMaxFrame(maxFrame)
+	if err != nil {
+		return dst, err
+	}
+	if data == nil || !plainString(name) || bytes.IndexByte(data, '\n') >= 0 {
+		return AppendFrame(dst, Event{Name: name, Data: data, Seq: seq}, maxFrame)
+	}
+	out := appendEventHead(dst, name, len(data))
+	out = append(out, data...) // NB: compact already, as its producer guarantees
+	out = strconv.AppendUint(append(out, `,"seq":`...), seq, 10)
+	return withinCap(dst, append(out, '}', '\n'), limit)
+}
+
 // ResultRoom is the bytes of result JSON a response to request id can hold in a frame of maxFrame bytes, as
 // AppendCompactResponse writes it: the frame less {"id":,"result":}, its newline and the id as written (plain, or
 // escaped as AppendFrame escapes it); 0 when not even the id fits. NB: callers measure every command's answer with
@@ -101,10 +120,7 @@ func appendPlain(dst []byte, v any) (out []byte, ok bool) {
 		if !plainString(r.Name) {
 			return dst, false
 		}
-		out = slices.Grow(dst, len(`{"event":"","data":,"seq":18446744073709551615}`)+len(r.Name)+len(r.Data)+len("null\n"))
-		out = append(out, `{"event":"`...)
-		out = append(out, r.Name...)
-		out = append(out, `","data":`...)
+		out = appendEventHead(dst, r.Name, len(r.Data)+len("null"))
 		raw, seq, hasSeq = r.Data, r.Seq, true
 	case Response:
 		if r.Error != nil || !plainString(r.ID) {
@@ -163,6 +179,14 @@ func appendCompactResponse(dst []byte, r CompactResponse) (out []byte, ok bool) 
 	out = append(out, `","result":`...)
 	out = append(out, r.Result...) // NB: compact already, as its producer guarantees
 	return append(out, '}', '\n'), true
+}
+
+// appendEventHead appends a push frame up to its data, with room for data bytes more, its seq and its end.
+func appendEventHead(dst []byte, name string, data int) []byte {
+	out := slices.Grow(dst, len(`{"event":"","data":,"seq":18446744073709551615}`+"\n")+len(name)+data)
+	out = append(out, `{"event":"`...)
+	out = append(out, name...)
+	return append(out, `","data":`...)
 }
 
 // appendRequestHead appends a request frame up to its params, with room for more bytes after them.
