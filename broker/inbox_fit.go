@@ -14,6 +14,10 @@ import (
 // of a message, the proxy.result answer of a delivered result, the events.since page of a proxy call's arguments.
 const readerIDLen = 64
 
+// widestReaderID is a request id of readerIDLen bytes, which every measure of a reader's room takes: made once, not
+// for every request measured.
+var widestReaderID = strings.Repeat("x", readerIDLen)
+
 // widestMessageRest bounds the bytes a message takes in JSON besides its run id, sender and texts: its keys, its
 // id (a recipient's label of at most commands.MaxIDChars), the recipient twice more, kind, priority, delivery mode,
 // status and times.
@@ -93,14 +97,18 @@ func (c *conn) messageFits(cmd commands.Command) error {
 }
 
 // inboxPageRoom is the bytes a message may take as the one message of a msg.inbox page (a next cursor after it)
-// answering a request id of readerIDLen bytes, in a frame of maxFrame.
+// answering a request id of readerIDLen bytes, in a frame of maxFrame. NB: every settle and every worker's message
+// is measured against it, so it neither allocates nor marshals.
 func inboxPageRoom(maxFrame int) int {
-	return frameBudget(maxFrame, strings.Repeat("x", readerIDLen)) - cursorBytes(widestInboxCursor)
+	return frameBudget(maxFrame, widestReaderID) - widestInboxCursorBytes
 }
 
 // widestInboxCursor is the widest next cursor of a mailbox's page: msg.inbox's offset below 2^32 (query.mailbox's,
 // the same ordinal in base 36, is narrower).
 const widestInboxCursor = "4294967295"
+
+// widestInboxCursorBytes is what widestInboxCursor takes as a page's nextCursor.
+var widestInboxCursorBytes = cursorBytes(widestInboxCursor)
 
 // fitResult cuts the text of delegate.settle x so that the message delivering its result, to the parent task or
 // rerouted to the run inbox, fits in a page of its own as msg.inbox answers it (messageFits). The text is a

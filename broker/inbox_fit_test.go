@@ -611,3 +611,23 @@ func TestMessagesPastImportedSendersTooLargeForAFrame(t *testing.T) {
 		})
 	}
 }
+
+// TestTheCommonFitsAllocateNothing: a settlement's result and a worker's message short enough to fit whatever they
+// hold, which every settle and msg.send over the socket is measured for, are found to fit without an allocation,
+// where the room of an inbox's page was measured anew for each of them (a reader's widest request id made, its
+// cursor's JSON marshalled); the room is the one a page of the frame's answer has.
+func TestTheCommonFitsAllocateNothing(t *testing.T) {
+	for _, frame := range []int{wire.DefaultMaxFrame, 64 << 10, 1 << 20} {
+		c := &conn{s: &Server{opts: Options{MaxFrame: frame}}}
+		settle := &commands.DelegateSettle{RunID: runR, SubID: "s1", Outcome: "completed", Text: "done"}
+		send := &commands.MessageSend{RunID: runR, FromTask: taskP, Body: "hello"}
+		require.Zero(t, testing.AllocsPerRun(100, func() { c.fitResult(settle) }), "frame %d", frame)
+		require.Zero(t, testing.AllocsPerRun(100, func() {
+			if c.messageFits(send) != nil {
+				panic("refused")
+			}
+		}), "frame %d", frame)
+		want := frameBudget(frame, strings.Repeat("x", readerIDLen)) - len(`"4294967295"`)
+		require.Equal(t, want, inboxPageRoom(frame))
+	}
+}

@@ -3,7 +3,6 @@ package broker
 import (
 	"encoding/json"
 	"math"
-	"strings"
 
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/commands"
@@ -26,7 +25,7 @@ const widestProxyAnswerRest = 256
 // engine's; and a result the engine would record fenced, never delivered, is measured all the same: it is not known
 // here whether the call is still current.
 func (c *conn) resultFits(x *commands.ProxyComplete) error {
-	room := wire.ResultRoom(strings.Repeat("x", readerIDLen), c.s.opts.MaxFrame)
+	room := wire.ResultRoom(widestReaderID, c.s.opts.MaxFrame)
 	if 7*len(x.Result)+6*(len(x.JobID)+len(x.RequestID))+widestProxyAnswerRest <= room {
 		// NB: the common case, without shaping the result: a byte sent is at most six recorded ('<' as \u003c) and
 		// seven answered (the backslash escaped again); JSON writes no byte of an id in more than six.
@@ -58,7 +57,7 @@ const widestProxyEventRest = 512
 //
 // NB: arguments the engine refuses anyway (not JSON-safe) are left to it, so that its answer is the engine's.
 func (c *conn) argsFit(x *commands.ProxyRequest, commandID string) error {
-	room := min(frameBudget(c.s.opts.MaxFrame, strings.Repeat("x", readerIDLen)), c.s.opts.MaxFrame-pushEnvelope)
+	room := min(frameBudget(c.s.opts.MaxFrame, widestReaderID), c.s.opts.MaxFrame-pushEnvelope)
 	ids := len(x.RunID) + len(x.JobID) + len(x.RequestID) + len(x.Tool) + len(commandID) + len(x.TaskID)
 	if 7*len(x.Args)+6*ids+widestProxyEventRest <= room {
 		// NB: the common case, without rendering the event: as for a result (resultFits).
