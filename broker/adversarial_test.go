@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -222,4 +224,54 @@ func TestSubscriberOverByteBudgetGetsResync(t *testing.T) {
 	}
 	r := slow.untilResync(func(wire.Event) {})
 	require.Less(t, r.FromSeq, uint64(4096), "the byte budget ended the subscription before the frame cap")
+}
+
+// TestPipelinedRequestsKeepTheirOwnParams: requests sent in one write, the last of them split across two, are each
+// served with the params it carried, recorded as sent, and a broker method's params are its own: the reader reads a
+// request's params in place, and the bytes they were read into are overwritten as it reads the requests after them.
+func TestPipelinedRequestsKeepTheirOwnParams(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	s := f.seed()
+	o, p := f.dial(), f.dial()
+	o.hello(runR, events.OrchestratorKey, s.orch)
+	p.hello(runR, taskP, s.p)
+
+	send := func(id, body string) string {
+		return fmt.Sprintf(`{"id":%q,"method":"msg.send","params":{"to":"parent","body":%q,"commandId":"cmd-%s"}}`+"\n",
+			id, body, id)
+	}
+	bodies := []string{"first", "second", strings.Repeat("third", 100)}
+	all := send("a", bodies[0]) + `{"id":"i","method":"msg.inbox","params":{"limit":1}}` + "\n" + send("b", bodies[1]) +
+		send("c", bodies[2])
+	cut := len(all) - 40
+	write := func(b string) {
+		p.nc.SetWriteDeadline(time.Now().Add(guard))
+		_, err := p.nc.Write([]byte(b))
+		require.NoError(t, err)
+	}
+	answers := func(ids ...string) {
+		for _, id := range ids {
+			frame, err := p.read()
+			require.NoError(t, err)
+			var r wire.Response
+			require.NoError(t, json.Unmarshal(frame, &r))
+			require.Equal(t, id, r.ID)
+			require.Nil(t, r.Error, "%s: %s", id, frame)
+		}
+	}
+	write(all[:cut])
+	answers("a", "i", "b")
+	write(all[cut:])
+	answers("c")
+
+	var want []string
+	for _, b := range bodies {
+		want = append(want, `"`+b+`"`) // msg.send records its body as JSON text (jsonBody)
+	}
+	require.Equal(t, want, inboxBodies(o))
+	for i, id := range []string{"a", "b", "c"} {
+		require.Nil(t, p.call("msg.send", map[string]any{"to": "parent", "body": bodies[i], "commandId": "cmd-" + id}).Error,
+			"%s's retry is the request its outcome recorded", id)
+	}
+	require.Len(t, inboxBodies(o), 3)
 }

@@ -149,7 +149,9 @@ func (c *conn) readLoop() {
 		if c.authed && !c.pace(c.keys, nil) {
 			return // closing: whoever closed it logged why
 		}
-		req, err := rd.ReadRequest()
+		// NB: in place: the params are the reader's buffer's until its next read, which is after handle returns; only
+		// what keeps them longer copies them (serve).
+		req, err := rd.ReadRequestInPlace()
 		if err != nil {
 			// pi-crew: an invalid request gets no frame (its id cannot be trusted), only the close.
 			r := c.readFailure(err)

@@ -94,6 +94,9 @@ func Methods() []string {
 // and the reader must stop.
 func (c *conn) handle(req wire.Request, size int) bool {
 	if !c.authed {
+		// NB: copied, as every request's were before commands took theirs in place (serve): one request a
+		// connection, whose authentication is not worth reasoning about for what it keeps of them.
+		req.Params = bytes.Clone(req.Params)
 		if req.Method != wire.MethodHello {
 			return c.refuseBeforeHello(req, size)
 		}
@@ -283,14 +286,16 @@ func (c *conn) serve(req wire.Request) bool {
 	h, ok := brokerMethods[req.Method]
 	if !ok {
 		// NB: a command needs no call, and its answer is the engine's, sent as it is rather than made an interface
-		// value first: an allocation each, per command.
+		// value first: an allocation each, per command. Its params are taken in place, as the reader read them: a
+		// command is parsed and submitted before the reader reads on, and its parse copies what it keeps.
 		raw, err := runCommand(c, req.ID, req.Method, req.Params)
 		if err != nil {
 			return c.respond(req.ID, req.Method, nil, err)
 		}
 		return c.answer(req.ID, req.Method, raw)
 	}
-	cl := &call{c: c, id: req.ID, method: req.Method, params: req.Params}
+	// NB: the call keeps its params (a waiter answering later): their own, not the reader's buffer.
+	cl := &call{c: c, id: req.ID, method: req.Method, params: bytes.Clone(req.Params)}
 	var (
 		result any
 		err    error
@@ -341,6 +346,8 @@ func handlePing(*call) (any, error) {
 // command records a credential, Submit, and add the secret to the answer of the caller that asked for it. The
 // engine is told how large a result the answer's frame can carry: one larger is refused before anything is
 // recorded (oversize-frame), rather than committed and then not answered — a run whose orchestrator token is lost.
+// NB: params are the reader's buffer (ReadRequestInPlace): nothing of them is kept past the return, the parse
+// copying what the command keeps.
 func runCommand(c *conn, id, method string, params json.RawMessage) (json.RawMessage, error) {
 	// The connection's map is taken while it is filled: a request refused before it is given back (a bad commandId
 	// after thousands of keys) leaves the connection none, rather than the map that request grew.

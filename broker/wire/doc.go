@@ -64,9 +64,10 @@
 //   - Every frame ReadFrame returns is one JSON object in valid UTF-8 without '\n', accepted or refused as json.Valid
 //     would (by a validator of its own, held to json.Valid by a fuzz test, nesting limit included); DecodeRequest
 //     and DecodeHello apply pi-crew's rules (exact key names, lengths in UTF-16 units, the last of duplicate keys
-//     wins) and never panic on any input. ReadRequest (the broker's) and ReadResponse (a client's) read a frame and
-//     decode it as DecodeRequest and Response.UnmarshalJSON do, in one scan, without checking again what ReadFrame
-//     checked; fuzz tests hold each to the decoding it replaces.
+//     wins) and never panic on any input. ReadRequest and ReadResponse (a client's) read a frame and decode it as
+//     DecodeRequest and Response.UnmarshalJSON do, in one scan, without checking again what ReadFrame checked; fuzz
+//     tests hold each to the decoding it replaces. ReadRequestInPlace (the broker's) is ReadRequest with the params
+//     left in the Reader's buffer, valid until its next read.
 //   - AppendFrame encodes requests, success responses and pushes without reflection, byte for byte as
 //     encoding/json does (fuzz tests compare them), and anything else through encoding/json. A CompactResponse's
 //     result is copied as it is: that it is compact, valid JSON is its producer's word (the broker's events.since).

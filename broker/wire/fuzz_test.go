@@ -325,6 +325,9 @@ func FuzzReadRequestAgreesWithDecodeRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line []byte) {
 		frame, frameErr := NewReader(bytes.NewReader(append(line, '\n')), fuzzLimit).ReadFrame()
 		got, err := NewReader(bytes.NewReader(append(line, '\n')), fuzzLimit).ReadRequest()
+		inPlace, inPlaceErr := NewReader(bytes.NewReader(append(line, '\n')), fuzzLimit).ReadRequestInPlace()
+		require.Equal(t, err, inPlaceErr)
+		require.Equal(t, got, inPlace, "%q: in place", line)
 		if frameErr != nil {
 			require.Equal(t, frameErr, err)
 			return

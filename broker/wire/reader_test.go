@@ -238,6 +238,44 @@ func TestReadFrameAllocs(t *testing.T) {
 	require.Zero(t, allocs)
 }
 
+// A request read in place allocates its id only (its method is the last one's, its params the frame's), where
+// ReadRequest copies its params too; ReadRequest's params are its own, and in place they are the frame's until the
+// next read.
+func TestReadRequestInPlaceAllocs(t *testing.T) {
+	const line = `{"id":"r-17","method":"delegate.request","params":{"prompt":"p","commandId":"c-1"}}` + "\n"
+	for _, tc := range []struct {
+		name   string
+		read   func(*Reader) (Request, error)
+		allocs float64
+	}{
+		{"ReadRequest", (*Reader).ReadRequest, 2},
+		{"ReadRequestInPlace", (*Reader).ReadRequestInPlace, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewReader(&repeat{frame: line}, 0)
+			allocs := testing.AllocsPerRun(1000, func() {
+				if _, err := tc.read(r); err != nil {
+					t.Fatal(err)
+				}
+			})
+			require.Equal(t, tc.allocs, allocs)
+		})
+	}
+	src := []byte(line + strings.Replace(line, `"p"`, `"q"`, 1))
+	r := NewReader(bytes.NewReader(src), 0)
+	owned, err := r.ReadRequest()
+	require.NoError(t, err)
+	inPlace, err := r.ReadRequestInPlace()
+	require.NoError(t, err)
+	require.Equal(t, `{"prompt":"q","commandId":"c-1"}`, string(inPlace.Params))
+	for i := range src {
+		src[i] = ' ' // what the source handed the reader is no request's
+	}
+	r.buf[r.end-len(line)+len(`{"id":"r-17","method":"delegate.request","params":{"prompt":"`)] = 'z' // its next use
+	require.Equal(t, `{"prompt":"p","commandId":"c-1"}`, string(owned.Params), "ReadRequest's params are their own")
+	require.Equal(t, `{"prompt":"z","commandId":"c-1"}`, string(inPlace.Params), "in place, they are the frame's")
+}
+
 func TestReadFrameSourceError(t *testing.T) {
 	boom := errors.New("boom")
 	frames, err := readAll(io.MultiReader(strings.NewReader("{}\n{\"a\""), iotest.ErrReader(boom)), 0)

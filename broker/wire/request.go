@@ -58,13 +58,21 @@ func DecodeRequest(frame []byte) (Request, error) {
 	if !validJSON(frame) {
 		return Request{}, malformed("request is not a JSON object")
 	}
-	return decodeValidRequest(frame, "")
+	return ownParams(decodeValidRequest(frame, ""))
 }
 
 // ReadRequest reads the next frame and decodes it as DecodeRequest does, without checking a second time what
-// ReadFrame checked (one JSON object in valid UTF-8): the broker reads every request this way. Errors are
-// ReadFrame's, or DecodeRequest's (ErrMalformed), which do not stop the Reader: the caller decides.
+// ReadFrame checked (one JSON object in valid UTF-8). Errors are ReadFrame's, or DecodeRequest's (ErrMalformed),
+// which do not stop the Reader: the caller decides.
 func (r *Reader) ReadRequest() (Request, error) {
+	return ownParams(r.ReadRequestInPlace())
+}
+
+// ReadRequestInPlace is ReadRequest but for the request's Params, which alias the Reader's buffer: they are valid
+// until the next read only, and a caller that keeps them longer copies them. The broker reads every request this
+// way: a command's parse copies what it keeps (commands.ParseMembers), so the copy of its params, one allocation
+// of every request, would be made for nothing.
+func (r *Reader) ReadRequestInPlace() (Request, error) {
 	frame, err := r.ReadFrame()
 	if err != nil {
 		return Request{}, err
@@ -76,9 +84,17 @@ func (r *Reader) ReadRequest() (Request, error) {
 	return req, err
 }
 
-// decodeValidRequest is DecodeRequest for a frame that is known to be valid JSON in valid UTF-8. A method spelled
-// as last, a method decoded before, is given as last: a connection mostly calls the same few methods, and its
-// method name then costs no allocation.
+// ownParams returns req with params of its own, not the frame's.
+func ownParams(req Request, err error) (Request, error) {
+	if err == nil {
+		req.Params = append(json.RawMessage(nil), req.Params...)
+	}
+	return req, err
+}
+
+// decodeValidRequest is DecodeRequest for a frame that is known to be valid JSON in valid UTF-8, the Params
+// aliasing the frame. A method spelled as last, a method decoded before, is given as last: a connection mostly calls
+// the same few methods, and its method name then costs no allocation.
 func decodeValidRequest(frame []byte, last string) (Request, error) {
 	id, method, params, ok := requestMembers(frame)
 	if !ok {
@@ -104,7 +120,7 @@ func decodeValidRequest(frame []byte, last string) (Request, error) {
 	if params == nil {
 		return Request{}, malformed("request has no params")
 	}
-	return Request{ID: idStr, Method: methodStr, Params: append(json.RawMessage(nil), params...)}, nil
+	return Request{ID: idStr, Method: methodStr, Params: params}, nil
 }
 
 // requestKeys are the members a request frame is made of, in the order requestMembers returns them.
