@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -92,6 +93,8 @@ type conn struct {
 	// takes it while it fills it, and gives it back emptied only after a command it could parse): reader only, and
 	// ParseMembers keeps nothing of it.
 	members map[string]json.RawMessage
+	// answerBuf is the frame of the reader's last answer to a command, kept for the next (answerCommand): reader only.
+	answerBuf []byte
 
 	mu      sync.Mutex
 	sub     *subscription
@@ -225,11 +228,20 @@ func writeFailure(err error) closeReason {
 // the one frame a request-response client waits for. Otherwise it is queued, waiting for room. Either way only the
 // connection's own goroutines block on its socket, for writeTimeout at most. false means the connection is closing.
 func (c *conn) sendResponse(frame []byte) bool {
+	return c.sendResponseOf(frame, false)
+}
+
+// sendResponseOf is sendResponse of a frame its caller reuses when scratch is set: the frame is copied when it is
+// queued, which keeps it until the writer has written it.
+func (c *conn) sendResponseOf(frame []byte, scratch bool) bool {
 	ok, closing := c.out.claim(frame)
 	switch {
 	case closing:
 		return false
 	case !ok:
+		if scratch {
+			frame = bytes.Clone(frame)
+		}
 		return c.out.pushWait(frame, c.done)
 	}
 	err := c.w.write(frame)
@@ -277,7 +289,27 @@ func resultJSON(result any) (json.RawMessage, error) {
 
 // answer sends raw, compact and valid JSON, as the result of request id; false means the connection is closing.
 func (c *conn) answer(id, method string, raw json.RawMessage) bool {
-	frame, we := c.responseFrame(id, method, raw)
+	return c.answerIn(nil, id, method, raw)
+}
+
+// answerCommand is answer from the reader, of a command it served: the frame is made in the reader's buffer
+// (answerBuf), reused from one answer to the next, as the answer is mostly written before the reader reads on
+// (sendResponse) and copied only when it must wait in the queue.
+func (c *conn) answerCommand(id, method string, raw json.RawMessage) bool {
+	return c.answerIn(&c.answerBuf, id, method, raw)
+}
+
+// maxAnswerBuf is the largest answer's frame the reader keeps its buffer at for the next: a page may take a frame,
+// which every connection would otherwise keep for its life.
+const maxAnswerBuf = 4 << 10
+
+// answerIn is answer, its frame made in *buf when buf is not nil (and kept there, once written, for the next).
+func (c *conn) answerIn(buf *[]byte, id, method string, raw json.RawMessage) bool {
+	var dst []byte
+	if buf != nil {
+		dst = (*buf)[:0]
+	}
+	frame, we := c.responseFrame(dst, id, method, raw)
 	if we != nil {
 		return c.refuse(id, method, we)
 	}
@@ -285,7 +317,11 @@ func (c *conn) answer(id, method string, raw json.RawMessage) bool {
 	if c.s.answering != nil {
 		c.s.answering(c, method)
 	}
-	return c.sendResponse(frame)
+	ok := c.sendResponseOf(frame, buf != nil)
+	if buf != nil && cap(frame) <= maxAnswerBuf {
+		*buf = frame[:0]
+	}
+	return ok
 }
 
 // refuse answers request id of method with we, counted (Stats); false means the connection is closing.
@@ -294,10 +330,10 @@ func (c *conn) refuse(id, method string, we *wire.Error) bool {
 	return c.sendError(id, we)
 }
 
-// responseFrame frames raw, compact and valid JSON, as the result of request id of method, or returns the error
-// that answers it instead: too-large when the result does not fit in a frame.
-func (c *conn) responseFrame(id, method string, raw json.RawMessage) ([]byte, *wire.Error) {
-	frame, ferr := wire.AppendCompactResponse(nil, id, raw, c.s.opts.MaxFrame)
+// responseFrame frames raw, compact and valid JSON, as the result of request id of method, appended to dst, or
+// returns the error that answers it instead: too-large when the result does not fit in a frame.
+func (c *conn) responseFrame(dst []byte, id, method string, raw json.RawMessage) ([]byte, *wire.Error) {
+	frame, ferr := wire.AppendCompactResponse(dst, id, raw, c.s.opts.MaxFrame)
 	if ferr == nil {
 		return frame, nil
 	}

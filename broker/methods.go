@@ -228,7 +228,7 @@ func (c *conn) helloAck(reqID string, id identity) ([]byte, *wire.Error) {
 		c.s.lg.Error("broker: encode result", "method", wire.MethodHello, "err", err)
 		return nil, wire.NewError(wire.CodeInternal, "")
 	}
-	return c.responseFrame(reqID, wire.MethodHello, raw)
+	return c.responseFrame(nil, reqID, wire.MethodHello, raw)
 }
 
 // refuseHello answers a hello with we and closes the connection, as every refused hello does: a code that leaves
@@ -292,7 +292,7 @@ func (c *conn) serve(req wire.Request) bool {
 		if err != nil {
 			return c.respond(req.ID, req.Method, nil, err)
 		}
-		return c.answer(req.ID, req.Method, raw)
+		return c.answerCommand(req.ID, req.Method, raw)
 	}
 	// NB: the call keeps its params (a waiter answering later): their own, not the reader's buffer.
 	cl := &call{c: c, id: req.ID, method: req.Method, params: bytes.Clone(req.Params)}

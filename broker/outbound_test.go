@@ -2,9 +2,13 @@ package broker
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/wire"
 )
 
 func frameOf(n int) []byte { return bytes.Repeat([]byte("x"), n) }
@@ -141,4 +145,39 @@ func TestOutboundClaimIsTheOnlyWriter(t *testing.T) {
 	require.True(t, q.pushFinal(frameOf(5), reasonAuth))
 	_, closing = q.claim(frameOf(10))
 	require.True(t, closing, "nothing after the final frame")
+}
+
+// TestACommandsAnswerIsFramedInTheReadersBuffer: the reader frames a command's answer in a buffer of its own, reused
+// from one answer to the next, so an answer written at once allocates nothing; an answer that must wait in the queue
+// (a push is there before it) is queued as a copy of its own, which the next answer framed in the buffer leaves
+// alone.
+func TestACommandsAnswerIsFramedInTheReadersBuffer(t *testing.T) {
+	b, client := socketPair(t)
+	s := &Server{opts: Options{MaxFrame: wire.DefaultMaxFrame}, requests: newRequestCounts()}
+	c := &conn{s: s, nc: b, out: newOutbound(256, 1<<20, &outboundBudget{limit: 1 << 30}),
+		w: newSocketWriter(b, time.Second)}
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			if _, err := client.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	raw := json.RawMessage(`{"ok":true,"subId":"s1","status":"completed"}`)
+	require.True(t, c.answerCommand("r-17", "delegate.settle", raw))
+	require.Zero(t, testing.AllocsPerRun(100, func() {
+		if !c.answerCommand("r-17", "delegate.settle", raw) {
+			panic("closing")
+		}
+	}))
+
+	require.True(t, c.out.tryPush([]byte("{\"event\":\"x\",\"data\":null,\"seq\":0}\n")))
+	require.True(t, c.answerCommand("r-18", "delegate.settle", raw))
+	require.True(t, c.answerCommand("r-19", "delegate.settle", json.RawMessage(`{"ok":false}`)))
+	frames, _, _, ok := c.out.take(nil, nil)
+	require.True(t, ok)
+	require.Len(t, frames, 3)
+	require.Equal(t, `{"id":"r-18","result":`+string(raw)+"}\n", string(frames[1]), "the queued answer is its own")
+	require.Equal(t, `{"id":"r-19","result":{"ok":false}}`+"\n", string(frames[2]))
 }
