@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/eventlog/disktest"
 )
 
 // A log that fails stop under the engine by a write the engine did not make — a view or a summary, whose write to
@@ -103,39 +103,25 @@ func TestAnEngineStopsWhenItsLogsFlushFails(t *testing.T) {
 // waiting for that writer, or for room in its queue, are answered with the failure (stuck), and so is a cluster
 // follower's catch-up (CatchUp), where it waited for that writer for as long as its context lasted.
 func TestAnEngineStopsWhenItsLogsFlushFailsWithItsWriterHeldInPebble(t *testing.T) {
-	var full atomic.Bool
-	release := make(chan struct{})
+	disk := disktest.NewSlowThenFull()
 	tableWrites := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if !strings.HasSuffix(op.Path, ".sst") || op.Kind.ReadOrWrite() != errorfs.OpIsWrite {
-			return nil
-		}
-		<-release // NB: a slow disk: the flush's table waits while the commits fill the next memtable
-		if full.Load() {
-			return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
-		}
-		return nil
+		return disk.Fault(op.Path, op.Kind.ReadOrWrite() == errorfs.OpIsWrite)
 	})}
-	held := &logWatch{line: "holds writes back"}
+	held := disktest.NewStallWatch(nil)
 	l, err := eventlog.Open("db", &eventlog.Options{FS: errorfs.Wrap(vfs.NewMem(), tableWrites), MemTableSize: 256 << 10,
 		Logger: slog.New(slog.NewTextHandler(held, nil))})
 	require.NoError(t, err)
 	e, err := Open(l, Options{Clock: newTestClock().Now, NewID: counterIDs(), ExpiryInterval: -1})
 	require.NoError(t, err)
-	full.Store(true)
 	tableWrites.On()
-	released := false
 	t.Cleanup(func() {
-		// NB: the disk gets its space back, so that the flush and the held commit end and the engine and log close.
-		full.Store(false)
-		if !released {
-			close(release)
-		}
+		disk.Free() // NB: so that the flush and the held commit end and the engine and log close
 		e.Close()
 		_ = l.Close()
 	})
 
 	submitted := submitMemTablesOfRuns(e)
-	require.Eventually(t, held.seen.Load, 10*time.Second, time.Millisecond, "Pebble did not hold the commits back")
+	held.Wait(t, submitted)
 	// More commands than the queue holds, the writer held: the last waits for room in the queue.
 	queued := make(chan error, 1)
 	go func() {
@@ -149,8 +135,7 @@ func TestAnEngineStopsWhenItsLogsFlushFailsWithItsWriterHeldInPebble(t *testing.
 	}()
 	caught := make(chan error, 1)
 	go func() { caught <- e.CatchUp(context.Background()) }()
-	close(release)
-	released = true
+	disk.Fill()
 
 	select {
 	case <-e.Failed():
@@ -199,17 +184,4 @@ func submitMemTablesOfRuns(e *Engine) <-chan error {
 		submitted <- nil
 	}()
 	return submitted
-}
-
-// logWatch is a log's output that notes whether a line holding line was written.
-type logWatch struct {
-	line string
-	seen atomic.Bool
-}
-
-func (w *logWatch) Write(p []byte) (int, error) {
-	if strings.Contains(string(p), w.line) {
-		w.seen.Store(true)
-	}
-	return len(p), nil
 }

@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -13,6 +14,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/eventlog/disktest"
 )
 
 // tableWriteFaults is a toggle that, on, fails every creation of and write to a table file with ENOSPC, as a disk
@@ -315,42 +318,31 @@ func TestAStagedAppendIsAnsweredWhileALaterOneIsHeldInPebble(t *testing.T) {
 
 // heldAppends is a log on a slow disk that then fills up (holdAppendsInPebble), its appends held inside Pebble.
 type heldAppends struct {
-	l       *Log
-	mem     *vfs.MemFS
-	acked   atomic.Uint64 // the last position acknowledged
-	full    atomic.Bool   // the disk refuses the flush's table once released
-	release chan struct{} // closed to let the flush's table write go on
-	done    bool          // release is closed
+	l     *Log
+	mem   *vfs.MemFS
+	acked atomic.Uint64 // the last position acknowledged
+	disk  *disktest.SlowThenFull
 }
 
-// holdAppendsInPebble opens a log with opts (its FS and MemTableSize set here) whose flush waits for a slow disk (the
-// table's writes wait for fillDisk) while appends fill the next memtable, and returns once Pebble holds an append
-// back inside it, the log's lock held: a slow disk that then fills up, when the flush fails. before, when set, is
-// called with the log before the appends start. The disk gets its space back at the test's end, so that the flush
+// holdAppendsInPebble opens a log with opts (its FS, MemTableSize and Logger set here) whose flush waits for a slow
+// disk (the table's writes wait for fillDisk) while appends fill the next memtable, and returns once Pebble holds an
+// append back inside it, the log's lock held: a slow disk that then fills up, when the flush fails. before, when set,
+// is called with the log before the appends start. The disk gets its space back at the test's end, so that the flush
 // and the held append end and the store closes.
 func holdAppendsInPebble(t *testing.T, opts Options, before func(*Log)) *heldAppends {
-	h := &heldAppends{mem: vfs.NewCrashableMem(), release: make(chan struct{})}
+	h := &heldAppends{mem: vfs.NewCrashableMem(), disk: disktest.NewSlowThenFull()}
 	toggle := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if !strings.HasSuffix(op.Path, ".sst") || op.Kind.ReadOrWrite() != errorfs.OpIsWrite {
-			return nil
-		}
-		<-h.release // NB: a slow disk: the flush's table waits while the appends fill the next memtable
-		if h.full.Load() {
-			return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
-		}
-		return nil
+		return h.disk.Fault(op.Path, op.Kind.ReadOrWrite() == errorfs.OpIsWrite)
 	})}
+	stalls := disktest.NewStallWatch(nil)
 	opts.FS, opts.MemTableSize = errorfs.Wrap(h.mem, toggle), 256<<10
+	opts.Logger = slog.New(slog.NewTextHandler(stalls, nil))
 	l, err := Open("db", &opts)
 	require.NoError(t, err)
 	h.l = l
-	h.full.Store(true)
 	toggle.On()
 	t.Cleanup(func() {
-		h.full.Store(false)
-		if !h.done {
-			close(h.release)
-		}
+		h.disk.Free()
 		_ = l.Close()
 	})
 
@@ -358,9 +350,11 @@ func holdAppendsInPebble(t *testing.T, opts Options, before func(*Log)) *heldApp
 		before(l)
 	}
 	appended := appendMemTablesOf4KiB(l, &h.acked)
-	require.Eventually(t, func() bool { n, _ := l.stalls.read(time.Now()); return n > 0 }, 10*time.Second,
-		time.Millisecond, "Pebble did not hold the appends back")
-	time.Sleep(50 * time.Millisecond)
+	// NB: the one appender logs the stall on its way into Pebble's wait for the flush, which waits for the disk: from
+	// then on it is held, the log's lock with it, until fillDisk.
+	stalls.Wait(t, appended)
+	n, _ := l.stalls.read(time.Now())
+	require.Positive(t, n, "the stall is counted")
 	select {
 	case err := <-appended:
 		t.Fatalf("the appends were not held back: %v", err)
@@ -370,10 +364,7 @@ func holdAppendsInPebble(t *testing.T, opts Options, before func(*Log)) *heldApp
 }
 
 // fillDisk lets the flush's table write go on, and the disk refuse it: the flush fails, the append held for good.
-func (h *heldAppends) fillDisk() {
-	close(h.release)
-	h.done = true
-}
+func (h *heldAppends) fillDisk() { h.disk.Fill() }
 
 // appendMemTablesOf4KiB appends four memtables' worth of 4 KiB events to l (Pebble holds writes back once two are
 // queued for the flush) on a goroutine of its own, keeping the last acknowledged position in acked, and sends the
