@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +20,7 @@ import (
 	"github.com/crewlog/crewlog/broker/client"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/eventlog/disktest"
 	"github.com/crewlog/crewlog/events"
 )
 
@@ -45,23 +46,22 @@ func TestCrewdExitsWhenItsLogFailsWithACommitHeldInPebble(t *testing.T) {
 }
 
 func crewdExitsWithACommitHeldInPebble(t *testing.T, inFlight string) {
-	var full atomic.Bool
-	release := make(chan struct{})
-	tableWrites := slowThenFullTables(release, &full)
+	disk := disktest.NewSlowThenFull()
+	tableWrites := slowThenFullTables(disk)
 	storeOptions = func(o *eventlog.Options) { o.FS = errorfs.Wrap(vfs.Default, tableWrites) }
+	// NB: the store's close, which waits for the held commit, is given up after failedStoreClose: that it is, not
+	// how long it takes, is what crewd's exit rests on.
+	bound := failedStoreClose
+	failedStoreClose = 200 * time.Millisecond
 	c := testConfig(t)
 	c.MemTableBytes = 256 << 10
 	if inFlight == "scrape" {
 		c.HTTPAddr = "127.0.0.1:0"
 	}
-	released := false
 	t.Cleanup(func() {
 		storeOptions = storeFaults
 		// NB: the disk gets its space back, so that the commit held in Pebble ends and the abandoned closes with it.
-		full.Store(false)
-		if !released {
-			close(release)
-		}
+		disk.Free()
 		require.Eventually(t, func() bool {
 			l, err := eventlog.Open(filepath.Join(c.DataDir, StoreDir), nil)
 			if err != nil {
@@ -72,12 +72,14 @@ func crewdExitsWithACommitHeldInPebble(t *testing.T, inFlight string) {
 			require.NoError(t, l.Close())
 			return true
 		}, 30*time.Second, 10*time.Millisecond, "the store does not reopen")
+		failedStoreClose = bound
 	})
 	logs, out := &lockedBuffer{}, &lockedBuffer{}
+	stalls := disktest.NewStallWatch(logs)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, c, out, slog.New(slog.NewTextHandler(logs, nil))) }()
+	go func() { done <- Run(ctx, c, out, slog.New(slog.NewTextHandler(stalls, nil))) }()
 	require.Eventually(t, func() bool { return strings.Contains(out.String(), "crewd: socket ") }, 30*time.Second,
 		10*time.Millisecond, "crewd does not serve: %s", logs.String())
 	token, err := AdminToken(c.DataDir)
@@ -86,7 +88,6 @@ func crewdExitsWithACommitHeldInPebble(t *testing.T, inFlight string) {
 	require.NoError(t, err)
 	defer admin.Close()
 
-	full.Store(true)
 	tableWrites.On()
 	goal := strings.Repeat("g", 4000)
 	go func() {
@@ -96,8 +97,7 @@ func crewdExitsWithACommitHeldInPebble(t *testing.T, inFlight string) {
 			}
 		}
 	}()
-	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "holds writes back") }, 30*time.Second,
-		time.Millisecond, "Pebble did not hold the commits back: %s", logs.String())
+	stalls.Wait(t, nil)
 	switch inFlight {
 	case "checkpoint":
 		// NB: its own connection: the first one's calls wait for the held commit.
@@ -109,10 +109,14 @@ func crewdExitsWithACommitHeldInPebble(t *testing.T, inFlight string) {
 			defer close(checkpointed)
 			_ = operator.Call(ctx, "admin.checkpoint", map[string]any{"dir": filepath.Join(t.TempDir(), "copy")}, nil)
 		}()
+		// NB: the log tells no one outside it that a write waits for its lock; the goroutine that serves the
+		// checkpoint shows it.
+		require.Eventually(t, func() bool { return goroutineIn("broker.handleCheckpoint", "eventlog.(*Log).lockDerived") },
+			10*time.Second, time.Millisecond, "the checkpoint does not wait for the lock the held commit holds")
 		select {
 		case <-checkpointed:
 			t.Fatal("the checkpoint did not wait for the held commit")
-		case <-time.After(100 * time.Millisecond):
+		default:
 		}
 	case "scrape":
 		base, _, _ := strings.Cut(strings.SplitN(out.String(), "crewd: dashboard ", 2)[1], "/login")
@@ -128,11 +132,11 @@ func crewdExitsWithACommitHeldInPebble(t *testing.T, inFlight string) {
 		}()
 		select {
 		case <-scraped: // NB: answered before the failure; the dashboard's close has nothing to wait for
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(10 * time.Second):
+			t.Fatal("the scrape waits for the held commit")
 		}
 	}
-	close(release)
-	released = true
+	disk.Fill()
 
 	select {
 	case err := <-done:
@@ -145,19 +149,27 @@ func crewdExitsWithACommitHeldInPebble(t *testing.T, inFlight string) {
 	require.Contains(t, logs.String(), "the event log did not close after its failure")
 }
 
-// slowThenFullTables fails the tables' writes once on, as a slow disk that fills up: each waits for release, and
-// fails with ENOSPC while full holds.
-func slowThenFullTables(release <-chan struct{}, full *atomic.Bool) *errorfs.Toggle {
+// slowThenFullTables is the fault of disk on the tables' writes once on.
+func slowThenFullTables(disk *disktest.SlowThenFull) *errorfs.Toggle {
 	return &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if !strings.HasSuffix(op.Path, ".sst") || op.Kind.ReadOrWrite() != errorfs.OpIsWrite {
-			return nil
-		}
-		<-release // NB: a slow disk: the flush's table waits while the commits fill the next memtable
-		if full.Load() {
-			return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
-		}
-		return nil
+		return disk.Fault(op.Path, op.Kind.ReadOrWrite() == errorfs.OpIsWrite)
 	})}
+}
+
+// goroutineIn reports whether a goroutine runs, or waits in, every one of funcs (names as a stack shows them).
+func goroutineIn(funcs ...string) bool {
+	buf := make([]byte, 1<<20)
+	stacks := string(buf[:runtime.Stack(buf, true)])
+	for _, stack := range strings.Split(stacks, "\n\n") {
+		in := true
+		for _, f := range funcs {
+			in = in && strings.Contains(stack, f)
+		}
+		if in {
+			return true
+		}
+	}
+	return false
 }
 
 // TestAStoreThatDoesNotCloseAfterItsFailureIsNoCleanClose: a store whose log failed stop with a commit held inside
@@ -167,26 +179,20 @@ func TestAStoreThatDoesNotCloseAfterItsFailureIsNoCleanClose(t *testing.T) {
 	bound := failedStoreClose
 	failedStoreClose = 200 * time.Millisecond
 	t.Cleanup(func() { failedStoreClose = bound })
-	var full atomic.Bool
-	release := make(chan struct{})
-	tableWrites := slowThenFullTables(release, &full)
-	held := &lockedBuffer{}
+	disk := disktest.NewSlowThenFull()
+	tableWrites := slowThenFullTables(disk)
+	stalls := disktest.NewStallWatch(nil)
 	l, err := eventlog.Open("db", &eventlog.Options{FS: errorfs.Wrap(vfs.NewMem(), tableWrites), MemTableSize: 256 << 10,
-		Logger: slog.New(slog.NewTextHandler(held, nil))})
+		Logger: slog.New(slog.NewTextHandler(stalls, nil))})
 	require.NoError(t, err)
 	eng, err := commands.Open(l, commands.Options{ExpiryInterval: -1})
 	require.NoError(t, err)
-	released := false
 	closed := make(chan struct{})
 	t.Cleanup(func() {
 		// NB: the disk gets its space back, so that the held commit, and the closes closeStore gave up, end.
-		full.Store(false)
-		if !released {
-			close(release)
-		}
+		disk.Free()
 		<-closed
 	})
-	full.Store(true)
 	tableWrites.On()
 	goal := strings.Repeat("g", 4000)
 	go func() {
@@ -197,10 +203,8 @@ func TestAStoreThatDoesNotCloseAfterItsFailureIsNoCleanClose(t *testing.T) {
 			}
 		}
 	}()
-	require.Eventually(t, func() bool { return strings.Contains(held.String(), "holds writes back") }, 10*time.Second,
-		time.Millisecond, "Pebble did not hold the commits back")
-	close(release)
-	released = true
+	stalls.Wait(t, nil)
+	disk.Fill()
 	select {
 	case <-l.Failed():
 	case <-time.After(10 * time.Second):
@@ -231,7 +235,8 @@ func TestAStoreWhoseLogFailedIsNoCleanCloseThoughItCloses(t *testing.T) {
 		}
 		return nil
 	})}
-	l, err := eventlog.Open("db", &eventlog.Options{FS: errorfs.Wrap(vfs.NewMem(), tableWrites), MemTableSize: 256 << 10})
+	l, err := eventlog.Open("db", &eventlog.Options{FS: errorfs.Wrap(vfs.NewMem(), tableWrites),
+		MemTableSize: 256 << 10})
 	require.NoError(t, err)
 	eng, err := commands.Open(l, commands.Options{ExpiryInterval: -1})
 	require.NoError(t, err)
