@@ -173,7 +173,7 @@ func requireRO(t *testing.T, f *fixture, path string) map[string]any {
 func leaveAsItFolds(t *testing.T, f *fixture, path string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	f.srv.states.holding = cancel
+	f.srv.states.holding = func(context.Context) { cancel() }
 	req := httptest.NewRequestWithContext(ctx, http.MethodGet, path, nil)
 	req.Host = "127.0.0.1:7717"
 	req.Header.Set("Authorization", "Bearer "+roToken)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"testing"
@@ -29,10 +30,14 @@ func TestARebuildStopsOnceItsCredentialIsRevoked(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, Options{})
 			path := tc.path(f)
-			f.srv.states.holding = func() {
+			f.srv.states.holding = func(rctx context.Context) {
 				f.tokens.set(roToken, false)
-				// NB: stands in for a rebuild that lasts three times as long as the credential goes unchecked.
-				time.Sleep(3 * paceRecheck)
+				// NB: stands in for a rebuild that lasts until its credential is looked at again (paceRecheck), or,
+				// where the rebuild does not look, ten times as long as that.
+				select {
+				case <-rctx.Done():
+				case <-time.After(10 * paceRecheck):
+				}
 			}
 			status, m := f.getAs(path, "Bearer "+roToken)
 			require.Equal(t, http.StatusUnauthorized, status, "%v", m)

@@ -45,7 +45,8 @@ type stateCache struct {
 	// the slot checks it once it has the slot, before it folds.
 	current func(*principal) bool
 
-	holding func() // a test's hook: runs when a rebuild has the slot, before it folds
+	// holding is a test's hook: runs when a rebuild has the slot, before it folds, with the rebuild's context.
+	holding func(rctx context.Context)
 }
 
 const maxCachedStates = 4
@@ -195,7 +196,7 @@ func (c *stateCache) turn(ctx context.Context, p principal) (_ context.Context, 
 	rctx, unwatch := c.watchCredential(ctx, p)
 	start := c.now()
 	if c.holding != nil {
-		c.holding()
+		c.holding(rctx)
 	}
 	var once sync.Once
 	return rctx, func() {

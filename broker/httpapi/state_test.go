@@ -66,7 +66,7 @@ func TestRebuildEndsWithItsClient(t *testing.T) {
 			var answered <-chan answer
 			var first bool
 			paceAtNext := int64(-1)
-			c.holding = func() {
+			c.holding = func(context.Context) {
 				if first {
 					paceAtNext = c.pace.Load() // the waiting request's turn
 					return
@@ -117,7 +117,7 @@ func TestStateAtTimeTakesOneTurn(t *testing.T) {
 	require.NoError(t, err)
 	defer done()
 	var turns atomic.Int32
-	c.holding = func() { turns.Add(1) }
+	c.holding = func(context.Context) { turns.Add(1) }
 
 	// By the scenario's clock (one second per command from audittest.Epoch), a time before the run ended.
 	at := audittest.Epoch.Add(8 * time.Second).Format(time.RFC3339)
@@ -200,7 +200,7 @@ func TestStateAtTheHeadIsNotLaterThanAsked(t *testing.T) {
 	at := time.Now()
 	time.Sleep(2 * time.Millisecond) // the command below is later than at
 	var once sync.Once
-	f.srv.states.holding = func() {
+	f.srv.states.holding = func(context.Context) {
 		// state?at=TIME read the head, and holds the rebuild slot before it resolves the time: a commit now.
 		once.Do(func() {
 			f.do(audittest.Admin, &commands.RunCreate{RunID: "team_20261001100000_a1b2c3d4e5f600ff", Team: "t",
