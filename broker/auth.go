@@ -106,7 +106,8 @@ func classify(st *projections.State, runID, taskID, digest string) (identity, *w
 		return identity{role: events.RoleWorker, runID: runID, taskID: taskID, key: taskID, digest: digest,
 			attempt: attempt}, nil
 	}
-	if hasOrch && orch.Revoked && sameDigest(orch.Digest, digest) || hasCred && cred.Revoked && sameDigest(cred.Digest, digest) {
+	if hasOrch && orch.Revoked && sameDigest(orch.Digest, digest) ||
+		hasCred && cred.Revoked && sameDigest(cred.Digest, digest) {
 		return identity{}, errRevoked
 	}
 	if _, hasTask := st.Task(runID, taskID); hasTask {

@@ -37,9 +37,10 @@ func handleEventsSince(cl *call) (any, error) {
 		return nil, err
 	}
 	viewer := cl.c.viewer()
-	page, err := readSince(cl.c.s.log, runID, since, head, limit, pageBudget(cl), func(r *eventlog.Event) (teamEvent, error) {
-		return renderEvent(r, viewer)
-	})
+	page, err := readSince(cl.c.s.log, runID, since, head, limit, pageBudget(cl),
+		func(r *eventlog.Event) (teamEvent, error) {
+			return renderEvent(r, viewer)
+		})
 	// A page costs the events it read, the one past it included, answered or not: the reader waits for them before
 	// the next request.
 	cl.c.charge(page.read)

@@ -23,7 +23,8 @@ func (s *Server) saveImportView(set *projections.ImportCheckpoints) {
 	}
 	defer s.importViewSaving.Store(false)
 	if err := set.Save(s.log); err != nil && !errors.Is(err, eventlog.ErrReadOnly) {
-		s.lg.Warn("broker: the import checkpoints' view was not saved; reads fold the checkpoints after the last one", "err", err)
+		s.lg.Warn("broker: the import checkpoints' view was not saved; reads fold the checkpoints after the last one",
+			"err", err)
 	}
 }
 

@@ -234,7 +234,8 @@ func JobDetailOf(st *projections.State, runID, jobID string, from, limit int) (o
 		ro[t] = true
 	}
 	for i, name := range j.Tools {
-		out.Grant = append(out.Grant, GrantedTool{Name: name, Fingerprint: j.Fingerprints[i], Callable: j.Callables[i], ReadOnly: ro[name]})
+		out.Grant = append(out.Grant, GrantedTool{Name: name, Fingerprint: j.Fingerprints[i], Callable: j.Callables[i],
+			ReadOnly: ro[name]})
 	}
 	out.Requests = pg.Requests
 	if pg.Next < pg.Seen {

@@ -172,11 +172,11 @@ func (c *conn) acquireWait() error {
 	k := credKey(c.id)
 	switch {
 	case c.waits >= s.opts.MaxWaitsPerConn:
-		return wire.Errorf(wire.CodeTooManyWaits, "too many task.waitStatus requests in flight on this connection (limit %d)",
-			s.opts.MaxWaitsPerConn)
+		return wire.Errorf(wire.CodeTooManyWaits,
+			"too many task.waitStatus requests in flight on this connection (limit %d)", s.opts.MaxWaitsPerConn)
 	case k != "" && s.credWaits[k] >= s.opts.MaxWaitsPerCredential:
-		return wire.Errorf(wire.CodeTooManyWaits, "too many task.waitStatus requests in flight for this credential (limit %d)",
-			s.opts.MaxWaitsPerCredential)
+		return wire.Errorf(wire.CodeTooManyWaits,
+			"too many task.waitStatus requests in flight for this credential (limit %d)", s.opts.MaxWaitsPerCredential)
 	}
 	c.waits++
 	if k != "" {

@@ -206,7 +206,8 @@ func (o *Options) Validate() error {
 		v    int64
 	}{
 		{"MaxConns", int64(o.MaxConns)}, {"MaxConnsPerCredential", int64(o.MaxConnsPerCredential)},
-		{"MaxConnsPerRun", int64(o.MaxConnsPerRun)}, {"MaxPendingPerPeer", int64(o.MaxPendingPerPeer)}, {"MaxWaitsPerConn", int64(o.MaxWaitsPerConn)},
+		{"MaxConnsPerRun", int64(o.MaxConnsPerRun)}, {"MaxPendingPerPeer", int64(o.MaxPendingPerPeer)},
+		{"MaxWaitsPerConn", int64(o.MaxWaitsPerConn)},
 		{"MaxWaitsPerCredential", int64(o.MaxWaitsPerCredential)},
 		{"MaxSubscriptionsPerCredential", int64(o.MaxSubscriptionsPerCredential)},
 		{"MaxReadsPerCredential", int64(o.MaxReadsPerCredential)},

@@ -243,7 +243,8 @@ func (q *outbound) pushFinal(f []byte, reason closeReason) bool {
 
 // take waits for frames and returns all of them; their bytes stay held until the writer calls written. final is
 // set when the batch ends with the final frame; ok is false when the connection closed first.
-func (q *outbound) take(buf [][]byte, done <-chan struct{}) (frames [][]byte, final bool, reason closeReason, ok bool) {
+func (q *outbound) take(buf [][]byte, done <-chan struct{}) (
+	frames [][]byte, final bool, reason closeReason, ok bool) {
 	for {
 		q.mu.Lock()
 		if q.closed {

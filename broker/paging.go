@@ -29,7 +29,8 @@ type page[T any] struct {
 // limit that fits, so the projection computes the cursor (pointing at the first item left out) and no item is
 // ever skipped. A single item too large for a frame, with its cursor and what its answer holds around it, is
 // oversize-frame.
-func fitPage[T, W any](cl *call, limit int, read func(limit int) (page[T], error), render func(T) W) (page[W], error) {
+func fitPage[T, W any](cl *call, limit int, read func(limit int) (page[T], error),
+	render func(T) W) (page[W], error) {
 	return fitPageOmitting(cl, limit, read, render, omission[W]{})
 }
 

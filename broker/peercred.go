@@ -81,7 +81,8 @@ func (s *Server) checkPeer(nc *net.UnixConn) (peer, error) {
 		p.Groups = supplementaryGroups(p.PID)
 	}
 	if !allowedPeer(p, uid, s.opts.SocketGroup) {
-		return peer{}, fmt.Errorf("broker: peer uid %d gid %d (pid %d) is neither uid %d nor in the socket group", p.UID, p.GID, p.PID, uid)
+		return peer{}, fmt.Errorf("broker: peer uid %d gid %d (pid %d) is neither uid %d nor in the socket group",
+			p.UID, p.GID, p.PID, uid)
 	}
 	return p, nil
 }

@@ -20,8 +20,10 @@ type methodSpec struct {
 	strict  bool        // broker methods only: unknown params keys are refused
 	params  []paramDesc // see above
 	results []any       // zero values of the Go types the result may be (more than one: a union)
-	errors  []wire.Code // per-request codes it may answer, besides the closing ones any request may meet (and a command's internal: Describe adds it)
-	pushes  []string
+	// errors are the per-request codes it may answer, besides the closing ones any request may meet (and a
+	// command's internal: Describe adds it).
+	errors []wire.Code
+	pushes []string
 }
 
 var (
@@ -37,7 +39,8 @@ var (
 // they exist while its credential does; so a worker's own method answers no-manifest and no-task only where the
 // pi-crew contract lists them (see unreachedCodes in protocol_errors_test.go).
 var (
-	errsRunCommand  = []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull, wire.CodeUnavailable}
+	errsRunCommand = []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull,
+		wire.CodeUnavailable}
 	errsTaskCommand = []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask,
 		wire.CodeDiskFull, wire.CodeUnavailable}
 	errsMessage = append(slices.Clip(errsTaskCommand), wire.CodeQuotaExceeded, wire.CodeRateLimit)
@@ -182,7 +185,8 @@ var protocolPushes = []protocolPush{
 	{wire.EventTeamEvent, teamEvent{}, true,
 		"an event of the subscribed run, in seq order, replay then live; seq is its version in the run's stream"},
 	{wire.EventMailboxMessage, mailboxPush{}, true,
-		"a message for the connection's task (or, for the orchestrator, the run inbox), once durable; seq is 0; best effort: msg.inbox is authoritative"},
+		"a message for the connection's task (or, for the orchestrator, the run inbox), once durable; seq is 0; " +
+			"best effort: msg.inbox is authoritative"},
 	{wire.EventResync, resyncData{}, false,
 		"the subscription fell behind and stopped: fromSeq is the first seq not delivered; subscribe again from fromSeq-1"},
 }
@@ -197,19 +201,21 @@ var protocolSpec = map[string]methodSpec{
 		summary: "the first request of every connection: authenticate with a token; the role comes from the token",
 		roles:   rolesAll,
 		params: []paramDesc{
-			{Name: "protocol", Type: "integer", Required: true, Min: num(wire.ProtocolVersion), Max: num(wire.ProtocolVersion)},
+			{Name: "protocol", Type: "integer", Required: true, Min: num(wire.ProtocolVersion),
+				Max: num(wire.ProtocolVersion)},
 			note(pStr("runId", false, 1, 256), "worker and orchestrator: required"),
 			note(pStr("taskId", false, 1, 256), "worker: its task; orchestrator: \"orchestrator\""),
 			pStr("token", true, 1, 256),
 			note(pEnum("role", false, nil, events.RoleAdmin), "\"admin\" with the admin token, and no runId or taskId"),
 		},
 		results: []any{wire.HelloAck{}},
-		errors: []wire.Code{wire.CodeProtocol, wire.CodeAuth, wire.CodeStaleToken, wire.CodeRevoked, wire.CodeTooManyConnections,
-			wire.CodeReplayFailed},
+		errors: []wire.Code{wire.CodeProtocol, wire.CodeAuth, wire.CodeStaleToken, wire.CodeRevoked,
+			wire.CodeTooManyConnections, wire.CodeReplayFailed},
 	},
 	wire.MethodPing: {summary: "liveness", roles: rolesAll, results: []any{pingResult{}}},
 	wire.MethodMsgSend: {
-		summary: "append a mailbox message (orchestrator: any recipient and kind; worker: parent, group or a task of its run)",
+		summary: "append a mailbox message (orchestrator: any recipient and kind; worker: parent, group or a task of " +
+			"its run)",
 		params: []paramDesc{
 			note(paramDesc{Name: "to", MaxItems: commands.MaxRecipients},
 				"task ids, \"parent\" (the run inbox), \"all\" (orchestrator), \"group\" (worker)"),
@@ -232,7 +238,8 @@ var protocolSpec = map[string]methodSpec{
 	wire.MethodMsgInbox: {
 		summary: "the caller's unacknowledged messages in append order (orchestrator: the run inbox)",
 		roles:   rolesAll,
-		params: []paramDesc{runParam, note(pStr("taskId", false, 1, 256), "admin only: the task's mailbox (absent: the run inbox)"),
+		params: []paramDesc{runParam,
+			note(pStr("taskId", false, 1, 256), "admin only: the task's mailbox (absent: the run inbox)"),
 			note(paramDesc{Name: "limit", Type: "number", Min: num(1), Default: defaultInboxLimit},
 				"pi-crew's: a finite number ≥ 1, floored and clamped to 1000"),
 			note(pStr("cursor", false, 0, 64), "a stringified offset, pi-crew's: nextCursor of the previous page, \"0\" "+
@@ -281,7 +288,8 @@ var protocolSpec = map[string]methodSpec{
 	},
 	wire.MethodEscalate: {
 		summary: "a follow-up message to a task (default the sender's own)",
-		params:  []paramDesc{note(paramDesc{Name: "to"}, "a task of the run or \"parent\""), pEnum("priority", false, "normal", priorities...)},
+		params: []paramDesc{note(paramDesc{Name: "to"}, "a task of the run or \"parent\""),
+			pEnum("priority", false, "normal", priorities...)},
 		results: []any{commands.EscalateResult{}},
 		// NB: no no-task: a recipient that does not exist is bad-params, and the worker's own task always exists.
 		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeQuotaExceeded,
@@ -314,7 +322,8 @@ var protocolSpec = map[string]methodSpec{
 		params: []paramDesc{
 			pStr("prompt", true, 1, commands.MaxPromptChars),
 			pStr("description", false, 1, commands.MaxDescriptionChars),
-			note(paramDesc{Name: "role", Default: "explorer"}, "explorer, analyst or executor; others are a recorded role-denied"),
+			note(paramDesc{Name: "role", Default: "explorer"},
+				"explorer, analyst or executor; others are a recorded role-denied"),
 			pStr("model", false, 1, commands.MaxModelChars),
 			pInt("maxTurns", 1, commands.MaxTurnsLimit, nil),
 			pInt("budgetTokens", 0, commands.MaxBudgetTokens, 0),
@@ -342,8 +351,8 @@ var protocolSpec = map[string]methodSpec{
 		summary: "move the run to a status; a terminal one asks every delegation in flight to cancel",
 		params:  []paramDesc{pEnum("to", true, nil, runStatuses...), statusText("summary"), statusText("reason")},
 		results: []any{runStatusResult{}},
-		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull, wire.CodeUnavailable,
-			wire.CodeQuotaExceeded},
+		errors: []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeDiskFull,
+			wire.CodeUnavailable, wire.CodeQuotaExceeded},
 	},
 	"task.create": {
 		summary: "add a workflow task (queued)",
@@ -393,7 +402,8 @@ var protocolSpec = map[string]methodSpec{
 		errors:  errsTaskCommand,
 	},
 	"delegate.settle": {
-		summary: "the grandchild ended: deliver its fenced result to the parent, charge usage above the reservation, free the slot",
+		summary: "the grandchild ended: deliver its fenced result to the parent, charge usage above the reservation, " +
+			"free the slot",
 		params: []paramDesc{pEnum("outcome", true, nil, "ok", "failed", "timed_out", "cancelled"),
 			note(pStr("text", true, 0, 0), fmt.Sprintf("its first %d chars are delivered (the fence, D§6.2), fewer when "+
 				"the message delivering them would not fit in a msg.inbox page", commands.MaxResultChars)),
@@ -403,7 +413,8 @@ var protocolSpec = map[string]methodSpec{
 		pushes:  []string{wire.EventMailboxMessage},
 	},
 	"delegate.cancel": {
-		summary: "ask the runtime to cancel a delegation and every in-flight one below it (records delegate.cancel_requested for each)",
+		summary: "ask the runtime to cancel a delegation and every in-flight one below it (records " +
+			"delegate.cancel_requested for each)",
 		params:  []paramDesc{statusText("reason")},
 		results: []any{cancelResult{}},
 		errors:  errsTaskCommand,
@@ -453,7 +464,8 @@ var protocolSpec = map[string]methodSpec{
 	"query.ledger": {
 		summary: "a page of the run's budget accounts; with taskId, a page of that account's history",
 		roles:   rolesRuntime, strict: true,
-		params:  []paramDesc{runParam, note(pStr("taskId", false, 1, 256), "page one account's history"), limitParam, cursorParam},
+		params: []paramDesc{runParam, note(pStr("taskId", false, 1, 256), "page one account's history"), limitParam,
+			cursorParam},
 		results: []any{ledgerPage{}, accountHistory{}},
 		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeNoTask},
 	},
@@ -483,7 +495,8 @@ var protocolSpec = map[string]methodSpec{
 	"lease.open": {
 		summary: "open an executor lease on a job (start, or continue a paused one with its current grant)",
 		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars), pEnum("mode", true, nil, "start", "continue"),
-			pStr("rootToolCallId", true, 1, commands.MaxRootChars), note(paramDesc{Name: "tools"}, "continue: the current grant, required (without it, bad-params); an empty list is a grant")},
+			pStr("rootToolCallId", true, 1, commands.MaxRootChars), note(paramDesc{Name: "tools"},
+				"continue: the current grant, required (without it, bad-params); an empty list is a grant")},
 		results: []any{commands.JobResult{}},
 		errors:  errsRepeatableJob,
 	},
@@ -524,14 +537,16 @@ var protocolSpec = map[string]methodSpec{
 	},
 	"manifest.revalidate": {
 		summary: "revalidate the grant before executing an admitted call (a different grant hard-stops the job)",
-		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars), pStr("requestId", true, 0, commands.MaxRequestIDChars),
+		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars),
+			pStr("requestId", true, 0, commands.MaxRequestIDChars),
 			note(paramDesc{Name: "tools"}, "the grant as the manager sees it now")},
 		results: []any{commands.ProxyAnswer{}},
 		errors:  errsJob,
 	},
 	"proxy.complete": {
 		summary: "deliver a proxied call's result (recorded fenced, never delivered, when the call's lease is gone)",
-		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars), pStr("requestId", true, 0, commands.MaxRequestIDChars),
+		params: []paramDesc{pStr("jobId", true, 1, commands.MaxJobIDChars),
+			pStr("requestId", true, 0, commands.MaxRequestIDChars),
 			note(paramDesc{Name: "result"}, "an object: content, structuredContent, isError, terminate are kept; one "+
 				"proxy.result could not answer in a frame is refused (oversize-frame)")},
 		results: []any{commands.ProxyAnswer{}},
@@ -567,7 +582,8 @@ var protocolSpec = map[string]methodSpec{
 		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodeOversizeFrame},
 	},
 	"query.job": {
-		summary: "one job: its summary, grant, revoked roots and a page of its proxied calls", roles: rolesRuntime, strict: true,
+		summary: "one job: its summary, grant, revoked roots and a page of its proxied calls",
+		roles:   rolesRuntime, strict: true,
 		params: []paramDesc{runParam, pStr("jobId", true, 1, commands.MaxJobIDChars), pInt("limit", 1, 500, 100),
 			note(pStr("cursor", false, 0, 16), "nextCursor of the previous page")},
 		results: []any{JobDetail{}},
@@ -575,17 +591,20 @@ var protocolSpec = map[string]methodSpec{
 	},
 	methodAdminCheckpoint: {
 		summary: "a consistent copy of the store in dir while the daemon runs", roles: rolesAdmin, strict: true,
-		params:  []paramDesc{note(pStr("dir", true, 1, 4096), "an absolute path that must not exist, nor lie inside the store; its parent must")},
+		params: []paramDesc{note(pStr("dir", true, 1, 4096),
+			"an absolute path that must not exist, nor lie inside the store; its parent must")},
 		results: []any{checkpointResult{}},
 		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeInternal},
 	},
 	methodImportAppend: {
-		summary: "import another runtime's recorded history through the daemon, each write once (its commandId in the engine's namespace)",
-		roles:   rolesAdmin, strict: true,
+		summary: "import another runtime's recorded history through the daemon, each write once (its commandId in " +
+			"the engine's namespace)",
+		roles: rolesAdmin, strict: true,
 		params: []paramDesc{
 			pStr("source", true, 1, commands.MaxImportSourceChars),
 			note(paramDesc{Name: "writes", Type: "Record<string, unknown>[]", Required: true, MaxItems: MaxImportWrites},
-				"each {commandId: string of at most 256 bytes starting \"import:\", runId: string (a run id, or \"$import\" for import.checkpoint), "+
+				"each {commandId: string of at most 256 bytes starting \"import:\", "+
+					"runId: string (a run id, or \"$import\" for import.checkpoint), "+
 					"events: {type: string, time?: integer (source unix ms), payload: object (the type's payload)}[] of 1..16}"),
 		},
 		results: []any{importAppendResult{}},
@@ -596,7 +615,8 @@ var protocolSpec = map[string]methodSpec{
 	methodImportCheckpoints: {
 		summary: "the newest import checkpoint of every file a source's imports recorded, by path",
 		roles:   rolesAdmin, strict: true,
-		params: []paramDesc{pStr("source", true, 1, commands.MaxImportSourceChars), note(pStr("cursor", false, 0, events.MaxImportPathChars), "nextCursor of the previous page"),
+		params: []paramDesc{pStr("source", true, 1, commands.MaxImportSourceChars),
+			note(pStr("cursor", false, 0, events.MaxImportPathChars), "nextCursor of the previous page"),
 			pInt("limit", 1, maxCheckpointPage, maxCheckpointPage)},
 		results: []any{importCheckpointsResult{}},
 		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeReplayFailed, wire.CodeOversizeFrame},

@@ -74,7 +74,8 @@ func (c *conn) argsFit(x *commands.ProxyRequest, commandID string) error {
 	}
 	te := teamEvent{Time: "9999-12-31T23:59:59.999Z", Type: events.TypeProxyRequested, RunID: x.RunID, Data: data,
 		Metadata: teamMetadata{Seq: math.MaxUint64, Provenance: "api", Position: math.MaxUint64,
-			SchemaVersion: math.MaxUint16, CommandID: commandID, Actor: events.Actor{Role: events.RoleWorker, TaskID: x.TaskID}}}
+			SchemaVersion: math.MaxUint16, CommandID: commandID,
+			Actor: events.Actor{Role: events.RoleWorker, TaskID: x.TaskID}}}
 	if b, err := te.encodeJSON(); err == nil && len(b)+1 > room {
 		return wire.NewError(wire.CodeOversizeFrame, x.Kind()+": arguments too large")
 	}

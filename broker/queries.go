@@ -155,7 +155,8 @@ func handleQueryRuns(cl *call) (any, error) {
 func handleQueryTasks(cl *call) (any, error) {
 	return queryRunPage(cl, "tasks", (*projections.State).TasksPage,
 		func(t projections.Task) WireTask { return WireTask{Task: t} },
-		omitting(cl, (*WireTask).OmitTexts, (*WireTask).OmitDependsOn, (*WireTask).OmitNames, (*WireTask).OmitQuestion),
+		omitting(cl, (*WireTask).OmitTexts, (*WireTask).OmitDependsOn, (*WireTask).OmitNames,
+			(*WireTask).OmitQuestion),
 		taskDependsOn)
 }
 

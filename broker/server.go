@@ -121,9 +121,10 @@ func New(eng *commands.Engine, log *eventlog.Log, opts Options) (*Server, error)
 	}
 	o := opts.withDefaults()
 	s := &Server{
-		eng: eng, log: log, opts: o, lg: o.Logger, writeTimeout: writeTimeout, idleNow: time.Now, requests: newRequestCounts(),
-		conns: make(map[*conn]struct{}), byRun: make(map[string]map[*conn]struct{}), byBox: make(map[mailboxKey]map[*conn]struct{}),
-		credConns: make(map[string]int), credWaits: make(map[string]int), credSubs: make(map[string]int), pending: make(map[int]int),
+		eng: eng, log: log, opts: o, lg: o.Logger, writeTimeout: writeTimeout, idleNow: time.Now,
+		requests: newRequestCounts(), conns: make(map[*conn]struct{}), byRun: make(map[string]map[*conn]struct{}),
+		byBox: make(map[mailboxKey]map[*conn]struct{}), credConns: make(map[string]int),
+		credWaits: make(map[string]int), credSubs: make(map[string]int), pending: make(map[int]int),
 		reads: turns.New(o.MaxReadsPerCredential), credOut: make(map[string]*outboundBudget),
 		runOut: make(map[string]*outboundBudget), runConns: make(map[string]int),
 		pacer:     newPacer(o.RatePerCredential, o.BurstPerCredential, o.RatePerRun, o.BurstPerRun),

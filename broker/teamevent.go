@@ -16,7 +16,8 @@ import (
 //
 //	{"time":"2026-11-30T12:00:00.000Z","type":"delegate.admitted","runId":"R","taskId":"P",
 //	 "message":"delegate.admitted: {…}","data":{…payload…},
-//	 "metadata":{"seq":7,"provenance":"api","position":42,"schemaVersion":1,"commandId":"…","actor":{"role":"worker","taskId":"P"}}}
+//	 "metadata":{"seq":7,"provenance":"api","position":42,"schemaVersion":1,"commandId":"…",
+//	  "actor":{"role":"worker","taskId":"P"}}}
 //
 // seq is the event's version in the run's stream (gapless from 1), which is what sinceSeq and fromSeq count.
 // taskId is lifted from the payload's taskId (for delegate events the parent task, as in pi-crew). message is
@@ -177,7 +178,8 @@ func (te teamEvent) bareOfRun() teamEvent {
 // of omitData, bare and bareOfRun that fits; when none does, bareOfRun's, which the caller's frame then refuses.
 func fitEvent(te teamEvent, room int) ([]byte, error) {
 	var b []byte
-	for _, render := range []func(teamEvent) teamEvent{same[teamEvent], teamEvent.omitData, teamEvent.bare, teamEvent.bareOfRun} {
+	for _, render := range []func(teamEvent) teamEvent{same[teamEvent], teamEvent.omitData, teamEvent.bare,
+		teamEvent.bareOfRun} {
 		var err error
 		if b, err = render(te).encodeJSON(); err != nil {
 			return nil, err

@@ -24,8 +24,9 @@
 //     and the request may or may not have been decided — when the broker ended the connection with an error frame
 //     that answers no request (revoked, stale-token, idle-timeout, too-many-connections), that *wire.Error is
 //     wrapped in it, so wire.CodeOf tells why, also when a request written after the broker's close failed before
-//     the frame was read (the reader reads on to the broker's EOF); a context error means the caller stopped waiting and, likewise, the outcome is unknown. Commands
-//     carrying a commandId can be retried with the same id to learn what happened.
+//     the frame was read (the reader reads on to the broker's EOF); a context error means the caller stopped
+//     waiting and, likewise, the outcome is unknown. Commands carrying a commandId can be retried with the same id
+//     to learn what happened.
 //   - Subscription.Next yields team events in strictly increasing seq order and never the same seq twice. When
 //     the broker reports an overflow with a resync frame, the subscription re-subscribes on its own from the
 //     first seq it missed and removes the overlap, so the consumer sees no gap and no repeat.

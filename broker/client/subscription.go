@@ -38,7 +38,8 @@ func WithRun(runID string) SubscribeOption {
 // Subscription is a stream of log events on a connection of its own. Next yields them in increasing seq order,
 // each seq once, re-subscribing by itself after a resync.
 //
-// Concurrency: Next, Last and Resyncs belong to one goroutine; Close is safe from any goroutine and ends a Next waiting.
+// Concurrency: Next, Last and Resyncs belong to one goroutine; Close is safe from any goroutine and ends a Next
+// waiting.
 // Errors: Next's errors other than a context error are sticky; after one, resume with Subscribe(ctx, Last(), …).
 type Subscription struct {
 	c     *Client
@@ -59,7 +60,8 @@ type Subscription struct {
 // is in types (nil or empty: every type), of the credential's run or of the one named WithRun. It returns once the
 // broker has accepted the subscription (its answer or its first push), or with the broker's refusal as a
 // *wire.Error.
-func (c *Client) Subscribe(ctx context.Context, sinceSeq uint64, types []string, opts ...SubscribeOption) (*Subscription, error) {
+func (c *Client) Subscribe(ctx context.Context, sinceSeq uint64, types []string,
+	opts ...SubscribeOption) (*Subscription, error) {
 	var p subscribeParams
 	for _, o := range opts {
 		o(&p)

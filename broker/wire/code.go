@@ -130,8 +130,8 @@ type codeInfo struct {
 	local   bool
 }
 
-// registry lists every code once, in the order of D§7.6, crewlog's own next to their kind. A table rather than a map so Codes has a stable order
-// that generated documentation can follow.
+// registry lists every code once, in the order of D§7.6, crewlog's own next to their kind. A table rather than a map
+// so Codes has a stable order that generated documentation can follow.
 var registry = []codeInfo{
 	{CodeProtocol, "protocol error", true, false},
 	{CodeAuth, MsgNotAuthed, true, false},

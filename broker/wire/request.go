@@ -263,7 +263,8 @@ func skipValue(b []byte, i int) int {
 		}
 		return i
 	}
-	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
+	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' &&
+		b[i] != '\r' {
 		i++ // a number or a literal
 	}
 	return i

@@ -216,9 +216,10 @@ func skipJSONNumber(b []byte, i int) (int, bool) {
 }
 
 // appendCompact appends raw with the whitespace between its tokens removed, as json.Compact writes it, and reports
-// false, appending nothing, when raw is not valid JSON, as json.Compact fails (FuzzAppendCompactAgreesWithEncodingJSON
-// holds the two together). Why: every frame AppendFrame writes compacts a raw value, a request's params, a result or
-// a push's data, that is almost always compact already, and json.Compact's scanner cost as much as validating it.
+// false, appending nothing, when raw is not valid JSON, as json.Compact fails
+// (FuzzAppendCompactAgreesWithEncodingJSON holds the two together). Why: every frame AppendFrame writes compacts a
+// raw value, a request's params, a result or a push's data, that is almost always compact already, and
+// json.Compact's scanner cost as much as validating it.
 func appendCompact(dst, raw []byte) ([]byte, bool) {
 	if !validJSON(raw) {
 		return dst, false
