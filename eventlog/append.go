@@ -67,7 +67,8 @@ func (l *Log) Append(ws ...Write) (first uint64, err error) {
 // commit atomically with ws, and extra adds keys to the batch after ws's;
 // for a copy of a durable log (AppendFromUnsynced) sync false leaves the
 // batch to a later sync.
-func (l *Log) appendBatch(ws []Write, base *pebble.Batch, extra func(*pebble.Batch), sync bool) (first uint64, err error) {
+func (l *Log) appendBatch(ws []Write, base *pebble.Batch, extra func(*pebble.Batch), sync bool) (
+	first uint64, err error) {
 	s, err := l.stageBatch(ws, base, extra, sync)
 	if err != nil {
 		return 0, err
@@ -178,7 +179,8 @@ func (s *Staged) Wait() (first uint64, err error) {
 // order. On success the caller owns one l.inflight count. Without sync the
 // batch is applied and written to the WAL unsynced: the Staged's Wait then
 // has no sync to await.
-func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch), sync bool) (b *pebble.Batch, first uint64, recorded []stagedOutcome, last head, err error) {
+func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch), sync bool) (
+	b *pebble.Batch, first uint64, recorded []stagedOutcome, last head, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.refusal(); err != nil {
@@ -206,7 +208,8 @@ func (l *Log) stage(ws []Write, base *pebble.Batch, extra func(*pebble.Batch), s
 		}
 		if w.CommandID != "" {
 			// The outcome's key and value, and the batch's framing of them.
-			size += 2*(len(w.Principal)+len(w.CommandID)) + len(w.Code) + len(w.Reason) + len(w.Result) + len(w.Fingerprint) + 64
+			size += 2*(len(w.Principal)+len(w.CommandID)) + len(w.Code) + len(w.Reason) + len(w.Result) +
+				len(w.Fingerprint) + 64
 			outcomes++
 		}
 	}

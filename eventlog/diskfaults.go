@@ -162,7 +162,8 @@ func (fs *faultFS) ReuseForWrite(oldname, newname string, category vfs.DiskWrite
 	return fs.wrap(newname, f, 0, err)
 }
 
-func (fs *faultFS) OpenReadWrite(name string, category vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
+func (fs *faultFS) OpenReadWrite(name string, category vfs.DiskWriteCategory,
+	opts ...vfs.OpenOption) (vfs.File, error) {
 	f, err := fs.FS.OpenReadWrite(name, category, opts...)
 	if err != nil {
 		return nil, err
@@ -254,7 +255,8 @@ func (f *faultFile) sync(do func() (full bool, err error)) error {
 		f.d.injected("fsync", f.path)
 		// The kernel dropped the dirty pages: what was written since the last sync is gone.
 		if err := os.Truncate(f.path, synced); err != nil {
-			return fmt.Errorf("%w (and losing the unsynced tail: %v)", &os.PathError{Op: "sync", Path: f.path, Err: syscall.EIO}, err)
+			return fmt.Errorf("%w (and losing the unsynced tail: %v)",
+				&os.PathError{Op: "sync", Path: f.path, Err: syscall.EIO}, err)
 		}
 		return &os.PathError{Op: "sync", Path: f.path, Err: syscall.EIO}
 	}

@@ -46,7 +46,8 @@ type ConflictError struct {
 }
 
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("eventlog: stream %q is at version %d, expected %s", e.Stream, e.Actual, expectedString(e.Expected))
+	return fmt.Sprintf("eventlog: stream %q is at version %d, expected %s", e.Stream, e.Actual,
+		expectedString(e.Expected))
 }
 
 // Unwrap makes errors.Is(err, ErrConflict) hold.

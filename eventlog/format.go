@@ -50,11 +50,11 @@ type FormatError struct {
 
 func (e *FormatError) Error() string {
 	if e.Store > e.Supported {
-		return fmt.Sprintf("eventlog: store format %d is newer than format %d, the newest this build supports; use a newer crewlog",
-			e.Store, e.Supported)
+		return fmt.Sprintf("eventlog: store format %d is newer than format %d, the newest this build supports; "+
+			"use a newer crewlog", e.Store, e.Supported)
 	}
-	return fmt.Sprintf("eventlog: store format %d is older than format %d, the format this build writes; the store needs a migration",
-		e.Store, e.Supported)
+	return fmt.Sprintf("eventlog: store format %d is older than format %d, the format this build writes; "+
+		"the store needs a migration", e.Store, e.Supported)
 }
 
 // Unwrap makes errors.Is(err, ErrFormatTooNew) or errors.Is(err,

@@ -46,7 +46,8 @@ func (l *Log) ingestReplacing(span pebble.KeyRange, write func(tableWriter) erro
 	// NB: the table is built with the options of the store's bottom level
 	// (its blocks compressed, unlike a flush's: compression.go) and the
 	// table format the store writes.
-	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), l.pebbleOpts.MakeWriterOptions(bottomLevel, l.db.TableFormat()))
+	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f),
+		l.pebbleOpts.MakeWriterOptions(bottomLevel, l.db.TableFormat()))
 	err = write(w)
 	// The writer syncs the file before closing it (Ingest requires it).
 	if cerr := w.Close(); err == nil {

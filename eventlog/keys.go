@@ -14,7 +14,7 @@ const (
 	prefixStream   = 's' // s | uvarint len | stream | first ver:8 → positions (index.go)
 	prefixCommand  = 'c' // c | command id                   → outcome (format ≤ 2 only)
 	prefixOutcome  = 'o' // o | uvarint len | principal | command id → outcome (format 3)
-	prefixSnapshot = 'n' // n | pos:8 BE | chunk:4 BE → snapshot chunk (snapshot_chunks.go); n | pos:8 BE → whole (format ≤ 3)
+	prefixSnapshot = 'n' // n | pos:8 BE | chunk:4 BE → chunk (snapshot_chunks.go); n | pos:8 BE → whole (format ≤ 3)
 	prefixMeta     = 'm' // m | name                         → metadata
 )
 
@@ -163,7 +163,8 @@ func keyString(k []byte) string {
 			return "n/" + strconv.FormatUint(binary.BigEndian.Uint64(k[1:]), 10)
 		}
 		if len(k) == snapshotChunkKeyLen {
-			return "n/" + strconv.FormatUint(binary.BigEndian.Uint64(k[1:9]), 10) + "/" + strconv.FormatUint(uint64(binary.BigEndian.Uint32(k[9:])), 10)
+			return "n/" + strconv.FormatUint(binary.BigEndian.Uint64(k[1:9]), 10) + "/" +
+				strconv.FormatUint(uint64(binary.BigEndian.Uint32(k[9:])), 10)
 		}
 	case prefixStream:
 		if s, v, ok := parseStreamKey(k); ok {

@@ -303,7 +303,8 @@ func (l *Log) loadHead() (head, error) {
 	}
 	// NB: a seek, not a read of h.Position+1: a record further on is as
 	// foreign to the log, and the appends would overwrite it unseen.
-	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(h.Position + 1), UpperBound: []byte{prefixEvent + 1}})
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(h.Position + 1),
+		UpperBound: []byte{prefixEvent + 1}})
 	if err != nil {
 		return head{}, tableDamage(fmt.Errorf("eventlog: read past the head: %w", err))
 	}

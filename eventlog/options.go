@@ -104,7 +104,8 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("eventlog: MemTableSize %d exceeds 1 GiB", o.MemTableSize))
 	}
 	if o.MaxPayloadBytes < 0 || o.MaxPayloadBytes > maxMaxPayloadBytes {
-		errs = append(errs, fmt.Errorf("eventlog: MaxPayloadBytes %d is outside 0..%d", o.MaxPayloadBytes, maxMaxPayloadBytes))
+		errs = append(errs, fmt.Errorf("eventlog: MaxPayloadBytes %d is outside 0..%d", o.MaxPayloadBytes,
+			maxMaxPayloadBytes))
 	}
 	return errors.Join(errs...)
 }

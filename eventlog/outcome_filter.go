@@ -192,7 +192,8 @@ func (l *Log) buildOutcomeFilter() {
 		}
 	}
 	if it.Error() != nil {
-		l.opts.Logger.Warn("eventlog: the outcome filter could not be built; command ids are looked up in the store", "err", it.Error())
+		l.opts.Logger.Warn("eventlog: the outcome filter could not be built; command ids are looked up in the store",
+			"err", it.Error())
 		return
 	}
 	flush()

@@ -55,7 +55,8 @@ func writeSnapshotChunks(w tableWriter, pos uint64, data []byte) error {
 	if n > maxSnapshotChunks {
 		return fmt.Errorf("%w: snapshot of %d bytes", ErrInvalid, len(data))
 	}
-	if err := w.Set(snapshotChunkKey(pos, 0), snapshotHeaderValue(len(data), n, crc32.Checksum(data, castagnoli))); err != nil {
+	if err := w.Set(snapshotChunkKey(pos, 0),
+		snapshotHeaderValue(len(data), n, crc32.Checksum(data, castagnoli))); err != nil {
 		return err
 	}
 	buf := make([]byte, 5+min(len(data), snapshotChunk))
@@ -196,7 +197,8 @@ func readSnapshotAt(it *pebble.Iterator, pos uint64) ([]byte, error) {
 		data = append(data, p...)
 	}
 	if got := crc32.Checksum(data, castagnoli); got != sum {
-		return nil, corruptf(0, k, "snapshot checksum mismatch (stored %08x, computed %08x): its chunks are out of order", sum, got)
+		return nil, corruptf(0, k, "snapshot checksum mismatch (stored %08x, computed %08x): its chunks are out of order",
+			sum, got)
 	}
 	return data, nil
 }

@@ -120,7 +120,8 @@ func (l *Log) SaveSummaries(ss []Summary) error {
 		}
 		byStream := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(s.Data)), s.Ord)
 		byStream = append(byStream, s.Data...)
-		byOrd := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(s.Stream)+len(s.Data)), uint64(len(s.Stream)))
+		byOrd := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(s.Stream)+len(s.Data)),
+			uint64(len(s.Stream)))
 		byOrd = append(append(byOrd, s.Stream...), s.Data...)
 		if err := b.Set(summaryKey(s.Stream, s.Position), seal(byStream), nil); err != nil {
 			return fmt.Errorf("eventlog: save summaries: %w", err)
@@ -196,7 +197,8 @@ func (l *Log) latestSummaryIn(r iterable, stream string, upTo uint64) (Summary, 
 	if len(p) < 8 {
 		return Summary{}, corruptf(pos, k, "summary of %d bytes has no ordinal", len(p))
 	}
-	return Summary{Stream: stream, Ord: binary.BigEndian.Uint64(p), Position: pos, Data: append([]byte(nil), p[8:]...)}, nil
+	return Summary{Stream: stream, Ord: binary.BigEndian.Uint64(p), Position: pos,
+		Data: append([]byte(nil), p[8:]...)}, nil
 }
 
 // Summaries calls fn with the newest version at or before position upTo

@@ -238,7 +238,8 @@ func withVersion(versions, ords []uint64, pos, ord uint64) ([]uint64, []uint64) 
 // pruneVersions stages in b the deletion of the superseded ones of
 // stream's versions (ascending, with their ordinals, as b holds them) and
 // reports whether the stream still holds more than one version after it.
-func pruneVersions(b *pebble.Batch, stream string, versions, ords []uint64, snap, keep uint64) (more bool, err error) {
+func pruneVersions(b *pebble.Batch, stream string, versions, ords []uint64, snap, keep uint64) (
+	more bool, err error) {
 	drop := supersededVersions(versions, snap, keep)
 	for _, j := range drop {
 		if err := b.Delete(summaryKey(stream, versions[j]), nil); err != nil {

@@ -152,8 +152,8 @@ func (l *Log) verify(opts *VerifyOptions) (VerifyReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	rep = VerifyReport{Head: h.Position, HeadHash: h.Hash, Streams: len(streams), Commands: n, Snapshots: s, Views: views,
-		Summaries: sums, Tallies: tallies}
+	rep = VerifyReport{Head: h.Position, HeadHash: h.Hash, Streams: len(streams), Commands: n, Snapshots: s,
+		Views: views, Summaries: sums, Tallies: tallies}
 	return rep, nil
 }
 
@@ -255,7 +255,8 @@ func verifyRecords(snap *pebble.Snapshot, h head, ch *commandHasher, progress fu
 			streams[strings.Clone(ev.Stream)] = vers
 		}
 		if ev.StreamVersion != uint64(len(vers.pos))+1 {
-			return nil, nil, corruptf(pos, k, "stream %q version %d follows version %d", ev.Stream, ev.StreamVersion, len(vers.pos))
+			return nil, nil, corruptf(pos, k, "stream %q version %d follows version %d", ev.Stream, ev.StreamVersion,
+				len(vers.pos))
 		}
 		vers.pos = append(vers.pos, pos)
 		cmds = append(cmds, ch.ofRecord(&ev))
@@ -454,7 +455,8 @@ func readRecord(g getter, pos uint64, ev *Event) error {
 // records of its command: want is o's hash as cmds holds its records'; a
 // record whose hash differs (or every record, when cmds is nil) is read
 // back and compared by ch.
-func verifyOutcome(snap *pebble.Snapshot, headPos uint64, k []byte, o *Outcome, want uint64, cmds []uint64, ch *commandHasher) error {
+func verifyOutcome(snap *pebble.Snapshot, headPos uint64, k []byte, o *Outcome, want uint64, cmds []uint64,
+	ch *commandHasher) error {
 	if o.Count == 0 {
 		return nil
 	}
@@ -477,7 +479,8 @@ func verifyOutcome(snap *pebble.Snapshot, headPos uint64, k []byte, o *Outcome, 
 		}
 		if ch.principal != nil && o.CommandID != "" {
 			if p := ch.principalOf(ev); p != o.Principal {
-				return corruptf(0, k, "outcome of principal %q points to position %d, written by principal %q", o.Principal, pos, p)
+				return corruptf(0, k, "outcome of principal %q points to position %d, written by principal %q",
+					o.Principal, pos, p)
 			}
 		}
 	}

@@ -38,11 +38,13 @@ func Run(t *testing.T, open func(t *testing.T) Backend) {
 }
 
 func ev(stream, typ string) eventlog.Event {
-	return eventlog.Event{Stream: stream, Type: typ, SchemaVersion: 1, Time: 1, ActorRole: "admin", Payload: []byte{0x80}}
+	return eventlog.Event{Stream: stream, Type: typ, SchemaVersion: 1, Time: 1, ActorRole: "admin",
+		Payload: []byte{0x80}}
 }
 
 func write(principal, id string, evs ...eventlog.Event) eventlog.Write {
-	return eventlog.Write{Principal: principal, CommandID: id, Result: []byte(`{"ok":true}`), Fingerprint: []byte("fp-" + id), Events: evs}
+	return eventlog.Write{Principal: principal, CommandID: id, Result: []byte(`{"ok":true}`),
+		Fingerprint: []byte("fp-" + id), Events: evs}
 }
 
 // group is three commands on two streams, one a recorded rejection
@@ -88,7 +90,8 @@ func outcomes(t *testing.T, b Backend) {
 	require.NoError(t, err)
 	o, err := b.Local.Outcome("admin", "cmd-a0")
 	require.NoError(t, err)
-	require.Equal(t, eventlog.Outcome{Principal: "admin", CommandID: "cmd-a0", First: 1, Count: 2, Result: []byte(`{"ok":true}`), Fingerprint: []byte("fp-cmd-a0")}, o)
+	require.Equal(t, eventlog.Outcome{Principal: "admin", CommandID: "cmd-a0", First: 1, Count: 2,
+		Result: []byte(`{"ok":true}`), Fingerprint: []byte("fp-cmd-a0")}, o)
 	o, err = b.Local.Outcome("admin", "rej-a0")
 	require.NoError(t, err)
 	require.Equal(t, "bad-params", o.Code)

@@ -58,7 +58,8 @@ const DefaultMaxBatchMessages = 1000
 // ErrGroupTooLarge is returned by Commit for a group holding one command
 // whose writes need more messages than one batch may have: nothing is
 // published.
-var ErrGroupTooLarge = fmt.Errorf("%w: natslog: a command's events need more messages than one atomic batch may hold", eventlog.ErrInvalid)
+var ErrGroupTooLarge = fmt.Errorf("%w: natslog: a command's events need more messages than one atomic batch may hold",
+	eventlog.ErrInvalid)
 
 // wireManifest is a batch's first message.
 type wireManifest struct {
@@ -126,7 +127,8 @@ func (p *packer) addWrite(w *eventlog.Write) {
 func (p *packer) fits() bool { return p.messages <= p.lim.messages && p.manifest <= p.lim.bytes }
 
 func eventBytes(e *eventlog.Event) int {
-	return 32 + len(e.Type) + len(e.CausationID) + len(e.CorrelationID) + len(e.ActorRole) + len(e.ActorTask) + len(e.Payload)
+	return 32 + len(e.Type) + len(e.CausationID) + len(e.CorrelationID) + len(e.ActorRole) + len(e.ActorTask) +
+		len(e.Payload)
 }
 
 func writeHeadBytes(w *eventlog.Write) int {
@@ -229,7 +231,8 @@ func (e limitError) Unwrap() error { return e.is }
 // anything in place) as the messages of batch id following batch prev and
 // position after, with the fence (the expected last sequence of the whole
 // stream) on the first.
-func encodeBatch(c Config, lim batchLimits, id, prev string, after, expectLast uint64, ws []eventlog.Write) ([]*nats.Msg, error) {
+func encodeBatch(c Config, lim batchLimits, id, prev string, after, expectLast uint64,
+	ws []eventlog.Write) ([]*nats.Msg, error) {
 	m := wireManifest{Batch: id, After: after, Writes: make([]wireWriteHead, len(ws))}
 	var chunks []wireChunk
 	var subjects []string

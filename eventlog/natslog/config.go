@@ -97,7 +97,8 @@ const (
 var errFirstLayout = errors.New("it has crewlog's first layout (one subject, a whole group per message), " +
 	"which crewd no longer writes: copy it to a new stream with " +
 	"'crewctl migrate-store --to pebble --data NEWDIR --nats URL --stream OLD', then " +
-	"'crewctl migrate-store --to jetstream --data NEWDIR --nats URL --stream NEW --replicas 3', and start the crewds on NEW")
+	"'crewctl migrate-store --to jetstream --data NEWDIR --nats URL --stream NEW --replicas 3', " +
+	"and start the crewds on NEW")
 
 // EnsureStream creates the stream if it does not exist and checks that an
 // existing one is fit to be a crewlog log: one that crewds write, or with
@@ -205,7 +206,8 @@ func jetStreamUnavailable(err error) bool {
 // callAgainWhile makes the call f, bounded by apiTimeout as a whole
 // (apiContext), and makes it again, after a short wait growing to a
 // second, while transient says its error is.
-func callAgainWhile[T any](ctx context.Context, transient func(error) bool, f func(context.Context) (T, error)) (T, error) {
+func callAgainWhile[T any](ctx context.Context, transient func(error) bool,
+	f func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := apiContext(ctx)
 	defer cancel()
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
@@ -237,11 +239,13 @@ func checkStream(st jetstream.Stream, c Config) (layout, error) {
 		return layoutGroup, nil
 	case len(subjects) == 2 && subjects[0] == c.Subject() && subjects[1] == c.eventsWildcard():
 		if !info.Config.AllowAtomicPublish {
-			return 0, fmt.Errorf("natslog: stream %s does not allow atomic batch publish (allow_atomic; nats-server 2.12 or later)", c.Stream)
+			return 0, fmt.Errorf("natslog: stream %s does not allow atomic batch publish (allow_atomic; "+
+				"nats-server 2.12 or later)", c.Stream)
 		}
 		return layoutBatch, nil
 	}
-	return 0, fmt.Errorf("natslog: stream %s has subjects %v, want %s and %s", c.Stream, subjects, c.Subject(), c.eventsWildcard())
+	return 0, fmt.Errorf("natslog: stream %s has subjects %v, want %s and %s", c.Stream, subjects, c.Subject(),
+		c.eventsWildcard())
 }
 
 // ConnectOptions are how a crewd reaches NATS, as NATS users expect.

@@ -43,8 +43,8 @@ type copied struct {
 func (l *Log) copyMessage(seq uint64, subject, prev string, data []byte) (*copied, error) {
 	if subject == l.cfg.Subject() {
 		if l.pending != nil {
-			return nil, fmt.Errorf("%w: sequence %d starts a group while the group of batch %s (%d of %d messages) is incomplete",
-				ErrDiverged, seq, l.pending.m.Batch, l.pending.got, l.pending.m.Messages)
+			return nil, fmt.Errorf("%w: sequence %d starts a group while the group of batch %s (%d of %d messages) "+
+				"is incomplete", ErrDiverged, seq, l.pending.m.Batch, l.pending.got, l.pending.m.Messages)
 		}
 		if len(data) > 0 && data[0] == groupVersion {
 			after, ws, err := decodeGroup(data) // the first layout: the whole group
@@ -92,7 +92,8 @@ func (l *Log) copyMessage(seq uint64, subject, prev string, data []byte) (*copie
 			ErrDiverged, seq, k.Index, k.Batch, len(k.Events), a.got, a.m.Batch)
 	}
 	if k.Stream != stream {
-		return nil, fmt.Errorf("%w: sequence %d holds events of crewlog stream %q on the subject of %q", ErrDiverged, seq, k.Stream, stream)
+		return nil, fmt.Errorf("%w: sequence %d holds events of crewlog stream %q on the subject of %q", ErrDiverged,
+			seq, k.Stream, stream)
 	}
 	for i := range k.Events {
 		a.events = append(a.events, k.Events[i].event(stream, ""))

@@ -92,9 +92,9 @@ func toWire(e *eventlog.Event, withStream bool) wireEvent {
 
 // event is the inverse of toWire, for a write's command id on stream.
 func (w *wireEvent) event(stream, commandID string) eventlog.Event {
-	return eventlog.Event{Stream: stream, Type: w.Type, SchemaVersion: w.SchemaVersion, Time: w.Time, CommandID: commandID,
-		CausationID: w.CausationID, CorrelationID: w.CorrelationID, ActorRole: w.ActorRole, ActorTask: w.ActorTask,
-		Payload: w.Payload}
+	return eventlog.Event{Stream: stream, Type: w.Type, SchemaVersion: w.SchemaVersion, Time: w.Time,
+		CommandID: commandID, CausationID: w.CausationID, CorrelationID: w.CorrelationID, ActorRole: w.ActorRole,
+		ActorTask: w.ActorTask, Payload: w.Payload}
 }
 
 // decodeGroup decodes a message of the first layout. One that is not a

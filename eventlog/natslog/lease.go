@@ -55,7 +55,8 @@ type Lease struct {
 // three quarters, so a bucket TTL shorter than a writer's lets another
 // node take the lease while that writer still writes, and a longer one
 // leaves a dead writer unreplaced for longer than the other nodes wait.
-func OpenLease(ctx context.Context, js jetstream.JetStream, cfg Config, holder string, ttl time.Duration) (*Lease, error) {
+func OpenLease(ctx context.Context, js jetstream.JetStream, cfg Config, holder string,
+	ttl time.Duration) (*Lease, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -87,7 +87,8 @@ func Open(ctx context.Context, js jetstream.JetStream, local *eventlog.Log, cfg 
 		return nil, err
 	}
 	if head, _ := local.Head(); head > 0 && last == 0 {
-		return nil, fmt.Errorf("%w: it holds %d events and no stream sequence (copy a Pebble store in with migrate-store)", ErrDiverged, head)
+		return nil, fmt.Errorf("%w: it holds %d events and no stream sequence (copy a Pebble store in with "+
+			"migrate-store)", ErrDiverged, head)
 	}
 	lastBatch, err := batchAt(ctx, st, cfg, last)
 	if err != nil {

@@ -125,7 +125,8 @@ func Import(ctx context.Context, src *eventlog.Log, dst *Log) (ImportReport, err
 				curLeft = o.Count
 			} else if e.CommandID != "" {
 				it.Close()
-				return rep, fmt.Errorf("natslog: position %d carries command id %q, and no outcome starts there", e.Position, e.CommandID)
+				return rep, fmt.Errorf("natslog: position %d carries command id %q, and no outcome starts there",
+					e.Position, e.CommandID)
 			}
 		}
 		cur.Events = append(cur.Events, e)
@@ -187,7 +188,8 @@ func verifyCopy(src, copy *eventlog.Log, outcomes int) error {
 	h1, hash1 := src.Head()
 	h2, hash2 := copy.Head()
 	if h1 != h2 || hash1 != hash2 {
-		return fmt.Errorf("natslog: the copy ends at %d (hash %x), the source at %d (hash %x)", h2, hash2[:8], h1, hash1[:8])
+		return fmt.Errorf("natslog: the copy ends at %d (hash %x), the source at %d (hash %x)", h2, hash2[:8], h1,
+			hash1[:8])
 	}
 	n := 0
 	if err := copy.Outcomes(func(eventlog.Outcome) error { n++; return nil }); err != nil {
