@@ -107,7 +107,8 @@ func RejectionRule(p *events.DelegateRejected) string {
 		why = fmt.Sprintf("the run holds %d >= its share %d while %d other run(s) wait; %d/%d in flight",
 			pol.RunHeld, pol.SlotShare, pol.Waiting, pol.Held, pol.Capacity)
 	case events.ReasonBudgetInsufficient:
-		why = fmt.Sprintf("budget mode %s: requested %d > remaining %s", budgetMode(pol.BudgetMode), pol.Requested, remainingInputs(pol))
+		why = fmt.Sprintf("budget mode %s: requested %d > remaining %s", budgetMode(pol.BudgetMode), pol.Requested,
+			remainingInputs(pol))
 	case events.ReasonUnmeteredDenied:
 		why = "nothing to meter and unmeteredDelegates=deny"
 	case events.ReasonModelInvalid:

@@ -97,8 +97,8 @@ func ConfigSummary(c projections.Config) string {
 	if c.ProxyPayloadBytes != 0 || c.ProxyManifestBytes != 0 || c.ProxyMaxInFlight != 0 || c.ProxyMaxRequests != 0 ||
 		c.RevokedRootLimit != 0 {
 		j := c.JobLimits()
-		s += fmt.Sprintf(" proxyPayloadBytes=%d proxyManifestBytes=%d proxyMaxInFlight=%d proxyMaxRequests=%d revokedRootLimit=%d",
-			j.PayloadBytes, j.ManifestBytes, j.MaxInFlight, j.MaxRequests, j.RevokedRoots)
+		s += fmt.Sprintf(" proxyPayloadBytes=%d proxyManifestBytes=%d proxyMaxInFlight=%d proxyMaxRequests=%d "+
+			"revokedRootLimit=%d", j.PayloadBytes, j.ManifestBytes, j.MaxInFlight, j.MaxRequests, j.RevokedRoots)
 	}
 	if c.RerouteEndedAttempts {
 		s += " rerouteEndedAttempts=true"

@@ -37,7 +37,8 @@ const ExplainReach = 64
 //
 // ctx ends the fold of the run's state as it ends projections.RunAt: the
 // error then wraps ctx.Err(), and states keeps nothing.
-func ExplainAt(ctx context.Context, l *eventlog.Log, pos uint64, states RunStates) (d Decision, recorded, ok bool, err error) {
+func ExplainAt(ctx context.Context, l *eventlog.Log, pos uint64, states RunStates) (
+	d Decision, recorded, ok bool, err error) {
 	group, searched, err := decisionAt(l, pos)
 	if states != nil {
 		states.Searched(searched)
@@ -119,7 +120,8 @@ func decisionAt(l *eventlog.Log, pos uint64) (group []events.Event, read int, er
 // readDecision is decisionAt's read of stream from version from. begun
 // reports that the decision begins after the first event read, so none of
 // it lies before from; read is the events read.
-func readDecision(l *eventlog.Log, stream string, from, pos uint64) (group []events.Event, begun bool, read int, err error) {
+func readDecision(l *eventlog.Log, stream string, from, pos uint64) (
+	group []events.Event, begun bool, read int, err error) {
 	it := l.ReadStream(stream, from)
 	defer it.Close()
 	var first uint64 // position of the first event read

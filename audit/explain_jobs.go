@@ -31,7 +31,8 @@ func isJobFamily(typ string) bool {
 func jobDecisionStarts(last, ev events.Event) bool {
 	switch ev.Type {
 	case events.TypeJobStatusChanged:
-		return last.Type != events.TypeLeaseCleared && last.Type != events.TypeLeaseOpened && last.Type != events.TypeManifestRevalidationFailed
+		return last.Type != events.TypeLeaseCleared && last.Type != events.TypeLeaseOpened &&
+			last.Type != events.TypeManifestRevalidationFailed
 	case events.TypeLeaseOpened:
 		return last.Type != events.TypeManifestRevalidated
 	case events.TypeLeaseCleared:
@@ -129,8 +130,9 @@ func jobCommandFrom(s *projections.State, group []events.Event) (commands.Comman
 	switch p := first.Payload.(type) {
 	case *events.ProxyRequested:
 		h := header(p.JobID)
-		return &commands.ProxyRequest{RunID: run, TaskID: h.TaskID, JobID: p.JobID, RequestID: p.RequestID, RequestIDChars: len([]rune(p.RequestID)),
-			NonceDigest: h.NonceDigest, Tool: p.Tool, Args: json.RawMessage(p.Args)}, p.JobID + "/" + p.RequestID
+		return &commands.ProxyRequest{RunID: run, TaskID: h.TaskID, JobID: p.JobID, RequestID: p.RequestID,
+			RequestIDChars: len([]rune(p.RequestID)), NonceDigest: h.NonceDigest, Tool: p.Tool,
+			Args: json.RawMessage(p.Args)}, p.JobID + "/" + p.RequestID
 	case *events.ProxyRejected:
 		h := header(p.JobID)
 		digest := h.NonceDigest
@@ -150,9 +152,11 @@ func jobCommandFrom(s *projections.State, group []events.Event) (commands.Comman
 			}
 			return c, subject
 		case events.ProxyOpCancel:
-			return &commands.ProxyCancel{RunID: run, TaskID: h.TaskID, JobID: p.JobID, RequestID: p.RequestID, NonceDigest: digest}, subject
+			return &commands.ProxyCancel{RunID: run, TaskID: h.TaskID, JobID: p.JobID, RequestID: p.RequestID,
+				NonceDigest: digest}, subject
 		case events.ProxyOpComplete:
-			c := &commands.ProxyComplete{RunID: run, JobID: p.JobID, RequestID: p.RequestID, NonceDigest: digest, Result: json.RawMessage(`{}`)}
+			c := &commands.ProxyComplete{RunID: run, JobID: p.JobID, RequestID: p.RequestID, NonceDigest: digest,
+				Result: json.RawMessage(`{}`)}
 			if p.Reason == events.ProxyReasonPayloadTooLarge {
 				c.Result = sizedResult(p.Bytes)
 			}
@@ -164,15 +168,15 @@ func jobCommandFrom(s *projections.State, group []events.Event) (commands.Comman
 		if p.Fenced {
 			result = sizedResult(p.ResultBytes)
 		}
-		return &commands.ProxyComplete{RunID: run, JobID: p.JobID, RequestID: p.RequestID, NonceDigest: h.NonceDigest, Result: result},
-			p.JobID + "/" + p.RequestID
+		return &commands.ProxyComplete{RunID: run, JobID: p.JobID, RequestID: p.RequestID, NonceDigest: h.NonceDigest,
+			Result: result}, p.JobID + "/" + p.RequestID
 	case *events.ProxyCancelled:
 		if p.By == "disconnect" {
 			return &commands.JobDisconnect{RunID: run, JobID: p.JobID}, p.JobID
 		}
 		h := header(p.JobID)
-		return &commands.ProxyCancel{RunID: run, TaskID: h.TaskID, JobID: p.JobID, RequestID: p.RequestID, NonceDigest: h.NonceDigest},
-			p.JobID + "/" + p.RequestID
+		return &commands.ProxyCancel{RunID: run, TaskID: h.TaskID, JobID: p.JobID, RequestID: p.RequestID,
+			NonceDigest: h.NonceDigest}, p.JobID + "/" + p.RequestID
 	case *events.LeaseOpened:
 		return &commands.LeaseOpen{RunID: run, JobID: p.JobID, Mode: p.Mode, RootToolCallID: p.RootToolCallID}, p.JobID
 	case *events.LeaseCleared:
@@ -279,29 +283,37 @@ func jobRule(evs []events.Event, err error) string {
 		case *events.JobRejected:
 			return JobRejectionRule(p)
 		case *events.ManifestRevalidationFailed:
-			return fmt.Sprintf("T4 revalidation (%s): tool %d differs in %s: want %q, got %q; the job is hard-stopped", p.Mode, p.Index, p.Cause, p.Want, p.Got)
+			return fmt.Sprintf("T4 revalidation (%s): tool %d differs in %s: want %q, got %q; the job is hard-stopped",
+				p.Mode, p.Index, p.Cause, p.Want, p.Got)
 		case *events.ProxyRequested:
-			return fmt.Sprintf("T7–T14 passed: nonce, new id, lease %d active, job running, %q granted (mutating %v), %d bytes", p.Generation, p.Tool, p.Mutating, p.ArgsBytes)
+			return fmt.Sprintf("T7–T14 passed: nonce, new id, lease %d active, job running, %q granted (mutating %v), "+
+				"%d bytes", p.Generation, p.Tool, p.Mutating, p.ArgsBytes)
 		case *events.ProxyCompleted:
 			if p.Fenced {
-				return fmt.Sprintf("T15 fencing: the call's lease %d is not current (job at %d) or the call ended", p.Generation, p.CurrentGeneration)
+				return fmt.Sprintf("T15 fencing: the call's lease %d is not current (job at %d) or the call ended",
+					p.Generation, p.CurrentGeneration)
 			}
-			return fmt.Sprintf("T15: lease %d still current, call live: delivered (%d bytes, usage stripped, T14)", p.Generation, p.ResultBytes)
+			return fmt.Sprintf("T15: lease %d still current, call live: delivered (%d bytes, usage stripped, T14)",
+				p.Generation, p.ResultBytes)
 		case *events.ProxyCancelled:
 			if p.By == "disconnect" {
 				return "T19: the worker disconnected; every pending call fails"
 			}
 			return fmt.Sprintf("T16: a live call of the current lease %d of a running job", p.Generation)
 		case *events.LeaseCleared:
-			s := fmt.Sprintf("T5: lease %d cleared (%s) before the status shows; root %s revoked, %d calls aborted", p.Generation, p.Reason, p.RootToolCallID, p.Aborted)
+			s := fmt.Sprintf("T5: lease %d cleared (%s) before the status shows; root %s revoked, %d calls aborted",
+				p.Generation, p.Reason, p.RootToolCallID, p.Aborted)
 			if p.Saturated {
-				s += "; T18: the revoked-root set was full, so it is emptied and saturated (every nested call with a parent blocked until reset)"
+				s += "; T18: the revoked-root set was full, so it is emptied and saturated (every nested call with a " +
+					"parent blocked until reset)"
 			}
 			return s
 		case *events.LeaseOpened:
-			return fmt.Sprintf("T5/T6: no active lease, %s allowed; generation %d, root %s", p.Mode, p.Generation, p.RootToolCallID)
+			return fmt.Sprintf("T5/T6: no active lease, %s allowed; generation %d, root %s", p.Mode, p.Generation,
+				p.RootToolCallID)
 		case *events.JobCreated:
-			return fmt.Sprintf("T1–T3: %d tools, names exact and unique, no delegation tool, JSON-safe, %d bytes", len(p.Tools), p.ManifestBytes)
+			return fmt.Sprintf("T1–T3: %d tools, names exact and unique, no delegation tool, JSON-safe, %d bytes",
+				len(p.Tools), p.ManifestBytes)
 		case *events.JobRootsReset:
 			return fmt.Sprintf("T18: session reset drops %d revoked roots (saturated %v)", p.Roots, p.Saturated)
 		case *events.JobStatusChanged:
@@ -328,8 +340,8 @@ func ProxyRejectionRule(p *events.ProxyRejected) string {
 	if p.Op == events.ProxyOpCancel && p.Reason != events.ProxyReasonNonce {
 		rule = "T16"
 	}
-	s := fmt.Sprintf("%s %s (%s): %s; job %s, lease %d active=%v, %d in flight, %d ids seen", rule, p.Reason, p.Op, p.Message,
-		p.Status, p.Generation, p.LeaseActive, p.InFlight, p.Seen)
+	s := fmt.Sprintf("%s %s (%s): %s; job %s, lease %d active=%v, %d in flight, %d ids seen", rule, p.Reason, p.Op,
+		p.Message, p.Status, p.Generation, p.LeaseActive, p.InFlight, p.Seen)
 	if p.Limit > 0 {
 		s += fmt.Sprintf(", limit %d", p.Limit)
 	}

@@ -152,7 +152,8 @@ func (c *checker) check(ev events.Event) {
 	c.events++
 	c.step(ev)
 	if c.full() {
-		c.problems = append(c.problems[:maxProblems-1], Problem{Position: ev.Position, Invariant: "-", Detail: problemsTruncated})
+		c.problems = append(c.problems[:maxProblems-1],
+			Problem{Position: ev.Position, Invariant: "-", Detail: problemsTruncated})
 	}
 }
 
@@ -237,7 +238,8 @@ func (c *checker) reservation(ev events.Event, p *events.BudgetReserved) {
 		granted, spent = acc.granted, acc.spent
 	}
 	if p.Tokens < 0 || p.Tokens > granted-spent {
-		c.fail(ev, k, InvariantReservation, "reserved %d with %d remaining (%d granted - %d spent)", p.Tokens, granted-spent, granted, spent)
+		c.fail(ev, k, InvariantReservation, "reserved %d with %d remaining (%d granted - %d spent)", p.Tokens,
+			granted-spent, granted, spent)
 		return
 	}
 	if c.s.Config().BudgetMode != events.BudgetModeNested {
@@ -246,14 +248,16 @@ func (c *checker) reservation(ev events.Event, p *events.BudgetReserved) {
 	task, _ := c.s.Task(k.run, k.id)
 	if task.Shadow() {
 		if d, _ := c.s.Delegation(k.run, k.id); !acc.opened && p.GrantedTokens != d.Reserved {
-			c.fail(ev, k, InvariantReservation, "nested budget mode: shadow seeded with %d, its own reservation was %d", p.GrantedTokens, d.Reserved)
+			c.fail(ev, k, InvariantReservation, "nested budget mode: shadow seeded with %d, its own reservation was %d",
+				p.GrantedTokens, d.Reserved)
 		}
 		return
 	}
 	run, _ := c.s.Run(k.run)
 	if total, ok := run.Budget(); ok {
 		if pool := total - c.s.RootSpent(k.run); p.Tokens > pool {
-			c.fail(ev, k, InvariantReservation, "nested budget mode: reserved %d with %d left in the run pool (%d budgetTotal)", p.Tokens, pool, total)
+			c.fail(ev, k, InvariantReservation,
+				"nested budget mode: reserved %d with %d left in the run pool (%d budgetTotal)", p.Tokens, pool, total)
 		}
 	}
 }
@@ -301,7 +305,8 @@ func (c *checker) finish() {
 			k := key{r.RunID, a.TaskID}
 			acc := c.accounts[k]
 			if a.TokensSpent != acc.spent {
-				c.fail(end, k, InvariantSpent, "at the head tokensSpent %d != %d = Σ reservations + Σ charges", a.TokensSpent, acc.spent)
+				c.fail(end, k, InvariantSpent, "at the head tokensSpent %d != %d = Σ reservations + Σ charges",
+					a.TokensSpent, acc.spent)
 			}
 			if acc.opened && acc.granted != a.TokensGranted {
 				c.fail(end, k, InvariantGranted, "at the head tokensGranted is %d, opened with %d", a.TokensGranted, acc.granted)

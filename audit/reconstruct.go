@@ -94,7 +94,8 @@ func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
 		}
 		d.Command = cmd.Kind()
 		d.Subject = SettledPayload(settledEvent(group).Payload).SubID
-	case events.TypeDelegateCompleted, events.TypeDelegateFailed, events.TypeDelegateTimedOut, events.TypeDelegateCancelled:
+	case events.TypeDelegateCompleted, events.TypeDelegateFailed, events.TypeDelegateTimedOut,
+		events.TypeDelegateCancelled:
 		// NB: crewlog's own settlement opens with its result message (above); one without it only an import
 		// writes (pi-crew's files hold a delegation's end as its terminal line alone), explained below as that
 		// system's decision.
@@ -401,7 +402,8 @@ func reserveCarved(cfg projections.Config, actor events.Actor, q *events.RunQuot
 	if q.Quota == events.QuotaWorkerMsgRate {
 		quota, part, _ := commands.WorkerQuotaShare(cfg, actor, events.QuotaMsgRate)
 		return fmt.Sprintf(", one worker's share: the quotaWorkerMsgShare of %d%% of the %d messages a minute the run's "+
-			"workers share (the run's %d less its quotaReserve of %d%%)", cfg.QuotaWorkerMsgShare, part, quota, cfg.QuotaReserve)
+			"workers share (the run's %d less its quotaReserve of %d%%)", cfg.QuotaWorkerMsgShare, part, quota,
+			cfg.QuotaReserve)
 	}
 	quota, _, carved := commands.WorkerQuotaShare(cfg, actor, q.Quota)
 	if !carved {
@@ -419,14 +421,16 @@ func admissionRule(s *projections.State, runID string, p *events.DelegateAdmitte
 	checks := fmt.Sprintf("depth %d <= %d, slots %d/%d", pol.ChildDepth, pol.MaxDepth, pol.Held, pol.Capacity)
 	if pol.Waiting > 0 {
 		// NB: the fair-slot rule decided too: with other runs waiting, a run at its share is refused.
-		checks += fmt.Sprintf(", the run holds %d < its share %d while %d other run(s) wait", pol.RunHeld, pol.SlotShare, pol.Waiting)
+		checks += fmt.Sprintf(", the run holds %d < its share %d while %d other run(s) wait", pol.RunHeld, pol.SlotShare,
+			pol.Waiting)
 	}
 	if p.Unmetered {
 		why := "the run has no budgetTotal and the parent no allocation"
 		if run, ok := s.Run(runID); ok && run.BudgetUnlimited {
 			why = "the run's budget is unlimited"
 		}
-		return fmt.Sprintf("admitted: unmetered (%s; unmeteredDelegates=%s), %s", why, orDash(pol.UnmeteredDelegates), checks)
+		return fmt.Sprintf("admitted: unmetered (%s; unmeteredDelegates=%s), %s", why, orDash(pol.UnmeteredDelegates),
+			checks)
 	}
 	return fmt.Sprintf("admitted: metered (budget mode %s), within grant (reserves %d of remaining %s), %s",
 		budgetMode(pol.BudgetMode), pol.Requested, remainingInputs(pol), checks)

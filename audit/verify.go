@@ -171,7 +171,8 @@ func verifyIndexCoverage(l *eventlog.Log) (*UnusableSnapshot, error) {
 	}
 	if got < uint64(max(want, 0)) {
 		return nil, &eventlog.CorruptError{Key: "u (index of summaries)", Reason: fmt.Sprintf(
-			"the index of finished runs' summaries holds %d runs at or before position %d; the snapshot there relies on it for %d (crewd rebuilds it from the log at its next start)",
+			"the index of finished runs' summaries holds %d runs at or before position %d; the snapshot there "+
+				"relies on it for %d (crewd rebuilds it from the log at its next start)",
 			got, snap.Position, want)}
 	}
 	return nil, nil
