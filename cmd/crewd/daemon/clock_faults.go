@@ -11,7 +11,8 @@ import (
 
 // ClockOffsetEnv names, in test builds tagged crewlog_faults only, a file holding a signed offset in milliseconds
 // that is added to the wall clock the engine reads at every reading: a test writes it to make that clock jump
-// forwards or backwards while crewd runs (the engine's time follows a jump forwards and holds through one back). A missing or unreadable file is no offset.
+// forwards or backwards while crewd runs (the engine's time follows a jump forwards and holds through one back). A
+// missing or unreadable file is no offset.
 const ClockOffsetEnv = "CREWD_TEST_CLOCK_OFFSET_FILE"
 
 // engineClock is the engine clock of a fault-injecting test build.

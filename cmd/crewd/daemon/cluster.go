@@ -62,8 +62,9 @@ var clusterOptions = []option{
 func init() { options = append(options, clusterOptions...) }
 
 // loadCluster reads the cluster options with Load's helpers; it checks them only for --store jetstream.
-func loadCluster(integer func(name string, lo, hi int) int, duration func(name string) time.Duration, boolean func(name string) bool,
-	str func(name string) (text, src string), fail func(format string, args ...any)) (string, Cluster) {
+func loadCluster(integer func(name string, lo, hi int) int, duration func(name string) time.Duration,
+	boolean func(name string) bool, str func(name string) (text, src string),
+	fail func(format string, args ...any)) (string, Cluster) {
 	store, src := str("store")
 	switch store {
 	case StorePebble:
@@ -81,9 +82,10 @@ func loadCluster(integer func(name string, lo, hi int) int, duration func(name s
 		return store, Cluster{}
 	}
 	text := func(name string) string { t, _ := str(name); return t }
-	c := Cluster{URLs: text("nats"), Creds: text("nats-creds"), TLSCA: text("nats-tls-ca"), TLSCert: text("nats-tls-cert"),
-		TLSKey: text("nats-tls-key"), Stream: text("stream"), Replicas: integer("replicas", 1, 5), Name: text("node-name"),
-		LeaseTTL: duration("lease-ttl"), MaxBatch: integer("nats-max-batch", 2, 100000), EarlyStaging: boolean("nats-pipeline")}
+	c := Cluster{URLs: text("nats"), Creds: text("nats-creds"), TLSCA: text("nats-tls-ca"),
+		TLSCert: text("nats-tls-cert"), TLSKey: text("nats-tls-key"), Stream: text("stream"),
+		Replicas: integer("replicas", 1, 5), Name: text("node-name"), LeaseTTL: duration("lease-ttl"),
+		MaxBatch: integer("nats-max-batch", 2, 100000), EarlyStaging: boolean("nats-pipeline")}
 	if c.URLs == "" {
 		fail("--store jetstream needs --nats URL[,URL]")
 	}
@@ -163,8 +165,8 @@ func openClusterEngine(ctx context.Context, cfg Cluster, log *eventlog.Log, opts
 		lg.Warn("the NATS servers' max_payload is below --max-frame: a command larger than one NATS message is "+
 			"refused; raise max_payload above --max-frame, or lower --max-frame", "max_payload", mp, "max_frame", maxFrame)
 	}
-	node, err := cluster.Start(ctx, log, cluster.Options{Name: cfg.Name, Conn: nc, Log: cfg.LogConfig(), LeaseTTL: cfg.LeaseTTL, EarlyStaging: cfg.EarlyStaging,
-		Engine: opts, Logger: lg.With("component", "cluster")})
+	node, err := cluster.Start(ctx, log, cluster.Options{Name: cfg.Name, Conn: nc, Log: cfg.LogConfig(),
+		LeaseTTL: cfg.LeaseTTL, EarlyStaging: cfg.EarlyStaging, Engine: opts, Logger: lg.With("component", "cluster")})
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("daemon: join the cluster: %w", err)

@@ -17,8 +17,9 @@ import (
 // cache when memtables took their place, the churn of reading finished
 // runs), mapped and unused, more the larger the store (measured in
 // docs/benchmarks.md, "crewd's peak memory while writing through a
-// snapshot"). Trimming them first keeps that out of the peak. After it, the collector cycle that ran while it was encoded
-// counted the copy of the active runs' records and the snapshot's bytes as live, and lets
+// snapshot"). Trimming them first keeps that out of the peak. After it,
+// the collector cycle that ran while it was encoded counted the copy of
+// the active runs' records and the snapshot's bytes as live, and lets
 // the heap grow to twice that (GOGC=100) before the next cycle, long after
 // both are garbage. Collecting once they are lets the heap's goal fall back
 // to twice the active state. One trim and one collection per snapshot (at

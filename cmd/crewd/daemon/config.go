@@ -531,8 +531,8 @@ func jsonText(k kind, raw json.RawMessage) (string, error) {
 			return x, nil
 		}
 	}
-	want := map[kind]string{kindBool: "a boolean", kindInt: "a number", kindString: "a string", kindDuration: `a string like "30s" or a number of seconds`,
-		kindIntOrAuto: `a number or "auto"`}[k]
+	want := map[kind]string{kindBool: "a boolean", kindInt: "a number", kindString: "a string",
+		kindDuration: `a string like "30s" or a number of seconds`, kindIntOrAuto: `a number or "auto"`}[k]
 	return "", fmt.Errorf("must be %s", want)
 }
 

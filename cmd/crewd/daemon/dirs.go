@@ -31,7 +31,8 @@ func checkPrivateDir(dir string) error {
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		return fmt.Errorf("daemon: %s has mode %04o: group or others may reach the store and the secrets in it; "+
-			"chmod 700 it (crewd does not change it for you; rotate admin.token and server.key if others may have read them)", dir, perm)
+			"chmod 700 it (crewd does not change it for you; rotate admin.token and server.key if others may have "+
+			"read them)", dir, perm)
 	}
 	return nil
 }

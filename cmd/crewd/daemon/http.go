@@ -24,8 +24,10 @@ func startHTTP(cfg Config, eng *commands.Engine, log *eventlog.Log, srv *broker.
 	hl := lg.With("component", "http")
 	opts := httpapi.Options{
 		Engine: eng, Log: log, AdminDigest: adminDigest, UI: webui.FS(), AllowRemote: cfg.HTTPAllowRemote,
-		ReadOnly: NewReadOnlyTokens(cfg.DataDir, func(err error) { hl.Warn("read-only tokens unreadable; none accepted", "err", err) }),
-		Metrics:  metrics, Logger: hl, NotReady: notReady,
+		ReadOnly: NewReadOnlyTokens(cfg.DataDir, func(err error) {
+			hl.Warn("read-only tokens unreadable; none accepted", "err", err)
+		}),
+		Metrics: metrics, Logger: hl, NotReady: notReady,
 	}
 	if srv != nil {
 		opts.Broker, opts.Pacer = srv, srv

@@ -34,7 +34,8 @@ func decodeObject(data []byte) (fields map[string]json.RawMessage, duplicates []
 		}
 		fields[key] = raw
 	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') || len(bytes.TrimSpace(data[dec.InputOffset():])) > 0 {
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') ||
+		len(bytes.TrimSpace(data[dec.InputOffset():])) > 0 {
 		return nil, nil, errNotOneObject
 	}
 	slices.Sort(duplicates)

@@ -96,8 +96,9 @@ func applyMemoryLimit(ctx context.Context, c Config, getenv func(string) string,
 // liveSamples are what followLive reads: the live heap, and what the
 // runtime maps beside the heap's spans (total less released, free, objects
 // and unused).
-var liveSamples = []string{"/gc/heap/live:bytes", "/memory/classes/total:bytes", "/memory/classes/heap/released:bytes",
-	"/memory/classes/heap/free:bytes", "/memory/classes/heap/objects:bytes", "/memory/classes/heap/unused:bytes"}
+var liveSamples = []string{"/gc/heap/live:bytes", "/memory/classes/total:bytes",
+	"/memory/classes/heap/released:bytes", "/memory/classes/heap/free:bytes", "/memory/classes/heap/objects:bytes",
+	"/memory/classes/heap/unused:bytes"}
 
 // followLive sets the soft limit to memoryLimitFor(target, …) after each
 // garbage collection (when the runtime updates the live heap) until ctx

@@ -102,7 +102,8 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	if err := MakePrivateDir(cfg.DataDir); err != nil {
 		return err
 	}
-	if _, err := os.Lstat(storeDir); err != nil { // no store: a new one is made here, unless the directory is not for one
+	// No store: a new one is made here, unless the directory is not for one.
+	if _, err := os.Lstat(storeDir); err != nil {
 		if err := checkNotABareStore(cfg.DataDir); err != nil {
 			return err
 		}
@@ -183,8 +184,8 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	// clustered is set when crewd runs as one of a JetStream cluster's crewds (--store jetstream).
 	var clustered *clusterEngine
 	eng, err := Interruptible(openCtx, "open the engine", func() (*commands.Engine, error) {
-		opts := commands.Options{Config: &engineConfig, Logger: lg.With("component", "engine"), Observer: engineObserver{metrics},
-			Retention: cfg.Retention, Clock: engineClock()}
+		opts := commands.Options{Config: &engineConfig, Logger: lg.With("component", "engine"),
+			Observer: engineObserver{metrics}, Retention: cfg.Retention, Clock: engineClock()}
 		if cfg.Retention == 0 {
 			opts.Retention = -1 // commands.Options reads 0 as its default
 		}
@@ -231,7 +232,8 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	if clustered != nil {
 		// A crewd in a cluster also stops when it is fenced or loses the writer lease: it restarts as a follower.
 		failed, failure = clustered.node.Failed(), clustered.node.Err
-		lg.Info("joined the cluster", "stream", cfg.Cluster.Stream, "node", cfg.Cluster.Name, "sequence", clustered.node.Sequence())
+		lg.Info("joined the cluster", "stream", cfg.Cluster.Stream, "node", cfg.Cluster.Name,
+			"sequence", clustered.node.Sequence())
 	}
 
 	adminDigest := Digest(token)
@@ -296,7 +298,8 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	}
 	lg.Info("serving", "socket", srv.Addr(), "nesting", engineConfig.NestingEnabled, "maxDepth", engineConfig.MaxDepth,
 		"maxSlots", engineConfig.MaxSlots, "serializeOnPathOverlap", engineConfig.SerializeOnPathOverlap,
-		"unmeteredDelegates", engineConfig.UnmeteredDelegates, "budgetMode", engineConfig.BudgetMode, "modelCatalog", catalog,
+		"unmeteredDelegates", engineConfig.UnmeteredDelegates, "budgetMode", engineConfig.BudgetMode,
+		"modelCatalog", catalog,
 		"settleGraceSec", engineConfig.SettleGraceSec, "slotShare", engineConfig.SlotShare,
 		"slotWaitSec", engineConfig.SlotWaitSec, "quotaEvents", engineConfig.QuotaEvents,
 		"quotaBytes", engineConfig.QuotaBytes, "quotaMsgsPerMin", engineConfig.QuotaMsgsPerMin,

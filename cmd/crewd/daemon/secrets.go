@@ -174,9 +174,9 @@ func SecretFileFault(fi fs.FileInfo) SecretFault {
 
 // OpenSecret opens the secret file at path to read it, as crewd reads its own: a symlink, which could point anywhere,
 // and a file that is not a regular one (a FIFO's open would wait for a writer for good) are found before it is
-// opened, and what was opened is checked again, opened with O_NONBLOCK and O_NOFOLLOW, so that a FIFO or a symlink put
-// in its place since is neither waited on nor followed. fault is the first fault found, with the FileInfo it was found
-// on; only with SecretFileFit and no error is f open, for the caller to close. err is Lstat's or the open's.
+// opened, and what was opened is checked again, opened with O_NONBLOCK and O_NOFOLLOW, so that a FIFO or a symlink
+// put in its place since is neither waited on nor followed. fault is the first fault found, with the FileInfo it was
+// found on; only with SecretFileFit and no error is f open, for the caller to close. err is Lstat's or the open's.
 func OpenSecret(path string) (f *os.File, fi fs.FileInfo, fault SecretFault, err error) {
 	if fi, err = os.Lstat(path); err != nil {
 		return nil, nil, SecretFileFit, err
