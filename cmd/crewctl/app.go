@@ -126,9 +126,11 @@ or crewd could not read its own (replay-failed).`,
 	pf.StringVar(&a.socket, "socket", defaultSocket(), "crewd's unix socket")
 	pf.StringVar(&a.tokenFile, "token-file", "", "admin token file (default <data>/admin.token)")
 	pf.BoolVar(&a.json, "json", false, "print JSON for scripts instead of text")
-	pf.StringVar(&a.nats.urls, "nats", "", "NATS URL[,URL] of a JetStream cluster: verify, replay and backup read the stream instead of --data's store, migrate-store moves a log to or from it; other commands refuse it")
+	pf.StringVar(&a.nats.urls, "nats", "", "NATS URL[,URL] of a JetStream cluster: verify, replay and backup read "+
+		"the stream instead of --data's store, migrate-store moves a log to or from it; other commands refuse it")
 	pf.StringVar(&a.nats.creds, "nats-creds", "", "NATS credentials file for --nats (refused without it)")
-	pf.StringVar(&a.nats.stream, "stream", "CREWLOG", "the JetStream stream holding the log (with --nats; refused without it)")
+	pf.StringVar(&a.nats.stream, "stream", "CREWLOG",
+		"the JetStream stream holding the log (with --nats; refused without it)")
 	root.AddCommand(a.replayCmd(), a.verifyCmd(), a.backupCmd(), a.restoreCmd(),
 		a.runsCmd(), a.showCmd(), a.tasksCmd(), a.delegationsCmd(), a.ledgerCmd(), a.slotsCmd(), a.eventsCmd(), a.jobsCmd(),
 		a.dashboardCmd(),
@@ -162,7 +164,8 @@ func (a *app) open(dir string) (*eventlog.Log, error) {
 	}
 	if errors.Is(err, audit.ErrLocked) {
 		return nil, hinted(openErr(fmt.Errorf("crewctl: %w", err)),
-			"crewd is running on this store; stop it, or run this command on a backup (crewctl backup takes one through crewd)")
+			"crewd is running on this store; stop it, or run this command on a backup (crewctl backup takes one "+
+				"through crewd)")
 	}
 	return nil, openErr(fmt.Errorf("crewctl: %w", err))
 }

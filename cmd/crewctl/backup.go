@@ -178,11 +178,13 @@ func (a *app) backupOnline(ctx context.Context, b Broker, dest string) error {
 		if codeOf(err) == exitOpen {
 			still = "crewd may still be writing its checkpoint into"
 		}
-		return hinted(err, fmt.Sprintf("%s %s: remove %s once it is done (a copy there has no server.key)", still, dest, dest))
+		return hinted(err,
+			fmt.Sprintf("%s %s: remove %s once it is done (a copy there has no server.key)", still, dest, dest))
 	}
 	out := backupOutput{From: a.dataDir, To: dest, Head: res.Head, Online: true}
 	var err error
-	if out.ServerKey, err = copySecret(filepath.Join(a.dataDir, serverKeyFile), filepath.Join(dest, serverKeyFile)); err != nil {
+	if out.ServerKey, err = copySecret(filepath.Join(a.dataDir, serverKeyFile),
+		filepath.Join(dest, serverKeyFile)); err != nil {
 		return dropBackup(dest, fmt.Errorf("backup: %v", err))
 	}
 	if err := a.checkServerKey(res.ServerKeyID, filepath.Join(dest, serverKeyFile), out.ServerKey); err != nil {
@@ -229,8 +231,9 @@ func (a *app) backupOffline(ctx context.Context, dest string, unreached error) e
 	ro, err := a.open(src)
 	if errors.Is(err, audit.ErrLocked) {
 		// NB: crewd holds the store, so the backup had to go through it: why it could not is the cause to mend.
-		return hinted(openErr(fmt.Errorf("crewctl: backup: %s is held by a running crewd, and backup could not reach crewd: %w",
-			src, unreached)), "pass crewd's --socket and its admin token (--token-file, or the --data that holds admin.token)")
+		return hinted(openErr(fmt.Errorf("crewctl: backup: %s is held by a running crewd, and backup could not reach "+
+			"crewd: %w", src, unreached)),
+			"pass crewd's --socket and its admin token (--token-file, or the --data that holds admin.token)")
 	}
 	if err != nil {
 		return err
@@ -253,7 +256,8 @@ func (a *app) backupOffline(ctx context.Context, dest string, unreached error) e
 		return dropBackup(dest, fmt.Errorf("backup: %v", err))
 	}
 	out := backupOutput{From: a.dataDir, To: dest, Head: head}
-	if out.ServerKey, err = copySecret(filepath.Join(a.dataDir, serverKeyFile), filepath.Join(dest, serverKeyFile)); err != nil {
+	if out.ServerKey, err = copySecret(filepath.Join(a.dataDir, serverKeyFile),
+		filepath.Join(dest, serverKeyFile)); err != nil {
 		return dropBackup(dest, fmt.Errorf("backup: %v", err))
 	}
 	if err := syncBackup(dest); err != nil {
@@ -365,7 +369,8 @@ func restoreFiles(backup, target string) (serverKey bool, err error) {
 	if err := copyDir(storePath(backup), filepath.Join(stage, storeDir)); err != nil {
 		return false, err
 	}
-	if serverKey, err = copySecret(filepath.Join(backup, serverKeyFile), filepath.Join(stage, serverKeyFile)); err != nil {
+	if serverKey, err = copySecret(filepath.Join(backup, serverKeyFile),
+		filepath.Join(stage, serverKeyFile)); err != nil {
 		return false, err
 	}
 	reached(atStaged)

@@ -57,7 +57,8 @@ func readToken(path string) (string, error) {
 		return "", fmt.Errorf("crewctl: admin token: %w", err)
 	}
 	if len(b) > maxTokenFile {
-		return "", fmt.Errorf("crewctl: admin token file %s is longer than a token file (%d bytes at most)", path, maxTokenFile)
+		return "", fmt.Errorf("crewctl: admin token file %s is longer than a token file (%d bytes at most)", path,
+			maxTokenFile)
 	}
 	tok, ok := daemon.ParseToken(b)
 	switch {

@@ -52,7 +52,8 @@ func (a *app) cancelCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&reason, "reason", "", "why, recorded with the cancel intent")
-	c.Flags().BoolVar(&free, "free", false, "also settle it cancelled at once, freeing the slot without the run's runtime")
+	c.Flags().BoolVar(&free, "free", false,
+		"also settle it cancelled at once, freeing the slot without the run's runtime")
 	return c
 }
 

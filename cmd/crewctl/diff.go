@@ -26,7 +26,8 @@ func (a *app) diffState(ctx context.Context, dir string, l *eventlog.Log, s *pro
 		case err != nil:
 			return nil, problemf("replay --diff: %v", err)
 		}
-		return &diffOutput{Against: "snapshot", Position: d.Compared, SnapshotPosition: d.SnapshotPosition, Differences: d.Differences}, nil
+		return &diffOutput{Against: "snapshot", Position: d.Compared, SnapshotPosition: d.SnapshotPosition,
+			Differences: d.Differences}, nil
 	}
 	b, err := a.connect(ctx)
 	if err != nil {
@@ -155,7 +156,8 @@ func fetchLedger(ctx context.Context, b Broker, runID string) ([]projections.Acc
 }
 
 // fetchHistory reads one account's reservations and charges, following the cursor.
-func fetchHistory(ctx context.Context, b Broker, runID, taskID string) ([]projections.Reservation, []projections.Charge, error) {
+func fetchHistory(ctx context.Context, b Broker, runID, taskID string) (
+	[]projections.Reservation, []projections.Charge, error) {
 	var (
 		res []projections.Reservation
 		chg []projections.Charge

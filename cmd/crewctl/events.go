@@ -65,7 +65,8 @@ resync frame. With --json each event is one JSON line, as the broker sends it.`,
 		},
 	}
 	c.Flags().StringVar(&run, "run", "", "the run")
-	c.Flags().StringSliceVar(&types, "type", nil, "only these event types (repeat or comma-separate), as the log stores them: an imported one's is foreign.imported")
+	c.Flags().StringSliceVar(&types, "type", nil,
+		"only these event types (repeat or comma-separate), as the log stores them: an imported one's is foreign.imported")
 	c.Flags().BoolVar(&follow, "follow", false, "keep printing new events until interrupted")
 	c.Flags().Uint64Var(&since, "since", 0, "start after this seq (the run's stream version)")
 	return c

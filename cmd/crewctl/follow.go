@@ -103,9 +103,9 @@ func (a *app) followPicrew(ctx context.Context, root string) error {
 	if a.json {
 		printOne(map[string]any{"stopped": st})
 	} else {
-		printOne(fmt.Sprintf("stopped: imported %d event(s); %d write(s) already there; %d refused; %d problem(s) reported; "+
-			"%d checkpoint(s); %d call(s) to crewd failed", st.Appended, st.Replayed, st.Refused, st.Reported, st.Checkpoints,
-			st.SendErrors))
+		printOne(fmt.Sprintf("stopped: imported %d event(s); %d write(s) already there; %d refused; "+
+			"%d problem(s) reported; %d checkpoint(s); %d call(s) to crewd failed", st.Appended, st.Replayed, st.Refused,
+			st.Reported, st.Checkpoints, st.SendErrors))
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return nil

@@ -61,7 +61,8 @@ or refusing every import.append), whose writes are kept and sent again.`,
 		},
 	}
 	pc.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be imported without writing")
-	pc.Flags().BoolVar(&follow, "follow", false, "import through the running crewd and keep importing as pi-crew writes, until interrupted")
+	pc.Flags().BoolVar(&follow, "follow", false,
+		"import through the running crewd and keep importing as pi-crew writes, until interrupted")
 	c.AddCommand(pc)
 	return c
 }
@@ -141,7 +142,8 @@ func (a *app) printImport(sum picrew.Summary, dryRun bool) error {
 		verb = "would append"
 	}
 	for _, r := range sum.Runs {
-		w.printf("run %s (%s): %d task(s), %d shadow(s), %d event(s), %d message(s), %d steer(s): %s %d event(s), %d write(s) already imported\n",
+		w.printf("run %s (%s): %d task(s), %d shadow(s), %d event(s), %d message(s), %d steer(s): %s %d event(s), "+
+			"%d write(s) already imported\n",
 			r.RunID, r.Status, r.Tasks, r.Shadows, r.Events, r.Messages, r.Steers, verb, r.Appended, r.Existing)
 	}
 	w.printf("%d run(s): %s %d event(s); %d write(s) already imported; %d item(s) skipped\n",

@@ -37,8 +37,8 @@ func (a *app) jobsCmd() *cobra.Command {
 				tw := a.stdout().table()
 				tw.printf("JOB\tTASK\tSTATUS\tLEASE\tROOT\tIN FLIGHT\tSEEN\tTOOLS\tUPDATED\n")
 				for _, j := range res.Jobs {
-					tw.printf("%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", j.JobID, j.TaskID, j.Status, leaseOf(j), orDash(j.RootToolCallID),
-						j.InFlight, j.Seen, j.Tools, millis(j.UpdatedAt))
+					tw.printf("%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", j.JobID, j.TaskID, j.Status, leaseOf(j),
+						orDash(j.RootToolCallID), j.InFlight, j.Seen, j.Tools, millis(j.UpdatedAt))
 				}
 				return tw.flush()
 			})
@@ -115,7 +115,8 @@ func (a *app) showJobCmd() *cobra.Command {
 					if r.Fenced {
 						state += " (late result fenced)"
 					}
-					tw.printf("%s\t%d\t%s\t%s\t%s\t%d\t%s\n", r.RequestID, r.Generation, orDash(r.Tool), state, orDash(r.Reason), r.ArgsBytes, at)
+					tw.printf("%s\t%d\t%s\t%s\t%s\t%d\t%s\n", r.RequestID, r.Generation, orDash(r.Tool), state, orDash(r.Reason),
+						r.ArgsBytes, at)
 				}
 				return tw.flush()
 			})

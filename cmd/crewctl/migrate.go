@@ -69,7 +69,8 @@ func (a *app) migrate(ctx context.Context, dryRun bool) error {
 		return problemf("migrate: %v", err)
 	}
 	if format == eventlog.CurrentFormat {
-		return a.printMigrate(migrateOutput{Report: migrations.Report{From: format, To: format, Applied: []migrations.Applied{}}})
+		return a.printMigrate(migrateOutput{Report: migrations.Report{From: format, To: format,
+			Applied: []migrations.Applied{}}})
 	}
 	l, err := a.openWritable(ctx, store, eventlog.Options{AllowOlderFormat: true})
 	if err != nil {
@@ -85,7 +86,8 @@ func (a *app) migrate(ctx context.Context, dryRun bool) error {
 	if err := syncDir(filepath.Dir(backups)); err != nil {
 		return problemf("migrate: no backup, nothing migrated: %v", err)
 	}
-	backup, err := newBackupName(backups, fmt.Sprintf("pre-migrate-%d-%s", format, a.clock().UTC().Format("20060102T150405Z")))
+	backup, err := newBackupName(backups,
+		fmt.Sprintf("pre-migrate-%d-%s", format, a.clock().UTC().Format("20060102T150405Z")))
 	if err != nil {
 		return problemf("migrate: no backup, nothing migrated: %v", err)
 	}
@@ -159,7 +161,8 @@ func (a *app) printMigrate(out migrateOutput) error {
 		if out.DryRun {
 			w.printf("  %d → %d %s: %s\n", m.From, m.To, m.Name, m.Doc)
 		} else {
-			w.printf("  %d → %d %s: done, %d key(s) written, recorded at position %d\n", m.From, m.To, m.Name, m.Changed, m.Position)
+			w.printf("  %d → %d %s: done, %d key(s) written, recorded at position %d\n", m.From, m.To, m.Name, m.Changed,
+				m.Position)
 		}
 	}
 	if !out.DryRun {

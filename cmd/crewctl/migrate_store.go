@@ -64,8 +64,10 @@ command removes both and copies again.`,
 			return usagef("migrate-store: --to must be jetstream or pebble, got %q", to)
 		},
 	}
-	c.Flags().StringVar(&to, "to", "", "jetstream (from --data's store into the stream) or pebble (from the stream into --data's store)")
-	c.Flags().IntVar(&replicas, "replicas", 3, "replicas of the stream --to jetstream creates, 1..5 (refused with --to pebble)")
+	c.Flags().StringVar(&to, "to", "",
+		"jetstream (from --data's store into the stream) or pebble (from the stream into --data's store)")
+	c.Flags().IntVar(&replicas, "replicas", 3,
+		"replicas of the stream --to jetstream creates, 1..5 (refused with --to pebble)")
 	return c
 }
 
@@ -109,12 +111,13 @@ func (a *app) migrateToStream(ctx context.Context, replicas int) error {
 		return problemf("migrate-store: %v", err)
 	}
 	reached(atStaged)
-	out := migrateStoreOutput{From: storePath(a.dataDir), To: "stream " + cfg.Stream, Head: rep.Events, Groups: rep.Groups,
-		Outcomes: rep.Outcomes, Verified: true}
+	out := migrateStoreOutput{From: storePath(a.dataDir), To: "stream " + cfg.Stream, Head: rep.Events,
+		Groups: rep.Groups, Outcomes: rep.Outcomes, Verified: true}
 	if a.json {
 		return a.printJSON(out)
 	}
-	a.stdout().printf("copied %s to %s: %d event(s) in %d group(s), %d outcome(s); a copy of the stream has the store's head and hash\n",
+	a.stdout().printf("copied %s to %s: %d event(s) in %d group(s), %d outcome(s); a copy of the stream has the "+
+		"store's head and hash\n",
 		out.From, out.To, out.Head, out.Groups, out.Outcomes)
 	return nil
 }

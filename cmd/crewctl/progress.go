@@ -27,7 +27,8 @@ const (
 )
 
 func newProgress(io stdio, label string) *progress {
-	return &progress{w: screen{io.err}, label: label, enabled: isTerminal(io.out) && isTerminal(io.err), start: time.Now()}
+	return &progress{w: screen{io.err}, label: label, enabled: isTerminal(io.out) && isTerminal(io.err),
+		start: time.Now()}
 }
 
 // isTerminal reports whether w is a character device. NB: stdout is behind output (run), which is no file: the bar

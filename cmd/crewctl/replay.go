@@ -227,7 +227,8 @@ func printReplay(w screen, out replayOutput) {
 		if out.Diff.SnapshotPosition > 0 {
 			against = fmt.Sprintf("snapshot taken at %d", out.Diff.SnapshotPosition)
 		}
-		w.printf("\ndiff with the %s, compared at position %d: %d difference(s)\n", against, out.Diff.Position, len(out.Diff.Differences))
+		w.printf("\ndiff with the %s, compared at position %d: %d difference(s)\n", against, out.Diff.Position,
+			len(out.Diff.Differences))
 		for _, df := range out.Diff.Differences {
 			w.printf("  %s: rebuilt %s, %s %s\n", df.Path, df.Left, out.Diff.Against, df.Right)
 		}

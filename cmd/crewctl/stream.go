@@ -43,7 +43,8 @@ func (a *app) checkStreamFlags(cmd *cobra.Command) error {
 			return nil
 		}
 	}
-	return usagef("%s: --nats applies only to verify, replay, backup and migrate-store", strings.TrimPrefix(cmd.CommandPath(), "crewctl "))
+	return usagef("%s: --nats applies only to verify, replay, backup and migrate-store",
+		strings.TrimPrefix(cmd.CommandPath(), "crewctl "))
 }
 
 // fromStream reports whether --nats was given.

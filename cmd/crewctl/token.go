@@ -46,7 +46,8 @@ func (a *app) tokenCmd() *cobra.Command {
 			if err := a.stdout().printf("%s\n", tok); err != nil {
 				return a.revokeUnshown(rec.ID, err)
 			}
-			screen{a.io.err}.printf("read-only token %s created; it is shown only now (use it as Authorization: Bearer TOKEN)\n", rec.ID)
+			screen{a.io.err}.printf("read-only token %s created; it is shown only now (use it as Authorization: "+
+				"Bearer TOKEN)\n", rec.ID)
 			return nil
 		},
 	}

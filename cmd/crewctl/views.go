@@ -82,7 +82,8 @@ the order runs were created, not in the listing: with --json, pass nextCursor as
 				tw := a.stdout().table()
 				tw.printf("RUN\tSTATUS\tTEAM\tBUDGET USED\tUPDATED\tGOAL\n")
 				for _, r := range page.Runs {
-					tw.printf("%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Status, orOmitted(r.NamesOmitted, r.Team), budgetOf(r.Run), millis(r.UpdatedAt), orOmitted(r.TextsOmitted, r.Goal))
+					tw.printf("%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Status, orOmitted(r.NamesOmitted, r.Team), budgetOf(r.Run),
+						millis(r.UpdatedAt), orOmitted(r.TextsOmitted, r.Goal))
 				}
 				tw.flush()
 				if page.NextCursor != "" {
@@ -96,7 +97,8 @@ the order runs were created, not in the listing: with --json, pass nextCursor as
 	}
 	c.Flags().StringVar(&status, "status", "", "only runs in these statuses (comma-separated)")
 	c.Flags().IntVar(&limit, "limit", 0, fmt.Sprintf("page size, 0..%d (0: the daemon's default)", maxPageLimit))
-	c.Flags().StringVar(&cursor, "cursor", "", "continue after a previous page (its nextCursor), with its --status and --newest")
+	c.Flags().StringVar(&cursor, "cursor", "",
+		"continue after a previous page (its nextCursor), with its --status and --newest")
 	c.Flags().BoolVar(&newest, "newest", false, "newest first")
 	return c
 }
@@ -177,7 +179,8 @@ func (a *app) showCmd() *cobra.Command {
 // printTree prints the run and every one of its tasks once, each delegation's shadow task under its parent.
 func printTree(w screen, rv runViews) {
 	r := rv.Run
-	w.printf("run %s  %s  team %s  budget %s\n  goal: %s\n", r.RunID, r.Status, orOmitted(r.NamesOmitted, r.Team), budgetOf(r.Run), orOmitted(r.TextsOmitted, r.Goal))
+	w.printf("run %s  %s  team %s  budget %s\n  goal: %s\n", r.RunID, r.Status, orOmitted(r.NamesOmitted, r.Team),
+		budgetOf(r.Run), orOmitted(r.TextsOmitted, r.Goal))
 	parentOf := map[string]string{}
 	for _, d := range rv.Delegations {
 		parentOf[d.SubID] = d.ParentTaskID
@@ -225,7 +228,8 @@ func printTree(w screen, rv runViews) {
 			if i == len(ts)-1 {
 				branch, next = "└─ ", "   "
 			}
-			line := fmt.Sprintf("%s%s%s  %s  %s  depth %d", prefix, branch, t.TaskID, orOmitted(t.NamesOmitted, t.Role), t.Status, t.EffectiveDepth())
+			line := fmt.Sprintf("%s%s%s  %s  %s  depth %d", prefix, branch, t.TaskID, orOmitted(t.NamesOmitted, t.Role),
+				t.Status, t.EffectiveDepth())
 			if t.Allocation != nil {
 				line += fmt.Sprintf("  budget %d/%d spent", t.Allocation.TokensSpent, t.Allocation.TokensGranted)
 			}
@@ -272,7 +276,8 @@ func (a *app) tasksCmd() *cobra.Command {
 			if t.Allocation != nil {
 				alloc = fmt.Sprintf("%d/%d", t.Allocation.TokensSpent, t.Allocation.TokensGranted)
 			}
-			tw.printf("%s\t%s\t%s\t%d\t%s\t%d\t%s\n", t.TaskID, orOmitted(t.NamesOmitted, t.Role), t.Status, t.EffectiveDepth(), alloc, t.Usage.Budgeted(), orOmitted(t.TextsOmitted, t.Title))
+			tw.printf("%s\t%s\t%s\t%d\t%s\t%d\t%s\n", t.TaskID, orOmitted(t.NamesOmitted, t.Role), t.Status,
+				t.EffectiveDepth(), alloc, t.Usage.Budgeted(), orOmitted(t.TextsOmitted, t.Title))
 		}
 		return tw.flush()
 	})
@@ -286,8 +291,8 @@ func (a *app) delegationsCmd() *cobra.Command {
 		tw := w.table()
 		tw.printf("SUB\tPARENT\tROLE\tSTATUS\tDEPTH\tMETERED\tRESERVED\tUSED\tADMITTED\tDEADLINE\n")
 		for _, d := range rv.Delegations {
-			tw.printf("%s\t%s\t%s\t%s\t%d\t%t\t%d\t%d\t%s\t%s\n", d.SubID, d.ParentTaskID, orOmitted(d.NamesOmitted, d.Role), d.Status, d.Depth,
-				d.Metered, d.Reserved, d.UsageTokens, millis(d.AdmittedAt), millis(d.Deadline))
+			tw.printf("%s\t%s\t%s\t%s\t%d\t%t\t%d\t%d\t%s\t%s\n", d.SubID, d.ParentTaskID, orOmitted(d.NamesOmitted, d.Role),
+				d.Status, d.Depth, d.Metered, d.Reserved, d.UsageTokens, millis(d.AdmittedAt), millis(d.Deadline))
 		}
 		return tw.flush()
 	})
@@ -301,12 +306,14 @@ func (a *app) ledgerCmd() *cobra.Command {
 		tw := w.table()
 		tw.printf("TASK\tGRANTED\tSPENT\tRESERVED\tCHARGED\tREMAINING\n")
 		for _, ac := range rv.Ledger {
-			tw.printf("%s\t%d\t%d\t%d\t%d\t%d\n", ac.TaskID, ac.TokensGranted, ac.TokensSpent, ac.Reserved, ac.Charged, ac.Remaining())
+			tw.printf("%s\t%d\t%d\t%d\t%d\t%d\n", ac.TaskID, ac.TokensGranted, ac.TokensSpent, ac.Reserved, ac.Charged,
+				ac.Remaining())
 			for _, r := range ac.Reservations {
 				tw.printf("  reserve\t\t%d\t\t\t%s %s\n", r.Tokens, r.SubID, millis(r.At))
 			}
 			for _, c := range ac.Charges {
-				tw.printf("  charge\t\t%d\t\t\t%s %s (used %d, reserved %d)\n", c.Tokens, c.SubID, millis(c.At), c.UsageTokens, c.ReservedTokens)
+				tw.printf("  charge\t\t%d\t\t\t%s %s (used %d, reserved %d)\n", c.Tokens, c.SubID, millis(c.At), c.UsageTokens,
+					c.ReservedTokens)
 			}
 		}
 		return tw.flush()
