@@ -1,10 +1,8 @@
 package httpapi
 
 import (
-	"bufio"
 	"fmt"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -78,16 +76,11 @@ func TestAStreamWithABodyLastsWhileItsClientStays(t *testing.T) {
 	f := newFixture(t, Options{KeepAlive: time.Hour})
 	_, base := listening(t, f)
 	c := sendWithBody(t, base, "/api/v1/stream")
-	require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Minute))) // a guard against a hang
-	r := bufio.NewReader(c)
-	resp, err := http.ReadResponse(r, nil)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.True(t, resp.Close, "Connection: close")
+	resp, _ := closingAnswer(t, c)
 	frames := make(chan sseFrame, 1024)
 	go readFrames(resp.Body, frames)
 	require.Equal(t, "hello", next(t, frames).event)
-	_, err = c.Write([]byte(strings.Repeat("y", 8<<10)))
+	_, err := c.Write([]byte(strings.Repeat("y", 8<<10)))
 	require.NoError(t, err)
 	usage(f, 1)
 	require.Equal(t, "task.usage", next(t, frames).event, "the stream goes on")

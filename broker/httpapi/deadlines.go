@@ -28,6 +28,8 @@ type deadlineWriter struct {
 	rc      *http.ResponseController
 	timeout time.Duration
 	left    int // bytes the current deadline still covers; 0: the next byte gets a new one
+	// headerOut is set once the answer's header is written: a header set after it is not sent (holdLong).
+	headerOut bool
 }
 
 // withDeadlines wraps w. Its first deadline also replaces the one the connection's previous answer left, which
@@ -48,12 +50,14 @@ func (d *deadlineWriter) SetWriteDeadline(t time.Time) error {
 func (d *deadlineWriter) renew() { _ = d.SetWriteDeadline(time.Now().Add(d.timeout)) }
 
 func (d *deadlineWriter) WriteHeader(status int) {
+	d.headerOut = true
 	d.renew()
 	d.ResponseWriter.WriteHeader(status)
 }
 
 // Write writes b in pieces of at most writePieceBytes, each under a deadline of its own.
 func (d *deadlineWriter) Write(b []byte) (int, error) {
+	d.headerOut = true
 	if len(b) == 0 {
 		return d.ResponseWriter.Write(b)
 	}

@@ -122,8 +122,10 @@
 // An unauthenticated client holds no place beyond the grace: its answer is immediate, a request with a body is
 // answered and its connection closed without reading the body (no route reads one; net/http would otherwise wait
 // for it with no deadline), and a connection whose answer is not taken may be closed like a new one. (A request
-// with a body, a stream or a read waiting its turn, still ends when its client goes: while it is in its handler the
-// server reads and drops what follows on its connection, 64 KiB at most, to see the client go: unreadbody.go.) So
+// with a body, and one held long, a stream, a read waiting its turn or its credential's pacing, a rebuild, still
+// ends when its client goes, requests pipelined behind it or not: while it is in its handler the server reads and
+// drops what follows on its connection, 64 KiB at most, to see the client go, and closes the connection after its
+// answer: clientwatch.go, unreadbody.go.) So
 // a hostile client's connections are idle, new or active keeping no place, and each new client takes the place of
 // one of them; refilling the places costs it a connection and a request per place.
 //

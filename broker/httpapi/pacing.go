@@ -83,6 +83,7 @@ func (s *Server) awaitPaceTicking(ctx context.Context, p *principal, tick <-chan
 		if d <= 0 || !s.current(p) {
 			return true
 		}
+		holdLong(ctx) // NB: a wait of up to the debt: it ends when the client goes (clientwatch.go)
 		if s.pacing != nil {
 			s.pacing(*p)
 		}

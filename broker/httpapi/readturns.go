@@ -33,7 +33,9 @@ func (s *Server) takingTurns(h authed) authed {
 		// refused one is answered at once and keeps none, or one credential's refused reads, each answer unread,
 		// would hold every place.
 		letGo := keepPlace(r)
-		done, err := s.reads.Take(r.Context(), p.key)
+		// NB: one that waits behind its credential's reads, as long as theirs take, ends when its client goes
+		// (clientwatch.go); one served at once or refused is not held long.
+		done, err := s.reads.TakeWaiting(r.Context(), p.key, func() { holdLong(r.Context()) })
 		if err != nil {
 			letGo()
 		}

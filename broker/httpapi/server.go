@@ -318,11 +318,12 @@ func (s *Server) routes() http.Handler {
 			return
 		}
 		defer s.handlers.Done()
+		// NB: a request held long starts the watch (clientwatch.go), one with a body at once (unreadbody.go).
+		r, stopWatch := watchable(w, r)
+		defer stopWatch()
 		if r.ContentLength != 0 {
-			// No route reads a body: answer, close, and end the request when its client goes (unreadbody.go).
-			var stop func()
-			r, stop = watchUnreadBody(w, r)
-			defer stop()
+			// No route reads a body: answer, close, and end the request when its client goes.
+			watchUnreadBody(w, r)
 		}
 		if !s.hostAllowed(r) {
 			writeError(w, errorf(http.StatusForbidden, codeForbidden, "Host %q is not a loopback name; crewd serves this "+

@@ -179,6 +179,8 @@ func (c *stateCache) turn(ctx context.Context, p principal) (_ context.Context, 
 		e.retryAfter = after
 		return nil, nil, e
 	}
+	// NB: it waits for the slot and folds, seconds to minutes: it ends when its client goes (clientwatch.go).
+	holdLong(ctx)
 	c.queued.Add(1)
 	leave := func() { c.queued.Add(-1); counted() }
 	slotDone, err := c.slot.Take(ctx, p.key)

@@ -100,7 +100,9 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, pr princip
 	// anything is done for it, holding no stream's place and keeping no connection's (one waiting here is closed to
 	// make room as an answered one is), and costs one unit, answered or refused; its reads cost what they read
 	// (serve). A credential that went while it waited opens nothing. NB: the hub's end ends the wait, as it ends a
-	// stream's: the opening is refused below at once, rather than once its debt (hours) is paid.
+	// stream's: the opening is refused below at once, rather than once its debt (hours) is paid. NB: held long,
+	// whether it waits or streams: it ends when its client goes, requests pipelined behind it or not (clientwatch.go).
+	holdLong(r.Context())
 	if !s.awaitPaceTicking(r.Context(), &pr, nil, nil, s.streams.hub.stopped) {
 		return
 	}

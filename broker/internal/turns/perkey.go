@@ -51,6 +51,12 @@ func NewWithWaiters(limit, maxWaiting int) *PerKey {
 // nothing, when ctx ends first (or has ended already, even if a turn is free); and at once with ErrTooManyWaiting,
 // holding nothing, when it would wait behind maxWaiting takers of key.
 func (p *PerKey) Take(ctx context.Context, key string) (done func(), err error) {
+	return p.TakeWaiting(ctx, key, nil)
+}
+
+// TakeWaiting is Take, calling waits (unless nil) once the taker is to wait for a turn, before it waits: not when it
+// is handed one at once or refused.
+func (p *PerKey) TakeWaiting(ctx context.Context, key string, waits func()) (done func(), err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -71,6 +77,9 @@ func (p *PerKey) Take(ctx context.Context, key string) (done func(), err error) 
 	e.waiting = append(e.waiting, ready)
 	p.notify()
 	p.mu.Unlock()
+	if waits != nil {
+		waits()
+	}
 	select {
 	case <-ready:
 		return p.giver(key, e), nil
