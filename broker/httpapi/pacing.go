@@ -70,7 +70,8 @@ func (s *Server) awaitPace(ctx context.Context, p principal) bool {
 
 // awaitPaceTicking is awaitPace calling onTick each time tick ticks while p waits (a stream's keep-alive), once p is
 // found current again, and ending the wait, true, once stop is closed (the hub's end, which a stream must not wait
-// out its debt to learn of); false also when onTick returns false.
+// out its debt to learn of) or the server closes (its Close would wait its grace for the wait: the caller refuses
+// the request, or ends its stream); false also when onTick returns false.
 func (s *Server) awaitPaceTicking(ctx context.Context, p *principal, tick <-chan time.Time, onTick func() bool,
 	stop <-chan struct{}) bool {
 	pacer := s.opts.Pacer
@@ -96,6 +97,9 @@ func (s *Server) awaitPaceTicking(ctx context.Context, p *principal, tick <-chan
 				return false
 			}
 		case <-stop:
+			t.Stop()
+			return true
+		case <-s.quit:
 			t.Stop()
 			return true
 		case <-ctx.Done():

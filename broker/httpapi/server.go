@@ -228,6 +228,21 @@ func (s *Server) enter() bool {
 	return true
 }
 
+// closeBegun reports whether Close has begun.
+func (s *Server) closeBegun() bool {
+	select {
+	case <-s.quit:
+		return true
+	default:
+		return false
+	}
+}
+
+// stopping is the answer to a request that comes, or whose wait ends, once Close has begun.
+func stopping() *apiError {
+	return errorf(http.StatusServiceUnavailable, codeUnavailable, "crewd is stopping")
+}
+
 // loopbackHost reports whether host (no port) names the loopback interface.
 func loopbackHost(host string) bool {
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
@@ -314,7 +329,7 @@ func (s *Server) routes() http.Handler {
 		w := s.withDeadlines(rw)
 		if !s.enter() {
 			w.Header().Set("Connection", "close")
-			writeError(w, errorf(http.StatusServiceUnavailable, codeUnavailable, "crewd is stopping"))
+			writeError(w, stopping())
 			return
 		}
 		defer s.handlers.Done()

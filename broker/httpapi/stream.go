@@ -47,7 +47,7 @@ func (l *streamLimits) acquire(key string) *apiError {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return errorf(http.StatusServiceUnavailable, codeUnavailable, "crewd is stopping")
+		return stopping()
 	}
 	if l.total >= l.max {
 		return errorf(http.StatusTooManyRequests, codeTooManyStreams, "too many open streams (limit %d)", l.max)
@@ -104,6 +104,12 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, pr princip
 	// whether it waits or streams: it ends when its client goes, requests pipelined behind it or not (clientwatch.go).
 	holdLong(r.Context())
 	if !s.awaitPaceTicking(r.Context(), &pr, nil, nil, s.streams.hub.stopped) {
+		return
+	}
+	if s.closeBegun() {
+		// NB: the server's Close ends the wait as it ends a read's: refused as a request that comes now is, where it
+		// opened a stream, hello and all, that ended at once.
+		writeError(w, stopping())
 		return
 	}
 	if !s.current(&pr) {
@@ -225,7 +231,7 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 		}
 		// NB: checked before every write, a catch-up's too (it writes without waiting on anything): a stream opened
 		// with a credential sends nothing once the credential would no longer open it.
-		if ctx.Err() != nil || st.closing() || !s.current(&pr) {
+		if ctx.Err() != nil || s.closeBegun() || !s.current(&pr) {
 			return
 		}
 		frames, next, read, lag, wait, inRing := h.take(st.cursor, st.run, st.keep, streamBatchBytes)
@@ -377,16 +383,6 @@ func (st *sseStream) readLog(key string) (frames [][]byte, next uint64, read int
 		next = max(st.cursor, head)
 	}
 	return frames, next, read, nil
-}
-
-// closing reports whether the server is closing.
-func (st *sseStream) closing() bool {
-	select {
-	case <-st.s.quit:
-		return true
-	default:
-		return false
-	}
 }
 
 // write sends frames and flushes; false means the client is gone (or stalled past writeTimeout).
