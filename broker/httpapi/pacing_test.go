@@ -220,31 +220,48 @@ func TestARunsSearchIsChargedTheBytesItSearched(t *testing.T) {
 // whatever its page's limit, and went through the fields of every run it read, so a search of limit=1 whose runs
 // all matched, at the end of their goals, went through 500 runs' goals (a goal may be 256K characters) for a page of
 // one, and its token was charged them, where it needs them only up to the first match its page leaves out, the one
-// it reads the page again up to so that its cursor names it. It now stops matching there.
+// it reads the page again up to so that its cursor names it. It now stops matching there. And that read again, up
+// to the first match left out by the page's limit or by its bytes, searched (and charged) again every run before
+// it, where the read before had searched them: a run's id, team, workflow and goal do not change, so each run a
+// page reads again is searched, and charged, once.
 func TestASearchGoesNoFurtherThanTheFirstMatchItsPageLeavesOut(t *testing.T) {
-	pacer := newFakePacer()
-	f := newFixture(t, Options{Pacer: pacer})
-	const runs = 40
-	for i := range runs {
-		r := f.do(audittest.Admin, &commands.RunCreate{RunID: fmt.Sprintf("long-%02d", i), Team: "Long",
-			Workflow: "Wide", Goal: strings.Repeat("A Goal ", 5<<10) + "Needle", Cwd: "/srv/long"})
-		require.Nil(t, r.Rejected, "%v", r.Rejected)
+	for _, tc := range []struct {
+		name, query string
+		runs, goal  int
+		// searched is the runs whose fields the page went through.
+		searched func(page map[string]any) int
+	}{
+		// The first run and the second, the first match the page leaves out.
+		{"its limit", "?q=NEEDLE&limit=1&newest=true", 40, 5 << 10, func(map[string]any) int { return 2 }},
+		// Every run: each matches, and the page ends before the first that would take it past maxPageBytes.
+		{"its bytes", "?q=NEEDLE", 24, 30 << 10, func(page map[string]any) int {
+			require.Less(t, len(page["runs"].([]any)), 24, "the page's bytes cut it short")
+			return 24
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pacer := newFakePacer()
+			f := newFixture(t, Options{Pacer: pacer})
+			for i := range tc.runs {
+				r := f.do(audittest.Admin, &commands.RunCreate{RunID: fmt.Sprintf("long-%02d", i), Team: "Long",
+					Workflow: "Wide", Goal: strings.Repeat("A Goal ", tc.goal) + "Needle", Cwd: "/srv/long"})
+				require.Nil(t, r.Rejected, "%v", r.Rejected)
+			}
+			fields := 0 // of one of those runs: every one's are as long
+			f.eng.Read(func(st *projections.State) {
+				page, err := st.Runs(projections.RunFilter{Limit: 1, Newest: true})
+				require.NoError(t, err)
+				r := page.Runs[0]
+				require.Equal(t, fmt.Sprintf("long-%02d", tc.runs-1), r.RunID)
+				fields = len(r.RunID) + len(r.Team) + len(r.Workflow) + len(r.Goal)
+			})
+			page := requireRO(t, f, "/api/v1/runs"+tc.query)
+			require.Equal(t, true, page["hasMore"])
+			want := 1 + tc.searched(page)*fields/(4<<10)
+			ro := keyReadOnlyPrefix + digestOf(roToken)
+			awaitTurns(t, f.srv.reads, ro, 0, 0)
+			require.Equal(t, map[string][]int{ro: {want}}, pacer.charges(), "%d runs' fields are %d units", tc.runs,
+				tc.runs*fields/(4<<10))
+		})
 	}
-	fields := 0 // of one of those runs: every one's are as long
-	f.eng.Read(func(st *projections.State) {
-		page, err := st.Runs(projections.RunFilter{Limit: 1, Newest: true})
-		require.NoError(t, err)
-		r := page.Runs[0]
-		require.Equal(t, fmt.Sprintf("long-%02d", runs-1), r.RunID)
-		fields = len(r.RunID) + len(r.Team) + len(r.Workflow) + len(r.Goal)
-	})
-	page := requireRO(t, f, "/api/v1/runs?q=NEEDLE&limit=1&newest=true")
-	require.Len(t, page["runs"], 1)
-	require.Equal(t, true, page["hasMore"])
-	// The first run and the second, the first match the page leaves out; then the first again, read up to the second.
-	want := 1 + 3*fields/(4<<10)
-	ro := keyReadOnlyPrefix + digestOf(roToken)
-	awaitTurns(t, f.srv.reads, ro, 0, 0)
-	require.Equal(t, map[string][]int{ro: {want}}, pacer.charges(), "%d runs' fields are %d units", runs,
-		runs*fields/(4<<10))
 }

@@ -120,7 +120,8 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 			}
 			if len(items) > room {
 				// NB: the page is read again up to this match, which it leaves out: the runs after it, of a chunk
-				// read whatever the limit, would be searched (and charged) for nothing.
+				// read whatever the limit, would be searched (and charged) for nothing. The runs read again are
+				// known by then (runSearch.known): not searched, nor charged, twice.
 				break
 			}
 		}
@@ -135,6 +136,7 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request, _ principal)
 			// NB: a chunk a read whatever the limit: each read takes the state's read lock and opens the index of
 			// cold runs, and a search of limit=1 that matched little read the state once for every run it looked at.
 			want, scan = searchChunk, min(scan, searchChunk)
+			search.forget()
 		}
 		page, items, at, err := chunk(want, scan, room)
 		// A search that matched more runs than the page has room for reads again up to the first it leaves out, so

@@ -29,18 +29,30 @@ type runSearch struct {
 	q        []byte // lowercased as strings.ToLower does
 	buf      []byte // a window of a field's lowercase form, after the end of the window before it
 	searched int    // bytes of the fields searched
+	// known is whether each run searched since forget matched, by id: a page read again from the same cursor (up to
+	// the first match it leaves out) takes it from here rather than search the run, and charge it, again. NB: a
+	// run's id, team, workflow and goal never change.
+	known map[string]bool
 }
 
 // newRunSearch is the search for q (not empty).
 func newRunSearch(q string) *runSearch {
 	lq := []byte(strings.ToLower(q))
-	return &runSearch{q: lq, buf: make([]byte, 0, searchWindow+utf8.UTFMax+len(lq))}
+	return &runSearch{q: lq, buf: make([]byte, 0, searchWindow+utf8.UTFMax+len(lq)), known: map[string]bool{}}
 }
 
-// matches reports whether run r matches the search.
+// matches reports whether run r matches the search: searched once since forget.
 func (s *runSearch) matches(r projections.Run) bool {
-	return s.contains(r.RunID) || s.contains(r.Team) || s.contains(r.Workflow) || s.contains(r.Goal)
+	if m, ok := s.known[r.RunID]; ok {
+		return m
+	}
+	m := s.contains(r.RunID) || s.contains(r.Team) || s.contains(r.Workflow) || s.contains(r.Goal)
+	s.known[r.RunID] = m
+	return m
 }
+
+// forget drops what matches knows, before a read from a cursor further on: at most one read's runs are known.
+func (s *runSearch) forget() { clear(s.known) }
 
 // units is what the fields searched so far cost: one unit per searchUnit bytes.
 func (s *runSearch) units() int64 { return int64(s.searched / searchUnit) }
