@@ -46,6 +46,10 @@ type Summary struct {
 	Ord      uint64
 	Position uint64 // a position of Stream: the version
 	Data     []byte
+	// PassedOver is, in what Summaries reports, the bytes of the stored versions it read from the index and passed
+	// over since the summary it reported before: older ones of an ordinal, and those later than its position. Not
+	// stored.
+	PassedOver int
 }
 
 func appendSummaryPrefix(dst []byte, stream string) []byte {
@@ -204,7 +208,8 @@ func (l *Log) latestSummaryIn(r iterable, stream string, upTo uint64) (Summary, 
 // Summaries calls fn with the newest version at or before position upTo
 // of each stream's summary, in ordinal order from ordinal from (inclusive;
 // descending from it with desc), until fn returns false. s.Data is valid
-// only during the call.
+// only during the call; s.PassedOver counts the versions read and not
+// reported before it.
 func (l *Log) Summaries(from uint64, desc bool, upTo uint64, fn func(s Summary) bool) error {
 	if err := l.readable(); err != nil {
 		return err
@@ -226,6 +231,13 @@ func (l *Log) Summaries(from uint64, desc bool, upTo uint64, fn func(s Summary) 
 	// changes; descending, the first met at or before upTo.
 	var held []byte // key and value of the version ascending keeps
 	var heldV []byte
+	// passedOver is the bytes of the versions read and not reported since the last report. NB: a version stepped
+	// over is read from its table's block with its value, which its length reports without copying it.
+	passedOver := 0
+	passOver := func() {
+		v := it.LazyValue()
+		passedOver += v.Len()
+	}
 	emit := func(k, v []byte) (bool, error) {
 		ord, pos := binary.BigEndian.Uint64(k[1:9]), binary.BigEndian.Uint64(k[9:17])
 		p, err := unseal(k, v)
@@ -236,7 +248,9 @@ func (l *Log) Summaries(from uint64, desc bool, upTo uint64, fn func(s Summary) 
 		if w <= 0 || uint64(len(p)-w) < n {
 			return false, corruptf(pos, k, "malformed summary")
 		}
-		return fn(Summary{Stream: string(p[w : w+int(n)]), Ord: ord, Position: pos, Data: p[w+int(n):]}), nil
+		s := Summary{Stream: string(p[w : w+int(n)]), Ord: ord, Position: pos, Data: p[w+int(n):], PassedOver: passedOver}
+		passedOver = 0
+		return fn(s), nil
 	}
 	lastOrd, emitted := uint64(0), false
 	next, ok := it.Next, it.First()
@@ -251,6 +265,7 @@ func (l *Log) Summaries(from uint64, desc bool, upTo uint64, fn func(s Summary) 
 		ord, pos := binary.BigEndian.Uint64(k[1:9]), binary.BigEndian.Uint64(k[9:17])
 		if desc {
 			if pos > upTo || (emitted && ord == lastOrd) {
+				passOver()
 				continue
 			}
 			v, err := it.ValueAndErr()
@@ -269,13 +284,18 @@ func (l *Log) Summaries(from uint64, desc bool, upTo uint64, fn func(s Summary) 
 			}
 			held = nil
 		}
-		if pos <= upTo {
-			v, err := it.ValueAndErr()
-			if err != nil {
-				return orErr(err, nil)
-			}
-			held, heldV = append(held[:0], k...), append(heldV[:0], v...)
+		if pos > upTo {
+			passOver()
+			continue
 		}
+		if held != nil {
+			passedOver += len(heldV) // read, and replaced by a newer version at or before upTo
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return orErr(err, nil)
+		}
+		held, heldV = append(held[:0], k...), append(heldV[:0], v...)
 	}
 	if err := it.Error(); err != nil {
 		return orErr(err, nil)

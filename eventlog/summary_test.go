@@ -293,3 +293,51 @@ func TestNoSummaryIsWrittenAfterTheLogFailed(t *testing.T) {
 	_, err = l.LatestSummary("run", 20)
 	require.ErrorIs(t, err, ErrNotFound)
 }
+
+// TestSummariesCountTheVersionsTheyPassOver: Summaries steps over the versions of an ordinal it does not report
+// (older ones, and those later than its position), reading them from the index, ascending the value of each one at
+// or before its position too, and reported only the version it keeps, so a reader that counts what it read from the
+// index (projections.RunPage.IndexRead) missed them. Each summary it reports now carries the bytes of the stored
+// versions it passed over since the one it reported before (PassedOver).
+func TestSummariesCountTheVersionsTheyPassOver(t *testing.T) {
+	l, _ := openMem(t)
+	// Positions: a 1, b 2, a 3, a 4, a 5.
+	_, err := l.Append(Write{Events: []Event{ev("a", "x"), ev("b", "x"), ev("a", "y"), ev("a", "z"), ev("a", "w")}})
+	require.NoError(t, err)
+	data := func(s string) []byte { return append([]byte(s), make([]byte, 1000)...) }
+	for _, pos := range []uint64{1, 3, 5} {
+		require.NoError(t, l.SaveSummaries([]Summary{{Stream: "a", Ord: 0, Position: pos,
+			Data: data(fmt.Sprint("a@", pos))}}))
+	}
+	require.NoError(t, l.SaveSummaries([]Summary{{Stream: "b", Ord: 1, Position: 2, Data: data("b@2")}}))
+	stored := func(ord, pos uint64) int {
+		v, closer, err := l.db.Get(summaryOrdKey(ord, pos))
+		require.NoError(t, err)
+		defer closer.Close()
+		return len(v)
+	}
+	for _, tc := range []struct {
+		name       string
+		from       uint64
+		desc       bool
+		upTo       uint64
+		want       []string
+		passedOver []int
+	}{
+		{"ascending, the newest", 0, false, 100, []string{"a@5", "b@2"}, []int{stored(0, 1) + stored(0, 3), 0}},
+		{"ascending, one between", 0, false, 4, []string{"a@3", "b@2"}, []int{stored(0, 1) + stored(0, 5), 0}},
+		{"descending, one between", 1, true, 4, []string{"b@2", "a@3"}, []int{0, stored(0, 5)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			var passedOver []int
+			require.NoError(t, l.Summaries(tc.from, tc.desc, tc.upTo, func(s Summary) bool {
+				got = append(got, string(s.Data[:3]))
+				passedOver = append(passedOver, s.PassedOver)
+				return true
+			}))
+			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.passedOver, passedOver)
+		})
+	}
+}

@@ -365,8 +365,9 @@ func (s *State) eachRun(from int, desc, index bool, fn func(ord int, run *Run) b
 	return read, nil
 }
 
-// summaryBytes is what reading sum from the index counts: its run id and its record.
-func summaryBytes(sum eventlog.Summary) int { return len(sum.Stream) + len(sum.Data) }
+// summaryBytes is what reading sum from the index counts: its run id and its record, and the stored versions of
+// summaries the read passed over before it (older ones of its run, or later than the state's position).
+func summaryBytes(sum eventlog.Summary) int { return len(sum.Stream) + len(sum.Data) + sum.PassedOver }
 
 // coldIDs returns the ids of s's cold runs in creation order (O(runs):
 // for Whole and tests, not for the daemon).

@@ -277,9 +277,10 @@ type RunPage struct {
 	NextCursor string
 	Scanned    int
 	// IndexRead is the bytes of the runs' summaries (their ids and records) the page read from the store's index on
-	// disk (runindex.go), those of runs memory holds again and the one past the page's last included: what it cost
-	// beyond the runs in memory, which a reader paced by its reads is charged. Not part of the answer: a state that
-	// keeps the same summaries in memory answers the same page reading none.
+	// disk (runindex.go), those of runs memory holds again, the one past the page's last and the versions of them it
+	// passed over (older ones, or later than the state's position) included: what it cost beyond the runs in memory,
+	// which a reader paced by its reads is charged. Not part of the answer: a state that keeps the same summaries in
+	// memory answers the same page reading none.
 	IndexRead int
 }
 
