@@ -377,3 +377,40 @@ func TestNewRefusesNoTurns(t *testing.T) {
 	require.PanicsWithValue(t, "turns: limit must be at least 1", func() { NewWithWaiters(0, 1) })
 	require.PanicsWithValue(t, "turns: maxWaiting must not be negative", func() { NewWithWaiters(1, -1) })
 }
+
+// TestTakeWaitingCallsWaitsOnlyWhenItWaits: a taker handed a turn at once, or refused because too many wait, does
+// not call waits; one that waits calls it once, before it waits (the dashboard starts watching its client then).
+func TestTakeWaitingCallsWaitsOnlyWhenItWaits(t *testing.T) {
+	p := NewWithWaiters(1, 1)
+	var waits atomic.Int32
+	called := make(chan struct{}, 1)
+	count := func() {
+		waits.Add(1)
+		called <- struct{}{}
+	}
+	done, err := p.TakeWaiting(t.Context(), "k", count)
+	require.NoError(t, err)
+	require.Zero(t, waits.Load(), "handed a turn at once")
+
+	out := make(chan taken, 1)
+	go func() {
+		d, err := p.TakeWaiting(t.Context(), "k", count)
+		out <- taken{d, err}
+	}()
+	select {
+	case <-called:
+	case <-time.After(time.Minute): // a guard against a hang, not a timing
+		t.Fatal("the taker that waits never called waits")
+	}
+	await(t, p, "k", 1, 1)
+	require.EqualValues(t, 1, waits.Load(), "called once, as it waits")
+	_, err = p.TakeWaiting(t.Context(), "k", count)
+	require.ErrorIs(t, err, ErrTooManyWaiting)
+	require.EqualValues(t, 1, waits.Load(), "refused at once")
+
+	done()
+	w := <-out
+	require.NoError(t, w.err)
+	w.done()
+	require.EqualValues(t, 1, waits.Load())
+}
