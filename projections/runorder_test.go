@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/events/msgpackappend"
 )
 
 // hotRuns is a state holding n runs in memory, all running.
@@ -199,5 +201,118 @@ func TestTheOtherCopyCompactsTheEntriesOfTheRunsItLetsGo(t *testing.T) {
 		requireOrdered(t, pub)
 		requireRunsAlike(t, want, pub, fmt.Sprintf("the other copy, failed %v", failed))
 		require.NoError(t, l.Close())
+	}
+}
+
+// BenchmarkSnapshotOfRunsInMemory collects the records a snapshot holds (toSnapshot, as EncodeSnapshot does, and
+// NewSnapshotEncoder's copy, made under the engine's read lock) over 1,000 and 10,000 runs held in memory.
+//
+//	go test ./projections -run '^$' -bench SnapshotOfRunsInMemory -benchmem
+func BenchmarkSnapshotOfRunsInMemory(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		s := hotRuns(n)
+		b.Run(fmt.Sprintf("collect/runs=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if snap := toSnapshot(s); len(snap.Runs) != n {
+					b.Fatal(len(snap.Runs))
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("encoder/runs=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				NewSnapshotEncoder(s)
+			}
+		})
+	}
+}
+
+// sortedSnapshotOf is snapshotOf as it was before it walked s.order: every run in memory listed and sorted by
+// creation ordinal. The reference the walk's bytes are held to.
+func sortedSnapshotOf(s *State, hot func(*runState) snapshotRun) snapshot {
+	n := len(s.runs) + len(s.cold)
+	snap := snapshot{Position: s.Position, Config: s.config, RunCount: s.nruns, Ords: make([]int, 0, n),
+		Runs: make([]snapshotRun, 0, n)}
+	ids := slices.Collect(maps.Keys(s.runs))
+	ids = append(ids, slices.Collect(maps.Keys(s.cold))...)
+	ord := func(id string) int {
+		if r := s.runs[id]; r != nil {
+			return r.ord
+		}
+		return s.cold[id].ord
+	}
+	slices.SortFunc(ids, func(a, b string) int { return ord(a) - ord(b) })
+	if s.store != nil && s.store.ViewsMissing() > 0 {
+		snap.MissingViews = s.store.missingIDs()
+	}
+	for _, id := range ids {
+		snap.Ords = append(snap.Ords, ord(id))
+		if r := s.runs[id]; r != nil {
+			snap.Runs = append(snap.Runs, hot(r))
+			continue
+		}
+		cr := s.cold[id]
+		sr := snapshotRun{Run: &cr.run, Last: cr.last, Cold: true, NoView: s.store != nil && s.store.viewMissing(id)}
+		if cr.orch != nil {
+			sr.Credentials = []*Credential{cr.orch}
+		}
+		snap.Runs = append(snap.Runs, sr)
+	}
+	return snap
+}
+
+// requireSnapshotAsSorted requires both encodings of s's snapshot (EncodeSnapshot, NewSnapshotEncoder) to be the
+// bytes of sortedSnapshotOf's.
+func requireSnapshotAsSorted(t *testing.T, s *State, what string) {
+	t.Helper()
+	snap := sortedSnapshotOf(s, snapshotRunOf)
+	want, err := appendSnapshot(msgpackappend.Uint16(nil, SnapshotFormat), &snap, nil)
+	require.NoError(t, err)
+	got, err := EncodeSnapshot(s)
+	require.NoError(t, err)
+	require.Equal(t, want, got, "%s: EncodeSnapshot", what)
+	var written bytes.Buffer
+	_, err = NewSnapshotEncoder(s).WriteTo(&written)
+	require.NoError(t, err)
+	require.Equal(t, want, written.Bytes(), "%s: NewSnapshotEncoder", what)
+}
+
+// A snapshot lists the runs in memory by walking s.order, skipping the entries of the runs that left memory, where
+// it sorted them all: its bytes are those of the sort for a state whose runs were created, made cold (their
+// summaries to the index, or kept in memory) and read back, before and after the entries are compacted.
+func TestASnapshotListsTheRunsInMemoryAsSortedByCreation(t *testing.T) {
+	const runs = 150
+	h := comeAndGoHistory(runs, func(i int) int { return i * 7 % runs })
+	now := h.evs[len(h.evs)-1].UnixMilli() + 1
+	for _, index := range []bool{true, false} {
+		l := appendHistory(t, h.evs)
+		s, _, err := LoadTiered(l, Tiering{Now: now, SaveViews: index, Index: index})
+		require.NoError(t, err)
+		requireSnapshotAsSorted(t, s, fmt.Sprintf("cold, index %v", index))
+		back := s.Clone()
+		for r := runs - 1; r >= 0; r -= 3 {
+			thawed, err := back.FaultIn(comeAndGoRun(r))
+			require.NoError(t, err)
+			s.ThawFrom(thawed)
+		}
+		requireSnapshotAsSorted(t, back, fmt.Sprintf("read back, index %v", index))
+		requireSnapshotAsSorted(t, s, fmt.Sprintf("thawed from the other copy, index %v", index))
+		back.EvictAll(now+1000, 0, 0)
+		requireSnapshotAsSorted(t, back, fmt.Sprintf("cold again, index %v", index))
+		if index {
+			require.Greater(t, len(back.order), back.HotRuns()+back.ColdInMemory(),
+				"entries of runs that left memory to skip")
+		}
+		for r := 0; r < runs; r += 2 { // entries compacted on the way
+			thawed, err := back.FaultIn(comeAndGoRun(r))
+			require.NoError(t, err)
+			s.ThawFrom(thawed)
+			if r%10 == 0 {
+				back.EvictAll(now+2000, 0, 0)
+			}
+		}
+		requireSnapshotAsSorted(t, back, fmt.Sprintf("come and gone, index %v", index))
+		requireSnapshotAsSorted(t, s, fmt.Sprintf("thawed again, index %v", index))
 	}
 }

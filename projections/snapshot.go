@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/events/msgpackappend"
@@ -206,40 +205,31 @@ func snapshotSizeHint(snap *snapshot) int {
 func toSnapshot(s *State) snapshot { return snapshotOf(s, snapshotRunOf) }
 
 // snapshotOf collects the state's primary records in its own order, each
-// hot run's as hot says.
+// hot run's as hot says. The runs are listed by creation ordinal as s.order
+// keeps them (runorder.go), not sorted: the copy is made under the engine's
+// read lock, and sorting 10,000 runs in memory held it 7.5 to 18 ms.
 func snapshotOf(s *State, hot func(*runState) snapshotRun) snapshot {
 	n := len(s.runs) + len(s.cold)
 	snap := snapshot{Position: s.Position, Config: s.config, RunCount: s.nruns, Ords: make([]int, 0, n), Runs: make([]snapshotRun, 0, n)}
-	ids := make([]string, 0, n)
-	for id := range s.runs {
-		ids = append(ids, id)
-	}
-	for id := range s.cold {
-		ids = append(ids, id)
-	}
-	ord := func(id string) int {
-		if r := s.runs[id]; r != nil {
-			return r.ord
-		}
-		return s.cold[id].ord
-	}
-	slices.SortFunc(ids, func(a, b string) int { return ord(a) - ord(b) })
 	if s.store != nil && s.store.ViewsMissing() > 0 { // NB: none encodes as nil, with a store or without
 		snap.MissingViews = s.store.missingIDs()
 	}
-	for _, id := range ids {
-		snap.Ords = append(snap.Ords, ord(id))
-		r := s.runs[id]
-		if r == nil {
-			cr := s.cold[id]
-			sr := snapshotRun{Run: &cr.run, Last: cr.last, Cold: true, NoView: s.store != nil && s.store.viewMissing(id)}
-			if cr.orch != nil {
-				sr.Credentials = []*Credential{cr.orch}
-			}
-			snap.Runs = append(snap.Runs, sr)
+	for _, e := range s.order {
+		if r := s.runs[e.id]; r != nil {
+			snap.Ords = append(snap.Ords, r.ord)
+			snap.Runs = append(snap.Runs, hot(r))
 			continue
 		}
-		snap.Runs = append(snap.Runs, hot(r))
+		cr := s.cold[e.id]
+		if cr == nil {
+			continue // the entry of a run that left memory (leftMemory)
+		}
+		sr := snapshotRun{Run: &cr.run, Last: cr.last, Cold: true, NoView: s.store != nil && s.store.viewMissing(e.id)}
+		if cr.orch != nil {
+			sr.Credentials = []*Credential{cr.orch}
+		}
+		snap.Ords = append(snap.Ords, cr.ord)
+		snap.Runs = append(snap.Runs, sr)
 	}
 	return snap
 }
