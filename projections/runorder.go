@@ -37,6 +37,37 @@ func (s *State) ordered(ord int, id string) {
 
 func compareOrd(e orderedRun, ord int) int { return e.ord - ord }
 
+// orderedAll enters the runs of entries, made runs in memory, in s.order at once: one merge, where entering each
+// (ordered) moves every entry after its place, O(entries × runs after them) for Whole, which reads every cold run
+// back, the oldest ones, before the hot runs. An entry already there (of a run that left memory, or kept cold in
+// memory) is kept once.
+func (s *State) orderedAll(entries []orderedRun) {
+	if len(entries) == 0 {
+		return
+	}
+	byOrd := func(a, b orderedRun) int { return a.ord - b.ord }
+	if !slices.IsSortedFunc(entries, byOrd) { // NB: coldIDs lists them in order, as every caller's
+		slices.SortFunc(entries, byOrd)
+	}
+	merged := make([]orderedRun, 0, len(s.order)+len(entries))
+	i, j := 0, 0
+	for i < len(s.order) && j < len(entries) {
+		switch d := byOrd(s.order[i], entries[j]); {
+		case d < 0:
+			merged = append(merged, s.order[i])
+			i++
+		case d > 0:
+			merged = append(merged, entries[j])
+			j++
+		default:
+			merged = append(merged, entries[j])
+			i, j = i+1, j+1
+		}
+	}
+	merged = append(merged, s.order[i:]...)
+	s.order = append(merged, entries[j:]...)
+}
+
 // leftMemory compacts s.order when runs that left memory hold too many of its entries.
 func (s *State) leftMemory() {
 	if len(s.order) > 2*(len(s.runs)+len(s.cold))+orderSlack {

@@ -316,3 +316,116 @@ func TestASnapshotListsTheRunsInMemoryAsSortedByCreation(t *testing.T) {
 		requireSnapshotAsSorted(t, s, fmt.Sprintf("thawed again, index %v", index))
 	}
 }
+
+// coldThenHot is a log of cold runs runs that completed, created first, then hot runs still running, and the state
+// LoadTiered folds from it, the completed runs' summaries written to the index: the oldest runs cold, as a daemon
+// holds them.
+func coldThenHot(tb testing.TB, cold, hot int) (*eventlog.Log, *State) {
+	tb.Helper()
+	var h history
+	for r := range cold + hot {
+		h.add(comeAndGoRun(r), events.TypeRunCreated, &events.RunCreated{Team: "t", Workflow: "w", Goal: "g", Cwd: "/w"})
+		h.add(comeAndGoRun(r), events.TypeRunRunning, &events.RunRunning{})
+		if r < cold {
+			h.add(comeAndGoRun(r), events.TypeRunCompleted, &events.RunCompleted{Summary: "done"})
+		}
+	}
+	l, err := eventlog.Open("db", &eventlog.Options{FS: vfs.NewMem()})
+	require.NoError(tb, err)
+	tb.Cleanup(func() { l.Close() })
+	for evs := range slices.Chunk(h.evs, 1000) { // one append a thousand events: the log is only read
+		ws := make([]eventlog.Write, len(evs))
+		for i, ev := range evs {
+			ws[i] = logWrite(tb, ev)
+		}
+		_, err := l.Append(ws...)
+		require.NoError(tb, err)
+	}
+	s, _, err := LoadTiered(l, Tiering{Now: h.evs[len(h.evs)-1].UnixMilli() + 1, Index: true})
+	require.NoError(tb, err)
+	require.Equal(tb, cold, s.ColdRuns())
+	require.Equal(tb, hot, s.HotRuns())
+	return l, s
+}
+
+// BenchmarkWhole reads every cold run back with Whole: 10,000 cold runs created before 0, 1,000 and 10,000 hot ones.
+//
+//	go test ./projections -run '^$' -bench Whole -benchmem
+func BenchmarkWhole(b *testing.B) {
+	for _, hot := range []int{0, 1000, 10000} {
+		b.Run(fmt.Sprintf("cold=10000/hot=%d", hot), func(b *testing.B) {
+			_, s := coldThenHot(b, 10000, hot)
+			b.ReportAllocs()
+			for b.Loop() {
+				if w, err := s.Whole(); err != nil || w.HotRuns() != 10000+hot {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkWholeOrder enters 10,000 cold runs read back in s.order, as Whole does, before 0, 1,000 and 10,000 hot
+// runs created after them: one at a time (ordered, as ThawFrom enters one) or merged at once (orderedAll).
+//
+//	go test ./projections -run '^$' -bench WholeOrder -benchmem
+func BenchmarkWholeOrder(b *testing.B) {
+	const cold = 10000
+	thawed := make([]orderedRun, cold)
+	for r := range thawed {
+		thawed[r] = orderedRun{r, comeAndGoRun(r)}
+	}
+	for _, hot := range []int{0, 1000, 10000} {
+		order := make([]orderedRun, hot)
+		for r := range order {
+			order[r] = orderedRun{cold + r, comeAndGoRun(cold + r)}
+		}
+		for _, how := range []string{"one-at-a-time", "merged"} {
+			b.Run(fmt.Sprintf("cold=%d/hot=%d/%s", cold, hot, how), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					s := &State{order: slices.Clone(order)}
+					if how == "merged" {
+						s.orderedAll(slices.Clone(thawed))
+					} else {
+						for _, e := range thawed {
+							s.ordered(e.ord, e.id)
+						}
+					}
+					if len(s.order) != cold+hot {
+						b.Fatal(len(s.order))
+					}
+				}
+			})
+		}
+	}
+}
+
+// orderedAll merges the entries it is given into s.order once each, in creation order, whatever their order and
+// whether s.order holds them already (a run kept cold in memory, or one that left memory and whose entry stays).
+func TestOrderedAllMergesEachEntryOnce(t *testing.T) {
+	e := func(ords ...int) []orderedRun {
+		out := make([]orderedRun, len(ords))
+		for i, ord := range ords {
+			out[i] = orderedRun{ord, comeAndGoRun(ord)}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name           string
+		order, entries []orderedRun
+		want           []orderedRun
+	}{
+		{"none", e(1, 3), nil, e(1, 3)},
+		{"into none", nil, e(0, 2), e(0, 2)},
+		{"before", e(5, 6), e(1, 2), e(1, 2, 5, 6)},
+		{"after", e(1, 2), e(5, 6), e(1, 2, 5, 6)},
+		{"between", e(0, 4, 9), e(1, 5, 6, 10), e(0, 1, 4, 5, 6, 9, 10)},
+		{"held already", e(0, 2, 4), e(2, 3, 4), e(0, 2, 3, 4)},
+		{"out of order", e(0, 4), e(5, 1, 3), e(0, 1, 3, 4, 5)},
+	} {
+		s := &State{order: c.order}
+		s.orderedAll(c.entries)
+		require.Equal(t, c.want, s.order, c.name)
+	}
+}

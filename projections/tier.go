@@ -459,14 +459,22 @@ type Thawed struct {
 // ThawFrom makes t's run hot in s as FaultIn did in another copy of the
 // same state. A no-op when the run is hot in s.
 func (s *State) ThawFrom(t Thawed) {
+	if h := s.thaw(t); h != nil {
+		s.ordered(h.ord, t.id)
+	}
+}
+
+// thaw is ThawFrom but for the run's entry in s.order, which the caller makes; it returns the run made hot, nil when
+// it is hot in s already.
+func (s *State) thaw(t Thawed) *runState {
 	if t.r == nil || s.runs[t.id] != nil {
-		return
+		return nil
 	}
 	delete(s.cold, t.id)
 	h := t.r.clone()
 	s.runs[t.id] = h
-	s.ordered(h.ord, t.id)
 	s.trackHot(h)
+	return h
 }
 
 // Evictable returns the hot runs that may go cold at clock reading now
@@ -638,6 +646,7 @@ func (s *State) Whole() (*State, error) {
 	}
 	c := s.Clone()
 	c.store = nil
+	thawed := make([]orderedRun, 0, len(ids))
 	for _, id := range ids {
 		cr := s.coldRun(id)
 		if cr == nil {
@@ -647,7 +656,10 @@ func (s *State) Whole() (*State, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.ThawFrom(Thawed{id: id, r: r})
+		if h := c.thaw(Thawed{id: id, r: r}); h != nil {
+			thawed = append(thawed, orderedRun{h.ord, id})
+		}
 	}
+	c.orderedAll(thawed)
 	return c, nil
 }
