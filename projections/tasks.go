@@ -100,10 +100,22 @@ type Usage struct {
 }
 
 // Budgeted is the usage run budget enforcement counts: input + output +
-// cacheWrite, not cacheRead (D§2.3).
-// Each counter is bounded (commands.MaxUsageTokens); the sum saturates
-// anyway, so a malformed log cannot wrap it negative.
-func (u Usage) Budgeted() int64 { return SaturatingAdd(SaturatingAdd(u.Input, u.Output), u.CacheWrite) }
+// cacheWrite, not cacheRead (D§2.3), each counter within
+// 0..events.MaxUsageTokens, the bound task.usage and an import hold a
+// report to. NB: a log they did not write (an older crewd's, a damaged one)
+// may record any counter: a negative one counts nothing, as a negative spend
+// adds nothing (events.AddSpend), and one beyond the bound counts as the
+// bound, so that a run's sum (Run.BudgetUsed, kept by the differences of
+// reports) never saturates, and a report replacing another takes off what
+// that one counted, no more: a negative counter handed the budget back, a
+// difference of two reports wrapped, and a report replacing a saturated one
+// took every other task's use off with it.
+func (u Usage) Budgeted() int64 {
+	return budgetCount(u.Input) + budgetCount(u.Output) + budgetCount(u.CacheWrite)
+}
+
+// budgetCount is what a usage counter n counts towards the run's budget: n within 0..events.MaxUsageTokens.
+func budgetCount(n int64) int64 { return min(max(n, 0), events.MaxUsageTokens) }
 
 // EffectiveDepth is the task's depth with absent counted as 1 (a worker).
 func (t Task) EffectiveDepth() int {
