@@ -125,6 +125,7 @@ func checkIndexes(t *testing.T, s *State, where string) {
 				}
 			}
 			require.Equal(t, len(want), len(j.live), "%s: job %s live", where, jid)
+			require.Equal(t, len(want), j.InFlight, "%s: job %s InFlight", where, jid)
 			for i := range want {
 				require.Same(t, want[i], j.live[i], "%s: job %s live[%d] not the record in Requests", where, jid, i)
 			}

@@ -59,3 +59,31 @@ func TestJobCallsInFlightWalkedAlone(t *testing.T) {
 		require.Equal(t, ProxyAborted, q.State, id)
 	}
 }
+
+// A job's count of calls in flight (InFlight, which proxy.request holds to proxyMaxInFlight) is its calls in flight
+// whatever generation a log records them under: clearing a lease aborts the calls of its generation and counts the
+// others still in flight, where it counted none, so that a call of another generation ending after it took the
+// count below zero, and every later call went uncounted by one.
+func TestALeaseClearedCountsTheCallsOfOtherGenerationsStillInFlight(t *testing.T) {
+	h := settledCalls(0) // lease 2 open, calls live-b and live-a in flight under it
+	h.add(runR, events.TypeProxyRequested, &events.ProxyRequested{JobID: "J", RequestID: "other", Generation: 7,
+		Tool: "read"})
+	h.add(runR, events.TypeLeaseCleared, &events.LeaseCleared{JobID: "J", Generation: 2, RootToolCallID: "root-2"})
+	s := fold(h.evs)
+	requireInFlight := func(want int, what string) {
+		t.Helper()
+		head, ok := s.JobHeader(runR, "J")
+		require.True(t, ok)
+		require.Equal(t, want, head.InFlight, what)
+		require.Len(t, s.LiveRequests(runR, "J"), want, what)
+	}
+	requireInFlight(1, "the call of generation 7 is still in flight")
+	Apply(s, h.add(runR, events.TypeProxyCompleted, &events.ProxyCompleted{JobID: "J", RequestID: "other",
+		Generation: 7, CurrentGeneration: 2}))
+	requireInFlight(0, "it completed")
+	Apply(s, h.add(runR, events.TypeLeaseOpened, &events.LeaseOpened{JobID: "J", Generation: 3,
+		RootToolCallID: "root-3"}))
+	Apply(s, h.add(runR, events.TypeProxyRequested, &events.ProxyRequested{JobID: "J", RequestID: "next",
+		Generation: 3, Tool: "read"}))
+	requireInFlight(1, "the next call is counted")
+}

@@ -224,7 +224,9 @@ func applyJob(r *runState, ev events.Event) {
 				q.State = ProxyAborted
 				return true
 			})
-			j.InFlight = 0
+			// NB: the calls left in flight, none but in a log that records a call under a generation other than
+			// its lease's (no decision writes one): counted as none, one of them ending took the count below zero.
+			j.InFlight = len(j.live)
 			if p.Saturated {
 				r.roots.Roots, r.roots.Saturated = nil, true
 				r.roots.index()
