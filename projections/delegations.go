@@ -81,7 +81,8 @@ func applyDelegation(s *State, r *runState, ev events.Event) {
 	at := ev.UnixMilli()
 	switch ev.Type {
 	case events.TypeDelegateAdmitted:
-		if p := events.PayloadAs[events.DelegateAdmitted](ev); p != nil && r.dels[p.SubID] == nil {
+		if p := events.PayloadAs[events.DelegateAdmitted](ev); p != nil && r.dels[p.SubID] == nil &&
+			!heldByAnother(s, r, p.SubID) {
 			admit(s, r, p, at, ev.Position)
 			stopWaiting(s, r)
 		}
@@ -125,6 +126,15 @@ func applyDelegation(s *State, r *runState, ev events.Event) {
 	// delegate.requested and delegate.rejected are audit records: a
 	// rejection has no side effect on the delegations (D2), and requested
 	// never stands alone. A refused slot only marks the run as waiting.
+}
+
+// heldByAnother reports whether subID holds a slot for a run other than r. NB: the slot pool is keyed by subId, a
+// slot is one run's at a time, and no decision admits a subId another run holds (crewlog mints them from UUIDs, an
+// import may not choose a held one): the fold ignores such an admission, as the snapshot's decoder refuses two runs
+// holding one subId, where it moved the slot to the second run, whose settlement then freed the first run's.
+func heldByAnother(s *State, r *runState, subID string) bool {
+	holder, held := s.held[subID]
+	return held && holder != r.run.RunID
 }
 
 // admit creates the delegation, its shadow task (D§2.5) and takes its slot.
