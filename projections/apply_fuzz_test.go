@@ -13,8 +13,9 @@ import (
 
 // FuzzApplyDecodedEvent folds, into a random history at any point, an event of any type whose payload is whatever
 // decodes from the fuzzer's bytes, as a replay decodes a record of the log: huge, negative or unknown values, ids
-// that name records of other kinds. The fold never panics and keeps its invariants, and the state it folds is the
-// same incrementally, from scratch and from a snapshot (checkFoldProperties).
+// that name records of other kinds. The fold never panics and keeps its invariants and the indexes beside its records
+// (checkIndexes), and the state it folds is the same incrementally, from scratch and from a snapshot
+// (checkFoldProperties).
 //
 //	go test ./projections -run '^$' -fuzz FuzzApplyDecodedEvent -fuzztime 2m
 func FuzzApplyDecodedEvent(f *testing.F) {
@@ -48,6 +49,7 @@ func FuzzApplyDecodedEvent(f *testing.F) {
 			h.addBy(ev.Actor, ev.Stream, ev.Type, ev.Payload)
 		}
 		s := checkFoldProperties(t, rng, seed, h.evs, rng.IntN(len(h.evs)+1))
+		checkIndexes(t, s, typ)
 		queryAll(t, s)
 	})
 }
