@@ -135,14 +135,13 @@ func foldRun(ctx context.Context, l *eventlog.Log, base *State, id string, upTo 
 
 // AssumePool makes the slot pool of s, a state RunAt folded from one run,
 // what a recorded decision saw daemon-wide: held slots in all (the other
-// runs' as anonymous holders, which no query lists by subId) and waiting
+// runs' as a count, which no query lists by subId) and waiting
 // other runs waiting for a slot, which SlotWaiters counts on top of the
 // runs s holds. It is for re-running a recorded decision on the run's state
 // with the daemon-wide inputs the decision recorded (events.Policy.Held and
 // Waiting); a state so changed must not be folded further or published.
+// NB: a count, not a holder each: a record's Held is whatever its log holds.
 func (s *State) AssumePool(held, waiting int) {
-	for i := len(s.held); i < held; i++ {
-		s.held[fmt.Sprintf("\x00other-%d", i)] = ""
-	}
+	s.assumedHeld = max(held-len(s.held), 0)
 	s.assumedWaiters = max(waiting, 0)
 }

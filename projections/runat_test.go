@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -83,5 +84,30 @@ func TestRunAtStopsWhenItsContextEnds(t *testing.T) {
 			require.False(t, ok)
 			require.Equal(t, baseBefore, base, "the base is not modified")
 		})
+	}
+}
+
+// AssumePool holds the slots a recorded decision saw beside the run's own as a count: a record's Held is whatever
+// its log holds (a decision's is the pool's count, an import or a damaged log may hold any), and the pool made one
+// entry for each slot it assumed, so that the explanation of a record holding 2^40 filled memory until the daemon
+// ended. The run's own slots are still its own, and the count is the record's.
+func TestAssumePoolCountsTheSlotsItAssumes(t *testing.T) {
+	var h history
+	fixture(&h, 0, true)
+	admitBatch(&h, "gc-1", 0, false, 0)
+	for _, c := range []struct{ held, want int }{{1 << 20, 1 << 20}, {3, 3}, {1, 1}, {0, 1}, {-5, 1}} {
+		s := fold(h.evs)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		s.AssumePool(c.held, 2)
+		runtime.ReadMemStats(&after)
+		require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(4<<10), "held %d: allocated", c.held)
+		require.Equal(t, c.want, s.SlotsHeld(), "held %d", c.held)
+		require.Equal(t, Slots{Held: c.want, Capacity: s.Config().MaxSlots, SubIDs: []string{"gc-1"}}, s.Slots(),
+			"held %d", c.held)
+		require.Equal(t, 1, s.SlotsHeldBy(runR), "held %d: the run's own", c.held)
+		holder, ok := s.SlotHolder("gc-1")
+		require.True(t, ok)
+		require.Equal(t, runR, holder)
 	}
 }

@@ -28,11 +28,11 @@ func (s *State) Slots() Slots {
 		subs = append(subs, sub)
 	}
 	slices.Sort(subs)
-	return Slots{Held: len(s.held), Capacity: s.config.MaxSlots, SubIDs: subs}
+	return Slots{Held: s.SlotsHeld(), Capacity: s.config.MaxSlots, SubIDs: subs}
 }
 
-// SlotsHeld is the held count alone, O(1), for the admission check.
-func (s *State) SlotsHeld() int { return len(s.held) }
+// SlotsHeld is the held count alone, O(1), for the admission check (with the slots AssumePool assumed).
+func (s *State) SlotsHeld() int { return len(s.held) + s.assumedHeld }
 
 // SlotsOf is the pool as a worker or the orchestrator of run runID may see it: the daemon-wide
 // held count and capacity, but only runID's holders.

@@ -43,9 +43,9 @@ type State struct {
 	// noViews are the cold runs whose view a decoded snapshot says is
 	// missing, for LoadTiered to hand to the store.
 	noViews []string
-	// assumedWaiters are other runs' waits a recorded decision saw, set by
+	// assumedWaiters are other runs' waits a recorded decision saw, and assumedHeld the slots they held, set by
 	// AssumePool on a state folded from one run: zero in every fold.
-	assumedWaiters int
+	assumedWaiters, assumedHeld int
 }
 
 // runState is everything scoped to one run. Records live in maps keyed by id
