@@ -124,7 +124,9 @@ func checkInvariants(t *testing.T, s *State) {
 	for _, runID := range runIDs(t, s) {
 		r := s.run(runID)
 		for _, d := range s.Delegations(runID) {
-			_, held := s.held[d.SubID]
+			// NB: by this run: a settled delegation's subId may hold a slot for another run since.
+			holder, held := s.held[d.SubID]
+			held = held && holder == runID
 			require.Equal(t, !d.Status.Terminal(), held, "D4: a slot is held iff the delegation is in flight")
 			if held {
 				inFlight++
