@@ -139,6 +139,8 @@ func TestParseCommandInvalid(t *testing.T) {
 		{"params malformed", "msg.send", fxOrch, `{"to":`, CodeBadParams, "not valid JSON"},
 		{"null params", "steer.push", fxOrch, `null`, CodeBadParams, "taskId must be a string"},
 		{"unknown field on an engine method", "task.transition", fxOrch, `{"taskId":"a","to":"failed","eror":"x"}`, CodeBadParams, `unknown field "eror"`},
+		{"the least of unknown fields", "task.transition", fxOrch, `{"zz":1,"taskId":"a","to":"failed","eror":"x","b":2}`, CodeBadParams, `unknown field "b"`},
+		{"an empty unknown field", "task.transition", fxOrch, `{"a":1,"taskId":"a","":0,"to":"failed"}`, CodeBadParams, `unknown field ""`},
 		{"missing usage counter", "task.usage", fxOrch, `{"taskId":"a","input":1,"output":2,"cacheRead":3}`, CodeBadParams, "cacheWrite must be an integer"},
 		{"usage as string", "task.usage", fxOrch, `{"taskId":"a","input":"1","output":2,"cacheRead":3,"cacheWrite":4}`, CodeBadParams, "input must be an integer"},
 		{"boolean as string", "run.create", fxAdmin, `{"team":"t","goal":"g","cwd":"/w","budgetUnlimited":"yes"}`, CodeBadParams, "budgetUnlimited must be a boolean"},
