@@ -30,7 +30,7 @@ func (p *mailboxPush) appendJSON(b []byte) []byte {
 			break // omitempty
 		}
 		b = append(b, m.key...)
-		b = wire.AppendJSONString(b, m.value) // NB: a body's lines escaped in place (commands' would marshal it)
+		b = wire.AppendJSONString(b, m.value) // NB: a body's lines escaped in place
 	}
 	return append(b, '}')
 }

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 
-	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/broker/wire"
 )
 
 // encodeJSON returns json.Marshal(te), byte for byte, without its reflection and without compacting te.Data again:
@@ -19,18 +19,18 @@ func (te teamEvent) encodeJSON() ([]byte, error) {
 	m := &te.Metadata
 	out := make([]byte, 0, 256+len(te.Data)+len(te.Message))
 	out = append(out, `{"time":`...)
-	out = commands.AppendJSONString(out, te.Time)
+	out = wire.AppendJSONString(out, te.Time)
 	out = append(out, `,"type":`...)
-	out = commands.AppendJSONString(out, te.Type)
+	out = wire.AppendJSONString(out, te.Type)
 	out = append(out, `,"runId":`...)
-	out = commands.AppendJSONString(out, te.RunID)
+	out = wire.AppendJSONString(out, te.RunID)
 	if te.TaskID != "" {
 		out = append(out, `,"taskId":`...)
-		out = commands.AppendJSONString(out, te.TaskID)
+		out = wire.AppendJSONString(out, te.TaskID)
 	}
 	if te.Message != "" {
 		out = append(out, `,"message":`...)
-		out = commands.AppendJSONString(out, te.Message)
+		out = wire.AppendJSONString(out, te.Message)
 	}
 	out = append(out, `,"data":`...)
 	if te.Data == nil {
@@ -41,7 +41,7 @@ func (te teamEvent) encodeJSON() ([]byte, error) {
 	out = append(out, `,"metadata":{"seq":`...)
 	out = strconv.AppendUint(out, m.Seq, 10)
 	out = append(out, `,"provenance":`...)
-	out = commands.AppendJSONString(out, m.Provenance)
+	out = wire.AppendJSONString(out, m.Provenance)
 	out = append(out, `,"position":`...)
 	out = strconv.AppendUint(out, m.Position, 10)
 	out = append(out, `,"schemaVersion":`...)
@@ -51,14 +51,14 @@ func (te teamEvent) encodeJSON() ([]byte, error) {
 	} {
 		if f.value != "" {
 			out = append(out, f.key...)
-			out = commands.AppendJSONString(out, f.value)
+			out = wire.AppendJSONString(out, f.value)
 		}
 	}
 	out = append(out, `,"actor":{"role":`...)
-	out = commands.AppendJSONString(out, m.Actor.Role)
+	out = wire.AppendJSONString(out, m.Actor.Role)
 	if m.Actor.TaskID != "" {
 		out = append(out, `,"taskId":`...)
-		out = commands.AppendJSONString(out, m.Actor.TaskID)
+		out = wire.AppendJSONString(out, m.Actor.TaskID)
 	}
 	out = append(out, '}')
 	if m.Omitted {

@@ -47,3 +47,22 @@ func TestTeamEventEncodesAsJSONMarshal(t *testing.T) {
 	var merr *json.MarshalerError
 	require.ErrorAs(t, err, &merr, "empty data fails as json.Marshal fails")
 }
+
+// TestTeamEventEncodeAllocatesItsBufferOnly: an event whose strings need escapes (a question's lines, non-ASCII,
+// HTML's characters) is encoded in the one buffer it returns, where each such string was json.Marshal'd apart, two
+// allocations more each.
+func TestTeamEventEncodeAllocatesItsBufferOnly(t *testing.T) {
+	te := teamEvent{
+		Time: "2026-11-30T12:00:00.000Z", Type: events.TypeAskRequested, RunID: "é", TaskID: "\t",
+		Message: "?\n<a>&\"\u2028", Data: json.RawMessage(`{}`),
+		Metadata: teamMetadata{Seq: 7, Provenance: "api", Position: 42, SchemaVersion: 1,
+			Actor: events.Actor{Role: events.RoleWorker, TaskID: "\t"}},
+	}
+	want, err := json.Marshal(te)
+	require.NoError(t, err)
+	got, err := te.encodeJSON()
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(got))
+	require.LessOrEqual(t, len(got), 256+len(te.Data)+len(te.Message), "the event fits the buffer encodeJSON makes")
+	require.Equal(t, 1.0, testing.AllocsPerRun(100, func() { _, _ = te.encodeJSON() }))
+}

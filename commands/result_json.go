@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+
+	"github.com/crewlog/crewlog/internal/jsonstring"
 )
 
 // resultAppender is a result type that appends its own JSON: exactly the
@@ -25,23 +27,6 @@ func encodeResult(result any) ([]byte, error) {
 	return json.Marshal(result)
 }
 
-// AppendJSONString appends s as encoding/json.Marshal encodes a string (the
-// broker encodes a TeamEvent's strings with it too). NB: only printable
-// ASCII with nothing to escape is written here; anything else (quotes,
-// backslashes, control characters, HTML's <, > and &, which Marshal
-// escapes, non-ASCII) is left to encoding/json itself.
-func AppendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
-
 // appendJSONFloat appends f as encoding/json.Marshal encodes a float64:
 // shortest 'f' formatting within [1e-6, 1e21), the rest (exponents) left
 // to encoding/json. NaN and ±Inf fail as Marshal fails.
@@ -60,7 +45,7 @@ func (r DelegateResult) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"ok":`...)
 	b = strconv.AppendBool(b, r.OK)
 	b = append(b, `,"grandchildTaskRef":`...)
-	b = AppendJSONString(b, r.GrandchildTaskRef)
+	b = jsonstring.Append(b, r.GrandchildTaskRef)
 	b = append(b, `,"childDepth":`...)
 	b = strconv.AppendInt(b, int64(r.ChildDepth), 10)
 	b = append(b, `,"timeoutSec":`...)
@@ -75,13 +60,13 @@ func (r SettleResult) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"ok":`...)
 	b = strconv.AppendBool(b, r.OK)
 	b = append(b, `,"subId":`...)
-	b = AppendJSONString(b, r.SubID)
+	b = jsonstring.Append(b, r.SubID)
 	b = append(b, `,"status":`...)
-	b = AppendJSONString(b, r.Status)
+	b = jsonstring.Append(b, r.Status)
 	b = append(b, `,"messageId":`...)
-	b = AppendJSONString(b, r.MessageID)
+	b = jsonstring.Append(b, r.MessageID)
 	b = append(b, `,"to":`...)
-	b = AppendJSONString(b, r.To)
+	b = jsonstring.Append(b, r.To)
 	b = append(b, `,"rerouted":`...)
 	b = strconv.AppendBool(b, r.Rerouted)
 	b = append(b, `,"chargedTokens":`...)

@@ -60,3 +60,16 @@ func FuzzResultJSONMatchesEncodingJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestResultJSONAppendsItsStringsInPlace: a result whose strings need escapes (non-ASCII, HTML's characters, a
+// control character) appends them without an allocation, where each was json.Marshal'd apart, two allocations.
+func TestResultJSONAppendsItsStringsInPlace(t *testing.T) {
+	r := SettleResult{OK: true, SubID: "sub-é", Status: "done", MessageID: "msg<1>", To: "tâche\t2", Charged: 12}
+	b := make([]byte, 0, 256)
+	want, err := json.Marshal(r)
+	require.NoError(t, err)
+	b, err = r.appendJSON(b[:0])
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(b))
+	require.Zero(t, testing.AllocsPerRun(100, func() { b, _ = r.appendJSON(b[:0]) }))
+}

@@ -28,13 +28,16 @@ var allowedImports = map[string][]string{
 	"events/msgpacklen": {},
 	"events":            {"events/msgpackappend", "events/msgpacklen"},
 	"projections":       {"events", "eventlog", "events/msgpackappend"},
-	"commands":          {"events", "projections", "eventlog", "events/msgpackappend", "events/msgpacklen"},
+	// A leaf: a string appended as json.Marshal encodes it, for commands' results and broker/wire's encoders.
+	"internal/jsonstring": {},
+	"commands": {"events", "projections", "eventlog", "events/msgpackappend", "events/msgpacklen",
+		"internal/jsonstring"},
 	// A crewd of a JetStream cluster: the engine over the JetStream log.
 	"commands/cluster": {"commands", "events", "projections", "eventlog", "eventlog/natslog"},
 	"migrations":       {"events", "eventlog"},
 	// The pi-crew import writes events directly: no commands, no projections.
 	"migrations/picrew": {"events", "eventlog"},
-	"broker/wire":       {},
+	"broker/wire":       {"internal/jsonstring"},
 	// Per-key turns: the broker's and the HTTP API's per-credential limits.
 	"broker/internal/turns": {},
 	"broker":                {"commands", "projections", "events", "eventlog", "broker/wire", "broker/internal/turns"},

@@ -1,4 +1,4 @@
-package wire
+package jsonstring
 
 import (
 	"encoding/json"
@@ -21,13 +21,13 @@ func FuzzAppendJSONStringAgreesWithMarshal(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		want, err := json.Marshal(s)
 		require.NoError(t, err)
-		require.Equal(t, "x"+string(want), string(AppendJSONString([]byte("x"), s)), "%q", s)
+		require.Equal(t, "x"+string(want), string(Append([]byte("x"), s)), "%q", s)
 	})
 }
 
-// TestAppendJSONStringAllocatesNothing: with room in dst, a string of every kind of escape is appended in place.
-func TestAppendJSONStringAllocatesNothing(t *testing.T) {
+// TestAppendAllocatesNothing: with room in dst, a string of every kind of escape is appended in place.
+func TestAppendAllocatesNothing(t *testing.T) {
 	s := "--- delegate s1 (ok) ---\n<done> & \"quoted\"\t\x01\u2028é\xff\n--- end delegate s1 ---"
 	dst := make([]byte, 0, 256)
-	require.Zero(t, testing.AllocsPerRun(100, func() { dst = AppendJSONString(dst[:0], s) }))
+	require.Zero(t, testing.AllocsPerRun(100, func() { dst = Append(dst[:0], s) }))
 }
