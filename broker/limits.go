@@ -301,12 +301,38 @@ func runEnds(eventType string) bool {
 // settle); a credential issued or revoked ends only the connections of its key: a task's workers, or the
 // orchestrators'.
 // The re-check is one engine read per connection: of the run's every connection it would cost O(connections of the
-// run), up to MaxConnsPerRun, per event of a loop an orchestrator controls. The event is decoded with dec, the
-// feed's.
+// run), up to MaxConnsPerRun, per event of a loop an orchestrator controls.
+//
+// The id is read out of the payload where it is (events.PayloadString), not decoded with the rest of it: every
+// settle, task end and credential change passes here. NB: box then aliases ev's payload, which the feed reads
+// transiently: it is valid until the feed's next record, and closeEnded keeps nothing of it. A payload it does not
+// read so (an older schema version) is decoded with dec, the feed's.
 func endedBox(dec *events.Decoder, ev *eventlog.Event) (box string, narrowed bool) {
 	if runEnds(ev.Type) {
 		return "", false
 	}
+	if id, ok := events.PayloadString(ev.Type, ev.SchemaVersion, ev.Payload, endedKey(ev.Type)); ok {
+		if ev.Type == events.TypeCredentialIssued || ev.Type == events.TypeCredentialRevoked {
+			return credentialBox(id), true
+		}
+		return id, true
+	}
+	return decodedEndedBox(dec, ev)
+}
+
+// endedKey is the payload key of the id whose box an event that ends credentials, not its run's end, names: a
+// delegation's subId (its shadow task's box), else the taskId (a task's, or a credential's key).
+func endedKey(eventType string) string {
+	switch eventType {
+	case events.TypeDelegateCompleted, events.TypeDelegateFailed, events.TypeDelegateTimedOut,
+		events.TypeDelegateCancelled:
+		return "subId"
+	}
+	return "taskId"
+}
+
+// decodedEndedBox is endedBox of ev decoded whole with dec.
+func decodedEndedBox(dec *events.Decoder, ev *eventlog.Event) (box string, narrowed bool) {
 	decoded, err := projections.FromLogWith(dec, ev)
 	if err != nil {
 		return "", false

@@ -25,6 +25,9 @@
 //   - DecodePayload never panics: an unknown type wraps ErrUnknownType,
 //     undecodable bytes wrap ErrBadPayload, a schema version this build cannot
 //     read wraps ErrUnsupportedVersion.
+//   - PayloadString reads one string of a payload at its type's current schema
+//     version as DecodePayload reads it, without decoding the rest (a string
+//     that aliases the payload), or says it cannot and leaves it to the decode.
 //
 // # Encoding
 //

@@ -183,6 +183,11 @@ func FuzzFastDecode(f *testing.F) {
 			require.NoError(t, err, "the fast path accepted what reflection refuses")
 			require.Equal(t, want, got)
 		}
+		if err == nil {
+			for _, f := range stringFields(typ) {
+				requirePayloadStringAgrees(t, typ, b, want, f) // and PayloadString reads what both read
+			}
+		}
 	})
 }
 
