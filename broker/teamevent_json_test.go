@@ -58,11 +58,35 @@ func TestTeamEventEncodeAllocatesItsBufferOnly(t *testing.T) {
 		Metadata: teamMetadata{Seq: 7, Provenance: "api", Position: 42, SchemaVersion: 1,
 			Actor: events.Actor{Role: events.RoleWorker, TaskID: "\t"}},
 	}
+	requireEncodedInOneBuffer(t, te)
+}
+
+// TestTeamEventEncodeSizesItsBufferOnce: an event of ids as long as crewlog and its clients mint them (a run id, a
+// command id and a correlation id of a UUID each, a delegation's message of its JSON) is encoded without growing its
+// buffer, where the buffer was made for 256 bytes besides the data and the message, fewer than the keys and ids of
+// such an event: two allocations of every element of an events.since page and every team.event push, and a copy.
+func TestTeamEventEncodeSizesItsBufferOnce(t *testing.T) {
+	const uuid = "0193a5c2-7d4e-7b9a-9c1e-2f6d8a4b3c21"
+	data := `{"taskId":"02_exec","subId":"gc-` + uuid + `","role":"reviewer","model":"claude-sonnet-4-5",` +
+		`"maxTurns":30,"budgetTokens":200000,"timeoutSec":900,"childDepth":2,"grandchildTaskRef":"gc-` + uuid + `"}`
+	te := teamEvent{
+		Time: "2026-11-30T12:00:00.000Z", Type: events.TypeDelegateAdmitted, RunID: "run-" + uuid, TaskID: "02_exec",
+		Message: events.TypeDelegateAdmitted + ": " + truncateUTF16(data, 200), Data: json.RawMessage(data),
+		Metadata: teamMetadata{Seq: 123456, Provenance: "api", Position: 98765432, SchemaVersion: 1,
+			CommandID: "cmd-" + uuid, CausationID: "cmd-" + uuid, CorrelationID: "corr-" + uuid,
+			Actor: events.Actor{Role: events.RoleWorker, TaskID: "02_exec"}},
+	}
+	requireEncodedInOneBuffer(t, te)
+}
+
+// requireEncodedInOneBuffer: te encodes as json.Marshal encodes it, in the one buffer encodeJSON makes.
+func requireEncodedInOneBuffer(t *testing.T, te teamEvent) {
+	t.Helper()
 	want, err := json.Marshal(te)
 	require.NoError(t, err)
 	got, err := te.encodeJSON()
 	require.NoError(t, err)
 	require.Equal(t, string(want), string(got))
-	require.LessOrEqual(t, len(got), 256+len(te.Data)+len(te.Message), "the event fits the buffer encodeJSON makes")
+	require.LessOrEqual(t, len(got), te.encodedSize(), "the event fits the buffer encodeJSON makes")
 	require.Equal(t, 1.0, testing.AllocsPerRun(100, func() { _, _ = te.encodeJSON() }))
 }
