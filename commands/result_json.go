@@ -5,7 +5,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/crewlog/crewlog/internal/jsonstring"
+	"github.com/crewlog/crewlog/events/jsonstring"
 )
 
 // resultAppender is a result type that appends its own JSON: exactly the

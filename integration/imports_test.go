@@ -29,15 +29,15 @@ var allowedImports = map[string][]string{
 	"events":            {"events/msgpackappend", "events/msgpacklen"},
 	"projections":       {"events", "eventlog", "events/msgpackappend"},
 	// A leaf: a string appended as json.Marshal encodes it, for commands' results and broker/wire's encoders.
-	"internal/jsonstring": {},
+	"events/jsonstring": {},
 	"commands": {"events", "projections", "eventlog", "events/msgpackappend", "events/msgpacklen",
-		"internal/jsonstring"},
+		"events/jsonstring"},
 	// A crewd of a JetStream cluster: the engine over the JetStream log.
 	"commands/cluster": {"commands", "events", "projections", "eventlog", "eventlog/natslog"},
 	"migrations":       {"events", "eventlog"},
 	// The pi-crew import writes events directly: no commands, no projections.
 	"migrations/picrew": {"events", "eventlog"},
-	"broker/wire":       {"internal/jsonstring"},
+	"broker/wire":       {"events/jsonstring"},
 	// Per-key turns: the broker's and the HTTP API's per-credential limits.
 	"broker/internal/turns": {},
 	"broker":                {"commands", "projections", "events", "eventlog", "broker/wire", "broker/internal/turns"},
