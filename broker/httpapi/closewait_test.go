@@ -12,7 +12,7 @@ import (
 // TestAPacedWaitEndsWithTheServer: a read of a read-only token waiting out the token's debt, and a stream waiting
 // for the token's bucket to open, did not look at the server's Close: Close waited its grace (2 s) for them, then
 // closed their connections. Each now ends at once when the server closes, refused 503 unavailable, as a request
-// that comes once Close has begun is.
+// that comes once Close has begun is, and costs nothing.
 func TestAPacedWaitEndsWithTheServer(t *testing.T) {
 	for _, path := range []string{"/api/v1/slots", "/api/v1/stream"} {
 		t.Run(path, func(t *testing.T) {
@@ -58,6 +58,7 @@ func TestAPacedWaitEndsWithTheServer(t *testing.T) {
 			require.NoError(t, a.err)
 			require.Equal(t, http.StatusServiceUnavailable, a.status)
 			require.Equal(t, codeUnavailable, a.code)
+			require.Empty(t, pacer.charges(), "refused as crewd stops: it costs nothing (docs/dashboard-api.md)")
 		})
 	}
 }
