@@ -61,10 +61,10 @@ type DelegateSettle struct {
 	// SentText is the text as the client sent it, set by a caller that cut Text to what the readers of its frame
 	// can take (the broker's fitResult), "" when Text is as sent. The request's fingerprint digests it in Text's
 	// place (fingerprint_canonical.go), so that a retry through a frame that cuts otherwise (a crewd restarted with
-	// another --max-frame, another node of a cluster) is the same request. NB: omitted when empty, so a settle that
-	// was not cut is encoded as before it, and a forwarded one read by a writer of the build before (which skips a
-	// field it does not know) is decided on the cut text.
-	SentText string `msgpack:",omitempty"`
+	// another --max-frame, another node of a cluster) is the same request. NB: Text is a prefix of it, which a
+	// forwarded settle leaves out of it (forwardedSettle): the text as sent is forwarded once, not once more beside
+	// its cut.
+	SentText string `msgpack:"-"`
 }
 
 // Kind implements Command.

@@ -16,7 +16,7 @@ import (
 //
 // NB: DelegateSettle.SentText is no field of the request: it is the text its client sent, which the settle's
 // encoding holds in Text's place, so a settle is fingerprinted as sent however a frame cut its text, and as before
-// SentText when it was not cut (SentText empty, omitted by reflection).
+// SentText when it was not cut (SentText empty; reflection never encodes it, msgpack:"-").
 
 // appendCanonical appends c's canonical encoding; ok is false for a command
 // that has no encoder here (reflection encodes it).

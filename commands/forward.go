@@ -70,7 +70,15 @@ func appendBound(b []byte, maxResultBytes int) ([]byte, error) {
 // follower forwarding to the writer). Its Credential is not in these bytes:
 // it travels beside them (EncodeCredential).
 func EncodeRequest(r Request) ([]byte, error) {
-	c, err := msgpack.Marshal(r.Command)
+	var (
+		c   []byte
+		err error
+	)
+	if s, ok := r.Command.(*DelegateSettle); ok {
+		c, err = encodeForwardedSettle(s)
+	} else {
+		c, err = msgpack.Marshal(r.Command)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("commands: encode %s: %w", r.Command.Kind(), err)
 	}
@@ -108,7 +116,12 @@ func DecodeRequest(b []byte) (Request, error) {
 		return Request{}, fmt.Errorf("commands: forwarded request of unknown kind %q", f.Kind)
 	}
 	c := mk()
-	if err := msgpack.Unmarshal(f.Command, c); err != nil {
+	if s, ok := c.(*DelegateSettle); ok {
+		err = decodeForwardedSettle(f.Command, s)
+	} else {
+		err = msgpack.Unmarshal(f.Command, c)
+	}
+	if err != nil {
 		return Request{}, fmt.Errorf("commands: decode forwarded %s: %w", f.Kind, err)
 	}
 	return Request{Principal: f.Principal, CommandID: f.CommandID, Actor: f.Actor, Command: c, MaxResultBytes: bound}, nil

@@ -300,9 +300,9 @@ func TestForwardedBoundFollowsTheArray(t *testing.T) {
 	}
 }
 
-// A settle whose text its follower cut carries the text as sent beside it (SentText), which a writer of the build
-// before SentText skips as a field it does not know: it decides the cut text, as it decided a settle its follower
-// cut; an uncut settle is the bytes that build sent.
+// A settle whose text its follower cut carries the rest of the text as sent beside it (forwardedSettle.SentRest),
+// which a writer of the build before SentText skips as a field it does not know: it decides the cut text, as it
+// decided a settle its follower cut; an uncut settle is the bytes that build sent.
 func TestAForwardedCutSettleIsReadByTheBuildBefore(t *testing.T) {
 	type settleBefore struct { // DelegateSettle as the build before SentText has it
 		RunID, SubID, Outcome, Text string
@@ -318,11 +318,35 @@ func TestAForwardedCutSettleIsReadByTheBuildBefore(t *testing.T) {
 	require.NoError(t, msgpack.Unmarshal(f.Command, &before))
 	require.Equal(t, settleBefore{RunID: "r", SubID: "gc-1", Outcome: OutcomeOK, Text: "<", UsageTokens: &tokens}, before)
 
-	uncut, err := msgpack.Marshal(&DelegateSettle{RunID: "r", SubID: "gc-1", Outcome: OutcomeOK, Text: "<<"})
+	b, err = EncodeRequest(forwardedRequest(&DelegateSettle{RunID: "r", SubID: "gc-1", Outcome: OutcomeOK, Text: "<<"}))
 	require.NoError(t, err)
+	require.NoError(t, msgpack.Unmarshal(b, &f))
+	uncut := []byte(f.Command)
 	sentBefore, err := msgpack.Marshal(&settleBefore{RunID: "r", SubID: "gc-1", Outcome: OutcomeOK, Text: "<<"})
 	require.NoError(t, err)
 	require.Equal(t, sentBefore, uncut)
+}
+
+// TestAForwardedCutSettleTakesItsTextAsSentOnce: a settle whose text its follower cut was forwarded with the text
+// as sent beside the cut, both whole, so that its NATS message took the bytes of the request as sent and those of the
+// cut again: a settle that fit one message sent whole (the servers' max_payload above --max-frame, as crewd asks) was
+// refused bad-params once cut, though a settlement is cut rather than refused so that its run can finish. What is
+// sent beside the cut is the rest of the text as sent; the writer reads the settle the follower cut.
+func TestAForwardedCutSettleTakesItsTextAsSentOnce(t *testing.T) {
+	sent := strings.Repeat("a", 40<<10) + strings.Repeat("<", 20<<10)
+	for _, cutAt := range []int{0, 1, 40 << 10, len(sent) - 1} {
+		cut := &DelegateSettle{RunID: "r", SubID: "gc-1", Outcome: OutcomeOK, Text: sent[:cutAt], SentText: sent}
+		b, err := EncodeRequest(forwardedRequest(cut))
+		require.NoError(t, err)
+		whole, err := EncodeRequest(forwardedRequest(&DelegateSettle{RunID: "r", SubID: "gc-1", Outcome: OutcomeOK,
+			Text: sent}))
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(b), len(whole)+32, "cut at %d: the text as sent is forwarded once", cutAt)
+
+		got, err := DecodeRequest(b)
+		require.NoError(t, err)
+		require.Equal(t, forwardedRequest(cut), got, "cut at %d", cutAt)
+	}
 }
 
 // forwardedCredential is a worker's credential of forwardedRequest's task.
