@@ -89,7 +89,11 @@ func TestMailboxPushAllocatesItsFrameOnly(t *testing.T) {
 			panic(err)
 		}
 	})
-	require.Equal(t, 1.0, allocs)
+	if raceDetector {
+		require.LessOrEqual(t, allocs, 2.0, "the frame, its room made apart under the race detector (race_on_test.go)")
+	} else {
+		require.Equal(t, 1.0, allocs)
+	}
 	long := &events.MailboxAppended{ID: "m", To: taskP, Body: strings.Repeat("b", 2*maxPushScratch)}
 	_, err = mailboxPushFrame(&sc, long, 0)
 	require.NoError(t, err)
