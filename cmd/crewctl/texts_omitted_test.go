@@ -12,8 +12,9 @@ import (
 )
 
 // TestOmissionsAppliedToTheRebuiltSide: the diff leaves out of the rebuilt side what crewd left out of each item, and
-// only that: a task's texts, names and question id as crewd's WireTask leaves them out, and a dependsOn crewctl read page by page
-// as query.tasks {taskId} writes it, an empty one as [] (a task may hold it as nil, which crewd sends whole as null).
+// only that: a task's texts, names and question id as crewd's WireTask leaves them out, and a dependsOn crewctl read
+// page by page as query.tasks {taskId} writes it, an empty one as [] (a task may hold it as nil, which crewd sends
+// whole as null).
 func TestOmissionsAppliedToTheRebuiltSide(t *testing.T) {
 	task := projections.Task{RunID: "R", TaskID: "T", Role: "r", Agent: "a", StepID: "s", Title: "t", Cwd: "/w",
 		Waiting: &projections.Waiting{QuestionID: "q"}}
