@@ -140,8 +140,9 @@ func foldRun(ctx context.Context, l *eventlog.Log, base *State, id string, upTo 
 // runs s holds. It is for re-running a recorded decision on the run's state
 // with the daemon-wide inputs the decision recorded (events.Policy.Held and
 // Waiting); a state so changed must not be folded further or published.
-// NB: a count, not a holder each: a record's Held is whatever its log holds.
+// NB: a count, not a holder each: a record's Held is whatever its log holds, so the slots beyond the run's own are
+// counted without subtracting from Held, which wraps for the least int.
 func (s *State) AssumePool(held, waiting int) {
-	s.assumedHeld = max(held-len(s.held), 0)
+	s.assumedHeld = max(held, len(s.held)) - len(s.held)
 	s.assumedWaiters = max(waiting, 0)
 }

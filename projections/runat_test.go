@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"math"
 	"runtime"
 	"testing"
 
@@ -90,12 +91,14 @@ func TestRunAtStopsWhenItsContextEnds(t *testing.T) {
 // AssumePool holds the slots a recorded decision saw beside the run's own as a count: a record's Held is whatever
 // its log holds (a decision's is the pool's count, an import or a damaged log may hold any), and the pool made one
 // entry for each slot it assumed, so that the explanation of a record holding 2^40 filled memory until the daemon
-// ended. The run's own slots are still its own, and the count is the record's.
+// ended. The run's own slots are still its own, and the count is the record's: one below them counts none, the least
+// int too, where the difference of the two wrapped to the greatest and the pool held a negative count.
 func TestAssumePoolCountsTheSlotsItAssumes(t *testing.T) {
 	var h history
 	fixture(&h, 0, true)
 	admitBatch(&h, "gc-1", 0, false, 0)
-	for _, c := range []struct{ held, want int }{{1 << 20, 1 << 20}, {3, 3}, {1, 1}, {0, 1}, {-5, 1}} {
+	for _, c := range []struct{ held, want int }{{1 << 20, 1 << 20}, {3, 3}, {1, 1}, {0, 1}, {-5, 1},
+		{math.MinInt, 1}, {math.MaxInt, math.MaxInt}} {
 		s := fold(h.evs)
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
