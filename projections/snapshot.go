@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/events/msgpackappend"
@@ -416,6 +417,10 @@ func fromSnapshot(snap *snapshot) (_ *State, records int64, _ error) {
 	return s, records, nil
 }
 
+// unsaturatedTasks is how many tasks a run's use of its budget (Run.BudgetUsed) sums before it may saturate: each
+// counts at most three counters of events.MaxUsageTokens.
+const unsaturatedTasks = math.MaxInt64 / (3 * events.MaxUsageTokens)
+
 // addSnapshotRun adds the hot run of sr to s with the fold's own helpers,
 // refusing missing or duplicate records. It takes sr's records over (they
 // are freshly decoded).
@@ -430,12 +435,21 @@ func addSnapshotRun(s *State, sr *snapshotRun) error {
 	r.accounts = make(map[string]*Account, len(sr.Accounts))
 	r.msgIndex = make(map[string]int, len(sr.Messages))
 	s.addRun(r, sr.Last)
+	var used int64
 	for _, t := range sr.Tasks {
 		if t == nil || r.tasks[t.TaskID] != nil {
 			return fmt.Errorf("run %s: task missing or duplicate", r.run.RunID)
 		}
 		t.Allocation = nil // derived from the ledger by queries
 		r.addTask(t)
+		used = SaturatingAdd(used, t.Usage.Budgeted())
+	}
+	// NB: the fold keeps the run's use the sum of what its tasks' last reports count (Usage.Budgeted), which never
+	// saturates short of unsaturatedTasks tasks. One written before each counter was held to its bound kept the sum
+	// of the counters as a log recorded them (a negative one, from an import before the check, or a damaged log): a
+	// use the fold from position 1 no longer gives, so it is refused and the state rebuilt.
+	if len(sr.Tasks) <= unsaturatedTasks && used != r.run.BudgetUsed {
+		return fmt.Errorf("run %s: budget use %d, where its tasks' reports count %d", r.run.RunID, r.run.BudgetUsed, used)
 	}
 	for _, d := range sr.Delegations {
 		if d == nil || r.dels[d.SubID] != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/events"
+	m "github.com/crewlog/crewlog/events/msgpackappend"
 )
 
 // A run's budget use is the sum of what its tasks' last reports count, whatever a log that commands did not write
@@ -66,4 +67,39 @@ func TestAHostileUsageReportCountsWithinTheBound(t *testing.T) {
 		}
 		require.Equal(t, sum, run.BudgetUsed, "%s: the sum of the tasks' counts", c.name)
 	}
+}
+
+// A snapshot or a view is refused when a run's budget use is not the sum of what its tasks' reports count: one
+// written by the fold before the bound (TestAHostileUsageReportCountsWithinTheBound) kept the sum of the counters
+// as a log recorded them (-495 for reports of -1000+5 and 500), and was read, so a daemon started from it answered
+// and decided with a use that the rebuild from position 1 does not give (505). Refused, the state is rebuilt.
+func TestASnapshotOfABudgetUseItsTasksDoNotCountIsRefused(t *testing.T) {
+	var h history
+	fixture(&h, 1000, false)
+	for _, task := range []string{"a", "b"} {
+		h.add(runR, events.TypeTaskCreated, &events.TaskCreated{TaskID: task, Role: "executor", Agent: "a", Title: "T",
+			Cwd: "/w", StepID: "s"})
+	}
+	h.add(runR, events.TypeTaskUsage, &events.TaskUsage{TaskID: "a", Input: -1000, Output: 5})
+	h.add(runR, events.TypeTaskUsage, &events.TaskUsage{TaskID: "b", Input: 500})
+	s := fold(h.evs)
+	b, err := EncodeSnapshot(s)
+	require.NoError(t, err)
+	decoded, err := DecodeSnapshot(b)
+	require.NoError(t, err, "the fold's own snapshot is read")
+	require.Equal(t, s, decoded)
+
+	s.runs[runR].run.BudgetUsed = -495 // as the fold before the bound kept it
+	b, err = EncodeSnapshot(s)
+	require.NoError(t, err)
+	_, err = DecodeSnapshot(b)
+	require.ErrorIs(t, err, ErrBadSnapshot, "the snapshot")
+	require.ErrorContains(t, err, "budget use")
+
+	r := s.runs[runR]
+	sr := snapshotRunOf(r)
+	view, err := appendSnapshotRun(m.Uint16(nil, SnapshotFormat), &sr, nil)
+	require.NoError(t, err)
+	_, err = decodeRunView(view, runR, r.last)
+	require.ErrorIs(t, err, ErrBadSnapshot, "the view")
 }
