@@ -14,7 +14,8 @@
 //     position of the last applied committed event.
 //   - Every read model is derived from events alone: runs, tasks (shadow tasks
 //     included), delegations, the budget ledger, the nested slot pool (held =
-//     admitted and not terminal, so it survives restarts), mailboxes, asks,
+//     admitted and not terminal, so it survives restarts; a subId is one
+//     run's at a time), mailboxes, asks,
 //     credentials (digests only, with who issued and revoked them and why),
 //     the engine config in force, and each run's usage for its quotas and
 //     the slot pool's fairness (Run.Usage: events, message bytes, the bytes
@@ -33,7 +34,9 @@
 //     task.created v2 or delegate.admitted); Task.Shadow is the only test.
 //   - Token sums (the ledger, a run's budget use) saturate instead of
 //     wrapping, and a ledger amount below 0 adds nothing: tokensSpent never
-//     decreases, whatever a log holds.
+//     decreases, whatever a log holds. A run's budget use is the sum of what
+//     its tasks' last reports count, each counter within
+//     0..events.MaxUsageTokens (Usage.Budgeted), whatever a log records.
 //   - Queries are methods on *State, return copies (never internal pointers)
 //     and list in a deterministic order: creation order, or sorted keys.
 //   - Clone is a deep copy of the hot runs; two copies fed the same events
@@ -92,8 +95,10 @@
 //     decide it as if the run held nothing.
 //   - RunAt (RunAtFrom) folds any one run the same way up to any position:
 //     the run's records are the full fold's there, O(the run) not O(the
-//     log); its daemon-wide records hold that run only (AssumePool sets the
-//     pool a recorded decision saw, for re-running it). It stops within 256
+//     log), but for an admission of a subId another run held, which the
+//     full fold ignores and no decision records; its daemon-wide records
+//     hold that run only (AssumePool sets the pool a recorded decision saw,
+//     for re-running it). It stops within 256
 //     events of its context ending, with the context's error and no state.
 //   - Apply never reads the log: an event of a cold run must be preceded by
 //     FaultIn (Replay and the engine do it); Apply ignores an event whose run
