@@ -18,15 +18,7 @@ import (
 // every paceRecheck, as a paced read waiting does, and stops once it no longer holds: it keeps nothing and is
 // answered 401, as the same request sent then.
 func TestARebuildStopsOnceItsCredentialIsRevoked(t *testing.T) {
-	at := url.QueryEscape(audittest.Epoch.Add(8 * time.Second).Format(time.RFC3339))
-	for _, tc := range []struct {
-		name string
-		path func(f *fixture) string
-	}{
-		{"state?at a position", func(*fixture) string { return budgetRun + "/state?at=10" }},
-		{"state?at a time", func(*fixture) string { return budgetRun + "/state?at=" + at }},
-		{"explain", func(f *fixture) string { return explainPath(t, f) }},
-	} {
+	for _, tc := range rebuildRoutes(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, Options{})
 			path := tc.path(f)
@@ -45,5 +37,21 @@ func TestARebuildStopsOnceItsCredentialIsRevoked(t *testing.T) {
 			require.Nil(t, f.srv.states.Base(audittest.RunBudget, f.eng.Head()), "nothing kept of the rebuild")
 			require.Equal(t, []int{0, 0}, slotLoad(f.srv.states.slot), "the slot given back")
 		})
+	}
+}
+
+// rebuildRoute is a route that rebuilds (state?at a position or a time, explain): its name and its path in f.
+type rebuildRoute struct {
+	name string
+	path func(f *fixture) string
+}
+
+// rebuildRoutes are the routes that rebuild, each of budgetRun's.
+func rebuildRoutes(t *testing.T) []rebuildRoute {
+	at := url.QueryEscape(audittest.Epoch.Add(8 * time.Second).Format(time.RFC3339))
+	return []rebuildRoute{
+		{"state?at a position", func(*fixture) string { return budgetRun + "/state?at=10" }},
+		{"state?at a time", func(*fixture) string { return budgetRun + "/state?at=" + at }},
+		{"explain", func(f *fixture) string { return explainPath(t, f) }},
 	}
 }

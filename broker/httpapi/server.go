@@ -81,7 +81,7 @@ func New(opts Options) (*Server, error) {
 	s.streams.init(o)
 	s.streams.hub.init(s)
 	s.streams.hub.start()
-	s.states.init(o.Now, s.current)
+	s.states.init(o.Now, s.current, s.quit)
 	s.reads = turns.NewWithWaiters(maxReadsPerCredential, maxWaitingReadsPerCredential)
 	s.catchUps = turns.New(maxCatchUpsPerCredential)
 	if o.Metrics != nil {

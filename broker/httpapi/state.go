@@ -44,6 +44,9 @@ type stateCache struct {
 	// current reports whether a principal's credential is still valid (Server.current): a rebuild that waited for
 	// the slot checks it once it has the slot, before it folds.
 	current func(*principal) bool
+	// quit is closed when the server's Close begins (Server.quit): a rebuild waiting for the slot, or holding it,
+	// ends then (untilClose).
+	quit <-chan struct{}
 
 	// holding is a test's hook: runs when a rebuild has the slot, before it folds, with the rebuild's context.
 	holding func(rctx context.Context)
@@ -58,10 +61,10 @@ const maxRebuildsPerPrincipal = 4
 // maxRebuildsRetryAfter bounds the Retry-After of a 429 too-many-rebuilds, in seconds (rebuildsRetryAfter).
 const maxRebuildsRetryAfter = 60
 
-func (c *stateCache) init(now func() time.Time, current func(*principal) bool) {
+func (c *stateCache) init(now func() time.Time, current func(*principal) bool, quit <-chan struct{}) {
 	c.slot = turns.NewShared()
 	c.rebuilds = turns.New(maxRebuildsPerPrincipal)
-	c.now, c.current = now, current
+	c.now, c.current, c.quit = now, current, quit
 }
 
 // Base is the kept state of run runID with the greatest position ≤ pos, or nil (audit.RunStates).
@@ -103,7 +106,7 @@ func (s *Server) runAt(ctx context.Context, p principal, runID string, pos uint6
 	}
 	defer done()
 	st, ok, err = s.foldRunAt(ctx, runID, pos)
-	return st, ok, credentialGoneFrom(ctx, err)
+	return st, ok, refusalFrom(ctx, err)
 }
 
 // runAtTime resolves time t to a position (audit.PositionAt) and returns run runID alone as of it, as runAt does,
@@ -125,13 +128,13 @@ func (s *Server) runAtTime(ctx context.Context, p principal, runID string, head 
 	// NB: what it read: up to the first event later than t, that one included, or up to where it stopped
 	chargeRead(ctx, int64(read))
 	if err != nil {
-		return 0, nil, false, credentialGoneFrom(ctx, err)
+		return 0, nil, false, refusalFrom(ctx, err)
 	}
 	if pos == 0 || pos >= head {
 		return pos, nil, false, nil
 	}
 	st, ok, err = s.foldRunAt(ctx, runID, pos)
-	return pos, st, ok, credentialGoneFrom(ctx, err)
+	return pos, st, ok, refusalFrom(ctx, err)
 }
 
 // foldRunAt is runAt during a turn the caller holds: the kept state at pos, or the fold on from the nearest kept
@@ -162,14 +165,14 @@ func (s *Server) explainAt(ctx context.Context, p principal, pos uint64) (d audi
 	d, recorded, ok, err = audit.ExplainAt(ctx, s.opts.Log, pos, fw)
 	chargeRead(ctx, int64(fw.searched))
 	s.chargeFold(ctx, fw.run, fw.base, fw.kept, err)
-	return d, recorded, ok, credentialGoneFrom(ctx, err)
+	return d, recorded, ok, refusalFrom(ctx, err)
 }
 
 // turn waits for the one rebuild slot and returns the context to rebuild under and the function that gives the slot
 // back, once; it refuses a principal that already has maxRebuildsPerPrincipal requests in progress or waiting (429,
-// with rebuildsRetryAfter), and one whose credential is no longer valid when the slot comes (401: credentialGone),
-// the slot given back at once. The context ends with ctx, and once the credential no longer holds
-// (watchCredential).
+// with rebuildsRetryAfter), one whose credential is no longer valid when the slot comes (401: credentialGone), the
+// slot given back at once, and one still waiting when the server's Close begins (503: stopping). The context ends
+// with ctx, once the credential no longer holds (watchCredential) and once Close begins (untilClose).
 func (c *stateCache) turn(ctx context.Context, p principal) (_ context.Context, done func(), err error) {
 	counted, ok := c.rebuilds.TryTake(p.key)
 	if !ok {
@@ -182,9 +185,11 @@ func (c *stateCache) turn(ctx context.Context, p principal) (_ context.Context, 
 	// NB: it waits for the slot and folds, seconds to minutes: it ends when its client goes (clientwatch.go).
 	holdLong(ctx)
 	c.queued.Add(1)
-	leave := func() { c.queued.Add(-1); counted() }
+	ctx, unclose := c.untilClose(ctx)
+	leave := func() { unclose(); c.queued.Add(-1); counted() }
 	slotDone, err := c.slot.Take(ctx, p.key)
 	if err != nil {
+		err = refusalFrom(ctx, err)
 		leave()
 		return nil, nil, err
 	}
@@ -215,7 +220,7 @@ func (c *stateCache) turn(ctx context.Context, p principal) (_ context.Context, 
 }
 
 // watchCredential returns ctx ending also once p's credential no longer holds (a token revoked, a session expired),
-// with credentialGone's answer as its cause (credentialGoneFrom): a rebuild folds or reads the log for minutes on a
+// with credentialGone's answer as its cause (refusalFrom): a rebuild folds or reads the log for minutes on a
 // large run or log, and a revoked token's must stop, as its waiting reads do, within paceRecheck (and the events
 // the fold or the read takes to look at its context again), not hold the slot from every other credential till
 // its end. unwatch ends the watch.
@@ -239,12 +244,29 @@ func (c *stateCache) watchCredential(ctx context.Context, p principal) (_ contex
 	return rctx, func() { cancel(nil) }
 }
 
-// credentialGoneFrom is err, a rebuild's under ctx (turn's), or credentialGone's answer when ctx ended because the
-// rebuild's credential no longer holds.
-func credentialGoneFrom(ctx context.Context, err error) error {
-	var gone *apiError
-	if err != nil && errors.As(context.Cause(ctx), &gone) {
-		return gone
+// untilClose returns ctx ending also once the server's Close begins, with stopping's answer as its cause
+// (refusalFrom): Close would wait its grace (2 s) for a rebuild waiting for the slot or folding, where it ends a
+// paced wait at once (awaitPaceTicking). The fold and the time's read stop at their next look at the context.
+// unclose ends the watch.
+func (c *stateCache) untilClose(ctx context.Context) (_ context.Context, unclose func()) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-cctx.Done():
+		case <-c.quit:
+			cancel(stopping())
+		}
+	}()
+	return cctx, func() { cancel(nil) }
+}
+
+// refusalFrom is err, a rebuild's under ctx (turn's), or the answer ctx's end carries as its cause: credentialGone's
+// when the rebuild's credential no longer holds (watchCredential), stopping's when the server's Close began
+// (untilClose).
+func refusalFrom(ctx context.Context, err error) error {
+	var refusal *apiError
+	if err != nil && errors.As(context.Cause(ctx), &refusal) {
+		return refusal
 	}
 	return err
 }
