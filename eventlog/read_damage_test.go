@@ -92,7 +92,10 @@ func TestReadsReportADamagedTableAsCorrupt(t *testing.T) {
 		{"LatestSnapshot", func(l *Log) error { _, err := l.LatestSnapshot(); return err }},
 		{"View", func(l *Log) error { _, _, err := l.View("a"); return err }},
 		{"LatestSummary", func(l *Log) error { _, err := l.LatestSummary("a", 200); return err }},
-		{"Summaries", func(l *Log) error { return l.Summaries(0, false, 200, func(Summary) bool { return true }) }},
+		{"Summaries", func(l *Log) error {
+			_, err := l.Summaries(0, false, 200, func(Summary) bool { return true })
+			return err
+		}},
 		{"EventlessOutcomes", func(l *Log) error { _, err := l.EventlessOutcomes("q"); return err }},
 	}
 	for _, r := range reads {

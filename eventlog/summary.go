@@ -47,8 +47,8 @@ type Summary struct {
 	Position uint64 // a position of Stream: the version
 	Data     []byte
 	// PassedOver is, in what Summaries reports, the bytes of the stored versions it read from the index and passed
-	// over since the summary it reported before: older ones of an ordinal, and those later than its position. Not
-	// stored.
+	// over since the summary it reported before: older ones of an ordinal, and those later than its position (those
+	// after the last it reported, Summaries returns). Not stored.
 	PassedOver int
 }
 
@@ -209,10 +209,14 @@ func (l *Log) latestSummaryIn(r iterable, stream string, upTo uint64) (Summary, 
 // of each stream's summary, in ordinal order from ordinal from (inclusive;
 // descending from it with desc), until fn returns false. s.Data is valid
 // only during the call; s.PassedOver counts the versions read and not
-// reported before it.
-func (l *Log) Summaries(from uint64, desc bool, upTo uint64, fn func(s Summary) bool) error {
+// reported before it. passedOver counts those read and not reported after
+// the last summary it reported (every one, if it reported none): descending,
+// the older versions of the last ordinal it reached; ascending, the versions
+// later than upTo of the ordinals after it. 0 when fn returned false: it
+// reads nothing further.
+func (l *Log) Summaries(from uint64, desc bool, upTo uint64, fn func(s Summary) bool) (passedOver int, err error) {
 	if err := l.readable(); err != nil {
-		return err
+		return 0, err
 	}
 	opts := &pebble.IterOptions{LowerBound: summaryOrdKey(from, 0), UpperBound: []byte{prefixSummaryByOrd + 1}}
 	if desc {
@@ -223,7 +227,7 @@ func (l *Log) Summaries(from uint64, desc bool, upTo uint64, fn func(s Summary) 
 	}
 	it, err := l.db.NewIter(opts)
 	if err != nil {
-		return orErr(err, nil)
+		return 0, orErr(err, nil)
 	}
 	defer it.Close()
 	// The versions of one ordinal are adjacent, oldest first: ascending,
@@ -233,7 +237,6 @@ func (l *Log) Summaries(from uint64, desc bool, upTo uint64, fn func(s Summary) 
 	var heldV []byte
 	// passedOver is the bytes of the versions read and not reported since the last report. NB: a version stepped
 	// over is read from its table's block with its value, which its length reports without copying it.
-	passedOver := 0
 	passOver := func() {
 		v := it.LazyValue()
 		passedOver += v.Len()
@@ -260,7 +263,7 @@ func (l *Log) Summaries(from uint64, desc bool, upTo uint64, fn func(s Summary) 
 	for ; ok; ok = next() {
 		k := it.Key()
 		if len(k) != 17 || k[0] != prefixSummaryByOrd {
-			return corruptf(0, k, "malformed summary key")
+			return passedOver, corruptf(0, k, "malformed summary key")
 		}
 		ord, pos := binary.BigEndian.Uint64(k[1:9]), binary.BigEndian.Uint64(k[9:17])
 		if desc {
@@ -270,17 +273,17 @@ func (l *Log) Summaries(from uint64, desc bool, upTo uint64, fn func(s Summary) 
 			}
 			v, err := it.ValueAndErr()
 			if err != nil {
-				return orErr(err, nil)
+				return passedOver, orErr(err, nil)
 			}
 			lastOrd, emitted = ord, true
 			if more, err := emit(k, v); err != nil || !more {
-				return err
+				return passedOver, err
 			}
 			continue
 		}
 		if held != nil && binary.BigEndian.Uint64(held[1:9]) != ord {
 			if more, err := emit(held, heldV); err != nil || !more {
-				return err
+				return passedOver, err
 			}
 			held = nil
 		}
@@ -293,18 +296,18 @@ func (l *Log) Summaries(from uint64, desc bool, upTo uint64, fn func(s Summary) 
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return orErr(err, nil)
+			return passedOver, orErr(err, nil)
 		}
 		held, heldV = append(held[:0], k...), append(heldV[:0], v...)
 	}
 	if err := it.Error(); err != nil {
-		return orErr(err, nil)
+		return passedOver, orErr(err, nil)
 	}
 	if held != nil {
 		_, err := emit(held, heldV)
-		return err
+		return passedOver, err
 	}
-	return nil
+	return passedOver, nil
 }
 
 // verifySummaries checks every stream summary: its keys, its seals, that

@@ -48,10 +48,11 @@ func TestStreamSummaries(t *testing.T) {
 
 	list := func(from uint64, desc bool, upTo uint64, max int) []string {
 		var out []string
-		require.NoError(t, l.Summaries(from, desc, upTo, func(s Summary) bool {
+		_, err := l.Summaries(from, desc, upTo, func(s Summary) bool {
 			out = append(out, string(s.Data))
 			return len(out) < max
-		}))
+		})
+		require.NoError(t, err)
 		return out
 	}
 	require.Equal(t, []string{"a@5", "b@2", "c@4"}, list(0, false, 100, 10))
@@ -298,11 +299,14 @@ func TestNoSummaryIsWrittenAfterTheLogFailed(t *testing.T) {
 // (older ones, and those later than its position), reading them from the index, ascending the value of each one at
 // or before its position too, and reported only the version it keeps, so a reader that counts what it read from the
 // index (projections.RunPage.IndexRead) missed them. Each summary it reports now carries the bytes of the stored
-// versions it passed over since the one it reported before (PassedOver).
+// versions it passed over since the one it reported before (PassedOver), and Summaries returns those of the versions
+// it passed over after the last it reported, which it left out: descending, the older versions of the last ordinal
+// it reached; ascending, the ordinals after the last it reported summarised only later than its position.
 func TestSummariesCountTheVersionsTheyPassOver(t *testing.T) {
 	l, _ := openMem(t)
-	// Positions: a 1, b 2, a 3, a 4, a 5.
-	_, err := l.Append(Write{Events: []Event{ev("a", "x"), ev("b", "x"), ev("a", "y"), ev("a", "z"), ev("a", "w")}})
+	// Positions: a 1, b 2, a 3, a 4, a 5, c 6.
+	_, err := l.Append(Write{Events: []Event{ev("a", "x"), ev("b", "x"), ev("a", "y"), ev("a", "z"), ev("a", "w"),
+		ev("c", "x")}})
 	require.NoError(t, err)
 	data := func(s string) []byte { return append([]byte(s), make([]byte, 1000)...) }
 	for _, pos := range []uint64{1, 3, 5} {
@@ -310,6 +314,7 @@ func TestSummariesCountTheVersionsTheyPassOver(t *testing.T) {
 			Data: data(fmt.Sprint("a@", pos))}}))
 	}
 	require.NoError(t, l.SaveSummaries([]Summary{{Stream: "b", Ord: 1, Position: 2, Data: data("b@2")}}))
+	require.NoError(t, l.SaveSummaries([]Summary{{Stream: "c", Ord: 2, Position: 6, Data: data("c@6")}}))
 	stored := func(ord, pos uint64) int {
 		v, closer, err := l.db.Get(summaryOrdKey(ord, pos))
 		require.NoError(t, err)
@@ -321,23 +326,35 @@ func TestSummariesCountTheVersionsTheyPassOver(t *testing.T) {
 		from       uint64
 		desc       bool
 		upTo       uint64
+		max        int // summaries taken before fn returns false; 0: every one
 		want       []string
 		passedOver []int
+		after      int // the bytes Summaries returns: passed over after the last summary reported
 	}{
-		{"ascending, the newest", 0, false, 100, []string{"a@5", "b@2"}, []int{stored(0, 1) + stored(0, 3), 0}},
-		{"ascending, one between", 0, false, 4, []string{"a@3", "b@2"}, []int{stored(0, 1) + stored(0, 5), 0}},
-		{"descending, one between", 1, true, 4, []string{"b@2", "a@3"}, []int{0, stored(0, 5)}},
+		{"ascending, the newest", 0, false, 100, 0, []string{"a@5", "b@2", "c@6"},
+			[]int{stored(0, 1) + stored(0, 3), 0, 0}, 0},
+		{"ascending, one between", 0, false, 4, 0, []string{"a@3", "b@2"},
+			[]int{stored(0, 1) + stored(0, 5), 0}, stored(2, 6)},
+		{"ascending, stopped", 0, false, 4, 1, []string{"a@3"}, []int{stored(0, 1) + stored(0, 5)}, 0},
+		{"descending, the newest", 2, true, 100, 0, []string{"c@6", "b@2", "a@5"},
+			[]int{0, 0, 0}, stored(0, 3) + stored(0, 1)},
+		{"descending, one between", 2, true, 4, 0, []string{"b@2", "a@3"},
+			[]int{stored(2, 6), stored(0, 5)}, stored(0, 1)},
+		{"descending, stopped", 2, true, 4, 1, []string{"b@2"}, []int{stored(2, 6)}, 0},
+		{"nothing at or before the position", 2, false, 5, 0, nil, nil, stored(2, 6)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
 			var passedOver []int
-			require.NoError(t, l.Summaries(tc.from, tc.desc, tc.upTo, func(s Summary) bool {
+			after, err := l.Summaries(tc.from, tc.desc, tc.upTo, func(s Summary) bool {
 				got = append(got, string(s.Data[:3]))
 				passedOver = append(passedOver, s.PassedOver)
-				return true
-			}))
+				return tc.max == 0 || len(got) < tc.max
+			})
+			require.NoError(t, err)
 			require.Equal(t, tc.want, got)
 			require.Equal(t, tc.passedOver, passedOver)
+			require.Equal(t, tc.after, after, "the versions passed over after the last summary reported")
 		})
 	}
 }

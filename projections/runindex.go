@@ -305,7 +305,8 @@ func (c *ColdStore) SummaryReads() int64 { return c.summaryReads.Load() }
 // with the summaries in the index as of s.Position (unless index is
 // false), memory first for an ordinal found in both. fn must not keep run.
 // read is the bytes of the summaries it read from the index (summaryBytes),
-// those memory answered for included.
+// those memory answered for and the versions passed over after the last
+// included.
 func (s *State) eachRun(from int, desc, index bool, fn func(ord int, run *Run) bool) (read int, err error) {
 	mem := s.memRunsFrom(from, desc)
 	// before reports whether ordinal a is visited before b.
@@ -316,7 +317,7 @@ func (s *State) eachRun(from int, desc, index bool, fn func(ord int, run *Run) b
 	stopped := false
 	if index && s.indexedRuns() {
 		var decodeErr error
-		err := s.store.log.Summaries(uint64(from), desc, s.Position, func(sum eventlog.Summary) bool {
+		after, err := s.store.log.Summaries(uint64(from), desc, s.Position, func(sum eventlog.Summary) bool {
 			read += summaryBytes(sum)
 			ord := int(sum.Ord)
 			for {
@@ -344,6 +345,7 @@ func (s *State) eachRun(from int, desc, index bool, fn func(ord int, run *Run) b
 			}
 			return true
 		})
+		read += after // NB: the versions it passed over after the last summary it reported, which none counts
 		if err == nil {
 			err = decodeErr
 		}

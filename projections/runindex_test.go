@@ -221,6 +221,14 @@ func TestRunsIndexVersionsHoldForAnOlderSnapshot(t *testing.T) {
 	require.True(t, second.IsCold(late))
 	require.Empty(t, second.cold)
 	requireRunsAlike(t, want, second, "after the tail")
+	// Either way a page of every run reads every version in the index once, and counts it (RunPage.IndexRead): the
+	// newest first read the older version of the reopened run, the first cold one, after the last run it reported.
+	oldest, err := second.Runs(RunFilter{})
+	require.NoError(t, err)
+	newest, err := second.Runs(RunFilter{Newest: true})
+	require.NoError(t, err)
+	require.Positive(t, oldest.IndexRead)
+	require.Equal(t, oldest.IndexRead, newest.IndexRead, "the bytes of the index a page of every run read")
 
 	// The snapshot's state, before its tail: the versions written since
 	// are not its own.
