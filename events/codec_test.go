@@ -56,16 +56,17 @@ func TestRegistryCoversContract(t *testing.T) {
 	// D§9), spelled out so a missing or misspelt
 	// constant fails here.
 	want := strings.Fields(`run.created run.queued run.planning run.running run.blocked run.completed run.failed
-		run.cancelled run.budget_warning run.budget_abort run.quota_exceeded task.budget_fair_share task.created task.started
-		task.completed task.failed
+		run.cancelled run.budget_warning run.budget_abort run.quota_exceeded task.budget_fair_share task.created
+		task.started task.completed task.failed
 		task.cancelled task.skipped task.needs_attention task.retried task.waiting task.resumed task.usage
 		delegate.requested delegate.admitted delegate.rejected delegate.spawned delegate.completed
 		delegate.failed delegate.timed_out delegate.cancel_requested delegate.cancelled budget.reserved
 		budget.charged mailbox.appended mailbox.delivered mailbox.acknowledged steer.pushed ask.requested
-		ask.answered ask.timedout credential.issued credential.revoked engine.configured store.migrated policy.action foreign.imported
-		import.checkpoint
-		job.created job.status_changed job.roots_reset job.rejected lease.opened lease.cleared proxy.requested proxy.rejected
-		proxy.completed proxy.cancelled manifest.revalidated manifest.revalidation_failed`)
+		ask.answered ask.timedout credential.issued credential.revoked engine.configured store.migrated
+		policy.action foreign.imported import.checkpoint
+		job.created job.status_changed job.roots_reset job.rejected lease.opened lease.cleared
+		proxy.requested proxy.rejected proxy.completed proxy.cancelled manifest.revalidated
+		manifest.revalidation_failed`)
 	require.ElementsMatch(t, want, Types())
 	for _, typ := range want {
 		require.True(t, IsKnown(typ), typ)
@@ -144,18 +145,23 @@ func TestPayloadKeys(t *testing.T) {
 	}{
 		{"admitted unmetered", &DelegateAdmitted{TaskID: "02_exec", SubID: "gc-1", ChildDepth: 2, Role: "explorer",
 			Unmetered: true, TimeoutSec: 900, Deadline: 5, Cwd: "/w", Title: "delegate: x", Prompt: "p"},
-			`{"taskId":"02_exec","subId":"gc-1","childDepth":2,"role":"explorer","unmetered":true,"timeoutSec":900,"deadline":5,"cwd":"/w","title":"delegate: x","prompt":"p"}`},
+			`{"taskId":"02_exec","subId":"gc-1","childDepth":2,"role":"explorer","unmetered":true,"timeoutSec":900,` +
+				`"deadline":5,"cwd":"/w","title":"delegate: x","prompt":"p"}`},
 		{"admitted metered", &DelegateAdmitted{TaskID: "02_exec", SubID: "gc-1", ChildDepth: 2, Role: "explorer",
-			ReservedTokens: 20000, Model: "anthropic/m1", TimeoutSec: 900, Deadline: 5, Cwd: "/w", Title: "t", Prompt: "p"},
-			`{"taskId":"02_exec","subId":"gc-1","childDepth":2,"role":"explorer","reservedTokens":20000,"model":"anthropic/m1","timeoutSec":900,"deadline":5,"cwd":"/w","title":"t","prompt":"p"}`},
+			ReservedTokens: 20000, Model: "anthropic/m1", TimeoutSec: 900, Deadline: 5, Cwd: "/w", Title: "t",
+			Prompt: "p"},
+			`{"taskId":"02_exec","subId":"gc-1","childDepth":2,"role":"explorer","reservedTokens":20000,` +
+				`"model":"anthropic/m1","timeoutSec":900,"deadline":5,"cwd":"/w","title":"t","prompt":"p"}`},
 		{"rejected without subId", &DelegateRejected{TaskID: "02_exec", Reason: ReasonNestingDisabled},
 			`{"taskId":"02_exec","reason":"nesting-disabled"}`},
 		{"settled", &DelegateCompleted{TaskID: "P", SubID: "gc-1", OK: true},
 			`{"taskId":"P","subId":"gc-1","ok":true}`},
 		{"reserved", &BudgetReserved{TaskID: "P", SubID: "gc-1", Tokens: 20000, GrantedTokens: 100000},
 			`{"taskId":"P","subId":"gc-1","tokens":20000,"grantedTokens":100000}`},
-		{"no catalog", &EngineConfigured{MaxDepth: 4, MaxSlots: 2, UnmeteredDelegates: UnmeteredAllow, SettleGraceSec: 30},
-			`{"nestingEnabled":false,"maxDepth":4,"maxSlots":2,"serializeOnPathOverlap":false,"unmeteredDelegates":"allow","modelCatalog":null,"settleGraceSec":30}`},
+		{"no catalog", &EngineConfigured{MaxDepth: 4, MaxSlots: 2, UnmeteredDelegates: UnmeteredAllow,
+			SettleGraceSec: 30},
+			`{"nestingEnabled":false,"maxDepth":4,"maxSlots":2,"serializeOnPathOverlap":false,` +
+				`"unmeteredDelegates":"allow","modelCatalog":null,"settleGraceSec":30}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -206,9 +212,11 @@ func TestDecodeErrors(t *testing.T) {
 		{"truncated", TypeDelegateAdmitted, 1, good[:len(good)/2], ErrBadPayload},
 		{"trailing bytes", TypeDelegateAdmitted, 1, append(append([]byte{}, good...), 0xc0), ErrBadPayload},
 		{"not a map", TypeDelegateAdmitted, 1, []byte{0xa3, 'a', 'b', 'c'}, ErrBadPayload},
-		{"wrong field type", TypeDelegateAdmitted, 1, mustMarshal(t, map[string]any{"childDepth": "two"}), ErrBadPayload},
+		{"wrong field type", TypeDelegateAdmitted, 1, mustMarshal(t, map[string]any{"childDepth": "two"}),
+			ErrBadPayload},
 		{"garbage", TypeTaskCreated, 1, []byte{0xff, 0x00, 0x13, 0x37}, ErrBadPayload},
-		{"huge array length", TypeTaskCreated, 1, []byte{0x81, 0xa9, 'd', 'e', 'p', 'e', 'n', 'd', 's', 'O', 'n', 0xdd, 0xff, 0xff, 0xff, 0xff}, ErrBadPayload},
+		{"huge array length", TypeTaskCreated, 1, []byte{0x81, 0xa9, 'd', 'e', 'p', 'e', 'n', 'd', 's', 'O', 'n',
+			0xdd, 0xff, 0xff, 0xff, 0xff}, ErrBadPayload},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -111,22 +111,26 @@ func TestFastDecodeNilAndEmptySlices(t *testing.T) {
 
 func TestFastDecodeLeavesOddEncodingsToReflection(t *testing.T) {
 	admitted := func(tail ...byte) []byte {
-		return append([]byte{0x82, 0xa6, 't', 'a', 's', 'k', 'I', 'd', 0xa1, 'x', 0xa6, 'p', 'o', 'l', 'i', 'c', 'y'}, tail...)
+		return append([]byte{0x82, 0xa6, 't', 'a', 's', 'k', 'I', 'd', 0xa1, 'x', 0xa6, 'p', 'o', 'l', 'i', 'c',
+			'y'}, tail...)
 	}
 	cases := map[string]struct {
 		b  []byte
 		st fastStatus
 	}{
-		"nil payload":          {[]byte{0xc0}, fastFallback},
-		"struct as array":      {[]byte{0x91, 0xa1, 'x'}, fastFallback},
-		"duplicate key":        {[]byte{0x82, 0xa6, 't', 'a', 's', 'k', 'I', 'd', 0xa1, 'x', 0xa6, 't', 'a', 's', 'k', 'I', 'd', 0xa1, 'y'}, fastFallback},
-		"nested array struct":  {admitted(0x90), fastFallback},
-		"float into an int":    {[]byte{0x81, 0xaa, 'c', 'h', 'i', 'l', 'd', 'D', 'e', 'p', 't', 'h', 0xcb, 0, 0, 0, 0, 0, 0, 0, 0}, fastFallback},
+		"nil payload":     {[]byte{0xc0}, fastFallback},
+		"struct as array": {[]byte{0x91, 0xa1, 'x'}, fastFallback},
+		"duplicate key": {[]byte{0x82, 0xa6, 't', 'a', 's', 'k', 'I', 'd', 0xa1, 'x', 0xa6, 't', 'a', 's', 'k',
+			'I', 'd', 0xa1, 'y'}, fastFallback},
+		"nested array struct": {admitted(0x90), fastFallback},
+		"float into an int": {[]byte{0x81, 0xaa, 'c', 'h', 'i', 'l', 'd', 'D', 'e', 'p', 't', 'h', 0xcb, 0, 0, 0,
+			0, 0, 0, 0, 0}, fastFallback},
 		"trailing bytes":       {[]byte{0x80, 0xc0}, fastFallback},
 		"reserved code":        {[]byte{0x81, 0xa1, 'z', 0xc1}, fastFallback},
 		"map longer than data": {[]byte{0xdf, 0xff, 0xff, 0xff, 0xff}, fastBad},
-		"string past the end":  {[]byte{0x81, 0xa6, 't', 'a', 's', 'k', 'I', 'd', 0xdb, 0x7f, 0xff, 0xff, 0xff, 'x'}, fastBad},
-		"skipped huge array":   {[]byte{0x81, 0xa1, 'z', 0xdd, 0xff, 0xff, 0xff, 0xff}, fastBad},
+		"string past the end": {[]byte{0x81, 0xa6, 't', 'a', 's', 'k', 'I', 'd', 0xdb, 0x7f, 0xff, 0xff, 0xff,
+			'x'}, fastBad},
+		"skipped huge array": {[]byte{0x81, 0xa1, 'z', 0xdd, 0xff, 0xff, 0xff, 0xff}, fastBad},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -149,7 +153,8 @@ func TestFastDecodeHugeArrayDoesNotAllocate(t *testing.T) {
 	_, err := DecodePayload(TypeAskRequested, 1, b)
 	runtime.ReadMemStats(&after)
 	require.ErrorIs(t, err, ErrBadPayload)
-	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<10), "allocated for a length the payload cannot hold")
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<10),
+		"allocated for a length the payload cannot hold")
 }
 
 func FuzzFastDecode(f *testing.F) {
@@ -270,7 +275,8 @@ func randomInt(rng *rand.Rand) int64 {
 	case 3:
 		return int64(rng.Uint64())
 	case 4:
-		return []int64{math.MaxInt64, math.MinInt64, math.MaxInt32, math.MinInt32, 255, 256, -129, 65535, 65536}[rng.IntN(9)]
+		return []int64{math.MaxInt64, math.MinInt64, math.MaxInt32, math.MinInt32, 255, 256, -129, 65535,
+			65536}[rng.IntN(9)]
 	default:
 		return rng.Int64N(1<<40) - 1<<39
 	}
@@ -398,8 +404,10 @@ func (w *variantWriter) str(s string) {
 		heads = append(heads, []byte{0xd9, byte(n)}, []byte{0xc4, byte(n)})
 	}
 	heads = append(heads,
-		binary.BigEndian.AppendUint16([]byte{0xda}, uint16(n)), binary.BigEndian.AppendUint16([]byte{0xc5}, uint16(n)),
-		binary.BigEndian.AppendUint32([]byte{0xdb}, uint32(n)), binary.BigEndian.AppendUint32([]byte{0xc6}, uint32(n)))
+		binary.BigEndian.AppendUint16([]byte{0xda}, uint16(n)),
+		binary.BigEndian.AppendUint16([]byte{0xc5}, uint16(n)),
+		binary.BigEndian.AppendUint32([]byte{0xdb}, uint32(n)),
+		binary.BigEndian.AppendUint32([]byte{0xc6}, uint32(n)))
 	w.b = append(append(w.b, heads[w.rng.IntN(len(heads))]...), s...)
 }
 

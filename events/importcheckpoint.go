@@ -59,7 +59,8 @@ func (c *ImportCheckpoint) Validate() error {
 	case c.Lines < 0:
 		return fmt.Errorf("events: import checkpoint of %.80q: line count %d is negative", c.Path, c.Lines)
 	case c.Lines > c.Offset:
-		return fmt.Errorf("events: import checkpoint of %.80q: %d lines cannot end within its first %d bytes", c.Path, c.Lines, c.Offset)
+		return fmt.Errorf("events: import checkpoint of %.80q: %d lines cannot end within its first %d bytes", c.Path,
+			c.Lines, c.Offset)
 	}
 	return nil
 }

@@ -8,7 +8,8 @@ import (
 
 // impossibleCheckpoints are checkpoints no import writes: each must be refused at decode.
 func impossibleCheckpoints() map[string]ImportCheckpoint {
-	ok := ImportCheckpoint{Source: ForeignSourcePicrew, Path: "state/runs/r/events.jsonl", Inode: 7, Size: 40, Offset: 40, Lines: 2}
+	ok := ImportCheckpoint{Source: ForeignSourcePicrew, Path: "state/runs/r/events.jsonl", Inode: 7, Size: 40,
+		Offset: 40, Lines: 2}
 	with := func(f func(*ImportCheckpoint)) ImportCheckpoint { c := ok; f(&c); return c }
 	return map[string]ImportCheckpoint{
 		"negative offset":       with(func(c *ImportCheckpoint) { c.Offset = -1 }),

@@ -31,8 +31,8 @@ const (
 	// MaxTimeoutSec is the longest a delegation may run (D§4.2's timeout-invalid): an admission holds a slot of the
 	// daemon-wide nested pool until its deadline.
 	MaxTimeoutSec = 86400
-	// MaxAskTimeoutSec is the longest a question waits (pi-crew's broker clamps its deadline to at most 3600 s after it
-	// is asked, R5): only the engine clock ends a question nobody answers, and a pending one keeps its run hot and
+	// MaxAskTimeoutSec is the longest a question waits (pi-crew's broker clamps its deadline to at most 3600 s after
+	// it is asked, R5): only the engine clock ends a question nobody answers, and a pending one keeps its run hot and
 	// parked, and its task waiting, until then.
 	MaxAskTimeoutSec = 3600
 )
@@ -47,7 +47,8 @@ func UsageProblem(u TaskUsage) (field string, count int64) {
 	for _, c := range []struct {
 		name string
 		n    int64
-	}{{"input", u.Input}, {"output", u.Output}, {"cacheRead", u.CacheRead}, {"cacheWrite", u.CacheWrite}, {"turns", u.Turns}} {
+	}{{"input", u.Input}, {"output", u.Output}, {"cacheRead", u.CacheRead}, {"cacheWrite", u.CacheWrite},
+		{"turns", u.Turns}} {
 		if !UsageCountOK(c.n) {
 			return c.name, c.n
 		}

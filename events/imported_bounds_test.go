@@ -13,10 +13,12 @@ import (
 // next ones out, chars counted as runes (an option or a question id of 2-byte chars at the bound is taken).
 func TestImportedBoundsEdges(t *testing.T) {
 	for name, c := range map[string]struct{ in, out []bool }{
-		"usage count": {[]bool{UsageCountOK(0), UsageCountOK(MaxUsageTokens)}, []bool{UsageCountOK(-1), UsageCountOK(MaxUsageTokens + 1)}},
+		"usage count": {[]bool{UsageCountOK(0), UsageCountOK(MaxUsageTokens)},
+			[]bool{UsageCountOK(-1), UsageCountOK(MaxUsageTokens + 1)}},
 		"usage cost": {[]bool{UsageCostOK(0), UsageCostOK(1e300)},
 			[]bool{UsageCostOK(-0.001), UsageCostOK(math.NaN()), UsageCostOK(math.Inf(1))}},
-		"budget total": {[]bool{BudgetTotalOK(0), BudgetTotalOK(MaxBudgetTotal)}, []bool{BudgetTotalOK(-1), BudgetTotalOK(MaxBudgetTotal + 1)}},
+		"budget total": {[]bool{BudgetTotalOK(0), BudgetTotalOK(MaxBudgetTotal)},
+			[]bool{BudgetTotalOK(-1), BudgetTotalOK(MaxBudgetTotal + 1)}},
 		"budget fraction": {[]bool{BudgetFractionOK(0), BudgetFractionOK(1)},
 			[]bool{BudgetFractionOK(-0.001), BudgetFractionOK(1.001), BudgetFractionOK(math.NaN())}},
 		"options count": {[]bool{AskOptionsCountOK(nil), AskOptionsCountOK(make([]string, MaxAskOptions))},
@@ -30,9 +32,11 @@ func TestImportedBoundsEdges(t *testing.T) {
 			[]bool{DependsOnCountOK(make([]string, MaxDependsOn+1))}},
 		"imported id": {[]bool{ImportedIDOK(""), ImportedIDOK(strings.Repeat("t", MaxIDChars)),
 			ImportedIDOK(strings.Repeat("é", MaxIDChars/2))},
-			[]bool{ImportedIDOK(strings.Repeat("t", MaxIDChars+1)), ImportedIDOK(strings.Repeat("é", MaxIDChars/2+1))}},
+			[]bool{ImportedIDOK(strings.Repeat("t", MaxIDChars+1)),
+				ImportedIDOK(strings.Repeat("é", MaxIDChars/2+1))}},
 		"dependency": {[]bool{DependencyOK("t"), DependencyOK(strings.Repeat("é", MaxIDChars/2))},
-			[]bool{DependencyOK(""), DependencyOK(strings.Repeat("t", MaxIDChars+1)), DependencyOK(strings.Repeat("<", 43))}},
+			[]bool{DependencyOK(""), DependencyOK(strings.Repeat("t", MaxIDChars+1)),
+				DependencyOK(strings.Repeat("<", 43))}},
 	} {
 		for i, ok := range c.in {
 			require.True(t, ok, "%s: value %d within the bound is refused", name, i)
@@ -51,7 +55,8 @@ func TestUsageProblem(t *testing.T) {
 		field string
 		count int64
 	}{
-		"within":        {TaskUsage{Input: MaxUsageTokens, Output: 0, CacheRead: 1, CacheWrite: 2, Turns: 3, Cost: 1e300}, "", 0},
+		"within": {TaskUsage{Input: MaxUsageTokens, Output: 0, CacheRead: 1, CacheWrite: 2, Turns: 3,
+			Cost: 1e300}, "", 0},
 		"input":         {TaskUsage{Input: -1}, "input", -1},
 		"output":        {TaskUsage{Output: MaxUsageTokens + 1}, "output", MaxUsageTokens + 1},
 		"cacheRead":     {TaskUsage{CacheRead: -2}, "cacheRead", -2},
@@ -68,8 +73,8 @@ func TestUsageProblem(t *testing.T) {
 	}
 }
 
-// TestAskOptionsProblem: more than MaxAskOptions options is many, whatever they hold; within the count, an option that
-// is not 1..MaxAskOptionChars chars is a bad option; an empty or absent list is neither.
+// TestAskOptionsProblem: more than MaxAskOptions options is many, whatever they hold; within the count, an option
+// that is not 1..MaxAskOptionChars chars is a bad option; an empty or absent list is neither.
 func TestAskOptionsProblem(t *testing.T) {
 	over := make([]string, MaxAskOptions+1)
 	for name, c := range map[string]struct {
@@ -100,7 +105,8 @@ func TestImportedIDsFitAFrame(t *testing.T) {
 	for _, c := range []struct {
 		char  string
 		bytes int // as encoding/json writes it
-	}{{"t", 1}, {"é", 2}, {"😀", 4}, {"<", 6}, {">", 6}, {"&", 6}, {"\x01", 6}, {"\u2028", 6}, {"\xff", 6}, {`"`, 2}, {"\n", 2}} {
+	}{{"t", 1}, {"é", 2}, {"😀", 4}, {"<", 6}, {">", 6}, {"&", 6}, {"\x01", 6}, {"\u2028", 6}, {"\xff", 6},
+		{`"`, 2}, {"\n", 2}} {
 		char := c.char
 		most := MaxIDChars / c.bytes
 		for n, fits := range map[int]bool{most: true, most + 1: false} {
@@ -118,8 +124,8 @@ func TestImportedIDsFitAFrame(t *testing.T) {
 	}
 }
 
-// TestMessageWords: a message's kind, priority and delivery mode are empty or one of the words of D§2.6, and no other
-// string is, however near one it is.
+// TestMessageWords: a message's kind, priority and delivery mode are empty or one of the words of D§2.6, and no
+// other string is, however near one it is.
 func TestMessageWords(t *testing.T) {
 	for _, c := range []struct {
 		ok      func(string) bool

@@ -17,8 +17,8 @@ func TopUpOf(p any) *BudgetReserved {
 }
 
 // TopUpTokens is what an allocation top-up carrying target tokens records for a task whose tokensSpent is held: what
-// the task lacks of target, never below 0. NB: the importer plans the top-up from its source's history, which may have
-// lost (compacted) admissions whose reservations the log holds already: counted again, they overspent the run.
+// the task lacks of target, never below 0. NB: the importer plans the top-up from its source's history, which may
+// have lost (compacted) admissions whose reservations the log holds already: counted again, they overspent the run.
 func TopUpTokens(target, held int64) int64 { return max(max(target, 0)-max(held, 0), 0) }
 
 // SpendOf is what p, a budget.reserved or budget.charged given as a pointer or a struct, adds to its task's

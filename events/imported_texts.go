@@ -23,7 +23,8 @@ func ImportedTexts(p any) []ImportedText {
 	}
 	switch e := p.(type) {
 	case *RunCreated:
-		return []ImportedText{{"team", &e.Team, MaxIDChars}, {"workflow", &e.Workflow, MaxIDChars}, {"goal", &e.Goal, MaxBodyChars},
+		return []ImportedText{{"team", &e.Team, MaxIDChars}, {"workflow", &e.Workflow, MaxIDChars},
+			{"goal", &e.Goal, MaxBodyChars},
 			{"cwd", &e.Cwd, MaxCwdChars}}
 	case *RunQueued:
 		return status((*RunStatusChanged)(e))
@@ -40,10 +41,12 @@ func ImportedTexts(p any) []ImportedText {
 	case *RunCancelled:
 		return status((*RunStatusChanged)(e))
 	case *TaskCreated:
-		return []ImportedText{{"role", &e.Role, MaxIDChars}, {"agent", &e.Agent, MaxIDChars}, {"title", &e.Title, MaxTitleChars},
+		return []ImportedText{{"role", &e.Role, MaxIDChars}, {"agent", &e.Agent, MaxIDChars},
+			{"title", &e.Title, MaxTitleChars},
 			{"cwd", &e.Cwd, MaxCwdChars}, {"stepId", &e.StepID, MaxIDChars}, {"model", &e.Model, MaxModelChars}}
 	case *TaskStarted:
-		return []ImportedText{{"role", &e.Role, MaxIDChars}, {"agent", &e.Agent, MaxIDChars}, {"runtime", &e.Runtime, MaxIDChars},
+		return []ImportedText{{"role", &e.Role, MaxIDChars}, {"agent", &e.Agent, MaxIDChars},
+			{"runtime", &e.Runtime, MaxIDChars},
 			{"cwd", &e.Cwd, MaxCwdChars}, {"worktreePath", &e.WorktreePath, MaxCwdChars},
 			{"worktreeBranch", &e.WorktreeBranch, MaxIDChars}}
 	case *TaskCompleted:
@@ -65,14 +68,16 @@ func ImportedTexts(p any) []ImportedText {
 		if e.Kind == KindSteer {
 			body = MaxSteerChars
 		}
-		return []ImportedText{{"from", &e.From, MaxIDChars}, {"body", &e.Body, body}, {"subject", &e.Subject, MaxSubjectChars},
+		return []ImportedText{{"from", &e.From, MaxIDChars}, {"body", &e.Body, body},
+			{"subject", &e.Subject, MaxSubjectChars},
 			{"replyTo", &e.ReplyTo, MaxIDChars}}
 	case *DelegateRequested:
 		return []ImportedText{{"role", &e.Role, MaxRecordedRoleChars}}
 	case *DelegateRejected:
 		return []ImportedText{{"reason", &e.Reason, MaxIDChars}, {"message", &e.Message, MaxRejectedMessageChars}}
 	case *DelegateAdmitted:
-		return []ImportedText{{"role", &e.Role, MaxRecordedRoleChars}, {"model", &e.Model, MaxModelChars}, {"cwd", &e.Cwd, MaxCwdChars},
+		return []ImportedText{{"role", &e.Role, MaxRecordedRoleChars}, {"model", &e.Model, MaxModelChars},
+			{"cwd", &e.Cwd, MaxCwdChars},
 			{"title", &e.Title, MaxTitleChars}, {"description", &e.Description, MaxDescriptionChars},
 			{"prompt", &e.Prompt, MaxPromptChars}, {"parentRole", &e.ParentRole, MaxIDChars}}
 	}

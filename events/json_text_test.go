@@ -10,7 +10,8 @@ import (
 // AsJSONReadsBack is what encoding/json reads back of what it wrote, byte for byte: each byte that is not UTF-8 is
 // one U+FFFD, a U+FFFD written as such stays one, and valid text is returned as it is.
 func TestAsJSONReadsBackIsWhatJSONReadsBack(t *testing.T) {
-	for _, s := range []string{"", "plain", "é 𝄞", "a\xffb", "\xff\xfe\xfd", "\xe2\x82", "\xe2\x82\xac\xe2", "\uFFFD\xff",
+	for _, s := range []string{"", "plain", "é 𝄞", "a\xffb", "\xff\xfe\xfd", "\xe2\x82", "\xe2\x82\xac\xe2",
+		"\uFFFD\xff",
 		"\xed\xa0\x80", "x\x00y"} {
 		b, err := json.Marshal(s)
 		require.NoError(t, err)

@@ -11,9 +11,11 @@ import (
 func TestPrincipalKey(t *testing.T) {
 	ps := []Principal{
 		AdminPrincipal(), EnginePrincipal(),
-		OrchestratorPrincipal("R"), OrchestratorPrincipal("R1"), OrchestratorPrincipal(""), OrchestratorPrincipal("a"),
+		OrchestratorPrincipal("R"), OrchestratorPrincipal("R1"), OrchestratorPrincipal(""),
+		OrchestratorPrincipal("a"),
 		OrchestratorPrincipal("e"), OrchestratorPrincipal("\x01R"),
-		WorkerPrincipal("R", "T"), WorkerPrincipal("R\x01T", ""), WorkerPrincipal("R", "\x01T"), WorkerPrincipal("", "RT"),
+		WorkerPrincipal("R", "T"), WorkerPrincipal("R\x01T", ""), WorkerPrincipal("R", "\x01T"),
+		WorkerPrincipal("", "RT"),
 		WorkerPrincipal("RT", ""), WorkerPrincipal("R", "T1"), WorkerPrincipal(string(make([]byte, 200)), "T"),
 	}
 	seen := map[string]Principal{}
@@ -39,7 +41,8 @@ func TestPrincipalKey(t *testing.T) {
 
 // FuzzParsePrincipalKey: a key ParsePrincipalKey accepts is the Key of the principal it gives.
 func FuzzParsePrincipalKey(f *testing.F) {
-	for _, p := range []Principal{AdminPrincipal(), EnginePrincipal(), OrchestratorPrincipal("R"), WorkerPrincipal("R", "T"),
+	for _, p := range []Principal{AdminPrincipal(), EnginePrincipal(), OrchestratorPrincipal("R"),
+		WorkerPrincipal("R", "T"),
 		WorkerPrincipal("", "")} {
 		f.Add(p.Key())
 	}

@@ -16,9 +16,9 @@ const (
 	// MaxBodyChars bounds free text (goals, message bodies) like pi-crew's 256 Ki-char body limit.
 	MaxBodyChars = 262144
 	// MaxStatusTextChars bounds the free text of a status change: a run transition's summary and reason, a task
-	// transition's error and reason, a delegation's cancel reason. The longest pi-crew writes is a task's error, which
-	// can hold a worker's whole captured stderr (its last 512 KiB, maxCaptureBytes) under a line of pi-crew's and its
-	// model-fallback wording; 576 Ki chars hold that with room to spare.
+	// transition's error and reason, a delegation's cancel reason. The longest pi-crew writes is a task's error,
+	// which can hold a worker's whole captured stderr (its last 512 KiB, maxCaptureBytes) under a line of pi-crew's
+	// and its model-fallback wording; 576 Ki chars hold that with room to spare.
 	MaxStatusTextChars = 576 << 10
 	// MaxQuestionChars bounds a question's text (D§7.5).
 	MaxQuestionChars = 8192

@@ -79,12 +79,15 @@ func TestTextBytes(t *testing.T) {
 	require.Equal(t, int64(len("t1")+len("boom")), TextBytes(status))
 	// The envelope's strings count: a client chose the command id and its
 	// task, and every event of a decision repeats them.
-	status.CommandID, status.CausationID, status.CorrelationID, status.Actor = "cmd", "cause", "corr", Actor{Role: RoleWorker, TaskID: "w1"}
+	status.CommandID, status.CausationID, status.CorrelationID, status.Actor = "cmd", "cause", "corr",
+		Actor{Role: RoleWorker, TaskID: "w1"}
 	require.Equal(t, int64(len("t1"+"boom"+"cmd"+"cause"+"corr"+"w1")), TextBytes(status))
 	// A message's body and subject are the run's message bytes; its other
 	// strings (ids, replyTo, questionId, copied to every recipient) are text.
-	msg := Event{Type: TypeMailboxAppended, Payload: &MailboxAppended{ID: "m1", To: "t1", Body: "hello", Subject: "s", ReplyTo: "q"}}
+	msg := Event{Type: TypeMailboxAppended, Payload: &MailboxAppended{ID: "m1", To: "t1", Body: "hello", Subject: "s",
+		ReplyTo: "q"}}
 	require.Equal(t, int64(len("m1"+"t1"+"q")), TextBytes(msg))
-	require.Equal(t, int64(len("m1"+"t1"+"q")), TextBytes(Event{Type: TypeMailboxAppended, Payload: *msg.Payload.(*MailboxAppended)}))
+	require.Equal(t, int64(len("m1"+"t1"+"q")), TextBytes(Event{Type: TypeMailboxAppended,
+		Payload: *msg.Payload.(*MailboxAppended)}))
 	require.Zero(t, TextBytes(Event{Type: "unknown.type", Payload: "?"}))
 }

@@ -30,7 +30,8 @@ func TestTaskCreatedV1FixturesDecodeToV2(t *testing.T) {
 			Title: "build the parser", Cwd: "/srv/app", DependsOn: []string{}, StepID: "build", Model: "anthropic/m1",
 			Kind: TaskKindWorkflow}},
 		{"task.created.v1.shadow.hex", TaskCreated{TaskID: "gc-5f0c2a9e", Role: "explorer", Agent: "delegate",
-			Title: "delegate: read the docs", Cwd: "/srv/app", DependsOn: []string{}, Depth: 2, Kind: TaskKindShadow}},
+			Title: "delegate: read the docs", Cwd: "/srv/app", DependsOn: []string{}, Depth: 2,
+			Kind: TaskKindShadow}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.fixture, func(t *testing.T) {
@@ -77,7 +78,8 @@ func TestAppendMapEntry(t *testing.T) {
 			buf.Write([]byte{0xdf, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
 		}
 		for i := range n {
-			k := "k" + strings.Repeat("x", i%3) + string(rune('a'+i%26)) + hex.EncodeToString([]byte{byte(i >> 16), byte(i >> 8), byte(i)})
+			k := "k" + strings.Repeat("x", i%3) + string(rune('a'+i%26)) +
+				hex.EncodeToString([]byte{byte(i >> 16), byte(i >> 8), byte(i)})
 			buf.Write(appendMsgpackStr(nil, k))
 			buf.Write(appendMsgpackStr(nil, "v"))
 			m[k] = "v"
