@@ -148,7 +148,8 @@ func load(dir string) (*pkg, error) {
 		}
 		for _, d := range f.Decls {
 			if fn, ok := d.(*ast.FuncDecl); ok {
-				if name := receiverType(fn); name != "" && (fn.Name.Name == "MarshalJSON" || fn.Name.Name == "MarshalText") {
+				if name := receiverType(fn); name != "" &&
+					(fn.Name.Name == "MarshalJSON" || fn.Name.Name == "MarshalText") {
 					p.jsonMethods[name] = true
 				}
 				continue
@@ -285,7 +286,8 @@ func (p *pkg) addShape(name string, st *ast.StructType) error {
 				return fmt.Errorf("%s: key %q twice", name, k)
 			}
 			keys[k] = true
-			s.fields = append(s.fields, field{goName: n.Name, key: k, kind: kind, elem: elem, optional: optional, omitEmpty: omit})
+			s.fields = append(s.fields, field{goName: n.Name, key: k, kind: kind, elem: elem, optional: optional,
+				omitEmpty: omit})
 		}
 	}
 	if len(s.fields) > 64 {
@@ -316,7 +318,8 @@ func receiverType(fn *ast.FuncDecl) string {
 // string field, or two of them.
 func (p *pkg) taskIDField(goType, shape string) (string, error) {
 	if p.jsonMethods[goType] {
-		return "", fmt.Errorf("%s: a payload with its own JSON encoding is not supported (its taskId could not be read from its fields)", goType)
+		return "", fmt.Errorf("%s: a payload with its own JSON encoding is not supported "+
+			"(its taskId could not be read from its fields)", goType)
 	}
 	st := p.specs[shape].(*ast.StructType)
 	found := ""
@@ -349,7 +352,8 @@ func (p *pkg) taskIDField(goType, shape string) (string, error) {
 }
 
 // scalars are the field types that may also be optional (*int64).
-var scalars = map[string]bool{"string": true, "bool": true, "int": true, "int64": true, "uint32": true, "float64": true}
+var scalars = map[string]bool{"string": true, "bool": true, "int": true, "int64": true, "uint32": true,
+	"float64": true}
 
 func (p *pkg) kindOf(owner string, t ast.Expr) (fieldKind, string, error) {
 	switch t := t.(type) {
@@ -383,7 +387,8 @@ func (p *pkg) kindOf(owner string, t ast.Expr) (fieldKind, string, error) {
 	}
 	var b bytes.Buffer
 	_ = format.Node(&b, token.NewFileSet(), t)
-	return 0, "", fmt.Errorf("%s: field type %s is not supported by the generator (add it to events/internal/gen)", owner, b.String())
+	return 0, "", fmt.Errorf("%s: field type %s is not supported by the generator (add it to events/internal/gen)",
+		owner, b.String())
 }
 
 // decodable reports whether the fast reader handles every field of s (and
@@ -442,7 +447,8 @@ func (p *pkg) write(w *bytes.Buffer) {
 			none = append(none, "*"+pl.goType, pl.goType)
 			continue
 		}
-		pf("\tcase *%s:\n\t\tif p == nil {\n\t\t\treturn \"\", true\n\t\t}\n\t\treturn p.%s, true\n", pl.goType, pl.taskField)
+		pf("\tcase *%s:\n\t\tif p == nil {\n\t\t\treturn \"\", true\n\t\t}\n\t\treturn p.%s, true\n", pl.goType,
+			pl.taskField)
 		pf("\tcase %s:\n\t\treturn p.%s, true\n", pl.goType, pl.taskField)
 	}
 	if len(none) > 0 {
@@ -468,7 +474,8 @@ func (p *pkg) write(w *bytes.Buffer) {
 			}
 			return fmt.Sprintf("(*%s)(%s)", pl.shape, v)
 		}
-		pf("\tcase *%s:\n\t\tif p == nil {\n\t\t\treturn 0, true\n\t\t}\n\t\treturn stringBytes%s(%s), true\n", pl.goType, pl.shape, conv("p"))
+		pf("\tcase *%s:\n\t\tif p == nil {\n\t\t\treturn 0, true\n\t\t}\n\t\treturn stringBytes%s(%s), true\n",
+			pl.goType, pl.shape, conv("p"))
 		pf("\tcase %s:\n\t\treturn stringBytes%s(%s), true\n", pl.goType, pl.shape, conv("&p"))
 	}
 	pf("\t}\n\treturn 0, false\n}\n\n")
@@ -563,7 +570,8 @@ func (p *pkg) writeEncoder(pf func(string, ...any), s *shape) {
 		var enc string
 		switch f.kind {
 		case kindStruct:
-			enc = fmt.Sprintf("if %s == nil {\n\t\tb = append(b, 0xc0)\n\t} else {\n\t\tb = append%s(b, %s)\n\t}", v, f.elem, v)
+			enc = fmt.Sprintf("if %s == nil {\n\t\tb = append(b, 0xc0)\n\t} else {\n\t\tb = append%s(b, %s)\n\t}",
+				v, f.elem, v)
 		case kindInt:
 			enc = fmt.Sprintf("b = appendInt(b, int64(%s))", v)
 		default:
@@ -631,10 +639,12 @@ func (p *pkg) writeDecoder(pf func(string, ...any), s *shape) {
 		case f.kind == kindStruct:
 			// nil stays nil, anything else is a new struct, as
 			// reflection decodes a pointer.
-			pf("\t\t\tif r.peekNil() {\n\t\t\t\t%s = nil\n\t\t\t} else {\n\t\t\t\t%s = new(%s)\n\t\t\t\tr.read%s(%s)\n\t\t\t}\n", v, v, f.elem, f.elem, v)
+			pf("\t\t\tif r.peekNil() {\n\t\t\t\t%s = nil\n\t\t\t} else {\n\t\t\t\t%s = new(%s)\n\t\t\t\tr.read%s(%s)\n\t\t\t}\n",
+				v, v, f.elem, f.elem, v)
 		case f.optional:
 			// Likewise for a pointer to a scalar.
-			pf("\t\t\tif r.peekNil() {\n\t\t\t\t%s = nil\n\t\t\t} else {\n\t\t\t\tv := %s\n\t\t\t\t%s = &v\n\t\t\t}\n", v, readExpr[f.kind], v)
+			pf("\t\t\tif r.peekNil() {\n\t\t\t\t%s = nil\n\t\t\t} else {\n\t\t\t\tv := %s\n\t\t\t\t%s = &v\n\t\t\t}\n",
+				v, readExpr[f.kind], v)
 		default:
 			pf("\t\t\t%s = %s\n", v, readExpr[f.kind])
 		}

@@ -48,14 +48,19 @@ var registry = map[string]kind{TypeOdd: v1[Odd]()}
 // not one plain string field, is refused rather than read wrongly.
 func TestGenerateRefusesATaskIDItCannotRead(t *testing.T) {
 	for _, c := range []struct{ name, decl, want string }{
-		{"custom JSON", "type Odd struct {\n\tTaskID string `json:\"taskId\" msgpack:\"taskId\"`\n}\n\nfunc (Odd) MarshalJSON() ([]byte, error) { return nil, nil }\n",
+		{"custom JSON",
+			"type Odd struct {\n\tTaskID string `json:\"taskId\" msgpack:\"taskId\"`\n}\n\n" +
+				"func (Odd) MarshalJSON() ([]byte, error) { return nil, nil }\n",
 			"its own JSON encoding"},
-		{"number", "type Odd struct {\n\tTaskID int `json:\"taskId\" msgpack:\"taskId\"`\n}\n", "not one plain string field"},
-		{"string option", "type Odd struct {\n\tTaskID string `json:\"taskId,string\" msgpack:\"taskId\"`\n}\n", "not one plain string field"},
+		{"number", "type Odd struct {\n\tTaskID int `json:\"taskId\" msgpack:\"taskId\"`\n}\n",
+			"not one plain string field"},
+		{"string option", "type Odd struct {\n\tTaskID string `json:\"taskId,string\" msgpack:\"taskId\"`\n}\n",
+			"not one plain string field"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			src := "package events\n\ntype kind struct{}\n\nfunc v1[T any]() kind { return kind{} }\n\nconst TypeOdd = \"odd.thing\"\n\n" +
+			src := "package events\n\ntype kind struct{}\n\nfunc v1[T any]() kind { return kind{} }\n\n" +
+				"const TypeOdd = \"odd.thing\"\n\n" +
 				c.decl + "\nvar registry = map[string]kind{TypeOdd: v1[Odd]()}\n"
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "odd.go"), []byte(src), 0o644))
 			_, err := generate(dir)
